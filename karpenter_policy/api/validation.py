@@ -1,0 +1,244 @@
+"""Karpenter's Provisioner validation rules (core webhook, v0.31), as `Violation`s with field paths.
+
+Input is a Provisioner document that already passed the JSON Schema (types are right); these are the rules a
+schema cannot express. The AWS provider rules live in `api.aws`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from karpenter_policy.api import aws
+from karpenter_policy.api.violations import (
+    DEPRECATED_LABEL,
+    INVALID_REQUIREMENT,
+    INVALID_SPEC,
+    RESTRICTED_LABEL,
+    WARNING,
+    Path,
+    Violation,
+)
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Operator
+from karpenter_policy.model.resources import parse_quantity
+from karpenter_policy.model.taints import TAINT_EFFECTS
+
+Document = Mapping[str, Any]
+
+SUPPORTED_EVICTION_SIGNALS = frozenset(
+    {"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree",
+     "pid.available"}
+)
+SUPPORTED_RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
+
+
+def validate_provisioner(doc: Document) -> list[Violation]:
+    """Every Karpenter validation rule that `doc` (a schema-valid Provisioner) breaks."""
+    spec: Mapping[str, Any] = doc.get("spec") or {}
+    found: list[Violation] = []
+    found += _metadata(doc.get("metadata") or {})
+    found += _requirements(spec.get("requirements") or [])
+    found += _labels(spec.get("labels") or {})
+    found += _taints(spec)
+    found += _ttls(spec)
+    found += _provider(spec)
+    found += _kubelet(spec.get("kubeletConfiguration"))
+    return found
+
+
+def _metadata(metadata: Mapping[str, Any]) -> Iterator[Violation]:
+    name = metadata.get("name")
+    if isinstance(name, str) and not wk.is_dns1123_subdomain(name):
+        yield Violation(
+            INVALID_SPEC, ("metadata", "name"),
+            f"name {name!r} must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'), at most 253 characters",
+        )
+
+
+def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterator[Violation]:
+    """Karpenter's `ValidateRequirement` for one node-selector requirement (provisioner or pod)."""
+    raw_key = requirement.get("key", "")
+    key = wk.normalize_key(raw_key)
+    operator = requirement.get("operator", "")
+    values: Sequence[str] = requirement.get("values") or []
+    if raw_key != key:
+        yield Violation(
+            DEPRECATED_LABEL, (*path, "key"),
+            f"label {raw_key} is deprecated; Karpenter reads it as {key}, write that instead", WARNING,
+        )
+    if key == wk.PROVISIONER_NAME:
+        yield Violation(RESTRICTED_LABEL, (*path, "key"), f"{key} is restricted: Karpenter sets it on every node")
+    elif (reason := wk.restricted_label_reason(key)) is not None:
+        yield Violation(RESTRICTED_LABEL, (*path, "key"), reason)
+    for error in wk.qualified_name_errors(key):
+        yield Violation(INVALID_REQUIREMENT, (*path, "key"), f"key {key!r} is not a qualified name: {error}")
+    if operator not in SUPPORTED_OPERATORS:
+        yield Violation(
+            INVALID_REQUIREMENT, (*path, "operator"),
+            f"key {key} has an unsupported operator {operator!r}; use one of {', '.join(o.value for o in Operator)}",
+        )
+    for index, value in enumerate(values):
+        for error in wk.label_value_errors(value):
+            yield Violation(INVALID_REQUIREMENT, (*path, "values", index), f"invalid value {value!r} for key {key}: {error}")
+    if operator == Operator.IN and not values:
+        yield Violation(INVALID_REQUIREMENT, path, f"key {key} with operator In must have at least one value")
+    if operator in (Operator.GT, Operator.LT):
+        single = values[0] if len(values) == 1 else None
+        digits = single[1:] if single and single[0] == "+" else single
+        if digits is None or not digits.isascii() or not digits.isdigit():
+            where: Path = (*path, "values") if values else path
+            yield Violation(
+                INVALID_REQUIREMENT, where,
+                f"key {key} with operator {operator} must have a single positive integer value, got {list(values)}",
+            )
+    if operator in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
+        yield Violation(
+            INVALID_REQUIREMENT, (*path, "values"),
+            f"key {key} with operator {operator} ignores its values {list(values)}; remove them", WARNING,
+        )
+
+
+def _requirements(requirements: Sequence[Mapping[str, Any]]) -> Iterator[Violation]:
+    for index, requirement in enumerate(requirements):
+        yield from requirement_violations(requirement, ("spec", "requirements", index))
+
+
+def _labels(labels: Mapping[str, str]) -> Iterator[Violation]:
+    for key, value in labels.items():
+        path: Path = ("spec", "labels", key)
+        if key == wk.PROVISIONER_NAME:
+            yield Violation(RESTRICTED_LABEL, path, f"label {key} is restricted: Karpenter sets it", at_key=True)
+        elif (reason := wk.restricted_label_reason(key)) is not None:
+            yield Violation(RESTRICTED_LABEL, path, reason, at_key=True)
+        for error in wk.qualified_name_errors(key):
+            yield Violation(INVALID_SPEC, path, f"label key {key!r} is not a qualified name: {error}", at_key=True)
+        for error in wk.label_value_errors(value):
+            yield Violation(INVALID_SPEC, path, f"label {key} has an invalid value {value!r}: {error}")
+
+
+def _taints(spec: Mapping[str, Any]) -> Iterator[Violation]:
+    seen: dict[tuple[str, str], Path] = {}
+    for field in ("taints", "startupTaints"):
+        for index, taint in enumerate(spec.get(field) or []):
+            path: Path = ("spec", field, index)
+            key, value, effect = taint.get("key", ""), taint.get("value", ""), taint.get("effect", "")
+            if not key:
+                yield Violation(INVALID_SPEC, (*path, "key"), f"{field}[{index}] needs a key")
+            else:
+                for error in wk.qualified_name_errors(key):
+                    yield Violation(INVALID_SPEC, (*path, "key"), f"taint key {key!r} is not a qualified name: {error}")
+            if value:
+                for error in wk.qualified_name_errors(value):
+                    yield Violation(INVALID_SPEC, (*path, "value"), f"taint value {value!r} is invalid: {error}")
+            if effect not in TAINT_EFFECTS:
+                yield Violation(
+                    INVALID_SPEC, (*path, "effect"),
+                    f"taint effect {effect!r} is not one of {', '.join(TAINT_EFFECTS)}",
+                )
+            first = seen.get((key, effect))
+            if first is not None:
+                yield Violation(
+                    INVALID_SPEC, path,
+                    f"duplicate taint {key}:{effect}: the same key and effect already appear at "
+                    f"{first[1]}[{first[2]}]",
+                    related=(first,),
+                )
+            else:
+                seen[(key, effect)] = path
+
+
+def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
+    for field in ("ttlSecondsAfterEmpty", "ttlSecondsUntilExpired"):
+        value = spec.get(field)
+        if isinstance(value, int) and value < 0:
+            yield Violation(INVALID_SPEC, ("spec", field), f"{field} cannot be negative ({value})")
+    consolidation = spec.get("consolidation") or {}
+    if consolidation.get("enabled") is True and spec.get("ttlSecondsAfterEmpty") is not None:
+        yield Violation(
+            INVALID_SPEC, ("spec", "ttlSecondsAfterEmpty"),
+            "ttlSecondsAfterEmpty and consolidation.enabled are mutually exclusive: consolidation already "
+            "removes empty nodes",
+            related=(("spec", "consolidation", "enabled"),),
+        )
+
+
+def _provider(spec: Mapping[str, Any]) -> Iterator[Violation]:
+    provider, provider_ref = spec.get("provider"), spec.get("providerRef")
+    if provider is not None and provider_ref is not None:
+        yield Violation(
+            INVALID_SPEC, ("spec", "providerRef"),
+            "provider and providerRef are mutually exclusive: keep the AWSNodeTemplate reference (providerRef)",
+            related=(("spec", "provider"),),
+        )
+    elif provider is None and provider_ref is None:
+        yield Violation(
+            INVALID_SPEC, ("spec",),
+            "exactly one of provider or providerRef is required: name an AWSNodeTemplate in providerRef",
+        )
+    if isinstance(provider, Mapping):
+        yield from aws.validate_aws(provider, ("spec", "provider"), inline=True)
+
+
+def _eviction(thresholds: Mapping[str, str], path: Path) -> Iterator[Violation]:
+    for signal, value in thresholds.items():
+        where: Path = (*path, signal)
+        if signal not in SUPPORTED_EVICTION_SIGNALS:
+            yield Violation(
+                INVALID_SPEC, where,
+                f"eviction signal {signal!r} is not one of {', '.join(sorted(SUPPORTED_EVICTION_SIGNALS))}",
+                at_key=True,
+            )
+        text = str(value)
+        if text.endswith("%"):
+            try:
+                percent = float(text[:-1])
+            except ValueError:
+                percent = -1.0
+            if not 0 <= percent <= 100:
+                yield Violation(INVALID_SPEC, where, f"{signal}: {text!r} is not a percentage between 0% and 100%")
+        else:
+            try:
+                if parse_quantity(text) < 0:
+                    yield Violation(INVALID_SPEC, where, f"{signal}: {text!r} cannot be negative")
+            except ValueError:
+                yield Violation(INVALID_SPEC, where, f"{signal}: {text!r} is neither a percentage nor a quantity")
+
+
+def _kubelet(kubelet: Mapping[str, Any] | None) -> Iterator[Violation]:
+    if not kubelet:
+        return
+    base: Path = ("spec", "kubeletConfiguration")
+    for field in ("kubeReserved", "systemReserved"):
+        for resource, quantity in (kubelet.get(field) or {}).items():
+            if resource not in SUPPORTED_RESERVED_RESOURCES:
+                yield Violation(
+                    INVALID_SPEC, (*base, field, resource),
+                    f"{field}: {resource!r} is not one of {', '.join(sorted(SUPPORTED_RESERVED_RESOURCES))}",
+                    at_key=True,
+                )
+            try:
+                if parse_quantity(quantity) < 0:
+                    yield Violation(INVALID_SPEC, (*base, field, resource), f"{field}.{resource} cannot be negative")
+            except ValueError as error:
+                yield Violation(INVALID_SPEC, (*base, field, resource), str(error))
+    for field in ("evictionHard", "evictionSoft"):
+        yield from _eviction(kubelet.get(field) or {}, (*base, field))
+    high, low = kubelet.get("imageGCHighThresholdPercent"), kubelet.get("imageGCLowThresholdPercent")
+    if isinstance(high, int) and isinstance(low, int) and high < low:
+        yield Violation(
+            INVALID_SPEC, (*base, "imageGCHighThresholdPercent"),
+            f"imageGCHighThresholdPercent ({high}) must be greater than imageGCLowThresholdPercent ({low})",
+        )
+    soft = kubelet.get("evictionSoft") or {}
+    grace = kubelet.get("evictionSoftGracePeriod") or {}
+    for signal in sorted(soft.keys() - grace.keys()):
+        yield Violation(
+            INVALID_SPEC, (*base, "evictionSoft", signal),
+            f"evictionSoft.{signal} needs a matching evictionSoftGracePeriod.{signal}", at_key=True,
+        )
+    for signal in sorted(grace.keys() - soft.keys()):
+        yield Violation(
+            INVALID_SPEC, (*base, "evictionSoftGracePeriod", signal),
+            f"evictionSoftGracePeriod.{signal} has no matching evictionSoft.{signal}", at_key=True,
+        )

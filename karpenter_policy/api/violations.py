@@ -1,0 +1,53 @@
+"""What a rule reports about one object: a rule id, a path into the object, a message.
+
+The api layer has no notion of files or lines; the policy layer maps `path` to a file position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Path = tuple[str | int, ...]
+
+ERROR = "error"
+WARNING = "warning"
+
+# Stable rule ids (DESIGN.md §4): never rename, only add.
+PARSE_ERROR = "parse-error"
+SCHEMA = "schema"
+INVALID_REQUIREMENT = "invalid-requirement"
+RESTRICTED_LABEL = "restricted-label"
+INVALID_SPEC = "invalid-spec"
+DEPRECATED_LABEL = "deprecated-label"
+DUPLICATE_NAME = "duplicate-name"
+UNRESOLVED_REFERENCE = "unresolved-reference"
+TEMPLATE_ERROR = "template-error"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One problem with one object.
+
+    `path` locates the offending node inside the object (`("spec", "requirements", 2, "operator")`);
+    `at_key` says the mapping key itself is at fault (an unknown field, a restricted label name), not its value.
+    """
+
+    rule: str
+    path: Path
+    message: str
+    severity: str = ERROR
+    at_key: bool = False
+    related: tuple[Path, ...] = field(default=())
+
+
+def render_path(path: Path) -> str:
+    """`spec.requirements[2].operator` — the kubectl-style name of a field."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "." in part or "/" in part:
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out

@@ -1,0 +1,203 @@
+"""Label keys Karpenter knows about: well-known labels, restricted domains and beta-key normalisation.
+
+Facts follow Karpenter v0.31 (core `v1alpha5/labels.go` and the AWS provider's `v1alpha1/labels.go`).
+Pure data and predicates: no I/O, nothing else of the package imported.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Kubernetes and Karpenter label keys used throughout the package.
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ARCH = "kubernetes.io/arch"
+OS = "kubernetes.io/os"
+HOSTNAME = "kubernetes.io/hostname"
+WINDOWS_BUILD = "node.kubernetes.io/windows-build"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+PROVISIONER_NAME = "karpenter.sh/provisioner-name"
+MANAGED_BY = "karpenter.sh/managed-by"
+EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
+INITIALIZED = "karpenter.sh/initialized"
+
+AWS = "karpenter.k8s.aws"
+INSTANCE_HYPERVISOR = f"{AWS}/instance-hypervisor"
+INSTANCE_ENCRYPTION_IN_TRANSIT = f"{AWS}/instance-encryption-in-transit-supported"
+INSTANCE_CATEGORY = f"{AWS}/instance-category"
+INSTANCE_FAMILY = f"{AWS}/instance-family"
+INSTANCE_GENERATION = f"{AWS}/instance-generation"
+INSTANCE_SIZE = f"{AWS}/instance-size"
+INSTANCE_LOCAL_NVME = f"{AWS}/instance-local-nvme"
+INSTANCE_CPU = f"{AWS}/instance-cpu"
+INSTANCE_MEMORY = f"{AWS}/instance-memory"
+INSTANCE_NETWORK_BANDWIDTH = f"{AWS}/instance-network-bandwidth"
+INSTANCE_PODS = f"{AWS}/instance-pods"
+INSTANCE_GPU_NAME = f"{AWS}/instance-gpu-name"
+INSTANCE_GPU_MANUFACTURER = f"{AWS}/instance-gpu-manufacturer"
+INSTANCE_GPU_COUNT = f"{AWS}/instance-gpu-count"
+INSTANCE_GPU_MEMORY = f"{AWS}/instance-gpu-memory"
+INSTANCE_ACCELERATOR_NAME = f"{AWS}/instance-accelerator-name"
+INSTANCE_ACCELERATOR_MANUFACTURER = f"{AWS}/instance-accelerator-manufacturer"
+INSTANCE_ACCELERATOR_COUNT = f"{AWS}/instance-accelerator-count"
+
+ARCH_AMD64 = "amd64"
+ARCH_ARM64 = "arm64"
+CAPACITY_SPOT = "spot"
+CAPACITY_ON_DEMAND = "on-demand"
+CAPACITY_TYPES = (CAPACITY_ON_DEMAND, CAPACITY_SPOT)
+
+#: Labels in restricted domains that Karpenter nevertheless lets users constrain.
+WELL_KNOWN_LABELS: frozenset[str] = frozenset(
+    {
+        PROVISIONER_NAME,
+        ZONE,
+        REGION,
+        INSTANCE_TYPE,
+        ARCH,
+        OS,
+        CAPACITY_TYPE,
+        WINDOWS_BUILD,
+        INSTANCE_HYPERVISOR,
+        INSTANCE_ENCRYPTION_IN_TRANSIT,
+        INSTANCE_CATEGORY,
+        INSTANCE_FAMILY,
+        INSTANCE_GENERATION,
+        INSTANCE_SIZE,
+        INSTANCE_LOCAL_NVME,
+        INSTANCE_CPU,
+        INSTANCE_MEMORY,
+        INSTANCE_NETWORK_BANDWIDTH,
+        INSTANCE_PODS,
+        INSTANCE_GPU_NAME,
+        INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_GPU_COUNT,
+        INSTANCE_GPU_MEMORY,
+        INSTANCE_ACCELERATOR_NAME,
+        INSTANCE_ACCELERATOR_MANUFACTURER,
+        INSTANCE_ACCELERATOR_COUNT,
+    }
+)
+
+#: Domains owned by the kubelet, Kubernetes or Karpenter (matched as a suffix of the key's prefix).
+RESTRICTED_LABEL_DOMAINS: tuple[str, ...] = ("k8s.io", "karpenter.k8s.aws", "karpenter.sh", "kubernetes.io")
+
+#: Sub-domains of the restricted domains that are allowed all the same.
+LABEL_DOMAIN_EXCEPTIONS: tuple[str, ...] = ("kops.k8s.io", "node-restriction.kubernetes.io", "node.kubernetes.io")
+
+#: Keys that are restricted whatever their domain, because Karpenter or the kubelet sets them.
+RESTRICTED_LABELS: frozenset[str] = frozenset({EMPTINESS_TIMESTAMP, HOSTNAME})
+
+#: Deprecated (beta) keys and the stable key Karpenter reads them as.
+NORMALIZED_LABELS: dict[str, str] = {
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+}
+
+#: Labels Karpenter ignores when it schedules.
+IGNORED_LABELS: frozenset[str] = frozenset({REGION})
+
+#: Well-known labels whose values are integers (Gt/Lt make sense on them).
+INTEGER_LABELS: frozenset[str] = frozenset(
+    {
+        INSTANCE_GENERATION,
+        INSTANCE_LOCAL_NVME,
+        INSTANCE_CPU,
+        INSTANCE_MEMORY,
+        INSTANCE_NETWORK_BANDWIDTH,
+        INSTANCE_PODS,
+        INSTANCE_GPU_COUNT,
+        INSTANCE_GPU_MEMORY,
+        INSTANCE_ACCELERATOR_COUNT,
+    }
+)
+
+
+def normalize_key(key: str) -> str:
+    """The stable key Karpenter uses for `key` (beta keys map to their GA names)."""
+    return NORMALIZED_LABELS.get(key, key)
+
+
+def label_domain(key: str) -> str:
+    """The DNS prefix of a label key (`""` when the key has none)."""
+    prefix, sep, _ = key.partition("/")
+    return prefix if sep else ""
+
+
+def is_restricted_node_label(key: str) -> bool:
+    """True when Karpenter will not put this label on a node itself (Karpenter's IsRestrictedNodeLabel)."""
+    if key in WELL_KNOWN_LABELS:
+        return True
+    domain = label_domain(key)
+    if any(domain.endswith(exception) for exception in LABEL_DOMAIN_EXCEPTIONS):
+        return False
+    if any(domain.endswith(restricted) for restricted in RESTRICTED_LABEL_DOMAINS):
+        return True
+    return key in RESTRICTED_LABELS
+
+
+def restricted_label_reason(key: str) -> str | None:
+    """Why a user may not set or constrain `key`, or None when it is allowed (Karpenter's IsRestrictedLabel)."""
+    if key in WELL_KNOWN_LABELS:
+        return None
+    if is_restricted_node_label(key):
+        domain = label_domain(key)
+        where = f"domain {domain!r} is reserved" if domain else "it is set by the kubelet or Karpenter"
+        return (
+            f"label {key} is restricted: {where}; use a well-known label or a custom label "
+            f"outside {', '.join(RESTRICTED_LABEL_DOMAINS)}"
+        )
+    return None
+
+
+# Kubernetes apimachinery's validation of label keys and values (IsQualifiedName, IsValidLabelValue).
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def qualified_name_errors(key: str) -> list[str]:
+    """Problems with `key` as a Kubernetes qualified name (`[prefix/]name`), empty when valid."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return ["a qualified name must have at most one '/'"]
+    errors: list[str] = []
+    if len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            errors.append("prefix part must be a lowercase DNS subdomain of at most 253 characters")
+    else:
+        name = parts[0]
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    elif not _NAME_PART.match(name):
+        errors.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', "
+            "and must start and end with an alphanumeric character"
+        )
+    return errors
+
+
+def label_value_errors(value: str) -> list[str]:
+    """Problems with `value` as a Kubernetes label value, empty when valid."""
+    if len(value) > 63:
+        return ["must be no more than 63 characters"]
+    if not _LABEL_VALUE.match(value):
+        return [
+            "a label value must be empty or consist of alphanumeric characters, '-', '_' or '.', "
+            "and must start and end with an alphanumeric character"
+        ]
+    return []
+
+
+def is_dns1123_subdomain(name: str) -> bool:
+    """True when `name` is a valid Kubernetes object name (RFC 1123 subdomain, ≤ 253 characters)."""
+    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))

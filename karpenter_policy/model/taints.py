@@ -1,0 +1,71 @@
+"""Taints and tolerations with Kubernetes' ToleratesTaint semantics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+TAINT_EFFECTS: tuple[str, ...] = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint: pods must tolerate it to be scheduled (or, for PreferNoSchedule, should)."""
+
+    key: str
+    effect: str
+    value: str = ""
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, object]) -> Taint:
+        return cls(key=str(data.get("key", "")), effect=str(data.get("effect", "")), value=str(data.get("value") or ""))
+
+    def to_api(self) -> dict[str, str]:
+        api = {"key": self.key, "effect": self.effect}
+        if self.value:
+            api["value"] = self.value
+        return api
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration. Empty key with operator Exists tolerates every taint; empty effect matches all."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, object]) -> Toleration:
+        seconds = data.get("tolerationSeconds")
+        return cls(
+            key=str(data.get("key") or ""),
+            operator=str(data.get("operator") or "Equal"),
+            value=str(data.get("value") or ""),
+            effect=str(data.get("effect") or ""),
+            toleration_seconds=seconds if isinstance(seconds, int) else None,
+        )
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' `Toleration.ToleratesTaint`."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+def untolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> list[Taint]:
+    """The taints that none of the tolerations tolerates, in the given order."""
+    tolerations = tuple(tolerations)
+    return [taint for taint in taints if not any(t.tolerates(taint) for t in tolerations)]

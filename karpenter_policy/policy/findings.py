@@ -1,0 +1,76 @@
+"""Findings (a rule's verdict at file:line:column) and the report that collects them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from karpenter_policy.api.violations import ERROR, WARNING
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Location:
+    file: str
+    line: int
+    column: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem, placed in a file. Sorted by file, line, column, rule."""
+
+    rule: str
+    severity: str
+    message: str
+    file: str
+    line: int
+    column: int
+    object: str | None = None
+    related: tuple[Location, ...] = ()
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.file, self.line, self.column, self.rule, self.message)
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "rule": self.rule, "severity": self.severity, "message": self.message,
+            "file": self.file, "line": self.line, "column": self.column,
+        }
+        if self.object:
+            data["object"] = self.object
+        if self.related:
+            data["related"] = [{"file": r.file, "line": r.line, "column": r.column} for r in self.related]
+        return data
+
+
+@dataclass(slots=True)
+class Report:
+    """What a run checked and found."""
+
+    findings: list[Finding] = field(default_factory=list)
+    files: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    could_not_run: bool = False
+
+    @property
+    def objects(self) -> int:
+        return sum(self.kinds.values())
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.severity == ERROR)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity == WARNING)
+
+    def sorted_findings(self) -> list[Finding]:
+        return sorted(self.findings, key=Finding.sort_key)
+
+    def exit_code(self, fail_on_warn: bool = False) -> int:
+        if self.could_not_run:
+            return 2
+        if self.errors or (fail_on_warn and self.warnings):
+            return 1
+        return 0

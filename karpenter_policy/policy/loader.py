@@ -1,0 +1,207 @@
+"""Read policy files into documents that remember where every node came from.
+
+Parsing is libyaml (PyYAML's C composer) with YAML 1.1 scalars — what kubectl's YAML reader accepts — and a
+lean node-to-data conversion of our own, so that one pass yields both the data and the node tree that maps
+a field path back to its line and column. Round-trip rewriting (fmt, pin) uses ruamel.yaml elsewhere.
+
+Hostile input is refused with a `LoadError` (reported as `parse-error`), never a traceback: files over a size
+bound, binary or non-UTF-8 bytes, YAML errors, aliases that expand beyond a node budget (YAML bombs),
+duplicate keys, and keys that are not scalars.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from karpenter_policy.api.violations import Path as FieldPath
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_NODES_PER_FILE = 200_000
+POLICY_SUFFIXES = (".yaml", ".yml")
+TEMPLATE_SUFFIX = ".yaml.j2"
+
+_STR = "tag:yaml.org,2002:str"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_BINARY = "tag:yaml.org,2002:binary"
+_SCALARS = yaml.constructor.SafeConstructor()
+_SCALAR_CONSTRUCTORS = _SCALARS.yaml_constructors
+_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class LoadError(Exception):
+    """A file that cannot be read as YAML; `line`/`column` are 1-based (0 when unknown)."""
+
+    def __init__(self, file: str, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.file, self.message, self.line, self.column = file, message, line, column
+
+
+class UnreadableFile(LoadError):
+    """The file could not be opened at all (missing, a permission problem): the tool cannot run on it."""
+
+
+@dataclass(slots=True)
+class Document:
+    """One YAML document (or one item of a `kind: List`) with its node tree for positions."""
+
+    file: str
+    index: int
+    data: Any
+    node: Node = field(repr=False)
+
+    def position(self, path: FieldPath, at_key: bool = False) -> tuple[int, int]:
+        """1-based line and column of the node at `path` (its key with `at_key`); the nearest existing
+        ancestor when the path runs past what the document has (a missing field)."""
+        node = self.node
+        key_node: Node | None = None
+        for part in path:
+            child: Node | None = None
+            if isinstance(node, MappingNode):
+                wanted = str(part)
+                for k, v in node.value:
+                    if k.value == wanted:
+                        key_node, child = k, v
+                        break
+            elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                key_node, child = None, node.value[part]
+            if child is None:
+                break
+            node = child
+        else:
+            if at_key and key_node is not None:
+                node = key_node
+        mark = node.start_mark
+        return mark.line + 1, mark.column + 1
+
+
+def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The policy files under `paths` (directories searched recursively, hidden ones skipped), sorted and
+    de-duplicated, and the paths that do not exist."""
+    found: set[str] = set()
+    missing: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in files:
+                    if name.endswith(POLICY_SUFFIXES) and not name.startswith("."):
+                        found.add(os.path.normpath(os.path.join(root, name)))
+        elif path.exists():
+            found.add(os.path.normpath(raw))
+        else:
+            missing.append(raw)
+    return sorted(found), missing
+
+
+def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The file's text, refusing what is too large, binary or not UTF-8."""
+    try:
+        with open(file, "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as error:
+        raise UnreadableFile(file, f"cannot read file: {error.strerror or error}", 0, 0) from None
+    if len(raw) > max_bytes:
+        raise LoadError(file, f"file is larger than {max_bytes} bytes; policy files are small, is this the right file?")
+    if b"\x00" in raw:
+        raise LoadError(file, "binary file (it contains NUL bytes), not YAML")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+        raise LoadError(file, f"not UTF-8 text: byte 0x{raw[error.start]:02x} cannot be decoded", line, column) from None
+
+
+class _Converter:
+    """Node tree → plain data (dict/list/str/int/float/bool/None), within a node budget."""
+
+    __slots__ = ("file", "budget")
+
+    def __init__(self, file: str, budget: int) -> None:
+        self.file, self.budget = file, budget
+
+    def convert(self, node: Node) -> Any:
+        self.budget -= 1
+        if self.budget < 0:
+            raise LoadError(
+                self.file,
+                f"the document expands to more than {MAX_NODES_PER_FILE} nodes (aliases that multiply, "
+                "a 'YAML bomb'?)",
+                node.start_mark.line + 1, node.start_mark.column + 1,
+            )
+        cls = node.__class__
+        if cls is ScalarNode:
+            tag = node.tag
+            if tag == _STR or tag == _TIMESTAMP or tag == _BINARY:
+                return node.value
+            constructor = _SCALAR_CONSTRUCTORS.get(tag)
+            if constructor is None:
+                return node.value  # an unknown local tag: keep the text, as kubectl does
+            return constructor(_SCALARS, node)
+        if cls is MappingNode:
+            result: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                if key_node.__class__ is not ScalarNode:
+                    raise self._error(key_node, "a mapping key must be a plain scalar, not a list or mapping")
+                key = key_node.value
+                if key in result:
+                    first = next(k for k, _ in node.value if k.value == key)
+                    raise self._error(key_node, f"duplicate key {key!r} (first at line {first.start_mark.line + 1})")
+                result[key] = self.convert(value_node)
+            return result
+        return [self.convert(item) for item in node.value]
+
+    def _error(self, node: Node, message: str) -> LoadError:
+        return LoadError(self.file, message, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _yaml_error(file: str, error: yaml.YAMLError) -> LoadError:
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    context = getattr(error, "context", None)
+    message = f"{context}: {problem}" if context else str(problem)
+    if "'\\t'" in message:
+        message += " (YAML does not allow tabs for indentation: use spaces)"
+    if mark is None:
+        return LoadError(file, f"invalid YAML: {message}")
+    return LoadError(file, f"invalid YAML: {message}", mark.line + 1, mark.column + 1)
+
+
+def parse(file: str, text: str) -> list[Document]:
+    """Every non-empty document of `text`; items of a `kind: List` become documents of their own."""
+    converter = _Converter(file, MAX_NODES_PER_FILE)
+    documents: list[Document] = []
+    try:
+        for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
+            if node is None:
+                continue
+            data = converter.convert(node)
+            documents.extend(_expand_list(file, index, data, node))
+    except yaml.YAMLError as error:
+        raise _yaml_error(file, error) from None
+    except RecursionError:
+        raise LoadError(file, "the document nests too deeply") from None
+    return documents
+
+
+def _expand_list(file: str, index: int, data: Any, node: Node) -> Iterator[Document]:
+    items = data.get("items") if isinstance(data, dict) and data.get("kind") == "List" else None
+    if isinstance(items, list) and isinstance(node, MappingNode):
+        items_node = next(v for k, v in node.value if k.value == "items")
+        for item, item_node in zip(items, items_node.value, strict=True):
+            yield Document(file, index, item, item_node)
+    else:
+        yield Document(file, index, data, node)
+
+
+def load_file(file: str, max_bytes: int = MAX_FILE_BYTES) -> list[Document]:
+    """Read and parse one file; raises LoadError."""
+    return parse(file, read_text(file, max_bytes))

@@ -1,0 +1,156 @@
+"""Render a `Report` as text, JSON (DESIGN.md §4), SARIF 2.1.0, GitHub workflow commands or JUnit XML.
+
+Every format is deterministic: findings sorted by file, line, column, rule; keys sorted; no timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from xml.sax.saxutils import escape, quoteattr
+
+from karpenter_policy import __version__
+from karpenter_policy.policy.findings import Finding, Report
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+
+RULE_DESCRIPTIONS = {
+    "parse-error": "The file cannot be read as YAML.",
+    "schema": "The object does not match the Provisioner / AWSNodeTemplate schema.",
+    "invalid-requirement": "A requirement breaks Karpenter's rules for operators and values.",
+    "restricted-label": "A label or requirement uses a key reserved for Kubernetes or Karpenter.",
+    "invalid-spec": "The spec breaks one of Karpenter's webhook rules.",
+    "deprecated-label": "A deprecated (beta) label key that Karpenter rewrites.",
+    "duplicate-name": "Two objects of the same kind share a name.",
+    "unresolved-reference": "A providerRef names a node template that is not among the checked files.",
+    "template-error": "A Jinja2 template cannot be rendered.",
+}
+
+
+def _summary_text(report: Report, verb: str) -> str:
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(report.kinds.items()))
+    line = f"{verb} {report.objects} object{'s' if report.objects != 1 else ''}"
+    line += f" ({kinds})" if kinds else ""
+    line += f" in {report.files} file{'s' if report.files != 1 else ''}"
+    if report.skipped:
+        skipped = ", ".join(f"{k}: {n}" for k, n in sorted(report.skipped.items()))
+        line += f"; skipped {sum(report.skipped.values())} of other kinds ({skipped})"
+    return f"{line}: {report.errors} error{'s' if report.errors != 1 else ''}, " \
+        f"{report.warnings} warning{'s' if report.warnings != 1 else ''}"
+
+
+def render_text(report: Report, verb: str = "validated") -> str:
+    lines = []
+    for f in report.sorted_findings():
+        where = f"{f.file}:{f.line}:{f.column}" if f.line else f.file
+        subject = f" {f.object}:" if f.object else ""
+        lines.append(f"{where}: {f.severity}:{subject} {f.message} [{f.rule}]")
+        lines.extend(f"    related: {r.file}:{r.line}:{r.column}" for r in f.related)
+    lines.append(_summary_text(report, verb))
+    return "\n".join(lines) + "\n"
+
+
+def _summary(report: Report) -> dict[str, object]:
+    return {
+        "errors": report.errors, "warnings": report.warnings, "files": report.files, "objects": report.objects,
+        "kinds": dict(sorted(report.kinds.items())), "skipped": dict(sorted(report.skipped.items())),
+    }
+
+
+def render_json(report: Report) -> str:
+    document = {"findings": [f.to_json() for f in report.sorted_findings()], "summary": _summary(report)}
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _sarif_location(file: str, line: int, column: int) -> dict[str, object]:
+    region = {"startLine": max(line, 1), "startColumn": max(column, 1)}
+    return {"physicalLocation": {"artifactLocation": {"uri": file.replace("\\", "/")}, "region": region}}
+
+
+def render_sarif(report: Report) -> str:
+    findings = report.sorted_findings()
+    rule_ids = sorted({f.rule for f in findings} | set(RULE_DESCRIPTIONS))
+    results = []
+    for f in findings:
+        result: dict[str, object] = {
+            "ruleId": f.rule,
+            "level": "error" if f.severity == "error" else "warning",
+            "message": {"text": f"{f.object}: {f.message}" if f.object else f.message},
+            "locations": [_sarif_location(f.file, f.line, f.column)],
+        }
+        if f.related:
+            result["relatedLocations"] = [
+                {"id": i, **_sarif_location(r.file, r.line, r.column)} for i, r in enumerate(f.related)
+            ]
+        results.append(result)
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "karpenter-policy",
+                "version": __version__,
+                "rules": [
+                    {"id": r, "shortDescription": {"text": RULE_DESCRIPTIONS.get(r, r)}} for r in rule_ids
+                ],
+            }},
+            "results": results,
+        }],
+    }
+    return json.dumps(sarif, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(report: Report, verb: str = "validated") -> str:
+    """GitHub Actions workflow commands: one `::error`/`::warning` annotation per finding."""
+    lines = []
+    for f in report.sorted_findings():
+        props = [f"file={_gh_property(f.file)}"]
+        if f.line:
+            props += [f"line={f.line}", f"col={f.column}"]
+        props.append(f"title={_gh_property(f.rule)}")
+        subject = f"{f.object}: " if f.object else ""
+        lines.append(f"::{'error' if f.severity == 'error' else 'warning'} {','.join(props)}::{_gh_data(subject + f.message)}")
+    lines.append(_summary_text(report, verb))
+    return "\n".join(lines) + "\n"
+
+
+def render_junit(report: Report) -> str:
+    """One test case per file, failing with its findings (errors as failures, warnings in system-out)."""
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for f in report.sorted_findings():
+        by_file[f.file].append(f)
+    failures = sum(1 for findings in by_file.values() if any(f.severity == "error" for f in findings))
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuite name="karpenter-policy" tests="{len(by_file)}" failures="{failures}" errors="0">']
+    for file, findings in sorted(by_file.items()):
+        out.append(f"  <testcase classname=\"karpenter-policy\" name={quoteattr(file)}>")
+        errors = [f for f in findings if f.severity == "error"]
+        body = "\n".join(f"{f.file}:{f.line}:{f.column}: {f.severity}: {f.message} [{f.rule}]" for f in findings)
+        if errors:
+            message = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+            out.append(f"    <failure message={quoteattr(message)}>{escape(body)}</failure>")
+        else:
+            out.append(f"    <system-out>{escape(body)}</system-out>")
+        out.append("  </testcase>")
+    out.append("</testsuite>")
+    return "\n".join(out) + "\n"
+
+
+def render(report: Report, output: str, verb: str = "validated") -> str:
+    if output == "json":
+        return render_json(report)
+    if output == "sarif":
+        return render_sarif(report)
+    if output == "github":
+        return render_github(report, verb)
+    if output == "junit":
+        return render_junit(report)
+    return render_text(report, verb)

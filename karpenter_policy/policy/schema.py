@@ -1,0 +1,129 @@
+"""JSON Schema validation of policy objects against `schemas/` (shipped inside the package as `karpenter_policy/schemas/`).
+
+`jsonschema` (draft 2020-12) is the reference and writes every message. Valid documents — nearly all of
+them — are recognised first by the same schema compiled with `fastjsonschema`, ~20× faster; only a document
+it rejects goes through `jsonschema` to collect each error with its path. A test holds both to the same
+verdicts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import fastjsonschema
+import jsonschema
+
+from karpenter_policy.api.kinds import SCHEMA_FILES
+from karpenter_policy.api.violations import SCHEMA, Path, Violation, render_path
+
+SCHEMA_PACKAGE = "karpenter_policy"
+
+
+@cache
+def load_schema(file_name: str) -> dict[str, Any]:
+    """A schema document from the package's `schemas/`."""
+    text = resources.files(SCHEMA_PACKAGE).joinpath("schemas", file_name).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def _fast_validator(file_name: str) -> Callable[[Any], Any]:
+    validate: Callable[[Any], Any] = fastjsonschema.compile(load_schema(file_name))
+    return validate
+
+
+@cache
+def _reference_validator(file_name: str) -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(load_schema(file_name))
+
+
+def schema_file_for(api_version: str, kind: str) -> str | None:
+    return SCHEMA_FILES.get((api_version, kind))
+
+
+def schema_violations(doc: Mapping[str, Any], file_name: str) -> list[Violation]:
+    """Every schema error of `doc`, each at the path of the offending field (empty when valid)."""
+    try:
+        _fast_validator(file_name)(doc)
+        return []
+    except fastjsonschema.JsonSchemaException:
+        pass
+    found: dict[tuple[Path, str], Violation] = {}
+    for error in _reference_validator(file_name).iter_errors(doc):
+        for violation in _explain(error):
+            found.setdefault((violation.path, violation.message), violation)
+    if not found:  # the two validators disagree: trust neither silently
+        return [Violation(SCHEMA, (), "the document does not match its schema")]
+    return sorted(found.values(), key=lambda v: ([str(p) for p in v.path], v.message))
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    return "mapping"
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def suggest(name: str, candidates: list[str]) -> str | None:
+    """The candidate closest to a misspelt `name`, if any is close."""
+    lowered = {c.lower(): c for c in candidates}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def _explain(error: jsonschema.ValidationError) -> list[Violation]:
+    path: Path = tuple(error.absolute_path)
+    where = render_path(path) or "document"
+    validator, schema, instance = error.validator, error.schema, error.instance
+    if validator == "additionalProperties" and isinstance(instance, Mapping):
+        known = sorted(schema.get("properties", {}))
+        violations = []
+        for key in sorted(k for k in instance if k not in schema.get("properties", {})):
+            hint = suggest(str(key), known)
+            field = render_path((*path, key))
+            message = f"unknown field {field}" + (f"; did you mean {hint}?" if hint else f"; known fields: {', '.join(known)}")
+            violations.append(Violation(SCHEMA, (*path, key), message, at_key=True))
+        return violations
+    if validator == "required":
+        missing = str(error.validator_value and error.message.split("'")[1])
+        return [Violation(SCHEMA, path, f"{where}: missing required field {missing!r}")]
+    if validator == "type":
+        expected = schema.get("type")
+        expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        expected_text = {"object": "a mapping", "array": "a list"}.get(expected_text, f"a {expected_text}")
+        return [Violation(SCHEMA, path, f"{where} must be {expected_text}, not {_type_name(instance)} {_show(instance)}")]
+    if validator == "const":
+        return [Violation(SCHEMA, path, f"{where} must be {_show(schema['const'])}, not {_show(instance)}")]
+    if validator == "enum":
+        allowed = ", ".join(str(v) for v in schema["enum"])
+        return [Violation(SCHEMA, path, f"{where} {_show(instance)} is not one of {allowed}")]
+    if validator in ("minimum", "maximum"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        bounds = f"between {low} and {high}" if low is not None and high is not None else (
+            f"at least {low}" if low is not None else f"at most {high}")
+        return [Violation(SCHEMA, path, f"{where} {_show(instance)} is out of range: it must be {bounds}")]
+    if validator == "anyOf" and any("pattern" in branch for branch in schema.get("anyOf", [])):
+        return [Violation(SCHEMA, path, f"{where}: {_show(instance)} is not a Kubernetes quantity (e.g. 2, 500m, 1.5Gi, 2k)")]
+    if validator in ("minLength", "minItems", "minProperties"):
+        return [Violation(SCHEMA, path, f"{where} must not be empty")]
+    return [Violation(SCHEMA, path, f"{where}: {error.message}")]
