@@ -16,7 +16,12 @@ from karpenter_policy.policy.reporters import FORMATS, render
 DEFAULT_PATHS = ("policies/",)
 
 _output_option = click.option(
-    "--output", "-o", "output", type=click.Choice(FORMATS), default="text", show_default=True,
+    "--output",
+    "-o",
+    "output",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
     help="Report format: text, json (DESIGN.md §4), sarif (code scanning), github (workflow annotations), junit.",
 )
 _fail_on_warn_option = click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")

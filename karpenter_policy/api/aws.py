@@ -32,7 +32,12 @@ ID_PREFIXES = {"subnetSelector": "subnet-", "securityGroupSelector": "sg-", "ami
 
 #: Fields a launch template already decides, so Karpenter refuses them next to `launchTemplate`.
 EXCLUDED_BY_LAUNCH_TEMPLATE = (
-    "securityGroupSelector", "amiFamily", "instanceProfile", "blockDeviceMappings", "userData", "amiSelector",
+    "securityGroupSelector",
+    "amiFamily",
+    "instanceProfile",
+    "blockDeviceMappings",
+    "userData",
+    "amiSelector",
     "metadataOptions",
 )
 
@@ -56,9 +61,11 @@ def _launch_template(spec: Mapping[str, Any], base: Path) -> Iterator[Violation]
     for field in EXCLUDED_BY_LAUNCH_TEMPLATE:
         if field in spec:
             yield Violation(
-                INVALID_SPEC, (*base, field),
+                INVALID_SPEC,
+                (*base, field),
                 f"{field} and launchTemplate are mutually exclusive: the launch template already decides it",
-                at_key=True, related=((*base, "launchTemplate"),),
+                at_key=True,
+                related=((*base, "launchTemplate"),),
             )
 
 
@@ -79,14 +86,17 @@ def _selector(spec: Mapping[str, Any], base: Path, field: str, required: bool) -
     for key in id_keys:
         if len(selector) > 1:
             yield Violation(
-                INVALID_SPEC, (*path, key),
-                f"{field}: {key} lists ids and cannot be combined with other filters", at_key=True,
+                INVALID_SPEC,
+                (*path, key),
+                f"{field}: {key} lists ids and cannot be combined with other filters",
+                at_key=True,
             )
         prefix = ID_PREFIXES[field]
         for resource_id in (part.strip() for part in str(selector[key]).split(",")):
             if not re.fullmatch(re.escape(prefix) + r"[0-9a-f]{8,17}", resource_id):
                 yield Violation(
-                    INVALID_SPEC, (*path, key),
+                    INVALID_SPEC,
+                    (*path, key),
                     f"{field}: {resource_id!r} is not an id of the form {prefix}0123456789abcdef",
                 )
 
@@ -98,8 +108,10 @@ def _tags(tags: Mapping[str, str], base: Path) -> Iterator[Violation]:
         for pattern in RESTRICTED_TAG_PATTERNS:
             if pattern.match(key):
                 yield Violation(
-                    INVALID_SPEC, (*base, "tags", key),
-                    f"tag {key} is restricted: Karpenter sets it itself (pattern {pattern.pattern})", at_key=True,
+                    INVALID_SPEC,
+                    (*base, "tags", key),
+                    f"tag {key} is restricted: Karpenter sets it itself (pattern {pattern.pattern})",
+                    at_key=True,
                 )
 
 
@@ -113,7 +125,8 @@ def _metadata_options(options: Mapping[str, Any] | None, path: Path) -> Iterator
     hop_limit = options.get("httpPutResponseHopLimit")
     if hop_limit is not None and not 1 <= hop_limit <= 64:
         yield Violation(
-            INVALID_SPEC, (*path, "httpPutResponseHopLimit"),
+            INVALID_SPEC,
+            (*path, "httpPutResponseHopLimit"),
             f"httpPutResponseHopLimit {hop_limit} is out of range: it must be between 1 and 64",
         )
 
@@ -123,7 +136,9 @@ def _ami_family(spec: Mapping[str, Any], base: Path, inline: bool) -> Iterator[V
     if family is None:
         return
     if family not in AMI_FAMILIES:
-        yield Violation(INVALID_SPEC, (*base, "amiFamily"), f"amiFamily {family!r} is not one of {', '.join(AMI_FAMILIES)}")
+        yield Violation(
+            INVALID_SPEC, (*base, "amiFamily"), f"amiFamily {family!r} is not one of {', '.join(AMI_FAMILIES)}"
+        )
     elif family == "Custom" and "amiSelector" not in spec:
         where = "an AWSNodeTemplate with amiSelector" if inline else "amiSelector"
         yield Violation(INVALID_SPEC, (*base, "amiFamily"), f"amiFamily Custom needs {where} to choose the AMI")
@@ -139,7 +154,9 @@ def _block_device_mapping(mapping: Mapping[str, Any], path: Path) -> Iterator[Vi
     volume_type = ebs.get("volumeType")
     if volume_type is not None and volume_type not in VOLUME_TYPES:
         yield Violation(
-            INVALID_SPEC, (*path, "ebs", "volumeType"), f"volumeType {volume_type!r} is not one of {', '.join(VOLUME_TYPES)}"
+            INVALID_SPEC,
+            (*path, "ebs", "volumeType"),
+            f"volumeType {volume_type!r} is not one of {', '.join(VOLUME_TYPES)}",
         )
     size = ebs.get("volumeSize")
     if size is None:
@@ -153,7 +170,9 @@ def _block_device_mapping(mapping: Mapping[str, Any], path: Path) -> Iterator[Vi
         return
     if not MIN_VOLUME <= quantity <= MAX_VOLUME:
         yield Violation(
-            INVALID_SPEC, (*path, "ebs", "volumeSize"), f"volumeSize {size} is out of range: it must be between 1G and 64T"
+            INVALID_SPEC,
+            (*path, "ebs", "volumeSize"),
+            f"volumeSize {size} is out of range: it must be between 1G and 64T",
         )
 
 

@@ -27,8 +27,14 @@ from karpenter_policy.model.taints import TAINT_EFFECTS
 Document = Mapping[str, Any]
 
 SUPPORTED_EVICTION_SIGNALS = frozenset(
-    {"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree",
-     "pid.available"}
+    {
+        "memory.available",
+        "nodefs.available",
+        "nodefs.inodesFree",
+        "imagefs.available",
+        "imagefs.inodesFree",
+        "pid.available",
+    }
 )
 SUPPORTED_RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 
@@ -51,7 +57,8 @@ def _metadata(metadata: Mapping[str, Any]) -> Iterator[Violation]:
     name = metadata.get("name")
     if isinstance(name, str) and not wk.is_dns1123_subdomain(name):
         yield Violation(
-            INVALID_SPEC, ("metadata", "name"),
+            INVALID_SPEC,
+            ("metadata", "name"),
             f"name {name!r} must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'), at most 253 characters",
         )
 
@@ -64,8 +71,10 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
     values: Sequence[str] = requirement.get("values") or []
     if raw_key != key:
         yield Violation(
-            DEPRECATED_LABEL, (*path, "key"),
-            f"label {raw_key} is deprecated; Karpenter reads it as {key}, write that instead", WARNING,
+            DEPRECATED_LABEL,
+            (*path, "key"),
+            f"label {raw_key} is deprecated; Karpenter reads it as {key}, write that instead",
+            WARNING,
         )
     if key == wk.PROVISIONER_NAME:
         yield Violation(RESTRICTED_LABEL, (*path, "key"), f"{key} is restricted: Karpenter sets it on every node")
@@ -75,12 +84,15 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
         yield Violation(INVALID_REQUIREMENT, (*path, "key"), f"key {key!r} is not a qualified name: {error}")
     if operator not in SUPPORTED_OPERATORS:
         yield Violation(
-            INVALID_REQUIREMENT, (*path, "operator"),
+            INVALID_REQUIREMENT,
+            (*path, "operator"),
             f"key {key} has an unsupported operator {operator!r}; use one of {', '.join(o.value for o in Operator)}",
         )
     for index, value in enumerate(values):
         for error in wk.label_value_errors(value):
-            yield Violation(INVALID_REQUIREMENT, (*path, "values", index), f"invalid value {value!r} for key {key}: {error}")
+            yield Violation(
+                INVALID_REQUIREMENT, (*path, "values", index), f"invalid value {value!r} for key {key}: {error}"
+            )
     if operator == Operator.IN and not values:
         yield Violation(INVALID_REQUIREMENT, path, f"key {key} with operator In must have at least one value")
     if operator in (Operator.GT, Operator.LT):
@@ -89,13 +101,16 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
         if digits is None or not digits.isascii() or not digits.isdigit():
             where: Path = (*path, "values") if values else path
             yield Violation(
-                INVALID_REQUIREMENT, where,
+                INVALID_REQUIREMENT,
+                where,
                 f"key {key} with operator {operator} must have a single positive integer value, got {list(values)}",
             )
     if operator in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
         yield Violation(
-            INVALID_REQUIREMENT, (*path, "values"),
-            f"key {key} with operator {operator} ignores its values {list(values)}; remove them", WARNING,
+            INVALID_REQUIREMENT,
+            (*path, "values"),
+            f"key {key} with operator {operator} ignores its values {list(values)}; remove them",
+            WARNING,
         )
 
 
@@ -133,15 +148,16 @@ def _taints(spec: Mapping[str, Any]) -> Iterator[Violation]:
                     yield Violation(INVALID_SPEC, (*path, "value"), f"taint value {value!r} is invalid: {error}")
             if effect not in TAINT_EFFECTS:
                 yield Violation(
-                    INVALID_SPEC, (*path, "effect"),
+                    INVALID_SPEC,
+                    (*path, "effect"),
                     f"taint effect {effect!r} is not one of {', '.join(TAINT_EFFECTS)}",
                 )
             first = seen.get((key, effect))
             if first is not None:
                 yield Violation(
-                    INVALID_SPEC, path,
-                    f"duplicate taint {key}:{effect}: the same key and effect already appear at "
-                    f"{first[1]}[{first[2]}]",
+                    INVALID_SPEC,
+                    path,
+                    f"duplicate taint {key}:{effect}: the same key and effect already appear at {first[1]}[{first[2]}]",
                     related=(first,),
                 )
             else:
@@ -156,7 +172,8 @@ def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
     consolidation = spec.get("consolidation") or {}
     if consolidation.get("enabled") is True and spec.get("ttlSecondsAfterEmpty") is not None:
         yield Violation(
-            INVALID_SPEC, ("spec", "ttlSecondsAfterEmpty"),
+            INVALID_SPEC,
+            ("spec", "ttlSecondsAfterEmpty"),
             "ttlSecondsAfterEmpty and consolidation.enabled are mutually exclusive: consolidation already "
             "removes empty nodes",
             related=(("spec", "consolidation", "enabled"),),
@@ -167,13 +184,15 @@ def _provider(spec: Mapping[str, Any]) -> Iterator[Violation]:
     provider, provider_ref = spec.get("provider"), spec.get("providerRef")
     if provider is not None and provider_ref is not None:
         yield Violation(
-            INVALID_SPEC, ("spec", "providerRef"),
+            INVALID_SPEC,
+            ("spec", "providerRef"),
             "provider and providerRef are mutually exclusive: keep the AWSNodeTemplate reference (providerRef)",
             related=(("spec", "provider"),),
         )
     elif provider is None and provider_ref is None:
         yield Violation(
-            INVALID_SPEC, ("spec",),
+            INVALID_SPEC,
+            ("spec",),
             "exactly one of provider or providerRef is required: name an AWSNodeTemplate in providerRef",
         )
     if isinstance(provider, Mapping):
@@ -185,7 +204,8 @@ def _eviction(thresholds: Mapping[str, str], path: Path) -> Iterator[Violation]:
         where: Path = (*path, signal)
         if signal not in SUPPORTED_EVICTION_SIGNALS:
             yield Violation(
-                INVALID_SPEC, where,
+                INVALID_SPEC,
+                where,
                 f"eviction signal {signal!r} is not one of {', '.join(sorted(SUPPORTED_EVICTION_SIGNALS))}",
                 at_key=True,
             )
@@ -213,7 +233,8 @@ def _kubelet(kubelet: Mapping[str, Any] | None) -> Iterator[Violation]:
         for resource, quantity in (kubelet.get(field) or {}).items():
             if resource not in SUPPORTED_RESERVED_RESOURCES:
                 yield Violation(
-                    INVALID_SPEC, (*base, field, resource),
+                    INVALID_SPEC,
+                    (*base, field, resource),
                     f"{field}: {resource!r} is not one of {', '.join(sorted(SUPPORTED_RESERVED_RESOURCES))}",
                     at_key=True,
                 )
@@ -227,18 +248,23 @@ def _kubelet(kubelet: Mapping[str, Any] | None) -> Iterator[Violation]:
     high, low = kubelet.get("imageGCHighThresholdPercent"), kubelet.get("imageGCLowThresholdPercent")
     if isinstance(high, int) and isinstance(low, int) and high < low:
         yield Violation(
-            INVALID_SPEC, (*base, "imageGCHighThresholdPercent"),
+            INVALID_SPEC,
+            (*base, "imageGCHighThresholdPercent"),
             f"imageGCHighThresholdPercent ({high}) must be greater than imageGCLowThresholdPercent ({low})",
         )
     soft = kubelet.get("evictionSoft") or {}
     grace = kubelet.get("evictionSoftGracePeriod") or {}
     for signal in sorted(soft.keys() - grace.keys()):
         yield Violation(
-            INVALID_SPEC, (*base, "evictionSoft", signal),
-            f"evictionSoft.{signal} needs a matching evictionSoftGracePeriod.{signal}", at_key=True,
+            INVALID_SPEC,
+            (*base, "evictionSoft", signal),
+            f"evictionSoft.{signal} needs a matching evictionSoftGracePeriod.{signal}",
+            at_key=True,
         )
     for signal in sorted(grace.keys() - soft.keys()):
         yield Violation(
-            INVALID_SPEC, (*base, "evictionSoftGracePeriod", signal),
-            f"evictionSoftGracePeriod.{signal} has no matching evictionSoft.{signal}", at_key=True,
+            INVALID_SPEC,
+            (*base, "evictionSoftGracePeriod", signal),
+            f"evictionSoftGracePeriod.{signal} has no matching evictionSoft.{signal}",
+            at_key=True,
         )

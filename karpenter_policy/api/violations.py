@@ -44,9 +44,7 @@ def render_path(path: Path) -> str:
     """`spec.requirements[2].operator` — the kubectl-style name of a field."""
     out = ""
     for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif "." in part or "/" in part:
+        if isinstance(part, int) or "." in part or "/" in part:
             out += f"[{part}]"
         else:
             out += f".{part}" if out else part

@@ -25,7 +25,7 @@ class Finding:
     file: str
     line: int
     column: int
-    object: str | None = None
+    object_ref: str | None = None
     related: tuple[Location, ...] = ()
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
@@ -33,11 +33,15 @@ class Finding:
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
-            "rule": self.rule, "severity": self.severity, "message": self.message,
-            "file": self.file, "line": self.line, "column": self.column,
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
         }
-        if self.object:
-            data["object"] = self.object
+        if self.object_ref:
+            data["object"] = self.object_ref
         if self.related:
             data["related"] = [{"file": r.file, "line": r.line, "column": r.column} for r in self.related]
         return data

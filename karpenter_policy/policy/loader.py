@@ -30,6 +30,8 @@ TEMPLATE_SUFFIX = ".yaml.j2"
 _STR = "tag:yaml.org,2002:str"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _BINARY = "tag:yaml.org,2002:binary"
+_TEXT_TAGS = frozenset({_STR, _TIMESTAMP, _BINARY})
+_COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 _SCALARS = yaml.constructor.SafeConstructor()
 _SCALAR_CONSTRUCTORS = _SCALARS.yaml_constructors
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -117,7 +119,9 @@ def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     except UnicodeDecodeError as error:
         line = raw.count(b"\n", 0, error.start) + 1
         column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
-        raise LoadError(file, f"not UTF-8 text: byte 0x{raw[error.start]:02x} cannot be decoded", line, column) from None
+        raise LoadError(
+            file, f"not UTF-8 text: byte 0x{raw[error.start]:02x} cannot be decoded", line, column
+        ) from None
 
 
 class _Converter:
@@ -133,19 +137,21 @@ class _Converter:
         if self.budget < 0:
             raise LoadError(
                 self.file,
-                f"the document expands to more than {MAX_NODES_PER_FILE} nodes (aliases that multiply, "
-                "a 'YAML bomb'?)",
-                node.start_mark.line + 1, node.start_mark.column + 1,
+                f"the document expands to more than {MAX_NODES_PER_FILE} nodes (aliases that multiply, a 'YAML bomb'?)",
+                node.start_mark.line + 1,
+                node.start_mark.column + 1,
             )
         cls = node.__class__
         if cls is ScalarNode:
             tag = node.tag
-            if tag == _STR or tag == _TIMESTAMP or tag == _BINARY:
+            if tag in _TEXT_TAGS:  # timestamps and binary stay text, as in JSON
                 return node.value
             constructor = _SCALAR_CONSTRUCTORS.get(tag)
             if constructor is None:
-                return node.value  # an unknown local tag: keep the text, as kubectl does
+                raise self._error(node, f"unsupported YAML tag {tag}: Kubernetes manifests use plain YAML")
             return constructor(_SCALARS, node)
+        if node.tag not in _COLLECTION_TAGS:
+            raise self._error(node, f"unsupported YAML tag {node.tag}: Kubernetes manifests use plain YAML")
         if cls is MappingNode:
             result: dict[str, Any] = {}
             for key_node, value_node in node.value:
@@ -163,13 +169,16 @@ class _Converter:
         return LoadError(self.file, message, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _yaml_error(file: str, error: yaml.YAMLError) -> LoadError:
+def _yaml_error(file: str, text: str, error: yaml.YAMLError) -> LoadError:
     mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
     problem = getattr(error, "problem", None) or str(error)
     context = getattr(error, "context", None)
     message = f"{context}: {problem}" if context else str(problem)
-    if "'\\t'" in message:
-        message += " (YAML does not allow tabs for indentation: use spaces)"
+    if mark is not None:
+        lines = text.splitlines()
+        line = lines[mark.line] if mark.line < len(lines) else ""
+        if "\t" in line[: mark.column + 1]:
+            message += " (YAML does not allow tabs for indentation: use spaces)"
     if mark is None:
         return LoadError(file, f"invalid YAML: {message}")
     return LoadError(file, f"invalid YAML: {message}", mark.line + 1, mark.column + 1)
@@ -184,9 +193,11 @@ def parse(file: str, text: str) -> list[Document]:
             if node is None:
                 continue
             data = converter.convert(node)
+            if data is None:  # an empty document (`---` followed by nothing): kubectl skips it too
+                continue
             documents.extend(_expand_list(file, index, data, node))
     except yaml.YAMLError as error:
-        raise _yaml_error(file, error) from None
+        raise _yaml_error(file, text, error) from None
     except RecursionError:
         raise LoadError(file, "the document nests too deeply") from None
     return documents

@@ -35,15 +35,17 @@ def _summary_text(report: Report, verb: str) -> str:
     if report.skipped:
         skipped = ", ".join(f"{k}: {n}" for k, n in sorted(report.skipped.items()))
         line += f"; skipped {sum(report.skipped.values())} of other kinds ({skipped})"
-    return f"{line}: {report.errors} error{'s' if report.errors != 1 else ''}, " \
+    return (
+        f"{line}: {report.errors} error{'s' if report.errors != 1 else ''}, "
         f"{report.warnings} warning{'s' if report.warnings != 1 else ''}"
+    )
 
 
 def render_text(report: Report, verb: str = "validated") -> str:
     lines = []
     for f in report.sorted_findings():
         where = f"{f.file}:{f.line}:{f.column}" if f.line else f.file
-        subject = f" {f.object}:" if f.object else ""
+        subject = f" {f.object_ref}:" if f.object_ref else ""
         lines.append(f"{where}: {f.severity}:{subject} {f.message} [{f.rule}]")
         lines.extend(f"    related: {r.file}:{r.line}:{r.column}" for r in f.related)
     lines.append(_summary_text(report, verb))
@@ -52,8 +54,12 @@ def render_text(report: Report, verb: str = "validated") -> str:
 
 def _summary(report: Report) -> dict[str, object]:
     return {
-        "errors": report.errors, "warnings": report.warnings, "files": report.files, "objects": report.objects,
-        "kinds": dict(sorted(report.kinds.items())), "skipped": dict(sorted(report.skipped.items())),
+        "errors": report.errors,
+        "warnings": report.warnings,
+        "files": report.files,
+        "objects": report.objects,
+        "kinds": dict(sorted(report.kinds.items())),
+        "skipped": dict(sorted(report.skipped.items())),
     }
 
 
@@ -75,7 +81,7 @@ def render_sarif(report: Report) -> str:
         result: dict[str, object] = {
             "ruleId": f.rule,
             "level": "error" if f.severity == "error" else "warning",
-            "message": {"text": f"{f.object}: {f.message}" if f.object else f.message},
+            "message": {"text": f"{f.object_ref}: {f.message}" if f.object_ref else f.message},
             "locations": [_sarif_location(f.file, f.line, f.column)],
         }
         if f.related:
@@ -86,16 +92,20 @@ def render_sarif(report: Report) -> str:
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "karpenter-policy",
-                "version": __version__,
-                "rules": [
-                    {"id": r, "shortDescription": {"text": RULE_DESCRIPTIONS.get(r, r)}} for r in rule_ids
-                ],
-            }},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "karpenter-policy",
+                        "version": __version__,
+                        "rules": [
+                            {"id": r, "shortDescription": {"text": RULE_DESCRIPTIONS.get(r, r)}} for r in rule_ids
+                        ],
+                    }
+                },
+                "results": results,
+            }
+        ],
     }
     return json.dumps(sarif, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -116,8 +126,10 @@ def render_github(report: Report, verb: str = "validated") -> str:
         if f.line:
             props += [f"line={f.line}", f"col={f.column}"]
         props.append(f"title={_gh_property(f.rule)}")
-        subject = f"{f.object}: " if f.object else ""
-        lines.append(f"::{'error' if f.severity == 'error' else 'warning'} {','.join(props)}::{_gh_data(subject + f.message)}")
+        subject = f"{f.object_ref}: " if f.object_ref else ""
+        lines.append(
+            f"::{'error' if f.severity == 'error' else 'warning'} {','.join(props)}::{_gh_data(subject + f.message)}"
+        )
     lines.append(_summary_text(report, verb))
     return "\n".join(lines) + "\n"
 
@@ -128,10 +140,12 @@ def render_junit(report: Report) -> str:
     for f in report.sorted_findings():
         by_file[f.file].append(f)
     failures = sum(1 for findings in by_file.values() if any(f.severity == "error" for f in findings))
-    out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f'<testsuite name="karpenter-policy" tests="{len(by_file)}" failures="{failures}" errors="0">']
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name="karpenter-policy" tests="{len(by_file)}" failures="{failures}" errors="0">',
+    ]
     for file, findings in sorted(by_file.items()):
-        out.append(f"  <testcase classname=\"karpenter-policy\" name={quoteattr(file)}>")
+        out.append(f'  <testcase classname="karpenter-policy" name={quoteattr(file)}>')
         errors = [f for f in findings if f.severity == "error"]
         body = "\n".join(f"{f.file}:{f.line}:{f.column}: {f.severity}: {f.message} [{f.rule}]" for f in findings)
         if errors:

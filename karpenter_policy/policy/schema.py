@@ -1,4 +1,4 @@
-"""JSON Schema validation of policy objects against `schemas/` (shipped inside the package as `karpenter_policy/schemas/`).
+"""JSON Schema validation of policy objects against `schemas/` (shipped in the package as `karpenter_policy/schemas/`).
 
 `jsonschema` (draft 2020-12) is the reference and writes every message. Valid documents — nearly all of
 them — are recognised first by the same schema compiled with `fastjsonschema`, ~20× faster; only a document
@@ -101,7 +101,9 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
         for key in sorted(k for k in instance if k not in schema.get("properties", {})):
             hint = suggest(str(key), known)
             field = render_path((*path, key))
-            message = f"unknown field {field}" + (f"; did you mean {hint}?" if hint else f"; known fields: {', '.join(known)}")
+            message = f"unknown field {field}" + (
+                f"; did you mean {hint}?" if hint else f"; known fields: {', '.join(known)}"
+            )
             violations.append(Violation(SCHEMA, (*path, key), message, at_key=True))
         return violations
     if validator == "required":
@@ -111,7 +113,9 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
         expected = schema.get("type")
         expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)
         expected_text = {"object": "a mapping", "array": "a list"}.get(expected_text, f"a {expected_text}")
-        return [Violation(SCHEMA, path, f"{where} must be {expected_text}, not {_type_name(instance)} {_show(instance)}")]
+        return [
+            Violation(SCHEMA, path, f"{where} must be {expected_text}, not {_type_name(instance)} {_show(instance)}")
+        ]
     if validator == "const":
         return [Violation(SCHEMA, path, f"{where} must be {_show(schema['const'])}, not {_show(instance)}")]
     if validator == "enum":
@@ -119,11 +123,18 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
         return [Violation(SCHEMA, path, f"{where} {_show(instance)} is not one of {allowed}")]
     if validator in ("minimum", "maximum"):
         low, high = schema.get("minimum"), schema.get("maximum")
-        bounds = f"between {low} and {high}" if low is not None and high is not None else (
-            f"at least {low}" if low is not None else f"at most {high}")
+        bounds = (
+            f"between {low} and {high}"
+            if low is not None and high is not None
+            else (f"at least {low}" if low is not None else f"at most {high}")
+        )
         return [Violation(SCHEMA, path, f"{where} {_show(instance)} is out of range: it must be {bounds}")]
     if validator == "anyOf" and any("pattern" in branch for branch in schema.get("anyOf", [])):
-        return [Violation(SCHEMA, path, f"{where}: {_show(instance)} is not a Kubernetes quantity (e.g. 2, 500m, 1.5Gi, 2k)")]
+        return [
+            Violation(
+                SCHEMA, path, f"{where}: {_show(instance)} is not a Kubernetes quantity (e.g. 2, 500m, 1.5Gi, 2k)"
+            )
+        ]
     if validator in ("minLength", "minItems", "minProperties"):
         return [Violation(SCHEMA, path, f"{where} must not be empty")]
     return [Violation(SCHEMA, path, f"{where}: {error.message}")]

@@ -42,8 +42,14 @@ def place(doc: Document, violation: Violation) -> Finding:
     metadata = data.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     return Finding(
-        violation.rule, violation.severity, violation.message, doc.file, line, column,
-        object_ref(data.get("kind"), name), related,
+        violation.rule,
+        violation.severity,
+        violation.message,
+        doc.file,
+        line,
+        column,
+        object_ref(data.get("kind"), name),
+        related,
     )
 
 
@@ -55,7 +61,9 @@ def _identify(doc: Document) -> tuple[str | None, list[Violation]]:
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         missing = [f for f in ("apiVersion", "kind") if not isinstance(data.get(f), str)]
-        return None, [Violation(SCHEMA, (), f"not a Kubernetes object: {' and '.join(missing)} missing or not a string")]
+        return None, [
+            Violation(SCHEMA, (), f"not a Kubernetes object: {' and '.join(missing)} missing or not a string")
+        ]
     schema_file = schema_file_for(api_version, kind)
     if schema_file is not None:
         return schema_file, []
@@ -106,10 +114,14 @@ def _cross_object(documents: Sequence[Document]) -> list[Finding]:
             seen[key] = doc
             continue
         line, column = first.position(("metadata", "name"))
-        duplicate = place(doc, Violation(
-            DUPLICATE_NAME, ("metadata", "name"),
-            f"{key[0]} {name!r} is defined twice (first in {first.file}:{line}); applying both keeps only one",
-        ))
+        duplicate = place(
+            doc,
+            Violation(
+                DUPLICATE_NAME,
+                ("metadata", "name"),
+                f"{key[0]} {name!r} is defined twice (first in {first.file}:{line}); applying both keeps only one",
+            ),
+        )
         findings.append(replace(duplicate, related=(Location(first.file, line, column),)))
     for doc in documents:
         data = doc.data
@@ -117,11 +129,18 @@ def _cross_object(documents: Sequence[Document]) -> list[Finding]:
             continue
         ref = (data.get("spec") or {}).get("providerRef")
         if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) and ref["name"] not in templates:
-            findings.append(place(doc, Violation(
-                UNRESOLVED_REFERENCE, ("spec", "providerRef", "name"),
-                f"providerRef names AWSNodeTemplate {ref['name']!r}, which is not among the checked files; "
-                "Karpenter cannot launch nodes until it exists", WARNING,
-            )))
+            findings.append(
+                place(
+                    doc,
+                    Violation(
+                        UNRESOLVED_REFERENCE,
+                        ("spec", "providerRef", "name"),
+                        f"providerRef names AWSNodeTemplate {ref['name']!r}, which is not among the checked files; "
+                        "Karpenter cannot launch nodes until it exists",
+                        WARNING,
+                    ),
+                )
+            )
     return findings
 
 

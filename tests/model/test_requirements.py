@@ -91,8 +91,14 @@ def test_has(requirement: Requirement, value: str, expected: bool) -> None:
 
 @pytest.mark.parametrize(
     ("requirement", "operator"),
-    [(EXISTS, Operator.EXISTS), (DOES_NOT_EXIST, Operator.DOES_NOT_EXIST), (IN_A, Operator.IN),
-     (NOT_IN_A, Operator.NOT_IN), (GT_1, Operator.EXISTS), (LT_9, Operator.EXISTS)],
+    [
+        (EXISTS, Operator.EXISTS),
+        (DOES_NOT_EXIST, Operator.DOES_NOT_EXIST),
+        (IN_A, Operator.IN),
+        (NOT_IN_A, Operator.NOT_IN),
+        (GT_1, Operator.EXISTS),
+        (LT_9, Operator.EXISTS),
+    ],
 )
 def test_operator_names_the_set(requirement: Requirement, operator: Operator) -> None:
     assert requirement.operator() is operator
@@ -110,7 +116,9 @@ def test_beta_keys_are_normalised() -> None:
     assert R("beta.kubernetes.io/arch", "In", ["arm64"]).key == ARCH
 
 
-@pytest.mark.parametrize(("operator", "values"), [("Gt", []), ("Gt", ["a"]), ("Lt", ["-1"]), ("Lt", ["1", "2"]), ("Foo", [])])
+@pytest.mark.parametrize(
+    ("operator", "values"), [("Gt", []), ("Gt", ["a"]), ("Lt", ["-1"]), ("Lt", ["1", "2"]), ("Foo", [])]
+)
 def test_invalid_operator_or_bound(operator: str, values: list[str]) -> None:
     with pytest.raises(ValueError):
         R(K, operator, values)
@@ -145,7 +153,9 @@ class TestCompatible:
         assert self.provisioner.compatible(_reqs(R(ZONE, "In", ["us-east-1a"]))) == []
 
     def test_undefined_custom_label_is_denied(self) -> None:
-        assert self.provisioner.compatible(_reqs(R("app", "In", ["kspark"]))) == ["label app does not have known values"]
+        assert self.provisioner.compatible(_reqs(R("app", "In", ["kspark"]))) == [
+            "label app does not have known values"
+        ]
 
     @pytest.mark.parametrize("operator", ["NotIn", "DoesNotExist"])
     def test_undefined_custom_label_may_be_excluded(self, operator: str) -> None:
@@ -176,9 +186,11 @@ class TestCompatible:
 
 def test_requirements_intersect_key_by_key_and_round_trip() -> None:
     merged = Requirements.from_node_selector(
-        [{"key": ARCH, "operator": "In", "values": ["amd64", "arm64"]},
-         {"key": ARCH, "operator": "NotIn", "values": ["arm64"]},
-         {"key": INSTANCE_GENERATION, "operator": "Gt", "values": ["2"]}]
+        [
+            {"key": ARCH, "operator": "In", "values": ["amd64", "arm64"]},
+            {"key": ARCH, "operator": "NotIn", "values": ["arm64"]},
+            {"key": INSTANCE_GENERATION, "operator": "Gt", "values": ["2"]},
+        ]
     )
     assert merged[ARCH] == R(ARCH, "In", ["amd64"])
     assert merged.single_values() == {ARCH: "amd64"}

@@ -1,0 +1,116 @@
+"""The loader: positions of every node, and hostile input refused with a clear parse error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from karpenter_policy.policy.loader import MAX_NODES_PER_FILE, LoadError, UnreadableFile, discover, load_file, parse
+
+PROVISIONER = """\
+# a comment
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: default
+spec:
+  requirements:
+    - key: kubernetes.io/arch
+      operator: In
+      values: [amd64, arm64]
+  labels:
+    team: a
+"""
+
+
+def test_positions_point_at_values_and_keys() -> None:
+    (doc,) = parse("p.yaml", PROVISIONER)
+    assert doc.position(("spec", "requirements", 0, "key")) == (8, 12)
+    assert doc.position(("spec", "requirements", 0, "operator")) == (9, 17)
+    assert doc.position(("spec", "requirements", 0, "values", 1)) == (10, 23)
+    assert doc.position(("spec", "labels", "team"), at_key=True) == (12, 5)
+    assert doc.position(("spec", "labels", "team")) == (12, 11)
+
+
+def test_missing_path_falls_back_to_nearest_ancestor() -> None:
+    (doc,) = parse("p.yaml", PROVISIONER)
+    assert doc.position(("spec", "requirements", 5, "key")) == doc.position(("spec", "requirements"))
+    assert doc.position(("spec", "providerRef")) == doc.position(("spec",))
+
+
+def test_multi_document_files_and_lists() -> None:
+    text = PROVISIONER + "---\n---\napiVersion: v1\nkind: List\nitems:\n  - kind: ConfigMap\n    apiVersion: v1\n"
+    docs = parse("p.yaml", text)
+    assert [d.data["kind"] for d in docs] == ["Provisioner", "ConfigMap"]
+    assert docs[1].position(("kind",)) == (18, 11)
+
+
+def test_yaml_11_scalars_like_kubectl() -> None:
+    (doc,) = parse("x.yaml", "a: yes\nb: 0x10\nc: 2001-12-14\nd: '1'\ne: 1.5\nf: ~\n")
+    assert doc.data == {"a": True, "b": 16, "c": "2001-12-14", "d": "1", "e": 1.5, "f": None}
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "line"),
+    [
+        ("a: 1\nb: [\n", "invalid YAML", 3),
+        ("spec:\n\t- key: x\n", "tabs for indentation", 2),
+        ("a: 1\nb: 2\na: 3\n", "duplicate key 'a' (first at line 1)", 3),
+        ("? [a]\n: b\n", "mapping key must be a plain scalar", 1),
+        ("a: !!python/object:os.system x\n", "unsupported YAML tag tag:yaml.org,2002:python/object:os.system", 1),
+        ("a: !Secret x\n", "unsupported YAML tag !Secret", 1),
+    ],
+)
+def test_parse_errors_name_the_line(text: str, message: str, line: int) -> None:
+    with pytest.raises(LoadError) as raised:
+        parse("bad.yaml", text)
+    assert message in raised.value.message
+    assert raised.value.line == line
+    assert raised.value.file == "bad.yaml"
+
+
+def test_alias_bomb_is_refused_within_the_budget() -> None:
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    with pytest.raises(LoadError, match="YAML bomb"):
+        parse("bomb.yaml", "\n".join(levels) + "\n")
+    assert MAX_NODES_PER_FILE < 10**8  # the bomb above expands to 10^9 nodes
+
+
+def test_deep_nesting_is_refused() -> None:
+    with pytest.raises(LoadError):
+        parse("deep.yaml", "a: " + "[" * 20000 + "]" * 20000 + "\n")
+
+
+def test_binary_non_utf8_and_oversized_files(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"apiVersion: v1\x00\x01")
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"a: 1\nname: caf\xe9\n")
+    big = tmp_path / "big.yaml"
+    big.write_text("a: " + "x" * 2000 + "\n")
+    with pytest.raises(LoadError, match="binary file"):
+        load_file(str(binary))
+    with pytest.raises(LoadError, match="not UTF-8") as raised:
+        load_file(str(latin))
+    assert (raised.value.line, raised.value.column) == (2, 10)
+    with pytest.raises(LoadError, match="larger than 1000 bytes"):
+        load_file(str(big), max_bytes=1000)
+    with pytest.raises(UnreadableFile):
+        load_file(str(tmp_path / "missing.yaml"))
+
+
+def test_bom_is_accepted(tmp_path: Path) -> None:
+    file = tmp_path / "bom.yaml"
+    file.write_bytes(b"\xef\xbb\xbfkind: ConfigMap\napiVersion: v1\n")
+    assert load_file(str(file))[0].data["kind"] == "ConfigMap"
+
+
+def test_discover_walks_directories_sorted_and_skips_hidden(tmp_path: Path) -> None:
+    for name in ("b.yaml", "a.yml", "notes.txt", ".hidden.yaml", "sub/c.yaml", ".git/d.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a: 1\n")
+    files, missing = discover([str(tmp_path), str(tmp_path / "b.yaml"), str(tmp_path / "nope")])
+    assert [Path(f).relative_to(tmp_path).as_posix() for f in files] == ["a.yml", "b.yaml", "sub/c.yaml"]
+    assert missing == [str(tmp_path / "nope")]
