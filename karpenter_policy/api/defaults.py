@@ -10,7 +10,7 @@ Defaulting is idempotent: defaulting a defaulted provisioner changes nothing.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from karpenter_policy.model import labels as wk
@@ -18,7 +18,7 @@ from karpenter_policy.model import labels as wk
 _INSTANCE_SHAPE_KEYS = (wk.INSTANCE_TYPE, wk.INSTANCE_FAMILY, wk.INSTANCE_CATEGORY, wk.INSTANCE_GENERATION)
 
 
-def default_requirements(requirements: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def default_requirements(requirements: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The requirements Karpenter's webhook appends to `requirements` (API form, in Karpenter's order)."""
     present = {wk.normalize_key(str(r.get("key", ""))) for r in requirements}
     added: list[dict[str, Any]] = []
