@@ -6,7 +6,7 @@ No solver here. Findings are placed at the exact node (requirement, label, taint
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 
 from karpenter_policy.api.aws import validate_node_template
 from karpenter_policy.api.kinds import (
@@ -20,6 +20,7 @@ from karpenter_policy.api.kinds import (
 from karpenter_policy.api.validation import validate_provisioner
 from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
+    ERROR,
     PARSE_ERROR,
     SCHEMA,
     UNRESOLVED_REFERENCE,
@@ -78,67 +79,88 @@ def _identify(doc: Document) -> tuple[str | None, list[Violation]]:
     return None, []
 
 
-def check_document(doc: Document, report: Report) -> list[Finding]:
-    """Schema then Karpenter's rules for one document; counts it in `report`."""
+def check_document(doc: Document, report: Report) -> tuple[list[Finding], bool]:
+    """Schema then Karpenter's rules for one document, counted in `report`; True when it is a policy object."""
     schema_file, problems = _identify(doc)
     if schema_file is None:
         if not problems:
-            data = doc.data
-            report.skipped[str(data.get("kind"))] += 1
-            return []
+            report.skipped[str(doc.data.get("kind"))] += 1
+            return [], False
         report.kinds["(invalid)"] += 1
-        return [place(doc, v) for v in problems]
+        return [place(doc, v) for v in problems], False
     data = doc.data
     report.kinds[data["kind"]] += 1
     violations = schema_violations(data, schema_file)
     if not violations:
         violations = _RULES[data["kind"]](data)
-    return [place(doc, v) for v in violations]
+    return [place(doc, v) for v in violations], True
 
 
-def _cross_object(documents: Sequence[Document]) -> list[Finding]:
-    """Rules across objects: one name per kind; providerRef must name a node template given alongside."""
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """What the rules across objects need of one checked object (not its node tree, which is let go)."""
+
+    kind: str
+    name: str
+    object_ref: str
+    at: Location
+    provider_ref: str | None
+    provider_ref_at: Location | None
+
+
+def _named(doc: Document) -> _Named | None:
+    data = doc.data
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    spec = data.get("spec")
+    ref = spec.get("providerRef") if isinstance(spec, Mapping) else None
+    ref_name = ref.get("name") if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) else None
+    kind = str(data.get("kind"))
+    return _Named(
+        kind,
+        name,
+        object_ref(kind, name),
+        Location(doc.file, *doc.position(("metadata", "name"))),
+        ref_name,
+        Location(doc.file, *doc.position(("spec", "providerRef", "name"))) if ref_name else None,
+    )
+
+
+def _cross_object(objects: Sequence[_Named]) -> list[Finding]:
+    """Rules across objects: one name per kind; a providerRef names a node template given alongside."""
     findings: list[Finding] = []
-    seen: dict[tuple[str, str], Document] = {}
-    templates: set[str] = set()
-    for doc in documents:
-        data = doc.data
-        name = (data.get("metadata") or {}).get("name") if isinstance(data.get("metadata"), Mapping) else None
-        if not isinstance(name, str):
-            continue
-        key = (str(data.get("kind")), name)
-        if data.get("kind") == NODE_TEMPLATE_KIND:
-            templates.add(name)
-        first = seen.get(key)
-        if first is None:
-            seen[key] = doc
-            continue
-        line, column = first.position(("metadata", "name"))
-        duplicate = place(
-            doc,
-            Violation(
-                DUPLICATE_NAME,
-                ("metadata", "name"),
-                f"{key[0]} {name!r} is defined twice (first in {first.file}:{line}); applying both keeps only one",
-            ),
-        )
-        findings.append(replace(duplicate, related=(Location(first.file, line, column),)))
-    for doc in documents:
-        data = doc.data
-        if data.get("kind") != PROVISIONER_KIND:
-            continue
-        ref = (data.get("spec") or {}).get("providerRef")
-        if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) and ref["name"] not in templates:
+    first_of: dict[tuple[str, str], _Named] = {}
+    templates = {o.name for o in objects if o.kind == NODE_TEMPLATE_KIND}
+    for obj in objects:
+        first = first_of.setdefault((obj.kind, obj.name), obj)
+        if first is not obj:
             findings.append(
-                place(
-                    doc,
-                    Violation(
-                        UNRESOLVED_REFERENCE,
-                        ("spec", "providerRef", "name"),
-                        f"providerRef names AWSNodeTemplate {ref['name']!r}, which is not among the checked files; "
-                        "Karpenter cannot launch nodes until it exists",
-                        WARNING,
-                    ),
+                Finding(
+                    DUPLICATE_NAME,
+                    ERROR,
+                    f"{obj.kind} {obj.name!r} is defined twice (first in {first.at.file}:{first.at.line}); "
+                    "applying both keeps only one",
+                    obj.at.file,
+                    obj.at.line,
+                    obj.at.column,
+                    obj.object_ref,
+                    (first.at,),
+                )
+            )
+        if obj.kind == PROVISIONER_KIND and obj.provider_ref is not None and obj.provider_ref not in templates:
+            at = obj.provider_ref_at or obj.at
+            findings.append(
+                Finding(
+                    UNRESOLVED_REFERENCE,
+                    WARNING,
+                    f"providerRef names AWSNodeTemplate {obj.provider_ref!r}, which is not among the checked files; "
+                    "Karpenter cannot launch nodes until it exists",
+                    at.file,
+                    at.line,
+                    at.column,
+                    obj.object_ref,
                 )
             )
     return findings
@@ -149,20 +171,21 @@ def validate_paths(paths: Iterable[str], max_file_bytes: int | None = None) -> R
     report = Report()
     files, missing = discover(paths)
     for path in missing:
-        report.findings.append(Finding(PARSE_ERROR, "error", f"no such file or directory: {path}", path, 0, 0))
+        report.findings.append(Finding(PARSE_ERROR, ERROR, f"no such file or directory: {path}", path, 0, 0))
         report.could_not_run = True
-    checked: list[Document] = []
+    named: list[_Named] = []
     for file in files:
         report.files += 1
         try:
             documents = load_file(file) if max_file_bytes is None else load_file(file, max_file_bytes)
         except LoadError as error:
-            report.findings.append(Finding(PARSE_ERROR, "error", error.message, file, error.line, error.column))
+            report.findings.append(Finding(PARSE_ERROR, ERROR, error.message, file, error.line, error.column))
             report.could_not_run |= isinstance(error, UnreadableFile)
             continue
         for doc in documents:
-            report.findings.extend(check_document(doc, report))
-            if _identify(doc)[0] is not None:
-                checked.append(doc)
-    report.findings.extend(_cross_object(checked))
+            findings, is_policy = check_document(doc, report)
+            report.findings.extend(findings)
+            if is_policy and (entry := _named(doc)) is not None:
+                named.append(entry)
+    report.findings.extend(_cross_object(named))
     return report
