@@ -1,0 +1,280 @@
+"""The embedded EC2 instance-type catalog: load it (cached), look types up, serialise it deterministically.
+
+The data file ships inside the package (``karpenter_policy/catalog/data/instance-types-<region>.json``) and is
+read with importlib.resources, so the tool works offline. ``karpenter-policy catalog refresh`` rebuilds it
+(see :mod:`karpenter_policy.catalog.refresh`). Any problem reading a catalog file is a :class:`CatalogError`
+naming the file and the reason, never a traceback.
+
+File format (version 1), one instance type per line so diffs stay readable::
+
+    {"format":1,"region":"us-east-1","types":[
+    {"accelerator_count":0,...,"name":"a1.2xlarge","offerings":[["us-east-1a","on-demand",0.204,true],...],...},
+    ...
+    ]}
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from karpenter_policy.model.instancetypes import InstanceType, Offering
+
+FORMAT_VERSION = 1
+DEFAULT_REGION = "us-east-1"
+DATA_PACKAGE = "karpenter_policy.catalog"
+DATA_DIR = "data"
+
+
+def catalog_file_name(region: str) -> str:
+    return f"instance-types-{region}.json"
+
+
+def on_demand_prices_file_name(region: str) -> str:
+    return f"ec2-on-demand-prices-{region}.json"
+
+
+class CatalogError(Exception):
+    """A catalog (or price) file is missing or unreadable; ``file`` says which, ``reason`` says why."""
+
+    def __init__(self, file: str | Path, reason: str) -> None:
+        self.file = str(file)
+        self.reason = reason
+        super().__init__(f"{self.file}: {reason}")
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The instance types of one region, sorted by name."""
+
+    region: str
+    instance_types: tuple[InstanceType, ...]
+    _by_name: dict[str, InstanceType] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.instance_types, key=lambda it: it.name))
+        if ordered != self.instance_types:
+            object.__setattr__(self, "instance_types", ordered)
+        by_name = {it.name: it for it in ordered}
+        if len(by_name) != len(ordered):
+            counts = Counter(it.name for it in ordered)
+            dupes = sorted(name for name, count in counts.items() if count > 1)
+            raise ValueError(f"duplicate instance types: {', '.join(dupes)}")
+        object.__setattr__(self, "_by_name", by_name)
+
+    def get(self, name: str) -> InstanceType | None:
+        return self._by_name.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(it.name for it in self.instance_types)
+
+    def families(self) -> tuple[str, ...]:
+        return tuple(sorted({it.family for it in self.instance_types}))
+
+    def sizes(self) -> tuple[str, ...]:
+        return tuple(sorted({it.size for it in self.instance_types}))
+
+    def zones(self) -> tuple[str, ...]:
+        return tuple(sorted({o.zone for it in self.instance_types for o in it.offerings}))
+
+    def __len__(self) -> int:
+        return len(self.instance_types)
+
+    def __iter__(self) -> Iterator[InstanceType]:
+        return iter(self.instance_types)
+
+
+# --- serialisation ------------------------------------------------------------------------------------------
+
+_INSTANCE_TYPE_FIELDS = tuple(f.name for f in fields(InstanceType))
+
+
+def _instance_type_to_dict(it: InstanceType) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _INSTANCE_TYPE_FIELDS:
+        value = getattr(it, name)
+        if name == "offerings":
+            value = [[o.zone, o.capacity_type, o.price, o.available] for o in it.offerings]
+        elif name == "architectures":
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def catalog_to_json(catalog: Catalog) -> str:
+    """Serialise deterministically: sorted keys, types in name order, one type per line, no timestamps."""
+    lines = [
+        json.dumps(_instance_type_to_dict(it), sort_keys=True, separators=(",", ":"), allow_nan=False)
+        for it in catalog.instance_types
+    ]
+    head = json.dumps({"format": FORMAT_VERSION, "region": catalog.region}, sort_keys=True, separators=(",", ":"))
+    body = ",\n".join(lines)
+    return head[:-1] + ',"types":[\n' + body + ("\n" if body else "") + "]}\n"
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    # bool is an int in Python: refuse it where an int is wanted, and vice versa.
+    if isinstance(value, bool) and kind is not bool:
+        raise _Invalid(f"{what} must be {_kind_name(kind)}, not a boolean")
+    if not isinstance(value, kind):
+        raise _Invalid(f"{what} must be {_kind_name(kind)}, got {type(value).__name__}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _number(value: Any, what: str) -> float:
+    number = float(_expect(value, (int, float), what))
+    if not math.isfinite(number) or number < 0:
+        raise _Invalid(f"{what} must be a finite number >= 0")
+    return number
+
+
+def _non_negative_int(value: Any, what: str) -> int:
+    number: int = _expect(value, int, what)
+    if number < 0:
+        raise _Invalid(f"{what} must be >= 0")
+    return number
+
+
+def _instance_type_from_dict(raw: Any, where: str) -> InstanceType:
+    data: dict[str, Any] = _expect(raw, dict, where)
+    missing = [name for name in _INSTANCE_TYPE_FIELDS if name not in data]
+    if missing:
+        raise _Invalid(f"{where}: missing field(s) {', '.join(missing)}")
+    name = _expect(data["name"], str, f"{where}.name")
+    where = f"{where} ({name})"
+    offerings = []
+    for i, entry in enumerate(_expect(data["offerings"], list, f"{where}.offerings")):
+        what = f"{where}.offerings[{i}]"
+        if not isinstance(entry, list) or len(entry) != 4:
+            raise _Invalid(f"{what} must be [zone, capacity type, price, available]")
+        offerings.append(
+            Offering(
+                zone=_expect(entry[0], str, f"{what} zone"),
+                capacity_type=_expect(entry[1], str, f"{what} capacity type"),
+                price=_number(entry[2], f"{what} price"),
+                available=_expect(entry[3], bool, f"{what} available"),
+            )
+        )
+    architectures = _expect(data["architectures"], list, f"{where}.architectures")
+    price = data["price_on_demand"]
+    it = InstanceType(
+        name=name,
+        vcpu=_non_negative_int(data["vcpu"], f"{where}.vcpu"),
+        memory_mib=_non_negative_int(data["memory_mib"], f"{where}.memory_mib"),
+        architectures=tuple(_expect(a, str, f"{where}.architectures[]") for a in architectures),
+        gpu_count=_non_negative_int(data["gpu_count"], f"{where}.gpu_count"),
+        gpu_name=_expect(data["gpu_name"], str, f"{where}.gpu_name"),
+        gpu_manufacturer=_expect(data["gpu_manufacturer"], str, f"{where}.gpu_manufacturer"),
+        gpu_memory_mib=_non_negative_int(data["gpu_memory_mib"], f"{where}.gpu_memory_mib"),
+        accelerator_count=_non_negative_int(data["accelerator_count"], f"{where}.accelerator_count"),
+        accelerator_name=_expect(data["accelerator_name"], str, f"{where}.accelerator_name"),
+        accelerator_manufacturer=_expect(data["accelerator_manufacturer"], str, f"{where}.accelerator_manufacturer"),
+        local_nvme_gib=_non_negative_int(data["local_nvme_gib"], f"{where}.local_nvme_gib"),
+        bare_metal=_expect(data["bare_metal"], bool, f"{where}.bare_metal"),
+        hypervisor=_expect(data["hypervisor"], str, f"{where}.hypervisor"),
+        network_bandwidth_mbps=_non_negative_int(data["network_bandwidth_mbps"], f"{where}.network_bandwidth_mbps"),
+        max_enis=_non_negative_int(data["max_enis"], f"{where}.max_enis"),
+        ipv4_per_eni=_non_negative_int(data["ipv4_per_eni"], f"{where}.ipv4_per_eni"),
+        encryption_in_transit=_expect(data["encryption_in_transit"], bool, f"{where}.encryption_in_transit"),
+        offerings=tuple(offerings),
+        price_on_demand=None if price is None else _number(price, f"{where}.price_on_demand"),
+    )
+    if it.vcpu == 0 or it.memory_mib == 0:
+        raise _Invalid(f"{where}: vcpu and memory_mib must be > 0")
+    return it
+
+
+def catalog_from_json(text: str | bytes, file: str | Path = "<catalog>") -> Catalog:
+    """Parse a catalog document; any problem is a :class:`CatalogError` naming ``file``."""
+    try:
+        document = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise CatalogError(file, f"not UTF-8 text: {exc.reason}") from None
+    except json.JSONDecodeError as exc:
+        raise CatalogError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    try:
+        top: dict[str, Any] = _expect(document, dict, "the document")
+        version = top.get("format")
+        if version != FORMAT_VERSION:
+            raise _Invalid(f"unsupported catalog format {version!r} (expected {FORMAT_VERSION})")
+        region = _expect(top.get("region"), str, "region")
+        if not region:
+            raise _Invalid("region must not be empty")
+        raw_types = _expect(top.get("types"), list, "types")
+        types = [_instance_type_from_dict(raw, f"types[{i}]") for i, raw in enumerate(raw_types)]
+        try:
+            return Catalog(region=region, instance_types=tuple(types))
+        except ValueError as exc:
+            raise _Invalid(str(exc)) from None
+    except _Invalid as exc:
+        raise CatalogError(file, str(exc)) from None
+
+
+# --- loading ------------------------------------------------------------------------------------------------
+
+
+def embedded_data_file(name: str) -> Traversable:
+    """A file shipped in the package's ``data/`` folder (it may not exist)."""
+    return resources.files(DATA_PACKAGE).joinpath(DATA_DIR, name)
+
+
+def _read_bytes(source: Path | Traversable, label: str) -> bytes:
+    try:
+        if not source.is_file():
+            raise CatalogError(label, "no such file" if not source.is_dir() else "is a directory, not a file")
+        return source.read_bytes()
+    except OSError as exc:
+        raise CatalogError(label, exc.strerror or str(exc)) from None
+
+
+@functools.lru_cache(maxsize=16)
+def _load_cached(path: str | None, region: str) -> Catalog:
+    if path is None:
+        source: Path | Traversable = embedded_data_file(catalog_file_name(region))
+        label = f"{DATA_PACKAGE.replace('.', '/')}/{DATA_DIR}/{catalog_file_name(region)}"
+        if not source.is_file():
+            raise CatalogError(label, f"no embedded catalog for region {region!r}; run `catalog refresh`")
+    else:
+        source = Path(path)
+        label = path
+    return catalog_from_json(_read_bytes(source, label), label)
+
+
+def load_catalog(path: Path | None = None, region: str = DEFAULT_REGION) -> Catalog:
+    """Load a catalog file, or the embedded one for ``region`` without a path. Cached per (path, region).
+
+    With an explicit path the file's own region is authoritative. Raises :class:`CatalogError`.
+    """
+    return _load_cached(None if path is None else str(path), region)
+
+
+def clear_catalog_cache() -> None:
+    _load_cached.cache_clear()

@@ -1,0 +1,380 @@
+"""Rebuild the instance-type catalog from an EC2 endpoint (``karpenter-policy catalog refresh``).
+
+:func:`build_catalog` turns what an :class:`EC2CatalogSource` describes (DescribeInstanceTypes,
+DescribeInstanceTypeOfferings by availability zone, optionally DescribeSpotPriceHistory) plus the on-demand
+price table into a :class:`~karpenter_policy.catalog.catalog.Catalog`, deriving each field the way Karpenter
+v0.31 (AWS provider, ``pkg/providers/instancetype/types.go``) does. :func:`refresh_catalog` does that against
+a real endpoint and writes the file atomically.
+
+This module never imports boto3: the boto3 adapter (``karpenter_policy.cloud.aws``) is imported lazily by
+:func:`refresh_catalog` only when no source is passed in.
+
+Offerings: one per zone the type is offered in x capacity type the type supports (``SupportedUsageClasses``
+restricted to on-demand and spot, as Karpenter skips capacity blocks). By default every offering is priced
+at the on-demand price (spot falls back to on-demand, as Karpenter does before it has spot prices): the
+embedded catalog carries no spot prices, they are fetched at run time. A type without a known on-demand
+price gets unavailable offerings at price 0 and ``price_on_demand`` None, as Karpenter marks offerings
+without a price unavailable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from karpenter_policy.catalog.catalog import (
+    Catalog,
+    CatalogError,
+    catalog_to_json,
+    embedded_data_file,
+    on_demand_prices_file_name,
+)
+from karpenter_policy.model.instancetypes import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
+    InstanceType,
+    Offering,
+    kube_architectures,
+    lower_kebab_case,
+)
+
+ZONE_LOCATION_TYPE = "availability-zone"
+SUPPORTED_CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
+
+# Karpenter v0.31 hard-codes Trainium (trn1*) as accelerator "inferentia" by "aws" (DescribeInstanceTypes
+# had no accelerator data for them then), with these device counts (awsNeurons).
+_TRN1_PREFIX = "trn1"
+_TRN1_NEURON_COUNTS = {"trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16}
+
+
+class EC2CatalogSource(Protocol):
+    """What the refresh needs from EC2; results are plain dicts shaped like the EC2 API's."""
+
+    def describe_instance_types(self) -> list[dict[str, Any]]: ...
+
+    def describe_instance_type_offerings(self, location_type: str = ZONE_LOCATION_TYPE) -> list[dict[str, Any]]: ...
+
+    def describe_spot_price_history(self) -> list[dict[str, Any]]: ...
+
+
+class _Bad(Exception):
+    pass
+
+
+def _get(info: Mapping[str, Any], *path: str) -> Any:
+    value: Any = info
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _int(value: Any, what: str, default: int | None = None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Bad(f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def _str(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+# --- prices -------------------------------------------------------------------------------------------------
+
+
+def load_on_demand_prices(path: Path | None = None, region: str = "us-east-1") -> dict[str, float]:
+    """The on-demand price table (instance type -> USD/hour): ``path``, or the one shipped for ``region``.
+
+    The file is ``{"region": ..., "prices": {"m5.large": 0.096, ...}, ...}``; a region that does not match
+    ``region`` is an error, so a catalog never gets another region's prices.
+    """
+    if path is None:
+        resource = embedded_data_file(on_demand_prices_file_name(region))
+        label = f"karpenter_policy/catalog/data/{on_demand_prices_file_name(region)}"
+        if not resource.is_file():
+            raise CatalogError(label, f"no on-demand price table shipped for region {region!r}; pass one")
+        read = resource.read_bytes
+    else:
+        label = str(path)
+        read = Path(path).read_bytes
+    try:
+        document = json.loads(read())
+    except OSError as exc:
+        raise CatalogError(label, exc.strerror or str(exc)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(label, f"not valid JSON: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("prices"), dict):
+        raise CatalogError(label, 'expected an object with a "prices" object (instance type -> USD per hour)')
+    file_region = document.get("region")
+    if file_region is not None and file_region != region:
+        raise CatalogError(label, f"prices are for region {file_region!r}, not {region!r}")
+    prices: dict[str, float] = {}
+    for name, price in document["prices"].items():
+        if isinstance(price, bool) or not isinstance(price, int | float) or not math.isfinite(price) or price < 0:
+            raise CatalogError(label, f"price of {name!r} must be a finite number >= 0, got {price!r}")
+        prices[str(name)] = float(price)
+    return prices
+
+
+def latest_spot_prices(history: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
+    """(instance type, zone) -> the most recent spot price in a DescribeSpotPriceHistory result."""
+    latest: dict[tuple[str, str], tuple[str, float]] = {}
+    for entry in history:
+        name, zone = _str(entry.get("InstanceType")), _str(entry.get("AvailabilityZone"))
+        try:
+            price = float(entry.get("SpotPrice", ""))
+        except (TypeError, ValueError):
+            continue
+        if not name or not zone or not math.isfinite(price) or price < 0:
+            continue
+        stamp = _str(entry.get("Timestamp"))
+        key = (name, zone)
+        if key not in latest or stamp >= latest[key][0]:
+            latest[key] = (stamp, price)
+    return {key: price for key, (_, price) in latest.items()}
+
+
+# --- one instance type --------------------------------------------------------------------------------------
+
+
+def instance_type_from_ec2(
+    info: Mapping[str, Any],
+    zones: Iterable[str],
+    on_demand_price: float | None,
+    spot_prices: Mapping[str, float] | None = None,
+) -> InstanceType | None:
+    """Build an :class:`InstanceType` from one DescribeInstanceTypes entry, as Karpenter v0.31 reads it.
+
+    ``zones`` are where the type is offered, ``spot_prices`` zone -> spot price (absent: on-demand price).
+    Returns None for types without a Kubernetes architecture (i386-only, Mac). Raises ``ValueError`` for an
+    entry missing what every type has (name, vCPUs, memory, architectures).
+    """
+    name = _str(info.get("InstanceType"))
+    if not name:
+        raise ValueError("an instance type without InstanceType (its name)")
+    try:
+        return _instance_type(name, info, zones, on_demand_price, spot_prices or {})
+    except _Bad as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def _instance_type(
+    name: str,
+    info: Mapping[str, Any],
+    zones: Iterable[str],
+    on_demand_price: float | None,
+    spot_prices: Mapping[str, float],
+) -> InstanceType | None:
+    ec2_architectures = _get(info, "ProcessorInfo", "SupportedArchitectures")
+    if not isinstance(ec2_architectures, list):
+        raise _Bad("ProcessorInfo.SupportedArchitectures missing")
+    architectures = kube_architectures(a for a in ec2_architectures if isinstance(a, str))
+    if not architectures:
+        return None
+
+    vcpu = _int(_get(info, "VCpuInfo", "DefaultVCpus"), "VCpuInfo.DefaultVCpus")
+    memory_mib = _int(_get(info, "MemoryInfo", "SizeInMiB"), "MemoryInfo.SizeInMiB")
+    if vcpu <= 0 or memory_mib <= 0:
+        raise _Bad("VCpuInfo.DefaultVCpus and MemoryInfo.SizeInMiB must be > 0")
+
+    # GPUs: labels only for a single GPU kind (Karpenter: len(GpuInfo.Gpus) == 1); memory is per GPU.
+    gpu_count, gpu_name, gpu_manufacturer, gpu_memory = 0, "", "", 0
+    gpus = _get(info, "GpuInfo", "Gpus")
+    if isinstance(gpus, list) and len(gpus) == 1 and isinstance(gpus[0], Mapping):
+        gpu = gpus[0]
+        gpu_count = _int(gpu.get("Count"), "GpuInfo.Gpus[0].Count", 0)
+        gpu_name = lower_kebab_case(_str(gpu.get("Name")))
+        gpu_manufacturer = lower_kebab_case(_str(gpu.get("Manufacturer")))
+        gpu_memory = _int(_get(gpu, "MemoryInfo", "SizeInMiB"), "GpuInfo.Gpus[0].MemoryInfo.SizeInMiB", 0)
+
+    # Accelerators: InferenceAcceleratorInfo with a single kind, then Karpenter v0.31's trn1 special case.
+    accelerator_count, accelerator_name, accelerator_manufacturer = 0, "", ""
+    accelerators = _get(info, "InferenceAcceleratorInfo", "Accelerators")
+    accelerator_list = accelerators if isinstance(accelerators, list) else []
+    if len(accelerator_list) == 1 and isinstance(accelerator_list[0], Mapping):
+        accelerator = accelerator_list[0]
+        accelerator_count = _int(accelerator.get("Count"), "InferenceAcceleratorInfo.Accelerators[0].Count", 0)
+        accelerator_name = lower_kebab_case(_str(accelerator.get("Name")))
+        accelerator_manufacturer = lower_kebab_case(_str(accelerator.get("Manufacturer")))
+    if name.startswith(_TRN1_PREFIX):
+        accelerator_name, accelerator_manufacturer = "inferentia", "aws"
+        accelerator_count = _TRN1_NEURON_COUNTS.get(
+            name,
+            sum(_int(a.get("Count"), "Accelerators[].Count", 0) for a in accelerator_list if isinstance(a, Mapping)),
+        )
+
+    # Local NVMe: total instance storage unless NVMe is unsupported (GB as EC2 reports it).
+    local_nvme = 0
+    storage = info.get("InstanceStorageInfo")
+    if isinstance(storage, Mapping) and _str(storage.get("NvmeSupport")) != "unsupported":
+        local_nvme = _int(storage.get("TotalSizeInGB"), "InstanceStorageInfo.TotalSizeInGB", 0)
+
+    # Network: the VPC CNI only uses the default network card's ENIs; bandwidth is the cards' baseline sum.
+    raw_network = info.get("NetworkInfo")
+    network: Mapping[str, Any] = raw_network if isinstance(raw_network, Mapping) else {}
+    cards = [c for c in network.get("NetworkCards") or [] if isinstance(c, Mapping)]
+    default_index = network.get("DefaultNetworkCardIndex", 0)
+    default_card = next((c for c in cards if c.get("NetworkCardIndex", 0) == default_index), None)
+    if default_card is not None and default_card.get("MaximumNetworkInterfaces") is not None:
+        max_enis = _int(default_card.get("MaximumNetworkInterfaces"), "NetworkCards[].MaximumNetworkInterfaces")
+    else:
+        max_enis = _int(network.get("MaximumNetworkInterfaces"), "NetworkInfo.MaximumNetworkInterfaces", 0)
+    ipv4_per_eni = _int(network.get("Ipv4AddressesPerInterface"), "NetworkInfo.Ipv4AddressesPerInterface", 0)
+    baselines = [
+        c["BaselineBandwidthInGbps"] for c in cards if isinstance(c.get("BaselineBandwidthInGbps"), int | float)
+    ]
+    bandwidth_mbps = round(sum(baselines) * 1000) if baselines else 0
+
+    usage_classes = {u for u in info.get("SupportedUsageClasses") or [] if isinstance(u, str)}
+    capacity_types = [ct for ct in SUPPORTED_CAPACITY_TYPES if ct in usage_classes]
+    offerings: list[Offering] = []
+    for zone in sorted(set(zones)):
+        for capacity_type in capacity_types:
+            price = on_demand_price
+            if capacity_type == CAPACITY_TYPE_SPOT and zone in spot_prices:
+                price = spot_prices[zone]
+            offerings.append(
+                Offering(zone=zone, capacity_type=capacity_type, price=price or 0.0, available=price is not None)
+            )
+
+    return InstanceType(
+        name=name,
+        vcpu=vcpu,
+        memory_mib=memory_mib,
+        architectures=architectures,
+        gpu_count=gpu_count,
+        gpu_name=gpu_name,
+        gpu_manufacturer=gpu_manufacturer,
+        gpu_memory_mib=gpu_memory,
+        accelerator_count=accelerator_count,
+        accelerator_name=accelerator_name,
+        accelerator_manufacturer=accelerator_manufacturer,
+        local_nvme_gib=local_nvme,
+        bare_metal=info.get("BareMetal") is True,
+        hypervisor=_str(info.get("Hypervisor")),
+        network_bandwidth_mbps=bandwidth_mbps,
+        max_enis=max_enis,
+        ipv4_per_eni=ipv4_per_eni,
+        encryption_in_transit=network.get("EncryptionInTransitSupported") is True,
+        offerings=tuple(offerings),
+        price_on_demand=on_demand_price,
+    )
+
+
+# --- the catalog --------------------------------------------------------------------------------------------
+
+
+def build_catalog(
+    source: EC2CatalogSource,
+    on_demand_prices: Mapping[str, float],
+    region: str,
+    *,
+    with_spot_prices: bool = False,
+    source_name: str = "EC2",
+) -> Catalog:
+    """Describe every instance type and its zone offerings from ``source`` and price them.
+
+    With ``with_spot_prices`` the spot offerings take the latest DescribeSpotPriceHistory price per zone
+    (on-demand where there is none); without, spot is priced on-demand (what the embedded catalog stores).
+    """
+    infos = source.describe_instance_types()
+    zones_by_type: dict[str, set[str]] = {}
+    for offering in source.describe_instance_type_offerings(location_type=ZONE_LOCATION_TYPE):
+        name, zone = _str(offering.get("InstanceType")), _str(offering.get("Location"))
+        location_type = _str(offering.get("LocationType"), ZONE_LOCATION_TYPE)
+        if name and zone and location_type == ZONE_LOCATION_TYPE:
+            zones_by_type.setdefault(name, set()).add(zone)
+    spot: dict[str, dict[str, float]] = {}
+    if with_spot_prices:
+        for (name, zone), price in latest_spot_prices(source.describe_spot_price_history()).items():
+            spot.setdefault(name, {})[zone] = price
+
+    types: dict[str, InstanceType] = {}
+    for info in infos:
+        try:
+            it = instance_type_from_ec2(
+                info,
+                zones_by_type.get(_str(info.get("InstanceType")), set()),
+                on_demand_prices.get(_str(info.get("InstanceType"))),
+                spot.get(_str(info.get("InstanceType"))),
+            )
+        except ValueError as exc:
+            raise CatalogError(f"{source_name} DescribeInstanceTypes", str(exc)) from None
+        if it is not None and it.name not in types:
+            types[it.name] = it
+    return Catalog(region=region, instance_types=tuple(types.values()))
+
+
+def write_catalog(catalog: Catalog, out_path: Path) -> None:
+    """Write ``catalog`` to ``out_path`` atomically (temp file in the same directory, then os.replace)."""
+    out_path = Path(out_path)
+    directory = out_path.parent
+    if not directory.is_dir():
+        raise CatalogError(out_path, f"directory {str(directory)!r} does not exist")
+    data = catalog_to_json(catalog).encode("utf-8")
+    tmp_name = ""
+    try:
+        with tempfile.NamedTemporaryFile(
+            "wb", dir=directory, prefix=f".{out_path.name}.", suffix=".tmp", delete=False
+        ) as tmp:
+            tmp_name = tmp.name
+            tmp.write(data)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, out_path)
+        tmp_name = ""
+    except OSError as exc:
+        raise CatalogError(out_path, f"cannot write: {exc.strerror or exc}") from None
+    finally:
+        if tmp_name:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def refresh_catalog(
+    region: str,
+    endpoint_url: str | None,
+    prices_path: Path | None,
+    out_path: Path,
+    *,
+    source: EC2CatalogSource | None = None,
+    with_spot_prices: bool = False,
+) -> Catalog:
+    """Rebuild ``region``'s catalog from EC2 (``endpoint_url``, default AWS's) and write it to ``out_path``.
+
+    ``prices_path`` is the on-demand price table (default: the one shipped for ``region``). Nothing is written
+    when anything fails. Raises :class:`CatalogError` (files) or :class:`~karpenter_policy.cloud.CloudError`
+    (the EC2 endpoint).
+    """
+    prices = load_on_demand_prices(prices_path, region)
+    if source is None:
+        from karpenter_policy.cloud.aws.ec2_catalog_source import Ec2CatalogSource
+
+        aws_source = Ec2CatalogSource(region, endpoint_url)
+        source, source_name = aws_source, f"EC2 at {aws_source.endpoint}"
+    else:
+        source_name = "EC2"
+    catalog = build_catalog(source, prices, region, with_spot_prices=with_spot_prices, source_name=source_name)
+    write_catalog(catalog, out_path)
+    return catalog
+
+
+__all__ = [
+    "EC2CatalogSource",
+    "build_catalog",
+    "instance_type_from_ec2",
+    "latest_spot_prices",
+    "load_on_demand_prices",
+    "refresh_catalog",
+    "write_catalog",
+]

@@ -1,0 +1,143 @@
+"""EC2 as a source for the instance-type catalog, through boto3 paginators (real AWS or moto's server).
+
+Implements the ``EC2CatalogSource`` protocol of :mod:`karpenter_policy.catalog.refresh` structurally (this
+module does not import the catalog package). Results are plain dicts and lists as EC2 returns them, with
+timestamps turned into ISO-8601 strings. Every botocore failure (endpoint unreachable, no credentials, API
+error, ...) becomes a :class:`~karpenter_policy.cloud.CloudError` naming the endpoint and the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import boto3
+import boto3.session
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+)
+from botocore.parsers import ResponseParserError
+
+from karpenter_policy.cloud import CloudError
+
+# What Karpenter asks DescribeSpotPriceHistory for: Linux prices, EC2-Classic and VPC descriptions.
+LINUX_PRODUCT_DESCRIPTIONS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
+
+_T = TypeVar("_T")
+
+
+def _plain(value: Any) -> Any:
+    """Deep-copy a boto3 result into JSON-friendly values (datetimes become ISO-8601 strings)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if k != "ResponseMetadata"}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    return value
+
+
+class Ec2CatalogSource:
+    """Reads instance types, their zone offerings and spot prices from one EC2 endpoint."""
+
+    def __init__(
+        self,
+        region: str,
+        endpoint_url: str | None = None,
+        *,
+        max_attempts: int = 3,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+    ) -> None:
+        self.region = region
+        self.endpoint = endpoint_url or f"https://ec2.{region}.amazonaws.com"
+        config = Config(
+            region_name=region,
+            retries={"max_attempts": max_attempts, "mode": "standard"},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+        try:
+            # A session of its own: credentials are resolved now, not cached from an earlier client.
+            session = boto3.session.Session(region_name=region)
+            self._ec2: Any = session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
+        except (BotoCoreError, ValueError) as exc:
+            raise CloudError(self.endpoint, _reason(exc), "create EC2 client") from None
+        self.endpoint = str(self._ec2.meta.endpoint_url)
+
+    def describe_instance_types(self) -> list[dict[str, Any]]:
+        """Every instance type the region describes (DescribeInstanceTypes, all pages)."""
+        return self._call(
+            "DescribeInstanceTypes",
+            lambda: self._collect("describe_instance_types", "InstanceTypes"),
+        )
+
+    def describe_instance_type_offerings(self, location_type: str = "availability-zone") -> list[dict[str, Any]]:
+        """Where each type is offered (DescribeInstanceTypeOfferings by ``location_type``, all pages)."""
+        return self._call(
+            "DescribeInstanceTypeOfferings",
+            lambda: self._collect(
+                "describe_instance_type_offerings", "InstanceTypeOfferings", LocationType=location_type
+            ),
+        )
+
+    def describe_spot_price_history(
+        self,
+        instance_types: Sequence[str] | None = None,
+        product_descriptions: Sequence[str] = LINUX_PRODUCT_DESCRIPTIONS,
+        start_time: dt.datetime | None = None,
+    ) -> list[dict[str, Any]]:
+        """Current spot prices (DescribeSpotPriceHistory from ``start_time``, default now, all pages)."""
+        kwargs: dict[str, Any] = {
+            "ProductDescriptions": list(product_descriptions),
+            "StartTime": start_time or dt.datetime.now(dt.UTC),
+        }
+        if instance_types:
+            kwargs["InstanceTypes"] = list(instance_types)
+        return self._call(
+            "DescribeSpotPriceHistory",
+            lambda: self._collect("describe_spot_price_history", "SpotPriceHistory", **kwargs),
+        )
+
+    def _collect(self, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for page in self._pages(operation, **kwargs):
+            items.extend(_plain(item) for item in page.get(key, []))
+        return items
+
+    def _pages(self, operation: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        paginator = self._ec2.get_paginator(operation)
+        yield from paginator.paginate(**kwargs)
+
+    def _call(self, operation: str, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except (BotoCoreError, ClientError, ResponseParserError) as exc:
+            raise CloudError(self.endpoint, _reason(exc), operation) from None
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "Unknown")
+        message = error.get("Message", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        detail = f"{code}: {message}" if message else str(code)
+        return f"{detail} (HTTP {status})" if status else detail
+    if isinstance(exc, EndpointConnectionError):
+        return f"cannot connect to the endpoint ({exc})"
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return f"{exc}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or another credential source"
+    if isinstance(exc, ResponseParserError):
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        return f"the endpoint did not answer like EC2 ({first_line.rstrip(':')})"
+    if isinstance(exc, NoRegionError):
+        return f"{exc}: pass --region"
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,246 @@
+"""EC2 instance types and their offerings, as Karpenter (v0.31, AWS provider) sees them.
+
+Pure domain: standard library only, no I/O. An :class:`InstanceType` carries what DescribeInstanceTypes
+tells about a type (vCPU, memory, architectures, GPUs, accelerators, network, local NVMe, ...) plus its
+offerings (:class:`Offering`: zone x capacity type, with a price). :meth:`InstanceType.labels` gives the
+well-known node labels Karpenter v0.31 puts on a node of that type; the name-derived values (family, size,
+category, generation) follow Karpenter's own parsing of the name (``instanceTypeScheme`` in
+``pkg/providers/instancetype/types.go``), so ``u-6tb1`` is category ``u`` and generation ``1``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Well-known label keys (kubernetes.io upstream and karpenter.k8s.aws).
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_OS = "kubernetes.io/os"
+LABEL_INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
+LABEL_INSTANCE_SIZE = "karpenter.k8s.aws/instance-size"
+LABEL_INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
+LABEL_INSTANCE_GENERATION = "karpenter.k8s.aws/instance-generation"
+LABEL_INSTANCE_CPU = "karpenter.k8s.aws/instance-cpu"
+LABEL_INSTANCE_MEMORY = "karpenter.k8s.aws/instance-memory"
+LABEL_INSTANCE_PODS = "karpenter.k8s.aws/instance-pods"
+LABEL_INSTANCE_HYPERVISOR = "karpenter.k8s.aws/instance-hypervisor"
+LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT = "karpenter.k8s.aws/instance-encryption-in-transit-supported"
+LABEL_INSTANCE_LOCAL_NVME = "karpenter.k8s.aws/instance-local-nvme"
+LABEL_INSTANCE_NETWORK_BANDWIDTH = "karpenter.k8s.aws/instance-network-bandwidth"
+LABEL_INSTANCE_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+LABEL_INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
+LABEL_INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+LABEL_INSTANCE_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
+LABEL_INSTANCE_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
+LABEL_INSTANCE_ACCELERATOR_MANUFACTURER = "karpenter.k8s.aws/instance-accelerator-manufacturer"
+LABEL_INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
+
+CAPACITY_TYPE_ON_DEMAND = "on-demand"
+CAPACITY_TYPE_SPOT = "spot"
+CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
+
+# EC2 architecture names -> Kubernetes (GOARCH) names, as Karpenter's AWSToKubeArchitectures. Anything else
+# (i386, x86_64_mac, arm64_mac) has no Kubernetes node image and is dropped.
+EC2_TO_KUBE_ARCHITECTURES: dict[str, str] = {"x86_64": "amd64", "arm64": "arm64"}
+
+# Karpenter's instanceTypeScheme, applied to the family: leading letters (category), an optional "-<n>tb"
+# (the u-Ntb1 high-memory families), then the generation digits.
+_FAMILY_SCHEME = re.compile(r"^([a-z]+)(-[0-9]+tb)?([0-9]+)")
+
+
+def instance_family(name: str) -> str:
+    """The family: what comes before the first dot (``c5d`` for ``c5d.2xlarge``)."""
+    return name.split(".", 1)[0]
+
+
+def instance_size(name: str) -> str:
+    """The size: what comes after the first dot (``2xlarge`` for ``c5d.2xlarge``); ``""`` without a dot."""
+    parts = name.split(".", 1)
+    return parts[1] if len(parts) == 2 else ""
+
+
+def instance_category(name: str) -> str:
+    """The category: leading letters of the family (``c``, ``inf``, ``trn``; ``u`` for ``u-6tb1``)."""
+    match = _FAMILY_SCHEME.match(instance_family(name))
+    if match is not None:
+        return match.group(1)
+    letters = re.match(r"^[a-z]*", instance_family(name))
+    return letters.group(0) if letters is not None else ""
+
+
+def instance_generation(name: str) -> int:
+    """The generation: the digits after the category (5 for ``c5d``, 7 for ``m7i-flex``, 1 for ``u-6tb1``).
+
+    Like Karpenter, the ``-<n>tb`` of the high-memory families is skipped. 0 when the name has no generation.
+    """
+    match = _FAMILY_SCHEME.match(instance_family(name))
+    return int(match.group(3)) if match is not None else 0
+
+
+def kube_architectures(ec2_architectures: Iterable[str]) -> tuple[str, ...]:
+    """Map EC2 architecture names to Kubernetes ones (sorted, unique); unsupported ones are dropped."""
+    return tuple(sorted({EC2_TO_KUBE_ARCHITECTURES[a] for a in ec2_architectures if a in EC2_TO_KUBE_ARCHITECTURES}))
+
+
+def lower_kebab_case(value: str) -> str:
+    """Karpenter's lowerKabobCase: lower case, spaces to dashes (``"RTX PRO 4500"`` -> ``"rtx-pro-4500"``)."""
+    return value.replace(" ", "-").lower()
+
+
+@dataclass(frozen=True, order=True)
+class Offering:
+    """One way to buy a type: a zone and a capacity type (``on-demand`` / ``spot``) at a price (USD/hour).
+
+    ``available`` is false when the offering cannot be launched, e.g. no price is known (Karpenter marks
+    such offerings unavailable) or EC2 recently reported insufficient capacity.
+    """
+
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """An EC2 instance type with the facts Karpenter schedules on and labels nodes with."""
+
+    name: str
+    vcpu: int
+    memory_mib: int
+    architectures: tuple[str, ...]
+    gpu_count: int = 0
+    gpu_name: str = ""
+    gpu_manufacturer: str = ""
+    gpu_memory_mib: int = 0
+    accelerator_count: int = 0
+    accelerator_name: str = ""
+    accelerator_manufacturer: str = ""
+    local_nvme_gib: int = 0
+    bare_metal: bool = False
+    hypervisor: str = ""
+    network_bandwidth_mbps: int = 0
+    max_enis: int = 0
+    ipv4_per_eni: int = 0
+    encryption_in_transit: bool = False
+    offerings: tuple[Offering, ...] = ()
+    price_on_demand: float | None = None
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.offerings, key=lambda o: (o.zone, o.capacity_type)))
+        if ordered != self.offerings:
+            object.__setattr__(self, "offerings", ordered)
+
+    @property
+    def family(self) -> str:
+        return instance_family(self.name)
+
+    @property
+    def size(self) -> str:
+        return instance_size(self.name)
+
+    @property
+    def category(self) -> str:
+        return instance_category(self.name)
+
+    @property
+    def generation(self) -> int:
+        return instance_generation(self.name)
+
+    @property
+    def max_pods(self) -> int:
+        """ENI-limited pod density: ENIs x (IPv4 addresses per ENI - 1) + 2 (0 without ENIs)."""
+        if self.max_enis <= 0 or self.ipv4_per_eni <= 0:
+            return 0
+        return self.max_enis * (self.ipv4_per_eni - 1) + 2
+
+    def zones(self, capacity_type: str | None = None) -> tuple[str, ...]:
+        """Zones with an available offering (of ``capacity_type`` if given), sorted."""
+        return tuple(
+            sorted(
+                {
+                    o.zone
+                    for o in self.offerings
+                    if o.available and (capacity_type is None or o.capacity_type == capacity_type)
+                }
+            )
+        )
+
+    def capacity_types(self) -> tuple[str, ...]:
+        """Capacity types with an available offering, sorted."""
+        return tuple(sorted({o.capacity_type for o in self.offerings if o.available}))
+
+    def cheapest_offering(
+        self, capacity_types: Iterable[str] | None = None, zones: Iterable[str] | None = None
+    ) -> Offering | None:
+        """The cheapest available offering (ties: zone, then capacity type), optionally restricted."""
+        wanted_capacity = None if capacity_types is None else set(capacity_types)
+        wanted_zones = None if zones is None else set(zones)
+        candidates = [
+            o
+            for o in self.offerings
+            if o.available
+            and (wanted_capacity is None or o.capacity_type in wanted_capacity)
+            and (wanted_zones is None or o.zone in wanted_zones)
+        ]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda o: (o.price, o.zone, o.capacity_type))
+
+    def labels(self) -> dict[str, str]:
+        """The well-known labels Karpenter v0.31 (AWS) sets on a node of this type.
+
+        Zone, capacity type and region depend on the offering, not the type, and are not included.
+        """
+        labels: dict[str, str] = {
+            LABEL_INSTANCE_TYPE: self.name,
+            LABEL_OS: "linux",
+            LABEL_INSTANCE_CPU: str(self.vcpu),
+            LABEL_INSTANCE_MEMORY: str(self.memory_mib),
+            LABEL_INSTANCE_PODS: str(self.max_pods),
+            LABEL_INSTANCE_HYPERVISOR: self.hypervisor,
+            LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT: "true" if self.encryption_in_transit else "false",
+        }
+        if len(self.architectures) == 1:
+            labels[LABEL_ARCH] = self.architectures[0]
+        family_match = _FAMILY_SCHEME.match(self.family)
+        if family_match is not None:
+            labels[LABEL_INSTANCE_CATEGORY] = family_match.group(1)
+            labels[LABEL_INSTANCE_GENERATION] = family_match.group(3)
+        if "." in self.name:
+            labels[LABEL_INSTANCE_FAMILY] = self.family
+            labels[LABEL_INSTANCE_SIZE] = self.size
+        if self.local_nvme_gib > 0:
+            labels[LABEL_INSTANCE_LOCAL_NVME] = str(self.local_nvme_gib)
+        if self.network_bandwidth_mbps > 0:
+            labels[LABEL_INSTANCE_NETWORK_BANDWIDTH] = str(self.network_bandwidth_mbps)
+        if self.gpu_count > 0:
+            labels[LABEL_INSTANCE_GPU_NAME] = self.gpu_name
+            labels[LABEL_INSTANCE_GPU_MANUFACTURER] = self.gpu_manufacturer
+            labels[LABEL_INSTANCE_GPU_COUNT] = str(self.gpu_count)
+            labels[LABEL_INSTANCE_GPU_MEMORY] = str(self.gpu_memory_mib)
+        if self.accelerator_count > 0:
+            labels[LABEL_INSTANCE_ACCELERATOR_NAME] = self.accelerator_name
+            labels[LABEL_INSTANCE_ACCELERATOR_MANUFACTURER] = self.accelerator_manufacturer
+            labels[LABEL_INSTANCE_ACCELERATOR_COUNT] = str(self.accelerator_count)
+        return dict(sorted(labels.items()))
+
+
+def cheapest(
+    instance_types: Iterable[InstanceType],
+    capacity_types: Iterable[str] | None = None,
+    zones: Iterable[str] | None = None,
+) -> list[tuple[InstanceType, Offering]]:
+    """Types that have a matching available offering, cheapest first (ties by name), as Karpenter orders
+    launch candidates."""
+    capacity = None if capacity_types is None else tuple(capacity_types)
+    wanted_zones = None if zones is None else tuple(zones)
+    ranked: list[tuple[InstanceType, Offering]] = []
+    for it in instance_types:
+        offering = it.cheapest_offering(capacity, wanted_zones)
+        if offering is not None:
+            ranked.append((it, offering))
+    ranked.sort(key=lambda pair: (pair[1].price, pair[0].name))
+    return ranked
