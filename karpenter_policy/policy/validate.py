@@ -5,7 +5,7 @@ No solver here. Findings are placed at the exact node (requirement, label, taint
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_policy.api.aws import validate_node_template
@@ -166,8 +166,16 @@ def _cross_object(objects: Sequence[_Named]) -> list[Finding]:
     return findings
 
 
-def validate_paths(paths: Iterable[str], max_file_bytes: int | None = None) -> Report:
-    """Validate every policy file under `paths`."""
+def validate_paths(
+    paths: Iterable[str],
+    max_file_bytes: int | None = None,
+    on_valid: Callable[[Document], None] | None = None,
+) -> Report:
+    """Validate every policy file under `paths`.
+
+    `on_valid` receives each Provisioner / AWSNodeTemplate document that has no error finding (the solver checks
+    and the compiler build typed objects from them); by default documents are let go as soon as they are checked.
+    """
     report = Report()
     files, missing = discover(paths)
     for path in missing:
@@ -187,5 +195,7 @@ def validate_paths(paths: Iterable[str], max_file_bytes: int | None = None) -> R
             report.findings.extend(findings)
             if is_policy and (entry := _named(doc)) is not None:
                 named.append(entry)
+            if is_policy and on_valid is not None and not any(f.severity == ERROR for f in findings):
+                on_valid(doc)
     report.findings.extend(_cross_object(named))
     return report
