@@ -20,10 +20,11 @@ METADATA_ENUMS = {
 MIN_VOLUME = Decimal(10**9)  # 1G
 MAX_VOLUME = Decimal(64 * 10**12)  # 64T
 
+#: Tag keys Karpenter writes on every instance it launches, as (what users read, the exact pattern).
 RESTRICTED_TAG_PATTERNS = (
-    re.compile(r"^kubernetes\.io/cluster/[0-9A-Za-z][A-Za-z0-9\-_]*$"),
-    re.compile(r"^karpenter\.sh/provisioner-name$"),
-    re.compile(r"^karpenter\.sh/managed-by$"),
+    ("kubernetes.io/cluster/<cluster>", re.compile(r"^kubernetes\.io/cluster/[0-9A-Za-z][A-Za-z0-9\-_]*$")),
+    ("karpenter.sh/provisioner-name", re.compile(r"^karpenter\.sh/provisioner-name$")),
+    ("karpenter.sh/managed-by", re.compile(r"^karpenter\.sh/managed-by$")),
 )
 
 #: Selector keys that list resource ids instead of matching tags, and the id prefix each selector expects.
@@ -105,12 +106,12 @@ def _tags(tags: Mapping[str, str], base: Path) -> Iterator[Violation]:
     for key in tags:
         if key == "":
             yield Violation(INVALID_SPEC, (*base, "tags"), "tags: empty tag keys are not supported")
-        for pattern in RESTRICTED_TAG_PATTERNS:
+        for name, pattern in RESTRICTED_TAG_PATTERNS:
             if pattern.match(key):
                 yield Violation(
                     INVALID_SPEC,
                     (*base, "tags", key),
-                    f"tag {key} is restricted: Karpenter sets it itself (pattern {pattern.pattern})",
+                    f"tag {key} is restricted: Karpenter sets {name} on every instance itself",
                     at_key=True,
                 )
 

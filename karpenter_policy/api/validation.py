@@ -103,7 +103,7 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
             yield Violation(
                 INVALID_REQUIREMENT,
                 where,
-                f"key {key} with operator {operator} must have a single positive integer value, got {list(values)}",
+                f"key {key} with operator {operator} must have a single integer value ≥ 0, got {list(values)}",
             )
     if operator in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
         yield Violation(

@@ -147,8 +147,9 @@ def restricted_label_reason(key: str) -> str | None:
     if is_restricted_node_label(key):
         domain = label_domain(key)
         where = f"domain {domain!r} is reserved" if domain else "it is set by the kubelet or Karpenter"
+        shown = repr(key) if not key or key != key.strip() or " " in key else key
         return (
-            f"label {key} is restricted: {where}; use a well-known label or a custom label "
+            f"label {shown} is restricted: {where}; use a well-known label or a custom label "
             f"outside {', '.join(RESTRICTED_LABEL_DOMAINS)}"
         )
     return None

@@ -99,7 +99,7 @@ class Requirement:
         if operator in (Operator.GT, Operator.LT):
             bound = _as_int(values[0]) if len(values) == 1 else None
             if bound is None or bound < 0:
-                raise ValueError(f"key {key} with operator {operator} must have a single positive integer value")
+                raise ValueError(f"key {key} with operator {operator} must have a single integer value ≥ 0")
             if operator == Operator.GT:
                 return cls(key, True, greater_than=bound)
             return cls(key, True, less_than=bound)

@@ -12,7 +12,7 @@ duplicate keys, and keys that are not scalars.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from karpenter_policy.api.violations import PARSE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -39,6 +40,8 @@ _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 class LoadError(Exception):
     """A file that cannot be read as YAML; `line`/`column` are 1-based (0 when unknown)."""
+
+    rule: str = PARSE_ERROR  # the finding's rule id (templating.TemplateError: template-error)
 
     def __init__(self, file: str, message: str, line: int = 1, column: int = 1) -> None:
         super().__init__(message)
@@ -60,9 +63,14 @@ class Document:
 
     def position(self, path: FieldPath, at_key: bool = False) -> tuple[int, int]:
         """1-based line and column of the node at `path` (its key with `at_key`); the nearest existing
-        ancestor when the path runs past what the document has (a missing field)."""
+        ancestor when the path runs past what the document has (a missing field).
+
+        A block mapping or list that is the value of a key is placed at its key (`spec:`, `values:`), the line a
+        reader looks at, not at its first child's line.
+        """
         node = self.node
         key_node: Node | None = None
+        complete = True
         for part in path:
             child: Node | None = None
             if isinstance(node, MappingNode):
@@ -74,11 +82,13 @@ class Document:
             elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
                 key_node, child = None, node.value[part]
             if child is None:
+                complete = False
                 break
             node = child
-        else:
-            if at_key and key_node is not None:
-                node = key_node
+        if key_node is not None and (
+            (at_key and complete) or (isinstance(node, (MappingNode, SequenceNode)) and not node.flow_style)
+        ):
+            node = key_node
         mark = node.start_mark
         return mark.line + 1, mark.column + 1
 
@@ -94,7 +104,7 @@ def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in files:
-                    if name.endswith(POLICY_SUFFIXES) and not name.startswith("."):
+                    if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith("."):
                         found.add(os.path.normpath(os.path.join(root, name)))
         elif path.exists():
             found.add(os.path.normpath(raw))
@@ -124,6 +134,47 @@ def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
         ) from None
 
 
+class _OverBudget(Exception):
+    """The node budget ran out while converting (the location is worked out afterwards)."""
+
+
+def _bomb_site(root: Node) -> tuple[int, int]:
+    """Where a document's expansion explodes: follow the heaviest branch from the root down to the key whose
+    value reuses anchored nodes (an alias carries its anchor's position, so the key is the useful place)."""
+    sizes: dict[int, int] = {}
+    parents: dict[int, int] = {}
+
+    def size(node: Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = 1  # guards recursive aliases
+        children = _children(node)
+        for _, child in children:
+            parents[id(child)] = parents.get(id(child), 0) + 1
+        sizes[id(node)] = 1 + sum(size(child) for _, child in children)
+        return sizes[id(node)]
+
+    size(root)
+    node, site = root, root.start_mark
+    while children := _children(node):
+        key, heaviest = max(children, key=lambda pair: sizes[id(pair[1])])
+        if key is not None:
+            site = key.start_mark
+        if parents.get(id(heaviest), 0) > 1:
+            break
+        node = heaviest
+    return site.line + 1, site.column + 1
+
+
+def _children(node: Node) -> list[tuple[Node | None, Node]]:
+    if isinstance(node, MappingNode):
+        return [(k, v) for k, v in node.value]
+    if isinstance(node, SequenceNode):
+        return [(None, item) for item in node.value]
+    return []
+
+
 class _Converter:
     """Node tree → plain data (dict/list/str/int/float/bool/None), within a node budget."""
 
@@ -135,12 +186,7 @@ class _Converter:
     def convert(self, node: Node) -> Any:
         self.budget -= 1
         if self.budget < 0:
-            raise LoadError(
-                self.file,
-                f"the document expands to more than {MAX_NODES_PER_FILE} nodes (aliases that multiply, a 'YAML bomb'?)",
-                node.start_mark.line + 1,
-                node.start_mark.column + 1,
-            )
+            raise _OverBudget
         cls = node.__class__
         if cls is ScalarNode:
             tag = node.tag
@@ -169,10 +215,16 @@ class _Converter:
         return LoadError(self.file, message, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
+# Contexts whose start (an opening quote or bracket) is where the mistake is, not where the parser gave up.
+_OPENING_CONTEXTS = ("while scanning a quoted scalar", "while parsing a flow", "while scanning a block scalar")
+
+
 def _yaml_error(file: str, text: str, error: yaml.YAMLError) -> LoadError:
-    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
     problem = getattr(error, "problem", None) or str(error)
     context = getattr(error, "context", None)
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    if context and context.startswith(_OPENING_CONTEXTS) and getattr(error, "context_mark", None) is not None:
+        mark = error.context_mark  # type: ignore[attr-defined]
     message = f"{context}: {problem}" if context else str(problem)
     if mark is not None:
         lines = text.splitlines()
@@ -181,6 +233,9 @@ def _yaml_error(file: str, text: str, error: yaml.YAMLError) -> LoadError:
             message += " (YAML does not allow tabs for indentation: use spaces)"
     if mark is None:
         return LoadError(file, f"invalid YAML: {message}")
+    last_line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+    if mark.line + 1 > last_line:
+        return LoadError(file, f"invalid YAML: {message}", last_line, 1)
     return LoadError(file, f"invalid YAML: {message}", mark.line + 1, mark.column + 1)
 
 
@@ -192,7 +247,15 @@ def parse(file: str, text: str) -> list[Document]:
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if node is None:
                 continue
-            data = converter.convert(node)
+            try:
+                data = converter.convert(node)
+            except _OverBudget:
+                raise LoadError(
+                    file,
+                    f"the document expands to more than {MAX_NODES_PER_FILE} nodes: aliases that multiply "
+                    "(a 'YAML bomb') are refused",
+                    *_bomb_site(node),
+                ) from None
             if data is None:  # an empty document (`---` followed by nothing): kubectl skips it too
                 continue
             documents.extend(_expand_list(file, index, data, node))
@@ -213,6 +276,14 @@ def _expand_list(file: str, index: int, data: Any, node: Node) -> Iterator[Docum
         yield Document(file, index, data, node)
 
 
-def load_file(file: str, max_bytes: int = MAX_FILE_BYTES) -> list[Document]:
-    """Read and parse one file; raises LoadError."""
-    return parse(file, read_text(file, max_bytes))
+def load_file(
+    file: str, max_bytes: int = MAX_FILE_BYTES, values: Mapping[str, Any] | None = None
+) -> list[Document]:
+    """Read and parse one file; raises LoadError. A `*.yaml.j2` template is rendered first with `values`
+    (an empty mapping when None), see `templating`."""
+    text = read_text(file, max_bytes)
+    if file.endswith(TEMPLATE_SUFFIX):
+        from karpenter_policy.policy.templating import load_template  # jinja2 only when there are templates
+
+        return load_template(file, text, values, max_bytes)
+    return parse(file, text)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from xml.sax.saxutils import escape, quoteattr
 
 from karpenter_policy import __version__
 from karpenter_policy.policy.findings import Finding, Report
@@ -24,6 +23,10 @@ RULE_DESCRIPTIONS = {
     "duplicate-name": "Two objects of the same kind share a name.",
     "unresolved-reference": "A providerRef names a node template that is not among the checked files.",
     "template-error": "A Jinja2 template cannot be rendered.",
+    "requirements-conflict": "Requirements, labels and Karpenter defaults that no instance type satisfies together.",
+    "no-instance-type": "A requirement that no instance type of the catalog satisfies.",
+    "unknown-instance-type": "An instance type, family, size or zone that the catalog's region does not have.",
+    "solver-timeout": "The solver could not decide within its time limit; nothing was proven.",
 }
 
 
@@ -136,6 +139,8 @@ def render_github(report: Report, verb: str = "validated") -> str:
 
 def render_junit(report: Report) -> str:
     """One test case per file, failing with its findings (errors as failures, warnings in system-out)."""
+    from xml.sax.saxutils import escape, quoteattr  # pulls in urllib: only JUnit output needs it
+
     by_file: dict[str, list[Finding]] = defaultdict(list)
     for f in report.sorted_findings():
         by_file[f.file].append(f)

@@ -13,10 +13,12 @@ import json
 from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
-import jsonschema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 from karpenter_policy.api.kinds import SCHEMA_FILES
 from karpenter_policy.api.violations import SCHEMA, Path, Violation, render_path
@@ -40,6 +42,8 @@ def _fast_validator(file_name: str) -> Callable[[Any], Any]:
 
 @cache
 def _reference_validator(file_name: str) -> jsonschema.protocols.Validator:
+    import jsonschema  # only documents the fast validator rejects need it: keep it off the start-up path
+
     return jsonschema.Draft202012Validator(load_schema(file_name))
 
 
@@ -61,6 +65,9 @@ def schema_violations(doc: Mapping[str, Any], file_name: str) -> list[Violation]
     if not found:  # the two validators disagree: trust neither silently
         return [Violation(SCHEMA, (), "the document does not match its schema")]
     return sorted(found.values(), key=lambda v: ([str(p) for p in v.path], v.message))
+
+
+_METADATA_FIELDS = frozenset({"name", "namespace", "labels", "annotations", "generateName"})
 
 
 def _type_name(value: Any) -> str:
@@ -100,6 +107,8 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
         violations = []
         for key in sorted(k for k in instance if k not in schema.get("properties", {})):
             hint = suggest(str(key), known)
+            if not path and key in _METADATA_FIELDS:
+                hint = f"metadata.{key} (indented under metadata:)"
             field = render_path((*path, key))
             message = f"unknown field {field}" + (
                 f"; did you mean {hint}?" if hint else f"; known fields: {', '.join(known)}"
@@ -107,14 +116,16 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
             violations.append(Violation(SCHEMA, (*path, key), message, at_key=True))
         return violations
     if validator == "required":
-        missing = str(error.validator_value and error.message.split("'")[1])
-        return [Violation(SCHEMA, path, f"{where}: missing required field {missing!r}")]
+        absent = [name for name in error.validator_value if not (isinstance(instance, Mapping) and name in instance)]
+        return [Violation(SCHEMA, path, f"{where}: missing required field {name!r}") for name in absent]
     if validator == "type":
         expected = schema.get("type")
         expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)
-        expected_text = {"object": "a mapping", "array": "a list"}.get(expected_text, f"a {expected_text}")
+        article = "an" if expected_text[:1] in "aeiou" else "a"
+        expected_text = {"object": "a mapping", "array": "a list"}.get(expected_text, f"{article} {expected_text}")
+        actual = "null" if instance is None else f"{_type_name(instance)} {_show(instance)}"
         return [
-            Violation(SCHEMA, path, f"{where} must be {expected_text}, not {_type_name(instance)} {_show(instance)}")
+            Violation(SCHEMA, path, f"{where} must be {expected_text}, not {actual}")
         ]
     if validator == "const":
         return [Violation(SCHEMA, path, f"{where} must be {_show(schema['const'])}, not {_show(instance)}")]

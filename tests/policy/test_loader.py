@@ -54,7 +54,7 @@ def test_yaml_11_scalars_like_kubectl() -> None:
 @pytest.mark.parametrize(
     ("text", "message", "line"),
     [
-        ("a: 1\nb: [\n", "invalid YAML", 3),
+        ("a: 1\nb: [\n", "invalid YAML", 2),  # the unclosed bracket, not the end of the file
         ("spec:\n\t- key: x\n", "tabs for indentation", 2),
         ("a: 1\nb: 2\na: 3\n", "duplicate key 'a' (first at line 1)", 3),
         ("? [a]\n: b\n", "mapping key must be a plain scalar", 1),
