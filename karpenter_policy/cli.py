@@ -65,5 +65,77 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool) -> None:
     sys.exit(report.exit_code(fail_on_warn))
 
 
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@_output_option
+@_fail_on_warn_option
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True,
+              help="Time limit of each solver call; a provisioner the solver cannot decide is a warning.")
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+def check(paths: tuple[str, ...], output: str, fail_on_warn: bool, catalog_file: str | None, region: str | None,
+          timeout_ms: int, values_file: str | None) -> None:
+    """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
+
+    Reports conflicting requirements (with the minimal set of lines), requirements no instance type meets, and
+    unknown instance types, families, sizes and zones; lists the instance types of each satisfiable Provisioner.
+    PATHS are files or directories; default: policies/.
+    """
+    from karpenter_policy.policy.check import check_command
+
+    result = check_command(paths or DEFAULT_PATHS, output, fail_on_warn=fail_on_warn, catalog_file=catalog_file,
+                           region=region, timeout_ms=timeout_ms, values_file=values_file)
+    click.echo(result.stderr, nl=False, err=True)
+    click.echo(result.stdout, nl=False)
+    sys.exit(result.exit_code)
+
+
+@main.command("compile")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("-o", "--out", "out", required=True, metavar="DIR|-", help="Output directory, or - for a YAML stream.")
+@click.option("--api", type=click.Choice(("v1alpha5", "v1")), default="v1alpha5", show_default=True,
+              help="Manifests as v1alpha5 Provisioner/AWSNodeTemplate or v1 NodePool/EC2NodeClass.")
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--configmap-namespace", default="karpenter-policy", show_default=True)
+@click.option("--configmap-name", default="karpenter-policy-constraints", show_default=True)
+@click.option("--flux-escape", is_flag=True,
+              help="Write ${...} as $${...} for Flux post-build substitution instead of annotating the object "
+              "kustomize.toolkit.fluxcd.io/substitute: disabled (the default).")
+@click.option("--default-instance-profile", metavar="NAME",
+              help="--api v1: instance profile for node templates without one (v1alpha5's aws.defaultInstanceProfile).")
+@click.option("--node-role", metavar="ROLE", help="--api v1: IAM role for node templates without an instance profile.")
+@click.option("--output", "report_format", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="Report format (stdout with -o DIR, stderr with -o -).")
+@_fail_on_warn_option
+def compile_(paths: tuple[str, ...], out: str, api: str, values_file: str | None, catalog_file: str | None,
+             configmap_namespace: str, configmap_name: str, flux_escape: bool, default_instance_profile: str | None,
+             node_role: str | None, report_format: str, fail_on_warn: bool) -> None:
+    """Check, then write constraint sets and manifests to DIR atomically, or stream the manifests with -o -.
+
+    PATHS are files or directories (*.yaml, *.yml, *.yaml.j2); default: policies/. Nothing is written when any
+    error is found; with -o - stdout then stays empty and the report goes to stderr.
+    """
+    from karpenter_policy.policy.compiler import compile_command
+    from karpenter_policy.policy.manifests import invalid_name
+
+    if default_instance_profile and node_role:
+        raise click.UsageError("give --default-instance-profile or --node-role, not both")
+    for hint, value, is_namespace in (("--configmap-namespace", configmap_namespace, True),
+                                      ("--configmap-name", configmap_name, False)):
+        if problem := invalid_name(value, is_namespace):
+            raise click.BadParameter(problem, param_hint=hint)
+    result = compile_command(
+        paths or DEFAULT_PATHS, out, api=api, values_file=values_file, catalog_file=catalog_file,
+        configmap_namespace=configmap_namespace, configmap_name=configmap_name, flux_escape=flux_escape,
+        default_instance_profile=default_instance_profile, node_role=node_role, report_format=report_format,
+        fail_on_warn=fail_on_warn,
+    )
+    click.echo(result.stderr, nl=False, err=True)
+    click.echo(result.stdout, nl=False)
+    sys.exit(result.exit_code)
+
+
 if __name__ == "__main__":
     main()

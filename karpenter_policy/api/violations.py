@@ -22,6 +22,10 @@ DEPRECATED_LABEL = "deprecated-label"
 DUPLICATE_NAME = "duplicate-name"
 UNRESOLVED_REFERENCE = "unresolved-reference"
 TEMPLATE_ERROR = "template-error"
+REQUIREMENTS_CONFLICT = "requirements-conflict"
+NO_INSTANCE_TYPE = "no-instance-type"
+UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"
+SOLVER_TIMEOUT = "solver-timeout"
 
 
 @dataclass(frozen=True, slots=True)

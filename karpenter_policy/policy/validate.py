@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from karpenter_policy.api.aws import validate_node_template
 from karpenter_policy.api.kinds import (
@@ -28,7 +29,7 @@ from karpenter_policy.api.violations import (
     Violation,
 )
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.loader import Document, LoadError, UnreadableFile, discover, load_file
+from karpenter_policy.policy.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover, load_file
 from karpenter_policy.policy.schema import schema_file_for, schema_violations, suggest
 
 _POLICY_GROUPS = {PROVISIONER_API_VERSION.split("/")[0], NODE_TEMPLATE_API_VERSION.split("/")[0]}
@@ -170,11 +171,13 @@ def validate_paths(
     paths: Iterable[str],
     max_file_bytes: int | None = None,
     on_valid: Callable[[Document], None] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> Report:
     """Validate every policy file under `paths`.
 
     `on_valid` receives each Provisioner / AWSNodeTemplate document that has no error finding (the solver checks
     and the compiler build typed objects from them); by default documents are let go as soon as they are checked.
+    `values` are the template values (`--values`) for `*.yaml.j2` files (an empty mapping when None).
     """
     report = Report()
     files, missing = discover(paths)
@@ -185,9 +188,10 @@ def validate_paths(
     for file in files:
         report.files += 1
         try:
-            documents = load_file(file) if max_file_bytes is None else load_file(file, max_file_bytes)
+            limit = MAX_FILE_BYTES if max_file_bytes is None else max_file_bytes
+            documents = load_file(file, limit, values)
         except LoadError as error:
-            report.findings.append(Finding(PARSE_ERROR, ERROR, error.message, file, error.line, error.column))
+            report.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
             report.could_not_run |= isinstance(error, UnreadableFile)
             continue
         for doc in documents:
