@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
+from karpenter_policy.api.metadata import metadata_violations
 from karpenter_policy.api.violations import INVALID_SPEC, Path, Violation
 from karpenter_policy.model.resources import parse_quantity
 
@@ -93,6 +94,8 @@ def _selector(spec: Mapping[str, Any], base: Path, field: str, required: bool) -
                 at_key=True,
             )
         prefix = ID_PREFIXES[field]
+        if selector[key] == "":
+            continue  # reported above as empty
         for resource_id in (part.strip() for part in str(selector[key]).split(",")):
             if not re.fullmatch(re.escape(prefix) + r"[0-9a-f]{8,17}", resource_id):
                 yield Violation(
@@ -180,4 +183,4 @@ def _block_device_mapping(mapping: Mapping[str, Any], path: Path) -> Iterator[Vi
 def validate_node_template(doc: Mapping[str, Any]) -> list[Violation]:
     """Every rule a schema-valid AWSNodeTemplate breaks."""
     spec: Mapping[str, Any] = doc.get("spec") or {}
-    return list(validate_aws(spec, ("spec",), inline=False))
+    return [*metadata_violations(doc.get("metadata") or {}), *validate_aws(spec, ("spec",), inline=False)]

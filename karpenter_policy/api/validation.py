@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from karpenter_policy.api import aws
+from karpenter_policy.api.metadata import metadata_violations
 from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
     INVALID_REQUIREMENT,
@@ -36,6 +37,7 @@ SUPPORTED_EVICTION_SIGNALS = frozenset(
         "pid.available",
     }
 )
+_MAX_INT64 = 2**63 - 1  # Karpenter parses bounds with Go's strconv.Atoi
 SUPPORTED_RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 
 
@@ -43,7 +45,8 @@ def validate_provisioner(doc: Document) -> list[Violation]:
     """Every Karpenter validation rule that `doc` (a schema-valid Provisioner) breaks."""
     spec: Mapping[str, Any] = doc.get("spec") or {}
     found: list[Violation] = []
-    found += _metadata(doc.get("metadata") or {})
+    found += metadata_violations(doc.get("metadata") or {})
+    found += _limits((spec.get("limits") or {}).get("resources") or {})
     found += _requirements(spec.get("requirements") or [])
     found += _labels(spec.get("labels") or {})
     found += _taints(spec)
@@ -51,16 +54,6 @@ def validate_provisioner(doc: Document) -> list[Violation]:
     found += _provider(spec)
     found += _kubelet(spec.get("kubeletConfiguration"))
     return found
-
-
-def _metadata(metadata: Mapping[str, Any]) -> Iterator[Violation]:
-    name = metadata.get("name")
-    if isinstance(name, str) and not wk.is_dns1123_subdomain(name):
-        yield Violation(
-            INVALID_SPEC,
-            ("metadata", "name"),
-            f"name {name!r} must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'), at most 253 characters",
-        )
 
 
 def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterator[Violation]:
@@ -98,7 +91,7 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
     if operator in (Operator.GT, Operator.LT):
         single = values[0] if len(values) == 1 else None
         digits = single[1:] if single and single[0] == "+" else single
-        if digits is None or not digits.isascii() or not digits.isdigit():
+        if digits is None or not digits.isascii() or not digits.isdigit() or int(digits) > _MAX_INT64:
             where: Path = (*path, "values") if values else path
             yield Violation(
                 INVALID_REQUIREMENT,
@@ -112,6 +105,14 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
             f"key {key} with operator {operator} ignores its values {list(values)}; remove them",
             WARNING,
         )
+
+
+def _limits(resources: Mapping[str, Any]) -> Iterator[Violation]:
+    for name, value in resources.items():
+        try:
+            parse_quantity(value)
+        except ValueError as error:
+            yield Violation(INVALID_SPEC, ("spec", "limits", "resources", name), f"limits.resources.{name}: {error}")
 
 
 def _requirements(requirements: Sequence[Mapping[str, Any]]) -> Iterator[Violation]:
@@ -261,6 +262,14 @@ def _kubelet(kubelet: Mapping[str, Any] | None) -> Iterator[Violation]:
             f"evictionSoft.{signal} needs a matching evictionSoftGracePeriod.{signal}",
             at_key=True,
         )
+    for signal in sorted(grace):
+        if signal not in SUPPORTED_EVICTION_SIGNALS:
+            yield Violation(
+                INVALID_SPEC,
+                (*base, "evictionSoftGracePeriod", signal),
+                f"eviction signal {signal!r} is not one of {', '.join(sorted(SUPPORTED_EVICTION_SIGNALS))}",
+                at_key=True,
+            )
     for signal in sorted(grace.keys() - soft.keys()):
         yield Violation(
             INVALID_SPEC,

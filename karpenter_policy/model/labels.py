@@ -199,6 +199,15 @@ def label_value_errors(value: str) -> list[str]:
     return []
 
 
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def is_dns1035_label(name: str) -> bool:
+    """True for an RFC 1035 label (a letter first; letters, digits, '-'; at most 63 characters): the name
+    Karpenter's webhook (knative's ValidateObjectMetadata) accepts for its objects."""
+    return len(name) <= 63 and bool(_DNS1035_LABEL.match(name))
+
+
 def is_dns1123_subdomain(name: str) -> bool:
     """True when `name` is a valid Kubernetes object name (RFC 1123 subdomain, ≤ 253 characters)."""
     return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))

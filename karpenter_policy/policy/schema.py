@@ -140,6 +140,8 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
             else (f"at least {low}" if low is not None else f"at most {high}")
         )
         return [Violation(SCHEMA, path, f"{where} {_show(instance)} is out of range: it must be {bounds}")]
+    if validator == "pattern" and "ns|us" in str(schema.get("pattern")):
+        return [Violation(SCHEMA, path, f"{where}: {_show(instance)} is not a duration (e.g. 30s, 1m30s, 2h)")]
     if validator == "anyOf" and any("pattern" in branch for branch in schema.get("anyOf", [])):
         return [
             Violation(

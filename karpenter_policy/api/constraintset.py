@@ -1,0 +1,504 @@
+"""Constraint sets: what `compile` writes for each Provisioner and what the reconciler and webhook read.
+
+One `ConstraintSet` per provisioner (DESIGN.md §5): its name, policy version, source files, the normalised
+requirements (node-selector form), labels, taints, startup taints, limits (canonical quantities), TTLs,
+consolidation, weight, the provider settings it launches with (the AWSNodeTemplate it references, resolved, or
+its inline provider), kubelet settings, and the resolved offerings — every catalog instance type that satisfies
+the requirements, with the zones x capacity types (and prices) it can be bought in. A `ConstraintSetIndex`
+lists every set with its hash.
+
+The wire format is JSON with a `schemaVersion`; `hash` is ``sha256:`` + the SHA-256 of the canonical JSON
+(sorted keys, no spaces, UTF-8) of everything else, so a reader can tell a set was not altered in transit.
+
+`resolve_instance_types` computes the offerings with the model's requirement algebra (Karpenter's
+`Requirements.Intersects` against each type's requirements), so the reconciler can recompute or check them
+with the catalog alone, without the solver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.model import instancetypes as it_model
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.model.resources import format_quantity
+from karpenter_policy.model.taints import Taint
+
+SCHEMA_VERSION = 1
+SET_KIND = "ConstraintSet"
+INDEX_KIND = "ConstraintSetIndex"
+INDEX_KEY = "index.json"
+UNVERSIONED = "unversioned"
+
+#: Where the provider settings come from.
+PROVIDER_REF = "providerRef"
+PROVIDER_INLINE = "inline"
+
+#: The label keys every instance type has a requirement on in Karpenter (v0.31 `computeRequirements`): a type
+#: without a value for one of them has `DoesNotExist` on it. Zone and capacity type depend on the offering and
+#: are matched offering by offering instead.
+INSTANCE_TYPE_KEYS: frozenset[str] = frozenset(
+    {
+        it_model.LABEL_INSTANCE_TYPE,
+        it_model.LABEL_ARCH,
+        it_model.LABEL_OS,
+        wk.REGION,
+        it_model.LABEL_INSTANCE_FAMILY,
+        it_model.LABEL_INSTANCE_SIZE,
+        it_model.LABEL_INSTANCE_CATEGORY,
+        it_model.LABEL_INSTANCE_GENERATION,
+        it_model.LABEL_INSTANCE_CPU,
+        it_model.LABEL_INSTANCE_MEMORY,
+        it_model.LABEL_INSTANCE_PODS,
+        it_model.LABEL_INSTANCE_HYPERVISOR,
+        it_model.LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
+        it_model.LABEL_INSTANCE_LOCAL_NVME,
+        it_model.LABEL_INSTANCE_NETWORK_BANDWIDTH,
+        it_model.LABEL_INSTANCE_GPU_NAME,
+        it_model.LABEL_INSTANCE_GPU_MANUFACTURER,
+        it_model.LABEL_INSTANCE_GPU_COUNT,
+        it_model.LABEL_INSTANCE_GPU_MEMORY,
+        it_model.LABEL_INSTANCE_ACCELERATOR_NAME,
+        it_model.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+        it_model.LABEL_INSTANCE_ACCELERATOR_COUNT,
+    }
+)
+_NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
+
+
+class ConstraintSetError(ValueError):
+    """A constraint-set document that cannot be read: wrong schema version, missing field, hash mismatch."""
+
+
+def canonical_json(data: Any) -> str:
+    """The one spelling of `data` that hashes are computed over: sorted keys, no spaces, no NaN, UTF-8."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def content_hash(data: Any) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
+
+
+# --- resolved offerings -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedInstanceType:
+    """A catalog instance type a provisioner may launch, with the offerings its requirements allow.
+
+    `offerings` is sorted (capacity type, zone) and holds (capacity type, zone, price in USD/hour).
+    """
+
+    name: str
+    vcpu: int
+    memory_mib: int
+    pods: int
+    gpus: int
+    price_on_demand: float | None
+    offerings: tuple[tuple[str, str, float], ...]
+
+    def zones(self, capacity_type: str | None = None) -> tuple[str, ...]:
+        return tuple(sorted({z for c, z, _ in self.offerings if capacity_type is None or c == capacity_type}))
+
+    def capacity_types(self) -> tuple[str, ...]:
+        return tuple(sorted({c for c, _, _ in self.offerings}))
+
+    def to_json(self) -> dict[str, Any]:
+        offerings: dict[str, dict[str, float]] = {}
+        for capacity_type, zone, price in self.offerings:
+            offerings.setdefault(capacity_type, {})[zone] = price
+        return {
+            "name": self.name,
+            "vcpu": self.vcpu,
+            "memoryMiB": self.memory_mib,
+            "pods": self.pods,
+            "gpus": self.gpus,
+            "priceOnDemand": self.price_on_demand,
+            "offerings": offerings,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ResolvedInstanceType:
+        offerings = tuple(
+            sorted(
+                (str(capacity_type), str(zone), float(price))
+                for capacity_type, zones in dict(data["offerings"]).items()
+                for zone, price in dict(zones).items()
+            )
+        )
+        price = data.get("priceOnDemand")
+        return cls(
+            name=str(data["name"]),
+            vcpu=int(data["vcpu"]),
+            memory_mib=int(data["memoryMiB"]),
+            pods=int(data["pods"]),
+            gpus=int(data["gpus"]),
+            price_on_demand=None if price is None else float(price),
+            offerings=offerings,
+        )
+
+
+def max_pods(instance_type: InstanceType, kubelet: Mapping[str, Any] | None = None) -> int:
+    """Pods per node as Karpenter v0.31 computes it: kubelet `maxPods` if set, else the ENI-limited density;
+    then capped by `podsPerCore` x vCPUs when that is set."""
+    kubelet = kubelet or {}
+    configured = kubelet.get("maxPods")
+    count = int(configured) if isinstance(configured, int) else instance_type.max_pods
+    per_core = kubelet.get("podsPerCore")
+    if isinstance(per_core, int) and per_core > 0:
+        count = min(count, per_core * instance_type.vcpu)
+    return count
+
+
+_LABEL_VALUES: dict[int, tuple[InstanceType, Mapping[str, tuple[str, ...] | None]]] = {}
+_LABEL_VALUES_MAX = 50_000
+
+
+def _label_values(instance_type: InstanceType) -> Mapping[str, tuple[str, ...] | None]:
+    """The values of each of INSTANCE_TYPE_KEYS a node of this type has (None: the label is absent); pods,
+    region and OS are decided per provisioner and filled in by the caller. Cached by identity (hashing a type
+    hashes all its offerings)."""
+    cached = _LABEL_VALUES.get(id(instance_type))
+    if cached is not None and cached[0] is instance_type:
+        return cached[1]
+    if len(_LABEL_VALUES) >= _LABEL_VALUES_MAX:
+        _LABEL_VALUES.clear()
+    labels = instance_type.labels()
+    values: dict[str, tuple[str, ...] | None] = {key: None for key in INSTANCE_TYPE_KEYS}
+    for key, value in labels.items():
+        if key in values:
+            values[key] = (value,)
+    if labels.get(it_model.LABEL_ARCH) is None and instance_type.architectures:
+        values[it_model.LABEL_ARCH] = tuple(instance_type.architectures)
+    _LABEL_VALUES[id(instance_type)] = (instance_type, values)
+    return values
+
+
+def _admits(requirement: Requirement, values: tuple[str, ...] | None) -> bool:
+    """Karpenter's Intersects for one key: the type's values and the requirement share a value, or both sides
+    are negative (the type lacks the label, the requirement is NotIn / DoesNotExist)."""
+    if values is None:
+        return requirement.operator() in _NEGATIVE
+    return any(requirement.has(value) for value in values)
+
+
+def resolve_instance_types(
+    requirements: Requirements,
+    instance_types: Iterable[InstanceType],
+    region: str,
+    kubelet: Mapping[str, Any] | None = None,
+    os: str | None = None,
+) -> tuple[ResolvedInstanceType, ...]:
+    """Every instance type (sorted by name) whose labels satisfy `requirements` and that has at least one
+    available offering in an allowed zone and capacity type, with those offerings.
+
+    `kubelet` changes the pods value (and so the instance-pods label); `os` overrides the operating system of
+    the nodes (``windows`` for the Windows AMI families; Linux otherwise).
+    """
+    checked = [(key, requirements[key]) for key in requirements if key in INSTANCE_TYPE_KEYS]
+    zone = requirements.get_or_exists(wk.ZONE)
+    capacity = requirements.get_or_exists(wk.CAPACITY_TYPE)
+    resolved: list[ResolvedInstanceType] = []
+    for instance_type in instance_types:
+        pods = max_pods(instance_type, kubelet)
+        values = _label_values(instance_type)
+        overrides: dict[str, tuple[str, ...] | None] = {
+            it_model.LABEL_INSTANCE_PODS: (str(pods),),
+            wk.REGION: (region,),
+        }
+        if os is not None:
+            overrides[it_model.LABEL_OS] = (os,)
+        if not all(
+            _admits(requirement, overrides[key] if key in overrides else values[key]) for key, requirement in checked
+        ):
+            continue
+        offerings = tuple(
+            sorted(
+                (o.capacity_type, o.zone, o.price)
+                for o in instance_type.offerings
+                if o.available and zone.has(o.zone) and capacity.has(o.capacity_type)
+            )
+        )
+        if not offerings:
+            continue
+        resolved.append(
+            ResolvedInstanceType(
+                name=instance_type.name,
+                vcpu=instance_type.vcpu,
+                memory_mib=instance_type.memory_mib,
+                pods=pods,
+                gpus=instance_type.gpu_count,
+                price_on_demand=instance_type.price_on_demand,
+                offerings=offerings,
+            )
+        )
+    resolved.sort(key=lambda r: r.name)
+    return tuple(resolved)
+
+
+# --- the constraint set -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """The launch settings of a provisioner: the AWSNodeTemplate it references (`source` providerRef, `spec`
+    None when the template was not among the compiled files) or its inline `provider` (`source` inline)."""
+
+    source: str
+    name: str | None
+    spec: Mapping[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "name": self.name, "spec": self.spec}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProviderSettings:
+        spec = data.get("spec")
+        name = data.get("name")
+        return cls(str(data["source"]), None if name is None else str(name), None if spec is None else dict(spec))
+
+
+def _taints_to_json(taints: Sequence[Taint]) -> list[dict[str, str]]:
+    return [taint.to_api() for taint in taints]
+
+
+def _taints_from_json(data: Any) -> tuple[Taint, ...]:
+    return tuple(Taint.from_api(t) for t in data or [])
+
+
+@dataclass(frozen=True, slots=True)
+class ConstraintSet:
+    """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5)."""
+
+    name: str
+    version: str
+    sources: tuple[str, ...]
+    region: str
+    requirements: tuple[Mapping[str, Any], ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    limits: Mapping[str, str] = field(default_factory=dict)
+    ttl_seconds_after_empty: int | None = None
+    ttl_seconds_until_expired: int | None = None
+    consolidation_enabled: bool = False
+    weight: int = 0
+    provider: ProviderSettings | None = None
+    kubelet: Mapping[str, Any] | None = None
+    instance_types: tuple[ResolvedInstanceType, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def content(self) -> dict[str, Any]:
+        """Every field but the hash, in wire form."""
+        return {
+            "schemaVersion": self.schema_version,
+            "kind": SET_KIND,
+            "name": self.name,
+            "version": self.version,
+            "sources": list(self.sources),
+            "region": self.region,
+            "requirements": [dict(term) for term in self.requirements],
+            "labels": dict(sorted(self.labels.items())),
+            "annotations": dict(sorted(self.annotations.items())),
+            "taints": _taints_to_json(self.taints),
+            "startupTaints": _taints_to_json(self.startup_taints),
+            "limits": dict(sorted(self.limits.items())),
+            "ttlSecondsAfterEmpty": self.ttl_seconds_after_empty,
+            "ttlSecondsUntilExpired": self.ttl_seconds_until_expired,
+            "consolidation": {"enabled": self.consolidation_enabled},
+            "weight": self.weight,
+            "provider": None if self.provider is None else self.provider.to_json(),
+            "kubelet": None if self.kubelet is None else dict(self.kubelet),
+            "instanceTypes": [it.to_json() for it in self.instance_types],
+        }
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.content())
+
+    def to_json(self) -> dict[str, Any]:
+        content = self.content()
+        return {**content, "hash": content_hash(content)}
+
+    def dumps(self) -> str:
+        """The canonical (compact) JSON text of the set, hash included."""
+        return canonical_json(self.to_json())
+
+    @classmethod
+    def of(
+        cls,
+        provisioner: Provisioner,
+        *,
+        version: str,
+        sources: Sequence[str],
+        region: str,
+        provider: ProviderSettings | None,
+        instance_types: Iterable[InstanceType],
+    ) -> ConstraintSet:
+        """The set of a (defaulted) provisioner, its offerings resolved against `instance_types`."""
+        family = str((provider.spec or {}).get("amiFamily") or "") if provider is not None else ""
+        os = "windows" if family.startswith("Windows") else None
+        return cls(
+            name=provisioner.name,
+            version=version,
+            sources=tuple(sorted(set(sources))),
+            region=region,
+            requirements=tuple(provisioner.requirements.to_node_selector()),
+            labels=dict(provisioner.labels),
+            annotations=dict(provisioner.annotations),
+            taints=provisioner.taints,
+            startup_taints=provisioner.startup_taints,
+            limits=canonical_limits(provisioner.limits),
+            ttl_seconds_after_empty=provisioner.ttl_seconds_after_empty,
+            ttl_seconds_until_expired=provisioner.ttl_seconds_until_expired,
+            consolidation_enabled=provisioner.consolidation_enabled,
+            weight=provisioner.weight,
+            provider=provider,
+            kubelet=None if provisioner.kubelet is None else dict(provisioner.kubelet),
+            instance_types=resolve_instance_types(
+                provisioner.requirements, instance_types, region, provisioner.kubelet, os
+            ),
+        )
+
+    def requirements_model(self) -> Requirements:
+        """The requirements as the model's set algebra (for scheduling and admission)."""
+        return Requirements.from_node_selector(self.requirements)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSet:
+        """Read a set written by `to_json`; `verify` checks the hash. Raises ConstraintSetError."""
+        if not isinstance(data, Mapping):
+            raise ConstraintSetError("a constraint set must be a JSON object")
+        version = data.get("schemaVersion")
+        if version != SCHEMA_VERSION:
+            raise ConstraintSetError(
+                f"unsupported constraint-set schemaVersion {version!r} (expected {SCHEMA_VERSION})"
+            )
+        if data.get("kind") != SET_KIND:
+            raise ConstraintSetError(f"not a {SET_KIND}: kind is {data.get('kind')!r}")
+        try:
+            provider = data.get("provider")
+            kubelet = data.get("kubelet")
+            built = cls(
+                name=str(data["name"]),
+                version=str(data["version"]),
+                sources=tuple(str(s) for s in data["sources"]),
+                region=str(data["region"]),
+                requirements=tuple(dict(term) for term in data["requirements"]),
+                labels={str(k): str(v) for k, v in dict(data["labels"]).items()},
+                annotations={str(k): str(v) for k, v in dict(data.get("annotations") or {}).items()},
+                taints=_taints_from_json(data["taints"]),
+                startup_taints=_taints_from_json(data["startupTaints"]),
+                limits={str(k): str(v) for k, v in dict(data["limits"]).items()},
+                ttl_seconds_after_empty=data.get("ttlSecondsAfterEmpty"),
+                ttl_seconds_until_expired=data.get("ttlSecondsUntilExpired"),
+                consolidation_enabled=bool(dict(data["consolidation"]).get("enabled")),
+                weight=int(data["weight"]),
+                provider=None if provider is None else ProviderSettings.from_json(provider),
+                kubelet=None if kubelet is None else dict(kubelet),
+                instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data["instanceTypes"]),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConstraintSetError(f"malformed constraint set: {type(error).__name__}: {error}") from None
+        if verify and data.get("hash") != built.hash:
+            raise ConstraintSetError(
+                f"constraint set {built.name!r}: hash {data.get('hash')!r} does not match its content ({built.hash})"
+            )
+        return built
+
+    @classmethod
+    def loads(cls, text: str | bytes, verify: bool = True) -> ConstraintSet:
+        try:
+            data = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise ConstraintSetError(f"not JSON: {error}") from None
+        return cls.from_json(data, verify)
+
+
+def canonical_limits(limits: Mapping[str, Any]) -> dict[str, str]:
+    """Limits as canonical quantity strings (`2k` and `2000` spell the same limit once)."""
+    return {name: format_quantity(value) for name, value in sorted(limits.items())}
+
+
+# --- the index ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    name: str
+    version: str
+    hash: str
+    weight: int
+    key: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "hash": self.hash, "weight": self.weight, "key": self.key}
+
+
+def set_key(name: str) -> str:
+    """The file name / ConfigMap data key of a set."""
+    return f"{name}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ConstraintSetIndex:
+    """Every compiled set with its hash, sorted by name; `catalog` identifies the catalog the offerings came
+    from (region, number of types, hash of the catalog file)."""
+
+    entries: tuple[IndexEntry, ...]
+    catalog: Mapping[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def of(cls, sets: Iterable[ConstraintSet], catalog: Mapping[str, Any]) -> ConstraintSetIndex:
+        entries = tuple(
+            IndexEntry(s.name, s.version, s.hash, s.weight, set_key(s.name)) for s in sorted(sets, key=lambda s: s.name)
+        )
+        return cls(entries, dict(catalog))
+
+    def content(self) -> dict[str, Any]:
+        return {
+            "schemaVersion": self.schema_version,
+            "kind": INDEX_KIND,
+            "catalog": dict(sorted(self.catalog.items())),
+            "sets": [entry.to_json() for entry in self.entries],
+        }
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.content())
+
+    def to_json(self) -> dict[str, Any]:
+        content = self.content()
+        return {**content, "hash": content_hash(content)}
+
+    def dumps(self) -> str:
+        return canonical_json(self.to_json())
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSetIndex:
+        if not isinstance(data, Mapping) or data.get("kind") != INDEX_KIND:
+            raise ConstraintSetError(f"not a {INDEX_KIND}")
+        if data.get("schemaVersion") != SCHEMA_VERSION:
+            raise ConstraintSetError(
+                f"unsupported index schemaVersion {data.get('schemaVersion')!r} (expected {SCHEMA_VERSION})"
+            )
+        try:
+            entries = tuple(
+                IndexEntry(str(e["name"]), str(e["version"]), str(e["hash"]), int(e["weight"]), str(e["key"]))
+                for e in data["sets"]
+            )
+            built = cls(entries, dict(data.get("catalog") or {}))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConstraintSetError(f"malformed index: {type(error).__name__}: {error}") from None
+        if verify and data.get("hash") != built.hash:
+            raise ConstraintSetError(f"index hash {data.get('hash')!r} does not match its content ({built.hash})")
+        return built
