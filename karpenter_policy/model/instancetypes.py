@@ -189,14 +189,15 @@ class InstanceType:
             return None
         return min(candidates, key=lambda o: (o.price, o.zone, o.capacity_type))
 
-    def labels(self) -> dict[str, str]:
-        """The well-known labels Karpenter v0.31 (AWS) sets on a node of this type.
+    def labels(self, os: str = "linux") -> dict[str, str]:
+        """The well-known labels Karpenter v0.31 (AWS) sets on a node of this type; `os` is decided by the AMI
+        family of the node template (Windows families run `windows`).
 
         Zone, capacity type and region depend on the offering, not the type, and are not included.
         """
         labels: dict[str, str] = {
             LABEL_INSTANCE_TYPE: self.name,
-            LABEL_OS: "linux",
+            LABEL_OS: os,
             LABEL_INSTANCE_CPU: str(self.vcpu),
             LABEL_INSTANCE_MEMORY: str(self.memory_mib),
             LABEL_INSTANCE_PODS: str(self.max_pods),

@@ -47,9 +47,10 @@ from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import ERROR
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy import manifests
+from karpenter_policy.policy.check import check_paths
 from karpenter_policy.policy.findings import Finding, Report
 from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.validate import place, validate_paths
+from karpenter_policy.policy.validate import place
 
 #: Rule id: the constraint sets do not fit in one ConfigMap.
 CONFIGMAP_TOO_LARGE = "configmap-too-large"
@@ -101,17 +102,10 @@ def run_checks(
     catalog: Catalog,
     on_valid: Callable[[Document], None],
 ) -> Report:
-    """The checks `compile` runs before building anything.
-
-    CHECK_PATHS SWAP POINT — the one place to change when `policy/check.py` is final: replace the two lines
-    below with the full check (validate + solver), which hands the same documents to `on_valid`:
-
-        from karpenter_policy.policy.check import check_paths
-        report, _ = check_paths(paths, catalog, values=values, on_valid=on_valid)
-        return report
-    """
-    del catalog  # used by check_paths
-    return validate_paths(paths, on_valid=on_valid, values=values)  # <- CHECK_PATHS SWAP POINT
+    """The checks `compile` runs before building anything: validation and the solver (`check`), which hand each
+    valid policy document to `on_valid`."""
+    report, _ = check_paths(paths, catalog, values=values, on_valid=on_valid)
+    return report
 
 
 # --- versions and sources -----------------------------------------------------------------------------------

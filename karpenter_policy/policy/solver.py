@@ -1,0 +1,635 @@
+"""The Z3 encoding of a Provisioner against the instance-type catalog (the only module that imports z3).
+
+What is proven: some instance type of the catalog, in some zone, with some capacity type (an available
+offering), carries label values that every requirement term of the provisioner accepts — its requirements as
+written, its labels (each `key In [value]`) and the requirements Karpenter's webhook adds by default — with
+Karpenter v0.31's matching rule per key: a type that lacks a label satisfies only NotIn / DoesNotExist, and a
+custom label (one the catalog does not define) only has to agree with the provisioner's other terms.
+
+Encoding (one small Z3 problem per provisioner, over a catalog table built once per catalog):
+
+* `t` (Int) indexes the provisioner's *projection* of the catalog: the catalog's types grouped into rows of
+  types that no term of this provisioner can tell apart (same class of value for every label a term mentions,
+  same offerings). The quotient is exact — a term accepts a value iff it accepts every value of its class —
+  and keeps the problem to tens of rows instead of 1,400 types; the witness maps the row back to a type.
+* `z` and `c` (Int) are the class of the zone and of the capacity type (the zones, resp. capacity types, that
+  the terms cannot tell apart); each row allows exactly the (zone, capacity type) pairs its types are offered in.
+* `v<k>` (Int) is the class of label `k`'s value on the chosen type (the table: `t = r -> v<k> = class`);
+  `u<k>` (Int) is the class of a custom label's value (no table: one representative value per class).
+* every term is a tracked assertion `p -> constraint on v<k> / z / c / u<k>`, checked under the assumptions
+  `p...` — what `assert_and_track` does, except that a subset can be re-checked in the same scope, which is how
+  unsat cores are minimised (deletion: drop a member, re-check) and further, disjoint cores found.
+
+One Z3 solver serves every provisioner of a run, each in a push/pop scope with its own name prefix. Every
+check runs with a timeout (the solver's `timeout` parameter); a timeout is a verdict of its own (`UNKNOWN`),
+never a hang. The list of all satisfying types is computed from the same classes in Python; the SAT/UNSAT
+verdict, the cores and the witness come from Z3.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import z3
+
+from karpenter_policy.api.defaults import default_requirements
+from karpenter_policy.api.violations import Path as FieldPath
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.requirements import Operator, Requirement
+
+DEFAULT_TIMEOUT_MS = 5000
+_MAX_CACHED_CLASSES = 4096
+#: Declarations outlive `pop`: a fresh Z3 solver after this many provisioners keeps a long run's memory bounded.
+_PROBLEMS_PER_SOLVER = 256
+#: How many independent conflicts one provisioner reports at most (each core is minimal and disjoint).
+MAX_CORES = 8
+
+#: The labels Karpenter v0.31 (AWS) derives from the instance type (`computeRequirements`): a type that has no
+#: value for one of them (no GPU, no local NVMe) satisfies only NotIn / DoesNotExist on it.
+CATALOG_KEYS: frozenset[str] = frozenset(
+    {
+        wk.INSTANCE_TYPE,
+        wk.ARCH,
+        wk.OS,
+        wk.INSTANCE_CPU,
+        wk.INSTANCE_MEMORY,
+        wk.INSTANCE_NETWORK_BANDWIDTH,
+        wk.INSTANCE_PODS,
+        wk.INSTANCE_CATEGORY,
+        wk.INSTANCE_FAMILY,
+        wk.INSTANCE_GENERATION,
+        wk.INSTANCE_LOCAL_NVME,
+        wk.INSTANCE_SIZE,
+        wk.INSTANCE_GPU_NAME,
+        wk.INSTANCE_GPU_MANUFACTURER,
+        wk.INSTANCE_GPU_COUNT,
+        wk.INSTANCE_GPU_MEMORY,
+        wk.INSTANCE_ACCELERATOR_NAME,
+        wk.INSTANCE_ACCELERATOR_MANUFACTURER,
+        wk.INSTANCE_ACCELERATOR_COUNT,
+        wk.INSTANCE_HYPERVISOR,
+        wk.INSTANCE_ENCRYPTION_IN_TRANSIT,
+    }
+)
+#: Labels that come from the offering, not the type.
+OFFERING_KEYS: frozenset[str] = frozenset({wk.ZONE, wk.CAPACITY_TYPE})
+
+_NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
+
+
+# --- terms --------------------------------------------------------------------------------------------------
+
+
+class Origin(StrEnum):
+    """Where a term comes from (and so where a finding about it points)."""
+
+    REQUIREMENT = "requirement"  # spec.requirements[i]
+    LABEL = "label"  # spec.labels[key]
+    DEFAULT = "default"  # added by Karpenter's defaulting webhook
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One tracked assertion: a requirement on one label key and the node of the policy it comes from."""
+
+    requirement: Requirement
+    path: FieldPath
+    origin: Origin
+
+    @property
+    def key(self) -> str:
+        return self.requirement.key
+
+    def accepts(self, value: str | None) -> bool:
+        """Karpenter's per-key match against a type's value (`None`: the type does not have the label)."""
+        if value is None:
+            return self.requirement.operator() in _NEGATIVE
+        return self.requirement.has(value)
+
+    def __str__(self) -> str:
+        if self.origin == Origin.LABEL:
+            return f"label {self.key}={next(iter(self.requirement.values), '')}"
+        text = str(self.requirement)
+        return f"{text} (Karpenter default)" if self.origin == Origin.DEFAULT else text
+
+
+def terms_of(document: Mapping[str, Any]) -> list[Term]:
+    """The tracked terms of a (valid) Provisioner document: its requirements as written, the requirements
+    Karpenter adds by default, and its labels. Keys Karpenter ignores when scheduling (the region) are left out."""
+    spec = document.get("spec") or {}
+    written: list[Mapping[str, Any]] = [r for r in spec.get("requirements") or [] if isinstance(r, Mapping)]
+    terms: list[Term] = []
+    for index, raw in enumerate(written):
+        term = _term(raw, ("spec", "requirements", index), Origin.REQUIREMENT)
+        if term is not None:
+            terms.append(term)
+    for raw in default_requirements(written):
+        term = _term(raw, ("spec", "requirements"), Origin.DEFAULT)
+        if term is not None:
+            terms.append(term)
+    for key, value in (spec.get("labels") or {}).items():
+        term = _term({"key": key, "operator": "In", "values": [value]}, ("spec", "labels", key), Origin.LABEL)
+        if term is not None:
+            terms.append(term)
+    return terms
+
+
+def _term(raw: Mapping[str, Any], path: FieldPath, origin: Origin) -> Term | None:
+    values = raw.get("values") or []
+    try:
+        requirement = Requirement.new(str(raw.get("key", "")), str(raw.get("operator", "")), [str(v) for v in values])
+    except ValueError:  # validation reports it; the solver only sees valid requirements
+        return None
+    if requirement.key in wk.IGNORED_LABELS:
+        return None
+    return Term(requirement, path, origin)
+
+
+# --- the catalog table (built once per catalog) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class CatalogTable:
+    """The catalog as columns: for each label, its distinct values (`domains`) and, per type, the index of the
+    type's value in them (`len(domain)`: the type does not have the label); the distinct sets of available
+    offerings, as (zone index, capacity-type index) pairs, and which one each type has."""
+
+    region: str
+    types: tuple[InstanceType, ...]
+    zones: tuple[str, ...]
+    capacity_types: tuple[str, ...]
+    domains: Mapping[str, tuple[str, ...]]
+    value_index: Mapping[str, tuple[int, ...]]
+    offer_sets: tuple[frozenset[tuple[int, int]], ...]
+    offer_set_of: tuple[int, ...]
+    offerings: tuple[tuple[tuple[float, int, int], ...], ...]  # per type: (price, zone, capacity type), available
+    _gather: Mapping[str, Callable[[Sequence[int]], tuple[int, ...]]] = field(repr=False)
+    _gather_offer_sets: Callable[[Sequence[int]], tuple[int, ...]] = field(repr=False)
+    _classes: dict[tuple[str, tuple[Requirement, ...]], _KeyClasses] = field(default_factory=dict, repr=False)
+    _domain_sets: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, catalog: Catalog, os: str = "linux") -> CatalogTable:
+        types = catalog.instance_types
+        labels = [it.labels(os) for it in types]
+        keys = sorted(CATALOG_KEYS | {k for lab in labels for k in lab if k not in OFFERING_KEYS})
+        domains: dict[str, tuple[str, ...]] = {}
+        value_index: dict[str, tuple[int, ...]] = {}
+        for key in keys:
+            domain = tuple(sorted({lab[key] for lab in labels if key in lab}))
+            position = {v: i for i, v in enumerate(domain)}
+            domains[key] = domain
+            value_index[key] = tuple(position[lab[key]] if key in lab else len(domain) for lab in labels)
+        zones = tuple(sorted({o.zone for it in types for o in it.offerings if o.available}))
+        capacity_types = tuple(sorted({o.capacity_type for it in types for o in it.offerings if o.available}))
+        zone_index = {z: i for i, z in enumerate(zones)}
+        capacity_index = {c: i for i, c in enumerate(capacity_types)}
+        set_index: dict[frozenset[tuple[int, int]], int] = {}
+        offer_set_of = []
+        offerings = []
+        for it in types:
+            available = tuple(
+                sorted(
+                    (o.price, zone_index[o.zone], capacity_index[o.capacity_type]) for o in it.offerings if o.available
+                )
+            )
+            offerings.append(available)
+            offer_set_of.append(set_index.setdefault(frozenset((z, c) for _, z, c in available), len(set_index)))
+        return cls(
+            region=catalog.region,
+            types=types,
+            zones=zones,
+            capacity_types=capacity_types,
+            domains=domains,
+            value_index=value_index,
+            offer_sets=tuple(set_index),
+            offer_set_of=tuple(offer_set_of),
+            offerings=tuple(offerings),
+            _gather={k: _gatherer(idx) for k, idx in value_index.items()},
+            _gather_offer_sets=_gatherer(tuple(offer_set_of)),
+        )
+
+    def is_catalog_key(self, key: str) -> bool:
+        return key in self.domains
+
+    def key_classes(self, key: str, requirements: tuple[Requirement, ...]) -> _KeyClasses:
+        """The classes of `key`'s values (the catalog's values, then "absent") under `requirements` (cached:
+        most provisioners share their defaults)."""
+        cached = self._classes.get((key, requirements))
+        if cached is None:
+            if len(self._classes) >= _MAX_CACHED_CLASSES:  # a long-running process (the webhook) stays bounded
+                self._classes.clear()
+            cached = _KeyClasses.of([*self.domains[key], None], requirements)
+            self._classes[(key, requirements)] = cached
+        return cached
+
+    def class_column(self, key: str, classes: _KeyClasses) -> tuple[int, ...]:
+        """Each type's class of `key`."""
+        return self._gather[key](classes.class_by_index)
+
+    def offers_column(self, offers_of_set: Sequence[int]) -> tuple[int, ...]:
+        """Each type's offering set, mapped through `offers_of_set`."""
+        return self._gather_offer_sets(offers_of_set)
+
+    def domain_set(self, key: str) -> frozenset[str]:
+        """The values of `key` in the catalog (zones for the zone key), as a set (cached)."""
+        cached = self._domain_sets.get(key)
+        if cached is None:
+            cached = self._domain_sets[key] = frozenset(self.zones if key == wk.ZONE else self.domains.get(key, ()))
+        return cached
+
+
+def _gatherer(indices: tuple[int, ...]) -> Callable[[Sequence[int]], tuple[int, ...]]:
+    if not indices:
+        return lambda _: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda values: (values[only],)
+    getter = operator.itemgetter(*indices)
+    return lambda values: getter(values)
+
+
+_TABLES: dict[tuple[int, str], tuple[weakref.ref[Catalog], CatalogTable]] = {}
+
+
+def table_for(catalog: Catalog, os: str = "linux") -> CatalogTable:
+    """The table of `catalog` for nodes running `os`, built on first use and kept as long as the catalog lives."""
+    key = (id(catalog), os)
+    entry = _TABLES.get(key)
+    if entry is not None and entry[0]() is catalog:
+        return entry[1]
+    table = CatalogTable.build(catalog, os)
+    _TABLES[key] = (weakref.ref(catalog, lambda _: _TABLES.pop(key, None)), table)
+    return table
+
+
+def _accepts(requirement: Requirement, value: str | None) -> bool:
+    if value is None:
+        return requirement.operator() in _NEGATIVE
+    return requirement.has(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyClasses:
+    """The values of one key grouped by signature (which of the key's terms accept them).
+
+    `class_by_index[i]` = the class of the i-th value given; `allowed[j]` = the classes term j accepts;
+    `representative[c]` = the first value of class c (None: the label is absent).
+    """
+
+    class_by_index: tuple[int, ...]
+    allowed: tuple[frozenset[int], ...]
+    representative: tuple[str | None, ...]
+
+    @classmethod
+    def of(cls, values: Iterable[str | None], requirements: Sequence[Requirement]) -> _KeyClasses:
+        by_signature: dict[tuple[bool, ...], int] = {}
+        class_by_index: list[int] = []
+        representative: list[str | None] = []
+        for value in values:
+            signature = tuple(_accepts(r, value) for r in requirements)
+            index = by_signature.get(signature)
+            if index is None:
+                index = by_signature[signature] = len(representative)
+                representative.append(value)
+            class_by_index.append(index)
+        allowed = tuple(
+            frozenset(index for signature, index in by_signature.items() if signature[j])
+            for j in range(len(requirements))
+        )
+        return cls(tuple(class_by_index), allowed, tuple(representative))
+
+    def accepted_by_all(self) -> set[int]:
+        return _intersect(self.allowed, range(len(self.representative)))
+
+
+def custom_representatives(requirements: Iterable[Requirement]) -> list[str | None]:
+    """Values of a custom label that cover every class its requirements can tell apart: each mentioned value,
+    one integer per interval between the Gt/Lt bounds (not spelled like a mentioned value), one non-integer,
+    and absence."""
+    mentioned: set[str] = set()
+    cuts = {0}
+    for r in requirements:
+        mentioned |= r.values
+        if r.greater_than is not None:
+            cuts.add(r.greater_than + 1)
+        if r.less_than is not None:
+            cuts.add(r.less_than)
+    values: list[str | None] = [*sorted(mentioned)]
+    ordered = sorted(cuts)
+    for low, high in zip(ordered, [*ordered[1:], None], strict=True):
+        number = low
+        while str(number) in mentioned:
+            number += 1
+        if high is None or number < high:
+            values.append(str(number))
+    other = "other"
+    while other in mentioned:
+        other += "-"
+    values.append(other)
+    values.append(None)
+    return values
+
+
+# --- outcomes -----------------------------------------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    SAT = "sat"
+    UNSAT = "unsat"
+    UNKNOWN = "unknown"  # the solver timed out (or gave up)
+
+
+@dataclass(frozen=True, slots=True)
+class Witness:
+    """An instance type, zone and capacity type that satisfy every term (from the Z3 model)."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "instance_type": self.instance_type,
+            "zone": self.zone,
+            "capacity_type": self.capacity_type,
+            "price": self.price,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the solver found for one provisioner.
+
+    SAT: `witness`, and every satisfying type (`instance_types`, sorted), the zones and capacity types that
+    some satisfying type is offered in. UNSAT: `cores`, each a minimal set of terms that cannot hold together
+    (disjoint; at most MAX_CORES). UNKNOWN: `reason` (a timeout).
+    """
+
+    verdict: Verdict
+    cores: tuple[tuple[Term, ...], ...] = ()
+    witness: Witness | None = None
+    instance_types: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    capacity_types: tuple[str, ...] = ()
+    reason: str = ""
+    checks: int = 0
+    seconds: float = 0.0
+    rows: int = 0
+
+
+# --- the encoding -------------------------------------------------------------------------------------------
+
+
+class _Problem:
+    """One provisioner's encoding: the classes of every key its terms mention, the projected catalog (rows),
+    the SMT-LIB text."""
+
+    def __init__(self, table: CatalogTable, terms: Sequence[Term]) -> None:
+        self.table, self.terms = table, list(terms)
+        by_key: dict[str, list[int]] = {}
+        for index, term in enumerate(self.terms):
+            by_key.setdefault(term.key, []).append(index)
+        self.by_key = by_key
+        self.catalog_keys = sorted(k for k in by_key if table.is_catalog_key(k))
+        self.custom_keys = sorted(k for k in by_key if k not in OFFERING_KEYS and not table.is_catalog_key(k))
+        self.classes: dict[str, _KeyClasses] = {k: self._classes(k) for k in self.catalog_keys}
+        for k in self.custom_keys:
+            requirements = self._requirements(k)
+            self.classes[k] = _KeyClasses.of(custom_representatives(requirements), requirements)
+        self.zone = _KeyClasses.of(table.zones, self._requirements(wk.ZONE))
+        self.capacity = _KeyClasses.of(table.capacity_types, self._requirements(wk.CAPACITY_TYPE))
+        # The catalog's offering sets as sets of (zone class, capacity-type class) pairs.
+        offers: dict[frozenset[tuple[int, int]], int] = {}
+        self.offers_of_set = [
+            offers.setdefault(
+                frozenset((self.zone.class_by_index[z], self.capacity.class_by_index[c]) for z, c in pairs),
+                len(offers),
+            )
+            for pairs in table.offer_sets
+        ]
+        self.offers = list(offers)
+        # Each type's signature: its class of every catalog key mentioned, then its offers (index into
+        # self.offers). A row of the projected catalog is a distinct signature.
+        columns = [table.class_column(k, self.classes[k]) for k in self.catalog_keys]
+        offers_column = table.offers_column(self.offers_of_set)
+        self.signatures: list[tuple[int, ...]] = list(zip(*columns, offers_column, strict=True))
+        self.rows: list[tuple[int, ...]] = list(dict.fromkeys(self.signatures))
+
+    def _requirements(self, key: str) -> tuple[Requirement, ...]:
+        return tuple(self.terms[j].requirement for j in self.by_key.get(key, ()))
+
+    def _classes(self, key: str) -> _KeyClasses:
+        return self.table.key_classes(key, self._requirements(key))
+
+    def smtlib(self, prefix: str = "") -> str:
+        """The rows (the catalog, projected) and one implication `p<j> => constraint` per term; every name
+        starts with `prefix` (one solver serves many provisioners, and declarations outlive `pop`)."""
+        q = prefix
+        out = [f"(declare-const {q}t Int)(declare-const {q}z Int)(declare-const {q}c Int)"]
+        out += [f"(declare-const {q}v{i} Int)" for i in range(len(self.catalog_keys))]
+        out += [f"(declare-const {q}u{i} Int)" for i in range(len(self.custom_keys))]
+        out += [f"(declare-const {q}p{j} Bool)" for j in range(len(self.terms))]
+        out.append(f"(assert (and (<= 0 {q}t) (< {q}t {len(self.rows)})))")
+        for i, k in enumerate(self.custom_keys):
+            out.append(f"(assert (and (<= 0 {q}u{i}) (< {q}u{i} {len(self.classes[k].representative)})))")
+        used = sorted({row[-1] for row in self.rows})
+        out += [f"(define-fun {q}o{o} () Bool {_offer_text(self.offers[o], q)})" for o in used]
+        for r, row in enumerate(self.rows):
+            values = "".join(f" (= {q}v{i} {cls})" for i, cls in enumerate(row[:-1]))
+            out.append(f"(assert (=> (= {q}t {r}) (and{values} {q}o{row[-1]})))")
+        variables = {k: f"{q}v{i}" for i, k in enumerate(self.catalog_keys)}
+        variables.update({k: f"{q}u{i}" for i, k in enumerate(self.custom_keys)})
+        for j, term in enumerate(self.terms):
+            key = term.key
+            position = self.by_key[key].index(j)
+            if key == wk.ZONE:
+                allowed, variable = self.zone.allowed[position], f"{q}z"
+            elif key == wk.CAPACITY_TYPE:
+                allowed, variable = self.capacity.allowed[position], f"{q}c"
+            else:
+                allowed, variable = self.classes[key].allowed[position], variables[key]
+            out.append(f"(assert (=> {q}p{j} {_member(variable, allowed)}))")
+        return "\n".join(out)
+
+    def satisfying(self) -> tuple[list[int], list[str], list[str]]:
+        """Indices of the satisfying types, and the zones and capacity types they can be bought in (sorted)."""
+        table = self.table
+        allowed = [self.classes[k].accepted_by_all() for k in self.catalog_keys]
+        zone_ok, capacity_ok = self.zone.accepted_by_all(), self.capacity.accepted_by_all()
+        good_offers = {
+            o for o, pairs in enumerate(self.offers) if any(z in zone_ok and c in capacity_ok for z, c in pairs)
+        }
+        good_rows = {
+            row
+            for row in self.rows
+            if row[-1] in good_offers and all(cls in ok for cls, ok in zip(row, allowed, strict=False))
+        }
+        types = [i for i, signature in enumerate(self.signatures) if signature in good_rows]
+        zones: set[int] = set()
+        capacities: set[int] = set()
+        for offer_set in {table.offer_set_of[i] for i in types}:
+            for z, c in table.offer_sets[offer_set]:
+                if self.zone.class_by_index[z] in zone_ok and self.capacity.class_by_index[c] in capacity_ok:
+                    zones.add(z)
+                    capacities.add(c)
+        return (
+            types,
+            [table.zones[z] for z in sorted(zones)],
+            [table.capacity_types[c] for c in sorted(capacities)],
+        )
+
+
+def _offer_text(pairs: frozenset[tuple[int, int]], prefix: str) -> str:
+    """The (zone class, capacity-type class) pairs a row is offered in, as a constraint on z and c."""
+    if not pairs:
+        return "false"
+    z, c = f"{prefix}z", f"{prefix}c"
+    zones = sorted({zone for zone, _ in pairs})
+    capacities = sorted({capacity for _, capacity in pairs})
+    if len(pairs) == len(zones) * len(capacities):  # a product: zones x capacity types
+        return f"(and {_member(z, zones)} {_member(c, capacities)})"
+    return "(or " + " ".join(f"(and (= {z} {zone}) (= {c} {cap}))" for zone, cap in sorted(pairs)) + ")"
+
+
+def _member(variable: str, allowed: Iterable[int]) -> str:
+    values = sorted(allowed)
+    if not values:
+        return "false"
+    if len(values) == 1:
+        return f"(= {variable} {values[0]})"
+    return "(or " + " ".join(f"(= {variable} {v})" for v in values) + ")"
+
+
+def _intersect(sets: Iterable[frozenset[int]], everything: Iterable[int]) -> set[int]:
+    result = set(everything)
+    for s in sets:
+        result &= s
+    return result
+
+
+# --- solving ------------------------------------------------------------------------------------------------
+
+
+class Solver:
+    """Proves provisioners against one catalog: the catalog table is built once (per catalog) and one Z3 solver
+    serves every provisioner, each in a push/pop scope of its own, its names prefixed."""
+
+    def __init__(self, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, os: str = "linux") -> None:
+        if timeout_ms < 1:
+            raise ValueError("timeout_ms must be at least 1")
+        self.catalog = catalog
+        self.table = table_for(catalog, os)
+        self.timeout_ms = timeout_ms
+        self._z3 = self._new_solver()
+        self._problems = 0
+
+    def _new_solver(self) -> z3.Solver:
+        solver = z3.SimpleSolver()
+        solver.set("timeout", self.timeout_ms)
+        return solver
+
+    def solve(self, terms: Sequence[Term]) -> Outcome:
+        """Prove `terms` (see `terms_of`) satisfiable against the catalog, or find why not."""
+        start = time.perf_counter()
+        problem = _Problem(self.table, terms)
+        if self._problems and self._problems % _PROBLEMS_PER_SOLVER == 0:
+            self._z3 = self._new_solver()
+        prefix = f"k{self._problems}_"
+        self._problems += 1
+        solver = self._z3
+        solver.push()
+        try:
+            solver.from_string(problem.smtlib(prefix))
+            return self._solve(problem, prefix, start)
+        finally:
+            solver.pop()
+
+    def _solve(self, problem: _Problem, prefix: str, start: float) -> Outcome:
+        solver = self._z3
+        literals = [z3.Bool(f"{prefix}p{j}") for j in range(len(problem.terms))]
+        index_of = {f"{prefix}p{j}": j for j in range(len(problem.terms))}
+        checks = 0
+
+        def check(subset: Sequence[int]) -> z3.CheckSatResult:
+            nonlocal checks
+            checks += 1
+            return solver.check(*[literals[j] for j in subset])
+
+        def core() -> list[int]:
+            return sorted(index_of[str(literal)] for literal in solver.unsat_core())
+
+        def done(verdict: Verdict, **kwargs: Any) -> Outcome:
+            return Outcome(
+                verdict, checks=checks, seconds=time.perf_counter() - start, rows=len(problem.rows), **kwargs
+            )
+
+        everything = list(range(len(problem.terms)))
+        result = check(everything)
+        if result == z3.sat:
+            return done(Verdict.SAT, **self._sat(problem, solver.model(), prefix))
+        if result != z3.unsat:
+            return done(Verdict.UNKNOWN, reason=solver.reason_unknown())
+        cores: list[tuple[Term, ...]] = []
+        remaining = everything
+        while result == z3.unsat and len(cores) < MAX_CORES:
+            found = self._minimise(check, core)
+            cores.append(tuple(problem.terms[j] for j in found))
+            remaining = [j for j in remaining if j not in found]
+            if not found or not remaining:  # an empty core: the catalog alone admits nothing
+                break
+            result = check(remaining)
+        return done(Verdict.UNSAT, cores=tuple(cores))
+
+    @staticmethod
+    def _minimise(check: Callable[[Sequence[int]], z3.CheckSatResult], core: Callable[[], list[int]]) -> list[int]:
+        """Deletion-based minimisation of the solver's last core: drop each member in turn; when the rest is
+        still unsat the member was not needed, and the solver's new core (a subset of the rest, which still holds
+        every member found needed so far) is taken. A check that times out keeps the member, so a timeout can
+        leave a core larger than minimal, never a wrong one."""
+        members = core()
+        index = 0
+        while index < len(members):
+            candidate = members[:index] + members[index + 1 :]
+            if candidate and check(candidate) == z3.unsat:
+                smaller = set(core())
+                members = [j for j in candidate if j in smaller]
+            else:
+                index += 1
+        return members
+
+    def _sat(self, problem: _Problem, model: z3.ModelRef, prefix: str) -> dict[str, Any]:
+        """The witness: the model's row, zone class and capacity-type class, made concrete as the cheapest
+        offering of a type of that row in a zone and capacity type of those classes."""
+        table = self.table
+        row = problem.rows[model.eval(z3.Int(f"{prefix}t"), model_completion=True).as_long()]
+        zone_class = model.eval(z3.Int(f"{prefix}z"), model_completion=True).as_long()
+        capacity_class = model.eval(z3.Int(f"{prefix}c"), model_completion=True).as_long()
+        zone_of, capacity_of = problem.zone.class_by_index, problem.capacity.class_by_index
+        types, zones, capacities = problem.satisfying()  # the model's row is among the satisfying ones
+        signatures = problem.signatures
+        best: tuple[float, str, int, int] | None = None
+        for index in (i for i in types if signatures[i] == row):
+            for price, z, c in table.offerings[index]:
+                if zone_of[z] == zone_class and capacity_of[c] == capacity_class:
+                    candidate = (price, table.types[index].name, z, c)
+                    if best is None or candidate < best:
+                        best = candidate
+                    break  # offerings are sorted by price
+        if best is None:  # the model contradicts the table: a bug in the encoding, not a user error
+            raise AssertionError(f"the model picked {row} without an offering in classes {zone_class}/{capacity_class}")
+        return {
+            "witness": Witness(best[1], table.zones[best[2]], table.capacity_types[best[3]], best[0]),
+            "instance_types": tuple(table.types[i].name for i in types),
+            "zones": tuple(zones),
+            "capacity_types": tuple(capacities),
+        }
