@@ -17,7 +17,6 @@ DEFAULT_PATHS = ("policies/",)
 
 _output_option = click.option(
     "--output",
-    "-o",
     "output",
     type=click.Choice(FORMATS),
     default="text",
@@ -53,14 +52,21 @@ def main() -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 @_output_option
 @_fail_on_warn_option
-def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool) -> None:
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_file: str | None) -> None:
     """Parse, schema-check and apply Karpenter's defaulting and validation rules (no solver).
 
-    PATHS are files or directories (searched recursively for *.yaml and *.yml); default: policies/.
+    PATHS are files or directories (searched recursively for *.yaml, *.yml and *.yaml.j2); default: policies/.
     """
+    from karpenter_policy.policy.templating import ValuesError, load_values
     from karpenter_policy.policy.validate import validate_paths
 
-    report = validate_paths(paths or DEFAULT_PATHS)
+    try:
+        values = load_values(values_file) if values_file is not None else None
+    except ValuesError as error:
+        click.echo(f"karpenter-policy validate: {error}", err=True)
+        sys.exit(2)
+    report = validate_paths(paths or DEFAULT_PATHS, values=values)
     click.echo(render(report, output), nl=False)
     sys.exit(report.exit_code(fail_on_warn))
 
@@ -71,11 +77,23 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool) -> None:
 @_fail_on_warn_option
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
 @click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
-@click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True,
-              help="Time limit of each solver call; a provisioner the solver cannot decide is a warning.")
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    default=5000,
+    show_default=True,
+    help="Time limit of each solver call; a provisioner the solver cannot decide is a warning.",
+)
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
-def check(paths: tuple[str, ...], output: str, fail_on_warn: bool, catalog_file: str | None, region: str | None,
-          timeout_ms: int, values_file: str | None) -> None:
+def check(
+    paths: tuple[str, ...],
+    output: str,
+    fail_on_warn: bool,
+    catalog_file: str | None,
+    region: str | None,
+    timeout_ms: int,
+    values_file: str | None,
+) -> None:
     """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
 
     Reports conflicting requirements (with the minimal set of lines), requirements no instance type meets, and
@@ -84,8 +102,15 @@ def check(paths: tuple[str, ...], output: str, fail_on_warn: bool, catalog_file:
     """
     from karpenter_policy.policy.check import check_command
 
-    result = check_command(paths or DEFAULT_PATHS, output, fail_on_warn=fail_on_warn, catalog_file=catalog_file,
-                           region=region, timeout_ms=timeout_ms, values_file=values_file)
+    result = check_command(
+        paths or DEFAULT_PATHS,
+        output,
+        fail_on_warn=fail_on_warn,
+        catalog_file=catalog_file,
+        region=region,
+        timeout_ms=timeout_ms,
+        values_file=values_file,
+    )
     click.echo(result.stderr, nl=False, err=True)
     click.echo(result.stdout, nl=False)
     sys.exit(result.exit_code)
@@ -94,24 +119,52 @@ def check(paths: tuple[str, ...], output: str, fail_on_warn: bool, catalog_file:
 @main.command("compile")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("-o", "--out", "out", required=True, metavar="DIR|-", help="Output directory, or - for a YAML stream.")
-@click.option("--api", type=click.Choice(("v1alpha5", "v1")), default="v1alpha5", show_default=True,
-              help="Manifests as v1alpha5 Provisioner/AWSNodeTemplate or v1 NodePool/EC2NodeClass.")
+@click.option(
+    "--api",
+    type=click.Choice(("v1alpha5", "v1")),
+    default="v1alpha5",
+    show_default=True,
+    help="Manifests as v1alpha5 Provisioner/AWSNodeTemplate or v1 NodePool/EC2NodeClass.",
+)
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
 @click.option("--configmap-namespace", default="karpenter-policy", show_default=True)
 @click.option("--configmap-name", default="karpenter-policy-constraints", show_default=True)
-@click.option("--flux-escape", is_flag=True,
-              help="Write ${...} as $${...} for Flux post-build substitution instead of annotating the object "
-              "kustomize.toolkit.fluxcd.io/substitute: disabled (the default).")
-@click.option("--default-instance-profile", metavar="NAME",
-              help="--api v1: instance profile for node templates without one (v1alpha5's aws.defaultInstanceProfile).")
+@click.option(
+    "--flux-escape",
+    is_flag=True,
+    help="Write ${...} as $${...} for Flux post-build substitution instead of annotating the object "
+    "kustomize.toolkit.fluxcd.io/substitute: disabled (the default).",
+)
+@click.option(
+    "--default-instance-profile",
+    metavar="NAME",
+    help="--api v1: instance profile for node templates without one (v1alpha5's aws.defaultInstanceProfile).",
+)
 @click.option("--node-role", metavar="ROLE", help="--api v1: IAM role for node templates without an instance profile.")
-@click.option("--output", "report_format", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Report format (stdout with -o DIR, stderr with -o -).")
+@click.option(
+    "--output",
+    "report_format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format (stdout with -o DIR, stderr with -o -).",
+)
 @_fail_on_warn_option
-def compile_(paths: tuple[str, ...], out: str, api: str, values_file: str | None, catalog_file: str | None,
-             configmap_namespace: str, configmap_name: str, flux_escape: bool, default_instance_profile: str | None,
-             node_role: str | None, report_format: str, fail_on_warn: bool) -> None:
+def compile_(
+    paths: tuple[str, ...],
+    out: str,
+    api: str,
+    values_file: str | None,
+    catalog_file: str | None,
+    configmap_namespace: str,
+    configmap_name: str,
+    flux_escape: bool,
+    default_instance_profile: str | None,
+    node_role: str | None,
+    report_format: str,
+    fail_on_warn: bool,
+) -> None:
     """Check, then write constraint sets and manifests to DIR atomically, or stream the manifests with -o -.
 
     PATHS are files or directories (*.yaml, *.yml, *.yaml.j2); default: policies/. Nothing is written when any
@@ -122,19 +175,61 @@ def compile_(paths: tuple[str, ...], out: str, api: str, values_file: str | None
 
     if default_instance_profile and node_role:
         raise click.UsageError("give --default-instance-profile or --node-role, not both")
-    for hint, value, is_namespace in (("--configmap-namespace", configmap_namespace, True),
-                                      ("--configmap-name", configmap_name, False)):
+    for hint, value, is_namespace in (
+        ("--configmap-namespace", configmap_namespace, True),
+        ("--configmap-name", configmap_name, False),
+    ):
         if problem := invalid_name(value, is_namespace):
             raise click.BadParameter(problem, param_hint=hint)
     result = compile_command(
-        paths or DEFAULT_PATHS, out, api=api, values_file=values_file, catalog_file=catalog_file,
-        configmap_namespace=configmap_namespace, configmap_name=configmap_name, flux_escape=flux_escape,
-        default_instance_profile=default_instance_profile, node_role=node_role, report_format=report_format,
+        paths or DEFAULT_PATHS,
+        out,
+        api=api,
+        values_file=values_file,
+        catalog_file=catalog_file,
+        configmap_namespace=configmap_namespace,
+        configmap_name=configmap_name,
+        flux_escape=flux_escape,
+        default_instance_profile=default_instance_profile,
+        node_role=node_role,
+        report_format=report_format,
         fail_on_warn=fail_on_warn,
     )
     click.echo(result.stderr, nl=False, err=True)
     click.echo(result.stdout, nl=False)
     sys.exit(result.exit_code)
+
+
+@main.group()
+def catalog() -> None:
+    """The EC2 instance-type catalog the solver and the compiler use (embedded: us-east-1)."""
+
+
+@catalog.command("refresh")
+@click.option("--region", default="us-east-1", show_default=True, help="EC2 region to describe.")
+@click.option("--endpoint-url", metavar="URL", help="EC2 endpoint (default: AWS's; e.g. a local moto server).")
+@click.option(
+    "--prices",
+    "prices_file",
+    type=click.Path(dir_okay=False),
+    help="On-demand price table (default: the one shipped for the region).",
+)
+@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="Catalog file to write.")
+def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | None, out: str) -> None:
+    """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings; written atomically."""
+    from pathlib import Path
+
+    from karpenter_policy.catalog import CatalogError
+    from karpenter_policy.catalog.refresh import refresh_catalog
+    from karpenter_policy.cloud import CloudError
+
+    try:
+        built = refresh_catalog(region, endpoint_url, Path(prices_file) if prices_file else None, Path(out))
+    except (CatalogError, CloudError) as error:
+        click.echo(f"karpenter-policy catalog refresh: {error}", err=True)
+        sys.exit(2)
+    zones = sorted({o.zone for it in built for o in it.offerings})
+    click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones)")
 
 
 if __name__ == "__main__":

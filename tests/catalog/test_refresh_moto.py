@@ -207,3 +207,37 @@ def test_refresh_module_does_not_import_boto3() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
     assert result.stdout.strip() == "False"
+
+
+def test_cli_refresh_against_moto_writes_a_catalog_check_can_use(
+    aws_env: None, moto_endpoint: str, tmp_path: Path
+) -> None:
+    """`karpenter-policy catalog refresh` over HTTP, then `check --catalog` with the file it wrote."""
+    out = tmp_path / "catalog.json"
+    cli = [sys.executable, "-m", "karpenter_policy.cli"]
+    refresh = subprocess.run(
+        [*cli, "catalog", "refresh", "--region", "us-east-1", "--endpoint-url", moto_endpoint, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
+    assert refresh.returncode == 0, refresh.stderr
+    assert refresh.stdout.startswith(f"wrote {out}: ") and "instance types in us-east-1" in refresh.stdout
+    checked = subprocess.run(
+        [*cli, "check", "policies/", "--catalog", str(out), "--region", "us-east-1"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    unreachable = subprocess.run(
+        [*cli, "catalog", "refresh", "--endpoint-url", "http://127.0.0.1:9", "-o", str(tmp_path / "x.json")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
+    assert unreachable.returncode == 2 and "Traceback" not in unreachable.stderr
+    assert not (tmp_path / "x.json").exists()
