@@ -7,6 +7,7 @@ Pure data and predicates: no I/O, nothing else of the package imported.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # Kubernetes and Karpenter label keys used throughout the package.
 ZONE = "topology.kubernetes.io/zone"
@@ -140,6 +141,7 @@ def is_restricted_node_label(key: str) -> bool:
     return key in RESTRICTED_LABELS
 
 
+@lru_cache(maxsize=4096)
 def restricted_label_reason(key: str) -> str | None:
     """Why a user may not set or constrain `key`, or None when it is allowed (Karpenter's IsRestrictedLabel)."""
     if key in WELL_KNOWN_LABELS:
@@ -161,11 +163,12 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def qualified_name_errors(key: str) -> list[str]:
+@lru_cache(maxsize=4096)  # policies repeat the same few keys endlessly
+def qualified_name_errors(key: str) -> tuple[str, ...]:
     """Problems with `key` as a Kubernetes qualified name (`[prefix/]name`), empty when valid."""
     parts = key.split("/")
     if len(parts) > 2:
-        return ["a qualified name must have at most one '/'"]
+        return ("a qualified name must have at most one '/'",)
     errors: list[str] = []
     if len(parts) == 2:
         prefix, name = parts
@@ -184,19 +187,20 @@ def qualified_name_errors(key: str) -> list[str]:
             "name part must consist of alphanumeric characters, '-', '_' or '.', "
             "and must start and end with an alphanumeric character"
         )
-    return errors
+    return tuple(errors)
 
 
-def label_value_errors(value: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def label_value_errors(value: str) -> tuple[str, ...]:
     """Problems with `value` as a Kubernetes label value, empty when valid."""
     if len(value) > 63:
-        return ["must be no more than 63 characters"]
+        return ("must be no more than 63 characters",)
     if not _LABEL_VALUE.match(value):
-        return [
+        return (
             "a label value must be empty or consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        ]
-    return []
+            "and must start and end with an alphanumeric character",
+        )
+    return ()
 
 
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
