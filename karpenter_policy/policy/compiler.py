@@ -44,16 +44,13 @@ from karpenter_policy.api.constraintset import (
 )
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import Provisioner
-from karpenter_policy.api.violations import ERROR
+from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy import manifests
 from karpenter_policy.policy.check import check_paths
 from karpenter_policy.policy.findings import Finding, Report
 from karpenter_policy.policy.loader import Document
 from karpenter_policy.policy.validate import place
-
-#: Rule id: the constraint sets do not fit in one ConfigMap.
-CONFIGMAP_TOO_LARGE = "configmap-too-large"
 
 SETS_DIR = "constraintsets"
 MANIFESTS_DIR = "manifests"

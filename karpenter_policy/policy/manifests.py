@@ -60,12 +60,9 @@ import yaml
 from karpenter_policy.api.aws import ID_SELECTOR_KEYS
 from karpenter_policy.api.defaults import default_provisioner
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
-from karpenter_policy.api.violations import ERROR, WARNING, Path, Violation
+from karpenter_policy.api.violations import ERROR, V1_CONVERSION, WARNING, Path, Violation
 from karpenter_policy.model.labels import normalize_key
 from karpenter_policy.model.resources import parse_quantity
-
-#: Rule id of findings about the v1 conversion (something v1 cannot express, or expresses differently).
-V1_CONVERSION = "v1-conversion"
 
 API_V1ALPHA5 = "v1alpha5"
 API_V1 = "v1"

@@ -27,6 +27,8 @@ RULE_DESCRIPTIONS = {
     "no-instance-type": "A requirement that no instance type of the catalog satisfies.",
     "unknown-instance-type": "An instance type, family, size or zone that the catalog's region does not have.",
     "solver-timeout": "The solver could not decide within its time limit; nothing was proven.",
+    "v1-conversion": "A v1alpha5 setting that has no faithful karpenter.sh/v1 NodePool / EC2NodeClass form.",
+    "configmap-too-large": "The compiled constraint sets exceed what one ConfigMap can hold (1 MiB).",
 }
 
 
