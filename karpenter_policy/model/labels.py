@@ -174,7 +174,7 @@ def qualified_name_errors(key: str) -> tuple[str, ...]:
         prefix, name = parts
         if not prefix:
             errors.append("prefix part must be non-empty")
-        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
             errors.append("prefix part must be a lowercase DNS subdomain of at most 253 characters")
     else:
         name = parts[0]
@@ -182,7 +182,7 @@ def qualified_name_errors(key: str) -> tuple[str, ...]:
         errors.append("name part must be non-empty")
     elif len(name) > 63:
         errors.append("name part must be no more than 63 characters")
-    elif not _NAME_PART.match(name):
+    elif not _NAME_PART.fullmatch(name):
         errors.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', "
             "and must start and end with an alphanumeric character"
@@ -195,7 +195,7 @@ def label_value_errors(value: str) -> tuple[str, ...]:
     """Problems with `value` as a Kubernetes label value, empty when valid."""
     if len(value) > 63:
         return ("must be no more than 63 characters",)
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         return (
             "a label value must be empty or consist of alphanumeric characters, '-', '_' or '.', "
             "and must start and end with an alphanumeric character",
@@ -209,9 +209,9 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 def is_dns1035_label(name: str) -> bool:
     """True for an RFC 1035 label (a letter first; letters, digits, '-'; at most 63 characters): the name
     Karpenter's webhook (knative's ValidateObjectMetadata) accepts for its objects."""
-    return len(name) <= 63 and bool(_DNS1035_LABEL.match(name))
+    return len(name) <= 63 and bool(_DNS1035_LABEL.fullmatch(name))
 
 
 def is_dns1123_subdomain(name: str) -> bool:
     """True when `name` is a valid Kubernetes object name (RFC 1123 subdomain, ≤ 253 characters)."""
-    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))
+    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.fullmatch(name))

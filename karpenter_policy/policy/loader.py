@@ -12,6 +12,7 @@ duplicate keys, and keys that are not scalars.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +26,14 @@ from karpenter_policy.api.violations import Path as FieldPath
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_NODES_PER_FILE = 200_000
+MAX_DEPTH = 500
 POLICY_SUFFIXES = (".yaml", ".yml")
 TEMPLATE_SUFFIX = ".yaml.j2"
 
 _STR = "tag:yaml.org,2002:str"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _BINARY = "tag:yaml.org,2002:binary"
+_MERGE = "tag:yaml.org,2002:merge"
 _TEXT_TAGS = frozenset({_STR, _TIMESTAMP, _BINARY})
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 _SCALARS = yaml.constructor.SafeConstructor()
@@ -60,6 +63,19 @@ class Document:
     index: int
     data: Any
     node: Node = field(repr=False)
+    _keys: dict[int, dict[str, tuple[Node, Node]]] = field(default_factory=dict, init=False, repr=False)
+
+    def _entry(self, mapping: MappingNode, key: str) -> tuple[Node, Node] | None:
+        """The (key, value) nodes of `key` in `mapping`; large mappings get an index, so that placing many
+        findings in one mapping stays linear."""
+        if len(mapping.value) <= 16:
+            return next(((k, v) for k, v in mapping.value if k.value == key), None)
+        index = self._keys.get(id(mapping))
+        if index is None:
+            index = self._keys[id(mapping)] = {}
+            for k, v in mapping.value:
+                index.setdefault(k.value, (k, v))
+        return index.get(key)
 
     def position(self, path: FieldPath, at_key: bool = False) -> tuple[int, int]:
         """1-based line and column of the node at `path` (its key with `at_key`); the nearest existing
@@ -74,11 +90,9 @@ class Document:
         for part in path:
             child: Node | None = None
             if isinstance(node, MappingNode):
-                wanted = str(part)
-                for k, v in node.value:
-                    if k.value == wanted:
-                        key_node, child = k, v
-                        break
+                entry = self._entry(node, str(part))
+                if entry is not None:
+                    key_node, child = entry
             elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
                 key_node, child = None, node.value[part]
             if child is None:
@@ -104,8 +118,11 @@ def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in files:
-                    if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith("."):
-                        found.add(os.path.normpath(os.path.join(root, name)))
+                    full = os.path.join(root, name)
+                    if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith(".") and (
+                        os.path.isfile(full)
+                    ):
+                        found.add(os.path.normpath(full))
         elif path.exists():
             found.add(os.path.normpath(raw))
         else:
@@ -116,6 +133,8 @@ def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
 def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The file's text, refusing what is too large, binary or not UTF-8."""
     try:
+        if not stat.S_ISREG(os.stat(file).st_mode):  # a FIFO or a device would block or never end
+            raise UnreadableFile(file, "not a regular file", 0, 0)
         with open(file, "rb") as handle:
             raw = handle.read(max_bytes + 1)
     except OSError as error:
@@ -132,6 +151,10 @@ def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
         raise LoadError(
             file, f"not UTF-8 text: byte 0x{raw[error.start]:02x} cannot be decoded", line, column
         ) from None
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
 class _OverBudget(Exception):
@@ -195,12 +218,20 @@ class _Converter:
             constructor = _SCALAR_CONSTRUCTORS.get(tag)
             if constructor is None:
                 raise self._error(node, f"unsupported YAML tag {tag}: Kubernetes manifests use plain YAML")
-            return constructor(_SCALARS, node)
+            try:
+                return constructor(_SCALARS, node)
+            except (ValueError, KeyError, IndexError, TypeError, ArithmeticError):
+                what = tag.rsplit(":", 1)[-1]
+                raise self._error(node, f"{_short(node.value)} is not a valid YAML {what}") from None
         if node.tag not in _COLLECTION_TAGS:
             raise self._error(node, f"unsupported YAML tag {node.tag}: Kubernetes manifests use plain YAML")
         if cls is MappingNode:
             result: dict[str, Any] = {}
+            merged: dict[str, Any] = {}
             for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    merged = self._merge(value_node) | merged
+                    continue
                 if key_node.__class__ is not ScalarNode:
                     raise self._error(key_node, "a mapping key must be a plain scalar, not a list or mapping")
                 key = key_node.value
@@ -208,8 +239,19 @@ class _Converter:
                     first = next(k for k, _ in node.value if k.value == key)
                     raise self._error(key_node, f"duplicate key {key!r} (first at line {first.start_mark.line + 1})")
                 result[key] = self.convert(value_node)
-            return result
+            return {**merged, **result} if merged else result
         return [self.convert(item) for item in node.value]
+
+    def _merge(self, node: Node) -> dict[str, Any]:
+        """A merge key's value (`<<: *defaults`, `<<: [*a, *b]`): the keys it brings, the first source winning."""
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        merged: dict[str, Any] = {}
+        for source in reversed(sources):
+            data = self.convert(source)
+            if not isinstance(data, dict):
+                raise self._error(source, "a merge key (<<) needs a mapping or a list of mappings")
+            merged.update(data)
+        return merged
 
     def _error(self, node: Node, message: str) -> LoadError:
         return LoadError(self.file, message, node.start_mark.line + 1, node.start_mark.column + 1)
@@ -239,11 +281,34 @@ def _yaml_error(file: str, text: str, error: yaml.YAMLError) -> LoadError:
     return LoadError(file, f"invalid YAML: {message}", mark.line + 1, mark.column + 1)
 
 
+def _too_deep(text: str) -> tuple[int, int] | None:
+    """Where `text` nests deeper than MAX_DEPTH, if it does.
+
+    libyaml's composer recurses on the C stack without a limit (tens of thousands of levels crash the process),
+    so a file that *could* nest that deep — it needs one indicator character per level — is first walked as an
+    event stream, which is not recursive. Ordinary files have far fewer indicators and skip the walk.
+    """
+    if sum(text.count(c) for c in "[{-:?") < 4 * MAX_DEPTH:
+        return None
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    return None
+
+
 def parse(file: str, text: str) -> list[Document]:
     """Every non-empty document of `text`; items of a `kind: List` become documents of their own."""
     converter = _Converter(file, MAX_NODES_PER_FILE)
     documents: list[Document] = []
     try:
+        if (where := _too_deep(text)) is not None:
+            raise LoadError(file, f"the document nests deeper than {MAX_DEPTH} levels", *where)
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if node is None:
                 continue

@@ -6,6 +6,7 @@ Every format is deterministic: findings sorted by file, line, column, rule; keys
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 
 from karpenter_policy import __version__
@@ -29,6 +30,8 @@ RULE_DESCRIPTIONS = {
     "solver-timeout": "The solver could not decide within its time limit; nothing was proven.",
     "v1-conversion": "A v1alpha5 setting that has no faithful karpenter.sh/v1 NodePool / EC2NodeClass form.",
     "configmap-too-large": "The compiled constraint sets exceed what one ConfigMap can hold (1 MiB).",
+    "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
+    "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
 }
 
 
@@ -139,6 +142,14 @@ def render_github(report: Report, verb: str = "validated") -> str:
     return "\n".join(lines) + "\n"
 
 
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _xml_text(text: str) -> str:
+    """Characters XML 1.0 forbids, spelt as Python escapes (`\\x01`), so that the report stays well-formed."""
+    return _XML_ILLEGAL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def render_junit(report: Report) -> str:
     """One test case per file, failing with its findings (errors as failures, warnings in system-out)."""
     from xml.sax.saxutils import escape, quoteattr  # pulls in urllib: only JUnit output needs it
@@ -152,9 +163,10 @@ def render_junit(report: Report) -> str:
         f'<testsuite name="karpenter-policy" tests="{len(by_file)}" failures="{failures}" errors="0">',
     ]
     for file, findings in sorted(by_file.items()):
-        out.append(f'  <testcase classname="karpenter-policy" name={quoteattr(file)}>')
+        out.append(f'  <testcase classname="karpenter-policy" name={quoteattr(_xml_text(file))}>')
         errors = [f for f in findings if f.severity == "error"]
-        body = "\n".join(f"{f.file}:{f.line}:{f.column}: {f.severity}: {f.message} [{f.rule}]" for f in findings)
+        lines = (f"{f.file}:{f.line}:{f.column}: {f.severity}: {f.message} [{f.rule}]" for f in findings)
+        body = _xml_text("\n".join(lines))
         if errors:
             message = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
             out.append(f"    <failure message={quoteattr(message)}>{escape(body)}</failure>")
