@@ -1,6 +1,6 @@
 """Time `karpenter-policy check` on N generated Provisioners against the embedded catalog, stage by stage.
 
-    .venv/bin/python benchmarks/check.py [--provisioners 100] [--repeat 5] [--work DIR] [--json]
+    .venv/bin/python benchmarks/check.py [--provisioners 100] [--repeat 5] [--work DIR] [--json] [--workloads N]
 
 Generates N varied, realistic Provisioner files (fixed seed) plus the AWSNodeTemplates they reference; about
 5% carry one deliberate solver error each (arch vs family, Gt vs Lt, GPU on a non-GPU family, a mistyped
@@ -16,6 +16,9 @@ each (best and median kept; every timed run pinned to one core):
 
 The goal of the issue: the full check of 100 provisioners × the catalog in < 2 s on this machine. Wall time
 depends on what else the machine runs; CPU time (user + system) is printed next to it.
+
+With `--workloads N` (issue 4), N workloads are generated against those provisioners and `check --workloads` is
+timed instead: 100 provisioners × 1,000 workloads × the catalog, goal < 5 s (see "--workloads N" below).
 """
 
 from __future__ import annotations
@@ -395,15 +398,284 @@ def run_cli(corpus: Corpus, provisioners: int, cpu: int) -> tuple[float, float]:
     return done.wall, done.cpu
 
 
+# --- --workloads N: the workload checks -----------------------------------------------------------------------
+#
+# N workloads (fixed seed) are generated against the provisioners just generated: each aims at one satisfiable
+# provisioner (its team label, sometimes its capacity type, architecture, env label, a preferred zone; the GPU
+# taint tolerated and a GPU requested for GPU provisioners), a tenth aim at none in particular; kinds vary
+# (Deployment, StatefulSet, ReplicaSet, Job, CronJob, Pod, Spark driver/executor pod templates), some with
+# init containers, sidecars, two required nodeSelectorTerms or preferred terms; plus a few DaemonSets, each
+# file with a Service next to it. About 2% are planted unschedulable (an undefined label, 64 GPUs, 2,000 vCPU,
+# a GPU without the toleration), their template line recorded. The full check — validate, the solver on every
+# provisioner, reading the workloads, placing every one of them, the findings and the JSON report — is timed
+# through the CLI and in-process, and its report checked: every planted error at its line and no other
+# error, a placement for every workload, warnings only of the kinds equal weights and shared teams produce.
+
+WORKLOAD_GOAL_SECONDS = 5.0
+WORKLOAD_ERROR_SHARE = 0.02
+WORKLOAD_PLANTED = ("undefined-label", "too-many-gpus", "too-many-cpus", "gpu-not-tolerated")
+DAEMON_SETS = (("node-exporter", "50m", "64Mi"), ("fluent-bit", "100m", "128Mi"), ("kube-proxy-extra", "25m", "32Mi"))
+
+
+@dataclass(slots=True)
+class WorkloadCorpus:
+    directory: Path
+    count: int
+    planted: list[Planted] = field(default_factory=list)
+
+
+def _target_shape(doc: dict[str, Any]) -> dict[str, Any]:
+    spec = doc.get("spec") or {}
+    reqs = {r["key"]: r for r in spec.get("requirements") or []}
+
+    def values(key: str) -> list[str]:
+        return [str(v) for v in (reqs.get(key) or {}).get("values") or []]
+
+    return {
+        "name": doc["metadata"]["name"],
+        "labels": dict(spec.get("labels") or {}),
+        "capacity": values("karpenter.sh/capacity-type") if reqs.get("karpenter.sh/capacity-type") else ["on-demand"],
+        "arch": values("kubernetes.io/arch"),
+        "zones": values("topology.kubernetes.io/zone"),
+        "gpu": any(t.get("key") == "nvidia.com/gpu" for t in spec.get("taints") or []),
+    }
+
+
+def generate_workloads(directory: Path, corpus: Corpus, count: int, seed: int = SEED) -> WorkloadCorpus:
+    """`count` workloads (DaemonSets on top) aimed at the satisfiable provisioners of `corpus`."""
+    import yaml
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.yaml"):
+        stale.unlink()
+    rng = random.Random(seed + 1)
+    planted_files = {p.file for p in corpus.planted}
+    shapes = [
+        _target_shape(doc)
+        for path in corpus.files
+        if path.name not in planted_files and not path.name.startswith("_")
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+    ]
+    result = WorkloadCorpus(directory, count)
+    planted_at = set(rng.sample(range(count), max(1, round(count * WORKLOAD_ERROR_SHARE))))
+    for name, cpu, memory in DAEMON_SETS:
+        text = _manifest("DaemonSet", name, "monitoring", {"tolerations": [{"operator": "Exists"}],
+                         "containers": [_container(name, cpu, memory)]})
+        (directory / f"ds-{name}.yaml").write_text(text, encoding="utf-8")
+    kinds = ("Deployment",) * 8 + ("StatefulSet", "StatefulSet", "ReplicaSet", "Job", "Job", "CronJob", "CronJob",
+                                  "Pod", "Pod", "SparkDriver", "SparkExecutor")
+    for index in range(count):
+        kind = rng.choice(kinds)
+        shape = rng.choice(shapes)
+        aimed = rng.random() >= 0.1
+        pod: dict[str, Any] = {"containers": [_container("app", rng.choice(("100m", "250m", "500m", "1")),
+                                                         rng.choice(("128Mi", "256Mi", "512Mi", "1Gi", "2Gi")))]}
+        selector: dict[str, str] = {}
+        if aimed or shape["gpu"]:
+            selector["team"] = shape["labels"]["team"]
+            if rng.random() < 0.5:
+                selector["karpenter.sh/capacity-type"] = rng.choice(shape["capacity"])
+            if shape["arch"] and rng.random() < 0.3:
+                selector["kubernetes.io/arch"] = shape["arch"][0]
+            if "example.com/env" in shape["labels"] and rng.random() < 0.3:
+                selector["example.com/env"] = shape["labels"]["example.com/env"]
+            if shape["zones"] and rng.random() < 0.2:
+                pod["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 50, "preference": {"matchExpressions": [
+                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [shape["zones"][0]]}]}}]}}
+            elif rng.random() < 0.1:
+                other = "arm64" if shape["arch"] != ["arm64"] else "amd64"
+                pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": [other]},
+                                              {"key": "team", "operator": "In", "values": ["nobody"]}]},
+                        {"matchExpressions": [{"key": "team", "operator": "Exists"}]}]}}}
+            if shape["gpu"]:
+                pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+                pod["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 1}
+        if rng.random() < 0.2:
+            pod["initContainers"] = [_container("init", "1", "512Mi")]
+            if rng.random() < 0.3:
+                pod["initContainers"].append({**_container("sidecar", "50m", "64Mi"), "restartPolicy": "Always"})
+        planted = WORKLOAD_PLANTED[len(result.planted) % len(WORKLOAD_PLANTED)] if index in planted_at else None
+        if planted == "undefined-label":
+            selector["example.com/tier"] = "gold"
+        elif planted == "too-many-gpus":
+            pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+            pod["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 64}
+        elif planted == "too-many-cpus":
+            pod["containers"][0]["resources"]["requests"]["cpu"] = "2000"
+        elif planted == "gpu-not-tolerated":
+            pod.pop("tolerations", None)
+            pod["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 1}
+        if selector:
+            pod["nodeSelector"] = selector
+        name = f"{shape['labels']['team']}-app-{index:04d}"
+        text = _manifest(kind, name, shape["labels"]["team"], pod)
+        path = directory / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        if planted is not None:
+            line = _template_line(text, kind)
+            result.planted.append(Planted(planted, "workload-unschedulable", path.name, line))
+    return result
+
+
+def _container(name: str, cpu: str, memory: str) -> dict[str, Any]:
+    return {"name": name, "image": f"example.com/{name}:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+
+
+def _manifest(kind: str, name: str, namespace: str, pod: dict[str, Any]) -> str:
+    import yaml
+
+    template = {"metadata": {"labels": {"app": name}}, "spec": pod}
+    if kind in ("SparkDriver", "SparkExecutor"):  # a bare pod template file: no name, partial spec
+        pod["containers"][0]["name"] = "spark-kubernetes-" + ("driver" if kind == "SparkDriver" else "executor")
+        docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Pod", "spec": pod}]
+    elif kind == "Pod":
+        docs = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": pod}]
+    else:
+        api = "batch/v1" if kind in ("Job", "CronJob") else "apps/v1"
+        if kind == "Job":
+            pod["restartPolicy"] = "Never"
+            body: dict[str, Any] = {"template": template}
+        elif kind == "CronJob":
+            pod["restartPolicy"] = "OnFailure"
+            body = {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}}
+        else:
+            body = {"selector": {"matchLabels": {"app": name}}, "template": template}
+        docs = [{"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": body}]
+    docs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
+                 "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}})
+    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)
+
+
+def _template_line(text: str, kind: str) -> int:
+    """The line of the pod template: `template:` of a controller (the innermost, for a CronJob), `spec:` of a
+    Pod."""
+    lines = text.splitlines()
+    wanted = "spec:" if kind in ("Pod", "SparkDriver", "SparkExecutor") else "template:"
+    found = [i + 1 for i, line in enumerate(lines) if line.strip() == wanted]
+    return found[-1] if wanted == "template:" else found[0]
+
+
+def check_workload_report(report: dict[str, Any], corpus: Corpus, workloads: WorkloadCorpus,
+                          returncode: int | None) -> list[str]:
+    problems: list[str] = []
+    if returncode is not None and returncode != 1:
+        problems.append(f"exit code {returncode}, expected 1")
+    errors = [f for f in report.get("findings", []) if f.get("severity") == "error"]
+    found = Counter((Path(f["file"]).name, f["line"], f["rule"]) for f in errors)
+    wanted = Counter((p.file, p.line, p.rule) for p in [*corpus.planted, *workloads.planted])
+    for file, line, rule in sorted((wanted - found).elements()):
+        problems.append(f"missing: {rule} at {file}:{line}")
+    for file, line, rule in sorted((found - wanted).elements()):
+        message = next(f["message"] for f in errors if (Path(f["file"]).name, f["line"]) == (file, line))
+        problems.append(f"unexpected: {rule} at {file}:{line}: {message}")
+    allowed = {"overlap", "shadowed", "limits"}
+    problems += [f"unexpected warning: {w['rule']} at {Path(w['file']).name}:{w['line']}"
+                 for w in report.get("findings", []) if w.get("severity") == "warning" and w["rule"] not in allowed]
+    placed = report.get("workloads", [])
+    if len(placed) != workloads.count:
+        problems.append(f"{len(placed)} workloads placed, expected {workloads.count}")
+    if sum(1 for p in placed if p["schedulable"]) != workloads.count - len(workloads.planted):
+        problems.append("the number of schedulable workloads is off")
+    return problems
+
+
+def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: int,
+                   log: Callable[[str], None]) -> int:
+    from karpenter_policy.catalog import clear_catalog_cache
+    from karpenter_policy.policy.check import check_paths, render_check
+    from karpenter_policy.policy.schedule import check_workloads, schedule
+    from karpenter_policy.policy.workloads import read_workloads
+
+    workloads = generate_workloads(args.work.resolve() / "check-workloads", corpus, args.workloads)
+    log(f"generated {args.workloads} workloads (+{len(DAEMON_SETS)} DaemonSets) in {workloads.directory}; planted "
+        f"{len(workloads.planted)} unschedulable ({', '.join(sorted({p.kind for p in workloads.planted}))})")
+    argv = [str(CLI), "check", str(corpus.directory), "--workloads", str(workloads.directory), "--output", "json"]
+    run_pinned(argv, cpu)  # warm-up
+    cli, in_process, stages = Timing(), Timing(), Stages()
+    summary: dict[str, Any] = {}
+    for round_ in range(1, args.repeat + 1):
+        log(f"round {round_}/{args.repeat}")
+        done = run_pinned(argv, cpu)
+        try:
+            report = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            fail("karpenter-policy check --workloads", [f"exit code {done.returncode}, not JSON"], done.stderr)
+        problems = check_workload_report(report, corpus, workloads, done.returncode)
+        if problems:
+            fail("karpenter-policy check --workloads", problems, done.stderr)
+        cli.add(done.wall, done.cpu)
+        summary = {rule: sum(1 for f in report["findings"] if f["rule"] == rule)
+                   for rule in ("workload-unschedulable", "overlap", "shadowed", "limits")}
+
+        def full() -> tuple[str, int]:
+            clear_catalog_cache()
+            report_, checked_ = check_paths([str(corpus.directory)])
+            placements_ = check_workloads(report_, checked_, [str(workloads.directory)])
+            return render_check(report_, checked_, "json", placements_), report_.exit_code()
+
+        (text, code), wall, cpu_s = pinned(cpu, full)
+        problems = check_workload_report(json.loads(text), corpus, workloads, code)
+        if problems:
+            fail("check_paths + check_workloads (in-process)", problems)
+        in_process.add(wall, cpu_s)
+
+        _, checked = check_paths([str(corpus.directory)], catalog)
+        found, wall, cpu_s = pinned(cpu, lambda: read_workloads([str(workloads.directory)]))
+        stages.add(f"read workloads ({len(found.workloads)} with DaemonSets)", wall, cpu_s)
+        def place(checked: Any = checked, found: Any = found) -> Any:
+            return schedule(checked, found.workloads, catalog)
+
+        _, wall, cpu_s = pinned(cpu, place)
+        stages.add(f"place them ({len(checked)} provisioners × {len(catalog)} types)", wall, cpu_s)
+        groups = len({w.pod for w in found.workloads if not w.is_daemon_set})
+        stages.notes["schedule"] = f"{groups} distinct pod templates among {workloads.count} workloads"
+    met = cli.best < WORKLOAD_GOAL_SECONDS
+    if args.json:
+        print(json.dumps({
+            "benchmark": "check --workloads", "date": datetime.date.today().isoformat(),
+            "machine": {"cores": os.cpu_count(), "pinned_cpu": cpu, "python": platform.python_version(),
+                        "load_average": os.getloadavg()},
+            "provisioners": args.provisioners, "workloads": args.workloads, "catalog_types": len(catalog),
+            "findings": summary, "cli": _timing_json(cli), "in_process": _timing_json(in_process),
+            "stages": {name: _timing_json(t) for name, t in stages.timings.items()}, "notes": stages.notes,
+            "goal": {"seconds": WORKLOAD_GOAL_SECONDS, "measured_cli_best": round(cli.best, 3), "met": met},
+        }, indent=2))
+        return 0
+    print(f"check --workloads: {args.provisioners} Provisioner files × {args.workloads} workloads (+"
+          f"{len(DAEMON_SETS)} DaemonSets) × {len(catalog)} catalog types ({catalog.region}); "
+          f"{len(corpus.planted) + len(workloads.planted)} planted errors, each found at its file:line; best / "
+          f"median of {args.repeat}, pinned to CPU {cpu} of {os.cpu_count()}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    header = ("measurement", "wall s best / median", "CPU s best")
+    body = [
+        ("full check --workloads, CLI (start-up, solver, workloads, JSON)", _pair(cli), f"{cli.cpu_best:.3f}"),
+        ("full check --workloads, in-process", _pair(in_process), f"{in_process.cpu_best:.3f}"),
+    ]
+    body += [(f"  stage: {name}", _pair(t), f"{t.cpu_best:.3f}") for name, t in stages.timings.items()]
+    print(render_table(header, body, right=frozenset({1, 2})))
+    for stage, note in sorted(stages.notes.items()):
+        print(f"{stage}: {note}")
+    print(f"findings: {', '.join(f'{rule} {n}' for rule, n in summary.items())}")
+    print(f"goal: full check of {args.provisioners} provisioners × {args.workloads} workloads < "
+          f"{WORKLOAD_GOAL_SECONDS:g} s (CLI, best wall time): {'met' if met else 'not met'} ({cli.best:.3f} s; "
+          f"median {cli.median:.3f} s; CPU {cli.cpu_best:.3f} s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--provisioners", type=int, default=100, help="Provisioner files to generate (default 100)")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of each measurement; best and median kept")
     parser.add_argument("--work", type=Path, default=BENCHMARKS_DIR / ".work", help="where the files are written")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    parser.add_argument("--workloads", type=int, default=0, metavar="N",
+                        help="generate N workloads as well and time `check --workloads` instead (goal < 5 s)")
     args = parser.parse_args(argv)
-    if args.provisioners < 1 or args.repeat < 1:
-        parser.error("--provisioners and --repeat must be at least 1")
+    if args.provisioners < 1 or args.repeat < 1 or args.workloads < 0:
+        parser.error("--provisioners and --repeat must be at least 1, --workloads at least 0")
     if not CLI.exists():
         parser.error(f"{CLI} not found: run this with the project's venv python (.venv/bin/python)")
 
@@ -420,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"generated {args.provisioners} Provisioners in {work} (seed {SEED}); planted {len(corpus.planted)} errors "
         f"({', '.join(f'{k}: {n}' for k, n in kinds)}); catalog {catalog.region}, {len(catalog)} types; "
         f"pinned to CPU {cpu}")
+    if args.workloads:
+        return workloads_main(args, corpus, catalog, cpu, log)
     run_pinned([str(CLI), "check", str(corpus.directory), "--output", "json"], cpu)  # warm-up: byte code, page cache
 
     cli, in_process, stages = Timing(), Timing(), Stages()

@@ -7,11 +7,15 @@ Exit codes (DESIGN.md §3): 0 no errors; 1 findings of severity error (warnings 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from karpenter_policy import __version__
 from karpenter_policy.policy.reporters import FORMATS, render
+
+if TYPE_CHECKING:
+    from karpenter_policy.catalog import Catalog
 
 DEFAULT_PATHS = ("policies/",)
 
@@ -85,6 +89,14 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
     help="Time limit of each solver call; a provisioner the solver cannot decide is a warning.",
 )
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+@click.option(
+    "--workloads",
+    "workload_paths",
+    multiple=True,
+    type=click.Path(),
+    help="Workload files or directories (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs, Pods, "
+    "pod template files) to place on the provisioners (repeatable).",
+)
 def check(
     paths: tuple[str, ...],
     output: str,
@@ -93,12 +105,15 @@ def check(
     region: str | None,
     timeout_ms: int,
     values_file: str | None,
+    workload_paths: tuple[str, ...],
 ) -> None:
     """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
 
     Reports conflicting requirements (with the minimal set of lines), requirements no instance type meets, and
     unknown instance types, families, sizes and zones; lists the instance types of each satisfiable Provisioner.
-    PATHS are files or directories; default: policies/.
+    With --workloads: which provisioner launches a node for each workload and on which instance types, why none
+    can (workload-unschedulable), equal-weight provisioners that both match (overlap) and provisioners no
+    workload reaches (shadowed). PATHS are files or directories; default: policies/.
     """
     from karpenter_policy.policy.check import check_command
 
@@ -110,6 +125,7 @@ def check(
         region=region,
         timeout_ms=timeout_ms,
         values_file=values_file,
+        workloads=workload_paths or None,
     )
     click.echo(result.stderr, nl=False, err=True)
     click.echo(result.stdout, nl=False)
@@ -200,6 +216,148 @@ def compile_(
     sys.exit(result.exit_code)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--policies",
+    "policy_paths",
+    multiple=True,
+    type=click.Path(),
+    help="Policy files or directories with the PinningPolicy rules and the Provisioners (repeatable; default: "
+    "policies/).",
+)
+@click.option("--write", is_flag=True, help="Rewrite the manifests in place (default: print a diff, exit 1 if any).")
+@click.option("--output", "output", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+@click.option("--no-prove", is_flag=True, help="Do not prove the pinned workloads schedulable (no solver).")
+def pin(
+    paths: tuple[str, ...],
+    policy_paths: tuple[str, ...],
+    write: bool,
+    output: str,
+    catalog_file: str | None,
+    region: str | None,
+    values_file: str | None,
+    no_prove: bool,
+) -> None:
+    """Write what the PinningPolicy rules require (nodeSelector entries, tolerations) into workload manifests.
+
+    PATHS are workload files or directories (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs,
+    Pods, pod template files). Without --write: print a unified diff and exit 1 when a manifest needs a change.
+    With --write: rewrite them in place (atomically); every line no rule changes stays byte-identical. The pinned
+    workloads are proven schedulable on the policies' provisioners before anything is written.
+    """
+    from karpenter_policy.policy.pin import load_policies, pin_command, schedulability_prover
+
+    values, catalog_ = _values_and_catalog("pin", values_file, catalog_file, region, load=not no_prove)
+    policies = load_policies(policy_paths or DEFAULT_PATHS, solve=not no_prove, catalog=catalog_, values=values)
+    prover, notes = schedulability_prover(policies, paths)
+    result = pin_command(paths, policies, write=write, output=output, prove=prover, notes=notes)
+    click.echo(result.stderr, nl=False, err=True)
+    click.echo(result.stdout, nl=False)
+    sys.exit(result.exit_code)
+
+
+def _values_and_catalog(
+    command: str, values_file: str | None, catalog_file: str | None, region: str | None, load: bool = True
+) -> tuple[dict[str, Any] | None, Catalog | None]:
+    """--values and --catalog/--region, loaded; a problem with either exits 2."""
+    from pathlib import Path
+
+    from karpenter_policy.catalog import DEFAULT_REGION, CatalogError, load_catalog
+    from karpenter_policy.policy.templating import ValuesError, load_values
+
+    try:
+        values = load_values(values_file) if values_file is not None else None
+    except ValuesError as error:
+        click.echo(f"karpenter-policy {command}: {error}", err=True)
+        sys.exit(2)
+    if not load:
+        return values, None
+    try:
+        if catalog_file is not None:
+            catalog_ = load_catalog(Path(catalog_file))
+            if region is not None and region != catalog_.region:
+                click.echo(
+                    f"karpenter-policy {command}: --region {region} does not match the region of {catalog_file} "
+                    f"({catalog_.region})",
+                    err=True,
+                )
+                sys.exit(2)
+        else:
+            catalog_ = load_catalog(region=region or DEFAULT_REGION)
+    except CatalogError as error:
+        click.echo(f"karpenter-policy {command}: cannot load the catalog: {error}", err=True)
+        sys.exit(2)
+    return values, catalog_
+
+
+@main.command()
+@click.argument("base")
+@click.argument("head")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice(("text", "json", "markdown")),
+    default="text",
+    show_default=True,
+    help="text (a table per provisioner), json, or markdown (a pull-request comment).",
+)
+@click.option(
+    "--workloads",
+    "workload_paths",
+    multiple=True,
+    type=click.Path(),
+    help="Workload files or directories to place on both sides (repeatable; read as of each revision).",
+)
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True, help="Per solver call.")
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+@click.option("--exit-code", "exit_code_on_diff", is_flag=True, help="Exit 1 when anything differs (as git diff).")
+def diff(
+    base: str,
+    head: str,
+    paths: tuple[str, ...],
+    output: str,
+    workload_paths: tuple[str, ...],
+    catalog_file: str | None,
+    region: str | None,
+    timeout_ms: int,
+    values_file: str | None,
+    exit_code_on_diff: bool,
+) -> None:
+    """Semantic diff of the policies of BASE and HEAD: what HEAD admits that BASE did not, and the reverse.
+
+    BASE and HEAD are git revisions (read from git, nothing is checked out) or directories. PATHS default to
+    policies/ (for a directory: the whole directory, PATHS being relative to it). Per provisioner: offerings
+    (instance type x zone x capacity type), instance types, zones, capacity types, architectures, taints, limits,
+    custom node labels and weight, each offering difference with a witness the solver proves on both sides.
+    Exit 1 when HEAD has errors or a workload becomes unschedulable (with --exit-code: when anything differs).
+    """
+    from karpenter_policy.catalog import load_catalog
+    from karpenter_policy.policy.diff import diff_command
+
+    values, catalog_ = _values_and_catalog("diff", values_file, catalog_file, region)
+    result = diff_command(
+        base,
+        head,
+        paths,
+        catalog_ or load_catalog(),
+        output=output,
+        timeout_ms=timeout_ms,
+        values=values,
+        workload_paths=workload_paths,
+        exit_code_on_diff=exit_code_on_diff,
+    )
+    click.echo(result.stderr, nl=False, err=True)
+    click.echo(result.stdout, nl=False)
+    sys.exit(result.exit_code)
+
+
 @main.group()
 def catalog() -> None:
     """The EC2 instance-type catalog the solver and the compiler use (embedded: us-east-1)."""
@@ -230,6 +388,41 @@ def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | No
         sys.exit(2)
     zones = sorted({o.zone for it in built for o in it.offerings})
     click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones)")
+
+
+@main.command()
+@click.option("--tls-cert-file", type=click.Path(dir_okay=False), help="Serving certificate (PEM); reloaded on change.")
+@click.option("--tls-private-key-file", type=click.Path(dir_okay=False), help="Its private key (PEM).")
+@click.option(
+    "--self-signed",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Make a CA and serving certificate in DIR (kept when present), print the caBundle, serve with them.",
+)
+@click.option("--generate-only", is_flag=True, help="With --self-signed: print the caBundle and exit.")
+@click.option("--dns-name", "dns_names", multiple=True, help="With --self-signed: a name the certificate covers.")
+@click.option("--address", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8443, show_default=True)
+@click.option("--policies", multiple=True, type=click.Path(), help="Policy repository (templates, pinning rules).")
+@click.option("--constraints", type=click.Path(file_okay=False), help="Compiled constraint sets (compile -o DIR).")
+@click.option("--pinning", multiple=True, type=click.Path(), help="PinningPolicy files (default: from --policies).")
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help="Region of the embedded catalog (default us-east-1).")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=1000, show_default=True, help="Solver time limit.")
+@click.option("--solver-cache", type=click.IntRange(min=0), default=4096, show_default=True, help="Cached verdicts.")
+@click.option("--max-body-bytes", type=click.IntRange(min=1024), default=4 * 1024 * 1024, show_default=True)
+@click.option("--request-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True)
+@click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True)
+@click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--reload-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
+@click.option("--shutdown-delay", type=click.FloatRange(min=0), default=5.0, show_default=True)
+def webhook(**options: object) -> None:
+    """Serve the admission webhook over HTTPS: /mutate/provisioners, /validate/provisioners, /mutate/pods,
+    /healthz, /readyz, /metrics. It runs the checks of `check` (see deploy/webhook/README.md)."""
+    from karpenter_policy.webhook.command import main as webhook_main
+
+    sys.exit(webhook_main(options))
 
 
 if __name__ == "__main__":

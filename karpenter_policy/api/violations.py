@@ -28,6 +28,13 @@ REQUIREMENTS_CONFLICT = "requirements-conflict"
 NO_INSTANCE_TYPE = "no-instance-type"
 UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"
 SOLVER_TIMEOUT = "solver-timeout"
+WORKLOAD_UNSCHEDULABLE = "workload-unschedulable"
+INVALID_WORKLOAD = "invalid-workload"
+OVERLAP = "overlap"
+SHADOWED = "shadowed"
+LIMITS = "limits"
+PINNING_VIOLATION = "pinning-violation"
+PINNING_CONFLICT = "pinning-conflict"
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
+from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import (
     ERROR,
@@ -39,8 +39,10 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.loader import Document
+from karpenter_policy.policy.loader import Document, discover
+from karpenter_policy.policy.pinning import check_pinning, collect_pinning
 from karpenter_policy.policy.reporters import render
+from karpenter_policy.policy.schedule import Placement, check_workloads, limits_findings, placement_info_lines
 from karpenter_policy.policy.solver import (
     DEFAULT_TIMEOUT_MS,
     CatalogTable,
@@ -131,7 +133,7 @@ def check_paths(
     def collect(doc: Document) -> None:
         if doc.data.get("kind") == PROVISIONER_KIND:
             documents.append(doc)
-        else:
+        elif doc.data.get("kind") == NODE_TEMPLATE_KIND:  # not a PinningPolicy of the same name
             ami_families[str(doc.data["metadata"]["name"])] = str((doc.data.get("spec") or {}).get("amiFamily") or "")
         if on_valid is not None:
             on_valid(doc)
@@ -147,6 +149,7 @@ def check_paths(
         solver = solvers.get(os) or solvers.setdefault(os, Solver(catalog, timeout_ms, os))
         findings, result = check_provisioner(doc, solver)
         report.findings.extend(findings)
+        report.findings.extend(limits_findings(doc, result, catalog))
         checked.append(result)
     checked.sort(key=lambda c: (c.file, c.line, c.column))
     return report, checked
@@ -204,8 +207,10 @@ def check_command(
     region: str | None = None,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     values_file: str | None = None,
+    workloads: Sequence[str] | None = None,
 ) -> CommandOutput:
-    """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run)."""
+    """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
+    With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners too."""
     from karpenter_policy.catalog import DEFAULT_REGION, CatalogError
 
     def cannot_run(message: str) -> CommandOutput:
@@ -228,22 +233,36 @@ def check_command(
             catalog = load_catalog(region=region or DEFAULT_REGION)
     except CatalogError as error:
         return cannot_run(f"cannot load the catalog: {error}")
-    report, checked = check_paths(paths, catalog, timeout_ms, values=values)
-    return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output), "")
+    pinning_policies: list[Document] = []
+    report, checked = check_paths(paths, catalog, timeout_ms, values=values, on_valid=collect_pinning(pinning_policies))
+    placements = None
+    if workloads is not None:
+        placements = check_workloads(report, checked, workloads, catalog, counted_files=discover(paths)[0])
+        report.findings.extend(check_pinning(pinning_policies, checked, workloads))
+    return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, placements), "")
 
 
-def render_check(report: Report, checked: Sequence[CheckedProvisioner], output: str) -> str:
+def render_check(
+    report: Report,
+    checked: Sequence[CheckedProvisioner],
+    output: str,
+    placements: Sequence[Placement] | None = None,
+) -> str:
     """The report in `output` format, with the proven provisioners: in text one info line each (before the
-    summary), in JSON a `provisioners` section next to DESIGN.md §4's `findings` and `summary`."""
+    summary), in JSON a `provisioners` section next to DESIGN.md §4's `findings` and `summary`. With
+    `placements` (`--workloads`), the same for each workload: where it goes (a `workloads` section in JSON)."""
     text = render(report, output, "checked")
     proven = [c for c in checked if c.verdict == Verdict.SAT]
     if output == "json":
         document = json.loads(text)
         document["provisioners"] = [c.to_json() for c in checked]
+        if placements is not None:
+            document["workloads"] = [p.to_json() for p in placements]
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    if output == "text" and proven:
+    if output == "text" and (proven or placements):
         lines = text.rstrip("\n").split("\n")
         info = [f"{c.file}:{c.line}:{c.column}: info: {c.summary()}" for c in proven]
+        info += placement_info_lines(placements or ())
         return "\n".join([*lines[:-1], *info, lines[-1]]) + "\n"
     return text
 

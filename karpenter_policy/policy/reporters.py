@@ -30,6 +30,11 @@ RULE_DESCRIPTIONS = {
     "solver-timeout": "The solver could not decide within its time limit; nothing was proven.",
     "v1-conversion": "A v1alpha5 setting that has no faithful karpenter.sh/v1 NodePool / EC2NodeClass form.",
     "configmap-too-large": "The compiled constraint sets exceed what one ConfigMap can hold (1 MiB).",
+    "workload-unschedulable": "No provisioner can launch a node for a workload (the reason per provisioner).",
+    "invalid-workload": "A workload's pod spec cannot be read (a malformed quantity, operator or toleration).",
+    "overlap": "Provisioners of equal weight both match a workload: Karpenter's choice between them is arbitrary.",
+    "shadowed": "Higher-weight provisioners take every workload a provisioner could launch a node for.",
+    "limits": "A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
     "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
     "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
 }

@@ -11,8 +11,11 @@ from typing import Any
 
 from karpenter_policy.api.aws import validate_node_template
 from karpenter_policy.api.kinds import (
+    API_VERSIONS,
     NODE_TEMPLATE_API_VERSION,
     NODE_TEMPLATE_KIND,
+    PINNING_POLICY_API_VERSION,
+    PINNING_POLICY_KIND,
     POLICY_KINDS,
     PROVISIONER_API_VERSION,
     PROVISIONER_KIND,
@@ -30,10 +33,15 @@ from karpenter_policy.api.violations import (
 )
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover, load_file
+from karpenter_policy.policy.pinning import validate_pinning_policy
 from karpenter_policy.policy.schema import schema_file_for, schema_violations, suggest
 
-_POLICY_GROUPS = {PROVISIONER_API_VERSION.split("/")[0], NODE_TEMPLATE_API_VERSION.split("/")[0]}
-_RULES = {PROVISIONER_KIND: validate_provisioner, NODE_TEMPLATE_KIND: validate_node_template}
+_POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
+_RULES = {
+    PROVISIONER_KIND: validate_provisioner,
+    NODE_TEMPLATE_KIND: validate_node_template,
+    PINNING_POLICY_KIND: validate_pinning_policy,
+}
 
 
 def place(doc: Document, violation: Violation) -> Finding:
@@ -71,9 +79,13 @@ def _identify(doc: Document) -> tuple[str | None, list[Violation]]:
         return schema_file, []
     group = api_version.split("/")[0]
     if kind in POLICY_KINDS:
-        expected = PROVISIONER_API_VERSION if kind == PROVISIONER_KIND else NODE_TEMPLATE_API_VERSION
+        expected = API_VERSIONS[kind]
         return None, [Violation(SCHEMA, ("apiVersion",), f"{kind} must have apiVersion {expected}, not {api_version}")]
-    if group in _POLICY_GROUPS and api_version in (PROVISIONER_API_VERSION, NODE_TEMPLATE_API_VERSION):
+    if group in _POLICY_GROUPS and api_version in (
+        PROVISIONER_API_VERSION,
+        NODE_TEMPLATE_API_VERSION,
+        PINNING_POLICY_API_VERSION,
+    ):
         hint = suggest(kind, sorted(POLICY_KINDS))
         if hint is not None:
             return None, [Violation(SCHEMA, ("kind",), f"unknown kind {kind!r} in {api_version}; did you mean {hint}?")]

@@ -1,0 +1,927 @@
+"""`diff BASE HEAD [PATHS]`: what the policies of HEAD admit that those of BASE did not, and the reverse.
+
+BASE and HEAD are each a git revision (the files are read from the object database with `git ls-tree` and
+`git cat-file`: no checkout, the working tree is not touched) or a directory. PATHS (default `policies/`; for a
+directory side, relative to it, default the whole directory) are checked on both sides as `check` does, then
+compared per Provisioner name, Zelkova-style — by what they admit, not by how they are written:
+
+* offerings — the (instance type, zone, capacity type) triples a node may be launched as: the solver's exact set
+  of satisfying instance types, each with its available offerings that the zone and capacity-type requirements
+  allow. Broken down into instance types, zones, capacity types and architectures;
+* taints (which pods are let on) and startup taints, limits, custom node labels (labels and requirements on keys
+  the catalog does not define: what pod nodeSelectors can ask for), and the weight (the order they are tried).
+
+Every offering difference comes with a concrete witness (the cheapest such offering) that the solver proves on
+both sides: Z3 finds HEAD's requirements plus `instance-type In [t], zone In [z], capacity-type In [c]`
+satisfiable and BASE's unsatisfiable (or the reverse). Provisioners added and removed are listed with what they
+admit. With `--workloads`, each workload is placed on both sides (when the workload scheduling module
+`policy.schedule` is available): which change provisioner, become unschedulable, become schedulable.
+
+Output: text (a table per provisioner), json, or markdown (a summary fit for a pull-request comment).
+Exit codes: 0; 1 when HEAD has error findings or a workload becomes unschedulable (with `--exit-code`: also when
+anything differs); 2 when it cannot run (an unknown revision, a path on neither side, no git).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import Requirement, Requirements
+from karpenter_policy.model.resources import format_quantity
+from karpenter_policy.policy.check import CheckedProvisioner, check_paths, node_os
+from karpenter_policy.policy.findings import Report
+from karpenter_policy.policy.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
+
+__all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
+
+FORMATS = ("text", "json", "markdown")
+#: Witnesses proven with the solver per provisioner (each costs two small solver calls).
+MAX_PROVEN_WITNESSES = 16
+_SHOWN = 4
+
+
+class DiffError(Exception):
+    """The diff cannot run: an unknown revision, no git, a path that exists on neither side."""
+
+
+# --- reading a side -----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Side:
+    """One side of the diff, checked: its label (the revision or directory as given), the report, the proven
+    provisioners (files relative to the side's root), and what the witness proofs need."""
+
+    label: str
+    kind: str  # "git" | "directory"
+    report: Report
+    checked: list[CheckedProvisioner]
+    documents: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)  # provisioner → document
+    os_of: dict[str, str] = field(default_factory=dict)
+    present: list[str] = field(default_factory=list)  # the PATHS that exist on this side
+    workload_root: str | None = None  # where --workloads paths are read from on this side (git: a temporary tree)
+
+    def provisioner(self, name: str) -> CheckedProvisioner | None:
+        return next((c for c in self.checked if c.name == name), None)
+
+
+def _git(args: Sequence[str], cwd: str, stdin: bytes | None = None) -> bytes:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=False, timeout=300)
+    except FileNotFoundError:
+        raise DiffError("git is not installed") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise DiffError(f"git {args[0]}: {message[-1] if message else f'exit code {done.returncode}'}")
+    return done.stdout
+
+
+def is_revision(ref: str, cwd: str = ".") -> bool:
+    """True when `ref` names a commit of the git repository at `cwd`."""
+    if ref.startswith("-"):
+        return False
+    try:
+        _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], cwd)
+    except DiffError:
+        return False
+    return True
+
+
+def materialise(ref: str, paths: Sequence[str], dest: str, cwd: str = ".") -> tuple[str, list[str]]:
+    """Write the policy files under `paths` (relative to `cwd`) as of revision `ref` below `dest`, from git's
+    object database; returns the directory that stands for `cwd` in `dest` and the paths that exist at `ref`."""
+    prefix = _git(["rev-parse", "--show-prefix"], cwd).decode().strip()
+    listing = _git(["ls-tree", "-r", "-z", "--full-name", "--end-of-options", ref, "--", *paths], cwd)
+    blobs: list[tuple[str, str]] = []
+    for entry in listing.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, raw_path = entry.partition(b"\t")
+        mode, kind, sha = meta.decode().split()
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if kind != "blob" or mode in ("120000", "160000"):  # symbolic links and submodules are not policies
+            continue
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith(".") or not name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)):
+            continue
+        if any(part.startswith(".") for part in path.split("/")[:-1]):  # hidden directories, as `discover` does
+            continue
+        blobs.append((sha, path))
+    if blobs:
+        output = _git(["cat-file", "--batch"], cwd, "".join(f"{sha}\n" for sha, _ in blobs).encode())
+        offset = 0
+        for _sha, path in blobs:
+            header_end = output.index(b"\n", offset)
+            size = int(output[offset:header_end].split()[2])
+            content = output[header_end + 1 : header_end + 1 + size]
+            offset = header_end + 1 + size + 1
+            target = os.path.join(dest, *path.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as handle:
+                handle.write(content)
+    root = os.path.normpath(os.path.join(dest, *[p for p in prefix.split("/") if p]))
+    present = [p for p in paths if os.path.exists(os.path.join(root, p))]
+    return root, present
+
+
+def load_side(
+    spec: str,
+    paths: Sequence[str] | None,
+    catalog: Catalog,
+    *,
+    scratch: str,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    values: Mapping[str, Any] | None = None,
+    workload_paths: Sequence[str] = (),
+) -> Side:
+    """Check one side: a directory (PATHS relative to it) or a git revision (PATHS relative to the current
+    directory, read as of that revision into `scratch`)."""
+    if os.path.isdir(spec):
+        root, kind = spec, "directory"
+        wanted = list(paths) if paths else ["."]
+        present = [p for p in wanted if os.path.exists(os.path.join(root, p))]
+        workload_root = None
+    elif is_revision(spec):
+        kind = "git"
+        wanted = list(paths) if paths else ["policies/"]
+        root, present = materialise(spec, wanted, scratch)
+        workload_root = None
+        if workload_paths:
+            workload_root, _ = materialise(spec, list(workload_paths), os.path.join(scratch, ".workloads"))
+    else:
+        raise DiffError(f"{spec!r} is neither a directory nor a git revision")
+    documents: dict[str, Mapping[str, Any]] = {}
+    ami_families: dict[str, str] = {}
+
+    def collect(doc: Document) -> None:
+        kind_ = doc.data.get("kind")
+        name = str(doc.data["metadata"]["name"])
+        if kind_ == PROVISIONER_KIND:
+            documents[name] = doc.data
+        elif kind_ == NODE_TEMPLATE_KIND:
+            ami_families[name] = str((doc.data.get("spec") or {}).get("amiFamily") or "")
+
+    targets = [os.path.normpath(os.path.join(root, p)) for p in present]
+    if targets:
+        report, checked = check_paths(targets, catalog, timeout_ms, values=values, on_valid=collect)
+    else:
+        report, checked = Report(), []
+    report.findings = [replace(f, file=_relative(f.file, root)) for f in report.findings]
+    checked = [replace(c, file=_relative(c.file, root)) for c in checked]
+    os_of = {name: node_os(doc, ami_families) for name, doc in documents.items()}
+    return Side(spec, kind, report, checked, documents, os_of, present, workload_root)
+
+
+def _relative(file: str, root: str) -> str:
+    if not file:
+        return file
+    relative = os.path.relpath(file, root)
+    return file if relative.startswith("..") else relative
+
+
+# --- comparing ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Offering:
+    """One way a node may be launched: an instance type in a zone as a capacity type, at a price (USD/h)."""
+
+    price: float
+    instance_type: str
+    zone: str
+    capacity_type: str
+    proven: bool | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        text = f"{self.instance_type} ({self.zone}, {self.capacity_type}, ${self.price:.4f}/h)"
+        return text + (
+            " [solver: proven]" if self.proven else " [solver: NOT confirmed]" if self.proven is False else ""
+        )
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "instance_type": self.instance_type,
+            "zone": self.zone,
+            "capacity_type": self.capacity_type,
+            "price": self.price,
+        }
+        if self.proven is not None:
+            data["proven"] = self.proven
+        return data
+
+
+@dataclass(slots=True)
+class Delta:
+    """One dimension of a provisioner's change: what HEAD admits that BASE did not (`added`) and the reverse,
+    each with a witness when the dimension is about offerings."""
+
+    dimension: str
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    added_witness: Offering | None = None
+    removed_witness: Offering | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {"dimension": self.dimension, "added": self.added, "removed": self.removed}
+        if self.added_witness is not None:
+            data["added_witness"] = self.added_witness.to_json()
+        if self.removed_witness is not None:
+            data["removed_witness"] = self.removed_witness.to_json()
+        if self.note:
+            data["note"] = self.note
+        return data
+
+
+@dataclass(slots=True)
+class ProvisionerDiff:
+    name: str
+    status: str  # added | removed | changed | unchanged | undecided
+    base: CheckedProvisioner | None
+    head: CheckedProvisioner | None
+    deltas: list[Delta] = field(default_factory=list)
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        def side(c: CheckedProvisioner | None) -> object:
+            if c is None:
+                return None
+            data: dict[str, object] = {"file": c.file, "line": c.line, "verdict": c.verdict.value}
+            data["instance_types"] = len(c.instance_types)
+            if c.witness is not None:
+                data["witness"] = c.witness.to_json()
+            return data
+
+        return {
+            "name": self.name,
+            "status": self.status,
+            "base": side(self.base),
+            "head": side(self.head),
+            "changes": [d.to_json() for d in self.deltas],
+            "note": self.note,
+        }
+
+
+@dataclass(slots=True)
+class WorkloadChange:
+    """A workload whose placement differs: `base` / `head` are provisioner names (None: unschedulable)."""
+
+    workload: str
+    file: str
+    base: str | None
+    head: str | None
+    reason: str = ""
+    present: str = "both"  # "added": the workload is new in HEAD
+
+    @property
+    def status(self) -> str:
+        if self.present == "added":
+            return "new, unschedulable"
+        if self.base is None:
+            return "becomes schedulable"
+        if self.head is None:
+            return "becomes unschedulable"
+        return "changes provisioner"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "workload": self.workload,
+            "file": self.file,
+            "status": self.status,
+            "present": self.present,
+            "base": self.base,
+            "head": self.head,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class DiffResult:
+    base: Side
+    head: Side
+    paths: list[str]
+    provisioners: list[ProvisionerDiff]
+    workloads: list[WorkloadChange] = field(default_factory=list)
+    workloads_checked: int | None = None  # None: not compared
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[ProvisionerDiff]:
+        return [p for p in self.provisioners if p.status != "unchanged"]
+
+    def exit_code(self, exit_code_on_diff: bool = False) -> int:
+        if self.head.report.could_not_run:
+            return 2
+        if self.head.report.errors or any(w.head is None for w in self.workloads):
+            return 1
+        if exit_code_on_diff and (self.changed or self.workloads):
+            return 1
+        return 0
+
+
+def admitted(checked: CheckedProvisioner, catalog: Catalog) -> dict[tuple[str, str, str], float]:
+    """The offerings a proven provisioner admits: every satisfying type's available offerings in a zone and
+    capacity type its requirements allow, with their prices."""
+    if checked.verdict != Verdict.SAT:
+        return {}
+    requirements = checked.provisioner.requirements
+    zone = requirements.get(wk.ZONE)
+    capacity = requirements.get(wk.CAPACITY_TYPE)
+    result: dict[tuple[str, str, str], float] = {}
+    for name in checked.instance_types:
+        it = catalog.get(name)
+        if it is None:
+            continue
+        for o in it.offerings:
+            if (
+                o.available
+                and (zone is None or zone.has(o.zone))
+                and (capacity is None or capacity.has(o.capacity_type))
+            ):
+                result[(name, o.zone, o.capacity_type)] = o.price
+    return result
+
+
+class _Prover:
+    """Proves witnesses with Z3: the offering is admitted by one side's requirements and not the other's."""
+
+    def __init__(self, catalog: Catalog, timeout_ms: int) -> None:
+        self.catalog, self.timeout_ms = catalog, timeout_ms
+        self.solvers: dict[str, Solver] = {}
+
+    def admits(self, document: Mapping[str, Any], os: str, offering: Offering) -> Verdict:
+        solver = self.solvers.get(os) or self.solvers.setdefault(os, Solver(self.catalog, self.timeout_ms, os))
+        pinned = [
+            Term(Requirement.new(key, "In", [value]), (), Origin.REQUIREMENT)
+            for key, value in (
+                (wk.INSTANCE_TYPE, offering.instance_type),
+                (wk.ZONE, offering.zone),
+                (wk.CAPACITY_TYPE, offering.capacity_type),
+            )
+        ]
+        return solver.solve([*terms_of(document), *pinned]).verdict
+
+    def prove(
+        self, offering: Offering, yes: tuple[Mapping[str, Any], str], no: tuple[Mapping[str, Any], str] | None
+    ) -> Offering:
+        proven = self.admits(*yes, offering) == Verdict.SAT
+        if proven and no is not None:
+            proven = self.admits(*no, offering) == Verdict.UNSAT
+        return replace(offering, proven=proven)
+
+
+def _invalid_provisioners(report: Report) -> set[str]:
+    """The Provisioners that have error findings (they are left out of the comparison)."""
+    prefix = f"{PROVISIONER_KIND}/"
+    return {
+        f.object_ref.removeprefix(prefix)
+        for f in report.findings
+        if f.severity == "error" and f.object_ref and f.object_ref.startswith(prefix)
+    }
+
+
+def _cheapest(offerings: Mapping[tuple[str, str, str], float], keep: Iterable[tuple[str, str, str]]) -> Offering | None:
+    best: Offering | None = None
+    for key in keep:
+        candidate = Offering(offerings[key], *key)
+        if best is None or candidate < best:
+            best = candidate
+    return best
+
+
+def _offering_deltas(
+    base: Mapping[tuple[str, str, str], float], head: Mapping[tuple[str, str, str], float], catalog: Catalog
+) -> list[Delta]:
+    """The offerings dimension and its breakdown, each side's values with their cheapest witness (unproven)."""
+    deltas: list[Delta] = []
+    more, less = set(head) - set(base), set(base) - set(head)
+    if not more and not less:
+        return deltas
+    deltas.append(
+        Delta(
+            "offerings",
+            [f"{t} {z} {c}" for t, z, c in sorted(more)],
+            [f"{t} {z} {c}" for t, z, c in sorted(less)],
+            _cheapest(head, more),
+            _cheapest(base, less),
+        )
+    )
+
+    def arches(name: str) -> tuple[str, ...]:
+        it = catalog.get(name)
+        return it.architectures if it is not None else ()
+
+    projections = (
+        ("instance types", lambda key: (key[0],)),
+        ("zones", lambda key: (key[1],)),
+        ("capacity types", lambda key: (key[2],)),
+        ("architectures", lambda key: arches(key[0])),
+    )
+    for dimension, project in projections:
+        head_values = {v for key in head for v in project(key)}
+        base_values = {v for key in base for v in project(key)}
+        added, removed = sorted(head_values - base_values), sorted(base_values - head_values)
+        if not added and not removed:
+            continue
+        added_set, removed_set = set(added), set(removed)
+        deltas.append(
+            Delta(
+                dimension,
+                added,
+                removed,
+                _cheapest(head, (k for k in head if added_set & set(project(k)))),
+                _cheapest(base, (k for k in base if removed_set & set(project(k)))),
+            )
+        )
+    return deltas
+
+
+def _taint_deltas(base: CheckedProvisioner, head: CheckedProvisioner) -> list[Delta]:
+    deltas: list[Delta] = []
+    b, h = base.provisioner, head.provisioner
+    for dimension, before, after in (
+        ("taints", set(b.taints), set(h.taints)),
+        ("startup taints", set(b.startup_taints), set(h.startup_taints)),
+    ):
+        gone, new = sorted(before - after, key=str), sorted(after - before, key=str)
+        if not gone and not new:
+            continue
+        if dimension == "taints":  # a taint removed lets more pods on; one added keeps pods without it away
+            delta = Delta(
+                dimension,
+                [f"pods that do not tolerate {t}" for t in gone],
+                [f"pods that do not tolerate {t}" for t in new],
+            )
+        else:
+            delta = Delta(dimension, [f"without {t}" for t in gone], [f"with {t}" for t in new])
+            delta.note = "startup taints only delay pods until the node is initialised"
+        deltas.append(delta)
+    return deltas
+
+
+def _limit_deltas(base: CheckedProvisioner, head: CheckedProvisioner) -> list[Delta]:
+    b, h = base.provisioner.limits, head.provisioner.limits
+    added: list[str] = []
+    removed: list[str] = []
+    for resource in sorted(set(b) | set(h)):
+        before, after = b.get(resource), h.get(resource)
+        if before == after:
+            continue
+        if after is None:
+            added.append(f"{resource} without limit (was {_q(before)})")
+        elif before is None:
+            removed.append(f"{resource} above {_q(after)} (no limit before)")
+        elif after > before:
+            added.append(f"{resource} from {_q(before)} up to {_q(after)}")
+        else:
+            removed.append(f"{resource} from {_q(after)} up to {_q(before)}")
+    return [Delta("limits", added, removed)] if added or removed else []
+
+
+def _q(value: Decimal | None) -> str:
+    return "none" if value is None else format_quantity(value)
+
+
+def _custom_keys(requirements: Requirements, solver_keys: frozenset[str]) -> set[str]:
+    return {k for k in requirements if k not in solver_keys and k not in (wk.ZONE, wk.CAPACITY_TYPE)}
+
+
+def _label_deltas(base: CheckedProvisioner, head: CheckedProvisioner, catalog_keys: frozenset[str]) -> list[Delta]:
+    """Custom node labels (labels, and requirements on keys the catalog does not define): the values a pod's
+    nodeSelector may ask for on each side."""
+    b, h = base.provisioner.requirements, head.provisioner.requirements
+    added: list[str] = []
+    removed: list[str] = []
+    for key in sorted(_custom_keys(b, catalog_keys) | _custom_keys(h, catalog_keys)):
+        rb, rh = b.get(key), h.get(key)
+        if rb == rh:
+            continue
+        if rb is None or rh is None:
+            present = rh if rb is None else rb
+            assert present is not None
+            (added if rb is None else removed).append(f"{key} {present.describe_values()}")
+            continue
+        candidates = sorted(rb.values | rh.values) + [_other_value(rb, rh)]
+        more = [v for v in candidates if rh.has(v) and not rb.has(v)]
+        less = [v for v in candidates if rb.has(v) and not rh.has(v)]
+        added += [f"{key}={v}" for v in more]
+        removed += [f"{key}={v}" for v in less]
+        if not more and not less:
+            added.append(f"{key} {rh.describe_values()} (was {rb.describe_values()})")
+    return [Delta("node labels", added, removed)] if added or removed else []
+
+
+def _other_value(*requirements: Requirement) -> str:
+    mentioned = set().union(*(r.values for r in requirements))
+    other = "any-other-value"
+    while other in mentioned:
+        other += "-"
+    return other
+
+
+def compare(
+    base: CheckedProvisioner,
+    head: CheckedProvisioner,
+    catalog: Catalog,
+    catalog_keys: frozenset[str],
+) -> list[Delta]:
+    """Every dimension in which HEAD's provisioner admits other things than BASE's (witnesses not yet proven)."""
+    deltas = _offering_deltas(admitted(base, catalog), admitted(head, catalog), catalog)
+    if base.verdict != head.verdict:
+        deltas.insert(0, Delta("verdict", [head.verdict.value], [base.verdict.value]))
+    deltas += _taint_deltas(base, head)
+    deltas += _limit_deltas(base, head)
+    deltas += _label_deltas(base, head, catalog_keys)
+    b, h = base.provisioner.weight, head.provisioner.weight
+    if b != h:
+        deltas.append(Delta("weight", [f"{h} (was {b}; tried {'earlier' if h > b else 'later'})"]))
+    return deltas
+
+
+def diff_sides(
+    base: Side, head: Side, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, paths: Sequence[str] = ()
+) -> DiffResult:
+    """Compare two checked sides provisioner by provisioner; prove the witnesses."""
+    from karpenter_policy.policy.solver import CATALOG_KEYS, table_for
+
+    table = table_for(catalog)
+    catalog_keys = frozenset(CATALOG_KEYS | set(table.domains))
+    prover = _Prover(catalog, timeout_ms)
+    names = sorted({c.name for c in base.checked} | {c.name for c in head.checked})
+    invalid = {label: _invalid_provisioners(side.report) for label, side in (("BASE", base), ("HEAD", head))}
+    diffs: list[ProvisionerDiff] = []
+    for name in names:
+        b, h = base.provisioner(name), head.provisioner(name)
+        if b is None or h is None:
+            label = "BASE" if b is None else "HEAD"
+            note = f"invalid in {label}: see its errors" if name in invalid[label] else ""
+            diffs.append(ProvisionerDiff(name, "added" if b is None else "removed", b, h, note=note))
+            continue
+        if Verdict.UNKNOWN in (b.verdict, h.verdict):
+            note = "the solver could not decide within the time limit on one side; raise --timeout-ms"
+            diffs.append(ProvisionerDiff(name, "undecided", b, h, [Delta("verdict", note=note)]))
+            continue
+        deltas = compare(b, h, catalog, catalog_keys)
+        proofs = 0
+        for delta in deltas:
+            if proofs >= MAX_PROVEN_WITNESSES:
+                break
+            base_doc = (base.documents[name], base.os_of.get(name, "linux"))
+            head_doc = (head.documents[name], head.os_of.get(name, "linux"))
+            if delta.added_witness is not None:
+                delta.added_witness = prover.prove(delta.added_witness, head_doc, base_doc)
+                proofs += 1
+            if delta.removed_witness is not None:
+                delta.removed_witness = prover.prove(delta.removed_witness, base_doc, head_doc)
+                proofs += 1
+        diffs.append(ProvisionerDiff(name, "changed" if deltas else "unchanged", b, h, deltas))
+    return DiffResult(base, head, list(paths), diffs)
+
+
+# --- workloads ----------------------------------------------------------------------------------------------
+
+
+def workload_paths_on(side: Side, workload_paths: Sequence[str]) -> list[str]:
+    """Where the --workloads paths are on a side: as of the revision for a git side, as given otherwise."""
+    if side.workload_root is None:
+        return list(workload_paths)
+    root = side.workload_root
+    return [os.path.join(root, p) for p in workload_paths if os.path.exists(os.path.join(root, p))]
+
+
+def scheduling_available() -> bool:
+    import importlib.util
+
+    return (
+        importlib.util.find_spec("karpenter_policy.policy.schedule") is not None
+        and importlib.util.find_spec("karpenter_policy.policy.workloads") is not None
+    )
+
+
+# --- rendering ----------------------------------------------------------------------------------------------
+
+
+def _values(values: Sequence[str], sign: str) -> str:
+    if not values:
+        return ""
+    if len(values) <= _SHOWN:
+        return f"{sign}{', '.join(values)}"
+    return f"{sign}{len(values)}: {', '.join(values[:_SHOWN])}, …"
+
+
+def _cell(values: Sequence[str], witness: Offering | None, sign: str, dimension: str) -> str:
+    if not values:
+        return "—"
+    if dimension == "offerings":
+        text = f"{sign}{len(values)} offering{'s' if len(values) != 1 else ''}"
+    else:
+        text = _values(values, sign)
+    if witness is not None:
+        text += f"; e.g. {witness}"
+    return text
+
+
+def _summary_line(result: DiffResult) -> str:
+    counts: dict[str, int] = {}
+    for p in result.provisioners:
+        counts[p.status] = counts.get(p.status, 0) + 1
+    parts = [f"{counts[s]} {s}" for s in ("changed", "added", "removed", "undecided", "unchanged") if counts.get(s)]
+    text = f"provisioners: {', '.join(parts) or 'none'}"
+    if result.workloads_checked is not None:
+        moved = {s: sum(1 for w in result.workloads if w.status == s) for s in _WORKLOAD_STATUSES}
+        text += f"; workloads: {result.workloads_checked} placed"
+        text += "".join(f", {n} {s}" for s, n in moved.items() if n) if any(moved.values()) else ", none moved"
+    head, base = result.head.report, result.base.report
+    text += f"; HEAD: {head.errors} error{'s' if head.errors != 1 else ''}, {head.warnings} warning"
+    text += "s" if head.warnings != 1 else ""
+    if base.errors:
+        text += f"; BASE: {base.errors} error{'s' if base.errors != 1 else ''}"
+    return text
+
+
+_WORKLOAD_STATUSES = ("changes provisioner", "becomes unschedulable", "becomes schedulable", "new, unschedulable")
+
+
+def _admits(c: CheckedProvisioner | None) -> str:
+    if c is None:
+        return ""
+    if c.verdict != Verdict.SAT:
+        return f"admits nothing ({c.verdict.value}: see `karpenter-policy check`)"
+    text = f"{len(c.instance_types)} instance types"
+    if c.witness is not None:
+        w = c.witness
+        text += f", e.g. {w.instance_type} ({w.zone}, {w.capacity_type}, ${w.price:.4f}/h)"
+    return text
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def render_text(result: DiffResult) -> str:
+    out = [f"karpenter-policy diff {result.base.label} → {result.head.label} ({', '.join(result.paths) or '.'})"]
+    out += [f"note: {n}" for n in result.notes]
+    for p in result.provisioners:
+        if p.status == "unchanged":
+            continue
+        where = p.head or p.base
+        assert where is not None
+        out.append("")
+        out.append(f"Provisioner {p.name} ({where.file}:{where.line}): {p.status}" + (f" ({p.note})" if p.note else ""))
+        if p.status in ("added", "removed"):
+            out.append(f"  {'HEAD' if p.status == 'added' else 'BASE'} admits {_admits(where).removeprefix('admits ')}")
+            continue
+        rows = [["DIMENSION", "HEAD ADMITS, BASE DID NOT", "BASE ADMITTED, HEAD DOES NOT"]]
+        for d in p.deltas:
+            rows.append(
+                [
+                    d.dimension,
+                    _cell(d.added, d.added_witness, "+", d.dimension),
+                    _cell(d.removed, d.removed_witness, "-", d.dimension),
+                ]
+            )
+            if d.note:
+                rows.append(["", f"({d.note})", ""])
+        out += ["  " + line for line in _table(rows)]
+    if result.workloads:
+        out.append("")
+        rows = [["WORKLOAD", "CHANGE", "BASE", "HEAD", "WHY"]]
+        for w in result.workloads:
+            rows.append([w.workload, w.status, w.base or "-", w.head or "-", w.reason])
+        out += _table(rows)
+    for label, side in (("BASE", result.base), ("HEAD", result.head)):
+        for f in side.report.sorted_findings():
+            if f.severity == "error":
+                out.append(f"{label} {f.file}:{f.line}:{f.column}: error: {f.message} [{f.rule}]")
+    out.append("")
+    out.append(_summary_line(result))
+    return "\n".join(out) + "\n"
+
+
+def render_json(result: DiffResult) -> str:
+    def side(s: Side) -> dict[str, object]:
+        return {
+            "label": s.label,
+            "kind": s.kind,
+            "paths": s.present,
+            "errors": s.report.errors,
+            "warnings": s.report.warnings,
+            "findings": [f.to_json() for f in s.report.sorted_findings()],
+        }
+
+    document = {
+        "base": side(result.base),
+        "head": side(result.head),
+        "paths": result.paths,
+        "provisioners": [p.to_json() for p in result.provisioners],
+        "workloads": None if result.workloads_checked is None else [w.to_json() for w in result.workloads],
+        "notes": result.notes,
+        "summary": {
+            **{s: sum(1 for p in result.provisioners if p.status == s) for s in ("changed", "added", "removed")},
+            "unchanged": sum(1 for p in result.provisioners if p.status == "unchanged"),
+            "undecided": sum(1 for p in result.provisioners if p.status == "undecided"),
+            "workloads_placed": result.workloads_checked,
+            **{
+                s.replace(",", "").replace(" ", "_"): sum(1 for w in result.workloads if w.status == s)
+                for s in _WORKLOAD_STATUSES
+            },
+            "head_errors": result.head.report.errors,
+        },
+    }
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def render_markdown(result: DiffResult) -> str:
+    """A pull-request comment: a summary line, a table of every change, the details folded away."""
+    out = [f"### karpenter-policy diff `{_md(result.base.label)}` → `{_md(result.head.label)}`", ""]
+    out.append(f"**{_md(_summary_line(result))}**")
+    out += [f"> {_md(n)}" for n in result.notes]
+    rows: list[str] = []
+    for p in result.provisioners:
+        if p.status == "unchanged":
+            continue
+        if p.status in ("added", "removed"):
+            where = p.head if p.status == "added" else p.base
+            admits = _md(_admits(where))
+            cells = (admits, "—") if p.status == "added" else ("—", admits)
+            status = f"**{p.status}**" + (f" ({_md(p.note)})" if p.note else "")
+            rows.append(f"| `{_md(p.name)}` | {status} | {cells[0]} | {cells[1]} |")
+            continue
+        for d in p.deltas:
+            added = _md(_cell(d.added, d.added_witness, "+", d.dimension))
+            removed = _md(_cell(d.removed, d.removed_witness, "-", d.dimension))
+            note = f" ({_md(d.note)})" if d.note else ""
+            rows.append(f"| `{_md(p.name)}` | {d.dimension}{note} | {added} | {removed} |")
+    if rows:
+        out += ["", "| Provisioner | Change | HEAD admits, BASE did not | BASE admitted, HEAD does not |"]
+        out += ["|---|---|---|---|", *rows]
+    else:
+        out += ["", "No semantic change to the provisioners."]
+    if result.workloads:
+        out += ["", "| Workload | Change | BASE | HEAD | Why |", "|---|---|---|---|---|"]
+        for w in result.workloads:
+            status = f"**{w.status}**" if w.head is None else w.status
+            out.append(
+                f"| `{_md(w.workload)}` | {status} | {_md(w.base or '—')} | {_md(w.head or '—')} | {_md(w.reason)} |"
+            )
+    errors = [f for f in result.head.report.sorted_findings() if f.severity == "error"]
+    if errors:
+        out += ["", f"<details><summary>{len(errors)} error(s) in HEAD</summary>", ""]
+        out += [f"- `{_md(f.file)}:{f.line}` {_md(f.message)} (`{f.rule}`)" for f in errors]
+        out += ["", "</details>"]
+    long = [
+        (p, d)
+        for p in result.provisioners
+        for d in p.deltas
+        if d.dimension != "offerings" and (len(d.added) > _SHOWN or len(d.removed) > _SHOWN)
+    ]
+    if long:  # GitHub keeps comments under 65,536 characters: long lists are cut
+        out += ["", "<details><summary>All values</summary>", ""]
+        for p, d in long:
+            if d.added:
+                out.append(f"- `{_md(p.name)}` {d.dimension}, HEAD admits: {_md(_at_most(d.added))}")
+            if d.removed:
+                out.append(f"- `{_md(p.name)}` {d.dimension}, HEAD no longer admits: {_md(_at_most(d.removed))}")
+        out += ["", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def _at_most(values: Sequence[str], count: int = 100) -> str:
+    text = ", ".join(values[:count])
+    return text + (f" … and {len(values) - count} more (--output json has them all)" if len(values) > count else "")
+
+
+def render_diff(result: DiffResult, output: str) -> str:
+    if output == "json":
+        return render_json(result)
+    if output == "markdown":
+        return render_markdown(result)
+    return render_text(result)
+
+
+# --- the command --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOutput:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def diff_command(
+    base: str,
+    head: str,
+    paths: Sequence[str],
+    catalog: Catalog,
+    *,
+    output: str = "text",
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    values: Mapping[str, Any] | None = None,
+    workload_paths: Sequence[str] = (),
+    exit_code_on_diff: bool = False,
+) -> CommandOutput:
+    """Run `karpenter-policy diff`."""
+    scratch = tempfile.mkdtemp(prefix="karpenter-policy-diff-")
+    try:
+        try:
+            sides = [
+                load_side(
+                    spec,
+                    paths or None,
+                    catalog,
+                    scratch=os.path.join(scratch, label),
+                    timeout_ms=timeout_ms,
+                    values=values,
+                    workload_paths=workload_paths,
+                )
+                for label, spec in (("base", base), ("head", head))
+            ]
+        except DiffError as error:
+            return CommandOutput(2, "", f"karpenter-policy diff: {error}\n")
+        base_side, head_side = sides
+        shown = list(paths) or ["policies/" if base_side.kind == "git" or head_side.kind == "git" else "."]
+        nowhere = [p for p in (paths or []) if p not in base_side.present and p not in head_side.present]
+        if nowhere:
+            message = f"{', '.join(nowhere)}: not on either side ({base} nor {head})"
+            return CommandOutput(2, "", f"karpenter-policy diff: {message}\n")
+        result = diff_sides(base_side, head_side, catalog, timeout_ms, shown)
+        for side in sides:
+            for p in paths or []:
+                if p not in side.present:
+                    result.notes.append(f"{p} does not exist in {side.label}")
+        if workload_paths:
+            _compare_workloads(result, workload_paths, catalog)
+        return CommandOutput(result.exit_code(exit_code_on_diff), render_diff(result, output), "")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _placements(side: Side, workload_paths: Sequence[str], catalog: Catalog) -> dict[tuple[str, str, str], Any]:
+    """Each workload of a side (by namespace, object and file), placed on that side's provisioners."""
+    from karpenter_policy.policy.schedule import schedule_workloads
+    from karpenter_policy.policy.workloads import read_workloads
+
+    paths = workload_paths_on(side, workload_paths)
+    found = read_workloads(paths) if paths else None
+    if found is None:
+        return {}
+    root = side.workload_root
+    placed: dict[tuple[str, str, str], Any] = {}
+    for placement in schedule_workloads(side.checked, found.workloads, catalog):
+        w = placement.workload
+        file = _relative(w.file, root) if root is not None else w.file
+        placed.setdefault((w.namespace or "", w.ref, file), placement)
+    return placed
+
+
+def _compare_workloads(result: DiffResult, workload_paths: Sequence[str], catalog: Catalog) -> None:
+    """Place each workload on both sides; record the ones whose placement differs (and new ones that cannot be
+    placed in HEAD)."""
+    if not scheduling_available():
+        result.notes.append("--workloads: not compared (the workload scheduling module policy.schedule is missing)")
+        return
+    base = _placements(result.base, workload_paths, catalog)
+    head = _placements(result.head, workload_paths, catalog)
+    result.workloads_checked = len(head)
+    for key in sorted(set(base) | set(head)):
+        before, after = base.get(key), head.get(key)
+        if after is None:
+            continue  # the workload is gone: nothing to place
+        namespace, ref, file = key
+        shown = f"{namespace}/{ref}" if namespace else ref
+        if before is None:
+            if not after.schedulable:
+                result.workloads.append(WorkloadChange(shown, file, None, None, after.message(), present="added"))
+            continue
+        if before.provisioner == after.provisioner:
+            continue
+        if after.provisioner is None:
+            reason = after.message()
+        elif before.provisioner is None:
+            reason = after.summary()
+        else:
+            refusal = after.reasons.get(before.provisioner)
+            reason = (
+                f"provisioner {before.provisioner}: {refusal}"
+                if refusal is not None
+                else f"{after.provisioner} is tried first now"
+            )
+        result.workloads.append(WorkloadChange(shown, file, before.provisioner, after.provisioner, reason))

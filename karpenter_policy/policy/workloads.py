@@ -1,0 +1,237 @@
+"""Read the workloads of a repository (`check --workloads PATHS`): every object that carries a pod template.
+
+Kinds (and the apiVersions taken as theirs): Pod, PodTemplate, ReplicationController (v1), Deployment,
+StatefulSet, DaemonSet, ReplicaSet (apps/v1 and its betas), Job and CronJob (batch/v1, batch/v1beta1). A
+`kind: Pod` without `metadata.name` is a bare pod template — the driver/executor templates of Spark
+(`spark.kubernetes.{driver,executor}.podTemplateFile`), partial specs with no image and no resources — and is
+named after its file. Other kinds (Services, ConfigMaps, Provisioners) are passed over; a Pod already bound
+to a node (`spec.nodeName`) is too: Karpenter never provisions for it.
+
+Each :class:`Workload` remembers where its pod template is (file, line, column: the `template:` key of a
+controller, the `spec:` key of a Pod), which is where a `workload-unschedulable` finding points.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from karpenter_policy.api.kinds import object_ref
+from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, PARSE_ERROR
+from karpenter_policy.api.violations import Path as FieldPath
+from karpenter_policy.model.pods import PodScheduling, PodSpecError
+from karpenter_policy.policy.findings import Finding
+from karpenter_policy.policy.loader import Document, LoadError, UnreadableFile, discover, load_file
+
+_APPS = frozenset({"apps/v1", "apps/v1beta1", "apps/v1beta2", "extensions/v1beta1"})
+_BATCH = frozenset({"batch/v1", "batch/v1beta1"})
+_CORE = frozenset({"v1"})
+
+#: kind → (the apiVersions that are that kind, the path of the pod template in the object; () = the object).
+WORKLOAD_KINDS: dict[str, tuple[frozenset[str], FieldPath]] = {
+    "Pod": (_CORE, ()),
+    "PodTemplate": (_CORE, ("template",)),
+    "ReplicationController": (_CORE, ("spec", "template")),
+    "Deployment": (_APPS, ("spec", "template")),
+    "StatefulSet": (_APPS, ("spec", "template")),
+    "DaemonSet": (_APPS, ("spec", "template")),
+    "ReplicaSet": (_APPS, ("spec", "template")),
+    "Job": (_BATCH, ("spec", "template")),
+    "CronJob": (_BATCH, ("spec", "jobTemplate", "spec", "template")),
+}
+DAEMON_SET = "DaemonSet"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One pod template and where it is. `template_path` leads to the template in its document (`()` for a
+    Pod); `line`/`column` are those of the template (a Pod's `spec:`). DaemonSets are workloads too: their
+    pods are not provisioned for, but add to every node they run on."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    file: str
+    line: int
+    column: int
+    template_path: FieldPath
+    pod: PodScheduling
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+    bare_template: bool = False
+
+    @property
+    def ref(self) -> str:
+        """`Deployment/inflate` (the `object` of a finding)."""
+        return object_ref(self.kind, self.name)
+
+    @property
+    def spec_path(self) -> FieldPath:
+        """The path of the pod spec in the document."""
+        return (*self.template_path, "spec")
+
+    @property
+    def is_daemon_set(self) -> bool:
+        return self.kind == DAEMON_SET
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {"object": self.ref, "file": self.file, "line": self.line, "column": self.column}
+        if self.namespace:
+            data["namespace"] = self.namespace
+        return data
+
+
+class WorkloadError(ValueError):
+    """A workload whose pod spec cannot be read; `path` leads to the field from the document's root."""
+
+    def __init__(self, path: FieldPath, message: str) -> None:
+        super().__init__(message)
+        self.path, self.message = path, message
+
+
+def template_path_of(data: Any) -> FieldPath | None:
+    """Where the pod template of a manifest is, or None when the manifest is not a workload."""
+    if not isinstance(data, Mapping):
+        return None
+    kind = data.get("kind")
+    known = WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
+    if known is None:
+        return None
+    versions, path = known
+    api_version = data.get("apiVersion")
+    if api_version is None and kind == "Pod":  # a bare pod template may leave it out
+        return path
+    return path if api_version in versions else None
+
+
+def _get(data: Any, path: FieldPath) -> Any:
+    for part in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(part)
+    return data
+
+
+def workload_from_data(
+    data: Any,
+    file: str = "",
+    line: int = 0,
+    column: int = 0,
+    default_name: str | None = None,
+) -> Workload | None:
+    """The workload a manifest is (None: not a workload, or a Pod bound to a node); raises WorkloadError
+    when its pod spec is malformed. `default_name` names a bare pod template (default: the file's stem)."""
+    template_path = template_path_of(data)
+    if template_path is None:
+        return None
+    template = _get(data, template_path)
+    if template is None:
+        template = {}
+    if not isinstance(template, Mapping):
+        raise WorkloadError(template_path, "the pod template must be a mapping")
+    spec = template.get("spec")
+    spec_path: FieldPath = (*template_path, "spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        raise WorkloadError(spec_path, "the pod spec must be a mapping")
+    if spec.get("nodeName"):
+        return None
+    try:
+        pod = PodScheduling.from_pod_spec(spec)
+    except PodSpecError as error:
+        raise WorkloadError((*spec_path, *error.path), error.message) from None
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+    name = metadata.get("name")
+    bare = not (isinstance(name, str) and name)
+    if bare:
+        name = default_name or (PurePath(file).name.split(".")[0] if file else "(unnamed)")
+    namespace = metadata.get("namespace")
+    raw_labels = template.get("metadata", {}).get("labels") if isinstance(template.get("metadata"), Mapping) else None
+    labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
+    return Workload(
+        kind=str(data["kind"]),
+        name=str(name),
+        namespace=namespace if isinstance(namespace, str) and namespace else None,
+        file=file,
+        line=line,
+        column=column,
+        template_path=template_path,
+        pod=pod,
+        labels=labels,
+        bare_template=bare,
+    )
+
+
+def workload_of_document(doc: Document) -> Workload | None:
+    """The workload of a loaded document, placed at its pod template; raises WorkloadError."""
+    template_path = template_path_of(doc.data)
+    if template_path is None:
+        return None
+    at = template_path if template_path else ("spec",)
+    line, column = doc.position(at)
+    return workload_from_data(doc.data, doc.file, line, column)
+
+
+@dataclass(slots=True)
+class WorkloadSet:
+    """What `read_workloads` found: the workloads (DaemonSets included), the findings about files and specs
+    that could not be read, the files read, the workload kinds counted, and whether a path was missing."""
+
+    workloads: list[Workload] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    kinds: Counter[str] = field(default_factory=Counter)
+    could_not_run: bool = False
+
+    @property
+    def daemon_sets(self) -> list[Workload]:
+        return [w for w in self.workloads if w.is_daemon_set]
+
+    @property
+    def pods(self) -> list[Workload]:
+        """The workloads Karpenter provisions for (everything but DaemonSets)."""
+        return [w for w in self.workloads if not w.is_daemon_set]
+
+
+def read_documents(documents: Iterable[Document], into: WorkloadSet | None = None) -> WorkloadSet:
+    """The workloads of already loaded documents."""
+    found = into if into is not None else WorkloadSet()
+    for doc in documents:
+        try:
+            workload = workload_of_document(doc)
+        except WorkloadError as error:
+            line, column = doc.position(error.path)
+            metadata = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), Mapping) else {}
+            ref = object_ref(doc.data.get("kind"), metadata.get("name") or PurePath(doc.file).name.split(".")[0])
+            found.findings.append(Finding(INVALID_WORKLOAD, ERROR, error.message, doc.file, line, column, ref))
+            found.kinds[str(doc.data.get("kind"))] += 1
+            continue
+        if workload is not None:
+            found.workloads.append(workload)
+            found.kinds[workload.kind] += 1
+    return found
+
+
+def read_workloads(paths: Sequence[str], max_file_bytes: int | None = None) -> WorkloadSet:
+    """Every workload under `paths` (files or directories, *.yaml / *.yml, recursively), in file order."""
+    found = WorkloadSet()
+    files, missing = discover(paths)
+    for path in missing:
+        found.findings.append(Finding(PARSE_ERROR, ERROR, f"no such file or directory: {path}", path, 0, 0))
+        found.could_not_run = True
+    for file in files:
+        found.files.append(file)
+        try:
+            documents = load_file(file, max_file_bytes) if max_file_bytes else load_file(file)
+        except UnreadableFile as error:
+            found.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
+            found.could_not_run = True
+            continue
+        except LoadError as error:
+            found.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
+            continue
+        read_documents(documents, found)
+    return found

@@ -1,0 +1,302 @@
+"""`diff BASE HEAD`: on a temporary git repository with three commits, and on two directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from karpenter_policy.catalog import load_catalog
+from karpenter_policy.policy.diff import DiffResult, diff_command, diff_sides, load_side
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDER = (
+    "  provider:\n    subnetSelector: {karpenter.sh/discovery: prod}\n"
+    "    securityGroupSelector: {karpenter.sh/discovery: prod}\n"
+)
+
+
+def provisioner(name: str, body: str) -> str:
+    return f"apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: {name}\nspec:\n{body}{PROVIDER}"
+
+
+DEFAULT_1 = provisioner(
+    "default",
+    """\
+  requirements:
+    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}
+    - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c5, m5]}
+    - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}
+  limits:
+    resources: {cpu: 1000}
+""",
+)
+DEFAULT_2 = (
+    DEFAULT_1.replace("[us-east-1a, us-east-1b]", "[us-east-1a, us-east-1b, us-east-1c]")
+    .replace("values: [amd64]}", "values: [amd64, arm64]}")
+    .replace("[c5, m5]", "[c5, m5, c6g]")
+)
+DEFAULT_3 = DEFAULT_2.replace(
+    "  limits:\n    resources: {cpu: 1000}\n",
+    "  limits:\n    resources: {cpu: 500}\n  taints:\n    - {key: dedicated, value: general, effect: NoSchedule}\n",
+)
+GPU = provisioner(
+    "gpu",
+    """\
+  weight: 80
+  taints:
+    - {key: nvidia.com/gpu, value: "true", effect: NoSchedule}
+  requirements:
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [g5]}
+""",
+)
+SPOT = provisioner(
+    "spot",
+    """\
+  weight: 50
+  requirements:
+    - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+""",
+)
+INFLATE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inflate, namespace: default}
+spec:
+  template:
+    spec:
+      containers:
+        - name: inflate
+          image: public.ecr.aws/eks-distro/kubernetes/pause:3.7
+          resources: {requests: {cpu: 1}}
+"""
+ARM = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: arm-app}
+spec:
+  template:
+    spec:
+      nodeSelector: {kubernetes.io/arch: arm64}
+      containers: [{name: app, image: app:1, resources: {requests: {cpu: 500m}}}]
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_SYSTEM": os.devnull,
+    }
+    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str | None], message: str) -> str:
+    for name, text in files.items():
+        path = repo / name
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """Three commits: c1 default + two workloads; c2 widens default (zone c, arm64) and adds gpu; c3 taints
+    default, lowers its cpu limit, removes gpu and adds a heavier spot provisioner."""
+    repo = tmp_path_factory.mktemp("repo")
+    git(repo, "init", "-q", "-b", "main")
+    c1 = commit(
+        repo,
+        {"policies/default.yaml": DEFAULT_1, "apps/inflate.yaml": INFLATE, "apps/arm.yaml": ARM, "README": "x\n"},
+        "c1",
+    )
+    c2 = commit(repo, {"policies/default.yaml": DEFAULT_2, "policies/gpu.yaml": GPU}, "c2")
+    c3 = commit(repo, {"policies/default.yaml": DEFAULT_3, "policies/gpu.yaml": None, "policies/spot.yaml": SPOT}, "c3")
+    # The working tree differs from every commit: the diff must read git's objects, not the files.
+    (repo / "policies" / "default.yaml").write_text("not: [valid\n")
+    return repo, [c1, c2, c3]
+
+
+def run(repo: Path, monkeypatch: pytest.MonkeyPatch, *args: str, **kwargs: object) -> tuple[int, str, str]:
+    monkeypatch.chdir(repo)
+    base, head, *paths = args
+    out = diff_command(base, head, paths, load_catalog(), **kwargs)  # type: ignore[arg-type]
+    return out.exit_code, out.stdout, out.stderr
+
+
+def as_json(repo: Path, monkeypatch: pytest.MonkeyPatch, base: str, head: str, **kwargs: object) -> dict[str, object]:
+    code, stdout, stderr = run(repo, monkeypatch, base, head, output="json", **kwargs)
+    assert stderr == "" and code in (0, 1)
+    document: dict[str, object] = json.loads(stdout)
+    return document
+
+
+def provisioners(document: dict[str, object]) -> dict[str, dict[str, object]]:
+    return {p["name"]: p for p in document["provisioners"]}  # type: ignore[attr-defined,index]
+
+
+def changes(document: dict[str, object], name: str) -> dict[str, dict[str, object]]:
+    return {c["dimension"]: c for c in provisioners(document)[name]["changes"]}  # type: ignore[attr-defined,index]
+
+
+def test_c1_to_c2_widens_default_and_adds_gpu(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, (c1, c2, _) = repo
+    document = as_json(path, monkeypatch, c1, c2, workload_paths=["apps/"])
+    statuses = {name: p["status"] for name, p in provisioners(document).items()}
+    assert statuses == {"default": "changed", "gpu": "added"}
+    default = changes(document, "default")
+    assert list(default) == ["offerings", "instance types", "zones", "architectures"]
+    assert default["zones"]["added"] == ["us-east-1c"] and default["zones"]["removed"] == []
+    assert default["architectures"]["added"] == ["arm64"]
+    assert all(t.startswith("c6g.") for t in default["instance types"]["added"])  # type: ignore[union-attr]
+    for dimension in ("offerings", "instance types", "zones", "architectures"):
+        witness = default[dimension]["added_witness"]
+        assert witness["proven"] is True, dimension  # type: ignore[index]
+    assert default["zones"]["added_witness"]["zone"] == "us-east-1c"  # type: ignore[index]
+    assert default["architectures"]["added_witness"]["instance_type"].startswith("c6g.")  # type: ignore[index]
+    [workload] = document["workloads"]  # type: ignore[misc]
+    assert workload == {
+        "workload": "Deployment/arm-app",
+        "file": "apps/arm.yaml",
+        "status": "becomes schedulable",
+        "present": "both",
+        "base": None,
+        "head": "default",
+        "reason": workload["reason"],
+    }
+
+
+def test_c2_to_c3_taints_limits_and_workloads(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, (_, c2, c3) = repo
+    code, text, _ = run(path, monkeypatch, c2, c3, workload_paths=["apps/"])
+    assert code == 1  # a workload becomes unschedulable
+    document = as_json(path, monkeypatch, c2, c3, workload_paths=["apps/"])
+    statuses = {name: p["status"] for name, p in provisioners(document).items()}
+    assert statuses == {"default": "changed", "gpu": "removed", "spot": "added"}
+    default = changes(document, "default")
+    assert default["taints"]["removed"] == ["pods that do not tolerate dedicated=general:NoSchedule"]
+    assert default["limits"]["removed"] == ["cpu from 500 up to 1000"]
+    assert "offerings" not in default  # same offerings: only who may use them changed
+    workloads = {w["workload"]: (w["status"], w["base"], w["head"]) for w in document["workloads"]}  # type: ignore[attr-defined,index]
+    assert workloads == {
+        "default/Deployment/inflate": ("changes provisioner", "default", "spot"),
+        "Deployment/arm-app": ("becomes unschedulable", "default", None),
+    }
+    assert "Provisioner default (policies/default.yaml:4): changed" in text
+    assert "taints" in text and "dedicated=general:NoSchedule" in text
+    assert "Deployment/arm-app" in text and "becomes unschedulable" in text
+
+
+def test_c1_to_c3_markdown_for_a_pull_request(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, (c1, _, c3) = repo
+    code, markdown, _ = run(path, monkeypatch, c1, c3, output="markdown")
+    assert code == 0
+    assert markdown.startswith(f"### karpenter-policy diff `{c1}` → `{c3}`\n")
+    assert "| Provisioner | Change | HEAD admits, BASE did not | BASE admitted, HEAD does not |" in markdown
+    assert "| `spot` | **added** |" in markdown
+    assert "| `default` | taints |" in markdown
+    assert "[solver: proven]" in markdown and "NOT confirmed" not in markdown
+
+
+def test_same_revision_has_no_difference(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, (_, c2, _) = repo
+    code, text, _ = run(path, monkeypatch, c2, c2, exit_code_on_diff=True)
+    assert code == 0
+    assert "provisioners: 2 unchanged" in text
+
+
+def test_exit_code_flag(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, (c1, c2, _) = repo
+    assert run(path, monkeypatch, c1, c2)[0] == 0
+    assert run(path, monkeypatch, c1, c2, exit_code_on_diff=True)[0] == 1
+
+
+def test_revisions_by_name_and_the_working_tree_is_untouched(
+    repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, _ = repo
+    before = git(path, "status", "--porcelain")
+    code, text, _ = run(path, monkeypatch, "main~2", "main", "policies/")
+    assert code == 0 and "Provisioner spot" in text
+    assert git(path, "status", "--porcelain") == before
+    assert (path / "policies" / "default.yaml").read_text() == "not: [valid\n"
+
+
+def test_a_revision_without_the_path(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, (c1, _, c3) = repo
+    document = as_json(path, monkeypatch, c1, c3)
+    assert document["paths"] == ["policies/"]
+    code, _, stderr = run(path, monkeypatch, c1, c3, "policies/spot.yaml")
+    assert code == 0
+    code, _, stderr = run(path, monkeypatch, c1, c3, "nowhere/")
+    assert code == 2 and "nowhere/: not on either side" in stderr
+
+
+def test_unknown_revision(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, (c1, _, _) = repo
+    code, stdout, stderr = run(path, monkeypatch, c1, "no-such-branch")
+    assert (code, stdout) == (2, "")
+    assert "'no-such-branch' is neither a directory nor a git revision" in stderr
+
+
+def test_two_directories(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for directory, files in ((old, {"default.yaml": DEFAULT_1}), (new, {"default.yaml": DEFAULT_2, "spot.yaml": SPOT})):
+        directory.mkdir()
+        for name, text in files.items():
+            (directory / name).write_text(text)
+    catalog = load_catalog()
+    base = load_side(str(old), None, catalog, scratch=str(tmp_path / "s1"))
+    head = load_side(str(new), None, catalog, scratch=str(tmp_path / "s2"))
+    result: DiffResult = diff_sides(base, head, catalog)
+    assert [(p.name, p.status) for p in result.provisioners] == [("default", "changed"), ("spot", "added")]
+    assert result.provisioners[1].head is not None and result.provisioners[1].head.file == "spot.yaml"
+
+
+def test_head_with_errors_exits_1(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    (old / "p.yaml").write_text(DEFAULT_1)
+    (new / "p.yaml").write_text(
+        DEFAULT_1.replace("[c5, m5]", "[c5, m5]}\n    - {key: kubernetes.io/arch, operator: Gt")
+    )
+    out = diff_command(str(old), str(new), (), load_catalog())
+    assert out.exit_code == 1
+    assert "HEAD p.yaml" in out.stdout and "error" in out.stdout
+    assert "Provisioner default (p.yaml:4): removed (invalid in HEAD: see its errors)" in out.stdout
+
+
+def test_through_the_real_cli(repo: tuple[Path, list[str]]) -> None:
+    path, (c1, _, c3) = repo
+    done = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "diff", c1, c3, "--workloads", "apps/", "--output", "json"],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr  # arm-app is unschedulable in c3, but it was in c1 too: no change
+    document = json.loads(done.stdout)
+    assert {p["name"]: p["status"] for p in document["provisioners"]} == {"default": "changed", "spot": "added"}
+    assert [w["workload"] for w in document["workloads"]] == ["default/Deployment/inflate"]
+    assert shutil.which("git")
