@@ -1,0 +1,404 @@
+"""Benchmark of the admission webhook: throughput and latency over real HTTPS on loopback.
+
+    .venv/bin/python benchmarks/webhook.py [--duration 5] [--rate 500] [--cold] [--json]
+
+The server is `karpenter-policy webhook --self-signed DIR` started as its own process (pinned to one core when
+the machine has two or more); the load comes from a SEPARATE process (this script with `--load`, pinned to
+another core): one thread per connection, each with one keep-alive TLS connection verified against the
+generated CA, sending AdmissionReviews back to back (closed loop) at 1, 16 and 64 connections, for
+`/validate/provisioners` and `/mutate/provisioners`; then `--repeat` (3) open-loop runs at `--rate` requests/s
+(16 connections, each request due at a fixed time, latency counted from when it was due, so a stall is not
+hidden). The request
+bodies cycle through every Provisioner of examples/ (valid and invalid: about half are denied with messages).
+Then the same for validate with UPDATE reviews that each carry a new resourceVersion (what a cluster sends when
+a Provisioner's metadata or status moves: the whole-check cache never hits, the solver's verdicts do), and for
+`/mutate/pods` with 600 pods (two thirds pinned by examples/pinning/policies, a third matched by no rule).
+Latency is from sending the request to reading the whole answer. Server CPU per request is the server process's
+user + system time over the run divided by the requests answered. `--cold` adds closed-loop runs of validate
+with the solver cache off (`--solver-cache 0`): every request then runs Z3.
+
+Goal (issue 5): p99 ≤ 5 ms at 500 requests/s, and ≥ 1,000 requests/s per server process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS_DIR = Path(__file__).resolve().parent
+REPOSITORY = BENCHMARKS_DIR.parent
+EXAMPLES = ("examples/positive", "examples/negative", "examples/check/positive", "examples/check/negative")
+PATHS = ("/validate/provisioners", "/mutate/provisioners")
+CONCURRENCY = (1, 16, 64)
+
+
+# --- the load process ---------------------------------------------------------------------------------------
+
+
+def _read_answer(sock: ssl.SSLSocket, buffer: bytearray) -> int:
+    """Read one HTTP answer (headers + Content-Length body) off `sock`; its status. `buffer` keeps what is left."""
+    while (end := buffer.find(b"\r\n\r\n")) < 0:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        buffer += chunk
+    head = bytes(buffer[:end])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+    while len(buffer) < end + 4 + length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        buffer += chunk
+    del buffer[: end + 4 + length]
+    return int(head.split(b" ", 2)[1])
+
+
+def load(args: argparse.Namespace) -> None:
+    """The load generator: prints one JSON object with the latencies (ms) and counts."""
+    bodies = [b.encode() for b in json.loads(Path(args.bodies).read_text())]
+    requests = [
+        b"POST %s?timeout=5s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (args.path.encode(), len(body), body)
+        for body in bodies
+    ]
+    context = ssl.create_default_context(cafile=args.ca)
+    start_at = time.monotonic() + 0.5  # every connection is set up before the clock starts
+    end_at = start_at + args.duration
+    latencies: list[list[float]] = [[] for _ in range(args.connections)]
+    errors = [0] * args.connections
+    interval = args.connections / args.rate if args.rate else 0.0
+
+    def worker(index: int) -> None:
+        raw = socket.create_connection(("127.0.0.1", args.port))
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = context.wrap_socket(raw, server_hostname="localhost")
+        buffer = bytearray()
+        mine = latencies[index]
+        n = index
+        due = start_at + (index / args.rate if args.rate else 0.0)
+        while time.monotonic() < start_at:
+            time.sleep(0.001)
+        while True:
+            if args.rate:
+                now = time.monotonic()
+                if due > now:
+                    time.sleep(due - now)
+                sent = due
+                due += interval
+            else:
+                sent = time.monotonic()
+            if sent >= end_at:
+                break
+            sock.sendall(requests[n % len(requests)])
+            n += args.connections
+            status = _read_answer(sock, buffer)
+            mine.append((time.monotonic() - sent) * 1000)
+            if status != 200:
+                errors[index] += 1
+        sock.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(args.connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [x for per in latencies for x in per]
+    print(json.dumps({"latencies_ms": every, "errors": sum(errors), "seconds": args.duration}))
+
+
+# --- the orchestration --------------------------------------------------------------------------------------
+
+
+def _bodies() -> list[str]:
+    sys.path.insert(0, str(REPOSITORY))
+    from karpenter_policy.policy.loader import LoadError, load_file
+
+    objects: list[Any] = []
+    for directory in EXAMPLES:
+        for file in sorted((REPOSITORY / directory).glob("*.yaml")):
+            try:
+                documents = load_file(str(file))
+            except LoadError:
+                continue
+            objects += [d.data for d in documents if isinstance(d.data, dict) and d.data.get("kind") == "Provisioner"]
+    return [
+        json.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": f"bench-{i}", "operation": "CREATE", "object": obj},
+            }
+        )
+        for i, obj in enumerate(objects)
+    ]
+
+
+def _updates(bodies: list[str], copies: int) -> list[str]:
+    """`copies` versions of each review, as UPDATEs of the stored object (a new resourceVersion each): the
+    whole-check cache misses every time, the solver's verdicts (keyed by requirements) still hit."""
+    out = []
+    for version in range(copies):
+        for index, body in enumerate(bodies):
+            review = json.loads(body)
+            request = review["request"]
+            metadata = request["object"].setdefault("metadata", {})
+            if isinstance(metadata, dict):
+                metadata["resourceVersion"] = str(100000 + version)
+                metadata["uid"] = f"00000000-0000-0000-0000-{index:012d}"
+            request.update(uid=f"bench-{version}-{index}", operation="UPDATE", oldObject=request["object"])
+            out.append(json.dumps(review))
+    return out
+
+
+def _pods(count: int) -> list[str]:
+    """Pod CREATE reviews: a third Spark drivers, a third executors (both pinned by the example rules), a third
+    that no rule matches."""
+    out = []
+    for index in range(count):
+        labels = {"app": f"job-{index}"}
+        if index % 3 < 2:
+            labels["spark-role"] = "driver" if index % 3 == 0 else "executor"
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": f"job-{index}-", "namespace": "spark", "labels": labels},
+            "spec": {
+                "containers": [{"name": "main", "image": "public.ecr.aws/docker/library/busybox:1.36",
+                                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}],
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                 "effect": "NoExecute", "tolerationSeconds": 300}],
+            },
+        }  # fmt: skip
+        request = {"uid": f"pod-{index}", "operation": "CREATE", "namespace": "spark", "object": pod}
+        out.append(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pin(cpu: int | None) -> Any:
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+class Server:
+    def __init__(self, work: Path, cpu: int | None, extra: list[str]) -> None:
+        self.port = _free_port()
+        self.ca = work / "certs" / "ca.crt"
+        command = [
+            sys.executable, "-m", "karpenter_policy.cli", "webhook",
+            "--self-signed", str(work / "certs"), "--address", "127.0.0.1", "--port", str(self.port),
+            "--shutdown-delay", "0", *extra,
+        ]  # fmt: skip
+        self.log = open(work / f"server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            command, cwd=REPOSITORY, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_pin(cpu)
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            if self.process.poll() is not None:
+                raise SystemExit(f"the server exited: see {self.log.name}")
+            if self.ca.exists() and self._ready():
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit("the server did not become ready in 120 s")
+            time.sleep(0.1)
+
+    def _ready(self) -> bool:
+        try:
+            context = ssl.create_default_context(cafile=str(self.ca))
+            with (
+                socket.create_connection(("127.0.0.1", self.port), timeout=2) as raw,
+                context.wrap_socket(raw, server_hostname="localhost") as sock,
+            ):
+                sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+                return sock.recv(100).startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def run_load(
+    server: Server, path: str, connections: int, duration: float, rate: float, bodies: Path, cpu: int | None
+) -> dict[str, Any]:  # noqa: E501
+    command = [
+        sys.executable, str(Path(__file__).resolve()), "--load", "--port", str(server.port), "--ca", str(server.ca),
+        "--path", path, "--connections", str(connections), "--duration", str(duration), "--rate", str(rate),
+        "--bodies", str(bodies),
+    ]  # fmt: skip
+    cpu_before = _cpu_seconds(server.process.pid)
+    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_pin(cpu), check=False)
+    cpu_after = _cpu_seconds(server.process.pid)
+    if done.returncode != 0:
+        raise SystemExit(f"the load process failed:\n{done.stderr}")
+    result = json.loads(done.stdout)
+    ordered = sorted(result["latencies_ms"])
+    count = len(ordered)
+    return {
+        "path": path,
+        "connections": connections,
+        "rate": rate,
+        "requests": count,
+        "errors": result["errors"],
+        "throughput": count / duration,
+        "p50": _percentile(ordered, 0.50),
+        "p95": _percentile(ordered, 0.95),
+        "p99": _percentile(ordered, 0.99),
+        "max": ordered[-1] if ordered else float("nan"),
+        "mean": statistics.fmean(ordered) if ordered else float("nan"),
+        "server_cpu_ms_per_request": (cpu_after - cpu_before) * 1000 / count if count else float("nan"),
+    }
+
+
+def _row(label: str, r: dict[str, Any]) -> str:
+    return (
+        f"{label:<46} {r['connections']:>5} {r['requests']:>8} {r['errors']:>6} {r['throughput']:>9,.0f} "
+        f"{r['p50']:>7.2f} {r['p95']:>7.2f} {r['p99']:>7.2f} {r['max']:>8.1f} {r['server_cpu_ms_per_request']:>9.3f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=5.0, help="Seconds per run.")
+    parser.add_argument("--rate", type=float, default=500.0, help="Requests/s of the open-loop runs.")
+    parser.add_argument("--cold", action="store_true", help="Also validate with the solver cache off.")
+    parser.add_argument("--repeat", type=int, default=3, help="Open-loop runs per workload.")
+    parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
+    parser.add_argument("--work", type=Path, default=BENCHMARKS_DIR / ".work" / "webhook")
+    # the load process's own arguments
+    parser.add_argument("--load", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--ca", help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--connections", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--bodies", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.load:
+        load(args)
+        return
+
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu, load_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
+    args.work.mkdir(parents=True, exist_ok=True)
+    bodies = _bodies()
+    bodies_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
+    bodies_file.write_text(json.dumps(bodies))
+    updates_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
+    updates_file.write_text(json.dumps(_updates(bodies, 200)))
+    pods_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
+    pods_file.write_text(json.dumps(_pods(600)))
+    load_before = os.getloadavg()
+    results: list[tuple[str, dict[str, Any]]] = []
+    print(
+        f"webhook benchmark: {len(bodies)} Provisioner reviews cycled, {args.duration:g} s per run; server on CPU "
+        f"{server_cpu}, load generator on CPU {load_cpu} of {os.cpu_count()}; Python {sys.version.split()[0]}; "
+        f"load average {' '.join(f'{x:.2f}' for x in load_before)}",
+        file=sys.stderr,
+    )
+    header = (
+        f"{'run':<46} {'conns':>5} {'requests':>8} {'errors':>6} {'req/s':>9} {'p50 ms':>7} {'p95 ms':>7} "
+        f"{'p99 ms':>7} {'max ms':>8} {'srv CPU ms/req':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+
+    def record(label: str, result: dict[str, Any]) -> None:
+        results.append((label, result))
+        print(_row(label, result), flush=True)
+
+    server = Server(args.work, server_cpu, ["--policies", str(REPOSITORY / "examples" / "pinning" / "policies")])
+    try:
+        for path in PATHS:
+            # one untimed pass: the solver cache then holds every example, as it would after the first sync
+            run_load(server, path, 1, 1.0, 0.0, bodies_file, load_cpu)
+            for connections in CONCURRENCY:
+                result = run_load(server, path, connections, args.duration, 0.0, bodies_file, load_cpu)
+                record(f"{path} closed loop", result)
+            for repeat in range(args.repeat):
+                result = run_load(server, path, 16, args.duration, args.rate, bodies_file, load_cpu)
+                record(f"{path} open loop {args.rate:g}/s ({repeat + 1})", result)
+        for connections in CONCURRENCY:  # UPDATEs: a new resourceVersion each time, solver verdicts cached
+            label = "/validate/provisioners UPDATEs"
+            record(label, run_load(server, PATHS[0], connections, args.duration, 0.0, updates_file, load_cpu))
+        for repeat in range(args.repeat):
+            result = run_load(server, PATHS[0], 16, args.duration, args.rate, updates_file, load_cpu)
+            record(f"/validate/provisioners UPDATEs {args.rate:g}/s ({repeat + 1})", result)
+        for connections in CONCURRENCY:
+            record(
+                "/mutate/pods closed loop",
+                run_load(server, "/mutate/pods", connections, args.duration, 0.0, pods_file, load_cpu),
+            )
+        for repeat in range(args.repeat):
+            result = run_load(server, "/mutate/pods", 16, args.duration, args.rate, pods_file, load_cpu)
+            record(f"/mutate/pods open loop {args.rate:g}/s ({repeat + 1})", result)
+    finally:
+        server.stop()
+    if args.cold:
+        server = Server(args.work, server_cpu, ["--solver-cache", "0"])
+        try:
+            for connections in CONCURRENCY:
+                label = "/validate/provisioners no cache"
+                record(label, run_load(server, PATHS[0], connections, args.duration, 0.0, bodies_file, load_cpu))
+        finally:
+            server.stop()
+    load_after = os.getloadavg()
+    for file in (bodies_file, updates_file, pods_file):
+        file.unlink()
+
+    best = max(r["throughput"] for label, r in results if "closed" in label)
+    by_workload: dict[str, list[float]] = {}
+    for label, r in results:
+        if r["rate"]:
+            by_workload.setdefault(label.rsplit(" (", 1)[0], []).append(r["p99"])
+    medians = {workload: statistics.median(p99s) for workload, p99s in by_workload.items()}
+    p99 = max(medians.values())
+    within = sum(1 for p99s in by_workload.values() for x in p99s if x <= 5)
+    runs = sum(len(p99s) for p99s in by_workload.values())
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in load_after)}")
+    print(
+        f"goal ≥ 1,000 req/s per server process: {'met' if best >= 1000 else 'not met'} "
+        f"(best closed loop {best:,.0f}); goal p99 ≤ 5 ms at {args.rate:g} req/s: "
+        f"{'met' if p99 <= 5 else 'not met'} on the median of {args.repeat} runs of each workload (worst median "
+        f"{p99:.2f} ms; {within} of {runs} runs within 5 ms)"
+    )
+    for workload, p99s in by_workload.items():
+        print(f"  {workload}: p99 {' / '.join(f'{x:.2f}' for x in p99s)} ms (median {medians[workload]:.2f})")
+    if args.json:
+        print(json.dumps({"load_before": load_before, "load_after": load_after, "runs": dict(results)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""The admission webhook: Karpenter's defaulting and validation of Provisioners, and pod pinning, over HTTPS.
+
+It runs the very functions the CLI runs (`policy.validate.check_document`, `policy.check.check_provisioner`,
+`api.defaults.default_provisioner`), so an object the webhook admits is one `karpenter-policy check` accepts.
+
+Modules, one job each:
+
+* `review`      — the AdmissionReview (admission.k8s.io/v1) wire format: parse a request, write a response.
+* `jsondoc`     — a request's object as a loader `Document` (positions are ranks in document order), and the
+  field path of a position.
+* `solvercache` — a `Solver` that remembers its verdicts (the solver takes milliseconds, a lookup microseconds).
+* `checks`      — the CLI's checks on one object, as denial lines and warnings; whole results cached.
+* `context`     — what `--policies DIR` or `--constraints DIR` tell the webhook (node OS, taints, pinning rules).
+* `pinning`     — the `Pinner` interface of `/mutate/pods`, implemented on the CLI's pinning rules.
+* `handlers`    — `/mutate/provisioners`, `/validate/provisioners`, `/mutate/pods`: a request in, a response out.
+* `metrics`     — Prometheus counters and latency histograms.
+* `certs`       — `--self-signed DIR`: a CA and a serving certificate (cryptography).
+* `tls`         — the server's SSL context, reloaded when the certificate files change on disk.
+* `server`      — the HTTPS server: routing, size and time limits, plain HTTP on the TLS port.
+* `command`     — `karpenter-policy webhook`: options in, a running server out.
+
+deploy/webhook/README.md is the user's documentation.
+"""

@@ -1,0 +1,161 @@
+"""The CLI's checks on one admitted object, as denial lines and warnings.
+
+`Checker.check` runs, in this order, exactly what `karpenter-policy check` runs on each document of a file:
+`policy.validate.check_document` (apiVersion and kind, the JSON Schema, Karpenter's validation rules), then —
+for a valid Provisioner — `policy.check.check_provisioner` with the solver of the node OS `policy.check.node_os`
+gives (conflicts, no instance type, unknown names, a solver timeout) and `policy.schedule.limits_findings`
+(limits below the smallest instance type). Messages are the CLI's, word for word;
+where the CLI prefixes file:line:column the webhook prefixes the field path (`spec.requirements[1].values[0]:`),
+and both end with the rule id. The CLI's checks across files (`duplicate-name`, `unresolved-reference`) have no
+meaning for one object in a cluster (the API server keeps names unique; the template lives in the cluster) and
+are not run.
+
+One `Checker` serves every request thread: the Z3 solvers are not thread-safe, so solving is serialised by a
+lock (the GIL serialises the rest anyway); their verdicts are cached (`solvercache`). The result of a whole
+check is cached too, keyed by a digest of the object's canonical JSON (every field, metadata included), so an
+object seen before — a re-applied Provisioner, a GitOps sync — costs a hash instead of the schema, the rules and
+the name suggestions again. Checking is a pure function of the object (the catalog is fixed), except for a
+solver timeout, which is never cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.api.kinds import PROVISIONER_API_VERSION, PROVISIONER_KIND
+from karpenter_policy.api.violations import ERROR, SOLVER_TIMEOUT
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.policy.check import check_provisioner, node_os
+from karpenter_policy.policy.findings import Finding, Report
+from karpenter_policy.policy.schedule import limits_findings
+from karpenter_policy.policy.validate import check_document
+from karpenter_policy.webhook.context import PolicyContext
+from karpenter_policy.webhook.jsondoc import JsonDocument
+from karpenter_policy.webhook.solvercache import DEFAULT_CACHE_SIZE, CachingSolver
+
+#: The solver's time limit per call in the webhook (the CLI's default is 5,000 ms, the API server waits ≤ 5 s).
+DEFAULT_WEBHOOK_TIMEOUT_MS = 1000
+NODE_OSES = ("linux", "windows")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The verdict on one object: denial lines (empty: admissible) and warnings, and the findings behind them."""
+
+    is_provisioner: bool
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def allowed(self) -> bool:
+        return self.is_provisioner and not self.errors
+
+    def denial(self) -> str:
+        """`status.message` of a denial: one line per error."""
+        return "\n".join(self.errors)
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """`v1 Pod` — what an object claims to be, for messages."""
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    return f"{api_version if isinstance(api_version, str) else '?'} {kind if isinstance(kind, str) else '?'}"
+
+
+class Checker:
+    """Validation (and solving) of Provisioner objects with the CLI's functions."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        timeout_ms: int = DEFAULT_WEBHOOK_TIMEOUT_MS,
+        context: PolicyContext | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self.catalog = catalog
+        self.timeout_ms = timeout_ms
+        self.context = context or PolicyContext()
+        self.cache_size = cache_size
+        self._solvers: dict[str, CachingSolver] = {}
+        self._lock = threading.Lock()
+        self._results: OrderedDict[tuple[bytes, bool], CheckResult] = OrderedDict()
+        self._results_lock = threading.Lock()
+        self.result_hits = 0
+
+    def _solver(self, os: str) -> CachingSolver:  # called with the lock held
+        solver = self._solvers.get(os)
+        if solver is None:
+            solver = self._solvers[os] = CachingSolver(self.catalog, self.timeout_ms, os, self.cache_size)
+        return solver
+
+    def cache_stats(self) -> tuple[int, int, int]:
+        """Solver cache (hits, misses, entries) over every OS."""
+        solvers = list(self._solvers.values())
+        return sum(s.hits for s in solvers), sum(s.misses for s in solvers), sum(len(s) for s in solvers)
+
+    def result_cache_stats(self) -> tuple[int, int]:
+        """Whole-check cache (hits, entries)."""
+        return self.result_hits, len(self._results)
+
+    def check(self, obj: Mapping[str, Any], solve: bool = True) -> CheckResult:
+        """Check one object as `karpenter-policy check` (or, with `solve=False`, `validate`) checks a document."""
+        if self.cache_size <= 0:
+            return self._check(obj, solve)
+        canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+        key = (hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).digest(), solve)
+        with self._results_lock:
+            cached = self._results.get(key)
+            if cached is not None:
+                self._results.move_to_end(key)
+                self.result_hits += 1
+                return cached
+        result = self._check(obj, solve)
+        if not any(f.rule == SOLVER_TIMEOUT for f in result.findings):
+            with self._results_lock:
+                self._results[key] = result
+                if len(self._results) > self.cache_size:
+                    self._results.popitem(last=False)
+        return result
+
+    def _check(self, obj: Mapping[str, Any], solve: bool) -> CheckResult:
+        doc = JsonDocument(obj)
+        findings, is_policy = check_document(doc, Report())
+        is_provisioner = is_policy and obj.get("kind") == PROVISIONER_KIND
+        if is_provisioner and solve and not any(f.severity == ERROR for f in findings):
+            os = node_os(obj, self.context.ami_families)
+            with self._lock:
+                solver_findings, checked = check_provisioner(doc, self._solver(os))
+            findings = [*findings, *solver_findings, *limits_findings(doc, checked, self.catalog)]
+        ordered = sorted(findings, key=Finding.sort_key)
+        errors = [self._line(doc, f) for f in ordered if f.severity == ERROR]
+        if not is_provisioner and not errors:
+            errors = [f"expected a {PROVISIONER_API_VERSION} {PROVISIONER_KIND}, not {describe(obj)}"]
+        warnings = [f"{f.message} [{f.rule}]" for f in ordered if f.severity != ERROR]
+        return CheckResult(is_provisioner, tuple(errors), tuple(warnings), tuple(ordered))
+
+    @staticmethod
+    def _line(doc: JsonDocument, finding: Finding) -> str:
+        where = doc.field_path(finding.line, finding.column)
+        return f"{where}: {finding.message} [{finding.rule}]" if where else f"{finding.message} [{finding.rule}]"
+
+    def warm_up(self, samples: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Build the solvers' catalog tables and compile the schema validators before the first request."""
+        with self._lock:
+            for os in NODE_OSES:
+                self._solver(os)
+        valid = {
+            "apiVersion": PROVISIONER_API_VERSION,
+            "kind": PROVISIONER_KIND,
+            "metadata": {"name": "warm-up"},
+            "spec": {"providerRef": {"name": "default"}, "limits": {"resources": {"cpu": "1"}}},
+        }
+        invalid = {**valid, "spec": {"requirements": [{"key": "x", "operator": "Bogus"}], "weight": "heavy"}}
+        for obj in (valid, invalid, *samples):
+            self.check(obj)

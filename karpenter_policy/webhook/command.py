@@ -1,0 +1,253 @@
+"""`karpenter-policy webhook`: options in, a running server out (and the start-up errors as exit code 2).
+
+Start-up order: certificates (`--self-signed DIR` makes them when absent, and prints the caBundle), the catalog,
+the policy context and pinning rules, the checker (warmed up: the solvers' tables built, the schema validators
+compiled; then everything built so far is frozen out of the garbage collector's sweeps), then the socket.
+`/readyz` answers 200 from then on, until SIGTERM: the server then reports not ready, keeps serving for
+`--shutdown-delay` seconds (while the endpoints controller takes the pod out of the Service), and stops.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load_catalog
+from karpenter_policy.webhook.certs import ensure_self_signed, service_names
+from karpenter_policy.webhook.checks import DEFAULT_WEBHOOK_TIMEOUT_MS, Checker
+from karpenter_policy.webhook.context import (
+    ContextError,
+    PolicyContext,
+    load_constraints,
+    load_pinning_documents,
+    load_policies,
+)
+from karpenter_policy.webhook.handlers import Handlers
+from karpenter_policy.webhook.metrics import Metrics
+from karpenter_policy.webhook.pinning import PinningError, PolicyPinner
+from karpenter_policy.webhook.server import HEALTHZ, METRICS, READYZ, Limits, WebhookServer, serve_in_thread
+from karpenter_policy.webhook.solvercache import DEFAULT_CACHE_SIZE
+from karpenter_policy.webhook.tls import DEFAULT_RELOAD_INTERVAL, CertificateReloader
+
+log = logging.getLogger("karpenter_policy.webhook")
+
+
+class StartupError(Exception):
+    """The webhook cannot start (exit 2)."""
+
+
+@dataclass(slots=True)
+class WebhookOptions:
+    cert_file: str | None = None
+    key_file: str | None = None
+    self_signed: str | None = None
+    generate_only: bool = False
+    dns_names: Sequence[str] = ()
+    address: str = "0.0.0.0"
+    port: int = 8443
+    policies: Sequence[str] = ()
+    constraints: str | None = None
+    pinning: Sequence[str] = ()
+    values: Any = None
+    catalog_file: str | None = None
+    region: str | None = None
+    timeout_ms: int = DEFAULT_WEBHOOK_TIMEOUT_MS
+    cache_size: int = DEFAULT_CACHE_SIZE
+    limits: Limits = field(default_factory=Limits)
+    reload_interval: float = DEFAULT_RELOAD_INTERVAL
+    shutdown_delay: float = 5.0
+
+
+class Webhook:
+    """A built (not yet started) webhook server and its parts."""
+
+    def __init__(self, options: WebhookOptions, catalog: Catalog | None = None) -> None:
+        self.options = options
+        self._draining = threading.Event()
+        self._warm = threading.Event()
+        self.ca_bundle: str | None = None
+        if options.self_signed:
+            files = ensure_self_signed(options.self_signed, options.dns_names or service_names())
+            cert_file, key_file = str(files.cert), str(files.key)
+            self.ca_bundle = files.ca_bundle()
+        elif options.cert_file and options.key_file:
+            cert_file, key_file = options.cert_file, options.key_file
+        else:
+            raise StartupError("give --tls-cert-file and --tls-private-key-file, or --self-signed DIR")
+        try:
+            self.catalog = catalog or (
+                load_catalog(Path(options.catalog_file))
+                if options.catalog_file
+                else load_catalog(region=options.region or DEFAULT_REGION)
+            )
+        except CatalogError as error:
+            raise StartupError(f"cannot load the catalog: {error}") from None
+        if options.region and options.region != self.catalog.region:
+            raise StartupError(f"--region {options.region} does not match the catalog's {self.catalog.region}")
+        try:
+            if options.policies and options.constraints:
+                raise StartupError("give --policies or --constraints, not both")
+            context = PolicyContext()
+            if options.policies:
+                context = load_policies(options.policies, options.values)
+            elif options.constraints:
+                context = load_constraints(options.constraints, self.catalog.region)
+            documents = context.pinning_documents
+            if options.pinning:
+                documents = load_pinning_documents(options.pinning, options.values)
+            pinner = PolicyPinner.from_documents(documents, context.provisioner_taints)
+        except (ContextError, PinningError) as error:
+            raise StartupError(str(error)) from None
+        self.context, self.pinner = context, pinner
+        self.checker = Checker(
+            self.catalog, timeout_ms=options.timeout_ms, context=context, cache_size=options.cache_size
+        )
+        self.handlers = Handlers(self.checker, pinner)
+        self.metrics = Metrics([*self.handlers.routes(), HEALTHZ, READYZ, METRICS], self.checker.cache_stats)
+        try:
+            self.tls = CertificateReloader(cert_file, key_file, self.metrics, options.reload_interval)
+        except (OSError, ValueError) as error:
+            raise StartupError(f"cannot load the serving certificate {cert_file} / key {key_file}: {error}") from None
+        self.checker.warm_up()
+        # What start-up built (the catalog, the solvers' tables, compiled schemas: ~60,000 objects) lives as long
+        # as the process; a full collection would walk it all (≈ 30 ms, a latency spike) for nothing. Freezing
+        # moves it out of the collector's generations.
+        gc.collect()
+        gc.freeze()
+        self._warm.set()
+        try:
+            self.server = WebhookServer(
+                (options.address, options.port), self.handlers, self.tls, self.metrics, options.limits, self.ready
+            )
+        except OSError as error:
+            raise StartupError(f"cannot listen on {options.address}:{options.port}: {error}") from None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def ready(self) -> bool:
+        return self._warm.is_set() and not self._draining.is_set()
+
+    def start(self) -> threading.Thread:
+        """Serve in a background thread (tests, benchmarks); `stop()` ends it."""
+        self.tls.start()
+        return serve_in_thread(self.server)
+
+    def serve_forever(self) -> None:
+        self.tls.start()
+        self.server.serve_forever(poll_interval=0.5)
+
+    def drain_then_stop(self) -> None:
+        """Report not ready, keep serving `shutdown_delay` seconds, then stop accepting."""
+        self._draining.set()
+        timer = threading.Timer(self.options.shutdown_delay, self.server.shutdown)
+        timer.daemon = True
+        timer.start()
+
+    def stop(self) -> None:
+        self._draining.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.tls.stop()
+
+
+def main(raw: Mapping[str, Any]) -> int:
+    """`karpenter-policy webhook` with click's keyword arguments; the exit code."""
+    try:
+        options = options_from_cli(raw)
+    except StartupError as error:
+        print(f"karpenter-policy webhook: {error}", file=sys.stderr)
+        return 2
+    return run(options)
+
+
+def run(options: WebhookOptions) -> int:
+    """Build and serve until SIGTERM / SIGINT; the exit code."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if options.generate_only:
+        if not options.self_signed:
+            print("karpenter-policy webhook: --generate-only needs --self-signed DIR", file=sys.stderr)
+            return 2
+        files = ensure_self_signed(options.self_signed, options.dns_names or service_names())
+        print(files.ca_bundle())
+        return 0
+    try:
+        webhook = Webhook(options)
+    except StartupError as error:
+        print(f"karpenter-policy webhook: {error}", file=sys.stderr)
+        return 2
+    if webhook.ca_bundle is not None:
+        print(f"caBundle: {webhook.ca_bundle}", flush=True)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: draining for %g s", signal.Signals(signum).name, options.shutdown_delay)
+        webhook.drain_then_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info(
+        "serving https://%s:%d (%s; context: %s; %d pinning rules)",
+        options.address,
+        webhook.port,
+        ", ".join(sorted(webhook.handlers.routes())),
+        webhook.context.source or "none",
+        len(webhook.pinner),
+    )
+    webhook.serve_forever()
+    webhook.server.server_close()
+    webhook.tls.stop()
+    log.info("stopped")
+    return 0
+
+
+def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
+    """The CLI's `webhook` flags (click's keyword arguments) as WebhookOptions; `--generate-only` is kept as
+    `generate_only`. Raises StartupError for a `--values` file that cannot be read."""
+    values = None
+    if raw.get("values_file"):
+        from karpenter_policy.policy.templating import ValuesError, load_values
+
+        try:
+            values = load_values(str(raw["values_file"]))
+        except ValuesError as error:
+            raise StartupError(str(error)) from None
+    limits = Limits(
+        max_body_bytes=int(raw["max_body_bytes"]),
+        request_timeout=float(raw["request_timeout"]),
+        idle_timeout=float(raw["idle_timeout"]),
+        max_connections=int(raw["max_connections"]),
+    )
+    return WebhookOptions(
+        cert_file=_optional(raw.get("tls_cert_file")),
+        key_file=_optional(raw.get("tls_private_key_file")),
+        self_signed=_optional(raw.get("self_signed")),
+        generate_only=bool(raw.get("generate_only")),
+        dns_names=tuple(str(n) for n in raw.get("dns_names") or ()),
+        address=str(raw["address"]),
+        port=int(raw["port"]),
+        policies=tuple(str(p) for p in raw.get("policies") or ()),
+        constraints=_optional(raw.get("constraints")),
+        pinning=tuple(str(p) for p in raw.get("pinning") or ()),
+        values=values,
+        catalog_file=_optional(raw.get("catalog_file")),
+        region=_optional(raw.get("region")),
+        timeout_ms=int(raw["timeout_ms"]),
+        cache_size=int(raw["solver_cache"]),
+        limits=limits,
+        reload_interval=float(raw["reload_interval"]),
+        shutdown_delay=float(raw["shutdown_delay"]),
+    )
+
+
+def _optional(value: object) -> str | None:
+    return None if value is None or value == "" else str(value)

@@ -1,0 +1,248 @@
+"""`/mutate/pods` over HTTPS: the pinning rules' nodeSelector entries and tolerations, as a JSONPatch.
+
+The expected side is the CLI: `karpenter-policy pin` (`policy.pin.pin_text`) on the same pod manifest; the
+webhook's patch applied with `jsonpatch` must give the pod `pin --write` writes. Plus: tolerations of a named
+provisioner's taints (from --policies, and from --constraints with --pinning), idempotence, a differing
+nodeSelector value overwritten with a warning, pods no rule matches, and objects that are not pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+import yaml
+
+from karpenter_policy.policy.compiler import compile_command
+from karpenter_policy.policy.loader import parse
+from karpenter_policy.policy.pin import pin_text
+from karpenter_policy.webhook.command import Webhook, WebhookOptions
+from karpenter_policy.webhook.pinning import workload_kind
+
+from .support import ROOT, Client, patch_of
+
+APPS = sorted((ROOT / "examples" / "pinning" / "apps").glob("*.yaml"))
+
+
+def pinned(client: Client, pod: dict[str, Any], namespace: str = "spark") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The response and the pod with its patch applied (checked to be idempotent)."""
+    response = client.review("/mutate/pods", pod, namespace=namespace)
+    assert response["allowed"] is True
+    result: dict[str, Any] = jsonpatch.apply_patch(pod, patch_of(response))
+    again = client.review("/mutate/pods", result, namespace=namespace)
+    assert again["allowed"] is True and patch_of(again) == [], again
+    return response, result
+
+
+@pytest.mark.parametrize("manifest", APPS, ids=[p.name for p in APPS])
+def test_pods_are_pinned_as_pin_writes_them(manifest: Path, webhook: Webhook, client: Client) -> None:
+    text = manifest.read_text()
+    plan, findings = pin_text(str(manifest), text, webhook.pinner.rules)
+    assert plan.changed and not findings
+    expected = parse(str(manifest), plan.updated)[0].data
+    pod = parse(str(manifest), text)[0].data
+    _, result = pinned(client, pod, namespace="")
+    assert result == expected
+
+
+def test_spark_roles(client: Client) -> None:
+    driver: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "pi-", "labels": {"spark-role": "driver"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+    response, result = pinned(client, driver)
+    assert result["spec"]["nodeSelector"] == {"app": "kspark", "karpenter.sh/capacity-type": "on-demand"}
+    assert patch_of(response) == [
+        {
+            "op": "add",
+            "path": "/spec/nodeSelector",
+            "value": {"app": "kspark", "karpenter.sh/capacity-type": "on-demand"},
+        }
+    ]
+    executor = copy.deepcopy(driver)
+    executor["metadata"]["labels"] = {"spark-role": "executor"}
+    executor["spec"]["nodeSelector"] = {"team": "analytics"}  # kept; the pins are added key by key
+    response, result = pinned(client, executor)
+    assert result["spec"]["nodeSelector"] == {
+        "team": "analytics",
+        "app": "kspark",
+        "karpenter.sh/capacity-type": "spot",
+    }
+    assert {op["path"] for op in patch_of(response)} == {
+        "/spec/nodeSelector/app",
+        "/spec/nodeSelector/karpenter.sh~1capacity-type",
+    }
+
+
+def test_a_differing_value_is_overwritten_with_a_warning(client: Client) -> None:
+    driver = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "d", "labels": {"spark-role": "driver"}},
+        "spec": {"containers": [{"name": "c"}], "nodeSelector": {"karpenter.sh/capacity-type": "spot"}},
+    }
+    response, result = pinned(client, driver)
+    assert result["spec"]["nodeSelector"]["karpenter.sh/capacity-type"] == "on-demand"
+    assert len(response["warnings"]) == 1
+    assert response["warnings"][0].startswith(
+        "nodeSelector karpenter.sh/capacity-type is 'spot'; PinningPolicy/emr-spark"
+    )
+
+
+def test_unmatched_pods_and_other_objects(client: Client) -> None:
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {"containers": [{"name": "c"}]}}
+    response = client.review("/mutate/pods", plain, namespace="default")
+    assert response["allowed"] is True and "patch" not in response and "warnings" not in response
+    no_spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"spark-role": "driver"}}}
+    assert client.review("/mutate/pods", no_spec)["allowed"] is True
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {}}
+    response = client.review("/mutate/pods", deployment)
+    assert response["allowed"] is False
+    assert response["status"]["message"] == "expected a v1 Pod, not apps/v1 Deployment"
+    assert client.review("/mutate/pods", None, operation="DELETE")["allowed"] is True
+
+
+def test_workload_kind() -> None:
+    assert workload_kind({}) == "Pod"
+    owner = {"kind": "ReplicaSet", "controller": True, "name": "web-5d8f"}
+    assert workload_kind({"ownerReferences": [owner]}) == "ReplicaSet"
+    assert workload_kind({"ownerReferences": [owner], "labels": {"pod-template-hash": "5d8f"}}) == "Deployment"
+    assert workload_kind({"ownerReferences": [{"kind": "Job", "controller": False}]}) == "Pod"
+
+
+POLICIES = {
+    "gpu.yaml": """\
+        apiVersion: karpenter.sh/v1alpha5
+        kind: Provisioner
+        metadata:
+          name: gpu
+        spec:
+          requirements:
+            - key: karpenter.k8s.aws/instance-family
+              operator: In
+              values: ["g5"]
+          taints:
+            - key: nvidia.com/gpu
+              value: "true"
+              effect: NoSchedule
+            - key: dedicated
+              effect: NoExecute
+          provider:
+            subnetSelector: {karpenter.sh/discovery: prod}
+            securityGroupSelector: {karpenter.sh/discovery: prod}
+        """,
+    "pinning.yaml": """\
+        apiVersion: karpenter-policy.dev/v1alpha1
+        kind: PinningPolicy
+        metadata:
+          name: ml
+        spec:
+          rules:
+            - name: training-on-gpu
+              match:
+                namespaces: [ml]
+                labels: {team: ml}
+              provisioner: gpu
+              tolerations:
+                - key: example.com/preemptible
+                  operator: Exists
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def gpu_policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("gpu-policies")
+    for name, text in POLICIES.items():
+        (directory / name).write_text(textwrap.dedent(text))
+    return directory
+
+
+def _serve(options: WebhookOptions) -> Iterator[Webhook]:
+    server = Webhook(options)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def from_policies(gpu_policies: Path, cert_dir: Path) -> Iterator[Webhook]:
+    yield from _serve(
+        WebhookOptions(self_signed=str(cert_dir), address="127.0.0.1", port=0, policies=[str(gpu_policies)])
+    )
+
+
+@pytest.fixture(scope="module")
+def from_constraints(gpu_policies: Path, cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    out = tmp_path_factory.mktemp("compiled") / "out"
+    result = compile_command([str(gpu_policies)], str(out))
+    assert result.exit_code == 0, result
+    options = WebhookOptions(
+        self_signed=str(cert_dir),
+        address="127.0.0.1",
+        port=0,
+        constraints=str(out),
+        pinning=[str(gpu_policies / "pinning.yaml")],
+    )
+    yield from _serve(options)
+
+
+@pytest.mark.parametrize("source", ["from_policies", "from_constraints"])
+def test_a_provisioner_rule_tolerates_its_taints(source: str, request: pytest.FixtureRequest, cert_dir: Path) -> None:
+    server: Webhook = request.getfixturevalue(source)
+    client = Client(server.port, cert_dir / "ca.crt")
+    existing = {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "train", "labels": {"team": "ml"}},
+        "spec": {"containers": [{"name": "c"}], "tolerations": [existing]},
+    }
+    response, result = pinned(client, pod, namespace="ml")
+    assert result["spec"]["nodeSelector"] == {"karpenter.sh/provisioner-name": "gpu"}
+    assert result["spec"]["tolerations"] == [
+        existing,
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "example.com/preemptible", "operator": "Exists"},
+    ]
+    elsewhere = client.review("/mutate/pods", pod, namespace="web")
+    assert "patch" not in elsewhere
+    client.close()
+
+
+def test_pinning_example_policies_load(webhook: Webhook) -> None:
+    assert len(webhook.pinner) == 2
+    assert (
+        yaml.safe_load((ROOT / "examples/pinning/policies/spark-pinning.yaml").read_text())["kind"] == "PinningPolicy"
+    )
+
+
+def test_the_compiled_configmap_mounted_as_a_directory(gpu_policies: Path, tmp_path: Path) -> None:
+    """deploy/webhook mounts compile's ConfigMap (index.json and one key per set) as --constraints."""
+    from karpenter_policy.webhook.context import load_constraints
+
+    out = tmp_path / "out"
+    assert compile_command([str(gpu_policies)], str(out)).exit_code == 0
+    (configmap,) = [p for p in (out / "manifests").iterdir() if p.name.startswith("configmap")]
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    for key, value in yaml.safe_load(configmap.read_text())["data"].items():
+        (mounted / key).write_text(value)
+    context = load_constraints(str(mounted), "us-east-1")
+    assert [str(t) for t in context.provisioner_taints["gpu"]] == [
+        "nvidia.com/gpu=true:NoSchedule",
+        "dedicated:NoExecute",
+    ]
