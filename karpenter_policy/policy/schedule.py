@@ -230,7 +230,7 @@ class Placement:
         if self.launch is not None:
             text += f", e.g. {self.launch.instance_type} ({self.launch.zone}, {self.launch.capacity_type})"
         if self.relaxed:
-            text += f"; after {', '.join(self.relaxed)}"
+            text += f" (relaxed as Karpenter does: {', '.join(self.relaxed)})"
         if self.alternatives:
             text += f"; also matches {', '.join(self.alternatives)} of the same weight"
         return text
