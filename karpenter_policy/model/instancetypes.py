@@ -89,6 +89,24 @@ def lower_kebab_case(value: str) -> str:
     return value.replace(" ", "-").lower()
 
 
+@dataclass(frozen=True, slots=True)
+class ChosenOffering:
+    """One concrete launch choice: an instance type in a zone with a capacity type, and its price."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "instance_type": self.instance_type,
+            "zone": self.zone,
+            "capacity_type": self.capacity_type,
+            "price": self.price,
+        }
+
+
 @dataclass(frozen=True, order=True)
 class Offering:
     """One way to buy a type: a zone and a capacity type (``on-demand`` / ``spot``) at a price (USD/hour).

@@ -61,7 +61,7 @@ from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import ERROR, LIMITS, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.model.pods import (
     HABANA_GAUDI,
     Attempt,
@@ -147,22 +147,8 @@ class Refusal:
         return hash((self.kind, self.message))
 
 
-@dataclass(frozen=True, slots=True)
-class Launch:
-    """The cheapest offering of a fitting type: what Karpenter would launch first."""
-
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price: float
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "instance_type": self.instance_type,
-            "zone": self.zone,
-            "capacity_type": self.capacity_type,
-            "price": self.price,
-        }
+#: The cheapest offering of a fitting type: what Karpenter would launch first.
+Launch = ChosenOffering
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from karpenter_policy.api.defaults import default_requirements
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.model.requirements import Operator, Requirement
 
 DEFAULT_TIMEOUT_MS = 5000
@@ -348,22 +348,8 @@ class Verdict(StrEnum):
     UNKNOWN = "unknown"  # the solver timed out (or gave up)
 
 
-@dataclass(frozen=True, slots=True)
-class Witness:
-    """An instance type, zone and capacity type that satisfy every term (from the Z3 model)."""
-
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price: float
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "instance_type": self.instance_type,
-            "zone": self.zone,
-            "capacity_type": self.capacity_type,
-            "price": self.price,
-        }
+#: An instance type, zone and capacity type that satisfy every term (from the Z3 model).
+Witness = ChosenOffering
 
 
 @dataclass(frozen=True, slots=True)
