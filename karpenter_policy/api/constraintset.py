@@ -273,8 +273,29 @@ def _taints_from_json(data: Any) -> tuple[Taint, ...]:
     return tuple(Taint.from_api(t) for t in data or [])
 
 
+class _Hashed:
+    """A document whose JSON form carries the sha256 of its content (everything but the hash itself)."""
+
+    __slots__ = ()
+
+    def content(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.content())
+
+    def to_json(self) -> dict[str, Any]:
+        content = self.content()
+        return {**content, "hash": content_hash(content)}
+
+    def dumps(self) -> str:
+        """The canonical (compact) JSON text, hash included."""
+        return canonical_json(self.to_json())
+
+
 @dataclass(frozen=True, slots=True)
-class ConstraintSet:
+class ConstraintSet(_Hashed):
     """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5)."""
 
     name: str
@@ -319,18 +340,6 @@ class ConstraintSet:
             "kubelet": None if self.kubelet is None else dict(self.kubelet),
             "instanceTypes": [it.to_json() for it in self.instance_types],
         }
-
-    @property
-    def hash(self) -> str:
-        return content_hash(self.content())
-
-    def to_json(self) -> dict[str, Any]:
-        content = self.content()
-        return {**content, "hash": content_hash(content)}
-
-    def dumps(self) -> str:
-        """The canonical (compact) JSON text of the set, hash included."""
-        return canonical_json(self.to_json())
 
     @classmethod
     def of(
@@ -449,7 +458,7 @@ def set_key(name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ConstraintSetIndex:
+class ConstraintSetIndex(_Hashed):
     """Every compiled set with its hash, sorted by name; `catalog` identifies the catalog the offerings came
     from (region, number of types, hash of the catalog file)."""
 
@@ -471,17 +480,6 @@ class ConstraintSetIndex:
             "catalog": dict(sorted(self.catalog.items())),
             "sets": [entry.to_json() for entry in self.entries],
         }
-
-    @property
-    def hash(self) -> str:
-        return content_hash(self.content())
-
-    def to_json(self) -> dict[str, Any]:
-        content = self.content()
-        return {**content, "hash": content_hash(content)}
-
-    def dumps(self) -> str:
-        return canonical_json(self.to_json())
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSetIndex:
