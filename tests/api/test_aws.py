@@ -7,15 +7,16 @@ exact violations expected (rule, path, severity, at_key, message fragment) or no
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from karpenter_policy.api.aws import validate_node_template
 from karpenter_policy.api.validation import validate_provisioner
-from karpenter_policy.api.violations import ERROR, INVALID_SPEC, Path, Violation
+from karpenter_policy.api.violations import INVALID_SPEC, Path
+
+from .support import DELETE, Case, Expect, apply, assert_violations, ids
 
 BASE: dict[str, Any] = {
     "apiVersion": "karpenter.k8s.aws/v1alpha1",
@@ -52,7 +53,6 @@ LAUNCH_TEMPLATE_BASE: dict[str, Any] = {
     "spec": {"subnetSelector": {"karpenter.sh/discovery": "prod"}, "launchTemplate": "prod-nodes", "tags": {"a": "b"}},
 }
 
-DELETE: Any = object()
 
 SPEC: Path = ("spec",)
 SUBNETS: Path = ("spec", "subnetSelector")
@@ -66,62 +66,8 @@ EBS: Path = (*BDM, "ebs")
 GOOD_SUBNET_IDS = "subnet-0123456789abcdef0,subnet-0fedcba9876543210"
 
 
-def apply(doc: Mapping[str, Any], changes: Mapping[Path, Any]) -> dict[str, Any]:
-    """A copy of `doc` with each path set to its value (DELETE removes it; index len(list) appends)."""
-    out: dict[str, Any] = copy.deepcopy(dict(doc))
-    for path, value in changes.items():
-        parent: Any = out
-        for part in path[:-1]:
-            parent = parent[part]
-        last = path[-1]
-        if value is DELETE:
-            del parent[last]
-        elif isinstance(parent, list) and last == len(parent):
-            parent.append(value)
-        else:
-            parent[last] = value
-    return out
-
-
-@dataclass(frozen=True)
-class Expect:
-    rule: str
-    path: Path
-    fragment: str
-    severity: str = ERROR
-    at_key: bool = False
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    changes: Mapping[Path, Any]
-    expected: tuple[Expect, ...] = field(default=())
-
-
-def assert_violations(found: Sequence[Violation], expected: Sequence[Expect]) -> None:
-    """`found` is exactly `expected`: same rule, path, severity and at_key, message containing the fragment."""
-    remaining = list(found)
-    for want in expected:
-        match = next(
-            (
-                v for v in remaining
-                if (v.rule, v.path, v.severity, v.at_key) == (want.rule, want.path, want.severity, want.at_key)
-                and want.fragment in v.message
-            ),
-            None,
-        )
-        assert match is not None, f"missing {want}\n  found: {remaining}"
-        remaining.remove(match)
-    assert remaining == [], f"unexpected violations: {remaining}"
-
-
 def run(case: Case, base: Mapping[str, Any] = BASE) -> None:
     assert_violations(validate_node_template(apply(base, case.changes)), case.expected)
-
-
-def ids(cases: Sequence[Case]) -> list[str]:
-    return [case.id for case in cases]
 
 
 def test_base_node_template_is_valid() -> None:

@@ -8,8 +8,6 @@ whether the mapping key itself is at fault, and a fragment of the message the us
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -17,14 +15,14 @@ import pytest
 from karpenter_policy.api.validation import validate_provisioner
 from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
-    ERROR,
     INVALID_REQUIREMENT,
     INVALID_SPEC,
     RESTRICTED_LABEL,
     WARNING,
     Path,
-    Violation,
 )
+
+from .support import DELETE, Case, Expect, apply, assert_violations, ids
 
 BASE: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1alpha5",
@@ -60,7 +58,6 @@ BASE: dict[str, Any] = {
 }
 
 #: The value that removes a field instead of setting it.
-DELETE: Any = object()
 
 REQ = ("spec", "requirements")
 NEW_REQ: Path = (*REQ, 4)  # the index a requirement appended to BASE gets
@@ -68,23 +65,6 @@ LABELS = ("spec", "labels")
 TAINTS = ("spec", "taints")
 STARTUP = ("spec", "startupTaints")
 KUBELET = ("spec", "kubeletConfiguration")
-
-
-def apply(doc: Mapping[str, Any], changes: Mapping[Path, Any]) -> dict[str, Any]:
-    """A copy of `doc` with each path set to its value (DELETE removes it; index len(list) appends)."""
-    out: dict[str, Any] = copy.deepcopy(dict(doc))
-    for path, value in changes.items():
-        parent: Any = out
-        for part in path[:-1]:
-            parent = parent[part]
-        last = path[-1]
-        if value is DELETE:
-            del parent[last]
-        elif isinstance(parent, list) and last == len(parent):
-            parent.append(value)
-        else:
-            parent[last] = value
-    return out
 
 
 def add_requirement(key: str, operator: str, values: list[str] | None = None) -> dict[Path, Any]:
@@ -102,45 +82,8 @@ def set_kubelet(**fields: Any) -> dict[Path, Any]:
     return {(*KUBELET, name): value for name, value in fields.items()}
 
 
-@dataclass(frozen=True)
-class Expect:
-    rule: str
-    path: Path
-    fragment: str
-    severity: str = ERROR
-    at_key: bool = False
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    changes: Mapping[Path, Any]
-    expected: tuple[Expect, ...] = field(default=())
-
-
-def assert_violations(found: Sequence[Violation], expected: Sequence[Expect]) -> None:
-    """`found` is exactly `expected`: same rule, path, severity and at_key, message containing the fragment."""
-    remaining = list(found)
-    for want in expected:
-        match = next(
-            (
-                v for v in remaining
-                if (v.rule, v.path, v.severity, v.at_key) == (want.rule, want.path, want.severity, want.at_key)
-                and want.fragment in v.message
-            ),
-            None,
-        )
-        assert match is not None, f"missing {want}\n  found: {remaining}"
-        remaining.remove(match)
-    assert remaining == [], f"unexpected violations: {remaining}"
-
-
 def run(case: Case) -> None:
     assert_violations(validate_provisioner(apply(BASE, case.changes)), case.expected)
-
-
-def ids(cases: Sequence[Case]) -> list[str]:
-    return [case.id for case in cases]
 
 
 def test_base_provisioner_is_valid() -> None:
