@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from karpenter_policy import __version__
+from karpenter_policy.policy.findings import CommandOutput
 from karpenter_policy.policy.reporters import FORMATS, render
 
 if TYPE_CHECKING:
@@ -44,6 +45,13 @@ class _Group(click.Group):
         except Exception as error:  # the last line of defence: a bug must not become a traceback
             click.echo(f"karpenter-policy: internal error: {type(error).__name__}: {error}", err=True)
             sys.exit(2)
+
+
+def _finish(result: CommandOutput) -> None:
+    """Print a command's report (stdout) and logs (stderr), and exit with its code."""
+    click.echo(result.stderr, nl=False, err=True)
+    click.echo(result.stdout, nl=False)
+    sys.exit(result.exit_code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -127,9 +135,7 @@ def check(
         values_file=values_file,
         workloads=workload_paths or None,
     )
-    click.echo(result.stderr, nl=False, err=True)
-    click.echo(result.stdout, nl=False)
-    sys.exit(result.exit_code)
+    _finish(result)
 
 
 @main.command("compile")
@@ -211,9 +217,7 @@ def compile_(
         report_format=report_format,
         fail_on_warn=fail_on_warn,
     )
-    click.echo(result.stderr, nl=False, err=True)
-    click.echo(result.stdout, nl=False)
-    sys.exit(result.exit_code)
+    _finish(result)
 
 
 @main.command()
@@ -255,9 +259,7 @@ def pin(
     policies = load_policies(policy_paths or DEFAULT_PATHS, solve=not no_prove, catalog=catalog_, values=values)
     prover, notes = schedulability_prover(policies, paths)
     result = pin_command(paths, policies, write=write, output=output, prove=prover, notes=notes)
-    click.echo(result.stderr, nl=False, err=True)
-    click.echo(result.stdout, nl=False)
-    sys.exit(result.exit_code)
+    _finish(result)
 
 
 def _values_and_catalog(
@@ -353,9 +355,7 @@ def diff(
         workload_paths=workload_paths,
         exit_code_on_diff=exit_code_on_diff,
     )
-    click.echo(result.stderr, nl=False, err=True)
-    click.echo(result.stdout, nl=False)
-    sys.exit(result.exit_code)
+    _finish(result)
 
 
 @main.group()

@@ -38,7 +38,7 @@ from karpenter_policy.api.violations import (
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirement
-from karpenter_policy.policy.findings import Finding, Location, Report
+from karpenter_policy.policy.findings import CommandOutput, Finding, Location, Report
 from karpenter_policy.policy.loader import Document, discover
 from karpenter_policy.policy.pinning import check_pinning, collect_pinning
 from karpenter_policy.policy.reporters import render
@@ -189,13 +189,6 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
         seconds=outcome.seconds,
     )
     return findings, result
-
-
-@dataclass(frozen=True, slots=True)
-class CommandOutput:
-    exit_code: int
-    stdout: str
-    stderr: str
 
 
 def check_command(

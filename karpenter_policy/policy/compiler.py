@@ -48,7 +48,7 @@ from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy import manifests
 from karpenter_policy.policy.check import check_paths
-from karpenter_policy.policy.findings import Finding, Report
+from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.loader import Document
 from karpenter_policy.policy.validate import place
 
@@ -352,15 +352,6 @@ def write_output(files: Mapping[str, bytes], out_dir: str) -> None:
 
 
 # --- the command --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CommandOutput:
-    """What the `compile` command prints and its exit code (the CLI only echoes these)."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
 
 
 def _cannot_run(message: str) -> CommandOutput:

@@ -40,7 +40,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.policy.check import CheckedProvisioner, check_paths, node_os
-from karpenter_policy.policy.findings import Report
+from karpenter_policy.policy.findings import CommandOutput, Report
 from karpenter_policy.policy.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
 from karpenter_policy.policy.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 
@@ -817,13 +817,6 @@ def render_diff(result: DiffResult, output: str) -> str:
 
 
 # --- the command --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CommandOutput:
-    exit_code: int
-    stdout: str
-    stderr: str
 
 
 def diff_command(

@@ -78,3 +78,12 @@ class Report:
         if self.errors or (fail_on_warn and self.warnings):
             return 1
         return 0
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOutput:
+    """What a command prints — its report on stdout, logs on stderr — and its exit code; the CLI only echoes it."""
+
+    exit_code: int
+    stdout: str
+    stderr: str

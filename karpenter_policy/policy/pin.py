@@ -35,7 +35,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, PARSE_ERROR, PINNING_CONFLICT
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.findings import Finding, Report
+from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.loader import (
     TEMPLATE_SUFFIX,
     Document,
@@ -569,13 +569,6 @@ def write_atomically(file: str, text: str) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
-
-
-@dataclass(frozen=True, slots=True)
-class CommandOutput:
-    exit_code: int
-    stdout: str
-    stderr: str
 
 
 #: Proves pinned workloads schedulable: (pinned workloads) → findings (`workload-unschedulable`).
