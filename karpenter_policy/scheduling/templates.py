@@ -1,0 +1,165 @@
+"""Node templates: what one provisioner can launch, as the scheduler sees it.
+
+A :class:`NodeTemplate` carries a provisioner's requirements (its labels and `karpenter.sh/provisioner-name`
+folded in, as Karpenter's `NodeClaimTemplate`), taints, limits, weight, node OS and node shapes, and the mask of
+instance types it may launch: those admitted (by `check`'s proof, or by the constraint set's reviewed list), that
+satisfy its requirements and have an offering in its zones and capacity types. Built from a Provisioner (the CI
+checks) or from a compiled ConstraintSet (the controller), so both decide with the same object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.model.resources import parse_quantity
+from karpenter_policy.model.taints import Taint
+from karpenter_policy.scheduling.instances import InstanceTable, NodeShapes, ShapeFunction
+from karpenter_policy.scheduling.shapes import configuration_key, shape_function
+from karpenter_policy.scheduling.vectors import INDEX, ZERO, Vector, amount
+
+
+@dataclass(eq=False)
+class NodeTemplate:
+    """One provisioner, ready to schedule with (see the module docstring)."""
+
+    name: str
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    startup_taints: tuple[Taint, ...]
+    labels: Mapping[str, str]
+    limits: Mapping[str, Decimal]
+    weight: int
+    os: str
+    types: int  # the instance types it may launch (bits of the table)
+    shapes: NodeShapes
+    table: InstanceTable
+    kubelet: Mapping[str, Any] | None = None
+    hash: str = ""  # the constraint set's hash (stamped on nodes: drift)
+    overhead: Vector = ZERO  # the DaemonSet pods its nodes run, set per scheduling run
+    daemon_sets: tuple[str, ...] = ()
+    _zone: Requirement = field(init=False)
+    _capacity_type: Requirement = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._zone = self.requirements.get_or_exists(wk.ZONE)
+        self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
+
+    @property
+    def zone(self) -> Requirement:
+        return self._zone
+
+    @property
+    def capacity_type(self) -> Requirement:
+        return self._capacity_type
+
+    @property
+    def limited(self) -> dict[int, int]:
+        """The limits as vector amounts, by resource index (resources the scheduler does not track are left out)."""
+        return {INDEX[name]: amount(name, value) for name, value in self.limits.items() if name in INDEX}
+
+    @classmethod
+    def build(
+        cls,
+        table: InstanceTable,
+        *,
+        name: str,
+        requirements: Requirements,
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Taint] = (),
+        startup_taints: Iterable[Taint] = (),
+        limits: Mapping[str, Decimal] | None = None,
+        weight: int = 0,
+        kubelet: Mapping[str, Any] | None = None,
+        os: str = "linux",
+        ami_family: str | None = None,
+        root_volume: int | None = None,
+        admitted: Iterable[str] | None = None,
+        hash: str = "",
+        shape: tuple[str, ShapeFunction] | None = None,
+    ) -> NodeTemplate:
+        """A template over `table`; `admitted` restricts the types to those named (default: every type the
+        requirements allow); `shape` replaces the AWS node-shape arithmetic by (a key, a function) — synthetic
+        instance types in tests and benchmarks."""
+        labels = dict(labels or {})
+        full = requirements.add(
+            *(Requirement.new(k, Operator.IN, [v]) for k, v in sorted(labels.items())),
+            Requirement.new(wk.PROVISIONER_NAME, Operator.IN, [name]),
+        )
+        types = table.mask_of(full, os=os)
+        if admitted is not None:
+            types &= table.mask_of_names(admitted)
+        if shape is None:
+            shape = (
+                configuration_key(kubelet, ami_family, root_volume),
+                shape_function(kubelet, ami_family, root_volume),
+            )
+        shapes = table.shapes(shape[0], shape[1])
+        return cls(
+            name=name,
+            requirements=full,
+            taints=tuple(taints),
+            startup_taints=tuple(startup_taints),
+            labels=labels,
+            limits=dict(limits or {}),
+            weight=weight,
+            os=os,
+            types=types,
+            shapes=shapes,
+            table=table,
+            kubelet=kubelet,
+            hash=hash,
+        )
+
+    @classmethod
+    def from_provisioner(
+        cls,
+        table: InstanceTable,
+        provisioner: Provisioner,
+        *,
+        os: str = "linux",
+        admitted: Iterable[str] | None = None,
+        ami_family: str | None = None,
+    ) -> NodeTemplate:
+        return cls.build(
+            table,
+            name=provisioner.name,
+            requirements=provisioner.requirements,
+            labels=provisioner.labels,
+            taints=provisioner.taints,
+            startup_taints=provisioner.startup_taints,
+            limits=provisioner.limits,
+            weight=provisioner.weight,
+            kubelet=provisioner.kubelet,
+            os=os,
+            ami_family=ami_family,
+            admitted=admitted,
+        )
+
+    @classmethod
+    def from_constraint_set(cls, table: InstanceTable, constraint_set: ConstraintSet) -> NodeTemplate:
+        """The template of a compiled set: it launches only the instance types the set admits (what was
+        reviewed), in the offerings the live table has."""
+        spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
+        family = str(spec.get("amiFamily") or "") or None
+        return cls.build(
+            table,
+            name=constraint_set.name,
+            requirements=constraint_set.requirements_model(),
+            labels=constraint_set.labels,
+            taints=constraint_set.taints,
+            startup_taints=constraint_set.startup_taints,
+            limits={k: parse_quantity(v) for k, v in constraint_set.limits.items()},
+            weight=constraint_set.weight,
+            kubelet=constraint_set.kubelet,
+            os="windows" if family and family.startswith("Windows") else "linux",
+            ami_family=family,
+            admitted=[it.name for it in constraint_set.instance_types],
+            hash=constraint_set.hash,
+        )
