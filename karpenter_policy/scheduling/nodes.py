@@ -126,6 +126,7 @@ class NodeClaim:
     options: int
     requests: Vector
     price_cap: float | None = None
+    launchable: int = -1  # cost strategy: the types it may launch (a superset of `options` at creation; -1: those)
     pods: list[Pod] = field(default_factory=list)
     host_ports: list[HostPort] = field(default_factory=list)
     created_for: str = ""

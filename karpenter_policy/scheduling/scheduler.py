@@ -44,6 +44,8 @@ COST = "cost"
 KARPENTER = "karpenter"
 STRATEGIES = (COST, KARPENTER)
 HOSTNAME_PREFIX = "hostname-placeholder-"
+#: How much dearer than a claim's chosen type its fallback instance types may be (cost strategy).
+FALLBACK_PRICE_FACTOR = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,8 +291,9 @@ class _Run:
         """Count the claim against the template's limits at the largest capacity it may launch (Karpenter's
         `subtractMax`)."""
         capacity = claim.template.shapes.capacity
+        may_launch = indices(claim.options if claim.launchable == -1 else claim.launchable | claim.options)
         for r in limits:
-            limits[r] -= max(capacity[i][r] for i in indices(claim.options))
+            limits[r] -= max(capacity[i][r] for i in may_launch)
 
     # --- the cost strategy -------------------------------------------------------------------------------------
 
@@ -327,15 +330,27 @@ class _Run:
         if chosen < 0:
             return
         claim.price_cap = prices[chosen]
-        cap_mask = table.at_most(claim.price_cap, claim.zone, claim.capacity_type)
-        claim.options &= cap_mask  # options only shrink from here: the cap holds for the claim's life
+        # The claim is packed within the cap; at launch it also lists the types up to FALLBACK_PRICE_FACTOR × the
+        # cap that hold its pods, for when the cheapest has no capacity (charged against the limits already).
+        claim.launchable = claim.options & table.at_most(
+            claim.price_cap * FALLBACK_PRICE_FACTOR, claim.zone, claim.capacity_type
+        )
+        claim.options &= table.at_most(claim.price_cap, claim.zone, claim.capacity_type)
 
     # --- the result --------------------------------------------------------------------------------------------
 
     def _finish(self, claim: NodeClaim) -> ClaimPlan:
         template = claim.template
         table = template.table
-        options = tuple(table.ranked(claim.options, claim.zone, claim.capacity_type))
+        mask = claim.options
+        if claim.launchable != -1:
+            mask |= (
+                claim.launchable
+                & table.type_mask(claim.requirements, os=template.os)
+                & table.offering_mask(claim.zone, claim.capacity_type)
+                & template.shapes.fitting(claim.requests)
+            )
+        options = tuple(table.ranked(mask, claim.zone, claim.capacity_type))
         requirements = Requirements(r for k, r in claim.requirements.items() if k != wk.HOSTNAME)
         allocatable = ZERO
         if options:

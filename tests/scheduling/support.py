@@ -1,94 +1,28 @@
-"""Karpenter v0.31's fake cloud provider (`pkg/cloudprovider/fake`), for tests that replay its scheduling tests.
-
-`fake_types()` are `fake.NewCloudProvider().GetInstanceTypes`: default-instance-type (4 cpu, 4Gi, 5 pods),
-small-instance-type (2 cpu, 2Gi), arm-instance-type (16 cpu, 128Gi, arm64), single-pod-instance-type (1 pod), the
-GPU-vendor types; offerings spot in test-zone-1/2, on-demand in test-zone-1/2/3, priced from their resources.
-`shape` gives their capacity and allocatable (capacity less the fake kube-reserved 100m cpu and 10Mi).
-`benchmark_types(n)` are `fake.InstanceTypes(n)`: type i has i+1 cpu, 2(i+1) GiB, 10(i+1) pods.
-"""
+"""Test helpers over Karpenter's fake instance types (`karpenter_policy.scheduling.synthetic`): a template and a
+pod in one call each."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Pod, shape_of
-from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, PODS_I, RESOURCES, Vector
-
-GI = 2**30
-MI = 2**20
-ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
-_OFFERINGS = (
-    ("test-zone-1", "spot"),
-    ("test-zone-2", "spot"),
-    ("test-zone-1", "on-demand"),
-    ("test-zone-2", "on-demand"),
-    ("test-zone-3", "on-demand"),
+from karpenter_policy.scheduling.synthetic import (  # noqa: F401 - re-exported for the tests
+    GI,
+    MI,
+    SHAPE,
+    ZONES,
+    benchmark_types,
+    fake_type,
+    fake_types,
 )
-_PODS: dict[str, int] = {}
-
-
-def _price(cpu: int, memory_gib: float, gpus: int = 0) -> float:
-    return 0.1 * cpu + 0.1 * memory_gib * GI / 1e9 + gpus
-
-
-def fake_type(
-    name: str,
-    cpu: int = 4,
-    memory_gib: float = 4,
-    pods: int = 5,
-    arch: str = "amd64",
-    gpus: int = 0,
-    offerings: Sequence[tuple[str, str]] = _OFFERINGS,
-) -> InstanceType:
-    price = _price(cpu, memory_gib, gpus)
-    _PODS[name] = pods
-    return InstanceType(
-        name,
-        cpu,
-        int(memory_gib * 1024),
-        (arch,),
-        gpu_count=gpus,
-        gpu_manufacturer="nvidia" if gpus else "",
-        offerings=tuple(Offering(z, c, price) for z, c in offerings),
-    )
-
-
-def fake_types() -> list[InstanceType]:
-    return [
-        fake_type("default-instance-type"),
-        fake_type("small-instance-type", cpu=2, memory_gib=2),
-        fake_type("gpu-vendor-instance-type", gpus=2),
-        fake_type("arm-instance-type", cpu=16, memory_gib=128, arch="arm64"),
-        fake_type("single-pod-instance-type", pods=1),
-    ]
-
-
-def benchmark_types(count: int) -> list[InstanceType]:
-    return [fake_type(f"fake-it-{i}", cpu=i + 1, memory_gib=2 * (i + 1), pods=10 * (i + 1)) for i in range(count)]
-
-
-def shape(it: InstanceType) -> tuple[Vector, Vector]:
-    capacity = [0] * len(RESOURCES)
-    capacity[CPU_I] = it.vcpu * 1000
-    capacity[MEMORY_I] = it.memory_mib * MI
-    capacity[PODS_I] = _PODS.get(it.name, 5)
-    if it.gpu_count:
-        capacity[RESOURCES.index("nvidia.com/gpu")] = it.gpu_count
-    allocatable = list(capacity)
-    allocatable[CPU_I] -= 100
-    allocatable[MEMORY_I] -= 10 * MI
-    return tuple(capacity), tuple(allocatable)
 
 
 def template(
     table: InstanceTable, name: str = "default", requirements: Requirements | None = None, **options: Any
 ) -> NodeTemplate:
-    return NodeTemplate.build(
-        table, name=name, requirements=requirements or Requirements(), shape=("karpenter-fake", shape), **options
-    )
+    return NodeTemplate.build(table, name=name, requirements=requirements or Requirements(), shape=SHAPE, **options)
 
 
 def pod(
