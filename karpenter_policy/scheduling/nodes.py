@@ -127,6 +127,8 @@ class NodeClaim:
     requests: Vector
     price_cap: float | None = None
     launchable: int = -1  # cost strategy: the types it may launch (a superset of `options` at creation; -1: those)
+    uncapped: int = 0  # cost strategy: its options before the price cap
+    charged: dict[int, int] = field(default_factory=dict)  # what it counts against its template's limits
     pods: list[Pod] = field(default_factory=list)
     host_ports: list[HostPort] = field(default_factory=list)
     created_for: str = ""

@@ -48,3 +48,34 @@ def balanced_order(pods: Sequence[Pod]) -> list[Pod]:
         if cursor[best] == len(groups[best]):
             live.remove(best)
     return order
+
+
+def follow_dependencies(order: Sequence[Pod], stuck: Sequence[Pod]) -> list[Pod]:
+    """`order` with each stuck pod that has required pod affinity moved right behind the first pod its terms
+    select (so that it lands on that pod's node while the node still has room); other pods keep their places."""
+    moving = {pod.key: pod for pod in stuck if any(t.required for t in pod.shape.topology.affinity)}
+    if not moving:
+        return list(order)
+    behind: dict[str, list[Pod]] = {}
+    kept: list[Pod] = []
+    for pod in order:
+        if pod.key in moving:
+            continue
+        kept.append(pod)
+    for pod in moving.values():
+        terms = [t for t in pod.shape.topology.affinity if t.required]
+        anchor = next(
+            (
+                other
+                for other in kept
+                if all(t.selector.matches(other.labels) and other.namespace in t.namespaces.names for t in terms)
+            ),
+            None,
+        )
+        behind.setdefault(anchor.key if anchor is not None else "", []).append(pod)
+    result: list[Pod] = []
+    for pod in kept:
+        result.append(pod)
+        result.extend(behind.get(pod.key, ()))
+    result.extend(behind.get("", ()))
+    return result

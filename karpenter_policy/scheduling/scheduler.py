@@ -32,7 +32,7 @@ from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.instances import indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, NodeClaim
-from karpenter_policy.scheduling.packing import balanced_order
+from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal
@@ -46,6 +46,8 @@ STRATEGIES = (COST, KARPENTER)
 HOSTNAME_PREFIX = "hostname-placeholder-"
 #: How much dearer than a claim's chosen type its fallback instance types may be (cost strategy).
 FALLBACK_PRICE_FACTOR = 1.5
+#: Packing runs that move pods left pending next to the pods they depend on (cost strategy).
+REPAIRS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +142,24 @@ class Scheduler:
     def solve(self, pods: Sequence[Pod]) -> Plan:
         """Place `pods` (not DaemonSet pods: they only add overhead)."""
         pending = sorted((p for p in pods if not p.daemon), key=queue_order)
-        plan = _Run(self, pending).solve()
-        if self.options.strategy == COST and len(pending) > 1:
-            balanced = _Run(self, balanced_order(pending)).solve()
-            if (len(balanced.failures), balanced.cost) < (len(plan.failures), plan.cost):
-                plan = balanced
+        if self.options.strategy == KARPENTER or len(pending) < 2:
+            return _Run(self, pending).solve()
+        # The cost strategy packs in the balanced order; a pod that then fits nowhere (affinity to pods whose
+        # node filled up) is moved next to the pods it follows and the packing redone; if pods are still left,
+        # the queue order gets its chance too. The plan that leaves fewest pods pending, then the cheapest, wins.
+        order = balanced_order(pending)
+        plan = _Run(self, order).solve()
+        for _ in range(REPAIRS):
+            if not plan.failures:
+                return plan
+            order = follow_dependencies(order, [f.pod for f in plan.failures.values()])
+            repaired = _Run(self, order).solve()
+            if (len(repaired.failures), repaired.cost) < (len(plan.failures), plan.cost):
+                plan = repaired
+        if plan.failures:
+            queued = _Run(self, pending).solve()
+            if (len(queued.failures), queued.cost) < (len(plan.failures), plan.cost):
+                plan = queued
         return plan
 
 
@@ -240,7 +255,39 @@ class _Run:
                 if claim.try_add(pod, attempt, self.topology) is None:
                     self._maybe_close(claim)
                     return None
-        return self._new_claim(pod, attempt)
+        errors = self._new_claim(pod, attempt)
+        if errors is not None and self.s.options.strategy == COST and self._beyond_caps(pod, attempt):
+            return None
+        return errors
+
+    def _beyond_caps(self, pod: Pod, attempt: Attempt) -> bool:
+        """A pod no claim and no template takes within the price caps may still fit a claim grown past its cap
+        (a pod with affinity to pods on a full claim): the caps are a packing preference, never a reason to
+        leave a pod pending. Tried on every capped claim, in creation order."""
+        for claim in self.claims:
+            if claim.price_cap is None:
+                continue
+            template = claim.template
+            limits = self.remaining[template.name]
+            table = template.table
+            widened = (
+                claim.uncapped
+                & table.type_mask(claim.requirements, os=template.os)
+                & table.offering_mask(claim.zone, claim.capacity_type)
+                & template.shapes.fitting(claim.requests)
+            )
+            if limits:  # no further than the limits allow, counting what the claim is already charged
+                widened &= template.shapes.capacity_within({r: limits[r] + claim.charged.get(r, 0) for r in limits})
+            if not widened & ~claim.options:
+                continue
+            before = (claim.options, claim.launchable, claim.price_cap)
+            claim.options, claim.launchable, claim.price_cap = widened, -1, None
+            if claim.try_add(pod, attempt, self.topology) is None:
+                if limits:
+                    self._charge(limits, claim)
+                return True
+            claim.options, claim.launchable, claim.price_cap = before
+        return False
 
     def _maybe_close(self, claim: NodeClaim) -> None:
         """Stop offering a claim that cannot take even the smallest pod of the run any more."""
@@ -289,11 +336,13 @@ class _Run:
 
     def _charge(self, limits: dict[int, int], claim: NodeClaim) -> None:
         """Count the claim against the template's limits at the largest capacity it may launch (Karpenter's
-        `subtractMax`)."""
+        `subtractMax`); a claim charged before is charged the difference."""
         capacity = claim.template.shapes.capacity
         may_launch = indices(claim.options if claim.launchable == -1 else claim.launchable | claim.options)
         for r in limits:
-            limits[r] -= max(capacity[i][r] for i in may_launch)
+            largest = max(capacity[i][r] for i in may_launch)
+            limits[r] -= largest - claim.charged.get(r, 0)
+            claim.charged[r] = max(largest, claim.charged.get(r, 0))
 
     # --- the cost strategy -------------------------------------------------------------------------------------
 
@@ -330,6 +379,7 @@ class _Run:
         if chosen < 0:
             return
         claim.price_cap = prices[chosen]
+        claim.uncapped = claim.options
         # The claim is packed within the cap; at launch it also lists the types up to FALLBACK_PRICE_FACTOR × the
         # cap that hold its pods, for when the cheapest has no capacity (charged against the limits already).
         claim.launchable = claim.options & table.at_most(
