@@ -83,6 +83,20 @@ class NodeShapes:
         j = bisect.bisect_left(values, amount)
         return masks[j] if j < len(values) else 0
 
+    def most(self, resource: int, mask: int) -> int:
+        """The largest allocatable amount of `resource` among the types of `mask` (-1 for an empty mask)."""
+        values, masks = self._at_least[resource]
+        if not mask or not values or not masks[0] & mask:
+            return -1
+        low, high = 0, len(values) - 1  # the last j whose "at least values[j]" mask meets `mask`
+        while low < high:
+            middle = (low + high + 1) // 2
+            if masks[middle] & mask:
+                low = middle
+            else:
+                high = middle - 1
+        return values[low]
+
     def fitting(self, requests: Vector) -> int:
         """The types whose allocatable has room for `requests` on every resource."""
         cached = self._fit_cache.get(requests)
@@ -158,6 +172,7 @@ class InstanceTable:
         self._requirement_masks: dict[Requirement, int] = {}
         self._offering_masks: dict[tuple[Requirement, Requirement], int] = {}
         self._ranked: dict[tuple[frozenset[int], frozenset[int]], _Ranked] = {}
+        self._ranked_by_requirement: dict[tuple[Requirement, Requirement], _Ranked] = {}
         self._shapes: dict[object, NodeShapes] = {}
         self._names: dict[int, tuple[str, ...]] = {}
 
@@ -257,6 +272,12 @@ class InstanceTable:
         return found
 
     def _rank(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
+        cached = self._ranked_by_requirement.get((zone, capacity_type))
+        if cached is None:
+            cached = self._ranked_by_requirement[(zone, capacity_type)] = self._rank_sets(zone, capacity_type)
+        return cached
+
+    def _rank_sets(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
         zones = frozenset(j for j, name in enumerate(self.zones) if zone.has(name))
         capacities = frozenset(j for j, name in enumerate(self.capacity_types) if capacity_type.has(name))
         found = self._ranked.get((zones, capacities))

@@ -26,7 +26,7 @@ from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, untolerated_text
 from karpenter_policy.scheduling.templates import NodeTemplate
 from karpenter_policy.scheduling.topology import Topology, TopologyError
-from karpenter_policy.scheduling.vectors import Vector, add, fits
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
 
 ALLOW_WELL_KNOWN: frozenset[str] = wk.WELL_KNOWN_LABELS
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
@@ -135,6 +135,7 @@ class NodeClaim:
 
     def __post_init__(self) -> None:
         self._compatible: dict[int, list[str]] = {}
+        self._room: tuple[int, int] | None = None  # the most cpu and memory any option has (a quick reject)
         self._zone = self.requirements.get_or_exists(wk.ZONE)
         self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
 
@@ -142,6 +143,10 @@ class NodeClaim:
     def new(cls, template: NodeTemplate, hostname: str, options: int) -> NodeClaim:
         requirements = template.requirements.add(Requirement.new(wk.HOSTNAME, Operator.IN, [hostname]))
         return cls(template, hostname, requirements, options, template.overhead)
+
+    def set_options(self, options: int) -> None:
+        self.options = options
+        self._room = None
 
     @property
     def zone(self) -> Requirement:
@@ -153,6 +158,14 @@ class NodeClaim:
 
     def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> Refusal | None:
         """Place the pod on this claim (None), or say why not."""
+        fit = self.check(pod, attempt, topology)
+        if isinstance(fit, Refusal):
+            return fit
+        self.commit(fit, topology)
+        return None
+
+    def check(self, pod: Pod, attempt: Attempt, topology: Topology) -> Fit | Refusal:
+        """Whether the pod may join, and what the claim becomes if it does; changes nothing."""
         template = self.template
         if template.taints and untolerated(template.taints, attempt.tolerations):
             return Refusal("taint", lambda: untolerated_text(template.taints, attempt.tolerations))
@@ -162,6 +175,13 @@ class NodeClaim:
         if pod.shape.extended:
             names = ", ".join(sorted(pod.shape.extended))
             return Refusal("resources", f"no instance type offers {names}")
+        room = self._room
+        if room is None:
+            shapes = template.shapes
+            room = self._room = (shapes.most(CPU_I, self.options), shapes.most(MEMORY_I, self.options))
+        requested = pod.requests
+        if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
+            return Refusal("resources", "no instance type has room for the pods together")
         key = id(attempt)
         errors = self._compatible.get(key)
         if errors is None:
@@ -191,13 +211,30 @@ class NodeClaim:
         mask &= template.shapes.fitting(requests)
         if not mask:
             return Refusal("resources", "no instance type has room for the pods together")
-        self.pods.append(pod)
-        self.requests = requests
-        self.options = mask
-        if merged is not self.requirements and merged != self.requirements:
-            self.requirements = merged
+        return Fit(pod, merged, mask, requests, zone, capacity_type)
+
+    def commit(self, fit: Fit, topology: Topology) -> None:
+        """Add the pod as `check` found it may join."""
+        self.pods.append(fit.pod)
+        self.requests = fit.requests
+        if fit.options != self.options:
+            self.options = fit.options
+            self._room = None
+        if fit.requirements is not self.requirements and fit.requirements != self.requirements:
+            self.requirements = fit.requirements
             self._compatible.clear()
-            self._zone, self._capacity_type = zone, capacity_type
-        topology.record(pod, merged, ALLOW_WELL_KNOWN)
-        self.host_ports.extend(ports)
-        return None
+            self._zone, self._capacity_type = fit.zone, fit.capacity_type
+        topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN)
+        self.host_ports.extend(fit.pod.shape.host_ports)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """What a claim becomes with one more pod (from `NodeClaim.check`)."""
+
+    pod: Pod
+    requirements: Requirements
+    options: int
+    requests: Vector
+    zone: Requirement
+    capacity_type: Requirement

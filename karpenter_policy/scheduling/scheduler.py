@@ -31,11 +31,11 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.instances import indices
-from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, NodeClaim
+from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
-from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal
+from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
 from karpenter_policy.scheduling.templates import NodeTemplate
 from karpenter_policy.scheduling.topology import ClusterPod, Topology
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
@@ -46,6 +46,8 @@ STRATEGIES = (COST, KARPENTER)
 HOSTNAME_PREFIX = "hostname-placeholder-"
 #: How much dearer than a claim's chosen type its fallback instance types may be (cost strategy).
 FALLBACK_PRICE_FACTOR = 1.5
+#: How many claims that could take a pod the cost strategy compares (the first ones, in creation order).
+BEST_FIT_CANDIDATES = 5
 #: Packing runs that move pods left pending next to the pods they depend on (cost strategy).
 REPAIRS = 2
 
@@ -250,15 +252,42 @@ class _Run:
             for claim in self.claims:
                 if claim.try_add(pod, attempt, self.topology) is None:
                     return None
-        else:
-            for claim in self.open:
-                if claim.try_add(pod, attempt, self.topology) is None:
-                    self._maybe_close(claim)
-                    return None
+        elif self._best_fit(pod, attempt):
+            return None
         errors = self._new_claim(pod, attempt)
         if errors is not None and self.s.options.strategy == COST and self._beyond_caps(pod, attempt):
             return None
         return errors
+
+    def _best_fit(self, pod: Pod, attempt: Attempt) -> bool:
+        """A pod nothing else depends on joins the open claim it leaves most evenly used (cpu against memory, at
+        the type the claim would launch then); ties go to the claim made first."""
+        best: tuple[float, int] | None = None
+        chosen: tuple[NodeClaim, Fit] | None = None
+        feasible = 0
+        for position, claim in enumerate(self.open):
+            if feasible == BEST_FIT_CANDIDATES:
+                break
+            fit = claim.check(pod, attempt, self.topology)
+            if isinstance(fit, Refusal):
+                continue
+            feasible += 1
+            template = claim.template
+            launch = template.table.cheapest(fit.options, fit.zone, fit.capacity_type)
+            if launch is None:
+                continue
+            allocatable = template.shapes.allocatable[template.table.position[launch.instance_type]]
+            cpu = fit.requests[CPU_I] / allocatable[CPU_I] if allocatable[CPU_I] else 0.0
+            memory = fit.requests[MEMORY_I] / allocatable[MEMORY_I] if allocatable[MEMORY_I] else 0.0
+            score = (abs(cpu - memory), position)
+            if best is None or score < best:
+                best, chosen = score, (claim, fit)
+        if chosen is None:
+            return False
+        claim, fit = chosen
+        claim.commit(fit, self.topology)
+        self._maybe_close(claim)
+        return True
 
     def _beyond_caps(self, pod: Pod, attempt: Attempt) -> bool:
         """A pod no claim and no template takes within the price caps may still fit a claim grown past its cap
@@ -281,12 +310,14 @@ class _Run:
             if not widened & ~claim.options:
                 continue
             before = (claim.options, claim.launchable, claim.price_cap)
-            claim.options, claim.launchable, claim.price_cap = widened, -1, None
+            claim.set_options(widened)
+            claim.launchable, claim.price_cap = -1, None
             if claim.try_add(pod, attempt, self.topology) is None:
                 if limits:
                     self._charge(limits, claim)
                 return True
-            claim.options, claim.launchable, claim.price_cap = before
+            claim.set_options(before[0])
+            claim.launchable, claim.price_cap = before[1], before[2]
         return False
 
     def _maybe_close(self, claim: NodeClaim) -> None:
@@ -300,6 +331,13 @@ class _Run:
         for template in self.s.templates:
             if not template.types:
                 errors[template.name] = Refusal("unavailable", "its requirements admit no instance type")
+                continue
+            if template.taints and untolerated(template.taints, attempt.tolerations):  # reported before limits:
+                errors[template.name] = Refusal("taint", untolerated_text(template.taints, attempt.tolerations))
+                continue  # (the more lasting reason; the decision is the same)
+            incompatible = template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN)
+            if incompatible:
+                errors[template.name] = Refusal("requirements", " and ".join(incompatible))
                 continue
             limits = self.remaining[template.name]
             within = template.shapes.capacity_within(limits) if limits else template.table.everything
@@ -385,7 +423,7 @@ class _Run:
         claim.launchable = claim.options & table.at_most(
             claim.price_cap * FALLBACK_PRICE_FACTOR, claim.zone, claim.capacity_type
         )
-        claim.options &= table.at_most(claim.price_cap, claim.zone, claim.capacity_type)
+        claim.set_options(claim.options & table.at_most(claim.price_cap, claim.zone, claim.capacity_type))
 
     # --- the result --------------------------------------------------------------------------------------------
 

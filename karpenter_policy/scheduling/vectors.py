@@ -10,6 +10,7 @@ type offers them, only an existing node whose allocatable lists them.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 
@@ -74,7 +75,8 @@ def to_vector(resources: Mapping[str, Decimal]) -> tuple[Vector, dict[str, int]]
 
 
 def add(a: Vector, b: Vector) -> Vector:
-    return tuple(min(x + y, CAP) for x, y in zip(a, b, strict=True))
+    """The element-wise sum (amounts are at most CAP each: sums of any realistic count stay exact and small)."""
+    return tuple(map(operator.add, a, b))
 
 
 def subtract(a: Vector, b: Vector) -> Vector:
