@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.requirements import Operator, Requirements
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.instances import indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
@@ -438,7 +438,13 @@ class _Run:
                 & table.offering_mask(claim.zone, claim.capacity_type)
                 & template.shapes.fitting(claim.requests)
             )
-        options = tuple(table.ranked(mask, claim.zone, claim.capacity_type))
+        capacity_type = claim.capacity_type
+        if capacity_type.has(wk.CAPACITY_SPOT) and capacity_type.has(wk.CAPACITY_ON_DEMAND):
+            # Karpenter launches spot whenever the requirements allow it and an option is offered as spot
+            spot = Requirement.new(wk.CAPACITY_TYPE, Operator.IN, [wk.CAPACITY_SPOT])
+            if mask & table.offering_mask(claim.zone, spot):
+                capacity_type = spot
+        options = tuple(table.ranked(mask, claim.zone, capacity_type))
         requirements = Requirements(r for k, r in claim.requirements.items() if k != wk.HOSTNAME)
         allocatable = ZERO
         if options:
