@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
-from karpenter_policy.scheduling.instances import indices
+from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
@@ -163,6 +164,57 @@ class Scheduler:
             if (len(queued.failures), queued.cost) < (len(plan.failures), plan.cost):
                 plan = queued
         return plan
+
+
+def fresh_claim(
+    template: NodeTemplate,
+    pod: Pod,
+    attempt: Attempt,
+    topology: Topology,
+    limits: Mapping[int, int],
+    initial_limits: Mapping[int, int],
+    number: int,
+) -> NodeClaim | Refusal:
+    """A new claim of `template` holding `pod`, or why the template cannot launch a node for it — checked in
+    Karpenter's order (taints and requirements reported first, as the more lasting reasons): the template admits
+    no type, taints, requirements, `limits` (what is left of them), then topology, instance types and resources
+    on the claim (the last two explained by a deletion-minimal set of requirements). `initial_limits` tells "the
+    limits exclude every type" from "the nodes planned before used them up"."""
+    if not template.types:
+        return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
+    if template.taints and untolerated(template.taints, attempt.tolerations):
+        return Refusal("taint", untolerated_text(template.taints, attempt.tolerations))
+    incompatible = template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN)
+    if incompatible:
+        return Refusal("requirements", " and ".join(incompatible))
+    within = template.shapes.capacity_within(limits) if limits else template.table.everything
+    options = template.types & within
+    if not options:
+        if template.types & template.shapes.capacity_within(initial_limits):
+            return Refusal("limits", f"the nodes planned before use up its {limits_text(template, short=True)}")
+        return Refusal("limits", limits_text(template))
+    claim = NodeClaim.new(template, f"{HOSTNAME_PREFIX}{number:04d}", options)
+    refusal = claim.try_add(pod, attempt, topology)
+    if refusal is None:
+        claim.created_for = pod.key
+        return claim
+    if refusal.kind in ("instance-types", "resources") and not pod.shape.extended:
+        requests = None if refusal.kind == "instance-types" else add(template.overhead, pod.requests)
+        pod_requirements = claim.requirements.intersection(attempt.requirements)
+        return no_type_refusal(template, pod_requirements, requests, within)
+    return refusal
+
+
+def launch_options(
+    table: InstanceTable, mask: int, zone: Requirement, capacity_type: Requirement
+) -> tuple[ChosenOffering, ...]:
+    """The types of `mask` with their cheapest allowed offering, cheapest first — on spot whenever the
+    requirements allow spot and some type is offered as spot (Karpenter's rule), else on-demand."""
+    if capacity_type.has(wk.CAPACITY_SPOT) and capacity_type.has(wk.CAPACITY_ON_DEMAND):
+        spot = Requirement.new(wk.CAPACITY_TYPE, Operator.IN, [wk.CAPACITY_SPOT])
+        if mask & table.offering_mask(zone, spot):
+            capacity_type = spot
+    return tuple(table.ranked(mask, zone, capacity_type))
 
 
 class _Run:
@@ -329,33 +381,14 @@ class _Run:
     def _new_claim(self, pod: Pod, attempt: Attempt) -> dict[str, Refusal] | None:
         errors: dict[str, Refusal] = {}
         for template in self.s.templates:
-            if not template.types:
-                errors[template.name] = Refusal("unavailable", "its requirements admit no instance type")
-                continue
-            if template.taints and untolerated(template.taints, attempt.tolerations):  # reported before limits:
-                errors[template.name] = Refusal("taint", untolerated_text(template.taints, attempt.tolerations))
-                continue  # (the more lasting reason; the decision is the same)
-            incompatible = template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN)
-            if incompatible:
-                errors[template.name] = Refusal("requirements", " and ".join(incompatible))
-                continue
-            limits = self.remaining[template.name]
-            within = template.shapes.capacity_within(limits) if limits else template.table.everything
-            options = template.types & within
-            if not options:
-                errors[template.name] = Refusal("limits", self._limits_reason(template))
-                continue
             self._hostnames += 1
-            claim = NodeClaim.new(template, f"{HOSTNAME_PREFIX}{self._hostnames:04d}", options)
-            refusal = claim.try_add(pod, attempt, self.topology)
-            if refusal is not None:
-                if refusal.kind in ("instance-types", "resources") and not pod.shape.extended:
-                    requests = None if refusal.kind == "instance-types" else add(template.overhead, pod.requests)
-                    pod_requirements = claim.requirements.intersection(attempt.requirements)
-                    refusal = no_type_refusal(template, pod_requirements, requests, within)
-                errors[template.name] = refusal
+            limits = self.remaining[template.name]
+            claim = fresh_claim(
+                template, pod, attempt, self.topology, limits, self.s.remaining[template.name], self._hostnames
+            )
+            if isinstance(claim, Refusal):
+                errors[template.name] = claim
                 continue
-            claim.created_for = pod.key
             if self.s.options.strategy == COST:
                 self._cap(claim, pod)
                 self.open.append(claim)
@@ -365,12 +398,6 @@ class _Run:
                 self._charge(limits, claim)
             return None
         return errors
-
-    def _limits_reason(self, template: NodeTemplate) -> str:
-        initial = self.s.remaining[template.name]
-        if template.shapes.capacity_within(initial) & template.types:
-            return f"the nodes planned before use up its {limits_text(template, short=True)}"
-        return limits_text(template)
 
     def _charge(self, limits: dict[int, int], claim: NodeClaim) -> None:
         """Count the claim against the template's limits at the largest capacity it may launch (Karpenter's
@@ -438,13 +465,7 @@ class _Run:
                 & table.offering_mask(claim.zone, claim.capacity_type)
                 & template.shapes.fitting(claim.requests)
             )
-        capacity_type = claim.capacity_type
-        if capacity_type.has(wk.CAPACITY_SPOT) and capacity_type.has(wk.CAPACITY_ON_DEMAND):
-            # Karpenter launches spot whenever the requirements allow it and an option is offered as spot
-            spot = Requirement.new(wk.CAPACITY_TYPE, Operator.IN, [wk.CAPACITY_SPOT])
-            if mask & table.offering_mask(claim.zone, spot):
-                capacity_type = spot
-        options = tuple(table.ranked(mask, claim.zone, capacity_type))
+        options = launch_options(table, mask, claim.zone, claim.capacity_type)
         requirements = Requirements(r for k, r in claim.requirements.items() if k != wk.HOSTNAME)
         allocatable = ZERO
         if options:

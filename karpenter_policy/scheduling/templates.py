@@ -42,6 +42,7 @@ class NodeTemplate:
     table: InstanceTable
     kubelet: Mapping[str, Any] | None = None
     hash: str = ""  # the constraint set's hash (stamped on nodes: drift)
+    unavailable: str = ""  # why it admits no type, when the caller knows better (e.g. the solver timed out)
     overhead: Vector = ZERO  # the DaemonSet pods its nodes run, set per scheduling run
     daemon_sets: tuple[str, ...] = ()
     _zone: Requirement = field(init=False)
