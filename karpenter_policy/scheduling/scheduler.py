@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
-from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies
