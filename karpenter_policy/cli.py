@@ -172,6 +172,12 @@ def check(
     show_default=True,
     help="Report format (stdout with -o DIR, stderr with -o -).",
 )
+@click.option(
+    "--policy-version",
+    metavar="VERSION",
+    help="Version of the constraint sets whose Provisioner has no karpenter-policy/version annotation (default: "
+    "`git describe --always --dirty` of the repository holding PATHS, else 'unversioned'); git is not run then.",
+)
 @_fail_on_warn_option
 def compile_(
     paths: tuple[str, ...],
@@ -185,12 +191,14 @@ def compile_(
     default_instance_profile: str | None,
     node_role: str | None,
     report_format: str,
+    policy_version: str | None,
     fail_on_warn: bool,
 ) -> None:
-    """Check, then write constraint sets and manifests to DIR atomically, or stream the manifests with -o -.
+    """Check, then write constraint sets and manifests into DIR, or stream the manifests with -o -.
 
     PATHS are files or directories (*.yaml, *.yml, *.yaml.j2); default: policies/. Nothing is written when any
-    error is found; with -o - stdout then stays empty and the report goes to stderr.
+    error is found; with -o - stdout then stays empty and the report goes to stderr. In DIR, only files compile
+    wrote there before are replaced or removed (listed in DIR/.karpenter-policy-output); others are left alone.
     """
     from karpenter_policy.policy.compiler import compile_command
     from karpenter_policy.policy.manifests import invalid_name
@@ -203,6 +211,8 @@ def compile_(
     ):
         if problem := invalid_name(value, is_namespace):
             raise click.BadParameter(problem, param_hint=hint)
+    if policy_version is not None and not (policy_version.strip() and policy_version.isprintable()):
+        raise click.BadParameter("give a non-empty version of printable characters", param_hint="--policy-version")
     result = compile_command(
         paths or DEFAULT_PATHS,
         out,
@@ -216,6 +226,7 @@ def compile_(
         node_role=node_role,
         report_format=report_format,
         fail_on_warn=fail_on_warn,
+        policy_version=policy_version,
     )
     _finish(result)
 
