@@ -25,7 +25,6 @@ anything differs); 2 when it cannot run (an unknown revision, a path on neither 
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import shutil
@@ -44,6 +43,7 @@ from karpenter_policy.policy.check import CheckedProvisioner, check_paths, node_
 from karpenter_policy.policy.findings import CommandOutput, Report
 from karpenter_policy.policy.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.policy.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.reporters import json_text
 from karpenter_policy.policy.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 
 __all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
@@ -755,7 +755,7 @@ def render_json(result: DiffResult) -> str:
             "head_errors": result.head.report.errors,
         },
     }
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(document)
 
 
 def _md(text: str) -> str:
