@@ -121,12 +121,6 @@ def _input_base(paths: Sequence[str]) -> str:
         return os.getcwd()
 
 
-def source_repository(paths: Sequence[str]) -> Repository | None:
-    """The git repository of the policies: the one holding the common directory of `paths` (found without git;
-    a repository-shaped folder inside the tree is never taken, see `gitrepo`)."""
-    return find_repository(_input_base(paths))
-
-
 def repository_version(repository: Repository | None) -> tuple[str, str | None]:
     """The version of sets without the `karpenter-policy/version` annotation: `git describe --always --dirty` of
     `repository`, else "unversioned" — with a note saying why, when a repository is there but git failed."""
@@ -205,6 +199,8 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
         return result
 
     base = _input_base(paths)
+    # the repository of the policies, determined once from the common directory of PATHS and found without git:
+    # a repository-shaped folder inside the tree is never taken (see `gitrepo`)
     repository = find_repository(base)
     typed = {name: Provisioner.from_document(provisioners[name].data) for name in sorted(provisioners)}
     fallback_version = options.policy_version
