@@ -1,19 +1,26 @@
 """`karpenter-policy` command line: parses flags, calls the policy package, maps results to exit codes.
 
 Exit codes (DESIGN.md §3): 0 no errors; 1 findings of severity error (warnings too with --fail-on-warn);
-2 usage error or the tool could not run (a missing or unreadable path, a bad flag).
+2 usage error or the tool could not run (a missing or unreadable path, a bad flag). When the reader of the output
+goes away (`| head`, `| true`), the process ends quietly as Unix tools do: killed by SIGPIPE (shell status 141).
+
+Reports and logs are written as UTF-8 whatever the locale, with the undecodable bytes of file names escaped
+(`reporters.displayable`), so that JSON, SARIF and JUnit output stay valid.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
 from karpenter_policy import __version__
 from karpenter_policy.policy.findings import CommandOutput
-from karpenter_policy.policy.reporters import FORMATS, render
+from karpenter_policy.policy.reporters import FORMATS, displayable, render
 
 if TYPE_CHECKING:
     from karpenter_policy.catalog import Catalog
@@ -39,6 +46,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
+        except BrokenPipeError:
+            _end_on_closed_pipe()
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
@@ -47,10 +56,38 @@ class _Group(click.Group):
             sys.exit(2)
 
 
-def _finish(result: CommandOutput) -> None:
+def _end_on_closed_pipe() -> NoReturn:
+    """The reader of stdout (or stderr) went away: end without a word, killed by SIGPIPE as Unix tools are."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            os.dup2(devnull, stream.fileno())  # so that the interpreter's last flush does not fail again
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + 13)  # no SIGPIPE (Windows): the status a shell shows for it
+
+
+def _write(stream: TextIO | None, text: str) -> None:
+    """`text` as UTF-8, undecodable file-name bytes escaped; raises BrokenPipeError when the reader is gone."""
+    if not text or stream is None:
+        return
+    buffer = getattr(stream, "buffer", None)
+    stream.flush()
+    if buffer is None:
+        stream.write(displayable(text))
+    else:
+        buffer.write(displayable(text).encode("utf-8"))
+        buffer.flush()
+
+
+def _finish(result: CommandOutput) -> NoReturn:
     """Print a command's report (stdout) and logs (stderr), and exit with its code."""
-    click.echo(result.stderr, nl=False, err=True)
-    click.echo(result.stdout, nl=False)
+    try:
+        _write(sys.stderr, result.stderr)
+        _write(sys.stdout, result.stdout)
+    except BrokenPipeError:
+        _end_on_closed_pipe()
     sys.exit(result.exit_code)
 
 
@@ -79,8 +116,7 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
         click.echo(f"karpenter-policy validate: {error}", err=True)
         sys.exit(2)
     report = validate_paths(paths or DEFAULT_PATHS, values=values)
-    click.echo(render(report, output), nl=False)
-    sys.exit(report.exit_code(fail_on_warn))
+    _finish(CommandOutput(report.exit_code(fail_on_warn), render(report, output), ""))
 
 
 @main.command()
@@ -172,6 +208,12 @@ def check(
     show_default=True,
     help="Report format (stdout with -o DIR, stderr with -o -).",
 )
+@click.option(
+    "--policy-version",
+    metavar="VERSION",
+    help="Version of the constraint sets whose Provisioner has no karpenter-policy/version annotation (default: "
+    "`git describe --always --dirty` of the repository holding PATHS, else 'unversioned'); git is not run then.",
+)
 @_fail_on_warn_option
 def compile_(
     paths: tuple[str, ...],
@@ -185,12 +227,14 @@ def compile_(
     default_instance_profile: str | None,
     node_role: str | None,
     report_format: str,
+    policy_version: str | None,
     fail_on_warn: bool,
 ) -> None:
-    """Check, then write constraint sets and manifests to DIR atomically, or stream the manifests with -o -.
+    """Check, then write constraint sets and manifests into DIR, or stream the manifests with -o -.
 
     PATHS are files or directories (*.yaml, *.yml, *.yaml.j2); default: policies/. Nothing is written when any
-    error is found; with -o - stdout then stays empty and the report goes to stderr.
+    error is found; with -o - stdout then stays empty and the report goes to stderr. In DIR, only files compile
+    wrote there before are replaced or removed (listed in DIR/.karpenter-policy-output); others are left alone.
     """
     from karpenter_policy.policy.compiler import compile_command
     from karpenter_policy.policy.manifests import invalid_name
@@ -203,6 +247,8 @@ def compile_(
     ):
         if problem := invalid_name(value, is_namespace):
             raise click.BadParameter(problem, param_hint=hint)
+    if policy_version is not None and not (policy_version.strip() and policy_version.isprintable()):
+        raise click.BadParameter("give a non-empty version of printable characters", param_hint="--policy-version")
     result = compile_command(
         paths or DEFAULT_PATHS,
         out,
@@ -216,6 +262,7 @@ def compile_(
         node_role=node_role,
         report_format=report_format,
         fail_on_warn=fail_on_warn,
+        policy_version=policy_version,
     )
     _finish(result)
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,3 +94,69 @@ def test_validate_does_not_load_cloud_cluster_or_solver_clients() -> None:
 def test_help_and_version(flag: str) -> None:
     result = run(flag)
     assert result.returncode == 0 and result.stdout
+
+
+# --- output: a reader that goes away, file names that are not UTF-8 --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("validate", "policies", "--output", "json"), ("compile", "policies", "-o", "-"), ("check", "policies")],
+    ids=["validate", "compile-stream", "check"],
+)
+def test_a_closed_stdout_ends_quietly_as_unix_tools_do(args: tuple[str, ...]) -> None:
+    """`karpenter-policy validate | true` used to end with "internal error: BrokenPipeError" (exit 2)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written: every write fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "karpenter_policy.cli", *args],
+            cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=180, check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == -signal.SIGPIPE, done.stderr  # the shell shows 141, as for `yes | true`
+    assert "Error" not in done.stderr and "Traceback" not in done.stderr
+
+
+NOT_UTF8_NAME = b"caf\xe9.yaml"  # Latin-1 "café.yaml", a valid file name on Linux
+
+
+def _tree_with_a_latin1_name(tmp_path: Path, text: str) -> Path:
+    with open(os.path.join(os.fsencode(tmp_path), NOT_UTF8_NAME), "w") as handle:
+        handle.write(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("output", ["text", "json", "sarif", "github", "junit"])
+def test_reports_stay_valid_utf8_with_file_names_that_are_not(tmp_path: Path, output: str) -> None:
+    invalid = WARNING_ONLY.replace("  provider:", "  foo: 1\n  provider:")  # an unknown field: one error
+    tree = _tree_with_a_latin1_name(tmp_path, invalid)
+    done = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "validate", str(tree), "--output", output],
+        capture_output=True, timeout=60, check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    text = done.stdout.decode("utf-8")  # strict: raises on invalid UTF-8
+    shown = f"{tree}/caf\\xe9.yaml"
+    if output == "json":
+        assert json.loads(text)["findings"][0]["file"] == shown
+    elif output == "sarif":
+        (result,) = json.loads(text)["runs"][0]["results"]
+        assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == f"{tree}/caf%E9.yaml"
+    elif output == "junit":
+        assert ET.fromstring(done.stdout).find("testcase").get("name") == shown  # type: ignore[union-attr]
+    else:
+        assert shown in text
+
+
+def test_compile_escapes_such_a_name_in_the_sources_it_records(tmp_path: Path) -> None:
+    tree = _tree_with_a_latin1_name(tmp_path, WARNING_ONLY)
+    done = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "compile", str(tree), "-o", "-"],
+        capture_output=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    stream = list(yaml.safe_load_all(done.stdout.decode("utf-8")))
+    (configmap,) = [o for o in stream if o["kind"] == "ConfigMap"]
+    assert json.loads(configmap["data"]["zoned.json"])["sources"] == ["caf\\xe9.yaml"]

@@ -35,6 +35,7 @@ SHADOWED = "shadowed"
 LIMITS = "limits"
 PINNING_VIOLATION = "pinning-violation"
 PINNING_CONFLICT = "pinning-conflict"
+RESERVED_NAME = "reserved-name"
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.policy.findings import CommandOutput, Finding, Location, Report
 from karpenter_policy.policy.loader import Document, discover
 from karpenter_policy.policy.pinning import check_pinning, collect_pinning
-from karpenter_policy.policy.reporters import render
+from karpenter_policy.policy.reporters import json_text, render
 from karpenter_policy.policy.schedule import Placement, check_workloads, limits_findings, placement_info_lines
 from karpenter_policy.policy.solver import (
     DEFAULT_TIMEOUT_MS,
@@ -251,7 +251,7 @@ def render_check(
         document["provisioners"] = [c.to_json() for c in checked]
         if placements is not None:
             document["workloads"] = [p.to_json() for p in placements]
-        return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        return json_text(document)
     if output == "text" and (proven or placements):
         lines = text.rstrip("\n").split("\n")
         info = [f"{c.file}:{c.line}:{c.column}: info: {c.summary()}" for c in proven]

@@ -6,27 +6,28 @@ Output (`-o DIR`)::
     DIR/constraintsets/index.json           every set with its hash, and the catalog used
     DIR/manifests/<kind>-<name>.yaml        the objects to apply (v1alpha5 as defaulted, or v1), and the
                                             ConfigMap carrying the sets (compact JSON, one key per set)
+    DIR/.karpenter-policy-output            the files above that compile owns (see `output`)
 
 Everything is computed in memory first; nothing is written when any error is found (or any warning with
-`--fail-on-warn`). The directory is built next to DIR under a hidden temporary name and renamed into place; an
-existing DIR is replaced only after the new one is complete, and only when it is empty or an earlier output
-(it has `constraintsets/index.json`): `-o .` cannot delete a repository. With `-o -` the manifests are one YAML
-stream on stdout (for an Argo CD Config Management Plugin) and the report goes to stderr.
+`--fail-on-warn`), nor when two objects would land in one file or data key (a Provisioner named `index` and the
+index: `reserved-name`). Then `output` writes the files into DIR, replacing and removing only files compile wrote
+there before. With `-o -` the manifests are one YAML stream on stdout (for an Argo CD Config Management Plugin)
+and the report goes to stderr.
 
-Determinism: files in name order, sorted keys, LF, no timestamps, source paths relative to the git repository
-of each file (else to the common directory of the PATHS given), so two runs on the same commit produce the same
-bytes whatever the working directory or the order of PATHS.
+Versions: the annotation `karpenter-policy/version`, else `--policy-version`, else `git describe --always
+--dirty` of the repository holding the PATHS, run as `gitrepo` says (a repository-shaped folder committed in the
+tree is never used), else "unversioned".
+
+Determinism: files in name order, sorted keys, LF, no timestamps, source paths relative to that repository's root
+(else to the common directory of the PATHS given), so two runs on the same commit produce the same bytes whatever
+the working directory or the order of PATHS.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -43,25 +44,26 @@ from karpenter_policy.api.constraintset import (
     set_key,
 )
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
-from karpenter_policy.api.objects import Provisioner
-from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR
+from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
+from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED_NAME
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy import manifests
 from karpenter_policy.policy.check import check_paths
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
+from karpenter_policy.policy.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.policy.loader import Document
+from karpenter_policy.policy.output import (
+    INDEX_FILE,
+    MANIFESTS_DIR,
+    SETS_DIR,
+    OutputError,
+    check_output_dir,
+    write_output,
+)
+from karpenter_policy.policy.reporters import displayable
 from karpenter_policy.policy.validate import place
 
-SETS_DIR = "constraintsets"
-MANIFESTS_DIR = "manifests"
-#: A directory holding this file is an earlier compile output and may be replaced.
-OUTPUT_MARKER = f"{SETS_DIR}/{INDEX_KEY}"
 STDOUT = "-"
-GIT_TIMEOUT_SECONDS = 10
-
-
-class OutputError(Exception):
-    """The output directory cannot be written or replaced (the tool could not run: exit 2)."""
 
 
 @dataclass(slots=True)
@@ -73,6 +75,8 @@ class CompileOptions:
     configmap_name: str = manifests.DEFAULT_CONFIGMAP_NAME
     flux_escape: bool = False
     v1: manifests.V1Options = field(default_factory=manifests.V1Options)
+    #: The version of sets without the annotation; None: from git (`repository_version`).
+    policy_version: str | None = None
 
 
 @dataclass(slots=True)
@@ -84,6 +88,7 @@ class CompileResult:
     sets: list[ConstraintSet] = field(default_factory=list)
     objects: list[Mapping[str, Any]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # for stderr (e.g. why there is no version from git)
 
     def stream(self) -> str:
         """All manifests (the ConfigMap included) as one YAML stream."""
@@ -108,44 +113,6 @@ def run_checks(
 # --- versions and sources -----------------------------------------------------------------------------------
 
 
-def _git(directory: str, *args: str) -> str | None:
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
-    try:
-        result = subprocess.run(
-            ["git", "-C", directory, *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_SECONDS,
-            env=env,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    out = result.stdout.strip()
-    return out if result.returncode == 0 and out else None
-
-
-@functools.lru_cache(maxsize=256)
-def git_toplevel(directory: str) -> str | None:
-    """The root of the git work tree `directory` is in, if any."""
-    return _git(directory, "rev-parse", "--show-toplevel")
-
-
-@functools.lru_cache(maxsize=256)
-def git_describe(directory: str) -> str | None:
-    """`git describe --always --dirty` of the repository `directory` is in, if any."""
-    if git_toplevel(directory) is None:
-        return None
-    return _git(directory, "describe", "--always", "--dirty")
-
-
-def policy_version(provisioner: Provisioner, file: str) -> str:
-    """The annotation `karpenter-policy/version`, else the git describe of the source, else "unversioned"."""
-    if provisioner.version:
-        return provisioner.version
-    return git_describe(os.path.dirname(os.path.abspath(file))) or UNVERSIONED
-
-
 def _input_base(paths: Sequence[str]) -> str:
     bases = [os.path.realpath(p) if os.path.isdir(p) else os.path.dirname(os.path.realpath(p)) for p in paths]
     try:
@@ -154,15 +121,28 @@ def _input_base(paths: Sequence[str]) -> str:
         return os.getcwd()
 
 
-def relative_source(file: str, input_base: str) -> str:
-    """`file` relative to its git repository root (else to `input_base`), with forward slashes; symbolic links
-    are resolved first (git reports the real root)."""
+def repository_version(repository: Repository | None) -> tuple[str, str | None]:
+    """The version of sets without the `karpenter-policy/version` annotation: `git describe --always --dirty` of
+    `repository`, else "unversioned" — with a note saying why, when a repository is there but git failed."""
+    if repository is None:
+        return UNVERSIONED, None
+    try:
+        return repository.describe() or UNVERSIONED, None
+    except GitError as error:
+        return UNVERSIONED, (
+            f"no version from git in {repository.root} ({error}): sets without a {VERSION_ANNOTATION} annotation "
+            f"are {UNVERSIONED!r}; give --policy-version to set one"
+        )
+
+
+def relative_source(file: str, input_base: str, repository: Repository | None = None) -> str:
+    """`file` relative to the root of `repository` (else to `input_base`), with forward slashes; symbolic links
+    are resolved first, and a name that is not UTF-8 is escaped (`\\xe9`)."""
     absolute = os.path.realpath(file)
-    base = git_toplevel(os.path.dirname(absolute)) or input_base
-    relative = os.path.relpath(absolute, base)
+    relative = os.path.relpath(absolute, repository.root if repository is not None else input_base)
     if relative.startswith(".."):
         relative = os.path.basename(absolute)
-    return PurePath(relative).as_posix()
+    return displayable(PurePath(relative).as_posix())
 
 
 # --- building -----------------------------------------------------------------------------------------------
@@ -174,6 +154,22 @@ def _name_of(doc: Document) -> str:
 
 def _pretty_json(data: Any) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _reserved(doc: Document) -> Finding:
+    """A Provisioner whose set would be stored under the index's own file name and ConfigMap key."""
+    line, column = doc.position(("metadata", "name"))
+    name = _name_of(doc)
+    return Finding(
+        RESERVED_NAME,
+        ERROR,
+        f"compile cannot store the constraint set of a Provisioner named {name!r}: {SETS_DIR}/{set_key(name)} and "
+        f"the ConfigMap key {set_key(name)!r} hold the index of all the sets; rename it",
+        doc.file,
+        line,
+        column,
+        f"{PROVISIONER_KIND}/{name}",
+    )
 
 
 def catalog_identity(catalog: Catalog) -> dict[str, Any]:
@@ -198,29 +194,37 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
 
     report = run_checks(paths, options.values, options.catalog, collect)
     result = CompileResult(report)
+    report.findings += [_reserved(doc) for name, doc in provisioners.items() if set_key(name) == INDEX_KEY]
     if report.errors or report.could_not_run:
         return result
 
     base = _input_base(paths)
+    # the repository of the policies, determined once from the common directory of PATHS and found without git:
+    # a repository-shaped folder inside the tree is never taken (see `gitrepo`)
+    repository = find_repository(base)
+    typed = {name: Provisioner.from_document(provisioners[name].data) for name in sorted(provisioners)}
+    fallback_version = options.policy_version
+    if fallback_version is None and any(not p.version for p in typed.values()):  # git runs only when needed
+        fallback_version, note = repository_version(repository)
+        result.notes += [note] if note else []
     catalog = options.catalog
     sets: list[ConstraintSet] = []
-    for name in sorted(provisioners):
+    for name, provisioner in typed.items():
         doc = provisioners[name]
-        provisioner = Provisioner.from_document(doc.data)
-        sources = [relative_source(doc.file, base)]
+        sources = [relative_source(doc.file, base, repository)]
         provider: ProviderSettings | None = None
         if provisioner.provider_ref is not None:
             template = templates.get(provisioner.provider_ref.name)
             spec = dict(template.data.get("spec") or {}) if template is not None else None
             if template is not None:
-                sources.append(relative_source(template.file, base))
+                sources.append(relative_source(template.file, base, repository))
             provider = ProviderSettings(PROVIDER_REF, provisioner.provider_ref.name, spec)
         elif provisioner.provider is not None:
             provider = ProviderSettings(PROVIDER_INLINE, None, dict(provisioner.provider))
         sets.append(
             ConstraintSet.of(
                 provisioner,
-                version=policy_version(provisioner, doc.file),
+                version=provisioner.version or fallback_version or UNVERSIONED,
                 sources=sources,
                 region=catalog.region,
                 provider=provider,
@@ -271,84 +275,19 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
 
     objects = [manifests.protect_from_flux(o, options.flux_escape) for o in manifests.sort_objects(objects)]
     files: dict[str, bytes] = {}
+
+    def add(relative: str, content: bytes) -> None:
+        if relative in files:  # the checks above make this impossible; never let one file silently replace another
+            raise RuntimeError(f"compile would write {relative} twice")
+        files[relative] = content
+
     for constraint_set in sets:
-        files[f"{SETS_DIR}/{set_key(constraint_set.name)}"] = _pretty_json(constraint_set.to_json())
-    files[OUTPUT_MARKER] = _pretty_json(index.to_json())
+        add(f"{SETS_DIR}/{set_key(constraint_set.name)}", _pretty_json(constraint_set.to_json()))
+    add(INDEX_FILE, _pretty_json(index.to_json()))
     for obj in objects:
-        files[f"{MANIFESTS_DIR}/{manifests.manifest_file_name(obj)}"] = manifests.dump_yaml(obj).encode("utf-8")
+        add(f"{MANIFESTS_DIR}/{manifests.manifest_file_name(obj)}", manifests.dump_yaml(obj).encode("utf-8"))
     result.sets, result.objects, result.files = sets, objects, dict(sorted(files.items()))
     return result
-
-
-# --- writing ------------------------------------------------------------------------------------------------
-
-
-def check_output_dir(out_dir: str, paths: Iterable[str]) -> None:
-    """Refuse an output directory that compile must not replace (raises OutputError): a symbolic link, a file,
-    a non-empty directory that is not an earlier output, or one inside an input path (it would be read back as
-    policies next time)."""
-    target = os.path.abspath(out_dir)
-    if os.path.islink(target):
-        raise OutputError(f"{out_dir} is a symbolic link; give the directory it points to")
-    if os.path.exists(target):
-        if not os.path.isdir(target):
-            raise OutputError(f"{out_dir} exists and is not a directory")
-        if os.listdir(target) and not os.path.isfile(os.path.join(target, *OUTPUT_MARKER.split("/"))):
-            raise OutputError(
-                f"{out_dir} is not empty and is not a karpenter-policy output (no {OUTPUT_MARKER}); "
-                "refusing to replace it"
-            )
-    for path in paths:
-        source = os.path.abspath(path)
-        if os.path.isdir(source) and (target == source or target.startswith(source.rstrip(os.sep) + os.sep)):
-            raise OutputError(
-                f"the output directory {out_dir} is inside the input path {path}: its manifests would be read back "
-                "as policies; write it elsewhere"
-            )
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_output(files: Mapping[str, bytes], out_dir: str) -> None:
-    """Write `files` as `out_dir`, atomically: built in a hidden temporary directory next to it, then renamed
-    into place; a previous `out_dir` is removed only after the new one is in place. Raises OutputError."""
-    target = os.path.abspath(out_dir)
-    parent, name = os.path.split(target)
-    try:
-        os.makedirs(parent, exist_ok=True)
-        temporary = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
-    except OSError as error:
-        raise OutputError(f"cannot create {out_dir}: {error.strerror or error}") from None
-    old = temporary[: -len(".tmp")] + ".old"
-    try:
-        os.chmod(temporary, 0o777 & ~_umask())
-        for relative, content in sorted(files.items()):
-            path = os.path.join(temporary, *relative.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as handle:
-                handle.write(content)
-                handle.flush()
-                os.fsync(handle.fileno())
-        if os.path.exists(target):
-            os.rename(target, old)
-            try:
-                os.rename(temporary, target)
-            except OSError:
-                os.rename(old, target)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(temporary, target)
-    except OSError as error:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise OutputError(f"cannot write {out_dir}: {error.strerror or error}") from None
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
 
 
 # --- the command --------------------------------------------------------------------------------------------
@@ -372,10 +311,11 @@ def compile_command(
     node_role: str | None = None,
     report_format: str = "text",
     fail_on_warn: bool = False,
+    policy_version: str | None = None,
 ) -> CommandOutput:
-    """Run `compile`: with `-o DIR` the report goes to stdout and the files to DIR; with `-o -` the YAML stream
-    goes to stdout and the report to stderr. On any error (exit 1 findings, 2 could not run) nothing is written
-    and, when streaming, stdout is empty."""
+    """Run `compile`: with `-o DIR` the report goes to stdout and the files to DIR (what changed there to
+    stderr); with `-o -` the YAML stream goes to stdout and the report to stderr. On any error (exit 1 findings,
+    2 could not run) nothing is written and, when streaming, stdout is empty."""
     from karpenter_policy.catalog import CatalogError, load_catalog
     from karpenter_policy.policy.reporters import render
     from karpenter_policy.policy.templating import ValuesError, load_values
@@ -402,18 +342,20 @@ def compile_command(
         configmap_name=configmap_name,
         flux_escape=flux_escape,
         v1=manifests.V1Options(default_instance_profile, node_role),
+        policy_version=policy_version,
     )
     result = compile_paths(paths, options)
     report = result.report
     code = report.exit_code(fail_on_warn)
     text = render(report, report_format, "compiled")
+    notes = "".join(f"karpenter-policy compile: note: {note}\n" for note in result.notes)
     if code != 0:
-        return CommandOutput(code, "" if streaming else text, text if streaming else "")
+        return CommandOutput(code, "" if streaming else text, notes + (text if streaming else ""))
     if streaming:
-        return CommandOutput(0, result.stream(), text)
+        return CommandOutput(0, result.stream(), notes + text)
     try:
-        write_output(result.files, out)
+        changes = write_output(result.files, out)
     except OutputError as error:
-        return CommandOutput(2, text, f"karpenter-policy compile: {error}\n")
-    summary = f"wrote {out}: {len(result.sets)} constraint sets, {len(result.objects)} manifests\n"
-    return CommandOutput(0, text, summary)
+        return CommandOutput(2, text, f"{notes}karpenter-policy compile: {error}\n")
+    summary = f"wrote {out}: {len(result.sets)} constraint sets, {len(result.objects)} manifests; {changes.summary()}\n"
+    return CommandOutput(0, text, notes + summary)

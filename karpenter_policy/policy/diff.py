@@ -1,7 +1,8 @@
 """`diff BASE HEAD [PATHS]`: what the policies of HEAD admit that those of BASE did not, and the reverse.
 
 BASE and HEAD are each a git revision (the files are read from the object database with `git ls-tree` and
-`git cat-file`: no checkout, the working tree is not touched) or a directory. PATHS (default `policies/`; for a
+`git cat-file`: no checkout, the working tree is not touched; git runs on the repository holding the current
+directory only, as `gitrepo` says) or a directory. PATHS (default `policies/`; for a
 directory side, relative to it, default the whole directory) are checked on both sides as `check` does, then
 compared per Provisioner name, Zelkova-style — by what they admit, not by how they are written:
 
@@ -24,10 +25,9 @@ anything differs); 2 when it cannot run (an unknown revision, a path on neither 
 
 from __future__ import annotations
 
-import json
 import os
+import posixpath
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,7 +41,9 @@ from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.policy.check import CheckedProvisioner, check_paths, node_os
 from karpenter_policy.policy.findings import CommandOutput, Report
+from karpenter_policy.policy.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.policy.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.reporters import json_text
 from karpenter_policy.policy.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 
 __all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
@@ -77,33 +79,44 @@ class Side:
         return next((c for c in self.checked if c.name == name), None)
 
 
-def _git(args: Sequence[str], cwd: str, stdin: bytes | None = None) -> bytes:
+#: Reading a revision's files (cat-file over many blobs) may take a while on a large repository.
+GIT_TIMEOUT_SECONDS = 300.0
+
+
+def _git(repository: Repository, args: Sequence[str], stdin: bytes | None = None) -> bytes:
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=False, timeout=300)
-    except FileNotFoundError:
-        raise DiffError("git is not installed") from None
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise DiffError(f"git {args[0]}: {message[-1] if message else f'exit code {done.returncode}'}")
-    return done.stdout
+        return repository.git(args, stdin, timeout=GIT_TIMEOUT_SECONDS)
+    except GitError as error:
+        raise DiffError(str(error)) from None
 
 
-def is_revision(ref: str, cwd: str = ".") -> bool:
-    """True when `ref` names a commit of the git repository at `cwd`."""
+def is_revision(ref: str, repository: Repository) -> bool:
+    """True when `ref` names a commit of `repository`."""
     if ref.startswith("-"):
         return False
     try:
-        _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], cwd)
+        _git(repository, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"])
     except DiffError:
         return False
     return True
 
 
-def materialise(ref: str, paths: Sequence[str], dest: str, cwd: str = ".") -> tuple[str, list[str]]:
+def _pathspec(prefix: str, path: str) -> str:
+    """`path`, given relative to the directory `prefix` of the work tree, relative to the work tree's root."""
+    joined = posixpath.normpath(posixpath.join(prefix, path.replace(os.sep, "/")))
+    return "." if joined in ("", ".") else joined
+
+
+def materialise(
+    repository: Repository, ref: str, paths: Sequence[str], dest: str, cwd: str = "."
+) -> tuple[str, list[str]]:
     """Write the policy files under `paths` (relative to `cwd`) as of revision `ref` below `dest`, from git's
     object database; returns the directory that stands for `cwd` in `dest` and the paths that exist at `ref`."""
-    prefix = _git(["rev-parse", "--show-prefix"], cwd).decode().strip()
-    listing = _git(["ls-tree", "-r", "-z", "--full-name", "--end-of-options", ref, "--", *paths], cwd)
+    prefix = repository.prefix_of(cwd)
+    if prefix is None:
+        raise DiffError(f"{cwd} is not inside the git work tree {repository.root}")
+    pathspecs = [_pathspec(prefix, p) for p in paths]
+    listing = _git(repository, ["ls-tree", "-r", "-z", "--full-name", "--end-of-options", ref, "--", *pathspecs])
     blobs: list[tuple[str, str]] = []
     for entry in listing.split(b"\0"):
         if not entry:
@@ -120,7 +133,7 @@ def materialise(ref: str, paths: Sequence[str], dest: str, cwd: str = ".") -> tu
             continue
         blobs.append((sha, path))
     if blobs:
-        output = _git(["cat-file", "--batch"], cwd, "".join(f"{sha}\n" for sha, _ in blobs).encode())
+        output = _git(repository, ["cat-file", "--batch"], "".join(f"{sha}\n" for sha, _ in blobs).encode())
         offset = 0
         for _sha, path in blobs:
             header_end = output.index(b"\n", offset)
@@ -148,18 +161,19 @@ def load_side(
 ) -> Side:
     """Check one side: a directory (PATHS relative to it) or a git revision (PATHS relative to the current
     directory, read as of that revision into `scratch`)."""
+    repository = None if os.path.isdir(spec) else find_repository(os.curdir)
     if os.path.isdir(spec):
         root, kind = spec, "directory"
         wanted = list(paths) if paths else ["."]
         present = [p for p in wanted if os.path.exists(os.path.join(root, p))]
         workload_root = None
-    elif is_revision(spec):
+    elif repository is not None and is_revision(spec, repository):
         kind = "git"
         wanted = list(paths) if paths else ["policies/"]
-        root, present = materialise(spec, wanted, scratch)
+        root, present = materialise(repository, spec, wanted, scratch)
         workload_root = None
         if workload_paths:
-            workload_root, _ = materialise(spec, list(workload_paths), os.path.join(scratch, ".workloads"))
+            workload_root, _ = materialise(repository, spec, list(workload_paths), os.path.join(scratch, ".workloads"))
     else:
         raise DiffError(f"{spec!r} is neither a directory nor a git revision")
     documents: dict[str, Mapping[str, Any]] = {}
@@ -741,7 +755,7 @@ def render_json(result: DiffResult) -> str:
             "head_errors": result.head.report.errors,
         },
     }
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(document)
 
 
 def _md(text: str) -> str:

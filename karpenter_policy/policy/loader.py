@@ -109,20 +109,21 @@ class Document:
 
 def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
     """The policy files under `paths` (directories searched recursively, hidden ones skipped), sorted and
-    de-duplicated, and the paths that do not exist."""
+    de-duplicated, and the paths that do not exist.
+
+    Nothing unreadable is skipped silently: a directory that cannot be listed and a policy-named entry that is not
+    a readable file (a dangling or looping symbolic link, a FIFO) are returned with the files, and reading them
+    raises `UnreadableFile` — the run cannot pass on a tree it could not read."""
     found: set[str] = set()
     missing: list[str] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            for root, dirs, files in os.walk(path):
+            for root, dirs, files in os.walk(path, onerror=lambda error: found.add(os.path.normpath(error.filename))):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in files:
-                    full = os.path.join(root, name)
-                    if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith(".") and (
-                        os.path.isfile(full)
-                    ):
-                        found.add(os.path.normpath(full))
+                    if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith("."):
+                        found.add(os.path.normpath(os.path.join(root, name)))
         elif path.exists():
             found.add(os.path.normpath(raw))
         else:
@@ -133,12 +134,17 @@ def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
 def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The file's text, refusing what is too large, binary or not UTF-8."""
     try:
-        if not stat.S_ISREG(os.stat(file).st_mode):  # a FIFO or a device would block or never end
+        mode = os.stat(file).st_mode
+        if stat.S_ISDIR(mode):  # a directory `discover` could not list: say why
+            os.scandir(file).close()
+            raise UnreadableFile(file, "cannot read directory", 0, 0)
+        if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
             raise UnreadableFile(file, "not a regular file", 0, 0)
         with open(file, "rb") as handle:
             raw = handle.read(max_bytes + 1)
     except OSError as error:
-        raise UnreadableFile(file, f"cannot read file: {error.strerror or error}", 0, 0) from None
+        what = "directory" if os.path.isdir(file) else "file"
+        raise UnreadableFile(file, f"cannot read {what}: {error.strerror or error}", 0, 0) from None
     if len(raw) > max_bytes:
         raise LoadError(file, f"file is larger than {max_bytes} bytes; policy files are small, is this the right file?")
     if b"\x00" in raw:

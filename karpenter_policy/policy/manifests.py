@@ -395,12 +395,28 @@ def to_v1(
             by_template.setdefault(str(ref.get("name")), []).append(data)
     objects: list[dict[str, Any]] = []
     class_names: dict[str, str] = {}  # provisioner name → EC2NodeClass name
+    made_from: dict[str, tuple[str, str]] = {}  # EC2NodeClass name → the (kind, name) it was made from
+
+    def add_class(node_class: dict[str, Any], source_kind: str, source_name: str, path: Path) -> None:
+        """Two sources must not make one EC2NodeClass name: the second would replace the first."""
+        class_name = str(node_class["metadata"]["name"])
+        first = made_from.setdefault(class_name, (source_kind, source_name))
+        if first != (source_kind, source_name):
+            converter.issue(
+                source_kind,
+                source_name,
+                path,
+                f"this becomes EC2NodeClass {class_name!r}, and so does {first[0]} {first[1]!r}: rename one of them",
+            )
+            return
+        objects.append(node_class)
+
     for template_name in sorted(templates):
         users = by_template.get(template_name, [])
         kubelets = [_spec(d).get("kubeletConfiguration") for d in users]
         shared = kubelets[0] if kubelets and all(k == kubelets[0] for k in kubelets) else None
         template = templates[template_name]
-        objects.append(
+        add_class(
             converter.node_class(
                 template_name,
                 _spec(template),
@@ -409,7 +425,10 @@ def to_v1(
                 ("spec",),
                 shared,
                 template.get("metadata"),
-            )
+            ),
+            NODE_TEMPLATE_KIND,
+            template_name,
+            ("metadata", "name"),
         )
         for data in users:
             name = str(data["metadata"]["name"])
@@ -419,25 +438,19 @@ def to_v1(
                 continue
             class_name = f"{template_name}-{name}"
             class_names[name] = class_name
-            objects.append(
+            add_class(
                 converter.node_class(
                     class_name, _spec(template), NODE_TEMPLATE_KIND, template_name, ("spec",), kubelet, None
-                )
+                ),
+                PROVISIONER_KIND,
+                name,
+                ("spec", "kubeletConfiguration"),
             )
-    taken = set(templates)
     for data in provisioners:
         name = str(data["metadata"]["name"])
         spec = _spec(data)
         if isinstance(spec.get("provider"), Mapping):
-            if name in taken:
-                converter.issue(
-                    PROVISIONER_KIND,
-                    name,
-                    ("spec", "provider"),
-                    f"the inline provider becomes EC2NodeClass {name!r}, but an AWSNodeTemplate of that name "
-                    "exists too: rename one of them",
-                )
-            objects.append(
+            add_class(
                 converter.node_class(
                     name,
                     spec["provider"],
@@ -445,7 +458,10 @@ def to_v1(
                     name,
                     ("spec", "provider"),
                     spec.get("kubeletConfiguration"),
-                )
+                ),
+                PROVISIONER_KIND,
+                name,
+                ("spec", "provider"),
             )
             class_names[name] = name
         elif name not in class_names:

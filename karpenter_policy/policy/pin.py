@@ -1,8 +1,11 @@
 """`pin`: write what PinningPolicy rules require (nodeSelector entries, tolerations) into workload manifests.
 
 Without `--write` it prints a unified diff and exits 1 when any manifest needs a change (like `black --check`);
-with `--write` it rewrites the files in place, atomically (a temporary file in the same directory, then
-rename; the file's mode kept).
+with `--write` it rewrites the files in place, all or nothing (`write_plans`): every changed file is first
+checked — still as it was read, writable, its owner keepable — and its new content staged next to it
+(`filestaging`); only when all are ready are they renamed into place, each keeping its mode, owner and group (a
+symbolic link's target is rewritten, the link kept). A file edited between reading and writing is not
+overwritten: nothing is written and the run says so. The report names every file written and not written.
 
 Every line that a rule does not change stays byte-identical: the edits are splices into the original text at
 the positions the YAML parser reports (a value replaced in the quoting style it had; new entries added after
@@ -24,7 +27,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, PARSE_ERROR, PINNING_CONFLICT
 from karpenter_policy.model.taints import Taint
+from karpenter_policy.policy.filestaging import StagedFile, discard_all, stage
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.loader import (
     TEMPLATE_SUFFIX,
@@ -57,18 +60,20 @@ from karpenter_policy.policy.pinning import (
     workload_findings,
     workload_of,
 )
-from karpenter_policy.policy.reporters import render
+from karpenter_policy.policy.reporters import json_text, render
 
 __all__ = [
     "FilePlan",
     "PinResult",
     "Policies",
     "UnsafeEdit",
+    "WriteOutcome",
     "load_policies",
     "pin_command",
     "pin_paths",
     "pin_text",
     "write_atomically",
+    "write_plans",
 ]
 
 
@@ -549,26 +554,101 @@ def pin_paths(paths: Iterable[str], rules: Sequence[Rule], report: Report | None
     return result
 
 
-def write_atomically(file: str, text: str) -> None:
-    """Replace `file`'s content by `text` (UTF-8, keeping a BOM it had): a temporary file in the same directory,
-    fsync, rename over the target (a symbolic link's target is replaced, not the link); the mode is kept."""
-    target = os.path.realpath(file)
-    with open(target, "rb") as handle:
-        bom = handle.read(3) == codecs.BOM_UTF8
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    directory = os.path.dirname(target) or "."
-    fd, temporary = tempfile.mkstemp(prefix=".pin-", suffix=".tmp", dir=directory)
+class NotWritable(Exception):
+    """Why one file cannot be rewritten (the message completes "not written: ...")."""
+
+
+def _as_read(raw: bytes) -> str | None:
+    """The text `read_text` makes of these bytes (a BOM dropped), None if they are not UTF-8."""
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write((codecs.BOM_UTF8 if bom else b"") + text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+def _current(target: str) -> bytes:
+    try:
+        with open(target, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise NotWritable(f"cannot read it again: {error.strerror or error}") from None
+
+
+def _stage_rewrite(file: str, original: str, updated: str) -> StagedFile:
+    """Stage `updated` as the new content of `file` (its target, for a symbolic link) after checking that it is
+    still `original` and can be replaced keeping its mode, owner and group; raises NotWritable."""
+    target = os.path.realpath(file)
+    raw = _current(target)
+    if _as_read(raw) != original:
+        raise NotWritable("it changed since it was read; run pin again")
+    info = os.stat(target)
+    directory = os.path.dirname(target) or os.curdir
+    if not os.access(target, os.W_OK):
+        raise NotWritable("the file is read-only for you")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise NotWritable(f"you cannot create files in its directory {directory}")
+    owner: tuple[int, int] | None = (info.st_uid, info.st_gid)
+    if owner == (os.geteuid(), os.getegid()):
+        owner = None  # a new file is ours already
+    elif os.geteuid() != 0 and (info.st_uid != os.geteuid() or info.st_gid not in {os.getegid(), *os.getgroups()}):
+        raise NotWritable(f"it belongs to uid {info.st_uid} gid {info.st_gid}: rewriting it would change its owner")
+    content = (codecs.BOM_UTF8 if raw.startswith(codecs.BOM_UTF8) else b"") + updated.encode("utf-8")
+    try:
+        return stage(target, content, stat.S_IMODE(info.st_mode), owner)
+    except OSError as error:
+        raise NotWritable(f"cannot write next to it: {error.strerror or error}") from None
+
+
+@dataclass(slots=True)
+class WriteOutcome:
+    """What `write_plans` did: the files written, the ones that failed (with why) and the ones left untouched
+    because another failed."""
+
+    written: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    untouched: list[str] = field(default_factory=list)
+
+
+def write_plans(plans: Sequence[FilePlan]) -> WriteOutcome:
+    """Rewrite the files of `plans`, all or nothing (see the module docstring)."""
+    staged: list[tuple[FilePlan, StagedFile]] = []
+    failed: list[tuple[str, str]] = []
+    for plan in plans:
+        try:
+            staged.append((plan, _stage_rewrite(plan.file, plan.original, plan.updated)))
+        except NotWritable as error:
+            failed.append((plan.file, str(error)))
+    if not failed:  # a last look just before replacing: an edit made meanwhile is kept, not overwritten
+        for plan, _ in staged:
+            if _as_read(_current(os.path.realpath(plan.file))) != plan.original:
+                failed.append((plan.file, "it changed since it was read; run pin again"))
+    if failed:
+        discard_all(item for _, item in staged)
+        failed_files = {file for file, _ in failed}
+        return WriteOutcome([], failed, [p.file for p in plans if p.file not in failed_files])
+    outcome = WriteOutcome()
+    for index, (plan, item) in enumerate(staged):
+        try:
+            item.commit()
+        except OSError as error:
+            discard_all(rest for _, rest in staged[index:])
+            outcome.failed.append((plan.file, f"cannot replace it: {error.strerror or error}"))
+            outcome.untouched = [p.file for p, _ in staged[index + 1 :]]
+            return outcome
+        outcome.written.append(plan.file)
+    return outcome
+
+
+def write_atomically(file: str, text: str) -> None:
+    """Replace `file`'s content by `text` (UTF-8, keeping a BOM it had), as `write_plans` does for one file;
+    raises NotWritable."""
+    target = os.path.realpath(file)
+    original = _as_read(_current(target))
+    if original is None:
+        raise NotWritable("it is not UTF-8 text")
+    outcome = write_plans([FilePlan(file, original, text)])
+    if outcome.failed:
+        raise NotWritable(outcome.failed[0][1])
 
 
 #: Proves pinned workloads schedulable: (pinned workloads) → findings (`workload-unschedulable`).
@@ -646,13 +726,14 @@ def pin_command(
     errors = result.report.errors
     could_not_run = result.report.could_not_run or bool(result.unsafe)
     changed = result.changed
-    written = write and not errors and not could_not_run
-    if written:
-        for plan in changed:
-            write_atomically(plan.file, plan.updated)
+    outcome: WriteOutcome | None = None
+    if write and not errors and not could_not_run:
+        outcome = write_plans(changed)
+        could_not_run = bool(outcome.failed)
+    written = outcome is not None and not outcome.failed
     if output == "json":
         exit_code = 2 if could_not_run else 1 if errors or (changed and not write) else 0
-        return CommandOutput(exit_code, _json(result, write, written, rules, notes), "")
+        return CommandOutput(exit_code, _json(result, write, outcome, rules, notes), "")
     stderr: list[str] = list(notes)
     for file, reason in result.unsafe:
         stderr.append(f"{file}: error: cannot pin safely: {reason}")
@@ -670,6 +751,16 @@ def pin_command(
         stdout = "".join(_describe(plan) for plan in changed)
         stderr.append(f"pinned {workloads} workload{plural} in {files}" if changed else "every workload is pinned")
         exit_code = 0
+    elif outcome is not None:  # the write failed: say exactly what was and was not written
+        exit_code = 2
+        stdout = "".join(_describe(plan) for plan in changed if plan.file in outcome.written)
+        stderr += [f"{file}: error: not written: {reason}" for file, reason in outcome.failed]
+        if outcome.written:
+            stderr.append(f"written: {', '.join(outcome.written)}")
+            unwritten = [file for file, _ in outcome.failed] + outcome.untouched
+            stderr.append(f"not written: {', '.join(unwritten)}")
+        else:
+            stderr.append(f"nothing written: all {files} are as they were")
     elif could_not_run:
         exit_code = 2
         stderr.append("nothing written")
@@ -698,13 +789,22 @@ def _describe(plan: FilePlan) -> str:
     return "".join(lines)
 
 
-def _json(result: PinResult, write: bool, written: bool, rules: Sequence[Rule], notes: Sequence[str]) -> str:
+def _json(
+    result: PinResult, write: bool, outcome: WriteOutcome | None, rules: Sequence[Rule], notes: Sequence[str]
+) -> str:
+    written = set(outcome.written) if outcome is not None else set()
     document = {
         "notes": list(notes),
         "files": [
-            {"file": plan.file, "diff": plan.unified_diff(), "workloads": [p.to_json() for p in plan.pinned]}
+            {
+                "file": plan.file,
+                "diff": plan.unified_diff(),
+                "workloads": [p.to_json() for p in plan.pinned],
+                "written": plan.file in written,
+            }
             for plan in result.changed
         ],
+        "write_errors": [{"file": f, "reason": r} for f, r in outcome.failed] if outcome is not None else [],
         "findings": [f.to_json() for f in result.report.sorted_findings()],
         "unsafe": [{"file": f, "reason": r} for f, r in result.unsafe],
         "skipped_templates": result.skipped_templates,
@@ -715,10 +815,10 @@ def _json(result: PinResult, write: bool, written: bool, rules: Sequence[Rule], 
             "pinned_workloads": len(result.pinned),
             "errors": result.report.errors,
             "write": write,
-            "written": written,
+            "written": outcome is not None and not outcome.failed,
         },
     }
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(document)
 
 
 def schedulability_prover(policies: Policies, paths: Sequence[str]) -> tuple[Prover | None, list[str]]:

@@ -1,6 +1,10 @@
 """Render a `Report` as text, JSON (DESIGN.md §4), SARIF 2.1.0, GitHub workflow commands or JUnit XML.
 
 Every format is deterministic: findings sorted by file, line, column, rule; keys sorted; no timestamps.
+
+Every format is valid UTF-8 whatever the file names: a name that is not UTF-8 reaches Python with its undecodable
+bytes as lone surrogates (`surrogateescape`), which no UTF-8 writer can encode; they are spelt `\\xe9` (the byte)
+in text, JSON, GitHub and JUnit output (`displayable`), and percent-encoded (`%E9`) in SARIF URIs.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from typing import Any
 
 from karpenter_policy import __version__
 from karpenter_policy.policy.findings import Finding, Report
@@ -37,7 +42,43 @@ RULE_DESCRIPTIONS = {
     "limits": "A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
     "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
     "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
+    "reserved-name": "A name that compile cannot use: its constraint set would overwrite the index of the sets.",
 }
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _byte_of(surrogate: str) -> int | None:
+    """The byte a `surrogateescape` surrogate stands for (U+DC80..U+DCFF), else None."""
+    code = ord(surrogate)
+    return code - 0xDC00 if 0xDC80 <= code <= 0xDCFF else None
+
+
+def _escape(match: re.Match[str]) -> str:
+    byte = _byte_of(match.group())
+    return f"\\x{byte:02x}" if byte is not None else f"\\u{ord(match.group()):04x}"
+
+
+def displayable(text: str) -> str:
+    """`text` as valid UTF-8: an undecodable byte of a file name (a lone surrogate) spelt `\\xe9`, any other lone
+    surrogate `\\udXXX`; everything else unchanged."""
+    return _SURROGATE.sub(_escape, text)
+
+
+def _displayable_data(data: Any) -> Any:
+    if isinstance(data, str):
+        return displayable(data)
+    if isinstance(data, dict):
+        return {displayable(k) if isinstance(k, str) else k: _displayable_data(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_displayable_data(v) for v in data]
+    return data
+
+
+def json_text(data: Any) -> str:
+    """Pretty JSON with sorted keys, every string `displayable`: the one way the commands print JSON."""
+    return json.dumps(_displayable_data(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def _summary_text(report: Report, verb: str) -> str:
@@ -78,12 +119,22 @@ def _summary(report: Report) -> dict[str, object]:
 
 def render_json(report: Report) -> str:
     document = {"findings": [f.to_json() for f in report.sorted_findings()], "summary": _summary(report)}
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(document)
+
+
+def _sarif_uri(file: str) -> str:
+    """The file as a relative URI reference: forward slashes, an undecodable byte percent-encoded (`%E9`)."""
+
+    def encode(match: re.Match[str]) -> str:
+        byte = _byte_of(match.group())
+        return f"%{byte:02X}" if byte is not None else _escape(match)
+
+    return _SURROGATE.sub(encode, file.replace("\\", "/"))
 
 
 def _sarif_location(file: str, line: int, column: int) -> dict[str, object]:
     region = {"startLine": max(line, 1), "startColumn": max(column, 1)}
-    return {"physicalLocation": {"artifactLocation": {"uri": file.replace("\\", "/")}, "region": region}}
+    return {"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(file)}, "region": region}}
 
 
 def render_sarif(report: Report) -> str:
@@ -120,7 +171,7 @@ def render_sarif(report: Report) -> str:
             }
         ],
     }
-    return json.dumps(sarif, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(sarif)
 
 
 def _gh_data(text: str) -> str:
@@ -152,7 +203,7 @@ _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]
 
 def _xml_text(text: str) -> str:
     """Characters XML 1.0 forbids, spelt as Python escapes (`\\x01`), so that the report stays well-formed."""
-    return _XML_ILLEGAL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return _XML_ILLEGAL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), displayable(text))
 
 
 def render_junit(report: Report) -> str:
@@ -188,7 +239,7 @@ def render(report: Report, output: str, verb: str = "validated") -> str:
     if output == "sarif":
         return render_sarif(report)
     if output == "github":
-        return render_github(report, verb)
+        return displayable(render_github(report, verb))
     if output == "junit":
         return render_junit(report)
-    return render_text(report, verb)
+    return displayable(render_text(report, verb))

@@ -378,6 +378,38 @@ def test_an_empty_policy_set_is_refused_unless_allowed(image_bin: Path, tmp_path
     assert [o["kind"] for o in allowed.objects()] == ["ConfigMap"]
 
 
+@pytest.mark.parametrize("with_git", [False, True], ids=["copy-without-.git", "copy-with-.git"])
+def test_a_committed_repository_shaped_folder_runs_nothing_in_the_sidecar(
+    image_bin: Path, tmp_path: Path, with_git: bool
+) -> None:
+    """A pull request adds policies/team-a/ with HEAD, objects/, refs/ and a config naming a command (run by git on
+    an index refresh): the repo-server runs generate on every sync, so that command must never run."""
+    repo = policy_repo(tmp_path)
+    marker = tmp_path / "pwned"
+    planted = repo / "policies" / "team-a"
+    (planted / "objects").mkdir(parents=True)
+    (planted / "objects" / "keep").write_text("")
+    (planted / "refs").mkdir()
+    (planted / "refs" / "keep").write_text("")
+    (planted / "HEAD").write_text("ref: refs/heads/main\n")
+    (planted / "config").write_text(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n"
+        f'\tfsmonitor = "touch {marker}; false"\n'
+    )
+    shutil.move(repo / "policies" / "gpu.yaml", planted / "gpu.yaml")
+    if with_git:  # a checkout (the sidecar may or may not get .git, depending on the Argo CD version)
+        env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                     ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "pr"]):
+            subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+    result = generate(image_bin, repo, "policies")
+
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists(), "generate ran a command from a folder of the repository"
+    assert result.names("Provisioner") == POLICY_PROVISIONERS
+
+
 @pytest.mark.parametrize(
     ("settings", "mentions"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -92,7 +93,9 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_output_layout(compiled: Path) -> None:
-    assert sorted(tree(compiled)) == [
+    files = tree(compiled)
+    assert sorted(files) == [
+        ".karpenter-policy-output",
         "constraintsets/arm64.json", "constraintsets/default.json", "constraintsets/gpu.json",
         "constraintsets/index.json", "constraintsets/spot-batch.json",
         "manifests/awsnodetemplate-default.yaml", "manifests/awsnodetemplate-gpu.yaml",
@@ -100,6 +103,10 @@ def test_output_layout(compiled: Path) -> None:
         "manifests/provisioner-arm64.yaml", "manifests/provisioner-default.yaml", "manifests/provisioner-gpu.yaml",
         "manifests/provisioner-spot-batch.yaml",
     ]
+    # the record of what compile owns there: every other file, with its SHA-256
+    owned = json.loads(files[".karpenter-policy-output"])["files"]
+    assert owned == {name: "sha256:" + hashlib.sha256(content).hexdigest()
+                     for name, content in files.items() if name != ".karpenter-policy-output"}
 
 
 def test_constraint_set_content(compiled: Path) -> None:
@@ -214,7 +221,7 @@ def test_byte_identical_across_working_directories_and_file_order(tmp_path: Path
     second = cli(*[str(policies / f) for f in shuffled], "-o", "../../out2", cwd=there)
     assert second.returncode == 0, second.stdout + second.stderr
     one, two = tree(tmp_path / "out1"), tree(tmp_path / "out2")
-    assert one == two and len(one) == 12
+    assert one == two and len(one) == 13
     for content in one.values():
         assert b"\r\n" not in content and str(tmp_path).encode() not in content
     third = cli(str(policies), "-o", "-", cwd=here)  # the directory, streamed
@@ -273,40 +280,244 @@ def test_replacing_an_earlier_output_removes_stale_files(tmp_path: Path) -> None
     assert sorted(os.listdir(tmp_path)) == ["build", "policies"]  # no temporary directories left
 
 
-def test_failure_while_renaming_keeps_the_old_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_while_staging_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "build"
-    write_output({"constraintsets/index.json": b"old\n"}, str(out))
-    real_rename = os.rename
+    write_output({"constraintsets/index.json": b"old\n", "manifests/a.yaml": b"a: 1\n"}, str(out))
+    before = tree(out)
+    real_fsync = os.fsync
+    calls: list[int] = []
+
+    def full_disk(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 2:  # the second new file
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OutputError, match="No space left on device; nothing was changed"):
+        write_output({"constraintsets/index.json": b"new\n", "manifests/a.yaml": b"a: 2\n", "manifests/b.yaml": b""},
+                     str(out))
+    assert tree(out) == before  # and no temporary file left behind
+
+
+def test_failure_while_renaming_says_what_was_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "build"
+    old = {"constraintsets/index.json": b"old\n", "manifests/a.yaml": b"a: 1\n"}
+    new = {"constraintsets/index.json": b"new\n", "manifests/a.yaml": b"a: 2\n"}
+    write_output(old, str(out))
+    real_replace = os.replace
     calls: list[str] = []
 
     def flaky(src: str, dst: str) -> None:
-        calls.append(src)
-        if len(calls) == 2:  # the new tree into place
+        calls.append(dst)
+        if len(calls) == 3:  # the ownership record, manifests/a.yaml, then the index
             raise OSError(28, "No space left on device")
-        real_rename(src, dst)
+        real_replace(src, dst)
 
-    monkeypatch.setattr(os, "rename", flaky)
-    with pytest.raises(OutputError, match="No space left"):
-        write_output({"constraintsets/index.json": b"new\n"}, str(out))
-    assert tree(out) == {"constraintsets/index.json": b"old\n"}
-    assert os.listdir(tmp_path) == ["build"]
+    monkeypatch.setattr(os, "replace", flaky)
+    with pytest.raises(OutputError) as raised:
+        write_output(new, str(out))
+    assert "replaced: manifests/a.yaml; not replaced: constraintsets/index.json" in str(raised.value)
+    files = tree(out)
+    assert files["manifests/a.yaml"] == b"a: 2\n" and files["constraintsets/index.json"] == b"old\n"  # each whole
+    monkeypatch.setattr(os, "replace", real_replace)
+    changes = write_output(new, str(out))  # the next run finishes the job
+    assert changes.replaced == ["constraintsets/index.json"] and changes.unchanged == ["manifests/a.yaml"]
+    assert {k: v for k, v in tree(out).items() if not k.startswith(".")} == new
 
 
-@pytest.mark.parametrize("setup", ["foreign", "file", "inside"])
+REFUSED_OUTPUTS = {  # setup → what the message says
+    "foreign": "is not empty and holds no karpenter-policy output",
+    "file": "exists and is not a directory",
+    "inside": "is inside the input path",
+    "is-input": "is the input path",
+    "contains-input": "contains the input path",  # `compile repo/policies -o repo` used to delete the repository
+    "inside-via-link": "is inside the input path",
+    "contains-input-via-link": "contains the input path",
+}
+
+
+@pytest.mark.parametrize("setup", sorted(REFUSED_OUTPUTS))
 def test_refuses_output_directories_it_must_not_replace(tmp_path: Path, setup: str) -> None:
-    policies = copy_policies(tmp_path / "policies")
-    out = tmp_path / "out"
+    policies = copy_policies(tmp_path / "repo" / "policies")
+    source, out = policies, tmp_path / "out"
+    (tmp_path / "link").symlink_to(tmp_path / "repo")  # the same directories by another path
     if setup == "foreign":
         out.mkdir()
         (out / "precious.txt").write_text("keep me")
     elif setup == "file":
         out.write_text("a file")
-    else:
+    elif setup == "inside":
         out = policies / "build"
+    elif setup == "is-input":
+        out = policies
+    elif setup == "contains-input":
+        out = tmp_path / "repo"
+    elif setup == "inside-via-link":
+        out = tmp_path / "link" / "policies" / "build"
+    else:
+        source, out = tmp_path / "link" / "policies", tmp_path / "repo"
+    before = tree(tmp_path)
+    result = cli(str(source), "-o", str(out))
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert f"karpenter-policy compile: {out}" in result.stderr or "the output directory" in result.stderr
+    assert REFUSED_OUTPUTS[setup] in result.stderr, result.stderr
+    assert tree(tmp_path) == before
+
+
+def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
+    policies = copy_policies(tmp_path / "policies")
+    out = tmp_path / "deploy"
+    first = cli(str(policies), "-o", str(out))
+    assert first.returncode == 0, first.stderr
+    # what a user adds next to the output: kept, whatever compile does next
+    (out / "kustomization.yaml").write_text("resources: [manifests/provisioner-default.yaml]\n")
+    (out / ".git").mkdir()
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (out / "manifests" / "extra.yaml").write_text("kind: Namespace\n")
+    (out / "manifests" / "provisioner-gpu.yaml").write_text("edited by hand\n")
+    (policies / "gpu.yaml").unlink()
+    second = cli(str(policies), "-o", str(out))
+    assert second.returncode == 0, second.stderr
+    assert (out / "kustomization.yaml").read_text() == "resources: [manifests/provisioner-default.yaml]\n"
+    assert (out / ".git" / "HEAD").exists() and (out / "manifests" / "extra.yaml").exists()
+    assert not (out / "manifests" / "provisioner-gpu.yaml").exists()
+    assert not (out / "constraintsets" / "gpu.json").exists()
+    # and it says what it removed, including a file edited since compile wrote it
+    assert "removed (no longer produced): constraintsets/gpu.json, manifests/provisioner-gpu.yaml" in second.stderr
+    assert "although edited since compile wrote them: manifests/provisioner-gpu.yaml" in second.stderr
+    owned = json.loads((out / ".karpenter-policy-output").read_text())["files"]
+    assert "kustomization.yaml" not in owned and "manifests/extra.yaml" not in owned
+    assert "manifests/provisioner-default.yaml" in owned
+    third = cli(str(policies), "-o", str(out))  # nothing changed: nothing rewritten
+    assert "10 files: 0 added, 0 replaced, 10 unchanged" in third.stderr
+
+
+def test_an_output_of_an_earlier_version_is_taken_over(tmp_path: Path) -> None:
+    """Outputs written before the ownership record: compile owns constraintsets/*.json and manifests/*.yaml."""
+    policies = copy_policies(tmp_path / "policies")
+    out = tmp_path / "build"
+    assert cli(str(policies), "-o", str(out)).returncode == 0
+    (out / ".karpenter-policy-output").unlink()
+    (out / "constraintsets" / "gone.json").write_text("{}")
+    (out / "README.md").write_text("mine")
+    result = cli(str(policies), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "removed (no longer produced): constraintsets/gone.json" in result.stderr
+    assert (out / "README.md").read_text() == "mine" and (out / ".karpenter-policy-output").exists()
+
+
+@pytest.mark.parametrize("obstacle", ["user-file", "linked-directory"])
+def test_never_overwrites_what_it_does_not_own(tmp_path: Path, obstacle: str) -> None:
+    policies = copy_policies(tmp_path / "policies")
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / ".karpenter-policy-output").write_text('{"files": {}}')  # an output that owns nothing yet
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if obstacle == "user-file":
+        (out / "manifests").mkdir()
+        (out / "manifests" / "provisioner-gpu.yaml").write_text("mine\n")
+    else:  # writing through it would put files outside the output directory
+        (out / "manifests").symlink_to(elsewhere)
     before = tree(tmp_path)
     result = cli(str(policies), "-o", str(out))
-    assert result.returncode == 2 and result.stdout == "" and "karpenter-policy compile:" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert ("was not written by compile" if obstacle == "user-file" else "is a symbolic link") in result.stderr
     assert tree(tmp_path) == before
+
+
+# --- names that would collide in the output ------------------------------------------------------------------
+
+
+def test_a_provisioner_named_index_is_refused(tmp_path: Path) -> None:
+    policies = copy_policies(tmp_path / "policies")
+    (policies / "index.yaml").write_text((policies / "gpu.yaml").read_text().replace("name: gpu", "name: index", 1))
+    out = tmp_path / "build"
+    result = cli(str(policies), "-o", str(out), "--output", "json")
+    assert result.returncode == 1, result.stderr
+    (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "reserved-name"]
+    line = (policies / "index.yaml").read_text().splitlines().index("  name: index") + 1
+    assert finding["file"].endswith("index.yaml") and finding["line"] == line
+    assert finding["object"] == "Provisioner/index"
+    assert not out.exists()
+    streamed = cli(str(policies), "-o", "-")
+    assert streamed.returncode == 1 and streamed.stdout == "" and "[reserved-name]" in streamed.stderr
+
+
+def test_two_sources_of_one_ec2nodeclass_are_refused(tmp_path: Path) -> None:
+    """v1: a provisioner whose kubelet differs from its template's other users gets EC2NodeClass <template>-<name>,
+    which must not be the name of another node class."""
+    template = ("apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata: {{name: {name}}}\nspec:\n"
+                "  subnetSelector: {{a: b}}\n  securityGroupSelector: {{a: b}}\n")
+    provisioner = ("apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {{name: {name}}}\nspec:\n"
+                   "  providerRef: {{name: {ref}}}\n  kubeletConfiguration: {{maxPods: {pods}}}\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "p.yaml").write_text("---\n".join([
+        template.format(name="a"), template.format(name="a-b"),
+        provisioner.format(name="b", ref="a", pods=10), provisioner.format(name="c", ref="a", pods=20),
+    ]))
+    result = cli(str(tmp_path / "in"), "-o", "-", "--api", "v1", "--node-role", "KarpenterNodeRole")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "becomes EC2NodeClass 'a-b', and so does" in result.stderr and "[v1-conversion]" in result.stderr
+
+
+# --- git: versions without running anything the tree holds -----------------------------------------------------
+
+
+def plant_repository_shaped_folder(folder: Path, marker: Path) -> None:
+    """Files anyone can commit that make `folder` look like a git repository to git's discovery, with a config
+    that runs a command (creating `marker`) on an index refresh and on a lazy fetch."""
+    (folder / "objects").mkdir(parents=True)
+    (folder / "objects" / "keep").write_text("")
+    (folder / "refs" / "heads").mkdir(parents=True)
+    (folder / "refs" / "heads" / "main").write_text("1111111111111111111111111111111111111111\n")
+    (folder / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / "config").write_text(
+        "[core]\n\trepositoryformatversion = 1\n\tbare = false\n\tworktree = ..\n"
+        f"\tfsmonitor = \"touch {marker}; false\"\n"
+        "[extensions]\n\tpartialClone = origin\n"
+        f"[remote \"origin\"]\n\turl = {folder}\n\tpromisor = true\n\tuploadpack = \"touch {marker}; false\"\n"
+    )
+
+
+def git_repo(path: Path) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "policies"],
+                 ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "tag", "-a", "-m", "release", "v1.2.0"]):
+        subprocess.run(["git", *args], cwd=path, env=env, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("in_a_repository", [False, True], ids=["plain-tree", "git-checkout"])
+def test_a_repository_shaped_folder_in_the_tree_runs_nothing(tmp_path: Path, in_a_repository: bool) -> None:
+    repo = tmp_path / "repo"
+    policies = copy_policies(repo / "policies")
+    marker = tmp_path / "pwned"
+    plant_repository_shaped_folder(policies / "team-a", marker)
+    shutil.move(policies / "gpu.yaml", policies / "team-a" / "gpu.yaml")  # a policy inside the planted folder
+    if in_a_repository:
+        git_repo(repo)
+    streamed = cli(str(policies), "-o", "-")
+    written = cli("policies", "-o", str(tmp_path / "out"), cwd=repo)
+    assert streamed.returncode == written.returncode == 0, streamed.stderr + written.stderr
+    assert not marker.exists(), "compile ran a command from a folder of the policy tree"
+    gpu = load_set(tmp_path / "out", "gpu")
+    # the version is the repository's (the tag just made), the planted folder's is never read
+    assert gpu.version == ("v1.2.0" if in_a_repository else "unversioned")
+    assert ("policies/team-a/gpu.yaml" if in_a_repository else "team-a/gpu.yaml") in gpu.sources
+
+
+def test_policy_version_sets_the_version_without_git(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    copy_policies(repo / "policies")
+    git_repo(repo)
+    result = cli("policies", "-o", str(tmp_path / "out"), "--policy-version", "2026.12.0-rc1", cwd=repo)
+    assert result.returncode == 0, result.stderr
+    versions = {n: load_set(tmp_path / "out", n).version for n in ("arm64", "default", "gpu")}
+    assert versions == {"arm64": "2026.12.0-rc1", "default": "2026.11.1", "gpu": "2026.12.0-rc1"}  # annotation wins
+    bad = cli("policies", "-o", "-", "--policy-version", "", cwd=repo)
+    assert bad.returncode == 2 and "--policy-version" in bad.stderr
 
 
 # --- the ConfigMap ------------------------------------------------------------------------------------------

@@ -300,3 +300,40 @@ def test_through_the_real_cli(repo: tuple[Path, list[str]]) -> None:
     assert {p["name"]: p["status"] for p in document["provisioners"]} == {"default": "changed", "spot": "added"}
     assert [w["workload"] for w in document["workloads"]] == ["default/Deployment/inflate"]
     assert shutil.which("git")
+
+
+def test_a_repository_shaped_folder_in_the_tree_runs_nothing(tmp_path: Path) -> None:
+    """A pull request can commit HEAD, objects/, refs/ and a config into policies/: run from there, git would take
+    that folder for the repository and run its commands (a promisor remote's uploadpack on the missing commit).
+    diff reads the revisions from the repository that holds the folder, and runs nothing."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    c1 = commit(repo, {"policies/default.yaml": DEFAULT_1}, "c1")
+    marker = tmp_path / "pwned"
+    planted = repo / "policies"
+    files = {
+        "policies/HEAD": "ref: refs/heads/main\n",
+        "policies/refs/heads/main": "1111111111111111111111111111111111111111\n",
+        "policies/objects/keep": "",
+        "policies/config": (
+            "[core]\n\trepositoryformatversion = 1\n\tbare = false\n\tworktree = ..\n"
+            f'\tfsmonitor = "touch {marker}; false"\n'
+            "[extensions]\n\tpartialClone = origin\n"
+            f'[remote "origin"]\n\turl = {planted}\n\tpromisor = true\n\tuploadpack = "touch {marker}; false"\n'
+        ),
+    }
+    c2 = commit(repo, {**files, "policies/default.yaml": DEFAULT_2}, "c2 plants a repository-shaped folder")
+    done = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "diff", c1, c2, ".", "--output", "json"],
+        cwd=planted,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert not marker.exists(), "diff ran a command from a folder of the policy tree"
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert {p["name"]: p["status"] for p in document["provisioners"]} == {"default": "changed"}

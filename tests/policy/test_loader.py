@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from karpenter_policy.policy.loader import MAX_NODES_PER_FILE, LoadError, UnreadableFile, discover, load_file, parse
+
+from .unprivileged import ROOT, Unprivileged, unprivileged  # noqa: F401  (the fixture)
 
 PROVISIONER = """\
 # a comment
@@ -114,3 +121,47 @@ def test_discover_walks_directories_sorted_and_skips_hidden(tmp_path: Path) -> N
     files, missing = discover([str(tmp_path), str(tmp_path / "b.yaml"), str(tmp_path / "nope")])
     assert [Path(f).relative_to(tmp_path).as_posix() for f in files] == ["a.yml", "b.yaml", "sub/c.yaml"]
     assert missing == [str(tmp_path / "nope")]
+
+
+# --- nothing unreadable passes -------------------------------------------------------------------------------
+
+
+def _policy_tree(directory: Path) -> Path:
+    tree = directory / "policies"
+    (tree / "team-a").mkdir(parents=True)
+    shutil.copy(ROOT / "policies" / "nodetemplates.yaml", tree)
+    shutil.copy(ROOT / "policies" / "default.yaml", tree)
+    shutil.copy(ROOT / "policies" / "gpu.yaml", tree / "team-a")
+    return tree
+
+
+def _findings(stdout: str) -> dict[str, str]:
+    return {os.path.basename(f["file"]): f["message"] for f in json.loads(stdout)["findings"]}
+
+
+def test_an_unreadable_directory_is_an_error_not_a_pass(unprivileged: Unprivileged) -> None:  # noqa: F811
+    """A sub-directory the user cannot list (mode 000) used to be skipped: validate said 0 errors and exit 0."""
+    tree = _policy_tree(unprivileged.directory)
+    (tree / "team-a").chmod(0)
+
+    validated = unprivileged.run("validate", str(tree), "--output", "json")
+    compiled = unprivileged.run("compile", str(tree), "-o", "-", "--output", "json")
+
+    assert validated.returncode == 2, validated.stdout + validated.stderr
+    assert _findings(validated.stdout)["team-a"] == "cannot read directory: Permission denied"
+    assert compiled.returncode == 2 and compiled.stdout == ""  # nothing compiled from half a tree
+    assert _findings(compiled.stderr)["team-a"] == "cannot read directory: Permission denied"
+
+
+def test_symbolic_links_that_lead_nowhere_are_errors(tmp_path: Path) -> None:
+    tree = _policy_tree(tmp_path)
+    (tree / "team-a" / "gone.yaml").symlink_to(tmp_path / "deleted.yaml")
+    (tree / "team-a" / "loop.yaml").symlink_to(tree / "team-a" / "loop.yaml")
+    done = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "validate", str(tree), "--output", "json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    findings = _findings(done.stdout)
+    assert findings["gone.yaml"] == "cannot read file: No such file or directory"
+    assert findings["loop.yaml"] == "cannot read file: Too many levels of symbolic links"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -14,8 +16,10 @@ import pytest
 import yaml
 
 from karpenter_policy.policy.loader import parse
-from karpenter_policy.policy.pin import UnsafeEdit, pin_text, render_scalar, write_atomically
+from karpenter_policy.policy.pin import UnsafeEdit, pin_paths, pin_text, render_scalar, write_atomically, write_plans
 from karpenter_policy.policy.pinning import Rule, rules_of
+
+from .unprivileged import Unprivileged, unprivileged  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -336,7 +340,25 @@ def test_write_atomically_keeps_mode_bom_and_link(tmp_path: Path) -> None:
     assert link.is_symlink()
     assert target.read_bytes() == b"\xef\xbb\xbfkind: Pod\nspec: {}\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".pin-")] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml", "real.yaml"]  # no temporary file left
+
+
+def test_an_edit_made_between_reading_and_writing_is_kept(tmp_path: Path) -> None:
+    """Planning (and proving) takes a while; a file edited meanwhile must not be overwritten with the pins of its
+    old text — and then nothing is written, the other files included."""
+    for name in ("driver.yaml", "executor.yaml"):
+        shutil.copy(ROOT / "examples/pinning/apps" / f"karpenter-{name.replace('.yaml', '')}-pod-template.yaml",
+                    tmp_path / name)
+    planned = pin_paths([str(tmp_path)], RULES)
+    assert len(planned.changed) == 2
+    (tmp_path / "executor.yaml").write_text("# edited in the meantime\n")
+
+    outcome = write_plans(planned.changed)
+
+    assert outcome.written == [] and outcome.untouched == [str(tmp_path / "driver.yaml")]
+    assert outcome.failed == [(str(tmp_path / "executor.yaml"), "it changed since it was read; run pin again")]
+    assert (tmp_path / "executor.yaml").read_text() == "# edited in the meantime\n"
+    assert (tmp_path / "driver.yaml").read_text() == planned.changed[0].original
 
 
 # --- through the real CLI -----------------------------------------------------------------------------------
@@ -412,3 +434,51 @@ def test_cli_invalid_policy_is_reported(tmp_path: Path) -> None:
     result = cli("pin", "pod.yaml", "--no-prove", cwd=tmp_path)
     assert result.returncode == 1
     assert "policies/p.yaml:6" in result.stderr and "[schema]" in result.stderr
+
+
+def _pinning_repo(directory: Path) -> None:
+    (directory / "policies").mkdir()
+    for name in ("spark-pinning.yaml", "kspark-provisioner.yaml"):
+        shutil.copy(ROOT / "examples/pinning/policies" / name, directory / "policies")
+    (directory / "apps" / "z-team").mkdir(parents=True)
+    shutil.copy(ROOT / "examples/pinning/apps/karpenter-driver-pod-template.yaml", directory / "apps" / "driver.yaml")
+    shutil.copy(ROOT / "examples/pinning/apps/karpenter-executor-pod-template.yaml",
+                directory / "apps" / "z-team" / "executor.yaml")
+
+
+def test_cli_write_is_all_or_nothing(unprivileged: Unprivileged) -> None:  # noqa: F811
+    """The second file's directory is not writable for the user: the first file used to be rewritten already
+    when the run died with "internal error: PermissionError", saying nothing of what it had changed."""
+    home = unprivileged.directory
+    _pinning_repo(home)
+    unprivileged.give(home / "apps")
+    (home / "apps" / "z-team").chmod(0o555)  # the file is the user's, its directory not writable
+    before = {p: p.read_bytes() for p in (home / "apps").rglob("*.yaml")}
+
+    result = unprivileged.run("pin", "apps/", "--write", "--no-prove")
+
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr
+    assert (
+        "apps/z-team/executor.yaml: error: not written: you cannot create files in its directory" in result.stderr
+    ), result.stderr
+    assert "nothing written: all 2 files are as they were" in result.stderr
+    assert {p: p.read_bytes() for p in (home / "apps").rglob("*.yaml")} == before
+    as_json = json.loads(unprivileged.run("pin", "apps/", "--write", "--no-prove", "--output", "json").stdout)
+    assert [e["file"] for e in as_json["write_errors"]] == ["apps/z-team/executor.yaml"]
+    assert as_json["summary"]["written"] is False and not any(f["written"] for f in as_json["files"])
+
+
+def test_cli_write_keeps_owner_group_and_mode(tmp_path: Path) -> None:
+    _pinning_repo(tmp_path)
+    driver = tmp_path / "apps" / "driver.yaml"
+    owner = (65534, 65534) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    os.chown(driver, *owner)
+    driver.chmod(0o640)
+
+    result = cli("pin", "apps/", "--write", "--no-prove", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "spot" in driver.read_text() or "on-demand" in driver.read_text()
+    info = driver.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (*owner, 0o640)
