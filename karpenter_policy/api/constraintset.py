@@ -17,10 +17,13 @@ with the catalog alone, without the solver.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from karpenter_policy.api.objects import Provisioner
@@ -31,7 +34,7 @@ from karpenter_policy.model.requirements import Operator, Requirement, Requireme
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.model.taints import Taint
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SET_KIND = "ConstraintSet"
 INDEX_KIND = "ConstraintSetIndex"
 INDEX_KEY = "index.json"
@@ -296,7 +299,13 @@ class _Hashed:
 
 @dataclass(frozen=True, slots=True)
 class ConstraintSet(_Hashed):
-    """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5)."""
+    """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5).
+
+    `admitted` are the names of the instance types it may launch (what its reviewers saw); `instance_types` is
+    the audit listing of those with their offerings and prices when compiled (files only: the wire form and sets
+    read from it carry none). The hash covers the policy — requirements, settings, node template, admitted names —
+    and not the listing: a price that changes does not change a set (nor drift its nodes).
+    """
 
     name: str
     version: str
@@ -314,11 +323,12 @@ class ConstraintSet(_Hashed):
     weight: int = 0
     provider: ProviderSettings | None = None
     kubelet: Mapping[str, Any] | None = None
+    admitted: tuple[str, ...] = ()
     instance_types: tuple[ResolvedInstanceType, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def content(self) -> dict[str, Any]:
-        """Every field but the hash, in wire form."""
+        """Every field the hash covers, in wire form."""
         return {
             "schemaVersion": self.schema_version,
             "kind": SET_KIND,
@@ -338,8 +348,13 @@ class ConstraintSet(_Hashed):
             "weight": self.weight,
             "provider": None if self.provider is None else self.provider.to_json(),
             "kubelet": None if self.kubelet is None else dict(self.kubelet),
-            "instanceTypes": [it.to_json() for it in self.instance_types],
+            "admitted": sorted(self.admitted),
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """The file form: the content, the audit listing of the admitted types, and the hash."""
+        content = self.content()
+        return {**content, "instanceTypes": [it.to_json() for it in self.instance_types], "hash": content_hash(content)}
 
     @classmethod
     def of(
@@ -355,6 +370,7 @@ class ConstraintSet(_Hashed):
         """The set of a (defaulted) provisioner, its offerings resolved against `instance_types`."""
         family = str((provider.spec or {}).get("amiFamily") or "") if provider is not None else ""
         os = "windows" if family.startswith("Windows") else None
+        resolved = resolve_instance_types(provisioner.requirements, instance_types, region, provisioner.kubelet, os)
         return cls(
             name=provisioner.name,
             version=version,
@@ -372,9 +388,8 @@ class ConstraintSet(_Hashed):
             weight=provisioner.weight,
             provider=provider,
             kubelet=None if provisioner.kubelet is None else dict(provisioner.kubelet),
-            instance_types=resolve_instance_types(
-                provisioner.requirements, instance_types, region, provisioner.kubelet, os
-            ),
+            admitted=tuple(it.name for it in resolved),
+            instance_types=resolved,
         )
 
     def requirements_model(self) -> Requirements:
@@ -383,13 +398,15 @@ class ConstraintSet(_Hashed):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSet:
-        """Read a set written by `to_json`; `verify` checks the hash. Raises ConstraintSetError."""
+        """Read a set written by `to_json` (or a wire set whose admitted names and node template were filled in
+        by `read_wire_data`); `verify` checks the hash. Raises ConstraintSetError."""
         if not isinstance(data, Mapping):
             raise ConstraintSetError("a constraint set must be a JSON object")
         version = data.get("schemaVersion")
         if version != SCHEMA_VERSION:
             raise ConstraintSetError(
-                f"unsupported constraint-set schemaVersion {version!r} (expected {SCHEMA_VERSION})"
+                f"unsupported constraint-set schemaVersion {version!r} (expected {SCHEMA_VERSION}: compile the "
+                "policies again with this version of karpenter-policy)"
             )
         if data.get("kind") != SET_KIND:
             raise ConstraintSetError(f"not a {SET_KIND}: kind is {data.get('kind')!r}")
@@ -413,8 +430,11 @@ class ConstraintSet(_Hashed):
                 weight=int(data["weight"]),
                 provider=None if provider is None else ProviderSettings.from_json(provider),
                 kubelet=None if kubelet is None else dict(kubelet),
-                instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data["instanceTypes"]),
+                admitted=tuple(str(n) for n in data["admitted"]),
+                instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data.get("instanceTypes") or ()),
             )
+            if len(set(built.admitted)) != len(built.admitted):
+                raise ValueError("admitted lists an instance type twice")
         except (KeyError, TypeError, ValueError) as error:
             raise ConstraintSetError(f"malformed constraint set: {type(error).__name__}: {error}") from None
         if verify and data.get("hash") != built.hash:
@@ -500,3 +520,145 @@ class ConstraintSetIndex(_Hashed):
         if verify and data.get("hash") != built.hash:
             raise ConstraintSetError(f"index hash {data.get('hash')!r} does not match its content ({built.hash})")
         return built
+
+
+# --- the wire form (the ConfigMap) --------------------------------------------------------------------------
+
+#: The index's extra keys in the wire form: the type table the sets' bitmaps index, and the node templates.
+WIRE_TYPES = "types"
+WIRE_NODE_TEMPLATES = "nodeTemplates"
+
+
+def _bitmap(names: Iterable[str], position: Mapping[str, int], size: int) -> str:
+    bits = bytearray((size + 7) // 8)
+    for name in names:
+        i = position[name]
+        bits[i // 8] |= 1 << (i % 8)
+    return base64.b64encode(bytes(bits)).decode("ascii")
+
+
+def _names(bitmap: str, table: Sequence[str]) -> tuple[str, ...]:
+    try:
+        bits = base64.b64decode(bitmap.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError) as error:
+        raise ConstraintSetError(f"admittedBits is not base64: {error}") from None
+    if len(bits) != (len(table) + 7) // 8:
+        raise ConstraintSetError(f"admittedBits has {len(bits)} bytes for a type table of {len(table)} names")
+    return tuple(name for i, name in enumerate(table) if bits[i // 8] >> (i % 8) & 1)
+
+
+def wire_data(sets: Sequence[ConstraintSet], index: ConstraintSetIndex) -> dict[str, str]:
+    """The compact form of compiled sets for a ConfigMap: `index.json` (the index, plus the sorted table of every
+    admitted type name and each node template once, by the hash of its spec) and one `<name>.json` per set
+    without the audit listing, its admitted types as a bitmap over the table and its node template by reference.
+    Each set keeps its hash: a reader rebuilds the set and verifies it (`read_wire_data`)."""
+    table = sorted({name for s in sets for name in s.admitted})
+    position = {name: i for i, name in enumerate(table)}
+    templates: dict[str, Any] = {}
+    data: dict[str, str] = {}
+    for constraint_set in sets:
+        content = constraint_set.content()
+        digest = content_hash(content)
+        del content["admitted"]
+        content["admittedBits"] = _bitmap(constraint_set.admitted, position, len(table))
+        provider = content.get("provider")
+        if provider is not None and provider.get("spec") is not None:
+            ref = content_hash(provider["spec"])
+            templates[ref] = provider["spec"]
+            content["provider"] = {**provider, "spec": None, "specRef": ref}
+        data[set_key(constraint_set.name)] = canonical_json({**content, "hash": digest})
+    index_json = index.to_json()
+    index_json[WIRE_TYPES] = table
+    index_json[WIRE_NODE_TEMPLATES] = dict(sorted(templates.items()))
+    data[INDEX_KEY] = canonical_json(index_json)
+    return data
+
+
+def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+    """The index and sets of a ConfigMap's data written by `wire_data`, every hash verified (the index's own, and
+    each set's against its content and the index's entry). Raises ConstraintSetError naming the key."""
+    raw_index = data.get(INDEX_KEY)
+    if raw_index is None:
+        raise ConstraintSetError(f"no {INDEX_KEY} key: is it the ConfigMap `compile` writes?")
+    try:
+        index_json = json.loads(raw_index)
+    except ValueError as error:
+        raise ConstraintSetError(f"{INDEX_KEY}: not JSON: {error}") from None
+    if not isinstance(index_json, dict):
+        raise ConstraintSetError(f"{INDEX_KEY}: not a JSON object")
+    table = index_json.pop(WIRE_TYPES, None)
+    templates = index_json.pop(WIRE_NODE_TEMPLATES, None)
+    if not isinstance(table, list) or not isinstance(templates, dict):
+        raise ConstraintSetError(f"{INDEX_KEY}: no type table or node templates (not the compact wire form)")
+    try:
+        index = ConstraintSetIndex.from_json(index_json)
+    except ConstraintSetError as error:
+        raise ConstraintSetError(f"{INDEX_KEY}: {error}") from None
+    sets = []
+    for entry in index.entries:
+        raw = data.get(entry.key)
+        if raw is None:
+            raise ConstraintSetError(f"{entry.key}: listed in the index but missing")
+        try:
+            content = json.loads(raw)
+            if not isinstance(content, dict):
+                raise ConstraintSetError("not a JSON object")
+            bits = content.pop("admittedBits", None)
+            if not isinstance(bits, str):
+                raise ConstraintSetError("no admittedBits")
+            content["admitted"] = list(_names(bits, [str(n) for n in table]))
+            provider = content.get("provider")
+            if isinstance(provider, dict) and "specRef" in provider:
+                ref = provider.pop("specRef")
+                if ref not in templates:
+                    raise ConstraintSetError(f"node template {ref} is not in the index")
+                provider["spec"] = templates[ref]
+            constraint_set = ConstraintSet.from_json(content)
+        except (ValueError, ConstraintSetError) as error:
+            raise ConstraintSetError(f"{entry.key}: {error}") from None
+        if constraint_set.hash != entry.hash:
+            raise ConstraintSetError(f"{entry.key}: hash {constraint_set.hash} does not match the index's {entry.hash}")
+        sets.append(constraint_set)
+    return index, sets
+
+
+def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+    """The index and sets `compile -o DIR` wrote (DIR, or its `constraintsets/`), or the constraint-set ConfigMap
+    mounted as a directory (one file per key, the wire form): every hash verified. Raises ConstraintSetError
+    naming the file."""
+    base = Path(directory)
+    folder = next((d for d in (base / "constraintsets", base) if (d / INDEX_KEY).is_file()), None)
+    if folder is None:
+        raise ConstraintSetError(f"{base}: no constraintsets/{INDEX_KEY} or {INDEX_KEY}: is it `compile -o` output?")
+
+    def read(name: str) -> str:
+        try:
+            return (folder / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConstraintSetError(f"{folder / name}: cannot read: {error}") from None
+
+    index_text = read(INDEX_KEY)
+    try:
+        index_json = json.loads(index_text)
+    except ValueError as error:
+        raise ConstraintSetError(f"{folder / INDEX_KEY}: not JSON: {error}") from None
+    if isinstance(index_json, dict) and WIRE_TYPES in index_json:  # a mounted ConfigMap
+        names = [INDEX_KEY] + [str(e.get("key")) for e in index_json.get("sets") or [] if isinstance(e, dict)]
+        try:
+            return read_wire_data({name: read(name) for name in names})
+        except ConstraintSetError as error:
+            raise ConstraintSetError(f"{folder}: {error}") from None
+    try:
+        index = ConstraintSetIndex.from_json(index_json)
+    except ConstraintSetError as error:
+        raise ConstraintSetError(f"{folder / INDEX_KEY}: {error}") from None
+    sets = []
+    for entry in index.entries:
+        try:
+            constraint_set = ConstraintSet.loads(read(entry.key))
+        except ConstraintSetError as error:
+            raise ConstraintSetError(f"{folder / entry.key}: {error}") from None
+        if constraint_set.hash != entry.hash:
+            raise ConstraintSetError(f"{folder / entry.key}: hash does not match the index's {entry.hash}")
+        sets.append(constraint_set)
+    return index, sets

@@ -40,8 +40,10 @@ from karpenter_policy.api.constraintset import (
     ConstraintSet,
     ConstraintSetIndex,
     ProviderSettings,
+    canonical_json,
     content_hash,
     set_key,
+    wire_data,
 )
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
@@ -233,11 +235,15 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
         )
     index = ConstraintSetIndex.of(sets, catalog_identity(catalog))
 
-    config_data = {set_key(s.name): s.dumps() for s in sets}
-    config_data[INDEX_KEY] = index.dumps()
+    config_data = wire_data(sets, index)
     size = manifests.configmap_data_bytes(config_data)
     if size > manifests.MAX_CONFIGMAP_DATA_BYTES and sets:
-        largest = max(sets, key=lambda s: (len(config_data[set_key(s.name)]), s.name))
+        # what each set costs the ConfigMap: its own key and its node template (held once in the index)
+        def weight(s: ConstraintSet) -> int:
+            spec = s.provider.spec if s.provider is not None and s.provider.spec is not None else None
+            return len(config_data[set_key(s.name)]) + (len(canonical_json(spec)) if spec is not None else 0)
+
+        largest = max(sets, key=lambda s: (weight(s), s.name))
         doc = provisioners[largest.name]
         line, column = doc.position(("metadata", "name"))
         report.findings.append(
@@ -245,8 +251,8 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
                 CONFIGMAP_TOO_LARGE,
                 ERROR,
                 f"the constraint sets take {size} bytes, more than the {manifests.MAX_CONFIGMAP_DATA_BYTES} a "
-                f"ConfigMap can hold; the largest is {largest.name} ({len(config_data[set_key(largest.name)])} "
-                f"bytes, {len(largest.instance_types)} instance types): narrow its requirements",
+                f"ConfigMap can hold; the largest is {largest.name} ({weight(largest)} bytes with its node "
+                "template): split the policies over several ConfigMaps (--configmap-name) or shrink it",
                 doc.file,
                 line,
                 column,

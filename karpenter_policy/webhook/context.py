@@ -18,13 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from karpenter_policy.api.constraintset import (
-    INDEX_KEY,
-    PROVIDER_REF,
-    ConstraintSet,
-    ConstraintSetError,
-    ConstraintSetIndex,
-)
+from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.loader import Document
@@ -90,21 +84,14 @@ def _read_json(path: Path) -> Any:
 def load_constraints(directory: str, region: str | None = None) -> PolicyContext:
     """The context of compiled constraint sets (every hash verified); `region` must match theirs when given.
     Raises ContextError."""
-    base = Path(directory)
-    index_file = next((p for p in (base / "constraintsets" / INDEX_KEY, base / INDEX_KEY) if p.is_file()), None)
-    if index_file is None:
-        raise ContextError(f"{directory}: no constraintsets/{INDEX_KEY} or {INDEX_KEY}: is it `compile -o` output?")
     try:
-        index = ConstraintSetIndex.from_json(_read_json(index_file))
-        sets = [ConstraintSet.from_json(_read_json(index_file.parent / e.key)) for e in index.entries]
+        index, sets = read_compiled(directory)
     except ConstraintSetError as error:
-        raise ContextError(f"{index_file.parent}: {error}") from None
+        raise ContextError(str(error)) from None
     for entry, constraint_set in zip(index.entries, sets, strict=True):
-        if constraint_set.hash != entry.hash:
-            raise ContextError(f"{index_file.parent / entry.key}: hash does not match the index's {entry.hash}")
         if region is not None and constraint_set.region != region:
             raise ContextError(
-                f"{index_file.parent / entry.key}: compiled for region {constraint_set.region}, "
+                f"{directory}: {entry.key}: compiled for region {constraint_set.region}, "
                 f"the webhook's catalog is {region}"
             )
     ami_families: dict[str, str] = {}
