@@ -544,8 +544,9 @@ def test_configmap_carries_every_set_and_the_index(compiled: Path) -> None:
 def test_five_hundred_broad_provisioners_fit_one_configmap(tmp_path: Path) -> None:
     policy = (POLICIES / "default.yaml").read_text()
     for i in range(500):
-        (tmp_path / f"p{i}.yaml").write_text(policy.replace("providerRef:\n    name: default", f"provider:\n    subnetSelector: {{team: t{i}}}\n"
-            "    securityGroupSelector: {a: b}").replace("name: default", f"name: wide-{i}"))
+        provider = f"provider:\n    subnetSelector: {{team: t{i}}}\n    securityGroupSelector: {{a: b}}"
+        text = policy.replace("providerRef:\n    name: default", provider).replace("name: default", f"name: wide-{i}")
+        (tmp_path / f"p{i}.yaml").write_text(text)
     result = compile_paths([str(tmp_path)], CompileOptions(catalog=CATALOG))
     assert result.report.errors == 0 and result.report.warnings == 0, [f.message for f in result.report.findings][:3]
     (cm,) = [o for o in result.objects if o["kind"] == "ConfigMap"]
