@@ -405,10 +405,14 @@ def _go_float_quantity(value: float | int) -> int:
 
 
 def _units(name: str, value: Any, where: str) -> int:
+    """A configured amount (reserved, threshold, volume size) in units; negative ones are refused."""
     try:
-        return to_units(name, parse_quantity(value))
+        quantity = parse_quantity(value)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
+    if quantity < 0:
+        raise ValueError(f"{where}: {value!r} cannot be negative")
+    return to_units(name, quantity)
 
 
 def _count(value: Any, where: str) -> int | None:

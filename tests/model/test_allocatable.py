@@ -407,6 +407,8 @@ def test_accelerators(it: InstanceType, resource: str, count: int) -> None:
         ({"podsPerCore": -1}, None, "kubeletConfiguration.podsPerCore: expected a whole number >= 0"),
         ({"kubeReserved": {"memory": "1x"}}, None, "kubeletConfiguration.kubeReserved.memory: '1x' is not a quantity"),
         ({"systemReserved": ["cpu"]}, None, "kubeletConfiguration.systemReserved: expected a mapping"),
+        ({"systemReserved": {"memory": "-1Gi"}}, None, "kubeletConfiguration.systemReserved.memory: '-1Gi' cannot be"),
+        ({"evictionHard": {"memory.available": "-5Mi"}}, None, "evictionHard.memory.available: '-5Mi' cannot be"),
         (
             {"evictionHard": {"memory.available": "150%"}},
             None,
