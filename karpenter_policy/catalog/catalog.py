@@ -97,11 +97,16 @@ class Catalog:
 
 # --- serialisation ------------------------------------------------------------------------------------------
 
-_INSTANCE_TYPE_FIELDS = tuple(f.name for f in fields(InstanceType))
+#: Fields added since format 1: written only when they differ from their default, read as it when absent, so
+#: files without them (the embedded one) stay valid and byte-identical.
+_OPTIONAL_FIELDS: dict[str, Any] = {"branch_enis": 0}
+_INSTANCE_TYPE_FIELDS = tuple(f.name for f in fields(InstanceType) if f.name not in _OPTIONAL_FIELDS)
 
 
 def _instance_type_to_dict(it: InstanceType) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {
+        name: getattr(it, name) for name, default in _OPTIONAL_FIELDS.items() if getattr(it, name) != default
+    }
     for name in _INSTANCE_TYPE_FIELDS:
         value = getattr(it, name)
         if name == "offerings":
@@ -206,6 +211,7 @@ def _instance_type_from_dict(raw: Any, where: str) -> InstanceType:
         encryption_in_transit=_expect(data["encryption_in_transit"], bool, f"{where}.encryption_in_transit"),
         offerings=tuple(offerings),
         price_on_demand=None if price is None else _number(price, f"{where}.price_on_demand"),
+        branch_enis=_non_negative_int(data.get("branch_enis", 0), f"{where}.branch_enis"),
     )
     if it.vcpu == 0 or it.memory_mib == 0:
         raise _Invalid(f"{where}: vcpu and memory_mib must be > 0")

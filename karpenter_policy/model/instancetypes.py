@@ -123,7 +123,12 @@ class Offering:
 
 @dataclass(frozen=True)
 class InstanceType:
-    """An EC2 instance type with the facts Karpenter schedules on and labels nodes with."""
+    """An EC2 instance type with the facts Karpenter schedules on and labels nodes with.
+
+    ``max_enis`` is the ENI limit of the default network card (what the VPC CNI uses) and ``ipv4_per_eni`` the
+    IPv4 addresses per ENI; both 0 when unknown. What a node of the type offers pods (capacity, overhead,
+    allocatable, pods) depends on its provisioner too: see :mod:`karpenter_policy.model.allocatable`.
+    """
 
     name: str
     vcpu: int
@@ -145,6 +150,9 @@ class InstanceType:
     encryption_in_transit: bool = False
     offerings: tuple[Offering, ...] = ()
     price_on_demand: float | None = None
+    #: Branch network interfaces for pods with their own security groups (``vpc.amazonaws.com/pod-eni``), 0
+    #: when the type does not support ENI trunking or the catalog does not say.
+    branch_enis: int = 0
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.offerings, key=lambda o: (o.zone, o.capacity_type)))
@@ -167,12 +175,24 @@ class InstanceType:
     def generation(self) -> int:
         return instance_generation(self.name)
 
+    def eni_limited_pods(self, reserved_enis: int = 0) -> int | None:
+        """The VPC CNI's pod density (Karpenter's ``ENILimitedPods``): usable ENIs x (IPv4 addresses per ENI - 1)
+        + 2, where the usable ENIs are those of the default network card less ``reserved_enis`` (the
+        ``aws.reservedENIs`` setting); 0 when none is left. None when the type has no ENI data.
+
+        This is a fact about the type, not a node's pod limit: that is ``model.allocatable.max_pods`` (maxPods,
+        podsPerCore, the AMI family, and a fallback when the ENI data is missing).
+        """
+        if self.max_enis <= 0 or self.ipv4_per_eni <= 0:
+            return None
+        usable = max(self.max_enis - reserved_enis, 0)
+        return usable * (self.ipv4_per_eni - 1) + 2 if usable else 0
+
     @property
     def max_pods(self) -> int:
-        """ENI-limited pod density: ENIs x (IPv4 addresses per ENI - 1) + 2 (0 without ENIs)."""
-        if self.max_enis <= 0 or self.ipv4_per_eni <= 0:
-            return 0
-        return self.max_enis * (self.ipv4_per_eni - 1) + 2
+        """The ENI-limited pod density with no reserved ENIs, 0 without ENI data (the ``instance-pods`` value of
+        :meth:`labels`). Kept for compatibility: a node's pods come from ``model.allocatable.max_pods``."""
+        return self.eni_limited_pods() or 0
 
     def zones(self, capacity_type: str | None = None) -> tuple[str, ...]:
         """Zones with an available offering (of ``capacity_type`` if given), sorted."""

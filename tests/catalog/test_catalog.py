@@ -87,6 +87,17 @@ def test_order_does_not_matter() -> None:
     assert catalog_to_json(Catalog("r", (a, b))) == catalog_to_json(Catalog("r", (b, a)))
 
 
+def test_branch_enis_are_written_only_when_known() -> None:
+    trunking = InstanceType("m5.large", 2, 8192, ("amd64",), branch_enis=9)
+    plain = InstanceType("t2.micro", 1, 1024, ("amd64",))
+    text = catalog_to_json(Catalog("r", (trunking, plain)))
+    assert text.count('"branch_enis":9') == 1 and text.count("branch_enis") == 1
+    assert catalog_from_json(text).get("m5.large") == trunking
+    negative = text.replace('"branch_enis":9', '"branch_enis":-1')
+    with pytest.raises(CatalogError, match=r"\(m5.large\).branch_enis must be >= 0"):
+        catalog_from_json(negative)
+
+
 def test_corrupt_file_is_a_catalog_error(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text('{"format":1,"region":"us-east-1","types":[\n{"name":')
