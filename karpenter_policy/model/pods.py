@@ -29,6 +29,7 @@ from karpenter_policy.model.resources import (
     AMD_GPU,
     AWS_NEURON,
     CPU,
+    EPHEMERAL_STORAGE,
     MEMORY,
     NVIDIA_GPU,
     ResourceList,
@@ -380,4 +381,6 @@ def describe_quantity(name: str, value: Decimal) -> str:
         return f"{number} Gaudi accelerator{plural}"
     if name == "pods":
         return f"room for {number} pod{plural}"
+    if name == EPHEMERAL_STORAGE:
+        return f"{format_bytes(value)} ephemeral storage"
     return f"{format_quantity(value)} {name}"

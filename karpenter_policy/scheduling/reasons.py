@@ -22,7 +22,7 @@ from karpenter_policy.model.resources import AMD_GPU, AWS_NEURON, CPU, MEMORY, N
 from karpenter_policy.model.taints import Taint, Toleration, untolerated
 from karpenter_policy.scheduling.instances import OFFERING_KEYS, InstanceTable
 from karpenter_policy.scheduling.templates import NodeTemplate
-from karpenter_policy.scheduling.vectors import HABANA_GAUDI, INDEX, PODS_I, RESOURCES, Vector, as_resources
+from karpenter_policy.scheduling.vectors import HABANA_GAUDI, INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
 
 _SHOWN = 3
 _LIMITS = "(limits)"
@@ -125,6 +125,13 @@ def _needs(template: NodeTemplate, total: Vector, candidates: int) -> str:
     if candidates & template.shapes.fitting(without_pods):
         shown.append(PODS)
     text = describe_requests(requests, shown) if shown else describe_quantity(PODS, requests.get(PODS, Decimal(1)))
+    storage = total[STORAGE_I]
+    room = template.shapes.most(STORAGE_I, template.types)
+    if storage and storage > room:
+        text += (
+            f" (ephemeral storage comes from the node template's root volume: {format_bytes(Decimal(max(room, 0)))}"
+            " allocatable; blockDeviceMappings sets its size)"
+        )
     overhead = template.overhead
     if template.daemon_sets and any(overhead[r] for r in range(len(RESOURCES)) if r != INDEX[PODS]):
         daemons = as_resources(overhead)

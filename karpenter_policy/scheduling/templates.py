@@ -17,6 +17,8 @@ from typing import Any
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import NodeConfiguration
+from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import parse_quantity
 from karpenter_policy.model.taints import Taint
@@ -78,16 +80,18 @@ class NodeTemplate:
         limits: Mapping[str, Decimal] | None = None,
         weight: int = 0,
         kubelet: Mapping[str, Any] | None = None,
-        os: str = "linux",
-        ami_family: str | None = None,
-        root_volume: int | None = None,
+        node: NodeConfiguration | None = None,
         admitted: Iterable[str] | None = None,
         hash: str = "",
         shape: tuple[str, ShapeFunction] | None = None,
     ) -> NodeTemplate:
-        """A template over `table`; `admitted` restricts the types to those named (default: every type the
-        requirements allow); `shape` replaces the AWS node-shape arithmetic by (a key, a function) — synthetic
-        instance types in tests and benchmarks."""
+        """A template over `table`; `node` is its nodes' configuration (default: from `kubelet` alone, AL2);
+        `admitted` restricts the types to those named (default: every type the requirements allow); `shape`
+        replaces the AWS node-shape arithmetic by (a key, a function) — synthetic instance types in tests and
+        benchmarks. ValueError names a malformed kubelet field."""
+        if node is None:
+            node = NodeConfiguration.of(kubelet)
+        os = node_os(node.ami_family)
         labels = dict(labels or {})
         full = requirements.add(
             *(Requirement.new(k, Operator.IN, [v]) for k, v in sorted(labels.items())),
@@ -97,10 +101,7 @@ class NodeTemplate:
         if admitted is not None:
             types &= table.mask_of_names(admitted)
         if shape is None:
-            shape = (
-                configuration_key(kubelet, ami_family, root_volume),
-                shape_function(kubelet, ami_family, root_volume),
-            )
+            shape = (configuration_key(node), shape_function(node))
         shapes = table.shapes(shape[0], shape[1])
         return cls(
             name=name,
@@ -124,10 +125,12 @@ class NodeTemplate:
         table: InstanceTable,
         provisioner: Provisioner,
         *,
-        os: str = "linux",
+        node_template: Mapping[str, Any] | None = None,
         admitted: Iterable[str] | None = None,
-        ami_family: str | None = None,
     ) -> NodeTemplate:
+        """The template of a (defaulted) Provisioner; `node_template` is the spec of the AWSNodeTemplate it
+        references, or its inline provider (AMI family, block device mappings). ValueError names a bad field."""
+        node = node_configuration(provisioner.kubelet, node_template)
         return cls.build(
             table,
             name=provisioner.name,
@@ -138,8 +141,7 @@ class NodeTemplate:
             limits=provisioner.limits,
             weight=provisioner.weight,
             kubelet=provisioner.kubelet,
-            os=os,
-            ami_family=ami_family,
+            node=node,
             admitted=admitted,
         )
 
@@ -148,7 +150,6 @@ class NodeTemplate:
         """The template of a compiled set: it launches only the instance types the set admits (what was
         reviewed), in the offerings the live table has."""
         spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
-        family = str(spec.get("amiFamily") or "") or None
         return cls.build(
             table,
             name=constraint_set.name,
@@ -159,8 +160,18 @@ class NodeTemplate:
             limits={k: parse_quantity(v) for k, v in constraint_set.limits.items()},
             weight=constraint_set.weight,
             kubelet=constraint_set.kubelet,
-            os="windows" if family and family.startswith("Windows") else "linux",
-            ami_family=family,
-            admitted=[it.name for it in constraint_set.instance_types],
+            node=node_configuration(constraint_set.kubelet, spec),
+            admitted=constraint_set.admitted,
             hash=constraint_set.hash,
         )
+
+
+def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping[str, Any] | None) -> NodeConfiguration:
+    """The node configuration of a provisioner's kubelet settings and its node template's spec (AMI family and
+    block device mappings)."""
+    spec = node_template or {}
+    mappings = spec.get("blockDeviceMappings")
+    family = spec.get("amiFamily")
+    return NodeConfiguration.of(
+        kubelet, str(family) if family else None, mappings if isinstance(mappings, list) else None
+    )

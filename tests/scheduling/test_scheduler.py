@@ -316,3 +316,18 @@ def test_utilisation_is_reported_against_the_launch_type(table: InstanceTable) -
     claim = plan.claims[0]
     assert 0 < claim.cpu_utilisation() <= 1 and 0 < claim.memory_utilisation() <= 1
     assert claim.allocatable[MEMORY_I] > 0
+
+
+def test_ephemeral_storage_is_checked_against_the_node_templates_root_volume(table: InstanceTable) -> None:
+    spec = requests("1", **{"ephemeral-storage": "30Gi"})
+    spec["containers"][0]["resources"]["limits"] = {}
+    default = NodeTemplate.from_provisioner(table, provisioner("default", {}))
+    plan = solve([default], pods("scratch", 1, **spec))
+    message = plan.failures["default/scratch-0"].message()
+    assert "30Gi ephemeral storage" in message, message
+    big_root = {
+        "amiFamily": "AL2",
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi"}}],
+    }
+    roomy = NodeTemplate.from_provisioner(table, provisioner("default", {}), node_template=big_root)
+    assert not solve([roomy], pods("scratch", 1, **spec)).failures
