@@ -204,10 +204,18 @@ def test_slow_clients_are_cut_off(strict: Webhook, cert_dir: Path, strict_client
 
 
 def test_an_idle_connection_is_closed_quietly(strict: Webhook, cert_dir: Path) -> None:
+    """A keep-alive connection after `idle_timeout`; a new one that never sends a request after
+    `request_timeout` (it has no business holding a connection slot for minutes)."""
     with raw_tls(strict.port, cert_dir / "ca.crt", timeout=LIMITS.idle_timeout + 3) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_answer(sock)[0] == 200
         started = time.monotonic()
         assert sock.recv(1024) == b""
         assert LIMITS.idle_timeout - 0.5 <= time.monotonic() - started
+    with raw_tls(strict.port, cert_dir / "ca.crt", timeout=LIMITS.idle_timeout + 3) as sock:
+        started = time.monotonic()
+        assert sock.recv(1024) == b""
+        assert LIMITS.request_timeout - 0.5 <= time.monotonic() - started < LIMITS.idle_timeout
 
 
 def test_connections_over_the_limit_are_closed(strict: Webhook, cert_dir: Path, strict_client: Client) -> None:
