@@ -126,12 +126,12 @@ class _Connection:
 
 
 def _wait_for(sock: socket.socket, writable: bool, seconds: float) -> bool:
-    """Whether `sock` becomes readable (writable) within `seconds` (poll: no descriptor-number limit)."""
-    if seconds <= 0:
+    """Whether `sock` is or becomes readable (writable) within `seconds` (poll: no descriptor-number limit)."""
+    if sock.fileno() < 0:
         return False
     poller = select.poll()
     poller.register(sock, select.POLLOUT if writable else select.POLLIN)
-    return bool(poller.poll(seconds * 1000))
+    return bool(poller.poll(max(seconds, 0.0) * 1000))
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -444,16 +444,19 @@ class WebhookServer(ThreadingHTTPServer):
 
     def _make_room(self) -> bool:
         """Close the connection least likely to be a client at work (the order of the module doc); called with
-        the lock held. False when every connection has a request under way."""
-        candidates = [c for c in self._connections if c.state != BUSY]
-        if not candidates:
-            return False
-        victim = min(candidates, key=lambda c: (c.state, c.since))
-        victim.closed_by_server = True
-        victim.abort()
-        self._connections.discard(victim)
-        self.metrics.evicted_connections.inc()
-        return True
+        the lock held. One whose bytes are already waiting in the kernel counts as at work (its thread has not
+        got to them yet). False when every connection is at work."""
+        for victim in sorted(self._connections, key=lambda c: (c.state, c.since)):
+            if victim.state == BUSY:
+                break
+            if victim.state != HANDSHAKE and _wait_for(victim.sock, False, 0):
+                continue
+            victim.closed_by_server = True
+            victim.abort()
+            self._connections.discard(victim)
+            self.metrics.evicted_connections.inc()
+            return True
+        return False
 
     def set_state(self, tracked: _Connection, state: int) -> None:
         with self._lock:
@@ -549,7 +552,8 @@ def _handshake(connection: ssl.SSLSocket, deadline: float) -> bool:
                 writable = False
             except ssl.SSLWantWriteError:
                 writable = True
-            if not _wait_for(connection, writable, deadline - time.monotonic()):
+            left = deadline - time.monotonic()
+            if left <= 0 or not _wait_for(connection, writable, left):
                 return False
     except (OSError, ValueError):  # ssl.SSLError is an OSError
         return False
