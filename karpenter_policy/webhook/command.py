@@ -82,8 +82,7 @@ class WebhookOptions:
 class Webhook:
     """A built (not yet started) webhook server and its parts."""
 
-    def __init__(self, options: WebhookOptions, catalog: Catalog | None = None, checker: Checker | None = None) -> None:
-        """`checker` replaces the one built from the options (tests: a checker with an extra rule)."""
+    def __init__(self, options: WebhookOptions, catalog: Catalog | None = None) -> None:
         self.options = options
         self._draining = threading.Event()
         self._warm = threading.Event()
@@ -121,7 +120,7 @@ class Webhook:
         except (ContextError, PinningError) as error:
             raise StartupError(str(error)) from None
         self.context, self.pinner = context, pinner
-        self.checker = checker or Checker(
+        self.checker = Checker(
             self.catalog, timeout_ms=options.timeout_ms, context=context, cache_size=options.cache_size
         )
         self.handlers = Handlers(self.checker, pinner)
