@@ -202,6 +202,7 @@ class Webhook:
             log.warning("%d connections still open after %g s: cut off", left, timeout)
         else:
             log.info("every accepted request was answered")
+        self.server.release()
         self.pool.stop()
         self.tls.stop()
         log.info("workers stopped")

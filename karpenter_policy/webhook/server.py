@@ -6,8 +6,10 @@ admission work itself runs in worker processes (`workers`), so a connection's th
 and the standard library adds no dependency to audit. What it lacks is added here and tested
 (docs/hardening-webhook.md is the user's account):
 
-* TLS is set up in the connection's thread, not in the accept loop, so a slow or silent client cannot stall
-  `accept` (each connection gets the reloader's current `SSLContext`: certificate rotation without a restart).
+* A new connection waits in `_WaitingRoom` (one thread polling them all) until its first byte arrives; only
+  then does it get a thread of its own. TLS is set up in that thread, not in the accept loop, so a slow or
+  silent client cannot stall `accept` (each connection gets the reloader's current `SSLContext`: certificate
+  rotation without a restart).
   The first byte is peeked before the handshake: a plain-HTTP request gets a plain `400 Bad Request` telling
   it to use HTTPS, as Go's servers do, instead of a handshake error.
 * Time limits, each a total, however slowly bytes trickle in: the first byte and the whole handshake within
@@ -40,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import re
 import select
 import socket
@@ -116,6 +119,7 @@ class _Connection:
     sock: socket.socket  # the accepted socket, then the TLS socket over it
     state: int
     since: float
+    client_address: Any
     closed_by_server: bool = False
 
     def abort(self) -> None:
@@ -132,6 +136,88 @@ def _wait_for(sock: socket.socket, writable: bool, seconds: float) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLOUT if writable else select.POLLIN)
     return bool(poller.poll(max(seconds, 0.0) * 1000))
+
+
+class _WaitingRoom:
+    """New connections until their first byte arrives, watched by one thread with `poll`: a connection that sends
+    nothing costs no thread of its own (a flood of silent sockets would otherwise cost a thread start each time
+    one is reopened). A connection whose first byte arrives goes to `on_ready` (which gives it a thread); one
+    still silent after `timeout` seconds goes to `on_expired`."""
+
+    def __init__(
+        self, on_ready: Callable[[_Connection], None], on_expired: Callable[[_Connection], None], timeout: float
+    ) -> None:
+        self.on_ready, self.on_expired, self.timeout = on_ready, on_expired, timeout
+        self._members: dict[int, _Connection] = {}
+        self._poller = select.poll()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._poller.register(self._wake_read, select.POLLIN)
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="webhook-waiting-room", daemon=True)
+        self._thread.start()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_write, b"x")
+
+    def add(self, connection: _Connection) -> None:
+        with self._lock:
+            self._members[connection.sock.fileno()] = connection
+            self._poller.register(connection.sock, select.POLLIN)
+        self._wake()  # a poll under way does not see the new member
+
+    def remove(self, connection: _Connection) -> bool:
+        """Take `connection` out if it is still waiting (True), so that nothing else happens to it here."""
+        with self._lock:
+            fd = connection.sock.fileno()
+            if self._members.get(fd) is not connection:
+                return False
+            del self._members[fd]
+            self._poller.unregister(fd)
+            return True
+
+    def _run(self) -> None:
+        last_sweep = time.monotonic()
+        while not self._stopped:
+            events = self._poller.poll(100)
+            ready: list[_Connection] = []
+            expired: list[_Connection] = []
+            now = time.monotonic()
+            with self._lock:
+                for fd, _ in events:
+                    if fd == self._wake_read:
+                        with contextlib.suppress(BlockingIOError, OSError):
+                            os.read(self._wake_read, 4096)
+                    elif (connection := self._members.pop(fd, None)) is not None:
+                        self._poller.unregister(fd)
+                        ready.append(connection)
+                if now - last_sweep >= 0.1:
+                    last_sweep = now
+                    for fd, connection in list(self._members.items()):
+                        if now - connection.since >= self.timeout:
+                            del self._members[fd]
+                            self._poller.unregister(fd)
+                            expired.append(connection)
+            for connection in ready:
+                self.on_ready(connection)
+            for connection in expired:
+                self.on_expired(connection)
+
+    def stop(self) -> None:
+        """End the thread; the connections still waiting are expired."""
+        self._stopped = True
+        self._wake()
+        self._thread.join()
+        with self._lock:
+            left = list(self._members.values())
+            self._members.clear()
+        for connection in left:
+            self.on_expired(connection)
+        os.close(self._wake_read)
+        os.close(self._wake_write)
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -410,6 +496,7 @@ class WebhookServer(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+        self._waiting = _WaitingRoom(self._start_thread, self._expire, self.limits.handshake_timeout)
 
     def server_bind(self) -> None:  # HTTPServer's looks the host name up in DNS: not needed, and slow
         socketserver.TCPServer.server_bind(self)
@@ -423,7 +510,7 @@ class WebhookServer(ThreadingHTTPServer):
     # --- admission of connections ---------------------------------------------------------------------------
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        tracked = _Connection(request, SILENT, time.monotonic())
+        tracked = _Connection(request, SILENT, time.monotonic(), client_address)
         with self._lock:
             if len(self._connections) >= self.limits.max_connections and not self._make_room():
                 self.metrics.rejected_connections.inc()
@@ -432,15 +519,22 @@ class WebhookServer(ThreadingHTTPServer):
             self._connections.add(tracked)
             self._running += 1
             self.metrics.open_connections.set(len(self._connections))
+        self._waiting.add(tracked)  # a thread once its first byte arrives
+
+    def _start_thread(self, tracked: _Connection) -> None:
         try:
-            thread = threading.Thread(
-                target=self._serve_connection, args=(tracked, client_address), name="webhook-connection", daemon=True
-            )
+            thread = threading.Thread(target=self._serve_connection, args=(tracked,), name="webhook-connection")
+            thread.daemon = True
             thread.start()
         except BaseException:  # the thread did not start: undo the count
-            self._forget(tracked)
-            self.shutdown_request(request)
+            self._expire(tracked)
             raise
+
+    def _expire(self, tracked: _Connection) -> None:
+        """A connection that sent nothing within the handshake time (or that no thread could be started for)."""
+        self.metrics.handshake_failures.inc()
+        self.shutdown_request(tracked.sock)
+        self._forget(tracked)
 
     def _make_room(self) -> bool:
         """Close the connection least likely to be a client at work (the order of the module doc); called with
@@ -452,7 +546,12 @@ class WebhookServer(ThreadingHTTPServer):
             if victim.state != HANDSHAKE and _wait_for(victim.sock, False, 0):
                 continue
             victim.closed_by_server = True
-            victim.abort()
+            if victim.state == SILENT and self._waiting.remove(victim):  # no thread of its own: closed here
+                self.shutdown_request(victim.sock)
+                self._running -= 1
+                self._lock.notify_all()
+            else:
+                victim.abort()
             self._connections.discard(victim)
             self.metrics.evicted_connections.inc()
             return True
@@ -469,22 +568,22 @@ class WebhookServer(ThreadingHTTPServer):
             self.metrics.open_connections.set(len(self._connections))
             self._lock.notify_all()
 
-    def _serve_connection(self, tracked: _Connection, client_address: Any) -> None:
+    def _serve_connection(self, tracked: _Connection) -> None:
         try:
-            self._serve_tls(tracked, client_address)
+            self._serve_tls(tracked)
         except Exception:
-            log.exception("connection from %s failed", client_address)
+            log.exception("connection from %s failed", tracked.client_address)
         finally:
             with contextlib.suppress(OSError):
                 tracked.sock.close()
             self._forget(tracked)
 
-    def _serve_tls(self, tracked: _Connection, client_address: Any) -> None:
+    def _serve_tls(self, tracked: _Connection) -> None:
         raw: socket.socket = tracked.sock
         with contextlib.suppress(OSError):  # small answers go out at once, not after the client's delayed ACK
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        deadline = time.monotonic() + self.limits.handshake_timeout
-        raw.settimeout(self.limits.handshake_timeout)
+        deadline = tracked.since + self.limits.handshake_timeout  # from accept: it is still SILENT
+        raw.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
             first = raw.recv(1, socket.MSG_PEEK)
         except OSError:
@@ -506,7 +605,7 @@ class WebhookServer(ThreadingHTTPServer):
             self.metrics.handshake_failures.inc()
             return
         self.set_state(tracked, NO_REQUEST)
-        _Handler(tracked, client_address, self)  # type: ignore[arg-type]  # see `_Handler.request`
+        _Handler(tracked, tracked.client_address, self)  # type: ignore[arg-type]  # see `_Handler.request`
 
     # --- draining -------------------------------------------------------------------------------------------
 
@@ -535,6 +634,10 @@ class WebhookServer(ThreadingHTTPServer):
             while self._running and (left := end - time.monotonic()) > 0:
                 self._lock.wait(left)
             return self._running
+
+    def release(self) -> None:
+        """After the drain: end the waiting room's thread (connections still silent are closed)."""
+        self._waiting.stop()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.error("error on the connection from %s", client_address, exc_info=True)

@@ -100,6 +100,7 @@ def test_well_behaved_clients_are_served_during_a_flood(capped: Webhook, cert_di
                     failures.append(f"keep-alive {attempt}")
             except OSError as error:
                 failures.append(f"keep-alive {attempt}: {error!r}")
+                keep_alive.close()
             time.sleep(0.1)
         assert not failures, failures
     keep_alive.close()
