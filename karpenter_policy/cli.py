@@ -462,6 +462,15 @@ def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | No
 @click.option("--request-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True)
 @click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True)
 @click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--handshake-timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
+@click.option(
+    "--admission-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Cap on a request's deadline (the API server's ?timeout= is used when shorter).",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Worker processes.")
 @click.option("--reload-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
 @click.option("--shutdown-delay", type=click.FloatRange(min=0), default=5.0, show_default=True)
 def webhook(**options: object) -> None:

@@ -21,6 +21,12 @@ value, its tolerations must be covered by the template's `spec.tolerations` (an 
 one that tolerates every taint it does). When two matching rules want different values for one key, the first
 (policies in file order, rules in order) wins and the clash is a `pinning-conflict`.
 
+A pin never overrides the workload's own required node affinity: when every term of
+`requiredDuringSchedulingIgnoredDuringExecution` rejects a value the pins would set (a Spark driver that requires
+`capacity-type In [spot]`, pinned to `on-demand`), pinning would make the pod unschedulable. That is a
+`pinning-conflict` (`affinity_conflict`): `pin` writes nothing and the webhook admits the pod unpinned with a
+warning — one verdict, from this one function.
+
 Everything here but `check_pinning` (which reads the workload files) is pure over plain mappings: `pins_for` /
 `resolve` is what the webhook calls for a pod, `changes_for` what `pin` writes and `check --workloads` reports
 as `pinning-violation`.
@@ -44,18 +50,21 @@ from karpenter_policy.api.violations import (
     Violation,
 )
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Requirement
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.findings import Finding, Location
 from karpenter_policy.policy.loader import Document
 from karpenter_policy.policy.workloads import template_path_of
 
 __all__ = [
+    "AffinityConflict",
     "Change",
     "Conflict",
     "Pins",
     "Rule",
     "SPARK_ROLE_LABEL",
     "Workload",
+    "affinity_conflict",
     "apply_changes",
     "bind_provisioners",
     "check_pinning",
@@ -527,6 +536,70 @@ def changes_for(pod_spec: Mapping[str, Any], pins: Pins) -> list[Change]:
     return changes
 
 
+@dataclass(frozen=True, slots=True)
+class AffinityConflict:
+    """Pinning would make a pod unschedulable: each term of its required node affinity has an expression that
+    rejects a pinned nodeSelector value. `rejections` pairs each term's rejecting expression (as text) with the
+    pin it rejects."""
+
+    rejections: tuple[tuple[str, Change], ...]
+
+    def message(self) -> str:
+        shown: dict[str, Change] = dict(self.rejections)  # one line per distinct expression, in term order
+        parts = [
+            f"({expression}) rejects nodeSelector {change.key}={change.value} of {change.rule.ref}"
+            for expression, change in shown.items()
+        ]
+        terms = "the pod's required node affinity" if len(shown) == 1 else "every term of the pod's node affinity"
+        return f"{terms} {'; '.join(parts)}: pinned, it could never be scheduled"
+
+
+def _required_terms(pod_spec: Mapping[str, Any]) -> list[Any]:
+    node_affinity: Any = pod_spec.get("affinity")
+    for key in ("nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
+        node_affinity = node_affinity.get(key) if isinstance(node_affinity, Mapping) else None
+    terms = node_affinity.get("nodeSelectorTerms") if isinstance(node_affinity, Mapping) else None
+    return terms if isinstance(terms, list) else []
+
+
+def _rejecting(term: Any, pinned: Mapping[str, Change]) -> tuple[str, Change] | None:
+    """The first expression of a node-selector term that rejects a pinned value (as text), with that pin."""
+    expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+    for expression in expressions if isinstance(expressions, list) else []:
+        if not isinstance(expression, Mapping):
+            continue
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        if not isinstance(key, str) or operator not in SUPPORTED_OPERATORS or not isinstance(values, list):
+            continue  # malformed: the API server's validation, not pinning, answers for it
+        change = pinned.get(wk.normalize_key(key))
+        if change is None:
+            continue
+        try:
+            requirement = Requirement.new(key, str(operator), [str(v) for v in values])
+        except ValueError:
+            continue
+        if not requirement.has(change.value):
+            listed = f" [{', '.join(str(v) for v in values)}]" if values else ""
+            return f"{key} {operator}{listed}", change
+    return None
+
+
+def affinity_conflict(pod_spec: Mapping[str, Any], changes: Sequence[Change]) -> AffinityConflict | None:
+    """The conflict between `changes` and the pod's required node affinity, if pinning would leave no term of it
+    satisfiable (see the module doc); None when some term still may be, or the pod has no required affinity."""
+    pinned = {wk.normalize_key(c.key): c for c in changes if c.field == "nodeSelector"}
+    terms = _required_terms(pod_spec)
+    if not pinned or not terms:
+        return None
+    rejections: list[tuple[str, Change]] = []
+    for term in terms:
+        rejection = _rejecting(term, pinned)
+        if rejection is None:
+            return None
+        rejections.append(rejection)
+    return AffinityConflict(tuple(rejections))
+
+
 def apply_changes(pod_spec: MutableMapping[str, Any], changes: Iterable[Change]) -> None:
     """Apply `changes` to a pod spec in place (plain dicts; new keys go last)."""
     for change in changes:
@@ -557,7 +630,13 @@ def workload_findings(doc: Document, workload: Workload, rules: Sequence[Rule]) 
         related = tuple(r.at for r in (conflict.first, conflict.second) if r.at is not None)
         line, column = doc.position(spec_path, at_key=True)
         findings.append(Finding(PINNING_CONFLICT, ERROR, conflict.message(), doc.file, line, column, ref, related))
-    for change in changes_for(workload.spec, pins):
+    changes = changes_for(workload.spec, pins)
+    if (affinity := affinity_conflict(workload.spec, changes)) is not None:
+        related = tuple(dict.fromkeys(c.rule.at for _, c in affinity.rejections if c.rule.at is not None))
+        line, column = doc.position((*spec_path, "affinity"), at_key=True)
+        message = f"{affinity.message()}; pin --write refuses it"
+        findings.append(Finding(PINNING_CONFLICT, ERROR, message, doc.file, line, column, ref, related))
+    for change in changes:
         if change.field == "nodeSelector" and change.current is not None:
             line, column = doc.position((*spec_path, "nodeSelector", change.key))
         elif isinstance(workload.spec.get(change.field), (Mapping, list)):

@@ -16,8 +16,10 @@ Modules, one job each:
 * `metrics`     — Prometheus counters and latency histograms.
 * `certs`       — `--self-signed DIR`: a CA and a serving certificate (cryptography).
 * `tls`         — the server's SSL context, reloaded when the certificate files change on disk.
-* `server`      — the HTTPS server: routing, size and time limits, plain HTTP on the TLS port.
+* `workers`     — the checks in worker processes, each request under a deadline (a stuck worker is replaced).
+* `server`      — the HTTPS server: routing, size and time limits, connection management, drain, plain HTTP
+  on the TLS port.
 * `command`     — `karpenter-policy webhook`: options in, a running server out.
 
-deploy/webhook/README.md is the user's documentation.
+deploy/webhook/README.md is the user's documentation; docs/hardening-webhook.md what the server bounds.
 """

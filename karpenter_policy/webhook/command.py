@@ -2,9 +2,15 @@
 
 Start-up order: certificates (`--self-signed DIR` makes them when absent, and prints the caBundle), the catalog,
 the policy context and pinning rules, the checker (warmed up: the solvers' tables built, the schema validators
-compiled; then everything built so far is frozen out of the garbage collector's sweeps), then the socket.
-`/readyz` answers 200 from then on, until SIGTERM: the server then reports not ready, keeps serving for
-`--shutdown-delay` seconds (while the endpoints controller takes the pod out of the Service), and stops.
+compiled; then everything built so far is frozen out of the garbage collector's sweeps), the worker processes
+(forked from that warm state, before any thread runs), then the socket. `/readyz` answers 200 from then on.
+
+SIGTERM (or SIGINT) drains, logging each step: `/readyz` turns 503 and every answer carries `Connection: close`;
+the server keeps serving for `--shutdown-delay` seconds (while the endpoints controller takes the pod out of the
+Service); then it stops accepting, closes the idle keep-alive connections, waits — at most the drain timeout,
+`--request-timeout` + `--admission-timeout` — until every accepted request is answered, ends the workers and
+exits 0. SIGHUP is logged and ignored: the certificate reloads by itself, and changed policies are loaded by a
+rolling restart (a replica that cannot load them then never takes traffic).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from karpenter_policy.webhook.pinning import PinningError, PolicyPinner
 from karpenter_policy.webhook.server import HEALTHZ, METRICS, READYZ, Limits, WebhookServer, serve_in_thread
 from karpenter_policy.webhook.solvercache import DEFAULT_CACHE_SIZE
 from karpenter_policy.webhook.tls import DEFAULT_RELOAD_INTERVAL, CertificateReloader
+from karpenter_policy.webhook.workers import DEFAULT_WORKERS, WorkerPool
 
 log = logging.getLogger("karpenter_policy.webhook")
 
@@ -64,6 +71,12 @@ class WebhookOptions:
     limits: Limits = field(default_factory=Limits)
     reload_interval: float = DEFAULT_RELOAD_INTERVAL
     shutdown_delay: float = 5.0
+    workers: int = DEFAULT_WORKERS
+
+    @property
+    def drain_timeout(self) -> float:
+        """How long a drain waits for accepted requests: the longest one can take to arrive and be worked on."""
+        return self.limits.request_timeout + self.limits.admission_timeout
 
 
 class Webhook:
@@ -111,7 +124,11 @@ class Webhook:
             self.catalog, timeout_ms=options.timeout_ms, context=context, cache_size=options.cache_size
         )
         self.handlers = Handlers(self.checker, pinner)
-        self.metrics = Metrics([*self.handlers.routes(), HEALTHZ, READYZ, METRICS], self.checker.cache_stats)
+        self.routes = self.handlers.routes()
+        self.pool = WorkerPool(
+            self.routes, options.workers, self.checker.cache_stats, lambda: self.metrics.worker_restarts.inc()
+        )
+        self.metrics = Metrics([*self.routes, HEALTHZ, READYZ, METRICS], self.pool.cache_stats)
         try:
             self.tls = CertificateReloader(cert_file, key_file, self.metrics, options.reload_interval)
         except (OSError, ValueError) as error:
@@ -122,13 +139,21 @@ class Webhook:
         # moves it out of the collector's generations.
         gc.collect()
         gc.freeze()
-        self._warm.set()
+        self.pool.start()
         try:
             self.server = WebhookServer(
-                (options.address, options.port), self.handlers, self.tls, self.metrics, options.limits, self.ready
+                (options.address, options.port),
+                self.routes,
+                self.pool,
+                self.tls,
+                self.metrics,
+                options.limits,
+                self.ready,
             )
         except OSError as error:
+            self.pool.stop()
             raise StartupError(f"cannot listen on {options.address}:{options.port}: {error}") from None
+        self._warm.set()
 
     @property
     def port(self) -> int:
@@ -147,17 +172,48 @@ class Webhook:
         self.server.serve_forever(poll_interval=0.5)
 
     def drain_then_stop(self) -> None:
-        """Report not ready, keep serving `shutdown_delay` seconds, then stop accepting."""
+        """Report not ready and answer with `Connection: close`; after `shutdown_delay` seconds stop serving
+        (`serve_forever` returns; `finish` completes the drain)."""
+        if self._draining.is_set():
+            log.info("already draining")
+            return
+        log.info(
+            "draining: /readyz answers 503, answers close their connections; serving %g s more",
+            self.options.shutdown_delay,
+        )
         self._draining.set()
+        self.server.begin_drain()
         timer = threading.Timer(self.options.shutdown_delay, self.server.shutdown)
         timer.daemon = True
         timer.start()
 
-    def stop(self) -> None:
-        self._draining.set()
-        self.server.shutdown()
+    def finish(self, wait: float | None = None) -> int:
+        """After `serve_forever` returned: stop accepting, close idle keep-alive connections, wait (at most `wait`,
+        default the drain timeout) for every accepted request to be answered, end the workers. The number of
+        connections cut off (0: every accepted request was answered)."""
         self.server.server_close()
+        log.info("stopped accepting connections")
+        closed = self.server.close_idle()
+        open_now = self.server.open_connections()
+        log.info("closed %d idle keep-alive connections; waiting for %d connections to finish", closed, open_now)
+        timeout = self.options.drain_timeout if wait is None else wait
+        left = self.server.wait_closed(timeout)
+        if left:
+            log.warning("%d connections still open after %g s: cut off", left, timeout)
+        else:
+            log.info("every accepted request was answered")
+        self.server.release()
+        self.pool.stop()
         self.tls.stop()
+        log.info("workers stopped")
+        return left
+
+    def stop(self) -> None:
+        """Stop at once (tests, benchmarks): no shutdown delay, a short wait for open requests."""
+        self._draining.set()
+        self.server.begin_drain()
+        self.server.shutdown()
+        self.finish(wait=2.0)
 
 
 def main(raw: Mapping[str, Any]) -> int:
@@ -190,11 +246,15 @@ def run(options: WebhookOptions) -> int:
         print(f"caBundle: {webhook.ca_bundle}", flush=True)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s: draining for %g s", signal.Signals(signum).name, options.shutdown_delay)
+        log.info("received %s", signal.Signals(signum).name)
         webhook.drain_then_stop()
+
+    def on_hangup(signum: int, frame: FrameType | None) -> None:
+        log.info("received SIGHUP: ignored (the certificate reloads by itself; restart to load changed policies)")
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hangup)
     log.info(
         "serving https://%s:%d (%s; context: %s; %d pinning rules)",
         options.address,
@@ -204,8 +264,7 @@ def run(options: WebhookOptions) -> int:
         len(webhook.pinner),
     )
     webhook.serve_forever()
-    webhook.server.server_close()
-    webhook.tls.stop()
+    webhook.finish()
     log.info("stopped")
     return 0
 
@@ -226,6 +285,8 @@ def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
         request_timeout=float(raw["request_timeout"]),
         idle_timeout=float(raw["idle_timeout"]),
         max_connections=int(raw["max_connections"]),
+        handshake_timeout=float(raw["handshake_timeout"]),
+        admission_timeout=float(raw["admission_timeout"]),
     )
     return WebhookOptions(
         cert_file=_optional(raw.get("tls_cert_file")),
@@ -246,6 +307,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
         limits=limits,
         reload_interval=float(raw["reload_interval"]),
         shutdown_delay=float(raw["shutdown_delay"]),
+        workers=int(raw["workers"]),
     )
 
 

@@ -9,8 +9,14 @@
   its warnings.
 * `/mutate/pods` — the pinning rules (`pinning.Pinner`): the nodeSelector entries and tolerations to add.
 
-A handler that fails unexpectedly does not take the server down: a Provisioner is then denied (never admitted
-unchecked), a pod admitted unpinned with a warning (pinning is best effort; see deploy/webhook/README.md).
+A Provisioner being deleted (`metadata.deletionTimestamp` set) is admitted unchecked and undefaulted by both
+provisioner endpoints: the UPDATEs that remove its finalizers must go through, or an object that became invalid
+(a newer rule, a catalog without its instance types) could never be deleted; Karpenter does not provision for
+a Provisioner being deleted, so nothing it says matters any more.
+
+A handler that fails unexpectedly, or does not finish by the request's deadline (`deadline_response`), does not
+take the server down: a Provisioner is then denied (never admitted unchecked), a pod admitted unpinned with a
+warning (pinning is best effort; see deploy/webhook/README.md).
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ class Handlers:
 
     def mutate_provisioners(self, request: AdmissionRequest) -> AdmissionResponse:
         obj = request.object
-        if obj is None:  # DELETE, CONNECT: nothing to default
+        if obj is None or being_deleted(obj):  # DELETE, CONNECT, finalizers going: nothing to default
             return AdmissionResponse(True)
         result = self.checker.check(obj, solve=False)
         if not result.allowed:
@@ -67,7 +73,7 @@ class Handlers:
 
     def validate_provisioners(self, request: AdmissionRequest) -> AdmissionResponse:
         obj = request.object
-        if obj is None:
+        if obj is None or being_deleted(obj):
             return AdmissionResponse(True)
         result = self.checker.check(obj)
         if not result.allowed:
@@ -82,6 +88,12 @@ class Handlers:
             return AdmissionResponse(False, f"expected a v1 Pod, not {describe(obj)}")
         pinning = self.pinner(obj, request.namespace)
         return AdmissionResponse(True, warnings=pinning.warnings, patch=pinning.patch)
+
+
+def being_deleted(obj: Mapping[str, Any]) -> bool:
+    """The object has a `metadata.deletionTimestamp`: it is being deleted (only its finalizers hold it)."""
+    metadata = obj.get("metadata")
+    return isinstance(metadata, Mapping) and bool(metadata.get("deletionTimestamp"))
 
 
 def defaulting_patch(obj: Mapping[str, Any]) -> jsonpatch.JsonPatch:
@@ -114,3 +126,20 @@ def guarded(route: Route, request: AdmissionRequest) -> AdmissionResponse:
         if route.fail_open:
             return AdmissionResponse(True, warnings=(reason + "; admitted unchanged",))
         return AdmissionResponse(False, reason + "; denied (the object was not checked)", code=500)
+
+
+#: `status.code` of a Provisioner denied because its checks did not finish in time.
+DEADLINE_CODE = 504
+
+
+def deadline_response(route: Route, seconds: float) -> AdmissionResponse:
+    """The answer when `route` did not finish within the request's deadline of `seconds`: a pod admitted
+    unchanged with a warning (fail open), a Provisioner denied (fail closed)."""
+    if route.fail_open:
+        warning = f"karpenter-policy webhook: pinning did not finish within {seconds:.3g} s; admitted unpinned"
+        return AdmissionResponse(True, warnings=(warning,))
+    message = (
+        f"karpenter-policy webhook: the checks did not finish within {seconds:.3g} s (the request's deadline); "
+        "denied (the object was not checked)"
+    )
+    return AdmissionResponse(False, message, code=DEADLINE_CODE)

@@ -7,7 +7,11 @@
   (plain HTTP on the TLS port counts, and gets its HTTP 400).
 * `karpenter_policy_webhook_certificate_reloads_total{result}` and
   `karpenter_policy_webhook_certificate_expiry_timestamp_seconds` — rotation (alert when expiry nears).
-* `karpenter_policy_webhook_open_connections`, `karpenter_policy_webhook_rejected_connections_total`.
+* `karpenter_policy_webhook_open_connections`, `karpenter_policy_webhook_rejected_connections_total` (closed at
+  once: every connection had a request under way), `karpenter_policy_webhook_evicted_connections_total` (idle
+  or silent connections closed to make room for a new one).
+* `karpenter_policy_webhook_deadline_exceeded_total{path}` — requests answered by the server because their
+  work did not finish by the deadline; `karpenter_policy_webhook_worker_restarts_total` — workers replaced.
 * `karpenter_policy_webhook_solver_cache_{hits,misses}_total`, `..._entries` — read at scrape time.
 
 `path` is one of the served paths or `other` (any path a client invents would otherwise make a new series);
@@ -80,7 +84,23 @@ class Metrics:
         )
         self.rejected_connections = Counter(
             "karpenter_policy_webhook_rejected_connections",
-            "Connections closed at once because the connection limit was reached.",
+            "Connections closed at once: the connection limit was reached and every connection was at work.",
+            registry=self.registry,
+        )
+        self.evicted_connections = Counter(
+            "karpenter_policy_webhook_evicted_connections",
+            "Idle or silent connections closed to make room for a new one at the connection limit.",
+            registry=self.registry,
+        )
+        self.deadline_exceeded = Counter(
+            "karpenter_policy_webhook_deadline_exceeded",
+            "Requests whose admission work did not finish by their deadline (answered by the server).",
+            ["path"],
+            registry=self.registry,
+        )
+        self.worker_restarts = Counter(
+            "karpenter_policy_webhook_worker_restarts",
+            "Worker processes replaced (killed at a deadline, or ended).",
             registry=self.registry,
         )
         if cache_stats is not None:

@@ -7,7 +7,9 @@ matching rules' pins, `changes_for` what the pod lacks, and `changes_patch` writ
 `apply_changes` does to a manifest. A nodeSelector
 value the pod sets differently is overwritten, as `pin` does, with `Change.message()` as a warning; two rules
 that disagree resolve to the first, with the conflict's message as a warning. A pinned pod gets an empty
-patch (idempotent, for `reinvocationPolicy: IfNeeded`).
+patch (idempotent, for `reinvocationPolicy: IfNeeded`). Pins that the pod's own required node affinity rejects
+(`affinity_conflict`, the very check that makes `pin --write` refuse the manifest) are not applied: the pod is
+admitted unpinned, with the conflict as a warning.
 
 A pod's workload kind is its controller's kind (its owner reference with `controller: true`); a ReplicaSet's
 pod that has Deployment's `pod-template-hash` label counts as a Deployment's. A bare pod is a Pod. Its name is
@@ -24,7 +26,15 @@ import jsonpatch
 
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.pinning import Change, Rule, bind_provisioners, changes_for, resolve, rules_from_documents
+from karpenter_policy.policy.pinning import (
+    Change,
+    Rule,
+    affinity_conflict,
+    bind_provisioners,
+    changes_for,
+    resolve,
+    rules_from_documents,
+)
 
 _TEMPLATE_HASH_LABEL = "pod-template-hash"
 
@@ -103,6 +113,9 @@ class PolicyPinner:
         warnings = [conflict.message() for conflict in pins.conflicts]
         changes = changes_for(spec, pins)
         if not changes:
+            return Pinning((), tuple(r.ref for r in pins.rules), tuple(warnings))
+        if (conflict := affinity_conflict(spec, changes)) is not None:
+            warnings.append(f"not pinned: {conflict.message()}")
             return Pinning((), tuple(r.ref for r in pins.rules), tuple(warnings))
         warnings += [change.message() for change in changes if change.current is not None]
         return Pinning(changes_patch(spec, changes).patch, tuple(r.ref for r in pins.rules), tuple(warnings))

@@ -2,7 +2,10 @@
 
 Only what a handler needs is kept of a request. A body that is not a well-formed v1 AdmissionReview (not JSON,
 another apiVersion or kind, no `request.uid`, an object that is not a mapping) raises `BadReview`, which the
-server answers with HTTP 400: without a uid there is no review to answer. Everything else — an object of the
+server answers with HTTP 400: without a uid there is no review to answer. Numbers are read strictly, before any
+conversion can cost anything: a number token longer than `MAX_NUMBER_CHARS` (Python would otherwise refuse a
+5,000-digit integer with a ValueError, or spend time converting it), a float out of float64's range (`1e999`)
+and the non-JSON tokens `NaN` / `Infinity` are a `BadReview` too. Everything else — an object of the
 wrong kind, an invalid Provisioner — is answered inside a well-formed review (`allowed: false` and a reason).
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +27,9 @@ MAX_WARNING_CHARS = 120
 MAX_WARNINGS = 20
 #: `status.code` of a denial (what the API server itself uses for a webhook denial without a code).
 DENIED_CODE = 403
+#: The longest JSON number token accepted. What the API server sends decodes from Go's int64 (19 digits) or
+#: float64 (17 significant digits and an exponent): 100 characters is far beyond both.
+MAX_NUMBER_CHARS = 100
 
 
 class BadReview(ValueError):
@@ -78,16 +85,42 @@ def _string(request: Mapping[str, Any], key: str) -> str:
     return value
 
 
-def parse_review(body: bytes) -> AdmissionRequest:
-    """The request of an AdmissionReview body; raises `BadReview` with a message fit for the HTTP 400."""
+def _number_token(text: str) -> str:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise BadReview(f"a number of {len(text)} characters is over the limit of {MAX_NUMBER_CHARS}")
+    return text
+
+
+def _parse_int(text: str) -> int:
+    return int(_number_token(text))
+
+
+def _parse_float(text: str) -> float:
+    value = float(_number_token(text))
+    if not math.isfinite(value):
+        raise BadReview(f"the number {text} is out of range (JSON numbers here must fit a float64)")
+    return value
+
+
+def _parse_constant(name: str) -> float:
+    raise BadReview(f"{name} is not a JSON value")
+
+
+def parse_json(body: bytes) -> Any:
+    """`json.loads` with the strict numbers of the module doc; raises `BadReview`."""
     try:
-        review = json.loads(body)
+        return json.loads(body, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
     except UnicodeDecodeError as error:
         raise BadReview(f"the body is not UTF-8: {error.reason} at byte {error.start}") from None
     except json.JSONDecodeError as error:
         raise BadReview(f"the body is not JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
         raise BadReview("the body is not JSON: it nests too deeply") from None
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    """The request of an AdmissionReview body; raises `BadReview` with a message fit for the HTTP 400."""
+    review = parse_json(body)
     if not isinstance(review, dict):
         raise BadReview(f"expected an AdmissionReview object, not a JSON {type(review).__name__}")
     api_version, kind = review.get("apiVersion"), review.get("kind")

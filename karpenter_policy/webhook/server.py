@@ -1,22 +1,38 @@
 """The HTTPS server: the standard library's threaded HTTP server, with TLS per connection, limits and routing.
 
-Why `http.server.ThreadingHTTPServer` (a thread per connection) rather than asyncio or a framework: every request
-is CPU-bound Python (JSON, schema, rules, a cached solver verdict) under the GIL, so an event loop would add no
-throughput, only a second concurrency model; the API server keeps a few long-lived HTTP/1.1 connections per
-webhook, which threads serve with no extra hop; and the standard library adds no dependency to audit. What it
-lacks is added here and tested:
+Why `http.server.ThreadingHTTPServer` (a thread per connection) rather than asyncio or a framework: the API
+server keeps a few long-lived HTTP/1.1 connections per webhook, which threads serve with no extra hop; the
+admission work itself runs in worker processes (`workers`), so a connection's thread only parses and waits;
+and the standard library adds no dependency to audit. What it lacks is added here and tested
+(docs/hardening-webhook.md is the user's account):
 
-* TLS is set up in the connection's thread, not in the accept loop, so a slow or silent client cannot stall
-  `accept` (each connection gets the reloader's current `SSLContext`: certificate rotation without a restart).
+* A new connection waits in `_WaitingRoom` (one thread polling them all) until its first byte arrives; only
+  then does it get a thread of its own. TLS is set up in that thread, not in the accept loop, so a slow or
+  silent client cannot stall `accept` (each connection gets the reloader's current `SSLContext`: certificate
+  rotation without a restart).
   The first byte is peeked before the handshake: a plain-HTTP request gets a plain `400 Bad Request` telling
   it to use HTTPS, as Go's servers do, instead of a handshake error.
-* Time limits: the handshake must finish within `handshake_timeout`; a request must arrive completely (request
-  line, headers, body) within `request_timeout` of its first byte, however slowly it trickles (each read gets
-  only the time left); an idle keep-alive connection is closed after `idle_timeout` (longer than the 90 s Go
-  clients keep idle connections, so the API server closes first and never writes into a closing socket).
-* Size limits: `max_body_bytes` (checked against Content-Length before reading), the standard library's
-  64 KiB request line and 100 header lines; chunked bodies are refused (the API server sends Content-Length).
-* At most `max_connections` connections are served at once; more are closed at once.
+* Time limits, each a total, however slowly bytes trickle in: the first byte and the whole handshake within
+  `handshake_timeout`; a new connection's first request must begin within `request_timeout`; a request must
+  arrive completely (request line, headers, body) within `request_timeout` of its first byte; an idle
+  keep-alive connection is closed after `idle_timeout` (longer than the 90 s Go clients keep idle connections,
+  so the API server closes first and never writes into a closing socket).
+* Admission deadline: the work for a request must be done by `min(?timeout= of the API server,
+  admission_timeout)` minus a margin (`deadline_seconds`), counted from the request's first byte; past it the
+  server answers itself (`handlers.deadline_response`).
+* Size and syntax: `max_body_bytes` (checked against Content-Length before reading), the standard library's
+  64 KiB request line and 100 header lines; Content-Length must be ASCII digits and appear once (not `+2`,
+  `1_0`); malformed or folded header lines are refused; chunked bodies are refused (the API server sends
+  Content-Length); JSON numbers are read strictly (`review.parse_json`).
+* At most `max_connections` connections are open at once. When one more arrives, the connection least likely
+  to be a client at work is closed to make room: first one that has sent nothing yet, then one that finished
+  its handshake but sent no request, then the keep-alive connection idle the longest, then one still in its
+  handshake — oldest first; a connection with a request under way is never closed. So a flood of idle or silent
+  connections cannot lock out the API server or the kubelet's probes (each probe is a new connection). Only
+  when every connection is at work is the new one closed.
+* Drain (`begin_drain`, `close_idle`, `wait_closed`): every answer from then on carries `Connection: close`;
+  once the listener is closed, idle keep-alive connections are closed and the server waits for every accepted
+  request to be answered.
 * Every answer to bad input is a 4xx with a one-line plain-text reason; an unexpected error is logged, never
   sent (no traceback in a response) — see `handlers.guarded`.
 """
@@ -26,6 +42,9 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
+import re
+import select
 import socket
 import socketserver
 import ssl
@@ -35,17 +54,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import parse_qs
 
-from karpenter_policy.webhook.handlers import Handlers, Route, guarded
+from karpenter_policy.webhook.handlers import Route, deadline_response
 from karpenter_policy.webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from karpenter_policy.webhook.metrics import Metrics
-from karpenter_policy.webhook.review import BadReview, parse_review, response_body
+from karpenter_policy.webhook.review import AdmissionResponse, BadReview, parse_review, response_body
 from karpenter_policy.webhook.tls import CertificateReloader
 
 HEALTHZ, READYZ, METRICS = "/healthz", "/readyz", "/metrics"
 TLS_HANDSHAKE_RECORD = 0x16
 log = logging.getLogger(__name__)
+
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
+_GO_DURATION = re.compile(r"(?:([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s|ms|us|µs|ns))+")
+_GO_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs|ns)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,18 +80,157 @@ class Limits:
     idle_timeout: float = 120.0
     handshake_timeout: float = 5.0
     max_connections: int = 256
+    admission_timeout: float = 10.0  # the cap on a request's deadline (the API server allows at most 30 s)
     linger_bytes: int = 256 * 1024  # read and dropped after an early error, so the client sees the answer
     linger_seconds: float = 0.5
 
 
-class _DeadlineReader(io.RawIOBase):
-    """Socket reads that give each request only the time left before its deadline (set at its first byte)."""
+def go_duration(text: str) -> float | None:
+    """Seconds of a Go duration as the API server writes `?timeout=` (`5s`, `1m30s`, `500ms`), else None."""
+    if not _GO_DURATION.fullmatch(text):
+        return None
+    return sum(float(number) * _GO_UNITS[unit] for number, unit in _GO_DURATION_PART.findall(text))
 
-    def __init__(self, sock: socket.socket, limits: Limits) -> None:
+
+def deadline_seconds(query: str, limits: Limits) -> float:
+    """How long the admission work of a request may take: the API server's `?timeout=` (when it parses and is
+    positive) capped by `limits.admission_timeout`, less a margin for the answer to travel back (a quarter of
+    it, at most 0.5 s)."""
+    values = parse_qs(query).get("timeout", [])
+    asked = go_duration(values[0]) if values else None
+    budget = min(asked, limits.admission_timeout) if asked else limits.admission_timeout
+    return budget - min(0.5, budget / 4)
+
+
+class Admitter(Protocol):
+    """Runs a route's handler on a request; None when it is not done by the deadline (`workers.WorkerPool`)."""
+
+    def run(self, path: str, body: bytes, deadline: float) -> AdmissionResponse | None: ...
+
+
+# --- connections --------------------------------------------------------------------------------------------
+
+# A connection's state; the order is the order in which connections are closed to make room for a new one.
+SILENT, NO_REQUEST, IDLE, HANDSHAKE, BUSY = range(5)
+
+
+@dataclass(eq=False, slots=True)
+class _Connection:
+    sock: socket.socket  # the accepted socket, then the TLS socket over it
+    state: int
+    since: float
+    client_address: Any
+    closed_by_server: bool = False
+
+    def abort(self) -> None:
+        """Shut the socket down under its thread: a blocked read returns at once. (The base class's shutdown:
+        the TLS socket's own drops its TLS object, which its thread may be using.)"""
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+
+
+def _wait_for(sock: socket.socket, writable: bool, seconds: float) -> bool:
+    """Whether `sock` is or becomes readable (writable) within `seconds` (poll: no descriptor-number limit)."""
+    if sock.fileno() < 0:
+        return False
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT if writable else select.POLLIN)
+    return bool(poller.poll(max(seconds, 0.0) * 1000))
+
+
+class _WaitingRoom:
+    """New connections until their first byte arrives, watched by one thread with `poll`: a connection that sends
+    nothing costs no thread of its own (a flood of silent sockets would otherwise cost a thread start each time
+    one is reopened). A connection whose first byte arrives goes to `on_ready` (which gives it a thread); one
+    still silent after `timeout` seconds goes to `on_expired`."""
+
+    def __init__(
+        self, on_ready: Callable[[_Connection], None], on_expired: Callable[[_Connection], None], timeout: float
+    ) -> None:
+        self.on_ready, self.on_expired, self.timeout = on_ready, on_expired, timeout
+        self._members: dict[int, _Connection] = {}
+        self._poller = select.poll()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._poller.register(self._wake_read, select.POLLIN)
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="webhook-waiting-room", daemon=True)
+        self._thread.start()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_write, b"x")
+
+    def add(self, connection: _Connection) -> None:
+        with self._lock:
+            self._members[connection.sock.fileno()] = connection
+            self._poller.register(connection.sock, select.POLLIN)
+        self._wake()  # a poll under way does not see the new member
+
+    def remove(self, connection: _Connection) -> bool:
+        """Take `connection` out if it is still waiting (True), so that nothing else happens to it here."""
+        with self._lock:
+            fd = connection.sock.fileno()
+            if self._members.get(fd) is not connection:
+                return False
+            del self._members[fd]
+            self._poller.unregister(fd)
+            return True
+
+    def _run(self) -> None:
+        last_sweep = time.monotonic()
+        while not self._stopped:
+            events = self._poller.poll(100)
+            ready: list[_Connection] = []
+            expired: list[_Connection] = []
+            now = time.monotonic()
+            with self._lock:
+                for fd, _ in events:
+                    if fd == self._wake_read:
+                        with contextlib.suppress(BlockingIOError, OSError):
+                            os.read(self._wake_read, 4096)
+                    elif (connection := self._members.pop(fd, None)) is not None:
+                        self._poller.unregister(fd)
+                        ready.append(connection)
+                if now - last_sweep >= 0.1:
+                    last_sweep = now
+                    for fd, connection in list(self._members.items()):
+                        if now - connection.since >= self.timeout:
+                            del self._members[fd]
+                            self._poller.unregister(fd)
+                            expired.append(connection)
+            for connection in ready:
+                self.on_ready(connection)
+            for connection in expired:
+                self.on_expired(connection)
+
+    def stop(self) -> None:
+        """End the thread; the connections still waiting are expired."""
+        self._stopped = True
+        self._wake()
+        self._thread.join()
+        with self._lock:
+            left = list(self._members.values())
+            self._members.clear()
+        for connection in left:
+            self.on_expired(connection)
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """Socket reads that give each request only the time left before its deadline (set at its first byte); a
+    new connection's first request must begin within `request_timeout`, a later one within `idle_timeout`."""
+
+    def __init__(self, sock: socket.socket, limits: Limits, on_first_byte: Callable[[], None]) -> None:
         super().__init__()
-        self.sock, self.limits = sock, limits
+        self.sock, self.limits, self.on_first_byte = sock, limits, on_first_byte
         self.deadline: float | None = None
         self.first_byte_at = 0.0
+        self.first_byte_monotonic = 0.0
+        self.requests = 0
 
     def readable(self) -> bool:
         return True
@@ -76,7 +240,7 @@ class _DeadlineReader(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         if self.deadline is None:
-            timeout = self.limits.idle_timeout
+            timeout = self.limits.idle_timeout if self.requests else self.limits.request_timeout
         else:
             timeout = self.deadline - time.monotonic()
             if timeout <= 0:
@@ -84,8 +248,11 @@ class _DeadlineReader(io.RawIOBase):
         self.sock.settimeout(timeout)
         count = self.sock.recv_into(buffer)
         if count and self.deadline is None:
-            self.deadline = time.monotonic() + self.limits.request_timeout
+            self.first_byte_monotonic = time.monotonic()
+            self.deadline = self.first_byte_monotonic + self.limits.request_timeout
             self.first_byte_at = time.perf_counter()
+            self.requests += 1
+            self.on_first_byte()
         return count
 
 
@@ -108,10 +275,14 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "karpenter-policy-webhook"
     sys_version = ""
     server: WebhookServer
+    request: _Connection  # the standard library's "request" is the connection, with its state
 
     def setup(self) -> None:
-        self.connection = self.request
-        self.reader = _DeadlineReader(self.connection, self.server.limits)
+        self.tracked = self.request
+        self.connection = self.tracked.sock
+        self.reader = _DeadlineReader(
+            self.connection, self.server.limits, lambda: self.server.set_state(self.tracked, BUSY)
+        )
         self.rfile = io.BufferedReader(self.reader, 65536)
         self.wfile = _Writer(self.connection)  # type: ignore[assignment]
         self.path_label = ""
@@ -140,6 +311,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if not self.parse_request():  # it answered through send_error
                 return
+            if problem := self._header_problem():
+                self.close_connection = True
+                self._reply(400, problem, "bad_request")
+                return
             self._dispatch()
         except TimeoutError:
             self.close_connection = True
@@ -153,6 +328,9 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request %s %s failed", self.command, self.path_label)
             self.close_connection = True
             self._reply_quietly(500, "internal error (logged by the webhook)", "error")
+        finally:
+            if not self.close_connection:
+                self.server.set_state(self.tracked, IDLE)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's parse errors (bad request line, too many headers, bad version) as plain text;
@@ -161,8 +339,20 @@ class _Handler(BaseHTTPRequestHandler):
         reason = message or HTTPStatus(code).phrase
         self._reply(code if code < 500 else 400, reason, "bad_request")
 
+    def _header_problem(self) -> str:
+        """Why the header block is not strict HTTP/1.1 ("" when it is): a line that is not `name: value`, a
+        folded line, Content-Length twice."""
+        headers = self.headers
+        if headers.defects or headers.get_payload():
+            return "a malformed header line (expected `Name: value`, no space before the colon)"
+        if any("\r" in value or "\n" in value for value in headers.values()):
+            return "folded header lines are not allowed"
+        if len(headers.get_all("Content-Length") or ()) > 1:
+            return "Content-Length is given more than once"
+        return ""
+
     def _dispatch(self) -> None:
-        path = self.path.split("?", 1)[0]  # the API server appends ?timeout=5s
+        path, _, query = self.path.partition("?")  # the API server appends ?timeout=5s
         self.path_label = path
         server = self.server
         route = server.routes.get(path)
@@ -171,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(405, f"{path} takes POST", "bad_request", allow="POST")
             body = self._body()
             if body is not None:
-                self._admit(route, body)
+                self._admit(route, body, deadline_seconds(query, server.limits))
             return None
         if path in (HEALTHZ, READYZ, METRICS):
             if self.command not in ("GET", "HEAD"):
@@ -195,14 +385,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._reply(400, "Content-Length is required", "bad_request")
             return None
-        try:
-            length = int(raw_length)
-            if length < 0:
-                raise ValueError
-        except ValueError:
+        if not _CONTENT_LENGTH.fullmatch(raw_length.strip(" \t")):  # int() would take "+2", "1_0", "٣"
             self.close_connection = True
             self._reply(400, f"Content-Length {raw_length[:40]!r} is not a byte count", "bad_request")
             return None
+        length = int(raw_length)
         if length > limit:
             self.close_connection = True
             self._reply(400, f"the request body of {length} bytes is over the limit of {limit} bytes", "bad_request")
@@ -214,13 +401,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.body_read = True
         return body
 
-    def _admit(self, route: Route, body: bytes) -> None:
+    def _admit(self, route: Route, body: bytes, seconds: float) -> None:
         try:
             request = parse_review(body)
         except BadReview as error:
             self._reply(400, f"not an admission.k8s.io/v1 AdmissionReview request: {error}", "bad_request")
             return
-        response = guarded(route, request)
+        deadline = (self.reader.first_byte_monotonic or time.monotonic()) + seconds
+        response = self.server.admitter.run(self.path_label, body, deadline)
+        if response is None:
+            self.server.metrics.deadline_exceeded.labels(self.server.metrics.label(self.path_label)).inc()
+            response = deadline_response(route, seconds)
         if not response.allowed:  # an audit trail of denials (admissions are counted in the metrics only)
             first = response.message.split("\n", 1)[0]
             log.info("denied %s %s (uid %s): %s", self.path_label, request.name or "-", request.uid, first[:300])
@@ -238,6 +429,8 @@ class _Handler(BaseHTTPRequestHandler):
         allow: str | None = None,
     ) -> None:
         if not self.body_read and self._sent_a_body():  # what is left of it would be read as the next request
+            self.close_connection = True
+        if self.server.draining:  # the client is to go elsewhere: this replica is stopping
             self.close_connection = True
         data = body if isinstance(body, bytes) else (body + "\n").encode("utf-8", "replace")
         phrase = HTTPStatus(status).phrase
@@ -273,7 +466,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class WebhookServer(ThreadingHTTPServer):
-    """`ThreadingHTTPServer` with TLS per connection (see the module docstring)."""
+    """`ThreadingHTTPServer` with TLS per connection and the connection management of the module docstring."""
 
     daemon_threads = True
     block_on_close = False
@@ -283,22 +476,27 @@ class WebhookServer(ThreadingHTTPServer):
     def __init__(
         self,
         address: tuple[str, int],
-        handlers: Handlers,
+        routes: dict[str, Route],
+        admitter: Admitter,
         tls: CertificateReloader,
         metrics: Metrics,
         limits: Limits | None = None,
         ready: Callable[[], bool] | None = None,
     ) -> None:
-        self.routes: dict[str, Route] = handlers.routes()
+        self.routes = routes
+        self.admitter = admitter
         self.tls = tls
         self.metrics = metrics
         self.limits = limits or Limits()
         self.ready: Callable[[], bool] = ready or (lambda: True)
-        self._open = 0
-        self._open_lock = threading.Lock()
+        self.draining = False
+        self._connections: set[_Connection] = set()  # open and not closed to make room
+        self._running = 0  # connection threads still running (closed-to-make-room ones included)
+        self._lock = threading.Condition()
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+        self._waiting = _WaitingRoom(self._start_thread, self._expire, self.limits.handshake_timeout)
 
     def server_bind(self) -> None:  # HTTPServer's looks the host name up in DNS: not needed, and slow
         socketserver.TCPServer.server_bind(self)
@@ -309,39 +507,83 @@ class WebhookServer(ThreadingHTTPServer):
     def port(self) -> int:
         return int(self.server_address[1])
 
+    # --- admission of connections ---------------------------------------------------------------------------
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            if self._open >= self.limits.max_connections:
+        tracked = _Connection(request, SILENT, time.monotonic(), client_address)
+        with self._lock:
+            if len(self._connections) >= self.limits.max_connections and not self._make_room():
                 self.metrics.rejected_connections.inc()
                 self.shutdown_request(request)
                 return
-            self._open += 1
-            self.metrics.open_connections.set(self._open)
+            self._connections.add(tracked)
+            self._running += 1
+            self.metrics.open_connections.set(len(self._connections))
+        self._waiting.add(tracked)  # a thread once its first byte arrives
+
+    def _start_thread(self, tracked: _Connection) -> None:
         try:
-            super().process_request(request, client_address)
+            thread = threading.Thread(target=self._serve_connection, args=(tracked,), name="webhook-connection")
+            thread.daemon = True
+            thread.start()
         except BaseException:  # the thread did not start: undo the count
-            self._closed()
+            self._expire(tracked)
             raise
 
-    def _closed(self) -> None:
-        with self._open_lock:
-            self._open -= 1
-            self.metrics.open_connections.set(self._open)
+    def _expire(self, tracked: _Connection) -> None:
+        """A connection that sent nothing within the handshake time (or that no thread could be started for)."""
+        self.metrics.handshake_failures.inc()
+        self.shutdown_request(tracked.sock)
+        self._forget(tracked)
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _make_room(self) -> bool:
+        """Close the connection least likely to be a client at work (the order of the module doc); called with
+        the lock held. One whose bytes are already waiting in the kernel counts as at work (its thread has not
+        got to them yet). False when every connection is at work."""
+        for victim in sorted(self._connections, key=lambda c: (c.state, c.since)):
+            if victim.state == BUSY:
+                break
+            if victim.state != HANDSHAKE and _wait_for(victim.sock, False, 0):
+                continue
+            victim.closed_by_server = True
+            if victim.state == SILENT and self._waiting.remove(victim):  # no thread of its own: closed here
+                self.shutdown_request(victim.sock)
+                self._running -= 1
+                self._lock.notify_all()
+            else:
+                victim.abort()
+            self._connections.discard(victim)
+            self.metrics.evicted_connections.inc()
+            return True
+        return False
+
+    def set_state(self, tracked: _Connection, state: int) -> None:
+        with self._lock:
+            tracked.state, tracked.since = state, time.monotonic()
+
+    def _forget(self, tracked: _Connection) -> None:
+        with self._lock:
+            self._connections.discard(tracked)
+            self._running -= 1
+            self.metrics.open_connections.set(len(self._connections))
+            self._lock.notify_all()
+
+    def _serve_connection(self, tracked: _Connection) -> None:
         try:
-            self.finish_request(request, client_address)
+            self._serve_tls(tracked)
         except Exception:
-            log.exception("connection from %s failed", client_address)
+            log.exception("connection from %s failed", tracked.client_address)
         finally:
-            self.shutdown_request(request)
-            self._closed()
+            with contextlib.suppress(OSError):
+                tracked.sock.close()
+            self._forget(tracked)
 
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        raw: socket.socket = request
+    def _serve_tls(self, tracked: _Connection) -> None:
+        raw: socket.socket = tracked.sock
         with contextlib.suppress(OSError):  # small answers go out at once, not after the client's delayed ACK
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        raw.settimeout(self.limits.handshake_timeout)
+        deadline = tracked.since + self.limits.handshake_timeout  # from accept: it is still SILENT
+        raw.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
             first = raw.recv(1, socket.MSG_PEEK)
         except OSError:
@@ -354,20 +596,73 @@ class WebhookServer(ThreadingHTTPServer):
             self.metrics.observe("", "bad_request", 0.0)
             _plain_http_answer(raw, self.limits)
             return
-        connection = self.tls.context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
-        try:
-            try:
-                connection.do_handshake()
-            except (OSError, ssl.SSLError, ValueError):
-                self.metrics.handshake_failures.inc()
+        with self._lock:
+            if tracked.closed_by_server:
                 return
-            _Handler(connection, client_address, self)
-        finally:
-            with contextlib.suppress(OSError):
-                connection.close()
+            connection = self.tls.context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+            tracked.sock, tracked.state = connection, HANDSHAKE
+        if not _handshake(connection, deadline):
+            self.metrics.handshake_failures.inc()
+            return
+        self.set_state(tracked, NO_REQUEST)
+        _Handler(tracked, tracked.client_address, self)  # type: ignore[arg-type]  # see `_Handler.request`
+
+    # --- draining -------------------------------------------------------------------------------------------
+
+    def begin_drain(self) -> None:
+        """Every answer from now on carries `Connection: close`."""
+        self.draining = True
+
+    def close_idle(self) -> int:
+        """Close the keep-alive connections that wait for a next request (after the listener is closed: no new
+        request can come but on them); the number closed."""
+        with self._lock:
+            idle = [c for c in self._connections if c.state == IDLE]
+            for connection in idle:
+                connection.closed_by_server = True
+                connection.abort()
+        return len(idle)
+
+    def open_connections(self) -> int:
+        with self._lock:
+            return self._running
+
+    def wait_closed(self, timeout: float) -> int:
+        """Wait until every connection's thread has ended, at most `timeout` seconds; how many are still open."""
+        end = time.monotonic() + timeout
+        with self._lock:
+            while self._running and (left := end - time.monotonic()) > 0:
+                self._lock.wait(left)
+            return self._running
+
+    def release(self) -> None:
+        """After the drain: end the waiting room's thread (connections still silent are closed)."""
+        self._waiting.stop()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.error("error on the connection from %s", client_address, exc_info=True)
+
+
+def _handshake(connection: ssl.SSLSocket, deadline: float) -> bool:
+    """The TLS handshake, done by `deadline` however slowly the client's bytes trickle in."""
+    connection.setblocking(False)
+    try:
+        while True:
+            try:
+                connection.do_handshake()
+                return True
+            except ssl.SSLWantReadError:
+                writable = False
+            except ssl.SSLWantWriteError:
+                writable = True
+            left = deadline - time.monotonic()
+            if left <= 0 or not _wait_for(connection, writable, left):
+                return False
+    except (OSError, ValueError):  # ssl.SSLError is an OSError
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            connection.setblocking(True)
 
 
 def _plain_http_answer(raw: socket.socket, limits: Limits) -> None:

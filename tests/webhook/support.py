@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import select
 import socket
 import ssl
 import tempfile
@@ -61,6 +62,9 @@ class Client:
         self.connection: http.client.HTTPSConnection | None = None
 
     def _connection(self) -> http.client.HTTPSConnection:
+        sock = self.connection.sock if self.connection is not None else None
+        if sock is not None and select.select([sock], [], [], 0)[0]:  # closed by the server while idle (as Go's
+            self.close()  # transport notices, reading its idle connections): a new one, not a failed request
         if self.connection is None:
             self.connection = http.client.HTTPSConnection(
                 "localhost", self.port, context=self.context, timeout=self.timeout

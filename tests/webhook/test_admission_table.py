@@ -123,3 +123,20 @@ def test_an_object_as_the_api_server_sends_it(client: Client) -> None:
     for path in ("/validate/provisioners", "/mutate/provisioners"):
         response = client.review(path, stored, operation="UPDATE", oldObject=stored, dryRun=True)
         assert response["allowed"] is True
+
+
+def test_a_provisioner_being_deleted_is_admitted(client: Client) -> None:
+    """Issue #8, item 11: the UPDATE that removes the last finalizer of an invalid Provisioner with a
+    deletionTimestamp goes through on both endpoints (unchecked, undefaulted), so it can be deleted; the same
+    object without a deletionTimestamp is still denied."""
+    invalid = next(c.data for c in CASES if c.id == "negative/invalid-requirement-unsupported-operator.yaml#0")
+    assert cli_verdict(invalid, solve=False).errors
+    old = copy.deepcopy(invalid)
+    old["metadata"].update(deletionTimestamp="2026-11-22T10:00:00Z", finalizers=["karpenter.sh/termination"])
+    new = copy.deepcopy(old)
+    new["metadata"]["finalizers"] = []
+    for path in ("/validate/provisioners", "/mutate/provisioners"):
+        response = client.review(path, new, operation="UPDATE", oldObject=old)
+        assert response["allowed"] is True and "patch" not in response, response
+        alive = client.review(path, invalid, operation="UPDATE", oldObject=invalid)
+        assert alive["allowed"] is False

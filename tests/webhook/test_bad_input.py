@@ -87,6 +87,17 @@ def assert_400(client: Client, body: bytes, reason: str, path: str = "/validate/
         (review_body(PROVISIONER, namespace=7), "request.namespace must be a string"),
         (review_body(None), "request.object is missing: a CREATE review carries the object"),
         (b"[" * 100_000, "the body is not JSON"),
+        # numbers at the edges (issue #8, items 3 and 13): refused before any conversion, never a closed connection
+        (review_body(PROVISIONER).replace(b'"metadata"', b'"n": ' + b"7" * 5000 + b', "metadata"'), "a number of 5000"),
+        (
+            review_body(PROVISIONER).replace(b'"metadata"', b'"n": 1e999, "metadata"'),
+            "the number 1e999 is out of range",
+        ),
+        (review_body(PROVISIONER).replace(b'"metadata"', b'"n": -1e999, "metadata"'), "the number -1e999 is out of"),
+        (review_body(PROVISIONER).replace(b'"metadata"', b'"n": NaN, "metadata"'), "NaN is not a JSON value"),
+        (review_body(PROVISIONER).replace(b'"metadata"', b'"n": -Infinity, "metadata"'), "-Infinity is not a JSON"),
+        (review_body(PROVISIONER).replace(b'"metadata"', b'"n": Infinity, "metadata"'), "Infinity is not a JSON value"),
+        (review_body(PROVISIONER).replace(b'"metadata"', b'"n": 0.' + b"5" * 200 + b', "metadata"'), "a number of 202"),
     ],
     ids=lambda value: value[:30] if isinstance(value, str) else None,
 )
@@ -143,8 +154,31 @@ def test_oversized_body_is_refused_before_it_is_read(strict: Webhook, cert_dir: 
         (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"longer than 65536 bytes"),
         (b"GET /healthz HTTP/1.1\r\n" + b"X-A: b\r\n" * 120 + b"\r\n", b"Too many headers"),
         (b"GET /healthz HTTP/3.0\r\n\r\n", b"Invalid HTTP version"),
+        # strict headers (issue #8, item 3): what int() would take is not a byte count
+        (b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: 1_0\r\n\r\n", b"not a byte count"),
+        (b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}", b"not a byte count"),
+        (
+            b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+            b"Content-Length is given more than once",
+        ),
+        (b"GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n", b"malformed header line"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n", b"folded header lines"),
     ],
-    ids=["chunked", "no-length", "negative-length", "text-length", "garbage", "long-line", "many-headers", "version"],
+    ids=[
+        "chunked",
+        "no-length",
+        "negative-length",
+        "text-length",
+        "garbage",
+        "long-line",
+        "many-headers",
+        "version",
+        "underscore-length",
+        "plus-length",
+        "two-lengths",
+        "space-before-colon",
+        "folded",
+    ],
 )
 def test_malformed_http_gets_4xx(head: bytes, reason: bytes, strict: Webhook, cert_dir: Path) -> None:
     with raw_tls(strict.port, cert_dir / "ca.crt") as sock:
@@ -204,10 +238,18 @@ def test_slow_clients_are_cut_off(strict: Webhook, cert_dir: Path, strict_client
 
 
 def test_an_idle_connection_is_closed_quietly(strict: Webhook, cert_dir: Path) -> None:
+    """A keep-alive connection after `idle_timeout`; a new one that never sends a request after
+    `request_timeout` (it has no business holding a connection slot for minutes)."""
     with raw_tls(strict.port, cert_dir / "ca.crt", timeout=LIMITS.idle_timeout + 3) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_answer(sock)[0] == 200
         started = time.monotonic()
         assert sock.recv(1024) == b""
         assert LIMITS.idle_timeout - 0.5 <= time.monotonic() - started
+    with raw_tls(strict.port, cert_dir / "ca.crt", timeout=LIMITS.idle_timeout + 3) as sock:
+        started = time.monotonic()
+        assert sock.recv(1024) == b""
+        assert LIMITS.request_timeout - 0.5 <= time.monotonic() - started < LIMITS.idle_timeout
 
 
 def test_connections_over_the_limit_are_closed(strict: Webhook, cert_dir: Path, strict_client: Client) -> None:
@@ -327,6 +369,28 @@ def test_500_fuzzed_bodies_leave_the_server_healthy(client: Client) -> None:
     assert statuses.get(200, 0) > 200 and statuses.get(400, 0) > 50, statuses
     assert client.get("/healthz").status == 200
     assert client.review("/validate/provisioners", objects[0])["allowed"] is (not cli_verdict(objects[0]).errors)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2**63, -(2**63), 2**70, 10**99, 1.7976931348623157e308, 5e-324, -0.0, 0.1 + 0.2],
+    ids=["int64-max+1", "int64-min", "2**70", "99-digits", "float64-max", "denormal", "minus-zero", "0.3"],
+)
+def test_numbers_at_the_edges_get_a_clean_verdict(value: Any, client: Client) -> None:
+    """Big but finite numbers anywhere in an object: a well-formed review answered with a verdict (a denial
+    with the CLI's reason where a field wants something else), never a 500 or a closed connection."""
+    obj = json.loads(json.dumps(PROVISIONER))
+    obj["spec"]["weight"] = value
+    obj["spec"]["ttlSecondsAfterEmpty"] = value
+    obj["spec"]["limits"] = {"resources": {"cpu": value, "memory": value}}
+    obj["metadata"]["annotations"] = {"n": value}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "x": value}, "spec": {"priority": value}}
+    for path, sent in (("/validate/provisioners", obj), ("/mutate/provisioners", obj), ("/mutate/pods", pod)):
+        response = client.review(path, sent)
+        assert "internal error" not in response.get("status", {}).get("message", ""), response
+        if path != "/mutate/pods":
+            assert response["allowed"] is (not cli_verdict(sent, solve=path.startswith("/validate")).errors)
+    assert_healthy(client)
 
 
 @pytest.mark.parametrize("depth", [900, 5000])

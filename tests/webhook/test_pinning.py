@@ -9,6 +9,8 @@ nodeSelector value overwritten with a warning, pods no rule matches, and objects
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from karpenter_policy.policy.loader import parse
 from karpenter_policy.policy.pin import pin_text
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.pinning import workload_kind
+from karpenter_policy.webhook.review import shorten
 
 from .support import ROOT, Client, patch_of
 
@@ -246,3 +249,62 @@ def test_the_compiled_configmap_mounted_as_a_directory(gpu_policies: Path, tmp_p
         "nvidia.com/gpu=true:NoSchedule",
         "dedicated:NoExecute",
     ]
+
+
+DRIVER_MANIFEST = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: driver
+  labels:
+    spark-role: driver
+spec:
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - key: karpenter.sh/capacity-type
+                operator: In
+                values: [{capacity_types}]
+  containers:
+    - name: c
+      image: i
+"""
+
+
+def _pin_write(manifest: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "karpenter_policy.cli", "pin", str(manifest), "--write"]
+    policies = str(ROOT / "examples" / "pinning" / "policies")
+    return subprocess.run([*command, "--policies", policies, *extra], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("prove", [True, False], ids=["proven", "no-prove"])
+def test_a_pin_the_pods_affinity_rejects_is_refused_by_both(prove: bool, client: Client, tmp_path: Path) -> None:
+    """Issue #8, item 12: a driver pod that requires spot capacity is not pinned to on-demand — `pin --write`
+    writes nothing and exits 1, the webhook admits the pod unpatched with the same reason as a warning."""
+    manifest = tmp_path / "driver.yaml"
+    text = DRIVER_MANIFEST.format(capacity_types="spot")
+    manifest.write_text(text)
+    done = _pin_write(manifest, *(() if prove else ("--no-prove",)))
+    assert done.returncode == 1, done.stderr
+    assert manifest.read_text() == text
+    reason = (
+        "the pod's required node affinity (karpenter.sh/capacity-type In [spot]) rejects nodeSelector "
+        "karpenter.sh/capacity-type=on-demand of PinningPolicy/emr-spark rule spark-drivers-on-demand: "
+        "pinned, it could never be scheduled"
+    )
+    assert reason in done.stderr and "[pinning-conflict]" in done.stderr
+    response = client.review("/mutate/pods", yaml.safe_load(text), namespace="spark")
+    assert response["allowed"] is True and "patch" not in response, response
+    assert response["warnings"] == [shorten(f"not pinned: {reason}")]
+
+
+def test_a_pod_whose_affinity_allows_the_pin_is_pinned_by_both(client: Client, tmp_path: Path) -> None:
+    manifest = tmp_path / "driver.yaml"
+    text = DRIVER_MANIFEST.format(capacity_types="spot, on-demand")
+    manifest.write_text(text)
+    done = _pin_write(manifest)
+    assert done.returncode == 0, done.stderr
+    _, result = pinned(client, yaml.safe_load(text))
+    assert result == yaml.safe_load(manifest.read_text())

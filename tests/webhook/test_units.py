@@ -20,6 +20,7 @@ from karpenter_policy.webhook.review import (
     response_body,
     shorten,
 )
+from karpenter_policy.webhook.server import Limits, deadline_seconds, go_duration
 from karpenter_policy.webhook.solvercache import CachingSolver
 
 from .support import review_body
@@ -130,3 +131,26 @@ def test_cached_findings_equal_uncached(tmp_path: object) -> None:
     first, _ = check_provisioner(doc, solver)
     second, _ = check_provisioner(doc, solver)
     assert first == second == expected and solver.hits == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "seconds"),
+    [
+        ("timeout=5s", 4.5),  # the API server's timeoutSeconds: 5, less the 0.5 s margin
+        ("timeout=3s", 2.5),
+        ("timeout=1s", 0.75),  # a quarter of it when that is less than 0.5 s
+        ("timeout=1m0s", 9.5),  # capped by --admission-timeout (10 s)
+        ("timeout=1500ms", 1.125),
+        ("", 9.5),
+        ("timeout=soon", 9.5),
+        ("timeout=0s", 9.5),
+    ],
+)
+def test_the_deadline_of_a_request(query: str, seconds: float) -> None:
+    assert deadline_seconds(query, Limits()) == pytest.approx(seconds)
+
+
+def test_go_durations() -> None:
+    assert go_duration("1h2m3.5s") == pytest.approx(3723.5)
+    assert go_duration("250ms") == pytest.approx(0.25)
+    assert go_duration("5") is None and go_duration("-5s") is None and go_duration("") is None
