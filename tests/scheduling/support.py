@@ -103,3 +103,22 @@ def pod(
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     body: dict[str, Any] = {"containers": [{"name": "app", "resources": {"requests": requests}}], **spec}
     return Pod(name, shape_of(body, namespace, labels or {}), order=order)
+
+
+def assorted_types() -> list[InstanceType]:
+    """`fake.InstanceTypesAssorted()`, Linux types only (our node OS is decided per template): every cpu (1-64) ×
+    memory (1-128 GiB) × zone × capacity type × architecture, one offering each."""
+    return [
+        fake_type(
+            f"{cpu}-cpu-{memory}-mem-{arch}-linux-{zone}-{capacity}",
+            cpu=cpu,
+            memory_gib=memory,
+            arch=arch,
+            offerings=((zone, capacity),),
+        )
+        for cpu in (1, 2, 4, 8, 16, 32, 64)
+        for memory in (1, 2, 4, 8, 16, 32, 64, 128)
+        for zone in ZONES
+        for capacity in ("spot", "on-demand")
+        for arch in ("amd64", "arm64")
+    ]
