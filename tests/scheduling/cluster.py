@@ -40,7 +40,7 @@ from karpenter_policy.scheduling import (
 )
 from karpenter_policy.scheduling.vectors import ZERO, Vector, add, to_vector
 
-from .support import _OFFERINGS
+from .support import _OFFERINGS, fake_types, template
 
 LABELS = {"test": "test"}  # the `labels` of Karpenter's topology suite
 HOSTNAME = wk.HOSTNAME
@@ -48,6 +48,7 @@ ZONE = wk.ZONE
 CAPACITY_TYPE = wk.CAPACITY_TYPE
 ARCH = wk.ARCH
 INSTANCE_TYPE = wk.INSTANCE_TYPE
+Z1, Z2, Z3 = "test-zone-1", "test-zone-2", "test-zone-3"
 
 
 # --- pod specs (test.PodOptions) --------------------------------------------------------------------------------------
@@ -84,6 +85,10 @@ def weighted(weight: int, affinity_term: Mapping[str, Any]) -> dict[str, Any]:
     return {"weight": weight, "podAffinityTerm": dict(affinity_term)}
 
 
+def zones(*values: str) -> dict[str, Any]:
+    return requirement(ZONE, "In", *values)
+
+
 def requirement(key: str, operator: str, *values: str) -> dict[str, Any]:
     found: dict[str, Any] = {"key": key, "operator": operator}
     if values:
@@ -106,7 +111,9 @@ def spec(
     tolerations: Sequence[Mapping[str, Any]] | None = None,
     host_ports: Sequence[int] = (),
     init_requests: Mapping[str, str] | None = None,
+    init_resources: Mapping[str, Any] | None = None,
     limits: Mapping[str, str] | None = None,
+    overhead: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A pod spec as Karpenter's `test.PodOptions` builds it (`buildAffinity`): NodeRequirements are one required
     term, NodePreferences one preferred term of weight 1."""
@@ -150,7 +157,11 @@ def spec(
     if host_ports:
         body["hostPorts"] = list(host_ports)
     if init_requests:
-        body["initContainers"] = [{"name": "init", "resources": {"requests": dict(init_requests)}}]
+        init_resources = {"requests": dict(init_requests)}
+    if init_resources:
+        body["initContainers"] = [{"name": "init", "resources": dict(init_resources)}]
+    if overhead:
+        body["overhead"] = dict(overhead)  # what the RuntimeClass admission plugin sets
     if limits:
         body["limits"] = dict(limits)
     return body
@@ -227,6 +238,11 @@ class Node:
         )
 
 
+def _vector(resources: Mapping[str, str] | None) -> Vector:
+    vector, _ = to_vector({k: parse_quantity(v) for k, v in (resources or {}).items()})
+    return vector
+
+
 class Cluster:
     """See the module docstring. `strategy`: the scheduler's packing strategy."""
 
@@ -259,14 +275,15 @@ class Cluster:
         template: str | None = None,
         initialized: bool = True,
         name: str | None = None,
+        capacity: Mapping[str, str] | None = None,
     ) -> Node:
-        """A node the test creates (`test.Node`): no allocatable unless given."""
-        vector, _ = to_vector({k: parse_quantity(v) for k, v in (allocatable or {}).items()})
+        """A node the test creates (`test.Node`): no allocatable unless given; capacity = allocatable unless given."""
+        vector = _vector(allocatable)
         node = Node(
             name=name or f"static-{next(self._names):03d}",
             labels=dict(labels or {}),
             allocatable=vector,
-            capacity=vector,
+            capacity=vector if capacity is None else _vector(capacity),
             taints=tuple(taints),
             template=template,
             initialized=initialized,
@@ -404,3 +421,21 @@ class Cluster:
 def provisioner_requirements(*terms: Mapping[str, Any]) -> Requirements:
     """A provisioner's `spec.requirements`."""
     return Requirements(Requirement.new(t["key"], t["operator"], t.get("values", [])) for t in terms)
+
+
+FAKE_TABLE = InstanceTable(fake_types())
+
+
+def provisioner(
+    name: str = "default", *terms: Mapping[str, Any], table: InstanceTable = FAKE_TABLE, **options: Any
+) -> NodeTemplate:
+    """`test.Provisioner` over the fake types; without terms, the suites' default requirement (capacity type spot or
+    on-demand). `options`: labels, taints, startup_taints, limits, weight, admitted ..."""
+    if not terms:
+        terms = (requirement(CAPACITY_TYPE, "In", "spot", "on-demand"),)
+    return template(table, name=name, requirements=provisioner_requirements(*terms), **options)
+
+
+def cluster(strategy: str, *templates: NodeTemplate, table: InstanceTable = FAKE_TABLE, **options: Any) -> Cluster:
+    """A cluster with these provisioners (default: the suites' one)."""
+    return Cluster(table, *(templates or (provisioner(),)), strategy=strategy, **options)

@@ -2,7 +2,8 @@
 
 `fake_types()` are `fake.NewCloudProvider().GetInstanceTypes`: default-instance-type (4 cpu, 4Gi, 5 pods),
 small-instance-type (2 cpu, 2Gi), arm-instance-type (16 cpu, 128Gi, arm64), single-pod-instance-type (1 pod), the
-GPU-vendor types; offerings spot in test-zone-1/2, on-demand in test-zone-1/2/3, priced from their resources.
+two GPU-vendor types (Go's `fake.com/vendor-a` and `vendor-b` resources are `nvidia.com/gpu` and `amd.com/gpu`
+here); offerings spot in test-zone-1/2, on-demand in test-zone-1/2/3, priced from their resources.
 `shape` gives their capacity and allocatable (capacity less the fake kube-reserved 100m cpu and 10Mi).
 `benchmark_types(n)` are `fake.InstanceTypes(n)`: type i has i+1 cpu, 2(i+1) GiB, 10(i+1) pods.
 """
@@ -42,6 +43,7 @@ def fake_type(
     arch: str = "amd64",
     gpus: int = 0,
     offerings: Sequence[tuple[str, str]] = _OFFERINGS,
+    gpu_vendor: str = "nvidia",
 ) -> InstanceType:
     price = _price(cpu, memory_gib, gpus)
     _PODS[name] = pods
@@ -51,7 +53,7 @@ def fake_type(
         int(memory_gib * 1024),
         (arch,),
         gpu_count=gpus,
-        gpu_manufacturer="nvidia" if gpus else "",
+        gpu_manufacturer=gpu_vendor if gpus else "",
         offerings=tuple(Offering(z, c, price) for z, c in offerings),
     )
 
@@ -61,6 +63,7 @@ def fake_types() -> list[InstanceType]:
         fake_type("default-instance-type"),
         fake_type("small-instance-type", cpu=2, memory_gib=2),
         fake_type("gpu-vendor-instance-type", gpus=2),
+        fake_type("gpu-vendor-b-instance-type", gpus=2, gpu_vendor="amd"),
         fake_type("arm-instance-type", cpu=16, memory_gib=128, arch="arm64"),
         fake_type("single-pod-instance-type", pods=1),
     ]
@@ -76,7 +79,7 @@ def shape(it: InstanceType) -> tuple[Vector, Vector]:
     capacity[MEMORY_I] = it.memory_mib * MI
     capacity[PODS_I] = _PODS.get(it.name, 5)
     if it.gpu_count:
-        capacity[RESOURCES.index("nvidia.com/gpu")] = it.gpu_count
+        capacity[RESOURCES.index(f"{it.gpu_manufacturer}.com/gpu")] = it.gpu_count
     allocatable = list(capacity)
     allocatable[CPU_I] -= 100
     allocatable[MEMORY_I] -= 10 * MI

@@ -35,55 +35,37 @@ from typing import Any
 import pytest
 
 from karpenter_policy.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
-from karpenter_policy.scheduling import COST, KARPENTER, InstanceTable, NodeTemplate
+from karpenter_policy.scheduling import KARPENTER, InstanceTable, NodeTemplate
 
 from .cluster import (
     ARCH,
     CAPACITY_TYPE,
+    FAKE_TABLE,
     HOSTNAME,
     INSTANCE_TYPE,
     LABELS,
+    Z1,
+    Z2,
+    Z3,
     ZONE,
-    Cluster,
+    cluster,
     make_pod,
     make_pods,
+    provisioner,
     provisioner_requirements,
     requirement,
     spread,
     term,
     weighted,
+    zones,
 )
-from .support import assorted_types, fake_types, template
+from .support import assorted_types, template
 
-TABLE = InstanceTable(fake_types())
+TABLE = FAKE_TABLE
 AFF = {"security": "s2"}
-Z1, Z2, Z3 = "test-zone-1", "test-zone-2", "test-zone-3"
 
 
-@pytest.fixture(params=[KARPENTER, COST])
-def strategy(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def provisioner(
-    name: str = "default", *terms: dict[str, Any], table: InstanceTable = TABLE, **options: Any
-) -> NodeTemplate:
-    """`test.Provisioner`; without terms, the suite's default requirement (capacity type spot or on-demand)."""
-    if not terms:
-        terms = (requirement(CAPACITY_TYPE, "In", "spot", "on-demand"),)
-    return template(table, name=name, requirements=provisioner_requirements(*terms), **options)
-
-
-def zones(*values: str) -> dict[str, Any]:
-    return requirement(ZONE, "In", *values)
-
-
-def cluster(strategy: str, *templates: NodeTemplate, table: InstanceTable = TABLE, **options: Any) -> Cluster:
-    """A cluster with these provisioners (default: the suite's one)."""
-    return Cluster(table, *(templates or (provisioner(),)), strategy=strategy, **options)
-
-
-# --- one round, one skew: cases that share a shape ------------------------------------------------------------------ -
+# --- one round, one skew: cases that share a shape ------------------------------------------------------------------
 
 ONE_ROUND: list[tuple[str, list[NodeTemplate], list[tuple[int, dict[str, Any]]], str, list[int]]] = [
     (
