@@ -10,34 +10,33 @@ the scheduler (the fake cloud provider, nodes in flight, bindings) is `cluster.p
 Tests run under both packing strategies unless the Go assertion is about Karpenter's own packing (how many nodes,
 which instance type a batch lands on): those run under `karpenter` only (`KARPENTER_ONLY`) and say so.
 
-Go adaptations: the fake provider's `integer` label is `karpenter.k8s.aws/instance-cpu` here (it holds the cpu
-count too), its `special` label (on some types only) is `karpenter.k8s.aws/instance-gpu-count` and its `size`
-label is read as a cpu bound; `fake.com/vendor-a` / `vendor-b` and the tests' made-up GPU resources are
-`nvidia.com/gpu` / `amd.com/gpu`.
+Adaptations to our model (the assertion is kept, the vocabulary changes): the fake provider's `integer` label is
+`karpenter.k8s.aws/instance-cpu` here (it holds the cpu count too), its `size` label (`large`: more than 4 cpu and
+8Gi) is read as a cpu bound, its `special` label (on some types only) is `karpenter.k8s.aws/instance-gpu-count`;
+`fake.com/vendor-a` / `vendor-b` and the tests' made-up GPU resources are `nvidia.com/gpu` / `amd.com/gpu`; the
+RuntimeClass overhead is the `overhead` the RuntimeClass admission plugin writes into the pod; a provisioner's
+`status.resources` is a node of the provisioner with that capacity; Go's 4.25-cpu type is a 5-cpu one (whole vcpus).
 
 Go cases NOT replayed, and why:
 
-- Constraints, Scheduling Logic and Instance Type Compatibility repeated for v1beta1 NodePools (second copies in the
-  same file): the same cases over another API version; the scheduler sees the same template.
+- provisioner_test.go lines 541-975 repeat lines 109-540 verbatim (Well Known Labels, Constraints Validation,
+  Scheduling Logic): replayed once. Provisioning / Preferential Fallback repeats four cases of Preferential
+  Fallback: replayed once (its PreferNoSchedule case is replayed). The instance selection file has "(pod os =
+  linux)" twice: one test.
 - Instance Type Compatibility / "should launch pods with different operating systems on different instances" and
-  the Windows cases of the instance selection tests: our node OS is a property of the template (its AMI family),
-  not of the instance type, so no template offers both Linux and Windows.
-- Instance Type Compatibility / Provider Specific Labels / "should filter instance types that match labels" is
-  replayed through the cpu count; the fake `size` label itself does not exist in our model.
-- In-Flight Nodes / "should launch a second node if an in-flight node is terminating", ".../Taints/should assume
-  pod will schedule to a tainted node with a custom startup taint", "should not assume pod will schedule to a node
-  with startup taints after initialization", "should consider a tainted NotReady node as in-flight even if
-  initialized", "should not launch a second node if there is an in-flight node that can support the pod (#2011)",
-  In-Flight Nodes / Daemonsets (both), No Pre-Binding / "should handle resource zeroing of extended resources by
-  kubelet", Provisioning / "should schedule all pods on one node when node is in deleting state", "should ignore
-  provisioners that are deleting", "should account for overhead using daemonset pod spec instead of daemonset
-  spec": what a node offers (deleting, ephemeral and startup taints dropped before initialization, DaemonSet pods
-  still to come, allocatable reported by the kubelet) and which provisioners and DaemonSet pods exist is cluster
-  state the caller hands the scheduler as `ExistingNode` / templates / DaemonSet pods, not scheduling.
-- Binpacking / "should take pod runtime class into consideration" is replayed with the overhead the RuntimeClass
-  admission plugin writes into the pod.
-- Provisioning / Preferential Fallback: the same four cases as Preferential Fallback of provisioner_test.go
-  (replayed once); its PreferNoSchedule case is replayed.
+  the four Windows cases of the instance selection tests: our node OS is a property of the template (its AMI
+  family), not of the instance type, so no template offers both Linux and Windows.
+- In-Flight Nodes / "should launch a second node if an in-flight node is terminating", Taints / "should assume pod
+  will schedule to a tainted node with a custom startup taint", "should not assume pod will schedule to a node with
+  startup taints after initialization", "should consider a tainted NotReady node as in-flight even if initialized",
+  "should not launch a second node if there is an in-flight node that can support the pod (#2011)", In-Flight Nodes
+  / Daemonsets (both), No Pre-Binding / "should handle resource zeroing of extended resources by kubelet",
+  Provisioning / "should schedule all pods on one node when node is in deleting state", "should ignore provisioners
+  that are deleting", Daemonsets and Node Overhead / "should account for overhead using daemonset pod spec instead
+  of daemonset spec": what a node offers (deleting nodes, ephemeral and startup taints dropped before
+  initialization, DaemonSet pods still to come, allocatable the kubelet reports) and which provisioners and
+  DaemonSet pods exist is cluster state that the caller hands the scheduler (`ExistingNode`, templates, DaemonSet
+  pods), not scheduling.
 - VolumeUsage, Machine Creation, Annotations, Labels (node objects), Volume Topology Requirements: volumes, CSI
   limits and the NodeClaim API objects are outside the scheduler.
 """

@@ -8,22 +8,27 @@ counts where the Go case counts nodes. The cluster around the scheduler — the 
 nodes, pods bound only when passed in, later rounds seeing earlier nodes as in-flight — is `cluster.py`.
 
 Every test runs under both packing strategies (`strategy` fixture): topology semantics must not depend on packing.
+Three Go cases assert which of two conflicting pods wins, which is decided by Karpenter's queue (larger pods first);
+the cost strategy may try another order, so under it those tests assert the order-independent part only (pod
+affinity (arch), pod anti-affinity on zone (other schedules first), Schrödinger).
 
 Go ties between equally loaded domains are random; ours are broken by name (and pods of equal size queue in creation
 order instead of by random UID). The Go assertions hold for every tie-break, so they hold for ours.
 
-Go cases NOT replayed, and why:
+The two identical Go cases "should handle interdependent selectors" (under Zonal and CapacityType, both spreading on
+hostname) are one test. "should only count running/scheduled pods ..." (Zonal, CapacityType) is replayed in part:
+the pods the Go case ignores because they are pending, terminating, Failed or Succeeded are never handed to the
+scheduler (filtering them is the job of whoever lists the cluster's pods); those ignored for their labels, their
+namespace or a node without the domain are handed over, and the scheduler must ignore them.
 
-- Topology / "should not spread an invalid label selector": Kubernetes >= 1.27 admission rejects the selector
-  (the Go case is skipped there too).
-- Zonal and CapacityType / "should only count running/scheduled pods ...": replayed, but the pods the Go case
-  ignores because they are pending, terminating, Failed or Succeeded are never handed to the scheduler (filtering
-  them is the job of whoever lists the cluster's pods); the ones ignored for their labels, namespace or a node
-  without the domain are handed over and must be ignored by the scheduler.
+Go case NOT replayed: Topology / "should not spread an invalid label selector" (Kubernetes >= 1.27 admission rejects
+the selector; the Go case is skipped there too).
 
-Semantic gaps kept on purpose: the zones a template adds to the topology universe are those it has an offering in
-for its own capacity types (Karpenter adds every zone of every offering of its types); the labels of existing nodes
-are domains too (Karpenter only learns a domain of an existing node when a counted pod runs there).
+Differences from Karpenter that no case here exercises (the scheduler's choices): the zones a template adds to the
+topology universe are those it has an offering in for its own capacity types (Karpenter adds every zone of every
+offering of its types, so a spot-only provisioner whose types are on-demand only in a third zone keeps that zone at
+zero); the labels of existing nodes are domains too (Karpenter learns an existing node's domain only when a counted
+pod runs there); the first pod of a self-affine group picks one domain (Karpenter may allow two).
 """
 
 from __future__ import annotations
