@@ -179,7 +179,8 @@ class NodeClaim:
                 return Refusal("topology", "the topology leaves the node no domain")
             # A domain of an instance-type label (arch, instance type ...) limits the types as Karpenter's
             # `filterInstanceTypesByRequirements` does with the topology requirements added in `NodeClaim.Add`.
-            narrowed = [k for k in merged if table.is_type_key(k) and merged[k] != before.get(k)]
+            if merged is not before:
+                narrowed = [k for k in merged if table.is_type_key(k) and merged[k] != before.get(k)]
         mask = self.options
         if attempt.requirements:
             mask &= table.type_mask(attempt.requirements, os=template.os)
