@@ -143,9 +143,11 @@ def workload(draw: st.DrawFn, index: int) -> list[Pod]:
         options["spread_constraints"] = spreads
     terms: list[list[dict[str, Any]]] = []
     for _ in range(draw(st.integers(0, 1 if zone_spread else 2))):  # ORed terms (relaxed one by one)
-        kind = draw(st.sampled_from(["zone", "team-not-in", "arch"]))
+        kind = draw(st.sampled_from(["zone", "capacity-type", "team-not-in", "arch"]))
         if kind == "zone":
             terms.append([requirement(ZONE, "In", *draw(subset(ZONES)))])
+        elif kind == "capacity-type":
+            terms.append([requirement(wk.CAPACITY_TYPE, "In", *draw(subset(CAPACITY_TYPES)))])
         elif kind == "team-not-in":
             terms.append([requirement(TEAM, "NotIn", draw(st.sampled_from(TEAMS)))])
         else:
