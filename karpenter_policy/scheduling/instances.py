@@ -193,6 +193,13 @@ class InstanceTable:
             cached = self._names[mask] = tuple(self.names[i] for i in indices(mask))
         return cached
 
+    def label_values(self, mask: int) -> dict[str, set[str]]:
+        """Per instance-type label key, the values the types of `mask` carry."""
+        return {
+            key: {value for value, found in zip(values, self._value_masks[key], strict=False) if found & mask}
+            for key, values in self.domains.items()
+        }
+
     @staticmethod
     def is_type_key(key: str) -> bool:
         return key in TYPE_KEYS

@@ -190,17 +190,25 @@ class NodeClaim:
             found = errors
             return Refusal("requirements", lambda: " and ".join(found))
         merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
+        table = template.table
+        narrowed: list[str] = []
         if topology.involves(pod):
+            before = merged
             try:
                 merged = topology.add_requirements(pod, attempt, merged, ALLOW_WELL_KNOWN)
             except TopologyError as error:
                 return Refusal("topology", str(error))
             if _emptied(merged, self.requirements):
                 return Refusal("topology", "the topology leaves the node no domain")
-        table = template.table
+            # A domain of an instance-type label (arch, instance type ...) limits the types as Karpenter's
+            # `filterInstanceTypesByRequirements` does with the topology requirements added in `NodeClaim.Add`.
+            if merged is not before:
+                narrowed = [k for k in merged if table.is_type_key(k) and merged[k] != before.get(k)]
         mask = self.options
         if attempt.requirements:
             mask &= table.type_mask(attempt.requirements, os=template.os)
+        if narrowed:
+            mask &= table.type_mask(merged, narrowed, os=template.os)
         zone = merged.get_or_exists(wk.ZONE)
         capacity_type = merged.get_or_exists(wk.CAPACITY_TYPE)
         if mask and (zone != self._zone or capacity_type != self._capacity_type):

@@ -65,8 +65,8 @@ def queue_order(pod: Pod) -> tuple[int, int, int, str]:
 
 def topology_domains(templates: Sequence[NodeTemplate], nodes: Sequence[ExistingNode]) -> dict[str, set[str]]:
     """The universe of topology domains (Karpenter's provisioner-wide domains): per key, the values the
-    templates' requirements allow with `In` — zones and capacity types limited to those their instance types are
-    offered in — and the labels of existing nodes."""
+    templates' requirements allow with `In` and the labels of the instance types they may launch — zones and
+    capacity types limited to those their instance types are offered in — and the labels of existing nodes."""
     domains: dict[str, set[str]] = {}
     for template in templates:
         table = template.table
@@ -80,6 +80,10 @@ def topology_domains(templates: Sequence[NodeTemplate], nodes: Sequence[Existing
                     capacity_types.add(capacity)
         domains.setdefault(wk.ZONE, set()).update(zones)
         domains.setdefault(wk.CAPACITY_TYPE, set()).update(capacity_types)
+        # Karpenter's `NewScheduler` adds the label values of every instance type a template may launch.
+        for key, values in table.label_values(template.types).items():
+            domains.setdefault(key, set()).update(values)
+        domains.setdefault(wk.OS, set()).add(template.os)
         for key in template.requirements:
             requirement = template.requirements[key]
             if requirement.operator() == Operator.IN and key not in (wk.ZONE, wk.CAPACITY_TYPE, wk.HOSTNAME):

@@ -11,8 +11,10 @@ from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Pod, shape_
 from karpenter_policy.scheduling.synthetic import (  # noqa: F401 - re-exported for the tests
     GI,
     MI,
+    OFFERINGS,
     SHAPE,
     ZONES,
+    assorted_types,
     benchmark_types,
     fake_type,
     fake_types,
