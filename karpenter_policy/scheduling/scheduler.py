@@ -152,20 +152,22 @@ class Scheduler:
         if self.options.strategy == KARPENTER or len(pending) < 2:
             return _Run(self, pending).solve()
         # The cost strategy packs in the balanced order; a pod that then fits nowhere (affinity to pods whose
-        # node filled up) is moved next to the pods it follows and the packing redone; if pods are still left,
-        # the queue order gets its chance too. The plan that leaves fewest pods pending, then the cheapest, wins.
+        # node filled up) is moved next to the pods it follows and the packing redone. If pods are still left,
+        # Karpenter's queue order decides which (largest first, as Karpenter would): its plan wins unless it
+        # leaves more pods pending.
         order = balanced_order(pending)
         plan = _Run(self, order).solve()
         for _ in range(REPAIRS):
-            if not plan.failures:
-                return plan
-            order = follow_dependencies(order, [f.pod for f in plan.failures.values()])
+            stuck = [f.pod for f in plan.failures.values()]
+            if not any(t.required for pod in stuck for t in pod.shape.topology.affinity):
+                break
+            order = follow_dependencies(order, stuck)
             repaired = _Run(self, order).solve()
             if (len(repaired.failures), repaired.cost) < (len(plan.failures), plan.cost):
                 plan = repaired
         if plan.failures:
             queued = _Run(self, pending).solve()
-            if (len(queued.failures), queued.cost) < (len(plan.failures), plan.cost):
+            if len(queued.failures) <= len(plan.failures):
                 plan = queued
         return plan
 
