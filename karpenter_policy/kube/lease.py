@@ -129,9 +129,9 @@ class LeaderElector:
                 self._change(False)  # could not renew in time: another replica may take over now
             self._stopping.wait(self._retry_period)
         if self.leading.is_set():
+            self._change(False)  # stop acting first, then let another replica in
             if self._release_on_stop:
                 self.release()
-            self._change(False)
 
     def _change(self, leading: bool) -> None:
         log.info("lease %s/%s: %s %s leading", self._namespace, self._name, self.identity,
@@ -139,7 +139,10 @@ class LeaderElector:
         (self.leading.set if leading else self.leading.clear)()
         callback = self._on_started if leading else self._on_stopped
         if callback is not None:
-            callback()
+            try:
+                callback()
+            except Exception:  # the caller's bug must not stop renewing (or releasing) the lease
+                log.exception("lease %s/%s: leadership callback failed", self._namespace, self._name)
 
     def _observe(self, lease: Obj, now: float) -> None:
         """Note when the lease last changed, by our clock: expiry is judged from then."""

@@ -66,7 +66,7 @@ class MemoryCluster:
     ) -> None:
         self._changed = threading.Condition(threading.RLock())
         self._objects: dict[Kind, dict[_Key, Obj]] = {}
-        self._version = 0
+        self._version = 1  # as etcd's revision, never 0: a watch from "0" means "from the current state"
         self._history: list[_Change] = []
         self._forgotten = 0  # changes at or below this version are no longer replayable
         self._window = history_window

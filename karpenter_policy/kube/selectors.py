@@ -21,6 +21,8 @@ FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"
 _SET_REQUIREMENT = re.compile(r"^\s*(?P<key>[^\s!=]+)\s+(?P<op>in|notin)\s*\((?P<values>[^)]*)\)\s*$")
 _EQUALITY = re.compile(r"^\s*(?P<key>[^\s!=]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s,]*)\s*$")
 _EXISTS = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[^\s!=(),]+)\s*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
 class BadSelector(ClusterError):
@@ -81,6 +83,9 @@ def parse_label_selector(selector: str | None) -> tuple[Requirement, ...]:
             requirements.append(Requirement(match["key"], "DoesNotExist" if match["neg"] else "Exists"))
         else:
             raise BadSelector(f"unable to parse requirement {clause.strip()!r} in label selector {selector!r}")
+        last = requirements[-1]
+        if not _LABEL_KEY.match(last.key) or not all(_LABEL_VALUE.match(value) for value in last.values):
+            raise BadSelector(f"invalid label key or value in {clause.strip()!r} of label selector {selector!r}")
     return tuple(requirements)
 
 

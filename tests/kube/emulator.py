@@ -15,8 +15,9 @@ What it lacks, and this subclass adds (taking over kmock's handling of the resou
 - finalizers and deletionTimestamp on DELETE, removal when an update or patch drops the last finalizer.
 - the Binding subresource (409 if bound) and the policy/v1 Eviction subresource (429 when a
   PodDisruptionBudget forbids it).
-- fault injection: ``fail_next(n)`` answers the next n requests with 503; ``outage()`` cuts open watches
-  and answers everything with 503 while it lasts; ``drop_watches()`` cuts open watches mid-stream.
+- fault injection: ``fail_next(n)`` answers the next n requests with 503; ``watch_outage()`` cuts open
+  watches and answers lists and watches with 503 while it lasts (writes still work, so a test can change
+  what a watcher misses); ``drop_watches()`` cuts open watches mid-stream.
 
 The pure helpers (selectors, patch application, PodDisruptionBudget arithmetic) are the package's own;
 the server state, versions, watch replay and wire format are written here, independently of MemoryCluster.
@@ -70,7 +71,7 @@ def _failure(code: int, reason: str, message: str) -> kmock.KubernetesError:
 class ApiEmulator(kmock.KubernetesEmulator):
     history_window: int = 1000
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
-    _version: int = attrs.field(default=0, init=False)
+    _version: int = attrs.field(default=1, init=False)  # never "0", which a watch reads as "current state"
     _log: list[Change] = attrs.field(factory=list, init=False)
     _forgotten: int = attrs.field(default=0, init=False)
     _wakeup: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
@@ -101,7 +102,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
             self._failures = count
 
     @contextlib.contextmanager
-    def outage(self) -> Iterator[None]:
+    def watch_outage(self) -> Iterator[None]:
         with self._state:
             self._down = True
             self._epoch += 1
@@ -121,11 +122,11 @@ class ApiEmulator(kmock.KubernetesEmulator):
         kind = KINDS_BY_PATH.get((resource.group, resource.version, resource.plural))
         if kind is None:
             raise kmock.KubernetesResourceNotFoundError()
+        method = str(request.method.value)
         with self._state:
-            if self._down or self._failures:
+            if self._failures or (self._down and method == "GET" and request.name is None):
                 self._failures = max(0, self._failures - 1)
                 raise _failure(503, "ServiceUnavailable", "the emulated API server is unavailable")
-        method = str(request.method.value)
         if method == "GET" and request.params.get("watch") in ("true", "1"):
             return await self._watch(request, kind)
         try:
