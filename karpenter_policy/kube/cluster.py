@@ -47,7 +47,8 @@ class WatchEvent:
 
 class WatchStream(Iterator[WatchEvent], Protocol):
     """The events of one watch, in resourceVersion order. Iteration ends when the server's timeout ends the
-    watch (watch again from the last resourceVersion seen); ``close()`` ends it early from any thread."""
+    watch or the connection breaks (watch again from the last resourceVersion seen); ``close()`` ends it
+    early from any thread."""
 
     def close(self) -> None: ...
 

@@ -16,10 +16,11 @@ import bisect
 import copy
 import datetime
 import hashlib
+import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,12 +299,12 @@ class MemoryCluster:
                 return name
         raise AlreadyExists(f"no free name with prefix {prefix!r}", reason="AlreadyExists")
 
-    def _changes_after(self, version: int) -> tuple[Sequence[_Change], int]:
-        """The changes after ``version`` and the newest version; raises Gone if some were forgotten."""
+    def _changes_after(self, version: int) -> Iterator[_Change]:
+        """The changes after ``version`` (iterate with the lock held); raises Gone if some were forgotten."""
         if version < self._forgotten:
             raise Gone(f"too old resource version: {version} ({self._forgotten})", reason="Expired")
         start = bisect.bisect_right(self._history, version, key=lambda change: change.version)
-        return self._history[start:], self._version
+        return itertools.islice(self._history, start, None)
 
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -379,12 +380,12 @@ class _MemoryWatch(Iterator[WatchEvent]):
                     raise StopIteration
                 if self._pending:
                     return self._pending.pop(0)
-                changes, newest = self._cluster._changes_after(self._position)
-                for change in changes:
+                for change in self._cluster._changes_after(self._position):
                     self._position = change.version
                     event = self._translate(change)
                     if event is not None:
                         return event
+                newest = self._cluster._version
                 self._position = newest
                 remaining = self._deadline - time.monotonic()
                 if remaining <= 0:

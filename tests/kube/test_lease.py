@@ -80,10 +80,11 @@ def test_the_other_replica_takes_over_when_the_leader_stops(backend: Backend) ->
 
 
 def test_a_crashed_leader_is_replaced_once_its_lease_expires(backend: Backend) -> None:
-    crashed = LeaderElector(backend.cluster, "kube-system", "lock", "crashed", release_on_stop=False, **FAST)
+    short = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.1}
+    crashed = LeaderElector(backend.cluster, "kube-system", "lock", "crashed", release_on_stop=False, **short)
     assert crashed.try_acquire_or_renew()  # then it never renews again
 
-    with LeaderElector(backend.cluster, "kube-system", "lock", "survivor", **FAST) as survivor:
+    with LeaderElector(backend.cluster, "kube-system", "lock", "survivor", **short) as survivor:
         assert survivor.wait_for_leadership(GENEROUS)
 
     spec = (backend.cluster.get(LEASE, "lock", "kube-system") or {})["spec"]
