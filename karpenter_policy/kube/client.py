@@ -144,6 +144,7 @@ class KubeCluster:
         kind: Kind,
         resource_version: str,
         namespace: str | None = None,
+        *,
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: float = DEFAULT_WATCH_TIMEOUT,

@@ -77,6 +77,7 @@ class Cluster(Protocol):
         kind: Kind,
         resource_version: str,
         namespace: str | None = None,
+        *,
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: float = DEFAULT_WATCH_TIMEOUT,

@@ -20,6 +20,12 @@ class ClusterError(Exception):
         self.reason = reason
 
 
+class BadRequest(ClusterError):
+    """400: a malformed request, such as a selector the server cannot parse."""
+
+    status = 400
+
+
 class NotFound(ClusterError):
     """404: the object (or its namespace) does not exist."""
 
@@ -62,6 +68,8 @@ class Unavailable(ClusterError):
 
 def error_for_status(status: int, message: str, reason: str = "") -> ClusterError:
     """The error for an HTTP status the API server answered with (its Status ``reason`` splits 409)."""
+    if status == 400:
+        return BadRequest(message, status, reason)
     if status == 404:
         return NotFound(message, status, reason)
     if status == 409:

@@ -93,8 +93,9 @@ class Informer:
     # -- reading the cache ---------------------------------------------------------------------------
 
     def get(self, name: str, namespace: str | None = None) -> Obj | None:
+        """A cached object; a namespaced kind given no namespace looks in "default", as Cluster.get does."""
         with self._changed:
-            obj = self._cache.get((namespace if self.kind.namespaced else None, name))
+            obj = self._cache.get(((namespace or "default") if self.kind.namespaced else None, name))
             return copy.deepcopy(obj) if obj is not None else None
 
     def items(self) -> list[Obj]:
@@ -148,8 +149,8 @@ class Informer:
                     must_list = False
                 self.stats.watches += 1
                 stream = self._cluster.watch(
-                    self.kind, self.resource_version, namespace, label_selector, field_selector,
-                    timeout_seconds=self._watch_timeout, bookmarks=True,
+                    self.kind, self.resource_version, namespace, label_selector=label_selector,
+                    field_selector=field_selector, timeout_seconds=self._watch_timeout, bookmarks=True,
                 )
                 with self._changed:
                     self._stream = stream

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.errors import BadRequest
 
 FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
 
@@ -25,10 +25,8 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
-class BadSelector(ClusterError):
+class BadSelector(BadRequest):
     """400: a selector the API server would reject."""
-
-    status = 400
 
 
 @dataclass(frozen=True)

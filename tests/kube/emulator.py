@@ -133,7 +133,9 @@ class ApiEmulator(kmock.KubernetesEmulator):
             with self._state:
                 status, body = self._dispatch(kind, method, request)
         except ClusterError as error:  # the package's helpers (selectors, patches) raise these
-            raise _failure(error.status or 400, type(error).__name__, error.message) from error
+            status = error.status or 400
+            reason = {400: "BadRequest", 422: "Invalid"}.get(status, type(error).__name__)
+            raise _failure(status, reason, error.message) from error
         self._wake()
         return aiohttp.web.json_response(body, status=status)
 
