@@ -1,0 +1,407 @@
+"""``KubeCluster``: the :class:`~karpenter_policy.kube.cluster.Cluster` of a real API server, through the
+official ``kubernetes`` client — the only module of the project that imports it.
+
+The client is used for what it does well and is stable across its versions: reading a kubeconfig or the
+in-cluster service account (TLS, tokens, exec plugins and their refresh) and its urllib3 connection pool.
+Requests are plain JSON over that pool — no generated models, whose (de)serialisation is slow and whose
+call signatures change between client releases — so every object is the API's own dict.
+
+Failures are mapped onto :mod:`karpenter_policy.kube.errors` (404, 409, 410, 422, 429, 5xx and connection
+errors); reads (get, list, opening a watch) are retried on ``Unavailable`` with exponential backoff and
+jitter; writes are not (a lost reply to a create would turn a retry into AlreadyExists), the caller's
+reconcile loop retries them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
+
+import kubernetes.client
+import urllib3
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import load_incluster_config
+from kubernetes.config.kube_config import load_kube_config
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.backoff import Backoff
+from karpenter_policy.kube.cluster import (
+    DEFAULT_EVENT_SOURCE,
+    DEFAULT_WATCH_TIMEOUT,
+    EventSeverity,
+    ObjectList,
+    WatchEvent,
+    WatchStream,
+)
+from karpenter_policy.kube.errors import ClusterError, Unavailable, error_for_status
+from karpenter_policy.kube.events import EventRecorder
+from karpenter_policy.kube.objects import Kind, Obj
+from karpenter_policy.kube.patches import CONTENT_TYPES, PatchType
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_WATCH_READ_SLACK = 30.0  # a watch's read timeout beyond its server-side timeout: a silent server is dead
+
+
+class KubeCluster:
+    """A cluster behind an API server. Build it with :meth:`from_kubeconfig`, :meth:`in_cluster` or
+    :meth:`from_url`; ``retries`` is how many times a read is retried when the server is unavailable."""
+
+    def __init__(
+        self,
+        configuration: kubernetes.client.Configuration,
+        retries: int = 3,
+        backoff: Backoff | None = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+    ) -> None:
+        configuration.retries = False  # retries are ours: only for reads, with backoff and jitter
+        self._configuration = configuration
+        self._api: Any = kubernetes.client.ApiClient(configuration)  # Any: typed in some client releases only
+        self._pool = self._api.rest_client.pool_manager
+        self._retries = retries
+        self._backoff_template = backoff or Backoff()
+        self._timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
+        self._connect_timeout = connect_timeout
+        self._recorder = EventRecorder(self)
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None, **options: Any) -> KubeCluster:
+        """From a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config) and context (default: current)."""
+        configuration = kubernetes.client.Configuration()
+        load: Any = load_kube_config  # untyped in some client releases
+        try:
+            load(config_file=path, context=context, client_configuration=configuration, persist_config=False)
+        except (ConfigException, OSError, ValueError, TypeError) as error:
+            raise ClusterError(f"kubeconfig {path or '(default)'}: {error}") from error
+        return cls(configuration, **options)
+
+    @classmethod
+    def in_cluster(cls, **options: Any) -> KubeCluster:
+        """From the pod's service account (token, CA and the KUBERNETES_SERVICE_* environment)."""
+        configuration = kubernetes.client.Configuration()
+        load: Any = load_incluster_config  # untyped in some client releases
+        try:
+            load(client_configuration=configuration)
+        except (ConfigException, OSError) as error:
+            raise ClusterError(f"in-cluster configuration: {error}") from error
+        return cls(configuration, **options)
+
+    @classmethod
+    def from_url(
+        cls, url: str, token: str | None = None, ca_file: str | None = None, verify: bool = True, **options: Any
+    ) -> KubeCluster:
+        configuration = kubernetes.client.Configuration()
+        configuration.host = url.rstrip("/")
+        configuration.verify_ssl = verify
+        configuration.ssl_ca_cert = ca_file
+        if token:
+            configuration.api_key = {"authorization": token}
+            configuration.api_key_prefix = {"authorization": "Bearer"}
+        return cls(configuration, **options)
+
+    @property
+    def host(self) -> str:
+        return str(self._configuration.host)
+
+    def close(self) -> None:
+        self._api.close()
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        query = _query(labelSelector=label_selector, fieldSelector=field_selector)
+        body = self._retrying(lambda: self._json("GET", _path(kind, namespace), query))
+        items = [objects.with_kind(kind, item) for item in body.get("items") or []]
+        items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
+        return ObjectList(items, str((body.get("metadata") or {}).get("resourceVersion") or ""))
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
+        try:
+            obj = self._retrying(lambda: self._json("GET", _path(kind, _ns(kind, namespace), name)))
+        except ClusterError as error:
+            if error.status == 404:
+                return None
+            raise
+        return objects.with_kind(kind, obj)
+
+    def watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: float = DEFAULT_WATCH_TIMEOUT,
+        bookmarks: bool = False,
+    ) -> WatchStream:
+        query = _query(
+            watch="true",
+            resourceVersion=resource_version or None,
+            timeoutSeconds=str(max(1, int(timeout_seconds))),
+            allowWatchBookmarks="true" if bookmarks else None,
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+        )
+        timeout = urllib3.Timeout(connect=self._connect_timeout, read=timeout_seconds + _WATCH_READ_SLACK)
+        response = self._retrying(lambda: self._request("GET", _path(kind, namespace), query, timeout=timeout))
+        return _HttpWatch(response, kind, bookmarks)
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def create(self, kind: Kind, obj: Obj) -> Obj:
+        body = objects.with_kind(kind, dict(obj))
+        namespace = objects.namespace(body) or ("default" if kind.namespaced else None)
+        return objects.with_kind(kind, self._json("POST", _path(kind, namespace), body=body))
+
+    def update(self, kind: Kind, obj: Obj, subresource: str | None = None) -> Obj:
+        body = objects.with_kind(kind, dict(obj))
+        path = _path(kind, _ns(kind, objects.namespace(body)), objects.name(body), subresource)
+        return objects.with_kind(kind, self._json("PUT", path, body=body))
+
+    def patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
+        path = _path(kind, _ns(kind, namespace), name, subresource)
+        return objects.with_kind(kind, self._json("PATCH", path, body=patch, content_type=CONTENT_TYPES[patch_type]))
+
+    def delete(
+        self, kind: Kind, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
+    ) -> None:
+        options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        self._json("DELETE", _path(kind, _ns(kind, namespace), name), body=options)
+
+    def bind(self, namespace: str, pod_name: str, node_name: str) -> None:
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod_name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        self._json("POST", _path(objects.POD, namespace, pod_name, "binding"), body=binding)
+
+    def evict(self, namespace: str, pod_name: str) -> None:
+        meta = {"name": pod_name, "namespace": namespace}
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
+        self._json("POST", _path(objects.POD, namespace, pod_name, "eviction"), body=eviction)
+
+    def record_event(
+        self,
+        involved: Obj,
+        reason: str,
+        message: str,
+        type: EventSeverity = "Normal",
+        source: str = DEFAULT_EVENT_SOURCE,
+    ) -> Obj:
+        return self._recorder.record(involved, reason, message, type, source)
+
+    # -- HTTP ----------------------------------------------------------------------------------------
+
+    def _headers(self, content_type: str) -> dict[str, str]:
+        headers = {str(k): str(v) for k, v in self._api.default_headers.items()}
+        headers.update({"Accept": "application/json", "Content-Type": content_type})
+        settings: dict[str, Any] = dict(self._configuration.auth_settings())
+        for setting in settings.values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: urllib3.Timeout | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        url = f"{self._configuration.host}{path}" + (f"?{urlencode(query)}" if query else "")
+        payload = json.dumps(body).encode() if body is not None else None
+        try:
+            response = self._pool.request(
+                method, url, body=payload, headers=self._headers(content_type),
+                timeout=timeout or self._timeout, preload_content=False, retries=False,
+            )
+        except urllib3.exceptions.HTTPError as error:
+            raise Unavailable(f"{method} {url}: {error}") from error
+        if response.status >= 400:
+            try:
+                data = response.read()
+            except urllib3.exceptions.HTTPError:
+                data = b""
+            finally:
+                response.release_conn()
+            raise _status_error(method, path, response.status, data)
+        return response
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Obj:
+        response = self._request(method, path, query, body, content_type)
+        try:
+            data = response.read()
+        except urllib3.exceptions.HTTPError as error:
+            raise Unavailable(f"{method} {path}: reading the reply: {error}") from error
+        finally:
+            response.release_conn()
+        try:
+            decoded = json.loads(data) if data else {}
+        except ValueError as error:
+            raise Unavailable(f"{method} {path}: the reply is not JSON: {data[:200]!r}") from error
+        if not isinstance(decoded, dict):
+            raise Unavailable(f"{method} {path}: the reply is not a JSON object")
+        return decoded
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        backoff = Backoff(self._backoff_template.initial, self._backoff_template.maximum, self._backoff_template.factor)
+        for attempt in range(self._retries + 1):
+            try:
+                return call()
+            except Unavailable as error:
+                if attempt == self._retries:
+                    raise
+                delay = backoff.next_delay()
+                log.debug("%s; retrying in %.2f s", error, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+def _ns(kind: Kind, namespace: str | None) -> str | None:
+    """The namespace of a single object: "default" when a namespaced kind is given none (as kubectl)."""
+    return (namespace or "default") if kind.namespaced else None
+
+
+def _path(kind: Kind, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+    path = "/api/v1" if not kind.group else f"/apis/{kind.api_version}"
+    if kind.namespaced and namespace:
+        path += f"/namespaces/{quote(namespace, safe='')}"
+    path += f"/{kind.plural}"
+    if name:
+        path += f"/{quote(name, safe='')}"
+        if subresource:
+            path += f"/{subresource}"
+    return path
+
+
+def _query(**params: str | None) -> dict[str, str]:
+    return {key: value for key, value in params.items() if value}
+
+
+def _status_error(method: str, path: str, status: int, data: bytes) -> ClusterError:
+    """The error for a failed reply, from its Status body when it has one."""
+    message, reason = data.decode("utf-8", "replace").strip()[:500], ""
+    try:
+        decoded = json.loads(data)
+        if isinstance(decoded, dict):
+            message = str(decoded.get("message") or message)
+            reason = str(decoded.get("reason") or "")
+    except ValueError:
+        pass
+    return error_for_status(status, f"{method} {path}: {status} {reason}: {message}".replace(" : ", ": "), reason)
+
+
+class _HttpWatch(Iterator[WatchEvent]):
+    """The event lines of a streamed watch response; ``close()`` from another thread ends it at once.
+
+    An ERROR event raises its status's error (410: Gone); a broken stream just ends the iteration."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, kind: Kind, bookmarks: bool) -> None:
+        self._response = response
+        self._kind = kind
+        self._bookmarks = bookmarks
+        self._lines = self._read_lines()
+        self._closed = threading.Event()
+
+    def __iter__(self) -> _HttpWatch:
+        return self
+
+    def __enter__(self) -> _HttpWatch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        shutdown = getattr(self._response, "shutdown", None)  # urllib3 >= 2.3: unblocks a reading thread
+        if shutdown is not None:
+            shutdown()
+        self._response.close()
+
+    def __next__(self) -> WatchEvent:
+        while True:
+            try:
+                line = next(self._lines)
+            except StopIteration:
+                self._finish()
+                raise
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                # A stream cut short (server restart, proxy timeout, our close()) ends like a timeout does:
+                # the caller watches again from its last version, and an unreachable server then fails there.
+                if not self._closed.is_set():
+                    log.debug("watch %s ended: %s", self._kind.plural, error)
+                self._finish()
+                raise StopIteration from None
+            event = self._decode(line)
+            if event is not None:
+                return event
+
+    def _read_lines(self) -> Iterator[bytes]:
+        pending = b""
+        for chunk in self._response.stream(amt=None, decode_content=True):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            yield from (line for line in lines if line.strip())
+        if pending.strip():
+            yield pending
+
+    def _decode(self, line: bytes) -> WatchEvent | None:
+        try:
+            raw = json.loads(line)
+        except ValueError as error:
+            raise Unavailable(f"watch {self._kind.plural}: not a JSON event: {line[:200]!r}") from error
+        event_type, obj = raw.get("type"), raw.get("object") or {}
+        if event_type == "ERROR":
+            self.close()
+            message = f"watch {self._kind.plural}: {obj.get('message', '')}"
+            raise error_for_status(int(obj.get("code") or 500), message, str(obj.get("reason") or ""))
+        if event_type == "BOOKMARK" and not self._bookmarks:
+            return None
+        if event_type not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+            return None
+        return WatchEvent(event_type, objects.with_kind(self._kind, obj))
+
+    def _finish(self) -> None:
+        self._closed.set()
+        with contextlib.suppress(Exception):  # the connection is already gone: nothing to give back to the pool
+            self._response.release_conn()

@@ -1,0 +1,117 @@
+"""PodDisruptionBudget arithmetic and the Eviction subresource's verdict.
+
+A real cluster's disruption controller keeps ``status.disruptionsAllowed`` up to date and the API server
+checks it on each eviction. Clusters without that controller (the in-memory one, the test API emulator)
+compute it here from the pods a budget selects, the same way: healthy pods are Running and Ready and not
+being deleted; ``minAvailable`` and ``maxUnavailable`` (an int or a percentage, rounded up) give the
+healthy count to keep. The expected pod count is the number of selected pods, or the budget's
+``status.expectedPods`` when larger (it stands for the owning controller's scale, which bare pods lack).
+The reconciler can call :func:`disruption_budget` too, to plan drains that respect the budgets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.selectors import structured_selector_matches
+
+Obj = objects.Obj
+
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a PodDisruptionBudget allows right now."""
+
+    expected: int
+    healthy: int
+    desired_healthy: int
+
+    @property
+    def disruptions_allowed(self) -> int:
+        return max(0, self.healthy - self.desired_healthy)
+
+
+@dataclass(frozen=True)
+class EvictionVerdict:
+    allowed: bool
+    message: str = ""
+    budget_name: str = ""
+    status: int = 429  # the HTTP status of a refusal: 429 for a budget, 500 for a pod two budgets cover
+
+
+def is_ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def is_healthy(pod: Obj) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return phase == "Running" and is_ready(pod) and not objects.is_deleting(pod)
+
+
+def selects(pdb: Obj, pod: Obj) -> bool:
+    """Whether the budget covers the pod: same namespace and its selector matches the pod's labels."""
+    selector = (pdb.get("spec") or {}).get("selector")
+    same_namespace = objects.namespace(pdb) == objects.namespace(pod)
+    return same_namespace and structured_selector_matches(selector, objects.labels(pod))
+
+
+def scaled_value(value: int | str, total: int) -> int:
+    """An IntOrString against a total: an int as is, a percentage rounded up (as the controller does)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return math.ceil(int(value[:-1]) * total / 100)
+    return int(value)
+
+
+def disruption_budget(pdb: Obj, pods: Iterable[Obj]) -> Budget:
+    """Compute the budget over ``pods`` (any pods: those the budget does not select are skipped)."""
+    selected = [
+        pod for pod in pods if selects(pdb, pod) and (pod.get("status") or {}).get("phase") not in _TERMINAL
+    ]
+    spec: dict[str, Any] = pdb.get("spec") or {}
+    expected = max(len(selected), int((pdb.get("status") or {}).get("expectedPods") or 0))
+    healthy = sum(1 for pod in selected if is_healthy(pod))
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - scaled_value(spec["maxUnavailable"], expected))
+    else:
+        desired = scaled_value(spec.get("minAvailable", 1), expected)
+    return Budget(expected=expected, healthy=healthy, desired_healthy=desired)
+
+
+def eviction_verdict(pod: Obj, pdbs: Iterable[Obj], pods: Iterable[Obj]) -> EvictionVerdict:
+    """Whether the Eviction subresource lets ``pod`` go, given the budgets and pods of its namespace.
+
+    Pods that are Pending, finished or already being deleted are evicted regardless of budgets, as on a
+    real server; a pod covered by two budgets cannot be evicted (the server refuses with a 500).
+    """
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in _TERMINAL or phase == "Pending" or objects.is_deleting(pod):
+        return EvictionVerdict(True)
+    covering = [pdb for pdb in pdbs if selects(pdb, pod)]
+    if not covering:
+        return EvictionVerdict(True)
+    if len(covering) > 1:
+        names = ", ".join(sorted(objects.name(pdb) for pdb in covering))
+        message = (
+            f"This pod has more than one PodDisruptionBudget ({names}), "
+            "which the eviction subresource does not support."
+        )
+        return EvictionVerdict(False, message, status=500)
+    pdb = covering[0]
+    budget = disruption_budget(pdb, pods)
+    if is_healthy(pod):
+        allowed = budget.disruptions_allowed > 0
+    else:
+        policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+        allowed = policy == "AlwaysAllow" or budget.healthy >= budget.desired_healthy
+    message = "" if allowed else (
+        f"Cannot evict pod as it would violate the pod's disruption budget {objects.name(pdb)} "
+        f"(needs {budget.desired_healthy} healthy, has {budget.healthy})."
+    )
+    return EvictionVerdict(allowed, message, objects.name(pdb))

@@ -1,0 +1,131 @@
+"""Label and field selectors, as the API server parses and matches them.
+
+Label selectors come in two forms: the string of a ``labelSelector`` query (``app=web,tier!=db,env in
+(a,b),!canary``) and the structured LabelSelector of a PodDisruptionBudget (``matchLabels`` and
+``matchExpressions``). Field selectors support the fields the reconciler filters on: ``metadata.name``,
+``metadata.namespace``, ``spec.nodeName`` and ``status.phase`` (an absent field compares as "", so
+``spec.nodeName=`` selects unbound pods, as on a real server).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.kube.errors import BadRequest
+
+FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
+
+_SET_REQUIREMENT = re.compile(r"^\s*(?P<key>[^\s!=]+)\s+(?P<op>in|notin)\s*\((?P<values>[^)]*)\)\s*$")
+_EQUALITY = re.compile(r"^\s*(?P<key>[^\s!=]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s,]*)\s*$")
+_EXISTS = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[^\s!=(),]+)\s*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+class BadSelector(BadRequest):
+    """400: a selector the API server would reject."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One clause of a label selector: ``key op values``."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "Exists":
+            return self.key in labels
+        if self.operator == "DoesNotExist":
+            return self.key not in labels
+        if self.operator == "In":
+            return self.key in labels and labels[self.key] in self.values
+        return self.key not in labels or labels[self.key] not in self.values  # NotIn
+
+
+def _split_clauses(selector: str) -> list[str]:
+    """Split on the commas that are not inside ``(...)``."""
+    clauses: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in selector:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            clauses.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    clauses.append("".join(current))
+    return [clause for clause in clauses if clause.strip()]
+
+
+def parse_label_selector(selector: str | None) -> tuple[Requirement, ...]:
+    """Parse a ``labelSelector`` string; raises :class:`BadSelector` on a clause the API would reject."""
+    requirements = []
+    for clause in _split_clauses(selector or ""):
+        if match := _SET_REQUIREMENT.match(clause):
+            values = frozenset(value.strip() for value in match["values"].split(",") if value.strip())
+            operator = "In" if match["op"] == "in" else "NotIn"
+            requirements.append(Requirement(match["key"], operator, values))
+        elif match := _EQUALITY.match(clause):
+            operator = "NotIn" if match["op"] == "!=" else "In"
+            requirements.append(Requirement(match["key"], operator, frozenset({match["value"]})))
+        elif match := _EXISTS.match(clause):
+            requirements.append(Requirement(match["key"], "DoesNotExist" if match["neg"] else "Exists"))
+        else:
+            raise BadSelector(f"unable to parse requirement {clause.strip()!r} in label selector {selector!r}")
+        last = requirements[-1]
+        if not _LABEL_KEY.match(last.key) or not all(_LABEL_VALUE.match(value) for value in last.values):
+            raise BadSelector(f"invalid label key or value in {clause.strip()!r} of label selector {selector!r}")
+    return tuple(requirements)
+
+
+def label_selector_matches(selector: str | None, labels: Mapping[str, str]) -> bool:
+    return all(requirement.matches(labels) for requirement in parse_label_selector(selector))
+
+
+def structured_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Match a LabelSelector object (matchLabels + matchExpressions). An empty selector matches everything."""
+    if selector is None:
+        return False  # a PodDisruptionBudget without a selector selects nothing (policy/v1)
+    for label_key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(label_key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        requirement = Requirement(
+            str(expression["key"]), str(expression["operator"]), frozenset(expression.get("values") or [])
+        )
+        if not requirement.matches(labels):
+            return False
+    return True
+
+
+def _field_value(obj: Mapping[str, Any], path: str) -> str:
+    node: Any = obj
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return "" if node is None else str(node)
+
+
+def parse_field_selector(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
+    """A predicate for a ``fieldSelector`` string (``=``, ``==``, ``!=`` on the supported :data:`FIELDS`)."""
+    clauses = []
+    for clause in _split_clauses(selector or ""):
+        match = _EQUALITY.match(clause)
+        if not match:
+            raise BadSelector(f"invalid field selector clause {clause.strip()!r}")
+        if match["key"] not in FIELDS:
+            raise BadSelector(f"field label not supported: {match['key']} (supported: {', '.join(FIELDS)})")
+        clauses.append((match["key"], match["op"] != "!=", match["value"]))
+
+    def matches(obj: Mapping[str, Any]) -> bool:
+        return all((_field_value(obj, path) == value) == equal for path, equal, value in clauses)
+
+    return matches

@@ -1,0 +1,106 @@
+"""The Informer keeps its cache equal to the cluster through watch timeouts, outages and 410 Gone, on both
+cluster implementations."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import WatchEvent
+from karpenter_policy.kube.informer import Informer
+from karpenter_policy.kube.objects import POD
+
+from .conftest import FAST_BACKOFF, Backend
+from .support import GENEROUS, eventually, names, pod
+
+
+def _recorder() -> tuple[list[tuple[str, str]], threading.Lock, object]:
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def on_event(event: WatchEvent) -> None:
+        with lock:
+            seen.append((event.type, objects.name(event.object)))
+
+    return seen, lock, on_event
+
+
+def test_the_cache_follows_creates_updates_and_deletes(backend: Backend) -> None:
+    cluster = backend.cluster
+    cluster.create(POD, pod("existing"))
+    seen, lock, on_event = _recorder()
+
+    with Informer(cluster, POD, on_event=on_event, backoff=FAST_BACKOFF) as informer:  # type: ignore[arg-type]
+        assert informer.wait_synced(GENEROUS)
+        cluster.create(POD, pod("new"))
+        cluster.patch(POD, "existing", {"metadata": {"labels": {"v": "2"}}}, "default")
+        cluster.delete(POD, "new", "default")
+
+        assert informer.wait_until(
+            lambda items: names(items) == ["existing"] and objects.labels(items[0]) == {"v": "2"}, GENEROUS
+        )
+        assert informer.get("existing", "default") == cluster.get(POD, "existing", "default")
+
+    with lock:
+        assert seen == [("ADDED", "existing"), ("ADDED", "new"), ("MODIFIED", "existing"), ("DELETED", "new")]
+
+
+def test_a_selective_informer_caches_only_what_matches(backend: Backend) -> None:
+    cluster = backend.cluster
+    with Informer(cluster, POD, field_selector="spec.nodeName=", backoff=FAST_BACKOFF) as pending:
+        assert pending.wait_synced(GENEROUS)
+        cluster.create(POD, pod("a"))
+        cluster.create(POD, pod("b"))
+        cluster.bind("default", "a", "node-1")
+
+        assert pending.wait_until(lambda items: names(items) == ["b"], GENEROUS)
+
+
+def test_watch_timeouts_restart_the_watch_without_relisting(backend: Backend) -> None:
+    cluster = backend.cluster
+    with Informer(cluster, POD, watch_timeout=1, backoff=FAST_BACKOFF) as informer:
+        assert informer.wait_synced(GENEROUS)
+        eventually(lambda: informer.stats.watches >= 3, what="three watches")
+        cluster.create(POD, pod("late"))
+
+        assert informer.wait_until(lambda items: names(items) == ["late"], GENEROUS)
+        assert informer.stats.lists == 1 and informer.stats.gone == 0
+
+
+def test_after_an_outage_and_410_gone_the_informer_relists_and_reports_what_it_missed(backend: Backend) -> None:
+    cluster = backend.cluster
+    for name in ("a", "b"):
+        cluster.create(POD, pod(name))
+    seen, lock, on_event = _recorder()
+
+    with Informer(cluster, POD, on_event=on_event, backoff=FAST_BACKOFF) as informer:  # type: ignore[arg-type]
+        assert informer.wait_until(lambda items: names(items) == ["a", "b"], GENEROUS)
+        with backend.watch_outage():
+            eventually(lambda: informer.stats.errors >= 1, what="the informer meeting the outage")
+            cluster.delete(POD, "a", "default")  # changes the informer cannot see
+            cluster.patch(POD, "b", {"metadata": {"labels": {"v": "2"}}}, "default")
+            cluster.create(POD, pod("c"))
+            backend.compact()  # and the history to replay them is gone
+
+        assert informer.wait_until(
+            lambda items: names(items) == ["b", "c"] and objects.labels(items[0]) == {"v": "2"}, GENEROUS
+        )
+        assert informer.stats.gone >= 1 and informer.stats.lists >= 2
+        assert informer.resource_version == cluster.list(POD).resource_version
+
+    with lock:
+        assert seen[:2] == [("ADDED", "a"), ("ADDED", "b")]
+        assert sorted(seen[2:]) == [("ADDED", "c"), ("DELETED", "a"), ("MODIFIED", "b")]
+
+
+def test_stop_ends_a_long_watch_at_once(backend: Backend) -> None:
+    informer = Informer(backend.cluster, POD, watch_timeout=300, backoff=FAST_BACKOFF).start()
+    assert informer.wait_synced(GENEROUS)
+    eventually(lambda: informer.stats.watches >= 1, what="the watch opening")
+
+    started = time.monotonic()
+    informer.stop(timeout=GENEROUS)
+
+    assert informer._thread is not None and not informer._thread.is_alive()
+    assert time.monotonic() - started < GENEROUS
