@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from karpenter_policy.cloud import ConfigurationError, InsufficientCapacity, Throttled
+from karpenter_policy.cloud import CloudError, ConfigurationError, InsufficientCapacity, Throttled
 from karpenter_policy.cloud.aws.fleet import MAX_OVERRIDES
 from karpenter_policy.cloud.provider import (
     TAG_CLIENT_TOKEN,
@@ -182,6 +182,21 @@ def test_a_lost_create_fleet_answer_is_retried_with_the_same_client_token(aws: A
     assert len(calls) == 2
     assert calls[0].params["ClientToken"] == calls[1].params["ClientToken"]
     assert [i["InstanceId"] for i in aws.instances()] == [instance.id]
+
+
+def test_a_launch_whose_answers_were_all_lost_is_found_by_the_next_create_with_the_same_token(
+    aws: AwsEnv,
+) -> None:
+    aws.proxy.fail("CreateFleet", times=2, after_forwarding=True)
+    provider = aws.provider(max_attempts=2)
+    launch = request(aws.spec(), [offer("m5.large", "us-east-1a")])
+    with pytest.raises(CloudError, match="InternalError"):
+        provider.create(launch)
+
+    instance = provider.create(launch)  # the reconciler tries again with the same client token
+
+    assert [i["InstanceId"] for i in aws.instances()] == [instance.id]
+    assert len(aws.proxy.calls_to("CreateFleet")) == 2  # found by its client-token tag: no third request
 
 
 def test_throttled_create_fleet_is_retried_with_backoff(aws: AwsEnv) -> None:
