@@ -44,9 +44,13 @@ class InsufficientCapacity(CloudError):
 
     def __init__(self, endpoint: str, failed: Sequence[FailedOffering], operation: str = "CreateFleet") -> None:
         self.failed = tuple(failed)
-        shown = "; ".join(str(f) for f in self.failed[:5])
-        more = f" and {len(self.failed) - 5} more" if len(self.failed) > 5 else ""
-        super().__init__(endpoint, f"insufficient capacity for every offering tried: {shown}{more}", operation)
+        if not self.failed:
+            reason = "no offering to try: every option is unavailable (recent capacity errors) or not allowed"
+        else:
+            shown = "; ".join(str(f) for f in self.failed[:5])
+            more = f" and {len(self.failed) - 5} more" if len(self.failed) > 5 else ""
+            reason = f"insufficient capacity for every offering tried: {shown}{more}"
+        super().__init__(endpoint, reason, operation)
 
 
 class NotFound(CloudError):

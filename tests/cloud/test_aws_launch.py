@@ -280,7 +280,7 @@ def test_insufficient_capacity_everywhere_raises_and_launches_nothing(aws: AwsEn
     ]
     assert aws.instances() == []
     # Both offerings are now skipped without asking EC2.
-    with pytest.raises(InsufficientCapacity):
+    with pytest.raises(InsufficientCapacity, match="every option is unavailable"):
         provider.create(request(aws.spec(), options, token="claim-2"))
     assert len(aws.proxy.calls_to("CreateFleet")) == 2
 
