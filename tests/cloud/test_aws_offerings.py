@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from karpenter_policy.catalog import load_catalog
+from karpenter_policy.cloud import Throttled
 from karpenter_policy.cloud.aws.api import AwsConnection
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
 from karpenter_policy.model.instancetypes import InstanceType
@@ -129,6 +130,27 @@ def test_live_data_is_cached_for_the_refresh_period(aws: AwsEnv) -> None:
     aws.clock.advance(12 * 3600)
     provider.instance_types()
     assert len(aws.proxy.calls_to("GetProducts")) == 4
+
+
+def test_a_failing_refresh_keeps_the_previous_offerings_until_it_succeeds(aws: AwsEnv) -> None:
+    provider = aws.provider(max_attempts=1)
+    before = provider.instance_types()
+    aws.proxy.throttle("DescribeSpotPriceHistory", times=None)
+    aws.clock.advance(301)
+
+    assert provider.instance_types() == before
+    assert len(aws.proxy.calls_to("DescribeSpotPriceHistory")) == 2
+    assert provider.instance_types() == before
+    assert len(aws.proxy.calls_to("DescribeSpotPriceHistory")) == 2  # retried after 30 s, not at every call
+    aws.clock.advance(31)
+    provider.instance_types()
+    assert len(aws.proxy.calls_to("DescribeSpotPriceHistory")) == 3
+
+
+def test_without_any_previous_answer_a_failing_call_is_an_error(aws: AwsEnv) -> None:
+    aws.proxy.throttle("DescribeInstanceTypeOfferings", times=None)
+    with pytest.raises(Throttled, match="DescribeInstanceTypeOfferings"):
+        aws.provider(max_attempts=1).instance_types()
 
 
 def test_a_small_catalog_is_priced_with_queries_filtered_by_type(aws: AwsEnv) -> None:

@@ -7,6 +7,7 @@ import pytest
 from karpenter_policy.cloud import CloudProvider, InsufficientCapacity, Throttled
 from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import LaunchRequest
+from karpenter_policy.model.instancetypes import ChosenOffering
 
 from .conftest import SMALL_CATALOG, FakeClock, catalog_types
 from .support import offer, request
@@ -22,9 +23,9 @@ def fake(clock: FakeClock) -> FakeCloudProvider:
     return FakeCloudProvider(catalog_types(SMALL_CATALOG), clock=clock)
 
 
-def launch(options: list[object] | None = None, token: str = "claim-1", cluster: str = "blue") -> LaunchRequest:
+def launch(options: list[ChosenOffering] | None = None, token: str = "claim-1", cluster: str = "blue") -> LaunchRequest:
     chosen = options or [offer("m5.large", "us-east-1a"), offer("c5.large", "us-east-1b")]
-    return request({"subnetSelector": {"a": "b"}}, chosen, token=token, cluster=cluster)  # type: ignore[arg-type]
+    return request({"subnetSelector": {"a": "b"}}, chosen, token=token, cluster=cluster)
 
 
 def test_it_is_a_cloud_provider(fake: FakeCloudProvider) -> None:

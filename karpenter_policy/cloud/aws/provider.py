@@ -10,8 +10,9 @@ call; :class:`~karpenter_policy.cloud.InsufficientCapacity` is raised only when 
 client token (EC2 ClientToken per request, and an instance already tagged with the token is returned as is).
 
 ``instance_types`` prices the catalog's types with live data (see :mod:`karpenter_policy.cloud.offerings`):
-zones and spot prices refreshed every ``offerings_refresh`` seconds, on-demand prices from the Price List API
-every ``pricing_refresh`` seconds, the catalog's (embedded) on-demand prices when that API cannot answer.
+zones and spot prices refreshed every ``offerings_refresh`` seconds (the previous answer stays in use while a
+refresh fails), on-demand prices from the Price List API every ``pricing_refresh`` seconds, the catalog's
+(embedded) on-demand prices when that API cannot answer.
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ class AwsCloudProvider:
         self._discovery = Discovery(self.api, clock)
         self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version)
         self._templates = LaunchTemplates(self.api, clock)
-        self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh)
-        self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh)
+        self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
+        self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._lock = threading.Lock()
         self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
         self._built: tuple[tuple[int, int, int], list[InstanceType]] | None = None
