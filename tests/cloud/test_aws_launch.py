@@ -145,6 +145,21 @@ def test_launch_templates_are_created_once_and_reused_by_content(aws: AwsEnv) ->
     assert "echo hi" in launch_template(aws.ec2, changed.launch_template)["UserData"]
 
 
+def test_a_launch_template_deleted_behind_its_back_is_created_again(aws: AwsEnv) -> None:
+    provider = aws.provider()
+    options = [offer("m5.large", "us-east-1a")]
+    first = provider.create(request(aws.spec(), options, token="claim-1"))
+    aws.ec2.delete_launch_template(LaunchTemplateName=first.launch_template)
+
+    second = provider.create(request(aws.spec(), options, token="claim-2"))
+
+    assert second.launch_template == first.launch_template
+    assert launch_template(aws.ec2, second.launch_template)["ImageId"] == aws.ami_amd64
+    assert len(aws.proxy.calls_to("CreateLaunchTemplate")) == 2
+    tokens = [c.params["ClientToken"] for c in aws.proxy.calls_to("CreateFleet")]
+    assert len(tokens) == 3 and len(set(tokens)) == 3  # the retry is a new request for EC2
+
+
 def test_a_named_launch_template_is_used_as_it_is(aws: AwsEnv) -> None:
     aws.ec2.create_launch_template(LaunchTemplateName="team-nodes", LaunchTemplateData={"ImageId": aws.ami_amd64})
     provider = aws.provider()

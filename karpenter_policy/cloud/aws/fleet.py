@@ -74,13 +74,16 @@ class FleetError:
         return self.code in UNFULFILLABLE_CODES
 
 
-def request_token(client_token: str, capacity_type: str, overrides: Sequence[Override]) -> str:
-    """EC2's ClientToken (at most 64 ASCII characters) for one CreateFleet request of a launch."""
-    content = {
+def request_token(client_token: str, capacity_type: str, overrides: Sequence[Override], attempt: int = 0) -> str:
+    """EC2's ClientToken (at most 64 ASCII characters) for one CreateFleet request of a launch; ``attempt``
+    tells apart a request sent again on purpose (e.g. after re-creating a vanished launch template)."""
+    content: dict[str, object] = {
         "token": client_token,
         "capacityType": capacity_type,
         "overrides": [[o.offering.instance_type, o.subnet_id, o.launch_template] for o in overrides],
     }
+    if attempt:
+        content["attempt"] = attempt
     return hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
 
 
@@ -89,7 +92,7 @@ def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
 
 
 def fleet_request(
-    capacity_type: str, overrides: Sequence[Override], tags: Mapping[str, str], client_token: str
+    capacity_type: str, overrides: Sequence[Override], tags: Mapping[str, str], client_token: str, attempt: int = 0
 ) -> dict[str, Any]:
     """CreateFleet's arguments for one instance of ``capacity_type`` from ``overrides`` (at most 60)."""
     if not overrides or len(overrides) > MAX_OVERRIDES:
@@ -101,7 +104,7 @@ def fleet_request(
         )
     request: dict[str, Any] = {
         "Type": "instant",
-        "ClientToken": request_token(client_token, capacity_type, overrides),
+        "ClientToken": request_token(client_token, capacity_type, overrides, attempt),
         "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
         "LaunchTemplateConfigs": [
             {

@@ -360,25 +360,27 @@ class AwsCloudProvider:
         tags: Mapping[str, str],
         zone_of_subnet: Mapping[str, str],
         templates: _Templates,
+        retried: bool = False,
     ) -> tuple[list[fleets.Launched], list[fleets.FleetError]]:
-        """One CreateFleet; a launch template that vanished is created again and the request retried once."""
-        arguments = fleets.fleet_request(capacity_type, overrides, tags, request.client_token)
-        for attempt in range(2):
-            try:
-                answer = self.api.call("ec2", "create_fleet", **arguments)
-            except NotFound as error:
-                missing = {o.launch_template for o in overrides}
-                if attempt or not self._recreate_templates(missing, templates, request.cluster_name):
-                    raise ConfigurationError(error.endpoint, error.reason, error.operation, code=error.code) from None
-                continue
-            launched, errors = fleets.parse_fleet_response(answer, capacity_type, zone_of_subnet)
-            not_found = [e for e in errors if e.code in fleets.LAUNCH_TEMPLATE_NOT_FOUND_CODES]
-            gone = {e.launch_template for e in not_found if e.launch_template}
-            if any(not e.launch_template for e in not_found):
-                gone |= {o.launch_template for o in overrides}
-            if launched or not gone or attempt or not self._recreate_templates(gone, templates, request.cluster_name):
-                return launched, errors
-        raise AssertionError("unreachable")
+        """One CreateFleet; a launch template that vanished is created again and the request retried once (with
+        a new client token: EC2 would answer the same token with the same failure)."""
+        arguments = fleets.fleet_request(capacity_type, overrides, tags, request.client_token, attempt=int(retried))
+        again = (request, capacity_type, overrides, tags, zone_of_subnet, templates, True)
+        try:
+            answer = self.api.call("ec2", "create_fleet", **arguments)
+        except NotFound as error:
+            every = {o.launch_template for o in overrides}
+            if not retried and self._recreate_templates(every, templates, request.cluster_name):
+                return self._create_fleet(*again)
+            raise ConfigurationError(error.endpoint, error.reason, error.operation, code=error.code) from None
+        launched, errors = fleets.parse_fleet_response(answer, capacity_type, zone_of_subnet)
+        not_found = [e for e in errors if e.code in fleets.LAUNCH_TEMPLATE_NOT_FOUND_CODES]
+        gone = {e.launch_template for e in not_found if e.launch_template}
+        if any(not e.launch_template for e in not_found):
+            gone |= {o.launch_template for o in overrides}
+        if not launched and gone and not retried and self._recreate_templates(gone, templates, request.cluster_name):
+            return self._create_fleet(*again)
+        return launched, errors
 
     def _recreate_templates(self, names: set[str], templates: _Templates, cluster_name: str) -> bool:
         """Forget and create again the templates this provider made (False for a node template's own)."""
