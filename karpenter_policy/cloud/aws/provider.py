@@ -144,7 +144,7 @@ class AwsCloudProvider:
         self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._lock = threading.Lock()
         self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
-        self._built: tuple[tuple[int, int, int], list[InstanceType]] | None = None
+        self._built: tuple[tuple[object, object, object], list[InstanceType]] | None = None
 
     # --- offerings ------------------------------------------------------------------------------------------
 
@@ -187,13 +187,14 @@ class AwsCloudProvider:
         zones = self._zones.get_or_load("zones", lambda: pricing.fetch_zones(self.api, names))
         spot = self._spot.get_or_load("spot", lambda: pricing.fetch_spot_prices(self.api, self._wall_clock(), names))
         on_demand = self.on_demand_prices()
-        key = (id(zones), id(spot), id(on_demand))
+        sources = (zones, spot, on_demand)
         with self._lock:
-            if self._built is not None and self._built[0] == key:
+            # The same answers (by identity: the caches hand out the objects they hold) build the same types.
+            if self._built is not None and all(a is b for a, b in zip(self._built[0], sources, strict=True)):
                 return self._built[1]
         built = live_instance_types(self._catalog.values(), zones, on_demand, spot)
         with self._lock:
-            self._built = (key, built)
+            self._built = (sources, built)
         return built
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
