@@ -1,4 +1,5 @@
-"""Cloud providers: the errors every provider raises (and, later, the CloudProvider protocol and fakes).
+"""Cloud providers: the :class:`CloudProvider` protocol the reconciler launches nodes through, its errors, and
+an in-memory fake (:mod:`karpenter_policy.cloud.fake`) for controller tests.
 
 Adapters live in subpackages (``aws/`` is the only boto3 importer). Callers catch :class:`CloudError` and
 report it; an SDK exception never escapes an adapter.
@@ -6,16 +7,24 @@ report it; an SDK exception never escapes an adapter.
 
 from __future__ import annotations
 
+from karpenter_policy.cloud.errors import (
+    CloudError,
+    ConfigurationError,
+    FailedOffering,
+    InsufficientCapacity,
+    NotFound,
+    Throttled,
+)
+from karpenter_policy.cloud.provider import CloudProvider, Instance, LaunchRequest
 
-class CloudError(Exception):
-    """A cloud API call failed: which endpoint, what operation, and why (connection refused, denied, ...)."""
-
-    def __init__(self, endpoint: str, reason: str, operation: str = "") -> None:
-        self.endpoint = endpoint
-        self.reason = reason
-        self.operation = operation
-        where = f"{operation} at {endpoint}" if operation else endpoint
-        super().__init__(f"{where}: {reason}")
-
-
-__all__ = ["CloudError"]
+__all__ = [
+    "CloudError",
+    "CloudProvider",
+    "ConfigurationError",
+    "FailedOffering",
+    "Instance",
+    "InsufficientCapacity",
+    "LaunchRequest",
+    "NotFound",
+    "Throttled",
+]

@@ -15,17 +15,11 @@ from typing import Any, TypeVar
 import boto3
 import boto3.session
 from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    NoRegionError,
-    PartialCredentialsError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
-from karpenter_policy.cloud import CloudError
+from karpenter_policy.cloud.aws.errors import reason as _reason
+from karpenter_policy.cloud.errors import CloudError
 
 # What Karpenter asks DescribeSpotPriceHistory for: Linux prices, EC2-Classic and VPC descriptions.
 LINUX_PRODUCT_DESCRIPTIONS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
@@ -121,23 +115,3 @@ class Ec2CatalogSource:
             return fn()
         except (BotoCoreError, ClientError, ResponseParserError) as exc:
             raise CloudError(self.endpoint, _reason(exc), operation) from None
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = error.get("Code", "Unknown")
-        message = error.get("Message", "")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        detail = f"{code}: {message}" if message else str(code)
-        return f"{detail} (HTTP {status})" if status else detail
-    if isinstance(exc, EndpointConnectionError):
-        return f"cannot connect to the endpoint ({exc})"
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return f"{exc}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or another credential source"
-    if isinstance(exc, ResponseParserError):
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        return f"the endpoint did not answer like EC2 ({first_line.rstrip(':')})"
-    if isinstance(exc, NoRegionError):
-        return f"{exc}: pass --region"
-    return str(exc) or type(exc).__name__

@@ -1,0 +1,107 @@
+"""Subnets and security groups chosen by an AWSNodeTemplate's selectors (Karpenter v0.31 semantics).
+
+A selector is a map. ``aws-ids`` / ``aws::ids`` lists ids (comma-separated) and stands alone; any other key is
+a tag: value ``*`` matches any resource carrying the tag key, otherwise the value is a comma-separated list of
+accepted tag values. Every entry must match (AND). For each zone the launch uses the matching subnet with the
+most free IP addresses (ties: the smallest id). Answers are cached for a minute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.cloud.aws.api import AwsApi
+from karpenter_policy.cloud.aws.cache import TtlCache
+from karpenter_policy.cloud.errors import NotFound
+from karpenter_policy.cloud.provider import Clock
+
+ID_KEYS = ("aws-ids", "aws::ids")
+DISCOVERY_TTL = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Subnet:
+    id: str
+    zone: str
+    available_ips: int
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in str(value).split(",") if part.strip()]
+
+
+def selector_filters(selector: Mapping[str, str], id_filter: str) -> list[dict[str, Any]]:
+    """EC2 Describe* filters for a selector (``id_filter`` is ``subnet-id`` or ``group-id``), sorted."""
+    filters: list[dict[str, Any]] = []
+    for key, value in sorted(selector.items()):
+        if key in ID_KEYS:
+            filters.append({"Name": id_filter, "Values": _split(value)})
+        elif value == "*":
+            filters.append({"Name": "tag-key", "Values": [key]})
+        else:
+            filters.append({"Name": f"tag:{key}", "Values": _split(value)})
+    return filters
+
+
+def _key(selector: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in selector.items()))
+
+
+class Discovery:
+    """Finds (and caches) the subnets and security groups a node template selects."""
+
+    def __init__(self, api: AwsApi, clock: Clock, ttl: float = DISCOVERY_TTL) -> None:
+        self._api = api
+        self._subnets: TtlCache[tuple[Subnet, ...]] = TtlCache(clock, ttl)
+        self._groups: TtlCache[tuple[str, ...]] = TtlCache(clock, ttl)
+
+    def subnets(self, selector: Mapping[str, str]) -> tuple[Subnet, ...]:
+        """Every available subnet the selector matches, sorted by id."""
+        return self._subnets.get_or_load(_key(selector), lambda: self._describe_subnets(selector))
+
+    def subnet_per_zone(self, selector: Mapping[str, str]) -> dict[str, Subnet]:
+        """zone -> the matching subnet with the most free addresses there."""
+        best: dict[str, Subnet] = {}
+        for subnet in self.subnets(selector):
+            current = best.get(subnet.zone)
+            if current is None or subnet.available_ips > current.available_ips:
+                best[subnet.zone] = subnet
+        return dict(sorted(best.items()))
+
+    def security_groups(self, selector: Mapping[str, str]) -> tuple[str, ...]:
+        """The ids of every security group the selector matches, sorted."""
+        return self._groups.get_or_load(_key(selector), lambda: self._describe_groups(selector))
+
+    def invalidate(self) -> None:
+        self._subnets.invalidate()
+        self._groups.invalidate()
+
+    def _describe_subnets(self, selector: Mapping[str, str]) -> tuple[Subnet, ...]:
+        filters = selector_filters(selector, "subnet-id")
+        try:
+            found = list(self._api.paginate("ec2", "describe_subnets", "Subnets", Filters=filters))
+        except NotFound:  # an aws-ids entry naming a subnet that does not exist
+            return ()
+        return tuple(
+            sorted(
+                (
+                    Subnet(str(s["SubnetId"]), str(s["AvailabilityZone"]), int(s.get("AvailableIpAddressCount", 0)))
+                    for s in found
+                    if s.get("State", "available") == "available"
+                ),
+                key=lambda s: s.id,
+            )
+        )
+
+    def _describe_groups(self, selector: Mapping[str, str]) -> tuple[str, ...]:
+        filters = selector_filters(selector, "group-id")
+        try:
+            found = list(self._api.paginate("ec2", "describe_security_groups", "SecurityGroups", Filters=filters))
+        except NotFound:
+            return ()
+        return tuple(sorted({str(g["GroupId"]) for g in found}))
+
+
+__all__ = ["ID_KEYS", "Discovery", "Subnet", "selector_filters"]

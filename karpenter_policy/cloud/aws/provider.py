@@ -1,0 +1,482 @@
+"""The AWS :class:`~karpenter_policy.cloud.provider.CloudProvider`: EC2 CreateFleet launches, live offerings.
+
+``create`` resolves the node template (subnets and security groups by selector, AMI per instance type,
+userData for the AMI family, a launch template per AMI x max-pods group, created once by content hash), then
+asks CreateFleet for one instance: the options of the first capacity type in the caller's (cheapest-first)
+order, up to 60 type x subnet overrides per request. Pools EC2 reports as out of capacity are marked
+unavailable for three minutes and the remaining options (then the other capacity type) are tried in the same
+call; :class:`~karpenter_policy.cloud.InsufficientCapacity` is raised only when none is left. Throttling and
+5xx answers are retried by botocore's standard mode with exponential backoff; a launch is idempotent per
+client token (EC2 ClientToken per request, and an instance already tagged with the token is returned as is).
+
+``instance_types`` prices the catalog's types with live data (see :mod:`karpenter_policy.cloud.offerings`):
+zones and spot prices refreshed every ``offerings_refresh`` seconds (the previous answer stays in use while a
+refresh fails), on-demand prices from the Price List API every ``pricing_refresh`` seconds, the catalog's
+(embedded) on-demand prices when that API cannot answer.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.api.constraintset import max_pods
+from karpenter_policy.cloud.aws import fleet as fleets
+from karpenter_policy.cloud.aws import pricing, userdata
+from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, AmiResolver
+from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
+from karpenter_policy.cloud.aws.cache import TtlCache
+from karpenter_policy.cloud.aws.discovery import Discovery, Subnet
+from karpenter_policy.cloud.aws.launchtemplates import (
+    LaunchTemplates,
+    block_device_mappings,
+    metadata_options,
+    template_data,
+    template_name,
+)
+from karpenter_policy.cloud.errors import (
+    CloudError,
+    ConfigurationError,
+    FailedOffering,
+    InsufficientCapacity,
+    NotFound,
+)
+from karpenter_policy.cloud.offerings import live_instance_types, with_unavailable
+from karpenter_policy.cloud.provider import (
+    LIVE_STATES,
+    STATE_PENDING,
+    STATE_TERMINATED,
+    TAG_CLIENT_TOKEN,
+    TAG_PROVISIONER,
+    UNAVAILABLE_OFFERING_TTL,
+    Clock,
+    Instance,
+    LaunchRequest,
+    cluster_tag,
+    launch_tags,
+)
+from karpenter_policy.cloud.unavailable import UnavailableOfferings
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
+    ChosenOffering,
+    InstanceType,
+)
+
+log = logging.getLogger(__name__)
+
+OFFERINGS_REFRESH = 300.0
+PRICING_REFRESH = 12 * 3600.0
+#: A catalog this small is priced with queries filtered by type (cheaper than reading the whole region).
+FILTERED_QUERY_LIMIT = 200
+#: EC2 is eventually consistent: an instance CreateFleet just returned may not be described yet.
+DESCRIBE_ATTEMPTS = 3
+_LAUNCH_TEMPLATE_TAG = "aws:ec2launchtemplate:id"
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The cluster nodes join: API server endpoint, CA bundle (base64), Kubernetes version (for the default
+    AMIs), the cluster DNS IP, the instance profile used when a node template names none, and tags put on every
+    instance (node templates' tags override them)."""
+
+    endpoint: str
+    ca_bundle: str
+    kubernetes_version: str
+    dns_cluster_ip: str | None = None
+    default_instance_profile: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Templates:
+    """The launch template of each instance type of one launch, and each template's data."""
+
+    by_type: dict[str, str] = field(default_factory=dict)
+    data: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class AwsCloudProvider:
+    """Launches, finds and terminates EC2 instances for one region and cluster; prices the catalog live."""
+
+    def __init__(
+        self,
+        connection: AwsConnection,
+        cluster: ClusterSettings,
+        catalog: Sequence[InstanceType],
+        *,
+        clock: Clock = time.monotonic,
+        wall_clock: Callable[[], dt.datetime] = _utc_now,
+        sleep: Callable[[float], None] = time.sleep,
+        offerings_refresh: float = OFFERINGS_REFRESH,
+        pricing_refresh: float = PRICING_REFRESH,
+        unavailable_ttl: float = UNAVAILABLE_OFFERING_TTL,
+        use_pricing_api: bool = True,
+    ) -> None:
+        self.region = connection.region
+        self.cluster = cluster
+        self.api = AwsApi(connection)
+        self.unavailable = UnavailableOfferings(clock, unavailable_ttl)
+        self._catalog = {it.name: it for it in catalog}
+        self._fallback_prices = {it.name: it.price_on_demand for it in catalog if it.price_on_demand is not None}
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._sleep = sleep
+        self._pricing_refresh = pricing_refresh
+        self._offerings_refresh = offerings_refresh
+        self._use_pricing_api = use_pricing_api
+        self._discovery = Discovery(self.api, clock)
+        self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version)
+        self._templates = LaunchTemplates(self.api, clock)
+        self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
+        self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
+        self._lock = threading.Lock()
+        self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
+        self._built: tuple[tuple[object, object, object], list[InstanceType]] | None = None
+
+    # --- offerings ------------------------------------------------------------------------------------------
+
+    def instance_types(
+        self, region: str | None = None, provider: Mapping[str, Any] | None = None
+    ) -> builtins.list[InstanceType]:
+        if region is not None and region != self.region:
+            raise ValueError(f"this provider serves region {self.region}, not {region}")
+        types = self._live_types()
+        if provider is not None and provider.get("subnetSelector"):
+            zones = set(self._discovery.subnet_per_zone(provider["subnetSelector"]))
+            types = [
+                dataclasses.replace(it, offerings=tuple(o for o in it.offerings if o.zone in zones))
+                for it in types
+                if any(o.zone in zones for o in it.offerings)
+            ]
+        return with_unavailable(types, self.unavailable.active())
+
+    def on_demand_prices(self) -> dict[str, float]:
+        """instance type -> on-demand USD/hour: the Price List API's, the catalog's where it has none (or when
+        it cannot be reached; then it is asked again after ``offerings_refresh`` seconds)."""
+        now = self._clock()
+        with self._lock:
+            if self._on_demand is not None and self._on_demand[0] > now:
+                return self._on_demand[1]
+        prices = dict(self._fallback_prices)
+        valid_for = self._pricing_refresh
+        if self._use_pricing_api:
+            try:
+                prices.update(pricing.fetch_on_demand_prices(self.api, self.region))
+            except CloudError as error:
+                log.warning("on-demand prices from the embedded table: the Price List API failed: %s", error)
+                valid_for = self._offerings_refresh
+        with self._lock:
+            self._on_demand = (now + valid_for, prices)
+        return prices
+
+    def _live_types(self) -> builtins.list[InstanceType]:
+        names = sorted(self._catalog) if len(self._catalog) <= FILTERED_QUERY_LIMIT else None
+        zones = self._zones.get_or_load("zones", lambda: pricing.fetch_zones(self.api, names))
+        spot = self._spot.get_or_load("spot", lambda: pricing.fetch_spot_prices(self.api, self._wall_clock(), names))
+        on_demand = self.on_demand_prices()
+        sources = (zones, spot, on_demand)
+        with self._lock:
+            # The same answers (by identity: the caches hand out the objects they hold) build the same types.
+            if self._built is not None and all(a is b for a, b in zip(self._built[0], sources, strict=True)):
+                return self._built[1]
+        built = live_instance_types(self._catalog.values(), zones, on_demand, spot)
+        with self._lock:
+            self._built = (sources, built)
+        return built
+
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
+        log.info("offering %s %s in %s unavailable: %s", instance_type, capacity_type, zone, reason)
+        self.unavailable.mark(instance_type, zone, capacity_type, reason)
+
+    # --- launch ---------------------------------------------------------------------------------------------
+
+    def create(self, request: LaunchRequest) -> Instance:
+        spec = request.provider
+        if spec is None:
+            raise ConfigurationError(
+                "AWSNodeTemplate",
+                f"provisioner {request.provisioner!r} has no provider settings (its AWSNodeTemplate is unknown)",
+                "create",
+            )
+        existing = self._find_by_token(request)
+        if existing is not None:
+            return existing
+        options = self._launchable(request)
+        if not options:
+            raise InsufficientCapacity(self.api.endpoint("ec2"), [])
+        subnets = self._discovery.subnet_per_zone(spec.get("subnetSelector") or {})
+        if not subnets:
+            raise ConfigurationError(
+                self.api.endpoint("ec2"),
+                f"no subnet matches subnetSelector {spec.get('subnetSelector')}",
+                "DescribeSubnets",
+            )
+        placed = [o for o in options if o.zone in subnets]
+        if not placed:
+            raise ConfigurationError(
+                self.api.endpoint("ec2"),
+                f"no subnet matching subnetSelector is in the zones {sorted({o.zone for o in options})} "
+                f"(subnets are in {sorted(subnets)})",
+                "DescribeSubnets",
+            )
+        templates = self._launch_templates(request, spec, sorted({o.instance_type for o in placed}))
+        placed = [o for o in placed if o.instance_type in templates.by_type]
+        return self._launch(request, placed, subnets, templates)
+
+    def _launchable(self, request: LaunchRequest) -> list[ChosenOffering]:
+        """The options that are known types, allowed by the node's requirements and not marked unavailable."""
+        zone = request.requirements.get_or_exists(wk.ZONE)
+        capacity = request.requirements.get_or_exists(wk.CAPACITY_TYPE)
+        instance_type = request.requirements.get_or_exists(wk.INSTANCE_TYPE)
+        unavailable = self.unavailable.active()
+        launchable = []
+        for option in request.options:
+            if option.instance_type not in self._catalog:
+                log.warning("skipping %s: not in the catalog", option.instance_type)
+            elif not (
+                zone.has(option.zone) and capacity.has(option.capacity_type) and instance_type.has(option.instance_type)
+            ):
+                log.warning("skipping %s: not allowed by the node's requirements", option)
+            elif (option.instance_type, option.zone, option.capacity_type) not in unavailable:
+                launchable.append(option)
+        return launchable
+
+    def _launch_templates(self, request: LaunchRequest, spec: Mapping[str, Any], names: Sequence[str]) -> _Templates:
+        """A launch template per (AMI, max pods) group of the instance types, created if missing."""
+        templates = _Templates()
+        named = spec.get("launchTemplate")
+        if named:
+            try:
+                self._templates.require(str(named))
+            except NotFound as error:
+                raise ConfigurationError(error.endpoint, error.reason, error.operation) from None
+            templates.by_type = {name: str(named) for name in names}
+            return templates
+        family = str(spec.get("amiFamily") or DEFAULT_FAMILY)
+        endpoint = self.api.endpoint("ec2")
+        groups = self._discovery.security_groups(spec.get("securityGroupSelector") or {})
+        if not groups:
+            raise ConfigurationError(
+                endpoint, f"no security group matches securityGroupSelector {spec.get('securityGroupSelector')}"
+            )
+        profile = spec.get("instanceProfile") or self.cluster.default_instance_profile
+        if not profile:
+            raise ConfigurationError(
+                "AWSNodeTemplate", "no instanceProfile in the node template and no default instance profile set"
+            )
+        types = [self._catalog[name] for name in names]
+        images = self._amis.images(family, spec.get("amiSelector"), types)
+        labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
+        taints = (*request.taints, *request.startup_taints)
+        by_group: dict[tuple[str, int], str] = {}
+        for it in types:
+            image = images.get(it.name)
+            if image is None:
+                continue
+            pods = max_pods(it, request.kubelet)
+            group = (image, pods)
+            if group not in by_group:
+                bootstrap = userdata.Bootstrap(
+                    cluster_name=request.cluster_name,
+                    cluster_endpoint=self.cluster.endpoint,
+                    ca_bundle=self.cluster.ca_bundle,
+                    labels=labels,
+                    taints=taints,
+                    kubelet=request.kubelet,
+                    max_pods=pods or None,
+                    dns_cluster_ip=self.cluster.dns_cluster_ip,
+                    custom=spec.get("userData"),
+                )
+                try:
+                    text = userdata.render(family, bootstrap)
+                except ValueError as error:
+                    raise ConfigurationError("AWSNodeTemplate", f"userData: {error}") from None
+                data = template_data(
+                    image_id=image,
+                    user_data=text,
+                    security_groups=groups,
+                    instance_profile=str(profile),
+                    block_devices=block_device_mappings(spec.get("blockDeviceMappings"), family),
+                    metadata=metadata_options(spec.get("metadataOptions")),
+                    detailed_monitoring=bool(spec.get("detailedMonitoring")),
+                )
+                name = template_name(request.cluster_name, data)
+                self._templates.ensure(name, data, request.cluster_name)
+                by_group[group] = name
+                templates.data[name] = data
+            templates.by_type[it.name] = by_group[group]
+        return templates
+
+    def _launch(
+        self,
+        request: LaunchRequest,
+        options: Sequence[ChosenOffering],
+        subnets: Mapping[str, Subnet],
+        templates: _Templates,
+    ) -> Instance:
+        endpoint = self.api.endpoint("ec2")
+        tags = launch_tags(request, self.cluster.tags)
+        zone_of_subnet = {s.id: s.zone for s in subnets.values()}
+        remaining = list(options)
+        failed: list[FailedOffering] = []
+        while remaining:
+            capacity_type = remaining[0].capacity_type
+            batch = [o for o in remaining if o.capacity_type == capacity_type][: fleets.MAX_OVERRIDES]
+            overrides = [fleets.Override(o, subnets[o.zone].id, templates.by_type[o.instance_type]) for o in batch]
+            launched, errors = self._create_fleet(request, capacity_type, overrides, tags, zone_of_subnet, templates)
+            for error in errors:
+                if error.unfulfillable:
+                    self.mark_unavailable(error.instance_type, error.zone, error.capacity_type, error.code)
+                    failed.append(
+                        FailedOffering(error.instance_type, error.zone, error.capacity_type, error.code, error.message)
+                    )
+            if launched:
+                return self._launched_instance(launched[0], zone_of_subnet, tags)
+            other = [e for e in errors if not e.unfulfillable]
+            if other:
+                detail = "; ".join(f"{e.instance_type} in {e.zone}: {e.code}: {e.message}" for e in other[:5])
+                raise ConfigurationError(endpoint, detail, "CreateFleet", code=other[0].code)
+            tried = set(batch)
+            remaining = [o for o in remaining if o not in tried]
+        raise InsufficientCapacity(endpoint, failed)
+
+    def _create_fleet(
+        self,
+        request: LaunchRequest,
+        capacity_type: str,
+        overrides: Sequence[fleets.Override],
+        tags: Mapping[str, str],
+        zone_of_subnet: Mapping[str, str],
+        templates: _Templates,
+        retried: bool = False,
+    ) -> tuple[list[fleets.Launched], list[fleets.FleetError]]:
+        """One CreateFleet; a launch template that vanished is created again and the request retried once (with
+        a new client token: EC2 would answer the same token with the same failure)."""
+        arguments = fleets.fleet_request(capacity_type, overrides, tags, request.client_token, attempt=int(retried))
+        again = (request, capacity_type, overrides, tags, zone_of_subnet, templates, True)
+        try:
+            answer = self.api.call("ec2", "create_fleet", **arguments)
+        except NotFound as error:
+            every = {o.launch_template for o in overrides}
+            if not retried and self._recreate_templates(every, templates, request.cluster_name):
+                return self._create_fleet(*again)
+            raise ConfigurationError(error.endpoint, error.reason, error.operation, code=error.code) from None
+        launched, errors = fleets.parse_fleet_response(answer, capacity_type, zone_of_subnet)
+        not_found = [e for e in errors if e.code in fleets.LAUNCH_TEMPLATE_NOT_FOUND_CODES]
+        gone = {e.launch_template for e in not_found if e.launch_template}
+        if any(not e.launch_template for e in not_found):
+            gone |= {o.launch_template for o in overrides}
+        if not launched and gone and not retried and self._recreate_templates(gone, templates, request.cluster_name):
+            return self._create_fleet(*again)
+        return launched, errors
+
+    def _recreate_templates(self, names: set[str], templates: _Templates, cluster_name: str) -> bool:
+        """Forget and create again the templates this provider made (False for a node template's own)."""
+        if not names <= set(templates.data):
+            return False
+        for name in sorted(names):
+            self._templates.invalidate(name)
+            self._templates.ensure(name, templates.data[name], cluster_name)
+        return True
+
+    def _launched_instance(
+        self, launched: fleets.Launched, zone_of_subnet: Mapping[str, str], tags: Mapping[str, str]
+    ) -> Instance:
+        for attempt in range(DESCRIBE_ATTEMPTS):
+            instance = self.get(launched.instance_id)
+            if instance is not None:
+                return dataclasses.replace(instance, launch_template=launched.launch_template)
+            self._sleep(0.5 * (attempt + 1))
+        zone = zone_of_subnet.get(launched.subnet_id, "")
+        return Instance(
+            id=launched.instance_id,
+            instance_type=launched.instance_type,
+            zone=zone,
+            capacity_type=launched.capacity_type,
+            state=STATE_PENDING,
+            tags=dict(tags),
+            launch_template=launched.launch_template,
+            provider_id=f"aws:///{zone}/{launched.instance_id}",
+        )
+
+    def _find_by_token(self, request: LaunchRequest) -> Instance | None:
+        """The instance an earlier launch with the same client token made, if it is not terminated."""
+        found = self._describe(
+            Filters=[
+                {"Name": f"tag:{TAG_CLIENT_TOKEN}", "Values": [request.client_token]},
+                {"Name": "tag-key", "Values": [cluster_tag(request.cluster_name)]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ]
+        )
+        return found[0] if found else None
+
+    # --- get, list, delete ----------------------------------------------------------------------------------
+
+    def get(self, instance_id: str) -> Instance | None:
+        try:
+            found = self._describe(InstanceIds=[instance_id])
+        except NotFound:
+            return None
+        live = [i for i in found if i.state != STATE_TERMINATED]
+        return live[0] if live else None
+
+    def list(self, cluster_name: str) -> builtins.list[Instance]:
+        return self._describe(
+            Filters=[
+                # Two filters of the same name are not ANDed everywhere (moto merges them): one each.
+                {"Name": f"tag:{cluster_tag(cluster_name)}", "Values": ["owned"]},
+                {"Name": "tag-key", "Values": [TAG_PROVISIONER]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ]
+        )
+
+    def delete(self, instance_id: str) -> None:
+        try:
+            self.api.call("ec2", "terminate_instances", InstanceIds=[instance_id])
+        except NotFound:
+            return
+
+    def _describe(self, **arguments: Any) -> builtins.list[Instance]:
+        instances = [
+            _instance(raw)
+            for reservation in self.api.paginate("ec2", "describe_instances", "Reservations", **arguments)
+            for raw in reservation.get("Instances") or []
+        ]
+        return sorted(instances, key=lambda i: i.id)
+
+
+def _instance(raw: Mapping[str, Any]) -> Instance:
+    """An :class:`Instance` from a DescribeInstances entry."""
+    tags = {str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or []}
+    zone = str((raw.get("Placement") or {}).get("AvailabilityZone") or "")
+    launch_time = raw.get("LaunchTime")
+    instance_id = str(raw["InstanceId"])
+    return Instance(
+        id=instance_id,
+        instance_type=str(raw.get("InstanceType") or ""),
+        zone=zone,
+        capacity_type=CAPACITY_TYPE_SPOT if raw.get("InstanceLifecycle") == "spot" else CAPACITY_TYPE_ON_DEMAND,
+        state=str((raw.get("State") or {}).get("Name") or ""),
+        private_dns_name=str(raw.get("PrivateDnsName") or ""),
+        launch_time=launch_time.astimezone(dt.UTC) if isinstance(launch_time, dt.datetime) else None,
+        tags=dict(sorted(tags.items())),
+        image_id=str(raw.get("ImageId") or ""),
+        launch_template=tags.get(_LAUNCH_TEMPLATE_TAG, ""),
+        provider_id=f"aws:///{zone}/{instance_id}",
+    )
+
+
+__all__ = ["AwsCloudProvider", "ClusterSettings"]

@@ -1,0 +1,297 @@
+"""userData that joins a node to the cluster, per AMI family (pure: no I/O).
+
+- AL2 and Ubuntu: a MIME multipart document whose last part runs ``/etc/eks/bootstrap.sh`` with the cluster
+  endpoint and CA, ``--use-max-pods false`` and kubelet flags (labels, taints, max pods, reserved resources,
+  eviction thresholds, image GC); the template's own ``userData`` (a shell script or MIME parts) runs first.
+- Bottlerocket: TOML settings (``[settings.kubernetes]``) merged over the template's own TOML.
+- Windows2019/2022: PowerShell calling ``Start-EKSBootstrap.ps1``, after the template's own script.
+- Custom: the template's ``userData`` verbatim (the AMI joins the cluster its own way).
+
+The same inputs always give the same bytes (sorted labels and flags), so launch templates named by content
+hash are reused. Bad template userData raises ``ValueError`` naming the problem.
+"""
+
+from __future__ import annotations
+
+import email
+import email.message
+import json
+import re
+import shlex
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.model.taints import Taint
+
+MIME_BOUNDARY = "//"
+SHELL_PART_TYPE = 'text/x-shellscript; charset="us-ascii"'
+WINDOWS_BOOTSTRAP = r'[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"'
+
+#: Labels a node's kubelet may not (or need not) set itself: they vary with the offering (type, zone, capacity
+#: type), the kubelet sets them (hostname, arch, os, zone), or NodeRestriction forbids them.
+_OFFERING_LABELS = frozenset({wk.ZONE, wk.REGION, wk.CAPACITY_TYPE, wk.HOSTNAME, *INSTANCE_TYPE_KEYS})
+_KUBELET_ALLOWED_DOMAINS = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    """What a node needs to join: the cluster, its labels and taints, and kubelet settings."""
+
+    cluster_name: str
+    cluster_endpoint: str
+    ca_bundle: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
+    kubelet: Mapping[str, Any] | None = None
+    max_pods: int | None = None
+    dns_cluster_ip: str | None = None
+    custom: str | None = None
+
+    @property
+    def cluster_dns(self) -> str | None:
+        configured = (self.kubelet or {}).get("clusterDNS")
+        if isinstance(configured, list) and configured:
+            return str(configured[0])
+        return self.dns_cluster_ip
+
+
+def _kubelet_may_set(key: str) -> bool:
+    if key in _OFFERING_LABELS:
+        return False
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    if domain.endswith(("kubernetes.io", "k8s.io")):
+        return domain.endswith(_KUBELET_ALLOWED_DOMAINS) and not domain.endswith("node-restriction.kubernetes.io")
+    return True
+
+
+def bootstrap_labels(provisioner: str, labels: Mapping[str, str], requirements: Requirements) -> dict[str, str]:
+    """The labels the kubelet registers the node with: the provisioner's name, its labels, and the values its
+    requirements pin to one value, less those that depend on the offering or the kubelet may not set."""
+    merged = {**requirements.single_values(), **labels, wk.PROVISIONER_NAME: provisioner}
+    return {key: value for key, value in sorted(merged.items()) if _kubelet_may_set(key)}
+
+
+def _joined(mapping: Mapping[str, Any], separator: str) -> str:
+    return ",".join(f"{key}{separator}{mapping[key]}" for key in sorted(mapping))
+
+
+def kubelet_flags(b: Bootstrap) -> list[str]:
+    """kubelet command-line flags for labels, taints and kubeletConfiguration, in a fixed order."""
+    kubelet = b.kubelet or {}
+    flags: list[str] = []
+    if b.labels:
+        flags.append(f"--node-labels={_joined(b.labels, '=')}")
+    if b.taints:
+        flags.append("--register-with-taints=" + ",".join(str(t) for t in b.taints))
+    if b.max_pods is not None:
+        flags.append(f"--max-pods={b.max_pods}")
+    if kubelet.get("podsPerCore") is not None:
+        flags.append(f"--pods-per-core={kubelet['podsPerCore']}")
+    for key, flag, separator in (
+        ("systemReserved", "--system-reserved", "="),
+        ("kubeReserved", "--kube-reserved", "="),
+        ("evictionHard", "--eviction-hard", "<"),
+        ("evictionSoft", "--eviction-soft", "<"),
+        ("evictionSoftGracePeriod", "--eviction-soft-grace-period", "="),
+    ):
+        if kubelet.get(key):
+            flags.append(f"{flag}={_joined(kubelet[key], separator)}")
+    for key, flag in (
+        ("evictionMaxPodGracePeriod", "--eviction-max-pod-grace-period"),
+        ("imageGCHighThresholdPercent", "--image-gc-high-threshold"),
+        ("imageGCLowThresholdPercent", "--image-gc-low-threshold"),
+    ):
+        if kubelet.get(key) is not None:
+            flags.append(f"{flag}={kubelet[key]}")
+    if kubelet.get("cpuCFSQuota") is not None:
+        flags.append(f"--cpu-cfs-quota={'true' if kubelet['cpuCFSQuota'] else 'false'}")
+    return flags
+
+
+# --- AL2 / Ubuntu -------------------------------------------------------------------------------------------
+
+
+def _mime_parts(custom: str) -> list[tuple[str, str]]:
+    """(content type, body) of the template's userData: its MIME parts, or one shell-script part."""
+    if not custom.lstrip().startswith("MIME-Version"):
+        return [(SHELL_PART_TYPE, custom)]
+    message = email.message_from_string(custom)
+    if not message.is_multipart():
+        raise ValueError("userData is a MIME document but not multipart/mixed")
+    parts: list[tuple[str, str]] = []
+    for part in message.walk():
+        if part.is_multipart():
+            continue
+        payload = part.get_payload(decode=True)
+        body = payload.decode("utf-8") if isinstance(payload, bytes) else str(part.get_payload())
+        parts.append((str(part.get("Content-Type", SHELL_PART_TYPE)), body))
+    return parts
+
+
+def al2(b: Bootstrap) -> str:
+    """MIME multipart: the template's parts, then the EKS bootstrap script."""
+    command = [["/etc/eks/bootstrap.sh", b.cluster_name]]
+    command += [["--apiserver-endpoint", b.cluster_endpoint], ["--b64-cluster-ca", b.ca_bundle]]
+    if b.cluster_dns:
+        command.append(["--dns-cluster-ip", b.cluster_dns])
+    runtime = (b.kubelet or {}).get("containerRuntime")
+    if runtime:
+        command.append(["--container-runtime", str(runtime)])
+    command.append(["--use-max-pods", "false"])
+    flags = kubelet_flags(b)
+    if flags:
+        command.append(["--kubelet-extra-args", " ".join(flags)])
+    script = (
+        "#!/bin/bash -xe\n"
+        "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n"
+        + " \\\n".join(" ".join(shlex.quote(word) for word in line) for line in command)
+        + "\n"
+    )
+    parts = (_mime_parts(b.custom) if b.custom else []) + [(SHELL_PART_TYPE, script)]
+    boundary = MIME_BOUNDARY
+    while any(f"--{boundary}" in body for _, body in parts):
+        boundary += "/"
+    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{boundary}"', ""]
+    for content_type, body in parts:
+        lines += [f"--{boundary}", f"Content-Type: {content_type}", "", body.rstrip("\n")]
+    lines.append(f"--{boundary}--")
+    return "\n".join(lines) + "\n"
+
+
+# --- Bottlerocket -------------------------------------------------------------------------------------------
+
+
+def bottlerocket(b: Bootstrap) -> str:
+    """TOML: the template's settings with ``settings.kubernetes`` overridden by the cluster's and the node's."""
+    try:
+        document: dict[str, Any] = tomllib.loads(b.custom) if b.custom else {}
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"userData is not valid TOML for Bottlerocket: {error}") from None
+    kubelet = b.kubelet or {}
+    settings = document.setdefault("settings", {})
+    if not isinstance(settings, dict):
+        raise ValueError("userData: settings must be a TOML table")
+    kubernetes = settings.setdefault("kubernetes", {})
+    if not isinstance(kubernetes, dict):
+        raise ValueError("userData: settings.kubernetes must be a TOML table")
+    kubernetes.update({"cluster-name": b.cluster_name, "api-server": b.cluster_endpoint})
+    kubernetes["cluster-certificate"] = b.ca_bundle
+    if b.cluster_dns:
+        kubernetes["cluster-dns-ip"] = b.cluster_dns
+    if b.max_pods is not None:
+        kubernetes["max-pods"] = b.max_pods
+    if b.labels:
+        kubernetes["node-labels"] = {**(kubernetes.get("node-labels") or {}), **b.labels}
+    if b.taints:
+        taints: dict[str, list[str]] = {}
+        for taint in b.taints:
+            taints.setdefault(taint.key, []).append(f"{taint.value}:{taint.effect}")
+        kubernetes["node-taints"] = taints
+    for key, setting in (
+        ("kubeReserved", "kube-reserved"),
+        ("systemReserved", "system-reserved"),
+        ("evictionHard", "eviction-hard"),
+    ):
+        if kubelet.get(key):
+            kubernetes[setting] = {str(k): str(v) for k, v in kubelet[key].items()}
+    for key, setting in (
+        ("imageGCHighThresholdPercent", "image-gc-high-threshold-percent"),
+        ("imageGCLowThresholdPercent", "image-gc-low-threshold-percent"),
+    ):
+        if kubelet.get(key) is not None:
+            kubernetes[setting] = int(kubelet[key])
+    if kubelet.get("cpuCFSQuota") is not None:
+        kubernetes["cpu-cfs-quota-enforced"] = bool(kubelet["cpuCFSQuota"])
+    return toml_dumps(document)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else json.dumps(key, ensure_ascii=False)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in sorted(value.items())) + "}"
+    raise ValueError(f"userData: cannot write a {type(value).__name__} as TOML")
+
+
+def toml_dumps(document: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> str:
+    """TOML text for nested tables of strings, numbers, booleans and lists, keys sorted."""
+    lines: list[str] = []
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    for key in sorted(document):
+        value = document[key]
+        if isinstance(value, dict):
+            tables.append((key, value))
+        else:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    out = "\n".join(lines) + ("\n" if lines else "")
+    for key, table in tables:
+        path = (*prefix, key)
+        has_scalars = any(not isinstance(v, dict) for v in table.values())
+        if has_scalars or not table:
+            out += ("\n" if out else "") + "[" + ".".join(_toml_key(k) for k in path) + "]\n"
+        out += toml_dumps(table, path)
+    return out
+
+
+# --- Windows ------------------------------------------------------------------------------------------------
+
+
+def _powershell_quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def windows(b: Bootstrap) -> str:
+    custom = b.custom or ""
+    for tag in ("<powershell>", "</powershell>"):
+        custom = custom.replace(tag, "")
+    command = [
+        "&",
+        "$EKSBootstrapScriptFile",
+        "-EKSClusterName",
+        _powershell_quote(b.cluster_name),
+        "-APIServerEndpoint",
+        _powershell_quote(b.cluster_endpoint),
+        "-Base64ClusterCA",
+        _powershell_quote(b.ca_bundle),
+    ]
+    flags = kubelet_flags(b)
+    if flags:
+        command += ["-KubeletExtraArgs", _powershell_quote(" ".join(flags))]
+    if b.cluster_dns:
+        command += ["-DNSClusterIP", _powershell_quote(b.cluster_dns)]
+    body = [line for line in (custom.strip(), WINDOWS_BOOTSTRAP, " ".join(command)) if line]
+    return "<powershell>\n" + "\n".join(body) + "\n</powershell>\n"
+
+
+def render(family: str, b: Bootstrap) -> str:
+    """The userData text for an AMI family (AL2 when unset)."""
+    if family in ("AL2", "Ubuntu", ""):
+        return al2(b)
+    if family == "Bottlerocket":
+        return bottlerocket(b)
+    if family in ("Windows2019", "Windows2022"):
+        return windows(b)
+    if family == "Custom":
+        return b.custom or ""
+    raise ValueError(f"unknown amiFamily {family!r}")
+
+
+__all__ = ["Bootstrap", "bootstrap_labels", "kubelet_flags", "render", "toml_dumps"]

@@ -1,0 +1,188 @@
+"""An in-memory :class:`~karpenter_policy.cloud.provider.CloudProvider` for fast controller tests (no boto3).
+
+It launches instances from a fixed list of instance types and offerings, honours client tokens, marks offerings
+unavailable like the real providers, and lets a test inject failures: insufficient capacity per offering
+(:meth:`FakeCloudProvider.fail_capacity`) and arbitrary errors for the next calls
+(:meth:`FakeCloudProvider.fail_next`). Time comes from injectable clocks.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from karpenter_policy.cloud.errors import CloudError, FailedOffering, InsufficientCapacity
+from karpenter_policy.cloud.offerings import with_unavailable
+from karpenter_policy.cloud.provider import (
+    STATE_RUNNING,
+    STATE_TERMINATED,
+    TAG_PROVISIONER,
+    UNAVAILABLE_OFFERING_TTL,
+    Clock,
+    Instance,
+    LaunchRequest,
+    cluster_tag,
+    launch_tags,
+)
+from karpenter_policy.cloud.unavailable import UnavailableOfferings
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+
+ENDPOINT = "fake://cloud"
+INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
+UNSUPPORTED = "Unsupported"
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class FakeCloudProvider:
+    """Instances in a dict; offerings from ``instance_types``; failures injected by the test."""
+
+    def __init__(
+        self,
+        instance_types: Sequence[InstanceType],
+        *,
+        region: str = "us-east-1",
+        clock: Clock = time.monotonic,
+        wall_clock: Callable[[], dt.datetime] = _utc_now,
+        unavailable_ttl: float = UNAVAILABLE_OFFERING_TTL,
+        image_id: str = "ami-0123456789abcdef0",
+    ) -> None:
+        self.region = region
+        self.image_id = image_id
+        self.unavailable = UnavailableOfferings(clock, unavailable_ttl)
+        self._types = sorted(instance_types, key=lambda it: it.name)
+        self._offered = {(it.name, o.zone, o.capacity_type) for it in self._types for o in it.offerings if o.available}
+        self._wall_clock = wall_clock
+        self._lock = threading.RLock()
+        self._instances: dict[str, Instance] = {}
+        self._by_token: dict[str, str] = {}
+        self._no_capacity: dict[tuple[str, str, str], str] = {}
+        self._next_errors: dict[str, builtins.list[CloudError]] = {}
+        self._counter = 0
+        #: Every create request received, and every offering a create tried, in order (for assertions).
+        self.requests: builtins.list[LaunchRequest] = []
+        self.attempts: builtins.list[ChosenOffering] = []
+
+    # --- failure injection ----------------------------------------------------------------------------------
+
+    def fail_capacity(
+        self, instance_type: str, zone: str, capacity_type: str, code: str = INSUFFICIENT_CAPACITY
+    ) -> None:
+        """From now on, launching this offering fails with ``code`` (until :meth:`restore_capacity`)."""
+        with self._lock:
+            self._no_capacity[(instance_type, zone, capacity_type)] = code
+
+    def restore_capacity(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        with self._lock:
+            self._no_capacity.pop((instance_type, zone, capacity_type), None)
+
+    def fail_next(self, operation: str, error: CloudError) -> None:
+        """The next call of ``operation`` (create, delete, get, list, instance_types) raises ``error``."""
+        with self._lock:
+            self._next_errors.setdefault(operation, []).append(error)
+
+    def set_state(self, instance_id: str, state: str) -> None:
+        """Change an instance's state, as the cloud would (e.g. a spot interruption terminates it)."""
+        with self._lock:
+            instance = self._instances[instance_id]
+            self._instances[instance_id] = _replace_state(instance, state)
+
+    def _injected(self, operation: str) -> None:
+        with self._lock:
+            queue = self._next_errors.get(operation)
+            if queue:
+                raise queue.pop(0)
+
+    # --- the protocol ---------------------------------------------------------------------------------------
+
+    def create(self, request: LaunchRequest) -> Instance:
+        with self._lock:
+            self.requests.append(request)
+            self._injected("create")
+            known = self._by_token.get(request.client_token)
+            if known is not None and self._instances[known].state != STATE_TERMINATED:
+                return self._instances[known]
+            failed: builtins.list[FailedOffering] = []
+            for option in request.options:
+                key = (option.instance_type, option.zone, option.capacity_type)
+                if self.unavailable.is_unavailable(*key):
+                    continue
+                self.attempts.append(option)
+                code = self._no_capacity.get(key) or (None if key in self._offered else UNSUPPORTED)
+                if code is not None:
+                    self.unavailable.mark(*key, reason=code)
+                    failed.append(FailedOffering(*key, code=code))
+                    continue
+                return self._launch(request, option)
+            raise InsufficientCapacity(ENDPOINT, failed)
+
+    def _launch(self, request: LaunchRequest, option: ChosenOffering) -> Instance:
+        self._counter += 1
+        instance_id = f"i-{self._counter:017x}"
+        instance = Instance(
+            id=instance_id,
+            instance_type=option.instance_type,
+            zone=option.zone,
+            capacity_type=option.capacity_type,
+            state=STATE_RUNNING,
+            private_dns_name=f"ip-10-0-{self._counter // 250}-{self._counter % 250 + 1}.ec2.internal",
+            launch_time=self._wall_clock(),
+            tags=launch_tags(request),
+            image_id=self.image_id,
+            launch_template="fake",
+            provider_id=f"aws:///{option.zone}/{instance_id}",
+        )
+        self._instances[instance_id] = instance
+        self._by_token[request.client_token] = instance_id
+        return instance
+
+    def delete(self, instance_id: str) -> None:
+        with self._lock:
+            self._injected("delete")
+            instance = self._instances.get(instance_id)
+            if instance is not None:
+                self._instances[instance_id] = _replace_state(instance, STATE_TERMINATED)
+
+    def get(self, instance_id: str) -> Instance | None:
+        with self._lock:
+            self._injected("get")
+            instance = self._instances.get(instance_id)
+            return None if instance is None or instance.state == STATE_TERMINATED else instance
+
+    def list(self, cluster_name: str) -> builtins.list[Instance]:
+        with self._lock:
+            self._injected("list")
+            key = cluster_tag(cluster_name)
+            return sorted(
+                (
+                    i
+                    for i in self._instances.values()
+                    if i.state != STATE_TERMINATED and key in i.tags and TAG_PROVISIONER in i.tags
+                ),
+                key=lambda i: i.id,
+            )
+
+    def instance_types(
+        self, region: str | None = None, provider: Mapping[str, Any] | None = None
+    ) -> builtins.list[InstanceType]:
+        if region is not None and region != self.region:
+            raise ValueError(f"this provider serves region {self.region}, not {region}")
+        self._injected("instance_types")
+        return with_unavailable(self._types, self.unavailable.active())
+
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
+        self.unavailable.mark(instance_type, zone, capacity_type, reason)
+
+
+def _replace_state(instance: Instance, state: str) -> Instance:
+    return dataclasses.replace(instance, state=state)
+
+
+__all__ = ["FakeCloudProvider"]

@@ -1,0 +1,206 @@
+"""The :class:`CloudProvider` protocol: what the reconciler asks of a cloud, and the contract each answer keeps.
+
+A provider launches one node per :class:`LaunchRequest` from a list of offerings the scheduler chose
+(instance type x zone x capacity type, cheapest first), deletes, gets and lists its instances, and tells which
+instance types it can launch right now: the catalog's types with their live offerings (zones, prices,
+availability). Offerings that just failed for lack of capacity are unavailable for
+:data:`UNAVAILABLE_OFFERING_TTL` seconds, so the scheduler picks other ones meanwhile.
+
+Implementations: :class:`karpenter_policy.cloud.aws.provider.AwsCloudProvider` (boto3, CreateFleet) and
+:class:`karpenter_policy.cloud.fake.FakeCloudProvider` (in memory, for controller tests).
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.model.taints import Taint
+
+#: Seconds since an arbitrary origin, never going back (``time.monotonic``); tests pass a fake one.
+Clock = Callable[[], float]
+
+#: How long an offering stays unavailable after the cloud reported insufficient capacity (Karpenter: 3 min).
+UNAVAILABLE_OFFERING_TTL = 180.0
+
+#: Tags on every instance a provider launches. The cluster tag (value ``owned``) and the provisioner tag
+#: identify the instances :meth:`CloudProvider.list` returns; the client token makes a launch idempotent.
+TAG_CLUSTER_PREFIX = "kubernetes.io/cluster/"
+TAG_PROVISIONER = "karpenter.sh/provisioner-name"
+TAG_MANAGED_BY = "karpenter.sh/managed-by"
+TAG_CONSTRAINT_SET_HASH = "karpenter-policy/constraint-set-hash"
+TAG_CLIENT_TOKEN = "karpenter-policy/client-token"
+TAG_NAME = "Name"
+
+#: Instance states; ``terminated`` instances are gone (get returns None, list skips them).
+STATE_PENDING = "pending"
+STATE_RUNNING = "running"
+STATE_SHUTTING_DOWN = "shutting-down"
+STATE_TERMINATED = "terminated"
+STATE_STOPPING = "stopping"
+STATE_STOPPED = "stopped"
+LIVE_STATES = (STATE_PENDING, STATE_RUNNING, STATE_SHUTTING_DOWN, STATE_STOPPING, STATE_STOPPED)
+
+#: The client token is stored as a tag value (at most 256 characters on EC2).
+MAX_CLIENT_TOKEN_LENGTH = 255
+
+
+def cluster_tag(cluster_name: str) -> str:
+    """The tag key marking a cluster's resources (``kubernetes.io/cluster/<name>``, value ``owned``)."""
+    return f"{TAG_CLUSTER_PREFIX}{cluster_name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchRequest:
+    """One node to launch, as the reconciler decided it.
+
+    ``options`` are the offerings the node may run on, cheapest first: each is an instance type admitted by the
+    provisioner's constraint set, in a zone and capacity type its requirements allow, priced from
+    :meth:`CloudProvider.instance_types`. ``requirements`` are the node's (the provisioner's narrowed by the
+    pods it is for); ``labels``, ``taints`` and ``startup_taints`` go on the node at registration.
+    ``provider`` is the AWSNodeTemplate spec (``ProviderSettings.spec``: subnetSelector,
+    securityGroupSelector, amiFamily, amiSelector, instanceProfile, launchTemplate, userData, tags,
+    blockDeviceMappings, metadataOptions, detailedMonitoring) and ``kubelet`` the provisioner's
+    kubeletConfiguration. ``client_token`` makes the launch idempotent: a second request with the same token
+    returns the instance the first one launched instead of launching another.
+    """
+
+    cluster_name: str
+    provisioner: str
+    constraint_set_hash: str
+    options: Sequence[ChosenOffering]
+    client_token: str
+    requirements: Requirements = field(default_factory=Requirements)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
+    startup_taints: Sequence[Taint] = ()
+    provider: Mapping[str, Any] | None = None
+    kubelet: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.client_token or len(self.client_token) > MAX_CLIENT_TOKEN_LENGTH:
+            raise ValueError(f"a launch request needs a client token of 1 to {MAX_CLIENT_TOKEN_LENGTH} characters")
+        if not self.options:
+            raise ValueError("a launch request needs at least one offering to try")
+        if not self.cluster_name or not self.provisioner:
+            raise ValueError("a launch request needs a cluster name and a provisioner name")
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A cloud instance as a provider reports it.
+
+    ``capacity_type`` is ``spot`` or ``on-demand``; ``state`` one of the ``STATE_*`` values; ``launch_template``
+    the template's name (its id when only the id is known, empty when the cloud does not say);
+    ``provider_id`` is what the node's ``spec.providerID`` will be (``aws:///<zone>/<instance id>``).
+    """
+
+    id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    state: str
+    private_dns_name: str = ""
+    launch_time: dt.datetime | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    image_id: str = ""
+    launch_template: str = ""
+    provider_id: str = ""
+
+    @property
+    def provisioner(self) -> str | None:
+        return self.tags.get(TAG_PROVISIONER)
+
+    @property
+    def constraint_set_hash(self) -> str | None:
+        return self.tags.get(TAG_CONSTRAINT_SET_HASH)
+
+
+def launch_tags(request: LaunchRequest, global_tags: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The tags of an instance launched for ``request``, as Karpenter v0.31 computes them: ``Name``
+    (``karpenter.sh/provisioner-name/<provisioner>``) can be overridden by the global tags and the node
+    template's ``tags``; the cluster, provisioner, managed-by, constraint-set and client-token tags cannot."""
+    spec_tags = (request.provider or {}).get("tags") or {}
+    fixed = {
+        cluster_tag(request.cluster_name): "owned",
+        TAG_PROVISIONER: request.provisioner,
+        TAG_MANAGED_BY: request.cluster_name,
+        TAG_CONSTRAINT_SET_HASH: request.constraint_set_hash,
+        TAG_CLIENT_TOKEN: request.client_token,
+    }
+    tags = {TAG_NAME: f"{TAG_PROVISIONER}/{request.provisioner}"}
+    tags.update({str(k): str(v) for k, v in (global_tags or {}).items()})
+    tags.update({str(k): str(v) for k, v in dict(spec_tags).items()})
+    tags.update(fixed)
+    return dict(sorted(tags.items()))
+
+
+class CloudProvider(Protocol):
+    """What the reconciler needs of a cloud. Every method raises only :class:`~karpenter_policy.cloud.CloudError`
+    (or a subclass) for cloud failures; ``ValueError`` only for a malformed argument."""
+
+    def create(self, request: LaunchRequest) -> Instance:
+        """Launch one instance for ``request`` and return it.
+
+        Tries ``request.options`` in order (offerings currently marked unavailable are skipped); an offering the
+        cloud refuses for lack of capacity is marked unavailable (:meth:`mark_unavailable`) and the next ones
+        are tried within this call. Raises :class:`~karpenter_policy.cloud.InsufficientCapacity` only when every
+        option failed, :class:`~karpenter_policy.cloud.ConfigurationError` when the provider settings cannot
+        launch anything (no subnet, security group, AMI or launch template), :class:`Throttled` when the cloud
+        kept throttling after retries. Idempotent per ``request.client_token``.
+        """
+        ...
+
+    def delete(self, instance_id: str) -> None:
+        """Terminate the instance. Idempotent: an instance that is already gone (or never existed) is fine."""
+        ...
+
+    def get(self, instance_id: str) -> Instance | None:
+        """The instance, or None when the cloud does not know it or it is terminated."""
+        ...
+
+    def list(self, cluster_name: str) -> builtins.list[Instance]:
+        """Every instance this provider launched for ``cluster_name`` (tagged with the cluster and a
+        provisioner) that is not terminated, sorted by id."""
+        ...
+
+    def instance_types(
+        self, region: str | None = None, provider: Mapping[str, Any] | None = None
+    ) -> builtins.list[InstanceType]:
+        """The catalog's instance types with their live offerings, sorted by name.
+
+        An offering is a zone where the type is offered now x a capacity type the type supports, priced now
+        (spot from the spot market, on-demand from the price list, falling back to the embedded table). It is
+        unavailable when it has no price or recently failed for lack of capacity. Types offered in no zone are
+        left out. With ``provider`` (an AWSNodeTemplate spec) offerings are limited to the zones its subnets are
+        in. ``region`` must be None or the provider's own region. Answers are cached for a refresh period.
+        """
+        ...
+
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
+        """Make the offering unavailable for :data:`UNAVAILABLE_OFFERING_TTL` seconds (e.g. after a spot
+        interruption warning or an insufficient-capacity error)."""
+        ...
+
+
+__all__ = [
+    "LIVE_STATES",
+    "TAG_CLIENT_TOKEN",
+    "TAG_CLUSTER_PREFIX",
+    "TAG_CONSTRAINT_SET_HASH",
+    "TAG_MANAGED_BY",
+    "TAG_NAME",
+    "TAG_PROVISIONER",
+    "UNAVAILABLE_OFFERING_TTL",
+    "Clock",
+    "CloudProvider",
+    "Instance",
+    "LaunchRequest",
+    "cluster_tag",
+    "launch_tags",
+]
