@@ -107,8 +107,8 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
 
     PATHS are files or directories (searched recursively for *.yaml, *.yml and *.yaml.j2); default: policies/.
     """
-    from karpenter_policy.policy.templating import ValuesError, load_values
-    from karpenter_policy.policy.validate import validate_paths
+    from karpenter_policy.policy.source.templating import ValuesError, load_values
+    from karpenter_policy.policy.validation.policies import validate_paths
 
     try:
         values = load_values(values_file) if values_file is not None else None
@@ -159,7 +159,7 @@ def check(
     can (workload-unschedulable), equal-weight provisioners that both match (overlap) and provisioners no
     workload reaches (shadowed). PATHS are files or directories; default: policies/.
     """
-    from karpenter_policy.policy.check import check_command
+    from karpenter_policy.policy.proof.check import check_command
 
     result = check_command(
         paths or DEFAULT_PATHS,
@@ -236,8 +236,8 @@ def compile_(
     error is found; with -o - stdout then stays empty and the report goes to stderr. In DIR, only files compile
     wrote there before are replaced or removed (listed in DIR/.karpenter-policy-output); others are left alone.
     """
-    from karpenter_policy.policy.compiler import compile_command
-    from karpenter_policy.policy.manifests import invalid_name
+    from karpenter_policy.policy.compilation.compiler import compile_command
+    from karpenter_policy.policy.compilation.manifests import invalid_name
 
     if default_instance_profile and node_role:
         raise click.UsageError("give --default-instance-profile or --node-role, not both")
@@ -300,7 +300,7 @@ def pin(
     With --write: rewrite them in place (atomically); every line no rule changes stays byte-identical. The pinned
     workloads are proven schedulable on the policies' provisioners before anything is written.
     """
-    from karpenter_policy.policy.pin import load_policies, pin_command, schedulability_prover
+    from karpenter_policy.policy.pinning.pin import load_policies, pin_command, schedulability_prover
 
     values, catalog_ = _values_and_catalog("pin", values_file, catalog_file, region, load=not no_prove)
     policies = load_policies(policy_paths or DEFAULT_PATHS, solve=not no_prove, catalog=catalog_, values=values)
@@ -316,7 +316,7 @@ def _values_and_catalog(
     from pathlib import Path
 
     from karpenter_policy.catalog import DEFAULT_REGION, CatalogError, load_catalog
-    from karpenter_policy.policy.templating import ValuesError, load_values
+    from karpenter_policy.policy.source.templating import ValuesError, load_values
 
     try:
         values = load_values(values_file) if values_file is not None else None
@@ -388,7 +388,7 @@ def diff(
     Exit 1 when HEAD has errors or a workload becomes unschedulable (with --exit-code: when anything differs).
     """
     from karpenter_policy.catalog import load_catalog
-    from karpenter_policy.policy.diff import diff_command
+    from karpenter_policy.policy.comparison.diff import diff_command
 
     values, catalog_ = _values_and_catalog("diff", values_file, catalog_file, region)
     result = diff_command(

@@ -274,7 +274,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
     `generate_only`. Raises StartupError for a `--values` file that cannot be read."""
     values = None
     if raw.get("values_file"):
-        from karpenter_policy.policy.templating import ValuesError, load_values
+        from karpenter_policy.policy.source.templating import ValuesError, load_values
 
         try:
             values = load_values(str(raw["values_file"]))

@@ -25,8 +25,8 @@ from typing import Any
 import jsonpatch
 
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.pinning import (
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.pinning.rules import (
     Change,
     Rule,
     affinity_conflict,

@@ -25,7 +25,7 @@ from karpenter_policy.api.constraintset import (
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.policy.compiler import (
+from karpenter_policy.policy.compilation.compiler import (
     CompileOptions,
     OutputError,
     compile_command,

@@ -18,9 +18,9 @@ from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.pods import PodScheduling
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.taints import untolerated
-from karpenter_policy.policy.check import CheckedProvisioner, check_paths
+from karpenter_policy.policy.proof.check import CheckedProvisioner, check_paths
 from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.schedule import (
+from karpenter_policy.policy.proof.placement import (
     RESOURCES,
     Placement,
     allocatable_of,
@@ -31,8 +31,8 @@ from karpenter_policy.policy.schedule import (
     schedule_workloads,
     vector,
 )
-from karpenter_policy.policy.solver import CATALOG_KEYS
-from karpenter_policy.policy.workloads import Workload, read_workloads, workload_from_data
+from karpenter_policy.policy.proof.solver import CATALOG_KEYS
+from karpenter_policy.policy.source.workloads import Workload, read_workloads, workload_from_data
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workloads"

@@ -17,8 +17,8 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.requirements import Requirement
-from karpenter_policy.policy import solver as solver_module
-from karpenter_policy.policy.solver import (
+from karpenter_policy.policy.proof import solver as solver_module
+from karpenter_policy.policy.proof.solver import (
     Origin,
     Solver,
     Term,

@@ -7,8 +7,8 @@ from textwrap import dedent
 
 import pytest
 
-from karpenter_policy.policy.loader import parse
-from karpenter_policy.policy.workloads import (
+from karpenter_policy.policy.source.loader import parse
+from karpenter_policy.policy.source.workloads import (
     WORKLOAD_KINDS,
     WorkloadError,
     read_documents,

@@ -39,12 +39,12 @@ from karpenter_policy.catalog import Catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
-from karpenter_policy.policy.check import CheckedProvisioner, check_paths, node_os
+from karpenter_policy.policy.proof.check import CheckedProvisioner, check_paths, node_os
 from karpenter_policy.policy.findings import CommandOutput, Report
-from karpenter_policy.policy.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
+from karpenter_policy.policy.source.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
 from karpenter_policy.policy.reporters import json_text
-from karpenter_policy.policy.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
+from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 
 __all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
 
@@ -568,7 +568,7 @@ def diff_sides(
     base: Side, head: Side, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, paths: Sequence[str] = ()
 ) -> DiffResult:
     """Compare two checked sides provisioner by provisioner; prove the witnesses."""
-    from karpenter_policy.policy.solver import CATALOG_KEYS, table_for
+    from karpenter_policy.policy.proof.solver import CATALOG_KEYS, table_for
 
     table = table_for(catalog)
     catalog_keys = frozenset(CATALOG_KEYS | set(table.domains))
@@ -619,8 +619,8 @@ def scheduling_available() -> bool:
     import importlib.util
 
     return (
-        importlib.util.find_spec("karpenter_policy.policy.schedule") is not None
-        and importlib.util.find_spec("karpenter_policy.policy.workloads") is not None
+        importlib.util.find_spec("karpenter_policy.policy.proof.placement") is not None
+        and importlib.util.find_spec("karpenter_policy.policy.source.workloads") is not None
     )
 
 
@@ -883,8 +883,8 @@ def diff_command(
 
 def _placements(side: Side, workload_paths: Sequence[str], catalog: Catalog) -> dict[tuple[str, str, str], Any]:
     """Each workload of a side (by namespace, object and file), placed on that side's provisioners."""
-    from karpenter_policy.policy.schedule import schedule_workloads
-    from karpenter_policy.policy.workloads import read_workloads
+    from karpenter_policy.policy.proof.placement import schedule_workloads
+    from karpenter_policy.policy.source.workloads import read_workloads
 
     paths = workload_paths_on(side, workload_paths)
     found = read_workloads(paths) if paths else None

@@ -49,12 +49,12 @@ from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
 from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED_NAME
 from karpenter_policy.catalog import Catalog, catalog_to_json
-from karpenter_policy.policy import manifests
-from karpenter_policy.policy.check import check_paths
+from karpenter_policy.policy.compilation import manifests
+from karpenter_policy.policy.proof.check import check_paths
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
-from karpenter_policy.policy.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.output import (
+from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.compilation.output import (
     INDEX_FILE,
     MANIFESTS_DIR,
     SETS_DIR,
@@ -63,7 +63,7 @@ from karpenter_policy.policy.output import (
     write_output,
 )
 from karpenter_policy.policy.reporters import displayable
-from karpenter_policy.policy.validate import place
+from karpenter_policy.policy.validation.policies import place
 
 STDOUT = "-"
 
@@ -324,7 +324,7 @@ def compile_command(
     2 could not run) nothing is written and, when streaming, stdout is empty."""
     from karpenter_policy.catalog import CatalogError, load_catalog
     from karpenter_policy.policy.reporters import render
-    from karpenter_policy.policy.templating import ValuesError, load_values
+    from karpenter_policy.policy.source.templating import ValuesError, load_values
 
     streaming = out == STDOUT
     if not streaming:

@@ -39,11 +39,11 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.policy.findings import CommandOutput, Finding, Location, Report
-from karpenter_policy.policy.loader import Document, discover
-from karpenter_policy.policy.pinning import check_pinning, collect_pinning
+from karpenter_policy.policy.source.loader import Document, discover
+from karpenter_policy.policy.pinning.rules import check_pinning, collect_pinning
 from karpenter_policy.policy.reporters import json_text, render
-from karpenter_policy.policy.schedule import Placement, check_workloads, limits_findings, placement_info_lines
-from karpenter_policy.policy.solver import (
+from karpenter_policy.policy.proof.placement import Placement, check_workloads, limits_findings, placement_info_lines
+from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
     CatalogTable,
     Origin,
@@ -54,7 +54,7 @@ from karpenter_policy.policy.solver import (
     Witness,
     terms_of,
 )
-from karpenter_policy.policy.validate import validate_paths
+from karpenter_policy.policy.validation.policies import validate_paths
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "CommandOutput", "check_command", "check_paths", "render_check"]
 
@@ -211,7 +211,7 @@ def check_command(
 
     values = None
     if values_file is not None:
-        from karpenter_policy.policy.templating import ValuesError, load_values
+        from karpenter_policy.policy.source.templating import ValuesError, load_values
 
         try:
             values = load_values(values_file)

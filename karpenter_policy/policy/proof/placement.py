@@ -84,12 +84,12 @@ from karpenter_policy.model.resources import (
 )
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, Taint, untolerated
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.solver import CatalogTable, Verdict, table_for
-from karpenter_policy.policy.workloads import Workload, read_workloads
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.proof.solver import CatalogTable, Verdict, table_for
+from karpenter_policy.policy.source.workloads import Workload, read_workloads
 
 if TYPE_CHECKING:  # check imports this module: no cycle at run time
-    from karpenter_policy.policy.check import CheckedProvisioner
+    from karpenter_policy.policy.proof.check import CheckedProvisioner
 
 #: The resources checked, in the order of a resource vector (cpu in millicores, memory in bytes, counts).
 RESOURCES: tuple[str, ...] = (CPU, MEMORY, PODS, NVIDIA_GPU, AMD_GPU, AWS_NEURON, HABANA_GAUDI)

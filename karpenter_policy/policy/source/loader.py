@@ -354,7 +354,7 @@ def load_file(
     (an empty mapping when None), see `templating`."""
     text = read_text(file, max_bytes)
     if file.endswith(TEMPLATE_SUFFIX):
-        from karpenter_policy.policy.templating import load_template  # jinja2 only when there are templates
+        from karpenter_policy.policy.source.templating import load_template  # jinja2 only when there are templates
 
         return load_template(file, text, values, max_bytes)
     return parse(file, text)

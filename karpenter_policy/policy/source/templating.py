@@ -33,7 +33,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from karpenter_policy.api.violations import TEMPLATE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
-from karpenter_policy.policy.loader import (
+from karpenter_policy.policy.source.loader import (
     MAX_FILE_BYTES,
     Document,
     LoadError,

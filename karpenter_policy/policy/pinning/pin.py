@@ -39,7 +39,7 @@ from karpenter_policy.api.violations import ERROR, PARSE_ERROR, PINNING_CONFLICT
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.filestaging import StagedFile, discard_all, stage
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
-from karpenter_policy.policy.loader import (
+from karpenter_policy.policy.source.loader import (
     TEMPLATE_SUFFIX,
     Document,
     LoadError,
@@ -48,7 +48,7 @@ from karpenter_policy.policy.loader import (
     parse,
     read_text,
 )
-from karpenter_policy.policy.pinning import (
+from karpenter_policy.policy.pinning.rules import (
     Change,
     Rule,
     Workload,
@@ -688,11 +688,11 @@ def load_policies(
 
     checked: list[Any] = []
     if solve:
-        from karpenter_policy.policy.check import check_paths
+        from karpenter_policy.policy.proof.check import check_paths
 
         report, checked = check_paths(paths, catalog, values=values, on_valid=collect)
     else:
-        from karpenter_policy.policy.validate import validate_paths
+        from karpenter_policy.policy.validation.policies import validate_paths
 
         report = validate_paths(paths, on_valid=collect, values=values)
     rules, findings = bind_provisioners(rules_from_documents(documents), taints)
@@ -827,8 +827,8 @@ def schedulability_prover(policies: Policies, paths: Sequence[str]) -> tuple[Pro
     provisioner can take is a `workload-unschedulable` error. None (and why) when it cannot be built."""
     if not policies.solved:
         return None, ["note: the pinned workloads are not proven schedulable (--no-prove)"]
-    from karpenter_policy.policy.schedule import WORKLOAD_UNSCHEDULABLE, schedule_workloads
-    from karpenter_policy.policy.workloads import WorkloadError, read_workloads, workload_from_data
+    from karpenter_policy.policy.proof.placement import WORKLOAD_UNSCHEDULABLE, schedule_workloads
+    from karpenter_policy.policy.source.workloads import WorkloadError, read_workloads, workload_from_data
 
     checked = policies.checked
     catalog = policies.catalog
