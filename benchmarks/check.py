@@ -303,10 +303,10 @@ class Stages:
 def run_stages(corpus: Corpus, provisioners: int, cpu: int, stages: Stages) -> None:
     """One in-process pass, stage by stage, each timed on its own (pinned)."""
     from karpenter_policy.catalog import clear_catalog_cache, load_catalog
-    from karpenter_policy.policy.proof.check import check_provisioner
     from karpenter_policy.policy.findings import Report
-    from karpenter_policy.policy.source.loader import discover, load_file
+    from karpenter_policy.policy.proof.check import check_provisioner
     from karpenter_policy.policy.proof.solver import Solver
+    from karpenter_policy.policy.source.loader import discover, load_file
     from karpenter_policy.policy.validation.policies import check_document
 
     def parse() -> list[Any]:

@@ -31,8 +31,8 @@ from typing import Any
 from karpenter_policy.api.kinds import PROVISIONER_API_VERSION, PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, SOLVER_TIMEOUT
 from karpenter_policy.catalog import Catalog
-from karpenter_policy.policy.proof.check import check_provisioner, node_os
 from karpenter_policy.policy.findings import Finding, Report
+from karpenter_policy.policy.proof.check import check_provisioner, node_os
 from karpenter_policy.policy.proof.placement import limits_findings
 from karpenter_policy.policy.validation.policies import check_document
 from karpenter_policy.webhook.context import PolicyContext

@@ -21,8 +21,8 @@ from typing import Any
 from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.reporters import render_text
+from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.validation.policies import validate_paths
 
 

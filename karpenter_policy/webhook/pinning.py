@@ -25,7 +25,6 @@ from typing import Any
 import jsonpatch
 
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.pinning.rules import (
     Change,
     Rule,
@@ -35,6 +34,7 @@ from karpenter_policy.policy.pinning.rules import (
     resolve,
     rules_from_documents,
 )
+from karpenter_policy.policy.source.loader import Document
 
 _TEMPLATE_HASH_LABEL = "pod-template-hash"
 

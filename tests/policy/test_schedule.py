@@ -18,8 +18,8 @@ from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.pods import PodScheduling
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.taints import untolerated
-from karpenter_policy.policy.proof.check import CheckedProvisioner, check_paths
 from karpenter_policy.policy.findings import Finding, Report
+from karpenter_policy.policy.proof.check import CheckedProvisioner, check_paths
 from karpenter_policy.policy.proof.placement import (
     RESOURCES,
     Placement,

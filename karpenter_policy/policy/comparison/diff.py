@@ -39,12 +39,12 @@ from karpenter_policy.catalog import Catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
-from karpenter_policy.policy.proof.check import CheckedProvisioner, check_paths, node_os
 from karpenter_policy.policy.findings import CommandOutput, Report
+from karpenter_policy.policy.proof.check import CheckedProvisioner, check_paths, node_os
+from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
+from karpenter_policy.policy.reporters import json_text
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.policy.source.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
-from karpenter_policy.policy.reporters import json_text
-from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 
 __all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
 

@@ -50,10 +50,6 @@ from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
 from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED_NAME
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy.compilation import manifests
-from karpenter_policy.policy.proof.check import check_paths
-from karpenter_policy.policy.findings import CommandOutput, Finding, Report
-from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.compilation.output import (
     INDEX_FILE,
     MANIFESTS_DIR,
@@ -62,7 +58,11 @@ from karpenter_policy.policy.compilation.output import (
     check_output_dir,
     write_output,
 )
+from karpenter_policy.policy.findings import CommandOutput, Finding, Report
+from karpenter_policy.policy.proof.check import check_paths
 from karpenter_policy.policy.reporters import displayable
+from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
+from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.validation.policies import place
 
 STDOUT = "-"

@@ -39,15 +39,6 @@ from karpenter_policy.api.violations import ERROR, PARSE_ERROR, PINNING_CONFLICT
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.filestaging import StagedFile, discard_all, stage
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
-from karpenter_policy.policy.source.loader import (
-    TEMPLATE_SUFFIX,
-    Document,
-    LoadError,
-    UnreadableFile,
-    discover,
-    parse,
-    read_text,
-)
 from karpenter_policy.policy.pinning.rules import (
     Change,
     Rule,
@@ -61,6 +52,15 @@ from karpenter_policy.policy.pinning.rules import (
     workload_of,
 )
 from karpenter_policy.policy.reporters import json_text, render
+from karpenter_policy.policy.source.loader import (
+    TEMPLATE_SUFFIX,
+    Document,
+    LoadError,
+    UnreadableFile,
+    discover,
+    parse,
+    read_text,
+)
 
 __all__ = [
     "FilePlan",

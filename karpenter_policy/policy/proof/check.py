@@ -39,9 +39,7 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.policy.findings import CommandOutput, Finding, Location, Report
-from karpenter_policy.policy.source.loader import Document, discover
 from karpenter_policy.policy.pinning.rules import check_pinning, collect_pinning
-from karpenter_policy.policy.reporters import json_text, render
 from karpenter_policy.policy.proof.placement import Placement, check_workloads, limits_findings, placement_info_lines
 from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
@@ -54,6 +52,8 @@ from karpenter_policy.policy.proof.solver import (
     Witness,
     terms_of,
 )
+from karpenter_policy.policy.reporters import json_text, render
+from karpenter_policy.policy.source.loader import Document, discover
 from karpenter_policy.policy.validation.policies import validate_paths
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "CommandOutput", "check_command", "check_paths", "render_check"]

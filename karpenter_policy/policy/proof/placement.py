@@ -84,8 +84,8 @@ from karpenter_policy.model.resources import (
 )
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, Taint, untolerated
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.proof.solver import CatalogTable, Verdict, table_for
+from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 
 if TYPE_CHECKING:  # check imports this module: no cycle at run time
