@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from karpenter_policy.policy.findings import Report
-from karpenter_policy.policy.source.loader import Document, discover, load_file
+from karpenter_policy.policy.source.files import load_file
+from karpenter_policy.policy.source.loader import Document, discover
 from karpenter_policy.policy.source.templating import (
     TemplateError,
     ValuesError,

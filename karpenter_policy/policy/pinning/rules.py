@@ -680,7 +680,8 @@ def check_pinning(
     """`check --workloads`: the pinning findings of the workloads under `workload_paths` against the rules of the
     valid PinningPolicy documents given (a rule naming a provisioner is bound to the proven `provisioners`, as
     `CheckedProvisioner`s). Files that cannot be read are skipped: reading the workloads reports them."""
-    from karpenter_policy.policy.source.loader import LoadError, discover, load_file
+    from karpenter_policy.policy.source.files import load_file
+    from karpenter_policy.policy.source.loader import LoadError, discover
 
     documents = [doc for doc in policy_documents if is_pinning_policy(doc)]
     if not documents:

@@ -24,7 +24,8 @@ from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, PARSE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.model.pods import PodScheduling, PodSpecError
 from karpenter_policy.policy.findings import Finding
-from karpenter_policy.policy.source.loader import Document, LoadError, UnreadableFile, discover, load_file
+from karpenter_policy.policy.source.files import load_file
+from karpenter_policy.policy.source.loader import Document, LoadError, UnreadableFile, discover
 
 _APPS = frozenset({"apps/v1", "apps/v1beta1", "apps/v1beta2", "extensions/v1beta1"})
 _BATCH = frozenset({"batch/v1", "batch/v1beta1"})

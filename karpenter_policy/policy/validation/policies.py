@@ -33,14 +33,8 @@ from karpenter_policy.api.violations import (
 )
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.pinning.rules import validate_pinning_policy
-from karpenter_policy.policy.source.loader import (
-    MAX_FILE_BYTES,
-    Document,
-    LoadError,
-    UnreadableFile,
-    discover,
-    load_file,
-)
+from karpenter_policy.policy.source.files import load_file
+from karpenter_policy.policy.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
 from karpenter_policy.policy.validation.schema import schema_file_for, schema_violations, suggest
 
 _POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
