@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import custom_representatives, table_for
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.requirements import Requirement
@@ -23,8 +24,6 @@ from karpenter_policy.policy.proof.solver import (
     Solver,
     Term,
     Verdict,
-    custom_representatives,
-    table_for,
     terms_of,
 )
 

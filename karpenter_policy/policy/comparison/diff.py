@@ -568,7 +568,7 @@ def diff_sides(
     base: Side, head: Side, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, paths: Sequence[str] = ()
 ) -> DiffResult:
     """Compare two checked sides provisioner by provisioner; prove the witnesses."""
-    from karpenter_policy.policy.proof.solver import CATALOG_KEYS, table_for
+    from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
 
     table = table_for(catalog)
     catalog_keys = frozenset(CATALOG_KEYS | set(table.domains))

@@ -36,6 +36,7 @@ from karpenter_policy.api.violations import (
     WARNING,
 )
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import CatalogTable
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.policy.findings import CommandOutput, Finding, Location, Report
@@ -43,7 +44,6 @@ from karpenter_policy.policy.pinning.rules import check_pinning, collect_pinning
 from karpenter_policy.policy.proof.placement import Placement, check_workloads, limits_findings, placement_info_lines
 from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
-    CatalogTable,
     Origin,
     Outcome,
     Solver,

@@ -60,6 +60,7 @@ from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import ERROR, LIMITS, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import CatalogTable, table_for
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.model.pods import (
@@ -84,7 +85,7 @@ from karpenter_policy.model.resources import (
 )
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, Taint, untolerated
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.proof.solver import CatalogTable, Verdict, table_for
+from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 
