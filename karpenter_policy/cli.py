@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
@@ -121,7 +122,14 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@_output_option
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice((*FORMATS, "markdown")),
+    default="text",
+    show_default=True,
+    help="Report format: text, json (DESIGN.md §4), sarif, github, junit, or markdown (a pull-request comment).",
+)
 @_fail_on_warn_option
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
 @click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
@@ -141,6 +149,19 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
     help="Workload files or directories (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs, Pods, "
     "pod template files) to place on the provisioners (repeatable).",
 )
+@click.option(
+    "--scale",
+    "scale",
+    multiple=True,
+    metavar="KIND/NAME=N",
+    help="Replicas of a workload for the capacity plan (e.g. deployment/inflate=10; repeatable).",
+)
+@click.option(
+    "--spot-prices",
+    "spot_prices_file",
+    type=click.Path(dir_okay=False),
+    help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
+)
 def check(
     paths: tuple[str, ...],
     output: str,
@@ -150,14 +171,17 @@ def check(
     timeout_ms: int,
     values_file: str | None,
     workload_paths: tuple[str, ...],
+    scale: tuple[str, ...],
+    spot_prices_file: str | None,
 ) -> None:
     """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
 
     Reports conflicting requirements (with the minimal set of lines), requirements no instance type meets, and
     unknown instance types, families, sizes and zones; lists the instance types of each satisfiable Provisioner.
     With --workloads: which provisioner launches a node for each workload and on which instance types, why none
-    can (workload-unschedulable), equal-weight provisioners that both match (overlap) and provisioners no
-    workload reaches (shadowed). PATHS are files or directories; default: policies/.
+    can (workload-unschedulable), equal-weight provisioners that both match (overlap), provisioners no workload
+    reaches (shadowed), and the nodes every replica needs with the fleet's $/h (the capacity plan). PATHS are
+    files or directories; default: policies/.
     """
     from karpenter_policy.policy.proof.check import check_command
 
@@ -170,8 +194,21 @@ def check(
         timeout_ms=timeout_ms,
         values_file=values_file,
         workloads=workload_paths or None,
+        scale=_scale_option(scale),
+        spot_prices_file=spot_prices_file,
     )
     _finish(result)
+
+
+def _scale_option(values: Sequence[str]) -> dict[str, int]:
+    """`--scale KIND/NAME=N` values as a mapping; a malformed one is a usage error (exit 2)."""
+    scale: dict[str, int] = {}
+    for value in values:
+        ref, _, count = value.partition("=")
+        if "/" not in ref or not count.isdigit():
+            raise click.BadParameter(f"{value!r} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        scale[ref] = int(count)
+    return scale
 
 
 @main.command("compile")

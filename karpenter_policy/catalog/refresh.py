@@ -20,6 +20,7 @@ without a price unavailable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -141,6 +142,25 @@ def latest_spot_prices(history: Iterable[Mapping[str, Any]]) -> dict[tuple[str, 
         if key not in latest or stamp >= latest[key][0]:
             latest[key] = (stamp, price)
     return {key: price for key, (_, price) in latest.items()}
+
+
+def with_spot_prices(catalog: Catalog, prices: Mapping[tuple[str, str], float]) -> tuple[Catalog, int]:
+    """`catalog` with its spot offerings priced from `prices` ((instance type, zone) -> $/h), and how many spot
+    offerings had no price there (they keep theirs: the on-demand price in the embedded catalog)."""
+    missing = 0
+    types = []
+    for it in catalog.instance_types:
+        offerings = []
+        for o in it.offerings:
+            if o.capacity_type == CAPACITY_TYPE_SPOT:
+                price = prices.get((it.name, o.zone))
+                if price is None:
+                    missing += o.available
+                else:
+                    o = dataclasses.replace(o, price=price)
+            offerings.append(o)
+        types.append(dataclasses.replace(it, offerings=tuple(offerings)))
+    return Catalog(catalog.region, tuple(types)), missing
 
 
 # --- one instance type --------------------------------------------------------------------------------------

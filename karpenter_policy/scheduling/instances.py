@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
+from karpenter_policy.catalog import Catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
@@ -175,6 +176,11 @@ class InstanceTable:
         self._ranked_by_requirement: dict[tuple[Requirement, Requirement], _Ranked] = {}
         self._shapes: dict[object, NodeShapes] = {}
         self._names: dict[int, tuple[str, ...]] = {}
+
+    @classmethod
+    def of_catalog(cls, catalog: Catalog) -> InstanceTable:
+        """The table of a catalog, built once and kept on it."""
+        return catalog.derived("scheduling-instance-table", lambda: cls(catalog.instance_types, catalog.region))
 
     def __len__(self) -> int:
         return len(self.types)

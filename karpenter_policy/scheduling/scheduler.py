@@ -206,8 +206,7 @@ def fresh_claim(
         return claim
     if refusal.kind in ("instance-types", "resources") and not pod.shape.extended:
         requests = None if refusal.kind == "instance-types" else add(template.overhead, pod.requests)
-        pod_requirements = claim.requirements.intersection(attempt.requirements)
-        return no_type_refusal(template, pod_requirements, requests, within)
+        return no_type_refusal(template, attempt.requirements, requests, within)
     return refusal
 
 

@@ -10,7 +10,8 @@ import pytest
 from karpenter_policy.catalog import Catalog, catalog_to_json, load_catalog
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.proof.check import check_command, check_paths, render_check, suggest
+from karpenter_policy.policy.proof.check import check_command, render_check
+from karpenter_policy.policy.proof.provisioners import check_paths, suggest
 from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.source.loader import Document
 

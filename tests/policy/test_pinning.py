@@ -27,7 +27,7 @@ from karpenter_policy.policy.pinning.rules import (
     validate_pinning_policy,
     workload_of,
 )
-from karpenter_policy.policy.proof.check import check_paths
+from karpenter_policy.policy.proof.provisioners import check_paths
 from karpenter_policy.policy.source.loader import parse
 from karpenter_policy.policy.validation.policies import validate_paths
 

@@ -40,7 +40,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.policy.findings import CommandOutput, Report
-from karpenter_policy.policy.proof.check import CheckedProvisioner, check_paths, node_os
+from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths, provisioner_os
 from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 from karpenter_policy.policy.reporters import json_text
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
@@ -177,7 +177,7 @@ def load_side(
     else:
         raise DiffError(f"{spec!r} is neither a directory nor a git revision")
     documents: dict[str, Mapping[str, Any]] = {}
-    ami_families: dict[str, str] = {}
+    node_templates: dict[str, Mapping[str, Any]] = {}
 
     def collect(doc: Document) -> None:
         kind_ = doc.data.get("kind")
@@ -185,7 +185,7 @@ def load_side(
         if kind_ == PROVISIONER_KIND:
             documents[name] = doc.data
         elif kind_ == NODE_TEMPLATE_KIND:
-            ami_families[name] = str((doc.data.get("spec") or {}).get("amiFamily") or "")
+            node_templates[name] = dict(doc.data.get("spec") or {})
 
     targets = [os.path.normpath(os.path.join(root, p)) for p in present]
     if targets:
@@ -194,7 +194,7 @@ def load_side(
         report, checked = Report(), []
     report.findings = [replace(f, file=_relative(f.file, root)) for f in report.findings]
     checked = [replace(c, file=_relative(c.file, root)) for c in checked]
-    os_of = {name: node_os(doc, ami_families) for name, doc in documents.items()}
+    os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
     return Side(spec, kind, report, checked, documents, os_of, present, workload_root)
 
 

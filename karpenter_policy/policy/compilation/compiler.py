@@ -59,7 +59,7 @@ from karpenter_policy.policy.compilation.output import (
     write_output,
 )
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
-from karpenter_policy.policy.proof.check import check_paths
+from karpenter_policy.policy.proof.provisioners import check_paths
 from karpenter_policy.policy.reporters import displayable
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.policy.source.loader import Document

@@ -688,7 +688,7 @@ def load_policies(
 
     checked: list[Any] = []
     if solve:
-        from karpenter_policy.policy.proof.check import check_paths
+        from karpenter_policy.policy.proof.provisioners import check_paths
 
         report, checked = check_paths(paths, catalog, values=values, on_valid=collect)
     else:
@@ -827,7 +827,8 @@ def schedulability_prover(policies: Policies, paths: Sequence[str]) -> tuple[Pro
     provisioner can take is a `workload-unschedulable` error. None (and why) when it cannot be built."""
     if not policies.solved:
         return None, ["note: the pinned workloads are not proven schedulable (--no-prove)"]
-    from karpenter_policy.policy.proof.placement import WORKLOAD_UNSCHEDULABLE, schedule_workloads
+    from karpenter_policy.api.violations import WORKLOAD_UNSCHEDULABLE
+    from karpenter_policy.policy.proof.placement import schedule_workloads
     from karpenter_policy.policy.source.workloads import WorkloadError, read_workloads, workload_from_data
 
     checked = policies.checked

@@ -1,0 +1,574 @@
+"""Proving provisioners: validate, then every valid Provisioner against the instance-type catalog with the solver.
+
+Rules (DESIGN.md §4):
+
+* `unknown-instance-type` — a value of instance-type, instance-family, instance-size or zone that the catalog
+  (its region) does not have, with the nearest existing name ("did you mean m5d.2xlarge?"). An error when the
+  term names nothing that exists (`In` with only unknown values: no node can ever launch), a warning when the
+  unknown value is dead weight next to known ones, or excluded by NotIn (the exclusion does nothing).
+* `requirements-conflict` — a minimal set (≥ 2) of requirements, labels and Karpenter defaults that no
+  instance type satisfies together, explained in domain words, at the first member's line with the others as
+  related locations.
+* `no-instance-type` — one requirement that no instance type of the catalog satisfies on its own (`instance-cpu
+  Gt 500`, `capacity-type In [spot-ish]`).
+* `solver-timeout` (warning) — the solver gave up within `--timeout-ms`; nothing was proven.
+
+Satisfiable provisioners are listed with their instance types and a witness (type, zone, capacity type).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
+from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.api.violations import (
+    ERROR,
+    NO_INSTANCE_TYPE,
+    REQUIREMENTS_CONFLICT,
+    SOLVER_TIMEOUT,
+    UNKNOWN_INSTANCE_TYPE,
+    WARNING,
+)
+from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import CatalogTable
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.amifamily import ami_family, node_os
+from karpenter_policy.model.requirements import Operator, Requirement
+from karpenter_policy.policy.findings import Finding, Location, Report
+from karpenter_policy.policy.proof.limits import limits_findings
+from karpenter_policy.policy.proof.solver import (
+    DEFAULT_TIMEOUT_MS,
+    Origin,
+    Outcome,
+    Solver,
+    Term,
+    Verdict,
+    Witness,
+    terms_of,
+)
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.scheduling import InstanceTable
+
+__all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "check_paths", "check_provisioner"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedProvisioner:
+    """One Provisioner the solver looked at, and what it proved."""
+
+    name: str
+    file: str
+    line: int
+    column: int
+    verdict: Verdict
+    document: Mapping[str, Any] = field(repr=False, compare=False)
+    instance_types: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    capacity_types: tuple[str, ...] = ()
+    witness: Witness | None = None
+    seconds: float = 0.0
+    #: The spec of the AWSNodeTemplate it references (or its inline provider): AMI family, block devices.
+    node_template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def object_ref(self) -> str:
+        return object_ref(PROVISIONER_KIND, self.name)
+
+    @property
+    def provisioner(self) -> Provisioner:
+        """The typed, defaulted Provisioner (built on each access)."""
+        return Provisioner.from_document(self.document)
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "object": self.object_ref,
+            "file": self.file,
+            "line": self.line,
+            "verdict": self.verdict.value,
+            "count": len(self.instance_types),
+            "instance_types": list(self.instance_types),
+            "zones": list(self.zones),
+            "capacity_types": list(self.capacity_types),
+        }
+        if self.witness is not None:
+            data["witness"] = self.witness.to_json()
+        return data
+
+    def summary(self) -> str:
+        """`Provisioner/default: 123 instance types, e.g. c5.large (us-east-1a, spot)`."""
+        count = len(self.instance_types)
+        text = f"{self.object_ref}: {count} instance type{'s' if count != 1 else ''}"
+        if self.witness is not None:
+            w = self.witness
+            text += f", e.g. {w.instance_type} ({w.zone}, {w.capacity_type})"
+        return text
+
+
+# --- the command --------------------------------------------------------------------------------------------
+
+
+def check_paths(
+    paths: Iterable[str],
+    catalog: Catalog | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    *,
+    values: Mapping[str, Any] | None = None,
+    on_valid: Callable[[Document], None] | None = None,
+    max_file_bytes: int | None = None,
+) -> tuple[Report, list[CheckedProvisioner]]:
+    """validate + the solver checks on every valid Provisioner under `paths`.
+
+    `on_valid` receives each valid Provisioner / AWSNodeTemplate document, as from `validate_paths` (the solver's
+    findings come later: look at the report's errors before using them). The checked provisioners come back in
+    file and line order.
+    """
+    documents: list[Document] = []
+    node_templates: dict[str, Mapping[str, Any]] = {}
+
+    def collect(doc: Document) -> None:
+        if doc.data.get("kind") == PROVISIONER_KIND:
+            documents.append(doc)
+        elif doc.data.get("kind") == NODE_TEMPLATE_KIND:  # not a PinningPolicy of the same name
+            node_templates[str(doc.data["metadata"]["name"])] = dict(doc.data.get("spec") or {})
+        if on_valid is not None:
+            on_valid(doc)
+
+    report = validate_paths(paths, max_file_bytes, on_valid=collect, values=values)
+    if not documents:
+        return report, []
+    catalog = catalog if catalog is not None else load_catalog()
+    table = InstanceTable.of_catalog(catalog)
+    solvers: dict[str, Solver] = {}
+    checked: list[CheckedProvisioner] = []
+    for doc in documents:
+        template = node_template_of(doc.data, node_templates)
+        os = provisioner_os(doc.data, node_templates)
+        solver = solvers.get(os) or solvers.setdefault(os, Solver(catalog, timeout_ms, os))
+        findings, result = check_provisioner(doc, solver)
+        result = replace(result, node_template=template)
+        report.findings.extend(findings)
+        if result.verdict == Verdict.SAT:
+            report.findings.extend(limits_findings(doc, result.provisioner, result.instance_types, table, template))
+        checked.append(result)
+    checked.sort(key=lambda c: (c.file, c.line, c.column))
+    return report, checked
+
+
+def provisioner_os(provisioner: Mapping[str, Any], node_templates: Mapping[str, Mapping[str, Any]]) -> str:
+    """The OS of the nodes a provisioner launches (`windows` for the Windows AMI families of its node template)."""
+    template = node_template_of(provisioner, node_templates) or {}
+    return node_os(ami_family(str(template.get("amiFamily") or "") or None))
+
+
+def node_template_of(
+    provisioner: Mapping[str, Any], node_templates: Mapping[str, Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The node template spec a provisioner launches with: its inline `provider`, or the AWSNodeTemplate its
+    `providerRef` names (None when that is not among the policies)."""
+    spec = provisioner.get("spec") or {}
+    provider = spec.get("provider")
+    if isinstance(provider, Mapping):
+        return dict(provider)
+    reference = spec.get("providerRef")
+    if isinstance(reference, Mapping):
+        return node_templates.get(str(reference.get("name")))
+    return None
+
+
+def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], CheckedProvisioner]:
+    """The solver's findings for one valid Provisioner document, and what it proved."""
+    terms = terms_of(doc.data)
+    table = solver.table
+    name = str((doc.data.get("metadata") or {}).get("name"))
+    ref = object_ref(PROVISIONER_KIND, name)
+    line, column = doc.position(("metadata", "name"))
+    findings, dead = _unknown_names(doc, terms, table, ref)
+    outcome = solver.solve(terms)
+    findings += _outcome_findings(doc, terms, outcome, dead, table, ref, (line, column), solver.timeout_ms)
+    result = CheckedProvisioner(
+        name=name,
+        file=doc.file,
+        line=line,
+        column=column,
+        verdict=outcome.verdict,
+        document=doc.data,
+        instance_types=outcome.instance_types,
+        zones=outcome.zones,
+        capacity_types=outcome.capacity_types,
+        witness=outcome.witness,
+        seconds=outcome.seconds,
+    )
+    return findings, result
+
+
+# --- findings -----------------------------------------------------------------------------------------------
+
+#: Keys whose values name things of the catalog, and what to call those things in a message.
+_NAMED_KEYS: dict[str, str] = {
+    wk.INSTANCE_TYPE: "instance type",
+    wk.INSTANCE_FAMILY: "instance family",
+    wk.INSTANCE_SIZE: "instance size",
+    wk.ZONE: "zone",
+}
+
+
+def _known_names(key: str, table: CatalogTable) -> Sequence[str]:
+    if key == wk.ZONE:
+        return table.zones
+    return table.domains.get(key, ())
+
+
+def _unknown_names(
+    doc: Document, terms: Sequence[Term], table: CatalogTable, ref: str
+) -> tuple[list[Finding], set[int]]:
+    """`unknown-instance-type` findings, and the indices of the terms that name nothing existing (their
+    solver verdict is then already explained)."""
+    findings: list[Finding] = []
+    dead: set[int] = set()
+    spec = doc.data.get("spec") or {}
+    written = spec.get("requirements") or []
+    for index, term in enumerate(terms):
+        what = _NAMED_KEYS.get(term.key)
+        operator = term.requirement.operator()
+        if what is None or term.origin == Origin.DEFAULT or operator not in (Operator.IN, Operator.NOT_IN):
+            continue
+        known = _known_names(term.key, table)
+        known_set = table.domain_set(term.key)
+        if term.origin == Origin.LABEL:
+            raw_values: list[tuple[str, Any]] = [(str(v), term.path) for v in term.requirement.values]
+        else:
+            values = written[int(term.path[2])].get("values") or []
+            raw_values = [(str(v), (*term.path, "values", i)) for i, v in enumerate(values)]
+        unknown = [(v, path) for v, path in raw_values if v not in known_set]
+        if not unknown:
+            continue
+        all_unknown = operator == Operator.IN and all(v not in known_set for v, _ in raw_values)
+        if all_unknown:
+            dead.add(index)
+        seen: set[str] = set()
+        for value, path in unknown:
+            if value in seen:
+                continue
+            seen.add(value)
+            message = _unknown_message(term.key, what, value, known, table.region)
+            if operator == Operator.NOT_IN:
+                message += " This NotIn excludes nothing."
+                severity = WARNING
+            elif all_unknown:
+                severity = ERROR
+            else:
+                message += " Only the other values can ever apply."
+                severity = WARNING
+            line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
+            findings.append(Finding(UNKNOWN_INSTANCE_TYPE, severity, message, doc.file, line, column, ref))
+    return findings, dead
+
+
+def _unknown_message(key: str, what: str, value: str, known: Sequence[str], region: str) -> str:
+    hint = suggest(value, known)
+    if key == wk.ZONE:
+        message = f"{key} {value}: not a zone of region {region} (zones: {', '.join(known)})"
+    else:
+        message = f"{key} {value}: there is no {what} {value} in {region}"
+    return message + (f", did you mean {hint}?" if hint else "")
+
+
+def suggest(value: str, candidates: Sequence[str]) -> str | None:
+    """The one nearest candidate, or None when there is none or a tie: difflib's close matches that are at most
+    two edits away (or contain the value, or are contained in it), ranked by edit distance with transpositions,
+    then spelt with the same letters (`m5d.x2large` → `m5d.2xlarge`, not `m5d.xlarge`), then difflib's ratio."""
+    if len(candidates) > 200:  # difflib on every catalog type is slow: a typo keeps the first letter and length
+        near = [c for c in candidates if c[:1] == value[:1] and abs(len(c) - len(value)) <= 2]
+        candidates = near or candidates
+    close = [
+        c
+        for c in difflib.get_close_matches(value, candidates, n=10, cutoff=0.6)
+        if _edit_distance(value, c) <= 2 or c in value or value in c
+    ]
+    if not close:
+        return None
+
+    def rank(candidate: str) -> tuple[int, bool, float]:
+        ratio = difflib.SequenceMatcher(None, value, candidate).ratio()
+        return (_edit_distance(value, candidate), sorted(value) != sorted(candidate), -ratio)
+
+    ranked = sorted(close, key=lambda c: (rank(c), c))
+    if len(ranked) > 1 and rank(ranked[0]) == rank(ranked[1]):
+        return None
+    return ranked[0]
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (Levenshtein with adjacent transpositions)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[len(b)]
+
+
+def _outcome_findings(
+    doc: Document,
+    terms: Sequence[Term],
+    outcome: Outcome,
+    dead: set[int],
+    table: CatalogTable,
+    ref: str,
+    at: tuple[int, int],
+    timeout_ms: int,
+) -> list[Finding]:
+    if outcome.verdict == Verdict.UNKNOWN:
+        reason = f" ({outcome.reason})" if outcome.reason and outcome.reason != "timeout" else ""
+        message = (
+            f"the solver could not decide within {timeout_ms} ms{reason}: the requirements are not proven "
+            "satisfiable; raise --timeout-ms"
+        )
+        return [Finding(SOLVER_TIMEOUT, WARNING, message, doc.file, *at, ref)]
+    if outcome.verdict == Verdict.SAT:
+        return []
+    index_of = {id(t): i for i, t in enumerate(terms)}  # the solver hands back the very terms it was given
+    findings: list[Finding] = []
+    for core in outcome.cores:
+        if not core:
+            message = f"the {table.region} catalog has no instance type with an available offering"
+            findings.append(Finding(NO_INSTANCE_TYPE, ERROR, message, doc.file, *at, ref))
+            continue
+        if all(index_of.get(id(t), -1) in dead for t in core):
+            continue  # already reported as unknown-instance-type
+        members = sorted(core, key=lambda t: (t.origin == Origin.DEFAULT, _location(doc, t)))
+        primary, *others = members
+        line, column = _location(doc, primary)
+        related = tuple(Location(doc.file, *_location(doc, t)) for t in others)
+        if others:
+            rule, message = REQUIREMENTS_CONFLICT, explain_conflict(members, table)
+        else:
+            rule, message = NO_INSTANCE_TYPE, explain_no_instance_type(primary, table)
+        findings.append(Finding(rule, ERROR, message, doc.file, line, column, ref, related))
+    return findings
+
+
+def _location(doc: Document, term: Term) -> tuple[int, int]:
+    if term.origin == Origin.DEFAULT:
+        spec = doc.data.get("spec") or {}
+        path = term.path if "requirements" in spec else ("spec",)
+        return doc.position(path, at_key=True)
+    return doc.position(term.path, at_key=term.origin == Origin.LABEL)
+
+
+# --- explanations in domain words ---------------------------------------------------------------------------
+
+_UNITS: dict[str, str] = {
+    wk.INSTANCE_CPU: "vCPUs",
+    wk.INSTANCE_MEMORY: "MiB of memory",
+    wk.INSTANCE_PODS: "pods",
+    wk.INSTANCE_NETWORK_BANDWIDTH: "Mbps of network bandwidth",
+    wk.INSTANCE_LOCAL_NVME: "GiB of local NVMe storage",
+    wk.INSTANCE_GPU_COUNT: "GPUs",
+    wk.INSTANCE_GPU_MEMORY: "MiB of GPU memory",
+    wk.INSTANCE_ACCELERATOR_COUNT: "accelerators",
+}
+_GPU_KEYS = {wk.INSTANCE_GPU_NAME, wk.INSTANCE_GPU_MANUFACTURER, wk.INSTANCE_GPU_COUNT, wk.INSTANCE_GPU_MEMORY}
+_ACCELERATOR_KEYS = {wk.INSTANCE_ACCELERATOR_NAME, wk.INSTANCE_ACCELERATOR_MANUFACTURER, wk.INSTANCE_ACCELERATOR_COUNT}
+_SHOWN = 5
+
+
+def _one_of(values: Iterable[str], conjunction: str = "or") -> str:
+    ordered = sorted(values)
+    if len(ordered) > _SHOWN:
+        return ", ".join(ordered[:_SHOWN]) + f" {conjunction} {len(ordered) - _SHOWN} others"
+    if len(ordered) <= 1:
+        return "".join(ordered)
+    return ", ".join(ordered[:-1]) + f" {conjunction} {ordered[-1]}"
+
+
+def _bounds(r: Requirement, unit: str) -> str:
+    if r.greater_than is not None and r.less_than is not None:
+        return f"more than {r.greater_than} and fewer than {r.less_than} {unit}"
+    if r.greater_than is not None:
+        return f"more than {r.greater_than} {unit}"
+    return f"fewer than {r.less_than} {unit}"
+
+
+def predicate(term: Term) -> str:
+    """What the term asks of an instance type, as a verb phrase: `is arm64`, `has more than 500 vCPUs`."""
+    r = term.requirement
+    key, op = r.key, r.operator()
+    values = sorted(r.values)
+    bounded = r.greater_than is not None or r.less_than is not None
+    listed = op in (Operator.IN, Operator.NOT_IN) and not bounded
+    negated = op == Operator.NOT_IN
+    gpu = key in _GPU_KEYS
+    accelerator = key in _ACCELERATOR_KEYS
+    thing = "a GPU" if gpu else "an accelerator" if accelerator else None
+    if op == Operator.DOES_NOT_EXIST:
+        return f"has no {thing.split()[-1]}" if thing else f"lacks the label {key}"
+    counts = (wk.INSTANCE_GPU_COUNT, wk.INSTANCE_ACCELERATOR_COUNT)
+    if key in counts and r.greater_than == 0 and r.less_than is None and not values:
+        return f"has {thing}"
+    if op == Operator.EXISTS and not bounded:
+        return f"has {thing}" if thing else f"has the label {key}"
+    if listed:
+        not_ = "not " if negated else ""
+        simple = {
+            wk.ARCH: f"is {not_}{_one_of(values)}",
+            wk.OS: f"does {not_}run {_one_of(values)}" if negated else f"runs {_one_of(values)}",
+            wk.INSTANCE_TYPE: f"is {not_}{_one_of(values)}",
+            wk.INSTANCE_FAMILY: f"is {not_}of family {_one_of(values)}",
+            wk.INSTANCE_CATEGORY: f"is {not_}of category {_one_of(values)}",
+            wk.INSTANCE_SIZE: f"is {not_}of size {_one_of(values)}",
+            wk.INSTANCE_GENERATION: f"is {not_}of generation {_one_of(values)}",
+            wk.INSTANCE_HYPERVISOR: f"does {not_}run on hypervisor {_one_of(values)}"
+            if negated
+            else f"runs on hypervisor {_one_of(values)}",
+            wk.ZONE: f"is offered outside {_one_of(values, 'and')}" if negated else f"is offered in {_one_of(values)}",
+            wk.CAPACITY_TYPE: f"is not offered as {_one_of(values)}" if negated else f"is offered as {_one_of(values)}",
+        }
+        if key in simple:
+            return simple[key]
+        if key in _UNITS:
+            return f"{'does not have' if negated else 'has'} {_one_of(values)} {_UNITS[key]}"
+        if thing and key in (wk.INSTANCE_GPU_NAME, wk.INSTANCE_ACCELERATOR_NAME):
+            return f"{'has no' if negated else 'has'} {_one_of(values)} {thing.split()[-1]}"
+        if thing:
+            return f"{'has no' if negated else 'has'} {thing.split()[-1]} by {_one_of(values)}"
+        return f"{'does not have' if negated else 'has'} {key}={_one_of(values)}"
+    if key == wk.INSTANCE_GENERATION and bounded:
+        if r.greater_than is not None and r.less_than is not None:
+            return f"is of a generation above {r.greater_than} and below {r.less_than}"
+        if r.greater_than is not None:
+            return f"is of a generation above {r.greater_than}"
+        return f"is of a generation below {r.less_than}"
+    if key in _UNITS and bounded:
+        text = f"has {_bounds(r, _UNITS[key])}"
+        return text + (f" (but not {_one_of(values)})" if values else "")
+    return f"has {key} {r.describe_values()}"
+
+
+def _noun(term: Term) -> str | None:
+    """The term as a kind of instance type (`c5`, `c5 or m5`), when it names families."""
+    r = term.requirement
+    if r.key == wk.INSTANCE_FAMILY and r.operator() == Operator.IN and len(r.values) <= _SHOWN:
+        return _one_of(r.values)
+    return None
+
+
+def _why_same_key(a: Term, b: Term) -> str | None:
+    """Why two terms on one key contradict each other outright (None: they only conflict through the catalog)."""
+    ra, rb = a.requirement, b.requirement
+    if not ra.intersection(rb).is_empty():
+        return None
+    ops = {ra.operator(), rb.operator()}
+    labels = [t for t in (a, b) if t.origin == Origin.LABEL]
+    if labels:
+        label, other = (a, b) if a.origin == Origin.LABEL else (b, a)
+        value = next(iter(label.requirement.values), "")
+        return f"the label sets {label.key} to {value}, which {other} does not allow"
+    if Operator.DOES_NOT_EXIST in ops:
+        return f"{a.key} cannot be both absent and present"
+    lows = [x for x in (ra.greater_than, rb.greater_than) if x is not None]
+    highs = [x for x in (ra.less_than, rb.less_than) if x is not None]
+    if lows and highs:
+        return f"no integer is greater than {max(lows)} and less than {min(highs)}"
+    if ops == {Operator.IN}:
+        return "the two lists have no value in common"
+    if Operator.IN in ops and Operator.NOT_IN in ops:
+        listed = ra if ra.operator() == Operator.IN else rb
+        return f"NotIn excludes every value In allows ({_one_of(listed.values, 'and')})"
+    return f"no value of {a.key} satisfies both"
+
+
+def _default_hint(members: Sequence[Term]) -> str:
+    defaults = [t for t in members if t.origin == Origin.DEFAULT]
+    if not defaults:
+        return ""
+    shape = {wk.INSTANCE_CATEGORY, wk.INSTANCE_GENERATION}
+    parts = []
+    for term in defaults:
+        if term.key in shape:
+            parts.append(
+                f"Karpenter adds {term.requirement} when none of instance-type, instance-family, "
+                "instance-category, instance-generation is required"
+            )
+        else:
+            parts.append(f"Karpenter adds {term.requirement} when the requirements do not mention {term.key}")
+    return "; " + "; ".join(parts) + ": require the key explicitly"
+
+
+def explain_conflict(members: Sequence[Term], table: CatalogTable) -> str:
+    """`kubernetes.io/arch In [arm64] conflicts with karpenter.k8s.aws/instance-family In [c5]: no c5
+    instance type is arm64` — members in line order, the first is the finding's location."""
+    names = [str(t) for t in members]
+    head = (
+        f"{names[0]} conflicts with {names[1]}"
+        if len(members) == 2
+        else f"{', '.join(names[:-1])} and {names[-1]} conflict"
+    )
+    keys = {t.key for t in members}
+    if len(keys) == 1:
+        why = _why_same_key(members[0], members[1]) if len(members) == 2 else None
+        if why is None:
+            key = members[0].key
+            if table.is_catalog_key(key) or key in (wk.ZONE, wk.CAPACITY_TYPE):
+                why = "no instance type " + " and ".join(predicate(t) for t in members)
+            else:
+                why = f"no value of {key} satisfies {'both' if len(members) == 2 else 'all of them'}"
+    elif len(members) == 2:
+        a, b = members
+        noun_a, noun_b = _noun(a), _noun(b)
+        if noun_b is not None and noun_a is None:
+            why = f"no {noun_b} instance type {predicate(a)}"
+        elif noun_a is not None:
+            why = f"no {noun_a} instance type {predicate(b)}"
+        else:
+            why = f"no instance type {predicate(a)} and {predicate(b)}"
+    else:
+        phrases = [predicate(t) for t in members]
+        why = "no instance type " + ", ".join(phrases[:-1]) + f" and {phrases[-1]}"
+    return f"{head}: {why}{_default_hint(members)}"
+
+
+def explain_no_instance_type(term: Term, table: CatalogTable) -> str:
+    """`karpenter.k8s.aws/instance-cpu Gt 500: no instance type in us-east-1 has more than 500 vCPUs (the
+    most is 448)`."""
+    r = term.requirement
+    key = r.key
+    text = f"{term}: no instance type in {table.region} {predicate(term)}"
+    hints: list[str] = []
+    if key == wk.ZONE:
+        domain: Sequence[str] = table.zones
+    elif key == wk.CAPACITY_TYPE:
+        domain = table.capacity_types
+    else:
+        domain = table.domains.get(key, ())
+    numbers = sorted(int(v) for v in domain if v.isdigit())
+    if key in wk.INTEGER_LABELS and numbers:
+        if r.greater_than is not None and r.greater_than >= numbers[-1]:
+            hints.append(f"the most is {numbers[-1]}")
+        if r.less_than is not None and r.less_than <= numbers[0]:
+            hints.append(f"the least is {numbers[0]}")
+    if r.operator() == Operator.IN and domain and not any(v in domain for v in r.values):
+        if key == wk.CAPACITY_TYPE:
+            hints.append(f"capacity types are {_one_of(domain, 'and')}")
+        elif len(domain) <= 12:
+            hints.append(f"{key} is one of {_one_of(domain)}")
+        guesses = [g for g in (suggest(v, domain) for v in sorted(r.values)) if g is not None]
+        if guesses:
+            hints.append(f"did you mean {_one_of(guesses)}?")
+    elif r.operator() == Operator.IN and key == wk.INSTANCE_TYPE:
+        hints.append("it has no available offering")
+    if r.operator() == Operator.DOES_NOT_EXIST and domain and key not in _GPU_KEYS | _ACCELERATOR_KEYS:
+        hints.append(f"every instance type has {key}")
+    if hints:
+        text += f" ({'; '.join(hints)})"
+    return text + _default_hint([term])
