@@ -349,35 +349,15 @@ def pin(
 def _values_and_catalog(
     command: str, values_file: str | None, catalog_file: str | None, region: str | None, load: bool = True
 ) -> tuple[dict[str, Any] | None, Catalog | None]:
-    """--values and --catalog/--region, loaded; a problem with either exits 2."""
-    from pathlib import Path
-
-    from karpenter_policy.catalog import DEFAULT_REGION, CatalogError, load_catalog
-    from karpenter_policy.policy.source.templating import ValuesError, load_values
+    """--values and --catalog/--region, loaded (policy.options); a problem with either exits 2."""
+    from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 
     try:
-        values = load_values(values_file) if values_file is not None else None
-    except ValuesError as error:
+        values = values_option(values_file)
+        return values, catalog_option(catalog_file, region) if load else None
+    except OptionError as error:
         click.echo(f"karpenter-policy {command}: {error}", err=True)
         sys.exit(2)
-    if not load:
-        return values, None
-    try:
-        if catalog_file is not None:
-            catalog_ = load_catalog(Path(catalog_file))
-            if region is not None and region != catalog_.region:
-                click.echo(
-                    f"karpenter-policy {command}: --region {region} does not match the region of {catalog_file} "
-                    f"({catalog_.region})",
-                    err=True,
-                )
-                sys.exit(2)
-        else:
-            catalog_ = load_catalog(region=region or DEFAULT_REGION)
-    except CatalogError as error:
-        click.echo(f"karpenter-policy {command}: cannot load the catalog: {error}", err=True)
-        sys.exit(2)
-    return values, catalog_
 
 
 @main.command()
@@ -404,6 +384,13 @@ def _values_and_catalog(
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True, help="Per solver call.")
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--exit-code", "exit_code_on_diff", is_flag=True, help="Exit 1 when anything differs (as git diff).")
+@click.option(
+    "--scale",
+    "scale",
+    multiple=True,
+    metavar="KIND/NAME=N",
+    help="Replicas of a workload for the cost comparison (e.g. deployment/inflate=10; repeatable).",
+)
 def diff(
     base: str,
     head: str,
@@ -415,6 +402,7 @@ def diff(
     timeout_ms: int,
     values_file: str | None,
     exit_code_on_diff: bool,
+    scale: tuple[str, ...],
 ) -> None:
     """Semantic diff of the policies of BASE and HEAD: what HEAD admits that BASE did not, and the reverse.
 
@@ -422,7 +410,9 @@ def diff(
     policies/ (for a directory: the whole directory, PATHS being relative to it). Per provisioner: offerings
     (instance type x zone x capacity type), instance types, zones, capacity types, architectures, taints, limits,
     custom node labels and weight, each offering difference with a witness the solver proves on both sides.
-    Exit 1 when HEAD has errors or a workload becomes unschedulable (with --exit-code: when anything differs).
+    With --workloads, also the cost and node count of the workloads' nodes on each side, and which workloads
+    move to other instance types. Exit 1 when HEAD has errors or a workload becomes unschedulable (with
+    --exit-code: when anything differs).
     """
     from karpenter_policy.catalog import load_catalog
     from karpenter_policy.policy.comparison.diff import diff_command
@@ -438,6 +428,7 @@ def diff(
         values=values,
         workload_paths=workload_paths,
         exit_code_on_diff=exit_code_on_diff,
+        scale=_scale_option(scale),
     )
     _finish(result)
 

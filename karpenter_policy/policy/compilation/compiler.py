@@ -29,7 +29,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy.api.constraintset import (
@@ -322,9 +322,8 @@ def compile_command(
     """Run `compile`: with `-o DIR` the report goes to stdout and the files to DIR (what changed there to
     stderr); with `-o -` the YAML stream goes to stdout and the report to stderr. On any error (exit 1 findings,
     2 could not run) nothing is written and, when streaming, stdout is empty."""
-    from karpenter_policy.catalog import CatalogError, load_catalog
+    from karpenter_policy.policy.options import OptionError, catalog_option, values_option
     from karpenter_policy.policy.reporters import render
-    from karpenter_policy.policy.source.templating import ValuesError, load_values
 
     streaming = out == STDOUT
     if not streaming:
@@ -333,13 +332,10 @@ def compile_command(
         except OutputError as error:
             return _cannot_run(str(error))
     try:
-        values = load_values(values_file) if values_file is not None else None
-    except ValuesError as error:
+        values = values_option(values_file)
+        catalog = catalog_option(catalog_file, None)
+    except OptionError as error:
         return _cannot_run(str(error))
-    try:
-        catalog = load_catalog(None if catalog_file is None else Path(catalog_file))
-    except CatalogError as error:
-        return _cannot_run(f"cannot load the catalog: {error}")
     options = CompileOptions(
         catalog=catalog,
         api=api,
