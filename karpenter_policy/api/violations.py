@@ -35,6 +35,8 @@ SHADOWED = "shadowed"
 LIMITS = "limits"
 PINNING_VIOLATION = "pinning-violation"
 PINNING_CONFLICT = "pinning-conflict"
+#: (warning) a quantity beyond ±(2^63-1), what a Kubernetes quantity holds as an integer: read as that bound.
+QUANTITY_OUT_OF_RANGE = "quantity-out-of-range"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ RULE_DESCRIPTIONS = {
     "limits": "A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
     "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
     "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
+    "quantity-out-of-range": "A quantity beyond ±(2^63-1), what Kubernetes holds as an integer: read as that bound.",
 }
 
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
-import yaml
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
@@ -44,6 +43,8 @@ from karpenter_policy.policy.loader import (
 
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
 _MARKER = re.compile(f"{_MARK_OPEN}([0-9]+){_MARK_CLOSE}")
+#: The tags of the top-level keys of a values file: names, and merge keys (`<<: *defaults`).
+_NAME_TAGS = frozenset({"tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"})
 _MAX_SEQUENCE = 1_000_000  # longest string/list a `*` may build
 _MAX_EXPONENT = 256
 
@@ -98,24 +99,33 @@ class Rendered:
 
 
 def load_values(file: str) -> dict[str, Any]:
-    """The values mapping of a `--values` file (an empty file is an empty mapping). Raises ValuesError."""
+    """The values mapping of a `--values` file (an empty file is an empty mapping). Raises ValuesError.
+
+    The file is read as policy files are (`loader`): at most 4 MiB of UTF-8, YAML 1.1 as kubectl reads it
+    (keys are strings, timestamps stay text), aliases expanding to at most 200,000 nodes, nesting at most 500
+    levels deep."""
     try:
-        with open(file, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as error:
-        raise ValuesError(f"{file}: cannot read values file: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ValuesError(f"{file}: the values file is not UTF-8 text") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or error
-        raise ValuesError(f"{file}{where}: the values file is not valid YAML: {problem}") from None
-    if data is None:
+        documents = parse(file, read_text(file), expand_lists=False)
+    except UnreadableFile as error:
+        reason = error.message.removeprefix("cannot read file: ")
+        raise ValuesError(f"{file}: cannot read values file: {reason}") from None
+    except LoadError as error:
+        where = f":{error.line}:{error.column}" if error.line > 0 else ""
+        message = error.message
+        if message.startswith("invalid YAML: "):
+            message = f"the values file is not valid YAML: {message.removeprefix('invalid YAML: ')}"
+        else:
+            message = f"the values file cannot be used: {message}"
+        raise ValuesError(f"{file}{where}: {message}") from None
+    if not documents:
         return {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+    if len(documents) > 1:
+        raise ValuesError(f"{file}: the values file must hold one YAML document, not {len(documents)}")
+    (document,) = documents
+    node = document.node
+    if not isinstance(document.data, dict) or any(key.tag not in _NAME_TAGS for key, _ in node.value):
         raise ValuesError(f"{file}: the values file must be a YAML mapping of names to values")
-    return data
+    return document.data
 
 
 def _template_line(error: BaseException, file: str) -> int:
