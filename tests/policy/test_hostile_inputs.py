@@ -228,6 +228,17 @@ def test_pin_passes_over_a_workload_with_an_odd_api_version(tmp_path: Path) -> N
     assert "internal error" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    "spec", ["containers: true", "containers: [{name: []}]"], ids=["containers-not-a-list", "name-not-a-string"]
+)
+def test_pin_reads_odd_containers(tmp_path: Path, spec: str) -> None:
+    """Found by the fuzzer: the Spark rules' container-name check iterated and hashed whatever it was given."""
+    (tmp_path / "pod.yaml").write_text(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  {spec}\n")
+    result = run("pin", str(tmp_path), "--policies", str(ROOT / "examples" / "pinning" / "policies"), "--no-prove")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "internal error" not in result.stderr
+
+
 def test_kind_list_with_items_from_a_merge_key(tmp_path: Path) -> None:
     """`<<: {items: [...]}` in a kind: List used to raise StopIteration (internal error)."""
     (tmp_path / "list.yaml").write_text(
