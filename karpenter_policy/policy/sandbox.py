@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sized
 from functools import wraps
 from typing import Any
 
@@ -198,11 +198,11 @@ def _length(value: Any) -> int:
     return len(value) if isinstance(value, Sized) else 0
 
 
-def _materialised(budget: Budget, value: Any) -> Any:
-    """An iterable as a list (counted as it is read), so that its size is known; containers as they are."""
-    if isinstance(value, Sized):
+def _materialised(budget: Budget, value: Any) -> Collection[Any]:
+    """An iterable as a list (counted as it is read), so that its size is known; collections as they are."""
+    if isinstance(value, Collection):
         return value
-    items = []
+    items: list[Any] = []
     for item in value:
         budget.step()
         items.append(item)
@@ -219,7 +219,7 @@ def _replacement(text: str, old: Any, new: Any, count: Any = -1) -> None:
             raise TemplateTooCostly(f"replace would build a string of more than {MAX_LENGTH:,} characters")
 
 
-def _joined(budget: Budget, separator: Any, items: Sized & Iterable[Any]) -> None:  # type: ignore[valid-type]
+def _joined(budget: Budget, separator: Any, items: Collection[Any]) -> None:
     """`separator.join(items)`."""
     _check_text(budget, items, len(str(separator)) * max(len(items) - 1, 0))
 
@@ -234,7 +234,8 @@ def _text_method(
         _width(first, f"{name} to a width of")
     elif name == "expandtabs":
         size = first if isinstance(first, int) else 8
-        budget.allow(len(text) + text.count("\t" if isinstance(text, str) else b"\t") * size, "a string")  # type: ignore[arg-type]
+        tabs = text.count("\t") if isinstance(text, str) else text.count(b"\t")
+        budget.allow(len(text) + tabs * size, "a string")
     elif name == "replace" and isinstance(text, str) and len(args) >= 2:
         _replacement(text, args[0], args[1], args[2] if len(args) > 2 else kwargs.get("count", -1))
     elif name == "join" and len(args) == 1:
