@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from .strategies import (
     BOOLEANS,
     DOCUMENTS,
-    HUGE_NUMBERS,
     SPECIAL_STRINGS,
     Case,
     _dump,
@@ -549,7 +548,6 @@ def _at_random_place(draw: st.DrawFn, data: Any, value: Any) -> None:
 
 __all__ = [
     "ENDPOINTS",
-    "HUGE_NUMBERS",
     "VALUE_TEMPLATES",
     "catalog_cases",
     "limit_cases",
