@@ -226,6 +226,10 @@ def catalog_from_json(text: str | bytes, file: str | Path = "<catalog>") -> Cata
         raise CatalogError(file, f"not UTF-8 text: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         raise CatalogError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise CatalogError(file, "not a catalog: the JSON nests too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise CatalogError(file, "not a catalog: a number in it has too many digits") from None
     try:
         top: dict[str, Any] = _expect(document, dict, "the document")
         version = top.get("format")

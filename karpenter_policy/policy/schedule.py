@@ -470,6 +470,8 @@ def _signal(threshold: object, capacity: int) -> int | None:
             share = Decimal(threshold[:-1])
         except ArithmeticError:
             return None
+        if not share.is_finite() or not 0 <= share <= 100:  # validation refuses it; never compute with it
+            return None
         return _ceil(Decimal(capacity) * share / 100)
     quantity = _quantity(threshold)
     return None if quantity is None else _ceil(quantity)
