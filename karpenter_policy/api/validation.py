@@ -15,6 +15,7 @@ from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
     INVALID_REQUIREMENT,
     INVALID_SPEC,
+    QUANTITY_OUT_OF_RANGE,
     RESTRICTED_LABEL,
     WARNING,
     Path,
@@ -22,7 +23,7 @@ from karpenter_policy.api.violations import (
 )
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Operator
-from karpenter_policy.model.resources import parse_quantity
+from karpenter_policy.model.resources import QuantityError, out_of_range_message, read_quantity
 from karpenter_policy.model.taints import TAINT_EFFECTS
 
 Document = Mapping[str, Any]
@@ -107,12 +108,26 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
         )
 
 
+def quantity_violations(
+    value: object, path: Path, field: str, *, unreadable: str | None = None, negative: str | None = None
+) -> Iterator[Violation]:
+    """What is wrong with the quantity `value` at `path`: `invalid-spec` when Kubernetes cannot read it
+    (`unreadable`, else the parser's reason) or, given a `negative` message, when it is below zero; a
+    `quantity-out-of-range` warning when it is beyond what a quantity holds as an integer (it is read capped)."""
+    try:
+        quantity = read_quantity(value)
+    except QuantityError as error:
+        yield Violation(INVALID_SPEC, path, unreadable or f"{field}: {error}")
+        return
+    if negative is not None and quantity.value < 0:
+        yield Violation(INVALID_SPEC, path, negative)
+    elif quantity.out_of_range:
+        yield Violation(QUANTITY_OUT_OF_RANGE, path, out_of_range_message(field, value), WARNING)
+
+
 def _limits(resources: Mapping[str, Any]) -> Iterator[Violation]:
     for name, value in resources.items():
-        try:
-            parse_quantity(value)
-        except ValueError as error:
-            yield Violation(INVALID_SPEC, ("spec", "limits", "resources", name), f"limits.resources.{name}: {error}")
+        yield from quantity_violations(value, ("spec", "limits", "resources", name), f"limits.resources.{name}")
 
 
 def _requirements(requirements: Sequence[Mapping[str, Any]]) -> Iterator[Violation]:
@@ -219,11 +234,13 @@ def _eviction(thresholds: Mapping[str, str], path: Path) -> Iterator[Violation]:
             if not 0 <= percent <= 100:
                 yield Violation(INVALID_SPEC, where, f"{signal}: {text!r} is not a percentage between 0% and 100%")
         else:
-            try:
-                if parse_quantity(text) < 0:
-                    yield Violation(INVALID_SPEC, where, f"{signal}: {text!r} cannot be negative")
-            except ValueError:
-                yield Violation(INVALID_SPEC, where, f"{signal}: {text!r} is neither a percentage nor a quantity")
+            yield from quantity_violations(
+                text,
+                where,
+                signal,
+                unreadable=f"{signal}: {text!r} is neither a percentage nor a quantity",
+                negative=f"{signal}: {text!r} cannot be negative",
+            )
 
 
 def _kubelet(kubelet: Mapping[str, Any] | None) -> Iterator[Violation]:
@@ -239,11 +256,12 @@ def _kubelet(kubelet: Mapping[str, Any] | None) -> Iterator[Violation]:
                     f"{field}: {resource!r} is not one of {', '.join(sorted(SUPPORTED_RESERVED_RESOURCES))}",
                     at_key=True,
                 )
-            try:
-                if parse_quantity(quantity) < 0:
-                    yield Violation(INVALID_SPEC, (*base, field, resource), f"{field}.{resource} cannot be negative")
-            except ValueError as error:
-                yield Violation(INVALID_SPEC, (*base, field, resource), str(error))
+            yield from quantity_violations(
+                quantity,
+                (*base, field, resource),
+                f"{field}.{resource}",
+                negative=f"{field}.{resource} cannot be negative",
+            )
     for field in ("evictionHard", "evictionSoft"):
         yield from _eviction(kubelet.get(field) or {}, (*base, field))
     high, low = kubelet.get("imageGCHighThresholdPercent"), kubelet.get("imageGCLowThresholdPercent")

@@ -36,6 +36,8 @@ LIMITS = "limits"
 PINNING_VIOLATION = "pinning-violation"
 PINNING_CONFLICT = "pinning-conflict"
 RESERVED_NAME = "reserved-name"
+#: (warning) a quantity beyond ±(2^63-1), what a Kubernetes quantity holds as an integer: read as that bound.
+QUANTITY_OUT_OF_RANGE = "quantity-out-of-range"
 
 
 @dataclass(frozen=True, slots=True)

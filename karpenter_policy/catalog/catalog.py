@@ -176,10 +176,17 @@ def _number(value: Any, what: str) -> float:
     return number
 
 
+#: The largest count a catalog may hold (2^40: a million times any real instance's memory in MiB), so that the
+#: arithmetic on it (float64 where Karpenter's is) stays exact and finite.
+MAX_CATALOG_INT = 2**40
+
+
 def _non_negative_int(value: Any, what: str) -> int:
     number: int = _expect(value, int, what)
     if number < 0:
         raise _Invalid(f"{what} must be >= 0")
+    if number > MAX_CATALOG_INT:
+        raise _Invalid(f"{what} must be at most {MAX_CATALOG_INT}")
     return number
 
 
@@ -241,6 +248,10 @@ def catalog_from_json(text: str | bytes, file: str | Path = "<catalog>") -> Cata
         raise CatalogError(file, f"not UTF-8 text: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         raise CatalogError(file, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise CatalogError(file, "not a catalog: the JSON nests too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise CatalogError(file, "not a catalog: a number in it has too many digits") from None
     try:
         top: dict[str, Any] = _expect(document, dict, "the document")
         version = top.get("format")

@@ -14,13 +14,15 @@
   run next to them; each ordinary init container runs alone (with the sidecars started before it), so the pod
   needs the larger of the two; plus `spec.overhead` (RuntimeClass).
 
-A malformed field is a :class:`PodSpecError` whose `path` leads to it inside the pod spec.
+A malformed field is a :class:`PodSpecError` whose `path` leads to it inside the pod spec. A quantity beyond what
+Kubernetes holds as an integer (±(2^63-1)) is read capped at that bound and noted in
+:attr:`PodScheduling.out_of_range`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -32,11 +34,13 @@ from karpenter_policy.model.resources import (
     EPHEMERAL_STORAGE,
     MEMORY,
     NVIDIA_GPU,
+    QuantityError,
     ResourceList,
     add,
     format_quantity,
     maximum,
-    parse_quantity,
+    out_of_range_message,
+    read_quantity,
 )
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, TAINT_EFFECTS, Toleration
 
@@ -87,6 +91,8 @@ class PodScheduling:
     preferred_terms: tuple[PreferredTerm, ...] = ()  # heaviest first; equal weights keep their order
     tolerations: tuple[Toleration, ...] = ()
     requests: tuple[tuple[str, Decimal], ...] = ()  # sorted by resource name, zero requests left out
+    #: The quantities read capped (beyond ±(2^63-1)): where in the pod spec, and what to say about each.
+    out_of_range: tuple[tuple[SpecPath, str], ...] = field(default=(), compare=False)
 
     @classmethod
     def from_pod_spec(cls, spec: Mapping[str, Any]) -> PodScheduling:
@@ -95,12 +101,15 @@ class PodScheduling:
             raise PodSpecError((), "the pod spec is not a mapping")
         node_selector = _node_selector(spec.get("nodeSelector"))
         required, preferred = _node_affinity(spec.get("affinity"))
+        capped: list[tuple[SpecPath, str]] = []
+        requests = pod_requests(spec, capped)
         return cls(
             node_selector=node_selector,
             required_terms=required,
             preferred_terms=preferred,
             tolerations=_tolerations(spec.get("tolerations")),
-            requests=tuple(sorted((k, v) for k, v in pod_requests(spec).items() if v != 0)),
+            requests=tuple(sorted((k, v) for k, v in requests.items() if v != 0)),
+            out_of_range=tuple(capped),
         )
 
     @property
@@ -192,7 +201,7 @@ def node_selector_term(raw: object, path: SpecPath) -> Requirements:
         key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
         if not isinstance(key, str) or not key:
             raise PodSpecError((*at, "key"), "a match expression needs a key")
-        if operator not in SUPPORTED_OPERATORS:
+        if not isinstance(operator, str) or operator not in SUPPORTED_OPERATORS:
             raise PodSpecError(
                 (*at, "operator"), f"operator {operator!r} is not one of {', '.join(sorted(SUPPORTED_OPERATORS))}"
             )
@@ -278,63 +287,70 @@ def _tolerations(raw: object) -> tuple[Toleration, ...]:
 # --- resources ----------------------------------------------------------------------------------------------
 
 
-def _resource_list(raw: object, path: SpecPath) -> ResourceList:
+def _resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPath, str]] | None) -> ResourceList:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         raise PodSpecError(path, "expected a mapping of resource names to quantities")
     parsed: ResourceList = {}
     for name, value in raw.items():
+        at = (*path, str(name))
         try:
-            quantity = parse_quantity(value)
-        except ValueError as error:
-            raise PodSpecError((*path, str(name)), f"{name}: {error}") from None
-        if quantity < 0:
-            raise PodSpecError((*path, str(name)), f"{name}: a request cannot be negative")
-        parsed[str(name)] = quantity
+            quantity = read_quantity(value)
+        except QuantityError as error:
+            raise PodSpecError(at, f"{name}: {error}") from None
+        if quantity.value < 0:
+            raise PodSpecError(at, f"{name}: a request cannot be negative")
+        if quantity.out_of_range and capped is not None:
+            capped.append((at, out_of_range_message(str(name), value)))
+        parsed[str(name)] = quantity.value
     return parsed
 
 
-def container_requests(container: Mapping[str, Any], path: SpecPath) -> ResourceList:
-    """One container's requests, with its limits standing in for resources it does not request."""
+def container_requests(
+    container: Mapping[str, Any], path: SpecPath, capped: list[tuple[SpecPath, str]] | None = None
+) -> ResourceList:
+    """One container's requests, with its limits standing in for resources it does not request; quantities read
+    capped are noted in `capped`."""
     resources = container.get("resources")
     if resources is None:
         return {}
     if not isinstance(resources, Mapping):
         raise PodSpecError((*path, "resources"), "resources must be a mapping")
-    requests = _resource_list(resources.get("requests"), (*path, "resources", "requests"))
-    limits = _resource_list(resources.get("limits"), (*path, "resources", "limits"))
+    requests = _resource_list(resources.get("requests"), (*path, "resources", "requests"), capped)
+    limits = _resource_list(resources.get("limits"), (*path, "resources", "limits"), capped)
     return {**limits, **requests}
 
 
-def _containers(spec: Mapping[str, Any], field: str) -> list[tuple[Mapping[str, Any], SpecPath]]:
-    raw = spec.get(field)
+def _containers(spec: Mapping[str, Any], key: str) -> list[tuple[Mapping[str, Any], SpecPath]]:
+    raw = spec.get(key)
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise PodSpecError((field,), f"{field} must be a list")
+        raise PodSpecError((key,), f"{key} must be a list")
     containers: list[tuple[Mapping[str, Any], SpecPath]] = []
     for index, container in enumerate(raw):
         if not isinstance(container, Mapping):
-            raise PodSpecError((field, index), "a container must be a mapping")
-        containers.append((container, (field, index)))
+            raise PodSpecError((key, index), "a container must be a mapping")
+        containers.append((container, (key, index)))
     return containers
 
 
-def pod_requests(spec: Mapping[str, Any]) -> ResourceList:
-    """The pod's effective requests, as Kubernetes computes them (see the module docstring)."""
-    apps: ResourceList = add(*(container_requests(c, p) for c, p in _containers(spec, "containers")))
+def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | None = None) -> ResourceList:
+    """The pod's effective requests, as Kubernetes computes them (see the module docstring); quantities read
+    capped are noted in `capped`."""
+    apps: ResourceList = add(*(container_requests(c, p, capped) for c, p in _containers(spec, "containers")))
     sidecars: ResourceList = {}
     init_peak: ResourceList = {}
     for container, path in _containers(spec, "initContainers"):
-        requests = container_requests(container, path)
+        requests = container_requests(container, path, capped)
         if container.get("restartPolicy") == "Always":  # a sidecar: keeps running next to the app containers
             sidecars = add(sidecars, requests)
             init_peak = maximum(init_peak, sidecars)
         else:
             init_peak = maximum(init_peak, add(requests, sidecars))
     total = maximum(add(apps, sidecars), init_peak)
-    return add(total, _resource_list(spec.get("overhead"), ("overhead",)))
+    return add(total, _resource_list(spec.get("overhead"), ("overhead",), capped))
 
 
 def describe_requests(requests: Mapping[str, Decimal], names: Iterable[str] | None = None) -> str:
@@ -348,7 +364,7 @@ def describe_requests(requests: Mapping[str, Decimal], names: Iterable[str] | No
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-_BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_BINARY_UNITS = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 
 def format_bytes(value: Decimal) -> str:

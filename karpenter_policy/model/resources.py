@@ -1,20 +1,16 @@
 """Resource quantities (`cpu: 500m`, `memory: 1.5Gi`) and resource lists, exact with `Decimal`.
 
-Parsing is Kubernetes' own `kubernetes.utils.quantity.parse_quantity`. That module needs only the standard
-library, so it is loaded on its own: importing the `kubernetes` package would pull in its whole API client
-(≈0.5 s at start-up) and the client belongs to the cluster adapter alone.
+Parsing is :mod:`karpenter_policy.model.quantity` (Kubernetes' grammar and bounds): every value here is within
+±(2^63-1), so arithmetic on resource lists stays cheap whatever a file says.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from functools import cache
-from pathlib import Path
-from types import ModuleType
 
-Quantity = Decimal
+from karpenter_policy.model.quantity import MAX_QUANTITY, Quantity, QuantityError, read_quantity
+
 ResourceList = dict[str, Decimal]
 
 CPU = "cpu"
@@ -26,43 +22,16 @@ AMD_GPU = "amd.com/gpu"
 AWS_NEURON = "aws.amazon.com/neuron"
 
 
-@cache
-def _kubernetes_quantity_module() -> ModuleType:
-    spec = importlib.util.find_spec("kubernetes")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the kubernetes package is not installed")
-    path = Path(next(iter(spec.submodule_search_locations))) / "utils" / "quantity.py"
-    module_spec = importlib.util.spec_from_file_location("karpenter_policy._kubernetes_quantity", path)
-    if module_spec is None or module_spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
-def _parser() -> Callable[[object], Decimal]:
-    parse: Callable[[object], Decimal] = _kubernetes_quantity_module().parse_quantity
-    return parse
-
-
 def parse_quantity(value: object) -> Decimal:
-    """The exact value of a Kubernetes quantity (`"2k"` → 2000, `"500m"` → 0.5); ValueError if malformed."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a quantity")
-    if isinstance(value, float):
-        value = repr(value)  # Decimal(0.1) would carry binary noise
-    if not isinstance(value, (int, str, Decimal)):
-        raise ValueError(f"{value!r} is not a quantity")
-    try:
-        return _parser()(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a quantity (examples: 2, 500m, 1.5Gi, 2k)") from None
+    """The value of a Kubernetes quantity (`"2k"` → 2000, `"500m"` → 0.5), capped at ±(2^63-1) as
+    :func:`read_quantity` caps it; QuantityError (a ValueError) if Kubernetes cannot read it."""
+    return read_quantity(value).value
 
 
 def is_quantity(value: object) -> bool:
     try:
         parse_quantity(value)
-    except ValueError:
+    except QuantityError:
         return False
     return True
 
@@ -109,5 +78,40 @@ def format_quantity(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
+def out_of_range_message(field: str, raw: object) -> str:
+    """What a `quantity-out-of-range` finding says about `field: raw`."""
+    shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
+    return (
+        f"{field}: {shown} is beyond the largest value a Kubernetes quantity holds as an integer "
+        f"(±{MAX_QUANTITY}, about 8Ei); it is read as that bound"
+    )
+
+
 def names(lists: Iterable[Mapping[str, Decimal]]) -> list[str]:
     return sorted({name for resources in lists for name in resources})
+
+
+__all__ = [
+    "AMD_GPU",
+    "AWS_NEURON",
+    "CPU",
+    "EPHEMERAL_STORAGE",
+    "MAX_QUANTITY",
+    "MEMORY",
+    "NVIDIA_GPU",
+    "PODS",
+    "Quantity",
+    "QuantityError",
+    "ResourceList",
+    "add",
+    "exceeding",
+    "fits",
+    "format_quantity",
+    "is_quantity",
+    "maximum",
+    "names",
+    "out_of_range_message",
+    "parse_quantity",
+    "read_quantity",
+    "resource_list",
+]

@@ -43,6 +43,7 @@ RULE_DESCRIPTIONS = {
     "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
     "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
     "reserved-name": "A name that compile cannot use: its constraint set would overwrite the index of the sets.",
+    "quantity-out-of-range": "A quantity beyond ±(2^63-1), what Kubernetes holds as an integer: read as that bound.",
 }
 
 

@@ -41,8 +41,8 @@ RESOURCES: tuple[str, ...] = (
 )
 INDEX: dict[str, int] = {name: i for i, name in enumerate(RESOURCES)}
 CPU_I, MEMORY_I, PODS_I, STORAGE_I = (INDEX[CPU], INDEX[MEMORY], INDEX[PODS], INDEX[EPHEMERAL_STORAGE])
-#: Larger than anything a node has (2^62): a request this large fits nowhere, and sums of a few stay exact ints.
-CAP = 1 << 62
+#: What a Kubernetes quantity holds (2^63-1): a request this large fits nowhere; sums stay exact Python ints.
+CAP = (1 << 63) - 1
 _DECIMAL_CAP = Decimal(CAP)
 
 Vector = tuple[int, ...]

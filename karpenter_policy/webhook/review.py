@@ -116,6 +116,10 @@ def parse_json(body: bytes) -> Any:
         raise BadReview(f"the body is not JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
         raise BadReview("the body is not JSON: it nests too deeply") from None
+    except BadReview:
+        raise
+    except ValueError:  # an integer of more digits than Python converts (4,300): a quantity or count no API holds
+        raise BadReview("the body is not JSON Kubernetes reads: it has a number of more than 4,300 digits") from None
 
 
 def parse_review(body: bytes) -> AdmissionRequest:

@@ -12,26 +12,20 @@ For every file (or set of files) the properties are:
 - when `validate` finds no error, an independent reading (PyYAML + jsonschema on `schemas/`) agrees that every
   document is a schema-valid policy object, a skipped object of another kind, or empty.
 
-Bugs found by the fuzzer that are not fixed yet are listed in `KNOWN_BUGS`: the fuzz tests tolerate them
-(recognised narrowly, by exception type and the function that raised) so that they keep hunting for new
-ones, and each has a strict xfail regression test below — when one is fixed, that test fails (XPASS) as a
-reminder to delete its entry here.
+Nothing is tolerated: an exception that escapes or a report that does not parse fails the test. Every bug the
+fuzzer found is fixed; its minimal input stays below (`MINIMAL`) as a regression test. The properties shared
+with the fuzz tests of the other inputs are in `properties`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
-import traceback
-import warnings
-import xml.etree.ElementTree as ET
-from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,14 +36,14 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis.control import currently_in_test_context
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpenter_policy.policy.findings import Report
-from karpenter_policy.policy.reporters import FORMATS, render
 from karpenter_policy.policy.validation.policies import validate_paths
 
+from .properties import FUZZ, check_rendering, max_line
 from .strategies import (
     KNOWN_RULES,
     MAX_FILE_BYTES,
@@ -68,76 +62,22 @@ from .strategies import (
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "schemas"
 
-FUZZ = settings(
-    max_examples=700,
-    deadline=None,
-    derandomize=True,  # deterministic in CI: the same examples on every run
-    database=None,
-    print_blob=False,
-    suppress_health_check=[
-        HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much, HealthCheck.large_base_example,
-    ],
-)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Known bugs (not in the fuzz test's files: see the module docstring)
-
-@dataclass(frozen=True)
-class KnownBug:
-    id: str
-    where: str  # the innermost karpenter_policy function in the traceback
-    exceptions: tuple[type[BaseException], ...]
-    summary: str
-
-
-#: Bugs the fuzzer found that are not fixed yet (every one found so far is fixed; their minimal inputs stay
-#: below as regression tests).
-KNOWN_BUGS: tuple[KnownBug, ...] = ()
+# Fixed bugs: what the minimal inputs below (`MINIMAL`) used to do.
 JUNIT_BUG = (
     "policy/reporters.py render_junit: characters XML 1.0 forbids (\\x01, \\x1b, \\uFFFE, ...) taken from a YAML "
-    "key into a message are written as they are, so the junit report is not well-formed XML"
+    "key into a message were written as they are, so the junit report was not well-formed XML"
 )
 LABEL_NEWLINE_BUG = (
-    "model/labels.py: the label key/value/DNS regexes end with `$` and are used with .match, so a trailing "
-    "newline passes (`labels: {team: \"a\\n\"}` is accepted; Kubernetes refuses it)"
+    "model/labels.py: the label key/value/DNS regexes ended with `$` and were used with .match, so a trailing "
+    "newline passed (`labels: {team: \"a\\n\"}` was accepted; Kubernetes refuses it)"
 )
-SEGFAULT_BUG = (
-    "policy/loader.py parse: libyaml's C composer (yaml.CSafeLoader) recurses without a limit and overflows "
-    "the C stack on ~25,000 nested `[`: the process dies with SIGSEGV (a 100 KB file, under the size bound)"
-)
-QUADRATIC_BUG = (
-    "policy/loader.py Document.position scans a mapping's keys one by one for every lookup, so placing one "
-    "finding per key of a large mapping is quadratic: 10,000 restricted labels (300 KB) take ~40 s, 50,000 "
-    "(1.4 MB, under the 4 MB bound) ~270 s"
-)
-FIFO_BUG = (
-    "policy/loader.py read_text: opening a FIFO named *.yaml blocks for ever (no regular-file check), "
-    "so `validate` hangs"
-)
-
-KNOWN_BUG_HITS: Counter[str] = Counter()
-XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def known_bug(error: BaseException) -> KnownBug | None:
-    """The known bug `error` is an instance of, recognised by its type and where in our code it was raised."""
-    ours = [frame for frame in traceback.extract_tb(error.__traceback__) if "karpenter_policy" in frame.filename]
-    if not ours:
-        return None
-    for bug in KNOWN_BUGS:
-        if ours[-1].name == bug.where and isinstance(error, bug.exceptions):
-            return bug
-    return None
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _report_known_bug_hits() -> Iterator[None]:
+def _clean_scratch() -> Iterator[None]:
     yield
     while _SCRATCH:
         shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
-    for bug, hits in sorted(KNOWN_BUG_HITS.items()):
-        warnings.warn(f"fuzz: known bug {bug} hit {hits} times", stacklevel=1)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -248,16 +188,6 @@ def reference_problem(content: bytes) -> str | None:
 # --------------------------------------------------------------------------------------------------------
 # The properties
 
-LINE_BREAKS = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
-GITHUB_ANNOTATION = re.compile(r"^::(error|warning) file=[^,:\n]*(,line=[1-9]\d*,col=\d+)?,title=[a-z-]+::")
-TEXT_SUMMARY = re.compile(r"^validated (\d+) objects? .*: (\d+) errors?, (\d+) warnings?$")
-
-
-def _max_line(content: bytes) -> int:
-    text = content.decode("utf-8", errors="replace")
-    return len(LINE_BREAKS.findall(text)) + 2
-
-
 def check_report(report: Report, files: dict[str, bytes]) -> None:
     """Finding shape, exit code and rendering in every format."""
     assert report.files == len(files)
@@ -265,7 +195,7 @@ def check_report(report: Report, files: dict[str, bytes]) -> None:
         assert finding.rule in KNOWN_RULES, finding
         assert finding.severity in ("error", "warning"), finding
         assert finding.file in files, finding
-        assert type(finding.line) is int and 0 <= finding.line <= _max_line(files[finding.file]), finding
+        assert type(finding.line) is int and 0 <= finding.line <= max_line(files[finding.file]), finding
         assert type(finding.column) is int and finding.column >= 0, finding
         assert isinstance(finding.message, str) and finding.message.strip(), finding
         as_json = finding.to_json()
@@ -279,65 +209,10 @@ def check_report(report: Report, files: dict[str, bytes]) -> None:
         assert code == 0 and not report.could_not_run, (code, report.findings)
     if report.warnings:
         assert report.exit_code(fail_on_warn=True) in (1, 2)
-    check_rendering(report)
+    check_rendering(report, KNOWN_RULES)
 
 
-def check_rendering(report: Report) -> None:
-    outputs = {output: render(report, output) for output in FORMATS}
-    for output, text in outputs.items():
-        assert isinstance(text, str) and text.endswith("\n"), output
-        text.encode("utf-8")  # what the CLI writes: no lone surrogates
-    findings = report.findings
-    data = json.loads(outputs["json"])
-    assert len(data["findings"]) == len(findings)
-    assert data["summary"]["errors"] == report.errors and data["summary"]["warnings"] == report.warnings
-    for item in data["findings"]:
-        assert {"rule", "severity", "message", "file", "line", "column"} <= item.keys(), item
-    sarif = json.loads(outputs["sarif"])
-    assert sarif["version"] == "2.1.0"
-    results = sarif["runs"][0]["results"]
-    assert len(results) == len(findings)
-    for result in results:
-        assert result["ruleId"] in KNOWN_RULES and result["level"] in ("error", "warning")
-        assert result["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1
-    annotations = [line for line in outputs["github"].split("\n") if line.startswith("::")]
-    assert len(annotations) == len(findings), outputs["github"]
-    for line in annotations:
-        assert GITHUB_ANNOTATION.match(line), line
-    summary = TEXT_SUMMARY.match(outputs["text"].rstrip("\n").rsplit("\n", 1)[-1])
-    assert summary is not None, outputs["text"][-300:]
-    assert (int(summary[2]), int(summary[3])) == (report.errors, report.warnings)
-    try:
-        junit = ET.fromstring(outputs["junit"].encode("utf-8"))
-    except ET.ParseError:
-        if XML_ILLEGAL.search(outputs["junit"]):
-            KNOWN_BUG_HITS["junit-xml-illegal-characters"] += 1
-            if currently_in_test_context():
-                event("known bug junit-xml-illegal-characters")
-            return
-        raise
-    files_with_findings = {f.file for f in findings}
-    files_with_errors = {f.file for f in findings if f.severity == "error"}
-    assert len(junit.findall("testcase")) == len(files_with_findings)
-    assert int(junit.get("failures", "-1")) == len(files_with_errors)
-
-
-def run_validate(targets: list[str], tolerate_known_bugs: bool) -> Report | None:
-    try:
-        return validate_paths(targets)
-    except Exception as error:
-        bug = known_bug(error)
-        if bug is None or not tolerate_known_bugs:
-            raise
-        KNOWN_BUG_HITS[bug.id] += 1
-        if currently_in_test_context():
-            event(f"known bug {bug.id}")
-        return None
-
-
-def check_cases(
-    cases: list[Case], tolerate_known_bugs: bool = True, names: list[str] | None = None
-) -> Report | None:
+def check_cases(cases: list[Case], names: list[str] | None = None) -> Report:
     """Write `cases` to files and validate them, by file name or, given `names` (relative paths), as one
     directory tree; then check every property."""
     folder = os.path.join(_scratch(), "tree" if names else "files")
@@ -353,9 +228,7 @@ def check_cases(
         with open(path, "wb") as handle:
             handle.write(case.content)
         files[path] = case.content
-    report = run_validate([folder] if names else list(files), tolerate_known_bugs)
-    if report is None:
-        return None
+    report = validate_paths([folder] if names else list(files))
     check_report(report, files)
     errors = [f for f in report.findings if f.severity == "error"]
     if currently_in_test_context():  # what the examples exercised: --hypothesis-show-statistics
@@ -456,18 +329,9 @@ def _params(names: list[str], xfails: dict[str, str]) -> list[Any]:
     ]
 
 
-def check_strictly(content: bytes) -> Report:
-    """`check_cases` with no known bug tolerated: an escaping exception or malformed junit fails the test."""
-    before = KNOWN_BUG_HITS["junit-xml-illegal-characters"]
-    report = check_cases([Case(content, "nasty")], tolerate_known_bugs=False)
-    assert report is not None
-    assert KNOWN_BUG_HITS["junit-xml-illegal-characters"] == before, JUNIT_BUG
-    return report
-
-
 @pytest.mark.parametrize("name", _params(sorted(NASTY), IN_PROCESS_XFAIL))
 def test_nasty_file_in_process(name: str) -> None:
-    report = check_strictly(nasty_bytes(name))
+    report = check_cases([Case(nasty_bytes(name), name)])
     if name in MUST_FAIL:
         assert report.errors >= 1, report.findings
     if name in MUST_PASS:
@@ -497,7 +361,7 @@ MINIMAL = {
 @pytest.mark.parametrize("name", sorted(MINIMAL))
 def test_fixed_bug_minimal_input(name: str) -> None:
     """Each minimal input of a bug the fuzzer found (the reason names it) now gets a finding, not a crash."""
-    report = check_strictly(MINIMAL[name][0])
+    report = check_cases([Case(MINIMAL[name][0], name)])
     assert report.errors >= 1, report.findings
 
 

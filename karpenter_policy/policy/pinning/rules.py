@@ -404,7 +404,8 @@ def spark_role(metadata: Mapping[str, Any], pod_spec: Mapping[str, Any] | None =
     labels = metadata.get("labels")
     if isinstance(labels, Mapping) and isinstance(labels.get(SPARK_ROLE_LABEL), str):
         return str(labels[SPARK_ROLE_LABEL])
-    names = {c.get("name") for c in (pod_spec or {}).get("containers") or [] if isinstance(c, Mapping)}
+    containers = (pod_spec or {}).get("containers")
+    names = [c.get("name") for c in containers if isinstance(c, Mapping)] if isinstance(containers, list) else []
     if SPARK_DRIVER_CONTAINER in names:
         return "driver"
     if SPARK_EXECUTOR_CONTAINER in names:

@@ -384,12 +384,17 @@ def pods_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = Non
     (`deployment/inflate` or `Deployment/inflate`, case-insensitive kind)."""
     overrides = {_scale_key(k): v for k, v in (scale or {}).items()}
     pods: list[Pod] = []
+    names: set[str] = set()
     for workload in workloads:
         if workload.is_daemon_set:
             continue
         count = overrides.get(_scale_key(workload.ref), workload.replicas)
+        stem = f"{workload.kind.lower()}-{workload.name}"
+        while stem in names:  # two workloads of one kind and name (in two files): pods keep distinct names
+            stem += "-"
+        names.add(stem)
         for i in range(count):
-            pods.append(Pod(f"{workload.name}-{i}", workload.shape, owner=workload.ref, order=len(pods)))
+            pods.append(Pod(f"{stem}-{i}", workload.shape, owner=workload.ref, order=len(pods)))
     return pods
 
 

@@ -308,8 +308,9 @@ def _too_deep(text: str) -> tuple[int, int] | None:
     return None
 
 
-def parse(file: str, text: str) -> list[Document]:
-    """Every non-empty document of `text`; items of a `kind: List` become documents of their own."""
+def parse(file: str, text: str, *, expand_lists: bool = True) -> list[Document]:
+    """Every non-empty document of `text`; items of a `kind: List` become documents of their own (unless not
+    `expand_lists`: a values file is data, not manifests)."""
     converter = _Converter(file, MAX_NODES_PER_FILE)
     documents: list[Document] = []
     try:
@@ -329,7 +330,10 @@ def parse(file: str, text: str) -> list[Document]:
                 ) from None
             if data is None:  # an empty document (`---` followed by nothing): kubectl skips it too
                 continue
-            documents.extend(_expand_list(file, index, data, node))
+            if expand_lists:
+                documents.extend(_expand_list(file, index, data, node))
+            else:
+                documents.append(Document(file, index, data, node))
     except yaml.YAMLError as error:
         raise _yaml_error(file, text, error) from None
     except RecursionError:
@@ -339,9 +343,29 @@ def parse(file: str, text: str) -> list[Document]:
 
 def _expand_list(file: str, index: int, data: Any, node: Node) -> Iterator[Document]:
     items = data.get("items") if isinstance(data, dict) and data.get("kind") == "List" else None
-    if isinstance(items, list) and isinstance(node, MappingNode):
-        items_node = next(v for k, v in node.value if k.value == "items")
+    items_node = _value_node(node, "items") if isinstance(items, list) else None
+    if isinstance(items, list) and isinstance(items_node, SequenceNode):
         for item, item_node in zip(items, items_node.value, strict=True):
             yield Document(file, index, item, item_node)
     else:
         yield Document(file, index, data, node)
+
+
+def _value_node(node: Node, key: str) -> Node | None:
+    """The node of `key`'s value in a mapping node, found as the converter finds it: the mapping's own key
+    first, then the merge keys (`<<: *defaults`, `<<: [*a, *b]`) in order, each source in order."""
+    if not isinstance(node, MappingNode):
+        return None
+    merges: list[Node] = []
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE:
+            merges += value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+        elif key_node.value == key:
+            found: Node = value_node
+            return found
+    for source in merges:
+        merged = _value_node(source, key)
+        if merged is not None:
+            return merged
+    return None
+

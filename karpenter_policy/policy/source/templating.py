@@ -1,10 +1,10 @@
 """Jinja2 policy templates (`*.yaml.j2`), rendered with the values of `--values FILE`.
 
-Rendering is strict and contained: a `SandboxedEnvironment` (no attribute access to Python internals, ranges
-capped), `StrictUndefined` (an undefined variable is an error, never an empty string), no loader (no
-`include`/`import` of other files), no environment variables, and the output bounded in size. Any failure is
-a `TemplateError` — a `LoadError` with rule `template-error` — at the template's file and line; never a
-traceback.
+Rendering is strict and contained: a sandbox (`policy.sandbox`: no attribute access to Python internals; time,
+steps, the sizes of the strings, lists and integers a template builds, and memory bounded), `StrictUndefined`
+(an undefined variable is an error, never an empty string), no loader (no `include`/`import` of other files), no
+environment variables, and the output bounded in size. Any failure is a `TemplateError` — a `LoadError` with
+rule `template-error` — at the template's file and line; never a traceback.
 
 Templates are always discovered next to plain YAML; without `--values` they render with an empty mapping, so a
 template that needs values reports `template-error` for its first undefined variable (and says to pass
@@ -22,14 +22,13 @@ keep their line structure (expressions inline, `{% ... %}` tags on lines of thei
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jinja2
-import yaml
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import SandboxedEnvironment
 
 from karpenter_policy.api.violations import TEMPLATE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
@@ -41,11 +40,12 @@ from karpenter_policy.policy.source.loader import (
     parse,
     read_text,
 )
+from karpenter_policy.policy.source.sandbox import MAX_SECONDS, BoundedSandbox, TemplateTooCostly, bound_template
 
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
 _MARKER = re.compile(f"{_MARK_OPEN}([0-9]+){_MARK_CLOSE}")
-_MAX_SEQUENCE = 1_000_000  # longest string/list a `*` may build
-_MAX_EXPONENT = 256
+#: The tags of the top-level keys of a values file: names, and merge keys (`<<: *defaults`).
+_NAME_TAGS = frozenset({"tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"})
 
 
 class TemplateError(LoadError):
@@ -58,23 +58,8 @@ class ValuesError(Exception):
     """The `--values` file cannot be used: unreadable, not YAML, or not a mapping."""
 
 
-class _Sandbox(SandboxedEnvironment):
-    """The sandbox, with `*` and `**` bounded (a value like `'x' * 10**10` would exhaust memory)."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and isinstance(right, int) and abs(right) > _MAX_EXPONENT:
-            raise SecurityError(f"exponent {right} is too large for a policy template")
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_SEQUENCE:
-                    raise SecurityError("the product is too long for a policy template")
-        return super().call_binop(context, operator, left, right)
-
-
-def _environment() -> _Sandbox:
-    return _Sandbox(
+def _environment() -> BoundedSandbox:
+    return BoundedSandbox(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -98,24 +83,33 @@ class Rendered:
 
 
 def load_values(file: str) -> dict[str, Any]:
-    """The values mapping of a `--values` file (an empty file is an empty mapping). Raises ValuesError."""
+    """The values mapping of a `--values` file (an empty file is an empty mapping). Raises ValuesError.
+
+    The file is read as policy files are (`loader`): at most 4 MiB of UTF-8, YAML 1.1 as kubectl reads it
+    (keys are strings, timestamps stay text), aliases expanding to at most 200,000 nodes, nesting at most 500
+    levels deep."""
     try:
-        with open(file, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as error:
-        raise ValuesError(f"{file}: cannot read values file: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ValuesError(f"{file}: the values file is not UTF-8 text") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or error
-        raise ValuesError(f"{file}{where}: the values file is not valid YAML: {problem}") from None
-    if data is None:
+        documents = parse(file, read_text(file), expand_lists=False)
+    except UnreadableFile as error:
+        reason = error.message.removeprefix("cannot read file: ")
+        raise ValuesError(f"{file}: cannot read values file: {reason}") from None
+    except LoadError as error:
+        where = f":{error.line}:{error.column}" if error.line > 0 else ""
+        message = error.message
+        if message.startswith("invalid YAML: "):
+            message = f"the values file is not valid YAML: {message.removeprefix('invalid YAML: ')}"
+        else:
+            message = f"the values file cannot be used: {message}"
+        raise ValuesError(f"{file}{where}: {message}") from None
+    if not documents:
         return {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+    if len(documents) > 1:
+        raise ValuesError(f"{file}: the values file must hold one YAML document, not {len(documents)}")
+    (document,) = documents
+    node = document.node
+    if not isinstance(document.data, dict) or any(key.tag not in _NAME_TAGS for key, _ in node.value):
         raise ValuesError(f"{file}: the values file must be a YAML mapping of names to values")
-    return data
+    return document.data
 
 
 def _template_line(error: BaseException, file: str) -> int:
@@ -133,6 +127,8 @@ def _template_line(error: BaseException, file: str) -> int:
 def _describe(error: Exception) -> str:
     if isinstance(error, jinja2.UndefinedError):
         return f"undefined variable: {error.message}; define it in the values file (--values FILE)"
+    if isinstance(error, TemplateTooCostly):
+        return f"too costly for a policy template: {error}"
     if isinstance(error, SecurityError):
         return f"not allowed in a policy template: {error}"
     if isinstance(error, jinja2.TemplateNotFound) or "no loader" in str(error):
@@ -147,10 +143,15 @@ def _error(file: str, message: str, line: int = 0) -> TemplateError:
     return TemplateError(file, message, line, 1 if line > 0 else 0)
 
 
-def _render(env: _Sandbox, file: str, source: str, values: Mapping[str, Any], max_chars: int) -> str:
-    """Render `source`; raises TemplateError at the template line of the failure."""
+def _render(
+    env: BoundedSandbox, file: str, source: str, values: Mapping[str, Any], max_chars: int, deadline: float
+) -> str:
+    """Render `source` within the sandbox's budget and by `deadline` (time.monotonic()); raises TemplateError at
+    the template line of the failure."""
+    env.begin(deadline)
     try:
-        code = env.compile(source, name=file, filename=file)
+        tree = bound_template(env.parse(source, name=file, filename=file))
+        code = env.compile(tree, name=file, filename=file)
         template = env.template_class.from_code(env, code, env.make_globals(None))
     except jinja2.TemplateSyntaxError as error:
         raise _error(file, f"template syntax error: {error.message}", error.lineno or 0) from None
@@ -158,19 +159,34 @@ def _render(env: _Sandbox, file: str, source: str, values: Mapping[str, Any], ma
         raise _error(file, _describe(error), 0) from None
     chunks: list[str] = []
     size = 0
+    rendering = template.generate(dict(values))  # a dict, so that a value named `self` is fine
     try:
-        for chunk in template.generate(dict(values)):  # a dict, so that a value named `self` is fine
+        for chunk in rendering:
             size += len(chunk)
             if size > max_chars:
-                raise _error(file, f"the template renders to more than {max_chars} characters; is a loop running away?")
+                message = f"the template renders to more than {max_chars} characters; is a loop running away?"
+                raise _error(file, message, _output_line(rendering, template, file))
             chunks.append(chunk)
     except TemplateError:
         raise
-    except RecursionError:
-        raise _error(file, "template error: the template recurses too deeply") from None
+    except RecursionError as error:
+        raise _error(file, "template error: the template recurses too deeply", _template_line(error, file)) from None
     except Exception as error:  # UndefinedError, SecurityError, TypeError, ZeroDivisionError, ...
         raise _error(file, _describe(error), _template_line(error, file)) from None
     return "".join(chunks)
+
+
+def _output_line(rendering: Any, template: jinja2.Template, file: str) -> int:
+    """The template line of the output a suspended rendering produced last: the innermost generator of the
+    template's code (blocks and macros yield from nested generators)."""
+    line = 0
+    generator = rendering
+    while generator is not None:
+        frame = getattr(generator, "gi_frame", None)
+        if frame is not None and frame.f_code.co_filename == file:
+            line = template.get_corresponding_lineno(frame.f_lineno)
+        generator = getattr(generator, "gi_yieldfrom", None)
+    return line
 
 
 _RAW_START = re.compile(r"\{%-?\s*raw\s*-?%\}")
@@ -249,10 +265,11 @@ def _line_map(marked: str) -> tuple[int, ...]:
 def render_template(file: str, source: str, values: Mapping[str, Any], max_chars: int = MAX_FILE_BYTES) -> Rendered:
     """Render a policy template; raises TemplateError."""
     env = _environment()
-    text = _render(env, file, source, values, max_chars)
+    deadline = time.monotonic() + MAX_SECONDS  # both passes together
+    text = _render(env, file, source, values, max_chars, deadline)
     identity = tuple(range(1, text.count("\n") + 2))
     try:
-        marked = _render(env, file, _instrument(source), values, max_chars * 2)
+        marked = _render(env, file, _instrument(source), values, max_chars * 2, deadline)
     except TemplateError:
         return Rendered(text, identity)
     if _MARKER.sub("", marked) != text:

@@ -20,7 +20,7 @@ from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy.api.kinds import object_ref
-from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, PARSE_ERROR
+from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, PARSE_ERROR, QUANTITY_OUT_OF_RANGE, WARNING
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.model.pods import PodSpecError
 from karpenter_policy.policy.findings import Finding
@@ -108,7 +108,18 @@ def template_path_of(data: Any) -> FieldPath | None:
     api_version = data.get("apiVersion")
     if api_version is None and kind == "Pod":  # a bare pod template may leave it out
         return path
-    return path if api_version in versions else None
+    return path if isinstance(api_version, str) and api_version in versions else None
+
+
+def _check_api_version(data: Any) -> None:
+    """Raise WorkloadError when a manifest of a workload kind has an apiVersion that is not a string (kubectl
+    refuses it; no apiVersion can match it)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str) or data["kind"] not in WORKLOAD_KINDS:
+        return
+    api_version = data.get("apiVersion")
+    if api_version is not None and not isinstance(api_version, str):
+        shown = repr(api_version) if len(repr(api_version)) <= 40 else repr(api_version)[:37] + "..."
+        raise WorkloadError(("apiVersion",), f"apiVersion must be a string such as apps/v1, not {shown}")
 
 
 def _get(data: Any, path: FieldPath) -> Any:
@@ -130,6 +141,7 @@ def workload_from_data(
     when its pod spec is malformed. `default_name` names a bare pod template (default: the file's stem)."""
     template_path = template_path_of(data)
     if template_path is None:
+        _check_api_version(data)
         return None
     template = _get(data, template_path)
     if template is None:
@@ -197,6 +209,7 @@ def workload_of_document(doc: Document) -> Workload | None:
     """The workload of a loaded document, placed at its pod template; raises WorkloadError."""
     template_path = template_path_of(doc.data)
     if template_path is None:
+        _check_api_version(doc.data)
         return None
     at = template_path if template_path else ("spec",)
     line, column = doc.position(at)
@@ -240,6 +253,11 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
         if workload is not None:
             found.workloads.append(workload)
             found.kinds[workload.kind] += 1
+            for path, message in workload.shape.scheduling.out_of_range:
+                line, column = doc.position((*workload.spec_path, *path))
+                found.findings.append(
+                    Finding(QUANTITY_OUT_OF_RANGE, WARNING, message, doc.file, line, column, workload.ref)
+                )
     return found
 
 
