@@ -455,9 +455,12 @@ def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | No
     from karpenter_policy.catalog import CatalogError
     from karpenter_policy.catalog.refresh import refresh_catalog
     from karpenter_policy.cloud import CloudError
+    from karpenter_policy.cloud.aws.ec2_catalog_source import Ec2CatalogSource
 
     try:
-        built = refresh_catalog(region, endpoint_url, Path(prices_file) if prices_file else None, Path(out))
+        source = Ec2CatalogSource(region, endpoint_url)
+        prices = Path(prices_file) if prices_file else None
+        built = refresh_catalog(region, source, prices, Path(out), source_name=f"EC2 at {source.endpoint}")
     except (CatalogError, CloudError) as error:
         click.echo(f"karpenter-policy catalog refresh: {error}", err=True)
         sys.exit(2)

@@ -29,6 +29,8 @@ from typing import Any
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.model import instancetypes as it_model
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
+from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
@@ -148,40 +150,26 @@ class ResolvedInstanceType:
         )
 
 
-def max_pods(instance_type: InstanceType, kubelet: Mapping[str, Any] | None = None) -> int:
-    """Pods per node as Karpenter v0.31 computes it: kubelet `maxPods` if set, else the ENI-limited density;
-    then capped by `podsPerCore` x vCPUs when that is set."""
-    kubelet = kubelet or {}
-    configured = kubelet.get("maxPods")
-    count = int(configured) if isinstance(configured, int) else instance_type.max_pods
-    per_core = kubelet.get("podsPerCore")
-    if isinstance(per_core, int) and per_core > 0:
-        count = min(count, per_core * instance_type.vcpu)
-    return count
-
-
-_LABEL_VALUES: dict[int, tuple[InstanceType, Mapping[str, tuple[str, ...] | None]]] = {}
-_LABEL_VALUES_MAX = 50_000
-
-
 def _label_values(instance_type: InstanceType) -> Mapping[str, tuple[str, ...] | None]:
     """The values of each of INSTANCE_TYPE_KEYS a node of this type has (None: the label is absent); pods,
-    region and OS are decided per provisioner and filled in by the caller. Cached by identity (hashing a type
-    hashes all its offerings)."""
-    cached = _LABEL_VALUES.get(id(instance_type))
-    if cached is not None and cached[0] is instance_type:
-        return cached[1]
-    if len(_LABEL_VALUES) >= _LABEL_VALUES_MAX:
-        _LABEL_VALUES.clear()
-    labels = instance_type.labels()
+    region and OS are decided per provisioner and filled in by the caller."""
+    labels = instance_type.linux_labels
     values: dict[str, tuple[str, ...] | None] = {key: None for key in INSTANCE_TYPE_KEYS}
     for key, value in labels.items():
         if key in values:
             values[key] = (value,)
     if labels.get(it_model.LABEL_ARCH) is None and instance_type.architectures:
         values[it_model.LABEL_ARCH] = tuple(instance_type.architectures)
-    _LABEL_VALUES[id(instance_type)] = (instance_type, values)
     return values
+
+
+def node_configuration_of(kubelet: Mapping[str, Any] | None, ami_family: str | None) -> NodeConfiguration:
+    """The node configuration of a (validated) provisioner; a kubelet field the arithmetic refuses is left out
+    rather than failing the compile (validation reports it)."""
+    try:
+        return NodeConfiguration.of(kubelet, ami_family)
+    except ValueError:
+        return NodeConfiguration.of(None, ami_family)
 
 
 def _admits(requirement: Requirement, values: tuple[str, ...] | None) -> bool:
@@ -197,27 +185,28 @@ def resolve_instance_types(
     instance_types: Iterable[InstanceType],
     region: str,
     kubelet: Mapping[str, Any] | None = None,
-    os: str | None = None,
+    ami_family: str | None = None,
 ) -> tuple[ResolvedInstanceType, ...]:
     """Every instance type (sorted by name) whose labels satisfy `requirements` and that has at least one
     available offering in an allowed zone and capacity type, with those offerings.
 
-    `kubelet` changes the pods value (and so the instance-pods label); `os` overrides the operating system of
-    the nodes (``windows`` for the Windows AMI families; Linux otherwise).
+    `kubelet` and the node template's `ami_family` decide the pods (and so the instance-pods label: one
+    max-pods rule, `model.allocatable.max_pods`) and the nodes' OS (``windows`` for the Windows families).
     """
+    node = node_configuration_of(kubelet, ami_family)
+    os = node_os(node.ami_family)
     checked = [(key, requirements[key]) for key in requirements if key in INSTANCE_TYPE_KEYS]
     zone = requirements.get_or_exists(wk.ZONE)
     capacity = requirements.get_or_exists(wk.CAPACITY_TYPE)
     resolved: list[ResolvedInstanceType] = []
     for instance_type in instance_types:
-        pods = max_pods(instance_type, kubelet)
+        pods = max_pods(instance_type, node)
         values = _label_values(instance_type)
         overrides: dict[str, tuple[str, ...] | None] = {
             it_model.LABEL_INSTANCE_PODS: (str(pods),),
             wk.REGION: (region,),
+            it_model.LABEL_OS: (os,),
         }
-        if os is not None:
-            overrides[it_model.LABEL_OS] = (os,)
         if not all(
             _admits(requirement, overrides[key] if key in overrides else values[key]) for key, requirement in checked
         ):
@@ -369,8 +358,9 @@ class ConstraintSet(_Hashed):
     ) -> ConstraintSet:
         """The set of a (defaulted) provisioner, its offerings resolved against `instance_types`."""
         family = str((provider.spec or {}).get("amiFamily") or "") if provider is not None else ""
-        os = "windows" if family.startswith("Windows") else None
-        resolved = resolve_instance_types(provisioner.requirements, instance_types, region, provisioner.kubelet, os)
+        resolved = resolve_instance_types(
+            provisioner.requirements, instance_types, region, provisioner.kubelet, family or None
+        )
         return cls(
             name=provisioner.name,
             version=version,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from karpenter_policy.model.pods import TOLERATE_PREFER_NO_SCHEDULE, PodScheduling, PodSpecError
+from karpenter_policy.model.pods import TOLERATE_PREFER_NO_SCHEDULE, PodScheduling, PodSpecError, same_toleration
 from karpenter_policy.model.podtopology import AffinityTerm, HostPort, PodTopology, SpreadConstraint, pod_topology
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Toleration
@@ -141,7 +141,9 @@ class PodShape:
                 soft = next(c for c in spread if c.soft)
                 relaxed.append(f"dropped the ScheduleAnyway {soft}")
                 spread.remove(soft)
-            elif tolerate_prefer_no_schedule and TOLERATE_PREFER_NO_SCHEDULE not in tolerations:
+            elif tolerate_prefer_no_schedule and not any(
+                same_toleration(t, TOLERATE_PREFER_NO_SCHEDULE) for t in tolerations
+            ):
                 relaxed.append("tolerated PreferNoSchedule taints")
                 tolerations.append(TOLERATE_PREFER_NO_SCHEDULE)
             else:

@@ -31,6 +31,7 @@ from typing import Any
 from karpenter_policy.api.kinds import PROVISIONER_API_VERSION, PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, SOLVER_TIMEOUT
 from karpenter_policy.catalog import Catalog
+from karpenter_policy.model.amifamily import NODE_OSES
 from karpenter_policy.policy.findings import Finding, Report
 from karpenter_policy.policy.proof.limits import limits_findings
 from karpenter_policy.policy.proof.provisioners import check_provisioner, node_template_of, provisioner_os
@@ -43,7 +44,6 @@ from karpenter_policy.webhook.solvercache import DEFAULT_CACHE_SIZE, CachingSolv
 
 #: The solver's time limit per call in the webhook (the CLI's default is 5,000 ms, the API server waits ≤ 5 s).
 DEFAULT_WEBHOOK_TIMEOUT_MS = 1000
-NODE_OSES = ("linux", "windows")
 
 
 @dataclass(frozen=True, slots=True)

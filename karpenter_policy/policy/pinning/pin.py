@@ -41,14 +41,14 @@ from karpenter_policy.policy.filestaging import StagedFile, discard_all, stage
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.pinning.rules import (
     Change,
+    PinTarget,
     Rule,
-    Workload,
     apply_changes,
     bind_provisioners,
     changes_for,
     resolve,
     rules_from_documents,
-    workload_findings,
+    target_findings,
     workload_of,
 )
 from karpenter_policy.policy.reporters import json_text, render
@@ -87,7 +87,7 @@ class UnsafeEdit(Exception):
 @dataclass(slots=True)
 class PinnedWorkload:
     file: str
-    workload: Workload
+    workload: PinTarget
     changes: list[Change]
     pinned_data: Mapping[str, Any] = field(repr=False)
     line: int = 0  # where the pod template is (a Pod's spec), as `policy.workloads` places workloads
@@ -145,7 +145,7 @@ def pin_text(file: str, text: str, rules: Sequence[Rule]) -> tuple[FilePlan, lis
         pins = resolve(rules, workload.metadata, workload.kind, workload.namespace, workload.name, workload.spec)
         if not pins.rules:
             continue
-        findings += [f for f in workload_findings(doc, workload, rules) if f.rule == PINNING_CONFLICT]
+        findings += [f for f in target_findings(doc, workload, rules) if f.rule == PINNING_CONFLICT]
         changes = changes_for(workload.spec, pins)
         if not changes:
             continue
@@ -234,7 +234,7 @@ def _render_value(value: Any, style: str | None = None) -> str:
 class _Editor:
     """The edits that add `changes` to one workload's pod spec, in the file's own layout."""
 
-    def __init__(self, text: str, doc: Document, workload: Workload, newline: str, order: int) -> None:
+    def __init__(self, text: str, doc: Document, workload: PinTarget, newline: str, order: int) -> None:
         self.text, self.doc, self.workload, self.newline = text, doc, workload, newline
         self.order = order
         self.result: list[_Edit] = []

@@ -270,7 +270,7 @@ def _unknown_names(
 
 
 def _unknown_message(key: str, what: str, value: str, known: Sequence[str], region: str) -> str:
-    hint = suggest(value, known)
+    hint = nearest_name(value, known)
     if key == wk.ZONE:
         message = f"{key} {value}: not a zone of region {region} (zones: {', '.join(known)})"
     else:
@@ -278,7 +278,7 @@ def _unknown_message(key: str, what: str, value: str, known: Sequence[str], regi
     return message + (f", did you mean {hint}?" if hint else "")
 
 
-def suggest(value: str, candidates: Sequence[str]) -> str | None:
+def nearest_name(value: str, candidates: Sequence[str]) -> str | None:
     """The one nearest candidate, or None when there is none or a tie: difflib's close matches that are at most
     two edits away (or contain the value, or are contained in it), ranked by edit distance with transpositions,
     then spelt with the same letters (`m5d.x2large` → `m5d.2xlarge`, not `m5d.xlarge`), then difflib's ratio."""
@@ -562,7 +562,7 @@ def explain_no_instance_type(term: Term, table: CatalogTable) -> str:
             hints.append(f"capacity types are {_one_of(domain, 'and')}")
         elif len(domain) <= 12:
             hints.append(f"{key} is one of {_one_of(domain)}")
-        guesses = [g for g in (suggest(v, domain) for v in sorted(r.values)) if g is not None]
+        guesses = [g for g in (nearest_name(v, domain) for v in sorted(r.values)) if g is not None]
         if guesses:
             hints.append(f"did you mean {_one_of(guesses)}?")
     elif r.operator() == Operator.IN and key == wk.INSTANCE_TYPE:
