@@ -212,7 +212,7 @@ def flood(args: argparse.Namespace) -> None:
 
 def _bodies() -> list[str]:
     sys.path.insert(0, str(REPOSITORY))
-    from karpenter_policy.policy.loader import LoadError, load_file
+    from karpenter_policy.policy.source.loader import LoadError, load_file
 
     objects: list[Any] = []
     for directory in EXAMPLES:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
@@ -107,8 +108,8 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
 
     PATHS are files or directories (searched recursively for *.yaml, *.yml and *.yaml.j2); default: policies/.
     """
-    from karpenter_policy.policy.templating import ValuesError, load_values
-    from karpenter_policy.policy.validate import validate_paths
+    from karpenter_policy.policy.source.templating import ValuesError, load_values
+    from karpenter_policy.policy.validation.policies import validate_paths
 
     try:
         values = load_values(values_file) if values_file is not None else None
@@ -121,7 +122,14 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@_output_option
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice((*FORMATS, "markdown")),
+    default="text",
+    show_default=True,
+    help="Report format: text, json (DESIGN.md §4), sarif, github, junit, or markdown (a pull-request comment).",
+)
 @_fail_on_warn_option
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
 @click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
@@ -141,6 +149,19 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
     help="Workload files or directories (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs, Pods, "
     "pod template files) to place on the provisioners (repeatable).",
 )
+@click.option(
+    "--scale",
+    "scale",
+    multiple=True,
+    metavar="KIND/NAME=N",
+    help="Replicas of a workload for the capacity plan (e.g. deployment/inflate=10; repeatable).",
+)
+@click.option(
+    "--spot-prices",
+    "spot_prices_file",
+    type=click.Path(dir_okay=False),
+    help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
+)
 def check(
     paths: tuple[str, ...],
     output: str,
@@ -150,16 +171,19 @@ def check(
     timeout_ms: int,
     values_file: str | None,
     workload_paths: tuple[str, ...],
+    scale: tuple[str, ...],
+    spot_prices_file: str | None,
 ) -> None:
     """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
 
     Reports conflicting requirements (with the minimal set of lines), requirements no instance type meets, and
     unknown instance types, families, sizes and zones; lists the instance types of each satisfiable Provisioner.
     With --workloads: which provisioner launches a node for each workload and on which instance types, why none
-    can (workload-unschedulable), equal-weight provisioners that both match (overlap) and provisioners no
-    workload reaches (shadowed). PATHS are files or directories; default: policies/.
+    can (workload-unschedulable), equal-weight provisioners that both match (overlap), provisioners no workload
+    reaches (shadowed), and the nodes every replica needs with the fleet's $/h (the capacity plan). PATHS are
+    files or directories; default: policies/.
     """
-    from karpenter_policy.policy.check import check_command
+    from karpenter_policy.policy.proof.check import check_command
 
     result = check_command(
         paths or DEFAULT_PATHS,
@@ -170,8 +194,21 @@ def check(
         timeout_ms=timeout_ms,
         values_file=values_file,
         workloads=workload_paths or None,
+        scale=_scale_option(scale),
+        spot_prices_file=spot_prices_file,
     )
     _finish(result)
+
+
+def _scale_option(values: Sequence[str]) -> dict[str, int]:
+    """`--scale KIND/NAME=N` values as a mapping; a malformed one is a usage error (exit 2)."""
+    scale: dict[str, int] = {}
+    for value in values:
+        ref, _, count = value.partition("=")
+        if "/" not in ref or not count.isdigit():
+            raise click.BadParameter(f"{value!r} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        scale[ref] = int(count)
+    return scale
 
 
 @main.command("compile")
@@ -236,8 +273,8 @@ def compile_(
     error is found; with -o - stdout then stays empty and the report goes to stderr. In DIR, only files compile
     wrote there before are replaced or removed (listed in DIR/.karpenter-policy-output); others are left alone.
     """
-    from karpenter_policy.policy.compiler import compile_command
-    from karpenter_policy.policy.manifests import invalid_name
+    from karpenter_policy.policy.compilation.compiler import compile_command
+    from karpenter_policy.policy.compilation.manifests import invalid_name
 
     if default_instance_profile and node_role:
         raise click.UsageError("give --default-instance-profile or --node-role, not both")
@@ -300,7 +337,7 @@ def pin(
     With --write: rewrite them in place (atomically); every line no rule changes stays byte-identical. The pinned
     workloads are proven schedulable on the policies' provisioners before anything is written.
     """
-    from karpenter_policy.policy.pin import load_policies, pin_command, schedulability_prover
+    from karpenter_policy.policy.pinning.pin import load_policies, pin_command, schedulability_prover
 
     values, catalog_ = _values_and_catalog("pin", values_file, catalog_file, region, load=not no_prove)
     policies = load_policies(policy_paths or DEFAULT_PATHS, solve=not no_prove, catalog=catalog_, values=values)
@@ -312,35 +349,15 @@ def pin(
 def _values_and_catalog(
     command: str, values_file: str | None, catalog_file: str | None, region: str | None, load: bool = True
 ) -> tuple[dict[str, Any] | None, Catalog | None]:
-    """--values and --catalog/--region, loaded; a problem with either exits 2."""
-    from pathlib import Path
-
-    from karpenter_policy.catalog import DEFAULT_REGION, CatalogError, load_catalog
-    from karpenter_policy.policy.templating import ValuesError, load_values
+    """--values and --catalog/--region, loaded (policy.options); a problem with either exits 2."""
+    from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 
     try:
-        values = load_values(values_file) if values_file is not None else None
-    except ValuesError as error:
+        values = values_option(values_file)
+        return values, catalog_option(catalog_file, region) if load else None
+    except OptionError as error:
         click.echo(f"karpenter-policy {command}: {error}", err=True)
         sys.exit(2)
-    if not load:
-        return values, None
-    try:
-        if catalog_file is not None:
-            catalog_ = load_catalog(Path(catalog_file))
-            if region is not None and region != catalog_.region:
-                click.echo(
-                    f"karpenter-policy {command}: --region {region} does not match the region of {catalog_file} "
-                    f"({catalog_.region})",
-                    err=True,
-                )
-                sys.exit(2)
-        else:
-            catalog_ = load_catalog(region=region or DEFAULT_REGION)
-    except CatalogError as error:
-        click.echo(f"karpenter-policy {command}: cannot load the catalog: {error}", err=True)
-        sys.exit(2)
-    return values, catalog_
 
 
 @main.command()
@@ -367,6 +384,13 @@ def _values_and_catalog(
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True, help="Per solver call.")
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--exit-code", "exit_code_on_diff", is_flag=True, help="Exit 1 when anything differs (as git diff).")
+@click.option(
+    "--scale",
+    "scale",
+    multiple=True,
+    metavar="KIND/NAME=N",
+    help="Replicas of a workload for the cost comparison (e.g. deployment/inflate=10; repeatable).",
+)
 def diff(
     base: str,
     head: str,
@@ -378,6 +402,7 @@ def diff(
     timeout_ms: int,
     values_file: str | None,
     exit_code_on_diff: bool,
+    scale: tuple[str, ...],
 ) -> None:
     """Semantic diff of the policies of BASE and HEAD: what HEAD admits that BASE did not, and the reverse.
 
@@ -385,10 +410,12 @@ def diff(
     policies/ (for a directory: the whole directory, PATHS being relative to it). Per provisioner: offerings
     (instance type x zone x capacity type), instance types, zones, capacity types, architectures, taints, limits,
     custom node labels and weight, each offering difference with a witness the solver proves on both sides.
-    Exit 1 when HEAD has errors or a workload becomes unschedulable (with --exit-code: when anything differs).
+    With --workloads, also the cost and node count of the workloads' nodes on each side, and which workloads
+    move to other instance types. Exit 1 when HEAD has errors or a workload becomes unschedulable (with
+    --exit-code: when anything differs).
     """
     from karpenter_policy.catalog import load_catalog
-    from karpenter_policy.policy.diff import diff_command
+    from karpenter_policy.policy.comparison.diff import diff_command
 
     values, catalog_ = _values_and_catalog("diff", values_file, catalog_file, region)
     result = diff_command(
@@ -401,6 +428,7 @@ def diff(
         values=values,
         workload_paths=workload_paths,
         exit_code_on_diff=exit_code_on_diff,
+        scale=_scale_option(scale),
     )
     _finish(result)
 
@@ -427,9 +455,12 @@ def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | No
     from karpenter_policy.catalog import CatalogError
     from karpenter_policy.catalog.refresh import refresh_catalog
     from karpenter_policy.cloud import CloudError
+    from karpenter_policy.cloud.aws.ec2_catalog_source import Ec2CatalogSource
 
     try:
-        built = refresh_catalog(region, endpoint_url, Path(prices_file) if prices_file else None, Path(out))
+        source = Ec2CatalogSource(region, endpoint_url)
+        prices = Path(prices_file) if prices_file else None
+        built = refresh_catalog(region, source, prices, Path(out), source_name=f"EC2 at {source.endpoint}")
     except (CatalogError, CloudError) as error:
         click.echo(f"karpenter-policy catalog refresh: {error}", err=True)
         sys.exit(2)

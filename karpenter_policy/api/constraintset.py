@@ -17,21 +17,26 @@ with the catalog alone, without the solver.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.model import instancetypes as it_model
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
+from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.model.taints import Taint
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SET_KIND = "ConstraintSet"
 INDEX_KIND = "ConstraintSetIndex"
 INDEX_KEY = "index.json"
@@ -145,40 +150,26 @@ class ResolvedInstanceType:
         )
 
 
-def max_pods(instance_type: InstanceType, kubelet: Mapping[str, Any] | None = None) -> int:
-    """Pods per node as Karpenter v0.31 computes it: kubelet `maxPods` if set, else the ENI-limited density;
-    then capped by `podsPerCore` x vCPUs when that is set."""
-    kubelet = kubelet or {}
-    configured = kubelet.get("maxPods")
-    count = int(configured) if isinstance(configured, int) else instance_type.max_pods
-    per_core = kubelet.get("podsPerCore")
-    if isinstance(per_core, int) and per_core > 0:
-        count = min(count, per_core * instance_type.vcpu)
-    return count
-
-
-_LABEL_VALUES: dict[int, tuple[InstanceType, Mapping[str, tuple[str, ...] | None]]] = {}
-_LABEL_VALUES_MAX = 50_000
-
-
 def _label_values(instance_type: InstanceType) -> Mapping[str, tuple[str, ...] | None]:
     """The values of each of INSTANCE_TYPE_KEYS a node of this type has (None: the label is absent); pods,
-    region and OS are decided per provisioner and filled in by the caller. Cached by identity (hashing a type
-    hashes all its offerings)."""
-    cached = _LABEL_VALUES.get(id(instance_type))
-    if cached is not None and cached[0] is instance_type:
-        return cached[1]
-    if len(_LABEL_VALUES) >= _LABEL_VALUES_MAX:
-        _LABEL_VALUES.clear()
-    labels = instance_type.labels()
+    region and OS are decided per provisioner and filled in by the caller."""
+    labels = instance_type.linux_labels
     values: dict[str, tuple[str, ...] | None] = {key: None for key in INSTANCE_TYPE_KEYS}
     for key, value in labels.items():
         if key in values:
             values[key] = (value,)
     if labels.get(it_model.LABEL_ARCH) is None and instance_type.architectures:
         values[it_model.LABEL_ARCH] = tuple(instance_type.architectures)
-    _LABEL_VALUES[id(instance_type)] = (instance_type, values)
     return values
+
+
+def node_configuration_of(kubelet: Mapping[str, Any] | None, ami_family: str | None) -> NodeConfiguration:
+    """The node configuration of a (validated) provisioner; a kubelet field the arithmetic refuses is left out
+    rather than failing the compile (validation reports it)."""
+    try:
+        return NodeConfiguration.of(kubelet, ami_family)
+    except ValueError:
+        return NodeConfiguration.of(None, ami_family)
 
 
 def _admits(requirement: Requirement, values: tuple[str, ...] | None) -> bool:
@@ -194,27 +185,28 @@ def resolve_instance_types(
     instance_types: Iterable[InstanceType],
     region: str,
     kubelet: Mapping[str, Any] | None = None,
-    os: str | None = None,
+    ami_family: str | None = None,
 ) -> tuple[ResolvedInstanceType, ...]:
     """Every instance type (sorted by name) whose labels satisfy `requirements` and that has at least one
     available offering in an allowed zone and capacity type, with those offerings.
 
-    `kubelet` changes the pods value (and so the instance-pods label); `os` overrides the operating system of
-    the nodes (``windows`` for the Windows AMI families; Linux otherwise).
+    `kubelet` and the node template's `ami_family` decide the pods (and so the instance-pods label: one
+    max-pods rule, `model.allocatable.max_pods`) and the nodes' OS (``windows`` for the Windows families).
     """
+    node = node_configuration_of(kubelet, ami_family)
+    os = node_os(node.ami_family)
     checked = [(key, requirements[key]) for key in requirements if key in INSTANCE_TYPE_KEYS]
     zone = requirements.get_or_exists(wk.ZONE)
     capacity = requirements.get_or_exists(wk.CAPACITY_TYPE)
     resolved: list[ResolvedInstanceType] = []
     for instance_type in instance_types:
-        pods = max_pods(instance_type, kubelet)
+        pods = max_pods(instance_type, node)
         values = _label_values(instance_type)
         overrides: dict[str, tuple[str, ...] | None] = {
             it_model.LABEL_INSTANCE_PODS: (str(pods),),
             wk.REGION: (region,),
+            it_model.LABEL_OS: (os,),
         }
-        if os is not None:
-            overrides[it_model.LABEL_OS] = (os,)
         if not all(
             _admits(requirement, overrides[key] if key in overrides else values[key]) for key, requirement in checked
         ):
@@ -296,7 +288,13 @@ class _Hashed:
 
 @dataclass(frozen=True, slots=True)
 class ConstraintSet(_Hashed):
-    """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5)."""
+    """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5).
+
+    `admitted` are the names of the instance types it may launch (what its reviewers saw); `instance_types` is
+    the audit listing of those with their offerings and prices when compiled (files only: the wire form and sets
+    read from it carry none). The hash covers the policy — requirements, settings, node template, admitted names —
+    and not the listing: a price that changes does not change a set (nor drift its nodes).
+    """
 
     name: str
     version: str
@@ -314,11 +312,12 @@ class ConstraintSet(_Hashed):
     weight: int = 0
     provider: ProviderSettings | None = None
     kubelet: Mapping[str, Any] | None = None
+    admitted: tuple[str, ...] = ()
     instance_types: tuple[ResolvedInstanceType, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def content(self) -> dict[str, Any]:
-        """Every field but the hash, in wire form."""
+        """Every field the hash covers, in wire form."""
         return {
             "schemaVersion": self.schema_version,
             "kind": SET_KIND,
@@ -338,8 +337,13 @@ class ConstraintSet(_Hashed):
             "weight": self.weight,
             "provider": None if self.provider is None else self.provider.to_json(),
             "kubelet": None if self.kubelet is None else dict(self.kubelet),
-            "instanceTypes": [it.to_json() for it in self.instance_types],
+            "admitted": sorted(self.admitted),
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """The file form: the content, the audit listing of the admitted types, and the hash."""
+        content = self.content()
+        return {**content, "instanceTypes": [it.to_json() for it in self.instance_types], "hash": content_hash(content)}
 
     @classmethod
     def of(
@@ -354,7 +358,9 @@ class ConstraintSet(_Hashed):
     ) -> ConstraintSet:
         """The set of a (defaulted) provisioner, its offerings resolved against `instance_types`."""
         family = str((provider.spec or {}).get("amiFamily") or "") if provider is not None else ""
-        os = "windows" if family.startswith("Windows") else None
+        resolved = resolve_instance_types(
+            provisioner.requirements, instance_types, region, provisioner.kubelet, family or None
+        )
         return cls(
             name=provisioner.name,
             version=version,
@@ -372,9 +378,8 @@ class ConstraintSet(_Hashed):
             weight=provisioner.weight,
             provider=provider,
             kubelet=None if provisioner.kubelet is None else dict(provisioner.kubelet),
-            instance_types=resolve_instance_types(
-                provisioner.requirements, instance_types, region, provisioner.kubelet, os
-            ),
+            admitted=tuple(it.name for it in resolved),
+            instance_types=resolved,
         )
 
     def requirements_model(self) -> Requirements:
@@ -383,13 +388,15 @@ class ConstraintSet(_Hashed):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSet:
-        """Read a set written by `to_json`; `verify` checks the hash. Raises ConstraintSetError."""
+        """Read a set written by `to_json` (or a wire set whose admitted names and node template were filled in
+        by `read_wire_data`); `verify` checks the hash. Raises ConstraintSetError."""
         if not isinstance(data, Mapping):
             raise ConstraintSetError("a constraint set must be a JSON object")
         version = data.get("schemaVersion")
         if version != SCHEMA_VERSION:
             raise ConstraintSetError(
-                f"unsupported constraint-set schemaVersion {version!r} (expected {SCHEMA_VERSION})"
+                f"unsupported constraint-set schemaVersion {version!r} (expected {SCHEMA_VERSION}: compile the "
+                "policies again with this version of karpenter-policy)"
             )
         if data.get("kind") != SET_KIND:
             raise ConstraintSetError(f"not a {SET_KIND}: kind is {data.get('kind')!r}")
@@ -413,8 +420,11 @@ class ConstraintSet(_Hashed):
                 weight=int(data["weight"]),
                 provider=None if provider is None else ProviderSettings.from_json(provider),
                 kubelet=None if kubelet is None else dict(kubelet),
-                instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data["instanceTypes"]),
+                admitted=tuple(str(n) for n in data["admitted"]),
+                instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data.get("instanceTypes") or ()),
             )
+            if len(set(built.admitted)) != len(built.admitted):
+                raise ValueError("admitted lists an instance type twice")
         except (KeyError, TypeError, ValueError) as error:
             raise ConstraintSetError(f"malformed constraint set: {type(error).__name__}: {error}") from None
         if verify and data.get("hash") != built.hash:
@@ -500,3 +510,145 @@ class ConstraintSetIndex(_Hashed):
         if verify and data.get("hash") != built.hash:
             raise ConstraintSetError(f"index hash {data.get('hash')!r} does not match its content ({built.hash})")
         return built
+
+
+# --- the wire form (the ConfigMap) --------------------------------------------------------------------------
+
+#: The index's extra keys in the wire form: the type table the sets' bitmaps index, and the node templates.
+WIRE_TYPES = "types"
+WIRE_NODE_TEMPLATES = "nodeTemplates"
+
+
+def _bitmap(names: Iterable[str], position: Mapping[str, int], size: int) -> str:
+    bits = bytearray((size + 7) // 8)
+    for name in names:
+        i = position[name]
+        bits[i // 8] |= 1 << (i % 8)
+    return base64.b64encode(bytes(bits)).decode("ascii")
+
+
+def _names(bitmap: str, table: Sequence[str]) -> tuple[str, ...]:
+    try:
+        bits = base64.b64decode(bitmap.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError) as error:
+        raise ConstraintSetError(f"admittedBits is not base64: {error}") from None
+    if len(bits) != (len(table) + 7) // 8:
+        raise ConstraintSetError(f"admittedBits has {len(bits)} bytes for a type table of {len(table)} names")
+    return tuple(name for i, name in enumerate(table) if bits[i // 8] >> (i % 8) & 1)
+
+
+def wire_data(sets: Sequence[ConstraintSet], index: ConstraintSetIndex) -> dict[str, str]:
+    """The compact form of compiled sets for a ConfigMap: `index.json` (the index, plus the sorted table of every
+    admitted type name and each node template once, by the hash of its spec) and one `<name>.json` per set
+    without the audit listing, its admitted types as a bitmap over the table and its node template by reference.
+    Each set keeps its hash: a reader rebuilds the set and verifies it (`read_wire_data`)."""
+    table = sorted({name for s in sets for name in s.admitted})
+    position = {name: i for i, name in enumerate(table)}
+    templates: dict[str, Any] = {}
+    data: dict[str, str] = {}
+    for constraint_set in sets:
+        content = constraint_set.content()
+        digest = content_hash(content)
+        del content["admitted"]
+        content["admittedBits"] = _bitmap(constraint_set.admitted, position, len(table))
+        provider = content.get("provider")
+        if provider is not None and provider.get("spec") is not None:
+            ref = content_hash(provider["spec"])
+            templates[ref] = provider["spec"]
+            content["provider"] = {**provider, "spec": None, "specRef": ref}
+        data[set_key(constraint_set.name)] = canonical_json({**content, "hash": digest})
+    index_json = index.to_json()
+    index_json[WIRE_TYPES] = table
+    index_json[WIRE_NODE_TEMPLATES] = dict(sorted(templates.items()))
+    data[INDEX_KEY] = canonical_json(index_json)
+    return data
+
+
+def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+    """The index and sets of a ConfigMap's data written by `wire_data`, every hash verified (the index's own, and
+    each set's against its content and the index's entry). Raises ConstraintSetError naming the key."""
+    raw_index = data.get(INDEX_KEY)
+    if raw_index is None:
+        raise ConstraintSetError(f"no {INDEX_KEY} key: is it the ConfigMap `compile` writes?")
+    try:
+        index_json = json.loads(raw_index)
+    except ValueError as error:
+        raise ConstraintSetError(f"{INDEX_KEY}: not JSON: {error}") from None
+    if not isinstance(index_json, dict):
+        raise ConstraintSetError(f"{INDEX_KEY}: not a JSON object")
+    table = index_json.pop(WIRE_TYPES, None)
+    templates = index_json.pop(WIRE_NODE_TEMPLATES, None)
+    if not isinstance(table, list) or not isinstance(templates, dict):
+        raise ConstraintSetError(f"{INDEX_KEY}: no type table or node templates (not the compact wire form)")
+    try:
+        index = ConstraintSetIndex.from_json(index_json)
+    except ConstraintSetError as error:
+        raise ConstraintSetError(f"{INDEX_KEY}: {error}") from None
+    sets = []
+    for entry in index.entries:
+        raw = data.get(entry.key)
+        if raw is None:
+            raise ConstraintSetError(f"{entry.key}: listed in the index but missing")
+        try:
+            content = json.loads(raw)
+            if not isinstance(content, dict):
+                raise ConstraintSetError("not a JSON object")
+            bits = content.pop("admittedBits", None)
+            if not isinstance(bits, str):
+                raise ConstraintSetError("no admittedBits")
+            content["admitted"] = list(_names(bits, [str(n) for n in table]))
+            provider = content.get("provider")
+            if isinstance(provider, dict) and "specRef" in provider:
+                ref = provider.pop("specRef")
+                if ref not in templates:
+                    raise ConstraintSetError(f"node template {ref} is not in the index")
+                provider["spec"] = templates[ref]
+            constraint_set = ConstraintSet.from_json(content)
+        except (ValueError, ConstraintSetError) as error:
+            raise ConstraintSetError(f"{entry.key}: {error}") from None
+        if constraint_set.hash != entry.hash:
+            raise ConstraintSetError(f"{entry.key}: hash {constraint_set.hash} does not match the index's {entry.hash}")
+        sets.append(constraint_set)
+    return index, sets
+
+
+def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+    """The index and sets `compile -o DIR` wrote (DIR, or its `constraintsets/`), or the constraint-set ConfigMap
+    mounted as a directory (one file per key, the wire form): every hash verified. Raises ConstraintSetError
+    naming the file."""
+    base = Path(directory)
+    folder = next((d for d in (base / "constraintsets", base) if (d / INDEX_KEY).is_file()), None)
+    if folder is None:
+        raise ConstraintSetError(f"{base}: no constraintsets/{INDEX_KEY} or {INDEX_KEY}: is it `compile -o` output?")
+
+    def read(name: str) -> str:
+        try:
+            return (folder / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConstraintSetError(f"{folder / name}: cannot read: {error}") from None
+
+    index_text = read(INDEX_KEY)
+    try:
+        index_json = json.loads(index_text)
+    except ValueError as error:
+        raise ConstraintSetError(f"{folder / INDEX_KEY}: not JSON: {error}") from None
+    if isinstance(index_json, dict) and WIRE_TYPES in index_json:  # a mounted ConfigMap
+        names = [INDEX_KEY] + [str(e.get("key")) for e in index_json.get("sets") or [] if isinstance(e, dict)]
+        try:
+            return read_wire_data({name: read(name) for name in names})
+        except ConstraintSetError as error:
+            raise ConstraintSetError(f"{folder}: {error}") from None
+    try:
+        index = ConstraintSetIndex.from_json(index_json)
+    except ConstraintSetError as error:
+        raise ConstraintSetError(f"{folder / INDEX_KEY}: {error}") from None
+    sets = []
+    for entry in index.entries:
+        try:
+            constraint_set = ConstraintSet.loads(read(entry.key))
+        except ConstraintSetError as error:
+            raise ConstraintSetError(f"{folder / entry.key}: {error}") from None
+        if constraint_set.hash != entry.hash:
+            raise ConstraintSetError(f"{folder / entry.key}: hash does not match the index's {entry.hash}")
+        sets.append(constraint_set)
+    return index, sets

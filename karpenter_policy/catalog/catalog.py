@@ -18,16 +18,18 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 
+_T = TypeVar("_T")
 FORMAT_VERSION = 1
 DEFAULT_REGION = "us-east-1"
 DATA_PACKAGE = "karpenter_policy.catalog"
@@ -58,6 +60,8 @@ class Catalog:
     region: str
     instance_types: tuple[InstanceType, ...]
     _by_name: dict[str, InstanceType] = field(init=False, repr=False, compare=False, hash=False)
+    _derived: dict[Hashable, Any] = field(init=False, repr=False, compare=False, hash=False)
+    _lock: threading.Lock = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.instance_types, key=lambda it: it.name))
@@ -69,6 +73,17 @@ class Catalog:
             dupes = sorted(name for name, count in counts.items() if count > 1)
             raise ValueError(f"duplicate instance types: {', '.join(dupes)}")
         object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_derived", {})
+        object.__setattr__(self, "_lock", threading.Lock())
+
+    def derived(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """A structure computed from this catalog (the solver's table, the scheduler's masks), built once and kept
+        as long as the catalog lives: no process-wide cache keyed by object identities."""
+        with self._lock:
+            if key not in self._derived:
+                self._derived[key] = build()
+            found: _T = self._derived[key]
+            return found
 
     def get(self, name: str) -> InstanceType | None:
         return self._by_name.get(name)
@@ -161,10 +176,17 @@ def _number(value: Any, what: str) -> float:
     return number
 
 
+#: The largest count a catalog may hold (2^40: a million times any real instance's memory in MiB), so that the
+#: arithmetic on it (float64 where Karpenter's is) stays exact and finite.
+MAX_CATALOG_INT = 2**40
+
+
 def _non_negative_int(value: Any, what: str) -> int:
     number: int = _expect(value, int, what)
     if number < 0:
         raise _Invalid(f"{what} must be >= 0")
+    if number > MAX_CATALOG_INT:
+        raise _Invalid(f"{what} must be at most {MAX_CATALOG_INT}")
     return number
 
 

@@ -6,8 +6,8 @@ price table into a :class:`~karpenter_policy.catalog.catalog.Catalog`, deriving 
 v0.31 (AWS provider, ``pkg/providers/instancetype/types.go``) does. :func:`refresh_catalog` does that against
 a real endpoint and writes the file atomically.
 
-This module never imports boto3: the boto3 adapter (``karpenter_policy.cloud.aws``) is imported lazily by
-:func:`refresh_catalog` only when no source is passed in.
+This module never imports boto3 nor the cloud adapters (they sit above the catalog): the caller passes the
+source — the CLI passes ``cloud.aws.ec2_catalog_source.Ec2CatalogSource``.
 
 Offerings: one per zone the type is offered in x capacity type the type supports (``SupportedUsageClasses``
 restricted to on-demand and spot, as Karpenter skips capacity blocks). By default every offering is priced
@@ -20,6 +20,7 @@ without a price unavailable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -141,6 +142,25 @@ def latest_spot_prices(history: Iterable[Mapping[str, Any]]) -> dict[tuple[str, 
         if key not in latest or stamp >= latest[key][0]:
             latest[key] = (stamp, price)
     return {key: price for key, (_, price) in latest.items()}
+
+
+def with_spot_prices(catalog: Catalog, prices: Mapping[tuple[str, str], float]) -> tuple[Catalog, int]:
+    """`catalog` with its spot offerings priced from `prices` ((instance type, zone) -> $/h), and how many spot
+    offerings had no price there (they keep theirs: the on-demand price in the embedded catalog)."""
+    missing = 0
+    types = []
+    for it in catalog.instance_types:
+        offerings = []
+        for o in it.offerings:
+            if o.capacity_type == CAPACITY_TYPE_SPOT:
+                price = prices.get((it.name, o.zone))
+                if price is None:
+                    missing += o.available
+                else:
+                    o = dataclasses.replace(o, price=price)
+            offerings.append(o)
+        types.append(dataclasses.replace(it, offerings=tuple(offerings)))
+    return Catalog(catalog.region, tuple(types)), missing
 
 
 # --- one instance type --------------------------------------------------------------------------------------
@@ -343,27 +363,21 @@ def write_catalog(catalog: Catalog, out_path: Path) -> None:
 
 def refresh_catalog(
     region: str,
-    endpoint_url: str | None,
+    source: EC2CatalogSource,
     prices_path: Path | None,
     out_path: Path,
     *,
-    source: EC2CatalogSource | None = None,
+    source_name: str = "EC2",
     with_spot_prices: bool = False,
 ) -> Catalog:
-    """Rebuild ``region``'s catalog from EC2 (``endpoint_url``, default AWS's) and write it to ``out_path``.
+    """Rebuild ``region``'s catalog from ``source`` (the caller's EC2 adapter: this package never imports the
+    cloud adapters, which sit above it) and write it to ``out_path``.
 
     ``prices_path`` is the on-demand price table (default: the one shipped for ``region``). Nothing is written
     when anything fails. Raises :class:`CatalogError` (files) or :class:`~karpenter_policy.cloud.CloudError`
     (the EC2 endpoint).
     """
     prices = load_on_demand_prices(prices_path, region)
-    if source is None:
-        from karpenter_policy.cloud.aws.ec2_catalog_source import Ec2CatalogSource
-
-        aws_source = Ec2CatalogSource(region, endpoint_url)
-        source, source_name = aws_source, f"EC2 at {aws_source.endpoint}"
-    else:
-        source_name = "EC2"
     catalog = build_catalog(source, prices, region, with_spot_prices=with_spot_prices, source_name=source_name)
     write_catalog(catalog, out_path)
     return catalog

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 # Well-known label keys (kubernetes.io upstream and karpenter.k8s.aws).
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -226,6 +227,11 @@ class InstanceType:
         if not candidates:
             return None
         return min(candidates, key=lambda o: (o.price, o.zone, o.capacity_type))
+
+    @cached_property
+    def linux_labels(self) -> dict[str, str]:
+        """`labels()` of a Linux node, computed once per type (compile and the checks ask it of every type)."""
+        return self.labels()
 
     def labels(self, os: str = "linux") -> dict[str, str]:
         """The well-known labels Karpenter v0.31 (AWS) sets on a node of this type; `os` is decided by the AMI

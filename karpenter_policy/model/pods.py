@@ -3,10 +3,8 @@
 * **Requirements** (`scheduling.NewPodRequirements`): the `nodeSelector` (each entry `key In [value]`), the
   heaviest preferred node-affinity term treated as required, and the first required `nodeSelectorTerm`
   (`matchFields` are ignored, as Karpenter does).
-* **Relaxation** (`Preferences.Relax`): when no node can take the pod, Karpenter retries with one constraint
-  fewer at a time: first it drops the first required term while more than one is left (the terms are ORed),
-  then the heaviest preferred term, and last — only when some provisioner has a PreferNoSchedule taint — it
-  tolerates every PreferNoSchedule taint. :meth:`PodScheduling.attempts` lists these variants in that order.
+* **Relaxation** (`Preferences.Relax`) is the scheduler's: `scheduling.pods.PodShape.attempts` drops one soft
+  constraint at a time, from these terms and the pod's topology terms.
 * **Tolerations** as written.
 * **Requests** as Kubernetes computes a pod's effective request (`resourcehelper.PodRequests`): per container,
   `requests`, with `limits` standing in for a resource that has no request (the API server's defaulting);
@@ -31,6 +29,7 @@ from karpenter_policy.model.resources import (
     AMD_GPU,
     AWS_NEURON,
     CPU,
+    EPHEMERAL_STORAGE,
     MEMORY,
     NVIDIA_GPU,
     QuantityError,
@@ -72,16 +71,6 @@ class PreferredTerm:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
-    """One variant of the pod that Karpenter tries to schedule: its requirements, its tolerations, and the
-    relaxations applied to get there (in words, in order; empty for the pod as written)."""
-
-    requirements: Requirements
-    tolerations: tuple[Toleration, ...]
-    relaxed: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class PodScheduling:
     """A pod template's scheduling constraints and resource requests (hashable: identical pods group)."""
 
@@ -118,43 +107,17 @@ class PodScheduling:
 
     @property
     def requirements(self) -> Requirements:
-        """The requirements of the pod as written (the first attempt)."""
-        return self.attempts()[0].requirements
-
-    def attempts(self, tolerate_prefer_no_schedule: bool = False) -> tuple[Attempt, ...]:
-        """The variants Karpenter tries in turn, from the pod as written to the most relaxed.
-
-        `tolerate_prefer_no_schedule`: Karpenter's last relaxation, enabled when some provisioner has a
-        PreferNoSchedule taint.
-        """
-        required = list(self.required_terms)
-        preferred = list(self.preferred_terms)
-        tolerations = list(self.tolerations)
-        relaxed: list[str] = []
-        dropped_required = 0
-        attempts: list[Attempt] = []
-        while True:
-            requirements = self.node_selector
-            if preferred:
-                requirements = requirements.intersection(preferred[0].requirements)
-            if required:
-                requirements = requirements.intersection(required[0])
-            attempts.append(Attempt(requirements, tuple(tolerations), tuple(relaxed)))
-            if len(required) > 1:
-                relaxed.append(f"dropped required nodeSelectorTerms[{dropped_required}]")
-                dropped_required += 1
-                required = required[1:]
-            elif preferred:
-                relaxed.append(f"dropped the preferred term of weight {preferred[0].weight}")
-                preferred = preferred[1:]
-            elif tolerate_prefer_no_schedule and not any(_same(t, TOLERATE_PREFER_NO_SCHEDULE) for t in tolerations):
-                relaxed.append("tolerated PreferNoSchedule taints")
-                tolerations.append(TOLERATE_PREFER_NO_SCHEDULE)
-            else:
-                return tuple(attempts)
+        """The requirements of the pod as written: its nodeSelector, heaviest preferred term and first required
+        term (the scheduler's first attempt; `scheduling.pods` relaxes them)."""
+        requirements = self.node_selector
+        if self.preferred_terms:
+            requirements = requirements.intersection(self.preferred_terms[0].requirements)
+        if self.required_terms:
+            requirements = requirements.intersection(self.required_terms[0])
+        return requirements
 
 
-def _same(a: Toleration, b: Toleration) -> bool:
+def same_toleration(a: Toleration, b: Toleration) -> bool:
     """Kubernetes' `Toleration.MatchToleration`: same key, operator, value and effect."""
     return (a.key, a.operator or "Equal", a.value, a.effect) == (b.key, b.operator or "Equal", b.value, b.effect)
 
@@ -396,4 +359,6 @@ def describe_quantity(name: str, value: Decimal) -> str:
         return f"{number} Gaudi accelerator{plural}"
     if name == "pods":
         return f"room for {number} pod{plural}"
+    if name == EPHEMERAL_STORAGE:
+        return f"{format_bytes(value)} ephemeral storage"
     return f"{format_quantity(value)} {name}"

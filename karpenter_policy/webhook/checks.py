@@ -3,7 +3,7 @@
 `Checker.check` runs, in this order, exactly what `karpenter-policy check` runs on each document of a file:
 `policy.validate.check_document` (apiVersion and kind, the JSON Schema, Karpenter's validation rules), then —
 for a valid Provisioner — `policy.check.check_provisioner` with the solver of the node OS `policy.check.node_os`
-gives (conflicts, no instance type, unknown names, a solver timeout) and `policy.schedule.limits_findings`
+gives (conflicts, no instance type, unknown names, a solver timeout) and `policy.proof.limits.limits_findings`
 (limits below the smallest instance type). Messages are the CLI's, word for word;
 where the CLI prefixes file:line:column the webhook prefixes the field path (`spec.requirements[1].values[0]:`),
 and both end with the rule id. The CLI's checks across files (`duplicate-name`, `unresolved-reference`) have no
@@ -31,17 +31,19 @@ from typing import Any
 from karpenter_policy.api.kinds import PROVISIONER_API_VERSION, PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, SOLVER_TIMEOUT
 from karpenter_policy.catalog import Catalog
-from karpenter_policy.policy.check import check_provisioner, node_os
+from karpenter_policy.model.amifamily import NODE_OSES
 from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.schedule import limits_findings
-from karpenter_policy.policy.validate import check_document
+from karpenter_policy.policy.proof.limits import limits_findings
+from karpenter_policy.policy.proof.provisioners import check_provisioner, node_template_of, provisioner_os
+from karpenter_policy.policy.proof.solver import Verdict
+from karpenter_policy.policy.validation.policies import check_document
+from karpenter_policy.scheduling import InstanceTable
 from karpenter_policy.webhook.context import PolicyContext
 from karpenter_policy.webhook.jsondoc import JsonDocument
 from karpenter_policy.webhook.solvercache import DEFAULT_CACHE_SIZE, CachingSolver
 
 #: The solver's time limit per call in the webhook (the CLI's default is 5,000 ms, the API server waits ≤ 5 s).
 DEFAULT_WEBHOOK_TIMEOUT_MS = 1000
-NODE_OSES = ("linux", "windows")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +131,14 @@ class Checker:
         findings, is_policy = check_document(doc, Report())
         is_provisioner = is_policy and obj.get("kind") == PROVISIONER_KIND
         if is_provisioner and solve and not any(f.severity == ERROR for f in findings):
-            os = node_os(obj, self.context.ami_families)
+            template = node_template_of(obj, self.context.node_templates)
+            os = provisioner_os(obj, self.context.node_templates)
             with self._lock:
                 solver_findings, checked = check_provisioner(doc, self._solver(os))
-            findings = [*findings, *solver_findings, *limits_findings(doc, checked, self.catalog)]
+            findings = [*findings, *solver_findings]
+            if checked.verdict == Verdict.SAT:
+                table = InstanceTable.of_catalog(self.catalog)
+                findings += limits_findings(doc, checked.provisioner, checked.instance_types, table, template)
         ordered = sorted(findings, key=Finding.sort_key)
         errors = [self._line(doc, f) for f in ordered if f.severity == ERROR]
         if not is_provisioner and not errors:

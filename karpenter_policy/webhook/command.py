@@ -22,11 +22,11 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load_catalog
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 from karpenter_policy.webhook.certs import ensure_self_signed, service_names
 from karpenter_policy.webhook.checks import DEFAULT_WEBHOOK_TIMEOUT_MS, Checker
 from karpenter_policy.webhook.context import (
@@ -96,13 +96,9 @@ class Webhook:
         else:
             raise StartupError("give --tls-cert-file and --tls-private-key-file, or --self-signed DIR")
         try:
-            self.catalog = catalog or (
-                load_catalog(Path(options.catalog_file))
-                if options.catalog_file
-                else load_catalog(region=options.region or DEFAULT_REGION)
-            )
-        except CatalogError as error:
-            raise StartupError(f"cannot load the catalog: {error}") from None
+            self.catalog = catalog or catalog_option(options.catalog_file, options.region)
+        except OptionError as error:
+            raise StartupError(str(error)) from None
         if options.region and options.region != self.catalog.region:
             raise StartupError(f"--region {options.region} does not match the catalog's {self.catalog.region}")
         try:
@@ -272,14 +268,10 @@ def run(options: WebhookOptions) -> int:
 def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
     """The CLI's `webhook` flags (click's keyword arguments) as WebhookOptions; `--generate-only` is kept as
     `generate_only`. Raises StartupError for a `--values` file that cannot be read."""
-    values = None
-    if raw.get("values_file"):
-        from karpenter_policy.policy.templating import ValuesError, load_values
-
-        try:
-            values = load_values(str(raw["values_file"]))
-        except ValuesError as error:
-            raise StartupError(str(error)) from None
+    try:
+        values = values_option(str(raw["values_file"]) if raw.get("values_file") else None)
+    except OptionError as error:
+        raise StartupError(str(error)) from None
     limits = Limits(
         max_body_bytes=int(raw["max_body_bytes"]),
         request_timeout=float(raw["request_timeout"]),

@@ -12,24 +12,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from karpenter_policy.api.constraintset import (
-    INDEX_KEY,
-    PROVIDER_REF,
-    ConstraintSet,
-    ConstraintSetError,
-    ConstraintSetIndex,
-)
+from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.loader import Document
 from karpenter_policy.policy.reporters import render_text
-from karpenter_policy.policy.validate import validate_paths
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.validation.policies import validate_paths
 
 
 class ContextError(ValueError):
@@ -38,10 +30,10 @@ class ContextError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class PolicyContext:
-    """AMI family per AWSNodeTemplate name (for `node_os`), taints per Provisioner name (for pinning), and the
-    valid PinningPolicy documents."""
+    """The spec of each AWSNodeTemplate by name (AMI family and block devices: a provisioner's node OS and node
+    shape), taints per Provisioner name (for pinning), and the valid PinningPolicy documents."""
 
-    ami_families: Mapping[str, str] = field(default_factory=dict)
+    node_templates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     provisioner_taints: Mapping[str, Sequence[Taint]] = field(default_factory=dict)
     pinning_documents: tuple[Document, ...] = ()
     source: str = ""
@@ -64,53 +56,38 @@ def load_pinning_documents(paths: Sequence[str], values: Mapping[str, Any] | Non
 def load_policies(paths: Sequence[str], values: Mapping[str, Any] | None = None) -> PolicyContext:
     """The context of a policy repository (the CLI's validation runs on it first). Raises ContextError."""
     documents = _valid_documents(paths, values)
-    ami_families: dict[str, str] = {}
+    node_templates: dict[str, Mapping[str, Any]] = {}
     taints: dict[str, tuple[Taint, ...]] = {}
     for doc in documents:
         data = doc.data
         name = str(data["metadata"]["name"])
         spec = data.get("spec") or {}
         if data.get("kind") == NODE_TEMPLATE_KIND:
-            ami_families[name] = str(spec.get("amiFamily") or "")
+            node_templates[name] = dict(spec)
         elif data.get("kind") == PROVISIONER_KIND:
             taints[name] = tuple(Taint.from_api(t) for t in spec.get("taints") or [])
     pinning = tuple(d for d in documents if d.data.get("kind") == PINNING_POLICY_KIND)
-    return PolicyContext(ami_families, taints, pinning, ", ".join(paths))
+    return PolicyContext(node_templates, taints, pinning, ", ".join(paths))
 
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_bytes())
-    except OSError as error:
-        raise ContextError(f"{path}: cannot read: {error.strerror or error}") from None
-    except ValueError as error:
-        raise ContextError(f"{path}: not JSON: {error}") from None
 
 
 def load_constraints(directory: str, region: str | None = None) -> PolicyContext:
     """The context of compiled constraint sets (every hash verified); `region` must match theirs when given.
     Raises ContextError."""
-    base = Path(directory)
-    index_file = next((p for p in (base / "constraintsets" / INDEX_KEY, base / INDEX_KEY) if p.is_file()), None)
-    if index_file is None:
-        raise ContextError(f"{directory}: no constraintsets/{INDEX_KEY} or {INDEX_KEY}: is it `compile -o` output?")
     try:
-        index = ConstraintSetIndex.from_json(_read_json(index_file))
-        sets = [ConstraintSet.from_json(_read_json(index_file.parent / e.key)) for e in index.entries]
+        index, sets = read_compiled(directory)
     except ConstraintSetError as error:
-        raise ContextError(f"{index_file.parent}: {error}") from None
+        raise ContextError(str(error)) from None
     for entry, constraint_set in zip(index.entries, sets, strict=True):
-        if constraint_set.hash != entry.hash:
-            raise ContextError(f"{index_file.parent / entry.key}: hash does not match the index's {entry.hash}")
         if region is not None and constraint_set.region != region:
             raise ContextError(
-                f"{index_file.parent / entry.key}: compiled for region {constraint_set.region}, "
+                f"{directory}: {entry.key}: compiled for region {constraint_set.region}, "
                 f"the webhook's catalog is {region}"
             )
-    ami_families: dict[str, str] = {}
+    node_templates: dict[str, Mapping[str, Any]] = {}
     for constraint_set in sets:
         provider = constraint_set.provider
         if provider is not None and provider.source == PROVIDER_REF and provider.name and provider.spec is not None:
-            ami_families[provider.name] = str(provider.spec.get("amiFamily") or "")
+            node_templates[provider.name] = dict(provider.spec)
     taints = {s.name: tuple(s.taints) for s in sets}
-    return PolicyContext(ami_families, taints, (), directory)
+    return PolicyContext(node_templates, taints, (), directory)

@@ -25,8 +25,7 @@ from typing import Any
 import jsonpatch
 
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.pinning import (
+from karpenter_policy.policy.pinning.rules import (
     Change,
     Rule,
     affinity_conflict,
@@ -35,6 +34,7 @@ from karpenter_policy.policy.pinning import (
     resolve,
     rules_from_documents,
 )
+from karpenter_policy.policy.source.loader import Document
 
 _TEMPLATE_HASH_LABEL = "pod-template-hash"
 

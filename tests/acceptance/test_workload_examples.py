@@ -139,8 +139,18 @@ def test_each_app_lands_where_its_header_says(path: Path) -> None:
 def test_the_apps_run_is_clean_and_places_every_workload() -> None:
     code, report = json_report(relative(POLICIES), relative(EXAMPLES / "apps"))
     assert code == 0 and report["findings"] == []
-    assert {"findings", "summary", "provisioners", "workloads"} == set(report)
+    assert {"findings", "summary", "provisioners", "workloads", "capacity"} == set(report)
     assert all(w["schedulable"] and w["count"] == len(w["instance_types"]) > 0 for w in report["workloads"])
+    capacity = report["capacity"]  # every replica on new nodes of the provisioners that take them, priced
+    replicas = {w["object"]: w["replicas"] for w in report["workloads"]}
+    assert replicas["Deployment/inflate"] == 0 and replicas["StatefulSet/orders-db"] == 1
+    assert capacity["pods"] == sum(replicas.values()) and capacity["unscheduled"] == {}
+    assert capacity["node_count"] == len(capacity["nodes"]) > 0 and capacity["estimated"] is True
+    assert capacity["cost_per_hour"] == pytest.approx(sum(n["price"] for n in capacity["nodes"]))
+    placed = {w: sum(n["workloads"].get(w, 0) for n in capacity["nodes"]) for w in replicas}
+    assert placed == replicas
+    assert all(0 < n["cpu_utilisation"] <= 1 and n["provisioner"] in {"default", "kspark", "gpu", "batch"}
+               for n in capacity["nodes"])
     assert report["summary"]["kinds"]["DaemonSet"] == 1 and report["summary"]["errors"] == 0
     inflate = next(w for w in report["workloads"] if w["object"] == "Deployment/inflate")
     assert inflate["provisioner"] == "default" and inflate["requests"] == {"cpu": "1"}

@@ -8,7 +8,7 @@ from karpenter_policy.api.objects import AWSNodeTemplate, Provisioner
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.loader import load_file
+from karpenter_policy.policy.source.files import load_file
 
 
 def _doc(file: str, index: int = 0) -> dict[str, object]:

@@ -111,9 +111,9 @@ def source(aws_env: None, moto_endpoint: str) -> RecordingSource:
 
 @pytest.fixture(scope="module")
 def refreshed(aws_env: None, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, Path]:
-    """The real path: refresh_catalog builds its own boto3 source for the endpoint URL."""
+    """The real path: refresh_catalog on the boto3 source for the endpoint URL (what the CLI passes it)."""
     out = tmp_path_factory.mktemp("refresh") / "instance-types-us-east-1.json"
-    catalog = refresh_catalog(REGION, moto_endpoint, None, out)
+    catalog = refresh_catalog(REGION, Ec2CatalogSource(REGION, moto_endpoint), None, out)
     return catalog, out
 
 
@@ -179,7 +179,7 @@ def test_unreachable_endpoint_is_a_cloud_error(aws_env: None, tmp_path: Path) ->
     endpoint = f"http://127.0.0.1:{free_port()}"
     out = tmp_path / "catalog.json"
     with pytest.raises(CloudError) as caught:
-        refresh_catalog(REGION, endpoint, None, out)
+        refresh_catalog(REGION, Ec2CatalogSource(REGION, endpoint), None, out)
     assert caught.value.endpoint.rstrip("/") == endpoint
     assert endpoint in str(caught.value) and "cannot connect" in caught.value.reason
     assert not out.exists() and list(tmp_path.iterdir()) == []
@@ -190,7 +190,7 @@ def test_missing_credentials_are_a_cloud_error(aws_env: None, moto_endpoint: str
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             mp.delenv(name)
         with pytest.raises(CloudError) as caught:
-            refresh_catalog(REGION, moto_endpoint, None, tmp_path / "catalog.json")
+            refresh_catalog(REGION, Ec2CatalogSource(REGION, moto_endpoint), None, tmp_path / "catalog.json")
     assert "credentials" in caught.value.reason
     assert caught.value.operation == "DescribeInstanceTypes"
 

@@ -27,17 +27,20 @@ from hypothesis import strategies as st
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.catalog import Catalog, CatalogError, catalog_from_json, catalog_to_json, load_catalog
+from karpenter_policy.model.allocatable import NodeConfiguration, allocatable
 from karpenter_policy.model.quantity import MAX_QUANTITY, QuantityError, read_quantity
-from karpenter_policy.policy import manifests
-from karpenter_policy.policy.check import CheckedProvisioner, check_paths
+from karpenter_policy.policy.compilation import manifests
 from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.loader import Document, LoadError, parse
-from karpenter_policy.policy.pin import UnsafeEdit, pin_text
-from karpenter_policy.policy.schedule import allocatable_of, check_workloads, limits_findings, placements_json, schedule
-from karpenter_policy.policy.solver import Verdict
-from karpenter_policy.policy.templating import TemplateError, ValuesError, load_values, render_template
-from karpenter_policy.policy.validate import validate_paths
-from karpenter_policy.policy.workloads import Workload, read_documents
+from karpenter_policy.policy.pinning.pin import UnsafeEdit, pin_text
+from karpenter_policy.policy.proof.limits import limits_findings
+from karpenter_policy.policy.proof.placement import check_workloads, plan_capacity, schedule
+from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths
+from karpenter_policy.policy.proof.solver import Verdict
+from karpenter_policy.policy.source.loader import Document, LoadError, parse
+from karpenter_policy.policy.source.templating import TemplateError, ValuesError, load_values, render_template
+from karpenter_policy.policy.source.workloads import Workload, read_documents
+from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.scheduling import InstanceTable
 from karpenter_policy.webhook.checks import Checker
 from karpenter_policy.webhook.context import load_policies
 from karpenter_policy.webhook.handlers import Handlers
@@ -145,13 +148,15 @@ def _check_findings(findings: list[Finding], files: dict[str, bytes], rules: fro
 def test_workloads(case: Case) -> None:
     path = _write("workloads.yaml", case.content)
     report = Report()
-    placements = check_workloads(report, _policies(), [path], load_catalog())
+    result = check_workloads(report, _policies(), [path], load_catalog())
+    placements = result.placements
     for rule in sorted({f.rule for f in report.findings}):
         event(f"rule {rule}")
     event(f"{sum(p.schedulable for p in placements)} of {len(placements)} placed")
     _check_findings(report.findings, {path: case.content, **_policy_files()}, WORKLOAD_RULES)
     check_rendering(report, WORKLOAD_RULES)
-    json.dumps(placements_json(placements))
+    json.dumps([p.to_json() for p in placements])
+    json.dumps(result.capacity.to_json() if result.capacity is not None else None)
     with contextlib.suppress(LoadError, UnsafeEdit):  # pin reports these: unreadable, or not safely editable
         pin_text(path, case.content.decode("utf-8"), _pin_rules())
 
@@ -228,7 +233,7 @@ def test_limits_and_quantities(case: Case) -> None:
         proven = CheckedProvisioner(
             str(doc.data["metadata"]["name"]), doc.file, line, column, Verdict.SAT, doc.data, catalog.names()
         )
-        findings = limits_findings(doc, proven, catalog)
+        findings = limits_findings(doc, proven.provisioner, proven.instance_types, InstanceTable.of_catalog(catalog))
         _check_findings(findings, {path: case.content}, POLICY_RULES)
         checked.append(proven)
         provisioner = Provisioner.from_document(doc.data)
@@ -236,7 +241,8 @@ def test_limits_and_quantities(case: Case) -> None:
                                           provider=None, instance_types=catalog)
         json.loads(constraint_set.dumps())
     placements = schedule(checked, _fixed_workloads(), catalog).placements
-    json.dumps(placements_json(placements))
+    json.dumps([p.to_json() for p in placements])
+    json.dumps(plan_capacity(checked, _fixed_workloads(), catalog).to_json())
     manifests.to_v1([d.data for d in provisioners], templates)
 
 
@@ -279,7 +285,7 @@ def test_catalog_files(case: Case) -> None:
     kubelets: list[dict[str, Any]] = [{}, {"maxPods": 110, "kubeReserved": {"cpu": "1e99999999"}}]
     for instance_type in catalog:
         for kubelet in kubelets:
-            allocatable_of(instance_type, kubelet)
+            allocatable(instance_type, NodeConfiguration.of(kubelet))
     schedule([], _fixed_workloads(), catalog)
     provisioner = Provisioner.from_document({"metadata": {"name": "p"}, "spec": {"limits": {"resources": {}}}})
     ConstraintSet.of(provisioner, version="v", sources=[], region=catalog.region, provider=None,

@@ -41,7 +41,7 @@ from hypothesis.control import currently_in_test_context
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpenter_policy.policy.findings import Report
-from karpenter_policy.policy.validate import validate_paths
+from karpenter_policy.policy.validation.policies import validate_paths
 
 from .properties import FUZZ, check_rendering, max_line
 from .strategies import (
@@ -378,7 +378,7 @@ def test_findings_in_a_large_mapping_cost_linear_time() -> None:
     """
     from yaml.nodes import MappingNode
 
-    from karpenter_policy.policy.loader import parse
+    from karpenter_policy.policy.source.loader import parse
 
     count = 4000
     (doc,) = parse("labels.yaml", _restricted_labels(count).decode())

@@ -9,10 +9,11 @@ import pytest
 
 from karpenter_policy.catalog import Catalog, catalog_to_json, load_catalog
 from karpenter_policy.model.instancetypes import InstanceType, Offering
-from karpenter_policy.policy.check import check_command, check_paths, render_check, suggest
 from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.solver import Verdict
+from karpenter_policy.policy.proof.check import check_command, render_check
+from karpenter_policy.policy.proof.provisioners import check_paths, nearest_name
+from karpenter_policy.policy.proof.solver import Verdict
+from karpenter_policy.policy.source.loader import Document
 
 PROVIDER = """\
   provider:
@@ -263,7 +264,7 @@ def test_check_command_exit_codes(tmp_path: Path) -> None:
     ],
 )
 def test_suggest(value: str, candidates: tuple[str, ...], expected: str | None) -> None:
-    assert suggest(value, candidates) == expected
+    assert nearest_name(value, candidates) == expected
 
 
 WINDOWS = """\

@@ -19,12 +19,13 @@ from karpenter_policy.api.constraintset import (
     ConstraintSet,
     ConstraintSetError,
     ConstraintSetIndex,
+    read_wire_data,
     resolve_instance_types,
 )
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.policy.compiler import (
+from karpenter_policy.policy.compilation.compiler import (
     CompileOptions,
     OutputError,
     compile_command,
@@ -166,7 +167,7 @@ def test_hash_round_trip_and_tampering(compiled: Path) -> None:
         ConstraintSet.from_json(tampered)
     assert ConstraintSet.from_json(tampered, verify=False).weight == 99
     with pytest.raises(ConstraintSetError, match="schemaVersion"):
-        ConstraintSet.from_json({**raw, "schemaVersion": 2})
+        ConstraintSet.from_json({**raw, "schemaVersion": 1})
     index = ConstraintSetIndex.from_json(json.loads((compiled / "constraintsets" / "index.json").read_text()))
     assert [(e.name, e.hash, e.key) for e in index.entries] == [
         (n, load_set(compiled, n).hash, f"{n}.json") for n in ("arm64", "default", "gpu", "spot-batch")]
@@ -528,12 +529,31 @@ def test_configmap_carries_every_set_and_the_index(compiled: Path) -> None:
     assert (cm["apiVersion"], cm["kind"]) == ("v1", "ConfigMap")
     assert cm["metadata"]["namespace"] == "karpenter-policy"
     assert sorted(cm["data"]) == ["arm64.json", "default.json", "gpu.json", "index.json", "spot-batch.json"]
-    for key, value in cm["data"].items():
-        on_disk = json.loads((compiled / "constraintsets" / key).read_text())
-        assert json.loads(value) == on_disk
-        if key != "index.json":
-            assert ConstraintSet.loads(value).hash == on_disk["hash"]
-    ConstraintSetIndex.from_json(json.loads(cm["data"]["index.json"]))
+    index, sets = read_wire_data(cm["data"])
+    assert index == ConstraintSetIndex.from_json(json.loads((compiled / "constraintsets" / "index.json").read_text()))
+    for constraint_set in sets:  # the files' sets, without the audit listing of offerings
+        on_disk = load_set(compiled, constraint_set.name)
+        assert constraint_set.hash == on_disk.hash and constraint_set.admitted == on_disk.admitted
+        assert constraint_set.provider == on_disk.provider and not constraint_set.instance_types
+        assert "instanceTypes" not in cm["data"][f"{constraint_set.name}.json"]
+    tampered = {**cm["data"], "gpu.json": cm["data"]["gpu.json"].replace('"weight":80', '"weight":81')}
+    with pytest.raises(ConstraintSetError, match="gpu.json"):
+        read_wire_data(tampered)
+
+
+def test_five_hundred_broad_provisioners_fit_one_configmap(tmp_path: Path) -> None:
+    policy = (POLICIES / "default.yaml").read_text()
+    for i in range(500):
+        provider = f"provider:\n    subnetSelector: {{team: t{i}}}\n    securityGroupSelector: {{a: b}}"
+        text = policy.replace("providerRef:\n    name: default", provider).replace("name: default", f"name: wide-{i}")
+        (tmp_path / f"p{i}.yaml").write_text(text)
+    result = compile_paths([str(tmp_path)], CompileOptions(catalog=CATALOG))
+    assert result.report.errors == 0 and result.report.warnings == 0, [f.message for f in result.report.findings][:3]
+    (cm,) = [o for o in result.objects if o["kind"] == "ConfigMap"]
+    size = sum(len(k) + len(v.encode()) for k, v in cm["data"].items())
+    assert size < 1024 * 1024
+    index, sets = read_wire_data(cm["data"])
+    assert len(sets) == 500 and all(len(s.admitted) > 300 for s in sets)
 
 
 def test_configmap_name_and_namespace_are_configurable(tmp_path: Path) -> None:
@@ -547,10 +567,12 @@ def test_configmap_name_and_namespace_are_configurable(tmp_path: Path) -> None:
 
 def test_configmap_too_large_is_an_error(tmp_path: Path) -> None:
     policy = (POLICIES / "default.yaml").read_text()
-    for i in range(8):
-        (tmp_path / f"p{i}.yaml").write_text(policy.replace("name: default", f"name: wide-{i}").replace(
+    for i in range(8):  # node templates with 150 KB of tags each: no compact form holds that
+        tags = {f"team-{i}-cost-centre-{j:05d}": f"value-{j:05d}-of-a-long-tag-list" for j in range(2500)}
+        (tmp_path / f"p{i}.yaml").write_text(policy.replace(
             "providerRef:\n    name: default", "provider:\n    subnetSelector: {a: b}\n"
-            "    securityGroupSelector: {a: b}"))
+            "    securityGroupSelector: {a: b}\n    tags: " + json.dumps(tags)
+        ).replace("name: default", f"name: wide-{i}"))
     result = compile_paths([str(tmp_path)], CompileOptions(catalog=CATALOG))
     (finding,) = [f for f in result.report.findings if f.rule == "configmap-too-large"]
     assert finding.severity == "error" and finding.line == 5 and "ConfigMap" in finding.message

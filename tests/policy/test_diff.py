@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.policy.diff import DiffResult, diff_command, diff_sides, load_side
+from karpenter_policy.policy.comparison.diff import DiffResult, diff_command, diff_sides, load_side
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = (

@@ -15,9 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
-from karpenter_policy.policy.loader import parse
-from karpenter_policy.policy.pin import UnsafeEdit, pin_paths, pin_text, render_scalar, write_atomically, write_plans
-from karpenter_policy.policy.pinning import Rule, rules_of
+from karpenter_policy.policy.pinning.pin import (
+    UnsafeEdit,
+    pin_paths,
+    pin_text,
+    render_scalar,
+    write_atomically,
+    write_plans,
+)
+from karpenter_policy.policy.pinning.rules import Rule, rules_of
+from karpenter_policy.policy.source.loader import parse
 
 from .unprivileged import Unprivileged, unprivileged  # noqa: F401  (the fixture)
 

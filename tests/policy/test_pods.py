@@ -17,6 +17,7 @@ from karpenter_policy.model.pods import (
 )
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.taints import Taint, Toleration
+from karpenter_policy.scheduling.pods import shape_of
 
 GI = 2**30
 MI = 2**20
@@ -169,7 +170,7 @@ def test_relaxation_follows_karpenter_order() -> None:
             }
         }
     }
-    pod = PodScheduling.from_pod_spec(spec)
+    pod = shape_of(spec)
     attempts = pod.attempts(tolerate_prefer_no_schedule=True)
     assert [sorted(a.requirements) for a in attempts] == [
         ["a", "heavy"],
@@ -185,18 +186,18 @@ def test_relaxation_follows_karpenter_order() -> None:
         "dropped the preferred term of weight 5",
         "tolerated PreferNoSchedule taints",
     )
-    assert len(pod.attempts()) == 4  # no PreferNoSchedule taint anywhere: no toleration added
+    assert len(pod.attempts(False)) == 4  # no PreferNoSchedule taint anywhere: no toleration added
 
 
 def test_the_prefer_no_schedule_toleration_is_not_added_twice() -> None:
     spec = {"tolerations": [{"operator": "Exists", "effect": "PreferNoSchedule"}]}
-    assert len(PodScheduling.from_pod_spec(spec).attempts(tolerate_prefer_no_schedule=True)) == 1
+    assert len(shape_of(spec).attempts(tolerate_prefer_no_schedule=True)) == 1
 
 
 def test_a_pod_without_preferences_is_one_attempt() -> None:
-    [attempt] = PodScheduling.from_pod_spec({}).attempts()
+    [attempt] = shape_of({}).attempts(False)
     assert attempt.requirements == Requirements() and attempt.relaxed == ()
-    assert len(PodScheduling.from_pod_spec({}).attempts(tolerate_prefer_no_schedule=True)) == 2
+    assert len(shape_of({}).attempts(tolerate_prefer_no_schedule=True)) == 2
 
 
 def test_match_fields_are_ignored_and_empty_terms_match_everything() -> None:

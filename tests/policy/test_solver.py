@@ -14,17 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import custom_representatives, table_for
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.requirements import Requirement
-from karpenter_policy.policy import solver as solver_module
-from karpenter_policy.policy.solver import (
+from karpenter_policy.policy.proof import solver as solver_module
+from karpenter_policy.policy.proof.solver import (
     Origin,
     Solver,
     Term,
     Verdict,
-    custom_representatives,
-    table_for,
     terms_of,
 )
 

@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 
 from karpenter_policy.policy.findings import Report
-from karpenter_policy.policy.loader import Document, discover, load_file
-from karpenter_policy.policy.templating import (
+from karpenter_policy.policy.source.files import load_file
+from karpenter_policy.policy.source.loader import Document, discover
+from karpenter_policy.policy.source.templating import (
     TemplateError,
     ValuesError,
     load_values,
     render_template,
 )
-from karpenter_policy.policy.validate import validate_paths
+from karpenter_policy.policy.validation.policies import validate_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "templates"

@@ -7,8 +7,8 @@ from textwrap import dedent
 
 import pytest
 
-from karpenter_policy.policy.loader import parse
-from karpenter_policy.policy.workloads import (
+from karpenter_policy.policy.source.loader import parse
+from karpenter_policy.policy.source.workloads import (
     WORKLOAD_KINDS,
     WorkloadError,
     read_documents,
@@ -108,7 +108,7 @@ def test_every_workload_kind_is_read_with_its_template_position() -> None:
     web = found.workloads[0]
     assert web.namespace == "shop" and web.template_path == ("spec", "template") and web.column == 3
     assert web.spec_path == ("spec", "template", "spec")
-    assert web.pod.resource_requests == {"cpu": pytest.approx(0.5)}
+    assert web.shape.scheduling.resource_requests == {"cpu": pytest.approx(0.5)}
     assert found.kinds["Deployment"] == 1 and "Service" not in found.kinds
 
 

@@ -91,9 +91,13 @@ def test_a_provisioner_is_answered_by_its_deadline(obj: dict[str, Any], one_work
         prober.join()
     assert answer.status == 200, answer
     response = answer.json()["response"]
-    assert response["uid"] == "slow" and response["allowed"] is False
+    assert response["uid"] == "slow"
     assert elapsed < 5, elapsed  # the deadline is 1.5 s (2 s less the margin); generous for a loaded machine
-    if "did not finish" in response["status"]["message"]:  # (else the checks were fast enough to refuse it)
+    if obj is HUGE_MEMORY:  # bounded arithmetic: answered in time, admitted as Karpenter admits it
+        assert response["allowed"] is True, response
+    else:
+        assert response["allowed"] is False
+    if not response["allowed"] and "did not finish" in response["status"]["message"]:  # (else fast enough)
         assert response["status"] == {
             "code": 504,
             "message": "karpenter-policy webhook: the checks did not finish within 1.5 s (the request's deadline); "

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.policy.check import check_provisioner
-from karpenter_policy.policy.solver import Solver, Verdict, terms_of
+from karpenter_policy.policy.proof.provisioners import check_provisioner
+from karpenter_policy.policy.proof.solver import Solver, Verdict, terms_of
 from karpenter_policy.webhook.jsondoc import JsonDocument
 from karpenter_policy.webhook.review import (
     MAX_WARNINGS,

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from karpenter_policy.api.constraintset import max_pods
+from karpenter_policy.api.constraintset import node_configuration_of
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
 from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, AmiResolver
@@ -64,6 +64,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import max_pods
 from karpenter_policy.model.instancetypes import (
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_SPOT,
@@ -282,11 +283,12 @@ class AwsCloudProvider:
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
+        node = node_configuration_of(request.kubelet, str(family) if family else None)
         for it in types:
             image = images.get(it.name)
             if image is None:
                 continue
-            pods = max_pods(it, request.kubelet)
+            pods = max_pods(it, node)
             group = (image, pods)
             if group not in by_group:
                 bootstrap = userdata.Bootstrap(

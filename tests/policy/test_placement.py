@@ -1,4 +1,4 @@
-"""policy.schedule: which provisioner takes each workload (Karpenter's weight order, taints, requirements,
+"""policy.proof.placement: which provisioner takes each workload (Karpenter's weight order, taints, requirements,
 offerings, limits, resources with the DaemonSet overhead, relaxation), the reasons in words, and the overlap,
 shadowed and limits findings. The last tests check the bit-mask algebra against a plain per-type filter."""
 
@@ -13,26 +13,17 @@ from typing import Any
 import pytest
 
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import CATALOG_KEYS
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import NodeConfiguration, allocatable, to_units
+from karpenter_policy.model.allocatable import capacity as node_capacity
 from karpenter_policy.model.instancetypes import InstanceType, Offering
-from karpenter_policy.model.pods import PodScheduling
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.taints import untolerated
-from karpenter_policy.policy.check import CheckedProvisioner, check_paths
 from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.schedule import (
-    RESOURCES,
-    Placement,
-    allocatable_of,
-    capacity_of,
-    check_workloads,
-    kube_reserved_cpu_millis,
-    schedule,
-    schedule_workloads,
-    vector,
-)
-from karpenter_policy.policy.solver import CATALOG_KEYS
-from karpenter_policy.policy.workloads import Workload, read_workloads, workload_from_data
+from karpenter_policy.policy.proof.placement import Placement, check_workloads, schedule, schedule_workloads
+from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths
+from karpenter_policy.policy.source.workloads import Workload, read_workloads, workload_from_data
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workloads"
@@ -79,7 +70,7 @@ def run(
     (tmp_path / "policies" / "p.yaml").write_text("---\n".join(policies))
     (tmp_path / "apps" / "a.yaml").write_text("---\n".join(workloads))
     report, checked = check_paths([str(tmp_path / "policies")], catalog)
-    placements = check_workloads(report, checked, [str(tmp_path / "apps")], catalog)
+    placements = check_workloads(report, checked, [str(tmp_path / "apps")], catalog).placements
     return report, checked, placements
 
 
@@ -89,58 +80,6 @@ def findings(report: Report, *rules: str) -> list[Finding]:
 
 def reasons(placement: Placement) -> dict[str, str]:
     return {name: r.message for name, r in placement.reasons.items()}
-
-
-# --- allocatable --------------------------------------------------------------------------------------------
-
-
-def test_kube_reserved_cpu_follows_karpenter_ranges() -> None:
-    assert [kube_reserved_cpu_millis(n) for n in (1, 2, 4, 8, 96)] == [60, 70, 80, 90, 310]
-
-
-def test_allocatable_of_an_m5_large() -> None:
-    m5 = load_catalog().get("m5.large")
-    assert m5 is not None
-    cpu, memory, pods, *_ = capacity_of(m5, {})
-    assert (cpu, memory // 2**20, pods) == (2000, 8192 - 615, 29)  # 7.5 % VM overhead
-    cpu, memory, pods, *_ = allocatable_of(m5, {})
-    assert (cpu, memory // 2**20) == (1930, 8192 - 615 - (11 * 29 + 255) - 100)
-
-
-def test_kubelet_configuration_changes_allocatable() -> None:
-    m5 = load_catalog().get("m5.large")
-    assert m5 is not None
-    kubelet = {
-        "maxPods": 110,
-        "kubeReserved": {"cpu": "200m", "memory": "1Gi"},
-        "systemReserved": {"cpu": "100m"},
-        "evictionHard": {"memory.available": "5%"},
-    }
-    cpu, memory, pods, *_ = allocatable_of(m5, kubelet)
-    capacity = (8192 - 615) * 2**20
-    assert (cpu, pods) == (1700, 110)
-    assert memory == capacity - GI - -(-capacity * 5 // 100)
-    assert capacity_of(m5, {"podsPerCore": 4})[2] == 8
-
-
-def test_gpus_and_neuron_devices_are_counted() -> None:
-    catalog = load_catalog()
-    g5, inf1 = catalog.get("g5.12xlarge"), catalog.get("inf1.xlarge")
-    assert g5 is not None and inf1 is not None
-    nvidia, neuron = RESOURCES.index("nvidia.com/gpu"), RESOURCES.index("aws.amazon.com/neuron")
-    assert capacity_of(g5, {})[nvidia] == 4 and capacity_of(inf1, {})[neuron] == 1
-
-
-def test_vector_rounds_up() -> None:
-    assert vector({"cpu": Decimal("0.0001"), "memory": Decimal("1.5"), "example.com/dongle": Decimal(1)}) == (
-        1,
-        2,
-        0,
-        0,
-        0,
-        0,
-        0,
-    )
 
 
 # --- the seeds ----------------------------------------------------------------------------------------------
@@ -234,7 +173,7 @@ def test_an_unproven_provisioner_takes_nothing(tmp_path: Path) -> None:
     ]
     report, _, [placement] = run(tmp_path, policies, [deployment("web", "containers: []")])
     assert findings(report, "requirements-conflict")
-    assert placement.reasons["broken"].kind == "unproven"
+    assert placement.reasons["broken"].kind == "unavailable"
 
 
 def test_no_provisioner_at_all(tmp_path: Path) -> None:
@@ -455,18 +394,21 @@ def test_placement_json(tmp_path: Path) -> None:
 _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 
 
-def plain_fit(checked: CheckedProvisioner, pod: PodScheduling, overhead: tuple[int, ...], catalog: Catalog) -> set[str]:
+def plain_fit(checked: CheckedProvisioner, pod: Workload, overhead: dict[str, int], catalog: Catalog) -> set[str]:
     """The types of a provisioner that take the pod as written, type by type, without masks or caches."""
     p = checked.provisioner
     reqs = p.requirements.add(Requirement.new(wk.PROVISIONER_NAME, "In", [p.name]))
-    attempt = pod.attempts()[0]
+    attempt = pod.shape.attempts(False)[0]
     if untolerated(p.taints, attempt.tolerations) or reqs.compatible(attempt.requirements):
         return set()
     merged = reqs.intersection(attempt.requirements)
     zone, capacity = merged.get_or_exists(wk.ZONE), merged.get_or_exists(wk.CAPACITY_TYPE)
-    limits = {n: v for n, v in p.limits.items() if n in RESOURCES}
-    wanted = tuple(a + b for a, b in zip(vector(pod.resource_requests), overhead, strict=True))
-    wanted = tuple(x + (1 if RESOURCES[i] == "pods" else 0) for i, x in enumerate(wanted))
+    node = NodeConfiguration.of(p.kubelet, None, None)
+    limits = {n: to_units(n, v) for n, v in p.limits.items()}
+    wanted = {n: to_units(n, v) for n, v in pod.shape.scheduling.resource_requests.items()}
+    wanted["pods"] = 1
+    for n, v in overhead.items():
+        wanted[n] = wanted.get(n, 0) + v
     out = set()
     for name in checked.instance_types:
         it = catalog.get(name)
@@ -480,10 +422,11 @@ def plain_fit(checked: CheckedProvisioner, pod: PodScheduling, overhead: tuple[i
             continue
         if not any(o.available and zone.has(o.zone) and capacity.has(o.capacity_type) for o in it.offerings):
             continue
-        capacity_vector = capacity_of(it, p.kubelet or {})
-        if any(capacity_vector[RESOURCES.index(n)] > vector({n: v})[RESOURCES.index(n)] for n, v in limits.items()):
+        have = node_capacity(it, node)
+        if any(have.get(n, 0) > v for n, v in limits.items()):
             continue
-        if all(a >= w for a, w in zip(allocatable_of(it, p.kubelet or {}), wanted, strict=True)):
+        free = allocatable(it, node)
+        if all(free.get(n, 0) >= w for n, w in wanted.items()):
             out.add(name)
     return out
 
@@ -566,19 +509,18 @@ def test_the_masks_agree_with_a_plain_filter(seed: int) -> None:
         pods.append(workload)
     result = schedule(checked, [daemon, *pods], catalog)
     ordered = sorted(checked, key=lambda c: (-c.provisioner.weight, c.name))
-    overhead = {c.name: (0,) * len(RESOURCES) for c in checked}
+    overhead: dict[str, dict[str, int]] = {c.name: {} for c in checked}
     for c in checked:  # the agent tolerates nothing: it runs on the untainted provisioners only
         if not c.provisioner.taints:
-            overhead[c.name] = tuple(
-                a + b for a, b in zip(vector(daemon.pod.resource_requests), (0, 0, 1, 0, 0, 0, 0), strict=True)
-            )
+            overhead[c.name] = {n: to_units(n, v) for n, v in daemon.shape.scheduling.resource_requests.items()}
+            overhead[c.name]["pods"] = 1
     schedulable = 0
     for workload, placement, could in zip(pods, result.placements, result.could_take, strict=True):
-        if len(workload.pod.attempts()) > 1:
+        if len(workload.shape.attempts(False)) > 1:
             continue  # the relaxed variants are covered elsewhere; here: the pod as written
-        fits = {c.name: plain_fit(c, workload.pod, overhead[c.name], catalog) for c in ordered}
+        fits = {c.name: plain_fit(c, workload, overhead[c.name], catalog) for c in ordered}
         expected = [c.name for c in ordered if fits[c.name]]
-        assert list(could) == expected, workload.pod
+        assert list(could) == expected, workload.shape
         assert placement.provisioner == (expected[0] if expected else None)
         if expected:
             schedulable += 1

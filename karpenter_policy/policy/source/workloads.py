@@ -22,9 +22,11 @@ from typing import Any
 from karpenter_policy.api.kinds import object_ref
 from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, PARSE_ERROR, QUANTITY_OUT_OF_RANGE, WARNING
 from karpenter_policy.api.violations import Path as FieldPath
-from karpenter_policy.model.pods import PodScheduling, PodSpecError
+from karpenter_policy.model.pods import PodSpecError
 from karpenter_policy.policy.findings import Finding
-from karpenter_policy.policy.loader import Document, LoadError, UnreadableFile, discover, load_file
+from karpenter_policy.policy.source.files import load_file
+from karpenter_policy.policy.source.loader import Document, LoadError, UnreadableFile, discover
+from karpenter_policy.scheduling.pods import PodShape, shape_of
 
 _APPS = frozenset({"apps/v1", "apps/v1beta1", "apps/v1beta2", "extensions/v1beta1"})
 _BATCH = frozenset({"batch/v1", "batch/v1beta1"})
@@ -58,9 +60,10 @@ class Workload:
     line: int
     column: int
     template_path: FieldPath
-    pod: PodScheduling
+    shape: PodShape
     labels: Mapping[str, str] = field(default_factory=dict, compare=False)
     bare_template: bool = False
+    replicas: int = 1  # the pods it runs at once (replicas, a Job's parallelism); 1 for a Pod or a template
 
     @property
     def ref(self) -> str:
@@ -78,6 +81,8 @@ class Workload:
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {"object": self.ref, "file": self.file, "line": self.line, "column": self.column}
+        if not self.is_daemon_set:
+            data["replicas"] = self.replicas
         if self.namespace:
             data["namespace"] = self.namespace
         return data
@@ -151,10 +156,6 @@ def workload_from_data(
         raise WorkloadError(spec_path, "the pod spec must be a mapping")
     if spec.get("nodeName"):
         return None
-    try:
-        pod = PodScheduling.from_pod_spec(spec)
-    except PodSpecError as error:
-        raise WorkloadError((*spec_path, *error.path), error.message) from None
     metadata = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
     name = metadata.get("name")
     bare = not (isinstance(name, str) and name)
@@ -163,6 +164,11 @@ def workload_from_data(
     namespace = metadata.get("namespace")
     raw_labels = template.get("metadata", {}).get("labels") if isinstance(template.get("metadata"), Mapping) else None
     labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
+    pod_namespace = namespace if isinstance(namespace, str) and namespace else "default"
+    try:
+        shape = shape_of(spec, pod_namespace, labels)
+    except PodSpecError as error:
+        raise WorkloadError((*spec_path, *error.path), error.message) from None
     return Workload(
         kind=str(data["kind"]),
         name=str(name),
@@ -171,10 +177,32 @@ def workload_from_data(
         line=line,
         column=column,
         template_path=template_path,
-        pod=pod,
+        shape=shape,
         labels=labels,
         bare_template=bare,
+        replicas=_replicas(data),
     )
+
+
+#: Where each kind says how many pods it runs at once (absent: 1, as the API server defaults it).
+_REPLICAS: dict[str, FieldPath] = {
+    "Deployment": ("spec", "replicas"),
+    "StatefulSet": ("spec", "replicas"),
+    "ReplicaSet": ("spec", "replicas"),
+    "ReplicationController": ("spec", "replicas"),
+    "Job": ("spec", "parallelism"),
+    "CronJob": ("spec", "jobTemplate", "spec", "parallelism"),
+}
+
+
+def _replicas(data: Mapping[str, Any]) -> int:
+    path = _REPLICAS.get(str(data.get("kind")))
+    if path is None:
+        return 1
+    value = _get(data, path)
+    if value is None:
+        return 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100_000 else 1
 
 
 def workload_of_document(doc: Document) -> Workload | None:
@@ -225,7 +253,7 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
         if workload is not None:
             found.workloads.append(workload)
             found.kinds[workload.kind] += 1
-            for path, message in workload.pod.out_of_range:
+            for path, message in workload.shape.scheduling.out_of_range:
                 line, column = doc.position((*workload.spec_path, *path))
                 found.findings.append(
                     Finding(QUANTITY_OUT_OF_RANGE, WARNING, message, doc.file, line, column, workload.ref)

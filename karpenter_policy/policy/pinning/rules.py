@@ -53,8 +53,8 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Requirement
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.findings import Finding, Location
-from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.workloads import template_path_of
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.source.workloads import template_path_of
 
 __all__ = [
     "AffinityConflict",
@@ -63,7 +63,7 @@ __all__ = [
     "Pins",
     "Rule",
     "SPARK_ROLE_LABEL",
-    "Workload",
+    "PinTarget",
     "affinity_conflict",
     "apply_changes",
     "bind_provisioners",
@@ -73,6 +73,7 @@ __all__ = [
     "covers",
     "is_pinning_policy",
     "pinning_findings",
+    "target_findings",
     "pins_for",
     "resolve",
     "rules_from_documents",
@@ -333,7 +334,7 @@ def describe_toleration(t: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Workload:
+class PinTarget:
     """An object that holds a pod template, and where: `template_path` leads to the template (`()` for a Pod),
     whose `metadata` and `spec` it has."""
 
@@ -363,7 +364,7 @@ class Workload:
         return object_ref(self.kind, self.name or PurePath(file).name.split(".")[0] or "(unnamed)")
 
 
-def workload_of(data: Any) -> Workload | None:
+def workload_of(data: Any) -> PinTarget | None:
     """The workload a manifest is (a Pod, a bare pod template file, a controller or a CronJob — the kinds and
     apiVersions `policy.workloads` reads), else None; a Pod already bound to a node (`spec.nodeName`) is not
     pinned (it is placed already)."""
@@ -382,7 +383,7 @@ def workload_of(data: Any) -> Workload | None:
     metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, Mapping) else {}
     template_metadata: Mapping[str, Any] = raw_template_metadata if isinstance(raw_template_metadata, Mapping) else {}
     namespace, name = metadata.get("namespace"), metadata.get("name")
-    return Workload(
+    return PinTarget(
         kind=str(data["kind"]),
         namespace=namespace if isinstance(namespace, str) and namespace else None,
         name=name if isinstance(name, str) and name else None,
@@ -392,7 +393,7 @@ def workload_of(data: Any) -> Workload | None:
     )
 
 
-def workloads_in(documents: Iterable[Document]) -> Iterator[tuple[Document, Workload]]:
+def workloads_in(documents: Iterable[Document]) -> Iterator[tuple[Document, PinTarget]]:
     for doc in documents:
         workload = workload_of(doc.data)
         if workload is not None:
@@ -619,7 +620,7 @@ def apply_changes(pod_spec: MutableMapping[str, Any], changes: Iterable[Change])
 # --- findings (check --workloads) ---------------------------------------------------------------------------
 
 
-def workload_findings(doc: Document, workload: Workload, rules: Sequence[Rule]) -> list[Finding]:
+def target_findings(doc: Document, workload: PinTarget, rules: Sequence[Rule]) -> list[Finding]:
     """`pinning-violation` (one per missing or wrong pin) and `pinning-conflict` findings for one workload."""
     pins = resolve(rules, workload.metadata, workload.kind, workload.namespace, workload.name, workload.spec)
     if not pins.rules:
@@ -657,7 +658,7 @@ def pinning_findings(rules: Sequence[Rule], documents: Iterable[Document]) -> li
     if not rules:
         return findings
     for doc, workload in workloads_in(documents):
-        findings += workload_findings(doc, workload, rules)
+        findings += target_findings(doc, workload, rules)
     return findings
 
 
@@ -681,7 +682,8 @@ def check_pinning(
     """`check --workloads`: the pinning findings of the workloads under `workload_paths` against the rules of the
     valid PinningPolicy documents given (a rule naming a provisioner is bound to the proven `provisioners`, as
     `CheckedProvisioner`s). Files that cannot be read are skipped: reading the workloads reports them."""
-    from karpenter_policy.policy.loader import LoadError, discover, load_file
+    from karpenter_policy.policy.source.files import load_file
+    from karpenter_policy.policy.source.loader import LoadError, discover
 
     documents = [doc for doc in policy_documents if is_pinning_policy(doc)]
     if not documents:

@@ -29,7 +29,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy.api.constraintset import (
@@ -40,19 +40,17 @@ from karpenter_policy.api.constraintset import (
     ConstraintSet,
     ConstraintSetIndex,
     ProviderSettings,
+    canonical_json,
     content_hash,
     set_key,
+    wire_data,
 )
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
 from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED_NAME
 from karpenter_policy.catalog import Catalog, catalog_to_json
-from karpenter_policy.policy import manifests
-from karpenter_policy.policy.check import check_paths
-from karpenter_policy.policy.findings import CommandOutput, Finding, Report
-from karpenter_policy.policy.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.loader import Document
-from karpenter_policy.policy.output import (
+from karpenter_policy.policy.compilation import manifests
+from karpenter_policy.policy.compilation.output import (
     INDEX_FILE,
     MANIFESTS_DIR,
     SETS_DIR,
@@ -60,8 +58,12 @@ from karpenter_policy.policy.output import (
     check_output_dir,
     write_output,
 )
+from karpenter_policy.policy.findings import CommandOutput, Finding, Report
+from karpenter_policy.policy.proof.provisioners import check_paths
 from karpenter_policy.policy.reporters import displayable
-from karpenter_policy.policy.validate import place
+from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.validation.policies import place
 
 STDOUT = "-"
 
@@ -233,11 +235,15 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
         )
     index = ConstraintSetIndex.of(sets, catalog_identity(catalog))
 
-    config_data = {set_key(s.name): s.dumps() for s in sets}
-    config_data[INDEX_KEY] = index.dumps()
+    config_data = wire_data(sets, index)
     size = manifests.configmap_data_bytes(config_data)
     if size > manifests.MAX_CONFIGMAP_DATA_BYTES and sets:
-        largest = max(sets, key=lambda s: (len(config_data[set_key(s.name)]), s.name))
+        # what each set costs the ConfigMap: its own key and its node template (held once in the index)
+        def weight(s: ConstraintSet) -> int:
+            spec = s.provider.spec if s.provider is not None and s.provider.spec is not None else None
+            return len(config_data[set_key(s.name)]) + (len(canonical_json(spec)) if spec is not None else 0)
+
+        largest = max(sets, key=lambda s: (weight(s), s.name))
         doc = provisioners[largest.name]
         line, column = doc.position(("metadata", "name"))
         report.findings.append(
@@ -245,8 +251,8 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
                 CONFIGMAP_TOO_LARGE,
                 ERROR,
                 f"the constraint sets take {size} bytes, more than the {manifests.MAX_CONFIGMAP_DATA_BYTES} a "
-                f"ConfigMap can hold; the largest is {largest.name} ({len(config_data[set_key(largest.name)])} "
-                f"bytes, {len(largest.instance_types)} instance types): narrow its requirements",
+                f"ConfigMap can hold; the largest is {largest.name} ({weight(largest)} bytes with its node "
+                "template): split the policies over several ConfigMaps (--configmap-name) or shrink it",
                 doc.file,
                 line,
                 column,
@@ -316,9 +322,8 @@ def compile_command(
     """Run `compile`: with `-o DIR` the report goes to stdout and the files to DIR (what changed there to
     stderr); with `-o -` the YAML stream goes to stdout and the report to stderr. On any error (exit 1 findings,
     2 could not run) nothing is written and, when streaming, stdout is empty."""
-    from karpenter_policy.catalog import CatalogError, load_catalog
+    from karpenter_policy.policy.options import OptionError, catalog_option, values_option
     from karpenter_policy.policy.reporters import render
-    from karpenter_policy.policy.templating import ValuesError, load_values
 
     streaming = out == STDOUT
     if not streaming:
@@ -327,13 +332,10 @@ def compile_command(
         except OutputError as error:
             return _cannot_run(str(error))
     try:
-        values = load_values(values_file) if values_file is not None else None
-    except ValuesError as error:
+        values = values_option(values_file)
+        catalog = catalog_option(catalog_file, None)
+    except OptionError as error:
         return _cannot_run(str(error))
-    try:
-        catalog = load_catalog(None if catalog_file is None else Path(catalog_file))
-    except CatalogError as error:
-        return _cannot_run(f"cannot load the catalog: {error}")
     options = CompileOptions(
         catalog=catalog,
         api=api,

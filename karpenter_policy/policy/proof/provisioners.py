@@ -1,4 +1,4 @@
-"""`check`: validate, then prove every valid Provisioner against the instance-type catalog with the solver.
+"""Proving provisioners: validate, then every valid Provisioner against the instance-type catalog with the solver.
 
 Rules (DESIGN.md §4):
 
@@ -19,10 +19,8 @@ Satisfiable provisioners are listed with their instance types and a witness (typ
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
@@ -36,16 +34,14 @@ from karpenter_policy.api.violations import (
     WARNING,
 )
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import CatalogTable
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.amifamily import ami_family, node_os
 from karpenter_policy.model.requirements import Operator, Requirement
-from karpenter_policy.policy.findings import CommandOutput, Finding, Location, Report
-from karpenter_policy.policy.loader import Document, discover
-from karpenter_policy.policy.pinning import check_pinning, collect_pinning
-from karpenter_policy.policy.reporters import json_text, render
-from karpenter_policy.policy.schedule import Placement, check_workloads, limits_findings, placement_info_lines
-from karpenter_policy.policy.solver import (
+from karpenter_policy.policy.findings import Finding, Location, Report
+from karpenter_policy.policy.proof.limits import limits_findings
+from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
-    CatalogTable,
     Origin,
     Outcome,
     Solver,
@@ -54,9 +50,11 @@ from karpenter_policy.policy.solver import (
     Witness,
     terms_of,
 )
-from karpenter_policy.policy.validate import validate_paths
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.scheduling import InstanceTable
 
-__all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "CommandOutput", "check_command", "check_paths", "render_check"]
+__all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "check_paths", "check_provisioner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +72,8 @@ class CheckedProvisioner:
     capacity_types: tuple[str, ...] = ()
     witness: Witness | None = None
     seconds: float = 0.0
+    #: The spec of the AWSNodeTemplate it references (or its inline provider): AMI family, block devices.
+    node_template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def object_ref(self) -> str:
@@ -128,13 +128,13 @@ def check_paths(
     file and line order.
     """
     documents: list[Document] = []
-    ami_families: dict[str, str] = {}
+    node_templates: dict[str, Mapping[str, Any]] = {}
 
     def collect(doc: Document) -> None:
         if doc.data.get("kind") == PROVISIONER_KIND:
             documents.append(doc)
         elif doc.data.get("kind") == NODE_TEMPLATE_KIND:  # not a PinningPolicy of the same name
-            ami_families[str(doc.data["metadata"]["name"])] = str((doc.data.get("spec") or {}).get("amiFamily") or "")
+            node_templates[str(doc.data["metadata"]["name"])] = dict(doc.data.get("spec") or {})
         if on_valid is not None:
             on_valid(doc)
 
@@ -142,27 +142,42 @@ def check_paths(
     if not documents:
         return report, []
     catalog = catalog if catalog is not None else load_catalog()
+    table = InstanceTable.of_catalog(catalog)
     solvers: dict[str, Solver] = {}
     checked: list[CheckedProvisioner] = []
     for doc in documents:
-        os = node_os(doc.data, ami_families)
+        template = node_template_of(doc.data, node_templates)
+        os = provisioner_os(doc.data, node_templates)
         solver = solvers.get(os) or solvers.setdefault(os, Solver(catalog, timeout_ms, os))
         findings, result = check_provisioner(doc, solver)
+        result = replace(result, node_template=template)
         report.findings.extend(findings)
-        report.findings.extend(limits_findings(doc, result, catalog))
+        if result.verdict == Verdict.SAT:
+            report.findings.extend(limits_findings(doc, result.provisioner, result.instance_types, table, template))
         checked.append(result)
     checked.sort(key=lambda c: (c.file, c.line, c.column))
     return report, checked
 
 
-def node_os(provisioner: Mapping[str, Any], ami_families: Mapping[str, str]) -> str:
-    """The OS of the nodes a provisioner launches: `windows` when its AMI family (inline provider, or the
-    referenced AWSNodeTemplate) is a Windows one, else `linux` (as Karpenter's AWS provider decides)."""
+def provisioner_os(provisioner: Mapping[str, Any], node_templates: Mapping[str, Mapping[str, Any]]) -> str:
+    """The OS of the nodes a provisioner launches (`windows` for the Windows AMI families of its node template)."""
+    template = node_template_of(provisioner, node_templates) or {}
+    return node_os(ami_family(str(template.get("amiFamily") or "") or None))
+
+
+def node_template_of(
+    provisioner: Mapping[str, Any], node_templates: Mapping[str, Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The node template spec a provisioner launches with: its inline `provider`, or the AWSNodeTemplate its
+    `providerRef` names (None when that is not among the policies)."""
     spec = provisioner.get("spec") or {}
-    family = (spec.get("provider") or {}).get("amiFamily")
-    if family is None and isinstance(spec.get("providerRef"), Mapping):
-        family = ami_families.get(str(spec["providerRef"].get("name")))
-    return "windows" if str(family or "").startswith("Windows") else "linux"
+    provider = spec.get("provider")
+    if isinstance(provider, Mapping):
+        return dict(provider)
+    reference = spec.get("providerRef")
+    if isinstance(reference, Mapping):
+        return node_templates.get(str(reference.get("name")))
+    return None
 
 
 def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], CheckedProvisioner]:
@@ -189,75 +204,6 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
         seconds=outcome.seconds,
     )
     return findings, result
-
-
-def check_command(
-    paths: Sequence[str],
-    output: str = "text",
-    *,
-    fail_on_warn: bool = False,
-    catalog_file: str | None = None,
-    region: str | None = None,
-    timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    values_file: str | None = None,
-    workloads: Sequence[str] | None = None,
-) -> CommandOutput:
-    """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
-    With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners too."""
-    from karpenter_policy.catalog import DEFAULT_REGION, CatalogError
-
-    def cannot_run(message: str) -> CommandOutput:
-        return CommandOutput(2, "", f"karpenter-policy check: {message}\n")
-
-    values = None
-    if values_file is not None:
-        from karpenter_policy.policy.templating import ValuesError, load_values
-
-        try:
-            values = load_values(values_file)
-        except ValuesError as error:
-            return cannot_run(str(error))
-    try:
-        if catalog_file is not None:
-            catalog = load_catalog(Path(catalog_file))
-            if region is not None and region != catalog.region:
-                return cannot_run(f"--region {region} does not match the region of {catalog_file} ({catalog.region})")
-        else:
-            catalog = load_catalog(region=region or DEFAULT_REGION)
-    except CatalogError as error:
-        return cannot_run(f"cannot load the catalog: {error}")
-    pinning_policies: list[Document] = []
-    report, checked = check_paths(paths, catalog, timeout_ms, values=values, on_valid=collect_pinning(pinning_policies))
-    placements = None
-    if workloads is not None:
-        placements = check_workloads(report, checked, workloads, catalog, counted_files=discover(paths)[0])
-        report.findings.extend(check_pinning(pinning_policies, checked, workloads))
-    return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, placements), "")
-
-
-def render_check(
-    report: Report,
-    checked: Sequence[CheckedProvisioner],
-    output: str,
-    placements: Sequence[Placement] | None = None,
-) -> str:
-    """The report in `output` format, with the proven provisioners: in text one info line each (before the
-    summary), in JSON a `provisioners` section next to DESIGN.md §4's `findings` and `summary`. With
-    `placements` (`--workloads`), the same for each workload: where it goes (a `workloads` section in JSON)."""
-    text = render(report, output, "checked")
-    proven = [c for c in checked if c.verdict == Verdict.SAT]
-    if output == "json":
-        document = json.loads(text)
-        document["provisioners"] = [c.to_json() for c in checked]
-        if placements is not None:
-            document["workloads"] = [p.to_json() for p in placements]
-        return json_text(document)
-    if output == "text" and (proven or placements):
-        lines = text.rstrip("\n").split("\n")
-        info = [f"{c.file}:{c.line}:{c.column}: info: {c.summary()}" for c in proven]
-        info += placement_info_lines(placements or ())
-        return "\n".join([*lines[:-1], *info, lines[-1]]) + "\n"
-    return text
 
 
 # --- findings -----------------------------------------------------------------------------------------------
@@ -324,7 +270,7 @@ def _unknown_names(
 
 
 def _unknown_message(key: str, what: str, value: str, known: Sequence[str], region: str) -> str:
-    hint = suggest(value, known)
+    hint = nearest_name(value, known)
     if key == wk.ZONE:
         message = f"{key} {value}: not a zone of region {region} (zones: {', '.join(known)})"
     else:
@@ -332,7 +278,7 @@ def _unknown_message(key: str, what: str, value: str, known: Sequence[str], regi
     return message + (f", did you mean {hint}?" if hint else "")
 
 
-def suggest(value: str, candidates: Sequence[str]) -> str | None:
+def nearest_name(value: str, candidates: Sequence[str]) -> str | None:
     """The one nearest candidate, or None when there is none or a tie: difflib's close matches that are at most
     two edits away (or contain the value, or are contained in it), ranked by edit distance with transpositions,
     then spelt with the same letters (`m5d.x2large` → `m5d.2xlarge`, not `m5d.xlarge`), then difflib's ratio."""
@@ -616,7 +562,7 @@ def explain_no_instance_type(term: Term, table: CatalogTable) -> str:
             hints.append(f"capacity types are {_one_of(domain, 'and')}")
         elif len(domain) <= 12:
             hints.append(f"{key} is one of {_one_of(domain)}")
-        guesses = [g for g in (suggest(v, domain) for v in sorted(r.values)) if g is not None]
+        guesses = [g for g in (nearest_name(v, domain) for v in sorted(r.values)) if g is not None]
         if guesses:
             hints.append(f"did you mean {_one_of(guesses)}?")
     elif r.operator() == Operator.IN and key == wk.INSTANCE_TYPE:

@@ -39,7 +39,20 @@ from karpenter_policy.api.violations import ERROR, PARSE_ERROR, PINNING_CONFLICT
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.filestaging import StagedFile, discard_all, stage
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
-from karpenter_policy.policy.loader import (
+from karpenter_policy.policy.pinning.rules import (
+    Change,
+    PinTarget,
+    Rule,
+    apply_changes,
+    bind_provisioners,
+    changes_for,
+    resolve,
+    rules_from_documents,
+    target_findings,
+    workload_of,
+)
+from karpenter_policy.policy.reporters import json_text, render
+from karpenter_policy.policy.source.loader import (
     TEMPLATE_SUFFIX,
     Document,
     LoadError,
@@ -48,19 +61,6 @@ from karpenter_policy.policy.loader import (
     parse,
     read_text,
 )
-from karpenter_policy.policy.pinning import (
-    Change,
-    Rule,
-    Workload,
-    apply_changes,
-    bind_provisioners,
-    changes_for,
-    resolve,
-    rules_from_documents,
-    workload_findings,
-    workload_of,
-)
-from karpenter_policy.policy.reporters import json_text, render
 
 __all__ = [
     "FilePlan",
@@ -87,7 +87,7 @@ class UnsafeEdit(Exception):
 @dataclass(slots=True)
 class PinnedWorkload:
     file: str
-    workload: Workload
+    workload: PinTarget
     changes: list[Change]
     pinned_data: Mapping[str, Any] = field(repr=False)
     line: int = 0  # where the pod template is (a Pod's spec), as `policy.workloads` places workloads
@@ -145,7 +145,7 @@ def pin_text(file: str, text: str, rules: Sequence[Rule]) -> tuple[FilePlan, lis
         pins = resolve(rules, workload.metadata, workload.kind, workload.namespace, workload.name, workload.spec)
         if not pins.rules:
             continue
-        findings += [f for f in workload_findings(doc, workload, rules) if f.rule == PINNING_CONFLICT]
+        findings += [f for f in target_findings(doc, workload, rules) if f.rule == PINNING_CONFLICT]
         changes = changes_for(workload.spec, pins)
         if not changes:
             continue
@@ -234,7 +234,7 @@ def _render_value(value: Any, style: str | None = None) -> str:
 class _Editor:
     """The edits that add `changes` to one workload's pod spec, in the file's own layout."""
 
-    def __init__(self, text: str, doc: Document, workload: Workload, newline: str, order: int) -> None:
+    def __init__(self, text: str, doc: Document, workload: PinTarget, newline: str, order: int) -> None:
         self.text, self.doc, self.workload, self.newline = text, doc, workload, newline
         self.order = order
         self.result: list[_Edit] = []
@@ -688,11 +688,11 @@ def load_policies(
 
     checked: list[Any] = []
     if solve:
-        from karpenter_policy.policy.check import check_paths
+        from karpenter_policy.policy.proof.provisioners import check_paths
 
         report, checked = check_paths(paths, catalog, values=values, on_valid=collect)
     else:
-        from karpenter_policy.policy.validate import validate_paths
+        from karpenter_policy.policy.validation.policies import validate_paths
 
         report = validate_paths(paths, on_valid=collect, values=values)
     rules, findings = bind_provisioners(rules_from_documents(documents), taints)
@@ -827,8 +827,9 @@ def schedulability_prover(policies: Policies, paths: Sequence[str]) -> tuple[Pro
     provisioner can take is a `workload-unschedulable` error. None (and why) when it cannot be built."""
     if not policies.solved:
         return None, ["note: the pinned workloads are not proven schedulable (--no-prove)"]
-    from karpenter_policy.policy.schedule import WORKLOAD_UNSCHEDULABLE, schedule_workloads
-    from karpenter_policy.policy.workloads import WorkloadError, read_workloads, workload_from_data
+    from karpenter_policy.api.violations import WORKLOAD_UNSCHEDULABLE
+    from karpenter_policy.policy.proof.placement import schedule_workloads
+    from karpenter_policy.policy.source.workloads import WorkloadError, read_workloads, workload_from_data
 
     checked = policies.checked
     catalog = policies.catalog

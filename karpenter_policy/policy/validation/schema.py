@@ -89,7 +89,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def suggest(name: str, candidates: list[str]) -> str | None:
+def nearest_field(name: str, candidates: list[str]) -> str | None:
     """The candidate closest to a misspelt `name`, if any is close."""
     lowered = {c.lower(): c for c in candidates}
     if name.lower() in lowered:
@@ -106,7 +106,7 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
         known = sorted(schema.get("properties", {}))
         violations = []
         for key in sorted(k for k in instance if k not in schema.get("properties", {})):
-            hint = suggest(str(key), known)
+            hint = nearest_field(str(key), known)
             if not path and key in _METADATA_FIELDS:
                 hint = f"metadata.{key} (indented under metadata:)"
             field = render_path((*path, key))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -369,15 +369,3 @@ def _value_node(node: Node, key: str) -> Node | None:
             return merged
     return None
 
-
-def load_file(
-    file: str, max_bytes: int = MAX_FILE_BYTES, values: Mapping[str, Any] | None = None
-) -> list[Document]:
-    """Read and parse one file; raises LoadError. A `*.yaml.j2` template is rendered first with `values`
-    (an empty mapping when None), see `templating`."""
-    text = read_text(file, max_bytes)
-    if file.endswith(TEMPLATE_SUFFIX):
-        from karpenter_policy.policy.templating import load_template  # jinja2 only when there are templates
-
-        return load_template(file, text, values, max_bytes)
-    return parse(file, text)

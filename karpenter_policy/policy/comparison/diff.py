@@ -39,12 +39,14 @@ from karpenter_policy.catalog import Catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
-from karpenter_policy.policy.check import CheckedProvisioner, check_paths, node_os
 from karpenter_policy.policy.findings import CommandOutput, Report
-from karpenter_policy.policy.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.proof.placement import Capacity, plan_capacity, schedule_workloads
+from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths, provisioner_os
+from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 from karpenter_policy.policy.reporters import json_text
-from karpenter_policy.policy.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
+from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
+from karpenter_policy.policy.source.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.source.workloads import Workload, read_workloads
 
 __all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
 
@@ -177,7 +179,7 @@ def load_side(
     else:
         raise DiffError(f"{spec!r} is neither a directory nor a git revision")
     documents: dict[str, Mapping[str, Any]] = {}
-    ami_families: dict[str, str] = {}
+    node_templates: dict[str, Mapping[str, Any]] = {}
 
     def collect(doc: Document) -> None:
         kind_ = doc.data.get("kind")
@@ -185,7 +187,7 @@ def load_side(
         if kind_ == PROVISIONER_KIND:
             documents[name] = doc.data
         elif kind_ == NODE_TEMPLATE_KIND:
-            ami_families[name] = str((doc.data.get("spec") or {}).get("amiFamily") or "")
+            node_templates[name] = dict(doc.data.get("spec") or {})
 
     targets = [os.path.normpath(os.path.join(root, p)) for p in present]
     if targets:
@@ -194,7 +196,7 @@ def load_side(
         report, checked = Report(), []
     report.findings = [replace(f, file=_relative(f.file, root)) for f in report.findings]
     checked = [replace(c, file=_relative(c.file, root)) for c in checked]
-    os_of = {name: node_os(doc, ami_families) for name, doc in documents.items()}
+    os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
     return Side(spec, kind, report, checked, documents, os_of, present, workload_root)
 
 
@@ -321,6 +323,39 @@ class WorkloadChange:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class CostChange:
+    """What the policy change does to the bill of the workloads' nodes (every replica packed by the scheduler, on
+    each side's provisioners), and for each workload whose nodes change, the instance type and capacity type most
+    of its pods run on, before and after."""
+
+    base: Capacity
+    head: Capacity
+    workloads: tuple[tuple[str, str, str], ...] = ()  # (workload, BASE "m5.2xlarge on-demand", HEAD ...)
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.base.cost == 0 else self.head.cost / self.base.cost - 1
+
+    def summary(self) -> str:
+        """`$4.12/h → $3.05/h (−26 %), 5 → 4 nodes`."""
+        text = f"${self.base.cost:,.2f}/h → ${self.head.cost:,.2f}/h"
+        if self.ratio is not None:
+            text += f" ({self.ratio:+.0%})".replace("-", "−")
+        text += f", {len(self.base.nodes)} → {len(self.head.nodes)} nodes"
+        if self.base.estimated or self.head.estimated:
+            text += " (spot estimated at on-demand prices)"
+        return text
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "base": self.base.to_json(),
+            "head": self.head.to_json(),
+            "change": None if self.ratio is None else round(self.ratio, 6),
+            "workloads": [{"workload": w, "base": b, "head": h} for w, b, h in self.workloads],
+        }
+
+
 @dataclass(slots=True)
 class DiffResult:
     base: Side
@@ -330,6 +365,7 @@ class DiffResult:
     workloads: list[WorkloadChange] = field(default_factory=list)
     workloads_checked: int | None = None  # None: not compared
     notes: list[str] = field(default_factory=list)
+    cost: CostChange | None = None
 
     @property
     def changed(self) -> list[ProvisionerDiff]:
@@ -568,7 +604,7 @@ def diff_sides(
     base: Side, head: Side, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, paths: Sequence[str] = ()
 ) -> DiffResult:
     """Compare two checked sides provisioner by provisioner; prove the witnesses."""
-    from karpenter_policy.policy.solver import CATALOG_KEYS, table_for
+    from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
 
     table = table_for(catalog)
     catalog_keys = frozenset(CATALOG_KEYS | set(table.domains))
@@ -613,15 +649,6 @@ def workload_paths_on(side: Side, workload_paths: Sequence[str]) -> list[str]:
         return list(workload_paths)
     root = side.workload_root
     return [os.path.join(root, p) for p in workload_paths if os.path.exists(os.path.join(root, p))]
-
-
-def scheduling_available() -> bool:
-    import importlib.util
-
-    return (
-        importlib.util.find_spec("karpenter_policy.policy.schedule") is not None
-        and importlib.util.find_spec("karpenter_policy.policy.workloads") is not None
-    )
 
 
 # --- rendering ----------------------------------------------------------------------------------------------
@@ -710,6 +737,9 @@ def render_text(result: DiffResult) -> str:
             if d.note:
                 rows.append(["", f"({d.note})", ""])
         out += ["  " + line for line in _table(rows)]
+    if result.cost is not None:
+        out += ["", f"cost of the workloads' nodes: {result.cost.summary()}"]
+        out += [f"  {w}: {b} → {h}" for w, b, h in result.cost.workloads]
     if result.workloads:
         out.append("")
         rows = [["WORKLOAD", "CHANGE", "BASE", "HEAD", "WHY"]]
@@ -742,6 +772,7 @@ def render_json(result: DiffResult) -> str:
         "paths": result.paths,
         "provisioners": [p.to_json() for p in result.provisioners],
         "workloads": None if result.workloads_checked is None else [w.to_json() for w in result.workloads],
+        "cost": None if result.cost is None else result.cost.to_json(),
         "notes": result.notes,
         "summary": {
             **{s: sum(1 for p in result.provisioners if p.status == s) for s in ("changed", "added", "removed")},
@@ -788,6 +819,11 @@ def render_markdown(result: DiffResult) -> str:
         out += ["|---|---|---|---|", *rows]
     else:
         out += ["", "No semantic change to the provisioners."]
+    if result.cost is not None:
+        out += ["", f"**Cost of the workloads' nodes:** {_md(result.cost.summary())}"]
+        if result.cost.workloads:
+            out += ["", "| Workload | BASE nodes | HEAD nodes |", "|---|---|---|"]
+            out += [f"| `{_md(w)}` | {_md(b)} | {_md(h)} |" for w, b, h in result.cost.workloads]
     if result.workloads:
         out += ["", "| Workload | Change | BASE | HEAD | Why |", "|---|---|---|---|---|"]
         for w in result.workloads:
@@ -844,6 +880,7 @@ def diff_command(
     values: Mapping[str, Any] | None = None,
     workload_paths: Sequence[str] = (),
     exit_code_on_diff: bool = False,
+    scale: Mapping[str, int] | None = None,
 ) -> CommandOutput:
     """Run `karpenter-policy diff`."""
     scratch = tempfile.mkdtemp(prefix="karpenter-policy-diff-")
@@ -875,38 +912,62 @@ def diff_command(
                 if p not in side.present:
                     result.notes.append(f"{p} does not exist in {side.label}")
         if workload_paths:
-            _compare_workloads(result, workload_paths, catalog)
+            _compare_workloads(result, workload_paths, catalog, scale)
         return CommandOutput(result.exit_code(exit_code_on_diff), render_diff(result, output), "")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _placements(side: Side, workload_paths: Sequence[str], catalog: Catalog) -> dict[tuple[str, str, str], Any]:
-    """Each workload of a side (by namespace, object and file), placed on that side's provisioners."""
-    from karpenter_policy.policy.schedule import schedule_workloads
-    from karpenter_policy.policy.workloads import read_workloads
-
+def _workloads_of(side: Side, workload_paths: Sequence[str]) -> list[Workload]:
     paths = workload_paths_on(side, workload_paths)
-    found = read_workloads(paths) if paths else None
-    if found is None:
-        return {}
+    return read_workloads(paths).workloads if paths else []
+
+
+def _placements(side: Side, workloads: Sequence[Workload], catalog: Catalog) -> dict[tuple[str, str, str], Any]:
+    """Each workload of a side (by namespace, object and file), placed on that side's provisioners."""
     root = side.workload_root
     placed: dict[tuple[str, str, str], Any] = {}
-    for placement in schedule_workloads(side.checked, found.workloads, catalog):
+    for placement in schedule_workloads(side.checked, workloads, catalog):
         w = placement.workload
         file = _relative(w.file, root) if root is not None else w.file
         placed.setdefault((w.namespace or "", w.ref, file), placement)
     return placed
 
 
-def _compare_workloads(result: DiffResult, workload_paths: Sequence[str], catalog: Catalog) -> None:
+def _dominant(capacity: Capacity) -> dict[str, str]:
+    """Workload → "type capacity-type" of the nodes most of its pods run on (ties: the cheaper)."""
+    pods: dict[str, dict[tuple[str, str], int]] = {}
+    for node in capacity.nodes:
+        for workload, count in node.workloads.items():
+            key = (node.instance_type, node.capacity_type)
+            pods.setdefault(workload, {})[key] = pods.get(workload, {}).get(key, 0) + count
+    return {w: " ".join(max(sorted(by.items()), key=lambda item: item[1])[0]) for w, by in pods.items()}
+
+
+def _compare_cost(
+    result: DiffResult, base: Sequence[Workload], head: Sequence[Workload], catalog: Catalog, scale: Mapping[str, int]
+) -> None:
+    before = plan_capacity(result.base.checked, base, catalog, scale)
+    after = plan_capacity(result.head.checked, head, catalog, scale)
+    was, now = _dominant(before), _dominant(after)
+    moved = tuple(
+        (w, was.get(w, "unscheduled"), now.get(w, "unscheduled"))
+        for w in sorted(set(was) | set(now))
+        if was.get(w) != now.get(w)
+    )
+    result.cost = CostChange(before, after, moved)
+
+
+def _compare_workloads(
+    result: DiffResult, workload_paths: Sequence[str], catalog: Catalog, scale: Mapping[str, int] | None = None
+) -> None:
     """Place each workload on both sides; record the ones whose placement differs (and new ones that cannot be
-    placed in HEAD)."""
-    if not scheduling_available():
-        result.notes.append("--workloads: not compared (the workload scheduling module policy.schedule is missing)")
-        return
-    base = _placements(result.base, workload_paths, catalog)
-    head = _placements(result.head, workload_paths, catalog)
+    placed in HEAD), and what the change does to the cost of their nodes."""
+    base_workloads = _workloads_of(result.base, workload_paths)
+    head_workloads = _workloads_of(result.head, workload_paths)
+    _compare_cost(result, base_workloads, head_workloads, catalog, scale or {})
+    base = _placements(result.base, base_workloads, catalog)
+    head = _placements(result.head, head_workloads, catalog)
     result.workloads_checked = len(head)
     for key in sorted(set(base) | set(head)):
         before, after = base.get(key), head.get(key)

@@ -32,9 +32,10 @@ from karpenter_policy.api.violations import (
     Violation,
 )
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover, load_file
-from karpenter_policy.policy.pinning import validate_pinning_policy
-from karpenter_policy.policy.schema import schema_file_for, schema_violations, suggest
+from karpenter_policy.policy.pinning.rules import validate_pinning_policy
+from karpenter_policy.policy.source.files import load_file
+from karpenter_policy.policy.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
+from karpenter_policy.policy.validation.schema import nearest_field, schema_file_for, schema_violations
 
 _POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
 _RULES = {
@@ -86,7 +87,7 @@ def _identify(doc: Document) -> tuple[str | None, list[Violation]]:
         NODE_TEMPLATE_API_VERSION,
         PINNING_POLICY_API_VERSION,
     ):
-        hint = suggest(kind, sorted(POLICY_KINDS))
+        hint = nearest_field(kind, sorted(POLICY_KINDS))
         if hint is not None:
             return None, [Violation(SCHEMA, ("kind",), f"unknown kind {kind!r} in {api_version}; did you mean {hint}?")]
     return None, []

@@ -32,7 +32,7 @@ from jinja2.exceptions import SecurityError
 
 from karpenter_policy.api.violations import TEMPLATE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
-from karpenter_policy.policy.loader import (
+from karpenter_policy.policy.source.loader import (
     MAX_FILE_BYTES,
     Document,
     LoadError,
@@ -40,7 +40,7 @@ from karpenter_policy.policy.loader import (
     parse,
     read_text,
 )
-from karpenter_policy.policy.sandbox import MAX_SECONDS, BoundedSandbox, TemplateTooCostly, bound_template
+from karpenter_policy.policy.source.sandbox import MAX_SECONDS, BoundedSandbox, TemplateTooCostly, bound_template
 
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
 _MARKER = re.compile(f"{_MARK_OPEN}([0-9]+){_MARK_CLOSE}")

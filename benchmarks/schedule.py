@@ -1,0 +1,260 @@
+"""Measure the scheduler: pods per second and the fleet's $/h against the LP lower bound, our cost strategy next to
+Karpenter's own packing rule, on Karpenter's benchmark shape and on the real catalog.
+
+    .venv/bin/python benchmarks/schedule.py [--pods 1,100,1000,5000] [--repeat 3] [--json]
+
+1. Karpenter's scheduling benchmark (`scheduling_benchmark_test.go`, v0.31): 400 synthetic instance types (type i:
+   i+1 cpu, 2(i+1) GiB, 10(i+1) pods, price proportional to cpu and memory, spot in two zones and on-demand in
+   three), one provisioner, and "diverse" pods requesting 100–1500m cpu and 100Mi–4Gi memory: a seventh each with
+   a zonal spread, a hostname spread, hostname pod affinity and zonal pod affinity, the rest plain (Python's
+   random with seed 42 stands in for Go's). For each size: pods/s (best of --repeat, pinned to one core), nodes,
+   $/h of the plan, the LP bound of the same pods (scheduling/bound.py, HiGHS), and the same for Karpenter's rule
+   (`strategy=karpenter`: fewest-pods claim first, cheapest fitting type).
+2. The seeds on the embedded us-east-1 catalog: `inflate` (1 cpu) × 10 on the spot `default` provisioner, and the
+   EMR Spark job (a driver on on-demand, 50 executors of 4 vCPU / 7 GiB on spot) on `kspark`
+   (examples/workloads/policies).
+3. A mixed set on the real catalog: the policies/ repository's provisioners and 1,000 pods of ten deployments
+   (web, api, workers, memory-heavy caches, arm64, spot batch, GPU inference).
+
+Goals (issue #9): ≥ 2,000 pods/s at 5,000 pods on one core; $/h ≤ 1.03 × the LP bound at 1,000 and 5,000 pods;
+cheaper than Karpenter's rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from _common import REPOSITORY, pinned_cpu, render_table
+
+from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.catalog import load_catalog
+from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.scheduling import COST, KARPENTER, InstanceTable, NodeTemplate, Plan, Pod, Scheduler, shape_of
+from karpenter_policy.scheduling.bound import lower_bound
+from karpenter_policy.scheduling.scheduler import SchedulerOptions
+from karpenter_policy.scheduling.synthetic import SHAPE, benchmark_types
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+GOAL_PODS_PER_SECOND = 2000
+GOAL_RATIO = 1.03
+
+
+# --- Karpenter's benchmark pods ------------------------------------------------------------------------------
+
+
+def diverse_pods(count: int, seed: int = 42) -> list[Pod]:
+    """`makeDiversePods(count)`: generic, zonal spread, hostname spread, hostname affinity, zonal affinity."""
+    rng = random.Random(seed)
+    pods: list[Pod] = []
+
+    def requests() -> dict[str, Any]:
+        cpu = rng.choice((100, 250, 500, 1000, 1500))
+        memory = rng.choice((100, 256, 512, 1024, 2048, 4096))
+        return {"containers": [{"name": "app", "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}}}]}
+
+    def label() -> str:
+        return rng.choice("abcdefg")
+
+    def add(spec: dict[str, Any], labels: dict[str, str]) -> None:
+        pods.append(Pod(f"pod-{len(pods)}", shape_of(spec, "default", labels), order=len(pods)))
+
+    def generic(n: int) -> None:
+        for _ in range(n):
+            labels = {"my-label": label()}
+            add(requests(), labels)
+
+    def spread(n: int, key: str) -> None:
+        for _ in range(n):
+            labels = {"my-label": label()}
+            constraint = {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule"}
+            constraint["labelSelector"] = {"matchLabels": {"my-label": label()}}
+            add({**requests(), "topologySpreadConstraints": [constraint]}, labels)
+
+    def affinity(n: int, key: str) -> None:
+        for _ in range(n):
+            labels = {"my-affininity": label()}
+            term = {"labelSelector": {"matchLabels": {"my-affininity": label()}}, "topologyKey": key}
+            affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+            add({**requests(), "affinity": affinity}, labels)
+
+    generic(count // 7)
+    spread(count // 7, ZONE)
+    spread(count // 7, HOSTNAME)
+    affinity(count // 7, HOSTNAME)
+    affinity(count // 7, ZONE)
+    generic(count - len(pods))
+    return pods
+
+
+# --- the real catalog ----------------------------------------------------------------------------------------
+
+
+def provisioner_templates(table: InstanceTable, directory: Path) -> list[NodeTemplate]:
+    templates = []
+    for path in sorted(directory.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and document.get("kind") == "Provisioner":
+                templates.append(NodeTemplate.from_provisioner(table, Provisioner.from_document(document)))
+    return templates
+
+
+def workload_pods(name: str, count: int, spec: dict[str, Any], labels: dict[str, str], start: int = 0) -> list[Pod]:
+    shape = shape_of(spec, "default", labels)
+    return [Pod(f"{name}-{i}", shape, owner=f"Deployment/{name}", order=start + i) for i in range(count)]
+
+
+def container(cpu: str, memory: str, **extra: Any) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": extra.pop("gpus")} if "gpus" in extra else {}
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        resources["limits"] = limits
+    return {"containers": [{"name": "app", "resources": resources}], **extra}
+
+
+def seed_scenarios(table: InstanceTable) -> list[tuple[str, list[NodeTemplate], list[Pod]]]:
+    templates = provisioner_templates(table, REPOSITORY / "examples" / "workloads" / "policies")
+    inflate = workload_pods("inflate", 10, container("1", "0"), {"app": "inflate"})
+    executor = container("4", "7884Mi", nodeSelector={"karpenter.sh/capacity-type": "spot", "app": "kspark"})
+    driver = container("1", "2Gi", nodeSelector={"karpenter.sh/capacity-type": "on-demand", "app": "kspark"})
+    spark = workload_pods("spark-exec", 50, executor, {"spark-role": "executor"})
+    spark += workload_pods("spark-driver", 1, driver, {"spark-role": "driver"}, start=50)
+    return [("seed: inflate × 10", templates, inflate), ("seed: EMR Spark (1 + 50)", templates, spark)]
+
+
+def mixed_scenario(table: InstanceTable) -> tuple[str, list[NodeTemplate], list[Pod]]:
+    templates = provisioner_templates(table, REPOSITORY / "policies")
+    arm = {"nodeSelector": {"kubernetes.io/arch": "arm64"}}
+    spot = {"nodeSelector": {"karpenter.sh/capacity-type": "spot"}}
+    gpu_toleration = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+    shapes = [
+        ("web", 300, container("250m", "512Mi")),
+        ("api", 200, container("500m", "1Gi")),
+        ("worker", 100, container("1", "2Gi")),
+        ("cache", 50, container("250m", "4Gi")),
+        ("search", 30, container("2", "8Gi")),
+        ("arm-web", 100, container("250m", "512Mi", **arm)),
+        ("batch", 150, container("1", "2Gi", **spot)),
+        ("small", 60, container("100m", "128Mi")),
+        ("inference", 10, container("4", "16Gi", gpus=1, **gpu_toleration)),
+    ]
+    pods: list[Pod] = []
+    for name, count, spec in shapes:
+        pods += workload_pods(name, count, spec, {"app": name}, start=len(pods))
+    return ("mixed: policies/ × 1,000 pods", templates, pods)
+
+
+# --- measuring -----------------------------------------------------------------------------------------------
+
+
+def timed(run: Callable[[], Plan], repeat: int) -> tuple[Plan, float]:
+    best = float("inf")
+    plan: Plan | None = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        plan = run()
+        best = min(best, time.perf_counter() - start)
+    assert plan is not None
+    return plan, best
+
+
+def measure(templates: Sequence[NodeTemplate], pods: Sequence[Pod], repeat: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"pods": len(pods)}
+    for strategy in (COST, KARPENTER):
+        plan, seconds = timed(lambda s=strategy: Scheduler(templates, options=SchedulerOptions(s)).solve(pods), repeat)
+        row[strategy] = {
+            "seconds": seconds,
+            "pods_per_second": len(pods) / seconds if seconds else 0.0,
+            "nodes": len(plan.claims),
+            "unscheduled": len(plan.failures),
+            "cost": plan.cost,
+        }
+        if strategy == COST:
+            bound = lower_bound(plan, templates)
+            row["bound"] = bound.cost
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pods", default="1,100,1000,5000", help="comma-separated batch sizes (default %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    cpu = pinned_cpu()
+    os.sched_setaffinity(0, {cpu})
+    results: dict[str, Any] = {"cpu": cpu, "synthetic": [], "catalog": []}
+
+    table = InstanceTable(benchmark_types(400))
+    template = NodeTemplate.build(table, name="default", requirements=Requirements(), shape=SHAPE)
+    for count in (int(n) for n in args.pods.split(",")):
+        results["synthetic"].append(measure([template], diverse_pods(count), args.repeat))
+
+    catalog = load_catalog()
+    real = InstanceTable(catalog.instance_types, catalog.region)
+    for name, templates, pods in [*seed_scenarios(real), mixed_scenario(real)]:
+        row = measure(templates, pods, args.repeat)
+        row["scenario"] = name
+        results["catalog"].append(row)
+
+    if args.json:
+        print(json.dumps(results, indent=2, sort_keys=True))
+        return 0
+    print(f"scheduler benchmark, pinned to CPU {cpu}, best of {args.repeat}\n")
+    print("1. Karpenter's benchmark shape (400 synthetic types, diverse pods)\n")
+    print(_table([(f"{r['pods']:,} pods", r) for r in results["synthetic"]]))
+    print("\n2-3. The real catalog (us-east-1)\n")
+    print(_table([(r["scenario"], r) for r in results["catalog"]]))
+    five = [r for r in results["synthetic"] if r["pods"] == 5000]
+    if five:
+        rate = five[0][COST]["pods_per_second"]
+        verdict = "met" if rate >= GOAL_PODS_PER_SECOND else "NOT met"
+        print(f"\ngoal ≥ {GOAL_PODS_PER_SECOND:,} pods/s at 5,000 pods: {rate:,.0f} ({verdict})")
+    for r in results["synthetic"]:
+        if r["pods"] in (1000, 5000) and r["bound"] > 0:
+            ratio = r[COST]["cost"] / r["bound"]
+            verdict = "met" if ratio <= GOAL_RATIO else "NOT met"
+            print(f"goal ≤ {GOAL_RATIO} × LP bound at {r['pods']:,} pods: {ratio:.4f} ({verdict})")
+    return 0
+
+
+def _table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    header = ["batch", "pods/s", "nodes", "$/h", "× LP", "Karpenter pods/s", "nodes", "$/h", "× LP", "saved", "LP $/h"]
+    lines = []
+    for name, r in rows:
+        ours, theirs, bound = r[COST], r[KARPENTER], r["bound"]
+
+        def ratio(cost: float, b: float = bound) -> str:
+            return f"{cost / b:.3f}" if b > 0 else "-"
+
+        saved = 1 - ours["cost"] / theirs["cost"] if theirs["cost"] else 0.0
+        unscheduled = f" ({ours['unscheduled']} left)" if ours["unscheduled"] else ""
+        lines.append(
+            [
+                name,
+                f"{ours['pods_per_second']:,.0f}",
+                f"{ours['nodes']}{unscheduled}",
+                f"{ours['cost']:.2f}",
+                ratio(ours["cost"]),
+                f"{theirs['pods_per_second']:,.0f}",
+                str(theirs["nodes"]),
+                f"{theirs['cost']:.2f}",
+                ratio(theirs["cost"]),
+                f"{saved:+.1%}",
+                f"{bound:.2f}",
+            ]
+        )
+    return render_table(header, lines, frozenset(range(1, len(header))))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Comparing two versions of the policies (diff): what each admits that the other does not."""

@@ -1,0 +1,1 @@
+"""Compiling checked policies into constraint sets and manifests, written only where compile owns files."""

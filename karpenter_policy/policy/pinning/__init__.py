@@ -1,0 +1,1 @@
+"""Pinning workloads: PinningPolicy rules, and `pin` writing what they require into manifests."""

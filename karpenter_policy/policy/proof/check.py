@@ -1,0 +1,119 @@
+"""`karpenter-policy check`: validate and prove the provisioners (`provisioners`), and with `--workloads` place the
+workloads and plan the capacity they need (`placement`); the report in the format asked for."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from karpenter_policy.policy.findings import CommandOutput, Report
+from karpenter_policy.policy.options import OptionError, catalog_option, spot_prices_option, values_option
+from karpenter_policy.policy.pinning.rules import check_pinning, collect_pinning
+from karpenter_policy.policy.proof.placement import WorkloadCheck, check_workloads, placement_info_lines
+from karpenter_policy.policy.proof.provisioners import DEFAULT_TIMEOUT_MS, CheckedProvisioner, check_paths
+from karpenter_policy.policy.proof.solver import Verdict
+from karpenter_policy.policy.reporters import displayable, json_text, render
+from karpenter_policy.policy.source.loader import Document, discover
+
+
+def check_command(
+    paths: Sequence[str],
+    output: str = "text",
+    *,
+    fail_on_warn: bool = False,
+    catalog_file: str | None = None,
+    region: str | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    values_file: str | None = None,
+    workloads: Sequence[str] | None = None,
+    scale: Mapping[str, int] | None = None,
+    spot_prices_file: str | None = None,
+) -> CommandOutput:
+    """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
+    With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
+    replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot."""
+    try:
+        values = values_option(values_file)
+        catalog = catalog_option(catalog_file, region)
+        pricing = spot_prices_option(catalog, spot_prices_file) if workloads is not None else None
+    except OptionError as error:
+        return CommandOutput(2, "", f"karpenter-policy check: {error}\n")
+    pinning_policies: list[Document] = []
+    report, checked = check_paths(paths, catalog, timeout_ms, values=values, on_valid=collect_pinning(pinning_policies))
+    result = None
+    if workloads is not None and pricing is not None:
+        result = check_workloads(
+            report,
+            checked,
+            workloads,
+            catalog,
+            counted_files=discover(paths)[0],
+            scale=scale,
+            pricing=pricing.description,
+            estimated=pricing.estimated,
+            capacity_catalog=pricing.catalog,
+        )
+        report.findings.extend(check_pinning(pinning_policies, checked, workloads))
+    return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, result), "")
+
+
+def render_check(
+    report: Report,
+    checked: Sequence[CheckedProvisioner],
+    output: str,
+    workloads: WorkloadCheck | None = None,
+) -> str:
+    """The report in `output` format, with the proven provisioners: in text one info line each (before the
+    summary), in JSON a `provisioners` section next to DESIGN.md §4's `findings` and `summary`. With
+    `workloads` (`--workloads`), the same for each workload (where it goes: `workloads` in JSON) and the capacity
+    plan (`capacity` in JSON; a table after the summary in text; the table alone is what `markdown` adds)."""
+    placements = workloads.placements if workloads is not None else None
+    capacity = workloads.capacity if workloads is not None else None
+    if output == "markdown":
+        return render_markdown(report, checked, workloads)
+    text = render(report, output, "checked")
+    proven = [c for c in checked if c.verdict == Verdict.SAT]
+    if output == "json":
+        document = json.loads(text)
+        document["provisioners"] = [c.to_json() for c in checked]
+        if placements is not None:
+            document["workloads"] = [p.to_json() for p in placements]
+        if capacity is not None:
+            document["capacity"] = capacity.to_json()
+        return json_text(document)
+    if output == "text" and (proven or placements):
+        lines = text.rstrip("\n").split("\n")
+        info = [f"{c.file}:{c.line}:{c.column}: info: {c.summary()}" for c in proven]
+        info += placement_info_lines(placements or ())
+        if capacity is not None:  # before the summary line, which stays last
+            info += [capacity.summary(), *(capacity.table() if capacity.nodes else [])]
+        return "\n".join([*lines[:-1], *info, lines[-1]]) + "\n"
+    return text
+
+
+def render_markdown(report: Report, checked: Sequence[CheckedProvisioner], workloads: WorkloadCheck | None) -> str:
+    """A pull-request comment: the verdict, the findings as a list, and the capacity plan as a table."""
+    errors, warnings = report.errors, report.warnings
+    verdict = "❌" if errors else ("⚠️" if warnings else "✅")
+    proven = sum(1 for c in checked if c.verdict == Verdict.SAT)
+    lines = [f"### {verdict} karpenter-policy check", ""]
+    lines.append(f"{proven} of {len(checked)} provisioner(s) proven; {errors} error(s), {warnings} warning(s).")
+    findings = report.sorted_findings()
+    if findings:
+        lines.append("")
+        for f in findings:
+            where = f"{displayable(f.file)}:{f.line}" if f.file else ""
+            lines.append(f"- **{f.severity}** `{f.rule}` {where}: {_markdown_text(f.message)}")
+    if workloads is not None:
+        placed = [p for p in workloads.placements if p.schedulable]
+        lines += ["", f"**Workloads:** {len(placed)} of {len(workloads.placements)} schedulable."]
+        capacity = workloads.capacity
+        if capacity is not None:
+            lines += ["", f"**Capacity:** {_markdown_text(capacity.summary().removeprefix('capacity: '))}", ""]
+            if capacity.nodes:
+                lines += capacity.table(markdown=True)
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_text(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

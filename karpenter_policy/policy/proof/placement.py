@@ -1,0 +1,615 @@
+"""`check --workloads`: which provisioner launches a node for each workload, on which instance types — or why none
+can — and what the workloads' nodes cost, decided by the scheduler (`scheduling/`), the very code the controller
+runs, on the provisioners `check` proved.
+
+* **Verdicts** (`schedule`): each workload's pod on its own against every provisioner, as Karpenter v0.31 decides
+  for a new node (by weight, then name; taints; requirements; offerings; limits; requests plus the DaemonSet
+  overhead; topology; host ports; relaxation step by step) — the provisioner that takes it, its instance types
+  and the cheapest launch, the provisioners of the same weight that could take it too, and each earlier
+  provisioner's reason for refusing it.
+* **Capacity** (`plan_capacity`): every replica of every workload packed together onto new nodes (the `cost`
+  strategy: see docs/scheduling.md), as nodes per provisioner with type, zone, capacity type, pods and
+  utilisation, and the fleet's $/h.
+
+Findings (DESIGN.md §4): `workload-unschedulable` (error, at the pod template), `overlap` (warning: equal-weight
+provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take goes to
+a higher-weight one). `limits` warnings come from `proof.limits`, run by every `check`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
+from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
+from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.resources import ResourceList
+from karpenter_policy.policy.findings import Finding, Location, Report
+from karpenter_policy.policy.proof.provisioners import CheckedProvisioner
+from karpenter_policy.policy.proof.solver import Verdict
+from karpenter_policy.policy.source.workloads import Workload, read_workloads
+from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Plan, Pod, Refusal, Scheduler
+from karpenter_policy.scheduling.evaluate import evaluate
+from karpenter_policy.scheduling.pods import PodShape
+from karpenter_policy.scheduling.reasons import format_resource
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, as_resources
+
+_SHOWN = 3
+#: The cheapest offering of a fitting type: what Karpenter would launch first.
+Launch = ChosenOffering
+
+
+# --- the templates ------------------------------------------------------------------------------------------
+
+
+def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -> list[NodeTemplate]:
+    """The scheduler's node template of each proven provisioner (one that is not proven admits no type, and says
+    why when it takes nothing)."""
+    templates = []
+    for c in checked:
+        admitted = c.instance_types if c.verdict == Verdict.SAT else ()
+        unavailable = (
+            "the solver could not prove its requirements satisfiable (solver-timeout)"
+            if c.verdict == Verdict.UNKNOWN
+            else "its requirements admit no instance type (see its findings)"
+        )
+        try:
+            template = NodeTemplate.from_provisioner(
+                table, c.provisioner, node_template=c.node_template, admitted=admitted
+            )
+        except ValueError as error:  # a kubelet or node-template field validation reported
+            template = NodeTemplate.from_provisioner(table, c.provisioner, admitted=())
+            unavailable = f"its node configuration cannot be used: {error}"
+        template.unavailable = unavailable
+        templates.append(template)
+    return templates
+
+
+def daemon_pods(workloads: Iterable[Workload]) -> list[Pod]:
+    """One pod per DaemonSet: what it adds to every node it runs on."""
+    return [Pod(w.name, w.shape, owner=w.name, daemon=True) for w in workloads if w.is_daemon_set]
+
+
+# --- verdicts -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a workload goes.
+
+    `provisioner`: the one that launches a node for it (None: unschedulable). `instance_types`: the types of
+    that provisioner that fit it (sorted by name). `reasons`: provisioner name → why it refused the workload,
+    for every provisioner tried before the chosen one (all of them when unschedulable), at the deciding
+    variant of the pod. `candidates`: every provisioner that could take it at that variant, in Karpenter's
+    order; `alternatives`: the candidates of the chosen one's weight (Karpenter picks among them arbitrarily).
+    `relaxed`: what Karpenter relaxed before it fit (or, unschedulable, everything it tried relaxing).
+    `requests`: the pod's requests; `overhead`: the DaemonSet requests on the chosen provisioner's nodes.
+    """
+
+    workload: Workload
+    provisioner: str | None
+    instance_types: tuple[str, ...] = ()
+    reasons: Mapping[str, Refusal] = field(default_factory=dict)
+    candidates: tuple[str, ...] = ()
+    alternatives: tuple[str, ...] = ()
+    relaxed: tuple[str, ...] = ()
+    launch: Launch | None = None
+    requests: ResourceList = field(default_factory=dict)
+    overhead: ResourceList = field(default_factory=dict)
+    daemon_sets: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return self.workload.ref
+
+    @property
+    def file(self) -> str:
+        return self.workload.file
+
+    @property
+    def line(self) -> int:
+        return self.workload.line
+
+    @property
+    def column(self) -> int:
+        return self.workload.column
+
+    @property
+    def schedulable(self) -> bool:
+        return self.provisioner is not None
+
+    def message(self) -> str:
+        """The `workload-unschedulable` message (only meaningful when not schedulable)."""
+        if not self.reasons:
+            return "no provisioner can launch a node for it: there is no proven Provisioner among the policies"
+        parts = [f"provisioner {name}: {reason}" for name, reason in self.reasons.items()]
+        text = "no provisioner can launch a node for it: " + "; ".join(parts)
+        if self.relaxed:
+            text += f" (after Karpenter relaxed the pod: {', '.join(self.relaxed)})"
+        return text
+
+    def summary(self) -> str:
+        """`Deployment/inflate → Provisioner/default: 412 instance types, e.g. c5.large (us-east-1a, spot)`."""
+        if self.provisioner is None:
+            return f"{self.ref}: unschedulable"
+        count = len(self.instance_types)
+        text = f"{self.ref} → {object_ref(PROVISIONER_KIND, self.provisioner)}: {count} instance type"
+        text += "s" if count != 1 else ""
+        if self.launch is not None:
+            text += f", e.g. {self.launch.instance_type} ({self.launch.zone}, {self.launch.capacity_type})"
+        if self.relaxed:
+            text += f" (relaxed as Karpenter does: {', '.join(self.relaxed)})"
+        if self.alternatives:
+            text += f"; also matches {', '.join(self.alternatives)} of the same weight"
+        return text
+
+    def to_json(self) -> dict[str, object]:
+        data = self.workload.to_json()
+        data.update(
+            {
+                "provisioner": self.provisioner,
+                "schedulable": self.schedulable,
+                "count": len(self.instance_types),
+                "instance_types": list(self.instance_types),
+                "candidates": list(self.candidates),
+                "alternatives": list(self.alternatives),
+                "relaxed": list(self.relaxed),
+                "requests": {k: format_resource(k, v) for k, v in sorted(self.requests.items())},
+            }
+        )
+        if self.schedulable:  # the kinds only: the words are worked out on demand (`reasons[name].message`)
+            data["refused_by"] = {name: r.kind for name, r in self.reasons.items()}
+        else:
+            data["reasons"] = {name: {"kind": r.kind, "message": r.message} for name, r in self.reasons.items()}
+        if self.overhead:
+            data["daemonset_overhead"] = {k: format_resource(k, v) for k, v in sorted(self.overhead.items())}
+            data["daemonsets"] = list(self.daemon_sets)
+        if self.launch is not None:
+            data["launch"] = self.launch.to_json()
+        return data
+
+
+@dataclass(slots=True)
+class Schedule:
+    """The placements of a set of workloads, with what the overlap and shadowed findings need: for each
+    workload (by position), the provisioners (by name) that could take it at its deciding variant."""
+
+    placements: list[Placement]
+    could_take: list[tuple[str, ...]]
+    provisioners: list[CheckedProvisioner]
+
+
+def _placement(workload: Workload, scheduler: Scheduler) -> tuple[Placement, tuple[str, ...]]:
+    pod = Pod(workload.name, workload.shape, owner=workload.ref)
+    evaluation = evaluate(pod, scheduler)
+    requests = workload.shape.scheduling.resource_requests
+    chosen = evaluation.chosen
+    could = tuple(c.template.name for c in evaluation.candidates)
+    if chosen is None:
+        return Placement(
+            workload, None, reasons=evaluation.refusals, relaxed=evaluation.attempt.relaxed, requests=requests
+        ), could
+    template = chosen.template
+    before = {}
+    for t in scheduler.templates:
+        if t is template:
+            break
+        if t.name in evaluation.refusals:
+            before[t.name] = evaluation.refusals[t.name]
+    overhead = as_resources(template.overhead)
+    return (
+        Placement(
+            workload,
+            template.name,
+            instance_types=chosen.instance_types,
+            reasons=before,
+            candidates=could,
+            alternatives=tuple(
+                c.template.name for c in evaluation.candidates[1:] if c.template.weight == template.weight
+            ),
+            relaxed=evaluation.attempt.relaxed,
+            launch=chosen.launch,
+            requests=requests,
+            overhead=overhead,
+            daemon_sets=template.daemon_sets,
+        ),
+        could,
+    )
+
+
+def schedule(
+    checked: Sequence[CheckedProvisioner], workloads: Sequence[Workload], catalog: Catalog | None = None
+) -> Schedule:
+    """Each workload's verdict (DaemonSets only add overhead), with what the findings need. `checked` come from
+    `check_paths` (only proven provisioners can take anything); `catalog` must be the one they were checked
+    against (default: the embedded catalog)."""
+    table = InstanceTable.of_catalog(catalog if catalog is not None else load_catalog())
+    scheduler = Scheduler(templates_for(checked, table), daemons=daemon_pods(workloads))
+    placements: list[Placement] = []
+    could_take: list[tuple[str, ...]] = []
+    decided: dict[PodShape, tuple[Placement, tuple[str, ...]]] = {}
+    for workload in workloads:
+        if workload.is_daemon_set:
+            continue
+        known = decided.get(workload.shape)
+        if known is None:
+            known = decided[workload.shape] = _placement(workload, scheduler)
+            placement, names = known
+        else:
+            template, names = known
+            placement = _for(template, workload)
+        placements.append(placement)
+        could_take.append(names)
+    return Schedule(placements, could_take, list(checked))
+
+
+def _for(template: Placement, workload: Workload) -> Placement:
+    """A copy of a placement for another workload with the same pod template."""
+    return Placement(
+        workload,
+        template.provisioner,
+        template.instance_types,
+        template.reasons,
+        template.candidates,
+        template.alternatives,
+        template.relaxed,
+        template.launch,
+        template.requests,
+        template.overhead,
+        template.daemon_sets,
+    )
+
+
+def schedule_workloads(
+    checked: Sequence[CheckedProvisioner], workloads: Sequence[Workload], catalog: Catalog | None = None
+) -> list[Placement]:
+    """Where each workload (DaemonSets excepted) would go, in the given order."""
+    return schedule(checked, workloads, catalog).placements
+
+
+# --- capacity -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityNode:
+    """One node of the capacity plan."""
+
+    provisioner: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    pods: int
+    workloads: Mapping[str, int]  # workload ref → its pods on the node
+    cpu_utilisation: float
+    memory_utilisation: float
+    price: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "provisioner": self.provisioner,
+            "instance_type": self.instance_type,
+            "zone": self.zone,
+            "capacity_type": self.capacity_type,
+            "pods": self.pods,
+            "workloads": dict(sorted(self.workloads.items())),
+            "cpu_utilisation": round(self.cpu_utilisation, 4),
+            "memory_utilisation": round(self.memory_utilisation, 4),
+            "price": self.price,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What the workloads' replicas need as new nodes: the nodes, the fleet's $/h, how prices were known (`pricing`:
+    spot is priced from a spot-price source when one was given, else at the on-demand price — `estimated`), and
+    the pods that fit nowhere (workload ref → count)."""
+
+    nodes: tuple[CapacityNode, ...]
+    cost: float
+    pods: int
+    pricing: str
+    estimated: bool
+    unscheduled: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "nodes": [n.to_json() for n in self.nodes],
+            "node_count": len(self.nodes),
+            "pods": self.pods,
+            "cost_per_hour": round(self.cost, 6),
+            "pricing": self.pricing,
+            "estimated": self.estimated,
+            "unscheduled": dict(sorted(self.unscheduled.items())),
+        }
+
+    def groups(self) -> list[tuple[str, str, str, str, int, int, float, float, float]]:
+        """Nodes of the same provisioner, type, zone and capacity type together: (provisioner, type, zone, capacity
+        type, nodes, pods, mean cpu, mean memory utilisation, $/h), by provisioner then cost."""
+        grouped: dict[tuple[str, str, str, str], list[CapacityNode]] = defaultdict(list)
+        for node in self.nodes:
+            grouped[(node.provisioner, node.instance_type, node.zone, node.capacity_type)].append(node)
+        rows = []
+        for (provisioner, instance_type, zone, capacity_type), nodes in grouped.items():
+            count = len(nodes)
+            rows.append(
+                (
+                    provisioner,
+                    instance_type,
+                    zone,
+                    capacity_type,
+                    count,
+                    sum(n.pods for n in nodes),
+                    sum(n.cpu_utilisation for n in nodes) / count,
+                    sum(n.memory_utilisation for n in nodes) / count,
+                    sum(n.price for n in nodes),
+                )
+            )
+        rows.sort(key=lambda r: (r[0], -r[8], r[1], r[2], r[3]))
+        return rows
+
+    def summary(self) -> str:
+        cost = f"${self.cost:,.2f}/h" + (" (estimated)" if self.estimated else "")
+        text = f"capacity: {self.pods} pod{'s' if self.pods != 1 else ''} on {len(self.nodes)} new node"
+        text += f"{'s' if len(self.nodes) != 1 else ''}, {cost}; {self.pricing}"
+        left = sum(self.unscheduled.values())
+        if left:
+            text += f"; {left} pod{'s' if left != 1 else ''} fit nowhere"
+        return text
+
+    def table(self, markdown: bool = False) -> list[str]:
+        """The grouped nodes as text or markdown table lines."""
+        header = ["provisioner", "instance type", "zone", "capacity", "nodes", "pods", "cpu", "memory", "$/h"]
+        rows = [
+            [p, t, z, c, str(n), str(pods), f"{cpu:.0%}", f"{memory:.0%}", f"{price:.3f}"]
+            for p, t, z, c, n, pods, cpu, memory, price in self.groups()
+        ]
+        if markdown:
+            lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * 5) + "|"]
+            return lines + ["| " + " | ".join(row) + " |" for row in rows]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        right = set(range(4, len(header)))
+
+        def line(row: Sequence[str]) -> str:
+            cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+            return "  ".join(cells).rstrip()
+
+        return [line(header), *(line(r) for r in rows)]
+
+
+def pods_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = None) -> list[Pod]:
+    """Every replica of every workload (DaemonSets aside) as a pod; `scale` overrides replicas by workload
+    (`deployment/inflate` or `Deployment/inflate`, case-insensitive kind)."""
+    overrides = {_scale_key(k): v for k, v in (scale or {}).items()}
+    pods: list[Pod] = []
+    names: set[str] = set()
+    for workload in workloads:
+        if workload.is_daemon_set:
+            continue
+        count = overrides.get(_scale_key(workload.ref), workload.replicas)
+        stem = f"{workload.kind.lower()}-{workload.name}"
+        while stem in names:  # two workloads of one kind and name (in two files): pods keep distinct names
+            stem += "-"
+        names.add(stem)
+        for i in range(count):
+            pods.append(Pod(f"{stem}-{i}", workload.shape, owner=workload.ref, order=len(pods)))
+    return pods
+
+
+def _scale_key(ref: str) -> str:
+    kind, _, name = ref.partition("/")
+    return f"{kind.lower()}/{name}"
+
+
+def plan_capacity(
+    checked: Sequence[CheckedProvisioner],
+    workloads: Sequence[Workload],
+    catalog: Catalog,
+    scale: Mapping[str, int] | None = None,
+    pricing: str = "",
+    estimated: bool = True,
+) -> Capacity:
+    """Every replica packed onto new nodes with the scheduler's cost strategy (see the module docstring)."""
+    table = InstanceTable.of_catalog(catalog)
+    scheduler = Scheduler(templates_for(checked, table), daemons=daemon_pods(workloads))
+    plan = scheduler.solve(pods_of(workloads, scale))
+    return capacity_of(plan, pricing, estimated)
+
+
+def capacity_of(plan: Plan, pricing: str, estimated: bool) -> Capacity:
+    nodes = []
+    for claim in plan.claims:
+        launch = claim.launch
+        if launch is None:
+            continue
+        owners: dict[str, int] = defaultdict(int)
+        for pod in claim.pods:
+            owners[pod.owner] += 1
+        nodes.append(
+            CapacityNode(
+                provisioner=claim.template,
+                instance_type=launch.instance_type,
+                zone=launch.zone,
+                capacity_type=launch.capacity_type,
+                pods=len(claim.pods),
+                workloads=dict(owners),
+                cpu_utilisation=claim.requests[CPU_I] / claim.allocatable[CPU_I] if claim.allocatable[CPU_I] else 0.0,
+                memory_utilisation=(
+                    claim.requests[MEMORY_I] / claim.allocatable[MEMORY_I] if claim.allocatable[MEMORY_I] else 0.0
+                ),
+                price=launch.price,
+            )
+        )
+    unscheduled: dict[str, int] = defaultdict(int)
+    for failure in plan.failures.values():
+        unscheduled[failure.pod.owner] += 1
+    spot = any(n.capacity_type == "spot" for n in nodes)
+    return Capacity(
+        nodes=tuple(nodes),
+        cost=sum(n.price for n in nodes),
+        pods=sum(n.pods for n in nodes),
+        pricing=pricing
+        or ("spot priced at the on-demand price (no spot prices given)" if spot else "on-demand prices"),
+        estimated=estimated and spot,
+        unscheduled=dict(unscheduled),
+    )
+
+
+# --- findings -----------------------------------------------------------------------------------------------
+
+
+def _provisioner_location(checked: CheckedProvisioner) -> Location:
+    return Location(checked.file, checked.line, checked.column)
+
+
+def workload_findings(result: Schedule) -> list[Finding]:
+    """`workload-unschedulable`, `overlap` and `shadowed` findings of a schedule."""
+    findings: list[Finding] = []
+    for placement in result.placements:
+        if not placement.schedulable:
+            w = placement.workload
+            findings.append(
+                Finding(WORKLOAD_UNSCHEDULABLE, ERROR, placement.message(), w.file, w.line, w.column, w.ref)
+            )
+    findings += _overlap_findings(result)
+    findings += _shadowed_findings(result)
+    return findings
+
+
+def _overlap_findings(result: Schedule) -> list[Finding]:
+    by_name = {c.name: c for c in result.provisioners}
+    pairs: dict[tuple[str, str], list[Placement]] = defaultdict(list)
+    for placement in result.placements:
+        if placement.provisioner is None or not placement.alternatives:
+            continue
+        group = [placement.provisioner, *placement.alternatives]
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                ordered = sorted((a, b), key=lambda n: (by_name[n].file, by_name[n].line, n))
+                pairs[(ordered[0], ordered[1])].append(placement)
+    findings = []
+    for (a, b), placements in sorted(pairs.items()):
+        first, second = by_name[a], by_name[b]
+        example = placements[0]
+        others = len(placements) - 1
+        also = f" (and {others} other workload{'s' if others != 1 else ''})" if others else ""
+        weight = first.provisioner.weight
+        message = (
+            f"same weight ({weight}) as Provisioner/{b}, and both can launch a node for {example.ref}{also}: "
+            "Karpenter picks either one; give one a higher weight or make their requirements exclusive"
+        )
+        related = (_provisioner_location(second), Location(example.file, example.line, example.column))
+        findings.append(
+            Finding(OVERLAP, WARNING, message, first.file, first.line, first.column, first.object_ref, related)
+        )
+    return findings
+
+
+def _shadowed_findings(result: Schedule) -> list[Finding]:
+    weights = {c.name: c.provisioner.weight for c in result.provisioners}
+    by_name = {c.name: c for c in result.provisioners}
+    could: dict[str, list[Placement]] = defaultdict(list)
+    chosen: set[str] = set()
+    for placement, names in zip(result.placements, result.could_take, strict=True):
+        if placement.provisioner is not None:
+            chosen.add(placement.provisioner)
+        for name in names:
+            could[name].append(placement)
+    findings = []
+    for checked in result.provisioners:
+        name = checked.name
+        taken = could.get(name, [])
+        if not taken or name in chosen:
+            continue
+        weight = weights[name]
+        if not all(p.provisioner is not None and weights[p.provisioner] > weight for p in taken):
+            continue
+        winners: dict[str, int] = defaultdict(int)
+        for p in taken:
+            assert p.provisioner is not None
+            winners[p.provisioner] += 1
+        ranked = sorted(winners.items(), key=lambda item: (-item[1], item[0]))
+        listed = ", ".join(
+            f"Provisioner/{winner} (weight {weights[winner]}) takes {count}" for winner, count in ranked[:_SHOWN]
+        )
+        if len(ranked) > _SHOWN:
+            listed += f" and {len(ranked) - _SHOWN} others"
+        message = (
+            f"no workload reaches this provisioner (weight {weight}): every workload it could launch a node for "
+            f"({len(taken)}, e.g. {taken[0].ref}) goes to a higher-weight provisioner: {listed}"
+        )
+        related = tuple(_provisioner_location(by_name[w]) for w, _ in ranked[:_SHOWN])
+        findings.append(
+            Finding(SHADOWED, WARNING, message, checked.file, checked.line, checked.column, checked.object_ref, related)
+        )
+    return findings
+
+
+# --- the check ----------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class WorkloadCheck:
+    """What `check --workloads` found: each workload's verdict (file order) and the capacity plan."""
+
+    placements: list[Placement]
+    capacity: Capacity | None = None
+
+
+def check_workloads(
+    report: Report,
+    checked: Sequence[CheckedProvisioner],
+    paths: Sequence[str],
+    catalog: Catalog | None = None,
+    counted_files: Iterable[str] = (),
+    scale: Mapping[str, int] | None = None,
+    pricing: str = "",
+    estimated: bool = True,
+    capacity_catalog: Catalog | None = None,
+) -> WorkloadCheck:
+    """`check --workloads PATHS`: read the workloads, place them, plan their capacity (priced from
+    `capacity_catalog`, default `catalog`); add the findings (and the files and kinds read, except `counted_files`
+    already counted) to `report`."""
+    catalog = catalog if catalog is not None else load_catalog()
+    found = read_workloads(paths)
+    report.findings.extend(found.findings)
+    report.could_not_run = report.could_not_run or found.could_not_run
+    already = set(counted_files)
+    report.files += sum(1 for f in found.files if f not in already)
+    report.kinds.update(found.kinds)
+    for workload in found.workloads:  # a file that is a policy file too: validate counted it as skipped
+        if workload.file in already and report.skipped.get(workload.kind, 0) > 0:
+            report.skipped[workload.kind] -= 1
+            if not report.skipped[workload.kind]:
+                del report.skipped[workload.kind]
+    result = schedule(checked, found.workloads, catalog)
+    report.findings.extend(workload_findings(result))
+    priced = capacity_catalog if capacity_catalog is not None else catalog
+    capacity = plan_capacity(checked, found.workloads, priced, scale, pricing, estimated)
+    return WorkloadCheck(result.placements, capacity)
+
+
+def placement_info_lines(placements: Sequence[Placement]) -> list[str]:
+    """One `file:line:col: info: …` line per schedulable workload (the unschedulable ones are errors)."""
+    return [f"{p.file}:{p.line}:{p.column}: info: {p.summary()}" for p in placements if p.schedulable]
+
+
+__all__ = [
+    "Capacity",
+    "CapacityNode",
+    "Launch",
+    "Placement",
+    "Refusal",
+    "Schedule",
+    "WorkloadCheck",
+    "check_workloads",
+    "plan_capacity",
+    "placement_info_lines",
+    "pods_of",
+    "schedule",
+    "schedule_workloads",
+    "templates_for",
+    "workload_findings",
+]

@@ -1,0 +1,38 @@
+"""The scheduling core: one scheduler for `check --workloads`, `diff`, `simulate` and the controller.
+
+Pure (no I/O, no solver): it imports only `model` and `api`. Given pods, node templates (one per provisioner, built
+from a Provisioner or a compiled ConstraintSet over an :class:`InstanceTable`), existing nodes and DaemonSets, it
+returns a :class:`Plan`: pods onto existing nodes, pods onto new node claims (every fitting instance type,
+cheapest first, and the launch choice), and the pods that fit nowhere with the reason per template.
+"""
+
+from karpenter_policy.scheduling.instances import InstanceTable
+from karpenter_policy.scheduling.nodes import ExistingNode, NodeClaim
+from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
+from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape, shape_of
+from karpenter_policy.scheduling.reasons import Refusal
+from karpenter_policy.scheduling.scheduler import COST, KARPENTER, STRATEGIES, Scheduler, SchedulerOptions, solve
+from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.topology import ClusterPod
+
+__all__ = [
+    "COST",
+    "KARPENTER",
+    "STRATEGIES",
+    "Attempt",
+    "ClaimPlan",
+    "ClusterPod",
+    "ExistingNode",
+    "InstanceTable",
+    "NodeClaim",
+    "NodeTemplate",
+    "Plan",
+    "Pod",
+    "PodFailure",
+    "PodShape",
+    "Refusal",
+    "Scheduler",
+    "SchedulerOptions",
+    "shape_of",
+    "solve",
+]

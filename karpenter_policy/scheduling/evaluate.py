@@ -1,0 +1,73 @@
+"""Which node templates could launch a node for one pod on its own, and why the others cannot.
+
+`check --workloads` asks this of every workload: the pod alone, on an empty cluster, against every template (not
+only the first that takes it, as a scheduling run stops at), at the first relaxation step where some template
+takes it. The answer comes from the scheduler's own `fresh_claim`, so it is what a scheduling run would decide
+for that pod, with the same reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.scheduling.pods import Attempt, Pod
+from karpenter_policy.scheduling.reasons import Refusal
+from karpenter_policy.scheduling.scheduler import Scheduler, fresh_claim, launch_options, topology_domains
+from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.topology import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A template that takes the pod: the instance types a new node of it may be (bits of its table, every type
+    that holds the pod: Karpenter's options) and the cheapest offering of those."""
+
+    template: NodeTemplate
+    options: int
+    launch: ChosenOffering | None
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        return self.template.table.names_of(self.options)
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The deciding attempt (the first one some template takes; the last tried when none does), the templates
+    that take it there (in the scheduler's order: weight, then name) and why the others do not."""
+
+    attempt: Attempt
+    candidates: tuple[Candidate, ...] = ()
+    refusals: dict[str, Refusal] = field(default_factory=dict)
+
+    @property
+    def chosen(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+def evaluate(pod: Pod, scheduler: Scheduler) -> Evaluation:
+    """Every template of `scheduler` against `pod` alone (see the module docstring)."""
+    templates: Sequence[NodeTemplate] = scheduler.templates
+    attempts = pod.shape.attempts(scheduler.tolerate_prefer_no_schedule)
+    evaluation = Evaluation(attempts[0])
+    for attempt in attempts:
+        topology = Topology(topology_domains(templates, []), (), scheduler.namespace_labels)
+        topology.update(pod, attempt)
+        candidates: list[Candidate] = []
+        refusals: dict[str, Refusal] = {}
+        for number, template in enumerate(templates, start=1):
+            limits = scheduler.remaining[template.name]
+            claim = fresh_claim(template, pod, attempt, topology, limits, limits, number)
+            if isinstance(claim, Refusal):
+                refusals[template.name] = claim
+                continue
+            offers = launch_options(template.table, claim.options, claim.zone, claim.capacity_type)
+            candidates.append(Candidate(template, claim.options, offers[0] if offers else None))
+            topology = Topology(topology_domains(templates, []), (), scheduler.namespace_labels)  # undo its record
+            topology.update(pod, attempt)
+        evaluation = Evaluation(attempt, tuple(candidates), refusals)
+        if candidates:
+            break
+    return evaluation

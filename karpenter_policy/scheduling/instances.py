@@ -1,0 +1,352 @@
+"""The instance types a scheduler may launch, as bit masks: which types a requirement accepts, which are offered in
+a zone and capacity type, which have room for a request, which is the cheapest — each a few integer ANDs.
+
+Type i of :class:`InstanceTable` is bit i of a Python integer. Masks of requirements (by label value), of
+offerings (zone × capacity type) and of "allocatable at least x" (per resource, per node shape) are built once and
+cached, so checking a pod against a node claim is a handful of big-integer operations however many types there
+are. Node shapes (capacity and allocatable of every type under one kubelet configuration and AMI family) come
+from `model.allocatable`; prices from the types' offerings (the live cloud's, or the catalog's).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.scheduling.vectors import RESOURCES, Vector
+
+#: Keys matched against offerings (per zone × capacity type) rather than a type's labels.
+OFFERING_KEYS = (wk.ZONE, wk.CAPACITY_TYPE)
+#: The label keys every type has a requirement on (a type without the label: DoesNotExist). The OS and region are
+#: the same for every type of a node template and are matched as such.
+TYPE_KEYS: frozenset[str] = INSTANCE_TYPE_KEYS - {wk.OS, wk.REGION}
+_NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
+_CACHE_LIMIT = 65536
+
+
+def bits(indices: Iterable[int]) -> int:
+    mask = 0
+    for index in indices:
+        mask |= 1 << index
+    return mask
+
+
+def indices(mask: int) -> list[int]:
+    """The set bits of a mask, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+#: A node shape: capacity and allocatable of a type (one kubelet configuration, AMI family, root volume).
+ShapeFunction = Callable[[InstanceType], tuple[Vector, Vector]]
+
+
+class NodeShapes:
+    """Capacity and allocatable of every type of a table under one configuration, and per resource the masks of
+    "types with at least x" (what `fitting` ANDs together)."""
+
+    def __init__(self, types: Sequence[InstanceType], shape: ShapeFunction) -> None:
+        pairs = [shape(it) for it in types]
+        self.capacity: list[Vector] = [c for c, _ in pairs]
+        self.allocatable: list[Vector] = [a for _, a in pairs]
+        self._at_least = [self._table([a[r] for a in self.allocatable]) for r in range(len(RESOURCES))]
+        self._capacity_at_most = [self._table([c[r] for c in self.capacity]) for r in range(len(RESOURCES))]
+        self._everything = (1 << len(types)) - 1
+        self._fit_cache: dict[Vector, int] = {}
+
+    @staticmethod
+    def _table(values: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Sorted distinct values, and for each the mask of the types with at least that value."""
+        by_value: dict[int, int] = defaultdict(int)
+        for i, value in enumerate(values):
+            by_value[value] |= 1 << i
+        ordered = sorted(by_value)
+        masks = [0] * len(ordered)
+        running = 0
+        for j in range(len(ordered) - 1, -1, -1):
+            running |= by_value[ordered[j]]
+            masks[j] = running
+        return ordered, masks
+
+    def at_least(self, resource: int, amount: int) -> int:
+        values, masks = self._at_least[resource]
+        j = bisect.bisect_left(values, amount)
+        return masks[j] if j < len(values) else 0
+
+    def most(self, resource: int, mask: int) -> int:
+        """The largest allocatable amount of `resource` among the types of `mask` (-1 for an empty mask)."""
+        values, masks = self._at_least[resource]
+        if not mask or not values or not masks[0] & mask:
+            return -1
+        low, high = 0, len(values) - 1  # the last j whose "at least values[j]" mask meets `mask`
+        while low < high:
+            middle = (low + high + 1) // 2
+            if masks[middle] & mask:
+                low = middle
+            else:
+                high = middle - 1
+        return values[low]
+
+    def fitting(self, requests: Vector) -> int:
+        """The types whose allocatable has room for `requests` on every resource."""
+        cached = self._fit_cache.get(requests)
+        if cached is None:
+            cached = self._everything
+            for r, amount in enumerate(requests):
+                if amount > 0:
+                    cached &= self.at_least(r, amount)
+                    if not cached:
+                        break
+            if len(self._fit_cache) > _CACHE_LIMIT:
+                self._fit_cache.clear()
+            self._fit_cache[requests] = cached
+        return cached
+
+    def capacity_within(self, limits: Mapping[int, int]) -> int:
+        """The types whose capacity is at most `limits[r]` on each limited resource r."""
+        mask = self._everything
+        for r, limit in limits.items():
+            values, masks = self._capacity_at_most[r]
+            j = bisect.bisect_right(values, limit)  # masks[j]: the types with more than the limit
+            if j < len(values):
+                mask &= ~masks[j]
+        return mask
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    """Each type's cheapest offering within some zones and capacity types, cheapest first, and prefix masks."""
+
+    entries: list[tuple[float, int, int, int]]  # (price, type, zone, capacity type)
+    prefixes: list[int]  # prefixes[j]: the types of entries[0..j]
+    prices: dict[int, float]  # type → its cheapest allowed price
+
+
+class InstanceTable:
+    """A universe of instance types (sorted by name) as bit masks; see the module docstring."""
+
+    def __init__(self, types: Iterable[InstanceType], region: str = "") -> None:
+        self.types: tuple[InstanceType, ...] = tuple(sorted(types, key=lambda it: it.name))
+        self.region = region
+        self.names = tuple(it.name for it in self.types)
+        self.position = {name: i for i, name in enumerate(self.names)}
+        self.everything = (1 << len(self.types)) - 1
+        labels = [it.labels() for it in self.types]
+        self.domains: dict[str, tuple[str, ...]] = {}
+        self._value_masks: dict[str, list[int]] = {}
+        for key in sorted(TYPE_KEYS):
+            domain = tuple(sorted({lab[key] for lab in labels if key in lab}))
+            where = {v: j for j, v in enumerate(domain)}
+            masks = [0] * (len(domain) + 1)  # the last: types without the label
+            for i, lab in enumerate(labels):
+                masks[where[lab[key]] if key in lab else len(domain)] |= 1 << i
+            self.domains[key] = domain
+            self._value_masks[key] = masks
+        self.zones = tuple(sorted({o.zone for it in self.types for o in it.offerings if o.available}))
+        self.capacity_types = tuple(sorted({o.capacity_type for it in self.types for o in it.offerings if o.available}))
+        zone_at = {z: j for j, z in enumerate(self.zones)}
+        capacity_at = {c: j for j, c in enumerate(self.capacity_types)}
+        self.offerings: list[tuple[tuple[float, int, int], ...]] = []  # per type: (price, zone, capacity), sorted
+        pairs: dict[tuple[int, int], int] = defaultdict(int)
+        for i, it in enumerate(self.types):
+            available = tuple(
+                sorted((o.price, zone_at[o.zone], capacity_at[o.capacity_type]) for o in it.offerings if o.available)
+            )
+            self.offerings.append(available)
+            for _, z, c in available:
+                pairs[(z, c)] |= 1 << i
+        self._pair_masks = dict(pairs)
+        self.offered = 0
+        for mask in self._pair_masks.values():
+            self.offered |= mask
+        self._requirement_masks: dict[Requirement, int] = {}
+        self._offering_masks: dict[tuple[Requirement, Requirement], int] = {}
+        self._ranked: dict[tuple[frozenset[int], frozenset[int]], _Ranked] = {}
+        self._ranked_by_requirement: dict[tuple[Requirement, Requirement], _Ranked] = {}
+        self._shapes: dict[object, NodeShapes] = {}
+        self._names: dict[int, tuple[str, ...]] = {}
+
+    @classmethod
+    def of_catalog(cls, catalog: Catalog) -> InstanceTable:
+        """The table of a catalog, built once and kept on it."""
+        return catalog.derived("scheduling-instance-table", lambda: cls(catalog.instance_types, catalog.region))
+
+    def __len__(self) -> int:
+        return len(self.types)
+
+    # --- masks -------------------------------------------------------------------------------------------------
+
+    def mask_of_names(self, names: Iterable[str]) -> int:
+        return bits(self.position[n] for n in names if n in self.position)
+
+    def names_of(self, mask: int) -> tuple[str, ...]:
+        """The names of the types of a mask, sorted (cached: many pods fit the same types)."""
+        cached = self._names.get(mask)
+        if cached is None:
+            if len(self._names) > 4096:
+                self._names.clear()
+            cached = self._names[mask] = tuple(self.names[i] for i in indices(mask))
+        return cached
+
+    def label_values(self, mask: int) -> dict[str, set[str]]:
+        """Per instance-type label key, the values the types of `mask` carry."""
+        return {
+            key: {value for value, found in zip(values, self._value_masks[key], strict=False) if found & mask}
+            for key, values in self.domains.items()
+        }
+
+    @staticmethod
+    def is_type_key(key: str) -> bool:
+        return key in TYPE_KEYS
+
+    def requirement_mask(self, requirement: Requirement) -> int:
+        """The types whose label value the requirement accepts (an absent label: only NotIn / DoesNotExist); every
+        type for a key that is not a type label (a custom label: the node template decides it)."""
+        cached = self._requirement_masks.get(requirement)
+        if cached is None:
+            masks = self._value_masks.get(requirement.key)
+            if masks is None:
+                cached = self.everything
+            else:
+                cached = 0
+                for j, value in enumerate(self.domains[requirement.key]):
+                    if requirement.has(value):
+                        cached |= masks[j]
+                if requirement.operator() in _NEGATIVE:
+                    cached |= masks[-1]
+            if len(self._requirement_masks) > _CACHE_LIMIT:
+                self._requirement_masks.clear()
+            self._requirement_masks[requirement] = cached
+        return cached
+
+    def offering_mask(self, zone: Requirement, capacity_type: Requirement) -> int:
+        """The types with an available offering in a zone and capacity type both requirements accept."""
+        key = (zone, capacity_type)
+        cached = self._offering_masks.get(key)
+        if cached is None:
+            cached = 0
+            for (z, c), mask in self._pair_masks.items():
+                if zone.has(self.zones[z]) and capacity_type.has(self.capacity_types[c]):
+                    cached |= mask
+            if len(self._offering_masks) > _CACHE_LIMIT:
+                self._offering_masks.clear()
+            self._offering_masks[key] = cached
+        return cached
+
+    def type_mask(self, requirements: Requirements, keys: Iterable[str] | None = None, os: str = "linux") -> int:
+        """The types whose labels satisfy `requirements` (only `keys` of them when given), for nodes running `os`
+        in the table's region; offerings aside."""
+        mask = self.everything
+        for key in requirements if keys is None else keys:
+            if key in TYPE_KEYS:
+                mask &= self.requirement_mask(requirements[key])
+            elif key == wk.OS:
+                mask &= self.everything if requirements[key].has(os) else 0
+            elif key == wk.REGION and self.region:
+                mask &= self.everything if requirements[key].has(self.region) else 0
+            if not mask:
+                return 0
+        return mask
+
+    def mask_of(self, requirements: Requirements, keys: Iterable[str] | None = None, os: str = "linux") -> int:
+        """The offered types that satisfy `requirements` (only `keys` of them when given), offerings included."""
+        wanted = list(requirements) if keys is None else list(keys)
+        mask = self.offered & self.type_mask(requirements, wanted, os)
+        if mask and any(k in OFFERING_KEYS for k in wanted):
+            zone = (
+                requirements[wk.ZONE] if wk.ZONE in wanted and wk.ZONE in requirements else Requirement.exists(wk.ZONE)
+            )
+            capacity = (
+                requirements[wk.CAPACITY_TYPE]
+                if wk.CAPACITY_TYPE in wanted and wk.CAPACITY_TYPE in requirements
+                else Requirement.exists(wk.CAPACITY_TYPE)
+            )
+            mask &= self.offering_mask(zone, capacity)
+        return mask
+
+    # --- shapes and prices --------------------------------------------------------------------------------------
+
+    def shapes(self, key: object, shape: ShapeFunction) -> NodeShapes:
+        """The node shapes under one configuration (`key` identifies it; built once)."""
+        found = self._shapes.get(key)
+        if found is None:
+            found = self._shapes[key] = NodeShapes(self.types, shape)
+        return found
+
+    def _rank(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
+        cached = self._ranked_by_requirement.get((zone, capacity_type))
+        if cached is None:
+            cached = self._ranked_by_requirement[(zone, capacity_type)] = self._rank_sets(zone, capacity_type)
+        return cached
+
+    def _rank_sets(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
+        zones = frozenset(j for j, name in enumerate(self.zones) if zone.has(name))
+        capacities = frozenset(j for j, name in enumerate(self.capacity_types) if capacity_type.has(name))
+        found = self._ranked.get((zones, capacities))
+        if found is None:
+            best: list[tuple[float, int, int, int]] = []
+            for i, offers in enumerate(self.offerings):
+                for price, z, c in offers:  # sorted by price: the first allowed one is the cheapest
+                    if z in zones and c in capacities:
+                        best.append((price, i, z, c))
+                        break
+            best.sort()
+            prefixes = []
+            running = 0
+            for entry in best:
+                running |= 1 << entry[1]
+                prefixes.append(running)
+            found = self._ranked[(zones, capacities)] = _Ranked(best, prefixes, {i: p for p, i, _, _ in best})
+        return found
+
+    def cheapest(self, mask: int, zone: Requirement, capacity_type: Requirement) -> ChosenOffering | None:
+        """The cheapest available offering of a type of `mask` in an allowed zone and capacity type (ties: by
+        type name, then zone and capacity type)."""
+        ranked = self._rank(zone, capacity_type)
+        prefixes = ranked.prefixes
+        if not prefixes or not mask & prefixes[-1]:
+            return None
+        j = _first_meeting(prefixes, mask)
+        price, i, z, c = ranked.entries[j]
+        return ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], price)
+
+    def ranked(self, mask: int, zone: Requirement, capacity_type: Requirement) -> list[ChosenOffering]:
+        """Every type of `mask` with its cheapest allowed offering, cheapest first."""
+        out = []
+        for price, i, z, c in self._rank(zone, capacity_type).entries:
+            if (mask >> i) & 1:
+                out.append(ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], price))
+        return out
+
+    def prices(self, zone: Requirement, capacity_type: Requirement) -> Mapping[int, float]:
+        """Type → its cheapest price within the zones and capacity types (offered types only)."""
+        return self._rank(zone, capacity_type).prices
+
+    def at_most(self, price: float, zone: Requirement, capacity_type: Requirement) -> int:
+        """The types whose cheapest allowed offering costs at most `price`."""
+        ranked = self._rank(zone, capacity_type)
+        j = bisect.bisect_right(ranked.entries, (price, len(self.types), 0, 0))
+        return ranked.prefixes[j - 1] if j > 0 else 0
+
+
+def _first_meeting(prefixes: Sequence[int], mask: int) -> int:
+    """The first j with prefixes[j] & mask (prefixes grow; the last one meets the mask)."""
+    low, high = 0, len(prefixes) - 1
+    while low < high:
+        middle = (low + high) // 2
+        if mask & prefixes[middle]:
+            high = middle
+        else:
+            low = middle + 1
+    return low

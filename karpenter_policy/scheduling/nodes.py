@@ -1,0 +1,248 @@
+"""Where pods go: nodes that exist (or are being launched) and node claims the plan makes, each with Karpenter's
+`Add` — may this pod join, and what does the node become if it does.
+
+:class:`ExistingNode` (Karpenter's `ExistingNode`): a node with labels, taints, allocatable and the pods already on
+it; a pod joins when its taints are tolerated, its host ports are free, its requests fit what is left (the
+DaemonSet pods still to come counted), the node's labels are compatible with its requirements (every key the pod
+constrains must be a label of the node, unless it only excludes) and its topology allows the node's domains.
+
+:class:`NodeClaim` (Karpenter's `NodeClaim`): a node to launch from a template. It keeps every instance type that
+could still hold all its pods (`options`, a mask); a pod joins when the template's taints are tolerated, host
+ports are free, the requirements are compatible (undefined well-known labels allowed), the topology leaves a
+domain, and some option still fits the requests together. A claim may carry a price cap (the cost strategy: it
+is filled up to the most cost-efficient type for the pods at hand instead of growing to the largest type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.podtopology import HostPort
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.model.taints import Taint, untolerated
+from karpenter_policy.scheduling.pods import Attempt, Pod
+from karpenter_policy.scheduling.reasons import Refusal, untolerated_text
+from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.topology import Topology, TopologyError
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
+
+ALLOW_WELL_KNOWN: frozenset[str] = wk.WELL_KNOWN_LABELS
+NOTHING_UNDEFINED: frozenset[str] = frozenset()
+
+
+def _port_conflict(ports: Sequence[HostPort], used: Sequence[HostPort]) -> HostPort | None:
+    for port in ports:
+        for other in used:
+            if port.conflicts(other):
+                return port
+    return None
+
+
+@dataclass(eq=False)
+class ExistingNode:
+    """A node of the cluster (or an in-flight claim the controller launched): see the module docstring.
+
+    `requested` is what the pods already on it request; `daemon_remaining` what the DaemonSets that will run
+    there but have no pod there yet request; `template` the provisioner that launched it (None: not ours).
+    """
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Vector
+    requested: Vector
+    extended_allocatable: Mapping[str, int] = field(default_factory=dict)
+    extended_requested: Mapping[str, int] = field(default_factory=dict)
+    host_ports: list[HostPort] = field(default_factory=list)
+    template: str | None = None
+    initialized: bool = True
+    capacity: Vector | None = None
+    daemon_remaining: Vector | None = None
+    pods: list[Pod] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        hostname = self.labels.get(wk.HOSTNAME, self.name)
+        self.hostname = hostname
+        self.requirements = Requirements.from_labels(self.labels).add(
+            Requirement.new(wk.HOSTNAME, Operator.IN, [hostname])
+        )
+        base = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
+        self.requests: Vector = base
+        self._extended = dict(self.extended_requested)
+
+    def fresh(self) -> ExistingNode:
+        """A copy with none of this run's placements (each scheduling run starts from the node as it is)."""
+        return replace(self, host_ports=list(self.host_ports), pods=[])
+
+    def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> str | None:
+        """Place the pod here (None), or say why not."""
+        if self.taints and untolerated(self.taints, attempt.tolerations):
+            return untolerated_text(self.taints, attempt.tolerations)
+        ports = pod.shape.host_ports
+        if ports and (clash := _port_conflict(ports, self.host_ports)) is not None:
+            return f"{clash} is in use"
+        requests = add(self.requests, pod.requests)
+        if not fits(requests, self.allocatable):
+            return "exceeds node resources"
+        for name, count in pod.shape.extended.items():
+            if self._extended.get(name, 0) + count > self.extended_allocatable.get(name, 0):
+                return f"exceeds node resources ({name})"
+        errors = self.requirements.compatible(attempt.requirements, NOTHING_UNDEFINED)
+        if errors:
+            return "; ".join(errors)
+        merged = self.requirements.intersection(attempt.requirements)
+        if topology.involves(pod):
+            try:
+                merged = topology.add_requirements(pod, attempt, merged, NOTHING_UNDEFINED)
+            except TopologyError as error:
+                return str(error)
+            if _emptied(merged, self.requirements):
+                return "its topology domain is not allowed for the pod"
+        self.pods.append(pod)
+        self.requests = requests
+        for name, count in pod.shape.extended.items():
+            self._extended[name] = self._extended.get(name, 0) + count
+        self.requirements = merged
+        topology.record(pod, merged, NOTHING_UNDEFINED)
+        self.host_ports.extend(ports)
+        return None
+
+
+def _emptied(narrowed: Requirements, before: Requirements) -> bool:
+    """Topology narrowed some key the node had to nothing (Karpenter's second Compatible check)."""
+    return any(narrowed[key].is_empty() and not before.get_or_exists(key).is_empty() for key in narrowed)
+
+
+@dataclass(eq=False)
+class NodeClaim:
+    """A node the plan launches (see the module docstring). `options`: the instance types (bits of the template's
+    table) that satisfy its requirements, have an offering in its zones and capacity types, and fit `requests`."""
+
+    template: NodeTemplate
+    hostname: str
+    requirements: Requirements
+    options: int
+    requests: Vector
+    price_cap: float | None = None
+    launchable: int = -1  # cost strategy: the types it may launch (a superset of `options` at creation; -1: those)
+    uncapped: int = 0  # cost strategy: its options before the price cap
+    charged: dict[int, int] = field(default_factory=dict)  # what it counts against its template's limits
+    pods: list[Pod] = field(default_factory=list)
+    host_ports: list[HostPort] = field(default_factory=list)
+    created_for: str = ""
+
+    def __post_init__(self) -> None:
+        self._compatible: dict[int, list[str]] = {}
+        self._room: tuple[int, int] | None = None  # the most cpu and memory any option has (a quick reject)
+        self._zone = self.requirements.get_or_exists(wk.ZONE)
+        self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
+
+    @classmethod
+    def new(cls, template: NodeTemplate, hostname: str, options: int) -> NodeClaim:
+        requirements = template.requirements.add(Requirement.new(wk.HOSTNAME, Operator.IN, [hostname]))
+        return cls(template, hostname, requirements, options, template.overhead)
+
+    def set_options(self, options: int) -> None:
+        self.options = options
+        self._room = None
+
+    @property
+    def zone(self) -> Requirement:
+        return self._zone
+
+    @property
+    def capacity_type(self) -> Requirement:
+        return self._capacity_type
+
+    def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> Refusal | None:
+        """Place the pod on this claim (None), or say why not."""
+        fit = self.check(pod, attempt, topology)
+        if isinstance(fit, Refusal):
+            return fit
+        self.commit(fit, topology)
+        return None
+
+    def check(self, pod: Pod, attempt: Attempt, topology: Topology) -> Fit | Refusal:
+        """Whether the pod may join, and what the claim becomes if it does; changes nothing."""
+        template = self.template
+        if template.taints and untolerated(template.taints, attempt.tolerations):
+            return Refusal("taint", lambda: untolerated_text(template.taints, attempt.tolerations))
+        ports = pod.shape.host_ports
+        if ports and (clash := _port_conflict(ports, self.host_ports)) is not None:
+            return Refusal("host-ports", f"{clash} is in use on the node")
+        if pod.shape.extended:
+            names = ", ".join(sorted(pod.shape.extended))
+            return Refusal("resources", f"no instance type offers {names}")
+        room = self._room
+        if room is None:
+            shapes = template.shapes
+            room = self._room = (shapes.most(CPU_I, self.options), shapes.most(MEMORY_I, self.options))
+        requested = pod.requests
+        if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
+            return Refusal("resources", "no instance type has room for the pods together")
+        key = id(attempt)
+        errors = self._compatible.get(key)
+        if errors is None:
+            errors = self._compatible[key] = self.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN)
+        if errors:
+            found = errors
+            return Refusal("requirements", lambda: " and ".join(found))
+        merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
+        table = template.table
+        narrowed: list[str] = []
+        if topology.involves(pod):
+            before = merged
+            try:
+                merged = topology.add_requirements(pod, attempt, merged, ALLOW_WELL_KNOWN)
+            except TopologyError as error:
+                return Refusal("topology", str(error))
+            if _emptied(merged, self.requirements):
+                return Refusal("topology", "the topology leaves the node no domain")
+            # A domain of an instance-type label (arch, instance type ...) limits the types as Karpenter's
+            # `filterInstanceTypesByRequirements` does with the topology requirements added in `NodeClaim.Add`.
+            if merged is not before:
+                narrowed = [k for k in merged if table.is_type_key(k) and merged[k] != before.get(k)]
+        mask = self.options
+        if attempt.requirements:
+            mask &= table.type_mask(attempt.requirements, os=template.os)
+        if narrowed:
+            mask &= table.type_mask(merged, narrowed, os=template.os)
+        zone = merged.get_or_exists(wk.ZONE)
+        capacity_type = merged.get_or_exists(wk.CAPACITY_TYPE)
+        if mask and (zone != self._zone or capacity_type != self._capacity_type):
+            mask &= table.offering_mask(zone, capacity_type)
+        if not mask:
+            return Refusal("instance-types", "no instance type satisfies the requirements of the node and the pod")
+        requests = add(self.requests, pod.requests)
+        mask &= template.shapes.fitting(requests)
+        if not mask:
+            return Refusal("resources", "no instance type has room for the pods together")
+        return Fit(pod, merged, mask, requests, zone, capacity_type)
+
+    def commit(self, fit: Fit, topology: Topology) -> None:
+        """Add the pod as `check` found it may join."""
+        self.pods.append(fit.pod)
+        self.requests = fit.requests
+        if fit.options != self.options:
+            self.options = fit.options
+            self._room = None
+        if fit.requirements is not self.requirements and fit.requirements != self.requirements:
+            self.requirements = fit.requirements
+            self._compatible.clear()
+            self._zone, self._capacity_type = fit.zone, fit.capacity_type
+        topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN)
+        self.host_ports.extend(fit.pod.shape.host_ports)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """What a claim becomes with one more pod (from `NodeClaim.check`)."""
+
+    pod: Pod
+    requirements: Requirements
+    options: int
+    requests: Vector
+    zone: Requirement
+    capacity_type: Requirement

@@ -1,0 +1,81 @@
+"""Pod orders for packing: the sequence in which first fit fills node claims evenly on every resource.
+
+Karpenter's queue (largest cpu first) makes first fit fill a node's cpu with the cpu-heavy pods that come first
+and leave its memory idle, while the memory-heavy pods that come last open nodes of their own. The balanced order
+interleaves the pods so that every prefix of the sequence asks for cpu, memory and pod slots in the proportions
+of the whole batch: a node filled from it runs out of every resource at about the same time. Within one request
+shape the pods keep their queue order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from karpenter_policy.scheduling.pods import Pod
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, PODS_I, Vector
+
+_BALANCED = (CPU_I, MEMORY_I, PODS_I)
+
+
+def balanced_order(pods: Sequence[Pod]) -> list[Pod]:
+    """`pods` in an order whose every prefix is as close as possible to the batch's own mix of cpu, memory and
+    pod slots (greedy: the next pod is from the request shape that keeps the running totals most even relative to
+    the batch totals; larger shapes first on ties)."""
+    groups: dict[Vector, list[Pod]] = {}
+    for pod in pods:
+        groups.setdefault(pod.requests, []).append(pod)
+    totals = [sum(p.requests[r] for p in pods) or 1 for r in _BALANCED]
+    shapes = sorted(groups, key=lambda v: tuple(-v[r] for r in _BALANCED))
+    shares = {v: [v[r] / totals[j] for j, r in enumerate(_BALANCED)] for v in shapes}
+    cursor = {v: 0 for v in shapes}
+    running = [0.0] * len(_BALANCED)
+    order: list[Pod] = []
+    live = list(shapes)
+    while live:
+        best, best_score = live[0], None
+        for v in live:
+            share = shares[v]
+            after = [running[j] + share[j] for j in range(len(_BALANCED))]
+            score = (max(after) - min(after), -sum(share))
+            if best_score is None or score < best_score:
+                best, best_score = v, score
+        pod = groups[best][cursor[best]]
+        order.append(pod)
+        cursor[best] += 1
+        share = shares[best]
+        for j in range(len(_BALANCED)):
+            running[j] += share[j]
+        if cursor[best] == len(groups[best]):
+            live.remove(best)
+    return order
+
+
+def follow_dependencies(order: Sequence[Pod], stuck: Sequence[Pod]) -> list[Pod]:
+    """`order` with each stuck pod that has required pod affinity moved right behind the first pod its terms
+    select (so that it lands on that pod's node while the node still has room); other pods keep their places."""
+    moving = {pod.key: pod for pod in stuck if any(t.required for t in pod.shape.topology.affinity)}
+    if not moving:
+        return list(order)
+    behind: dict[str, list[Pod]] = {}
+    kept: list[Pod] = []
+    for pod in order:
+        if pod.key in moving:
+            continue
+        kept.append(pod)
+    for pod in moving.values():
+        terms = [t for t in pod.shape.topology.affinity if t.required]
+        anchor = next(
+            (
+                other
+                for other in kept
+                if all(t.selector.matches(other.labels) and other.namespace in t.namespaces.names for t in terms)
+            ),
+            None,
+        )
+        behind.setdefault(anchor.key if anchor is not None else "", []).append(pod)
+    result: list[Pod] = []
+    for pod in kept:
+        result.append(pod)
+        result.extend(behind.get(pod.key, ()))
+    result.extend(behind.get("", ()))
+    return result

@@ -1,0 +1,96 @@
+"""What a scheduling run decides: pods onto existing nodes, pods onto new node claims (each with every instance
+type that fits it, cheapest first, and the launch choice), and the pods that fit nowhere with the reason per
+node template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.scheduling.pods import Pod
+from karpenter_policy.scheduling.reasons import Refusal
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ZERO, Vector, utilisation
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    """A node to launch: from `template`, for `pods`, with `requirements` (its pods' and topology's included; the
+    placeholder hostname dropped), every fitting instance type with its cheapest allowed offering
+    (`options`, cheapest first) and the launch choice (the first). `requests` counts the DaemonSet pods the node
+    will run; `allocatable` is the launch type's."""
+
+    template: str
+    pods: tuple[Pod, ...]
+    requirements: Requirements
+    options: tuple[ChosenOffering, ...]
+    requests: Vector
+    allocatable: Vector = ZERO
+    template_hash: str = ""
+
+    @property
+    def launch(self) -> ChosenOffering | None:
+        return self.options[0] if self.options else None
+
+    @property
+    def price(self) -> float:
+        return self.launch.price if self.launch is not None else 0.0
+
+    @property
+    def instance_type(self) -> str:
+        return self.launch.instance_type if self.launch is not None else ""
+
+    def cpu_utilisation(self) -> float:
+        return utilisation(self.requests, self.allocatable, CPU_I)
+
+    def memory_utilisation(self) -> float:
+        return utilisation(self.requests, self.allocatable, MEMORY_I)
+
+
+@dataclass(frozen=True, slots=True)
+class PodFailure:
+    """A pod no node can take: the reason per template at its last (most relaxed) attempt, and what was relaxed.
+    `existing`: why it fits no existing node, when there were any (the first few)."""
+
+    pod: Pod
+    reasons: Mapping[str, Refusal]
+    relaxed: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        if not self.reasons:
+            return "no provisioner can launch a node for it: there is no provisioner that admits an instance type"
+        parts = [f"provisioner {name}: {reason}" for name, reason in self.reasons.items()]
+        text = "no provisioner can launch a node for it: " + "; ".join(parts)
+        if self.relaxed:
+            text += f" (after Karpenter relaxed the pod: {', '.join(self.relaxed)})"
+        return text
+
+
+@dataclass(slots=True)
+class Plan:
+    """The result of one scheduling run."""
+
+    existing: dict[str, list[Pod]] = field(default_factory=dict)
+    claims: list[ClaimPlan] = field(default_factory=list)
+    failures: dict[str, PodFailure] = field(default_factory=dict)
+    relaxed: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pod key → what was relaxed to place it
+    template_of: dict[str, str] = field(default_factory=dict)  # pod key → the template of its new claim
+
+    @property
+    def cost(self) -> float:
+        """$/h of the new nodes at their launch offerings."""
+        return sum(claim.price for claim in self.claims)
+
+    @property
+    def scheduled(self) -> int:
+        return sum(len(c.pods) for c in self.claims) + sum(len(p) for p in self.existing.values())
+
+    def node_of(self) -> dict[str, str]:
+        """pod key → the existing node it goes to, or `claim-<i>` for the i-th new claim."""
+        out = {pod.key: node for node, pods in self.existing.items() for pod in pods}
+        for i, claim in enumerate(self.claims):
+            for pod in claim.pods:
+                out[pod.key] = f"claim-{i}"
+        return out

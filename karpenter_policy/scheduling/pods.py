@@ -1,0 +1,193 @@
+"""The pods a scheduler places: identity, labels and a shared, hashable shape (what the pod asks of a node and of
+its neighbours), with the relaxations Karpenter v0.31 applies when a pod cannot be placed.
+
+Replicas of one workload share one :class:`PodShape`, so everything derived from the shape (requirements per
+relaxation step, requests as a vector, which topology groups select it) is computed once per workload.
+
+Relaxation (`scheduling/preferences.go`): each failed attempt removes one soft constraint, in this order — the
+first required node-affinity term while more than one is left (terms are ORed), the heaviest preferred pod
+affinity term, the heaviest preferred pod anti-affinity term, the heaviest preferred node-affinity term, a
+`ScheduleAnyway` topology spread constraint, and last (only when some node template has a PreferNoSchedule taint)
+a toleration of every PreferNoSchedule taint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from karpenter_policy.model.pods import TOLERATE_PREFER_NO_SCHEDULE, PodScheduling, PodSpecError, same_toleration
+from karpenter_policy.model.podtopology import AffinityTerm, HostPort, PodTopology, SpreadConstraint, pod_topology
+from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.model.taints import Toleration
+from karpenter_policy.scheduling.vectors import ONE_POD, Vector, add, to_vector
+
+__all__ = ["Attempt", "Pod", "PodShape", "PodSpecError", "shape_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One variant of a pod that the scheduler tries: after `relaxed` (in words, in order) was given up.
+
+    `requirements` treat the heaviest preferred node-affinity term as required; `strict` are the required ones
+    only (topology domains are narrowed by those alone, as Karpenter's `NewStrictPodRequirements`)."""
+
+    index: int
+    requirements: Requirements
+    strict: Requirements
+    tolerations: tuple[Toleration, ...]
+    spread: tuple[SpreadConstraint, ...]
+    affinity: tuple[AffinityTerm, ...]
+    anti_affinity: tuple[AffinityTerm, ...]
+    relaxed: tuple[str, ...] = ()
+
+    @property
+    def has_topology(self) -> bool:
+        return bool(self.spread or self.affinity or self.anti_affinity)
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """What a pod asks for: node requirements, tolerations and requests (`scheduling`), topology terms and host
+    ports (`topology`), in a namespace with labels. Hashable; replicas of a workload share one."""
+
+    scheduling: PodScheduling
+    topology: PodTopology = PodTopology()
+    namespace: str = "default"
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def __hash__(self) -> int:  # computed once: shapes key many caches, and hashing one walks all its parts
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = self.__dict__["_hash"] = hash((self.scheduling, self.topology, self.namespace, self.labels))
+        return cached
+
+    @cached_property
+    def label_map(self) -> Mapping[str, str]:
+        return dict(self.labels)
+
+    @cached_property
+    def requests(self) -> Vector:
+        """The pod's requests, one pod slot included."""
+        vector, _ = to_vector(self.scheduling.resource_requests)
+        return add(vector, ONE_POD)
+
+    @cached_property
+    def extended(self) -> Mapping[str, int]:
+        """Requests of resources no instance type offers (other extended resources)."""
+        return to_vector(self.scheduling.resource_requests)[1]
+
+    @property
+    def host_ports(self) -> tuple[HostPort, ...]:
+        return self.topology.host_ports
+
+    def attempts(self, tolerate_prefer_no_schedule: bool) -> tuple[Attempt, ...]:
+        """The variants tried in turn, from the pod as written to the most relaxed (cached per flag)."""
+        cache: dict[bool, tuple[Attempt, ...]] = self.__dict__.setdefault("_attempts", {})
+        found = cache.get(tolerate_prefer_no_schedule)
+        if found is None:
+            found = cache[tolerate_prefer_no_schedule] = self._relaxations(tolerate_prefer_no_schedule)
+        return found
+
+    def _relaxations(self, tolerate_prefer_no_schedule: bool) -> tuple[Attempt, ...]:
+        pod = self.scheduling
+        required = list(pod.required_terms)
+        preferred_nodes = list(pod.preferred_terms)
+        topology = self.topology
+        hard_affinity = [t for t in topology.affinity if t.required]
+        soft_affinity = [t for t in topology.affinity if not t.required]
+        hard_anti = [t for t in topology.anti_affinity if t.required]
+        soft_anti = [t for t in topology.anti_affinity if not t.required]
+        spread = list(topology.spread)
+        tolerations = list(pod.tolerations)
+        relaxed: list[str] = []
+        dropped_required = 0
+        attempts: list[Attempt] = []
+        while True:
+            strict = pod.node_selector
+            if required:
+                strict = strict.intersection(required[0])
+            requirements = strict
+            if preferred_nodes:
+                requirements = strict.intersection(preferred_nodes[0].requirements)
+            attempts.append(
+                Attempt(
+                    index=len(attempts),
+                    requirements=requirements,
+                    strict=strict,
+                    tolerations=tuple(tolerations),
+                    spread=tuple(spread),
+                    affinity=(*hard_affinity, *soft_affinity),
+                    anti_affinity=(*hard_anti, *soft_anti),
+                    relaxed=tuple(relaxed),
+                )
+            )
+            if len(required) > 1:
+                relaxed.append(f"dropped required nodeSelectorTerms[{dropped_required}]")
+                dropped_required += 1
+                required = required[1:]
+            elif soft_affinity:
+                relaxed.append(f"dropped the {soft_affinity[0]}")
+                soft_affinity = soft_affinity[1:]
+            elif soft_anti:
+                relaxed.append(f"dropped the {soft_anti[0]}")
+                soft_anti = soft_anti[1:]
+            elif preferred_nodes:
+                relaxed.append(f"dropped the preferred term of weight {preferred_nodes[0].weight}")
+                preferred_nodes = preferred_nodes[1:]
+            elif any(c.soft for c in spread):
+                soft = next(c for c in spread if c.soft)
+                relaxed.append(f"dropped the ScheduleAnyway {soft}")
+                spread.remove(soft)
+            elif tolerate_prefer_no_schedule and not any(
+                same_toleration(t, TOLERATE_PREFER_NO_SCHEDULE) for t in tolerations
+            ):
+                relaxed.append("tolerated PreferNoSchedule taints")
+                tolerations.append(TOLERATE_PREFER_NO_SCHEDULE)
+            else:
+                return tuple(attempts)
+
+
+def shape_of(spec: Mapping[str, Any], namespace: str = "default", labels: Mapping[str, Any] | None = None) -> PodShape:
+    """The shape of a pod spec with its namespace and labels. Raises PodSpecError."""
+    return PodShape(
+        scheduling=PodScheduling.from_pod_spec(spec),
+        topology=pod_topology(spec, namespace),
+        namespace=namespace,
+        labels=tuple(sorted((str(k), str(v)) for k, v in (labels or {}).items())),
+    )
+
+
+@dataclass(eq=False)
+class Pod:
+    """A pod to place (or one already running on a node): `key` is `namespace/name`, unique in a batch. `owner`
+    names what it belongs to (`Deployment/api`) for reports; `order` breaks ties in the queue as the creation
+    time and UID do in Karpenter's. `daemon`: a DaemonSet pod (never provisioned for; adds to every node)."""
+
+    name: str
+    shape: PodShape
+    owner: str = ""
+    order: int = 0
+    daemon: bool = False
+    uid: str = field(default="")
+
+    @property
+    def namespace(self) -> str:
+        return self.shape.namespace
+
+    @property
+    def key(self) -> str:
+        return f"{self.shape.namespace}/{self.name}"
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.shape.label_map
+
+    @property
+    def requests(self) -> Vector:
+        return self.shape.requests
+
+    def __repr__(self) -> str:
+        return f"Pod({self.key})"

@@ -1,0 +1,500 @@
+"""The scheduler: pending pods in, a :class:`~karpenter_policy.scheduling.plan.Plan` out. Pure: no I/O.
+
+It follows Karpenter v0.31's `Scheduler.Solve`: pods are queued by cpu then memory, largest first; each goes to
+the first existing node that takes it (initialized nodes first, then by name), else to a node claim already in
+the plan, else to a new claim from the first node template (by weight, then name) that can launch a node for it
+within its remaining limits; a pod that fits nowhere is relaxed one soft constraint at a time and queued again,
+until a full pass over the queue makes no progress. Topology spread and pod (anti-)affinity narrow the domains
+of each node a pod joins; DaemonSets add their requests to every node whose template they fit.
+
+Two packing strategies share that loop:
+
+* ``karpenter`` — Karpenter's own rule: a pod tries the claims with the fewest pods first, a claim keeps every
+  type that can still hold its pods, and the cheapest of those is launched. Kept for comparison.
+* ``cost`` (default) — claims are filled in the order they were made (first fit), and each new claim is capped at
+  the price of the instance type that serves the waiting pods of its kind most cheaply: the type t of the claim's
+  options that minimises price(t) / share(t), where share(t) is the fraction of those pods' total requests (cpu,
+  memory, pods, accelerators) one node of type t holds — or, when one node holds them all, the cheapest type that
+  does. Nodes fill up to an efficient size instead of growing to the largest type and being right-sized after,
+  which wastes the tail of every node. The semantics are Karpenter's either way: every pod's requirements,
+  taints, topology, host ports and the templates' weights and limits hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
+from karpenter_policy.scheduling.instances import InstanceTable, indices
+from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
+from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies
+from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
+from karpenter_policy.scheduling.pods import Attempt, Pod
+from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
+from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.topology import ClusterPod, Topology
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
+
+COST = "cost"
+KARPENTER = "karpenter"
+STRATEGIES = (COST, KARPENTER)
+HOSTNAME_PREFIX = "hostname-placeholder-"
+#: How much dearer than a claim's chosen type its fallback instance types may be (cost strategy).
+FALLBACK_PRICE_FACTOR = 1.5
+#: How many claims that could take a pod the cost strategy compares (the first ones, in creation order).
+BEST_FIT_CANDIDATES = 5
+#: Packing runs that move pods left pending next to the pods they depend on (cost strategy).
+REPAIRS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    strategy: str = COST
+
+
+def queue_order(pod: Pod) -> tuple[int, int, int, str]:
+    """Karpenter's queue: cpu descending, then memory descending, then creation order."""
+    return (-pod.requests[CPU_I], -pod.requests[MEMORY_I], pod.order, pod.key)
+
+
+def topology_domains(templates: Sequence[NodeTemplate], nodes: Sequence[ExistingNode]) -> dict[str, set[str]]:
+    """The universe of topology domains (Karpenter's provisioner-wide domains): per key, the values the
+    templates' requirements allow with `In` and the labels of the instance types they may launch — zones and
+    capacity types limited to those their instance types are offered in — and the labels of existing nodes."""
+    domains: dict[str, set[str]] = {}
+    for template in templates:
+        table = template.table
+        zones = set()
+        capacity_types = set()
+        for i in indices(template.types):
+            for _, z, c in table.offerings[i]:
+                zone, capacity = table.zones[z], table.capacity_types[c]
+                if template.zone.has(zone) and template.capacity_type.has(capacity):
+                    zones.add(zone)
+                    capacity_types.add(capacity)
+        domains.setdefault(wk.ZONE, set()).update(zones)
+        domains.setdefault(wk.CAPACITY_TYPE, set()).update(capacity_types)
+        # Karpenter's `NewScheduler` adds the label values of every instance type a template may launch.
+        for key, values in table.label_values(template.types).items():
+            domains.setdefault(key, set()).update(values)
+        domains.setdefault(wk.OS, set()).add(template.os)
+        for key in template.requirements:
+            requirement = template.requirements[key]
+            if requirement.operator() == Operator.IN and key not in (wk.ZONE, wk.CAPACITY_TYPE, wk.HOSTNAME):
+                domains.setdefault(key, set()).update(requirement.values)
+    for node in nodes:
+        for key, value in node.labels.items():
+            domains.setdefault(key, set()).add(value)
+    return domains
+
+
+class Scheduler:
+    """One scheduling run over templates, existing nodes and DaemonSets (see the module docstring)."""
+
+    def __init__(
+        self,
+        templates: Iterable[NodeTemplate],
+        existing: Iterable[ExistingNode] = (),
+        daemons: Iterable[Pod] = (),
+        cluster_pods: Sequence[ClusterPod] = (),
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        options: SchedulerOptions | None = None,
+    ) -> None:
+        self.options = options or SchedulerOptions()
+        if self.options.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.options.strategy!r}: one of {', '.join(STRATEGIES)}")
+        self.templates = sorted(templates, key=lambda t: (-t.weight, t.name))
+        self.daemons = list(daemons)
+        self.existing = sorted(existing, key=lambda n: (not n.initialized, n.name))
+        self.cluster_pods = cluster_pods
+        self.namespace_labels = namespace_labels or {}
+        self.tolerate_prefer_no_schedule = any(
+            t.effect == PREFER_NO_SCHEDULE for template in self.templates for t in template.taints
+        )
+        for template in self.templates:
+            self._daemon_overhead(template)
+        self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
+        for node in self.existing:  # what existing nodes of a template hold counts against its limits
+            limits = self.remaining.get(node.template or "")
+            if limits is not None and node.capacity is not None:
+                for r in limits:
+                    limits[r] -= node.capacity[r]
+
+    # --- set-up ------------------------------------------------------------------------------------------------
+
+    def _daemon_overhead(self, template: NodeTemplate) -> None:
+        """The requests of the DaemonSet pods a node of the template would run (Karpenter's
+        `getDaemonOverhead`): their tolerations cover its taints and their requirements are compatible."""
+        total = ZERO
+        names = []
+        for pod in self.daemons:
+            attempt = pod.shape.attempts(False)[0]
+            if template.taints and untolerated(template.taints, attempt.tolerations):
+                continue
+            if template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN):
+                continue
+            total = add(total, pod.requests)
+            names.append(pod.owner or pod.name)
+        template.overhead = total
+        template.daemon_sets = tuple(names)
+
+    # --- the run -----------------------------------------------------------------------------------------------
+
+    def solve(self, pods: Sequence[Pod]) -> Plan:
+        """Place `pods` (not DaemonSet pods: they only add overhead)."""
+        pending = sorted((p for p in pods if not p.daemon), key=queue_order)
+        if self.options.strategy == KARPENTER or len(pending) < 2:
+            return _Run(self, pending).solve()
+        # The cost strategy packs in the balanced order; a pod that then fits nowhere (affinity to pods whose
+        # node filled up) is moved next to the pods it follows and the packing redone. If pods are still left,
+        # Karpenter's queue order decides which (largest first, as Karpenter would): its plan wins unless it
+        # leaves more pods pending.
+        order = balanced_order(pending)
+        plan = _Run(self, order).solve()
+        for _ in range(REPAIRS):
+            stuck = [f.pod for f in plan.failures.values()]
+            if not any(t.required for pod in stuck for t in pod.shape.topology.affinity):
+                break
+            order = follow_dependencies(order, stuck)
+            repaired = _Run(self, order).solve()
+            if (len(repaired.failures), repaired.cost) < (len(plan.failures), plan.cost):
+                plan = repaired
+        if plan.failures:
+            queued = _Run(self, pending).solve()
+            if len(queued.failures) <= len(plan.failures):
+                plan = queued
+        return plan
+
+
+def fresh_claim(
+    template: NodeTemplate,
+    pod: Pod,
+    attempt: Attempt,
+    topology: Topology,
+    limits: Mapping[int, int],
+    initial_limits: Mapping[int, int],
+    number: int,
+) -> NodeClaim | Refusal:
+    """A new claim of `template` holding `pod`, or why the template cannot launch a node for it — checked in
+    Karpenter's order (taints and requirements reported first, as the more lasting reasons): the template admits
+    no type, taints, requirements, `limits` (what is left of them), then topology, instance types and resources
+    on the claim (the last two explained by a deletion-minimal set of requirements). `initial_limits` tells "the
+    limits exclude every type" from "the nodes planned before used them up"."""
+    if not template.types:
+        return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
+    if template.taints and untolerated(template.taints, attempt.tolerations):
+        return Refusal("taint", untolerated_text(template.taints, attempt.tolerations))
+    incompatible = template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN)
+    if incompatible:
+        return Refusal("requirements", " and ".join(incompatible))
+    within = template.shapes.capacity_within(limits) if limits else template.table.everything
+    options = template.types & within
+    if not options:
+        if template.types & template.shapes.capacity_within(initial_limits):
+            return Refusal("limits", f"the nodes planned before use up its {limits_text(template, short=True)}")
+        return Refusal("limits", limits_text(template))
+    claim = NodeClaim.new(template, f"{HOSTNAME_PREFIX}{number:04d}", options)
+    refusal = claim.try_add(pod, attempt, topology)
+    if refusal is None:
+        claim.created_for = pod.key
+        return claim
+    if refusal.kind in ("instance-types", "resources") and not pod.shape.extended:
+        requests = None if refusal.kind == "instance-types" else add(template.overhead, pod.requests)
+        return no_type_refusal(template, attempt.requirements, requests, within)
+    return refusal
+
+
+def launch_options(
+    table: InstanceTable, mask: int, zone: Requirement, capacity_type: Requirement
+) -> tuple[ChosenOffering, ...]:
+    """The types of `mask` with their cheapest allowed offering, cheapest first — on spot whenever the
+    requirements allow spot and some type is offered as spot (Karpenter's rule), else on-demand."""
+    if capacity_type.has(wk.CAPACITY_SPOT) and capacity_type.has(wk.CAPACITY_ON_DEMAND):
+        spot = Requirement.new(wk.CAPACITY_TYPE, Operator.IN, [wk.CAPACITY_SPOT])
+        if mask & table.offering_mask(zone, spot):
+            capacity_type = spot
+    return tuple(table.ranked(mask, zone, capacity_type))
+
+
+class _Run:
+    """The state of one `Scheduler.solve`."""
+
+    def __init__(self, scheduler: Scheduler, pods: list[Pod]) -> None:
+        self.s = scheduler
+        self.pods = pods
+        self.existing = [node.fresh() for node in scheduler.existing]
+        self.claims: list[NodeClaim] = []
+        self.open: list[NodeClaim] = []  # cost strategy: claims that may still take a pod, in creation order
+        self.remaining = {name: dict(limits) for name, limits in scheduler.remaining.items()}
+        self.topology = Topology(
+            topology_domains(scheduler.templates, self.existing), scheduler.cluster_pods, scheduler.namespace_labels
+        )
+        self.attempt_of: dict[str, int] = {}
+        self.errors: dict[str, dict[str, Refusal]] = {}
+        self._demand: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}
+        self._smallest: Vector | None = None
+        self._hostnames = 0
+
+    def attempt(self, pod: Pod) -> Attempt:
+        return pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[self.attempt_of.get(pod.key, 0)]
+
+    def solve(self) -> Plan:
+        queue = deque(self.pods)
+        for pod in queue:
+            self.topology.update(pod, self.attempt(pod))
+            signature = self._signature(pod)
+            self._demand[signature] = add(self._demand.get(signature, ZERO), pod.requests)
+            self._smallest = pod.requests if self._smallest is None else tuple(map(min, self._smallest, pod.requests))
+        last_length: dict[str, int] = {}
+        plan = Plan()
+        while queue:
+            pod = queue[0]
+            if last_length.get(pod.key) == len(queue):
+                break  # a full pass without progress
+            queue.popleft()
+            attempt = self.attempt(pod)
+            errors = self.add(pod, attempt)
+            if errors is None:
+                if attempt.relaxed:
+                    plan.relaxed[pod.key] = attempt.relaxed
+                signature = self._signature(pod)
+                self._demand[signature] = subtract(self._demand[signature], pod.requests)
+                continue
+            self.errors[pod.key] = errors
+            relaxed = self.relax(pod)
+            queue.append(pod)
+            if relaxed:
+                last_length.clear()
+                self.topology.update(pod, self.attempt(pod))
+            else:
+                last_length[pod.key] = len(queue)
+        for pod in queue:
+            plan.failures[pod.key] = PodFailure(pod, self.errors.get(pod.key, {}), self.attempt(pod).relaxed)
+        for node in self.existing:
+            if node.pods:
+                plan.existing[node.name] = list(node.pods)
+        plan.claims = [self._finish(claim) for claim in self.claims]
+        for claim in plan.claims:
+            for pod in claim.pods:
+                plan.template_of[pod.key] = claim.template
+        return plan
+
+    def relax(self, pod: Pod) -> bool:
+        attempts = pod.shape.attempts(self.s.tolerate_prefer_no_schedule)
+        index = self.attempt_of.get(pod.key, 0)
+        if index + 1 >= len(attempts):
+            return False
+        self.attempt_of[pod.key] = index + 1
+        return True
+
+    def _signature(self, pod: Pod) -> tuple[Requirements, tuple[object, ...]]:
+        first = pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[0]
+        return first.requirements, first.tolerations
+
+    # --- placing one pod ---------------------------------------------------------------------------------------
+
+    def add(self, pod: Pod, attempt: Attempt) -> dict[str, Refusal] | None:
+        """Place the pod (None) or give each template's reason."""
+        for node in self.existing:
+            if node.try_add(pod, attempt, self.topology) is None:
+                return None
+        if self.s.options.strategy == KARPENTER:
+            self.claims.sort(key=lambda c: len(c.pods))  # stable: ties keep creation order, as Go's sort mostly does
+            for claim in self.claims:
+                if claim.try_add(pod, attempt, self.topology) is None:
+                    return None
+        elif self._best_fit(pod, attempt):
+            return None
+        errors = self._new_claim(pod, attempt)
+        if errors is not None and self.s.options.strategy == COST and self._beyond_caps(pod, attempt):
+            return None
+        return errors
+
+    def _best_fit(self, pod: Pod, attempt: Attempt) -> bool:
+        """A pod nothing else depends on joins the open claim it leaves most evenly used (cpu against memory, at
+        the type the claim would launch then); ties go to the claim made first."""
+        best: tuple[float, int] | None = None
+        chosen: tuple[NodeClaim, Fit] | None = None
+        feasible = 0
+        for position, claim in enumerate(self.open):
+            if feasible == BEST_FIT_CANDIDATES:
+                break
+            fit = claim.check(pod, attempt, self.topology)
+            if isinstance(fit, Refusal):
+                continue
+            feasible += 1
+            template = claim.template
+            launch = template.table.cheapest(fit.options, fit.zone, fit.capacity_type)
+            if launch is None:
+                continue
+            allocatable = template.shapes.allocatable[template.table.position[launch.instance_type]]
+            cpu = fit.requests[CPU_I] / allocatable[CPU_I] if allocatable[CPU_I] else 0.0
+            memory = fit.requests[MEMORY_I] / allocatable[MEMORY_I] if allocatable[MEMORY_I] else 0.0
+            score = (abs(cpu - memory), position)
+            if best is None or score < best:
+                best, chosen = score, (claim, fit)
+        if chosen is None:
+            return False
+        claim, fit = chosen
+        claim.commit(fit, self.topology)
+        self._maybe_close(claim)
+        return True
+
+    def _beyond_caps(self, pod: Pod, attempt: Attempt) -> bool:
+        """A pod no claim and no template takes within the price caps may still fit a claim grown past its cap
+        (a pod with affinity to pods on a full claim): the caps are a packing preference, never a reason to
+        leave a pod pending. Tried on every capped claim, in creation order."""
+        for claim in self.claims:
+            if claim.price_cap is None:
+                continue
+            template = claim.template
+            limits = self.remaining[template.name]
+            table = template.table
+            widened = (
+                claim.uncapped
+                & table.type_mask(claim.requirements, os=template.os)
+                & table.offering_mask(claim.zone, claim.capacity_type)
+                & template.shapes.fitting(claim.requests)
+            )
+            if limits:  # no further than the limits allow, counting what the claim is already charged
+                widened &= template.shapes.capacity_within({r: limits[r] + claim.charged.get(r, 0) for r in limits})
+            if not widened & ~claim.options:
+                continue
+            before = (claim.options, claim.launchable, claim.price_cap)
+            claim.set_options(widened)
+            claim.launchable, claim.price_cap = -1, None
+            if claim.try_add(pod, attempt, self.topology) is None:
+                if limits:
+                    self._charge(limits, claim)
+                return True
+            claim.set_options(before[0])
+            claim.launchable, claim.price_cap = before[1], before[2]
+        return False
+
+    def _maybe_close(self, claim: NodeClaim) -> None:
+        """Stop offering a claim that cannot take even the smallest pod of the run any more."""
+        smallest = self._smallest or ONE_POD
+        if not claim.options & claim.template.shapes.fitting(add(claim.requests, smallest)):
+            self.open.remove(claim)
+
+    def _new_claim(self, pod: Pod, attempt: Attempt) -> dict[str, Refusal] | None:
+        errors: dict[str, Refusal] = {}
+        for template in self.s.templates:
+            self._hostnames += 1
+            limits = self.remaining[template.name]
+            claim = fresh_claim(
+                template, pod, attempt, self.topology, limits, self.s.remaining[template.name], self._hostnames
+            )
+            if isinstance(claim, Refusal):
+                errors[template.name] = claim
+                continue
+            if self.s.options.strategy == COST:
+                self._cap(claim, pod)
+                self.open.append(claim)
+                self._maybe_close(claim)
+            self.claims.append(claim)
+            if limits:
+                self._charge(limits, claim)
+            return None
+        return errors
+
+    def _charge(self, limits: dict[int, int], claim: NodeClaim) -> None:
+        """Count the claim against the template's limits at the largest capacity it may launch (Karpenter's
+        `subtractMax`); a claim charged before is charged the difference."""
+        capacity = claim.template.shapes.capacity
+        may_launch = indices(claim.options if claim.launchable == -1 else claim.launchable | claim.options)
+        for r in limits:
+            largest = max(capacity[i][r] for i in may_launch)
+            limits[r] -= largest - claim.charged.get(r, 0)
+            claim.charged[r] = max(largest, claim.charged.get(r, 0))
+
+    # --- the cost strategy -------------------------------------------------------------------------------------
+
+    def _cap(self, claim: NodeClaim, pod: Pod) -> None:
+        """Cap the new claim at the price of the most cost-efficient type for the waiting pods of its kind."""
+        template = claim.template
+        table = template.table
+        prices = table.prices(claim.zone, claim.capacity_type)
+        demand = self._demand.get(self._signature(pod), pod.requests)
+        wanted = [r for r, amount in enumerate(pod.requests) if amount > 0]
+        allocatable = template.shapes.allocatable
+        overhead = template.overhead
+        best_all: tuple[float, str] | None = None
+        best_share: tuple[float, str] | None = None
+        target = -1
+        target_all = -1
+        for i in indices(claim.options):
+            price = prices.get(i)
+            if price is None:
+                continue
+            share = math.inf
+            for r in wanted:
+                if demand[r] > 0:
+                    share = min(share, (allocatable[i][r] - overhead[r]) / demand[r])
+            name = table.names[i]
+            if share >= 1:
+                if best_all is None or (price, name) < best_all:
+                    best_all, target_all = (price, name), i
+            elif share > 0:
+                score = (price / share, name)
+                if best_share is None or score < best_share:
+                    best_share, target = score, i
+        chosen = target_all if target_all >= 0 else target
+        if chosen < 0:
+            return
+        claim.price_cap = prices[chosen]
+        claim.uncapped = claim.options
+        # The claim is packed within the cap; at launch it also lists the types up to FALLBACK_PRICE_FACTOR × the
+        # cap that hold its pods, for when the cheapest has no capacity (charged against the limits already).
+        claim.launchable = claim.options & table.at_most(
+            claim.price_cap * FALLBACK_PRICE_FACTOR, claim.zone, claim.capacity_type
+        )
+        claim.set_options(claim.options & table.at_most(claim.price_cap, claim.zone, claim.capacity_type))
+
+    # --- the result --------------------------------------------------------------------------------------------
+
+    def _finish(self, claim: NodeClaim) -> ClaimPlan:
+        template = claim.template
+        table = template.table
+        mask = claim.options
+        if claim.launchable != -1:
+            mask |= (
+                claim.launchable
+                & table.type_mask(claim.requirements, os=template.os)
+                & table.offering_mask(claim.zone, claim.capacity_type)
+                & template.shapes.fitting(claim.requests)
+            )
+        options = launch_options(table, mask, claim.zone, claim.capacity_type)
+        requirements = Requirements(r for k, r in claim.requirements.items() if k != wk.HOSTNAME)
+        allocatable = ZERO
+        if options:
+            allocatable = template.shapes.allocatable[table.position[options[0].instance_type]]
+        return ClaimPlan(
+            template=template.name,
+            pods=tuple(claim.pods),
+            requirements=requirements,
+            options=options,
+            requests=claim.requests,
+            allocatable=allocatable,
+            template_hash=template.hash,
+        )
+
+
+def solve(
+    pods: Sequence[Pod],
+    templates: Iterable[NodeTemplate],
+    existing: Iterable[ExistingNode] = (),
+    daemons: Iterable[Pod] = (),
+    strategy: str = COST,
+) -> Plan:
+    """One scheduling run (see :class:`Scheduler`)."""
+    return Scheduler(templates, existing, daemons, options=SchedulerOptions(strategy)).solve(pods)
+
+
+__all__ = ["COST", "KARPENTER", "STRATEGIES", "Scheduler", "SchedulerOptions", "solve"]

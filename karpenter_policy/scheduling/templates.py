@@ -1,0 +1,177 @@
+"""Node templates: what one provisioner can launch, as the scheduler sees it.
+
+A :class:`NodeTemplate` carries a provisioner's requirements (its labels and `karpenter.sh/provisioner-name`
+folded in, as Karpenter's `NodeClaimTemplate`), taints, limits, weight, node OS and node shapes, and the mask of
+instance types it may launch: those admitted (by `check`'s proof, or by the constraint set's reviewed list), that
+satisfy its requirements and have an offering in its zones and capacity types. Built from a Provisioner (the CI
+checks) or from a compiled ConstraintSet (the controller), so both decide with the same object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import NodeConfiguration
+from karpenter_policy.model.amifamily import node_os
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.model.resources import parse_quantity
+from karpenter_policy.model.taints import Taint
+from karpenter_policy.scheduling.instances import InstanceTable, NodeShapes, ShapeFunction
+from karpenter_policy.scheduling.shapes import configuration_key, shape_function
+from karpenter_policy.scheduling.vectors import INDEX, ZERO, Vector, amount
+
+
+@dataclass(eq=False)
+class NodeTemplate:
+    """One provisioner, ready to schedule with (see the module docstring)."""
+
+    name: str
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    startup_taints: tuple[Taint, ...]
+    labels: Mapping[str, str]
+    limits: Mapping[str, Decimal]
+    weight: int
+    os: str
+    types: int  # the instance types it may launch (bits of the table)
+    shapes: NodeShapes
+    table: InstanceTable
+    kubelet: Mapping[str, Any] | None = None
+    hash: str = ""  # the constraint set's hash (stamped on nodes: drift)
+    unavailable: str = ""  # why it admits no type, when the caller knows better (e.g. the solver timed out)
+    overhead: Vector = ZERO  # the DaemonSet pods its nodes run, set per scheduling run
+    daemon_sets: tuple[str, ...] = ()
+    _zone: Requirement = field(init=False)
+    _capacity_type: Requirement = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._zone = self.requirements.get_or_exists(wk.ZONE)
+        self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
+
+    @property
+    def zone(self) -> Requirement:
+        return self._zone
+
+    @property
+    def capacity_type(self) -> Requirement:
+        return self._capacity_type
+
+    @property
+    def limited(self) -> dict[int, int]:
+        """The limits as vector amounts, by resource index (resources the scheduler does not track are left out)."""
+        return {INDEX[name]: amount(name, value) for name, value in self.limits.items() if name in INDEX}
+
+    @classmethod
+    def build(
+        cls,
+        table: InstanceTable,
+        *,
+        name: str,
+        requirements: Requirements,
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Taint] = (),
+        startup_taints: Iterable[Taint] = (),
+        limits: Mapping[str, Decimal] | None = None,
+        weight: int = 0,
+        kubelet: Mapping[str, Any] | None = None,
+        node: NodeConfiguration | None = None,
+        admitted: Iterable[str] | None = None,
+        hash: str = "",
+        shape: tuple[str, ShapeFunction] | None = None,
+    ) -> NodeTemplate:
+        """A template over `table`; `node` is its nodes' configuration (default: from `kubelet` alone, AL2);
+        `admitted` restricts the types to those named (default: every type the requirements allow); `shape`
+        replaces the AWS node-shape arithmetic by (a key, a function) — synthetic instance types in tests and
+        benchmarks. ValueError names a malformed kubelet field."""
+        if node is None:
+            node = NodeConfiguration.of(kubelet)
+        os = node_os(node.ami_family)
+        labels = dict(labels or {})
+        full = requirements.add(
+            *(Requirement.new(k, Operator.IN, [v]) for k, v in sorted(labels.items())),
+            Requirement.new(wk.PROVISIONER_NAME, Operator.IN, [name]),
+        )
+        types = table.mask_of(full, os=os)
+        if admitted is not None:
+            types &= table.mask_of_names(admitted)
+        if shape is None:
+            shape = (configuration_key(node), shape_function(node))
+        shapes = table.shapes(shape[0], shape[1])
+        return cls(
+            name=name,
+            requirements=full,
+            taints=tuple(taints),
+            startup_taints=tuple(startup_taints),
+            labels=labels,
+            limits=dict(limits or {}),
+            weight=weight,
+            os=os,
+            types=types,
+            shapes=shapes,
+            table=table,
+            kubelet=kubelet,
+            hash=hash,
+        )
+
+    @classmethod
+    def from_provisioner(
+        cls,
+        table: InstanceTable,
+        provisioner: Provisioner,
+        *,
+        node_template: Mapping[str, Any] | None = None,
+        admitted: Iterable[str] | None = None,
+    ) -> NodeTemplate:
+        """The template of a (defaulted) Provisioner; `node_template` is the spec of the AWSNodeTemplate it
+        references, or its inline provider (AMI family, block device mappings). ValueError names a bad field."""
+        node = node_configuration(provisioner.kubelet, node_template)
+        return cls.build(
+            table,
+            name=provisioner.name,
+            requirements=provisioner.requirements,
+            labels=provisioner.labels,
+            taints=provisioner.taints,
+            startup_taints=provisioner.startup_taints,
+            limits=provisioner.limits,
+            weight=provisioner.weight,
+            kubelet=provisioner.kubelet,
+            node=node,
+            admitted=admitted,
+        )
+
+    @classmethod
+    def from_constraint_set(cls, table: InstanceTable, constraint_set: ConstraintSet) -> NodeTemplate:
+        """The template of a compiled set: it launches only the instance types the set admits (what was
+        reviewed), in the offerings the live table has."""
+        spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
+        return cls.build(
+            table,
+            name=constraint_set.name,
+            requirements=constraint_set.requirements_model(),
+            labels=constraint_set.labels,
+            taints=constraint_set.taints,
+            startup_taints=constraint_set.startup_taints,
+            limits={k: parse_quantity(v) for k, v in constraint_set.limits.items()},
+            weight=constraint_set.weight,
+            kubelet=constraint_set.kubelet,
+            node=node_configuration(constraint_set.kubelet, spec),
+            admitted=constraint_set.admitted,
+            hash=constraint_set.hash,
+        )
+
+
+def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping[str, Any] | None) -> NodeConfiguration:
+    """The node configuration of a provisioner's kubelet settings and its node template's spec (AMI family and
+    block device mappings)."""
+    spec = node_template or {}
+    mappings = spec.get("blockDeviceMappings")
+    family = spec.get("amiFamily")
+    return NodeConfiguration.of(
+        kubelet, str(family) if family else None, mappings if isinstance(mappings, list) else None
+    )

@@ -1,0 +1,375 @@
+"""Topology spread and pod (anti-)affinity, as Karpenter v0.31 tracks them (`scheduling/topology.go`,
+`topologygroup.go`, `topologynodefilter.go`).
+
+A :class:`TopologyGroup` counts, per domain of one topology key (a zone, a hostname, a capacity type ...), the
+pods that its label selector selects in its namespaces. Groups come from the pods being scheduled (their spread
+constraints and affinity terms: the pod *owns* the group) and from pods already running with a required
+anti-affinity term (*inverse* groups: they keep other pods away from them). Identical groups of many pods are one
+group with many owners.
+
+For a pod and a node (claim), :meth:`Topology.add_requirements` narrows the node's requirements to the domains the
+pod may use: for a spread constraint the least-loaded domain within `maxSkew` (hostname domains always count from
+a minimum of zero: a new node can be made); for affinity the domains where a selected pod already is (or, for a
+pod that selects itself and finds none, any allowed domain); for anti-affinity the domains with none.
+:meth:`Topology.record` counts a placed pod. Ties between equally loaded domains are broken by name (Karpenter
+picks one at random), so a plan is the same on every run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.podtopology import AffinityTerm, NamespaceScope, SpreadConstraint
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.model.selectors import LabelSelector
+from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape
+
+
+class Kind(IntEnum):
+    SPREAD = 0
+    AFFINITY = 1
+    ANTI_AFFINITY = 2
+
+    def __str__(self) -> str:
+        return ("topology spread", "pod affinity", "pod anti-affinity")[self]
+
+
+class TopologyError(Exception):
+    """No domain satisfies a topology constraint for a pod on a node."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    """What makes two groups the same group (Karpenter's `TopologyGroup.Hash`)."""
+
+    kind: Kind
+    key: str
+    namespaces: NamespaceScope
+    selector: LabelSelector
+    max_skew: int
+    min_domains: int | None
+    node_filter: tuple[Requirements, ...] | None
+
+
+def node_filter_of(shape: PodShape) -> tuple[Requirements, ...]:
+    """Karpenter's TopologyNodeFilter: a spread constraint counts only nodes that match the pod's nodeSelector
+    and one of its required node-affinity terms."""
+    pod = shape.scheduling
+    if not pod.required_terms:
+        return (pod.node_selector,)
+    return tuple(pod.node_selector.intersection(term) for term in pod.required_terms)
+
+
+@dataclass(eq=False)
+class TopologyGroup:
+    spec: GroupKey
+    counts: dict[str, int] = field(default_factory=dict)
+    owners: set[str] = field(default_factory=set)
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    _selects: dict[PodShape, bool] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    @property
+    def kind(self) -> Kind:
+        return self.spec.kind
+
+    def register(self, *domains: str) -> None:
+        for domain in domains:
+            self.counts.setdefault(domain, 0)
+
+    def record(self, *domains: str) -> None:
+        for domain in domains:
+            self.counts[domain] = self.counts.get(domain, 0) + 1
+
+    def selects(self, shape: PodShape) -> bool:
+        """The group counts pods of this shape (namespace and labels)."""
+        found = self._selects.get(shape)
+        if found is None:
+            found = self._selects[shape] = self.spec.namespaces.includes(
+                shape.namespace, self.namespace_labels
+            ) and self.spec.selector.matches(shape.label_map)
+        return found
+
+    def counts_pod(self, shape: PodShape, requirements: Requirements, allow_undefined: frozenset[str]) -> bool:
+        """A pod of this shape on a node with these requirements counts for the group. `allow_undefined`: the
+        keys a node may leave undefined (a new node: the well-known labels; a running node: none)."""
+        if not self.selects(shape):
+            return False
+        node_filter = self.spec.node_filter
+        if not node_filter:
+            return True
+        return any(not requirements.compatible(f, allow_undefined) for f in node_filter)
+
+    def next_domains(self, shape: PodShape, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
+        if self.kind == Kind.SPREAD:
+            return self._next_spread(shape, pod_domains, node_domains)
+        if self.kind == Kind.AFFINITY:
+            return self._next_affinity(shape, pod_domains, node_domains)
+        return self._next_anti_affinity(pod_domains, node_domains)
+
+    def _candidates(self, node_domains: Requirement) -> Iterable[str]:
+        """The domains a node may be in, sorted (a hostname group has thousands: ask the node first). Every
+        hostname is a domain (a new node's is known the moment it is planned); other keys' domains are the
+        universe the group was made with, and those running pods were counted in."""
+        if not node_domains.complement:
+            hostname = self.key == wk.HOSTNAME
+            return sorted(d for d in node_domains.values if (hostname or d in self.counts) and node_domains.has(d))
+        return sorted(d for d in self.counts if node_domains.has(d))
+
+    def _min_count(self, pod_domains: Requirement) -> int:
+        if self.key == wk.HOSTNAME:
+            return 0  # a new node is always possible
+        lowest = math.inf
+        supported = 0
+        for domain, count in self.counts.items():
+            if pod_domains.has(domain):
+                supported += 1
+                lowest = min(lowest, count)
+        if self.spec.min_domains is not None and supported < self.spec.min_domains:
+            return 0
+        return 0 if lowest == math.inf else int(lowest)
+
+    def _next_spread(self, shape: PodShape, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
+        lowest = self._min_count(pod_domains)
+        own = 1 if self.selects(shape) else 0
+        best, best_count = None, math.inf
+        for domain in self._candidates(node_domains):
+            count = self.counts.get(domain, 0) + own
+            if count - lowest <= self.spec.max_skew and count < best_count:
+                best, best_count = domain, count
+        if best is None:
+            return Requirement(self.key, False)  # DoesNotExist: no domain
+        return Requirement(self.key, False, frozenset({best}))
+
+    def _next_affinity(self, shape: PodShape, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
+        options = {d for d, count in self.counts.items() if count > 0 and pod_domains.has(d)}
+        if not options and self.selects(shape):  # the first pod of a self-affine group picks its domain
+            both = pod_domains.intersection(node_domains)
+            for domain in self._candidates(both):
+                options.add(domain)
+                break
+            if not options:
+                for domain in sorted(self.counts):
+                    if pod_domains.has(domain):
+                        options.add(domain)
+                        break
+        return Requirement(self.key, False, frozenset(options))
+
+    def _next_anti_affinity(self, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
+        if self.key == wk.HOSTNAME and not node_domains.complement:  # only the node's own hostname matters
+            free = {d for d in node_domains.values if self.counts.get(d, 0) == 0 and pod_domains.has(d)}
+        else:
+            free = {d for d, count in self.counts.items() if count == 0 and pod_domains.has(d)}
+        return Requirement(self.key, False, frozenset(free))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPod:
+    """A pod already running, for counting: its shape and the labels of its node."""
+
+    pod: Pod
+    node_name: str
+    node_labels: Mapping[str, str]
+
+
+class Topology:
+    """Every topology group of a scheduling run (see the module docstring)."""
+
+    def __init__(
+        self,
+        domains: Mapping[str, Iterable[str]],
+        cluster_pods: Sequence[ClusterPod] = (),
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self.domains = {key: set(values) for key, values in domains.items()}
+        self.cluster_pods = cluster_pods
+        self.namespace_labels = namespace_labels or {}
+        self.groups: dict[GroupKey, TopologyGroup] = {}
+        self.inverse: dict[GroupKey, TopologyGroup] = {}
+        self._owned: dict[str, list[TopologyGroup]] = {}  # pod key → the groups it owns
+        self._selecting: dict[PodShape, list[TopologyGroup]] = {}  # shape → the (non-inverse) groups selecting it
+        for running in cluster_pods:
+            for term in running.pod.shape.topology.anti_affinity:
+                if term.required:
+                    group = self._inverse_group(term)
+                    if term.key in running.node_labels:
+                        group.record(running.node_labels[term.key])
+
+    @property
+    def empty(self) -> bool:
+        return not self.groups and not self.inverse
+
+    def _new_group(self, spec: GroupKey) -> TopologyGroup:
+        group = TopologyGroup(spec, namespace_labels=self.namespace_labels)
+        group.register(*sorted(self.domains.get(spec.key, ())))
+        return group
+
+    def _inverse_group(self, term: AffinityTerm) -> TopologyGroup:
+        spec = GroupKey(Kind.ANTI_AFFINITY, term.key, term.namespaces, term.selector, 2**31 - 1, None, None)
+        group = self.inverse.get(spec)
+        if group is None:
+            group = self.inverse[spec] = self._new_group(spec)
+        return group
+
+    def update(self, pod: Pod, attempt: Attempt) -> None:
+        """Make the pod own exactly the groups of this attempt's terms (Karpenter's `Topology.Update`)."""
+        for group in self._owned.pop(pod.key, ()):
+            group.owners.discard(pod.key)
+        for term in attempt.anti_affinity:
+            if term.required:
+                self._inverse_group(term).owners.add(pod.key)
+        owned: list[TopologyGroup] = []
+        for spec in self._specs(pod.shape, attempt):
+            found = self.groups.get(spec)
+            if found is None:
+                found = self.groups[spec] = self._new_group(spec)
+                self._count(found)
+                self._selecting.clear()
+            found.owners.add(pod.key)
+            owned.append(found)
+        if owned:
+            self._owned[pod.key] = owned
+
+    @staticmethod
+    def _specs(shape: PodShape, attempt: Attempt) -> list[GroupKey]:
+        specs = []
+        for constraint in attempt.spread:
+            specs.append(_spread_key(shape, constraint))
+        for term in (*attempt.affinity, *attempt.anti_affinity):
+            kind = Kind.ANTI_AFFINITY if term.anti else Kind.AFFINITY
+            specs.append(GroupKey(kind, term.key, term.namespaces, term.selector, 2**31 - 1, None, None))
+        return specs
+
+    def _count(self, group: TopologyGroup) -> None:
+        """Count the running pods the group selects, per domain of their nodes (Karpenter's `countDomains`)."""
+        for running in self.cluster_pods:
+            if not group.selects(running.pod.shape):
+                continue
+            domain = running.node_labels.get(group.key)
+            if domain is None and group.key == wk.HOSTNAME:
+                domain = running.node_name
+            if domain is None:
+                continue
+            node_filter = group.spec.node_filter
+            if node_filter:
+                node = Requirements.from_labels(running.node_labels)
+                if not any(not node.compatible(f, frozenset()) for f in node_filter):
+                    continue
+            group.record(domain)
+
+    def register(self, key: str, domain: str) -> None:
+        """A new domain (a new node's hostname) every group on `key` should know."""
+        for group in (*self.groups.values(), *self.inverse.values()):
+            if group.key == key and key != wk.HOSTNAME:  # hostname groups treat unknown hostnames as empty
+                group.register(domain)
+
+    def _matching(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> list[TopologyGroup]:
+        groups = list(self._owned.get(pod.key, ()))
+        for group in self.inverse.values():
+            if group.counts_pod(pod.shape, requirements, allow_undefined):
+                groups.append(group)
+        return groups
+
+    def involves(self, pod: Pod) -> bool:
+        """The pod owns a group, or some pod keeps others away (then every placement must ask)."""
+        return bool(self.inverse) or pod.key in self._owned
+
+    def add_requirements(
+        self, pod: Pod, attempt: Attempt, node: Requirements, allow_undefined: frozenset[str]
+    ) -> Requirements:
+        """The node's requirements narrowed by every group the pod takes part in; TopologyError when a group
+        leaves no domain."""
+        groups = self._matching(pod, node, allow_undefined)
+        if not groups:
+            return node
+        narrowed = node
+        for group in groups:
+            pod_domains = attempt.strict.get_or_exists(group.key)
+            node_domains = node.get_or_exists(group.key)
+            domains = group.next_domains(pod.shape, pod_domains, node_domains)
+            if domains.is_empty():
+                raise TopologyError(
+                    f"unsatisfiable {group.kind} constraint on {group.key} "
+                    f"(pods with {group.spec.selector}; {_describe(group, pod_domains, node_domains)})"
+                )
+            narrowed = narrowed.add(domains)
+        return narrowed
+
+    def selecting(self, shape: PodShape) -> list[TopologyGroup]:
+        """The groups (inverse ones aside) whose selector selects pods of this shape."""
+        found = self._selecting.get(shape)
+        if found is None:
+            found = self._selecting[shape] = [g for g in self.groups.values() if g.selects(shape)]
+        return found
+
+    def record(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> None:
+        """Count a pod placed on a node with these requirements in every group that counts it."""
+        for group in self.selecting(pod.shape):
+            if not group.counts_pod(pod.shape, requirements, allow_undefined):
+                continue
+            domains = requirements.get_or_exists(group.key)
+            if domains.complement:
+                continue
+            if group.kind == Kind.ANTI_AFFINITY:
+                group.record(*sorted(domains.values))
+            elif len(domains.values) == 1:
+                group.record(next(iter(domains.values)))
+        for group in self.inverse.values():
+            if pod.key in group.owners:
+                domains = requirements.get_or_exists(group.key)
+                if not domains.complement:
+                    group.record(*sorted(domains.values))
+
+    def unrecord(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> None:
+        """Undo `record` (a tentative placement taken back)."""
+        for group in self.selecting(pod.shape):
+            if not group.counts_pod(pod.shape, requirements, allow_undefined):
+                continue
+            domains = requirements.get_or_exists(group.key)
+            if domains.complement:
+                continue
+            if group.kind == Kind.ANTI_AFFINITY:
+                values = sorted(domains.values)
+            elif len(domains.values) == 1:
+                values = [next(iter(domains.values))]
+            else:
+                values = []
+            for value in values:
+                group.counts[value] -= 1
+        for group in self.inverse.values():
+            if pod.key in group.owners:
+                domains = requirements.get_or_exists(group.key)
+                if not domains.complement:
+                    for value in domains.values:
+                        group.counts[value] -= 1
+
+
+def _spread_key(shape: PodShape, constraint: SpreadConstraint) -> GroupKey:
+    return GroupKey(
+        Kind.SPREAD,
+        constraint.key,
+        NamespaceScope(frozenset({shape.namespace})),
+        constraint.selector,
+        constraint.max_skew,
+        constraint.min_domains,
+        node_filter_of(shape),
+    )
+
+
+def _describe(group: TopologyGroup, pod_domains: Requirement, node_domains: Requirement) -> str:
+    if group.key == wk.HOSTNAME:
+        return "every node it could use already has its share"
+    counts = ", ".join(f"{d}: {c}" for d, c in sorted(group.counts.items())) or "no domains"
+    text = f"counts {counts}"
+    if pod_domains.operator() != Operator.EXISTS:
+        text += f"; the pod allows {pod_domains.describe_values()}"
+    if node_domains.operator() != Operator.EXISTS:
+        text += f"; the node allows {node_domains.describe_values()}"
+    return text

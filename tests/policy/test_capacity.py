@@ -1,0 +1,194 @@
+"""`check --workloads`' capacity plan and `diff --workloads`' cost change, through the real CLI: what the replicas
+need as new nodes, what they cost, and what a policy change does to the bill."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "workloads"
+PROVIDER = (
+    "  provider:\n    subnetSelector: {karpenter.sh/discovery: prod}\n"
+    "    securityGroupSelector: {karpenter.sh/discovery: prod}\n"
+)
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+
+
+def capacity(*args: str) -> dict[str, Any]:
+    result = cli("check", *args, "--output", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    found: dict[str, Any] = json.loads(result.stdout)["capacity"]
+    return found
+
+
+def test_the_seed_inflate_packs_onto_few_spot_nodes_of_one_cheap_type() -> None:
+    plan = capacity(
+        str(EXAMPLES / "policies" / "default.yaml"),
+        "--workloads",
+        str(EXAMPLES / "apps" / "inflate.yaml"),
+        "--scale",
+        "deployment/inflate=10",
+    )
+    nodes = plan["nodes"]
+    assert plan["pods"] == 10 and plan["unscheduled"] == {}
+    assert 1 <= len(nodes) <= 2
+    assert {n["provisioner"] for n in nodes} == {"default"} and {n["capacity_type"] for n in nodes} == {"spot"}
+    assert len({n["instance_type"] for n in nodes}) == 1
+    assert all(n["cpu_utilisation"] > 0.5 for n in nodes), nodes  # right-sized, not a large half-empty node
+    assert plan["estimated"] is True and "on-demand price" in plan["pricing"]
+
+
+SPARK_FAMILIES = {"c5", "c5a", "c5d", "c5ad", "m5", "c6a"}
+SPARK_SIZES = {"2xlarge", "4xlarge", "8xlarge", "9xlarge"}
+
+
+def test_the_seed_spark_job_lands_on_its_families_drivers_on_demand_executors_spot() -> None:
+    plan = capacity(
+        str(EXAMPLES / "policies" / "kspark.yaml"),
+        "--workloads",
+        str(EXAMPLES / "apps" / "spark-driver-pod-template.yaml"),
+        "--workloads",
+        str(EXAMPLES / "apps" / "spark-executor-4vcpu-7g.yaml"),
+        "--scale",
+        "pod/karpenter-4vcpu-7gb-exec-1=50",
+    )
+    assert plan["pods"] == 51 and plan["unscheduled"] == {}
+    for node in plan["nodes"]:
+        family, size = node["instance_type"].split(".")
+        assert family in SPARK_FAMILIES and size in SPARK_SIZES and node["zone"] == "us-east-1a"
+        owners = set(node["workloads"])
+        if owners == {"Pod/spark-driver-pod-template"}:
+            assert node["capacity_type"] == "on-demand"
+        else:
+            assert owners == {"Pod/karpenter-4vcpu-7gb-exec-1"} and node["capacity_type"] == "spot"
+    executors = sum(n["workloads"].get("Pod/karpenter-4vcpu-7gb-exec-1", 0) for n in plan["nodes"])
+    assert executors == 50
+
+
+def test_the_text_report_ends_with_the_summary_after_the_capacity_table() -> None:
+    result = cli(
+        "check", str(EXAMPLES / "policies"), "--workloads", str(EXAMPLES / "apps"), "--scale", "deployment/inflate=4"
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("capacity: "))
+    assert lines[start + 1].split() == [
+        "provisioner",
+        "instance",
+        "type",
+        "zone",
+        "capacity",
+        "nodes",
+        "pods",
+        "cpu",
+        "memory",
+        "$/h",
+    ]
+    assert lines[-1].startswith("checked ") and lines[-1].endswith("0 errors, 0 warnings")
+
+
+def test_markdown_is_a_pull_request_comment_with_the_capacity_table() -> None:
+    result = cli("check", str(EXAMPLES / "policies"), "--workloads", str(EXAMPLES / "apps"), "--output", "markdown")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.startswith("### ✅ karpenter-policy check\n")
+    assert "| provisioner | instance type | zone | capacity | nodes | pods | cpu | memory | $/h |" in text
+    assert "**Capacity:**" in text and "**Workloads:**" in text
+
+
+def test_spot_prices_from_describe_spot_price_history_price_the_spot_nodes(tmp_path: Path) -> None:
+    args = [str(EXAMPLES / "policies" / "default.yaml"), "--workloads", str(EXAMPLES / "apps" / "inflate.yaml")]
+    args += ["--scale", "deployment/inflate=10"]
+    estimated = capacity(*args)
+    node = estimated["nodes"][0]
+    history = {
+        "SpotPriceHistory": [
+            {
+                "AvailabilityZone": zone,
+                "InstanceType": node["instance_type"],
+                "ProductDescription": "Linux/UNIX",
+                "SpotPrice": f"{node['price'] / 4:.6f}",
+                "Timestamp": "2026-11-20T10:00:00+00:00",
+            }
+            for zone in ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f")
+        ]
+    }
+    prices = tmp_path / "spot.json"
+    prices.write_text(json.dumps(history))
+    priced = capacity(*args, "--spot-prices", str(prices))
+    assert f"spot prices from {prices}" in priced["pricing"]
+    assert priced["cost_per_hour"] < estimated["cost_per_hour"]  # the type got cheaper: at least that much
+
+
+def test_bad_scale_and_spot_price_files_are_usage_errors(tmp_path: Path) -> None:
+    apps = str(EXAMPLES / "apps")
+    bad_scale = cli("check", str(EXAMPLES / "policies"), "--workloads", apps, "--scale", "inflate=ten")
+    assert bad_scale.returncode == 2 and "KIND/NAME=N" in bad_scale.stderr and bad_scale.stdout == ""
+    broken = tmp_path / "spot.json"
+    broken.write_text("{not json")
+    bad_prices = cli("check", str(EXAMPLES / "policies"), "--workloads", apps, "--spot-prices", str(broken))
+    assert bad_prices.returncode == 2 and f"{broken}: not JSON" in bad_prices.stderr
+
+
+def provisioner(name: str, body: str) -> str:
+    return f"apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: {name}\nspec:\n{body}{PROVIDER}"
+
+
+API = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  replicas: 12
+  template:
+    spec:
+      containers:
+        - name: api
+          resources:
+            requests: {cpu: "2", memory: 4Gi}
+"""
+
+
+def test_diff_says_what_a_policy_change_does_to_the_bill(tmp_path: Path) -> None:
+    base, head, apps = tmp_path / "base", tmp_path / "head", tmp_path / "apps"
+    for directory in (base, head, apps):
+        directory.mkdir()
+    (base / "p.yaml").write_text(
+        provisioner(
+            "default",
+            "  requirements:\n"
+            "    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n"
+            "    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}\n",
+        )
+    )
+    (head / "p.yaml").write_text(
+        provisioner(
+            "default",
+            "  requirements:\n"
+            "    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n"
+            "    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c6a]}\n",
+        )
+    )
+    (apps / "api.yaml").write_text(API)
+    result = cli("diff", str(base), str(head), "--workloads", str(apps), "--output", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    cost = json.loads(result.stdout)["cost"]
+    assert cost["head"]["cost_per_hour"] < cost["base"]["cost_per_hour"] and cost["change"] < 0
+    (moved,) = cost["workloads"]
+    assert moved["workload"] == "Deployment/api"
+    assert moved["base"].startswith("m5.") and moved["head"].startswith("c6a.")
+    assert moved["base"].endswith(" on-demand") and moved["head"].endswith(" on-demand")
+    text = cli("diff", str(base), str(head), "--workloads", str(apps), cwd=tmp_path).stdout
+    line = next(x for x in text.splitlines() if x.startswith("cost of the workloads' nodes: "))
+    assert "/h → $" in line and "%)" in line and "nodes" in line
+    assert f"  Deployment/api: {moved['base']} → {moved['head']}" in text
