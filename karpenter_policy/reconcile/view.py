@@ -1,0 +1,87 @@
+"""What the controller reads of the cluster each pass: pods, nodes, DaemonSets and namespaces.
+
+:class:`ListView` lists them from the cluster on every pass (consistent and current; what step-driven tests and
+simulations use). :class:`InformerView` reads the caches of informers kept up to date by watches (what the
+threaded runner uses against a real API server: a pass costs no request). A cache may lag behind the controller's
+own writes; the in-flight registry covers that gap (see `inflight`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster, WatchEvent
+from karpenter_policy.kube.informer import Informer
+from karpenter_policy.kube.objects import Kind, Obj
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    pods: list[Obj]
+    nodes: list[Obj]
+    daemon_sets: list[Obj]
+    namespaces: list[Obj]
+
+
+class ClusterView(Protocol):
+    def snapshot(self) -> Snapshot: ...
+
+
+class ListView:
+    """Lists everything on every call."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            pods=self.cluster.list(objects.POD).items,
+            nodes=self.cluster.list(objects.NODE).items,
+            daemon_sets=self.cluster.list(objects.DAEMON_SET).items,
+            namespaces=self.cluster.list(objects.NAMESPACE).items,
+        )
+
+
+class InformerView:
+    """Informers on pods, nodes, DaemonSets and namespaces; `on_event(kind, event)` sees every change."""
+
+    KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE)
+
+    def __init__(self, cluster: Cluster, on_event: Callable[[Kind, WatchEvent], None] | None = None) -> None:
+        self.informers = {
+            kind: Informer(cluster, kind, on_event=self._callback(kind, on_event)) for kind in self.KINDS
+        }
+
+    @staticmethod
+    def _callback(
+        kind: Kind, on_event: Callable[[Kind, WatchEvent], None] | None
+    ) -> Callable[[WatchEvent], None] | None:
+        if on_event is None:
+            return None
+        return lambda event: on_event(kind, event)
+
+    def start(self) -> InformerView:
+        for informer in self.informers.values():
+            informer.start()
+        return self
+
+    def wait_synced(self, timeout: float) -> bool:
+        return all(informer.wait_synced(timeout) for informer in self.informers.values())
+
+    def stop(self) -> None:
+        for informer in self.informers.values():
+            informer.stop()
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            pods=self.informers[objects.POD].items(),
+            nodes=self.informers[objects.NODE].items(),
+            daemon_sets=self.informers[objects.DAEMON_SET].items(),
+            namespaces=self.informers[objects.NAMESPACE].items(),
+        )
+
+
+__all__ = ["ClusterView", "InformerView", "ListView", "Snapshot"]
