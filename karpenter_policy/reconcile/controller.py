@@ -8,9 +8,10 @@
    planned pods, drop the launches the cluster now shows settled, label our Ready nodes initialized; on the
    first pass, register a Node for every instance of ours that has none (a controller that stopped between
    CreateFleet and registration picks its instance up instead of launching another);
-3. **batching**: every provisionable pod not seen before triggers the :class:`Batcher` (as do a new version of
-   the constraint sets and, for pods still pending, the retry interval); nothing more happens until the window
-   closes (1 s without a new pod, 10 s at most by default);
+3. **batching**: every provisionable pod triggers the :class:`Batcher` once — when a watch event announces it
+   (:meth:`Controller.notify`), else when a pass first sees it — as do a new version of the constraint sets
+   and, for pods still pending, the retry interval; nothing more happens until the window closes (1 s without a
+   new pod, 10 s at most by default);
 4. **scheduling**: the batch's pods, the existing and in-flight nodes, the DaemonSets and the node templates of
    the sets in force (their admitted types at the cloud's live offerings) go to the scheduler — the same code
    as `check --workloads`; pods no set can take get a Warning Event with the scheduler's reason;
@@ -32,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -171,6 +173,8 @@ class Controller:
         self.last_refusal: str | None = None
         self._scheduler_options = SchedulerOptions(options.strategy)
         self._seen: set[str] = set()  # uids of the pending pods seen by the last pass
+        self._notified: set[str] = set()  # uids of pods `notify` announced that no pass has seen yet
+        self._lock = threading.Lock()
         self._retry_at: float | None = None
         self._reported: dict[str, str] = {}  # pod uid → the reason last reported (Event and log once per reason)
         self._nominated: dict[str, str] = {}  # pod uid → the node it was nominated to
@@ -180,8 +184,12 @@ class Controller:
 
     # --- the pass ----------------------------------------------------------------------------------------------
 
-    def notify(self) -> None:
-        """A provisionable pod appeared (watch events): open or extend the batch window."""
+    def notify(self, uid: str = "") -> None:
+        """A provisionable pod (`uid`) appeared, as a watch event tells: open or extend the batch window now. A
+        pass that finds a pod nobody notified triggers the window itself, at the time of the pass."""
+        with self._lock:
+            if uid:
+                self._notified.add(uid)
         self.batcher.trigger()
 
     def next_due(self) -> float | None:
@@ -196,10 +204,6 @@ class Controller:
         result = ReconcileResult(started=self.clock())
         self.refresh_constraint_sets(result)
         self._register_inflight(result)
-        due = self.batcher.due()
-        if due is not None and self.clock() < due:  # a batch is filling up: nothing to read until it closes
-            result.due = self.next_due()
-            return result
         snapshot = self.view.snapshot()
         if not self._adopted:
             self._adopt(snapshot, result)
@@ -222,10 +226,17 @@ class Controller:
     def _batch(self, state: ClusterState) -> BatchWindow | None:
         uids = {pod.uid for pod in state.pending}
         now = self.clock()
+        with self._lock:
+            fresh = uids - self._seen - self._notified
+            self._notified -= uids
+            if len(self._notified) > 100_000:  # notified pods that never showed up (deleted at once)
+                self._notified.clear()
         retry_due = self._retry_at is not None and now >= self._retry_at
         again = uids and self.batcher.due() is None and (self._sets_changed or retry_due)
-        if uids - self._seen or again:  # new pods; or pods still pending when the sets changed or a retry is due
+        if fresh or again:  # pods nobody notified; or pods still pending when the sets changed or a retry is due
             self.batcher.trigger()
+        if again:
+            self._retry_at = None  # the batch this opens is the retry (the pass that closes it sets the next one)
         self._seen = uids
         self._sets_changed = False
         if not uids:

@@ -105,7 +105,6 @@ def configure(stream: TextIO, style: str = TEXT, level: int = logging.INFO) -> l
         package.removeHandler(old)
     package.addHandler(handler)
     package.setLevel(level)
-    package.propagate = False
     return handler
 
 

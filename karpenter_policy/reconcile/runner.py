@@ -87,7 +87,7 @@ class Runner:
             return
         if is_provisionable(event.object, self.controller.options.unschedulable_only):
             opens = self.controller.batcher.due() is None
-            self.controller.notify()
+            self.controller.notify(objects.uid(event.object))
             if opens:  # the runner may be asleep until the next resync: the window it opened must close on time
                 self._wake.set()
 

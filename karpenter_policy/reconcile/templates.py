@@ -3,9 +3,10 @@
 "What was reviewed is what can run" (DESIGN.md §5): a set launches only the instance types it admits, and only
 the offerings (zone x capacity type, price, availability) the cloud reports now — in the zones of its node
 template's subnets, without the offerings that recently failed for lack of capacity. Sets with the same node
-template share one :class:`~karpenter_policy.scheduling.InstanceTable` of the types they admit; a table (and
-each set's template) is rebuilt only when the cloud's answer changed (the providers cache theirs for a refresh
-period), so a pass costs a dictionary lookup when nothing moved.
+template share one :class:`~karpenter_policy.scheduling.InstanceTable` of every type the cloud offers there (each
+set's template masks it to the types the set admits; the whole table is what explains why a pod fits nowhere, in
+the words `check --workloads` uses). A table (and each set's template) is rebuilt only when the cloud's answer
+changed (the providers cache theirs for a refresh period), so a pass costs a comparison when nothing moved.
 
 A set compiled for another region than the cloud's is left out, with the reason (its admitted names and
 offerings would be another region's).
@@ -52,7 +53,7 @@ class TemplateBuilder:
     def __init__(self, cloud: CloudProvider, region: str) -> None:
         self.cloud = cloud
         self.region = region
-        self._tables: dict[tuple[str, frozenset[str]], _Table] = {}
+        self._tables: dict[str, _Table] = {}
 
     def build(self, sets: Sequence[ConstraintSet]) -> Templates:
         """Raises CloudError when the cloud cannot tell its offerings (and has no earlier answer)."""
@@ -67,15 +68,12 @@ class TemplateBuilder:
             groups.setdefault(_provider_key(constraint_set), []).append(constraint_set)
         used = set()
         for key, members in sorted(groups.items()):
-            admitted = frozenset(name for s in members for name in s.admitted)
             spec = members[0].provider.spec if members[0].provider is not None else None
-            live = self.cloud.instance_types(provider=spec)
-            types = tuple(it for it in live if it.name in admitted)
-            cache_key = (key, admitted)
-            used.add(cache_key)
-            cached = self._tables.get(cache_key)
+            types = tuple(self.cloud.instance_types(provider=spec))
+            used.add(key)
+            cached = self._tables.get(key)
             if cached is None or cached.types != types:  # identical objects compare at once, copies by value
-                cached = self._tables[cache_key] = _Table(types, InstanceTable(types, self.region))
+                cached = self._tables[key] = _Table(types, InstanceTable(types, self.region))
             for constraint_set in members:
                 template = cached.templates.get(constraint_set.hash)
                 if template is None:
