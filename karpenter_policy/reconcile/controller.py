@@ -31,7 +31,6 @@ time from watch events.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import threading
 import time
@@ -489,13 +488,10 @@ class Controller:
             template = templates.template(claim.template)
             request = launch_request(self.options.cluster_name, claim, template, templates.sets[claim.template])
             requests.append(request)
-            requested = json.dumps(
-                {name: str(value) for name, value in as_resources(claim.requests).items()}, separators=(",", ":")
-            )
             PROVISIONER.info(
                 "launching node with %d pod(s) requesting %s from types %s",
                 len(claim.pods),
-                requested,
+                logs.resources_text(as_resources(claim.requests)),
                 logs.options_text([o.instance_type for o in claim.options]),
                 extra=self._fields(provisioner=claim.template),
             )

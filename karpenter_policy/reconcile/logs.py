@@ -16,9 +16,12 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any, TextIO
 
 from karpenter_policy import __version__
+from karpenter_policy.model.pods import format_bytes
+from karpenter_policy.model.resources import EPHEMERAL_STORAGE, MEMORY, format_quantity
 
 TEXT = "text"
 JSON = "json"
@@ -49,6 +52,17 @@ def options_text(names: Sequence[str], shown: int = SHOWN_OPTIONS) -> str:
     head = ", ".join(names[:shown])
     rest = len(names) - shown
     return f"{head} and {rest} other(s)" if rest > 0 else head
+
+
+def resources_text(resources: Mapping[str, Decimal]) -> str:
+    """`{"cpu":"4","memory":"7884Mi","pods":"1"}`: requests as Karpenter logs them (binary units for bytes)."""
+    return json.dumps(
+        {
+            name: format_bytes(value) if name in (MEMORY, EPHEMERAL_STORAGE) else format_quantity(value)
+            for name, value in sorted(resources.items())
+        },
+        separators=(",", ":"),
+    )
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -108,4 +122,14 @@ def configure(stream: TextIO, style: str = TEXT, level: int = logging.INFO) -> l
     return handler
 
 
-__all__ = ["FORMATS", "JSON", "TEXT", "KarpenterFormatter", "configure", "fields", "logger", "options_text"]
+__all__ = [
+    "FORMATS",
+    "JSON",
+    "TEXT",
+    "KarpenterFormatter",
+    "configure",
+    "fields",
+    "logger",
+    "options_text",
+    "resources_text",
+]

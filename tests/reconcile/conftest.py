@@ -30,6 +30,8 @@ if str(TESTS) not in sys.path:  # the AWS fixtures of tests/cloud (moto's server
 from cloud.conftest import (  # noqa: E402
     K8S_VERSION,
     REGION,
+    SSM_AL2,
+    SSM_AL2_ARM64,
     ZONES,
     AwsEnv,
     aws,
@@ -38,7 +40,7 @@ from cloud.conftest import (  # noqa: E402
     moto_url,
 )
 from cloud.conftest import amis as amis  # noqa: E402
-from cloud.faultproxy import Answer, Call  # noqa: E402
+from cloud.faultproxy import Answer, Call, error_answer, json_answer  # noqa: E402
 
 from karpenter_policy.catalog import load_catalog  # noqa: E402
 from karpenter_policy.cloud.aws.api import AwsConnection  # noqa: E402
@@ -56,6 +58,7 @@ from .support import POLICIES, FakeClock, Harness, compile_policies, configmap_m
 __all__ = ["amis", "aws", "aws_credentials", "fault_proxy", "moto_url"]  # fixtures, re-exported
 
 CLUSTER = "workloads"
+SSM_AL2_GPU = f"/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2-gpu/recommended/image_id"
 LAUNCH_TEMPLATE = "emr-eks-workshop-karpenter-launchtemplate"
 
 
@@ -127,6 +130,16 @@ def spot_price(instance_type: str, zone: str, on_demand: float) -> float:
     return round(on_demand * share, 5)
 
 
+def _ssm(parameters: dict[str, str]) -> Callable[[Call], Answer]:
+    def respond(call: Call) -> Answer:
+        name = str(call.params.get("Name", ""))
+        if name not in parameters:
+            return error_answer(call, 400, "ParameterNotFound", "")
+        return json_answer({"Parameter": {"Name": name, "Type": "String", "Value": parameters[name], "Version": 1}})
+
+    return respond
+
+
 def _spot_history(zones: tuple[str, ...]) -> Callable[[Call], Answer]:
     prices = {it.name: it.price_on_demand for it in load_catalog().instance_types if it.price_on_demand}
 
@@ -181,6 +194,8 @@ class AwsWorkloads:
             LaunchTemplateName=LAUNCH_TEMPLATE, LaunchTemplateData={"ImageId": env.ami_amd64}
         )
         env.proxy.serve("DescribeSpotPriceHistory", _spot_history(ZONES))
+        ssm = {SSM_AL2: env.ami_amd64, SSM_AL2_ARM64: env.ami_arm64, SSM_AL2_GPU: env.ami_amd64}
+        env.proxy.serve("GetParameter", _ssm(ssm))  # the GPU AMI too (the rule added last answers)
 
     def provider(self) -> AwsCloudProvider:
         connection = AwsConnection(REGION, endpoint_url=self.env.proxy.url, max_attempts=3)

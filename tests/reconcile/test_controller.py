@@ -199,7 +199,7 @@ def test_daemonset_pods_are_counted_on_every_new_node(make_harness: MakeHarness)
     node = h.node(launched.node)
     # 4 vCPU (3,920m allocatable) would hold the pods alone; with the agent's 2,500m it takes 8.
     assert millicores(node["status"]["allocatable"]["cpu"]) >= 2000 + 2500, "room for the 2 pods and the agent"
-    assert 'launching node with 2 pod(s) requesting {"cpu":"4.5",' in "\n".join(h.messages())
+    assert 'launching node with 2 pod(s) requesting {"cpu":"4500m",' in "\n".join(h.messages())
 
 
 def test_limits_are_respected_and_the_pods_beyond_them_say_why(make_harness: MakeHarness) -> None:
