@@ -73,10 +73,11 @@ class Runner:
         return [*found, self.configmap] if self.configmap is not None else found
 
     def _synced(self) -> bool:
-        """Start the informers and wait until each has listed once (False: stopped first)."""
+        """Start the informers and wait until the required ones have listed once (False: stopped first)."""
         for informer in self._informers():
             informer.start()
-        for informer in self._informers():
+        required = self.view.required() + ([self.configmap] if self.configmap is not None else [])
+        for informer in required:
             while not informer.wait_synced(0.5):
                 if self._stopping.is_set():
                     return False

@@ -46,9 +46,13 @@ class ListView:
 
 
 class InformerView:
-    """Informers on pods, nodes, DaemonSets and namespaces; `on_event(kind, event)` sees every change."""
+    """Informers on pods, nodes, DaemonSets and namespaces; `on_event(kind, event)` sees every change.
+
+    Namespaces matter only to pod-affinity terms with a namespaceSelector; a controller that may not list them
+    (or an API that does not serve them) still runs, those terms seeing namespaces without labels."""
 
     KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE)
+    REQUIRED: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET)
 
     def __init__(self, cluster: Cluster, on_event: Callable[[Kind, WatchEvent], None] | None = None) -> None:
         self.informers = {
@@ -68,8 +72,9 @@ class InformerView:
             informer.start()
         return self
 
-    def wait_synced(self, timeout: float) -> bool:
-        return all(informer.wait_synced(timeout) for informer in self.informers.values())
+    def required(self) -> list[Informer]:
+        """The informers a pass cannot do without (each must have listed once before the first pass)."""
+        return [self.informers[kind] for kind in self.REQUIRED]
 
     def stop(self) -> None:
         for informer in self.informers.values():
