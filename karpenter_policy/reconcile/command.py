@@ -228,8 +228,18 @@ def build(options: ReconcileOptions) -> Reconciler:
     if catalog.region != region:
         raise StartupError(f"the catalog is for {catalog.region}, the controller launches in {region}")
     endpoint, ca_bundle = join_settings(options, cluster)
+    controller_options = ControllerOptions(
+        cluster_name=options.cluster_name,
+        batch_idle=options.batch_idle,
+        batch_max=options.batch_max,
+        unschedulable_only=options.unschedulable_only,
+        bind_existing=not options.unschedulable_only,
+        strategy=options.strategy,
+    )
     cloud = AwsCloudProvider(
-        AwsConnection(region, endpoint_url=options.endpoint_url),
+        AwsConnection(
+            region, endpoint_url=options.endpoint_url, max_pool_connections=controller_options.launch_parallelism
+        ),
         ClusterSettings(
             endpoint=endpoint,
             ca_bundle=ca_bundle,
@@ -240,14 +250,6 @@ def build(options: ReconcileOptions) -> Reconciler:
         list(catalog.instance_types),
     )
     metrics = Metrics()
-    controller_options = ControllerOptions(
-        cluster_name=options.cluster_name,
-        batch_idle=options.batch_idle,
-        batch_max=options.batch_max,
-        unschedulable_only=options.unschedulable_only,
-        bind_existing=not options.unschedulable_only,
-        strategy=options.strategy,
-    )
     controller = Controller(cluster, cloud, source, controller_options, region=region, metrics=metrics)
     controller.take(first)
     elector = None

@@ -85,7 +85,8 @@ class ControllerOptions:
     #: Bind pods the plan puts on existing nodes (when no kube-scheduler runs); else nominate them.
     bind_existing: bool = True
     strategy: str = COST
-    launch_parallelism: int = 16
+    #: Launches issued at once (Karpenter launches every node of a batch at once); 1: in plan order.
+    launch_parallelism: int = 64
     bind_parallelism: int = 8
     #: Pods still pending after a batch are tried again after this many seconds (capacity may be back).
     retry_interval: float = 10.0
@@ -93,6 +94,9 @@ class ControllerOptions:
     replans: int = 1
     #: A launched instance whose Node never shows up is forgotten after this many seconds.
     registration_timeout: float = 300.0
+    #: Plan the batch ahead while its window is open and quiet (see `_speculate`); the plan is used when the
+    #: window closes if nothing changed meanwhile.
+    speculate: bool = True
 
     def __post_init__(self) -> None:
         if not self.cluster_name:
@@ -138,6 +142,26 @@ class ReconcileResult:
         return self.batch is not None
 
 
+@dataclass(frozen=True, slots=True)
+class _Observed:
+    """The scheduling inputs a pass built, and what they were built from (reused while neither changed)."""
+
+    version: object
+    inflight: object
+    snapshot: Snapshot
+    state: ClusterState
+
+
+@dataclass(frozen=True, slots=True)
+class _Speculation:
+    """A plan made ahead for an open batch window, for exactly these inputs, with the templates of then."""
+
+    state: ClusterState
+    templates: Templates
+    plan: Plan
+    trigger: int
+
+
 class Controller:
     """See the module docstring. `region` is the cloud's (constraint sets of another region are left out)."""
 
@@ -180,6 +204,10 @@ class Controller:
         self._left_out: dict[str, str] = {}  # set name → why it is left out (logged once)
         self._adopted = False
         self._sets_changed = False
+        self._observed: _Observed | None = None
+        self._speculation: _Speculation | None = None
+        self._speculate_after = 0.0  # no new speculation before (monotonic): at most half the time speculating
+        self._quiet = min(0.25, options.batch_idle / 2)
 
     # --- the pass ----------------------------------------------------------------------------------------------
 
@@ -192,10 +220,13 @@ class Controller:
         self.batcher.trigger()
 
     def next_due(self) -> float | None:
-        """When the next pass has something to do on its own: the batch window closes, or a retry is due."""
+        """When the next pass has something to do on its own: the batch window closes, a plan can be made ahead
+        for it, or a retry is due."""
         due = self.batcher.due()
-        if self._retry_at is not None:
-            due = self._retry_at if due is None else min(due, self._retry_at)
+        speculation = self._speculation_due()
+        for other in (speculation, self._retry_at):
+            if other is not None:
+                due = other if due is None else min(due, other)
         return due
 
     def reconcile_once(self) -> ReconcileResult:
@@ -203,24 +234,85 @@ class Controller:
         result = ReconcileResult(started=self.clock())
         self.refresh_constraint_sets(result)
         self._register_inflight(result)
-        snapshot = self.view.snapshot()
-        if not self._adopted:
-            self._adopt(snapshot, result)
-        self._settle_inflight(snapshot, result)
-        state = build_state(snapshot, self.inflight, self.shapes, self.options.unschedulable_only)
+        snapshot, state = self._observe(result)
         self._initialize(state)
         result.pending = len(state.pending)
         self.metrics.pods_pending.set(len(state.pending))
         self._report_unreadable(state)
         window = self._batch(state)
         if window is None:
+            self._speculate(state)
             result.due = self.next_due()
             return result
         result.batch = window
         self._provision(snapshot, state, result)
+        self._speculation = None
         self.metrics.reconcile_duration.observe(self.clock() - result.started)
         result.due = self.next_due()
         return result
+
+    def _observe(self, result: ReconcileResult) -> tuple[Snapshot, ClusterState]:
+        """The cluster as the view shows it and the scheduling inputs built from it — the last pass's again when
+        neither the view nor the launches in flight changed since (a cache that did not move is not copied)."""
+        version = self.view.version()
+        observed = self._observed
+        same_view = observed is not None and version is not None and observed.version == version
+        snapshot = observed.snapshot if same_view and observed is not None else self.view.snapshot()
+        if not self._adopted:
+            self._adopt(snapshot, result)
+        self._settle_inflight(snapshot, result)
+        fingerprint = self.inflight.fingerprint()
+        if same_view and observed is not None and observed.inflight == fingerprint:
+            state = observed.state
+        else:
+            state = build_state(snapshot, self.inflight, self.shapes, self.options.unschedulable_only)
+        self._observed = _Observed(version, fingerprint, snapshot, state)
+        return snapshot, state
+
+    # --- planning ahead ----------------------------------------------------------------------------------------
+
+    def _speculation_due(self) -> float | None:
+        """When a plan can be made ahead for the open window: once it has been quiet for a moment (a burst is
+        probably over), and not again for the same triggers."""
+        if not self.options.speculate or (self._observed is not None and self._observed.version is None):
+            return None
+        last = self.batcher.last_trigger()
+        if last is None:
+            return None
+        at, count = last
+        if self._speculation is not None and self._speculation.trigger == count:
+            return None
+        return max(at + self._quiet, self._speculate_after)
+
+    def _speculate(self, state: ClusterState) -> None:
+        """Plan the open window's pods now, so that the pass closing the window can launch at once: the
+        window closes `batch_idle` after the last pod, and if no pod came and nothing else changed since this
+        plan (the same view of the cluster, the same launches in flight), the plan is the one that pass would
+        make — with the cloud's offerings as they were read for it, at most a batch window old (the provider
+        skips the offerings marked unavailable since). Side-effect free; at most half of the time goes to it
+        (a trickle of pods could otherwise make every quiet moment a new plan)."""
+        due = self._speculation_due()
+        last = self.batcher.last_trigger()
+        if due is None or last is None or self.clock() < due or not state.pending:
+            return
+        started = self.clock()
+        try:
+            templates = self._template_sets()
+        except CloudError:
+            return  # the pass that closes the window will say so
+        plan = self._scheduler(templates, state).solve(state.pending)
+        self._speculation = _Speculation(state, templates, plan, last[1])
+        self._speculate_after = self.clock() + (self.clock() - started)
+
+    def _scheduler(self, templates: Templates, state: ClusterState) -> Scheduler:
+        return Scheduler(
+            templates.templates,
+            state.existing,
+            state.daemons,
+            state.cluster_pods,
+            state.namespace_labels,
+            self._scheduler_options,
+        )
 
     def _batch(self, state: ClusterState) -> BatchWindow | None:
         uids = {pod.uid for pod in state.pending}
@@ -383,8 +475,12 @@ class Controller:
         PROVISIONER.info(
             "found %d provisionable pod(s)", len(state.pending), extra=self._fields(pods=len(state.pending))
         )
+        ahead = self._speculation
+        planned_ahead = ahead is not None and ahead.state is state
+        if ahead is not None:
+            self.metrics.plans_ahead.labels(str(planned_ahead).lower()).inc()
         try:
-            templates = self._template_sets()
+            templates = ahead.templates if ahead is not None and planned_ahead else self._template_sets()
         except CloudError as error:
             self._error(result, PROVISIONER, f"could not read the cloud's offerings, {error}")
             self._retry_at = self.clock() + self.options.retry_interval
@@ -404,15 +500,10 @@ class Controller:
                 pods = [pod for pod in state.pending if pod.uid in again]
                 if not pods:
                     break
-            scheduler = Scheduler(
-                templates.templates,
-                state.existing,
-                state.daemons,
-                state.cluster_pods,
-                state.namespace_labels,
-                self._scheduler_options,
-            )
-            plan = scheduler.solve(pods)
+            if round_ == 0 and ahead is not None and planned_ahead:
+                plan = ahead.plan  # planned while the window was quiet, on exactly these inputs
+            else:
+                plan = self._scheduler(templates, state).solve(pods)
             result.plans.append(plan)
             self._report_failures(plan, state, result)
             self._place_on_existing(plan, state, assigned, result)

@@ -67,6 +67,12 @@ class InFlight:
         """uid of every pod planned onto an in-flight node → its entry."""
         return {uid: entry for entry in self._entries.values() for uid in entry.pods}
 
+    def fingerprint(self) -> object:
+        """Equal as long as no launch was added, settled or bound to (what a memoized scheduling input relies on)."""
+        return tuple(
+            (e.name, e.registered, frozenset(e.pods), frozenset(e.bound)) for e in self._entries.values()
+        )
+
     def provider_ids(self) -> set[str]:
         return {entry.instance.provider_id for entry in self._entries.values()}
 

@@ -11,6 +11,8 @@
   (every offering), `configuration`, `throttled`, `cloud`.
 * `karpenter_policy_pods_bound_total` — pods the controller bound.
 * `karpenter_policy_reconcile_duration_seconds` — one pass that scheduled a batch, histogram.
+* `karpenter_policy_plans_ahead_total{used}` — plans made ahead while a batch window was quiet, and whether the
+  pass closing the window used it (`true`) or something had changed (`false`: it planned again).
 * `karpenter_policy_constraint_sets` — constraint sets in force; `karpenter_policy_constraint_set_refusals_total` —
   versions refused (unreadable, hash mismatch, wrong region).
 """
@@ -69,6 +71,12 @@ class Metrics:
             "karpenter_policy_reconcile_duration_seconds",
             "Passes that scheduled a batch: from the start of the pass to its end.",
             buckets=PASS_BUCKETS,
+            registry=registry,
+        )
+        self.plans_ahead = Counter(
+            "karpenter_policy_plans_ahead",
+            "Plans made ahead while a batch window was quiet, by whether the pass closing it used them.",
+            ["used"],
             registry=registry,
         )
         self.constraint_sets = Gauge(

@@ -15,6 +15,7 @@ from typing import Protocol
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, WatchEvent
 from karpenter_policy.kube.informer import Informer
+from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.objects import Kind, Obj
 
 
@@ -29,12 +30,20 @@ class Snapshot:
 class ClusterView(Protocol):
     def snapshot(self) -> Snapshot: ...
 
+    def version(self) -> object | None:
+        """Equal between two calls only if nothing the snapshot shows changed meanwhile (None: cannot tell)."""
+        ...
+
 
 class ListView:
-    """Lists everything on every call."""
+    """Lists everything on every call. On the in-memory cluster its resourceVersion (one counter for every
+    write) tells whether anything changed; an API server's list has no such cheap answer."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+
+    def version(self) -> object | None:
+        return self.cluster.resource_version if isinstance(self.cluster, MemoryCluster) else None
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
@@ -71,6 +80,9 @@ class InformerView:
         for informer in self.informers.values():
             informer.start()
         return self
+
+    def version(self) -> object:
+        return tuple(informer.version for informer in self.informers.values())
 
     def required(self) -> list[Informer]:
         """The informers a pass cannot do without (each must have listed once before the first pass)."""

@@ -38,7 +38,7 @@ def test_a_batch_waits_for_the_idle_time_then_launches_one_node_for_the_burst(ma
     h = make_harness(batch_idle=1.0, batch_max=10.0)
     create_all(h.cluster, objects.POD, inflate(0, 3))
     first = h.step()
-    assert not first.scheduled and first.due == h.clock.now + 1.0  # the window opened: 1 s of quiet to close
+    assert not first.scheduled and h.controller.batcher.due() == h.clock.now + 1.0  # 1 s of quiet to close
     h.clock.advance(0.6)
     create_all(h.cluster, objects.POD, inflate(3, 2))  # more pods arrive: the window is extended
     h.step()
@@ -258,6 +258,9 @@ class StaleView:
     def snapshot(self) -> Snapshot:
         return self.frozen
 
+    def version(self) -> object:
+        return "stale"  # nothing moves in a cache that is stuck
+
 
 def test_a_second_batch_never_launches_again_for_pods_planned_onto_a_node_in_flight(
     make_harness: MakeHarness,
@@ -354,3 +357,39 @@ def test_the_client_token_is_the_same_for_the_same_pods(make_harness: MakeHarnes
     assert request.client_token.startswith("default-") and request.cluster_name == CLUSTER
     assert request.constraint_set_hash == next(s.hash for s in h.controller.loaded.sets if s.name == "default")  # type: ignore[union-attr]
 
+
+
+def plans_ahead(h: Harness, used: str) -> float:
+    value = h.controller.metrics.registry.get_sample_value("karpenter_policy_plans_ahead_total", {"used": used})
+    return value or 0.0
+
+
+def test_the_batch_is_planned_ahead_while_quiet_and_the_plan_used_when_nothing_changed(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(batch_idle=1.0)
+    create_all(h.cluster, objects.POD, inflate(0, 4))
+    first = h.step()
+    assert first.due == h.clock.now + 0.25, "the next pass plans ahead once the burst has been quiet a moment"
+    h.clock.advance(0.25)
+    ahead = h.step()
+    assert not ahead.scheduled and h.cloud.requests == []  # planned, nothing launched  # type: ignore[attr-defined]
+    h.clock.advance(0.75)
+    closed = h.step()
+    assert closed.scheduled and len(closed.launched) == 1 and h.unbound() == []
+    assert (plans_ahead(h, "true"), plans_ahead(h, "false")) == (1.0, 0.0)
+
+
+def test_a_pod_arriving_after_the_plan_ahead_is_in_the_batch(make_harness: MakeHarness) -> None:
+    h = make_harness(batch_idle=1.0)
+    create_all(h.cluster, objects.POD, inflate(0, 4))
+    h.step()
+    h.clock.advance(0.25)
+    h.step()  # planned ahead for 4 pods
+    h.clock.advance(0.5)
+    create_all(h.cluster, objects.POD, inflate(4, 4))  # 4 more: the plan ahead is stale
+    h.step()
+    closed = h.batch()
+    assert closed.pending == 8 and h.unbound() == []
+    assert sum(len(n.pods) for n in closed.launched) == 8
+    assert plans_ahead(h, "true") + plans_ahead(h, "false") >= 1
