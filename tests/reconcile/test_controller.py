@@ -19,6 +19,7 @@ from .conftest import CLUSTER, MakeHarness, fake_cloud
 from .support import (
     ROOT,
     FakeClock,
+    Harness,
     compile_policies,
     container,
     cpu_of,
@@ -393,3 +394,37 @@ def test_a_pod_arriving_after_the_plan_ahead_is_in_the_batch(make_harness: MakeH
     assert closed.pending == 8 and h.unbound() == []
     assert sum(len(n.pods) for n in closed.launched) == 8
     assert plans_ahead(h, "true") + plans_ahead(h, "false") >= 1
+
+
+def unschedulable(obj: dict[str, object]) -> dict[str, object]:
+    """The pod as kube-scheduler leaves it when no node fits: PodScheduled=False, reason Unschedulable."""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes fit"}
+    return {**obj, "status": {"phase": "Pending", "conditions": [condition]}}
+
+
+def test_with_kube_scheduler_only_pods_it_marked_unschedulable_are_provisioned_for(make_harness: MakeHarness) -> None:
+    h = make_harness(unschedulable_only=True, bind_existing=False)
+    marked = [unschedulable(p) for p in inflate(0, 2)]
+    fresh = inflate(2, 1)  # kube-scheduler has not looked at it yet: an existing node may well take it
+    create_all(h.cluster, objects.POD, [*marked, *fresh])
+    result = h.batch()
+    assert result.pending == 2 and sum(len(n.pods) for n in result.launched) == 2
+    assert h.unbound() == ["inflate-2"]
+
+
+def test_with_kube_scheduler_pods_planned_onto_existing_nodes_are_nominated_not_bound(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(unschedulable_only=True, bind_existing=False)
+    h.cluster.create(objects.NODE, {
+        "metadata": {"name": "static-1", "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}},
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    })
+    create_all(h.cluster, objects.POD, [unschedulable(p) for p in inflate(0, 2)])  # e.g. a node just freed room
+    result = h.batch()
+    assert result.launched == [] and result.nominated == {"static-1": ("default/inflate-0", "default/inflate-1")}
+    assert sorted(h.unbound()) == ["inflate-0", "inflate-1"], "kube-scheduler binds them"
+    events = h.events("Nominated")
+    assert sorted(e["involvedObject"]["name"] for e in events) == ["inflate-0", "inflate-1"]
+    assert {e["message"] for e in events} == {"Pod should schedule on node: static-1"}
