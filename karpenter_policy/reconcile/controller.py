@@ -157,6 +157,7 @@ class _Speculation:
     """A plan made ahead for an open batch window, for exactly these inputs, with the templates of then."""
 
     state: ClusterState
+    loaded: Loaded | None
     templates: Templates
     plan: Plan
     trigger: int
@@ -202,6 +203,7 @@ class Controller:
         self._reported: dict[str, str] = {}  # pod uid → the reason last reported (Event and log once per reason)
         self._nominated: dict[str, str] = {}  # pod uid → the node it was nominated to
         self._left_out: dict[str, str] = {}  # set name → why it is left out (logged once)
+        self._initialized: set[str] = set()  # uids of our nodes known to be labelled initialized
         self._adopted = False
         self._sets_changed = False
         self._observed: _Observed | None = None
@@ -285,12 +287,12 @@ class Controller:
         return max(at + self._quiet, self._speculate_after)
 
     def _speculate(self, state: ClusterState) -> None:
-        """Plan the open window's pods now, so that the pass closing the window can launch at once: the
-        window closes `batch_idle` after the last pod, and if no pod came and nothing else changed since this
-        plan (the same view of the cluster, the same launches in flight), the plan is the one that pass would
-        make — with the cloud's offerings as they were read for it, at most a batch window old (the provider
-        skips the offerings marked unavailable since). Side-effect free; at most half of the time goes to it
-        (a trickle of pods could otherwise make every quiet moment a new plan)."""
+        """Plan the open window's pods now, so that the pass closing the window can launch at once: the window
+        closes `batch_idle` after the last pod, and if no pod came and nothing else changed since this plan (the
+        same view of the cluster, the same launches in flight, the same constraint sets), the plan is the one
+        that pass would make — with the cloud's offerings as they were read for it, at most a batch window old
+        (the provider skips the offerings marked unavailable since). Side-effect free; at most half of the time
+        goes to it (a trickle of pods could otherwise make every quiet moment a new plan)."""
         due = self._speculation_due()
         last = self.batcher.last_trigger()
         if due is None or last is None or self.clock() < due or not state.pending:
@@ -301,7 +303,7 @@ class Controller:
         except CloudError:
             return  # the pass that closes the window will say so
         plan = self._scheduler(templates, state).solve(state.pending)
-        self._speculation = _Speculation(state, templates, plan, last[1])
+        self._speculation = _Speculation(state, self.loaded, templates, plan, last[1])
         self._speculate_after = self.clock() + (self.clock() - started)
 
     def _scheduler(self, templates: Templates, state: ClusterState) -> Scheduler:
@@ -457,17 +459,24 @@ class Controller:
             )
 
     def _initialize(self, state: ClusterState) -> None:
-        """Label our nodes initialized once Ready without startup taints (Karpenter's `karpenter.sh/initialized`)."""
+        """Label our nodes initialized once Ready without startup taints (Karpenter's `karpenter.sh/initialized`),
+        once each (a watch cache may show the label a little later)."""
         for name, node in state.nodes.items():
-            if not node_info.is_ours(node) or objects.labels(node).get(wk.INITIALIZED) == "true":
+            uid = objects.uid(node)
+            if uid in self._initialized or not node_info.is_ours(node):
                 continue
-            if node_info.is_initialized(node) and not objects.is_deleting(node):
+            if objects.labels(node).get(wk.INITIALIZED) == "true":
+                self._initialized.add(uid)
+            elif node_info.is_initialized(node) and not objects.is_deleting(node):
                 try:
                     self.cluster.patch(objects.NODE, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
                 except ClusterError as error:
                     NODE.warning("could not label node %s initialized, %s", name, error, extra=self._fields())
                     continue
+                self._initialized.add(uid)
                 NODE.info("initialized node %s", name, extra=self._fields(node=name))
+        if len(self._initialized) > 100_000:
+            self._initialized.intersection_update(objects.uid(n) for n in state.nodes.values())
 
     # --- scheduling and acting on the plan ---------------------------------------------------------------------
 
@@ -476,7 +485,7 @@ class Controller:
             "found %d provisionable pod(s)", len(state.pending), extra=self._fields(pods=len(state.pending))
         )
         ahead = self._speculation
-        planned_ahead = ahead is not None and ahead.state is state
+        planned_ahead = ahead is not None and ahead.state is state and ahead.loaded is self.loaded
         if ahead is not None:
             self.metrics.plans_ahead.labels(str(planned_ahead).lower()).inc()
         try:

@@ -132,3 +132,20 @@ def test_a_corrupted_configmap_is_refused_with_an_event_and_the_last_good_sets_s
     restored = h.step()
     assert restored.loaded is not None and h.controller.loaded is not None
     assert h.controller.loaded.hash == good.hash
+
+
+def test_a_plan_made_ahead_is_not_used_once_the_constraint_sets_changed(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    build = compile_policies(POLICIES, tmp_path / "build")
+    h = make_harness(source=DirectorySource(build), batch_idle=1.0)
+    create_all(h.cluster, objects.POD, ml_pods(1))
+    h.step()
+    h.clock.advance(0.25)
+    h.step()  # planned ahead with the sets in force: no provisioner defines `team`
+    compile_policies(policies_with_team_label(tmp_path), build)  # merged meanwhile
+    h.clock.advance(0.75)
+    closed = h.step()
+    assert closed.scheduled and [n.provisioner for n in closed.launched] == ["default"]
+    used = h.controller.metrics.registry.get_sample_value("karpenter_policy_plans_ahead_total", {"used": "false"})
+    assert used == 1.0
