@@ -402,7 +402,7 @@ class Controller:
         except AlreadyExists:  # the kubelet (or an earlier attempt whose answer was lost) was first
             try:
                 existing = self.cluster.get(objects.NODE, entry.name) or {}
-                patch = node_info.adopted_labels(entry.node, existing)
+                patch = node_info.registration_patch(entry.node, existing)
                 self.cluster.patch(objects.NODE, entry.name, patch, patch_type="strategic")
             except ClusterError as error:
                 self._error(result, NODE, f"could not register node {entry.name}, {error}", node=entry.name)

@@ -198,8 +198,9 @@ def node_object(
     return node
 
 
-def adopted_labels(registered: Obj, existing: Obj) -> dict[str, Any]:
-    """The merge patch that gives a node the kubelet registered first what the controller registers."""
+def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
+    """The strategic-merge patch that gives a Node the kubelet registered first the controller's labels,
+    annotations and finalizer."""
     meta = objects.metadata(registered)
     return {
         "metadata": {
@@ -220,7 +221,7 @@ __all__ = [
     "ANNOTATION_STARTUP_TAINTS",
     "EPHEMERAL_TAINT_KEYS",
     "TERMINATION_FINALIZER",
-    "adopted_labels",
+    "registration_patch",
     "is_initialized",
     "is_ours",
     "is_ready",

@@ -15,8 +15,6 @@ traceback and retried after a pause; the loop never dies of it.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, WatchEvent
@@ -44,13 +42,11 @@ class Runner:
         *,
         elector: LeaderElector | None = None,
         resync: float = DEFAULT_RESYNC,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        # `clock` must be the controller's: a pass's `due` is on that clock.
         self.controller = controller
         self.elector = elector
         self.resync = resync
-        self.clock = clock
+        self.clock = controller.clock  # a pass's `due` is on the controller's clock
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self.view = InformerView(cluster, on_event=self._on_event)

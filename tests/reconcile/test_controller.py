@@ -428,3 +428,22 @@ def test_with_kube_scheduler_pods_planned_onto_existing_nodes_are_nominated_not_
     events = h.events("Nominated")
     assert sorted(e["involvedObject"]["name"] for e in events) == ["inflate-0", "inflate-1"]
     assert {e["message"] for e in events} == {"Pod should schedule on node: static-1"}
+
+
+def test_a_node_the_kubelet_registered_first_gets_the_controllers_labels_and_finalizer(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness()
+    # The in-memory cloud names its first instance ip-10-0-0-2: its kubelet was quicker than the controller.
+    joined = {"metadata": {"name": "ip-10-0-0-2.ec2.internal", "labels": {"kubernetes.io/hostname": "ip-10-0-0-2"}}}
+    h.cluster.create(objects.NODE, joined)
+    create_all(h.cluster, objects.POD, inflate(0, 2))
+    result = h.batch()
+    (launched,) = result.launched
+    assert launched.node == "ip-10-0-0-2.ec2.internal" and not result.errors
+    node = h.node(launched.node)
+    assert label(node, "karpenter.sh/provisioner-name") == "default"
+    assert label(node, "node.kubernetes.io/instance-type") == launched.instance_type
+    assert objects.finalizers(node) == ["karpenter.sh/termination"]
+    assert DEFAULT_HASH_KEY in objects.annotations(node)
+    assert h.unbound() == []
