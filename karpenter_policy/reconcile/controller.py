@@ -332,6 +332,10 @@ class Controller:
             self._retry_at = None  # the batch this opens is the retry (the pass that closes it sets the next one)
         self._seen = uids
         self._sets_changed = False
+        # A pod that is no longer pending is reported again if it ever is (and for another reason).
+        waiting = uids | {objects.uid(obj) for obj, _ in state.unreadable}
+        self._reported = {uid: why for uid, why in self._reported.items() if uid in waiting}
+        self._nominated = {uid: node for uid, node in self._nominated.items() if uid in uids}
         if not uids:
             self._retry_at = None
         window = self.batcher.take()
@@ -496,7 +500,7 @@ class Controller:
             return
         pods = state.pending
         assigned: dict[str, str] = {}  # uid → existing node, this pass
-        still_pending = 0
+        retry: list[ClaimPlan] = []
         for round_ in range(1 + self.options.replans):
             if round_ > 0:  # some claims found no capacity: their pods again, without the refused offerings
                 try:
@@ -517,13 +521,12 @@ class Controller:
             self._report_failures(plan, state, result)
             self._place_on_existing(plan, state, assigned, result)
             retry = self._launch(plan.claims, templates, state, result)
-            still_pending = len(plan.failures) + sum(len(c.pods) for c in retry)
             if not retry:
                 break
             pods = [pod for claim in retry for pod in claim.pods]
         self.metrics.pods_unschedulable.set(len(result.unschedulable))
-        errors = bool(result.errors)
-        self._retry_at = self.clock() + self.options.retry_interval if still_pending or errors else None
+        left = bool(result.unschedulable or result.errors or retry)  # pods still pending: try again later
+        self._retry_at = self.clock() + self.options.retry_interval if left else None
 
     def _report_failures(self, plan: Plan, state: ClusterState, result: ReconcileResult) -> None:
         for failure in plan.failures.values():
@@ -536,8 +539,6 @@ class Controller:
         if self._reported.get(uid) == message:
             return
         self._reported[uid] = message
-        if len(self._reported) > 100_000:
-            self._reported.clear()
         PROVISIONER.error("could not schedule pod, %s", message, extra=self._fields(pod=failure.pod.key))
         if obj is not None:
             self._event(obj, REASON_FAILED_SCHEDULING, message, "Warning")

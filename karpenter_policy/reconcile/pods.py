@@ -15,6 +15,7 @@ names or environment), so converting a thousand replicas parses one spec.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,9 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 #: The pod-spec fields a shape depends on (what `shape_of` reads); for containers only these of their fields.
 SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "overhead")
 CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
-_CACHE_LIMIT = 4096
+#: Distinct shapes kept (least recently used dropped first): replicas share one, but a StatefulSet's pods differ by
+#: their pod-name label, and every bound pod of the cluster is converted too (topology counts it).
+_CACHE_LIMIT = 16384
 
 
 def controller_of(pod: Obj) -> tuple[str, str] | None:
@@ -104,7 +107,7 @@ class ShapeCache:
     """Pod specs to scheduling shapes, parsed once per distinct (namespace, labels, relevant fields)."""
 
     def __init__(self) -> None:
-        self._shapes: dict[str, PodShape | PodSpecError] = {}
+        self._shapes: OrderedDict[str, PodShape | PodSpecError] = OrderedDict()
 
     def shape(self, spec: Mapping[str, Any], namespace: str, labels: Mapping[str, Any]) -> PodShape:
         """The shape; raises PodSpecError for a spec the scheduler cannot read."""
@@ -116,9 +119,11 @@ class ShapeCache:
                 found = shape_of(relevant, namespace, labels)
             except PodSpecError as error:
                 found = error
-            if len(self._shapes) >= _CACHE_LIMIT:
-                self._shapes.clear()
             self._shapes[key] = found
+            if len(self._shapes) > _CACHE_LIMIT:
+                self._shapes.popitem(last=False)
+        else:
+            self._shapes.move_to_end(key)
         if isinstance(found, PodSpecError):
             raise found
         return found

@@ -28,6 +28,7 @@ from .support import (
     inflate,
     label,
     millicores,
+    pod,
     replicas,
     run_cli,
 )
@@ -447,3 +448,20 @@ def test_a_node_the_kubelet_registered_first_gets_the_controllers_labels_and_fin
     assert objects.finalizers(node) == ["karpenter.sh/termination"]
     assert DEFAULT_HASH_KEY in objects.annotations(node)
     assert h.unbound() == []
+
+
+def test_a_pod_whose_spec_cannot_be_read_is_reported_once_and_the_others_are_provisioned(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness()
+    bad = pod("broken", containers=[{"name": "app", "resources": {"requests": {"cpu": "lots"}}}])
+    create_all(h.cluster, objects.POD, [bad, *inflate(0, 1)])
+    result = h.batch()
+    assert len(result.launched) == 1 and h.unbound() == ["broken"]
+    (event,) = h.events("FailedScheduling")
+    assert event["involvedObject"]["name"] == "broken" and event["message"].startswith("cannot read the pod spec: ")
+    assert "spec.containers.0.resources.requests.cpu" in event["message"]
+    h.clock.advance(30)
+    h.step()
+    h.step()
+    assert len([m for m in h.messages() if m.startswith("could not schedule pod, cannot read")]) == 1
