@@ -41,11 +41,11 @@ from karpenter_policy.cloud.errors import CloudError, ConfigurationError, Insuff
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
-from karpenter_policy.kube.errors import AlreadyExists, ClusterError
+from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
-from karpenter_policy.model import labels as wk
-from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile import logs, registration
 from karpenter_policy.reconcile import nodes as node_info
+from karpenter_policy.reconcile.ahead import PlanAhead
 from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, Batcher, BatchWindow
 from karpenter_policy.reconcile.binder import Binder, Binding
 from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
@@ -94,7 +94,7 @@ class ControllerOptions:
     replans: int = 1
     #: A launched instance whose Node never shows up is forgotten after this many seconds.
     registration_timeout: float = 300.0
-    #: Plan the batch ahead while its window is open and quiet (see `_speculate`); the plan is used when the
+    #: Plan the batch ahead while its window is open and quiet (see `ahead`); the plan is used when the
     #: window closes if nothing changed meanwhile.
     speculate: bool = True
 
@@ -152,17 +152,6 @@ class _Observed:
     state: ClusterState
 
 
-@dataclass(frozen=True, slots=True)
-class _Speculation:
-    """A plan made ahead for an open batch window, for exactly these inputs, with the templates of then."""
-
-    state: ClusterState
-    loaded: Loaded | None
-    templates: Templates
-    plan: Plan
-    trigger: int
-
-
 class Controller:
     """See the module docstring. `region` is the cloud's (constraint sets of another region are left out)."""
 
@@ -207,9 +196,7 @@ class Controller:
         self._adopted = False
         self._sets_changed = False
         self._observed: _Observed | None = None
-        self._speculation: _Speculation | None = None
-        self._speculate_after = 0.0  # no new speculation before (monotonic): at most half the time speculating
-        self._quiet = min(0.25, options.batch_idle / 2)
+        self.ahead = PlanAhead(self.batcher, options.batch_idle, clock)
 
     # --- the pass ----------------------------------------------------------------------------------------------
 
@@ -225,8 +212,7 @@ class Controller:
         """When the next pass has something to do on its own: the batch window closes, a plan can be made ahead
         for it, or a retry is due."""
         due = self.batcher.due()
-        speculation = self._speculation_due()
-        for other in (speculation, self._retry_at):
+        for other in (self.ahead.due() if self._plans_ahead() else None, self._retry_at):
             if other is not None:
                 due = other if due is None else min(due, other)
         return due
@@ -243,12 +229,12 @@ class Controller:
         self._report_unreadable(state)
         window = self._batch(state)
         if window is None:
-            self._speculate(state)
+            if self._plans_ahead():
+                self._plan_ahead(state)
             result.due = self.next_due()
             return result
         result.batch = window
         self._provision(snapshot, state, result)
-        self._speculation = None
         self.metrics.reconcile_duration.observe(self.clock() - result.started)
         result.due = self.next_due()
         return result
@@ -271,40 +257,20 @@ class Controller:
         self._observed = _Observed(version, fingerprint, snapshot, state)
         return snapshot, state
 
-    # --- planning ahead ----------------------------------------------------------------------------------------
+    # --- planning ahead (see `ahead`) ----------------------------------------------------------------------
 
-    def _speculation_due(self) -> float | None:
-        """When a plan can be made ahead for the open window: once it has been quiet for a moment (a burst is
-        probably over), and not again for the same triggers."""
-        if not self.options.speculate or (self._observed is not None and self._observed.version is None):
-            return None
-        last = self.batcher.last_trigger()
-        if last is None:
-            return None
-        at, count = last
-        if self._speculation is not None and self._speculation.trigger == count:
-            return None
-        return max(at + self._quiet, self._speculate_after)
+    def _plans_ahead(self) -> bool:
+        """Planning ahead needs to know that nothing changed: a view that tells its version."""
+        return self.options.speculate and not (self._observed is not None and self._observed.version is None)
 
-    def _speculate(self, state: ClusterState) -> None:
-        """Plan the open window's pods now, so that the pass closing the window can launch at once: the window
-        closes `batch_idle` after the last pod, and if no pod came and nothing else changed since this plan (the
-        same view of the cluster, the same launches in flight, the same constraint sets), the plan is the one
-        that pass would make — with the cloud's offerings as they were read for it, at most a batch window old
-        (the provider skips the offerings marked unavailable since). Side-effect free; at most half of the time
-        goes to it (a trickle of pods could otherwise make every quiet moment a new plan)."""
-        due = self._speculation_due()
-        last = self.batcher.last_trigger()
-        if due is None or last is None or self.clock() < due or not state.pending:
-            return
-        started = self.clock()
+    def _plan_ahead(self, state: ClusterState) -> None:
+        def plan(templates: Templates) -> Plan:
+            return self._scheduler(templates, state).solve(state.pending)
+
         try:
-            templates = self._template_sets()
+            self.ahead.maybe(state, self.loaded, self._template_sets, plan)
         except CloudError:
             return  # the pass that closes the window will say so
-        plan = self._scheduler(templates, state).solve(state.pending)
-        self._speculation = _Speculation(state, self.loaded, templates, plan, last[1])
-        self._speculate_after = self.clock() + (self.clock() - started)
 
     def _scheduler(self, templates: Templates, state: ClusterState) -> Scheduler:
         return Scheduler(
@@ -340,6 +306,7 @@ class Controller:
             self._retry_at = None
         window = self.batcher.take()
         if window is not None and not uids:
+            self.ahead.take()
             return None  # the pods that opened it are gone (deleted, or bound by someone else)
         return window
 
@@ -401,20 +368,9 @@ class Controller:
                 self._register(entry, result)
 
     def _register(self, entry: InFlightNode, result: ReconcileResult) -> None:
-        try:
-            self.cluster.create(objects.NODE, entry.node)
-        except AlreadyExists:  # the kubelet (or an earlier attempt whose answer was lost) was first
-            try:
-                existing = self.cluster.get(objects.NODE, entry.name) or {}
-                patch = node_info.registration_patch(entry.node, existing)
-                self.cluster.patch(objects.NODE, entry.name, patch, patch_type="strategic")
-            except ClusterError as error:
-                self._error(result, NODE, f"could not register node {entry.name}, {error}", node=entry.name)
-                return
-        except ClusterError as error:
+        error = registration.register(self.cluster, entry)
+        if error is not None:  # retried on the next pass
             self._error(result, NODE, f"could not register node {entry.name}, {error}", node=entry.name)
-            return
-        entry.registered = True
 
     def _settle_inflight(self, snapshot: Snapshot, result: ReconcileResult) -> None:
         nodes = {objects.name(n): n for n in snapshot.nodes}
@@ -463,24 +419,11 @@ class Controller:
             )
 
     def _initialize(self, state: ClusterState) -> None:
-        """Label our nodes initialized once Ready without startup taints (Karpenter's `karpenter.sh/initialized`),
-        once each (a watch cache may show the label a little later)."""
-        for name, node in state.nodes.items():
-            uid = objects.uid(node)
-            if uid in self._initialized or not node_info.is_ours(node):
-                continue
-            if objects.labels(node).get(wk.INITIALIZED) == "true":
-                self._initialized.add(uid)
-            elif node_info.is_initialized(node) and not objects.is_deleting(node):
-                try:
-                    self.cluster.patch(objects.NODE, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-                except ClusterError as error:
-                    NODE.warning("could not label node %s initialized, %s", name, error, extra=self._fields())
-                    continue
-                self._initialized.add(uid)
-                NODE.info("initialized node %s", name, extra=self._fields(node=name))
-        if len(self._initialized) > 100_000:
-            self._initialized.intersection_update(objects.uid(n) for n in state.nodes.values())
+        done = registration.initialize(self.cluster, state.nodes, self._initialized)
+        for name in done.labelled:
+            NODE.info("initialized node %s", name, extra=self._fields(node=name))
+        for name, error in done.failed:
+            NODE.warning("could not label node %s initialized, %s", name, error, extra=self._fields(node=name))
 
     # --- scheduling and acting on the plan ---------------------------------------------------------------------
 
@@ -488,8 +431,8 @@ class Controller:
         PROVISIONER.info(
             "found %d provisionable pod(s)", len(state.pending), extra=self._fields(pods=len(state.pending))
         )
-        ahead = self._speculation
-        planned_ahead = ahead is not None and ahead.state is state and ahead.loaded is self.loaded
+        ahead = self.ahead.take()
+        planned_ahead = ahead is not None and ahead.fits(state, self.loaded)
         if ahead is not None:
             self.metrics.plans_ahead.labels(str(planned_ahead).lower()).inc()
         try:
