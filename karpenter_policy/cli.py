@@ -108,14 +108,17 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
 
     PATHS are files or directories (searched recursively for *.yaml, *.yml and *.yaml.j2); default: policies/.
     """
-    from karpenter_policy.policy.source.templating import ValuesError, load_values
     from karpenter_policy.policy.validation.policies import validate_paths
 
-    try:
-        values = load_values(values_file) if values_file is not None else None
-    except ValuesError as error:
-        click.echo(f"karpenter-policy validate: {error}", err=True)
-        sys.exit(2)
+    values = None
+    if values_file is not None:  # jinja2 only when there are templates to render
+        from karpenter_policy.policy.source.templating import ValuesError, load_values
+
+        try:
+            values = load_values(values_file)
+        except ValuesError as error:
+            click.echo(f"karpenter-policy validate: {error}", err=True)
+            sys.exit(2)
     report = validate_paths(paths or DEFAULT_PATHS, values=values)
     _finish(CommandOutput(report.exit_code(fail_on_warn), render(report, output), ""))
 
