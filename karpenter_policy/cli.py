@@ -422,6 +422,29 @@ def pin(
     _finish(result)
 
 
+@main.command("fmt")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--write", is_flag=True, help="Rewrite the files in place (default: print a diff).")
+@click.option("--check", is_flag=True, help="Exit 1 when a file is not formatted (or, with --write, was not).")
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave out files and directories matching GLOB (repeatable), as in validate.",
+)
+def fmt(paths: tuple[str, ...], write: bool, check: bool, exclude: tuple[str, ...]) -> None:
+    """Make Karpenter's defaults explicit and put keys in canonical order in Provisioners and AWSNodeTemplates.
+
+    Comments, quoting and every other document stay as they are; formatting a formatted file changes nothing.
+    PATHS are files or directories (*.yaml, *.yml; templates are not formatted); default: policies/. Without
+    --write: print a unified diff. With --write: rewrite the files in place, all or none.
+    """
+    from karpenter_policy.policy.formatting.command import fmt_command
+
+    _finish(fmt_command(paths or DEFAULT_PATHS, write=write, check=check, exclude=exclude))
+
+
 def _values_and_catalog(
     command: str, values_file: str | None, catalog_file: str | None, region: str | None, load: bool = True
 ) -> tuple[dict[str, Any] | None, Catalog | None]:
