@@ -14,7 +14,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
@@ -22,6 +22,7 @@ import click
 from karpenter_policy import __version__
 from karpenter_policy.policy.findings import CommandOutput
 from karpenter_policy.policy.reporters import FORMATS, displayable, render
+from karpenter_policy.policy.selection import Selection
 
 if TYPE_CHECKING:
     from karpenter_policy.catalog import Catalog
@@ -34,9 +35,54 @@ _output_option = click.option(
     type=click.Choice(FORMATS),
     default="text",
     show_default=True,
-    help="Report format: text, json (DESIGN.md §4), sarif (code scanning), github (workflow annotations), junit.",
+    help="Report format: text, json, sarif (code scanning), github (workflow annotations), junit.",
 )
 _fail_on_warn_option = click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")
+
+
+def _selection_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--exclude, --disable and --quiet: the flags of validate, check and compile."""
+    command = click.option(
+        "-q", "--quiet", is_flag=True, help="Print the findings and nothing else (text and github output)."
+    )(command)
+    command = click.option(
+        "--disable",
+        "disabled",
+        multiple=True,
+        metavar="RULE",
+        help="Do not report this rule's findings (repeatable, or comma-separated). One finding: the comment "
+        "'# karpenter-policy: disable=RULE' on its line or the line above.",
+    )(command)
+    return click.option(
+        "--exclude",
+        "exclude",
+        multiple=True,
+        metavar="GLOB",
+        help="Leave out files and directories matching GLOB (repeatable): a name anywhere (values*.yaml, charts) "
+        "or a path from the current directory (envs/*/values.yaml, **/kustomization.yaml).",
+    )(command)
+
+
+def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
+    """--exclude and --disable; an unknown rule, or one that cannot be disabled, is a usage error (exit 2)."""
+    import difflib
+
+    from karpenter_policy.policy.reporters import RULE_DESCRIPTIONS
+    from karpenter_policy.policy.suppression import UNSUPPRESSIBLE
+
+    rules = {rule.strip() for value in disabled for rule in value.split(",") if rule.strip()}
+    for rule in sorted(rules):
+        if rule not in RULE_DESCRIPTIONS:
+            close = difflib.get_close_matches(rule, sorted(RULE_DESCRIPTIONS), n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; rules: {', '.join(sorted(RULE_DESCRIPTIONS))}"
+            raise click.BadParameter(f"unknown rule {rule!r}{hint}", param_hint="--disable")
+        if rule in UNSUPPRESSIBLE:
+            raise click.BadParameter(
+                f"{rule} cannot be disabled: the object it is about can be neither checked further nor applied "
+                f"(rules that cannot be disabled: {', '.join(sorted(UNSUPPRESSIBLE))})",
+                param_hint="--disable",
+            )
+    return Selection(tuple(exclude), frozenset(rules))
 
 
 class _Group(click.Group):
@@ -103,21 +149,36 @@ def main() -> None:
 @_output_option
 @_fail_on_warn_option
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
-def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_file: str | None) -> None:
+@_selection_options
+def validate(
+    paths: tuple[str, ...],
+    output: str,
+    fail_on_warn: bool,
+    values_file: str | None,
+    exclude: tuple[str, ...],
+    disabled: tuple[str, ...],
+    quiet: bool,
+) -> None:
     """Parse, schema-check and apply Karpenter's defaulting and validation rules (no solver).
 
-    PATHS are files or directories (searched recursively for *.yaml, *.yml and *.yaml.j2); default: policies/.
+    PATHS are files or directories (searched recursively for *.yaml, *.yml and *.yaml.j2), or - for standard input
+    (helm template ... | karpenter-policy validate -); default: policies/. YAML that is not a Kubernetes object
+    (values files, workflows) and objects of other kinds are skipped and counted.
     """
-    from karpenter_policy.policy.source.templating import ValuesError, load_values
+    selection = _selection(exclude, disabled)
     from karpenter_policy.policy.validation.policies import validate_paths
 
-    try:
-        values = load_values(values_file) if values_file is not None else None
-    except ValuesError as error:
-        click.echo(f"karpenter-policy validate: {error}", err=True)
-        sys.exit(2)
-    report = validate_paths(paths or DEFAULT_PATHS, values=values)
-    _finish(CommandOutput(report.exit_code(fail_on_warn), render(report, output), ""))
+    values = None
+    if values_file is not None:  # jinja2 only when there are templates to render
+        from karpenter_policy.policy.source.templating import ValuesError, load_values
+
+        try:
+            values = load_values(values_file)
+        except ValuesError as error:
+            click.echo(f"karpenter-policy validate: {error}", err=True)
+            sys.exit(2)
+    report = validate_paths(paths or DEFAULT_PATHS, values=values, selection=selection)
+    _finish(CommandOutput(report.exit_code(fail_on_warn), render(report, output, quiet=quiet), ""))
 
 
 @main.command()
@@ -128,7 +189,7 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
     type=click.Choice((*FORMATS, "markdown")),
     default="text",
     show_default=True,
-    help="Report format: text, json (DESIGN.md §4), sarif, github, junit, or markdown (a pull-request comment).",
+    help="Report format: text, json, sarif, github, junit, or markdown (a pull-request comment).",
 )
 @_fail_on_warn_option
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
@@ -162,6 +223,7 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
     type=click.Path(dir_okay=False),
     help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
 )
+@_selection_options
 def check(
     paths: tuple[str, ...],
     output: str,
@@ -173,6 +235,9 @@ def check(
     workload_paths: tuple[str, ...],
     scale: tuple[str, ...],
     spot_prices_file: str | None,
+    exclude: tuple[str, ...],
+    disabled: tuple[str, ...],
+    quiet: bool,
 ) -> None:
     """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
 
@@ -181,10 +246,11 @@ def check(
     With --workloads: which provisioner launches a node for each workload and on which instance types, why none
     can (workload-unschedulable), equal-weight provisioners that both match (overlap), provisioners no workload
     reaches (shadowed), and the nodes every replica needs with the fleet's $/h (the capacity plan). PATHS are
-    files or directories; default: policies/.
+    files or directories, or - for standard input; default: policies/.
     """
     from karpenter_policy.policy.proof.check import check_command
 
+    selection = _selection(exclude, disabled)
     result = check_command(
         paths or DEFAULT_PATHS,
         output,
@@ -196,6 +262,8 @@ def check(
         workloads=workload_paths or None,
         scale=_scale_option(scale),
         spot_prices_file=spot_prices_file,
+        selection=selection,
+        quiet=quiet,
     )
     _finish(result)
 
@@ -252,6 +320,7 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
     "`git describe --always --dirty` of the repository holding PATHS, else 'unversioned'); git is not run then.",
 )
 @_fail_on_warn_option
+@_selection_options
 def compile_(
     paths: tuple[str, ...],
     out: str,
@@ -266,16 +335,21 @@ def compile_(
     report_format: str,
     policy_version: str | None,
     fail_on_warn: bool,
+    exclude: tuple[str, ...],
+    disabled: tuple[str, ...],
+    quiet: bool,
 ) -> None:
     """Check, then write constraint sets and manifests into DIR, or stream the manifests with -o -.
 
-    PATHS are files or directories (*.yaml, *.yml, *.yaml.j2); default: policies/. Nothing is written when any
-    error is found; with -o - stdout then stays empty and the report goes to stderr. In DIR, only files compile
-    wrote there before are replaced or removed (listed in DIR/.karpenter-policy-output); others are left alone.
+    PATHS are files or directories (*.yaml, *.yml, *.yaml.j2), or - for standard input; default: policies/.
+    Nothing is written when any error is found; with -o - stdout then stays empty and the report goes to stderr.
+    In DIR, only files compile wrote there before are replaced or removed (listed in DIR/.karpenter-policy-output);
+    others are left alone.
     """
     from karpenter_policy.policy.compilation.compiler import compile_command
     from karpenter_policy.policy.compilation.manifests import invalid_name
 
+    selection = _selection(exclude, disabled)
     if default_instance_profile and node_role:
         raise click.UsageError("give --default-instance-profile or --node-role, not both")
     for hint, value, is_namespace in (
@@ -300,6 +374,8 @@ def compile_(
         report_format=report_format,
         fail_on_warn=fail_on_warn,
         policy_version=policy_version,
+        selection=selection,
+        quiet=quiet,
     )
     _finish(result)
 
@@ -344,6 +420,29 @@ def pin(
     prover, notes = schedulability_prover(policies, paths)
     result = pin_command(paths, policies, write=write, output=output, prove=prover, notes=notes)
     _finish(result)
+
+
+@main.command("fmt")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--write", is_flag=True, help="Rewrite the files in place (default: print a diff).")
+@click.option("--check", is_flag=True, help="Exit 1 when a file is not formatted (or, with --write, was not).")
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave out files and directories matching GLOB (repeatable), as in validate.",
+)
+def fmt(paths: tuple[str, ...], write: bool, check: bool, exclude: tuple[str, ...]) -> None:
+    """Make Karpenter's defaults explicit and put keys in canonical order in Provisioners and AWSNodeTemplates.
+
+    Comments, quoting and every other document stay as they are; formatting a formatted file changes nothing.
+    PATHS are files or directories (*.yaml, *.yml; templates are not formatted); default: policies/. Without
+    --write: print a unified diff. With --write: rewrite the files in place, all or none.
+    """
+    from karpenter_policy.policy.formatting.command import fmt_command
+
+    _finish(fmt_command(paths or DEFAULT_PATHS, write=write, check=check, exclude=exclude))
 
 
 def _values_and_catalog(
@@ -506,7 +605,7 @@ def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | No
 @click.option("--shutdown-delay", type=click.FloatRange(min=0), default=5.0, show_default=True)
 def webhook(**options: object) -> None:
     """Serve the admission webhook over HTTPS: /mutate/provisioners, /validate/provisioners, /mutate/pods,
-    /healthz, /readyz, /metrics. It runs the checks of `check` (see deploy/webhook/README.md)."""
+    /healthz, /readyz, /metrics. It runs the checks of `check`."""
     from karpenter_policy.webhook.command import main as webhook_main
 
     sys.exit(webhook_main(options))

@@ -4,17 +4,21 @@ Each new content is first written in full to a hidden temporary file next to its
 same file system), flushed to disk, given the mode (and owner) it must have; only then is it renamed over the
 target, which is atomic: a reader sees the old file or the new one, never a mix. A writer that stages every file
 of a change before renaming any finds out that one cannot be written while nothing has changed yet (`compile -o`,
-`pin --write`).
+`pin --write`, `fmt --write`: `rewrite_all`).
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import difflib
 import os
 import re
+import stat
 import tempfile
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
 TEMPORARY_SUFFIX = ".tmp"
 
@@ -84,3 +88,137 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# --- rewriting files in place (pin --write, fmt --write) -----------------------------------------------------
+
+
+class Rewrite(Protocol):
+    """A file to replace: its text as it was read, and its new text."""
+
+    @property
+    def file(self) -> str: ...
+
+    @property
+    def original(self) -> str: ...
+
+    @property
+    def updated(self) -> str: ...
+
+
+def unified_diff(file: str, original: str, updated: str) -> str:
+    """What rewriting `file` changes, as `diff -u` shows it (a/FILE, b/FILE)."""
+    return "".join(difflib.unified_diff(_diff_lines(original), _diff_lines(updated), f"a/{file}", f"b/{file}"))
+
+
+def _diff_lines(text: str) -> list[str]:
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+class NotWritable(Exception):
+    """Why one file cannot be rewritten (the message completes "not written: ...")."""
+
+
+def _as_read(raw: bytes) -> str | None:
+    """The text `loader.read_text` makes of these bytes (a BOM dropped), None if they are not UTF-8."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+def _current(target: str) -> bytes:
+    try:
+        with open(target, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise NotWritable(f"cannot read it again: {error.strerror or error}") from None
+
+
+def _stage_rewrite(file: str, original: str, updated: str, command: str) -> StagedFile:
+    """Stage `updated` as the new content of `file` (its target, for a symbolic link) after checking that it is
+    still `original` and can be replaced keeping its mode, owner and group; raises NotWritable."""
+    target = os.path.realpath(file)
+    raw = _current(target)
+    if _as_read(raw) != original:
+        raise NotWritable(f"it changed since it was read; run {command} again")
+    info = os.stat(target)
+    directory = os.path.dirname(target) or os.curdir
+    if not os.access(target, os.W_OK):
+        raise NotWritable("the file is read-only for you")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise NotWritable(f"you cannot create files in its directory {directory}")
+    owner: tuple[int, int] | None = (info.st_uid, info.st_gid)
+    if owner == (os.geteuid(), os.getegid()):
+        owner = None  # a new file is ours already
+    elif os.geteuid() != 0 and (info.st_uid != os.geteuid() or info.st_gid not in {os.getegid(), *os.getgroups()}):
+        raise NotWritable(f"it belongs to uid {info.st_uid} gid {info.st_gid}: rewriting it would change its owner")
+    content = (codecs.BOM_UTF8 if raw.startswith(codecs.BOM_UTF8) else b"") + updated.encode("utf-8")
+    try:
+        return stage(target, content, stat.S_IMODE(info.st_mode), owner)
+    except OSError as error:
+        raise NotWritable(f"cannot write next to it: {error.strerror or error}") from None
+
+
+@dataclass(slots=True)
+class WriteOutcome:
+    """What `rewrite_all` did: the files written, the ones that failed (with why) and the ones left untouched
+    because another failed."""
+
+    written: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    untouched: list[str] = field(default_factory=list)
+
+
+def rewrite_all(rewrites: Sequence[Rewrite], command: str) -> WriteOutcome:
+    """Replace the files of `rewrites`, all or nothing: every file is checked — still as it was read, writable, its
+    owner keepable — and its new content staged next to it before any is renamed into place, each keeping its mode,
+    owner and group (a symbolic link's target is rewritten, the link kept). A file edited meanwhile is not
+    overwritten. `command` names what to run again then."""
+    staged: list[tuple[Rewrite, StagedFile]] = []
+    failed: list[tuple[str, str]] = []
+    for item in rewrites:
+        try:
+            staged.append((item, _stage_rewrite(item.file, item.original, item.updated, command)))
+        except NotWritable as error:
+            failed.append((item.file, str(error)))
+    if not failed:  # a last look just before replacing: an edit made meanwhile is kept, not overwritten
+        for item, _ in staged:
+            if _as_read(_current(os.path.realpath(item.file))) != item.original:
+                failed.append((item.file, f"it changed since it was read; run {command} again"))
+    if failed:
+        discard_all(staged_file for _, staged_file in staged)
+        failed_files = {file for file, _ in failed}
+        return WriteOutcome([], failed, [r.file for r in rewrites if r.file not in failed_files])
+    outcome = WriteOutcome()
+    for index, (item, staged_file) in enumerate(staged):
+        try:
+            staged_file.commit()
+        except OSError as error:
+            discard_all(rest for _, rest in staged[index:])
+            outcome.failed.append((item.file, f"cannot replace it: {error.strerror or error}"))
+            outcome.untouched = [r.file for r, _ in staged[index + 1 :]]
+            return outcome
+        outcome.written.append(item.file)
+    return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Replacement:
+    file: str
+    original: str
+    updated: str
+
+
+def rewrite_one(file: str, text: str, command: str) -> None:
+    """Replace `file`'s content by `text` (UTF-8, keeping a BOM it had), as `rewrite_all` does; raises
+    NotWritable."""
+    original = _as_read(_current(os.path.realpath(file)))
+    if original is None:
+        raise NotWritable("it is not UTF-8 text")
+    outcome = rewrite_all([_Replacement(file, original, text)], command)
+    if outcome.failed:
+        raise NotWritable(outcome.failed[0][1])

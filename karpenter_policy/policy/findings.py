@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from karpenter_policy.api.violations import ERROR, WARNING
+
+if TYPE_CHECKING:
+    from karpenter_policy.policy.suppression import Suppression
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -49,28 +53,50 @@ class Finding:
 
 @dataclass(slots=True)
 class Report:
-    """What a run checked and found."""
+    """What a run checked and found.
+
+    `findings` holds every finding made; with a `suppression` (`--disable`, directives in the files), the ones it
+    silences are left out of everything that counts or shows them (`errors`, `warnings`, `sorted_findings`), and
+    counted in `suppressed`.
+    """
 
     findings: list[Finding] = field(default_factory=list)
     files: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     could_not_run: bool = False
+    #: The files read, in order (reports that list every file: JUnit).
+    file_names: list[str] = field(default_factory=list)
+    #: File → YAML documents in it that are not Kubernetes objects (values files, workflows), skipped.
+    not_kubernetes: Counter[str] = field(default_factory=Counter)
+    #: The files read that hold no Kubernetes object at all.
+    without_objects: set[str] = field(default_factory=set)
+    suppression: Suppression | None = None
 
     @property
     def objects(self) -> int:
         return sum(self.kinds.values())
 
+    def reported(self) -> list[Finding]:
+        """The findings the suppression lets through (all of them without one)."""
+        if self.suppression is None:
+            return self.findings
+        return [f for f in self.findings if not self.suppression.suppresses(f)]
+
+    @property
+    def suppressed(self) -> int:
+        return len(self.findings) - len(self.reported())
+
     @property
     def errors(self) -> int:
-        return sum(1 for f in self.findings if f.severity == ERROR)
+        return sum(1 for f in self.reported() if f.severity == ERROR)
 
     @property
     def warnings(self) -> int:
-        return sum(1 for f in self.findings if f.severity == WARNING)
+        return sum(1 for f in self.reported() if f.severity == WARNING)
 
     def sorted_findings(self) -> list[Finding]:
-        return sorted(self.findings, key=Finding.sort_key)
+        return sorted(self.reported(), key=Finding.sort_key)
 
     def exit_code(self, fail_on_warn: bool = False) -> int:
         if self.could_not_run:

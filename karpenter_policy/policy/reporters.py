@@ -1,6 +1,10 @@
 """Render a `Report` as text, JSON (DESIGN.md §4), SARIF 2.1.0, GitHub workflow commands or JUnit XML.
 
 Every format is deterministic: findings sorted by file, line, column, rule; keys sorted; no timestamps.
+Findings silenced by `--disable` or a directive (`suppression`) are left out and counted in the summary. With
+`quiet`, text and GitHub output hold the findings and nothing else. GitHub annotations and SARIF locations name
+files relative to the repository (`$GITHUB_WORKSPACE`, else the git repository holding the working directory),
+which is how GitHub places them on a pull request; JUnit lists every file read, passing ones too.
 
 Every format is valid UTF-8 whatever the file names: a name that is not UTF-8 reaches Python with its undecodable
 bytes as lone surrogates (`surrogateescape`), which no UTF-8 writer can encode; they are spelt `\\xe9` (the byte)
@@ -10,12 +14,15 @@ in text, JSON, GitHub and JUnit output (`displayable`), and percent-encoded (`%E
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import defaultdict
+from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy import __version__
 from karpenter_policy.policy.findings import Finding, Report
+from karpenter_policy.policy.ruledocs import FULL_DESCRIPTIONS, RULE_PAGES, docs_url, help_uri
 
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
@@ -90,21 +97,29 @@ def _summary_text(report: Report, verb: str) -> str:
     if report.skipped:
         skipped = ", ".join(f"{k}: {n}" for k, n in sorted(report.skipped.items()))
         line += f"; skipped {sum(report.skipped.values())} of other kinds ({skipped})"
+    if report.not_kubernetes:
+        documents = sum(report.not_kubernetes.values())
+        plural = documents != 1
+        line += f"; skipped {documents} YAML document{'s' if plural else ''} that {'are' if plural else 'is'} not "
+        line += f"{'Kubernetes objects' if plural else 'a Kubernetes object'}"
+    if suppressed := report.suppressed:
+        line += f"; {suppressed} finding{'s' if suppressed != 1 else ''} suppressed"
     return (
         f"{line}: {report.errors} error{'s' if report.errors != 1 else ''}, "
         f"{report.warnings} warning{'s' if report.warnings != 1 else ''}"
     )
 
 
-def render_text(report: Report, verb: str = "validated") -> str:
+def render_text(report: Report, verb: str = "validated", quiet: bool = False) -> str:
     lines = []
     for f in report.sorted_findings():
         where = f"{f.file}:{f.line}:{f.column}" if f.line else f.file
         subject = f" {f.object_ref}:" if f.object_ref else ""
         lines.append(f"{where}: {f.severity}:{subject} {f.message} [{f.rule}]")
         lines.extend(f"    related: {r.file}:{r.line}:{r.column}" for r in f.related)
-    lines.append(_summary_text(report, verb))
-    return "\n".join(lines) + "\n"
+    if not quiet:
+        lines.append(_summary_text(report, verb))
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _summary(report: Report) -> dict[str, object]:
@@ -115,12 +130,38 @@ def _summary(report: Report) -> dict[str, object]:
         "objects": report.objects,
         "kinds": dict(sorted(report.kinds.items())),
         "skipped": dict(sorted(report.skipped.items())),
+        "not_kubernetes": sum(report.not_kubernetes.values()),
+        "suppressed": report.suppressed,
     }
 
 
 def render_json(report: Report) -> str:
     document = {"findings": [f.to_json() for f in report.sorted_findings()], "summary": _summary(report)}
     return json_text(document)
+
+
+def repository_root() -> str:
+    """The directory GitHub names files from: `$GITHUB_WORKSPACE` (a workflow's checkout), else the git repository
+    holding the working directory, else the working directory."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace and os.path.isdir(workspace):
+        return os.path.abspath(workspace)
+    from karpenter_policy.policy.source.gitrepo import find_repository
+
+    repository = find_repository(os.getcwd())
+    return repository.root if repository is not None else os.getcwd()
+
+
+def repository_path(file: str, root: str) -> str:
+    """`file` relative to `root` with forward slashes, when it lies inside (symbolic links resolved if need be);
+    else as given."""
+    if not file or file.startswith("<"):  # <stdin>
+        return file
+    for candidate, base in ((os.path.abspath(file), root), (os.path.realpath(file), os.path.realpath(root))):
+        relative = os.path.relpath(candidate, base)
+        if not relative.startswith(".."):
+            return PurePath(relative).as_posix()
+    return PurePath(file).as_posix()
 
 
 def _sarif_uri(file: str) -> str:
@@ -133,27 +174,55 @@ def _sarif_uri(file: str) -> str:
     return _SURROGATE.sub(encode, file.replace("\\", "/"))
 
 
-def _sarif_location(file: str, line: int, column: int) -> dict[str, object]:
+_SRCROOT = "%SRCROOT%"
+
+
+def _sarif_location(file: str, line: int, column: int, root: str) -> dict[str, object]:
     region = {"startLine": max(line, 1), "startColumn": max(column, 1)}
-    return {"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(file)}, "region": region}}
+    artifact: dict[str, str] = {"uri": _sarif_uri(repository_path(file, root))}
+    if not os.path.isabs(artifact["uri"]):
+        artifact["uriBaseId"] = _SRCROOT
+    return {"physicalLocation": {"artifactLocation": artifact, "region": region}}
+
+
+def sarif_rule(rule: str, docs: str | None) -> dict[str, object]:
+    """A SARIF reportingDescriptor: the one-line and the full description, help, and the rule's page."""
+    short = RULE_DESCRIPTIONS.get(rule, rule)
+    full = FULL_DESCRIPTIONS.get(rule, short)
+    page = f"{RULE_PAGES}/{rule}.md"
+    silence = (
+        f"Silence one finding with the comment `# karpenter-policy: disable={rule}` on its line or the line above."
+    )
+    descriptor: dict[str, object] = {
+        "id": rule,
+        "name": rule,
+        "shortDescription": {"text": short},
+        "fullDescription": {"text": full},
+        "help": {"text": f"{full} {silence} See {page}.", "markdown": f"{full}\n\n{silence}\n\nSee `{page}`."},
+    }
+    if (uri := help_uri(rule, docs)) is not None:
+        descriptor["helpUri"] = uri
+    return descriptor
 
 
 def render_sarif(report: Report) -> str:
     findings = report.sorted_findings()
     rule_ids = sorted({f.rule for f in findings} | set(RULE_DESCRIPTIONS))
+    root = repository_root()
     results = []
     for f in findings:
         result: dict[str, object] = {
             "ruleId": f.rule,
             "level": "error" if f.severity == "error" else "warning",
             "message": {"text": f"{f.object_ref}: {f.message}" if f.object_ref else f.message},
-            "locations": [_sarif_location(f.file, f.line, f.column)],
+            "locations": [_sarif_location(f.file, f.line, f.column, root)],
         }
         if f.related:
             result["relatedLocations"] = [
-                {"id": i, **_sarif_location(r.file, r.line, r.column)} for i, r in enumerate(f.related)
+                {"id": i, **_sarif_location(r.file, r.line, r.column, root)} for i, r in enumerate(f.related)
             ]
         results.append(result)
+    docs = docs_url()
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -163,9 +232,7 @@ def render_sarif(report: Report) -> str:
                     "driver": {
                         "name": "karpenter-policy",
                         "version": __version__,
-                        "rules": [
-                            {"id": r, "shortDescription": {"text": RULE_DESCRIPTIONS.get(r, r)}} for r in rule_ids
-                        ],
+                        "rules": [sarif_rule(r, docs) for r in rule_ids],
                     }
                 },
                 "results": results,
@@ -183,11 +250,13 @@ def _gh_property(text: str) -> str:
     return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(report: Report, verb: str = "validated") -> str:
-    """GitHub Actions workflow commands: one `::error`/`::warning` annotation per finding."""
+def render_github(report: Report, verb: str = "validated", quiet: bool = False) -> str:
+    """GitHub Actions workflow commands: one `::error`/`::warning` annotation per finding, at the file's path in the
+    repository."""
     lines = []
+    root = repository_root()
     for f in report.sorted_findings():
-        props = [f"file={_gh_property(f.file)}"]
+        props = [f"file={_gh_property(repository_path(f.file, root))}"] if not f.file.startswith("<") else []
         if f.line:
             props += [f"line={f.line}", f"col={f.column}"]
         props.append(f"title={_gh_property(f.rule)}")
@@ -195,8 +264,9 @@ def render_github(report: Report, verb: str = "validated") -> str:
         lines.append(
             f"::{'error' if f.severity == 'error' else 'warning'} {','.join(props)}::{_gh_data(subject + f.message)}"
         )
-    lines.append(_summary_text(report, verb))
-    return "\n".join(lines) + "\n"
+    if not quiet:
+        lines.append(_summary_text(report, verb))
+    return "".join(f"{line}\n" for line in lines)
 
 
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
@@ -208,16 +278,21 @@ def _xml_text(text: str) -> str:
 
 
 def render_junit(report: Report) -> str:
-    """One test case per file, failing with its findings (errors as failures, warnings in system-out)."""
+    """One test case per file read, passing ones too: failing with its errors, warnings in system-out, skipped when
+    it holds no Kubernetes object (a values file, a workflow)."""
     from xml.sax.saxutils import escape, quoteattr  # pulls in urllib: only JUnit output needs it
 
     by_file: dict[str, list[Finding]] = defaultdict(list)
+    for file in report.file_names:
+        by_file[file] = []
     for f in report.sorted_findings():
         by_file[f.file].append(f)
     failures = sum(1 for findings in by_file.values() if any(f.severity == "error" for f in findings))
+    skipped = [file for file, findings in by_file.items() if not findings and file in report.without_objects]
     out = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuite name="karpenter-policy" tests="{len(by_file)}" failures="{failures}" errors="0">',
+        f'<testsuite name="karpenter-policy" tests="{len(by_file)}" failures="{failures}" errors="0" '
+        f'skipped="{len(skipped)}">',
     ]
     for file, findings in sorted(by_file.items()):
         out.append(f'  <testcase classname="karpenter-policy" name={quoteattr(_xml_text(file))}>')
@@ -227,20 +302,24 @@ def render_junit(report: Report) -> str:
         if errors:
             message = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
             out.append(f"    <failure message={quoteattr(message)}>{escape(body)}</failure>")
-        else:
+        elif findings:
             out.append(f"    <system-out>{escape(body)}</system-out>")
+        elif file in skipped:
+            out.append('    <skipped message="no Kubernetes object in this file"/>')
         out.append("  </testcase>")
     out.append("</testsuite>")
     return "\n".join(out) + "\n"
 
 
-def render(report: Report, output: str, verb: str = "validated") -> str:
+def render(report: Report, output: str, verb: str = "validated", quiet: bool = False) -> str:
+    """The report in `output` format; `quiet` leaves only the findings in text and GitHub output (the structured
+    formats are unchanged)."""
     if output == "json":
         return render_json(report)
     if output == "sarif":
         return render_sarif(report)
     if output == "github":
-        return displayable(render_github(report, verb))
+        return displayable(render_github(report, verb, quiet))
     if output == "junit":
         return render_junit(report)
-    return displayable(render_text(report, verb))
+    return displayable(render_text(report, verb, quiet))

@@ -177,7 +177,6 @@ def test_the_sidecar_container_follows_argo_cds_rules(source: str) -> None:
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts[CMP_SERVER.rsplit("/", 1)[0]] == "var-files"
     assert mounts[CMP_PLUGINS] == "plugins"
-    assert CMP_CONFIG not in mounts, "the configuration is baked into the image"
     # Its own /tmp, not the repo-server's (Argo CD: filesystem separation against path traversal).
     assert mounts["/tmp"] in {v["name"] for v in volumes}
     assert mounts["/tmp"] != "tmp"
@@ -187,10 +186,44 @@ def test_the_patch_and_the_helm_values_run_the_same_sidecar() -> None:
     (_, patch, patch_volumes), (_, helm, helm_volumes) = _sidecars()
     assert patch == helm
     assert patch_volumes == helm_volumes
+    patch_init = load(ARGOCD / "argocd-repo-server-patch.yaml")["spec"]["template"]["spec"]["initContainers"]
+    assert patch_init == load(ARGOCD / "helm-values.yaml")["repoServer"]["initContainers"]
     kustomization = load(ARGOCD / "kustomization.yaml")
     assert kustomization["kind"] == "Kustomization"
     for entry in kustomization["patches"]:
         assert (ARGOCD / entry["path"]).is_file()
+
+
+def test_the_sidecar_runs_public_images_and_the_release_from_pypi(plugin: dict[str, Any]) -> None:
+    """Nothing to build or fill in: a Python image pinned to a release, karpenter-policy installed at this version
+    by the init container into the virtualenv the sidecar runs, the plugin's files from the ConfigMap that the
+    kustomization makes of plugin.yaml and generate.sh, mounted where argocd-cmp-server and PATH look."""
+    from karpenter_policy import __version__
+
+    spec = load(ARGOCD / "argocd-repo-server-patch.yaml")["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    (sidecar,) = spec["containers"]
+    for container in (init, sidecar):
+        assert re.fullmatch(r"python:\d+\.\d+\.\d+-\w+", container["image"]), container["image"]
+    assert f"karpenter-policy=={__version__}" in " ".join(init["args"])
+    venv = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}["/opt/karpenter-policy"]
+    mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
+    assert mounts["/opt/karpenter-policy"]["name"] == venv and mounts["/opt/karpenter-policy"]["readOnly"]
+    path = {e["name"]: e["value"] for e in sidecar["env"]}["PATH"].split(":")
+    assert path[0] == "/opt/karpenter-policy/bin"
+    config = mounts[CMP_CONFIG]
+    assert config["subPath"] == "plugin.yaml"
+    command = plugin["spec"]["generate"]["command"][0]
+    (script_dir,) = (d for d in path if mounts.get(d, {}).get("name") == config["name"])
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    configmap = volumes[config["name"]]["configMap"]
+    assert {i["path"] for i in configmap["items"]} == {"plugin.yaml", command}
+    assert configmap["defaultMode"] & 0o111, "the generate command is executable"
+    assert script_dir == "/opt/karpenter-policy-plugin"
+    (generator,) = load(ARGOCD / "kustomization.yaml")["configMapGenerator"]
+    assert generator["name"] == configmap["name"]
+    assert sorted(generator["files"]) == sorted(["plugin.yaml", f"{command}=generate.sh"])
+    assert load(ARGOCD / "kustomization.yaml")["generatorOptions"]["disableNameSuffixHash"] is True
 
 
 def test_the_example_application_uses_the_plugin(plugin: dict[str, Any]) -> None:
@@ -202,6 +235,8 @@ def test_the_example_application_uses_the_plugin(plugin: dict[str, Any]) -> None
     assert {p["name"] for p in source["plugin"].get("parameters", [])} <= announced
     assert app["spec"]["destination"]["namespace"] == "karpenter-policy"  # the ConfigMap's namespace
     assert "CreateNamespace=true" in app["spec"]["syncPolicy"]["syncOptions"]
+    # the constraint-set ConfigMap may reach 1 MiB, beyond client-side apply's 256 KiB annotation
+    assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
 
 
 # --- Flux ---------------------------------------------------------------------------------------------------
@@ -324,16 +359,19 @@ def hooks() -> dict[str, dict[str, Any]]:
 
 
 def test_the_hooks_name_commands_the_cli_has(hooks: dict[str, dict[str, Any]], cli_commands: set[str]) -> None:
-    assert set(hooks) == {"karpenter-policy-validate", "karpenter-policy-check"}
+    assert set(hooks) == {"karpenter-policy-validate", "karpenter-policy-check", "karpenter-policy-fmt"}
     for hook in hooks.values():
         assert {"id", "name", "entry", "language"} <= set(hook)
         assert hook["language"] == "python"
         program, command, *_ = hook["entry"].split()
         assert program == "karpenter-policy"
         assert command in cli_commands, f"{hook['id']}: `{command}` is not a karpenter-policy command"
-    assert hooks["karpenter-policy-validate"]["pass_filenames"] is True
+    # validate and check see the whole policy set (references across files), fmt the files staged
+    assert hooks["karpenter-policy-validate"]["pass_filenames"] is False
+    assert hooks["karpenter-policy-validate"]["args"][-1] == "policies/"
     assert hooks["karpenter-policy-check"]["pass_filenames"] is False
     assert hooks["karpenter-policy-check"]["args"] == ["policies/"]
+    assert hooks["karpenter-policy-fmt"]["pass_filenames"] is True
 
 
 @pytest.mark.parametrize(
@@ -351,19 +389,59 @@ def test_the_hooks_file_patterns(hooks: dict[str, dict[str, Any]], path: str, va
     # pre-commit matches `files` with re.search on the repository-relative path
     assert bool(re.search(hooks["karpenter-policy-validate"]["files"], path)) is validate
     assert bool(re.search(hooks["karpenter-policy-check"]["files"], path)) is check
+    assert bool(re.search(hooks["karpenter-policy-fmt"]["files"], path)) is validate
+
+
+def run_hook(hook: dict[str, Any], repo: Path, files: list[str]) -> subprocess.CompletedProcess[str]:
+    """A hook's command line as pre-commit runs it: entry (split as a shell would) + args (+ the matching files)."""
+    import shlex
+
+    argv = [*shlex.split(hook["entry"]), *hook.get("args", [])]
+    if hook.get("pass_filenames", True):
+        argv += [f for f in files if re.search(hook["files"], f)]
+    return run(argv, repo)
 
 
 def test_the_hooks_pass_on_this_repositorys_policies(hooks: dict[str, dict[str, Any]], tmp_path: Path) -> None:
-    """Run each hook's command line as pre-commit would: entry + args (+ the matching files)."""
     repo = tmp_path / "repo"
     shutil.copytree(POLICIES, repo / "policies")
     files = sorted(str(p.relative_to(repo)) for p in (repo / "policies").rglob("*"))
-    for hook in hooks.values():
-        argv = [*hook["entry"].split(), *hook.get("args", [])]
-        if hook.get("pass_filenames", True):
-            argv += [f for f in files if re.search(hook["files"], f)]
-        done = run(argv, repo)
-        assert done.returncode == 0, f"{hook['id']}: {done.stdout}{done.stderr}"
+    for hook_id in ("karpenter-policy-validate", "karpenter-policy-check"):
+        done = run_hook(hooks[hook_id], repo, files)
+        assert done.returncode == 0, f"{hook_id}: {done.stdout}{done.stderr}"
+    # fmt rewrites what it formats and fails the commit once; then the files are formatted
+    first, second = (run_hook(hooks["karpenter-policy-fmt"], repo, files) for _ in range(2))
+    assert first.returncode == 1 and "formatted 5 files" in first.stderr, first.stderr
+    assert second.returncode == 0, second.stderr
+
+
+def test_the_validate_hook_resolves_references_across_files(
+    hooks: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A commit that changes only a Provisioner: its providerRef names an AWSNodeTemplate of another file."""
+    repo = tmp_path / "repo"
+    shutil.copytree(POLICIES, repo / "policies")
+
+    done = run_hook(hooks["karpenter-policy-validate"], repo, ["policies/default.yaml"])
+
+    assert done.returncode == 0, done.stdout
+    assert "[unresolved-reference]" not in done.stdout
+    assert ": 0 errors, 0 warnings" in done.stdout
+
+
+def test_the_example_pre_commit_config_runs_the_same_hooks_from_the_release(
+    hooks: dict[str, dict[str, Any]]
+) -> None:
+    from karpenter_policy import __version__
+
+    config = load(CI / "pre-commit-config.yaml")
+    (local,) = config["repos"]
+    assert local["repo"] == "local"
+    for hook in local["hooks"]:
+        published = hooks[hook["id"]]
+        for key in ("entry", "language", "files", "pass_filenames", "args", "require_serial"):
+            assert hook.get(key) == published.get(key), (hook["id"], key)
+        assert hook["additional_dependencies"] == [f"karpenter-policy=={__version__}"]
 
 
 # --- GitHub workflows ---------------------------------------------------------------------------------------
@@ -391,9 +469,8 @@ def test_the_pull_request_workflow_uploads_sarif_from_the_check(cli_commands: se
     assert job["permissions"]["security-events"] == "write"
     steps = _steps(workflow)
     (upload,) = (s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
-    assert upload["uses"] == "github/codeql-action/upload-sarif@v3"
     (sarif,) = (s for s in steps if "--output sarif" in s.get("run", ""))
-    assert re.search(r"\bkarpenter-policy check policies/ --output sarif > (\S+)", sarif["run"])
+    assert re.search(r"\bkarpenter-policy check policies/ .*--output sarif > (\S+)", sarif["run"])
     assert sarif["run"].split("> ")[1].strip() == upload["with"]["sarif_file"]
     assert sarif.get("continue-on-error") is True, "findings exit 1, and the SARIF must still be uploaded"
     assert steps.index(sarif) < steps.index(upload)
@@ -402,6 +479,39 @@ def test_the_pull_request_workflow_uploads_sarif_from_the_check(cli_commands: se
     for step in steps:
         for command in re.findall(r"\bkarpenter-policy (\S+)", step.get("run", "")):
             assert command in cli_commands
+
+
+def test_the_pull_request_check_reports_on_every_pull_request() -> None:
+    """A required status check whose workflow is filtered by paths never reports on other pull requests, which
+    then wait for it forever."""
+    workflow = load(CI / "github-workflow.yaml")
+    triggers = _triggers(workflow)
+    assert triggers.get("pull_request") is None, "no paths or branches filter"
+    assert "merge_group" in triggers
+    (job,) = workflow["jobs"].values()
+    assert "if" not in job and all("if" not in step or "cancelled" in step["if"] for step in job["steps"])
+
+
+@pytest.mark.parametrize("name", ["github-workflow.yaml", "github-workflow-compile.yaml"])
+def test_the_workflows_run_as_they_stand(name: str) -> None:
+    """Nothing to fill in: actions pinned to a release, the tool installed from PyPI at this version."""
+    from karpenter_policy import __version__
+
+    workflow = load(CI / name)
+    for step in _steps(workflow):
+        if "uses" in step:
+            assert re.fullmatch(r"[\w-]+/[\w/-]+@v\d+\.\d+\.\d+", step["uses"]), step["uses"]
+    assert workflow["env"]["KARPENTER_POLICY"] == f"karpenter-policy=={__version__}"
+    for job in workflow["jobs"].values():
+        assert job["runs-on"] != "ubuntu-latest", "a fixed runner image"
+
+
+def test_no_placeholder_organisation_in_the_examples() -> None:
+    for base in (CI, ARGOCD):
+        for path in sorted(base.rglob("*")):
+            if path.is_file():
+                assert "example-org" not in path.read_text(encoding="utf-8"), path
+    assert "example-org" not in HOOKS_FILE.read_text(encoding="utf-8")
 
 
 def test_the_pull_request_workflow_commands_run(tmp_path: Path) -> None:

@@ -51,6 +51,8 @@ def test_json_follows_the_design_contract() -> None:
         "objects": 2,
         "kinds": {"Provisioner": 2},
         "skipped": {"Deployment": 1},
+        "not_kubernetes": 0,
+        "suppressed": 0,
     }
     first = data["findings"][0]
     assert first == {
@@ -90,7 +92,7 @@ def test_sarif_results_carry_rule_level_and_region() -> None:
     result = next(r for r in run["results"] if r["ruleId"] == "restricted-label")
     assert result["level"] == "error"
     assert result["locations"][0]["physicalLocation"] == {
-        "artifactLocation": {"uri": "policies/a.yaml"},
+        "artifactLocation": {"uri": "policies/a.yaml", "uriBaseId": "%SRCROOT%"},
         "region": {"startLine": 12, "startColumn": 9},
     }
 

@@ -61,6 +61,7 @@ from karpenter_policy.policy.compilation.output import (
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.proof.provisioners import check_paths
 from karpenter_policy.policy.reporters import displayable
+from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.validation.policies import place
@@ -79,6 +80,8 @@ class CompileOptions:
     v1: manifests.V1Options = field(default_factory=manifests.V1Options)
     #: The version of sets without the annotation; None: from git (`repository_version`).
     policy_version: str | None = None
+    #: The files left out (--exclude) and the rules disabled (--disable).
+    selection: Selection = EVERYTHING
 
 
 @dataclass(slots=True)
@@ -105,10 +108,11 @@ def run_checks(
     values: Mapping[str, Any] | None,
     catalog: Catalog,
     on_valid: Callable[[Document], None],
+    selection: Selection = EVERYTHING,
 ) -> Report:
     """The checks `compile` runs before building anything: validation and the solver (`check`), which hand each
     valid policy document to `on_valid`."""
-    report, _ = check_paths(paths, catalog, values=values, on_valid=on_valid)
+    report, _ = check_paths(paths, catalog, values=values, on_valid=on_valid, selection=selection)
     return report
 
 
@@ -194,7 +198,7 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
         elif kind == NODE_TEMPLATE_KIND:
             templates.setdefault(_name_of(doc), doc)
 
-    report = run_checks(paths, options.values, options.catalog, collect)
+    report = run_checks(paths, options.values, options.catalog, collect, options.selection)
     result = CompileResult(report)
     report.findings += [_reserved(doc) for name, doc in provisioners.items() if set_key(name) == INDEX_KEY]
     if report.errors or report.could_not_run:
@@ -318,10 +322,13 @@ def compile_command(
     report_format: str = "text",
     fail_on_warn: bool = False,
     policy_version: str | None = None,
+    selection: Selection = EVERYTHING,
+    quiet: bool = False,
 ) -> CommandOutput:
     """Run `compile`: with `-o DIR` the report goes to stdout and the files to DIR (what changed there to
     stderr); with `-o -` the YAML stream goes to stdout and the report to stderr. On any error (exit 1 findings,
-    2 could not run) nothing is written and, when streaming, stdout is empty."""
+    2 could not run) nothing is written and, when streaming, stdout is empty. `quiet`: the findings alone, no
+    summary of what was written."""
     from karpenter_policy.policy.options import OptionError, catalog_option, values_option
     from karpenter_policy.policy.reporters import render
 
@@ -345,11 +352,12 @@ def compile_command(
         flux_escape=flux_escape,
         v1=manifests.V1Options(default_instance_profile, node_role),
         policy_version=policy_version,
+        selection=selection,
     )
     result = compile_paths(paths, options)
     report = result.report
     code = report.exit_code(fail_on_warn)
-    text = render(report, report_format, "compiled")
+    text = render(report, report_format, "compiled", quiet)
     notes = "".join(f"karpenter-policy compile: note: {note}\n" for note in result.notes)
     if code != 0:
         return CommandOutput(code, "" if streaming else text, notes + (text if streaming else ""))
@@ -360,4 +368,4 @@ def compile_command(
     except OutputError as error:
         return CommandOutput(2, text, f"{notes}karpenter-policy compile: {error}\n")
     summary = f"wrote {out}: {len(result.sets)} constraint sets, {len(result.objects)} manifests; {changes.summary()}\n"
-    return CommandOutput(0, text, notes + summary)
+    return CommandOutput(0, text, notes + ("" if quiet else summary))

@@ -20,13 +20,9 @@ every pinned workload is proven to fit a provisioner of the policies before anyt
 
 from __future__ import annotations
 
-import codecs
 import copy
-import difflib
 import json
-import os
 import re
-import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +33,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, PARSE_ERROR, PINNING_CONFLICT
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.filestaging import StagedFile, discard_all, stage
+from karpenter_policy.policy.filestaging import WriteOutcome, rewrite_all, rewrite_one
+from karpenter_policy.policy.filestaging import unified_diff as file_diff
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.pinning.rules import (
     Change,
@@ -117,17 +114,7 @@ class FilePlan:
         return self.updated != self.original
 
     def unified_diff(self) -> str:
-        lines = difflib.unified_diff(
-            _diff_lines(self.original), _diff_lines(self.updated), f"a/{self.file}", f"b/{self.file}"
-        )
-        return "".join(lines)
-
-
-def _diff_lines(text: str) -> list[str]:
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n\\ No newline at end of file\n"
-    return lines
+        return file_diff(self.file, self.original, self.updated)
 
 
 def pin_text(file: str, text: str, rules: Sequence[Rule]) -> tuple[FilePlan, list[Finding]]:
@@ -554,101 +541,15 @@ def pin_paths(paths: Iterable[str], rules: Sequence[Rule], report: Report | None
     return result
 
 
-class NotWritable(Exception):
-    """Why one file cannot be rewritten (the message completes "not written: ...")."""
-
-
-def _as_read(raw: bytes) -> str | None:
-    """The text `read_text` makes of these bytes (a BOM dropped), None if they are not UTF-8."""
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None
-
-
-def _current(target: str) -> bytes:
-    try:
-        with open(target, "rb") as handle:
-            return handle.read()
-    except OSError as error:
-        raise NotWritable(f"cannot read it again: {error.strerror or error}") from None
-
-
-def _stage_rewrite(file: str, original: str, updated: str) -> StagedFile:
-    """Stage `updated` as the new content of `file` (its target, for a symbolic link) after checking that it is
-    still `original` and can be replaced keeping its mode, owner and group; raises NotWritable."""
-    target = os.path.realpath(file)
-    raw = _current(target)
-    if _as_read(raw) != original:
-        raise NotWritable("it changed since it was read; run pin again")
-    info = os.stat(target)
-    directory = os.path.dirname(target) or os.curdir
-    if not os.access(target, os.W_OK):
-        raise NotWritable("the file is read-only for you")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise NotWritable(f"you cannot create files in its directory {directory}")
-    owner: tuple[int, int] | None = (info.st_uid, info.st_gid)
-    if owner == (os.geteuid(), os.getegid()):
-        owner = None  # a new file is ours already
-    elif os.geteuid() != 0 and (info.st_uid != os.geteuid() or info.st_gid not in {os.getegid(), *os.getgroups()}):
-        raise NotWritable(f"it belongs to uid {info.st_uid} gid {info.st_gid}: rewriting it would change its owner")
-    content = (codecs.BOM_UTF8 if raw.startswith(codecs.BOM_UTF8) else b"") + updated.encode("utf-8")
-    try:
-        return stage(target, content, stat.S_IMODE(info.st_mode), owner)
-    except OSError as error:
-        raise NotWritable(f"cannot write next to it: {error.strerror or error}") from None
-
-
-@dataclass(slots=True)
-class WriteOutcome:
-    """What `write_plans` did: the files written, the ones that failed (with why) and the ones left untouched
-    because another failed."""
-
-    written: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    untouched: list[str] = field(default_factory=list)
-
-
 def write_plans(plans: Sequence[FilePlan]) -> WriteOutcome:
     """Rewrite the files of `plans`, all or nothing (see the module docstring)."""
-    staged: list[tuple[FilePlan, StagedFile]] = []
-    failed: list[tuple[str, str]] = []
-    for plan in plans:
-        try:
-            staged.append((plan, _stage_rewrite(plan.file, plan.original, plan.updated)))
-        except NotWritable as error:
-            failed.append((plan.file, str(error)))
-    if not failed:  # a last look just before replacing: an edit made meanwhile is kept, not overwritten
-        for plan, _ in staged:
-            if _as_read(_current(os.path.realpath(plan.file))) != plan.original:
-                failed.append((plan.file, "it changed since it was read; run pin again"))
-    if failed:
-        discard_all(item for _, item in staged)
-        failed_files = {file for file, _ in failed}
-        return WriteOutcome([], failed, [p.file for p in plans if p.file not in failed_files])
-    outcome = WriteOutcome()
-    for index, (plan, item) in enumerate(staged):
-        try:
-            item.commit()
-        except OSError as error:
-            discard_all(rest for _, rest in staged[index:])
-            outcome.failed.append((plan.file, f"cannot replace it: {error.strerror or error}"))
-            outcome.untouched = [p.file for p, _ in staged[index + 1 :]]
-            return outcome
-        outcome.written.append(plan.file)
-    return outcome
+    return rewrite_all(plans, "pin")
 
 
 def write_atomically(file: str, text: str) -> None:
     """Replace `file`'s content by `text` (UTF-8, keeping a BOM it had), as `write_plans` does for one file;
     raises NotWritable."""
-    target = os.path.realpath(file)
-    original = _as_read(_current(target))
-    if original is None:
-        raise NotWritable("it is not UTF-8 text")
-    outcome = write_plans([FilePlan(file, original, text)])
-    if outcome.failed:
-        raise NotWritable(outcome.failed[0][1])
+    rewrite_one(file, text, "pin")
 
 
 #: Proves pinned workloads schedulable: (pinned workloads) → findings (`workload-unschedulable`).

@@ -13,6 +13,7 @@ from karpenter_policy.policy.proof.placement import WorkloadCheck, check_workloa
 from karpenter_policy.policy.proof.provisioners import DEFAULT_TIMEOUT_MS, CheckedProvisioner, check_paths
 from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.reporters import displayable, json_text, render
+from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.loader import Document, discover
 
 
@@ -28,10 +29,13 @@ def check_command(
     workloads: Sequence[str] | None = None,
     scale: Mapping[str, int] | None = None,
     spot_prices_file: str | None = None,
+    selection: Selection = EVERYTHING,
+    quiet: bool = False,
 ) -> CommandOutput:
     """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
     With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
-    replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot."""
+    replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot. `selection`:
+    the files left out and the rules disabled; `quiet`: the findings alone (text and github output)."""
     try:
         values = values_option(values_file)
         catalog = catalog_option(catalog_file, region)
@@ -39,7 +43,9 @@ def check_command(
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy check: {error}\n")
     pinning_policies: list[Document] = []
-    report, checked = check_paths(paths, catalog, timeout_ms, values=values, on_valid=collect_pinning(pinning_policies))
+    report, checked = check_paths(
+        paths, catalog, timeout_ms, values=values, on_valid=collect_pinning(pinning_policies), selection=selection
+    )
     result = None
     if workloads is not None and pricing is not None:
         result = check_workloads(
@@ -47,14 +53,14 @@ def check_command(
             checked,
             workloads,
             catalog,
-            counted_files=discover(paths)[0],
+            counted_files=discover(paths, selection.exclude)[0],
             scale=scale,
             pricing=pricing.description,
             estimated=pricing.estimated,
             capacity_catalog=pricing.catalog,
         )
         report.findings.extend(check_pinning(pinning_policies, checked, workloads))
-    return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, result), "")
+    return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, result, quiet), "")
 
 
 def render_check(
@@ -62,6 +68,7 @@ def render_check(
     checked: Sequence[CheckedProvisioner],
     output: str,
     workloads: WorkloadCheck | None = None,
+    quiet: bool = False,
 ) -> str:
     """The report in `output` format, with the proven provisioners: in text one info line each (before the
     summary), in JSON a `provisioners` section next to DESIGN.md §4's `findings` and `summary`. With
@@ -71,7 +78,9 @@ def render_check(
     capacity = workloads.capacity if workloads is not None else None
     if output == "markdown":
         return render_markdown(report, checked, workloads)
-    text = render(report, output, "checked")
+    text = render(report, output, "checked", quiet)
+    if quiet and output in ("text", "github"):
+        return text
     proven = [c for c in checked if c.verdict == Verdict.SAT]
     if output == "json":
         document = json.loads(text)

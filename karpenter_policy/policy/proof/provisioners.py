@@ -50,6 +50,7 @@ from karpenter_policy.policy.proof.solver import (
     Witness,
     terms_of,
 )
+from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.loader import Document
 from karpenter_policy.policy.validation.policies import validate_paths
 from karpenter_policy.scheduling import InstanceTable
@@ -120,6 +121,7 @@ def check_paths(
     values: Mapping[str, Any] | None = None,
     on_valid: Callable[[Document], None] | None = None,
     max_file_bytes: int | None = None,
+    selection: Selection = EVERYTHING,
 ) -> tuple[Report, list[CheckedProvisioner]]:
     """validate + the solver checks on every valid Provisioner under `paths`.
 
@@ -138,7 +140,7 @@ def check_paths(
         if on_valid is not None:
             on_valid(doc)
 
-    report = validate_paths(paths, max_file_bytes, on_valid=collect, values=values)
+    report = validate_paths(paths, max_file_bytes, on_valid=collect, values=values, selection=selection)
     if not documents:
         return report, []
     catalog = catalog if catalog is not None else load_catalog()

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,17 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpenter_policy.api.violations import PARSE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
+from karpenter_policy.policy.source.exclusion import excluded
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_NODES_PER_FILE = 200_000
 MAX_DEPTH = 500
 POLICY_SUFFIXES = (".yaml", ".yml")
 TEMPLATE_SUFFIX = ".yaml.j2"
+#: The PATHS argument that means standard input (`helm template … | karpenter-policy check -`), and the name its
+#: findings carry.
+STDIN_ARGUMENT = "-"
+STDIN = "<stdin>"
 
 _STR = "tag:yaml.org,2002:str"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
@@ -107,9 +113,10 @@ class Document:
         return mark.line + 1, mark.column + 1
 
 
-def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
+def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """The policy files under `paths` (directories searched recursively, hidden ones skipped), sorted and
-    de-duplicated, and the paths that do not exist.
+    de-duplicated, and the paths that do not exist. `-` is standard input, named `STDIN`; paths matching an
+    `exclude` pattern (`exclusion`) are left out, files named explicitly too.
 
     Nothing unreadable is skipped silently: a directory that cannot be listed and a policy-named entry that is not
     a readable file (a dangling or looping symbolic link, a FIFO) are returned with the files, and reading them
@@ -117,22 +124,49 @@ def discover(paths: Iterable[str]) -> tuple[list[str], list[str]]:
     found: set[str] = set()
     missing: list[str] = []
     for raw in paths:
+        if raw == STDIN_ARGUMENT:
+            found.add(STDIN)
+            continue
         path = Path(raw)
+        if excluded(raw, exclude):
+            continue
         if path.is_dir():
             for root, dirs, files in os.walk(path, onerror=lambda error: found.add(os.path.normpath(error.filename))):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                dirs[:] = sorted(
+                    d for d in dirs if not d.startswith(".") and not excluded(os.path.join(root, d), exclude)
+                )
                 for name in files:
                     if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith("."):
-                        found.add(os.path.normpath(os.path.join(root, name)))
+                        file = os.path.normpath(os.path.join(root, name))
+                        if not excluded(file, exclude):
+                            found.add(file)
         elif path.exists():
-            found.add(os.path.normpath(raw))
+            normal = os.path.normpath(raw)
+            found.add(normal if normal not in (STDIN, STDIN_ARGUMENT) else os.path.join(os.curdir, normal))
         else:
             missing.append(raw)
     return sorted(found), missing
 
 
+_stdin: list[bytes] = []  # standard input, once read: it cannot be read twice
+
+
+def _read_stdin(max_bytes: int) -> bytes:
+    if not _stdin:
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise UnreadableFile(STDIN, "cannot read standard input: there is none", 0, 0)
+        try:
+            _stdin.append(stream.read(max_bytes + 1))
+        except (OSError, ValueError) as error:
+            raise UnreadableFile(STDIN, f"cannot read standard input: {error}", 0, 0) from None
+    return _stdin[0]
+
+
 def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """The file's text, refusing what is too large, binary or not UTF-8."""
+    """The file's text, refusing what is too large, binary or not UTF-8. `STDIN` is standard input."""
+    if file == STDIN:
+        return _decode(file, _read_stdin(max_bytes), max_bytes)
     try:
         mode = os.stat(file).st_mode
         if stat.S_ISDIR(mode):  # a directory `discover` could not list: say why
@@ -145,6 +179,10 @@ def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     except OSError as error:
         what = "directory" if os.path.isdir(file) else "file"
         raise UnreadableFile(file, f"cannot read {what}: {error.strerror or error}", 0, 0) from None
+    return _decode(file, raw, max_bytes)
+
+
+def _decode(file: str, raw: bytes, max_bytes: int) -> str:
     if len(raw) > max_bytes:
         raise LoadError(file, f"file is larger than {max_bytes} bytes; policy files are small, is this the right file?")
     if b"\x00" in raw:

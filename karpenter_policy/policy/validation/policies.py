@@ -1,6 +1,8 @@
 """`validate`: load policy files, check each object against its schema and Karpenter's webhook rules.
 
-No solver here. Findings are placed at the exact node (requirement, label, taint) the rule is about.
+No solver here. Findings are placed at the exact node (requirement, label, taint) the rule is about. YAML
+documents that are not Kubernetes objects (values files, CI workflows, lists) are counted and skipped; Kubernetes
+objects of other kinds too.
 """
 
 from __future__ import annotations
@@ -32,16 +34,26 @@ from karpenter_policy.api.violations import (
     Violation,
 )
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.pinning.rules import validate_pinning_policy
+from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.files import load_file
 from karpenter_policy.policy.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
+from karpenter_policy.policy.suppression import Suppression
 from karpenter_policy.policy.validation.schema import nearest_field, schema_file_for, schema_violations
 
 _POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
-_RULES = {
+
+
+def _validate_pinning_policy(data: Mapping[str, Any]) -> list[Violation]:
+    # pinning.rules brings in the workload model and the scheduler (~90 ms of imports): only for PinningPolicies
+    from karpenter_policy.policy.pinning.rules import validate_pinning_policy
+
+    return validate_pinning_policy(data)
+
+
+_RULES: dict[str, Callable[[Mapping[str, Any]], list[Violation]]] = {
     PROVISIONER_KIND: validate_provisioner,
     NODE_TEMPLATE_KIND: validate_node_template,
-    PINNING_POLICY_KIND: validate_pinning_policy,
+    PINNING_POLICY_KIND: _validate_pinning_policy,
 }
 
 
@@ -93,8 +105,20 @@ def _identify(doc: Document) -> tuple[str | None, list[Violation]]:
     return None, []
 
 
+def is_kubernetes_object(data: Any) -> bool:
+    """Whether a YAML document is (meant to be) a Kubernetes object: a mapping with an `apiVersion` or a `kind`, or
+    with both `metadata` and `spec` (a manifest that lost its type, which is reported). A values file, a CI
+    workflow or a list is not."""
+    if not isinstance(data, Mapping):
+        return False
+    return "apiVersion" in data or "kind" in data or ("metadata" in data and "spec" in data)
+
+
 def check_document(doc: Document, report: Report) -> tuple[list[Finding], bool]:
     """Schema then Karpenter's rules for one document, counted in `report`; True when it is a policy object."""
+    if not is_kubernetes_object(doc.data):
+        report.not_kubernetes[doc.file] += 1
+        return [], False
     schema_file, problems = _identify(doc)
     if schema_file is None:
         if not problems:
@@ -185,21 +209,26 @@ def validate_paths(
     max_file_bytes: int | None = None,
     on_valid: Callable[[Document], None] | None = None,
     values: Mapping[str, Any] | None = None,
+    selection: Selection = EVERYTHING,
 ) -> Report:
     """Validate every policy file under `paths`.
 
     `on_valid` receives each Provisioner / AWSNodeTemplate document that has no error finding (the solver checks
     and the compiler build typed objects from them); by default documents are let go as soon as they are checked.
-    `values` are the template values (`--values`) for `*.yaml.j2` files (an empty mapping when None).
+    A finding the `selection` disables, or a directive in the file silences (`suppression`), does not count: the
+    document goes on as if the rule had not fired. `values` are the template values (`--values`) for `*.yaml.j2`
+    files (an empty mapping when None).
     """
-    report = Report()
-    files, missing = discover(paths)
+    suppression = Suppression(selection.disabled)
+    report = Report(suppression=suppression)
+    files, missing = discover(paths, selection.exclude)
     for path in missing:
         report.findings.append(Finding(PARSE_ERROR, ERROR, f"no such file or directory: {path}", path, 0, 0))
         report.could_not_run = True
     named: list[_Named] = []
     for file in files:
         report.files += 1
+        report.file_names.append(file)
         try:
             limit = MAX_FILE_BYTES if max_file_bytes is None else max_file_bytes
             documents = load_file(file, limit, values)
@@ -207,12 +236,16 @@ def validate_paths(
             report.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
             report.could_not_run |= isinstance(error, UnreadableFile)
             continue
+        if all(not is_kubernetes_object(doc.data) for doc in documents):
+            report.without_objects.add(file)
         for doc in documents:
             findings, is_policy = check_document(doc, report)
             report.findings.extend(findings)
             if is_policy and (entry := _named(doc)) is not None:
                 named.append(entry)
-            if is_policy and on_valid is not None and not any(f.severity == ERROR for f in findings):
+            if is_policy and on_valid is not None and not any(
+                f.severity == ERROR and not suppression.suppresses(f) for f in findings
+            ):
                 on_valid(doc)
     report.findings.extend(_cross_object(named))
     return report

@@ -1,0 +1,140 @@
+"""What each rule id means, at length: the full descriptions SARIF carries, and where each rule's page is.
+
+The one-line descriptions are `reporters.RULE_DESCRIPTIONS`; each rule also has a page, `docs/rules/<rule>.md`,
+with an example, how to fix it and how to silence it. SARIF's `helpUri` points at that page when the project's
+address is known: `$KARPENTER_POLICY_DOCS_URL` (the URL of the repository's `docs/` directory as a browser shows
+it), else the `Documentation` URL of the installed package's metadata (`[project.urls]` in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import os
+
+DOCS_URL_ENV = "KARPENTER_POLICY_DOCS_URL"
+RULE_PAGES = "docs/rules"
+
+FULL_DESCRIPTIONS = {
+    "parse-error": (
+        "The file cannot be read as Kubernetes YAML: it is not UTF-8 text, is larger than 4 MiB or binary, has a "
+        "YAML syntax error (tabs in indentation, an unclosed quote or bracket, a duplicate key, a custom tag), or "
+        "its aliases expand beyond 200,000 nodes. Nothing in the file is checked. It cannot be silenced."
+    ),
+    "schema": (
+        "The object does not match the JSON Schema of its kind (the v0.31 CRDs of Provisioner and AWSNodeTemplate, "
+        "or the PinningPolicy schema): an unknown field (with the nearest valid name), a wrong type, a missing "
+        "required field, a value out of range, or a manifest without apiVersion/kind. Karpenter's API server would "
+        "refuse it. It cannot be silenced: the other checks need a well-formed object."
+    ),
+    "invalid-requirement": (
+        "A requirement breaks Karpenter's webhook rules: an operator other than In, NotIn, Exists, DoesNotExist, "
+        "Gt, Lt; In without values; Gt/Lt without exactly one integer >= 0; a key that is not a qualified name; an "
+        "invalid label value. Values given to Exists/DoesNotExist are a warning (Karpenter ignores them)."
+    ),
+    "restricted-label": (
+        "A label or requirement key in a domain Karpenter reserves (kubernetes.io, k8s.io, karpenter.sh, "
+        "karpenter.k8s.aws and their subdomains) that is not one of the well-known labels, or "
+        "karpenter.sh/provisioner-name anywhere. Karpenter's webhook refuses the Provisioner."
+    ),
+    "invalid-spec": (
+        "The spec breaks one of Karpenter's webhook rules: ttlSecondsAfterEmpty with consolidation, negative TTLs, "
+        "provider and providerRef both or neither, bad taint effects or duplicate taints, kubelet settings, AWS "
+        "provider and AWSNodeTemplate rules (selectors, launch template exclusions, tags, metadata options, AMI "
+        "family, block devices), or a quantity Kubernetes cannot read."
+    ),
+    "deprecated-label": (
+        "A beta label key (failure-domain.beta.kubernetes.io/zone, beta.kubernetes.io/arch, ...) that Karpenter "
+        "rewrites to its GA name. A warning: it works, but the GA key says what happens."
+    ),
+    "duplicate-name": (
+        "Two objects of the same kind have the same name: applying both keeps only the one applied last, "
+        "silently."
+    ),
+    "unresolved-reference": (
+        "A Provisioner's providerRef names an AWSNodeTemplate that is not among the files checked. A warning: it "
+        "may live elsewhere; Karpenter cannot launch nodes for the Provisioner until it exists."
+    ),
+    "template-error": (
+        "A Jinja2 template (*.yaml.j2) cannot be rendered with the values given: an undefined variable, a syntax "
+        "error, or a template that runs too long or builds too much. It cannot be silenced."
+    ),
+    "requirements-conflict": (
+        "The Provisioner's requirements, labels and Karpenter's defaults contradict each other: no instance type "
+        "can satisfy them together. The finding is placed at the first line of the smallest conflicting set, the "
+        "other lines are related locations. Karpenter would never launch a node for it."
+    ),
+    "no-instance-type": (
+        "The requirements are consistent with each other, but no instance type of the catalog (its region, zones "
+        "and capacity types) satisfies them."
+    ),
+    "unknown-instance-type": (
+        "An instance type, family, size or zone that does not exist in the catalog's region, with the nearest name "
+        "suggested. An error when an In requirement names nothing that exists, a warning otherwise. A type newer "
+        "than the embedded catalog shows up here: refresh the catalog (`catalog refresh`) or silence the finding."
+    ),
+    "solver-timeout": (
+        "The solver could not decide the Provisioner within --timeout-ms: nothing was proven about it. A warning."
+    ),
+    "v1-conversion": (
+        "compile --api v1: a v1alpha5 setting that has no faithful karpenter.sh/v1 NodePool or EC2NodeClass form."
+    ),
+    "configmap-too-large": (
+        "compile: the constraint sets do not fit in one ConfigMap (1 MiB); the finding names the set that weighs "
+        "most."
+    ),
+    "workload-unschedulable": (
+        "check --workloads: no provisioner can launch a node for the workload's pods; the message gives the reason "
+        "per provisioner (requirements, a taint not tolerated, an unknown label, resources too large, limits)."
+    ),
+    "invalid-workload": (
+        "check --workloads: a workload's pod spec cannot be read (a malformed quantity, operator or toleration)."
+    ),
+    "overlap": (
+        "check --workloads: two provisioners of equal weight both match a workload, so Karpenter's choice between "
+        "them is arbitrary. A warning: give them different weights."
+    ),
+    "shadowed": (
+        "check --workloads: every workload the provisioner could launch a node for goes to a provisioner of higher "
+        "weight. A warning."
+    ),
+    "limits": (
+        "A provisioner's limits.resources are below its smallest instance type: it can never launch a node. "
+        "A warning."
+    ),
+    "pinning-violation": (
+        "check --workloads: a workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires "
+        "(`pin --write` adds them)."
+    ),
+    "pinning-conflict": (
+        "Two PinningPolicy rules that match the same workload pin a nodeSelector key to different values."
+    ),
+    "reserved-name": (
+        "compile: a Provisioner named `index` would overwrite the index of the constraint sets: rename it."
+    ),
+    "quantity-out-of-range": (
+        "A quantity beyond +-(2^63-1), what Kubernetes holds as an integer (memory: 1e99999999): Karpenter admits "
+        "it, so a warning; it is read capped at that bound."
+    ),
+}
+
+
+def docs_url() -> str | None:
+    """The URL of the project's `docs/` directory, if known (see the module docstring)."""
+    configured = os.environ.get(DOCS_URL_ENV)
+    if configured:
+        return configured.rstrip("/")
+    from importlib import metadata  # only SARIF output needs it
+
+    try:
+        urls: list[str] = metadata.metadata("karpenter-policy").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in urls:
+        label, _, url = str(entry).partition(",")
+        if label.strip().lower() == "documentation" and url.strip():
+            return url.strip().rstrip("/")
+    return None
+
+
+def help_uri(rule: str, base: str | None) -> str | None:
+    """The address of a rule's page under the docs URL `base`."""
+    return f"{base}/rules/{rule}.md" if base else None

@@ -1,0 +1,206 @@
+"""`karpenter-policy fmt` through the CLI: Karpenter's defaults made explicit, canonical key order, comments and
+quoting kept, other documents untouched, idempotent to the byte, templates refused, nothing half-written."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from karpenter_policy.api.defaults import default_provisioner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "karpenter_policy.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+UNFORMATTED = """\
+# Batch capacity (the team's own comment)
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  annotations:
+    owner: 'batch-team'
+  name: batch  # the name Argo CD shows
+spec:
+  weight: 10
+  # on spot, arm64 or amd64
+  requirements:
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: ['spot']   # cheaper
+    - operator: In
+      key: kubernetes.io/arch
+      values: ['arm64', 'amd64']
+  # where nodes come from
+  providerRef:
+    name: default
+  ttlSecondsAfterEmpty: 30
+---
+# not a policy: left exactly as written
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings,   namespace: kube-system}
+data:
+    weird:     "spacing"
+"""
+
+FORMATTED = """\
+# Batch capacity (the team's own comment)
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: batch  # the name Argo CD shows
+  annotations:
+    owner: 'batch-team'
+spec:
+  # where nodes come from
+  providerRef:
+    name: default
+  # on spot, arm64 or amd64
+  requirements:
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: ['spot']   # cheaper
+    - key: kubernetes.io/arch
+      operator: In
+      values: ['arm64', 'amd64']
+    - key: kubernetes.io/os
+      operator: In
+      values: ['linux']
+    - key: karpenter.k8s.aws/instance-category
+      operator: In
+      values: ['c', 'm', 'r']
+    - key: karpenter.k8s.aws/instance-generation
+      operator: Gt
+      values: ['2']
+  ttlSecondsAfterEmpty: 30
+  weight: 10
+---
+# not a policy: left exactly as written
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings,   namespace: kube-system}
+data:
+    weird:     "spacing"
+"""
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "batch.yaml").write_text(UNFORMATTED)
+    return tmp_path
+
+
+def test_write_makes_defaults_explicit_in_canonical_order_keeping_comments_and_quoting(repo: Path) -> None:
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
+    assert "policies/batch.yaml: formatted: Provisioner/batch: Karpenter's default kubernetes.io/os In [linux]" in (
+        done.stderr)
+
+
+def test_the_formatted_policy_means_what_the_original_meant(repo: Path) -> None:
+    original = yaml.safe_load_all(UNFORMATTED)
+    run("fmt", "policies", "--write", cwd=repo)
+    formatted = list(yaml.safe_load_all((repo / "policies" / "batch.yaml").read_text()))
+
+    provisioner, configmap = original
+    assert formatted == [default_provisioner(provisioner), configmap]
+
+
+def test_formatting_twice_is_formatting_once_to_the_byte(repo: Path) -> None:
+    run("fmt", "policies", "--write", cwd=repo)
+    once = (repo / "policies" / "batch.yaml").read_bytes()
+
+    again = run("fmt", "policies", "--write", "--check", cwd=repo)
+
+    assert again.returncode == 0, again.stderr
+    assert (repo / "policies" / "batch.yaml").read_bytes() == once
+    assert "formatted 0 files, 1 file left unchanged" not in again.stderr  # nothing to rewrite at all
+    assert "0 files would be formatted" in again.stderr
+
+
+def test_without_write_it_prints_a_diff_and_check_fails(repo: Path) -> None:
+    shown = run("fmt", "policies", cwd=repo)
+    checked = run("fmt", "policies", "--check", cwd=repo)
+
+    assert shown.returncode == 0 and checked.returncode == 1
+    assert shown.stdout == checked.stdout
+    assert shown.stdout.startswith("--- a/policies/batch.yaml\n+++ b/policies/batch.yaml\n")
+    assert "+    - key: kubernetes.io/os\n" in shown.stdout
+    assert (repo / "policies" / "batch.yaml").read_text() == UNFORMATTED
+
+
+def test_check_after_write_fails_when_something_was_rewritten(repo: Path) -> None:
+    done = run("fmt", "policies", "--write", "--check", cwd=repo)
+
+    assert done.returncode == 1
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
+
+
+def test_the_repositorys_policies_compile_to_the_same_bytes_once_formatted(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "policies", tmp_path / "policies")
+    before = run("compile", "policies", "-o", "-", "--policy-version", "v1", cwd=tmp_path)
+
+    formatted = run("fmt", "policies", "--write", cwd=tmp_path)
+    after = run("compile", "policies", "-o", "-", "--policy-version", "v1", cwd=tmp_path)
+
+    assert formatted.returncode == 0, formatted.stderr
+    assert "formatted 5 files" in formatted.stderr
+    assert before.returncode == after.returncode == 0, after.stderr
+    assert after.stdout == before.stdout
+
+
+def test_templates_are_refused_when_named_and_skipped_in_a_directory(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "examples" / "templates", tmp_path / "templates")
+    template = "templates/policies/platform.yaml.j2"
+
+    named = run("fmt", template, "--write", cwd=tmp_path)
+    found = run("fmt", "templates/policies", cwd=tmp_path)
+
+    assert named.returncode == 2
+    assert f"{template}: error: fmt does not format templates" in named.stderr
+    assert found.returncode == 0, found.stderr
+    assert f"{template}: skipped: a template" in found.stderr
+    assert (tmp_path / template).read_bytes() == (ROOT / "examples" / "templates" / "policies" /
+                                                  "platform.yaml.j2").read_bytes()
+
+
+def test_a_policy_that_does_not_match_its_schema_is_left_alone(repo: Path) -> None:
+    broken = UNFORMATTED.replace("  ttlSecondsAfterEmpty: 30\n", "  ttlSecondAfterEmpty: 30\n")
+    (repo / "policies" / "batch.yaml").write_text(broken)
+
+    done = run("fmt", "policies", "--write", "--check", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert (repo / "policies" / "batch.yaml").read_text() == broken
+    assert "policies/batch.yaml:1: Provisioner/batch not formatted: it does not match its schema" in done.stderr
+
+
+def test_a_file_that_is_not_yaml_is_reported_and_the_others_are_formatted(repo: Path) -> None:
+    (repo / "policies" / "broken.yaml").write_text("apiVersion: v1\nkind: [\n")
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 1
+    assert "policies/broken.yaml:2:1: error: invalid YAML" in done.stderr and "[parse-error]" in done.stderr
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
+    assert (repo / "policies" / "broken.yaml").read_text() == "apiVersion: v1\nkind: [\n"
+
+
+def test_exclude_and_a_missing_path(repo: Path) -> None:
+    excluded = run("fmt", "policies", "--exclude", "batch.yaml", "--check", cwd=repo)
+    missing = run("fmt", "nope", cwd=repo)
+
+    assert excluded.returncode == 0 and "0 files would be formatted" in excluded.stderr
+    assert missing.returncode == 2 and "nope: error: no such file or directory" in missing.stderr
