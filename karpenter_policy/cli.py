@@ -37,6 +37,14 @@ _output_option = click.option(
     help="Report format: text, json (DESIGN.md §4), sarif (code scanning), github (workflow annotations), junit.",
 )
 _fail_on_warn_option = click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")
+_previous_generation_option = click.option(
+    "--allow-previous-generation",
+    "previous_generation",
+    is_flag=True,
+    help="Admit the previous-generation instance types of the catalog (p2, p3, g3, ...) for accounts that still "
+    "launch them.",
+)
+_REGION_HELP = "Region of the embedded catalog (default us-east-1; `catalog show` lists them); must match --catalog's."
 
 
 class _Group(click.Group):
@@ -132,7 +140,7 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
 )
 @_fail_on_warn_option
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
-@click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
+@click.option("--region", help=_REGION_HELP)
 @click.option(
     "--timeout-ms",
     type=click.IntRange(min=1),
@@ -162,6 +170,7 @@ def validate(paths: tuple[str, ...], output: str, fail_on_warn: bool, values_fil
     type=click.Path(dir_okay=False),
     help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
 )
+@_previous_generation_option
 def check(
     paths: tuple[str, ...],
     output: str,
@@ -173,6 +182,7 @@ def check(
     workload_paths: tuple[str, ...],
     scale: tuple[str, ...],
     spot_prices_file: str | None,
+    previous_generation: bool,
 ) -> None:
     """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
 
@@ -196,6 +206,7 @@ def check(
         workloads=workload_paths or None,
         scale=_scale_option(scale),
         spot_prices_file=spot_prices_file,
+        previous_generation=previous_generation,
     )
     _finish(result)
 
@@ -223,6 +234,8 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
 )
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help=_REGION_HELP)
+@_previous_generation_option
 @click.option("--configmap-namespace", default="karpenter-policy", show_default=True)
 @click.option("--configmap-name", default="karpenter-policy-constraints", show_default=True)
 @click.option(
@@ -258,6 +271,8 @@ def compile_(
     api: str,
     values_file: str | None,
     catalog_file: str | None,
+    region: str | None,
+    previous_generation: bool,
     configmap_namespace: str,
     configmap_name: str,
     flux_escape: bool,
@@ -292,6 +307,8 @@ def compile_(
         api=api,
         values_file=values_file,
         catalog_file=catalog_file,
+        region=region,
+        previous_generation=previous_generation,
         configmap_namespace=configmap_namespace,
         configmap_name=configmap_name,
         flux_escape=flux_escape,
@@ -347,14 +364,19 @@ def pin(
 
 
 def _values_and_catalog(
-    command: str, values_file: str | None, catalog_file: str | None, region: str | None, load: bool = True
+    command: str,
+    values_file: str | None,
+    catalog_file: str | None,
+    region: str | None,
+    load: bool = True,
+    previous_generation: bool = False,
 ) -> tuple[dict[str, Any] | None, Catalog | None]:
     """--values and --catalog/--region, loaded (policy.options); a problem with either exits 2."""
     from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 
     try:
         values = values_option(values_file)
-        return values, catalog_option(catalog_file, region) if load else None
+        return values, catalog_option(catalog_file, region, previous_generation) if load else None
     except OptionError as error:
         click.echo(f"karpenter-policy {command}: {error}", err=True)
         sys.exit(2)
@@ -380,7 +402,7 @@ def _values_and_catalog(
     help="Workload files or directories to place on both sides (repeatable; read as of each revision).",
 )
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
-@click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
+@click.option("--region", help=_REGION_HELP)
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True, help="Per solver call.")
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--exit-code", "exit_code_on_diff", is_flag=True, help="Exit 1 when anything differs (as git diff).")
@@ -391,6 +413,7 @@ def _values_and_catalog(
     metavar="KIND/NAME=N",
     help="Replicas of a workload for the cost comparison (e.g. deployment/inflate=10; repeatable).",
 )
+@_previous_generation_option
 def diff(
     base: str,
     head: str,
@@ -403,6 +426,7 @@ def diff(
     values_file: str | None,
     exit_code_on_diff: bool,
     scale: tuple[str, ...],
+    previous_generation: bool,
 ) -> None:
     """Semantic diff of the policies of BASE and HEAD: what HEAD admits that BASE did not, and the reverse.
 
@@ -414,15 +438,17 @@ def diff(
     move to other instance types. Exit 1 when HEAD has errors or a workload becomes unschedulable (with
     --exit-code: when anything differs).
     """
-    from karpenter_policy.catalog import load_catalog
     from karpenter_policy.policy.comparison.diff import diff_command
 
-    values, catalog_ = _values_and_catalog("diff", values_file, catalog_file, region)
+    values, catalog_ = _values_and_catalog(
+        "diff", values_file, catalog_file, region, previous_generation=previous_generation
+    )
+    assert catalog_ is not None
     result = diff_command(
         base,
         head,
         paths,
-        catalog_ or load_catalog(),
+        catalog_,
         output=output,
         timeout_ms=timeout_ms,
         values=values,
@@ -466,6 +492,48 @@ def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | No
         sys.exit(2)
     zones = sorted({o.zone for it in built for o in it.offerings})
     click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones)")
+
+
+@catalog.command("build")
+@click.option(
+    "--sources",
+    "sources_dir",
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables).",
+)
+@click.option(
+    "--moto",
+    "moto_dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="moto's EC2 resources directory (DescribeInstanceTypes and its offerings; default: the installed moto's).",
+)
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Where to write the embedded catalog (default: this package's karpenter_policy/catalog/data).",
+)
+def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -> None:
+    """Regenerate the embedded catalog: join the sources (each fact from the most authoritative one), write the
+    shared types file, one offerings file per region and the price tables; print what the join found."""
+    from pathlib import Path
+
+    from karpenter_policy.catalog import CatalogError
+    from karpenter_policy.catalog.build import build_embedded, default_moto_resources
+    from karpenter_policy.catalog.catalog import embedded_data_file
+
+    moto = Path(moto_dir) if moto_dir else default_moto_resources()
+    if moto is None:
+        raise click.UsageError("moto is not installed: give --moto DIR (moto's moto/ec2/resources)")
+    out = Path(out_dir) if out_dir else Path(str(embedded_data_file("")))
+    try:
+        lines = build_embedded(Path(sources_dir), moto, out)
+    except CatalogError as error:
+        click.echo(f"karpenter-policy catalog build: {error}", err=True)
+        sys.exit(2)
+    click.echo("\n".join(lines))
 
 
 @main.command()

@@ -20,22 +20,15 @@ without a price unavailable.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from karpenter_policy.catalog.catalog import (
-    Catalog,
-    CatalogError,
-    catalog_to_json,
-    embedded_data_file,
-    on_demand_prices_file_name,
-)
+from karpenter_policy.catalog.catalog import Catalog, CatalogError, catalog_to_json
+from karpenter_policy.catalog.prices import latest_spot_prices, load_on_demand_prices
+from karpenter_policy.model.allocatable import TRN1_NEURONS
 from karpenter_policy.model.instancetypes import (
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_SPOT,
@@ -49,9 +42,16 @@ ZONE_LOCATION_TYPE = "availability-zone"
 SUPPORTED_CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
 
 # Karpenter v0.31 hard-codes Trainium (trn1*) as accelerator "inferentia" by "aws" (DescribeInstanceTypes
-# had no accelerator data for them then), with these device counts (awsNeurons).
+# had no accelerator data for them then), with model.allocatable.TRN1_NEURONS's device counts (awsNeurons).
 _TRN1_PREFIX = "trn1"
-_TRN1_NEURON_COUNTS = {"trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16}
+
+
+def trn1_accelerator(name: str, count: int) -> tuple[int, str, str] | None:
+    """Karpenter v0.31's accelerator (count, name, manufacturer) of a trn1 type whatever EC2 says (`count`: EC2's
+    device count, for a trn1 type v0.31 does not list); None for other types."""
+    if not name.startswith(_TRN1_PREFIX):
+        return None
+    return TRN1_NEURONS.get(name, count), "inferentia", "aws"
 
 
 class EC2CatalogSource(Protocol):
@@ -87,80 +87,6 @@ def _int(value: Any, what: str, default: int | None = None) -> int:
 
 def _str(value: Any, default: str = "") -> str:
     return value if isinstance(value, str) else default
-
-
-# --- prices -------------------------------------------------------------------------------------------------
-
-
-def load_on_demand_prices(path: Path | None = None, region: str = "us-east-1") -> dict[str, float]:
-    """The on-demand price table (instance type -> USD/hour): ``path``, or the one shipped for ``region``.
-
-    The file is ``{"region": ..., "prices": {"m5.large": 0.096, ...}, ...}``; a region that does not match
-    ``region`` is an error, so a catalog never gets another region's prices.
-    """
-    if path is None:
-        resource = embedded_data_file(on_demand_prices_file_name(region))
-        label = f"karpenter_policy/catalog/data/{on_demand_prices_file_name(region)}"
-        if not resource.is_file():
-            raise CatalogError(label, f"no on-demand price table shipped for region {region!r}; pass one")
-        read = resource.read_bytes
-    else:
-        label = str(path)
-        read = Path(path).read_bytes
-    try:
-        document = json.loads(read())
-    except OSError as exc:
-        raise CatalogError(label, exc.strerror or str(exc)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(label, f"not valid JSON: {exc}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("prices"), dict):
-        raise CatalogError(label, 'expected an object with a "prices" object (instance type -> USD per hour)')
-    file_region = document.get("region")
-    if file_region is not None and file_region != region:
-        raise CatalogError(label, f"prices are for region {file_region!r}, not {region!r}")
-    prices: dict[str, float] = {}
-    for name, price in document["prices"].items():
-        if isinstance(price, bool) or not isinstance(price, int | float) or not math.isfinite(price) or price < 0:
-            raise CatalogError(label, f"price of {name!r} must be a finite number >= 0, got {price!r}")
-        prices[str(name)] = float(price)
-    return prices
-
-
-def latest_spot_prices(history: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
-    """(instance type, zone) -> the most recent spot price in a DescribeSpotPriceHistory result."""
-    latest: dict[tuple[str, str], tuple[str, float]] = {}
-    for entry in history:
-        name, zone = _str(entry.get("InstanceType")), _str(entry.get("AvailabilityZone"))
-        try:
-            price = float(entry.get("SpotPrice", ""))
-        except (TypeError, ValueError):
-            continue
-        if not name or not zone or not math.isfinite(price) or price < 0:
-            continue
-        stamp = _str(entry.get("Timestamp"))
-        key = (name, zone)
-        if key not in latest or stamp >= latest[key][0]:
-            latest[key] = (stamp, price)
-    return {key: price for key, (_, price) in latest.items()}
-
-
-def with_spot_prices(catalog: Catalog, prices: Mapping[tuple[str, str], float]) -> tuple[Catalog, int]:
-    """`catalog` with its spot offerings priced from `prices` ((instance type, zone) -> $/h), and how many spot
-    offerings had no price there (they keep theirs: the on-demand price in the embedded catalog)."""
-    missing = 0
-    types = []
-    for it in catalog.instance_types:
-        offerings = []
-        for o in it.offerings:
-            if o.capacity_type == CAPACITY_TYPE_SPOT:
-                price = prices.get((it.name, o.zone))
-                if price is None:
-                    missing += o.available
-                else:
-                    o = dataclasses.replace(o, price=price)
-            offerings.append(o)
-        types.append(dataclasses.replace(it, offerings=tuple(offerings)))
-    return Catalog(catalog.region, tuple(types)), missing
 
 
 # --- one instance type --------------------------------------------------------------------------------------
@@ -225,12 +151,11 @@ def _instance_type(
         accelerator_count = _int(accelerator.get("Count"), "InferenceAcceleratorInfo.Accelerators[0].Count", 0)
         accelerator_name = lower_kebab_case(_str(accelerator.get("Name")))
         accelerator_manufacturer = lower_kebab_case(_str(accelerator.get("Manufacturer")))
-    if name.startswith(_TRN1_PREFIX):
-        accelerator_name, accelerator_manufacturer = "inferentia", "aws"
-        accelerator_count = _TRN1_NEURON_COUNTS.get(
-            name,
-            sum(_int(a.get("Count"), "Accelerators[].Count", 0) for a in accelerator_list if isinstance(a, Mapping)),
-        )
+    trn1 = trn1_accelerator(
+        name, sum(_int(a.get("Count"), "Accelerators[].Count", 0) for a in accelerator_list if isinstance(a, Mapping))
+    )
+    if trn1 is not None:
+        accelerator_count, accelerator_name, accelerator_manufacturer = trn1
 
     # Local NVMe: total instance storage unless NVMe is unsupported (GB as EC2 reports it).
     local_nvme = 0

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from karpenter_policy.catalog.refresh import latest_spot_prices
+from karpenter_policy.catalog.prices import latest_spot_prices
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.ec2_catalog_source import LINUX_PRODUCT_DESCRIPTIONS
 

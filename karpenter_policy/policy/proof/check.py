@@ -28,13 +28,14 @@ def check_command(
     workloads: Sequence[str] | None = None,
     scale: Mapping[str, int] | None = None,
     spot_prices_file: str | None = None,
+    previous_generation: bool = False,
 ) -> CommandOutput:
     """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
     With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
     replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot."""
     try:
         values = values_option(values_file)
-        catalog = catalog_option(catalog_file, region)
+        catalog = catalog_option(catalog_file, region, previous_generation)
         pricing = spot_prices_option(catalog, spot_prices_file) if workloads is not None else None
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy check: {error}\n")
