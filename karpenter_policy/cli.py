@@ -466,32 +466,47 @@ def catalog() -> None:
 
 @catalog.command("refresh")
 @click.option("--region", default="us-east-1", show_default=True, help="EC2 region to describe.")
-@click.option("--endpoint-url", metavar="URL", help="EC2 endpoint (default: AWS's; e.g. a local moto server).")
+@click.option("--endpoint-url", metavar="URL", help="AWS endpoint (default: AWS's; e.g. a local moto server).")
 @click.option(
     "--prices",
     "prices_file",
     type=click.Path(dir_okay=False),
-    help="On-demand price table (default: the one shipped for the region).",
+    help="On-demand price table (docs/catalog.md; default: the Price List API's prices, GetProducts).",
+)
+@click.option(
+    "--spot-prices/--no-spot-prices",
+    default=True,
+    show_default=True,
+    help="Price spot offerings from DescribeSpotPriceHistory (else at the on-demand price).",
 )
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="Catalog file to write.")
-def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | None, out: str) -> None:
-    """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings; written atomically."""
+def catalog_refresh(
+    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str
+) -> None:
+    """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings, priced from the Price List
+    API (or --prices) and DescribeSpotPriceHistory; written atomically."""
     from pathlib import Path
 
     from karpenter_policy.catalog import CatalogError
-    from karpenter_policy.catalog.refresh import refresh_catalog
     from karpenter_policy.cloud import CloudError
-    from karpenter_policy.cloud.aws.ec2_catalog_source import Ec2CatalogSource
+    from karpenter_policy.cloud.aws.catalog_refresh import refresh_region
 
     try:
-        source = Ec2CatalogSource(region, endpoint_url)
-        prices = Path(prices_file) if prices_file else None
-        built = refresh_catalog(region, source, prices, Path(out), source_name=f"EC2 at {source.endpoint}")
+        built, notes = refresh_region(
+            region,
+            Path(out),
+            endpoint_url=endpoint_url,
+            prices_file=Path(prices_file) if prices_file else None,
+            spot_prices=spot_prices,
+        )
     except (CatalogError, CloudError) as error:
         click.echo(f"karpenter-policy catalog refresh: {error}", err=True)
         sys.exit(2)
+    for note in notes:
+        click.echo(f"karpenter-policy catalog refresh: {note}", err=True)
     zones = sorted({o.zone for it in built for o in it.offerings})
-    click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones)")
+    priced = sum(1 for it in built if it.price_on_demand is not None)
+    click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones), {priced} priced")
 
 
 @catalog.command("build")

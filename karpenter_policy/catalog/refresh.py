@@ -10,16 +10,18 @@ This module never imports boto3 nor the cloud adapters (they sit above the catal
 source — the CLI passes ``cloud.aws.ec2_catalog_source.Ec2CatalogSource``.
 
 Offerings: one per zone the type is offered in x capacity type the type supports (``SupportedUsageClasses``
-restricted to on-demand and spot, as Karpenter skips capacity blocks). By default every offering is priced
-at the on-demand price (spot falls back to on-demand, as Karpenter does before it has spot prices): the
-embedded catalog carries no spot prices, they are fetched at run time. A type without a known on-demand
-price gets unavailable offerings at price 0 and ``price_on_demand`` None, as Karpenter marks offerings
-without a price unavailable.
+restricted to on-demand and spot, as Karpenter skips capacity blocks). On-demand offerings take the type's
+on-demand price; spot offerings the zone's latest DescribeSpotPriceHistory price when asked
+(``with_spot_prices``), else the on-demand price (as Karpenter does before it has spot prices). A type without
+a known price gets offerings priced None: they can be launched, their cost is unknown ("no price data").
+Facts DescribeInstanceTypes does not give are taken from the embedded catalog: the branch ENIs of trunking
+types (``vpc.amazonaws.com/pod-eni``, from Karpenter's VPC limits).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -187,9 +189,7 @@ def _instance_type(
             price = on_demand_price
             if capacity_type == CAPACITY_TYPE_SPOT and zone in spot_prices:
                 price = spot_prices[zone]
-            offerings.append(
-                Offering(zone=zone, capacity_type=capacity_type, price=price or 0.0, available=price is not None)
-            )
+            offerings.append(Offering(zone=zone, capacity_type=capacity_type, price=price))
 
     return InstanceType(
         name=name,
@@ -225,11 +225,13 @@ def build_catalog(
     *,
     with_spot_prices: bool = False,
     source_name: str = "EC2",
+    date: str = "",
 ) -> Catalog:
     """Describe every instance type and its zone offerings from ``source`` and price them.
 
     With ``with_spot_prices`` the spot offerings take the latest DescribeSpotPriceHistory price per zone
     (on-demand where there is none); without, spot is priced on-demand (what the embedded catalog stores).
+    ``date`` is recorded as the catalog's (findings name it).
     """
     infos = source.describe_instance_types()
     zones_by_type: dict[str, set[str]] = {}
@@ -255,8 +257,35 @@ def build_catalog(
         except ValueError as exc:
             raise CatalogError(f"{source_name} DescribeInstanceTypes", str(exc)) from None
         if it is not None and it.name not in types:
-            types[it.name] = it
-    return Catalog(region=region, instance_types=tuple(types.values()))
+            types[it.name] = _with_embedded_facts(it)
+    return Catalog(region=region, instance_types=tuple(types.values()), date=date)
+
+
+def _with_embedded_facts(it: InstanceType) -> InstanceType:
+    """`it` with the branch ENIs the embedded catalog knows for it (EC2 does not describe ENI trunking), when both
+    agree on its ENIs."""
+    from karpenter_policy.catalog.embedded import embedded_types
+
+    try:
+        known = embedded_types().types.get(it.name)
+    except CatalogError:  # no embedded data: nothing to add
+        return it
+    if known is None or known.facts["max_enis"] != it.max_enis or not known.facts["branch_enis"]:
+        return it
+    return dataclasses.replace(it, branch_enis=known.facts["branch_enis"])
+
+
+def resolve_prices(prices: Path | Mapping[str, float] | None, region: str) -> tuple[dict[str, float], str]:
+    """On-demand prices and where they come from: a price table file (`Path`), prices already fetched (the Price
+    List API's), or None: the table shipped for `region` if there is one, else none (no price data)."""
+    if isinstance(prices, Path):
+        return load_on_demand_prices(prices, region), str(prices)
+    if prices is not None:
+        return dict(prices), "the Price List API"
+    try:
+        return load_on_demand_prices(None, region), f"the table shipped for {region}"
+    except CatalogError:
+        return {}, "none"
 
 
 def write_catalog(catalog: Catalog, out_path: Path) -> None:
@@ -289,21 +318,23 @@ def write_catalog(catalog: Catalog, out_path: Path) -> None:
 def refresh_catalog(
     region: str,
     source: EC2CatalogSource,
-    prices_path: Path | None,
+    prices: Path | Mapping[str, float] | None,
     out_path: Path,
     *,
     source_name: str = "EC2",
     with_spot_prices: bool = False,
+    date: str = "",
 ) -> Catalog:
     """Rebuild ``region``'s catalog from ``source`` (the caller's EC2 adapter: this package never imports the
     cloud adapters, which sit above it) and write it to ``out_path``.
 
-    ``prices_path`` is the on-demand price table (default: the one shipped for ``region``). Nothing is written
-    when anything fails. Raises :class:`CatalogError` (files) or :class:`~karpenter_policy.cloud.CloudError`
-    (the EC2 endpoint).
+    ``prices`` are the on-demand prices (see :func:`resolve_prices`). Nothing is written when anything fails.
+    Raises :class:`CatalogError` (files) or :class:`~karpenter_policy.cloud.CloudError` (the EC2 endpoint).
     """
-    prices = load_on_demand_prices(prices_path, region)
-    catalog = build_catalog(source, prices, region, with_spot_prices=with_spot_prices, source_name=source_name)
+    on_demand, _ = resolve_prices(prices, region)
+    catalog = build_catalog(
+        source, on_demand, region, with_spot_prices=with_spot_prices, source_name=source_name, date=date
+    )
     write_catalog(catalog, out_path)
     return catalog
 
@@ -315,5 +346,6 @@ __all__ = [
     "latest_spot_prices",
     "load_on_demand_prices",
     "refresh_catalog",
+    "resolve_prices",
     "write_catalog",
 ]
