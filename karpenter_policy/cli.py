@@ -38,6 +38,14 @@ _output_option = click.option(
     help="Report format: text, json, sarif (code scanning), github (workflow annotations), junit.",
 )
 _fail_on_warn_option = click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")
+_previous_generation_option = click.option(
+    "--allow-previous-generation",
+    "previous_generation",
+    is_flag=True,
+    help="Admit the previous-generation instance types of the catalog (p2, p3, g3, ...) for accounts that still "
+    "launch them.",
+)
+_REGION_HELP = "Region of the embedded catalog (default us-east-1; `catalog show` lists them); must match --catalog's."
 
 
 def _selection_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -193,7 +201,7 @@ def validate(
 )
 @_fail_on_warn_option
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
-@click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
+@click.option("--region", help=_REGION_HELP)
 @click.option(
     "--timeout-ms",
     type=click.IntRange(min=1),
@@ -224,6 +232,7 @@ def validate(
     help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
 )
 @_selection_options
+@_previous_generation_option
 def check(
     paths: tuple[str, ...],
     output: str,
@@ -238,6 +247,7 @@ def check(
     exclude: tuple[str, ...],
     disabled: tuple[str, ...],
     quiet: bool,
+    previous_generation: bool,
 ) -> None:
     """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
 
@@ -264,6 +274,7 @@ def check(
         spot_prices_file=spot_prices_file,
         selection=selection,
         quiet=quiet,
+        previous_generation=previous_generation,
     )
     _finish(result)
 
@@ -291,6 +302,8 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
 )
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help=_REGION_HELP)
+@_previous_generation_option
 @click.option("--configmap-namespace", default="karpenter-policy", show_default=True)
 @click.option("--configmap-name", default="karpenter-policy-constraints", show_default=True)
 @click.option(
@@ -327,6 +340,8 @@ def compile_(
     api: str,
     values_file: str | None,
     catalog_file: str | None,
+    region: str | None,
+    previous_generation: bool,
     configmap_namespace: str,
     configmap_name: str,
     flux_escape: bool,
@@ -366,6 +381,8 @@ def compile_(
         api=api,
         values_file=values_file,
         catalog_file=catalog_file,
+        region=region,
+        previous_generation=previous_generation,
         configmap_namespace=configmap_namespace,
         configmap_name=configmap_name,
         flux_escape=flux_escape,
@@ -446,14 +463,19 @@ def fmt(paths: tuple[str, ...], write: bool, check: bool, exclude: tuple[str, ..
 
 
 def _values_and_catalog(
-    command: str, values_file: str | None, catalog_file: str | None, region: str | None, load: bool = True
+    command: str,
+    values_file: str | None,
+    catalog_file: str | None,
+    region: str | None,
+    load: bool = True,
+    previous_generation: bool = False,
 ) -> tuple[dict[str, Any] | None, Catalog | None]:
     """--values and --catalog/--region, loaded (policy.options); a problem with either exits 2."""
     from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 
     try:
         values = values_option(values_file)
-        return values, catalog_option(catalog_file, region) if load else None
+        return values, catalog_option(catalog_file, region, previous_generation) if load else None
     except OptionError as error:
         click.echo(f"karpenter-policy {command}: {error}", err=True)
         sys.exit(2)
@@ -479,7 +501,7 @@ def _values_and_catalog(
     help="Workload files or directories to place on both sides (repeatable; read as of each revision).",
 )
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
-@click.option("--region", help="Region of the embedded catalog (default us-east-1); must match --catalog's.")
+@click.option("--region", help=_REGION_HELP)
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True, help="Per solver call.")
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--exit-code", "exit_code_on_diff", is_flag=True, help="Exit 1 when anything differs (as git diff).")
@@ -490,6 +512,7 @@ def _values_and_catalog(
     metavar="KIND/NAME=N",
     help="Replicas of a workload for the cost comparison (e.g. deployment/inflate=10; repeatable).",
 )
+@_previous_generation_option
 def diff(
     base: str,
     head: str,
@@ -502,6 +525,7 @@ def diff(
     values_file: str | None,
     exit_code_on_diff: bool,
     scale: tuple[str, ...],
+    previous_generation: bool,
 ) -> None:
     """Semantic diff of the policies of BASE and HEAD: what HEAD admits that BASE did not, and the reverse.
 
@@ -513,15 +537,17 @@ def diff(
     move to other instance types. Exit 1 when HEAD has errors or a workload becomes unschedulable (with
     --exit-code: when anything differs).
     """
-    from karpenter_policy.catalog import load_catalog
     from karpenter_policy.policy.comparison.diff import diff_command
 
-    values, catalog_ = _values_and_catalog("diff", values_file, catalog_file, region)
+    values, catalog_ = _values_and_catalog(
+        "diff", values_file, catalog_file, region, previous_generation=previous_generation
+    )
+    assert catalog_ is not None
     result = diff_command(
         base,
         head,
         paths,
-        catalog_ or load_catalog(),
+        catalog_,
         output=output,
         timeout_ms=timeout_ms,
         values=values,
@@ -539,32 +565,89 @@ def catalog() -> None:
 
 @catalog.command("refresh")
 @click.option("--region", default="us-east-1", show_default=True, help="EC2 region to describe.")
-@click.option("--endpoint-url", metavar="URL", help="EC2 endpoint (default: AWS's; e.g. a local moto server).")
+@click.option("--endpoint-url", metavar="URL", help="AWS endpoint (default: AWS's; e.g. a local moto server).")
 @click.option(
     "--prices",
     "prices_file",
     type=click.Path(dir_okay=False),
-    help="On-demand price table (default: the one shipped for the region).",
+    help="On-demand price table (docs/catalog.md; default: the Price List API's prices, GetProducts).",
+)
+@click.option(
+    "--spot-prices/--no-spot-prices",
+    default=True,
+    show_default=True,
+    help="Price spot offerings from DescribeSpotPriceHistory (else at the on-demand price).",
 )
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="Catalog file to write.")
-def catalog_refresh(region: str, endpoint_url: str | None, prices_file: str | None, out: str) -> None:
-    """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings; written atomically."""
+def catalog_refresh(
+    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str
+) -> None:
+    """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings, priced from the Price List
+    API (or --prices) and DescribeSpotPriceHistory; written atomically."""
     from pathlib import Path
 
     from karpenter_policy.catalog import CatalogError
-    from karpenter_policy.catalog.refresh import refresh_catalog
     from karpenter_policy.cloud import CloudError
-    from karpenter_policy.cloud.aws.ec2_catalog_source import Ec2CatalogSource
+    from karpenter_policy.cloud.aws.catalog_refresh import refresh_region
 
     try:
-        source = Ec2CatalogSource(region, endpoint_url)
-        prices = Path(prices_file) if prices_file else None
-        built = refresh_catalog(region, source, prices, Path(out), source_name=f"EC2 at {source.endpoint}")
+        built, notes = refresh_region(
+            region,
+            Path(out),
+            endpoint_url=endpoint_url,
+            prices_file=Path(prices_file) if prices_file else None,
+            spot_prices=spot_prices,
+        )
     except (CatalogError, CloudError) as error:
         click.echo(f"karpenter-policy catalog refresh: {error}", err=True)
         sys.exit(2)
+    for note in notes:
+        click.echo(f"karpenter-policy catalog refresh: {note}", err=True)
     zones = sorted({o.zone for it in built for o in it.offerings})
-    click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones)")
+    priced = sum(1 for it in built if it.price_on_demand is not None)
+    click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones), {priced} priced")
+
+
+@catalog.command("build")
+@click.option(
+    "--sources",
+    "sources_dir",
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables).",
+)
+@click.option(
+    "--moto",
+    "moto_dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="moto's EC2 resources directory (DescribeInstanceTypes and its offerings; default: the installed moto's).",
+)
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Where to write the embedded catalog (default: this package's karpenter_policy/catalog/data).",
+)
+def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -> None:
+    """Regenerate the embedded catalog: join the sources (each fact from the most authoritative one), write the
+    shared types file, one offerings file per region and the price tables; print what the join found."""
+    from pathlib import Path
+
+    from karpenter_policy.catalog import CatalogError
+    from karpenter_policy.catalog.build import build_embedded, default_moto_resources
+    from karpenter_policy.catalog.catalog import embedded_data_file
+
+    moto = Path(moto_dir) if moto_dir else default_moto_resources()
+    if moto is None:
+        raise click.UsageError("moto is not installed: give --moto DIR (moto's moto/ec2/resources)")
+    out = Path(out_dir) if out_dir else Path(str(embedded_data_file("")))
+    try:
+        lines = build_embedded(Path(sources_dir), moto, out)
+    except CatalogError as error:
+        click.echo(f"karpenter-policy catalog build: {error}", err=True)
+        sys.exit(2)
+    click.echo("\n".join(lines))
 
 
 @main.command()

@@ -98,7 +98,8 @@ def content_hash(data: Any) -> str:
 class ResolvedInstanceType:
     """A catalog instance type a provisioner may launch, with the offerings its requirements allow.
 
-    `offerings` is sorted (capacity type, zone) and holds (capacity type, zone, price in USD/hour).
+    `offerings` is sorted (capacity type, zone) and holds (capacity type, zone, price in USD/hour; None: no price
+    data).
     """
 
     name: str
@@ -107,7 +108,7 @@ class ResolvedInstanceType:
     pods: int
     gpus: int
     price_on_demand: float | None
-    offerings: tuple[tuple[str, str, float], ...]
+    offerings: tuple[tuple[str, str, float | None], ...]
 
     def zones(self, capacity_type: str | None = None) -> tuple[str, ...]:
         return tuple(sorted({z for c, z, _ in self.offerings if capacity_type is None or c == capacity_type}))
@@ -116,7 +117,7 @@ class ResolvedInstanceType:
         return tuple(sorted({c for c, _, _ in self.offerings}))
 
     def to_json(self) -> dict[str, Any]:
-        offerings: dict[str, dict[str, float]] = {}
+        offerings: dict[str, dict[str, float | None]] = {}
         for capacity_type, zone, price in self.offerings:
             offerings.setdefault(capacity_type, {})[zone] = price
         return {
@@ -133,9 +134,12 @@ class ResolvedInstanceType:
     def from_json(cls, data: Mapping[str, Any]) -> ResolvedInstanceType:
         offerings = tuple(
             sorted(
-                (str(capacity_type), str(zone), float(price))
-                for capacity_type, zones in dict(data["offerings"]).items()
-                for zone, price in dict(zones).items()
+                (
+                    (str(capacity_type), str(zone), None if price is None else float(price))
+                    for capacity_type, zones in dict(data["offerings"]).items()
+                    for zone, price in dict(zones).items()
+                ),
+                key=lambda offering: offering[:2],
             )
         )
         price = data.get("priceOnDemand")
@@ -213,9 +217,12 @@ def resolve_instance_types(
             continue
         offerings = tuple(
             sorted(
-                (o.capacity_type, o.zone, o.price)
-                for o in instance_type.offerings
-                if o.available and zone.has(o.zone) and capacity.has(o.capacity_type)
+                (
+                    (o.capacity_type, o.zone, o.price)
+                    for o in instance_type.offerings
+                    if o.available and zone.has(o.zone) and capacity.has(o.capacity_type)
+                ),
+                key=lambda offering: offering[:2],
             )
         )
         if not offerings:

@@ -1,33 +1,37 @@
-"""The embedded EC2 instance-type catalog: load it (cached), look types up, serialise it deterministically.
+"""The instance-type catalog of one region: load it (cached), look types up, serialise it deterministically.
 
-The data file ships inside the package (``karpenter_policy/catalog/data/instance-types-<region>.json``) and is
-read with importlib.resources, so the tool works offline. ``karpenter-policy catalog refresh`` rebuilds it
-(see :mod:`karpenter_policy.catalog.refresh`). Any problem reading a catalog file is a :class:`CatalogError`
-naming the file and the reason, never a traceback.
+Without a file, ``load_catalog`` gives the embedded catalog of a region (:mod:`karpenter_policy.catalog.embedded`:
+package data, read lazily per region, so the tool works offline). With a file, it reads a catalog file (format
+1 below: what ``karpenter-policy catalog refresh`` writes, see :mod:`karpenter_policy.catalog.refresh`). Any
+problem reading one is a :class:`CatalogError` naming the file and the reason, never a traceback.
 
 File format (version 1), one instance type per line so diffs stay readable::
 
-    {"format":1,"region":"us-east-1","types":[
+    {"date":"2026-11-23","format":1,"region":"us-east-1","types":[
     {"accelerator_count":0,...,"name":"a1.2xlarge","offerings":[["us-east-1a","on-demand",0.204,true],...],...},
     ...
     ]}
+
+An offering is [zone, capacity type, price in USD/hour or null (no price data), available]. ``date`` (optional)
+is when the catalog was made; ``branch_enis`` and ``previous_generation`` are optional per type.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import threading
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from karpenter_policy.model.instancetypes import InstanceType, Offering
+from karpenter_policy.model.instancetypes import InstanceType, Offering, instance_family
 
 _T = TypeVar("_T")
 FORMAT_VERSION = 1
@@ -53,12 +57,58 @@ class CatalogError(Exception):
         super().__init__(f"{self.file}: {reason}")
 
 
+@dataclass(frozen=True, slots=True)
+class KnownType:
+    """What the embedded catalog knows of a type whatever the region, for findings about a type a region's catalog
+    lacks: a previous-generation type, or one offered in other regions only (`regions`: those of the catalog that
+    offer it; `described`: False for a name only a price table knows)."""
+
+    name: str
+    previous_generation: bool
+    regions: tuple[str, ...]
+    described: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where each fact about a type came from (source ids, see `Catalog.sources`): its attributes (vCPU, memory,
+    GPUs, ...), its network limits (ENIs, IPv4 per ENI; "" unknown), its zones in the region (`offerings`, or
+    `inferred: ...` with the rule) and its price ("" no price data)."""
+
+    facts: str
+    network: str
+    zones: str
+    price: str
+
+
+@dataclass(frozen=True, slots=True)
+class Absence:
+    """Why a region's catalog lacks an instance type or family that the catalog knows: it is previous-generation
+    (all its types are), or offered only in other `regions` of the catalog (none: in no region it covers);
+    `described` is False for a name only a price table knows."""
+
+    previous_generation: bool
+    regions: tuple[str, ...]
+    described: bool = True
+
+
 @dataclass(frozen=True)
 class Catalog:
-    """The instance types of one region, sorted by name."""
+    """The instance types of one region, sorted by name.
+
+    `date` is when the catalog's facts were taken ("2026-07"; "" unknown). The embedded catalogs also carry what is
+    known of the types a region lacks (`known`), where each fact of each type came from (`provenance`) and the
+    sources (`sources`: id -> description). `previous_generation_admitted` is False when the previous-generation
+    types were left out (the default, see `load_catalog`).
+    """
 
     region: str
     instance_types: tuple[InstanceType, ...]
+    date: str = ""
+    previous_generation_admitted: bool = field(default=True, compare=False)
+    known: Mapping[str, KnownType] = field(default_factory=dict, repr=False, compare=False)
+    provenance: Mapping[str, Provenance] = field(default_factory=dict, repr=False, compare=False)
+    sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     _by_name: dict[str, InstanceType] = field(init=False, repr=False, compare=False, hash=False)
     _derived: dict[Hashable, Any] = field(init=False, repr=False, compare=False, hash=False)
     _lock: threading.Lock = field(init=False, repr=False, compare=False, hash=False)
@@ -106,6 +156,41 @@ class Catalog:
     def __len__(self) -> int:
         return len(self.instance_types)
 
+    @property
+    def description(self) -> str:
+        """`EC2 catalog of 2026-07` (what findings about instance types name)."""
+        return f"EC2 catalog of {self.date}" if self.date else "EC2 catalog"
+
+    def without_previous_generation(self) -> Catalog:
+        """This catalog without its previous-generation types (they stay `known`)."""
+        if not any(it.previous_generation for it in self.instance_types):
+            return self
+        current = tuple(it for it in self.instance_types if not it.previous_generation)
+        return dataclasses.replace(self, instance_types=current, previous_generation_admitted=False)
+
+    def absence(self, name: str, family: bool = False) -> Absence | None:
+        """Why this catalog lacks the instance type (or, with `family`, the family) `name` though it knows it; None
+        when it does not know it (a name no source has: a typo) or has it."""
+        if (name in self._by_name) if not family else (name in self.families()):
+            return None
+        if family:
+            found = self.derived("known-families", self._known_families).get(name, ())
+        else:
+            found = (self.known[name],) if name in self.known else ()
+        if not found:
+            return None
+        return Absence(
+            previous_generation=all(t.previous_generation for t in found),
+            regions=tuple(sorted({r for t in found for r in t.regions})),
+            described=any(t.described for t in found),
+        )
+
+    def _known_families(self) -> dict[str, tuple[KnownType, ...]]:
+        families: dict[str, list[KnownType]] = {}
+        for known in self.known.values():
+            families.setdefault(instance_family(known.name), []).append(known)
+        return {family: tuple(types) for family, types in families.items()}
+
     def __iter__(self) -> Iterator[InstanceType]:
         return iter(self.instance_types)
 
@@ -113,8 +198,8 @@ class Catalog:
 # --- serialisation ------------------------------------------------------------------------------------------
 
 #: Fields added since format 1: written only when they differ from their default, read as it when absent, so
-#: files without them (the embedded one) stay valid and byte-identical.
-_OPTIONAL_FIELDS: dict[str, Any] = {"branch_enis": 0}
+#: files without them stay valid and byte-identical.
+_OPTIONAL_FIELDS: dict[str, Any] = {"branch_enis": 0, "previous_generation": False}
 _INSTANCE_TYPE_FIELDS = tuple(f.name for f in fields(InstanceType) if f.name not in _OPTIONAL_FIELDS)
 
 
@@ -138,7 +223,10 @@ def catalog_to_json(catalog: Catalog) -> str:
         json.dumps(_instance_type_to_dict(it), sort_keys=True, separators=(",", ":"), allow_nan=False)
         for it in catalog.instance_types
     ]
-    head = json.dumps({"format": FORMAT_VERSION, "region": catalog.region}, sort_keys=True, separators=(",", ":"))
+    header: dict[str, Any] = {"format": FORMAT_VERSION, "region": catalog.region}
+    if catalog.date:
+        header["date"] = catalog.date
+    head = json.dumps(header, sort_keys=True, separators=(",", ":"))
     body = ",\n".join(lines)
     return head[:-1] + ',"types":[\n' + body + ("\n" if body else "") + "]}\n"
 
@@ -206,7 +294,7 @@ def _instance_type_from_dict(raw: Any, where: str) -> InstanceType:
             Offering(
                 zone=_expect(entry[0], str, f"{what} zone"),
                 capacity_type=_expect(entry[1], str, f"{what} capacity type"),
-                price=_number(entry[2], f"{what} price"),
+                price=None if entry[2] is None else _number(entry[2], f"{what} price"),
                 available=_expect(entry[3], bool, f"{what} available"),
             )
         )
@@ -234,6 +322,7 @@ def _instance_type_from_dict(raw: Any, where: str) -> InstanceType:
         offerings=tuple(offerings),
         price_on_demand=None if price is None else _number(price, f"{where}.price_on_demand"),
         branch_enis=_non_negative_int(data.get("branch_enis", 0), f"{where}.branch_enis"),
+        previous_generation=_expect(data.get("previous_generation", False), bool, f"{where}.previous_generation"),
     )
     if it.vcpu == 0 or it.memory_mib == 0:
         raise _Invalid(f"{where}: vcpu and memory_mib must be > 0")
@@ -260,10 +349,11 @@ def catalog_from_json(text: str | bytes, file: str | Path = "<catalog>") -> Cata
         region = _expect(top.get("region"), str, "region")
         if not region:
             raise _Invalid("region must not be empty")
+        date = _expect(top.get("date", ""), str, "date")
         raw_types = _expect(top.get("types"), list, "types")
         types = [_instance_type_from_dict(raw, f"types[{i}]") for i, raw in enumerate(raw_types)]
         try:
-            return Catalog(region=region, instance_types=tuple(types))
+            return Catalog(region=region, instance_types=tuple(types), date=date)
         except ValueError as exc:
             raise _Invalid(str(exc)) from None
     except _Invalid as exc:
@@ -288,24 +378,25 @@ def _read_bytes(source: Path | Traversable, label: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_cached(path: str | None, region: str) -> Catalog:
+def _load_cached(path: str | None, region: str, previous_generation: bool) -> Catalog:
     if path is None:
-        source: Path | Traversable = embedded_data_file(catalog_file_name(region))
-        label = f"{DATA_PACKAGE.replace('.', '/')}/{DATA_DIR}/{catalog_file_name(region)}"
-        if not source.is_file():
-            raise CatalogError(label, f"no embedded catalog for region {region!r}; run `catalog refresh`")
+        from karpenter_policy.catalog.embedded import load_region  # the embedded data is read on first use
+
+        catalog = load_region(region)
     else:
-        source = Path(path)
-        label = path
-    return catalog_from_json(_read_bytes(source, label), label)
+        catalog = catalog_from_json(_read_bytes(Path(path), path), path)
+    return catalog if previous_generation else catalog.without_previous_generation()
 
 
-def load_catalog(path: Path | None = None, region: str = DEFAULT_REGION) -> Catalog:
-    """Load a catalog file, or the embedded one for ``region`` without a path. Cached per (path, region).
+def load_catalog(
+    path: Path | None = None, region: str = DEFAULT_REGION, *, previous_generation: bool = False
+) -> Catalog:
+    """Load a catalog file, or the embedded one for ``region`` without a path. Cached per (path, region, flag).
 
-    With an explicit path the file's own region is authoritative. Raises :class:`CatalogError`.
+    With an explicit path the file's own region is authoritative. Previous-generation types are left out (they
+    stay ``known``) unless ``previous_generation``. Raises :class:`CatalogError`.
     """
-    return _load_cached(None if path is None else str(path), region)
+    return _load_cached(None if path is None else str(path), region, previous_generation)
 
 
 def clear_catalog_cache() -> None:

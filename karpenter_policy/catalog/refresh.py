@@ -10,32 +10,27 @@ This module never imports boto3 nor the cloud adapters (they sit above the catal
 source — the CLI passes ``cloud.aws.ec2_catalog_source.Ec2CatalogSource``.
 
 Offerings: one per zone the type is offered in x capacity type the type supports (``SupportedUsageClasses``
-restricted to on-demand and spot, as Karpenter skips capacity blocks). By default every offering is priced
-at the on-demand price (spot falls back to on-demand, as Karpenter does before it has spot prices): the
-embedded catalog carries no spot prices, they are fetched at run time. A type without a known on-demand
-price gets unavailable offerings at price 0 and ``price_on_demand`` None, as Karpenter marks offerings
-without a price unavailable.
+restricted to on-demand and spot, as Karpenter skips capacity blocks). On-demand offerings take the type's
+on-demand price; spot offerings the zone's latest DescribeSpotPriceHistory price when asked
+(``with_spot_prices``), else the on-demand price (as Karpenter does before it has spot prices). A type without
+a known price gets offerings priced None: they can be launched, their cost is unknown ("no price data").
+Facts DescribeInstanceTypes does not give are taken from the embedded catalog: the branch ENIs of trunking
+types (``vpc.amazonaws.com/pod-eni``, from Karpenter's VPC limits).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from karpenter_policy.catalog.catalog import (
-    Catalog,
-    CatalogError,
-    catalog_to_json,
-    embedded_data_file,
-    on_demand_prices_file_name,
-)
+from karpenter_policy.catalog.catalog import Catalog, CatalogError, catalog_to_json
+from karpenter_policy.catalog.prices import latest_spot_prices, load_on_demand_prices
+from karpenter_policy.model.allocatable import TRN1_NEURONS
 from karpenter_policy.model.instancetypes import (
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_SPOT,
@@ -49,9 +44,16 @@ ZONE_LOCATION_TYPE = "availability-zone"
 SUPPORTED_CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
 
 # Karpenter v0.31 hard-codes Trainium (trn1*) as accelerator "inferentia" by "aws" (DescribeInstanceTypes
-# had no accelerator data for them then), with these device counts (awsNeurons).
+# had no accelerator data for them then), with model.allocatable.TRN1_NEURONS's device counts (awsNeurons).
 _TRN1_PREFIX = "trn1"
-_TRN1_NEURON_COUNTS = {"trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16}
+
+
+def trn1_accelerator(name: str, count: int) -> tuple[int, str, str] | None:
+    """Karpenter v0.31's accelerator (count, name, manufacturer) of a trn1 type whatever EC2 says (`count`: EC2's
+    device count, for a trn1 type v0.31 does not list); None for other types."""
+    if not name.startswith(_TRN1_PREFIX):
+        return None
+    return TRN1_NEURONS.get(name, count), "inferentia", "aws"
 
 
 class EC2CatalogSource(Protocol):
@@ -87,80 +89,6 @@ def _int(value: Any, what: str, default: int | None = None) -> int:
 
 def _str(value: Any, default: str = "") -> str:
     return value if isinstance(value, str) else default
-
-
-# --- prices -------------------------------------------------------------------------------------------------
-
-
-def load_on_demand_prices(path: Path | None = None, region: str = "us-east-1") -> dict[str, float]:
-    """The on-demand price table (instance type -> USD/hour): ``path``, or the one shipped for ``region``.
-
-    The file is ``{"region": ..., "prices": {"m5.large": 0.096, ...}, ...}``; a region that does not match
-    ``region`` is an error, so a catalog never gets another region's prices.
-    """
-    if path is None:
-        resource = embedded_data_file(on_demand_prices_file_name(region))
-        label = f"karpenter_policy/catalog/data/{on_demand_prices_file_name(region)}"
-        if not resource.is_file():
-            raise CatalogError(label, f"no on-demand price table shipped for region {region!r}; pass one")
-        read = resource.read_bytes
-    else:
-        label = str(path)
-        read = Path(path).read_bytes
-    try:
-        document = json.loads(read())
-    except OSError as exc:
-        raise CatalogError(label, exc.strerror or str(exc)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(label, f"not valid JSON: {exc}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("prices"), dict):
-        raise CatalogError(label, 'expected an object with a "prices" object (instance type -> USD per hour)')
-    file_region = document.get("region")
-    if file_region is not None and file_region != region:
-        raise CatalogError(label, f"prices are for region {file_region!r}, not {region!r}")
-    prices: dict[str, float] = {}
-    for name, price in document["prices"].items():
-        if isinstance(price, bool) or not isinstance(price, int | float) or not math.isfinite(price) or price < 0:
-            raise CatalogError(label, f"price of {name!r} must be a finite number >= 0, got {price!r}")
-        prices[str(name)] = float(price)
-    return prices
-
-
-def latest_spot_prices(history: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
-    """(instance type, zone) -> the most recent spot price in a DescribeSpotPriceHistory result."""
-    latest: dict[tuple[str, str], tuple[str, float]] = {}
-    for entry in history:
-        name, zone = _str(entry.get("InstanceType")), _str(entry.get("AvailabilityZone"))
-        try:
-            price = float(entry.get("SpotPrice", ""))
-        except (TypeError, ValueError):
-            continue
-        if not name or not zone or not math.isfinite(price) or price < 0:
-            continue
-        stamp = _str(entry.get("Timestamp"))
-        key = (name, zone)
-        if key not in latest or stamp >= latest[key][0]:
-            latest[key] = (stamp, price)
-    return {key: price for key, (_, price) in latest.items()}
-
-
-def with_spot_prices(catalog: Catalog, prices: Mapping[tuple[str, str], float]) -> tuple[Catalog, int]:
-    """`catalog` with its spot offerings priced from `prices` ((instance type, zone) -> $/h), and how many spot
-    offerings had no price there (they keep theirs: the on-demand price in the embedded catalog)."""
-    missing = 0
-    types = []
-    for it in catalog.instance_types:
-        offerings = []
-        for o in it.offerings:
-            if o.capacity_type == CAPACITY_TYPE_SPOT:
-                price = prices.get((it.name, o.zone))
-                if price is None:
-                    missing += o.available
-                else:
-                    o = dataclasses.replace(o, price=price)
-            offerings.append(o)
-        types.append(dataclasses.replace(it, offerings=tuple(offerings)))
-    return Catalog(catalog.region, tuple(types)), missing
 
 
 # --- one instance type --------------------------------------------------------------------------------------
@@ -225,12 +153,11 @@ def _instance_type(
         accelerator_count = _int(accelerator.get("Count"), "InferenceAcceleratorInfo.Accelerators[0].Count", 0)
         accelerator_name = lower_kebab_case(_str(accelerator.get("Name")))
         accelerator_manufacturer = lower_kebab_case(_str(accelerator.get("Manufacturer")))
-    if name.startswith(_TRN1_PREFIX):
-        accelerator_name, accelerator_manufacturer = "inferentia", "aws"
-        accelerator_count = _TRN1_NEURON_COUNTS.get(
-            name,
-            sum(_int(a.get("Count"), "Accelerators[].Count", 0) for a in accelerator_list if isinstance(a, Mapping)),
-        )
+    trn1 = trn1_accelerator(
+        name, sum(_int(a.get("Count"), "Accelerators[].Count", 0) for a in accelerator_list if isinstance(a, Mapping))
+    )
+    if trn1 is not None:
+        accelerator_count, accelerator_name, accelerator_manufacturer = trn1
 
     # Local NVMe: total instance storage unless NVMe is unsupported (GB as EC2 reports it).
     local_nvme = 0
@@ -262,9 +189,7 @@ def _instance_type(
             price = on_demand_price
             if capacity_type == CAPACITY_TYPE_SPOT and zone in spot_prices:
                 price = spot_prices[zone]
-            offerings.append(
-                Offering(zone=zone, capacity_type=capacity_type, price=price or 0.0, available=price is not None)
-            )
+            offerings.append(Offering(zone=zone, capacity_type=capacity_type, price=price))
 
     return InstanceType(
         name=name,
@@ -300,11 +225,13 @@ def build_catalog(
     *,
     with_spot_prices: bool = False,
     source_name: str = "EC2",
+    date: str = "",
 ) -> Catalog:
     """Describe every instance type and its zone offerings from ``source`` and price them.
 
     With ``with_spot_prices`` the spot offerings take the latest DescribeSpotPriceHistory price per zone
     (on-demand where there is none); without, spot is priced on-demand (what the embedded catalog stores).
+    ``date`` is recorded as the catalog's (findings name it).
     """
     infos = source.describe_instance_types()
     zones_by_type: dict[str, set[str]] = {}
@@ -330,8 +257,35 @@ def build_catalog(
         except ValueError as exc:
             raise CatalogError(f"{source_name} DescribeInstanceTypes", str(exc)) from None
         if it is not None and it.name not in types:
-            types[it.name] = it
-    return Catalog(region=region, instance_types=tuple(types.values()))
+            types[it.name] = _with_embedded_facts(it)
+    return Catalog(region=region, instance_types=tuple(types.values()), date=date)
+
+
+def _with_embedded_facts(it: InstanceType) -> InstanceType:
+    """`it` with the branch ENIs the embedded catalog knows for it (EC2 does not describe ENI trunking), when both
+    agree on its ENIs."""
+    from karpenter_policy.catalog.embedded import embedded_types
+
+    try:
+        known = embedded_types().types.get(it.name)
+    except CatalogError:  # no embedded data: nothing to add
+        return it
+    if known is None or known.facts["max_enis"] != it.max_enis or not known.facts["branch_enis"]:
+        return it
+    return dataclasses.replace(it, branch_enis=known.facts["branch_enis"])
+
+
+def resolve_prices(prices: Path | Mapping[str, float] | None, region: str) -> tuple[dict[str, float], str]:
+    """On-demand prices and where they come from: a price table file (`Path`), prices already fetched (the Price
+    List API's), or None: the table shipped for `region` if there is one, else none (no price data)."""
+    if isinstance(prices, Path):
+        return load_on_demand_prices(prices, region), str(prices)
+    if prices is not None:
+        return dict(prices), "the Price List API"
+    try:
+        return load_on_demand_prices(None, region), f"the table shipped for {region}"
+    except CatalogError:
+        return {}, "none"
 
 
 def write_catalog(catalog: Catalog, out_path: Path) -> None:
@@ -364,21 +318,23 @@ def write_catalog(catalog: Catalog, out_path: Path) -> None:
 def refresh_catalog(
     region: str,
     source: EC2CatalogSource,
-    prices_path: Path | None,
+    prices: Path | Mapping[str, float] | None,
     out_path: Path,
     *,
     source_name: str = "EC2",
     with_spot_prices: bool = False,
+    date: str = "",
 ) -> Catalog:
     """Rebuild ``region``'s catalog from ``source`` (the caller's EC2 adapter: this package never imports the
     cloud adapters, which sit above it) and write it to ``out_path``.
 
-    ``prices_path`` is the on-demand price table (default: the one shipped for ``region``). Nothing is written
-    when anything fails. Raises :class:`CatalogError` (files) or :class:`~karpenter_policy.cloud.CloudError`
-    (the EC2 endpoint).
+    ``prices`` are the on-demand prices (see :func:`resolve_prices`). Nothing is written when anything fails.
+    Raises :class:`CatalogError` (files) or :class:`~karpenter_policy.cloud.CloudError` (the EC2 endpoint).
     """
-    prices = load_on_demand_prices(prices_path, region)
-    catalog = build_catalog(source, prices, region, with_spot_prices=with_spot_prices, source_name=source_name)
+    on_demand, _ = resolve_prices(prices, region)
+    catalog = build_catalog(
+        source, on_demand, region, with_spot_prices=with_spot_prices, source_name=source_name, date=date
+    )
     write_catalog(catalog, out_path)
     return catalog
 
@@ -390,5 +346,6 @@ __all__ = [
     "latest_spot_prices",
     "load_on_demand_prices",
     "refresh_catalog",
+    "resolve_prices",
     "write_catalog",
 ]

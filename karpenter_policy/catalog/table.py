@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.catalog.catalog import Catalog
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.instancetypes import InstanceType, price_key
 from karpenter_policy.model.requirements import Operator, Requirement
 
 _MAX_CACHED_CLASSES = 4096
@@ -54,13 +54,15 @@ class CatalogTable:
 
     region: str
     types: tuple[InstanceType, ...]
+    catalog: Catalog = field(repr=False)  # what it was built from: its date, the types it knows but lacks
     zones: tuple[str, ...]
     capacity_types: tuple[str, ...]
     domains: Mapping[str, tuple[str, ...]]
     value_index: Mapping[str, tuple[int, ...]]
     offer_sets: tuple[frozenset[tuple[int, int]], ...]
     offer_set_of: tuple[int, ...]
-    offerings: tuple[tuple[tuple[float, int, int], ...], ...]  # per type: (price, zone, capacity type), available
+    #: per type, its available offerings as (price_key(price), zone, capacity type), cheapest first
+    offerings: tuple[tuple[tuple[float, int, int], ...], ...]
     _gather: Mapping[str, Callable[[Sequence[int]], tuple[int, ...]]] = field(repr=False)
     _gather_offer_sets: Callable[[Sequence[int]], tuple[int, ...]] = field(repr=False)
     _classes: dict[tuple[str, tuple[Requirement, ...]], KeyClasses] = field(default_factory=dict, repr=False)
@@ -88,7 +90,9 @@ class CatalogTable:
         for it in types:
             available = tuple(
                 sorted(
-                    (o.price, zone_index[o.zone], capacity_index[o.capacity_type]) for o in it.offerings if o.available
+                    (price_key(o.price), zone_index[o.zone], capacity_index[o.capacity_type])
+                    for o in it.offerings
+                    if o.available
                 )
             )
             offerings.append(available)
@@ -96,6 +100,7 @@ class CatalogTable:
         return cls(
             region=catalog.region,
             types=types,
+            catalog=catalog,
             zones=zones,
             capacity_types=capacity_types,
             domains=domains,

@@ -10,6 +10,7 @@ category, generation) follow Karpenter's own parsing of the name (``instanceType
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -90,14 +91,30 @@ def lower_kebab_case(value: str) -> str:
     return value.replace(" ", "-").lower()
 
 
+def price_key(price: float | None) -> float:
+    """A price as a sort key: an unknown price (None: no price data) ranks after every known one."""
+    return math.inf if price is None else price
+
+
+def known_price(key: float) -> float | None:
+    """The price a :func:`price_key` stands for (None: no price data)."""
+    return None if math.isinf(key) else key
+
+
+def price_text(price: float | None, region: str, places: int = 4) -> str:
+    """`$0.0960/h`, or `no price data for eu-west-1` (never a guess)."""
+    return f"no price data for {region or 'the region'}" if price is None else f"${price:.{places}f}/h"
+
+
 @dataclass(frozen=True, slots=True)
 class ChosenOffering:
-    """One concrete launch choice: an instance type in a zone with a capacity type, and its price."""
+    """One concrete launch choice: an instance type in a zone with a capacity type, and its price (None: the
+    catalog has no price data for it)."""
 
     instance_type: str
     zone: str
     capacity_type: str
-    price: float
+    price: float | None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -112,13 +129,14 @@ class ChosenOffering:
 class Offering:
     """One way to buy a type: a zone and a capacity type (``on-demand`` / ``spot``) at a price (USD/hour).
 
-    ``available`` is false when the offering cannot be launched, e.g. no price is known (Karpenter marks
-    such offerings unavailable) or EC2 recently reported insufficient capacity.
+    ``price`` is None when the catalog has no price data for it (the embedded catalog prices us-east-1 only):
+    the offering can be launched, what it costs is unknown. ``available`` is false when the offering cannot be
+    launched: EC2 recently reported insufficient capacity, or (live, as Karpenter does) no price is known.
     """
 
     zone: str
     capacity_type: str
-    price: float
+    price: float | None
     available: bool = True
 
 
@@ -154,6 +172,9 @@ class InstanceType:
     #: Branch network interfaces for pods with their own security groups (``vpc.amazonaws.com/pod-eni``), 0
     #: when the type does not support ENI trunking or the catalog does not say.
     branch_enis: int = 0
+    #: A type EC2 no longer lists among its current types (p3, g3, ...): the embedded catalog leaves it out
+    #: unless asked (``--allow-previous-generation``), for accounts that still launch it.
+    previous_generation: bool = False
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.offerings, key=lambda o: (o.zone, o.capacity_type)))
@@ -214,7 +235,8 @@ class InstanceType:
     def cheapest_offering(
         self, capacity_types: Iterable[str] | None = None, zones: Iterable[str] | None = None
     ) -> Offering | None:
-        """The cheapest available offering (ties: zone, then capacity type), optionally restricted."""
+        """The cheapest available offering (ties: zone, then capacity type; unpriced ones last), optionally
+        restricted."""
         wanted_capacity = None if capacity_types is None else set(capacity_types)
         wanted_zones = None if zones is None else set(zones)
         candidates = [
@@ -226,7 +248,7 @@ class InstanceType:
         ]
         if not candidates:
             return None
-        return min(candidates, key=lambda o: (o.price, o.zone, o.capacity_type))
+        return min(candidates, key=lambda o: (price_key(o.price), o.zone, o.capacity_type))
 
     @cached_property
     def linux_labels(self) -> dict[str, str]:
@@ -278,8 +300,8 @@ def cheapest(
     capacity_types: Iterable[str] | None = None,
     zones: Iterable[str] | None = None,
 ) -> list[tuple[InstanceType, Offering]]:
-    """Types that have a matching available offering, cheapest first (ties by name), as Karpenter orders
-    launch candidates."""
+    """Types that have a matching available offering, cheapest first (ties by name; unpriced ones last), as
+    Karpenter orders launch candidates."""
     capacity = None if capacity_types is None else tuple(capacity_types)
     wanted_zones = None if zones is None else tuple(zones)
     ranked: list[tuple[InstanceType, Offering]] = []
@@ -287,5 +309,5 @@ def cheapest(
         offering = it.cheapest_offering(capacity, wanted_zones)
         if offering is not None:
             ranked.append((it, offering))
-    ranked.sort(key=lambda pair: (pair[1].price, pair[0].name))
+    ranked.sort(key=lambda pair: (price_key(pair[1].price), pair[0].name))
     return ranked

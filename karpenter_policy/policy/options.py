@@ -30,13 +30,13 @@ def values_option(values_file: str | None) -> dict[str, Any] | None:
         raise OptionError(str(error)) from None
 
 
-def catalog_option(catalog_file: str | None, region: str | None) -> Catalog:
+def catalog_option(catalog_file: str | None, region: str | None, previous_generation: bool = False) -> Catalog:
     """The `--catalog` file, or the embedded catalog of `--region` (default us-east-1); both given, they must
-    agree."""
+    agree. Previous-generation types only with `previous_generation` (`--allow-previous-generation`)."""
     try:
         if catalog_file is None:
-            return load_catalog(region=region or DEFAULT_REGION)
-        catalog = load_catalog(Path(catalog_file))
+            return load_catalog(region=region or DEFAULT_REGION, previous_generation=previous_generation)
+        catalog = load_catalog(Path(catalog_file), previous_generation=previous_generation)
     except CatalogError as error:
         raise OptionError(f"cannot load the catalog: {error}") from None
     if region is not None and region != catalog.region:
@@ -59,7 +59,7 @@ def spot_prices_option(catalog: Catalog, spot_prices_file: str | None) -> Pricin
     price: an estimate)."""
     if spot_prices_file is None:
         return Pricing(catalog, "", True)
-    from karpenter_policy.catalog.refresh import latest_spot_prices, with_spot_prices
+    from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
 
     try:
         data = json.loads(Path(spot_prices_file).read_bytes())

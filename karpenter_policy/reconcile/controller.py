@@ -116,7 +116,7 @@ class LaunchedNode:
     capacity_type: str
     provisioner: str
     pods: tuple[str, ...]  # pod keys planned onto it
-    price: float = 0.0
+    price: float | None = None  # $/h; None: no price data for it
 
 
 @dataclass(slots=True)
@@ -588,7 +588,7 @@ class Controller:
         entry = InFlightNode(instance, node, claim.template, self.clock(), {pod.uid: pod for pod in claim.pods})
         self.inflight.add(entry)
         launched_offering = (instance.instance_type, instance.zone)
-        price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), 0.0)
+        price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), None)
         launched = LaunchedNode(
             entry.name, instance.id, instance.instance_type, instance.zone, instance.capacity_type, claim.template,
             tuple(p.key for p in claim.pods), price,

@@ -23,7 +23,7 @@ from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import MAX_CLIENT_TOKEN_LENGTH, CloudProvider, Instance, LaunchRequest
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.instancetypes import ChosenOffering, known_price, price_key
 from karpenter_policy.scheduling import ClaimPlan, NodeTemplate
 
 #: Karpenter passes at most 60 instance types to CreateFleet.
@@ -50,8 +50,10 @@ def launch_options(claim: ClaimPlan, template: NodeTemplate) -> list[ChosenOffer
         i = table.position[chosen.instance_type]
         for price, z, c in table.offerings[i]:
             if table.capacity_types[c] == chosen.capacity_type and zone.has(table.zones[z]):
-                options.append(ChosenOffering(chosen.instance_type, table.zones[z], chosen.capacity_type, price))
-    options.sort(key=lambda o: (o.price, o.instance_type, o.zone))
+                options.append(
+                    ChosenOffering(chosen.instance_type, table.zones[z], chosen.capacity_type, known_price(price))
+                )
+    options.sort(key=lambda o: (price_key(o.price), o.instance_type, o.zone))
     return options
 
 

@@ -5,12 +5,15 @@ Type i of :class:`InstanceTable` is bit i of a Python integer. Masks of requirem
 offerings (zone × capacity type) and of "allocatable at least x" (per resource, per node shape) are built once and
 cached, so checking a pod against a node claim is a handful of big-integer operations however many types there
 are. Node shapes (capacity and allocatable of every type under one kubelet configuration and AMI family) come
-from `model.allocatable`; prices from the types' offerings (the live cloud's, or the catalog's).
+from `model.allocatable`; prices from the types' offerings (the live cloud's, or the catalog's). An offering without
+a price (the catalog has no price data for its region) can be launched like any other and ranks after every priced
+one, the smaller types (vCPU, then memory) first; its ChosenOffering has price None.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, known_price, price_key
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector
 
@@ -128,9 +131,9 @@ class NodeShapes:
 class _Ranked:
     """Each type's cheapest offering within some zones and capacity types, cheapest first, and prefix masks."""
 
-    entries: list[tuple[float, int, int, int]]  # (price, type, zone, capacity type)
+    entries: list[tuple[float, int, int, int]]  # (price_key(price), type, zone, capacity type)
     prefixes: list[int]  # prefixes[j]: the types of entries[0..j]
-    prices: dict[int, float]  # type → its cheapest allowed price
+    prices: dict[int, float]  # type → its cheapest allowed price (priced types only)
 
 
 class InstanceTable:
@@ -157,16 +160,23 @@ class InstanceTable:
         self.capacity_types = tuple(sorted({o.capacity_type for it in self.types for o in it.offerings if o.available}))
         zone_at = {z: j for j, z in enumerate(self.zones)}
         capacity_at = {c: j for j, c in enumerate(self.capacity_types)}
-        self.offerings: list[tuple[tuple[float, int, int], ...]] = []  # per type: (price, zone, capacity), sorted
+        # per type: (price_key(price), zone, capacity), cheapest first
+        self.offerings: list[tuple[tuple[float, int, int], ...]] = []
         pairs: dict[tuple[int, int], int] = defaultdict(int)
         for i, it in enumerate(self.types):
             available = tuple(
-                sorted((o.price, zone_at[o.zone], capacity_at[o.capacity_type]) for o in it.offerings if o.available)
+                sorted(
+                    (price_key(o.price), zone_at[o.zone], capacity_at[o.capacity_type])
+                    for o in it.offerings
+                    if o.available
+                )
             )
             self.offerings.append(available)
             for _, z, c in available:
                 pairs[(z, c)] |= 1 << i
         self._pair_masks = dict(pairs)
+        by_size = sorted(range(len(self.types)), key=lambda i: (self.types[i].vcpu, self.types[i].memory_mib, i))
+        self._size_rank = {i: rank for rank, i in enumerate(by_size)}  # orders the unpriced: smaller first
         self.offered = 0
         for mask in self._pair_masks.values():
             self.offered |= mask
@@ -301,13 +311,15 @@ class InstanceTable:
                     if z in zones and c in capacities:
                         best.append((price, i, z, c))
                         break
-            best.sort()
+            # Cheapest first; without a price (inf), smaller types first: a node no larger than needed.
+            best.sort(key=lambda e: (e[0], self._size_rank[e[1]] if math.isinf(e[0]) else e[1], e[2], e[3]))
             prefixes = []
             running = 0
             for entry in best:
                 running |= 1 << entry[1]
                 prefixes.append(running)
-            found = self._ranked[(zones, capacities)] = _Ranked(best, prefixes, {i: p for p, i, _, _ in best})
+            prices = {i: p for p, i, _, _ in best if known_price(p) is not None}
+            found = self._ranked[(zones, capacities)] = _Ranked(best, prefixes, prices)
         return found
 
     def cheapest(self, mask: int, zone: Requirement, capacity_type: Requirement) -> ChosenOffering | None:
@@ -319,22 +331,22 @@ class InstanceTable:
             return None
         j = _first_meeting(prefixes, mask)
         price, i, z, c = ranked.entries[j]
-        return ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], price)
+        return ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price))
 
     def ranked(self, mask: int, zone: Requirement, capacity_type: Requirement) -> list[ChosenOffering]:
         """Every type of `mask` with its cheapest allowed offering, cheapest first."""
         out = []
         for price, i, z, c in self._rank(zone, capacity_type).entries:
             if (mask >> i) & 1:
-                out.append(ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], price))
+                out.append(ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price)))
         return out
 
     def prices(self, zone: Requirement, capacity_type: Requirement) -> Mapping[int, float]:
-        """Type → its cheapest price within the zones and capacity types (offered types only)."""
+        """Type → its cheapest price within the zones and capacity types (offered types with a price only)."""
         return self._rank(zone, capacity_type).prices
 
     def at_most(self, price: float, zone: Requirement, capacity_type: Requirement) -> int:
-        """The types whose cheapest allowed offering costs at most `price`."""
+        """The types whose cheapest allowed offering costs at most `price` (never the unpriced ones)."""
         ranked = self._rank(zone, capacity_type)
         j = bisect.bisect_right(ranked.entries, (price, len(self.types), 0, 0))
         return ranked.prefixes[j - 1] if j > 0 else 0

@@ -35,7 +35,8 @@ class ClaimPlan:
         return self.options[0] if self.options else None
 
     @property
-    def price(self) -> float:
+    def price(self) -> float | None:
+        """$/h of the launch choice; None when the catalog has no price data for it."""
         return self.launch.price if self.launch is not None else 0.0
 
     @property
@@ -79,9 +80,19 @@ class Plan:
     template_of: dict[str, str] = field(default_factory=dict)  # pod key → the template of its new claim
 
     @property
-    def cost(self) -> float:
-        """$/h of the new nodes at their launch offerings."""
-        return sum(claim.price for claim in self.claims)
+    def cost(self) -> float | None:
+        """$/h of the new nodes at their launch offerings; None when some has no price data (`unpriced`)."""
+        return None if self.unpriced else self.known_cost
+
+    @property
+    def known_cost(self) -> float:
+        """$/h of the new nodes that have a price."""
+        return sum(price for claim in self.claims if (price := claim.price) is not None)
+
+    @property
+    def unpriced(self) -> int:
+        """How many new nodes have no price data."""
+        return sum(1 for claim in self.claims if claim.price is None)
 
     @property
     def scheduled(self) -> int:

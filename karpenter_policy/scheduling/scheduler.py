@@ -163,13 +163,18 @@ class Scheduler:
                 break
             order = follow_dependencies(order, stuck)
             repaired = _Run(self, order).solve()
-            if (len(repaired.failures), repaired.cost) < (len(plan.failures), plan.cost):
+            if _plan_order(repaired) < _plan_order(plan):
                 plan = repaired
         if plan.failures:
             queued = _Run(self, pending).solve()
             if len(queued.failures) <= len(plan.failures):
                 plan = queued
         return plan
+
+
+def _plan_order(plan: Plan) -> tuple[int, int, float]:
+    """Which of two plans is better: fewer pods left pending, then fewer nodes without a price, then cheaper."""
+    return len(plan.failures), plan.unpriced, plan.known_cost
 
 
 def fresh_claim(

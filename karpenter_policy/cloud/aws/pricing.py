@@ -17,8 +17,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from karpenter_policy.catalog.refresh import latest_spot_prices
-from karpenter_policy.cloud.aws.api import AwsApi
+from karpenter_policy.catalog.prices import latest_spot_prices
+from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.ec2_catalog_source import LINUX_PRODUCT_DESCRIPTIONS
 
 PRODUCT_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
@@ -93,6 +93,12 @@ def fetch_on_demand_prices(api: AwsApi, region: str) -> dict[str, float]:
     return prices
 
 
+def on_demand_prices_of_region(region: str, endpoint_url: str | None = None) -> dict[str, float]:
+    """`catalog refresh`: the on-demand prices of ``region`` from the Price List API (served from us-east-1;
+    ``endpoint_url``: another endpoint, e.g. a test's). Raises CloudError (no credentials, no access, ...)."""
+    return fetch_on_demand_prices(AwsApi(AwsConnection(region, endpoint_url=endpoint_url)), region)
+
+
 def _chunks(names: Sequence[str] | None) -> list[list[str] | None]:
     if names is None:
         return [None]
@@ -142,6 +148,7 @@ __all__ = [
     "fetch_on_demand_prices",
     "fetch_spot_prices",
     "fetch_zones",
+    "on_demand_prices_of_region",
     "on_demand_filters",
     "parse_price_list",
 ]

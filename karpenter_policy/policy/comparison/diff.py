@@ -37,6 +37,7 @@ from typing import Any
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import known_price, price_key, price_text
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.policy.findings import CommandOutput, Report
@@ -212,16 +213,22 @@ def _relative(file: str, root: str) -> str:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Offering:
-    """One way a node may be launched: an instance type in a zone as a capacity type, at a price (USD/h)."""
+    """One way a node may be launched: an instance type in a zone as a capacity type, at a price (USD/h; None: no
+    price data for `region`). Ordered cheapest first, unpriced last."""
 
-    price: float
+    rank: float = field(repr=False)  # price_key(price)
     instance_type: str
     zone: str
     capacity_type: str
     proven: bool | None = field(default=None, compare=False)
+    region: str = field(default="", compare=False)
+
+    @property
+    def price(self) -> float | None:
+        return known_price(self.rank)
 
     def __str__(self) -> str:
-        text = f"{self.instance_type} ({self.zone}, {self.capacity_type}, ${self.price:.4f}/h)"
+        text = f"{self.instance_type} ({self.zone}, {self.capacity_type}, {price_text(self.price, self.region)})"
         return text + (
             " [solver: proven]" if self.proven else " [solver: NOT confirmed]" if self.proven is False else ""
         )
@@ -335,15 +342,19 @@ class CostChange:
 
     @property
     def ratio(self) -> float | None:
-        return None if self.base.cost == 0 else self.head.cost / self.base.cost - 1
+        before, after = self.base.cost, self.head.cost
+        return None if before is None or after is None or before == 0 else after / before - 1
 
     def summary(self) -> str:
-        """`$4.12/h → $3.05/h (−26 %), 5 → 4 nodes`."""
-        text = f"${self.base.cost:,.2f}/h → ${self.head.cost:,.2f}/h"
+        """`$4.12/h → $3.05/h (−26 %), 5 → 4 nodes`; `unknown` for a side with a node without price data."""
+        before, after = self.base.cost, self.head.cost
+        text = " → ".join("unknown" if cost is None else f"${cost:,.2f}/h" for cost in (before, after))
+        if before is None or after is None:
+            text += f" (no price data for {self.head.region or self.base.region or 'the region'})"
         if self.ratio is not None:
             text += f" ({self.ratio:+.0%})".replace("-", "−")
         text += f", {len(self.base.nodes)} → {len(self.head.nodes)} nodes"
-        if self.base.estimated or self.head.estimated:
+        if (self.base.estimated or self.head.estimated) and before is not None and after is not None:
             text += " (spot estimated at on-demand prices)"
         return text
 
@@ -366,6 +377,7 @@ class DiffResult:
     workloads_checked: int | None = None  # None: not compared
     notes: list[str] = field(default_factory=list)
     cost: CostChange | None = None
+    region: str = ""  # the catalog's
 
     @property
     def changed(self) -> list[ProvisionerDiff]:
@@ -381,7 +393,7 @@ class DiffResult:
         return 0
 
 
-def admitted(checked: CheckedProvisioner, catalog: Catalog) -> dict[tuple[str, str, str], float]:
+def admitted(checked: CheckedProvisioner, catalog: Catalog) -> dict[tuple[str, str, str], float | None]:
     """The offerings a proven provisioner admits: every satisfying type's available offerings in a zone and
     capacity type its requirements allow, with their prices."""
     if checked.verdict != Verdict.SAT:
@@ -389,7 +401,7 @@ def admitted(checked: CheckedProvisioner, catalog: Catalog) -> dict[tuple[str, s
     requirements = checked.provisioner.requirements
     zone = requirements.get(wk.ZONE)
     capacity = requirements.get(wk.CAPACITY_TYPE)
-    result: dict[tuple[str, str, str], float] = {}
+    result: dict[tuple[str, str, str], float | None] = {}
     for name in checked.instance_types:
         it = catalog.get(name)
         if it is None:
@@ -442,17 +454,21 @@ def _invalid_provisioners(report: Report) -> set[str]:
     }
 
 
-def _cheapest(offerings: Mapping[tuple[str, str, str], float], keep: Iterable[tuple[str, str, str]]) -> Offering | None:
+def _cheapest(
+    offerings: Mapping[tuple[str, str, str], float | None], keep: Iterable[tuple[str, str, str]], region: str
+) -> Offering | None:
     best: Offering | None = None
     for key in keep:
-        candidate = Offering(offerings[key], *key)
+        candidate = Offering(price_key(offerings[key]), *key, region=region)
         if best is None or candidate < best:
             best = candidate
     return best
 
 
 def _offering_deltas(
-    base: Mapping[tuple[str, str, str], float], head: Mapping[tuple[str, str, str], float], catalog: Catalog
+    base: Mapping[tuple[str, str, str], float | None],
+    head: Mapping[tuple[str, str, str], float | None],
+    catalog: Catalog,
 ) -> list[Delta]:
     """The offerings dimension and its breakdown, each side's values with their cheapest witness (unproven)."""
     deltas: list[Delta] = []
@@ -464,8 +480,8 @@ def _offering_deltas(
             "offerings",
             [f"{t} {z} {c}" for t, z, c in sorted(more)],
             [f"{t} {z} {c}" for t, z, c in sorted(less)],
-            _cheapest(head, more),
-            _cheapest(base, less),
+            _cheapest(head, more, catalog.region),
+            _cheapest(base, less, catalog.region),
         )
     )
 
@@ -491,8 +507,8 @@ def _offering_deltas(
                 dimension,
                 added,
                 removed,
-                _cheapest(head, (k for k in head if added_set & set(project(k)))),
-                _cheapest(base, (k for k in base if removed_set & set(project(k)))),
+                _cheapest(head, (k for k in head if added_set & set(project(k))), catalog.region),
+                _cheapest(base, (k for k in base if removed_set & set(project(k))), catalog.region),
             )
         )
     return deltas
@@ -637,7 +653,7 @@ def diff_sides(
                 delta.removed_witness = prover.prove(delta.removed_witness, base_doc, head_doc)
                 proofs += 1
         diffs.append(ProvisionerDiff(name, "changed" if deltas else "unchanged", b, h, deltas))
-    return DiffResult(base, head, list(paths), diffs)
+    return DiffResult(base, head, list(paths), diffs, region=catalog.region)
 
 
 # --- workloads ----------------------------------------------------------------------------------------------
@@ -695,7 +711,7 @@ def _summary_line(result: DiffResult) -> str:
 _WORKLOAD_STATUSES = ("changes provisioner", "becomes unschedulable", "becomes schedulable", "new, unschedulable")
 
 
-def _admits(c: CheckedProvisioner | None) -> str:
+def _admits(c: CheckedProvisioner | None, region: str) -> str:
     if c is None:
         return ""
     if c.verdict != Verdict.SAT:
@@ -703,7 +719,7 @@ def _admits(c: CheckedProvisioner | None) -> str:
     text = f"{len(c.instance_types)} instance types"
     if c.witness is not None:
         w = c.witness
-        text += f", e.g. {w.instance_type} ({w.zone}, {w.capacity_type}, ${w.price:.4f}/h)"
+        text += f", e.g. {w.instance_type} ({w.zone}, {w.capacity_type}, {price_text(w.price, region)})"
     return text
 
 
@@ -723,7 +739,8 @@ def render_text(result: DiffResult) -> str:
         out.append("")
         out.append(f"Provisioner {p.name} ({where.file}:{where.line}): {p.status}" + (f" ({p.note})" if p.note else ""))
         if p.status in ("added", "removed"):
-            out.append(f"  {'HEAD' if p.status == 'added' else 'BASE'} admits {_admits(where).removeprefix('admits ')}")
+            admits = _admits(where, result.region).removeprefix("admits ")
+            out.append(f"  {'HEAD' if p.status == 'added' else 'BASE'} admits {admits}")
             continue
         rows = [["DIMENSION", "HEAD ADMITS, BASE DID NOT", "BASE ADMITTED, HEAD DOES NOT"]]
         for d in p.deltas:
@@ -804,7 +821,7 @@ def render_markdown(result: DiffResult) -> str:
             continue
         if p.status in ("added", "removed"):
             where = p.head if p.status == "added" else p.base
-            admits = _md(_admits(where))
+            admits = _md(_admits(where, result.region))
             cells = (admits, "—") if p.status == "added" else ("—", admits)
             status = f"**{p.status}**" + (f" ({_md(p.note)})" if p.note else "")
             rows.append(f"| `{_md(p.name)}` | {status} | {cells[0]} | {cells[1]} |")

@@ -314,6 +314,8 @@ def compile_command(
     api: str = manifests.API_V1ALPHA5,
     values_file: str | None = None,
     catalog_file: str | None = None,
+    region: str | None = None,
+    previous_generation: bool = False,
     configmap_namespace: str = manifests.DEFAULT_CONFIGMAP_NAMESPACE,
     configmap_name: str = manifests.DEFAULT_CONFIGMAP_NAME,
     flux_escape: bool = False,
@@ -340,7 +342,7 @@ def compile_command(
             return _cannot_run(str(error))
     try:
         values = values_option(values_file)
-        catalog = catalog_option(catalog_file, None)
+        catalog = catalog_option(catalog_file, region, previous_generation)
     except OptionError as error:
         return _cannot_run(str(error))
     options = CompileOptions(

@@ -31,6 +31,7 @@ def check_command(
     spot_prices_file: str | None = None,
     selection: Selection = EVERYTHING,
     quiet: bool = False,
+    previous_generation: bool = False,
 ) -> CommandOutput:
     """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
     With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
@@ -38,7 +39,7 @@ def check_command(
     the files left out and the rules disabled; `quiet`: the findings alone (text and github output)."""
     try:
         values = values_option(values_file)
-        catalog = catalog_option(catalog_file, region)
+        catalog = catalog_option(catalog_file, region, previous_generation)
         pricing = spot_prices_option(catalog, spot_prices_file) if workloads is not None else None
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy check: {error}\n")

@@ -285,7 +285,7 @@ class CapacityNode:
     workloads: Mapping[str, int]  # workload ref → its pods on the node
     cpu_utilisation: float
     memory_utilisation: float
-    price: float
+    price: float | None  # None: no price data
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -305,29 +305,42 @@ class CapacityNode:
 class Capacity:
     """What the workloads' replicas need as new nodes: the nodes, the fleet's $/h, how prices were known (`pricing`:
     spot is priced from a spot-price source when one was given, else at the on-demand price — `estimated`), and
-    the pods that fit nowhere (workload ref → count)."""
+    the pods that fit nowhere (workload ref → count). Nodes without a price (the catalog has no price data for
+    `region`) are counted in `unpriced`: then the cost is unknown, never a guess."""
 
     nodes: tuple[CapacityNode, ...]
-    cost: float
     pods: int
     pricing: str
     estimated: bool
     unscheduled: Mapping[str, int] = field(default_factory=dict)
+    region: str = ""
+
+    @property
+    def unpriced(self) -> int:
+        return sum(1 for n in self.nodes if n.price is None)
+
+    @property
+    def cost(self) -> float | None:
+        """$/h of the nodes; None when some node has no price data."""
+        return _total([n.price for n in self.nodes])
 
     def to_json(self) -> dict[str, object]:
+        cost = self.cost
         return {
             "nodes": [n.to_json() for n in self.nodes],
             "node_count": len(self.nodes),
             "pods": self.pods,
-            "cost_per_hour": round(self.cost, 6),
+            "cost_per_hour": None if cost is None else round(cost, 6),
+            "unpriced_nodes": self.unpriced,
             "pricing": self.pricing,
             "estimated": self.estimated,
             "unscheduled": dict(sorted(self.unscheduled.items())),
         }
 
-    def groups(self) -> list[tuple[str, str, str, str, int, int, float, float, float]]:
+    def groups(self) -> list[tuple[str, str, str, str, int, int, float, float, float | None]]:
         """Nodes of the same provisioner, type, zone and capacity type together: (provisioner, type, zone, capacity
-        type, nodes, pods, mean cpu, mean memory utilisation, $/h), by provisioner then cost."""
+        type, nodes, pods, mean cpu, mean memory utilisation, $/h or None without price data), by provisioner then
+        cost (unpriced last)."""
         grouped: dict[tuple[str, str, str, str], list[CapacityNode]] = defaultdict(list)
         for node in self.nodes:
             grouped[(node.provisioner, node.instance_type, node.zone, node.capacity_type)].append(node)
@@ -344,16 +357,18 @@ class Capacity:
                     sum(n.pods for n in nodes),
                     sum(n.cpu_utilisation for n in nodes) / count,
                     sum(n.memory_utilisation for n in nodes) / count,
-                    sum(n.price for n in nodes),
+                    _total([n.price for n in nodes]),
                 )
             )
-        rows.sort(key=lambda r: (r[0], -r[8], r[1], r[2], r[3]))
+        rows.sort(key=lambda r: (r[0], r[8] is None, -(r[8] or 0.0), r[1], r[2], r[3]))
         return rows
 
     def summary(self) -> str:
-        cost = f"${self.cost:,.2f}/h" + (" (estimated)" if self.estimated else "")
+        cost = self.cost_text()
         text = f"capacity: {self.pods} pod{'s' if self.pods != 1 else ''} on {len(self.nodes)} new node"
-        text += f"{'s' if len(self.nodes) != 1 else ''}, {cost}; {self.pricing}"
+        text += f"{'s' if len(self.nodes) != 1 else ''}, {cost}"
+        if self.unpriced < len(self.nodes) or not self.nodes:  # how the prices were known, when some were
+            text += f"; {self.pricing}"
         left = sum(self.unscheduled.values())
         if left:
             text += f"; {left} pod{'s' if left != 1 else ''} fit nowhere"
@@ -363,7 +378,7 @@ class Capacity:
         """The grouped nodes as text or markdown table lines."""
         header = ["provisioner", "instance type", "zone", "capacity", "nodes", "pods", "cpu", "memory", "$/h"]
         rows = [
-            [p, t, z, c, str(n), str(pods), f"{cpu:.0%}", f"{memory:.0%}", f"{price:.3f}"]
+            [p, t, z, c, str(n), str(pods), f"{cpu:.0%}", f"{memory:.0%}", "?" if price is None else f"{price:.3f}"]
             for p, t, z, c, n, pods, cpu, memory, price in self.groups()
         ]
         if markdown:
@@ -377,6 +392,24 @@ class Capacity:
             return "  ".join(cells).rstrip()
 
         return [line(header), *(line(r) for r in rows)]
+
+    def cost_text(self) -> str:
+        """`$1.23/h (estimated)`, or what is known when some node has no price data."""
+        cost = self.cost
+        if cost is not None:
+            return f"${cost:,.2f}/h" + (" (estimated)" if self.estimated else "")
+        priced = len(self.nodes) - self.unpriced
+        text = f"cost unknown: no price data for {self.region or 'the region'}"
+        if priced:
+            known = sum(n.price for n in self.nodes if n.price is not None)
+            text += f" ({self.unpriced} of {len(self.nodes)} nodes; the others ${known:,.2f}/h)"
+        return text
+
+
+def _total(prices: Sequence[float | None]) -> float | None:
+    """The sum of `prices`; None when one is unknown."""
+    known = [p for p in prices if p is not None]
+    return sum(known) if len(known) == len(prices) else None
 
 
 def pods_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = None) -> list[Pod]:
@@ -415,10 +448,10 @@ def plan_capacity(
     table = InstanceTable.of_catalog(catalog)
     scheduler = Scheduler(templates_for(checked, table), daemons=daemon_pods(workloads))
     plan = scheduler.solve(pods_of(workloads, scale))
-    return capacity_of(plan, pricing, estimated)
+    return capacity_of(plan, pricing, estimated, catalog.region)
 
 
-def capacity_of(plan: Plan, pricing: str, estimated: bool) -> Capacity:
+def capacity_of(plan: Plan, pricing: str, estimated: bool, region: str = "") -> Capacity:
     nodes = []
     for claim in plan.claims:
         launch = claim.launch
@@ -448,12 +481,12 @@ def capacity_of(plan: Plan, pricing: str, estimated: bool) -> Capacity:
     spot = any(n.capacity_type == "spot" for n in nodes)
     return Capacity(
         nodes=tuple(nodes),
-        cost=sum(n.price for n in nodes),
         pods=sum(n.pods for n in nodes),
         pricing=pricing
         or ("spot priced at the on-demand price (no spot prices given)" if spot else "on-demand prices"),
         estimated=estimated and spot,
         unscheduled=dict(unscheduled),
+        region=region,
     )
 
 

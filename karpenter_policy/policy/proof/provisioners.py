@@ -37,8 +37,10 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import CatalogTable
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.amifamily import ami_family, node_os
+from karpenter_policy.model.instancetypes import price_text
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.policy.findings import Finding, Location, Report
+from karpenter_policy.policy.proof.absence import KnownName, known_name
 from karpenter_policy.policy.proof.limits import limits_findings
 from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
@@ -75,6 +77,7 @@ class CheckedProvisioner:
     seconds: float = 0.0
     #: The spec of the AWSNodeTemplate it references (or its inline provider): AMI family, block devices.
     node_template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    region: str = ""  # the catalog's
 
     @property
     def object_ref(self) -> str:
@@ -106,7 +109,8 @@ class CheckedProvisioner:
         text = f"{self.object_ref}: {count} instance type{'s' if count != 1 else ''}"
         if self.witness is not None:
             w = self.witness
-            text += f", e.g. {w.instance_type} ({w.zone}, {w.capacity_type})"
+            text += f", e.g. {w.instance_type} ({w.zone}, {w.capacity_type}"
+            text += f"; {price_text(None, self.region)})" if w.price is None else ")"
         return text
 
 
@@ -204,6 +208,7 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
         capacity_types=outcome.capacity_types,
         witness=outcome.witness,
         seconds=outcome.seconds,
+        region=table.region,
     )
     return findings, result
 
@@ -249,7 +254,10 @@ def _unknown_names(
         unknown = [(v, path) for v, path in raw_values if v not in known_set]
         if not unknown:
             continue
-        all_unknown = operator == Operator.IN and all(v not in known_set for v, _ in raw_values)
+        names = {v: _known_name(term.key, v, table) for v, _ in unknown}
+        # A previous-generation value is not dead weight: the flag admits it (the solver says what remains).
+        previous = {v for v, name in names.items() if name is not None and name.previous_generation}
+        all_unknown = operator == Operator.IN and all(v not in known_set and v not in previous for v, _ in raw_values)
         if all_unknown:
             dead.add(index)
         seen: set[str] = set()
@@ -257,9 +265,15 @@ def _unknown_names(
             if value in seen:
                 continue
             seen.add(value)
-            message = _unknown_message(term.key, what, value, known, table.region)
+            name = names[value]
+            if name is not None:
+                message = f"{term.key} {value}: {name.text}."
+            else:
+                message = _unknown_message(term.key, what, value, known, table)
             if operator == Operator.NOT_IN:
                 message += " This NotIn excludes nothing."
+                severity = WARNING
+            elif name is not None and name.previous_generation:
                 severity = WARNING
             elif all_unknown:
                 severity = ERROR
@@ -271,12 +285,20 @@ def _unknown_names(
     return findings, dead
 
 
-def _unknown_message(key: str, what: str, value: str, known: Sequence[str], region: str) -> str:
+def _known_name(key: str, value: str, table: CatalogTable) -> KnownName | None:
+    """What to say of an instance type or family the region's catalog lacks but knows (None: an unknown name)."""
+    if key not in (wk.INSTANCE_TYPE, wk.INSTANCE_FAMILY):
+        return None
+    return known_name(table.catalog, value, family=key == wk.INSTANCE_FAMILY)
+
+
+def _unknown_message(key: str, what: str, value: str, known: Sequence[str], table: CatalogTable) -> str:
     hint = nearest_name(value, known)
     if key == wk.ZONE:
-        message = f"{key} {value}: not a zone of region {region} (zones: {', '.join(known)})"
+        message = f"{key} {value}: not a zone of region {table.region} (zones: {', '.join(known)})"
     else:
-        message = f"{key} {value}: there is no {what} {value} in {region}"
+        where = f"{table.region} (not in the {table.catalog.description})"
+        message = f"{key} {value}: there is no {what} {value} in {where}"
     return message + (f", did you mean {hint}?" if hint else "")
 
 
@@ -564,7 +586,10 @@ def explain_no_instance_type(term: Term, table: CatalogTable) -> str:
             hints.append(f"capacity types are {_one_of(domain, 'and')}")
         elif len(domain) <= 12:
             hints.append(f"{key} is one of {_one_of(domain)}")
-        guesses = [g for g in (nearest_name(v, domain) for v in sorted(r.values)) if g is not None]
+        names = [n for n in (_known_name(key, v, table) for v in sorted(r.values)) if n is not None]
+        hints += [n.text for n in names]
+        unknown = [v for v in sorted(r.values) if _known_name(key, v, table) is None]
+        guesses = [g for g in (nearest_name(v, domain) for v in unknown) if g is not None]
         if guesses:
             hints.append(f"did you mean {_one_of(guesses)}?")
     elif r.operator() == Operator.IN and key == wk.INSTANCE_TYPE:

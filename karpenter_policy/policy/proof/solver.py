@@ -47,7 +47,7 @@ from karpenter_policy.catalog.table import (
     table_for,
 )
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.instancetypes import ChosenOffering, known_price
 from karpenter_policy.model.requirements import Operator, Requirement
 
 DEFAULT_TIMEOUT_MS = 5000
@@ -398,7 +398,7 @@ class Solver:
         if best is None:  # the model contradicts the table: a bug in the encoding, not a user error
             raise AssertionError(f"the model picked {row} without an offering in classes {zone_class}/{capacity_class}")
         return {
-            "witness": Witness(best[1], table.zones[best[2]], table.capacity_types[best[3]], best[0]),
+            "witness": Witness(best[1], table.zones[best[2]], table.capacity_types[best[3]], known_price(best[0])),
             "instance_types": tuple(table.types[i].name for i in types),
             "zones": tuple(zones),
             "capacity_types": tuple(capacities),

@@ -1,0 +1,521 @@
+"""`karpenter-policy catalog build`: the embedded catalog, joined from its sources (read at build time only).
+
+Sources, each fact taken from the most authoritative one that has it (the id in brackets is what the catalog
+records per type and fact, see `Catalog.provenance`):
+
+* [karpenter] Karpenter's published instance-type table (``karpenter-instance-types-YYYY-MM.json``, generated from
+  the EC2 API): the label values of every current type — vCPU, memory, architecture, GPUs and accelerators with
+  their names and manufacturers, local NVMe, hypervisor, network bandwidth, encryption in transit. Its month is
+  the catalog's date. Karpenter v0.31's one hard-coded rule (trn1 as accelerator "inferentia") is kept, as
+  `catalog refresh` keeps it.
+* [karpenter-v0.31] Karpenter v0.31's table (``karpenter-v0.31-instance-types.json``): the same facts of the types
+  Karpenter no longer lists (p2, p3, g3, f1, dl1, u-*tb1 ...) — they are marked previous-generation.
+* [ec2] DescribeInstanceTypes as AWS returned it (moto's ``instance_types.json.gz``): the facts of types neither
+  table has (newer than the table), the network limits the VPC table lacks, and which types sell as spot.
+* [vpc-limits] Karpenter's VPC limits (``karpenter-vpc-limits-YYYY-MM.json``): ENIs, IPv4 addresses per ENI
+  (max pods), branch ENIs for pod-eni (trunking types), bare metal.
+* [offerings] DescribeInstanceTypeOfferings by availability zone as AWS returned it, per region (moto's
+  ``instance_type_offerings/availability-zone/<region>.json.gz``): where each type is offered.
+* [prices-<region>] The on-demand price tables (``ec2-on-demand-prices-<region>.json``; us-east-1 only): prices,
+  and evidence that a type sells in the region. A priced type the offerings lack gets inferred zones there: those
+  of its family in the region, else of its category and generation (g4ad: g4dn's, p3: p3dn's), else of its
+  category, else every zone — recorded as inferred, with the rule. A priced name no source describes (cr1.8xlarge)
+  is known by name only.
+
+Types without a Kubernetes architecture (Mac) are left out. The output is deterministic: the same sources give
+byte-identical files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import json
+import os
+import re
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from karpenter_policy.catalog.catalog import CatalogError, on_demand_prices_file_name
+from karpenter_policy.catalog.embedded import (
+    COLUMNS,
+    FORMAT,
+    TYPES_FILE,
+    encode_row,
+    mask_of,
+    offerings_file_name,
+)
+from karpenter_policy.catalog.refresh import instance_type_from_ec2, trn1_accelerator
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import (
+    CAPACITY_TYPE_SPOT,
+    LABEL_INSTANCE_ACCELERATOR_COUNT,
+    LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+    LABEL_INSTANCE_ACCELERATOR_NAME,
+    LABEL_INSTANCE_CPU,
+    LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
+    LABEL_INSTANCE_GPU_COUNT,
+    LABEL_INSTANCE_GPU_MANUFACTURER,
+    LABEL_INSTANCE_GPU_MEMORY,
+    LABEL_INSTANCE_GPU_NAME,
+    LABEL_INSTANCE_HYPERVISOR,
+    LABEL_INSTANCE_LOCAL_NVME,
+    LABEL_INSTANCE_MEMORY,
+    LABEL_INSTANCE_NETWORK_BANDWIDTH,
+    InstanceType,
+    instance_category,
+    instance_family,
+    instance_generation,
+    instance_size,
+)
+
+KARPENTER = "karpenter"
+KARPENTER_V031 = "karpenter-v0.31"
+EC2 = "ec2"
+VPC_LIMITS = "vpc-limits"
+OFFERINGS = "offerings"
+
+_CURRENT_TABLE = re.compile(r"^karpenter-instance-types-(\d{4}-\d{2})\.json$")
+_V031_TABLE = "karpenter-v0.31-instance-types.json"
+_VPC_LIMITS = re.compile(r"^karpenter-vpc-limits-\d{4}-\d{2}\.json$")
+_PRICES = re.compile(r"^ec2-on-demand-prices-([a-z0-9-]+)\.json$")
+_OFFERINGS_DIR = Path("instance_type_offerings") / "availability-zone"
+_DESCRIBED = "instance_types.json.gz"
+
+
+# --- reading the sources ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the build reads, loaded and checked for shape."""
+
+    date: str
+    descriptions: dict[str, str]  # source id -> what it is
+    current: dict[str, dict[str, str]]  # Karpenter's table: type -> labels
+    previous: dict[str, dict[str, str]]  # v0.31's table: type -> labels
+    vpc_limits: dict[str, dict[str, Any]]
+    described: dict[str, dict[str, Any]]  # DescribeInstanceTypes entries by type
+    offerings: dict[str, dict[str, set[str]]]  # region -> type -> zones
+    prices: dict[str, dict[str, float]]  # region -> type -> on-demand USD/hour
+    price_files: dict[str, Path] = field(default_factory=dict)  # region -> its table, shipped as is
+
+
+def default_moto_resources() -> Path | None:
+    """moto's EC2 resources directory (instance types and offerings), when moto is installed (not imported)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("moto")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "ec2" / "resources"
+
+
+def _load(path: Path) -> Any:
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return json.loads(raw)
+    except FileNotFoundError:
+        raise CatalogError(path, "no such file") from None
+    except OSError as exc:
+        raise CatalogError(path, exc.strerror or str(exc)) from None
+    except (ValueError, EOFError) as exc:
+        raise CatalogError(path, f"not valid (gzipped) JSON: {exc}") from None
+
+
+def _table(path: Path) -> tuple[dict[str, dict[str, str]], str]:
+    """A Karpenter instance-type table: type -> labels, and its source line."""
+    document = _load(path)
+    types = document.get("types") if isinstance(document, dict) else None
+    if not isinstance(types, dict) or not all(
+        isinstance(row, dict) and isinstance(row.get("labels"), dict) for row in types.values()
+    ):
+        raise CatalogError(path, 'expected {"types": {name: {"labels": {...}, ...}}}')
+    return {str(name): {str(k): str(v) for k, v in row["labels"].items()} for name, row in types.items()}, str(
+        document.get("source", path.name)
+    )
+
+
+def _one(directory: Path, pattern: re.Pattern[str], what: str) -> Path:
+    """The newest file of `directory` whose name matches `pattern` (names carry the date: the last sorts newest)."""
+    found = sorted(p for p in directory.iterdir() if pattern.match(p.name)) if directory.is_dir() else []
+    if not found:
+        raise CatalogError(directory, f"no {what} ({pattern.pattern}) in it")
+    return found[-1]
+
+
+def read_sources(shared: Path, moto: Path) -> Sources:
+    """Read the shared data directory (`../shared/data`) and moto's EC2 resources. Raises :class:`CatalogError`."""
+    current_path = _one(shared, _CURRENT_TABLE, "Karpenter instance-type table")
+    match = _CURRENT_TABLE.match(current_path.name)
+    assert match is not None
+    current, current_source = _table(current_path)
+    previous, previous_source = _table(shared / _V031_TABLE)
+    vpc_path = _one(shared, _VPC_LIMITS, "Karpenter VPC limits table")
+    vpc_document = _load(vpc_path)
+    vpc_limits = vpc_document.get("types") if isinstance(vpc_document, dict) else None
+    if not isinstance(vpc_limits, dict):
+        raise CatalogError(vpc_path, 'expected {"types": {name: {"interfaces": ..., ...}}}')
+    described_path = moto / _DESCRIBED
+    described = _load(described_path)
+    if not isinstance(described, dict):
+        raise CatalogError(described_path, "expected DescribeInstanceTypes entries by instance type")
+    offerings: dict[str, dict[str, set[str]]] = {}
+    offerings_dir = moto / _OFFERINGS_DIR
+    for path in sorted(offerings_dir.glob("*.json.gz")) if offerings_dir.is_dir() else []:
+        region = path.name.removesuffix(".json.gz")
+        zones: dict[str, set[str]] = defaultdict(set)
+        entries = _load(path)
+        if not isinstance(entries, list):
+            raise CatalogError(path, "expected a list of DescribeInstanceTypeOfferings entries")
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("InstanceType") and entry.get("Location"):
+                zones[str(entry["InstanceType"])].add(str(entry["Location"]))
+        offerings[region] = dict(zones)
+    if not offerings:
+        raise CatalogError(offerings_dir, "no DescribeInstanceTypeOfferings files (<region>.json.gz) in it")
+    prices: dict[str, dict[str, float]] = {}
+    price_files: dict[str, Path] = {}
+    descriptions = {
+        KARPENTER: current_source,
+        KARPENTER_V031: previous_source,
+        VPC_LIMITS: str(vpc_document.get("source", vpc_path.name)),
+        EC2: f"DescribeInstanceTypes as AWS returned it (moto's {_DESCRIBED})",
+        OFFERINGS: f"DescribeInstanceTypeOfferings by availability zone as AWS returned it, {len(offerings)} regions "
+        f"(moto's {_OFFERINGS_DIR}/<region>.json.gz)",
+    }
+    from karpenter_policy.catalog.prices import load_on_demand_prices
+
+    for path in sorted(shared.iterdir()):
+        price_match = _PRICES.match(path.name)
+        if price_match is None:
+            continue
+        region = price_match.group(1)
+        prices[region] = load_on_demand_prices(path, region)
+        price_files[region] = path
+        document = _load(path)
+        generated = document.get("generated_at", "?")
+        descriptions[f"prices-{region}"] = f"{document.get('source', path.name)} (generated {generated})"
+    return Sources(
+        date=match.group(1),
+        descriptions=descriptions,
+        current=current,
+        previous=previous,
+        vpc_limits={str(k): v for k, v in vpc_limits.items() if isinstance(v, dict)},
+        described={str(k): v for k, v in described.items() if isinstance(v, dict)},
+        offerings=offerings,
+        prices=prices,
+        price_files=price_files,
+    )
+
+
+# --- joining ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class JoinedType:
+    """One type's facts and where each came from."""
+
+    facts: InstanceType
+    facts_source: str
+    network_source: str
+    spot: bool
+    regions: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Joined:
+    """The catalog, joined: the types, each region's zones (observed, and inferred with why), names known only from
+    a price table, and the counts of the join."""
+
+    date: str
+    descriptions: dict[str, str]
+    types: dict[str, JoinedType]
+    zones: dict[str, dict[str, set[str]]]  # region -> type -> zones observed
+    inferred: dict[str, dict[str, tuple[set[str], str]]]  # region -> type -> (zones, why)
+    region_zones: dict[str, list[str]]
+    names_only: dict[str, set[str]]  # name -> regions whose price table names it
+    dropped: dict[str, str]  # name -> why it is left out
+    price_files: dict[str, Path]
+
+
+def _int_label(labels: Mapping[str, str], key: str, name: str, default: int | None = 0) -> int:
+    value = labels.get(key)
+    if value is None:
+        if default is None:
+            raise ValueError(f"{name}: no {key}")
+        return default
+    if not value.isdigit():
+        raise ValueError(f"{name}: {key} {value!r} is not a count")
+    return int(value)
+
+
+def type_from_labels(name: str, labels: Mapping[str, str]) -> InstanceType | None:
+    """A type's facts from the label values of a Karpenter table row (None: no Kubernetes architecture)."""
+    arch = labels.get(wk.ARCH, "")
+    if arch not in ("amd64", "arm64"):
+        return None
+    accelerator = (
+        _int_label(labels, LABEL_INSTANCE_ACCELERATOR_COUNT, name),
+        labels.get(LABEL_INSTANCE_ACCELERATOR_NAME, ""),
+        labels.get(LABEL_INSTANCE_ACCELERATOR_MANUFACTURER, ""),
+    )
+    accelerator = trn1_accelerator(name, accelerator[0]) or accelerator
+    return InstanceType(
+        name=name,
+        vcpu=_int_label(labels, LABEL_INSTANCE_CPU, name, None),
+        memory_mib=_int_label(labels, LABEL_INSTANCE_MEMORY, name, None),
+        architectures=(arch,),
+        gpu_count=_int_label(labels, LABEL_INSTANCE_GPU_COUNT, name),
+        gpu_name=labels.get(LABEL_INSTANCE_GPU_NAME, ""),
+        gpu_manufacturer=labels.get(LABEL_INSTANCE_GPU_MANUFACTURER, ""),
+        gpu_memory_mib=_int_label(labels, LABEL_INSTANCE_GPU_MEMORY, name),
+        accelerator_count=accelerator[0],
+        accelerator_name=accelerator[1],
+        accelerator_manufacturer=accelerator[2],
+        local_nvme_gib=_int_label(labels, LABEL_INSTANCE_LOCAL_NVME, name),
+        hypervisor=labels.get(LABEL_INSTANCE_HYPERVISOR, ""),
+        network_bandwidth_mbps=_int_label(labels, LABEL_INSTANCE_NETWORK_BANDWIDTH, name),
+        encryption_in_transit=labels.get(LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT) == "true",
+    )
+
+
+def _network(name: str, sources: Sources, described: InstanceType | None) -> tuple[dict[str, Any], str]:
+    """ENIs, IPv4 per ENI, branch ENIs and bare metal, and their source."""
+    limits = sources.vpc_limits.get(name)
+    if limits is not None:
+        return {
+            "max_enis": int(limits["interfaces"]),
+            "ipv4_per_eni": int(limits["ipv4PerInterface"]),
+            "branch_enis": int(limits["branchInterfaces"]) if limits.get("trunking") else 0,
+            "bare_metal": bool(limits.get("baremetal")),
+        }, VPC_LIMITS
+    bare_metal = described.bare_metal if described is not None else "metal" in instance_size(name)
+    if described is not None and described.max_enis and described.ipv4_per_eni:
+        return {
+            "max_enis": described.max_enis,
+            "ipv4_per_eni": described.ipv4_per_eni,
+            "branch_enis": 0,
+            "bare_metal": bare_metal,
+        }, EC2
+    return {"max_enis": 0, "ipv4_per_eni": 0, "branch_enis": 0, "bare_metal": bare_metal}, ""
+
+
+def _join_type(name: str, sources: Sources) -> JoinedType | None:
+    info = sources.described.get(name)
+    try:
+        described = instance_type_from_ec2(info, (), None) if info is not None else None
+    except ValueError as exc:
+        raise CatalogError(EC2, str(exc)) from None
+    if name in sources.current:
+        facts, facts_source = type_from_labels(name, sources.current[name]), KARPENTER
+    elif name in sources.previous:
+        facts, facts_source = type_from_labels(name, sources.previous[name]), KARPENTER_V031
+    else:
+        facts, facts_source = described, EC2
+    if facts is None:
+        return None
+    network, network_source = _network(name, sources, described)
+    usage = info.get("SupportedUsageClasses") if info is not None else None
+    spot = CAPACITY_TYPE_SPOT in usage if isinstance(usage, list) else True
+    facts = dataclasses.replace(facts, **network, previous_generation=facts_source == KARPENTER_V031)
+    return JoinedType(facts, facts_source, network_source, spot)
+
+
+def _inferred_zones(name: str, offered: Mapping[str, set[str]], all_zones: Sequence[str]) -> tuple[set[str], str]:
+    """Zones for a type sold in a region whose offerings lack it: its family's there, else those of its category
+    and generation, else of its category, else every zone."""
+    family, category, generation = instance_family(name), instance_category(name), instance_generation(name)
+    rules: tuple[Callable[[str], bool], ...] = (
+        lambda other: instance_family(other) == family,
+        lambda other: (instance_category(other), instance_generation(other)) == (category, generation),
+        lambda other: instance_category(other) == category,
+    )
+    for accepts in rules:
+        matching = [other for other in offered if accepts(other)]
+        if matching:
+            zones = set[str]().union(*(offered[other] for other in matching))
+            return zones, "zones of " + ", ".join(sorted({instance_family(other) for other in matching}))
+    return set(all_zones), "every zone of the region"
+
+
+def join(sources: Sources) -> Joined:
+    """Join the sources into the catalog (see the module docstring)."""
+    names = sorted(
+        set(sources.current)
+        | set(sources.previous)
+        | {n for zones in sources.offerings.values() for n in zones}
+        | {n for prices in sources.prices.values() for n in prices}
+    )
+    types: dict[str, JoinedType] = {}
+    dropped: dict[str, str] = {}
+    names_only: dict[str, set[str]] = {}
+    for name in names:
+        if name not in sources.current and name not in sources.previous and name not in sources.described:
+            names_only[name] = {r for r, prices in sources.prices.items() if name in prices}
+            if not names_only[name]:  # offered, yet described nowhere: nothing to say about it
+                del names_only[name]
+                dropped[name] = "offered but described by no source"
+            continue
+        joined = _join_type(name, sources)
+        if joined is None:
+            dropped[name] = "no Kubernetes architecture"
+            continue
+        types[name] = joined
+    zones: dict[str, dict[str, set[str]]] = {}
+    inferred: dict[str, dict[str, tuple[set[str], str]]] = {}
+    region_zones: dict[str, list[str]] = {}
+    for region, offered in sorted(sources.offerings.items()):
+        kept = {name: found for name, found in offered.items() if name in types}
+        zones[region] = kept
+        region_zones[region] = sorted(set[str]().union(*offered.values()))
+        for name in kept:
+            types[name].regions.add(region)
+        priced = sources.prices.get(region, {})
+        inferred[region] = {}
+        for name in sorted(priced):
+            if name in types and name not in kept:
+                inferred[region][name] = _inferred_zones(name, kept, region_zones[region])
+                types[name].regions.add(region)
+    return Joined(
+        date=sources.date,
+        descriptions=sources.descriptions,
+        types=types,
+        zones=zones,
+        inferred=inferred,
+        region_zones=region_zones,
+        names_only=names_only,
+        dropped=dropped,
+        price_files=sources.price_files,
+    )
+
+
+# --- writing ------------------------------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def types_document(joined: Joined) -> str:
+    """types.json (one row per line)."""
+    regions = sorted(joined.zones)
+    rows = []
+    for _, joined_type in sorted(joined.types.items()):
+        values = dict(vars(joined_type.facts))
+        values["architectures"] = ",".join(joined_type.facts.architectures)
+        values["spot"] = joined_type.spot
+        values["facts"] = joined_type.facts_source
+        values["network"] = joined_type.network_source
+        values["regions"] = mask_of(regions, joined_type.regions)
+        rows.append(_dumps(encode_row(values)))
+    names_only = {name: mask_of(regions, found) for name, found in sorted(joined.names_only.items())}
+    head = {
+        "columns": list(COLUMNS),
+        "date": joined.date,
+        "format": FORMAT,
+        "names_only": names_only,
+        "regions": regions,
+        "sources": dict(sorted(joined.descriptions.items())),
+    }
+    return _dumps(head)[:-1] + ',"types":[\n' + ",\n".join(rows) + "\n]}\n"
+
+
+def offerings_document(joined: Joined, region: str) -> str:
+    """offerings-<region>.json (one family per line)."""
+    zone_names = joined.region_zones[region]
+    by_family: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for name, found in joined.zones[region].items():
+        by_family[instance_family(name)][mask_of(zone_names, found)].append(instance_size(name))
+    lines = [
+        _dumps(family) + ":" + _dumps({str(m): " ".join(sorted(sizes)) for m, sizes in sorted(masks.items())})
+        for family, masks in sorted(by_family.items())
+    ]
+    inferred = {
+        name: [mask_of(zone_names, found), why] for name, (found, why) in sorted(joined.inferred[region].items())
+    }
+    head = _dumps({"format": FORMAT, "inferred": inferred, "region": region, "zones": zone_names})
+    return head[:-1] + ',"offered":{\n' + ",\n".join(lines) + "\n}}\n"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp_name = ""
+    try:
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+            tmp_name = tmp.name
+            tmp.write(data)
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, path)
+        tmp_name = ""
+    except OSError as exc:
+        raise CatalogError(path, f"cannot write: {exc.strerror or exc}") from None
+    finally:
+        if tmp_name:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def write_embedded(joined: Joined, out: Path) -> list[Path]:
+    """Write the embedded catalog's files into `out` (each atomically) and remove the offerings files of regions it
+    no longer covers; returns the files written."""
+    if not out.is_dir():
+        raise CatalogError(out, "not a directory")
+    documents: dict[str, bytes] = {TYPES_FILE: types_document(joined).encode()}
+    for region in sorted(joined.zones):
+        documents[offerings_file_name(region)] = offerings_document(joined, region).encode()
+    for region, path in sorted(joined.price_files.items()):
+        documents[on_demand_prices_file_name(region)] = path.read_bytes()
+    written = []
+    for name, data in documents.items():
+        _write_atomically(out / name, data)
+        written.append(out / name)
+    for stale in sorted(out.glob(offerings_file_name("*"))):
+        if stale.name not in documents:
+            stale.unlink()
+    return written
+
+
+def summary(joined: Joined, written: Iterable[Path] = ()) -> list[str]:
+    """What the join found, for the build's output: counts by source, the disagreements, per-region counts, sizes."""
+    by_facts: dict[str, int] = defaultdict(int)
+    by_network: dict[str, int] = defaultdict(int)
+    for t in joined.types.values():
+        by_facts[t.facts_source] += 1
+        by_network[t.network_source or "unknown"] += 1
+    previous = sorted(n for n, t in joined.types.items() if t.facts.previous_generation)
+    lines = [
+        f"EC2 catalog of {joined.date}: {len(joined.types)} instance types in {len(joined.zones)} regions",
+        "facts from: " + ", ".join(f"{s} {n}" for s, n in sorted(by_facts.items())),
+        "network limits from: " + ", ".join(f"{s} {n}" for s, n in sorted(by_network.items())),
+        f"previous generation ({len(previous)}): {' '.join(previous)}",
+    ]
+    if joined.names_only:
+        lines.append(f"known by name only (a price, no facts): {' '.join(sorted(joined.names_only))}")
+    if joined.dropped:
+        reasons: dict[str, list[str]] = defaultdict(list)
+        for name, why in joined.dropped.items():
+            reasons[why].append(name)
+        lines += [f"left out ({why}): {' '.join(sorted(names))}" for why, names in sorted(reasons.items())]
+    for region in sorted(joined.zones):
+        inferred = joined.inferred[region]
+        line = f"{region}: {len(joined.zones[region]) + len(inferred)} types, {len(joined.region_zones[region])} zones"
+        if inferred:
+            line += f", {len(inferred)} with inferred zones ({' '.join(sorted(inferred))})"
+        lines.append(line)
+    for path in written:
+        lines.append(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    return lines
+
+
+def build_embedded(shared: Path, moto: Path, out: Path) -> list[str]:
+    """Read the sources, join them, write the embedded catalog into `out`; the summary lines."""
+    joined = join(read_sources(shared, moto))
+    return summary(joined, write_embedded(joined, out))
+
+
+__all__ = ["Joined", "Sources", "build_embedded", "default_moto_resources", "join", "read_sources", "summary"]
