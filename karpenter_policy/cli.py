@@ -560,7 +560,7 @@ def diff(
 
 @main.group()
 def catalog() -> None:
-    """The EC2 instance-type catalog the solver and the compiler use (embedded: us-east-1)."""
+    """The EC2 instance-type catalog the solver and the compiler use (embedded: 30 regions)."""
 
 
 @catalog.command("refresh")
@@ -606,6 +606,25 @@ def catalog_refresh(
     zones = sorted({o.zone for it in built for o in it.offerings})
     priced = sum(1 for it in built if it.price_on_demand is not None)
     click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones), {priced} priced")
+
+
+@catalog.command("show")
+@click.argument("names", nargs=-1, metavar="[TYPE]...")
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help=_REGION_HELP)
+@_previous_generation_option
+def catalog_show(
+    names: tuple[str, ...], catalog_file: str | None, region: str | None, previous_generation: bool
+) -> None:
+    """What the catalog of a region holds: its date, counts, zones and regions; with TYPEs, their facts, labels,
+    zones and price, and the source of each fact. Exit 1 when a TYPE is not in it."""
+    from karpenter_policy.policy.catalog_show import show_catalog
+
+    _, catalog_ = _values_and_catalog(
+        "catalog show", None, catalog_file, region, previous_generation=previous_generation
+    )
+    assert catalog_ is not None
+    _finish(show_catalog(catalog_, names, embedded=catalog_file is None))
 
 
 @catalog.command("build")

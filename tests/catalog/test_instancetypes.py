@@ -221,12 +221,13 @@ def test_two_architectures_have_no_arch_label() -> None:
     assert it.labels()["kubernetes.io/os"] == "linux"
 
 
-def test_unpriced_type_has_unavailable_offerings() -> None:
+def test_unpriced_type_stays_launchable_at_an_unknown_price() -> None:
     it = instance_type_from_ec2(ec2_info("r9g.large"), ["us-east-1a"], None)
     assert it is not None
     assert it.price_on_demand is None
-    assert it.offerings and not any(o.available for o in it.offerings)
-    assert it.cheapest_offering() is None
+    assert it.offerings and all(o.available and o.price is None for o in it.offerings)
+    cheapest = it.cheapest_offering()
+    assert cheapest is not None and cheapest.price is None
 
 
 def test_on_demand_only_types_get_no_spot_offering() -> None:

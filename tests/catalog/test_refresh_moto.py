@@ -157,9 +157,9 @@ def test_refresh_matches_the_embedded_catalog_shape(refreshed: tuple[Catalog, Pa
     catalog, out = refreshed
     assert out.read_text().startswith('{"format":1,"region":"us-east-1","types":[\n')
     assert load_catalog(out) == catalog
-    # No spot price is stored: spot offerings carry the on-demand price.
+    # No spot price is stored: spot offerings carry the on-demand price (None where the type has no price).
     for it in catalog:
-        assert all(o.price == (it.price_on_demand or 0.0) for o in it.offerings), it.name
+        assert all(o.price == it.price_on_demand for o in it.offerings), it.name
 
 
 def test_spot_prices_when_asked(source: RecordingSource) -> None:
