@@ -289,7 +289,9 @@ WORKLOADS = workloads()
 
 @st.composite
 def workload_cases(draw: st.DrawFn) -> Case:
-    docs: list[Any] = [draw(WORKLOADS) for _ in range(pick(draw, (1, 1, 2, 3)))]
+    # Copies: mutate() edits in place, and a drawn value may share nested objects with module constants, which
+    # would make later draws depend on earlier ones (hypothesis reports that as a flaky strategy).
+    docs: list[Any] = [copy.deepcopy(draw(WORKLOADS)) for _ in range(pick(draw, (1, 1, 2, 3)))]
     described = [f"{d.get('kind')}" for d in docs if isinstance(d, dict)]
     for _ in range(draw(integers(0, 3)) if draw(integers(0, 2)) == 0 else 0):
         described.append(mutate(draw, docs))
