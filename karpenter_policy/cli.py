@@ -570,7 +570,8 @@ def catalog() -> None:
     "--prices",
     "prices_file",
     type=click.Path(dir_okay=False),
-    help="On-demand price table (docs/catalog.md; default: the Price List API's prices, GetProducts).",
+    help="On-demand price table, JSON: {\"prices\": {TYPE: USD per hour}} (default: the Price List API's prices, "
+    "GetProducts).",
 )
 @click.option(
     "--spot-prices/--no-spot-prices",
