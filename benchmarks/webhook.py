@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import socket
 import ssl
 import statistics
@@ -88,8 +89,10 @@ def load(args: argparse.Namespace) -> None:
     ]
     context = ssl.create_default_context(cafile=args.ca)
     start_at = time.monotonic() + 0.5  # every connection is set up before the clock starts
-    end_at = start_at + args.duration
+    end_at = start_at + args.duration if not args.count else float("inf")
+    count = args.count or 0  # with --count: exactly that many requests, each body once, in order
     latencies: list[list[float]] = [[] for _ in range(args.connections)]
+    answered: list[list[tuple[int, float, float]]] = [[] for _ in range(args.connections)]  # (body, done, latency)
     errors = [0] * args.connections
     interval = args.connections / args.rate if args.rate else 0.0
 
@@ -117,9 +120,10 @@ def load(args: argparse.Namespace) -> None:
                 due += interval
             else:
                 sent = time.monotonic()
-            if sent >= end_at:
+            if sent >= end_at or (count and n >= count):
                 break
             request = requests[n % len(requests)]
+            body_index = n
             n += args.connections
             for _attempt in (1, 2):  # a keep-alive connection closed to make room: reconnect and resend
                 try:
@@ -135,7 +139,10 @@ def load(args: argparse.Namespace) -> None:
                         sock = connect()
                     except OSError:
                         break
-            mine.append((time.monotonic() - sent) * 1000)
+            finished = time.monotonic()
+            mine.append((finished - sent) * 1000)
+            if count:
+                answered[index].append((body_index, finished - start_at, (finished - sent) * 1000))
             if status != 200:
                 errors[index] += 1
         sock.close()
@@ -176,6 +183,7 @@ def load(args: argparse.Namespace) -> None:
                 "seconds": args.duration,
                 "probes_ms": probes,
                 "probe_failures": probe_failures[0],
+                "answered": sorted(x for per in answered for x in per),
             }
         )
     )
@@ -234,11 +242,12 @@ def _bodies() -> list[str]:
     ]
 
 
-def _updates(bodies: list[str], copies: int) -> list[str]:
-    """`copies` versions of each review, as UPDATEs of the stored object (a new resourceVersion each): the
-    whole-check cache misses every time, the solver's verdicts (keyed by requirements) still hit."""
+def _updates(bodies: list[str], copies: int, run: int) -> list[str]:
+    """`copies` versions of each review, as UPDATEs of the stored object (a new resourceVersion each, and none
+    that an earlier `run` sent): the whole-check cache misses every time, the solver's verdicts (keyed by
+    requirements) still hit."""
     out = []
-    for version in range(copies):
+    for version in range(run * copies, (run + 1) * copies):
         for index, body in enumerate(bodies):
             review = json.loads(body)
             request = review["request"]
@@ -248,6 +257,69 @@ def _updates(bodies: list[str], copies: int) -> list[str]:
                 metadata["uid"] = f"00000000-0000-0000-0000-{index:012d}"
             request.update(uid=f"bench-{version}-{index}", operation="UPDATE", oldObject=request["object"])
             out.append(json.dumps(review))
+    return out
+
+
+def _fresh(count: int, seed: str, unsat_share: float) -> list[str]:
+    """`count` Provisioner CREATE reviews whose requirements no earlier request had: a custom label
+    (`example.com/team In [<seed>-<i>]`, and the same node label) makes each set of requirements new, so neither
+    verdict cache can hit; the rest varies as a policy repository's Provisioners do — capacity types, arch,
+    instance families of that arch or categories with a generation bound, vCPU bounds, sometimes zones.
+    `unsat_share` of them are unsatisfiable (an arm64-only family required on amd64 nodes): those reach Z3."""
+    sys.path.insert(0, str(REPOSITORY))
+    from karpenter_policy.catalog import load_catalog
+
+    catalog = load_catalog()
+    families = {
+        arch: sorted({it.family for it in catalog if tuple(it.architectures) == (arch,)}) for arch in ("amd64", "arm64")
+    }
+    zones = sorted({o.zone for it in catalog for o in it.offerings})
+    rng = random.Random(seed)
+    out = []
+    for index in range(count):
+        team = f"{seed}-{index}"
+        arch = rng.choice(("amd64", "arm64"))
+        requirements: list[dict[str, Any]] = [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": [arch]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In",
+             "values": rng.choice((["spot"], ["on-demand"], ["spot", "on-demand"]))},
+        ]  # fmt: skip
+        if rng.random() < unsat_share:
+            requirements[0]["values"] = ["amd64"]
+            requirements.append({"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                 "values": rng.sample(families["arm64"], 2)})  # fmt: skip
+        elif rng.random() < 0.5:
+            requirements.append({"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                 "values": rng.sample(families[arch], rng.randint(3, 8))})  # fmt: skip
+        else:
+            requirements += [
+                {"key": "karpenter.k8s.aws/instance-category", "operator": "In",
+                 "values": rng.sample(["c", "m", "r"], rng.randint(1, 3))},
+                {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": [str(rng.randint(1, 5))]},
+            ]  # fmt: skip
+        requirements += [
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": [str(rng.choice((0, 1, 3)))]},
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": [str(rng.randint(33, 129))]},
+            {"key": "example.com/team", "operator": "In", "values": [team]},
+        ]
+        if rng.random() < 0.5:
+            requirements.append(
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": rng.sample(zones, rng.randint(2, 3))}
+            )
+        provisioner = {
+            "apiVersion": "karpenter.sh/v1alpha5",
+            "kind": "Provisioner",
+            "metadata": {"name": f"team-{index}"},
+            "spec": {
+                "requirements": requirements,
+                "labels": {"example.com/team": team},
+                "providerRef": {"name": "default"},
+                "limits": {"resources": {"cpu": "1000"}},
+                "consolidation": {"enabled": True},
+            },
+        }
+        request = {"uid": f"fresh-{team}", "operation": "CREATE", "object": provisioner}
+        out.append(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
     return out
 
 
@@ -356,11 +428,14 @@ def run_load(
     bodies: Path,
     cpu: int | None,
     probe: bool = False,
+    count: int = 0,
 ) -> dict[str, Any]:
+    """One run of the load process; with `count`, exactly `count` requests (each body once) instead of
+    `duration` seconds."""
     command = [
         sys.executable, str(Path(__file__).resolve()), "--load", "--port", str(server.port), "--ca", str(server.ca),
         "--path", path, "--connections", str(connections), "--duration", str(duration), "--rate", str(rate),
-        "--bodies", str(bodies), *(["--probe"] if probe else []),
+        "--bodies", str(bodies), "--count", str(count), *(["--probe"] if probe else []),
     ]  # fmt: skip
     cpu_before = _cpu_seconds(server.process.pid)
     done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_pin(cpu), check=False)
@@ -369,9 +444,13 @@ def run_load(
         raise SystemExit(f"the load process failed:\n{done.stderr}")
     result = json.loads(done.stdout)
     ordered = sorted(result["latencies_ms"])
+    answered = result["answered"]
+    if answered:  # a fixed number of requests: throughput over the time they took
+        duration = max(done for _, done, _ in answered)
     count = len(ordered)
     probes = sorted(result["probes_ms"])
     return {
+        "answered": answered,
         "reconnects": result["reconnects"],
         "probes": len(probes),
         "probe_failures": result["probe_failures"],
@@ -420,6 +499,7 @@ def main() -> None:
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--connections", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bodies", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
         load(args)
