@@ -77,6 +77,9 @@ def satisfying(table: InstanceTable, requirements: Iterable[Requirement], os: st
 
 def _some_value(group: Sequence[Requirement]) -> bool:
     """Some value of a custom label, or its absence, satisfies every requirement of `group` (all on one key)."""
+    listed = next((r for r in group if not r.complement and r.values), None)
+    if listed is not None:  # an `In` (a node label `key: value` is one): only its values can satisfy it
+        return any(all(r.has(value) for r in group) for value in listed.values)
     requirements = tuple(group)
     return bool(KeyClasses.of(custom_representatives(requirements), requirements).accepted_by_all())
 
