@@ -512,5 +512,40 @@ def webhook(**options: object) -> None:
     sys.exit(webhook_main(options))
 
 
+@main.command()
+@click.option("--constraints", required=True, metavar="DIR|configmap/NAMESPACE/NAME", help="Compiled constraint sets.")
+@click.option("--cluster-name", required=True, help="The cluster's name (instance tags, node bootstrap).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster, else ~/.kube/config.")
+@click.option("--context", help="Kubeconfig context (default: the current one).")
+@click.option("--region", help="EC2 region (default: the constraint sets').")
+@click.option("--endpoint-url", metavar="URL", help="AWS endpoint for every service (e.g. a proxy).")
+@click.option("--log-format", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--batch-idle-duration", default="1s", show_default=True, help="Batch closes after this idle.")
+@click.option("--batch-max-duration", default="10s", show_default=True, help="Close a batch after this long at most.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: no metrics.")
+@click.option("--metrics-address", default="0.0.0.0", show_default=True)
+@click.option("--kubernetes-version", metavar="X.Y", help="The control plane's version (picks the EKS AMIs). Required.")
+@click.option("--api-server-endpoint", metavar="URL", help="What nodes join (default: the kubeconfig's server).")
+@click.option("--ca-bundle", metavar="BASE64", help="Cluster CA (default: kubeconfig's or in-cluster).")
+@click.option("--dns-cluster-ip", help="Cluster DNS IP for the kubelet (default: the AMI's).")
+@click.option("--default-instance-profile", help="For node templates that name no instanceProfile.")
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Region's catalog.")
+@click.option(
+    "--provision-unschedulable-only/--provision-all-pending",
+    "unschedulable_only",
+    default=True,
+    show_default=True,
+    help="Wait for kube-scheduler's Unschedulable mark (a real cluster), or take every unbound pod and bind it.",
+)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True, help="One active replica (a Lease).")
+@click.option("--leader-election-namespace", help="Namespace of the Lease (default: the pod's, else default).")
+@click.option("--strategy", type=click.Choice(("cost", "karpenter")), default="cost", show_default=True)
+def reconcile(**options: object) -> None:
+    """Launch EC2 nodes for pending pods from compiled constraint sets: watch, batch, schedule (the code of
+    `check --workloads`), CreateFleet, register the node, bind (see docs/reconcile.md)."""
+    from karpenter_policy.reconcile.command import main as reconcile_main
+
+    sys.exit(reconcile_main(options))
+
 if __name__ == "__main__":
     main()

@@ -120,10 +120,10 @@ class FakeCloudProvider:
                     self.unavailable.mark(*key, reason=code)
                     failed.append(FailedOffering(*key, code=code))
                     continue
-                return self._launch(request, option)
+                return self._launch(request, option, failed)
             raise InsufficientCapacity(ENDPOINT, failed)
 
-    def _launch(self, request: LaunchRequest, option: ChosenOffering) -> Instance:
+    def _launch(self, request: LaunchRequest, option: ChosenOffering, failed: Sequence[FailedOffering]) -> Instance:
         self._counter += 1
         instance_id = f"i-{self._counter:017x}"
         instance = Instance(
@@ -138,6 +138,7 @@ class FakeCloudProvider:
             image_id=self.image_id,
             launch_template="fake",
             provider_id=f"aws:///{option.zone}/{instance_id}",
+            failed_offerings=tuple(failed),
         )
         self._instances[instance_id] = instance
         self._by_token[request.client_token] = instance_id

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from karpenter_policy.cloud.errors import FailedOffering
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Taint
@@ -98,6 +99,8 @@ class Instance:
     ``capacity_type`` is ``spot`` or ``on-demand``; ``state`` one of the ``STATE_*`` values; ``launch_template``
     the template's name (its id when only the id is known, empty when the cloud does not say);
     ``provider_id`` is what the node's ``spec.providerID`` will be (``aws:///<zone>/<instance id>``).
+    ``failed_offerings`` are the offerings :meth:`CloudProvider.create` tried first and the cloud refused for lack
+    of capacity (now marked unavailable) before this instance launched.
     """
 
     id: str
@@ -111,6 +114,7 @@ class Instance:
     image_id: str = ""
     launch_template: str = ""
     provider_id: str = ""
+    failed_offerings: tuple[FailedOffering, ...] = ()
 
     @property
     def provisioner(self) -> str | None:

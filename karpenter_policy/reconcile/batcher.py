@@ -68,6 +68,11 @@ class Batcher:
                 return None
             return min(self._last + self.idle, self._opened + self.maximum)
 
+    def last_trigger(self) -> tuple[float, int] | None:
+        """When the open window was last triggered, and how many triggers it has had (None: no window is open)."""
+        with self._condition:
+            return None if self._opened is None else (self._last, self._triggers)
+
     def take(self) -> BatchWindow | None:
         """Close the window if it is due now (with the injected clock): the window, else None."""
         with self._condition:

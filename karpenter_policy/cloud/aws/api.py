@@ -39,6 +39,8 @@ class AwsConnection:
     access_key_id: str | None = None
     secret_access_key: str | None = None
     session_token: str | None = None
+    #: HTTP connections kept per service: as many as calls are made at once (parallel launches).
+    max_pool_connections: int = 10
 
     def endpoint_for(self, service: str) -> str | None:
         return self.endpoints.get(service) or self.endpoint_url
@@ -72,6 +74,7 @@ class AwsApi:
                     retries={"total_max_attempts": max_attempts or self.connection.max_attempts, "mode": "standard"},
                     connect_timeout=self.connection.connect_timeout,
                     read_timeout=self.connection.read_timeout,
+                    max_pool_connections=self.connection.max_pool_connections,
                 )
                 endpoint = self.connection.endpoint_for(service)
                 try:

@@ -346,7 +346,8 @@ class AwsCloudProvider:
                         FailedOffering(error.instance_type, error.zone, error.capacity_type, error.code, error.message)
                     )
             if launched:
-                return self._launched_instance(launched[0], zone_of_subnet, tags)
+                instance = self._launched_instance(launched[0], zone_of_subnet, tags)
+                return dataclasses.replace(instance, failed_offerings=tuple(failed)) if failed else instance
             other = [e for e in errors if not e.unfulfillable]
             if other:
                 detail = "; ".join(f"{e.instance_type} in {e.zone}: {e.code}: {e.message}" for e in other[:5])

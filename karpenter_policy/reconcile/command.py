@@ -1,0 +1,317 @@
+"""`karpenter-policy reconcile`: options in, a running controller out (and configuration errors as exit code 2).
+
+Start-up order: the log format; the cluster (`--kubeconfig` / `--context`, else the pod's service account when
+running in a cluster, else the default kubeconfig); the constraint sets, which must load (a directory, or the
+ConfigMap `configmap/NAMESPACE/NAME`): nothing is launched from a version nobody reviewed, and a controller with
+nothing to act on says so and exits 2; the region (`--region`, else the sets'); the catalog of that region; the
+AWS provider (`--endpoint-url` for a VPC endpoint proxy or a test server) and what nodes join: the API server
+endpoint and CA bundle (flags, else the kubeconfig's cluster or the service account's CA) and the Kubernetes
+version (for the EKS AMIs); then the metrics server, leader election, the informers, and the passes.
+
+SIGTERM or SIGINT stops the passes (the one under way finishes), releases the lease and exits 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from karpenter_policy.catalog import CatalogError, load_catalog
+from karpenter_policy.cloud.aws.api import AwsConnection
+from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
+from karpenter_policy.kube.client import KubeCluster
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.lease import LeaderElector
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
+from karpenter_policy.reconcile.constraints import Loaded, Refused, SourceError, source_for
+from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, ControllerOptions
+from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.runner import Runner
+from karpenter_policy.scheduling import STRATEGIES
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+LEASE_NAME = "karpenter-policy-reconcile"
+LOG = logs.logger("command")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class StartupError(Exception):
+    """The controller cannot start (exit 2)."""
+
+
+def parse_duration(value: str, flag: str) -> float:
+    """`1s`, `500ms`, `2m`, `1.5` (seconds) → seconds; StartupError names the flag."""
+    match = _DURATION.match(str(value))
+    if not match or float(match[1]) <= 0:
+        raise StartupError(f"{flag} {value!r}: expected a positive duration such as 1s, 500ms or 2m")
+    return float(match[1]) * _UNITS[match[2]]
+
+
+@dataclass(slots=True)
+class ReconcileOptions:
+    constraints: str
+    cluster_name: str
+    kubeconfig: str | None = None
+    context: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    log_format: str = logs.TEXT
+    batch_idle: float = DEFAULT_IDLE_SECONDS
+    batch_max: float = DEFAULT_MAX_SECONDS
+    metrics_port: int = 8080
+    metrics_address: str = "0.0.0.0"
+    kubernetes_version: str | None = None
+    api_server_endpoint: str | None = None
+    ca_bundle: str | None = None
+    dns_cluster_ip: str | None = None
+    default_instance_profile: str | None = None
+    catalog_file: str | None = None
+    unschedulable_only: bool = True
+    leader_elect: bool = True
+    leader_election_namespace: str | None = None
+    strategy: str = STRATEGIES[0]
+
+
+def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
+    idle = parse_duration(str(raw.get("batch_idle_duration") or "1s"), "--batch-idle-duration")
+    maximum = parse_duration(str(raw.get("batch_max_duration") or "10s"), "--batch-max-duration")
+    if maximum < idle:
+        raise StartupError("--batch-max-duration must be at least --batch-idle-duration")
+    if not raw.get("cluster_name"):
+        raise StartupError("--cluster-name is required")
+    return ReconcileOptions(
+        constraints=str(raw["constraints"]),
+        cluster_name=str(raw["cluster_name"]),
+        kubeconfig=raw.get("kubeconfig"),
+        context=raw.get("context"),
+        region=raw.get("region"),
+        endpoint_url=raw.get("endpoint_url"),
+        log_format=str(raw.get("log_format") or logs.TEXT),
+        batch_idle=idle,
+        batch_max=maximum,
+        metrics_port=int(raw.get("metrics_port") or 0),
+        metrics_address=str(raw.get("metrics_address") or "0.0.0.0"),
+        kubernetes_version=raw.get("kubernetes_version"),
+        api_server_endpoint=raw.get("api_server_endpoint"),
+        ca_bundle=raw.get("ca_bundle"),
+        dns_cluster_ip=raw.get("dns_cluster_ip"),
+        default_instance_profile=raw.get("default_instance_profile"),
+        catalog_file=raw.get("catalog_file"),
+        unschedulable_only=bool(raw.get("unschedulable_only", True)),
+        leader_elect=bool(raw.get("leader_elect", True)),
+        leader_election_namespace=raw.get("leader_election_namespace"),
+        strategy=str(raw.get("strategy") or STRATEGIES[0]),
+    )
+
+
+# --- the cluster ---------------------------------------------------------------------------------------------
+
+
+def _in_cluster(options: ReconcileOptions) -> bool:
+    return not options.kubeconfig and not options.context and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def connect(options: ReconcileOptions) -> KubeCluster:
+    try:
+        if _in_cluster(options):
+            return KubeCluster.in_cluster()
+        return KubeCluster.from_kubeconfig(options.kubeconfig, options.context)
+    except ClusterError as error:
+        raise StartupError(str(error)) from None
+
+
+def _kubeconfig_cluster(options: ReconcileOptions) -> Mapping[str, Any]:
+    """The `cluster` entry of the kubeconfig's (current) context, or {} when it cannot be told."""
+    path = options.kubeconfig or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or "~/.kube/config"
+    try:
+        config = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8"))
+        name = options.context or config["current-context"]
+        context = next(c["context"] for c in config["contexts"] if c["name"] == name)
+        return dict(next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"]))
+    except (OSError, yaml.YAMLError, KeyError, TypeError, StopIteration):
+        return {}
+
+
+def join_settings(options: ReconcileOptions, cluster: KubeCluster) -> tuple[str, str]:
+    """The API server endpoint and CA bundle (base64) nodes join with (see the module docstring)."""
+    if _in_cluster(options):
+        endpoint = options.api_server_endpoint
+        if not endpoint:
+            raise StartupError(
+                "--api-server-endpoint is required in a cluster (the endpoint nodes join, e.g. the EKS endpoint: "
+                "the in-cluster service address is not reachable from a node that is starting)"
+            )
+        ca = options.ca_bundle
+        if not ca:
+            try:
+                ca = base64.b64encode((SERVICE_ACCOUNT / "ca.crt").read_bytes()).decode()
+            except OSError as error:
+                raise StartupError(f"no --ca-bundle, and the service account's CA is unreadable: {error}") from None
+        return endpoint, ca
+    entry = _kubeconfig_cluster(options)
+    endpoint = options.api_server_endpoint or str(entry.get("server") or cluster.host)
+    ca = options.ca_bundle or str(entry.get("certificate-authority-data") or "")
+    if not ca and entry.get("certificate-authority"):
+        try:
+            ca = base64.b64encode(Path(str(entry["certificate-authority"])).expanduser().read_bytes()).decode()
+        except OSError as error:
+            raise StartupError(f"the kubeconfig's certificate-authority is unreadable: {error}") from None
+    return endpoint, ca
+
+
+def _lease_namespace(options: ReconcileOptions) -> str:
+    if options.leader_election_namespace:
+        return options.leader_election_namespace
+    try:
+        return (SERVICE_ACCOUNT / "namespace").read_text(encoding="utf-8").strip() or "default"
+    except OSError:
+        return "default"
+
+
+# --- start-up ------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Reconciler:
+    """A built (not yet running) controller and what runs it."""
+
+    controller: Controller
+    runner: Runner
+    elector: LeaderElector | None
+    metrics: Metrics
+
+
+def build(options: ReconcileOptions) -> Reconciler:
+    """Everything up to the first pass (see the module docstring). Raises StartupError."""
+    if options.strategy not in STRATEGIES:
+        raise StartupError(f"--strategy {options.strategy!r}: one of {', '.join(STRATEGIES)}")
+    if not options.kubernetes_version:
+        raise StartupError("--kubernetes-version is required (the control plane's, e.g. 1.27: it picks the EKS AMIs)")
+    cluster = connect(options)
+    try:
+        source = source_for(options.constraints, cluster)
+    except SourceError as error:
+        raise StartupError(str(error)) from None
+    first = source.poll()
+    if not isinstance(first, Loaded):
+        why = first.message if isinstance(first, Refused) else "nothing to read"
+        if isinstance(first, Refused) and first.involved is not None:
+            with contextlib.suppress(ClusterError):
+                cluster.record_event(first.involved, REASON_REFUSED, f"refused constraint sets: {why}", "Warning")
+        raise StartupError(f"cannot load the constraint sets from {source.description}: {why}")
+    regions = sorted({s.region for s in first.sets if s.region})
+    region = options.region or (regions[0] if len(regions) == 1 else None)
+    if region is None:
+        raise StartupError(
+            f"--region is required: the constraint sets name {', '.join(regions) or 'no region'}"
+        )
+    try:
+        catalog = load_catalog(Path(options.catalog_file)) if options.catalog_file else load_catalog(region=region)
+    except CatalogError as error:
+        raise StartupError(f"cannot load the catalog for {region} (give --catalog FILE): {error}") from None
+    if catalog.region != region:
+        raise StartupError(f"the catalog is for {catalog.region}, the controller launches in {region}")
+    endpoint, ca_bundle = join_settings(options, cluster)
+    controller_options = ControllerOptions(
+        cluster_name=options.cluster_name,
+        batch_idle=options.batch_idle,
+        batch_max=options.batch_max,
+        unschedulable_only=options.unschedulable_only,
+        bind_existing=not options.unschedulable_only,
+        strategy=options.strategy,
+    )
+    cloud = AwsCloudProvider(
+        AwsConnection(
+            region, endpoint_url=options.endpoint_url, max_pool_connections=controller_options.launch_parallelism
+        ),
+        ClusterSettings(
+            endpoint=endpoint,
+            ca_bundle=ca_bundle,
+            kubernetes_version=options.kubernetes_version,
+            dns_cluster_ip=options.dns_cluster_ip,
+            default_instance_profile=options.default_instance_profile,
+        ),
+        list(catalog.instance_types),
+    )
+    metrics = Metrics()
+    controller = Controller(cluster, cloud, source, controller_options, region=region, metrics=metrics)
+    controller.take(first)
+    elector = None
+    if options.leader_elect:
+        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        elector = LeaderElector(cluster, _lease_namespace(options), LEASE_NAME, identity)
+    return Reconciler(controller, Runner(controller, cluster, elector=elector), elector, metrics)
+
+
+def main(raw: Mapping[str, Any]) -> int:
+    """`karpenter-policy reconcile` with click's keyword arguments; the exit code."""
+    try:
+        options = options_from_cli(raw)
+        logs.configure(sys.stderr, options.log_format)
+        reconciler = build(options)
+    except StartupError as error:
+        print(f"karpenter-policy reconcile: {error}", file=sys.stderr)
+        return 2
+    return run(reconciler, options)
+
+
+def run(reconciler: Reconciler, options: ReconcileOptions) -> int:
+    runner = reconciler.runner
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        LOG.info("received %s, stopping", signal.Signals(signum).name, extra=logs.fields())
+        runner.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    if options.metrics_port:
+        from prometheus_client import start_http_server
+
+        try:
+            server, _ = start_http_server(
+                options.metrics_port, options.metrics_address, registry=reconciler.metrics.registry
+            )
+        except OSError as error:
+            print(f"karpenter-policy reconcile: --metrics-port {options.metrics_port}: {error}", file=sys.stderr)
+            return 2
+    controller = reconciler.controller
+    LOG.info(
+        "reconciling cluster %s from %s (%s)",
+        options.cluster_name,
+        controller.constraints.description,
+        "provisioning for pods kube-scheduler marked Unschedulable"
+        if options.unschedulable_only
+        else "provisioning for every pending pod, binding them",
+        extra=logs.fields(metricsPort=options.metrics_port or None),
+    )
+    if reconciler.elector is not None:
+        reconciler.elector.start()
+    try:
+        runner.run()
+    finally:
+        if reconciler.elector is not None:
+            reconciler.elector.stop()
+        if options.metrics_port:
+            server.shutdown()
+    LOG.info("stopped", extra=logs.fields())
+    return 0
+
+
+__all__ = ["ReconcileOptions", "StartupError", "build", "main", "options_from_cli", "parse_duration"]

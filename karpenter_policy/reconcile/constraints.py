@@ -1,0 +1,183 @@
+"""Where the controller reads its compiled constraint sets from, and how a new version is taken or refused.
+
+Two sources, one contract (:meth:`ConstraintSource.poll`, called at the start of every pass):
+
+* a directory (:class:`DirectorySource`): what `compile -o DIR` wrote, or the constraint-set ConfigMap mounted as
+  a volume. Each poll compares the files' identity (inode, size, modification time) with the last version read,
+  and reads again only when something changed — `compile` replaces the directory atomically, the kubelet swaps a
+  mounted ConfigMap atomically;
+* the ConfigMap `compile` emits and Argo CD / Flux sync (:class:`ConfigMapSource`, ``configmap/NAMESPACE/NAME``):
+  read again when its resourceVersion changed.
+
+A version that cannot be read — not JSON, a set missing, a hash that does not match its content (a hand edit, a
+corrupted sync) — is refused as a whole: the last good version stays in force, and the refusal is reported once
+per version (a log line, and a Warning Event on the ConfigMap). Every hash is verified by the `api` readers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from karpenter_policy.api.constraintset import (
+    INDEX_KEY,
+    ConstraintSet,
+    ConstraintSetError,
+    ConstraintSetIndex,
+    read_compiled,
+    read_wire_data,
+)
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.objects import Obj
+
+CONFIGMAP_PREFIX = "configmap/"
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A version of the constraint sets that was read and verified."""
+
+    index: ConstraintSetIndex
+    sets: tuple[ConstraintSet, ...]
+    origin: str  # where it came from, for logs: the directory, or configmap/NS/NAME@resourceVersion
+
+    @property
+    def hash(self) -> str:
+        return self.index.hash
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A version that could not be read: why, and the object to put a Warning Event on (None: a directory)."""
+
+    message: str
+    involved: Obj | None = None
+
+
+class ConstraintSource(Protocol):
+    description: str
+
+    def poll(self) -> Loaded | Refused | None:
+        """The new version if it changed since the last poll (Loaded or Refused), else None."""
+        ...
+
+
+class SourceError(ValueError):
+    """A --constraints value that names no source."""
+
+
+class DirectorySource:
+    """`compile -o DIR` output, or a mounted constraint-set ConfigMap (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.description = str(self.directory)
+        self._fingerprint: object = None
+
+    def _files(self) -> list[Path]:
+        folder = self.directory / "constraintsets"
+        if not (folder / INDEX_KEY).exists():
+            folder = self.directory
+        try:
+            return sorted(p for p in folder.iterdir() if p.name.endswith(".json"))
+        except OSError:
+            return []
+
+    def _identity(self) -> object:
+        identity = []
+        for path in self._files():
+            try:
+                stat = path.stat()  # follows the kubelet's ..data symlinks: a swap changes the inode
+            except OSError:
+                continue
+            identity.append((path.name, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+        return tuple(identity)
+
+    def poll(self) -> Loaded | Refused | None:
+        fingerprint = self._identity()
+        if fingerprint == self._fingerprint:
+            return None
+        self._fingerprint = fingerprint
+        try:
+            index, sets = read_compiled(self.directory)
+        except ConstraintSetError as error:
+            return Refused(str(error))
+        return Loaded(index, tuple(sets), str(self.directory))
+
+
+class ConfigMapSource:
+    """The constraint-set ConfigMap (see the module docstring). `reader` returns the ConfigMap or None (default:
+    a GET per poll; the threaded runner passes its informer's cache)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        name: str,
+        reader: Callable[[], Obj | None] | None = None,
+    ) -> None:
+        self.namespace, self.name = namespace, name
+        self.description = f"{CONFIGMAP_PREFIX}{namespace}/{name}"
+        self._reader = reader or (lambda: cluster.get(objects.CONFIG_MAP, name, namespace))
+        self._fingerprint: object = None
+
+    def use_reader(self, reader: Callable[[], Obj | None]) -> None:
+        self._reader = reader
+
+    def poll(self) -> Loaded | Refused | None:
+        try:
+            configmap = self._reader()
+        except ClusterError as error:  # transient: what is in force stays; nothing yet is worth saying
+            return Refused(f"{self.description}: cannot read it: {error}") if self._fingerprint is None else None
+        fingerprint = "absent" if configmap is None else (objects.uid(configmap), objects.resource_version(configmap))
+        if fingerprint == self._fingerprint:
+            return None
+        self._fingerprint = fingerprint
+        if configmap is None:
+            return Refused(f"{self.description} does not exist")
+        data = configmap.get("data")
+        if not isinstance(data, dict):
+            return Refused(f"{self.description}: no data", configmap)
+        try:
+            index, sets = read_wire_data({str(k): str(v) for k, v in data.items()})
+        except ConstraintSetError as error:
+            return Refused(f"{self.description}: {error}", configmap)
+        return Loaded(index, tuple(sets), f"{self.description}@{objects.resource_version(configmap)}")
+
+
+def parse_configmap_ref(value: str) -> tuple[str, str] | None:
+    """(namespace, name) of ``configmap/NAMESPACE/NAME``; None when `value` is not such a reference."""
+    if not value.startswith(CONFIGMAP_PREFIX):
+        return None
+    parts = value[len(CONFIGMAP_PREFIX) :].split("/")
+    if len(parts) != 2 or not all(parts):
+        raise SourceError(f"--constraints {value!r}: expected configmap/NAMESPACE/NAME")
+    return parts[0], parts[1]
+
+
+def source_for(value: str, cluster: Cluster) -> DirectorySource | ConfigMapSource:
+    """The source a --constraints value names: ``configmap/NAMESPACE/NAME`` or a directory."""
+    reference = parse_configmap_ref(value)
+    if reference is not None:
+        return ConfigMapSource(cluster, *reference)
+    if not Path(value).is_dir():
+        raise SourceError(f"--constraints {value!r}: not a directory (nor configmap/NAMESPACE/NAME)")
+    return DirectorySource(value)
+
+
+__all__ = [
+    "CONFIGMAP_PREFIX",
+    "ConfigMapSource",
+    "ConstraintSource",
+    "DirectorySource",
+    "Loaded",
+    "Refused",
+    "SourceError",
+    "parse_configmap_ref",
+    "source_for",
+]

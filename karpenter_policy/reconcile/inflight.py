@@ -1,0 +1,98 @@
+"""Nodes being launched: instances the controller launched whose Node or pod bindings the cluster does not show yet.
+
+Between CreateFleet returning and the cluster (or an informer's cache of it) showing the Node with its pods bound,
+a launch is *in flight*. Each entry holds the Node object to register and the pods planned onto it, and lasts
+until the cluster shows the Node and every planned pod bound (or gone). Meanwhile:
+
+* the entry counts as an existing node for scheduling, with its planned pods' requests, and those pods are not
+  pending — so a second batch never launches again for them, however stale the cache;
+* a registration or binding that failed (the API was unavailable) is retried on the next pass.
+
+An entry whose Node was seen and then disappears, or that never shows up within `registration_timeout`
+seconds of its launch, is dropped (the pods are pending again; garbage collection of the instance is the
+disruption controller's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from karpenter_policy.cloud.provider import Instance
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.scheduling import Pod
+
+
+@dataclass(eq=False)
+class InFlightNode:
+    """One launch: the instance, the Node to register, the pods planned onto it (by uid) and what is done."""
+
+    instance: Instance
+    node: Obj
+    template: str
+    launched_at: float
+    pods: dict[str, Pod] = field(default_factory=dict)  # uid → pod
+    registered: bool = False
+    bound: set[str] = field(default_factory=set)  # uids bound by the controller (or found bound elsewhere)
+    seen: bool = False  # the cluster showed the Node once
+
+    @property
+    def name(self) -> str:
+        return objects.name(self.node)
+
+    def unbound(self) -> list[Pod]:
+        return [pod for uid, pod in self.pods.items() if uid not in self.bound]
+
+
+class InFlight:
+    """The launches in flight, by node name."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, InFlightNode] = {}
+
+    def add(self, entry: InFlightNode) -> None:
+        self._entries[entry.name] = entry
+
+    def __iter__(self) -> Iterator[InFlightNode]:
+        return iter(list(self._entries.values()))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, name: str) -> InFlightNode | None:
+        return self._entries.get(name)
+
+    def planned(self) -> dict[str, InFlightNode]:
+        """uid of every pod planned onto an in-flight node → its entry."""
+        return {uid: entry for entry in self._entries.values() for uid in entry.pods}
+
+    def fingerprint(self) -> object:
+        """Equal as long as no launch was added, settled or bound to (what a memoized scheduling input relies on)."""
+        return tuple(
+            (e.name, e.registered, frozenset(e.pods), frozenset(e.bound)) for e in self._entries.values()
+        )
+
+    def provider_ids(self) -> set[str]:
+        return {entry.instance.provider_id for entry in self._entries.values()}
+
+    def settle(
+        self, nodes: dict[str, Obj], bound_uids: set[str], live_uids: set[str], now: float, timeout: float
+    ) -> list[InFlightNode]:
+        """Drop the entries the cluster now shows settled (the Node there, every planned pod bound or gone), and
+        those whose Node vanished or never came; return the dropped ones."""
+        dropped = []
+        for entry in list(self._entries.values()):
+            present = entry.name in nodes
+            if present:
+                entry.seen = True
+            pods_done = all(uid in bound_uids or uid not in live_uids for uid in entry.pods)
+            vanished = entry.seen and not present
+            stale = not entry.seen and now - entry.launched_at > timeout
+            if (present and entry.registered and pods_done) or vanished or stale:
+                del self._entries[entry.name]
+                dropped.append(entry)
+        return dropped
+
+
+__all__ = ["InFlight", "InFlightNode"]

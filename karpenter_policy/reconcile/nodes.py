@@ -1,0 +1,237 @@
+"""Nodes as the controller sees them (capacity to schedule onto) and the Node objects it registers.
+
+Every Node counts for scheduling, whoever made it — managed node groups and static capacity included — as a
+:class:`~karpenter_policy.scheduling.ExistingNode`: its labels, the taints pods must tolerate, status.allocatable,
+and what its bound pods request. A node is *ours* when it carries the constraint-set-hash annotation the
+controller stamps at registration; only ours are ever written to (the `karpenter.sh/initialized` label).
+
+Karpenter's rules for nodes still starting: a node of ours is *initialized* once it is Ready and none of its
+startup taints is left (the `karpenter.sh/initialized` label records it); until then its startup taints and the
+kubelet's ephemeral taints (not-ready, unreachable, uninitialized) are ignored for scheduling — they are
+about to go — so pods can be planned onto a node that is being launched. Other nodes are initialized when Ready.
+
+:func:`node_object` is the Node the controller creates when an instance is launched (before the kubelet joins,
+which adopts it): named as the kubelet will register (the private DNS name), with the provisioner's labels and
+the instance's (type, zone, capacity type, arch, OS and the `karpenter.k8s.aws/instance-*` labels), taints and
+startup taints, the `karpenter.sh/termination` finalizer, the constraint-set hash (for drift), the provider ID,
+and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures when it
+joins).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.cloud.provider import Instance
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import node_labels
+from karpenter_policy.model.requirements import Operator, Requirements
+from karpenter_policy.model.resources import format_quantity, parse_quantity
+from karpenter_policy.model.taints import Taint
+from karpenter_policy.scheduling import NodeTemplate
+from karpenter_policy.scheduling.templates import node_configuration
+from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal, to_vector
+
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+ANNOTATION_HASH = "karpenter-policy/constraint-set-hash"
+ANNOTATION_STARTUP_TAINTS = "karpenter-policy/startup-taints"
+ANNOTATION_INSTANCE = "karpenter-policy/instance-id"
+#: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`).
+EPHEMERAL_TAINT_KEYS = (
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+)
+_ALWAYS_LISTED = ("cpu", "memory", "ephemeral-storage", "pods")
+
+
+def resource_vector(resources: Mapping[str, Any] | None) -> tuple[Vector, dict[str, int]]:
+    """A ResourceList of the API (quantity strings) as a vector and the other resources; bad entries are 0."""
+    parsed: dict[str, Decimal] = {}
+    for name, value in (resources or {}).items():
+        try:
+            parsed[str(name)] = parse_quantity(value)
+        except ValueError:
+            continue
+    return to_vector(parsed)
+
+
+def resource_list(vector: Vector) -> dict[str, str]:
+    """A vector as a ResourceList: cpu, memory, ephemeral-storage and pods always, other resources when > 0."""
+    return {
+        name: format_quantity(to_decimal(name, value))
+        for name, value in zip(RESOURCES, vector, strict=True)
+        if value > 0 or name in _ALWAYS_LISTED
+    }
+
+
+def node_taints(node: Obj) -> tuple[Taint, ...]:
+    return tuple(Taint.from_api(t) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))
+
+
+def is_ready(node: Obj) -> bool:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def is_ours(node: Obj) -> bool:
+    """Registered by this controller (only such nodes are ever written to)."""
+    return ANNOTATION_HASH in objects.annotations(node)
+
+
+def startup_taints(node: Obj) -> tuple[Taint, ...]:
+    """The startup taints the controller registered the node with (ours only)."""
+    raw = objects.annotations(node).get(ANNOTATION_STARTUP_TAINTS)
+    try:
+        listed = json.loads(raw) if raw else []
+    except ValueError:
+        return ()
+    return tuple(Taint.from_api(t) for t in listed if isinstance(t, dict))
+
+
+def is_initialized(node: Obj) -> bool:
+    """Ours: labelled initialized (or Ready with every startup taint gone); others: Ready."""
+    if not is_ready(node):
+        return False
+    if not is_ours(node) or objects.labels(node).get(wk.INITIALIZED) == "true":
+        return True
+    remaining = {(t.key, t.effect) for t in node_taints(node)}
+    return not any((t.key, t.effect) in remaining for t in startup_taints(node))
+
+
+def scheduling_taints(node: Obj, initialized: bool) -> tuple[Taint, ...]:
+    """The taints a pod must tolerate to be planned onto the node (see the module docstring)."""
+    taints = node_taints(node)
+    if initialized or not is_ours(node):
+        return taints
+    ignored = {(t.key, t.effect) for t in startup_taints(node)}
+    return tuple(t for t in taints if (t.key, t.effect) not in ignored and t.key not in EPHEMERAL_TAINT_KEYS)
+
+
+def template_of(node: Obj) -> str | None:
+    """The provisioner a node belongs to (its limits count the node), whoever launched it."""
+    return objects.labels(node).get(wk.PROVISIONER_NAME)
+
+
+# --- registration ----------------------------------------------------------------------------------------------
+
+
+def _requirement_labels(requirements: Requirements) -> dict[str, str]:
+    """Labels a node launched for these requirements carries: each key pinned to one value, and for custom keys
+    with a few allowed values the first of them (Karpenter picks any); never the hostname."""
+    labels = {}
+    for key in requirements:
+        if key == wk.HOSTNAME:
+            continue
+        requirement = requirements[key]
+        if requirement.operator() != Operator.IN or not requirement.values:
+            continue
+        if len(requirement.values) == 1 or key not in wk.WELL_KNOWN_LABELS:
+            labels[key] = min(requirement.values)
+    return labels
+
+
+def node_name_for(instance: Instance) -> str:
+    """The name the kubelet registers the instance as: its private DNS name (the instance id when unknown)."""
+    return instance.private_dns_name or instance.id
+
+
+def node_object(
+    instance: Instance,
+    template: NodeTemplate,
+    constraint_set: ConstraintSet,
+    requirements: Requirements,
+) -> Obj:
+    """The Node registered for a launched instance (see the module docstring)."""
+    name = node_name_for(instance)
+    labels = _requirement_labels(requirements)
+    labels.update(constraint_set.labels)
+    table = template.table
+    position = table.position.get(instance.instance_type)
+    capacity: dict[str, str] = {}
+    allocatable: dict[str, str] = {}
+    if position is not None:
+        spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
+        labels.update(node_labels(table.types[position], node_configuration(constraint_set.kubelet, spec)))
+        capacity = resource_list(template.shapes.capacity[position])
+        allocatable = resource_list(template.shapes.allocatable[position])
+    else:
+        labels[wk.INSTANCE_TYPE] = instance.instance_type
+    labels.update(
+        {
+            wk.ZONE: instance.zone,
+            wk.CAPACITY_TYPE: instance.capacity_type,
+            wk.PROVISIONER_NAME: constraint_set.name,
+            wk.HOSTNAME: name,
+        }
+    )
+    if constraint_set.region:
+        labels[wk.REGION] = constraint_set.region
+    taints = [t.to_api() for t in (*constraint_set.taints, *constraint_set.startup_taints)]
+    annotations = {
+        ANNOTATION_HASH: constraint_set.hash,
+        ANNOTATION_INSTANCE: instance.id,
+        ANNOTATION_STARTUP_TAINTS: json.dumps([t.to_api() for t in constraint_set.startup_taints], sort_keys=True),
+    }
+    node: Obj = {
+        "apiVersion": objects.NODE.api_version,
+        "kind": objects.NODE.kind,
+        "metadata": {
+            "name": name,
+            "labels": dict(sorted(labels.items())),
+            "annotations": annotations,
+            "finalizers": [TERMINATION_FINALIZER],
+        },
+        "spec": {"providerID": instance.provider_id},
+        "status": {"capacity": capacity, "allocatable": allocatable},
+    }
+    if taints:
+        node["spec"]["taints"] = taints
+    return node
+
+
+def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
+    """The strategic-merge patch that gives a Node the kubelet registered first the controller's labels,
+    annotations and finalizer."""
+    meta = objects.metadata(registered)
+    return {
+        "metadata": {
+            "labels": {k: v for k, v in meta["labels"].items() if objects.labels(existing).get(k) != v},
+            "annotations": meta["annotations"],
+            "finalizers": sorted({*objects.finalizers(existing), TERMINATION_FINALIZER}),
+        }
+    }
+
+
+def provider_ids(nodes: Iterable[Obj]) -> set[str]:
+    return {str((n.get("spec") or {}).get("providerID") or "") for n in nodes} - {""}
+
+
+__all__ = [
+    "ANNOTATION_HASH",
+    "ANNOTATION_INSTANCE",
+    "ANNOTATION_STARTUP_TAINTS",
+    "EPHEMERAL_TAINT_KEYS",
+    "TERMINATION_FINALIZER",
+    "registration_patch",
+    "is_initialized",
+    "is_ours",
+    "is_ready",
+    "node_name_for",
+    "node_object",
+    "node_taints",
+    "provider_ids",
+    "resource_list",
+    "resource_vector",
+    "scheduling_taints",
+    "startup_taints",
+    "template_of",
+]

@@ -1,0 +1,164 @@
+"""`karpenter-policy reconcile`, the real CLI as a subprocess: configuration errors exit 2 with one clear line,
+and the wiring runs end to end — KubeCluster over HTTP to the API emulator of tests/kube (kmock), the AWS
+provider over HTTP to moto behind the fault proxy, informers, leader election, metrics — until SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kube.emulator import EmulatorThread
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.client import KubeCluster
+
+from .conftest import CLUSTER, AwsWorkloads
+from .support import ROOT, inflate, run_cli
+
+GENEROUS = 60.0
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "test", "cluster": {"server": server}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+                "current-context": "test",
+                "users": [{"name": "test", "user": {"token": "not-checked"}}],
+            }
+        )
+    )
+    return path
+
+
+def reconcile(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("reconcile", *args, timeout=60)
+
+
+@pytest.fixture()
+def offline_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig naming a server nothing listens on (start-up fails before any request is made)."""
+    return kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--constraints", "{missing}"], "not a directory (nor configmap/NAMESPACE/NAME)"),
+        (["--constraints", "configmap/only-a-name"], "expected configmap/NAMESPACE/NAME"),
+        (["--batch-idle-duration", "1x"], "--batch-idle-duration '1x': expected a positive duration"),
+        (["--batch-idle-duration", "20s"], "--batch-max-duration must be at least --batch-idle-duration"),
+        (["--kubernetes-version", ""], "--kubernetes-version is required"),
+        (["--kubeconfig", "{missing}"], "kubeconfig"),
+    ],
+)
+def test_configuration_errors_exit_2_with_one_clear_line(
+    arguments: list[str], message: str, compiled: Path, offline_kubeconfig: Path, tmp_path: Path
+) -> None:
+    base = {
+        "--constraints": str(compiled),
+        "--cluster-name": CLUSTER,
+        "--kubeconfig": str(offline_kubeconfig),
+        "--kubernetes-version": "1.27",
+        "--metrics-port": "0",
+    }
+    for flag, value in zip(arguments[::2], arguments[1::2], strict=True):
+        base[flag] = value.format(missing=tmp_path / "missing")
+    result = reconcile(*(part for pair in base.items() for part in pair))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_corrupted_directory_at_start_up_is_refused(compiled: Path, offline_kubeconfig: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "build"
+    (broken / "constraintsets").mkdir(parents=True)
+    for file in (compiled / "constraintsets").iterdir():
+        (broken / "constraintsets" / file.name).write_text(file.read_text())
+    path = broken / "constraintsets" / "gpu.json"
+    path.write_text(path.read_text().replace('"weight":50', '"weight":99').replace('"weight": 50', '"weight": 99'))
+    result = reconcile(
+        "--constraints", str(broken), "--cluster-name", CLUSTER, "--kubeconfig", str(offline_kubeconfig),
+        "--kubernetes-version", "1.27", "--metrics-port", "0",
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"cannot load the constraint sets from {broken}: " in result.stderr and "gpu.json" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture()
+def api_server() -> Iterator[EmulatorThread]:
+    with EmulatorThread() as server:
+        yield server
+
+
+def test_the_command_provisions_a_cluster_end_to_end_until_sigterm(
+    compiled: Path, api_server: EmulatorThread, aws_workloads: AwsWorkloads, tmp_path: Path
+) -> None:
+    cluster = KubeCluster.from_url(api_server.url)
+    for item in inflate(0, 3):
+        cluster.create(objects.POD, item)
+    port = free_port()
+    command = [
+        sys.executable, "-m", "karpenter_policy.cli", "reconcile",
+        "--constraints", str(compiled),
+        "--cluster-name", CLUSTER,
+        "--kubeconfig", str(kubeconfig(tmp_path / "kubeconfig", api_server.url)),
+        "--endpoint-url", aws_workloads.env.proxy.url,
+        "--kubernetes-version", "1.27",
+        "--default-instance-profile", "KarpenterNodeInstanceProfile-workloads",
+        "--provision-all-pending",
+        "--batch-idle-duration", "200ms",
+        "--metrics-port", str(port), "--metrics-address", "127.0.0.1",
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + GENEROUS
+        while time.monotonic() < deadline and process.poll() is None:
+            if all(p["spec"].get("nodeName") for p in cluster.list(objects.POD).items):
+                break
+            time.sleep(0.2)
+        metrics = ""
+        if process.poll() is None:
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        lease = cluster.get(objects.LEASE, "karpenter-policy-reconcile", "default")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            _, stderr = process.communicate(timeout=GENEROUS)
+        finally:
+            process.kill()
+    nodes = cluster.list(objects.NODE).items
+    pods = cluster.list(objects.POD).items
+    cluster.close()
+    assert len(nodes) == 1, stderr
+    (node,) = nodes
+    assert {p["spec"].get("nodeName") for p in pods} == {objects.name(node)}, stderr
+    assert objects.labels(node)["karpenter.sh/provisioner-name"] == "default"
+    (instance,) = aws_workloads.instances()
+    assert node["spec"]["providerID"].endswith(instance["InstanceId"])
+    assert 'karpenter_policy_nodes_launched_total{capacity_type="spot",provisioner="default"} 1.0' in metrics
+    assert lease is not None and lease["spec"]["holderIdentity"], "leader election took the lease"
+    assert process.returncode == 0, stderr
+    messages = [line.split("\t")[3] for line in stderr.splitlines() if line.count("\t") >= 4]
+    assert "found 3 provisionable pod(s)" in messages
+    assert f"Bound 3 pod(s) to node {objects.name(node)}" in messages
+    assert "received SIGTERM, stopping" in messages and messages[-1] == "stopped"

@@ -1,0 +1,88 @@
+"""The threaded runner in real time: informers feed it, a pod burst is one batch, a ConfigMap change is taken
+while it runs, and stop() ends it. Bounds are generous: these tests check behaviour, not speed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.memory import MemoryCluster
+from karpenter_policy.reconcile.constraints import ConfigMapSource, DirectorySource
+from karpenter_policy.reconcile.controller import Controller, ControllerOptions
+from karpenter_policy.reconcile.runner import Runner
+
+from .conftest import CLUSTER, REGION, fake_cloud
+from .support import FakeClock, create_all, inflate
+
+GENEROUS = 20.0
+
+
+def eventually(predicate: Callable[[], bool], timeout: float = GENEROUS) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def unbound(cluster: MemoryCluster) -> list[str]:
+    return [objects.name(p) for p in cluster.list(objects.POD).items if not p["spec"].get("nodeName")]
+
+
+@pytest.fixture()
+def running(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryCluster, Controller, Runner]]]:
+    started: list[tuple[Runner, threading.Thread]] = []
+
+    def start(
+        source: Any = None, cluster: MemoryCluster | None = None, **options: Any
+    ) -> tuple[MemoryCluster, Controller, Runner]:
+        cluster = cluster or MemoryCluster()
+        options.setdefault("batch_idle", 0.3)
+        controller = Controller(
+            cluster,
+            fake_cloud(FakeClock()),
+            source or DirectorySource(compiled),
+            ControllerOptions(cluster_name=CLUSTER, **options),
+            region=REGION,
+        )
+        runner = Runner(controller, cluster, resync=1.0)
+        thread = threading.Thread(target=runner.run, daemon=True)
+        thread.start()
+        started.append((runner, thread))
+        return cluster, controller, runner
+
+    yield start
+    for runner, thread in started:
+        runner.stop()
+        thread.join(GENEROUS)
+        assert not thread.is_alive(), "stop() ends the runner"
+
+
+def test_a_burst_of_pods_is_one_batch_and_every_pod_is_bound(running: Any) -> None:
+    cluster, controller, _ = running()
+    create_all(cluster, objects.POD, inflate(0, 20))
+    assert eventually(lambda: not unbound(cluster) and cluster.list(objects.NODE).items)
+    labels = {"provisioner": "default", "capacity_type": "spot"}
+    launches = controller.metrics.registry.get_sample_value("karpenter_policy_nodes_launched_total", labels)
+    assert launches == len(cluster.list(objects.NODE).items) <= 3
+
+
+def test_a_configmap_change_is_taken_while_running(running: Any, configmap: dict[str, Any]) -> None:
+    cluster = MemoryCluster()
+    created = cluster.create(objects.CONFIG_MAP, configmap)
+    meta = configmap["metadata"]
+    _, controller, _ = running(source=ConfigMapSource(cluster, meta["namespace"], meta["name"]), cluster=cluster)
+    assert eventually(lambda: controller.loaded is not None)
+    first = controller.loaded
+    bumped = {**created, "metadata": {**created["metadata"], "annotations": {"argocd.argoproj.io/sync": "2"}}}
+    bumped["data"] = dict(created["data"])
+    cluster.update(objects.CONFIG_MAP, bumped)  # a new resourceVersion: read again (same sets, same hash)
+    assert eventually(lambda: controller.loaded is not first)
+    assert controller.loaded is not None and first is not None and controller.loaded.hash == first.hash
