@@ -1,6 +1,7 @@
 """Benchmark of the admission webhook: throughput and latency over real HTTPS on loopback.
 
     .venv/bin/python benchmarks/webhook.py [--duration 5] [--rate 500] [--cold] [--json] [--flood-only]
+        [--fresh-only] [--fresh-requests 50000] [--window 10000] [--unsat-share 0.02] [--no-baseline]
 
 The server is `karpenter-policy webhook --self-signed DIR` started as its own process (pinned to one core when
 the machine has two or more); the load comes from a SEPARATE process (this script with `--load`, pinned to
@@ -24,6 +25,13 @@ as soon as the server closes it; together more than the server's 256-connection 
 new TLS connection every 100 ms for `GET /healthz`, as the kubelet does. A well-behaved client whose idle
 keep-alive connection was closed to make room reconnects and resends (counted as `reconnects`).
 `--flood-only` runs only this comparison.
+
+Then the new-requirements comparison (issue #12): `--fresh-requests` (50,000) validate CREATEs whose
+requirements no earlier request had (a team label of their own; `--unsat-share` of them unsatisfiable, so Z3 is
+reached), closed loop at 16 connections and open loop at `--rate`, throughput and latency per `--window`
+(10,000) requests, side by side with a server that behaves as before issue #12 (`KARPENTER_POLICY_SOLVER_BASELINE`:
+Z3 decides every verdict, in z3's global context). `--fresh-only` runs only this part, `--no-baseline` skips
+the "before" column.
 
 Goal (issue 5): p99 ≤ 5 ms at 500 requests/s, and ≥ 1,000 requests/s per server process. The machine the
 figures in README.md come from has 2 cores shared with other work: they are noisy.
