@@ -1,6 +1,7 @@
 """Benchmark of the admission webhook: throughput and latency over real HTTPS on loopback.
 
     .venv/bin/python benchmarks/webhook.py [--duration 5] [--rate 500] [--cold] [--json] [--flood-only]
+        [--fresh-only] [--fresh-requests 50000] [--window 10000] [--unsat-share 0.02] [--no-baseline]
 
 The server is `karpenter-policy webhook --self-signed DIR` started as its own process (pinned to one core when
 the machine has two or more); the load comes from a SEPARATE process (this script with `--load`, pinned to
@@ -25,6 +26,13 @@ new TLS connection every 100 ms for `GET /healthz`, as the kubelet does. A well-
 keep-alive connection was closed to make room reconnects and resends (counted as `reconnects`).
 `--flood-only` runs only this comparison.
 
+Then the new-requirements comparison (issue #12): `--fresh-requests` (50,000) validate CREATEs whose
+requirements no earlier request had (a team label of their own; `--unsat-share` of them unsatisfiable, so Z3 is
+reached), closed loop at 16 connections and open loop at `--rate`, throughput and latency per `--window`
+(10,000) requests, side by side with a server that behaves as before issue #12 (`KARPENTER_POLICY_SOLVER_BASELINE`:
+Z3 decides every verdict, in z3's global context). `--fresh-only` runs only this part, `--no-baseline` skips
+the "before" column.
+
 Goal (issue 5): p99 ≤ 5 ms at 500 requests/s, and ≥ 1,000 requests/s per server process. The machine the
 figures in README.md come from has 2 cores shared with other work: they are noisy.
 """
@@ -35,6 +43,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import socket
 import ssl
 import statistics
@@ -56,8 +65,9 @@ CONCURRENCY = (1, 16, 64)
 # --- the load process ---------------------------------------------------------------------------------------
 
 
-def _read_answer(sock: ssl.SSLSocket, buffer: bytearray) -> int:
-    """Read one HTTP answer (headers + Content-Length body) off `sock`; its status. `buffer` keeps what is left."""
+def _read_answer(sock: ssl.SSLSocket, buffer: bytearray) -> tuple[int, bool]:
+    """Read one HTTP answer (headers + Content-Length body) off `sock`; its status, and whether it is an
+    AdmissionReview that denies. `buffer` keeps what is left."""
     while (end := buffer.find(b"\r\n\r\n")) < 0:
         chunk = sock.recv(65536)
         if not chunk:
@@ -74,8 +84,9 @@ def _read_answer(sock: ssl.SSLSocket, buffer: bytearray) -> int:
         if not chunk:
             raise ConnectionError("closed")
         buffer += chunk
+    denied = buffer.find(b'"allowed":false', end + 4, end + 4 + length) >= 0
     del buffer[: end + 4 + length]
-    return int(head.split(b" ", 2)[1])
+    return int(head.split(b" ", 2)[1]), denied
 
 
 def load(args: argparse.Namespace) -> None:
@@ -88,9 +99,12 @@ def load(args: argparse.Namespace) -> None:
     ]
     context = ssl.create_default_context(cafile=args.ca)
     start_at = time.monotonic() + 0.5  # every connection is set up before the clock starts
-    end_at = start_at + args.duration
+    end_at = start_at + args.duration if not args.count else float("inf")
+    count = args.count or 0  # with --count: exactly that many requests, each body once, in order
     latencies: list[list[float]] = [[] for _ in range(args.connections)]
+    answered: list[list[tuple[int, float, float]]] = [[] for _ in range(args.connections)]  # (body, done, latency)
     errors = [0] * args.connections
+    denials = [0] * args.connections
     interval = args.connections / args.rate if args.rate else 0.0
 
     reconnects = [0] * args.connections
@@ -117,27 +131,32 @@ def load(args: argparse.Namespace) -> None:
                 due += interval
             else:
                 sent = time.monotonic()
-            if sent >= end_at:
+            if sent >= end_at or (count and n >= count):
                 break
             request = requests[n % len(requests)]
+            body_index = n
             n += args.connections
             for _attempt in (1, 2):  # a keep-alive connection closed to make room: reconnect and resend
                 try:
                     sock.sendall(request)
-                    status = _read_answer(sock, buffer)
+                    status, denied = _read_answer(sock, buffer)
                     break
                 except OSError:
                     sock.close()
                     buffer.clear()
                     reconnects[index] += 1
-                    status = 0
+                    status, denied = 0, False
                     try:
                         sock = connect()
                     except OSError:
                         break
-            mine.append((time.monotonic() - sent) * 1000)
+            finished = time.monotonic()
+            mine.append((finished - sent) * 1000)
+            if count:
+                answered[index].append((body_index, finished - start_at, (finished - sent) * 1000))
             if status != 200:
                 errors[index] += 1
+            denials[index] += denied
         sock.close()
 
     probes: list[float] = []
@@ -152,7 +171,7 @@ def load(args: argparse.Namespace) -> None:
                 with connect() as sock:
                     sock.settimeout(10)
                     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                    ok = _read_answer(sock, bytearray()) == 200
+                    ok = _read_answer(sock, bytearray())[0] == 200
             except OSError:
                 ok = False
             probes.append((time.monotonic() - began) * 1000)
@@ -172,10 +191,12 @@ def load(args: argparse.Namespace) -> None:
             {
                 "latencies_ms": every,
                 "errors": sum(errors),
+                "denied": sum(denials),
                 "reconnects": sum(reconnects),
                 "seconds": args.duration,
                 "probes_ms": probes,
                 "probe_failures": probe_failures[0],
+                "answered": sorted(x for per in answered for x in per),
             }
         )
     )
@@ -212,7 +233,8 @@ def flood(args: argparse.Namespace) -> None:
 
 def _bodies() -> list[str]:
     sys.path.insert(0, str(REPOSITORY))
-    from karpenter_policy.policy.source.loader import LoadError, load_file
+    from karpenter_policy.policy.source.files import load_file
+    from karpenter_policy.policy.source.loader import LoadError
 
     objects: list[Any] = []
     for directory in EXAMPLES:
@@ -234,11 +256,12 @@ def _bodies() -> list[str]:
     ]
 
 
-def _updates(bodies: list[str], copies: int) -> list[str]:
-    """`copies` versions of each review, as UPDATEs of the stored object (a new resourceVersion each): the
-    whole-check cache misses every time, the solver's verdicts (keyed by requirements) still hit."""
+def _updates(bodies: list[str], copies: int, run: int) -> list[str]:
+    """`copies` versions of each review, as UPDATEs of the stored object (a new resourceVersion each, and none
+    that an earlier `run` sent): the whole-check cache misses every time, the solver's verdicts (keyed by
+    requirements) still hit."""
     out = []
-    for version in range(copies):
+    for version in range(run * copies, (run + 1) * copies):
         for index, body in enumerate(bodies):
             review = json.loads(body)
             request = review["request"]
@@ -248,6 +271,69 @@ def _updates(bodies: list[str], copies: int) -> list[str]:
                 metadata["uid"] = f"00000000-0000-0000-0000-{index:012d}"
             request.update(uid=f"bench-{version}-{index}", operation="UPDATE", oldObject=request["object"])
             out.append(json.dumps(review))
+    return out
+
+
+def _fresh(count: int, seed: str, unsat_share: float) -> list[str]:
+    """`count` Provisioner CREATE reviews whose requirements no earlier request had: a custom label
+    (`example.com/team In [<seed>-<i>]`, and the same node label) makes each set of requirements new, so neither
+    verdict cache can hit; the rest varies as a policy repository's Provisioners do — capacity types, arch,
+    instance families of that arch or categories with a generation bound, vCPU bounds, sometimes zones.
+    `unsat_share` of them are unsatisfiable (an arm64-only family required on amd64 nodes): those reach Z3."""
+    sys.path.insert(0, str(REPOSITORY))
+    from karpenter_policy.catalog import load_catalog
+
+    catalog = load_catalog()
+    families = {
+        arch: sorted({it.family for it in catalog if tuple(it.architectures) == (arch,)}) for arch in ("amd64", "arm64")
+    }
+    zones = sorted({o.zone for it in catalog for o in it.offerings})
+    rng = random.Random(seed)
+    out = []
+    for index in range(count):
+        team = f"{seed}-{index}"
+        arch = rng.choice(("amd64", "arm64"))
+        requirements: list[dict[str, Any]] = [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": [arch]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In",
+             "values": rng.choice((["spot"], ["on-demand"], ["spot", "on-demand"]))},
+        ]  # fmt: skip
+        if rng.random() < unsat_share:
+            requirements[0]["values"] = ["amd64"]
+            requirements.append({"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                 "values": rng.sample(families["arm64"], 2)})  # fmt: skip
+        elif rng.random() < 0.5:
+            requirements.append({"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                 "values": rng.sample(families[arch], rng.randint(3, 8))})  # fmt: skip
+        else:
+            requirements += [
+                {"key": "karpenter.k8s.aws/instance-category", "operator": "In",
+                 "values": rng.sample(["c", "m", "r"], rng.randint(1, 3))},
+                {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": [str(rng.randint(1, 5))]},
+            ]  # fmt: skip
+        requirements += [
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": [str(rng.choice((0, 1, 3)))]},
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": [str(rng.randint(33, 129))]},
+            {"key": "example.com/team", "operator": "In", "values": [team]},
+        ]
+        if rng.random() < 0.5:
+            requirements.append(
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": rng.sample(zones, rng.randint(2, 3))}
+            )
+        provisioner = {
+            "apiVersion": "karpenter.sh/v1alpha5",
+            "kind": "Provisioner",
+            "metadata": {"name": f"team-{index}"},
+            "spec": {
+                "requirements": requirements,
+                "labels": {"example.com/team": team},
+                "providerRef": {"name": "default"},
+                "limits": {"resources": {"cpu": "1000"}},
+                "consolidation": {"enabled": True},
+            },
+        }
+        request = {"uid": f"fresh-{team}", "operation": "CREATE", "object": provisioner}
+        out.append(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
     return out
 
 
@@ -303,7 +389,7 @@ def _pin(cpu: int | None) -> Any:
 
 
 class Server:
-    def __init__(self, work: Path, cpu: int | None, extra: list[str]) -> None:
+    def __init__(self, work: Path, cpu: int | None, extra: list[str], env: dict[str, str] | None = None) -> None:
         self.port = _free_port()
         self.ca = work / "certs" / "ca.crt"
         command = [
@@ -313,7 +399,12 @@ class Server:
         ]  # fmt: skip
         self.log = open(work / f"server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            command, cwd=REPOSITORY, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_pin(cpu)
+            command,
+            cwd=REPOSITORY,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_pin(cpu),
+            env={**os.environ, **(env or {})},
         )
         deadline = time.monotonic() + 120
         while True:
@@ -356,11 +447,14 @@ def run_load(
     bodies: Path,
     cpu: int | None,
     probe: bool = False,
+    count: int = 0,
 ) -> dict[str, Any]:
+    """One run of the load process; with `count`, exactly `count` requests (each body once) instead of
+    `duration` seconds."""
     command = [
         sys.executable, str(Path(__file__).resolve()), "--load", "--port", str(server.port), "--ca", str(server.ca),
         "--path", path, "--connections", str(connections), "--duration", str(duration), "--rate", str(rate),
-        "--bodies", str(bodies), *(["--probe"] if probe else []),
+        "--bodies", str(bodies), "--count", str(count), *(["--probe"] if probe else []),
     ]  # fmt: skip
     cpu_before = _cpu_seconds(server.process.pid)
     done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_pin(cpu), check=False)
@@ -369,9 +463,13 @@ def run_load(
         raise SystemExit(f"the load process failed:\n{done.stderr}")
     result = json.loads(done.stdout)
     ordered = sorted(result["latencies_ms"])
+    answered = result["answered"]
+    if answered:  # a fixed number of requests: throughput over the time they took
+        duration = max(done for _, done, _ in answered)
     count = len(ordered)
     probes = sorted(result["probes_ms"])
     return {
+        "answered": answered,
         "reconnects": result["reconnects"],
         "probes": len(probes),
         "probe_failures": result["probe_failures"],
@@ -383,6 +481,7 @@ def run_load(
         "rate": rate,
         "requests": count,
         "errors": result["errors"],
+        "denied": result["denied"],
         "throughput": count / duration,
         "p50": _percentile(ordered, 0.50),
         "p95": _percentile(ordered, 0.95),
@@ -409,6 +508,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
     parser.add_argument("--work", type=Path, default=BENCHMARKS_DIR / ".work" / "webhook")
     parser.add_argument("--flood-only", action="store_true", help="Run only the connection-flood comparison.")
+    parser.add_argument("--fresh-only", action="store_true", help="Run only the new-requirements comparison.")
+    parser.add_argument("--fresh-requests", type=int, default=50_000, help="Requests per new-requirements run.")
+    parser.add_argument("--window", type=int, default=10_000, help="Requests per window of those runs.")
+    parser.add_argument("--unsat-share", type=float, default=0.02, help="Unsatisfiable share of new requirements.")
+    parser.add_argument("--no-baseline", action="store_true", help="Skip the before-issue-#12 run.")
     parser.add_argument("--flood-idle", type=int, default=300, help="Idle TLS connections of the flood.")
     parser.add_argument("--flood-silent", type=int, default=300, help="Silent TCP connections of the flood.")
     # the load and flood processes' own arguments
@@ -420,6 +524,7 @@ def main() -> None:
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--connections", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bodies", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
         load(args)
@@ -434,8 +539,15 @@ def main() -> None:
     bodies = _bodies()
     bodies_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
     bodies_file.write_text(json.dumps(bodies))
-    updates_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
-    updates_file.write_text(json.dumps(_updates(bodies, 200)))
+    update_runs = iter(range(1_000_000))
+
+    def updates_file() -> Path:
+        """UPDATE reviews of resourceVersions no earlier run sent (each run would otherwise replay the first's
+        bodies and hit the whole-check cache)."""
+        file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
+        file.write_text(json.dumps(_updates(bodies, 200, next(update_runs))))
+        return file
+
     pods_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
     pods_file.write_text(json.dumps(_pods(600)))
     load_before = os.getloadavg()
@@ -457,11 +569,14 @@ def main() -> None:
         results.append((label, result))
         print(_row(label, result), flush=True)
 
-    if args.flood_only:
-        flood_comparison(args, bodies_file, server_cpu, load_cpu)
+    if args.flood_only or args.fresh_only:
+        if args.flood_only:
+            flood_comparison(args, bodies_file, server_cpu, load_cpu)
+        else:
+            fresh_comparison(args, server_cpu, load_cpu)
         bodies_file.unlink()
-        updates_file.unlink()
         pods_file.unlink()
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return
     server = Server(args.work, server_cpu, ["--policies", str(REPOSITORY / "examples" / "pinning" / "policies")])
     try:
@@ -476,9 +591,13 @@ def main() -> None:
                 record(f"{path} open loop {args.rate:g}/s ({repeat + 1})", result)
         for connections in CONCURRENCY:  # UPDATEs: a new resourceVersion each time, solver verdicts cached
             label = "/validate/provisioners UPDATEs"
-            record(label, run_load(server, PATHS[0], connections, args.duration, 0.0, updates_file, load_cpu))
+            file = updates_file()
+            record(label, run_load(server, PATHS[0], connections, args.duration, 0.0, file, load_cpu))
+            file.unlink()
         for repeat in range(args.repeat):
-            result = run_load(server, PATHS[0], 16, args.duration, args.rate, updates_file, load_cpu)
+            file = updates_file()
+            result = run_load(server, PATHS[0], 16, args.duration, args.rate, file, load_cpu)
+            file.unlink()
             record(f"/validate/provisioners UPDATEs {args.rate:g}/s ({repeat + 1})", result)
         for connections in CONCURRENCY:
             record(
@@ -498,9 +617,10 @@ def main() -> None:
                 record(label, run_load(server, PATHS[0], connections, args.duration, 0.0, bodies_file, load_cpu))
         finally:
             server.stop()
+    fresh_results = fresh_comparison(args, server_cpu, load_cpu)
     flood_results = flood_comparison(args, bodies_file, server_cpu, load_cpu)
     load_after = os.getloadavg()
-    for file in (bodies_file, updates_file, pods_file):
+    for file in (bodies_file, pods_file):
         file.unlink()
 
     best = max(r["throughput"] for label, r in results if "closed" in label)
@@ -522,8 +642,110 @@ def main() -> None:
     for workload, p99s in by_workload.items():
         print(f"  {workload}: p99 {' / '.join(f'{x:.2f}' for x in p99s)} ms (median {medians[workload]:.2f})")
     if args.json:
-        runs = dict(results)
-        print(json.dumps({"load_before": load_before, "load_after": load_after, "runs": runs, "flood": flood_results}))
+        print(
+            json.dumps(
+                {
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "runs": dict(results),
+                    "fresh": fresh_results,
+                    "flood": flood_results,
+                }
+            )
+        )
+
+
+#: What `Solver` reads to behave as before issue #12 (policy/proof/solver.py: Z3 decides every verdict, in z3's
+#: global context) — the "before" column of the fresh-requirements comparison, in the same run.
+BASELINE_ENV = "KARPENTER_POLICY_SOLVER_BASELINE"
+
+
+def _windows(answered: list[list[float]], window: int, closed: bool) -> list[dict[str, float]]:
+    """Per `window` requests: throughput (closed loop: requests over the time between the window's last answer
+    and the previous window's) and latency percentiles. Open loop: windows of requests in the order sent."""
+    ordered = sorted(answered, key=lambda a: a[1] if closed else a[0])  # by completion, or in the order due
+    rows = []
+    previous_end = 0.0
+    for start in range(0, len(ordered), window):
+        chunk = ordered[start : start + window]
+        latencies = sorted(a[2] for a in chunk)
+        end = max(a[1] for a in chunk)
+        rows.append(
+            {
+                "first": start + 1,
+                "last": start + len(chunk),
+                "throughput": len(chunk) / (end - previous_end) if end > previous_end else float("nan"),
+                "p50": _percentile(latencies, 0.50),
+                "p99": _percentile(latencies, 0.99),
+                "max": latencies[-1],
+            }
+        )
+        previous_end = end
+    return rows
+
+
+def fresh_comparison(args: argparse.Namespace, server_cpu: int | None, load_cpu: int | None) -> dict[str, Any]:
+    """Validate with every request's requirements new (issue #12): `--fresh-requests` of them closed loop at 16
+    connections and open loop at `--rate`, throughput and latency per `--window` requests; the same closed loop
+    against the behaviour before issue #12 (`BASELINE_ENV`), side by side. Each run's bodies are generated for
+    it (seeded by the run and the time): no run sends a body an earlier one sent."""
+    count, window = args.fresh_requests, args.window
+    figures: dict[str, Any] = {}
+
+    def bodies_for(run: str) -> Path:
+        file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
+        file.write_text(json.dumps(_fresh(count, f"{run}-{time.time_ns()}", args.unsat_share)))
+        return file
+
+    columns: list[tuple[str, dict[str, str], bool]] = [("now", {}, True)]
+    if not args.no_baseline:
+        columns.append(("before", {BASELINE_ENV: "1"}, False))
+    for name, env, open_loop in columns:
+        server = Server(args.work, server_cpu, [], env)
+        try:
+            file = bodies_for(f"{name}-closed")
+            figures[f"{name} closed"] = run_load(server, PATHS[0], 16, 0, 0.0, file, load_cpu, count=count)
+            file.unlink()
+            if open_loop:
+                file = bodies_for(f"{name}-open")
+                figures[f"{name} open"] = run_load(server, PATHS[0], 16, 0, args.rate, file, load_cpu, count=count)
+                file.unlink()
+        finally:
+            server.stop()
+    print()
+    print(
+        f"new requirements: {count:,} /validate/provisioners CREATEs per run, each with requirements no earlier "
+        f"request had ({args.unsat_share:.0%} unsatisfiable: those reach Z3); per {window:,} requests"
+    )
+    names = [key for key in figures]
+    per_window = {key: _windows(figures[key]["answered"], window, "closed" in key) for key in names}
+    header = f"{'requests':<16}" + "".join(
+        f" {key + (' req/s' if 'closed' in key else f' {args.rate:g}/s'):>18} {'p50':>7} {'p99':>8}" for key in names
+    )
+    print(header)
+    print("-" * len(header))
+    for row in range(max(len(rows) for rows in per_window.values())):
+        cells = []
+        for key in names:
+            rows = per_window[key]
+            if row >= len(rows):
+                cells.append(f" {'':>18} {'':>7} {'':>8}")
+                continue
+            r = rows[row]
+            rate = f"{r['throughput']:,.0f}" if "closed" in key else ""
+            cells.append(f" {rate:>18} {r['p50']:>7.2f} {r['p99']:>8.2f}")
+        first = per_window[names[0]][row] if row < len(per_window[names[0]]) else {"first": 0, "last": 0}
+        print(f"{first['first']:>7,}–{first['last']:<8,}" + "".join(cells))
+    for key in names:
+        r = figures[key]
+        print(
+            f"{key}: {r['requests']:,} requests, {r['errors']} errors, {r['denied']:,} denied, overall "
+            f"{r['throughput']:,.0f} req/s, p99 {r['p99']:.2f} ms, max {r['max']:.1f} ms, server CPU "
+            f"{r['server_cpu_ms_per_request']:.3f} ms/request"
+        )
+    for r in figures.values():
+        del r["answered"]
+    return figures
 
 
 def flood_comparison(

@@ -65,7 +65,7 @@ class NodeTemplate:
     @property
     def limited(self) -> dict[int, int]:
         """The limits as vector amounts, by resource index (resources the scheduler does not track are left out)."""
-        return {INDEX[name]: amount(name, value) for name, value in self.limits.items() if name in INDEX}
+        return limited_amounts(self.limits)
 
     @classmethod
     def build(
@@ -100,9 +100,7 @@ class NodeTemplate:
         types = table.mask_of(full, os=os)
         if admitted is not None:
             types &= table.mask_of_names(admitted)
-        if shape is None:
-            shape = (configuration_key(node), shape_function(node))
-        shapes = table.shapes(shape[0], shape[1])
+        shapes = node_shapes(table, node) if shape is None else table.shapes(shape[0], shape[1])
         return cls(
             name=name,
             requirements=full,
@@ -175,3 +173,13 @@ def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping
     return NodeConfiguration.of(
         kubelet, str(family) if family else None, mappings if isinstance(mappings, list) else None
     )
+
+
+def node_shapes(table: InstanceTable, node: NodeConfiguration) -> NodeShapes:
+    """Every type's capacity and allocatable on nodes configured as `node` (cached by the table)."""
+    return table.shapes(configuration_key(node), shape_function(node))
+
+
+def limited_amounts(limits: Mapping[str, Decimal]) -> dict[int, int]:
+    """Limits as vector amounts, by resource index (resources the scheduler does not track are left out)."""
+    return {INDEX[name]: amount(name, value) for name, value in limits.items() if name in INDEX}

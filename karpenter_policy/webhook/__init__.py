@@ -11,6 +11,8 @@ Modules, one job each:
 * `solvercache` — a `Solver` that remembers its verdicts (the solver takes milliseconds, a lookup microseconds).
 * `checks`      — the CLI's checks on one object, as denial lines and warnings; whole results cached.
 * `context`     — what `--policies DIR` or `--constraints DIR` tell the webhook (node OS, taints, pinning rules).
+* `reload`      — that context and the pinning rules, reloaded when their files change (workers replaced).
+* `watch`       — noticing changed files: a content fingerprint and a polling thread (certificate, context).
 * `pinning`     — the `Pinner` interface of `/mutate/pods`, implemented on the CLI's pinning rules.
 * `handlers`    — `/mutate/provisioners`, `/validate/provisioners`, `/mutate/pods`: a request in, a response out.
 * `metrics`     — Prometheus counters and latency histograms.

@@ -9,8 +9,9 @@ SIGTERM (or SIGINT) drains, logging each step: `/readyz` turns 503 and every ans
 the server keeps serving for `--shutdown-delay` seconds (while the endpoints controller takes the pod out of the
 Service); then it stops accepting, closes the idle keep-alive connections, waits — at most the drain timeout,
 `--request-timeout` + `--admission-timeout` — until every accepted request is answered, ends the workers and
-exits 0. SIGHUP is logged and ignored: the certificate reloads by itself, and changed policies are loaded by a
-rolling restart (a replica that cannot load them then never takes traffic).
+exits 0. SIGHUP is logged and ignored: the certificate reloads by itself when its files change, and so do the
+policy context and pinning rules (`reload`: a version that does not load is refused, the last good one stays; at
+start-up one that does not load stops the webhook, so a bad roll-out never takes traffic).
 """
 
 from __future__ import annotations
@@ -29,16 +30,11 @@ from karpenter_policy.catalog import Catalog
 from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 from karpenter_policy.webhook.certs import ensure_self_signed, service_names
 from karpenter_policy.webhook.checks import DEFAULT_WEBHOOK_TIMEOUT_MS, Checker
-from karpenter_policy.webhook.context import (
-    ContextError,
-    PolicyContext,
-    load_constraints,
-    load_pinning_documents,
-    load_policies,
-)
+from karpenter_policy.webhook.context import ContextError, ContextSource, PolicyContext
 from karpenter_policy.webhook.handlers import Handlers
 from karpenter_policy.webhook.metrics import Metrics
-from karpenter_policy.webhook.pinning import PinningError, PolicyPinner
+from karpenter_policy.webhook.pinning import PolicyPinner
+from karpenter_policy.webhook.reload import ContextReloader
 from karpenter_policy.webhook.server import HEALTHZ, METRICS, READYZ, Limits, WebhookServer, serve_in_thread
 from karpenter_policy.webhook.solvercache import DEFAULT_CACHE_SIZE
 from karpenter_policy.webhook.tls import DEFAULT_RELOAD_INTERVAL, CertificateReloader
@@ -101,35 +97,27 @@ class Webhook:
             raise StartupError(str(error)) from None
         if options.region and options.region != self.catalog.region:
             raise StartupError(f"--region {options.region} does not match the catalog's {self.catalog.region}")
+        source = ContextSource(
+            options.policies, options.constraints, options.pinning, options.values, self.catalog.region
+        )
+        self.reloader = ContextReloader(source, self._apply, None, options.reload_interval)
         try:
-            if options.policies and options.constraints:
-                raise StartupError("give --policies or --constraints, not both")
-            context = PolicyContext()
-            if options.policies:
-                context = load_policies(options.policies, options.values)
-            elif options.constraints:
-                context = load_constraints(options.constraints, self.catalog.region)
-            documents = context.pinning_documents
-            if options.pinning:
-                documents = load_pinning_documents(options.pinning, options.values)
-            pinner = PolicyPinner.from_documents(documents, context.provisioner_taints)
-        except (ContextError, PinningError) as error:
+            context, pinner = self.reloader.load()
+        except ContextError as error:
             raise StartupError(str(error)) from None
         self.context, self.pinner = context, pinner
-        self.checker = Checker(
-            self.catalog, timeout_ms=options.timeout_ms, context=context, cache_size=options.cache_size
-        )
+        self.checker = self._checker(context)
         self.handlers = Handlers(self.checker, pinner)
         self.routes = self.handlers.routes()
         self.pool = WorkerPool(
             self.routes, options.workers, self.checker.cache_stats, lambda: self.metrics.worker_restarts.inc()
         )
         self.metrics = Metrics([*self.routes, HEALTHZ, READYZ, METRICS], self.pool.cache_stats)
+        self.reloader.metrics = self.metrics
         try:
             self.tls = CertificateReloader(cert_file, key_file, self.metrics, options.reload_interval)
         except (OSError, ValueError) as error:
             raise StartupError(f"cannot load the serving certificate {cert_file} / key {key_file}: {error}") from None
-        self.checker.warm_up()
         # What start-up built (the catalog, the solvers' tables, compiled schemas: ~60,000 objects) lives as long
         # as the process; a full collection would walk it all (≈ 30 ms, a latency spike) for nothing. Freezing
         # moves it out of the collector's generations.
@@ -151,6 +139,22 @@ class Webhook:
             raise StartupError(f"cannot listen on {options.address}:{options.port}: {error}") from None
         self._warm.set()
 
+    def _checker(self, context: PolicyContext) -> Checker:
+        """A warmed-up checker (solver tables built, schema validators compiled) for `context`."""
+        options = self.options
+        checker = Checker(self.catalog, timeout_ms=options.timeout_ms, context=context, cache_size=options.cache_size)
+        checker.warm_up()
+        return checker
+
+    def _apply(self, context: PolicyContext, pinner: PolicyPinner) -> None:
+        """Serve a reloaded context and pinning rules: a new checker and handlers, and worker processes forked
+        with them (`WorkerPool.reload`: requests under way finish on the old ones)."""
+        checker = self._checker(context)
+        handlers = Handlers(checker, pinner)
+        routes = handlers.routes()
+        self.pool.reload(routes, checker.cache_stats)
+        self.context, self.pinner, self.checker, self.handlers, self.routes = context, pinner, checker, handlers, routes
+
     @property
     def port(self) -> int:
         return self.server.port
@@ -161,10 +165,12 @@ class Webhook:
     def start(self) -> threading.Thread:
         """Serve in a background thread (tests, benchmarks); `stop()` ends it."""
         self.tls.start()
+        self.reloader.start()
         return serve_in_thread(self.server)
 
     def serve_forever(self) -> None:
         self.tls.start()
+        self.reloader.start()
         self.server.serve_forever(poll_interval=0.5)
 
     def drain_then_stop(self) -> None:
@@ -198,6 +204,7 @@ class Webhook:
             log.warning("%d connections still open after %g s: cut off", left, timeout)
         else:
             log.info("every accepted request was answered")
+        self.reloader.stop()
         self.server.release()
         self.pool.stop()
         self.tls.stop()
@@ -246,7 +253,10 @@ def run(options: WebhookOptions) -> int:
         webhook.drain_then_stop()
 
     def on_hangup(signum: int, frame: FrameType | None) -> None:
-        log.info("received SIGHUP: ignored (the certificate reloads by itself; restart to load changed policies)")
+        log.info(
+            "received SIGHUP: ignored (the certificate, the policies, constraint sets and pinning rules reload by "
+            "themselves when their files change)"
+        )
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -256,7 +266,7 @@ def run(options: WebhookOptions) -> int:
         options.address,
         webhook.port,
         ", ".join(sorted(webhook.handlers.routes())),
-        webhook.context.source or "none",
+        webhook.reloader.source.describe(),
         len(webhook.pinner),
     )
     webhook.serve_forever()

@@ -8,20 +8,26 @@
 * `--constraints DIR` — the output of `karpenter-policy compile -o DIR` (or its `constraintsets/`): the same
   facts, from the compiled, hash-checked constraint sets (`api.constraintset`); pinning rules then come from
   `--pinning PATH` (`load_pinning_documents`).
+
+`ContextSource` is what the webhook was started with: it loads the context and the pinning rules (at start-up,
+and again when its files change: `reload`) and lists the files they come from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.reporters import render_text
-from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.source.loader import Document, discover
 from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.webhook.pinning import PinningError, PolicyPinner
+from karpenter_policy.webhook.watch import directory_files
 
 
 class ContextError(ValueError):
@@ -70,7 +76,6 @@ def load_policies(paths: Sequence[str], values: Mapping[str, Any] | None = None)
     return PolicyContext(node_templates, taints, pinning, ", ".join(paths))
 
 
-
 def load_constraints(directory: str, region: str | None = None) -> PolicyContext:
     """The context of compiled constraint sets (every hash verified); `region` must match theirs when given.
     Raises ContextError."""
@@ -91,3 +96,45 @@ def load_constraints(directory: str, region: str | None = None) -> PolicyContext
             node_templates[provider.name] = dict(provider.spec)
     taints = {s.name: tuple(s.taints) for s in sets}
     return PolicyContext(node_templates, taints, (), directory)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSource:
+    """`--policies`, or `--constraints` (with the webhook's catalog region), and `--pinning`, `--values`."""
+
+    policies: Sequence[str] = ()
+    constraints: str | None = None
+    pinning: Sequence[str] = ()
+    values: Mapping[str, Any] | None = None
+    region: str | None = None
+
+    def load(self) -> tuple[PolicyContext, PolicyPinner]:
+        """The context and the pinning rules bound to its provisioners. Raises ContextError."""
+        if self.policies and self.constraints:
+            raise ContextError("give --policies or --constraints, not both")
+        context = PolicyContext()
+        if self.policies:
+            context = load_policies(self.policies, self.values)
+        elif self.constraints:
+            context = load_constraints(self.constraints, self.region)
+        documents = load_pinning_documents(self.pinning, self.values) if self.pinning else context.pinning_documents
+        try:
+            return context, PolicyPinner.from_documents(documents, context.provisioner_taints)
+        except PinningError as error:
+            raise ContextError(str(error)) from None
+
+    def files(self) -> list[str]:
+        """Every file `load` reads (and the paths that do not exist), in a stable order."""
+        found, missing = discover([*self.policies, *self.pinning])
+        files = [*found, *missing]
+        if self.constraints:  # compile -o DIR output (its constraintsets/), or a ConfigMap mounted as a directory
+            base = Path(self.constraints)
+            files += [str(f) for folder in (base, base / "constraintsets") for f in directory_files(folder)]
+        return files
+
+    def describe(self) -> str:
+        """What the context comes from, for log lines."""
+        parts = [f"--policies {' '.join(self.policies)}"] if self.policies else []
+        parts += [f"--constraints {self.constraints}"] if self.constraints else []
+        parts += [f"--pinning {' '.join(self.pinning)}"] if self.pinning else []
+        return ", ".join(parts) or "none"

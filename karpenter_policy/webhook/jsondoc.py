@@ -8,6 +8,9 @@ YAML node tree for it (the loader's `parse` on the JSON text costs more than eve
 A path that runs past the object is placed at its nearest existing ancestor, as the loader does. `field_path`
 maps a position back to the field (`spec.requirements[2].operator`), which is what a `kubectl apply` user can
 look for.
+
+A position is counted along its path (the ranks of the subtrees before it), so placing the few findings of a
+valid object costs little; the full index of every node is built only for `field_path` (denials, warnings).
 """
 
 from __future__ import annotations
@@ -58,16 +61,28 @@ class JsonDocument(Document):
         return self._ranks
 
     def position(self, path: Path, at_key: bool = False) -> tuple[int, int]:
-        ranks = self._index()
-        normal: Path = tuple(str(p) if not isinstance(p, int) else p for p in path)
-        found = ranks.get(normal)
-        if found is not None:
-            return 1, found[0] if at_key else found[1]
-        for end in range(len(normal) - 1, -1, -1):  # the nearest ancestor that exists
-            ancestor = ranks.get(normal[:end])
-            if ancestor is not None:
-                return 1, ancestor[1]
-        return 1, 1
+        """Line 1, and the rank `_index` gives the node at `path` (its key's with `at_key`), or its nearest
+        existing ancestor's: counted along the path, without indexing the whole object."""
+        node: Any = self.data
+        key_rank = rank = 1
+        for raw in path:
+            part = raw if isinstance(raw, int) else str(raw)
+            following = rank + 1  # the rank of the first key (mapping) or item (list)
+            if isinstance(node, Mapping) and isinstance(part, str):
+                for key, child in node.items():
+                    if str(key) == part:
+                        key_rank, rank, node = following, following + 1, child
+                        break
+                    following += 1 + _ranks(child)
+                else:
+                    return 1, rank
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                following += sum(_ranks(child) for child in node[:part])
+                key_rank = rank = following
+                node = node[part]
+            else:
+                return 1, rank
+        return 1, key_rank if at_key else rank
 
     def field_path(self, line: int, column: int) -> str:
         """The field at a position this document gave out (`spec.requirements[0].values[1]`); "" for the root
@@ -78,3 +93,12 @@ class JsonDocument(Document):
                 self._paths[key_rank] = path
                 self._paths[value_rank] = path
         return render_path(self._paths.get(column, ())) if line == 1 else ""
+
+
+def _ranks(value: Any) -> int:
+    """How many ranks a node and everything under it take in `_index`: one per node, one more per mapping key."""
+    if isinstance(value, Mapping):
+        return 1 + sum(1 + _ranks(child) for child in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_ranks(child) for child in value)
+    return 1

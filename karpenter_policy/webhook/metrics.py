@@ -7,6 +7,8 @@
   (plain HTTP on the TLS port counts, and gets its HTTP 400).
 * `karpenter_policy_webhook_certificate_reloads_total{result}` and
   `karpenter_policy_webhook_certificate_expiry_timestamp_seconds` — rotation (alert when expiry nears).
+* `karpenter_policy_webhook_context_reloads_total{result}` — the policy context and pinning rules reloaded
+  after their files changed (`ok`), or refused (`error`: the last good version stays).
 * `karpenter_policy_webhook_open_connections`, `karpenter_policy_webhook_rejected_connections_total` (closed at
   once: every connection had a request under way), `karpenter_policy_webhook_evicted_connections_total` (idle
   or silent connections closed to make room for a new one).
@@ -71,6 +73,13 @@ class Metrics:
         self.reloads = Counter(
             "karpenter_policy_webhook_certificate_reloads",
             "Serving certificate reloads after the files changed, per result (ok, error).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.context_reloads = Counter(
+            "karpenter_policy_webhook_context_reloads",
+            "Policy context and pinning rules reloaded after their files changed, per result (ok; error: refused, "
+            "the last good version stays).",
             ["result"],
             registry=self.registry,
         )

@@ -1,23 +1,21 @@
 """The server's SSL context, rebuilt when the certificate or key file changes on disk (cert-manager rotation).
 
-A poller thread hashes both files every `interval` seconds (their contents: kubelet replaces a mounted Secret
-by swapping a symlink, mtimes can be coarse). On a change it builds a new context; new connections get it,
-established ones keep theirs (the old certificate is still valid: cert-manager renews well before expiry). A
-pair that does not load — cert-manager caught between writing the key and the certificate — is not used: the
-current context stays and the next poll tries again.
+A poller thread hashes both files every `interval` seconds (`watch`: their contents, not their mtimes). On a
+change it builds a new context; new connections get it, established ones keep theirs (the old certificate is
+still valid: cert-manager renews well before expiry). A pair that does not load — cert-manager caught between
+writing the key and the certificate — is not used: the current context stays and the next poll tries again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import ssl
-import threading
 from pathlib import Path
 
 from karpenter_policy.webhook.certs import expiry_timestamp
 from karpenter_policy.webhook.metrics import Metrics
+from karpenter_policy.webhook.watch import Poller, fingerprint
 
 DEFAULT_RELOAD_INTERVAL = 5.0
 log = logging.getLogger(__name__)
@@ -45,26 +43,15 @@ class CertificateReloader:
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self.metrics = metrics
         self.interval = interval
-        self._stamp = self._fingerprint()
+        self._stamp = fingerprint((self.cert_file, self.key_file))
         self._context = server_context(self.cert_file, self.key_file)  # at start-up a bad pair is fatal
         self._set_expiry()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._poller = Poller("certificate-reloader", interval, self.check)
         self.reloads = 0
 
     @property
     def context(self) -> ssl.SSLContext:
         return self._context
-
-    def _fingerprint(self) -> bytes:
-        digest = hashlib.sha256()
-        for path in (self.cert_file, self.key_file):
-            try:
-                digest.update(path.read_bytes())
-            except OSError as error:
-                digest.update(f"unreadable: {error}".encode())
-            digest.update(b"\0")
-        return digest.digest()
 
     def _set_expiry(self) -> None:
         if self.metrics is not None:
@@ -73,7 +60,7 @@ class CertificateReloader:
 
     def check(self) -> bool:
         """Reload when the files changed; True when a new context is in use."""
-        stamp = self._fingerprint()
+        stamp = fingerprint((self.cert_file, self.key_file))
         if stamp == self._stamp:
             return False
         try:
@@ -92,19 +79,7 @@ class CertificateReloader:
         return True
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="certificate-reloader", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.check()
-            except Exception:  # a poller that dies silently would stop rotation for good
-                log.exception("certificate reload check failed")
+        self._poller.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.interval + 1)
-            self._thread = None
+        self._poller.stop()

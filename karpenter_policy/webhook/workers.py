@@ -21,6 +21,12 @@ connections must close when the server closes them), moves every inherited objec
 collector's reach (`gc.freeze`: a stale socket object of the parent must never close a descriptor number the
 child reuses), ignores SIGINT/SIGTERM/SIGHUP (the server decides when workers end) and leaves with `os._exit`.
 A worker also ends when the server's end of its socket closes.
+
+Reloading (`reload`: the policy context changed, `reload` module): a worker holds the routes it was forked with,
+so new routes take new workers. The pool forks `size` workers of the new generation at once (from the server,
+which now holds the new checker and pinner) and ends the old ones as they come back idle: a request under way in
+an old worker finishes with the old context, every request that takes a worker after the reload gets a new one.
+For a moment the pool runs up to twice its size.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ CacheStats = Callable[[], tuple[int, int, int]]
 class _Worker:
     pid: int
     connection: Connection
+    generation: int
     stats: tuple[int, int, int] = (0, 0, 0)
 
 
@@ -65,7 +72,7 @@ def _serve(connection: Connection, routes: Mapping[str, Route], stats: CacheStat
         connection.send_bytes(pickle.dumps((response, stats()), protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _fork(routes: Mapping[str, Route], stats: CacheStats) -> _Worker:
+def _fork(routes: Mapping[str, Route], stats: CacheStats, generation: int) -> _Worker:
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:  # the worker
@@ -84,7 +91,7 @@ def _fork(routes: Mapping[str, Route], stats: CacheStats) -> _Worker:
         finally:
             os._exit(code)
     theirs.close()
-    return _Worker(pid, Connection(ours.detach()))
+    return _Worker(pid, Connection(ours.detach()), generation)
 
 
 class WorkerPool:
@@ -105,6 +112,7 @@ class WorkerPool:
         self._retired = (0, 0)  # hits and misses of workers that were replaced
         self._lock = threading.Lock()
         self._stopped = False
+        self.generation = 0
         self.restarts = 0
 
     def start(self) -> None:
@@ -115,22 +123,57 @@ class WorkerPool:
         with self._lock:
             if self._stopped:
                 return
-            worker = _fork(self.routes, self._stats)
+            worker = _fork(self.routes, self._stats, self.generation)
             self._workers.add(worker)
         self._idle.put(worker)
+
+    def reload(self, routes: Mapping[str, Route], stats: CacheStats) -> None:
+        """Serve `routes` from now on: `size` new workers at once, the old ones ended as they come back idle."""
+        with self._lock:
+            if self._stopped:
+                return
+            self.routes, self._stats = routes, stats
+            self.generation += 1
+        for _ in range(self.size):
+            self._add()
+        idle: list[_Worker] = []
+        while True:
+            try:
+                idle.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        for worker in idle:
+            if worker.generation == self.generation:
+                self._idle.put(worker)
+            else:
+                self._retire(worker, replace=False)
+
+    def _take(self, deadline: float) -> _Worker | None:
+        """An idle worker of the current generation (older ones met on the way are ended), or None at the
+        deadline."""
+        while True:
+            try:
+                worker = self._idle.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                return None
+            if worker.generation == self.generation:
+                return worker
+            self._retire(worker, replace=False)
 
     def run(self, path: str, body: bytes, deadline: float) -> AdmissionResponse | None:
         """The response of `routes[path]` to the review in `body` (well-formed: `review.parse_review` accepted
         it), or None when it is not ready by `deadline` (monotonic)."""
-        try:
-            worker = self._idle.get(timeout=max(deadline - time.monotonic(), 0.0))
-        except queue.Empty:
+        worker = self._take(deadline)
+        if worker is None:
             return None
         try:
             worker.connection.send_bytes(path.encode() + b"\n" + body)
             if worker.connection.poll(max(deadline - time.monotonic(), 0.0)):
                 response, worker.stats = pickle.loads(worker.connection.recv_bytes())
-                self._idle.put(worker)
+                if worker.generation == self.generation:
+                    self._idle.put(worker)
+                else:  # the context was reloaded while it worked
+                    self._retire(worker, replace=False)
                 return response  # type: ignore[no-any-return]
             log.warning("webhook worker %d did not answer %s by its deadline: replaced", worker.pid, path)
         except (EOFError, OSError):  # it died (out of memory?)
@@ -141,18 +184,23 @@ class WorkerPool:
         self._retire(worker)
         return None
 
-    def _retire(self, worker: _Worker) -> None:
-        threading.Thread(target=self._replace, args=(worker,), name="worker-replace", daemon=True).start()
+    def _retire(self, worker: _Worker, replace: bool = True) -> None:
+        """End `worker` in the background; fork its replacement when `replace` and it is of the current
+        generation (a worker that failed or missed its deadline, not one a reload made old)."""
+        threading.Thread(target=self._replace, args=(worker, replace), name="worker-replace", daemon=True).start()
 
-    def _replace(self, worker: _Worker) -> None:
+    def _replace(self, worker: _Worker, replace: bool) -> None:
         self._end(worker)
         with self._lock:
             self._workers.discard(worker)
             self._retired = (self._retired[0] + worker.stats[0], self._retired[1] + worker.stats[1])
-            self.restarts += 1
-        if self._on_restart is not None:
-            self._on_restart()
-        self._add()
+            replace = replace and worker.generation == self.generation
+            if replace:
+                self.restarts += 1
+        if replace:
+            if self._on_restart is not None:
+                self._on_restart()
+            self._add()
 
     @staticmethod
     def _end(worker: _Worker) -> None:
@@ -162,6 +210,11 @@ class WorkerPool:
         except (ProcessLookupError, ChildProcessError):
             pass
         worker.connection.close()
+
+    def __len__(self) -> int:
+        """Worker processes running (of every generation: for a moment after a reload, up to twice `size`)."""
+        with self._lock:
+            return len(self._workers)
 
     def cache_stats(self) -> tuple[int, int, int]:
         """Solver cache (hits, misses, entries) over every worker, the replaced ones' hits and misses included."""

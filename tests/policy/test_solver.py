@@ -236,8 +236,9 @@ def test_one_solver_serves_many_provisioners() -> None:
 
 def test_a_timeout_is_a_verdict_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
     solver = Solver(SMALL, timeout_ms=1)
-    monkeypatch.setattr(solver._z3, "check", lambda *_: solver_module.z3.unknown)
-    outcome = solver.solve(terms_of(provisioner([])))
+    monkeypatch.setattr(solver_module.z3.Solver, "check", lambda *_: solver_module.z3.unknown)
+    # unsatisfiable: the bit masks cannot decide it, Z3 must (and here gives up)
+    outcome = solver.solve(terms_of(provisioner([req(wk.ARCH, "In", "arm64"), req(wk.INSTANCE_FAMILY, "In", "c5")])))
     assert outcome.verdict == Verdict.UNKNOWN and outcome.witness is None and outcome.cores == ()
 
 
@@ -286,12 +287,12 @@ def custom_ok(terms: Sequence[Term]) -> bool:
 
 def _values(key: str, count: int) -> st.SearchStrategy[list[str]]:
     domain = list(TABLE.zones if key == wk.ZONE else TABLE.capacity_types if key == wk.CAPACITY_TYPE
-                  else TABLE.domains[key])
+                  else ["linux", "windows"] if key == wk.OS else TABLE.domains[key])
     return st.lists(st.sampled_from(domain + ["nope"]), min_size=1, max_size=count, unique=True)
 
 
 _KEYS = (wk.ARCH, wk.INSTANCE_FAMILY, wk.INSTANCE_CATEGORY, wk.INSTANCE_SIZE, wk.ZONE, wk.CAPACITY_TYPE,
-         wk.INSTANCE_GPU_NAME, wk.INSTANCE_HYPERVISOR)
+         wk.INSTANCE_GPU_NAME, wk.INSTANCE_HYPERVISOR, wk.INSTANCE_TYPE, wk.OS)
 _NUMERIC = (wk.INSTANCE_CPU, wk.INSTANCE_GENERATION, wk.INSTANCE_GPU_COUNT, wk.INSTANCE_LOCAL_NVME)
 
 
@@ -321,6 +322,18 @@ def requirement_lists(draw: st.DrawFn) -> list[dict[str, Any]]:
 SOLVER = Solver(CATALOG)
 
 
+def cheapest_offering(terms: Sequence[Term]) -> tuple[float, str, str, str]:
+    """(price, type, zone, capacity type) of the cheapest available offering every term accepts."""
+    return min(
+        (o.price, name, o.zone, o.capacity_type)
+        for name in brute_force(terms)
+        for o in CATALOG.get(name).offerings  # type: ignore[union-attr]
+        if o.available
+        and all(t.accepts(o.zone) for t in terms if t.key == wk.ZONE)
+        and all(t.accepts(o.capacity_type) for t in terms if t.key == wk.CAPACITY_TYPE)
+    )
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requirement_lists())
 def test_the_solver_agrees_with_brute_force(requirements: list[dict[str, Any]]) -> None:
@@ -330,14 +343,9 @@ def test_the_solver_agrees_with_brute_force(requirements: list[dict[str, Any]]) 
     if outcome.verdict == Verdict.SAT:
         assert list(outcome.instance_types) == expected
         witness = outcome.witness
-        assert witness is not None and witness.instance_type in expected
-        labels = CATALOG.get(witness.instance_type)
-        assert labels is not None
-        assert any(o.zone == witness.zone and o.capacity_type == witness.capacity_type and o.available
-                   for o in labels.offerings)
-        assert brute_force([*terms, Term(Requirement.new(wk.ZONE, "In", [witness.zone]), (), Origin.REQUIREMENT),
-                            Term(Requirement.new(wk.CAPACITY_TYPE, "In", [witness.capacity_type]), (),
-                                 Origin.REQUIREMENT)])
+        assert witness is not None
+        # the witness is the cheapest offering that satisfies every term (ties: type, zone, capacity type)
+        assert (witness.price, witness.instance_type, witness.zone, witness.capacity_type) == cheapest_offering(terms)
     else:
         assert outcome.verdict == Verdict.UNSAT
         assert expected == []
@@ -346,3 +354,56 @@ def test_the_solver_agrees_with_brute_force(requirements: list[dict[str, Any]]) 
             for dropped in range(len(core)):
                 rest = [t for i, t in enumerate(core) if i != dropped]
                 assert brute_force(rest) and custom_ok(rest), (core, dropped)
+
+
+# --- the bit masks decide what is satisfiable; Z3 only the rest -----------------------------------------------
+
+FAST = {os: Solver(CATALOG, os=os, fast_path=True) for os in ("linux", "windows")}
+Z3_ONLY = {os: Solver(CATALOG, os=os, fast_path=False) for os in ("linux", "windows")}
+
+
+@st.composite
+def provisioners(draw: st.DrawFn) -> dict[str, Any]:
+    """Random requirements (as above, the OS and instance types included) and, sometimes, a custom label."""
+    labels = {"example.com/x": draw(st.sampled_from("abc1"))} if draw(st.booleans()) else None
+    return provisioner(draw(requirement_lists()), labels)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(provisioners(), st.sampled_from(("linux", "windows")))
+def test_the_bit_masks_and_z3_give_the_same_verdict_and_outputs(document: dict[str, Any], os: str) -> None:
+    terms = terms_of(document)
+    fast, proven = FAST[os].solve(terms), Z3_ONLY[os].solve(terms)
+    assert fast.verdict == proven.verdict
+    assert (fast.instance_types, fast.zones, fast.capacity_types, fast.witness) == (
+        proven.instance_types, proven.zones, proven.capacity_types, proven.witness)
+    assert [[t.path for t in core] for core in fast.cores] == [[t.path for t in core] for core in proven.cores]
+    if fast.verdict == Verdict.SAT:
+        assert fast.checks == 0 and proven.checks > 0  # decided without Z3
+
+
+def test_windows_nodes_satisfy_only_a_windows_os_requirement() -> None:
+    windows = terms_of(provisioner([req(wk.OS, "In", "windows")]))
+    assert FAST["windows"].solve(windows).verdict == Verdict.SAT
+    assert FAST["linux"].solve(windows).verdict == Verdict.UNSAT
+
+
+def test_what_z3_accumulates_stays_bounded() -> None:
+    """Every unsatisfiable provisioner reaches Z3, its declarations named apart; a fresh context every
+    PROBLEMS_PER_CONTEXT problems frees them. In one context for the whole run, Z3's memory (and the time of
+    every call) grows with every provisioner ever checked."""
+    solver = Solver(CATALOG, timeout_ms=5000)
+    per_context = solver_module.PROBLEMS_PER_CONTEXT
+
+    def unsatisfiable(index: int) -> list[Term]:
+        return terms_of(provisioner([req(wk.INSTANCE_CPU, "Gt", str(1000 + index)), req("team", "In", f"t{index}")]))
+
+    def allocated() -> int:
+        return int(solver_module.z3.z3core.Z3_get_estimated_alloc_size())
+
+    for index in range(per_context):
+        assert solver.solve(unsatisfiable(index)).verdict == Verdict.UNSAT
+    before = allocated()
+    for index in range(per_context, 4 * per_context):
+        assert solver.solve(unsatisfiable(index)).verdict == Verdict.UNSAT
+    assert allocated() - before < 1_000_000  # in one context: ≈ 3 KB more per provisioner, ≈ 2.3 MB here

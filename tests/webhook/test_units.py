@@ -6,6 +6,8 @@ import base64
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.policy.proof.provisioners import check_provisioner
@@ -74,6 +76,26 @@ def test_field_paths() -> None:
     assert doc.field_path(*doc.position(("spec", "labels", "a/b"), at_key=True)) == "spec.labels[a/b]"
     assert doc.field_path(0, 0) == ""
     assert JsonDocument({"x": float("nan")}).position(("x",)) != (0, 0)
+
+
+_JSON = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.sampled_from("abc"), children, max_size=3),
+    max_leaves=20,
+)
+
+
+@given(_JSON, st.lists(st.sampled_from(["a", "b", "c", "z", 0, 1, 2, 7]), max_size=5), st.booleans())
+def test_a_position_counted_along_its_path_is_the_indexed_one(data: object, path: list[object], at_key: bool) -> None:
+    """`position` walks only the path; `_index` (behind `field_path`) numbers every node: they agree, for paths
+    that exist and for paths that run past the object (placed at the nearest existing ancestor)."""
+    document = JsonDocument({"root": data})
+    ranks = document._index()
+    full = ("root", *path)
+    prefix = next(full[:end] for end in range(len(full), -1, -1) if full[:end] in ranks)
+    key_rank, value_rank = ranks[prefix]
+    expected = key_rank if at_key and prefix == full else value_rank
+    assert document.position(full, at_key=at_key) == (1, expected)
 
 
 def test_the_solver_cache_gives_the_solvers_answers() -> None:

@@ -17,9 +17,10 @@ from karpenter_policy.model.pods import describe_quantity
 from karpenter_policy.model.resources import MEMORY
 from karpenter_policy.policy.findings import Finding
 from karpenter_policy.policy.source.loader import Document
-from karpenter_policy.scheduling import InstanceTable, NodeTemplate
+from karpenter_policy.scheduling import InstanceTable
 from karpenter_policy.scheduling.reasons import format_resource
-from karpenter_policy.scheduling.vectors import INDEX, RESOURCES, to_decimal
+from karpenter_policy.scheduling.templates import limited_amounts, node_configuration, node_shapes
+from karpenter_policy.scheduling.vectors import RESOURCES, to_decimal
 
 
 def limits_findings(
@@ -32,16 +33,14 @@ def limits_findings(
     """`limits` (warning) for a provisioner and the instance types proven for it, at the limit that excludes its
     smallest type; nothing when some type fits within the limits (or there are no limits)."""
     names = [n for n in instance_types if n in table.position]
-    limited = {INDEX[n]: v for n, v in provisioner.limits.items() if n in INDEX}
-    if not names or not limited:
+    limits = limited_amounts(provisioner.limits)
+    if not names or not limits:
         return []
-    try:
-        template = NodeTemplate.from_provisioner(table, provisioner, node_template=node_template, admitted=names)
+    try:  # only the node shapes: the types are known (no template to build, no masks to compute)
+        capacity = node_shapes(table, node_configuration(provisioner.kubelet, node_template)).capacity
     except ValueError:
         return []  # a malformed kubelet or node template: reported by validation
-    capacity = template.shapes.capacity
     types = [table.position[n] for n in names]
-    limits = template.limited
     if any(all(capacity[i][r] <= limits[r] for r in limits) for i in types):
         return []
     # The resource whose limit is below the smallest type (of that resource); else the first limited one.

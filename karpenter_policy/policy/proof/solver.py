@@ -20,10 +20,14 @@ Encoding (one small Z3 problem per provisioner, over a catalog table built once 
   `p...` — what `assert_and_track` does, except that a subset can be re-checked in the same scope, which is how
   unsat cores are minimised (deletion: drop a member, re-check) and further, disjoint cores found.
 
-One Z3 solver serves every provisioner of a run, each in a push/pop scope with its own name prefix. Every
-check runs with a timeout (the solver's `timeout` parameter); a timeout is a verdict of its own (`UNKNOWN`),
-never a hang. The list of all satisfying types is computed from the same classes in Python; the SAT/UNSAT
-verdict, the cores and the witness come from Z3.
+Only what the bit masks of `satisfying` cannot satisfy reaches Z3 (`Solver.solve`): a satisfiable provisioner
+is decided, listed and given its witness there, without Z3; Z3 proves the rest unsatisfiable and explains it
+with minimal cores. One Z3 solver serves every problem that reaches it, each in a push/pop scope with its own
+name prefix, in a Z3 context the solver replaces every `PROBLEMS_PER_CONTEXT` problems (what Z3 accumulates
+stays bounded). Every check runs with a timeout (the solver's `timeout` parameter); a timeout is a verdict of its
+own (`UNKNOWN`), never a hang. When Z3 finds a model (with the fast path off), the satisfying types, their zones
+and capacity types and the witness (the cheapest offering) are computed from the encoding's classes in Python:
+the same outputs `satisfying` gives, by an independent route.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from os import environ
 from typing import Any
 
 import z3
@@ -49,11 +54,15 @@ from karpenter_policy.catalog.table import (
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, known_price
 from karpenter_policy.model.requirements import Operator, Requirement
+from karpenter_policy.policy.proof.satisfying import satisfying
+from karpenter_policy.scheduling import InstanceTable
 
 DEFAULT_TIMEOUT_MS = 5000
-_MAX_CACHED_CLASSES = 4096
-#: Declarations outlive `pop`: a fresh Z3 solver after this many provisioners keeps a long run's memory bounded.
-_PROBLEMS_PER_SOLVER = 256
+#: Declarations outlive `pop`: a fresh Z3 context after this many problems keeps what accumulates bounded.
+PROBLEMS_PER_CONTEXT = 256
+#: Set (to anything non-empty) in the environment, every `Solver` behaves as before issue #12: Z3 decides every
+#: verdict, in z3's global context. For side-by-side benchmarks only.
+BASELINE_ENV = "KARPENTER_POLICY_SOLVER_BASELINE"
 #: How many independent conflicts one provisioner reports at most (each core is minimal and disjoint).
 MAX_CORES = 8
 
@@ -291,52 +300,86 @@ def _member(variable: str, allowed: Iterable[int]) -> str:
 
 
 class Solver:
-    """Proves provisioners against one catalog: the catalog table is built once (per catalog) and one Z3 solver
-    serves every provisioner, each in a push/pop scope of its own, its names prefixed."""
+    """Proves provisioners against one catalog: satisfiable ones by bit masks (`satisfying`), the others with Z3.
 
-    def __init__(self, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, os: str = "linux") -> None:
+    The catalog tables are built once per catalog. One Z3 solver serves every provisioner that reaches Z3, each
+    in a push/pop scope of its own, its names prefixed; solver and declarations live in a Z3 context of the
+    solver's own, replaced after `PROBLEMS_PER_CONTEXT` problems. Declarations outlive `pop`: in one context
+    (z3's global one, as before issue #12) they pile up for as long as the process runs, and every check and
+    model read slows with them (a webhook's `Z3_solver_get_model` went from 0.4 ms to 14.6 ms per call after
+    ~5,000 objects). Dropping the context frees them.
+
+    `fast_path=False` decides every verdict with Z3, and `own_context=False` keeps everything in z3's global
+    context: the behaviour before issue #12, for comparison (tests, benchmarks; `BASELINE_ENV` sets both).
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        os: str = "linux",
+        *,
+        fast_path: bool | None = None,
+        own_context: bool | None = None,
+    ) -> None:
         if timeout_ms < 1:
             raise ValueError("timeout_ms must be at least 1")
+        baseline = bool(environ.get(BASELINE_ENV))
         self.catalog = catalog
+        self.os = os
         self.table = table_for(catalog, os)
+        self.instances = InstanceTable.of_catalog(catalog)
         self.timeout_ms = timeout_ms
-        self._z3 = self._new_solver()
+        self.fast_path = not baseline if fast_path is None else fast_path
+        self.own_context = not baseline if own_context is None else own_context
+        self._context: z3.Context | None = None
+        self._z3: z3.Solver | None = None
         self._problems = 0
-
-    def _new_solver(self) -> z3.Solver:
-        solver = z3.SimpleSolver()
-        solver.set("timeout", self.timeout_ms)
-        return solver
 
     def solve(self, terms: Sequence[Term]) -> Outcome:
         """Prove `terms` (see `terms_of`) satisfiable against the catalog, or find why not."""
         start = time.perf_counter()
+        if self.fast_path:
+            found = satisfying(self.instances, [term.requirement for term in terms], self.os)
+            if found is not None:
+                return Outcome(
+                    Verdict.SAT,
+                    witness=found.witness,
+                    instance_types=found.instance_types,
+                    zones=found.zones,
+                    capacity_types=found.capacity_types,
+                    seconds=time.perf_counter() - start,
+                )
         problem = _Problem(self.table, terms)
-        if self._problems and self._problems % _PROBLEMS_PER_SOLVER == 0:
-            self._z3 = self._new_solver()
-        prefix = f"k{self._problems}_"
-        self._problems += 1
-        solver = self._z3
+        solver, prefix = self._next_solver()
         solver.push()
         try:
             solver.from_string(problem.smtlib(prefix))
-            return self._solve(problem, prefix, start)
+            return self._solve(solver, problem, prefix, start)
         finally:
             solver.pop()
 
-    def _solve(self, problem: _Problem, prefix: str, start: float) -> Outcome:
+    def _next_solver(self) -> tuple[z3.Solver, str]:
+        """The Z3 solver for the next problem, and the prefix of the problem's names (declarations outlive `pop`:
+        problems that share a solver are named apart). Every `PROBLEMS_PER_CONTEXT` problems a new solver, in a
+        new context of its own (`own_context`) — the old one, and all it declared, is freed — or, before issue
+        #12, in z3's global context, where everything declared stays."""
+        count = self._problems
+        self._problems += 1
         solver = self._z3
-        literals = [z3.Bool(f"{prefix}p{j}") for j in range(len(problem.terms))]
-        index_of = {f"{prefix}p{j}": j for j in range(len(problem.terms))}
+        if solver is None or count % PROBLEMS_PER_CONTEXT == 0:
+            solver = self._z3 = z3.SimpleSolver(ctx=z3.Context() if self.own_context else None)
+            solver.set("timeout", self.timeout_ms)
+        return solver, f"k{count % PROBLEMS_PER_CONTEXT if self.own_context else count}_"
+
+    def _solve(self, solver: z3.Solver, problem: _Problem, prefix: str, start: float) -> Outcome:
+        literals = [z3.Bool(f"{prefix}p{j}", solver.ctx) for j in range(len(problem.terms))]
         checks = 0
 
         def check(subset: Sequence[int]) -> z3.CheckSatResult:
             nonlocal checks
             checks += 1
             return solver.check(*[literals[j] for j in subset])
-
-        def core() -> list[int]:
-            return sorted(index_of[str(literal)] for literal in solver.unsat_core())
 
         def done(verdict: Verdict, **kwargs: Any) -> Outcome:
             return Outcome(
@@ -349,57 +392,60 @@ class Solver:
             return done(Verdict.SAT, **self._sat(problem, solver.model(), prefix))
         if result != z3.unsat:
             return done(Verdict.UNKNOWN, reason=solver.reason_unknown())
+        if not solver.unsat_core():  # the catalog alone admits nothing
+            return done(Verdict.UNSAT, cores=((),))
         cores: list[tuple[Term, ...]] = []
         remaining = everything
-        while result == z3.unsat and len(cores) < MAX_CORES:
-            found = self._minimise(check, core)
+        while result == z3.unsat and remaining and len(cores) < MAX_CORES:
+            found = _minimal_core(check, remaining)
             cores.append(tuple(problem.terms[j] for j in found))
             remaining = [j for j in remaining if j not in found]
-            if not found or not remaining:  # an empty core: the catalog alone admits nothing
-                break
-            result = check(remaining)
+            result = check(remaining) if remaining else result
         return done(Verdict.UNSAT, cores=tuple(cores))
 
-    @staticmethod
-    def _minimise(check: Callable[[Sequence[int]], z3.CheckSatResult], core: Callable[[], list[int]]) -> list[int]:
-        """Deletion-based minimisation of the solver's last core: drop each member in turn; when the rest is
-        still unsat the member was not needed, and the solver's new core (a subset of the rest, which still holds
-        every member found needed so far) is taken. A check that times out keeps the member, so a timeout can
-        leave a core larger than minimal, never a wrong one."""
-        members = core()
-        index = 0
-        while index < len(members):
-            candidate = members[:index] + members[index + 1 :]
-            if candidate and check(candidate) == z3.unsat:
-                smaller = set(core())
-                members = [j for j in candidate if j in smaller]
-            else:
-                index += 1
-        return members
-
     def _sat(self, problem: _Problem, model: z3.ModelRef, prefix: str) -> dict[str, Any]:
-        """The witness: the model's row, zone class and capacity-type class, made concrete as the cheapest
-        offering of a type of that row in a zone and capacity type of those classes."""
+        """Every satisfying type (from the encoding's rows, in Python), the zones and capacity types they are
+        offered in, and the witness: the cheapest of their offerings in those (ties: type name, zone, capacity
+        type) — what `satisfying` gives, computed independently of it. The model only has to agree."""
         table = self.table
-        row = problem.rows[model.eval(z3.Int(f"{prefix}t"), model_completion=True).as_long()]
-        zone_class = model.eval(z3.Int(f"{prefix}z"), model_completion=True).as_long()
-        capacity_class = model.eval(z3.Int(f"{prefix}c"), model_completion=True).as_long()
+        row = problem.rows[model.eval(z3.Int(f"{prefix}t", model.ctx), model_completion=True).as_long()]
+        types, zones, capacities = problem.satisfying()
+        if not any(problem.signatures[i] == row for i in types):  # a bug in the encoding, not a user error
+            raise AssertionError(f"the model picked row {row}, which the table does not satisfy")
+        zone_ok, capacity_ok = problem.zone.accepted_by_all(), problem.capacity.accepted_by_all()
         zone_of, capacity_of = problem.zone.class_by_index, problem.capacity.class_by_index
-        types, zones, capacities = problem.satisfying()  # the model's row is among the satisfying ones
-        signatures = problem.signatures
-        best: tuple[float, str, int, int] | None = None
-        for index in (i for i in types if signatures[i] == row):
-            for price, z, c in table.offerings[index]:
-                if zone_of[z] == zone_class and capacity_of[c] == capacity_class:
-                    candidate = (price, table.types[index].name, z, c)
-                    if best is None or candidate < best:
-                        best = candidate
-                    break  # offerings are sorted by price
-        if best is None:  # the model contradicts the table: a bug in the encoding, not a user error
-            raise AssertionError(f"the model picked {row} without an offering in classes {zone_class}/{capacity_class}")
+        best = min(
+            next(
+                (price, table.types[i].name, z, c)  # offerings are sorted by price, then zone and capacity type
+                for price, z, c in table.offerings[i]
+                if zone_of[z] in zone_ok and capacity_of[c] in capacity_ok
+            )
+            for i in types
+        )
         return {
             "witness": Witness(best[1], table.zones[best[2]], table.capacity_types[best[3]], known_price(best[0])),
             "instance_types": tuple(table.types[i].name for i in types),
             "zones": tuple(zones),
             "capacity_types": tuple(capacities),
         }
+
+
+def _minimal_core(check: Callable[[Sequence[int]], z3.CheckSatResult], candidates: Sequence[int]) -> list[int]:
+    """A minimal unsatisfiable subset of `candidates` (unsatisfiable together), sorted: QuickXplain (Junker,
+    2004) on verdicts alone, over the candidates in their order. Z3's own unsat cores depend on what its solver
+    did before (other problems, in the same context); verdicts do not, so the same terms get the same core
+    whatever was solved before. A check that times out counts as satisfiable: the core can then be larger than
+    minimal, never wrong."""
+
+    def explain(background: list[int], added: bool, members: Sequence[int]) -> list[int]:
+        if added and check(background) == z3.unsat:
+            return []
+        if len(members) == 1:
+            return list(members)
+        half = len(members) // 2
+        first, second = members[:half], members[half:]
+        in_second = explain([*background, *first], True, second)
+        in_first = explain([*background, *in_second], bool(in_second), first)
+        return in_first + in_second
+
+    return sorted(explain([], False, candidates))
