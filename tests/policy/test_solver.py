@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import custom_representatives, table_for
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import InstanceType, Offering
+from karpenter_policy.model.instancetypes import InstanceType, Offering, known_price, price_key
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.policy.proof import solver as solver_module
 from karpenter_policy.policy.proof.solver import (
@@ -322,16 +322,17 @@ def requirement_lists(draw: st.DrawFn) -> list[dict[str, Any]]:
 SOLVER = Solver(CATALOG)
 
 
-def cheapest_offering(terms: Sequence[Term]) -> tuple[float, str, str, str]:
-    """(price, type, zone, capacity type) of the cheapest available offering every term accepts."""
-    return min(
-        (o.price, name, o.zone, o.capacity_type)
+def cheapest_offering(terms: Sequence[Term]) -> tuple[float | None, str, str, str]:
+    """(price, type, zone, capacity type) of the cheapest available offering every term accepts (unpriced last)."""
+    price, name, zone, capacity_type = min(
+        (price_key(o.price), name, o.zone, o.capacity_type)
         for name in brute_force(terms)
         for o in CATALOG.get(name).offerings  # type: ignore[union-attr]
         if o.available
         and all(t.accepts(o.zone) for t in terms if t.key == wk.ZONE)
         and all(t.accepts(o.capacity_type) for t in terms if t.key == wk.CAPACITY_TYPE)
     )
+    return known_price(price), name, zone, capacity_type
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
