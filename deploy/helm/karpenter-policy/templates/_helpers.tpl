@@ -1,0 +1,145 @@
+{{/* Names: <fullname>-controller and <fullname>-webhook; fullname is the release name when it contains the
+chart's name (helm install karpenter-policy ... gives the names of deploy/webhook/). */}}
+{{- define "karpenter-policy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "karpenter-policy.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "karpenter-policy.controller.name" -}}
+{{- printf "%s-controller" (include "karpenter-policy.fullname" .) }}
+{{- end }}
+
+{{- define "karpenter-policy.webhook.name" -}}
+{{- printf "%s-webhook" (include "karpenter-policy.fullname" .) }}
+{{- end }}
+
+{{- define "karpenter-policy.controller.serviceAccountName" -}}
+{{- default (include "karpenter-policy.controller.name" .) .Values.controller.serviceAccount.name }}
+{{- end }}
+
+{{/* Labels of every object; the component's selector labels are added where a component is meant. */}}
+{{- define "karpenter-policy.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "karpenter-policy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: karpenter-policy
+{{- end }}
+
+{{/* Selector labels of a component: include "karpenter-policy.selectorLabels" (list . "controller") */}}
+{{- define "karpenter-policy.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "karpenter-policy.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "karpenter-policy.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* The constraint-set ConfigMap's namespace ("" means the release namespace). */}}
+{{- define "karpenter-policy.constraints.namespace" -}}
+{{- default .Release.Namespace .Values.constraints.configMap.namespace }}
+{{- end }}
+
+{{- define "karpenter-policy.pinning.configMapName" -}}
+{{- default (printf "%s-pinning" (include "karpenter-policy.webhook.name" .)) .Values.webhook.pinning.existingConfigMap }}
+{{- end }}
+
+{{- define "karpenter-policy.webhook.tlsSecretName" -}}
+{{- if .Values.webhook.certManager.enabled }}
+{{- printf "%s-tls" (include "karpenter-policy.webhook.name" .) }}
+{{- else }}
+{{- .Values.webhook.tls.secretName }}
+{{- end }}
+{{- end }}
+
+{{/* Topology spread constraints with the component's labelSelector: (list . "webhook" .Values.webhook) */}}
+{{- define "karpenter-policy.topologySpread" -}}
+{{- $root := index . 0 }}
+{{- $component := index . 1 }}
+{{- range (index . 2).topologySpreadConstraints }}
+- {{ toYaml . | nindent 2 | trim }}
+  labelSelector:
+    matchLabels:
+      {{- include "karpenter-policy.selectorLabels" (list $root $component) | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{/* Settings that cannot work together fail the rendering with a message naming the values. */}}
+{{- define "karpenter-policy.validate" -}}
+{{- if .Values.controller.enabled }}
+{{- if not .Values.cluster.name }}
+{{- fail "cluster.name is required (the controller's --cluster-name: instance tags and node bootstrap)" }}
+{{- end }}
+{{- if not .Values.cluster.kubernetesVersion }}
+{{- fail "cluster.kubernetesVersion is required (the controller's --kubernetes-version X.Y: it picks the EKS AMIs)" }}
+{{- end }}
+{{- if not .Values.cluster.apiServerEndpoint }}
+{{- fail "cluster.apiServerEndpoint is required (the controller's --api-server-endpoint: what new nodes join, e.g. the EKS endpoint)" }}
+{{- end }}
+{{- end }}
+{{- if .Values.webhook.enabled }}
+{{- if ne (include "karpenter-policy.constraints.namespace" .) .Release.Namespace }}
+{{- fail (printf "constraints.configMap.namespace is %q but the release namespace is %q: the webhook mounts the constraint-set ConfigMap, and a pod can only mount ConfigMaps of its own namespace (install the chart into %q, or compile with --configmap-namespace %s)" (include "karpenter-policy.constraints.namespace" .) .Release.Namespace (include "karpenter-policy.constraints.namespace" .) .Release.Namespace) }}
+{{- end }}
+{{- if and (not .Values.webhook.certManager.enabled) (or (not .Values.webhook.tls.secretName) (not .Values.webhook.tls.caBundle)) }}
+{{- fail "webhook.certManager.enabled is false: set webhook.tls.secretName (a kubernetes.io/tls Secret in the release namespace) and webhook.tls.caBundle (the base64 PEM of the CA that signed it)" }}
+{{- end }}
+{{- end }}
+{{- if .Values.controller.interruptionQueue }}
+{{- fail "controller.interruptionQueue: this version of the controller has no --interruption-queue yet (issue #11); leave it empty" }}
+{{- end }}
+{{- if and .Values.serviceMonitor.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}
+{{- fail "serviceMonitor.enabled: the cluster does not serve monitoring.coreos.com/v1 ServiceMonitor (install the Prometheus Operator's CRDs first; with helm template, pass --api-versions monitoring.coreos.com/v1/ServiceMonitor)" }}
+{{- end }}
+{{- end }}
+
+{{/* The webhook configurations' clientConfig: (list . "/path") */}}
+{{- define "karpenter-policy.webhook.clientConfig" -}}
+{{- $root := index . 0 -}}
+service:
+  name: {{ include "karpenter-policy.webhook.name" $root }}
+  namespace: {{ $root.Release.Namespace }}
+  path: {{ index . 1 }}
+  port: 443
+{{- if not $root.Values.webhook.certManager.enabled }}
+caBundle: {{ $root.Values.webhook.tls.caBundle }}
+{{- end }}
+{{- end }}
+
+{{/* What the Provisioner webhooks intercept. */}}
+{{- define "karpenter-policy.webhook.provisionerRules" -}}
+rules:
+  - apiGroups: [karpenter.sh]
+    apiVersions: [v1alpha5]
+    resources: [provisioners]
+    operations: [CREATE, UPDATE]
+    scope: Cluster
+# Provisioners are cluster-scoped, which a namespaceSelector does not filter: it is here for the rule that every
+# webhook of this project leaves kube-system alone.
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: [kube-system]
+{{- end }}
