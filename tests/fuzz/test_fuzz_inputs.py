@@ -328,3 +328,37 @@ def test_webhook_minimal_bodies(name: str) -> None:
     """Each is a 400 (`BadReview`), not a ValueError that drops the connection without an answer."""
     with pytest.raises(BadReview, match="4,300 digits|over the limit"):
         parse_review(MINIMAL_BODIES[name])
+
+
+def test_a_pod_whose_affinity_operator_is_a_list_is_pinned_or_left_alone() -> None:
+    """Found by the fuzzer: `operator: [1]` in a required term made /mutate/pods raise (unhashable list)."""
+    body = json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u",
+                "operation": "CREATE",
+                "object": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"labels": {"spark-role": "driver"}},
+                    "spec": {
+                        "containers": [],
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [
+                                        {"matchExpressions": [{"key": "app", "operator": [1], "values": ["x"]}]}
+                                    ]
+                                }
+                            }
+                        },
+                    },
+                },
+            },
+        }
+    ).encode()
+    request = parse_review(body)
+    response = _handlers().routes()["/mutate/pods"].handler(request)
+    assert response.allowed and "internal error" not in response.message

@@ -571,7 +571,9 @@ def _rejecting(term: Any, pinned: Mapping[str, Change]) -> tuple[str, Change] | 
         if not isinstance(expression, Mapping):
             continue
         key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-        if not isinstance(key, str) or operator not in SUPPORTED_OPERATORS or not isinstance(values, list):
+        if not (isinstance(key, str) and isinstance(operator, str) and isinstance(values, list)):
+            continue  # malformed: the API server's validation, not pinning, answers for it
+        if operator not in SUPPORTED_OPERATORS:
             continue  # malformed: the API server's validation, not pinning, answers for it
         change = pinned.get(wk.normalize_key(key))
         if change is None:
