@@ -33,11 +33,12 @@ from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import STATE_SHUTTING_DOWN, CloudProvider, Instance
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
-from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.nodedeletion import release
 
 GARBAGE = logs.logger("garbagecollection")
 
@@ -203,29 +204,10 @@ class GarbageCollector:
         GARBAGE.error(message, extra=self._fields(**values))
 
 
-def release(cluster: Cluster, name: str) -> None:
-    """Delete a Node whose instance is gone: request the deletion, then remove the termination finalizer (there is
-    nothing left to terminate). Other finalizers stay. A Node already gone is fine."""
-    try:
-        cluster.delete(objects.NODE, name)
-        current = cluster.get(objects.NODE, name)
-    except NotFound:
-        return
-    if current is None or node_info.TERMINATION_FINALIZER not in objects.finalizers(current):
-        return
-    remaining = [f for f in objects.finalizers(current) if f != node_info.TERMINATION_FINALIZER]
-    patch = {"metadata": {"finalizers": remaining or None, "resourceVersion": objects.resource_version(current)}}
-    try:
-        cluster.patch(objects.NODE, name, patch)
-    except NotFound:
-        return
-
-
 __all__ = [
     "DEFAULT_INSTANCE_GRACE",
     "DEFAULT_INTERVAL",
     "DEFAULT_NODE_GRACE",
     "Collected",
     "GarbageCollector",
-    "release",
 ]

@@ -12,10 +12,11 @@ interruption controller).
 | state change: shutting-down, terminated | Warning `InstanceTerminating` | cordon and drain |
 | AWS Health scheduled change (EC2) | Warning `InstanceUnhealthy` | cordon and drain |
 
-*Cordon and drain* is the deletion of the Node: its ``karpenter.sh/termination`` finalizer keeps it while the
-termination controller cordons it, evicts its pods (respecting their disruption budgets) and terminates the
-instance — the same path as every other disruption. It is logged (``initiating delete from interruption
-message``) with a Warning Event `TerminatingOnInterruption`. A Node already being deleted is left as it is.
+*Cordon and drain* goes through the node-deletion path (:func:`~karpenter_policy.reconcile.nodedeletion.delete_node`:
+the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while it is drained and its instance
+terminated — the same path as every other disruption). It is logged (``initiating delete from interruption
+message``) with a Warning Event `TerminatingOnInterruption`. A Node already being deleted is taken through the
+path again (a step that failed before is retried), without a second log line or Event.
 
 Each message is deleted once handled; one that cannot be read (malformed) or is about something else (no-op: an
 event of another kind, an instance that is not ours, a state not acted on) is deleted too, and counted — it
@@ -36,7 +37,7 @@ from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.cloud.queue import InterruptionQueue, QueueMessage
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
-from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
@@ -50,6 +51,7 @@ from karpenter_policy.reconcile.eventbridge import (
     parse,
 )
 from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.nodedeletion import delete_node
 
 INTERRUPTION = logs.logger("interruption")
 
@@ -223,22 +225,20 @@ class InterruptionHandler:
             self.cloud.mark_unavailable(instance_type, zone, CAPACITY_TYPE_SPOT, message.kind.value)
 
     def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult) -> bool:
-        """Delete the Node (the termination finalizer does the rest); False when the API refused."""
+        """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes
+        back and this is tried again: every step is idempotent)."""
         name = objects.name(node)
-        if objects.is_deleting(node):
-            return True
+        if not objects.is_deleting(node):  # as Karpenter: logged when the deletion is requested
+            INTERRUPTION.info("initiating delete from interruption message", extra=self._fields(**fields))
+            self._event(node, REASON_TERMINATING, "Interruption triggered termination for the Node", "Warning")
         try:
-            self.cluster.delete(objects.NODE, name)
-        except NotFound:
-            return True
-        except ClusterError as error:
+            delete_node(self.cluster, self.cloud, node)
+        except (ClusterError, CloudError) as error:
             message = f"could not delete node {name} on an interruption message, {error}"
             result.errors.append(message)
             INTERRUPTION.error(message, extra=self._fields(**fields))
             return False
         result.draining.append(name)
-        INTERRUPTION.info("initiating delete from interruption message", extra=self._fields(**fields))
-        self._event(node, REASON_TERMINATING, "Interruption triggered termination for the Node", "Warning")
         return True
 
     def _delete(self, raw: QueueMessage, result: InterruptionResult) -> None:
