@@ -17,6 +17,7 @@ import builtins
 import datetime as dt
 import random
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from karpenter_policy.catalog import load_catalog
@@ -26,9 +27,13 @@ from karpenter_policy.cloud.provider import STATE_TERMINATED, Instance, LaunchRe
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.patches import PatchType
-from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.reconcile import nodes as node_info
+from karpenter_policy.reconcile.constraints import DirectorySource
+from karpenter_policy.reconcile.controller import Controller, ControllerOptions
+from karpenter_policy.reconcile.kubelet import FakeKubelet
 
+from .conftest import CLUSTER, REGION
 from .support import FakeClock
 
 EPOCH = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -50,20 +55,21 @@ class WallClock:
 
 
 class KillSwitch:
-    """Counts operations (cloud calls and cluster writes); raises Killed before or after the one numbered
-    ``at`` (once), as the seeded ``rng`` chose."""
+    """Counts operations (cloud calls and cluster writes; only those named ``only`` when given); raises Killed
+    before or after the one numbered ``at`` (once)."""
 
     def __init__(self) -> None:
         self.count = 0
         self.at: int | None = None
         self.after = False
+        self.only: str | None = None
         self.fired: str | None = None  # the operation it fired at
 
-    def arm(self, at: int, after: bool) -> None:
-        self.count, self.at, self.after, self.fired = 0, at, after, None
+    def arm(self, at: int, after: bool, only: str | None = None) -> None:
+        self.count, self.at, self.after, self.only, self.fired = 0, at, after, only, None
 
     def check(self, operation: str, after: bool) -> None:
-        if self.at is None:
+        if self.at is None or (self.only is not None and operation != self.only):
             return
         if not after:
             self.count += 1
@@ -192,3 +198,44 @@ def orphans(cluster: MemoryCluster, cloud: FakeCloudProvider, cluster_name: str)
     node_instances = {node_info.instance_id(n): objects.name(n) for n in nodes if node_info.is_ours(n)}
     instances = {i.id for i in live_instances(cloud, cluster_name)}
     return instances - set(node_instances), {name for i, name in node_instances.items() if i not in instances}
+
+
+class World:
+    """One cluster and one cloud on one fake clock; controllers come and go on it (a restart is a fresh
+    :meth:`controller`). ``seed`` and ``fault_rate`` drive the cloud's faults (none by default)."""
+
+    def __init__(
+        self, compiled: Path, *, seed: int = 0, fault_rate: float = 0.0, types: builtins.list[str] | None = None
+    ) -> None:
+        self.compiled = compiled
+        self.clock = FakeClock()
+        self.wall = WallClock(self.clock)
+        self.rng = random.Random(seed)
+        self.switch = KillSwitch()
+        self.cluster = HookedCluster(self.switch, clock=self.wall)
+        self.inner = fake_cloud(self.clock, types)
+        self.cloud = FaultyCloud(self.inner, self.switch, self.rng, fault_rate)
+        self.kubelet = FakeKubelet(self.cluster, self.clock)
+
+    def controller(self, **options: Any) -> Controller:
+        options.setdefault("launch_parallelism", 1)
+        return Controller(
+            self.cluster, self.cloud, DirectorySource(self.compiled),
+            ControllerOptions(cluster_name=CLUSTER, **options), region=REGION, clock=self.clock, wall_clock=self.wall,
+        )
+
+    def unbound(self) -> builtins.list[str]:
+        return [objects.name(p) for p in self.cluster.list(objects.POD).items if not p["spec"].get("nodeName")]
+
+    def orphans(self) -> tuple[set[str], set[str]]:
+        return orphans(self.cluster, self.inner, CLUSTER)
+
+    def launch_outside(self, provisioner: str, token: str) -> Instance:
+        """An instance tagged for the cluster as if a controller launched it (for a provisioner and a
+        constraint set of our choosing)."""
+        option = ChosenOffering("m5.xlarge", "us-east-1a", "on-demand", 0.192)
+        request = LaunchRequest(
+            cluster_name=CLUSTER, provisioner=provisioner, constraint_set_hash="0" * 64, options=[option],
+            client_token=token,
+        )
+        return self.inner.create(request)
