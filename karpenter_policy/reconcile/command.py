@@ -6,7 +6,8 @@ ConfigMap `configmap/NAMESPACE/NAME`): nothing is launched from a version nobody
 nothing to act on says so and exits 2; the region (`--region`, else the sets'); the catalog of that region; the
 AWS provider (`--endpoint-url` for a VPC endpoint proxy or a test server) and what nodes join: the API server
 endpoint and CA bundle (flags, else the kubeconfig's cluster or the service account's CA) and the Kubernetes
-version (for the EKS AMIs); then the metrics server, leader election, the informers, and the passes.
+version (for the EKS AMIs); the interruption queue (`--interruption-queue`: it must exist); then the metrics
+server, leader election, the informers, and the passes.
 
 SIGTERM or SIGINT stops the passes (the one under way finishes), releases the lease and exits 0.
 """
@@ -33,6 +34,8 @@ import yaml
 from karpenter_policy.catalog import CatalogError, load_catalog
 from karpenter_policy.cloud.aws.api import AwsConnection
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
+from karpenter_policy.cloud.aws.sqs import SqsQueue
+from karpenter_policy.cloud.errors import CloudError, NotFound
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.lease import LeaderElector
@@ -40,6 +43,7 @@ from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.constraints import Loaded, Refused, SourceError, source_for
 from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, ControllerOptions
+from karpenter_policy.reconcile.interruption import InterruptionHandler
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.runner import Runner
 from karpenter_policy.scheduling import STRATEGIES
@@ -86,6 +90,7 @@ class ReconcileOptions:
     leader_elect: bool = True
     leader_election_namespace: str | None = None
     strategy: str = STRATEGIES[0]
+    interruption_queue: str | None = None
 
 
 def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
@@ -117,6 +122,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
         leader_elect=bool(raw.get("leader_elect", True)),
         leader_election_namespace=raw.get("leader_election_namespace"),
         strategy=str(raw.get("strategy") or STRATEGIES[0]),
+        interruption_queue=raw.get("interruption_queue") or None,
     )
 
 
@@ -252,11 +258,29 @@ def build(options: ReconcileOptions) -> Reconciler:
     metrics = Metrics()
     controller = Controller(cluster, cloud, source, controller_options, region=region, metrics=metrics)
     controller.take(first)
+    interruption = None
+    if options.interruption_queue:
+        queue = interruption_queue(cloud, options.interruption_queue)
+        interruption = InterruptionHandler(cluster, cloud, queue, metrics=metrics)
     elector = None
     if options.leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         elector = LeaderElector(cluster, _lease_namespace(options), LEASE_NAME, identity)
-    return Reconciler(controller, Runner(controller, cluster, elector=elector), elector, metrics)
+    runner = Runner(controller, cluster, elector=elector, interruption=interruption)
+    return Reconciler(controller, runner, elector, metrics)
+
+
+def interruption_queue(cloud: AwsCloudProvider, name: str) -> SqsQueue:
+    """The SQS queue; a queue that does not exist is a configuration error, one that cannot be reached now is
+    tried again by the passes."""
+    queue = SqsQueue(cloud.api, name)
+    try:
+        queue.check()
+    except NotFound:
+        raise StartupError(f"--interruption-queue {name}: the queue does not exist") from None
+    except CloudError as error:
+        LOG.warning("interruption queue %s cannot be reached yet, %s", name, error, extra=logs.fields())
+    return queue
 
 
 def main(raw: Mapping[str, Any]) -> int:
@@ -299,7 +323,7 @@ def run(reconciler: Reconciler, options: ReconcileOptions) -> int:
         "provisioning for pods kube-scheduler marked Unschedulable"
         if options.unschedulable_only
         else "provisioning for every pending pod, binding them",
-        extra=logs.fields(metricsPort=options.metrics_port or None),
+        extra=logs.fields(metricsPort=options.metrics_port or None, interruptionQueue=options.interruption_queue),
     )
     if reconciler.elector is not None:
         reconciler.elector.start()

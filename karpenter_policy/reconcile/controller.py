@@ -23,6 +23,11 @@
    only scheduler (`bind_existing`: the in-memory cluster, simulations); with kube-scheduler present they get a
    `Nominated` Event and kube-scheduler binds them.
 
+Garbage collection (:mod:`~karpenter_policy.reconcile.garbage`: instances without a Node are terminated, Nodes
+without an instance deleted) runs in the pass after step 2, on the first pass and every `gc_interval` seconds
+after; :meth:`Controller.took_over` (a replica that just became the leader) makes the next pass adopt and collect
+again, since another replica may have launched meanwhile.
+
 Every time source is injected (`clock`: monotonic seconds for batching and retries; `wall_clock`: log times),
 so a simulation can drive passes in virtual time; :mod:`karpenter_policy.reconcile.runner` drives them in real
 time from watch events.
@@ -38,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError, InsufficientCapacity, Throttled
-from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.cloud.provider import STATE_PENDING, STATE_RUNNING, CloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.errors import ClusterError
@@ -49,6 +54,13 @@ from karpenter_policy.reconcile.ahead import PlanAhead
 from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, Batcher, BatchWindow
 from karpenter_policy.reconcile.binder import Binder, Binding
 from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
+from karpenter_policy.reconcile.garbage import (
+    DEFAULT_INSTANCE_GRACE,
+    DEFAULT_INTERVAL,
+    DEFAULT_NODE_GRACE,
+    Collected,
+    GarbageCollector,
+)
 from karpenter_policy.reconcile.inflight import InFlight, InFlightNode
 from karpenter_policy.reconcile.launcher import Launcher, Outcome, launch_request
 from karpenter_policy.reconcile.metrics import Metrics
@@ -97,6 +109,11 @@ class ControllerOptions:
     #: Plan the batch ahead while its window is open and quiet (see `ahead`); the plan is used when the
     #: window closes if nothing changed meanwhile.
     speculate: bool = True
+    #: Garbage collection (see `garbage`): every this many seconds (0: never); an instance with no Node is
+    #: terminated this long after its launch; a Node of ours whose instance is gone is deleted once this old.
+    gc_interval: float = DEFAULT_INTERVAL
+    gc_instance_grace: float = DEFAULT_INSTANCE_GRACE
+    gc_node_grace: float = DEFAULT_NODE_GRACE
 
     def __post_init__(self) -> None:
         if not self.cluster_name:
@@ -135,6 +152,7 @@ class ReconcileResult:
     unschedulable: dict[str, str] = field(default_factory=dict)  # pod key → why (PodFailure.message())
     errors: list[str] = field(default_factory=list)
     due: float | None = None
+    garbage: Collected | None = None  # what garbage collection did, when it ran this pass
 
     @property
     def scheduled(self) -> bool:
@@ -197,6 +215,10 @@ class Controller:
         self._sets_changed = False
         self._observed: _Observed | None = None
         self.ahead = PlanAhead(self.batcher, options.batch_idle, clock)
+        self.garbage = GarbageCollector(
+            cluster, cloud, options.cluster_name, metrics=self.metrics, clock=clock, wall_clock=wall_clock,
+            interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,
+        )
 
     # --- the pass ----------------------------------------------------------------------------------------------
 
@@ -223,6 +245,9 @@ class Controller:
         self.refresh_constraint_sets(result)
         self._register_inflight(result)
         snapshot, state = self._observe(result)
+        if self._adopted and self.garbage.due():  # after adoption: an instance adopted has its Node
+            result.garbage = self.garbage.collect(snapshot.nodes, self.inflight.provider_ids())
+            result.errors.extend(result.garbage.errors)
         self._initialize(state)
         result.pending = len(state.pending)
         self.metrics.pods_pending.set(len(state.pending))
@@ -238,6 +263,12 @@ class Controller:
         self.metrics.reconcile_duration.observe(self.clock() - result.started)
         result.due = self.next_due()
         return result
+
+    def took_over(self) -> None:
+        """This replica just became the leader: the next pass registers Nodes for instances of ours that have
+        none (another replica may have stopped between CreateFleet and registration) and collects garbage."""
+        self._adopted = False
+        self.garbage.request()
 
     def _observe(self, result: ReconcileResult) -> tuple[Snapshot, ClusterState]:
         """The cluster as the view shows it and the scheduling inputs built from it — the last pass's again when
@@ -393,7 +424,9 @@ class Controller:
         try:
             instances = self.cloud.list(self.options.cluster_name)
             known = node_info.provider_ids(snapshot.nodes) | self.inflight.provider_ids()
-            orphans = [i for i in instances if i.provider_id not in known]
+            orphans = [
+                i for i in instances if i.provider_id not in known and i.state in (STATE_PENDING, STATE_RUNNING)
+            ]
             templates = self._template_sets() if orphans else Templates()
         except CloudError as error:
             self._error(result, NODE, f"could not list the cluster's instances, {error}")
@@ -404,7 +437,8 @@ class Controller:
             constraint_set = templates.sets.get(name)
             if constraint_set is None:
                 NODE.warning(
-                    "instance %s of provisioner %s has no node and no constraint set in force: left alone",
+                    "instance %s of provisioner %s has no node and no constraint set in force: not registered "
+                    "(garbage collection terminates it)",
                     instance.id, name, extra=self._fields(provisioner=name),
                 )
                 continue

@@ -15,6 +15,15 @@
   pass closing the window used it (`true`) or something had changed (`false`: it planned again).
 * `karpenter_policy_constraint_sets` — constraint sets in force; `karpenter_policy_constraint_set_refusals_total` —
   versions refused (unreadable, hash mismatch, wrong region).
+* interruption (`--interruption-queue`, see `interruption`): `karpenter_policy_interruption_received_messages_total
+  {message_type}` (Karpenter's kinds; `NoOpKind` for events not acted on),
+  `karpenter_policy_interruption_malformed_messages_total` (unreadable, deleted),
+  `karpenter_policy_interruption_deleted_messages_total`, `karpenter_policy_interruption_actions_performed_total
+  {action_type}` (`CordonAndDrain`, `NoAction`, per node), `karpenter_policy_interruption_message_latency_seconds`
+  (from the event's time to its handling), `karpenter_policy_interruption_queue_errors_total{operation}` (receive,
+  delete).
+* garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
+  for having no Node (`instance`), Nodes deleted for having no instance (`node`).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` seri
 
 LAUNCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
 class Metrics:
@@ -85,6 +95,49 @@ class Metrics:
         self.constraint_set_refusals = Counter(
             "karpenter_policy_constraint_set_refusals",
             "Constraint-set versions refused (unreadable, hash mismatch, wrong region).",
+            registry=registry,
+        )
+        self._interruption_and_garbage(registry)
+
+    def _interruption_and_garbage(self, registry: CollectorRegistry) -> None:
+        self.interruption_received = Counter(
+            "karpenter_policy_interruption_received_messages",
+            "Interruption messages read from the queue, by kind (NoOpKind: not acted on).",
+            ["message_type"],
+            registry=registry,
+        )
+        self.interruption_malformed = Counter(
+            "karpenter_policy_interruption_malformed_messages",
+            "Interruption messages that could not be read (deleted without action).",
+            registry=registry,
+        )
+        self.interruption_deleted = Counter(
+            "karpenter_policy_interruption_deleted_messages",
+            "Messages deleted from the interruption queue.",
+            registry=registry,
+        )
+        self.interruption_actions = Counter(
+            "karpenter_policy_interruption_actions_performed",
+            "Actions taken on nodes for interruption messages.",
+            ["action_type"],
+            registry=registry,
+        )
+        self.interruption_latency = Histogram(
+            "karpenter_policy_interruption_message_latency_seconds",
+            "From an interruption event's time to the controller acting on it.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.interruption_queue_errors = Counter(
+            "karpenter_policy_interruption_queue_errors",
+            "Failed calls to the interruption queue, by operation.",
+            ["operation"],
+            registry=registry,
+        )
+        self.garbage_collected = Counter(
+            "karpenter_policy_garbage_collected",
+            "Instances terminated for having no Node (instance) and Nodes deleted for having no instance (node).",
+            ["object"],
             registry=registry,
         )
 

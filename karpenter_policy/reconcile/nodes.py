@@ -215,6 +215,17 @@ def provider_ids(nodes: Iterable[Obj]) -> set[str]:
     return {str((n.get("spec") or {}).get("providerID") or "") for n in nodes} - {""}
 
 
+def instance_id_of(provider_id: str) -> str:
+    """``aws:///us-east-1a/i-0abc…`` → ``i-0abc…`` (the last segment; "" for an empty providerID)."""
+    return provider_id.rstrip("/").rpartition("/")[2]
+
+
+def instance_id(node: Obj) -> str:
+    """The EC2 instance a node runs on: from its providerID, else the controller's annotation ("" if neither)."""
+    provider_id = str((node.get("spec") or {}).get("providerID") or "")
+    return instance_id_of(provider_id) or objects.annotations(node).get(ANNOTATION_INSTANCE, "")
+
+
 __all__ = [
     "ANNOTATION_HASH",
     "ANNOTATION_INSTANCE",
@@ -222,6 +233,8 @@ __all__ = [
     "EPHEMERAL_TAINT_KEYS",
     "TERMINATION_FINALIZER",
     "registration_patch",
+    "instance_id",
+    "instance_id_of",
     "is_initialized",
     "is_ours",
     "is_ready",

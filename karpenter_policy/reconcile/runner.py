@@ -8,8 +8,13 @@ and runs a pass then. It also runs one when the ConfigMap changes, when a retry 
 `resync` seconds (constraint-set directory polling, nodes to label initialized, launches to settle).
 
 With a :class:`~karpenter_policy.kube.lease.LeaderElector`, only the replica holding the lease runs passes; the
-others keep their caches warm to take over at once. A pass that fails unexpectedly is logged with its
-traceback and retried after a pause; the loop never dies of it.
+others keep their caches warm to take over at once. A replica that becomes the leader first picks up what the
+previous one left (:meth:`Controller.took_over`: adoption and garbage collection at its next pass). A pass that
+fails unexpectedly is logged with its traceback and retried after a pause; the loop never dies of it.
+
+With an :class:`~karpenter_policy.reconcile.interruption.InterruptionHandler`, a second thread polls the
+interruption queue (long polling) while this replica leads, matching messages against the Node cache; it too
+survives any failure (a queue that cannot be read is tried again after a pause).
 """
 
 from __future__ import annotations
@@ -24,12 +29,15 @@ from karpenter_policy.kube.objects import Kind
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource
 from karpenter_policy.reconcile.controller import Controller
+from karpenter_policy.reconcile.interruption import InterruptionHandler
 from karpenter_policy.reconcile.pods import is_provisionable
 from karpenter_policy.reconcile.view import InformerView
 
 RUNNER = logs.logger("runner")
 DEFAULT_RESYNC = 10.0
 FAILURE_PAUSE = 5.0
+#: Pause after the interruption queue could not be read (a long poll usually paces the loop).
+QUEUE_ERROR_PAUSE = 5.0
 
 
 class Runner:
@@ -42,10 +50,12 @@ class Runner:
         *,
         elector: LeaderElector | None = None,
         resync: float = DEFAULT_RESYNC,
+        interruption: InterruptionHandler | None = None,
     ) -> None:
         self.controller = controller
         self.elector = elector
         self.resync = resync
+        self.interruption = interruption
         self.clock = controller.clock  # a pass's `due` is on the controller's clock
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -63,6 +73,8 @@ class Runner:
             )
             source.use_reader(lambda: informer.get(source.name, source.namespace))
             self.configmap = informer
+        if interruption is not None:
+            interruption.use_nodes(self.view.informers[objects.NODE].items)
 
     def _informers(self) -> list[Informer]:
         found = list(self.view.informers.values())
@@ -92,15 +104,42 @@ class Runner:
         self._stopping.set()
         self._wake.set()
 
+    def _leading(self) -> bool:
+        return not self._stopping.is_set() and (self.elector is None or self.elector.is_leader)
+
+    def _poll_interruptions(self, handler: InterruptionHandler) -> None:
+        while not self._stopping.is_set():
+            if self.elector is not None and not self.elector.is_leader:
+                self.elector.wait_for_leadership(1.0)
+                continue
+            try:
+                result = handler.poll_once(acting=self._leading)
+            except Exception:  # a bug must not end interruption handling
+                RUNNER.exception("interruption poll failed; trying again in %.0f s", FAILURE_PAUSE)
+                self._stopping.wait(FAILURE_PAUSE)
+                continue
+            if result.error is not None:
+                self._stopping.wait(QUEUE_ERROR_PAUSE)
+
     def run(self) -> None:
         """Start the informers, wait until they have listed, then pass after pass until :meth:`stop`."""
         try:
             if not self._synced():
                 return
+            if self.interruption is not None:
+                handler = self.interruption
+                threading.Thread(
+                    target=self._poll_interruptions, args=(handler,), name="interruption", daemon=True
+                ).start()
+            leading = False
             while not self._stopping.is_set():
                 if self.elector is not None and not self.elector.is_leader:
+                    leading = False
                     self.elector.wait_for_leadership(1.0)
                     continue
+                if not leading:
+                    leading = True
+                    self.controller.took_over()
                 timeout = self.resync
                 try:
                     result = self.controller.reconcile_once()

@@ -1,0 +1,272 @@
+"""Interruption handling on the in-memory cluster and cloud, with the in-memory queue: each kind of EventBridge
+event does what Karpenter does to the Node it names; malformed and foreign messages are deleted and counted; a
+failed action leaves the message to be delivered again. Then the same over HTTP on moto's SQS."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from karpenter_policy.cloud.errors import CloudError
+from karpenter_policy.cloud.fake import FakeCloudProvider
+from karpenter_policy.cloud.fakequeue import FakeQueue
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.memory import MemoryCluster
+from karpenter_policy.reconcile import nodes as node_info
+from karpenter_policy.reconcile.constraints import DirectorySource
+from karpenter_policy.reconcile.controller import Controller, ControllerOptions
+from karpenter_policy.reconcile.interruption import InterruptionHandler
+from karpenter_policy.reconcile.kubelet import FakeKubelet
+
+from . import events
+from .conftest import CLUSTER, REGION
+from .lifecycle import WallClock, fake_cloud
+from .support import FakeClock, Harness, create_all, inflate
+
+
+@dataclass
+class Interrupted:
+    harness: Harness
+    queue: FakeQueue
+    handler: InterruptionHandler
+
+    @property
+    def cloud(self) -> FakeCloudProvider:
+        assert isinstance(self.harness.cloud, FakeCloudProvider)
+        return self.harness.cloud
+
+    def node_names(self) -> list[str]:
+        return sorted(objects.name(n) for n in self.harness.nodes())
+
+    def instance_of(self, name: str) -> str:
+        return node_info.instance_id(self.harness.node(name))
+
+    def metric(self, name: str, **labels: str) -> float:
+        value = self.harness.controller.metrics.registry.get_sample_value(name, labels)
+        return value or 0.0
+
+
+def offering_of(node: dict[str, object]) -> tuple[str, str]:
+    labels = objects.labels(node)
+    return labels["node.kubernetes.io/instance-type"], labels["topology.kubernetes.io/zone"]
+
+
+@pytest.fixture()
+def interrupted(compiled: Path, log: io.StringIO) -> Interrupted:
+    """Two nodes launched for ten 1-vCPU pods (spot, the default provisioner), and a handler on an empty queue."""
+    clock = FakeClock()
+    wall = WallClock(clock)
+    cluster = MemoryCluster(clock=wall)
+    cloud = fake_cloud(clock, ["m5.xlarge", "m5.2xlarge"])
+    controller = Controller(
+        cluster, cloud, DirectorySource(compiled),
+        ControllerOptions(cluster_name=CLUSTER, launch_parallelism=1, batch_max=5.0), region=REGION,
+        clock=clock, wall_clock=wall,
+    )
+    harness = Harness(cluster, cloud, controller, FakeKubelet(cluster, clock), clock, log)
+    create_all(cluster, objects.POD, inflate(0, 10))
+    harness.batch()
+    assert len(harness.nodes()) >= 2 and harness.unbound() == []
+    queue = FakeQueue(clock=clock)
+    handler = InterruptionHandler(cluster, cloud, queue, metrics=controller.metrics, wall_clock=wall)
+    return Interrupted(harness, queue, handler)
+
+
+def test_a_spot_interruption_warning_deletes_the_node_terminates_it_and_marks_its_offering(
+    interrupted: Interrupted,
+) -> None:
+    victim, other = interrupted.node_names()[:2]
+    instance = interrupted.instance_of(victim)
+    node = interrupted.harness.node(victim)
+    offering = offering_of(node)
+    interrupted.queue.send(events.spot_interruption(instance))
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == {victim: "CordonAndDrain"} and result.draining == [victim]
+    assert interrupted.harness.cluster.get(objects.NODE, victim) is None, "the node is gone"
+    assert interrupted.cloud.get(instance) is None, "its instance is terminated"
+    assert interrupted.harness.cluster.get(objects.NODE, other) is not None, "other nodes are left alone"
+    assert interrupted.queue.visible() == 0 and result.deleted == 1
+    assert interrupted.cloud.unavailable.is_unavailable(*offering, "spot"), "the offering is not tried again soon"
+    reasons = [e["reason"] for e in interrupted.harness.events() if e["involvedObject"]["name"] == victim]
+    assert "SpotInterrupted" in reasons and "TerminatingOnInterruption" in reasons
+    assert "initiating delete from interruption message" in interrupted.harness.messages()
+    assert interrupted.metric(
+        "karpenter_policy_interruption_received_messages_total", message_type="SpotInterruptionKind"
+    ) == 1
+    actions = "karpenter_policy_interruption_actions_performed_total"
+    assert interrupted.metric(actions, action_type="CordonAndDrain") == 1
+
+
+def test_a_rebalance_recommendation_only_records_an_event(interrupted: Interrupted) -> None:
+    victim = interrupted.node_names()[0]
+    interrupted.queue.send(events.rebalance_recommendation(interrupted.instance_of(victim)))
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == {victim: "NoAction"} and result.draining == []
+    assert not objects.is_deleting(interrupted.harness.node(victim)), "the node stays"
+    assert interrupted.queue.visible() == 0
+    reasons = [e["reason"] for e in interrupted.harness.events() if e["involvedObject"]["name"] == victim]
+    assert "SpotRebalanceRecommendation" in reasons and "TerminatingOnInterruption" not in reasons
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [("stopping", "InstanceStopping"), ("stopped", "InstanceStopping"),
+     ("shutting-down", "InstanceTerminating"), ("terminated", "InstanceTerminating")],
+)
+def test_an_instance_stopping_or_terminating_deletes_its_node(
+    interrupted: Interrupted, state: str, reason: str
+) -> None:
+    victim = interrupted.node_names()[0]
+    instance = interrupted.instance_of(victim)
+    interrupted.queue.send(events.state_change(instance, state))
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == {victim: "CordonAndDrain"}
+    assert interrupted.harness.cluster.get(objects.NODE, victim) is None
+    assert interrupted.cloud.get(instance) is None
+    assert reason in [e["reason"] for e in interrupted.harness.events() if e["involvedObject"]["name"] == victim]
+    assert interrupted.metric(
+        "karpenter_policy_interruption_received_messages_total", message_type="StateChangeKind"
+    ) == 1
+
+
+def test_running_and_pending_state_changes_are_read_and_ignored(interrupted: Interrupted) -> None:
+    victim = interrupted.node_names()[0]
+    interrupted.queue.send(events.state_change(interrupted.instance_of(victim), "running"))
+    interrupted.queue.send(events.state_change(interrupted.instance_of(victim), "pending"))
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == {} and result.deleted == 2 and interrupted.queue.visible() == 0
+    assert not objects.is_deleting(interrupted.harness.node(victim))
+    assert interrupted.metric("karpenter_policy_interruption_received_messages_total", message_type="NoOpKind") == 2
+
+
+def test_a_scheduled_change_deletes_every_node_it_names(interrupted: Interrupted) -> None:
+    names = interrupted.node_names()
+    instances = [interrupted.instance_of(n) for n in names]
+    interrupted.queue.send(events.scheduled_change(*instances, "i-0notours000000000"))
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == dict.fromkeys(names, "CordonAndDrain")
+    assert interrupted.harness.nodes() == []
+    assert all(interrupted.cloud.get(i) is None for i in instances)
+    assert all(
+        "InstanceUnhealthy" in [e["reason"] for e in interrupted.harness.events() if e["involvedObject"]["name"] == n]
+        for n in names
+    )
+
+
+def test_a_health_event_of_another_category_is_not_acted_on(interrupted: Interrupted) -> None:
+    victim = interrupted.node_names()[0]
+    interrupted.queue.send(events.scheduled_change(interrupted.instance_of(victim), category="issue"))
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == {} and result.deleted == 1
+    assert not objects.is_deleting(interrupted.harness.node(victim))
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "expected a JSON object, got a list"),
+        ('{"version": "0", "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning", '
+         '"detail": {"instance-id": 7}}', "detail.instance-id: expected a string, got a number"),
+        ('{"version": "0", "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning", '
+         '"detail": {}}', "detail.instance-id: missing"),
+        ('{"version": "0", "source": "aws.ec2", "time": "yesterday", "detail-type": "x"}', "time: 'yesterday'"),
+        ("[" * 100_000, "not JSON"),
+    ],
+)
+def test_a_malformed_message_is_deleted_counted_and_logged_and_the_next_one_handled(
+    interrupted: Interrupted, body: str, why: str
+) -> None:
+    victim = interrupted.node_names()[0]
+    interrupted.queue.send(body)
+    interrupted.queue.send(events.spot_interruption(interrupted.instance_of(victim)))
+
+    result = interrupted.handler.poll_once()
+
+    (reason,) = result.malformed.values()
+    assert why in reason
+    assert result.deleted == 2 and interrupted.queue.visible() == 0
+    assert result.acted == {victim: "CordonAndDrain"}, "the good message after it is handled"
+    assert interrupted.metric("karpenter_policy_interruption_malformed_messages_total") == 1
+    assert any(line.startswith("parsing message,") for line in interrupted.harness.messages())
+
+
+def test_foreign_events_and_instances_not_ours_are_deleted_without_action(interrupted: Interrupted) -> None:
+    interrupted.queue.send(events.foreign())
+    interrupted.queue.send(events.spot_interruption("i-0notours000000000"))
+    interrupted.queue.send("")
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == {} and result.malformed == {} and result.deleted == 3
+    assert len(interrupted.harness.nodes()) >= 2 and interrupted.queue.visible() == 0
+
+
+def test_a_message_whose_action_failed_comes_back_and_is_handled_then(interrupted: Interrupted) -> None:
+    victim = interrupted.node_names()[0]
+    instance = interrupted.instance_of(victim)
+    interrupted.queue.send(events.spot_interruption(instance))
+    interrupted.cloud.fail_next("delete", CloudError("https://ec2", "An internal error has occurred", "delete"))
+
+    failed = interrupted.handler.poll_once()
+
+    assert failed.kept == 1 and failed.deleted == 0 and interrupted.queue.visible() == 1
+    assert interrupted.cloud.get(instance) is not None, "EC2 refused: the instance still runs"
+    assert interrupted.handler.poll_once().received == 0, "hidden until its visibility timeout ends"
+    interrupted.harness.clock.advance(21)
+    again = interrupted.handler.poll_once()
+    assert again.deleted == 1 and interrupted.queue.visible() == 0
+    assert interrupted.cloud.get(instance) is None and interrupted.harness.cluster.get(objects.NODE, victim) is None
+    assert interrupted.harness.messages().count("initiating delete from interruption message") == 1
+
+
+def test_a_queue_that_cannot_be_read_is_reported_not_raised(interrupted: Interrupted) -> None:
+    interrupted.queue.fail_next("receive", CloudError("https://sqs", "connection refused", "receive"))
+    result = interrupted.handler.poll_once()
+    assert result.error is not None and "connection refused" in result.error
+    assert interrupted.metric("karpenter_policy_interruption_queue_errors_total", operation="receive") == 1
+
+
+def test_a_replica_that_lost_the_lease_leaves_the_messages_in_the_queue(interrupted: Interrupted) -> None:
+    victim = interrupted.node_names()[0]
+    interrupted.queue.send(events.spot_interruption(interrupted.instance_of(victim)))
+    result = interrupted.handler.poll_once(acting=lambda: False)
+    assert result.kept == 1 and interrupted.queue.visible() == 1
+    assert not objects.is_deleting(interrupted.harness.node(victim))
+
+
+def test_the_nodes_of_an_interrupted_instance_are_replaced_for_their_pods(interrupted: Interrupted) -> None:
+    """After the node is gone its pods come back pending (as their ReplicaSet recreates them): the controller
+    provisions for them, avoiding the interrupted spot offering."""
+    h = interrupted.harness
+    victim = interrupted.node_names()[0]
+    node = h.node(victim)
+    offering = offering_of(node)
+    on_victim = [p for p in h.pods() if p["spec"].get("nodeName") == victim]
+    interrupted.queue.send(events.spot_interruption(interrupted.instance_of(victim)))
+    interrupted.handler.poll_once()
+    for evicted in on_victim:  # what the pod garbage collector and the ReplicaSet do
+        h.cluster.delete(objects.POD, objects.name(evicted), "default")
+        h.cluster.create(objects.POD, {"metadata": {**evicted["metadata"], "name": objects.name(evicted) + "-new"},
+                                       "spec": {k: v for k, v in evicted["spec"].items() if k != "nodeName"}})
+    h.clock.advance(1)
+    h.batch()
+
+    assert h.unbound() == []
+    replaced = {(*offering_of(n), objects.labels(n)["karpenter.sh/capacity-type"]) for n in h.nodes()}
+    assert on_victim and (*offering, "spot") not in replaced
