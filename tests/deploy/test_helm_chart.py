@@ -100,11 +100,6 @@ def test_a_service_monitor_needs_the_prometheus_operator() -> None:
         render(merged(REQUIRED, {"serviceMonitor": {"enabled": True}}))
 
 
-def test_a_flag_the_controller_lacks_is_refused() -> None:
-    with pytest.raises(Exception, match="no --interruption-queue yet"):
-        render(merged(REQUIRED, {"controller": {"interruptionQueue": "blue-karpenter-policy"}}))
-
-
 def test_irsa_role_is_the_service_account_annotation() -> None:
     role = "arn:aws:iam::123456789012:role/kp"
     documents = render(merged(REQUIRED, {"controller": {"serviceAccount": {"roleArn": role}}}))
@@ -131,7 +126,8 @@ def _flags(command: click.Command) -> set[str]:
     return {opt for param in command.params for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")}
 
 
-OPTIONAL_FLAGS = {"controller": {"defaultInstanceProfile": "kp", "strategy": "karpenter"},
+OPTIONAL_FLAGS = {"controller": {"defaultInstanceProfile": "kp", "strategy": "karpenter",
+                                 "interruptionQueue": "blue-karpenter-policy"},
                   "cluster": {"region": "eu-west-1", "caBundle": "Y2E=", "dnsClusterIP": "10.0.0.10"}}
 
 

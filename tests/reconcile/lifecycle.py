@@ -55,27 +55,27 @@ class WallClock:
 
 
 class KillSwitch:
-    """Counts operations (cloud calls and cluster writes; only those named ``only`` when given); raises Killed
-    before or after the one numbered ``at`` (once)."""
+    """Counts operations (cloud calls and cluster writes; when ``only`` is given, only those so named) and raises
+    Killed before or after the one numbered ``at`` from when it was armed (once)."""
 
     def __init__(self) -> None:
         self.count = 0
         self.at: int | None = None
         self.after = False
         self.only: str | None = None
-        self.fired: str | None = None  # the operation it fired at
+        self.fired: str | None = None  # where it fired
 
     def arm(self, at: int, after: bool, only: str | None = None) -> None:
         self.count, self.at, self.after, self.only, self.fired = 0, at, after, only, None
 
     def check(self, operation: str, after: bool) -> None:
-        if self.at is None or (self.only is not None and operation != self.only):
+        if self.only is not None and operation != self.only:
             return
         if not after:
             self.count += 1
-        if self.count == self.at and after == self.after:
+        if self.at is not None and self.count == self.at and after == self.after:
             self.at = None
-            self.fired = f"{'after' if after else 'before'} {operation}"
+            self.fired = f"{'after' if after else 'before'} {operation} #{self.count}"
             raise Killed(self.fired)
 
 

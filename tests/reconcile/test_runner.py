@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import ConfigMapSource, DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
-from karpenter_policy.reconcile.runner import Runner
+from karpenter_policy.reconcile.runner import Runner, run_in_thread
 
 from .conftest import CLUSTER, REGION, fake_cloud
 from .support import FakeClock, create_all, inflate
@@ -86,3 +87,50 @@ def test_a_configmap_change_is_taken_while_running(running: Any, configmap: dict
     cluster.update(objects.CONFIG_MAP, bumped)  # a new resourceVersion: read again (same sets, same hash)
     assert eventually(lambda: controller.loaded is not first)
     assert controller.loaded is not None and first is not None and controller.loaded.hash == first.hash
+
+
+def test_two_replicas_one_acts_and_the_other_takes_over(compiled: Path, log: Any) -> None:
+    """Two replicas on one cluster and one cloud, electing a leader through a Lease: only the leader launches,
+    nothing is launched twice, and when it stops the other one provisions the next pods."""
+    cluster = MemoryCluster()
+    cloud = fake_cloud(FakeClock())
+    replicas: list[tuple[Controller, Runner, LeaderElector, threading.Thread]] = []
+    for identity in ("replica-a", "replica-b"):
+        elector = LeaderElector(
+            cluster, "default", "karpenter-policy-reconcile", identity,
+            lease_duration=3.0, renew_deadline=2.0, retry_period=0.2,
+        ).start()
+        controller = Controller(
+            cluster, cloud, DirectorySource(compiled), ControllerOptions(cluster_name=CLUSTER, batch_idle=0.3),
+            region=REGION,
+        )
+        runner = Runner(controller, cluster, elector=elector, resync=1.0)
+        replicas.append((controller, runner, elector, run_in_thread(runner)))
+    try:
+        assert eventually(lambda: sum(e.is_leader for _, _, e, _ in replicas) == 1)
+        create_all(cluster, objects.POD, inflate(0, 10))
+        assert eventually(lambda: not unbound(cluster))
+
+        def launched(controller: Controller) -> float:
+            labels = {"provisioner": "default", "capacity_type": "spot"}
+            return controller.metrics.registry.get_sample_value("karpenter_policy_nodes_launched_total", labels) or 0
+
+        leader = next(r for r in replicas if r[2].is_leader)
+        follower = next(r for r in replicas if r is not leader)
+        assert launched(leader[0]) == len(cluster.list(objects.NODE).items) >= 1
+        assert launched(follower[0]) == 0, "the follower keeps its caches warm and does nothing"
+        assert len(cloud.list(CLUSTER)) == len(cluster.list(objects.NODE).items), "nothing launched twice"
+
+        leader[1].stop()
+        leader[2].stop()  # releases the lease
+        leader[3].join(GENEROUS)
+        assert eventually(lambda: follower[2].is_leader)
+        create_all(cluster, objects.POD, inflate(10, 10))
+        assert eventually(lambda: not unbound(cluster))
+        assert launched(follower[0]) >= 1
+        assert len(cloud.list(CLUSTER)) == len(cluster.list(objects.NODE).items)
+    finally:
+        for _, runner, elector, thread in replicas:
+            runner.stop()
+            elector.stop()
+            thread.join(GENEROUS)

@@ -106,9 +106,6 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- fail "webhook.certManager.enabled is false: set webhook.tls.secretName (a kubernetes.io/tls Secret in the release namespace) and webhook.tls.caBundle (the base64 PEM of the CA that signed it)" }}
 {{- end }}
 {{- end }}
-{{- if .Values.controller.interruptionQueue }}
-{{- fail "controller.interruptionQueue: this version of the controller has no --interruption-queue yet (issue #11); leave it empty" }}
-{{- end }}
 {{- if and .Values.serviceMonitor.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}
 {{- fail "serviceMonitor.enabled: the cluster does not serve monitoring.coreos.com/v1 ServiceMonitor (install the Prometheus Operator's CRDs first; with helm template, pass --api-versions monitoring.coreos.com/v1/ServiceMonitor)" }}
 {{- end }}
