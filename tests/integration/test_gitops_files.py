@@ -45,8 +45,24 @@ def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+class _Loader(yaml.SafeLoader):
+    """Safe YAML, plus CloudFormation's short-form intrinsic functions (`!Ref`, `!Sub`, `!GetAtt`) as plain values."""
+
+
+def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    assert isinstance(node, yaml.MappingNode)
+    return loader.construct_mapping(node)
+
+
+_Loader.add_multi_constructor("!", _tagged)
+
+
 def load_all(path: Path) -> list[Any]:
-    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+    return [doc for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader) if doc is not None]
 
 
 def _helm_template(path: Path) -> bool:
