@@ -87,13 +87,16 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_pinned(argv: Sequence[str], cpu: int, cwd: Path | None = None) -> Completed:
-    """Run `argv` pinned to `cpu`, capturing its output; wall and CPU time measured around the child only."""
+def run_pinned(
+    argv: Sequence[str], cpu: int, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Completed:
+    """Run `argv` pinned to `cpu` (with `env` added to its environment), capturing its output; wall and CPU time
+    measured around the child only."""
     cpu_before = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(
-        list(argv), cwd=cwd, env=child_environment(), capture_output=True, text=True, preexec_fn=pin_to(cpu),
-        check=False,
+        list(argv), cwd=cwd, env={**child_environment(), **(env or {})}, capture_output=True, text=True,
+        preexec_fn=pin_to(cpu), check=False,
     )
     wall = time.perf_counter() - start
     return Completed(done.returncode, done.stdout, done.stderr, wall, _children_cpu() - cpu_before)

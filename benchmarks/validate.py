@@ -1,6 +1,8 @@
-"""Documents/second of `karpenter-policy validate` next to `check-jsonschema`, on one core.
+"""Documents/second of `karpenter-policy validate` next to `check-jsonschema`, on one core; and, with
+`--startup`, the tool's own start-up time on one file next to an earlier revision's.
 
     .venv/bin/python benchmarks/validate.py [--documents 5000] [--repeat 3] [--work DIR] [--json]
+    .venv/bin/python benchmarks/validate.py --startup [--baseline-ref main] [--repeat 20]
 
 Generates N varied Provisioner files (one document each, fixed seed; ~2% carry a deliberate Karpenter-rule
 error), then times, `--repeat` times each (best and median):
@@ -20,7 +22,9 @@ import json
 import os
 import platform
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -477,13 +481,92 @@ def table(rows: list[Row], baseline: Row) -> str:
     return render_table(header, body, right=frozenset(range(1, len(header))))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Start-up: validate on one file (a pre-commit hook's run)
+# ---------------------------------------------------------------------------------------------------------
+
+#: Runs the CLI of the source tree given as the first argument (not the venv's editable install).
+LAUNCH = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'karpenter-policy'; "
+    "from karpenter_policy.cli import main; main()"
+)
+STARTUP_CASES = (
+    ("validate policies/default.yaml", ["validate", "policies/default.yaml"]),
+    ("validate policies/ (the pre-commit hook)", ["validate", "policies/"]),
+)
+
+
+def export_revision(ref: str, into: Path) -> Path:
+    """The `karpenter_policy` package of git revision `ref`, unpacked under `into` (nothing checked out)."""
+    archive = subprocess.run(["git", "archive", ref, "karpenter_policy"], cwd=REPOSITORY, capture_output=True,
+                             check=False)
+    if archive.returncode != 0:
+        sys.exit(f"validate.py: git archive {ref}: {archive.stderr.decode(errors='replace').strip()}")
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def startup(args: argparse.Namespace) -> int:
+    """Wall time of `validate` on one file and on policies/, per variant, minus the bare interpreter's: the tool's
+    own time. Variants: the baseline revision, this tree with the validator cache off, this tree with it warm."""
+    cpu = pinned_cpu()
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="karpenter-policy-startup-") as scratch:
+        base = export_revision(args.baseline_ref, Path(scratch) / "baseline")
+        cache = Path(scratch) / "cache"
+        variants = [
+            (f"{args.baseline_ref} (before)", str(base), {}),
+            ("this tree, validator cache off", str(REPOSITORY), {"KARPENTER_POLICY_CACHE_DIR": ""}),
+            ("this tree, validator cache warm", str(REPOSITORY), {"KARPENTER_POLICY_CACHE_DIR": str(cache)}),
+        ]
+        interpreter = Timing()
+        timings = {(name, case): Timing() for name, _, _ in variants for case, _ in STARTUP_CASES}
+        outputs: dict[tuple[str, str], tuple[int, str]] = {}
+        for _, source, env in variants:  # warm-up: byte code, page cache, the validator cache
+            for _, command in STARTUP_CASES:
+                run_pinned([python, "-c", LAUNCH, source, *command], cpu, REPOSITORY, env)
+        for _ in range(args.repeat):
+            done = run_pinned([python, "-c", "import sys"], cpu, REPOSITORY)
+            interpreter.add(done.wall, done.cpu)
+            for name, source, env in variants:
+                for case, command in STARTUP_CASES:
+                    done = run_pinned([python, "-c", LAUNCH, source, *command], cpu, REPOSITORY, env)
+                    timings[(name, case)].add(done.wall, done.cpu)
+                    outputs.setdefault((name, case), (done.returncode, done.stdout))
+        for case, _ in STARTUP_CASES:
+            codes = {outputs[(name, case)][0] for name, _, _ in variants}
+            if codes != {0}:
+                fail("validate (start-up)", [f"{case}: exit codes {sorted(codes)}"])
+    rows = []
+    for case, _ in STARTUP_CASES:
+        for name, _, _ in variants:
+            t = timings[(name, case)]
+            rows.append((case, name, f"{t.best * 1000:.0f} / {t.median * 1000:.0f}",
+                         f"{(t.best - interpreter.best) * 1000:.0f}", f"{t.cpu_best * 1000:.0f}"))
+    print(f"start-up: best / median of {args.repeat}, pinned to CPU {cpu} of {os.cpu_count()}; the bare interpreter "
+          f"(python -c 'import sys', site and the venv's path hooks included): {interpreter.best * 1000:.0f} ms best; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(render_table(("command", "karpenter-policy", "wall ms best / median", "own ms (best − interpreter)",
+                        "CPU ms best"), rows, right=frozenset({2, 3, 4})))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--documents", type=int, default=5000, help="Provisioner files to generate (default 5000)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each tool; best and median kept")
+    parser.add_argument("--repeat", type=int, default=None, help="timed runs of each tool (default 3; --startup 20)")
     parser.add_argument("--work", type=Path, default=BENCHMARKS_DIR / ".work", help="where the files are written")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    parser.add_argument("--startup", action="store_true", help="time validate on one file instead (start-up)")
+    parser.add_argument("--baseline-ref", default="main", help="--startup: the git revision to compare with")
     args = parser.parse_args(argv)
+    if args.startup:
+        args.repeat = args.repeat or 20
+        if args.repeat < 1:
+            parser.error("--repeat must be at least 1")
+        return startup(args)
+    args.repeat = args.repeat or 3
     if args.documents < 1 or args.repeat < 1:
         parser.error("--documents and --repeat must be at least 1")
 
