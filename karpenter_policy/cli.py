@@ -750,5 +750,43 @@ def reconcile(**options: object) -> None:
 
     sys.exit(reconcile_main(options))
 
+
+@main.command("simulate")
+@click.option("--constraints", required=True, metavar="DIR", help="Compiled constraint sets (compile -o DIR).")
+@click.option("--workloads", "workload_paths", multiple=True, required=True, type=click.Path(),
+              help="Workload manifests (files or directories, repeatable).")
+@click.option("--scale", multiple=True, metavar="KIND/NAME=N",
+              help="A step that scales a workload to N replicas (repeatable: the steps run in order).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write a self-contained HTML report here.")
+@click.option("--strategy", type=click.Choice(("cost", "karpenter")), default="cost", show_default=True)
+def simulate(
+    constraints: str, workload_paths: tuple[str, ...], scale: tuple[str, ...], report: str | None, strategy: str
+) -> None:
+    """Run the controller on an in-memory cluster against EC2 served by moto in this process (no cluster, no AWS
+    account): the workloads are created, then scaled step by step; prints the controller's log, the nodes
+    (type, zone, capacity type, pods, cpu/memory use, $/h) and the fleet's $/h. Exit 1 when pods stay pending."""
+    from karpenter_policy.policy.findings import Report
+    from karpenter_policy.policy.reporters import render
+    from karpenter_policy.policy.source.workloads import read_workloads
+    from karpenter_policy.reconcile.sim.command import simulate_command
+    from karpenter_policy.reconcile.sim.workloads import Workload
+
+    steps = [(ref, count) for value in scale for ref, count in _scale_option([value]).items()]
+    found = read_workloads(list(workload_paths))
+    if any(f.severity == "error" for f in found.findings) or not found.files:
+        if not found.files:
+            click.echo("karpenter-policy simulate: no workload manifests found", err=True)
+        report_ = Report(findings=list(found.findings), files=len(found.files))
+        click.echo(render(report_, "text"), nl=False, err=True)
+        sys.exit(2)
+    workloads = [
+        Workload(w.kind, w.name, w.namespace or "default", w.template, w.replicas) for w in found.workloads
+    ]
+    result = simulate_command(constraints, workloads, steps, report, strategy=strategy)
+    click.echo(result.stdout, nl=False)
+    click.echo(result.stderr, nl=False, err=True)
+    sys.exit(result.code)
+
+
 if __name__ == "__main__":
     main()

@@ -64,6 +64,8 @@ class Workload:
     labels: Mapping[str, str] = field(default_factory=dict, compare=False)
     bare_template: bool = False
     replicas: int = 1  # the pods it runs at once (replicas, a Job's parallelism); 1 for a Pod or a template
+    #: the pod template as written (`metadata`, `spec`), for tools that create its pods (`simulate`)
+    template: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ref(self) -> str:
@@ -181,6 +183,7 @@ def workload_from_data(
         labels=labels,
         bare_template=bare,
         replicas=_replicas(data),
+        template=template,
     )
 
 

@@ -1,0 +1,181 @@
+"""The simulated AWS account: what the constraint sets' node templates select, created in moto's EC2.
+
+For every node template (a set's AWSNodeTemplate or inline `provider`):
+
+* `subnetSelector`: one subnet per availability zone of the region, tagged to match (a `*` value gets the tag
+  with the value `simulated`; a list of values, its first). All subnets are /22s of one VPC, 10.0.0.0/16;
+* `securityGroupSelector`: one security group in that VPC, tagged to match;
+* `amiSelector` with tags: the two images the account uses (an x86-64 and an Arm64 image of moto's) get the
+  tags; the default-AMI SSM parameters name those same images (see `server`);
+* `launchTemplate`: a launch template of that name, on the x86-64 image.
+
+Selectors by id (`aws-ids`), AMI names and owners cannot be reproduced (moto makes its own ids): they are
+reported as notes, and launches from such a template fail as they would against an account without them.
+The calls go through the AWS provider's own API wrapper, to the loopback server only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
+from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
+from karpenter_policy.cloud.aws.api import AwsApi
+from karpenter_policy.cloud.aws.discovery import ID_KEYS
+from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
+
+VPC_CIDR = "10.0.0.0/16"
+SUBNET_PREFIX = 22
+MATCH_ANY_VALUE = "simulated"
+NAME_TAG = "Name"
+
+
+@dataclass(slots=True)
+class Account:
+    """What was created: subnets by (selector, zone), security groups by selector, the images by architecture,
+    launch templates by name, and notes about what could not be reproduced."""
+
+    vpc: str = ""
+    zones: tuple[str, ...] = ()
+    subnets: dict[tuple[str, str], str] = field(default_factory=dict)
+    security_groups: dict[str, str] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)
+    launch_templates: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def matching_tags(selector: Mapping[str, Any]) -> dict[str, str] | None:
+    """Tags that make a resource match `selector` (None: it selects by id, which cannot be reproduced)."""
+    if any(key in ID_KEYS for key in selector):
+        return None
+    tags = {}
+    for key, value in sorted(selector.items()):
+        values = [part.strip() for part in str(value).split(",") if part.strip()]
+        tags[str(key)] = MATCH_ANY_VALUE if str(value) == "*" or not values else values[0]
+    return tags
+
+
+def _tag_specification(resource: str, tags: Mapping[str, str], name: str) -> list[dict[str, Any]]:
+    listed = [{"Key": NAME_TAG, "Value": name}] if NAME_TAG not in tags else []
+    listed += [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    return [{"ResourceType": resource, "Tags": listed}]
+
+
+def node_template_specs(sets: Iterable[ConstraintSet]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(provisioner, node template spec) of every set that has one, by provisioner name."""
+    found = []
+    for constraint_set in sorted(sets, key=lambda s: s.name):
+        provider = constraint_set.provider
+        if provider is not None and provider.spec is not None:
+            found.append((constraint_set.name, provider.spec))
+    return found
+
+
+class AccountBuilder:
+    """Creates the account's resources (see the module docstring) with `api` (the loopback server's)."""
+
+    def __init__(self, api: AwsApi) -> None:
+        self.api = api
+        self.account = Account()
+        self._blocks = iter(ipaddress.ip_network(VPC_CIDR).subnets(new_prefix=SUBNET_PREFIX))
+
+    def build(self, sets: Sequence[ConstraintSet]) -> Account:
+        account = self.account
+        zones = self.api.call("ec2", "describe_availability_zones")["AvailabilityZones"]
+        account.zones = tuple(sorted(str(z["ZoneName"]) for z in zones if z.get("State", "available") == "available"))
+        account.vpc = self.api.call("ec2", "create_vpc", CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
+        account.images = self._images()
+        for provisioner, spec in node_template_specs(sets):
+            self._subnets(provisioner, spec.get("subnetSelector"))
+            self._security_group(provisioner, spec.get("securityGroupSelector"))
+            self._ami_tags(provisioner, spec.get("amiSelector"))
+            self._launch_template(spec.get("launchTemplate"))
+        if not node_template_specs(sets):
+            account.notes.append("no constraint set names a node template: nothing can be launched")
+        return account
+
+    def _images(self) -> dict[str, str]:
+        """An image of moto's per architecture (the first by id: reproducible)."""
+        filters = [{"Name": "architecture", "Values": sorted(EC2_TO_KUBE_ARCHITECTURES)}]
+        images = self.api.call("ec2", "describe_images", Owners=["amazon"], Filters=filters)["Images"]
+        chosen: dict[str, str] = {}
+        for image in sorted(images, key=lambda i: str(i["ImageId"])):
+            arch = EC2_TO_KUBE_ARCHITECTURES.get(str(image.get("Architecture", "")))
+            if arch and arch not in chosen:
+                chosen[arch] = str(image["ImageId"])
+        return chosen
+
+    def _subnets(self, provisioner: str, selector: Mapping[str, Any] | None) -> None:
+        if not selector:
+            return
+        tags = matching_tags(selector)
+        if tags is None:
+            self.account.notes.append(f"{provisioner}: subnetSelector selects by id: no subnet can match it")
+            return
+        key = canonical_json(selector)
+        for zone in self.account.zones:
+            if (key, zone) in self.account.subnets:
+                continue
+            block = next(self._blocks, None)
+            if block is None:
+                self.account.notes.append(f"{provisioner}: no room left in {VPC_CIDR} for a subnet in {zone}")
+                return
+            subnet = self.api.call(
+                "ec2",
+                "create_subnet",
+                VpcId=self.account.vpc,
+                CidrBlock=str(block),
+                AvailabilityZone=zone,
+                TagSpecifications=_tag_specification("subnet", tags, f"simulated-{zone}"),
+            )
+            self.account.subnets[(key, zone)] = str(subnet["Subnet"]["SubnetId"])
+
+    def _security_group(self, provisioner: str, selector: Mapping[str, Any] | None) -> None:
+        if not selector:
+            return
+        tags = matching_tags(selector)
+        if tags is None:
+            self.account.notes.append(f"{provisioner}: securityGroupSelector selects by id: no group can match it")
+            return
+        key = canonical_json(selector)
+        if key in self.account.security_groups:
+            return
+        name = f"simulated-nodes-{len(self.account.security_groups) + 1}"
+        group = self.api.call(
+            "ec2",
+            "create_security_group",
+            GroupName=name,
+            Description="nodes of the simulation",
+            VpcId=self.account.vpc,
+            TagSpecifications=_tag_specification("security-group", tags, name),
+        )
+        self.account.security_groups[key] = str(group["GroupId"])
+
+    def _ami_tags(self, provisioner: str, selector: Mapping[str, Any] | None) -> None:
+        if not selector:
+            return
+        tags = matching_tags({k: v for k, v in selector.items() if k not in (NAME_KEY, OWNERS_KEY)})
+        if tags is None or NAME_KEY in selector or OWNERS_KEY in selector:
+            self.account.notes.append(
+                f"{provisioner}: amiSelector selects by id, name or owner: moto's images do not match it"
+            )
+            return
+        if tags and self.account.images:
+            resources = sorted(self.account.images.values())
+            pairs = [{"Key": k, "Value": v} for k, v in tags.items()]
+            self.api.call("ec2", "create_tags", Resources=resources, Tags=pairs)
+
+    def _launch_template(self, name: Any) -> None:
+        if not name or str(name) in self.account.launch_templates:
+            return
+        data: dict[str, Any] = {}
+        if "amd64" in self.account.images:
+            data["ImageId"] = self.account.images["amd64"]
+        created = self.api.call("ec2", "create_launch_template", LaunchTemplateName=str(name), LaunchTemplateData=data)
+        self.account.launch_templates[str(name)] = str(created["LaunchTemplate"]["LaunchTemplateId"])
+
+
+__all__ = ["Account", "AccountBuilder", "matching_tags", "node_template_specs"]

@@ -1,0 +1,403 @@
+"""The simulation: the real controller on an in-memory cluster and moto's EC2, one virtual clock, scenario steps.
+
+:class:`Simulation` builds, in this order: moto's server (`server`), the account the node templates select
+(`account`), the AWS provider (`cloud.aws`, the code `reconcile` runs, pointed at the loopback server with dummy
+credentials given to its boto3 session only), an in-memory cluster with the kubelets' stand-in, and the
+controller (`reconcile.controller`, every time source on the virtual clock, launches in plan order so that the
+same scenario launches the same instances).
+
+:meth:`Simulation.run` applies the steps in order. The first creates the workloads as their manifests are
+written (DaemonSets as DaemonSet objects, the others as their replicas' pods); each further step scales one
+workload, :data:`STEP_GAP` virtual seconds after the previous step settled. A step's pods are announced to the
+controller as a watch would announce them, then the driver moves the clock from one event to the next — a batch
+window closing, a retry, a node becoming Ready (:data:`NODE_STARTUP` seconds after its launch) — running, at each,
+the kubelets, a controller pass and the kubelets again, and sampling the cluster. A step settles when nothing is
+left to happen; pods that a batch could not place (no provisioner takes them, a launch failed) are tried once
+more when the controller's retry comes, and the step settles if that changes nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
+from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.memory import MemoryCluster
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile import pods as pod_info
+from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
+from karpenter_policy.reconcile.constraints import Loaded
+from karpenter_policy.reconcile.controller import Controller, ControllerOptions, ReconcileResult
+from karpenter_policy.reconcile.kubelet import FakeKubelet
+from karpenter_policy.reconcile.pods import ShapeCache
+from karpenter_policy.reconcile.sim.account import Account, AccountBuilder
+from karpenter_policy.reconcile.sim.clock import VirtualClock
+from karpenter_policy.reconcile.sim.measure import Measurement, NodeRow, Sample, measure
+from karpenter_policy.reconcile.sim.server import MotoServer, SimulationUnavailable, require_loopback
+from karpenter_policy.reconcile.sim.workloads import (
+    ORDINAL_ANNOTATION,
+    WORKLOAD_ANNOTATION,
+    Workload,
+    daemon_set_object,
+    replica_pod,
+    scale_key,
+)
+from karpenter_policy.reconcile.view import ListView
+from karpenter_policy.scheduling import COST
+
+LOG = logging.getLogger("karpenter_policy.simulation")
+
+#: Seconds from a launch to the node being Ready (its pods start then): about what an EKS node takes.
+NODE_STARTUP = 45.0
+#: Quiet virtual seconds between a settled step and the next one (and after the last), so that charts show steps.
+STEP_GAP = 30.0
+#: A step never runs longer than this in virtual time, nor for more passes (a safety net, not a behaviour).
+STEP_LIMIT_SECONDS = 3600.0
+STEP_LIMIT_PASSES = 10_000
+CLUSTER_NAME = "simulated"
+KUBERNETES_VERSION = "1.27"
+#: What nodes are told to join: an address that resolves nowhere, and a CA that is only a PEM header.
+API_SERVER = "https://kubernetes.simulated.invalid"
+CA_BUNDLE = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"
+INSTANCE_PROFILE = "KarpenterNodeInstanceProfile-simulated"
+#: Given to the boto3 session of the simulation only (never to the environment): moto accepts any.
+DUMMY_CREDENTIALS = ("simulated", "simulated", "simulated")
+
+
+class SimulationError(Exception):
+    """The simulation cannot run with these inputs (a message for the user)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A scenario step: `label` for people, `replicas` by workload (`scale_key` form); the first step of a run
+    creates every workload with its manifest's replicas, then applies its own."""
+
+    label: str
+    replicas: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    label: str
+    started: float
+    settled: float
+    measurement: Measurement
+
+
+@dataclass(slots=True)
+class SimulationOptions:
+    cluster_name: str = CLUSTER_NAME
+    strategy: str = COST
+    batch_idle: float = DEFAULT_IDLE_SECONDS
+    batch_max: float = DEFAULT_MAX_SECONDS
+    node_startup: float = NODE_STARTUP
+    step_gap: float = STEP_GAP
+    #: The latest spot price per (instance type, zone); empty: spot priced at on-demand prices.
+    spot_prices: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    seed: int = 42
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    """What happened: the samples over virtual time, each step settled, the nodes at the end, the pods left
+    pending with why, the controller's errors, the account's notes, and the log in Karpenter's format."""
+
+    region: str
+    origin: str
+    constraint_hash: str
+    provisioners: tuple[str, ...]
+    samples: list[Sample] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    nodes: tuple[NodeRow, ...] = ()
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    log: str = ""
+    spot_priced: bool = False
+
+    @property
+    def cost(self) -> float:
+        return round(sum(n.price for n in self.nodes if n.price is not None), 6)
+
+    @property
+    def pods(self) -> int:
+        return sum(n.pods for n in self.nodes)
+
+    @property
+    def pending(self) -> int:
+        return self.samples[-1].pending if self.samples else 0
+
+
+class FixedSource:
+    """A constraint source that holds one version (compiled in memory): given once, then never changes."""
+
+    def __init__(self, loaded: Loaded) -> None:
+        self.description = loaded.origin
+        self._pending: Loaded | None = loaded
+
+    def poll(self) -> Loaded | None:
+        loaded, self._pending = self._pending, None
+        return loaded
+
+
+def launch_region(loaded: Loaded) -> str:
+    regions = sorted({s.region for s in loaded.sets if s.region})
+    if len(regions) != 1:
+        raise SimulationError(
+            f"the constraint sets name {', '.join(regions) or 'no region'}: a simulation runs in one region"
+        )
+    return regions[0]
+
+
+class Simulation:
+    """See the module docstring. Use as a context manager (it runs moto's server until closed)."""
+
+    def __init__(
+        self,
+        loaded: Loaded,
+        workloads: Sequence[Workload],
+        catalog: Catalog,
+        options: SimulationOptions | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.workloads = list(workloads)
+        self.options = options or SimulationOptions()
+        self.region = launch_region(loaded)
+        if catalog.region != self.region:
+            raise SimulationError(f"the catalog is for {catalog.region}, the constraint sets for {self.region}")
+        self.clock = VirtualClock()
+        self.server = MotoServer(self.options.spot_prices, self.options.seed)
+        try:
+            self.account, self.cloud = self._aws(catalog)
+        except BaseException:
+            self.server.close()
+            raise
+        self.cluster = MemoryCluster(clock=self.clock.wall)
+        self.kubelet = FakeKubelet(self.cluster, self.clock, ready_after=self.options.node_startup)
+        self.controller = Controller(
+            self.cluster,
+            self.cloud,
+            FixedSource(loaded),
+            ControllerOptions(
+                cluster_name=self.options.cluster_name,
+                batch_idle=self.options.batch_idle,
+                batch_max=self.options.batch_max,
+                unschedulable_only=False,
+                bind_existing=True,
+                strategy=self.options.strategy,
+                launch_parallelism=1,  # in plan order: the same instance ids and addresses every run
+            ),
+            region=self.region,
+            clock=self.clock,
+            wall_clock=self.clock.wall,
+        )
+        self.view = ListView(self.cluster)
+        self.shapes = ShapeCache()
+        self._prices: dict[str, float | None] = {}
+        self._ready_at: dict[str, float] = {}
+        self._replicas: dict[str, int] = {}
+
+    def _aws(self, catalog: Catalog) -> tuple[Account, AwsCloudProvider]:
+        access_key, secret_key, token = DUMMY_CREDENTIALS
+        connection = AwsConnection(
+            self.region,
+            endpoint_url=self.server.url,
+            access_key_id=access_key,
+            secret_access_key=secret_key,
+            session_token=token,
+            max_attempts=2,
+        )
+        api = AwsApi(connection)
+        for service in ("ec2", "ssm"):  # whatever the environment configures, only the loopback server is asked
+            require_loopback(api.endpoint(service))
+        account = AccountBuilder(api).build(self.loaded.sets)
+        self.server.front.images.update(account.images)
+        cloud = AwsCloudProvider(
+            connection,
+            ClusterSettings(
+                endpoint=API_SERVER,
+                ca_bundle=CA_BUNDLE,
+                kubernetes_version=KUBERNETES_VERSION,
+                default_instance_profile=INSTANCE_PROFILE,
+            ),
+            list(catalog.instance_types),
+            clock=self.clock,
+            wall_clock=self.clock.wall,
+            sleep=self.clock.sleep,
+            use_pricing_api=False,  # the embedded on-demand prices: the Price List API is AWS's only
+        )
+        return account, cloud
+
+    def close(self) -> None:
+        self.server.close()
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- running ---------------------------------------------------------------------------------------------
+
+    def run(self, steps: Sequence[Step]) -> SimulationResult:
+        loaded = self.loaded
+        result = SimulationResult(
+            region=self.region,
+            origin=loaded.origin,
+            constraint_hash=loaded.hash,
+            provisioners=tuple(sorted(s.name for s in loaded.sets)),
+            notes=list(self.account.notes),
+            spot_priced=bool(self.options.spot_prices),
+        )
+        captured = io.StringIO()
+        handler = logging.StreamHandler(captured)
+        handler.setFormatter(logs.KarpenterFormatter(logs.TEXT))
+        package = logging.getLogger("karpenter_policy")
+        level = package.level
+        package.addHandler(handler)
+        if package.getEffectiveLevel() > logging.INFO:
+            package.setLevel(logging.INFO)
+        try:
+            for note in self.account.notes:
+                LOG.warning("%s", note, extra=logs.fields(self.clock.wall()))
+            self.controller.refresh_constraint_sets()
+            for index, step in enumerate(steps):
+                if index > 0:
+                    self.clock.advance_to(self.clock.now + self.options.step_gap)
+                started = self.clock.now
+                self._apply(step, first=index == 0)
+                self._settle(result)
+                settled = self.clock.now
+                result.steps.append(StepRecord(step.label, started, settled, self._measure(result, record=False)))
+            self.clock.advance_to(self.clock.now + self.options.step_gap)
+            final = self._measure(result)
+        finally:
+            package.removeHandler(handler)
+            package.setLevel(level)
+        result.nodes = final.nodes
+        pending = {pod_info.pod_key(p) for p in self.cluster.list(objects.POD).items if not pod_info.node_name(p)}
+        result.unschedulable = {k: v for k, v in sorted(result.unschedulable.items()) if k in pending}
+        result.log = captured.getvalue()
+        return result
+
+    def _apply(self, step: Step, first: bool) -> None:
+        if first:
+            self._create_workloads()
+        known = {scale_key(w.ref) for w in self.workloads}
+        for key in step.replicas:
+            if key not in known:
+                raise SimulationError(f"{step.label}: no workload {key} among the workloads")
+        for workload in self.workloads:
+            wanted = step.replicas.get(scale_key(workload.ref))
+            if wanted is None or workload.is_daemon_set:
+                continue
+            LOG.info(
+                "scaling %s from %d to %d replica(s)", workload.ref, self._replicas[workload.ref], wanted,
+                extra=logs.fields(self.clock.wall(), step=step.label),
+            )
+            self._scale(workload, wanted)
+
+    def _create_workloads(self) -> None:
+        for namespace in sorted({w.namespace for w in self.workloads}):
+            self.cluster.create(objects.NAMESPACE, {"metadata": {"name": namespace}})
+        for workload in self.workloads:
+            if workload.is_daemon_set:
+                self.cluster.create(objects.DAEMON_SET, daemon_set_object(workload))
+                LOG.info("created %s", workload.ref, extra=logs.fields(self.clock.wall()))
+                continue
+            self._replicas[workload.ref] = 0
+            LOG.info(
+                "created %s with %d replica(s)", workload.ref, workload.replicas, extra=logs.fields(self.clock.wall())
+            )
+            self._scale(workload, workload.replicas)
+
+    def _pods_of(self, workload: Workload) -> list[objects.Obj]:
+        return [
+            p
+            for p in self.cluster.list(objects.POD, workload.namespace).items
+            if objects.annotations(p).get(WORKLOAD_ANNOTATION) == workload.ref
+        ]
+
+    def _scale(self, workload: Workload, wanted: int) -> None:
+        """Create or delete pods as the workload's controller would: new pods get the next ordinals; scaling down
+        deletes pods without a node first, then those not running yet, then the newest."""
+        pods = self._pods_of(workload)
+        if wanted > len(pods):
+            used = {objects.annotations(p).get(ORDINAL_ANNOTATION) for p in pods}
+            ordinal = 0
+            for _ in range(wanted - len(pods)):
+                while str(ordinal) in used:
+                    ordinal += 1
+                created = self.cluster.create(objects.POD, replica_pod(workload, ordinal, wanted))
+                self.controller.notify(objects.uid(created))  # what the runner's pod watch does
+                ordinal += 1
+        else:
+
+            def keep_first(pod: objects.Obj) -> tuple[bool, bool, int]:
+                ordinal = int(objects.annotations(pod).get(ORDINAL_ANNOTATION) or 0)
+                return (bool(pod_info.node_name(pod)), pod_info.phase(pod) == "Running", -ordinal)
+
+            for pod in sorted(pods, key=keep_first)[: len(pods) - wanted]:
+                self.cluster.delete(objects.POD, objects.name(pod), objects.namespace(pod))
+        self._replicas[workload.ref] = wanted
+
+    def _settle(self, result: SimulationResult) -> None:
+        """Events until nothing is left to happen (see the module docstring)."""
+        started = self.clock.now
+        stalled = False
+        for _ in range(STEP_LIMIT_PASSES):
+            self.kubelet.sync()
+            outcome = self.controller.reconcile_once()
+            self._record(outcome, result)
+            self.kubelet.sync()
+            self._measure(result)
+            if outcome.launched or outcome.bound:
+                stalled = False
+            elif outcome.scheduled:
+                stalled = True  # a batch that placed nothing: its pods wait for the retry, which changes nothing
+            upcoming = [t for name, t in self._ready_at.items() if t > self.clock.now]
+            if not stalled and outcome.due is not None:
+                upcoming.append(outcome.due)
+            if not upcoming or min(upcoming) - started > STEP_LIMIT_SECONDS:
+                return
+            self.clock.advance_to(min(upcoming))
+        LOG.warning("step stopped after %d passes", STEP_LIMIT_PASSES, extra=logs.fields(self.clock.wall()))
+
+    def _record(self, outcome: ReconcileResult, result: SimulationResult) -> None:
+        for launched in outcome.launched:
+            self._prices[launched.node] = launched.price
+            self._ready_at[launched.node] = self.clock.now + self.options.node_startup
+        result.unschedulable.update(outcome.unschedulable)
+        for error in outcome.errors:
+            if error not in result.errors:
+                result.errors.append(error)
+
+    def _measure(self, result: SimulationResult, record: bool = True) -> Measurement:
+        measured = measure(self.view.snapshot(), self.clock.now, self._prices, self.shapes)
+        if record:
+            if result.samples and result.samples[-1].at == measured.sample.at:
+                result.samples[-1] = measured.sample  # the latest state at one moment
+            else:
+                result.samples.append(measured.sample)
+        return measured
+
+
+__all__ = [
+    "NODE_STARTUP",
+    "STEP_GAP",
+    "FixedSource",
+    "Simulation",
+    "SimulationError",
+    "SimulationOptions",
+    "SimulationResult",
+    "SimulationUnavailable",
+    "Step",
+    "StepRecord",
+    "launch_region",
+]

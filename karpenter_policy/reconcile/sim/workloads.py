@@ -1,0 +1,150 @@
+"""Workloads as a cluster runs them: the pods of N replicas of a pod template, and DaemonSet objects.
+
+The simulation has no Deployment or Job controller: :func:`replica_pods` creates the pods those controllers
+would, named as they name them (a Deployment's pods `<name>-<template hash>-<suffix>` through its ReplicaSet, a
+StatefulSet's `<name>-<ordinal>`, a Job's `<name>-<suffix>`, a bare Pod keeps its name when it runs once), with
+the controller owner reference the real ones carry. Names, owners and suffixes derive from the workload and the
+replica's ordinal only: the same scenario creates the same pods. Each pod is annotated with the workload it
+belongs to (:data:`WORKLOAD_ANNOTATION`), which is what the report groups by.
+
+DaemonSets are created as DaemonSet objects: the controller takes their pods' requests from every node (the
+DaemonSet overhead), as it does on a real cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.kube.objects import Obj
+
+WORKLOAD_ANNOTATION = "karpenter-policy/simulated-workload"
+ORDINAL_ANNOTATION = "karpenter-policy/simulated-ordinal"
+DAEMON_SET = "DaemonSet"
+#: The characters Kubernetes' generated name suffixes are made of (no vowels, no confusable digits).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_UID_PREFIX = "simulated"
+OWNER_API_VERSIONS = {"Job": "batch/v1", "ReplicationController": "v1"}
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A workload of the scenario: kind and name as written, its namespace, its pod template (`metadata` and
+    `spec`) and the replicas its manifest asks for."""
+
+    kind: str
+    name: str
+    namespace: str
+    template: Mapping[str, Any] = field(compare=False)
+    replicas: int = 1
+
+    @property
+    def ref(self) -> str:
+        """`Deployment/inflate`."""
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def is_daemon_set(self) -> bool:
+        return self.kind == DAEMON_SET
+
+
+def scale_key(ref: str) -> str:
+    """`deployment/inflate` and `Deployment/inflate` name one workload (kinds are matched case-insensitively)."""
+    kind, _, name = ref.partition("/")
+    return f"{kind.lower()}/{name}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def _suffix(seed: str, length: int = 5) -> str:
+    number = int(_digest(seed)[:16], 16)
+    chars = []
+    for _ in range(length):
+        number, index = divmod(number, len(_SUFFIX_ALPHABET))
+        chars.append(_SUFFIX_ALPHABET[index])
+    return "".join(chars)
+
+
+def _template_hash(workload: Workload) -> str:
+    """A stand-in for the pod-template-hash of a Deployment's ReplicaSet (10 characters of the alphabet)."""
+    return _suffix(json.dumps(workload.template, sort_keys=True, default=str), 10)
+
+
+def _owner(workload: Workload) -> tuple[str, str] | None:
+    """(kind, name) of the controller that owns the workload's pods (None: a bare pod)."""
+    kind, name = workload.kind, workload.name
+    if kind == "Deployment":
+        return "ReplicaSet", f"{name}-{_template_hash(workload)}"
+    if kind == "CronJob":
+        return "Job", f"{name}-{_suffix(workload.ref, 8)}"
+    if kind in ("StatefulSet", "ReplicaSet", "ReplicationController", "Job"):
+        return kind, name
+    return None
+
+
+def pod_name(workload: Workload, ordinal: int, count: int) -> str:
+    """The name the workload's controller gives its pod number `ordinal` (of `count` for a bare Pod)."""
+    owner = _owner(workload)
+    if workload.kind == "StatefulSet":
+        return f"{workload.name}-{ordinal}"
+    if owner is None:  # a Pod, a PodTemplate, a pod template file: the name, numbered when it runs more than once
+        return workload.name if count == 1 and workload.kind == "Pod" else f"{workload.name}-{ordinal}"
+    return f"{owner[1]}-{_suffix(f'{workload.ref}/{ordinal}')}"
+
+
+def replica_pod(workload: Workload, ordinal: int, count: int) -> Obj:
+    """The pod object of one replica (see the module docstring)."""
+    template = copy.deepcopy(dict(workload.template))
+    found_meta = template.get("metadata")
+    template_meta: Mapping[str, Any] = found_meta if isinstance(found_meta, Mapping) else {}
+    labels = {str(k): str(v) for k, v in (template_meta.get("labels") or {}).items()}
+    annotations = {str(k): str(v) for k, v in (template_meta.get("annotations") or {}).items()}
+    annotations[WORKLOAD_ANNOTATION] = workload.ref
+    annotations[ORDINAL_ANNOTATION] = str(ordinal)
+    metadata: dict[str, Any] = {
+        "name": pod_name(workload, ordinal, count),
+        "namespace": workload.namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    owner = _owner(workload)
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": OWNER_API_VERSIONS.get(owner[0], "apps/v1"),
+                "kind": owner[0],
+                "name": owner[1],
+                "uid": f"{_UID_PREFIX}-{_digest(owner[0], workload.namespace, owner[1])[:24]}",
+                "controller": True,
+            }
+        ]
+    found_spec = template.get("spec")
+    spec: Mapping[str, Any] = found_spec if isinstance(found_spec, Mapping) else {}
+    return {"metadata": metadata, "spec": dict(spec)}
+
+
+def daemon_set_object(workload: Workload) -> Obj:
+    """The DaemonSet object of a DaemonSet workload."""
+    template = copy.deepcopy(dict(workload.template))
+    labels = ((template.get("metadata") or {}).get("labels") or {}) if isinstance(template, Mapping) else {}
+    return {
+        "metadata": {"name": workload.name, "namespace": workload.namespace},
+        "spec": {"selector": {"matchLabels": dict(labels)}, "template": template},
+    }
+
+
+__all__ = [
+    "ORDINAL_ANNOTATION",
+    "WORKLOAD_ANNOTATION",
+    "Workload",
+    "daemon_set_object",
+    "pod_name",
+    "replica_pod",
+    "scale_key",
+]

@@ -1,0 +1,110 @@
+"""`karpenter-policy simulate` through the CLI: the seeds end to end (the controller, the in-memory cluster, EC2
+served by moto in the process), the node table and $/h, determinism, bad input, and the HTML report rendered in
+headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from karpenter_policy.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ROOT / "examples" / "workloads" / "apps"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ROW = re.compile(r"^(ip-\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(spot|on-demand)\s+(\d+)\s+(\d+)%\s+(\d+)%\s+(\S+)$", re.M)
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("simulate") / "build"
+    result = CliRunner().invoke(main, ["compile", str(ROOT / "examples/workloads/policies"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def simulate(build: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["simulate", "--constraints", str(build), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_inflate_scaled_0_5_10_lands_on_few_cheap_spot_nodes(build: Path) -> None:
+    code, out, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"),
+                              "--scale", "deployment/inflate=5", "--scale", "deployment/inflate=10")
+    assert code == 0, err
+    assert "found 5 provisionable pod(s)" in out and "launched instance i-" in out  # the controller's log
+    rows = ROW.findall(out)
+    assert 1 <= len(rows) <= 3
+    assert all(r[1] == "default" and r[4] == "spot" for r in rows)
+    assert sum(int(r[5]) for r in rows) == 10, "every pod bound"
+    fleet = re.search(r"fleet: (\d+) node\(s\), 10 pod\(s\), \$(\d+\.\d+)/h", out)
+    assert fleet is not None and int(fleet[1]) == len(rows)
+    assert abs(float(fleet[2]) - sum(float(r[8]) for r in rows)) < 1e-3 and float(fleet[2]) > 0
+
+
+def test_the_emr_spark_seed_puts_drivers_on_demand_and_executors_on_spot(build: Path) -> None:
+    code, out, err = simulate(build, "--workloads", str(APPS / "spark-driver-pod-template.yaml"),
+                              "--workloads", str(APPS / "spark-executor-4vcpu-7g.yaml"))
+    assert code == 0, err
+    rows = ROW.findall(out)
+    assert {r[1] for r in rows} == {"kspark"}
+    assert sorted(r[4] for r in rows) == ["on-demand", "spot"]
+    families = {r[2].split(".")[0] for r in rows}
+    assert families <= {"c5", "c5a", "c5d", "c5ad", "m5", "c6a"}, families
+
+
+def test_same_input_same_output_and_report(build: Path, tmp_path: Path) -> None:
+    outputs = []
+    for run in ("a", "b"):
+        report = tmp_path / f"{run}.html"
+        code, out, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/inflate=7",
+                                  "--report", str(report))
+        assert code == 0, err
+        outputs.append((out.replace(str(report), "REPORT"), report.read_bytes()))
+    assert outputs[0] == outputs[1]
+
+
+def test_bad_input_is_one_line_and_exit_2(build: Path, tmp_path: Path) -> None:
+    code, _, err = simulate(tmp_path / "missing", "--workloads", str(APPS / "inflate.yaml"))
+    assert code == 2 and "not a directory of compiled constraint sets" in err and "Traceback" not in err
+    code, _, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/nginx=3")
+    assert code == 2 and "--scale deployment/nginx: no such workload" in err
+    code, _, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "inflate")
+    assert code == 2 and "KIND/NAME=N" in err
+
+
+def test_pods_no_provisioner_takes_stay_pending_with_the_reason(build: Path) -> None:
+    code, out, _ = simulate(build, "--workloads", str(ROOT / "examples/workloads/negative/gpu-without-toleration.yaml"))
+    assert code == 1
+    assert "pending: " in out and "not tolerated" in out
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
+def test_the_report_renders_in_headless_chromium_without_errors(build: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    code, _, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/inflate=5",
+                            "--scale", "deployment/inflate=10", "--report", str(report))
+    assert code == 0, err
+    html = report.read_text()
+    assert "<script src" not in html and "http://" not in html and "https://" not in html  # self-contained
+    assert CHROMIUM is not None
+    dumped = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=2000", "--dump-dom", report.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert 'data-errors="0"' in dom, "the page raised errors"  # the inline script ran and counted none
+    assert len(re.findall(r'<svg class="chart"', dom)) == 3
+    paths = re.findall(r'<path class="series" data-series="(\w+)" d="(M[^"]+)"', dom)
+    assert {name for name, _ in paths} == {"pending", "starting", "running", "nodes", "cost"}
+    assert all(d.count("L") >= 2 for _, d in paths), "every series is drawn over time"
+    assert len(re.findall(r'<rect class="bar"', dom)) == 2 * len(ROW.findall(simulate(
+        build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/inflate=5",
+        "--scale", "deployment/inflate=10")[1]))
