@@ -39,7 +39,7 @@ from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
 from karpenter_policy.scheduling.templates import NodeTemplate
 from karpenter_policy.scheduling.topology import ClusterPod, Topology
-from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, quotient, subtract
 
 COST = "cost"
 KARPENTER = "karpenter"
@@ -441,7 +441,7 @@ class _Run:
             share = math.inf
             for r in wanted:
                 if demand[r] > 0:
-                    share = min(share, (allocatable[i][r] - overhead[r]) / demand[r])
+                    share = min(share, quotient(allocatable[i][r] - overhead[r], demand[r]))
             name = table.names[i]
             if share >= 1:
                 if best_all is None or (price, name) < best_all:

@@ -100,9 +100,18 @@ def as_resources(vector: Vector, keep_zero: bool = False) -> dict[str, Decimal]:
     return {name: to_decimal(name, v) for name, v in zip(RESOURCES, vector, strict=True) if v or keep_zero}
 
 
+def quotient(numerator: int, denominator: int) -> float:
+    """numerator / denominator as a float; ±inf where the quotient is beyond a float (amounts near the bounds of
+    a Kubernetes quantity, e.g. a DaemonSet asking for exabytes)."""
+    try:
+        return numerator / denominator
+    except OverflowError:
+        return math.inf if (numerator > 0) == (denominator > 0) else -math.inf
+
+
 def utilisation(used: Vector, total: Vector, index: int) -> float:
     """`used / total` on one resource (0 when the node has none of it)."""
-    return used[index] / total[index] if total[index] > 0 else 0.0
+    return quotient(used[index], total[index]) if total[index] > 0 else 0.0
 
 
 def scale(vector: Vector, count: int) -> Vector:
@@ -114,5 +123,5 @@ def ratio_floor(available: Vector, needed: Vector) -> float:
     best = math.inf
     for have, need in zip(available, needed, strict=True):
         if need > 0:
-            best = min(best, have / need)
+            best = min(best, quotient(have, need))
     return best
