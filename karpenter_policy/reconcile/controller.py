@@ -54,6 +54,7 @@ from karpenter_policy.reconcile.ahead import PlanAhead
 from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, Batcher, BatchWindow
 from karpenter_policy.reconcile.binder import Binder, Binding
 from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
+from karpenter_policy.reconcile.emptiness import Emptied, reconcile_emptiness
 from karpenter_policy.reconcile.garbage import (
     DEFAULT_INSTANCE_GRACE,
     DEFAULT_INTERVAL,
@@ -67,6 +68,7 @@ from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.pods import ShapeCache, pod_key
 from karpenter_policy.reconcile.state import ClusterState, build_state
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
+from karpenter_policy.reconcile.termination import Terminated, Terminator
 from karpenter_policy.reconcile.view import ClusterView, ListView, Snapshot
 from karpenter_policy.scheduling import COST, ClaimPlan, Plan, Pod, PodFailure, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.vectors import as_resources
@@ -153,6 +155,8 @@ class ReconcileResult:
     errors: list[str] = field(default_factory=list)
     due: float | None = None
     garbage: Collected | None = None  # what garbage collection did, when it ran this pass
+    emptied: Emptied | None = None  # emptiness: nodes marked, unmarked, deleted
+    terminated: Terminated | None = None  # termination: nodes cordoned, pods evicted or blocked, nodes deleted
 
     @property
     def scheduled(self) -> bool:
@@ -168,6 +172,12 @@ class _Observed:
     inflight: object
     snapshot: Snapshot
     state: ClusterState
+
+
+#: After a node was deleted or a drain step taken, the next pass comes this soon; a drain a budget or a
+#: do-not-evict pod blocks is tried again this often.
+DRAIN_STEP_SECONDS = 1.0
+BLOCKED_DRAIN_RETRY_SECONDS = 10.0
 
 
 class Controller:
@@ -215,6 +225,8 @@ class Controller:
         self._sets_changed = False
         self._observed: _Observed | None = None
         self.ahead = PlanAhead(self.batcher, options.batch_idle, clock)
+        self.terminator = Terminator(cluster, cloud, self._fields)
+        self._empty_due: float | None = None
         self.garbage = GarbageCollector(
             cluster, cloud, options.cluster_name, metrics=self.metrics, clock=clock, wall_clock=wall_clock,
             interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,
@@ -234,7 +246,7 @@ class Controller:
         """When the next pass has something to do on its own: the batch window closes, a plan can be made ahead
         for it, or a retry is due."""
         due = self.batcher.due()
-        for other in (self.ahead.due() if self._plans_ahead() else None, self._retry_at):
+        for other in (self.ahead.due() if self._plans_ahead() else None, self._retry_at, self._empty_due):
             if other is not None:
                 due = other if due is None else min(due, other)
         return due
@@ -249,6 +261,7 @@ class Controller:
             result.garbage = self.garbage.collect(snapshot.nodes, self.inflight.provider_ids())
             result.errors.extend(result.garbage.errors)
         self._initialize(state)
+        self._deprovision(snapshot, result)
         result.pending = len(state.pending)
         self.metrics.pods_pending.set(len(state.pending))
         self._report_unreadable(state)
@@ -263,6 +276,23 @@ class Controller:
         self.metrics.reconcile_duration.observe(self.clock() - result.started)
         result.due = self.next_due()
         return result
+
+    def _deprovision(self, snapshot: Snapshot, result: ReconcileResult) -> None:
+        """Emptiness marks and deletes empty nodes; termination drains and terminates the nodes being deleted."""
+        ttls = {s.name: s.ttl_seconds_after_empty for s in (self.loaded.sets if self.loaded else ())}
+        emptied = reconcile_emptiness(self.cluster, snapshot.nodes, snapshot.pods, ttls, self.wall_clock(),
+                                      self._fields)
+        terminated = self.terminator.reconcile(snapshot.nodes, snapshot.pods)
+        # Come back: at once for a node just deleted or a drain under way, later for a drain a budget blocks.
+        dues = [self.clock() + emptied.due] if emptied.due is not None else []
+        if emptied.deleted or terminated.cordoned or terminated.evicted:
+            dues.append(self.clock() + DRAIN_STEP_SECONDS)
+        elif terminated.blocked:
+            dues.append(self.clock() + BLOCKED_DRAIN_RETRY_SECONDS)
+        self._empty_due = min(dues) if dues else None
+        result.terminated = terminated
+        result.emptied = emptied
+        result.errors.extend(emptied.errors + result.terminated.errors)
 
     def took_over(self) -> None:
         """This replica just became the leader: the next pass registers Nodes for instances of ours that have

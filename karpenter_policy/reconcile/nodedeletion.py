@@ -37,14 +37,14 @@ def delete_node(cluster: Cluster, cloud: CloudProvider, node: Obj) -> None:
     if instance_id:
         with contextlib.suppress(InstanceNotFound):
             cloud.delete(instance_id)
-    _remove_finalizer(cluster, name)
+    remove_finalizer(cluster, name)
 
 
 def release(cluster: Cluster, name: str) -> None:
     """Delete a Node whose instance is gone: request the deletion, then remove the termination finalizer (there is
     nothing left to terminate). Other finalizers stay. A Node already gone is fine."""
     if _request_deletion(cluster, name):
-        _remove_finalizer(cluster, name)
+        remove_finalizer(cluster, name)
 
 
 def _request_deletion(cluster: Cluster, name: str) -> bool:
@@ -56,7 +56,7 @@ def _request_deletion(cluster: Cluster, name: str) -> bool:
     return True
 
 
-def _remove_finalizer(cluster: Cluster, name: str) -> None:
+def remove_finalizer(cluster: Cluster, name: str) -> None:
     current = cluster.get(objects.NODE, name)
     if current is None or node_info.TERMINATION_FINALIZER not in objects.finalizers(current):
         return
@@ -68,4 +68,4 @@ def _remove_finalizer(cluster: Cluster, name: str) -> None:
         return
 
 
-__all__ = ["delete_node", "release"]
+__all__ = ["delete_node", "release", "remove_finalizer"]
