@@ -108,3 +108,11 @@ def test_the_report_renders_in_headless_chromium_without_errors(build: Path, tmp
     assert len(re.findall(r'<rect class="bar"', dom)) == 2 * len(ROW.findall(simulate(
         build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/inflate=5",
         "--scale", "deployment/inflate=10")[1]))
+
+
+def test_scaled_back_to_zero_the_empty_nodes_go_after_their_ttl(build: Path) -> None:
+    code, out, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"),
+                              "--scale", "deployment/inflate=10", "--scale", "deployment/inflate=0")
+    assert code == 0, err
+    assert "Triggering termination after 30s for empty node" in out and "Deleted node" in out
+    assert "no nodes" in out and "fleet: 0 node(s), 0 pod(s), $0.0000/h" in out
