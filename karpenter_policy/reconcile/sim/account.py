@@ -83,11 +83,20 @@ class AccountBuilder:
         self._blocks = iter(ipaddress.ip_network(VPC_CIDR).subnets(new_prefix=SUBNET_PREFIX))
 
     def build(self, sets: Sequence[ConstraintSet]) -> Account:
+        """The VPC and the images (once), then what the node templates of `sets` select (see :meth:`add`)."""
         account = self.account
-        zones = self.api.call("ec2", "describe_availability_zones")["AvailabilityZones"]
-        account.zones = tuple(sorted(str(z["ZoneName"]) for z in zones if z.get("State", "available") == "available"))
-        account.vpc = self.api.call("ec2", "create_vpc", CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
-        account.images = self._images()
+        if not account.vpc:
+            zones = self.api.call("ec2", "describe_availability_zones")["AvailabilityZones"]
+            available = (str(z["ZoneName"]) for z in zones if z.get("State", "available") == "available")
+            account.zones = tuple(sorted(available))
+            account.vpc = self.api.call("ec2", "create_vpc", CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
+            account.images = self._images()
+        return self.add(sets)
+
+    def add(self, sets: Sequence[ConstraintSet]) -> Account:
+        """What the node templates of `sets` select, beside what is already there (a selector seen before reuses
+        its resources): a policy that changes mid-scenario finds its subnets and security groups."""
+        account = self.account
         for provisioner, spec in node_template_specs(sets):
             self._subnets(provisioner, spec.get("subnetSelector"))
             self._security_group(provisioner, spec.get("securityGroupSelector"))

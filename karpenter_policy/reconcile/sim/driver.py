@@ -6,14 +6,18 @@ credentials given to its boto3 session only), an in-memory cluster with the kube
 controller (`reconcile.controller`, every time source on the virtual clock, launches in plan order so that the
 same scenario launches the same instances).
 
-:meth:`Simulation.run` applies the steps in order. The first creates the workloads as their manifests are
-written (DaemonSets as DaemonSet objects, the others as their replicas' pods); each further step scales one
-workload, :data:`STEP_GAP` virtual seconds after the previous step settled. A step's pods are announced to the
-controller as a watch would announce them, then the driver moves the clock from one event to the next — a batch
-window closing, a retry, a node becoming Ready (:data:`NODE_STARTUP` seconds after its launch) — running, at each,
-the kubelets, a controller pass and the kubelets again, and sampling the cluster. A step settles when nothing is
-left to happen; pods that a batch could not place (no provisioner takes them, a launch failed) are tried once
-more when the controller's retry comes, and the step settles if that changes nothing.
+:meth:`Simulation.run` plays a scenario: timed steps, in order. The first creates the workloads as their
+manifests are written (DaemonSets as DaemonSet objects, the others as their replicas' pods); a step scales
+workloads and may bring a new version of the constraint sets (a policy change, taken by the controller's next
+pass as a constraint source's new version would be). A step without a time starts :data:`STEP_GAP` virtual
+seconds after the previous one settled; a step with one (`at`, virtual seconds from the start) starts then,
+whatever is still under way — that is how a long scenario (scaling up and down, a job every ten minutes, a policy
+change half-way) is written. A step's pods are announced to the controller as a watch would announce them, then
+the driver moves the clock from one event to the next — a batch window closing, a retry, a node becoming Ready
+(:data:`NODE_STARTUP` seconds after its launch), an empty node's TTL — running, at each, the kubelets, a
+controller pass and the kubelets again, and sampling the cluster. A step settles when nothing is left to happen
+or the next timed step is due; pods that a batch could not place (no provisioner takes them, a launch failed) are
+tried once more when the controller's retry comes, and the step settles if that changes nothing.
 """
 
 from __future__ import annotations
@@ -75,11 +79,15 @@ class SimulationError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """A scenario step: `label` for people, `replicas` by workload (`scale_key` form); the first step of a run
-    creates every workload with its manifest's replicas, then applies its own."""
+    """A scenario step: `label` for people, `replicas` by workload (`scale_key` form), `constraints`: a new version
+    of the constraint sets from this step on (same region), `at`: when it starts, in virtual seconds from the start
+    (None: :data:`STEP_GAP` after the previous step settled). The first step of a run creates every workload with
+    its manifest's replicas, then applies its own."""
 
     label: str
     replicas: Mapping[str, int] = field(default_factory=dict)
+    constraints: Loaded | None = None
+    at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +153,11 @@ class FixedSource:
         loaded, self._pending = self._pending, None
         return loaded
 
+    def replace(self, loaded: Loaded) -> None:
+        """A new version, for the next poll (as a changed directory or ConfigMap would give)."""
+        self.description = loaded.origin
+        self._pending = loaded
+
 
 def launch_region(loaded: Loaded) -> str:
     regions = sorted({s.region for s in loaded.sets if s.region})
@@ -180,10 +193,11 @@ class Simulation:
             raise
         self.cluster = MemoryCluster(clock=self.clock.wall)
         self.kubelet = FakeKubelet(self.cluster, self.clock, ready_after=self.options.node_startup)
+        self.source = FixedSource(loaded)
         self.controller = Controller(
             self.cluster,
             self.cloud,
-            FixedSource(loaded),
+            self.source,
             ControllerOptions(
                 cluster_name=self.options.cluster_name,
                 batch_idle=self.options.batch_idle,
@@ -216,7 +230,8 @@ class Simulation:
         api = AwsApi(connection)
         for service in ("ec2", "ssm"):  # whatever the environment configures, only the loopback server is asked
             require_loopback(api.endpoint(service))
-        account = AccountBuilder(api).build(self.loaded.sets)
+        self.account_builder = AccountBuilder(api)
+        account = self.account_builder.build(self.loaded.sets)
         self.server.front.images.update(account.images)
         cloud = AwsCloudProvider(
             connection,
@@ -267,12 +282,16 @@ class Simulation:
             for note in self.account.notes:
                 LOG.warning("%s", note, extra=logs.fields(self.clock.wall()))
             self.controller.refresh_constraint_sets()
+            self._check_times(steps)
             for index, step in enumerate(steps):
-                if index > 0:
+                if step.at is not None:
+                    self.clock.advance_to(step.at)
+                elif index > 0:
                     self.clock.advance_to(self.clock.now + self.options.step_gap)
                 started = self.clock.now
                 self._apply(step, first=index == 0)
-                self._settle(result)
+                following = steps[index + 1].at if index + 1 < len(steps) else None
+                self._settle(result, until=following)
                 settled = self.clock.now
                 result.steps.append(StepRecord(step.label, started, settled, self._measure(result, record=False)))
             self.clock.advance_to(self.clock.now + self.options.step_gap)
@@ -286,7 +305,17 @@ class Simulation:
         result.log = captured.getvalue()
         return result
 
+    def _check_times(self, steps: Sequence[Step]) -> None:
+        latest = 0.0
+        for step in steps:
+            if step.at is not None:
+                if step.at < latest:
+                    raise SimulationError(f"{step.label}: at {step.at:g} s, before the step before it")
+                latest = step.at
+
     def _apply(self, step: Step, first: bool) -> None:
+        if step.constraints is not None:
+            self._change_constraints(step)
         if first:
             self._create_workloads()
         known = {scale_key(w.ref) for w in self.workloads}
@@ -302,6 +331,19 @@ class Simulation:
                 extra=logs.fields(self.clock.wall(), step=step.label),
             )
             self._scale(workload, wanted)
+
+    def _change_constraints(self, step: Step) -> None:
+        new = step.constraints
+        assert new is not None
+        region = launch_region(new)
+        if region != self.region:
+            raise SimulationError(f"{step.label}: the new constraint sets are for {region}, not {self.region}")
+        known = len(self.account.notes)
+        self.account_builder.add(new.sets)
+        for note in self.account.notes[known:]:
+            LOG.warning("%s", note, extra=logs.fields(self.clock.wall(), step=step.label))
+        LOG.info("constraint sets changed to %s", new.origin, extra=logs.fields(self.clock.wall(), step=step.label))
+        self.source.replace(new)
 
     def _create_workloads(self) -> None:
         for namespace in sorted({w.namespace for w in self.workloads}):
@@ -347,8 +389,9 @@ class Simulation:
                 self.cluster.delete(objects.POD, objects.name(pod), objects.namespace(pod))
         self._replicas[workload.ref] = wanted
 
-    def _settle(self, result: SimulationResult) -> None:
-        """Events until nothing is left to happen (see the module docstring)."""
+    def _settle(self, result: SimulationResult, until: float | None = None) -> None:
+        """Events until nothing is left to happen, or until the next event is at `until` or later (the next timed
+        step's moment); see the module docstring."""
         started = self.clock.now
         stalled = False
         for _ in range(STEP_LIMIT_PASSES):
@@ -365,6 +408,8 @@ class Simulation:
             if not stalled and outcome.due is not None:
                 upcoming.append(outcome.due)
             if not upcoming or min(upcoming) - started > STEP_LIMIT_SECONDS:
+                return
+            if until is not None and min(upcoming) >= until:
                 return
             self.clock.advance_to(min(upcoming))
         LOG.warning("step stopped after %d passes", STEP_LIMIT_PASSES, extra=logs.fields(self.clock.wall()))
