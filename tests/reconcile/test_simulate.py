@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,17 @@ def test_scaled_back_to_zero_the_empty_nodes_go_after_their_ttl(build: Path) -> 
     assert code == 0, err
     assert "Triggering termination after 30s for empty node" in out and "Deleted node" in out
     assert "no nodes" in out and "fleet: 0 node(s), 0 pod(s), $0.0000/h" in out
+
+
+def test_without_moto_one_line_that_says_what_to_install(build: Path) -> None:
+    # moto made unimportable the way Python marks a missing module; the real command, in a fresh interpreter
+    program = (
+        "import sys; sys.modules['moto'] = None\n"
+        "from karpenter_policy.cli import main\n"
+        "main(['simulate', '--constraints', sys.argv[1], '--workloads', sys.argv[2]])\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", program, str(build), str(APPS / "inflate.yaml")],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert ran.stderr.count("\n") == 1 and "Traceback" not in ran.stderr
+    assert "needs moto's server" in ran.stderr and "pip install 'karpenter-policy[simulate]'" in ran.stderr
