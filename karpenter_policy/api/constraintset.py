@@ -347,6 +347,17 @@ class ConstraintSet(_Hashed):
             "admitted": sorted(self.admitted),
         }
 
+    @property
+    def node_hash(self) -> str:
+        """The hash of what shapes a node once launched — labels, annotations, taints, startup taints, kubelet
+        settings, the node template (AMI family and selector, launch template, user data, subnets, security
+        groups, tags …) and the region — as Karpenter's provisioner hash covers the spec less requirements,
+        limits, TTLs, weight and consolidation. A node whose hash differs has drifted; requirements are checked
+        against the node's labels instead (a node that still satisfies them has not)."""
+        content = self.content()
+        keys = ("labels", "annotations", "taints", "startupTaints", "kubelet", "provider", "region")
+        return content_hash({key: content[key] for key in keys})
+
     def to_json(self) -> dict[str, Any]:
         """The file form: the content, the audit listing of the admitted types, and the hash."""
         content = self.content()

@@ -35,6 +35,7 @@ time from watch events.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -54,6 +55,16 @@ from karpenter_policy.reconcile.ahead import PlanAhead
 from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, Batcher, BatchWindow
 from karpenter_policy.reconcile.binder import Binder, Binding
 from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
+from karpenter_policy.reconcile.deprovisioner import (
+    DEFAULT_INTERVAL as DEFAULT_DISRUPTION_INTERVAL,
+)
+from karpenter_policy.reconcile.deprovisioner import (
+    DEFAULT_REPLACEMENT_TIMEOUT,
+    DEFAULT_VALIDATION,
+    Deprovisioner,
+    Disrupted,
+)
+from karpenter_policy.reconcile.disruption import Command, Decider, Inputs
 from karpenter_policy.reconcile.emptiness import Emptied, reconcile_emptiness
 from karpenter_policy.reconcile.garbage import (
     DEFAULT_INSTANCE_GRACE,
@@ -116,6 +127,11 @@ class ControllerOptions:
     gc_interval: float = DEFAULT_INTERVAL
     gc_instance_grace: float = DEFAULT_INSTANCE_GRACE
     gc_node_grace: float = DEFAULT_NODE_GRACE
+    #: Disruption (see `deprovisioner`): decide at most this often; act on a consolidation only when a decision
+    #: this much later agrees; abandon a command whose replacements are not initialized within this time.
+    disruption_interval: float = DEFAULT_DISRUPTION_INTERVAL
+    consolidation_validation: float = DEFAULT_VALIDATION
+    replacement_timeout: float = DEFAULT_REPLACEMENT_TIMEOUT
 
     def __post_init__(self) -> None:
         if not self.cluster_name:
@@ -157,6 +173,7 @@ class ReconcileResult:
     garbage: Collected | None = None  # what garbage collection did, when it ran this pass
     emptied: Emptied | None = None  # emptiness: nodes marked, unmarked, deleted
     terminated: Terminated | None = None  # termination: nodes cordoned, pods evicted or blocked, nodes deleted
+    disrupted: Disrupted | None = None  # expiry, drift, consolidation: the command acted on or followed
 
     @property
     def scheduled(self) -> bool:
@@ -226,7 +243,12 @@ class Controller:
         self._observed: _Observed | None = None
         self.ahead = PlanAhead(self.batcher, options.batch_idle, clock)
         self.terminator = Terminator(cluster, cloud, self._fields)
-        self._empty_due: float | None = None
+        self._deprovision_due: float | None = None
+        self.deprovisioner = Deprovisioner(
+            cluster, Decider(self._scheduler_options), clock, self._fields,
+            interval=options.disruption_interval, validation=options.consolidation_validation,
+            replacement_timeout=options.replacement_timeout,
+        )
         self.garbage = GarbageCollector(
             cluster, cloud, options.cluster_name, metrics=self.metrics, clock=clock, wall_clock=wall_clock,
             interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,
@@ -246,7 +268,7 @@ class Controller:
         """When the next pass has something to do on its own: the batch window closes, a plan can be made ahead
         for it, or a retry is due."""
         due = self.batcher.due()
-        for other in (self.ahead.due() if self._plans_ahead() else None, self._retry_at, self._empty_due):
+        for other in (self.ahead.due() if self._plans_ahead() else None, self._retry_at, self._deprovision_due):
             if other is not None:
                 due = other if due is None else min(due, other)
         return due
@@ -261,7 +283,7 @@ class Controller:
             result.garbage = self.garbage.collect(snapshot.nodes, self.inflight.provider_ids())
             result.errors.extend(result.garbage.errors)
         self._initialize(state)
-        self._deprovision(snapshot, result)
+        self._deprovision(snapshot, state, result)
         result.pending = len(state.pending)
         self.metrics.pods_pending.set(len(state.pending))
         self._report_unreadable(state)
@@ -277,22 +299,54 @@ class Controller:
         result.due = self.next_due()
         return result
 
-    def _deprovision(self, snapshot: Snapshot, result: ReconcileResult) -> None:
-        """Emptiness marks and deletes empty nodes; termination drains and terminates the nodes being deleted."""
-        ttls = {s.name: s.ttl_seconds_after_empty for s in (self.loaded.sets if self.loaded else ())}
+    def _deprovision(self, snapshot: Snapshot, state: ClusterState, result: ReconcileResult) -> None:
+        """Emptiness marks and deletes empty nodes; expiry, drift and consolidation (`deprovisioner`) replace and
+        delete nodes; termination drains and terminates the nodes being deleted."""
+        sets = self.loaded.sets if self.loaded else ()
+        ttls = {s.name: s.ttl_seconds_after_empty for s in sets}
+        protected = self.deprovisioner.protected()
         emptied = reconcile_emptiness(self.cluster, snapshot.nodes, snapshot.pods, ttls, self.wall_clock(),
-                                      self._fields)
+                                      self._fields, protected)
+        disrupted = self._disrupt(snapshot, state, result)
         terminated = self.terminator.reconcile(snapshot.nodes, snapshot.pods)
         # Come back: at once for a node just deleted or a drain under way, later for a drain a budget blocks.
         dues = [self.clock() + emptied.due] if emptied.due is not None else []
+        if disrupted.due is not None:
+            dues.append(disrupted.due)
         if emptied.deleted or terminated.cordoned or terminated.evicted:
             dues.append(self.clock() + DRAIN_STEP_SECONDS)
         elif terminated.blocked:
             dues.append(self.clock() + BLOCKED_DRAIN_RETRY_SECONDS)
-        self._empty_due = min(dues) if dues else None
+        self._deprovision_due = min(dues) if dues else None
         result.terminated = terminated
         result.emptied = emptied
-        result.errors.extend(emptied.errors + result.terminated.errors)
+        result.disrupted = disrupted
+        result.errors.extend(emptied.errors + terminated.errors + disrupted.errors)
+
+    def _disrupt(self, snapshot: Snapshot, state: ClusterState, result: ReconcileResult) -> Disrupted:
+        """Expiry, drift and consolidation: decided only while nothing else moves (no pod pending, no launch in
+        flight, no node of ours being deleted, no batch window open)."""
+        if self.loaded is None and self.deprovisioner.underway is None:
+            return Disrupted()
+        deleting = any(node_info.is_ours(n) and objects.is_deleting(n) for n in snapshot.nodes)
+        quiet = not (state.pending or state.unreadable or len(self.inflight) or deleting
+                     or self.batcher.due() is not None)
+        protected = self.deprovisioner.protected()
+
+        def inputs() -> Inputs:
+            budgets = self.cluster.list(objects.POD_DISRUPTION_BUDGET).items
+            return Inputs(state, self._template_sets(), snapshot.pods, budgets, self.wall_clock(), protected)
+
+        def launch(command: Command) -> list[str] | str:
+            return self._launch_replacements(command, result)
+
+        try:
+            return self.deprovisioner.step(quiet, inputs, snapshot.nodes, launch)
+        except (ClusterError, CloudError) as error:
+            done = Disrupted(errors=[f"could not decide on disruption, {error}"])
+            NODE.error(done.errors[0], extra=self._fields())
+            done.due = self.clock() + self.options.disruption_interval
+            return done
 
     def took_over(self) -> None:
         """This replica just became the leader: the next pass registers Nodes for instances of ours that have
@@ -613,6 +667,31 @@ class Controller:
             self._launched(claim, outcome, templates, result)
         return retry
 
+    def _launch_replacements(self, command: Command, result: ReconcileResult) -> list[str] | str:
+        """Launch a disruption command's replacements and register their Nodes; no pod is bound to them (their
+        pods still run on the nodes they replace). The names, or why a launch failed."""
+        templates = self._template_sets()
+        claims = []
+        for claim in command.replacements:
+            if claim.template not in templates.sets:
+                return f"provisioner {claim.template} is no longer in the constraint sets"
+            # A token of its own: the same pods may later need a launch of their own, which must not get this one.
+            salt = f"{claim.template_hash}/{command.method}:{','.join(command.names)}"
+            claims.append(dataclasses.replace(claim, template_hash=salt))
+        requests = [
+            launch_request(self.options.cluster_name, c, templates.template(c.template), templates.sets[c.template])
+            for c in claims
+        ]
+        names: list[str] = []
+        failed: list[str] = []
+        for claim, outcome in zip(claims, self.launcher.launch(requests), strict=True):
+            if outcome.instance is None:
+                self._launch_failed(claim, outcome, result)
+                failed.append(str(outcome.error))
+                continue
+            names.append(self._launched(claim, outcome, templates, result, bind=False))
+        return "; ".join(failed) if failed else names
+
     def _launch_failed(self, claim: ClaimPlan, outcome: Outcome, result: ReconcileResult) -> bool:
         """Log and count a failed launch; whether it failed for capacity alone (worth re-planning)."""
         error = outcome.error
@@ -633,7 +712,10 @@ class Controller:
         )
         return isinstance(error, InsufficientCapacity)
 
-    def _launched(self, claim: ClaimPlan, outcome: Outcome, templates: Templates, result: ReconcileResult) -> None:
+    def _launched(
+        self, claim: ClaimPlan, outcome: Outcome, templates: Templates, result: ReconcileResult, bind: bool = True
+    ) -> str:
+        """Register the Node of a launched instance and (`bind`) bind the claim's pods to it; the Node's name."""
         instance = outcome.instance
         assert instance is not None
         template = templates.template(claim.template)
@@ -649,13 +731,14 @@ class Controller:
                 extra=self._fields(provisioner=claim.template, refused=len(instance.failed_offerings)),
             )
         node = node_info.node_object(instance, template, constraint_set, claim.requirements)
-        entry = InFlightNode(instance, node, claim.template, self.clock(), {pod.uid: pod for pod in claim.pods})
+        planned = {pod.uid: pod for pod in claim.pods} if bind else {}
+        entry = InFlightNode(instance, node, claim.template, self.clock(), planned)
         self.inflight.add(entry)
         launched_offering = (instance.instance_type, instance.zone)
         price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), None)
         launched = LaunchedNode(
             entry.name, instance.id, instance.instance_type, instance.zone, instance.capacity_type, claim.template,
-            tuple(p.key for p in claim.pods), price,
+            tuple(p.key for p in claim.pods) if bind else (), price,
         )
         result.launched.append(launched)
         text = (
@@ -666,7 +749,9 @@ class Controller:
         self._register(entry, result)
         if entry.registered:
             self._event(entry.node, REASON_LAUNCHED, text)
-            self._bind(entry.name, claim.pods, entry, result)
+            if bind:
+                self._bind(entry.name, claim.pods, entry, result)
+        return entry.name
 
     def _bind(self, node: str, pods: Sequence[Pod], entry: InFlightNode | None, result: ReconcileResult) -> None:
         bindings = [Binding(p.namespace, p.name, p.uid, node) for p in pods]

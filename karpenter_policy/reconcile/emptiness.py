@@ -51,8 +51,10 @@ def reconcile_emptiness(
     ttls: Mapping[str, int | None],
     now: dt.datetime,
     fields: Callable[..., dict[str, object]],
+    protected: frozenset[str] = frozenset(),
 ) -> Emptied:
-    """One pass over the nodes; `ttls`: provisioner name → ttlSecondsAfterEmpty (None: never)."""
+    """One pass over the nodes; `ttls`: provisioner name → ttlSecondsAfterEmpty (None: never). `protected` nodes
+    (the replacements of a disruption under way, about to receive pods) do not count as empty."""
     done = Emptied()
     busy = {pod_info.node_name(p) for p in pods
             if pod_info.node_name(p) and not pod_info.is_terminal(p) and not pod_info.is_daemon_pod(p)}
@@ -62,7 +64,7 @@ def reconcile_emptiness(
             continue
         ttl = ttls.get(node_info.template_of(node) or "")
         stamped = objects.annotations(node).get(EMPTINESS_TIMESTAMP)
-        empty = name not in busy and objects.labels(node).get(INITIALIZED) == "true"
+        empty = name not in busy and name not in protected and objects.labels(node).get(INITIALIZED) == "true"
         try:
             if ttl is None or not empty:
                 if stamped is not None:

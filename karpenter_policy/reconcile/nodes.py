@@ -13,8 +13,8 @@ about to go — so pods can be planned onto a node that is being launched. Other
 :func:`node_object` is the Node the controller creates when an instance is launched (before the kubelet joins,
 which adopts it): named as the kubelet will register (the private DNS name), with the provisioner's labels and
 the instance's (type, zone, capacity type, arch, OS and the `karpenter.k8s.aws/instance-*` labels), taints and
-startup taints, the `karpenter.sh/termination` finalizer, the constraint-set hash (for drift), the provider ID,
-and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures when it
+startup taints, the `karpenter.sh/termination` finalizer, the constraint-set hash and node hash (drift), the
+provider ID, and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures when it
 joins).
 """
 
@@ -42,6 +42,8 @@ TERMINATION_FINALIZER = "karpenter.sh/termination"
 ANNOTATION_HASH = "karpenter-policy/constraint-set-hash"
 ANNOTATION_STARTUP_TAINTS = "karpenter-policy/startup-taints"
 ANNOTATION_INSTANCE = "karpenter-policy/instance-id"
+#: The hash of what shapes the node (`ConstraintSet.node_hash`): a node whose hash differs from its set's has drifted.
+ANNOTATION_NODE_HASH = "karpenter-policy/node-hash"
 #: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`).
 EPHEMERAL_TAINT_KEYS = (
     "node.kubernetes.io/not-ready",
@@ -178,6 +180,7 @@ def node_object(
     taints = [t.to_api() for t in (*constraint_set.taints, *constraint_set.startup_taints)]
     annotations = {
         ANNOTATION_HASH: constraint_set.hash,
+        ANNOTATION_NODE_HASH: constraint_set.node_hash,
         ANNOTATION_INSTANCE: instance.id,
         ANNOTATION_STARTUP_TAINTS: json.dumps([t.to_api() for t in constraint_set.startup_taints], sort_keys=True),
     }
@@ -229,6 +232,7 @@ def instance_id(node: Obj) -> str:
 __all__ = [
     "ANNOTATION_HASH",
     "ANNOTATION_INSTANCE",
+    "ANNOTATION_NODE_HASH",
     "ANNOTATION_STARTUP_TAINTS",
     "EPHEMERAL_TAINT_KEYS",
     "TERMINATION_FINALIZER",

@@ -49,7 +49,7 @@ def _inflate() -> list[Workload]:
     return [Workload(w.kind, w.name, w.namespace or "default", w.template, w.replicas) for w in found.workloads]
 
 
-def test_timed_steps_start_on_time_and_a_policy_change_applies_to_later_launches(
+def test_timed_steps_start_on_time_and_a_policy_change_rolls_the_fleet(
     versions: tuple[Loaded, Loaded],
 ) -> None:
     spot, on_demand = versions
@@ -76,8 +76,9 @@ def test_timed_steps_start_on_time_and_a_policy_change_applies_to_later_launches
     assert result.pods == 20
     spot_nodes = {n.name for n in result.nodes if n.capacity_type == "spot"}
     on_demand_nodes = {n.name for n in result.nodes if n.capacity_type == "on-demand"}
-    assert spot_nodes == {n.name for n in ten.nodes}, "the nodes from before the change stay"
-    assert on_demand_nodes, "the pods after the change went to on-demand nodes"
+    assert not spot_nodes & {n.name for n in ten.nodes}, "the spot nodes from before the change drifted and went"
+    assert on_demand_nodes and not spot_nodes, "every pod now runs on on-demand nodes"
+    assert "deprovisioning via drift" in result.log and "no longer satisfies karpenter.sh/capacity-type" in result.log
 
 
 def test_steps_timed_out_of_order_are_refused(versions: tuple[Loaded, Loaded]) -> None:
