@@ -306,6 +306,7 @@ class Simulation:
         captured = io.StringIO()
         handler = logging.StreamHandler(captured)
         handler.setFormatter(logs.KarpenterFormatter(logs.TEXT))
+        handler.addFilter(self._virtual_time)
         package = logging.getLogger("karpenter_policy")
         level = package.level
         package.addHandler(handler)
@@ -339,6 +340,13 @@ class Simulation:
         result.unschedulable = {k: v for k, v in sorted(result.unschedulable.items()) if k in pending}
         result.log = captured.getvalue()
         return result
+
+    def _virtual_time(self, record: logging.LogRecord) -> bool:
+        """A line logged without the caller's clock (the AWS provider's) gets the virtual time too: the same
+        scenario prints the same log."""
+        if not hasattr(record, "when"):
+            record.when = self.clock.wall()
+        return True
 
     def _check_times(self, steps: Sequence[Step], until: float | None) -> None:
         latest = 0.0

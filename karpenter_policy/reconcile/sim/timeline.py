@@ -4,8 +4,8 @@ The driver tells the :class:`Timeline` when it creates a pod and when the contro
 the cluster after every event (:meth:`Timeline.observe`); the timeline notes, in virtual seconds, when each pod was
 bound, started and finished or went away, when each node went away, and the peak of the requests of the pods that
 want to run (pending or bound, not finished). :func:`figures` sums it up: pods scheduled, pending time per pod
-(creation → bound: max, p99, median), nodes launched and deleted, the dollars spent (each node's $/h over its
-lifetime, from its launch until it was deleted or the run ended).
+(creation → bound: max, p99, median; and creation → Running), nodes launched and deleted, the dollars spent (each
+node's $/h over its lifetime, from its launch until it was deleted or the run ended).
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ class PodTimes:
     @property
     def pending_seconds(self) -> float | None:
         return None if self.bound is None else self.bound - self.created
+
+    @property
+    def starting_seconds(self) -> float | None:
+        """Creation → Running: the pending time and the node's startup when it had to be launched."""
+        return None if self.started is None else self.started - self.created
 
 
 @dataclass(slots=True)
@@ -136,6 +141,8 @@ class Figures:
     pending_max: float
     pending_p99: float
     pending_median: float
+    running_max: float  # creation → Running (the node's startup included)
+    running_p99: float
     nodes_launched: int
     nodes_deleted: int
     dollars: float
@@ -145,6 +152,7 @@ class Figures:
 
 def figures(timeline: Timeline, end: float) -> Figures:
     waits = [t.pending_seconds for t in timeline.pods.values() if t.pending_seconds is not None]
+    starts = [t.starting_seconds for t in timeline.pods.values() if t.starting_seconds is not None]
     return Figures(
         end=end,
         pods_created=len(timeline.pods),
@@ -154,6 +162,8 @@ def figures(timeline: Timeline, end: float) -> Figures:
         pending_max=max(waits, default=0.0),
         pending_p99=percentile(waits, 0.99),
         pending_median=percentile(waits, 0.5),
+        running_max=max(starts, default=0.0),
+        running_p99=percentile(starts, 0.99),
         nodes_launched=len(timeline.nodes),
         nodes_deleted=sum(1 for n in timeline.nodes.values() if n.deleted is not None and n.deleted <= end),
         dollars=round(sum(n.dollars(end) for n in timeline.nodes.values()), 6),
