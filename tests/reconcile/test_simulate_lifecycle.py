@@ -5,6 +5,9 @@ controller, the in-memory cluster and moto's EC2 in the process."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,12 +18,14 @@ from karpenter_policy.cli import main
 from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
 from karpenter_policy.reconcile.sim.driver import Simulation, SimulationError, Step
+from karpenter_policy.reconcile.sim.report import render_report
 from karpenter_policy.reconcile.sim.timeline import percentile
 from karpenter_policy.reconcile.sim.workloads import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"
 INFLATE = ROOT / "examples" / "workloads" / "apps" / "inflate.yaml"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +133,31 @@ def test_start_and_replicas_are_for_the_right_kind_of_workload(seeds: Loaded) ->
         pytest.raises(SimulationError, match="the run ends at 5 s, before its last step"),
     ):
         simulation.run([Step("create"), Step("later", at=10.0)], until=5.0)
+
+
+def test_the_report_shows_the_run_figures_interruptions_and_each_pods_wait(seeds: Loaded, tmp_path: Path) -> None:
+    steps = [Step("create"), Step("scale to 6", {"deployment/inflate": 6}, at=10.0),
+             Step("a job", start={"job/crunch": 2}, at=100.0), Step("interrupt", interrupt=1, at=200.0)]
+    with Simulation(seeds, [_inflate(), _job(120.0)], load_catalog(region="us-east-1")) as simulation:
+        result = simulation.run(steps, until=500.0)
+    html = render_report(result, "lifecycle")
+    figures = result.figures
+    assert f"<th>pods scheduled</th><td>{figures.pods_scheduled} of {figures.pods_created} created (2 completed" in html
+    assert "<th>spot interruptions</th><td>1</td>" in html
+    (interruption,) = result.interruptions
+    assert len(re.findall(r'<line class="interruption"', html)) == 1
+    assert f"200 s: spot interruption of {interruption.node}" in html
+    started = [p for p in result.timeline.pods.values() if p.started is not None]
+    assert len(re.findall(r'<circle class="pod"', html)) == len(started) == figures.pods_created
+    assert render_report(result, "lifecycle") == html, "the same run, the same bytes"
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium): the page was not loaded")
+    page = tmp_path / "report.html"
+    page.write_text(html)
+    dumped = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    assert 'data-errors="0"' in dumped.stdout, "the page raised errors"
