@@ -151,6 +151,15 @@ class Static:
     dollars: float
 
 
+def spot_prices(catalog: Catalog, ratio: float) -> dict[tuple[str, str], float]:
+    """A spot market where every spot offering costs `ratio` × its type's on-demand price."""
+    return {
+        (t.name, o.zone): round(t.price_on_demand * ratio, 5)
+        for t in catalog.instance_types if t.price_on_demand is not None
+        for o in t.offerings if o.capacity_type == "spot"
+    }
+
+
 def static_group(catalog: Catalog, figures: Figures, daemon_cpu: int, daemon_memory: int, name: str) -> Static:
     instance_type = catalog.get(name)
     if instance_type is None or instance_type.price_on_demand is None:
@@ -185,10 +194,11 @@ def _bytes(text: str) -> int:
     return int(text)
 
 
-def summary(result: SimulationResult, static: Static, wall: float, seed: int) -> dict[str, Any]:
+def summary(result: SimulationResult, static: Static, wall: float, seed: int, ratio: float | None) -> dict[str, Any]:
     figures = result.figures
     return {
         "seed": seed,
+        "spot_price_ratio": ratio,
         "virtual_seconds": figures.end,
         "wall_seconds": round(wall, 1),
         **asdict(figures),
@@ -198,8 +208,9 @@ def summary(result: SimulationResult, static: Static, wall: float, seed: int) ->
     }
 
 
-def render(result: SimulationResult, static: Static, wall: float, seed: int) -> str:
+def render(result: SimulationResult, static: Static, wall: float, seed: int, ratio: float | None) -> str:
     f = result.figures
+    spot = "spot priced at on-demand" if ratio is None else f"spot at {ratio:g} × on-demand"
     saved = static.dollars - f.dollars
     lines = [
         f"soak: {f.end / 3600:g} h of virtual time, seed {seed}, in {wall:.1f} s of wall time",
@@ -212,7 +223,7 @@ def render(result: SimulationResult, static: Static, wall: float, seed: int) -> 
         f"nodes                   {f.nodes_launched} launched, {f.nodes_deleted} deleted, "
         f"{len(result.nodes)} at the end",
         f"spot interruptions      {len(result.interruptions)}",
-        f"spent                   ${f.dollars:.2f} (each node's $/h over its lifetime; spot priced at on-demand)",
+        f"spent                   ${f.dollars:.2f} (each node's $/h over its lifetime; {spot})",
         f"static node group       ${static.dollars:.2f}: {static.count} × {static.instance_type} on demand "
         f"(${static.price:.3f}/h) for {f.end / 3600:g} h, sized for the peak requests "
         f"({f.peak_cpu / 1000:g} vCPU, {f.peak_memory / 2**30:.1f} GiB)",
@@ -228,6 +239,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--hours", type=float, default=2.0, help="virtual hours of the trace (default 2)")
     parser.add_argument("--static-type", default=STATIC_TYPE, help=f"the static group's type (default {STATIC_TYPE})")
+    parser.add_argument("--spot-price-ratio", type=float, metavar="R",
+                        help="spot offerings cost R × on-demand (default: spot priced at on-demand, as moto has no "
+                             "spot market)")
     parser.add_argument("--report", metavar="FILE", help="write the simulation's HTML report there")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
@@ -238,16 +252,20 @@ def main() -> None:
     seconds = args.hours * 3600.0
     steps = trace(args.seed, seconds, pr)
     start = time.perf_counter()
-    with Simulation(base, found, catalog, SimulationOptions(seed=args.seed)) as simulation:
+    ratio = args.spot_price_ratio
+    if ratio is not None and not 0 < ratio <= 1:
+        parser.error("--spot-price-ratio: a share of the on-demand price, above 0 and at most 1")
+    options = SimulationOptions(seed=args.seed, spot_prices=spot_prices(catalog, ratio) if ratio else {})
+    with Simulation(base, found, catalog, options) as simulation:
         result = simulation.run(steps, until=seconds)
     wall = time.perf_counter() - start
     static = static_group(catalog, result.figures, *daemon_requests(found), args.static_type)
     if args.report:
         Path(args.report).write_text(render_report(result, f"soak: {args.hours:g} h, seed {args.seed}"))
     if args.json:
-        print(json.dumps(summary(result, static, wall, args.seed), indent=2))
+        print(json.dumps(summary(result, static, wall, args.seed, ratio), indent=2))
     else:
-        sys.stdout.write(render(result, static, wall, args.seed))
+        sys.stdout.write(render(result, static, wall, args.seed, ratio))
         if args.report:
             print(f"report: {args.report}")
 
