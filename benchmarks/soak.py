@@ -245,9 +245,14 @@ def main() -> None:
     parser.add_argument("--report", metavar="FILE", help="write the simulation's HTML report there")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
+    if not 0 < args.hours <= 24:
+        parser.error("--hours: above 0 and at most 24")
     WORK.mkdir(parents=True, exist_ok=True)
     base, pr = compile_versions()
     catalog = load_catalog(region=REGION)
+    static_type = catalog.get(args.static_type)
+    if static_type is None or static_type.price_on_demand is None:
+        parser.error(f"--static-type {args.static_type}: not a priced type of the {REGION} catalog")
     found = workloads()
     seconds = args.hours * 3600.0
     steps = trace(args.seed, seconds, pr)
@@ -261,7 +266,10 @@ def main() -> None:
     wall = time.perf_counter() - start
     static = static_group(catalog, result.figures, *daemon_requests(found), args.static_type)
     if args.report:
-        Path(args.report).write_text(render_report(result, f"soak: {args.hours:g} h, seed {args.seed}"))
+        try:
+            Path(args.report).write_text(render_report(result, f"soak: {args.hours:g} h, seed {args.seed}"))
+        except OSError as error:
+            raise SystemExit(f"soak.py: cannot write {args.report}: {error.strerror}") from None
     if args.json:
         print(json.dumps(summary(result, static, wall, args.seed, ratio), indent=2))
     else:
