@@ -102,7 +102,9 @@ def test_the_report_renders_in_headless_chromium_without_errors(build: Path, tmp
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     dom = dumped.stdout
     assert 'data-errors="0"' in dom, "the page raised errors"  # the inline script ran and counted none
-    assert len(re.findall(r'<svg class="chart"', dom)) == 3
+    assert len(re.findall(r'<svg class="chart"', dom)) == 4
+    assert len(re.findall(r'<circle class="pod"', dom)) == 10, "a dot per pod: its time from creation to running"
+    assert "<th>pods scheduled</th><td>10 of 10 created" in dom
     paths = re.findall(r'<path class="series" data-series="(\w+)" d="(M[^"]+)"', dom)
     assert {name for name, _ in paths} == {"pending", "starting", "running", "nodes", "cost"}
     assert all(d.count("L") >= 2 for _, d in paths), "every series is drawn over time"

@@ -18,6 +18,15 @@ the driver moves the clock from one event to the next — a batch window closing
 controller pass and the kubelets again, and sampling the cluster. A step settles when nothing is left to happen
 or the next timed step is due; pods that a batch could not place (no provisioner takes them, a launch failed) are
 tried once more when the controller's retry comes, and the step settles if that changes nothing.
+
+The driver also stands in for the controllers of a cluster that the simulation has none of, at every event:
+workload controllers keep each workload at its wanted number of live pods (a pod evicted or lost with its node is
+replaced by a new one), the pod garbage collector deletes the pods of a node that is gone, and the pods of a
+workload with a run time (`Workload.run_seconds`: a Job's, a Spark executor's) complete — phase Succeeded — that
+long after they started; a step's `start` starts more of them (a job run). A step's `interrupt` sends spot
+interruption warnings for random spot nodes, which the controller's interruption handler takes (see `spot`), and
+AWS reclaims each instance two minutes later. What happened to each pod and node is kept (`timeline`): pending
+time per pod, nodes launched and deleted, the dollars spent. `run(steps, until=…)` ends the run at that moment.
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ from karpenter_policy.reconcile.sim.account import Account, AccountBuilder
 from karpenter_policy.reconcile.sim.clock import VirtualClock
 from karpenter_policy.reconcile.sim.measure import Measurement, NodeRow, Sample, measure
 from karpenter_policy.reconcile.sim.server import MotoServer, SimulationUnavailable, require_loopback
+from karpenter_policy.reconcile.sim.spot import Interruption, SpotInterruptions
+from karpenter_policy.reconcile.sim.timeline import Figures, Timeline, figures
 from karpenter_policy.reconcile.sim.workloads import (
     ORDINAL_ANNOTATION,
     WORKLOAD_ANNOTATION,
@@ -82,12 +93,16 @@ class Step:
     """A scenario step: `label` for people, `replicas` by workload (`scale_key` form), `constraints`: a new version
     of the constraint sets from this step on (same region), `at`: when it starts, in virtual seconds from the start
     (None: :data:`STEP_GAP` after the previous step settled). The first step of a run creates every workload with
-    its manifest's replicas, then applies its own."""
+    its manifest's replicas, then applies its own. `start`: more pods of workloads with a run time, by workload
+    (a job run: each pod completes once it has run its time); `interrupt`: how many random spot nodes get a spot
+    interruption warning at the step's start."""
 
     label: str
     replicas: Mapping[str, int] = field(default_factory=dict)
     constraints: Loaded | None = None
     at: float | None = None
+    start: Mapping[str, int] = field(default_factory=dict)
+    interrupt: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +143,14 @@ class SimulationResult:
     notes: list[str] = field(default_factory=list)
     log: str = ""
     spot_priced: bool = False
+    timeline: Timeline = field(default_factory=Timeline)
+    interruptions: list[Interruption] = field(default_factory=list)
+    end: float = 0.0  # virtual seconds: when the run ended
+
+    @property
+    def figures(self) -> Figures:
+        """Pods scheduled, pending times, nodes launched and deleted, dollars spent up to the end."""
+        return figures(self.timeline, self.end)
 
     @property
     def cost(self) -> float:
@@ -213,9 +236,15 @@ class Simulation:
         )
         self.view = ListView(self.cluster)
         self.shapes = ShapeCache()
+        self.spot = SpotInterruptions(
+            self.cluster, self.cloud, self.account_builder.api, self.clock, region=self.region,
+            metrics=self.controller.metrics, seed=self.options.seed,
+        )
+        self.timeline = Timeline()
         self._prices: dict[str, float | None] = {}
         self._ready_at: dict[str, float] = {}
-        self._replicas: dict[str, int] = {}
+        self._replicas: dict[str, int] = {}  # live pods wanted, by workload (a job's: started, not completed)
+        self._finish_at: dict[str, tuple[float, objects.Obj]] = {}  # uid → when it completes, the pod
 
     def _aws(self, catalog: Catalog) -> tuple[Account, AwsCloudProvider]:
         access_key, secret_key, token = DUMMY_CREDENTIALS
@@ -260,7 +289,9 @@ class Simulation:
 
     # --- running ---------------------------------------------------------------------------------------------
 
-    def run(self, steps: Sequence[Step]) -> SimulationResult:
+    def run(self, steps: Sequence[Step], until: float | None = None) -> SimulationResult:
+        """Play `steps`; with `until` (virtual seconds), the last step settles until then and the run ends there
+        (without, :data:`STEP_GAP` after the last step settled)."""
         loaded = self.loaded
         result = SimulationResult(
             region=self.region,
@@ -269,10 +300,13 @@ class Simulation:
             provisioners=tuple(sorted(s.name for s in loaded.sets)),
             notes=list(self.account.notes),
             spot_priced=bool(self.options.spot_prices),
+            timeline=self.timeline,
+            interruptions=self.spot.sent,
         )
         captured = io.StringIO()
         handler = logging.StreamHandler(captured)
         handler.setFormatter(logs.KarpenterFormatter(logs.TEXT))
+        handler.addFilter(self._virtual_time)
         package = logging.getLogger("karpenter_policy")
         level = package.level
         package.addHandler(handler)
@@ -282,7 +316,7 @@ class Simulation:
             for note in self.account.notes:
                 LOG.warning("%s", note, extra=logs.fields(self.clock.wall()))
             self.controller.refresh_constraint_sets()
-            self._check_times(steps)
+            self._check_times(steps, until)
             for index, step in enumerate(steps):
                 if step.at is not None:
                     self.clock.advance_to(step.at)
@@ -290,12 +324,14 @@ class Simulation:
                     self.clock.advance_to(self.clock.now + self.options.step_gap)
                 started = self.clock.now
                 self._apply(step, first=index == 0)
-                following = steps[index + 1].at if index + 1 < len(steps) else None
+                following = steps[index + 1].at if index + 1 < len(steps) else until
                 self._settle(result, until=following)
                 settled = self.clock.now
                 result.steps.append(StepRecord(step.label, started, settled, self._measure(result, record=False)))
-            self.clock.advance_to(self.clock.now + self.options.step_gap)
+            self.clock.advance_to(self.clock.now + self.options.step_gap if until is None else until)
+            self._observe()
             final = self._measure(result)
+            result.end = self.clock.now
         finally:
             package.removeHandler(handler)
             package.setLevel(level)
@@ -305,23 +341,38 @@ class Simulation:
         result.log = captured.getvalue()
         return result
 
-    def _check_times(self, steps: Sequence[Step]) -> None:
+    def _virtual_time(self, record: logging.LogRecord) -> bool:
+        """A line logged without the caller's clock (the AWS provider's) gets the virtual time too: the same
+        scenario prints the same log."""
+        if not hasattr(record, "when"):
+            record.when = self.clock.wall()
+        return True
+
+    def _check_times(self, steps: Sequence[Step], until: float | None) -> None:
         latest = 0.0
         for step in steps:
             if step.at is not None:
                 if step.at < latest:
                     raise SimulationError(f"{step.label}: at {step.at:g} s, before the step before it")
                 latest = step.at
+        if until is not None and until < latest:
+            raise SimulationError(f"the run ends at {until:g} s, before its last step (at {latest:g} s)")
 
     def _apply(self, step: Step, first: bool) -> None:
         if step.constraints is not None:
             self._change_constraints(step)
         if first:
             self._create_workloads()
-        known = {scale_key(w.ref) for w in self.workloads}
-        for key in step.replicas:
-            if key not in known:
+        by_key = {scale_key(w.ref): w for w in self.workloads}
+        for key in (*step.replicas, *step.start):
+            if key not in by_key:
                 raise SimulationError(f"{step.label}: no workload {key} among the workloads")
+        for key in step.replicas:
+            if by_key[key].run_seconds is not None:
+                raise SimulationError(f"{step.label}: {key} completes after its run time: start pods, not replicas")
+        for key in step.start:
+            if by_key[key].run_seconds is None:
+                raise SimulationError(f"{step.label}: {key} has no run time: scale it (replicas), not start")
         for workload in self.workloads:
             wanted = step.replicas.get(scale_key(workload.ref))
             if wanted is None or workload.is_daemon_set:
@@ -331,6 +382,27 @@ class Simulation:
                 extra=logs.fields(self.clock.wall(), step=step.label),
             )
             self._scale(workload, wanted)
+        for workload in self.workloads:
+            more = step.start.get(scale_key(workload.ref), 0)
+            if more > 0:
+                LOG.info(
+                    "starting %d pod(s) of %s, %g s each", more, workload.ref, workload.run_seconds,
+                    extra=logs.fields(self.clock.wall(), step=step.label),
+                )
+                self._scale(workload, self._replicas[workload.ref] + more)
+        if step.interrupt:
+            self._interrupt(step)
+
+    def _interrupt(self, step: Step) -> None:
+        sent = self.spot.interrupt(step.interrupt)
+        for interruption in sent:
+            LOG.info(
+                "spot interruption warning for node %s (instance %s, %s in %s): reclaimed in %g s",
+                interruption.node, interruption.instance_id, interruption.instance_type, interruption.zone,
+                interruption.reclaim_at - interruption.at, extra=logs.fields(self.clock.wall(), step=step.label),
+            )
+        if not sent:
+            LOG.info("no spot node to interrupt", extra=logs.fields(self.clock.wall(), step=step.label))
 
     def _change_constraints(self, step: Step) -> None:
         new = step.constraints
@@ -366,17 +438,23 @@ class Simulation:
             if objects.annotations(p).get(WORKLOAD_ANNOTATION) == workload.ref
         ]
 
-    def _scale(self, workload: Workload, wanted: int) -> None:
-        """Create or delete pods as the workload's controller would: new pods get the next ordinals; scaling down
-        deletes pods without a node first, then those not running yet, then the newest."""
-        pods = self._pods_of(workload)
+    def _scale(self, workload: Workload, wanted: int) -> bool:
+        """Create or delete pods as the workload's controller would, to `wanted` live pods (not completed, not
+        being deleted): new pods get the next free ordinals; scaling down deletes pods without a node first, then
+        those not running yet, then the newest. True when it created or deleted one."""
+        every = self._pods_of(workload)
+        pods = [p for p in every if not pod_info.is_terminal(p) and not objects.is_deleting(p)]
+        self._replicas[workload.ref] = wanted
+        if wanted == len(pods):
+            return False
         if wanted > len(pods):
-            used = {objects.annotations(p).get(ORDINAL_ANNOTATION) for p in pods}
+            used = {objects.annotations(p).get(ORDINAL_ANNOTATION) for p in every}
             ordinal = 0
             for _ in range(wanted - len(pods)):
                 while str(ordinal) in used:
                     ordinal += 1
                 created = self.cluster.create(objects.POD, replica_pod(workload, ordinal, wanted))
+                self.timeline.created(created, workload.ref, self.clock.now)
                 self.controller.notify(objects.uid(created))  # what the runner's pod watch does
                 ordinal += 1
         else:
@@ -387,7 +465,60 @@ class Simulation:
 
             for pod in sorted(pods, key=keep_first)[: len(pods) - wanted]:
                 self.cluster.delete(objects.POD, objects.name(pod), objects.namespace(pod))
-        self._replicas[workload.ref] = wanted
+        return True
+
+    def _cluster_controllers(self) -> bool:
+        """What the cluster's own controllers would do by now (see the module docstring): AWS reclaims the
+        instances whose notice is over, the interruption handler takes the queue's messages, pods that have run
+        their time complete, the pods of a node that is gone are deleted, and each workload gets back to its live
+        pods. True when anything changed."""
+        changed = bool(self.spot.reclaim())
+        for poll in self.spot.poll():
+            changed = changed or bool(poll.acted)
+        now = self.clock.now
+        for uid, (finish_at, pod) in sorted(self._finish_at.items(), key=lambda item: item[1][0]):
+            if finish_at > now:
+                continue
+            del self._finish_at[uid]
+            if self._complete(pod):
+                changed = True
+                ref = objects.annotations(pod).get(WORKLOAD_ANNOTATION, "")
+                self._replicas[ref] = max(self._replicas.get(ref, 0) - 1, 0)
+        nodes = {objects.name(n) for n in self.cluster.list(objects.NODE).items}
+        for pod in self.cluster.list(objects.POD).items:
+            bound_to = pod_info.node_name(pod)
+            if bound_to and bound_to not in nodes and not pod_info.is_daemon_pod(pod):
+                self.cluster.delete(objects.POD, objects.name(pod), objects.namespace(pod))
+                changed = True
+        for workload in self.workloads:
+            if not workload.is_daemon_set and workload.ref in self._replicas:
+                changed = self._scale(workload, self._replicas[workload.ref]) or changed
+        return changed
+
+    def _complete(self, pod: objects.Obj) -> bool:
+        """The pod has run its time: phase Succeeded (False when it is gone meanwhile)."""
+        current = self.cluster.get(objects.POD, objects.name(pod), objects.namespace(pod))
+        if current is None or objects.uid(current) != objects.uid(pod) or objects.is_deleting(current):
+            return False
+        status = {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]}
+        self.cluster.patch(objects.POD, objects.name(pod), {"status": status}, objects.namespace(pod),
+                           subresource="status")
+        return True
+
+    def _observe(self) -> None:
+        """Show the timeline the cluster now; pods of a workload with a run time that just started get their end."""
+        pods = self.cluster.list(objects.POD).items
+        started = self.timeline.observe(pods, (objects.name(n) for n in self.cluster.list(objects.NODE).items),
+                                        self.clock.now, self.shapes)
+        if not started:
+            return
+        runs = {w.ref: w.run_seconds for w in self.workloads if w.run_seconds is not None}
+        by_uid = {objects.uid(p): p for p in pods}
+        for uid in started:
+            pod = by_uid[uid]
+            run = runs.get(objects.annotations(pod).get(WORKLOAD_ANNOTATION, ""))
+            if run is not None:
+                self._finish_at[uid] = (self.clock.now + run, pod)
 
     def _settle(self, result: SimulationResult, until: float | None = None) -> None:
         """Events until nothing is left to happen, or until the next event is at `until` or later (the next timed
@@ -395,16 +526,22 @@ class Simulation:
         started = self.clock.now
         stalled = False
         for _ in range(STEP_LIMIT_PASSES):
+            changed = self._cluster_controllers()
             self.kubelet.sync()
             outcome = self.controller.reconcile_once()
             self._record(outcome, result)
             self.kubelet.sync()
+            self._observe()
             self._measure(result)
-            if outcome.launched or outcome.bound:
+            if outcome.launched or outcome.bound or changed:
                 stalled = False
             elif outcome.scheduled:
                 stalled = True  # a batch that placed nothing: its pods wait for the retry, which changes nothing
             upcoming = [t for name, t in self._ready_at.items() if t > self.clock.now]
+            upcoming += [t for t, _ in self._finish_at.values()]
+            reclaim = self.spot.due()
+            if reclaim is not None:
+                upcoming.append(reclaim)
             if not stalled and outcome.due is not None:
                 upcoming.append(outcome.due)
             if not upcoming or min(upcoming) - started > STEP_LIMIT_SECONDS:
@@ -418,6 +555,9 @@ class Simulation:
         for launched in outcome.launched:
             self._prices[launched.node] = launched.price
             self._ready_at[launched.node] = self.clock.now + self.options.node_startup
+            self.timeline.launched(
+                launched.node, launched.instance_type, launched.capacity_type, launched.price, self.clock.now
+            )
         result.unschedulable.update(outcome.unschedulable)
         for error in outcome.errors:
             if error not in result.errors:

@@ -1,6 +1,8 @@
-"""The self-contained HTML report of a simulation (`simulate --report FILE`): pods and nodes over virtual time, the
-fleet's $/h over time, and each node's packing, as inline SVG drawn here — no script from anywhere, no network when
-the page is viewed, the same bytes for the same simulation.
+"""The self-contained HTML report of a simulation (`simulate --report FILE`, `benchmarks/soak.py --report FILE`):
+the run's figures (pods scheduled, pending time per pod, nodes launched and deleted, dollars spent), pods and nodes
+over virtual time with the spot interruptions marked, the fleet's $/h over time, each pod's time from creation to
+running, and each node's packing, as inline SVG drawn here — no script from anywhere, no network when the page is
+viewed, the same bytes for the same simulation.
 
 A small inline script only records errors the page raises into ``<body data-errors>`` (what the headless-browser
 test reads; "not run" until the script runs) and shows a value under the pointer; the charts are drawn without it.
@@ -13,10 +15,12 @@ from html import escape
 
 from karpenter_policy.reconcile.sim.driver import SimulationResult
 from karpenter_policy.reconcile.sim.measure import NodeRow, Sample
+from karpenter_policy.reconcile.sim.spot import Interruption
 from karpenter_policy.reconcile.sim.table import price_text
 
 WIDTH, HEIGHT, PAD = 760, 220, 44
-COLOURS = {"pending": "#d9480f", "running": "#2b8a3e", "starting": "#f59f00", "nodes": "#1c7ed6", "cost": "#5f3dc4"}
+COLOURS = {"pending": "#d9480f", "running": "#2b8a3e", "starting": "#f59f00", "nodes": "#1c7ed6", "cost": "#5f3dc4",
+           "interruption": "#e03131"}
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:820px;color:#212529}
@@ -26,6 +30,7 @@ svg{background:#fff;border:1px solid #dee2e6}
 text{font-size:11px;fill:#495057}
 table{border-collapse:collapse;font-size:12px}td,th{padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}
+table.figures td{text-align:left}
 .legend span{display:inline-block;margin-right:14px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 """
@@ -84,7 +89,10 @@ def _axes(end: float, top: float, unit: str) -> list[str]:
     return parts
 
 
-def _line_chart(title: str, samples: Sequence[Sample], series: Sequence[str], unit: str) -> str:
+def _line_chart(
+    title: str, samples: Sequence[Sample], series: Sequence[str], unit: str,
+    interruptions: Sequence[Interruption] = (),
+) -> str:
     end = max((s.at for s in samples), default=0.0) or 1.0
     top = max((float(getattr(s, name)) for s in samples for name in series), default=0.0) or 1.0
     parts = [f'<svg class="chart" role="img" aria-label="{escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
@@ -92,9 +100,53 @@ def _line_chart(title: str, samples: Sequence[Sample], series: Sequence[str], un
     for name in series:
         parts.append(f'<path class="series" data-series="{name}" d="{_steps(samples, name, end, top)}" fill="none" '
                      f'stroke="{COLOURS[name]}" stroke-width="2"/>')
+    for interruption in interruptions:  # a dashed line where each spot interruption warning came
+        x = _x(interruption.at, end)
+        value = (f"{interruption.at:.0f} s: spot interruption of {interruption.node} ({interruption.instance_type} "
+                 f"in {interruption.zone})")
+        parts.append(f'<line class="interruption" x1="{x:.1f}" y1="{PAD}" x2="{x:.1f}" y2="{HEIGHT - PAD}" '
+                     f'stroke="{COLOURS["interruption"]}" stroke-dasharray="4 3" stroke-width="2" '
+                     f'data-value="{escape(value)}"/>')
     parts.append("</svg>")
-    legend = "".join(f'<span><i style="background:{COLOURS[n]}"></i>{n}</span>' for n in series)
+    names = [*series, *(["interruption"] if interruptions else [])]
+    legend = "".join(f'<span><i style="background:{COLOURS[n]}"></i>{n}</span>' for n in names)
     return f'<h2>{escape(title)}</h2><div class="legend">{legend}</div>{"".join(parts)}'
+
+
+def _waits_chart(result: SimulationResult, end: float) -> str:
+    """A dot per pod that ran: when it was created (x), how long until it was Running (y)."""
+    pods = sorted(
+        (p for p in result.timeline.pods.values() if p.starting_seconds is not None), key=lambda p: (p.created, p.key)
+    )
+    top = max((p.starting_seconds or 0.0 for p in pods), default=0.0) or 1.0
+    parts = [f'<svg class="chart" role="img" aria-label="time to running" width="{WIDTH}" height="{HEIGHT}" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}">', *_axes(end, top, "s")]
+    for pod in pods:
+        value = (f"{pod.key} ({pod.workload}): created at {pod.created:.0f} s, bound after "
+                 f"{pod.pending_seconds or 0.0:.1f} s, running after {pod.starting_seconds or 0.0:.1f} s")
+        x, y = _x(pod.created, end), _y(pod.starting_seconds or 0.0, top)
+        parts.append(f'<circle class="pod" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{COLOURS["starting"]}" '
+                     f'fill-opacity="0.6" data-value="{escape(value)}"/>')
+    parts.append("</svg>")
+    return ("<h2>Time from creation to running, per pod (s)</h2><p>Each dot a pod: when it was created, how long "
+            f"until it ran (its pending time plus, when a node had to be launched, the node's startup).</p>"
+            f"{''.join(parts)}")
+
+
+def _figures(result: SimulationResult) -> str:
+    figures = result.figures
+    rows = (
+        ("pods scheduled", f"{figures.pods_scheduled} of {figures.pods_created} created ({figures.pods_completed} "
+                           f"completed, {figures.pods_pending_at_end} pending at the end)"),
+        ("pending time per pod (creation → bound)", f"max {figures.pending_max:.1f} s, p99 {figures.pending_p99:.1f} "
+                                                     f"s, median {figures.pending_median:.1f} s"),
+        ("time to running (creation → Running)", f"max {figures.running_max:.1f} s, p99 {figures.running_p99:.1f} s"),
+        ("nodes", f"{figures.nodes_launched} launched, {figures.nodes_deleted} deleted"),
+        ("spot interruptions", str(len(result.interruptions))),
+        ("spent", f"${figures.dollars:.4f} over {figures.end:.0f} s (each node's $/h over its lifetime)"),
+    )
+    body = "".join(f"<tr><th>{escape(name)}</th><td>{escape(value)}</td></tr>" for name, value in rows)
+    return f'<h2>Figures of the run</h2><table class="figures"><tbody>{body}</tbody></table>'
 
 
 def _packing_chart(nodes: Sequence[NodeRow]) -> str:
@@ -146,9 +198,12 @@ def render_report(result: SimulationResult, title: str) -> str:
         f"<p>Region {escape(result.region)}; constraint sets {escape(result.constraint_hash)}; provisioners "
         f"{escape(', '.join(result.provisioners))}. Fleet at the end: {len(result.nodes)} node(s), {result.pods} "
         f"pod(s), <b>${result.cost:.4f}/h</b>. <span id=\"hover\"></span></p>",
+        _figures(result),
         f"<ol>{steps}</ol>",
-        _line_chart("Pods and nodes over time", result.samples, ("pending", "starting", "running", "nodes"), "count"),
+        _line_chart("Pods and nodes over time", result.samples, ("pending", "starting", "running", "nodes"), "count",
+                    result.interruptions),
         _line_chart("Fleet cost over time ($/h)", result.samples, ("cost",), "$/h"),
+        _waits_chart(result, max((s.at for s in result.samples), default=0.0) or 1.0),
         _packing_chart(result.nodes),
         "<h2>Nodes</h2>",
         _node_table(result.nodes),

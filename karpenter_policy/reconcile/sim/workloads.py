@@ -34,13 +34,15 @@ OWNER_API_VERSIONS = {"Job": "batch/v1", "ReplicationController": "v1"}
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A workload of the scenario: kind and name as written, its namespace, its pod template (`metadata` and
-    `spec`) and the replicas its manifest asks for."""
+    `spec`) and the replicas its manifest asks for. `run_seconds`: how long each pod runs once started before it
+    completes (phase Succeeded, as a Job's or a Spark executor's pod does); None: it runs until deleted."""
 
     kind: str
     name: str
     namespace: str
     template: Mapping[str, Any] = field(compare=False)
     replicas: int = 1
+    run_seconds: float | None = None
 
     @property
     def ref(self) -> str:
