@@ -1,0 +1,311 @@
+"""Expiry, drift and consolidation on the in-memory cluster and cloud with a fake clock: what replaces a node is
+launched and initialized before the node is deleted; the node then goes through the termination finalizer (its
+pods evicted, recreated by their ReplicaSet — the stand-in below — and bound to the replacement)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from karpenter_policy.cloud.provider import STATE_TERMINATED
+from karpenter_policy.kube import objects
+from karpenter_policy.reconcile import nodes as node_info
+from karpenter_policy.reconcile.constraints import DirectorySource
+from karpenter_policy.reconcile.controller import Controller, ReconcileResult
+from karpenter_policy.reconcile.disruption import DO_NOT_CONSOLIDATE
+
+from .lifecycle import World
+from .support import POLICIES, compile_policies, container, replicas
+
+Edit = Callable[[str], str]
+
+
+def policies(tmp: Path, default: Edit, name: str = "policies") -> Path:
+    """The example policies with `default.yaml` rewritten by `default`, compiled by the real CLI."""
+    source = tmp / name
+    shutil.copytree(POLICIES, source)
+    path = source / "default.yaml"
+    path.write_text(default(path.read_text()))
+    return compile_policies(source, tmp / f"{name}-build")
+
+
+def consolidating(text: str) -> str:
+    return text.replace("ttlSecondsAfterEmpty: 30", "consolidation:\n    enabled: true")
+
+
+def on_demand(text: str) -> str:
+    return text.replace('values: ["spot"]', 'values: ["on-demand"]')
+
+
+class Deployment:
+    """A ReplicaSet's stand-in: keeps `count` pods of one vCPU each (`app-<n>`), replacing any that is evicted."""
+
+    def __init__(self, world: World, app: str, count: int, cpu: str = "1") -> None:
+        self.world, self.app, self.cpu = world, app, cpu
+        self.next = 0
+        self.count = 0
+        self.scale(count)
+
+    def live(self) -> list[dict[str, object]]:
+        return [p for p in self.world.cluster.list(objects.POD).items
+                if objects.labels(p).get("app") == self.app and not objects.is_deleting(p)]
+
+    def scale(self, count: int) -> None:
+        self.count = count
+        live = sorted(self.live(), key=lambda p: int(objects.name(p).rsplit("-", 1)[1]))
+        for pod in live[count:]:
+            self.world.cluster.delete(objects.POD, objects.name(pod), "default")
+        for _ in range(count - len(live)):
+            (created,) = replicas(self.app, self.next, 1, containers=[container(self.cpu)])
+            self.world.cluster.create(objects.POD, created)
+            self.next += 1
+
+    def restore(self) -> None:
+        self.scale(self.count)
+
+
+def run(world: World, controller: Controller, deployment: Deployment, seconds: int,
+        until: Callable[[], bool] | None = None) -> list[ReconcileResult]:
+    """One pass a second (kubelets, the ReplicaSet, the controller) for `seconds` or until `until()` holds."""
+    results = []
+    for _ in range(seconds):
+        world.kubelet.sync()
+        deployment.restore()
+        results.append(controller.reconcile_once())
+        world.kubelet.sync()
+        if until is not None and until():
+            break
+        world.clock.advance(1)
+    return results
+
+
+def nodes(world: World) -> dict[str, dict[str, object]]:
+    return {objects.name(n): n for n in world.cluster.list(objects.NODE).items}
+
+
+def settled(world: World) -> bool:
+    return not world.unbound() and not any(objects.is_deleting(n) for n in nodes(world).values())
+
+
+def node_of_pods(world: World, app: str) -> set[str]:
+    return {p["spec"].get("nodeName") for p in world.cluster.list(objects.POD).items if objects.labels(p)["app"] == app}
+
+
+def instance_state(world: World, node: dict[str, object]) -> str | None:
+    instance = world.inner.get(node_info.instance_id(node))
+    return None if instance is None else instance.state
+
+
+def start(world: World, pods: int, **options: object) -> tuple[Controller, Deployment]:
+    controller = world.controller(batch_max=5.0, **options)
+    deployment = Deployment(world, "inflate", pods)
+    run(world, controller, deployment, 120, lambda: settled(world) and all(
+        node_info.is_initialized(n) for n in nodes(world).values()))
+    assert not world.unbound() and nodes(world)
+    return controller, deployment
+
+
+class Watch:
+    """Records, for each node of ours deleted, whether every other node the pods now use was initialized then."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.deleted_while: dict[str, list[str]] = {}
+
+    def __call__(self) -> bool:
+        for name, node in nodes(self.world).items():
+            if objects.is_deleting(node) and name not in self.deleted_while:
+                self.deleted_while[name] = sorted(
+                    n for n, other in nodes(self.world).items()
+                    if n != name and not objects.is_deleting(other) and node_info.is_initialized(other)
+                )
+        return False
+
+
+def run_watched(world: World, controller: Controller, deployment: Deployment, seconds: int, watch: Watch,
+                done: Callable[[], bool]) -> list[ReconcileResult]:
+    return run(world, controller, deployment, seconds, lambda: watch() or done())
+
+
+# --- expiry ------------------------------------------------------------------------------------------------
+
+
+def test_an_expired_node_is_replaced_before_it_drains(tmp_path: Path, log: io.StringIO) -> None:
+    compiled = policies(tmp_path, lambda t: t + "  ttlSecondsUntilExpired: 3600\n")
+    world = World(compiled, types=["m5.xlarge", "m5.2xlarge"])
+    controller, deployment = start(world, 3)
+    (old,) = nodes(world)
+    old_node = nodes(world)[old]
+    run(world, controller, deployment, 60)
+    assert old in nodes(world), "not before its TTL"
+
+    world.clock.advance(3600)
+    watch = Watch(world)
+    run_watched(world, controller, deployment, 300, watch, lambda: old not in nodes(world) and settled(world))
+
+    assert old not in nodes(world), "the expired node went"
+    (new,) = nodes(world)
+    assert watch.deleted_while[old] == [new], "the replacement was initialized before the old node drained"
+    assert node_of_pods(world, "inflate") == {new} and len(deployment.live()) == 3
+    assert instance_state(world, old_node) in (None, STATE_TERMINATED)
+    text = log.getvalue()
+    assert f"deprovisioning via expiration replace, terminating 1 machines {old}/" in text
+    assert "(expired 3600s after creation)" in text and "replacement node(s) initialized" in text
+
+
+def test_an_expired_node_whose_pods_fit_elsewhere_is_deleted_without_a_replacement(
+    tmp_path: Path, log: io.StringIO
+) -> None:
+    compiled = policies(tmp_path, lambda t: t + "  ttlSecondsUntilExpired: 3600\n")
+    world = World(compiled, types=["m5.2xlarge"])
+    controller, deployment = start(world, 2)
+    (first,) = nodes(world)
+    world.clock.advance(1800)
+    deployment.scale(9)  # one more node, with room for the first node's pods once some go
+    run(world, controller, deployment, 120, lambda: settled(world) and len(nodes(world)) == 2)
+    deployment.scale(6)
+    world.clock.advance(1800)
+    run(world, controller, deployment, 300, lambda: first not in nodes(world) and settled(world))
+    assert first not in nodes(world) and len(nodes(world)) == 1
+    assert f"deprovisioning via expiration delete, terminating 1 machines {first}/" in log.getvalue()
+
+
+# --- drift -------------------------------------------------------------------------------------------------
+
+
+def test_a_policy_change_rolls_the_fleet(tmp_path: Path, log: io.StringIO) -> None:
+    before = policies(tmp_path, lambda t: t, "before")
+    after = policies(tmp_path, lambda t: t.replace("  weight: 10\n", "  weight: 10\n  labels:\n    tier: web\n"),
+                     "after")
+    world = World(before, types=["m5.xlarge", "m5.2xlarge"])
+    controller, deployment = start(world, 6)
+    old = set(nodes(world))
+    run(world, controller, deployment, 30)
+    assert set(nodes(world)) == old, "no drift while the policy stands"
+
+    controller.constraints = DirectorySource(str(after))  # the merged PR, as the ConfigMap brings it
+    watch = Watch(world)
+    run_watched(world, controller, deployment, 900, watch, lambda: not old & set(nodes(world)) and settled(world))
+
+    assert not old & set(nodes(world)), "every node from before the change was replaced"
+    assert all(objects.labels(n).get("tier") == "web" for n in nodes(world).values())
+    assert len(deployment.live()) == 6 and not world.unbound()
+    for name in old:
+        assert watch.deleted_while[name], f"{name} drained only once a replacement was up"
+    text = log.getvalue()
+    assert "deprovisioning via drift replace" in text
+    assert "provisioner default's labels, taints, kubelet or node template changed" in text
+
+
+def test_drift_to_an_instance_type_no_longer_admitted(tmp_path: Path, log: io.StringIO) -> None:
+    before = policies(tmp_path, lambda t: t, "before")
+    after = policies(tmp_path, lambda t: t.replace(
+        '      values: ["spot"]\n',
+        '      values: ["spot"]\n    - key: node.kubernetes.io/instance-type\n      operator: In\n'
+        '      values: ["m5.2xlarge"]\n'), "after")
+    world = World(before, types=["m5.xlarge", "m5.2xlarge"])
+    controller, deployment = start(world, 2)
+    (old,) = nodes(world)
+    assert objects.labels(nodes(world)[old])["node.kubernetes.io/instance-type"] == "m5.xlarge"
+    controller.constraints = DirectorySource(str(after))
+    run(world, controller, deployment, 600, lambda: old not in nodes(world) and settled(world))
+    (new,) = nodes(world)
+    assert objects.labels(nodes(world)[new])["node.kubernetes.io/instance-type"] == "m5.2xlarge"
+    assert "instance type m5.xlarge is no longer admitted by provisioner default" in log.getvalue()
+
+
+# --- consolidation -----------------------------------------------------------------------------------------
+
+
+def test_consolidation_deletes_a_node_whose_pods_fit_on_another(tmp_path: Path, log: io.StringIO) -> None:
+    world = World(policies(tmp_path, consolidating), types=["m5.xlarge"])
+    controller, deployment = start(world, 6)  # two m5.xlarge (3 one-vCPU pods each)
+    assert len(nodes(world)) == 2
+    deployment.scale(3)
+    results = run(world, controller, deployment, 300, lambda: len(nodes(world)) == 1 and settled(world))
+    assert len(nodes(world)) == 1 and len(deployment.live()) == 3 and not world.unbound()
+    text = log.getvalue()
+    assert "validating consolidation in 15s" in text
+    assert "deprovisioning via consolidation delete, terminating 1 machines" in text and "saving $" in text
+    decided = [r for r in results if r.disrupted is not None and r.disrupted.decided]
+    validating = [r for r in results if r.disrupted is not None and r.disrupted.held]
+    assert validating and decided
+    assert decided[0].started - validating[0].started >= 15, "acted only after the validation period"
+
+
+def test_consolidation_replaces_a_node_by_a_strictly_cheaper_one(tmp_path: Path, log: io.StringIO) -> None:
+    world = World(policies(tmp_path, lambda t: on_demand(consolidating(t))), types=["m5.large", "m5.2xlarge"])
+    controller, deployment = start(world, 7)
+    (big,) = nodes(world)
+    assert objects.labels(nodes(world)[big])["node.kubernetes.io/instance-type"] == "m5.2xlarge"
+    deployment.scale(1)
+    watch = Watch(world)
+    run_watched(world, controller, deployment, 300, watch, lambda: big not in nodes(world) and settled(world))
+    (small,) = nodes(world)
+    assert objects.labels(nodes(world)[small])["node.kubernetes.io/instance-type"] == "m5.large"
+    assert watch.deleted_while[big] == [small]
+    text = log.getvalue()
+    assert "deprovisioning via consolidation replace, terminating 1 machines" in text
+    assert "replacing with 1 on-demand machine(s) from types m5.large" in text
+    assert "saving $0.2880/h" in text  # m5.2xlarge $0.384/h → m5.large $0.096/h
+
+
+def test_a_spot_node_is_never_replaced_by_a_spot_node(tmp_path: Path, log: io.StringIO) -> None:
+    world = World(policies(tmp_path, consolidating), types=["m5.large", "m5.2xlarge"])
+    controller, deployment = start(world, 7)
+    (big,) = nodes(world)
+    deployment.scale(1)
+    results = run(world, controller, deployment, 120)
+    assert set(nodes(world)) == {big}
+    blocked = [r.disrupted.blocked for r in results if r.disrupted is not None and r.disrupted.blocked]
+    assert blocked and blocked[-1][big] == "consolidation: can't replace a spot node with a spot node"
+    assert f"node {big} is not disrupted: consolidation: can't replace a spot node with a spot node" in log.getvalue()
+
+
+def test_do_not_consolidate_and_do_not_evict_keep_a_node(tmp_path: Path) -> None:
+    world = World(policies(tmp_path, consolidating), types=["m5.xlarge"])
+    controller, deployment = start(world, 6)
+    first, second = sorted(nodes(world))
+    on = {n: sorted(objects.name(p) for p in deployment.live() if p["spec"]["nodeName"] == n) for n in (first, second)}
+    for name in on[first][1:] + on[second][1:]:  # one pod left on each: both fit on either node
+        world.cluster.delete(objects.POD, name, "default")
+    deployment.count = 2
+    world.cluster.patch(objects.NODE, first, {"metadata": {"annotations": {DO_NOT_CONSOLIDATE: "true"}}})
+    world.cluster.patch(objects.POD, on[second][0], {"metadata": {"annotations": {
+        "karpenter.sh/do-not-evict": "true"}}}, "default")
+    results = run(world, controller, deployment, 120)
+    assert set(nodes(world)) == {first, second}, "neither node may go"
+    blocked = next(r.disrupted.blocked for r in reversed(results) if r.disrupted and r.disrupted.blocked)
+    assert "karpenter.sh/do-not-evict" in blocked[second]
+
+
+def test_a_replacement_that_never_initializes_abandons_the_command(tmp_path: Path, log: io.StringIO) -> None:
+    world = World(policies(tmp_path, lambda t: on_demand(consolidating(t))), types=["m5.large", "m5.2xlarge"])
+    controller, deployment = start(world, 7)
+    (big,) = nodes(world)
+    deployment.scale(1)
+    world.kubelet.ready_after = 10_000.0  # the replacement's kubelet never joins
+    run(world, controller, deployment, 700, lambda: "abandoned consolidation replace" in log.getvalue())
+    assert big in nodes(world) and not objects.is_deleting(nodes(world)[big]), "nothing deleted"
+    assert "not initialized after 600s; nothing deleted" in log.getvalue()
+
+
+@pytest.mark.parametrize("reason", ["drift"])
+def test_no_disruption_while_pods_are_pending(tmp_path: Path, reason: str) -> None:
+    before = policies(tmp_path, lambda t: t, "before")
+    after = policies(tmp_path, on_demand, "after")
+    world = World(before, types=["m5.xlarge"])
+    controller, deployment = start(world, 3)
+    (old,) = nodes(world)
+    controller.constraints = DirectorySource(str(after))
+    big = replicas("huge", 0, 1, containers=[container("64")])[0]  # fits no type: stays pending
+    world.cluster.create(objects.POD, big)
+    run(world, controller, deployment, 60)
+    assert old in nodes(world) and not objects.is_deleting(nodes(world)[old])
+    world.cluster.delete(objects.POD, "huge-0", "default")
+    run(world, controller, deployment, 600, lambda: old not in nodes(world) and settled(world))
+    assert old not in nodes(world)
