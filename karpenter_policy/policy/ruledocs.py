@@ -114,6 +114,25 @@ FULL_DESCRIPTIONS = {
         "A quantity beyond +-(2^63-1), what Kubernetes holds as an integer (memory: 1e99999999): Karpenter admits "
         "it, so a warning; it is read capped at that bound."
     ),
+    "unknown-label-key": (
+        "A label key, in a Provisioner's requirements or labels or in a workload's nodeSelector or node affinity, "
+        "that is not well-known but close to a well-known key or the name of one in the wrong domain "
+        "(karpenter.sh/instance-family for karpenter.k8s.aws/instance-family, topology.kubernetes.io/zona): no node "
+        "carries it, so the requirement selects nothing Karpenter knows. A warning with the key meant; a key in a "
+        "restricted domain is a restricted-label error carrying the same hint."
+    ),
+    "unknown-label-value": (
+        "A value of a well-known key with a known domain (capacity type, arch, os, region, instance category, "
+        "generation, hypervisor, GPU or accelerator name and manufacturer) that no instance type or offering of the "
+        "catalog's region carries (capacity-type ondemand, arch amd), with the nearest valid value. A warning even "
+        "when the requirement's other values still work; when none does, the no-instance-type error says so."
+    ),
+    "aws-id-shape": (
+        "An id in an aws-ids / aws::ids subnet or security group selector that does not have the shape EC2 gives "
+        "its ids (subnet-0123abcd, sg-0123abcd: the prefix, a dash, 8 or 17 hexadecimal digits). Karpenter's webhook "
+        "only looks for the prefix followed by letters or digits somewhere in the value, so it admits the "
+        "Provisioner or AWSNodeTemplate and the selector then finds nothing: a warning."
+    ),
 }
 
 

@@ -18,7 +18,6 @@ Satisfiable provisioners are listed with their instance types and a witness (typ
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,6 +38,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.amifamily import ami_family, node_os
 from karpenter_policy.model.instancetypes import price_text
 from karpenter_policy.model.requirements import Operator, Requirement
+from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.proof.absence import KnownName, known_name
 from karpenter_policy.policy.proof.limits import limits_findings
@@ -131,7 +131,8 @@ def check_paths(
 
     `on_valid` receives each valid Provisioner / AWSNodeTemplate document, as from `validate_paths` (the solver's
     findings come later: look at the report's errors before using them). The checked provisioners come back in
-    file and line order.
+    file and line order: every Provisioner whose errors (if any) leave its scheduling untouched — one refused for
+    a TTL combination or a provider field is still proven and takes workloads, so one run shows every mistake.
     """
     documents: list[Document] = []
     node_templates: dict[str, Mapping[str, Any]] = {}
@@ -141,10 +142,10 @@ def check_paths(
             documents.append(doc)
         elif doc.data.get("kind") == NODE_TEMPLATE_KIND:  # not a PinningPolicy of the same name
             node_templates[str(doc.data["metadata"]["name"])] = dict(doc.data.get("spec") or {})
-        if on_valid is not None:
-            on_valid(doc)
 
-    report = validate_paths(paths, max_file_bytes, on_valid=collect, values=values, selection=selection)
+    report = validate_paths(
+        paths, max_file_bytes, on_valid=on_valid, values=values, selection=selection, on_checkable=collect
+    )
     if not documents:
         return report, []
     catalog = catalog if catalog is not None else load_catalog()
@@ -300,46 +301,6 @@ def _unknown_message(key: str, what: str, value: str, known: Sequence[str], tabl
         where = f"{table.region} (not in the {table.catalog.description})"
         message = f"{key} {value}: there is no {what} {value} in {where}"
     return message + (f", did you mean {hint}?" if hint else "")
-
-
-def nearest_name(value: str, candidates: Sequence[str]) -> str | None:
-    """The one nearest candidate, or None when there is none or a tie: difflib's close matches that are at most
-    two edits away (or contain the value, or are contained in it), ranked by edit distance with transpositions,
-    then spelt with the same letters (`m5d.x2large` → `m5d.2xlarge`, not `m5d.xlarge`), then difflib's ratio."""
-    if len(candidates) > 200:  # difflib on every catalog type is slow: a typo keeps the first letter and length
-        near = [c for c in candidates if c[:1] == value[:1] and abs(len(c) - len(value)) <= 2]
-        candidates = near or candidates
-    close = [
-        c
-        for c in difflib.get_close_matches(value, candidates, n=10, cutoff=0.6)
-        if _edit_distance(value, c) <= 2 or c in value or value in c
-    ]
-    if not close:
-        return None
-
-    def rank(candidate: str) -> tuple[int, bool, float]:
-        ratio = difflib.SequenceMatcher(None, value, candidate).ratio()
-        return (_edit_distance(value, candidate), sorted(value) != sorted(candidate), -ratio)
-
-    ranked = sorted(close, key=lambda c: (rank(c), c))
-    if len(ranked) > 1 and rank(ranked[0]) == rank(ranked[1]):
-        return None
-    return ranked[0]
-
-
-def _edit_distance(a: str, b: str) -> int:
-    """Optimal string alignment distance (Levenshtein with adjacent transpositions)."""
-    previous2: list[int] = []
-    previous = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], previous2[j - 2] + 1)
-        previous2, previous = previous, current
-    return previous[len(b)]
 
 
 def _outcome_findings(

@@ -1,0 +1,174 @@
+"""Issue #12 §2 through the real CLI: typo hints on label keys and values, every independent mistake in one run,
+pods Karpenter refuses to provision for, and rules no stricter than Karpenter's webhook under its rule ids."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from textwrap import dedent
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TEMPLATE = """\
+---
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata:
+  name: default
+spec:
+  subnetSelector: {karpenter.sh/discovery: demo}
+  securityGroupSelector: {karpenter.sh/discovery: demo}
+"""
+
+
+def provisioner(name: str, body: str) -> str:
+    head = f"---\napiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: {name}\nspec:\n"
+    return head + body.strip("\n") + "\n  providerRef: {name: default}\n"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def findings(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert result.returncode in (0, 1), result.stderr
+    found: list[dict[str, Any]] = json.loads(result.stdout)["findings"]
+    return found
+
+
+def at(found: list[dict[str, Any]], rule: str, line: int) -> dict[str, Any]:
+    [finding] = [f for f in found if f["rule"] == rule and f["line"] == line]
+    return finding
+
+
+KEY_TYPOS = provisioner(
+    "keys",
+    """
+  requirements:
+    - key: karpenter.sh/instance-family
+      operator: In
+      values: [c5]
+    - key: node.kubernetes.io/instance-generation
+      operator: Gt
+      values: ["4"]
+    - key: topology.kubernetes.io/zona
+      operator: In
+      values: [us-east-1a]
+    - key: example.com/zone
+      operator: In
+      values: [blue]
+  labels:
+    karpenter.k8s.aws/instance-familly: c5
+    team: data
+""",
+)
+
+
+def test_label_key_typos_in_a_provisioner(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(KEY_TYPOS + TEMPLATE)
+    found = findings(run("validate", str(tmp_path / "p.yaml"), "--output", "json"))
+    wrong_domain = at(found, "restricted-label", 8)  # Karpenter refuses it: the error stays, with its hint
+    assert wrong_domain["severity"] == "error"
+    assert wrong_domain["message"].endswith('(typo of "karpenter.k8s.aws/instance-family"?)')
+    allowed = at(found, "unknown-label-key", 11)  # node.kubernetes.io is allowed: a warning with the key meant
+    assert allowed["severity"] == "warning"
+    assert allowed["message"].endswith("did you mean karpenter.k8s.aws/instance-generation?")
+    assert at(found, "restricted-label", 14)["message"].endswith('(typo of "topology.kubernetes.io/zone"?)')
+    assert at(found, "restricted-label", 21)["message"].endswith('(typo of "karpenter.k8s.aws/instance-family"?)')
+    # a label of the user's own domain, or without a domain, is nobody's typo
+    assert not [f for f in found if f["line"] in (17, 22)]
+
+
+INDEPENDENT = provisioner(
+    "ttl",
+    """
+  ttlSecondsAfterEmpty: 30
+  consolidation:
+    enabled: true
+  requirements:
+    - key: karpenter.k8s.aws/instance-family
+      operator: In
+      values: [c5]
+    - key: kubernetes.io/arch
+      operator: In
+      values: [arm64]
+""",
+) + provisioner(
+    "spot",
+    """
+  ttlSecondsAfterEmpty: 30
+  consolidation:
+    enabled: true
+  requirements:
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: [spot]
+""",
+)
+
+WORKLOAD = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector:
+        karpenter.sh/capacity-type: spot
+      containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+"""
+
+
+def test_an_invalid_ttl_does_not_hide_the_requirements_or_the_workloads(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(INDEPENDENT + TEMPLATE)
+    (tmp_path / "apps.yaml").write_text(WORKLOAD)
+    result = run("check", str(tmp_path / "p.yaml"), "--workloads", str(tmp_path / "apps.yaml"), "--output", "json")
+    assert result.returncode == 1
+    found = findings(result)
+    assert sorted((f["rule"], f["object"]) for f in found) == [
+        ("invalid-spec", "Provisioner/spot"),
+        ("invalid-spec", "Provisioner/ttl"),
+        ("requirements-conflict", "Provisioner/ttl"),  # proven despite its TTL error
+    ]
+    data = json.loads(result.stdout)
+    [web] = data["workloads"]
+    assert (web["object"], web["provisioner"], web["schedulable"]) == ("Deployment/web", "spot", True)
+    # compile still writes nothing: the errors stand
+    compiled = run("compile", str(tmp_path / "p.yaml"), "-o", str(tmp_path / "out"))
+    assert compiled.returncode == 1 and not (tmp_path / "out").exists()
+
+
+def test_an_invalid_inline_provider_does_not_hide_a_conflict(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(
+        dedent(
+            """\
+            apiVersion: karpenter.sh/v1alpha5
+            kind: Provisioner
+            metadata:
+              name: inline
+            spec:
+              requirements:
+                - key: karpenter.k8s.aws/instance-family
+                  operator: In
+                  values: [c5]
+                - key: kubernetes.io/arch
+                  operator: In
+                  values: [arm64]
+              provider:
+                launchTemplate: my-template
+                amiFamily: Bottlerocket
+                subnetSelector: {karpenter.sh/discovery: demo}
+            """
+        )
+    )
+    found = findings(run("check", str(tmp_path / "p.yaml"), "--output", "json"))
+    rules = sorted({f["rule"] for f in found})
+    assert rules == ["invalid-spec", "requirements-conflict"]
