@@ -172,3 +172,56 @@ def test_an_invalid_inline_provider_does_not_hide_a_conflict(tmp_path: Path) -> 
     found = findings(run("check", str(tmp_path / "p.yaml"), "--output", "json"))
     rules = sorted({f["rule"] for f in found})
     assert rules == ["invalid-spec", "requirements-conflict"]
+
+
+VALUE_TYPOS = provisioner(
+    "values",
+    """
+  requirements:
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: [ondemand, spot]
+    - key: kubernetes.io/arch
+      operator: In
+      values: [amd, amd64]
+    - key: karpenter.k8s.aws/instance-category
+      operator: In
+      values: [c, m, rr]
+    - key: karpenter.k8s.aws/instance-gpu-manufacturer
+      operator: NotIn
+      values: [nvidai]
+    - key: kubernetes.io/os
+      operator: In
+      values: [linux, windows]
+""",
+) + provisioner(
+    "dead",
+    """
+  requirements:
+    - key: karpenter.k8s.aws/instance-hypervisor
+      operator: In
+      values: [nitr]
+""",
+)
+
+
+def test_label_value_typos_are_warnings_with_the_nearest_value_even_when_other_values_work(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(VALUE_TYPOS + TEMPLATE)
+    result = run("check", str(tmp_path / "p.yaml"), "--output", "json")
+    found = findings(result)
+    capacity = at(found, "unknown-label-value", 10)
+    assert capacity["severity"] == "warning"
+    assert capacity["message"].startswith("karpenter.sh/capacity-type ondemand: no offering in us-east-1 has")
+    assert "did you mean on-demand?" in capacity["message"]
+    assert "did you mean amd64?" in at(found, "unknown-label-value", 13)["message"]
+    assert "did you mean r?" in at(found, "unknown-label-value", 16)["message"]
+    gpu = at(found, "unknown-label-value", 19)["message"]
+    assert "did you mean nvidia?" in gpu and gpu.endswith("This NotIn excludes nothing.")
+    assert not [f for f in found if f["line"] == 22]  # windows is no typo, even on a Linux node template
+    # the provisioner still works: only the typo is dead weight
+    provisioners = {p["object"]: p for p in json.loads(result.stdout)["provisioners"]}
+    assert provisioners["Provisioner/values"]["verdict"] == "sat"
+    # nothing can launch: one error, with the hint and the domain (the bare-metal hypervisor shown as "")
+    dead = at(found, "no-instance-type", 31)
+    assert 'one of "", nitro or xen; did you mean nitro?' in dead["message"]
+    assert [f["rule"] for f in found if f["object"] == "Provisioner/dead"] == ["no-instance-type"]

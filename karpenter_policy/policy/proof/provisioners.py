@@ -6,6 +6,10 @@ Rules (DESIGN.md §4):
   (its region) does not have, with the nearest existing name ("did you mean m5d.2xlarge?"). An error when the
   term names nothing that exists (`In` with only unknown values: no node can ever launch), a warning when the
   unknown value is dead weight next to known ones, or excluded by NotIn (the exclusion does nothing).
+* `unknown-label-value` (warning) — a value of another well-known key with a closed domain (capacity type, arch,
+  os, region, instance category, generation, hypervisor, GPU and accelerator names) that nothing in the catalog
+  carries, with the nearest valid value ("did you mean on-demand?"), even when the other values still work; when
+  no value of an `In` exists, the `no-instance-type` error says so, with the same hint.
 * `requirements-conflict` — a minimal set (≥ 2) of requirements, labels and Karpenter defaults that no
   instance type satisfies together, explained in domain words, at the first member's line with the others as
   related locations.
@@ -30,6 +34,7 @@ from karpenter_policy.api.violations import (
     REQUIREMENTS_CONFLICT,
     SOLVER_TIMEOUT,
     UNKNOWN_INSTANCE_TYPE,
+    UNKNOWN_LABEL_VALUE,
     WARNING,
 )
 from karpenter_policy.catalog import Catalog, load_catalog
@@ -41,6 +46,7 @@ from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.proof.absence import KnownName, known_name
+from karpenter_policy.policy.proof.domains import DOMAIN_KEYS, NAMED_KEYS, known_values, listing, unknown_value_message
 from karpenter_policy.policy.proof.limits import limits_findings
 from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
@@ -216,21 +222,6 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
 
 # --- findings -----------------------------------------------------------------------------------------------
 
-#: Keys whose values name things of the catalog, and what to call those things in a message.
-_NAMED_KEYS: dict[str, str] = {
-    wk.INSTANCE_TYPE: "instance type",
-    wk.INSTANCE_FAMILY: "instance family",
-    wk.INSTANCE_SIZE: "instance size",
-    wk.ZONE: "zone",
-}
-
-
-def _known_names(key: str, table: CatalogTable) -> Sequence[str]:
-    if key == wk.ZONE:
-        return table.zones
-    return table.domains.get(key, ())
-
-
 def _unknown_names(
     doc: Document, terms: Sequence[Term], table: CatalogTable, ref: str
 ) -> tuple[list[Finding], set[int]]:
@@ -240,13 +231,14 @@ def _unknown_names(
     dead: set[int] = set()
     spec = doc.data.get("spec") or {}
     written = spec.get("requirements") or []
-    for index, term in enumerate(terms):
-        what = _NAMED_KEYS.get(term.key)
+    for index, term in [*enumerate(terms), *((-1, t) for t in _ignored_terms(written))]:
         operator = term.requirement.operator()
-        if what is None or term.origin == Origin.DEFAULT or operator not in (Operator.IN, Operator.NOT_IN):
+        named = term.key in NAMED_KEYS
+        if term.origin == Origin.DEFAULT or operator not in (Operator.IN, Operator.NOT_IN):
             continue
-        known = _known_names(term.key, table)
-        known_set = table.domain_set(term.key)
+        if not named and term.key not in DOMAIN_KEYS:
+            continue
+        known_set = frozenset(known_values(term.key, table) or ())
         if term.origin == Origin.LABEL:
             raw_values: list[tuple[str, Any]] = [(str(v), term.path) for v in term.requirement.values]
         else:
@@ -259,7 +251,10 @@ def _unknown_names(
         # A previous-generation value is not dead weight: the flag admits it (the solver says what remains).
         previous = {v for v, name in names.items() if name is not None and name.previous_generation}
         all_unknown = operator == Operator.IN and all(v not in known_set and v not in previous for v, _ in raw_values)
-        if all_unknown:
+        if all_unknown and not named:
+            if term.key not in wk.IGNORED_LABELS:
+                continue  # nothing can launch: the solver's no-instance-type error says so, with the hint
+        elif all_unknown:
             dead.add(index)
         seen: set[str] = set()
         for value, path in unknown:
@@ -270,20 +265,37 @@ def _unknown_names(
             if name is not None:
                 message = f"{term.key} {value}: {name.text}."
             else:
-                message = _unknown_message(term.key, what, value, known, table)
+                message = unknown_value_message(term.key, value, table)
             if operator == Operator.NOT_IN:
                 message += " This NotIn excludes nothing."
                 severity = WARNING
             elif name is not None and name.previous_generation:
                 severity = WARNING
             elif all_unknown:
-                severity = ERROR
+                severity = ERROR if named else WARNING  # region: Karpenter ignores it when it schedules
             else:
                 message += " Only the other values can ever apply."
                 severity = WARNING
             line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
-            findings.append(Finding(UNKNOWN_INSTANCE_TYPE, severity, message, doc.file, line, column, ref))
+            rule = UNKNOWN_INSTANCE_TYPE if named else UNKNOWN_LABEL_VALUE
+            findings.append(Finding(rule, severity, message, doc.file, line, column, ref))
     return findings, dead
+
+
+def _ignored_terms(written: Sequence[Any]) -> list[Term]:
+    """The requirements the solver leaves out (the region: Karpenter ignores it when it schedules), whose values
+    can still be typos."""
+    terms = []
+    for index, raw in enumerate(written):
+        if not isinstance(raw, Mapping) or wk.normalize_key(str(raw.get("key", ""))) not in wk.IGNORED_LABELS:
+            continue
+        values = [str(v) for v in raw.get("values") or []]
+        try:
+            requirement = Requirement.new(wk.normalize_key(str(raw["key"])), str(raw.get("operator", "")), values)
+        except ValueError:
+            continue
+        terms.append(Term(requirement, ("spec", "requirements", index), Origin.REQUIREMENT))
+    return terms
 
 
 def _known_name(key: str, value: str, table: CatalogTable) -> KnownName | None:
@@ -291,16 +303,6 @@ def _known_name(key: str, value: str, table: CatalogTable) -> KnownName | None:
     if key not in (wk.INSTANCE_TYPE, wk.INSTANCE_FAMILY):
         return None
     return known_name(table.catalog, value, family=key == wk.INSTANCE_FAMILY)
-
-
-def _unknown_message(key: str, what: str, value: str, known: Sequence[str], table: CatalogTable) -> str:
-    hint = nearest_name(value, known)
-    if key == wk.ZONE:
-        message = f"{key} {value}: not a zone of region {table.region} (zones: {', '.join(known)})"
-    else:
-        where = f"{table.region} (not in the {table.catalog.description})"
-        message = f"{key} {value}: there is no {what} {value} in {where}"
-    return message + (f", did you mean {hint}?" if hint else "")
 
 
 def _outcome_findings(
@@ -546,7 +548,7 @@ def explain_no_instance_type(term: Term, table: CatalogTable) -> str:
         if key == wk.CAPACITY_TYPE:
             hints.append(f"capacity types are {_one_of(domain, 'and')}")
         elif len(domain) <= 12:
-            hints.append(f"{key} is one of {_one_of(domain)}")
+            hints.append(f"{key} is one of {listing(domain)}")
         names = [n for n in (_known_name(key, v, table) for v in sorted(r.values)) if n is not None]
         hints += [n.text for n in names]
         unknown = [v for v in sorted(r.values) if _known_name(key, v, table) is None]
