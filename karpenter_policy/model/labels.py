@@ -207,6 +207,11 @@ def label_key_hint(key: str, existing: Iterable[str] = (), *, bare: bool = False
 
 def typo_hint(key: str, existing: Iterable[str] = ()) -> str:
     """Karpenter's ` (typo of "KEY"?)` suffix for `key`, or "" when it does not look like a typo."""
+    return _typo_hint(key, tuple(sorted(existing)))
+
+
+@lru_cache(maxsize=4096)  # the scheduler asks it of the same pod and provisioner keys again and again
+def _typo_hint(key: str, existing: tuple[str, ...]) -> str:
     hint = label_key_hint(key, existing, bare=True)
     return f' (typo of "{hint}"?)' if hint is not None else ""
 

@@ -83,7 +83,10 @@ FULL_DESCRIPTIONS = {
     ),
     "workload-unschedulable": (
         "check --workloads: no provisioner can launch a node for the workload's pods; the message gives the reason "
-        "per provisioner (requirements, a taint not tolerated, an unknown label, resources too large, limits)."
+        "per provisioner (requirements, a taint not tolerated, an unknown label, resources too large, limits). A pod "
+        "Karpenter ignores (v0.31 Provisioner.Validate: node affinity with matchFields, a required or preferred term "
+        "on a restricted label such as kubernetes.io/hostname, a karpenter.sh/provisioner-name DoesNotExist "
+        "requirement) is refused with Karpenter's reason."
     ),
     "invalid-workload": (
         "check --workloads: a workload's pod spec cannot be read (a malformed quantity, operator or toleration)."

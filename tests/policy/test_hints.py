@@ -225,3 +225,173 @@ def test_label_value_typos_are_warnings_with_the_nearest_value_even_when_other_v
     dead = at(found, "no-instance-type", 31)
     assert 'one of "", nitro or xen; did you mean nitro?' in dead["message"]
     assert [f["rule"] for f in found if f["object"] == "Provisioner/dead"] == ["no-instance-type"]
+
+
+DEFAULT = provisioner(
+    "default",
+    """
+  requirements:
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: [spot, on-demand]
+""",
+)
+
+
+def deployment(name: str, spec: str) -> str:
+    head = dedent(
+        f"""\
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: {name}
+        spec:
+          selector: {{matchLabels: {{app: {name}}}}}
+          template:
+            metadata: {{labels: {{app: {name}}}}}
+            spec:
+        """
+    )
+    body = "".join(f"      {line}\n" for line in dedent(spec).strip("\n").splitlines())
+    return head + body + "      containers: [{name: c, image: x, resources: {requests: {cpu: '1'}}}]\n"
+
+
+REFUSED = (
+    deployment(
+        "match-fields",  # line 2
+        """
+        affinity:
+          nodeAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              nodeSelectorTerms:
+                - matchFields:
+                    - {key: metadata.name, operator: In, values: [node-1]}
+        """,
+    )
+    + deployment(
+        "hostname-preference",  # line 20
+        """
+        affinity:
+          nodeAffinity:
+            preferredDuringSchedulingIgnoredDuringExecution:
+              - weight: 1
+                preference:
+                  matchExpressions:
+                    - {key: kubernetes.io/hostname, operator: In, values: [ip-10-0-0-1]}
+        """,
+    )
+    + deployment(
+        "not-on-karpenter",  # line 39
+        """
+        affinity:
+          nodeAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              nodeSelectorTerms:
+                - matchExpressions:
+                    - {key: karpenter.sh/provisioner-name, operator: DoesNotExist}
+        """,
+    )
+    + deployment(
+        "hostname-selector",  # line 57: the nodeSelector is not validated by Karpenter v0.31
+        """
+        nodeSelector:
+          kubernetes.io/hostname: ip-10-0-0-1
+        """,
+    )
+)
+
+
+def test_pods_karpenter_refuses_are_refused_with_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(DEFAULT + TEMPLATE)
+    (tmp_path / "apps.yaml").write_text(REFUSED)
+    result = run("check", str(tmp_path / "p.yaml"), "--workloads", str(tmp_path / "apps.yaml"), "--output", "json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    verdicts = {w["object"]: w for w in data["workloads"]}
+    refused = "Karpenter ignores the pod and never provisions a node for it: "
+    messages = {f["object"]: f["message"] for f in data["findings"] if f["rule"] == "workload-unschedulable"}
+    match_fields = messages["Deployment/match-fields"]
+    assert match_fields == refused + "a required node selector term with matchFields is not supported"
+    assert messages["Deployment/hostname-preference"].startswith(
+        refused + "a preferred node affinity term: label kubernetes.io/hostname is restricted"
+    )
+    assert messages["Deployment/not-on-karpenter"] == refused + (
+        "configured to not run on a Karpenter provisioned node via karpenter.sh/provisioner-name DoesNotExist "
+        "requirement"
+    )
+    for name in ("match-fields", "hostname-preference", "not-on-karpenter"):
+        assert verdicts[f"Deployment/{name}"]["schedulable"] is False
+        assert verdicts[f"Deployment/{name}"]["refused"]
+    # the preference is not relaxed away, and the capacity plan places none of them
+    assert verdicts["Deployment/hostname-preference"]["relaxed"] == []
+    assert data["capacity"]["unscheduled"] == {
+        "Deployment/hostname-preference": 1, "Deployment/hostname-selector": 1,
+        "Deployment/match-fields": 1, "Deployment/not-on-karpenter": 1,
+    }
+    # a nodeSelector on the hostname is let through Karpenter's validation: no node it launches has that name
+    assert messages["Deployment/hostname-selector"].startswith("no provisioner can launch a node for it")
+
+
+WORKLOAD_TYPOS = deployment(
+    "typos",
+    """
+    nodeSelector:
+      karpenter.sh/capacity-type: ondemand
+      node.kubernetes.io/instance-generation: "5"
+    affinity:
+      nodeAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms:
+            - matchExpressions:
+                - {key: kubernetes.io/arch, operator: In, values: [amd, amd64]}
+                - {key: node.kubernetes.io/instance-type, operator: NotIn, values: [m5.lage]}
+        preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 1
+            preference:
+              matchExpressions:
+                - {key: topology.kubernetes.io/zone, operator: In, values: [us-east1a]}
+    """,
+) + deployment(
+    "zone",
+    """
+    nodeSelector:
+      topology.kubernetes.io/zona: us-east-1a
+    """,
+)
+
+
+def test_workload_label_typos_get_hints(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(DEFAULT + TEMPLATE)
+    (tmp_path / "apps.yaml").write_text(WORKLOAD_TYPOS)
+    result = run("check", str(tmp_path / "p.yaml"), "--workloads", str(tmp_path / "apps.yaml"), "--output", "json")
+    found = findings(result)
+    assert at(found, "unknown-label-value", 12)["message"].endswith("did you mean on-demand?")
+    generation = at(found, "unknown-label-key", 13)["message"]
+    assert generation.endswith("did you mean karpenter.k8s.aws/instance-generation?")
+    assert "did you mean amd64?" in at(found, "unknown-label-value", 19)["message"]
+    instance_type = at(found, "unknown-label-value", 20)["message"]
+    assert instance_type.endswith("did you mean m5.large? This NotIn excludes nothing.")
+    assert "did you mean us-east-1a?" in at(found, "unknown-label-value", 25)["message"]
+    assert all(f["severity"] == "warning" for f in found if f["rule"].startswith("unknown-label"))
+    # Karpenter's own hint on the reason: the provisioner defines no such label
+    [zone] = [f for f in found if f["rule"] == "workload-unschedulable" and f["object"] == "Deployment/zone"]
+    assert 'label topology.kubernetes.io/zona does not have known values (typo of "topology.kubernetes.io/zone"?)' in (
+        zone["message"]
+    )
+    assert at(found, "unknown-label-key", 38)["object"] == "Deployment/zone"
+
+
+def test_an_id_karpenter_admits_is_a_warning_of_its_own_rule_not_invalid_spec(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(
+        TEMPLATE.replace("subnetSelector: {karpenter.sh/discovery: demo}", "subnetSelector: {aws-ids: my-subnet-a}")
+        .replace("securityGroupSelector: {karpenter.sh/discovery: demo}", "securityGroupSelector: {aws-ids: web}")
+    )
+    result = run("validate", str(tmp_path / "t.yaml"), "--output", "json")
+    assert result.returncode == 1  # `web` has no sg- at all: Karpenter's webhook refuses it
+    found = findings(result)
+    assert [(f["rule"], f["severity"], f["line"]) for f in found] == [
+        ("aws-id-shape", "warning", 7),
+        ("invalid-spec", "error", 8),
+    ]
+    assert "'my-subnet-a' does not have EC2's shape (subnet- and 8 or 17 hexadecimal digits)" in found[0]["message"]
