@@ -395,3 +395,24 @@ def test_an_id_karpenter_admits_is_a_warning_of_its_own_rule_not_invalid_spec(tm
         ("invalid-spec", "error", 8),
     ]
     assert "'my-subnet-a' does not have EC2's shape (subnet- and 8 or 17 hexadecimal digits)" in found[0]["message"]
+
+
+def test_a_stray_field_does_not_hide_a_conflict_but_a_misspelt_requirements_does(tmp_path: Path) -> None:
+    stray = INDEPENDENT.replace("ttlSecondsAfterEmpty", "ttlSecondAfterEmpty")
+    misspelt = provisioner(
+        "misspelt",
+        """
+  requirement:
+    - key: kubernetes.io/arch
+      operator: In
+      values: [arm64]
+""",
+    )
+    (tmp_path / "p.yaml").write_text(stray + misspelt + TEMPLATE)
+    found = findings(run("check", str(tmp_path / "p.yaml"), "--output", "json"))
+    assert sorted((f["rule"], f["object"]) for f in found) == [
+        ("requirements-conflict", "Provisioner/ttl"),
+        ("schema", "Provisioner/misspelt"),  # unknown field spec.requirement: nothing proven as if it were absent
+        ("schema", "Provisioner/spot"),
+        ("schema", "Provisioner/ttl"),
+    ]

@@ -154,8 +154,9 @@ def _check_document(doc: Document, report: Report) -> tuple[list[Finding], bool,
     data = doc.data
     report.kinds[data["kind"]] += 1
     violations = schema_violations(data, schema_file)
-    if violations:  # a malformed object: nothing can be built from it
-        return [place(doc, v) for v in violations], True, _ALWAYS
+    if violations:  # a malformed object: nothing can be built from it, unless all it has is a stray field
+        stray = all(_stray_field(v) for v in violations) and data["kind"] == PROVISIONER_KIND
+        return [place(doc, v) for v in violations], True, _NEVER if stray else _ALWAYS
     violations = _RULES[data["kind"]](data)
     findings = [place(doc, v) for v in violations]
     blocking = {id(f) for f, v in zip(findings, violations, strict=True) if _blocks_solving(v)}
@@ -164,6 +165,23 @@ def _check_document(doc: Document, report: Report) -> tuple[list[Finding], bool,
 
 def _ALWAYS(finding: Finding) -> bool:
     return True
+
+
+def _NEVER(finding: Finding) -> bool:
+    return False
+
+
+def _stray_field(violation: Violation) -> bool:
+    """An unknown field the solver can do without: in the provider or consolidation, or a field of the spec that is
+    no misspelling of what scheduling reads (`ttlSecondAfterEmpty`, not `requirement`). Karpenter's API server
+    refuses the object all the same; its requirements are proven as written."""
+    path = violation.path
+    if violation.rule != SCHEMA or not violation.at_key or len(path) < 2 or path[0] != "spec":
+        return False
+    if path[1] in ("provider", "consolidation") and len(path) > 2:
+        return True
+    scheduling = [str(prefix[1]) for prefix in _SCHEDULING_FIELDS]
+    return len(path) == 2 and str(path[1]) not in scheduling and nearest_field(str(path[1]), scheduling) is None
 
 
 @dataclass(frozen=True, slots=True)
