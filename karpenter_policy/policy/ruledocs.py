@@ -33,13 +33,15 @@ FULL_DESCRIPTIONS = {
     "restricted-label": (
         "A label or requirement key in a domain Karpenter reserves (kubernetes.io, k8s.io, karpenter.sh, "
         "karpenter.k8s.aws and their subdomains) that is not one of the well-known labels, or "
-        "karpenter.sh/provisioner-name anywhere. Karpenter's webhook refuses the Provisioner."
+        "karpenter.sh/provisioner-name anywhere. Karpenter's webhook refuses the Provisioner. A key that looks like "
+        "a well-known one carries Karpenter's hint: (typo of \"karpenter.k8s.aws/instance-family\"?)."
     ),
     "invalid-spec": (
         "The spec breaks one of Karpenter's webhook rules: ttlSecondsAfterEmpty with consolidation, negative TTLs, "
         "provider and providerRef both or neither, bad taint effects or duplicate taints, kubelet settings, AWS "
         "provider and AWSNodeTemplate rules (selectors, launch template exclusions, tags, metadata options, AMI "
-        "family, block devices), or a quantity Kubernetes cannot read."
+        "family, block devices), or a quantity Kubernetes cannot read. An aws-ids id Karpenter admits but EC2 never "
+        "gives is the aws-id-shape warning instead."
     ),
     "deprecated-label": (
         "A beta label key (failure-domain.beta.kubernetes.io/zone, beta.kubernetes.io/arch, ...) that Karpenter "
