@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from karpenter_policy.api.metadata import metadata_violations
-from karpenter_policy.api.violations import INVALID_SPEC, Path, Violation
+from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, WARNING, Path, Violation
 from karpenter_policy.model.resources import parse_quantity
 
 AMI_FAMILIES = ("AL2", "Bottlerocket", "Ubuntu", "Windows2019", "Windows2022", "Custom")
@@ -31,6 +31,9 @@ RESTRICTED_TAG_PATTERNS = (
 #: Selector keys that list resource ids instead of matching tags, and the id prefix each selector expects.
 ID_SELECTOR_KEYS = ("aws-ids", "aws::ids")
 ID_PREFIXES = {"subnetSelector": "subnet-", "securityGroupSelector": "sg-", "amiSelector": "ami-"}
+
+#: What follows the prefix of an EC2 resource id.
+_EC2_ID = re.compile(r"[0-9a-f]{8}|[0-9a-f]{17}")
 
 #: Fields a launch template already decides, so Karpenter refuses them next to `launchTemplate`.
 EXCLUDED_BY_LAUNCH_TEMPLATE = (
@@ -96,12 +99,24 @@ def _selector(spec: Mapping[str, Any], base: Path, field: str, required: bool) -
         prefix = ID_PREFIXES[field]
         if selector[key] == "":
             continue  # reported above as empty
-        for resource_id in (part.strip() for part in str(selector[key]).split(",")):
-            if not re.fullmatch(re.escape(prefix) + r"[0-9a-f]{8,17}", resource_id):
+        for resource_id in str(selector[key]).split(","):
+            # Karpenter's webhook: the unanchored `prefix[0-9a-z]+`; EC2's ids: the prefix and 8 or 17 hex digits
+            if not re.search(re.escape(prefix) + "[0-9a-z]+", resource_id):
                 yield Violation(
                     INVALID_SPEC,
                     (*path, key),
-                    f"{field}: {resource_id!r} is not an id of the form {prefix}0123456789abcdef",
+                    f"{field}: {resource_id!r} is not an id: Karpenter requires {prefix} and letters or digits "
+                    f"(regex: {prefix}[0-9a-z]+)",
+                )
+            elif not (written := resource_id.strip()).startswith(prefix) or not _EC2_ID.fullmatch(
+                written.removeprefix(prefix)
+            ):
+                yield Violation(
+                    AWS_ID_SHAPE,
+                    (*path, key),
+                    f"{field}: {written!r} does not have EC2's shape ({prefix} and 8 or 17 hexadecimal "
+                    "digits); Karpenter admits it, but no resource has that id",
+                    WARNING,
                 )
 
 

@@ -17,6 +17,7 @@ from karpenter_policy.api.violations import (
     INVALID_SPEC,
     QUANTITY_OUT_OF_RANGE,
     RESTRICTED_LABEL,
+    UNKNOWN_LABEL_KEY,
     WARNING,
     Path,
     Violation,
@@ -74,6 +75,8 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
         yield Violation(RESTRICTED_LABEL, (*path, "key"), f"{key} is restricted: Karpenter sets it on every node")
     elif (reason := wk.restricted_label_reason(key)) is not None:
         yield Violation(RESTRICTED_LABEL, (*path, "key"), reason)
+    elif (hint := unknown_key_message(key)) is not None:
+        yield Violation(UNKNOWN_LABEL_KEY, (*path, "key"), hint, WARNING)
     for error in wk.qualified_name_errors(key):
         yield Violation(INVALID_REQUIREMENT, (*path, "key"), f"key {key!r} is not a qualified name: {error}")
     if operator not in SUPPORTED_OPERATORS:
@@ -106,6 +109,15 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
             f"key {key} with operator {operator} ignores its values {list(values)}; remove them",
             WARNING,
         )
+
+
+def unknown_key_message(key: str) -> str | None:
+    """The `unknown-label-key` warning for a key Karpenter admits that looks like a typo of a well-known key
+    (`node.kubernetes.io/instance-generation`), None for any other key."""
+    hint = wk.label_key_hint(key)
+    if hint is None:
+        return None
+    return f"{key} is not a well-known label, no node has it unless it is set; did you mean {hint}?"
 
 
 def quantity_violations(
@@ -142,6 +154,8 @@ def _labels(labels: Mapping[str, str]) -> Iterator[Violation]:
             yield Violation(RESTRICTED_LABEL, path, f"label {key} is restricted: Karpenter sets it", at_key=True)
         elif (reason := wk.restricted_label_reason(key)) is not None:
             yield Violation(RESTRICTED_LABEL, path, reason, at_key=True)
+        elif (hint := unknown_key_message(key)) is not None:
+            yield Violation(UNKNOWN_LABEL_KEY, path, hint, WARNING, at_key=True)
         for error in wk.qualified_name_errors(key):
             yield Violation(INVALID_SPEC, path, f"label key {key!r} is not a qualified name: {error}", at_key=True)
         for error in wk.label_value_errors(value):

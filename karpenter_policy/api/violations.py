@@ -38,6 +38,12 @@ PINNING_CONFLICT = "pinning-conflict"
 RESERVED_NAME = "reserved-name"
 #: (warning) a quantity beyond ±(2^63-1), what a Kubernetes quantity holds as an integer: read as that bound.
 QUANTITY_OUT_OF_RANGE = "quantity-out-of-range"
+#: (warning) a label key close to a well-known key or in the wrong domain (`karpenter.sh/instance-family`).
+UNKNOWN_LABEL_KEY = "unknown-label-key"
+#: (warning) a value of a well-known key that no instance type or offering can carry (`capacity-type ondemand`).
+UNKNOWN_LABEL_VALUE = "unknown-label-value"
+#: (warning) an AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.
+AWS_ID_SHAPE = "aws-id-shape"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,10 @@ Pure data and predicates: no I/O, nothing else of the package imported.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
+
+from karpenter_policy.model.spelling import edit_distance, nearest_name
 
 # Kubernetes and Karpenter label keys used throughout the package.
 ZONE = "topology.kubernetes.io/zone"
@@ -143,7 +146,8 @@ def is_restricted_node_label(key: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def restricted_label_reason(key: str) -> str | None:
-    """Why a user may not set or constrain `key`, or None when it is allowed (Karpenter's IsRestrictedLabel)."""
+    """Why a user may not set or constrain `key`, or None when it is allowed (Karpenter's IsRestrictedLabel), with
+    Karpenter's hint when it looks like a well-known key (`(typo of "topology.kubernetes.io/zone"?)`)."""
     if key in WELL_KNOWN_LABELS:
         return None
     if is_restricted_node_label(key):
@@ -153,8 +157,63 @@ def restricted_label_reason(key: str) -> str | None:
         return (
             f"label {shown} is restricted: {where}; use a well-known label or a custom label "
             f"outside {', '.join(RESTRICTED_LABEL_DOMAINS)}"
-        )
+        ) + typo_hint(key)
     return None
+
+
+#: Keys of Kubernetes and Karpenter that are set on nodes but are not well-known: no key is a typo of them.
+_KNOWN_NODE_LABELS: frozenset[str] = frozenset(
+    {HOSTNAME, *NORMALIZED_LABELS, "node.kubernetes.io/exclude-from-external-load-balancers"}
+)
+_WELL_KNOWN_SORTED: tuple[str, ...] = tuple(sorted(WELL_KNOWN_LABELS))
+_BY_NAME: dict[str, tuple[str, ...]] = {}
+for _key in _WELL_KNOWN_SORTED:
+    _BY_NAME[_key.rpartition("/")[2]] = (*_BY_NAME.get(_key.rpartition("/")[2], ()), _key)
+
+
+@lru_cache(maxsize=4096)
+def _well_known_hint(key: str, bare: bool) -> str | None:
+    if key in WELL_KNOWN_LABELS or key in _KNOWN_NODE_LABELS:
+        return None
+    domain = label_domain(key)
+    if not (any(domain.endswith(d) for d in RESTRICTED_LABEL_DOMAINS) or (bare and not domain)):
+        return None
+    name = key.rpartition("/")[2]
+    same_name = _BY_NAME.get(name, ())
+    if len(same_name) == 1:  # the right name in the wrong domain: karpenter.sh/instance-family
+        return same_name[0]
+    near = nearest_name(key, _WELL_KNOWN_SORTED)  # a misspelt key: topology.kubernetes.io/zona
+    if near is not None and (bare or edit_distance(key, near) <= 2):
+        return near
+    near_name = nearest_name(name, sorted(_BY_NAME))  # both: karpenter.sh/instance-famly
+    if near_name is not None and edit_distance(name, near_name) <= 2 and len(_BY_NAME[near_name]) == 1:
+        return _BY_NAME[near_name][0]
+    return None
+
+
+def label_key_hint(key: str, existing: Iterable[str] = (), *, bare: bool = False) -> str | None:
+    """The well-known key (or else one of `existing`, the keys a provisioner defines) that `key` is probably a
+    typo of, None when it looks like a label of its own: the same name in the wrong domain, the nearest spelling
+    of the whole key (at most two edits), the nearest spelling of its name. Only keys in the Kubernetes and
+    Karpenter domains are guessed at — a custom domain's `example.com/zone` is its owner's label — and keys
+    without a domain with `bare` (as Karpenter's `labelHint` does for a label no provisioner defines: `zone`)."""
+    hint = _well_known_hint(key, bare)
+    if hint is not None or key in WELL_KNOWN_LABELS:
+        return hint
+    others = sorted(k for k in set(existing) if k != key)
+    near = nearest_name(key, others) if others else None
+    return near if near is not None and edit_distance(key, near) <= 2 else None
+
+
+def typo_hint(key: str, existing: Iterable[str] = ()) -> str:
+    """Karpenter's ` (typo of "KEY"?)` suffix for `key`, or "" when it does not look like a typo."""
+    return _typo_hint(key, tuple(sorted(existing)))
+
+
+@lru_cache(maxsize=4096)  # the scheduler asks it of the same pod and provisioner keys again and again
+def _typo_hint(key: str, existing: tuple[str, ...]) -> str:
+    hint = label_key_hint(key, existing, bare=True)
+    return f' (typo of "{hint}"?)' if hint is not None else ""
 
 
 # Kubernetes apimachinery's validation of label keys and values (IsQualifiedName, IsValidLabelValue).

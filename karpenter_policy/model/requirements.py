@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from karpenter_policy.model.labels import WELL_KNOWN_LABELS, normalize_key
+from karpenter_policy.model.labels import WELL_KNOWN_LABELS, normalize_key, typo_hint
 
 
 class Operator(StrEnum):
@@ -286,13 +286,14 @@ class Requirements(Mapping[str, Requirement]):
         """Why a pod with requirements `other` cannot run on a node with these requirements (Karpenter's rules).
 
         A key the pod constrains must be defined here unless it is in `allow_undefined` (the well-known
-        labels) or the pod only excludes values (NotIn/DoesNotExist); keys defined on both sides must intersect.
+        labels) or the pod only excludes values (NotIn/DoesNotExist); keys defined on both sides must intersect. An
+        undefined key carries Karpenter's hint when it looks like a typo (` (typo of "topology.kubernetes.io/zone"?)`).
         """
         errors: list[str] = []
         for key in sorted(other._by_key.keys() - allow_undefined):
             if key in self._by_key or other._by_key[key].operator() in _NEGATIVE:
                 continue
-            errors.append(f"label {key} does not have known values")
+            errors.append(f"label {key} does not have known values{typo_hint(key, self._by_key)}")
         return errors + self.intersects(other)
 
     def single_values(self) -> dict[str, str]:

@@ -51,6 +51,9 @@ RULE_DESCRIPTIONS = {
     "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
     "reserved-name": "A name that compile cannot use: its constraint set would overwrite the index of the sets.",
     "quantity-out-of-range": "A quantity beyond ±(2^63-1), what Kubernetes holds as an integer: read as that bound.",
+    "unknown-label-key": "A label key close to a well-known key or in the wrong domain: probably a typo.",
+    "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
+    "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
 }
 
 

@@ -33,13 +33,15 @@ FULL_DESCRIPTIONS = {
     "restricted-label": (
         "A label or requirement key in a domain Karpenter reserves (kubernetes.io, k8s.io, karpenter.sh, "
         "karpenter.k8s.aws and their subdomains) that is not one of the well-known labels, or "
-        "karpenter.sh/provisioner-name anywhere. Karpenter's webhook refuses the Provisioner."
+        "karpenter.sh/provisioner-name anywhere. Karpenter's webhook refuses the Provisioner. A key that looks like "
+        "a well-known one carries Karpenter's hint: (typo of \"karpenter.k8s.aws/instance-family\"?)."
     ),
     "invalid-spec": (
         "The spec breaks one of Karpenter's webhook rules: ttlSecondsAfterEmpty with consolidation, negative TTLs, "
         "provider and providerRef both or neither, bad taint effects or duplicate taints, kubelet settings, AWS "
         "provider and AWSNodeTemplate rules (selectors, launch template exclusions, tags, metadata options, AMI "
-        "family, block devices), or a quantity Kubernetes cannot read."
+        "family, block devices), or a quantity Kubernetes cannot read. An aws-ids id Karpenter admits but EC2 never "
+        "gives is the aws-id-shape warning instead."
     ),
     "deprecated-label": (
         "A beta label key (failure-domain.beta.kubernetes.io/zone, beta.kubernetes.io/arch, ...) that Karpenter "
@@ -83,7 +85,10 @@ FULL_DESCRIPTIONS = {
     ),
     "workload-unschedulable": (
         "check --workloads: no provisioner can launch a node for the workload's pods; the message gives the reason "
-        "per provisioner (requirements, a taint not tolerated, an unknown label, resources too large, limits)."
+        "per provisioner (requirements, a taint not tolerated, an unknown label, resources too large, limits). A pod "
+        "Karpenter ignores (v0.31 Provisioner.Validate: node affinity with matchFields, a required or preferred term "
+        "on a restricted label such as kubernetes.io/hostname, a karpenter.sh/provisioner-name DoesNotExist "
+        "requirement) is refused with Karpenter's reason."
     ),
     "invalid-workload": (
         "check --workloads: a workload's pod spec cannot be read (a malformed quantity, operator or toleration)."
@@ -113,6 +118,25 @@ FULL_DESCRIPTIONS = {
     "quantity-out-of-range": (
         "A quantity beyond +-(2^63-1), what Kubernetes holds as an integer (memory: 1e99999999): Karpenter admits "
         "it, so a warning; it is read capped at that bound."
+    ),
+    "unknown-label-key": (
+        "A label key, in a Provisioner's requirements or labels or in a workload's nodeSelector or node affinity, "
+        "that is not well-known but close to a well-known key or the name of one in the wrong domain "
+        "(karpenter.sh/instance-family for karpenter.k8s.aws/instance-family, topology.kubernetes.io/zona): no node "
+        "carries it, so the requirement selects nothing Karpenter knows. A warning with the key meant; a key in a "
+        "restricted domain is a restricted-label error carrying the same hint."
+    ),
+    "unknown-label-value": (
+        "A value of a well-known key with a known domain (capacity type, arch, os, region, instance category, "
+        "generation, hypervisor, GPU or accelerator name and manufacturer) that no instance type or offering of the "
+        "catalog's region carries (capacity-type ondemand, arch amd), with the nearest valid value. A warning even "
+        "when the requirement's other values still work; when none does, the no-instance-type error says so."
+    ),
+    "aws-id-shape": (
+        "An id in an aws-ids / aws::ids subnet or security group selector that does not have the shape EC2 gives "
+        "its ids (subnet-0123abcd, sg-0123abcd: the prefix, a dash, 8 or 17 hexadecimal digits). Karpenter's webhook "
+        "only looks for the prefix followed by letters or digits somewhere in the value, so it admits the "
+        "Provisioner or AWSNodeTemplate and the selector then finds nothing: a warning."
     ),
 }
 

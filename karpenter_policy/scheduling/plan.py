@@ -60,6 +60,8 @@ class PodFailure:
     relaxed: tuple[str, ...] = ()
 
     def message(self) -> str:
+        if self.pod.shape.refused:
+            return refused_message(self.pod.shape.refused)
         if not self.reasons:
             return "no provisioner can launch a node for it: there is no provisioner that admits an instance type"
         parts = [f"provisioner {name}: {reason}" for name, reason in self.reasons.items()]
@@ -67,6 +69,11 @@ class PodFailure:
         if self.relaxed:
             text += f" (after Karpenter relaxed the pod: {', '.join(self.relaxed)})"
         return text
+
+
+def refused_message(reason: str) -> str:
+    """What is said of a pod Karpenter ignores (`refusal`)."""
+    return f"Karpenter ignores the pod and never provisions a node for it: {reason}"
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from karpenter_policy.model.pods import TOLERATE_PREFER_NO_SCHEDULE, PodScheduli
 from karpenter_policy.model.podtopology import AffinityTerm, HostPort, PodTopology, SpreadConstraint, pod_topology
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Toleration
+from karpenter_policy.scheduling.refusal import provisioning_refusal
 from karpenter_policy.scheduling.vectors import ONE_POD, Vector, add, to_vector
 
 __all__ = ["Attempt", "Pod", "PodShape", "PodSpecError", "shape_of"]
@@ -57,6 +58,8 @@ class PodShape:
     topology: PodTopology = PodTopology()
     namespace: str = "default"
     labels: tuple[tuple[str, str], ...] = ()
+    #: why Karpenter never provisions a node for the pod (`refusal`), None when it does
+    refused: str | None = None
 
     def __hash__(self) -> int:  # computed once: shapes key many caches, and hashing one walks all its parts
         cached: int | None = self.__dict__.get("_hash")
@@ -157,6 +160,7 @@ def shape_of(spec: Mapping[str, Any], namespace: str = "default", labels: Mappin
         topology=pod_topology(spec, namespace),
         namespace=namespace,
         labels=tuple(sorted((str(k), str(v)) for k, v in (labels or {}).items())),
+        refused=provisioning_refusal(spec),
     )
 
 

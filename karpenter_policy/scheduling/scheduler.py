@@ -147,8 +147,16 @@ class Scheduler:
     # --- the run -----------------------------------------------------------------------------------------------
 
     def solve(self, pods: Sequence[Pod]) -> Plan:
-        """Place `pods` (not DaemonSet pods: they only add overhead)."""
-        pending = sorted((p for p in pods if not p.daemon), key=queue_order)
+        """Place `pods` (not DaemonSet pods: they only add overhead; not the pods Karpenter refuses, `refusal`:
+        they are failures without a template's reason)."""
+        plan = self._solve([p for p in pods if not p.daemon and not p.shape.refused])
+        for pod in pods:
+            if pod.shape.refused and not pod.daemon:
+                plan.failures[pod.key] = PodFailure(pod, {})
+        return plan
+
+    def _solve(self, pods: Sequence[Pod]) -> Plan:
+        pending = sorted(pods, key=queue_order)
         if self.options.strategy == KARPENTER or len(pending) < 2:
             return _Run(self, pending).solve()
         # The cost strategy packs in the balanced order; a pod that then fits nowhere (affinity to pods whose

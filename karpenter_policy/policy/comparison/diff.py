@@ -196,7 +196,8 @@ def load_side(
     else:
         report, checked = Report(), []
     report.findings = [replace(f, file=_relative(f.file, root)) for f in report.findings]
-    checked = [replace(c, file=_relative(c.file, root)) for c in checked]
+    # a diff compares valid provisioners only (one with an error is "invalid in BASE/HEAD", whatever its proof)
+    checked = [replace(c, file=_relative(c.file, root)) for c in checked if c.name in documents]
     os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
     return Side(spec, kind, report, checked, documents, os_of, present, workload_root)
 

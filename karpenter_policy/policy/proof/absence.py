@@ -1,7 +1,7 @@
 """What findings say about an instance type or family that a region's catalog lacks but knows: a previous-generation
 one (a warning naming the flag that admits it, never a typo with a far-fetched suggestion), or one offered only in
 other regions — naming the catalog's date. A name the catalog does not know at all is a typo: those get the
-nearest name instead (`provisioners.nearest_name`)."""
+nearest name instead (`model.spelling.nearest_name`)."""
 
 from __future__ import annotations
 

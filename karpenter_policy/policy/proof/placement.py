@@ -25,14 +25,17 @@ from dataclasses import dataclass, field
 from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
 from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.catalog.table import table_for
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner
 from karpenter_policy.policy.proof.solver import Verdict
+from karpenter_policy.policy.proof.workloadhints import label_hint_findings
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Plan, Pod, Refusal, Scheduler
 from karpenter_policy.scheduling.evaluate import evaluate
+from karpenter_policy.scheduling.plan import refused_message
 from karpenter_policy.scheduling.pods import PodShape
 from karpenter_policy.scheduling.reasons import format_resource
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, as_resources
@@ -102,6 +105,11 @@ class Placement:
     daemon_sets: tuple[str, ...] = ()
 
     @property
+    def refused(self) -> str | None:
+        """Why Karpenter ignores the workload's pods (never provisions for them), None when it does not."""
+        return self.workload.shape.refused
+
+    @property
     def ref(self) -> str:
         return self.workload.ref
 
@@ -123,6 +131,8 @@ class Placement:
 
     def message(self) -> str:
         """The `workload-unschedulable` message (only meaningful when not schedulable)."""
+        if self.refused:
+            return refused_message(self.refused)
         if not self.reasons:
             return "no provisioner can launch a node for it: there is no proven Provisioner among the policies"
         parts = [f"provisioner {name}: {reason}" for name, reason in self.reasons.items()]
@@ -164,6 +174,8 @@ class Placement:
             data["refused_by"] = {name: r.kind for name, r in self.reasons.items()}
         else:
             data["reasons"] = {name: {"kind": r.kind, "message": r.message} for name, r in self.reasons.items()}
+            if self.refused:
+                data["refused"] = self.refused
         if self.overhead:
             data["daemonset_overhead"] = {k: format_resource(k, v) for k, v in sorted(self.overhead.items())}
             data["daemonsets"] = list(self.daemon_sets)
@@ -183,9 +195,11 @@ class Schedule:
 
 
 def _placement(workload: Workload, scheduler: Scheduler) -> tuple[Placement, tuple[str, ...]]:
+    requests = workload.shape.scheduling.resource_requests
+    if workload.shape.refused:
+        return Placement(workload, None, requests=requests), ()
     pod = Pod(workload.name, workload.shape, owner=workload.ref)
     evaluation = evaluate(pod, scheduler)
-    requests = workload.shape.scheduling.resource_requests
     chosen = evaluation.chosen
     could = tuple(c.template.name for c in evaluation.candidates)
     if chosen is None:
@@ -619,6 +633,7 @@ def check_workloads(
                 del report.skipped[workload.kind]
     result = schedule(checked, found.workloads, catalog)
     report.findings.extend(workload_findings(result))
+    report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog)))
     priced = capacity_catalog if capacity_catalog is not None else catalog
     capacity = plan_capacity(checked, found.workloads, priced, scale, pricing, estimated)
     return WorkloadCheck(result.placements, capacity)

@@ -6,6 +6,10 @@ Rules (DESIGN.md §4):
   (its region) does not have, with the nearest existing name ("did you mean m5d.2xlarge?"). An error when the
   term names nothing that exists (`In` with only unknown values: no node can ever launch), a warning when the
   unknown value is dead weight next to known ones, or excluded by NotIn (the exclusion does nothing).
+* `unknown-label-value` (warning) — a value of another well-known key with a closed domain (capacity type, arch,
+  os, region, instance category, generation, hypervisor, GPU and accelerator names) that nothing in the catalog
+  carries, with the nearest valid value ("did you mean on-demand?"), even when the other values still work; when
+  no value of an `In` exists, the `no-instance-type` error says so, with the same hint.
 * `requirements-conflict` — a minimal set (≥ 2) of requirements, labels and Karpenter defaults that no
   instance type satisfies together, explained in domain words, at the first member's line with the others as
   related locations.
@@ -18,7 +22,6 @@ Satisfiable provisioners are listed with their instance types and a witness (typ
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,6 +34,7 @@ from karpenter_policy.api.violations import (
     REQUIREMENTS_CONFLICT,
     SOLVER_TIMEOUT,
     UNKNOWN_INSTANCE_TYPE,
+    UNKNOWN_LABEL_VALUE,
     WARNING,
 )
 from karpenter_policy.catalog import Catalog, load_catalog
@@ -39,8 +43,10 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.amifamily import ami_family, node_os
 from karpenter_policy.model.instancetypes import price_text
 from karpenter_policy.model.requirements import Operator, Requirement
+from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.proof.absence import KnownName, known_name
+from karpenter_policy.policy.proof.domains import DOMAIN_KEYS, NAMED_KEYS, known_values, listing, unknown_value_message
 from karpenter_policy.policy.proof.limits import limits_findings
 from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
@@ -131,7 +137,8 @@ def check_paths(
 
     `on_valid` receives each valid Provisioner / AWSNodeTemplate document, as from `validate_paths` (the solver's
     findings come later: look at the report's errors before using them). The checked provisioners come back in
-    file and line order.
+    file and line order: every Provisioner whose errors (if any) leave its scheduling untouched — one refused for
+    a TTL combination or a provider field is still proven and takes workloads, so one run shows every mistake.
     """
     documents: list[Document] = []
     node_templates: dict[str, Mapping[str, Any]] = {}
@@ -141,10 +148,10 @@ def check_paths(
             documents.append(doc)
         elif doc.data.get("kind") == NODE_TEMPLATE_KIND:  # not a PinningPolicy of the same name
             node_templates[str(doc.data["metadata"]["name"])] = dict(doc.data.get("spec") or {})
-        if on_valid is not None:
-            on_valid(doc)
 
-    report = validate_paths(paths, max_file_bytes, on_valid=collect, values=values, selection=selection)
+    report = validate_paths(
+        paths, max_file_bytes, on_valid=on_valid, values=values, selection=selection, on_checkable=collect
+    )
     if not documents:
         return report, []
     catalog = catalog if catalog is not None else load_catalog()
@@ -215,21 +222,6 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
 
 # --- findings -----------------------------------------------------------------------------------------------
 
-#: Keys whose values name things of the catalog, and what to call those things in a message.
-_NAMED_KEYS: dict[str, str] = {
-    wk.INSTANCE_TYPE: "instance type",
-    wk.INSTANCE_FAMILY: "instance family",
-    wk.INSTANCE_SIZE: "instance size",
-    wk.ZONE: "zone",
-}
-
-
-def _known_names(key: str, table: CatalogTable) -> Sequence[str]:
-    if key == wk.ZONE:
-        return table.zones
-    return table.domains.get(key, ())
-
-
 def _unknown_names(
     doc: Document, terms: Sequence[Term], table: CatalogTable, ref: str
 ) -> tuple[list[Finding], set[int]]:
@@ -239,13 +231,14 @@ def _unknown_names(
     dead: set[int] = set()
     spec = doc.data.get("spec") or {}
     written = spec.get("requirements") or []
-    for index, term in enumerate(terms):
-        what = _NAMED_KEYS.get(term.key)
+    for index, term in [*enumerate(terms), *((-1, t) for t in _ignored_terms(written))]:
         operator = term.requirement.operator()
-        if what is None or term.origin == Origin.DEFAULT or operator not in (Operator.IN, Operator.NOT_IN):
+        named = term.key in NAMED_KEYS
+        if term.origin == Origin.DEFAULT or operator not in (Operator.IN, Operator.NOT_IN):
             continue
-        known = _known_names(term.key, table)
-        known_set = table.domain_set(term.key)
+        if not named and term.key not in DOMAIN_KEYS:
+            continue
+        known_set = frozenset(known_values(term.key, table) or ())
         if term.origin == Origin.LABEL:
             raw_values: list[tuple[str, Any]] = [(str(v), term.path) for v in term.requirement.values]
         else:
@@ -258,7 +251,10 @@ def _unknown_names(
         # A previous-generation value is not dead weight: the flag admits it (the solver says what remains).
         previous = {v for v, name in names.items() if name is not None and name.previous_generation}
         all_unknown = operator == Operator.IN and all(v not in known_set and v not in previous for v, _ in raw_values)
-        if all_unknown:
+        if all_unknown and not named:
+            if term.key not in wk.IGNORED_LABELS:
+                continue  # nothing can launch: the solver's no-instance-type error says so, with the hint
+        elif all_unknown:
             dead.add(index)
         seen: set[str] = set()
         for value, path in unknown:
@@ -269,20 +265,37 @@ def _unknown_names(
             if name is not None:
                 message = f"{term.key} {value}: {name.text}."
             else:
-                message = _unknown_message(term.key, what, value, known, table)
+                message = unknown_value_message(term.key, value, table)
             if operator == Operator.NOT_IN:
                 message += " This NotIn excludes nothing."
                 severity = WARNING
             elif name is not None and name.previous_generation:
                 severity = WARNING
             elif all_unknown:
-                severity = ERROR
+                severity = ERROR if named else WARNING  # region: Karpenter ignores it when it schedules
             else:
                 message += " Only the other values can ever apply."
                 severity = WARNING
             line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
-            findings.append(Finding(UNKNOWN_INSTANCE_TYPE, severity, message, doc.file, line, column, ref))
+            rule = UNKNOWN_INSTANCE_TYPE if named else UNKNOWN_LABEL_VALUE
+            findings.append(Finding(rule, severity, message, doc.file, line, column, ref))
     return findings, dead
+
+
+def _ignored_terms(written: Sequence[Any]) -> list[Term]:
+    """The requirements the solver leaves out (the region: Karpenter ignores it when it schedules), whose values
+    can still be typos."""
+    terms = []
+    for index, raw in enumerate(written):
+        if not isinstance(raw, Mapping) or wk.normalize_key(str(raw.get("key", ""))) not in wk.IGNORED_LABELS:
+            continue
+        values = [str(v) for v in raw.get("values") or []]
+        try:
+            requirement = Requirement.new(wk.normalize_key(str(raw["key"])), str(raw.get("operator", "")), values)
+        except ValueError:
+            continue
+        terms.append(Term(requirement, ("spec", "requirements", index), Origin.REQUIREMENT))
+    return terms
 
 
 def _known_name(key: str, value: str, table: CatalogTable) -> KnownName | None:
@@ -290,56 +303,6 @@ def _known_name(key: str, value: str, table: CatalogTable) -> KnownName | None:
     if key not in (wk.INSTANCE_TYPE, wk.INSTANCE_FAMILY):
         return None
     return known_name(table.catalog, value, family=key == wk.INSTANCE_FAMILY)
-
-
-def _unknown_message(key: str, what: str, value: str, known: Sequence[str], table: CatalogTable) -> str:
-    hint = nearest_name(value, known)
-    if key == wk.ZONE:
-        message = f"{key} {value}: not a zone of region {table.region} (zones: {', '.join(known)})"
-    else:
-        where = f"{table.region} (not in the {table.catalog.description})"
-        message = f"{key} {value}: there is no {what} {value} in {where}"
-    return message + (f", did you mean {hint}?" if hint else "")
-
-
-def nearest_name(value: str, candidates: Sequence[str]) -> str | None:
-    """The one nearest candidate, or None when there is none or a tie: difflib's close matches that are at most
-    two edits away (or contain the value, or are contained in it), ranked by edit distance with transpositions,
-    then spelt with the same letters (`m5d.x2large` → `m5d.2xlarge`, not `m5d.xlarge`), then difflib's ratio."""
-    if len(candidates) > 200:  # difflib on every catalog type is slow: a typo keeps the first letter and length
-        near = [c for c in candidates if c[:1] == value[:1] and abs(len(c) - len(value)) <= 2]
-        candidates = near or candidates
-    close = [
-        c
-        for c in difflib.get_close_matches(value, candidates, n=10, cutoff=0.6)
-        if _edit_distance(value, c) <= 2 or c in value or value in c
-    ]
-    if not close:
-        return None
-
-    def rank(candidate: str) -> tuple[int, bool, float]:
-        ratio = difflib.SequenceMatcher(None, value, candidate).ratio()
-        return (_edit_distance(value, candidate), sorted(value) != sorted(candidate), -ratio)
-
-    ranked = sorted(close, key=lambda c: (rank(c), c))
-    if len(ranked) > 1 and rank(ranked[0]) == rank(ranked[1]):
-        return None
-    return ranked[0]
-
-
-def _edit_distance(a: str, b: str) -> int:
-    """Optimal string alignment distance (Levenshtein with adjacent transpositions)."""
-    previous2: list[int] = []
-    previous = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], previous2[j - 2] + 1)
-        previous2, previous = previous, current
-    return previous[len(b)]
 
 
 def _outcome_findings(
@@ -585,7 +548,7 @@ def explain_no_instance_type(term: Term, table: CatalogTable) -> str:
         if key == wk.CAPACITY_TYPE:
             hints.append(f"capacity types are {_one_of(domain, 'and')}")
         elif len(domain) <= 12:
-            hints.append(f"{key} is one of {_one_of(domain)}")
+            hints.append(f"{key} is one of {listing(domain)}")
         names = [n for n in (_known_name(key, v, table) for v in sorted(r.values)) if n is not None]
         hints += [n.text for n in names]
         unknown = [v for v in sorted(r.values) if _known_name(key, v, table) is None]

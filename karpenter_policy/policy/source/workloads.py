@@ -90,6 +90,62 @@ class Workload:
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class LabelUse:
+    """One node-label constraint a workload writes — a nodeSelector entry or a node-affinity expression — and where:
+    what the typo hints (`unknown-label-key`, `unknown-label-value`) look at. `values` are (value, line, column);
+    `affinity`: in a node-affinity term (which Karpenter validates), not the nodeSelector."""
+
+    workload: str
+    file: str
+    key: str
+    operator: str
+    line: int
+    column: int
+    values: tuple[tuple[str, int, int], ...]
+    affinity: bool
+
+
+def label_uses(doc: Document, workload: Workload) -> list[LabelUse]:
+    """Every nodeSelector entry and node-affinity expression (required and preferred) of a workload's pod spec."""
+    spec_path = workload.spec_path
+    spec = _get(doc.data, spec_path)
+    if not isinstance(spec, Mapping):
+        return []
+    uses: list[LabelUse] = []
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        for key, value in selector.items():
+            path = (*spec_path, "nodeSelector", str(key))
+            line, column = doc.position(path, at_key=True)
+            at_value = (str(value), *doc.position(path))
+            uses.append(LabelUse(workload.ref, doc.file, str(key), "In", line, column, (at_value,), False))
+    node_affinity = _get(spec, ("affinity", "nodeAffinity"))
+    if not isinstance(node_affinity, Mapping):
+        return uses
+    terms: list[tuple[FieldPath, Any]] = []
+    required = _get(node_affinity, ("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"))
+    for index, term in enumerate(required if isinstance(required, list) else []):
+        terms.append((("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", index), term))
+    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+    for index, term in enumerate(preferred if isinstance(preferred, list) else []):
+        inner = term.get("preference") if isinstance(term, Mapping) else None
+        terms.append((("preferredDuringSchedulingIgnoredDuringExecution", index, "preference"), inner))
+    for term_path, term in terms:
+        expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        for index, expression in enumerate(expressions if isinstance(expressions, list) else []):
+            if not isinstance(expression, Mapping) or not isinstance(expression.get("key"), str):
+                continue
+            path = (*spec_path, "affinity", "nodeAffinity", *term_path, "matchExpressions", index)
+            line, column = doc.position((*path, "key"))
+            raw = expression.get("values")
+            written = raw if isinstance(raw, list) else []
+            values = tuple((str(v), *doc.position((*path, "values", i))) for i, v in enumerate(written))
+            operator = str(expression.get("operator", ""))
+            uses.append(LabelUse(workload.ref, doc.file, expression["key"], operator, line, column, values, True))
+    return uses
+
+
 class WorkloadError(ValueError):
     """A workload whose pod spec cannot be read; `path` leads to the field from the document's root."""
 
@@ -229,6 +285,7 @@ class WorkloadSet:
     files: list[str] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)
     could_not_run: bool = False
+    label_uses: list[LabelUse] = field(default_factory=list)
 
     @property
     def daemon_sets(self) -> list[Workload]:
@@ -256,6 +313,7 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
         if workload is not None:
             found.workloads.append(workload)
             found.kinds[workload.kind] += 1
+            found.label_uses += label_uses(doc, workload)
             for path, message in workload.shape.scheduling.out_of_range:
                 line, column = doc.position((*workload.spec_path, *path))
                 found.findings.append(

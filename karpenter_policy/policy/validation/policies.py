@@ -116,22 +116,72 @@ def is_kubernetes_object(data: Any) -> bool:
 
 def check_document(doc: Document, report: Report) -> tuple[list[Finding], bool]:
     """Schema then Karpenter's rules for one document, counted in `report`; True when it is a policy object."""
+    findings, is_policy, _ = _check_document(doc, report)
+    return findings, is_policy
+
+
+#: Where an error stops the solver from proving a Provisioner: what it reads (requirements, labels) and what its
+#: node template is built from. An error elsewhere (a TTL combination, the provider or node template, the name)
+#: is independent of scheduling: the Provisioner is still proven, as if that field were fixed.
+_SCHEDULING_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("spec", "requirements"),
+    ("spec", "labels"),
+    ("spec", "taints"),
+    ("spec", "startupTaints"),
+    ("spec", "kubeletConfiguration"),
+    ("spec", "limits"),
+)
+
+
+def _blocks_solving(violation: Violation) -> bool:
+    if violation.severity != ERROR:
+        return False
+    return any(violation.path[: len(prefix)] == prefix for prefix in _SCHEDULING_FIELDS)
+
+
+def _check_document(doc: Document, report: Report) -> tuple[list[Finding], bool, Callable[[Finding], bool]]:
+    """`check_document`, and which of its error findings stop the solver (see `_SCHEDULING_FIELDS`)."""
     if not is_kubernetes_object(doc.data):
         report.not_kubernetes[doc.file] += 1
-        return [], False
+        return [], False, _ALWAYS
     schema_file, problems = _identify(doc)
     if schema_file is None:
         if not problems:
             report.skipped[str(doc.data.get("kind"))] += 1
-            return [], False
+            return [], False, _ALWAYS
         report.kinds["(invalid)"] += 1
-        return [place(doc, v) for v in problems], False
+        return [place(doc, v) for v in problems], False, _ALWAYS
     data = doc.data
     report.kinds[data["kind"]] += 1
     violations = schema_violations(data, schema_file)
-    if not violations:
-        violations = _RULES[data["kind"]](data)
-    return [place(doc, v) for v in violations], True
+    if violations:  # a malformed object: nothing can be built from it, unless all it has is a stray field
+        stray = all(_stray_field(v) for v in violations) and data["kind"] == PROVISIONER_KIND
+        return [place(doc, v) for v in violations], True, _NEVER if stray else _ALWAYS
+    violations = _RULES[data["kind"]](data)
+    findings = [place(doc, v) for v in violations]
+    blocking = {id(f) for f, v in zip(findings, violations, strict=True) if _blocks_solving(v)}
+    return findings, True, lambda finding: id(finding) in blocking
+
+
+def _ALWAYS(finding: Finding) -> bool:
+    return True
+
+
+def _NEVER(finding: Finding) -> bool:
+    return False
+
+
+def _stray_field(violation: Violation) -> bool:
+    """An unknown field the solver can do without: in the provider or consolidation, or a field of the spec that is
+    no misspelling of what scheduling reads (`ttlSecondAfterEmpty`, not `requirement`). Karpenter's API server
+    refuses the object all the same; its requirements are proven as written."""
+    path = violation.path
+    if violation.rule != SCHEMA or not violation.at_key or len(path) < 2 or path[0] != "spec":
+        return False
+    if path[1] in ("provider", "consolidation") and len(path) > 2:
+        return True
+    scheduling = [str(prefix[1]) for prefix in _SCHEDULING_FIELDS]
+    return len(path) == 2 and str(path[1]) not in scheduling and nearest_field(str(path[1]), scheduling) is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +260,7 @@ def validate_paths(
     on_valid: Callable[[Document], None] | None = None,
     values: Mapping[str, Any] | None = None,
     selection: Selection = EVERYTHING,
+    on_checkable: Callable[[Document], None] | None = None,
 ) -> Report:
     """Validate every policy file under `paths`.
 
@@ -217,7 +268,9 @@ def validate_paths(
     and the compiler build typed objects from them); by default documents are let go as soon as they are checked.
     A finding the `selection` disables, or a directive in the file silences (`suppression`), does not count: the
     document goes on as if the rule had not fired. `values` are the template values (`--values`) for `*.yaml.j2`
-    files (an empty mapping when None).
+    files (an empty mapping when None). `on_checkable` receives the policy documents whose errors (if any) leave
+    scheduling untouched (`_SCHEDULING_FIELDS`): the solver proves them all the same, so one run shows every
+    independent problem.
     """
     suppression = Suppression(selection.disabled)
     report = Report(suppression=suppression)
@@ -239,13 +292,16 @@ def validate_paths(
         if all(not is_kubernetes_object(doc.data) for doc in documents):
             report.without_objects.add(file)
         for doc in documents:
-            findings, is_policy = check_document(doc, report)
+            findings, is_policy, blocks = _check_document(doc, report)
             report.findings.extend(findings)
-            if is_policy and (entry := _named(doc)) is not None:
+            if not is_policy:
+                continue
+            if (entry := _named(doc)) is not None:
                 named.append(entry)
-            if is_policy and on_valid is not None and not any(
-                f.severity == ERROR and not suppression.suppresses(f) for f in findings
-            ):
+            errors = [f for f in findings if f.severity == ERROR and not suppression.suppresses(f)]
+            if on_valid is not None and not errors:
                 on_valid(doc)
+            if on_checkable is not None and not any(blocks(f) for f in errors):
+                on_checkable(doc)
     report.findings.extend(_cross_object(named))
     return report

@@ -1,0 +1,49 @@
+"""The nearest spelling of a name among the names that exist: the hints of typo findings ("did you mean
+on-demand?", "(typo of "topology.kubernetes.io/zone"?)"). Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+__all__ = ["edit_distance", "nearest_name"]
+
+
+def nearest_name(value: str, candidates: Sequence[str]) -> str | None:
+    """The one nearest candidate, or None when there is none or a tie: difflib's close matches that are at most
+    two edits away (or contain the value, or are contained in it), ranked by edit distance with transpositions,
+    then spelt with the same letters (`m5d.x2large` → `m5d.2xlarge`, not `m5d.xlarge`), then difflib's ratio."""
+    if len(candidates) > 200:  # difflib on every catalog type is slow: a typo keeps the first letter and length
+        near = [c for c in candidates if c[:1] == value[:1] and abs(len(c) - len(value)) <= 2]
+        candidates = near or candidates
+    close = [
+        c
+        for c in difflib.get_close_matches(value, candidates, n=10, cutoff=0.6)
+        if edit_distance(value, c) <= 2 or c in value or value in c
+    ]
+    if not close:
+        return None
+
+    def rank(candidate: str) -> tuple[int, bool, float]:
+        ratio = difflib.SequenceMatcher(None, value, candidate).ratio()
+        return (edit_distance(value, candidate), sorted(value) != sorted(candidate), -ratio)
+
+    ranked = sorted(close, key=lambda c: (rank(c), c))
+    if len(ranked) > 1 and rank(ranked[0]) == rank(ranked[1]):
+        return None
+    return ranked[0]
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (Levenshtein with adjacent transpositions)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[len(b)]

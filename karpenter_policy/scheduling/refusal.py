@@ -1,0 +1,78 @@
+"""The pods Karpenter refuses to provision for, and why: v0.31's `Provisioner.Validate`
+(`pkg/controllers/provisioning/provisioner.go`), which logs "ignoring pod" and never launches a node for them.
+
+* a `karpenter.sh/provisioner-name DoesNotExist` requirement (the pod asks not to run on a Karpenter node);
+* a node-affinity term, required or preferred, with `matchFields`;
+* a node-affinity expression, required or preferred, that Karpenter's `ValidateRequirement` rejects: a restricted
+  label (`kubernetes.io/hostname`, any `kubernetes.io/…` or `karpenter.sh/…` key outside the well-known set), an
+  unsupported operator, a key that is not a qualified name, an invalid value, `In` without values, `Gt`/`Lt`
+  without one integer. The nodeSelector is not validated (Karpenter's v0.31 does not either).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from karpenter_policy.api.validation import requirement_violations
+from karpenter_policy.api.violations import ERROR, RESTRICTED_LABEL
+from karpenter_policy.model import labels as wk
+
+__all__ = ["provisioning_refusal"]
+
+
+def provisioning_refusal(spec: Mapping[str, Any]) -> str | None:
+    """Why Karpenter ignores a pod with this spec (its words, joined by "; "), None when it provisions for it."""
+    reasons = list(_reasons(spec))
+    return "; ".join(dict.fromkeys(reasons)) if reasons else None
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _terms(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every node-selector term of the pod's node affinity: (`required` or `preferred`, the term)."""
+    node_affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    for preferred in _list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")):
+        yield "preferred", _mapping(_mapping(preferred).get("preference"))
+    required = _mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    for term in _list(required.get("nodeSelectorTerms")):
+        yield "required", _mapping(term)
+
+
+def _first_terms(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The terms Karpenter's `NewPodRequirements` starts from: the heaviest preferred one, the first required one."""
+    node_affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    preferred = [_mapping(p) for p in _list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))]
+    weights = [w if isinstance(w := p.get("weight"), int) else 0 for p in preferred]
+    if preferred:
+        yield _mapping(preferred[weights.index(max(weights))].get("preference"))
+    required = _mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    for term in _list(required.get("nodeSelectorTerms"))[:1]:
+        yield _mapping(term)
+
+
+def _reasons(spec: Mapping[str, Any]) -> Iterator[str]:
+    for term in _first_terms(spec):
+        for expression in _list(term.get("matchExpressions")):
+            expression = _mapping(expression)
+            if expression.get("key") == wk.PROVISIONER_NAME and expression.get("operator") == "DoesNotExist":
+                yield (
+                    f"configured to not run on a Karpenter provisioned node via {wk.PROVISIONER_NAME} "
+                    "DoesNotExist requirement"
+                )
+    for kind, term in _terms(spec):
+        if term.get("matchFields") is not None:
+            yield f"a {kind} node selector term with matchFields is not supported"
+        for expression in _list(term.get("matchExpressions")):
+            expression = _mapping(expression)
+            for violation in requirement_violations(expression, ()):
+                # provisioner-name is well-known to a pod: only a Provisioner may not constrain it
+                own = expression.get("key") == wk.PROVISIONER_NAME and violation.rule == RESTRICTED_LABEL
+                if violation.severity == ERROR and not own:
+                    yield f"a {kind} node affinity term: {violation.message}"
