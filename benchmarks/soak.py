@@ -27,9 +27,11 @@ report (`simulate --report`) of the run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -68,11 +70,30 @@ PR_REQUIREMENT = """    - key: kubernetes.io/arch
 STATIC_TYPE = "m5.2xlarge"
 
 
-def compile_versions() -> tuple[Loaded, Loaded]:
-    """The example policies as they are, and after the PR, compiled by `karpenter-policy compile`."""
-    changed = WORK / "policies-pr"
-    shutil.rmtree(changed, ignore_errors=True)
-    shutil.copytree(POLICIES, changed)
+#: The two policies compared in one run: the examples as they are (empty nodes go after ttlSecondsAfterEmpty), and
+#: the same with `consolidation.enabled` in place of the TTL (nodes also go, or shrink, when their pods fit
+#: elsewhere).
+VARIANTS = {
+    "ttl": "ttlSecondsAfterEmpty (the examples)",
+    "consolidation": "consolidation.enabled",
+}
+
+
+def _consolidating(text: str) -> str:
+    return re.sub(r"(?m)^  ttlSecondsAfterEmpty: \d+$", "  consolidation:\n    enabled: true", text)
+
+
+def compile_versions(variant: str = "ttl") -> tuple[Loaded, Loaded]:
+    """The example policies as they are (`ttl`) or consolidating (`consolidation`), and after the PR, compiled by
+    `karpenter-policy compile`."""
+    base = WORK / variant / "policies"
+    changed = WORK / variant / "policies-pr"
+    for target in (base, changed):
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(POLICIES, target)
+        if variant == "consolidation":
+            for path in sorted(target.glob("*.yaml")):
+                path.write_text(_consolidating(path.read_text()))
     default = changed / "default.yaml"
     text = default.read_text()
     anchor = "  requirements:\n"
@@ -80,7 +101,7 @@ def compile_versions() -> tuple[Loaded, Loaded]:
         raise SystemExit(f"{default}: no `requirements:` to add the PR's requirement to")
     default.write_text(text.replace(anchor, anchor + PR_REQUIREMENT, 1))
     versions = []
-    for policies, out in ((POLICIES, WORK / "v1"), (changed, WORK / "v2-arm64")):
+    for policies, out in ((base, WORK / variant / "v1"), (changed, WORK / variant / "v2-arm64")):
         subprocess.run(
             [sys.executable, "-m", "karpenter_policy.cli", "compile", str(policies), "-o", str(out)],
             cwd=REPOSITORY, check=True, capture_output=True,
@@ -194,44 +215,84 @@ def _bytes(text: str) -> int:
     return int(text)
 
 
-def summary(result: SimulationResult, static: Static, wall: float, seed: int, ratio: float | None) -> dict[str, Any]:
-    figures = result.figures
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One variant's soak: the simulation's result, its static group and the wall time it took."""
+
+    variant: str
+    result: SimulationResult
+    static: Static
+    wall: float
+
+
+def summary(run: Run, seed: int, ratio: float | None) -> dict[str, Any]:
+    figures = run.result.figures
     return {
+        "variant": run.variant,
+        "policy": VARIANTS[run.variant],
         "seed": seed,
         "spot_price_ratio": ratio,
         "virtual_seconds": figures.end,
-        "wall_seconds": round(wall, 1),
+        "wall_seconds": round(run.wall, 1),
         **asdict(figures),
-        "spot_interruptions": len(result.interruptions),
-        "static": asdict(static),
-        "errors": len(result.errors),
+        "spot_interruptions": len(run.result.interruptions),
+        "static": asdict(run.static),
+        "errors": len(run.result.errors),
     }
 
 
-def render(result: SimulationResult, static: Static, wall: float, seed: int, ratio: float | None) -> str:
-    f = result.figures
-    spot = "spot priced at on-demand" if ratio is None else f"spot at {ratio:g} × on-demand"
+def _rows(run: Run) -> list[tuple[str, str]]:
+    f, static = run.result.figures, run.static
     saved = static.dollars - f.dollars
-    lines = [
-        f"soak: {f.end / 3600:g} h of virtual time, seed {seed}, in {wall:.1f} s of wall time",
-        f"pods scheduled          {f.pods_scheduled} (of {f.pods_created} created; {f.pods_completed} completed; "
-        f"{f.pods_pending_at_end} pending at the end)",
-        f"pending time per pod    max {f.pending_max:.1f} s, p99 {f.pending_p99:.1f} s, median {f.pending_median:.1f} s"
-        " (creation → bound, virtual)",
-        f"time to running         max {f.running_max:.1f} s, p99 {f.running_p99:.1f} s (creation → Running: "
-        "a new node's 45 s startup included)",
-        f"nodes                   {f.nodes_launched} launched, {f.nodes_deleted} deleted, "
-        f"{len(result.nodes)} at the end",
-        f"spot interruptions      {len(result.interruptions)}",
-        f"spent                   ${f.dollars:.2f} (each node's $/h over its lifetime; {spot})",
-        f"static node group       ${static.dollars:.2f}: {static.count} × {static.instance_type} on demand "
-        f"(${static.price:.3f}/h) for {f.end / 3600:g} h, sized for the peak requests "
-        f"({f.peak_cpu / 1000:g} vCPU, {f.peak_memory / 2**30:.1f} GiB)",
-        f"saved                   ${saved:.2f} ({saved / static.dollars:.0%} of the static group)",
+    return [
+        ("policy", VARIANTS[run.variant]),
+        ("pods scheduled", f"{f.pods_scheduled} of {f.pods_created} ({f.pods_completed} completed, "
+                           f"{f.pods_pending_at_end} pending at the end)"),
+        ("pending time per pod", f"max {f.pending_max:.1f} s, p99 {f.pending_p99:.1f} s, median "
+                                 f"{f.pending_median:.1f} s"),
+        ("time to running", f"max {f.running_max:.1f} s, p99 {f.running_p99:.1f} s"),
+        ("nodes", f"{f.nodes_launched} launched, {f.nodes_deleted} deleted, {len(run.result.nodes)} at the end"),
+        ("spot interruptions", str(len(run.result.interruptions))),
+        ("spent", f"${f.dollars:.2f}"),
+        ("static node group", f"${static.dollars:.2f} ({static.count} × {static.instance_type})"),
+        ("saved", f"${saved:.2f} ({saved / static.dollars:.0%} of the static group)"),
+        ("wall time", f"{run.wall:.1f} s"),
+        ("controller errors", str(len(run.result.errors))),
     ]
-    if result.errors:
-        lines.append(f"controller errors       {len(result.errors)}: {result.errors[0]}")
+
+
+def render(runs: Sequence[Run], seed: int, ratio: float | None) -> str:
+    """The variants' figures side by side."""
+    first = runs[0].result.figures
+    peak_cpu = max(r.result.figures.peak_cpu for r in runs)
+    peak_memory = max(r.result.figures.peak_memory for r in runs)
+    spot = "spot priced at on-demand" if ratio is None else f"spot at {ratio:g} × on-demand"
+    lines = [
+        f"soak: {first.end / 3600:g} h of virtual time, seed {seed}, {spot}; pending: creation → bound, running: "
+        "creation → Running (a new node's 45 s startup included), virtual seconds; $: each node's $/h over its "
+        f"lifetime; the static group is sized for the peak requests ({peak_cpu / 1000:g} vCPU, "
+        f"{peak_memory / 2**30:.1f} GiB) on demand for the whole trace",
+        "",
+    ]
+    columns = [_rows(run) for run in runs]
+    labels = [label for label, _ in columns[0]]
+    widths = [max(len(label) for label in labels)] + [max(len(v) for _, v in col) for col in columns]
+    header = ["", *(run.variant for run in runs)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    for i, label in enumerate(labels):
+        cells = [label, *(col[i][1] for col in columns)]
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
+    for run in runs:
+        if run.result.errors:
+            lines.append(f"{run.variant}: first controller error: {run.result.errors[0]}")
     return "\n".join(lines) + "\n"
+
+
+def report_path(path: str, variant: str, variants: Sequence[str]) -> Path:
+    """`--report FILE` as given for one variant; FILE's stem + `-variant` for each of several."""
+    given = Path(path)
+    return given if len(variants) == 1 else given.with_name(f"{given.stem}-{variant}{given.suffix or '.html'}")
 
 
 def main() -> None:
@@ -242,40 +303,55 @@ def main() -> None:
     parser.add_argument("--spot-price-ratio", type=float, metavar="R",
                         help="spot offerings cost R × on-demand (default: spot priced at on-demand, as moto has no "
                              "spot market)")
-    parser.add_argument("--report", metavar="FILE", help="write the simulation's HTML report there")
+    parser.add_argument("--variant", choices=[*VARIANTS, "both"], default="both",
+                        help="the policies: as the examples (ttl), consolidating, or both side by side (default)")
+    parser.add_argument("--report", metavar="FILE",
+                        help="write the simulation's HTML report there (FILE-<variant>.html for each of both)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if not 0 < args.hours <= 24:
         parser.error("--hours: above 0 and at most 24")
-    WORK.mkdir(parents=True, exist_ok=True)
-    base, pr = compile_versions()
+    ratio = args.spot_price_ratio
+    if ratio is not None and not 0 < ratio <= 1:
+        parser.error("--spot-price-ratio: a share of the on-demand price, above 0 and at most 1")
     catalog = load_catalog(region=REGION)
     static_type = catalog.get(args.static_type)
     if static_type is None or static_type.price_on_demand is None:
         parser.error(f"--static-type {args.static_type}: not a priced type of the {REGION} catalog")
+    variants = list(VARIANTS) if args.variant == "both" else [args.variant]
+    WORK.mkdir(parents=True, exist_ok=True)
     found = workloads()
     seconds = args.hours * 3600.0
-    steps = trace(args.seed, seconds, pr)
-    start = time.perf_counter()
-    ratio = args.spot_price_ratio
-    if ratio is not None and not 0 < ratio <= 1:
-        parser.error("--spot-price-ratio: a share of the on-demand price, above 0 and at most 1")
     options = SimulationOptions(seed=args.seed, spot_prices=spot_prices(catalog, ratio) if ratio else {})
-    with Simulation(base, found, catalog, options) as simulation:
-        result = simulation.run(steps, until=seconds)
-    wall = time.perf_counter() - start
-    static = static_group(catalog, result.figures, *daemon_requests(found), args.static_type)
-    if args.report:
-        try:
-            Path(args.report).write_text(render_report(result, f"soak: {args.hours:g} h, seed {args.seed}"))
-        except OSError as error:
-            raise SystemExit(f"soak.py: cannot write {args.report}: {error.strerror}") from None
-    if args.json:
-        print(json.dumps(summary(result, static, wall, args.seed, ratio), indent=2))
-    else:
-        sys.stdout.write(render(result, static, wall, args.seed, ratio))
+    simulated: list[tuple[str, SimulationResult, float]] = []
+    for variant in variants:
+        base, pr = compile_versions(variant)
+        steps = trace(args.seed, seconds, pr)
+        start = time.perf_counter()
+        with Simulation(base, found, catalog, options) as simulation:
+            result = simulation.run(steps, until=seconds)
+        wall = time.perf_counter() - start
+        simulated.append((variant, result, wall))
         if args.report:
-            print(f"report: {args.report}")
+            path = report_path(args.report, variant, variants)
+            title = f"soak: {args.hours:g} h, seed {args.seed}, {VARIANTS[variant]}"
+            try:
+                path.write_text(render_report(result, title))
+            except OSError as error:
+                raise SystemExit(f"soak.py: cannot write {path}: {error.strerror}") from None
+    # One static group for the trace, sized for the highest peak any variant saw (evictions briefly add pods).
+    figures = [result.figures for _, result, _ in simulated]
+    peak = dataclasses.replace(
+        figures[0], peak_cpu=max(f.peak_cpu for f in figures), peak_memory=max(f.peak_memory for f in figures)
+    )
+    static = static_group(catalog, peak, *daemon_requests(found), args.static_type)
+    runs = [Run(variant, result, static, wall) for variant, result, wall in simulated]
+    if args.json:
+        print(json.dumps([summary(run, args.seed, ratio) for run in runs], indent=2))
+    else:
+        sys.stdout.write(render(runs, args.seed, ratio))
+        if args.report:
+            print("report: " + ", ".join(str(report_path(args.report, v, variants)) for v in variants))
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ interruption controller).
 | AWS Health scheduled change (EC2) | Warning `InstanceUnhealthy` | cordon and drain |
 
 *Cordon and drain* goes through the node-deletion path (:func:`~karpenter_policy.reconcile.nodedeletion.delete_node`:
-the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while it is drained and its instance
-terminated — the same path as every other disruption). It is logged (``initiating delete from interruption
-message``) with a Warning Event `TerminatingOnInterruption`. A Node already being deleted is taken through the
-path again (a step that failed before is retried), without a second log line or Event.
+the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while the controller's termination step
+cordons it, evicts its pods and terminates its instance — the same path as every other disruption). It is
+logged (``initiating delete from interruption message``) with a Warning Event `TerminatingOnInterruption`. A Node
+already being deleted is left to termination, without a second log line or Event.
 
 Each message is deleted once handled; one that cannot be read (malformed) or is about something else (no-op: an
 event of another kind, an instance that is not ours, a state not acted on) is deleted too, and counted — it
@@ -232,7 +232,7 @@ class InterruptionHandler:
             INTERRUPTION.info("initiating delete from interruption message", extra=self._fields(**fields))
             self._event(node, REASON_TERMINATING, "Interruption triggered termination for the Node", "Warning")
         try:
-            delete_node(self.cluster, self.cloud, node)
+            delete_node(self.cluster, node)
         except (ClusterError, CloudError) as error:
             message = f"could not delete node {name} on an interruption message, {error}"
             result.errors.append(message)

@@ -1,25 +1,18 @@
 """The node-deletion path: how interruption handling (and any other caller that decides a Node must go) removes a
-Node of ours and its instance.
+Node of ours, and how garbage collection releases a Node whose instance is gone.
 
 :func:`delete_node` requests the Node's deletion: the API server sets its ``deletionTimestamp`` and the
-``karpenter.sh/termination`` finalizer keeps it. In Karpenter the termination controller then cordons the Node,
-drains it (evictions that respect disruption budgets), terminates the instance and removes the finalizer. Until
-this project's termination controller exists, :func:`delete_node` does the last two steps itself, at once:
-terminate the instance, remove the finalizer. The pods still bound to the Node are then left to Kubernetes' pod
-garbage collector (their controllers recreate them, and the reconciler provisions for them) — the same end as a
-spot reclaim two minutes later. Replacing this stand-in with the termination controller changes only
-:func:`delete_node`: its callers stay as they are.
+``karpenter.sh/termination`` finalizer keeps it while the termination controller (`termination`, in every pass
+of the controller) cordons it, evicts its pods through the Eviction API (respecting disruption budgets and
+``karpenter.sh/do-not-evict``), terminates the instance and removes the finalizer — as Karpenter does for an
+interruption: the pods move during the two minutes of a spot warning instead of dying with the instance.
 
-Every step is idempotent, so a caller that failed half-way (the API or EC2 could not be reached) simply calls
-again: a Node already being deleted, an instance already terminated or unknown, a finalizer already gone are fine.
+Every step is idempotent, so a caller that failed half-way (the API could not be reached) simply calls again: a
+Node already being deleted, an instance already terminated or unknown, a finalizer already gone are fine.
 """
 
 from __future__ import annotations
 
-import contextlib
-
-from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
-from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import NotFound
@@ -27,17 +20,10 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import nodes as node_info
 
 
-def delete_node(cluster: Cluster, cloud: CloudProvider, node: Obj) -> None:
-    """Delete a Node of ours and terminate its instance (see the module docstring). Raises ClusterError or
-    CloudError when a step failed; calling again resumes."""
-    name = objects.name(node)
-    if not _request_deletion(cluster, name):
-        return
-    instance_id = node_info.instance_id(node)
-    if instance_id:
-        with contextlib.suppress(InstanceNotFound):
-            cloud.delete(instance_id)
-    remove_finalizer(cluster, name)
+def delete_node(cluster: Cluster, node: Obj) -> None:
+    """Request the deletion of a Node of ours; termination drains it and terminates its instance (see the module
+    docstring). Raises ClusterError when the API refused; calling again resumes."""
+    _request_deletion(cluster, objects.name(node))
 
 
 def release(cluster: Cluster, name: str) -> None:

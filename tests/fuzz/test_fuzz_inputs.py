@@ -65,7 +65,10 @@ PINNING_POLICIES = ROOT / "examples" / "pinning" / "policies"
 EXAMPLES = 2000
 CLASS = settings(FUZZ, max_examples=EXAMPLES)
 WORKLOAD_RULES = frozenset(
-    {"parse-error", "invalid-workload", "workload-unschedulable", "overlap", "shadowed", "quantity-out-of-range"}
+    {
+        "parse-error", "invalid-workload", "workload-unschedulable", "overlap", "shadowed", "quantity-out-of-range",
+        "unknown-label-value", "unknown-label-key",
+    }
 )
 POLICY_RULES = KNOWN_RULES | {"limits"}
 

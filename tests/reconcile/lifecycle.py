@@ -6,6 +6,7 @@
 * :class:`FaultyCloud`: the in-memory cloud behind a seeded random fault injector (EC2's capacity errors,
   throttling, 500s, timeouts before or after the call acted) and a kill hook.
 * :class:`HookedCluster`: the in-memory cluster with the same kill hook on every write.
+* :class:`Deployment`: a ReplicaSet's stand-in (evicted pods are replaced), and :func:`run`: passes a second.
 
 A *kill* raises :class:`Killed` (a BaseException, so no ``except Exception`` of the controller swallows it) out of
 the operation under way: the controller that made the call is dropped, as a process that died there would be.
@@ -30,11 +31,11 @@ from karpenter_policy.kube.patches import PatchType
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.constraints import DirectorySource
-from karpenter_policy.reconcile.controller import Controller, ControllerOptions
+from karpenter_policy.reconcile.controller import Controller, ControllerOptions, ReconcileResult
 from karpenter_policy.reconcile.kubelet import FakeKubelet
 
 from .conftest import CLUSTER, REGION
-from .support import FakeClock
+from .support import FakeClock, container, replicas
 
 EPOCH = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 Obj = dict[str, Any]
@@ -110,6 +111,18 @@ class HookedCluster(MemoryCluster):
         self.switch.check("bind", False)
         super().bind(namespace, pod_name, node_name)
         self.switch.check("bind", True)
+
+    def delete(
+        self, kind: objects.Kind, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
+    ) -> None:
+        self.switch.check(f"delete {kind.kind}", False)
+        super().delete(kind, name, namespace, grace_period_seconds)
+        self.switch.check(f"delete {kind.kind}", True)
+
+    def evict(self, namespace: str, pod_name: str) -> None:
+        self.switch.check("evict", False)
+        super().evict(namespace, pod_name)
+        self.switch.check("evict", True)
 
 
 class FaultyCloud:
@@ -239,3 +252,62 @@ class World:
             client_token=token,
         )
         return self.inner.create(request)
+
+
+class Deployment:
+    """A ReplicaSet's stand-in: keeps `count` pods of one vCPU each (`app-<n>`), replacing any that is evicted."""
+
+    def __init__(self, world: World, app: str, count: int, cpu: str = "1") -> None:
+        self.world, self.app, self.cpu = world, app, cpu
+        self.next = 0
+        self.count = 0
+        self.scale(count)
+
+    def live(self) -> list[dict[str, object]]:
+        return [p for p in self.world.cluster.list(objects.POD).items
+                if objects.labels(p).get("app") == self.app and not objects.is_deleting(p)]
+
+    def scale(self, count: int) -> None:
+        self.count = count
+        live = sorted(self.live(), key=lambda p: int(objects.name(p).rsplit("-", 1)[1]))
+        for pod in live[count:]:
+            self.world.cluster.delete(objects.POD, objects.name(pod), "default")
+        for _ in range(count - len(live)):
+            (created,) = replicas(self.app, self.next, 1, containers=[container(self.cpu)])
+            self.world.cluster.create(objects.POD, created)
+            self.next += 1
+
+    def restore(self) -> None:
+        self.scale(self.count)
+
+
+def run(world: World, controller: Controller, deployment: Deployment, seconds: int,
+        until: Callable[[], bool] | None = None) -> list[ReconcileResult]:
+    """One pass a second (kubelets, the ReplicaSet, the controller) for `seconds` or until `until()` holds."""
+    results = []
+    for _ in range(seconds):
+        world.kubelet.sync()
+        deployment.restore()
+        results.append(controller.reconcile_once())
+        world.kubelet.sync()
+        if until is not None and until():
+            break
+        world.clock.advance(1)
+    return results
+
+
+def nodes(world: World) -> dict[str, dict[str, object]]:
+    return {objects.name(n): n for n in world.cluster.list(objects.NODE).items}
+
+
+def settled(world: World) -> bool:
+    return not world.unbound() and not any(objects.is_deleting(n) for n in nodes(world).values())
+
+
+def start(world: World, pods: int, **options: object) -> tuple[Controller, Deployment]:
+    controller = world.controller(batch_max=5.0, **options)
+    deployment = Deployment(world, "inflate", pods)
+    run(world, controller, deployment, 120, lambda: settled(world) and all(
+        node_info.is_initialized(n) for n in nodes(world).values()))
+    assert not world.unbound() and nodes(world)
+    return controller, deployment

@@ -18,7 +18,7 @@ from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
 from karpenter_policy.reconcile.disruption import DO_NOT_CONSOLIDATE
 
-from .lifecycle import World
+from .lifecycle import Deployment, World, nodes, run, settled, start
 from .support import POLICIES, compile_policies, container, replicas
 
 Edit = Callable[[str], str]
@@ -41,56 +41,6 @@ def on_demand(text: str) -> str:
     return text.replace('values: ["spot"]', 'values: ["on-demand"]')
 
 
-class Deployment:
-    """A ReplicaSet's stand-in: keeps `count` pods of one vCPU each (`app-<n>`), replacing any that is evicted."""
-
-    def __init__(self, world: World, app: str, count: int, cpu: str = "1") -> None:
-        self.world, self.app, self.cpu = world, app, cpu
-        self.next = 0
-        self.count = 0
-        self.scale(count)
-
-    def live(self) -> list[dict[str, object]]:
-        return [p for p in self.world.cluster.list(objects.POD).items
-                if objects.labels(p).get("app") == self.app and not objects.is_deleting(p)]
-
-    def scale(self, count: int) -> None:
-        self.count = count
-        live = sorted(self.live(), key=lambda p: int(objects.name(p).rsplit("-", 1)[1]))
-        for pod in live[count:]:
-            self.world.cluster.delete(objects.POD, objects.name(pod), "default")
-        for _ in range(count - len(live)):
-            (created,) = replicas(self.app, self.next, 1, containers=[container(self.cpu)])
-            self.world.cluster.create(objects.POD, created)
-            self.next += 1
-
-    def restore(self) -> None:
-        self.scale(self.count)
-
-
-def run(world: World, controller: Controller, deployment: Deployment, seconds: int,
-        until: Callable[[], bool] | None = None) -> list[ReconcileResult]:
-    """One pass a second (kubelets, the ReplicaSet, the controller) for `seconds` or until `until()` holds."""
-    results = []
-    for _ in range(seconds):
-        world.kubelet.sync()
-        deployment.restore()
-        results.append(controller.reconcile_once())
-        world.kubelet.sync()
-        if until is not None and until():
-            break
-        world.clock.advance(1)
-    return results
-
-
-def nodes(world: World) -> dict[str, dict[str, object]]:
-    return {objects.name(n): n for n in world.cluster.list(objects.NODE).items}
-
-
-def settled(world: World) -> bool:
-    return not world.unbound() and not any(objects.is_deleting(n) for n in nodes(world).values())
-
-
 def node_of_pods(world: World, app: str) -> set[str]:
     return {p["spec"].get("nodeName") for p in world.cluster.list(objects.POD).items if objects.labels(p)["app"] == app}
 
@@ -98,15 +48,6 @@ def node_of_pods(world: World, app: str) -> set[str]:
 def instance_state(world: World, node: dict[str, object]) -> str | None:
     instance = world.inner.get(node_info.instance_id(node))
     return None if instance is None else instance.state
-
-
-def start(world: World, pods: int, **options: object) -> tuple[Controller, Deployment]:
-    controller = world.controller(batch_max=5.0, **options)
-    deployment = Deployment(world, "inflate", pods)
-    run(world, controller, deployment, 120, lambda: settled(world) and all(
-        node_info.is_initialized(n) for n in nodes(world).values()))
-    assert not world.unbound() and nodes(world)
-    return controller, deployment
 
 
 class Watch:

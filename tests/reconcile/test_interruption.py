@@ -14,6 +14,7 @@ from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.fakequeue import FakeQueue
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.constraints import DirectorySource
@@ -44,9 +45,32 @@ class Interrupted:
     def instance_of(self, name: str) -> str:
         return node_info.instance_id(self.harness.node(name))
 
+    def drain(self) -> None:
+        """Controller passes until no Node is being deleted: termination evicts, terminates, releases."""
+        for _ in range(10):
+            self.harness.controller.reconcile_once()
+            if not any(objects.is_deleting(n) for n in self.harness.nodes()):
+                return
+            self.harness.clock.advance(1)
+
     def metric(self, name: str, **labels: str) -> float:
         value = self.harness.controller.metrics.registry.get_sample_value(name, labels)
         return value or 0.0
+
+
+class Refusing:
+    """The cluster, except that deleting a Node fails (the API server could not be reached)."""
+
+    def __init__(self, inner: MemoryCluster) -> None:
+        self.inner = inner
+
+    def delete(
+        self, kind: objects.Kind, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
+    ) -> None:
+        raise ClusterError("the server is currently unable to handle the request", 503)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
 
 
 def offering_of(node: dict[str, object]) -> tuple[str, str]:
@@ -87,8 +111,14 @@ def test_a_spot_interruption_warning_deletes_the_node_terminates_it_and_marks_it
     result = interrupted.handler.poll_once()
 
     assert result.acted == {victim: "CordonAndDrain"} and result.draining == [victim]
+    assert objects.is_deleting(interrupted.harness.node(victim)), "the node is being deleted"
+    on_victim = [p for p in interrupted.harness.pods() if p["spec"].get("nodeName") == victim]
+    assert on_victim, "its pods are still there: termination drains them"
+    interrupted.drain()
     assert interrupted.harness.cluster.get(objects.NODE, victim) is None, "the node is gone"
     assert interrupted.cloud.get(instance) is None, "its instance is terminated"
+    assert not [p for p in interrupted.harness.pods() if p["spec"].get("nodeName") == victim], "pods evicted"
+    assert "Cordoned node" in interrupted.harness.messages()
     assert interrupted.harness.cluster.get(objects.NODE, other) is not None, "other nodes are left alone"
     assert interrupted.queue.visible() == 0 and result.deleted == 1
     assert interrupted.cloud.unavailable.is_unavailable(*offering, "spot"), "the offering is not tried again soon"
@@ -130,6 +160,7 @@ def test_an_instance_stopping_or_terminating_deletes_its_node(
     result = interrupted.handler.poll_once()
 
     assert result.acted == {victim: "CordonAndDrain"}
+    interrupted.drain()
     assert interrupted.harness.cluster.get(objects.NODE, victim) is None
     assert interrupted.cloud.get(instance) is None
     assert reason in [e["reason"] for e in interrupted.harness.events() if e["involvedObject"]["name"] == victim]
@@ -158,6 +189,7 @@ def test_a_scheduled_change_deletes_every_node_it_names(interrupted: Interrupted
     result = interrupted.handler.poll_once()
 
     assert result.acted == dict.fromkeys(names, "CordonAndDrain")
+    interrupted.drain()
     assert interrupted.harness.nodes() == []
     assert all(interrupted.cloud.get(i) is None for i in instances)
     assert all(
@@ -221,18 +253,23 @@ def test_a_message_whose_action_failed_comes_back_and_is_handled_then(interrupte
     victim = interrupted.node_names()[0]
     instance = interrupted.instance_of(victim)
     interrupted.queue.send(events.spot_interruption(instance))
-    interrupted.cloud.fail_next("delete", CloudError("https://ec2", "An internal error has occurred", "delete"))
+    interrupted.handler.cluster = Refusing(interrupted.harness.cluster)
 
     failed = interrupted.handler.poll_once()
 
     assert failed.kept == 1 and failed.deleted == 0 and interrupted.queue.visible() == 1
-    assert interrupted.cloud.get(instance) is not None, "EC2 refused: the instance still runs"
+    assert not objects.is_deleting(interrupted.harness.node(victim)), "the API refused: the node stays"
+    interrupted.handler.cluster = interrupted.harness.cluster
     assert interrupted.handler.poll_once().received == 0, "hidden until its visibility timeout ends"
     interrupted.harness.clock.advance(21)
     again = interrupted.handler.poll_once()
     assert again.deleted == 1 and interrupted.queue.visible() == 0
+    interrupted.drain()
     assert interrupted.cloud.get(instance) is None and interrupted.harness.cluster.get(objects.NODE, victim) is None
-    assert interrupted.harness.messages().count("initiating delete from interruption message") == 1
+    # Logged at each attempt to delete the Node: the one the API refused, and the one that worked.
+    assert interrupted.harness.messages().count("initiating delete from interruption message") == 2
+    assert any("could not delete node" in m and "unable to handle the request" in m
+               for m in interrupted.harness.messages())
 
 
 def test_a_queue_that_cannot_be_read_is_reported_not_raised(interrupted: Interrupted) -> None:

@@ -76,6 +76,10 @@ def test_each_kind_of_message_from_sqs_is_handled_and_deleted(
     results = [handler.poll_once() for _ in range(3)]
 
     assert sum(r.deleted for r in results) == 1
+    assert objects.is_deleting(h.node(name)), "deleted: termination drains it"
+    for _ in range(5):  # the controller's passes: cordon, evict, terminate, release
+        h.step()
+        h.clock.advance(1)
     assert h.cluster.get(objects.NODE, name) is None
     assert state(aws_workloads, instance) in ("shutting-down", "terminated"), "TerminateInstances was called"
     assert "InstanceUnhealthy" in [e["reason"] for e in h.events()]
