@@ -4,9 +4,10 @@ Each pass the controller calls :meth:`Deprovisioner.step`:
 
 * with no command under way, and the cluster quiet (no pod pending, no launch in flight, no node of ours being
   deleted), at most every `interval` seconds, it asks the :class:`~karpenter_policy.reconcile.disruption.Decider`
-  for the next command. A consolidation command is only acted on when a second decision, `validation` seconds
-  later, still finds the same nodes (Karpenter's 15 s consolidation TTL: the cluster may be moving); expiry and
-  drift act at once;
+  for the next command. It asks for a pass of its own when a node will expire or while the cluster is not quiet;
+  otherwise the controller's next pass (a change, or the runner's resync every 10 s) brings it back. A
+  consolidation command is only acted on when a second decision, `validation` seconds later, still finds the same
+  nodes (Karpenter's 15 s consolidation TTL: the cluster may be moving); expiry and drift act at once;
 * a command without replacements deletes its nodes at once: the termination finalizer cordons and drains them;
 * a command with replacements launches them (their Nodes are registered; no pod is bound to them) and waits until
   every one is initialized, then deletes its nodes, whose evicted pods the provisioner (or kube-scheduler) puts
@@ -116,6 +117,7 @@ class Deprovisioner:
             return done
         if not quiet:
             self._held = None  # the cluster moved: a held consolidation is decided again
+            done.due = now + self.interval  # look again once it has settled
             return done
         if now < self._next_decision:
             done.due = self._next_decision
@@ -125,10 +127,9 @@ class Deprovisioner:
         self._log_blocked(decision.blocked)
         done.blocked = decision.blocked
         command = decision.command
-        due = [self._next_decision]
-        if decision.expires_in is not None:
-            due.append(now + decision.expires_in)
-        done.due = min(due)
+        # Come back when a node expires; otherwise at the next pass the controller runs anyway (a change, the
+        # runner's resync every 10 s): a cluster with nothing to disrupt asks for no pass of its own.
+        done.due = now + decision.expires_in if decision.expires_in is not None else None
         if command is None:
             self._held = None
             return done

@@ -89,3 +89,26 @@ def test_steps_timed_out_of_order_are_refused(versions: tuple[Loaded, Loaded]) -
         pytest.raises(SimulationError, match="early: at 60 s, before the step before it"),
     ):
         simulation.run(steps)
+
+
+def test_consolidation_on_moto_shrinks_the_fleet_after_a_scale_down(tmp_path: Path) -> None:
+    """`default` on-demand with consolidation: 20 replicas (one c6a.8xlarge), then 3 — the node is replaced by a
+    cheaper one (CreateFleet, then TerminateInstances on moto) once it is up, every pod running."""
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICIES, policies)
+    default = policies / "default.yaml"
+    default.write_text(default.read_text().replace('values: ["spot"]', 'values: ["on-demand"]').replace(
+        "ttlSecondsAfterEmpty: 30", "consolidation:\n    enabled: true"))
+    loaded = _compiled(policies, tmp_path / "build")
+    steps = [Step("create"), Step("scale to 20", {KEY: 20}), Step("scale to 3", {KEY: 3}),
+             Step("quiet", {KEY: 3}, at=1500.0)]
+    with Simulation(loaded, _inflate(), load_catalog(region="us-east-1")) as simulation:
+        result = simulation.run(steps)
+
+    peak = result.steps[1].measurement
+    assert not result.unschedulable and result.pending == 0 and result.pods == 3
+    assert "deprovisioning via consolidation replace" in result.log and "saving $" in result.log
+    assert sum(n.price or 0 for n in result.nodes) < sum(n.price or 0 for n in peak.nodes) / 4, "the fleet shrank"
+    assert not {n.name for n in result.nodes} & {n.name for n in peak.nodes}, "the big node was replaced"
+    assert all(n.pods for n in result.nodes), "no node is left empty"
+    assert result.end < 1500 + 600, "nothing left to do once consolidated: the run ends"

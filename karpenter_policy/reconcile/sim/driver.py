@@ -211,6 +211,7 @@ class Simulation:
         self.server = MotoServer(self.options.spot_prices, self.options.seed)
         try:
             self.account, self.cloud = self._aws(catalog)
+            self.server.reseed()
         except BaseException:
             self.server.close()
             raise

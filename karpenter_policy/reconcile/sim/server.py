@@ -161,7 +161,14 @@ class MotoServer:
         host = host.decode() if isinstance(host, bytes) else host
         self.url = require_loopback(f"http://{host}:{port}")
         self._control("/moto-api/reset")  # moto's state is the process's: start from an empty account
-        self._control(f"/moto-api/seed?a={int(seed)}")
+        self.seed = seed
+        self.reseed()
+
+    def reseed(self) -> None:
+        """Seed moto's random ids again. moto draws from its generator on work it caches for the process (an
+        earlier simulation in the same process may have drawn for it already), so the driver seeds again once the
+        account is built: from there on, the same scenario gets the same ids."""
+        self._control(f"/moto-api/seed?a={int(self.seed)}")
 
     def _control(self, path: str) -> None:
         parsed = urllib.parse.urlsplit(self.url)
