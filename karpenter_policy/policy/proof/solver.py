@@ -300,7 +300,8 @@ def _member(variable: str, allowed: Iterable[int]) -> str:
 
 
 class Solver:
-    """Proves provisioners against one catalog: satisfiable ones by bit masks (`satisfying`), the others with Z3.
+    """Proves provisioners against one catalog: satisfiable ones by bit masks (`satisfying`), the others with Z3
+    (each minimal core, found on the masks, proven unsatisfiable by Z3 on its own terms).
 
     The catalog tables are built once per catalog. One Z3 solver serves every provisioner that reaches Z3, each
     in a push/pop scope of its own, its names prefixed; solver and declarations live in a Z3 context of the
@@ -350,6 +351,9 @@ class Solver:
                     capacity_types=found.capacity_types,
                     seconds=time.perf_counter() - start,
                 )
+            explained = self._explain(terms, start)
+            if explained is not None:
+                return explained
         problem = _Problem(self.table, terms)
         solver, prefix = self._next_solver()
         solver.push()
@@ -358,6 +362,46 @@ class Solver:
             return self._solve(solver, problem, prefix, start)
         finally:
             solver.pop()
+
+    def _explain(self, terms: Sequence[Term], start: float) -> Outcome | None:
+        """Unsatisfiable by the masks: the minimal cores, found on the masks (QuickXplain's many subset checks,
+        each a few bit operations), each then proven unsatisfiable by Z3 on its own terms (one check on a small
+        encoding) — the same cores as Z3 alone finds, since the verdicts are the same (a property test keeps
+        them so). None when Z3 does not confirm a core (it timed out, or disagrees): Z3 then decides alone."""
+        requirements = [term.requirement for term in terms]
+
+        def unsatisfiable(subset: Sequence[int]) -> bool:
+            return satisfying(self.instances, [requirements[j] for j in subset], self.os) is None
+
+        cores: list[list[int]] = []
+        if unsatisfiable([]):  # the catalog alone admits nothing
+            cores.append([])
+        else:
+            remaining = list(range(len(terms)))
+            while remaining and len(cores) < MAX_CORES and unsatisfiable(remaining):
+                found = _minimal_core(unsatisfiable, remaining)
+                cores.append(found)
+                remaining = [j for j in remaining if j not in found]
+        rows = 0
+        for core in cores:
+            problem = _Problem(self.table, [terms[j] for j in core])
+            rows = max(rows, len(problem.rows))
+            solver, prefix = self._next_solver()
+            solver.push()
+            try:
+                solver.from_string(problem.smtlib(prefix))
+                literals = [z3.Bool(f"{prefix}p{j}", solver.ctx) for j in range(len(problem.terms))]
+                if solver.check(*literals) != z3.unsat:
+                    return None
+            finally:
+                solver.pop()
+        return Outcome(
+            Verdict.UNSAT,
+            cores=tuple(tuple(terms[j] for j in core) for core in cores),
+            checks=len(cores),
+            seconds=time.perf_counter() - start,
+            rows=rows,
+        )
 
     def _next_solver(self) -> tuple[z3.Solver, str]:
         """The Z3 solver for the next problem, and the prefix of the problem's names (declarations outlive `pop`:
@@ -397,7 +441,7 @@ class Solver:
         cores: list[tuple[Term, ...]] = []
         remaining = everything
         while result == z3.unsat and remaining and len(cores) < MAX_CORES:
-            found = _minimal_core(check, remaining)
+            found = _minimal_core(lambda subset: check(subset) == z3.unsat, remaining)
             cores.append(tuple(problem.terms[j] for j in found))
             remaining = [j for j in remaining if j not in found]
             result = check(remaining) if remaining else result
@@ -430,15 +474,15 @@ class Solver:
         }
 
 
-def _minimal_core(check: Callable[[Sequence[int]], z3.CheckSatResult], candidates: Sequence[int]) -> list[int]:
+def _minimal_core(unsatisfiable: Callable[[Sequence[int]], bool], candidates: Sequence[int]) -> list[int]:
     """A minimal unsatisfiable subset of `candidates` (unsatisfiable together), sorted: QuickXplain (Junker,
-    2004) on verdicts alone, over the candidates in their order. Z3's own unsat cores depend on what its solver
-    did before (other problems, in the same context); verdicts do not, so the same terms get the same core
-    whatever was solved before. A check that times out counts as satisfiable: the core can then be larger than
-    minimal, never wrong."""
+    2004) on verdicts alone (Z3's, or the masks'), over the candidates in their order. Z3's own unsat cores depend
+    on what its solver did before (other problems, in the same context); verdicts do not, so the same terms get
+    the same core whatever was solved before. A check that times out counts as satisfiable: the core can then be
+    larger than minimal, never wrong."""
 
     def explain(background: list[int], added: bool, members: Sequence[int]) -> list[int]:
-        if added and check(background) == z3.unsat:
+        if added and unsatisfiable(background):
             return []
         if len(members) == 1:
             return list(members)
