@@ -57,6 +57,15 @@ def _first_terms(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         yield _mapping(term)
 
 
+def _well_typed(expression: Mapping[str, Any]) -> bool:
+    values = expression.get("values")
+    return (
+        isinstance(expression.get("key", ""), str)
+        and isinstance(expression.get("operator", ""), str)
+        and (values is None or (isinstance(values, list) and all(isinstance(v, str) for v in values)))
+    )
+
+
 def _reasons(spec: Mapping[str, Any]) -> Iterator[str]:
     for term in _first_terms(spec):
         for expression in _list(term.get("matchExpressions")):
@@ -71,6 +80,8 @@ def _reasons(spec: Mapping[str, Any]) -> Iterator[str]:
             yield f"a {kind} node selector term with matchFields is not supported"
         for expression in _list(term.get("matchExpressions")):
             expression = _mapping(expression)
+            if not _well_typed(expression):
+                continue  # not a node-selector requirement at all: the pod spec's reader says so
             for violation in requirement_violations(expression, ()):
                 # provisioner-name is well-known to a pod: only a Provisioner may not constrain it
                 own = expression.get("key") == wk.PROVISIONER_NAME and violation.rule == RESTRICTED_LABEL

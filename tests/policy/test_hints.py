@@ -416,3 +416,52 @@ def test_a_stray_field_does_not_hide_a_conflict_but_a_misspelt_requirements_does
         ("schema", "Provisioner/spot"),
         ("schema", "Provisioner/ttl"),
     ]
+
+
+def test_a_restricted_key_does_not_hide_the_value_typos_of_the_other_requirements(tmp_path: Path) -> None:
+    """Three independent mistakes — a restricted key (a zone typo), a capacity-type typo, an invalid TTL pair —
+    all in one run; `compile` still writes nothing."""
+    body = provisioner(
+        "three",
+        """
+  requirements:
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: ["ondemand", "spot"]
+    - key: topology.kubernetes.io/zona
+      operator: In
+      values: ["us-east-1a"]
+  ttlSecondsAfterEmpty: 30
+  consolidation: {enabled: true}
+""",
+    )
+    (tmp_path / "p.yaml").write_text(TEMPLATE + body)
+    found = findings(run("check", str(tmp_path / "p.yaml"), "--output", "json"))
+    rules = sorted(f["rule"] for f in found if f["severity"] in ("error", "warning"))
+    assert rules == ["invalid-spec", "restricted-label", "unknown-label-value"], found
+    assert "did you mean on-demand?" in next(f["message"] for f in found if f["rule"] == "unknown-label-value")
+    assert '(typo of "topology.kubernetes.io/zone"?)' in next(
+        f["message"] for f in found if f["rule"] == "restricted-label")
+    compiled = run("compile", str(tmp_path / "p.yaml"), "-o", str(tmp_path / "out"))
+    assert compiled.returncode == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_node_affinity_expression_of_the_wrong_types_is_invalid_not_a_crash(tmp_path: Path) -> None:
+    """Found by the fuzz tests: a key, operator or values that are not strings reached Karpenter's pod checks."""
+    (tmp_path / "pod.yaml").write_text(dedent("""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: bad}
+        spec:
+          containers: [{name: a, image: x}]
+          affinity:
+            nodeAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+                nodeSelectorTerms:
+                  - matchExpressions:
+                      - {key: example.com/x, operator: In, values: [1]}
+        """))
+    policies = ROOT / "examples" / "workloads" / "policies"
+    result = run("check", str(policies), "--workloads", str(tmp_path / "pod.yaml"), "--output", "json")
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert [f["rule"] for f in findings(result) if f["severity"] == "error"] == ["workload-unschedulable"]

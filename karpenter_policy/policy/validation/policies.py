@@ -28,6 +28,7 @@ from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
     ERROR,
     PARSE_ERROR,
+    RESTRICTED_LABEL,
     SCHEMA,
     UNRESOLVED_REFERENCE,
     WARNING,
@@ -122,7 +123,8 @@ def check_document(doc: Document, report: Report) -> tuple[list[Finding], bool]:
 
 #: Where an error stops the solver from proving a Provisioner: what it reads (requirements, labels) and what its
 #: node template is built from. An error elsewhere (a TTL combination, the provider or node template, the name)
-#: is independent of scheduling: the Provisioner is still proven, as if that field were fixed.
+#: is independent of scheduling: the Provisioner is still proven, as if that field were fixed. So is one whose only
+#: scheduling error is a restricted label key (proven with that key as a custom label).
 _SCHEDULING_FIELDS: tuple[tuple[str, ...], ...] = (
     ("spec", "requirements"),
     ("spec", "labels"),
@@ -134,7 +136,9 @@ _SCHEDULING_FIELDS: tuple[tuple[str, ...], ...] = (
 
 
 def _blocks_solving(violation: Violation) -> bool:
-    if violation.severity != ERROR:
+    # A restricted label key is refused by Karpenter, but to the catalog it is a label like any custom one: the
+    # other requirements are still proven (their typos reported) in the same run.
+    if violation.severity != ERROR or violation.rule == RESTRICTED_LABEL:
         return False
     return any(violation.path[: len(prefix)] == prefix for prefix in _SCHEDULING_FIELDS)
 
