@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.kube import objects
+from karpenter_policy.reconcile.controller import Controller
 
 from .lifecycle import Deployment, Killed, World, live_instances, nodes, settled, start
 from .support import POLICIES, compile_policies, create_all, inflate
@@ -27,6 +28,14 @@ SEEDS = range(24)
 #: Operations a launch goes through that a kill can interrupt (cloud calls and cluster writes).
 KILL_POINTS = ("create", "get", "list", "create Node", "patch Node", "bind", None)
 GARBAGE_GRACE = 121  # seconds: past the garbage collector's period, so that both directions are checked
+
+
+def collect_last(world: World, controller: Controller) -> None:
+    """Past the collector's period, with no kill armed, one more pass: nothing is left to collect either way."""
+    world.switch.at = None
+    world.clock.advance(GARBAGE_GRACE)
+    controller.reconcile_once()
+    world.kubelet.sync()
 
 
 def run_until_settled(world: World, *, passes: int = 400) -> list[str]:
@@ -49,11 +58,7 @@ def run_until_settled(world: World, *, passes: int = 400) -> list[str]:
         if not world.unbound() and world.orphans() == (set(), set()):
             break
         world.clock.advance(1)
-    # Past the collector's period, with no kill armed: nothing is left to collect either way.
-    world.switch.at = None
-    world.clock.advance(GARBAGE_GRACE)
-    controller.reconcile_once()
-    world.kubelet.sync()
+    collect_last(world, controller)
     return kills
 
 
@@ -138,10 +143,7 @@ def replace_expired_with_kills(
         if done and world.orphans() == (set(), set()):
             break
         world.clock.advance(1)
-    world.switch.at = None
-    world.clock.advance(GARBAGE_GRACE)
-    controller.reconcile_once()
-    world.kubelet.sync()
+    collect_last(world, controller)
     return kills
 
 
