@@ -109,6 +109,9 @@ class IssuedLaunches:
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         self.provider.mark_unavailable(instance_type, zone, capacity_type, reason)
 
+    def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
+        return self.provider.current_image(instance_type, provider)
+
 
 # --- the workload --------------------------------------------------------------------------------------------
 

@@ -178,6 +178,10 @@ class FakeCloudProvider:
         self._injected("instance_types")
         return with_unavailable(self._types, self.unavailable.active())
 
+    def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
+        """`image_id`, the one image every launch gets (a test sets another to publish a new AMI)."""
+        return self.image_id or None
+
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         self.unavailable.mark(instance_type, zone, capacity_type, reason)
 

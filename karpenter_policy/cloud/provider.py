@@ -191,6 +191,12 @@ class CloudProvider(Protocol):
         interruption warning or an insufficient-capacity error)."""
         ...
 
+    def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
+        """The image a node of `instance_type` launched now with these provider settings (an AWSNodeTemplate
+        spec) would get — what AMI drift compares a node's image with. None when it cannot be told (no image
+        resolves, the cloud could not be asked): no drift is concluded then. Answers are cached like launches'."""
+        ...
+
 
 __all__ = [
     "LIVE_STATES",

@@ -335,7 +335,9 @@ class Controller:
 
         def inputs() -> Inputs:
             budgets = self.cluster.list(objects.POD_DISRUPTION_BUDGET).items
-            return Inputs(state, self._template_sets(), snapshot.pods, budgets, self.wall_clock(), protected)
+            templates = self._template_sets()
+            return Inputs(state, templates, snapshot.pods, budgets, self.wall_clock(), protected,
+                          self._current_images(templates))
 
         def launch(command: Command) -> list[str] | str:
             return self._launch_replacements(command, result)
@@ -666,6 +668,23 @@ class Controller:
                 continue
             self._launched(claim, outcome, templates, result)
         return retry
+
+    def _current_images(self, templates: Templates) -> Callable[[str, str], str | None]:
+        """(provisioner, instance type) → the image a node launched now would get (one answer per pair and
+        decision; None when the cloud cannot tell)."""
+        known: dict[tuple[str, str], str | None] = {}
+
+        def current(provisioner: str, instance_type: str) -> str | None:
+            if (provisioner, instance_type) not in known:
+                constraint_set = templates.sets.get(provisioner)
+                spec = constraint_set.provider.spec if constraint_set and constraint_set.provider else None
+                try:
+                    known[provisioner, instance_type] = self.cloud.current_image(instance_type, spec)
+                except CloudError:
+                    known[provisioner, instance_type] = None
+            return known[provisioner, instance_type]
+
+        return current
 
     def _launch_replacements(self, command: Command, result: ReconcileResult) -> list[str] | str:
         """Launch a disruption command's replacements and register their Nodes; no pod is bound to them (their

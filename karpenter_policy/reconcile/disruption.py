@@ -6,9 +6,10 @@ first method that finds something decides (one command at a time):
 
 1. **expiration** — a node older than its provisioner's `ttlSecondsUntilExpired` (the oldest first);
 2. **drift** — a node whose provisioner is gone from the constraint sets, whose node hash (labels, taints,
-   kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, or whose labels no longer satisfy
-   its set's requirements (an instance type no longer admitted, a zone or capacity type removed): a merged
-   policy change rolls the fleet, empty drifted nodes first and all at once;
+   kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
+   its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
+   is no longer the one its node template resolves (a new AMI release): a merged policy change rolls the fleet,
+   empty drifted nodes first and all at once;
 3. **consolidation** (provisioners with `consolidation.enabled`) — empty nodes are deleted; then several nodes
    whose pods fit on the others plus at most one new node (multi-node), then one node at a time (single-node):
    delete it when its pods fit on the others, replace it when one strictly cheaper node takes them; never spot
@@ -30,7 +31,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
@@ -135,6 +136,8 @@ class Inputs:
     budgets: Sequence[Obj]
     now: dt.datetime
     protected: frozenset[str] = frozenset()  # nodes another command is using (its replacements)
+    #: (provisioner, instance type) → the image a node launched now would get (None: cannot tell).
+    images: Callable[[str, str], str | None] = lambda provisioner, instance_type: None
 
 
 def pod_disruption_cost(pod: Obj) -> float:
@@ -316,8 +319,11 @@ class Decider:
     def _drift(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
         drifted = []
         for candidate in candidates:
-            why = drift_reason(inputs.state.nodes[candidate.name], inputs.templates.sets.get(candidate.provisioner),
-                               inputs.templates, candidate.provisioner)
+            node = inputs.state.nodes[candidate.name]
+            why = drift_reason(node, inputs.templates.sets.get(candidate.provisioner), inputs.templates,
+                               candidate.provisioner)
+            if not why and node_info.ANNOTATION_IMAGE in objects.annotations(node):
+                why = image_drift(node, inputs.images(candidate.provisioner, candidate.instance_type))
             if why:
                 drifted.append((candidate, why))
         empty = [(c, why) for c, why in drifted if not c.pods]
@@ -424,6 +430,15 @@ def drift_reason(node: Obj, constraint_set: ConstraintSet | None, templates: Tem
     return _unsatisfied(Requirements.from_node_selector(constraint_set.requirements), labels)
 
 
+def image_drift(node: Obj, current: str | None) -> str:
+    """Why a node's image has drifted ("" when it has not, or the current image cannot be told): the node template
+    now resolves another image for its instance type (a new AMI release under the same family or selector)."""
+    launched = objects.annotations(node).get(node_info.ANNOTATION_IMAGE)
+    if not launched or not current or launched == current:
+        return ""
+    return f"its image {launched} is no longer the node template's ({current})"
+
+
 def _unsatisfied(requirements: Requirements, labels: Mapping[str, str]) -> str:
     for key in requirements:
         requirement = requirements[key]
@@ -452,6 +467,7 @@ __all__ = [
     "Decision",
     "Inputs",
     "drift_reason",
+    "image_drift",
     "offering_price",
     "pod_disruption_cost",
 ]

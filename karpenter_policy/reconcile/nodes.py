@@ -44,6 +44,8 @@ ANNOTATION_STARTUP_TAINTS = "karpenter-policy/startup-taints"
 ANNOTATION_INSTANCE = "karpenter-policy/instance-id"
 #: The hash of what shapes the node (`ConstraintSet.node_hash`): a node whose hash differs from its set's has drifted.
 ANNOTATION_NODE_HASH = "karpenter-policy/node-hash"
+#: The image the instance was launched with: a node whose node template now resolves another has drifted.
+ANNOTATION_IMAGE = "karpenter-policy/image-id"
 #: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`).
 EPHEMERAL_TAINT_KEYS = (
     "node.kubernetes.io/not-ready",
@@ -184,6 +186,8 @@ def node_object(
         ANNOTATION_INSTANCE: instance.id,
         ANNOTATION_STARTUP_TAINTS: json.dumps([t.to_api() for t in constraint_set.startup_taints], sort_keys=True),
     }
+    if instance.image_id:
+        annotations[ANNOTATION_IMAGE] = instance.image_id
     node: Obj = {
         "apiVersion": objects.NODE.api_version,
         "kind": objects.NODE.kind,
@@ -231,6 +235,7 @@ def instance_id(node: Obj) -> str:
 
 __all__ = [
     "ANNOTATION_HASH",
+    "ANNOTATION_IMAGE",
     "ANNOTATION_INSTANCE",
     "ANNOTATION_NODE_HASH",
     "ANNOTATION_STARTUP_TAINTS",

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from karpenter_policy.cloud import CloudError, ConfigurationError, InsufficientCapacity, Throttled
+from karpenter_policy.cloud.aws.amis import AMI_TTL
 from karpenter_policy.cloud.aws.fleet import MAX_OVERRIDES
 from karpenter_policy.cloud.provider import (
     TAG_CLIENT_TOKEN,
@@ -18,7 +19,7 @@ from karpenter_policy.cloud.provider import (
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.taints import Taint
 
-from .conftest import CLUSTER, DISCOVERY, SSM_AL2, AwsEnv, catalog_types
+from .conftest import CLUSTER, DISCOVERY, SSM_AL2, AwsEnv, _ssm_stub, catalog_types
 from .support import launch_template, offer, request, user_data
 
 
@@ -127,6 +128,20 @@ def test_default_ami_comes_from_the_ssm_parameter_of_each_architecture(aws: AwsE
     assert instance.image_id == aws.ami_arm64
     names = {call.params["Name"] for call in aws.proxy.calls_to("GetParameter")}
     assert names == {"/aws/service/eks/optimized-ami/1.27/amazon-linux-2-arm64/recommended/image_id"}
+
+
+def test_current_image_is_what_a_launch_gets_and_follows_a_new_release(aws: AwsEnv) -> None:
+    """What AMI drift compares with: the image a launch would get now (the default AMI's SSM parameter), cached
+    like launches' for AMI_TTL seconds; None for a type the catalog does not have."""
+    provider = aws.provider()
+    instance = provider.create(request(aws.spec(), [offer("m5.large", "us-east-1a")]))
+    assert provider.current_image("m5.large", aws.spec()) == instance.image_id == aws.ami_amd64
+
+    aws.proxy.serve("GetParameter", _ssm_stub({SSM_AL2: aws.ami_arm64}))  # the parameter names a new image
+    assert provider.current_image("m5.large", aws.spec()) == aws.ami_amd64, "cached"
+    aws.clock.advance(AMI_TTL + 1)
+    assert provider.current_image("m5.large", aws.spec()) == aws.ami_arm64
+    assert provider.current_image("no-such.type", aws.spec()) is None
 
 
 def test_launch_templates_are_created_once_and_reused_by_content(aws: AwsEnv) -> None:

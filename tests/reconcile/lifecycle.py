@@ -193,6 +193,9 @@ class FaultyCloud:
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         self.inner.mark_unavailable(instance_type, zone, capacity_type, reason)
 
+    def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
+        return self.inner.current_image(instance_type, provider)
+
 
 def fake_cloud(clock: FakeClock, names: builtins.list[str] | None = None) -> FakeCloudProvider:
     catalog = load_catalog()

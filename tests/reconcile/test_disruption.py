@@ -250,3 +250,22 @@ def test_no_disruption_while_pods_are_pending(tmp_path: Path, reason: str) -> No
     world.cluster.delete(objects.POD, "huge-0", "default")
     run(world, controller, deployment, 600, lambda: old not in nodes(world) and settled(world))
     assert old not in nodes(world)
+
+
+def test_a_new_image_for_the_node_template_drifts_its_nodes(tmp_path: Path, log: io.StringIO) -> None:
+    world = World(policies(tmp_path, lambda t: t), types=["m5.xlarge", "m5.2xlarge"])
+    controller, deployment = start(world, 3)
+    (old,) = nodes(world)
+    first_image = world.inner.image_id
+    assert objects.annotations(nodes(world)[old])[node_info.ANNOTATION_IMAGE] == first_image
+    run(world, controller, deployment, 30)
+    assert old in nodes(world), "no drift while the image stands"
+
+    world.inner.image_id = "ami-0fedcba9876543210"  # a new AMI release: the node template resolves it now
+    watch = Watch(world)
+    run_watched(world, controller, deployment, 600, watch, lambda: old not in nodes(world) and settled(world))
+
+    (new,) = nodes(world)
+    assert objects.annotations(nodes(world)[new])[node_info.ANNOTATION_IMAGE] == "ami-0fedcba9876543210"
+    assert watch.deleted_while[old] == [new], "replaced before it drained"
+    assert f"its image {first_image} is no longer the node template's (ami-0fedcba9876543210)" in log.getvalue()

@@ -198,6 +198,17 @@ class AwsCloudProvider:
             self._built = (sources, built)
         return built
 
+    def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
+        spec = provider or {}
+        it = self._catalog.get(instance_type)
+        if it is None:
+            return None
+        try:
+            images = self._amis.images(spec.get("amiFamily") or None, spec.get("amiSelector"), [it])
+        except CloudError:
+            return None
+        return images.get(instance_type)
+
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         log.info("offering %s %s in %s unavailable: %s", instance_type, capacity_type, zone, reason)
         self.unavailable.mark(instance_type, zone, capacity_type, reason)
