@@ -272,6 +272,19 @@ def _taints_from_json(data: Any) -> tuple[Taint, ...]:
     return tuple(Taint.from_api(t) for t in data or [])
 
 
+#: A TTL is a Go int64 in Karpenter's API: the API server refuses a larger one.
+MAX_TTL_SECONDS = 2**63 - 1
+
+
+def _ttl(value: Any, name: str) -> int | None:
+    """A TTL of a constraint-set document: None, or an integer of 0 … MAX_TTL_SECONDS (ValueError otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TTL_SECONDS:
+        raise ValueError(f"{name} must be an integer of 0 to {MAX_TTL_SECONDS}, not {str(value)[:40]!r}")
+    return value
+
+
 class _Hashed:
     """A document whose JSON form carries the sha256 of its content (everything but the hash itself)."""
 
@@ -432,8 +445,8 @@ class ConstraintSet(_Hashed):
                 taints=_taints_from_json(data["taints"]),
                 startup_taints=_taints_from_json(data["startupTaints"]),
                 limits={str(k): str(v) for k, v in dict(data["limits"]).items()},
-                ttl_seconds_after_empty=data.get("ttlSecondsAfterEmpty"),
-                ttl_seconds_until_expired=data.get("ttlSecondsUntilExpired"),
+                ttl_seconds_after_empty=_ttl(data.get("ttlSecondsAfterEmpty"), "ttlSecondsAfterEmpty"),
+                ttl_seconds_until_expired=_ttl(data.get("ttlSecondsUntilExpired"), "ttlSecondsUntilExpired"),
                 consolidation_enabled=bool(dict(data["consolidation"]).get("enabled")),
                 weight=int(data["weight"]),
                 provider=None if provider is None else ProviderSettings.from_json(provider),

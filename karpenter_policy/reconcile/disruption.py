@@ -149,7 +149,7 @@ def pod_disruption_cost(pod: Obj) -> float:
             cost += float(raw) / 2**27
     priority = (pod.get("spec") or {}).get("priority")
     if isinstance(priority, int) and not isinstance(priority, bool):
-        cost += priority / 2**25
+        cost += max(-(2**31), min(priority, 2**31 - 1)) / 2**25  # an int32 in the API: any int must not overflow
     return max(-10.0, min(10.0, cost)) if math.isfinite(cost) else 1.0
 
 
@@ -298,14 +298,15 @@ class Decider:
         return Command(method, (candidate,), tuple(plan.claims), why=why)
 
     def _expiration(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
-        expired: list[tuple[dt.datetime, Candidate, int]] = []
+        expired: list[tuple[float, Candidate, int]] = []
         for candidate in candidates:
             constraint_set = inputs.templates.sets.get(candidate.provisioner)
             ttl = constraint_set.ttl_seconds_until_expired if constraint_set is not None else None
             if ttl is None or candidate.created is None:
                 continue
-            expires = candidate.created + dt.timedelta(seconds=ttl)
-            left = (expires - inputs.now).total_seconds()
+            # In seconds, not datetimes: a TTL may be any int64, far beyond what a datetime can hold.
+            left = ttl - (inputs.now - candidate.created).total_seconds()
+            expires = inputs.now.timestamp() + left
             if left > 0:
                 decision.expires_in = left if decision.expires_in is None else min(decision.expires_in, left)
                 continue

@@ -5,21 +5,23 @@ pods evicted, recreated by their ReplicaSet — the stand-in below — and bound
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from karpenter_policy.api.constraintset import ConstraintSet, ConstraintSetError
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
-from karpenter_policy.reconcile.disruption import DO_NOT_CONSOLIDATE
+from karpenter_policy.reconcile.disruption import DO_NOT_CONSOLIDATE, pod_disruption_cost
 
 from .lifecycle import Deployment, World, nodes, run, settled, start
-from .support import POLICIES, compile_policies, container, replicas
+from .support import POLICIES, compile_policies, container, replicas, run_cli
 
 Edit = Callable[[str], str]
 
@@ -269,3 +271,53 @@ def test_a_new_image_for_the_node_template_drifts_its_nodes(tmp_path: Path, log:
     assert objects.annotations(nodes(world)[new])[node_info.ANNOTATION_IMAGE] == "ami-0fedcba9876543210"
     assert watch.deleted_while[old] == [new], "replaced before it drained"
     assert f"its image {first_image} is no longer the node template's (ami-0fedcba9876543210)" in log.getvalue()
+
+
+# --- hostile numbers -----------------------------------------------------------------------------------------
+
+
+def test_the_largest_ttl_the_api_admits_never_expires_and_never_crashes(tmp_path: Path) -> None:
+    """A TTL of 2**63 - 1 seconds is far beyond what a datetime holds: the pass must neither crash nor expire."""
+    compiled = policies(tmp_path, lambda t: t + "  ttlSecondsUntilExpired: 9223372036854775807\n")
+    world = World(compiled, types=["m5.xlarge"])
+    controller, deployment = start(world, 2)
+    (old,) = nodes(world)
+    world.clock.advance(10 * 365 * 86400)
+    results = run(world, controller, deployment, 30)
+    assert old in nodes(world) and not any(r.errors for r in results)
+    assert "expiration" not in "".join(str(r.disrupted) for r in results)
+
+
+def test_a_compiled_ttl_beyond_int64_is_refused_at_compile_time(tmp_path: Path) -> None:
+    source = tmp_path / "policies"
+    shutil.copytree(POLICIES, source)
+    path = source / "default.yaml"
+    path.write_text(path.read_text() + "  ttlSecondsUntilExpired: " + "9" * 4000 + "\n")
+    result = run_cli("compile", str(source), "-o", str(tmp_path / "out"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "ttlSecondsUntilExpired" in result.stdout and "must be at most 9223372036854775807" in result.stdout
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("ttl", [2**63, -1, 1.5, "3600", True])
+def test_a_constraint_set_with_a_ttl_no_api_admits_is_refused(compiled: Path, ttl: object) -> None:
+    """A ConfigMap edited by hand (or by an attacker who recomputes the hash): the version is refused, not a
+    pass that crashes on it."""
+    (path,) = [p for p in sorted((compiled / "constraintsets").glob("*.json")) if "default" in p.name]
+    data = json.loads(path.read_text())
+    data["ttlSecondsUntilExpired"] = ttl
+    with pytest.raises(ConstraintSetError, match="ttlSecondsUntilExpired must be an integer"):
+        ConstraintSet.from_json(data, verify=False)
+
+
+def test_pod_disruption_cost_stays_within_bounds_whatever_the_pod_says() -> None:
+    def pod(cost: str | None = None, priority: object = None) -> dict[str, object]:
+        annotations = {} if cost is None else {"controller.kubernetes.io/pod-deletion-cost": cost}
+        return {"metadata": {"annotations": annotations}, "spec": {"priority": priority}}
+
+    assert pod_disruption_cost(pod()) == 1.0
+    for hostile in (pod("1e99999999"), pod("nan"), pod("-inf"), pod("9" * 4000), pod(priority=10**4000),
+                    pod(priority=-(10**4000)), pod("not a number", priority="high")):
+        cost = pod_disruption_cost(hostile)
+        assert -10.0 <= cost <= 10.0, hostile
+    assert pod_disruption_cost(pod(priority=2**31 - 1)) > pod_disruption_cost(pod(priority=0))
