@@ -319,6 +319,8 @@ def main() -> None:
     if static_type is None or static_type.price_on_demand is None:
         parser.error(f"--static-type {args.static_type}: not a priced type of the {REGION} catalog")
     variants = list(VARIANTS) if args.variant == "both" else [args.variant]
+    if args.report and Path(args.report).resolve().is_relative_to(WORK.resolve()):
+        parser.error(f"--report {args.report}: inside {WORK}, which each run rewrites")
     WORK.mkdir(parents=True, exist_ok=True)
     found = workloads()
     seconds = args.hours * 3600.0
