@@ -307,7 +307,7 @@ class Controller:
         protected = self.deprovisioner.protected()
         emptied = reconcile_emptiness(self.cluster, snapshot.nodes, snapshot.pods, ttls, self.wall_clock(),
                                       self._fields, protected)
-        disrupted = self._disrupt(snapshot, state, result)
+        disrupted = self._disrupt(snapshot, state, protected, result)
         terminated = self.terminator.reconcile(snapshot.nodes, snapshot.pods)
         # Come back: at once for a node just deleted or a drain under way, later for a drain a budget blocks.
         dues = [self.clock() + emptied.due] if emptied.due is not None else []
@@ -323,7 +323,9 @@ class Controller:
         result.disrupted = disrupted
         result.errors.extend(emptied.errors + terminated.errors + disrupted.errors)
 
-    def _disrupt(self, snapshot: Snapshot, state: ClusterState, result: ReconcileResult) -> Disrupted:
+    def _disrupt(
+        self, snapshot: Snapshot, state: ClusterState, protected: frozenset[str], result: ReconcileResult
+    ) -> Disrupted:
         """Expiry, drift and consolidation: decided only while nothing else moves (no pod pending, no launch in
         flight, no node of ours being deleted, no batch window open)."""
         if self.loaded is None and self.deprovisioner.underway is None:
@@ -331,7 +333,6 @@ class Controller:
         deleting = any(node_info.is_ours(n) and objects.is_deleting(n) for n in snapshot.nodes)
         quiet = not (state.pending or state.unreadable or len(self.inflight) or deleting
                      or self.batcher.due() is not None)
-        protected = self.deprovisioner.protected()
 
         def inputs() -> Inputs:
             budgets = self.cluster.list(objects.POD_DISRUPTION_BUDGET).items

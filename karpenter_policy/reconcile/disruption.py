@@ -157,10 +157,9 @@ def offering_price(
     templates: Templates, provisioner: str, instance_type: str, zone: str, capacity: str
 ) -> float | None:
     """$/h of one offering as the provisioner's template prices it (None: unknown type or no price data)."""
-    template = next((t for t in templates.templates if t.name == provisioner), None)
-    if template is None:
+    if provisioner not in templates.sets:
         return None
-    table = template.table
+    table = templates.template(provisioner).table
     position = table.position.get(instance_type)
     if position is None:
         return None
@@ -196,6 +195,9 @@ class Decider:
         for pod in inputs.pods:
             if pod_info.node_name(pod) and not pod_info.is_terminal(pod):
                 on_node.setdefault(pod_info.node_name(pod), []).append(pod)
+        exhausted = [  # the budgets that allow no disruption now (each computed once, not once per pod)
+            pdb for pdb in inputs.budgets if budgets.disruption_budget(pdb, inputs.pods).disruptions_allowed < 1
+        ]
         found = []
         for name, node in sorted(state.nodes.items()):
             if not node_info.is_ours(node) or objects.is_deleting(node) or name in inputs.protected:
@@ -203,7 +205,7 @@ class Decider:
             if not node_info.is_initialized(node):
                 continue
             pods = [p for p in on_node.get(name, []) if not pod_info.is_daemon_pod(p)]
-            why = self._blocked(pods, inputs)
+            why = self._blocked(pods, exhausted)
             if why:
                 decision.blocked[name] = why
                 continue
@@ -236,14 +238,14 @@ class Decider:
         return found
 
     @staticmethod
-    def _blocked(pods: Iterable[Obj], inputs: Inputs) -> str:
+    def _blocked(pods: Iterable[Obj], exhausted: Sequence[Obj]) -> str:
         for pod in pods:
             if objects.is_deleting(pod):
                 continue
             if objects.annotations(pod).get(DO_NOT_EVICT) == "true":
                 return f"pod {pod_info.pod_key(pod)} has the {DO_NOT_EVICT} annotation"
-            for pdb in inputs.budgets:
-                if budgets.selects(pdb, pod) and budgets.disruption_budget(pdb, inputs.pods).disruptions_allowed < 1:
+            for pdb in exhausted:
+                if budgets.selects(pdb, pod):
                     return f"PodDisruptionBudget {objects.namespace(pdb)}/{objects.name(pdb)} prevents pod evictions"
         return ""
 
@@ -319,10 +321,14 @@ class Decider:
 
     def _drift(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
         drifted = []
+        requirements: dict[str, Requirements] = {}  # by provisioner: parsed once per decision
         for candidate in candidates:
             node = inputs.state.nodes[candidate.name]
-            why = drift_reason(node, inputs.templates.sets.get(candidate.provisioner), inputs.templates,
-                               candidate.provisioner)
+            constraint_set = inputs.templates.sets.get(candidate.provisioner)
+            if constraint_set is not None and candidate.provisioner not in requirements:
+                requirements[candidate.provisioner] = Requirements.from_node_selector(constraint_set.requirements)
+            why = drift_reason(node, constraint_set, inputs.templates, candidate.provisioner,
+                               requirements.get(candidate.provisioner))
             if not why and node_info.ANNOTATION_IMAGE in objects.annotations(node):
                 why = image_drift(node, inputs.images(candidate.provisioner, candidate.instance_type))
             if why:
@@ -414,8 +420,15 @@ def _total(prices: Iterable[float | None]) -> float | None:
     return total
 
 
-def drift_reason(node: Obj, constraint_set: ConstraintSet | None, templates: Templates, provisioner: str) -> str:
-    """Why a node of ours has drifted from the constraint sets in force ("" when it has not)."""
+def drift_reason(
+    node: Obj,
+    constraint_set: ConstraintSet | None,
+    templates: Templates,
+    provisioner: str,
+    requirements: Requirements | None = None,
+) -> str:
+    """Why a node of ours has drifted from the constraint sets in force ("" when it has not). `requirements`: the
+    set's, parsed (parsed here when not given)."""
     if constraint_set is None:
         if provisioner in templates.left_out:
             return ""  # its set is there but cannot be used now: not a policy change
@@ -428,7 +441,9 @@ def drift_reason(node: Obj, constraint_set: ConstraintSet | None, templates: Tem
     instance_type = labels.get(wk.INSTANCE_TYPE, "")
     if constraint_set.admitted and instance_type not in constraint_set.admitted:
         return f"instance type {instance_type} is no longer admitted by provisioner {provisioner}"
-    return _unsatisfied(Requirements.from_node_selector(constraint_set.requirements), labels)
+    if requirements is None:
+        requirements = Requirements.from_node_selector(constraint_set.requirements)
+    return _unsatisfied(requirements, labels)
 
 
 def image_drift(node: Obj, current: str | None) -> str:

@@ -378,7 +378,9 @@ class Solver:
             cores.append([])
         else:
             remaining = list(range(len(terms)))
-            while remaining and len(cores) < MAX_CORES and unsatisfiable(remaining):
+            first = True  # every term together: `solve` just found it unsatisfiable
+            while remaining and len(cores) < MAX_CORES and (first or unsatisfiable(remaining)):
+                first = False
                 found = _minimal_core(unsatisfiable, remaining)
                 cores.append(found)
                 remaining = [j for j in remaining if j not in found]
