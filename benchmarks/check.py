@@ -632,7 +632,7 @@ def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: 
 
         _, wall, cpu_s = pinned(cpu, place)
         stages.add(f"place them ({len(checked)} provisioners × {len(catalog)} types)", wall, cpu_s)
-        groups = len({w.pod for w in found.workloads if not w.is_daemon_set})
+        groups = len({w.shape for w in found.workloads if not w.is_daemon_set})
         stages.notes["schedule"] = f"{groups} distinct pod templates among {workloads.count} workloads"
     met = cli.best < WORKLOAD_GOAL_SECONDS
     if args.json:

@@ -282,7 +282,25 @@ class Requirements(Mapping[str, Requirement]):
             errors.append(f"{incoming} not in {existing.describe_values()}")
         return errors
 
-    def compatible(self, other: Requirements, allow_undefined: frozenset[str] = WELL_KNOWN_LABELS) -> list[str]:
+    def admits(self, other: Requirements, allow_undefined: frozenset[str] = WELL_KNOWN_LABELS) -> bool:
+        """Whether a pod with requirements `other` may run on a node with these requirements: no
+        :meth:`incompatibilities`, decided without putting them into words."""
+        mine = self._by_key
+        for key, incoming in other._by_key.items():
+            existing = mine.get(key)
+            if existing is None:
+                if key in allow_undefined or incoming.operator() in _NEGATIVE:
+                    continue
+                return False
+            if existing.intersection(incoming).is_empty() and not (
+                incoming.operator() in _NEGATIVE and existing.operator() in _NEGATIVE
+            ):
+                return False
+        return True
+
+    def incompatibilities(
+        self, other: Requirements, allow_undefined: frozenset[str] = WELL_KNOWN_LABELS
+    ) -> list[str]:
         """Why a pod with requirements `other` cannot run on a node with these requirements (Karpenter's rules).
 
         A key the pod constrains must be defined here unless it is in `allow_undefined` (the well-known

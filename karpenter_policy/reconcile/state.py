@@ -63,7 +63,7 @@ def _daemon_fits(daemon: Pod, labels: Requirements, taints: tuple[Taint, ...]) -
     attempt = daemon.shape.attempts(False)[0]
     if taints and untolerated(taints, attempt.tolerations):
         return False
-    return not labels.compatible(attempt.requirements, NOTHING_UNDEFINED)
+    return labels.admits(attempt.requirements, NOTHING_UNDEFINED)
 
 
 def _existing(node: Obj, load: _NodeLoad, daemons: list[Pod]) -> ExistingNode:

@@ -43,7 +43,7 @@ def _usable(pod: Pod, template: NodeTemplate, tolerate: bool) -> int:
     attempt = pod.shape.attempts(tolerate)[-1]
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return 0
-    if template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN):
+    if not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
         return 0
     table = template.table
     merged = template.requirements.intersection(attempt.requirements)

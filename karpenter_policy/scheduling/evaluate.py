@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal
-from karpenter_policy.scheduling.scheduler import Scheduler, fresh_claim, launch_options, topology_domains
+from karpenter_policy.scheduling.scheduler import Scheduler, cheapest_launch, fresh_claim
 from karpenter_policy.scheduling.templates import NodeTemplate
 from karpenter_policy.scheduling.topology import Topology
 
@@ -52,21 +52,25 @@ def evaluate(pod: Pod, scheduler: Scheduler) -> Evaluation:
     templates: Sequence[NodeTemplate] = scheduler.templates
     attempts = pod.shape.attempts(scheduler.tolerate_prefer_no_schedule)
     evaluation = Evaluation(attempts[0])
+    domains = scheduler.template_domains
     for attempt in attempts:
-        topology = Topology(topology_domains(templates, []), (), scheduler.namespace_labels)
+        topology = Topology(domains, (), scheduler.namespace_labels)
         topology.update(pod, attempt)
         candidates: list[Candidate] = []
         refusals: dict[str, Refusal] = {}
+        maybe = scheduler.index.candidates(attempt.requirements, attempt.tolerations)
         for number, template in enumerate(templates, start=1):
             limits = scheduler.remaining[template.name]
-            claim = fresh_claim(template, pod, attempt, topology, limits, limits, number)
+            ruled_out = not maybe >> (number - 1) & 1
+            claim = fresh_claim(template, pod, attempt, topology, limits, limits, number, ruled_out)
             if isinstance(claim, Refusal):
                 refusals[template.name] = claim
                 continue
-            offers = launch_options(template.table, claim.options, claim.zone, claim.capacity_type)
-            candidates.append(Candidate(template, claim.options, offers[0] if offers else None))
-            topology = Topology(topology_domains(templates, []), (), scheduler.namespace_labels)  # undo its record
-            topology.update(pod, attempt)
+            launch = cheapest_launch(template.table, claim.options, claim.zone, claim.capacity_type)
+            candidates.append(Candidate(template, claim.options, launch))
+            if not topology.empty:  # undo what the claim recorded
+                topology = Topology(domains, (), scheduler.namespace_labels)
+                topology.update(pod, attempt)
         evaluation = Evaluation(attempt, tuple(candidates), refusals)
         if candidates:
             break

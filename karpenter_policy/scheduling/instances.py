@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
@@ -215,6 +215,12 @@ class InstanceTable:
             key: {value for value, found in zip(values, self._value_masks[key], strict=False) if found & mask}
             for key, values in self.domains.items()
         }
+
+    def offered_pairs(self, mask: int) -> Iterator[tuple[str, str]]:
+        """The (zone, capacity type) pairs in which some type of `mask` has an available offering."""
+        for (z, c), types in self._pair_masks.items():
+            if types & mask:
+                yield self.zones[z], self.capacity_types[c]
 
     @staticmethod
     def is_type_key(key: str) -> bool:

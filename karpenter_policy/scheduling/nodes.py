@@ -29,6 +29,7 @@ from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
 
 ALLOW_WELL_KNOWN: frozenset[str] = wk.WELL_KNOWN_LABELS
+_NO_ROOM = Refusal("resources", "no instance type has room for the pods together")
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
 
 
@@ -89,7 +90,7 @@ class ExistingNode:
         for name, count in pod.shape.extended.items():
             if self._extended.get(name, 0) + count > self.extended_allocatable.get(name, 0):
                 return f"exceeds node resources ({name})"
-        errors = self.requirements.compatible(attempt.requirements, NOTHING_UNDEFINED)
+        errors = self.requirements.incompatibilities(attempt.requirements, NOTHING_UNDEFINED)
         if errors:
             return "; ".join(errors)
         merged = self.requirements.intersection(attempt.requirements)
@@ -134,7 +135,7 @@ class NodeClaim:
     created_for: str = ""
 
     def __post_init__(self) -> None:
-        self._compatible: dict[int, list[str]] = {}
+        self._admits: dict[int, bool] = {}
         self._room: tuple[int, int] | None = None  # the most cpu and memory any option has (a quick reject)
         self._zone = self.requirements.get_or_exists(wk.ZONE)
         self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
@@ -167,6 +168,15 @@ class NodeClaim:
     def check(self, pod: Pod, attempt: Attempt, topology: Topology) -> Fit | Refusal:
         """Whether the pod may join, and what the claim becomes if it does; changes nothing."""
         template = self.template
+        # The quickest reject first (most claims a pod is offered are full): a claim's refusals are never shown,
+        # so the order of the checks changes no answer.
+        room = self._room
+        if room is None:
+            shapes = template.shapes
+            room = self._room = (shapes.most(CPU_I, self.options), shapes.most(MEMORY_I, self.options))
+        requested = pod.requests
+        if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
+            return _NO_ROOM
         if template.taints and untolerated(template.taints, attempt.tolerations):
             return Refusal("taint", lambda: untolerated_text(template.taints, attempt.tolerations))
         ports = pod.shape.host_ports
@@ -175,20 +185,16 @@ class NodeClaim:
         if pod.shape.extended:
             names = ", ".join(sorted(pod.shape.extended))
             return Refusal("resources", f"no instance type offers {names}")
-        room = self._room
-        if room is None:
-            shapes = template.shapes
-            room = self._room = (shapes.most(CPU_I, self.options), shapes.most(MEMORY_I, self.options))
-        requested = pod.requests
-        if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
-            return Refusal("resources", "no instance type has room for the pods together")
         key = id(attempt)
-        errors = self._compatible.get(key)
-        if errors is None:
-            errors = self._compatible[key] = self.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN)
-        if errors:
-            found = errors
-            return Refusal("requirements", lambda: " and ".join(found))
+        admitted = self._admits.get(key)
+        if admitted is None:
+            admitted = self._admits[key] = self.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN)
+        if not admitted:
+            requirements = self.requirements
+            return Refusal(
+                "requirements",
+                lambda: " and ".join(requirements.incompatibilities(attempt.requirements, ALLOW_WELL_KNOWN)),
+            )
         merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
         table = template.table
         narrowed: list[str] = []
@@ -218,7 +224,7 @@ class NodeClaim:
         requests = add(self.requests, pod.requests)
         mask &= template.shapes.fitting(requests)
         if not mask:
-            return Refusal("resources", "no instance type has room for the pods together")
+            return _NO_ROOM
         return Fit(pod, merged, mask, requests, zone, capacity_type)
 
     def commit(self, fit: Fit, topology: Topology) -> None:
@@ -230,7 +236,7 @@ class NodeClaim:
             self._room = None
         if fit.requirements is not self.requirements and fit.requirements != self.requirements:
             self.requirements = fit.requirements
-            self._compatible.clear()
+            self._admits.clear()
             self._zone, self._capacity_type = fit.zone, fit.capacity_type
         topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN)
         self.host_ports.extend(fit.pod.shape.host_ports)

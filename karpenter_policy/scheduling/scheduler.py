@@ -22,9 +22,10 @@ Two packing strategies share that loop:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_policy.model import labels as wk
@@ -37,6 +38,7 @@ from karpenter_policy.scheduling.packing import balanced_order, follow_dependenc
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
+from karpenter_policy.scheduling.templateindex import TemplateIndex
 from karpenter_policy.scheduling.templates import NodeTemplate
 from karpenter_policy.scheduling.topology import ClusterPod, Topology
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, quotient, subtract
@@ -64,34 +66,27 @@ def queue_order(pod: Pod) -> tuple[int, int, int, str]:
 
 
 def topology_domains(templates: Sequence[NodeTemplate], nodes: Sequence[ExistingNode]) -> dict[str, set[str]]:
-    """The universe of topology domains (Karpenter's provisioner-wide domains): per key, the values the
-    templates' requirements allow with `In` and the labels of the instance types they may launch — zones and
-    capacity types limited to those their instance types are offered in — and the labels of existing nodes."""
+    """The universe of topology domains (Karpenter's provisioner-wide domains): the domains of every template
+    (:attr:`NodeTemplate.domains`) and the labels of existing nodes."""
     domains: dict[str, set[str]] = {}
     for template in templates:
-        table = template.table
-        zones = set()
-        capacity_types = set()
-        for i in indices(template.types):
-            for _, z, c in table.offerings[i]:
-                zone, capacity = table.zones[z], table.capacity_types[c]
-                if template.zone.has(zone) and template.capacity_type.has(capacity):
-                    zones.add(zone)
-                    capacity_types.add(capacity)
-        domains.setdefault(wk.ZONE, set()).update(zones)
-        domains.setdefault(wk.CAPACITY_TYPE, set()).update(capacity_types)
-        # Karpenter's `NewScheduler` adds the label values of every instance type a template may launch.
-        for key, values in table.label_values(template.types).items():
+        for key, values in template.domains.items():
             domains.setdefault(key, set()).update(values)
-        domains.setdefault(wk.OS, set()).add(template.os)
-        for key in template.requirements:
-            requirement = template.requirements[key]
-            if requirement.operator() == Operator.IN and key not in (wk.ZONE, wk.CAPACITY_TYPE, wk.HOSTNAME):
-                domains.setdefault(key, set()).update(requirement.values)
     for node in nodes:
         for key, value in node.labels.items():
             domains.setdefault(key, set()).add(value)
     return domains
+
+
+def _with_node_labels(domains: dict[str, set[str]], nodes: Sequence[ExistingNode]) -> Mapping[str, Collection[str]]:
+    """`domains` and the label values of `nodes` (`domains` itself when there are no nodes; never changed)."""
+    if not nodes:
+        return domains
+    merged = {key: set(values) for key, values in domains.items()}
+    for node in nodes:
+        for key, value in node.labels.items():
+            merged.setdefault(key, set()).add(value)
+    return merged
 
 
 class Scheduler:
@@ -119,6 +114,10 @@ class Scheduler:
         )
         for template in self.templates:
             self._daemon_overhead(template)
+        #: the topology domains of the templates alone (a run adds the existing nodes' labels)
+        self.template_domains = topology_domains(self.templates, [])
+        #: which templates may take a pod at all, by the custom labels they define
+        self.index = TemplateIndex(self.templates, ALLOW_WELL_KNOWN)
         self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
         for node in self.existing:  # what existing nodes of a template hold counts against its limits
             limits = self.remaining.get(node.template or "")
@@ -137,7 +136,7 @@ class Scheduler:
             attempt = pod.shape.attempts(False)[0]
             if template.taints and untolerated(template.taints, attempt.tolerations):
                 continue
-            if template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN):
+            if not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
                 continue
             total = add(total, pod.requests)
             names.append(pod.owner or pod.name)
@@ -193,19 +192,23 @@ def fresh_claim(
     limits: Mapping[int, int],
     initial_limits: Mapping[int, int],
     number: int,
+    ruled_out: bool = False,
 ) -> NodeClaim | Refusal:
     """A new claim of `template` holding `pod`, or why the template cannot launch a node for it — checked in
     Karpenter's order (taints and requirements reported first, as the more lasting reasons): the template admits
     no type, taints, requirements, `limits` (what is left of them), then topology, instance types and resources
     on the claim (the last two explained by a deletion-minimal set of requirements). `initial_limits` tells "the
-    limits exclude every type" from "the nodes planned before used them up"."""
+    limits exclude every type" from "the nodes planned before used them up". `ruled_out`: the
+    :class:`TemplateIndex` says the requirements are incompatible (they are not checked again)."""
     if not template.types:
         return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return Refusal("taint", untolerated_text(template.taints, attempt.tolerations))
-    incompatible = template.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN)
-    if incompatible:
-        return Refusal("requirements", " and ".join(incompatible))
+    if ruled_out or not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+        return Refusal(
+            "requirements",
+            lambda: " and ".join(template.requirements.incompatibilities(attempt.requirements, ALLOW_WELL_KNOWN)),
+        )
     within = template.shapes.capacity_within(limits) if limits else template.table.everything
     options = template.types & within
     if not options:
@@ -223,16 +226,37 @@ def fresh_claim(
     return refusal
 
 
+_SPOT = Requirement.new(wk.CAPACITY_TYPE, Operator.IN, [wk.CAPACITY_SPOT])
+
+
+def _launch_capacity_type(
+    table: InstanceTable, mask: int, zone: Requirement, capacity_type: Requirement
+) -> Requirement:
+    """Spot whenever the requirements allow spot and some type of `mask` is offered as spot (Karpenter's rule),
+    else what the requirements allow."""
+    allows_both = capacity_type.has(wk.CAPACITY_SPOT) and capacity_type.has(wk.CAPACITY_ON_DEMAND)
+    if allows_both and mask & table.offering_mask(zone, _SPOT):
+        return _SPOT
+    return capacity_type
+
+
 def launch_options(
     table: InstanceTable, mask: int, zone: Requirement, capacity_type: Requirement
 ) -> tuple[ChosenOffering, ...]:
     """The types of `mask` with their cheapest allowed offering, cheapest first — on spot whenever the
     requirements allow spot and some type is offered as spot (Karpenter's rule), else on-demand."""
-    if capacity_type.has(wk.CAPACITY_SPOT) and capacity_type.has(wk.CAPACITY_ON_DEMAND):
-        spot = Requirement.new(wk.CAPACITY_TYPE, Operator.IN, [wk.CAPACITY_SPOT])
-        if mask & table.offering_mask(zone, spot):
-            capacity_type = spot
-    return tuple(table.ranked(mask, zone, capacity_type))
+    return tuple(table.ranked(mask, zone, _launch_capacity_type(table, mask, zone, capacity_type)))
+
+
+def cheapest_launch(
+    table: InstanceTable, mask: int, zone: Requirement, capacity_type: Requirement
+) -> ChosenOffering | None:
+    """The first of :func:`launch_options` (without listing the others)."""
+    return table.cheapest(mask, zone, _launch_capacity_type(table, mask, zone, capacity_type))
+
+
+#: Refusals that hold for every claim of the template, whatever it already holds.
+_TEMPLATE_WIDE = frozenset({"unavailable", "taint", "requirements"})
 
 
 class _Run:
@@ -243,10 +267,15 @@ class _Run:
         self.pods = pods
         self.existing = [node.fresh() for node in scheduler.existing]
         self.claims: list[NodeClaim] = []
-        self.open: list[NodeClaim] = []  # cost strategy: claims that may still take a pod, in creation order
+        # cost strategy: the claims that may still take a pod, per template position, each in creation order
+        self.open: dict[int, list[NodeClaim]] = {}
+        self.capped: dict[int, list[NodeClaim]] = {}  # cost strategy: every claim made with a price cap
+        self._created: dict[int, int] = {}  # id(claim) → its creation number (the order open claims are tried in)
         self.remaining = {name: dict(limits) for name, limits in scheduler.remaining.items()}
         self.topology = Topology(
-            topology_domains(scheduler.templates, self.existing), scheduler.cluster_pods, scheduler.namespace_labels
+            _with_node_labels(scheduler.template_domains, self.existing),
+            scheduler.cluster_pods,
+            scheduler.namespace_labels,
         )
         self.attempt_of: dict[str, int] = {}
         self.errors: dict[str, dict[str, Refusal]] = {}
@@ -317,25 +346,36 @@ class _Run:
         for node in self.existing:
             if node.try_add(pod, attempt, self.topology) is None:
                 return None
+        candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
         if self.s.options.strategy == KARPENTER:
             self.claims.sort(key=lambda c: len(c.pods))  # stable: ties keep creation order, as Go's sort mostly does
             for claim in self.claims:
-                if claim.try_add(pod, attempt, self.topology) is None:
+                maybe = self.s.index.admits_maybe(claim.template, candidates)
+                if maybe and claim.try_add(pod, attempt, self.topology) is None:
                     return None
-        elif self._best_fit(pod, attempt):
+        elif self._best_fit(pod, attempt, candidates):
             return None
-        errors = self._new_claim(pod, attempt)
-        if errors is not None and self.s.options.strategy == COST and self._beyond_caps(pod, attempt):
+        errors = self._new_claim(pod, attempt, candidates)
+        if errors is not None and self.s.options.strategy == COST and self._beyond_caps(pod, attempt, errors):
             return None
         return errors
 
-    def _best_fit(self, pod: Pod, attempt: Attempt) -> bool:
+    def _claims_of(self, by_template: Mapping[int, list[NodeClaim]], candidates: int) -> Iterable[NodeClaim]:
+        """The claims of `by_template` of the candidate templates, in creation order."""
+        lists = [claims for p, claims in by_template.items() if candidates >> p & 1 and claims]
+        if len(lists) == 1:
+            return lists[0]
+        created = self._created
+        return heapq.merge(*lists, key=lambda claim: created[id(claim)])
+
+    def _best_fit(self, pod: Pod, attempt: Attempt, candidates: int) -> bool:
         """A pod nothing else depends on joins the open claim it leaves most evenly used (cpu against memory, at
-        the type the claim would launch then); ties go to the claim made first."""
+        the type the claim would launch then); ties go to the claim made first. Only the claims of templates that
+        may take the pod are asked (:class:`TemplateIndex`)."""
         best: tuple[float, int] | None = None
         chosen: tuple[NodeClaim, Fit] | None = None
         feasible = 0
-        for position, claim in enumerate(self.open):
+        for claim in list(self._claims_of(self.open, candidates)):
             if feasible == BEST_FIT_CANDIDATES:
                 break
             fit = claim.check(pod, attempt, self.topology)
@@ -349,7 +389,7 @@ class _Run:
             allocatable = template.shapes.allocatable[template.table.position[launch.instance_type]]
             cpu = fit.requests[CPU_I] / allocatable[CPU_I] if allocatable[CPU_I] else 0.0
             memory = fit.requests[MEMORY_I] / allocatable[MEMORY_I] if allocatable[MEMORY_I] else 0.0
-            score = (abs(cpu - memory), position)
+            score = (abs(cpu - memory), self._created[id(claim)])
             if best is None or score < best:
                 best, chosen = score, (claim, fit)
         if chosen is None:
@@ -359,14 +399,22 @@ class _Run:
         self._maybe_close(claim)
         return True
 
-    def _beyond_caps(self, pod: Pod, attempt: Attempt) -> bool:
+    def _beyond_caps(self, pod: Pod, attempt: Attempt, refusals: Mapping[str, Refusal]) -> bool:
         """A pod no claim and no template takes within the price caps may still fit a claim grown past its cap
         (a pod with affinity to pods on a full claim): the caps are a packing preference, never a reason to
-        leave a pod pending. Tried on every capped claim, in creation order."""
-        for claim in self.claims:
+        leave a pod pending. Tried on every capped claim, in creation order — but not on the claims of a template
+        that refused the pod for a reason every claim of it shares (its taints, its requirements, no type)."""
+        candidates = 0
+        for position, template in enumerate(self.s.templates):
+            refusal = refusals.get(template.name)
+            if refusal is None or refusal.kind not in _TEMPLATE_WIDE:
+                candidates |= 1 << position
+        for claim in list(self._claims_of(self.capped, candidates)):
             if claim.price_cap is None:
                 continue
             template = claim.template
+            if not claim.uncapped & template.shapes.fitting(add(claim.requests, pod.requests)):
+                continue  # no type, however dear, holds the pod too
             limits = self.remaining[template.name]
             table = template.table
             widened = (
@@ -394,28 +442,54 @@ class _Run:
         """Stop offering a claim that cannot take even the smallest pod of the run any more."""
         smallest = self._smallest or ONE_POD
         if not claim.options & claim.template.shapes.fitting(add(claim.requests, smallest)):
-            self.open.remove(claim)
+            self.open[self.s.index.position[id(claim.template)]].remove(claim)
 
-    def _new_claim(self, pod: Pod, attempt: Attempt) -> dict[str, Refusal] | None:
+    def _new_claim(self, pod: Pod, attempt: Attempt, candidates: int) -> dict[str, Refusal] | None:
+        """A new claim of the first template that can launch a node for the pod (None), or each template's
+        reason. Templates the index rules out are refused without being asked; each template tried still takes
+        a hostname number, so plans do not depend on the index."""
+        refused: dict[int, Refusal] = {}
+        base = self._hostnames
+        for position, template in enumerate(self.s.templates):
+            if candidates >> position & 1:
+                claim = self._fresh_claim(template, pod, attempt, base + position + 1)
+                if not isinstance(claim, Refusal):
+                    self._commit_claim(position, claim, pod, base + position + 1)
+                    return None
+                refused[position] = claim
+        self._hostnames = base + len(self.s.templates)
         errors: dict[str, Refusal] = {}
-        for template in self.s.templates:
-            self._hostnames += 1
-            limits = self.remaining[template.name]
-            claim = fresh_claim(
-                template, pod, attempt, self.topology, limits, self.s.remaining[template.name], self._hostnames
-            )
-            if isinstance(claim, Refusal):
-                errors[template.name] = claim
-                continue
-            if self.s.options.strategy == COST:
-                self._cap(claim, pod)
-                self.open.append(claim)
-                self._maybe_close(claim)
-            self.claims.append(claim)
-            if limits:
-                self._charge(limits, claim)
-            return None
+        for position, template in enumerate(self.s.templates):
+            refusal = refused.get(position)
+            if refusal is None:  # ruled out by the index: its reason, in the order fresh_claim checks them
+                ruled_out = self._fresh_claim(template, pod, attempt, base + position + 1, ruled_out=True)
+                assert isinstance(ruled_out, Refusal)
+                refusal = ruled_out
+            errors[template.name] = refusal
         return errors
+
+    def _fresh_claim(
+        self, template: NodeTemplate, pod: Pod, attempt: Attempt, number: int, ruled_out: bool = False
+    ) -> NodeClaim | Refusal:
+        limits = self.remaining[template.name]
+        return fresh_claim(
+            template, pod, attempt, self.topology, limits, self.s.remaining[template.name], number, ruled_out
+        )
+
+    def _commit_claim(self, position: int, claim: NodeClaim, pod: Pod, number: int) -> None:
+        """Add a new claim (of the template at `position`, hostname `number`: the run's last) to the run."""
+        self._hostnames = number
+        if self.s.options.strategy == COST:
+            self._cap(claim, pod)
+            self._created[id(claim)] = len(self._created)
+            self.open.setdefault(position, []).append(claim)
+            if claim.price_cap is not None:
+                self.capped.setdefault(position, []).append(claim)
+            self._maybe_close(claim)
+        self.claims.append(claim)
+        limits = self.remaining[claim.template.name]
+        if limits:
+            self._charge(limits, claim)
 
     def _charge(self, limits: dict[int, int], claim: NodeClaim) -> None:
         """Count the claim against the template's limits at the largest capacity it may launch (Karpenter's

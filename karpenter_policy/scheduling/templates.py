@@ -49,10 +49,33 @@ class NodeTemplate:
     daemon_sets: tuple[str, ...] = ()
     _zone: Requirement = field(init=False)
     _capacity_type: Requirement = field(init=False)
+    _domains: dict[str, frozenset[str]] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._zone = self.requirements.get_or_exists(wk.ZONE)
         self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
+
+    @property
+    def domains(self) -> Mapping[str, frozenset[str]]:
+        """The topology domains a node of this template may be in (Karpenter's `NewScheduler` domains): per key,
+        the zones and capacity types its types are offered in that its requirements allow, the label values of
+        the types it may launch, its OS, and the values of its other `In` requirements. Computed once: what it
+        depends on (table, types, requirements, OS) is fixed when the template is built."""
+        if self._domains is None:
+            found: dict[str, set[str]] = {wk.ZONE: set(), wk.CAPACITY_TYPE: set()}
+            for zone, capacity in self.table.offered_pairs(self.types):
+                if self._zone.has(zone) and self._capacity_type.has(capacity):
+                    found[wk.ZONE].add(zone)
+                    found[wk.CAPACITY_TYPE].add(capacity)
+            for key, values in self.table.label_values(self.types).items():
+                found.setdefault(key, set()).update(values)
+            found.setdefault(wk.OS, set()).add(self.os)
+            for key in self.requirements:
+                requirement = self.requirements[key]
+                if requirement.operator() == Operator.IN and key not in (wk.ZONE, wk.CAPACITY_TYPE, wk.HOSTNAME):
+                    found.setdefault(key, set()).update(requirement.values)
+            self._domains = {key: frozenset(values) for key, values in found.items()}
+        return self._domains
 
     @property
     def zone(self) -> Requirement:

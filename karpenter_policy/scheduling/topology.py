@@ -18,7 +18,7 @@ picks one at random), so a plan is the same on every run.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -105,7 +105,7 @@ class TopologyGroup:
         node_filter = self.spec.node_filter
         if not node_filter:
             return True
-        return any(not requirements.compatible(f, allow_undefined) for f in node_filter)
+        return any(requirements.admits(f, allow_undefined) for f in node_filter)
 
     def next_domains(self, shape: PodShape, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
         if self.kind == Kind.SPREAD:
@@ -184,11 +184,11 @@ class Topology:
 
     def __init__(
         self,
-        domains: Mapping[str, Iterable[str]],
+        domains: Mapping[str, Collection[str]],
         cluster_pods: Sequence[ClusterPod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
-        self.domains = {key: set(values) for key, values in domains.items()}
+        self.domains = domains  # read only: shared with the caller, never copied
         self.cluster_pods = cluster_pods
         self.namespace_labels = namespace_labels or {}
         self.groups: dict[GroupKey, TopologyGroup] = {}
@@ -260,7 +260,7 @@ class Topology:
             node_filter = group.spec.node_filter
             if node_filter:
                 node = Requirements.from_labels(running.node_labels)
-                if not any(not node.compatible(f, frozenset()) for f in node_filter):
+                if not any(node.admits(f, frozenset()) for f in node_filter):
                     continue
             group.record(domain)
 

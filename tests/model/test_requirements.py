@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from karpenter_policy.model.labels import ARCH, CAPACITY_TYPE, INSTANCE_GENERATION, ZONE
+from karpenter_policy.model.labels import ARCH, CAPACITY_TYPE, INSTANCE_GENERATION, WELL_KNOWN_LABELS, ZONE
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 
 R = Requirement.new
@@ -142,44 +144,45 @@ class TestCompatible:
     provisioner = _reqs(R(ARCH, "In", ["amd64"]), R(CAPACITY_TYPE, "In", ["spot"]), R("team", "In", ["a"]))
 
     def test_matching_pod(self) -> None:
-        assert self.provisioner.compatible(_reqs(R(ARCH, "In", ["amd64", "arm64"]), R("team", "In", ["a"]))) == []
+        pod = _reqs(R(ARCH, "In", ["amd64", "arm64"]), R("team", "In", ["a"]))
+        assert self.provisioner.incompatibilities(pod) == []
 
     def test_conflicting_well_known_label(self) -> None:
-        assert self.provisioner.compatible(_reqs(R(ARCH, "In", ["arm64"]))) == [
+        assert self.provisioner.incompatibilities(_reqs(R(ARCH, "In", ["arm64"]))) == [
             "kubernetes.io/arch In [arm64] not in [amd64]"
         ]
 
     def test_undefined_well_known_label_is_allowed(self) -> None:
-        assert self.provisioner.compatible(_reqs(R(ZONE, "In", ["us-east-1a"]))) == []
+        assert self.provisioner.incompatibilities(_reqs(R(ZONE, "In", ["us-east-1a"]))) == []
 
     def test_undefined_custom_label_is_denied(self) -> None:
-        assert self.provisioner.compatible(_reqs(R("app", "In", ["kspark"]))) == [
+        assert self.provisioner.incompatibilities(_reqs(R("app", "In", ["kspark"]))) == [
             "label app does not have known values"
         ]
 
     @pytest.mark.parametrize("operator", ["NotIn", "DoesNotExist"])
     def test_undefined_custom_label_may_be_excluded(self, operator: str) -> None:
         values = ["x"] if operator == "NotIn" else []
-        assert self.provisioner.compatible(_reqs(R("app", operator, values))) == []
+        assert self.provisioner.incompatibilities(_reqs(R("app", operator, values))) == []
 
     def test_undefined_custom_label_with_exists_is_denied(self) -> None:
-        assert self.provisioner.compatible(_reqs(R("app", "Exists"))) == ["label app does not have known values"]
+        assert self.provisioner.incompatibilities(_reqs(R("app", "Exists"))) == ["label app does not have known values"]
 
     def test_two_negative_requirements_never_conflict(self) -> None:
         provisioner = _reqs(R("team", "DoesNotExist"))
-        assert provisioner.compatible(_reqs(R("team", "DoesNotExist"))) == []
-        assert provisioner.compatible(_reqs(R("team", "NotIn", ["a"]))) == []
-        assert provisioner.compatible(_reqs(R("team", "In", ["a"]))) == ["team In [a] not in DoesNotExist"]
+        assert provisioner.incompatibilities(_reqs(R("team", "DoesNotExist"))) == []
+        assert provisioner.incompatibilities(_reqs(R("team", "NotIn", ["a"]))) == []
+        assert provisioner.incompatibilities(_reqs(R("team", "In", ["a"]))) == ["team In [a] not in DoesNotExist"]
 
     def test_exists_against_does_not_exist(self) -> None:
-        assert _reqs(R("team", "DoesNotExist")).compatible(_reqs(R("team", "Exists"))) == [
+        assert _reqs(R("team", "DoesNotExist")).incompatibilities(_reqs(R("team", "Exists"))) == [
             "team Exists not in DoesNotExist"
         ]
 
     def test_bounds(self) -> None:
         provisioner = _reqs(R(INSTANCE_GENERATION, "Gt", ["2"]))
-        assert provisioner.compatible(_reqs(R(INSTANCE_GENERATION, "In", ["5"]))) == []
-        assert provisioner.compatible(_reqs(R(INSTANCE_GENERATION, "Lt", ["3"]))) == [
+        assert provisioner.incompatibilities(_reqs(R(INSTANCE_GENERATION, "In", ["5"]))) == []
+        assert provisioner.incompatibilities(_reqs(R(INSTANCE_GENERATION, "Lt", ["3"]))) == [
             "karpenter.k8s.aws/instance-generation Lt 3 not in Gt 2"
         ]
 
@@ -200,3 +203,30 @@ def test_requirements_intersect_key_by_key_and_round_trip() -> None:
 
 def test_labels_become_single_value_requirements() -> None:
     assert Requirements.from_labels({"app": "kspark"})["app"] == R("app", "In", ["kspark"])
+
+
+_KEYS = ("team", "app", ZONE, ARCH)
+_VALUES = ("a", "b", "1", "5", "amd64", "us-east-1a")
+
+
+@st.composite
+def _requirement_sets(draw: st.DrawFn) -> Requirements:
+    found = []
+    for key in draw(st.lists(st.sampled_from(_KEYS), unique=True, max_size=3)):
+        operator = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]))
+        if operator in ("Gt", "Lt"):
+            values = [str(draw(st.integers(0, 6)))]
+        elif operator in ("In", "NotIn"):
+            values = draw(st.lists(st.sampled_from(_VALUES), min_size=1, max_size=3, unique=True))
+        else:
+            values = []
+        found.append(R(key, operator, values))
+    return _reqs(*found)
+
+
+@given(_requirement_sets(), _requirement_sets(), st.booleans())
+def test_admits_is_exactly_no_incompatibilities(node: Requirements, pod: Requirements, well_known: bool) -> None:
+    """The scheduler's fast yes/no (`admits`) and the reasons it words on demand (`incompatibilities`) never
+    disagree: a template refused without words always has words to show."""
+    allow = WELL_KNOWN_LABELS if well_known else frozenset()
+    assert node.admits(pod, allow) == (not node.incompatibilities(pod, allow))

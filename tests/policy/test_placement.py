@@ -399,7 +399,7 @@ def plain_fit(checked: CheckedProvisioner, pod: Workload, overhead: dict[str, in
     p = checked.provisioner
     reqs = p.requirements.add(Requirement.new(wk.PROVISIONER_NAME, "In", [p.name]))
     attempt = pod.shape.attempts(False)[0]
-    if untolerated(p.taints, attempt.tolerations) or reqs.compatible(attempt.requirements):
+    if untolerated(p.taints, attempt.tolerations) or not reqs.admits(attempt.requirements):
         return set()
     merged = reqs.intersection(attempt.requirements)
     zone, capacity = merged.get_or_exists(wk.ZONE), merged.get_or_exists(wk.CAPACITY_TYPE)

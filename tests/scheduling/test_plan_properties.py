@@ -205,7 +205,7 @@ def expected_overhead(template_: NodeTemplate, daemons: Sequence[Pod]) -> tuple[
         attempt = daemon.shape.attempts(False)[0]
         if untolerated(template_.taints, attempt.tolerations):
             continue
-        if template_.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN):
+        if not template_.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
             continue
         total = add(total, daemon.requests)
     return total
@@ -316,7 +316,7 @@ def fresh_node_fits(owner: NodeTemplate, pod: Pod, attempt: Attempt, overhead: t
     """Could `owner` launch a fresh node for this pod (no limits, no topology to consult)?"""
     if untolerated(owner.taints, attempt.tolerations):
         return False
-    if owner.requirements.compatible(attempt.requirements, ALLOW_WELL_KNOWN):
+    if not owner.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
         return False
     merged = owner.requirements.intersection(attempt.requirements)
     mask = owner.types & TABLE.type_mask(merged, os=owner.os)
@@ -392,3 +392,20 @@ def test_properties_see_violations() -> None:
         assert "shares a node" in str(error)
     else:
         raise AssertionError("two anti-affine pods on one node went unnoticed")
+
+
+@PROPERTIES
+@given(scenarios(), st.booleans())
+def test_the_template_index_never_rules_out_a_template_that_takes_the_pod(scenario: Any, tolerate: bool) -> None:
+    """The scheduler asks only the templates its index lets through (taints the pod tolerates, custom labels it
+    selects); every template whose taints a pod's attempt tolerates and whose requirements admit it must be among
+    them, or a pod would be left pending (or put on a lighter template) for no reason."""
+    templates_, pods, _ = scenario
+    scheduler = Scheduler(templates_)
+    for pod in pods:
+        for attempt in pod.shape.attempts(tolerate):
+            candidates = scheduler.index.candidates(attempt.requirements, attempt.tolerations)
+            for position, template_ in enumerate(scheduler.templates):
+                tolerated = not (template_.taints and untolerated(template_.taints, attempt.tolerations))
+                if tolerated and template_.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+                    assert candidates >> position & 1, f"{template_.name} ruled out for {attempt.requirements}"

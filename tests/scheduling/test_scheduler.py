@@ -71,7 +71,7 @@ def assert_valid(plan: Plan, table: InstanceTable) -> None:
         for pod in claim.pods:
             relaxed = plan.relaxed.get(pod.key, ())
             attempt = next(a for a in pod.shape.attempts(False) if a.relaxed == relaxed)
-            assert not claim.requirements.compatible(attempt.requirements, wk.WELL_KNOWN_LABELS)
+            assert claim.requirements.admits(attempt.requirements, wk.WELL_KNOWN_LABELS)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
