@@ -40,11 +40,11 @@ from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.constraints import Loaded, Refused, SourceError, source_for
 from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, ControllerOptions
-from karpenter_policy.reconcile.interruption import InterruptionHandler
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.provisioning.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.runner import Runner
 from karpenter_policy.scheduling import STRATEGIES
 

@@ -23,7 +23,7 @@
    only scheduler (`bind_existing`: the in-memory cluster, simulations); with kube-scheduler present they get a
    `Nominated` Event and kube-scheduler binds them.
 
-Garbage collection (:mod:`~karpenter_policy.reconcile.garbage`: instances without a Node are terminated, Nodes
+Garbage collection (:mod:`~karpenter_policy.reconcile.garbage.collector`: instances without a Node are terminated, Nodes
 without an instance deleted) runs in the pass after step 2, on the first pass and every `gc_interval` seconds
 after; :meth:`Controller.took_over` (a replica that just became the leader) makes the next pass adopt and collect
 again, since another replica may have launched meanwhile.
@@ -49,38 +49,44 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
-from karpenter_policy.reconcile import logs, registration
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile.ahead import PlanAhead
-from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, Batcher, BatchWindow
-from karpenter_policy.reconcile.binder import Binder, Binding
+from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
-from karpenter_policy.reconcile.deprovisioner import (
+from karpenter_policy.reconcile.disruption.decider import Command, Decider, Inputs
+from karpenter_policy.reconcile.disruption.deprovisioner import (
     DEFAULT_INTERVAL as DEFAULT_DISRUPTION_INTERVAL,
 )
-from karpenter_policy.reconcile.deprovisioner import (
+from karpenter_policy.reconcile.disruption.deprovisioner import (
     DEFAULT_REPLACEMENT_TIMEOUT,
     DEFAULT_VALIDATION,
     Deprovisioner,
     Disrupted,
 )
-from karpenter_policy.reconcile.disruption import Command, Decider, Inputs
-from karpenter_policy.reconcile.emptiness import Emptied, reconcile_emptiness
-from karpenter_policy.reconcile.garbage import (
+from karpenter_policy.reconcile.disruption.emptiness import Emptied, reconcile_emptiness
+from karpenter_policy.reconcile.garbage.collector import (
     DEFAULT_INSTANCE_GRACE,
     DEFAULT_INTERVAL,
     DEFAULT_NODE_GRACE,
     Collected,
     GarbageCollector,
 )
-from karpenter_policy.reconcile.inflight import InFlight, InFlightNode
-from karpenter_policy.reconcile.launcher import Launcher, Outcome, launch_request
 from karpenter_policy.reconcile.metrics import Metrics
-from karpenter_policy.reconcile.pods import ShapeCache, pod_key
-from karpenter_policy.reconcile.state import ClusterState, build_state
-from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
-from karpenter_policy.reconcile.termination import Terminated, Terminator
-from karpenter_policy.reconcile.view import ClusterView, ListView, Snapshot
+from karpenter_policy.reconcile.provisioning import registration
+from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
+from karpenter_policy.reconcile.provisioning.batcher import (
+    DEFAULT_IDLE_SECONDS,
+    DEFAULT_MAX_SECONDS,
+    Batcher,
+    BatchWindow,
+)
+from karpenter_policy.reconcile.provisioning.binder import Binder, Binding
+from karpenter_policy.reconcile.provisioning.launcher import Launcher, Outcome, launch_request
+from karpenter_policy.reconcile.provisioning.templates import TemplateBuilder, Templates
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.inflight import InFlight, InFlightNode
+from karpenter_policy.reconcile.state.pods import ShapeCache, pod_key
+from karpenter_policy.reconcile.state.snapshot import ClusterState, build_state
+from karpenter_policy.reconcile.state.view import ClusterView, ListView, Snapshot
+from karpenter_policy.reconcile.termination.terminator import Terminated, Terminator
 from karpenter_policy.scheduling import COST, ClaimPlan, Plan, Pod, PodFailure, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.vectors import as_resources
 

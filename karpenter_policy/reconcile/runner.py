@@ -29,9 +29,9 @@ from karpenter_policy.kube.objects import Kind
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource
 from karpenter_policy.reconcile.controller import Controller
-from karpenter_policy.reconcile.interruption import InterruptionHandler
-from karpenter_policy.reconcile.pods import is_provisionable
-from karpenter_policy.reconcile.view import InformerView
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.state.pods import is_provisionable
+from karpenter_policy.reconcile.state.view import InformerView
 
 RUNNER = logs.logger("runner")
 DEFAULT_RESYNC = 10.0

@@ -38,9 +38,10 @@ from karpenter_policy.scheduling.packing import balanced_order, follow_dependenc
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
+from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
 from karpenter_policy.scheduling.templates import NodeTemplate
-from karpenter_policy.scheduling.topology import ClusterPod, Topology
+from karpenter_policy.scheduling.topology import Topology
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, quotient, subtract
 
 COST = "cost"
@@ -97,7 +98,7 @@ class Scheduler:
         templates: Iterable[NodeTemplate],
         existing: Iterable[ExistingNode] = (),
         daemons: Iterable[Pod] = (),
-        cluster_pods: Sequence[ClusterPod] = (),
+        cluster_pods: PodsForTopology | Sequence[ClusterPod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         options: SchedulerOptions | None = None,
     ) -> None:

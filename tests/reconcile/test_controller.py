@@ -13,7 +13,7 @@ from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.constraints import DirectorySource
-from karpenter_policy.reconcile.view import ListView, Snapshot
+from karpenter_policy.reconcile.state.view import ListView, Snapshot
 
 from .conftest import CLUSTER, MakeHarness, fake_cloud
 from .support import (

@@ -16,7 +16,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.reconcile.constraints import ConfigMapSource
-from karpenter_policy.reconcile.launcher import launch_options
+from karpenter_policy.reconcile.provisioning.launcher import launch_options
 from karpenter_policy.scheduling import Scheduler
 
 from .conftest import AwsWorkloads, MakeHarness

@@ -42,14 +42,12 @@ from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSetting
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.constraints import Loaded
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions, ReconcileResult
-from karpenter_policy.reconcile.kubelet import FakeKubelet
-from karpenter_policy.reconcile.pods import ShapeCache
+from karpenter_policy.reconcile.provisioning.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.sim.account import Account, AccountBuilder
 from karpenter_policy.reconcile.sim.clock import VirtualClock
+from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
 from karpenter_policy.reconcile.sim.measure import Measurement, NodeRow, Sample, measure
 from karpenter_policy.reconcile.sim.server import MotoServer, SimulationUnavailable, require_loopback
 from karpenter_policy.reconcile.sim.spot import Interruption, SpotInterruptions
@@ -62,7 +60,9 @@ from karpenter_policy.reconcile.sim.workloads import (
     replica_pod,
     scale_key,
 )
-from karpenter_policy.reconcile.view import ListView
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.pods import ShapeCache
+from karpenter_policy.reconcile.state.view import ListView
 from karpenter_policy.scheduling import COST
 
 LOG = logging.getLogger("karpenter_policy.simulation")

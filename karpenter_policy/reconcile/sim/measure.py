@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.inflight import InFlight
-from karpenter_policy.reconcile.pods import ShapeCache
 from karpenter_policy.reconcile.sim.workloads import WORKLOAD_ANNOTATION
-from karpenter_policy.reconcile.state import build_state
-from karpenter_policy.reconcile.view import Snapshot
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.inflight import InFlight
+from karpenter_policy.reconcile.state.pods import ShapeCache
+from karpenter_policy.reconcile.state.snapshot import build_state
+from karpenter_policy.reconcile.state.view import Snapshot
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.kube import objects
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.pods import ShapeCache
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I
 

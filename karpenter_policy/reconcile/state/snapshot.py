@@ -20,10 +20,10 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Taint, untolerated
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.inflight import InFlight
-from karpenter_policy.reconcile.view import Snapshot
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.inflight import InFlight
+from karpenter_policy.reconcile.state.view import Snapshot
 from karpenter_policy.scheduling import ClusterPod, ExistingNode, Pod
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import ZERO, Vector, add

@@ -17,7 +17,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import NotFound
 from karpenter_policy.kube.objects import Obj
-from karpenter_policy.reconcile import nodes as node_info
+from karpenter_policy.reconcile.state import nodes as node_info
 
 
 def delete_node(cluster: Cluster, node: Obj) -> None:

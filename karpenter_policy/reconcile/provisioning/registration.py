@@ -18,8 +18,8 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import AlreadyExists, ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile.inflight import InFlightNode
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.inflight import InFlightNode
 
 
 def register(cluster: Cluster, entry: InFlightNode) -> ClusterError | None:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from karpenter_policy.reconcile.batcher import Batcher
 from karpenter_policy.reconcile.constraints import Loaded
-from karpenter_policy.reconcile.state import ClusterState
-from karpenter_policy.reconcile.templates import Templates
+from karpenter_policy.reconcile.provisioning.batcher import Batcher
+from karpenter_policy.reconcile.provisioning.templates import Templates
+from karpenter_policy.reconcile.state.snapshot import ClusterState
 from karpenter_policy.scheduling import Plan
 
 #: Seconds without a new pod before the window's pods are planned ahead.

@@ -21,7 +21,7 @@ initialized, when annotated `karpenter.sh/do-not-evict` pods run on it, or when 
 disruption of one of its pods; `karpenter.sh/do-not-consolidate` keeps it from consolidation only. Pods that
 would be placed on a node not yet initialized do not count as placed.
 
-This module decides; :mod:`~karpenter_policy.reconcile.deprovisioner` carries a decision out (replacements
+This module decides; :mod:`~karpenter_policy.reconcile.disruption.deprovisioner` carries a decision out (replacements
 launched and initialized first, then the candidates deleted through the termination finalizer).
 """
 
@@ -41,11 +41,11 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price
 from karpenter_policy.model.requirements import Operator, Requirements
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.state import ClusterState
-from karpenter_policy.reconcile.templates import Templates
-from karpenter_policy.reconcile.termination import DO_NOT_EVICT
+from karpenter_policy.reconcile.provisioning.templates import Templates
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.snapshot import ClusterState
+from karpenter_policy.reconcile.termination.terminator import DO_NOT_EVICT
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, Scheduler, SchedulerOptions
 
 EXPIRATION = "expiration"

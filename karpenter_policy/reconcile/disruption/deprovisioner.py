@@ -30,8 +30,8 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile.disruption import CONSOLIDATION, Command, Decider, Inputs
+from karpenter_policy.reconcile.disruption.decider import CONSOLIDATION, Command, Decider, Inputs
+from karpenter_policy.reconcile.state import nodes as node_info
 
 DEPROVISIONING = logs.logger("deprovisioning")
 

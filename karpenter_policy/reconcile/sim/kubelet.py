@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile import pods as pod_info
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
 
 
 @dataclass(slots=True)

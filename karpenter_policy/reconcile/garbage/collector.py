@@ -36,9 +36,9 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.metrics import Metrics
-from karpenter_policy.reconcile.nodedeletion import release
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.termination.nodedeletion import release
 
 GARBAGE = logs.logger("garbagecollection")
 

@@ -25,9 +25,9 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound, TooManyRequests
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.nodedeletion import remove_finalizer
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
 
 TERMINATION = logs.logger("termination")
 DO_NOT_EVICT = "karpenter.sh/do-not-evict"

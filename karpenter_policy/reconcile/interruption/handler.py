@@ -2,7 +2,7 @@
 interruption controller).
 
 :meth:`InterruptionHandler.poll_once` receives up to 10 messages (long polling), reads each
-(:mod:`~karpenter_policy.reconcile.eventbridge`) and acts on the Nodes of ours whose instance it names:
+(:mod:`~karpenter_policy.reconcile.interruption.eventbridge`) and acts on the Nodes of ours whose instance it names:
 
 | kind | Node event | action |
 |---|---|---|
@@ -42,8 +42,7 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile.eventbridge import (
+from karpenter_policy.reconcile.interruption.eventbridge import (
     STOPPING_STATES,
     InterruptionMessage,
     MalformedMessage,
@@ -51,7 +50,8 @@ from karpenter_policy.reconcile.eventbridge import (
     parse,
 )
 from karpenter_policy.reconcile.metrics import Metrics
-from karpenter_policy.reconcile.nodedeletion import delete_node
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.termination.nodedeletion import delete_node
 
 INTERRUPTION = logs.logger("interruption")
 

@@ -16,8 +16,8 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile import pods as pod_info
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
 
 EMPTINESS = logs.logger("node")
 EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
