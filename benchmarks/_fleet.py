@@ -174,7 +174,7 @@ def build_fleet(
     constraints = _compat("karpenter_policy.reconcile.constraints")
     node_info = _compat("karpenter_policy.reconcile.state.nodes", "karpenter_policy.reconcile.nodes")
     templates_module = _compat(
-        "karpenter_policy.reconcile.provisioning.templates", "karpenter_policy.reconcile.templates"
+        "karpenter_policy.reconcile.templates", "karpenter_policy.reconcile.templates"
     )
 
     created = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=node_age_seconds)

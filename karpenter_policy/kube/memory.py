@@ -62,6 +62,9 @@ class _Change:
 class MemoryCluster:
     """An in-memory cluster. ``clock`` stamps creation, deletion and event times (inject it to replay)."""
 
+    #: A watch with a timeout of 0 returns the changes after its resourceVersion at once (step-driven feeds).
+    drains_watches = True
+
     def __init__(
         self, history_window: int = DEFAULT_HISTORY_WINDOW, clock: Callable[[], datetime.datetime] = _utc_now
     ) -> None:

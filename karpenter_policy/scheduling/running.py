@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from karpenter_policy.model.podtopology import NamespaceScope
 from karpenter_policy.model.selectors import LabelSelector
@@ -31,6 +31,7 @@ class ClusterPod:
     node_labels: Mapping[str, str]
 
 
+@runtime_checkable
 class PodsForTopology(Protocol):
     """What topology asks of the running pods (see the module docstring)."""
 
@@ -125,10 +126,10 @@ class WithoutNodes:
 
 
 def as_running(pods: PodsForTopology | Iterable[ClusterPod]) -> PodsForTopology:
-    """An index of `pods` (an index is returned as it is)."""
-    if isinstance(pods, (RunningPods, WithoutNodes)):
+    """An index of `pods` (anything that answers topology's questions is returned as it is)."""
+    if isinstance(pods, PodsForTopology):
         return pods
-    return RunningPods(pods)  # type: ignore[arg-type]
+    return RunningPods(pods)
 
 
 def _order(running: ClusterPod) -> tuple[str, str, str]:

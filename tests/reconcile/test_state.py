@@ -21,7 +21,8 @@ PODS = tuple(f"p{i}" for i in range(8))
 
 
 def node(name: str, zone: str = "us-east-1a", finalizer: bool = False) -> dict[str, Any]:
-    labels = {"topology.kubernetes.io/zone": zone, "kubernetes.io/hostname": name}
+    labels = {"topology.kubernetes.io/zone": zone, "kubernetes.io/hostname": name,
+              "karpenter.sh/provisioner-name": "default"}
     meta: dict[str, Any] = {"name": name, "labels": labels}
     if finalizer:
         meta["finalizers"] = ["karpenter.sh/termination"]
@@ -96,6 +97,7 @@ def view(state: ClusterState) -> dict[str, Any]:
         "zones": sorted(state.label_values("topology.kubernetes.io/zone")),
         "instances": {f"i-{n}": (r.name if (r := state.node_of_instance(f"i-{n}")) else None) for n in NODES},
         "daemons": [d.name for d in state.daemons()],
+        "used": state.used(),
     }
 
 

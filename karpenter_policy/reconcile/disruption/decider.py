@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,12 +42,14 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price
 from karpenter_policy.model.requirements import Operator, Requirements
-from karpenter_policy.reconcile.provisioning.templates import Templates
+from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state import pods as pod_info
-from karpenter_policy.reconcile.state.snapshot import ClusterState
+from karpenter_policy.reconcile.state.records import PodRecord
+from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.reconcile.termination.terminator import DO_NOT_EVICT
-from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, Scheduler, SchedulerOptions
+from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
+from karpenter_policy.scheduling.running import WithoutNodes
+from karpenter_policy.scheduling.vectors import Vector, add, fits, subtract
 
 EXPIRATION = "expiration"
 DRIFT = "drift"
@@ -123,21 +126,27 @@ class Decision:
     blocked: dict[str, str] = field(default_factory=dict)
     #: seconds until the next node expires (None: none will).
     expires_in: float | None = None
+    #: why the decision stopped before it looked at everything ("": it did not).
+    stopped: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
-    """What one decision looks at: the pass's scheduling state, the node templates of the sets in force, the
-    cluster's PodDisruptionBudgets, pods (objects) and the time."""
+    """What one decision looks at: the cluster as the decision's start saw it (`view`), the node templates of the
+    sets in force, the cluster's PodDisruptionBudgets and the time. `clock` and the budgets bound the decision:
+    multi-node consolidation stops at `multi_node_budget` seconds of it, single-node consolidation at
+    `single_node_budget` (Karpenter's 1 and 3 minutes), with what they found so far."""
 
-    state: ClusterState
+    view: DisruptionView
     templates: Templates
-    pods: Sequence[Obj]
     budgets: Sequence[Obj]
     now: dt.datetime
     protected: frozenset[str] = frozenset()  # nodes another command is using (its replacements)
     #: (provisioner, instance type) → the image a node launched now would get (None: cannot tell).
     images: Callable[[str, str], str | None] = lambda provisioner, instance_type: None
+    clock: Callable[[], float] = time.monotonic
+    single_node_budget: float = math.inf
+    multi_node_budget: float = math.inf
 
 
 def pod_disruption_cost(pod: Obj) -> float:
@@ -189,37 +198,32 @@ class Decider:
 
     def candidates(self, inputs: Inputs, decision: Decision) -> list[Candidate]:
         """Our initialized nodes that may be disrupted; the others that are blocked go to `decision.blocked`."""
-        state = inputs.state
-        by_uid = {cp.pod.uid: cp.pod for cp in state.cluster_pods}
-        on_node: dict[str, list[Obj]] = {}
-        for pod in inputs.pods:
-            if pod_info.node_name(pod) and not pod_info.is_terminal(pod):
-                on_node.setdefault(pod_info.node_name(pod), []).append(pod)
+        view = inputs.view
         exhausted = [  # the budgets that allow no disruption now (each computed once, not once per pod)
-            pdb for pdb in inputs.budgets if budgets.disruption_budget(pdb, inputs.pods).disruptions_allowed < 1
+            pdb for pdb in inputs.budgets if budgets.disruption_budget(pdb, view.pods).disruptions_allowed < 1
         ]
         found = []
-        for name, node in sorted(state.nodes.items()):
-            if not node_info.is_ours(node) or objects.is_deleting(node) or name in inputs.protected:
+        for name, node in sorted(view.nodes.items()):
+            if not node.ours or node.deleting or name in inputs.protected:
                 continue
-            if not node_info.is_initialized(node):
+            if not node.initialized:
                 continue
-            pods = [p for p in on_node.get(name, []) if not pod_info.is_daemon_pod(p)]
+            pods = [p for p in view.pods_on.get(name, []) if not p.daemon]
             why = self._blocked(pods, exhausted)
             if why:
                 decision.blocked[name] = why
                 continue
-            labels = objects.labels(node)
-            provisioner = node_info.template_of(node) or ""
+            labels = node.labels
+            provisioner = node.provisioner or ""
             constraint_set = inputs.templates.sets.get(provisioner)
             instance_type = labels.get(wk.INSTANCE_TYPE, "")
             zone = labels.get(wk.ZONE, "")
             capacity = labels.get(wk.CAPACITY_TYPE, "")
-            scheduled = tuple(by_uid[objects.uid(p)] for p in pods if objects.uid(p) in by_uid)
+            scheduled = tuple(view.scheduling[p.uid] for p in pods if p.uid in view.scheduling)
             consolidatable = (
                 constraint_set is not None
                 and constraint_set.consolidation_enabled
-                and objects.annotations(node).get(DO_NOT_CONSOLIDATE) != "true"
+                and node.annotations.get(DO_NOT_CONSOLIDATE) != "true"
             )
             found.append(
                 Candidate(
@@ -230,22 +234,22 @@ class Decider:
                     capacity_type=capacity,
                     price=offering_price(inputs.templates, provisioner, instance_type, zone, capacity),
                     pods=scheduled,
-                    disruption_cost=sum(pod_disruption_cost(p) for p in pods),
-                    created=_created(node),
+                    disruption_cost=sum(pod_disruption_cost(p.obj) for p in pods),
+                    created=_created(node.obj),
                     consolidatable=consolidatable,
                 )
             )
         return found
 
     @staticmethod
-    def _blocked(pods: Iterable[Obj], exhausted: Sequence[Obj]) -> str:
+    def _blocked(pods: Iterable[PodRecord], exhausted: Sequence[Obj]) -> str:
         for pod in pods:
-            if objects.is_deleting(pod):
+            if pod.deleting:
                 continue
-            if objects.annotations(pod).get(DO_NOT_EVICT) == "true":
-                return f"pod {pod_info.pod_key(pod)} has the {DO_NOT_EVICT} annotation"
+            if pod.annotations.get(DO_NOT_EVICT) == "true":
+                return f"pod {pod.key} has the {DO_NOT_EVICT} annotation"
             for pdb in exhausted:
-                if budgets.selects(pdb, pod):
+                if budgets.selects(pdb, pod.obj):
                     return f"PodDisruptionBudget {objects.namespace(pdb)}/{objects.name(pdb)} prevents pod evictions"
         return ""
 
@@ -262,27 +266,45 @@ class Decider:
         return decision
 
     def simulate(self, inputs: Inputs, candidates: Sequence[Candidate]) -> Plan:
-        """Where the candidates' pods would go with the candidates gone (new claims where nothing has room)."""
+        """Where the candidates' pods would go with the candidates gone (new claims where nothing has room). Only
+        the nodes with room for the smallest of those pods are offered; every other node still counts against
+        its provisioner's limits and gives its labels as topology domains."""
         names = {c.name for c in candidates}
-        state = inputs.state
+        view = inputs.view
+        pods = [pod for c in candidates for pod in c.pods]
+        smallest: Vector | None = None
+        for pod in pods:
+            smallest = pod.requests if smallest is None else tuple(map(min, smallest, pod.requests))
+        existing = [
+            n for name, n in view.existing.items()
+            if name not in names and (smallest is None or fits(add(n.requests, smallest), n.allocatable))
+        ]
+        used = dict(view.used)
+        for name in names:
+            node = view.nodes.get(name)
+            if node is not None and node.provisioner in used and not node.deleting:
+                used[node.provisioner] = subtract(used[node.provisioner], node.capacity)
         scheduler = Scheduler(
             inputs.templates.templates,
-            [n for n in state.existing if n.name not in names],
-            state.daemons,
-            [p for p in state.cluster_pods if p.node_name not in names],
-            state.namespace_labels,
+            existing,
+            view.daemons,
+            WithoutNodes(view.running or RunningPods(), names),
+            view.namespace_labels,
             self.scheduler_options,
+            used=used,
+            node_domains=view.domains,
         )
-        return scheduler.solve([pod for c in candidates for pod in c.pods])
+        return scheduler.solve(pods)
 
     def _unplaceable(self, inputs: Inputs, plan: Plan) -> str:
         """Why the plan does not place every pod on capacity that is there or will be launched ("" if it does)."""
         if plan.failures:
             failure = next(iter(plan.failures.values()))
             return f"pod {failure.pod.key} would not schedule: {failure.message()}"
-        initialized = {n.name for n in inputs.state.existing if n.initialized}
+        existing = inputs.view.existing
         for node, pods in plan.existing.items():
-            if node not in initialized and pods:
+            known = existing.get(node)
+            if (known is None or not known.initialized) and pods:
                 return f"pod {pods[0].key} would schedule against the non-initialized node {node}"
         return ""
 
@@ -323,7 +345,7 @@ class Decider:
         drifted = []
         requirements: dict[str, Requirements] = {}  # by provisioner: parsed once per decision
         for candidate in candidates:
-            node = inputs.state.nodes[candidate.name]
+            node = inputs.view.nodes[candidate.name].obj
             constraint_set = inputs.templates.sets.get(candidate.provisioner)
             if constraint_set is not None and candidate.provisioner not in requirements:
                 requirements[candidate.provisioner] = Requirements.from_node_selector(constraint_set.requirements)
@@ -350,20 +372,36 @@ class Decider:
         if empty:
             savings = _total(c.price for c in empty)
             return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings)
-        command = self._multi_node(inputs, eligible[:MULTI_NODE_LIMIT], decision)
+        started = inputs.clock()
+        command = self._multi_node(inputs, eligible[:MULTI_NODE_LIMIT], decision, started + inputs.multi_node_budget)
         if command is not None:
             return command
-        for candidate in eligible:
+        deadline = inputs.clock() + inputs.single_node_budget
+        for position, candidate in enumerate(eligible):
+            if inputs.clock() > deadline:
+                decision.stopped = (
+                    f"single-node consolidation stopped after {position} of {len(eligible)} candidates: "
+                    f"its {inputs.single_node_budget:g}s budget ran out"
+                )
+                return None
             command = self._consolidate(inputs, [candidate], decision)
             if command is not None:
                 return command
         return None
 
-    def _multi_node(self, inputs: Inputs, eligible: list[Candidate], decision: Decision) -> Command | None:
-        """The most candidates (at least 2), first in disruption-cost order, that can go (binary search)."""
+    def _multi_node(
+        self, inputs: Inputs, eligible: list[Candidate], decision: Decision, deadline: float
+    ) -> Command | None:
+        """The most candidates (at least 2), first in disruption-cost order, that can go (binary search, until
+        `deadline`: then the best found so far)."""
         low, high = 2, len(eligible)
         best = None
         while low <= high:
+            if inputs.clock() > deadline:
+                decision.stopped = (
+                    f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out"
+                )
+                break
             middle = (low + high) // 2
             command = self._consolidate(inputs, eligible[:middle], Decision())
             if command is not None:

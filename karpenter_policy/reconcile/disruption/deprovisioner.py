@@ -22,40 +22,24 @@ decides again from what the cluster shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
-from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.disruption.decider import CONSOLIDATION, Command, Decider, Inputs
-from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL
+from karpenter_policy.reconcile.options import DEFAULT_REPLACEMENT_TIMEOUT, DEFAULT_VALIDATION
+from karpenter_policy.reconcile.result import Disrupted
+from karpenter_policy.reconcile.state.cluster import ClusterState
 
 DEPROVISIONING = logs.logger("deprovisioning")
 
-#: Karpenter's defaults: a decision every 10 s, consolidation validated after 15 s, replacements given 10 min.
-DEFAULT_INTERVAL = 10.0
-DEFAULT_VALIDATION = 15.0
-DEFAULT_REPLACEMENT_TIMEOUT = 600.0
 
 #: Launches the replacements of a command: the names of the Nodes registered, or why it failed.
 LaunchReplacements = Callable[[Command], "list[str] | str"]
-
-
-@dataclass(slots=True)
-class Disrupted:
-    """What a pass of disruption did."""
-
-    decided: str | None = None  # the message of a command acted on this pass
-    held: str | None = None  # a consolidation command waiting for its validation
-    replacements: list[str] = field(default_factory=list)  # nodes launched as replacements this pass
-    deleted: list[str] = field(default_factory=list)  # nodes whose deletion was requested this pass
-    abandoned: str | None = None
-    blocked: dict[str, str] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    due: float | None = None  # clock time of the next pass it needs
 
 
 @dataclass(slots=True)
@@ -77,6 +61,7 @@ class Deprovisioner:
     def __init__(
         self,
         cluster: Cluster,
+        state: ClusterState,
         decider: Decider,
         clock: Callable[[], float],
         fields: Callable[..., dict[str, object]],
@@ -86,6 +71,7 @@ class Deprovisioner:
         replacement_timeout: float = DEFAULT_REPLACEMENT_TIMEOUT,
     ) -> None:
         self.cluster = cluster
+        self.state = state
         self.decider = decider
         self.clock = clock
         self.fields = fields
@@ -105,7 +91,6 @@ class Deprovisioner:
         self,
         quiet: bool,
         inputs: Callable[[], Inputs],
-        nodes: Sequence[Obj],
         launch: LaunchReplacements,
     ) -> Disrupted:
         """One pass: follow the command under way, else decide when `quiet` (see the module docstring).
@@ -113,7 +98,7 @@ class Deprovisioner:
         done = Disrupted()
         now = self.clock()
         if self.underway is not None:
-            self._follow(self.underway, {objects.name(n): n for n in nodes}, done)
+            self._follow(self.underway, done)
             return done
         if not quiet:
             self._held = None  # the cluster moved: a held consolidation is decided again
@@ -125,6 +110,9 @@ class Deprovisioner:
         self._next_decision = now + self.interval
         decision = self.decider.decide(inputs())
         self._log_blocked(decision.blocked)
+        if decision.stopped:
+            DEPROVISIONING.info("%s", decision.stopped, extra=self.fields())
+        done.stopped = decision.stopped
         done.blocked = decision.blocked
         command = decision.command
         # Come back when a node expires; otherwise at the next pass the controller runs anyway (a change, the
@@ -176,8 +164,8 @@ class Deprovisioner:
         )
         done.due = self.clock() + 1.0
 
-    def _follow(self, underway: _Underway, nodes: dict[str, Obj], done: Disrupted) -> None:
-        ready = [n for n in underway.replacements if n in nodes and node_info.is_initialized(nodes[n])]
+    def _follow(self, underway: _Underway, done: Disrupted) -> None:
+        ready = [n for n in underway.replacements if (node := self.state.node(n)) is not None and node.initialized]
         if len(ready) == len(underway.replacements):
             DEPROVISIONING.info(
                 "replacement node(s) initialized: %s", ", ".join(underway.replacements),
@@ -223,6 +211,5 @@ __all__ = [
     "DEFAULT_REPLACEMENT_TIMEOUT",
     "DEFAULT_VALIDATION",
     "Deprovisioner",
-    "Disrupted",
     "LaunchReplacements",
 ]

@@ -6,9 +6,12 @@ then every ``interval`` seconds (2 minutes):
 * **an instance with no Node** — tagged for the cluster by a provisioner (``CloudProvider.list``), whose instance
   id no Node's ``spec.providerID`` names, that is not a launch of this controller still in flight, and that was
   launched more than ``instance_grace`` seconds ago (2 minutes: a launch registers its Node within a second; the
-  grace covers another replica's launch under way during a leader change) — is **terminated**. Before
-  terminating, the Nodes are listed from the API server itself, not from a watch cache that may lag. Instances
-  already shutting down are left to finish.
+  grace covers another replica's launch under way during a leader change) — is **terminated**, but only when
+  what says "no Node" can be trusted: the cluster state is synced and healthy (every informer listed, none
+  failing: `healthy`), the instance was already missing from an earlier healthy look at least ``instance_grace``
+  seconds before, and a list of the Nodes read from the API server itself just now (not a watch cache that may
+  lag; a list the API answers with anything but a well-formed list is an error, never "no Nodes") does not name
+  it either. Instances already shutting down are left to finish.
 * **a Node of ours whose instance is gone** — its instance is not listed and ``CloudProvider.get`` confirms it
   does not exist (or is terminated), and the Node is older than ``node_grace`` seconds (EC2 is eventually
   consistent: a just-launched instance may not be described yet) — is **deleted**, and its
@@ -27,39 +30,30 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import STATE_SHUTTING_DOWN, CloudProvider, Instance
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError
-from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.options import DEFAULT_GC_INTERVAL as DEFAULT_INTERVAL
+from karpenter_policy.reconcile.options import DEFAULT_INSTANCE_GRACE, DEFAULT_NODE_GRACE
+from karpenter_policy.reconcile.result import Collected
 from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.records import NodeRecord
 from karpenter_policy.reconcile.termination.nodedeletion import release
 
 GARBAGE = logs.logger("garbagecollection")
 
-DEFAULT_INTERVAL = 120.0
-DEFAULT_INSTANCE_GRACE = 120.0
-DEFAULT_NODE_GRACE = 30.0
+
 #: After a failed collection (the cloud or the API could not be read), try again this soon.
 RETRY_INTERVAL = 10.0
 
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-@dataclass(slots=True)
-class Collected:
-    """What one collection did: instances terminated (ids), Nodes deleted (names), and what failed."""
-
-    terminated: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
 
 class GarbageCollector:
@@ -91,6 +85,7 @@ class GarbageCollector:
         self.node_grace = node_grace
         self._next: float | None = None  # None: at the next pass
         self._first_seen: dict[str, float] = {}  # instance id → monotonic time (instances without a launch time)
+        self._missing_since: dict[str, float] = {}  # instance id → when a healthy look first found no Node for it
 
     def due(self) -> bool:
         return self.interval > 0 and (self._next is None or self.clock() >= self._next)
@@ -99,9 +94,12 @@ class GarbageCollector:
         """Collect at the next pass (start-up, or this replica just became the leader)."""
         self._next = None
 
-    def collect(self, nodes: Sequence[Obj], in_flight: Collection[str]) -> Collected:
-        """One collection. ``nodes``: the Nodes as the pass sees them; ``in_flight``: the provider IDs of the
-        controller's launches not settled yet (never collected)."""
+    def collect(
+        self, nodes: Sequence[NodeRecord], in_flight: Collection[str], healthy: bool = True
+    ) -> Collected:
+        """One collection. ``nodes``: the Nodes as the state shows them; ``in_flight``: the provider IDs of the
+        controller's launches not settled yet (never collected); ``healthy``: the state follows the cluster (else
+        no instance is terminated)."""
         now = self.clock()
         result = Collected()
         self._next = now + self.interval
@@ -112,7 +110,11 @@ class GarbageCollector:
             return result
         seen = {i.id for i in instances}
         self._first_seen = {k: v for k, v in self._first_seen.items() if k in seen}
-        self._instances_without_node(instances, nodes, {node_info.instance_id_of(p) for p in in_flight}, result)
+        if healthy:
+            self._instances_without_node(instances, nodes, {node_info.instance_id_of(p) for p in in_flight}, result)
+        else:
+            self._missing_since.clear()  # what was missing under an unhealthy look proves nothing
+            self._error(result, "the cluster state is not synced or a watch is failing: no instance is terminated")
         self._nodes_without_instance(nodes, seen, result)
         if result.errors:
             self._next = now + min(self.interval, RETRY_INTERVAL)
@@ -121,13 +123,19 @@ class GarbageCollector:
     # --- instances without a Node --------------------------------------------------------------------------
 
     def _instances_without_node(
-        self, instances: Sequence[Instance], nodes: Sequence[Obj], in_flight: set[str], result: Collected
+        self, instances: Sequence[Instance], nodes: Sequence[NodeRecord], in_flight: set[str], result: Collected
     ) -> None:
-        known = {node_info.instance_id(n) for n in nodes} | in_flight
-        candidates = [
-            i for i in instances
-            if i.id not in known and i.state != STATE_SHUTTING_DOWN and self._instance_age(i) > self.instance_grace
-        ]
+        known = {n.instance_id for n in nodes} | in_flight
+        now = self.clock()
+        missing = {i.id for i in instances if i.id not in known}
+        self._missing_since = {k: v for k, v in self._missing_since.items() if k in missing}
+        candidates = []
+        for instance in instances:
+            if instance.id not in missing or instance.state == STATE_SHUTTING_DOWN:
+                continue
+            first = self._missing_since.setdefault(instance.id, now)
+            if self._instance_age(instance) > self.instance_grace and now - first >= self.instance_grace:
+                candidates.append(instance)
         if not candidates:
             return
         try:  # a watch cache may not show a Node another replica registered a moment ago: ask the API server
@@ -159,14 +167,14 @@ class GarbageCollector:
 
     # --- Nodes without an instance -------------------------------------------------------------------------
 
-    def _nodes_without_instance(self, nodes: Sequence[Obj], listed: set[str], result: Collected) -> None:
+    def _nodes_without_instance(self, nodes: Sequence[NodeRecord], listed: set[str], result: Collected) -> None:
         for node in nodes:
-            instance_id = node_info.instance_id(node)
-            if not node_info.is_ours(node) or not instance_id or instance_id in listed:
+            instance_id = node.instance_id
+            if not node.ours or not instance_id or instance_id in listed:
                 continue
             if self._node_age(node) <= self.node_grace:
                 continue
-            name = objects.name(node)
+            name = node.name
             try:
                 if self.cloud.get(instance_id) is not None:
                     continue  # not listed (tags removed?) but alive: not ours to judge
@@ -185,8 +193,8 @@ class GarbageCollector:
                 extra=self._fields(node=name, instance=instance_id),
             )
 
-    def _node_age(self, node: Obj) -> float:
-        created = objects.creation_timestamp(node)
+    def _node_age(self, node: NodeRecord) -> float:
+        created = node.created
         if not created:
             return 0.0
         try:
@@ -208,6 +216,5 @@ __all__ = [
     "DEFAULT_INSTANCE_GRACE",
     "DEFAULT_INTERVAL",
     "DEFAULT_NODE_GRACE",
-    "Collected",
     "GarbageCollector",
 ]

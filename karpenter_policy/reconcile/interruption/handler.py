@@ -51,6 +51,7 @@ from karpenter_policy.reconcile.interruption.eventbridge import (
 )
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.termination.nodedeletion import delete_node
 
 INTERRUPTION = logs.logger("interruption")
@@ -132,10 +133,16 @@ class InterruptionHandler:
         self.metrics = metrics
         self.wall_clock = wall_clock
         self._nodes = nodes or (lambda: cluster.list(objects.NODE).items)
+        self._state: ClusterState | None = None
 
     def use_nodes(self, nodes: Callable[[], list[Obj]]) -> None:
-        """Match messages against these Nodes from now on (the runner's watch cache)."""
+        """Match messages against these Nodes from now on."""
         self._nodes = nodes
+        self._state = None
+
+    def use_state(self, state: ClusterState) -> None:
+        """Match messages against the cluster state from now on (by its instance index: no list per message)."""
+        self._state = state
 
     def poll_once(self, acting: Callable[[], bool] = lambda: True) -> InterruptionResult:
         """Receive and handle one batch of messages. When ``acting()`` is false once they are received (this
@@ -165,15 +172,23 @@ class InterruptionHandler:
             self._one(raw, by_instance, result)
         return result
 
-    def _our_nodes(self) -> dict[str, Obj]:
+    def _our_nodes(self) -> Callable[[str], Obj | None]:
+        """Instance id → the Node of ours that runs it (None: none)."""
+        state = self._state
+        if state is not None:
+            def from_state(instance_id: str) -> Obj | None:
+                record = state.node_of_instance(instance_id)
+                return record.obj if record is not None and record.ours else None
+
+            return from_state
         found: dict[str, Obj] = {}
         for node in self._nodes():
             instance_id = node_info.instance_id(node)
             if instance_id and node_info.is_ours(node):
                 found[instance_id] = node
-        return found
+        return found.get
 
-    def _one(self, raw: QueueMessage, by_instance: dict[str, Obj], result: InterruptionResult) -> None:
+    def _one(self, raw: QueueMessage, by_instance: Callable[[str], Obj | None], result: InterruptionResult) -> None:
         try:
             message = parse(raw.body)
         except MalformedMessage as error:
@@ -191,14 +206,16 @@ class InterruptionHandler:
         else:
             result.kept += 1
 
-    def _handle(self, message: InterruptionMessage, by_instance: dict[str, Obj], result: InterruptionResult) -> bool:
+    def _handle(
+        self, message: InterruptionMessage, by_instance: Callable[[str], Obj | None], result: InterruptionResult
+    ) -> bool:
         """Act on every Node of ours the message names; False when an action failed (handle it again later)."""
         action = _ACTIONS.get(message.kind)
         if action is None:
             return True
         handled = True
         for instance_id in message.instance_ids:
-            node = by_instance.get(instance_id)
+            node = by_instance(instance_id)
             if node is None:
                 continue
             name = objects.name(node)

@@ -2,11 +2,11 @@
 
 A batch window closes `batch_idle` seconds after the last pod arrived. Once it has been quiet for a moment
 (:data:`QUIET`, or half the idle time when that is shorter: a burst is probably over), the controller plans the
-window's pods. When the window closes and nothing changed since — the same view of the cluster, the same launches
-in flight (one and the same :class:`~karpenter_policy.reconcile.state.ClusterState`), the same constraint sets —
-that plan is exactly the one the closing pass would make, and it launches without planning again; the cloud's
-offerings are those read for the plan, at most a batch window old (the provider skips offerings marked
-unavailable since). A new pod makes the plan stale: the next quiet moment plans again.
+window's pods. When the window closes and nothing changed since — the same cluster state, the same launches in
+flight (the same :attr:`SchedulingInputs.version`), the same constraint sets — that plan is exactly the one the
+closing pass would make, and it launches without planning again; the cloud's offerings are those read for the
+plan, at most a batch window old (the provider skips offerings marked unavailable since). A new pod makes the
+plan stale: the next quiet moment plans again.
 
 Planning ahead has no side effects, and takes at most half of the time: after a plan that took t seconds, the
 next waits at least t (a trickle of pods could otherwise make every quiet moment a new plan).
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from karpenter_policy.reconcile.constraints import Loaded
 from karpenter_policy.reconcile.provisioning.batcher import Batcher
-from karpenter_policy.reconcile.provisioning.templates import Templates
-from karpenter_policy.reconcile.state.snapshot import ClusterState
+from karpenter_policy.reconcile.provisioning.inputs import SchedulingInputs
+from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import Plan
 
 #: Seconds without a new pod before the window's pods are planned ahead.
@@ -29,17 +29,17 @@ QUIET = 0.25
 
 @dataclass(frozen=True, slots=True)
 class PlannedAhead:
-    """A plan made for an open window: for exactly this state and these constraint sets, with these templates."""
+    """A plan made for an open window: for exactly these inputs and constraint sets, with these templates."""
 
-    state: ClusterState
+    inputs: SchedulingInputs
     loaded: Loaded | None
     templates: Templates
     plan: Plan
     trigger: tuple[float, int]  # the window's last trigger (time, count) when it was made
 
-    def fits(self, state: ClusterState, loaded: Loaded | None) -> bool:
+    def fits(self, inputs: SchedulingInputs, loaded: Loaded | None) -> bool:
         """Whether the closing pass may use it: nothing it was made from has changed."""
-        return self.state is state and self.loaded is loaded
+        return self.inputs.version == inputs.version and self.loaded is loaded
 
 
 class PlanAhead:
@@ -63,19 +63,23 @@ class PlanAhead:
 
     def maybe(
         self,
-        state: ClusterState,
+        inputs: Callable[[], SchedulingInputs],
         loaded: Loaded | None,
         templates: Callable[[], Templates],
-        plan: Callable[[Templates], Plan],
+        plan: Callable[[Templates, SchedulingInputs], Plan],
     ) -> None:
-        """Plan now if it is due (see the module docstring); `templates` and `plan` make them as a pass would."""
+        """Plan now if it is due (see the module docstring); `inputs`, `templates` and `plan` make them as a
+        pass would."""
         due = self.due()
         last = self.batcher.last_trigger()
-        if due is None or last is None or self.clock() < due or not state.pending:
+        if due is None or last is None or self.clock() < due:
+            return
+        seen = inputs()
+        if not seen.pending:
             return
         started = self.clock()
         made = templates()
-        self.current = PlannedAhead(state, loaded, made, plan(made), last)
+        self.current = PlannedAhead(seen, loaded, made, plan(made, seen), last)
         self._not_before = self.clock() + (self.clock() - started)
 
     def take(self) -> PlannedAhead | None:

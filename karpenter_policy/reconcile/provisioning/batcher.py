@@ -11,21 +11,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-DEFAULT_IDLE_SECONDS = 1.0
-DEFAULT_MAX_SECONDS = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class BatchWindow:
-    opened: float
-    closed: float
-    triggers: int
-
-    @property
-    def seconds(self) -> float:
-        return self.closed - self.opened
+from karpenter_policy.reconcile.options import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
+from karpenter_policy.reconcile.result import BatchWindow
 
 
 class Batcher:

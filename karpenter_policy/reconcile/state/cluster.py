@@ -37,14 +37,16 @@ from typing import Literal
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Kind, Obj
-from karpenter_policy.model.podtopology import HostPort
+from karpenter_policy.model.podtopology import HostPort, NamespaceScope
 from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.model.selectors import LabelSelector
 from karpenter_policy.model.taints import untolerated
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.reconcile.state.records import Malformed, NodeRecord, PodRecord, node_record, pod_record
 from karpenter_policy.scheduling import ClusterPod, ExistingNode, Pod, RunningPods
 from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.running import PodsForTopology
 from karpenter_policy.scheduling.vectors import ZERO, Vector, add, subtract
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,7 @@ class ClusterState:
         self._daemons: list[Pod] | None = None
         self._namespaces: dict[str, dict[str, str]] = {}
         self._label_values: dict[str, Counter[str]] = {}
+        self._used: dict[str, Vector] = {}  # provisioner → the capacity of its nodes not being deleted
         self.running = RunningPods()
         self._listeners: list[Callable[[Change], None]] = []
         self.malformed: Counter[tuple[str, str]] = Counter()
@@ -225,11 +228,13 @@ class ClusterState:
             return
         if before is not None:
             self._count_labels(before.labels, -1)
+            self._use(before, -1)
             if self._by_instance.get(before.instance_id) == before.name:
                 del self._by_instance[before.instance_id]
         if after is not None:
             self._nodes[after.name] = after
             self._count_labels(after.labels, +1)
+            self._use(after, +1)
             if after.instance_id:
                 self._by_instance[after.instance_id] = after.name
         else:
@@ -238,6 +243,17 @@ class ClusterState:
         if before is None or after is None or before.labels != after.labels:
             self._refresh_running(record.name, after)
         self._notify(Change("node", before, after))
+
+    def _use(self, node: NodeRecord, sign: int) -> None:
+        provisioner = node.provisioner
+        if provisioner is None or node.deleting:
+            return
+        total = self._used.get(provisioner, ZERO)
+        total = add(total, node.capacity) if sign > 0 else subtract(total, node.capacity)
+        if any(total):
+            self._used[provisioner] = total
+        else:
+            self._used.pop(provisioner, None)
 
     def _count_labels(self, labels: Mapping[str, str], sign: int) -> None:
         for key, value in labels.items():
@@ -380,6 +396,15 @@ class ClusterState:
         with self.lock:
             return tuple(self._label_values.get(key, ()))
 
+    def running_view(self) -> LockedRunningPods:
+        """The running pods for topology, safe to read from another thread while the state changes."""
+        return LockedRunningPods(self.running, self.lock)
+
+    def used(self) -> dict[str, Vector]:
+        """By provisioner, the capacity of its nodes not being deleted (what counts against its limits)."""
+        with self.lock:
+            return dict(self._used)
+
     def existing(self, name: str) -> ExistingNode | None:
         """The scheduler's view of a node that is not being deleted (None: unknown or being deleted)."""
         with self.lock:
@@ -400,31 +425,66 @@ class ClusterState:
 
     def _build_existing(self, node: NodeRecord) -> ExistingNode:
         load = self._loads.get(node.name) or _Load()
-        taints = node_info.scheduling_taints(node.obj, node.initialized)
-        requirements = Requirements.from_labels(node.labels)
-        remaining = ZERO
-        for daemon in self.daemons():
-            if (daemon.namespace, daemon.name) in load.daemon_sets:
-                continue
-            attempt = daemon.shape.attempts(False)[0]
-            if taints and untolerated(taints, attempt.tolerations):
-                continue
-            if requirements.admits(attempt.requirements, NOTHING_UNDEFINED):
-                remaining = add(remaining, daemon.requests)
-        return ExistingNode(
-            name=node.name,
-            labels=node.labels,
-            taints=taints,
-            allocatable=node.allocatable,
-            requested=load.requested,
-            extended_allocatable=node.extended_allocatable,
-            extended_requested=dict(load.extended),
-            host_ports=[port for ports in load.host_ports.values() for port in ports],
-            template=node.provisioner,
-            initialized=node.initialized,
-            capacity=node.capacity,
-            daemon_remaining=remaining,
+        return existing_node(
+            node, load.requested, load.extended, [p for ports in load.host_ports.values() for p in ports],
+            frozenset(load.daemon_sets), self.daemons(),
         )
+
+
+class LockedRunningPods:
+    """The state's running pods, each question asked under the state's lock: a scheduling run on another thread
+    reads them while the state follows the cluster."""
+
+    def __init__(self, running: PodsForTopology, lock: threading.RLock) -> None:
+        self.running = running
+        self.lock = lock
+
+    def anti_affine(self) -> list[ClusterPod]:
+        with self.lock:
+            return self.running.anti_affine()
+
+    def candidates(
+        self, scope: NamespaceScope, selector: LabelSelector, namespace_labels: Mapping[str, Mapping[str, str]]
+    ) -> list[ClusterPod]:
+        with self.lock:
+            return self.running.candidates(scope, selector, namespace_labels)
+
+
+def existing_node(
+    node: NodeRecord,
+    requested: Vector,
+    extended: Mapping[str, int],
+    host_ports: list[HostPort],
+    daemon_sets_present: frozenset[tuple[str, str]],
+    daemons: list[Pod],
+) -> ExistingNode:
+    """The scheduler's view of a node: what its pods request, and what the DaemonSets that will run there but have
+    no pod there yet will."""
+    taints = node_info.scheduling_taints(node.obj, node.initialized)
+    requirements = Requirements.from_labels(node.labels)
+    remaining = ZERO
+    for daemon in daemons:
+        if (daemon.namespace, daemon.name) in daemon_sets_present:
+            continue
+        attempt = daemon.shape.attempts(False)[0]
+        if taints and untolerated(taints, attempt.tolerations):
+            continue
+        if requirements.admits(attempt.requirements, NOTHING_UNDEFINED):
+            remaining = add(remaining, daemon.requests)
+    return ExistingNode(
+        name=node.name,
+        labels=node.labels,
+        taints=taints,
+        allocatable=node.allocatable,
+        requested=requested,
+        extended_allocatable=node.extended_allocatable,
+        extended_requested=dict(extended),
+        host_ports=list(host_ports),
+        template=node.provisioner,
+        initialized=node.initialized,
+        capacity=node.capacity,
+        daemon_remaining=remaining,
+    )
 
 
 def _same_spec(before: PodRecord, after: PodRecord | None) -> bool:
@@ -437,4 +497,4 @@ def _same_spec(before: PodRecord, after: PodRecord | None) -> bool:
     )
 
 
-__all__ = ["Change", "ClusterState"]
+__all__ = ["Change", "ClusterState", "LockedRunningPods", "existing_node"]

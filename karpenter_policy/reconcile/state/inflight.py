@@ -15,7 +15,8 @@ disruption controller's).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from karpenter_policy.cloud.provider import Instance
@@ -46,16 +47,19 @@ class InFlightNode:
 
 
 class InFlight:
-    """The launches in flight, by node name."""
+    """The launches in flight, by node name. Thread-safe (provisioning and disruption both launch)."""
 
     def __init__(self) -> None:
         self._entries: dict[str, InFlightNode] = {}
+        self._lock = threading.RLock()
 
     def add(self, entry: InFlightNode) -> None:
-        self._entries[entry.name] = entry
+        with self._lock:
+            self._entries[entry.name] = entry
 
     def __iter__(self) -> Iterator[InFlightNode]:
-        return iter(list(self._entries.values()))
+        with self._lock:
+            return iter(list(self._entries.values()))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -65,32 +69,38 @@ class InFlight:
 
     def planned(self) -> dict[str, InFlightNode]:
         """uid of every pod planned onto an in-flight node → its entry."""
-        return {uid: entry for entry in self._entries.values() for uid in entry.pods}
+        with self._lock:
+            return {uid: entry for entry in self._entries.values() for uid in list(entry.pods)}
 
     def fingerprint(self) -> object:
         """Equal as long as no launch was added, settled or bound to (what a memoized scheduling input relies on)."""
-        return tuple(
-            (e.name, e.registered, frozenset(e.pods), frozenset(e.bound)) for e in self._entries.values()
-        )
+        with self._lock:
+            return tuple(
+                (e.name, e.registered, frozenset(e.pods), frozenset(e.bound)) for e in self._entries.values()
+            )
 
     def provider_ids(self) -> set[str]:
-        return {entry.instance.provider_id for entry in self._entries.values()}
+        with self._lock:
+            return {entry.instance.provider_id for entry in self._entries.values()}
 
     def settle(
-        self, nodes: dict[str, Obj], bound_uids: set[str], live_uids: set[str], now: float, timeout: float
+        self, present: Callable[[str], bool], settled: Callable[[str], bool], now: float, timeout: float
     ) -> list[InFlightNode]:
-        """Drop the entries the cluster now shows settled (the Node there, every planned pod bound or gone), and
-        those whose Node vanished or never came; return the dropped ones."""
+        """Drop the entries the cluster now shows settled (`present(node)`, and `settled(uid)` — bound or gone —
+        for every planned pod), and those whose Node vanished or never came; return the dropped ones."""
         dropped = []
-        for entry in list(self._entries.values()):
-            present = entry.name in nodes
-            if present:
+        with self._lock:
+            entries = list(self._entries.values())
+        for entry in entries:
+            shown = present(entry.name)
+            if shown:
                 entry.seen = True
-            pods_done = all(uid in bound_uids or uid not in live_uids for uid in entry.pods)
-            vanished = entry.seen and not present
+            pods_done = all(settled(uid) for uid in entry.pods)
+            vanished = entry.seen and not shown
             stale = not entry.seen and now - entry.launched_at > timeout
-            if (present and entry.registered and pods_done) or vanished or stale:
-                del self._entries[entry.name]
+            if (shown and entry.registered and pods_done) or vanished or stale:
+                with self._lock:
+                    self._entries.pop(entry.name, None)
                 dropped.append(entry)
         return dropped
 

@@ -14,8 +14,8 @@ resumes where the cluster shows it stopped. Nodes without the finalizer, or not 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
@@ -23,83 +23,99 @@ from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound, TooManyRequests
-from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.result import Terminated
+from karpenter_policy.reconcile.state.cluster import Change, ClusterState
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
 
 TERMINATION = logs.logger("termination")
 DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 
 
-@dataclass(slots=True)
-class Terminated:
-    """What a pass of termination did, per node name."""
-
-    cordoned: list[str] = field(default_factory=list)
-    evicted: list[str] = field(default_factory=list)  # pod keys
-    blocked: dict[str, str] = field(default_factory=dict)  # pod key → why it stays (a PDB, do-not-evict)
-    deleted: list[str] = field(default_factory=list)  # nodes whose instance was terminated and finalizer removed
-    errors: list[str] = field(default_factory=list)
-
-
-def _terminating(node: Obj) -> bool:
-    return (
-        node_info.is_ours(node)
-        and objects.is_deleting(node)
-        and node_info.TERMINATION_FINALIZER in objects.finalizers(node)
-    )
-
-
 class Terminator:
-    """See the module docstring. `fields` makes a log line's structured fields (the controller's clock)."""
+    """See the module docstring. It follows the state: a node of ours that gets a deletionTimestamp joins the
+    nodes it drains, one that leaves the cluster leaves them (`fields` makes a log line's structured fields)."""
 
-    def __init__(self, cluster: Cluster, cloud: CloudProvider, fields: Callable[..., dict[str, object]]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        cloud: CloudProvider,
+        state: ClusterState,
+        fields: Callable[..., dict[str, object]],
+    ) -> None:
         self.cluster = cluster
         self.cloud = cloud
+        self.state = state
         self.fields = fields
         self._told: set[tuple[str, str]] = set()  # (what, whom) already logged
+        self._terminating: set[str] = set()
+        self._lock = threading.Lock()
+        self.wake = threading.Event()
+        state.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        if change.kind == "node":
+            after = change.after
+            with self._lock:
+                if isinstance(after, NodeRecord) and after.terminating:
+                    if after.name not in self._terminating:
+                        self._terminating.add(after.name)
+                        self.wake.set()
+                elif isinstance(change.before, NodeRecord):
+                    self._terminating.discard(change.before.name)
+        elif change.kind == "pod":
+            before, after = change.before, change.after
+            node = (before.node if isinstance(before, PodRecord) else "") or (
+                after.node if isinstance(after, PodRecord) else ""
+            )
+            if node and node in self._terminating:
+                self.wake.set()  # a pod of a draining node moved: the drain may go on
+
+    @property
+    def draining(self) -> bool:
+        return bool(self._terminating)
 
     def _once(self, what: str, whom: str, message: str, *args: object, **extra: object) -> None:
         if (what, whom) not in self._told:
             self._told.add((what, whom))
             TERMINATION.info(message, *args, extra=self.fields(**extra))
 
-    def reconcile(self, nodes: list[Obj], pods: list[Obj]) -> Terminated:
+    def reconcile(self) -> Terminated:
+        """Take every node being deleted one step further."""
         done = Terminated()
-        on_node: dict[str, list[Obj]] = {}
-        for pod in pods:
-            if pod_info.node_name(pod) and not pod_info.is_terminal(pod) and not pod_info.is_daemon_pod(pod):
-                on_node.setdefault(pod_info.node_name(pod), []).append(pod)
-        for node in nodes:
-            if not _terminating(node):
+        with self._lock:
+            names = sorted(self._terminating)
+        for name in names:
+            node = self.state.node(name)
+            if node is None or not node.terminating:
                 continue
+            pods = [p for p in self.state.pods_on(name) if not p.daemon]
             try:
-                self._step(node, on_node.get(objects.name(node), []), done)
+                self._step(node, pods, done)
             except (ClusterError, CloudError) as error:
-                done.errors.append(f"terminating node {objects.name(node)}: {error}")
+                done.errors.append(f"terminating node {name}: {error}")
         return done
 
-    def _step(self, node: Obj, pods: list[Obj], done: Terminated) -> None:
-        name = objects.name(node)
-        if not (node.get("spec") or {}).get("unschedulable"):
+    def _step(self, node: NodeRecord, pods: list[PodRecord], done: Terminated) -> None:
+        name = node.name
+        if not node.unschedulable:
             self.cluster.patch(objects.NODE, name, {"spec": {"unschedulable": True}})
             done.cordoned.append(name)
             self._once("cordon", name, "Cordoned node", node=name)
         remaining = 0
         for pod in pods:
-            key = pod_info.pod_key(pod)
-            if objects.is_deleting(pod):
+            key = pod.key
+            if pod.deleting:
                 remaining += 1  # evicted, still shutting down
                 continue
-            if objects.annotations(pod).get(DO_NOT_EVICT) == "true":
+            if pod.annotations.get(DO_NOT_EVICT) == "true":
                 remaining += 1
                 done.blocked[key] = f"{DO_NOT_EVICT} is set"
                 self._once("do-not-evict", key, "waiting on pod %s: it is annotated %s", key, DO_NOT_EVICT, node=name)
                 continue
             try:
-                self.cluster.evict(objects.namespace(pod) or "default", objects.name(pod))
+                self.cluster.evict(pod.namespace, pod.name)
             except NotFound:
                 continue
             except TooManyRequests as error:
@@ -111,7 +127,7 @@ class Terminator:
             remaining += 1  # gone from the next snapshot, not this one
         if remaining:
             return
-        instance = node_info.instance_id(node)
+        instance = node.instance_id
         if instance:
             with contextlib.suppress(InstanceNotFound):
                 self.cloud.delete(instance)
@@ -120,4 +136,4 @@ class Terminator:
         TERMINATION.info("Deleted node", extra=self.fields(node=name, instance=instance))
 
 
-__all__ = ["DO_NOT_EVICT", "Terminated", "Terminator"]
+__all__ = ["DO_NOT_EVICT", "Terminator"]
