@@ -44,6 +44,8 @@ DEFAULT_RESYNC = 10.0
 FAILURE_PAUSE = 5.0
 #: Pause after the interruption queue could not be read (a long poll usually paces the loop).
 QUEUE_ERROR_PAUSE = 5.0
+#: A poll of the interruption queue that answered nothing at once is followed by this pause.
+EMPTY_POLL_PAUSE = 0.05
 #: While launches are in flight, their Nodes and bindings are looked at this often.
 INFLIGHT_CHECK = 1.0
 
@@ -239,6 +241,7 @@ class Runner:
             if not self.leading():
                 self.wait_for_leadership(1.0)
                 continue
+            started = self.clock()
             try:
                 result = handler.poll_once(acting=self.leading)
             except Exception:  # a bug must not end interruption handling
@@ -247,6 +250,8 @@ class Runner:
                 continue
             if result.error is not None:
                 self.stopping.wait(QUEUE_ERROR_PAUSE)
+            elif not result.received and self.clock() - started < EMPTY_POLL_PAUSE:
+                self.stopping.wait(EMPTY_POLL_PAUSE)  # a queue that does not long-poll must not make this spin
 
     def health(self) -> Health:
         """See :class:`Health`."""
