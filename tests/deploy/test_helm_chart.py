@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "karpenter-policy"
 CLOUDFORMATION = ROOT / "deploy" / "cloudformation" / "interruption-queue.yaml"
 KUBERNETES_VERSION = "1.29.0"
-REQUIRED = {"cluster": {"name": "blue", "kubernetesVersion": "1.29", "apiServerEndpoint": "https://x.eks.amazonaws.com"}}
+REQUIRED = {"cluster": {"name": "blue", "kubernetesVersion": "1.29", "apiServerEndpoint": "https://x.eks.amazonaws.com"},
+            "image": {"repository": "ghcr.io/acme/karpenter-policy"}}
 #: Custom resources the Kubernetes schemas do not cover (cert-manager, Prometheus Operator).
 CUSTOM_KINDS = {("cert-manager.io/v1", "Certificate"), ("cert-manager.io/v1", "Issuer"),
                 ("monitoring.coreos.com/v1", "ServiceMonitor")}
@@ -65,7 +66,17 @@ def test_helm_lint_strict_finds_nothing() -> None:
 
 def test_the_cluster_values_are_required_with_a_message() -> None:
     with pytest.raises(Exception, match="cluster.name is required"):
-        render({})
+        render({"image": REQUIRED["image"]})
+
+
+def test_the_image_is_required_with_a_message() -> None:
+    """No registry of someone else's in the defaults: the image is the one users name."""
+    with pytest.raises(Exception, match="image.repository is required: the image the release workflow publishes"):
+        render({"cluster": REQUIRED["cluster"]})
+    images = {c["image"] for d in of_kind(render(REQUIRED), "Deployment")
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert images == {f"ghcr.io/acme/karpenter-policy:{chart['appVersion']}"}
 
 
 def test_values_schema_refuses_unknown_keys() -> None:

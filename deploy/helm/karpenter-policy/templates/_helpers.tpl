@@ -87,6 +87,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/* Settings that cannot work together fail the rendering with a message naming the values. */}}
 {{- define "karpenter-policy.validate" -}}
+{{- if not .Values.image.repository }}
+{{- fail "image.repository is required: the image the release workflow publishes, <registry>/<owner>/karpenter-policy (e.g. ghcr.io/<owner>/karpenter-policy), or one built from deploy/webhook/Dockerfile" }}
+{{- end }}
 {{- if .Values.controller.enabled }}
 {{- if not .Values.cluster.name }}
 {{- fail "cluster.name is required (the controller's --cluster-name: instance tags and node bootstrap)" }}
