@@ -14,6 +14,8 @@ from .support import ROOT
 
 helm_chart = pytest.importorskip("helm_python.chart", reason="helm-python-sdk (Helm's Go SDK) is not installed")
 
+#: libyaml's safe loader where PyYAML has it (the chart's tests parse thousands of renders)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 CHART = ROOT / "deploy" / "helm" / "karpenter-policy"
 NAMESPACE = "karpenter-policy"
 #: The values a release needs (the chart stops without them).
@@ -50,7 +52,7 @@ def render(values: Mapping[str, Any]) -> list[dict[str, Any]]:
     documents: list[dict[str, Any]] = []
     for path in sorted(manifests):
         if path.endswith(".yaml"):
-            documents.extend(doc for doc in yaml.safe_load_all(manifests[path]) if doc)
+            documents.extend(doc for doc in yaml.load_all(manifests[path], Loader=_LOADER) if doc)
     return documents
 
 
