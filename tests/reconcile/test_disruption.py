@@ -17,8 +17,9 @@ from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
-from karpenter_policy.reconcile.disruption.decider import DO_NOT_CONSOLIDATE, pod_disruption_cost
+from karpenter_policy.reconcile.disruption.decider import DO_NOT_CONSOLIDATE
 from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.pods import disruption_cost as pod_disruption_cost
 
 from .lifecycle import Deployment, World, nodes, run, settled, start
 from .support import POLICIES, compile_policies, container, replicas, run_cli

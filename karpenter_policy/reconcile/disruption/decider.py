@@ -27,7 +27,6 @@ launched and initialized first, then the candidates deleted through the terminat
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import math
@@ -60,7 +59,6 @@ DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 SPOT = "spot"
 #: Multi-node consolidation looks at this many candidates at most (Karpenter's limit).
 MULTI_NODE_LIMIT = 100
-_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,19 +147,6 @@ class Inputs:
     multi_node_budget: float = math.inf
 
 
-def pod_disruption_cost(pod: Obj) -> float:
-    """Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down, within ±10."""
-    cost = 1.0
-    raw = objects.annotations(pod).get(_DELETION_COST)
-    if raw is not None:
-        with contextlib.suppress(ValueError):
-            cost += float(raw) / 2**27
-    priority = (pod.get("spec") or {}).get("priority")
-    if isinstance(priority, int) and not isinstance(priority, bool):
-        cost += max(-(2**31), min(priority, 2**31 - 1)) / 2**25  # an int32 in the API: any int must not overflow
-    return max(-10.0, min(10.0, cost)) if math.isfinite(cost) else 1.0
-
-
 def offering_price(
     templates: Templates, provisioner: str, instance_type: str, zone: str, capacity: str
 ) -> float | None:
@@ -234,7 +219,7 @@ class Decider:
                     capacity_type=capacity,
                     price=offering_price(inputs.templates, provisioner, instance_type, zone, capacity),
                     pods=scheduled,
-                    disruption_cost=sum(pod_disruption_cost(p.obj) for p in pods),
+                    disruption_cost=sum(p.disruption_cost for p in pods),
                     created=_created(node.obj),
                     consolidatable=consolidatable,
                 )
@@ -344,13 +329,15 @@ class Decider:
     def _drift(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
         drifted = []
         requirements: dict[str, Requirements] = {}  # by provisioner: parsed once per decision
+        hashes: dict[str, str] = {}  # by provisioner: its node hash, computed once per decision
         for candidate in candidates:
             node = inputs.view.nodes[candidate.name].obj
             constraint_set = inputs.templates.sets.get(candidate.provisioner)
             if constraint_set is not None and candidate.provisioner not in requirements:
                 requirements[candidate.provisioner] = Requirements.from_node_selector(constraint_set.requirements)
+                hashes[candidate.provisioner] = constraint_set.node_hash
             why = drift_reason(node, constraint_set, inputs.templates, candidate.provisioner,
-                               requirements.get(candidate.provisioner))
+                               requirements.get(candidate.provisioner), hashes.get(candidate.provisioner))
             if not why and node_info.ANNOTATION_IMAGE in objects.annotations(node):
                 why = image_drift(node, inputs.images(candidate.provisioner, candidate.instance_type))
             if why:
@@ -464,18 +451,19 @@ def drift_reason(
     templates: Templates,
     provisioner: str,
     requirements: Requirements | None = None,
+    node_hash: str | None = None,
 ) -> str:
-    """Why a node of ours has drifted from the constraint sets in force ("" when it has not). `requirements`: the
-    set's, parsed (parsed here when not given)."""
+    """Why a node of ours has drifted from the constraint sets in force ("" when it has not). `requirements` and
+    `node_hash`: the set's, when the caller has them (computed here when not given)."""
     if constraint_set is None:
         if provisioner in templates.left_out:
             return ""  # its set is there but cannot be used now: not a policy change
         return f"provisioner {provisioner} is no longer in the constraint sets"
-    annotations = objects.annotations(node)
-    node_hash = annotations.get(node_info.ANNOTATION_NODE_HASH)
-    if node_hash is not None and node_hash != constraint_set.node_hash:
+    annotations = objects.metadata(node).get("annotations") or {}
+    stamped = annotations.get(node_info.ANNOTATION_NODE_HASH)
+    if stamped is not None and stamped != (node_hash if node_hash is not None else constraint_set.node_hash):
         return f"provisioner {provisioner}'s labels, taints, kubelet or node template changed"
-    labels = objects.labels(node)
+    labels = objects.metadata(node).get("labels") or {}
     instance_type = labels.get(wk.INSTANCE_TYPE, "")
     if constraint_set.admitted and instance_type not in constraint_set.admitted:
         return f"instance type {instance_type} is no longer admitted by provisioner {provisioner}"
@@ -523,5 +511,4 @@ __all__ = [
     "drift_reason",
     "image_drift",
     "offering_price",
-    "pod_disruption_cost",
 ]

@@ -83,6 +83,11 @@ class Deprovisioner:
         self._next_decision = 0.0
         self._told: dict[str, str] = {}  # node → the blocked reason last logged
 
+    @property
+    def holding(self) -> bool:
+        """A consolidation waits for its validation."""
+        return self._held is not None
+
     def protected(self) -> frozenset[str]:
         """The replacements of the command under way."""
         return frozenset(self.underway.replacements) if self.underway is not None else frozenset()

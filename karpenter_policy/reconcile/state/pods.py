@@ -14,7 +14,9 @@ names or environment), so converting a thousand replicas parses one spec.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +29,7 @@ from karpenter_policy.scheduling.pods import PodSpecError
 DAEMON_SET = "DaemonSet"
 NODE = "Node"
 TERMINAL_PHASES = ("Succeeded", "Failed")
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 #: The pod-spec fields a shape depends on (what `shape_of` reads); for containers only these of their fields.
 SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "overhead")
 CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
@@ -144,6 +147,19 @@ class ShapeCache:
         return Pod(name, shape, owner=f"{DAEMON_SET}/{name}", daemon=True, uid=objects.uid(daemon_set))
 
 
+def disruption_cost(pod: Obj) -> float:
+    """Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down, within ±10."""
+    cost = 1.0
+    raw = objects.annotations(pod).get(DELETION_COST)
+    if raw is not None:
+        with contextlib.suppress(ValueError):
+            cost += float(raw) / 2**27
+    priority = (pod.get("spec") or {}).get("priority")
+    if isinstance(priority, int) and not isinstance(priority, bool):
+        cost += max(-(2**31), min(priority, 2**31 - 1)) / 2**25  # an int32 in the API: any int must not overflow
+    return max(-10.0, min(10.0, cost)) if math.isfinite(cost) else 1.0
+
+
 def creation_order(pods: list[Obj]) -> list[Obj]:
     """Pods by creation time, then namespace and name (Karpenter's queue breaks ties by creation)."""
     return sorted(pods, key=lambda p: (objects.creation_timestamp(p) or "", pod_key(p)))
@@ -153,6 +169,7 @@ __all__ = [
     "ShapeCache",
     "controller_of",
     "creation_order",
+    "disruption_cost",
     "is_daemon_pod",
     "is_provisionable",
     "is_terminal",

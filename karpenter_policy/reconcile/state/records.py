@@ -68,6 +68,7 @@ class PodRecord:
     marked_unschedulable: bool
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
+    disruption_cost: float  # Karpenter's eviction cost (`pods.disruption_cost`)
     obj: Obj = field(repr=False)
 
     @property
@@ -127,6 +128,7 @@ def pod_record(obj: Any) -> PodRecord:
         marked_unschedulable=pod_info.marked_unschedulable(obj),
         labels=_string_map(meta.get("labels")),
         annotations=_string_map(meta.get("annotations")),
+        disruption_cost=pod_info.disruption_cost(obj),
         obj=obj,
     )
 
