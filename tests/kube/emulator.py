@@ -40,8 +40,8 @@ import aiohttp.web
 import attrs
 import kmock
 
-from karpenter_policy.kube import disruption, objects
-from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube import disruption, objects, shape
+from karpenter_policy.kube.errors import ClusterError, Malformed
 from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import apply_patch, patch_type_of
 from karpenter_policy.kube.selectors import label_selector_matches, parse_field_selector, parse_label_selector
@@ -207,6 +207,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
             if not meta.get("generateName"):
                 raise _failure(422, "Invalid", "metadata.name: Required value")
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        _check_writable(kind, obj)
         key = self._key(kind, meta.get("namespace"), meta["name"])
         if key in self._objects and not self._objects[key].deleted:
             raise _failure(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
@@ -250,6 +251,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
             else:
                 meta.pop(kept, None)
         new.update(apiVersion=kind.api_version, kind=kind.kind)
+        _check_writable(kind, new)
         self._version += 1
         meta["resourceVersion"] = str(self._version)
         key = self._key(kind, objects.namespace(current), objects.name(current))
@@ -400,6 +402,14 @@ class ApiEmulator(kmock.KubernetesEmulator):
         if change.type == "MODIFIED" and before != now:
             return {"type": "ADDED" if now else "DELETED", "object": copy.deepcopy(change.object)}
         return {"type": change.type, "object": copy.deepcopy(change.object)} if now else None
+
+
+def _check_writable(kind: Kind, obj: Obj) -> None:
+    """422 for metadata the API server's validation refuses (labels that are not strings, …)."""
+    try:
+        shape.check_object(obj, kind.plural)
+    except Malformed as error:
+        raise _failure(422, "Invalid", error.message) from None
 
 
 def _now() -> str:
