@@ -356,7 +356,7 @@ class _Filter:
         self.kind = kind
         self._namespace = namespace
         self._labels = label_selector
-        self._fields = parse_field_selector(field_selector)
+        self._fields = parse_field_selector(kind.kind, field_selector)
 
     def __call__(self, obj: Obj) -> bool:
         if self._namespace is not None and objects.namespace(obj) != self._namespace:
