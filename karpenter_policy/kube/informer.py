@@ -308,36 +308,35 @@ class Informer:
         """One watch, until it ends; raises on failure, _ShortWatch when it ended at once with nothing."""
         namespace, label_selector, field_selector = self._selection
         self.stats.watches += 1
+        started = time.monotonic()  # before the request, as client-go: a server timeout of 1 s lasts 1 s
         stream = self._cluster.watch(
             self.kind, self.resource_version, namespace, label_selector=label_selector,
             field_selector=field_selector, timeout_seconds=self._watch_timeout, bookmarks=True,
         )
-        opened = time.monotonic()
         with self._changed:
             self._stream = stream
-            self._watch_opened_at = opened
+            self._watch_opened_at = time.monotonic()
         if self._stopping.is_set():
             stream.close()
-        received = delivered = 0
+        delivered = 0
         try:
             with stream:
                 for event in stream:
-                    received += 1
                     if self._apply(event):
                         delivered += 1
         except Exception as error:
             worked = delivered > 0 and isinstance(error, ClusterError) and not isinstance(error, Malformed)
-            if worked or time.monotonic() - opened >= MIN_HEALTHY_WATCH:
+            if worked or time.monotonic() - started >= MIN_HEALTHY_WATCH:
                 self._working(delivered)
             raise
         finally:
             with self._changed:
                 self._stream = None
                 self._watch_opened_at = None
-        if received or time.monotonic() - opened >= MIN_HEALTHY_WATCH:
+        if delivered or time.monotonic() - started >= MIN_HEALTHY_WATCH:
             self._working(delivered)
-        elif not self._stopping.is_set():
-            raise _ShortWatch(f"watch {self.kind.plural}: the server ended it at once, with no event")
+        elif not self._stopping.is_set():  # a bookmark alone does not make a watch: a server could loop on it
+            raise _ShortWatch(f"watch {self.kind.plural}: the server ended it at once, with no change in it")
 
     def _replace(self, snapshot: ObjectList) -> None:
         fresh = {self._key(obj): obj for obj in snapshot.items}
@@ -435,7 +434,8 @@ class Informer:
         how long to back off."""
         self.stats.errors += 1
         if isinstance(error, Malformed):
-            self.stats.malformed[error.problem] = self.stats.malformed.get(error.problem, 0) + 1
+            with self._changed:  # health() copies the stats under this lock
+                self.stats.malformed[error.problem] = self.stats.malformed.get(error.problem, 0) + 1
         if isinstance(error, ClusterError):
             self.last_error = error
         now = time.monotonic()

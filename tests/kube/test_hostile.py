@@ -230,9 +230,15 @@ def test_500s_are_backed_off_reported_and_recovered_from(
         assert informer.health().synced and informer.health().last_list_at is not None
 
 
-def test_an_empty_watch_answer_is_a_very_short_watch_and_backed_off(server: HostileServer) -> None:
+BOOKMARK = {"type": "BOOKMARK", "object": {"kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}}}
+
+
+@pytest.mark.parametrize("lines", [(), (BOOKMARK,)], ids=["empty", "a bookmark alone"])
+def test_a_watch_that_ends_at_once_with_no_change_is_a_very_short_watch_and_backed_off(
+    server: HostileServer, lines: tuple[Any, ...]
+) -> None:
     backoff = Backoff(initial=0.1, maximum=0.4)
-    server.always(NODE, "watch", Answer())  # 200, then the stream ends at once, empty
+    server.always(NODE, "watch", Answer(lines=lines))  # 200, then the stream ends at once
 
     with Informer(_cluster(server), NODE, backoff=backoff) as informer:
         assert informer.wait_synced(GENEROUS)
