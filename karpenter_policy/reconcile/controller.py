@@ -178,8 +178,8 @@ class Controller:
     def collect_garbage(self, result: ReconcileResult) -> None:
         """Collect garbage when due (after adoption: an instance adopted has its Node)."""
         if self.lifecycle.adopted and self.garbage.due():
-            healthy = self.feed.health().healthy
-            result.garbage = self.garbage.collect(self.state.nodes(), self.inflight.provider_ids(), healthy)
+            steady = self.feed.health().steady
+            result.garbage = self.garbage.collect(self.state.nodes(), self.inflight.provider_ids(), steady)
             result.errors.extend(result.garbage.errors)
 
     def deprovision(self, result: ReconcileResult) -> None:

@@ -125,6 +125,8 @@ class Runner:
         self._lock = threading.Lock()
         self.feed = InformerFeed(cluster, controller.state)
         controller.feed = self.feed
+        state = controller.state
+        controller.metrics.watch_counters(self.feed.malformed, lambda: dict(state.malformed))
         self.configmap: Informer | None = None
         provisioner = controller.provisioner
         source = controller.constraints

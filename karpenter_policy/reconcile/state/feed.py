@@ -29,6 +29,8 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 
 KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE)
 REQUIRED: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET)
+#: A watch failing this long makes the state unhealthy (readiness lost, no instance garbage collected).
+FAILING_AFTER = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +41,16 @@ class FeedHealth:
     synced: bool
     alive: bool = True
     failing: tuple[tuple[str, str], ...] = ()
+    degraded: bool = False  # some required kind's list or watch is failing right now (however briefly)
 
     @property
     def healthy(self) -> bool:
         return self.synced and self.alive and not self.failing
+
+    @property
+    def steady(self) -> bool:
+        """Healthy and nothing failing even now: what a destructive decision (garbage collection) requires."""
+        return self.healthy and not self.degraded
 
 
 class StateFeed(Protocol):
@@ -118,7 +126,8 @@ class ListFeed:
             self._failing.pop(kind.plural, None)
 
     def health(self) -> FeedHealth:
-        return FeedHealth(all(k in self._listed for k in REQUIRED), failing=tuple(sorted(self._failing.items())))
+        failing = tuple(sorted(self._failing.items()))
+        return FeedHealth(all(k in self._listed for k in REQUIRED), failing=failing, degraded=bool(failing))
 
 
 class InformerFeed:
@@ -156,9 +165,25 @@ class InformerFeed:
         return all(informer.wait_synced(max(0.0, deadline - time.monotonic())) for informer in self.required())
 
     def health(self) -> FeedHealth:
-        required = self.required()
-        synced = all(informer.synced.is_set() for informer in required)
-        return FeedHealth(synced)
+        """Synced: every required informer listed once; alive: every informer's thread runs; failing: the kinds
+        whose list or watch has failed for longer than :data:`FAILING_AFTER` seconds."""
+        healths = {kind: informer.health() for kind, informer in self.informers.items()}
+        synced = all(healths[kind].synced for kind in REQUIRED if kind in healths)
+        alive = all(h.alive for h in healths.values())
+        required = [h for kind, h in healths.items() if kind in REQUIRED]
+        failing = tuple(
+            (h.kind, h.last_error or "failing") for h in required if not h.ok and h.failing_for() >= FAILING_AFTER
+        )
+        return FeedHealth(synced, alive, failing, degraded=any(not h.ok for h in required))
+
+    def malformed(self) -> dict[tuple[str, str], int]:
+        """(kind, problem) → the malformed answers each informer met (what the metrics export)."""
+        found: dict[tuple[str, str], int] = {}
+        for informer in self.informers.values():
+            health = informer.health()
+            for problem, count in health.malformed.items():
+                found[(health.kind, problem)] = count
+        return found
 
 
 def replace(state: ClusterState, kind: Kind, items: Sequence[Obj]) -> None:
