@@ -369,16 +369,15 @@ class CostChange:
             text += " (spot estimated at on-demand prices)"
         return text
 
-    def monthly_change(self, workload: str) -> str:
-        """`, $1,124.20 → $890.60 a month`: the workload's share of the bill on each side (empty when unknown)."""
-        costs = []
-        for capacity in (self.base, self.head):
-            bill = next((b for b in capacity.bills() if b.workload == workload), None)
-            monthly = 0.0 if bill is None else bill.monthly
-            if monthly is None:
-                return ""
-            costs.append(money(monthly))
-        return f", {costs[0]} → {costs[1]} a month"
+    def monthly_changes(self) -> dict[str, str]:
+        """Workload → `, $1,124.20 → $890.60 a month`: its share of the bill on each side (empty when unknown)."""
+        sides = [{b.workload: b.monthly for b in capacity.bills()} for capacity in (self.base, self.head)]
+        changes = {}
+        for workload in set(sides[0]) | set(sides[1]):
+            before, after = (side.get(workload, 0.0) for side in sides)
+            known = before is not None and after is not None
+            changes[workload] = f", {money(before or 0.0)} → {money(after or 0.0)} a month" if known else ""
+        return changes
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -788,7 +787,8 @@ def render_text(result: DiffResult) -> str:
         out += ["  " + line for line in _table(rows)]
     if result.cost is not None:
         out += ["", f"cost of the workloads' nodes: {result.cost.summary()}"]
-        out += [f"  {w}: {b} → {h}{result.cost.monthly_change(w)}" for w, b, h in result.cost.workloads]
+        monthly = result.cost.monthly_changes()
+        out += [f"  {w}: {b} → {h}{monthly.get(w, '')}" for w, b, h in result.cost.workloads]
     if result.workloads:
         out.append("")
         rows = [["WORKLOAD", "CHANGE", "BASE", "HEAD", "WHY"]]
