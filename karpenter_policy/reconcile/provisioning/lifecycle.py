@@ -53,6 +53,11 @@ class NodeLifecycle:
         if change.kind != "node":
             return
         after = change.after
+        for record in (change.before, after):
+            if isinstance(record, NodeRecord):
+                entry = self.context.inflight.get(record.name)
+                if entry is not None:
+                    entry.seen = True  # once seen, a launch whose Node goes away is dropped, not offered again
         with self._lock:
             if not isinstance(after, NodeRecord):
                 if isinstance(change.before, NodeRecord):
@@ -98,12 +103,16 @@ class NodeLifecycle:
             lambda name: state.node(name) is not None, settled, context.clock(), context.options.registration_timeout
         )
         for entry in dropped:
-            if state.node(entry.name) is None:
+            if state.node(entry.name) is not None:
+                continue  # settled
+            if entry.seen:  # deleted since (by a user, an interruption, termination): nothing went wrong here
+                NODE.info("node %s left before its launch settled", entry.name, extra=context.fields(node=entry.name))
+            else:
                 context.error(
-                    result.errors, NODE,
-                    f"node {entry.name} of instance {entry.instance.id} never showed up or vanished", node=entry.name,
+                    result.errors, NODE, f"node {entry.name} of instance {entry.instance.id} never showed up",
+                    node=entry.name,
                 )
-                self.provisioner.relaunch(list(entry.pods))
+            self.provisioner.relaunch(list(entry.pods))
 
     def _adopt(self, result: ReconcileResult) -> None:
         """Register a Node for each instance of ours that has none."""

@@ -50,6 +50,7 @@ class Terminator:
         self.fields = fields
         self._told: set[tuple[str, str]] = set()  # (what, whom) already logged
         self._terminating: set[str] = set()
+        self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
         self._lock = threading.Lock()
         self.wake = threading.Event()
         state.subscribe(self._on_change)
@@ -59,11 +60,13 @@ class Terminator:
             after = change.after
             with self._lock:
                 if isinstance(after, NodeRecord) and after.terminating:
-                    if after.name not in self._terminating:
+                    if after.name not in self._terminating and after.uid not in self._finished:
                         self._terminating.add(after.name)
                         self.wake.set()
                 elif isinstance(change.before, NodeRecord):
                     self._terminating.discard(change.before.name)
+                    if after is None:
+                        self._finished.discard(change.before.uid)
         elif change.kind == "pod":
             before, after = change.before, change.after
             node = (before.node if isinstance(before, PodRecord) else "") or (
@@ -132,6 +135,9 @@ class Terminator:
             with contextlib.suppress(InstanceNotFound):
                 self.cloud.delete(instance)
         remove_finalizer(self.cluster, name)
+        with self._lock:
+            self._terminating.discard(name)  # done: the state showing it a moment longer changes nothing
+            self._finished.add(node.uid)
         done.deleted.append(name)
         TERMINATION.info("Deleted node", extra=self.fields(node=name, instance=instance))
 
