@@ -4,6 +4,9 @@
 them — are recognised first by the same schema compiled with `fastjsonschema`, ~20× faster; only a document
 it rejects goes through `jsonschema` to collect each error with its path. A test holds both to the same
 verdicts. The compiled validators are kept between runs (`validatorcache`).
+
+It lives in `api` so that what compile checks a Provisioner with is also what the controller and the webhook check
+a compiled constraint set with when they load one: one schema, one validator.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ if TYPE_CHECKING:
     import jsonschema
 
 from karpenter_policy.api.kinds import SCHEMA_FILES
+from karpenter_policy.api.validatorcache import compiled_validator
 from karpenter_policy.api.violations import SCHEMA, Path, Violation, render_path
-from karpenter_policy.policy.validation.validatorcache import compiled_validator
 
-SCHEMA_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "schemas")
+SCHEMA_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
 
 
 @cache
