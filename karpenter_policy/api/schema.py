@@ -61,8 +61,11 @@ def schema_file_for(api_version: str, kind: str) -> str | None:
     return SCHEMA_FILES.get((api_version, kind))
 
 
-def schema_violations(doc: Mapping[str, Any], file_name: str) -> list[Violation]:
-    """Every schema error of `doc`, each at the path of the offending field (empty when valid)."""
+def schema_violations(
+    doc: Mapping[str, Any], file_name: str, name_of: Callable[[Path], str] = render_path
+) -> list[Violation]:
+    """Every schema error of `doc`, each at the path of the offending field (empty when valid). Messages name a
+    field by `name_of` its path (`spec.requirements[0].key`; a constraint set's reader names its own fields)."""
     try:
         _fast_validator(file_name)(doc)
         return []
@@ -70,7 +73,7 @@ def schema_violations(doc: Mapping[str, Any], file_name: str) -> list[Violation]
         pass
     found: dict[tuple[Path, str], Violation] = {}
     for error in _reference_validator(file_name).iter_errors(doc):
-        for violation in _explain(error):
+        for violation in _explain(error, name_of):
             found.setdefault((violation.path, violation.message), violation)
     if not found:  # the two validators disagree: trust neither silently
         return [Violation(SCHEMA, (), "the document does not match its schema")]
@@ -108,9 +111,9 @@ def nearest_field(name: str, candidates: list[str]) -> str | None:
     return match[0] if match else None
 
 
-def _explain(error: jsonschema.ValidationError) -> list[Violation]:
+def _explain(error: jsonschema.ValidationError, name_of: Callable[[Path], str]) -> list[Violation]:
     path: Path = tuple(error.absolute_path)
-    where = render_path(path) or "document"
+    where = name_of(path) or "document"
     validator, schema, instance = error.validator, error.schema, error.instance
     if validator == "additionalProperties" and isinstance(instance, Mapping):
         known = sorted(schema.get("properties", {}))
@@ -119,7 +122,7 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
             hint = nearest_field(str(key), known)
             if not path and key in _METADATA_FIELDS:
                 hint = f"metadata.{key} (indented under metadata:)"
-            field = render_path((*path, key))
+            field = name_of((*path, key))
             message = f"unknown field {field}" + (
                 f"; did you mean {hint}?" if hint else f"; known fields: {', '.join(known)}"
             )
