@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from api.tampering import Edit, tamper_directory
 from click.testing import CliRunner
 
 from karpenter_policy.cli import main
@@ -77,6 +78,25 @@ def test_bad_input_is_one_line_and_exit_2(build: Path, tmp_path: Path) -> None:
     assert code == 2 and "--scale deployment/nginx: no such workload" in err
     code, _, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "inflate")
     assert code == 2 and "KIND/NAME=N" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["requirements"].__setitem__(0, {"operator": "In"}), "requirements[0]: missing required field"),
+        (lambda d: d.__setitem__("taints", "x"), 'taints must be a list, not string "x"'),
+        (lambda d: d.__setitem__("weight", float("inf")), "weight Infinity is out of range"),
+    ],
+    ids=["requirement without a key", "taints a string", "weight Infinity"],
+)
+def test_constraint_sets_compile_would_never_write_are_one_line_and_exit_2(
+    edit: Edit, message: str, build: Path, tmp_path: Path
+) -> None:
+    tampered = tamper_directory(build, "default", edit, copy_to=tmp_path / "build")
+    code, out, err = simulate(tampered, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/inflate=3")
+    assert code == 2 and out == ""
+    assert err.startswith(f"karpenter-policy simulate: {tampered / 'constraintsets' / 'default.json'}: ")
+    assert message in err and err.count("\n") == 1 and err.endswith("\n")
 
 
 def test_pods_no_provisioner_takes_stay_pending_with_the_reason(build: Path) -> None:

@@ -38,9 +38,8 @@ def _load(constraints: str) -> Loaded:
         loaded = DirectorySource(constraints).poll()
     except SourceError as error:
         raise SimulationError(str(error)) from None
-    if not isinstance(loaded, Loaded):
-        reason = loaded.message if loaded is not None else "nothing to read"
-        raise SimulationError(f"{constraints}: {reason}")
+    if not isinstance(loaded, Loaded):  # a refusal names the file under `constraints` (and the field) itself
+        raise SimulationError(loaded.message if loaded is not None else f"{constraints}: nothing to read")
     return loaded
 
 
