@@ -33,7 +33,7 @@ from karpenter_policy.api.kinds import (
     PROVISIONER_KIND,
     SCHEMA_FILES,
 )
-from karpenter_policy.api.schema import schema_violations
+from karpenter_policy.api.schema import schema_violations, show_value, type_name
 from karpenter_policy.api.validation import validate_provisioner
 from karpenter_policy.api.violations import ERROR, Path, Violation, render_path
 from karpenter_policy.model import labels as wk
@@ -65,25 +65,6 @@ _SPEC_FIELDS = frozenset(
 
 _PROVISIONER_SCHEMA = SCHEMA_FILES[(PROVISIONER_API_VERSION, PROVISIONER_KIND)]
 _NODE_TEMPLATE_SCHEMA = SCHEMA_FILES[(NODE_TEMPLATE_API_VERSION, NODE_TEMPLATE_KIND)]
-
-
-def _show(value: Any) -> str:
-    text = repr(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "a mapping" if isinstance(value, Mapping) else type(value).__name__
 
 
 # --- the Provisioner a set stands for --------------------------------------------------------------------------
@@ -175,47 +156,48 @@ def _provider_problems(provider: Any) -> Iterator[str]:
     if provider is None:
         return  # the Provisioner check says that one of provider or providerRef is required
     if not isinstance(provider, Mapping):
-        yield f"provider must be a mapping of source, name and spec, not {_kind(provider)} {_show(provider)}"
+        yield f"provider must be a mapping of source, name and spec, not {type_name(provider)} {show_value(provider)}"
         return
     unknown = sorted(str(k) for k in provider if k not in PROVIDER_FIELDS)
     missing = sorted(PROVIDER_FIELDS - provider.keys())
     if unknown or missing:
-        yield f"provider must hold exactly source, name and spec (unknown: {unknown}, missing: {missing})"
+        yield f"provider must hold exactly source, name and spec (unknown: {show_value(unknown)}, missing: {missing})"
         return
     source, name, spec = provider["source"], provider["name"], provider["spec"]
     if source == PROVIDER_INLINE:
         if name is not None:
-            yield f"provider.name must be null for an inline provider, not {_show(name)}"
+            yield f"provider.name must be null for an inline provider, not {show_value(name)}"
         if not isinstance(spec, Mapping):
-            yield f"provider.spec must be a mapping for an inline provider, not {_kind(spec)} {_show(spec)}"
+            yield f"provider.spec must be a mapping for an inline provider, not {type_name(spec)} {show_value(spec)}"
     elif source == PROVIDER_REF:
         if not isinstance(name, str):
-            yield f"provider.name must be the AWSNodeTemplate's name, not {_kind(name)} {_show(name)}"
+            yield f"provider.name must be the AWSNodeTemplate's name, not {type_name(name)} {show_value(name)}"
         if spec is not None and not isinstance(spec, Mapping):
-            yield f"provider.spec must be a mapping or null, not {_kind(spec)} {_show(spec)}"
+            yield f"provider.spec must be a mapping or null, not {type_name(spec)} {show_value(spec)}"
         if isinstance(name, str) and isinstance(spec, Mapping):
             yield from _node_template_problems(name, spec)
         elif isinstance(name, str) and not wk.is_dns1035_label(name):
-            yield f"provider.name {name!r} is not a name an AWSNodeTemplate can have (a DNS-1035 label)"
+            yield f"provider.name {show_value(name)} is not a name an AWSNodeTemplate can have (a DNS-1035 label)"
     else:
-        yield f"provider.source must be {PROVIDER_REF} or {PROVIDER_INLINE}, not {_show(source)}"
+        yield f"provider.source must be {PROVIDER_REF} or {PROVIDER_INLINE}, not {show_value(source)}"
 
 
 def _strings(value: Any, field: str) -> Iterator[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        yield f"{field} must be a list of strings, not {_kind(value)} {_show(value)}"
+        yield f"{field} must be a list of strings, not {type_name(value)} {show_value(value)}"
 
 
 def _admitted_problems(admitted: Any) -> Iterator[str]:
     if not isinstance(admitted, list) or not all(isinstance(name, str) for name in admitted):
-        yield f"admitted must be a list of instance-type names, not {_kind(admitted)} {_show(admitted)}"
+        yield f"admitted must be a list of instance-type names, not {type_name(admitted)} {show_value(admitted)}"
         return
     if len(set(admitted)) != len(admitted):
         yield "admitted lists an instance type twice"
     for index, name in enumerate(admitted):
         errors = wk.label_value_errors(name)
         if errors or not name:
-            yield f"admitted[{index}] {name!r} is not an instance-type name: {errors[0] if errors else 'empty'}"
+            why = errors[0] if errors else "empty"
+            yield f"admitted[{index}] {show_value(name)} is not an instance-type name: {why}"
             return
 
 
@@ -233,7 +215,7 @@ def _count(value: Any) -> bool:
 def _listing_problems(listing: Any) -> Iterator[str]:
     """The audit listing of a file: each admitted type with its offerings and prices."""
     if not isinstance(listing, list):
-        yield f"instanceTypes must be a list, not {_kind(listing)} {_show(listing)}"
+        yield f"instanceTypes must be a list, not {type_name(listing)} {show_value(listing)}"
         return
     for index, item in enumerate(listing):
         where = f"instanceTypes[{index}]"
@@ -241,12 +223,12 @@ def _listing_problems(listing: Any) -> Iterator[str]:
             yield f"{where} must be a mapping of {', '.join(sorted(LISTING_FIELDS))}"
             return
         if not isinstance(item["name"], str):
-            yield f"{where}.name must be a string, not {_kind(item['name'])}"
+            yield f"{where}.name must be a string, not {type_name(item['name'])}"
         for field in ("vcpu", "memoryMiB", "pods", "gpus"):
             if not _count(item[field]):
-                yield f"{where}.{field} must be an integer of 0 to {2**31 - 1}, not {_show(item[field])}"
+                yield f"{where}.{field} must be an integer of 0 to {2**31 - 1}, not {show_value(item[field])}"
         if not _price(item["priceOnDemand"]):
-            yield f"{where}.priceOnDemand must be null or a price ≥ 0, not {_show(item['priceOnDemand'])}"
+            yield f"{where}.priceOnDemand must be null or a price ≥ 0, not {show_value(item['priceOnDemand'])}"
         offerings = item["offerings"]
         if not isinstance(offerings, Mapping) or not all(
             isinstance(zones, Mapping) and all(isinstance(zone, str) and _price(p) for zone, p in zones.items())
@@ -258,26 +240,26 @@ def _listing_problems(listing: Any) -> Iterator[str]:
 def _own_field_problems(data: Mapping[str, Any]) -> Iterator[str]:
     unknown = sorted(str(k) for k in data if k not in CONTENT_FIELDS | FILE_FIELDS)
     if unknown:
-        yield f"unknown field {unknown[0]}" + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+        yield f"unknown field {show_value(unknown[0])}"
     for field in sorted(CONTENT_FIELDS - data.keys()):
         yield f"missing required field {field!r}"
     version = data.get("version")
     if "version" in data and (not isinstance(version, str) or not version):
-        yield f"version must be a non-empty string, not {_kind(version)} {_show(version)}"
+        yield f"version must be a non-empty string, not {type_name(version)} {show_value(version)}"
     if "sources" in data:
         yield from _strings(data["sources"], "sources")
     region = data.get("region")
     if "region" in data:
         if not isinstance(region, str) or not region:
-            yield f"region must be a non-empty string, not {_kind(region)} {_show(region)}"
+            yield f"region must be a non-empty string, not {type_name(region)} {show_value(region)}"
         elif errors := wk.label_value_errors(region):
-            yield f"region {region!r} is not a label value: {errors[0]}"
+            yield f"region {show_value(region)} is not a label value: {errors[0]}"
     if "admitted" in data:
         yield from _admitted_problems(data["admitted"])
     if "instanceTypes" in data:
         yield from _listing_problems(data["instanceTypes"])
     if "hash" in data and not isinstance(data["hash"], str):
-        yield f"hash must be a string, not {_kind(data['hash'])} {_show(data['hash'])}"
+        yield f"hash must be a string, not {type_name(data['hash'])} {show_value(data['hash'])}"
     yield from _provider_problems(data.get("provider"))
 
 

@@ -30,6 +30,7 @@ from karpenter_policy.api.constraintcheck import PROVIDER_INLINE as PROVIDER_INL
 from karpenter_policy.api.constraintcheck import PROVIDER_REF as PROVIDER_REF
 from karpenter_policy.api.constraintcheck import set_problems
 from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.api.schema import show_value
 from karpenter_policy.model import instancetypes as it_model
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
@@ -93,10 +94,18 @@ def parse_json(text: str | bytes) -> Any:
         raise ValueError(str(error)) from None
 
 
+#: The longest problem a refusal line quotes (a rule's message may quote a value of any length).
+MAX_PROBLEM = 400
+
+
 def _first(problems: Sequence[str]) -> str:
-    """One line for the problems of a document: the first, and how many more."""
+    """One line for the problems of a document: the first (its middle elided beyond MAX_PROBLEM characters: the
+    field comes first and the reason last), and how many more."""
+    problem = problems[0]
+    if len(problem) > MAX_PROBLEM:
+        problem = problem[: MAX_PROBLEM // 2] + " … " + problem[-(MAX_PROBLEM // 2 - 3) :]
     more = len(problems) - 1
-    return problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+    return problem + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
 
 
 def canonical_json(data: Any) -> str:
@@ -443,11 +452,11 @@ class ConstraintSet(_Hashed):
         version = data.get("schemaVersion")
         if version != SCHEMA_VERSION:
             raise ConstraintSetError(
-                f"unsupported constraint-set schemaVersion {version!r} (expected {SCHEMA_VERSION}: compile the "
-                "policies again with this version of karpenter-policy)"
+                f"unsupported constraint-set schemaVersion {show_value(version)} (expected {SCHEMA_VERSION}: compile "
+                "the policies again with this version of karpenter-policy)"
             )
         if data.get("kind") != SET_KIND:
-            raise ConstraintSetError(f"not a {SET_KIND}: kind is {data.get('kind')!r}")
+            raise ConstraintSetError(f"not a {SET_KIND}: kind is {show_value(data.get('kind'))}")
         problems = set_problems(data)
         if problems:
             raise ConstraintSetError(_first(problems))
@@ -478,7 +487,8 @@ class ConstraintSet(_Hashed):
             raise ConstraintSetError(f"malformed constraint set: {type(error).__name__}: {error}") from None
         if verify and data.get("hash") != built.hash:
             raise ConstraintSetError(
-                f"constraint set {built.name!r}: hash {data.get('hash')!r} does not match its content ({built.hash})"
+                f"constraint set {built.name}: hash {show_value(data.get('hash'))} does not match its content "
+                f"({built.hash})"
             )
         return built
 
@@ -529,32 +539,32 @@ def _entry_problems(index: int, entry: Any, seen: set[str]) -> Iterator[str]:
         return
     name, weight = entry["name"], entry["weight"]
     if not isinstance(name, str) or not wk.is_dns1035_label(name):
-        yield f"{where}.name {str(name)[:70]!r} is not a Provisioner name (a DNS-1035 label)"
+        yield f"{where}.name {show_value(name)} is not a Provisioner name (a DNS-1035 label)"
         return
     if name in seen:
         yield f"{where}: {name} is listed twice"
     seen.add(name)
     if entry["key"] != set_key(name) or set_key(name) == INDEX_KEY:
-        yield f"{where}.key {str(entry['key'])[:70]!r} is not {set_key(name)!r}, where compile writes the set {name}"
+        yield f"{where}.key {show_value(entry['key'])} is not {set_key(name)!r}, where compile writes the set {name}"
     for text in ("version", "hash"):
         if not isinstance(entry[text], str):
-            yield f"{where}.{text} must be a string, not {str(entry[text])[:70]!r}"
+            yield f"{where}.{text} must be a string, not {show_value(entry[text])}"
     if type(weight) is not int or not 0 <= weight <= MAX_WEIGHT:
-        yield f"{where}.weight must be an integer of 0 to {MAX_WEIGHT}, not {str(weight)[:70]}"
+        yield f"{where}.weight must be an integer of 0 to {MAX_WEIGHT}, not {show_value(weight)}"
 
 
 def index_problems(data: Mapping[str, Any]) -> list[str]:
     """Why an index (its compact wire extras removed) cannot be used, first problem first: a field it does not
     have, an entry of another shape, a name twice or not a Provisioner name, a key that is not the name's, a weight
     beyond Karpenter's."""
-    problems = [f"unknown field {key}" for key in sorted(map(str, data)) if key not in INDEX_FIELDS]
+    problems = [f"unknown field {show_value(key)}" for key in sorted(map(str, data)) if key not in INDEX_FIELDS]
     problems += [f"missing required field {key!r}" for key in sorted(INDEX_FIELDS - data.keys())]
     catalog = data.get("catalog")
     if not isinstance(catalog, Mapping):
-        problems.append(f"catalog must be a mapping, not {str(catalog)[:70]!r}")
+        problems.append(f"catalog must be a mapping, not {show_value(catalog)}")
     entries = data.get("sets")
     if not isinstance(entries, list):
-        problems.append(f"sets must be a list, not {str(entries)[:70]!r}")
+        problems.append(f"sets must be a list, not {show_value(entries)}")
         return problems
     seen: set[str] = set()
     for index, entry in enumerate(entries):
@@ -572,7 +582,7 @@ def entry_mismatch(entry: IndexEntry, constraint_set: ConstraintSet) -> str | No
         ("hash", entry.hash, constraint_set.hash),
     ):
         if listed != own:
-            return f"{what} {str(own)[:70]!r} is not the index's {str(listed)[:70]!r}"
+            return f"{what} {show_value(own)} is not the index's {show_value(listed)}"
     return None
 
 
@@ -606,7 +616,7 @@ class ConstraintSetIndex(_Hashed):
             raise ConstraintSetError(f"not a {INDEX_KIND}")
         if data.get("schemaVersion") != SCHEMA_VERSION:
             raise ConstraintSetError(
-                f"unsupported index schemaVersion {data.get('schemaVersion')!r} (expected {SCHEMA_VERSION})"
+                f"unsupported index schemaVersion {show_value(data.get('schemaVersion'))} (expected {SCHEMA_VERSION})"
             )
         problems = index_problems(data)
         if problems:
@@ -614,7 +624,8 @@ class ConstraintSetIndex(_Hashed):
         entries = tuple(IndexEntry(e["name"], e["version"], e["hash"], e["weight"], e["key"]) for e in data["sets"])
         built = cls(entries, dict(data["catalog"]))
         if verify and data.get("hash") != built.hash:
-            raise ConstraintSetError(f"index hash {data.get('hash')!r} does not match its content ({built.hash})")
+            shown = show_value(data.get("hash"))
+            raise ConstraintSetError(f"index hash {shown} does not match its content ({built.hash})")
         return built
 
 
@@ -688,7 +699,7 @@ def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any]) -> C
     if isinstance(provider, dict) and "specRef" in provider:
         ref = provider.pop("specRef")
         if not isinstance(ref, str) or ref not in templates:
-            raise ConstraintSetError(f"provider.specRef {str(ref)[:80]!r} is not a node template of the index")
+            raise ConstraintSetError(f"provider.specRef {show_value(ref)} is not a node template of the index")
         if provider.get("spec") is not None:
             raise ConstraintSetError("provider has both spec and specRef")
         provider["spec"] = templates[ref]

@@ -83,7 +83,8 @@ def schema_violations(
 _METADATA_FIELDS = frozenset({"name", "namespace", "labels", "annotations", "generateName"})
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """How a message names the JSON type of `value`."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -97,7 +98,9 @@ def _type_name(value: Any) -> str:
     return "mapping"
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """`value` as a message shows it: JSON, escaped (no line breaks, no bidirectional controls), at most 60
+    characters."""
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -136,15 +139,15 @@ def _explain(error: jsonschema.ValidationError, name_of: Callable[[Path], str]) 
         expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)
         article = "an" if expected_text[:1] in "aeiou" else "a"
         expected_text = {"object": "a mapping", "array": "a list"}.get(expected_text, f"{article} {expected_text}")
-        actual = "null" if instance is None else f"{_type_name(instance)} {_show(instance)}"
+        actual = "null" if instance is None else f"{type_name(instance)} {show_value(instance)}"
         return [
             Violation(SCHEMA, path, f"{where} must be {expected_text}, not {actual}")
         ]
     if validator == "const":
-        return [Violation(SCHEMA, path, f"{where} must be {_show(schema['const'])}, not {_show(instance)}")]
+        return [Violation(SCHEMA, path, f"{where} must be {show_value(schema['const'])}, not {show_value(instance)}")]
     if validator == "enum":
         allowed = ", ".join(str(v) for v in schema["enum"])
-        return [Violation(SCHEMA, path, f"{where} {_show(instance)} is not one of {allowed}")]
+        return [Violation(SCHEMA, path, f"{where} {show_value(instance)} is not one of {allowed}")]
     if validator in ("minimum", "maximum"):
         low, high = schema.get("minimum"), schema.get("maximum")
         bounds = (
@@ -152,13 +155,13 @@ def _explain(error: jsonschema.ValidationError, name_of: Callable[[Path], str]) 
             if low is not None and high is not None
             else (f"at least {low}" if low is not None else f"at most {high}")
         )
-        return [Violation(SCHEMA, path, f"{where} {_show(instance)} is out of range: it must be {bounds}")]
+        return [Violation(SCHEMA, path, f"{where} {show_value(instance)} is out of range: it must be {bounds}")]
     if validator == "pattern" and "ns|us" in str(schema.get("pattern")):
-        return [Violation(SCHEMA, path, f"{where}: {_show(instance)} is not a duration (e.g. 30s, 1m30s, 2h)")]
+        return [Violation(SCHEMA, path, f"{where}: {show_value(instance)} is not a duration (e.g. 30s, 1m30s, 2h)")]
     if validator == "anyOf" and any("pattern" in branch for branch in schema.get("anyOf", [])):
         return [
             Violation(
-                SCHEMA, path, f"{where}: {_show(instance)} is not a Kubernetes quantity (e.g. 2, 500m, 1.5Gi, 2k)"
+                SCHEMA, path, f"{where}: {show_value(instance)} is not a Kubernetes quantity (e.g. 2, 500m, 1.5Gi, 2k)"
             )
         ]
     if validator in ("minLength", "minItems", "minProperties"):

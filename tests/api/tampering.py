@@ -26,9 +26,9 @@ _UNHASHED = ("hash", "instanceTypes", "types", "nodeTemplates", "admittedBits")
 
 def rehash(document: dict[str, Any], hashed: dict[str, Any] | None = None) -> str:
     """`document` with its hash recomputed over `hashed` (default: the document itself) less what no hash covers;
-    the new hash (the old one when the content is not JSON: inf, nan)."""
+    the new hash (the old one when the content has no canonical JSON: inf, nan, keys of several types)."""
     content = {k: v for k, v in (document if hashed is None else hashed).items() if k not in _UNHASHED}
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, TypeError):  # TypeError: keys of several types cannot be sorted
         document["hash"] = content_hash(content)
     return str(document.get("hash"))
 
@@ -38,8 +38,9 @@ def _dump(document: Any) -> str:
 
 
 def _fix_index(index: dict[str, Any], name: str, digest: str, edit_index: Edit | None) -> None:
-    for entry in index.get("sets") or []:
-        if entry.get("name") == name:
+    entries = index.get("sets")
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name") == name:
             entry["hash"] = digest
     if edit_index is not None:
         edit_index(index)

@@ -72,7 +72,7 @@ CASES: dict[str, tuple[str, Edit | None, Edit | None, str, str]] = {
     "weight 10^400": ("default", setting("weight", 10**400), None, "default.json", "weight 10000"),
     "weight true": ("default", setting("weight", True), None, "default.json", "weight must be an integer"),
     "weight not the index's": (
-        "default", setting("weight", 50), None, "default.json", "weight '50' is not the index's '10'",
+        "default", setting("weight", 50), None, "default.json", "weight 50 is not the index's 10",
     ),
     "taints a string": (
         "default", setting("taints", "x"), None, "default.json", 'taints must be a list, not string "x"',
@@ -97,7 +97,8 @@ CASES: dict[str, tuple[str, Edit | None, Edit | None, str, str]] = {
         "default", setting("name", "def\u202eault"), None, "default.json", "name: name 'def\\u202eault'",
     ),
     "name not the index's": (
-        "default", setting("name", "standard"), None, "default.json", "name 'standard' is not the index's 'default'",
+        "default", setting("name", "standard"), None, "default.json",
+        "name \"standard\" is not the index's \"default\"",
     ),
     "label value with U+202E": (
         "gpu", setting("labels", {"accelerator": "nvidia\u202e"}), None, "gpu.json",
@@ -132,22 +133,22 @@ CASES: dict[str, tuple[str, Edit | None, Edit | None, str, str]] = {
         "gpu", lambda d: d["admitted"].append(d["admitted"][0]), None, "gpu.json",
         "admitted lists an instance type twice",
     ),
-    "unknown field": ("default", setting("extra", 1), None, "default.json", "unknown field extra"),
+    "unknown field": ("default", setting("extra", 1), None, "default.json", 'unknown field "extra"'),
     "listing of another shape": (
         "gpu", lambda d: d["instanceTypes"][0].__setitem__("vcpu", -1), None, "gpu.json", "instanceTypes[0].vcpu",
     ),
     "index names a set twice": ("default", None, duplicate("default"), "index.json", "default is listed twice"),
     "index key elsewhere": (
         "default", None, entry("default", lambda e: e.__setitem__("key", "../../etc/passwd")), "index.json",
-        "sets[1].key '../../etc/passwd' is not 'default.json'",
+        "sets[1].key \"../../etc/passwd\" is not 'default.json'",
     ),
     "index name with U+202E": (
         "default", None, entry("default", lambda e: e.__setitem__("name", "def\u202eault")), "index.json",
-        "sets[1].name 'def\\u202eault' is not a Provisioner name",
+        "sets[1].name \"def\\u202eault\" is not a Provisioner name",
     ),
     "index weight Infinity": (
         "default", None, entry("default", lambda e: e.__setitem__("weight", float("inf"))), "index.json",
-        "sets[1].weight must be an integer of 0 to 100, not inf",
+        "sets[1].weight must be an integer of 0 to 100, not Infinity",
     ),
     "index entry of another shape": ("default", None, lambda i: i["sets"].append("x"), "index.json", "sets[4] must be"),
 }
