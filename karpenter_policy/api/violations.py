@@ -44,6 +44,8 @@ UNKNOWN_LABEL_KEY = "unknown-label-key"
 UNKNOWN_LABEL_VALUE = "unknown-label-value"
 #: (warning) an AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.
 AWS_ID_SHAPE = "aws-id-shape"
+#: (warning) a ttlSecondsUntilExpired under an hour: nodes replaced about as fast as they launch, or without end.
+TTL_CHURN = "ttl-churn"
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,13 @@ FULL_DESCRIPTIONS = {
         "only looks for the prefix followed by letters or digits somewhere in the value, so it admits the "
         "Provisioner or AWSNodeTemplate and the selector then finds nothing: a warning."
     ),
+    "ttl-churn": (
+        "A Provisioner's ttlSecondsUntilExpired is under 3600 seconds (one hour). Every node is replaced that long "
+        "after its launch; a replacement takes minutes (launch, registration, readiness, the drain) and evicts every "
+        "pod of the node, so the fleet is replaced about as fast as it is launched, and with a few seconds (0 "
+        "included) each replacement expires before it is ready and is replaced in turn, without end. Karpenter "
+        "admits any value: a warning. Expiry is meant in days (2592000 is 30 days); without it nodes never expire."
+    ),
 }
 
 
