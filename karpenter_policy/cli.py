@@ -768,9 +768,11 @@ def simulate(
     from karpenter_policy.policy.findings import Report
     from karpenter_policy.policy.reporters import render
     from karpenter_policy.policy.source.workloads import read_workloads
-    from karpenter_policy.reconcile.sim.command import simulate_command
+    from karpenter_policy.reconcile.sim.command import overwritten_input, simulate_command
     from karpenter_policy.reconcile.sim.workloads import Workload
 
+    if report is not None and (why := overwritten_input(report, [constraints, *workload_paths])) is not None:
+        raise click.BadParameter(f"{report}: {why}; write the report elsewhere", param_hint="--report")
     steps = [(ref, count) for value in scale for ref, count in _scale_option([value]).items()]
     found = read_workloads(list(workload_paths))
     if any(f.severity == "error" for f in found.findings) or not found.files:

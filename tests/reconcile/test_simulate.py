@@ -99,6 +99,40 @@ def test_constraint_sets_compile_would_never_write_are_one_line_and_exit_2(
     assert message in err and err.count("\n") == 1 and err.endswith("\n")
 
 
+def snapshot(*roots: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for root in roots for p in sorted([root, *root.rglob("*")]) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("report", "why"),
+    [
+        ("apps/inflate.yaml", "it is the input"),
+        ("./apps/../apps/inflate.yaml", "it is the input"),
+        ("link.yaml", "it is the input"),  # a symbolic link to the manifest
+        ("build/constraintsets/index.json", "it is inside the input directory"),
+        ("build/report.html", "it is inside the input directory"),
+        ("more/report.html", "it is inside the input directory"),  # a folder of workloads
+    ],
+)
+def test_a_report_never_overwrites_or_lands_among_the_inputs(
+    report: str, why: str, build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(build, tmp_path / "build")
+    (tmp_path / "apps").mkdir()
+    shutil.copy(APPS / "inflate.yaml", tmp_path / "apps" / "inflate.yaml")
+    (tmp_path / "more").mkdir()
+    shutil.copy(APPS / "spark-executor-4vcpu-7g.yaml", tmp_path / "more")
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "apps" / "inflate.yaml")
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    code, out, err = simulate(Path("build"), "--workloads", "link.yaml", "--workloads", "more",
+                              "--workloads", "apps/inflate.yaml", "--report", report)
+    assert code == 2 and out == "", err
+    assert "Invalid value for --report" in err and why in err
+    assert snapshot(tmp_path) == before, "nothing written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["apps", "build", "link.yaml", "more"]
+
+
 def test_pods_no_provisioner_takes_stay_pending_with_the_reason(build: Path) -> None:
     code, out, _ = simulate(build, "--workloads", str(ROOT / "examples/workloads/negative/gpu-without-toleration.yaml"))
     assert code == 1
