@@ -280,12 +280,19 @@ def check(
 
 
 def _scale_option(values: Sequence[str]) -> dict[str, int]:
-    """`--scale KIND/NAME=N` values as a mapping; a malformed one is a usage error (exit 2)."""
+    """`--scale KIND/NAME=N` values as a mapping; a malformed one, or N beyond the pods of one workload the tool
+    plans (`MAX_REPLICAS`), is a usage error (exit 2)."""
     scale: dict[str, int] = {}
     for value in values:
         ref, _, count = value.partition("=")
-        if "/" not in ref or not count.isdigit():
-            raise click.BadParameter(f"{value!r} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        shown = repr(value) if len(value) <= 60 else repr(value[:57] + "...")
+        if "/" not in ref or not (count.isascii() and count.isdigit()):
+            raise click.BadParameter(f"{shown} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        from karpenter_policy.policy.source.workloads import replicas_problem  # only when --scale is given
+
+        problem = replicas_problem(int(count) if len(count) <= 20 else 10**20)  # int() reads ≤ 4,300 digits
+        if problem is not None:
+            raise click.BadParameter(f"{shown}: N {problem}", param_hint="--scale")
         scale[ref] = int(count)
     return scale
 

@@ -46,6 +46,8 @@ UNKNOWN_LABEL_VALUE = "unknown-label-value"
 AWS_ID_SHAPE = "aws-id-shape"
 #: (warning) a ttlSecondsUntilExpired under an hour: nodes replaced about as fast as they launch, or without end.
 TTL_CHURN = "ttl-churn"
+#: a workload's replicas (a Job's parallelism) that is not an integer of 0 to 100,000.
+INVALID_REPLICAS = "invalid-replicas"
 
 
 @dataclass(frozen=True, slots=True)
