@@ -88,6 +88,18 @@ def _configmap_harness(make_harness: MakeHarness, manifest: dict[str, Any]) -> t
     return make_harness(source=source, cluster=cluster), source
 
 
+def _configmap_in_force(make_harness: MakeHarness, manifest: dict[str, Any]) -> tuple[Any, ConfigMapSource, Any, Any]:
+    """A controller on the ConfigMap `manifest` after its first pass: the harness, the source, the version in force
+    and the ConfigMap as the cluster holds it."""
+    h, source = _configmap_harness(make_harness, manifest)
+    h.step()
+    good = h.controller.loaded
+    assert good is not None
+    current = h.cluster.get(objects.CONFIG_MAP, source.name, source.namespace)
+    assert current is not None
+    return h, source, good, current
+
+
 def test_a_configmap_edit_takes_effect_without_a_restart(
     make_harness: MakeHarness, configmap: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -108,12 +120,7 @@ def test_a_configmap_edit_takes_effect_without_a_restart(
 def test_a_corrupted_configmap_is_refused_with_an_event_and_the_last_good_sets_stay(
     make_harness: MakeHarness, configmap: dict[str, Any]
 ) -> None:
-    h, source = _configmap_harness(make_harness, configmap)
-    h.step()
-    good = h.controller.loaded
-    assert good is not None
-    current = h.cluster.get(objects.CONFIG_MAP, source.name, source.namespace)
-    assert current is not None
+    h, source, good, current = _configmap_in_force(make_harness, configmap)
     tampered = copy.deepcopy(current)
     data = json.loads(tampered["data"]["default.json"])
     data["limits"] = {"cpu": "100000"}
@@ -175,12 +182,7 @@ def test_a_set_whose_hash_is_right_but_whose_requirement_has_no_key_is_refused(
 def test_a_configmap_whose_taints_are_not_a_list_is_refused_with_an_event(
     make_harness: MakeHarness, configmap: dict[str, Any], compiled: Path
 ) -> None:
-    h, source = _configmap_harness(make_harness, configmap)
-    h.step()
-    good = h.controller.loaded
-    assert good is not None
-    current = h.cluster.get(objects.CONFIG_MAP, source.name, source.namespace)
-    assert current is not None
+    h, source, good, current = _configmap_in_force(make_harness, configmap)
     tampered = copy.deepcopy(current)
     tampered["data"] = tamper_wire(current["data"], compiled, "default", lambda d: d.__setitem__("taints", "x"))
     h.cluster.update(objects.CONFIG_MAP, tampered)

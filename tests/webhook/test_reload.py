@@ -192,21 +192,28 @@ def compiled_configmap(policies: Path, out: Path) -> Path:
     return configmap
 
 
-def test_a_mounted_constraint_set_configmap_reloads(tmp_path: Path, cert_dir: Path) -> None:
+def serving_constraints(tmp_path: Path, cert_dir: Path, constraints: Path) -> tuple[WebhookOptions, Path, Path]:
+    """The policies of this module under tmp_path/policies and their pinning rule, and the options of a webhook
+    serving `constraints` with it, reloading every 0.2 s; (options, policies, pinning file)."""
     sources = tmp_path / "policies"
     write_policies(sources)
     pinning = tmp_path / "pinning.yaml"
     pinning.write_text(PINNING.format(provisioner="gpu"))
-    mounted = tmp_path / "constraints"
-    mount(compiled_configmap(sources, tmp_path / "v1"), mounted, "..v1")
     options = WebhookOptions(
         self_signed=str(cert_dir),
         address="127.0.0.1",
         port=0,
-        constraints=str(mounted),
+        constraints=str(constraints),
         pinning=[str(pinning)],
         reload_interval=0.2,
     )
+    return options, sources, pinning
+
+
+def test_a_mounted_constraint_set_configmap_reloads(tmp_path: Path, cert_dir: Path) -> None:
+    mounted = tmp_path / "constraints"
+    options, sources, _ = serving_constraints(tmp_path, cert_dir, mounted)
+    mount(compiled_configmap(sources, tmp_path / "v1"), mounted, "..v1")
     with serve(options) as server:
         client = Client(server.port, cert_dir / "ca.crt")
         assert tolerated(client) == ["nvidia.com/gpu"]
@@ -231,22 +238,11 @@ def test_a_mounted_constraint_set_configmap_reloads(tmp_path: Path, cert_dir: Pa
 def test_a_constraint_set_compile_would_never_write_is_refused_once_in_one_line(
     tmp_path: Path, cert_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sources = tmp_path / "policies"
-    write_policies(sources)
-    pinning = tmp_path / "pinning.yaml"
-    pinning.write_text(PINNING.format(provisioner="gpu"))
+    current = tmp_path / "current"  # swapped atomically to each new version, as a deployment tool would
+    options, sources, pinning = serving_constraints(tmp_path, cert_dir, current)
     result = compile_command([str(sources)], str(tmp_path / "v1"))
     assert result.exit_code == 0, result
-    current = tmp_path / "current"  # swapped atomically to each new version, as a deployment tool would
     current.symlink_to("v1")
-    options = WebhookOptions(
-        self_signed=str(cert_dir),
-        address="127.0.0.1",
-        port=0,
-        constraints=str(current),
-        pinning=[str(pinning)],
-        reload_interval=0.2,
-    )
     with serve(options) as server:
         client = Client(server.port, cert_dir / "ca.crt")
         assert tolerated(client) == ["nvidia.com/gpu"]
