@@ -50,6 +50,7 @@ from karpenter_policy.model.allocatable import allocatable
 from karpenter_policy.model.resources import CPU, MEMORY
 from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
+from karpenter_policy.reconcile.sim.command import overwritten_input
 from karpenter_policy.reconcile.sim.driver import Simulation, SimulationOptions, SimulationResult, Step
 from karpenter_policy.reconcile.sim.report import Reference, render_comparison
 from karpenter_policy.reconcile.sim.report import Run as ReportRun
@@ -59,6 +60,8 @@ from karpenter_policy.reconcile.sim.workloads import Workload
 WORK = REPOSITORY / "benchmarks" / ".work" / "soak"
 POLICIES = REPOSITORY / "examples" / "workloads" / "policies"
 APPS = REPOSITORY / "examples" / "workloads" / "apps"
+#: The manifests of examples/workloads/apps the trace is made of.
+MANIFESTS = ("node-agent-daemonset.yaml", "inflate.yaml", "spark-executor-4vcpu-7g.yaml")
 REGION = "us-east-1"
 INFLATE = "deployment/inflate"
 EXECUTORS, DRIVER = "job/spark-exec", "job/spark-driver"
@@ -348,8 +351,9 @@ def main() -> None:
     if static_type is None or static_type.price_on_demand is None:
         parser.error(f"--static-type {args.static_type}: not a priced type of the {REGION} catalog")
     variants = list(VARIANTS) if args.variant == "both" else [args.variant]
-    if args.report and Path(args.report).resolve().is_relative_to(WORK.resolve()):
-        parser.error(f"--report {args.report}: inside {WORK}, which each run rewrites")
+    inputs = [WORK, POLICIES, *(APPS / name for name in MANIFESTS)]  # WORK: each run rewrites it
+    if args.report and (why := overwritten_input(args.report, inputs)) is not None:
+        parser.error(f"--report {args.report}: {why}; write the report elsewhere")
     WORK.mkdir(parents=True, exist_ok=True)
     found = workloads()
     seconds = args.hours * 3600.0

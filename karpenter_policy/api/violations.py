@@ -44,6 +44,10 @@ UNKNOWN_LABEL_KEY = "unknown-label-key"
 UNKNOWN_LABEL_VALUE = "unknown-label-value"
 #: (warning) an AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.
 AWS_ID_SHAPE = "aws-id-shape"
+#: (warning) a ttlSecondsUntilExpired under an hour: nodes replaced about as fast as they launch, or without end.
+TTL_CHURN = "ttl-churn"
+#: a workload's replicas (a Job's parallelism) that is not an integer of 0 to 100,000.
+INVALID_REPLICAS = "invalid-replicas"
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,8 @@ RULE_DESCRIPTIONS = {
     "unknown-label-key": "A label key close to a well-known key or in the wrong domain: probably a typo.",
     "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
     "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
+    "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
+    "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
 }
 
 

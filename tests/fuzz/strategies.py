@@ -39,7 +39,7 @@ POLICY_KINDS = frozenset({PROVISIONER, NODE_TEMPLATE})
 #: Every rule id `validate` may report (DESIGN.md §4 plus the validate-only ones).
 KNOWN_RULES = frozenset({
     "parse-error", "schema", "invalid-requirement", "restricted-label", "invalid-spec", "deprecated-label",
-    "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range",
+    "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range", "ttl-churn",
 })
 
 MAX_FILE_BYTES = 4 * 1024 * 1024

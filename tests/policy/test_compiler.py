@@ -320,6 +320,22 @@ def test_warnings_with_fail_on_warn_write_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "constraintsets" / "orphan.json").exists()
 
 
+@pytest.mark.parametrize("ttl", [0, 720, 3599])
+def test_an_expiry_under_an_hour_is_a_warning_and_the_set_keeps_it(tmp_path: Path, ttl: int) -> None:
+    policies = copy_policies(tmp_path / "policies")
+    default = policies / "default.yaml"
+    default.write_text(default.read_text().replace("ttlSecondsUntilExpired: 2592000", f"ttlSecondsUntilExpired: {ttl}"))
+    line = next(n for n, text in enumerate(default.read_text().splitlines(), 1) if "ttlSecondsUntilExpired" in text)
+    result = cli(str(policies), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (warning,) = [text for text in result.stdout.splitlines() if text.endswith("[ttl-churn]")]
+    assert warning.startswith(f"{default}:{line}:27: warning: Provisioner/default: ttlSecondsUntilExpired {ttl}: ")
+    assert "without end" in warning
+    assert load_set(tmp_path / "out", "default").ttl_seconds_until_expired == ttl
+    assert cli(str(policies), "-o", str(tmp_path / "strict"), "--fail-on-warn").returncode == 1
+    assert cli(str(policies), "-o", str(tmp_path / "quiet"), "--fail-on-warn", "--disable", "ttl-churn").returncode == 0
+
+
 def test_replacing_an_earlier_output_removes_stale_files(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"

@@ -4,6 +4,9 @@
 them — are recognised first by the same schema compiled with `fastjsonschema`, ~20× faster; only a document
 it rejects goes through `jsonschema` to collect each error with its path. A test holds both to the same
 verdicts. The compiled validators are kept between runs (`validatorcache`).
+
+It lives in `api` so that what compile checks a Provisioner with is also what the controller and the webhook check
+a compiled constraint set with when they load one: one schema, one validator.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ if TYPE_CHECKING:
     import jsonschema
 
 from karpenter_policy.api.kinds import SCHEMA_FILES
+from karpenter_policy.api.validatorcache import compiled_validator
 from karpenter_policy.api.violations import SCHEMA, Path, Violation, render_path
-from karpenter_policy.policy.validation.validatorcache import compiled_validator
 
-SCHEMA_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "schemas")
+SCHEMA_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
 
 
 @cache
@@ -58,8 +61,11 @@ def schema_file_for(api_version: str, kind: str) -> str | None:
     return SCHEMA_FILES.get((api_version, kind))
 
 
-def schema_violations(doc: Mapping[str, Any], file_name: str) -> list[Violation]:
-    """Every schema error of `doc`, each at the path of the offending field (empty when valid)."""
+def schema_violations(
+    doc: Mapping[str, Any], file_name: str, name_of: Callable[[Path], str] = render_path
+) -> list[Violation]:
+    """Every schema error of `doc`, each at the path of the offending field (empty when valid). Messages name a
+    field by `name_of` its path (`spec.requirements[0].key`; a constraint set's reader names its own fields)."""
     try:
         _fast_validator(file_name)(doc)
         return []
@@ -67,7 +73,7 @@ def schema_violations(doc: Mapping[str, Any], file_name: str) -> list[Violation]
         pass
     found: dict[tuple[Path, str], Violation] = {}
     for error in _reference_validator(file_name).iter_errors(doc):
-        for violation in _explain(error):
+        for violation in _explain(error, name_of):
             found.setdefault((violation.path, violation.message), violation)
     if not found:  # the two validators disagree: trust neither silently
         return [Violation(SCHEMA, (), "the document does not match its schema")]
@@ -77,7 +83,8 @@ def schema_violations(doc: Mapping[str, Any], file_name: str) -> list[Violation]
 _METADATA_FIELDS = frozenset({"name", "namespace", "labels", "annotations", "generateName"})
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """How a message names the JSON type of `value`."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -91,7 +98,9 @@ def _type_name(value: Any) -> str:
     return "mapping"
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """`value` as a message shows it: JSON, escaped (no line breaks, no bidirectional controls), at most 60
+    characters."""
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -105,9 +114,9 @@ def nearest_field(name: str, candidates: list[str]) -> str | None:
     return match[0] if match else None
 
 
-def _explain(error: jsonschema.ValidationError) -> list[Violation]:
+def _explain(error: jsonschema.ValidationError, name_of: Callable[[Path], str]) -> list[Violation]:
     path: Path = tuple(error.absolute_path)
-    where = render_path(path) or "document"
+    where = name_of(path) or "document"
     validator, schema, instance = error.validator, error.schema, error.instance
     if validator == "additionalProperties" and isinstance(instance, Mapping):
         known = sorted(schema.get("properties", {}))
@@ -116,7 +125,7 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
             hint = nearest_field(str(key), known)
             if not path and key in _METADATA_FIELDS:
                 hint = f"metadata.{key} (indented under metadata:)"
-            field = render_path((*path, key))
+            field = name_of((*path, key))
             message = f"unknown field {field}" + (
                 f"; did you mean {hint}?" if hint else f"; known fields: {', '.join(known)}"
             )
@@ -130,15 +139,15 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
         expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)
         article = "an" if expected_text[:1] in "aeiou" else "a"
         expected_text = {"object": "a mapping", "array": "a list"}.get(expected_text, f"{article} {expected_text}")
-        actual = "null" if instance is None else f"{_type_name(instance)} {_show(instance)}"
+        actual = "null" if instance is None else f"{type_name(instance)} {show_value(instance)}"
         return [
             Violation(SCHEMA, path, f"{where} must be {expected_text}, not {actual}")
         ]
     if validator == "const":
-        return [Violation(SCHEMA, path, f"{where} must be {_show(schema['const'])}, not {_show(instance)}")]
+        return [Violation(SCHEMA, path, f"{where} must be {show_value(schema['const'])}, not {show_value(instance)}")]
     if validator == "enum":
         allowed = ", ".join(str(v) for v in schema["enum"])
-        return [Violation(SCHEMA, path, f"{where} {_show(instance)} is not one of {allowed}")]
+        return [Violation(SCHEMA, path, f"{where} {show_value(instance)} is not one of {allowed}")]
     if validator in ("minimum", "maximum"):
         low, high = schema.get("minimum"), schema.get("maximum")
         bounds = (
@@ -146,13 +155,13 @@ def _explain(error: jsonschema.ValidationError) -> list[Violation]:
             if low is not None and high is not None
             else (f"at least {low}" if low is not None else f"at most {high}")
         )
-        return [Violation(SCHEMA, path, f"{where} {_show(instance)} is out of range: it must be {bounds}")]
+        return [Violation(SCHEMA, path, f"{where} {show_value(instance)} is out of range: it must be {bounds}")]
     if validator == "pattern" and "ns|us" in str(schema.get("pattern")):
-        return [Violation(SCHEMA, path, f"{where}: {_show(instance)} is not a duration (e.g. 30s, 1m30s, 2h)")]
+        return [Violation(SCHEMA, path, f"{where}: {show_value(instance)} is not a duration (e.g. 30s, 1m30s, 2h)")]
     if validator == "anyOf" and any("pattern" in branch for branch in schema.get("anyOf", [])):
         return [
             Violation(
-                SCHEMA, path, f"{where}: {_show(instance)} is not a Kubernetes quantity (e.g. 2, 500m, 1.5Gi, 2k)"
+                SCHEMA, path, f"{where}: {show_value(instance)} is not a Kubernetes quantity (e.g. 2, 500m, 1.5Gi, 2k)"
             )
         ]
     if validator in ("minLength", "minItems", "minProperties"):
