@@ -118,6 +118,23 @@ def test_an_expired_node_whose_pods_fit_elsewhere_is_deleted_without_a_replaceme
     assert f"deprovisioning via expiration delete, terminating 1 machines {first}/" in log.getvalue()
 
 
+def test_a_ttl_of_zero_replaces_a_node_at_most_every_ten_minutes_not_without_end(
+    tmp_path: Path, log: io.StringIO
+) -> None:
+    """`ttlSecondsUntilExpired: 0` (compile warns: ttl-churn) would replace every node, and its replacement, as soon
+    as each is initialized; no node expires before ten minutes (EXPIRY_FLOOR)."""
+    compiled = policies(tmp_path, lambda t: t + "  ttlSecondsUntilExpired: 0\n")
+    world = World(compiled, types=["m5.xlarge", "m5.2xlarge"])
+    controller, deployment = start(world, 3)
+    (first,) = nodes(world)
+    run(world, controller, deployment, 590)
+    assert set(nodes(world)) == {first}, "not replaced before ten minutes"
+    run(world, controller, deployment, 1800, lambda: False)  # half an hour more
+    expirations = log.getvalue().count("deprovisioning via expiration")
+    assert 1 <= expirations <= 3, f"{expirations} replacements in half an hour: at most one per ten minutes"
+    assert len(deployment.live()) == 3
+
+
 # --- drift -------------------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@ Karpenter v0.31's deprovisioning, on the scheduling core that provisions (`sched
 fit elsewhere?" is a scheduling run with the candidate nodes taken out and their pods pending. In this order, the
 first method that finds something decides (one command at a time):
 
-1. **expiration** — a node older than its provisioner's `ttlSecondsUntilExpired` (the oldest first);
+1. **expiration** — a node older than its provisioner's `ttlSecondsUntilExpired` (the oldest first; never before
+   :data:`EXPIRY_FLOOR`, ten minutes, whatever the TTL);
 2. **drift** — a node whose provisioner is gone from the constraint sets, whose node hash (labels, taints,
    kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
    its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
@@ -57,6 +58,10 @@ DELETE = "delete"
 REPLACE = "replace"
 DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 SPOT = "spot"
+#: No node expires before it has run this long, whatever its provisioner's ttlSecondsUntilExpired (compile warns,
+#: `ttl-churn`, below an hour): with a TTL of 0 every node would be replaced as soon as it is initialized, and its
+#: replacement after it, without end; with the floor, a node is replaced at most every ten minutes.
+EXPIRY_FLOOR = 600
 #: Multi-node consolidation looks at this many candidates at most (Karpenter's limit).
 MULTI_NODE_LIMIT = 100
 
@@ -313,8 +318,9 @@ class Decider:
             ttl = constraint_set.ttl_seconds_until_expired if constraint_set is not None else None
             if ttl is None or candidate.created is None:
                 continue
-            # In seconds, not datetimes: a TTL may be any int64, far beyond what a datetime can hold.
-            left = ttl - (inputs.now - candidate.created).total_seconds()
+            # In seconds, not datetimes: a TTL may be any int64, far beyond what a datetime can hold. A node
+            # runs at least EXPIRY_FLOOR whatever the TTL: 0 would replace every node, and its replacement, at once.
+            left = max(ttl, EXPIRY_FLOOR) - (inputs.now - candidate.created).total_seconds()
             expires = inputs.now.timestamp() + left
             if left > 0:
                 decision.expires_in = left if decision.expires_in is None else min(decision.expires_in, left)
