@@ -161,7 +161,36 @@ def build_fleet(
     node_age_seconds: float = 3600.0,
 ) -> Fleet:
     """`nodes` Nodes of ours (m5.2xlarge, on-demand, spread over three zones), each Ready and initialized with
-    `pods_per_node` running pods requesting `cpu` and `memory` each; the instances exist in the fake cloud."""
+    `pods_per_node` running pods requesting `cpu` and `memory` each; the instances exist in the fake cloud. Built
+    with the testing API's scene (karpenter_policy.testing) where the tree has it, else as the controller of a
+    baseline tree registers nodes (`node_object`)."""
+    from karpenter_policy.catalog import load_catalog
+    from karpenter_policy.cloud.fake import FakeCloudProvider
+    from karpenter_policy.kube import objects
+
+    catalog = load_catalog()
+    try:
+        from karpenter_policy.testing import Scene
+    except ImportError:
+        return _build_fleet_baseline(nodes, pods_per_node, cpu, memory, compiled, options, node_age_seconds)
+    cloud = TimedCloud(FakeCloudProvider(list(catalog.instance_types), region=REGION))
+    scene = Scene(compiled, cloud=cloud, real_time=True, cluster_name=CLUSTER)  # type: ignore[arg-type]
+    fleet = Fleet(scene.cluster, cloud, compiled, options=options)
+    for index in range(nodes):
+        name = scene.add_node("fleet", NODE_TYPE, zone=ZONES[index % len(ZONES)], age=node_age_seconds,
+                              price=0.384)
+        fleet.nodes.append(name)
+        for pod in node_pods(name, pods_per_node, cpu, memory, index):
+            scene.cluster.create(objects.POD, pod)
+    cloud.creates.clear()
+    return fleet
+
+
+def _build_fleet_baseline(
+    nodes: int, pods_per_node: int, cpu: str, memory: str, compiled: Path, options: dict[str, Any],
+    node_age_seconds: float,
+) -> Fleet:
+    """The same fleet in a tree without the testing API: nodes registered with its `node_object`."""
     import datetime as dt
 
     from karpenter_policy.catalog import load_catalog
@@ -173,9 +202,7 @@ def build_fleet(
 
     constraints = _compat("karpenter_policy.reconcile.constraints")
     node_info = _compat("karpenter_policy.reconcile.state.nodes", "karpenter_policy.reconcile.nodes")
-    templates_module = _compat(
-        "karpenter_policy.reconcile.templates", "karpenter_policy.reconcile.templates"
-    )
+    templates_module = _compat("karpenter_policy.reconcile.templates")
 
     created = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=node_age_seconds)
     cluster = MemoryCluster(clock=lambda: created)  # nodes and pods are an hour old

@@ -13,6 +13,7 @@ grace period); create keeps the status it is given so tests can seed running pod
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
 import datetime
 import hashlib
@@ -84,6 +85,17 @@ class MemoryCluster:
         self._window = history_window
         self._clock = clock
         self._recorder = EventRecorder(self, clock)
+
+    @contextlib.contextmanager
+    def stamping(self, clock: Callable[[], datetime.datetime]) -> Iterator[None]:
+        """Writes inside the block are stamped by `clock` (a test backdates the objects it creates)."""
+        with self._changed:
+            previous, self._clock = self._clock, clock
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._clock = previous
 
     # -- reading -------------------------------------------------------------------------------------
 

@@ -173,11 +173,29 @@ def source_for(value: str, cluster: Cluster) -> DirectorySource | ConfigMapSourc
     return DirectorySource(value)
 
 
+
+class FixedSource:
+    """A constraint source that holds one version (compiled in memory): given once, then never changes."""
+
+    def __init__(self, loaded: Loaded) -> None:
+        self.description = loaded.origin
+        self._pending: Loaded | None = loaded
+
+    def poll(self) -> Loaded | None:
+        loaded, self._pending = self._pending, None
+        return loaded
+
+    def replace(self, loaded: Loaded) -> None:
+        """A new version, for the next poll (as a changed directory or ConfigMap would give)."""
+        self.description = loaded.origin
+        self._pending = loaded
+
 __all__ = [
     "CONFIGMAP_PREFIX",
     "ConfigMapSource",
     "ConstraintSource",
     "DirectorySource",
+    "FixedSource",
     "Loaded",
     "Refused",
     "SourceError",

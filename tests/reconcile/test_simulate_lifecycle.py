@@ -81,7 +81,7 @@ def test_a_spot_interruption_drains_the_node_and_its_pods_run_elsewhere(seeds: L
     with Simulation(seeds, [_inflate()], load_catalog(region="us-east-1")) as simulation:
         result = simulation.run(steps, until=600.0)
         (interruption,) = result.interruptions
-        instances = simulation.account_builder.api.call(
+        instances = simulation.moto.api.call(
             "ec2", "describe_instances", InstanceIds=[interruption.instance_id]
         )["Reservations"][0]["Instances"]
         queued = simulation.spot.queue.visible()

@@ -81,6 +81,16 @@ class Disruption:
             or self.provisioner.batcher.due() is not None
         )
 
+    def busy(self) -> bool:
+        """Provisioning has work (a pod pending, a window open, a launch in flight): cheap, asked often by a
+        decision under way, which stops when it is."""
+        context = self.context
+        return (
+            context.state.pending_count() > 0
+            or self.provisioner.batcher.due() is not None
+            or len(context.inflight) > 0
+        )
+
     def reconcile(self, result: ReconcileResult) -> Disrupted:
         """One step of the deprovisioner: follow the command under way, else decide when quiet."""
         with self._lock:
@@ -106,7 +116,7 @@ class Disruption:
             return Inputs(
                 disruption_view(context.state), templates, budgets, context.wall_clock(), protected,
                 self._current_images(templates), context.clock,
-                context.options.single_node_budget, context.options.multi_node_budget,
+                context.options.single_node_budget, context.options.multi_node_budget, self.busy,
             )
 
         def launch(command: Command) -> list[str] | str:

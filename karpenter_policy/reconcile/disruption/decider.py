@@ -132,6 +132,12 @@ class Decision:
     #: why the decision stopped before it looked at everything ("": it did not).
     stopped: str = ""
 
+    def interrupted(self, inputs: Inputs) -> bool:
+        """Whether the decision must stop now (something more urgent happened); notes why once."""
+        if not self.stopped and inputs.interrupted():
+            self.stopped = "the decision stopped: pods became pending (provisioning goes first)"
+        return bool(self.stopped)
+
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
@@ -150,6 +156,8 @@ class Inputs:
     clock: Callable[[], float] = time.monotonic
     single_node_budget: float = math.inf
     multi_node_budget: float = math.inf
+    #: True once something more urgent happened (pods became pending): the decision stops at once.
+    interrupted: Callable[[], bool] = lambda: False
 
 
 def offering_price(
@@ -191,14 +199,14 @@ class Decider:
         view = inputs.view
         exhausted = [  # the budgets that allow no disruption now (each computed once, not once per pod)
             pdb for pdb in inputs.budgets if budgets.disruption_budget(pdb, view.pods).disruptions_allowed < 1
-        ]
+        ] if inputs.budgets else []
         found = []
         for name, node in sorted(view.nodes.items()):
             if not node.ours or node.deleting or name in inputs.protected:
                 continue
             if not node.initialized:
                 continue
-            pods = [p for p in view.pods_on.get(name, []) if not p.daemon]
+            pods = [p for p in view.pods_on(name) if not p.daemon]
             why = self._blocked(pods, exhausted)
             if why:
                 decision.blocked[name] = why
@@ -209,7 +217,7 @@ class Decider:
             instance_type = labels.get(wk.INSTANCE_TYPE, "")
             zone = labels.get(wk.ZONE, "")
             capacity = labels.get(wk.CAPACITY_TYPE, "")
-            scheduled = tuple(view.scheduling[p.uid] for p in pods if p.uid in view.scheduling)
+            scheduled = tuple(pod for p in pods if (pod := view.scheduling_pod(p)) is not None)
             consolidatable = (
                 constraint_set is not None
                 and constraint_set.consolidation_enabled
@@ -249,10 +257,14 @@ class Decider:
         decision = Decision()
         candidates = self.candidates(inputs, decision)
         for method in (self._expiration, self._drift, self._consolidation):
+            if decision.interrupted(inputs):
+                break
             command = method(inputs, candidates, decision)
             if command is not None:
                 decision.command = command
                 break
+        if decision.stopped and decision.stopped.startswith("the decision stopped"):
+            decision.command = None  # a command from a decision that was cut short is not acted on
         return decision
 
     def simulate(self, inputs: Inputs, candidates: Sequence[Candidate]) -> Plan:
@@ -327,6 +339,8 @@ class Decider:
                 continue
             expired.append((expires, candidate, ttl))
         for _, candidate, ttl in sorted(expired, key=lambda e: (e[0], e[1].name)):
+            if decision.interrupted(inputs):
+                return None
             command = self._replacing(EXPIRATION, inputs, candidate, f"expired {ttl}s after creation", decision)
             if command is not None:
                 return command
@@ -352,6 +366,8 @@ class Decider:
         if empty:
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})))
         for candidate, why in drifted:
+            if decision.interrupted(inputs):
+                return None
             command = self._replacing(DRIFT, inputs, candidate, why, decision)
             if command is not None:
                 return command
@@ -371,6 +387,8 @@ class Decider:
             return command
         deadline = inputs.clock() + inputs.single_node_budget
         for position, candidate in enumerate(eligible):
+            if decision.interrupted(inputs):
+                return None
             if inputs.clock() > deadline:
                 decision.stopped = (
                     f"single-node consolidation stopped after {position} of {len(eligible)} candidates: "
@@ -390,6 +408,8 @@ class Decider:
         low, high = 2, len(eligible)
         best = None
         while low <= high:
+            if decision.interrupted(inputs):
+                return None
             if inputs.clock() > deadline:
                 decision.stopped = (
                     f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out"
