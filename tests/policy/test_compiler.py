@@ -394,18 +394,28 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     assert "10 files: 0 added, 0 replaced, 10 unchanged" in third.stderr
 
 
-def test_an_output_of_an_earlier_version_is_taken_over(tmp_path: Path) -> None:
-    """Outputs written before the ownership record: compile owns constraintsets/*.json and manifests/*.yaml."""
+@pytest.mark.parametrize("index", ["real", "any content"])
+def test_an_index_without_a_record_does_not_make_the_files_next_to_it_compiles(tmp_path: Path, index: str) -> None:
+    """A directory with constraintsets/index.json and no ownership record (an earlier version's output, or a
+    directory of the user's that has such a file) is refused: compile used to take every constraintsets/*.json and
+    manifests/*.yaml there for its own and deleted the ones it no longer produced — the user's files among them."""
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
-    assert cli(str(policies), "-o", str(out)).returncode == 0
-    (out / ".karpenter-policy-output").unlink()
-    (out / "constraintsets" / "gone.json").write_text("{}")
-    (out / "README.md").write_text("mine")
+    if index == "real":
+        assert cli(str(policies), "-o", str(out)).returncode == 0
+        (out / ".karpenter-policy-output").unlink()
+    else:
+        (out / "constraintsets").mkdir(parents=True)
+        (out / "constraintsets" / "index.json").write_text("notes, not an index\n")
+        (out / "manifests").mkdir()
+    (out / "manifests" / "my-hand-written-configmap.yaml").write_text("kind: ConfigMap\n")
+    (out / "constraintsets" / "my-notes.json").write_text('{"mine": true}\n')
+    before = tree(tmp_path)
     result = cli(str(policies), "-o", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "removed (no longer produced): constraintsets/gone.json" in result.stderr
-    assert (out / "README.md").read_text() == "mine" and (out / ".karpenter-policy-output").exists()
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"{out} has constraintsets/index.json but no .karpenter-policy-output" in result.stderr
+    assert tree(tmp_path) == before  # nothing deleted, nothing written
 
 
 @pytest.mark.parametrize("obstacle", ["user-file", "linked-directory"])
