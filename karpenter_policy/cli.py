@@ -93,6 +93,18 @@ def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
     return Selection(tuple(exclude), frozenset(rules))
 
 
+def _read_paths(command: str, paths: Sequence[str], selection: Selection) -> None:
+    """Say which named PATHS --exclude leaves out; exit 2 when no policy file is left to read (a run that reads
+    nothing must not pass)."""
+    from karpenter_policy.policy.source.loader import exclusion_notes
+
+    notes, error = exclusion_notes(paths, selection.exclude, command)
+    for line in [*notes, *([error] if error else [])]:
+        click.echo(f"karpenter-policy {command}: {line}", err=True)
+    if error:
+        sys.exit(2)
+
+
 class _Group(click.Group):
     """Usage errors exit 2 (click's default), other unexpected failures print one line and exit 2."""
 
@@ -174,6 +186,7 @@ def validate(
     (values files, workflows) and objects of other kinds are skipped and counted.
     """
     selection = _selection(exclude, disabled)
+    _read_paths("validate", paths or DEFAULT_PATHS, selection)
     from karpenter_policy.policy.validation.policies import validate_paths
 
     values = None
@@ -261,6 +274,7 @@ def check(
     from karpenter_policy.policy.proof.check import check_command
 
     selection = _selection(exclude, disabled)
+    _read_paths("check", paths or DEFAULT_PATHS, selection)
     result = check_command(
         paths or DEFAULT_PATHS,
         output,
@@ -375,6 +389,7 @@ def compile_(
             raise click.BadParameter(problem, param_hint=hint)
     if policy_version is not None and not (policy_version.strip() and policy_version.isprintable()):
         raise click.BadParameter("give a non-empty version of printable characters", param_hint="--policy-version")
+    _read_paths("compile", paths or DEFAULT_PATHS, selection)
     result = compile_command(
         paths or DEFAULT_PATHS,
         out,
