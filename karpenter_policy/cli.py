@@ -344,7 +344,8 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
     "--policy-version",
     metavar="VERSION",
     help="Version of the constraint sets whose Provisioner has no karpenter-policy/version annotation (default: "
-    "`git describe --always --dirty` of the repository holding PATHS, else 'unversioned'); git is not run then.",
+    "`git describe --always` of the repository holding PATHS, -dirty when the policies read are not HEAD's, else "
+    "'unversioned'); git is not run then.",
 )
 @_fail_on_warn_option
 @_selection_options

@@ -147,9 +147,12 @@ def test_constraint_set_content(compiled: Path) -> None:
 
 
 def test_version_falls_back_to_git_describe_then_unversioned(compiled: Path, tmp_path: Path) -> None:
-    described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                               text=True, check=False).stdout.strip()
-    assert load_set(compiled, "arm64").version == (described or "unversioned")
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+
+    described = git("describe", "--always")
+    dirty = "-dirty" if git("status", "--porcelain", "--", "policies") else ""  # the policies, not the rest
+    assert load_set(compiled, "arm64").version == (described + dirty if described else "unversioned")
     policies = copy_policies(tmp_path / "policies")  # not a git repository
     result = compile_paths([str(policies)], CompileOptions(catalog=CATALOG))
     versions = {s.name: s.version for s in result.sets}
@@ -517,6 +520,45 @@ def test_a_repository_shaped_folder_in_the_tree_runs_nothing(tmp_path: Path, in_
     # the version is the repository's (the tag just made), the planted folder's is never read
     assert gpu.version == ("v1.2.0" if in_a_repository else "unversioned")
     assert ("policies/team-a/gpu.yaml" if in_a_repository else "team-a/gpu.yaml") in gpu.sources
+
+
+@pytest.mark.parametrize(
+    ("change", "suffix"),
+    [
+        ("nothing", ""),
+        ("a file outside the policies", ""),
+        ("a policy edited", "-dirty"),
+        ("a policy added", "-dirty"),
+        ("a policy deleted", "-dirty"),
+        ("a policy deleted and excluded", ""),
+        ("the policies checked out in CRLF", ""),
+    ],
+)
+def test_the_version_is_dirty_when_the_policies_read_are_not_heads(tmp_path: Path, change: str, suffix: str) -> None:
+    """`-dirty` is decided on the policies compile reads, without `git describe --dirty` (whose index refresh runs
+    the filters the tree's attributes select): a policy edited, added or gone makes the version dirty; a README,
+    an excluded file or line endings (a CRLF checkout of LF blobs) do not."""
+    repo = tmp_path / "repo"
+    policies = copy_policies(repo / "policies")
+    (repo / "README.md").write_text("policies\n")
+    git_repo(repo)
+    args = ["policies", "-o", "-"]
+    if change == "a file outside the policies":
+        (repo / "README.md").write_text("edited\n")
+    elif change == "a policy edited":
+        (policies / "gpu.yaml").write_text((policies / "gpu.yaml").read_text() + "# edited\n")
+    elif change == "a policy added":
+        (policies / "team.yaml").write_text(WARNING_ONLY)
+    elif change.startswith("a policy deleted"):
+        (policies / "spot-batch.yaml").unlink()
+        args += ["--exclude", "spot-batch.yaml"] if change.endswith("excluded") else []
+    elif change == "the policies checked out in CRLF":
+        for file in policies.iterdir():
+            file.write_bytes(file.read_bytes().replace(b"\n", b"\r\n"))
+    result = cli(*args, cwd=repo)
+    assert result.returncode == 0, result.stderr
+    configmap = next(d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "ConfigMap")
+    assert json.loads(configmap["data"]["gpu.json"])["version"] == f"v1.2.0{suffix}"
 
 
 def test_policy_version_sets_the_version_without_git(tmp_path: Path) -> None:

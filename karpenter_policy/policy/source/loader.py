@@ -113,6 +113,13 @@ class Document:
         return mark.line + 1, mark.column + 1
 
 
+def is_policy_path(path: str) -> bool:
+    """`path` (forward slashes, from where a search starts) is one `discover` reads when it finds it in a directory:
+    a policy name (`*.yaml`, `*.yml`, `*.yaml.j2`), nothing hidden along it."""
+    parts = path.split("/")
+    return parts[-1].endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not any(p.startswith(".") for p in parts)
+
+
 def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """The policy files under `paths` (directories searched recursively, hidden ones skipped), sorted and
     de-duplicated, and the paths that do not exist. `-` is standard input, named `STDIN`; paths matching an
@@ -136,7 +143,7 @@ def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[st
                     d for d in dirs if not d.startswith(".") and not excluded(os.path.join(root, d), exclude)
                 )
                 for name in files:
-                    if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith("."):
+                    if is_policy_path(name):
                         file = os.path.normpath(os.path.join(root, name))
                         if not excluded(file, exclude):
                             found.add(file)
