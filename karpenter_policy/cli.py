@@ -596,11 +596,19 @@ def catalog() -> None:
     help="Price spot offerings from DescribeSpotPriceHistory (else at the on-demand price).",
 )
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="Catalog file to write.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=86400),
+    default=300.0,
+    show_default=True,
+    help="Seconds the whole refresh may take, every answer included; nothing is written when it runs out.",
+)
 def catalog_refresh(
-    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str
+    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str, timeout: float
 ) -> None:
     """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings, priced from the Price List
-    API (or --prices) and DescribeSpotPriceHistory; written atomically."""
+    API (or --prices) and DescribeSpotPriceHistory; written atomically. Answers are bounded (8 MiB each, 96 MiB
+    in all, --timeout); an answer without instance types or offerings is refused: the file is left as it was."""
     from pathlib import Path
 
     from karpenter_policy.catalog import CatalogError
@@ -614,6 +622,7 @@ def catalog_refresh(
             endpoint_url=endpoint_url,
             prices_file=Path(prices_file) if prices_file else None,
             spot_prices=spot_prices,
+            timeout=timeout,
         )
     except (CatalogError, CloudError) as error:
         click.echo(f"karpenter-policy catalog refresh: {error}", err=True)
