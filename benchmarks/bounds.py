@@ -25,14 +25,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BENCHMARKS_DIR, REPOSITORY, render_table  # noqa: E402
+from _common import BENCHMARKS_DIR, REPOSITORY, baseline_tree, render_table  # noqa: E402
 
 _PEAK = """\
 import resource, subprocess, sys, time
@@ -65,20 +63,6 @@ def peak(tree: Path, args: list[str], cwd: Path) -> dict[str, Any]:
     kib, code, seconds = done.stdout.split()
     last = done.stderr.strip().splitlines()[-1:] or [""]
     return {"peak_mib": int(kib) / 1024, "exit": int(code), "seconds": float(seconds), "said": last[0][:150]}
-
-
-def baseline_tree(ref: str, work: Path) -> Path:
-    tree = work / f"tree-{ref}"
-    if not (tree / "karpenter_policy").is_dir():
-        shutil.rmtree(tree, ignore_errors=True)
-        tree.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", str(REPOSITORY), "archive", ref], capture_output=True, check=True)
-        with tempfile.TemporaryFile() as handle:
-            handle.write(archive.stdout)
-            handle.seek(0)
-            with tarfile.open(fileobj=handle) as tar:
-                tar.extractall(tree, filter="data")
-    return tree
 
 
 def git(repo: Path, *args: str) -> str:
