@@ -155,7 +155,7 @@ def main() -> None:
     out = args.work / "catalog.json"
     for label, tree in trees.items():
         results.append((label, f"diff, a {args.diff_mb} MB file", peak(tree, ["diff", c1, c2, "policies"], repo)))
-        results.append((label, "diff, no such file", peak(tree, ["diff", c1, c1b, "policies"], repo)))
+        results.append((label, "diff, the same without it", peak(tree, ["diff", c1, c1b, "policies"], repo)))
         hostile = Server([sys.executable, str(hostile_script), "huge", str(args.answer_mb)])
         try:
             refresh = ["catalog", "refresh", "--endpoint-url", hostile.url, "-o", str(out), "--no-spot-prices"]

@@ -395,7 +395,11 @@ def _pin(cpu: int | None) -> Any:
 
 
 class Server:
-    def __init__(self, work: Path, cpu: int | None, extra: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, work: Path, cpu: int | None, extra: list[str], env: dict[str, str] | None = None, tree: Path = REPOSITORY
+    ) -> None:
+        """`karpenter-policy webhook` of `tree`, started from it (`python -m` puts the working directory first on
+        the path: a baseline tree must be the working directory, not only on PYTHONPATH)."""
         self.port = _free_port()
         self.ca = work / "certs" / "ca.crt"
         command = [
@@ -406,7 +410,7 @@ class Server:
         self.log = open(work / f"server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             command,
-            cwd=REPOSITORY,
+            cwd=tree,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             preexec_fn=_pin(cpu),
@@ -730,7 +734,7 @@ def updates_comparison(
             work.mkdir(parents=True, exist_ok=True)
             env = {"PYTHONPATH": str(tree)} if tree is not None else None
             policies = (tree or REPOSITORY) / "examples" / "pinning" / "policies"
-            servers[label] = Server(work, server_cpu, ["--policies", str(policies)], env)
+            servers[label] = Server(work, server_cpu, ["--policies", str(policies)], env, tree or REPOSITORY)
             run_load(servers[label], PATHS[0], 1, 1.0, 0.0, warm, load_cpu)  # the solver caches warm, as after a sync
         for label, server in servers.items():
             file = updates()
