@@ -93,6 +93,18 @@ def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
     return Selection(tuple(exclude), frozenset(rules))
 
 
+def _read_paths(command: str, paths: Sequence[str], selection: Selection) -> None:
+    """Say which named PATHS --exclude leaves out; exit 2 when no policy file is left to read (a run that reads
+    nothing must not pass)."""
+    from karpenter_policy.policy.source.loader import exclusion_notes
+
+    notes, error = exclusion_notes(paths, selection.exclude, command)
+    for line in [*notes, *([error] if error else [])]:
+        click.echo(f"karpenter-policy {command}: {line}", err=True)
+    if error:
+        sys.exit(2)
+
+
 class _Group(click.Group):
     """Usage errors exit 2 (click's default), other unexpected failures print one line and exit 2."""
 
@@ -174,6 +186,7 @@ def validate(
     (values files, workflows) and objects of other kinds are skipped and counted.
     """
     selection = _selection(exclude, disabled)
+    _read_paths("validate", paths or DEFAULT_PATHS, selection)
     from karpenter_policy.policy.validation.policies import validate_paths
 
     values = None
@@ -261,6 +274,7 @@ def check(
     from karpenter_policy.policy.proof.check import check_command
 
     selection = _selection(exclude, disabled)
+    _read_paths("check", paths or DEFAULT_PATHS, selection)
     result = check_command(
         paths or DEFAULT_PATHS,
         output,
@@ -337,7 +351,8 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
     "--policy-version",
     metavar="VERSION",
     help="Version of the constraint sets whose Provisioner has no karpenter-policy/version annotation (default: "
-    "`git describe --always --dirty` of the repository holding PATHS, else 'unversioned'); git is not run then.",
+    "`git describe --always` of the repository holding PATHS, -dirty when the policies read are not HEAD's, else "
+    "'unversioned'); git is not run then.",
 )
 @_fail_on_warn_option
 @_selection_options
@@ -382,6 +397,7 @@ def compile_(
             raise click.BadParameter(problem, param_hint=hint)
     if policy_version is not None and not (policy_version.strip() and policy_version.isprintable()):
         raise click.BadParameter("give a non-empty version of printable characters", param_hint="--policy-version")
+    _read_paths("compile", paths or DEFAULT_PATHS, selection)
     result = compile_command(
         paths or DEFAULT_PATHS,
         out,
@@ -587,11 +603,19 @@ def catalog() -> None:
     help="Price spot offerings from DescribeSpotPriceHistory (else at the on-demand price).",
 )
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="Catalog file to write.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=86400),
+    default=300.0,
+    show_default=True,
+    help="Seconds the whole refresh may take, every answer included; nothing is written when it runs out.",
+)
 def catalog_refresh(
-    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str
+    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str, timeout: float
 ) -> None:
     """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings, priced from the Price List
-    API (or --prices) and DescribeSpotPriceHistory; written atomically."""
+    API (or --prices) and DescribeSpotPriceHistory; written atomically. Answers are bounded (8 MiB each, 96 MiB
+    in all, --timeout); an answer without instance types or offerings is refused: the file is left as it was."""
     from pathlib import Path
 
     from karpenter_policy.catalog import CatalogError
@@ -605,6 +629,7 @@ def catalog_refresh(
             endpoint_url=endpoint_url,
             prices_file=Path(prices_file) if prices_file else None,
             spot_prices=spot_prices,
+            timeout=timeout,
         )
     except (CatalogError, CloudError) as error:
         click.echo(f"karpenter-policy catalog refresh: {error}", err=True)

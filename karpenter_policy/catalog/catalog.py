@@ -145,7 +145,7 @@ class Catalog:
         return tuple(it.name for it in self.instance_types)
 
     def families(self) -> tuple[str, ...]:
-        return tuple(sorted({it.family for it in self.instance_types}))
+        return self.derived("families", lambda: tuple(sorted({it.family for it in self.instance_types})))
 
     def sizes(self) -> tuple[str, ...]:
         return tuple(sorted({it.size for it in self.instance_types}))

@@ -148,8 +148,12 @@ def test_a_kustomization_of_the_users_in_the_output_is_refused_with_what_to_do(t
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
     assert compile_command([str(policies)], str(out)).exit_code == 0
-    (out / ".karpenter-policy-output").unlink()  # an output of an earlier version, taken over…
-    (out / "kustomization.yaml").write_text("resources: [manifests/provisioner-default.yaml]\n")  # …with the user's
+    record = out / ".karpenter-policy-output"  # the record of an earlier version, which did not write it…
+    data = json.loads(record.read_text())
+    data["files"] = {k: v for k, v in data["files"].items() if k != "kustomization.yaml"} if isinstance(
+        data["files"], dict) else [f for f in data["files"] if f != "kustomization.yaml"]
+    record.write_text(json.dumps(data))
+    (out / "kustomization.yaml").write_text("resources: [manifests/provisioner-default.yaml]\n")  # …the user's
     before = tree(tmp_path)
 
     result = cli(str(policies), "-o", str(out))
@@ -197,9 +201,12 @@ def test_constraint_set_content(compiled: Path) -> None:
 
 
 def test_version_falls_back_to_git_describe_then_unversioned(compiled: Path, tmp_path: Path) -> None:
-    described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                               text=True, check=False).stdout.strip()
-    assert load_set(compiled, "arm64").version == (described or "unversioned")
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+
+    described = git("describe", "--always")
+    dirty = "-dirty" if git("status", "--porcelain", "--", "policies") else ""  # the policies, not the rest
+    assert load_set(compiled, "arm64").version == (described + dirty if described else "unversioned")
     policies = copy_policies(tmp_path / "policies")  # not a git repository
     result = compile_paths([str(policies)], CompileOptions(catalog=CATALOG))
     versions = {s.name: s.version for s in result.sets}
@@ -460,19 +467,28 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     assert "11 files: 0 added, 0 replaced, 11 unchanged" in third.stderr
 
 
-def test_an_output_of_an_earlier_version_is_taken_over(tmp_path: Path) -> None:
-    """Outputs written before the ownership record: compile owns constraintsets/*.json and manifests/*.yaml."""
+@pytest.mark.parametrize("index", ["real", "any content"])
+def test_an_index_without_a_record_does_not_make_the_files_next_to_it_compiles(tmp_path: Path, index: str) -> None:
+    """A directory with constraintsets/index.json and no ownership record (an earlier version's output, or a
+    directory of the user's that has such a file) is refused: compile used to take every constraintsets/*.json and
+    manifests/*.yaml there for its own and deleted the ones it no longer produced — the user's files among them."""
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
-    assert cli(str(policies), "-o", str(out)).returncode == 0
-    (out / ".karpenter-policy-output").unlink()
-    (out / "kustomization.yaml").unlink()  # nor did they write it
-    (out / "constraintsets" / "gone.json").write_text("{}")
-    (out / "README.md").write_text("mine")
+    if index == "real":
+        assert cli(str(policies), "-o", str(out)).returncode == 0
+        (out / ".karpenter-policy-output").unlink()
+    else:
+        (out / "constraintsets").mkdir(parents=True)
+        (out / "constraintsets" / "index.json").write_text("notes, not an index\n")
+        (out / "manifests").mkdir()
+    (out / "manifests" / "my-hand-written-configmap.yaml").write_text("kind: ConfigMap\n")
+    (out / "constraintsets" / "my-notes.json").write_text('{"mine": true}\n')
+    before = tree(tmp_path)
     result = cli(str(policies), "-o", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "removed (no longer produced): constraintsets/gone.json" in result.stderr
-    assert (out / "README.md").read_text() == "mine" and (out / ".karpenter-policy-output").exists()
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"{out} has constraintsets/index.json but no .karpenter-policy-output" in result.stderr
+    assert tree(tmp_path) == before  # nothing deleted, nothing written
 
 
 @pytest.mark.parametrize("obstacle", ["user-file", "linked-directory"])
@@ -574,6 +590,45 @@ def test_a_repository_shaped_folder_in_the_tree_runs_nothing(tmp_path: Path, in_
     # the version is the repository's (the tag just made), the planted folder's is never read
     assert gpu.version == ("v1.2.0" if in_a_repository else "unversioned")
     assert ("policies/team-a/gpu.yaml" if in_a_repository else "team-a/gpu.yaml") in gpu.sources
+
+
+@pytest.mark.parametrize(
+    ("change", "suffix"),
+    [
+        ("nothing", ""),
+        ("a file outside the policies", ""),
+        ("a policy edited", "-dirty"),
+        ("a policy added", "-dirty"),
+        ("a policy deleted", "-dirty"),
+        ("a policy deleted and excluded", ""),
+        ("the policies checked out in CRLF", ""),
+    ],
+)
+def test_the_version_is_dirty_when_the_policies_read_are_not_heads(tmp_path: Path, change: str, suffix: str) -> None:
+    """`-dirty` is decided on the policies compile reads, without `git describe --dirty` (whose index refresh runs
+    the filters the tree's attributes select): a policy edited, added or gone makes the version dirty; a README,
+    an excluded file or line endings (a CRLF checkout of LF blobs) do not."""
+    repo = tmp_path / "repo"
+    policies = copy_policies(repo / "policies")
+    (repo / "README.md").write_text("policies\n")
+    git_repo(repo)
+    args = ["policies", "-o", "-"]
+    if change == "a file outside the policies":
+        (repo / "README.md").write_text("edited\n")
+    elif change == "a policy edited":
+        (policies / "gpu.yaml").write_text((policies / "gpu.yaml").read_text() + "# edited\n")
+    elif change == "a policy added":
+        (policies / "team.yaml").write_text(WARNING_ONLY)
+    elif change.startswith("a policy deleted"):
+        (policies / "spot-batch.yaml").unlink()
+        args += ["--exclude", "spot-batch.yaml"] if change.endswith("excluded") else []
+    elif change == "the policies checked out in CRLF":
+        for file in policies.iterdir():
+            file.write_bytes(file.read_bytes().replace(b"\n", b"\r\n"))
+    result = cli(*args, cwd=repo)
+    assert result.returncode == 0, result.stderr
+    configmap = next(d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "ConfigMap")
+    assert json.loads(configmap["data"]["gpu.json"])["version"] == f"v1.2.0{suffix}"
 
 
 def test_policy_version_sets_the_version_without_git(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """`diff BASE HEAD [PATHS]`: what the policies of HEAD admit that those of BASE did not, and the reverse.
 
 BASE and HEAD are each a git revision (the files are read from the object database with `git ls-tree` and
-`git cat-file`: no checkout, the working tree is not touched; git runs on the repository holding the current
-directory only, as `gitrepo` says) or a directory. PATHS (default `policies/`; for a
+`git cat-file`, as `revision` does: no checkout, the working tree is not touched, a file over the loader's size
+bound is never read; git runs on the repository holding the current directory only, as `gitrepo` says) or a
+directory. PATHS (default `policies/`; for a
 directory side, relative to it, default the whole directory) are checked on both sides as `check` does, then
 compared per Provisioner name, Zelkova-style — by what they admit, not by how they are written:
 
@@ -53,7 +54,8 @@ from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check
 from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 from karpenter_policy.policy.reporters import json_text
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.source.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.source.revision import policy_files, write_files
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 
 __all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
@@ -121,39 +123,17 @@ def materialise(
     repository: Repository, ref: str, paths: Sequence[str], dest: str, cwd: str = "."
 ) -> tuple[str, list[str]]:
     """Write the policy files under `paths` (relative to `cwd`) as of revision `ref` below `dest`, from git's
-    object database; returns the directory that stands for `cwd` in `dest` and the paths that exist at `ref`."""
+    object database (`revision.write_files`: one blob at a time, none over the loader's bound read); returns the
+    directory that stands for `cwd` in `dest` and the paths that exist at `ref`."""
     prefix = repository.prefix_of(cwd)
     if prefix is None:
         raise DiffError(f"{cwd} is not inside the git work tree {repository.root}")
     pathspecs = [_pathspec(prefix, p) for p in paths]
-    listing = _git(repository, ["ls-tree", "-r", "-z", "--full-name", "--end-of-options", ref, "--", *pathspecs])
-    blobs: list[tuple[str, str]] = []
-    for entry in listing.split(b"\0"):
-        if not entry:
-            continue
-        meta, _, raw_path = entry.partition(b"\t")
-        mode, kind, sha = meta.decode().split()
-        path = raw_path.decode("utf-8", "surrogateescape")
-        if kind != "blob" or mode in ("120000", "160000"):  # symbolic links and submodules are not policies
-            continue
-        name = path.rsplit("/", 1)[-1]
-        if name.startswith(".") or not name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)):
-            continue
-        if any(part.startswith(".") for part in path.split("/")[:-1]):  # hidden directories, as `discover` does
-            continue
-        blobs.append((sha, path))
-    if blobs:
-        output = _git(repository, ["cat-file", "--batch"], "".join(f"{sha}\n" for sha, _ in blobs).encode())
-        offset = 0
-        for _sha, path in blobs:
-            header_end = output.index(b"\n", offset)
-            size = int(output[offset:header_end].split()[2])
-            content = output[header_end + 1 : header_end + 1 + size]
-            offset = header_end + 1 + size + 1
-            target = os.path.join(dest, *path.split("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as handle:
-                handle.write(content)
+    try:
+        files = policy_files(repository, ref, pathspecs, GIT_TIMEOUT_SECONDS)
+        write_files(repository, files, dest, timeout=GIT_TIMEOUT_SECONDS)
+    except GitError as error:
+        raise DiffError(str(error)) from None
     root = os.path.normpath(os.path.join(dest, *[p for p in prefix.split("/") if p]))
     present = [p for p in paths if os.path.exists(os.path.join(root, p))]
     return root, present
