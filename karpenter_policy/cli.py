@@ -634,7 +634,8 @@ def catalog_show(
     "sources_dir",
     required=True,
     type=click.Path(file_okay=False, exists=True),
-    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables).",
+    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables, moto.json): "
+    "the repository's catalog-sources/.",
 )
 @click.option(
     "--moto",

@@ -44,6 +44,16 @@ UNKNOWN_LABEL_KEY = "unknown-label-key"
 UNKNOWN_LABEL_VALUE = "unknown-label-value"
 #: (warning) an AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.
 AWS_ID_SHAPE = "aws-id-shape"
+#: (warning) a requirement names a previous-generation instance type or family (Karpenter v0.31 launches it).
+PREVIOUS_GENERATION = "previous-generation"
+#: (warning) values of an In requirement that no instance type can have under the other requirements and defaults.
+DEAD_VALUE = "dead-value"
+#: (warning) a `${VAR}` placeholder left in a selector or tag, unless the object is marked for Flux substitution.
+PLACEHOLDER = "placeholder"
+#: (error) userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.
+INVALID_USER_DATA = "invalid-user-data"
+#: a zone of another region than the catalog's (`--region`).
+ZONE_OUTSIDE_REGION = "zone-outside-region"
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ def unknown_value_message(key: str, value: str, table: CatalogTable) -> str:
         message = f"{key} {value}: not a zone of region {table.region} (zones: {', '.join(known)})"
     elif key in NAMED_KEYS:
         what = NAMED_KEYS[key]
-        where = f"{table.region} (not in the {table.catalog.description})"
+        where = f"{table.region} (not in the {table.catalog.types_description})"
         message = f"{key} {value}: there is no {what} {value} in {where}"
     else:
         what = DOMAIN_KEYS[key]

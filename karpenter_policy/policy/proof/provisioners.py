@@ -16,6 +16,8 @@ Rules (DESIGN.md §4):
 * `no-instance-type` — one requirement that no instance type of the catalog satisfies on its own (`instance-cpu
   Gt 500`, `capacity-type In [spot-ish]`).
 * `solver-timeout` (warning) — the solver gave up within `--timeout-ms`; nothing was proven.
+* `previous-generation` (warning) — an instance-type or instance-family In value names a previous-generation type
+  (proven with it, as Karpenter v0.31 launches it) unless `--allow-previous-generation` acknowledges them.
 
 Satisfiable provisioners are listed with their instance types and a witness (type, zone, capacity type).
 """
@@ -31,6 +33,7 @@ from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import (
     ERROR,
     NO_INSTANCE_TYPE,
+    PREVIOUS_GENERATION,
     REQUIREMENTS_CONFLICT,
     SOLVER_TIMEOUT,
     UNKNOWN_INSTANCE_TYPE,
@@ -45,7 +48,7 @@ from karpenter_policy.model.instancetypes import price_text
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.proof.absence import KnownName, known_name
+from karpenter_policy.policy.proof.absence import KnownName, known_name, previous_generation_text
 from karpenter_policy.policy.proof.domains import DOMAIN_KEYS, NAMED_KEYS, known_values, listing, unknown_value_message
 from karpenter_policy.policy.proof.limits import limits_findings
 from karpenter_policy.policy.proof.solver import (
@@ -201,6 +204,7 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
     ref = object_ref(PROVISIONER_KIND, name)
     line, column = doc.position(("metadata", "name"))
     findings, dead = _unknown_names(doc, terms, table, ref)
+    findings += _previous_generation_names(doc, terms, table, ref)
     outcome = solver.solve(terms)
     findings += _outcome_findings(doc, terms, outcome, dead, table, ref, (line, column), solver.timeout_ms)
     result = CheckedProvisioner(
@@ -239,11 +243,7 @@ def _unknown_names(
         if not named and term.key not in DOMAIN_KEYS:
             continue
         known_set = frozenset(known_values(term.key, table) or ())
-        if term.origin == Origin.LABEL:
-            raw_values: list[tuple[str, Any]] = [(str(v), term.path) for v in term.requirement.values]
-        else:
-            values = written[int(term.path[2])].get("values") or []
-            raw_values = [(str(v), (*term.path, "values", i)) for i, v in enumerate(values)]
+        raw_values = _written_values(term, written)
         unknown = [(v, path) for v, path in raw_values if v not in known_set]
         if not unknown:
             continue
@@ -280,6 +280,32 @@ def _unknown_names(
             rule = UNKNOWN_INSTANCE_TYPE if named else UNKNOWN_LABEL_VALUE
             findings.append(Finding(rule, severity, message, doc.file, line, column, ref))
     return findings, dead
+
+
+def _written_values(term: Term, written: Sequence[Any]) -> list[tuple[str, Any]]:
+    """The values of a label or written requirement term as written, each with its path (for its line)."""
+    if term.origin == Origin.LABEL:
+        return [(str(v), term.path) for v in term.requirement.values]
+    values = written[int(term.path[2])].get("values") or []
+    return [(str(v), (*term.path, "values", i)) for i, v in enumerate(values)]
+
+
+def _previous_generation_names(doc: Document, terms: Sequence[Term], table: CatalogTable, ref: str) -> list[Finding]:
+    """`previous-generation` warnings: In values of instance-type or instance-family that name one."""
+    findings: list[Finding] = []
+    written = (doc.data.get("spec") or {}).get("requirements") or []
+    for term in terms:
+        if term.origin == Origin.DEFAULT or term.key not in (wk.INSTANCE_TYPE, wk.INSTANCE_FAMILY):
+            continue
+        if term.requirement.operator() != Operator.IN:
+            continue
+        for value, path in dict(_written_values(term, written)).items():
+            text = previous_generation_text(table.catalog, value, family=term.key == wk.INSTANCE_FAMILY)
+            if text is not None:
+                line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
+                message = f"{term.key} {value}: {text}."
+                findings.append(Finding(PREVIOUS_GENERATION, WARNING, message, doc.file, line, column, ref))
+    return findings
 
 
 def _ignored_terms(written: Sequence[Any]) -> list[Term]:
