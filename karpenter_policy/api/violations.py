@@ -61,7 +61,9 @@ class Violation:
     """One problem with one object.
 
     `path` locates the offending node inside the object (`("spec", "requirements", 2, "operator")`);
-    `at_key` says the mapping key itself is at fault (an unknown field, a restricted label name), not its value.
+    `at_key` says the mapping key itself is at fault (an unknown field, a restricted label name), not its value;
+    `in_text` is where in the node's multi-line text the problem is (1-based line and column: a TOML error in
+    userData), None for the node as a whole.
     """
 
     rule: str
@@ -70,6 +72,7 @@ class Violation:
     severity: str = ERROR
     at_key: bool = False
     related: tuple[Path, ...] = field(default=())
+    in_text: tuple[int, int] | None = None
 
 
 def render_path(path: Path) -> str:

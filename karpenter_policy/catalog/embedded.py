@@ -200,6 +200,24 @@ def embedded_regions() -> tuple[str, ...]:
     return embedded_types().regions
 
 
+@functools.lru_cache(maxsize=64)
+def _region_zones(region: str) -> tuple[str, ...]:
+    """The zones of an embedded region (its offerings file's `zones`), () when it has none or cannot be read."""
+    try:
+        zones = _read_json(offerings_file_name(region)).get("zones")
+    except (CatalogError, AttributeError):
+        return ()
+    return tuple(str(z) for z in zones) if isinstance(zones, list) else ()
+
+
+def region_of_zone(zone: str) -> str | None:
+    """The embedded region a zone belongs to (`us-west-2` for `us-west-2a`), None when it is the zone of none."""
+    for region in embedded_regions():
+        if zone.startswith(region) and zone in _region_zones(region):
+            return region
+    return None
+
+
 def _zones_by_type(document: Any, region: str) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """type -> its zones, and type -> why for the inferred ones."""
     if document.get("format") != FORMAT or document.get("region") != region:
@@ -288,4 +306,5 @@ __all__ = [
     "mask_of",
     "masked",
     "offerings_file_name",
+    "region_of_zone",
 ]

@@ -146,8 +146,8 @@ def test_unknown_instance_type_suggests_the_nearest(tmp_path: Path) -> None:
 def test_unknown_zone_for_the_region(tmp_path: Path) -> None:
     path = write(tmp_path, requirements("topology.kubernetes.io/zone In us-west-2a"))
     [finding] = solver_findings(path)
-    assert (finding.rule, finding.severity, finding.line) == ("unknown-instance-type", "error", 9)
-    assert finding.message.startswith("topology.kubernetes.io/zone us-west-2a: not a zone of region us-east-1 (zones: ")
+    assert (finding.rule, finding.severity, finding.line) == ("zone-outside-region", "error", 9)
+    assert finding.message.startswith("topology.kubernetes.io/zone us-west-2a: us-west-2a is a zone of us-west-2, ")
     assert "did you mean" not in finding.message
 
 

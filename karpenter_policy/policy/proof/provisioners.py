@@ -10,6 +10,10 @@ Rules (DESIGN.md §4):
   os, region, instance category, generation, hypervisor, GPU and accelerator names) that nothing in the catalog
   carries, with the nearest valid value ("did you mean on-demand?"), even when the other values still work; when
   no value of an `In` exists, the `no-instance-type` error says so, with the same hint.
+* `zone-outside-region` — a zone value of another region of the catalog (`us-west-2a` checked in us-east-1), with
+  the `--region` to check it in; an error or a warning as `unknown-instance-type` would be.
+* `dead-value` (warning) — values of an In requirement of a satisfiable Provisioner that no admitted instance
+  type has (another requirement or a default excludes them), with the solver's explanation (`deadvalues`).
 * `requirements-conflict` — a minimal set (≥ 2) of requirements, labels and Karpenter defaults that no
   instance type satisfies together, explained in domain words, at the first member's line with the others as
   related locations.
@@ -31,6 +35,7 @@ from typing import Any
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import (
+    DEAD_VALUE,
     ERROR,
     NO_INSTANCE_TYPE,
     PREVIOUS_GENERATION,
@@ -39,6 +44,7 @@ from karpenter_policy.api.violations import (
     UNKNOWN_INSTANCE_TYPE,
     UNKNOWN_LABEL_VALUE,
     WARNING,
+    ZONE_OUTSIDE_REGION,
 )
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import CatalogTable
@@ -49,7 +55,15 @@ from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.proof.absence import KnownName, known_name, previous_generation_text
-from karpenter_policy.policy.proof.domains import DOMAIN_KEYS, NAMED_KEYS, known_values, listing, unknown_value_message
+from karpenter_policy.policy.proof.deadvalues import dead_values
+from karpenter_policy.policy.proof.domains import (
+    DOMAIN_KEYS,
+    NAMED_KEYS,
+    known_values,
+    listing,
+    unknown_value_message,
+    zone_elsewhere,
+)
 from karpenter_policy.policy.proof.limits import limits_findings
 from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
@@ -207,6 +221,8 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
     findings += _previous_generation_names(doc, terms, table, ref)
     outcome = solver.solve(terms)
     findings += _outcome_findings(doc, terms, outcome, dead, table, ref, (line, column), solver.timeout_ms)
+    if outcome.verdict == Verdict.SAT:
+        findings += _dead_value_findings(doc, terms, outcome.instance_types, solver, ref)
     result = CheckedProvisioner(
         name=name,
         file=doc.file,
@@ -278,6 +294,8 @@ def _unknown_names(
                 severity = WARNING
             line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
             rule = UNKNOWN_INSTANCE_TYPE if named else UNKNOWN_LABEL_VALUE
+            if zone_elsewhere(term.key, value, table) is not None:
+                rule = ZONE_OUTSIDE_REGION
             findings.append(Finding(rule, severity, message, doc.file, line, column, ref))
     return findings, dead
 
@@ -305,6 +323,30 @@ def _previous_generation_names(doc: Document, terms: Sequence[Term], table: Cata
                 line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
                 message = f"{term.key} {value}: {text}."
                 findings.append(Finding(PREVIOUS_GENERATION, WARNING, message, doc.file, line, column, ref))
+    return findings
+
+
+def _dead_value_findings(
+    doc: Document, terms: Sequence[Term], admitted: Sequence[str], solver: Solver, ref: str
+) -> list[Finding]:
+    """`dead-value` warnings: In values of a satisfiable Provisioner that no admitted type has, with what excludes
+    them (the solver's core of the requirement narrowed to them)."""
+    findings: list[Finding] = []
+    written = (doc.data.get("spec") or {}).get("requirements") or []
+    for found in dead_values(terms, admitted, solver.table):
+        narrowed = list(terms)
+        narrowed[found.index] = found.as_term()
+        outcome = solver.solve(narrowed)
+        core = next((c for c in outcome.cores if any(t is narrowed[found.index] for t in c)), ())
+        members = sorted(core, key=lambda t: (t.origin == Origin.DEFAULT, _location(doc, t)))
+        values = ", ".join(found.values)
+        message = f"{found.term.key} {values}: no instance type the provisioner admits has them"
+        if len(members) > 1:
+            message += f" ({explain_conflict(members, solver.table)})"
+        message += "; only the other values can ever apply."
+        paths = dict(_written_values(found.term, written))
+        line, column = doc.position(paths.get(found.values[0], found.term.path))
+        findings.append(Finding(DEAD_VALUE, WARNING, message, doc.file, line, column, ref))
     return findings
 
 
