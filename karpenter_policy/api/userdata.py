@@ -12,7 +12,6 @@ bootstrap (`cloud/aws/userdata.py`) reads the same way, with these functions.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -45,8 +44,12 @@ def is_mime(text: str) -> bool:
 
 def toml_settings(text: str) -> dict[str, Any]:
     """Bottlerocket userData as TOML (Karpenter merges its `settings.kubernetes` into it)."""
+    import tomllib  # ~5 ms: only for a template that has Bottlerocket userData
+
     try:
         return tomllib.loads(text)
+    except RecursionError:  # hostile input: arrays nested thousands deep
+        raise UserDataError("not valid TOML: it nests too deeply") from None
     except tomllib.TOMLDecodeError as error:
         found = _TOML_AT.search(str(error))
         line, column = (int(found.group(1)), int(found.group(2))) if found else (1, 1)

@@ -344,8 +344,8 @@ def _dead_value_findings(
         if len(members) > 1:
             message += f" ({explain_conflict(members, solver.table)})"
         message += "; only the other values can ever apply."
-        paths = dict(_written_values(found.term, written))
-        line, column = doc.position(paths.get(found.values[0], found.term.path))
+        written_paths = [path for value, path in _written_values(found.term, written) if value in found.values]
+        line, column = doc.position(written_paths[0] if written_paths else found.term.path)
         findings.append(Finding(DEAD_VALUE, WARNING, message, doc.file, line, column, ref))
     return findings
 
