@@ -45,7 +45,7 @@ def dead_values(terms: Sequence[Term], admitted: Iterable[str], table: CatalogTa
     ]
     if not candidates:
         return []
-    position = {it.name: i for i, it in enumerate(table.types)}
+    position = table.catalog.derived("type-positions", lambda: _positions(table))
     rows = [position[name] for name in admitted if name in position]
     found: list[DeadValues] = []
     for index, term in candidates:
@@ -57,6 +57,11 @@ def dead_values(terms: Sequence[Term], admitted: Iterable[str], table: CatalogTa
         if dead:
             found.append(DeadValues(index, term, dead))
     return found
+
+
+def _positions(table: CatalogTable) -> dict[str, int]:
+    """Each type's row in `table` (the catalog's order: every table of one catalog has it)."""
+    return {it.name: i for i, it in enumerate(table.types)}
 
 
 __all__ = ["DeadValues", "dead_values"]
