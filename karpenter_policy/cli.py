@@ -280,12 +280,19 @@ def check(
 
 
 def _scale_option(values: Sequence[str]) -> dict[str, int]:
-    """`--scale KIND/NAME=N` values as a mapping; a malformed one is a usage error (exit 2)."""
+    """`--scale KIND/NAME=N` values as a mapping; a malformed one, or N beyond the pods of one workload the tool
+    plans (`MAX_REPLICAS`), is a usage error (exit 2)."""
     scale: dict[str, int] = {}
     for value in values:
         ref, _, count = value.partition("=")
-        if "/" not in ref or not count.isdigit():
-            raise click.BadParameter(f"{value!r} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        shown = repr(value) if len(value) <= 60 else repr(value[:57] + "...")
+        if "/" not in ref or not (count.isascii() and count.isdigit()):
+            raise click.BadParameter(f"{shown} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        from karpenter_policy.policy.source.workloads import replicas_problem  # only when --scale is given
+
+        problem = replicas_problem(int(count) if len(count) <= 20 else 10**20)  # int() reads ≤ 4,300 digits
+        if problem is not None:
+            raise click.BadParameter(f"{shown}: N {problem}", param_hint="--scale")
         scale[ref] = int(count)
     return scale
 
@@ -769,9 +776,11 @@ def simulate(
     from karpenter_policy.policy.findings import Report
     from karpenter_policy.policy.reporters import render
     from karpenter_policy.policy.source.workloads import read_workloads
-    from karpenter_policy.reconcile.sim.command import simulate_command
+    from karpenter_policy.reconcile.sim.command import overwritten_input, simulate_command
     from karpenter_policy.reconcile.sim.workloads import Workload
 
+    if report is not None and (why := overwritten_input(report, [constraints, *workload_paths])) is not None:
+        raise click.BadParameter(f"{report}: {why}; write the report elsewhere", param_hint="--report")
     steps = [(ref, count) for value in scale for ref, count in _scale_option([value]).items()]
     found = read_workloads(list(workload_paths))
     if any(f.severity == "error" for f in found.findings) or not found.files:

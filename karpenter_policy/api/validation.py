@@ -17,6 +17,7 @@ from karpenter_policy.api.violations import (
     INVALID_SPEC,
     QUANTITY_OUT_OF_RANGE,
     RESTRICTED_LABEL,
+    TTL_CHURN,
     UNKNOWN_LABEL_KEY,
     WARNING,
     Path,
@@ -40,6 +41,8 @@ SUPPORTED_EVICTION_SIGNALS = frozenset(
     }
 )
 _MAX_INT64 = 2**63 - 1  # Karpenter parses bounds with Go's strconv.Atoi
+#: An expiry under an hour churns nodes (the `ttl-churn` warning, docs/rules/ttl-churn.md).
+CHURNING_EXPIRY_SECONDS = 3600
 SUPPORTED_RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 
 
@@ -199,6 +202,17 @@ def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
         value = spec.get(field)
         if isinstance(value, int) and value < 0:
             yield Violation(INVALID_SPEC, ("spec", field), f"{field} cannot be negative ({value})")
+    expiry = spec.get("ttlSecondsUntilExpired")
+    if isinstance(expiry, int) and not isinstance(expiry, bool) and 0 <= expiry < CHURNING_EXPIRY_SECONDS:
+        yield Violation(
+            TTL_CHURN,
+            ("spec", "ttlSecondsUntilExpired"),
+            f"ttlSecondsUntilExpired {expiry}: every node expires {expiry} s after its launch, under an hour: the "
+            "provisioner replaces its nodes about as fast as it launches them (a launch, readiness and the drain "
+            "take minutes, and evict every pod), and a replacement that expires before it is ready is replaced "
+            "in turn, without end; use hours or days (2592000 is 30 days), or leave it out",
+            WARNING,
+        )
     consolidation = spec.get("consolidation") or {}
     if consolidation.get("enabled") is True and spec.get("ttlSecondsAfterEmpty") is not None:
         yield Violation(

@@ -54,6 +54,10 @@ PLACEHOLDER = "placeholder"
 INVALID_USER_DATA = "invalid-user-data"
 #: a zone of another region than the catalog's (`--region`).
 ZONE_OUTSIDE_REGION = "zone-outside-region"
+#: (warning) a ttlSecondsUntilExpired under an hour: nodes replaced about as fast as they launch, or without end.
+TTL_CHURN = "ttl-churn"
+#: a workload's replicas (a Job's parallelism) that is not an integer of 0 to 100,000.
+INVALID_REPLICAS = "invalid-replicas"
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,8 @@ RULE_DESCRIPTIONS = {
     "placeholder": "A ${VAR} placeholder left in a selector or tag of an object not marked for Flux substitution.",
     "invalid-user-data": "userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.",
     "zone-outside-region": "A zone of another region than the catalog's (--region).",
+    "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
+    "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
 }
 
 

@@ -167,6 +167,20 @@ FULL_DESCRIPTIONS = {
         "checking us-east-1): the policies are probably meant for that region, given with --region. An error when "
         "no value of the requirement is a zone of the checked region, a warning otherwise."
     ),
+    "ttl-churn": (
+        "A Provisioner's ttlSecondsUntilExpired is under 3600 seconds (one hour). Every node is replaced that long "
+        "after its launch; a replacement takes minutes (launch, registration, readiness, the drain) and evicts every "
+        "pod of the node, so the fleet is replaced about as fast as it is launched, and with a few seconds (0 "
+        "included) each replacement expires before it is ready and is replaced in turn, without end. Karpenter "
+        "admits any value: a warning. Expiry is meant in days (2592000 is 30 days); without it nodes never expire."
+    ),
+    "invalid-replicas": (
+        "A workload's number of pods — spec.replicas of a Deployment, StatefulSet, ReplicaSet or "
+        "ReplicationController, spec.parallelism of a Job, spec.jobTemplate.spec.parallelism of a CronJob — is not "
+        "an integer of 0 to 100,000: a string, a fraction, a boolean or a negative number (the API server refuses "
+        "them too), or more pods than karpenter-policy plans or simulates for one workload. The workload is left "
+        "out of the plan, the simulation and pin's proof."
+    ),
 }
 
 

@@ -10,8 +10,11 @@ Two sources, one contract (:meth:`ConstraintSource.poll`, called at the start of
   read again when its resourceVersion changed.
 
 A version that cannot be read — not JSON, a set missing, a hash that does not match its content (a hand edit, a
-corrupted sync) — is refused as a whole: the last good version stays in force, and the refusal is reported once
-per version (a log line, and a Warning Event on the ConfigMap). Every hash is verified by the `api` readers.
+corrupted sync) — or whose content compile would never have written — a set its Provisioner's JSON Schema or
+Karpenter's rules refuse, an index that names a set twice or under another name (`api.constraintcheck`) — is
+refused as a whole, before anything is built from it: the last good version stays in force, and the refusal is
+reported once per version, in one line naming the set, the field and why (a log line, and a Warning Event on the
+ConfigMap). The `api` readers do every check.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ POLICY_KINDS = frozenset({PROVISIONER, NODE_TEMPLATE})
 #: Every rule id `validate` may report (DESIGN.md §4 plus the validate-only ones).
 KNOWN_RULES = frozenset({
     "parse-error", "schema", "invalid-requirement", "restricted-label", "invalid-spec", "deprecated-label",
-    "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range", "invalid-user-data",
-    "placeholder",
+    "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range", "ttl-churn",
+    "invalid-user-data", "placeholder",
 })
 
 MAX_FILE_BYTES = 4 * 1024 * 1024

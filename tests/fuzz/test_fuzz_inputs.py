@@ -67,7 +67,7 @@ CLASS = settings(FUZZ, max_examples=EXAMPLES)
 WORKLOAD_RULES = frozenset(
     {
         "parse-error", "invalid-workload", "workload-unschedulable", "overlap", "shadowed", "quantity-out-of-range",
-        "unknown-label-value", "unknown-label-key",
+        "unknown-label-value", "unknown-label-key", "invalid-replicas",
     }
 )
 POLICY_RULES = KNOWN_RULES | {"limits"}

@@ -99,6 +99,7 @@ def test_output_layout(compiled: Path) -> None:
         ".karpenter-policy-output",
         "constraintsets/arm64.json", "constraintsets/default.json", "constraintsets/gpu.json",
         "constraintsets/index.json", "constraintsets/spot-batch.json",
+        "kustomization.yaml",
         "manifests/awsnodetemplate-default.yaml", "manifests/awsnodetemplate-gpu.yaml",
         "manifests/configmap-karpenter-policy-constraints.yaml",
         "manifests/provisioner-arm64.yaml", "manifests/provisioner-default.yaml", "manifests/provisioner-gpu.yaml",
@@ -108,6 +109,55 @@ def test_output_layout(compiled: Path) -> None:
     owned = json.loads(files[".karpenter-policy-output"])["files"]
     assert owned == {name: "sha256:" + hashlib.sha256(content).hexdigest()
                      for name, content in files.items() if name != ".karpenter-policy-output"}
+
+
+def test_the_kustomization_lists_the_manifests(compiled: Path, tmp_path: Path) -> None:
+    """DIR/kustomization.yaml: every manifest, nothing else; rewritten as the policies change, so that a Flux
+    kustomization listing DIR never needs editing."""
+    kustomization = yaml.safe_load((compiled / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert (kustomization["apiVersion"], kustomization["kind"]) == ("kustomize.config.k8s.io/v1beta1",
+                                                                     "Kustomization")
+    assert kustomization["resources"] == sorted(f"manifests/{p.name}" for p in (compiled / "manifests").iterdir())
+    assert set(kustomization) == {"apiVersion", "kind", "resources"}
+    assert (compiled / "kustomization.yaml").read_text().startswith("# Written by `karpenter-policy compile`")
+
+    policies = copy_policies(tmp_path / "policies")
+    out = tmp_path / "build"
+    assert compile_command([str(policies)], str(out)).exit_code == 0
+    extra = (policies / "gpu.yaml").read_text().replace("name: gpu\n", "name: gpu-extra\n", 1)
+    (policies / "gpu-extra.yaml").write_text(extra)
+    (policies / "arm64.yaml").unlink()
+    assert compile_command([str(policies)], str(out)).exit_code == 0
+    resources = yaml.safe_load((out / "kustomization.yaml").read_text())["resources"]
+    assert "manifests/provisioner-gpu-extra.yaml" in resources and "manifests/provisioner-arm64.yaml" not in resources
+    assert resources == sorted(f"manifests/{p.name}" for p in (out / "manifests").iterdir())
+
+
+def test_kustomize_builds_the_output(compiled: Path, kubectl: str) -> None:
+    built = subprocess.run([kubectl, "kustomize", str(compiled)], capture_output=True, text=True, timeout=120,
+                           check=False)
+    assert built.returncode == 0, built.stderr
+    objects = [o for o in yaml.safe_load_all(built.stdout) if o]
+    expected = [yaml.safe_load(p.read_text()) for p in sorted((compiled / "manifests").iterdir())]
+    key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
+    assert sorted(objects, key=key) == sorted(expected, key=key)
+
+
+def test_a_kustomization_of_the_users_in_the_output_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    """Before compile wrote DIR/kustomization.yaml, users could keep their own there: never overwritten."""
+    policies = copy_policies(tmp_path / "policies")
+    out = tmp_path / "build"
+    assert compile_command([str(policies)], str(out)).exit_code == 0
+    (out / ".karpenter-policy-output").unlink()  # an output of an earlier version, taken over…
+    (out / "kustomization.yaml").write_text("resources: [manifests/provisioner-default.yaml]\n")  # …with the user's
+    before = tree(tmp_path)
+
+    result = cli(str(policies), "-o", str(out))
+
+    assert result.returncode == 2, result.stderr
+    assert f"{out}/kustomization.yaml exists and was not written by compile, which now writes it" in result.stderr
+    assert "move yours next to the output directory" in result.stderr
+    assert tree(tmp_path) == before
 
 
 def test_constraint_set_content(compiled: Path) -> None:
@@ -222,7 +272,7 @@ def test_byte_identical_across_working_directories_and_file_order(tmp_path: Path
     second = cli(*[str(policies / f) for f in shuffled], "-o", "../../out2", cwd=there)
     assert second.returncode == 0, second.stdout + second.stderr
     one, two = tree(tmp_path / "out1"), tree(tmp_path / "out2")
-    assert one == two and len(one) == 13
+    assert one == two and len(one) == 14
     for content in one.values():
         assert b"\r\n" not in content and str(tmp_path).encode() not in content
     third = cli(str(policies), "-o", "-", cwd=here)  # the directory, streamed
@@ -268,6 +318,22 @@ def test_warnings_with_fail_on_warn_write_nothing(tmp_path: Path) -> None:
     result = cli(str(tmp_path / "in"), "-o", str(tmp_path / "out"))
     assert result.returncode == 0 and "unresolved-reference" in result.stdout
     assert (tmp_path / "out" / "constraintsets" / "orphan.json").exists()
+
+
+@pytest.mark.parametrize("ttl", [0, 720, 3599])
+def test_an_expiry_under_an_hour_is_a_warning_and_the_set_keeps_it(tmp_path: Path, ttl: int) -> None:
+    policies = copy_policies(tmp_path / "policies")
+    default = policies / "default.yaml"
+    default.write_text(default.read_text().replace("ttlSecondsUntilExpired: 2592000", f"ttlSecondsUntilExpired: {ttl}"))
+    line = next(n for n, text in enumerate(default.read_text().splitlines(), 1) if "ttlSecondsUntilExpired" in text)
+    result = cli(str(policies), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (warning,) = [text for text in result.stdout.splitlines() if text.endswith("[ttl-churn]")]
+    assert warning.startswith(f"{default}:{line}:27: warning: Provisioner/default: ttlSecondsUntilExpired {ttl}: ")
+    assert "without end" in warning
+    assert load_set(tmp_path / "out", "default").ttl_seconds_until_expired == ttl
+    assert cli(str(policies), "-o", str(tmp_path / "strict"), "--fail-on-warn").returncode == 1
+    assert cli(str(policies), "-o", str(tmp_path / "quiet"), "--fail-on-warn", "--disable", "ttl-churn").returncode == 0
 
 
 def test_replacing_an_earlier_output_removes_stale_files(tmp_path: Path) -> None:
@@ -372,7 +438,7 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     first = cli(str(policies), "-o", str(out))
     assert first.returncode == 0, first.stderr
     # what a user adds next to the output: kept, whatever compile does next
-    (out / "kustomization.yaml").write_text("resources: [manifests/provisioner-default.yaml]\n")
+    (out / "README.md").write_text("generated: see the policies\n")
     (out / ".git").mkdir()
     (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (out / "manifests" / "extra.yaml").write_text("kind: Namespace\n")
@@ -380,7 +446,7 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     (policies / "gpu.yaml").unlink()
     second = cli(str(policies), "-o", str(out))
     assert second.returncode == 0, second.stderr
-    assert (out / "kustomization.yaml").read_text() == "resources: [manifests/provisioner-default.yaml]\n"
+    assert (out / "README.md").read_text() == "generated: see the policies\n"
     assert (out / ".git" / "HEAD").exists() and (out / "manifests" / "extra.yaml").exists()
     assert not (out / "manifests" / "provisioner-gpu.yaml").exists()
     assert not (out / "constraintsets" / "gpu.json").exists()
@@ -388,10 +454,10 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     assert "removed (no longer produced): constraintsets/gpu.json, manifests/provisioner-gpu.yaml" in second.stderr
     assert "although edited since compile wrote them: manifests/provisioner-gpu.yaml" in second.stderr
     owned = json.loads((out / ".karpenter-policy-output").read_text())["files"]
-    assert "kustomization.yaml" not in owned and "manifests/extra.yaml" not in owned
+    assert "README.md" not in owned and "manifests/extra.yaml" not in owned
     assert "manifests/provisioner-default.yaml" in owned
     third = cli(str(policies), "-o", str(out))  # nothing changed: nothing rewritten
-    assert "10 files: 0 added, 0 replaced, 10 unchanged" in third.stderr
+    assert "11 files: 0 added, 0 replaced, 11 unchanged" in third.stderr
 
 
 def test_an_output_of_an_earlier_version_is_taken_over(tmp_path: Path) -> None:
@@ -400,6 +466,7 @@ def test_an_output_of_an_earlier_version_is_taken_over(tmp_path: Path) -> None:
     out = tmp_path / "build"
     assert cli(str(policies), "-o", str(out)).returncode == 0
     (out / ".karpenter-policy-output").unlink()
+    (out / "kustomization.yaml").unlink()  # nor did they write it
     (out / "constraintsets" / "gone.json").write_text("{}")
     (out / "README.md").write_text("mine")
     result = cli(str(policies), "-o", str(out))

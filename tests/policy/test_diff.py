@@ -212,7 +212,8 @@ def test_c1_to_c3_markdown_for_a_pull_request(repo: tuple[Path, list[str]], monk
     assert "| Provisioner | Change | HEAD admits, BASE did not | BASE admitted, HEAD does not |" in markdown
     assert "| `spot` | **added** |" in markdown
     assert "| `default` | taints |" in markdown
-    assert "[solver: proven]" in markdown and "NOT confirmed" not in markdown
+    assert "e.g. " in markdown and "unconfirmed" not in markdown  # every example confirmed on both sides
+    assert "solver" not in markdown and "proven" not in markdown
 
 
 def test_same_revision_has_no_difference(repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:

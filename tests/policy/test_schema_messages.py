@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from karpenter_policy.api.schema import load_schema, schema_violations
 from karpenter_policy.api.violations import SCHEMA, Path, Violation
-from karpenter_policy.policy.validation.schema import load_schema, schema_violations
 
 SCHEMA_FILE = "provisioner.v1alpha5.json"
 

@@ -29,10 +29,10 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.patches import PatchType
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
-from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions, ReconcileResult
-from karpenter_policy.reconcile.kubelet import FakeKubelet
+from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
+from karpenter_policy.reconcile.state import nodes as node_info
 
 from .conftest import CLUSTER, REGION
 from .support import FakeClock, container, replicas

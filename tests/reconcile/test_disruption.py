@@ -15,10 +15,11 @@ import pytest
 from karpenter_policy.api.constraintset import ConstraintSet, ConstraintSetError
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
-from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
-from karpenter_policy.reconcile.disruption import DO_NOT_CONSOLIDATE, pod_disruption_cost
+from karpenter_policy.reconcile.disruption.decider import DO_NOT_CONSOLIDATE
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.pods import disruption_cost as pod_disruption_cost
 
 from .lifecycle import Deployment, World, nodes, run, settled, start
 from .support import POLICIES, compile_policies, container, replicas, run_cli
@@ -115,6 +116,23 @@ def test_an_expired_node_whose_pods_fit_elsewhere_is_deleted_without_a_replaceme
     run(world, controller, deployment, 300, lambda: first not in nodes(world) and settled(world))
     assert first not in nodes(world) and len(nodes(world)) == 1
     assert f"deprovisioning via expiration delete, terminating 1 machines {first}/" in log.getvalue()
+
+
+def test_a_ttl_of_zero_replaces_a_node_at_most_every_ten_minutes_not_without_end(
+    tmp_path: Path, log: io.StringIO
+) -> None:
+    """`ttlSecondsUntilExpired: 0` (compile warns: ttl-churn) would replace every node, and its replacement, as soon
+    as each is initialized; no node expires before ten minutes (EXPIRY_FLOOR)."""
+    compiled = policies(tmp_path, lambda t: t + "  ttlSecondsUntilExpired: 0\n")
+    world = World(compiled, types=["m5.xlarge", "m5.2xlarge"])
+    controller, deployment = start(world, 3)
+    (first,) = nodes(world)
+    run(world, controller, deployment, 590)
+    assert set(nodes(world)) == {first}, "not replaced before ten minutes"
+    run(world, controller, deployment, 1800, lambda: False)  # half an hour more
+    expirations = log.getvalue().count("deprovisioning via expiration")
+    assert 1 <= expirations <= 3, f"{expirations} replacements in half an hour: at most one per ten minutes"
+    assert len(deployment.live()) == 3
 
 
 # --- drift -------------------------------------------------------------------------------------------------
@@ -306,7 +324,7 @@ def test_a_constraint_set_with_a_ttl_no_api_admits_is_refused(compiled: Path, tt
     (path,) = [p for p in sorted((compiled / "constraintsets").glob("*.json")) if "default" in p.name]
     data = json.loads(path.read_text())
     data["ttlSecondsUntilExpired"] = ttl
-    with pytest.raises(ConstraintSetError, match="ttlSecondsUntilExpired must be an integer"):
+    with pytest.raises(ConstraintSetError, match="ttlSecondsUntilExpired"):
         ConstraintSet.from_json(data, verify=False)
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
-from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.controller import Controller
-from karpenter_policy.reconcile.emptiness import EMPTINESS_TIMESTAMP
+from karpenter_policy.reconcile.disruption.emptiness import EMPTINESS_TIMESTAMP
+from karpenter_policy.reconcile.state import nodes as node_info
 
 from .lifecycle import World
 from .support import create_all, inflate

@@ -6,6 +6,8 @@ Output (`-o DIR`)::
     DIR/constraintsets/index.json           every set with its hash, and the catalog used
     DIR/manifests/<kind>-<name>.yaml        the objects to apply (v1alpha5 as defaulted, or v1), and the
                                             ConfigMap carrying the sets (compact JSON, one key per set)
+    DIR/kustomization.yaml                  lists manifests/*.yaml: `kubectl apply -k DIR`, or DIR as a resource of
+                                            a Flux kustomization, which then never needs editing
     DIR/.karpenter-policy-output            the files above that compile owns (see `output`)
 
 Everything is computed in memory first; nothing is written when any error is found (or any warning with
@@ -52,6 +54,7 @@ from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy.compilation import manifests
 from karpenter_policy.policy.compilation.output import (
     INDEX_FILE,
+    KUSTOMIZATION_FILE,
     MANIFESTS_DIR,
     SETS_DIR,
     OutputError,
@@ -294,8 +297,10 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
     for constraint_set in sets:
         add(f"{SETS_DIR}/{set_key(constraint_set.name)}", _pretty_json(constraint_set.to_json()))
     add(INDEX_FILE, _pretty_json(index.to_json()))
-    for obj in objects:
-        add(f"{MANIFESTS_DIR}/{manifests.manifest_file_name(obj)}", manifests.dump_yaml(obj).encode("utf-8"))
+    manifest_files = [f"{MANIFESTS_DIR}/{manifests.manifest_file_name(obj)}" for obj in objects]
+    for relative, obj in zip(manifest_files, objects, strict=True):
+        add(relative, manifests.dump_yaml(obj).encode("utf-8"))
+    add(KUSTOMIZATION_FILE, manifests.kustomization(manifest_files).encode("utf-8"))
     result.sets, result.objects, result.files = sets, objects, dict(sorted(files.items()))
     return result
 

@@ -515,6 +515,23 @@ def configmap(namespace: str, name: str, data: Mapping[str, str]) -> dict[str, A
     }
 
 
+KUSTOMIZATION_HEADER = (
+    "# Written by `karpenter-policy compile`, which rewrites it with the manifests it writes: do not edit.\n"
+    "# `kubectl apply -k` this directory, or list it as a resource of another kustomization (Flux: deploy/flux/).\n"
+)
+
+
+def kustomization(resources: Iterable[str]) -> str:
+    """The kustomization.yaml of a compile output: `resources` (paths relative to it) in name order, under a
+    comment that says who writes it."""
+    document = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": sorted(resources),
+    }
+    return KUSTOMIZATION_HEADER + dump_yaml(document)
+
+
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 

@@ -1,7 +1,8 @@
 """`compile -o DIR`: write compile's files into DIR, replacing and removing only files compile wrote there.
 
-DIR may hold other files — a `kustomization.yaml`, a `.git/`, a README: they are never touched. What compile owns
-is recorded in DIR/.karpenter-policy-output (JSON: each file's relative path and SHA-256). A run
+DIR may hold other files — a `.git/`, a README: they are never touched. What compile owns is recorded in
+DIR/.karpenter-policy-output (JSON: each file's relative path and SHA-256), DIR/kustomization.yaml (the list of
+the manifests, for kustomize and Flux) among them. A run
 
 * refuses DIR when it is a symbolic link or a file; when, symbolic links resolved, it is an input path, lies
   inside one (its files would be read back as policies) or contains one (`compile repo/policies -o repo`); when
@@ -40,6 +41,8 @@ from karpenter_policy.policy.filestaging import (
 OWNERSHIP_FILE = ".karpenter-policy-output"
 SETS_DIR = "constraintsets"
 MANIFESTS_DIR = "manifests"
+#: The kustomization listing the manifests (`kubectl apply -k DIR`, a resource of a Flux kustomization).
+KUSTOMIZATION_FILE = "kustomization.yaml"
 #: The file every output has (the constraint-set index): written last; an output without a record but with it is
 #: one written by an earlier version.
 INDEX_FILE = f"{SETS_DIR}/{INDEX_KEY}"
@@ -224,6 +227,12 @@ def _plan(files: Mapping[str, bytes], target: str, out_dir: str, owned: Mapping[
         if os.path.isdir(full) and not os.path.islink(full):
             raise OutputError(f"{shown} is a directory; compile writes a file there")
         if relative not in owned:
+            if relative == KUSTOMIZATION_FILE:
+                raise OutputError(
+                    f"{shown} exists and was not written by compile, which now writes it with the list of its "
+                    "manifests: move yours next to the output directory and list the directory under its "
+                    "resources, then compile again"
+                )
             raise OutputError(f"{shown} exists and was not written by compile; move it away, then compile again")
         current = _read(full) if not os.path.islink(full) else None
         if current == content:

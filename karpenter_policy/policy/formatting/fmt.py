@@ -23,10 +23,10 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScala
 
 from karpenter_policy.api.defaults import default_provisioner, default_requirements
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.schema import schema_file_for, schema_violations
 from karpenter_policy.policy.formatting.comments import put_trailing_lines, reorder, take_trailing_lines
 from karpenter_policy.policy.formatting.order import ORDERS
 from karpenter_policy.policy.source.loader import parse
-from karpenter_policy.policy.validation.schema import schema_file_for, schema_violations
 
 _DOCUMENT_START = re.compile(r"^---(?=[ \t]|$)", re.MULTILINE)
 _NO_WRAP = 1 << 30

@@ -386,8 +386,8 @@ def _outcome_findings(
     if outcome.verdict == Verdict.UNKNOWN:
         reason = f" ({outcome.reason})" if outcome.reason and outcome.reason != "timeout" else ""
         message = (
-            f"the solver could not decide within {timeout_ms} ms{reason}: the requirements are not proven "
-            "satisfiable; raise --timeout-ms"
+            f"the requirements could not be checked within {timeout_ms} ms{reason}: whether an instance type "
+            "satisfies them is unknown; raise --timeout-ms"
         )
         return [Finding(SOLVER_TIMEOUT, WARNING, message, doc.file, *at, ref)]
     if outcome.verdict == Verdict.SAT:

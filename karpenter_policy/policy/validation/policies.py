@@ -23,6 +23,7 @@ from karpenter_policy.api.kinds import (
     PROVISIONER_KIND,
     object_ref,
 )
+from karpenter_policy.api.schema import nearest_field, schema_file_for, schema_violations
 from karpenter_policy.api.validation import validate_provisioner
 from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
@@ -39,7 +40,6 @@ from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.files import load_file
 from karpenter_policy.policy.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
 from karpenter_policy.policy.suppression import Suppression
-from karpenter_policy.policy.validation.schema import nearest_field, schema_file_for, schema_violations
 
 _POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
 

@@ -42,14 +42,12 @@ from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSetting
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.constraints import Loaded
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions, ReconcileResult
-from karpenter_policy.reconcile.kubelet import FakeKubelet
-from karpenter_policy.reconcile.pods import ShapeCache
+from karpenter_policy.reconcile.options import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.sim.account import Account, AccountBuilder
 from karpenter_policy.reconcile.sim.clock import VirtualClock
+from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
 from karpenter_policy.reconcile.sim.measure import Measurement, NodeRow, Sample, measure
 from karpenter_policy.reconcile.sim.server import MotoServer, SimulationUnavailable, require_loopback
 from karpenter_policy.reconcile.sim.spot import Interruption, SpotInterruptions
@@ -62,7 +60,8 @@ from karpenter_policy.reconcile.sim.workloads import (
     replica_pod,
     scale_key,
 )
-from karpenter_policy.reconcile.view import ListView
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.scheduling import COST
 
 LOG = logging.getLogger("karpenter_policy.simulation")
@@ -235,7 +234,6 @@ class Simulation:
             clock=self.clock,
             wall_clock=self.clock.wall,
         )
-        self.view = ListView(self.cluster)
         self.shapes = ShapeCache()
         self.spot = SpotInterruptions(
             self.cluster, self.cloud, self.account_builder.api, self.clock, region=self.region,
@@ -565,7 +563,7 @@ class Simulation:
                 result.errors.append(error)
 
     def _measure(self, result: SimulationResult, record: bool = True) -> Measurement:
-        measured = measure(self.view.snapshot(), self.clock.now, self._prices, self.shapes)
+        measured = measure(self.cluster, self.clock.now, self._prices, self.shapes)
         if record:
             if result.samples and result.samples[-1].at == measured.sample.at:
                 result.samples[-1] = measured.sample  # the latest state at one moment
