@@ -150,7 +150,8 @@ def _one(directory: Path, pattern: re.Pattern[str], what: str) -> Path:
 
 
 def read_sources(shared: Path, moto: Path) -> Sources:
-    """Read the shared data directory (`../shared/data`) and moto's EC2 resources. Raises :class:`CatalogError`."""
+    """Read the reference tables' directory (the repository's copy: tests/data/) and moto's EC2 resources.
+    Raises :class:`CatalogError`."""
     current_path = _one(shared, _CURRENT_TABLE, "Karpenter instance-type table")
     match = _CURRENT_TABLE.match(current_path.name)
     assert match is not None
