@@ -5,6 +5,9 @@ a benchmark or a simulation puts in it.
     node = scene.add_node("default", "m5.xlarge", zone="us-east-1b", age=3600)
     scene.add_pods("web", 3, cpu="500m", node=node)                   # running there
     scene.add_pdb("web", {"app": "web"}, min_available=2)
+    scene.add_static_pod("kube-proxy", node)                        # a mirror pod, owned by the Node
+    scene.add_pod("job", node=node, lingers=True)                     # evicted, it stays terminating …
+    scene.finish_pod("job")                                           # … until its kubelet says it stopped
     web = scene.add_deployment("api", 4, cpu="1")                     # a ReplicaSet's stand-in
     controller = scene.controller(consolidation_validation=15)
     scene.run(controller, 120, until=lambda: not scene.unbound())    # virtual seconds: no waiting
@@ -23,11 +26,12 @@ What a scene holds:
 Builders (`add_*`) create objects as the API would hold them: nodes of ours registered as the controller registers
 them (its instance launched in the cloud first, then its Node from the provisioner's template, Ready and
 initialized, backdated by `age`), pods with requests, owners, labels, annotations, priority, affinity and
-tolerations, bound to a node or pending, PodDisruptionBudgets, DaemonSets, and deployments that replace evicted
-pods. Readers answer what tests look at. The scene imports test-only parts (the in-memory cluster and cloud):
-production code never imports it (an import-linter contract). Simulations (`simulate`, the soak) run on a scene
-with moto's EC2 (:class:`~karpenter_policy.reconcile.sim.aws.MotoCloud`); :mod:`karpenter_policy.testing` is its
-public face for tests and benchmarks.
+tolerations, bound to a node or pending — and pods that linger terminating once deleted until finished (or for
+ever: stuck terminating), static pods' mirrors owned by their Node —, PodDisruptionBudgets, DaemonSets, and
+deployments that replace evicted pods. Readers answer what tests look at. The scene imports test-only parts (the
+in-memory cluster and cloud): production code never imports it (an import-linter contract). Simulations
+(`simulate`, the soak) run on a scene with moto's EC2 (:class:`~karpenter_policy.reconcile.sim.aws.MotoCloud`);
+:mod:`karpenter_policy.testing` is its public face for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -60,6 +64,11 @@ from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 
 CLUSTER = "testing"
 REGION = "us-east-1"
+#: The finalizer that holds a lingering pod (`Scene.add_pod(lingers=True)`) once deleted, until `Scene.finish_pod`.
+LINGER_FINALIZER = "testing.karpenter-policy/lingers"
+#: The annotation the kubelet puts on a static pod's mirror.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_OWNER_API_VERSIONS = {"Node": "v1", "Job": "batch/v1", "CronJob": "batch/v1"}
 #: Where a scene's wall clock starts (a fixed moment: reproducible timestamps and log lines).
 EPOCH = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 
@@ -246,16 +255,27 @@ class Scene:
         priority_class: str | None = None,
         phase: str | None = None,
         age: float = 0.0,
+        lingers: bool = False,
         **spec: Any,
     ) -> Obj:
         """A pod: pending, or bound to `node` (Running unless `phase` says otherwise); other pod-spec fields
-        (`affinity`, `tolerations`, `nodeSelector`, `topologySpreadConstraints` …) as given."""
+        (`affinity`, `tolerations`, `nodeSelector`, `topologySpreadConstraints` …) as given. `owner` is its
+        controller (kind, name), of the API group its kind belongs to (`Node`: v1, `Job`: batch/v1, others
+        apps/v1).
+
+        `lingers`: deleting or evicting it does not remove it at once (the in-memory cluster's default) but leaves
+        it terminating — a deletionTimestamp, still bound — as a real pod is while its kubelet stops it, until
+        :meth:`finish_pod` (the kubelet saying it stopped); never finished, it stays terminating for ever, as
+        behind a kubelet that no longer answers. (The scene holds it with a finalizer of its own,
+        :data:`LINGER_FINALIZER`.)"""
         requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
         meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {}),
                      "annotations": dict(annotations or {})}
         if owner is not None:
-            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
-                                        "uid": f"uid-{owner[1]}", "controller": True}]
+            meta["ownerReferences"] = [{"apiVersion": _OWNER_API_VERSIONS.get(owner[0], "apps/v1"), "kind": owner[0],
+                                        "name": owner[1], "uid": f"uid-{owner[1]}", "controller": True}]
+        if lingers:
+            meta["finalizers"] = [LINGER_FINALIZER]
         body: Obj = {"containers": [{"name": "app", "image": "registry.example/app:1",
                                      "resources": {"requests": requests} if requests else {}}], **spec}
         if node is not None:
@@ -271,6 +291,31 @@ class Scene:
                                              else "False"}]}
         with self._backdated(age):
             return self.cluster.create(objects.POD, pod)
+
+    def add_static_pod(self, name: str, node: str, *, namespace: str = "kube-system", **options: Any) -> Obj:
+        """A static pod's mirror on `node`, as its kubelet creates it: owned by the Node (an owner reference of
+        apiVersion v1, kind Node, with the Node's uid) and annotated `kubernetes.io/config.mirror`. Other options as
+        :meth:`add_pod`'s."""
+        found = self.node(node)
+        if found is None:
+            raise ValueError(f"no node {node}")
+        annotations = {MIRROR_ANNOTATION: f"mirror-{name}", **dict(options.pop("annotations", None) or {})}
+        pod = self.add_pod(name, namespace=namespace, node=node, owner=None, annotations=annotations, **options)
+        reference = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": objects.uid(found), "controller": True}
+        patch = {"metadata": {"ownerReferences": [reference], "resourceVersion": objects.resource_version(pod)}}
+        return self.cluster.patch(objects.POD, name, patch, namespace)
+
+    def finish_pod(self, name: str, namespace: str = "default") -> None:
+        """A lingering pod (`add_pod(lingers=True)`) being deleted has stopped: it goes. A pod not being deleted
+        yet is deleted and goes at once (what a force deletion does)."""
+        pod = self.cluster.get(objects.POD, name, namespace)
+        if pod is None:
+            return
+        remaining = [f for f in objects.finalizers(pod) if f != LINGER_FINALIZER]
+        patch = {"metadata": {"finalizers": remaining or None, "resourceVersion": objects.resource_version(pod)}}
+        self.cluster.patch(objects.POD, name, patch, namespace)
+        if self.cluster.get(objects.POD, name, namespace) is not None:
+            self.cluster.delete(objects.POD, name, namespace)
 
     def add_pods(self, prefix: str, count: int, **options: Any) -> list[Obj]:
         """`count` pods `<prefix>-<n>` with the same options (labels default to `app: <prefix>`)."""
@@ -361,6 +406,18 @@ class Scene:
             self.clock.advance_to(self.clock.now + every)
         return results
 
+    def wait(self, until: Callable[[], bool], seconds: float = 30.0, every: float = 0.01) -> bool:
+        """In a real-time scene (the threaded runner acting), whether `until()` came to hold within `seconds`,
+        looked at every `every` seconds; in a virtual-time one, whether it holds now (nothing moves by itself)."""
+        if not isinstance(self.clock, RealClock):
+            return until()
+        deadline = self.clock.now + seconds
+        while not until():
+            if self.clock.now >= deadline:
+                return until()
+            self.clock.sleep(every)
+        return True
+
     def advance(self, seconds: float) -> None:
         """Move the scene's clock (a virtual one) forward."""
         self.clock.advance_to(self.clock.now + seconds)
@@ -415,4 +472,4 @@ class Scene:
         return [i for i in self.cloud.list(self.cluster_name) if i.state != STATE_TERMINATED]
 
 
-__all__ = ["CLUSTER", "EPOCH", "REGION", "Deployment", "RealClock", "Scene"]
+__all__ = ["CLUSTER", "EPOCH", "LINGER_FINALIZER", "MIRROR_ANNOTATION", "REGION", "Deployment", "RealClock", "Scene"]
