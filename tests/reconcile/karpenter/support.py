@@ -26,6 +26,8 @@ GO = "pkg/controllers/deprovisioning"
 LEAST_EXPENSIVE = "m5.large"
 MOST_EXPENSIVE = "m5.8xlarge"
 M5 = ["m5.large", "m5.xlarge", "m5.2xlarge", "m5.4xlarge", "m5.8xlarge"]
+#: A provisioner requirement: only m5.large (as Karpenter's fake types, no larger type is cheaper per pod).
+ONLY_LARGE = "    - key: node.kubernetes.io/instance-type\n      operator: In\n      values: [\"m5.large\"]\n"
 
 _PROVIDER = """  provider:
     subnetSelector:
@@ -149,6 +151,7 @@ __all__ = [
     "LEAST_EXPENSIVE",
     "M5",
     "MOST_EXPENSIVE",
+    "ONLY_LARGE",
     "Policies",
     "decided",
     "deleting",

@@ -22,6 +22,7 @@ from .support import (
     LEAST_EXPENSIVE,
     M5,
     MOST_EXPENSIVE,
+    ONLY_LARGE,
     Policies,
     blocked,
     decided,
@@ -471,9 +472,7 @@ def test_should_exit_single_machine_consolidation_if_it_times_out(policies: Poli
     Each pod takes more than half a node: no two nodes go together, and each simulation takes 100 virtual
     seconds: the 3-minute budget stops single-node consolidation after two candidates. (The provisioner launches
     only m5.large, like Karpenter's fake types: no larger type takes the pods of several nodes for less.)"""
-    only_large = provisioner(consolidation=True, requirements=(
-        "    - key: node.kubernetes.io/instance-type\n      operator: In\n      values: [\"m5.large\"]\n"))
-    scene = Scene(policies(only_large), types=M5)
+    scene = Scene(policies(provisioner(consolidation=True, requirements=ONLY_LARGE)), types=M5)
     names = [scene.add_node("default", LEAST_EXPENSIVE) for _ in range(25)]
     for i, name in enumerate(names):
         scene.add_pod(f"test-{i}", node=name, cpu="1200m", labels=APP)

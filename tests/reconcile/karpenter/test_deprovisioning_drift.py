@@ -7,21 +7,24 @@ ported: drift has no feature gate here (docs/reconcile.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.testing import Scene
 
+from . import scenarios
 from .support import (
     M5,
     MOST_EXPENSIVE,
+    ONLY_LARGE,
     Policies,
     blocked,
     decided,
     deleting,
     gone,
     provisioner,
-    replacements,
     run,
 )
 
@@ -32,18 +35,14 @@ def drifting(policies: Policies, requirements: str = "") -> Scene:
     return Scene(policies(provisioner(requirements=requirements)), types=M5)
 
 
+def drifted(scene: Scene, instance_type: str, first: bool = False, **options: Any) -> str:
+    """A drifted node (`first`: created a minute before the others, so it is tried first)."""
+    return scene.add_node("default", instance_type, drifted=True, age=60 if first else 0, **options)
+
+
 def test_should_continue_to_the_next_drifted_node_if_the_first_cannot_reschedule_all_pods(policies: Policies) -> None:
     """should continue to the next drifted node if the first cannot reschedule all pods — machine_drift_test.go:84."""
-    scene = drifting(policies)
-    first = scene.add_node("default", MOST_EXPENSIVE, drifted=True, labels={"only": "here"}, age=60)
-    scene.add_pod("stuck", node=first, cpu="31", nodeSelector={"only": "here"})
-    second = scene.add_node("default", "m5.large", drifted=True)
-    scene.add_pod("to-drift", node=second, cpu="1")
-    controller = scene.controller()
-    results = run(scene, controller, 120, until=lambda _: gone(scene, second))
-    assert first in scene.nodes() and not deleting(scene)
-    assert len(scene.nodes()) == 2 and len(replacements(results)) == 1
-    assert "drift: pod default/stuck would not schedule" in blocked(results)[first]
+    scenarios.continues_past_a_node_whose_pods_cannot_move(drifting(policies), drifted, "drift")
 
 
 def test_should_ignore_nodes_without_the_drifted_status_condition(policies: Policies) -> None:
@@ -73,50 +72,28 @@ def test_should_ignore_nodes_with_the_drifted_status_condition_set_to_false(poli
 
 def test_can_delete_drifted_nodes(policies: Policies) -> None:
     """can delete drifted nodes — machine_drift_test.go:173."""
-    scene = drifting(policies)
-    node = scene.add_node("default", MOST_EXPENSIVE, drifted=True)
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: gone(scene, node))
-    assert not scene.nodes() and not replacements(results)
-    assert decided(results)[0].startswith("deprovisioning via drift delete, terminating 1 machines")
+    scenarios.deletes_an_empty_node(drifting(policies), drifted, "drift")
 
 
 def test_should_deprovision_all_empty_drifted_nodes_in_parallel(policies: Policies) -> None:
     """should deprovision all empty drifted nodes in parallel — machine_drift_test.go:194."""
-    scene = drifting(policies)
-    for _ in range(100):
-        scene.add_node("default", MOST_EXPENSIVE, drifted=True)
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: not scene.nodes())
-    assert not scene.nodes()
-    (command,) = decided(results)
-    assert command.startswith("deprovisioning via drift delete, terminating 100 machines")
+    scenarios.deletes_every_empty_node_in_one_command(drifting(policies), drifted, "drift")
 
 
 def test_can_replace_drifted_nodes(policies: Policies) -> None:
     """can replace drifted nodes — machine_drift_test.go:235."""
     scene = drifting(policies)
-    node = scene.add_node("default", MOST_EXPENSIVE, drifted=True)
-    scene.add_pod("test-0", node=node, labels=APP)
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: gone(scene, node))
-    (new,) = scene.nodes()
-    assert new != node and replacements(results) == [new]
+    new = scenarios.replaces_a_node(scene, drifted, "drift")
     found = scene.node(new)
     assert found is not None and objects.annotations(found)[node_info.ANNOTATION_NODE_HASH] != "drifted"
 
 
 def test_can_replace_drifted_nodes_with_multiple_nodes(policies: Policies) -> None:
     """can replace drifted nodes with multiple nodes — machine_drift_test.go:287. The provisioner now admits only
-    m5.large: the m5.2xlarge has drifted, and its three 1.5-vCPU pods need three m5.large."""
-    scene = drifting(policies, requirements=(
-        "    - key: node.kubernetes.io/instance-type\n      operator: In\n      values: [\"m5.large\"]\n"))
-    node = scene.add_node("default", "m5.2xlarge")
-    scene.add_pods("test", 3, node=node, cpu="1500m", labels=APP)
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: gone(scene, node))
-    assert len(replacements(results)) == 3 and len(scene.nodes()) == 3
-    assert "(instance type m5.2xlarge is no longer admitted by provisioner default)" in decided(results)[0]
+    m5.large: the m5.2xlarge has drifted."""
+    scene = drifting(policies, requirements=ONLY_LARGE)
+    command = scenarios.replaces_a_node_by_three(scene, scene.add_node("default", "m5.2xlarge"), "drift")
+    assert "(instance type m5.2xlarge is no longer admitted by provisioner default)" in command
 
 
 def test_should_drift_one_non_empty_node_at_a_time_starting_with_the_earliest_drift(policies: Policies) -> None:

@@ -6,22 +6,13 @@ than an hour ago (no node expires before ten minutes here, whatever its TTL: `EX
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.testing import Scene
 
-from .support import (
-    M5,
-    MOST_EXPENSIVE,
-    Policies,
-    blocked,
-    decided,
-    deleting,
-    gone,
-    provisioner,
-    replacements,
-    run,
-)
+from . import scenarios
+from .support import M5, MOST_EXPENSIVE, ONLY_LARGE, Policies, decided, deleting, gone, provisioner, run
 
 HOUR = 3600
 EXPIRED = HOUR + 60  # an age past the TTL
@@ -31,6 +22,11 @@ APP = {"app": "test"}
 def expiring(policies: Policies, requirements: str = "") -> Scene:
     """Karpenter's BeforeEach: a provisioner whose nodes expire (an hour here), cpu limited to 100."""
     return Scene(policies(provisioner(ttl_until_expired=HOUR, cpu_limit=100, requirements=requirements)), types=M5)
+
+
+def expired(scene: Scene, instance_type: str, first: bool = False, **options: Any) -> str:
+    """A node past its TTL (`first`: ten minutes more than the others, so it is tried first)."""
+    return scene.add_node("default", instance_type, age=EXPIRED + (600 if first else 0), **options)
 
 
 def test_should_ignore_nodes_without_the_expired_status_condition(policies: Policies) -> None:
@@ -45,18 +41,8 @@ def test_should_ignore_nodes_without_the_expired_status_condition(policies: Poli
 
 def test_should_continue_to_the_next_expired_node_if_the_first_cannot_reschedule_all_pods(policies: Policies) -> None:
     """should continue to the next expired node if the first cannot reschedule all pods —
-    machine_expiration_test.go:85. The first node's pod can only run there (a label no other node has); the
-    second, expired later, is replaced."""
-    scene = expiring(policies)
-    first = scene.add_node("default", MOST_EXPENSIVE, age=EXPIRED + 600, labels={"only": "here"})
-    scene.add_pod("stuck", node=first, cpu="31", nodeSelector={"only": "here"})
-    second = scene.add_node("default", "m5.large", age=EXPIRED)
-    scene.add_pod("to-expire", node=second, cpu="1")
-    controller = scene.controller()
-    results = run(scene, controller, 120, until=lambda _: gone(scene, second))
-    assert first in scene.nodes() and not deleting(scene)
-    assert len(scene.nodes()) == 2 and len(replacements(results)) == 1
-    assert "expiration: pod default/stuck would not schedule" in blocked(results)[first]
+    machine_expiration_test.go:85."""
+    scenarios.continues_past_a_node_whose_pods_cannot_move(expiring(policies), expired, "expiration")
 
 
 def test_should_ignore_nodes_with_the_expired_status_condition_set_to_false(policies: Policies) -> None:
@@ -71,25 +57,13 @@ def test_should_ignore_nodes_with_the_expired_status_condition_set_to_false(poli
 
 def test_can_delete_expired_nodes(policies: Policies) -> None:
     """can delete expired nodes — machine_expiration_test.go:159."""
-    scene = expiring(policies)
-    node = scene.add_node("default", MOST_EXPENSIVE, age=EXPIRED)
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: gone(scene, node))
-    assert not scene.nodes() and not replacements(results)
-    assert decided(results)[0].startswith("deprovisioning via expiration delete, terminating 1 machines")
+    scenarios.deletes_an_empty_node(expiring(policies), expired, "expiration")
 
 
 def test_should_deprovision_all_empty_expired_nodes_in_parallel(policies: Policies) -> None:
     """should deprovision all empty expired nodes in parallel — machine_expiration_test.go:178 (issue #18 item 6:
     one command for all of them, as drift does; they went one per decision, 10 s apart)."""
-    scene = expiring(policies)
-    names = [scene.add_node("default", MOST_EXPENSIVE, age=EXPIRED) for _ in range(100)]
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: not scene.nodes())
-    assert not scene.nodes()
-    (command,) = decided(results)
-    assert command.startswith("deprovisioning via expiration delete, terminating 100 machines")
-    assert all(name in command for name in names)
+    scenarios.deletes_every_empty_node_in_one_command(expiring(policies), expired, "expiration")
 
 
 def test_should_expire_one_non_empty_node_at_a_time_starting_with_most_expired(policies: Policies) -> None:
@@ -108,21 +82,14 @@ def test_should_expire_one_non_empty_node_at_a_time_starting_with_most_expired(p
 
 def test_can_replace_node_for_expiration(policies: Policies) -> None:
     """can replace node for expiration — machine_expiration_test.go:291."""
-    scene = expiring(policies)
-    node = scene.add_node("default", MOST_EXPENSIVE, age=EXPIRED)
-    scene.add_pod("test-0", node=node, labels=APP)
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: gone(scene, node))
-    (new,) = scene.nodes()
-    assert new != node and replacements(results) == [new]
-    assert decided(results)[0].startswith("deprovisioning via expiration replace")
+    scenarios.replaces_a_node(expiring(policies), expired, "expiration")
 
 
 def test_should_uncordon_nodes_when_expiration_replacement_fails(policies: Policies, log: io.StringIO) -> None:
     """should uncordon nodes when expiration replacement fails — machine_expiration_test.go:341. The node is
     cordoned before its replacement launches; the launch fails: it is uncordoned and nothing is deleted."""
     scene = expiring(policies)
-    node = scene.add_node("default", MOST_EXPENSIVE, age=EXPIRED)
+    node = expired(scene, MOST_EXPENSIVE)
     scene.add_pod("test-0", node=node, labels=APP)
     controller = scene.controller()
     cordons: list[object] = []
@@ -145,12 +112,6 @@ def test_should_uncordon_nodes_when_expiration_replacement_fails(policies: Polic
 
 def test_can_replace_node_for_expiration_with_multiple_nodes(policies: Policies) -> None:
     """can replace node for expiration with multiple nodes — machine_expiration_test.go:385. The provisioner now
-    launches only m5.large: the three 1.5-vCPU pods of the expired m5.2xlarge need three of them."""
-    scene = expiring(policies, requirements=(
-        "    - key: node.kubernetes.io/instance-type\n      operator: In\n      values: [\"m5.large\"]\n"))
-    node = scene.add_node("default", "m5.2xlarge", age=EXPIRED)
-    scene.add_pods("test", 3, node=node, cpu="1500m", labels=APP)
-    controller = scene.controller()
-    results = run(scene, controller, 60, until=lambda _: gone(scene, node))
-    assert len(replacements(results)) == 3 and len(scene.nodes()) == 3
-    assert decided(results)[0].startswith("deprovisioning via expiration replace")
+    launches only m5.large."""
+    scene = expiring(policies, requirements=ONLY_LARGE)
+    scenarios.replaces_a_node_by_three(scene, expired(scene, "m5.2xlarge"), "expiration")
