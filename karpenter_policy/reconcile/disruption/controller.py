@@ -135,8 +135,8 @@ class Disruption:
             NODE.error(done.errors[0], extra=context.fields())
             done.due = context.clock() + context.options.disruption_interval
             return done
-        if done.decided or done.stopped or done.errors:
-            self._changed = True  # it acted, or did not finish: decide again
+        if done.decided or done.stopped or done.errors or done.abandoned:
+            self._changed = True  # it acted, did not finish, or gave a command up: decide again
         elif done.due is not None:
             self._recheck_at = min(self._recheck_at, done.due)  # a node expires, a validation is due
         return done

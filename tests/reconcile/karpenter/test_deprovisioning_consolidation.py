@@ -373,6 +373,10 @@ def test_should_not_consolidate_if_the_action_picks_different_instance_types_aft
     assert list(scene.nodes()) == [node] and not deleting(scene) and not decided(results)
     assert len(scene.instances()) == 1, "no replacement launched"
     assert "the command is no longer valid (the replacement could no longer be of type m5.large)" in log.getvalue()
+    results = run(scene, controller, 60, until=lambda _: gone(scene, node))
+    assert gone(scene, node), "the next decision (10 s later, then its own wait) replaces it by a type for both pods"
+    (new,) = scene.nodes()
+    assert type_of(scene, new) == "m5.xlarge"
 
 
 def test_should_not_consolidate_if_the_action_becomes_invalid_during_the_node_ttl_wait(policies: Policies) -> None:
