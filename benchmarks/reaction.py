@@ -1,13 +1,15 @@
 """How fast the controller reacts to what happens in the cluster: this tree next to a baseline tree, measured one
 right after the other, on the threaded runner in real time (issue #17 §3).
 
-    .venv/bin/python benchmarks/reaction.py [--nodes 200] [--repeat 5] [--baseline-ref 2947bfc] [--no-baseline]
-        [--json]
+    .venv/bin/python benchmarks/reaction.py [--nodes 200] [--repeat 5] [--transports memory,http]
+        [--baseline-ref 2947bfc] [--no-baseline] [--json]
 
-A fleet of `--nodes` nodes of ours (5 running pods each) on an in-memory cluster, the fake cloud holding their
-instances, an interruption queue, and the controller's runner (informers, leader election through a Lease) on
-them. Each reaction is timed `--repeat` times, from the moment the cause is written to the moment the effect is
-seen in the cluster (polled every 5 ms):
+A fleet of `--nodes` nodes of ours (5 running pods each), the fake cloud holding their instances, an interruption
+queue, and the controller's runner (informers, leader election through a Lease) on them — the cluster either
+in memory (`memory`) or served over HTTP by the test API server in a process of its own (`http`:
+tests/kube/emulator.py, the controller talking to it through its Kubernetes adapter, as to a real API server; the
+benchmark's own reads and writes go over HTTP too). Each reaction is timed `--repeat` times, from the moment the
+cause is written to the moment the effect is seen in the cluster (polled every 5 ms; over HTTP every 20 ms):
 
 - **interruption → cordon**: a spot interruption warning for a node's instance is put in the queue; until the
   Node is cordoned (goal ≤ 1 s; the warning gives 2 minutes);
@@ -26,16 +28,21 @@ drain can finish between two looks).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import REPOSITORY  # noqa: E402
 from _fleet import (  # noqa: E402
     WORK,
     _compat,
@@ -63,15 +70,48 @@ def spot_warning(instance_id: str) -> str:
     })
 
 
-def _timed(cause: Any, effect: Any, timeout: float = 30.0) -> float | None:
+def _timed(cause: Any, effect: Any, poll: float, timeout: float = 30.0) -> float | None:
     start = time.monotonic()
     cause()
-    if not wait_for(effect, timeout, 0.005):
+    if not wait_for(effect, timeout, poll):
         return None
     return time.monotonic() - start
 
 
-def measure(nodes: int, repeat: int) -> dict[str, Any]:
+@contextlib.contextmanager
+def api_server() -> Iterator[str]:
+    """This repository's test API server (tests/kube/emulator.py) in a process of its own, whatever tree is
+    measured; its URL."""
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.kube.emulator", "--port", "0", "--no-namespaces"], cwd=REPOSITORY,
+        env=environment, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        if "serving" not in line:
+            raise RuntimeError(f"the test API server did not start: {line!r}")
+        yield line.rsplit(" ", 1)[1].strip()
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def serve_over_http(fleet: Any, url: str) -> None:
+    """The fleet's objects written to the API server at `url`; from now on the fleet's cluster is that server."""
+    from karpenter_policy.kube import objects
+    from karpenter_policy.kube.client import KubeCluster
+
+    remote = KubeCluster.from_url(url)
+    for kind in (objects.NODE, objects.POD):
+        for item in fleet.cluster.list(kind).items:
+            meta = {k: v for k, v in item["metadata"].items() if k not in ("resourceVersion", "uid")}
+            remote.create(kind, {**item, "metadata": meta})
+    fleet.cluster = remote
+
+
+def measure(nodes: int, repeat: int, url: str | None = None) -> dict[str, Any]:
     from karpenter_policy.cloud.fakequeue import FakeQueue
     from karpenter_policy.kube import objects
     from karpenter_policy.kube.lease import LeaderElector
@@ -79,8 +119,14 @@ def measure(nodes: int, repeat: int) -> dict[str, Any]:
     node_info = _compat("karpenter_policy.reconcile.state.nodes", "karpenter_policy.reconcile.nodes")
     compiled = compiled_policy(TTL, WORK / "reaction")
     fleet = build_fleet(nodes, 5, "350m", "1Gi", compiled, {})
-    queue = FakeQueue(visibility_timeout=5.0, wait_seconds=20.0)
+    if url is not None:
+        serve_over_http(fleet, url)
+    try:
+        queue = FakeQueue(visibility_timeout=5.0, wait_seconds=20.0)  # a long poll, as SQS's
+    except TypeError:  # a baseline tree's queue answers at once
+        queue = FakeQueue(visibility_timeout=5.0)
     cluster = fleet.cluster
+    poll = 0.005 if url is None else 0.02
     # A Lease another replica held a moment ago, which runs out in 3 s: this replica takes over then.
     now = dt.datetime.now(dt.UTC)
     cluster.create(objects.LEASE, {
@@ -95,7 +141,7 @@ def measure(nodes: int, repeat: int) -> dict[str, Any]:
                             retry_period=0.1).start()
     creates_before = len(fleet.cloud.creates)
     fleet.start(elector=elector, queue=queue, resync=10.0)
-    result: dict[str, Any] = {"nodes": nodes, "repeat": repeat}
+    result: dict[str, Any] = {"nodes": nodes, "repeat": repeat, "transport": "memory" if url is None else "http"}
     try:
         wait_for(lambda: elector.is_leader, 30.0, 0.005)
         led = time.monotonic()
@@ -118,9 +164,11 @@ def measure(nodes: int, repeat: int) -> dict[str, Any]:
         for i in range(repeat):
             victim = names[3 * i]
             instance = node_info.instance_id(node(victim))
-            interruption.append(_timed(lambda i=instance: queue.send(spot_warning(i)), lambda v=victim: cordoned(v)))
+            interruption.append(_timed(lambda i=instance: queue.send(spot_warning(i)),
+                                       lambda v=victim: cordoned(v), poll))
             victim = names[3 * i + 1]
-            deletion.append(_timed(lambda v=victim: cluster.delete(objects.NODE, v), lambda v=victim: cordoned(v)))
+            deletion.append(_timed(lambda v=victim: cluster.delete(objects.NODE, v),
+                                   lambda v=victim: cordoned(v), poll))
             victim = names[3 * i + 2]
             pods = [p for p in cluster.list(objects.POD).items if p["spec"].get("nodeName") == victim]
             for pod in pods[:-1]:
@@ -132,7 +180,7 @@ def measure(nodes: int, repeat: int) -> dict[str, Any]:
                 return "karpenter.sh/emptiness-timestamp" in (node(v).get("metadata") or {}).get("annotations", {})
 
             emptiness.append(_timed(lambda p=last: cluster.delete(objects.POD, objects.name(p), objects.namespace(p)),
-                                    stamped))
+                                    stamped, poll))
         for name, values in (("interruption_to_cordon", interruption), ("deletion_to_cordon", deletion),
                              ("emptied_to_timestamp", emptiness)):
             seen = [v for v in values if v is not None]
@@ -153,19 +201,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--transports", default="memory,http", help="memory, http or both (default)")
+    parser.add_argument("--http", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--baseline-ref", default="2947bfc")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.in_process:
-        print(json.dumps(measure(args.nodes, args.repeat)))
+        if args.http:
+            with api_server() as url:
+                print(json.dumps(measure(args.nodes, args.repeat, url)))
+        else:
+            print(json.dumps(measure(args.nodes, args.repeat)))
         return 0
+    transports = [t for t in args.transports.split(",") if t]
+    if not transports or set(transports) - {"memory", "http"}:
+        parser.error("--transports: memory, http or memory,http")
     script = Path(__file__).resolve()
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
     if not args.no_baseline:
         trees.append((args.baseline_ref, export_tree(args.baseline_ref)))
-    results = {label: run_tree(script, tree, ["--nodes", str(args.nodes), "--repeat", str(args.repeat)], 900)
-               for label, tree in trees}
+    results = {
+        f"{label}, {transport}": run_tree(
+            script, tree, ["--nodes", str(args.nodes), "--repeat", str(args.repeat)]
+            + (["--http"] if transport == "http" else []), 900)
+        for transport in transports for label, tree in trees
+    }
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -16,7 +16,10 @@ Probes and their baselines:
 - `check-workloads`: `check --workloads` with W workloads vs `check` of the same provisioners alone, and the same
   with 4 W workloads vs W (growth: linear is 4×);
 - `schedule`: the scheduler on 2,000 of Karpenter's diverse benchmark pods vs 500 (growth), and the plan's $/h vs
-  the LP lower bound of the same pods (a quality ratio).
+  the LP lower bound of the same pods (a quality ratio);
+- `controller`: the controllers on a fleet of 400 nodes vs 100 (what `scale.py` measures, in virtual time): the
+  work of 400 pod updates (per event: flat), and of the step that launches for 200 pending pods (flat: the
+  scheduler considers only nodes with room) — both must stay flat as the fleet grows.
 
 Limits are in `PROBES`; a failing probe prints what it measured. Exit 0 when every probe passes, 1 otherwise.
 `.ci/run` runs this after the tests.
@@ -185,6 +188,67 @@ def probe_schedule(work: Path) -> list[Ratio]:
     ]
 
 
+def _controller_fleet(compiled: Path, nodes: int) -> tuple[Any, Any]:
+    """A scene of `nodes` full nodes of ours (5 running pods of 1.5 cpu each on an m5.2xlarge) and its controller,
+    synced."""
+    from _fleet import FLEET_TYPES, ZONES, node_pods
+
+    from karpenter_policy.kube import objects
+    from karpenter_policy.testing import Scene
+
+    scene = Scene(compiled, types=FLEET_TYPES)
+    for index in range(nodes):
+        name = scene.add_node("fleet", "m5.2xlarge", zone=ZONES[index % len(ZONES)], age=3600)
+        for pod in node_pods(name, 5, "1500m", "6Gi", index):
+            scene.cluster.create(objects.POD, pod)
+    controller = scene.controller(batch_idle=1.0, batch_max=10.0)
+    scene.step(controller)
+    return scene, controller
+
+
+def _controller_costs(compiled: Path, nodes: int) -> tuple[float, float]:
+    """CPU seconds of the step that takes in 400 pod updates, and of the step that launches for 200
+    pending pods, on a fleet of `nodes`."""
+    from _fleet import pending_pods
+
+    from karpenter_policy.kube import objects
+
+    scene, controller = _controller_fleet(compiled, nodes)
+    bound = [p for p in scene.pods() if p["spec"].get("nodeName")][:400]
+    for i, pod in enumerate(bound):
+        scene.cluster.patch(objects.POD, objects.name(pod), {"metadata": {"annotations": {"probe": str(i)}}},
+                            objects.namespace(pod))
+    gc.collect()
+    start = time.process_time()
+    controller.reconcile_once()
+    events = time.process_time() - start
+    launched_before = len(scene.instances())
+    for pod in pending_pods(200, cpu="1", memory="1Gi", prefix="probe"):
+        scene.cluster.create(objects.POD, pod)
+    controller.reconcile_once()  # the window opens
+    scene.advance(2.0)  # … and closes: idle
+    gc.collect()
+    start = time.process_time()
+    controller.reconcile_once()
+    launch = time.process_time() - start
+    if len(scene.instances()) == launched_before:
+        raise AssertionError(f"nothing launched for 200 pending pods on a fleet of {nodes}")
+    return events, launch
+
+
+def probe_controller(work: Path) -> list[Ratio]:
+    from _fleet import compiled_policy
+
+    compiled = compiled_policy("", work / "controller")
+    small = min((_controller_costs(compiled, 100) for _ in range(2)), key=sum)
+    large = min((_controller_costs(compiled, 400) for _ in range(2)), key=sum)
+    return [
+        Ratio("controller", "400 pod events on 400 nodes vs on 100 (flat: 1)", large[0], small[0], 2.5),
+        Ratio("controller", "launching for 200 pending pods on 400 nodes vs on 100 (flat: 1)", large[1], small[1],
+              2.5),
+    ]
+
+
 def _render_json(report: Any, checked: Any) -> str:
     from karpenter_policy.policy.proof.check import render_check
 
@@ -196,6 +260,7 @@ PROBES: dict[str, Callable[[Path], list[Ratio]]] = {
     "check": probe_check,
     "check-workloads": probe_check_workloads,
     "schedule": probe_schedule,
+    "controller": probe_controller,
 }
 
 

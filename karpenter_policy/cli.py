@@ -42,8 +42,8 @@ _previous_generation_option = click.option(
     "--allow-previous-generation",
     "previous_generation",
     is_flag=True,
-    help="Admit the previous-generation instance types of the catalog (p2, p3, g3, ...) for accounts that still "
-    "launch them.",
+    help="Acknowledge the previous-generation instance types (p2, p3, g3, ...: Karpenter v0.31 launches them): a "
+    "requirement that names one gets no previous-generation warning.",
 )
 _REGION_HELP = "Region of the embedded catalog (default us-east-1; `catalog show` lists them); must match --catalog's."
 
@@ -666,7 +666,8 @@ def catalog_show(
     "sources_dir",
     required=True,
     type=click.Path(file_okay=False, exists=True),
-    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables).",
+    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables, moto.json): "
+    "the repository's catalog-sources/.",
 )
 @click.option(
     "--moto",

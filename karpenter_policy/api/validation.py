@@ -56,7 +56,7 @@ def validate_provisioner(doc: Document) -> list[Violation]:
     found += _labels(spec.get("labels") or {})
     found += _taints(spec)
     found += _ttls(spec)
-    found += _provider(spec)
+    found += _provider(spec, doc.get("metadata"))
     found += _kubelet(spec.get("kubeletConfiguration"))
     return found
 
@@ -224,7 +224,7 @@ def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
         )
 
 
-def _provider(spec: Mapping[str, Any]) -> Iterator[Violation]:
+def _provider(spec: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> Iterator[Violation]:
     provider, provider_ref = spec.get("provider"), spec.get("providerRef")
     if provider is not None and provider_ref is not None:
         yield Violation(
@@ -240,7 +240,7 @@ def _provider(spec: Mapping[str, Any]) -> Iterator[Violation]:
             "exactly one of provider or providerRef is required: name an AWSNodeTemplate in providerRef",
         )
     if isinstance(provider, Mapping):
-        yield from aws.validate_aws(provider, ("spec", "provider"), inline=True)
+        yield from aws.validate_aws(provider, ("spec", "provider"), inline=True, metadata=metadata)
 
 
 def _eviction(thresholds: Mapping[str, str], path: Path) -> Iterator[Violation]:

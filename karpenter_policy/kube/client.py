@@ -17,6 +17,7 @@ reconcile loop retries them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -41,7 +42,7 @@ from karpenter_policy.kube.cluster import (
     WatchEvent,
     WatchStream,
 )
-from karpenter_policy.kube.errors import ClusterError, Malformed, Unavailable, error_for_status
+from karpenter_policy.kube.errors import ClusterError, Gone, Malformed, Unavailable, error_for_status
 from karpenter_policy.kube.events import EventRecorder
 from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import CONTENT_TYPES, PatchType
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_WATCH_SLACK = 30.0
+#: Objects per page of a list (client-go's pager reads 500 at a time).
+LIST_PAGE_SIZE = 500
 """Seconds a watch's read timeout exceeds its server-side timeout: a server silent for longer is dead."""
 
 
@@ -67,6 +70,7 @@ class KubeCluster:
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
         watch_slack: float = DEFAULT_WATCH_SLACK,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         configuration.retries = False  # retries are ours: only for reads, with backoff and jitter
         self._configuration = configuration
@@ -77,6 +81,7 @@ class KubeCluster:
         self._timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
         self._connect_timeout = connect_timeout
         self._watch_slack = watch_slack
+        self._page_size = page_size
         self._recorder = EventRecorder(self)
 
     @classmethod
@@ -130,9 +135,40 @@ class KubeCluster:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> ObjectList:
-        query = _query(labelSelector=label_selector, fieldSelector=field_selector)
-        path = _path(kind, namespace)
-        return self._retrying(lambda: shape.checked_list(kind, self._json("GET", path, query), f"GET {path}"))
+        """Every matching object, read in pages of `page_size` (one consistent snapshot: the pages share its
+        resourceVersion), as client-go's pager reads — a list of 100,000 pods is never one 400 MB answer. When
+        the snapshot expires between pages (410), the whole list is read again in one answer, as the pager
+        falls back."""
+        path, what = _path(kind, namespace), f"GET {_path(kind, namespace)}"
+        selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        items: list[Obj] = []
+        version = ""
+        token: str | None = None
+        seen: set[str] = set()
+        while True:
+            query = _query(**selectors, limit=str(self._page_size) if self._page_size > 0 else None,
+                           **{"continue": token})
+            try:
+                page = self._retrying(functools.partial(self._json, "GET", path, query))
+            except Gone:
+                if token is None:
+                    raise
+                log.info("%s: the list's snapshot expired between pages; reading it whole", what)
+                return self._retrying(lambda: shape.checked_list(kind, self._json("GET", path, _query(**selectors)),
+                                                                 what))
+            checked = shape.checked_list(kind, page, what)
+            items.extend(checked.items)
+            version = version or checked.resource_version
+            token = shape.continue_token(page, what)
+            if token is None:
+                break
+            if token in seen:
+                raise Malformed(f"{what}: the continue token {token[:40]!r} came back: the pages would never end",
+                                shape.BAD_METADATA)
+            seen.add(token)
+        if len(seen) > 0:
+            items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
+        return ObjectList(items, version)
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
         path = _path(kind, _ns(kind, namespace), name)

@@ -96,6 +96,18 @@ def checked_list(kind: Kind, value: Any, what: str) -> ObjectList:
     return ObjectList(items, version)
 
 
+def continue_token(value: Any, what: str) -> str | None:
+    """The ``metadata.continue`` of a list page already checked by :func:`checked_list`: the token of the next
+    page, or None for the last one. Anything but a string there is Malformed."""
+    token = value["metadata"].get("continue")
+    if token is None or token == "":
+        return None
+    if not isinstance(token, str) or len(token) > 10_000:
+        raise Malformed(f"{what}: the list's continue token is not a string of the usual size: {_quote(token)}",
+                        BAD_METADATA)
+    return token
+
+
 def checked_event(kind: Kind, value: Any, what: str) -> WatchEvent:
     """A decoded watch line as an event of ``kind``. An ``ERROR`` line raises the error its Status carries
     (410: :class:`~karpenter_policy.kube.errors.Gone`); anything else not an event is Malformed."""

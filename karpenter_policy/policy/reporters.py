@@ -54,6 +54,13 @@ RULE_DESCRIPTIONS = {
     "unknown-label-key": "A label key close to a well-known key or in the wrong domain: probably a typo.",
     "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
     "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
+    "previous-generation": "A requirement names a previous-generation instance type or family (Karpenter v0.31 "
+    "launches it).",
+    "dead-value": "Values of an In requirement that no instance type can have under the other requirements and "
+    "defaults.",
+    "placeholder": "A ${VAR} placeholder left in a selector or tag of an object not marked for Flux substitution.",
+    "invalid-user-data": "userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.",
+    "zone-outside-region": "A zone of another region than the catalog's (--region).",
     "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
     "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
 }

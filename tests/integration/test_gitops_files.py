@@ -380,6 +380,32 @@ def test_user_data_survives_flux_substitution(tmp_path: Path) -> None:
     assert 'echo "node of from-flux"' in exposed["spec"]["userData"]
 
 
+def test_an_object_marked_for_flux_gets_its_placeholders_filled_and_its_user_data_kept(tmp_path: Path) -> None:
+    """Issue #19: `kustomize.toolkit.fluxcd.io/substitute: enabled` on the AWSNodeTemplate — no `placeholder`
+    warning, and once Flux has substituted the compiled object, the selector has the cluster's name while the
+    userData still has the shell's `${CLUSTER_NAME:-...}`."""
+    policy = tmp_path / "marked.yaml"
+    policy.write_text(
+        "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata:\n  name: default\n"
+        "  annotations: {kustomize.toolkit.fluxcd.io/substitute: enabled}\nspec:\n"
+        '  subnetSelector: {karpenter.sh/discovery: "${CLUSTER_NAME}"}\n'
+        '  securityGroupSelector: {karpenter.sh/discovery: "${CLUSTER_NAME}"}\n'
+        '  userData: |\n    #!/bin/bash\n    echo "node of ${CLUSTER_NAME:-unknown}" > /etc/motd\n---\n'
+        "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: default\n"
+        "spec:\n  providerRef: {name: default}\n"
+    )
+    checked = run([CLI, "check", str(policy)], ROOT)
+    assert checked.returncode == 0 and "[placeholder]" not in checked.stdout, checked.stdout
+    (template,) = (o for o in compile_stream(str(policy)) if o["kind"] == "AWSNodeTemplate")
+    delivered = flux_substitute(template, {"CLUSTER_NAME": "platform-prod"})
+    assert delivered["spec"]["subnetSelector"] == {"karpenter.sh/discovery": "platform-prod"}
+    assert delivered["spec"]["securityGroupSelector"] == {"karpenter.sh/discovery": "platform-prod"}
+    assert 'echo "node of ${CLUSTER_NAME:-unknown}"' in delivered["spec"]["userData"]
+    policy.write_text(policy.read_text().replace("{kustomize.toolkit.fluxcd.io/substitute: enabled}", "{team: a}"))
+    unmarked = run([CLI, "check", str(policy)], ROOT)
+    assert unmarked.stdout.count("[placeholder]") == 2
+
+
 # --- pre-commit ---------------------------------------------------------------------------------------------
 
 

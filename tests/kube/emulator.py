@@ -14,7 +14,9 @@ every API URL):
 - watches from a resourceVersion, replayed from a bounded change log, with ``timeoutSeconds``, bookmarks,
   selectors (an object leaving a selector arrives as DELETED) and, for a version older than the log,
   the API server's ``ERROR`` event with a 410 Expired Status (``compact()`` forgets the log on demand).
-- label and field selectors on lists and watches; list items without apiVersion/kind, as on the wire.
+- label and field selectors on lists and watches; list items without apiVersion/kind, as on the wire;
+  pagination (``limit`` and ``continue``: pages of one snapshot, a token expired by ``compact()`` or
+  ``expire_pages()`` is 410 Expired).
 - finalizers and deletionTimestamp on DELETE, removal when an update or patch drops the last finalizer.
 - the Binding subresource (409 if bound) and the policy/v1 Eviction subresource (429 when a
   PodDisruptionBudget forbids it).
@@ -105,15 +107,27 @@ class ApiEmulator(kmock.KubernetesEmulator):
     _down: bool = attrs.field(default=False, init=False)
     watch_requests: int = attrs.field(default=0, init=False)
     list_requests: int = attrs.field(default=0, init=False)
+    #: Paginated lists under way: a continue token → (the snapshot's version, the items not yet served).
+    _pages: dict[str, tuple[int, list[Obj]]] = attrs.field(factory=dict, init=False)
+    _tokens: int = attrs.field(default=0, init=False)
+    _expire_after: int | None = attrs.field(default=None, init=False)
 
     # -- controls for tests (any thread) ----------------------------------------------------------------
 
     def compact(self) -> None:
-        """Forget the change log: a watch from any earlier version now gets 410 Gone."""
+        """Forget the change log: a watch from any earlier version now gets 410 Gone, and so does the next page
+        of a paginated list begun before (its continue token expired, as etcd's compaction makes it)."""
         with self._state:
             self._log.clear()
             self._forgotten = self._version
+            self._pages.clear()
         self._wake_threadsafe()
+
+    def expire_pages(self, after: int) -> None:
+        """The continue tokens of paginated lists expire once `after` more pages are served (a compaction
+        between two pages of a list)."""
+        with self._state:
+            self._expire_after = after
 
     def drop_watches(self) -> None:
         """Cut every open watch connection, as a restarting API server or a proxy would."""
@@ -238,17 +252,40 @@ class ApiEmulator(kmock.KubernetesEmulator):
         return self._objects[key].raw
 
     def _list(self, kind: Kind, namespace: str | None, params: Any) -> Obj:
+        """A list, or one page of it: with ``limit``, the first page is a snapshot of every match at this version
+        and a ``continue`` token serves the rest of that snapshot page by page (410 Expired once compacted)."""
         self.list_requests += 1
-        matches = self._filter(kind, namespace, params)
-        items = []
-        for obj in self._stored(kind):
-            if matches(obj):
-                item = copy.deepcopy(obj)
-                item.pop("apiVersion", None)  # list items come without them on the wire
-                item.pop("kind", None)
-                items.append(item)
-        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
-                "metadata": {"resourceVersion": str(self._version)}, "items": items}
+        token = params.get("continue")
+        if token:
+            if token not in self._pages:
+                raise _failure(410, "Expired", "The provided continue parameter is too old to display a consistent "
+                                               "list result. You can start a new list without the continue parameter.")
+            version, items = self._pages.pop(token)
+        else:
+            matches = self._filter(kind, namespace, params)
+            version, items = self._version, []
+            for obj in self._stored(kind):
+                if matches(obj):
+                    item = copy.deepcopy(obj)
+                    item.pop("apiVersion", None)  # list items come without them on the wire
+                    item.pop("kind", None)
+                    items.append(item)
+            items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
+        meta: Obj = {"resourceVersion": str(version)}
+        limit = int(params.get("limit") or 0)
+        if 0 < limit < len(items):
+            self._tokens += 1
+            following = f"page-{self._tokens}"
+            self._pages[following] = (version, items[limit:])
+            items = items[:limit]
+            meta["continue"] = following
+            meta["remainingItemCount"] = len(self._pages[following][1])
+        if self._expire_after is not None:
+            self._expire_after -= 1
+            if self._expire_after <= 0:
+                self._pages.clear()
+                self._expire_after = None
+        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List", "metadata": meta, "items": items}
 
     def _filter(self, kind: Kind, namespace: str | None, params: Any) -> Callable[[Obj], bool]:
         labels = params.get("labelSelector")

@@ -117,6 +117,8 @@ MALFORMED_LISTS = {
         {"kind": "NodeList", "metadata": {"resourceVersion": "9"}, "items": [{"metadata": "x"}]}, shape.BAD_METADATA),
     "a list without a resourceVersion": ({"kind": "NodeList", "metadata": {}, "items": []},
                                          shape.NO_RESOURCE_VERSION),
+    "a continue token that is not a string": (
+        {"kind": "NodeList", "metadata": {"resourceVersion": "9", "continue": 5}, "items": []}, shape.BAD_METADATA),
 }
 
 
@@ -131,6 +133,20 @@ def test_a_malformed_list_is_unavailable_never_zero_objects(server: HostileServe
 
     assert raised.value.problem == problem and isinstance(raised.value, Unavailable)
     assert names(cluster.list(NODE).items) == ["live"]  # the next, well-formed answer
+
+
+def test_pages_whose_continue_token_comes_back_are_malformed_not_an_endless_list(server: HostileServer) -> None:
+    server.put(NODE, node("live"))
+    cluster = _cluster(server)
+    page = {"kind": "NodeList", "metadata": {"resourceVersion": "9", "continue": "again"}, "items": []}
+    server.always(NODE, "list", Answer(body=page))
+
+    with pytest.raises(Malformed) as raised:
+        cluster.list(NODE)
+
+    assert raised.value.problem == shape.BAD_METADATA and "came back" in str(raised.value)
+    server.heal()
+    assert names(cluster.list(NODE).items) == ["live"]
 
 
 @pytest.mark.parametrize("body,problem", MALFORMED_LISTS.values(), ids=MALFORMED_LISTS.keys())

@@ -42,6 +42,7 @@ from karpenter_policy.model.instancetypes import known_price, price_key, price_t
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.policy.findings import CommandOutput, Report
+from karpenter_policy.policy.options import OptionError
 from karpenter_policy.policy.proof.costcomment import cost_headline, diff_cost_lines, markdown_text
 from karpenter_policy.policy.proof.placement import (
     HOURS_PER_MONTH,
@@ -49,6 +50,7 @@ from karpenter_policy.policy.proof.placement import (
     money,
     plan_capacity,
     schedule_workloads,
+    unknown_scale_targets,
 )
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths, provisioner_os
 from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
@@ -944,7 +946,10 @@ def diff_command(
                 if p not in side.present:
                     result.notes.append(f"{p} does not exist in {side.label}")
         if workload_paths:
-            _compare_workloads(result, workload_paths, catalog, scale)
+            try:
+                _compare_workloads(result, workload_paths, catalog, scale)
+            except OptionError as error:
+                return CommandOutput(2, "", f"karpenter-policy diff: {error}\n")
         return CommandOutput(result.exit_code(exit_code_on_diff), render_diff(result, output), "")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -997,6 +1002,9 @@ def _compare_workloads(
     placed in HEAD), and what the change does to the cost of their nodes."""
     base_workloads = _workloads_of(result.base, workload_paths)
     head_workloads = _workloads_of(result.head, workload_paths)
+    unknown = unknown_scale_targets(scale, [*base_workloads, *head_workloads])
+    if unknown is not None:
+        raise OptionError(unknown)
     _compare_cost(result, base_workloads, head_workloads, catalog, scale or {})
     base = _placements(result.base, base_workloads, catalog)
     head = _placements(result.head, head_workloads, catalog)

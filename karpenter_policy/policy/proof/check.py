@@ -50,17 +50,20 @@ def check_command(
     )
     result = None
     if workloads is not None and pricing is not None:
-        result = check_workloads(
-            report,
-            checked,
-            workloads,
-            catalog,
-            counted_files=discover(paths, selection.exclude)[0],
-            scale=scale,
-            pricing=pricing.description,
-            estimated=pricing.estimated,
-            capacity_catalog=pricing.catalog,
-        )
+        try:
+            result = check_workloads(
+                report,
+                checked,
+                workloads,
+                catalog,
+                counted_files=discover(paths, selection.exclude)[0],
+                scale=scale,
+                pricing=pricing.description,
+                estimated=pricing.estimated,
+                capacity_catalog=pricing.catalog,
+            )
+        except OptionError as error:
+            return CommandOutput(2, "", f"karpenter-policy check: {error}\n")
         report.findings.extend(check_pinning(pinning_policies, checked, workloads))
     return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, result, quiet), "")
 

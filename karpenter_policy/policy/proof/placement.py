@@ -31,7 +31,9 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import table_for
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.resources import ResourceList
+from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
+from karpenter_policy.policy.options import OptionError
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner
 from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.proof.workloadhints import label_hint_findings
@@ -569,6 +571,18 @@ def _scale_key(ref: str) -> str:
     return f"{kind.lower()}/{name}"
 
 
+def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[Workload]) -> str | None:
+    """Why `--scale` cannot be applied (a KIND/NAME no workload is, with the nearest one), None when it can: a
+    usage error, as `simulate` makes it, not a silent no-op."""
+    known = sorted({_scale_key(w.ref) for w in workloads})
+    for ref in scale or {}:
+        if _scale_key(ref) not in known:
+            guess = nearest_name(_scale_key(ref), known)
+            hint = f"; did you mean {guess}?" if guess else ""
+            return f"--scale {ref}: no such workload{hint} (found: {', '.join(known) or 'none'})"
+    return None
+
+
 def plan_capacity(
     checked: Sequence[CheckedProvisioner],
     workloads: Sequence[Workload],
@@ -755,7 +769,7 @@ def check_workloads(
 ) -> WorkloadCheck:
     """`check --workloads PATHS`: read the workloads, place them, plan their capacity (priced from
     `capacity_catalog`, default `catalog`); add the findings (and the files and kinds read, except `counted_files`
-    already counted) to `report`."""
+    already counted) to `report`. Raises :class:`OptionError` for a `scale` that names no workload."""
     catalog = catalog if catalog is not None else load_catalog()
     found = read_workloads(paths)
     report.findings.extend(found.findings)
@@ -768,6 +782,9 @@ def check_workloads(
             report.skipped[workload.kind] -= 1
             if not report.skipped[workload.kind]:
                 del report.skipped[workload.kind]
+    unknown = unknown_scale_targets(scale, found.workloads)
+    if unknown is not None:
+        raise OptionError(unknown)
     result = schedule(checked, found.workloads, catalog)
     report.findings.extend(workload_findings(result))
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog)))
@@ -800,5 +817,6 @@ __all__ = [
     "schedule",
     "schedule_workloads",
     "templates_for",
+    "unknown_scale_targets",
     "workload_findings",
 ]

@@ -83,6 +83,41 @@ class Document:
                 index.setdefault(k.value, (k, v))
         return index.get(key)
 
+    def text_position(self, path: FieldPath, line: int, column: int) -> tuple[int, int]:
+        """The file's line and column of (`line`, `column`, 1-based) in the text of the string at `path`: exact in a
+        literal block scalar (`userData: |`), whose lines are the file's; else the string's own position."""
+        node = self._node(path)
+        if not isinstance(node, ScalarNode) or node.style != "|" or line < 1:
+            return self.position(path)
+        file_line = node.start_mark.line + 1 + line
+        return file_line, self._indentation(file_line, node.start_mark.column) + column
+
+    def _indentation(self, line: int, fallback: int) -> int:
+        """The indentation of the file's 1-based `line` (re-read: the node tree keeps no text), else `fallback`."""
+        if self.file == STDIN:
+            return fallback
+        try:
+            with open(self.file, encoding="utf-8", errors="replace") as handle:
+                for number, text in enumerate(handle, start=1):
+                    if number == line:
+                        return len(text) - len(text.lstrip(" "))
+        except OSError:
+            pass
+        return fallback
+
+    def _node(self, path: FieldPath) -> Node | None:
+        """The node at `path`, None when the document has no such node."""
+        node: Node | None = self.node
+        for part in path:
+            if isinstance(node, MappingNode):
+                entry = self._entry(node, str(part))
+                node = entry[1] if entry is not None else None
+            elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+            else:
+                return None
+        return node
+
     def position(self, path: FieldPath, at_key: bool = False) -> tuple[int, int]:
         """1-based line and column of the node at `path` (its key with `at_key`); the nearest existing
         ancestor when the path runs past what the document has (a missing field).

@@ -60,7 +60,10 @@ _RULES: dict[str, Callable[[Mapping[str, Any]], list[Violation]]] = {
 
 def place(doc: Document, violation: Violation) -> Finding:
     """Turn a path-based violation into a finding at the node's line and column."""
-    line, column = doc.position(violation.path, violation.at_key)
+    if violation.in_text is not None:
+        line, column = doc.text_position(violation.path, *violation.in_text)
+    else:
+        line, column = doc.position(violation.path, violation.at_key)
     related = tuple(Location(doc.file, *doc.position(path)) for path in violation.related)
     data = doc.data if isinstance(doc.data, Mapping) else {}
     metadata = data.get("metadata")
