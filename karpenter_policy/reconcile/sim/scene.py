@@ -25,18 +25,25 @@ What a scene holds:
 
 Builders (`add_*`) create objects as the API would hold them: nodes of ours registered as the controller registers
 them (its instance launched in the cloud first, then its Node from the provisioner's template, Ready and
-initialized, backdated by `age`), pods with requests, owners, labels, annotations, priority, affinity and
-tolerations, bound to a node or pending — and pods that linger terminating once deleted until finished (or for
-ever: stuck terminating), static pods' mirrors owned by their Node —, PodDisruptionBudgets, DaemonSets, and
-deployments that replace evicted pods. Readers answer what tests look at. The scene imports test-only parts (the
-in-memory cluster and cloud): production code never imports it (an import-linter contract). Simulations
-(`simulate`, the soak) run on a scene with moto's EC2 (:class:`~karpenter_policy.reconcile.sim.aws.MotoCloud`);
-:mod:`karpenter_policy.testing` is its public face for tests and benchmarks.
+initialized, backdated by `age`; `drifted` as if its provisioner had changed since; extra `finalizers` that hold
+its deletion), nodes that are not ours (:meth:`Scene.add_unmanaged_node`: a managed node group's), pods with
+requests, owners, labels, annotations, priority, affinity and tolerations, bound to a node or pending (marked
+Unschedulable by kube-scheduler when asked), Ready or not — and pods that linger terminating once deleted until
+finished (or for ever: stuck terminating), static pods' mirrors owned by their Node —, PodDisruptionBudgets,
+DaemonSets, and deployments that replace evicted pods. The cloud sells the catalog's types (`types`: some of them
+by name) or instance types given as they are — :func:`instance_type` makes one with the offerings, prices and
+availability a test needs. :meth:`Scene.slow_decisions` makes every scheduling simulation of a disruption decision
+take virtual time, to exercise the decisions' time budgets. Readers answer what tests look at. The scene imports
+test-only parts (the in-memory cluster and cloud): production code never imports it (an import-linter contract).
+Simulations (`simulate`, the soak) run on a scene with moto's EC2
+(:class:`~karpenter_policy.reconcile.sim.aws.MotoCloud`); :mod:`karpenter_policy.testing` is its public face for
+tests and benchmarks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import itertools
 import threading
@@ -51,7 +58,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, Offering
 from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySource, FixedSource, Loaded
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.options import ControllerOptions
@@ -71,6 +78,16 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _OWNER_API_VERSIONS = {"Node": "v1", "Job": "batch/v1", "CronJob": "batch/v1"}
 #: Where a scene's wall clock starts (a fixed moment: reproducible timestamps and log lines).
 EPOCH = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+
+
+def instance_type(name: str, offerings: Sequence[tuple[str, str, float | None] | Offering]) -> InstanceType:
+    """The catalog's type `name` sold only at `offerings` — each an :class:`Offering` or (zone, capacity type,
+    price), available — for scenes that need prices or availability the catalog does not have."""
+    found = load_catalog().get(name)
+    if found is None:
+        raise ValueError(f"no instance type {name} in the catalog")
+    sold = tuple(o if isinstance(o, Offering) else Offering(*o) for o in offerings)
+    return dataclasses.replace(found, offerings=sold)
 
 
 class RealClock:
@@ -134,7 +151,7 @@ class Scene:
         constraints: str | Path | Loaded,
         *,
         cloud: CloudProvider | None = None,
-        types: Sequence[str] | None = None,
+        types: Sequence[str | InstanceType] | None = None,
         region: str = REGION,
         cluster_name: str = CLUSTER,
         real_time: bool = False,
@@ -155,7 +172,8 @@ class Scene:
         if cloud is None:
             catalog = load_catalog()
             chosen = list(catalog.instance_types) if types is None else [
-                t for name in types if (t := catalog.get(name)) is not None
+                t for name in types
+                if (t := name if isinstance(name, InstanceType) else catalog.get(name)) is not None
             ]
             cloud = FakeCloudProvider(chosen, region=region, clock=self.clock, wall_clock=self.clock.wall)
         self.cloud = cloud
@@ -191,11 +209,15 @@ class Scene:
         ready: bool = True,
         initialized: bool = True,
         price: float | None = None,
+        drifted: bool = False,
+        finalizers: Sequence[str] = (),
     ) -> str:
         """A node of ours, as the controller registers one: its instance launched in the cloud first (in `zone`,
         default the provisioner's first allowed), its Node from the provisioner's template, Ready and labelled
         initialized unless told otherwise, created `age` seconds ago. `annotations` None values remove one the
-        controller would set. The Node's name."""
+        controller would set; `drifted`: stamped with another node hash than its provisioner's (as if the
+        provisioner's labels, taints, kubelet or node template had changed since it was launched); `finalizers`:
+        more finalizers than the controller's (its deletion waits for them). The Node's name."""
         constraint_set = next((s for s in self.loaded.sets if s.name == provisioner), None)
         if constraint_set is None:
             raise ValueError(f"no provisioner {provisioner} in {self.source.description}")
@@ -218,6 +240,10 @@ class Scene:
                 meta["annotations"].pop(key, None)
             else:
                 meta["annotations"][key] = value
+        if drifted:
+            meta["annotations"][node_info.ANNOTATION_NODE_HASH] = "drifted"
+        if finalizers:
+            meta["finalizers"] = [*meta.get("finalizers", []), *finalizers]
         if taints:
             node["spec"]["taints"] = [*node["spec"].get("taints", []), *taints]
         if ready:
@@ -240,6 +266,30 @@ class Scene:
             self._templates = (loaded, TemplateBuilder(self.cloud, self.region).build(loaded.sets))
         return self._templates[1]
 
+    def add_unmanaged_node(
+        self,
+        name: str,
+        *,
+        cpu: str = "32",
+        memory: str = "128Gi",
+        pods: str = "110",
+        zone: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> str:
+        """A Ready node the controller did not launch (a managed node group's, static capacity): its pods count,
+        the controller never writes to it. The Node's name."""
+        zone = zone or f"{self.region}a"
+        resources = {"cpu": cpu, "memory": memory, "pods": pods}
+        node = {
+            "metadata": {"name": name, "labels": {wk.HOSTNAME: name, wk.ZONE: zone, wk.REGION: self.region,
+                                                  "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                                                  **dict(labels or {})}},
+            "spec": {"providerID": f"aws:///{zone}/i-unmanaged-{name}"},
+            "status": {"capacity": resources, "allocatable": resources,
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        return objects.name(self.cluster.create(objects.NODE, node))
+
     def add_pod(
         self,
         name: str,
@@ -256,10 +306,13 @@ class Scene:
         phase: str | None = None,
         age: float = 0.0,
         lingers: bool = False,
+        ready: bool | None = None,
+        unschedulable: bool = False,
         **spec: Any,
     ) -> Obj:
-        """A pod: pending, or bound to `node` (Running unless `phase` says otherwise); other pod-spec fields
-        (`affinity`, `tolerations`, `nodeSelector`, `topologySpreadConstraints` …) as given. `owner` is its
+        """A pod: pending (`unschedulable`: marked so by kube-scheduler, `PodScheduled=False`), or bound to `node`
+        (Running unless `phase` says otherwise; Ready when Running unless `ready` says otherwise); other pod-spec
+        fields (`affinity`, `tolerations`, `nodeSelector`, `topologySpreadConstraints` …) as given. `owner` is its
         controller (kind, name), of the API group its kind belongs to (`Node`: v1, `Job`: batch/v1, others
         apps/v1).
 
@@ -286,9 +339,13 @@ class Scene:
             body["priorityClassName"] = priority_class
         pod: Obj = {"metadata": meta, "spec": body}
         if node is not None or phase is not None:
+            running = (phase or "Running") == "Running"
+            is_ready = running if ready is None else ready
             pod["status"] = {"phase": phase or "Running",
-                             "conditions": [{"type": "Ready", "status": "True" if (phase or "Running") == "Running"
-                                             else "False"}]}
+                             "conditions": [{"type": "Ready", "status": "True" if is_ready else "False"}]}
+        elif unschedulable:
+            pod["status"] = {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
         with self._backdated(age):
             return self.cluster.create(objects.POD, pod)
 
@@ -422,6 +479,19 @@ class Scene:
         """Move the scene's clock (a virtual one) forward."""
         self.clock.advance_to(self.clock.now + seconds)
 
+    def slow_decisions(self, controller: Controller, seconds: float) -> None:
+        """From now on every scheduling simulation of the controller's disruption decisions takes `seconds` of the
+        scene's virtual time (a cluster large enough for a decision to meet its time budgets)."""
+        decider = controller.disruption.deprovisioner.decider
+        simulate = decider.simulate
+        clock = self.clock
+
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            clock.advance_to(clock.now + seconds)
+            return simulate(*args, **kwargs)
+
+        decider.simulate = slow  # type: ignore[method-assign]
+
     def settled(self) -> bool:
         """Every pod bound, no node being deleted."""
         return not self.unbound() and not any(objects.is_deleting(n) for n in self.nodes().values())
@@ -472,4 +542,14 @@ class Scene:
         return [i for i in self.cloud.list(self.cluster_name) if i.state != STATE_TERMINATED]
 
 
-__all__ = ["CLUSTER", "EPOCH", "LINGER_FINALIZER", "MIRROR_ANNOTATION", "REGION", "Deployment", "RealClock", "Scene"]
+__all__ = [
+    "CLUSTER",
+    "EPOCH",
+    "LINGER_FINALIZER",
+    "MIRROR_ANNOTATION",
+    "REGION",
+    "Deployment",
+    "RealClock",
+    "Scene",
+    "instance_type",
+]
