@@ -8,7 +8,7 @@ Karpenter's own packing rule, on Karpenter's benchmark shape and on the real cat
    three), one provisioner, and "diverse" pods requesting 100–1500m cpu and 100Mi–4Gi memory: a seventh each with
    a zonal spread, a hostname spread, hostname pod affinity and zonal pod affinity, the rest plain (Python's
    random with seed 42 stands in for Go's). For each size: pods/s (best of --repeat, pinned to one core), nodes,
-   $/h of the plan, the LP bound of the same pods (scheduling/bound.py, HiGHS), and the same for Karpenter's rule
+   $/h of the plan, the LP bound of the same pods (benchmarks/lpbound.py, HiGHS), and the same for Karpenter's rule
    (`strategy=karpenter`: fewest-pods claim first, cheapest fitting type).
 2. The seeds on the embedded us-east-1 catalog: `inflate` (1 cpu) × 10 on the spot `default` provisioner, and the
    EMR Spark job (a driver on on-demand, 50 executors of 4 vCPU / 7 GiB on spot) on `kspark`
@@ -34,12 +34,12 @@ from typing import Any
 
 import yaml
 from _common import REPOSITORY, pinned_cpu, render_table
+from lpbound import lower_bound
 
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.scheduling import COST, KARPENTER, InstanceTable, NodeTemplate, Plan, Pod, Scheduler, shape_of
-from karpenter_policy.scheduling.bound import lower_bound
 from karpenter_policy.scheduling.scheduler import SchedulerOptions
 from karpenter_policy.scheduling.synthetic import SHAPE, benchmark_types
 
