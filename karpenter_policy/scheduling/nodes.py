@@ -149,6 +149,20 @@ class NodeClaim:
         self.options = options
         self._room = None
 
+    def launch_mask(self) -> int:
+        """The types the claim may launch: its options and, with a price cap, the fallback types that hold its
+        pods too."""
+        if self.launchable == -1:
+            return self.options
+        template = self.template
+        table = template.table
+        return self.options | (
+            self.launchable
+            & table.type_mask(self.requirements, os=template.os)
+            & table.offering_mask(self._zone, self._capacity_type)
+            & template.shapes.fitting(self.requests)
+        )
+
     @property
     def zone(self) -> Requirement:
         return self._zone
