@@ -5,13 +5,19 @@ and leave its memory idle, while the memory-heavy pods that come last open nodes
 interleaves the pods so that every prefix of the sequence asks for cpu, memory and pod slots in the proportions
 of the whole batch: a node filled from it runs out of every resource at about the same time. Within one request
 shape the pods keep their queue order.
+
+A pod with required pod affinity follows the pods it selects: it is never packed before the first of them
+(`targets_first`). Packed first, a pod whose affinity also selects itself picks a domain of its own choosing
+(Karpenter's bootstrap of self-affinity) and its target may then land elsewhere; Karpenter's queue happens to
+place the target first whenever it is larger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from karpenter_policy.scheduling.pods import Pod
+from karpenter_policy.model.podtopology import AffinityTerm
+from karpenter_policy.scheduling.pods import Pod, PodShape
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, PODS_I, Vector
 
 _BALANCED = (CPU_I, MEMORY_I, PODS_I)
@@ -79,3 +85,64 @@ def follow_dependencies(order: Sequence[Pod], stuck: Sequence[Pod]) -> list[Pod]
         result.extend(behind.get(pod.key, ()))
     result.extend(behind.get("", ()))
     return result
+
+
+def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[str, str]]) -> list[Pod]:
+    """`order` with each pod that has required pod affinity held back until, for each of its required terms, a pod
+    of another shape the term selects has come (when the batch has one); other pods keep their places. Pods that
+    wait on each other in a cycle come at the end, in their order."""
+    shapes = list(dict.fromkeys(pod.shape for pod in order))
+    waits: dict[PodShape, list[frozenset[PodShape]]] = {}
+    for shape in shapes:
+        terms = [t for t in shape.topology.affinity if t.required]
+        needs = [_targets(term, shape, shapes, namespace_labels) for term in terms]
+        needs = [targets for targets in needs if targets]
+        if needs:
+            waits[shape] = needs
+    if not waits:
+        return list(order)
+    arrived: set[PodShape] = set()
+    held: dict[PodShape, list[Pod]] = {}
+    result: list[Pod] = []
+
+    def ready(shape: PodShape) -> bool:
+        return all(targets & arrived for targets in waits.get(shape, ()))
+
+    def emit(pod: Pod) -> None:
+        result.append(pod)
+        if pod.shape in arrived:
+            return
+        arrived.add(pod.shape)
+        released = True
+        while released:  # a shape that arrives may release others, which may release more
+            released = False
+            for shape in [s for s in held if ready(s)]:
+                for waiting in held.pop(shape):
+                    result.append(waiting)
+                arrived.add(shape)
+                released = True
+
+    for pod in order:
+        if pod.shape in held or not ready(pod.shape):
+            held.setdefault(pod.shape, []).append(pod)
+        else:
+            emit(pod)
+    for pods in held.values():
+        result.extend(pods)
+    return result
+
+
+def _targets(
+    term: AffinityTerm,
+    shape: PodShape,
+    shapes: Sequence[PodShape],
+    namespace_labels: Mapping[str, Mapping[str, str]],
+) -> frozenset[PodShape]:
+    """The other shapes of the batch whose pods the term (of a pod of `shape`) selects."""
+    return frozenset(
+        other
+        for other in shapes
+        if other is not shape
+        and term.namespaces.includes(other.namespace, namespace_labels)
+        and term.selector.matches(other.label_map)
+    )

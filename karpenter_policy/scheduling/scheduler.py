@@ -35,7 +35,7 @@ from karpenter_policy.model.requirements import Operator, Requirement, Requireme
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
-from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies
+from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
@@ -164,7 +164,7 @@ class Scheduler:
         # node filled up) is moved next to the pods it follows and the packing redone. If pods are still left,
         # Karpenter's queue order decides which (largest first, as Karpenter would): its plan wins unless it
         # leaves more pods pending.
-        order = balanced_order(pending)
+        order = targets_first(balanced_order(pending), self.namespace_labels)
         plan = _Run(self, order).solve()
         for _ in range(REPAIRS):
             stuck = [f.pod for f in plan.failures.values()]

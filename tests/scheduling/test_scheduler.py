@@ -207,6 +207,31 @@ def test_pods_kept_apart_stay_apart_when_the_rest_is_re_split(table: InstanceTab
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
+def test_pod_affinity_on_the_architecture_follows_its_arm64_target(table: InstanceTable, strategy: str) -> None:
+    """Followers with pod affinity on kubernetes.io/arch to pods like themselves and an arm64-pinned target: the
+    target is placed first (Karpenter's queue: it is larger), so the followers land on arm64 too."""
+    both = template(
+        table,
+        "default",
+        requirements=[
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["c6a", "c6g", "c7a", "c7g"]},
+        ],
+    )
+    term = {"labelSelector": {"matchLabels": {"tier": "graviton"}}, "topologyKey": "kubernetes.io/arch"}
+    follow = {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    batch = pods("follower", 3, {"tier": "graviton"}, **follow, **requests("2", "2Gi"))
+    batch += pods(
+        "target", 1, {"tier": "graviton"}, start=3, nodeSelector={"kubernetes.io/arch": "arm64"}, **requests("4", "1Gi")
+    )
+    plan = solve([both], batch, strategy)
+    assert not plan.failures
+    arches = {c.requirements.get_or_exists("kubernetes.io/arch").describe_values() for c in plan.claims}
+    assert arches == {"[arm64]"}, arches
+    assert_valid(plan, table)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_limits_stop_new_nodes_and_say_so(table: InstanceTable, strategy: str) -> None:
     small = template(
         table,
