@@ -44,6 +44,8 @@ UNKNOWN_LABEL_KEY = "unknown-label-key"
 UNKNOWN_LABEL_VALUE = "unknown-label-value"
 #: (warning) an AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.
 AWS_ID_SHAPE = "aws-id-shape"
+#: (warning) a workload's topology key that no node the provisioners launch has (`topology.kubernetes.io/hostname`).
+UNKNOWN_TOPOLOGY_KEY = "unknown-topology-key"
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ RULE_DESCRIPTIONS = {
     "unknown-label-key": "A label key close to a well-known key or in the wrong domain: probably a typo.",
     "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
     "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
+    "unknown-topology-key": "A workload's topology key that no node the provisioners launch has: probably a typo.",
 }
 
 

@@ -138,6 +138,15 @@ FULL_DESCRIPTIONS = {
         "only looks for the prefix followed by letters or digits somewhere in the value, so it admits the "
         "Provisioner or AWSNodeTemplate and the selector then finds nothing: a warning."
     ),
+    "unknown-topology-key": (
+        "A topologyKey of a workload's topology spread constraint or pod (anti-)affinity term that no node the "
+        "provisioners launch has (neither a label of their instance types, zones and capacity types, nor one of "
+        "their labels or In requirements, nor the hostname), with the nearest key they have "
+        "(topology.kubernetes.io/hostname: did you mean kubernetes.io/hostname?). Karpenter v0.31 finds no domain "
+        "for such a term: a required one leaves the pods pending (the workload-unschedulable error says so), a "
+        "preferred one or a ScheduleAnyway spread is dropped. A warning: a key your existing nodes carry is not "
+        "known to check."
+    ),
 }
 
 

@@ -245,3 +245,55 @@ def test_pod_affinity_on_the_architecture_follows_its_arm64_target(tmp_path: Pat
     arches = {a for n in nodes_of(report, "Deployment/follower") for a in types[n["instance_type"]].architectures}
     assert arches == {"arm64"}
 
+
+def test_anti_affinity_on_a_key_no_node_has_is_unschedulable_with_a_hint_at_the_key(tmp_path: Path) -> None:
+    """`topologyKey: topology.kubernetes.io/hostname` (a typo): Karpenter v0.31 finds no domain for the term
+    (`TopologyGroup.nextDomainAntiAffinity` over no domains is empty, `Topology.AddRequirements` fails) and leaves
+    the pods pending — the plan's error says so, and a warning at the key names the key meant. A preferred term on
+    a key without domains (`zone`) is only dropped: a warning, no error."""
+    pod = (
+        dedent(
+            """
+        affinity:
+          podAntiAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              - labelSelector: {matchLabels: {app: web}}
+                topologyKey: topology.kubernetes.io/hostname
+        """
+        )
+        + RESOURCES
+    )
+    preferring = (
+        dedent(
+            """
+        affinity:
+          podAntiAffinity:
+            preferredDuringSchedulingIgnoredDuringExecution:
+              - weight: 10
+                podAffinityTerm:
+                  labelSelector: {matchLabels: {app: api}}
+                  topologyKey: zone
+        """
+        )
+        + RESOURCES
+    )
+    report = check(tmp_path, provisioner(""), deployment("web", 2, pod) + "---\n" + deployment("api", 2, preferring))
+    assert verdicts(report) == {"Deployment/web": False, "Deployment/api": True}
+    assert errors(report)["Deployment/web"].startswith(
+        "none of its 2 replicas can be placed: no provisioner can launch a node for it: provisioner default: "
+        "unsatisfiable pod anti-affinity constraint on topology.kubernetes.io/hostname"
+    )
+    warnings = [f for f in report["findings"] if f["rule"] == "unknown-topology-key"]
+    lines = (tmp_path / "apps" / "a.yaml").read_text().splitlines()
+    at = [i + 1 for i, line in enumerate(lines) if "topologyKey:" in line]
+    assert [(f["object"], f["line"], f["severity"]) for f in warnings] == [
+        ("Deployment/web", at[0], "warning"),
+        ("Deployment/api", at[1], "warning"),
+    ]
+    assert warnings[0]["message"] == (
+        "pod anti-affinity on topology.kubernetes.io/hostname: no node the provisioners launch has this label, so "
+        "Karpenter v0.31 leaves the pods pending: it finds no domain for them; did you mean kubernetes.io/hostname?"
+    )
+    assert warnings[1]["message"].endswith(
+        "drops it, as a preference it cannot meet; did you mean topology.kubernetes.io/zone?"
+    )

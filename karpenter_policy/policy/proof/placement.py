@@ -34,7 +34,7 @@ from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.proof.outcome import Outcome, outcomes, plan_passes, replicas_of
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner
 from karpenter_policy.policy.proof.solver import Verdict
-from karpenter_policy.policy.proof.workloadhints import label_hint_findings
+from karpenter_policy.policy.proof.workloadhints import label_hint_findings, topology_key_findings
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Plan, Pod, Refusal, Scheduler
 from karpenter_policy.scheduling.evaluate import Evaluation, evaluate
@@ -648,6 +648,7 @@ def check_workloads(
     result = schedule(checked, found.workloads, catalog, scale, priced)
     report.findings.extend(workload_findings(result))
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog)))
+    report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
     capacity = capacity_of(result.plan, pricing, estimated, priced.region)
     return WorkloadCheck(result.placements, capacity)
 

@@ -146,6 +146,61 @@ def label_uses(doc: Document, workload: Workload) -> list[LabelUse]:
     return uses
 
 
+@dataclass(frozen=True, slots=True)
+class TopologyKeyUse:
+    """One `topologyKey` a workload writes — of a topology spread constraint or a pod (anti-)affinity term — and
+    where: what the `unknown-topology-key` hint looks at. `kind` is "topology spread", "pod affinity" or "pod
+    anti-affinity"; `required`: DoNotSchedule or a required term (else Karpenter relaxes it away)."""
+
+    workload: str
+    file: str
+    key: str
+    kind: str
+    required: bool
+    line: int
+    column: int
+
+
+#: Where pod (anti-)affinity terms are in a pod spec: (affinity field, kind, list field, required, term inside).
+_AFFINITY_TERMS: tuple[tuple[str, str, str, bool, FieldPath], ...] = (
+    ("podAffinity", "pod affinity", "requiredDuringSchedulingIgnoredDuringExecution", True, ()),
+    ("podAffinity", "pod affinity", "preferredDuringSchedulingIgnoredDuringExecution", False, ("podAffinityTerm",)),
+    ("podAntiAffinity", "pod anti-affinity", "requiredDuringSchedulingIgnoredDuringExecution", True, ()),
+    (
+        "podAntiAffinity",
+        "pod anti-affinity",
+        "preferredDuringSchedulingIgnoredDuringExecution",
+        False,
+        ("podAffinityTerm",),
+    ),
+)
+
+
+def topology_key_uses(doc: Document, workload: Workload) -> list[TopologyKeyUse]:
+    """Every topologyKey of a workload's spread constraints and pod (anti-)affinity terms."""
+    spec_path = workload.spec_path
+    spec = _get(doc.data, spec_path)
+    if not isinstance(spec, Mapping):
+        return []
+    uses: list[TopologyKeyUse] = []
+
+    def add(path: FieldPath, term: Any, kind: str, required: bool) -> None:
+        key = term.get("topologyKey") if isinstance(term, Mapping) else None
+        if isinstance(key, str):
+            line, column = doc.position((*spec_path, *path, "topologyKey"))
+            uses.append(TopologyKeyUse(workload.ref, doc.file, key, kind, required, line, column))
+
+    constraints = spec.get("topologySpreadConstraints")
+    for index, constraint in enumerate(constraints if isinstance(constraints, list) else []):
+        required = not (isinstance(constraint, Mapping) and constraint.get("whenUnsatisfiable") == "ScheduleAnyway")
+        add(("topologySpreadConstraints", index), constraint, "topology spread", required)
+    for field_name, kind, list_name, required, inner in _AFFINITY_TERMS:
+        terms = _get(spec, ("affinity", field_name, list_name))
+        for index, term in enumerate(terms if isinstance(terms, list) else []):
+            add(("affinity", field_name, list_name, index, *inner), _get(term, inner), kind, required)
+    return uses
+
+
 class WorkloadError(ValueError):
     """A workload whose pod spec cannot be read; `path` leads to the field from the document's root."""
 
@@ -278,7 +333,8 @@ def workload_of_document(doc: Document) -> Workload | None:
 @dataclass(slots=True)
 class WorkloadSet:
     """What `read_workloads` found: the workloads (DaemonSets included), the findings about files and specs
-    that could not be read, the files read, the workload kinds counted, and whether a path was missing."""
+    that could not be read, the files read, the workload kinds counted, whether a path was missing, and the node
+    labels and topology keys the workloads write (for the typo hints)."""
 
     workloads: list[Workload] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -286,6 +342,7 @@ class WorkloadSet:
     kinds: Counter[str] = field(default_factory=Counter)
     could_not_run: bool = False
     label_uses: list[LabelUse] = field(default_factory=list)
+    topology_keys: list[TopologyKeyUse] = field(default_factory=list)
 
     @property
     def daemon_sets(self) -> list[Workload]:
@@ -314,6 +371,7 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
             found.workloads.append(workload)
             found.kinds[workload.kind] += 1
             found.label_uses += label_uses(doc, workload)
+            found.topology_keys += topology_key_uses(doc, workload)
             for path, message in workload.shape.scheduling.out_of_range:
                 line, column = doc.position((*workload.spec_path, *path))
                 found.findings.append(
