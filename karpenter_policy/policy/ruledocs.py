@@ -52,8 +52,10 @@ FULL_DESCRIPTIONS = {
         "silently."
     ),
     "unresolved-reference": (
-        "A Provisioner's providerRef names an AWSNodeTemplate that is not among the files checked. A warning: it "
-        "may live elsewhere; Karpenter cannot launch nodes for the Provisioner until it exists."
+        "A Provisioner's providerRef names an AWSNodeTemplate that is not among the files checked, or (check "
+        "--workloads) a pod's runtimeClassName names a RuntimeClass that is not among the workloads read. A "
+        "warning: it may live elsewhere; Karpenter cannot launch nodes for the Provisioner until it exists, and the "
+        "pod's RuntimeClass overhead is not counted (Kubernetes rejects the pod if the cluster has no such class)."
     ),
     "template-error": (
         "A Jinja2 template (*.yaml.j2) cannot be rendered with the values given: an undefined variable, a syntax "

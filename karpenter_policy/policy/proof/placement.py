@@ -35,6 +35,7 @@ from karpenter_policy.policy.proof.outcome import Outcome, outcomes, plan_passes
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner
 from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.proof.workloadhints import label_hint_findings, topology_key_findings
+from karpenter_policy.policy.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Plan, Pod, Refusal, Scheduler
 from karpenter_policy.scheduling.evaluate import Evaluation, evaluate
@@ -639,11 +640,12 @@ def check_workloads(
     already = set(counted_files)
     report.files += sum(1 for f in found.files if f not in already)
     report.kinds.update(found.kinds)
-    for workload in found.workloads:  # a file that is a policy file too: validate counted it as skipped
-        if workload.file in already and report.skipped.get(workload.kind, 0) > 0:
-            report.skipped[workload.kind] -= 1
-            if not report.skipped[workload.kind]:
-                del report.skipped[workload.kind]
+    read = [(w.file, w.kind) for w in found.workloads] + [(f, RUNTIME_CLASS) for f in found.runtime_class_files]
+    for file, kind in read:  # a file that is a policy file too: validate counted it as skipped
+        if file in already and report.skipped.get(kind, 0) > 0:
+            report.skipped[kind] -= 1
+            if not report.skipped[kind]:
+                del report.skipped[kind]
     priced = capacity_catalog if capacity_catalog is not None else catalog
     result = schedule(checked, found.workloads, catalog, scale, priced)
     report.findings.extend(workload_findings(result))
