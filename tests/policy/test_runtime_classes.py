@@ -5,14 +5,12 @@ warning, a pod the plugin rejects an error (issue #19)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from .workloadcheck import check_workloads, line_of
+
 POLICY = """\
 apiVersion: karpenter.sh/v1alpha5
 kind: Provisioner
@@ -54,23 +52,7 @@ def pod(name: str, runtime_class: str, cpu: str = "1500m", extra: str = "") -> s
 
 
 def check(tmp_path: Path, *documents: str) -> tuple[int, dict[str, Any]]:
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "apps").mkdir()
-    (tmp_path / "policies" / "p.yaml").write_text(POLICY)
-    (tmp_path / "apps" / "a.yaml").write_text("---\n".join(documents))
-    result = subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", "check", str(tmp_path / "policies"), "--workloads",
-         str(tmp_path / "apps"), "--output", "json"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert result.returncode in (0, 1), result.stderr
-    return result.returncode, json.loads(result.stdout)
-
-
-def line_of(tmp_path: Path, text: str) -> int:
-    """The line of the workloads file that holds `text`."""
-    lines = (tmp_path / "apps" / "a.yaml").read_text().splitlines()
-    return next(i + 1 for i, line in enumerate(lines) if text in line)
+    return check_workloads(tmp_path, POLICY, "---\n".join(documents))
 
 
 def workload(report: dict[str, Any], name: str) -> dict[str, Any]:

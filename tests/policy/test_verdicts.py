@@ -5,16 +5,14 @@ limits shared by the replicas, the order that lets pod affinity follow its targe
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
 from karpenter_policy.catalog import load_catalog
 
-ROOT = Path(__file__).resolve().parents[2]
+from .workloadcheck import check_workloads, line_of
+
 PROVIDER = (
     "  provider:\n"
     "    subnetSelector: {karpenter.sh/discovery: t}\n"
@@ -30,18 +28,8 @@ def provisioner(body: str, name: str = "default") -> str:
 
 
 def check(tmp_path: Path, policies: str, apps: str) -> dict[str, Any]:
-    """`karpenter-policy check POLICIES --workloads APPS --output json`, its JSON."""
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "apps").mkdir()
-    (tmp_path / "policies" / "p.yaml").write_text(policies)
-    (tmp_path / "apps" / "a.yaml").write_text(dedent(apps))
-    result = subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", "check", str(tmp_path / "policies"), "--workloads",
-         str(tmp_path / "apps"), "--output", "json"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert result.returncode in (0, 1), result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
+    """`karpenter-policy check POLICIES --workloads APPS --output json`, its JSON (checked to agree with itself)."""
+    _, report = check_workloads(tmp_path, policies, dedent(apps))
     assert_consistent(report)
     return report
 
@@ -284,11 +272,9 @@ def test_anti_affinity_on_a_key_no_node_has_is_unschedulable_with_a_hint_at_the_
         "unsatisfiable pod anti-affinity constraint on topology.kubernetes.io/hostname"
     )
     warnings = [f for f in report["findings"] if f["rule"] == "unknown-topology-key"]
-    lines = (tmp_path / "apps" / "a.yaml").read_text().splitlines()
-    at = [i + 1 for i, line in enumerate(lines) if "topologyKey:" in line]
     assert [(f["object"], f["line"], f["severity"]) for f in warnings] == [
-        ("Deployment/web", at[0], "warning"),
-        ("Deployment/api", at[1], "warning"),
+        ("Deployment/web", line_of(tmp_path, "topologyKey: topology.kubernetes.io/hostname"), "warning"),
+        ("Deployment/api", line_of(tmp_path, "topologyKey: zone"), "warning"),
     ]
     assert warnings[0]["message"] == (
         "pod anti-affinity on topology.kubernetes.io/hostname: no node the provisioners launch has this label, so "

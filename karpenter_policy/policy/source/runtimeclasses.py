@@ -53,8 +53,9 @@ def runtime_class_of(doc: Document) -> RuntimeClass | Finding | None:
         line, column = doc.position(("metadata",))
         return Finding(INVALID_WORKLOAD, ERROR, "a RuntimeClass needs metadata.name", doc.file, line, column, ref)
     fields: dict[str, Any] = {}
-    for pod_field, path in _AS_POD.items():
-        value = _get(data, path)
+    for pod_field, (section, key) in _AS_POD.items():
+        part = data.get(section)
+        value = part.get(key) if isinstance(part, Mapping) else None
         if value is not None:
             fields[pod_field] = value
     try:
@@ -118,14 +119,6 @@ def _same_quantities(a: Any, b: Any) -> bool:
         return all(parse_quantity(str(a[k])) == parse_quantity(str(b[k])) for k in a)
     except ValueError:
         return False
-
-
-def _get(data: Any, path: FieldPath) -> Any:
-    for part in path:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(part)
-    return data
 
 
 __all__ = [
