@@ -90,43 +90,59 @@ def follow_dependencies(order: Sequence[Pod], stuck: Sequence[Pod]) -> list[Pod]
 def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[str, str]]) -> list[Pod]:
     """`order` with each pod that has required pod affinity held back until, for each of its required terms, a pod
     of another shape the term selects has come (when the batch has one); other pods keep their places. Pods that
-    wait on each other in a cycle come at the end, in their order."""
+    wait on each other in a cycle come at the end, in their order. Linear in the pods, plus one selector match per
+    term and shape of the batch that carries the term's first label (or every shape, for a term without one)."""
     shapes = list(dict.fromkeys(pod.shape for pod in order))
-    waits: dict[PodShape, list[frozenset[PodShape]]] = {}
+    by_label: dict[tuple[str, str], list[PodShape]] = {}
     for shape in shapes:
-        terms = [t for t in shape.topology.affinity if t.required]
-        needs = [_targets(term, shape, shapes, namespace_labels) for term in terms]
-        needs = [targets for targets in needs if targets]
-        if needs:
-            waits[shape] = needs
-    if not waits:
+        for pair in shape.labels:
+            by_label.setdefault(pair, []).append(shape)
+    unmet: dict[PodShape, int] = {}  # shape → its required terms no pod of another shape has met yet
+    waiting_on: dict[PodShape, list[tuple[PodShape, int]]] = {}  # target shape → (follower, its term)
+    selected: dict[AffinityTerm, frozenset[PodShape]] = {}
+    for shape in shapes:
+        count = 0
+        for index, term in enumerate(t for t in shape.topology.affinity if t.required):
+            found = selected.get(term)
+            if found is None:
+                found = selected[term] = _targets(term, shapes, by_label, namespace_labels)
+            found = found - {shape}
+            if found:
+                count += 1
+                for target in found:
+                    waiting_on.setdefault(target, []).append((shape, index))
+        if count:
+            unmet[shape] = count
+    if not unmet:
         return list(order)
+    met: set[tuple[PodShape, int]] = set()
     arrived: set[PodShape] = set()
     held: dict[PodShape, list[Pod]] = {}
     result: list[Pod] = []
 
-    def ready(shape: PodShape) -> bool:
-        return all(targets & arrived for targets in waits.get(shape, ()))
-
-    def emit(pod: Pod) -> None:
-        result.append(pod)
-        if pod.shape in arrived:
-            return
-        arrived.add(pod.shape)
-        released = True
-        while released:  # a shape that arrives may release others, which may release more
-            released = False
-            for shape in [s for s in held if ready(s)]:
-                for waiting in held.pop(shape):
-                    result.append(waiting)
-                arrived.add(shape)
-                released = True
+    def arrive(shape: PodShape) -> None:
+        """A pod of `shape` is in the order: release the pods that waited only on it (and those they release)."""
+        pending = [shape]
+        while pending:
+            current = pending.pop()
+            if current in arrived:
+                continue
+            arrived.add(current)
+            for follower, index in waiting_on.get(current, ()):
+                if (follower, index) in met:
+                    continue
+                met.add((follower, index))
+                unmet[follower] -= 1
+                if not unmet[follower] and follower in held:
+                    result.extend(held.pop(follower))
+                    pending.append(follower)
 
     for pod in order:
-        if pod.shape in held or not ready(pod.shape):
+        if unmet.get(pod.shape, 0) or pod.shape in held:
             held.setdefault(pod.shape, []).append(pod)
-        else:
-            emit(pod)
+            continue
+        result.append(pod)
+        arrive(pod.shape)
     for pods in held.values():
         result.extend(pods)
     return result
@@ -134,15 +150,16 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
 
 def _targets(
     term: AffinityTerm,
-    shape: PodShape,
     shapes: Sequence[PodShape],
+    by_label: Mapping[tuple[str, str], Sequence[PodShape]],
     namespace_labels: Mapping[str, Mapping[str, str]],
 ) -> frozenset[PodShape]:
-    """The other shapes of the batch whose pods the term (of a pod of `shape`) selects."""
+    """The shapes of the batch whose pods the term selects (those carrying its first matchLabels pair, when it
+    has one, are the only candidates)."""
+    selector = term.selector
+    candidates = by_label.get(selector.match_labels[0], ()) if selector.match_labels else shapes
     return frozenset(
         other
-        for other in shapes
-        if other is not shape
-        and term.namespaces.includes(other.namespace, namespace_labels)
-        and term.selector.matches(other.label_map)
+        for other in candidates
+        if selector.matches(other.label_map) and term.namespaces.includes(other.namespace, namespace_labels)
     )
