@@ -209,6 +209,9 @@ class NodeClaim:
                 "requirements",
                 lambda: " and ".join(requirements.incompatibilities(attempt.requirements, ALLOW_WELL_KNOWN)),
             )
+        requests = add(self.requests, pod.requests)
+        if self.pods and not self.options & template.shapes.fitting(requests):
+            return _NO_ROOM  # a claim that is full, before the dearer requirement algebra (a fresh one says why)
         merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
         table = template.table
         narrowed: list[str] = []
@@ -235,7 +238,6 @@ class NodeClaim:
             mask &= table.offering_mask(zone, capacity_type)
         if not mask:
             return Refusal("instance-types", "no instance type satisfies the requirements of the node and the pod")
-        requests = add(self.requests, pod.requests)
         mask &= template.shapes.fitting(requests)
         if not mask:
             return _NO_ROOM

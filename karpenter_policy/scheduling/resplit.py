@@ -64,11 +64,18 @@ def _round(
 ) -> bool:
     prices = {id(claim): _price(claim, claim.launch_mask()) for claim in claims}
     waste = {id(claim): _waste(claim, prices[id(claim)]) for claim in claims}
+    # the pairs of one template that have one of the most wasteful claims in them (a pair's other claim may be any)
+    priced = [claim for claim in claims if prices[id(claim)] is not None]
+    wasteful = {id(c) for c in sorted(priced, key=lambda c: -waste[id(c)])[: 2 * PAIRS_PER_ROUND]}
+    by_template: dict[int, list[NodeClaim]] = {}
+    for claim in priced:
+        by_template.setdefault(id(claim.template), []).append(claim)
     pairs = [
         (x, y)
-        for i, x in enumerate(claims)
-        for y in claims[i + 1 :]
-        if x.template is y.template and prices[id(x)] is not None and prices[id(y)] is not None
+        for group in by_template.values()
+        for i, x in enumerate(group)
+        for y in group[i + 1 :]
+        if id(x) in wasteful or id(y) in wasteful
     ]
     pairs.sort(key=lambda pair: -(waste[id(pair[0])] + waste[id(pair[1])]))  # stable: creation order on ties
     improved = False

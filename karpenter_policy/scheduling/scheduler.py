@@ -162,8 +162,8 @@ class Scheduler:
             return _Run(self, pending).solve()
         # The cost strategy packs in the balanced order; a pod that then fits nowhere (affinity to pods whose
         # node filled up) is moved next to the pods it follows and the packing redone. If pods are still left,
-        # Karpenter's queue order decides which (largest first, as Karpenter would): its plan wins unless it
-        # leaves more pods pending.
+        # Karpenter's queue order gets its chance (largest first, as Karpenter would): the plan with fewer pods
+        # pending, then the cheaper, wins.
         order = targets_first(balanced_order(pending), self.namespace_labels)
         plan = _Run(self, order).solve()
         for _ in range(REPAIRS):
@@ -176,7 +176,7 @@ class Scheduler:
                 plan = repaired
         if plan.failures:
             queued = _Run(self, pending).solve()
-            if len(queued.failures) <= len(plan.failures):
+            if _plan_order(queued) < _plan_order(plan):
                 plan = queued
         return plan
 
@@ -387,7 +387,7 @@ class _Run:
         best: tuple[float, int] | None = None
         chosen: tuple[NodeClaim, Fit] | None = None
         feasible = 0
-        for claim in list(self._claims_of(self.open, candidates)):
+        for claim in self._claims_of(self.open, candidates):  # lazily: the scan stops at the 5th that fits
             if feasible == BEST_FIT_CANDIDATES:
                 break
             fit = claim.check(pod, attempt, self.topology)

@@ -20,6 +20,7 @@ a higher-weight one). `limits` warnings come from `proof.limits`, run by every `
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -294,18 +295,19 @@ def schedule(
     pricing = scheduler.templates
     if priced is not None and priced is not catalog:
         pricing = templates_for(checked, InstanceTable.of_catalog(priced))
+    alone: dict[PodShape, _Alone] = {}
+    for workload in workloads:  # each pod template alone first: the plan's many claims would crowd the caches
+        if not workload.is_daemon_set and workload.shape not in alone:
+            alone[workload.shape] = _alone(workload, scheduler)
     plan = plan_of(pricing, workloads, replicas)
     templates = {t.name: t for t in scheduler.templates}
     found = outcomes(plan, replicas, list(templates))
     placements: list[Placement] = []
     could_take: list[tuple[str, ...]] = []
-    alone: dict[PodShape, _Alone] = {}
     for workload, outcome in zip(workloads, found, strict=True):
         if workload.is_daemon_set:
             continue
-        known = alone.get(workload.shape)
-        if known is None:
-            known = alone[workload.shape] = _alone(workload, scheduler)
+        known = alone[workload.shape]
         placements.append(_placement(workload, known, outcome, templates))
         could_take.append(known.could)
     return Schedule(placements, could_take, list(checked), plan, frozenset(scheduler.template_domains))
@@ -647,7 +649,11 @@ def check_workloads(
             if not report.skipped[kind]:
                 del report.skipped[kind]
     priced = capacity_catalog if capacity_catalog is not None else catalog
-    result = schedule(checked, found.workloads, catalog, scale, priced)
+    gc.freeze()  # what was read stays alive while the plan is made: the collector need not walk it again and again
+    try:
+        result = schedule(checked, found.workloads, catalog, scale, priced)
+    finally:
+        gc.unfreeze()
     report.findings.extend(workload_findings(result))
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog)))
     report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
