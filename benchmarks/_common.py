@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import venv
 from collections.abc import Callable, Iterable, Sequence
@@ -177,3 +180,19 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: fr
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+def baseline_tree(ref: str, work: Path) -> Path:
+    """This repository's tree at `ref` (`git archive`), unpacked once under `work` and reused: a baseline measured
+    in the same run, with this venv's interpreter and `PYTHONPATH` set to it."""
+    tree = work / f"tree-{ref}"
+    if not (tree / "karpenter_policy").is_dir():
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(REPOSITORY), "archive", ref], capture_output=True, check=True)
+        with tempfile.TemporaryFile() as handle:
+            handle.write(archive.stdout)
+            handle.seek(0)
+            with tarfile.open(fileobj=handle) as tar:
+                tar.extractall(tree, filter="data")
+    return tree

@@ -20,8 +20,10 @@ It prints the pods scheduled, the pending time per pod (creation → bound: max,
 the nodes launched and deleted, the dollars spent (each node's $/h over its lifetime) and what a static node group
 sized for the peak would have cost over the same two hours (the peak of the pods' requests, cpu and memory, over
 the allocatable of one on-demand type, less the DaemonSet: a lower bound, as if every pod packed perfectly), and
-the wall time the run took. The same seed prints the same figures. `--report FILE` writes the simulation's HTML
-report (`simulate --report`) of the run.
+the wall time the run took. The same seed prints the same figures. `--report FILE` writes one HTML page, FILE,
+with every variant: the comparison first (their figures side by side, what each saved against the static group,
+the dollars spent, the nodes and the fleet's $/h over time with the static group dashed), then each variant's
+simulation report (`simulate --report`); the same seed writes the same bytes (the wall time is left out).
 """
 
 from __future__ import annotations
@@ -48,14 +50,18 @@ from karpenter_policy.model.allocatable import allocatable
 from karpenter_policy.model.resources import CPU, MEMORY
 from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
+from karpenter_policy.reconcile.sim.command import overwritten_input
 from karpenter_policy.reconcile.sim.driver import Simulation, SimulationOptions, SimulationResult, Step
-from karpenter_policy.reconcile.sim.report import render_report
+from karpenter_policy.reconcile.sim.report import Reference, render_comparison
+from karpenter_policy.reconcile.sim.report import Run as ReportRun
 from karpenter_policy.reconcile.sim.timeline import Figures
 from karpenter_policy.reconcile.sim.workloads import Workload
 
 WORK = REPOSITORY / "benchmarks" / ".work" / "soak"
 POLICIES = REPOSITORY / "examples" / "workloads" / "policies"
 APPS = REPOSITORY / "examples" / "workloads" / "apps"
+#: The manifests of examples/workloads/apps the trace is made of.
+MANIFESTS = ("node-agent-daemonset.yaml", "inflate.yaml", "spark-executor-4vcpu-7g.yaml")
 REGION = "us-east-1"
 INFLATE = "deployment/inflate"
 EXECUTORS, DRIVER = "job/spark-exec", "job/spark-driver"
@@ -241,10 +247,17 @@ def summary(run: Run, seed: int, ratio: float | None) -> dict[str, Any]:
     }
 
 
-def _rows(run: Run) -> list[tuple[str, str]]:
+def _saved(run: Run) -> tuple[float, float]:
+    """What the variant spent less than the static group: dollars, and the share of the group's."""
+    saved = run.static.dollars - run.result.figures.dollars
+    return saved, saved / run.static.dollars
+
+
+def _rows(run: Run, page: bool = False) -> list[tuple[str, str]]:
+    """The figures of a variant, as labelled cells; for the report's `page`, without the policy (its column's
+    heading) and the wall time (another run, another time)."""
     f, static = run.result.figures, run.static
-    saved = static.dollars - f.dollars
-    return [
+    rows = [
         ("policy", VARIANTS[run.variant]),
         ("pods scheduled", f"{f.pods_scheduled} of {f.pods_created} ({f.pods_completed} completed, "
                            f"{f.pods_pending_at_end} pending at the end)"),
@@ -255,10 +268,11 @@ def _rows(run: Run) -> list[tuple[str, str]]:
         ("spot interruptions", str(len(run.result.interruptions))),
         ("spent", f"${f.dollars:.2f}"),
         ("static node group", f"${static.dollars:.2f} ({static.count} × {static.instance_type})"),
-        ("saved", f"${saved:.2f} ({saved / static.dollars:.0%} of the static group)"),
+        ("saved", "${:.2f} ({:.0%} of the static group)".format(*_saved(run))),
         ("wall time", f"{run.wall:.1f} s"),
         ("controller errors", str(len(run.result.errors))),
     ]
+    return [row for row in rows if row[0] not in ("policy", "wall time")] if page else rows
 
 
 def render(runs: Sequence[Run], seed: int, ratio: float | None) -> str:
@@ -289,10 +303,28 @@ def render(runs: Sequence[Run], seed: int, ratio: float | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_path(path: str, variant: str, variants: Sequence[str]) -> Path:
-    """`--report FILE` as given for one variant; FILE's stem + `-variant` for each of several."""
-    given = Path(path)
-    return given if len(variants) == 1 else given.with_name(f"{given.stem}-{variant}{given.suffix or '.html'}")
+def report(runs: Sequence[Run], seed: int, hours: float, ratio: float | None) -> str:
+    """One page: the variants compared (their figures, the dollars spent against the static group's), then each
+    variant's simulation report."""
+    static = runs[0].static
+    spot = "spot priced at on-demand" if ratio is None else f"spot at {ratio:g} × on-demand"
+    outcomes = "; ".join(
+        f"{run.variant} spent ${run.result.figures.dollars:.2f}, saving " + "${:.2f} ({:.0%})".format(*_saved(run))
+        for run in runs
+    )
+    lead = (f"{outcomes} — against a static node group of {static.count} × {static.instance_type} on demand, sized "
+            f"for the peak, ${static.dollars:.2f} over the trace. Seed {seed}, {spot}.")
+    columns = [_rows(run, page=True) for run in runs]
+    rows = [(label, [column[i][1] for column in columns]) for i, (label, _) in enumerate(columns[0])]
+    reference = Reference(f"static group ({static.count} × {static.instance_type})", static.count,
+                          static.count * static.price)
+    return render_comparison(
+        f"soak: {hours:g} h, seed {seed}",
+        lead,
+        [ReportRun(run.variant, VARIANTS[run.variant], run.result) for run in runs],
+        rows,
+        reference,
+    )
 
 
 def main() -> None:
@@ -306,7 +338,7 @@ def main() -> None:
     parser.add_argument("--variant", choices=[*VARIANTS, "both"], default="both",
                         help="the policies: as the examples (ttl), consolidating, or both side by side (default)")
     parser.add_argument("--report", metavar="FILE",
-                        help="write the simulation's HTML report there (FILE-<variant>.html for each of both)")
+                        help="write the HTML report there: the variants compared, then each one's simulation")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if not 0 < args.hours <= 24:
@@ -319,8 +351,9 @@ def main() -> None:
     if static_type is None or static_type.price_on_demand is None:
         parser.error(f"--static-type {args.static_type}: not a priced type of the {REGION} catalog")
     variants = list(VARIANTS) if args.variant == "both" else [args.variant]
-    if args.report and Path(args.report).resolve().is_relative_to(WORK.resolve()):
-        parser.error(f"--report {args.report}: inside {WORK}, which each run rewrites")
+    inputs = [WORK, POLICIES, *(APPS / name for name in MANIFESTS)]  # WORK: each run rewrites it
+    if args.report and (why := overwritten_input(args.report, inputs)) is not None:
+        parser.error(f"--report {args.report}: {why}; write the report elsewhere")
     WORK.mkdir(parents=True, exist_ok=True)
     found = workloads()
     seconds = args.hours * 3600.0
@@ -334,13 +367,6 @@ def main() -> None:
             result = simulation.run(steps, until=seconds)
         wall = time.perf_counter() - start
         simulated.append((variant, result, wall))
-        if args.report:
-            path = report_path(args.report, variant, variants)
-            title = f"soak: {args.hours:g} h, seed {args.seed}, {VARIANTS[variant]}"
-            try:
-                path.write_text(render_report(result, title))
-            except OSError as error:
-                raise SystemExit(f"soak.py: cannot write {path}: {error.strerror}") from None
     # One static group for the trace, sized for the highest peak any variant saw (evictions briefly add pods).
     figures = [result.figures for _, result, _ in simulated]
     peak = dataclasses.replace(
@@ -348,12 +374,17 @@ def main() -> None:
     )
     static = static_group(catalog, peak, *daemon_requests(found), args.static_type)
     runs = [Run(variant, result, static, wall) for variant, result, wall in simulated]
+    if args.report:
+        try:
+            Path(args.report).write_text(report(runs, args.seed, args.hours, ratio), encoding="utf-8")
+        except OSError as error:
+            raise SystemExit(f"soak.py: cannot write {args.report}: {error.strerror}") from None
     if args.json:
         print(json.dumps([summary(run, args.seed, ratio) for run in runs], indent=2))
     else:
         sys.stdout.write(render(runs, args.seed, ratio))
         if args.report:
-            print("report: " + ", ".join(str(report_path(args.report, v, variants)) for v in variants))
+            print(f"report: {args.report}")
 
 
 if __name__ == "__main__":

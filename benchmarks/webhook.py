@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/webhook.py [--duration 5] [--rate 500] [--cold] [--json] [--flood-only]
         [--fresh-only] [--fresh-requests 50000] [--window 10000] [--unsat-share 0.02] [--no-baseline]
+        [--updates-only [--baseline-ref REF]]
 
 The server is `karpenter-policy webhook --self-signed DIR` started as its own process (pinned to one core when
 the machine has two or more); the load comes from a SEPARATE process (this script with `--load`, pinned to
@@ -25,6 +26,11 @@ as soon as the server closes it; together more than the server's 256-connection 
 new TLS connection every 100 ms for `GET /healthz`, as the kubelet does. A well-behaved client whose idle
 keep-alive connection was closed to make room reconnects and resends (counted as `reconnects`).
 `--flood-only` runs only this comparison.
+
+`--updates-only` (issue #19) runs only the UPDATE reviews, open loop at `--rate` (`--repeat` runs) and closed loop
+at 16 connections; with `--baseline-ref REF` the same runs go, alternately, to a second server running the tree
+of REF (`git archive`, under benchmarks/.work/), so that before and after are measured side by side in one
+session on the same core.
 
 Then the new-requirements comparison (issue #12): `--fresh-requests` (50,000) validate CREATEs whose
 requirements no earlier request had (a team label of their own; `--unsat-share` of them unsatisfiable, so Z3 is
@@ -389,7 +395,11 @@ def _pin(cpu: int | None) -> Any:
 
 
 class Server:
-    def __init__(self, work: Path, cpu: int | None, extra: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, work: Path, cpu: int | None, extra: list[str], env: dict[str, str] | None = None, tree: Path = REPOSITORY
+    ) -> None:
+        """`karpenter-policy webhook` of `tree`, started from it (`python -m` puts the working directory first on
+        the path: a baseline tree must be the working directory, not only on PYTHONPATH)."""
         self.port = _free_port()
         self.ca = work / "certs" / "ca.crt"
         command = [
@@ -400,7 +410,7 @@ class Server:
         self.log = open(work / f"server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             command,
-            cwd=REPOSITORY,
+            cwd=tree,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             preexec_fn=_pin(cpu),
@@ -513,6 +523,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10_000, help="Requests per window of those runs.")
     parser.add_argument("--unsat-share", type=float, default=0.02, help="Unsatisfiable share of new requirements.")
     parser.add_argument("--no-baseline", action="store_true", help="Skip the before-issue-#12 run.")
+    parser.add_argument("--updates-only", action="store_true", help="Run only the UPDATE reviews (issue #19).")
+    parser.add_argument("--baseline-ref", help="With --updates-only: a git ref served beside this tree.")
     parser.add_argument("--flood-idle", type=int, default=300, help="Idle TLS connections of the flood.")
     parser.add_argument("--flood-silent", type=int, default=300, help="Silent TCP connections of the flood.")
     # the load and flood processes' own arguments
@@ -569,6 +581,12 @@ def main() -> None:
         results.append((label, result))
         print(_row(label, result), flush=True)
 
+    if args.updates_only:
+        updates_comparison(args, bodies, server_cpu, load_cpu, record)
+        bodies_file.unlink()
+        pods_file.unlink()
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     if args.flood_only or args.fresh_only:
         if args.flood_only:
             flood_comparison(args, bodies_file, server_cpu, load_cpu)
@@ -682,6 +700,61 @@ def _windows(answered: list[list[float]], window: int, closed: bool) -> list[dic
         )
         previous_end = end
     return rows
+
+
+def updates_comparison(
+    args: argparse.Namespace,
+    bodies: list[str],
+    server_cpu: int | None,
+    load_cpu: int | None,
+    record: Any,
+) -> dict[str, list[float]]:
+    """UPDATE reviews only (issue #19): for this tree and, with `--baseline-ref`, the baseline tree, alternately on
+    the same core: one closed-loop run at 16 connections, then `--repeat` open-loop runs at `--rate`. Each run's
+    reviews carry resourceVersions no earlier run sent. Prints and returns each tree's open-loop p99s."""
+    from _common import baseline_tree
+
+    trees: dict[str, Path | None] = {"this tree": None}
+    if args.baseline_ref:
+        trees[f"baseline {args.baseline_ref}"] = baseline_tree(args.baseline_ref, args.work)
+    runs = iter(range(1_000_000))
+    servers: dict[str, Server] = {}
+    p99s: dict[str, list[float]] = {label: [] for label in trees}
+
+    def updates() -> Path:
+        file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
+        file.write_text(json.dumps(_updates(bodies, 200, next(runs))))
+        return file
+
+    warm = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
+    warm.write_text(json.dumps(bodies))
+    try:
+        for index, (label, tree) in enumerate(trees.items()):
+            work = args.work / f"updates-{index}"
+            work.mkdir(parents=True, exist_ok=True)
+            env = {"PYTHONPATH": str(tree)} if tree is not None else None
+            policies = (tree or REPOSITORY) / "examples" / "pinning" / "policies"
+            servers[label] = Server(work, server_cpu, ["--policies", str(policies)], env, tree or REPOSITORY)
+            run_load(servers[label], PATHS[0], 1, 1.0, 0.0, warm, load_cpu)  # the solver caches warm, as after a sync
+        for label, server in servers.items():
+            file = updates()
+            record(f"{label}: UPDATEs closed loop", run_load(server, PATHS[0], 16, args.duration, 0.0, file, load_cpu))
+            file.unlink()
+        for repeat in range(args.repeat):
+            for label, server in servers.items():
+                file = updates()
+                result = run_load(server, PATHS[0], 16, args.duration, args.rate, file, load_cpu)
+                file.unlink()
+                record(f"{label}: UPDATEs {args.rate:g}/s ({repeat + 1})", result)
+                p99s[label].append(result["p99"])
+    finally:
+        warm.unlink()
+        for server in servers.values():
+            server.stop()
+    for label, values in p99s.items():
+        shown = " / ".join(f"{x:.2f}" for x in values)
+        print(f"  {label}: UPDATE p99 at {args.rate:g}/s {shown} ms (median {statistics.median(values):.2f})")
+    return p99s
 
 
 def fresh_comparison(args: argparse.Namespace, server_cpu: int | None, load_cpu: int | None) -> dict[str, Any]:

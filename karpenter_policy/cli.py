@@ -1,8 +1,9 @@
 """`karpenter-policy` command line: parses flags, calls the policy package, maps results to exit codes.
 
-Exit codes (DESIGN.md §3): 0 no errors; 1 findings of severity error (warnings too with --fail-on-warn);
-2 usage error or the tool could not run (a missing or unreadable path, a bad flag). When the reader of the output
-goes away (`| head`, `| true`), the process ends quietly as Unix tools do: killed by SIGPIPE (shell status 141).
+Exit codes (README.md, `karpenter-policy validate`): 0 no errors; 1 findings of severity error (warnings too with
+--fail-on-warn); 2 usage error or the tool could not run (a missing or unreadable path, a bad flag). When the reader
+of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools do: killed by SIGPIPE (shell
+status 141).
 
 Reports and logs are written as UTF-8 whatever the locale, with the undecodable bytes of file names escaped
 (`reporters.displayable`), so that JSON, SARIF and JUnit output stay valid.
@@ -42,8 +43,8 @@ _previous_generation_option = click.option(
     "--allow-previous-generation",
     "previous_generation",
     is_flag=True,
-    help="Admit the previous-generation instance types of the catalog (p2, p3, g3, ...) for accounts that still "
-    "launch them.",
+    help="Acknowledge the previous-generation instance types (p2, p3, g3, ...: Karpenter v0.31 launches them): a "
+    "requirement that names one gets no previous-generation warning.",
 )
 _REGION_HELP = "Region of the embedded catalog (default us-east-1; `catalog show` lists them); must match --catalog's."
 
@@ -91,6 +92,18 @@ def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
                 param_hint="--disable",
             )
     return Selection(tuple(exclude), frozenset(rules))
+
+
+def _read_paths(command: str, paths: Sequence[str], selection: Selection) -> None:
+    """Say which named PATHS --exclude leaves out; exit 2 when no policy file is left to read (a run that reads
+    nothing must not pass)."""
+    from karpenter_policy.policy.source.loader import exclusion_notes
+
+    notes, error = exclusion_notes(paths, selection.exclude, command)
+    for line in [*notes, *([error] if error else [])]:
+        click.echo(f"karpenter-policy {command}: {line}", err=True)
+    if error:
+        sys.exit(2)
 
 
 class _Group(click.Group):
@@ -174,6 +187,7 @@ def validate(
     (values files, workflows) and objects of other kinds are skipped and counted.
     """
     selection = _selection(exclude, disabled)
+    _read_paths("validate", paths or DEFAULT_PATHS, selection)
     from karpenter_policy.policy.validation.policies import validate_paths
 
     values = None
@@ -261,6 +275,7 @@ def check(
     from karpenter_policy.policy.proof.check import check_command
 
     selection = _selection(exclude, disabled)
+    _read_paths("check", paths or DEFAULT_PATHS, selection)
     result = check_command(
         paths or DEFAULT_PATHS,
         output,
@@ -280,12 +295,19 @@ def check(
 
 
 def _scale_option(values: Sequence[str]) -> dict[str, int]:
-    """`--scale KIND/NAME=N` values as a mapping; a malformed one is a usage error (exit 2)."""
+    """`--scale KIND/NAME=N` values as a mapping; a malformed one, or N beyond the pods of one workload the tool
+    plans (`MAX_REPLICAS`), is a usage error (exit 2)."""
     scale: dict[str, int] = {}
     for value in values:
         ref, _, count = value.partition("=")
-        if "/" not in ref or not count.isdigit():
-            raise click.BadParameter(f"{value!r} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        shown = repr(value) if len(value) <= 60 else repr(value[:57] + "...")
+        if "/" not in ref or not (count.isascii() and count.isdigit()):
+            raise click.BadParameter(f"{shown} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
+        from karpenter_policy.policy.source.workloads import replicas_problem  # only when --scale is given
+
+        problem = replicas_problem(int(count) if len(count) <= 20 else 10**20)  # int() reads ≤ 4,300 digits
+        if problem is not None:
+            raise click.BadParameter(f"{shown}: N {problem}", param_hint="--scale")
         scale[ref] = int(count)
     return scale
 
@@ -330,7 +352,8 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
     "--policy-version",
     metavar="VERSION",
     help="Version of the constraint sets whose Provisioner has no karpenter-policy/version annotation (default: "
-    "`git describe --always --dirty` of the repository holding PATHS, else 'unversioned'); git is not run then.",
+    "`git describe --always` of the repository holding PATHS, -dirty when the policies read are not HEAD's, else "
+    "'unversioned'); git is not run then.",
 )
 @_fail_on_warn_option
 @_selection_options
@@ -375,6 +398,7 @@ def compile_(
             raise click.BadParameter(problem, param_hint=hint)
     if policy_version is not None and not (policy_version.strip() and policy_version.isprintable()):
         raise click.BadParameter("give a non-empty version of printable characters", param_hint="--policy-version")
+    _read_paths("compile", paths or DEFAULT_PATHS, selection)
     result = compile_command(
         paths or DEFAULT_PATHS,
         out,
@@ -580,11 +604,19 @@ def catalog() -> None:
     help="Price spot offerings from DescribeSpotPriceHistory (else at the on-demand price).",
 )
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="Catalog file to write.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=86400),
+    default=300.0,
+    show_default=True,
+    help="Seconds the whole refresh may take, every answer included; nothing is written when it runs out.",
+)
 def catalog_refresh(
-    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str
+    region: str, endpoint_url: str | None, prices_file: str | None, spot_prices: bool, out: str, timeout: float
 ) -> None:
     """Rebuild the catalog from DescribeInstanceTypes and DescribeInstanceTypeOfferings, priced from the Price List
-    API (or --prices) and DescribeSpotPriceHistory; written atomically."""
+    API (or --prices) and DescribeSpotPriceHistory; written atomically. Answers are bounded (8 MiB each, 96 MiB
+    in all, --timeout); an answer without instance types or offerings is refused: the file is left as it was."""
     from pathlib import Path
 
     from karpenter_policy.catalog import CatalogError
@@ -598,6 +630,7 @@ def catalog_refresh(
             endpoint_url=endpoint_url,
             prices_file=Path(prices_file) if prices_file else None,
             spot_prices=spot_prices,
+            timeout=timeout,
         )
     except (CatalogError, CloudError) as error:
         click.echo(f"karpenter-policy catalog refresh: {error}", err=True)
@@ -634,7 +667,8 @@ def catalog_show(
     "sources_dir",
     required=True,
     type=click.Path(file_okay=False, exists=True),
-    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables).",
+    help="Directory of the reference tables (Karpenter's instance types and VPC limits, price tables, moto.json): "
+    "the repository's catalog-sources/.",
 )
 @click.option(
     "--moto",
@@ -768,9 +802,11 @@ def simulate(
     from karpenter_policy.policy.findings import Report
     from karpenter_policy.policy.reporters import render
     from karpenter_policy.policy.source.workloads import read_workloads
-    from karpenter_policy.reconcile.sim.command import simulate_command
+    from karpenter_policy.reconcile.sim.command import overwritten_input, simulate_command
     from karpenter_policy.reconcile.sim.workloads import Workload
 
+    if report is not None and (why := overwritten_input(report, [constraints, *workload_paths])) is not None:
+        raise click.BadParameter(f"{report}: {why}; write the report elsewhere", param_hint="--report")
     steps = [(ref, count) for value in scale for ref, count in _scale_option([value]).items()]
     found = read_workloads(list(workload_paths))
     if any(f.severity == "error" for f in found.findings) or not found.files:

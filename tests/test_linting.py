@@ -164,7 +164,7 @@ def test_exclude_leaves_out_files_and_directories(repo: Path, patterns: list[str
     assert names == left
 
 
-def test_exclude_applies_to_files_named_explicitly(repo: Path) -> None:
+def test_exclude_applies_to_files_named_explicitly_and_says_so(repo: Path) -> None:
     broken = "policies/charts/karpenter/broken.yaml"
     assert run("validate", "policies/a.yaml", broken, cwd=repo).returncode == 1
 
@@ -172,6 +172,44 @@ def test_exclude_applies_to_files_named_explicitly(repo: Path) -> None:
 
     assert done.returncode == 0, done.stdout
     assert "in 1 file" in done.stdout
+    assert done.stderr == (  # not dropped silently
+        f"karpenter-policy check: note: {broken} is named on the command line but --exclude charts leaves it out: "
+        "it is not read\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["validate", "check", "compile"])
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["policies/a.yaml", "--exclude", "a.yaml"], "--exclude leaves out every policy file under policies/a.yaml"),
+        (["policies", "--exclude", "*"], "--exclude leaves out every policy file under policies (5)"),
+        (["policies/envs/prod", "--exclude", "*.yaml"], "--exclude leaves out every policy file under policies/envs"),
+        (["policies/empty"], "no policy files (*.yaml, *.yml, *.yaml.j2) under policies/empty"),
+    ],
+    ids=["the-file-named", "everything", "every-file-of-a-directory", "an-empty-directory"],
+)
+def test_a_run_that_reads_no_policy_file_does_not_pass(repo: Path, command: str, args: list[str], said: str) -> None:
+    """`--exclude default.yaml` on `validate default.yaml`, `--exclude '*'`: nothing was validated, which used to
+    pass silently (exit 0)."""
+    (repo / "policies" / "empty").mkdir()
+    extra = ["-o", "-"] if command == "compile" else []
+
+    done = run(command, *args, *extra, cwd=repo)
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert f"karpenter-policy {command}: nothing to {command}: {said}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_fmt_says_which_named_file_it_leaves_out(repo: Path) -> None:
+    """fmt (the pre-commit hook passes the staged files by name) formats the others and says which it skipped."""
+    done = run("fmt", "policies/a.yaml", "policies/envs/prod/b.yaml", "--exclude", "b.yaml", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert "note: policies/envs/prod/b.yaml is named on the command line but --exclude b.yaml" in done.stderr
+    assert "a/policies/a.yaml" in done.stdout and "b.yaml" not in done.stdout
 
 
 # --- --disable and suppression comments --------------------------------------------------------------------------

@@ -22,7 +22,9 @@
 #   default-instance-profile  DEFAULT_INSTANCE_PROFILE    --default-instance-profile (api v1)       none
 #   configmap-namespace       CONFIGMAP_NAMESPACE         --configmap-namespace                     karpenter-policy
 #   configmap-name            CONFIGMAP_NAME              --configmap-name                          karpenter-policy-constraints
+#   region                    REGION                      --region (the cluster's AWS region)       us-east-1
 #   catalog                   CATALOG                     --catalog (a catalog file in the repo)    embedded catalog
+#   allow-previous-generation ALLOW_PREVIOUS_GENERATION   --allow-previous-generation (true/false)  false
 #   fail-on-warn              FAIL_ON_WARN                --fail-on-warn (true/false)               false
 #   allow-empty               ALLOW_EMPTY                 accept a result without any Provisioner   false
 #                                                         or NodePool (true/false)
@@ -134,10 +136,15 @@ if [[ -n $values_file ]]; then
     args+=(--values "$values_file")
 fi
 
+args+=(--region "$(setting REGION us-east-1)")
 catalog=$(setting CATALOG)
 if [[ -n $catalog ]]; then
     in_repo catalog "$catalog"
     args+=(--catalog "$catalog")
+fi
+flag ALLOW_PREVIOUS_GENERATION
+if [[ $REPLY == true ]]; then
+    args+=(--allow-previous-generation)
 fi
 
 node_role=$(setting NODE_ROLE)

@@ -8,6 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 from karpenter_policy.api.metadata import metadata_violations
+from karpenter_policy.api.placeholders import placeholder_violations
+from karpenter_policy.api.userdata import user_data_violations
 from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, WARNING, Path, Violation
 from karpenter_policy.model.resources import parse_quantity
 
@@ -47,8 +49,11 @@ EXCLUDED_BY_LAUNCH_TEMPLATE = (
 )
 
 
-def validate_aws(spec: Mapping[str, Any], base: Path, inline: bool) -> Iterator[Violation]:
-    """Every AWS rule `spec` breaks; `inline` is True for a Provisioner's `provider` block."""
+def validate_aws(
+    spec: Mapping[str, Any], base: Path, inline: bool, metadata: Mapping[str, Any] | None = None
+) -> Iterator[Violation]:
+    """Every AWS rule `spec` breaks; `inline` is True for a Provisioner's `provider` block; `metadata` is the
+    object's (its Flux mark, see `placeholders`)."""
     yield from _launch_template(spec, base)
     yield from _selector(spec, base, "subnetSelector", required=True)
     yield from _selector(spec, base, "securityGroupSelector", required="launchTemplate" not in spec)
@@ -58,6 +63,8 @@ def validate_aws(spec: Mapping[str, Any], base: Path, inline: bool) -> Iterator[
     yield from _ami_family(spec, base, inline)
     for index, mapping in enumerate(spec.get("blockDeviceMappings") or []):
         yield from _block_device_mapping(mapping, (*base, "blockDeviceMappings", index))
+    yield from placeholder_violations(spec, base, metadata)
+    yield from user_data_violations(spec, base)
 
 
 def _launch_template(spec: Mapping[str, Any], base: Path) -> Iterator[Violation]:
@@ -198,4 +205,5 @@ def _block_device_mapping(mapping: Mapping[str, Any], path: Path) -> Iterator[Vi
 def validate_node_template(doc: Mapping[str, Any]) -> list[Violation]:
     """Every rule a schema-valid AWSNodeTemplate breaks."""
     spec: Mapping[str, Any] = doc.get("spec") or {}
-    return [*metadata_violations(doc.get("metadata") or {}), *validate_aws(spec, ("spec",), inline=False)]
+    metadata = doc.get("metadata") or {}
+    return [*metadata_violations(metadata), *validate_aws(spec, ("spec",), inline=False, metadata=metadata)]

@@ -1,11 +1,11 @@
 """Constraint sets: what `compile` writes for each Provisioner and what the reconciler and webhook read.
 
-One `ConstraintSet` per provisioner (DESIGN.md §5): its name, policy version, source files, the normalised
-requirements (node-selector form), labels, taints, startup taints, limits (canonical quantities), TTLs,
-consolidation, weight, the provider settings it launches with (the AWSNodeTemplate it references, resolved, or
-its inline provider), kubelet settings, and the resolved offerings — every catalog instance type that satisfies
-the requirements, with the zones x capacity types (and prices) it can be bought in. A `ConstraintSetIndex`
-lists every set with its hash.
+One `ConstraintSet` per provisioner (the contract between compile and run time, docs/architecture.md): its name,
+policy version, source files, the normalised requirements (node-selector form), labels, taints, startup taints, limits
+(canonical quantities), TTLs, consolidation, weight, the provider settings it launches with (the AWSNodeTemplate it
+references, resolved, or its inline provider), kubelet settings, and the resolved offerings — every catalog instance
+type that satisfies the requirements, with the zones x capacity types (and prices) it can be bought in. A
+`ConstraintSetIndex` lists every set with its hash.
 
 The wire format is JSON with a `schemaVersion`; `hash` is ``sha256:`` + the SHA-256 of the canonical JSON
 (sorted keys, no spaces, UTF-8) of everything else, so a reader can tell a set was not altered in transit.
@@ -21,12 +21,16 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from karpenter_policy.api.constraintcheck import PROVIDER_INLINE as PROVIDER_INLINE
+from karpenter_policy.api.constraintcheck import PROVIDER_REF as PROVIDER_REF
+from karpenter_policy.api.constraintcheck import set_problems
 from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.api.schema import show_value
 from karpenter_policy.model import instancetypes as it_model
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
@@ -42,9 +46,6 @@ INDEX_KIND = "ConstraintSetIndex"
 INDEX_KEY = "index.json"
 UNVERSIONED = "unversioned"
 
-#: Where the provider settings come from.
-PROVIDER_REF = "providerRef"
-PROVIDER_INLINE = "inline"
 
 #: The label keys every instance type has a requirement on in Karpenter (v0.31 `computeRequirements`): a type
 #: without a value for one of them has `DoesNotExist` on it. Zone and capacity type depend on the offering and
@@ -80,6 +81,31 @@ _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 
 class ConstraintSetError(ValueError):
     """A constraint-set document that cannot be read: wrong schema version, missing field, hash mismatch."""
+
+
+def parse_json(text: str | bytes) -> Any:
+    """A JSON document as a reader of sets takes it: ValueError (with the reason) for what is not JSON, nesting
+    too deep to read included; `Infinity` and `NaN` are read, for the field checks to name the field."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(str(error)) from None
+
+
+#: The longest problem a refusal line quotes (a rule's message may quote a value of any length).
+MAX_PROBLEM = 400
+
+
+def _first(problems: Sequence[str]) -> str:
+    """One line for the problems of a document: the first (its middle elided beyond MAX_PROBLEM characters: the
+    field comes first and the reason last), and how many more."""
+    problem = problems[0]
+    if len(problem) > MAX_PROBLEM:
+        problem = problem[: MAX_PROBLEM // 2] + " … " + problem[-(MAX_PROBLEM // 2 - 3) :]
+    more = len(problems) - 1
+    return problem + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
 
 
 def canonical_json(data: Any) -> str:
@@ -308,7 +334,7 @@ class _Hashed:
 
 @dataclass(frozen=True, slots=True)
 class ConstraintSet(_Hashed):
-    """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5).
+    """Everything the reconciler and the webhook need of one provisioner (docs/architecture.md).
 
     `admitted` are the names of the instance types it may launch (what its reviewers saw); `instance_types` is
     the audit listing of those with their offerings and prices when compiled (files only: the wire form and sets
@@ -426,11 +452,14 @@ class ConstraintSet(_Hashed):
         version = data.get("schemaVersion")
         if version != SCHEMA_VERSION:
             raise ConstraintSetError(
-                f"unsupported constraint-set schemaVersion {version!r} (expected {SCHEMA_VERSION}: compile the "
-                "policies again with this version of karpenter-policy)"
+                f"unsupported constraint-set schemaVersion {show_value(version)} (expected {SCHEMA_VERSION}: compile "
+                "the policies again with this version of karpenter-policy)"
             )
         if data.get("kind") != SET_KIND:
-            raise ConstraintSetError(f"not a {SET_KIND}: kind is {data.get('kind')!r}")
+            raise ConstraintSetError(f"not a {SET_KIND}: kind is {show_value(data.get('kind'))}")
+        problems = set_problems(data)
+        if problems:
+            raise ConstraintSetError(_first(problems))
         try:
             provider = data.get("provider")
             kubelet = data.get("kubelet")
@@ -454,21 +483,20 @@ class ConstraintSet(_Hashed):
                 admitted=tuple(str(n) for n in data["admitted"]),
                 instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data.get("instanceTypes") or ()),
             )
-            if len(set(built.admitted)) != len(built.admitted):
-                raise ValueError("admitted lists an instance type twice")
         except (KeyError, TypeError, ValueError) as error:
             raise ConstraintSetError(f"malformed constraint set: {type(error).__name__}: {error}") from None
         if verify and data.get("hash") != built.hash:
             raise ConstraintSetError(
-                f"constraint set {built.name!r}: hash {data.get('hash')!r} does not match its content ({built.hash})"
+                f"constraint set {built.name}: hash {show_value(data.get('hash'))} does not match its content "
+                f"({built.hash})"
             )
         return built
 
     @classmethod
     def loads(cls, text: str | bytes, verify: bool = True) -> ConstraintSet:
         try:
-            data = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as error:
+            data = parse_json(text)
+        except ValueError as error:
             raise ConstraintSetError(f"not JSON: {error}") from None
         return cls.from_json(data, verify)
 
@@ -496,6 +524,66 @@ class IndexEntry:
 def set_key(name: str) -> str:
     """The file name / ConfigMap data key of a set."""
     return f"{name}.json"
+
+
+INDEX_FIELDS = frozenset({"schemaVersion", "kind", "catalog", "sets", "hash"})
+ENTRY_FIELDS = frozenset({"name", "version", "hash", "weight", "key"})
+#: A set's weight: Karpenter's 1-100, or 0 for a Provisioner without one.
+MAX_WEIGHT = 100
+
+
+def _entry_problems(index: int, entry: Any, seen: set[str]) -> Iterator[str]:
+    where = f"sets[{index}]"
+    if not isinstance(entry, Mapping) or entry.keys() != ENTRY_FIELDS:
+        yield f"{where} must be a mapping of {', '.join(sorted(ENTRY_FIELDS))}"
+        return
+    name, weight = entry["name"], entry["weight"]
+    if not isinstance(name, str) or not wk.is_dns1035_label(name):
+        yield f"{where}.name {show_value(name)} is not a Provisioner name (a DNS-1035 label)"
+        return
+    if name in seen:
+        yield f"{where}: {name} is listed twice"
+    seen.add(name)
+    if entry["key"] != set_key(name) or set_key(name) == INDEX_KEY:
+        yield f"{where}.key {show_value(entry['key'])} is not {set_key(name)!r}, where compile writes the set {name}"
+    for text in ("version", "hash"):
+        if not isinstance(entry[text], str):
+            yield f"{where}.{text} must be a string, not {show_value(entry[text])}"
+    if type(weight) is not int or not 0 <= weight <= MAX_WEIGHT:
+        yield f"{where}.weight must be an integer of 0 to {MAX_WEIGHT}, not {show_value(weight)}"
+
+
+def index_problems(data: Mapping[str, Any]) -> list[str]:
+    """Why an index (its compact wire extras removed) cannot be used, first problem first: a field it does not
+    have, an entry of another shape, a name twice or not a Provisioner name, a key that is not the name's, a weight
+    beyond Karpenter's."""
+    problems = [f"unknown field {show_value(key)}" for key in sorted(map(str, data)) if key not in INDEX_FIELDS]
+    problems += [f"missing required field {key!r}" for key in sorted(INDEX_FIELDS - data.keys())]
+    catalog = data.get("catalog")
+    if not isinstance(catalog, Mapping):
+        problems.append(f"catalog must be a mapping, not {show_value(catalog)}")
+    entries = data.get("sets")
+    if not isinstance(entries, list):
+        problems.append(f"sets must be a list, not {show_value(entries)}")
+        return problems
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        problems += _entry_problems(index, entry, seen)
+    return problems
+
+
+def entry_mismatch(entry: IndexEntry, constraint_set: ConstraintSet) -> str | None:
+    """How a set differs from what its index entry says of it (name, version, weight, hash); None when it does
+    not."""
+    for what, listed, own in (
+        ("name", entry.name, constraint_set.name),
+        ("version", entry.version, constraint_set.version),
+        ("weight", entry.weight, constraint_set.weight),
+        ("hash", entry.hash, constraint_set.hash),
+    ):
+        if listed != own:
+            return f"{what} {show_value(own)} is not the index's {show_value(listed)}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,18 +616,16 @@ class ConstraintSetIndex(_Hashed):
             raise ConstraintSetError(f"not a {INDEX_KIND}")
         if data.get("schemaVersion") != SCHEMA_VERSION:
             raise ConstraintSetError(
-                f"unsupported index schemaVersion {data.get('schemaVersion')!r} (expected {SCHEMA_VERSION})"
+                f"unsupported index schemaVersion {show_value(data.get('schemaVersion'))} (expected {SCHEMA_VERSION})"
             )
-        try:
-            entries = tuple(
-                IndexEntry(str(e["name"]), str(e["version"]), str(e["hash"]), int(e["weight"]), str(e["key"]))
-                for e in data["sets"]
-            )
-            built = cls(entries, dict(data.get("catalog") or {}))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ConstraintSetError(f"malformed index: {type(error).__name__}: {error}") from None
+        problems = index_problems(data)
+        if problems:
+            raise ConstraintSetError(_first(problems))
+        entries = tuple(IndexEntry(e["name"], e["version"], e["hash"], e["weight"], e["key"]) for e in data["sets"])
+        built = cls(entries, dict(data["catalog"]))
         if verify and data.get("hash") != built.hash:
-            raise ConstraintSetError(f"index hash {data.get('hash')!r} does not match its content ({built.hash})")
+            shown = show_value(data.get("hash"))
+            raise ConstraintSetError(f"index hash {shown} does not match its content ({built.hash})")
         return built
 
 
@@ -595,14 +681,47 @@ def wire_data(sets: Sequence[ConstraintSet], index: ConstraintSetIndex) -> dict[
     return data
 
 
+def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any]) -> ConstraintSet:
+    """A set of the compact wire form, its admitted names and node template filled in from the index's table."""
+    try:
+        content = parse_json(raw)
+    except ValueError as error:
+        raise ConstraintSetError(f"not JSON: {error}") from None
+    if not isinstance(content, dict):
+        raise ConstraintSetError("not a JSON object")
+    bits = content.pop("admittedBits", None)
+    if not isinstance(bits, str):
+        raise ConstraintSetError("no admittedBits")
+    if "admitted" in content:
+        raise ConstraintSetError("unknown field admitted (the wire form has admittedBits)")
+    content["admitted"] = list(_names(bits, table))
+    provider = content.get("provider")
+    if isinstance(provider, dict) and "specRef" in provider:
+        ref = provider.pop("specRef")
+        if not isinstance(ref, str) or ref not in templates:
+            raise ConstraintSetError(f"provider.specRef {show_value(ref)} is not a node template of the index")
+        if provider.get("spec") is not None:
+            raise ConstraintSetError("provider has both spec and specRef")
+        provider["spec"] = templates[ref]
+    return ConstraintSet.from_json(content)
+
+
+def _checked_against(entry: IndexEntry, constraint_set: ConstraintSet) -> ConstraintSet:
+    mismatch = entry_mismatch(entry, constraint_set)
+    if mismatch is not None:
+        raise ConstraintSetError(mismatch)
+    return constraint_set
+
+
 def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
-    """The index and sets of a ConfigMap's data written by `wire_data`, every hash verified (the index's own, and
-    each set's against its content and the index's entry). Raises ConstraintSetError naming the key."""
+    """The index and sets of a ConfigMap's data written by `wire_data`, every set checked (`ConstraintSet.from_json`)
+    and every hash verified (the index's own, and each set's against its content and the index's entry, which
+    must also name it, with its version and weight). Raises ConstraintSetError naming the key."""
     raw_index = data.get(INDEX_KEY)
     if raw_index is None:
         raise ConstraintSetError(f"no {INDEX_KEY} key: is it the ConfigMap `compile` writes?")
     try:
-        index_json = json.loads(raw_index)
+        index_json = parse_json(raw_index)
     except ValueError as error:
         raise ConstraintSetError(f"{INDEX_KEY}: not JSON: {error}") from None
     if not isinstance(index_json, dict):
@@ -611,6 +730,8 @@ def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[Co
     templates = index_json.pop(WIRE_NODE_TEMPLATES, None)
     if not isinstance(table, list) or not isinstance(templates, dict):
         raise ConstraintSetError(f"{INDEX_KEY}: no type table or node templates (not the compact wire form)")
+    if not all(isinstance(name, str) for name in table):
+        raise ConstraintSetError(f"{INDEX_KEY}: {WIRE_TYPES} must be a list of instance-type names")
     try:
         index = ConstraintSetIndex.from_json(index_json)
     except ConstraintSetError as error:
@@ -621,52 +742,54 @@ def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[Co
         if raw is None:
             raise ConstraintSetError(f"{entry.key}: listed in the index but missing")
         try:
-            content = json.loads(raw)
-            if not isinstance(content, dict):
-                raise ConstraintSetError("not a JSON object")
-            bits = content.pop("admittedBits", None)
-            if not isinstance(bits, str):
-                raise ConstraintSetError("no admittedBits")
-            content["admitted"] = list(_names(bits, [str(n) for n in table]))
-            provider = content.get("provider")
-            if isinstance(provider, dict) and "specRef" in provider:
-                ref = provider.pop("specRef")
-                if ref not in templates:
-                    raise ConstraintSetError(f"node template {ref} is not in the index")
-                provider["spec"] = templates[ref]
-            constraint_set = ConstraintSet.from_json(content)
-        except (ValueError, ConstraintSetError) as error:
+            sets.append(_checked_against(entry, _wire_set(raw, table, templates)))
+        except ConstraintSetError as error:
             raise ConstraintSetError(f"{entry.key}: {error}") from None
-        if constraint_set.hash != entry.hash:
-            raise ConstraintSetError(f"{entry.key}: hash {constraint_set.hash} does not match the index's {entry.hash}")
-        sets.append(constraint_set)
     return index, sets
+
+
+class _Files(Mapping[str, str]):
+    """The files of a folder by name, read when asked for (a mounted ConfigMap: only the keys its index names, once
+    the index was checked, are ever read)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __getitem__(self, name: str) -> str:
+        path = self.folder / name
+        if not path.is_file():
+            raise KeyError(name)
+        return _read(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(p.name for p in self.folder.iterdir()))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.folder.iterdir())
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConstraintSetError(f"{path}: cannot read: {error}") from None
 
 
 def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
     """The index and sets `compile -o DIR` wrote (DIR, or its `constraintsets/`), or the constraint-set ConfigMap
-    mounted as a directory (one file per key, the wire form): every hash verified. Raises ConstraintSetError
-    naming the file."""
+    mounted as a directory (one file per key, the wire form): every set checked and every hash verified, as
+    `read_wire_data`. Raises ConstraintSetError naming the file."""
     base = Path(directory)
     folder = next((d for d in (base / "constraintsets", base) if (d / INDEX_KEY).is_file()), None)
     if folder is None:
         raise ConstraintSetError(f"{base}: no constraintsets/{INDEX_KEY} or {INDEX_KEY}: is it `compile -o` output?")
-
-    def read(name: str) -> str:
-        try:
-            return (folder / name).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConstraintSetError(f"{folder / name}: cannot read: {error}") from None
-
-    index_text = read(INDEX_KEY)
     try:
-        index_json = json.loads(index_text)
+        index_json = parse_json(_read(folder / INDEX_KEY))
     except ValueError as error:
         raise ConstraintSetError(f"{folder / INDEX_KEY}: not JSON: {error}") from None
     if isinstance(index_json, dict) and WIRE_TYPES in index_json:  # a mounted ConfigMap
-        names = [INDEX_KEY] + [str(e.get("key")) for e in index_json.get("sets") or [] if isinstance(e, dict)]
         try:
-            return read_wire_data({name: read(name) for name in names})
+            return read_wire_data(_Files(folder))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder}: {error}") from None
     try:
@@ -675,11 +798,9 @@ def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex
         raise ConstraintSetError(f"{folder / INDEX_KEY}: {error}") from None
     sets = []
     for entry in index.entries:
+        text = _read(folder / entry.key)
         try:
-            constraint_set = ConstraintSet.loads(read(entry.key))
+            sets.append(_checked_against(entry, ConstraintSet.loads(text)))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder / entry.key}: {error}") from None
-        if constraint_set.hash != entry.hash:
-            raise ConstraintSetError(f"{folder / entry.key}: hash does not match the index's {entry.hash}")
-        sets.append(constraint_set)
     return index, sets

@@ -17,6 +17,7 @@ from karpenter_policy.api.violations import (
     INVALID_SPEC,
     QUANTITY_OUT_OF_RANGE,
     RESTRICTED_LABEL,
+    TTL_CHURN,
     UNKNOWN_LABEL_KEY,
     WARNING,
     Path,
@@ -40,6 +41,8 @@ SUPPORTED_EVICTION_SIGNALS = frozenset(
     }
 )
 _MAX_INT64 = 2**63 - 1  # Karpenter parses bounds with Go's strconv.Atoi
+#: An expiry under an hour churns nodes (the `ttl-churn` warning, docs/rules/ttl-churn.md).
+CHURNING_EXPIRY_SECONDS = 3600
 SUPPORTED_RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 
 
@@ -53,7 +56,7 @@ def validate_provisioner(doc: Document) -> list[Violation]:
     found += _labels(spec.get("labels") or {})
     found += _taints(spec)
     found += _ttls(spec)
-    found += _provider(spec)
+    found += _provider(spec, doc.get("metadata"))
     found += _kubelet(spec.get("kubeletConfiguration"))
     return found
 
@@ -199,6 +202,17 @@ def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
         value = spec.get(field)
         if isinstance(value, int) and value < 0:
             yield Violation(INVALID_SPEC, ("spec", field), f"{field} cannot be negative ({value})")
+    expiry = spec.get("ttlSecondsUntilExpired")
+    if isinstance(expiry, int) and not isinstance(expiry, bool) and 0 <= expiry < CHURNING_EXPIRY_SECONDS:
+        yield Violation(
+            TTL_CHURN,
+            ("spec", "ttlSecondsUntilExpired"),
+            f"ttlSecondsUntilExpired {expiry}: every node expires {expiry} s after its launch, under an hour: the "
+            "provisioner replaces its nodes about as fast as it launches them (a launch, readiness and the drain "
+            "take minutes, and evict every pod), and a replacement that expires before it is ready is replaced "
+            "in turn, without end; use hours or days (2592000 is 30 days), or leave it out",
+            WARNING,
+        )
     consolidation = spec.get("consolidation") or {}
     if consolidation.get("enabled") is True and spec.get("ttlSecondsAfterEmpty") is not None:
         yield Violation(
@@ -210,7 +224,7 @@ def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
         )
 
 
-def _provider(spec: Mapping[str, Any]) -> Iterator[Violation]:
+def _provider(spec: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> Iterator[Violation]:
     provider, provider_ref = spec.get("provider"), spec.get("providerRef")
     if provider is not None and provider_ref is not None:
         yield Violation(
@@ -226,7 +240,7 @@ def _provider(spec: Mapping[str, Any]) -> Iterator[Violation]:
             "exactly one of provider or providerRef is required: name an AWSNodeTemplate in providerRef",
         )
     if isinstance(provider, Mapping):
-        yield from aws.validate_aws(provider, ("spec", "provider"), inline=True)
+        yield from aws.validate_aws(provider, ("spec", "provider"), inline=True, metadata=metadata)
 
 
 def _eviction(thresholds: Mapping[str, str], path: Path) -> Iterator[Violation]:

@@ -12,7 +12,7 @@ Path = tuple[str | int, ...]
 ERROR = "error"
 WARNING = "warning"
 
-# Stable rule ids (DESIGN.md §4): never rename, only add.
+# Stable rule ids (the `rule` of each finding in every output format; docs/rules/<id>.md): never rename, only add.
 PARSE_ERROR = "parse-error"
 SCHEMA = "schema"
 INVALID_REQUIREMENT = "invalid-requirement"
@@ -46,6 +46,20 @@ UNKNOWN_LABEL_VALUE = "unknown-label-value"
 AWS_ID_SHAPE = "aws-id-shape"
 #: (warning) a workload's topology key that no node the provisioners launch has (`topology.kubernetes.io/hostname`).
 UNKNOWN_TOPOLOGY_KEY = "unknown-topology-key"
+#: (warning) a requirement names a previous-generation instance type or family (Karpenter v0.31 launches it).
+PREVIOUS_GENERATION = "previous-generation"
+#: (warning) values of an In requirement that no instance type can have under the other requirements and defaults.
+DEAD_VALUE = "dead-value"
+#: (warning) a `${VAR}` placeholder left in a selector or tag, unless the object is marked for Flux substitution.
+PLACEHOLDER = "placeholder"
+#: (error) userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.
+INVALID_USER_DATA = "invalid-user-data"
+#: a zone of another region than the catalog's (`--region`).
+ZONE_OUTSIDE_REGION = "zone-outside-region"
+#: (warning) a ttlSecondsUntilExpired under an hour: nodes replaced about as fast as they launch, or without end.
+TTL_CHURN = "ttl-churn"
+#: a workload's replicas (a Job's parallelism) that is not an integer of 0 to 100,000.
+INVALID_REPLICAS = "invalid-replicas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +67,9 @@ class Violation:
     """One problem with one object.
 
     `path` locates the offending node inside the object (`("spec", "requirements", 2, "operator")`);
-    `at_key` says the mapping key itself is at fault (an unknown field, a restricted label name), not its value.
+    `at_key` says the mapping key itself is at fault (an unknown field, a restricted label name), not its value;
+    `in_text` is where in the node's multi-line text the problem is (1-based line and column: a TOML error in
+    userData), None for the node as a whole.
     """
 
     rule: str
@@ -62,6 +78,7 @@ class Violation:
     severity: str = ERROR
     at_key: bool = False
     related: tuple[Path, ...] = field(default=())
+    in_text: tuple[int, int] | None = None
 
 
 def render_path(path: Path) -> str:

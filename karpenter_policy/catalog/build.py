@@ -12,15 +12,20 @@ records per type and fact, see `Catalog.provenance`):
   Karpenter no longer lists (p2, p3, g3, f1, dl1, u-*tb1 ...) — they are marked previous-generation.
 * [ec2] DescribeInstanceTypes as AWS returned it (moto's ``instance_types.json.gz``): the facts of types neither
   table has (newer than the table), the network limits the VPC table lacks, and which types sell as spot.
-* [vpc-limits] Karpenter's VPC limits (``karpenter-vpc-limits-YYYY-MM.json``): ENIs, IPv4 addresses per ENI
-  (max pods), branch ENIs for pod-eni (trunking types), bare metal.
+* [vpc-limits] Karpenter's VPC limits (``karpenter-vpc-limits-YYYY-MM.json``): ENIs of the default network card
+  (what max pods counts, as Karpenter's ENILimitedPods; a type with several cards has more in all), IPv4
+  addresses per ENI, branch ENIs for pod-eni (trunking types), bare metal.
 * [offerings] DescribeInstanceTypeOfferings by availability zone as AWS returned it, per region (moto's
   ``instance_type_offerings/availability-zone/<region>.json.gz``): where each type is offered.
 * [prices-<region>] The on-demand price tables (``ec2-on-demand-prices-<region>.json``; us-east-1 only): prices,
-  and evidence that a type sells in the region. A priced type the offerings lack gets inferred zones there: those
-  of its family in the region, else of its category and generation (g4ad: g4dn's, p3: p3dn's), else of its
-  category, else every zone — recorded as inferred, with the rule. A priced name no source describes (cr1.8xlarge)
-  is known by name only.
+  and evidence that a type sells in the region. A priced type the offerings lack gets inferred zones there, and so
+  does, in every region, a type the offerings lack in *every* region (g4ad, the previous-generation types: a hole
+  in the source, not a type sold nowhere): the zones of its family in the region, else of its category and
+  generation (g4ad: g4dn's, p3: p3dn's), else of its category, else every zone — recorded as inferred, with the
+  rule. A priced name no source describes (cr1.8xlarge) is known by name only.
+
+Each source's date is recorded (``dates``: the month of a table, the day of a price table, the month of moto's
+copy from ``moto.json`` in the sources directory), so that findings name the date of the source they rest on.
 
 Types without a Kubernetes architecture (Mac) are left out. The output is deterministic: the same sources give
 byte-identical files.
@@ -41,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from karpenter_policy.catalog.catalog import CatalogError, on_demand_prices_file_name
+from karpenter_policy.catalog.catalog import OFFERINGS_SOURCE, CatalogError, on_demand_prices_file_name
 from karpenter_policy.catalog.embedded import (
     COLUMNS,
     FORMAT,
@@ -78,7 +83,7 @@ KARPENTER = "karpenter"
 KARPENTER_V031 = "karpenter-v0.31"
 EC2 = "ec2"
 VPC_LIMITS = "vpc-limits"
-OFFERINGS = "offerings"
+OFFERINGS = OFFERINGS_SOURCE
 
 _CURRENT_TABLE = re.compile(r"^karpenter-instance-types-(\d{4}-\d{2})\.json$")
 _V031_TABLE = "karpenter-v0.31-instance-types.json"
@@ -86,6 +91,8 @@ _VPC_LIMITS = re.compile(r"^karpenter-vpc-limits-\d{4}-\d{2}\.json$")
 _PRICES = re.compile(r"^ec2-on-demand-prices-([a-z0-9-]+)\.json$")
 _OFFERINGS_DIR = Path("instance_type_offerings") / "availability-zone"
 _DESCRIBED = "instance_types.json.gz"
+_MOTO_MANIFEST = "moto.json"
+_DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}(?:-\d{2})?)(?!\d)")
 
 
 # --- reading the sources ------------------------------------------------------------------------------------
@@ -97,6 +104,7 @@ class Sources:
 
     date: str
     descriptions: dict[str, str]  # source id -> what it is
+    dates: dict[str, str]  # source id -> when it was taken ("2026-07", "2026-07-20"; absent: unknown)
     current: dict[str, dict[str, str]]  # Karpenter's table: type -> labels
     previous: dict[str, dict[str, str]]  # v0.31's table: type -> labels
     vpc_limits: dict[str, dict[str, Any]]
@@ -141,6 +149,39 @@ def _table(path: Path) -> tuple[dict[str, dict[str, str]], str]:
     )
 
 
+def _last_date(text: str) -> str | None:
+    """The last date (YYYY-MM or YYYY-MM-DD) a source line names ("...; 2023-10)")."""
+    found = _DATE.findall(text)
+    return found[-1] if found else None
+
+
+def installed_moto_version(moto: Path) -> str | None:
+    """The version of the moto release whose EC2 resources directory `moto` is (its dist-info sits beside the
+    package), None when it cannot be told."""
+    site = moto.parent.parent.parent  # <site>/moto/ec2/resources
+    versions = [p.name.removeprefix("moto-").removesuffix(".dist-info") for p in site.glob("moto-*.dist-info")]
+    return versions[0] if len(versions) == 1 else None
+
+
+def _moto_manifest(shared: Path, moto: Path) -> tuple[str | None, str]:
+    """The month of moto's copy of EC2 (from moto.json in the sources directory) and how to name it; a moto of
+    another release than the one recorded is refused: its copy would make another catalog."""
+    path = shared / _MOTO_MANIFEST
+    if not path.is_file():
+        return None, "moto's copy"
+    manifest = _load(path)
+    if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k), str) for k in ("version", "date")):
+        raise CatalogError(path, 'expected {"version": "5.2.5", "date": "2026-10", ...}')
+    installed = installed_moto_version(moto)
+    if installed is not None and installed != manifest["version"]:
+        raise CatalogError(
+            path,
+            f"records moto {manifest['version']}, but {moto} is moto {installed}'s: install moto "
+            f"{manifest['version']}, or record the new release and its month here",
+        )
+    return str(manifest["date"]), f"moto {manifest['version']}'s copy"
+
+
 def _one(directory: Path, pattern: re.Pattern[str], what: str) -> Path:
     """The newest file of `directory` whose name matches `pattern` (names carry the date: the last sorts newest)."""
     found = sorted(p for p in directory.iterdir() if pattern.match(p.name)) if directory.is_dir() else []
@@ -150,7 +191,7 @@ def _one(directory: Path, pattern: re.Pattern[str], what: str) -> Path:
 
 
 def read_sources(shared: Path, moto: Path) -> Sources:
-    """Read the shared data directory (`../shared/data`) and moto's EC2 resources. Raises :class:`CatalogError`."""
+    """Read the sources directory (`catalog-sources/`) and moto's EC2 resources. Raises :class:`CatalogError`."""
     current_path = _one(shared, _CURRENT_TABLE, "Karpenter instance-type table")
     match = _CURRENT_TABLE.match(current_path.name)
     assert match is not None
@@ -179,15 +220,24 @@ def read_sources(shared: Path, moto: Path) -> Sources:
         offerings[region] = dict(zones)
     if not offerings:
         raise CatalogError(offerings_dir, "no DescribeInstanceTypeOfferings files (<region>.json.gz) in it")
+    moto_date, moto_name = _moto_manifest(shared, moto)
     prices: dict[str, dict[str, float]] = {}
     price_files: dict[str, Path] = {}
     descriptions = {
         KARPENTER: current_source,
         KARPENTER_V031: previous_source,
         VPC_LIMITS: str(vpc_document.get("source", vpc_path.name)),
-        EC2: f"DescribeInstanceTypes as AWS returned it (moto's {_DESCRIBED})",
+        EC2: f"DescribeInstanceTypes as AWS returned it ({moto_name}: {_DESCRIBED})",
         OFFERINGS: f"DescribeInstanceTypeOfferings by availability zone as AWS returned it, {len(offerings)} regions "
-        f"(moto's {_OFFERINGS_DIR}/<region>.json.gz)",
+        f"({moto_name}: {_OFFERINGS_DIR}/<region>.json.gz)",
+    }
+    vpc_match = re.search(r"-(\d{4}-\d{2})\.json$", vpc_path.name)
+    dates: dict[str, str | None] = {
+        KARPENTER: match.group(1),
+        KARPENTER_V031: _last_date(previous_source),
+        VPC_LIMITS: vpc_match.group(1) if vpc_match else None,
+        EC2: moto_date,
+        OFFERINGS: moto_date,
     }
     from karpenter_policy.catalog.prices import load_on_demand_prices
 
@@ -201,9 +251,11 @@ def read_sources(shared: Path, moto: Path) -> Sources:
         document = _load(path)
         generated = document.get("generated_at", "?")
         descriptions[f"prices-{region}"] = f"{document.get('source', path.name)} (generated {generated})"
+        dates[f"prices-{region}"] = _last_date(str(generated))
     return Sources(
         date=match.group(1),
         descriptions=descriptions,
+        dates={source: date for source, date in sorted(dates.items()) if date},
         current=current,
         previous=previous,
         vpc_limits={str(k): v for k, v in vpc_limits.items() if isinstance(v, dict)},
@@ -235,6 +287,7 @@ class Joined:
 
     date: str
     descriptions: dict[str, str]
+    dates: dict[str, str]
     types: dict[str, JoinedType]
     zones: dict[str, dict[str, set[str]]]  # region -> type -> zones observed
     inferred: dict[str, dict[str, tuple[set[str], str]]]  # region -> type -> (zones, why)
@@ -285,12 +338,25 @@ def type_from_labels(name: str, labels: Mapping[str, str]) -> InstanceType | Non
     )
 
 
+def default_card_interfaces(limits: Mapping[str, Any]) -> int:
+    """The ENIs of a VPC limits row's default network card (what the VPC CNI uses: Karpenter's ENILimitedPods reads
+    NetworkCards[DefaultNetworkCardIndex]); all its ENIs when the row lists no cards (one card)."""
+    cards = limits.get("networkCards")
+    if not isinstance(cards, list) or not cards:
+        return int(limits["interfaces"])
+    default = limits.get("defaultNetworkCardIndex", 0)
+    for card in cards:
+        if isinstance(card, Mapping) and card.get("networkCardIndex") == default:
+            return int(card["maximumNetworkInterfaces"])
+    raise ValueError(f"no network card {default} (the default) among {cards!r}")
+
+
 def _network(name: str, sources: Sources, described: InstanceType | None) -> tuple[dict[str, Any], str]:
     """ENIs, IPv4 per ENI, branch ENIs and bare metal, and their source."""
     limits = sources.vpc_limits.get(name)
     if limits is not None:
         return {
-            "max_enis": int(limits["interfaces"]),
+            "max_enis": default_card_interfaces(limits),
             "ipv4_per_eni": int(limits["ipv4PerInterface"]),
             "branch_enis": int(limits["branchInterfaces"]) if limits.get("trunking") else 0,
             "bare_metal": bool(limits.get("baremetal")),
@@ -320,7 +386,10 @@ def _join_type(name: str, sources: Sources) -> JoinedType | None:
         facts, facts_source = described, EC2
     if facts is None:
         return None
-    network, network_source = _network(name, sources, described)
+    try:
+        network, network_source = _network(name, sources, described)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CatalogError(VPC_LIMITS, f"{name}: {exc}") from None
     usage = info.get("SupportedUsageClasses") if info is not None else None
     spot = CAPACITY_TYPE_SPOT in usage if isinstance(usage, list) else True
     facts = dataclasses.replace(facts, **network, previous_generation=facts_source == KARPENTER_V031)
@@ -370,21 +439,24 @@ def join(sources: Sources) -> Joined:
     zones: dict[str, dict[str, set[str]]] = {}
     inferred: dict[str, dict[str, tuple[set[str], str]]] = {}
     region_zones: dict[str, list[str]] = {}
+    offered_somewhere = {name for offered in sources.offerings.values() for name in offered}
+    missing_everywhere = {name for name in types if name not in offered_somewhere}
     for region, offered in sorted(sources.offerings.items()):
         kept = {name: found for name, found in offered.items() if name in types}
         zones[region] = kept
         region_zones[region] = sorted(set[str]().union(*offered.values()))
         for name in kept:
             types[name].regions.add(region)
-        priced = sources.prices.get(region, {})
+        sold = set(sources.prices.get(region, {})) | missing_everywhere
         inferred[region] = {}
-        for name in sorted(priced):
+        for name in sorted(sold):
             if name in types and name not in kept:
                 inferred[region][name] = _inferred_zones(name, kept, region_zones[region])
                 types[name].regions.add(region)
     return Joined(
         date=sources.date,
         descriptions=sources.descriptions,
+        dates=sources.dates,
         types=types,
         zones=zones,
         inferred=inferred,
@@ -418,6 +490,7 @@ def types_document(joined: Joined) -> str:
     head = {
         "columns": list(COLUMNS),
         "date": joined.date,
+        "dates": dict(sorted(joined.dates.items())),
         "format": FORMAT,
         "names_only": names_only,
         "regions": regions,
@@ -490,6 +563,7 @@ def summary(joined: Joined, written: Iterable[Path] = ()) -> list[str]:
     previous = sorted(n for n, t in joined.types.items() if t.facts.previous_generation)
     lines = [
         f"EC2 catalog of {joined.date}: {len(joined.types)} instance types in {len(joined.zones)} regions",
+        "sources of: " + ", ".join(f"{source} {date}" for source, date in sorted(joined.dates.items())),
         "facts from: " + ", ".join(f"{s} {n}" for s, n in sorted(by_facts.items())),
         "network limits from: " + ", ".join(f"{s} {n}" for s, n in sorted(by_network.items())),
         f"previous generation ({len(previous)}): {' '.join(previous)}",
@@ -501,11 +575,16 @@ def summary(joined: Joined, written: Iterable[Path] = ()) -> list[str]:
         for name, why in joined.dropped.items():
             reasons[why].append(name)
         lines += [f"left out ({why}): {' '.join(sorted(names))}" for why, names in sorted(reasons.items())]
+    everywhere = set[str].intersection(*(set(inferred) for inferred in joined.inferred.values()))
+    if everywhere:
+        lines.append(f"missing from the offerings of every region, zones inferred: {' '.join(sorted(everywhere))}")
     for region in sorted(joined.zones):
         inferred = joined.inferred[region]
         line = f"{region}: {len(joined.zones[region]) + len(inferred)} types, {len(joined.region_zones[region])} zones"
         if inferred:
-            line += f", {len(inferred)} with inferred zones ({' '.join(sorted(inferred))})"
+            line += f", {len(inferred)} with inferred zones"
+            others = sorted(set(inferred) - everywhere)
+            line += f" ({' '.join(others)} and those above)" if others else ""
         lines.append(line)
     for path in written:
         lines.append(f"wrote {path} ({path.stat().st_size:,} bytes)")
@@ -518,4 +597,14 @@ def build_embedded(shared: Path, moto: Path, out: Path) -> list[str]:
     return summary(joined, write_embedded(joined, out))
 
 
-__all__ = ["Joined", "Sources", "build_embedded", "default_moto_resources", "join", "read_sources", "summary"]
+__all__ = [
+    "Joined",
+    "Sources",
+    "build_embedded",
+    "default_card_interfaces",
+    "default_moto_resources",
+    "installed_moto_version",
+    "join",
+    "read_sources",
+    "summary",
+]

@@ -38,6 +38,8 @@ FORMAT_VERSION = 1
 DEFAULT_REGION = "us-east-1"
 DATA_PACKAGE = "karpenter_policy.catalog"
 DATA_DIR = "data"
+#: The source id of zones DescribeInstanceTypeOfferings returned (see `Catalog.sources`).
+OFFERINGS_SOURCE = "offerings"
 
 
 def catalog_file_name(region: str) -> str:
@@ -96,19 +98,22 @@ class Absence:
 class Catalog:
     """The instance types of one region, sorted by name.
 
-    `date` is when the catalog's facts were taken ("2026-07"; "" unknown). The embedded catalogs also carry what is
-    known of the types a region lacks (`known`), where each fact of each type came from (`provenance`) and the
-    sources (`sources`: id -> description). `previous_generation_admitted` is False when the previous-generation
-    types were left out (the default, see `load_catalog`).
+    `date` is when the catalog's instance types were taken ("2026-07"; "" unknown): the type table's month for the
+    embedded catalogs, the day of the refresh for a refreshed one. The embedded catalogs also carry what is known of
+    the types a region lacks (`known`), where each fact of each type came from (`provenance`), the sources
+    (`sources`: id -> description) and when each was taken (`dates`: id -> date; the offerings' is not the types').
+    Previous-generation types are in the catalog like any other (Karpenter v0.31 launches them); a requirement that
+    names one gets a warning unless `previous_generation_acknowledged` (``--allow-previous-generation``).
     """
 
     region: str
     instance_types: tuple[InstanceType, ...]
     date: str = ""
-    previous_generation_admitted: bool = field(default=True, compare=False)
+    previous_generation_acknowledged: bool = field(default=False, compare=False)
     known: Mapping[str, KnownType] = field(default_factory=dict, repr=False, compare=False)
     provenance: Mapping[str, Provenance] = field(default_factory=dict, repr=False, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    dates: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     _by_name: dict[str, InstanceType] = field(init=False, repr=False, compare=False, hash=False)
     _derived: dict[Hashable, Any] = field(init=False, repr=False, compare=False, hash=False)
     _lock: threading.Lock = field(init=False, repr=False, compare=False, hash=False)
@@ -145,7 +150,7 @@ class Catalog:
         return tuple(it.name for it in self.instance_types)
 
     def families(self) -> tuple[str, ...]:
-        return tuple(sorted({it.family for it in self.instance_types}))
+        return self.derived("families", lambda: tuple(sorted({it.family for it in self.instance_types})))
 
     def sizes(self) -> tuple[str, ...]:
         return tuple(sorted({it.size for it in self.instance_types}))
@@ -158,15 +163,26 @@ class Catalog:
 
     @property
     def description(self) -> str:
-        """`EC2 catalog of 2026-07` (what findings about instance types name)."""
+        """`EC2 catalog of 2026-07` (the catalog as a whole, named by its instance types' date)."""
         return f"EC2 catalog of {self.date}" if self.date else "EC2 catalog"
 
-    def without_previous_generation(self) -> Catalog:
-        """This catalog without its previous-generation types (they stay `known`)."""
-        if not any(it.previous_generation for it in self.instance_types):
+    @property
+    def types_description(self) -> str:
+        """`EC2 types of 2026-07`: what a finding that a type exists or not rests on."""
+        return f"EC2 types of {self.date}" if self.date else "EC2 types"
+
+    @property
+    def offerings_description(self) -> str:
+        """`EC2 offerings of 2026-10`: what a finding about where a type is offered rests on (a refreshed catalog
+        took both at once: its date)."""
+        date = self.dates.get(OFFERINGS_SOURCE, self.date)
+        return f"EC2 offerings of {date}" if date else "EC2 offerings"
+
+    def acknowledging_previous_generation(self) -> Catalog:
+        """This catalog, with requirements that name previous-generation types left without a warning."""
+        if self.previous_generation_acknowledged:
             return self
-        current = tuple(it for it in self.instance_types if not it.previous_generation)
-        return dataclasses.replace(self, instance_types=current, previous_generation_admitted=False)
+        return dataclasses.replace(self, previous_generation_acknowledged=True)
 
     def absence(self, name: str, family: bool = False) -> Absence | None:
         """Why this catalog lacks the instance type (or, with `family`, the family) `name` though it knows it; None
@@ -379,13 +395,13 @@ def _read_bytes(source: Path | Traversable, label: str) -> bytes:
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(path: str | None, region: str, previous_generation: bool) -> Catalog:
+    if previous_generation:  # the same types: share them (and what is derived from them)
+        return _load_cached(path, region, False).acknowledging_previous_generation()
     if path is None:
         from karpenter_policy.catalog.embedded import load_region  # the embedded data is read on first use
 
-        catalog = load_region(region)
-    else:
-        catalog = catalog_from_json(_read_bytes(Path(path), path), path)
-    return catalog if previous_generation else catalog.without_previous_generation()
+        return load_region(region)
+    return catalog_from_json(_read_bytes(Path(path), path), path)
 
 
 def load_catalog(
@@ -393,8 +409,9 @@ def load_catalog(
 ) -> Catalog:
     """Load a catalog file, or the embedded one for ``region`` without a path. Cached per (path, region, flag).
 
-    With an explicit path the file's own region is authoritative. Previous-generation types are left out (they
-    stay ``known``) unless ``previous_generation``. Raises :class:`CatalogError`.
+    With an explicit path the file's own region is authoritative. Previous-generation types are in either way;
+    ``previous_generation`` (``--allow-previous-generation``) acknowledges them: a requirement naming one gets no
+    warning. Raises :class:`CatalogError`.
     """
     return _load_cached(None if path is None else str(path), region, previous_generation)
 

@@ -9,8 +9,8 @@ reads them. Layout of ``karpenter_policy/catalog/data/``::
     offerings-<region>.json            where each type is offered in <region>: observed or inferred zones
     ec2-on-demand-prices-<region>.json on-demand USD/hour (the `catalog refresh --prices` format)
 
-``types.json``: ``{"columns": [...], "date": "2026-07", "format": 2, "names_only": {name: source id},
-"regions": [...], "sources": {id: description}, "types": [[...], ...]}`` — each row lists the ``columns``
+``types.json``: ``{"columns": [...], "date": "2026-07", "dates": {id: date}, "format": 2, "names_only": {name:
+region mask}, "regions": [...], "sources": {id: description}, "types": [[...], ...]}`` — each row lists the ``columns``
 (booleans as 0/1, architectures comma-separated, ``regions`` a bit mask over ``regions``: where the type is
 offered, observed or inferred). ``names_only`` are types a price table names but no source describes.
 
@@ -34,6 +34,7 @@ from typing import Any
 from karpenter_policy.catalog.catalog import (
     DATA_DIR,
     DATA_PACKAGE,
+    OFFERINGS_SOURCE,
     Catalog,
     CatalogError,
     KnownType,
@@ -77,8 +78,6 @@ _STRINGS = frozenset(
     {"name", "architectures", "gpu_name", "gpu_manufacturer", "accelerator_name", "accelerator_manufacturer",
      "hypervisor", "facts", "network"}
 )  # fmt: skip
-#: The source id of zones DescribeInstanceTypeOfferings returned.
-OFFERINGS_SOURCE = "offerings"
 
 
 def offerings_file_name(region: str) -> str:
@@ -106,6 +105,7 @@ class EmbeddedTypes:
     """types.json, parsed."""
 
     date: str
+    dates: Mapping[str, str]
     regions: tuple[str, ...]
     sources: Mapping[str, str]
     types: Mapping[str, EmbeddedType]
@@ -185,6 +185,7 @@ def embedded_types() -> EmbeddedTypes:
             known[str(name)] = KnownType(str(name), True, masked(regions, int(region_mask)), described=False)
         return EmbeddedTypes(
             date=str(document["date"]),
+            dates={str(k): str(v) for k, v in dict(document.get("dates") or {}).items()},
             regions=regions,
             sources={str(k): str(v) for k, v in dict(document["sources"]).items()},
             types=types,
@@ -197,6 +198,24 @@ def embedded_types() -> EmbeddedTypes:
 def embedded_regions() -> tuple[str, ...]:
     """The regions the embedded catalog covers, sorted."""
     return embedded_types().regions
+
+
+@functools.lru_cache(maxsize=64)
+def _region_zones(region: str) -> tuple[str, ...]:
+    """The zones of an embedded region (its offerings file's `zones`), () when it has none or cannot be read."""
+    try:
+        zones = _read_json(offerings_file_name(region)).get("zones")
+    except (CatalogError, AttributeError):
+        return ()
+    return tuple(str(z) for z in zones) if isinstance(zones, list) else ()
+
+
+def region_of_zone(zone: str) -> str | None:
+    """The embedded region a zone belongs to (`us-west-2` for `us-west-2a`), None when it is the zone of none."""
+    for region in embedded_regions():
+        if zone.startswith(region) and zone in _region_zones(region):
+            return region
+    return None
 
 
 def _zones_by_type(document: Any, region: str) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
@@ -257,6 +276,7 @@ def load_region(region: str) -> Catalog:
         region=region,
         instance_types=tuple(types),
         date=shared.date,
+        dates=shared.dates,
         known=shared.known,
         provenance=provenance,
         sources=shared.sources,
@@ -286,4 +306,5 @@ __all__ = [
     "mask_of",
     "masked",
     "offerings_file_name",
+    "region_of_zone",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -79,12 +80,27 @@ def _get(info: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
+#: EC2's integers are int32s: a count or size beyond that is not EC2's.
+_MAX_INT = 2**31 - 1
+
+
 def _int(value: Any, what: str, default: int | None = None) -> int:
     if value is None and default is not None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Bad(f"{what} must be an integer, got {value!r}")
+    if not 0 <= value <= _MAX_INT:
+        raise _Bad(f"{what} must be between 0 and {_MAX_INT}, got {value}")
     return value
+
+
+def _gbps(value: Any, what: str) -> float | None:
+    """A bandwidth in Gbps: a finite number ≥ 0 (None when absent)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise _Bad(f"{what} must be a number ≥ 0, got {value!r}")
+    return float(value)
 
 
 def _str(value: Any, default: str = "") -> str:
@@ -177,7 +193,8 @@ def _instance_type(
         max_enis = _int(network.get("MaximumNetworkInterfaces"), "NetworkInfo.MaximumNetworkInterfaces", 0)
     ipv4_per_eni = _int(network.get("Ipv4AddressesPerInterface"), "NetworkInfo.Ipv4AddressesPerInterface", 0)
     baselines = [
-        c["BaselineBandwidthInGbps"] for c in cards if isinstance(c.get("BaselineBandwidthInGbps"), int | float)
+        b for c in cards if (b := _gbps(c.get("BaselineBandwidthInGbps"), "NetworkCards[].BaselineBandwidthInGbps"))
+        is not None
     ]
     bandwidth_mbps = round(sum(baselines) * 1000) if baselines else 0
 
@@ -231,7 +248,8 @@ def build_catalog(
 
     With ``with_spot_prices`` the spot offerings take the latest DescribeSpotPriceHistory price per zone
     (on-demand where there is none); without, spot is priced on-demand (what the embedded catalog stores).
-    ``date`` is recorded as the catalog's (findings name it).
+    ``date`` is recorded as the catalog's (findings name it). An answer that describes no instance type, or
+    offers none in any zone, is refused (CatalogError): written over a good catalog it failed every check.
     """
     infos = source.describe_instance_types()
     zones_by_type: dict[str, set[str]] = {}
@@ -258,6 +276,17 @@ def build_catalog(
             raise CatalogError(f"{source_name} DescribeInstanceTypes", str(exc)) from None
         if it is not None and it.name not in types:
             types[it.name] = _with_embedded_facts(it)
+    if not types:
+        raise CatalogError(
+            f"{source_name} DescribeInstanceTypes",
+            f"described no instance type of {region} that Kubernetes can run: refusing to write an empty catalog",
+        )
+    if not any(it.offerings for it in types.values()):
+        raise CatalogError(
+            f"{source_name} DescribeInstanceTypeOfferings",
+            f"offers none of the {len(types)} instance types in any zone of {region}: refusing to write a catalog "
+            "nothing can launch from",
+        )
     return Catalog(region=region, instance_types=tuple(types.values()), date=date)
 
 

@@ -2,7 +2,8 @@
 
 A received message is hidden until deleted or until its visibility timeout ends (by the injected clock); a test
 can send messages, inject an error for the next call (:meth:`FakeQueue.fail_next`) and read what was deleted.
-``receive`` never waits: long polling is a property of the real queue.
+``receive`` waits up to `wait_seconds` (real time) for a message, as SQS's long polling does (default 0: it never
+waits, for step-driven tests).
 """
 
 from __future__ import annotations
@@ -24,11 +25,19 @@ MAX_MESSAGES = 10
 class FakeQueue:
     """Messages in a list, in the order sent; see the module docstring."""
 
-    def __init__(self, name: str = "interruption", *, clock: Clock = time.monotonic, visibility_timeout: float = 20.0):
+    def __init__(
+        self,
+        name: str = "interruption",
+        *,
+        clock: Clock = time.monotonic,
+        visibility_timeout: float = 20.0,
+        wait_seconds: float = 0.0,
+    ):
         self._name = name
         self._clock = clock
         self._visibility = visibility_timeout
-        self._lock = threading.Lock()
+        self._wait = wait_seconds
+        self._lock = threading.Condition()
         self._messages: builtins.list[tuple[QueueMessage, float]] = []  # (message, hidden until)
         self._ids = itertools.count(1)
         self._receipts = itertools.count(1)
@@ -46,6 +55,7 @@ class FakeQueue:
             message_id = f"msg-{next(self._ids):06d}"
             message = QueueMessage(message_id, body, "", dt.datetime.now(dt.UTC))
             self._messages.append((message, 0.0))
+            self._lock.notify_all()
             return message_id
 
     def fail_next(self, operation: str, error: CloudError) -> None:
@@ -68,19 +78,28 @@ class FakeQueue:
             self._injected("check")
 
     def receive(self) -> builtins.list[QueueMessage]:
+        deadline = time.monotonic() + self._wait
         with self._lock:
             self._injected("receive")
-            now = self._clock()
-            received: builtins.list[QueueMessage] = []
-            for index, (message, hidden_until) in enumerate(self._messages):
-                if len(received) == MAX_MESSAGES:
-                    break
-                if hidden_until > now:
-                    continue
-                handed = QueueMessage(message.id, message.body, f"{message.id}/{next(self._receipts)}", message.sent_at)
-                self._messages[index] = (handed, now + self._visibility)
-                received.append(handed)
-            return received
+            while True:
+                received = self._take()
+                left = deadline - time.monotonic()
+                if received or left <= 0:
+                    return received
+                self._lock.wait(left)
+
+    def _take(self) -> builtins.list[QueueMessage]:
+        now = self._clock()
+        received: builtins.list[QueueMessage] = []
+        for index, (message, hidden_until) in enumerate(self._messages):
+            if len(received) == MAX_MESSAGES:
+                break
+            if hidden_until > now:
+                continue
+            handed = QueueMessage(message.id, message.body, f"{message.id}/{next(self._receipts)}", message.sent_at)
+            self._messages[index] = (handed, now + self._visibility)
+            received.append(handed)
+        return received
 
     def delete(self, message: QueueMessage) -> None:
         with self._lock:

@@ -7,14 +7,17 @@ Requests are plain JSON over that pool — no generated models, whose (de)serial
 call signatures change between client releases — so every object is the API's own dict.
 
 Failures are mapped onto :mod:`karpenter_policy.kube.errors` (404, 409, 410, 422, 429, 5xx and connection
-errors); reads (get, list, opening a watch) are retried on ``Unavailable`` with exponential backoff and
-jitter; writes are not (a lost reply to a create would turn a retry into AlreadyExists), the caller's
+errors), and every answer is checked for shape (:mod:`karpenter_policy.kube.shape`) before it is returned: an
+empty, non-JSON, Status or otherwise malformed body is ``Malformed`` (unavailable), never "no objects". Reads
+(get, list, opening a watch) are retried on ``Unavailable`` (but not on ``Malformed``) with exponential backoff
+and jitter; writes are not (a lost reply to a create would turn a retry into AlreadyExists), the caller's
 reconcile loop retries them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -29,7 +32,7 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import load_incluster_config
 from kubernetes.config.kube_config import load_kube_config
 
-from karpenter_policy.kube import objects
+from karpenter_policy.kube import objects, shape
 from karpenter_policy.kube.backoff import Backoff
 from karpenter_policy.kube.cluster import (
     DEFAULT_EVENT_SOURCE,
@@ -39,7 +42,7 @@ from karpenter_policy.kube.cluster import (
     WatchEvent,
     WatchStream,
 )
-from karpenter_policy.kube.errors import ClusterError, Unavailable, error_for_status
+from karpenter_policy.kube.errors import ClusterError, Gone, Malformed, Unavailable, error_for_status
 from karpenter_policy.kube.events import EventRecorder
 from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import CONTENT_TYPES, PatchType
@@ -48,12 +51,16 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_WATCH_READ_SLACK = 30.0  # a watch's read timeout beyond its server-side timeout: a silent server is dead
+DEFAULT_WATCH_SLACK = 30.0
+#: Objects per page of a list (client-go's pager reads 500 at a time).
+LIST_PAGE_SIZE = 500
+"""Seconds a watch's read timeout exceeds its server-side timeout: a server silent for longer is dead."""
 
 
 class KubeCluster:
     """A cluster behind an API server. Build it with :meth:`from_kubeconfig`, :meth:`in_cluster` or
-    :meth:`from_url`; ``retries`` is how many times a read is retried when the server is unavailable."""
+    :meth:`from_url`; ``retries`` is how many times a read is retried when the server is unavailable (not when
+    it answered something malformed: the caller decides how to back off then)."""
 
     def __init__(
         self,
@@ -62,6 +69,8 @@ class KubeCluster:
         backoff: Backoff | None = None,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
+        watch_slack: float = DEFAULT_WATCH_SLACK,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         configuration.retries = False  # retries are ours: only for reads, with backoff and jitter
         self._configuration = configuration
@@ -71,6 +80,8 @@ class KubeCluster:
         self._backoff_template = backoff or Backoff()
         self._timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
         self._connect_timeout = connect_timeout
+        self._watch_slack = watch_slack
+        self._page_size = page_size
         self._recorder = EventRecorder(self)
 
     @classmethod
@@ -124,20 +135,49 @@ class KubeCluster:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> ObjectList:
-        query = _query(labelSelector=label_selector, fieldSelector=field_selector)
-        body = self._retrying(lambda: self._json("GET", _path(kind, namespace), query))
-        items = [objects.with_kind(kind, item) for item in body.get("items") or []]
-        items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
-        return ObjectList(items, str((body.get("metadata") or {}).get("resourceVersion") or ""))
+        """Every matching object, read in pages of `page_size` (one consistent snapshot: the pages share its
+        resourceVersion), as client-go's pager reads — a list of 100,000 pods is never one 400 MB answer. When
+        the snapshot expires between pages (410), the whole list is read again in one answer, as the pager
+        falls back."""
+        path, what = _path(kind, namespace), f"GET {_path(kind, namespace)}"
+        selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        items: list[Obj] = []
+        version = ""
+        token: str | None = None
+        seen: set[str] = set()
+        while True:
+            query = _query(**selectors, limit=str(self._page_size) if self._page_size > 0 else None,
+                           **{"continue": token})
+            try:
+                page = self._retrying(functools.partial(self._json, "GET", path, query))
+            except Gone:
+                if token is None:
+                    raise
+                log.info("%s: the list's snapshot expired between pages; reading it whole", what)
+                return self._retrying(lambda: shape.checked_list(kind, self._json("GET", path, _query(**selectors)),
+                                                                 what))
+            checked = shape.checked_list(kind, page, what)
+            items.extend(checked.items)
+            version = version or checked.resource_version
+            token = shape.continue_token(page, what)
+            if token is None:
+                break
+            if token in seen:
+                raise Malformed(f"{what}: the continue token {token[:40]!r} came back: the pages would never end",
+                                shape.BAD_METADATA)
+            seen.add(token)
+        if len(seen) > 0:
+            items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
+        return ObjectList(items, version)
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
+        path = _path(kind, _ns(kind, namespace), name)
         try:
-            obj = self._retrying(lambda: self._json("GET", _path(kind, _ns(kind, namespace), name)))
+            return self._retrying(lambda: shape.checked_object(kind, self._json("GET", path), f"GET {path}"))
         except ClusterError as error:
             if error.status == 404:
                 return None
             raise
-        return objects.with_kind(kind, obj)
 
     def watch(
         self,
@@ -158,7 +198,7 @@ class KubeCluster:
             labelSelector=label_selector,
             fieldSelector=field_selector,
         )
-        timeout = urllib3.Timeout(connect=self._connect_timeout, read=timeout_seconds + _WATCH_READ_SLACK)
+        timeout = urllib3.Timeout(connect=self._connect_timeout, read=timeout_seconds + self._watch_slack)
         response = self._retrying(lambda: self._request("GET", _path(kind, namespace), query, timeout=timeout))
         return _HttpWatch(response, kind, bookmarks)
 
@@ -167,12 +207,12 @@ class KubeCluster:
     def create(self, kind: Kind, obj: Obj) -> Obj:
         body = objects.with_kind(kind, dict(obj))
         namespace = objects.namespace(body) or ("default" if kind.namespaced else None)
-        return objects.with_kind(kind, self._json("POST", _path(kind, namespace), body=body))
+        return self._object(kind, "POST", _path(kind, namespace), body)
 
     def update(self, kind: Kind, obj: Obj, subresource: str | None = None) -> Obj:
         body = objects.with_kind(kind, dict(obj))
         path = _path(kind, _ns(kind, objects.namespace(body)), objects.name(body), subresource)
-        return objects.with_kind(kind, self._json("PUT", path, body=body))
+        return self._object(kind, "PUT", path, body)
 
     def patch(
         self,
@@ -184,7 +224,7 @@ class KubeCluster:
         subresource: str | None = None,
     ) -> Obj:
         path = _path(kind, _ns(kind, namespace), name, subresource)
-        return objects.with_kind(kind, self._json("PATCH", path, body=patch, content_type=CONTENT_TYPES[patch_type]))
+        return self._object(kind, "PATCH", path, patch, CONTENT_TYPES[patch_type])
 
     def delete(
         self, kind: Kind, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
@@ -192,7 +232,7 @@ class KubeCluster:
         options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        self._json("DELETE", _path(kind, _ns(kind, namespace), name), body=options)
+        self._send("DELETE", _path(kind, _ns(kind, namespace), name), options)
 
     def bind(self, namespace: str, pod_name: str, node_name: str) -> None:
         binding = {
@@ -201,12 +241,12 @@ class KubeCluster:
             "metadata": {"name": pod_name, "namespace": namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
-        self._json("POST", _path(objects.POD, namespace, pod_name, "binding"), body=binding)
+        self._send("POST", _path(objects.POD, namespace, pod_name, "binding"), binding)
 
     def evict(self, namespace: str, pod_name: str) -> None:
         meta = {"name": pod_name, "namespace": namespace}
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
-        self._json("POST", _path(objects.POD, namespace, pod_name, "eviction"), body=eviction)
+        self._send("POST", _path(objects.POD, namespace, pod_name, "eviction"), eviction)
 
     def record_event(
         self,
@@ -257,6 +297,17 @@ class KubeCluster:
             raise _status_error(method, path, response.status, data)
         return response
 
+    def _read(
+        self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str
+    ) -> bytes:
+        response = self._request(method, path, query, body, content_type)
+        try:
+            return bytes(response.read())
+        except urllib3.exceptions.HTTPError as error:
+            raise Unavailable(f"{method} {path}: reading the reply: {error}") from error
+        finally:
+            response.release_conn()
+
     def _json(
         self,
         method: str,
@@ -264,27 +315,26 @@ class KubeCluster:
         query: dict[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-    ) -> Obj:
-        response = self._request(method, path, query, body, content_type)
-        try:
-            data = response.read()
-        except urllib3.exceptions.HTTPError as error:
-            raise Unavailable(f"{method} {path}: reading the reply: {error}") from error
-        finally:
-            response.release_conn()
-        try:
-            decoded = json.loads(data) if data else {}
-        except ValueError as error:
-            raise Unavailable(f"{method} {path}: the reply is not JSON: {data[:200]!r}") from error
-        if not isinstance(decoded, dict):
-            raise Unavailable(f"{method} {path}: the reply is not a JSON object")
-        return decoded
+    ) -> Any:
+        """The decoded JSON of a reply (any shape: the caller checks it); empty or non-JSON is Malformed."""
+        return shape.decode(self._read(method, path, query, body, content_type), f"{method} {path}")
+
+    def _object(self, kind: Kind, method: str, path: str, body: Any, content_type: str = "application/json") -> Obj:
+        """A write whose reply is the object written, checked for shape."""
+        return shape.checked_object(kind, self._json(method, path, body=body, content_type=content_type),
+                                    f"{method} {path}")
+
+    def _send(self, method: str, path: str, body: Any) -> None:
+        """A write whose reply (a Status or the object) the caller does not need: only its HTTP status counts."""
+        self._read(method, path, None, body, "application/json")
 
     def _retrying(self, call: Callable[[], T]) -> T:
         backoff = Backoff(self._backoff_template.initial, self._backoff_template.maximum, self._backoff_template.factor)
         for attempt in range(self._retries + 1):
             try:
                 return call()
+            except Malformed:
+                raise  # the server answered: asking again at once would only get the same, the caller backs off
             except Unavailable as error:
                 if attempt == self._retries:
                     raise
@@ -331,7 +381,8 @@ def _status_error(method: str, path: str, status: int, data: bytes) -> ClusterEr
 class _HttpWatch(Iterator[WatchEvent]):
     """The event lines of a streamed watch response; ``close()`` from another thread ends it at once.
 
-    An ERROR event raises its status's error (410: Gone); a broken stream just ends the iteration."""
+    An ERROR event raises its status's error (410: Gone), a line that is not a well-formed event raises
+    Malformed (and closes the stream); a broken stream just ends the iteration."""
 
     def __init__(self, response: urllib3.BaseHTTPResponse, kind: Kind, bookmarks: bool) -> None:
         self._response = response
@@ -355,7 +406,8 @@ class _HttpWatch(Iterator[WatchEvent]):
         self._closed.set()
         shutdown = getattr(self._response, "shutdown", None)  # urllib3 >= 2.3: unblocks a reading thread
         if shutdown is not None:
-            shutdown()
+            with contextlib.suppress(RuntimeError):  # the stream was read to its end: no read to unblock
+                shutdown()
         self._response.close()
 
     def __next__(self) -> WatchEvent:
@@ -365,10 +417,14 @@ class _HttpWatch(Iterator[WatchEvent]):
             except StopIteration:
                 self._finish()
                 raise
-            except (urllib3.exceptions.HTTPError, OSError) as error:
+            except Exception as error:
                 # A stream cut short (server restart, proxy timeout, our close()) ends like a timeout does:
                 # the caller watches again from its last version, and an unreachable server then fails there.
+                # Closed by us from another thread, the read may fail in any way (http.client is not
+                # thread-safe): that too is just the end.
                 if not self._closed.is_set():
+                    if not isinstance(error, urllib3.exceptions.HTTPError | OSError):
+                        raise
                     log.debug("watch %s ended: %s", self._kind.plural, error)
                 self._finish()
                 raise StopIteration from None
@@ -386,20 +442,15 @@ class _HttpWatch(Iterator[WatchEvent]):
             yield pending
 
     def _decode(self, line: bytes) -> WatchEvent | None:
+        what = f"watch {self._kind.plural}"
         try:
-            raw = json.loads(line)
-        except ValueError as error:
-            raise Unavailable(f"watch {self._kind.plural}: not a JSON event: {line[:200]!r}") from error
-        event_type, obj = raw.get("type"), raw.get("object") or {}
-        if event_type == "ERROR":
+            event = shape.checked_event(self._kind, shape.decode(line, what), what)
+        except ClusterError:
             self.close()
-            message = f"watch {self._kind.plural}: {obj.get('message', '')}"
-            raise error_for_status(int(obj.get("code") or 500), message, str(obj.get("reason") or ""))
-        if event_type == "BOOKMARK" and not self._bookmarks:
+            raise
+        if event.type == "BOOKMARK" and not self._bookmarks:
             return None
-        if event_type not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-            return None
-        return WatchEvent(event_type, objects.with_kind(self._kind, obj))
+        return event
 
     def _finish(self) -> None:
         self._closed.set()

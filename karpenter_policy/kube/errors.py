@@ -66,6 +66,17 @@ class Unavailable(ClusterError):
     """The API could not be reached or failed (connection refused or reset, timeout, 5xx)."""
 
 
+class Malformed(Unavailable):
+    """The API answered, but not with the shape the request must get: an empty or non-JSON body, a ``Status``
+    where an object or a list belongs, ``items`` that are not a list of objects, a watch line that is not an
+    event. Unavailable — never "no objects". ``problem`` names what was wrong, in a few fixed words
+    (:data:`karpenter_policy.kube.shape.PROBLEMS`), for metrics and for logging each problem once."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
 def error_for_status(status: int, message: str, reason: str = "") -> ClusterError:
     """The error for an HTTP status the API server answered with (its Status ``reason`` splits 409)."""
     if status == 400:

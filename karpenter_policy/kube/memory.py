@@ -13,6 +13,7 @@ grace period); create keeps the status it is given so tests can seed running pod
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
 import datetime
 import hashlib
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_policy.kube import disruption, objects
+from karpenter_policy.kube import disruption, objects, shape
 from karpenter_policy.kube.cluster import (
     DEFAULT_EVENT_SOURCE,
     DEFAULT_WATCH_TIMEOUT,
@@ -33,7 +34,15 @@ from karpenter_policy.kube.cluster import (
     WatchEvent,
     WatchStream,
 )
-from karpenter_policy.kube.errors import AlreadyExists, Conflict, Gone, Invalid, NotFound, error_for_status
+from karpenter_policy.kube.errors import (
+    AlreadyExists,
+    Conflict,
+    Gone,
+    Invalid,
+    Malformed,
+    NotFound,
+    error_for_status,
+)
 from karpenter_policy.kube.events import EventRecorder
 from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import PatchType, apply_patch
@@ -62,6 +71,9 @@ class _Change:
 class MemoryCluster:
     """An in-memory cluster. ``clock`` stamps creation, deletion and event times (inject it to replay)."""
 
+    #: A watch with a timeout of 0 returns the changes after its resourceVersion at once (step-driven feeds).
+    drains_watches = True
+
     def __init__(
         self, history_window: int = DEFAULT_HISTORY_WINDOW, clock: Callable[[], datetime.datetime] = _utc_now
     ) -> None:
@@ -73,6 +85,17 @@ class MemoryCluster:
         self._window = history_window
         self._clock = clock
         self._recorder = EventRecorder(self, clock)
+
+    @contextlib.contextmanager
+    def stamping(self, clock: Callable[[], datetime.datetime]) -> Iterator[None]:
+        """Writes inside the block are stamped by `clock` (a test backdates the objects it creates)."""
+        with self._changed:
+            previous, self._clock = self._clock, clock
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._clock = previous
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -127,6 +150,8 @@ class MemoryCluster:
     def create(self, kind: Kind, obj: Obj) -> Obj:
         new = objects.with_kind(kind, copy.deepcopy(obj))
         meta = new.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise Invalid(f"{kind.kind}: metadata is not an object")
         if kind.namespaced:
             meta["namespace"] = meta.get("namespace") or "default"
         else:
@@ -136,6 +161,7 @@ class MemoryCluster:
                 if not meta.get("generateName"):
                     raise Invalid(f"{kind.kind}: metadata.name or metadata.generateName is required")
                 meta["name"] = self._generate_name(kind, meta.get("namespace"), meta["generateName"])
+            _check_writable(kind, new)
             key = self._key(kind, meta.get("namespace"), meta["name"])
             if key in self._store(kind):
                 raise AlreadyExists(f'{kind.plural} "{meta["name"]}" already exists', reason="AlreadyExists")
@@ -254,12 +280,15 @@ class MemoryCluster:
         if subresource not in (None, "status") or (subresource == "status" and not kind.status_subresource):
             raise NotFound(f"{kind.plural} has no subresource {subresource!r}", reason="NotFound")
         new = objects.with_kind(kind, objects.written_part(kind, subresource, current, proposed))
-        meta = new.setdefault("metadata", {})
+        if not isinstance(new.get("metadata"), dict):
+            raise Invalid(f"{kind.kind}: metadata is not an object")
+        meta = new["metadata"]
         for immutable in _SERVER_OWNED_METADATA:
             if immutable in current["metadata"]:
                 meta[immutable] = current["metadata"][immutable]
             else:
                 meta.pop(immutable, None)
+        _check_writable(kind, new)
         if objects.is_deleting(new) and not objects.finalizers(new):
             self._remove(kind, new)
             return copy.deepcopy(new)
@@ -314,6 +343,15 @@ _SERVER_OWNED_METADATA = (
 )  # what the API server draws generateName suffixes from
 
 
+def _check_writable(kind: Kind, obj: Obj) -> None:
+    """Refuse (422, as the API server does) an object whose metadata a reader could not trust, so that this
+    cluster never hands out what :mod:`~karpenter_policy.kube.shape` would call malformed."""
+    try:
+        shape.check_object(obj, kind.plural)
+    except Malformed as error:
+        raise Invalid(error.message) from None
+
+
 def _parse_version(resource_version: str) -> int:
     try:
         return int(resource_version)
@@ -333,7 +371,7 @@ class _Filter:
         self.kind = kind
         self._namespace = namespace
         self._labels = label_selector
-        self._fields = parse_field_selector(field_selector)
+        self._fields = parse_field_selector(kind.kind, field_selector)
 
     def __call__(self, obj: Obj) -> bool:
         if self._namespace is not None and objects.namespace(obj) != self._namespace:

@@ -2,9 +2,10 @@
 
 Label selectors come in two forms: the string of a ``labelSelector`` query (``app=web,tier!=db,env in
 (a,b),!canary``) and the structured LabelSelector of a PodDisruptionBudget (``matchLabels`` and
-``matchExpressions``). Field selectors support the fields the reconciler filters on: ``metadata.name``,
-``metadata.namespace``, ``spec.nodeName`` and ``status.phase`` (an absent field compares as "", so
-``spec.nodeName=`` selects unbound pods, as on a real server).
+``matchExpressions``). Field selectors support, per kind, the fields the API server supports that the
+reconciler and its operators filter on (:data:`FIELDS`: ``metadata.name`` and ``metadata.namespace`` on every
+kind, ``spec.nodeName`` and ``status.phase`` on pods, ``involvedObject.name``, ``reason``, ``type``, … on
+events); an absent field compares as "", so ``spec.nodeName=`` selects unbound pods, as on a real server.
 """
 
 from __future__ import annotations
@@ -16,7 +17,19 @@ from typing import Any
 
 from karpenter_policy.kube.errors import BadRequest
 
-FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
+_COMMON_FIELDS = ("metadata.name", "metadata.namespace")
+FIELDS: dict[str, tuple[str, ...]] = {
+    "Pod": (*_COMMON_FIELDS, "spec.nodeName", "spec.schedulerName", "spec.serviceAccountName", "status.phase",
+            "status.podIP", "status.nominatedNodeName"),
+    "Node": (*_COMMON_FIELDS, "spec.unschedulable"),
+    "Namespace": (*_COMMON_FIELDS, "status.phase"),
+    "Event": (*_COMMON_FIELDS, "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+              "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+              "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"),
+}
+"""The field selectors the API server supports, by kind (any other kind: metadata.name and metadata.namespace)."""
+
+_FIELD_PATHS = {"source": "source.component"}  # a selector field that names another path in the object
 
 _SET_REQUIREMENT = re.compile(r"^\s*(?P<key>[^\s!=]+)\s+(?P<op>in|notin)\s*\((?P<values>[^)]*)\)\s*$")
 _EQUALITY = re.compile(r"^\s*(?P<key>[^\s!=]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s,]*)\s*$")
@@ -114,16 +127,19 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     return "" if node is None else str(node)
 
 
-def parse_field_selector(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """A predicate for a ``fieldSelector`` string (``=``, ``==``, ``!=`` on the supported :data:`FIELDS`)."""
+def parse_field_selector(kind: str, selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
+    """A predicate for a ``fieldSelector`` string on objects of ``kind`` (``Pod``, ``Event``, …): ``=``,
+    ``==``, ``!=`` on the fields :data:`FIELDS` supports for it (any other is a 400, as on the API server)."""
+    supported = FIELDS.get(kind, _COMMON_FIELDS)
     clauses = []
     for clause in _split_clauses(selector or ""):
         match = _EQUALITY.match(clause)
         if not match:
             raise BadSelector(f"invalid field selector clause {clause.strip()!r}")
-        if match["key"] not in FIELDS:
-            raise BadSelector(f"field label not supported: {match['key']} (supported: {', '.join(FIELDS)})")
-        clauses.append((match["key"], match["op"] != "!=", match["value"]))
+        if match["key"] not in supported:
+            raise BadSelector(f'field label not supported: "{match["key"]}" for {kind} '
+                              f"(supported: {', '.join(supported)})")
+        clauses.append((_FIELD_PATHS.get(match["key"], match["key"]), match["op"] != "!=", match["value"]))
 
     def matches(obj: Mapping[str, Any]) -> bool:
         return all((_field_value(obj, path) == value) == equal for path, equal, value in clauses)

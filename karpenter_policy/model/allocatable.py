@@ -225,6 +225,17 @@ class NodeConfiguration:
 DEFAULT_NODE = NodeConfiguration()
 
 
+def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping[str, Any] | None) -> NodeConfiguration:
+    """The node configuration of a provisioner's kubelet settings and its node template's spec (AMI family and
+    block device mappings). ValueError names the bad field."""
+    spec = node_template or {}
+    mappings = spec.get("blockDeviceMappings")
+    family = spec.get("amiFamily")
+    return NodeConfiguration.of(
+        kubelet, str(family) if family else None, mappings if isinstance(mappings, list) else None
+    )
+
+
 # --- the arithmetic ------------------------------------------------------------------------------------------
 
 

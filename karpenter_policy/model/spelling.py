@@ -1,24 +1,41 @@
 """The nearest spelling of a name among the names that exist: the hints of typo findings ("did you mean
-on-demand?", "(typo of "topology.kubernetes.io/zone"?)"). Pure functions, no I/O."""
+on-demand?", "(typo of "topology.kubernetes.io/zone"?)"). Pure functions, no I/O.
+
+A hint among the catalog's ~600 instance types takes difflib milliseconds — the slowest step of checking a
+Provisioner that names an unknown type, which the webhook pays on every UPDATE of it (each carries a new
+resourceVersion, so the whole check is never cached): the answers are kept (`_NEAREST_CACHED` of them, the most
+recently asked), keyed by the value and the candidates.
+"""
 
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Sequence
 
 __all__ = ["edit_distance", "nearest_name"]
+
+
+#: Answers of `nearest_name` kept (value and candidates → hint): a few MB at most.
+_NEAREST_CACHED = 4096
 
 
 def nearest_name(value: str, candidates: Sequence[str]) -> str | None:
     """The one nearest candidate, or None when there is none or a tie: difflib's close matches that are at most
     two edits away (or contain the value, or are contained in it), ranked by edit distance with transpositions,
     then spelt with the same letters (`m5d.x2large` → `m5d.2xlarge`, not `m5d.xlarge`), then difflib's ratio."""
+    return _nearest(value, candidates if isinstance(candidates, tuple) else tuple(candidates))
+
+
+@functools.lru_cache(maxsize=_NEAREST_CACHED)
+def _nearest(value: str, candidates: tuple[str, ...]) -> str | None:
+    compared: Sequence[str] = candidates
     if len(candidates) > 200:  # difflib on every catalog type is slow: a typo keeps the first letter and length
         near = [c for c in candidates if c[:1] == value[:1] and abs(len(c) - len(value)) <= 2]
-        candidates = near or candidates
+        compared = near or candidates
     close = [
         c
-        for c in difflib.get_close_matches(value, candidates, n=10, cutoff=0.6)
+        for c in difflib.get_close_matches(value, compared, n=10, cutoff=0.6)
         if edit_distance(value, c) <= 2 or c in value or value in c
     ]
     if not close:

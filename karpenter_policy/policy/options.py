@@ -32,16 +32,35 @@ def values_option(values_file: str | None) -> dict[str, Any] | None:
 
 def catalog_option(catalog_file: str | None, region: str | None, previous_generation: bool = False) -> Catalog:
     """The `--catalog` file, or the embedded catalog of `--region` (default us-east-1); both given, they must
-    agree. Previous-generation types only with `previous_generation` (`--allow-previous-generation`)."""
+    agree; a region the embedded catalog lacks is refused with the nearest one it has. `previous_generation`
+    (`--allow-previous-generation`) acknowledges the previous-generation types (no warning naming them)."""
     try:
         if catalog_file is None:
-            return load_catalog(region=region or DEFAULT_REGION, previous_generation=previous_generation)
+            region = region or DEFAULT_REGION
+            _check_embedded_region(region)
+            return load_catalog(region=region, previous_generation=previous_generation)
         catalog = load_catalog(Path(catalog_file), previous_generation=previous_generation)
     except CatalogError as error:
         raise OptionError(f"cannot load the catalog: {error}") from None
     if region is not None and region != catalog.region:
         raise OptionError(f"--region {region} does not match the region of {catalog_file} ({catalog.region})")
     return catalog
+
+
+def _check_embedded_region(region: str) -> None:
+    """A `--region` the embedded catalog lacks is a usage error naming the nearest region it has (`us-west2`)."""
+    from karpenter_policy.catalog.embedded import embedded_regions
+    from karpenter_policy.model.spelling import nearest_name
+
+    regions = embedded_regions()
+    if region in regions:
+        return
+    guess = nearest_name(region, regions)
+    hint = f"; did you mean {guess}?" if guess else ""
+    raise OptionError(
+        f"--region {region}: no embedded catalog for region {region!r}{hint} (embedded: {', '.join(regions)}; for "
+        "another region, build a catalog with `catalog refresh --region R -o FILE` and pass --catalog FILE)"
+    )
 
 
 @dataclass(frozen=True, slots=True)

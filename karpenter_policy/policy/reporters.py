@@ -1,4 +1,5 @@
-"""Render a `Report` as text, JSON (DESIGN.md §4), SARIF 2.1.0, GitHub workflow commands or JUnit XML.
+"""Render a `Report` as text, JSON (`{"findings": [...], "summary": {...}}`), SARIF 2.1.0, GitHub workflow commands
+or JUnit XML.
 
 Every format is deterministic: findings sorted by file, line, column, rule; keys sorted; no timestamps.
 Findings silenced by `--disable` or a directive (`suppression`) are left out and counted in the summary. With
@@ -55,6 +56,15 @@ RULE_DESCRIPTIONS = {
     "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
     "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
     "unknown-topology-key": "A workload's topology key that no node the provisioners launch has: probably a typo.",
+    "previous-generation": "A requirement names a previous-generation instance type or family (Karpenter v0.31 "
+    "launches it).",
+    "dead-value": "Values of an In requirement that no instance type can have under the other requirements and "
+    "defaults.",
+    "placeholder": "A ${VAR} placeholder left in a selector or tag of an object not marked for Flux substitution.",
+    "invalid-user-data": "userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.",
+    "zone-outside-region": "A zone of another region than the catalog's (--region).",
+    "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
+    "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
 }
 
 

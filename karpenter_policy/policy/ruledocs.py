@@ -149,6 +149,49 @@ FULL_DESCRIPTIONS = {
         "preferred one or a ScheduleAnyway spread is dropped. A warning: a key your existing nodes carry is not "
         "known to check."
     ),
+    "previous-generation": (
+        "An instance-type or instance-family requirement names a previous-generation type (p2, p3, g3, f1, dl1, ...): "
+        "one Karpenter's current instance-type table no longer lists but Karpenter v0.31 launches and AWS still "
+        "sells (the us-east-1 price table prices it). The provisioner is proven with it (its facts from Karpenter "
+        "v0.31's table, its zones inferred). A warning; --allow-previous-generation acknowledges it."
+    ),
+    "dead-value": (
+        "Values of an In requirement on a catalog label (instance family, type, size, category, generation, ...) "
+        "that exist in the catalog, yet no instance type the provisioner admits has them: another requirement or "
+        "one of Karpenter's defaults (kubernetes.io/arch In [amd64] when arch is not required) rules them out. The "
+        "provisioner still launches the other values: a warning naming the dead values and what excludes them."
+    ),
+    "placeholder": (
+        "A ${VAR}-style placeholder (an example's ${CLUSTER_NAME}) left in a subnet, security group or AMI "
+        "selector or in tags: Karpenter would look for resources tagged with the literal text and find none. A "
+        "warning, unless the object carries kustomize.toolkit.fluxcd.io/substitute: enabled (Flux post-build "
+        "substitution fills it in; compile then leaves those placeholders to Flux)."
+    ),
+    "invalid-user-data": (
+        "userData that the AMI family's bootstrap cannot read, which Karpenter v0.31 reports only when it launches "
+        "a node: Bottlerocket userData must be TOML (Karpenter merges its settings into it), AL2 or Ubuntu userData "
+        "that starts as MIME (MIME-Version: or Content-Type:) must be a multipart MIME document. Reported at the "
+        "line of the userData where reading stops."
+    ),
+    "zone-outside-region": (
+        "A topology.kubernetes.io/zone value that is a zone of another region of the catalog (us-west-2a while "
+        "checking us-east-1): the policies are probably meant for that region, given with --region. An error when "
+        "no value of the requirement is a zone of the checked region, a warning otherwise."
+    ),
+    "ttl-churn": (
+        "A Provisioner's ttlSecondsUntilExpired is under 3600 seconds (one hour). Every node is replaced that long "
+        "after its launch; a replacement takes minutes (launch, registration, readiness, the drain) and evicts every "
+        "pod of the node, so the fleet is replaced about as fast as it is launched, and with a few seconds (0 "
+        "included) each replacement expires before it is ready and is replaced in turn, without end. Karpenter "
+        "admits any value: a warning. Expiry is meant in days (2592000 is 30 days); without it nodes never expire."
+    ),
+    "invalid-replicas": (
+        "A workload's number of pods — spec.replicas of a Deployment, StatefulSet, ReplicaSet or "
+        "ReplicationController, spec.parallelism of a Job, spec.jobTemplate.spec.parallelism of a CronJob — is not "
+        "an integer of 0 to 100,000: a string, a fraction, a boolean or a negative number (the API server refuses "
+        "them too), or more pods than karpenter-policy plans or simulates for one workload. The workload is left "
+        "out of the plan, the simulation and pin's proof."
+    ),
 }
 
 

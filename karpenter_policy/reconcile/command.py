@@ -40,11 +40,12 @@ from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
 from karpenter_policy.reconcile.constraints import Loaded, Refused, SourceError, source_for
 from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, ControllerOptions
-from karpenter_policy.reconcile.interruption import InterruptionHandler
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.options import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
+from karpenter_policy.reconcile.probes import ProbeServer
 from karpenter_policy.reconcile.runner import Runner
 from karpenter_policy.scheduling import STRATEGIES
 
@@ -305,13 +306,12 @@ def run(reconciler: Reconciler, options: ReconcileOptions) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+    server: ProbeServer | None = None
     if options.metrics_port:
-        from prometheus_client import start_http_server
-
         try:
-            server, _ = start_http_server(
-                options.metrics_port, options.metrics_address, registry=reconciler.metrics.registry
-            )
+            server = ProbeServer(
+                options.metrics_address, options.metrics_port, reconciler.metrics.registry, runner.health
+            ).start()
         except OSError as error:
             print(f"karpenter-policy reconcile: --metrics-port {options.metrics_port}: {error}", file=sys.stderr)
             return 2
@@ -332,7 +332,7 @@ def run(reconciler: Reconciler, options: ReconcileOptions) -> int:
     finally:
         if reconciler.elector is not None:
             reconciler.elector.stop()
-        if options.metrics_port:
+        if server is not None:
             server.shutdown()
     LOG.info("stopped", extra=logs.fields())
     return 0

@@ -10,8 +10,11 @@ Two sources, one contract (:meth:`ConstraintSource.poll`, called at the start of
   read again when its resourceVersion changed.
 
 A version that cannot be read — not JSON, a set missing, a hash that does not match its content (a hand edit, a
-corrupted sync) — is refused as a whole: the last good version stays in force, and the refusal is reported once
-per version (a log line, and a Warning Event on the ConfigMap). Every hash is verified by the `api` readers.
+corrupted sync) — or whose content compile would never have written — a set its Provisioner's JSON Schema or
+Karpenter's rules refuse, an index that names a set twice or under another name (`api.constraintcheck`) — is
+refused as a whole, before anything is built from it: the last good version stays in force, and the refusal is
+reported once per version, in one line naming the set, the field and why (a log line, and a Warning Event on the
+ConfigMap). The `api` readers do every check.
 """
 
 from __future__ import annotations
@@ -170,11 +173,29 @@ def source_for(value: str, cluster: Cluster) -> DirectorySource | ConfigMapSourc
     return DirectorySource(value)
 
 
+
+class FixedSource:
+    """A constraint source that holds one version (compiled in memory): given once, then never changes."""
+
+    def __init__(self, loaded: Loaded) -> None:
+        self.description = loaded.origin
+        self._pending: Loaded | None = loaded
+
+    def poll(self) -> Loaded | None:
+        loaded, self._pending = self._pending, None
+        return loaded
+
+    def replace(self, loaded: Loaded) -> None:
+        """A new version, for the next poll (as a changed directory or ConfigMap would give)."""
+        self.description = loaded.origin
+        self._pending = loaded
+
 __all__ = [
     "CONFIGMAP_PREFIX",
     "ConfigMapSource",
     "ConstraintSource",
     "DirectorySource",
+    "FixedSource",
     "Loaded",
     "Refused",
     "SourceError",

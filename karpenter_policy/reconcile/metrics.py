@@ -22,13 +22,19 @@
   {action_type}` (`CordonAndDrain`, `NoAction`, per node), `karpenter_policy_interruption_message_latency_seconds`
   (from the event's time to its handling), `karpenter_policy_interruption_queue_errors_total{operation}` (receive,
   delete).
+* the watches (`watch_counters`): `karpenter_policy_watch_malformed_answers_total{kind, problem}` and
+  `karpenter_policy_malformed_objects_total{kind, reason}`.
 * garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
   for having no Node (`instance`), Nodes deleted for having no instance (`node`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series next to every counter
 
@@ -141,8 +147,48 @@ class Metrics:
             registry=registry,
         )
 
+    def watch_counters(
+        self,
+        malformed_answers: Callable[[], Mapping[tuple[str, str], int]],
+        malformed_objects: Callable[[], Mapping[tuple[str, str], int]],
+    ) -> None:
+        """Export what the informers and the state count (read at each scrape):
+        `karpenter_policy_watch_malformed_answers_total{kind, problem}` — list and watch answers the API gave in a
+        shape no reader can trust (each backed off and relisted), and `karpenter_policy_malformed_objects_total
+        {kind, reason}` — objects the state ignored (their last good version kept). A second call replaces the
+        sources of the first (a new runner on the same controller)."""
+        for collector in getattr(self, "_watch_collectors", ()):
+            self.registry.unregister(collector)
+        self._watch_collectors = (_Counted(
+            "karpenter_policy_watch_malformed_answers",
+            "API answers in a shape no reader can trust, per kind and problem (backed off, relisted).",
+            ("kind", "problem"), malformed_answers,
+        ), _Counted(
+            "karpenter_policy_malformed_objects",
+            "Objects the controller could not read, per kind and reason (their last good version kept).",
+            ("kind", "reason"), malformed_objects,
+        ))
+        for collector in self._watch_collectors:
+            self.registry.register(collector)
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Counted(Collector):
+    """A counter family read from a callable at each scrape."""
+
+    def __init__(
+        self, name: str, documentation: str, labels: tuple[str, str],
+        read: Callable[[], Mapping[tuple[str, str], int]],
+    ) -> None:
+        self.name, self.documentation, self.labels, self.read = name, documentation, labels, read
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=list(self.labels))
+        for (first, second), count in sorted(self.read().items()):
+            family.add_metric([first, second], count)
+        yield family
 
 
 __all__ = ["Metrics"]

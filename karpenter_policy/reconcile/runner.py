@@ -1,43 +1,105 @@
-"""Driving the controller in real time: informers for input, a pass whenever there is something to do.
+"""Running the controllers in real time: informers feed the cluster state, and each controller works on a thread of
+its own, woken by the events it cares about — as Karpenter's controllers are.
 
-The runner keeps informers on pods, nodes, DaemonSets and namespaces (and the constraint-set ConfigMap, when the
-sets come from one), so that a pass reads caches instead of listing. A provisionable pod in a watch event
-triggers the controller's batcher at once (the event's time is the pod's arrival); the runner then sleeps until
-the batch window closes — a burst of a thousand pod events costs a thousand triggers, not a thousand passes —
-and runs a pass then. It also runs one when the ConfigMap changes, when a retry is due, and at least every
-`resync` seconds (constraint-set directory polling, nodes to label initialized, launches to settle).
+* **provisioning** (the provisioner and the node lifecycle): woken when a pod becomes pending (the batch window
+  then decides when to schedule), when a node changes that may be initialized, when the constraint sets change
+  (the ConfigMap's informer, or a directory polled every `resync`), and when a retry or a plan ahead is due;
+* **termination**: woken the moment a node of ours gets a deletionTimestamp and whenever a pod of a node it drains
+  changes — it cordons within the event's handling, not at the next pass;
+* **emptiness**: woken when a node of ours or one of its pods changes, and when a TTL runs out;
+* **disruption**: decides when its interval and the cluster's quiet allow, bounded by its budgets; however long a
+  decision takes, the other threads go on;
+* **garbage collection**: every `gc_interval`, only while the state is healthy;
+* **interruption** (with a handler): long-polls the queue.
 
-With a :class:`~karpenter_policy.kube.lease.LeaderElector`, only the replica holding the lease runs passes; the
-others keep their caches warm to take over at once. A replica that becomes the leader first picks up what the
-previous one left (:meth:`Controller.took_over`: adoption and garbage collection at its next pass). A pass that
-fails unexpectedly is logged with its traceback and retried after a pause; the loop never dies of it.
+Only the replica holding the Lease (:class:`~karpenter_policy.kube.lease.LeaderElector`) acts; the others keep
+their state warm to take over at once — and a leader that loses the Lease stops acting at once (each thread asks
+before every step). A replica that becomes the leader first picks up what the previous one left
+(:meth:`Controller.took_over`: adoption, garbage collection, a batch window for the pods already pending). A step
+that fails unexpectedly is logged with its traceback and retried after a pause: no thread dies of it.
 
-With an :class:`~karpenter_policy.reconcile.interruption.InterruptionHandler`, a second thread polls the
-interruption queue (long polling) while this replica leads, matching messages against the Node cache; it too
-survives any failure (a queue that cannot be read is tried again after a pause).
+:meth:`Runner.health` tells `/healthz` (every thread alive) and `/readyz` (the state synced and healthy, the
+constraint sets loaded; a standby is ready without leading).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.cluster import Cluster, WatchEvent
+from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.lease import LeaderElector
-from karpenter_policy.kube.objects import Kind
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource
 from karpenter_policy.reconcile.controller import Controller
-from karpenter_policy.reconcile.interruption import InterruptionHandler
-from karpenter_policy.reconcile.pods import is_provisionable
-from karpenter_policy.reconcile.view import InformerView
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.result import ReconcileResult
+from karpenter_policy.reconcile.state.feed import InformerFeed
 
 RUNNER = logs.logger("runner")
 DEFAULT_RESYNC = 10.0
 FAILURE_PAUSE = 5.0
 #: Pause after the interruption queue could not be read (a long poll usually paces the loop).
 QUEUE_ERROR_PAUSE = 5.0
+#: A poll of the interruption queue that answered nothing at once is followed by this pause.
+EMPTY_POLL_PAUSE = 0.05
+#: While launches are in flight, their Nodes and bindings are looked at this often.
+INFLIGHT_CHECK = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What the probes read: `alive` (every thread of the process runs), `ready` (the state is synced and
+    healthy and the constraint sets are loaded), `leading`, and why not when not."""
+
+    alive: bool
+    ready: bool
+    leading: bool
+    reasons: tuple[str, ...] = ()
+
+
+class _Worker:
+    """One controller's thread: waits for its wake-up or its due time, then runs a step while leading."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        name: str,
+        step: Callable[[], float | None],
+        wake: threading.Event,
+        idle: float,
+    ) -> None:
+        self.runner = runner
+        self.name = name
+        self.step = step
+        self.wake = wake
+        self.idle = idle  # the longest it sleeps with nothing due
+        self.thread = threading.Thread(target=self._run, name=f"controller-{name}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        runner = self.runner
+        clock = runner.clock
+        while not runner.stopping.is_set():
+            if not runner.leading():
+                runner.wait_for_leadership(1.0)
+                continue
+            timeout = self.idle
+            try:
+                due = self.step()
+            except Exception:  # a bug or an unforeseen failure must not end the controller
+                RUNNER.exception("%s step failed; trying again in %.0f s", self.name, FAILURE_PAUSE)
+                timeout = FAILURE_PAUSE
+            else:
+                if due is not None:
+                    timeout = min(max(due - clock(), 0.0), self.idle)
+            self.wake.wait(timeout)
+            self.wake.clear()
 
 
 class Runner:
@@ -56,12 +118,17 @@ class Runner:
         self.elector = elector
         self.resync = resync
         self.interruption = interruption
-        self.clock = controller.clock  # a pass's `due` is on the controller's clock
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self.view = InformerView(cluster, on_event=self._on_event)
-        controller.view = self.view
+        self.clock = controller.clock
+        self.stopping = threading.Event()
+        self._leading_now = threading.Event()
+        self._took_over = False
+        self._lock = threading.Lock()
+        self.feed = InformerFeed(cluster, controller.state)
+        controller.feed = self.feed
+        state = controller.state
+        controller.metrics.watch_counters(self.feed.malformed, lambda: dict(state.malformed))
         self.configmap: Informer | None = None
+        provisioner = controller.provisioner
         source = controller.constraints
         if isinstance(source, ConfigMapSource):
             informer = Informer(
@@ -69,88 +136,165 @@ class Runner:
                 objects.CONFIG_MAP,
                 namespace=source.namespace,
                 field_selector=f"metadata.name={source.name}",
-                on_event=lambda _: self._wake.set(),
+                on_event=lambda _: provisioner.wake.set(),
             )
             source.use_reader(lambda: informer.get(source.name, source.namespace))
             self.configmap = informer
         if interruption is not None:
-            interruption.use_nodes(self.view.informers[objects.NODE].items)
+            interruption.use_state(controller.state)
+        controller.lifecycle.on_dirty = provisioner.wake.set  # a node to label initialized
+        self.workers = [
+            _Worker(self, "provisioning", self._provisioning, provisioner.wake, resync),
+            _Worker(self, "termination", self._termination, controller.terminator.wake, resync),
+            _Worker(self, "emptiness", self._emptiness, controller.emptiness.wake, resync),
+            _Worker(self, "disruption", self._disruption, controller.disruption.wake, resync),
+            _Worker(self, "garbage", self._garbage, threading.Event(), resync),
+        ]
+        self._interruption_thread: threading.Thread | None = None
+
+    # --- leadership ----------------------------------------------------------------------------------------
+
+    def leading(self) -> bool:
+        """This replica may act now: not stopping, and holding the Lease (or elected alone)."""
+        if self.stopping.is_set():
+            return False
+        if self.elector is not None and not self.elector.is_leader:
+            with self._lock:
+                self._took_over = False
+            return False
+        with self._lock:
+            if not self._took_over:
+                self._took_over = True
+                self.controller.took_over()
+                for worker in self.workers:
+                    worker.wake.set()
+        return True
+
+    def wait_for_leadership(self, timeout: float) -> None:
+        if self.elector is not None:
+            self.elector.wait_for_leadership(timeout)
+        else:
+            self.stopping.wait(timeout)
+
+    # --- the controllers' steps ----------------------------------------------------------------------------
+
+    def _provisioning(self) -> float | None:
+        controller = self.controller
+        result = ReconcileResult(started=self.clock())
+        controller.refresh_constraint_sets(result)
+        controller.lifecycle.register_pending(result)
+        controller.lifecycle.settle(result)
+        controller.lifecycle.initialize()
+        controller.provisioner.reconcile(result)
+        due = controller.provisioner.next_due()
+        if len(controller.inflight) or controller.lifecycle.pending_initialization:
+            soon = self.clock() + INFLIGHT_CHECK
+            due = soon if due is None else min(due, soon)
+        return due
+
+    def _termination(self) -> float | None:
+        return self.controller.terminator.reconcile().due
+
+    def _emptiness(self) -> float | None:
+        controller = self.controller
+        loaded = controller.loaded
+        ttls = {s.name: s.ttl_seconds_after_empty for s in (loaded.sets if loaded is not None else ())}
+        done = controller.emptiness.reconcile(ttls, controller.wall_clock(), controller.disruption.protected())
+        return self.clock() + done.due if done.due is not None else None
+
+    def _disruption(self) -> float | None:
+        result = ReconcileResult(started=self.clock())
+        done = self.controller.disruption.reconcile(result)
+        return done.due if done.due is not None else self.clock() + self.controller.options.disruption_interval
+
+    def _garbage(self) -> float | None:
+        controller = self.controller
+        if controller.lifecycle.adopted:
+            controller.collect_garbage(ReconcileResult(started=self.clock()))
+        else:
+            return self.clock() + INFLIGHT_CHECK  # after adoption: an instance adopted has its Node
+        interval = controller.options.gc_interval
+        return self.clock() + interval if interval > 0 else None
+
+    # --- running -------------------------------------------------------------------------------------------
 
     def _informers(self) -> list[Informer]:
-        found = list(self.view.informers.values())
+        found = list(self.feed.informers.values())
         return [*found, self.configmap] if self.configmap is not None else found
 
     def _synced(self) -> bool:
         """Start the informers and wait until the required ones have listed once (False: stopped first)."""
         for informer in self._informers():
             informer.start()
-        required = self.view.required() + ([self.configmap] if self.configmap is not None else [])
+        required = self.feed.required() + ([self.configmap] if self.configmap is not None else [])
         for informer in required:
             while not informer.wait_synced(0.5):
-                if self._stopping.is_set():
+                if self.stopping.is_set():
                     return False
         return True
 
-    def _on_event(self, kind: Kind, event: WatchEvent) -> None:
-        if kind != objects.POD or event.type not in ("ADDED", "MODIFIED"):
-            return
-        if is_provisionable(event.object, self.controller.options.unschedulable_only):
-            opens = self.controller.batcher.due() is None
-            self.controller.notify(objects.uid(event.object))
-            if opens:  # the runner may be asleep until the next resync: the window it opened must close on time
-                self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-
-    def _leading(self) -> bool:
-        return not self._stopping.is_set() and (self.elector is None or self.elector.is_leader)
-
     def _poll_interruptions(self, handler: InterruptionHandler) -> None:
-        while not self._stopping.is_set():
-            if self.elector is not None and not self.elector.is_leader:
-                self.elector.wait_for_leadership(1.0)
+        while not self.stopping.is_set():
+            if not self.leading():
+                self.wait_for_leadership(1.0)
                 continue
+            started = self.clock()
             try:
-                result = handler.poll_once(acting=self._leading)
+                result = handler.poll_once(acting=self.leading)
             except Exception:  # a bug must not end interruption handling
                 RUNNER.exception("interruption poll failed; trying again in %.0f s", FAILURE_PAUSE)
-                self._stopping.wait(FAILURE_PAUSE)
+                self.stopping.wait(FAILURE_PAUSE)
                 continue
             if result.error is not None:
-                self._stopping.wait(QUEUE_ERROR_PAUSE)
+                self.stopping.wait(QUEUE_ERROR_PAUSE)
+            elif not result.received and self.clock() - started < EMPTY_POLL_PAUSE:
+                self.stopping.wait(EMPTY_POLL_PAUSE)  # a queue that does not long-poll must not make this spin
+
+    def health(self) -> Health:
+        """See :class:`Health`."""
+        reasons = []
+        threads = [w.thread for w in self.workers]
+        if self._interruption_thread is not None:
+            threads.append(self._interruption_thread)
+        alive = all(t.is_alive() for t in threads) if threads[0].ident is not None else True
+        if not alive:
+            reasons.append("a controller thread stopped")
+        feed = self.feed.health()
+        if not feed.alive:
+            alive = False
+            reasons.append("an informer thread stopped")
+        if not feed.synced:
+            reasons.append("the cluster state is not synced yet")
+        reasons.extend(f"watching {kind} fails: {why}" for kind, why in feed.failing)
+        loaded = self.controller.loaded is not None
+        if not loaded:
+            reasons.append("no constraint set is loaded")
+        leading = self.elector.is_leader if self.elector is not None else not self.stopping.is_set()
+        return Health(alive, feed.healthy and loaded, leading, tuple(reasons))
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for worker in self.workers:
+            worker.wake.set()
 
     def run(self) -> None:
-        """Start the informers, wait until they have listed, then pass after pass until :meth:`stop`."""
+        """Start the informers, wait until they have listed, then run the controllers until :meth:`stop`."""
         try:
             if not self._synced():
                 return
+            for worker in self.workers:
+                worker.start()
             if self.interruption is not None:
                 handler = self.interruption
-                threading.Thread(
+                self._interruption_thread = threading.Thread(
                     target=self._poll_interruptions, args=(handler,), name="interruption", daemon=True
-                ).start()
-            leading = False
-            while not self._stopping.is_set():
-                if self.elector is not None and not self.elector.is_leader:
-                    leading = False
-                    self.elector.wait_for_leadership(1.0)
-                    continue
-                if not leading:
-                    leading = True
-                    self.controller.took_over()
-                timeout = self.resync
-                try:
-                    result = self.controller.reconcile_once()
-                except Exception:  # a bug or an unforeseen failure must not end the controller
-                    RUNNER.exception("reconcile pass failed; trying again in %.0f s", FAILURE_PAUSE)
-                    timeout = FAILURE_PAUSE
-                else:
-                    if result.due is not None:
-                        timeout = min(max(result.due - self.clock(), 0.0), self.resync)
-                self._wake.wait(timeout)
-                self._wake.clear()
+                )
+                self._interruption_thread.start()
+            while not self.stopping.is_set():
+                self.leading()  # a take-over is noticed here too, even while every worker sleeps
+                self.stopping.wait(0.2)
+            for worker in self.workers:
+                worker.thread.join(30)
         finally:
             for informer in self._informers():
                 informer.stop()
@@ -162,4 +306,4 @@ def run_in_thread(runner: Runner) -> threading.Thread:
     return thread
 
 
-__all__ = ["DEFAULT_RESYNC", "Runner", "run_in_thread"]
+__all__ = ["DEFAULT_RESYNC", "Health", "Runner", "run_in_thread"]

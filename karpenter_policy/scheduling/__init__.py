@@ -11,9 +11,9 @@ from karpenter_policy.scheduling.nodes import ExistingNode, NodeClaim
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape, shape_of
 from karpenter_policy.scheduling.reasons import Refusal
+from karpenter_policy.scheduling.running import ClusterPod, RunningPods
 from karpenter_policy.scheduling.scheduler import COST, KARPENTER, STRATEGIES, Scheduler, SchedulerOptions, solve
 from karpenter_policy.scheduling.templates import NodeTemplate
-from karpenter_policy.scheduling.topology import ClusterPod
 
 __all__ = [
     "COST",
@@ -31,6 +31,7 @@ __all__ = [
     "PodFailure",
     "PodShape",
     "Refusal",
+    "RunningPods",
     "Scheduler",
     "SchedulerOptions",
     "shape_of",

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
@@ -40,9 +41,10 @@ from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
 from karpenter_policy.scheduling.resplit import resplit
+from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
 from karpenter_policy.scheduling.templates import NodeTemplate
-from karpenter_policy.scheduling.topology import ClusterPod, Topology
+from karpenter_policy.scheduling.topology import Topology
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
 
 COST = "cost"
@@ -91,6 +93,34 @@ def _with_node_labels(domains: dict[str, set[str]], nodes: Sequence[ExistingNode
     return merged
 
 
+class MergedDomains(Mapping[str, Collection[str]]):
+    """Topology domains: `base` and, per key, the values `more(key)` gives (asked once per key, when needed)."""
+
+    def __init__(self, base: Mapping[str, Collection[str]], more: Callable[[str], Collection[str]]) -> None:
+        self.base = base
+        self.more = more
+        self._merged: dict[str, Collection[str]] = {}
+
+    def __getitem__(self, key: str) -> Collection[str]:
+        found = self._merged.get(key)
+        if found is None:
+            extra = self.more(key)
+            found = self._merged[key] = set(self.base.get(key, ())) | set(extra) if extra else self.base[key]
+        return found
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+
 class Scheduler:
     """One scheduling run over templates, existing nodes and DaemonSets (see the module docstring)."""
 
@@ -99,10 +129,17 @@ class Scheduler:
         templates: Iterable[NodeTemplate],
         existing: Iterable[ExistingNode] = (),
         daemons: Iterable[Pod] = (),
-        cluster_pods: Sequence[ClusterPod] = (),
+        cluster_pods: PodsForTopology | Sequence[ClusterPod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         options: SchedulerOptions | None = None,
+        *,
+        used: Mapping[str, Vector] | None = None,
+        node_domains: Callable[[str], Collection[str]] | None = None,
     ) -> None:
+        """`existing` are the nodes pods may join. By default they are every node of the cluster, whose
+        capacities count against their templates' limits and whose labels are topology domains; a caller that
+        offers only the nodes with room gives what every node of each template holds (`used`, by template name)
+        and every node's label values by key (`node_domains`)."""
         self.options = options or SchedulerOptions()
         if self.options.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.options.strategy!r}: one of {', '.join(STRATEGIES)}")
@@ -120,12 +157,18 @@ class Scheduler:
         self.template_domains = topology_domains(self.templates, [])
         #: which templates may take a pod at all, by the custom labels they define
         self.index = TemplateIndex(self.templates, ALLOW_WELL_KNOWN)
+        self.node_domains = node_domains
         self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
-        for node in self.existing:  # what existing nodes of a template hold counts against its limits
-            limits = self.remaining.get(node.template or "")
-            if limits is not None and node.capacity is not None:
+        if used is None:
+            used = {}
+            for node in self.existing:  # what existing nodes of a template hold counts against its limits
+                if node.template is not None and node.capacity is not None:
+                    used[node.template] = add(used.get(node.template, ZERO), node.capacity)
+        for name, capacity in used.items():
+            limits = self.remaining.get(name)
+            if limits is not None:
                 for r in limits:
-                    limits[r] -= node.capacity[r]
+                    limits[r] -= capacity[r]
 
     # --- set-up ------------------------------------------------------------------------------------------------
 
@@ -274,11 +317,10 @@ class _Run:
         self.capped: dict[int, list[NodeClaim]] = {}  # cost strategy: every claim made with a price cap
         self._created: dict[int, int] = {}  # id(claim) → its creation number (the order open claims are tried in)
         self.remaining = {name: dict(limits) for name, limits in scheduler.remaining.items()}
-        self.topology = Topology(
-            _with_node_labels(scheduler.template_domains, self.existing),
-            scheduler.cluster_pods,
-            scheduler.namespace_labels,
-        )
+        domains: Mapping[str, Collection[str]] = _with_node_labels(scheduler.template_domains, self.existing)
+        if scheduler.node_domains is not None:
+            domains = MergedDomains(domains, scheduler.node_domains)
+        self.topology = Topology(domains, scheduler.cluster_pods, scheduler.namespace_labels)
         self.attempt_of: dict[str, int] = {}
         self.errors: dict[str, dict[str, Refusal]] = {}
         self._demand: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}

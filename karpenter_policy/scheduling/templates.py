@@ -18,6 +18,7 @@ from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration
+from karpenter_policy.model.allocatable import node_configuration as node_configuration
 from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import parse_quantity
@@ -185,17 +186,6 @@ class NodeTemplate:
             admitted=constraint_set.admitted,
             hash=constraint_set.hash,
         )
-
-
-def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping[str, Any] | None) -> NodeConfiguration:
-    """The node configuration of a provisioner's kubelet settings and its node template's spec (AMI family and
-    block device mappings)."""
-    spec = node_template or {}
-    mappings = spec.get("blockDeviceMappings")
-    family = spec.get("amiFamily")
-    return NodeConfiguration.of(
-        kubelet, str(family) if family else None, mappings if isinstance(mappings, list) else None
-    )
 
 
 def node_shapes(table: InstanceTable, node: NodeConfiguration) -> NodeShapes:

@@ -18,7 +18,7 @@ picks one at random), so a plan is the same on every run.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -27,6 +27,7 @@ from karpenter_policy.model.podtopology import AffinityTerm, NamespaceScope, Spr
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.selectors import LabelSelector
 from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape
+from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology, as_running
 
 
 class Kind(IntEnum):
@@ -170,32 +171,23 @@ class TopologyGroup:
         return Requirement(self.key, False, frozenset(free))
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterPod:
-    """A pod already running, for counting: its shape and the labels of its node."""
-
-    pod: Pod
-    node_name: str
-    node_labels: Mapping[str, str]
-
-
 class Topology:
     """Every topology group of a scheduling run (see the module docstring)."""
 
     def __init__(
         self,
         domains: Mapping[str, Collection[str]],
-        cluster_pods: Sequence[ClusterPod] = (),
+        cluster_pods: PodsForTopology | Iterable[ClusterPod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.domains = domains  # read only: shared with the caller, never copied
-        self.cluster_pods = cluster_pods
+        self.cluster_pods = as_running(cluster_pods)
         self.namespace_labels = namespace_labels or {}
         self.groups: dict[GroupKey, TopologyGroup] = {}
         self.inverse: dict[GroupKey, TopologyGroup] = {}
         self._owned: dict[str, list[TopologyGroup]] = {}  # pod key → the groups it owns
         self._selecting: dict[PodShape, list[TopologyGroup]] = {}  # shape → the (non-inverse) groups selecting it
-        for running in cluster_pods:
+        for running in self.cluster_pods.anti_affine():
             for term in running.pod.shape.topology.anti_affinity:
                 if term.required:
                     group = self._inverse_group(term)
@@ -249,7 +241,8 @@ class Topology:
 
     def _count(self, group: TopologyGroup) -> None:
         """Count the running pods the group selects, per domain of their nodes (Karpenter's `countDomains`)."""
-        for running in self.cluster_pods:
+        candidates = self.cluster_pods.candidates(group.spec.namespaces, group.spec.selector, self.namespace_labels)
+        for running in candidates:
             if not group.selects(running.pod.shape):
                 continue
             domain = running.node_labels.get(group.key)

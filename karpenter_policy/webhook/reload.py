@@ -7,7 +7,8 @@ rules to `apply` (the webhook builds a new checker and replaces its worker proce
 version that does not load — a policy with errors, a constraint set whose hash does not match, a pinning rule
 naming an unknown provisioner, a half-written file — is refused: logged once, with its reason, counted in
 `karpenter_policy_webhook_context_reloads_total{result="error"}`, and the last good version keeps serving; the
-next change is tried again.
+next change is tried again. A constraint set is checked as the controller checks it (`api.constraintcheck`): its
+refusal is one line naming the set, the field and why, once per version, never a traceback.
 """
 
 from __future__ import annotations
@@ -60,8 +61,12 @@ class ContextReloader:
                 context, pinner = self.source.load()
             except ContextError as error:
                 self._refused = stamp
+                reason = str(error)  # one line (a constraint set's refusal), or a report of policy findings
                 log.warning(
-                    "%s changed but does not load; keeping the version in use:\n%s", self.source.describe(), error
+                    "%s changed but does not load; keeping the version in use:%s%s",
+                    self.source.describe(),
+                    "\n" if "\n" in reason else " ",
+                    reason,
                 )
                 self._count("error")
                 return False

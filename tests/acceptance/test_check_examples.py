@@ -45,7 +45,7 @@ CONFLICT_KINDS = {
     "label vs requirement": ("conflict-label-vs-requirement.yaml", "requirements-conflict"),
     "arch vs family": ("conflict-arch-vs-family.yaml", "requirements-conflict"),
     "GPU requirement on a non-GPU family": ("conflict-gpu-on-non-gpu-family.yaml", "requirements-conflict"),
-    "zone not in region": ("unknown-zone-not-in-region.yaml", "unknown-instance-type"),
+    "zone not in region": ("unknown-zone-not-in-region.yaml", "zone-outside-region"),
     "capacity-type value unknown": ("no-instance-type-capacity-type-unknown.yaml", "no-instance-type"),
     "misspelt instance type": ("unknown-instance-type-typo.yaml", "unknown-instance-type"),
     "consistent but no instance type": ("no-instance-type-too-many-cpus.yaml", "no-instance-type"),

@@ -14,7 +14,7 @@ import pytest
 
 from karpenter_policy.api.aws import validate_node_template
 from karpenter_policy.api.validation import validate_provisioner
-from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, WARNING, Path
+from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, INVALID_USER_DATA, WARNING, Path
 
 from .support import DELETE, Case, Expect, apply, assert_violations, ids
 
@@ -284,8 +284,12 @@ def test_metadata_options_rules(case: Case) -> None:
 # --- amiFamily ----------------------------------------------------------------------------------------------
 
 AMI_FAMILY_CASES = [
-    *(Case(family, {("spec", "amiFamily"): family}) for family in
-      ("AL2", "Bottlerocket", "Ubuntu", "Windows2019", "Windows2022")),
+    *(Case(family, {("spec", "amiFamily"): family}) for family in ("AL2", "Ubuntu", "Windows2019", "Windows2022")),
+    Case("Bottlerocket", {("spec", "amiFamily"): "Bottlerocket", ("spec", "userData"): "[settings.kubernetes]\n"}),
+    Case(
+        "bottlerocket-with-a-shell-script", {("spec", "amiFamily"): "Bottlerocket"},  # BASE's userData: not TOML
+        (Expect(INVALID_USER_DATA, ("spec", "userData"), "userData (Bottlerocket: TOML) line 2: not valid TOML"),),
+    ),
     Case("no-family", {("spec", "amiFamily"): DELETE}),
     Case("custom-with-ami-selector", {("spec", "amiFamily"): "Custom", AMIS: {"Name": "my-golden-ami-*"}}),
     Case("ami-selector-without-family", {AMIS: {"aws-ids": "ami-0123456789abcdef0"}}),

@@ -1,4 +1,4 @@
-"""Karpenter's core Provisioner rules (DESIGN.md §6), one table row per behaviour.
+"""Karpenter's core Provisioner rules (v0.31's webhook validation), one table row per behaviour.
 
 Every case starts from a realistic, valid Provisioner, applies a small change and expects either no
 violations at all or exactly the listed ones: rule, path (it becomes the file:line of the finding), severity,
@@ -18,6 +18,7 @@ from karpenter_policy.api.violations import (
     INVALID_REQUIREMENT,
     INVALID_SPEC,
     RESTRICTED_LABEL,
+    TTL_CHURN,
     WARNING,
     Path,
 )
@@ -375,7 +376,15 @@ TTL_CASES = [
     Case("ttl-after-empty-without-consolidation", {CONSOLIDATION: DELETE, AFTER_EMPTY: 30}),
     Case("ttl-after-empty-consolidation-false", {(*CONSOLIDATION, "enabled"): False, AFTER_EMPTY: 30}),
     Case("consolidation-without-enabled", {CONSOLIDATION: {}, AFTER_EMPTY: 30}),
-    Case("ttl-until-expired-zero", {("spec", "ttlSecondsUntilExpired"): 0}),
+    Case(
+        "ttl-until-expired-zero", {("spec", "ttlSecondsUntilExpired"): 0},
+        (Expect(TTL_CHURN, ("spec", "ttlSecondsUntilExpired"), "expires 0 s after its launch", WARNING),),
+    ),
+    Case(
+        "ttl-until-expired-under-an-hour", {("spec", "ttlSecondsUntilExpired"): 3599},
+        (Expect(TTL_CHURN, ("spec", "ttlSecondsUntilExpired"), "without end; use hours or days", WARNING),),
+    ),
+    Case("ttl-until-expired-an-hour", {("spec", "ttlSecondsUntilExpired"): 3600}),
     Case(
         "ttl-after-empty-with-consolidation", {("spec", "ttlSecondsAfterEmpty"): 30},
         (Expect(INVALID_SPEC, ("spec", "ttlSecondsAfterEmpty"), "mutually exclusive"),),

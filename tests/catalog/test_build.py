@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from karpenter_policy.catalog.build import default_moto_resources
+from karpenter_policy.catalog.build import default_moto_resources, installed_moto_version
 from karpenter_policy.catalog.embedded import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +73,7 @@ def sources(tmp_path: Path) -> tuple[Path, Path]:
             "source": "Karpenter's table",
             "types": {
                 "m9.large": labels("m9.large", 2, 8192),
+                "m9n.48xlarge": labels("m9n.48xlarge", 192, 786432),
                 "g9ad.xlarge": labels(
                     "g9ad.xlarge", 4, 16384, instance_gpu_count="1", instance_gpu_name="radeon",
                     instance_gpu_manufacturer="amd", instance_gpu_memory="8192",
@@ -95,6 +96,14 @@ def sources(tmp_path: Path) -> tuple[Path, Path]:
             "source": "VPC limits",
             "types": {
                 "m9.large": {"interfaces": 3, "ipv4PerInterface": 10, "trunking": True, "branchInterfaces": 9},
+                "m9n.48xlarge": {  # two network cards: max pods counts the default one's ENIs only
+                    "interfaces": 24, "ipv4PerInterface": 50, "trunking": True, "branchInterfaces": 107,
+                    "defaultNetworkCardIndex": 1,
+                    "networkCards": [
+                        {"maximumNetworkInterfaces": 16, "networkCardIndex": 0},
+                        {"maximumNetworkInterfaces": 8, "networkCardIndex": 1},
+                    ],
+                },
                 "g9ad.xlarge": {"interfaces": 2, "ipv4PerInterface": 4, "trunking": False, "branchInterfaces": 0},
             },
         },
@@ -114,6 +123,7 @@ def sources(tmp_path: Path) -> tuple[Path, Path]:
         [
             {"InstanceType": "m9.large", "Location": "xx-test-1a"},
             {"InstanceType": "m9.large", "Location": "xx-test-1b"},
+            {"InstanceType": "m9n.48xlarge", "Location": "xx-test-1b"},
             {"InstanceType": "g9dn.xlarge", "Location": "xx-test-1b"},
             {"InstanceType": "n9.large", "Location": "xx-test-1c"},
             {"InstanceType": "mac9.metal", "Location": "xx-test-1a"},
@@ -137,10 +147,13 @@ def test_each_fact_comes_from_the_most_authoritative_source(sources: tuple[Path,
     result = build(*sources, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     types = rows(tmp_path / "out")
-    assert set(types) == {"m9.large", "g9ad.xlarge", "g9dn.xlarge", "trn1.2xlarge", "p1.xlarge", "n9.large"}
+    assert set(types) == {
+        "m9.large", "m9n.48xlarge", "g9ad.xlarge", "g9dn.xlarge", "trn1.2xlarge", "p1.xlarge", "n9.large"
+    }  # fmt: skip
     m9 = types["m9.large"]  # facts: the table; ENIs: the VPC limits; spot support: DescribeInstanceTypes
     assert (m9["facts"], m9["network"], m9["max_enis"], m9["branch_enis"], m9["spot"]) == (
         "karpenter", "vpc-limits", 3, 9, 0)  # fmt: skip
+    assert types["m9n.48xlarge"]["max_enis"] == 8  # the default card's (index 1), not the 24 of both cards
     assert types["g9ad.xlarge"]["gpu_manufacturer"] == "amd" and types["g9ad.xlarge"]["branch_enis"] == 0
     assert types["trn1.2xlarge"]["accelerator_name"] == "inferentia"  # Karpenter v0.31's hard-coded trn1
     n9 = types["n9.large"]  # in no Karpenter table: DescribeInstanceTypes
@@ -162,9 +175,17 @@ def test_zones_the_offerings_lack_are_inferred_and_marked(sources: tuple[Path, P
     assert offerings["inferred"] == {
         "g9ad.xlarge": [2, "zones of g9dn"],  # priced there, not offered: its category and generation's zones
         "p1.xlarge": [7, "every zone of the region"],
+        "trn1.2xlarge": [7, "every zone of the region"],  # unpriced, but offered in no region: a hole
     }
     assert (tmp_path / "out" / "ec2-on-demand-prices-xx-test-1.json").is_file()
-    assert "xx-test-1: 5 types, 3 zones, 2 with inferred zones (g9ad.xlarge p1.xlarge)" in result.stdout
+    # g9ad, p1 and trn1 are in no region's offerings: a hole in the source, filled in every region, priced or not
+    other = json.loads((tmp_path / "out" / "offerings-yy-test-2.json").read_text())
+    assert other["inferred"] == {
+        name: [1, "every zone of the region"] for name in ("g9ad.xlarge", "p1.xlarge", "trn1.2xlarge")
+    }
+    assert "missing from the offerings of every region, zones inferred: g9ad.xlarge p1.xlarge trn1.2xlarge" in (
+        result.stdout)  # fmt: skip
+    assert "xx-test-1: 7 types, 3 zones, 3 with inferred zones" in result.stdout
 
 
 def test_the_build_is_deterministic_and_removes_stale_regions(sources: tuple[Path, Path], tmp_path: Path) -> None:
@@ -189,17 +210,20 @@ def test_a_broken_source_is_an_error_naming_the_file(sources: tuple[Path, Path],
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def _reference_data() -> Path | None:
-    for candidate in (ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data"):
-        if (candidate / "karpenter-instance-types-2026-07.json").is_file():
-            return candidate
-    return None
+REFERENCE = ROOT / "catalog-sources"
 
 
-@pytest.mark.skipif(_reference_data() is None, reason="the reference data (../shared/data) is not here")
+def _recorded_moto() -> bool:
+    """Whether the installed moto is the release catalog-sources/moto.json records (another copies other offerings)."""
+    moto = default_moto_resources()
+    recorded = json.loads((REFERENCE / "moto.json").read_text())["version"]
+    return moto is not None and installed_moto_version(moto) == recorded
+
+
+@pytest.mark.skipif(not _recorded_moto(), reason="the installed moto is not the release catalog-sources records")
 def test_the_shipped_catalog_is_what_the_build_makes_of_the_reference_data(tmp_path: Path) -> None:
-    reference, moto = _reference_data(), default_moto_resources()
-    assert reference is not None and moto is not None
+    reference, moto = REFERENCE, default_moto_resources()
+    assert moto is not None
     result = build(reference, moto, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     built = sorted(p.name for p in (tmp_path / "out").iterdir())

@@ -1,5 +1,6 @@
 """Integration test of ``catalog refresh``: boto3 talks HTTP to moto's server (a subprocess on a free loopback
-port), nothing is mocked in-process."""
+port), nothing is mocked in-process; and to a hostile local endpoint (`hostile_ec2`: empty, malformed, huge,
+silent and trickling answers) through the real CLI."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.refresh import build_catalog, load_on_demand_prices, refresh_catalog
 from karpenter_policy.cloud import CloudError
 from karpenter_policy.cloud.aws.ec2_catalog_source import Ec2CatalogSource
+
+from .hostile_ec2 import HostileEc2
 
 REGION = "us-east-1"
 US_EAST_1_ZONES = {f"us-east-1{z}" for z in "abcdef"}
@@ -241,3 +244,56 @@ def test_cli_refresh_against_moto_writes_a_catalog_check_can_use(
     )
     assert unreachable.returncode == 2 and "Traceback" not in unreachable.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+# --- an endpoint that is not EC2 (issue #19) -----------------------------------------------------------------
+
+HOSTILE = {  # mode → what the refresh says (exit 2, the catalog file left as it was)
+    "empty": "DescribeInstanceTypes: described no instance type of us-east-1 that Kubernetes can run: refusing to "
+    "write an empty catalog",
+    "nan": "the answer is not EC2's: <sizeInMiB> holds 'NaN' (instance type m5.large), not a number",
+    "huge": "an answer larger than 8 MiB: not what EC2 answers; refused",
+    "silent": "no complete answer within 3 s (--timeout): the endpoint is too slow or silent",
+    "trickle": "no complete answer within 3 s (--timeout): the endpoint is too slow or silent",
+}
+
+
+@pytest.fixture(scope="module")
+def good_catalog(aws_env: None, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A catalog `catalog refresh` wrote from moto's EC2: what a bad answer must not replace."""
+    out = tmp_path_factory.mktemp("good") / "catalog.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "catalog", "refresh", "--endpoint-url", moto_endpoint,
+         "-o", str(out)],
+        capture_output=True, text=True, env=dict(os.environ), timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("mode", sorted(HOSTILE))
+def test_a_bad_answer_is_refused_and_the_catalog_left_as_it_was(
+    aws_env: None, good_catalog: bytes, tmp_path: Path, mode: str
+) -> None:
+    """An empty answer used to replace a good catalog by one of 0 instance types, `<sizeInMiB>NaN` ended in
+    `internal error: ValueError`, a 200 MB answer took 1.3 GB and wrote a catalog of 389,400 types offered
+    nowhere, and a silent endpoint made the refresh wait for ever. Each is now a one-line error (exit 2) that
+    leaves the file as it was."""
+    out = tmp_path / "catalog.json"
+    out.write_bytes(good_catalog)
+    hostile = HostileEc2(mode)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "karpenter_policy.cli", "catalog", "refresh", "--endpoint-url", hostile.url,
+             "-o", str(out), "--timeout", "3"],
+            capture_output=True, text=True, env=dict(os.environ), timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        hostile.stop()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith("karpenter-policy catalog refresh: ") and HOSTILE[mode] in lines[-1], done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    assert out.read_bytes() == good_catalog
+    assert [p.name for p in tmp_path.iterdir()] == ["catalog.json"]  # no temporary file left either

@@ -1,6 +1,7 @@
 """Issue #12 §1 through the real CLI: every region of the embedded catalog works offline, current types the old
-snapshot lacked are there (g4ad), previous-generation types are reported as such (never as typos) and admitted
-by a flag, findings name the catalog's date, and without prices the outputs say "no price data for REGION"."""
+snapshot lacked are there (g4ad), previous-generation types are reported as such (never as typos; issue #19: a
+warning, as Karpenter v0.31 launches them), findings name the date of the source they rest on, and without prices
+the outputs say "no price data for REGION"."""
 
 from __future__ import annotations
 
@@ -63,7 +64,6 @@ def test_the_embedded_catalog_covers_thirty_regions_each_with_its_own_zones() ->
         assert catalog.region == region and catalog.date == "2026-07"
         assert len(catalog) > 200, region
         assert catalog.zones() and all(z.startswith(region) for z in catalog.zones()), region
-        assert not any(it.previous_generation for it in catalog), region
 
 
 @pytest.mark.parametrize("region", ["us-west-2", "eu-west-1"])
@@ -113,26 +113,33 @@ def test_a_previous_generation_type_is_a_warning_not_a_typo(tmp_path: Path) -> N
         tmp_path / "p.yaml", "gpu", ("node.kubernetes.io/instance-type", "In", ["p3.8xlarge", "p4d.24xlarge"])
     )
     document = check_json(str(path))
-    assert messages(document) == [
+    assert messages(document) == []
+    assert messages(document, "previous-generation") == [
         (
             "warning",
-            "node.kubernetes.io/instance-type p3.8xlarge: p3.8xlarge is a previous-generation type not launchable "
-            "in this catalog (EC2 catalog of 2026-07); --allow-previous-generation admits it.",
+            "node.kubernetes.io/instance-type p3.8xlarge: p3.8xlarge is a previous-generation type: Karpenter v0.31 "
+            "launches it and AWS still sells it, but Karpenter's current instance-type table no longer lists it (its "
+            "facts are Karpenter v0.31's); --allow-previous-generation acknowledges it.",
         )
     ]
-    assert document["provisioners"][0]["instance_types"] == ["p4d.24xlarge"]
+    assert document["provisioners"][0]["instance_types"] == ["p3.8xlarge", "p4d.24xlarge"]
 
 
-def test_the_flag_admits_previous_generation_types_in_their_inferred_zones(tmp_path: Path) -> None:
+def test_previous_generation_types_launch_in_their_inferred_zones_and_the_flag_acknowledges_them(
+    tmp_path: Path,
+) -> None:
+    """Before #19: `no-instance-type` without --allow-previous-generation (Karpenter v0.31 launches p3)."""
     path = provisioner(tmp_path / "p.yaml", "gpu", ("node.kubernetes.io/instance-type", "In", ["p3.8xlarge"]))
     without = check_json(str(path))
-    assert [f["rule"] for f in without["findings"] if f["severity"] == "error"] == ["no-instance-type"]
-    assert "did you mean" not in json.dumps(without["findings"])
+    assert without["summary"]["errors"] == 0 and "did you mean" not in json.dumps(without["findings"])
+    assert [f["rule"] for f in without["findings"]] == ["previous-generation", "unresolved-reference"]
     admitted = check_json(str(path), "--allow-previous-generation")
-    assert admitted["summary"]["errors"] == 0 and messages(admitted) == []
-    [proven] = admitted["provisioners"]
-    assert proven["instance_types"] == ["p3.8xlarge"] and proven["zones"]
-    catalog = load_catalog(previous_generation=True)
+    assert admitted["summary"]["errors"] == 0
+    assert [f["rule"] for f in admitted["findings"]] == ["unresolved-reference"]
+    for document in (without, admitted):
+        [proven] = document["provisioners"]
+        assert proven["instance_types"] == ["p3.8xlarge"] and proven["zones"]
+    catalog = load_catalog()
     assert catalog.provenance["p3.8xlarge"].zones.startswith("inferred: ")
     assert catalog.provenance["p3.8xlarge"].facts == "karpenter-v0.31"
 
@@ -145,9 +152,10 @@ def test_findings_name_the_catalog_date_and_types_offered_elsewhere(tmp_path: Pa
     )
     found = dict((m.split(":")[0], (s, m)) for s, m in messages(check_json(str(path))))
     severity, typo = found["node.kubernetes.io/instance-type m5.lrage"]
-    assert "(not in the EC2 catalog of 2026-07), did you mean m5.large?" in typo and severity == "warning"
+    assert "(not in the EC2 types of 2026-07), did you mean m5.large?" in typo and severity == "warning"
     severity, elsewhere = found["node.kubernetes.io/instance-type hpc7a.96xlarge"]
-    assert "hpc7a.96xlarge is not offered in us-east-1 (EC2 catalog of 2026-07; offered in " in elsewhere
+    # where a type is offered comes from the offerings, of their own date (#19: not the type table's 2026-07)
+    assert "hpc7a.96xlarge is not offered in us-east-1 (EC2 offerings of 2026-10; offered in " in elsewhere
     assert "us-east-2" in elsewhere and "did you mean" not in elsewhere
 
 
@@ -178,7 +186,7 @@ def test_diff_witnesses_without_prices_say_so(tmp_path: Path) -> None:
     provisioner(head / "p.yaml", "web", ("karpenter.k8s.aws/instance-family", "In", ["m5", "c5"]))
     result = cli("diff", str(base), str(head), "--region", "eu-west-1")
     assert result.returncode == 0, result.stderr
-    witness = r"e\.g\. c5\.\w+ \(eu-west-1., on-demand, no price data for eu-west-1\) \[solver: proven\]"
+    witness = r"e\.g\. c5\.\w+ \(eu-west-1., on-demand, no price data for eu-west-1\)(?! \(unconfirmed\))"
     assert re.search(witness, result.stdout)
     assert "$" not in result.stdout
 
@@ -188,11 +196,11 @@ def test_diff_witnesses_without_prices_say_so(tmp_path: Path) -> None:
 
 def test_catalog_show_says_where_each_fact_came_from() -> None:
     result = cli("catalog", "show", "g4ad.xlarge", "p3.8xlarge")
-    assert result.returncode == 1  # p3.8xlarge is not in the catalog without the flag
+    assert result.returncode == 0  # p3.8xlarge is in the catalog (#19: Karpenter v0.31 launches it)
     lines = result.stdout.splitlines()
     assert lines[0] == "g4ad.xlarge"
     assert "[inferred: zones of g4dn]" in result.stdout and "[vpc-limits]" in result.stdout
-    assert "p3.8xlarge: p3.8xlarge is a previous-generation type" in result.stdout
+    assert "p3.8xlarge (previous generation)" in lines
     summary = cli("catalog", "show", "--region", "eu-west-1")
     assert summary.returncode == 0 and "prices: no price data for eu-west-1" in summary.stdout
     assert "embedded regions (30):" in summary.stdout

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,40 +21,16 @@ import yaml
 
 from karpenter_policy.cli import main
 
-helm_chart = pytest.importorskip("helm_python.chart", reason="helm-python-sdk (Helm's Go SDK) is not installed")
+from .chart import CHART, REQUIRED, helm_chart, merged, of_kind, render
+from .support import ROOT
+
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "deploy" / "helm" / "karpenter-policy"
 CLOUDFORMATION = ROOT / "deploy" / "cloudformation" / "interruption-queue.yaml"
 KUBERNETES_VERSION = "1.29.0"
-REQUIRED = {"cluster": {"name": "blue", "kubernetesVersion": "1.29", "apiServerEndpoint": "https://x.eks.amazonaws.com"}}
 #: Custom resources the Kubernetes schemas do not cover (cert-manager, Prometheus Operator).
 CUSTOM_KINDS = {("cert-manager.io/v1", "Certificate"), ("cert-manager.io/v1", "Issuer"),
                 ("monitoring.coreos.com/v1", "ServiceMonitor")}
-
-
-def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for layer in layers:
-        for key, value in layer.items():
-            out[key] = merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) \
-                else value
-    return out
-
-
-def render(values: Mapping[str, Any]) -> list[dict[str, Any]]:
-    chart = helm_chart.Chart.load(str(CHART))
-    manifests = chart.render(dict(values), name="kp", namespace="karpenter-policy", is_install=True)
-    documents: list[dict[str, Any]] = []
-    for path in sorted(manifests):
-        if path.endswith(".yaml"):
-            documents.extend(doc for doc in yaml.safe_load_all(manifests[path]) if doc)
-    return documents
-
-
-def of_kind(documents: list[dict[str, Any]], kind: str) -> Iterator[dict[str, Any]]:
-    return (doc for doc in documents if doc["kind"] == kind)
 
 
 def test_helm_lint_strict_finds_nothing() -> None:
@@ -64,8 +40,18 @@ def test_helm_lint_strict_finds_nothing() -> None:
 
 
 def test_the_cluster_values_are_required_with_a_message() -> None:
-    with pytest.raises(Exception, match="cluster.name is required"):
-        render({})
+    with pytest.raises(Exception, match=r"cluster.name \(or Karpenter's settings.clusterName\) is required"):
+        render({"image": REQUIRED["image"]})
+
+
+def test_the_image_is_required_with_a_message() -> None:
+    """No registry of someone else's in the defaults: the image is the one users name."""
+    with pytest.raises(Exception, match="image.repository is required: the image the release workflow publishes"):
+        render({"cluster": REQUIRED["cluster"]})
+    images = {c["image"] for d in of_kind(render(REQUIRED), "Deployment")
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert images == {f"ghcr.io/acme/karpenter-policy:{chart['appVersion']}"}
 
 
 def test_values_schema_refuses_unknown_keys() -> None:

@@ -36,10 +36,11 @@ POLICY_SCHEMAS = {
 }
 POLICY_KINDS = frozenset({PROVISIONER, NODE_TEMPLATE})
 
-#: Every rule id `validate` may report (DESIGN.md §4 plus the validate-only ones).
+#: Every rule id `validate` may report (the stable rule ids of `api.violations` that `validate` can find).
 KNOWN_RULES = frozenset({
     "parse-error", "schema", "invalid-requirement", "restricted-label", "invalid-spec", "deprecated-label",
-    "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range",
+    "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range", "ttl-churn",
+    "invalid-user-data", "placeholder",
 })
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -225,8 +226,9 @@ def aws_specs(draw: st.DrawFn, inline: bool) -> dict[str, Any]:
         if draw(BOOLEANS):
             ebs.update({"encrypted": True, "deleteOnTermination": True, "iops": 3000, "throughput": 125})
         spec["blockDeviceMappings"] = [{"deviceName": "/dev/xvda", "ebs": ebs}]
-    if not inline and draw(BOOLEANS):
-        spec["userData"] = "#!/bin/bash\necho 'hello from karpenter'\n"
+    if not inline and draw(BOOLEANS):  # what the family reads: Bottlerocket TOML, else a script (#19)
+        toml = spec.get("amiFamily") == "Bottlerocket"
+        spec["userData"] = "[settings.kubernetes]\nkube-api-qps = 30\n" if toml else "#!/bin/bash\necho 'hello'\n"
     if not inline and draw(BOOLEANS):
         spec["detailedMonitoring"] = draw(BOOLEANS)
     return spec

@@ -31,6 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
+from karpenter_policy.api.constraintset import read_wire_data
+
 ROOT = Path(__file__).resolve().parents[2]
 ARGOCD = ROOT / "deploy" / "argocd"
 PLUGIN_FILE = ARGOCD / "plugin.yaml"
@@ -103,7 +105,7 @@ def sidecar_environment(image_bin: Path, home: Path, source_path: str, extra: Ma
         "ARGOCD_APP_NAMESPACE": "karpenter-policy",
         "ARGOCD_APP_REVISION": "4f7c2a9e1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f1a",
         "ARGOCD_APP_SOURCE_PATH": source_path,
-        "ARGOCD_APP_SOURCE_REPO_URL": "https://github.com/example-org/platform-policies.git",
+        "ARGOCD_APP_SOURCE_REPO_URL": "https://github.com/your_organisation/your_policy_repository.git",
         "ARGOCD_APP_SOURCE_TARGET_REVISION": "main",
         "KUBE_VERSION": "1.29.4",
         "KUBE_API_VERSIONS": "v1,apps/v1,apps/v1/Deployment,karpenter.sh/v1alpha5,karpenter.k8s.aws/v1alpha1",
@@ -308,6 +310,71 @@ def test_a_cluster_without_the_api_version_gets_a_warning(image_bin: Path, tmp_p
     assert result.names("Provisioner") == POLICY_PROVISIONERS
 
 
+def _catalog_region(result: Generated) -> str:
+    (configmap,) = (o for o in result.objects() if o["kind"] == "ConfigMap")
+    region = json.loads(configmap["data"]["index.json"])["catalog"]["region"]
+    assert isinstance(region, str)
+    return region
+
+
+@pytest.mark.parametrize("setting", ["PARAM_REGION", "ARGOCD_ENV_REGION"])
+def test_the_region_parameter_compiles_for_the_clusters_region(image_bin: Path, tmp_path: Path, setting: str) -> None:
+    """The policies name eu-west-1's zones: proven against that region's catalog, they compile for it; against
+    the default (us-east-1) they fail, the zones named."""
+    repo = policy_repo(tmp_path)
+    default = repo / "policies" / "default.yaml"
+    default.write_text(default.read_text(encoding="utf-8").replace("us-east-1", "eu-west-1"), encoding="utf-8")
+    (repo / "policies" / "gpu.yaml").unlink()  # g6 is not offered in eu-west-1 (a warning, not the point here)
+
+    in_eu = generate(image_bin, repo, "policies", **{setting: "eu-west-1"})
+    by_default = generate(image_bin, repo, "policies")
+
+    assert in_eu.returncode == 0, in_eu.stderr
+    assert _catalog_region(in_eu) == "eu-west-1"
+    assert "--region eu-west-1" in in_eu.stderr  # the command line the plugin logs
+    assert_failed_cleanly(by_default, mentions="eu-west-1a is a zone of eu-west-1, not of us-east-1")
+
+
+def test_an_unknown_region_fails_with_the_regions_there_are(image_bin: Path, tmp_path: Path) -> None:
+    result = generate(image_bin, policy_repo(tmp_path), "policies", PARAM_REGION="mars-1")
+
+    assert_failed_cleanly(result, mentions="no embedded catalog for region 'mars-1' (embedded: af-south-1")
+
+
+LEGACY_GPU = """\
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: legacy-gpu
+spec:
+  requirements:
+    - key: karpenter.k8s.aws/instance-family
+      operator: In
+      values: [p3]
+  providerRef:
+    name: gpu
+"""
+
+
+@pytest.mark.parametrize("setting", ["PARAM_ALLOW_PREVIOUS_GENERATION", "ARGOCD_ENV_ALLOW_PREVIOUS_GENERATION"])
+def test_previous_generation_types_are_admitted_when_allowed(image_bin: Path, tmp_path: Path, setting: str) -> None:
+    repo = policy_repo(tmp_path)
+    (repo / "policies" / "legacy-gpu.yaml").write_text(LEGACY_GPU, encoding="utf-8")
+
+    warned = generate(image_bin, repo, "policies")
+    allowed = generate(image_bin, repo, "policies", **{setting: "true"})
+
+    # Karpenter v0.31 launches previous-generation types: a warning, which the setting acknowledges.
+    assert warned.returncode == 0, warned.stderr
+    assert "p3 is a previous-generation family" in warned.stderr
+    assert "[previous-generation]" not in allowed.stderr
+    assert allowed.returncode == 0, allowed.stderr
+    assert "legacy-gpu" in allowed.names("Provisioner")
+    (configmap,) = (o for o in allowed.objects() if o["kind"] == "ConfigMap")
+    (legacy,) = (c for c in read_wire_data(configmap["data"])[1] if c.name == "legacy-gpu")
+    assert legacy.admitted and all(name.startswith("p3.") for name in legacy.admitted), legacy.admitted
+
+
 @pytest.mark.parametrize(
     ("settings", "environment"),
     [
@@ -423,9 +490,10 @@ def test_a_committed_repository_shaped_folder_runs_nothing_in_the_sidecar(
         ({"ARGOCD_ENV_PATHS": "/"}, "relative to the application directory"),
         ({"PARAM_API": "v2"}, "api: expected v1alpha5 or v1"),
         ({"ARGOCD_ENV_FAIL_ON_WARN": "maybe"}, "fail-on-warn: expected true or false"),
+        ({"PARAM_ALLOW_PREVIOUS_GENERATION": "p3"}, "allow-previous-generation: expected true or false"),
     ],
     ids=["absolute", "dot-dot", "symlink-out", "missing", "values-in-paths", "values-is-a-path", "paths-out",
-         "paths-absolute", "api", "flag"],
+         "paths-absolute", "api", "flag", "previous-generation-flag"],
 )
 def test_bad_settings_fail_before_compiling(
     image_bin: Path, tmp_path: Path, settings: dict[str, str], mentions: str

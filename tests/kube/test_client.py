@@ -110,6 +110,38 @@ def test_writes_are_not_retried(api_server: EmulatorThread) -> None:
     assert cluster.get(CONFIG_MAP, "cm") is None
 
 
+def test_a_list_is_read_in_pages_of_one_snapshot(api_server: EmulatorThread) -> None:
+    cluster = KubeCluster.from_url(api_server.url, page_size=50)
+    for i in range(120):
+        cluster.create(POD, pod(f"web-{i:03}"))
+    expected = sorted(f"web-{i:03}" for i in range(120))
+    before = api_server.emulator.list_requests
+
+    listed = cluster.list(POD)
+
+    assert [p["metadata"]["name"] for p in listed.items] == expected
+    assert api_server.emulator.list_requests - before == 3  # 50 + 50 + 20
+    limits = [r.params.get("limit") for r in list(api_server.emulator)[-3:]]
+    assert limits == ["50", "50", "50"]
+    watched = cluster.watch(POD, listed.resource_version, timeout_seconds=1)
+    cluster.create(POD, pod("late"))
+    assert next(watched).object["metadata"]["name"] == "late", "the pages' version is where the watch resumes"
+    watched.close()
+
+
+def test_a_snapshot_expired_between_pages_is_read_again_whole(api_server: EmulatorThread) -> None:
+    cluster = KubeCluster.from_url(api_server.url, page_size=2)
+    for i in range(5):
+        cluster.create(POD, pod(f"web-{i}"))
+    emulator = api_server.emulator
+    emulator.expire_pages(after=1)
+
+    listed = cluster.list(POD)
+
+    assert [p["metadata"]["name"] for p in listed.items] == [f"web-{i}" for i in range(5)]
+    assert [r.params.get("limit") for r in list(emulator)[-3:]] == ["2", "2", None], "page, 410, whole list"
+
+
 def test_a_watch_cut_mid_stream_just_ends(api_server: EmulatorThread) -> None:
     cluster = KubeCluster.from_url(api_server.url, backoff=FAST_BACKOFF)
     start = cluster.list(POD).resource_version

@@ -3,12 +3,19 @@ cluster implementations."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.cluster import WatchEvent
+from karpenter_policy.kube.cluster import ObjectList, WatchEvent, WatchStream
+from karpenter_policy.kube.errors import Invalid
 from karpenter_policy.kube.informer import Informer
+from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.objects import POD
 
 from .conftest import FAST_BACKOFF, Backend
@@ -104,3 +111,85 @@ def test_stop_ends_a_long_watch_at_once(backend: Backend) -> None:
 
     assert informer._thread is not None and not informer._thread.is_alive()
     assert time.monotonic() - started < GENEROUS
+
+
+def test_shared_reads_are_the_cached_objects_and_never_change_under_the_reader(backend: Backend) -> None:
+    cluster = backend.cluster
+    cluster.create(POD, pod("a"))
+    with Informer(cluster, POD, backoff=FAST_BACKOFF) as informer:
+        assert informer.wait_until(lambda items: names(items) == ["a"], GENEROUS)
+        shared = informer.get_shared("a", "default")
+        copied = informer.get("a", "default")
+
+        assert shared is not None and informer.items_shared()[0] is shared
+        assert copied == shared and copied is not shared and informer.items()[0] is not shared
+        cluster.patch(POD, "a", {"metadata": {"labels": {"v": "2"}}}, "default")
+        assert informer.wait_until(lambda items: objects.labels(items[0]) == {"v": "2"}, GENEROUS)
+
+        assert objects.labels(shared) == {}  # the informer replaced the object, it did not change it
+        assert objects.labels(informer.get_shared("a", "default") or {}) == {"v": "2"}
+
+
+def test_a_cluster_refuses_an_object_a_reader_could_not_trust(backend: Backend) -> None:
+    for bad in ({"metadata": {"name": "a", "labels": "abc"}}, {"metadata": {"name": "b", "finalizers": "x"}}):
+        with pytest.raises(Invalid):
+            backend.cluster.create(POD, {**bad, "spec": {}})
+    backend.cluster.create(POD, pod("c"))
+    with pytest.raises(Invalid):
+        backend.cluster.patch(POD, "c", {"metadata": {"annotations": {"n": 1}}}, "default")
+
+
+class _BuggyCluster(MemoryCluster):
+    """A Cluster with bugs: its list raises an unexpected exception, then its watch hands out a malformed
+    event, a given number of times each."""
+
+    def __init__(self, broken_lists: int, bad_events: int) -> None:
+        super().__init__()
+        self.broken_lists = broken_lists
+        self.bad_events = bad_events
+
+    def list(self, *args: Any, **kwargs: Any) -> ObjectList:
+        if self.broken_lists:
+            self.broken_lists -= 1
+            raise KeyError("spec")
+        return super().list(*args, **kwargs)
+
+    def watch(self, *args: Any, **kwargs: Any) -> WatchStream:
+        if self.bad_events:
+            self.bad_events -= 1
+            return _Stream([WatchEvent("ADDED", {"metadata": "x"})])
+        return super().watch(*args, **kwargs)
+
+
+class _Stream(Iterator[WatchEvent]):
+    def __init__(self, events: list[WatchEvent]) -> None:
+        self._events = iter(events)
+
+    def __next__(self) -> WatchEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+def test_an_unexpected_exception_or_a_malformed_event_from_any_cluster_does_not_end_the_informer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = _BuggyCluster(broken_lists=3, bad_events=3)
+    cluster.create(POD, pod("a"))
+
+    with Informer(cluster, POD, backoff=FAST_BACKOFF) as informer:
+        eventually(lambda: informer.stats.lists >= 7 and informer.health().ok, what="lists after the bugs")
+        cluster.create(POD, pod("b"))
+        assert informer.wait_until(lambda items: names(items) == ["a", "b"], GENEROUS)
+
+        health = informer.health()
+        assert health.alive and health.stats.internal == 3 and health.malformed == {"bad-metadata": 3}
+    errors = [r for r in caplog.records if r.name == "karpenter_policy.kube.informer" and r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is not None and "KeyError" in errors[0].getMessage()

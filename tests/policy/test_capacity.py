@@ -95,17 +95,18 @@ def test_the_text_report_ends_with_the_summary_after_the_capacity_table() -> Non
         "cpu",
         "memory",
         "$/h",
+        "$/month",
     ]
     assert lines[-1].startswith("checked ") and lines[-1].endswith("0 errors, 0 warnings")
 
 
-def test_markdown_is_a_pull_request_comment_with_the_capacity_table() -> None:
+def test_markdown_is_a_pull_request_comment_with_the_cost_per_workload() -> None:
     result = cli("check", str(EXAMPLES / "policies"), "--workloads", str(EXAMPLES / "apps"), "--output", "markdown")
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    assert text.startswith("### ✅ karpenter-policy check\n")
-    assert "| provisioner | instance type | zone | capacity | nodes | pods | cpu | memory | $/h |" in text
-    assert "**Capacity:**" in text and "**Workloads:**" in text
+    assert text.startswith("### ✅ karpenter-policy check: the workloads' nodes cost $")
+    assert "| Workload | Pods | Lands on | Monthly cost | Share of the bill |" in text
+    assert "| provisioner | instance type | zone | capacity | nodes | pods | cpu · memory | $/month |" in text
 
 
 def test_spot_prices_from_describe_spot_price_history_price_the_spot_nodes(tmp_path: Path) -> None:

@@ -139,15 +139,15 @@ def test_unknown_instance_type_suggests_the_nearest(tmp_path: Path) -> None:
     assert (finding.rule, finding.severity, finding.line, finding.column) == ("unknown-instance-type", "error", 9, 16)
     assert finding.message == (
         "node.kubernetes.io/instance-type m5d.x2large: there is no instance type m5d.x2large in us-east-1 "
-        "(not in the EC2 catalog of 2026-07), did you mean m5d.2xlarge?"
+        "(not in the EC2 types of 2026-07), did you mean m5d.2xlarge?"
     )
 
 
 def test_unknown_zone_for_the_region(tmp_path: Path) -> None:
     path = write(tmp_path, requirements("topology.kubernetes.io/zone In us-west-2a"))
     [finding] = solver_findings(path)
-    assert (finding.rule, finding.severity, finding.line) == ("unknown-instance-type", "error", 9)
-    assert finding.message.startswith("topology.kubernetes.io/zone us-west-2a: not a zone of region us-east-1 (zones: ")
+    assert (finding.rule, finding.severity, finding.line) == ("zone-outside-region", "error", 9)
+    assert finding.message.startswith("topology.kubernetes.io/zone us-west-2a: us-west-2a is a zone of us-west-2, ")
     assert "did you mean" not in finding.message
 
 
@@ -157,8 +157,8 @@ def test_unknown_names_next_to_known_ones_or_excluded_are_warnings(tmp_path: Pat
     report, checked = check_paths([str(path)])
     assert report.errors == 0
     assert [(f.rule, f.severity, f.line) for f in report.sorted_findings()] == [
-        ("unknown-instance-type", "warning", 9), ("unknown-instance-type", "warning", 12)]
-    # p3 is a previous-generation family (not a typo of p3dn): named as such, with the flag that admits it.
+        ("previous-generation", "warning", 9), ("unknown-instance-type", "warning", 12)]
+    # p3 is a previous-generation family (not a typo of p3dn): named as such, with the flag that acknowledges it.
     assert "p3 is a previous-generation family" in report.sorted_findings()[0].message
     assert "did you mean" not in report.sorted_findings()[0].message
     assert report.sorted_findings()[1].message.endswith("did you mean metal? This NotIn excludes nothing.")

@@ -99,6 +99,7 @@ def test_output_layout(compiled: Path) -> None:
         ".karpenter-policy-output",
         "constraintsets/arm64.json", "constraintsets/default.json", "constraintsets/gpu.json",
         "constraintsets/index.json", "constraintsets/spot-batch.json",
+        "kustomization.yaml",
         "manifests/awsnodetemplate-default.yaml", "manifests/awsnodetemplate-gpu.yaml",
         "manifests/configmap-karpenter-policy-constraints.yaml",
         "manifests/provisioner-arm64.yaml", "manifests/provisioner-default.yaml", "manifests/provisioner-gpu.yaml",
@@ -108,6 +109,59 @@ def test_output_layout(compiled: Path) -> None:
     owned = json.loads(files[".karpenter-policy-output"])["files"]
     assert owned == {name: "sha256:" + hashlib.sha256(content).hexdigest()
                      for name, content in files.items() if name != ".karpenter-policy-output"}
+
+
+def test_the_kustomization_lists_the_manifests(compiled: Path, tmp_path: Path) -> None:
+    """DIR/kustomization.yaml: every manifest, nothing else; rewritten as the policies change, so that a Flux
+    kustomization listing DIR never needs editing."""
+    kustomization = yaml.safe_load((compiled / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert (kustomization["apiVersion"], kustomization["kind"]) == ("kustomize.config.k8s.io/v1beta1",
+                                                                     "Kustomization")
+    assert kustomization["resources"] == sorted(f"manifests/{p.name}" for p in (compiled / "manifests").iterdir())
+    assert set(kustomization) == {"apiVersion", "kind", "resources"}
+    assert (compiled / "kustomization.yaml").read_text().startswith("# Written by `karpenter-policy compile`")
+
+    policies = copy_policies(tmp_path / "policies")
+    out = tmp_path / "build"
+    assert compile_command([str(policies)], str(out)).exit_code == 0
+    extra = (policies / "gpu.yaml").read_text().replace("name: gpu\n", "name: gpu-extra\n", 1)
+    (policies / "gpu-extra.yaml").write_text(extra)
+    (policies / "arm64.yaml").unlink()
+    assert compile_command([str(policies)], str(out)).exit_code == 0
+    resources = yaml.safe_load((out / "kustomization.yaml").read_text())["resources"]
+    assert "manifests/provisioner-gpu-extra.yaml" in resources and "manifests/provisioner-arm64.yaml" not in resources
+    assert resources == sorted(f"manifests/{p.name}" for p in (out / "manifests").iterdir())
+
+
+def test_kustomize_builds_the_output(compiled: Path, kubectl: str) -> None:
+    built = subprocess.run([kubectl, "kustomize", str(compiled)], capture_output=True, text=True, timeout=120,
+                           check=False)
+    assert built.returncode == 0, built.stderr
+    objects = [o for o in yaml.safe_load_all(built.stdout) if o]
+    expected = [yaml.safe_load(p.read_text()) for p in sorted((compiled / "manifests").iterdir())]
+    key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
+    assert sorted(objects, key=key) == sorted(expected, key=key)
+
+
+def test_a_kustomization_of_the_users_in_the_output_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    """Before compile wrote DIR/kustomization.yaml, users could keep their own there: never overwritten."""
+    policies = copy_policies(tmp_path / "policies")
+    out = tmp_path / "build"
+    assert compile_command([str(policies)], str(out)).exit_code == 0
+    record = out / ".karpenter-policy-output"  # the record of an earlier version, which did not write it…
+    data = json.loads(record.read_text())
+    data["files"] = {k: v for k, v in data["files"].items() if k != "kustomization.yaml"} if isinstance(
+        data["files"], dict) else [f for f in data["files"] if f != "kustomization.yaml"]
+    record.write_text(json.dumps(data))
+    (out / "kustomization.yaml").write_text("resources: [manifests/provisioner-default.yaml]\n")  # …the user's
+    before = tree(tmp_path)
+
+    result = cli(str(policies), "-o", str(out))
+
+    assert result.returncode == 2, result.stderr
+    assert f"{out}/kustomization.yaml exists and was not written by compile, which now writes it" in result.stderr
+    assert "move yours next to the output directory" in result.stderr
+    assert tree(tmp_path) == before
 
 
 def test_constraint_set_content(compiled: Path) -> None:
@@ -147,9 +201,12 @@ def test_constraint_set_content(compiled: Path) -> None:
 
 
 def test_version_falls_back_to_git_describe_then_unversioned(compiled: Path, tmp_path: Path) -> None:
-    described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                               text=True, check=False).stdout.strip()
-    assert load_set(compiled, "arm64").version == (described or "unversioned")
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+
+    described = git("describe", "--always")
+    dirty = "-dirty" if git("status", "--porcelain", "--", "policies") else ""  # the policies, not the rest
+    assert load_set(compiled, "arm64").version == (described + dirty if described else "unversioned")
     policies = copy_policies(tmp_path / "policies")  # not a git repository
     result = compile_paths([str(policies)], CompileOptions(catalog=CATALOG))
     versions = {s.name: s.version for s in result.sets}
@@ -222,7 +279,7 @@ def test_byte_identical_across_working_directories_and_file_order(tmp_path: Path
     second = cli(*[str(policies / f) for f in shuffled], "-o", "../../out2", cwd=there)
     assert second.returncode == 0, second.stdout + second.stderr
     one, two = tree(tmp_path / "out1"), tree(tmp_path / "out2")
-    assert one == two and len(one) == 13
+    assert one == two and len(one) == 14
     for content in one.values():
         assert b"\r\n" not in content and str(tmp_path).encode() not in content
     third = cli(str(policies), "-o", "-", cwd=here)  # the directory, streamed
@@ -268,6 +325,22 @@ def test_warnings_with_fail_on_warn_write_nothing(tmp_path: Path) -> None:
     result = cli(str(tmp_path / "in"), "-o", str(tmp_path / "out"))
     assert result.returncode == 0 and "unresolved-reference" in result.stdout
     assert (tmp_path / "out" / "constraintsets" / "orphan.json").exists()
+
+
+@pytest.mark.parametrize("ttl", [0, 720, 3599])
+def test_an_expiry_under_an_hour_is_a_warning_and_the_set_keeps_it(tmp_path: Path, ttl: int) -> None:
+    policies = copy_policies(tmp_path / "policies")
+    default = policies / "default.yaml"
+    default.write_text(default.read_text().replace("ttlSecondsUntilExpired: 2592000", f"ttlSecondsUntilExpired: {ttl}"))
+    line = next(n for n, text in enumerate(default.read_text().splitlines(), 1) if "ttlSecondsUntilExpired" in text)
+    result = cli(str(policies), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (warning,) = [text for text in result.stdout.splitlines() if text.endswith("[ttl-churn]")]
+    assert warning.startswith(f"{default}:{line}:27: warning: Provisioner/default: ttlSecondsUntilExpired {ttl}: ")
+    assert "without end" in warning
+    assert load_set(tmp_path / "out", "default").ttl_seconds_until_expired == ttl
+    assert cli(str(policies), "-o", str(tmp_path / "strict"), "--fail-on-warn").returncode == 1
+    assert cli(str(policies), "-o", str(tmp_path / "quiet"), "--fail-on-warn", "--disable", "ttl-churn").returncode == 0
 
 
 def test_replacing_an_earlier_output_removes_stale_files(tmp_path: Path) -> None:
@@ -372,7 +445,7 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     first = cli(str(policies), "-o", str(out))
     assert first.returncode == 0, first.stderr
     # what a user adds next to the output: kept, whatever compile does next
-    (out / "kustomization.yaml").write_text("resources: [manifests/provisioner-default.yaml]\n")
+    (out / "README.md").write_text("generated: see the policies\n")
     (out / ".git").mkdir()
     (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (out / "manifests" / "extra.yaml").write_text("kind: Namespace\n")
@@ -380,7 +453,7 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     (policies / "gpu.yaml").unlink()
     second = cli(str(policies), "-o", str(out))
     assert second.returncode == 0, second.stderr
-    assert (out / "kustomization.yaml").read_text() == "resources: [manifests/provisioner-default.yaml]\n"
+    assert (out / "README.md").read_text() == "generated: see the policies\n"
     assert (out / ".git" / "HEAD").exists() and (out / "manifests" / "extra.yaml").exists()
     assert not (out / "manifests" / "provisioner-gpu.yaml").exists()
     assert not (out / "constraintsets" / "gpu.json").exists()
@@ -388,24 +461,34 @@ def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     assert "removed (no longer produced): constraintsets/gpu.json, manifests/provisioner-gpu.yaml" in second.stderr
     assert "although edited since compile wrote them: manifests/provisioner-gpu.yaml" in second.stderr
     owned = json.loads((out / ".karpenter-policy-output").read_text())["files"]
-    assert "kustomization.yaml" not in owned and "manifests/extra.yaml" not in owned
+    assert "README.md" not in owned and "manifests/extra.yaml" not in owned
     assert "manifests/provisioner-default.yaml" in owned
     third = cli(str(policies), "-o", str(out))  # nothing changed: nothing rewritten
-    assert "10 files: 0 added, 0 replaced, 10 unchanged" in third.stderr
+    assert "11 files: 0 added, 0 replaced, 11 unchanged" in third.stderr
 
 
-def test_an_output_of_an_earlier_version_is_taken_over(tmp_path: Path) -> None:
-    """Outputs written before the ownership record: compile owns constraintsets/*.json and manifests/*.yaml."""
+@pytest.mark.parametrize("index", ["real", "any content"])
+def test_an_index_without_a_record_does_not_make_the_files_next_to_it_compiles(tmp_path: Path, index: str) -> None:
+    """A directory with constraintsets/index.json and no ownership record (an earlier version's output, or a
+    directory of the user's that has such a file) is refused: compile used to take every constraintsets/*.json and
+    manifests/*.yaml there for its own and deleted the ones it no longer produced — the user's files among them."""
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
-    assert cli(str(policies), "-o", str(out)).returncode == 0
-    (out / ".karpenter-policy-output").unlink()
-    (out / "constraintsets" / "gone.json").write_text("{}")
-    (out / "README.md").write_text("mine")
+    if index == "real":
+        assert cli(str(policies), "-o", str(out)).returncode == 0
+        (out / ".karpenter-policy-output").unlink()
+    else:
+        (out / "constraintsets").mkdir(parents=True)
+        (out / "constraintsets" / "index.json").write_text("notes, not an index\n")
+        (out / "manifests").mkdir()
+    (out / "manifests" / "my-hand-written-configmap.yaml").write_text("kind: ConfigMap\n")
+    (out / "constraintsets" / "my-notes.json").write_text('{"mine": true}\n')
+    before = tree(tmp_path)
     result = cli(str(policies), "-o", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "removed (no longer produced): constraintsets/gone.json" in result.stderr
-    assert (out / "README.md").read_text() == "mine" and (out / ".karpenter-policy-output").exists()
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"{out} has constraintsets/index.json but no .karpenter-policy-output" in result.stderr
+    assert tree(tmp_path) == before  # nothing deleted, nothing written
 
 
 @pytest.mark.parametrize("obstacle", ["user-file", "linked-directory"])
@@ -507,6 +590,45 @@ def test_a_repository_shaped_folder_in_the_tree_runs_nothing(tmp_path: Path, in_
     # the version is the repository's (the tag just made), the planted folder's is never read
     assert gpu.version == ("v1.2.0" if in_a_repository else "unversioned")
     assert ("policies/team-a/gpu.yaml" if in_a_repository else "team-a/gpu.yaml") in gpu.sources
+
+
+@pytest.mark.parametrize(
+    ("change", "suffix"),
+    [
+        ("nothing", ""),
+        ("a file outside the policies", ""),
+        ("a policy edited", "-dirty"),
+        ("a policy added", "-dirty"),
+        ("a policy deleted", "-dirty"),
+        ("a policy deleted and excluded", ""),
+        ("the policies checked out in CRLF", ""),
+    ],
+)
+def test_the_version_is_dirty_when_the_policies_read_are_not_heads(tmp_path: Path, change: str, suffix: str) -> None:
+    """`-dirty` is decided on the policies compile reads, without `git describe --dirty` (whose index refresh runs
+    the filters the tree's attributes select): a policy edited, added or gone makes the version dirty; a README,
+    an excluded file or line endings (a CRLF checkout of LF blobs) do not."""
+    repo = tmp_path / "repo"
+    policies = copy_policies(repo / "policies")
+    (repo / "README.md").write_text("policies\n")
+    git_repo(repo)
+    args = ["policies", "-o", "-"]
+    if change == "a file outside the policies":
+        (repo / "README.md").write_text("edited\n")
+    elif change == "a policy edited":
+        (policies / "gpu.yaml").write_text((policies / "gpu.yaml").read_text() + "# edited\n")
+    elif change == "a policy added":
+        (policies / "team.yaml").write_text(WARNING_ONLY)
+    elif change.startswith("a policy deleted"):
+        (policies / "spot-batch.yaml").unlink()
+        args += ["--exclude", "spot-batch.yaml"] if change.endswith("excluded") else []
+    elif change == "the policies checked out in CRLF":
+        for file in policies.iterdir():
+            file.write_bytes(file.read_bytes().replace(b"\n", b"\r\n"))
+    result = cli(*args, cwd=repo)
+    assert result.returncode == 0, result.stderr
+    configmap = next(d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "ConfigMap")
+    assert json.loads(configmap["data"]["gpu.json"])["version"] == f"v1.2.0{suffix}"
 
 
 def test_policy_version_sets_the_version_without_git(tmp_path: Path) -> None:

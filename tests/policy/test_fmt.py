@@ -204,3 +204,74 @@ def test_exclude_and_a_missing_path(repo: Path) -> None:
 
     assert excluded.returncode == 0 and "0 files would be formatted" in excluded.stderr
     assert missing.returncode == 2 and "nope: error: no such file or directory" in missing.stderr
+
+
+# --- line endings (issue #19) -------------------------------------------------------------------------------
+
+SECOND_PROVISIONER = """\
+---
+# the second Provisioner of the file
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: spot  # the team's spot capacity
+spec:
+  providerRef:
+    name: default
+"""
+
+
+def crlf(text: str) -> bytes:
+    return text.replace("\n", "\r\n").encode()
+
+
+def test_a_crlf_file_is_formatted_in_crlf_every_line_and_every_document(repo: Path) -> None:
+    """A CRLF file was rewritten in LF except on comment lines (a stray CR left there), and in a CRLF file of
+    several documents the Provisioners were not formatted at all while --check passed."""
+    file = repo / "policies" / "batch.yaml"
+    file.write_bytes(crlf(UNFORMATTED + SECOND_PROVISIONER))
+    _, formatted_second, _ = run_lf(repo, UNFORMATTED + SECOND_PROVISIONER)
+
+    checked = run("fmt", "policies", "--check", cwd=repo)
+    written = run("fmt", "policies", "--write", cwd=repo)
+
+    assert checked.returncode == 1, checked.stderr
+    assert written.returncode == 0, written.stderr
+    assert "Provisioner/batch: Karpenter's default" in written.stderr
+    assert "Provisioner/spot: Karpenter's default" in written.stderr
+    content = file.read_bytes()
+    assert content == crlf(formatted_second)  # exactly the LF result, in CRLF
+    assert content.count(b"\n") == content.count(b"\r\n")  # no line left in LF, no stray CR
+    assert run("fmt", "policies", "--check", cwd=repo).returncode == 0
+
+
+def run_lf(repo: Path, text: str) -> tuple[int, str, str]:
+    """The same text formatted as an LF file, next door."""
+    other = repo / "lf"
+    other.mkdir(exist_ok=True)
+    (other / "p.yaml").write_text(text)
+    done = run("fmt", "lf", "--write", cwd=repo)
+    return done.returncode, (other / "p.yaml").read_text(), done.stderr
+
+
+def test_crlf_documents_fmt_leaves_alone_stay_byte_identical(repo: Path) -> None:
+    formatted_crlf = crlf(FORMATTED)
+    file = repo / "policies" / "batch.yaml"
+    file.write_bytes(formatted_crlf)
+
+    done = run("fmt", "policies", "--write", "--check", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert file.read_bytes() == formatted_crlf
+
+
+def test_a_carriage_return_that_ends_no_line_is_left_alone_with_a_note(repo: Path) -> None:
+    text = crlf(UNFORMATTED).replace(b"# on spot, arm64 or amd64\r\n", b"# on spot,\r# arm64 or amd64\r\n")
+    file = repo / "policies" / "batch.yaml"
+    file.write_bytes(text)
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert file.read_bytes() == text
+    assert "policies/batch.yaml:10: not formatted: a carriage return that does not end a line" in done.stderr

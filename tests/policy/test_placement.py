@@ -180,7 +180,7 @@ def test_no_provisioner_at_all(tmp_path: Path) -> None:
     report, _, [placement] = run(tmp_path, [], [deployment("web", "containers: []")])
     assert (
         placement.message()
-        == "no provisioner can launch a node for it: there is no proven Provisioner among the policies"
+        == "no provisioner can launch a node for it: no Provisioner among the policies admits an instance type"
     )
     assert findings(report, "workload-unschedulable")
 

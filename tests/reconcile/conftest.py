@@ -35,7 +35,7 @@ from karpenter_policy.kube.memory import MemoryCluster  # noqa: E402
 from karpenter_policy.reconcile import logs  # noqa: E402
 from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySource  # noqa: E402
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions  # noqa: E402
-from karpenter_policy.reconcile.kubelet import FakeKubelet  # noqa: E402
+from karpenter_policy.reconcile.sim.kubelet import FakeKubelet  # noqa: E402
 
 from .awsaccount import K8S_VERSION, REGION, ZONES, WorkloadsAccount  # noqa: E402
 from .support import POLICIES, FakeClock, Harness, compile_policies, configmap_manifest  # noqa: E402

@@ -1,8 +1,8 @@
 """Builders for the tests of what happens around a launch: interruption, garbage collection, restarts.
 
-* :class:`World`: one in-memory cluster and one in-memory cloud on one fake clock (monotonic seconds and the wall
-  clock derived from them), on which controllers come and go — a restart is a fresh :class:`Controller` on the
-  same world.
+* :class:`World`: the testing API's :class:`~karpenter_policy.testing.Scene` (one in-memory cluster and cloud on
+  one virtual clock) with the kill switch and the fault injector below, on which controllers come and go — a
+  restart is a fresh :class:`Controller` on the same world.
 * :class:`FaultyCloud`: the in-memory cloud behind a seeded random fault injector (EC2's capacity errors,
   throttling, 500s, timeouts before or after the call acted) and a kill hook.
 * :class:`HookedCluster`: the in-memory cluster with the same kill hook on every write.
@@ -29,15 +29,15 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.patches import PatchType
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
-from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.constraints import DirectorySource
-from karpenter_policy.reconcile.controller import Controller, ControllerOptions, ReconcileResult
-from karpenter_policy.reconcile.kubelet import FakeKubelet
+from karpenter_policy.reconcile.controller import Controller, ReconcileResult
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.testing import EPOCH, Scene, VirtualClock
+from karpenter_policy.testing import Deployment as SceneDeployment
 
 from .conftest import CLUSTER, REGION
-from .support import FakeClock, container, replicas
+from .support import FakeClock
 
-EPOCH = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 Obj = dict[str, Any]
 
 
@@ -46,7 +46,7 @@ class Killed(BaseException):
 
 
 class WallClock:
-    """The wall clock of a :class:`FakeClock`: EPOCH plus its seconds."""
+    """The wall clock of a :class:`FakeClock`: EPOCH plus its seconds (for the tests still on a FakeClock)."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
@@ -216,32 +216,30 @@ def orphans(cluster: MemoryCluster, cloud: FakeCloudProvider, cluster_name: str)
     return instances - set(node_instances), {name for i, name in node_instances.items() if i not in instances}
 
 
-class World:
-    """One cluster and one cloud on one fake clock; controllers come and go on it (a restart is a fresh
-    :meth:`controller`). ``seed`` and ``fault_rate`` drive the cloud's faults (none by default)."""
+class World(Scene):
+    """The testing API's scene with a kill switch on every cluster write and cloud call and a seeded fault
+    injector in front of the cloud; controllers come and go on it (a restart is a fresh :meth:`controller`).
+    ``seed`` and ``fault_rate`` drive the cloud's faults (none by default)."""
 
     def __init__(
         self, compiled: Path, *, seed: int = 0, fault_rate: float = 0.0, types: builtins.list[str] | None = None
     ) -> None:
-        self.compiled = compiled
-        self.clock = FakeClock()
-        self.wall = WallClock(self.clock)
-        self.rng = random.Random(seed)
+        clock = VirtualClock(EPOCH)
         self.switch = KillSwitch()
-        self.cluster = HookedCluster(self.switch, clock=self.wall)
-        self.inner = fake_cloud(self.clock, types)
-        self.cloud = FaultyCloud(self.inner, self.switch, self.rng, fault_rate)
-        self.kubelet = FakeKubelet(self.cluster, self.clock)
+        self.rng = random.Random(seed)
+        self.inner = fake_cloud(clock, types)
+        super().__init__(
+            compiled, cluster=HookedCluster(self.switch, clock=clock.wall), clock=clock, cluster_name=CLUSTER,
+            cloud=FaultyCloud(self.inner, self.switch, self.rng, fault_rate),
+        )
+        self.wall = clock.wall
+        self.compiled = compiled
 
     def controller(self, **options: Any) -> Controller:
-        options.setdefault("launch_parallelism", 1)
         return Controller(
-            self.cluster, self.cloud, DirectorySource(self.compiled),
-            ControllerOptions(cluster_name=CLUSTER, **options), region=REGION, clock=self.clock, wall_clock=self.wall,
+            self.cluster, self.cloud, DirectorySource(self.compiled), self.options(**options), region=REGION,
+            clock=self.clock, wall_clock=self.clock.wall,
         )
-
-    def unbound(self) -> builtins.list[str]:
-        return [objects.name(p) for p in self.cluster.list(objects.POD).items if not p["spec"].get("nodeName")]
 
     def orphans(self) -> tuple[set[str], set[str]]:
         return orphans(self.cluster, self.inner, CLUSTER)
@@ -257,36 +255,25 @@ class World:
         return self.inner.create(request)
 
 
-class Deployment:
-    """A ReplicaSet's stand-in: keeps `count` pods of one vCPU each (`app-<n>`), replacing any that is evicted."""
+class Deployment(SceneDeployment):
+    """A ReplicaSet's stand-in of one vCPU pods (`app-<n>`), replacing any that is evicted."""
 
     def __init__(self, world: World, app: str, count: int, cpu: str = "1") -> None:
-        self.world, self.app, self.cpu = world, app, cpu
-        self.next = 0
-        self.count = 0
-        self.scale(count)
+        super().__init__(world, app, count, cpu=cpu)
+        self.world = world
 
-    def live(self) -> list[dict[str, object]]:
-        return [p for p in self.world.cluster.list(objects.POD).items
-                if objects.labels(p).get("app") == self.app and not objects.is_deleting(p)]
+    @property
+    def count(self) -> int:
+        return self.replicas
 
-    def scale(self, count: int) -> None:
-        self.count = count
-        live = sorted(self.live(), key=lambda p: int(objects.name(p).rsplit("-", 1)[1]))
-        for pod in live[count:]:
-            self.world.cluster.delete(objects.POD, objects.name(pod), "default")
-        for _ in range(count - len(live)):
-            (created,) = replicas(self.app, self.next, 1, containers=[container(self.cpu)])
-            self.world.cluster.create(objects.POD, created)
-            self.next += 1
-
-    def restore(self) -> None:
-        self.scale(self.count)
+    @count.setter
+    def count(self, value: int) -> None:
+        self.replicas = value  # what `restore` keeps, without creating or deleting now
 
 
 def run(world: World, controller: Controller, deployment: Deployment, seconds: int,
         until: Callable[[], bool] | None = None) -> list[ReconcileResult]:
-    """One pass a second (kubelets, the ReplicaSet, the controller) for `seconds` or until `until()` holds."""
+    """One step a second (kubelets, the ReplicaSet, the controller) for `seconds` or until `until()` holds."""
     results = []
     for _ in range(seconds):
         world.kubelet.sync()
@@ -304,7 +291,7 @@ def nodes(world: World) -> dict[str, dict[str, object]]:
 
 
 def settled(world: World) -> bool:
-    return not world.unbound() and not any(objects.is_deleting(n) for n in nodes(world).values())
+    return world.settled()
 
 
 def start(world: World, pods: int, **options: object) -> tuple[Controller, Deployment]:

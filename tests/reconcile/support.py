@@ -19,7 +19,7 @@ from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
-from karpenter_policy.reconcile.kubelet import FakeKubelet
+from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"

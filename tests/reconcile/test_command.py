@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from api.tampering import Edit, tamper_directory
 from kube.emulator import EmulatorThread
 
 from karpenter_policy.kube import objects
@@ -96,6 +97,29 @@ def test_a_corrupted_directory_at_start_up_is_refused(compiled: Path, offline_ku
     assert result.returncode == 2, result.stderr
     assert f"cannot load the constraint sets from {broken}: " in result.stderr and "gpu.json" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.__setitem__("weight", float("inf")), "default.json: weight Infinity is out of range"),
+        (lambda d: d.__setitem__("taints", "x"), 'default.json: taints must be a list, not string "x"'),
+        (lambda d: d.__setitem__("provider", "x"), "default.json: provider must be a mapping of source, name and spec"),
+        (lambda d: d["requirements"].__setitem__(0, {"operator": "In"}), "requirements[0]: missing required field"),
+    ],
+    ids=["weight Infinity", "taints a string", "provider a string", "requirement without a key"],
+)
+def test_a_set_compile_would_never_write_at_start_up_is_a_configuration_error(
+    edit: Edit, message: str, compiled: Path, offline_kubeconfig: Path, tmp_path: Path
+) -> None:
+    broken = tamper_directory(compiled, "default", edit, copy_to=tmp_path / "build")
+    result = reconcile(
+        "--constraints", str(broken), "--cluster-name", CLUSTER, "--kubeconfig", str(offline_kubeconfig),
+        "--kubernetes-version", "1.27", "--metrics-port", "0",
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"cannot load the constraint sets from {broken}: " in result.stderr and message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def free_port() -> int:

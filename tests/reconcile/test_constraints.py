@@ -1,6 +1,7 @@
 """New versions of the constraint sets are taken without a restart; a version that cannot be read (a hand edit
-that breaks a hash, a truncated file) is refused with a log line — and a Warning Event on the ConfigMap — while
-the last good version stays in force."""
+that breaks a hash, a truncated file) or holds what compile would never write (a requirement without a key, taints
+that are not a list, with the hashes fixed) is refused with a log line — and a Warning Event on the ConfigMap —
+while the last good version stays in force."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from api.tampering import tamper_directory, tamper_wire
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
@@ -86,6 +88,18 @@ def _configmap_harness(make_harness: MakeHarness, manifest: dict[str, Any]) -> t
     return make_harness(source=source, cluster=cluster), source
 
 
+def _configmap_in_force(make_harness: MakeHarness, manifest: dict[str, Any]) -> tuple[Any, ConfigMapSource, Any, Any]:
+    """A controller on the ConfigMap `manifest` after its first pass: the harness, the source, the version in force
+    and the ConfigMap as the cluster holds it."""
+    h, source = _configmap_harness(make_harness, manifest)
+    h.step()
+    good = h.controller.loaded
+    assert good is not None
+    current = h.cluster.get(objects.CONFIG_MAP, source.name, source.namespace)
+    assert current is not None
+    return h, source, good, current
+
+
 def test_a_configmap_edit_takes_effect_without_a_restart(
     make_harness: MakeHarness, configmap: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -106,12 +120,7 @@ def test_a_configmap_edit_takes_effect_without_a_restart(
 def test_a_corrupted_configmap_is_refused_with_an_event_and_the_last_good_sets_stay(
     make_harness: MakeHarness, configmap: dict[str, Any]
 ) -> None:
-    h, source = _configmap_harness(make_harness, configmap)
-    h.step()
-    good = h.controller.loaded
-    assert good is not None
-    current = h.cluster.get(objects.CONFIG_MAP, source.name, source.namespace)
-    assert current is not None
+    h, source, good, current = _configmap_in_force(make_harness, configmap)
     tampered = copy.deepcopy(current)
     data = json.loads(tampered["data"]["default.json"])
     data["limits"] = {"cpu": "100000"}
@@ -149,3 +158,40 @@ def test_a_plan_made_ahead_is_not_used_once_the_constraint_sets_changed(
     assert closed.scheduled and [n.provisioner for n in closed.launched] == ["default"]
     used = h.controller.metrics.registry.get_sample_value("karpenter_policy_plans_ahead_total", {"used": "false"})
     assert used == 1.0
+
+
+def test_a_set_whose_hash_is_right_but_whose_requirement_has_no_key_is_refused(
+    make_harness: MakeHarness, compiled: Path, tmp_path: Path
+) -> None:
+    build = tamper_directory(compiled, "default", copy_to=tmp_path / "build")
+    h = make_harness(source=DirectorySource(build))
+    h.step()
+    good = h.controller.loaded
+    assert good is not None
+    tamper_directory(build, "default", lambda d: d["requirements"].__setitem__(0, {"operator": "In"}))
+
+    create_all(h.cluster, objects.POD, inflate(0, 3))
+    result = h.batch()
+    assert h.controller.loaded is good
+    assert len(result.launched) == 1 and h.unbound() == [], "the last good sets keep provisioning"
+    refused = [line for line in h.log_lines() if "\tERROR\tcontroller.constraints\trefused constraint sets: " in line]
+    assert len(refused) == 1, "refused once, in one line, not at every pass"
+    assert f"{build / 'constraintsets' / 'default.json'}: requirements[0]: missing required field 'key'" in refused[0]
+
+
+def test_a_configmap_whose_taints_are_not_a_list_is_refused_with_an_event(
+    make_harness: MakeHarness, configmap: dict[str, Any], compiled: Path
+) -> None:
+    h, source, good, current = _configmap_in_force(make_harness, configmap)
+    tampered = copy.deepcopy(current)
+    tampered["data"] = tamper_wire(current["data"], compiled, "default", lambda d: d.__setitem__("taints", "x"))
+    h.cluster.update(objects.CONFIG_MAP, tampered)
+
+    create_all(h.cluster, objects.POD, inflate(0, 2))
+    result = h.batch()
+    assert h.controller.loaded is good
+    assert len(result.launched) == 1 and h.unbound() == []
+    (event,) = h.events("ConstraintSetRefused")
+    assert event["type"] == "Warning" and event["involvedObject"]["name"] == source.name
+    assert f"{source.description}: default.json: taints must be a list, not string \"x\"" in event["message"]
+    assert "\n" not in event["message"]

@@ -13,7 +13,7 @@ from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.constraints import DirectorySource
-from karpenter_policy.reconcile.view import ListView, Snapshot
+from karpenter_policy.reconcile.state.feed import FeedHealth, StateFeed
 
 from .conftest import CLUSTER, MakeHarness, fake_cloud
 from .support import (
@@ -251,17 +251,18 @@ def test_an_unschedulable_pod_gets_the_event_check_gives(make_harness: MakeHarne
     assert h.messages().count(f"could not schedule pod, {finding['message']}") == 1
 
 
-class StaleView:
-    """An informer cache that has not caught up: the snapshot taken before the controller's own writes."""
+class PausedFeed:
+    """An informer cache that has not caught up: it stopped following the cluster after a moment."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.frozen = snapshot
+    def __init__(self, feed: StateFeed) -> None:
+        self.feed = feed
+        self.state = feed.state
 
-    def snapshot(self) -> Snapshot:
-        return self.frozen
+    def sync(self) -> None:
+        return None  # nothing moves in a cache that is stuck
 
-    def version(self) -> object:
-        return "stale"  # nothing moves in a cache that is stuck
+    def health(self) -> FeedHealth:
+        return self.feed.health()
 
 
 def test_a_second_batch_never_launches_again_for_pods_planned_onto_a_node_in_flight(
@@ -269,11 +270,11 @@ def test_a_second_batch_never_launches_again_for_pods_planned_onto_a_node_in_fli
 ) -> None:
     h = make_harness()
     create_all(h.cluster, objects.POD, inflate(0, 5))
-    before = ListView(h.cluster).snapshot()  # what a lagging cache will keep showing: 5 pods, unbound, no node
     first = h.batch()
     assert len(first.launched) == 1
-    h.controller.view = StaleView(before)
-    h.clock.advance(30)  # a retry would be due, and the cache still shows the 5 pods pending
+    h.controller.feed = PausedFeed(h.controller.feed)  # the state keeps showing the 5 pods pending, and no node
+    assert h.controller.state.pending_count() == 5
+    h.clock.advance(30)  # a retry would be due, and the state still shows the 5 pods pending
     again = h.step()
     assert again.pending == 0 and again.launched == []
     assert len(h.cloud.requests) == 1, "one launch request, ever"

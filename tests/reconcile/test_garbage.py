@@ -10,7 +10,7 @@ import pytest
 
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
-from karpenter_policy.reconcile import nodes as node_info
+from karpenter_policy.reconcile.state import nodes as node_info
 
 from .conftest import AwsWorkloads, MakeHarness
 from .lifecycle import Killed, World

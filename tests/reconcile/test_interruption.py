@@ -16,11 +16,11 @@ from karpenter_policy.cloud.fakequeue import FakeQueue
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.memory import MemoryCluster
-from karpenter_policy.reconcile import nodes as node_info
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
-from karpenter_policy.reconcile.interruption import InterruptionHandler
-from karpenter_policy.reconcile.kubelet import FakeKubelet
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
+from karpenter_policy.reconcile.state import nodes as node_info
 
 from . import events
 from .conftest import CLUSTER, REGION

@@ -19,8 +19,8 @@ from karpenter_policy.cloud.aws.sqs import SqsQueue
 from karpenter_policy.cloud.errors import NotFound
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile.interruption import InterruptionHandler
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.state import nodes as node_info
 
 from . import events
 from .conftest import CLUSTER, REGION, AwsWorkloads, MakeHarness

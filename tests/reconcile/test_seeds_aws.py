@@ -16,7 +16,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.reconcile.constraints import ConfigMapSource
-from karpenter_policy.reconcile.launcher import launch_options
+from karpenter_policy.reconcile.provisioning.launcher import launch_options
 from karpenter_policy.scheduling import Scheduler
 
 from .conftest import AwsWorkloads, MakeHarness
@@ -150,8 +150,8 @@ def first_offering(h: Harness) -> ChosenOffering:
     controller = h.controller
     controller.refresh_constraint_sets()
     assert controller.loaded is not None
-    templates = controller.templates.build(controller.loaded.sets)
-    pods = [controller.shapes.pod(p, order=i) for i, p in enumerate(h.pods())]
+    templates = controller.context.template_sets()
+    pods = [controller.state.shapes.pod(p, order=i) for i, p in enumerate(h.pods())]
     (claim,) = Scheduler(templates.templates).solve(pods).claims
     return launch_options(claim, templates.template(claim.template))[0]
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from api.tampering import Edit, tamper_directory
 from click.testing import CliRunner
 
 from karpenter_policy.cli import main
@@ -77,6 +78,59 @@ def test_bad_input_is_one_line_and_exit_2(build: Path, tmp_path: Path) -> None:
     assert code == 2 and "--scale deployment/nginx: no such workload" in err
     code, _, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "inflate")
     assert code == 2 and "KIND/NAME=N" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["requirements"].__setitem__(0, {"operator": "In"}), "requirements[0]: missing required field"),
+        (lambda d: d.__setitem__("taints", "x"), 'taints must be a list, not string "x"'),
+        (lambda d: d.__setitem__("weight", float("inf")), "weight Infinity is out of range"),
+    ],
+    ids=["requirement without a key", "taints a string", "weight Infinity"],
+)
+def test_constraint_sets_compile_would_never_write_are_one_line_and_exit_2(
+    edit: Edit, message: str, build: Path, tmp_path: Path
+) -> None:
+    tampered = tamper_directory(build, "default", edit, copy_to=tmp_path / "build")
+    code, out, err = simulate(tampered, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/inflate=3")
+    assert code == 2 and out == ""
+    assert err.startswith(f"karpenter-policy simulate: {tampered / 'constraintsets' / 'default.json'}: ")
+    assert message in err and err.count("\n") == 1 and err.endswith("\n")
+
+
+def snapshot(*roots: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for root in roots for p in sorted([root, *root.rglob("*")]) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("report", "why"),
+    [
+        ("apps/inflate.yaml", "it is the input"),
+        ("./apps/../apps/inflate.yaml", "it is the input"),
+        ("link.yaml", "it is the input"),  # a symbolic link to the manifest
+        ("build/constraintsets/index.json", "it is inside the input directory"),
+        ("build/report.html", "it is inside the input directory"),
+        ("more/report.html", "it is inside the input directory"),  # a folder of workloads
+    ],
+)
+def test_a_report_never_overwrites_or_lands_among_the_inputs(
+    report: str, why: str, build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(build, tmp_path / "build")
+    (tmp_path / "apps").mkdir()
+    shutil.copy(APPS / "inflate.yaml", tmp_path / "apps" / "inflate.yaml")
+    (tmp_path / "more").mkdir()
+    shutil.copy(APPS / "spark-executor-4vcpu-7g.yaml", tmp_path / "more")
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "apps" / "inflate.yaml")
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    code, out, err = simulate(Path("build"), "--workloads", "link.yaml", "--workloads", "more",
+                              "--workloads", "apps/inflate.yaml", "--report", report)
+    assert code == 2 and out == "", err
+    assert "Invalid value for --report" in err and why in err
+    assert snapshot(tmp_path) == before, "nothing written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["apps", "build", "link.yaml", "more"]
 
 
 def test_pods_no_provisioner_takes_stay_pending_with_the_reason(build: Path) -> None:

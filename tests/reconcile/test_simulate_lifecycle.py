@@ -81,7 +81,7 @@ def test_a_spot_interruption_drains_the_node_and_its_pods_run_elsewhere(seeds: L
     with Simulation(seeds, [_inflate()], load_catalog(region="us-east-1")) as simulation:
         result = simulation.run(steps, until=600.0)
         (interruption,) = result.interruptions
-        instances = simulation.account_builder.api.call(
+        instances = simulation.moto.api.call(
             "ec2", "describe_instances", InstanceIds=[interruption.instance_id]
         )["Reservations"][0]["Instances"]
         queued = simulation.spot.queue.visible()
@@ -150,6 +150,13 @@ def test_the_report_shows_the_run_figures_interruptions_and_each_pods_wait(seeds
     (interruption,) = result.interruptions
     assert len(re.findall(r'<line class="interruption"', html)) == 1
     assert f"200 s: spot interruption of {interruption.node}" in html
+    pods_chart = html[html.index('aria-label="Pods and nodes over time"'):]
+    pods_chart = pods_chart[: pods_chart.index("</svg>")]
+    strokes = dict(re.findall(r'<path class="series" data-series="(\w+)" d="[^"]*" fill="none" stroke="([^"]+)"',
+                              pods_chart))
+    assert list(strokes) == ["pending", "starting", "running", "nodes"]
+    (marker,) = re.findall(r'<line class="interruption" [^>]*stroke="([^"]+)"', pods_chart)
+    assert len({*strokes.values(), marker}) == 5, "every series and the interruptions in a colour of their own"
     started = [p for p in result.timeline.pods.values() if p.started is not None]
     assert len(re.findall(r'<circle class="pod"', html)) == len(started) == figures.pods_created
     assert render_report(result, "lifecycle") == html, "the same run, the same bytes"

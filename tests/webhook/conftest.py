@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,10 @@ import pytest
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 
 from .support import ROOT, Client
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:  # the constraint-set tampering of tests/api is reused
+    sys.path.insert(0, str(TESTS))
 
 
 @pytest.fixture(scope="session")

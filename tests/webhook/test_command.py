@@ -100,7 +100,7 @@ def test_serves_until_sigterm(tmp_path: Path) -> None:
             ["--self-signed", "{tmp}", "--policies", "{tmp}", "--constraints", "{tmp}"],
             "give --policies or --constraints, not both",
         ),
-        (["--self-signed", "{tmp}", "--region", "mars-north-1"], "cannot load the catalog"),
+        (["--self-signed", "{tmp}", "--region", "mars-north-1"], "no embedded catalog for region 'mars-north-1'"),
         (["--generate-only"], "--generate-only needs --self-signed DIR"),
     ],
     ids=[

@@ -124,3 +124,34 @@ def test_the_pinning_configmap_holds_valid_rules(tmp_path: Path) -> None:
 def test_the_image_runs_the_webhook(file: str) -> None:
     text = (DEPLOY / file).read_text()
     assert 'ENTRYPOINT ["karpenter-policy", "webhook"]' in text and "USER 65532" in text
+
+
+def _rendered_images(kubectl: str, directory: Path) -> set[str]:
+    import subprocess
+
+    built = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=120,
+                           check=False)
+    assert built.returncode == 0, built.stderr
+    return {c["image"] for o in yaml.safe_load_all(built.stdout) if o and o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"]["containers"]}
+
+
+def test_the_image_is_the_one_the_kustomization_names(kubectl: str, tmp_path: Path) -> None:
+    """No registry of someone else's: until users name theirs the image is not a valid reference (the kubelet
+    refuses it rather than pulling anything), and the name they set is what runs."""
+    import re
+    import shutil
+
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    (entry,) = kustomization["images"]
+    (container,) = one("Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == entry["name"]
+    # image references are lower case (the distribution spec); the placeholder is not one
+    assert not re.fullmatch(r"[a-z0-9]+([._/-][a-z0-9]+)*", entry["newName"]), entry["newName"]
+    assert _rendered_images(kubectl, DEPLOY) == {f"{entry['newName']}:{entry['newTag']}"}
+
+    copy = tmp_path / "webhook"
+    shutil.copytree(DEPLOY, copy)
+    kustomization["images"] = [{**entry, "newName": "ghcr.io/acme/karpenter-policy"}]
+    (copy / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    assert _rendered_images(kubectl, copy) == {f"ghcr.io/acme/karpenter-policy:{entry['newTag']}"}

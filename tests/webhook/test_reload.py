@@ -3,8 +3,9 @@
 `--policies DIR`: a new AWSNodeTemplate changes what a Provisioner is proven against, a new taint what a pinned
 pod tolerates; `--constraints DIR` mounted as kubelet mounts a ConfigMap (a `..data` symbolic link swapped to a new
 directory) with `--pinning`: a recompiled set's taints reach the pods. A version that does not load — a pinning
-rule naming an unknown provisioner, a constraint set whose hash does not match — is refused with a log line, and
-the last good version keeps serving until a good one arrives. The worker processes are replaced, not added to.
+rule naming an unknown provisioner, a constraint set whose hash does not match or whose content compile would never
+write — is refused with a log line (one per version), and the last good version keeps serving until a good one
+arrives. The worker processes are replaced, not added to.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from api.tampering import tamper_directory
 
 from karpenter_policy.policy.compilation.compiler import compile_command
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
@@ -156,7 +158,7 @@ def test_policies_reload_when_their_files_change(
     assert "nope" in caplog.text
     assert tolerated(client) == ["nvidia.com/gpu", "example.com/new"]
     assert not admitted(client, LINUX_ONLY)
-    time.sleep(1.0)  # refused once, not again at every poll
+    time.sleep(1.0)  # five polls (every 0.2 s) to watch: refused once, not again at every poll
     assert reloads(server, "error") == 1
 
     # Fixed: the next version loads.
@@ -190,21 +192,28 @@ def compiled_configmap(policies: Path, out: Path) -> Path:
     return configmap
 
 
-def test_a_mounted_constraint_set_configmap_reloads(tmp_path: Path, cert_dir: Path) -> None:
+def serving_constraints(tmp_path: Path, cert_dir: Path, constraints: Path) -> tuple[WebhookOptions, Path, Path]:
+    """The policies of this module under tmp_path/policies and their pinning rule, and the options of a webhook
+    serving `constraints` with it, reloading every 0.2 s; (options, policies, pinning file)."""
     sources = tmp_path / "policies"
     write_policies(sources)
     pinning = tmp_path / "pinning.yaml"
     pinning.write_text(PINNING.format(provisioner="gpu"))
-    mounted = tmp_path / "constraints"
-    mount(compiled_configmap(sources, tmp_path / "v1"), mounted, "..v1")
     options = WebhookOptions(
         self_signed=str(cert_dir),
         address="127.0.0.1",
         port=0,
-        constraints=str(mounted),
+        constraints=str(constraints),
         pinning=[str(pinning)],
         reload_interval=0.2,
     )
+    return options, sources, pinning
+
+
+def test_a_mounted_constraint_set_configmap_reloads(tmp_path: Path, cert_dir: Path) -> None:
+    mounted = tmp_path / "constraints"
+    options, sources, _ = serving_constraints(tmp_path, cert_dir, mounted)
+    mount(compiled_configmap(sources, tmp_path / "v1"), mounted, "..v1")
     with serve(options) as server:
         client = Client(server.port, cert_dir / "ca.crt")
         assert tolerated(client) == ["nvidia.com/gpu"]
@@ -223,4 +232,34 @@ def test_a_mounted_constraint_set_configmap_reloads(tmp_path: Path, cert_dir: Pa
         mount(configmap, mounted, "..v3")
         wait_for(lambda: reloads(server, "error") == 1)
         assert tolerated(client) == ["nvidia.com/gpu", "example.com/new"]
+        client.close()
+
+
+def test_a_constraint_set_compile_would_never_write_is_refused_once_in_one_line(
+    tmp_path: Path, cert_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    current = tmp_path / "current"  # swapped atomically to each new version, as a deployment tool would
+    options, sources, pinning = serving_constraints(tmp_path, cert_dir, current)
+    result = compile_command([str(sources)], str(tmp_path / "v1"))
+    assert result.exit_code == 0, result
+    current.symlink_to("v1")
+    with serve(options) as server:
+        client = Client(server.port, cert_dir / "ca.crt")
+        assert tolerated(client) == ["nvidia.com/gpu"]
+
+        # hashes fixed after the edit: only the check of the content stands in its way
+        tamper_directory(tmp_path / "v1", "gpu", lambda d: d.__setitem__("taints", "x"), copy_to=tmp_path / "v2")
+        with caplog.at_level(logging.WARNING, logger="karpenter_policy.webhook"):
+            (tmp_path / "next").symlink_to("v2")
+            os.replace(tmp_path / "next", current)
+            wait_for(lambda: reloads(server, "error") == 1)
+            assert [server.reloader.check() for _ in range(3)] == [False] * 3  # what every later poll does
+        records = [r for r in caplog.records if r.name.startswith("karpenter_policy.webhook")]
+        assert len(records) == 1, [r.getMessage() for r in records]
+        message = records[0].getMessage()
+        assert message.startswith(f"--constraints {current}, --pinning {pinning} changed but does not load; ")
+        assert f"{current / 'constraintsets' / 'gpu.json'}: taints must be a list, not string" in message
+        assert "\n" not in message and records[0].exc_info is None
+        assert reloads(server, "error") == 1
+        assert tolerated(client) == ["nvidia.com/gpu"]
         client.close()

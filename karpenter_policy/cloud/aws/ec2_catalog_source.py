@@ -3,7 +3,10 @@
 Implements the ``EC2CatalogSource`` protocol of :mod:`karpenter_policy.catalog.refresh` structurally (this
 module does not import the catalog package). Results are plain dicts and lists as EC2 returns them, with
 timestamps turned into ISO-8601 strings. Every botocore failure (endpoint unreachable, no credentials, API
-error, ...) becomes a :class:`~karpenter_policy.cloud.CloudError` naming the endpoint and the reason.
+error, an answer botocore cannot parse, ...) becomes a :class:`~karpenter_policy.cloud.CloudError` naming the
+endpoint and the reason. The endpoint is not trusted: with :class:`~karpenter_policy.cloud.aws.answers.AnswerLimits`
+every answer is read within a size bound and a deadline, and each operation may return at most `MAX_ITEMS` of
+its items (far more than any region has: EC2 sells about 900 instance types).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
+from karpenter_policy.cloud.aws.answers import AnswerLimits
 from karpenter_policy.cloud.aws.errors import reason as _reason
 from karpenter_policy.cloud.errors import CloudError
 
@@ -25,6 +29,10 @@ from karpenter_policy.cloud.errors import CloudError
 LINUX_PRODUCT_DESCRIPTIONS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
 
 _T = TypeVar("_T")
+
+#: The most items an operation may return: instance types, their zone offerings, spot prices (latest per type,
+#: zone and product description), each several times what EC2 has in its largest region.
+MAX_ITEMS = {"InstanceTypes": 5_000, "InstanceTypeOfferings": 100_000, "SpotPriceHistory": 200_000}
 
 
 def _plain(value: Any) -> Any:
@@ -49,8 +57,10 @@ class Ec2CatalogSource:
         max_attempts: int = 3,
         connect_timeout: float = 5.0,
         read_timeout: float = 60.0,
+        limits: AnswerLimits | None = None,
     ) -> None:
         self.region = region
+        self.limits = limits
         self.endpoint = endpoint_url or f"https://ec2.{region}.amazonaws.com"
         config = Config(
             region_name=region,
@@ -65,6 +75,8 @@ class Ec2CatalogSource:
         except (BotoCoreError, ValueError) as exc:
             raise CloudError(self.endpoint, _reason(exc), "create EC2 client") from None
         self.endpoint = str(self._ec2.meta.endpoint_url)
+        if limits is not None:
+            limits.install(self._ec2)
 
     def describe_instance_types(self) -> list[dict[str, Any]]:
         """Every instance type the region describes (DescribeInstanceTypes, all pages)."""
@@ -102,8 +114,15 @@ class Ec2CatalogSource:
 
     def _collect(self, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
+        most = MAX_ITEMS[key]
+        api_name = self._ec2.meta.method_to_api_mapping.get(operation, operation)
         for page in self._pages(operation, **kwargs):
-            items.extend(_plain(item) for item in page.get(key, []))
+            found = page.get(key, [])
+            if not isinstance(found, list):
+                raise CloudError(self.endpoint, f"{key} is not a list: not an EC2 answer", api_name)
+            items.extend(_plain(item) for item in found)
+            if len(items) > most:
+                raise CloudError(self.endpoint, f"more than {most:,} {key}: not an EC2 answer", api_name)
         return items
 
     def _pages(self, operation: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -115,3 +134,6 @@ class Ec2CatalogSource:
             return fn()
         except (BotoCoreError, ClientError, ResponseParserError) as exc:
             raise CloudError(self.endpoint, _reason(exc), operation) from None
+        except (ValueError, TypeError, ArithmeticError) as exc:  # botocore's parser on a value it cannot read
+            what = self.limits.describe_bad_value(exc) if self.limits is not None else f"the answer is not EC2's: {exc}"
+            raise CloudError(self.endpoint, what, operation) from None

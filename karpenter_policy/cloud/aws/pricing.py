@@ -18,8 +18,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from karpenter_policy.catalog.prices import latest_spot_prices
+from karpenter_policy.cloud.aws.answers import AnswerLimits
 from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.ec2_catalog_source import LINUX_PRODUCT_DESCRIPTIONS
+from karpenter_policy.cloud.errors import CloudError
 
 PRODUCT_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
 #: The Price List API needs few calls but answers slowly: give up quickly and use the embedded table.
@@ -93,10 +95,20 @@ def fetch_on_demand_prices(api: AwsApi, region: str) -> dict[str, float]:
     return prices
 
 
-def on_demand_prices_of_region(region: str, endpoint_url: str | None = None) -> dict[str, float]:
+def on_demand_prices_of_region(
+    region: str, endpoint_url: str | None = None, limits: AnswerLimits | None = None
+) -> dict[str, float]:
     """`catalog refresh`: the on-demand prices of ``region`` from the Price List API (served from us-east-1;
-    ``endpoint_url``: another endpoint, e.g. a test's). Raises CloudError (no credentials, no access, ...)."""
-    return fetch_on_demand_prices(AwsApi(AwsConnection(region, endpoint_url=endpoint_url)), region)
+    ``endpoint_url``: another endpoint, e.g. a test's), each answer within ``limits``. Raises CloudError (no
+    credentials, no access, an answer that is not the Price List API's, ...)."""
+    api = AwsApi(AwsConnection(region, endpoint_url=endpoint_url))
+    if limits is not None:
+        limits.install(api.client("pricing", PRICING_MAX_ATTEMPTS))
+    try:
+        return fetch_on_demand_prices(api, region)
+    except (ValueError, TypeError, ArithmeticError) as error:  # botocore's parser on a value it cannot read
+        reason = f"the answer is not the Price List API's: {error}"
+        raise CloudError(api.endpoint("pricing"), reason, "GetProducts") from None
 
 
 def _chunks(names: Sequence[str] | None) -> list[list[str] | None]:

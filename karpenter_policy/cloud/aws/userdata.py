@@ -18,18 +18,17 @@ import email.message
 import json
 import re
 import shlex
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
+from karpenter_policy.api.userdata import SHELL_PART_TYPE, UserDataError, is_mime, mime_parts, toml_settings
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Taint
 
 MIME_BOUNDARY = "//"
-SHELL_PART_TYPE = 'text/x-shellscript; charset="us-ascii"'
 WINDOWS_BOOTSTRAP = r'[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"'
 
 #: Labels a node's kubelet may not (or need not) set itself: they vary with the offering (type, zone, capacity
@@ -117,10 +116,12 @@ def kubelet_flags(b: Bootstrap) -> list[str]:
 
 
 def _mime_parts(custom: str) -> list[tuple[str, str]]:
-    """(content type, body) of the template's userData: its MIME parts, or one shell-script part."""
-    if not custom.lstrip().startswith("MIME-Version"):
+    """(content type, body) of the template's userData: its MIME parts (decoded), or one shell-script part. A MIME
+    document Karpenter could not read raises `UserDataError` (a ValueError) as validation reports it."""
+    if not is_mime(custom):
         return [(SHELL_PART_TYPE, custom)]
-    message = email.message_from_string(custom)
+    mime_parts(custom)  # read as Karpenter reads it: its problems, at their line
+    message = email.message_from_string(custom.lstrip())
     if not message.is_multipart():
         raise ValueError("userData is a MIME document but not multipart/mixed")
     parts: list[tuple[str, str]] = []
@@ -169,9 +170,9 @@ def al2(b: Bootstrap) -> str:
 def bottlerocket(b: Bootstrap) -> str:
     """TOML: the template's settings with ``settings.kubernetes`` overridden by the cluster's and the node's."""
     try:
-        document: dict[str, Any] = tomllib.loads(b.custom) if b.custom else {}
-    except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"userData is not valid TOML for Bottlerocket: {error}") from None
+        document: dict[str, Any] = toml_settings(b.custom) if b.custom else {}
+    except UserDataError as error:
+        raise ValueError(f"userData is not valid TOML for Bottlerocket: line {error.line}: {error.message}") from None
     kubelet = b.kubelet or {}
     settings = document.setdefault("settings", {})
     if not isinstance(settings, dict):

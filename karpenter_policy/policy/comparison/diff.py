@@ -1,8 +1,9 @@
 """`diff BASE HEAD [PATHS]`: what the policies of HEAD admit that those of BASE did not, and the reverse.
 
 BASE and HEAD are each a git revision (the files are read from the object database with `git ls-tree` and
-`git cat-file`: no checkout, the working tree is not touched; git runs on the repository holding the current
-directory only, as `gitrepo` says) or a directory. PATHS (default `policies/`; for a
+`git cat-file`, as `revision` does: no checkout, the working tree is not touched, a file over the loader's size
+bound is never read; git runs on the repository holding the current directory only, as `gitrepo` says) or a
+directory. PATHS (default `policies/`; for a
 directory side, relative to it, default the whole directory) are checked on both sides as `check` does, then
 compared per Provisioner name, Zelkova-style — by what they admit, not by how they are written:
 
@@ -41,12 +42,22 @@ from karpenter_policy.model.instancetypes import known_price, price_key, price_t
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.policy.findings import CommandOutput, Report
-from karpenter_policy.policy.proof.placement import Capacity, plan_capacity, schedule_workloads
+from karpenter_policy.policy.options import OptionError
+from karpenter_policy.policy.proof.costcomment import cost_headline, diff_cost_lines, markdown_text
+from karpenter_policy.policy.proof.placement import (
+    HOURS_PER_MONTH,
+    Capacity,
+    money,
+    plan_capacity,
+    schedule_workloads,
+    unknown_scale_targets,
+)
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths, provisioner_os
 from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 from karpenter_policy.policy.reporters import json_text
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.source.loader import POLICY_SUFFIXES, TEMPLATE_SUFFIX, Document
+from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.source.revision import policy_files, write_files
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 
 __all__ = ["DiffError", "DiffResult", "Offering", "ProvisionerDiff", "Side", "diff_sides", "load_side", "render_diff"]
@@ -114,39 +125,17 @@ def materialise(
     repository: Repository, ref: str, paths: Sequence[str], dest: str, cwd: str = "."
 ) -> tuple[str, list[str]]:
     """Write the policy files under `paths` (relative to `cwd`) as of revision `ref` below `dest`, from git's
-    object database; returns the directory that stands for `cwd` in `dest` and the paths that exist at `ref`."""
+    object database (`revision.write_files`: one blob at a time, none over the loader's bound read); returns the
+    directory that stands for `cwd` in `dest` and the paths that exist at `ref`."""
     prefix = repository.prefix_of(cwd)
     if prefix is None:
         raise DiffError(f"{cwd} is not inside the git work tree {repository.root}")
     pathspecs = [_pathspec(prefix, p) for p in paths]
-    listing = _git(repository, ["ls-tree", "-r", "-z", "--full-name", "--end-of-options", ref, "--", *pathspecs])
-    blobs: list[tuple[str, str]] = []
-    for entry in listing.split(b"\0"):
-        if not entry:
-            continue
-        meta, _, raw_path = entry.partition(b"\t")
-        mode, kind, sha = meta.decode().split()
-        path = raw_path.decode("utf-8", "surrogateescape")
-        if kind != "blob" or mode in ("120000", "160000"):  # symbolic links and submodules are not policies
-            continue
-        name = path.rsplit("/", 1)[-1]
-        if name.startswith(".") or not name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)):
-            continue
-        if any(part.startswith(".") for part in path.split("/")[:-1]):  # hidden directories, as `discover` does
-            continue
-        blobs.append((sha, path))
-    if blobs:
-        output = _git(repository, ["cat-file", "--batch"], "".join(f"{sha}\n" for sha, _ in blobs).encode())
-        offset = 0
-        for _sha, path in blobs:
-            header_end = output.index(b"\n", offset)
-            size = int(output[offset:header_end].split()[2])
-            content = output[header_end + 1 : header_end + 1 + size]
-            offset = header_end + 1 + size + 1
-            target = os.path.join(dest, *path.split("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as handle:
-                handle.write(content)
+    try:
+        files = policy_files(repository, ref, pathspecs, GIT_TIMEOUT_SECONDS)
+        write_files(repository, files, dest, timeout=GIT_TIMEOUT_SECONDS)
+    except GitError as error:
+        raise DiffError(str(error)) from None
     root = os.path.normpath(os.path.join(dest, *[p for p in prefix.split("/") if p]))
     present = [p for p in paths if os.path.exists(os.path.join(root, p))]
     return root, present
@@ -229,10 +218,10 @@ class Offering:
         return known_price(self.rank)
 
     def __str__(self) -> str:
+        """`c6g.medium (us-east-1a, spot, $0.0340/h)`; an example the solver could not confirm on both sides says
+        so (it may be wrong)."""
         text = f"{self.instance_type} ({self.zone}, {self.capacity_type}, {price_text(self.price, self.region)})"
-        return text + (
-            " [solver: proven]" if self.proven else " [solver: NOT confirmed]" if self.proven is False else ""
-        )
+        return text + (" (unconfirmed)" if self.proven is False else "")
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -347,17 +336,30 @@ class CostChange:
         return None if before is None or after is None or before == 0 else after / before - 1
 
     def summary(self) -> str:
-        """`$4.12/h → $3.05/h (−26 %), 5 → 4 nodes`; `unknown` for a side with a node without price data."""
+        """`$3,007.60 → $2,226.50 a month ($4.12/h → $3.05/h, −26%), 5 → 4 nodes`; `unknown` for a side with a
+        node without price data."""
         before, after = self.base.cost, self.head.cost
-        text = " → ".join("unknown" if cost is None else f"${cost:,.2f}/h" for cost in (before, after))
         if before is None or after is None:
+            text = " → ".join("unknown" if cost is None else f"{money(cost)}/h" for cost in (before, after))
             text += f" (no price data for {self.head.region or self.base.region or 'the region'})"
-        if self.ratio is not None:
-            text += f" ({self.ratio:+.0%})".replace("-", "−")
+        else:
+            text = f"{money(before * HOURS_PER_MONTH)} → {money(after * HOURS_PER_MONTH)} a month"
+            text += f" ({money(before)}/h → {money(after)}/h"
+            text += f", {self.ratio:+.0%})".replace("-", "−") if self.ratio is not None else ")"
         text += f", {len(self.base.nodes)} → {len(self.head.nodes)} nodes"
         if (self.base.estimated or self.head.estimated) and before is not None and after is not None:
             text += " (spot estimated at on-demand prices)"
         return text
+
+    def monthly_changes(self) -> dict[str, str]:
+        """Workload → `, $1,124.20 → $890.60 a month`: its share of the bill on each side (empty when unknown)."""
+        sides = [{b.workload: b.monthly for b in capacity.bills()} for capacity in (self.base, self.head)]
+        changes = {}
+        for workload in set(sides[0]) | set(sides[1]):
+            before, after = (side.get(workload, 0.0) for side in sides)
+            known = before is not None and after is not None
+            changes[workload] = f", {money(before or 0.0)} → {money(after or 0.0)} a month" if known else ""
+        return changes
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -637,7 +639,7 @@ def diff_sides(
             diffs.append(ProvisionerDiff(name, "added" if b is None else "removed", b, h, note=note))
             continue
         if Verdict.UNKNOWN in (b.verdict, h.verdict):
-            note = "the solver could not decide within the time limit on one side; raise --timeout-ms"
+            note = "not checked within the time limit on one side; raise --timeout-ms"
             diffs.append(ProvisionerDiff(name, "undecided", b, h, [Delta("verdict", note=note)]))
             continue
         deltas = compare(b, h, catalog, catalog_keys)
@@ -679,11 +681,19 @@ def _values(values: Sequence[str], sign: str) -> str:
     return f"{sign}{len(values)}: {', '.join(values[:_SHOWN])}, …"
 
 
+#: What people call a dimension, where its name in JSON is the scheduler's word.
+_DIMENSION_TEXT = {"offerings": "type × zone × capacity"}
+
+
+def _dimension(name: str) -> str:
+    return _DIMENSION_TEXT.get(name, name)
+
+
 def _cell(values: Sequence[str], witness: Offering | None, sign: str, dimension: str) -> str:
     if not values:
         return "—"
-    if dimension == "offerings":
-        text = f"{sign}{len(values)} offering{'s' if len(values) != 1 else ''}"
+    if dimension == "offerings":  # (instance type, zone, capacity type) triples
+        text = f"{sign}{len(values):,} combination{'s' if len(values) != 1 else ''}"
     else:
         text = _values(values, sign)
     if witness is not None:
@@ -715,8 +725,10 @@ _WORKLOAD_STATUSES = ("changes provisioner", "becomes unschedulable", "becomes s
 def _admits(c: CheckedProvisioner | None, region: str) -> str:
     if c is None:
         return ""
+    if c.verdict == Verdict.UNKNOWN:
+        return "not checked in time: see `karpenter-policy check`"
     if c.verdict != Verdict.SAT:
-        return f"admits nothing ({c.verdict.value}: see `karpenter-policy check`)"
+        return "admits no instance type: see `karpenter-policy check`"
     text = f"{len(c.instance_types)} instance types"
     if c.witness is not None:
         w = c.witness
@@ -747,7 +759,7 @@ def render_text(result: DiffResult) -> str:
         for d in p.deltas:
             rows.append(
                 [
-                    d.dimension,
+                    _dimension(d.dimension),
                     _cell(d.added, d.added_witness, "+", d.dimension),
                     _cell(d.removed, d.removed_witness, "-", d.dimension),
                 ]
@@ -757,7 +769,8 @@ def render_text(result: DiffResult) -> str:
         out += ["  " + line for line in _table(rows)]
     if result.cost is not None:
         out += ["", f"cost of the workloads' nodes: {result.cost.summary()}"]
-        out += [f"  {w}: {b} → {h}" for w, b, h in result.cost.workloads]
+        monthly = result.cost.monthly_changes()
+        out += [f"  {w}: {b} → {h}{monthly.get(w, '')}" for w, b, h in result.cost.workloads]
     if result.workloads:
         out.append("")
         rows = [["WORKLOAD", "CHANGE", "BASE", "HEAD", "WHY"]]
@@ -807,52 +820,55 @@ def render_json(result: DiffResult) -> str:
     return json_text(document)
 
 
-def _md(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
-
-
 def render_markdown(result: DiffResult) -> str:
-    """A pull-request comment: a summary line, a table of every change, the details folded away."""
-    out = [f"### karpenter-policy diff `{_md(result.base.label)}` → `{_md(result.head.label)}`", ""]
-    out.append(f"**{_md(_summary_line(result))}**")
-    out += [f"> {_md(n)}" for n in result.notes]
+    """A pull-request comment, in infracost's layout when `--workloads` priced both sides: the monthly change of
+    the bill as the headline, then the cost per workload (`costcomment`); the provisioners' changes as a table;
+    the workloads that change provisioner; the details folded away."""
+    md = markdown_text
+    title = f"karpenter-policy diff `{md(result.base.label)}` → `{md(result.head.label)}`"
+    summary = f"**{md(_summary_line(result))}**"
+    details: list[str] = []
+    if result.cost is not None:
+        out = [f"### {cost_headline(result.cost.base, result.cost.head)}", "", f"{title}: {summary}"]
+    else:
+        out = [f"### {title}", "", summary]
+    out += [f"> {md(n)}" for n in result.notes]
+    if result.cost is not None:
+        cost, details = diff_cost_lines(result.cost.base, result.cost.head)
+        out += ["", *cost]
     rows: list[str] = []
     for p in result.provisioners:
         if p.status == "unchanged":
             continue
         if p.status in ("added", "removed"):
             where = p.head if p.status == "added" else p.base
-            admits = _md(_admits(where, result.region))
+            admits = md(_admits(where, result.region))
             cells = (admits, "—") if p.status == "added" else ("—", admits)
-            status = f"**{p.status}**" + (f" ({_md(p.note)})" if p.note else "")
-            rows.append(f"| `{_md(p.name)}` | {status} | {cells[0]} | {cells[1]} |")
+            status = f"**{p.status}**" + (f" ({md(p.note)})" if p.note else "")
+            rows.append(f"| `{md(p.name)}` | {status} | {cells[0]} | {cells[1]} |")
             continue
         for d in p.deltas:
-            added = _md(_cell(d.added, d.added_witness, "+", d.dimension))
-            removed = _md(_cell(d.removed, d.removed_witness, "-", d.dimension))
-            note = f" ({_md(d.note)})" if d.note else ""
-            rows.append(f"| `{_md(p.name)}` | {d.dimension}{note} | {added} | {removed} |")
+            added = md(_cell(d.added, d.added_witness, "+", d.dimension))
+            removed = md(_cell(d.removed, d.removed_witness, "-", d.dimension))
+            note = f" ({md(d.note)})" if d.note else ""
+            rows.append(f"| `{md(p.name)}` | {_dimension(d.dimension)}{note} | {added} | {removed} |")
     if rows:
         out += ["", "| Provisioner | Change | HEAD admits, BASE did not | BASE admitted, HEAD does not |"]
         out += ["|---|---|---|---|", *rows]
     else:
-        out += ["", "No semantic change to the provisioners."]
-    if result.cost is not None:
-        out += ["", f"**Cost of the workloads' nodes:** {_md(result.cost.summary())}"]
-        if result.cost.workloads:
-            out += ["", "| Workload | BASE nodes | HEAD nodes |", "|---|---|---|"]
-            out += [f"| `{_md(w)}` | {_md(b)} | {_md(h)} |" for w, b, h in result.cost.workloads]
+        out += ["", "No change to what the provisioners admit."]
     if result.workloads:
         out += ["", "| Workload | Change | BASE | HEAD | Why |", "|---|---|---|---|---|"]
         for w in result.workloads:
             status = f"**{w.status}**" if w.head is None else w.status
             out.append(
-                f"| `{_md(w.workload)}` | {status} | {_md(w.base or '—')} | {_md(w.head or '—')} | {_md(w.reason)} |"
+                f"| `{md(w.workload)}` | {status} | {md(w.base or '—')} | {md(w.head or '—')} | {md(w.reason)} |"
             )
+    out += details
     errors = [f for f in result.head.report.sorted_findings() if f.severity == "error"]
     if errors:
         out += ["", f"<details><summary>{len(errors)} error(s) in HEAD</summary>", ""]
-        out += [f"- `{_md(f.file)}:{f.line}` {_md(f.message)} (`{f.rule}`)" for f in errors]
+        out += [f"- `{md(f.file)}:{f.line}` {md(f.message)} (`{f.rule}`)" for f in errors]
         out += ["", "</details>"]
     long = [
         (p, d)
@@ -864,9 +880,9 @@ def render_markdown(result: DiffResult) -> str:
         out += ["", "<details><summary>All values</summary>", ""]
         for p, d in long:
             if d.added:
-                out.append(f"- `{_md(p.name)}` {d.dimension}, HEAD admits: {_md(_at_most(d.added))}")
+                out.append(f"- `{md(p.name)}` {d.dimension}, HEAD admits: {md(_at_most(d.added))}")
             if d.removed:
-                out.append(f"- `{_md(p.name)}` {d.dimension}, HEAD no longer admits: {_md(_at_most(d.removed))}")
+                out.append(f"- `{md(p.name)}` {d.dimension}, HEAD no longer admits: {md(_at_most(d.removed))}")
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
 
@@ -930,7 +946,10 @@ def diff_command(
                 if p not in side.present:
                     result.notes.append(f"{p} does not exist in {side.label}")
         if workload_paths:
-            _compare_workloads(result, workload_paths, catalog, scale)
+            try:
+                _compare_workloads(result, workload_paths, catalog, scale)
+            except OptionError as error:
+                return CommandOutput(2, "", f"karpenter-policy diff: {error}\n")
         return CommandOutput(result.exit_code(exit_code_on_diff), render_diff(result, output), "")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -983,6 +1002,9 @@ def _compare_workloads(
     placed in HEAD), and what the change does to the cost of their nodes."""
     base_workloads = _workloads_of(result.base, workload_paths)
     head_workloads = _workloads_of(result.head, workload_paths)
+    unknown = unknown_scale_targets(scale, [*base_workloads, *head_workloads])
+    if unknown is not None:
+        raise OptionError(unknown)
     _compare_cost(result, base_workloads, head_workloads, catalog, scale or {})
     base = _placements(result.base, base_workloads, catalog)
     head = _placements(result.head, head_workloads, catalog)

@@ -6,6 +6,8 @@ Output (`-o DIR`)::
     DIR/constraintsets/index.json           every set with its hash, and the catalog used
     DIR/manifests/<kind>-<name>.yaml        the objects to apply (v1alpha5 as defaulted, or v1), and the
                                             ConfigMap carrying the sets (compact JSON, one key per set)
+    DIR/kustomization.yaml                  lists manifests/*.yaml: `kubectl apply -k DIR`, or DIR as a resource of
+                                            a Flux kustomization, which then never needs editing
     DIR/.karpenter-policy-output            the files above that compile owns (see `output`)
 
 Everything is computed in memory first; nothing is written when any error is found (or any warning with
@@ -14,9 +16,10 @@ index: `reserved-name`). Then `output` writes the files into DIR, replacing and 
 there before. With `-o -` the manifests are one YAML stream on stdout (for an Argo CD Config Management Plugin)
 and the report goes to stderr.
 
-Versions: the annotation `karpenter-policy/version`, else `--policy-version`, else `git describe --always
---dirty` of the repository holding the PATHS, run as `gitrepo` says (a repository-shaped folder committed in the
-tree is never used), else "unversioned".
+Versions: the annotation `karpenter-policy/version`, else `--policy-version`, else `git describe --always` of the
+repository holding the PATHS, run as `gitrepo` says (a repository-shaped folder committed in the tree is never
+used; nothing the repository configures runs), with `-dirty` when the policies read are not HEAD's
+(`revision.differs_from_head`), else "unversioned".
 
 Determinism: files in name order, sorted keys, LF, no timestamps, source paths relative to that repository's root
 (else to the common directory of the PATHS given), so two runs on the same commit produce the same bytes whatever
@@ -52,6 +55,7 @@ from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy.compilation import manifests
 from karpenter_policy.policy.compilation.output import (
     INDEX_FILE,
+    KUSTOMIZATION_FILE,
     MANIFESTS_DIR,
     SETS_DIR,
     OutputError,
@@ -63,7 +67,8 @@ from karpenter_policy.policy.proof.provisioners import check_paths
 from karpenter_policy.policy.reporters import displayable
 from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.source.loader import Document, discover
+from karpenter_policy.policy.source.revision import differs_from_head
 from karpenter_policy.policy.validation.policies import place
 
 STDOUT = "-"
@@ -82,6 +87,8 @@ class CompileOptions:
     policy_version: str | None = None
     #: The files left out (--exclude) and the rules disabled (--disable).
     selection: Selection = EVERYTHING
+    #: Where `values` came from (--values): part of what the version describes.
+    values_file: str | None = None
 
 
 @dataclass(slots=True)
@@ -127,13 +134,22 @@ def _input_base(paths: Sequence[str]) -> str:
         return os.getcwd()
 
 
-def repository_version(repository: Repository | None) -> tuple[str, str | None]:
-    """The version of sets without the `karpenter-policy/version` annotation: `git describe --always --dirty` of
-    `repository`, else "unversioned" — with a note saying why, when a repository is there but git failed."""
+def repository_version(
+    repository: Repository | None,
+    files_read: Sequence[str] = (),
+    paths: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> tuple[str, str | None]:
+    """The version of sets without the `karpenter-policy/version` annotation: `git describe --always` of
+    `repository`, `-dirty` when `files_read` (under `paths`, less `exclude`) are not HEAD's policies, else
+    "unversioned" — with a note saying why, when a repository is there but git failed."""
     if repository is None:
         return UNVERSIONED, None
     try:
-        return repository.describe() or UNVERSIONED, None
+        described = repository.describe()
+        if not described:
+            return UNVERSIONED, None
+        return described + ("-dirty" if differs_from_head(repository, files_read, paths, exclude) else ""), None
     except GitError as error:
         return UNVERSIONED, (
             f"no version from git in {repository.root} ({error}): sets without a {VERSION_ANNOTATION} annotation "
@@ -211,7 +227,8 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
     typed = {name: Provisioner.from_document(provisioners[name].data) for name in sorted(provisioners)}
     fallback_version = options.policy_version
     if fallback_version is None and any(not p.version for p in typed.values()):  # git runs only when needed
-        fallback_version, note = repository_version(repository)
+        read = [*discover(paths, options.selection.exclude)[0], *([options.values_file] if options.values_file else [])]
+        fallback_version, note = repository_version(repository, read, paths, options.selection.exclude)
         result.notes += [note] if note else []
     catalog = options.catalog
     sets: list[ConstraintSet] = []
@@ -294,8 +311,10 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
     for constraint_set in sets:
         add(f"{SETS_DIR}/{set_key(constraint_set.name)}", _pretty_json(constraint_set.to_json()))
     add(INDEX_FILE, _pretty_json(index.to_json()))
-    for obj in objects:
-        add(f"{MANIFESTS_DIR}/{manifests.manifest_file_name(obj)}", manifests.dump_yaml(obj).encode("utf-8"))
+    manifest_files = [f"{MANIFESTS_DIR}/{manifests.manifest_file_name(obj)}" for obj in objects]
+    for relative, obj in zip(manifest_files, objects, strict=True):
+        add(relative, manifests.dump_yaml(obj).encode("utf-8"))
+    add(KUSTOMIZATION_FILE, manifests.kustomization(manifest_files).encode("utf-8"))
     result.sets, result.objects, result.files = sets, objects, dict(sorted(files.items()))
     return result
 
@@ -355,6 +374,7 @@ def compile_command(
         v1=manifests.V1Options(default_instance_profile, node_role),
         policy_version=policy_version,
         selection=selection,
+        values_file=values_file,
     )
     result = compile_paths(paths, options)
     report = result.report

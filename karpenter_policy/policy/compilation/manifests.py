@@ -42,7 +42,9 @@ AWSNodeTemplate (or inline provider, as an EC2NodeClass named after the provisio
 
 Flux post-build substitution would rewrite `${...}` in user data (or anywhere). By default an object containing
 `${` is annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` (harmless for kubectl / Argo CD);
-`flux_escape=True` instead writes `$${...}`, which Flux turns back into `${...}` (use it only with Flux).
+`flux_escape=True` instead writes `$${...}`, which Flux turns back into `${...}` (use it only with Flux). An object
+its author marked `kustomize.toolkit.fluxcd.io/substitute: enabled` is Flux's to substitute: its selectors' and
+tags' `${...}` are left for Flux, its other `${` escaped.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ import yaml
 from karpenter_policy.api.aws import ID_SELECTOR_KEYS
 from karpenter_policy.api.defaults import default_provisioner
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.placeholders import FLUX_SUBSTITUTE, MATCHED_FIELDS, marked_for_flux
 from karpenter_policy.api.violations import ERROR, V1_CONVERSION, WARNING, Path, Violation
 from karpenter_policy.model.labels import normalize_key
 from karpenter_policy.model.resources import parse_quantity
@@ -74,7 +77,7 @@ NODECLASS_GROUP = "karpenter.k8s.aws"
 NODECLASS_API_VERSION = f"{NODECLASS_GROUP}/v1"
 NODECLASS_KIND = "EC2NodeClass"
 
-FLUX_SUBSTITUTE_ANNOTATION = "kustomize.toolkit.fluxcd.io/substitute"
+FLUX_SUBSTITUTE_ANNOTATION = FLUX_SUBSTITUTE
 FLUX_SUBSTITUTE_DISABLED = "disabled"
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 PART_OF = "karpenter-policy"
@@ -512,6 +515,23 @@ def configmap(namespace: str, name: str, data: Mapping[str, str]) -> dict[str, A
     }
 
 
+KUSTOMIZATION_HEADER = (
+    "# Written by `karpenter-policy compile`, which rewrites it with the manifests it writes: do not edit.\n"
+    "# `kubectl apply -k` this directory, or list it as a resource of another kustomization (Flux: deploy/flux/).\n"
+)
+
+
+def kustomization(resources: Iterable[str]) -> str:
+    """The kustomization.yaml of a compile output: `resources` (paths relative to it) in name order, under a
+    comment that says who writes it."""
+    document = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": sorted(resources),
+    }
+    return KUSTOMIZATION_HEADER + dump_yaml(document)
+
+
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 
@@ -545,22 +565,33 @@ def _contains_substitution(value: Any) -> bool:
     return False
 
 
-def _escape(value: Any) -> Any:
+#: Where a marked object's `${...}` are Flux's to fill in: its selectors and tags (v1alpha5 and v1 spellings).
+_FLUX_FIELDS = frozenset(
+    {*MATCHED_FIELDS, "subnetSelectorTerms", "securityGroupSelectorTerms", "amiSelectorTerms"}
+)
+
+
+def _escape(value: Any, keep: frozenset[str] = frozenset()) -> Any:
+    """`value` with every `${` written `$${`, except under the mapping keys `keep`."""
     if isinstance(value, str):
         return value.replace("${", "$${")
     if isinstance(value, Mapping):
-        return {k: _escape(v) for k, v in value.items()}
+        return {k: v if k in keep else _escape(v, keep) for k, v in value.items()}
     if isinstance(value, list):
-        return [_escape(v) for v in value]
+        return [_escape(v, keep) for v in value]
     return value
 
 
 def protect_from_flux(obj: Mapping[str, Any], escape: bool = False) -> dict[str, Any]:
     """`obj` safe from Flux post-build substitution: unchanged without `${`; else annotated
-    `kustomize.toolkit.fluxcd.io/substitute: disabled`, or with `escape` every `${` written `$${`."""
+    `kustomize.toolkit.fluxcd.io/substitute: disabled`, or with `escape` every `${` written `$${`. An object marked
+    `kustomize.toolkit.fluxcd.io/substitute: enabled` keeps its mark and the `${...}` of its selectors and tags for
+    Flux to fill in; its other `${` (userData's, the shell's) are written `$${`."""
     out = copy.deepcopy(dict(obj))
     if not _contains_substitution({k: v for k, v in out.items() if k != "metadata"}):
         return out
+    if marked_for_flux(out.get("metadata")):
+        return {k: (v if k in ("apiVersion", "kind", "metadata") else _escape(v, _FLUX_FIELDS)) for k, v in out.items()}
     if escape:
         return {k: (v if k in ("apiVersion", "kind", "metadata") else _escape(v)) for k, v in out.items()}
     metadata = out.setdefault("metadata", {})

@@ -1,20 +1,23 @@
 """`compile -o DIR`: write compile's files into DIR, replacing and removing only files compile wrote there.
 
-DIR may hold other files — a `kustomization.yaml`, a `.git/`, a README: they are never touched. What compile owns
-is recorded in DIR/.karpenter-policy-output (JSON: each file's relative path and SHA-256). A run
+DIR may hold other files — a `.git/`, a README: they are never touched. What compile owns is recorded in
+DIR/.karpenter-policy-output (JSON: each file's relative path and SHA-256), DIR/kustomization.yaml (the list of
+the manifests, for kustomize and Flux) among them. A run
 
 * refuses DIR when it is a symbolic link or a file; when, symbolic links resolved, it is an input path, lies
   inside one (its files would be read back as policies) or contains one (`compile repo/policies -o repo`); when
-  it is not empty and holds no earlier output; when a file compile would write exists there without being
-  compile's, or a directory on the way is a symbolic link (writes stay inside DIR);
+  it is not empty and holds no record (whatever else it holds: a `constraintsets/index.json` does not make the
+  files next to it compile's); when a file compile would write exists there without being compile's, or a
+  directory on the way is a symbolic link (writes stay inside DIR);
 * stages every new file next to its target first (`filestaging`): if one cannot be written, nothing changed;
 * then records the ownership of old and new files, renames the new files into place (the constraint-set index
   last: a reader that sees the new index finds the sets it lists), removes compile's files that are no longer
   produced, and records the final list. A run killed half-way leaves every file whole, and owned, so the next
   run finishes the job.
 
-An output written before this record existed (it has constraintsets/index.json but no record) owns exactly the
-files compile writes: constraintsets/*.json and manifests/*.yaml.
+Only a record names compile's files. An output written before the record existed (constraintsets/index.json, no
+record) is refused like any other directory that is not empty: guessing its files from their names
+(`constraintsets/*.json`, `manifests/*.yaml`) deleted files of the user's that happened to match.
 """
 
 from __future__ import annotations
@@ -40,10 +43,11 @@ from karpenter_policy.policy.filestaging import (
 OWNERSHIP_FILE = ".karpenter-policy-output"
 SETS_DIR = "constraintsets"
 MANIFESTS_DIR = "manifests"
-#: The file every output has (the constraint-set index): written last; an output without a record but with it is
-#: one written by an earlier version.
+#: The kustomization listing the manifests (`kubectl apply -k DIR`, a resource of a Flux kustomization).
+KUSTOMIZATION_FILE = "kustomization.yaml"
+#: The file every output has (the constraint-set index): written last. A directory with it and without a record
+#: may be an output of an earlier version: refused all the same, with a word on how to start again.
 INDEX_FILE = f"{SETS_DIR}/{INDEX_KEY}"
-_LEGACY_OWNED = ((SETS_DIR, ".json"), (MANIFESTS_DIR, ".yaml"))
 
 
 class OutputError(Exception):
@@ -118,28 +122,22 @@ def owned_files(target: str, out_dir: str) -> dict[str, str | None]:
                 "remove it together with the files compile wrote"
             )
         return dict(files)
-    if os.path.isfile(os.path.join(target, *INDEX_FILE.split("/"))):
-        owned: dict[str, str | None] = {}
-        for directory, suffix in _LEGACY_OWNED:
-            try:
-                names = os.listdir(os.path.join(target, directory))
-            except OSError:
-                continue
-            for name in names:
-                full = os.path.join(target, directory, name)
-                if name.endswith(suffix) and not name.startswith(".") and not os.path.isdir(full):
-                    owned[f"{directory}/{name}"] = None
-        return owned
     try:
         entries = os.listdir(target)
     except OSError as error:
         raise OutputError(f"cannot read {out_dir}: {error.strerror or error}") from None
-    if entries:
+    if not entries:
+        return {}
+    if os.path.isfile(os.path.join(target, *INDEX_FILE.split("/"))):
         raise OutputError(
-            f"{out_dir} is not empty and holds no karpenter-policy output (no {OWNERSHIP_FILE}); refusing to write "
-            "into it: give an empty or new directory"
+            f"{out_dir} has {INDEX_FILE} but no {OWNERSHIP_FILE} (the record of compile's files): an output of an "
+            "earlier version cannot be told from your files, so nothing is changed; remove the old output or give an "
+            "empty or new directory"
         )
-    return {}
+    raise OutputError(
+        f"{out_dir} is not empty and holds no karpenter-policy output (no {OWNERSHIP_FILE}); refusing to write "
+        "into it: give an empty or new directory"
+    )
 
 
 @dataclass(slots=True)
@@ -224,6 +222,12 @@ def _plan(files: Mapping[str, bytes], target: str, out_dir: str, owned: Mapping[
         if os.path.isdir(full) and not os.path.islink(full):
             raise OutputError(f"{shown} is a directory; compile writes a file there")
         if relative not in owned:
+            if relative == KUSTOMIZATION_FILE:
+                raise OutputError(
+                    f"{shown} exists and was not written by compile, which now writes it with the list of its "
+                    "manifests: move yours next to the output directory and list the directory under its "
+                    "resources, then compile again"
+                )
             raise OutputError(f"{shown} exists and was not written by compile; move it away, then compile again")
         current = _read(full) if not os.path.islink(full) else None
         if current == content:

@@ -15,12 +15,20 @@ from collections.abc import Sequence
 from karpenter_policy.policy.filestaging import rewrite_all, unified_diff
 from karpenter_policy.policy.findings import CommandOutput
 from karpenter_policy.policy.formatting.fmt import CannotFormat, Formatted, format_text
-from karpenter_policy.policy.source.loader import STDIN, TEMPLATE_SUFFIX, LoadError, discover, read_text
+from karpenter_policy.policy.source.loader import (
+    STDIN,
+    TEMPLATE_SUFFIX,
+    LoadError,
+    discover,
+    exclusion_notes,
+    read_text,
+)
 
 
 def fmt_command(paths: Sequence[str], *, write: bool, check: bool, exclude: Sequence[str] = ()) -> CommandOutput:
     files, missing = discover(paths, exclude)
     log = [f"{path}: error: no such file or directory" for path in missing]
+    log += exclusion_notes(paths, exclude, "format")[0]  # a named file left out is said, not dropped silently
     could_not_run = bool(missing)
     unreadable = False
     named = {p.rstrip("/") for p in paths}

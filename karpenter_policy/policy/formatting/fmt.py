@@ -6,6 +6,10 @@ requirements Karpenter's webhook would add (`api.defaults`), each mapping of `or
 (`comments.reorder` keeps comments with their keys). Only a document that changed is dumped again — in the
 indentation the file uses — every other document keeps its exact text, so a formatted file formats to itself
 (byte for byte). The result is parsed again and must hold exactly the expected data, or the file is not touched.
+
+Line endings are kept: a document whose lines end in CRLF (most of them, when they are mixed) is formatted as LF
+text and written back with CRLF on every line, comments included; one with a carriage return that ends no line
+is left as it is, with a note.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScala
 
 from karpenter_policy.api.defaults import default_provisioner, default_requirements
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.schema import schema_file_for, schema_violations
 from karpenter_policy.policy.formatting.comments import put_trailing_lines, reorder, take_trailing_lines
 from karpenter_policy.policy.formatting.order import ORDERS
 from karpenter_policy.policy.source.loader import parse
-from karpenter_policy.policy.validation.schema import schema_file_for, schema_violations
 
-_DOCUMENT_START = re.compile(r"^---(?=[ \t]|$)", re.MULTILINE)
+_DOCUMENT_START = re.compile(r"^---(?=[ \t]|\r?$)", re.MULTILINE)
+_CRLF = "\r\n"
 _NO_WRAP = 1 << 30
 
 
@@ -66,10 +71,28 @@ def format_text(file: str, text: str) -> Formatted:
     pieces: list[str] = []
     line = 1
     for chunk in split_documents(text):
-        pieces.append(_format_document(file, chunk, line, result))
+        pieces.append(_format_line_endings(file, chunk, line, result))
         line += chunk.count("\n")
     result.updated = "".join(pieces)
     return result
+
+
+def _format_line_endings(file: str, chunk: str, first_line: int, result: Formatted) -> str:
+    """`_format_document` of `chunk` in the line endings it has: CRLF text is formatted as LF (ruamel.yaml would
+    keep a carriage return on comment lines only) and written back with CRLF; an unchanged chunk stays as it was,
+    byte for byte."""
+    if "\r" not in chunk:
+        return _format_document(file, chunk, first_line, result)
+    text = chunk.replace(_CRLF, "\n")
+    if "\r" in text:
+        line = first_line + text.count("\n", 0, text.index("\r"))
+        result.notes.append(f"{file}:{line}: not formatted: a carriage return that does not end a line (CR, not CRLF)")
+        return chunk
+    formatted = _format_document(file, text, first_line, result)
+    if formatted == text:
+        return chunk
+    crlf = chunk.count(_CRLF) * 2 >= chunk.count("\n")  # most lines end in CRLF
+    return formatted.replace("\n", _CRLF) if crlf else formatted
 
 
 def _policy_kind(data: Any) -> str | None:

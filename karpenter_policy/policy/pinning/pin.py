@@ -728,7 +728,7 @@ def schedulability_prover(policies: Policies, paths: Sequence[str]) -> tuple[Pro
     provisioner can take is a `workload-unschedulable` error. None (and why) when it cannot be built."""
     if not policies.solved:
         return None, ["note: the pinned workloads are not proven schedulable (--no-prove)"]
-    from karpenter_policy.api.violations import WORKLOAD_UNSCHEDULABLE
+    from karpenter_policy.api.violations import INVALID_REPLICAS, WORKLOAD_UNSCHEDULABLE
     from karpenter_policy.policy.proof.placement import schedule_workloads
     from karpenter_policy.policy.source.workloads import WorkloadError, read_workloads, workload_from_data
 
@@ -746,7 +746,8 @@ def schedulability_prover(policies: Policies, paths: Sequence[str]) -> tuple[Pro
             if replacement is not None:
                 replacements[(p.file, p.line, p.column)] = replacement
         workloads = [replacements.get((w.file, w.line, w.column), w) for w in found.workloads]
-        findings: list[Finding] = []
+        # a workload whose replicas no plan can hold is not proven, and says so (check reports other malformed specs)
+        findings = [f for f in found.findings if f.rule == INVALID_REPLICAS]
         pinned_keys = set(replacements)
         for placement in schedule_workloads(checked, workloads, catalog):
             w = placement.workload

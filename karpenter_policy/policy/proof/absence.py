@@ -1,7 +1,8 @@
-"""What findings say about an instance type or family that a region's catalog lacks but knows: a previous-generation
-one (a warning naming the flag that admits it, never a typo with a far-fetched suggestion), or one offered only in
-other regions — naming the catalog's date. A name the catalog does not know at all is a typo: those get the
-nearest name instead (`model.spelling.nearest_name`)."""
+"""What findings say about an instance type or family that a region's catalog lacks but knows (one offered only in
+other regions, naming the offerings' date; a previous-generation name no source describes), and about a
+previous-generation type or family a requirement names (a warning, never a typo with a far-fetched suggestion). A
+name the catalog does not know at all is a typo: those get the nearest name instead
+(`model.spelling.nearest_name`)."""
 
 from __future__ import annotations
 
@@ -28,17 +29,14 @@ def known_name(catalog: Catalog, value: str, family: bool = False) -> KnownName 
     if absence is None:
         return None
     kind = "family" if family else "type"
-    where = catalog.description
     if absence.previous_generation and not absence.described:
-        text = f"{value} is a previous-generation {kind} the {where} knows only by name (a price, no facts to check)"
-        return KnownName(text, True)
-    if absence.previous_generation and not catalog.previous_generation_admitted:
         text = (
-            f"{value} is a previous-generation {kind} not launchable in this catalog ({where}); "
-            f"{PREVIOUS_GENERATION_FLAG} admits it"
+            f"{value} is a previous-generation {kind} the {catalog.types_description} know only by name (a price, "
+            "no facts to check)"
         )
         return KnownName(text, True)
     subject = f"{value} is a previous-generation {kind}" if absence.previous_generation else f"{value} is"
+    where = catalog.offerings_description
     if not absence.regions:
         return KnownName(f"{subject} not offered in any region of the {where}", False)
     shown = ", ".join(absence.regions[:_REGIONS_SHOWN])
@@ -47,4 +45,27 @@ def known_name(catalog: Catalog, value: str, family: bool = False) -> KnownName 
     return KnownName(f"{subject} not offered in {catalog.region} ({where}; offered in {shown})", False)
 
 
-__all__ = ["PREVIOUS_GENERATION_FLAG", "KnownName", "known_name"]
+_PREVIOUS = "previous-generation-names"
+
+
+def _previous(catalog: Catalog) -> frozenset[str]:
+    """The previous-generation types of `catalog` and the families all of whose types are."""
+    names = {it.name for it in catalog if it.previous_generation}
+    current_families = {it.family for it in catalog if not it.previous_generation}
+    return frozenset(names | {it.family for it in catalog if it.previous_generation} - current_families)
+
+
+def previous_generation_text(catalog: Catalog, value: str, family: bool = False) -> str | None:
+    """The warning about a requirement that names previous-generation type (or `family`) `value` of `catalog`; None
+    when it is not one (or the catalog acknowledges them: ``--allow-previous-generation``)."""
+    if catalog.previous_generation_acknowledged or value not in catalog.derived(_PREVIOUS, lambda: _previous(catalog)):
+        return None
+    kind = "family" if family else "type"
+    return (
+        f"{value} is a previous-generation {kind}: Karpenter v0.31 launches it and AWS still sells it, but "
+        f"Karpenter's current instance-type table no longer lists it (its facts are Karpenter v0.31's); "
+        f"{PREVIOUS_GENERATION_FLAG} acknowledges it"
+    )
+
+
+__all__ = ["PREVIOUS_GENERATION_FLAG", "KnownName", "known_name", "previous_generation_text"]

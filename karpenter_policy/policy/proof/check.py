@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from karpenter_policy.policy.findings import CommandOutput, Report
+from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.options import OptionError, catalog_option, spot_prices_option, values_option
 from karpenter_policy.policy.pinning.rules import check_pinning, collect_pinning
-from karpenter_policy.policy.proof.placement import WorkloadCheck, check_workloads, placement_info_lines
+from karpenter_policy.policy.proof.costcomment import check_cost_lines, markdown_text
+from karpenter_policy.policy.proof.placement import WorkloadCheck, check_workloads, money, placement_info_lines
 from karpenter_policy.policy.proof.provisioners import DEFAULT_TIMEOUT_MS, CheckedProvisioner, check_paths
 from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.reporters import displayable, json_text, render
@@ -33,7 +34,7 @@ def check_command(
     quiet: bool = False,
     previous_generation: bool = False,
 ) -> CommandOutput:
-    """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
+    """Run `karpenter-policy check`: the report on stdout, exit code as `cli` documents it (2: could not run).
     With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
     replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot. `selection`:
     the files left out and the rules disabled; `quiet`: the findings alone (text and github output)."""
@@ -49,17 +50,20 @@ def check_command(
     )
     result = None
     if workloads is not None and pricing is not None:
-        result = check_workloads(
-            report,
-            checked,
-            workloads,
-            catalog,
-            counted_files=discover(paths, selection.exclude)[0],
-            scale=scale,
-            pricing=pricing.description,
-            estimated=pricing.estimated,
-            capacity_catalog=pricing.catalog,
-        )
+        try:
+            result = check_workloads(
+                report,
+                checked,
+                workloads,
+                catalog,
+                counted_files=discover(paths, selection.exclude)[0],
+                scale=scale,
+                pricing=pricing.description,
+                estimated=pricing.estimated,
+                capacity_catalog=pricing.catalog,
+            )
+        except OptionError as error:
+            return CommandOutput(2, "", f"karpenter-policy check: {error}\n")
         report.findings.extend(check_pinning(pinning_policies, checked, workloads))
     return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, result, quiet), "")
 
@@ -72,7 +76,7 @@ def render_check(
     quiet: bool = False,
 ) -> str:
     """The report in `output` format, with the proven provisioners: in text one info line each (before the
-    summary), in JSON a `provisioners` section next to DESIGN.md §4's `findings` and `summary`. With
+    summary), in JSON a `provisioners` section next to the JSON report's `findings` and `summary`. With
     `workloads` (`--workloads`), the same for each workload (where it goes: `workloads` in JSON) and the capacity
     plan (`capacity` in JSON; a table after the summary in text; the table alone is what `markdown` adds)."""
     placements = workloads.placements if workloads is not None else None
@@ -102,28 +106,40 @@ def render_check(
 
 
 def render_markdown(report: Report, checked: Sequence[CheckedProvisioner], workloads: WorkloadCheck | None) -> str:
-    """A pull-request comment: the verdict, the findings as a list, and the capacity plan as a table."""
+    """A pull-request comment: the verdict and, with `--workloads`, the monthly cost of the workloads' nodes as the
+    headline; the errors; the cost per workload (`costcomment`); the warnings (folded away when there is a cost
+    table)."""
     errors, warnings = report.errors, report.warnings
     verdict = "❌" if errors else ("⚠️" if warnings else "✅")
-    proven = sum(1 for c in checked if c.verdict == Verdict.SAT)
-    lines = [f"### {verdict} karpenter-policy check", ""]
-    lines.append(f"{proven} of {len(checked)} provisioner(s) proven; {errors} error(s), {warnings} warning(s).")
-    findings = report.sorted_findings()
-    if findings:
-        lines.append("")
-        for f in findings:
-            where = f"{displayable(f.file)}:{f.line}" if f.file else ""
-            lines.append(f"- **{f.severity}** `{f.rule}` {where}: {_markdown_text(f.message)}")
+    capacity = workloads.capacity if workloads is not None else None
+    headline = f"### {verdict} karpenter-policy check"
+    if capacity is not None:
+        monthly = capacity.monthly
+        headline += (
+            f": the workloads' nodes cost {money(monthly)} a month"
+            if monthly is not None
+            else f": the workloads' nodes' cost is unknown (no price data for {capacity.region or 'the region'})"
+        )
+    launching = sum(1 for c in checked if c.verdict == Verdict.SAT)
+    summary = f"{launching} of {len(checked)} provisioner{'s' if len(checked) != 1 else ''} can launch nodes"
     if workloads is not None:
-        placed = [p for p in workloads.placements if p.schedulable]
-        lines += ["", f"**Workloads:** {len(placed)} of {len(workloads.placements)} schedulable."]
-        capacity = workloads.capacity
-        if capacity is not None:
-            lines += ["", f"**Capacity:** {_markdown_text(capacity.summary().removeprefix('capacity: '))}", ""]
-            if capacity.nodes:
-                lines += capacity.table(markdown=True)
+        placed = sum(1 for p in workloads.placements if p.schedulable)
+        summary += f"; {placed} of {len(workloads.placements)} workloads schedulable"
+    summary += f"; {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}."
+    lines = [headline, "", summary]
+    findings = report.sorted_findings()
+    shown = [f for f in findings if f.severity == "error" or capacity is None]
+    folded = [f for f in findings if f not in shown]
+    if shown:
+        lines += ["", *(_finding_line(f) for f in shown)]
+    if capacity is not None:
+        lines += ["", *check_cost_lines(capacity)]
+    if folded:
+        lines += ["", f"<details><summary>{len(folded)} warning{'s' if len(folded) != 1 else ''}</summary>", ""]
+        lines += [*(_finding_line(f) for f in folded), "", "</details>"]
     return "\n".join(lines) + "\n"
 
 
-def _markdown_text(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _finding_line(f: Finding) -> str:
+    where = f"{displayable(f.file)}:{f.line}" if f.file else ""
+    return f"- **{f.severity}** `{f.rule}` {markdown_text(where)}: {markdown_text(displayable(f.message))}"

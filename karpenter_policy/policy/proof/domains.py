@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from karpenter_policy.catalog.embedded import embedded_regions
+from karpenter_policy.catalog.embedded import embedded_regions, region_of_zone
 from karpenter_policy.catalog.table import CatalogTable
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.spelling import nearest_name
@@ -70,16 +70,30 @@ def listing(values: Iterable[str], conjunction: str = "or") -> str:
     return ", ".join(ordered[:-1]) + f" {conjunction} {ordered[-1]}"
 
 
+def zone_elsewhere(key: str, value: str, table: CatalogTable) -> str | None:
+    """The other region of the catalog whose zone `value` is (for a zone value the checked region lacks)."""
+    if key != wk.ZONE:
+        return None
+    region = region_of_zone(value)
+    return region if region is not None and region != table.region else None
+
+
 def unknown_value_message(key: str, value: str, table: CatalogTable) -> str:
     """`karpenter.sh/capacity-type ondemand: no offering in us-east-1 has capacity type ondemand (capacity types:
     on-demand or spot), did you mean on-demand?` — for a value of `key` that `known_values` lacks."""
     known = known_values(key, table) or ()
+    elsewhere = zone_elsewhere(key, value, table)
+    if elsewhere is not None:
+        return (
+            f"{key} {value}: {value} is a zone of {elsewhere}, not of {table.region} (the region checked); "
+            f"for {elsewhere}'s policies, check with --region {elsewhere}."
+        )
     hint = nearest_name(value, known)
     if key == wk.ZONE:
         message = f"{key} {value}: not a zone of region {table.region} (zones: {', '.join(known)})"
     elif key in NAMED_KEYS:
         what = NAMED_KEYS[key]
-        where = f"{table.region} (not in the {table.catalog.description})"
+        where = f"{table.region} (not in the {table.catalog.types_description})"
         message = f"{key} {value}: there is no {what} {value} in {where}"
     else:
         what = DOMAIN_KEYS[key]

@@ -77,7 +77,7 @@ def replicas_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None =
     """Every replica of every workload as a pod, per workload (none for a DaemonSet); `scale` overrides replicas by
     workload (`deployment/inflate` or `Deployment/inflate`, case-insensitive kind). Pods are named after their
     workload (`deployment-inflate-0`), distinct even for two workloads of one kind and name."""
-    overrides = {_scale_key(k): v for k, v in (scale or {}).items()}
+    overrides = {scale_key(k): v for k, v in (scale or {}).items()}
     replicas: list[list[Pod]] = []
     names: set[str] = set()
     order = 0
@@ -85,7 +85,7 @@ def replicas_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None =
         if workload.is_daemon_set:
             replicas.append([])
             continue
-        count = overrides.get(_scale_key(workload.ref), workload.replicas)
+        count = overrides.get(scale_key(workload.ref), workload.replicas)
         stem = f"{workload.kind.lower()}-{workload.name}"
         while stem in names:  # two workloads of one kind and name (in two files): pods keep distinct names
             stem += "-"
@@ -96,7 +96,7 @@ def replicas_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None =
     return replicas
 
 
-def _scale_key(ref: str) -> str:
+def scale_key(ref: str) -> str:
     kind, _, name = ref.partition("/")
     return f"{kind.lower()}/{name}"
 
@@ -211,4 +211,4 @@ def outcomes(plan: Plan, replicas: Sequence[Sequence[Pod]], order: Sequence[str]
     return found
 
 
-__all__ = ["PASSES", "Outcome", "outcomes", "plan_passes", "replicas_of"]
+__all__ = ["PASSES", "Outcome", "outcomes", "plan_passes", "replicas_of", "scale_key"]

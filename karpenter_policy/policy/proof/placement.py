@@ -10,19 +10,22 @@ runs, on the provisioners `check` proved.
 * **Each workload's pod on its own** against every provisioner (`scheduling.evaluate`): the reasons of the
   provisioners tried before the one that takes it, every provisioner that could take it (the `overlap` and
   `shadowed` findings), its instance types and the cheapest launch.
-* **Capacity** (`capacity_of`): the plan's nodes per provisioner with type, zone, capacity type, pods and
-  utilisation, and the fleet's $/h.
+* **Capacity** (`capacity_of`, or `plan_capacity` for a plan of its own): the plan's nodes per provisioner with
+  type, zone, capacity type, pods and utilisation, and the fleet's $/h — and each workload's part of it
+  (`Capacity.bills`): the provisioners and node types its pods land on and its share of the bill, each node's
+  price divided among the workloads on it by their pods' requests (the larger of the cpu and the memory share of
+  the node's allocatable). A month is 730 h, as infracost counts it.
 
-Findings (DESIGN.md §4): `workload-unschedulable` (error, at the pod template), `overlap` (warning: equal-weight
-provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take goes to
-a higher-weight one). `limits` warnings come from `proof.limits`, run by every `check`.
+Findings (rule ids of `api.violations`): `workload-unschedulable` (error, at the pod template), `overlap` (warning:
+equal-weight provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take
+goes to a higher-weight one). `limits` warnings come from `proof.limits`, run by every `check`.
 """
 
 from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
@@ -31,8 +34,10 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import table_for
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.resources import ResourceList
+from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.proof.outcome import Outcome, outcomes, plan_passes, replicas_of
+from karpenter_policy.policy.options import OptionError
+from karpenter_policy.policy.proof.outcome import Outcome, outcomes, plan_passes, replicas_of, scale_key
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner
 from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.proof.workloadhints import label_hint_findings, topology_key_findings
@@ -40,13 +45,15 @@ from karpenter_policy.policy.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Plan, Pod, Refusal, Scheduler
 from karpenter_policy.scheduling.evaluate import Evaluation, evaluate
-from karpenter_policy.scheduling.plan import refusals_message, refused_message
+from karpenter_policy.scheduling.plan import ClaimPlan, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
 from karpenter_policy.scheduling.reasons import format_resource
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, as_resources
 
 _SHOWN = 3
-_NO_PROVISIONER = "there is no proven Provisioner among the policies"
+_NO_PROVISIONER = "no Provisioner among the policies admits an instance type"
+#: Hours in a month, as infracost (and AWS's pricing calculator) counts them: 24 × 365 / 12.
+HOURS_PER_MONTH = 730
 #: The cheapest offering of a fitting type: what Karpenter would launch first.
 Launch = ChosenOffering
 
@@ -61,7 +68,7 @@ def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -
     for c in checked:
         admitted = c.instance_types if c.verdict == Verdict.SAT else ()
         unavailable = (
-            "the solver could not prove its requirements satisfiable (solver-timeout)"
+            "its requirements could not be checked within the time limit (solver-timeout)"
             if c.verdict == Verdict.UNKNOWN
             else "its requirements admit no instance type (see its findings)"
         )
@@ -336,6 +343,7 @@ class CapacityNode:
     cpu_utilisation: float
     memory_utilisation: float
     price: float | None  # None: no price data
+    shares: Mapping[str, float] = field(default_factory=dict)  # workload ref → its part of the node's price (sum 1)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -348,6 +356,68 @@ class CapacityNode:
             "cpu_utilisation": round(self.cpu_utilisation, 4),
             "memory_utilisation": round(self.memory_utilisation, 4),
             "price": self.price,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """Where some of a workload's pods run: nodes of one provisioner, instance type and capacity type."""
+
+    provisioner: str
+    instance_type: str
+    capacity_type: str
+    pods: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "provisioner": self.provisioner,
+            "instance_type": self.instance_type,
+            "capacity_type": self.capacity_type,
+            "pods": self.pods,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadBill:
+    """One workload's part of the capacity plan: where its pods land (most pods first), its share of its nodes'
+    $/h (None: one of them has no price data) and its pods that fit nowhere."""
+
+    workload: str
+    pods: int
+    landings: tuple[Landing, ...]
+    cost: float | None
+    unscheduled: int = 0
+
+    @property
+    def monthly(self) -> float | None:
+        return None if self.cost is None else self.cost * HOURS_PER_MONTH
+
+    def where(self, provisioner: Callable[[str], str] = str) -> str:
+        """`default · c6a.4xlarge spot`; several: `kspark · c6a.8xlarge spot (52 pods), c5.9xlarge spot (8)`;
+        `provisioner` spells the provisioners' names (Markdown quotes them)."""
+        if not self.landings:
+            return "nowhere"
+        parts: list[str] = []
+        previous = ""
+        for landing in self.landings:
+            text = f"{landing.instance_type} {landing.capacity_type}"
+            parts.append(text if landing.provisioner == previous else f"{provisioner(landing.provisioner)} · {text}")
+            previous = landing.provisioner
+        if len(parts) > 1:
+            parts = [f"{part} ({landing.pods}{' pods' if i == 0 else ''})"
+                     for i, (part, landing) in enumerate(zip(parts, self.landings, strict=True))]
+        return ", ".join(parts)
+
+    def to_json(self, total: float | None) -> dict[str, object]:
+        cost, monthly = self.cost, self.monthly
+        return {
+            "workload": self.workload,
+            "pods": self.pods,
+            "nodes": [landing.to_json() for landing in self.landings],
+            "cost_per_hour": None if cost is None else round(cost, 6),
+            "cost_per_month": None if monthly is None else round(monthly, 2),
+            "share": None if cost is None or not total else round(cost / total, 4),
+            "unscheduled": self.unscheduled,
         }
 
 
@@ -374,13 +444,49 @@ class Capacity:
         """$/h of the nodes; None when some node has no price data."""
         return _total([n.price for n in self.nodes])
 
-    def to_json(self) -> dict[str, object]:
+    @property
+    def monthly(self) -> float | None:
+        """$/month (730 h) of the nodes; None when some node has no price data."""
         cost = self.cost
+        return None if cost is None else cost * HOURS_PER_MONTH
+
+    def bills(self) -> list[WorkloadBill]:
+        """Each workload's part of the plan (see the module docstring), the dearest first, then by name; a workload
+        with no pod placed is there with its unscheduled pods."""
+        pods: dict[str, int] = defaultdict(int)
+        landings: dict[str, dict[tuple[str, str, str], int]] = defaultdict(lambda: defaultdict(int))
+        costs: dict[str, float | None] = defaultdict(float)
+        for node in self.nodes:
+            for workload, count in node.workloads.items():
+                pods[workload] += count
+                landings[workload][(node.provisioner, node.instance_type, node.capacity_type)] += count
+                known = costs[workload]
+                share = node.shares.get(workload, 0.0)
+                costs[workload] = None if known is None or node.price is None else known + node.price * share
+        bills = [
+            WorkloadBill(
+                workload,
+                pods[workload],
+                tuple(
+                    Landing(*key, count)
+                    for key, count in sorted(landings[workload].items(), key=lambda item: (-item[1], item[0]))
+                ),
+                costs[workload] if workload in pods else 0.0,
+                self.unscheduled.get(workload, 0),
+            )
+            for workload in set(pods) | set(self.unscheduled)
+        ]
+        return sorted(bills, key=lambda b: (b.cost is None, -(b.cost or 0.0), b.workload))
+
+    def to_json(self) -> dict[str, object]:
+        cost, monthly = self.cost, self.monthly
         return {
             "nodes": [n.to_json() for n in self.nodes],
             "node_count": len(self.nodes),
             "pods": self.pods,
             "cost_per_hour": None if cost is None else round(cost, 6),
+            "cost_per_month": None if monthly is None else round(monthly, 2),
+            "workloads": [bill.to_json(cost) for bill in self.bills()],
             "unpriced_nodes": self.unpriced,
             "pricing": self.pricing,
             "estimated": self.estimated,
@@ -425,15 +531,24 @@ class Capacity:
         return text
 
     def table(self, markdown: bool = False) -> list[str]:
-        """The grouped nodes as text or markdown table lines."""
-        header = ["provisioner", "instance type", "zone", "capacity", "nodes", "pods", "cpu", "memory", "$/h"]
-        rows = [
-            [p, t, z, c, str(n), str(pods), f"{cpu:.0%}", f"{memory:.0%}", "?" if price is None else f"{price:.3f}"]
-            for p, t, z, c, n, pods, cpu, memory, price in self.groups()
-        ]
+        """The grouped nodes as text table lines, or as a Markdown table narrow enough for a pull-request comment
+        (cpu and memory in one column, $/month without $/h)."""
+        groups = self.groups()
         if markdown:
-            lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * 5) + "|"]
-            return lines + ["| " + " | ".join(row) + " |" for row in rows]
+            lines = ["| provisioner | instance type | zone | capacity | nodes | pods | cpu · memory | $/month |",
+                     "|---|---|---|---|---:|---:|---:|---:|"]
+            return lines + [
+                f"| {p} | {t} | {z} | {c} | {n} | {pods} | {cpu:.0%} · {memory:.0%} | "
+                f"{'?' if price is None else money(price * HOURS_PER_MONTH)} |"
+                for p, t, z, c, n, pods, cpu, memory, price in groups
+            ]
+        header = ["provisioner", "instance type", "zone", "capacity", "nodes", "pods", "cpu", "memory", "$/h",
+                  "$/month"]
+        rows = [
+            [p, t, z, c, str(n), str(pods), f"{cpu:.0%}", f"{memory:.0%}", "?" if price is None else f"{price:.3f}",
+             "?" if price is None else f"{price * HOURS_PER_MONTH:,.2f}"]
+            for p, t, z, c, n, pods, cpu, memory, price in groups
+        ]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         right = set(range(4, len(header)))
 
@@ -444,16 +559,22 @@ class Capacity:
         return [line(header), *(line(r) for r in rows)]
 
     def cost_text(self) -> str:
-        """`$1.23/h (estimated)`, or what is known when some node has no price data."""
+        """`$1.23/h, $897.90 a month (estimated)`, or what is known when some node has no price data."""
         cost = self.cost
         if cost is not None:
-            return f"${cost:,.2f}/h" + (" (estimated)" if self.estimated else "")
+            text = f"{money(cost)}/h, {money(cost * HOURS_PER_MONTH)} a month"
+            return text + (" (estimated)" if self.estimated else "")
         priced = len(self.nodes) - self.unpriced
         text = f"cost unknown: no price data for {self.region or 'the region'}"
         if priced:
             known = sum(n.price for n in self.nodes if n.price is not None)
-            text += f" ({self.unpriced} of {len(self.nodes)} nodes; the others ${known:,.2f}/h)"
+            text += f" ({self.unpriced} of {len(self.nodes)} nodes; the others {money(known)}/h)"
         return text
+
+
+def money(amount: float) -> str:
+    """`$1,718.86`: dollars as every cost report of check and diff writes them."""
+    return f"${amount:,.2f}"
 
 
 def _total(prices: Sequence[float | None]) -> float | None:
@@ -465,6 +586,18 @@ def _total(prices: Sequence[float | None]) -> float | None:
 def pods_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = None) -> list[Pod]:
     """Every replica of every workload (DaemonSets aside) as a pod (`outcome.replicas_of`, flattened)."""
     return [pod for pods in replicas_of(workloads, scale) for pod in pods]
+
+
+def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[Workload]) -> str | None:
+    """Why `--scale` cannot be applied (a KIND/NAME no workload is, with the nearest one), None when it can: a
+    usage error, as `simulate` makes it, not a silent no-op."""
+    known = sorted({scale_key(w.ref) for w in workloads})
+    for ref in scale or {}:
+        if scale_key(ref) not in known:
+            guess = nearest_name(scale_key(ref), known)
+            hint = f"; did you mean {guess}?" if guess else ""
+            return f"--scale {ref}: no such workload{hint} (found: {', '.join(known) or 'none'})"
+    return None
 
 
 def plan_capacity(
@@ -479,6 +612,23 @@ def plan_capacity(
     templates = templates_for(checked, InstanceTable.of_catalog(catalog))
     plan = plan_of(templates, workloads, replicas_of(workloads, scale))
     return capacity_of(plan, pricing, estimated, catalog.region)
+
+
+def _shares(claim: ClaimPlan) -> dict[str, float]:
+    """Each workload's part of a node's price: its pods' requests, each pod counted at the larger of its cpu and
+    its memory share of the node's allocatable (pods that request neither: by count)."""
+    weights: dict[str, float] = defaultdict(float)
+    for pod in claim.pods:
+        weights[pod.owner] += max(
+            (pod.requests[i] / claim.allocatable[i] for i in (CPU_I, MEMORY_I) if claim.allocatable[i]), default=0.0
+        )
+    total = sum(weights.values())
+    if not total:
+        weights = defaultdict(float)
+        for pod in claim.pods:
+            weights[pod.owner] += 1.0
+        total = sum(weights.values())
+    return {owner: weight / total for owner, weight in sorted(weights.items())}
 
 
 def capacity_of(plan: Plan, pricing: str, estimated: bool, region: str = "") -> Capacity:
@@ -503,6 +653,7 @@ def capacity_of(plan: Plan, pricing: str, estimated: bool, region: str = "") -> 
                     claim.requests[MEMORY_I] / claim.allocatable[MEMORY_I] if claim.allocatable[MEMORY_I] else 0.0
                 ),
                 price=launch.price,
+                shares=_shares(claim),
             )
         )
     unscheduled: dict[str, int] = defaultdict(int)
@@ -634,7 +785,7 @@ def check_workloads(
 ) -> WorkloadCheck:
     """`check --workloads PATHS`: read the workloads, place them, plan their capacity (priced from
     `capacity_catalog`, default `catalog`); add the findings (and the files and kinds read, except `counted_files`
-    already counted) to `report`."""
+    already counted) to `report`. Raises :class:`OptionError` for a `scale` that names no workload."""
     catalog = catalog if catalog is not None else load_catalog()
     found = read_workloads(paths)
     report.findings.extend(found.findings)
@@ -648,6 +799,9 @@ def check_workloads(
             report.skipped[kind] -= 1
             if not report.skipped[kind]:
                 del report.skipped[kind]
+    unknown = unknown_scale_targets(scale, found.workloads)
+    if unknown is not None:
+        raise OptionError(unknown)
     priced = capacity_catalog if capacity_catalog is not None else catalog
     gc.freeze()  # what was read stays alive while the plan is made: the collector need not walk it again and again
     try:
@@ -667,19 +821,24 @@ def placement_info_lines(placements: Sequence[Placement]) -> list[str]:
 
 
 __all__ = [
+    "HOURS_PER_MONTH",
     "Capacity",
     "CapacityNode",
+    "Landing",
     "Launch",
     "Placement",
     "Refusal",
     "Schedule",
+    "WorkloadBill",
     "WorkloadCheck",
     "check_workloads",
+    "money",
     "plan_capacity",
     "placement_info_lines",
     "pods_of",
     "schedule",
     "schedule_workloads",
     "templates_for",
+    "unknown_scale_targets",
     "workload_findings",
 ]

@@ -1,6 +1,6 @@
 """Proving provisioners: validate, then every valid Provisioner against the instance-type catalog with the solver.
 
-Rules (DESIGN.md §4):
+Rules (rule ids of `api.violations`, each explained in docs/rules/<id>.md):
 
 * `unknown-instance-type` — a value of instance-type, instance-family, instance-size or zone that the catalog
   (its region) does not have, with the nearest existing name ("did you mean m5d.2xlarge?"). An error when the
@@ -10,12 +10,18 @@ Rules (DESIGN.md §4):
   os, region, instance category, generation, hypervisor, GPU and accelerator names) that nothing in the catalog
   carries, with the nearest valid value ("did you mean on-demand?"), even when the other values still work; when
   no value of an `In` exists, the `no-instance-type` error says so, with the same hint.
+* `zone-outside-region` — a zone value of another region of the catalog (`us-west-2a` checked in us-east-1), with
+  the `--region` to check it in; an error or a warning as `unknown-instance-type` would be.
+* `dead-value` (warning) — values of an In requirement of a satisfiable Provisioner that no admitted instance
+  type has (another requirement or a default excludes them), with the solver's explanation (`deadvalues`).
 * `requirements-conflict` — a minimal set (≥ 2) of requirements, labels and Karpenter defaults that no
   instance type satisfies together, explained in domain words, at the first member's line with the others as
   related locations.
 * `no-instance-type` — one requirement that no instance type of the catalog satisfies on its own (`instance-cpu
   Gt 500`, `capacity-type In [spot-ish]`).
 * `solver-timeout` (warning) — the solver gave up within `--timeout-ms`; nothing was proven.
+* `previous-generation` (warning) — an instance-type or instance-family In value names a previous-generation type
+  (proven with it, as Karpenter v0.31 launches it) unless `--allow-previous-generation` acknowledges them.
 
 Satisfiable provisioners are listed with their instance types and a witness (type, zone, capacity type).
 """
@@ -29,13 +35,16 @@ from typing import Any
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import (
+    DEAD_VALUE,
     ERROR,
     NO_INSTANCE_TYPE,
+    PREVIOUS_GENERATION,
     REQUIREMENTS_CONFLICT,
     SOLVER_TIMEOUT,
     UNKNOWN_INSTANCE_TYPE,
     UNKNOWN_LABEL_VALUE,
     WARNING,
+    ZONE_OUTSIDE_REGION,
 )
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import CatalogTable
@@ -45,8 +54,16 @@ from karpenter_policy.model.instancetypes import price_text
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.proof.absence import KnownName, known_name
-from karpenter_policy.policy.proof.domains import DOMAIN_KEYS, NAMED_KEYS, known_values, listing, unknown_value_message
+from karpenter_policy.policy.proof.absence import KnownName, known_name, previous_generation_text
+from karpenter_policy.policy.proof.deadvalues import dead_values
+from karpenter_policy.policy.proof.domains import (
+    DOMAIN_KEYS,
+    NAMED_KEYS,
+    known_values,
+    listing,
+    unknown_value_message,
+    zone_elsewhere,
+)
 from karpenter_policy.policy.proof.limits import limits_findings
 from karpenter_policy.policy.proof.solver import (
     DEFAULT_TIMEOUT_MS,
@@ -201,8 +218,11 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
     ref = object_ref(PROVISIONER_KIND, name)
     line, column = doc.position(("metadata", "name"))
     findings, dead = _unknown_names(doc, terms, table, ref)
+    findings += _previous_generation_names(doc, terms, table, ref)
     outcome = solver.solve(terms)
     findings += _outcome_findings(doc, terms, outcome, dead, table, ref, (line, column), solver.timeout_ms)
+    if outcome.verdict == Verdict.SAT:
+        findings += _dead_value_findings(doc, terms, outcome.instance_types, solver, ref)
     result = CheckedProvisioner(
         name=name,
         file=doc.file,
@@ -239,11 +259,7 @@ def _unknown_names(
         if not named and term.key not in DOMAIN_KEYS:
             continue
         known_set = frozenset(known_values(term.key, table) or ())
-        if term.origin == Origin.LABEL:
-            raw_values: list[tuple[str, Any]] = [(str(v), term.path) for v in term.requirement.values]
-        else:
-            values = written[int(term.path[2])].get("values") or []
-            raw_values = [(str(v), (*term.path, "values", i)) for i, v in enumerate(values)]
+        raw_values = _written_values(term, written)
         unknown = [(v, path) for v, path in raw_values if v not in known_set]
         if not unknown:
             continue
@@ -278,8 +294,60 @@ def _unknown_names(
                 severity = WARNING
             line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
             rule = UNKNOWN_INSTANCE_TYPE if named else UNKNOWN_LABEL_VALUE
+            if zone_elsewhere(term.key, value, table) is not None:
+                rule = ZONE_OUTSIDE_REGION
             findings.append(Finding(rule, severity, message, doc.file, line, column, ref))
     return findings, dead
+
+
+def _written_values(term: Term, written: Sequence[Any]) -> list[tuple[str, Any]]:
+    """The values of a label or written requirement term as written, each with its path (for its line)."""
+    if term.origin == Origin.LABEL:
+        return [(str(v), term.path) for v in term.requirement.values]
+    values = written[int(term.path[2])].get("values") or []
+    return [(str(v), (*term.path, "values", i)) for i, v in enumerate(values)]
+
+
+def _previous_generation_names(doc: Document, terms: Sequence[Term], table: CatalogTable, ref: str) -> list[Finding]:
+    """`previous-generation` warnings: In values of instance-type or instance-family that name one."""
+    findings: list[Finding] = []
+    written = (doc.data.get("spec") or {}).get("requirements") or []
+    for term in terms:
+        if term.origin == Origin.DEFAULT or term.key not in (wk.INSTANCE_TYPE, wk.INSTANCE_FAMILY):
+            continue
+        if term.requirement.operator() != Operator.IN:
+            continue
+        for value, path in dict(_written_values(term, written)).items():
+            text = previous_generation_text(table.catalog, value, family=term.key == wk.INSTANCE_FAMILY)
+            if text is not None:
+                line, column = doc.position(path, at_key=term.origin == Origin.LABEL)
+                message = f"{term.key} {value}: {text}."
+                findings.append(Finding(PREVIOUS_GENERATION, WARNING, message, doc.file, line, column, ref))
+    return findings
+
+
+def _dead_value_findings(
+    doc: Document, terms: Sequence[Term], admitted: Sequence[str], solver: Solver, ref: str
+) -> list[Finding]:
+    """`dead-value` warnings: In values of a satisfiable Provisioner that no admitted type has, with what excludes
+    them (the solver's core of the requirement narrowed to them)."""
+    findings: list[Finding] = []
+    written = (doc.data.get("spec") or {}).get("requirements") or []
+    for found in dead_values(terms, admitted, solver.table):
+        narrowed = list(terms)
+        narrowed[found.index] = found.as_term()
+        outcome = solver.solve(narrowed)
+        core = next((c for c in outcome.cores if any(t is narrowed[found.index] for t in c)), ())
+        members = sorted(core, key=lambda t: (t.origin == Origin.DEFAULT, _location(doc, t)))
+        values = ", ".join(found.values)
+        message = f"{found.term.key} {values}: no instance type the provisioner admits has them"
+        if len(members) > 1:
+            message += f" ({explain_conflict(members, solver.table)})"
+        message += "; only the other values can ever apply."
+        written_paths = [path for value, path in _written_values(found.term, written) if value in found.values]
+        line, column = doc.position(written_paths[0] if written_paths else found.term.path)
+        findings.append(Finding(DEAD_VALUE, WARNING, message, doc.file, line, column, ref))
+    return findings
 
 
 def _ignored_terms(written: Sequence[Any]) -> list[Term]:
@@ -318,8 +386,8 @@ def _outcome_findings(
     if outcome.verdict == Verdict.UNKNOWN:
         reason = f" ({outcome.reason})" if outcome.reason and outcome.reason != "timeout" else ""
         message = (
-            f"the solver could not decide within {timeout_ms} ms{reason}: the requirements are not proven "
-            "satisfiable; raise --timeout-ms"
+            f"the requirements could not be checked within {timeout_ms} ms{reason}: whether an instance type "
+            "satisfies them is unknown; raise --timeout-ms"
         )
         return [Finding(SOLVER_TIMEOUT, WARNING, message, doc.file, *at, ref)]
     if outcome.verdict == Verdict.SAT:

@@ -1,10 +1,15 @@
-"""Run git on one repository, found without git, with nothing in the checked-out tree able to make it run a command.
+"""Run git on one repository, found without git, with nothing in the repository or its tree able to make it run a
+command.
 
 A policy tree is untrusted data: a pull request's checkout, or Argo CD's copy of a repository. Left to itself, git
 finds "its" repository by walking up from the working directory and takes any directory holding `HEAD`,
 `objects/` and `refs/` for one; that directory's `config` can name commands git then runs (`core.fsmonitor` on
 every index refresh, a promisor remote's `uploadpack` on a missing object, hooks). Such a folder is ordinary
-files, so it can be committed into the tree. Hence:
+files, so it can be committed into the tree. And the repository's own configuration is no better: whoever
+prepared the clone (a CI cache, an unpacked archive, Argo CD's repo-server volume) may have set a filter driver
+that `.gitattributes` of the tree selects (`filter.<name>.clean` ran through `git describe --dirty`, issue #19),
+a textconv or external diff, a pager, an ssh command, a credential helper, or `include.path` pulling more of them
+in. Hence:
 
 * The repository is found here, in Python: the nearest directory at or above the path given that holds a `.git`
   entry — a directory with a `HEAD` file or a `gitdir:` file (worktrees, submodules). git never commits a path
@@ -14,23 +19,38 @@ files, so it can be committed into the tree. Hence:
   else, and applies its own ownership check there (`safe.directory`: a repository owned by another user is
   refused). The user's own git configuration (global, system) is read — that is where `safe.directory` lives;
   the environment's other `GIT_*` variables (GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_PARAMETERS, ...) are not passed on.
-* `-c` overrides, which win over every configuration file, turn off what could run a command or reach the
-  network: `core.fsmonitor=false`, `core.hooksPath=/dev/null`, `protocol.allow=never`,
-  `safe.bareRepository=explicit`; `GIT_NO_LAZY_FETCH=1`, `GIT_TERMINAL_PROMPT=0`. Only objects already in the
-  repository are read.
+* Only commands that read refs and the object database run — `rev-parse`, `describe` without `--dirty`,
+  `ls-tree`, `cat-file --batch` (no `--filters`, no `--textconv`): none of them refreshes the index or reads a
+  file of the work tree, so no attribute can select a filter, a textconv or a diff driver, and no hook fires.
+  Whether the work tree differs from HEAD is decided in Python (`revision`), never by git.
+* What could still run a command is closed off for those commands too, by options and environment that beat
+  every configuration file (the repository's and what it includes): `--no-pager` (`core.pager`, `pager.<cmd>`),
+  `-c core.fsmonitor=false`, `-c core.hooksPath=/dev/null`, `-c core.attributesFile=/dev/null` and
+  `GIT_ATTR_NOSYSTEM=1` (no attributes but the tree's, which select nothing here); no transport at all:
+  `GIT_ALLOW_PROTOCOL` empty (beats `protocol.<name>.allow=always` in the repository, which `-c protocol.allow=never`
+  alone does not), `GIT_NO_LAZY_FETCH=1` (no fetch from a promisor remote, so no `uploadpack`, `core.sshCommand`,
+  `core.gitProxy`, remote helper, credential helper or `core.askPass`), `GIT_TERMINAL_PROMPT=0`;
+  `-c safe.bareRepository=explicit`; `--no-optional-locks` (nothing written). Only objects already in the
+  repository are read. tests/policy/test_git_isolation.py plants each of these and checks that nothing runs.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 #: What every git call gets, before its own arguments (each `-c` beats any configuration file).
 SAFE_OPTIONS = (
+    "--no-pager",
+    "--no-optional-locks",
     "-c", "core.fsmonitor=false",
     "-c", f"core.hooksPath={os.devnull}",
+    "-c", f"core.attributesFile={os.devnull}",
     "-c", "protocol.allow=never",
     "-c", "safe.bareRepository=explicit",
 )  # fmt: skip
@@ -84,8 +104,11 @@ def _environment(root: str) -> dict[str, str]:
     env.update(
         GIT_CEILING_DIRECTORIES=os.path.dirname(root),
         GIT_NO_LAZY_FETCH="1",
+        GIT_ALLOW_PROTOCOL="",  # no transport, whatever protocol.<name>.allow the repository sets
         GIT_TERMINAL_PROMPT="0",
-        GIT_OPTIONAL_LOCKS="0",  # describe --dirty would otherwise refresh (write) the index
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_ATTR_NOSYSTEM="1",
+        GIT_LITERAL_PATHSPECS="1",  # a path is a path, not a pattern
         LC_ALL="C",
     )
     return env
@@ -97,9 +120,12 @@ class Repository:
 
     root: str
 
+    def _command(self, args: Sequence[str]) -> list[str]:
+        return ["git", "-C", self.root, *SAFE_OPTIONS, *args]
+
     def git(self, args: Sequence[str], stdin: bytes | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> bytes:
         """Run `git <args>` on this repository only (see the module docstring); its stdout. Raises GitError."""
-        command = ["git", "-C", self.root, *SAFE_OPTIONS, *args]
+        command = self._command(args)
         try:
             done = subprocess.run(
                 command,
@@ -132,6 +158,72 @@ class Repository:
         return relative.replace(os.sep, "/")
 
     def describe(self) -> str:
-        """`git describe --always --dirty`: the nearest tag and distance, else the abbreviated commit; raises
+        """`git describe --always` of HEAD: the nearest tag and distance, else the abbreviated commit (refs and
+        commits only: `--dirty` would refresh the index, and run the filters the tree's attributes select); raises
         GitError (no commit yet, git refused the repository)."""
-        return self.git(["describe", "--always", "--dirty"]).decode("utf-8", "replace").strip()
+        return self.git(["describe", "--always"]).decode("utf-8", "replace").strip()
+
+    def blobs(self, object_ids: Sequence[str], timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Iterator[bytes]:
+        """The content of each blob of `object_ids`, in order, from one `git cat-file --batch` asked one object at
+        a time: only one blob is held at once (the caller checks sizes first: `git ls-tree -l`). Raises GitError
+        (a missing object, git failed or took longer than `timeout` in all)."""
+        if not object_ids:
+            return
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen(
+                    self._command(["cat-file", "--batch"]),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                    env=_environment(self.root),
+                )
+            except FileNotFoundError:
+                raise GitError("git is not installed") from None
+            except OSError as error:
+                raise GitError(f"cannot run git: {error.strerror or error}") from None
+            timer = threading.Timer(timeout, process.kill)
+            timer.start()
+            try:
+                assert process.stdin is not None and process.stdout is not None
+                for object_id in object_ids:
+                    yield _next_blob(process.stdin, process.stdout, object_id, errors, timer, timeout)
+            finally:
+                timer.cancel()
+                process.kill()
+                process.wait()
+                for stream in (process.stdin, process.stdout):
+                    if stream is not None:
+                        stream.close()
+
+
+def missing_object(object_id: str, path: str = "") -> str:
+    """The message for an object the repository does not have (nothing is fetched: see the module docstring)."""
+    of = f" ({path})" if path else ""
+    return f"object {object_id}{of} is not in the repository (a partial clone? fetch it first)"
+
+
+def _next_blob(
+    stdin: IO[bytes], stdout: IO[bytes], object_id: str, errors: IO[bytes], timer: threading.Timer, timeout: float
+) -> bytes:
+    """Ask the running `cat-file --batch` for one object and read its answer."""
+    try:
+        stdin.write(f"{object_id}\n".encode("ascii"))
+        stdin.flush()
+    except OSError:
+        pass  # git is gone: its answer (none) says why
+    header = stdout.readline()
+    parts = header.split()
+    if len(parts) == 2 and parts[1] == b"missing":
+        raise GitError(missing_object(object_id))
+    if len(parts) != 3 or parts[1] != b"blob" or not parts[2].isdigit():
+        if not timer.is_alive():
+            raise GitError(f"git cat-file did not finish within {timeout:g} s")
+        errors.seek(0)
+        lines = errors.read().decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"git cat-file: {lines[-1] if lines else f'unexpected answer {header[:80]!r}'}")
+    size = int(parts[2])
+    content = stdout.read(size)
+    if len(content) != size or stdout.read(1) != b"\n":
+        raise GitError(f"git cat-file: the answer for {object_id} ended early")
+    return content

@@ -24,7 +24,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpenter_policy.api.violations import PARSE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
-from karpenter_policy.policy.source.exclusion import excluded
+from karpenter_policy.policy.source.exclusion import excluded, excluded_by
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_NODES_PER_FILE = 200_000
@@ -83,6 +83,41 @@ class Document:
                 index.setdefault(k.value, (k, v))
         return index.get(key)
 
+    def text_position(self, path: FieldPath, line: int, column: int) -> tuple[int, int]:
+        """The file's line and column of (`line`, `column`, 1-based) in the text of the string at `path`: exact in a
+        literal block scalar (`userData: |`), whose lines are the file's; else the string's own position."""
+        node = self._node(path)
+        if not isinstance(node, ScalarNode) or node.style != "|" or line < 1:
+            return self.position(path)
+        file_line = node.start_mark.line + 1 + line
+        return file_line, self._indentation(file_line, node.start_mark.column) + column
+
+    def _indentation(self, line: int, fallback: int) -> int:
+        """The indentation of the file's 1-based `line` (re-read: the node tree keeps no text), else `fallback`."""
+        if self.file == STDIN:
+            return fallback
+        try:
+            with open(self.file, encoding="utf-8", errors="replace") as handle:
+                for number, text in enumerate(handle, start=1):
+                    if number == line:
+                        return len(text) - len(text.lstrip(" "))
+        except OSError:
+            pass
+        return fallback
+
+    def _node(self, path: FieldPath) -> Node | None:
+        """The node at `path`, None when the document has no such node."""
+        node: Node | None = self.node
+        for part in path:
+            if isinstance(node, MappingNode):
+                entry = self._entry(node, str(part))
+                node = entry[1] if entry is not None else None
+            elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+            else:
+                return None
+        return node
+
     def position(self, path: FieldPath, at_key: bool = False) -> tuple[int, int]:
         """1-based line and column of the node at `path` (its key with `at_key`); the nearest existing
         ancestor when the path runs past what the document has (a missing field).
@@ -113,6 +148,13 @@ class Document:
         return mark.line + 1, mark.column + 1
 
 
+def is_policy_path(path: str) -> bool:
+    """`path` (forward slashes, from where a search starts) is one `discover` reads when it finds it in a directory:
+    a policy name (`*.yaml`, `*.yml`, `*.yaml.j2`), nothing hidden along it."""
+    parts = path.split("/")
+    return parts[-1].endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not any(p.startswith(".") for p in parts)
+
+
 def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """The policy files under `paths` (directories searched recursively, hidden ones skipped), sorted and
     de-duplicated, and the paths that do not exist. `-` is standard input, named `STDIN`; paths matching an
@@ -136,7 +178,7 @@ def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[st
                     d for d in dirs if not d.startswith(".") and not excluded(os.path.join(root, d), exclude)
                 )
                 for name in files:
-                    if name.endswith((*POLICY_SUFFIXES, TEMPLATE_SUFFIX)) and not name.startswith("."):
+                    if is_policy_path(name):
                         file = os.path.normpath(os.path.join(root, name))
                         if not excluded(file, exclude):
                             found.add(file)
@@ -146,6 +188,26 @@ def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[st
         else:
             missing.append(raw)
     return sorted(found), missing
+
+
+def exclusion_notes(paths: Sequence[str], exclude: Sequence[str], verb: str) -> tuple[list[str], str | None]:
+    """What `--exclude` does to `paths` that a user must be told: a note for each path named on the command line
+    that a pattern leaves out, and an error (the run must not pass on nothing) when no policy file is left to
+    `verb` although the paths exist — all of them excluded, or none there at all."""
+    notes = [
+        f"note: {path} is named on the command line but --exclude {pattern} leaves it out: it is not read"
+        for path in paths
+        if path != STDIN_ARGUMENT and (pattern := excluded_by(path, exclude)) is not None
+    ]
+    files, missing = discover(paths, exclude)
+    if files or missing:
+        return notes, None
+    shown = ", ".join(paths)
+    everything, _ = discover(paths)
+    if everything:
+        return notes, f"nothing to {verb}: --exclude leaves out every policy file under {shown} ({len(everything)})"
+    suffixes = ", ".join(f"*{s}" for s in (*POLICY_SUFFIXES, TEMPLATE_SUFFIX))
+    return notes, f"nothing to {verb}: no policy files ({suffixes}) under {shown}"
 
 
 _stdin: list[bytes] = []  # standard input, once read: it cannot be read twice

@@ -20,7 +20,15 @@ from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy.api.kinds import object_ref
-from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, PARSE_ERROR, QUANTITY_OUT_OF_RANGE, WARNING
+from karpenter_policy.api.violations import (
+    ERROR,
+    INVALID_REPLICAS,
+    INVALID_WORKLOAD,
+    PARSE_ERROR,
+    QUANTITY_OUT_OF_RANGE,
+    WARNING,
+    render_path,
+)
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.model.pods import PodSpecError
 from karpenter_policy.policy.findings import Finding
@@ -210,11 +218,12 @@ def topology_key_uses(doc: Document, workload: Workload) -> list[TopologyKeyUse]
 
 
 class WorkloadError(ValueError):
-    """A workload whose pod spec cannot be read; `path` leads to the field from the document's root."""
+    """A workload that cannot be read (its pod spec: `invalid-workload`; its replicas: `invalid-replicas`);
+    `path` leads to the field from the document's root."""
 
-    def __init__(self, path: FieldPath, message: str) -> None:
+    def __init__(self, path: FieldPath, message: str, rule: str = INVALID_WORKLOAD) -> None:
         super().__init__(message)
-        self.path, self.message = path, message
+        self.path, self.message, self.rule = path, message, rule
 
 
 def template_path_of(data: Any) -> FieldPath | None:
@@ -317,14 +326,42 @@ _REPLICAS: dict[str, FieldPath] = {
 }
 
 
+#: The most pods of one workload karpenter-policy plans or simulates (`invalid-replicas` beyond).
+MAX_REPLICAS = 100_000
+
+
+def replicas_problem(value: object) -> str | None:
+    """Why `value` is no number of pods karpenter-policy plans (an integer of 0 to MAX_REPLICAS), or None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be an integer of 0 to {MAX_REPLICAS:,}"
+    if value < 0:
+        return "cannot be negative"
+    if value > MAX_REPLICAS:
+        return f"is more than {MAX_REPLICAS:,}, the most pods of one workload karpenter-policy plans"
+    return None
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return f"(a number of {len(str(abs(value)))} digits)"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _replicas(data: Mapping[str, Any]) -> int:
+    """The pods a workload runs at once; WorkloadError (`invalid-replicas`) at the field when that is not an
+    integer of 0 to MAX_REPLICAS."""
     path = _REPLICAS.get(str(data.get("kind")))
     if path is None:
         return 1
     value = _get(data, path)
     if value is None:
         return 1
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100_000 else 1
+    problem = replicas_problem(value)
+    if problem is not None:
+        raise WorkloadError(path, f"{render_path(path)} {_shown(value)} {problem}", INVALID_REPLICAS)
+    assert isinstance(value, int)
+    return value
 
 
 def workload_of_document(doc: Document) -> Workload | None:
@@ -387,7 +424,7 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
             line, column = doc.position(error.path)
             metadata = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), Mapping) else {}
             ref = object_ref(doc.data.get("kind"), metadata.get("name") or PurePath(doc.file).name.split(".")[0])
-            found.findings.append(Finding(INVALID_WORKLOAD, ERROR, error.message, doc.file, line, column, ref))
+            found.findings.append(Finding(error.rule, ERROR, error.message, doc.file, line, column, ref))
             found.kinds[str(doc.data.get("kind"))] += 1
             continue
         if workload is not None:

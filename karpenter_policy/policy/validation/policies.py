@@ -23,6 +23,7 @@ from karpenter_policy.api.kinds import (
     PROVISIONER_KIND,
     object_ref,
 )
+from karpenter_policy.api.schema import nearest_field, schema_file_for, schema_violations
 from karpenter_policy.api.validation import validate_provisioner
 from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
@@ -39,7 +40,6 @@ from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.files import load_file
 from karpenter_policy.policy.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
 from karpenter_policy.policy.suppression import Suppression
-from karpenter_policy.policy.validation.schema import nearest_field, schema_file_for, schema_violations
 
 _POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
 
@@ -60,7 +60,10 @@ _RULES: dict[str, Callable[[Mapping[str, Any]], list[Violation]]] = {
 
 def place(doc: Document, violation: Violation) -> Finding:
     """Turn a path-based violation into a finding at the node's line and column."""
-    line, column = doc.position(violation.path, violation.at_key)
+    if violation.in_text is not None:
+        line, column = doc.text_position(violation.path, *violation.in_text)
+    else:
+        line, column = doc.position(violation.path, violation.at_key)
     related = tuple(Location(doc.file, *doc.position(path)) for path in violation.related)
     data = doc.data if isinstance(doc.data, Mapping) else {}
     metadata = data.get("metadata")

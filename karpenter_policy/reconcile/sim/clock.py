@@ -31,6 +31,10 @@ class VirtualClock:
         """Move to `moment` (never back)."""
         self.now = max(self.now, moment)
 
+    def advance(self, seconds: float) -> None:
+        """Move forward by `seconds`."""
+        self.now += max(seconds, 0.0)
+
     def sleep(self, seconds: float) -> None:
         """What a component that waits (a retry's back-off) does in virtual time."""
         self.now += max(seconds, 0.0)

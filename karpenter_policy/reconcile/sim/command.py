@@ -38,10 +38,23 @@ def _load(constraints: str) -> Loaded:
         loaded = DirectorySource(constraints).poll()
     except SourceError as error:
         raise SimulationError(str(error)) from None
-    if not isinstance(loaded, Loaded):
-        reason = loaded.message if loaded is not None else "nothing to read"
-        raise SimulationError(f"{constraints}: {reason}")
+    if not isinstance(loaded, Loaded):  # a refusal names the file under `constraints` (and the field) itself
+        raise SimulationError(loaded.message if loaded is not None else f"{constraints}: nothing to read")
     return loaded
+
+
+def overwritten_input(report: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]]) -> str | None:
+    """Why writing a report at `report` would change an input of the run — it is one of `inputs` (the same path, a
+    symbolic or hard link to it) or lies inside one that is a directory (the constraint sets, a folder of
+    workloads) — or None when it would not. Paths are compared resolved, so `./x`, `../d/x` and links all count."""
+    target = Path(report).resolve()
+    for given in inputs:
+        source = Path(given).resolve()
+        if target == source or (target.exists() and source.exists() and os.path.samefile(target, source)):
+            return f"it is the input {given}"
+        if not source.is_file() and target.is_relative_to(source):  # a directory (or one a run creates)
+            return f"it is inside the input directory {given}"
+    return None
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -99,4 +112,4 @@ def simulate_command(
     return SimulateOutput(1 if result.pending or result.errors else 0, out, "")
 
 
-__all__ = ["SimulateOutput", "simulate_command"]
+__all__ = ["SimulateOutput", "overwritten_input", "simulate_command"]

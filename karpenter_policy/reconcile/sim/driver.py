@@ -37,21 +37,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.catalog import Catalog
-from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
-from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.batcher import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
-from karpenter_policy.reconcile.constraints import Loaded
-from karpenter_policy.reconcile.controller import Controller, ControllerOptions, ReconcileResult
-from karpenter_policy.reconcile.kubelet import FakeKubelet
-from karpenter_policy.reconcile.pods import ShapeCache
-from karpenter_policy.reconcile.sim.account import Account, AccountBuilder
+from karpenter_policy.reconcile.constraints import FixedSource, Loaded
+from karpenter_policy.reconcile.controller import ReconcileResult
+from karpenter_policy.reconcile.options import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
+from karpenter_policy.reconcile.sim.aws import MotoCloud
 from karpenter_policy.reconcile.sim.clock import VirtualClock
 from karpenter_policy.reconcile.sim.measure import Measurement, NodeRow, Sample, measure
-from karpenter_policy.reconcile.sim.server import MotoServer, SimulationUnavailable, require_loopback
+from karpenter_policy.reconcile.sim.scene import Scene
+from karpenter_policy.reconcile.sim.server import SimulationUnavailable
 from karpenter_policy.reconcile.sim.spot import Interruption, SpotInterruptions
 from karpenter_policy.reconcile.sim.timeline import Figures, Timeline, figures
 from karpenter_policy.reconcile.sim.workloads import (
@@ -62,7 +57,8 @@ from karpenter_policy.reconcile.sim.workloads import (
     replica_pod,
     scale_key,
 )
-from karpenter_policy.reconcile.view import ListView
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.scheduling import COST
 
 LOG = logging.getLogger("karpenter_policy.simulation")
@@ -165,23 +161,6 @@ class SimulationResult:
         return self.samples[-1].pending if self.samples else 0
 
 
-class FixedSource:
-    """A constraint source that holds one version (compiled in memory): given once, then never changes."""
-
-    def __init__(self, loaded: Loaded) -> None:
-        self.description = loaded.origin
-        self._pending: Loaded | None = loaded
-
-    def poll(self) -> Loaded | None:
-        loaded, self._pending = self._pending, None
-        return loaded
-
-    def replace(self, loaded: Loaded) -> None:
-        """A new version, for the next poll (as a changed directory or ConfigMap would give)."""
-        self.description = loaded.origin
-        self._pending = loaded
-
-
 def launch_region(loaded: Loaded) -> str:
     regions = sorted({s.region for s in loaded.sets if s.region})
     if len(regions) != 1:
@@ -207,38 +186,29 @@ class Simulation:
         self.region = launch_region(loaded)
         if catalog.region != self.region:
             raise SimulationError(f"the catalog is for {catalog.region}, the constraint sets for {self.region}")
-        self.clock = VirtualClock()
-        self.server = MotoServer(self.options.spot_prices, self.options.seed)
-        try:
-            self.account, self.cloud = self._aws(catalog)
-            self.server.reseed()
-        except BaseException:
-            self.server.close()
-            raise
-        self.cluster = MemoryCluster(clock=self.clock.wall)
-        self.kubelet = FakeKubelet(self.cluster, self.clock, ready_after=self.options.node_startup)
-        self.source = FixedSource(loaded)
-        self.controller = Controller(
-            self.cluster,
-            self.cloud,
-            self.source,
-            ControllerOptions(
-                cluster_name=self.options.cluster_name,
-                batch_idle=self.options.batch_idle,
-                batch_max=self.options.batch_max,
-                unschedulable_only=False,
-                bind_existing=True,
-                strategy=self.options.strategy,
-                launch_parallelism=1,  # in plan order: the same instance ids and addresses every run
-            ),
-            region=self.region,
-            clock=self.clock,
-            wall_clock=self.clock.wall,
+        clock = VirtualClock()
+        self.moto = MotoCloud(
+            loaded.sets, catalog, clock, region=self.region, spot_prices=self.options.spot_prices,
+            seed=self.options.seed,
         )
-        self.view = ListView(self.cluster)
+        self.account, self.cloud = self.moto.account, self.moto.provider
+        self.scene = Scene(
+            loaded, cloud=self.cloud, clock=clock, region=self.region, cluster_name=self.options.cluster_name,
+            node_startup=self.options.node_startup,
+        )
+        self.clock, self.cluster, self.kubelet = clock, self.scene.cluster, self.scene.kubelet
+        self.controller = self.scene.controller(
+            batch_idle=self.options.batch_idle,
+            batch_max=self.options.batch_max,
+            unschedulable_only=False,
+            bind_existing=True,
+            strategy=self.options.strategy,
+        )
+        assert isinstance(self.scene.source, FixedSource)
+        self.source = self.scene.source
         self.shapes = ShapeCache()
         self.spot = SpotInterruptions(
-            self.cluster, self.cloud, self.account_builder.api, self.clock, region=self.region,
+            self.cluster, self.cloud, self.moto.api, self.clock, region=self.region,
             metrics=self.controller.metrics, seed=self.options.seed,
         )
         self.timeline = Timeline()
@@ -247,40 +217,8 @@ class Simulation:
         self._replicas: dict[str, int] = {}  # live pods wanted, by workload (a job's: started, not completed)
         self._finish_at: dict[str, tuple[float, objects.Obj]] = {}  # uid → when it completes, the pod
 
-    def _aws(self, catalog: Catalog) -> tuple[Account, AwsCloudProvider]:
-        access_key, secret_key, token = DUMMY_CREDENTIALS
-        connection = AwsConnection(
-            self.region,
-            endpoint_url=self.server.url,
-            access_key_id=access_key,
-            secret_access_key=secret_key,
-            session_token=token,
-            max_attempts=2,
-        )
-        api = AwsApi(connection)
-        for service in ("ec2", "ssm"):  # whatever the environment configures, only the loopback server is asked
-            require_loopback(api.endpoint(service))
-        self.account_builder = AccountBuilder(api)
-        account = self.account_builder.build(self.loaded.sets)
-        self.server.front.images.update(account.images)
-        cloud = AwsCloudProvider(
-            connection,
-            ClusterSettings(
-                endpoint=API_SERVER,
-                ca_bundle=CA_BUNDLE,
-                kubernetes_version=KUBERNETES_VERSION,
-                default_instance_profile=INSTANCE_PROFILE,
-            ),
-            list(catalog.instance_types),
-            clock=self.clock,
-            wall_clock=self.clock.wall,
-            sleep=self.clock.sleep,
-            use_pricing_api=False,  # the embedded on-demand prices: the Price List API is AWS's only
-        )
-        return account, cloud
-
     def close(self) -> None:
-        self.server.close()
+        self.moto.close()
 
     def __enter__(self) -> Simulation:
         return self
@@ -411,9 +349,7 @@ class Simulation:
         region = launch_region(new)
         if region != self.region:
             raise SimulationError(f"{step.label}: the new constraint sets are for {region}, not {self.region}")
-        known = len(self.account.notes)
-        self.account_builder.add(new.sets)
-        for note in self.account.notes[known:]:
+        for note in self.moto.add(new.sets):
             LOG.warning("%s", note, extra=logs.fields(self.clock.wall(), step=step.label))
         LOG.info("constraint sets changed to %s", new.origin, extra=logs.fields(self.clock.wall(), step=step.label))
         self.source.replace(new)
@@ -565,7 +501,7 @@ class Simulation:
                 result.errors.append(error)
 
     def _measure(self, result: SimulationResult, record: bool = True) -> Measurement:
-        measured = measure(self.view.snapshot(), self.clock.now, self._prices, self.shapes)
+        measured = measure(self.cluster, self.clock.now, self._prices, self.shapes)
         if record:
             if result.samples and result.samples[-1].at == measured.sample.at:
                 result.samples[-1] = measured.sample  # the latest state at one moment
@@ -577,7 +513,6 @@ class Simulation:
 __all__ = [
     "NODE_STARTUP",
     "STEP_GAP",
-    "FixedSource",
     "Simulation",
     "SimulationError",
     "SimulationOptions",

@@ -1,6 +1,6 @@
 """What the simulated cluster shows at one moment: its pods by state and its nodes with their packing and price.
 
-Utilisation is what the scheduler counts (the controller's own `state.build_state`): the requests of the pods
+Utilisation is what the scheduler counts (the controller's own cluster state): the requests of the pods
 bound to the node plus those of the DaemonSets that run there, over the node's allocatable — the figure of
 `check --workloads`' capacity table. A node's price is the one of the offering it was launched on (the
 controller's `LaunchedNode.price`).
@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.model import labels as wk
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.inflight import InFlight
-from karpenter_policy.reconcile.pods import ShapeCache
 from karpenter_policy.reconcile.sim.workloads import WORKLOAD_ANNOTATION
-from karpenter_policy.reconcile.state import build_state
-from karpenter_policy.reconcile.view import Snapshot
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.feed import replace
+from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector
 
@@ -98,17 +98,17 @@ def _shares(pods: list[tuple[str, Vector]], daemons: Vector) -> tuple[Share, ...
     return tuple(shares)
 
 
-def measure(
-    snapshot: Snapshot, at: float, prices: Mapping[str, float | None], shapes: ShapeCache
-) -> Measurement:
-    """The cluster of `snapshot` at `at`; `prices`: node name → $/h of the offering it was launched on (None: no
-    price data)."""
-    state = build_state(snapshot, InFlight(), shapes, unschedulable_only=False)
-    nodes = {objects.name(n): n for n in snapshot.nodes}
+def measure(cluster: Cluster, at: float, prices: Mapping[str, float | None], shapes: ShapeCache) -> Measurement:
+    """The cluster at `at`; `prices`: node name → $/h of the offering it was launched on (None: no price data)."""
+    listed = {kind: cluster.list(kind).items for kind in (objects.NODE, objects.POD, objects.DAEMON_SET)}
+    state = ClusterState(shapes)
+    for kind, items in listed.items():
+        replace(state, kind, items)
+    nodes = {objects.name(n): n for n in listed[objects.NODE]}
     ready = {name for name, node in nodes.items() if node_info.is_ready(node)}
     pending = starting = running = 0
     on_node: dict[str, list[tuple[str, Vector]]] = defaultdict(list)
-    for pod in snapshot.pods:
+    for pod in listed[objects.POD]:
         if pod_info.is_terminal(pod) or pod_info.is_daemon_pod(pod):
             continue
         node = pod_info.node_name(pod)
@@ -126,7 +126,7 @@ def measure(
             continue
         on_node[node].append((workload, requests))
     rows = []
-    for existing in state.existing:
+    for existing in state.existing_nodes():
         node_object = nodes.get(existing.name)
         if node_object is None or objects.is_deleting(node_object):
             continue

@@ -1,38 +1,66 @@
-"""The self-contained HTML report of a simulation (`simulate --report FILE`, `benchmarks/soak.py --report FILE`):
-the run's figures (pods scheduled, pending time per pod, nodes launched and deleted, dollars spent), pods and nodes
-over virtual time with the spot interruptions marked, the fleet's $/h over time, each pod's time from creation to
-running, and each node's packing, as inline SVG drawn here — no script from anywhere, no network when the page is
-viewed, the same bytes for the same simulation.
+"""The self-contained HTML reports of simulations: one run (`simulate --report FILE`) and several runs of one
+trace side by side (`benchmarks/soak.py --report FILE`: the comparison first, then each run), as inline SVG drawn
+by `charts` — no script from anywhere, no network when the page is viewed, the same bytes for the same runs.
+
+A run's page opens with its charts, two a row, so that a laptop's first screen holds them: pods pending, starting
+and running and the nodes over time (spot interruptions marked), the fleet's $/h over time, a dot per pod for its
+time from creation to running, and each node's cpu and memory packing at the end; then the run's figures (pods
+scheduled, pending time per pod, nodes launched and deleted, dollars spent), the steps and the node table. A
+comparison opens with a table of each run's figures (given by the caller) beside the dollars spent over time, the
+nodes and the fleet's $/h over time, one line per run (and the reference, a static node group, dashed).
 
 A small inline script only records errors the page raises into ``<body data-errors>`` (what the headless-browser
-test reads; "not run" until the script runs) and shows a value under the pointer; the charts are drawn without it.
+tests read; "not run" until the script runs) and shows the value under the pointer in a box at the bottom of the
+window; the charts are drawn without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
+from karpenter_policy.reconcile.sim.charts import WIDTH, Dot, Line, Marker, chart, legend
 from karpenter_policy.reconcile.sim.driver import SimulationResult
-from karpenter_policy.reconcile.sim.measure import NodeRow, Sample
-from karpenter_policy.reconcile.sim.spot import Interruption
+from karpenter_policy.reconcile.sim.measure import NodeRow
 from karpenter_policy.reconcile.sim.table import price_text
 
-WIDTH, HEIGHT, PAD = 760, 220, 44
-COLOURS = {"pending": "#d9480f", "running": "#2b8a3e", "starting": "#f59f00", "nodes": "#1c7ed6", "cost": "#5f3dc4",
-           "interruption": "#e03131"}
+#: One colour per series, told apart by people with the commoner colour-vision deficiencies (Okabe and Ito's).
+COLOURS = {
+    "pending": "#d55e00",  # vermillion
+    "starting": "#e69f00",  # orange
+    "running": "#009e73",  # bluish green
+    "nodes": "#0072b2",  # blue
+    "cost": "#cc79a7",  # reddish purple
+    "interruption": "#222222",  # dashed, across the plot
+    "cpu": "#0072b2",
+    "memory": "#009e73",
+    "reference": "#6c757d",  # a static group, dashed
+}
+#: The runs of a comparison, in order.
+RUN_COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9")
 
 STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:820px;color:#212529}
-h1{font-size:20px}h2{font-size:16px;margin-top:28px}
-svg{background:#fff;border:1px solid #dee2e6}
-.axis{stroke:#868e96;stroke-width:1}.grid{stroke:#f1f3f5}
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;padding:14px 24px 40px;max-width:1180px;color:#212529}
+h1{font-size:20px;margin:0 0 2px}h2{font-size:17px;margin:26px 0 6px;padding-top:8px;border-top:1px solid #dee2e6}
+h3{font-size:14px;margin:0}p{margin:0 0 8px}p.note{font-size:12px;color:#495057;margin:0}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:10px 24px;align-items:start}
+.charts.small{grid-template-columns:repeat(auto-fill,minmax(376px,1fr));margin:10px 0}
+figure{margin:0}
+svg{background:#fff;border:1px solid #dee2e6;display:block}
+.axis,.tick{stroke:#868e96;stroke-width:1}line.grid{stroke:#e9ecef}
 text{font-size:11px;fill:#495057}
 table{border-collapse:collapse;font-size:12px}td,th{padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}
 table.figures td{text-align:left}
-.legend span{display:inline-block;margin-right:14px}
-.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+table.comparison{font-size:13px;width:100%}table.comparison th,table.comparison td{padding:3px 8px;text-align:left;
+border-bottom:1px solid #e9ecef}table.comparison thead th{border-bottom:2px solid #adb5bd}
+.legend{font-size:12px}.legend span{display:inline-block;margin-right:14px}
+.legend i{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:-1px}
+.legend i.key{background:var(--colour)}
+.legend i.dash{height:0;border-top:2px dashed var(--colour);vertical-align:3px}
+#hover{position:fixed;right:12px;bottom:12px;max-width:520px;background:#212529;color:#fff;font-size:12px;
+padding:4px 8px;border-radius:4px}#hover:empty{display:none}
 """
 
 SCRIPT = """
@@ -44,93 +72,76 @@ document.querySelectorAll("[data-value]").forEach(function (element) {
   element.addEventListener("mouseenter", function () {
     document.getElementById("hover").textContent = element.getAttribute("data-value");
   });
+  element.addEventListener("mouseleave", function () {
+    document.getElementById("hover").textContent = "";
+  });
 });
 """
 
 
-def _x(at: float, end: float) -> float:
-    return PAD + (WIDTH - 2 * PAD) * (at / end if end else 0.0)
+def _end(result: SimulationResult) -> float:
+    return max((s.at for s in result.samples), default=0.0) or 1.0
 
 
-def _y(value: float, top: float) -> float:
-    return HEIGHT - PAD + (2 * PAD - HEIGHT) * (value / top if top else 0.0)
+def _series(result: SimulationResult, name: str) -> list[tuple[float, float]]:
+    return [(s.at, float(getattr(s, name))) for s in result.samples]
 
 
-def _steps(samples: Sequence[Sample], value: str, end: float, top: float) -> str:
-    """A step line (the value holds until the next sample) as an SVG path."""
-    points: list[str] = []
-    previous: float | None = None
-    for sample in samples:
-        y = _y(float(getattr(sample, value)), top)
-        x = _x(sample.at, end)
-        if previous is not None:
-            points.append(f"L{x:.1f},{previous:.1f}")
-        points.append(f"{'M' if not points else 'L'}{x:.1f},{y:.1f}")
-        previous = y
-    if previous is not None:
-        points.append(f"L{_x(end, end):.1f},{previous:.1f}")
-    return "".join(points)
-
-
-def _axes(end: float, top: float, unit: str) -> list[str]:
-    parts = [
-        f'<line class="axis" x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}"/>',
-        f'<line class="axis" x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{HEIGHT - PAD}"/>',
+def _pods_chart(result: SimulationResult) -> str:
+    lines = [Line(name, name, COLOURS[name], _series(result, name)) for name in ("pending", "starting", "running",
+                                                                                 "nodes")]
+    markers = [
+        Marker(i.at, f"{i.at:.0f} s: spot interruption of {i.node} ({i.instance_type} in {i.zone})")
+        for i in result.interruptions
     ]
-    for i in range(5):
-        value = top * i / 4
-        y = _y(value, top)
-        parts.append(f'<line class="grid" x1="{PAD + 1}" y1="{y:.1f}" x2="{WIDTH - PAD}" y2="{y:.1f}"/>')
-        label = f"{value:.2f}" if unit == "$/h" else f"{value:.0f}"
-        parts.append(f'<text x="{PAD - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
-    for i in range(5):
-        at = end * i / 4
-        parts.append(f'<text x="{_x(at, end):.1f}" y="{HEIGHT - PAD + 16}" text-anchor="middle">{at:.0f} s</text>')
-    return parts
+    return chart("Pods and nodes over time", _end(result), lines, whole=True, markers=markers,
+                 marker_colour=COLOURS["interruption"])
 
 
-def _line_chart(
-    title: str, samples: Sequence[Sample], series: Sequence[str], unit: str,
-    interruptions: Sequence[Interruption] = (),
-) -> str:
-    end = max((s.at for s in samples), default=0.0) or 1.0
-    top = max((float(getattr(s, name)) for s in samples for name in series), default=0.0) or 1.0
-    parts = [f'<svg class="chart" role="img" aria-label="{escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}">', *_axes(end, top, unit)]
-    for name in series:
-        parts.append(f'<path class="series" data-series="{name}" d="{_steps(samples, name, end, top)}" fill="none" '
-                     f'stroke="{COLOURS[name]}" stroke-width="2"/>')
-    for interruption in interruptions:  # a dashed line where each spot interruption warning came
-        x = _x(interruption.at, end)
-        value = (f"{interruption.at:.0f} s: spot interruption of {interruption.node} ({interruption.instance_type} "
-                 f"in {interruption.zone})")
-        parts.append(f'<line class="interruption" x1="{x:.1f}" y1="{PAD}" x2="{x:.1f}" y2="{HEIGHT - PAD}" '
-                     f'stroke="{COLOURS["interruption"]}" stroke-dasharray="4 3" stroke-width="2" '
-                     f'data-value="{escape(value)}"/>')
-    parts.append("</svg>")
-    names = [*series, *(["interruption"] if interruptions else [])]
-    legend = "".join(f'<span><i style="background:{COLOURS[n]}"></i>{n}</span>' for n in names)
-    return f'<h2>{escape(title)}</h2><div class="legend">{legend}</div>{"".join(parts)}'
+def _cost_chart(result: SimulationResult) -> str:
+    return chart("Fleet cost over time ($/h)", _end(result), [Line("cost", "$/h", COLOURS["cost"],
+                                                                   _series(result, "cost"))], unit="$")
 
 
-def _waits_chart(result: SimulationResult, end: float) -> str:
+def _waits_chart(result: SimulationResult) -> str:
     """A dot per pod that ran: when it was created (x), how long until it was Running (y)."""
     pods = sorted(
         (p for p in result.timeline.pods.values() if p.starting_seconds is not None), key=lambda p: (p.created, p.key)
     )
-    top = max((p.starting_seconds or 0.0 for p in pods), default=0.0) or 1.0
-    parts = [f'<svg class="chart" role="img" aria-label="time to running" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}">', *_axes(end, top, "s")]
-    for pod in pods:
-        value = (f"{pod.key} ({pod.workload}): created at {pod.created:.0f} s, bound after "
-                 f"{pod.pending_seconds or 0.0:.1f} s, running after {pod.starting_seconds or 0.0:.1f} s")
-        x, y = _x(pod.created, end), _y(pod.starting_seconds or 0.0, top)
-        parts.append(f'<circle class="pod" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{COLOURS["starting"]}" '
-                     f'fill-opacity="0.6" data-value="{escape(value)}"/>')
+    dots = [
+        Dot(pod.created, pod.starting_seconds or 0.0,
+            f"{pod.key} ({pod.workload}): created at {pod.created:.0f} s, bound after {pod.pending_seconds or 0.0:.1f} "
+            f"s, running after {pod.starting_seconds or 0.0:.1f} s")
+        for pod in pods
+    ]
+    return chart("Time from creation to running, per pod (s)", _end(result), dots=dots, dot_colour=COLOURS["starting"],
+                 note="A dot a pod: when it was created, how long until it ran (its pending time, and a new node's "
+                      "startup when one had to be launched).")
+
+
+def _packing_chart(nodes: Sequence[NodeRow]) -> str:
+    bar, gap = 12, 8
+    height = max(44, len(nodes) * (2 * bar + gap) + 12)
+    label_width = 210
+    span = WIDTH - label_width - 80
+    parts = [f'<svg class="chart" role="img" aria-label="packing" width="{WIDTH}" height="{height}" '
+             f'viewBox="0 0 {WIDTH} {height}">']
+    for i, node in enumerate(nodes):
+        y = 8 + i * (2 * bar + gap)
+        label = f"{node.instance_type} {node.capacity_type} {node.zone}"
+        parts.append(f'<text x="6" y="{y + bar + 3}">{escape(label)}</text>')
+        for j, (name, share) in enumerate((("cpu", node.cpu), ("memory", node.memory))):
+            top = y + j * bar
+            width = max(span * min(share, 1.0), 1.0)
+            value = f"{node.name}: {name} {share:.0%} of allocatable, {node.pods} pod(s), ${price_text(node.price)}/h"
+            parts.append(f'<rect class="bar" x="{label_width}" y="{top}" width="{width:.1f}" height="{bar - 2}" '
+                         f'fill="{COLOURS[name]}" data-value="{escape(value)}"/>')
+            parts.append(f'<text x="{label_width + width + 4:.1f}" y="{top + bar - 3}">{name} {share:.0%}</text>')
+    if not nodes:
+        parts.append('<text x="6" y="26">no node at the end</text>')
     parts.append("</svg>")
-    return ("<h2>Time from creation to running, per pod (s)</h2><p>Each dot a pod: when it was created, how long "
-            f"until it ran (its pending time plus, when a node had to be launched, the node's startup).</p>"
-            f"{''.join(parts)}")
+    keys = legend([("cpu requested", COLOURS["cpu"], False), ("memory requested", COLOURS["memory"], False)])
+    return f"<figure><h3>Packing at the end (share of each node's allocatable)</h3>{keys}{''.join(parts)}</figure>"
 
 
 def _figures(result: SimulationResult) -> str:
@@ -146,32 +157,7 @@ def _figures(result: SimulationResult) -> str:
         ("spent", f"${figures.dollars:.4f} over {figures.end:.0f} s (each node's $/h over its lifetime)"),
     )
     body = "".join(f"<tr><th>{escape(name)}</th><td>{escape(value)}</td></tr>" for name, value in rows)
-    return f'<h2>Figures of the run</h2><table class="figures"><tbody>{body}</tbody></table>'
-
-
-def _packing_chart(nodes: Sequence[NodeRow]) -> str:
-    bar, gap = 14, 10
-    height = max(PAD, len(nodes) * (2 * bar + gap) + 30)
-    label_width = 230
-    span = WIDTH - label_width - 60
-    parts = [f'<svg class="chart" role="img" aria-label="packing" width="{WIDTH}" height="{height}" '
-             f'viewBox="0 0 {WIDTH} {height}">']
-    for i, node in enumerate(nodes):
-        y = 10 + i * (2 * bar + gap)
-        label = f"{node.instance_type} {node.capacity_type} {node.zone}"
-        parts.append(f'<text x="4" y="{y + bar}">{escape(label)}</text>')
-        for j, (name, share) in enumerate((("cpu", node.cpu), ("memory", node.memory))):
-            top = y + j * bar
-            width = max(span * min(share, 1.0), 1.0)
-            value = f"{node.name}: {name} {share:.0%} of allocatable, {node.pods} pod(s), ${price_text(node.price)}/h"
-            colour = COLOURS["nodes"] if name == "cpu" else COLOURS["running"]
-            parts.append(f'<rect class="bar" x="{label_width}" y="{top}" width="{width:.1f}" height="{bar - 2}" '
-                         f'fill="{colour}" data-value="{escape(value)}"/>')
-            parts.append(f'<text x="{label_width + width + 4:.1f}" y="{top + bar - 4}">{name} {share:.0%}</text>')
-    parts.append("</svg>")
-    legend = (f'<div class="legend"><span><i style="background:{COLOURS["nodes"]}"></i>cpu requested</span>'
-              f'<span><i style="background:{COLOURS["running"]}"></i>memory requested</span></div>')
-    return f"<h2>Packing at the end (share of each node's allocatable)</h2>{legend}{''.join(parts)}"
+    return f'<table class="figures"><tbody>{body}</tbody></table>'
 
 
 def _node_table(nodes: Sequence[NodeRow]) -> str:
@@ -186,33 +172,124 @@ def _node_table(nodes: Sequence[NodeRow]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def render_report(result: SimulationResult, title: str) -> str:
-    """The report page of `result` (deterministic: the same simulation gives the same bytes)."""
+def _lead(result: SimulationResult) -> str:
+    return (f"<p>Region {escape(result.region)}; constraint sets {escape(result.constraint_hash)}; provisioners "
+            f"{escape(', '.join(result.provisioners))}. Fleet at the end: {len(result.nodes)} node(s), {result.pods} "
+            f"pod(s), <b>${result.cost:.4f}/h</b>.</p>")
+
+
+def _run(result: SimulationResult, heading: str = "h2") -> list[str]:
+    """A run's charts (two a row), figures, steps and nodes."""
     steps = "".join(
         f"<li>{escape(s.label)}: {s.started:.0f} s → settled at {s.settled:.0f} s, {s.measurement.sample.nodes} "
         f"node(s), ${s.measurement.sample.cost:.4f}/h</li>"
         for s in result.steps
     )
-    body = [
-        f"<h1>{escape(title)}</h1>",
-        f"<p>Region {escape(result.region)}; constraint sets {escape(result.constraint_hash)}; provisioners "
-        f"{escape(', '.join(result.provisioners))}. Fleet at the end: {len(result.nodes)} node(s), {result.pods} "
-        f"pod(s), <b>${result.cost:.4f}/h</b>. <span id=\"hover\"></span></p>",
+    return [
+        f'<div class="charts">{_pods_chart(result)}{_cost_chart(result)}{_waits_chart(result)}'
+        f"{_packing_chart(result.nodes)}</div>",
+        f"<{heading}>Figures of the run</{heading}>",
         _figures(result),
+        f"<{heading}>Steps</{heading}>",
         f"<ol>{steps}</ol>",
-        _line_chart("Pods and nodes over time", result.samples, ("pending", "starting", "running", "nodes"), "count",
-                    result.interruptions),
-        _line_chart("Fleet cost over time ($/h)", result.samples, ("cost",), "$/h"),
-        _waits_chart(result, max((s.at for s in result.samples), default=0.0) or 1.0),
-        _packing_chart(result.nodes),
-        "<h2>Nodes</h2>",
+        f"<{heading}>Nodes at the end</{heading}>",
         _node_table(result.nodes),
     ]
+
+
+def _page(title: str, body: Sequence[str]) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n"
-        f'<body data-errors="not run">\n{"".join(body)}\n<script>{SCRIPT}</script>\n</body></html>\n'
+        f'<meta name="viewport" content="width=device-width"><title>{escape(title)}</title><style>{STYLE}</style>'
+        f'</head>\n<body data-errors="not run">\n<h1>{escape(title)}</h1>{"".join(body)}<div id="hover"></div>\n'
+        f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
 
 
-__all__ = ["render_report"]
+def render_report(result: SimulationResult, title: str) -> str:
+    """The report page of `result` (deterministic: the same simulation gives the same bytes)."""
+    return _page(title, [_lead(result), *_run(result)])
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of a comparison: its short name (`ttl`), what it is (`ttlSecondsAfterEmpty (the examples)`) and
+    its result."""
+
+    name: str
+    description: str
+    result: SimulationResult
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What the runs are measured against: a fleet of a fixed size and $/h for the whole trace (a static node
+    group), drawn dashed."""
+
+    label: str
+    nodes: int
+    cost: float  # $/h
+
+
+#: The comparison's charts: three a row under the table.
+SMALL = (376, 200)
+
+
+def _comparison_table(runs: Sequence[Run], rows: Sequence[tuple[str, Sequence[str]]]) -> str:
+    head = "<tr><th></th>" + "".join(
+        f"<th>{escape(run.name)}: {escape(run.description)}</th>" for run in runs) + "</tr>"
+    body = "".join(
+        f"<tr><th>{escape(label)}</th>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>"
+        for label, cells in rows
+    )
+    return f'<table class="comparison"><thead>{head}</thead><tbody>{body}</tbody></table>'
+
+
+def _spent(result: SimulationResult) -> list[tuple[float, float]]:
+    """The dollars spent by each sample's time and at the end: between two samples the fleet's $/h holds, so the
+    straight line between them is the running total."""
+    moments = sorted({s.at for s in result.samples} | {_end(result)})
+    return [(at, result.timeline.spent(at)) for at in moments]
+
+
+def _comparison_charts(runs: Sequence[Run], reference: Reference | None) -> list[str]:
+    end = max(_end(run.result) for run in runs)
+    colours = {run.name: RUN_COLOURS[i % len(RUN_COLOURS)] for i, run in enumerate(runs)}
+    spent = [Line(run.name, run.name, colours[run.name], _spent(run.result), straight=True) for run in runs]
+    nodes = [Line(run.name, run.name, colours[run.name], _series(run.result, "nodes")) for run in runs]
+    cost = [Line(run.name, run.name, colours[run.name], _series(run.result, "cost")) for run in runs]
+    if reference is not None:
+        colour = COLOURS["reference"]
+        spent.append(Line("reference", reference.label, colour, [(0.0, 0.0), (end, reference.cost * end / 3600)],
+                          dashed=True, straight=True))
+        nodes.append(Line("reference", reference.label, colour, [(0.0, reference.nodes)], dashed=True))
+        cost.append(Line("reference", reference.label, colour, [(0.0, reference.cost)], dashed=True))
+    width, height = SMALL
+    return [
+        chart("Dollars spent so far", end, spent, unit="$", width=width, height=height),
+        chart("Nodes over time", end, nodes, whole=True, width=width, height=height),
+        chart("Fleet cost over time ($/h)", end, cost, unit="$", width=width, height=height),
+    ]
+
+
+def render_comparison(
+    title: str,
+    lead: str,
+    runs: Sequence[Run],
+    rows: Sequence[tuple[str, Sequence[str]]],
+    reference: Reference | None = None,
+) -> str:
+    """Several runs of one trace in one page: `lead` (a sentence of the outcome), the table of `rows` (a label and
+    a cell per run), the dollars spent, the nodes and the fleet's $/h over time, one line per run (and
+    `reference`'s, dashed), three a row; then each run's own report. Deterministic."""
+    links = " · ".join(f'<a href="#run-{escape(run.name)}">{escape(run.name)}</a>' for run in runs)
+    body = [f"<p>{escape(lead)}</p>", _comparison_table(runs, rows),
+            f'<div class="charts small">{"".join(_comparison_charts(runs, reference))}</div>',
+            f"<p>Each run in full below: {links}.</p>"]
+    for run in runs:
+        body.append(f'<h2 id="run-{escape(run.name)}">{escape(run.name)}: {escape(run.description)}</h2>')
+        body += [_lead(run.result), *_run(run.result, "h3")]
+    return _page(title, body)
+
+
+__all__ = ["COLOURS", "Reference", "Run", "render_comparison", "render_report"]

@@ -26,10 +26,10 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
-from karpenter_policy.reconcile import nodes as node_info
-from karpenter_policy.reconcile.interruption import InterruptionHandler, InterruptionResult
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler, InterruptionResult
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.sim.clock import VirtualClock
+from karpenter_policy.reconcile.state import nodes as node_info
 
 #: Seconds from the interruption warning to the instance being reclaimed (AWS's two-minute notice).
 INTERRUPTION_NOTICE = 120.0

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.kube import objects
-from karpenter_policy.reconcile import pods as pod_info
-from karpenter_policy.reconcile.pods import ShapeCache
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I
 
@@ -77,6 +77,10 @@ class Timeline:
     def launched(self, name: str, instance_type: str, capacity_type: str, price: float | None, now: float) -> None:
         if name not in self.nodes:
             self.nodes[name] = NodeLife(name, instance_type, capacity_type, price, now)
+
+    def spent(self, at: float) -> float:
+        """The dollars the nodes had cost by `at` (each from its launch until it went away or `at`)."""
+        return sum(life.dollars(at) for life in self.nodes.values())
 
     def observe(
         self, pods: Iterable[objects.Obj], node_names: Iterable[str], now: float, shapes: ShapeCache
@@ -166,7 +170,7 @@ def figures(timeline: Timeline, end: float) -> Figures:
         running_p99=percentile(starts, 0.99),
         nodes_launched=len(timeline.nodes),
         nodes_deleted=sum(1 for n in timeline.nodes.values() if n.deleted is not None and n.deleted <= end),
-        dollars=round(sum(n.dollars(end) for n in timeline.nodes.values()), 6),
+        dollars=round(timeline.spent(end), 6),
         peak_cpu=timeline.peak_cpu,
         peak_memory=timeline.peak_memory,
     )

@@ -4,8 +4,9 @@ The simulation has no Deployment or Job controller: :func:`replica_pods` creates
 would, named as they name them (a Deployment's pods `<name>-<template hash>-<suffix>` through its ReplicaSet, a
 StatefulSet's `<name>-<ordinal>`, a Job's `<name>-<suffix>`, a bare Pod keeps its name when it runs once), with
 the controller owner reference the real ones carry. Names, owners and suffixes derive from the workload and the
-replica's ordinal only: the same scenario creates the same pods. Each pod is annotated with the workload it
-belongs to (:data:`WORKLOAD_ANNOTATION`), which is what the report groups by.
+replica's ordinal only: the same scenario creates the same pods, and two replicas of a workload never share a name
+(the API server would refuse the second: `AlreadyExists`), however many there are. Each pod is annotated with the
+workload it belongs to (:data:`WORKLOAD_ANNOTATION`), which is what the report groups by.
 
 DaemonSets are created as DaemonSet objects: the controller takes their pods' requests from every node (the
 DaemonSet overhead), as it does on a real cluster.
@@ -73,6 +74,31 @@ def _suffix(seed: str, length: int = 5) -> str:
     return "".join(chars)
 
 
+def _ordinal_suffix(seed: str, ordinal: int) -> str:
+    """The generated-name suffix of replica `ordinal`: distinct for distinct ordinals of one `seed`, and the same
+    for the same seed and ordinal. Five characters while the five-character suffixes last (27^5, over 14 million
+    replicas), then six, and so on; within a length, a permutation of the suffixes (an affine map modulo their
+    number, its factor prime to 3 and so to the number, scrambled by the seed), so that names look as random as the
+    API server's and never collide — as drawing each one from a hash would, by the birthday bound, from a few
+    thousand replicas on."""
+    base = len(_SUFFIX_ALPHABET)
+    length = 5
+    while ordinal >= base**length:
+        ordinal -= base**length
+        length += 1
+    size = base**length
+    digest = int(_digest(seed, str(length))[:32], 16)
+    factor, offset = (digest >> 64) % size, digest % size
+    if factor % 3 == 0:  # base is 27: a factor prime to 3 is prime to size, and the map a permutation
+        factor += 1
+    number = (ordinal * factor + offset) % size
+    chars = []
+    for _ in range(length):
+        number, index = divmod(number, base)
+        chars.append(_SUFFIX_ALPHABET[index])
+    return "".join(chars)
+
+
 def _template_hash(workload: Workload) -> str:
     """A stand-in for the pod-template-hash of a Deployment's ReplicaSet (10 characters of the alphabet)."""
     return _suffix(json.dumps(workload.template, sort_keys=True, default=str), 10)
@@ -97,7 +123,7 @@ def pod_name(workload: Workload, ordinal: int, count: int) -> str:
         return f"{workload.name}-{ordinal}"
     if owner is None:  # a Pod, a PodTemplate, a pod template file: the name, numbered when it runs more than once
         return workload.name if count == 1 and workload.kind == "Pod" else f"{workload.name}-{ordinal}"
-    return f"{owner[1]}-{_suffix(f'{workload.ref}/{ordinal}')}"
+    return f"{owner[1]}-{_ordinal_suffix(workload.ref, ordinal)}"
 
 
 def replica_pod(workload: Workload, ordinal: int, count: int) -> Obj:

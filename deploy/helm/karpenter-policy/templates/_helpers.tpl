@@ -25,26 +25,34 @@ chart's name (helm install karpenter-policy ... gives the names of deploy/webhoo
 {{- printf "%s-webhook" (include "karpenter-policy.fullname" .) }}
 {{- end }}
 
+{{/* The controller's ServiceAccount: controller.serviceAccount, or Karpenter's serviceAccount key, as YAML. */}}
+{{- define "karpenter-policy.controller.serviceAccount" -}}
+{{- $values := deepCopy .Values.controller }}
+{{- include "karpenter-policy.applyKarpenterKeys" (list . "controller" $values) }}
+{{- toYaml $values.serviceAccount }}
+{{- end }}
+
 {{- define "karpenter-policy.controller.serviceAccountName" -}}
-{{- default (include "karpenter-policy.controller.name" .) .Values.controller.serviceAccount.name }}
+{{- $account := include "karpenter-policy.controller.serviceAccount" . | fromYaml }}
+{{- default (include "karpenter-policy.controller.name" .) $account.name }}
 {{- end }}
 
 {{/* Labels of every object; the component's selector labels are added where a component is meant. */}}
 {{- define "karpenter-policy.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/name: {{ include "karpenter-policy.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/name: {{ include "karpenter-policy.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 app.kubernetes.io/part-of: karpenter-policy
 {{- end }}
 
 {{/* Selector labels of a component: include "karpenter-policy.selectorLabels" (list . "controller") */}}
 {{- define "karpenter-policy.selectorLabels" -}}
 {{- $root := index . 0 -}}
-app.kubernetes.io/name: {{ include "karpenter-policy.name" $root }}
-app.kubernetes.io/instance: {{ $root.Release.Name }}
-app.kubernetes.io/component: {{ index . 1 }}
+app.kubernetes.io/name: {{ include "karpenter-policy.name" $root | quote }}
+app.kubernetes.io/instance: {{ $root.Release.Name | quote }}
+app.kubernetes.io/component: {{ index . 1 | quote }}
 {{- end }}
 
 {{- define "karpenter-policy.image" -}}
@@ -73,29 +81,38 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 {{- end }}
 
-{{/* Topology spread constraints with the component's labelSelector: (list . "webhook" .Values.webhook) */}}
+{{/* Topology spread constraints, each with the component's pods as its labelSelector unless it has one (as in
+Karpenter's chart): (list . "webhook" $values) */}}
 {{- define "karpenter-policy.topologySpread" -}}
 {{- $root := index . 0 }}
 {{- $component := index . 1 }}
 {{- range (index . 2).topologySpreadConstraints }}
-- {{ toYaml . | nindent 2 | trim }}
-  labelSelector:
-    matchLabels:
-      {{- include "karpenter-policy.selectorLabels" (list $root $component) | nindent 6 }}
+{{- $constraint := deepCopy . }}
+{{- if not $constraint.labelSelector }}
+{{- $_ := set $constraint "labelSelector" (dict "matchLabels" (include "karpenter-policy.selectorLabels" (list $root $component) | fromYaml)) }}
+{{- end }}
+- {{ toYaml $constraint | nindent 2 | trim }}
 {{- end }}
 {{- end }}
 
 {{/* Settings that cannot work together fail the rendering with a message naming the values. */}}
 {{- define "karpenter-policy.validate" -}}
-{{- if .Values.controller.enabled }}
-{{- if not .Values.cluster.name }}
-{{- fail "cluster.name is required (the controller's --cluster-name: instance tags and node bootstrap)" }}
+{{- $cluster := include "karpenter-policy.cluster" . | fromYaml }}
+{{- $controller := deepCopy .Values.controller }}
+{{- /* stops the rendering when Karpenter's settings.* and ours disagree */}}
+{{- include "karpenter-policy.applyKarpenterKeys" (list . "controller" $controller) }}
+{{- if not .Values.image.repository }}
+{{- fail "image.repository is required: the image the release workflow publishes, <registry>/<owner>/karpenter-policy (e.g. ghcr.io/<owner>/karpenter-policy), or one built from deploy/webhook/Dockerfile" }}
 {{- end }}
-{{- if not .Values.cluster.kubernetesVersion }}
+{{- if .Values.controller.enabled }}
+{{- if not $cluster.name }}
+{{- fail "cluster.name (or Karpenter's settings.clusterName) is required (the controller's --cluster-name: instance tags and node bootstrap)" }}
+{{- end }}
+{{- if not $cluster.kubernetesVersion }}
 {{- fail "cluster.kubernetesVersion is required (the controller's --kubernetes-version X.Y: it picks the EKS AMIs)" }}
 {{- end }}
-{{- if not .Values.cluster.apiServerEndpoint }}
-{{- fail "cluster.apiServerEndpoint is required (the controller's --api-server-endpoint: what new nodes join, e.g. the EKS endpoint)" }}
+{{- if not $cluster.apiServerEndpoint }}
+{{- fail "cluster.apiServerEndpoint (or Karpenter's settings.clusterEndpoint) is required (the controller's --api-server-endpoint: what new nodes join, e.g. the EKS endpoint)" }}
 {{- end }}
 {{- end }}
 {{- if .Values.webhook.enabled }}
@@ -115,12 +132,12 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "karpenter-policy.webhook.clientConfig" -}}
 {{- $root := index . 0 -}}
 service:
-  name: {{ include "karpenter-policy.webhook.name" $root }}
-  namespace: {{ $root.Release.Namespace }}
-  path: {{ index . 1 }}
+  name: {{ include "karpenter-policy.webhook.name" $root | quote }}
+  namespace: {{ $root.Release.Namespace | quote }}
+  path: {{ index . 1 | quote }}
   port: 443
 {{- if not $root.Values.webhook.certManager.enabled }}
-caBundle: {{ $root.Values.webhook.tls.caBundle }}
+caBundle: {{ $root.Values.webhook.tls.caBundle | quote }}
 {{- end }}
 {{- end }}
 

@@ -1,0 +1,276 @@
+"""The controller at 500 / 2,000 / 5,000 nodes: work per watch event, pending pods to CreateFleet, memory, and
+consolidation decisions — this tree next to a baseline tree, measured one right after the other (issue #17 §4).
+
+    .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
+
+For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
+running pods each (350m cpu, 1 GiB: nodes nearly full) is put into an in-memory cluster, their instances into the
+fake cloud, and the controller's threaded runner started on it in real time (informers, default 1 s batch idle):
+
+1. **memory**: the process's RSS once the controller has synced (cluster, informer caches and controller state
+   together — the in-memory cluster holds a copy of every object the API server would);
+2. **work per watch event**: 2,000 pod status updates (bound pods: what a real cluster sends most) are written
+   at about 1,000/s; the CPU time of every controller thread (informers, passes, …) during the updates and 2 s
+   after, less what the same threads use idle over as long, divided by the events;
+3. **provisioning**: 1,000 pending pods (1 cpu, 1 GiB) created in one burst; from the last pod's creation to the
+   first CreateFleet call and to the last one (goal: first ≤ idle + 200 ms, every one ≤ idle + 500 ms), and how
+   many pods are bound after 60 s;
+4. **consolidation** (N = 1,000 and the largest N, consolidation enabled): the time of one consolidation
+   decision over 1,000 underutilized nodes (2 pods each; goal ≤ 1 s), and at the largest N full nodes, a decision
+   under way while 1,000 pods arrive: whether the decision stops at its budget and how long the pods wait.
+
+The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
+run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
+process (`--in-process`), one right after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fleet import (  # noqa: E402
+    WORK,
+    Fleet,
+    _compat,
+    build_fleet,
+    compiled_policy,
+    export_tree,
+    pending_pods,
+    rss_mib,
+    run_tree,
+    thread_cpu,
+    wait_for,
+)
+
+BURST = 1000
+EVENTS = 2000
+PODS_PER_NODE = 20
+DEFAULT_SIZES = (500, 2000, 5000)
+GOAL_FIRST = 0.2
+GOAL_EVERY = 0.5
+GOAL_EVENT_MS = 10.0
+GOAL_RSS_MIB = 1536.0
+GOAL_DECISION = 1.0
+TTL = "  ttlSecondsAfterEmpty: 30"
+CONSOLIDATION = "  consolidation:\n    enabled: true"
+
+
+def _synced(fleet: Fleet, timeout: float) -> bool:
+    runner = fleet.runner
+
+    def ready() -> bool:
+        health = getattr(runner, "health", None)
+        if health is not None:
+            return bool(health().ready)
+        return all(informer.synced.is_set() for informer in runner.view.required())
+
+    return wait_for(ready, timeout, 0.05)
+
+
+def _unbound(fleet: Fleet, prefix: str) -> int:
+    from karpenter_policy.kube import objects
+
+    pods = fleet.cluster.list(objects.POD, "default").items
+    return sum(1 for p in pods if objects.name(p).startswith(prefix) and not p["spec"].get("nodeName"))
+
+
+def measure_size(nodes: int) -> dict[str, Any]:
+    from karpenter_policy.kube import objects
+
+    compiled = compiled_policy(TTL, WORK / "scale")
+    started = time.monotonic()
+    fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {})
+    built = time.monotonic() - started
+    fleet.start()
+    main = {threading.main_thread().ident or 0}
+    result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "build_seconds": round(built, 1)}
+    try:
+        if not _synced(fleet, 600):
+            raise SystemExit("the controller did not sync in 600 s")
+        time.sleep(3.0)  # the first passes (adoption, garbage collection) settle
+        result["rss_mib"] = round(rss_mib(), 1)
+        # --- idle, then pod status updates --------------------------------------------------------------
+        window = 4.0
+        before = thread_cpu(main)
+        time.sleep(window)
+        idle = (thread_cpu(main) - before) / window
+        names = [(f"team-{i % 20}", f"{fleet.nodes[i % nodes]}-p{(i // nodes) % PODS_PER_NODE}") for i in range(EVENTS)]
+        before = thread_cpu(main)
+        began = time.monotonic()
+        for index, (namespace, name) in enumerate(names):
+            fleet.cluster.patch(objects.POD, name, {"metadata": {"annotations": {"bench/tick": str(index)}}},
+                                namespace=namespace)
+            target = began + (index + 1) / 1000.0
+            delay = target - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        time.sleep(2.0)
+        elapsed = time.monotonic() - began
+        used = thread_cpu(main) - before - idle * elapsed
+        result["idle_cpu_per_second"] = round(idle, 4)
+        result["event_ms"] = round(max(used, 0.0) / EVENTS * 1000, 3)
+        # --- a burst of pending pods ----------------------------------------------------------------------
+        creates_before = len(fleet.cloud.creates)
+        for pod in pending_pods(BURST):
+            fleet.cluster.create(objects.POD, pod)
+        last_created = time.monotonic()
+        wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05)
+        creates = fleet.cloud.creates[creates_before:]
+        result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
+        result["create_fleet_calls"] = len(creates)
+        if creates:
+            result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
+            result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
+        result["batch_idle"] = 1.0
+        result["rss_mib_after_burst"] = round(rss_mib(), 1)
+    finally:
+        fleet.stop()
+    return result
+
+
+def _decide_timer() -> tuple[list[float], list[str]]:
+    """Time every consolidation decision (wrapping the decider the tree has); the durations, and how each ended."""
+    durations: list[float] = []
+    endings: list[str] = []
+    module = _compat("karpenter_policy.reconcile.disruption.decider", "karpenter_policy.reconcile.disruption")
+    decider = module.Decider
+    original = decider.decide
+
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.monotonic()
+        decision = original(self, *args, **kwargs)
+        durations.append(time.monotonic() - start)
+        endings.append(str(getattr(decision, "stopped", "") or "complete"))
+        return decision
+
+    decider.decide = timed
+    return durations, endings
+
+
+def measure_consolidation(nodes: int, pods_per_node: int, with_burst: bool, timeout: float) -> dict[str, Any]:
+    from karpenter_policy.kube import objects
+
+    compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
+    durations, endings = _decide_timer()
+    fleet = build_fleet(nodes, pods_per_node, "350m", "1Gi", compiled,
+                        {"disruption_interval": 1.0, "consolidation_validation": 3600.0})
+    fleet.start()
+    result: dict[str, Any] = {"nodes": nodes, "pods_per_node": pods_per_node}
+    try:
+        if not _synced(fleet, 600):
+            raise SystemExit("the controller did not sync in 600 s")
+        if not with_burst:
+            finished = wait_for(lambda: bool(durations), timeout, 0.05)
+            result["decision_seconds"] = round(durations[0], 3) if finished else None
+            result["decision_ended"] = endings[0] if finished else f"not finished in {timeout:g} s"
+            return result
+        time.sleep(3.0)  # a decision is under way (quiet cluster, interval passed)
+        creates_before = len(fleet.cloud.creates)
+        for pod in pending_pods(BURST, prefix="during"):
+            fleet.cluster.create(objects.POD, pod)
+        last_created = time.monotonic()
+        wait_for(lambda: _unbound(fleet, "during-") == 0, timeout, 0.05)
+        creates = fleet.cloud.creates[creates_before:]
+        result["burst_unbound"] = _unbound(fleet, "during-")
+        result["waited_seconds"] = timeout
+        if creates:
+            result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
+            result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
+        result["decisions_finished"] = len(durations)
+        result["decision_endings"] = sorted(set(endings))
+        result["longest_decision_seconds"] = round(max(durations), 3) if durations else None
+    finally:
+        fleet.stop()
+    return result
+
+
+def in_process(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, required=True)
+    parser.add_argument("--what", choices=("fleet", "consolidation", "consolidation-burst"), default="fleet")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    if args.what == "fleet":
+        result = measure_size(args.size)
+    elif args.what == "consolidation":
+        result = measure_consolidation(args.size, 2, with_burst=False, timeout=args.timeout)
+    else:
+        result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=True, timeout=args.timeout)
+    print(json.dumps(result))
+    return 0
+
+
+def _ratio(values: list[float | None]) -> str:
+    pairs = [(a, b) for a, b in zip(values, values[1:], strict=False) if a and b]
+    return " → ".join(f"{b / a:.2f}×" for a, b in pairs) or "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--in-process"]:
+        return in_process(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
+    parser.add_argument("--baseline-ref", default="2947bfc")
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--no-consolidation", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    script = Path(__file__).resolve()
+    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    if not args.no_baseline:
+        trees.append((args.baseline_ref, export_tree(args.baseline_ref)))
+    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "sizes": sizes, "trees": {}}
+    for label, tree in trees:
+        rows = []
+        for size in sizes:
+            print(f"[scale] {label}: {size} nodes", file=sys.stderr, flush=True)
+            rows.append(run_tree(script, tree, ["--size", str(size)], timeout=1800))
+        consolidation = {}
+        if not args.no_consolidation:
+            print(f"[scale] {label}: consolidation", file=sys.stderr, flush=True)
+            consolidation["underutilized_1000"] = run_tree(
+                script, tree, ["--size", "1000", "--what", "consolidation", "--timeout", "120"], timeout=1800)
+            consolidation[f"full_{sizes[-1]}_with_burst"] = run_tree(
+                script, tree, ["--size", str(sizes[-1]), "--what", "consolidation-burst", "--timeout", "60"],
+                timeout=1800)
+        results["trees"][label] = {"fleet": rows, "consolidation": consolidation}
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"scale.py, {results['date']}: {PODS_PER_NODE} pods per node, bursts of {BURST} pending pods, "
+          f"{EVENTS} pod status updates\n")
+    header = f"{'tree':<12} {'nodes':>6} {'RSS MiB':>8} {'ms/event':>9} {'idle cpu/s':>10} {'first CF':>9} " \
+             f"{'last CF':>8} {'unbound@60s':>11}"
+    print(header)
+    print("-" * len(header))
+    for label, data in results["trees"].items():
+        for row in data["fleet"]:
+            print(f"{label:<12} {row['nodes']:>6} {row['rss_mib']:>8} {row['event_ms']:>9} "
+                  f"{row['idle_cpu_per_second']:>10} {row.get('first_create_after_last_pod', '-'):>9} "
+                  f"{row.get('last_create_after_last_pod', '-'):>8} {row['burst_unbound_after_60s']:>11}")
+        fleet = data["fleet"]
+        print(f"{label:<12} growth: ms/event {_ratio([r['event_ms'] for r in fleet])}; RSS "
+              f"{_ratio([r['rss_mib'] for r in fleet])}; first CreateFleet "
+              f"{_ratio([r.get('first_create_after_last_pod') for r in fleet])}")
+        for name, row in data["consolidation"].items():
+            print(f"{label:<12} consolidation {name}: {json.dumps(row)}")
+    print(f"\ngoals: ≤ {GOAL_EVENT_MS:g} ms/event at 5,000 nodes; first CreateFleet ≤ idle + "
+          f"{GOAL_FIRST * 1000:.0f} ms, "
+          f"every one ≤ idle + {GOAL_EVERY * 1000:.0f} ms; RSS ≤ {GOAL_RSS_MIB:.0f} MiB at 5,000 / 100,000; a "
+          f"decision over 1,000 underutilized nodes ≤ {GOAL_DECISION:g} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""What every controller of the reconciler shares: the cluster and the cloud, the cluster state, the launches in
+flight, the constraint sets in force, the clocks, the metrics, and the helpers that log and record Events.
+
+One :class:`Context` per controller process; the controllers (`provisioning`, `termination`, `disruption`,
+`garbage`, `interruption`) each keep their own bookkeeping and read and write the shared parts through it. The
+constraint sets in force are swapped atomically (one reference); the launches in flight carry their own lock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.kube.cluster import Cluster, EventSeverity
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.constraints import Loaded
+from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.options import ControllerOptions
+from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.inflight import InFlight
+from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
+
+CONSTRAINTS = logs.logger("constraints")
+EVENTS = logs.logger("events")
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class Context:
+    """See the module docstring."""
+
+    cluster: Cluster
+    cloud: CloudProvider
+    options: ControllerOptions
+    state: ClusterState
+    region: str
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], dt.datetime] = _utc_now
+    metrics: Metrics = field(default_factory=Metrics)
+    inflight: InFlight = field(default_factory=InFlight)
+    loaded: Loaded | None = None
+    _left_out: dict[str, str] = field(default_factory=dict)
+    _templates_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.templates = TemplateBuilder(self.cloud, self.region)
+
+    def fields(self, **values: object) -> dict[str, object]:
+        """A log line's `extra`: its structured fields and the controller's time."""
+        return logs.fields(self.wall_clock(), **values)
+
+    def event(self, involved: Obj, reason: str, message: str, severity: EventSeverity = "Normal") -> None:
+        """Record an Event on an object (a failure to record one is logged, never raised)."""
+        try:
+            self.cluster.record_event(involved, reason, message, severity)
+        except ClusterError as error:
+            EVENTS.warning("could not record event %s, %s", reason, error, extra=self.fields())
+
+    def error(self, errors: list[str], logger: logging.Logger, message: str, **values: object) -> None:
+        """Log an error and keep it for the pass's result."""
+        errors.append(message)
+        logger.error(message, extra=self.fields(**values))
+
+    def template_sets(self) -> Templates:
+        """The node templates of the constraint sets in force, at the cloud's live offerings (raises CloudError);
+        a set left out (another region, no offering) is logged once per reason."""
+        loaded = self.loaded
+        sets = loaded.sets if loaded is not None else ()
+        with self._templates_lock:
+            templates = self.templates.build(sets)
+            for name, why in sorted(templates.left_out.items()):
+                if self._left_out.get(name) != why:
+                    CONSTRAINTS.error(
+                        "constraint set %s left out: %s", name, why, extra=self.fields(provisioner=name)
+                    )
+            self._left_out = dict(templates.left_out)
+        return templates
+
+
+__all__ = ["Context"]

@@ -1,0 +1,177 @@
+"""The disruption controller: expiry, drift and consolidation decided and carried out one command at a time.
+
+It decides only while the cluster is quiet — no pod that provisioning is still working on, no launch in flight, no
+node of ours being drained — and at most every `disruption_interval` seconds (:class:`Deprovisioner`). Pods the
+last batch found no place for, and pods planned onto an existing node for kube-scheduler to bind, do not keep it
+waiting: Karpenter disrupts while unschedulable pods stay pending; every decision places them too (they take
+room), and the nodes they were planned onto are not disrupted. A decision reads the
+cluster as the state showed it when the decision began (`view`), builds its own node templates (a decision on its
+own thread must not share the provisioner's, which a scheduling run adjusts), and is bounded in time by
+Karpenter's budgets (`ControllerOptions.single_node_budget` and `multi_node_budget`): a decision that runs out
+stops with what it found, logged. Replacements are launched through the provisioner's launcher.
+
+In the threaded runner it runs on a thread of its own, so however long a decision takes, provisioning goes on.
+A decision that found nothing is not taken again until the cluster or the constraint sets change, a node expires,
+or :data:`RECHECK_SECONDS` pass (a new AMI release drifts nodes without any change in the cluster): an idle
+cluster of 5,000 nodes costs no decision every 10 s.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from karpenter_policy.cloud.errors import CloudError
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.context import Context
+from karpenter_policy.reconcile.disruption.decider import Command, Decider, Inputs
+from karpenter_policy.reconcile.disruption.deprovisioner import Deprovisioner
+from karpenter_policy.reconcile.disruption.view import disruption_view
+from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
+from karpenter_policy.reconcile.result import Disrupted, ReconcileResult
+from karpenter_policy.reconcile.state.cluster import Change
+from karpenter_policy.reconcile.state.records import PodRecord
+from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
+from karpenter_policy.reconcile.termination.terminator import Terminator
+from karpenter_policy.scheduling import Pod, SchedulerOptions
+from karpenter_policy.scheduling.pods import PodSpecError
+
+NODE = logs.logger("node")
+#: A decision that found nothing is taken again at least this often (images resolve anew; see above).
+RECHECK_SECONDS = 300.0
+
+
+class Disruption:
+    """See the module docstring."""
+
+    def __init__(self, context: Context, provisioner: Provisioner, terminator: Terminator) -> None:
+        self.context = context
+        self.provisioner = provisioner
+        self.terminator = terminator
+        options = context.options
+        self.templates = TemplateBuilder(context.cloud, context.region)
+        self.deprovisioner = Deprovisioner(
+            context.cluster, context.state, Decider(SchedulerOptions(options.strategy)), context.clock,
+            context.fields, interval=options.disruption_interval, validation=options.consolidation_validation,
+            replacement_timeout=options.replacement_timeout,
+        )
+        self.wake = threading.Event()
+        self._lock = threading.Lock()  # one step at a time, whichever thread asks
+        self._changed = True  # the cluster changed since the last decision began
+        self._decided: object = None  # the constraint sets the last decision saw
+        self._recheck_at = 0.0
+        context.state.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        if change.kind == "pod":
+            nodes = {r.node for r in (change.before, change.after) if isinstance(r, PodRecord) and r.node}
+            if not nodes:
+                return  # a pending pod: provisioning's (what it does with it shows as a launch or a binding)
+        self._changed = True
+
+    def protected(self) -> frozenset[str]:
+        """The replacements of the command under way (emptiness must not count them empty)."""
+        return self.deprovisioner.protected()
+
+    def settled_pods(self) -> frozenset[str]:
+        """The pending pods (uids) provisioning is done with for now: the last batch found no place for them, or
+        planned them onto an existing node for kube-scheduler to bind."""
+        provisioner = self.provisioner
+        return provisioner.unschedulable() | frozenset(provisioner.nominations())
+
+    def provisioning(self, settled: frozenset[str]) -> bool:
+        """Provisioning has work: a pod pending that is not `settled`, or a launch in flight."""
+        context = self.context
+        if len(context.inflight) > 0:
+            return True
+        return any(p.uid not in settled for p in context.state.pending())
+
+    def quiet(self) -> bool:
+        """Nothing else moves: no pod being provisioned, no launch in flight, no node of ours drained."""
+        return not (self.provisioning(self.settled_pods()) or self.terminator.draining)
+
+    def reconcile(self, result: ReconcileResult) -> Disrupted:
+        """One step of the deprovisioner: follow the command under way, else decide when quiet."""
+        with self._lock:
+            return self._step(result)
+
+    def _step(self, result: ReconcileResult) -> Disrupted:
+        context = self.context
+        deprovisioner = self.deprovisioner
+        if context.loaded is None and deprovisioner.underway is None:
+            return Disrupted()
+        now = context.clock()
+        idle = deprovisioner.underway is None and not deprovisioner.holding
+        if idle and not self._changed and self._decided is context.loaded and now < self._recheck_at:
+            return Disrupted(due=self._recheck_at)  # nothing changed since a decision that found nothing
+        protected = self.protected()
+
+        def inputs() -> Inputs:
+            self._changed = False  # a change from now on is seen by the next decision
+            self._decided = context.loaded
+            self._recheck_at = context.clock() + RECHECK_SECONDS
+            budgets = context.cluster.list(objects.POD_DISRUPTION_BUDGET).items
+            templates = self._template_sets()
+            settled = self.settled_pods()
+            return Inputs(
+                disruption_view(context.state), templates, budgets, context.wall_clock(), protected,
+                self._current_images(templates), context.clock,
+                context.options.single_node_budget, context.options.multi_node_budget,
+                lambda: self.provisioning(settled), self._pending_pods(),
+                frozenset(self.provisioner.nominations().values()),
+            )
+
+        def launch(command: Command) -> list[str] | str:
+            salt = f"{command.method}:{','.join(command.names)}"
+            return self.provisioner.launch_replacements(command.replacements, salt, result)
+
+        try:
+            done = deprovisioner.step(self.quiet(), inputs, launch)
+        except (ClusterError, CloudError) as error:
+            self._changed = True
+            done = Disrupted(errors=[f"could not decide on disruption, {error}"])
+            NODE.error(done.errors[0], extra=context.fields())
+            done.due = context.clock() + context.options.disruption_interval
+            return done
+        if done.decided or done.stopped or done.errors or done.abandoned:
+            self._changed = True  # it acted, did not finish, or gave a command up: decide again
+        elif done.due is not None:
+            self._recheck_at = min(self._recheck_at, done.due)  # a node expires, a validation is due
+        return done
+
+    def _pending_pods(self) -> list[Pod]:
+        """The scheduler's pods of the pods pending now (not planned onto a launch in flight)."""
+        pods = []
+        for record in self.provisioner.pending_pods():
+            try:
+                pods.append(self.context.state.scheduling_pod(record))
+            except PodSpecError:
+                continue  # reported by provisioning; nothing to place
+        return pods
+
+    def _template_sets(self) -> Templates:
+        loaded = self.context.loaded
+        return self.templates.build(loaded.sets if loaded is not None else ())
+
+    def _current_images(self, templates: Templates) -> Callable[[str, str], str | None]:
+        """(provisioner, instance type) → the image a node launched now would get (one answer per pair and
+        decision; None when the cloud cannot tell)."""
+        known: dict[tuple[str, str], str | None] = {}
+        cloud = self.context.cloud
+
+        def current(provisioner: str, instance_type: str) -> str | None:
+            if (provisioner, instance_type) not in known:
+                constraint_set = templates.sets.get(provisioner)
+                spec = constraint_set.provider.spec if constraint_set and constraint_set.provider else None
+                try:
+                    known[provisioner, instance_type] = cloud.current_image(instance_type, spec)
+                except CloudError:
+                    known[provisioner, instance_type] = None
+            return known[provisioner, instance_type]
+
+        return current
+
+
+__all__ = ["Disruption"]

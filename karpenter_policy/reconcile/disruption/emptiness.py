@@ -1,0 +1,131 @@
+"""Emptiness (`ttlSecondsAfterEmpty`), as Karpenter v0.31 does it: a Node of ours that is initialized and has no
+pod but DaemonSets' gets the ``karpenter.sh/emptiness-timestamp`` annotation ("Added TTL to empty node"); a node
+that gains a pod loses it ("Removed emptiness TTL from node"); once the provisioner's TTL has passed since, the
+Node is deleted ("Triggering termination after 30s for empty node") and termination (`termination`) cordons it,
+terminates its instance and removes the finalizer. Provisioners without the TTL leave their nodes alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable, Mapping
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster
+from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.result import Emptied
+from karpenter_policy.reconcile.state.cluster import Change, ClusterState
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+
+EMPTINESS = logs.logger("node")
+EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
+INITIALIZED = "karpenter.sh/initialized"
+
+
+def _stamp(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(value: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+class Emptiness:
+    """See the module docstring. It looks at a node of ours when the node or its pods change, when its TTL runs
+    out, and at every node when the TTLs or the protected nodes change — never at every node on every pass."""
+
+    def __init__(self, cluster: Cluster, state: ClusterState, fields: Callable[..., dict[str, object]]) -> None:
+        self.cluster = cluster
+        self.state = state
+        self.fields = fields
+        self._lock = threading.Lock()
+        self._dirty: set[str] = set()
+        self._due: dict[str, dt.datetime] = {}  # node → when its TTL runs out
+        self._ttls: Mapping[str, int | None] = {}
+        self._protected: frozenset[str] = frozenset()
+        self._everything = True
+        self.wake = threading.Event()
+        state.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        names = []
+        for record in (change.before, change.after):
+            if isinstance(record, NodeRecord) and record.ours:
+                names.append(record.name)
+            elif isinstance(record, PodRecord) and record.node and not record.daemon:
+                names.append(record.node)
+        if names:
+            with self._lock:
+                self._dirty.update(names)
+            self.wake.set()
+
+    def reconcile(
+        self, ttls: Mapping[str, int | None], now: dt.datetime, protected: frozenset[str] = frozenset()
+    ) -> Emptied:
+        """One pass; `ttls`: provisioner name → ttlSecondsAfterEmpty (None: never). `protected` nodes (the
+        replacements of a disruption under way, about to receive pods) do not count as empty."""
+        done = Emptied()
+        with self._lock:
+            if ttls != self._ttls or protected != self._protected:
+                self._ttls, self._protected, self._everything = dict(ttls), protected, True
+            everything, self._everything = self._everything, False
+        # The state is read outside our lock: its listeners take our lock under the state's.
+        every_node = self.state.node_names() if everything else []
+        with self._lock:
+            names = set(every_node) | set(self._dirty) | {n for n, when in self._due.items() if when <= now}
+            self._dirty.clear()
+        for name in sorted(names):
+            self._due.pop(name, None)
+            node = self.state.node(name)
+            if node is None:
+                continue
+            try:
+                self._one(node, ttls, now, protected, done)
+            except NotFound:
+                continue
+            except ClusterError as error:
+                done.errors.append(f"emptiness of node {name}: {error}")
+                with self._lock:
+                    self._dirty.add(name)
+        if self._due:
+            left = min(self._due.values())
+            done.due = max((left - now).total_seconds(), 0.0)
+        return done
+
+    def _one(
+        self, node: NodeRecord, ttls: Mapping[str, int | None], now: dt.datetime, protected: frozenset[str],
+        done: Emptied,
+    ) -> None:
+        name = node.name
+        if not node.ours or node.deleting:
+            return
+        ttl = ttls.get(node.provisioner or "")
+        stamped = node.annotations.get(EMPTINESS_TIMESTAMP)
+        empty = self.state.workload_pods_on(name) == 0 and name not in protected and node.labelled_initialized
+        if ttl is None or not empty:
+            if stamped is not None:
+                self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP: None}}})
+                done.unmarked.append(name)
+                EMPTINESS.info("Removed emptiness TTL from node", extra=self.fields(node=name))
+            return
+        since = _parse(stamped) if stamped else None
+        if since is None:
+            self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP: _stamp(now)}}})
+            done.marked.append(name)
+            EMPTINESS.info("Added TTL to empty node", extra=self.fields(node=name))
+            since = now.replace(microsecond=0)
+        left = ttl - (now - since).total_seconds()
+        if left > 0:
+            self._due[name] = now + dt.timedelta(seconds=left)
+            return
+        EMPTINESS.info("Triggering termination after %ds for empty node", ttl, extra=self.fields(node=name))
+        self.cluster.delete(objects.NODE, name)
+        done.deleted.append(name)
+
+
+__all__ = ["EMPTINESS_TIMESTAMP", "Emptiness"]

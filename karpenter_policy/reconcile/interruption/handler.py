@@ -1,0 +1,292 @@
+"""Interruption handling: EventBridge events from the interruption queue → actions on our Nodes (Karpenter v0.31's
+interruption controller).
+
+:meth:`InterruptionHandler.poll_once` receives up to 10 messages (long polling), reads each
+(:mod:`~karpenter_policy.reconcile.interruption.eventbridge`) and acts on the Nodes of ours whose instance it names:
+
+| kind | Node event | action |
+|---|---|---|
+| spot interruption warning | Warning `SpotInterrupted` | its offering (type, zone, spot) unavailable; cordon, drain |
+| rebalance recommendation | Normal `SpotRebalanceRecommendation` | none |
+| state change: stopping, stopped | Warning `InstanceStopping` | cordon and drain |
+| state change: shutting-down, terminated | Warning `InstanceTerminating` | cordon and drain |
+| AWS Health scheduled change (EC2) | Warning `InstanceUnhealthy` | cordon and drain |
+
+*Cordon and drain* goes through the node-deletion path (:func:`~karpenter_policy.reconcile.nodedeletion.delete_node`:
+the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while the controller's termination step
+cordons it, evicts its pods and terminates its instance — the same path as every other disruption). It is
+logged (``initiating delete from interruption message``) with a Warning Event `TerminatingOnInterruption`. A Node
+already being deleted is left to termination, without a second log line or Event.
+
+Each message is deleted once handled; one that cannot be read (malformed) or is about something else (no-op: an
+event of another kind, an instance that is not ours, a state not acted on) is deleted too, and counted — it
+would come back for ever otherwise. A message whose action failed (the API server could not be reached) is not
+deleted: the queue delivers it again after its visibility timeout. Nothing a message contains can make a poll
+raise. Nodes are matched on the instance id of their ``spec.providerID``; only Nodes this controller registered
+are acted on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from karpenter_policy.cloud.errors import CloudError
+from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.cloud.queue import InterruptionQueue, QueueMessage
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster, EventSeverity
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.interruption.eventbridge import (
+    STOPPING_STATES,
+    InterruptionMessage,
+    MalformedMessage,
+    MessageKind,
+    parse,
+)
+from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.termination.nodedeletion import delete_node
+
+INTERRUPTION = logs.logger("interruption")
+
+CORDON_AND_DRAIN = "CordonAndDrain"
+NO_ACTION = "NoAction"
+REASON_TERMINATING = "TerminatingOnInterruption"
+
+_ACTIONS = {
+    MessageKind.SPOT_INTERRUPTION: CORDON_AND_DRAIN,
+    MessageKind.SCHEDULED_CHANGE: CORDON_AND_DRAIN,
+    MessageKind.STATE_CHANGE: CORDON_AND_DRAIN,
+    MessageKind.REBALANCE_RECOMMENDATION: NO_ACTION,
+}
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """The Event a message puts on the Node it is about."""
+
+    reason: str
+    message: str
+    severity: EventSeverity
+
+
+def notice(message: InterruptionMessage) -> Notice | None:
+    """Karpenter's Event for the message's kind (None for a no-op)."""
+    if message.kind is MessageKind.SPOT_INTERRUPTION:
+        return Notice("SpotInterrupted", "Spot interruption warning was triggered", "Warning")
+    if message.kind is MessageKind.REBALANCE_RECOMMENDATION:
+        return Notice("SpotRebalanceRecommendation", "Spot rebalance recommendation was triggered", "Normal")
+    if message.kind is MessageKind.SCHEDULED_CHANGE:
+        return Notice("InstanceUnhealthy", "An unhealthy warning was triggered for the instance", "Warning")
+    if message.kind is MessageKind.STATE_CHANGE:
+        if message.state in STOPPING_STATES:
+            return Notice("InstanceStopping", "Instance is stopping", "Warning")
+        return Notice("InstanceTerminating", "Instance is terminating", "Warning")
+    return None
+
+
+@dataclass(slots=True)
+class InterruptionResult:
+    """What one poll did. ``kinds``: message id → kind read; ``malformed``: message id → why it is unreadable;
+    ``acted``: node → the action taken for it; ``draining``: the Nodes whose deletion this poll requested;
+    ``kept``: messages left in the queue to be delivered again; ``error``: the queue could not be read."""
+
+    received: int = 0
+    kinds: dict[str, MessageKind] = field(default_factory=dict)
+    malformed: dict[str, str] = field(default_factory=dict)
+    deleted: int = 0
+    acted: dict[str, str] = field(default_factory=dict)
+    draining: list[str] = field(default_factory=list)
+    kept: int = 0
+    errors: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+class InterruptionHandler:
+    """See the module docstring. ``nodes`` supplies the Nodes to match messages against (default: a list from the
+    cluster; the runner passes its watch cache)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        cloud: CloudProvider,
+        queue: InterruptionQueue,
+        *,
+        metrics: Metrics,
+        nodes: Callable[[], list[Obj]] | None = None,
+        wall_clock: Callable[[], dt.datetime] = _utc_now,
+    ) -> None:
+        self.cluster = cluster
+        self.cloud = cloud
+        self.queue = queue
+        self.metrics = metrics
+        self.wall_clock = wall_clock
+        self._nodes = nodes or (lambda: cluster.list(objects.NODE).items)
+        self._state: ClusterState | None = None
+
+    def use_nodes(self, nodes: Callable[[], list[Obj]]) -> None:
+        """Match messages against these Nodes from now on."""
+        self._nodes = nodes
+        self._state = None
+
+    def use_state(self, state: ClusterState) -> None:
+        """Match messages against the cluster state from now on (by its instance index: no list per message)."""
+        self._state = state
+
+    def poll_once(self, acting: Callable[[], bool] = lambda: True) -> InterruptionResult:
+        """Receive and handle one batch of messages. When ``acting()`` is false once they are received (this
+        replica stopped, or lost the lease), nothing is done and they come back after their visibility timeout."""
+        result = InterruptionResult()
+        try:
+            received = self.queue.receive()
+        except CloudError as error:
+            self.metrics.interruption_queue_errors.labels("receive").inc()
+            result.error = f"could not receive messages from queue {self.queue.name}, {error}"
+            INTERRUPTION.error(result.error, extra=self._fields(queue=self.queue.name))
+            return result
+        result.received = len(received)
+        if not received:
+            return result
+        if not acting():
+            result.kept = len(received)
+            return result
+        try:
+            by_instance = self._our_nodes()
+        except ClusterError as error:
+            result.kept = len(received)
+            result.error = f"could not list nodes, {error}"
+            INTERRUPTION.error(result.error, extra=self._fields(queue=self.queue.name))
+            return result
+        for raw in received:
+            self._one(raw, by_instance, result)
+        return result
+
+    def _our_nodes(self) -> Callable[[str], Obj | None]:
+        """Instance id → the Node of ours that runs it (None: none)."""
+        state = self._state
+        if state is not None:
+            def from_state(instance_id: str) -> Obj | None:
+                record = state.node_of_instance(instance_id)
+                return record.obj if record is not None and record.ours else None
+
+            return from_state
+        found: dict[str, Obj] = {}
+        for node in self._nodes():
+            instance_id = node_info.instance_id(node)
+            if instance_id and node_info.is_ours(node):
+                found[instance_id] = node
+        return found.get
+
+    def _one(self, raw: QueueMessage, by_instance: Callable[[str], Obj | None], result: InterruptionResult) -> None:
+        try:
+            message = parse(raw.body)
+        except MalformedMessage as error:
+            result.malformed[raw.id] = str(error)
+            self.metrics.interruption_malformed.inc()
+            INTERRUPTION.error(
+                "parsing message, %s", error, extra=self._fields(queue=self.queue.name, messageId=raw.id)
+            )
+            self._delete(raw, result)
+            return
+        result.kinds[raw.id] = message.kind
+        self.metrics.interruption_received.labels(message.kind.value).inc()
+        if self._handle(message, by_instance, result):
+            self._delete(raw, result)
+        else:
+            result.kept += 1
+
+    def _handle(
+        self, message: InterruptionMessage, by_instance: Callable[[str], Obj | None], result: InterruptionResult
+    ) -> bool:
+        """Act on every Node of ours the message names; False when an action failed (handle it again later)."""
+        action = _ACTIONS.get(message.kind)
+        if action is None:
+            return True
+        handled = True
+        for instance_id in message.instance_ids:
+            node = by_instance(instance_id)
+            if node is None:
+                continue
+            name = objects.name(node)
+            fields: dict[str, object] = {
+                "queue": self.queue.name, "messageKind": message.kind.value, "node": name, "action": action,
+            }
+            event = notice(message)
+            if event is not None:
+                self._event(node, event.reason, event.message, event.severity)
+            self.metrics.interruption_actions.labels(action).inc()
+            result.acted[name] = action
+            if message.kind is MessageKind.SPOT_INTERRUPTION:
+                self._mark_unavailable(node, message)
+            if action == CORDON_AND_DRAIN and not self._drain(node, fields, result):
+                handled = False
+        if message.time is not None and handled:
+            self.metrics.interruption_latency.observe(max(0.0, (self.wall_clock() - message.time).total_seconds()))
+        return handled
+
+    def _mark_unavailable(self, node: Obj, message: InterruptionMessage) -> None:
+        labels = objects.labels(node)
+        instance_type, zone = labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, "")
+        if instance_type and zone:
+            self.cloud.mark_unavailable(instance_type, zone, CAPACITY_TYPE_SPOT, message.kind.value)
+
+    def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult) -> bool:
+        """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes
+        back and this is tried again: every step is idempotent)."""
+        name = objects.name(node)
+        if not objects.is_deleting(node):  # as Karpenter: logged when the deletion is requested
+            INTERRUPTION.info("initiating delete from interruption message", extra=self._fields(**fields))
+            self._event(node, REASON_TERMINATING, "Interruption triggered termination for the Node", "Warning")
+        try:
+            delete_node(self.cluster, node)
+        except (ClusterError, CloudError) as error:
+            message = f"could not delete node {name} on an interruption message, {error}"
+            result.errors.append(message)
+            INTERRUPTION.error(message, extra=self._fields(**fields))
+            return False
+        result.draining.append(name)
+        return True
+
+    def _delete(self, raw: QueueMessage, result: InterruptionResult) -> None:
+        try:
+            self.queue.delete(raw)
+        except CloudError as error:
+            self.metrics.interruption_queue_errors.labels("delete").inc()
+            result.kept += 1
+            message = f"could not delete message {raw.id} from queue {self.queue.name}, {error}"
+            result.errors.append(message)
+            INTERRUPTION.error(message, extra=self._fields(queue=self.queue.name, messageId=raw.id))
+            return
+        result.deleted += 1
+        self.metrics.interruption_deleted.inc()
+
+    def _event(self, node: Obj, reason: str, message: str, severity: EventSeverity) -> None:
+        try:
+            self.cluster.record_event(node, reason, message, severity)
+        except ClusterError as error:
+            INTERRUPTION.warning("could not record event %s, %s", reason, error, extra=self._fields())
+
+    def _fields(self, **values: object) -> dict[str, object]:
+        return logs.fields(self.wall_clock(), **values)
+
+
+__all__ = [
+    "CORDON_AND_DRAIN",
+    "NO_ACTION",
+    "REASON_TERMINATING",
+    "InterruptionHandler",
+    "InterruptionResult",
+    "Notice",
+    "notice",
+]

@@ -1,0 +1,145 @@
+"""What one scheduling run of provisioning reads: the pending pods and the capacity they may join, from the state.
+
+* **pending pods**: the state's provisionable pods, less those planned onto a launch in flight and those this
+  pass already placed on existing nodes (`assigned`), in Karpenter's queue order (creation time); pods whose spec
+  the scheduler cannot read are set aside with the reason (an Event says why);
+* **existing nodes**: only those with room for the smallest pending pod (Karpenter's scheduler tries every node
+  for every pod; at 5,000 full nodes that is millions of refusals) — plus the nodes being launched, with the pods
+  planned onto them; what every node of a provisioner holds still counts against its limits (`used`) and every
+  node's labels are still topology domains (`node_domains`);
+* DaemonSets (their overhead), the running pods indexed for topology, the namespaces' labels.
+
+Built in O(pending pods + nodes) without copying an object; the `version` says when two builds saw the same
+cluster (a plan made ahead may be used only then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
+
+from karpenter_policy.reconcile.state.cluster import ClusterState, existing_node
+from karpenter_policy.reconcile.state.inflight import InFlight
+from karpenter_policy.reconcile.state.records import PodRecord, node_record
+from karpenter_policy.scheduling import ExistingNode, Pod, Scheduler, SchedulerOptions
+from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.running import PodsForTopology
+from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.vectors import ZERO, Vector, add, fits
+
+
+@dataclass(slots=True)
+class SchedulingInputs:
+    """See the module docstring."""
+
+    pending: list[Pod] = field(default_factory=list)
+    records: dict[str, PodRecord] = field(default_factory=dict)  # uid → the pending pod's record
+    unreadable: list[tuple[PodRecord, str]] = field(default_factory=list)
+    existing: list[ExistingNode] = field(default_factory=list)
+    daemons: list[Pod] = field(default_factory=list)
+    running: PodsForTopology | None = None
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    used: dict[str, Vector] = field(default_factory=dict)
+    state: ClusterState | None = None
+    version: object = None
+
+    def scheduler(self, templates: list[NodeTemplate], options: SchedulerOptions) -> Scheduler:
+        state = self.state
+        return Scheduler(
+            templates,
+            self.existing,
+            self.daemons,
+            self.running or (),
+            self.namespace_labels,
+            options,
+            used=self.used,
+            node_domains=state.label_values if state is not None else None,
+        )
+
+
+def scheduling_inputs(
+    state: ClusterState,
+    inflight: InFlight,
+    assigned: Mapping[str, tuple[str, Pod]] | None = None,
+    only_room: bool = True,
+) -> SchedulingInputs:
+    """The inputs of one scheduling run (see the module docstring). `assigned`: pod uid → (node, pod) placed on
+    existing nodes this pass, which the state may not show yet. `only_room` False offers every node."""
+    assigned = assigned or {}
+    inputs = SchedulingInputs(state=state)
+    with state.lock:
+        planned = inflight.planned()
+        overlay: dict[str, list[Pod]] = {}
+        for uid, entry in planned.items():
+            known = state.pod(uid)
+            if known is not None and not (known.node or known.terminal):  # planned, not bound yet: counted there
+                overlay.setdefault(entry.name, []).append(entry.pods[uid])
+        for uid, (name, pod) in assigned.items():
+            known = state.pod(uid)
+            if known is None or not known.node:
+                overlay.setdefault(name, []).append(pod)
+        order = 0
+        for record in state.pending():
+            if record.uid in planned or record.uid in assigned:
+                continue
+            try:
+                pod = state.scheduling_pod(record, order=order)
+            except PodSpecError as error:
+                inputs.unreadable.append((record, f"{error.message} (at spec.{'.'.join(map(str, error.path))})"))
+                continue
+            order += 1
+            inputs.pending.append(pod)
+            inputs.records[record.uid] = record
+        inputs.daemons = state.daemons()
+        inputs.running = state.running_view()
+        inputs.namespace_labels = state.namespace_labels()
+        inputs.used = state.used()
+        shown = set()
+        smallest = _smallest(inputs.pending)
+        for node in state.existing_nodes():
+            shown.add(node.name)
+            extra = overlay.get(node.name)
+            if extra:
+                node = _with_pods(node, extra)
+            if not only_room or extra or _has_room(node, smallest):
+                inputs.existing.append(node)
+        for entry in inflight:
+            if entry.name in shown or state.node(entry.name) is not None:
+                continue
+            launching = node_record(entry.node)
+            node = _with_pods(existing_node(launching, ZERO, {}, [], frozenset(), inputs.daemons),
+                              overlay.get(entry.name, []))
+            inputs.existing.append(node)
+            if launching.provisioner is not None:
+                used = inputs.used.get(launching.provisioner, ZERO)
+                inputs.used[launching.provisioner] = add(used, launching.capacity)
+        inputs.version = (state.version, inflight.fingerprint(), tuple(sorted(assigned)))
+    return inputs
+
+
+def _smallest(pods: Collection[Pod]) -> Vector | None:
+    smallest: Vector | None = None
+    for pod in pods:
+        smallest = pod.requests if smallest is None else tuple(map(min, smallest, pod.requests))
+    return smallest
+
+
+def _has_room(node: ExistingNode, smallest: Vector | None) -> bool:
+    return smallest is None or fits(add(node.requests, smallest), node.allocatable)
+
+
+def _with_pods(node: ExistingNode, pods: list[Pod]) -> ExistingNode:
+    """The node with pods the state does not show on it yet (planned onto it, or placed this pass)."""
+    if not pods:
+        return node
+    requested = node.requested
+    extended = dict(node.extended_requested)
+    for pod in pods:
+        requested = add(requested, pod.requests)
+        for name, count in pod.shape.extended.items():
+            extended[name] = extended.get(name, 0) + count
+    ports = [*node.host_ports, *(port for pod in pods for port in pod.shape.host_ports)]
+    return replace(node, requested=requested, extended_requested=extended, host_ports=ports, pods=[])
+
+
+__all__ = ["SchedulingInputs", "scheduling_inputs"]

@@ -1,0 +1,467 @@
+"""Provisioning: pending pods in, EC2 instances, Nodes and bindings out (Karpenter's provisioner).
+
+Woken by the cluster state whenever a pod *becomes* pending (created, or marked Unschedulable by kube-scheduler),
+it batches: the first such pod opens a window, each further one extends it, and it closes after `batch_idle`
+seconds without one (1 s) or `batch_max` after it opened (10 s). Then every pod pending at that moment —
+read from the state when the window closes, not when it opened — goes to the scheduler with the nodes that have
+room, the nodes being launched, the DaemonSets and the node templates of the constraint sets in force (their
+admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
+launched (all at once), its Node registered and its pods bound; pods the plan puts on existing nodes are bound
+(no kube-scheduler) or nominated. A claim whose every offering lacked capacity has its pods scheduled again in the
+same pass without the offerings the cloud just refused. Pods no provisioner can take get a Warning Event
+`FailedScheduling` with the scheduler's reason, once per reason.
+
+**No pod is lost** — the invariant the tests hold it to: a provisionable pod that is not planned onto a launch in
+flight is always either in an open batch window or covered by a retry that is due. A pod that becomes pending
+opens or extends a window (whatever a pass is doing at that moment: the pass takes the window before it reads
+the pods, so a pod that arrives meanwhile opens the next one); a batch that leaves pods pending (no provisioner
+takes them, a launch failed) sets a retry `retry_interval` later; a new version of the constraint sets, a start
+and a leader take-over (:meth:`Provisioner.resume`) open a window for whatever is pending; a launch dropped from
+the in-flight registry (its Node never came) opens one for its pods.
+
+While a window is open and quiet the batch is planned ahead (`ahead`); when it closes and nothing changed, that
+plan is used and the launches start at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+
+from karpenter_policy.cloud.errors import CloudError, ConfigurationError, InsufficientCapacity, Throttled
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.context import Context
+from karpenter_policy.reconcile.provisioning import registration
+from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
+from karpenter_policy.reconcile.provisioning.batcher import Batcher
+from karpenter_policy.reconcile.provisioning.binder import Binder, Binding
+from karpenter_policy.reconcile.provisioning.inputs import SchedulingInputs, scheduling_inputs
+from karpenter_policy.reconcile.provisioning.launcher import Launcher, Outcome, launch_request
+from karpenter_policy.reconcile.result import BatchWindow, LaunchedNode, ReconcileResult
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.cluster import Change
+from karpenter_policy.reconcile.state.inflight import InFlightNode
+from karpenter_policy.reconcile.state.records import PodRecord
+from karpenter_policy.reconcile.templates import Templates
+from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, PodFailure, SchedulerOptions
+from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.vectors import as_resources
+
+PROVISIONER = logs.logger("provisioner")
+NODE = logs.logger("node")
+
+REASON_FAILED_SCHEDULING = "FailedScheduling"
+REASON_NOMINATED = "Nominated"
+REASON_LAUNCHED = "Launched"
+
+
+class Provisioner:
+    """See the module docstring."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        options = context.options
+        self.batcher = Batcher(options.batch_idle, options.batch_max, context.clock)
+        self.ahead = PlanAhead(self.batcher, options.batch_idle, context.clock)
+        self.launcher = Launcher(context.cloud, options.launch_parallelism, context.clock)
+        self.binder = Binder(context.cluster, options.bind_parallelism)
+        self.scheduler_options = SchedulerOptions(options.strategy)
+        self._lock = threading.Lock()
+        self._retry_at: float | None = None
+        self._sets_changed = False
+        self._reported: dict[str, str] = {}  # pod uid → the reason last reported (Event and log once per reason)
+        self._nominated: dict[str, str] = {}  # pod uid → the node it was nominated to
+        self._announced: set[str] = set()  # pods `notify` announced before the state saw them (not triggered twice)
+        self.wake = threading.Event()  # set when the provisioning thread has something to do
+        context.state.subscribe(self._on_change)
+
+    # --- what wakes it -------------------------------------------------------------------------------------
+
+    def _on_change(self, change: Change) -> None:
+        """The state saw a pod become pending: open or extend the batch window (runs under the state's lock)."""
+        if change.kind != "pod" or not isinstance(change.after, PodRecord):
+            return
+        state = self.context.state
+        if not state.is_pending(change.after.uid):
+            return
+        before = change.before
+        if isinstance(before, PodRecord) and before.provisionable(state.unschedulable_only):
+            return  # pending before too: its window or retry is already there
+        with self._lock:
+            if change.after.uid in self._announced:
+                self._announced.discard(change.after.uid)
+                return  # announced when it was created: the window it opened is already there
+        self._trigger()
+
+    def notify(self, uid: str = "") -> None:
+        """A pod (`uid`) became pending, as a watch event tells before the state shows it (a simulation's
+        driver): open or extend the batch window now, and not again when the state sees the pod."""
+        if uid:
+            with self._lock:
+                self._announced.add(uid)
+                if len(self._announced) > 100_000:  # announced pods that never showed up (deleted at once)
+                    self._announced.clear()
+        self._trigger()
+
+    def _trigger(self) -> None:
+        opened = self.batcher.due() is None
+        self.batcher.trigger()
+        if opened:
+            self.wake.set()
+
+    def resume(self) -> None:
+        """A start or a leader take-over: whatever is pending now gets a window of its own."""
+        if self.pending_pods():
+            self._trigger()
+
+    def sets_changed(self) -> None:
+        """A new version of the constraint sets: pods still pending are tried again at once."""
+        with self._lock:
+            self._sets_changed = True
+        self.wake.set()
+
+    def relaunch(self, pods: Sequence[str]) -> None:
+        """Launches dropped from the in-flight registry leave these pods (uids) pending again."""
+        state = self.context.state
+        if any(state.is_pending(uid) for uid in pods):
+            self._trigger()
+
+    def next_due(self) -> float | None:
+        """When the provisioner has something to do on its own: a window closes, a plan can be made ahead for it,
+        or a retry is due."""
+        due = self.batcher.due()
+        ahead = self.ahead.due() if self.context.options.speculate else None
+        for other in (ahead, self._retry_at):
+            if other is not None:
+                due = other if due is None else min(due, other)
+        return due
+
+    def pending_pods(self) -> list[PodRecord]:
+        """The provisionable pods not planned onto a launch in flight."""
+        planned = self.context.inflight.planned()
+        return [p for p in self.context.state.pending() if p.uid not in planned]
+
+    def unschedulable(self) -> frozenset[str]:
+        """The pending pods (uids) the last batch that tried them found no place for (or could not read): they wait
+        for a retry, and disruption does not wait for them (as Karpenter disrupts while they stay pending)."""
+        return frozenset(self._reported.copy())  # a copy in one step: the provisioning thread may add to it
+
+    def nominations(self) -> dict[str, str]:
+        """Pending pod uid → the existing node the provisioner planned it onto, for kube-scheduler to bind
+        (Karpenter's nominated nodes: disruption leaves them alone)."""
+        return self._nominated.copy()
+
+    # --- a pass --------------------------------------------------------------------------------------------
+
+    def reconcile(self, result: ReconcileResult) -> None:
+        """Report unreadable pods, close a due window and provision for it (or plan ahead)."""
+        context = self.context
+        pending = self.pending_pods()
+        readable = self._readable(pending)
+        result.pending = readable
+        context.metrics.pods_pending.set(readable)
+        self._forget(pending)
+        window = self._take(pending)
+        if window is None:
+            if context.options.speculate and pending:
+                self._plan_ahead()
+            return
+        result.batch = window
+        self._provision(result)
+        context.metrics.reconcile_duration.observe(context.clock() - result.started)
+
+    def _readable(self, pending: list[PodRecord]) -> int:
+        """How many of the pending pods the scheduler can read; the others are reported (once per reason)."""
+        state = self.context.state
+        count = 0
+        unreadable = []
+        for record in pending:
+            try:
+                state.scheduling_pod(record)
+            except PodSpecError as error:
+                unreadable.append((record, f"{error.message} (at spec.{'.'.join(map(str, error.path))})"))
+                continue
+            count += 1
+        self._report_unreadable(unreadable)
+        return count
+
+    def _forget(self, pending: list[PodRecord]) -> None:
+        """A pod that is no longer pending is reported again if it ever is (and for another reason)."""
+        waiting = {p.uid for p in pending}
+        self._reported = {uid: why for uid, why in self._reported.items() if uid in waiting}
+        self._nominated = {uid: node for uid, node in self._nominated.items() if uid in waiting}
+
+    def _take(self, pending: list[PodRecord]) -> BatchWindow | None:
+        now = self.context.clock()
+        with self._lock:
+            retry_due = self._retry_at is not None and now >= self._retry_at
+            again = bool(pending) and self.batcher.due() is None and (self._sets_changed or retry_due)
+            self._sets_changed = False
+        if again:
+            self.batcher.trigger()
+            self._retry_at = None  # the batch this opens is the retry (the pass that closes it sets the next one)
+        if not pending:
+            self._retry_at = None
+        window = self.batcher.take()
+        if window is not None and not pending:
+            self.ahead.take()
+            return None  # the pods that opened it are gone (deleted, or bound by someone else)
+        return window
+
+    def _inputs(self, assigned: dict[str, tuple[str, Pod]] | None = None) -> SchedulingInputs:
+        return scheduling_inputs(self.context.state, self.context.inflight, assigned)
+
+    def _plan_ahead(self) -> None:
+        def plan(templates: Templates, inputs: SchedulingInputs) -> Plan:
+            return inputs.scheduler(templates.templates, self.scheduler_options).solve(inputs.pending)
+
+        try:
+            self.ahead.maybe(self._inputs, self.context.loaded, self.context.template_sets, plan)
+        except CloudError:
+            return  # the pass that closes the window will say so
+
+    def _provision(self, result: ReconcileResult) -> None:
+        context = self.context
+        inputs = self._inputs()
+        PROVISIONER.info(
+            "found %d provisionable pod(s)", len(inputs.pending), extra=context.fields(pods=len(inputs.pending))
+        )
+        ahead = self.ahead.take()
+        planned_ahead = ahead is not None and ahead.fits(inputs, context.loaded)
+        if ahead is not None:
+            context.metrics.plans_ahead.labels(str(planned_ahead).lower()).inc()
+        try:
+            templates = ahead.templates if ahead is not None and planned_ahead else context.template_sets()
+        except CloudError as error:
+            context.error(result.errors, PROVISIONER, f"could not read the cloud's offerings, {error}")
+            self._retry_at = context.clock() + context.options.retry_interval
+            return
+        pods = inputs.pending
+        assigned: dict[str, tuple[str, Pod]] = {}  # uid → (existing node, pod), this pass
+        retry: list[ClaimPlan] = []
+        for round_ in range(1 + context.options.replans):
+            if round_ > 0:  # some claims found no capacity: their pods again, without the refused offerings
+                try:
+                    templates = context.template_sets()
+                except CloudError as error:
+                    context.error(result.errors, PROVISIONER, f"could not read the cloud's offerings, {error}")
+                    break
+                again = {pod.uid for pod in pods}
+                inputs = self._inputs(assigned)
+                pods = [pod for pod in inputs.pending if pod.uid in again]
+                if not pods:
+                    break
+            if round_ == 0 and ahead is not None and planned_ahead:
+                plan = ahead.plan  # planned while the window was quiet, on exactly these inputs
+            else:
+                plan = inputs.scheduler(templates.templates, self.scheduler_options).solve(pods)
+            result.plans.append(plan)
+            self._report_failures(plan, inputs, result)
+            self._place_on_existing(plan, inputs, assigned, result)
+            retry = self._launch(plan.claims, templates, result)
+            if not retry:
+                break
+            pods = [pod for claim in retry for pod in claim.pods]
+        context.metrics.pods_unschedulable.set(len(result.unschedulable))
+        left = bool(result.unschedulable or result.errors or retry)  # pods still pending: try again later
+        self._retry_at = context.clock() + context.options.retry_interval if left else None
+
+    # --- reporting -----------------------------------------------------------------------------------------
+
+    def _report_failures(self, plan: Plan, inputs: SchedulingInputs, result: ReconcileResult) -> None:
+        for failure in plan.failures.values():
+            message = failure.message()
+            result.unschedulable[failure.pod.key] = message
+            self._report_pod(inputs.records.get(failure.pod.uid), failure, message)
+
+    def _report_pod(self, record: PodRecord | None, failure: PodFailure, message: str) -> None:
+        uid = failure.pod.uid
+        if self._reported.get(uid) == message:
+            return
+        self._reported[uid] = message
+        PROVISIONER.error("could not schedule pod, %s", message, extra=self.context.fields(pod=failure.pod.key))
+        if record is not None:
+            self.context.event(record.obj, REASON_FAILED_SCHEDULING, message, "Warning")
+
+    def _report_unreadable(self, unreadable: list[tuple[PodRecord, str]]) -> None:
+        for record, why in unreadable:
+            message = f"cannot read the pod spec: {why}"
+            if self._reported.get(record.uid) != message:
+                self._reported[record.uid] = message
+                PROVISIONER.error("could not schedule pod, %s", message, extra=self.context.fields(pod=record.key))
+                self.context.event(record.obj, REASON_FAILED_SCHEDULING, message, "Warning")
+
+    # --- acting on the plan --------------------------------------------------------------------------------
+
+    def _place_on_existing(
+        self, plan: Plan, inputs: SchedulingInputs, assigned: dict[str, tuple[str, Pod]], result: ReconcileResult
+    ) -> None:
+        context = self.context
+        for node_name, pods in sorted(plan.existing.items()):
+            for pod in pods:
+                assigned[pod.uid] = (node_name, pod)
+            entry = context.inflight.get(node_name)
+            if entry is not None:  # a node being launched: its pods are the controller's to bind
+                entry.pods.update((pod.uid, pod) for pod in pods)
+                if entry.registered:
+                    self.bind(node_name, pods, entry, result)
+            elif context.options.bind_existing:
+                self.bind(node_name, pods, None, result)
+            else:
+                result.nominated[node_name] = tuple(p.key for p in pods)
+                for pod in pods:
+                    if self._nominated.get(pod.uid) != node_name:
+                        self._nominated[pod.uid] = node_name
+                        record = inputs.records.get(pod.uid)
+                        if record is not None:
+                            context.event(record.obj, REASON_NOMINATED, f"Pod should schedule on node: {node_name}")
+
+    def _launch(self, claims: Sequence[ClaimPlan], templates: Templates, result: ReconcileResult) -> list[ClaimPlan]:
+        """Launch every claim, register and bind; the claims that found no capacity at all."""
+        if not claims:
+            return []
+        context = self.context
+        PROVISIONER.info(
+            "computed new node(s) to fit pod(s)",
+            extra=context.fields(nodes=len(claims), pods=sum(len(c.pods) for c in claims)),
+        )
+        requests = []
+        for claim in claims:
+            template = templates.template(claim.template)
+            request = launch_request(context.options.cluster_name, claim, template, templates.sets[claim.template])
+            requests.append(request)
+            PROVISIONER.info(
+                "launching node with %d pod(s) requesting %s from types %s",
+                len(claim.pods),
+                logs.resources_text(as_resources(claim.requests)),
+                logs.options_text([o.instance_type for o in claim.options]),
+                extra=context.fields(provisioner=claim.template),
+            )
+        outcomes = self.launcher.launch(requests)
+        retry = []
+        for claim, outcome in zip(claims, outcomes, strict=True):
+            if outcome.instance is None:
+                if self.launch_failed(claim, outcome, result):
+                    retry.append(claim)
+                continue
+            self.launched(claim, outcome, templates, result)
+        return retry
+
+    def launch_replacements(
+        self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult
+    ) -> list[str] | str:
+        """Launch a disruption command's replacements and register their Nodes; no pod is bound to them (their
+        pods still run on the nodes they replace). The names, or why a launch failed. `salt` makes the launches'
+        client tokens the command's own."""
+        context = self.context
+        templates = context.template_sets()
+        salted = []
+        for claim in claims:
+            if claim.template not in templates.sets:
+                return f"provisioner {claim.template} is no longer in the constraint sets"
+            # A token of its own: the same pods may later need a launch of their own, which must not get this one.
+            salted.append(dataclasses.replace(claim, template_hash=f"{claim.template_hash}/{salt}"))
+        requests = [
+            launch_request(context.options.cluster_name, c, templates.template(c.template), templates.sets[c.template])
+            for c in salted
+        ]
+        names: list[str] = []
+        failed: list[str] = []
+        for claim, outcome in zip(salted, self.launcher.launch(requests), strict=True):
+            if outcome.instance is None:
+                self.launch_failed(claim, outcome, result)
+                failed.append(str(outcome.error))
+                continue
+            names.append(self.launched(claim, outcome, templates, result, bind=False))
+        return "; ".join(failed) if failed else names
+
+    def launch_failed(self, claim: ClaimPlan, outcome: Outcome, result: ReconcileResult) -> bool:
+        """Log and count a failed launch; whether it failed for capacity alone (worth re-planning)."""
+        error = outcome.error
+        assert error is not None
+        metrics = self.context.metrics
+        reason = "cloud"
+        if isinstance(error, InsufficientCapacity):
+            reason = "insufficient_capacity"
+            for failed in error.failed:
+                metrics.insufficient_capacity.labels(claim.template, failed.capacity_type).inc()
+        elif isinstance(error, ConfigurationError):
+            reason = "configuration"
+        elif isinstance(error, Throttled):
+            reason = "throttled"
+        metrics.launch_errors.labels(claim.template, reason).inc()
+        self.context.error(
+            result.errors, PROVISIONER, f"could not launch node, {error}", provisioner=claim.template,
+            pods=len(claim.pods),
+        )
+        return isinstance(error, InsufficientCapacity)
+
+    def launched(
+        self, claim: ClaimPlan, outcome: Outcome, templates: Templates, result: ReconcileResult, bind: bool = True
+    ) -> str:
+        """Register the Node of a launched instance and (`bind`) bind the claim's pods to it; the Node's name."""
+        context = self.context
+        metrics = context.metrics
+        instance = outcome.instance
+        assert instance is not None
+        template = templates.template(claim.template)
+        constraint_set = templates.sets[claim.template]
+        metrics.nodes_launched.labels(claim.template, instance.capacity_type).inc()
+        metrics.launch_duration.labels(claim.template).observe(outcome.seconds)
+        for failed in instance.failed_offerings:
+            metrics.insufficient_capacity.labels(claim.template, failed.capacity_type).inc()
+        if instance.failed_offerings:
+            refused = "; ".join(str(f) for f in instance.failed_offerings[:5])
+            PROVISIONER.info(
+                "fell back to the next offering after insufficient capacity: %s", refused,
+                extra=context.fields(provisioner=claim.template, refused=len(instance.failed_offerings)),
+            )
+        node = node_info.node_object(instance, template, constraint_set, claim.requirements)
+        planned = {pod.uid: pod for pod in claim.pods} if bind else {}
+        entry = InFlightNode(instance, node, claim.template, context.clock(), planned)
+        context.inflight.add(entry)
+        launched_offering = (instance.instance_type, instance.zone)
+        price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), None)
+        result.launched.append(LaunchedNode(
+            entry.name, instance.id, instance.instance_type, instance.zone, instance.capacity_type, claim.template,
+            tuple(p.key for p in claim.pods) if bind else (), price,
+        ))
+        text = (
+            f"launched instance {instance.id}, type {instance.instance_type}, zone {instance.zone}, "
+            f"capacity {instance.capacity_type}"
+        )
+        PROVISIONER.info(text, extra=context.fields(provisioner=claim.template, node=entry.name, pods=len(claim.pods)))
+        self.register(entry, result)
+        if entry.registered:
+            context.event(entry.node, REASON_LAUNCHED, text)
+            if bind:
+                self.bind(entry.name, claim.pods, entry, result)
+        return entry.name
+
+    def register(self, entry: InFlightNode, result: ReconcileResult) -> None:
+        error = registration.register(self.context.cluster, entry)
+        if error is not None:  # retried on the next pass
+            self.context.error(result.errors, NODE, f"could not register node {entry.name}, {error}", node=entry.name)
+
+    def bind(self, node: str, pods: Sequence[Pod], entry: InFlightNode | None, result: ReconcileResult) -> None:
+        context = self.context
+        bindings = [Binding(p.namespace, p.name, p.uid, node) for p in pods]
+        bound = []
+        for outcome in self.binder.bind(bindings):
+            if outcome.settled and entry is not None:
+                entry.bound.add(outcome.binding.uid)
+            if outcome.outcome == "bound":
+                bound.append(f"{outcome.binding.namespace}/{outcome.binding.pod}")
+            elif not outcome.settled:
+                context.error(
+                    result.errors, PROVISIONER, f"could not bind pod to node {node}, {outcome.error}",
+                    pod=f"{outcome.binding.namespace}/{outcome.binding.pod}",
+                )
+        if bound:
+            result.bound[node] = tuple(sorted({*result.bound.get(node, ()), *bound}))
+            context.metrics.pods_bound.inc(len(bound))
+            PROVISIONER.info("Bound %d pod(s) to node %s", len(bound), node, extra=context.fields(node=node))
+
+
+__all__ = ["REASON_FAILED_SCHEDULING", "REASON_LAUNCHED", "REASON_NOMINATED", "Provisioner"]

@@ -1,0 +1,504 @@
+"""The cluster as the controllers know it: records kept up to date event by event, with the indexes they ask.
+
+Karpenter's `state.Cluster`: one object, fed by the watches (`feed`), that every controller reads. Each change costs
+O(what changed) — a pod event touches that pod, its node's load and the indexes it is in; a node event that node
+and its pods' topology entries — and nothing is copied: records are immutable and shared (`records`).
+
+What it keeps, besides the records:
+
+* **pods by node** and each node's **load** (what its live pods request, their host ports, the DaemonSets with a
+  pod there) — incrementally, never summed again;
+* the **pending** pods (provisionable: `PodRecord.provisionable`), in arrival order;
+* nodes by **instance id** (interruption messages name instances);
+* the **scheduler's view** of each node (:class:`~karpenter_policy.scheduling.ExistingNode`), built when asked
+  and kept until the node, its pods or the DaemonSets change;
+* the **running pods** indexed for topology (:class:`~karpenter_policy.scheduling.RunningPods`) and the label
+  values of every node (topology domains);
+* DaemonSets (one pod each: their overhead) and the namespaces' labels.
+
+Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is applied — the controllers use it to
+wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
+under the state's lock and must only take note (set a flag, wake a thread), never call back into the cluster.
+
+An object that cannot be read (:class:`~karpenter_policy.reconcile.state.records.Malformed`) is counted by kind and
+reason (:attr:`ClusterState.malformed`), logged once per kind and reason, and leaves the last good record of it in
+place. Thread-safe: one re-entrant lock (:attr:`ClusterState.lock`) guards everything; readers that need several
+answers to agree take it around them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Kind, Obj
+from karpenter_policy.model.podtopology import HostPort, NamespaceScope
+from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.model.selectors import LabelSelector
+from karpenter_policy.model.taints import Taint, untolerated
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.pods import ShapeCache
+from karpenter_policy.reconcile.state.records import Malformed, NodeRecord, PodRecord, node_record, pod_record
+from karpenter_policy.scheduling import ClusterPod, ExistingNode, Pod, RunningPods
+from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.running import PodsForTopology
+from karpenter_policy.scheduling.vectors import ZERO, Vector, add, subtract
+
+log = logging.getLogger(__name__)
+
+NOTHING_UNDEFINED: frozenset[str] = frozenset()
+#: A cordoned node (`spec.unschedulable`) takes only pods that tolerate this (kube-scheduler's NodeUnschedulable).
+UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "NoSchedule")
+ChangeKind = Literal["pod", "node", "daemonset", "namespace"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One applied change: `before` and `after` records (None: absent before, or deleted)."""
+
+    kind: ChangeKind
+    before: PodRecord | NodeRecord | None
+    after: PodRecord | NodeRecord | None
+
+
+@dataclass(slots=True)
+class _Load:
+    requested: Vector = ZERO
+    extended: dict[str, int] = field(default_factory=dict)
+    host_ports: dict[str, tuple[HostPort, ...]] = field(default_factory=dict)  # uid → ports
+    daemon_sets: Counter[tuple[str, str]] = field(default_factory=Counter)  # (namespace, DaemonSet) → pods here
+    workload_pods: int = 0  # live pods that are not DaemonSets' (emptiness)
+
+    def change(self, pod: Pod | None, record: PodRecord, sign: int) -> None:
+        """Count a pod in (`sign` 1) or out (-1); `pod` None: its spec cannot be read (no requests counted,
+        as kube-scheduler placed it)."""
+        if pod is not None:
+            self.requested = add(self.requested, pod.requests) if sign > 0 else subtract(self.requested, pod.requests)
+            for name, count in pod.shape.extended.items():
+                self.extended[name] = self.extended.get(name, 0) + sign * count
+            if sign > 0:
+                if pod.shape.host_ports:
+                    self.host_ports[record.uid] = pod.shape.host_ports
+            else:
+                self.host_ports.pop(record.uid, None)
+        if record.daemon and record.owner is not None:
+            self.daemon_sets[(record.namespace, record.owner[1])] += sign
+            if self.daemon_sets[(record.namespace, record.owner[1])] <= 0:
+                del self.daemon_sets[(record.namespace, record.owner[1])]
+        else:
+            self.workload_pods += sign
+
+
+class ClusterState:
+    """See the module docstring. `unschedulable_only`: pending means kube-scheduler marked the pod Unschedulable."""
+
+    def __init__(self, shapes: ShapeCache | None = None, unschedulable_only: bool = False) -> None:
+        self.lock = threading.RLock()
+        self.shapes = shapes or ShapeCache()
+        self.unschedulable_only = unschedulable_only
+        self._pods: dict[str, PodRecord] = {}
+        self._uid_by_key: dict[str, str] = {}
+        self._scheduling: dict[str, Pod | PodSpecError] = {}  # uid → the scheduler's pod (order 0)
+        self._by_node: dict[str, dict[str, None]] = {}  # node → uids of its live pods
+        self._loads: dict[str, _Load] = {}
+        self._pending: dict[str, None] = {}
+        self._nodes: dict[str, NodeRecord] = {}
+        self._by_instance: dict[str, str] = {}
+        self._existing: dict[str, ExistingNode] = {}
+        self._daemon_sets: dict[tuple[str, str], Obj] = {}
+        self._daemons: list[Pod] | None = None
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._label_values: dict[str, Counter[str]] = {}
+        self._used: dict[str, Vector] = {}  # provisioner → the capacity of its nodes not being deleted
+        self.running = RunningPods()
+        self._listeners: list[Callable[[Change], None]] = []
+        self.malformed: Counter[tuple[str, str]] = Counter()
+        self.version = 0  # increases with every applied change
+
+    # --- feeding -------------------------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[Change], None]) -> None:
+        with self.lock:
+            self._listeners.append(listener)
+
+    def apply(self, kind: Kind, event_type: str, obj: Obj) -> None:
+        """Apply one watch event (ADDED, MODIFIED, DELETED; BOOKMARKs and other kinds are ignored)."""
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        with self.lock:
+            try:
+                if kind == objects.POD:
+                    self._apply_pod(event_type, obj)
+                elif kind == objects.NODE:
+                    self._apply_node(event_type, obj)
+                elif kind == objects.DAEMON_SET:
+                    self._apply_daemon_set(event_type, obj)
+                elif kind == objects.NAMESPACE:
+                    self._apply_namespace(event_type, obj)
+            except Malformed as error:
+                self._count_malformed(kind, str(error))
+
+    def _count_malformed(self, kind: Kind, reason: str) -> None:
+        key = (kind.plural, reason)
+        if not self.malformed[key]:
+            log.warning("ignoring a malformed %s object (%s); its last good state stays", kind.kind, reason)
+        self.malformed[key] += 1
+
+    def _notify(self, change: Change) -> None:
+        self.version += 1
+        for listener in self._listeners:
+            try:
+                listener(change)
+            except Exception:  # a listener's bug must not stop the state from following the cluster
+                log.exception("a state listener failed on a %s change", change.kind)
+
+    # --- pods ----------------------------------------------------------------------------------------------
+
+    def _apply_pod(self, event_type: str, obj: Obj) -> None:
+        record = pod_record(obj)
+        before = self._pods.get(record.uid)
+        after: PodRecord | None = None if event_type == "DELETED" else record
+        if before is not None:
+            self._unindex_pod(before, keep_scheduling=after is not None and _same_spec(before, after))
+        if after is not None:
+            self._pods[after.uid] = after
+            self._uid_by_key[after.key] = after.uid
+            self._index_pod(after)
+        elif before is None and event_type == "DELETED":
+            return  # never known: nothing to undo
+        self._notify(Change("pod", before, after))
+
+    def _unindex_pod(self, record: PodRecord, keep_scheduling: bool) -> None:
+        uid = record.uid
+        self._pods.pop(uid, None)
+        if self._uid_by_key.get(record.key) == uid:
+            del self._uid_by_key[record.key]
+        self._pending.pop(uid, None)
+        if record.live_on_node:
+            on_node = self._by_node.get(record.node)
+            if on_node is not None:
+                on_node.pop(uid, None)
+                if not on_node:
+                    del self._by_node[record.node]
+            pod = self._scheduling.get(uid)
+            load = self._loads.get(record.node)
+            if load is not None:
+                load.change(pod if isinstance(pod, Pod) else None, record, -1)
+                if not self._by_node.get(record.node):
+                    del self._loads[record.node]
+            self._existing.pop(record.node, None)
+            self.running.remove(uid)
+        if not keep_scheduling:
+            self._scheduling.pop(uid, None)
+
+    def _index_pod(self, record: PodRecord) -> None:
+        uid = record.uid
+        if record.live_on_node:
+            self._by_node.setdefault(record.node, {})[uid] = None
+            pod = self._scheduling_pod(record)
+            self._loads.setdefault(record.node, _Load()).change(pod if isinstance(pod, Pod) else None, record, +1)
+            if isinstance(pod, Pod):
+                node = self._nodes.get(record.node)
+                if node is not None:
+                    self.running.add(ClusterPod(pod, record.node, node.labels))
+            self._existing.pop(record.node, None)
+        elif record.provisionable(self.unschedulable_only):
+            self._pending[uid] = None
+
+    def _scheduling_pod(self, record: PodRecord) -> Pod | PodSpecError:
+        found = self._scheduling.get(record.uid)
+        if found is None:
+            try:
+                found = self.shapes.pod(record.obj, daemon=record.daemon)
+            except PodSpecError as error:
+                found = error
+            self._scheduling[record.uid] = found
+        return found
+
+    # --- nodes ---------------------------------------------------------------------------------------------
+
+    def _apply_node(self, event_type: str, obj: Obj) -> None:
+        record = node_record(obj)
+        before = self._nodes.get(record.name)
+        after: NodeRecord | None = None if event_type == "DELETED" else record
+        if before is None and after is None:
+            return
+        if before is not None:
+            self._count_labels(before.labels, -1)
+            self._use(before, -1)
+            if self._by_instance.get(before.instance_id) == before.name:
+                del self._by_instance[before.instance_id]
+        if after is not None:
+            self._nodes[after.name] = after
+            self._count_labels(after.labels, +1)
+            self._use(after, +1)
+            if after.instance_id:
+                self._by_instance[after.instance_id] = after.name
+        else:
+            del self._nodes[record.name]
+        self._existing.pop(record.name, None)
+        if before is None or after is None or before.labels != after.labels:
+            self._refresh_running(record.name, after)
+        self._notify(Change("node", before, after))
+
+    def _use(self, node: NodeRecord, sign: int) -> None:
+        provisioner = node.provisioner
+        if provisioner is None or node.deleting:
+            return
+        total = self._used.get(provisioner, ZERO)
+        total = add(total, node.capacity) if sign > 0 else subtract(total, node.capacity)
+        if any(total):
+            self._used[provisioner] = total
+        else:
+            self._used.pop(provisioner, None)
+
+    def _count_labels(self, labels: Mapping[str, str], sign: int) -> None:
+        for key, value in labels.items():
+            counts = self._label_values.setdefault(key, Counter())
+            counts[value] += sign
+            if counts[value] <= 0:
+                del counts[value]
+                if not counts:
+                    del self._label_values[key]
+
+    def _refresh_running(self, name: str, node: NodeRecord | None) -> None:
+        """The topology entries of the node's pods follow its labels (or leave with it)."""
+        for uid in self._by_node.get(name, ()):
+            self.running.remove(uid)
+            pod = self._scheduling.get(uid)
+            if node is not None and isinstance(pod, Pod):
+                self.running.add(ClusterPod(pod, name, node.labels))
+
+    # --- DaemonSets and namespaces -------------------------------------------------------------------------
+
+    def _apply_daemon_set(self, event_type: str, obj: Obj) -> None:
+        if not isinstance(obj, dict) or not objects.name(obj):
+            raise Malformed("metadata.name is missing")
+        key = (objects.namespace(obj) or "default", objects.name(obj))
+        if event_type == "DELETED":
+            self._daemon_sets.pop(key, None)
+        else:
+            self._daemon_sets[key] = obj
+        self._daemons = None
+        self._existing.clear()  # what DaemonSets still have to run on each node changed
+        self._notify(Change("daemonset", None, None))
+
+    def _apply_namespace(self, event_type: str, obj: Obj) -> None:
+        if not isinstance(obj, dict) or not objects.name(obj):
+            raise Malformed("metadata.name is missing")
+        if event_type == "DELETED":
+            self._namespaces.pop(objects.name(obj), None)
+        else:
+            self._namespaces[objects.name(obj)] = objects.labels(obj)
+        self._notify(Change("namespace", None, None))
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    def keys_of(self, kind: Kind) -> list[tuple[str | None, str]]:
+        """(namespace, name) of the DaemonSets or namespaces held (what a relist compares against)."""
+        with self.lock:
+            if kind == objects.DAEMON_SET:
+                return [(namespace, name) for namespace, name in self._daemon_sets]
+            if kind == objects.NAMESPACE:
+                return [(None, name) for name in self._namespaces]
+            return []
+
+    def pod(self, uid: str) -> PodRecord | None:
+        with self.lock:
+            return self._pods.get(uid)
+
+    def pod_by_key(self, key: str) -> PodRecord | None:
+        with self.lock:
+            uid = self._uid_by_key.get(key)
+            return self._pods.get(uid) if uid is not None else None
+
+    def pods(self) -> list[PodRecord]:
+        """Every pod (a list of the records, not copies of the objects)."""
+        with self.lock:
+            return list(self._pods.values())
+
+    def pods_on(self, node: str) -> list[PodRecord]:
+        """The live pods bound to `node` (DaemonSets' included), by namespace and name."""
+        with self.lock:
+            found = [self._pods[uid] for uid in self._by_node.get(node, ())]
+        return sorted(found, key=lambda p: (p.namespace, p.name))
+
+    def workload_pods_on(self, node: str) -> int:
+        """How many live pods other than DaemonSets' the node runs."""
+        with self.lock:
+            load = self._loads.get(node)
+            return load.workload_pods if load is not None else 0
+
+    def node(self, name: str) -> NodeRecord | None:
+        with self.lock:
+            return self._nodes.get(name)
+
+    def nodes(self) -> list[NodeRecord]:
+        """Every node, by name."""
+        with self.lock:
+            return [self._nodes[name] for name in sorted(self._nodes)]
+
+    def node_names(self) -> list[str]:
+        with self.lock:
+            return sorted(self._nodes)
+
+    def node_of_instance(self, instance_id: str) -> NodeRecord | None:
+        with self.lock:
+            name = self._by_instance.get(instance_id)
+            return self._nodes.get(name) if name is not None else None
+
+    def pending(self) -> list[PodRecord]:
+        """The provisionable pods, by creation time, then namespace and name (Karpenter's queue ties)."""
+        with self.lock:
+            found = [self._pods[uid] for uid in self._pending]
+        return sorted(found, key=lambda p: (p.created, p.namespace, p.name))
+
+    def pending_count(self) -> int:
+        with self.lock:
+            return len(self._pending)
+
+    def is_pending(self, uid: str) -> bool:
+        with self.lock:
+            return uid in self._pending
+
+    def scheduling_pod(self, record: PodRecord, order: int = 0) -> Pod:
+        """The scheduler's pod for a record (raises PodSpecError for a spec it cannot read)."""
+        with self.lock:
+            found = self._scheduling_pod(record)
+        if isinstance(found, PodSpecError):
+            raise found
+        if order == 0:
+            return found
+        return Pod(found.name, found.shape, owner=found.owner, order=order, daemon=found.daemon, uid=found.uid)
+
+    def daemons(self) -> list[Pod]:
+        """One pod per DaemonSet whose pod template the scheduler can read."""
+        with self.lock:
+            if self._daemons is None:
+                found = []
+                for _, obj in sorted(self._daemon_sets.items()):
+                    try:
+                        found.append(self.shapes.daemon_pod(obj))
+                    except PodSpecError:
+                        continue
+                self._daemons = found
+            return list(self._daemons)
+
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        with self.lock:
+            return dict(self._namespaces)
+
+    def label_values(self, key: str) -> Collection[str]:
+        """The values the nodes carry for a label key (topology domains of the existing nodes)."""
+        with self.lock:
+            return tuple(self._label_values.get(key, ()))
+
+    def running_view(self) -> LockedRunningPods:
+        """The running pods for topology, safe to read from another thread while the state changes."""
+        return LockedRunningPods(self.running, self.lock)
+
+    def used(self) -> dict[str, Vector]:
+        """By provisioner, the capacity of its nodes not being deleted (what counts against its limits)."""
+        with self.lock:
+            return dict(self._used)
+
+    def existing(self, name: str) -> ExistingNode | None:
+        """The scheduler's view of a node that is not being deleted (None: unknown or being deleted)."""
+        with self.lock:
+            node = self._nodes.get(name)
+            if node is None or node.deleting:
+                return None
+            found = self._existing.get(name)
+            if found is None:
+                found = self._existing[name] = self._build_existing(node)
+            return found
+
+    def existing_nodes(self) -> Iterator[ExistingNode]:
+        """The scheduler's view of every node not being deleted, by name."""
+        for name in self.node_names():
+            found = self.existing(name)
+            if found is not None:
+                yield found
+
+    def _build_existing(self, node: NodeRecord) -> ExistingNode:
+        load = self._loads.get(node.name) or _Load()
+        return existing_node(
+            node, load.requested, load.extended, [p for ports in load.host_ports.values() for p in ports],
+            frozenset(load.daemon_sets), self.daemons(),
+        )
+
+
+class LockedRunningPods:
+    """The state's running pods, each question asked under the state's lock: a scheduling run on another thread
+    reads them while the state follows the cluster."""
+
+    def __init__(self, running: PodsForTopology, lock: threading.RLock) -> None:
+        self.running = running
+        self.lock = lock
+
+    def anti_affine(self) -> list[ClusterPod]:
+        with self.lock:
+            return self.running.anti_affine()
+
+    def candidates(
+        self, scope: NamespaceScope, selector: LabelSelector, namespace_labels: Mapping[str, Mapping[str, str]]
+    ) -> list[ClusterPod]:
+        with self.lock:
+            return self.running.candidates(scope, selector, namespace_labels)
+
+
+def existing_node(
+    node: NodeRecord,
+    requested: Vector,
+    extended: Mapping[str, int],
+    host_ports: list[HostPort],
+    daemon_sets_present: frozenset[tuple[str, str]],
+    daemons: list[Pod],
+) -> ExistingNode:
+    """The scheduler's view of a node: what its pods request, and what the DaemonSets that will run there but have
+    no pod there yet will."""
+    taints = node_info.scheduling_taints(node.obj, node.initialized)
+    if node.unschedulable and UNSCHEDULABLE not in taints:  # cordoned: the taint the node controller adds
+        taints = (*taints, UNSCHEDULABLE)
+    requirements = Requirements.from_labels(node.labels)
+    remaining = ZERO
+    for daemon in daemons:
+        if (daemon.namespace, daemon.name) in daemon_sets_present:
+            continue
+        attempt = daemon.shape.attempts(False)[0]
+        if taints and untolerated(taints, attempt.tolerations):
+            continue
+        if requirements.admits(attempt.requirements, NOTHING_UNDEFINED):
+            remaining = add(remaining, daemon.requests)
+    return ExistingNode(
+        name=node.name,
+        labels=node.labels,
+        taints=taints,
+        allocatable=node.allocatable,
+        requested=requested,
+        extended_allocatable=node.extended_allocatable,
+        extended_requested=dict(extended),
+        host_ports=list(host_ports),
+        template=node.provisioner,
+        initialized=node.initialized,
+        capacity=node.capacity,
+        daemon_remaining=remaining,
+    )
+
+
+def _same_spec(before: PodRecord, after: PodRecord | None) -> bool:
+    """The scheduler's pod of `before` still holds for `after` (same node, spec and labels)."""
+    return (
+        after is not None
+        and before.node == after.node
+        and before.labels == after.labels
+        and before.obj.get("spec") == after.obj.get("spec")
+    )
+
+
+__all__ = ["Change", "ClusterState", "LockedRunningPods", "existing_node"]

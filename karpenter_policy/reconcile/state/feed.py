@@ -1,0 +1,225 @@
+"""How the cluster state is kept up to date: watch events in, one change at a time.
+
+* :class:`InformerFeed` (the threaded runner, a real API server): informers on pods, nodes, DaemonSets and
+  namespaces call :meth:`ClusterState.apply` from their own threads for every event — the initial list and every
+  relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows the cluster without the controllers
+  asking. :meth:`InformerFeed.health` says whether the state can be trusted (every informer synced, none failing).
+* :class:`WatchFeed` (step-driven: tests and simulations, on a cluster that answers a watch at once — the
+  in-memory one): :meth:`sync` drains each kind's changes since the last version it saw; a history that is gone
+  is listed again. Deterministic: changes are applied in the cluster's order, when the caller says.
+* :class:`ListFeed` (step-driven, any cluster): :meth:`sync` lists each kind and applies the difference.
+
+Namespaces are optional: a controller that may not list them (or an API that does not serve them) still runs,
+pod-affinity terms with a namespaceSelector then seeing namespaces without labels.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster, WatchEvent
+from karpenter_policy.kube.errors import ClusterError, Gone
+from karpenter_policy.kube.informer import Informer
+from karpenter_policy.kube.objects import Kind, Obj
+from karpenter_policy.reconcile.state.cluster import ClusterState
+
+KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE)
+REQUIRED: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET)
+#: A watch failing this long makes the state unhealthy (readiness lost, no instance garbage collected).
+FAILING_AFTER = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class FeedHealth:
+    """Whether the state follows the cluster: `synced` (every required kind listed once), `failing` (kinds whose
+    last list or watch failed, with why), `alive` (every feeding thread runs)."""
+
+    synced: bool
+    alive: bool = True
+    failing: tuple[tuple[str, str], ...] = ()
+    degraded: bool = False  # some required kind's list or watch is failing right now (however briefly)
+
+    @property
+    def healthy(self) -> bool:
+        return self.synced and self.alive and not self.failing
+
+    @property
+    def steady(self) -> bool:
+        """Healthy and nothing failing even now: what a destructive decision (garbage collection) requires."""
+        return self.healthy and not self.degraded
+
+
+class StateFeed(Protocol):
+    state: ClusterState
+
+    def sync(self) -> None:
+        """Bring the state up to date now (step-driven feeds; a no-op for informers, which push)."""
+
+    def health(self) -> FeedHealth: ...
+
+
+class WatchFeed:
+    """See the module docstring."""
+
+    def __init__(self, cluster: Cluster, state: ClusterState, kinds: Sequence[Kind] = KINDS) -> None:
+        self.cluster = cluster
+        self.state = state
+        self.kinds = tuple(kinds)
+        self._versions: dict[Kind, str] = {}
+        self._failing: dict[str, str] = {}
+
+    def sync(self) -> None:
+        for kind in self.kinds:
+            try:
+                self._sync(kind)
+            except ClusterError as error:
+                self._failing[kind.plural] = str(error)
+            else:
+                self._failing.pop(kind.plural, None)
+
+    def _sync(self, kind: Kind) -> None:
+        version = self._versions.get(kind)
+        if version is not None:
+            try:
+                with self.cluster.watch(kind, version, timeout_seconds=0) as stream:
+                    for event in stream:
+                        self._apply(kind, event)
+                return
+            except Gone:
+                pass
+        listed = self.cluster.list(kind)
+        replace(self.state, kind, listed.items)
+        self._versions[kind] = listed.resource_version
+
+    def _apply(self, kind: Kind, event: WatchEvent) -> None:
+        if event.resource_version:
+            self._versions[kind] = event.resource_version
+        self.state.apply(kind, event.type, event.object)
+
+    def health(self) -> FeedHealth:
+        synced = all(kind in self._versions for kind in REQUIRED if kind in self.kinds)
+        return FeedHealth(synced, failing=tuple(sorted(self._failing.items())))
+
+
+class ListFeed:
+    """See the module docstring."""
+
+    def __init__(self, cluster: Cluster, state: ClusterState, kinds: Sequence[Kind] = KINDS) -> None:
+        self.cluster = cluster
+        self.state = state
+        self.kinds = tuple(kinds)
+        self._listed: set[Kind] = set()
+        self._failing: dict[str, str] = {}
+
+    def sync(self) -> None:
+        for kind in self.kinds:
+            try:
+                replace(self.state, kind, self.cluster.list(kind).items)
+            except ClusterError as error:
+                self._failing[kind.plural] = str(error)
+                continue
+            self._listed.add(kind)
+            self._failing.pop(kind.plural, None)
+
+    def health(self) -> FeedHealth:
+        failing = tuple(sorted(self._failing.items()))
+        return FeedHealth(all(k in self._listed for k in REQUIRED), failing=failing, degraded=bool(failing))
+
+
+class InformerFeed:
+    """Informers that push every event into the state (see the module docstring). :meth:`start` them."""
+
+    def __init__(self, cluster: Cluster, state: ClusterState, kinds: Sequence[Kind] = KINDS) -> None:
+        self.state = state
+        self.informers: dict[Kind, Informer] = {
+            kind: Informer(cluster, kind, on_event=self._apply_to_state(kind)) for kind in kinds
+        }
+
+    def _apply_to_state(self, kind: Kind):  # type: ignore[no-untyped-def]
+        def apply(event: WatchEvent) -> None:
+            self.state.apply(kind, event.type, event.object)
+
+        return apply
+
+    def start(self) -> InformerFeed:
+        for informer in self.informers.values():
+            informer.start()
+        return self
+
+    def stop(self) -> None:
+        for informer in self.informers.values():
+            informer.stop()
+
+    def sync(self) -> None:
+        return None  # informers push
+
+    def required(self) -> list[Informer]:
+        return [self.informers[kind] for kind in REQUIRED if kind in self.informers]
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(informer.wait_synced(max(0.0, deadline - time.monotonic())) for informer in self.required())
+
+    def health(self) -> FeedHealth:
+        """Synced: every required informer listed once; alive: every informer's thread runs; failing: the kinds
+        whose list or watch has failed for longer than :data:`FAILING_AFTER` seconds."""
+        healths = {kind: informer.health() for kind, informer in self.informers.items()}
+        synced = all(healths[kind].synced for kind in REQUIRED if kind in healths)
+        alive = all(h.alive for h in healths.values())
+        required = [h for kind, h in healths.items() if kind in REQUIRED]
+        failing = tuple(
+            (h.kind, h.last_error or "failing") for h in required if not h.ok and h.failing_for() >= FAILING_AFTER
+        )
+        return FeedHealth(synced, alive, failing, degraded=any(not h.ok for h in required))
+
+    def malformed(self) -> dict[tuple[str, str], int]:
+        """(kind, problem) → the malformed answers each informer met (what the metrics export)."""
+        found: dict[tuple[str, str], int] = {}
+        for informer in self.informers.values():
+            health = informer.health()
+            for problem, count in health.malformed.items():
+                found[(health.kind, problem)] = count
+        return found
+
+
+def replace(state: ClusterState, kind: Kind, items: Sequence[Obj]) -> None:
+    """Apply the difference between what the state holds of `kind` and `items` (a fresh list)."""
+    with state.lock:
+        if kind == objects.POD:
+            known = {record.uid: record.obj for record in state.pods()}
+            fresh = {objects.uid(obj): obj for obj in items}
+        elif kind == objects.NODE:
+            known = {record.name: record.obj for record in state.nodes()}
+            fresh = {objects.name(obj): obj for obj in items}
+        else:
+            names = {objects.key(obj) for obj in items}
+            for gone in state.keys_of(kind):
+                if gone not in names:
+                    state.apply(kind, "DELETED", _stub(kind, gone))
+            for obj in items:
+                state.apply(kind, "ADDED", obj)
+            return
+        for key, obj in known.items():
+            if key not in fresh:
+                state.apply(kind, "DELETED", obj)
+        for key, obj in fresh.items():
+            previous = known.get(key)
+            if previous is None:
+                state.apply(kind, "ADDED", obj)
+            elif objects.resource_version(previous) != objects.resource_version(obj):
+                state.apply(kind, "MODIFIED", obj)
+
+
+def _stub(kind: Kind, key: tuple[str | None, str]) -> Obj:
+    namespace, name = key
+    meta: dict[str, str] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": meta}
+
+
+__all__ = ["KINDS", "REQUIRED", "FeedHealth", "InformerFeed", "ListFeed", "StateFeed", "WatchFeed", "replace"]

@@ -1,0 +1,242 @@
+"""Pods as the controller sees them: which ones to provision for, and their scheduling shapes.
+
+A pod is *provisionable* (Karpenter v0.31's `IsProvisionable`) when it is not bound to a node, not being deleted,
+not finished, not owned by a DaemonSet (the DaemonSet controller places those) or a Node (static pods), and not
+nominated to a node for a preemption. Karpenter also waits until kube-scheduler has marked the pod
+`PodScheduled=False` with reason `Unschedulable`, so that it never launches a node for a pod an existing node
+could take; that is `unschedulable_only` (on for a real cluster; off where no kube-scheduler runs, as in the
+in-memory cluster and simulations).
+
+What termination asks of a pod (Karpenter v0.31's `pkg/utils/pod` and termination's `terminator.go`): whether it
+is a static pod's mirror (:func:`is_owned_by_node`), critical to the node (:func:`is_critical`, evicted last),
+content to stay on a cordoned node (:func:`tolerates_unschedulable`), or stuck terminating
+(:func:`is_stuck_terminating`).
+
+Shapes are what the scheduler reads of a pod spec (requests, node selection, tolerations, topology, host
+ports). Replicas share one: :class:`ShapeCache` keys them by those fields alone (not by the pod's own volume
+names or environment), so converting a thousand replicas parses one spec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model.taints import NO_SCHEDULE, Taint, Toleration
+from karpenter_policy.scheduling import Pod, PodShape, shape_of
+from karpenter_policy.scheduling.pods import PodSpecError
+
+DAEMON_SET = "DaemonSet"
+NODE = "Node"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+#: Karpenter's annotation that keeps a pod's node from being chosen for disruption (not from a deletion asked for).
+DO_NOT_EVICT = "karpenter.sh/do-not-evict"
+#: The priority classes whose pods termination evicts last (Karpenter's `terminator.evict`).
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+#: The taint of a cordoned node; a pod that tolerates it would be put back on the node it is evicted from.
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE)
+#: A pod deleted longer ago than this is stuck terminating (its kubelet no longer answers): nothing waits for it.
+STUCK_TERMINATING_AFTER = dt.timedelta(minutes=1)
+#: The pod-spec fields a shape depends on (what `shape_of` reads); for containers only these of their fields.
+SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "overhead")
+CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
+#: Distinct shapes kept (least recently used dropped first): replicas share one, but a StatefulSet's pods differ by
+#: their pod-name label, and every bound pod of the cluster is converted too (topology counts it).
+_CACHE_LIMIT = 16384
+
+
+def controller_of(pod: Obj) -> tuple[str, str] | None:
+    """(kind, name) of the object that controls the pod (its controller owner reference), if any."""
+    for reference in objects.metadata(pod).get("ownerReferences") or []:
+        if isinstance(reference, dict) and reference.get("controller"):
+            return str(reference.get("kind") or ""), str(reference.get("name") or "")
+    return None
+
+
+def is_daemon_pod(pod: Obj) -> bool:
+    owner = controller_of(pod)
+    return owner is not None and owner[0] == DAEMON_SET
+
+
+def is_owned_by_node(pod: Obj) -> bool:
+    """A static pod's mirror, which the kubelet owns through its Node: an owner reference of apiVersion `v1` and kind
+    `Node`, controller or not (Karpenter's `IsOwnedByNode`). Never provisioned for, never evicted."""
+    for reference in objects.metadata(pod).get("ownerReferences") or []:
+        if isinstance(reference, dict) and reference.get("apiVersion") == "v1" and reference.get("kind") == NODE:
+            return True
+    return False
+
+
+def is_critical(pod: Obj) -> bool:
+    """Its priority class is `system-cluster-critical` or `system-node-critical`: evicted after every other pod."""
+    return (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+
+
+def tolerates_unschedulable(pod: Obj) -> bool:
+    """It tolerates `node.kubernetes.io/unschedulable:NoSchedule` (Karpenter's `ToleratesUnschedulableTaint`):
+    evicted, it could be scheduled back onto the cordoned node, so a drain leaves it (DaemonSets' pods carry this
+    toleration). A toleration that is not a map is ignored."""
+    tolerations = (pod.get("spec") or {}).get("tolerations")
+    if not isinstance(tolerations, list):
+        return False
+    return any(
+        isinstance(t, dict) and Toleration.from_api(t).tolerates(UNSCHEDULABLE_TAINT) for t in tolerations
+    )
+
+
+def is_stuck_terminating(deletion_timestamp: str | None, now: dt.datetime) -> bool:
+    """Deleted more than a minute before `now` (Karpenter's `isStuckTerminating`): the kubelet that should end it
+    no longer answers, so a drain stops waiting for it. An unreadable timestamp is not stuck."""
+    if deletion_timestamp is None:
+        return False
+    try:
+        deleted = objects.parse_time(deletion_timestamp)
+    except ValueError:
+        return False
+    if deleted.tzinfo is None:
+        deleted = deleted.replace(tzinfo=dt.UTC)
+    return now > deleted + STUCK_TERMINATING_AFTER
+
+
+def node_name(pod: Obj) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def is_terminal(pod: Obj) -> bool:
+    return phase(pod) in TERMINAL_PHASES
+
+
+def marked_unschedulable(pod: Obj) -> bool:
+    """kube-scheduler found no node for it: PodScheduled is False with reason Unschedulable."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "PodScheduled":
+            return condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
+    return False
+
+
+def is_provisionable(pod: Obj, unschedulable_only: bool) -> bool:
+    """Whether the controller provisions for this pod (see the module docstring)."""
+    if node_name(pod) or objects.is_deleting(pod) or is_terminal(pod):
+        return False
+    if is_daemon_pod(pod) or is_owned_by_node(pod):
+        return False
+    if (pod.get("status") or {}).get("nominatedNodeName"):
+        return False
+    return marked_unschedulable(pod) if unschedulable_only else True
+
+
+def owner_text(pod: Obj) -> str:
+    owner = controller_of(pod)
+    return f"{owner[0]}/{owner[1]}" if owner is not None else ""
+
+
+def pod_key(pod: Obj) -> str:
+    return f"{objects.namespace(pod) or 'default'}/{objects.name(pod)}"
+
+
+def _relevant(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a pod spec its shape depends on (see SHAPE_FIELDS)."""
+    relevant: dict[str, Any] = {field: spec[field] for field in SHAPE_FIELDS if spec.get(field) is not None}
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field)
+        if isinstance(containers, list):
+            relevant[field] = [
+                {k: c[k] for k in CONTAINER_FIELDS if k in c} if isinstance(c, dict) else c for c in containers
+            ]
+        elif containers is not None:
+            relevant[field] = containers
+    return relevant
+
+
+class ShapeCache:
+    """Pod specs to scheduling shapes, parsed once per distinct (namespace, labels, relevant fields)."""
+
+    def __init__(self) -> None:
+        self._shapes: OrderedDict[str, PodShape | PodSpecError] = OrderedDict()
+
+    def shape(self, spec: Mapping[str, Any], namespace: str, labels: Mapping[str, Any]) -> PodShape:
+        """The shape; raises PodSpecError for a spec the scheduler cannot read."""
+        relevant = _relevant(spec)
+        key = json.dumps([namespace, labels, relevant], sort_keys=True, default=str)
+        found = self._shapes.get(key)
+        if found is None:
+            try:
+                found = shape_of(relevant, namespace, labels)
+            except PodSpecError as error:
+                found = error
+            self._shapes[key] = found
+            if len(self._shapes) > _CACHE_LIMIT:
+                self._shapes.popitem(last=False)
+        else:
+            self._shapes.move_to_end(key)
+        if isinstance(found, PodSpecError):
+            raise found
+        return found
+
+    def pod(self, obj: Obj, order: int = 0, daemon: bool = False) -> Pod:
+        """The scheduler's view of a pod object; raises PodSpecError."""
+        meta = objects.metadata(obj)
+        shape = self.shape(obj.get("spec") or {}, objects.namespace(obj) or "default", meta.get("labels") or {})
+        return Pod(objects.name(obj), shape, owner=owner_text(obj), order=order, daemon=daemon, uid=objects.uid(obj))
+
+    def daemon_pod(self, daemon_set: Obj) -> Pod:
+        """One pod of a DaemonSet, from its pod template (for the overhead its pods add to every node)."""
+        template = (daemon_set.get("spec") or {}).get("template") or {}
+        namespace = objects.namespace(daemon_set) or "default"
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        shape = self.shape(template.get("spec") or {}, namespace, labels)
+        name = objects.name(daemon_set)
+        return Pod(name, shape, owner=f"{DAEMON_SET}/{name}", daemon=True, uid=objects.uid(daemon_set))
+
+
+def disruption_cost(pod: Obj) -> float:
+    """Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down, within ±10."""
+    cost = 1.0
+    raw = objects.annotations(pod).get(DELETION_COST)
+    if raw is not None:
+        with contextlib.suppress(ValueError):
+            cost += float(raw) / 2**27
+    priority = (pod.get("spec") or {}).get("priority")
+    if isinstance(priority, int) and not isinstance(priority, bool):
+        cost += max(-(2**31), min(priority, 2**31 - 1)) / 2**25  # an int32 in the API: any int must not overflow
+    return max(-10.0, min(10.0, cost)) if math.isfinite(cost) else 1.0
+
+
+def creation_order(pods: list[Obj]) -> list[Obj]:
+    """Pods by creation time, then namespace and name (Karpenter's queue breaks ties by creation)."""
+    return sorted(pods, key=lambda p: (objects.creation_timestamp(p) or "", pod_key(p)))
+
+
+__all__ = [
+    "CRITICAL_PRIORITY_CLASSES",
+    "DO_NOT_EVICT",
+    "STUCK_TERMINATING_AFTER",
+    "UNSCHEDULABLE_TAINT",
+    "ShapeCache",
+    "controller_of",
+    "creation_order",
+    "disruption_cost",
+    "is_critical",
+    "is_daemon_pod",
+    "is_owned_by_node",
+    "is_provisionable",
+    "is_stuck_terminating",
+    "is_terminal",
+    "marked_unschedulable",
+    "node_name",
+    "owner_text",
+    "pod_key",
+    "tolerates_unschedulable",
+]

@@ -1,0 +1,242 @@
+"""Pods and Nodes as typed, validated records: what the controllers read of an object, read once per change.
+
+An object from a watch or a list crosses a boundary: its shape is checked here, once, when it arrives. A record is
+immutable and shares the object it came from (never copied; callers treat it as read-only), so passing records
+between controllers costs nothing. An object without the fields every record needs (a dict `metadata` with a
+non-empty string `name`; a `uid` for pods; dict `spec`/`status` when present) is *malformed*: :func:`pod_record`
+and :func:`node_record` say why instead of returning a record, and the state counts it and leaves the last good
+record of that object in place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.taints import Taint
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.scheduling.vectors import Vector
+
+
+class Malformed(ValueError):
+    """An object the controller cannot read (the message says which field and why)."""
+
+
+def _metadata(obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise Malformed(f"not an object but {type(obj).__name__}")
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise Malformed("metadata is not an object")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise Malformed("metadata.name is missing")
+    for part in ("spec", "status"):
+        if obj.get(part) is not None and not isinstance(obj[part], dict):
+            raise Malformed(f"{part} is not an object")
+    for mapping in ("labels", "annotations"):
+        value = meta.get(mapping)
+        if value is not None and not (
+            isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        ):
+            raise Malformed(f"metadata.{mapping} is not a map of strings")
+    return meta
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PodRecord:
+    """A pod, as the controllers read it (see the module docstring)."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str  # spec.nodeName ("" while pending)
+    phase: str
+    deletion_timestamp: str | None
+    created: str
+    owner: tuple[str, str] | None  # the controller owner reference (kind, name)
+    nominated: bool
+    marked_unschedulable: bool
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    disruption_cost: float  # Karpenter's eviction cost (`pods.disruption_cost`)
+    obj: Obj = field(repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def deleting(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in pod_info.TERMINAL_PHASES
+
+    @property
+    def daemon(self) -> bool:
+        return self.owner is not None and self.owner[0] == pod_info.DAEMON_SET
+
+    @property
+    def static(self) -> bool:
+        """A static pod's mirror, owned by its Node (`pods.is_owned_by_node`)."""
+        return pod_info.is_owned_by_node(self.obj)
+
+    @property
+    def critical(self) -> bool:
+        """Of a critical priority class (`pods.is_critical`): termination evicts it last."""
+        return pod_info.is_critical(self.obj)
+
+    @property
+    def tolerates_unschedulable(self) -> bool:
+        """It tolerates a cordoned node's taint (`pods.tolerates_unschedulable`): termination leaves it."""
+        return pod_info.tolerates_unschedulable(self.obj)
+
+    def stuck_terminating(self, now: dt.datetime) -> bool:
+        """Deleted more than a minute before `now` (`pods.is_stuck_terminating`)."""
+        return pod_info.is_stuck_terminating(self.deletion_timestamp, now)
+
+    @property
+    def live_on_node(self) -> bool:
+        """Bound and not finished: it uses its node's capacity."""
+        return bool(self.node) and not self.terminal
+
+    def provisionable(self, unschedulable_only: bool) -> bool:
+        """Karpenter's `IsProvisionable` (see `pods.is_provisionable`)."""
+        if self.node or self.deleting or self.terminal or self.nominated:
+            return False
+        if self.daemon or self.static:
+            return False
+        return self.marked_unschedulable if unschedulable_only else True
+
+
+def pod_record(obj: Any) -> PodRecord:
+    """The record of a pod object; Malformed says why there is none."""
+    meta = _metadata(obj)
+    uid = meta.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise Malformed("metadata.uid is missing")
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    node = spec.get("nodeName") or ""
+    if not isinstance(node, str):
+        raise Malformed("spec.nodeName is not a string")
+    namespace = meta.get("namespace") or "default"
+    if not isinstance(namespace, str):
+        raise Malformed("metadata.namespace is not a string")
+    return PodRecord(
+        uid=uid,
+        namespace=namespace,
+        name=meta["name"],
+        node=node,
+        phase=str(status.get("phase") or ""),
+        deletion_timestamp=objects.deletion_timestamp(obj),
+        created=str(meta.get("creationTimestamp") or ""),
+        owner=pod_info.controller_of(obj),
+        nominated=bool(status.get("nominatedNodeName")),
+        marked_unschedulable=pod_info.marked_unschedulable(obj),
+        labels=_string_map(meta.get("labels")),
+        annotations=_string_map(meta.get("annotations")),
+        disruption_cost=pod_info.disruption_cost(obj),
+        obj=obj,
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeRecord:
+    """A node, as the controllers read it (see the module docstring)."""
+
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    deletion_timestamp: str | None
+    finalizers: tuple[str, ...]
+    provider_id: str
+    instance_id: str
+    ready: bool
+    initialized: bool  # Karpenter's rule (`nodes.is_initialized`)
+    created: str
+    allocatable: Vector
+    extended_allocatable: Mapping[str, int]
+    capacity: Vector
+    obj: Obj = field(repr=False)
+
+    @property
+    def deleting(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    @property
+    def ours(self) -> bool:
+        return node_info.ANNOTATION_HASH in self.annotations
+
+    @property
+    def provisioner(self) -> str | None:
+        return self.labels.get(wk.PROVISIONER_NAME)
+
+    @property
+    def labelled_initialized(self) -> bool:
+        return self.labels.get(wk.INITIALIZED) == "true"
+
+    @property
+    def terminating(self) -> bool:
+        """Ours, being deleted and held by the termination finalizer: the termination controller's."""
+        return self.ours and self.deleting and node_info.TERMINATION_FINALIZER in self.finalizers
+
+
+def node_record(obj: Any) -> NodeRecord:
+    """The record of a Node object; Malformed says why there is none."""
+    meta = _metadata(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    for part, value in (("spec.taints", spec.get("taints")), ("status.conditions", status.get("conditions"))):
+        if value is not None and not isinstance(value, list):
+            raise Malformed(f"{part} is not a list")
+    for part, value in (("status.allocatable", status.get("allocatable")), ("status.capacity", status.get("capacity"))):
+        if value is not None and not isinstance(value, dict):
+            raise Malformed(f"{part} is not an object")
+    finalizers = meta.get("finalizers") or []
+    if not isinstance(finalizers, list):
+        raise Malformed("metadata.finalizers is not a list")
+    allocatable, extended = node_info.resource_vector(status.get("allocatable"))
+    capacity, _ = node_info.resource_vector(status.get("capacity") or status.get("allocatable"))
+    provider_id = str(spec.get("providerID") or "")
+    try:
+        taints = node_info.node_taints(obj)
+    except (TypeError, ValueError) as error:
+        raise Malformed(f"spec.taints: {error}") from error
+    return NodeRecord(
+        name=meta["name"],
+        uid=str(meta.get("uid") or ""),
+        labels=_string_map(meta.get("labels")),
+        annotations=_string_map(meta.get("annotations")),
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable")),
+        deletion_timestamp=objects.deletion_timestamp(obj),
+        finalizers=tuple(str(f) for f in finalizers),
+        provider_id=provider_id,
+        instance_id=node_info.instance_id(obj),
+        ready=node_info.is_ready(obj),
+        initialized=node_info.is_initialized(obj),
+        created=str(meta.get("creationTimestamp") or ""),
+        allocatable=allocatable,
+        extended_allocatable=extended,
+        capacity=capacity,
+        obj=obj,
+    )
+
+
+__all__ = ["Malformed", "NodeRecord", "PodRecord", "node_record", "pod_record"]

@@ -1,0 +1,210 @@
+"""Termination: a Node of ours being deleted (`kubectl delete node`, emptiness, disruption, an interruption) goes
+through the ``karpenter.sh/termination`` finalizer, as Karpenter v0.31.1's termination controller
+(`pkg/controllers/termination/controller.go`, `terminator/terminator.go`) does:
+
+1. **cordon**: ``spec.unschedulable`` and the label ``node.kubernetes.io/exclude-from-external-load-balancers:
+   karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node");
+2. **drain**: the pods it waits for are those bound to the node that are not finished, not stuck terminating
+   (deleted more than a minute ago: a kubelet that no longer answers), not content to stay (they tolerate the
+   ``node.kubernetes.io/unschedulable:NoSchedule`` taint — DaemonSets' pods do — so evicted they would come
+   back), not static pods (mirrors owned by the Node) and not DaemonSets'. Those not being deleted yet are evicted
+   (`eviction`: PodDisruptionBudgets hold, a refusal is retried with backoff) — the non-critical ones first, the
+   ``system-cluster-critical``/``system-node-critical`` ones once every other one is evicted.
+   ``karpenter.sh/do-not-evict`` is not looked at: in v0.31 it keeps a node from being chosen for disruption,
+   it does not stop a deletion that was asked for;
+3. once no pod is waited for: **terminate** the instance, then **remove the finalizer** ("Deleted node"). While
+   pods are still waited for, an instance the cloud no longer knows (or that is terminated: a spot reclaim, a
+   termination from the console) releases the node at once: the finalizer goes, nothing is left to drain.
+
+A node still draining is taken a step further at least every second (Karpenter requeues after 1 s): a pod that
+became stuck, an instance that vanished, a budget that allows an eviction now. Each step is idempotent, so a
+controller that died half-way resumes where the cluster shows it stopped. Nodes without the finalizer, or not
+ours, are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+from collections.abc import Sequence
+
+from karpenter_policy.cloud.errors import CloudError
+from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.context import Context
+from karpenter_policy.reconcile.result import Terminated
+from karpenter_policy.reconcile.state.cluster import Change
+from karpenter_policy.reconcile.state.pods import DO_NOT_EVICT  # re-exported: disruption reads it from here
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+from karpenter_policy.reconcile.termination.eviction import Evictions
+from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
+
+TERMINATION = logs.logger("termination")
+#: The value of the load-balancer exclusion label on a node Karpenter drains.
+EXCLUDED_BY = "karpenter"
+#: A node still draining is looked at again this soon (Karpenter's RequeueAfter), and its instance looked up at
+#: most this often.
+REQUEUE_SECONDS = 1.0
+
+
+def waited_for(pods: Sequence[PodRecord], now: dt.datetime) -> list[PodRecord]:
+    """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock."""
+    return [
+        p for p in pods
+        if not p.terminal and not p.daemon and not p.static and not p.tolerates_unschedulable
+        and not p.stuck_terminating(now)
+    ]
+
+
+def to_evict(pods: Sequence[PodRecord]) -> list[PodRecord]:
+    """Of the pods waited for, those to evict now: not being deleted yet, the non-critical ones first — the
+    critical ones only once no other is left to evict."""
+    pending = [p for p in pods if not p.deleting]
+    ordinary = [p for p in pending if not p.critical]
+    return ordinary or pending
+
+
+class Terminator:
+    """See the module docstring. It follows the state: a node of ours that gets a deletionTimestamp joins the
+    nodes it drains (and `wake` is set), one that leaves the cluster leaves them."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.cluster = context.cluster
+        self.cloud = context.cloud
+        self.state = context.state
+        self.evictions = Evictions(context.cluster, context.clock)
+        self._told: set[tuple[str, str]] = set()  # (what, whom) already logged
+        self._terminating: set[str] = set()
+        self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
+        self._looked_up: dict[str, float] = {}  # node name → when its instance was last looked up
+        self._lock = threading.Lock()
+        self.wake = threading.Event()
+        self.state.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        if change.kind == "node":
+            after = change.after
+            with self._lock:
+                if isinstance(after, NodeRecord) and after.terminating:
+                    if after.name not in self._terminating and after.uid not in self._finished:
+                        self._terminating.add(after.name)
+                        self.wake.set()
+                elif isinstance(change.before, NodeRecord):
+                    self._terminating.discard(change.before.name)
+                    if after is None:
+                        self._finished.discard(change.before.uid)
+        elif change.kind == "pod":
+            before, after = change.before, change.after
+            node = (before.node if isinstance(before, PodRecord) else "") or (
+                after.node if isinstance(after, PodRecord) else ""
+            )
+            if node and node in self._terminating:
+                self.wake.set()  # a pod of a draining node moved: the drain may go on
+
+    @property
+    def draining(self) -> bool:
+        return bool(self._terminating)
+
+    def _once(self, what: str, whom: str, message: str, *args: object, **extra: object) -> None:
+        if (what, whom) not in self._told:
+            self._told.add((what, whom))
+            TERMINATION.info(message, *args, extra=self.context.fields(**extra))
+
+    def reconcile(self) -> Terminated:
+        """Take every node being deleted one step further; `due` says when the next step is needed."""
+        done = Terminated()
+        with self._lock:
+            names = sorted(self._terminating)
+        waiting: set[str] = set()
+        for name in names:
+            node = self.state.node(name)
+            if node is None or not node.terminating:
+                continue
+            try:
+                waiting.update(p.uid for p in self._step(node, done))
+            except (ClusterError, CloudError) as error:
+                done.errors.append(f"terminating node {name}: {error}")
+        self.evictions.keep_only(waiting)
+        if self.draining:
+            done.due = self.context.clock() + REQUEUE_SECONDS
+        return done
+
+    def _step(self, node: NodeRecord, done: Terminated) -> list[PodRecord]:
+        """One step for one node; the pods it still waits for."""
+        self._cordon(node, done)
+        now = self.context.wall_clock()
+        on_node = self.state.pods_on(node.name)
+        self._note_stuck(node, on_node, now)
+        pods = waited_for(on_node, now)
+        for pod in to_evict(pods):
+            self._evict(node, pod, done)
+        if pods:
+            if self._instance_gone(node):
+                self._once("gone", node.name, "instance %s of node %s is already gone: not waiting for %d pod(s)",
+                           node.instance_id, node.name, len(pods), node=node.name, instance=node.instance_id)
+                self._release(node, done)
+                return []
+            return pods
+        instance = node.instance_id
+        if instance:
+            with contextlib.suppress(InstanceNotFound):
+                self.cloud.delete(instance)
+        self._release(node, done)
+        return []
+
+    def _cordon(self, node: NodeRecord, done: Terminated) -> None:
+        label = wk.EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS
+        if node.unschedulable and node.labels.get(label) == EXCLUDED_BY:
+            return
+        patch = {"spec": {"unschedulable": True}, "metadata": {"labels": {label: EXCLUDED_BY}}}
+        self.cluster.patch(objects.NODE, node.name, patch)
+        done.cordoned.append(node.name)
+        self._once("cordon", node.name, "Cordoned node", node=node.name)
+
+    def _note_stuck(self, node: NodeRecord, pods: Sequence[PodRecord], now: dt.datetime) -> None:
+        for pod in pods:
+            if pod.stuck_terminating(now):
+                self._once("stuck", pod.key, "pod %s is stuck terminating (deleted at %s): not waiting for it",
+                           pod.key, pod.deletion_timestamp, node=node.name)
+
+    def _evict(self, node: NodeRecord, pod: PodRecord, done: Terminated) -> None:
+        attempt = self.evictions.evict(pod)
+        if attempt.outcome == "evicted":
+            done.evicted.append(pod.key)
+        elif attempt.outcome in ("refused", "waiting"):
+            done.blocked[pod.key] = attempt.detail
+            if attempt.outcome == "refused":
+                self._once("pdb", pod.key, "eviction of pod %s refused (a PodDisruptionBudget): retrying", pod.key,
+                           node=node.name)
+        elif attempt.outcome == "failed":
+            done.blocked[pod.key] = attempt.detail
+            done.errors.append(attempt.detail)
+
+    def _instance_gone(self, node: NodeRecord) -> bool:
+        """The cloud no longer knows the node's instance (looked up at most every REQUEUE_SECONDS per node)."""
+        instance = node.instance_id
+        if not instance:
+            return False
+        now = self.context.clock()
+        last = self._looked_up.get(node.name)
+        if last is not None and now - last < REQUEUE_SECONDS:
+            return False
+        self._looked_up[node.name] = now
+        return self.cloud.get(instance) is None
+
+    def _release(self, node: NodeRecord, done: Terminated) -> None:
+        remove_finalizer(self.cluster, node.name)
+        with self._lock:
+            self._terminating.discard(node.name)  # done: the state showing it a moment longer changes nothing
+            self._finished.add(node.uid)
+        self._looked_up.pop(node.name, None)
+        done.deleted.append(node.name)
+        TERMINATION.info("Deleted node", extra=self.context.fields(node=node.name, instance=node.instance_id))
+
+
+__all__ = ["DO_NOT_EVICT", "EXCLUDED_BY", "REQUEUE_SECONDS", "Terminator", "to_evict", "waited_for"]

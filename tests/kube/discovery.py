@@ -1,0 +1,161 @@
+"""What the test API server (tests/kube/emulator.py) tells clients about itself, as a real API server does, so
+that kubectl can use it: the URL layout of resources, discovery (/api, /apis and the resource lists of each
+group version), /version, and the little of OpenAPI v3 kubectl reads before it writes (that each kind's PATCH
+takes ``fieldValidation``, so kubectl leaves validation to the server instead of downloading schemas).
+
+The resources are the package's kinds (``karpenter_policy.kube.objects.KINDS``) with the names, short names
+and subresources of Kubernetes 1.28; discovery is the legacy, unaggregated form (kubectl asks for the
+aggregated one first and falls back to it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Kind
+
+SERVER_VERSION = {
+    "major": "1", "minor": "28", "gitVersion": "v1.28.0", "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean", "buildDate": "2023-08-15T00:00:00Z", "goVersion": "go1.20.7", "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: Kind
+    singular: str
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+
+
+RESOURCES = {
+    resource.kind.plural: resource
+    for resource in (
+        Resource(objects.POD, "pod", ("po",), ("status", "binding", "eviction")),
+        Resource(objects.NODE, "node", ("no",), ("status",)),
+        Resource(objects.NAMESPACE, "namespace", ("ns",), ("status",)),
+        Resource(objects.CONFIG_MAP, "configmap", ("cm",)),
+        Resource(objects.EVENT, "event", ("ev",)),
+        Resource(objects.LEASE, "lease"),
+        Resource(objects.POD_DISRUPTION_BUDGET, "poddisruptionbudget", ("pdb",), ("status",)),
+        Resource(objects.DAEMON_SET, "daemonset", ("ds",), ("status",)),
+    )
+}
+KINDS_BY_PATH = {(kind.group, kind.version, kind.plural): kind for kind in objects.KINDS}
+
+
+@dataclass(frozen=True)
+class ApiPath:
+    """A parsed API URL: a resource (``kind`` set) or a discovery document (``plural`` None); ``legacy`` is the
+    core group's /api (the others are under /apis)."""
+
+    legacy: bool
+    group: str
+    version: str | None
+    kind: Kind | None = None
+    plural: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str | None = None
+
+
+def parse_path(path: str) -> ApiPath | None:
+    """The API path of a URL (/api/v1/namespaces/ns/pods/name/status, /apis/group/version/…), or None.
+
+    ``/api/v1/namespaces/x`` is the namespace x itself, ``/api/v1/namespaces/x/pods`` the pods in it."""
+    parts = [part for part in path.split("/") if part]
+    if parts[:1] == ["api"]:
+        group, version, rest = "", (parts[1] if len(parts) > 1 else None), parts[2:]
+    elif parts[:1] == ["apis"]:
+        group = parts[1] if len(parts) > 1 else ""
+        version, rest = (parts[2] if len(parts) > 2 else None), parts[3:]
+    else:
+        return None
+    if not rest:
+        return ApiPath(parts[0] == "api", group, version)
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and (group, version, rest[2]) in KINDS_BY_PATH:
+        namespace, rest = rest[1], rest[2:]
+    kind = KINDS_BY_PATH.get((group, version or "", rest[0]))
+    return ApiPath(parts[0] == "api", group, version, kind, rest[0], namespace, rest[1] if len(rest) > 1 else None,
+                   "/".join(rest[2:]) or None)
+
+
+def discovery(path: ApiPath, host: str) -> dict[str, Any] | None:
+    """The discovery document at ``path`` (one without a resource), or None if there is none."""
+    if path.legacy:
+        if path.version is None:
+            return {"kind": "APIVersions", "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]}
+        return _resource_list("v1") if path.version == "v1" else None
+    groups = _groups()
+    if not path.group:
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": list(groups.values())}
+    if path.group not in groups:
+        return None
+    if path.version is None:
+        return {"kind": "APIGroup", "apiVersion": "v1", **groups[path.group]}
+    if path.version in (v["version"] for v in groups[path.group]["versions"]):
+        return _resource_list(f"{path.group}/{path.version}")
+    return None
+
+
+def _groups() -> dict[str, dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for kind in objects.KINDS:
+        if kind.group:
+            entry = {"groupVersion": kind.api_version, "version": kind.version}
+            group = groups.setdefault(kind.group, {"name": kind.group, "versions": [], "preferredVersion": entry})
+            if entry not in group["versions"]:
+                group["versions"].append(entry)
+    return dict(sorted(groups.items()))
+
+
+def _resource_list(group_version: str) -> dict[str, Any]:
+    resources: list[dict[str, Any]] = []
+    for resource in RESOURCES.values():
+        kind = resource.kind
+        if kind.api_version != group_version:
+            continue
+        resources.append({"name": kind.plural, "singularName": resource.singular, "namespaced": kind.namespaced,
+                          "kind": kind.kind, "verbs": VERBS, "shortNames": list(resource.short_names)})
+        for sub in resource.subresources:
+            sub_kind, verbs = {"binding": ("Binding", ["create"]), "eviction": ("Eviction", ["create"])}.get(
+                sub, (kind.kind, ["get", "patch", "update"]))
+            group = "policy" if sub == "eviction" else ""
+            entry = {"name": f"{kind.plural}/{sub}", "singularName": "", "namespaced": kind.namespaced,
+                     "kind": sub_kind, "verbs": verbs}
+            if group:
+                entry.update(group=group, version="v1")
+            resources.append(entry)
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+
+
+def openapi_v3(path: str) -> dict[str, Any] | None:
+    """The OpenAPI v3 index (``/openapi/v3``) or a group version's document, reduced to its PATCH operations."""
+    group_versions = sorted({kind.api_version for kind in objects.KINDS})
+    prefix = {gv: ("api/" if "/" not in gv else "apis/") + gv for gv in group_versions}
+    if path.rstrip("/") == "/openapi/v3":
+        return {"paths": {url: {"serverRelativeURL": f"/openapi/v3/{url}?hash=emulated"} for url in prefix.values()}}
+    wanted = next((gv for gv, url in prefix.items() if path.rstrip("/") == f"/openapi/v3/{url}"), None)
+    if wanted is None:
+        return None
+    paths: dict[str, Any] = {}
+    for kind in objects.KINDS:
+        if kind.api_version != wanted:
+            continue
+        scope = "/namespaces/{namespace}" if kind.namespaced else ""
+        gvk = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+        parameters = [{"name": name, "in": "query", "schema": {"type": "string"}}
+                      for name in ("dryRun", "fieldManager", "fieldValidation", "force")]
+        paths[f"/{prefix[wanted]}{scope}/{kind.plural}/{{name}}"] = {
+            "patch": {"operationId": f"patch{kind.kind}", "x-kubernetes-group-version-kind": gvk,
+                      "parameters": parameters, "responses": {"200": {"description": "OK"}}},
+        }
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
+            "paths": paths}

@@ -1,0 +1,124 @@
+"""The controller's probes over real HTTP: /healthz (every thread alive), /readyz (state synced, sets loaded; a
+standby is ready without leading), /metrics, and 404 for anything else — the paths the Helm chart's probes use."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.lease import LeaderElector
+from karpenter_policy.kube.memory import MemoryCluster
+from karpenter_policy.reconcile.constraints import DirectorySource
+from karpenter_policy.reconcile.controller import Controller, ControllerOptions
+from karpenter_policy.reconcile.probes import ProbeServer
+from karpenter_policy.reconcile.runner import Runner, run_in_thread
+
+from .conftest import CLUSTER, REGION, fake_cloud
+from .support import FakeClock
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def eventually(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+@pytest.fixture()
+def probed(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[Runner, int]]]:
+    started: list[tuple[Runner, threading.Thread | None, ProbeServer]] = []
+
+    def start(cluster: MemoryCluster | None = None, elector: LeaderElector | None = None,
+              run: bool = True) -> tuple[Runner, int]:
+        cluster = cluster or MemoryCluster()
+        controller = Controller(cluster, fake_cloud(FakeClock()), DirectorySource(compiled),
+                                ControllerOptions(cluster_name=CLUSTER), region=REGION)
+        controller.refresh_constraint_sets()
+        runner = Runner(controller, cluster, elector=elector, resync=1.0)
+        server = ProbeServer("127.0.0.1", 0, controller.metrics.registry, runner.health).start()
+        started.append((runner, run_in_thread(runner) if run else None, server))
+        return runner, server.port
+
+    yield start
+    for runner, thread, server in started:
+        runner.stop()
+        if thread is not None:
+            thread.join(30)
+        server.shutdown()
+
+
+def test_a_running_controller_is_alive_ready_and_leading(probed: Any) -> None:
+    runner, port = probed()
+    assert eventually(lambda: get(port, "/readyz")[0] == 200)
+    assert get(port, "/readyz") == (200, "ok (leading)\n")
+    assert get(port, "/healthz") == (200, "ok\n")
+    status, body = get(port, "/metrics")
+    assert status == 200 and "karpenter_policy_constraint_sets 4.0" in body
+    assert "karpenter_policy_watch_malformed_answers_total" not in body or "# TYPE" in body
+    assert get(port, "/")[0] == 404 and get(port, "/metrics/extra")[0] == 404
+
+
+def test_not_ready_until_the_state_is_synced(probed: Any) -> None:
+    _, port = probed(run=False)  # the informers have not listed: the state knows nothing yet
+    status, body = get(port, "/readyz")
+    assert status == 503 and "not synced" in body
+
+
+def test_a_standby_is_ready_without_leading(probed: Any) -> None:
+    cluster = MemoryCluster()
+    now = objects.format_micro_time(dt.datetime.now(dt.UTC))
+    cluster.create(objects.LEASE, {  # another replica leads for the next hour
+        "metadata": {"name": "karpenter-policy-reconcile", "namespace": "default"},
+        "spec": {"holderIdentity": "the-leader", "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now},
+    })
+    elector = LeaderElector(cluster, "default", "karpenter-policy-reconcile", "standby",
+                            lease_duration=3.0, renew_deadline=2.0, retry_period=0.1).start()
+    try:
+        _, port = probed(cluster=cluster, elector=elector)
+        assert eventually(lambda: get(port, "/readyz")[0] == 200)
+        assert get(port, "/readyz") == (200, "ok (standby)\n")
+        assert get(port, "/healthz")[0] == 200
+    finally:
+        elector.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread is meant to die
+def test_a_dead_controller_thread_fails_the_liveness_probe(probed: Any) -> None:
+    runner, port = probed()
+    assert eventually(lambda: get(port, "/healthz")[0] == 200)
+
+    def dies() -> float | None:
+        raise SystemExit  # what no `except Exception` catches: the thread ends
+
+    worker = next(w for w in runner.workers if w.name == "emptiness")
+    worker.step = dies
+    worker.wake.set()
+    assert eventually(lambda: not worker.thread.is_alive())
+    status, body = get(port, "/healthz")
+    assert status == 500 and "thread" in body
+
+
+def test_a_dead_informer_fails_the_liveness_probe_and_readiness(probed: Any) -> None:
+    runner, port = probed()
+    assert eventually(lambda: get(port, "/readyz")[0] == 200)
+    runner.feed.informers[objects.NODE].stop()
+    assert get(port, "/healthz")[0] == 500
