@@ -104,6 +104,11 @@ class Command:
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.candidates)
 
+    @property
+    def reason(self) -> str:
+        """Karpenter's reason for the command (its metrics' and Events'): `<method>/<action>`."""
+        return f"{self.method}/{self.action}"
+
     def message(self) -> str:
         """Karpenter's log line for the command, with why and the saving."""
         machines = ", ".join(c.describe() for c in self.candidates)
@@ -131,6 +136,11 @@ class Decision:
     expires_in: float | None = None
     #: why the decision stopped before it looked at everything ("": it did not).
     stopped: str = ""
+    #: what Karpenter's metrics tell of it: per method looked at, the candidates it found eligible and the seconds
+    #: it took; the consolidations its budget stopped (`multi-machine`, `single-machine`).
+    eligible: dict[str, int] = field(default_factory=dict)
+    evaluated: dict[str, float] = field(default_factory=dict)
+    timeouts: list[str] = field(default_factory=list)
 
     def interrupted(self, inputs: Inputs) -> bool:
         """Whether the decision must stop now (something more urgent happened); notes why once."""
@@ -189,8 +199,11 @@ def _created(node: Obj) -> dt.datetime | None:
 class Decider:
     """Finds the next command (see the module docstring)."""
 
-    def __init__(self, scheduler_options: SchedulerOptions) -> None:
+    def __init__(
+        self, scheduler_options: SchedulerOptions, on_simulation: Callable[[float], None] = lambda seconds: None
+    ) -> None:
         self.scheduler_options = scheduler_options
+        self.on_simulation = on_simulation  # the seconds of each scheduling simulation (a metric)
 
     # --- candidates ----------------------------------------------------------------------------------------
 
@@ -256,10 +269,13 @@ class Decider:
     def decide(self, inputs: Inputs) -> Decision:
         decision = Decision()
         candidates = self.candidates(inputs, decision)
-        for method in (self._expiration, self._drift, self._consolidation):
+        methods = ((EXPIRATION, self._expiration), (DRIFT, self._drift), (CONSOLIDATION, self._consolidation))
+        for name, method in methods:
             if decision.interrupted(inputs):
                 break
+            started = time.perf_counter()
             command = method(inputs, candidates, decision)
+            decision.evaluated[name] = time.perf_counter() - started
             if command is not None:
                 decision.command = command
                 break
@@ -286,6 +302,7 @@ class Decider:
             node = view.nodes.get(name)
             if node is not None and node.provisioner in used and not node.deleting:
                 used[node.provisioner] = subtract(used[node.provisioner], node.capacity)
+        started = time.perf_counter()
         scheduler = Scheduler(
             inputs.templates.templates,
             existing,
@@ -296,7 +313,9 @@ class Decider:
             used=used,
             node_domains=view.domains,
         )
-        return scheduler.solve(pods)
+        plan = scheduler.solve(pods)
+        self.on_simulation(time.perf_counter() - started)
+        return plan
 
     def _unplaceable(self, inputs: Inputs, plan: Plan) -> str:
         """Why the plan does not place every pod on capacity that is there or will be launched ("" if it does)."""
@@ -338,6 +357,7 @@ class Decider:
                 decision.expires_in = left if decision.expires_in is None else min(decision.expires_in, left)
                 continue
             expired.append((expires, candidate, ttl))
+        decision.eligible[EXPIRATION] = len(expired)
         for _, candidate, ttl in sorted(expired, key=lambda e: (e[0], e[1].name)):
             if decision.interrupted(inputs):
                 return None
@@ -362,6 +382,7 @@ class Decider:
                 why = image_drift(node, inputs.images(candidate.provisioner, candidate.instance_type))
             if why:
                 drifted.append((candidate, why))
+        decision.eligible[DRIFT] = len(drifted)
         empty = [(c, why) for c, why in drifted if not c.pods]
         if empty:
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})))
@@ -377,6 +398,7 @@ class Decider:
 
     def _consolidation(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
         eligible = sorted((c for c in candidates if c.consolidatable), key=lambda c: (c.disruption_cost, c.name))
+        decision.eligible[CONSOLIDATION] = len(eligible)
         empty = [c for c in eligible if not c.pods]
         if empty:
             savings = _total(c.price for c in empty)
@@ -394,6 +416,7 @@ class Decider:
                     f"single-node consolidation stopped after {position} of {len(eligible)} candidates: "
                     f"its {inputs.single_node_budget:g}s budget ran out"
                 )
+                decision.timeouts.append("single-machine")
                 return None
             command = self._consolidate(inputs, [candidate], decision)
             if command is not None:
@@ -414,6 +437,7 @@ class Decider:
                 decision.stopped = (
                     f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out"
                 )
+                decision.timeouts.append("multi-machine")
                 break
             middle = (low + high) // 2
             command = self._consolidate(inputs, eligible[:middle], Decision())

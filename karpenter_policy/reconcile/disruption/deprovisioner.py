@@ -18,6 +18,15 @@ Each pass the controller calls :meth:`Deprovisioner.step`:
 While a command is under way its replacements are *protected*: emptiness does not count them empty and no other
 decision takes them. Everything is logged with the command's reason and saving; a restarted controller simply
 decides again from what the cluster shows.
+
+What Karpenter's deprovisioning controller records, it records: per decision the candidates each method found
+(`karpenter_deprovisioning_eligible_machines`), its time (`…_evaluation_duration_seconds`) and consolidations its
+budget stopped (`…_consolidation_timeouts`); per command carried out `…_actions_performed{action=
+"<method>/<action>"}`, a `DeprovisioningTerminating` Event on each node it deletes and the machine terminated with
+that reason, the time its replacements took to initialize (`…_replacement_machine_initialized_seconds`) or a
+replacement that failed (`…_replacement_machine_launch_failure_counter`); and on a node that cannot be disrupted, an
+Event `Unconsolidatable` (consolidation's reasons) or `DeprovisioningBlocked` (the others), as Karpenter dedupes
+them.
 """
 
 from __future__ import annotations
@@ -28,8 +37,10 @@ from dataclasses import dataclass
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
-from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.disruption.decider import CONSOLIDATION, Command, Decider, Inputs
+from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.disruption.decider import CONSOLIDATION, Command, Decider, Decision, Inputs
+from karpenter_policy.reconcile.events import Recorder
+from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL
 from karpenter_policy.reconcile.options import DEFAULT_REPLACEMENT_TIMEOUT, DEFAULT_VALIDATION
 from karpenter_policy.reconcile.result import Disrupted
@@ -69,7 +80,11 @@ class Deprovisioner:
         interval: float = DEFAULT_INTERVAL,
         validation: float = DEFAULT_VALIDATION,
         replacement_timeout: float = DEFAULT_REPLACEMENT_TIMEOUT,
+        metrics: Metrics | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
+        self.metrics = metrics or Metrics(clock)
+        self.events = recorder or Recorder(cluster, clock, fields)
         self.cluster = cluster
         self.state = state
         self.decider = decider
@@ -114,6 +129,7 @@ class Deprovisioner:
             return done
         self._next_decision = now + self.interval
         decision = self.decider.decide(inputs())
+        self._record(decision)
         self._log_blocked(decision.blocked)
         if decision.stopped:
             DEPROVISIONING.info("%s", decision.stopped, extra=self.fields())
@@ -152,11 +168,13 @@ class Deprovisioner:
             reason=command.method, action=command.action, nodes=list(command.names),
             savings=command.savings,
         ))
+        self.metrics.deprovisioned(command.method, command.action)
         if not command.replacements:
             self._delete(command, done)
             return
         launched = launch(command)
         if isinstance(launched, str):
+            self.metrics.deprovisioning_launch_failures.labels(command.reason).inc()
             done.abandoned = f"could not launch the replacement(s): {launched}; nothing deleted"
             DEPROVISIONING.error("abandoned %s %s, %s", command.method, command.action, done.abandoned,
                                  extra=self.fields(nodes=list(command.names)))
@@ -172,6 +190,7 @@ class Deprovisioner:
     def _follow(self, underway: _Underway, done: Disrupted) -> None:
         ready = [n for n in underway.replacements if (node := self.state.node(n)) is not None and node.initialized]
         if len(ready) == len(underway.replacements):
+            self.metrics.deprovisioning_replacement_initialized.observe(self.clock() - underway.started)
             DEPROVISIONING.info(
                 "replacement node(s) initialized: %s", ", ".join(underway.replacements),
                 extra=self.fields(nodes=list(underway.command.names)),
@@ -188,12 +207,18 @@ class Deprovisioner:
             )
             DEPROVISIONING.error("abandoned %s %s, %s", underway.command.method, underway.command.action,
                                  done.abandoned, extra=self.fields(nodes=list(underway.command.names)))
+            self.metrics.deprovisioning_launch_failures.labels(underway.command.reason).inc()
             self.underway = None
             return
         done.due = self.clock() + 1.0
 
     def _delete(self, command: Command, done: Disrupted) -> None:
-        for name in command.names:
+        reason = command.reason
+        for candidate in command.candidates:
+            name = candidate.name
+            node = self.state.node(name)
+            if node is not None:
+                self.events.publish(events.deprovisioning_terminating(node.obj, reason))
             try:
                 self.cluster.delete(objects.NODE, name)
             except NotFound:
@@ -202,12 +227,30 @@ class Deprovisioner:
                 done.errors.append(f"could not delete node {name} ({command.method}), {error}")
                 continue
             done.deleted.append(name)
+            self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
         done.due = self.clock() + 1.0
+
+    def _record(self, decision: Decision) -> None:
+        """Karpenter's metrics of a decision."""
+        metrics = self.metrics
+        for method, count in decision.eligible.items():
+            metrics.deprovisioning_eligible.labels(method).set(count)
+        for method, seconds in decision.evaluated.items():
+            metrics.deprovisioning_evaluation.labels(method).observe(seconds)
+        for kind in decision.timeouts:
+            metrics.deprovisioning_timeouts.labels(kind).inc()
 
     def _log_blocked(self, blocked: dict[str, str]) -> None:
         for name, why in sorted(blocked.items()):
             if self._told.get(name) != why:
                 DEPROVISIONING.info("node %s is not disrupted: %s", name, why, extra=self.fields(node=name))
+            node = self.state.node(name)
+            if node is not None:  # Karpenter's Events, each deduped as its recorder does
+                prefix = f"{CONSOLIDATION}: "
+                self.events.publish(
+                    events.unconsolidatable(node.obj, why.removeprefix(prefix)) if why.startswith(prefix)
+                    else events.deprovisioning_blocked(node.obj, why)
+                )
         self._told = dict(blocked)
 
 

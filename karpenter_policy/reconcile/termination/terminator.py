@@ -7,6 +7,11 @@
    ``karpenter.sh/do-not-evict: "true"`` is never evicted: the node waits until it finishes;
 3. once no such pod is left: **terminate** the instance, then **remove the finalizer** ("Deleted node").
 
+As Karpenter's, each eviction is an Event `Evicted` on the pod, a node whose drain is not done a Warning
+`FailedDraining` (pods left; an eviction a budget refused), and the removal of the finalizer counts
+`karpenter_nodes_terminated` and observes `karpenter_nodes_termination_time_seconds` (since the deletion was
+requested); evictions are counted by outcome (`karpenter_policy_evictions_total`).
+
 Each pass takes every such Node one step further; every step is idempotent, so a controller that died half-way
 resumes where the cluster shows it stopped. Nodes without the finalizer, or not ours, are left alone.
 """
@@ -14,6 +19,7 @@ resumes where the cluster shows it stopped. Nodes without the finalizer, or not 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import threading
 from collections.abc import Callable
 
@@ -23,7 +29,9 @@ from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound, TooManyRequests
-from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.events import Recorder
+from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.result import Terminated
 from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
@@ -43,11 +51,18 @@ class Terminator:
         cloud: CloudProvider,
         state: ClusterState,
         fields: Callable[..., dict[str, object]],
+        *,
+        metrics: Metrics | None = None,
+        recorder: Recorder | None = None,
+        wall_clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.cluster = cluster
         self.cloud = cloud
         self.state = state
         self.fields = fields
+        self.metrics = metrics or Metrics()
+        self.events = recorder or Recorder(cluster, self.metrics.clock, fields)
+        self.wall_clock = wall_clock
         self._told: set[tuple[str, str]] = set()  # (what, whom) already logged
         self._terminating: set[str] = set()
         self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
@@ -124,11 +139,16 @@ class Terminator:
             except TooManyRequests as error:
                 remaining += 1
                 done.blocked[key] = f"eviction refused: {error}"
+                self.metrics.evictions.labels("refused").inc()
+                self.events.publish(events.failed_draining(node.obj, f"evicting pod {key} violates a PDB"))
                 self._once("pdb", key, "eviction of pod %s refused (a PodDisruptionBudget): retrying", key, node=name)
                 continue
             done.evicted.append(key)
+            self.metrics.evictions.labels("evicted").inc()
+            self.events.publish(events.evicted(pod.obj))
             remaining += 1  # gone from the next snapshot, not this one
         if remaining:
+            self.events.publish(events.failed_draining(node.obj, f"{remaining} pods are waiting to be evicted"))
             return
         instance = node.instance_id
         if instance:
@@ -139,7 +159,15 @@ class Terminator:
             self._terminating.discard(name)  # done: the state showing it a moment longer changes nothing
             self._finished.add(node.uid)
         done.deleted.append(name)
+        self.metrics.node_terminated(node.provisioner or "", self._since(node.deletion_timestamp))
         TERMINATION.info("Deleted node", extra=self.fields(node=name, instance=instance))
+
+    def _since(self, stamp: str | None) -> float | None:
+        """Seconds from an API timestamp to now (None: no readable timestamp)."""
+        try:
+            return (self.wall_clock() - objects.parse_time(stamp)).total_seconds() if stamp else None
+        except ValueError:
+            return None
 
 
 __all__ = ["DO_NOT_EVICT", "Terminator"]
