@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from promscrape import Scrape, parse, scrape, serving
 
 from karpenter_policy.cloud.errors import InsufficientCapacity
 from karpenter_policy.cloud.fake import FakeCloudProvider
@@ -26,7 +27,6 @@ from karpenter_policy.testing import Scene
 from . import events
 from .karpenter_metrics import KARPENTER
 from .karpenter_policies import BATCH_POD, TYPES, story_policies
-from .scrape import Scrape, parse, scrape, serving
 
 
 @dataclass
