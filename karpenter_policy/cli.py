@@ -1,8 +1,9 @@
 """`karpenter-policy` command line: parses flags, calls the policy package, maps results to exit codes.
 
-Exit codes (DESIGN.md §3): 0 no errors; 1 findings of severity error (warnings too with --fail-on-warn);
-2 usage error or the tool could not run (a missing or unreadable path, a bad flag). When the reader of the output
-goes away (`| head`, `| true`), the process ends quietly as Unix tools do: killed by SIGPIPE (shell status 141).
+Exit codes (README.md, `karpenter-policy validate`): 0 no errors; 1 findings of severity error (warnings too with
+--fail-on-warn); 2 usage error or the tool could not run (a missing or unreadable path, a bad flag). When the reader
+of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools do: killed by SIGPIPE (shell
+status 141).
 
 Reports and logs are written as UTF-8 whatever the locale, with the undecodable bytes of file names escaped
 (`reporters.displayable`), so that JSON, SARIF and JUnit output stay valid.

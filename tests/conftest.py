@@ -6,6 +6,13 @@ protocol).
 .ci/npm (package-lock.json there pins them) and they are looked for there, then on PATH. Missing, a test that
 needs one is skipped — unless KARPENTER_POLICY_REQUIRE_TOOLS=1 (.ci/run sets it once it has installed them):
 then it fails, so a CI run that lost an install step cannot pass by skipping.
+
+Hypothesis profiles, chosen by `HYPOTHESIS_PROFILE` (docs/testing.md, "Running the tests"):
+
+- `dev` (the default): Hypothesis's defaults, at most `DEV_MAX_EXAMPLES` examples per property — properties that ask
+  for more take `profiles.examples(n)`, which caps them here. Tests that are derandomized say so themselves.
+- `ci` (.ci/run exports it): every property at its full count, every test derandomized (the same examples on every
+  run), no deadline, no example database.
 """
 
 from __future__ import annotations
@@ -16,12 +23,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 CI_TOOLS = TESTS.parent / ".ci" / "npm"
+
+DEV_MAX_EXAMPLES = 100
+# Hypothesis's own `ci` profile (derandomized, no deadline, no database) is the parent: only the counts differ.
+# 100 is Hypothesis's default, what a property without its own count runs.
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=100)
+settings.register_profile("dev", settings.get_profile("default"), max_examples=DEV_MAX_EXAMPLES)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "dev")
 
 
 def find_tool(name: str, *directories: Path) -> str:

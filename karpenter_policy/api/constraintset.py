@@ -1,11 +1,11 @@
 """Constraint sets: what `compile` writes for each Provisioner and what the reconciler and webhook read.
 
-One `ConstraintSet` per provisioner (DESIGN.md §5): its name, policy version, source files, the normalised
-requirements (node-selector form), labels, taints, startup taints, limits (canonical quantities), TTLs,
-consolidation, weight, the provider settings it launches with (the AWSNodeTemplate it references, resolved, or
-its inline provider), kubelet settings, and the resolved offerings — every catalog instance type that satisfies
-the requirements, with the zones x capacity types (and prices) it can be bought in. A `ConstraintSetIndex`
-lists every set with its hash.
+One `ConstraintSet` per provisioner (the contract between compile and run time, docs/architecture.md): its name,
+policy version, source files, the normalised requirements (node-selector form), labels, taints, startup taints, limits
+(canonical quantities), TTLs, consolidation, weight, the provider settings it launches with (the AWSNodeTemplate it
+references, resolved, or its inline provider), kubelet settings, and the resolved offerings — every catalog instance
+type that satisfies the requirements, with the zones x capacity types (and prices) it can be bought in. A
+`ConstraintSetIndex` lists every set with its hash.
 
 The wire format is JSON with a `schemaVersion`; `hash` is ``sha256:`` + the SHA-256 of the canonical JSON
 (sorted keys, no spaces, UTF-8) of everything else, so a reader can tell a set was not altered in transit.
@@ -334,7 +334,7 @@ class _Hashed:
 
 @dataclass(frozen=True, slots=True)
 class ConstraintSet(_Hashed):
-    """Everything the reconciler and the webhook need of one provisioner (DESIGN.md §5).
+    """Everything the reconciler and the webhook need of one provisioner (docs/architecture.md).
 
     `admitted` are the names of the instance types it may launch (what its reviewers saw); `instance_types` is
     the audit listing of those with their offerings and prices when compiled (files only: the wire form and sets

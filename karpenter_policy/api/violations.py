@@ -12,7 +12,7 @@ Path = tuple[str | int, ...]
 ERROR = "error"
 WARNING = "warning"
 
-# Stable rule ids (DESIGN.md §4): never rename, only add.
+# Stable rule ids (the `rule` of each finding in every output format; docs/rules/<id>.md): never rename, only add.
 PARSE_ERROR = "parse-error"
 SCHEMA = "schema"
 INVALID_REQUIREMENT = "invalid-requirement"

@@ -55,6 +55,14 @@ def is_healthy(pod: Obj) -> bool:
     return phase == "Running" and is_ready(pod) and not objects.is_deleting(pod)
 
 
+def evicts_unhealthy(pdb: Obj, pod: Obj) -> bool:
+    """Whether the budget lets the pod go whatever it allows: the pod is not healthy and the budget's
+    ``unhealthyPodEvictionPolicy`` is ``AlwaysAllow`` (the Eviction API's rule, which Karpenter's deprovisioning
+    applies to its candidates too)."""
+    policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+    return policy == "AlwaysAllow" and not is_healthy(pod)
+
+
 def selects(pdb: Obj, pod: Obj) -> bool:
     """Whether the budget covers the pod: same namespace and its selector matches the pod's labels."""
     selector = (pdb.get("spec") or {}).get("selector")
@@ -108,8 +116,7 @@ def eviction_verdict(pod: Obj, pdbs: Iterable[Obj], pods: Iterable[Obj]) -> Evic
     if is_healthy(pod):
         allowed = budget.disruptions_allowed > 0
     else:
-        policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
-        allowed = policy == "AlwaysAllow" or budget.healthy >= budget.desired_healthy
+        allowed = evicts_unhealthy(pdb, pod) or budget.healthy >= budget.desired_healthy
     message = "" if allowed else (
         f"Cannot evict pod as it would violate the pod's disruption budget {objects.name(pdb)} "
         f"(needs {budget.desired_healthy} healthy, has {budget.healthy})."

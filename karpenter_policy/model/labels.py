@@ -25,6 +25,8 @@ PROVISIONER_NAME = "karpenter.sh/provisioner-name"
 MANAGED_BY = "karpenter.sh/managed-by"
 EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
 INITIALIZED = "karpenter.sh/initialized"
+#: Set on a node Karpenter drains (value "karpenter"): load balancers stop sending it traffic before it goes.
+EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 AWS = "karpenter.k8s.aws"
 INSTANCE_HYPERVISOR = f"{AWS}/instance-hypervisor"
@@ -163,7 +165,7 @@ def restricted_label_reason(key: str) -> str | None:
 
 #: Keys of Kubernetes and Karpenter that are set on nodes but are not well-known: no key is a typo of them.
 _KNOWN_NODE_LABELS: frozenset[str] = frozenset(
-    {HOSTNAME, *NORMALIZED_LABELS, "node.kubernetes.io/exclude-from-external-load-balancers"}
+    {HOSTNAME, *NORMALIZED_LABELS, EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS}
 )
 _WELL_KNOWN_SORTED: tuple[str, ...] = tuple(sorted(WELL_KNOWN_LABELS))
 _BY_NAME: dict[str, tuple[str, ...]] = {}

@@ -1,4 +1,5 @@
-"""Render a `Report` as text, JSON (DESIGN.md §4), SARIF 2.1.0, GitHub workflow commands or JUnit XML.
+"""Render a `Report` as text, JSON (`{"findings": [...], "summary": {...}}`), SARIF 2.1.0, GitHub workflow commands
+or JUnit XML.
 
 Every format is deterministic: findings sorted by file, line, column, rule; keys sorted; no timestamps.
 Findings silenced by `--disable` or a directive (`suppression`) are left out and counted in the summary. With

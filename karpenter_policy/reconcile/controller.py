@@ -59,10 +59,9 @@ CONSTRAINTS = logs.logger("constraints")
 
 REASON_REFUSED = "ConstraintSetRefused"
 
-#: After a node was deleted or a drain step taken, the next pass comes this soon; a drain a budget or a
-#: do-not-evict pod blocks is tried again this often.
+#: After emptiness deleted a node, the next pass (which drains it) comes this soon; a drain under way asks for its
+#: own next step (`Terminated.due`).
 DRAIN_STEP_SECONDS = 1.0
-BLOCKED_DRAIN_RETRY_SECONDS = 10.0
 
 
 def _utc_now() -> dt.datetime:
@@ -101,11 +100,10 @@ class Controller:
         self.last_refusal: str | None = None
         self.provisioner = Provisioner(self.context)
         self.lifecycle = NodeLifecycle(self.context, self.provisioner)
-        events = self.context.events
-        self.emptiness = Emptiness(cluster, self.state, self.context.fields, metrics=metrics, recorder=events)
-        self.terminator = Terminator(
-            cluster, cloud, self.state, self.context.fields, metrics=metrics, recorder=events, wall_clock=wall_clock
+        self.emptiness = Emptiness(
+            cluster, self.state, self.context.fields, metrics=metrics, recorder=self.context.events
         )
+        self.terminator = Terminator(self.context)
         self.disruption = Disruption(self.context, self.provisioner, self.terminator)
         self.garbage = GarbageCollector(
             cluster, cloud, options.cluster_name, metrics=metrics, clock=clock, wall_clock=wall_clock,
@@ -214,15 +212,15 @@ class Controller:
             disrupted = self.disruption.reconcile(result)
         with reconciling(TERMINATION):
             terminated = self.terminator.reconcile()
-        # Come back: at once for a node just deleted or a drain under way, later for a drain a budget blocks.
+        # Come back: at once for a node just deleted, when a drain under way asks for it.
         now = self.clock()
         dues = [now + emptied.due] if emptied.due is not None else []
         if disrupted.due is not None:
             dues.append(disrupted.due)
-        if emptied.deleted or terminated.cordoned or terminated.evicted:
+        if terminated.due is not None:
+            dues.append(terminated.due)
+        if emptied.deleted:
             dues.append(now + DRAIN_STEP_SECONDS)
-        elif terminated.blocked:
-            dues.append(now + BLOCKED_DRAIN_RETRY_SECONDS)
         self._deprovision_due = min(dues) if dues else None
         result.terminated = terminated
         result.emptied = emptied

@@ -35,9 +35,10 @@ class Terminated:
 
     cordoned: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)  # pod keys
-    blocked: dict[str, str] = field(default_factory=dict)  # pod key → why it stays (a PDB, do-not-evict)
-    deleted: list[str] = field(default_factory=list)  # nodes whose instance was terminated and finalizer removed
+    blocked: dict[str, str] = field(default_factory=dict)  # pod key → why it stays (a PDB refused its eviction)
+    deleted: list[str] = field(default_factory=list)  # nodes released: instance terminated (or gone), finalizer removed
     errors: list[str] = field(default_factory=list)
+    due: float | None = None  # clock time of the next step it needs (a node still draining)
 
 
 @dataclass(slots=True)

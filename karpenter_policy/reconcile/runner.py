@@ -36,7 +36,7 @@ from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource
-from karpenter_policy.reconcile.controller import BLOCKED_DRAIN_RETRY_SECONDS, DRAIN_STEP_SECONDS, Controller
+from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.metrics import (
     DEPROVISIONING,
@@ -212,12 +212,7 @@ class Runner:
         return due
 
     def _termination(self) -> float | None:
-        done = self.controller.terminator.reconcile()
-        if done.cordoned or done.evicted:
-            return self.clock() + DRAIN_STEP_SECONDS
-        if done.blocked or done.errors:
-            return self.clock() + BLOCKED_DRAIN_RETRY_SECONDS
-        return None
+        return self.controller.terminator.reconcile().due
 
     def _emptiness(self) -> float | None:
         controller = self.controller

@@ -1,12 +1,12 @@
 """Node templates from the constraint sets in force and the cloud's live offerings.
 
-"What was reviewed is what can run" (DESIGN.md §5): a set launches only the instance types it admits, and only
-the offerings (zone x capacity type, price, availability) the cloud reports now — in the zones of its node
-template's subnets, without the offerings that recently failed for lack of capacity. Sets with the same node
+"What was reviewed is what can run" (docs/architecture.md, the constraint set): a set launches only the instance types
+it admits, and only the offerings (zone x capacity type, price, availability) the cloud reports now — in the zones of
+its node template's subnets, without the offerings that recently failed for lack of capacity. Sets with the same node
 template share one :class:`~karpenter_policy.scheduling.InstanceTable` of every type the cloud offers there (each
-set's template masks it to the types the set admits; the whole table is what explains why a pod fits nowhere, in
-the words `check --workloads` uses). A table (and each set's template) is rebuilt only when the cloud's answer
-changed (the providers cache theirs for a refresh period), so a pass costs a comparison when nothing moved.
+set's template masks it to the types the set admits; the whole table is what explains why a pod fits nowhere, in the
+words `check --workloads` uses). A table (and each set's template) is rebuilt only when the cloud's answer changed
+(the providers cache theirs for a refresh period), so a pass costs a comparison when nothing moved.
 
 A set compiled for another region than the cloud's is left out, with the reason (its admitted names and
 offerings would be another region's).

@@ -2,9 +2,13 @@
 
 Tests, benchmarks and simulations build what they need with :class:`Scene` — constraint sets, nodes of a given
 type, zone, capacity type, age, labels and annotations, pods with requests, owners, affinity, priorities and
-annotations, PodDisruptionBudgets, DaemonSets, deployments that replace evicted pods — on the in-memory cluster and
-cloud (or moto's EC2: :class:`MotoCloud`), and run the real controllers on it. :func:`compile_policies` compiles a
-policy directory as `karpenter-policy compile` does, for a scene's constraint sets.
+annotations (and pods that linger terminating once deleted until :meth:`Scene.finish_pod` — or for ever, stuck —,
+static pods' mirrors owned by their Node), PodDisruptionBudgets, DaemonSets, deployments that replace evicted pods —
+on the in-memory cluster and cloud (or moto's EC2: :class:`MotoCloud`), and run the real controllers on it
+(:meth:`Scene.run` in virtual time; :meth:`Scene.runner` in real time, with :meth:`Scene.wait` for what it does);
+:func:`instance_type` sells a catalog type at the offerings, prices and availability a test needs.
+:func:`compile_policies` compiles a policy directory as `karpenter-policy compile` does, for a scene's constraint
+sets.
 """
 
 from __future__ import annotations
@@ -14,7 +18,15 @@ from pathlib import Path
 
 from karpenter_policy.reconcile.sim.aws import MotoCloud
 from karpenter_policy.reconcile.sim.clock import VirtualClock
-from karpenter_policy.reconcile.sim.scene import CLUSTER, EPOCH, REGION, Deployment, RealClock, Scene
+from karpenter_policy.reconcile.sim.scene import (
+    CLUSTER,
+    EPOCH,
+    REGION,
+    Deployment,
+    RealClock,
+    Scene,
+    instance_type,
+)
 
 
 def compile_policies(policies: str | Path, out: str | Path | None = None) -> Path:
@@ -39,4 +51,5 @@ __all__ = [
     "Scene",
     "VirtualClock",
     "compile_policies",
+    "instance_type",
 ]

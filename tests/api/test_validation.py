@@ -1,4 +1,4 @@
-"""Karpenter's core Provisioner rules (DESIGN.md §6), one table row per behaviour.
+"""Karpenter's core Provisioner rules (v0.31's webhook validation), one table row per behaviour.
 
 Every case starts from a realistic, valid Provisioner, applies a small change and expects either no
 violations at all or exactly the listed ones: rule, path (it becomes the file:line of the finding), severity,

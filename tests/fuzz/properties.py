@@ -7,12 +7,13 @@ import re
 import xml.etree.ElementTree as ET
 
 from hypothesis import HealthCheck, settings
+from profiles import examples
 
 from karpenter_policy.policy.findings import Report
 from karpenter_policy.policy.reporters import FORMATS, render
 
 FUZZ = settings(
-    max_examples=700,
+    max_examples=examples(700),
     deadline=None,
     derandomize=True,  # deterministic in CI: the same examples on every run
     database=None,

@@ -36,7 +36,7 @@ POLICY_SCHEMAS = {
 }
 POLICY_KINDS = frozenset({PROVISIONER, NODE_TEMPLATE})
 
-#: Every rule id `validate` may report (DESIGN.md §4 plus the validate-only ones).
+#: Every rule id `validate` may report (the stable rule ids of `api.violations` that `validate` can find).
 KNOWN_RULES = frozenset({
     "parse-error", "schema", "invalid-requirement", "restricted-label", "invalid-spec", "deprecated-label",
     "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range", "ttl-churn",

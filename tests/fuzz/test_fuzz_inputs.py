@@ -1,10 +1,10 @@
 """Fuzz the inputs beyond policy files, in-process, with numbers and structures at the edges: workloads, limits
 and quantities, `--values` and `--catalog` files, and the webhook's AdmissionReview bodies.
 
-Each class runs at least 2,000 generated examples (derandomized: the same ones in every run). Zero internal
-errors: nothing but the input's own documented error (`LoadError`, `ValuesError`, `TemplateError`,
-`CatalogError`, `BadReview`) may escape, every finding is well-formed and every report renders, and no webhook
-answer is an `internal error`.
+Each class runs at least 2,000 generated examples in CI (`HYPOTHESIS_PROFILE=ci`; the `dev` profile runs a few, see
+`profiles`), derandomized: the same ones in every run. Zero internal errors: nothing but the input's own documented
+error (`LoadError`, `ValuesError`, `TemplateError`, `CatalogError`, `BadReview`) may escape, every finding is
+well-formed and every report renders, and no webhook answer is an `internal error`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.objects import Provisioner
@@ -63,7 +64,7 @@ from .strategies import KNOWN_RULES, Case
 ROOT = Path(__file__).resolve().parents[2]
 PINNING_POLICIES = ROOT / "examples" / "pinning" / "policies"
 EXAMPLES = 2000
-CLASS = settings(FUZZ, max_examples=EXAMPLES)
+CLASS = settings(FUZZ, max_examples=examples(EXAMPLES))
 WORKLOAD_RULES = frozenset(
     {
         "parse-error", "invalid-workload", "workload-unschedulable", "overlap", "shadowed", "quantity-out-of-range",
@@ -197,7 +198,7 @@ def _reference(text: str) -> Decimal | None:
     return -value if sign == "-" else value
 
 
-@settings(CLASS, max_examples=3 * EXAMPLES)
+@settings(CLASS, max_examples=examples(3 * EXAMPLES))
 @given(raw=st.one_of(quantity_strings(), quantity_values))
 def test_quantities_are_read_as_kubernetes_reads_them(raw: Any) -> None:
     try:

@@ -38,6 +38,7 @@ import pytest
 import yaml
 from hypothesis import event, given, settings
 from hypothesis.control import currently_in_test_context
+from profiles import examples
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpenter_policy.policy.findings import Report
@@ -263,7 +264,7 @@ def _scratch() -> str:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Fuzz tests (700 + 700 + 400 + 300 = 2,100 examples, 2,000+ files)
+# Fuzz tests (700 + 700 + 400 + 300 = 2,100 examples, 2,000+ files, under HYPOTHESIS_PROFILE=ci; fewer in `dev`)
 
 @FUZZ
 @given(case=mutated_cases())
@@ -277,13 +278,13 @@ def test_raw_text_mutations(case: Case) -> None:
     check_cases([case])
 
 
-@settings(FUZZ, max_examples=400)
+@settings(FUZZ, max_examples=examples(400))
 @given(case=hostile_cases())
 def test_hostile_files(case: Case) -> None:
     check_cases([case])
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=examples(300))
 @given(files=file_sets())
 def test_directories_of_mixed_files(files: list[tuple[str, Case]]) -> None:
     check_cases([case for _, case in files], names=[name for name, _ in files])

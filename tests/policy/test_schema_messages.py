@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.api.schema import load_schema, schema_violations
 from karpenter_policy.api.violations import SCHEMA, Path, Violation
@@ -315,7 +316,7 @@ def mutated_provisioners(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_provisioners())
 def test_fast_path_and_reference_validator_agree(doc: dict[str, Any]) -> None:
     violations = schema_violations(doc, SCHEMA_FILE)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import custom_representatives, table_for
@@ -336,7 +337,7 @@ def cheapest_offering(terms: Sequence[Term]) -> tuple[float | None, str, str, st
     return known_price(price), name, zone, capacity_type
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requirement_lists())
 def test_the_solver_agrees_with_brute_force(requirements: list[dict[str, Any]]) -> None:
     terms = terms_of(provisioner(requirements))
@@ -371,7 +372,7 @@ def provisioners(draw: st.DrawFn) -> dict[str, Any]:
     return provisioner(draw(requirement_lists()), labels)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(provisioners(), st.sampled_from(("linux", "windows")))
 def test_the_bit_masks_and_z3_give_the_same_verdict_and_outputs(document: dict[str, Any], os: str) -> None:
     terms = terms_of(document)

@@ -21,6 +21,7 @@ from fuzz.properties import FUZZ
 from fuzz.strategies import mutate, pick
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
@@ -68,7 +69,7 @@ def aimed_at(name: str) -> dict[str, Any]:
     )
 
 
-@settings(FUZZ, max_examples=EXAMPLES)
+@settings(FUZZ, max_examples=examples(EXAMPLES))
 @given(st.data())
 def test_a_damaged_set_is_refused_in_one_line_or_schedules_without_an_exception(
     compiled: Path, data: st.DataObject

@@ -255,21 +255,46 @@ def test_a_replacement_that_never_initializes_abandons_the_command(tmp_path: Pat
     assert "not initialized after 600s; nothing deleted" in log.getvalue()
 
 
-@pytest.mark.parametrize("reason", ["drift"])
-def test_no_disruption_while_pods_are_pending(tmp_path: Path, reason: str) -> None:
+def test_a_pod_that_can_never_schedule_does_not_freeze_disruption(tmp_path: Path, log: io.StringIO) -> None:
+    """Issue #18 item 7: Karpenter disrupts while pods that failed to schedule stay pending; a 64-vCPU pod no type
+    takes once kept every expiry, drift and consolidation waiting for as long as it existed."""
+    before = policies(tmp_path, lambda t: t, "before")
+    after = policies(tmp_path, on_demand, "after")
+    world = World(before, types=["m5.xlarge"])
+    controller, deployment = start(world, 3)
+    (old,) = nodes(world)
+    big = replicas("huge", 0, 1, containers=[container("64")])[0]  # fits no type: stays pending
+    world.cluster.create(objects.POD, big)
+    run(world, controller, deployment, 30)
+    assert "could not schedule pod, no provisioner can launch a node for it" in log.getvalue()
+    controller.constraints = DirectorySource(str(after))  # the fleet drifts: on-demand now
+    run(world, controller, deployment, 600, lambda: old not in nodes(world) and settled_but(world, "default/huge-0"))
+    assert old not in nodes(world), "the drifted node was replaced although the 64-vCPU pod is still pending"
+    assert world.unbound() == ["default/huge-0"]
+    assert "deprovisioning via drift replace" in log.getvalue()
+
+
+def test_pods_being_provisioned_hold_disruption_until_their_batch_is_done(tmp_path: Path) -> None:
+    """The other side of item 7: a pod that provisioning has not tried yet (its batch window is open) holds every
+    decision, so that a decision never races the launch it would cause."""
     before = policies(tmp_path, lambda t: t, "before")
     after = policies(tmp_path, on_demand, "after")
     world = World(before, types=["m5.xlarge"])
     controller, deployment = start(world, 3)
     (old,) = nodes(world)
     controller.constraints = DirectorySource(str(after))
-    big = replicas("huge", 0, 1, containers=[container("64")])[0]  # fits no type: stays pending
-    world.cluster.create(objects.POD, big)
-    run(world, controller, deployment, 60)
-    assert old in nodes(world) and not objects.is_deleting(nodes(world)[old])
-    world.cluster.delete(objects.POD, "huge-0", "default")
+    deployment.scale(4)  # one more replica: pending until its batch closes
+    results = run(world, controller, deployment, 1)
+    assert world.unbound(), "the new pod is still in its batch window"
+    assert results[-1].disrupted is not None and results[-1].disrupted.decided is None
+    assert not any(objects.is_deleting(n) for n in nodes(world).values())
     run(world, controller, deployment, 600, lambda: old not in nodes(world) and settled(world))
-    assert old not in nodes(world)
+    assert old not in nodes(world) and not world.unbound()
+
+
+def settled_but(world: World, pending: str) -> bool:
+    """Every pod bound except `pending`, no node being deleted."""
+    return world.unbound() == [pending] and not any(objects.is_deleting(n) for n in nodes(world).values())
 
 
 def test_a_new_image_for_the_node_template_drifts_its_nodes(tmp_path: Path, log: io.StringIO) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.cloud.provider import LaunchRequest
 from karpenter_policy.kube import objects
@@ -83,7 +84,7 @@ def launch(cloud: Any, token: str, provisioner: str = "default") -> str:
     return str(cloud.create(request).id)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["truth", *HOSTILE]), st.sampled_from([1.0, 30.0, 200.0])),
                 min_size=1, max_size=12))

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import Instance, LaunchRequest
@@ -205,7 +206,7 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+@settings(max_examples=examples(80), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(STEPS)
 def test_no_interleaving_of_events_steps_and_clock_moves_loses_a_pod(

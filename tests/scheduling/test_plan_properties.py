@@ -29,6 +29,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.podtopology import AffinityTerm
@@ -58,7 +59,7 @@ TEAM = "example.com/team"
 DEDICATED = "dedicated"
 
 PROPERTIES = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     derandomize=True,  # the same examples on every run
     database=None,

@@ -90,3 +90,46 @@ def test_the_controllers_run_in_real_time(compiled: Path) -> None:
         while scene.unbound() and time.monotonic() < deadline:
             time.sleep(0.05)
     assert scene.unbound() == [] and len(scene.nodes()) == 1
+
+
+def test_a_lingering_pod_stays_terminating_until_finished(compiled: Path) -> None:
+    scene = Scene(compiled)
+    node = scene.add_node("default", "m5.xlarge")
+    scene.add_pod("slow", node=node, lingers=True)
+    scene.add_pod("quick", node=node)
+    scene.cluster.evict("default", "slow")
+    scene.cluster.evict("default", "quick")
+    slow = scene.cluster.get(objects.POD, "slow", "default")
+    assert slow is not None and objects.is_deleting(slow) and slow["spec"]["nodeName"] == node
+    assert scene.cluster.get(objects.POD, "quick", "default") is None, "the in-memory default: gone at once"
+    scene.advance(3600)
+    assert scene.pods_on(node) == ["slow"], "never finished: terminating for ever"
+    scene.finish_pod("slow")
+    assert scene.pods_on(node) == []
+    scene.add_pod("running", node=node, lingers=True)
+    scene.finish_pod("running")  # not deleted yet: a force deletion
+    assert scene.pods_on(node) == []
+
+
+def test_a_static_pod_is_a_mirror_owned_by_its_node(compiled: Path) -> None:
+    scene = Scene(compiled)
+    node = scene.add_node("default", "m5.xlarge")
+    mirror = scene.add_static_pod("kube-proxy", node)
+    (reference,) = mirror["metadata"]["ownerReferences"]
+    assert reference == {"apiVersion": "v1", "kind": "Node", "name": node, "uid": objects.uid(scene.node(node) or {}),
+                         "controller": True}
+    assert "kubernetes.io/config.mirror" in mirror["metadata"]["annotations"]
+    assert objects.namespace(mirror) == "kube-system" and mirror["spec"]["nodeName"] == node
+    job = scene.add_pod("job", owner=("Job", "nightly"))
+    assert job["metadata"]["ownerReferences"][0]["apiVersion"] == "batch/v1"
+    with pytest.raises(ValueError, match="no node"):
+        scene.add_static_pod("orphan", "ip-nowhere")
+
+
+def test_wait_looks_until_a_condition_holds_in_real_time(compiled: Path) -> None:
+    scene = Scene(compiled, real_time=True)
+    later = time.monotonic() + 0.2
+    assert scene.wait(lambda: time.monotonic() >= later, 5)
+    assert not scene.wait(lambda: False, 0.05)
+    virtual = Scene(compiled)
+    assert virtual.wait(lambda: True) and not virtual.wait(lambda: False, 3600), "virtual time: only now"

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kube.support import GENEROUS, eventually
 
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
-from karpenter_policy.webhook.server import Limits
+from karpenter_policy.webhook.server import IDLE, Limits
 
 from .support import Client, cases, raw_tls, read_answer
 
@@ -49,7 +50,7 @@ class Flood:
                 if tls:
                     sock = self.context.wrap_socket(sock, server_hostname="localhost")
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.05)  # the flood's own pace between refused attempts
                 continue
             self.opened += 1
             with sock:
@@ -78,8 +79,15 @@ def test_well_behaved_clients_are_served_during_a_flood(capped: Webhook, cert_di
     ca = cert_dir / "ca.crt"
     keep_alive = Client(capped.port, ca, timeout=10)
     assert keep_alive.review("/validate/provisioners", PROVISIONER)["allowed"] is True
+    evictions = capped.metrics.evicted_connections._value.get
+    before = evictions()
     with Flood(capped.port, ca, idle=40, silent=40) as flood:
-        time.sleep(1.0)  # the flood has filled the connection limit
+        # The flood has filled the connection limit: the server closes connections to make room.
+        eventually(
+            lambda: flood.opened >= LIMITS.max_connections and evictions() > before,
+            GENEROUS,
+            "the flood filling the connection limit",
+        )
         assert flood.opened >= LIMITS.max_connections
         failures: list[str] = []
         for attempt in range(15):
@@ -101,10 +109,18 @@ def test_well_behaved_clients_are_served_during_a_flood(capped: Webhook, cert_di
             except OSError as error:
                 failures.append(f"keep-alive {attempt}: {error!r}")
                 keep_alive.close()
-            time.sleep(0.1)
+            time.sleep(0.1)  # the probes' own pace: 15 rounds spread over the flood
         assert not failures, failures
     keep_alive.close()
     assert capped.metrics.evicted_connections._value.get() > 0
+
+
+def _idle(server: Webhook, socks: list[ssl.SSLSocket]) -> bool:
+    """Whether the server holds each of `socks` as an idle keep-alive connection (waiting for a next request)."""
+    addresses = {sock.getsockname() for sock in socks}
+    with server.server._lock:
+        states = {c.client_address: c.state for c in server.server._connections}
+    return all(states.get(address) == IDLE for address in addresses)
 
 
 def test_the_cap_holds_and_idle_connections_make_room(capped: Webhook, cert_dir: Path) -> None:
@@ -115,9 +131,9 @@ def test_the_cap_holds_and_idle_connections_make_room(capped: Webhook, cert_dir:
         for index, sock in enumerate(held):
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_answer(sock)[0] == 200
-            if index == 0:
-                time.sleep(1.0)  # held[0] idle clearly the longest, however the server's threads are scheduled
-        time.sleep(0.2)
+            if index == 0:  # held[0] idle before the others send: idle the longest, however threads are scheduled
+                eventually(lambda: _idle(capped, held[:1]), GENEROUS, "held[0] idle in the server")
+        eventually(lambda: _idle(capped, held), GENEROUS, "every held connection idle in the server")
         with raw_tls(capped.port, ca) as extra:
             extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_answer(extra)[0] == 200

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kube.support import GENEROUS, eventually
 
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.server import Limits
@@ -70,7 +71,7 @@ def _poll_healthz(port: int, ca: Path, stop: threading.Event, statuses: list[int
             except OSError:
                 statuses.append(0)
                 client.close()
-            time.sleep(0.1)
+            time.sleep(0.1)  # the probes' own pace
     finally:
         client.close()
 
@@ -119,7 +120,7 @@ def test_the_deadline_is_the_api_servers_timeout_capped(one_worker: Webhook, cer
         target=lambda: answers.append(slow.post("/validate/provisioners?timeout=6s", review_body(MANY_UNKNOWN_NAMES)))
     )
     holder.start()
-    time.sleep(0.5)
+    eventually(one_worker.pool._idle.empty, GENEROUS, "the slow Provisioner holding the only worker")
     pods = Client(one_worker.port, ca, timeout=30)
     driver = {
         "apiVersion": "v1",

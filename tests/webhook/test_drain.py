@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from kube.support import GENEROUS, eventually
 
 from .support import Client, cases, review_body
 from .test_command import CLI, free_port
@@ -35,6 +36,18 @@ class Served:
     port: int
     ca: Path
     stderr: list[str] = field(default_factory=list)
+    reader: threading.Thread | None = None
+
+    def log(self) -> str:
+        """What the webhook has logged so far."""
+        return "".join(self.stderr)
+
+    def whole_log(self) -> str:
+        """Everything the webhook logged, once it has exited (its stderr read to the end)."""
+        assert self.process.poll() is not None and self.reader is not None
+        self.reader.join(timeout=GENEROUS)
+        assert not self.reader.is_alive(), "the webhook's stderr did not end"
+        return self.log()
 
 
 @pytest.fixture()
@@ -55,7 +68,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     result = Served(process, port, tmp_path / "ca.crt")
-    reader = threading.Thread(target=lambda: result.stderr.extend(process.stderr or []), daemon=True)
+    reader = result.reader = threading.Thread(target=lambda: result.stderr.extend(process.stderr or []), daemon=True)
     reader.start()
     try:
         deadline = time.monotonic() + 60
@@ -119,6 +132,7 @@ class Outcomes:
     closed_after_sigterm: int = 0
     unanswered: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    closing: threading.Event = field(default_factory=threading.Event)  # an answer said `Connection: close`
 
 
 def _keep_sending(served: Served, stop: threading.Event, sigterm: threading.Event, outcomes: Outcomes) -> None:
@@ -127,7 +141,7 @@ def _keep_sending(served: Served, stop: threading.Event, sigterm: threading.Even
     while not stop.is_set():
         if sock is None:
             sock = _connect(served)
-            if sock is None:  # not accepted: nothing was sent
+            if sock is None:  # not accepted: nothing was sent; the sender's own pace between attempts
                 time.sleep(0.02)
                 continue
         after = sigterm.is_set()
@@ -146,6 +160,8 @@ def _keep_sending(served: Served, stop: threading.Event, sigterm: threading.Even
             else:
                 assert answer[0] == 200
                 outcomes.answered += 1
+                if answer[1].get("connection") == "close":
+                    outcomes.closing.set()
                 if after:
                     outcomes.answered_after_sigterm += 1
                     outcomes.closed_after_sigterm += answer[1].get("connection") == "close"
@@ -165,19 +181,24 @@ def test_sigterm_answers_every_accepted_request(served: Served) -> None:
     assert _answer(idle) is not None  # a keep-alive connection that now waits for a next request
     for sender in senders:
         sender.start()
-    time.sleep(0.5)
+    eventually(lambda: outcomes.answered >= len(senders), GENEROUS, "requests answered before SIGTERM")
     served.process.send_signal(signal.SIGTERM)
-    time.sleep(0.3)  # the signal is handled asynchronously: count the requests sent once it surely was
+    # The signal is handled asynchronously: requests count as sent after SIGTERM once the drain shows, in an
+    # answer that closes its connection (from then on every answer does).
+    eventually(outcomes.closing.is_set, GENEROUS, "an answer with Connection: close")
     sigterm.set()
     # A request that begins during the delay and is still arriving when the listener closes.
-    time.sleep(SHUTDOWN_DELAY - 0.7)
     slow = _connect(served)
     assert slow is not None
     slow.sendall(REQUEST[: len(REQUEST) // 2])
-    time.sleep(1.0)
+    eventually(lambda: "stopped accepting connections" in served.log(), GENEROUS, "the listener closed")
     slow.sendall(REQUEST[len(REQUEST) // 2 :])
     slow_answer = _answer(slow)
-    time.sleep(0.5)
+    eventually(
+        lambda: "karpenter_policy.webhook: workers stopped" in served.log() or served.process.poll() is not None,
+        GENEROUS,
+        "the drain's end",
+    )
     stop.set()
     for sender in senders:
         sender.join()
@@ -185,8 +206,7 @@ def test_sigterm_answers_every_accepted_request(served: Served) -> None:
     with contextlib.suppress(OSError):
         assert idle.recv(1024) == b""  # closed by the server, not left to the process's exit
     assert served.process.wait(timeout=30) == 0
-    time.sleep(0.2)
-    log = "".join(served.stderr)
+    log = served.whole_log()
     assert slow_answer is not None and slow_answer[0] == 200, log
     assert slow_answer[1]["connection"] == "close"
     assert not outcomes.unanswered, (outcomes.unanswered, log)
@@ -208,7 +228,7 @@ def test_sigterm_answers_every_accepted_request(served: Served) -> None:
 
 def test_sighup_is_logged_and_ignored(served: Served) -> None:
     served.process.send_signal(signal.SIGHUP)
-    time.sleep(0.5)
+    eventually(lambda: "received SIGHUP: ignored" in served.log(), GENEROUS, "the SIGHUP logged")
     client = Client(served.port, served.ca, timeout=10)
     assert client.get("/healthz").status == 200
     assert client.review("/validate/provisioners", PROVISIONER)["allowed"] is True
@@ -216,5 +236,4 @@ def test_sighup_is_logged_and_ignored(served: Served) -> None:
     assert served.process.poll() is None
     served.process.send_signal(signal.SIGTERM)
     assert served.process.wait(timeout=30) == 0
-    time.sleep(0.2)
-    assert "received SIGHUP: ignored" in "".join(served.stderr)
+    assert "received SIGHUP: ignored" in served.whole_log()

@@ -158,7 +158,7 @@ def test_policies_reload_when_their_files_change(
     assert "nope" in caplog.text
     assert tolerated(client) == ["nvidia.com/gpu", "example.com/new"]
     assert not admitted(client, LINUX_ONLY)
-    time.sleep(1.0)  # refused once, not again at every poll
+    time.sleep(1.0)  # five polls (every 0.2 s) to watch: refused once, not again at every poll
     assert reloads(server, "error") == 1
 
     # Fixed: the next version loads.

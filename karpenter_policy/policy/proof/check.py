@@ -34,7 +34,7 @@ def check_command(
     quiet: bool = False,
     previous_generation: bool = False,
 ) -> CommandOutput:
-    """Run `karpenter-policy check`: the report on stdout, exit code per DESIGN.md §3 (2: could not run).
+    """Run `karpenter-policy check`: the report on stdout, exit code as `cli` documents it (2: could not run).
     With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
     replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot. `selection`:
     the files left out and the rules disabled; `quiet`: the findings alone (text and github output)."""
@@ -76,7 +76,7 @@ def render_check(
     quiet: bool = False,
 ) -> str:
     """The report in `output` format, with the proven provisioners: in text one info line each (before the
-    summary), in JSON a `provisioners` section next to DESIGN.md §4's `findings` and `summary`. With
+    summary), in JSON a `provisioners` section next to the JSON report's `findings` and `summary`. With
     `workloads` (`--workloads`), the same for each workload (where it goes: `workloads` in JSON) and the capacity
     plan (`capacity` in JSON; a table after the summary in text; the table alone is what `markdown` adds)."""
     placements = workloads.placements if workloads is not None else None

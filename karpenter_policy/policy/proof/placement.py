@@ -14,9 +14,9 @@ runs, on the provisioners `check` proved.
   their pods' requests (the larger of the cpu and the memory share of the node's allocatable). A month is 730 h,
   as infracost counts it.
 
-Findings (DESIGN.md §4): `workload-unschedulable` (error, at the pod template), `overlap` (warning: equal-weight
-provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take goes to
-a higher-weight one). `limits` warnings come from `proof.limits`, run by every `check`.
+Findings (rule ids of `api.violations`): `workload-unschedulable` (error, at the pod template), `overlap` (warning:
+equal-weight provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take
+goes to a higher-weight one). `limits` warnings come from `proof.limits`, run by every `check`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Proving provisioners: validate, then every valid Provisioner against the instance-type catalog with the solver.
 
-Rules (DESIGN.md §4):
+Rules (rule ids of `api.violations`, each explained in docs/rules/<id>.md):
 
 * `unknown-instance-type` — a value of instance-type, instance-family, instance-size or zone that the catalog
   (its region) does not have, with the nearest existing name ("did you mean m5d.2xlarge?"). An error when the

@@ -1,7 +1,10 @@
 """The disruption controller: expiry, drift and consolidation decided and carried out one command at a time.
 
-It decides only while the cluster is quiet — no pod pending, no launch in flight, no node of ours being drained, no
-batch window open — and at most every `disruption_interval` seconds (:class:`Deprovisioner`). A decision reads the
+It decides only while the cluster is quiet — no pod that provisioning is still working on, no launch in flight, no
+node of ours being drained — and at most every `disruption_interval` seconds (:class:`Deprovisioner`). Pods the
+last batch found no place for, and pods planned onto an existing node for kube-scheduler to bind, do not keep it
+waiting: Karpenter disrupts while unschedulable pods stay pending; every decision places them too (they take
+room), and the nodes they were planned onto are not disrupted. A decision reads the
 cluster as the state showed it when the decision began (`view`), builds its own node templates (a decision on its
 own thread must not share the provisioner's, which a scheduling run adjusts), and is bounded in time by
 Karpenter's budgets (`ControllerOptions.single_node_budget` and `multi_node_budget`): a decision that runs out
@@ -32,7 +35,8 @@ from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import PodRecord
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 from karpenter_policy.reconcile.termination.terminator import Terminator
-from karpenter_policy.scheduling import SchedulerOptions
+from karpenter_policy.scheduling import Pod, SchedulerOptions
+from karpenter_policy.scheduling.pods import PodSpecError
 
 NODE = logs.logger("node")
 #: A decision that found nothing is taken again at least this often (images resolve anew; see above).
@@ -67,32 +71,29 @@ class Disruption:
         if change.kind == "pod":
             nodes = {r.node for r in (change.before, change.after) if isinstance(r, PodRecord) and r.node}
             if not nodes:
-                return  # a pending pod: provisioning's (disruption waits for quiet anyway)
+                return  # a pending pod: provisioning's (what it does with it shows as a launch or a binding)
         self._changed = True
 
     def protected(self) -> frozenset[str]:
         """The replacements of the command under way (emptiness must not count them empty)."""
         return self.deprovisioner.protected()
 
-    def quiet(self) -> bool:
-        """Nothing else moves: no pod pending, no launch in flight, no node of ours drained, no batch open."""
-        context = self.context
-        return not (
-            self.provisioner.pending_pods()
-            or len(context.inflight)
-            or self.terminator.draining
-            or self.provisioner.batcher.due() is not None
-        )
+    def settled_pods(self) -> frozenset[str]:
+        """The pending pods (uids) provisioning is done with for now: the last batch found no place for them, or
+        planned them onto an existing node for kube-scheduler to bind."""
+        provisioner = self.provisioner
+        return provisioner.unschedulable() | frozenset(provisioner.nominations())
 
-    def busy(self) -> bool:
-        """Provisioning has work (a pod pending, a window open, a launch in flight): cheap, asked often by a
-        decision under way, which stops when it is."""
+    def provisioning(self, settled: frozenset[str]) -> bool:
+        """Provisioning has work: a pod pending that is not `settled`, or a launch in flight."""
         context = self.context
-        return (
-            context.state.pending_count() > 0
-            or self.provisioner.batcher.due() is not None
-            or len(context.inflight) > 0
-        )
+        if len(context.inflight) > 0:
+            return True
+        return any(p.uid not in settled for p in context.state.pending())
+
+    def quiet(self) -> bool:
+        """Nothing else moves: no pod being provisioned, no launch in flight, no node of ours drained."""
+        return not (self.provisioning(self.settled_pods()) or self.terminator.draining)
 
     def reconcile(self, result: ReconcileResult) -> Disrupted:
         """One step of the deprovisioner: follow the command under way, else decide when quiet."""
@@ -116,10 +117,13 @@ class Disruption:
             self._recheck_at = context.clock() + RECHECK_SECONDS
             budgets = context.cluster.list(objects.POD_DISRUPTION_BUDGET).items
             templates = self._template_sets()
+            settled = self.settled_pods()
             return Inputs(
                 disruption_view(context.state), templates, budgets, context.wall_clock(), protected,
                 self._current_images(templates), context.clock,
-                context.options.single_node_budget, context.options.multi_node_budget, self.busy,
+                context.options.single_node_budget, context.options.multi_node_budget,
+                lambda: self.provisioning(settled), self._pending_pods(),
+                frozenset(self.provisioner.nominations().values()),
             )
 
         def launch(command: Command) -> list[str] | str:
@@ -134,11 +138,21 @@ class Disruption:
             NODE.error(done.errors[0], extra=context.fields())
             done.due = context.clock() + context.options.disruption_interval
             return done
-        if done.decided or done.stopped or done.errors:
-            self._changed = True  # it acted, or did not finish: decide again
+        if done.decided or done.stopped or done.errors or done.abandoned:
+            self._changed = True  # it acted, did not finish, or gave a command up: decide again
         elif done.due is not None:
             self._recheck_at = min(self._recheck_at, done.due)  # a node expires, a validation is due
         return done
+
+    def _pending_pods(self) -> list[Pod]:
+        """The scheduler's pods of the pods pending now (not planned onto a launch in flight)."""
+        pods = []
+        for record in self.provisioner.pending_pods():
+            try:
+                pods.append(self.context.state.scheduling_pod(record))
+            except PodSpecError:
+                continue  # reported by provisioning; nothing to place
+        return pods
 
     def _template_sets(self) -> Templates:
         loaded = self.context.loaded

@@ -1,29 +1,37 @@
 """Disruption decisions: which nodes of ours should go for expiry, drift or consolidation, and what replaces them.
 
 Karpenter v0.31's deprovisioning, on the scheduling core that provisions (`scheduling/`): every "would these pods
-fit elsewhere?" is a scheduling run with the candidate nodes taken out and their pods pending. In this order, the
-first method that finds something decides (one command at a time):
+fit elsewhere?" is a scheduling run with the candidate nodes taken out and their pods pending, together with the
+pods still pending in the cluster (Karpenter's `simulateScheduling`: they take room too; their own failures do not
+count). In this order, the first stage that finds something decides (one command at a time):
 
-1. **expiration** — a node older than its provisioner's `ttlSecondsUntilExpired` (the oldest first; never before
-   :data:`EXPIRY_FLOOR`, ten minutes, whatever the TTL);
+1. **expiration** — nodes older than their provisioner's `ttlSecondsUntilExpired` (never before
+   :data:`EXPIRY_FLOOR`, ten minutes, whatever the TTL): the empty ones all at once, else one at a time, the
+   most expired first;
 2. **drift** — a node whose provisioner is gone from the constraint sets, whose node hash (labels, taints,
    kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
    its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
-   is no longer the one its node template resolves (a new AMI release): a merged policy change rolls the fleet,
-   empty drifted nodes first and all at once;
-3. **consolidation** (provisioners with `consolidation.enabled`) — empty nodes are deleted; then several nodes
-   whose pods fit on the others plus at most one new node (multi-node), then one node at a time (single-node):
-   delete it when its pods fit on the others, replace it when one strictly cheaper node takes them; never spot
-   by spot; the $/h saved is part of the decision.
+   is no longer the one its node template resolves (a new AMI release): the empty ones all at once, else one at a
+   time, the earliest drifted first (when this controller first saw it drifted);
+3. **consolidation** (provisioners with `consolidation.enabled`, nodes without `karpenter.sh/do-not-consolidate`)
+   — *empty*: every empty node at once; *multi-node*: the most nodes (at least 2, up to 100, lowest disruption
+   cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A node
+   is deleted when its pods fit on the others, replaced when one node whose every type's worst launch price is
+   below the price of what goes takes them (:mod:`~karpenter_policy.reconcile.disruption.pricing`); never a
+   spot node by a node that may be spot; several nodes never by a type among them that costs as much as one of
+   them (deleting fewer nodes does that with less disruption).
 
-Expiry and drift replace with as many new nodes as the pods need (none when they fit on the others) and skip a
-node whose pods would not all schedule. A node is never a candidate while being deleted, before it is
-initialized, when annotated `karpenter.sh/do-not-evict` pods run on it, or when a PodDisruptionBudget allows no
-disruption of one of its pods; `karpenter.sh/do-not-consolidate` keeps it from consolidation only. Pods that
-would be placed on a node not yet initialized do not count as placed.
+Expiry and drift replace with as many new nodes as the pods need (none when they fit on the others) and skip a node
+whose pods would not all schedule. A node is never a candidate while being deleted, before it is initialized,
+with the `karpenter.sh/do-not-disrupt` annotation, while nominated for a pending pod, when a pod on it is annotated
+`karpenter.sh/do-not-evict` or `karpenter.sh/do-not-disrupt`, or when a PodDisruptionBudget allows no disruption of
+one of its pods (an unhealthy pod under `unhealthyPodEvictionPolicy: AlwaysAllow` aside). Pods that would be placed
+on a node not yet initialized do not count as placed. A candidate's disruption cost is its pods' (Karpenter's
+eviction cost) scaled by the fraction of its lifetime left before it expires (`lifetimeRemaining`).
 
-This module decides; :mod:`~karpenter_policy.reconcile.disruption.deprovisioner` carries a decision out (replacements
-launched and initialized first, then the candidates deleted through the termination finalizer).
+This module decides; :mod:`~karpenter_policy.reconcile.disruption.validation` checks a consolidation again after its
+wait, and :mod:`~karpenter_policy.reconcile.disruption.deprovisioner` carries a decision out (candidates cordoned,
+replacements launched and initialized first, then the candidates deleted through the termination finalizer).
 """
 
 from __future__ import annotations
@@ -40,11 +48,12 @@ from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import known_price
 from karpenter_policy.model.requirements import Operator, Requirements
+from karpenter_policy.reconcile.disruption import pricing
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state.records import PodRecord
+from karpenter_policy.reconcile.state import pods as pod_info
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.reconcile.termination.terminator import DO_NOT_EVICT
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
@@ -54,9 +63,16 @@ from karpenter_policy.scheduling.vectors import Vector, add, fits, subtract
 EXPIRATION = "expiration"
 DRIFT = "drift"
 CONSOLIDATION = "consolidation"
+#: The stages of a decision, in Karpenter's order (its deprovisioners): the first that finds a command decides.
+EMPTY = "empty"
+MULTI_NODE = "multi-node"
+SINGLE_NODE = "single-node"
+STAGES = (EXPIRATION, DRIFT, EMPTY, MULTI_NODE, SINGLE_NODE)
 DELETE = "delete"
 REPLACE = "replace"
 DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
+#: On a Node, keeps it from every disruption; on a pod, as `karpenter.sh/do-not-evict` (v0.31 honours both).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 SPOT = "spot"
 #: No node expires before it has run this long, whatever its provisioner's ttlSecondsUntilExpired (compile warns,
 #: `ttl-churn`, below an hour): with a TTL of 0 every node would be replaced as soon as it is initialized, and its
@@ -68,16 +84,17 @@ MULTI_NODE_LIMIT = 100
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A node of ours that could go: what it runs (`pods`, DaemonSets' left out) and what it costs."""
+    """A node of ours that could go: what it runs (`pods`: the pods that would move — DaemonSets', static, finished
+    and terminating pods left out) and what it costs."""
 
     name: str
     provisioner: str
     instance_type: str
     zone: str
     capacity_type: str
-    price: float | None  # $/h of its offering; None: no price data
+    price: float | None  # $/h of its offering, available now or not; None: no price data
     pods: tuple[Pod, ...]
-    disruption_cost: float
+    disruption_cost: float  # its pods' eviction cost, scaled by the fraction of its lifetime left
     created: dt.datetime | None
     consolidatable: bool  # its provisioner consolidates and the node is not annotated do-not-consolidate
 
@@ -88,13 +105,15 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A decision: delete `candidates`, after launching `replacements` (their pods are the candidates')."""
+    """A decision: delete `candidates`, after launching `replacements` (their pods are the candidates'). `stage`:
+    the stage that found it (one of :data:`STAGES`)."""
 
     method: str  # expiration | drift | consolidation
     candidates: tuple[Candidate, ...]
     replacements: tuple[ClaimPlan, ...] = ()
     why: str = ""
     savings: float | None = None  # $/h saved (consolidation; None: no price data)
+    stage: str = ""
 
     @property
     def action(self) -> str:
@@ -134,19 +153,28 @@ class Decision:
     blocked: dict[str, str] = field(default_factory=dict)
     #: seconds until the next node expires (None: none will).
     expires_in: float | None = None
-    #: why the decision stopped before it looked at everything ("": it did not).
+    #: why the decision stopped before it looked at everything ("": it did not): a budget that ran out, or
+    #: something more urgent.
     stopped: str = ""
-    #: what Karpenter's metrics tell of it: per method looked at, the candidates it found eligible and the seconds
-    #: it took; the consolidations its budget stopped (`multi-machine`, `single-machine`).
+    #: Something more urgent happened (pods became pending): the decision stopped, and acts on nothing.
+    cut_short: bool = False
+    #: what Karpenter's metrics tell of it: per method that looked (expiration, drift, consolidation — its three
+    #: stages together), the candidates it found eligible and the seconds it took; the consolidations its budget
+    #: stopped (`multi-machine`, `single-machine`).
     eligible: dict[str, int] = field(default_factory=dict)
     evaluated: dict[str, float] = field(default_factory=dict)
     timeouts: list[str] = field(default_factory=list)
 
     def interrupted(self, inputs: Inputs) -> bool:
         """Whether the decision must stop now (something more urgent happened); notes why once."""
-        if not self.stopped and inputs.interrupted():
-            self.stopped = "the decision stopped: pods became pending (provisioning goes first)"
-        return bool(self.stopped)
+        if not self.cut_short and inputs.interrupted():
+            self.cut_short = True
+            self.stop("the decision stopped: pods became pending (provisioning goes first)")
+        return self.cut_short
+
+    def stop(self, why: str) -> None:
+        """Note why a part of the decision stopped early."""
+        self.stopped = f"{self.stopped}; {why}" if self.stopped else why
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,22 +196,10 @@ class Inputs:
     multi_node_budget: float = math.inf
     #: True once something more urgent happened (pods became pending): the decision stops at once.
     interrupted: Callable[[], bool] = lambda: False
-
-
-def offering_price(
-    templates: Templates, provisioner: str, instance_type: str, zone: str, capacity: str
-) -> float | None:
-    """$/h of one offering as the provisioner's template prices it (None: unknown type or no price data)."""
-    if provisioner not in templates.sets:
-        return None
-    table = templates.template(provisioner).table
-    position = table.position.get(instance_type)
-    if position is None:
-        return None
-    for price, z, c in table.offerings[position]:
-        if table.zones[z] == zone and table.capacity_types[c] == capacity:
-            return known_price(price)
-    return None
+    #: The pods still pending (every simulation places them too, as Karpenter's does).
+    pending: Sequence[Pod] = ()
+    #: The nodes the provisioner planned a pending pod onto (Karpenter's nominated nodes): not candidates.
+    nominated: frozenset[str] = frozenset()
 
 
 def _created(node: Obj) -> dt.datetime | None:
@@ -196,14 +212,42 @@ def _created(node: Obj) -> dt.datetime | None:
         return None
 
 
+def lifetime(ttl: int) -> int:
+    """How long a node of a provisioner with this ttlSecondsUntilExpired runs before it expires."""
+    return max(ttl, EXPIRY_FLOOR)
+
+
+def lifetime_remaining(ttl: int | None, created: dt.datetime | None, now: dt.datetime) -> float:
+    """The fraction of a node's lifetime left before it expires, in [0, 1] (1 without a TTL): Karpenter scales a
+    candidate's disruption cost by it, so that, pods being equal, the node closer to expiry goes first."""
+    if ttl is None or created is None:
+        return 1.0
+    total = lifetime(ttl)
+    left = total - (now - created).total_seconds()
+    return min(max(left / total, 0.0), 1.0)
+
+
+def movable(pods: Iterable[PodRecord]) -> list[PodRecord]:
+    """The pods of a node that would move if it went (Karpenter's `GetNodePods`): not DaemonSets' or static (owned
+    by the Node), not finished, not terminating."""
+    return [
+        p for p in pods
+        if not p.daemon and not p.deleting and not p.terminal
+        and not (p.owner is not None and p.owner[0] == pod_info.NODE)
+    ]
+
+
 class Decider:
-    """Finds the next command (see the module docstring)."""
+    """Finds the next command (see the module docstring). It remembers when it first saw each node drifted (the
+    order drift goes in)."""
 
     def __init__(
         self, scheduler_options: SchedulerOptions, on_simulation: Callable[[float], None] = lambda seconds: None
     ) -> None:
         self.scheduler_options = scheduler_options
         self.on_simulation = on_simulation  # the seconds of each scheduling simulation (a metric)
+        self._drifted_since: dict[str, dt.datetime] = {}
+        self._drift_reasons: dict[str, str] = {}
 
     # --- candidates ----------------------------------------------------------------------------------------
 
@@ -219,77 +263,91 @@ class Decider:
                 continue
             if not node.initialized:
                 continue
-            pods = [p for p in view.pods_on(name) if not p.daemon]
-            why = self._blocked(pods, exhausted)
+            pods = movable(view.pods_on(name))
+            why = self._blocked(node, pods, exhausted, inputs.nominated)
             if why:
                 decision.blocked[name] = why
                 continue
-            labels = node.labels
-            provisioner = node.provisioner or ""
-            constraint_set = inputs.templates.sets.get(provisioner)
-            instance_type = labels.get(wk.INSTANCE_TYPE, "")
-            zone = labels.get(wk.ZONE, "")
-            capacity = labels.get(wk.CAPACITY_TYPE, "")
-            scheduled = tuple(pod for p in pods if (pod := view.scheduling_pod(p)) is not None)
-            consolidatable = (
-                constraint_set is not None
-                and constraint_set.consolidation_enabled
-                and node.annotations.get(DO_NOT_CONSOLIDATE) != "true"
-            )
-            found.append(
-                Candidate(
-                    name=name,
-                    provisioner=provisioner,
-                    instance_type=instance_type,
-                    zone=zone,
-                    capacity_type=capacity,
-                    price=offering_price(inputs.templates, provisioner, instance_type, zone, capacity),
-                    pods=scheduled,
-                    disruption_cost=sum(p.disruption_cost for p in pods),
-                    created=_created(node.obj),
-                    consolidatable=consolidatable,
-                )
-            )
+            found.append(self._candidate(inputs, node, pods))
         return found
 
     @staticmethod
-    def _blocked(pods: Iterable[PodRecord], exhausted: Sequence[Obj]) -> str:
+    def _candidate(inputs: Inputs, node: NodeRecord, pods: list[PodRecord]) -> Candidate:
+        labels = node.labels
+        provisioner = node.provisioner or ""
+        constraint_set = inputs.templates.sets.get(provisioner)
+        instance_type = labels.get(wk.INSTANCE_TYPE, "")
+        zone = labels.get(wk.ZONE, "")
+        capacity = labels.get(wk.CAPACITY_TYPE, "")
+        created = _created(node.obj)
+        ttl = constraint_set.ttl_seconds_until_expired if constraint_set is not None else None
+        consolidatable = (
+            constraint_set is not None
+            and constraint_set.consolidation_enabled
+            and node.annotations.get(DO_NOT_CONSOLIDATE) != "true"
+        )
+        return Candidate(
+            name=node.name,
+            provisioner=provisioner,
+            instance_type=instance_type,
+            zone=zone,
+            capacity_type=capacity,
+            price=pricing.offering_price(inputs.templates, provisioner, instance_type, zone, capacity),
+            pods=tuple(pod for p in pods if (pod := inputs.view.scheduling_pod(p)) is not None),
+            disruption_cost=sum(p.disruption_cost for p in pods) * lifetime_remaining(ttl, created, inputs.now),
+            created=created,
+            consolidatable=consolidatable,
+        )
+
+    @staticmethod
+    def _blocked(
+        node: NodeRecord, pods: Iterable[PodRecord], exhausted: Sequence[Obj], nominated: frozenset[str]
+    ) -> str:
+        if DO_NOT_DISRUPT in node.annotations:
+            return f"the node has the {DO_NOT_DISRUPT} annotation"
+        if node.name in nominated:
+            return "nominated for a pending pod"
         for pod in pods:
-            if pod.deleting:
-                continue
-            if pod.annotations.get(DO_NOT_EVICT) == "true":
-                return f"pod {pod.key} has the {DO_NOT_EVICT} annotation"
+            for annotation in (DO_NOT_EVICT, DO_NOT_DISRUPT):
+                if pod.annotations.get(annotation) == "true":
+                    return f"pod {pod.key} has the {annotation} annotation"
             for pdb in exhausted:
-                if budgets.selects(pdb, pod.obj):
+                if budgets.selects(pdb, pod.obj) and not budgets.evicts_unhealthy(pdb, pod.obj):
                     return f"PodDisruptionBudget {objects.namespace(pdb)}/{objects.name(pdb)} prevents pod evictions"
         return ""
 
     # --- the decision ----------------------------------------------------------------------------------------
 
-    def decide(self, inputs: Inputs) -> Decision:
+    def decide(self, inputs: Inputs, after: str | None = None) -> Decision:
+        """The next command, from the first stage that finds one (`after`: start at the stage after that one, as
+        Karpenter goes on to the next deprovisioner when a consolidation fails its validation)."""
         decision = Decision()
+        stages = STAGES[STAGES.index(after) + 1:] if after is not None else STAGES
         candidates = self.candidates(inputs, decision)
+        if DRIFT in stages:
+            self._note_drift(inputs)
         methods = ((EXPIRATION, self._expiration), (DRIFT, self._drift), (CONSOLIDATION, self._consolidation))
         for name, method in methods:
             if decision.interrupted(inputs):
                 break
             started = time.perf_counter()
-            command = method(inputs, candidates, decision)
-            decision.evaluated[name] = time.perf_counter() - started
+            command = method(inputs, candidates, decision, stages)
+            if name in decision.eligible:  # the method looked (one of its stages is among these)
+                decision.evaluated[name] = time.perf_counter() - started
             if command is not None:
                 decision.command = command
                 break
-        if decision.stopped and decision.stopped.startswith("the decision stopped"):
+        if decision.cut_short:
             decision.command = None  # a command from a decision that was cut short is not acted on
         return decision
 
     def simulate(self, inputs: Inputs, candidates: Sequence[Candidate]) -> Plan:
-        """Where the candidates' pods would go with the candidates gone (new claims where nothing has room). Only
-        the nodes with room for the smallest of those pods are offered; every other node still counts against
-        its provisioner's limits and gives its labels as topology domains."""
+        """Where the candidates' pods, and the pods still pending, would go with the candidates gone (new claims where
+        nothing has room). Only the nodes with room for the smallest of those pods are offered; every other node
+        still counts against its provisioner's limits and gives its labels as topology domains."""
         names = {c.name for c in candidates}
         view = inputs.view
-        pods = [pod for c in candidates for pod in c.pods]
+        pods = [pod for c in candidates for pod in c.pods] + list(inputs.pending)
         smallest: Vector | None = None
         for pod in pods:
             smallest = pod.requests if smallest is None else tuple(map(min, smallest, pod.requests))
@@ -317,32 +375,38 @@ class Decider:
         self.on_simulation(time.perf_counter() - started)
         return plan
 
-    def _unplaceable(self, inputs: Inputs, plan: Plan) -> str:
-        """Why the plan does not place every pod on capacity that is there or will be launched ("" if it does)."""
-        if plan.failures:
-            failure = next(iter(plan.failures.values()))
-            return f"pod {failure.pod.key} would not schedule: {failure.message()}"
+    @staticmethod
+    def unplaceable(inputs: Inputs, plan: Plan, candidates: Sequence[Candidate]) -> str:
+        """Why the plan does not place every pod of the candidates on capacity that is there or will be launched
+        ("" if it does; the pending pods' own failures do not count, as in Karpenter's
+        `AllNonPendingPodsScheduled`)."""
+        moving = {pod.uid for c in candidates for pod in c.pods}
+        for failure in plan.failures.values():
+            if failure.pod.uid in moving:
+                return f"pod {failure.pod.key} would not schedule: {failure.message()}"
         existing = inputs.view.existing
         for node, pods in plan.existing.items():
             known = existing.get(node)
-            if (known is None or not known.initialized) and pods:
-                return f"pod {pods[0].key} would schedule against the non-initialized node {node}"
+            if known is None or not known.initialized:
+                for pod in pods:
+                    if pod.uid in moving:
+                        return f"pod {pod.key} would schedule against the non-initialized node {node}"
         return ""
 
     def _replacing(
         self, method: str, inputs: Inputs, candidate: Candidate, why: str, decision: Decision
     ) -> Command | None:
         """Expiry and drift: the candidate goes, with as many new nodes as its pods need."""
-        if not candidate.pods:
-            return Command(method, (candidate,), why=why)
         plan = self.simulate(inputs, [candidate])
-        unplaceable = self._unplaceable(inputs, plan)
+        unplaceable = self.unplaceable(inputs, plan, [candidate])
         if unplaceable:
             decision.blocked[candidate.name] = f"{method}: {unplaceable}"
             return None
-        return Command(method, (candidate,), tuple(plan.claims), why=why)
+        return Command(method, (candidate,), tuple(plan.claims), why=why, stage=method)
 
-    def _expiration(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
+    def _expiration(
+        self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]
+    ) -> Command | None:
         expired: list[tuple[float, Candidate, int]] = []
         for candidate in candidates:
             constraint_set = inputs.templates.sets.get(candidate.provisioner)
@@ -351,14 +415,23 @@ class Decider:
                 continue
             # In seconds, not datetimes: a TTL may be any int64, far beyond what a datetime can hold. A node
             # runs at least EXPIRY_FLOOR whatever the TTL: 0 would replace every node, and its replacement, at once.
-            left = max(ttl, EXPIRY_FLOOR) - (inputs.now - candidate.created).total_seconds()
+            left = lifetime(ttl) - (inputs.now - candidate.created).total_seconds()
             expires = inputs.now.timestamp() + left
             if left > 0:
                 decision.expires_in = left if decision.expires_in is None else min(decision.expires_in, left)
                 continue
             expired.append((expires, candidate, ttl))
+        if EXPIRATION not in stages:
+            return None
         decision.eligible[EXPIRATION] = len(expired)
-        for _, candidate, ttl in sorted(expired, key=lambda e: (e[0], e[1].name)):
+        if not expired:
+            return None
+        ordered = sorted(expired, key=lambda e: (e[0], e[1].name))
+        empty = [(candidate, ttl) for _, candidate, ttl in ordered if not candidate.pods]
+        if empty:  # all at once: no pod moves (Karpenter's "deprovision all empty expired nodes in parallel")
+            why = "; ".join(sorted({f"expired {ttl}s after creation" for _, ttl in empty}))
+            return Command(EXPIRATION, tuple(c for c, _ in empty), why=why, stage=EXPIRATION)
+        for _, candidate, ttl in ordered:
             if decision.interrupted(inputs):
                 return None
             command = self._replacing(EXPIRATION, inputs, candidate, f"expired {ttl}s after creation", decision)
@@ -366,26 +439,45 @@ class Decider:
                 return command
         return None
 
-    def _drift(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
-        drifted = []
+    def _note_drift(self, inputs: Inputs) -> None:
+        """Note when each node of ours was first seen drifted (whether it can be disrupted now or not); forget
+        the nodes that are gone or no longer drifted."""
+        templates = inputs.templates
         requirements: dict[str, Requirements] = {}  # by provisioner: parsed once per decision
         hashes: dict[str, str] = {}  # by provisioner: its node hash, computed once per decision
-        for candidate in candidates:
-            node = inputs.view.nodes[candidate.name].obj
-            constraint_set = inputs.templates.sets.get(candidate.provisioner)
-            if constraint_set is not None and candidate.provisioner not in requirements:
-                requirements[candidate.provisioner] = Requirements.from_node_selector(constraint_set.requirements)
-                hashes[candidate.provisioner] = constraint_set.node_hash
-            why = drift_reason(node, constraint_set, inputs.templates, candidate.provisioner,
-                               requirements.get(candidate.provisioner), hashes.get(candidate.provisioner))
-            if not why and node_info.ANNOTATION_IMAGE in objects.annotations(node):
-                why = image_drift(node, inputs.images(candidate.provisioner, candidate.instance_type))
+        seen: dict[str, dt.datetime] = {}
+        reasons: dict[str, str] = {}
+        for name, node in inputs.view.nodes.items():
+            if not node.ours or node.deleting or not node.initialized:
+                continue
+            provisioner = node.provisioner or ""
+            constraint_set = templates.sets.get(provisioner)
+            if constraint_set is not None and provisioner not in requirements:
+                requirements[provisioner] = Requirements.from_node_selector(constraint_set.requirements)
+                hashes[provisioner] = constraint_set.node_hash
+            why = drift_reason(node.obj, constraint_set, templates, provisioner, requirements.get(provisioner),
+                               hashes.get(provisioner))
+            if not why and node_info.ANNOTATION_IMAGE in node.annotations:
+                why = image_drift(node.obj, inputs.images(provisioner, node.labels.get(wk.INSTANCE_TYPE, "")))
             if why:
-                drifted.append((candidate, why))
+                seen[name] = self._drifted_since.get(name, inputs.now)
+                reasons[name] = why
+        self._drifted_since, self._drift_reasons = seen, reasons
+
+    def _drift(
+        self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]
+    ) -> Command | None:
+        if DRIFT not in stages:
+            return None
+        drifted = sorted(
+            ((c, self._drift_reasons[c.name]) for c in candidates if c.name in self._drifted_since),
+            key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
+        )
         decision.eligible[DRIFT] = len(drifted)
         empty = [(c, why) for c, why in drifted if not c.pods]
         if empty:
-            return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})))
+            return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})),
+                           stage=DRIFT)
         for candidate, why in drifted:
             if decision.interrupted(inputs):
                 return None
@@ -396,29 +488,36 @@ class Decider:
 
     # --- consolidation ---------------------------------------------------------------------------------------
 
-    def _consolidation(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
+    def _consolidation(
+        self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]
+    ) -> Command | None:
+        if not any(stage in stages for stage in (EMPTY, MULTI_NODE, SINGLE_NODE)):
+            return None
         eligible = sorted((c for c in candidates if c.consolidatable), key=lambda c: (c.disruption_cost, c.name))
         decision.eligible[CONSOLIDATION] = len(eligible)
         empty = [c for c in eligible if not c.pods]
-        if empty:
-            savings = _total(c.price for c in empty)
-            return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings)
-        started = inputs.clock()
-        command = self._multi_node(inputs, eligible[:MULTI_NODE_LIMIT], decision, started + inputs.multi_node_budget)
-        if command is not None:
-            return command
+        if EMPTY in stages and empty:
+            savings = pricing.total(c.price for c in empty)
+            return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings, stage=EMPTY)
+        if MULTI_NODE in stages:
+            deadline = inputs.clock() + inputs.multi_node_budget
+            command = self._multi_node(inputs, eligible[:MULTI_NODE_LIMIT], decision, deadline)
+            if command is not None:
+                return command
+        if SINGLE_NODE not in stages:
+            return None
         deadline = inputs.clock() + inputs.single_node_budget
         for position, candidate in enumerate(eligible):
             if decision.interrupted(inputs):
                 return None
             if inputs.clock() > deadline:
-                decision.stopped = (
+                decision.stop(
                     f"single-node consolidation stopped after {position} of {len(eligible)} candidates: "
                     f"its {inputs.single_node_budget:g}s budget ran out"
                 )
                 decision.timeouts.append("single-machine")
                 return None
-            command = self._consolidate(inputs, [candidate], decision)
+            command = self.consolidate(inputs, [candidate], decision)
             if command is not None:
                 return command
         return None
@@ -434,13 +533,11 @@ class Decider:
             if decision.interrupted(inputs):
                 return None
             if inputs.clock() > deadline:
-                decision.stopped = (
-                    f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out"
-                )
+                decision.stop(f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out")
                 decision.timeouts.append("multi-machine")
                 break
             middle = (low + high) // 2
-            command = self._consolidate(inputs, eligible[:middle], Decision())
+            command = self.consolidate(inputs, eligible[:middle], Decision())
             if command is not None:
                 best = command
                 low = middle + 1
@@ -448,51 +545,51 @@ class Decider:
                 high = middle - 1
         return best
 
-    def _consolidate(self, inputs: Inputs, candidates: list[Candidate], decision: Decision) -> Command | None:
+    def consolidate(self, inputs: Inputs, candidates: Sequence[Candidate], decision: Decision) -> Command | None:
+        """The command that consolidates exactly these candidates (Karpenter's `computeConsolidation`), None when
+        they cannot go together; a single candidate's reason goes to `decision.blocked`."""
         plan = self.simulate(inputs, candidates)
         single = candidates[0].name if len(candidates) == 1 else None
-        unplaceable = self._unplaceable(inputs, plan)
+
+        def blocked(why: str) -> None:
+            if single:
+                decision.blocked[single] = f"consolidation: {why}"
+
+        unplaceable = self.unplaceable(inputs, plan, candidates)
         if unplaceable:
-            if single:
-                decision.blocked[single] = f"consolidation: {unplaceable}"
+            blocked(unplaceable)
             return None
-        price = _total(c.price for c in candidates)
+        stage = SINGLE_NODE if single else MULTI_NODE
+        price = pricing.total(c.price for c in candidates)
         if not plan.claims:
-            return Command(CONSOLIDATION, tuple(candidates), why="its pods fit on other nodes", savings=price)
+            why = "its pods fit on other nodes" if single else f"{len(candidates)} nodes' pods fit on other nodes"
+            return Command(CONSOLIDATION, tuple(candidates), why=why, savings=price, stage=stage)
         if len(plan.claims) > 1:
-            if single:
-                decision.blocked[single] = f"consolidation: can't remove without creating {len(plan.claims)} nodes"
+            blocked(f"can't remove without creating {len(plan.claims)} nodes")
             return None
         if price is None:
-            if single:
-                decision.blocked[single] = "consolidation: no price data for the node"
+            blocked("no price data for the node")
             return None
         claim = plan.claims[0]
-        cheaper = [o for o in claim.options if o.price is not None and o.price < price]
-        if all(c.capacity_type == SPOT for c in candidates):
-            options = [o for o in cheaper if o.capacity_type != SPOT]
-            if cheaper and not options:
-                if single:
-                    decision.blocked[single] = "consolidation: can't replace a spot node with a spot node"
-                return None
-            cheaper = options
+        template = inputs.templates.template(claim.template)
+        cheaper = pricing.cheaper_options(template, claim, price)
         if not cheaper:
-            if single:
-                decision.blocked[single] = "consolidation: can't replace with a cheaper node"
+            blocked("can't replace with a cheaper node")
             return None
-        replacement = dataclasses.replace(claim, options=tuple(cheaper))
-        saving = price - (cheaper[0].price or 0.0)
+        if all(c.capacity_type == SPOT for c in candidates) and claim.requirements.get_or_exists(
+            wk.CAPACITY_TYPE
+        ).has(SPOT):
+            blocked("can't replace a spot node with a spot node")
+            return None
+        if not single:  # several nodes by one of a type among them: deleting fewer does it with less disruption
+            ceiling = pricing.same_type_ceiling(((c.instance_type, c.price) for c in candidates), cheaper)
+            cheaper = tuple(o for o in cheaper if pricing.worst_launch_price(template, claim, o) < ceiling)
+            if not cheaper:
+                return None
+        replacement = dataclasses.replace(claim, options=cheaper)
+        saving = price - min((o.price for o in cheaper if o.price is not None), default=price)
         why = "a cheaper node takes its pods" if single else f"{len(candidates)} nodes' pods fit on fewer"
-        return Command(CONSOLIDATION, tuple(candidates), (replacement,), why=why, savings=saving)
-
-
-def _total(prices: Iterable[float | None]) -> float | None:
-    total = 0.0
-    for price in prices:
-        if price is None:
-            return None
-        total += price
-    return total
+        return Command(CONSOLIDATION, tuple(candidates), (replacement,), why=why, savings=saving, stage=stage)
 
 
 def drift_reason(
@@ -550,9 +647,15 @@ __all__ = [
     "CONSOLIDATION",
     "DELETE",
     "DO_NOT_CONSOLIDATE",
+    "DO_NOT_DISRUPT",
     "DRIFT",
+    "EMPTY",
     "EXPIRATION",
+    "EXPIRY_FLOOR",
+    "MULTI_NODE",
     "REPLACE",
+    "SINGLE_NODE",
+    "STAGES",
     "Candidate",
     "Command",
     "Decider",
@@ -560,5 +663,7 @@ __all__ = [
     "Inputs",
     "drift_reason",
     "image_drift",
-    "offering_price",
+    "lifetime",
+    "lifetime_remaining",
+    "movable",
 ]

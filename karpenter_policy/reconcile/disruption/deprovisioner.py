@@ -2,18 +2,25 @@
 
 Each pass the controller calls :meth:`Deprovisioner.step`:
 
-* with no command under way, and the cluster quiet (no pod pending, no launch in flight, no node of ours being
-  deleted), at most every `interval` seconds, it asks the :class:`~karpenter_policy.reconcile.disruption.Decider`
-  for the next command. It asks for a pass of its own when a node will expire or while the cluster is not quiet;
-  otherwise the controller's next pass (a change, or the runner's resync every 10 s) brings it back. A
-  consolidation command is only acted on when a second decision, `validation` seconds later, still finds the same
-  nodes (Karpenter's 15 s consolidation TTL: the cluster may be moving); expiry and drift act at once;
+* with no command under way, and the cluster quiet (no pod being provisioned, no launch in flight, no node of
+  ours being drained), at most every `interval` seconds, it asks the
+  :class:`~karpenter_policy.reconcile.disruption.decider.Decider` for the next command. It asks for a pass of its
+  own when a node will expire or while the cluster is not quiet; otherwise the controller's next pass (a change,
+  or the runner's resync every 10 s) brings it back;
+* a consolidation command is held for `validation` seconds (Karpenter's 15 s consolidation TTL: the cluster may be
+  moving), then checked again (:mod:`~karpenter_policy.reconcile.disruption.validation`): acted on when it still
+  holds; otherwise abandoned and the decision goes on at once with the stages after the one that found it
+  (Karpenter's next deprovisioner: empty → multi-node → single-node; a single-node command that fails waits for
+  the next decision). A cluster that stops being quiet meanwhile drops the held command. Expiry and drift act at
+  once;
 * a command without replacements deletes its nodes at once: the termination finalizer cordons and drains them;
-* a command with replacements launches them (their Nodes are registered; no pod is bound to them) and waits until
-  every one is initialized, then deletes its nodes, whose evicted pods the provisioner (or kube-scheduler) puts
-  on the replacements. A replacement that fails to launch, or is not initialized within `replacement_timeout`,
-  abandons the command: nothing is deleted (the replacements left are empty nodes, for consolidation or
-  emptiness).
+* a command with replacements cordons its nodes (no new pod lands on them), launches the replacements (their Nodes
+  are registered; no pod is bound to them) and waits until every one is initialized, then deletes its nodes, whose
+  evicted pods the provisioner (or kube-scheduler) puts on the replacements. A replacement that fails to launch,
+  or is not initialized within `replacement_timeout`, abandons the command: its nodes are uncordoned and nothing
+  is deleted (the replacements left are empty nodes, for consolidation or emptiness);
+* once its nodes are deleted, the command waits until they are gone from the cluster (at most
+  `replacement_timeout`) before the next decision (Karpenter's `waitForDeletion`).
 
 While a command is under way its replacements are *protected*: emptiness does not count them empty and no other
 decision takes them. Everything is logged with the command's reason and saving; a restarted controller simply
@@ -38,7 +45,15 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.reconcile import events, logs
-from karpenter_policy.reconcile.disruption.decider import CONSOLIDATION, Command, Decider, Decision, Inputs
+from karpenter_policy.reconcile.disruption.decider import (
+    CONSOLIDATION,
+    SINGLE_NODE,
+    Command,
+    Decider,
+    Decision,
+    Inputs,
+)
+from karpenter_policy.reconcile.disruption.validation import invalid
 from karpenter_policy.reconcile.events import Recorder
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL
@@ -47,6 +62,8 @@ from karpenter_policy.reconcile.result import Disrupted
 from karpenter_policy.reconcile.state.cluster import ClusterState
 
 DEPROVISIONING = logs.logger("deprovisioning")
+#: While a command is under way, it is followed this often.
+FOLLOW_SECONDS = 1.0
 
 
 #: Launches the replacements of a command: the names of the Nodes registered, or why it failed.
@@ -58,6 +75,7 @@ class _Underway:
     command: Command
     replacements: list[str]
     started: float
+    deleted: float | None = None  # when its nodes were deleted (then it waits for them to be gone)
 
 
 @dataclass(slots=True)
@@ -113,8 +131,8 @@ class Deprovisioner:
         inputs: Callable[[], Inputs],
         launch: LaunchReplacements,
     ) -> Disrupted:
-        """One pass: follow the command under way, else decide when `quiet` (see the module docstring).
-        `inputs` builds the decision's inputs (only called when deciding)."""
+        """One pass: follow the command under way, else validate the held one or decide when `quiet` (see the
+        module docstring). `inputs` builds the decision's inputs (only called when deciding or validating)."""
         done = Disrupted()
         now = self.clock()
         if self.underway is not None:
@@ -124,11 +142,41 @@ class Deprovisioner:
             self._held = None  # the cluster moved: a held consolidation is decided again
             done.due = now + self.interval  # look again once it has settled
             return done
+        after = None
+        held = self._held
+        if held is not None:
+            if now - held.since < self.validation:
+                done.held = held.command.message()
+                done.due = held.since + self.validation
+                return done
+            self._held = None
+            current = inputs()
+            why = invalid(self.decider, held.command, current)
+            if not why:
+                self._act(held.command, launch, done)
+                return done
+            done.abandoned = f"the command is no longer valid: {why}"
+            DEPROVISIONING.info(
+                "abandoning %s consolidation, the command is no longer valid (%s): %s", held.command.stage, why,
+                held.command.message(), extra=self.fields(nodes=list(held.command.names)),
+            )
+            if held.command.stage == SINGLE_NODE:
+                self._next_decision = now + self.interval
+                done.due = self._next_decision
+                return done
+            after = held.command.stage  # Karpenter goes on to its next deprovisioner at once
+            self._decide(current, after, launch, done)
+            return done
         if now < self._next_decision:
             done.due = self._next_decision
             return done
+        self._decide(inputs(), after, launch, done)
+        return done
+
+    def _decide(self, inputs: Inputs, after: str | None, launch: LaunchReplacements, done: Disrupted) -> None:
+        now = self.clock()
         self._next_decision = now + self.interval
-        decision = self.decider.decide(inputs())
+        decision = self.decider.decide(inputs, after)
         self._record(decision)
         self._log_blocked(decision.blocked)
         if decision.stopped:
@@ -140,26 +188,18 @@ class Deprovisioner:
         # runner's resync every 10 s): a cluster with nothing to disrupt asks for no pass of its own.
         done.due = now + decision.expires_in if decision.expires_in is not None else None
         if command is None:
-            self._held = None
-            return done
+            return
         if command.method == CONSOLIDATION:
-            held = self._held
-            if held is None or held.command.names != command.names or held.command.action != command.action:
-                self._held = _Held(command, now)
-                done.held = command.message()
-                done.due = now + self.validation
-                DEPROVISIONING.info(
-                    "validating consolidation in %.0fs: %s", self.validation, command.message(),
-                    extra=self.fields(nodes=list(command.names)),
-                )
-                return done
-            if now - held.since < self.validation:
-                done.held = command.message()
-                done.due = held.since + self.validation
-                return done
-            self._held = None
+            decided = self.clock()  # the wait starts once the decision is made (Karpenter's Validation)
+            self._held = _Held(command, decided)
+            done.held = command.message()
+            done.due = decided + self.validation
+            DEPROVISIONING.info(
+                "validating consolidation in %.0fs: %s", self.validation, command.message(),
+                extra=self.fields(nodes=list(command.names)),
+            )
+            return
         self._act(command, launch, done)
-        return done
 
     def _act(self, command: Command, launch: LaunchReplacements, done: Disrupted) -> None:
         message = command.message()
@@ -170,11 +210,14 @@ class Deprovisioner:
         ))
         self.metrics.deprovisioned(command.method, command.action)
         if not command.replacements:
-            self._delete(command, done)
+            self.underway = _Underway(command, [], self.clock())
+            self._delete(self.underway, done)
             return
+        self._cordon(command, True, done)  # no new pod lands on a node about to go
         launched = launch(command)
         if isinstance(launched, str):
             self.metrics.deprovisioning_launch_failures.labels(command.reason).inc()
+            self._cordon(command, False, done)
             done.abandoned = f"could not launch the replacement(s): {launched}; nothing deleted"
             DEPROVISIONING.error("abandoned %s %s, %s", command.method, command.action, done.abandoned,
                                  extra=self.fields(nodes=list(command.names)))
@@ -185,35 +228,52 @@ class Deprovisioner:
             "waiting on %d replacement node(s) to initialize: %s", len(launched), ", ".join(launched),
             extra=self.fields(nodes=list(command.names)),
         )
-        done.due = self.clock() + 1.0
+        done.due = self.clock() + FOLLOW_SECONDS
 
     def _follow(self, underway: _Underway, done: Disrupted) -> None:
+        command = underway.command
+        now = self.clock()
+        if underway.deleted is not None:
+            left = [name for name in command.names if self.state.node(name) is not None]
+            if not left:
+                self.underway = None
+                return
+            if now - underway.deleted > self.replacement_timeout:
+                DEPROVISIONING.error(
+                    "waiting on node deletion, node(s) %s still there after %.0fs", ", ".join(left),
+                    self.replacement_timeout, extra=self.fields(nodes=left),
+                )
+                self.underway = None
+                return
+            done.due = now + FOLLOW_SECONDS
+            return
         ready = [n for n in underway.replacements if (node := self.state.node(n)) is not None and node.initialized]
         if len(ready) == len(underway.replacements):
             self.metrics.deprovisioning_replacement_initialized.observe(self.clock() - underway.started)
             DEPROVISIONING.info(
                 "replacement node(s) initialized: %s", ", ".join(underway.replacements),
-                extra=self.fields(nodes=list(underway.command.names)),
+                extra=self.fields(nodes=list(command.names)),
             )
-            self._delete(underway.command, done)
-            if not done.errors:
-                self.underway = None
+            self._delete(underway, done)
             return
-        if self.clock() - underway.started > self.replacement_timeout:
+        if now - underway.started > self.replacement_timeout:
             waiting = sorted(set(underway.replacements) - set(ready))
             done.abandoned = (
                 f"replacement node(s) {', '.join(waiting)} not initialized after {self.replacement_timeout:.0f}s; "
                 "nothing deleted"
             )
-            DEPROVISIONING.error("abandoned %s %s, %s", underway.command.method, underway.command.action,
-                                 done.abandoned, extra=self.fields(nodes=list(underway.command.names)))
-            self.metrics.deprovisioning_launch_failures.labels(underway.command.reason).inc()
+            DEPROVISIONING.error("abandoned %s %s, %s", command.method, command.action,
+                                 done.abandoned, extra=self.fields(nodes=list(command.names)))
+            self.metrics.deprovisioning_launch_failures.labels(command.reason).inc()
+            self._cordon(command, False, done)
             self.underway = None
             return
-        done.due = self.clock() + 1.0
+        done.due = now + FOLLOW_SECONDS
 
-    def _delete(self, command: Command, done: Disrupted) -> None:
+    def _delete(self, underway: _Underway, done: Disrupted) -> None:
+        command = underway.command
         reason = command.reason
+        failed = False
         for candidate in command.candidates:
             name = candidate.name
             node = self.state.node(name)
@@ -225,10 +285,29 @@ class Deprovisioner:
                 continue
             except ClusterError as error:
                 done.errors.append(f"could not delete node {name} ({command.method}), {error}")
+                failed = True
                 continue
             done.deleted.append(name)
             self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
-        done.due = self.clock() + 1.0
+        if not failed:
+            underway.deleted = self.clock()  # now wait for them to be gone
+        done.due = self.clock() + FOLLOW_SECONDS
+
+    def _cordon(self, command: Command, unschedulable: bool, done: Disrupted) -> None:
+        """Cordon (or uncordon) the command's nodes, as the API shows them now (the state may not have seen the
+        cordon of this very pass); a node being deleted is left as it is."""
+        for name in command.names:
+            try:
+                node = self.cluster.get(objects.NODE, name)
+                if node is None or objects.is_deleting(node):
+                    continue
+                if bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
+                    continue
+                self.cluster.patch(objects.NODE, name, {"spec": {"unschedulable": unschedulable}})
+            except NotFound:
+                continue
+            except ClusterError as error:
+                done.errors.append(f"could not {'cordon' if unschedulable else 'uncordon'} node {name}, {error}")
 
     def _record(self, decision: Decision) -> None:
         """Karpenter's metrics of a decision."""
@@ -258,6 +337,7 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "DEFAULT_REPLACEMENT_TIMEOUT",
     "DEFAULT_VALIDATION",
+    "FOLLOW_SECONDS",
     "Deprovisioner",
     "LaunchReplacements",
 ]

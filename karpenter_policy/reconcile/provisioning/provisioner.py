@@ -150,6 +150,16 @@ class Provisioner:
         planned = self.context.inflight.planned()
         return [p for p in self.context.state.pending() if p.uid not in planned]
 
+    def unschedulable(self) -> frozenset[str]:
+        """The pending pods (uids) the last batch that tried them found no place for (or could not read): they wait
+        for a retry, and disruption does not wait for them (as Karpenter disrupts while they stay pending)."""
+        return frozenset(self._reported.copy())  # a copy in one step: the provisioning thread may add to it
+
+    def nominations(self) -> dict[str, str]:
+        """Pending pod uid → the existing node the provisioner planned it onto, for kube-scheduler to bind
+        (Karpenter's nominated nodes: disruption leaves them alone)."""
+        return self._nominated.copy()
+
     # --- a pass --------------------------------------------------------------------------------------------
 
     def reconcile(self, result: ReconcileResult) -> None:

@@ -5,6 +5,9 @@ a benchmark or a simulation puts in it.
     node = scene.add_node("default", "m5.xlarge", zone="us-east-1b", age=3600)
     scene.add_pods("web", 3, cpu="500m", node=node)                   # running there
     scene.add_pdb("web", {"app": "web"}, min_available=2)
+    scene.add_static_pod("kube-proxy", node)                        # a mirror pod, owned by the Node
+    scene.add_pod("job", node=node, lingers=True)                     # evicted, it stays terminating …
+    scene.finish_pod("job")                                           # … until its kubelet says it stopped
     web = scene.add_deployment("api", 4, cpu="1")                     # a ReplicaSet's stand-in
     controller = scene.controller(consolidation_validation=15)
     scene.run(controller, 120, until=lambda: not scene.unbound())    # virtual seconds: no waiting
@@ -22,17 +25,25 @@ What a scene holds:
 
 Builders (`add_*`) create objects as the API would hold them: nodes of ours registered as the controller registers
 them (its instance launched in the cloud first, then its Node from the provisioner's template, Ready and
-initialized, backdated by `age`), pods with requests, owners, labels, annotations, priority, affinity and
-tolerations, bound to a node or pending, PodDisruptionBudgets, DaemonSets, and deployments that replace evicted
-pods. Readers answer what tests look at. The scene imports test-only parts (the in-memory cluster and cloud):
-production code never imports it (an import-linter contract). Simulations (`simulate`, the soak) run on a scene
-with moto's EC2 (:class:`~karpenter_policy.reconcile.sim.aws.MotoCloud`); :mod:`karpenter_policy.testing` is its
-public face for tests and benchmarks.
+initialized, backdated by `age`; `drifted` as if its provisioner had changed since; extra `finalizers` that hold
+its deletion), nodes that are not ours (:meth:`Scene.add_unmanaged_node`: a managed node group's), pods with
+requests, owners, labels, annotations, priority, affinity and tolerations, bound to a node or pending (marked
+Unschedulable by kube-scheduler when asked), Ready or not — and pods that linger terminating once deleted until
+finished (or for ever: stuck terminating), static pods' mirrors owned by their Node —, PodDisruptionBudgets,
+DaemonSets, and deployments that replace evicted pods. The cloud sells the catalog's types (`types`: some of them
+by name) or instance types given as they are — :func:`instance_type` makes one with the offerings, prices and
+availability a test needs. :meth:`Scene.slow_decisions` makes every scheduling simulation of a disruption decision
+take virtual time, to exercise the decisions' time budgets. Readers answer what tests look at. The scene imports
+test-only parts (the in-memory cluster and cloud): production code never imports it (an import-linter contract).
+Simulations (`simulate`, the soak) run on a scene with moto's EC2
+(:class:`~karpenter_policy.reconcile.sim.aws.MotoCloud`); :mod:`karpenter_policy.testing` is its public face for
+tests and benchmarks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import itertools
 import threading
@@ -47,7 +58,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, Offering
 from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySource, FixedSource, Loaded
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.options import ControllerOptions
@@ -60,8 +71,23 @@ from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 
 CLUSTER = "testing"
 REGION = "us-east-1"
+#: The finalizer that holds a lingering pod (`Scene.add_pod(lingers=True)`) once deleted, until `Scene.finish_pod`.
+LINGER_FINALIZER = "testing.karpenter-policy/lingers"
+#: The annotation the kubelet puts on a static pod's mirror.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_OWNER_API_VERSIONS = {"Node": "v1", "Job": "batch/v1", "CronJob": "batch/v1"}
 #: Where a scene's wall clock starts (a fixed moment: reproducible timestamps and log lines).
 EPOCH = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+
+
+def instance_type(name: str, offerings: Sequence[tuple[str, str, float | None] | Offering]) -> InstanceType:
+    """The catalog's type `name` sold only at `offerings` — each an :class:`Offering` or (zone, capacity type,
+    price), available — for scenes that need prices or availability the catalog does not have."""
+    found = load_catalog().get(name)
+    if found is None:
+        raise ValueError(f"no instance type {name} in the catalog")
+    sold = tuple(o if isinstance(o, Offering) else Offering(*o) for o in offerings)
+    return dataclasses.replace(found, offerings=sold)
 
 
 class RealClock:
@@ -125,7 +151,7 @@ class Scene:
         constraints: str | Path | Loaded,
         *,
         cloud: CloudProvider | None = None,
-        types: Sequence[str] | None = None,
+        types: Sequence[str | InstanceType] | None = None,
         region: str = REGION,
         cluster_name: str = CLUSTER,
         real_time: bool = False,
@@ -146,7 +172,8 @@ class Scene:
         if cloud is None:
             catalog = load_catalog()
             chosen = list(catalog.instance_types) if types is None else [
-                t for name in types if (t := catalog.get(name)) is not None
+                t for name in types
+                if (t := name if isinstance(name, InstanceType) else catalog.get(name)) is not None
             ]
             cloud = FakeCloudProvider(chosen, region=region, clock=self.clock, wall_clock=self.clock.wall)
         self.cloud = cloud
@@ -182,11 +209,15 @@ class Scene:
         ready: bool = True,
         initialized: bool = True,
         price: float | None = None,
+        drifted: bool = False,
+        finalizers: Sequence[str] = (),
     ) -> str:
         """A node of ours, as the controller registers one: its instance launched in the cloud first (in `zone`,
         default the provisioner's first allowed), its Node from the provisioner's template, Ready and labelled
         initialized unless told otherwise, created `age` seconds ago. `annotations` None values remove one the
-        controller would set. The Node's name."""
+        controller would set; `drifted`: stamped with another node hash than its provisioner's (as if the
+        provisioner's labels, taints, kubelet or node template had changed since it was launched); `finalizers`:
+        more finalizers than the controller's (its deletion waits for them). The Node's name."""
         constraint_set = next((s for s in self.loaded.sets if s.name == provisioner), None)
         if constraint_set is None:
             raise ValueError(f"no provisioner {provisioner} in {self.source.description}")
@@ -209,6 +240,10 @@ class Scene:
                 meta["annotations"].pop(key, None)
             else:
                 meta["annotations"][key] = value
+        if drifted:
+            meta["annotations"][node_info.ANNOTATION_NODE_HASH] = "drifted"
+        if finalizers:
+            meta["finalizers"] = [*meta.get("finalizers", []), *finalizers]
         if taints:
             node["spec"]["taints"] = [*node["spec"].get("taints", []), *taints]
         if ready:
@@ -231,6 +266,30 @@ class Scene:
             self._templates = (loaded, TemplateBuilder(self.cloud, self.region).build(loaded.sets))
         return self._templates[1]
 
+    def add_unmanaged_node(
+        self,
+        name: str,
+        *,
+        cpu: str = "32",
+        memory: str = "128Gi",
+        pods: str = "110",
+        zone: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> str:
+        """A Ready node the controller did not launch (a managed node group's, static capacity): its pods count,
+        the controller never writes to it. The Node's name."""
+        zone = zone or f"{self.region}a"
+        resources = {"cpu": cpu, "memory": memory, "pods": pods}
+        node = {
+            "metadata": {"name": name, "labels": {wk.HOSTNAME: name, wk.ZONE: zone, wk.REGION: self.region,
+                                                  "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                                                  **dict(labels or {})}},
+            "spec": {"providerID": f"aws:///{zone}/i-unmanaged-{name}"},
+            "status": {"capacity": resources, "allocatable": resources,
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        return objects.name(self.cluster.create(objects.NODE, node))
+
     def add_pod(
         self,
         name: str,
@@ -246,16 +305,30 @@ class Scene:
         priority_class: str | None = None,
         phase: str | None = None,
         age: float = 0.0,
+        lingers: bool = False,
+        ready: bool | None = None,
+        unschedulable: bool = False,
         **spec: Any,
     ) -> Obj:
-        """A pod: pending, or bound to `node` (Running unless `phase` says otherwise); other pod-spec fields
-        (`affinity`, `tolerations`, `nodeSelector`, `topologySpreadConstraints` …) as given."""
+        """A pod: pending (`unschedulable`: marked so by kube-scheduler, `PodScheduled=False`), or bound to `node`
+        (Running unless `phase` says otherwise; Ready when Running unless `ready` says otherwise); other pod-spec
+        fields (`affinity`, `tolerations`, `nodeSelector`, `topologySpreadConstraints` …) as given. `owner` is its
+        controller (kind, name), of the API group its kind belongs to (`Node`: v1, `Job`: batch/v1, others
+        apps/v1).
+
+        `lingers`: deleting or evicting it does not remove it at once (the in-memory cluster's default) but leaves
+        it terminating — a deletionTimestamp, still bound — as a real pod is while its kubelet stops it, until
+        :meth:`finish_pod` (the kubelet saying it stopped); never finished, it stays terminating for ever, as
+        behind a kubelet that no longer answers. (The scene holds it with a finalizer of its own,
+        :data:`LINGER_FINALIZER`.)"""
         requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
         meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {}),
                      "annotations": dict(annotations or {})}
         if owner is not None:
-            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
-                                        "uid": f"uid-{owner[1]}", "controller": True}]
+            meta["ownerReferences"] = [{"apiVersion": _OWNER_API_VERSIONS.get(owner[0], "apps/v1"), "kind": owner[0],
+                                        "name": owner[1], "uid": f"uid-{owner[1]}", "controller": True}]
+        if lingers:
+            meta["finalizers"] = [LINGER_FINALIZER]
         body: Obj = {"containers": [{"name": "app", "image": "registry.example/app:1",
                                      "resources": {"requests": requests} if requests else {}}], **spec}
         if node is not None:
@@ -266,11 +339,40 @@ class Scene:
             body["priorityClassName"] = priority_class
         pod: Obj = {"metadata": meta, "spec": body}
         if node is not None or phase is not None:
+            running = (phase or "Running") == "Running"
+            is_ready = running if ready is None else ready
             pod["status"] = {"phase": phase or "Running",
-                             "conditions": [{"type": "Ready", "status": "True" if (phase or "Running") == "Running"
-                                             else "False"}]}
+                             "conditions": [{"type": "Ready", "status": "True" if is_ready else "False"}]}
+        elif unschedulable:
+            pod["status"] = {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
         with self._backdated(age):
             return self.cluster.create(objects.POD, pod)
+
+    def add_static_pod(self, name: str, node: str, *, namespace: str = "kube-system", **options: Any) -> Obj:
+        """A static pod's mirror on `node`, as its kubelet creates it: owned by the Node (an owner reference of
+        apiVersion v1, kind Node, with the Node's uid) and annotated `kubernetes.io/config.mirror`. Other options as
+        :meth:`add_pod`'s."""
+        found = self.node(node)
+        if found is None:
+            raise ValueError(f"no node {node}")
+        annotations = {MIRROR_ANNOTATION: f"mirror-{name}", **dict(options.pop("annotations", None) or {})}
+        pod = self.add_pod(name, namespace=namespace, node=node, owner=None, annotations=annotations, **options)
+        reference = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": objects.uid(found), "controller": True}
+        patch = {"metadata": {"ownerReferences": [reference], "resourceVersion": objects.resource_version(pod)}}
+        return self.cluster.patch(objects.POD, name, patch, namespace)
+
+    def finish_pod(self, name: str, namespace: str = "default") -> None:
+        """A lingering pod (`add_pod(lingers=True)`) being deleted has stopped: it goes. A pod not being deleted
+        yet is deleted and goes at once (what a force deletion does)."""
+        pod = self.cluster.get(objects.POD, name, namespace)
+        if pod is None:
+            return
+        remaining = [f for f in objects.finalizers(pod) if f != LINGER_FINALIZER]
+        patch = {"metadata": {"finalizers": remaining or None, "resourceVersion": objects.resource_version(pod)}}
+        self.cluster.patch(objects.POD, name, patch, namespace)
+        if self.cluster.get(objects.POD, name, namespace) is not None:
+            self.cluster.delete(objects.POD, name, namespace)
 
     def add_pods(self, prefix: str, count: int, **options: Any) -> list[Obj]:
         """`count` pods `<prefix>-<n>` with the same options (labels default to `app: <prefix>`)."""
@@ -361,9 +463,34 @@ class Scene:
             self.clock.advance_to(self.clock.now + every)
         return results
 
+    def wait(self, until: Callable[[], bool], seconds: float = 30.0, every: float = 0.01) -> bool:
+        """In a real-time scene (the threaded runner acting), whether `until()` came to hold within `seconds`,
+        looked at every `every` seconds; in a virtual-time one, whether it holds now (nothing moves by itself)."""
+        if not isinstance(self.clock, RealClock):
+            return until()
+        deadline = self.clock.now + seconds
+        while not until():
+            if self.clock.now >= deadline:
+                return until()
+            self.clock.sleep(every)
+        return True
+
     def advance(self, seconds: float) -> None:
         """Move the scene's clock (a virtual one) forward."""
         self.clock.advance_to(self.clock.now + seconds)
+
+    def slow_decisions(self, controller: Controller, seconds: float) -> None:
+        """From now on every scheduling simulation of the controller's disruption decisions takes `seconds` of the
+        scene's virtual time (a cluster large enough for a decision to meet its time budgets)."""
+        decider = controller.disruption.deprovisioner.decider
+        simulate = decider.simulate
+        clock = self.clock
+
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            clock.advance_to(clock.now + seconds)
+            return simulate(*args, **kwargs)
+
+        decider.simulate = slow  # type: ignore[method-assign]
 
     def settled(self) -> bool:
         """Every pod bound, no node being deleted."""
@@ -415,4 +542,14 @@ class Scene:
         return [i for i in self.cloud.list(self.cluster_name) if i.state != STATE_TERMINATED]
 
 
-__all__ = ["CLUSTER", "EPOCH", "REGION", "Deployment", "RealClock", "Scene"]
+__all__ = [
+    "CLUSTER",
+    "EPOCH",
+    "LINGER_FINALIZER",
+    "MIRROR_ANNOTATION",
+    "REGION",
+    "Deployment",
+    "RealClock",
+    "Scene",
+    "instance_type",
+]

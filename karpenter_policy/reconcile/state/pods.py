@@ -7,6 +7,11 @@ nominated to a node for a preemption. Karpenter also waits until kube-scheduler 
 could take; that is `unschedulable_only` (on for a real cluster; off where no kube-scheduler runs, as in the
 in-memory cluster and simulations).
 
+What termination asks of a pod (Karpenter v0.31's `pkg/utils/pod` and termination's `terminator.go`): whether it
+is a static pod's mirror (:func:`is_owned_by_node`), critical to the node (:func:`is_critical`, evicted last),
+content to stay on a cordoned node (:func:`tolerates_unschedulable`), or stuck terminating
+(:func:`is_stuck_terminating`).
+
 Shapes are what the scheduler reads of a pod spec (requests, node selection, tolerations, topology, host
 ports). Replicas share one: :class:`ShapeCache` keys them by those fields alone (not by the pod's own volume
 names or environment), so converting a thousand replicas parses one spec.
@@ -15,6 +20,7 @@ names or environment), so converting a thousand replicas parses one spec.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import math
 from collections import OrderedDict
@@ -23,6 +29,7 @@ from typing import Any
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model.taints import NO_SCHEDULE, Taint, Toleration
 from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
 
@@ -30,6 +37,14 @@ DAEMON_SET = "DaemonSet"
 NODE = "Node"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+#: Karpenter's annotation that keeps a pod's node from being chosen for disruption (not from a deletion asked for).
+DO_NOT_EVICT = "karpenter.sh/do-not-evict"
+#: The priority classes whose pods termination evicts last (Karpenter's `terminator.evict`).
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+#: The taint of a cordoned node; a pod that tolerates it would be put back on the node it is evicted from.
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE)
+#: A pod deleted longer ago than this is stuck terminating (its kubelet no longer answers): nothing waits for it.
+STUCK_TERMINATING_AFTER = dt.timedelta(minutes=1)
 #: The pod-spec fields a shape depends on (what `shape_of` reads); for containers only these of their fields.
 SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "overhead")
 CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
@@ -49,6 +64,46 @@ def controller_of(pod: Obj) -> tuple[str, str] | None:
 def is_daemon_pod(pod: Obj) -> bool:
     owner = controller_of(pod)
     return owner is not None and owner[0] == DAEMON_SET
+
+
+def is_owned_by_node(pod: Obj) -> bool:
+    """A static pod's mirror, which the kubelet owns through its Node: an owner reference of apiVersion `v1` and kind
+    `Node`, controller or not (Karpenter's `IsOwnedByNode`). Never provisioned for, never evicted."""
+    for reference in objects.metadata(pod).get("ownerReferences") or []:
+        if isinstance(reference, dict) and reference.get("apiVersion") == "v1" and reference.get("kind") == NODE:
+            return True
+    return False
+
+
+def is_critical(pod: Obj) -> bool:
+    """Its priority class is `system-cluster-critical` or `system-node-critical`: evicted after every other pod."""
+    return (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+
+
+def tolerates_unschedulable(pod: Obj) -> bool:
+    """It tolerates `node.kubernetes.io/unschedulable:NoSchedule` (Karpenter's `ToleratesUnschedulableTaint`):
+    evicted, it could be scheduled back onto the cordoned node, so a drain leaves it (DaemonSets' pods carry this
+    toleration). A toleration that is not a map is ignored."""
+    tolerations = (pod.get("spec") or {}).get("tolerations")
+    if not isinstance(tolerations, list):
+        return False
+    return any(
+        isinstance(t, dict) and Toleration.from_api(t).tolerates(UNSCHEDULABLE_TAINT) for t in tolerations
+    )
+
+
+def is_stuck_terminating(deletion_timestamp: str | None, now: dt.datetime) -> bool:
+    """Deleted more than a minute before `now` (Karpenter's `isStuckTerminating`): the kubelet that should end it
+    no longer answers, so a drain stops waiting for it. An unreadable timestamp is not stuck."""
+    if deletion_timestamp is None:
+        return False
+    try:
+        deleted = objects.parse_time(deletion_timestamp)
+    except ValueError:
+        return False
+    if deleted.tzinfo is None:
+        deleted = deleted.replace(tzinfo=dt.UTC)
+    return now > deleted + STUCK_TERMINATING_AFTER
 
 
 def node_name(pod: Obj) -> str:
@@ -75,8 +130,7 @@ def is_provisionable(pod: Obj, unschedulable_only: bool) -> bool:
     """Whether the controller provisions for this pod (see the module docstring)."""
     if node_name(pod) or objects.is_deleting(pod) or is_terminal(pod):
         return False
-    owner = controller_of(pod)
-    if owner is not None and owner[0] in (DAEMON_SET, NODE):
+    if is_daemon_pod(pod) or is_owned_by_node(pod):
         return False
     if (pod.get("status") or {}).get("nominatedNodeName"):
         return False
@@ -166,15 +220,23 @@ def creation_order(pods: list[Obj]) -> list[Obj]:
 
 
 __all__ = [
+    "CRITICAL_PRIORITY_CLASSES",
+    "DO_NOT_EVICT",
+    "STUCK_TERMINATING_AFTER",
+    "UNSCHEDULABLE_TAINT",
     "ShapeCache",
     "controller_of",
     "creation_order",
     "disruption_cost",
+    "is_critical",
     "is_daemon_pod",
+    "is_owned_by_node",
     "is_provisionable",
+    "is_stuck_terminating",
     "is_terminal",
     "marked_unschedulable",
     "node_name",
     "owner_text",
     "pod_key",
+    "tolerates_unschedulable",
 ]

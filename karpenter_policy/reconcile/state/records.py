@@ -10,6 +10,7 @@ record of that object in place.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,25 @@ class PodRecord:
         return self.owner is not None and self.owner[0] == pod_info.DAEMON_SET
 
     @property
+    def static(self) -> bool:
+        """A static pod's mirror, owned by its Node (`pods.is_owned_by_node`)."""
+        return pod_info.is_owned_by_node(self.obj)
+
+    @property
+    def critical(self) -> bool:
+        """Of a critical priority class (`pods.is_critical`): termination evicts it last."""
+        return pod_info.is_critical(self.obj)
+
+    @property
+    def tolerates_unschedulable(self) -> bool:
+        """It tolerates a cordoned node's taint (`pods.tolerates_unschedulable`): termination leaves it."""
+        return pod_info.tolerates_unschedulable(self.obj)
+
+    def stuck_terminating(self, now: dt.datetime) -> bool:
+        """Deleted more than a minute before `now` (`pods.is_stuck_terminating`)."""
+        return pod_info.is_stuck_terminating(self.deletion_timestamp, now)
+
+    @property
     def live_on_node(self) -> bool:
         """Bound and not finished: it uses its node's capacity."""
         return bool(self.node) and not self.terminal
@@ -96,7 +116,7 @@ class PodRecord:
         """Karpenter's `IsProvisionable` (see `pods.is_provisionable`)."""
         if self.node or self.deleting or self.terminal or self.nominated:
             return False
-        if self.owner is not None and self.owner[0] in (pod_info.DAEMON_SET, pod_info.NODE):
+        if self.daemon or self.static:
             return False
         return self.marked_unschedulable if unschedulable_only else True
 

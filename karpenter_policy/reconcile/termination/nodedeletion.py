@@ -2,10 +2,10 @@
 Node of ours, and how garbage collection releases a Node whose instance is gone.
 
 :func:`delete_node` requests the Node's deletion: the API server sets its ``deletionTimestamp`` and the
-``karpenter.sh/termination`` finalizer keeps it while the termination controller (`termination`, in every pass
-of the controller) cordons it, evicts its pods through the Eviction API (respecting disruption budgets and
-``karpenter.sh/do-not-evict``), terminates the instance and removes the finalizer — as Karpenter does for an
-interruption: the pods move during the two minutes of a spot warning instead of dying with the instance.
+``karpenter.sh/termination`` finalizer keeps it while the termination controller (`terminator`) cordons it,
+evicts its pods through the Eviction API (respecting disruption budgets; ``karpenter.sh/do-not-evict`` does not
+stop a deletion, as in Karpenter v0.31), terminates the instance and removes the finalizer — as Karpenter does for
+an interruption: the pods move during the two minutes of a spot warning instead of dying with the instance.
 
 Every step is idempotent, so a caller that failed half-way (the API could not be reached) simply calls again: a
 Node already being deleted, an instance already terminated or unknown, a finalizer already gone are fine.

@@ -1,19 +1,32 @@
-"""Termination: a Node of ours being deleted (`kubectl delete node`, emptiness) goes through the
-``karpenter.sh/termination`` finalizer, as Karpenter v0.31's termination controller does:
+"""Termination: a Node of ours being deleted (`kubectl delete node`, emptiness, disruption, an interruption) goes
+through the ``karpenter.sh/termination`` finalizer, as Karpenter v0.31.1's termination controller
+(`pkg/controllers/termination/controller.go`, `terminator/terminator.go`) does:
 
-1. **cordon** (``spec.unschedulable``), logged once ("Cordoned node");
-2. **drain**: every pod on it that is not finished and not a DaemonSet's is evicted through the Eviction API, so
-   PodDisruptionBudgets hold (a 429 leaves the pod for the next pass); a pod annotated
-   ``karpenter.sh/do-not-evict: "true"`` is never evicted: the node waits until it finishes;
-3. once no such pod is left: **terminate** the instance, then **remove the finalizer** ("Deleted node").
+1. **cordon**: ``spec.unschedulable`` and the label ``node.kubernetes.io/exclude-from-external-load-balancers:
+   karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node");
+2. **drain**: the pods it waits for are those bound to the node that are not finished, not stuck terminating
+   (deleted more than a minute ago: a kubelet that no longer answers), not content to stay (they tolerate the
+   ``node.kubernetes.io/unschedulable:NoSchedule`` taint — DaemonSets' pods do — so evicted they would come
+   back), not static pods (mirrors owned by the Node) and not DaemonSets'. Those not being deleted yet are evicted
+   (`eviction`: PodDisruptionBudgets hold, a refusal is retried with backoff) — the non-critical ones first, the
+   ``system-cluster-critical``/``system-node-critical`` ones once every other one is evicted.
+   ``karpenter.sh/do-not-evict`` is not looked at: in v0.31 it keeps a node from being chosen for disruption,
+   it does not stop a deletion that was asked for;
+3. once no pod is waited for: **terminate** the instance, then **remove the finalizer** ("Deleted node"). While
+   pods are still waited for, an instance the cloud no longer knows (or that is terminated: a spot reclaim, a
+   termination from the console) releases the node at once: the finalizer goes, nothing is left to drain.
 
-As Karpenter's, each eviction is an Event `Evicted` on the pod, a node whose drain is not done a Warning
-`FailedDraining` (pods left; an eviction a budget refused), and the removal of the finalizer counts
-`karpenter_nodes_terminated` and observes `karpenter_nodes_termination_time_seconds` (since the deletion was
-requested); evictions are counted by outcome (`karpenter_policy_evictions_total`).
+A node still draining is taken a step further at least every second (Karpenter requeues after 1 s): a pod that
+became stuck, an instance that vanished, a budget that allows an eviction now. Each step is idempotent, so a
+controller that died half-way resumes where the cluster shows it stopped. Nodes without the finalizer, or not
+ours, are left alone.
 
-Each pass takes every such Node one step further; every step is idempotent, so a controller that died half-way
-resumes where the cluster shows it stopped. Nodes without the finalizer, or not ours, are left alone.
+As Karpenter's, each eviction is an Event `Evicted` on the pod and one a budget refused a Warning `FailedDraining`
+on the node (`evicting pod … violates a PDB`), as is every step that leaves pods to wait for; every eviction asked
+of the API is counted by its outcome (`karpenter_policy_evictions_total{outcome}`: evicted, gone, refused,
+failed); the removal of the finalizer counts `karpenter_nodes_terminated` and observes
+`karpenter_nodes_termination_time_seconds` (since the deletion was requested). The metrics and the recorder are
+the `Context`'s.
 """
 
 from __future__ import annotations
@@ -21,54 +34,66 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Sequence
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
-from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.cluster import Cluster
-from karpenter_policy.kube.errors import ClusterError, NotFound, TooManyRequests
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import events, logs
-from karpenter_policy.reconcile.events import Recorder
-from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.result import Terminated
-from karpenter_policy.reconcile.state.cluster import Change, ClusterState
+from karpenter_policy.reconcile.state.cluster import Change
+from karpenter_policy.reconcile.state.pods import DO_NOT_EVICT  # re-exported: disruption reads it from here
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+from karpenter_policy.reconcile.termination.eviction import Evictions
 from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
 
 TERMINATION = logs.logger("termination")
-DO_NOT_EVICT = "karpenter.sh/do-not-evict"
+#: The value of the load-balancer exclusion label on a node Karpenter drains.
+EXCLUDED_BY = "karpenter"
+#: A node still draining is looked at again this soon (Karpenter's RequeueAfter), and its instance looked up at
+#: most this often.
+REQUEUE_SECONDS = 1.0
+
+
+def waited_for(pods: Sequence[PodRecord], now: dt.datetime) -> list[PodRecord]:
+    """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock."""
+    return [
+        p for p in pods
+        if not p.terminal and not p.daemon and not p.static and not p.tolerates_unschedulable
+        and not p.stuck_terminating(now)
+    ]
+
+
+def to_evict(pods: Sequence[PodRecord]) -> list[PodRecord]:
+    """Of the pods waited for, those to evict now: not being deleted yet, the non-critical ones first — the
+    critical ones only once no other is left to evict."""
+    pending = [p for p in pods if not p.deleting]
+    ordinary = [p for p in pending if not p.critical]
+    return ordinary or pending
 
 
 class Terminator:
     """See the module docstring. It follows the state: a node of ours that gets a deletionTimestamp joins the
-    nodes it drains, one that leaves the cluster leaves them (`fields` makes a log line's structured fields)."""
+    nodes it drains (and `wake` is set), one that leaves the cluster leaves them."""
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        cloud: CloudProvider,
-        state: ClusterState,
-        fields: Callable[..., dict[str, object]],
-        *,
-        metrics: Metrics | None = None,
-        recorder: Recorder | None = None,
-        wall_clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
-    ) -> None:
-        self.cluster = cluster
-        self.cloud = cloud
-        self.state = state
-        self.fields = fields
-        self.metrics = metrics or Metrics()
-        self.events = recorder or Recorder(cluster, self.metrics.clock, fields)
-        self.wall_clock = wall_clock
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.cluster = context.cluster
+        self.cloud = context.cloud
+        self.state = context.state
+        self.evictions = Evictions(context.cluster, context.clock)
+        self.metrics = context.metrics
+        self.events = context.events
         self._told: set[tuple[str, str]] = set()  # (what, whom) already logged
         self._terminating: set[str] = set()
         self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
+        self._looked_up: dict[str, float] = {}  # node name → when its instance was last looked up
         self._lock = threading.Lock()
         self.wake = threading.Event()
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
         if change.kind == "node":
@@ -97,77 +122,111 @@ class Terminator:
     def _once(self, what: str, whom: str, message: str, *args: object, **extra: object) -> None:
         if (what, whom) not in self._told:
             self._told.add((what, whom))
-            TERMINATION.info(message, *args, extra=self.fields(**extra))
+            TERMINATION.info(message, *args, extra=self.context.fields(**extra))
 
     def reconcile(self) -> Terminated:
-        """Take every node being deleted one step further."""
+        """Take every node being deleted one step further; `due` says when the next step is needed."""
         done = Terminated()
         with self._lock:
             names = sorted(self._terminating)
+        waiting: set[str] = set()
         for name in names:
             node = self.state.node(name)
             if node is None or not node.terminating:
                 continue
-            pods = [p for p in self.state.pods_on(name) if not p.daemon]
             try:
-                self._step(node, pods, done)
+                waiting.update(p.uid for p in self._step(node, done))
             except (ClusterError, CloudError) as error:
                 done.errors.append(f"terminating node {name}: {error}")
+        self.evictions.keep_only(waiting)
+        if self.draining:
+            done.due = self.context.clock() + REQUEUE_SECONDS
         return done
 
-    def _step(self, node: NodeRecord, pods: list[PodRecord], done: Terminated) -> None:
-        name = node.name
-        if not node.unschedulable:
-            self.cluster.patch(objects.NODE, name, {"spec": {"unschedulable": True}})
-            done.cordoned.append(name)
-            self._once("cordon", name, "Cordoned node", node=name)
-        remaining = 0
-        for pod in pods:
-            key = pod.key
-            if pod.deleting:
-                remaining += 1  # evicted, still shutting down
-                continue
-            if pod.annotations.get(DO_NOT_EVICT) == "true":
-                remaining += 1
-                done.blocked[key] = f"{DO_NOT_EVICT} is set"
-                self._once("do-not-evict", key, "waiting on pod %s: it is annotated %s", key, DO_NOT_EVICT, node=name)
-                continue
-            try:
-                self.cluster.evict(pod.namespace, pod.name)
-            except NotFound:
-                continue
-            except TooManyRequests as error:
-                remaining += 1
-                done.blocked[key] = f"eviction refused: {error}"
-                self.metrics.evictions.labels("refused").inc()
-                self.events.publish(events.failed_draining(node.obj, f"evicting pod {key} violates a PDB"))
-                self._once("pdb", key, "eviction of pod %s refused (a PodDisruptionBudget): retrying", key, node=name)
-                continue
-            done.evicted.append(key)
-            self.metrics.evictions.labels("evicted").inc()
-            self.events.publish(events.evicted(pod.obj))
-            remaining += 1  # gone from the next snapshot, not this one
-        if remaining:
-            self.events.publish(events.failed_draining(node.obj, f"{remaining} pods are waiting to be evicted"))
-            return
+    def _step(self, node: NodeRecord, done: Terminated) -> list[PodRecord]:
+        """One step for one node; the pods it still waits for."""
+        self._cordon(node, done)
+        now = self.context.wall_clock()
+        on_node = self.state.pods_on(node.name)
+        self._note_stuck(node, on_node, now)
+        pods = waited_for(on_node, now)
+        for pod in to_evict(pods):
+            self._evict(node, pod, done)
+        if pods:
+            if self._instance_gone(node):
+                self._once("gone", node.name, "instance %s of node %s is already gone: not waiting for %d pod(s)",
+                           node.instance_id, node.name, len(pods), node=node.name, instance=node.instance_id)
+                self._release(node, done)
+                return []
+            self.events.publish(events.failed_draining(node.obj, f"{len(pods)} pods are waiting to be evicted"))
+            return pods
         instance = node.instance_id
         if instance:
             with contextlib.suppress(InstanceNotFound):
                 self.cloud.delete(instance)
-        remove_finalizer(self.cluster, name)
+        self._release(node, done)
+        return []
+
+    def _cordon(self, node: NodeRecord, done: Terminated) -> None:
+        label = wk.EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS
+        if node.unschedulable and node.labels.get(label) == EXCLUDED_BY:
+            return
+        patch = {"spec": {"unschedulable": True}, "metadata": {"labels": {label: EXCLUDED_BY}}}
+        self.cluster.patch(objects.NODE, node.name, patch)
+        done.cordoned.append(node.name)
+        self._once("cordon", node.name, "Cordoned node", node=node.name)
+
+    def _note_stuck(self, node: NodeRecord, pods: Sequence[PodRecord], now: dt.datetime) -> None:
+        for pod in pods:
+            if pod.stuck_terminating(now):
+                self._once("stuck", pod.key, "pod %s is stuck terminating (deleted at %s): not waiting for it",
+                           pod.key, pod.deletion_timestamp, node=node.name)
+
+    def _evict(self, node: NodeRecord, pod: PodRecord, done: Terminated) -> None:
+        attempt = self.evictions.evict(pod)
+        if attempt.outcome != "waiting":  # an eviction asked of the API
+            self.metrics.evictions.labels(attempt.outcome).inc()
+        if attempt.outcome == "evicted":
+            done.evicted.append(pod.key)
+            self.events.publish(events.evicted(pod.obj))
+        elif attempt.outcome in ("refused", "waiting"):
+            done.blocked[pod.key] = attempt.detail
+            if attempt.outcome == "refused":
+                self.events.publish(events.failed_draining(node.obj, f"evicting pod {pod.key} violates a PDB"))
+                self._once("pdb", pod.key, "eviction of pod %s refused (a PodDisruptionBudget): retrying", pod.key,
+                           node=node.name)
+        elif attempt.outcome == "failed":
+            done.blocked[pod.key] = attempt.detail
+            done.errors.append(attempt.detail)
+
+    def _instance_gone(self, node: NodeRecord) -> bool:
+        """The cloud no longer knows the node's instance (looked up at most every REQUEUE_SECONDS per node)."""
+        instance = node.instance_id
+        if not instance:
+            return False
+        now = self.context.clock()
+        last = self._looked_up.get(node.name)
+        if last is not None and now - last < REQUEUE_SECONDS:
+            return False
+        self._looked_up[node.name] = now
+        return self.cloud.get(instance) is None
+
+    def _release(self, node: NodeRecord, done: Terminated) -> None:
+        remove_finalizer(self.cluster, node.name)
         with self._lock:
-            self._terminating.discard(name)  # done: the state showing it a moment longer changes nothing
+            self._terminating.discard(node.name)  # done: the state showing it a moment longer changes nothing
             self._finished.add(node.uid)
-        done.deleted.append(name)
+        self._looked_up.pop(node.name, None)
+        done.deleted.append(node.name)
         self.metrics.node_terminated(node.provisioner or "", self._since(node.deletion_timestamp))
-        TERMINATION.info("Deleted node", extra=self.fields(node=name, instance=instance))
+        TERMINATION.info("Deleted node", extra=self.context.fields(node=node.name, instance=node.instance_id))
 
     def _since(self, stamp: str | None) -> float | None:
-        """Seconds from an API timestamp to now (None: no readable timestamp)."""
+        """Seconds from an API timestamp to now by the wall clock (None: no readable timestamp)."""
         try:
-            return (self.wall_clock() - objects.parse_time(stamp)).total_seconds() if stamp else None
+            return (self.context.wall_clock() - objects.parse_time(stamp)).total_seconds() if stamp else None
         except ValueError:
             return None
 
 
-__all__ = ["DO_NOT_EVICT", "Terminator"]
+__all__ = ["DO_NOT_EVICT", "EXCLUDED_BY", "REQUEUE_SECONDS", "Terminator", "to_evict", "waited_for"]
