@@ -375,3 +375,26 @@ def test_a_windowed_summary_reports_quantiles_of_its_window_and_counts_everythin
     assert {s.value for s in later.of("karpenter_waits_seconds")} == {10}
     assert later.value("karpenter_waits_seconds_count") == 6 and later.value("karpenter_waits_seconds_sum") == 25
     assert math.isnan(quantile([], 0.5))
+
+
+def test_a_drain_released_for_an_instance_gone_is_counted_and_timed(compiled: Path) -> None:
+    """Termination's other way out (Karpenter v0.31.1: a node whose instance is gone is not waited for): the
+    finalizer's removal counts and times it as a drained node's, and each eviction asked counts by its outcome."""
+    scene = Scene(compiled, types=TYPES)
+    node = scene.add_node("batch", "m6i.xlarge", capacity_type="spot")
+    controller = scene.controller()
+    scene.add_pods("job", 2, cpu="1", node=node, lingers=True, **BATCH_POD)
+    scene.cluster.delete(objects.NODE, node)
+    scene.step(controller)
+    draining = parse(controller.metrics.exposition().decode())
+    assert draining.value("karpenter_policy_evictions_total", outcome="evicted") == 2
+    assert not draining.of("karpenter_nodes_terminated", provisioner="batch")
+    scene.advance(20)
+    scene.cloud.delete(node_info.instance_id(scene.node(node) or {}))  # reclaimed while its pods shut down
+    scene.run(controller, 5, until=lambda: scene.node(node) is None)
+    assert scene.node(node) is None
+    end = parse(controller.metrics.exposition().decode())
+    assert end.value("karpenter_nodes_terminated", provisioner="batch") == 1
+    assert end.value("karpenter_nodes_termination_time_seconds_count", provisioner="batch") == 1
+    assert end.value("karpenter_nodes_termination_time_seconds", provisioner="batch", quantile="1") >= 20
+    assert end.value("karpenter_policy_evictions_total", outcome="evicted") == 2  # not asked again: evicting
