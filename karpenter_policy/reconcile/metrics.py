@@ -44,8 +44,9 @@ quantiles (`exposition`).
 * `karpenter_policy_launch_errors_total{provisioner, reason}` — launches that failed: `insufficient_capacity`
   (every offering), `configuration`, `throttled`, `cloud`.
 * `karpenter_policy_pods_bound_total` — pods the controller bound.
-* `karpenter_policy_evictions_total{outcome}` — evictions termination asked for: `evicted`, or `refused` (a
-  PodDisruptionBudget: tried again).
+* `karpenter_policy_evictions_total{outcome}` — evictions termination asked of the API: `evicted`, `gone` (the
+  pod no longer exists), `refused` (a PodDisruptionBudget) or `failed` (another error) — the last two tried again
+  with backoff.
 * `karpenter_policy_reconcile_duration_seconds` — one pass that scheduled a batch, histogram.
 * `karpenter_policy_plans_ahead_total{used}` — plans made ahead while a batch window was quiet, and whether the
   pass closing the window used it (`true`) or something had changed (`false`: it planned again).
@@ -208,7 +209,7 @@ class Metrics:
         self.pods_bound = Counter("karpenter_policy_pods_bound", "Pods the controller bound.", registry=registry)
         self.evictions = Counter(
             "karpenter_policy_evictions",
-            "Evictions termination asked for, by outcome (evicted; refused by a PodDisruptionBudget).",
+            "Evictions termination asked of the API, by outcome (evicted, gone, refused by a budget, failed).",
             ["outcome"],
             registry=registry,
         )
