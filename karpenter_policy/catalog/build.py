@@ -55,6 +55,7 @@ from karpenter_policy.catalog.embedded import (
     mask_of,
     offerings_file_name,
 )
+from karpenter_policy.catalog.prices import load_on_demand_prices
 from karpenter_policy.catalog.refresh import instance_type_from_ec2, trn1_accelerator
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import (
@@ -239,8 +240,6 @@ def read_sources(shared: Path, moto: Path) -> Sources:
         EC2: moto_date,
         OFFERINGS: moto_date,
     }
-    from karpenter_policy.catalog.prices import load_on_demand_prices
-
     for path in sorted(shared.iterdir()):
         price_match = _PRICES.match(path.name)
         if price_match is None:

@@ -42,6 +42,7 @@ from karpenter_policy.catalog.catalog import (
     embedded_data_file,
     on_demand_prices_file_name,
 )
+from karpenter_policy.catalog.prices import load_on_demand_prices
 from karpenter_policy.model.instancetypes import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, InstanceType, Offering
 
 FORMAT = 2
@@ -285,8 +286,6 @@ def load_region(region: str) -> Catalog:
 
 def _prices(region: str) -> tuple[dict[str, float], str]:
     """The shipped on-demand prices of `region` ({} when none is shipped) and the source id to record."""
-    from karpenter_policy.catalog.prices import load_on_demand_prices
-
     if not embedded_data_file(on_demand_prices_file_name(region)).is_file():
         return {}, ""
     return load_on_demand_prices(None, region), f"prices-{region}"

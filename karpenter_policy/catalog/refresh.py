@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from karpenter_policy.catalog.catalog import Catalog, CatalogError, catalog_to_json
+from karpenter_policy.catalog.embedded import embedded_types
 from karpenter_policy.catalog.prices import latest_spot_prices, load_on_demand_prices
 from karpenter_policy.model.allocatable import TRN1_NEURONS
 from karpenter_policy.model.instancetypes import (
@@ -293,8 +294,6 @@ def build_catalog(
 def _with_embedded_facts(it: InstanceType) -> InstanceType:
     """`it` with the branch ENIs the embedded catalog knows for it (EC2 does not describe ENI trunking), when both
     agree on its ENIs."""
-    from karpenter_policy.catalog.embedded import embedded_types
-
     try:
         known = embedded_types().types.get(it.name)
     except CatalogError:  # no embedded data: nothing to add

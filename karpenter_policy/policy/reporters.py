@@ -24,6 +24,7 @@ from typing import Any
 from karpenter_policy import __version__
 from karpenter_policy.policy.findings import Finding, Report
 from karpenter_policy.policy.ruledocs import FULL_DESCRIPTIONS, RULE_PAGES, docs_url, help_uri
+from karpenter_policy.policy.source.gitrepo import find_repository
 
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
@@ -160,8 +161,6 @@ def repository_root() -> str:
     workspace = os.environ.get("GITHUB_WORKSPACE")
     if workspace and os.path.isdir(workspace):
         return os.path.abspath(workspace)
-    from karpenter_policy.policy.source.gitrepo import find_repository
-
     repository = find_repository(os.getcwd())
     return repository.root if repository is not None else os.getcwd()
 
