@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.selectors import NOTHING, LabelSelector, SelectorError, parse_selector
 
 Obj = objects.Obj
 
-_TERMINAL = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,9 @@ def disruption_budget(pdb: Obj, pods: Iterable[Obj]) -> Budget:
     """Compute the budget over ``pods`` (any pods: those the budget does not select are skipped)."""
     selector = budget_selector(pdb)
     selected = [
-        pod for pod in pods if selects(pdb, pod, selector) and (pod.get("status") or {}).get("phase") not in _TERMINAL
+        pod
+        for pod in pods
+        if selects(pdb, pod, selector) and (pod.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES
     ]
     spec: dict[str, Any] = pdb.get("spec") or {}
     expected = max(len(selected), int((pdb.get("status") or {}).get("expectedPods") or 0))
@@ -109,7 +111,7 @@ def eviction_verdict(pod: Obj, pdbs: Iterable[Obj], pods: Iterable[Obj]) -> Evic
     real server; a pod covered by two budgets cannot be evicted (the server refuses with a 500).
     """
     phase = (pod.get("status") or {}).get("phase")
-    if phase in _TERMINAL or phase == "Pending" or objects.is_deleting(pod):
+    if phase in wk.TERMINAL_PHASES or phase == "Pending" or objects.is_deleting(pod):
         return EvictionVerdict(True)
     covering = [pdb for pdb in pdbs if selects(pdb, pod)]
     if not covering:

@@ -24,14 +24,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Operator, Requirement, Requirements
 from karpenter_policy.model.resources import (
-    AMD_GPU,
-    AWS_NEURON,
     CPU,
     EPHEMERAL_STORAGE,
     MEMORY,
-    NVIDIA_GPU,
     QuantityError,
     ResourceList,
     add,
@@ -44,9 +42,8 @@ from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, TAINT_EFFECTS, Tol
 
 SpecPath = tuple[str | int, ...]
 
-HABANA_GAUDI = "habana.ai/gaudi"
 #: The extended resources an EC2 node offers (Karpenter v0.31, AWS), next to cpu, memory and pods.
-ACCELERATOR_RESOURCES: tuple[str, ...] = (NVIDIA_GPU, AMD_GPU, AWS_NEURON, HABANA_GAUDI)
+ACCELERATOR_RESOURCES: tuple[str, ...] = (wk.NVIDIA_GPU, wk.AMD_GPU, wk.AWS_NEURON, wk.HABANA_GAUDI)
 
 #: The toleration Karpenter adds as its last relaxation (`toleratePreferNoScheduleTaints`).
 TOLERATE_PREFER_NO_SCHEDULE = Toleration(operator="Exists", effect=PREFER_NO_SCHEDULE)
@@ -349,13 +346,13 @@ def describe_quantity(name: str, value: Decimal) -> str:
         return f"{number} vCPU"
     if name == MEMORY:
         return f"{format_bytes(value)} memory"
-    if name == NVIDIA_GPU:
+    if name == wk.NVIDIA_GPU:
         return f"{number} GPU{plural}"
-    if name == AMD_GPU:
+    if name == wk.AMD_GPU:
         return f"{number} AMD GPU{plural}"
-    if name == AWS_NEURON:
+    if name == wk.AWS_NEURON:
         return f"{number} Neuron device{plural}"
-    if name == HABANA_GAUDI:
+    if name == wk.HABANA_GAUDI:
         return f"{number} Gaudi accelerator{plural}"
     if name == "pods":
         return f"room for {number} pod{plural}"

@@ -17,9 +17,6 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
-NVIDIA_GPU = "nvidia.com/gpu"
-AMD_GPU = "amd.com/gpu"
-AWS_NEURON = "aws.amazon.com/neuron"
 
 
 def parse_quantity(value: object) -> Decimal:
@@ -92,13 +89,10 @@ def names(lists: Iterable[Mapping[str, Decimal]]) -> list[str]:
 
 
 __all__ = [
-    "AMD_GPU",
-    "AWS_NEURON",
     "CPU",
     "EPHEMERAL_STORAGE",
     "MAX_QUANTITY",
     "MEMORY",
-    "NVIDIA_GPU",
     "PODS",
     "Quantity",
     "QuantityError",

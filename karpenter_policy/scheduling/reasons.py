@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pods import describe_quantity, describe_requests, format_bytes
 from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.model.resources import AMD_GPU, AWS_NEURON, CPU, MEMORY, NVIDIA_GPU, PODS, format_quantity
+from karpenter_policy.model.resources import CPU, MEMORY, PODS, format_quantity
 from karpenter_policy.model.taints import Taint, Toleration, untolerated
 from karpenter_policy.scheduling.instances import OFFERING_KEYS, InstanceTable
 from karpenter_policy.scheduling.templates import NodeTemplate
-from karpenter_policy.scheduling.vectors import HABANA_GAUDI, INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
+from karpenter_policy.scheduling.vectors import INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
 
 _SHOWN = 3
 _LIMITS = "(limits)"
@@ -119,7 +120,7 @@ def explain(
 def _needs(template: NodeTemplate, total: Vector, candidates: int) -> str:
     """The requests in words (room for the pods too when that is what is missing), DaemonSets named."""
     requests = as_resources(total)
-    shown = [n for n in (CPU, MEMORY, NVIDIA_GPU, AMD_GPU, AWS_NEURON, HABANA_GAUDI) if requests.get(n)]
+    shown = [n for n in (CPU, MEMORY, wk.NVIDIA_GPU, wk.AMD_GPU, wk.AWS_NEURON, wk.HABANA_GAUDI) if requests.get(n)]
     shown += [n for n in RESOURCES if n not in shown and n != PODS and requests.get(n)]
     without_pods = tuple(0 if r == PODS_I else x for r, x in enumerate(total))
     if candidates & template.shapes.fitting(without_pods):

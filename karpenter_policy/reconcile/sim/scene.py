@@ -529,7 +529,7 @@ class Scene:
         """Keys of the pods not bound to a node (terminal ones aside)."""
         return [f"{objects.namespace(p)}/{objects.name(p)}" for p in self.pods()
                 if not (p.get("spec") or {}).get("nodeName")
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+                and (p.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES]
 
     def pods_on(self, node: str) -> list[str]:
         return sorted(objects.name(p) for p in self.pods() if (p.get("spec") or {}).get("nodeName") == node)

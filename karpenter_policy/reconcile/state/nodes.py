@@ -38,7 +38,6 @@ from karpenter_policy.scheduling import NodeTemplate
 from karpenter_policy.scheduling.templates import node_configuration
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal, to_vector
 
-TERMINATION_FINALIZER = "karpenter.sh/termination"
 ANNOTATION_HASH = "karpenter-policy/constraint-set-hash"
 ANNOTATION_STARTUP_TAINTS = "karpenter-policy/startup-taints"
 ANNOTATION_INSTANCE = "karpenter-policy/instance-id"
@@ -48,9 +47,9 @@ ANNOTATION_NODE_HASH = "karpenter-policy/node-hash"
 ANNOTATION_IMAGE = "karpenter-policy/image-id"
 #: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`).
 EPHEMERAL_TAINT_KEYS = (
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-    "node.cloudprovider.kubernetes.io/uninitialized",
+    wk.TAINT_NOT_READY,
+    wk.TAINT_UNREACHABLE,
+    wk.TAINT_UNINITIALIZED,
 )
 _ALWAYS_LISTED = ("cpu", "memory", "ephemeral-storage", "pods")
 
@@ -195,7 +194,7 @@ def node_object(
             "name": name,
             "labels": dict(sorted(labels.items())),
             "annotations": annotations,
-            "finalizers": [TERMINATION_FINALIZER],
+            "finalizers": [wk.TERMINATION_FINALIZER],
         },
         "spec": {"providerID": instance.provider_id},
         "status": {"capacity": capacity, "allocatable": allocatable},
@@ -213,7 +212,7 @@ def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
         "metadata": {
             "labels": {k: v for k, v in meta["labels"].items() if objects.labels(existing).get(k) != v},
             "annotations": meta["annotations"],
-            "finalizers": sorted({*objects.finalizers(existing), TERMINATION_FINALIZER}),
+            "finalizers": sorted({*objects.finalizers(existing), wk.TERMINATION_FINALIZER}),
         }
     }
 
@@ -240,7 +239,6 @@ __all__ = [
     "ANNOTATION_NODE_HASH",
     "ANNOTATION_STARTUP_TAINTS",
     "EPHEMERAL_TAINT_KEYS",
-    "TERMINATION_FINALIZER",
     "registration_patch",
     "instance_id",
     "instance_id_of",

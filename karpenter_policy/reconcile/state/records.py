@@ -82,7 +82,7 @@ class PodRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.phase in pod_info.TERMINAL_PHASES
+        return self.phase in wk.TERMINAL_PHASES
 
     @property
     def daemon(self) -> bool:
@@ -194,7 +194,7 @@ class NodeRecord:
     @property
     def terminating(self) -> bool:
         """Ours, being deleted and held by the termination finalizer: the termination controller's."""
-        return self.ours and self.deleting and node_info.TERMINATION_FINALIZER in self.finalizers
+        return self.ours and self.deleting and wk.TERMINATION_FINALIZER in self.finalizers
 
 
 def node_record(obj: Any) -> NodeRecord:
