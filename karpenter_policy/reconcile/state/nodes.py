@@ -100,11 +100,17 @@ def startup_taints(node: Obj) -> tuple[Taint, ...]:
     return tuple(Taint.from_api(t) for t in listed if isinstance(t, dict))
 
 
+def labelled_initialized(node: Obj) -> bool:
+    """Whether the node carries `karpenter.sh/initialized=true` (what Karpenter's initialization controller writes)."""
+    return objects.labels(node).get(wk.INITIALIZED) == "true"
+
+
 def is_initialized(node: Obj) -> bool:
-    """Ours: labelled initialized (or Ready with every startup taint gone); others: Ready."""
+    """The one rule of whether a node is initialized. Ours: Ready and labelled initialized (or with every startup
+    taint gone); others: Ready."""
     if not is_ready(node):
         return False
-    if not is_ours(node) or objects.labels(node).get(wk.INITIALIZED) == "true":
+    if not is_ours(node) or labelled_initialized(node):
         return True
     remaining = {(t.key, t.effect) for t in node_taints(node)}
     return not any((t.key, t.effect) in remaining for t in startup_taints(node))
@@ -243,6 +249,7 @@ __all__ = [
     "instance_id",
     "instance_id_of",
     "is_initialized",
+    "labelled_initialized",
     "is_ours",
     "is_ready",
     "node_name_for",

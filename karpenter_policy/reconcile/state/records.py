@@ -189,7 +189,7 @@ class NodeRecord:
 
     @property
     def labelled_initialized(self) -> bool:
-        return self.labels.get(wk.INITIALIZED) == "true"
+        return node_info.labelled_initialized(self.obj)
 
     @property
     def terminating(self) -> bool:
