@@ -246,7 +246,7 @@ def _tolerations(raw: object) -> tuple[Toleration, ...]:
 # --- resources ----------------------------------------------------------------------------------------------
 
 
-def _resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPath, str]] | None) -> ResourceList:
+def _parse_resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPath, str]] | None) -> ResourceList:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -276,8 +276,8 @@ def container_requests(
         return {}
     if not isinstance(resources, Mapping):
         raise PodSpecError((*path, "resources"), "resources must be a mapping")
-    requests = _resource_list(resources.get("requests"), (*path, "resources", "requests"), capped)
-    limits = _resource_list(resources.get("limits"), (*path, "resources", "limits"), capped)
+    requests = _parse_resource_list(resources.get("requests"), (*path, "resources", "requests"), capped)
+    limits = _parse_resource_list(resources.get("limits"), (*path, "resources", "limits"), capped)
     return {**limits, **requests}
 
 
@@ -309,7 +309,7 @@ def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | N
         else:
             init_peak = maximum(init_peak, add(requests, sidecars))
     total = maximum(add(apps, sidecars), init_peak)
-    return add(total, _resource_list(spec.get("overhead"), ("overhead",), capped))
+    return add(total, _parse_resource_list(spec.get("overhead"), ("overhead",), capped))
 
 
 def describe_requests(requests: Mapping[str, Decimal], names: Iterable[str] | None = None) -> str:

@@ -33,7 +33,7 @@ def is_quantity(value: object) -> bool:
     return True
 
 
-def resource_list(data: Mapping[str, object]) -> ResourceList:
+def parse_resource_list(data: Mapping[str, object]) -> ResourceList:
     """Parse a `{name: quantity}` map."""
     return {name: parse_quantity(value) for name, value in data.items()}
 
@@ -107,5 +107,5 @@ __all__ = [
     "out_of_range_message",
     "parse_quantity",
     "read_quantity",
-    "resource_list",
+    "parse_resource_list",
 ]

@@ -65,7 +65,7 @@ def resource_vector(resources: Mapping[str, Any] | None) -> tuple[Vector, dict[s
     return to_vector(parsed)
 
 
-def resource_list(vector: Vector) -> dict[str, str]:
+def format_resource_vector(vector: Vector) -> dict[str, str]:
     """A vector as a ResourceList: cpu, memory, ephemeral-storage and pods always, other resources when > 0."""
     return {
         name: format_quantity(to_decimal(name, value))
@@ -170,8 +170,8 @@ def node_object(
     if position is not None:
         spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
         labels.update(node_labels(table.types[position], node_configuration(constraint_set.kubelet, spec)))
-        capacity = resource_list(template.shapes.capacity[position])
-        allocatable = resource_list(template.shapes.allocatable[position])
+        capacity = format_resource_vector(template.shapes.capacity[position])
+        allocatable = format_resource_vector(template.shapes.allocatable[position])
     else:
         labels[wk.INSTANCE_TYPE] = instance.instance_type
     labels.update(
@@ -256,7 +256,7 @@ __all__ = [
     "node_object",
     "node_taints",
     "provider_ids",
-    "resource_list",
+    "format_resource_vector",
     "resource_vector",
     "scheduling_taints",
     "startup_taints",
