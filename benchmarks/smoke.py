@@ -166,10 +166,10 @@ def probe_check_workloads(work: Path) -> list[Ratio]:
 
 def probe_schedule(work: Path) -> list[Ratio]:
     import schedule as schedule_benchmark
+    from lpbound import lower_bound
 
     from karpenter_policy.model.requirements import Requirements
     from karpenter_policy.scheduling import NodeTemplate, Scheduler
-    from karpenter_policy.scheduling.bound import lower_bound
     from karpenter_policy.scheduling.instances import InstanceTable
     from karpenter_policy.scheduling.synthetic import SHAPE, benchmark_types
 

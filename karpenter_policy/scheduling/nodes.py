@@ -149,6 +149,20 @@ class NodeClaim:
         self.options = options
         self._room = None
 
+    def launch_mask(self) -> int:
+        """The types the claim may launch: its options and, with a price cap, the fallback types that hold its
+        pods too."""
+        if self.launchable == -1:
+            return self.options
+        template = self.template
+        table = template.table
+        return self.options | (
+            self.launchable
+            & table.type_mask(self.requirements, os=template.os)
+            & table.offering_mask(self._zone, self._capacity_type)
+            & template.shapes.fitting(self.requests)
+        )
+
     @property
     def zone(self) -> Requirement:
         return self._zone
@@ -195,6 +209,9 @@ class NodeClaim:
                 "requirements",
                 lambda: " and ".join(requirements.incompatibilities(attempt.requirements, ALLOW_WELL_KNOWN)),
             )
+        requests = add(self.requests, pod.requests)
+        if self.pods and not self.options & template.shapes.fitting(requests):
+            return _NO_ROOM  # a claim that is full, before the dearer requirement algebra (a fresh one says why)
         merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
         table = template.table
         narrowed: list[str] = []
@@ -221,7 +238,6 @@ class NodeClaim:
             mask &= table.offering_mask(zone, capacity_type)
         if not mask:
             return Refusal("instance-types", "no instance type satisfies the requirements of the node and the pod")
-        requests = add(self.requests, pod.requests)
         mask &= template.shapes.fitting(requests)
         if not mask:
             return _NO_ROOM

@@ -1,5 +1,5 @@
 """A lower bound on the cost of the new nodes a plan launches: the linear-programming relaxation of the covering
-problem (HiGHS, through `highspy`, imported only here and only when asked).
+problem (HiGHS, through `highspy`: a test extra, not a dependency of the tool). Benchmarks only.
 
 Variables: x[t] ≥ 0 nodes of each (template, instance type) t, fractional; y[g, t] ≥ 0 pods of group g (pods with
 equal requests that may use the same types) placed on type t. Minimise Σ price[t]·x[t] subject to Σ_t y[g, t] =
