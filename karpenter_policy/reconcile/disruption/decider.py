@@ -163,7 +163,7 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
-    """What one decision looks at: the cluster as the decision's start saw it (`view`), the node templates of the
+    """What one decision looks at: the cluster as the decision's start saw it (`view`), the node claim templates of the
     sets in force, the cluster's PodDisruptionBudgets and the time. `clock` and the budgets bound the decision:
     multi-node consolidation stops at `multi_node_budget` seconds of it, single-node consolidation at
     `single_node_budget` (Karpenter's 1 and 3 minutes), with what they found so far."""

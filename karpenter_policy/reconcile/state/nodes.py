@@ -34,7 +34,7 @@ from karpenter_policy.model.allocatable import node_labels
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.resources import format_quantity, parse_quantity
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.scheduling import NodeTemplate
+from karpenter_policy.scheduling import NodeClaimTemplate
 from karpenter_policy.scheduling.templates import node_configuration
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal, to_vector
 
@@ -155,7 +155,7 @@ def node_name_for(instance: Instance) -> str:
 
 def node_object(
     instance: Instance,
-    template: NodeTemplate,
+    template: NodeClaimTemplate,
     constraint_set: ConstraintSet,
     requirements: Requirements,
 ) -> Obj:
