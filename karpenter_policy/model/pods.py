@@ -312,6 +312,26 @@ def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | N
     return add(total, _parse_resource_list(spec.get("overhead"), ("overhead",), capped))
 
 
+def pod_limits(spec: Mapping[str, Any]) -> ResourceList:
+    """The pod's limits as Karpenter v0.31 sums them (`resources.Ceiling(pod).Limits`): the app containers' limits
+    added up, then the larger of that and each init container's; no overhead."""
+    apps: ResourceList = {}
+    for container, path in _containers(spec, "containers"):
+        apps = add(apps, _limits(container, path))
+    for container, path in _containers(spec, "initContainers"):
+        apps = maximum(apps, _limits(container, path))
+    return apps
+
+
+def _limits(container: Mapping[str, Any], path: SpecPath) -> ResourceList:
+    resources = container.get("resources")
+    if resources is None:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise PodSpecError((*path, "resources"), "resources must be a mapping")
+    return _parse_resource_list(resources.get("limits"), (*path, "resources", "limits"), None)
+
+
 def describe_requests(requests: Mapping[str, Decimal], names: Iterable[str] | None = None) -> str:
     """`96 vCPU, 8Gi memory and 2 GPUs` — the requests (or those named) in words."""
     order = [CPU, MEMORY, *ACCELERATOR_RESOURCES]

@@ -52,10 +52,13 @@ class Disruption:
         self.terminator = terminator
         options = context.options
         self.templates = TemplateBuilder(context.cloud, context.region)
+        decider = Decider(
+            SchedulerOptions(options.strategy), on_simulation=context.metrics.scheduling_simulation_duration.observe
+        )
         self.deprovisioner = Deprovisioner(
-            context.cluster, context.state, Decider(SchedulerOptions(options.strategy)), context.clock,
+            context.cluster, context.state, decider, context.clock,
             context.fields, interval=options.disruption_interval, validation=options.consolidation_validation,
-            replacement_timeout=options.replacement_timeout,
+            replacement_timeout=options.replacement_timeout, metrics=context.metrics, recorder=context.events,
         )
         self.wake = threading.Event()
         self._lock = threading.Lock()  # one step at a time, whichever thread asks
@@ -125,7 +128,7 @@ class Disruption:
 
         def launch(command: Command) -> list[str] | str:
             salt = f"{command.method}:{','.join(command.names)}"
-            return self.provisioner.launch_replacements(command.replacements, salt, result)
+            return self.provisioner.launch_replacements(command.replacements, salt, result, command.reason)
 
         try:
             done = deprovisioner.step(self.quiet(), inputs, launch)

@@ -118,6 +118,11 @@ class Command:
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.candidates)
 
+    @property
+    def reason(self) -> str:
+        """Karpenter's reason for the command (its metrics' and Events'): `<method>/<action>`."""
+        return f"{self.method}/{self.action}"
+
     def message(self) -> str:
         """Karpenter's log line for the command, with why and the saving."""
         machines = ", ".join(c.describe() for c in self.candidates)
@@ -148,6 +153,12 @@ class Decision:
     stopped: str = ""
     #: Something more urgent happened (pods became pending): the decision stopped, and acts on nothing.
     cut_short: bool = False
+    #: what Karpenter's metrics tell of it: per method that looked (expiration, drift, consolidation — its three
+    #: stages together), the candidates it found eligible and the seconds it took; the consolidations its budget
+    #: stopped (`multi-machine`, `single-machine`).
+    eligible: dict[str, int] = field(default_factory=dict)
+    evaluated: dict[str, float] = field(default_factory=dict)
+    timeouts: list[str] = field(default_factory=list)
 
     def interrupted(self, inputs: Inputs) -> bool:
         """Whether the decision must stop now (something more urgent happened); notes why once."""
@@ -225,8 +236,11 @@ class Decider:
     """Finds the next command (see the module docstring). It remembers when it first saw each node drifted (the
     order drift goes in)."""
 
-    def __init__(self, scheduler_options: SchedulerOptions) -> None:
+    def __init__(
+        self, scheduler_options: SchedulerOptions, on_simulation: Callable[[float], None] = lambda seconds: None
+    ) -> None:
         self.scheduler_options = scheduler_options
+        self.on_simulation = on_simulation  # the seconds of each scheduling simulation (a metric)
         self._drifted_since: dict[str, dt.datetime] = {}
         self._drift_reasons: dict[str, str] = {}
 
@@ -307,10 +321,14 @@ class Decider:
         candidates = self.candidates(inputs, decision)
         if DRIFT in stages:
             self._note_drift(inputs)
-        for method in (self._expiration, self._drift, self._consolidation):
+        methods = ((EXPIRATION, self._expiration), (DRIFT, self._drift), (CONSOLIDATION, self._consolidation))
+        for name, method in methods:
             if decision.interrupted(inputs):
                 break
+            started = time.perf_counter()
             command = method(inputs, candidates, decision, stages)
+            if name in decision.eligible:  # the method looked (one of its stages is among these)
+                decision.evaluated[name] = time.perf_counter() - started
             if command is not None:
                 decision.command = command
                 break
@@ -337,6 +355,7 @@ class Decider:
             node = view.nodes.get(name)
             if node is not None and node.provisioner in used and not node.deleting:
                 used[node.provisioner] = subtract(used[node.provisioner], node.capacity)
+        started = time.perf_counter()
         scheduler = Scheduler(
             inputs.templates.templates,
             existing,
@@ -347,7 +366,9 @@ class Decider:
             used=used,
             node_domains=view.domains,
         )
-        return scheduler.solve(pods)
+        plan = scheduler.solve(pods)
+        self.on_simulation(time.perf_counter() - started)
+        return plan
 
     @staticmethod
     def unplaceable(inputs: Inputs, plan: Plan, candidates: Sequence[Candidate]) -> str:
@@ -395,7 +416,10 @@ class Decider:
                 decision.expires_in = left if decision.expires_in is None else min(decision.expires_in, left)
                 continue
             expired.append((expires, candidate, ttl))
-        if EXPIRATION not in stages or not expired:
+        if EXPIRATION not in stages:
+            return None
+        decision.eligible[EXPIRATION] = len(expired)
+        if not expired:
             return None
         ordered = sorted(expired, key=lambda e: (e[0], e[1].name))
         empty = [(candidate, ttl) for _, candidate, ttl in ordered if not candidate.pods]
@@ -444,6 +468,7 @@ class Decider:
             ((c, self._drift_reasons[c.name]) for c in candidates if c.name in self._drifted_since),
             key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
         )
+        decision.eligible[DRIFT] = len(drifted)
         empty = [(c, why) for c, why in drifted if not c.pods]
         if empty:
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})),
@@ -461,7 +486,10 @@ class Decider:
     def _consolidation(
         self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]
     ) -> Command | None:
+        if not any(stage in stages for stage in (EMPTY, MULTI_NODE, SINGLE_NODE)):
+            return None
         eligible = sorted((c for c in candidates if c.consolidatable), key=lambda c: (c.disruption_cost, c.name))
+        decision.eligible[CONSOLIDATION] = len(eligible)
         empty = [c for c in eligible if not c.pods]
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
@@ -482,6 +510,7 @@ class Decider:
                     f"single-node consolidation stopped after {position} of {len(eligible)} candidates: "
                     f"its {inputs.single_node_budget:g}s budget ran out"
                 )
+                decision.timeouts.append("single-machine")
                 return None
             command = self.consolidate(inputs, [candidate], decision)
             if command is not None:
@@ -500,6 +529,7 @@ class Decider:
                 return None
             if inputs.clock() > deadline:
                 decision.stop(f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out")
+                decision.timeouts.append("multi-machine")
                 break
             middle = (low + high) // 2
             command = self.consolidate(inputs, eligible[:middle], Decision())

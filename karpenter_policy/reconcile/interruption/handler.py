@@ -244,7 +244,8 @@ class InterruptionHandler:
         """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes
         back and this is tried again: every step is idempotent)."""
         name = objects.name(node)
-        if not objects.is_deleting(node):  # as Karpenter: logged when the deletion is requested
+        first = not objects.is_deleting(node)
+        if first:  # as Karpenter: logged when the deletion is requested
             INTERRUPTION.info("initiating delete from interruption message", extra=self._fields(**fields))
             self._event(node, REASON_TERMINATING, "Interruption triggered termination for the Node", "Warning")
         try:
@@ -254,6 +255,8 @@ class InterruptionHandler:
             result.errors.append(message)
             INTERRUPTION.error(message, extra=self._fields(**fields))
             return False
+        if first:
+            self.metrics.machines_terminated.labels("interruption", node_info.template_of(node) or "").inc()
         result.draining.append(name)
         return True
 

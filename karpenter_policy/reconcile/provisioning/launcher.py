@@ -13,6 +13,7 @@ asks for the same token, and the provider returns the instance the first request
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -107,8 +108,10 @@ class Launcher:
         """The outcome of each request, in the order given."""
         if self.parallelism == 1 or len(requests) < 2:
             return [self._one(r) for r in requests]
+        # Each launch runs in a copy of the caller's context: the cloud's metrics know which controller calls.
+        contexts = [contextvars.copy_context() for _ in requests]
         with ThreadPoolExecutor(max_workers=min(self.parallelism, len(requests)), thread_name_prefix="launch") as pool:
-            return list(pool.map(self._one, requests))
+            return list(pool.map(lambda context, request: context.run(self._one, request), contexts, requests))
 
 
 __all__ = ["MAX_INSTANCE_TYPES", "Launcher", "Outcome", "client_token", "launch_options", "launch_request"]

@@ -267,13 +267,6 @@ def metric_value(controller: Controller, name: str, **labels: str) -> float | No
     return None
 
 
-METRICS_PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="Karpenter's termination metrics come with the observability part of issue #18 (reconcile/metrics.py)",
-)
-
-
-@METRICS_PENDING
 def test_should_fire_the_termination_summary_metric_when_deleting_nodes(
     scene: Scene, node: str, controller: Controller
 ) -> None:
@@ -283,7 +276,6 @@ def test_should_fire_the_termination_summary_metric_when_deleting_nodes(
     assert metric_value(controller, "karpenter_nodes_termination_time_seconds_count", provisioner="default") == 1
 
 
-@METRICS_PENDING
 def test_should_fire_the_nodes_terminated_counter_metric_when_deleting_nodes(
     scene: Scene, node: str, controller: Controller
 ) -> None:
