@@ -45,6 +45,7 @@ from typing import Any
 
 from _common import REPOSITORY
 
+from karpenter_policy.api.workloads import Workload as BaseWorkload
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.model.allocatable import allocatable
 from karpenter_policy.model.resources import CPU, MEMORY
@@ -119,12 +120,12 @@ def compile_versions(variant: str = "ttl") -> tuple[Loaded, Loaded]:
     return versions[0], versions[1]
 
 
-def _example(name: str) -> Workload:
+def _example(name: str) -> BaseWorkload:
     (found,) = [w for w in read_workloads([str(APPS / name)]).workloads]
-    return Workload(found.kind, found.name, found.namespace or "default", found.template, found.replicas)
+    return found
 
 
-def workloads() -> list[Workload]:
+def workloads() -> list[BaseWorkload]:
     executor = _example("spark-executor-4vcpu-7g.yaml")
     driver_template: dict[str, Any] = {
         "metadata": {"labels": {"spark-role": "driver"}},
@@ -198,7 +199,7 @@ def static_group(catalog: Catalog, figures: Figures, daemon_cpu: int, daemon_mem
     return Static(name, count, instance_type.price_on_demand, round(count * instance_type.price_on_demand * hours, 6))
 
 
-def daemon_requests(found: Sequence[Workload]) -> tuple[int, int]:
+def daemon_requests(found: Sequence[BaseWorkload]) -> tuple[int, int]:
     cpu = memory = 0
     for workload in found:
         if workload.is_daemon_set:

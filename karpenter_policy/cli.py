@@ -304,7 +304,7 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
         shown = repr(value) if len(value) <= 60 else repr(value[:57] + "...")
         if "/" not in ref or not (count.isascii() and count.isdigit()):
             raise click.BadParameter(f"{shown} is not KIND/NAME=N (e.g. deployment/inflate=10)", param_hint="--scale")
-        from karpenter_policy.policy.source.workloads import replicas_problem  # only when --scale is given
+        from karpenter_policy.api.workloads import replicas_problem  # only when --scale is given
 
         problem = replicas_problem(int(count) if len(count) <= 20 else 10**20)  # int() reads ≤ 4,300 digits
         if problem is not None:
@@ -805,7 +805,6 @@ def simulate(
     from karpenter_policy.policy.reporters import render
     from karpenter_policy.policy.source.workloads import read_workloads
     from karpenter_policy.reconcile.sim.command import overwritten_input, simulate_command
-    from karpenter_policy.reconcile.sim.workloads import Workload
 
     if report is not None and (why := overwritten_input(report, [constraints, *workload_paths])) is not None:
         raise click.BadParameter(f"{report}: {why}; write the report elsewhere", param_hint="--report")
@@ -817,10 +816,7 @@ def simulate(
         report_ = Report(findings=list(found.findings), files=len(found.files))
         click.echo(render(report_, "text"), nl=False, err=True)
         sys.exit(2)
-    workloads = [
-        Workload(w.kind, w.name, w.namespace or "default", w.template, w.replicas) for w in found.workloads
-    ]
-    result = simulate_command(constraints, workloads, steps, report, strategy=strategy)
+    result = simulate_command(constraints, found.workloads, steps, report, strategy=strategy)
     click.echo(result.stdout, nl=False)
     click.echo(result.stderr, nl=False, err=True)
     sys.exit(result.code)

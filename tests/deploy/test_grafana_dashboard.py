@@ -19,7 +19,6 @@ from karpenter_policy.catalog import load_catalog
 from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
 from karpenter_policy.reconcile.sim.driver import Simulation, Step
-from karpenter_policy.reconcile.sim.workloads import Workload
 from karpenter_policy.testing import compile_policies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,8 +91,7 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> Scrape:
     assert isinstance(loaded, Loaded)
     apps = ROOT / "examples" / "workloads" / "apps"
     found = read_workloads([str(apps / "inflate.yaml"), str(apps / "web-preferred-arm64.yaml")])
-    workloads = [Workload(w.kind, w.name, w.namespace or "default", w.template, w.replicas) for w in found.workloads]
-    with Simulation(loaded, workloads, load_catalog(region="us-east-1")) as simulation:
+    with Simulation(loaded, found.workloads, load_catalog(region="us-east-1")) as simulation:
         result = simulation.run([
             Step("create"), Step("scale to 10", {KEY: 10}), Step("scale to 0", {KEY: 0}),
             Step("interruption", interrupt=1),

@@ -9,11 +9,9 @@ import pytest
 
 from karpenter_policy.policy.source.loader import parse
 from karpenter_policy.policy.source.workloads import (
-    WORKLOAD_KINDS,
     WorkloadError,
     read_documents,
     read_workloads,
-    template_path_of,
     workload_from_data,
 )
 
@@ -135,26 +133,6 @@ def test_pod_template_labels_are_kept() -> None:
     }
     workload = workload_from_data(data, "d.yaml")
     assert workload is not None and workload.labels == {"spark-role": "driver"}
-
-
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [
-        ({"apiVersion": "apps/v1", "kind": "Deployment"}, ("spec", "template")),
-        ({"apiVersion": "batch/v1beta1", "kind": "CronJob"}, ("spec", "jobTemplate", "spec", "template")),
-        ({"apiVersion": "v1", "kind": "PodTemplate"}, ("template",)),
-        ({"kind": "Pod"}, ()),
-        ({"kind": "Deployment"}, None),  # a Deployment must say which API it is
-        ({"apiVersion": "v1", "kind": "ConfigMap"}, None),
-        ("not a mapping", None),
-    ],
-)
-def test_template_paths(data: object, expected: tuple[str, ...] | None) -> None:
-    assert template_path_of(data) == expected
-
-
-def test_the_kinds_table_covers_the_issue() -> None:
-    assert {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"} <= set(WORKLOAD_KINDS)
 
 
 def test_a_malformed_spec_is_an_invalid_workload_finding_at_the_field() -> None:

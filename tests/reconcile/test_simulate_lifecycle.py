@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from karpenter_policy.api.workloads import Workload as BaseWorkload
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cli import main
 from karpenter_policy.policy.source.workloads import read_workloads
@@ -38,9 +39,9 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
     return loaded
 
 
-def _inflate() -> Workload:
+def _inflate() -> BaseWorkload:
     (found,) = read_workloads([str(INFLATE)]).workloads
-    return Workload(found.kind, found.name, found.namespace or "default", found.template, found.replicas)
+    return found
 
 
 def _job(run_seconds: float) -> Workload:

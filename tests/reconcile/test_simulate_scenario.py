@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from karpenter_policy.api.workloads import Workload
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cli import main
 from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
 from karpenter_policy.reconcile.sim.driver import Simulation, SimulationError, Step
-from karpenter_policy.reconcile.sim.workloads import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"
@@ -45,8 +45,7 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Loaded, Loaded]:
 
 
 def _inflate() -> list[Workload]:
-    found = read_workloads([str(INFLATE)])
-    return [Workload(w.kind, w.name, w.namespace or "default", w.template, w.replicas) for w in found.workloads]
+    return list(read_workloads([str(INFLATE)]).workloads)
 
 
 def test_timed_steps_start_on_time_and_a_policy_change_rolls_the_fleet(

@@ -49,13 +49,13 @@ from karpenter_policy.api.violations import (
     Path,
     Violation,
 )
+from karpenter_policy.api.workloads import get_path, labels_of, template_path_of
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Requirement
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.findings import Finding, Location
 from karpenter_policy.policy.source.files import load_file
 from karpenter_policy.policy.source.loader import Document, LoadError, discover
-from karpenter_policy.policy.source.workloads import template_path_of
 
 __all__ = [
     "AffinityConflict",
@@ -352,8 +352,7 @@ class PinTarget:
 
     @property
     def labels(self) -> Mapping[str, str]:
-        raw = self.metadata.get("labels")
-        return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+        return labels_of(self.metadata)
 
     @property
     def object_ref(self) -> str:
@@ -372,9 +371,7 @@ def workload_of(data: Any) -> PinTarget | None:
     path = template_path_of(data)
     if path is None:
         return None
-    template: Any = data
-    for part in path:
-        template = template.get(part) if isinstance(template, Mapping) else None
+    template = get_path(data, path)
     if not isinstance(template, Mapping) or not isinstance(template.get("spec", {}), Mapping):
         return None
     spec = template.get("spec") or {}

@@ -1,7 +1,8 @@
 """Read the workloads of a repository (`check --workloads PATHS`): every object that carries a pod template.
 
-Kinds (and the apiVersions taken as theirs): Pod, PodTemplate, ReplicationController (v1), Deployment,
-StatefulSet, DaemonSet, ReplicaSet (apps/v1 and its betas), Job and CronJob (batch/v1, batch/v1beta1). A
+Kinds (and the apiVersions taken as theirs: `api.workloads.WORKLOAD_KINDS`): Pod, PodTemplate,
+ReplicationController (v1), Deployment, StatefulSet, DaemonSet, ReplicaSet (apps/v1 and its betas), Job and CronJob
+(batch/v1, batch/v1beta1). A
 `kind: Pod` without `metadata.name` is a bare pod template — the driver/executor templates of Spark
 (`spark.kubernetes.{driver,executor}.podTemplateFile`), partial specs with no image and no resources — and is
 named after its file. Other kinds (Services, ConfigMaps, Provisioners) are passed over; a Pod already bound
@@ -27,9 +28,17 @@ from karpenter_policy.api.violations import (
     PARSE_ERROR,
     QUANTITY_OUT_OF_RANGE,
     WARNING,
-    render_path,
 )
 from karpenter_policy.api.violations import Path as FieldPath
+from karpenter_policy.api.workloads import (
+    WORKLOAD_KINDS,
+    ReplicasError,
+    get_path,
+    replicas_of,
+    template_labels,
+    template_path_of,
+)
+from karpenter_policy.api.workloads import Workload as BaseWorkload
 from karpenter_policy.model.pods import PodSpecError
 from karpenter_policy.policy.findings import Finding
 from karpenter_policy.policy.source.files import load_file
@@ -44,58 +53,24 @@ from karpenter_policy.policy.source.runtimeclasses import (
 from karpenter_policy.policy.source.runtimeclasses import unresolved as runtime_class_unresolved
 from karpenter_policy.scheduling.pods import PodShape, shape_of
 
-_APPS = frozenset({"apps/v1", "apps/v1beta1", "apps/v1beta2", "extensions/v1beta1"})
-_BATCH = frozenset({"batch/v1", "batch/v1beta1"})
-_CORE = frozenset({"v1"})
 
-#: kind → (the apiVersions that are that kind, the path of the pod template in the object; () = the object).
-WORKLOAD_KINDS: dict[str, tuple[frozenset[str], FieldPath]] = {
-    "Pod": (_CORE, ()),
-    "PodTemplate": (_CORE, ("template",)),
-    "ReplicationController": (_CORE, ("spec", "template")),
-    "Deployment": (_APPS, ("spec", "template")),
-    "StatefulSet": (_APPS, ("spec", "template")),
-    "DaemonSet": (_APPS, ("spec", "template")),
-    "ReplicaSet": (_APPS, ("spec", "template")),
-    "Job": (_BATCH, ("spec", "template")),
-    "CronJob": (_BATCH, ("spec", "jobTemplate", "spec", "template")),
-}
-DAEMON_SET = "DaemonSet"
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload(BaseWorkload):
     """One pod template and where it is. `template_path` leads to the template in its document (`()` for a
-    Pod); `line`/`column` are those of the template (a Pod's `spec:`). DaemonSets are workloads too: their
-    pods are not provisioned for, but add to every node they run on."""
+    Pod); `line`/`column` are those of the template (a Pod's `spec:`); `shape`: its pods' (what the scheduler
+    sees); `bare_template`: a Pod without a name (named after its file)."""
 
-    kind: str
-    name: str
-    namespace: str | None
     file: str
     line: int
     column: int
     template_path: FieldPath
     shape: PodShape
-    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
     bare_template: bool = False
-    replicas: int = 1  # the pods it runs at once (replicas, a Job's parallelism); 1 for a Pod or a template
-    #: the pod template as written (`metadata`, `spec`), for tools that create its pods (`simulate`)
-    template: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def ref(self) -> str:
-        """`Deployment/inflate` (the `object` of a finding)."""
-        return object_ref(self.kind, self.name)
 
     @property
     def spec_path(self) -> FieldPath:
         """The path of the pod spec in the document."""
         return (*self.template_path, "spec")
-
-    @property
-    def is_daemon_set(self) -> bool:
-        return self.kind == DAEMON_SET
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {"object": self.ref, "file": self.file, "line": self.line, "column": self.column}
@@ -125,7 +100,7 @@ class LabelUse:
 def label_uses(doc: Document, workload: Workload) -> list[LabelUse]:
     """Every nodeSelector entry and node-affinity expression (required and preferred) of a workload's pod spec."""
     spec_path = workload.spec_path
-    spec = _get(doc.data, spec_path)
+    spec = get_path(doc.data, spec_path)
     if not isinstance(spec, Mapping):
         return []
     uses: list[LabelUse] = []
@@ -136,11 +111,11 @@ def label_uses(doc: Document, workload: Workload) -> list[LabelUse]:
             line, column = doc.position(path, at_key=True)
             at_value = (str(value), *doc.position(path))
             uses.append(LabelUse(workload.ref, doc.file, str(key), "In", line, column, (at_value,), False))
-    node_affinity = _get(spec, ("affinity", "nodeAffinity"))
+    node_affinity = get_path(spec, ("affinity", "nodeAffinity"))
     if not isinstance(node_affinity, Mapping):
         return uses
     terms: list[tuple[FieldPath, Any]] = []
-    required = _get(node_affinity, ("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"))
+    required = get_path(node_affinity, ("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"))
     for index, term in enumerate(required if isinstance(required, list) else []):
         terms.append((("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", index), term))
     preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
@@ -195,7 +170,7 @@ _AFFINITY_TERMS: tuple[tuple[str, str, str, bool, FieldPath], ...] = (
 def topology_key_uses(doc: Document, workload: Workload) -> list[TopologyKeyUse]:
     """Every topologyKey of a workload's spread constraints and pod (anti-)affinity terms."""
     spec_path = workload.spec_path
-    spec = _get(doc.data, spec_path)
+    spec = get_path(doc.data, spec_path)
     if not isinstance(spec, Mapping):
         return []
     uses: list[TopologyKeyUse] = []
@@ -211,9 +186,9 @@ def topology_key_uses(doc: Document, workload: Workload) -> list[TopologyKeyUse]
         required = not (isinstance(constraint, Mapping) and constraint.get("whenUnsatisfiable") == "ScheduleAnyway")
         add(("topologySpreadConstraints", index), constraint, "topology spread", required)
     for field_name, kind, list_name, required, inner in _AFFINITY_TERMS:
-        terms = _get(spec, ("affinity", field_name, list_name))
+        terms = get_path(spec, ("affinity", field_name, list_name))
         for index, term in enumerate(terms if isinstance(terms, list) else []):
-            add(("affinity", field_name, list_name, index, *inner), _get(term, inner), kind, required)
+            add(("affinity", field_name, list_name, index, *inner), get_path(term, inner), kind, required)
     return uses
 
 
@@ -226,21 +201,6 @@ class WorkloadError(ValueError):
         self.path, self.message, self.rule = path, message, rule
 
 
-def template_path_of(data: Any) -> FieldPath | None:
-    """Where the pod template of a manifest is, or None when the manifest is not a workload."""
-    if not isinstance(data, Mapping):
-        return None
-    kind = data.get("kind")
-    known = WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
-    if known is None:
-        return None
-    versions, path = known
-    api_version = data.get("apiVersion")
-    if api_version is None and kind == "Pod":  # a bare pod template may leave it out
-        return path
-    return path if isinstance(api_version, str) and api_version in versions else None
-
-
 def _check_api_version(data: Any) -> None:
     """Raise WorkloadError when a manifest of a workload kind has an apiVersion that is not a string (kubectl
     refuses it; no apiVersion can match it)."""
@@ -250,14 +210,6 @@ def _check_api_version(data: Any) -> None:
     if api_version is not None and not isinstance(api_version, str):
         shown = repr(api_version) if len(repr(api_version)) <= 40 else repr(api_version)[:37] + "..."
         raise WorkloadError(("apiVersion",), f"apiVersion must be a string such as apps/v1, not {shown}")
-
-
-def _get(data: Any, path: FieldPath) -> Any:
-    for part in path:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(part)
-    return data
 
 
 def workload_from_data(
@@ -273,7 +225,7 @@ def workload_from_data(
     if template_path is None:
         _check_api_version(data)
         return None
-    template = _get(data, template_path)
+    template = get_path(data, template_path)
     if template is None:
         template = {}
     if not isinstance(template, Mapping):
@@ -292,76 +244,33 @@ def workload_from_data(
     if bare:
         name = default_name or (PurePath(file).name.split(".")[0] if file else "(unnamed)")
     namespace = metadata.get("namespace")
-    raw_labels = template.get("metadata", {}).get("labels") if isinstance(template.get("metadata"), Mapping) else None
-    labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
-    pod_namespace = namespace if isinstance(namespace, str) and namespace else "default"
+    base = BaseWorkload(str(data["kind"]), str(name), namespace if isinstance(namespace, str) and namespace else None)
     try:
-        shape = shape_of(spec, pod_namespace, labels)
+        shape = shape_of(spec, base.pod_namespace, template_labels(template))
     except PodSpecError as error:
         raise WorkloadError((*spec_path, *error.path), error.message) from None
     return Workload(
-        kind=str(data["kind"]),
-        name=str(name),
-        namespace=namespace if isinstance(namespace, str) and namespace else None,
+        kind=base.kind,
+        name=base.name,
+        namespace=base.namespace,
+        template=template,
+        replicas=_replicas(data),
         file=file,
         line=line,
         column=column,
         template_path=template_path,
         shape=shape,
-        labels=labels,
         bare_template=bare,
-        replicas=_replicas(data),
-        template=template,
     )
-
-
-#: Where each kind says how many pods it runs at once (absent: 1, as the API server defaults it).
-_REPLICAS: dict[str, FieldPath] = {
-    "Deployment": ("spec", "replicas"),
-    "StatefulSet": ("spec", "replicas"),
-    "ReplicaSet": ("spec", "replicas"),
-    "ReplicationController": ("spec", "replicas"),
-    "Job": ("spec", "parallelism"),
-    "CronJob": ("spec", "jobTemplate", "spec", "parallelism"),
-}
-
-
-#: The most pods of one workload karpenter-policy plans or simulates (`invalid-replicas` beyond).
-MAX_REPLICAS = 100_000
-
-
-def replicas_problem(value: object) -> str | None:
-    """Why `value` is no number of pods karpenter-policy plans (an integer of 0 to MAX_REPLICAS), or None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"must be an integer of 0 to {MAX_REPLICAS:,}"
-    if value < 0:
-        return "cannot be negative"
-    if value > MAX_REPLICAS:
-        return f"is more than {MAX_REPLICAS:,}, the most pods of one workload karpenter-policy plans"
-    return None
-
-
-def _shown(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
-        return f"(a number of {len(str(abs(value)))} digits)"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _replicas(data: Mapping[str, Any]) -> int:
     """The pods a workload runs at once; WorkloadError (`invalid-replicas`) at the field when that is not an
     integer of 0 to MAX_REPLICAS."""
-    path = _REPLICAS.get(str(data.get("kind")))
-    if path is None:
-        return 1
-    value = _get(data, path)
-    if value is None:
-        return 1
-    problem = replicas_problem(value)
-    if problem is not None:
-        raise WorkloadError(path, f"{render_path(path)} {_shown(value)} {problem}", INVALID_REPLICAS)
-    assert isinstance(value, int)
-    return value
+    try:
+        return replicas_of(data)
+    except ReplicasError as error:
+        raise WorkloadError(error.path, error.message, INVALID_REPLICAS) from None
 
 
 def workload_of_document(doc: Document) -> Workload | None:
@@ -432,7 +341,7 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
             found.kinds[workload.kind] += 1
             found.label_uses += label_uses(doc, workload)
             found.topology_keys += topology_key_uses(doc, workload)
-            name = _get(doc.data, (*workload.spec_path, "runtimeClassName"))
+            name = get_path(doc.data, (*workload.spec_path, "runtimeClassName"))
             if isinstance(name, str) and name:
                 line, column = doc.position((*workload.spec_path, "runtimeClassName"))
                 found.runtime_class_uses.append((len(found.workloads) - 1, name, line, column))

@@ -36,6 +36,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from karpenter_policy.api.workloads import Workload
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
@@ -53,9 +54,9 @@ from karpenter_policy.reconcile.sim.timeline import Figures, Timeline, figures
 from karpenter_policy.reconcile.sim.workloads import (
     ORDINAL_ANNOTATION,
     WORKLOAD_ANNOTATION,
-    Workload,
     daemon_set_object,
     replica_pod,
+    run_time_of,
     scale_key,
 )
 from karpenter_policy.reconcile.state import pods as pod_info
@@ -308,10 +309,10 @@ class Simulation:
             if key not in by_key:
                 raise SimulationError(f"{step.label}: no workload {key} among the workloads")
         for key in step.replicas:
-            if by_key[key].run_seconds is not None:
+            if run_time_of(by_key[key]) is not None:
                 raise SimulationError(f"{step.label}: {key} completes after its run time: start pods, not replicas")
         for key in step.start:
-            if by_key[key].run_seconds is None:
+            if run_time_of(by_key[key]) is None:
                 raise SimulationError(f"{step.label}: {key} has no run time: scale it (replicas), not start")
         for workload in self.workloads:
             wanted = step.replicas.get(scale_key(workload.ref))
@@ -326,7 +327,7 @@ class Simulation:
             more = step.start.get(scale_key(workload.ref), 0)
             if more > 0:
                 LOG.info(
-                    "starting %d pod(s) of %s, %g s each", more, workload.ref, workload.run_seconds,
+                    "starting %d pod(s) of %s, %g s each", more, workload.ref, run_time_of(workload),
                     extra=logs.fields(self.clock.wall(), step=step.label),
                 )
                 self._scale(workload, self._replicas[workload.ref] + more)
@@ -356,7 +357,7 @@ class Simulation:
         self.source.replace(new)
 
     def _create_workloads(self) -> None:
-        for namespace in sorted({w.namespace for w in self.workloads}):
+        for namespace in sorted({w.pod_namespace for w in self.workloads}):
             self.cluster.create(objects.NAMESPACE, {"metadata": {"name": namespace}})
         for workload in self.workloads:
             if workload.is_daemon_set:
@@ -372,7 +373,7 @@ class Simulation:
     def _pods_of(self, workload: Workload) -> list[objects.Obj]:
         return [
             p
-            for p in self.cluster.list(objects.POD, workload.namespace).items
+            for p in self.cluster.list(objects.POD, workload.pod_namespace).items
             if objects.annotations(p).get(WORKLOAD_ANNOTATION) == workload.ref
         ]
 
@@ -451,7 +452,7 @@ class Simulation:
                                         self.clock.now, self.shapes)
         if not started:
             return
-        runs = {w.ref: w.run_seconds for w in self.workloads if w.run_seconds is not None}
+        runs = {w.ref: run for w in self.workloads if (run := run_time_of(w)) is not None}
         by_uid = {objects.uid(p): p for p in pods}
         for uid in started:
             pod = by_uid[uid]

@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from karpenter_policy.api.workloads import WORKLOAD_KINDS
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import STATE_TERMINATED, CloudProvider, Instance, LaunchRequest
@@ -75,7 +76,7 @@ REGION = "us-east-1"
 LINGER_FINALIZER = "testing.karpenter-policy/lingers"
 #: The annotation the kubelet puts on a static pod's mirror.
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-_OWNER_API_VERSIONS = {"Node": "v1", "Job": "batch/v1", "CronJob": "batch/v1"}
+_OWNER_API_VERSIONS = {"Node": "v1"} | {kind: known.api_version for kind, known in WORKLOAD_KINDS.items()}
 #: Where a scene's wall clock starts (a fixed moment: reproducible timestamps and log lines).
 EPOCH = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 

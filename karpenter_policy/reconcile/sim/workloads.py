@@ -18,41 +18,32 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from karpenter_policy.api.workloads import WORKLOAD_KINDS
+from karpenter_policy.api.workloads import Workload as BaseWorkload
 from karpenter_policy.kube.objects import Obj
 
 WORKLOAD_ANNOTATION = "karpenter-policy/simulated-workload"
 ORDINAL_ANNOTATION = "karpenter-policy/simulated-ordinal"
-DAEMON_SET = "DaemonSet"
 #: The characters Kubernetes' generated name suffixes are made of (no vowels, no confusable digits).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _UID_PREFIX = "simulated"
-OWNER_API_VERSIONS = {"Job": "batch/v1", "ReplicationController": "v1"}
 
 
 @dataclass(frozen=True, slots=True)
-class Workload:
-    """A workload of the scenario: kind and name as written, its namespace, its pod template (`metadata` and
-    `spec`) and the replicas its manifest asks for. `run_seconds`: how long each pod runs once started before it
-    completes (phase Succeeded, as a Job's or a Spark executor's pod does); None: it runs until deleted."""
+class Workload(BaseWorkload):
+    """A workload of the scenario with a run time: `run_seconds`, how long each pod runs once started before it
+    completes (phase Succeeded, as a Job's or a Spark executor's pod does); None: it runs until deleted. The
+    simulation takes any `api.workloads.Workload` (those `check --workloads` reads: without a run time)."""
 
-    kind: str
-    name: str
-    namespace: str
-    template: Mapping[str, Any] = field(compare=False)
-    replicas: int = 1
     run_seconds: float | None = None
 
-    @property
-    def ref(self) -> str:
-        """`Deployment/inflate`."""
-        return f"{self.kind}/{self.name}"
 
-    @property
-    def is_daemon_set(self) -> bool:
-        return self.kind == DAEMON_SET
+def run_time_of(workload: BaseWorkload) -> float | None:
+    """How long each pod of the workload runs before it completes (None: until deleted)."""
+    return workload.run_seconds if isinstance(workload, Workload) else None
 
 
 def scale_key(ref: str) -> str:
@@ -99,12 +90,12 @@ def _ordinal_suffix(seed: str, ordinal: int) -> str:
     return "".join(chars)
 
 
-def _template_hash(workload: Workload) -> str:
+def _template_hash(workload: BaseWorkload) -> str:
     """A stand-in for the pod-template-hash of a Deployment's ReplicaSet (10 characters of the alphabet)."""
     return _suffix(json.dumps(workload.template, sort_keys=True, default=str), 10)
 
 
-def _owner(workload: Workload) -> tuple[str, str] | None:
+def _owner(workload: BaseWorkload) -> tuple[str, str] | None:
     """(kind, name) of the controller that owns the workload's pods (None: a bare pod)."""
     kind, name = workload.kind, workload.name
     if kind == "Deployment":
@@ -116,7 +107,7 @@ def _owner(workload: Workload) -> tuple[str, str] | None:
     return None
 
 
-def pod_name(workload: Workload, ordinal: int, count: int) -> str:
+def pod_name(workload: BaseWorkload, ordinal: int, count: int) -> str:
     """The name the workload's controller gives its pod number `ordinal` (of `count` for a bare Pod)."""
     owner = _owner(workload)
     if workload.kind == "StatefulSet":
@@ -126,18 +117,18 @@ def pod_name(workload: Workload, ordinal: int, count: int) -> str:
     return f"{owner[1]}-{_ordinal_suffix(workload.ref, ordinal)}"
 
 
-def replica_pod(workload: Workload, ordinal: int, count: int) -> Obj:
+def replica_pod(workload: BaseWorkload, ordinal: int, count: int) -> Obj:
     """The pod object of one replica (see the module docstring)."""
     template = copy.deepcopy(dict(workload.template))
     found_meta = template.get("metadata")
     template_meta: Mapping[str, Any] = found_meta if isinstance(found_meta, Mapping) else {}
-    labels = {str(k): str(v) for k, v in (template_meta.get("labels") or {}).items()}
+    labels = workload.labels
     annotations = {str(k): str(v) for k, v in (template_meta.get("annotations") or {}).items()}
     annotations[WORKLOAD_ANNOTATION] = workload.ref
     annotations[ORDINAL_ANNOTATION] = str(ordinal)
     metadata: dict[str, Any] = {
         "name": pod_name(workload, ordinal, count),
-        "namespace": workload.namespace,
+        "namespace": workload.pod_namespace,
         "labels": labels,
         "annotations": annotations,
     }
@@ -145,10 +136,10 @@ def replica_pod(workload: Workload, ordinal: int, count: int) -> Obj:
     if owner is not None:
         metadata["ownerReferences"] = [
             {
-                "apiVersion": OWNER_API_VERSIONS.get(owner[0], "apps/v1"),
+                "apiVersion": WORKLOAD_KINDS[owner[0]].api_version,
                 "kind": owner[0],
                 "name": owner[1],
-                "uid": f"{_UID_PREFIX}-{_digest(owner[0], workload.namespace, owner[1])[:24]}",
+                "uid": f"{_UID_PREFIX}-{_digest(owner[0], workload.pod_namespace, owner[1])[:24]}",
                 "controller": True,
             }
         ]
@@ -157,13 +148,12 @@ def replica_pod(workload: Workload, ordinal: int, count: int) -> Obj:
     return {"metadata": metadata, "spec": dict(spec)}
 
 
-def daemon_set_object(workload: Workload) -> Obj:
+def daemon_set_object(workload: BaseWorkload) -> Obj:
     """The DaemonSet object of a DaemonSet workload."""
     template = copy.deepcopy(dict(workload.template))
-    labels = ((template.get("metadata") or {}).get("labels") or {}) if isinstance(template, Mapping) else {}
     return {
-        "metadata": {"name": workload.name, "namespace": workload.namespace},
-        "spec": {"selector": {"matchLabels": dict(labels)}, "template": template},
+        "metadata": {"name": workload.name, "namespace": workload.pod_namespace},
+        "spec": {"selector": {"matchLabels": workload.labels}, "template": template},
     }
 
 
@@ -174,5 +164,6 @@ __all__ = [
     "daemon_set_object",
     "pod_name",
     "replica_pod",
+    "run_time_of",
     "scale_key",
 ]

@@ -27,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from karpenter_policy.api.workloads import DAEMON_SET, WORKLOAD_KINDS, get_path, template_labels
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
@@ -34,7 +35,6 @@ from karpenter_policy.model.taints import NO_SCHEDULE, Taint, Toleration
 from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
 
-DAEMON_SET = "DaemonSet"
 NODE = "Node"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 #: The priority classes whose pods termination evicts last (Karpenter's `terminator.evict`).
@@ -191,10 +191,9 @@ class ShapeCache:
 
     def daemon_pod(self, daemon_set: Obj) -> Pod:
         """One pod of a DaemonSet, from its pod template (for the overhead its pods add to every node)."""
-        template = (daemon_set.get("spec") or {}).get("template") or {}
+        template = get_path(daemon_set, WORKLOAD_KINDS[DAEMON_SET].template) or {}
         namespace = objects.namespace(daemon_set) or "default"
-        labels = (template.get("metadata") or {}).get("labels") or {}
-        shape = self.shape(template.get("spec") or {}, namespace, labels)
+        shape = self.shape(template.get("spec") or {}, namespace, template_labels(template))
         name = objects.name(daemon_set)
         return Pod(name, shape, owner=f"{DAEMON_SET}/{name}", daemon=True, uid=objects.uid(daemon_set))
 

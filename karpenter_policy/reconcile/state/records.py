@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from karpenter_policy.api.workloads import DAEMON_SET
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
@@ -86,7 +87,7 @@ class PodRecord:
 
     @property
     def daemon(self) -> bool:
-        return self.owner is not None and self.owner[0] == pod_info.DAEMON_SET
+        return self.owner is not None and self.owner[0] == DAEMON_SET
 
     @property
     def static(self) -> bool:
