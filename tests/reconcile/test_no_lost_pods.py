@@ -117,7 +117,7 @@ class SlowCloud(FakeCloudProvider):
         self.delay = delay
 
     def create(self, request: LaunchRequest) -> Instance:
-        time.sleep(self.delay)
+        time.sleep(self.delay)  # the scenario's own pace: a slow CreateFleet, not a wait for anything
         return super().create(request)
 
 

@@ -86,9 +86,7 @@ def test_the_controllers_run_in_real_time(compiled: Path) -> None:
     scene = Scene(compiled, real_time=True)
     with scene.runner(batch_idle=0.2):
         scene.add_pods("inflate", 3, cpu="1")
-        deadline = time.monotonic() + 30
-        while scene.unbound() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert scene.wait(lambda: not scene.unbound(), 30), "the pods did not bind"
     assert scene.unbound() == [] and len(scene.nodes()) == 1
 
 
