@@ -109,6 +109,7 @@ def test_a_lingering_pod_stays_terminating_until_finished(compiled: Path) -> Non
     assert scene.pods_on(node) == []
 
 
+@pytest.mark.slow
 def test_a_static_pod_is_a_mirror_owned_by_its_node(compiled: Path) -> None:
     scene = Scene(compiled)
     node = scene.add_node("default", "m5.xlarge")

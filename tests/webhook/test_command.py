@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from kube.support import GENEROUS, eventually
+from profiles import fast_first
 
 from .support import ROOT, Client, cases
 
@@ -35,6 +36,7 @@ def test_generate_only_prints_the_ca_bundle(tmp_path: Path) -> None:
     assert (tmp_path / "ca.crt").read_bytes().startswith(b"-----BEGIN CERTIFICATE-----")
 
 
+@pytest.mark.slow
 def test_serves_until_sigterm(tmp_path: Path) -> None:
     port = free_port()
     command = [
@@ -88,7 +90,7 @@ def test_serves_until_sigterm(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("arguments", "message"),
-    [
+    fast_first([
         ([], "give --tls-cert-file and --tls-private-key-file, or --self-signed DIR"),
         (
             ["--tls-cert-file", "/nonexistent.crt", "--tls-private-key-file", "/nonexistent.key"],
@@ -102,7 +104,7 @@ def test_serves_until_sigterm(tmp_path: Path) -> None:
         ),
         (["--self-signed", "{tmp}", "--region", "mars-north-1"], "no embedded catalog for region 'mars-north-1'"),
         (["--generate-only"], "--generate-only needs --self-signed DIR"),
-    ],
+    ], unpack=True),
     ids=[
         "no-certificate",
         "missing-files",
