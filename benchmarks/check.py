@@ -412,10 +412,15 @@ def run_cli(corpus: Corpus, provisioners: int, cpu: int) -> tuple[float, float]:
 # file with a Service next to it. About 2% are planted unschedulable (an undefined label, 64 GPUs, 2,000 vCPU,
 # a GPU without the toleration), their template line recorded. The full check — validate, the solver on every
 # provisioner, reading the workloads, placing every one of them, the findings and the JSON report — is timed
-# through the CLI and in-process, and its report checked: every planted error at its line and no other
-# error, a placement for every workload, warnings only of the kinds equal weights and shared teams produce.
+# through the CLI and in-process, and its report checked: every planted error at its line and no other error
+# (but for workloads the plan of every replica finds no room for within a provisioner's limits, which the workloads
+# planned before them used up), a placement for every workload, warnings only of the kinds equal weights and shared
+# teams produce.
 
 WORKLOAD_GOAL_SECONDS = 5.0
+#: What a workload-unschedulable error says when the workloads planned before it used up a provisioner's limits:
+#: verdicts come from the plan of every replica (issue #19), and 10,000 workloads outgrow some generated limits.
+SHARED_LIMITS = "the nodes planned before use up its limits"
 WORKLOAD_ERROR_SHARE = 0.02
 WORKLOAD_PLANTED = ("undefined-label", "too-many-gpus", "too-many-cpus", "gpu-not-tolerated")
 DAEMON_SETS = (("node-exporter", "50m", "64Mi"), ("fluent-bit", "100m", "128Mi"), ("kube-proxy-extra", "25m", "32Mi"))
@@ -572,8 +577,12 @@ def check_workload_report(report: dict[str, Any], corpus: Corpus, workloads: Wor
     wanted = Counter((p.file, p.line, p.rule) for p in [*corpus.planted, *workloads.planted])
     for file, line, rule in sorted((wanted - found).elements()):
         problems.append(f"missing: {rule} at {file}:{line}")
+    shared_limits = 0
     for file, line, rule in sorted((found - wanted).elements()):
         message = next(f["message"] for f in errors if (Path(f["file"]).name, f["line"]) == (file, line))
+        if rule == "workload-unschedulable" and SHARED_LIMITS in message:
+            shared_limits += 1  # the plan of every replica: the workloads before it used up the limits it needs
+            continue
         problems.append(f"unexpected: {rule} at {file}:{line}: {message}")
     allowed = {"overlap", "shadowed", "limits", "dead-value"}
     problems += [f"unexpected warning: {w['rule']} at {Path(w['file']).name}:{w['line']}"
@@ -581,7 +590,7 @@ def check_workload_report(report: dict[str, Any], corpus: Corpus, workloads: Wor
     placed = report.get("workloads", [])
     if len(placed) != workloads.count:
         problems.append(f"{len(placed)} workloads placed, expected {workloads.count}")
-    if sum(1 for p in placed if p["schedulable"]) != workloads.count - len(workloads.planted):
+    if sum(1 for p in placed if p["schedulable"]) != workloads.count - len(workloads.planted) - shared_limits:
         problems.append("the number of schedulable workloads is off")
     return problems
 

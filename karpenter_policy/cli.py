@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import click
 
 from karpenter_policy import __version__
+from karpenter_policy.logformat import FORMATS as LOG_FORMATS
 from karpenter_policy.policy.findings import CommandOutput
 from karpenter_policy.policy.reporters import FORMATS, displayable, render
 from karpenter_policy.policy.selection import Selection
@@ -740,6 +741,7 @@ def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Worker processes.")
 @click.option("--reload-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
 @click.option("--shutdown-delay", type=click.FloatRange(min=0), default=5.0, show_default=True)
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True)
 def webhook(**options: object) -> None:
     """Serve the admission webhook over HTTPS: /mutate/provisioners, /validate/provisioners, /mutate/pods,
     /healthz, /readyz, /metrics. It runs the checks of `check`."""
@@ -755,7 +757,7 @@ def webhook(**options: object) -> None:
 @click.option("--context", help="Kubeconfig context (default: the current one).")
 @click.option("--region", help="EC2 region (default: the constraint sets').")
 @click.option("--endpoint-url", metavar="URL", help="AWS endpoint for every service (e.g. a proxy).")
-@click.option("--log-format", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True)
 @click.option("--batch-idle-duration", default="1s", show_default=True, help="Batch closes after this idle.")
 @click.option("--batch-max-duration", default="10s", show_default=True, help="Close a batch after this long at most.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: no metrics.")

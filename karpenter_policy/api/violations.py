@@ -44,6 +44,8 @@ UNKNOWN_LABEL_KEY = "unknown-label-key"
 UNKNOWN_LABEL_VALUE = "unknown-label-value"
 #: (warning) an AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.
 AWS_ID_SHAPE = "aws-id-shape"
+#: (warning) a workload's topology key that no node the provisioners launch has (`topology.kubernetes.io/hostname`).
+UNKNOWN_TOPOLOGY_KEY = "unknown-topology-key"
 #: (warning) a requirement names a previous-generation instance type or family (Karpenter v0.31 launches it).
 PREVIOUS_GENERATION = "previous-generation"
 #: (warning) values of an In requirement that no instance type can have under the other requirements and defaults.

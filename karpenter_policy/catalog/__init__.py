@@ -11,9 +11,8 @@ from karpenter_policy.catalog.catalog import (
     CatalogError,
     catalog_from_json,
     catalog_to_json,
-    clear_catalog_cache,
-    load_catalog,
 )
+from karpenter_policy.catalog.loading import clear_catalog_cache, load_catalog
 
 __all__ = [
     "DEFAULT_REGION",

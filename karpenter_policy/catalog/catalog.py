@@ -1,9 +1,11 @@
-"""The instance-type catalog of one region: load it (cached), look types up, serialise it deterministically.
+"""The instance-type catalog of one region: look types up, read and write it deterministically.
 
-Without a file, ``load_catalog`` gives the embedded catalog of a region (:mod:`karpenter_policy.catalog.embedded`:
-package data, read lazily per region, so the tool works offline). With a file, it reads a catalog file (format
-1 below: what ``karpenter-policy catalog refresh`` writes, see :mod:`karpenter_policy.catalog.refresh`). Any
-problem reading one is a :class:`CatalogError` naming the file and the reason, never a traceback.
+This module is the bottom of the catalog package: the catalog model, its file format and where the embedded data
+lives. Loading one (:mod:`karpenter_policy.catalog.loading`: a file, or the embedded catalog of a region built by
+:mod:`karpenter_policy.catalog.embedded`) sits above it, as do the prices, the table, refresh and build. Any
+problem reading a catalog file (format 1 below: what ``karpenter-policy catalog refresh`` writes, see
+:mod:`karpenter_policy.catalog.refresh`) is a :class:`CatalogError` naming the file and the reason, never a
+traceback.
 
 File format (version 1), one instance type per line so diffs stay readable::
 
@@ -19,7 +21,6 @@ is when the catalog was made; ``branch_enis`` and ``previous_generation`` are op
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import threading
@@ -376,45 +377,9 @@ def catalog_from_json(text: str | bytes, file: str | Path = "<catalog>") -> Cata
         raise CatalogError(file, str(exc)) from None
 
 
-# --- loading ------------------------------------------------------------------------------------------------
+# --- the embedded data ----------------------------------------------------------------------------------------
 
 
 def embedded_data_file(name: str) -> Traversable:
     """A file shipped in the package's ``data/`` folder (it may not exist)."""
     return resources.files(DATA_PACKAGE).joinpath(DATA_DIR, name)
-
-
-def _read_bytes(source: Path | Traversable, label: str) -> bytes:
-    try:
-        if not source.is_file():
-            raise CatalogError(label, "no such file" if not source.is_dir() else "is a directory, not a file")
-        return source.read_bytes()
-    except OSError as exc:
-        raise CatalogError(label, exc.strerror or str(exc)) from None
-
-
-@functools.lru_cache(maxsize=16)
-def _load_cached(path: str | None, region: str, previous_generation: bool) -> Catalog:
-    if previous_generation:  # the same types: share them (and what is derived from them)
-        return _load_cached(path, region, False).acknowledging_previous_generation()
-    if path is None:
-        from karpenter_policy.catalog.embedded import load_region  # the embedded data is read on first use
-
-        return load_region(region)
-    return catalog_from_json(_read_bytes(Path(path), path), path)
-
-
-def load_catalog(
-    path: Path | None = None, region: str = DEFAULT_REGION, *, previous_generation: bool = False
-) -> Catalog:
-    """Load a catalog file, or the embedded one for ``region`` without a path. Cached per (path, region, flag).
-
-    With an explicit path the file's own region is authoritative. Previous-generation types are in either way;
-    ``previous_generation`` (``--allow-previous-generation``) acknowledges them: a requirement naming one gets no
-    warning. Raises :class:`CatalogError`.
-    """
-    return _load_cached(None if path is None else str(path), region, previous_generation)
-
-
-def clear_catalog_cache() -> None:
-    _load_cached.cache_clear()

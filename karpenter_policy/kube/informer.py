@@ -357,7 +357,6 @@ class Informer:
             self._last_list_at = time.monotonic()
             self._changed.notify_all()
         initial = not self.synced.is_set()
-        self.synced.set()
         for event in events:
             self._notify(event)
         on_sync = self._on_sync
@@ -365,6 +364,8 @@ class Informer:
             synced = Synced(initial, snapshot.resource_version, len(fresh), added, len(events) - added - deleted,
                             deleted)
             self._call(lambda: on_sync(synced), "on_sync")
+        # Synced once every handler has seen the list: a state fed by `on_event` is whole when waiters wake.
+        self.synced.set()
 
     def _apply(self, event: WatchEvent) -> bool:
         """Apply a watch event to the cache; True if it changed an object (not a BOOKMARK)."""

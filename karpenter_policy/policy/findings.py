@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from karpenter_policy.api.violations import ERROR, WARNING
-
-if TYPE_CHECKING:
-    from karpenter_policy.policy.suppression import Suppression
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -51,6 +48,12 @@ class Finding:
         return data
 
 
+class Suppressor(Protocol):
+    """What silences findings (`suppression.Suppression`: `--disable`, directives in the files)."""
+
+    def suppresses(self, finding: Finding) -> bool: ...
+
+
 @dataclass(slots=True)
 class Report:
     """What a run checked and found.
@@ -71,7 +74,7 @@ class Report:
     not_kubernetes: Counter[str] = field(default_factory=Counter)
     #: The files read that hold no Kubernetes object at all.
     without_objects: set[str] = field(default_factory=set)
-    suppression: Suppression | None = None
+    suppression: Suppressor | None = None
 
     @property
     def objects(self) -> int:

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load_catalog
+from karpenter_policy.catalog.embedded import embedded_regions
+from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
+from karpenter_policy.model.spelling import nearest_name
 
 
 class OptionError(Exception):
@@ -49,9 +52,6 @@ def catalog_option(catalog_file: str | None, region: str | None, previous_genera
 
 def _check_embedded_region(region: str) -> None:
     """A `--region` the embedded catalog lacks is a usage error naming the nearest region it has (`us-west2`)."""
-    from karpenter_policy.catalog.embedded import embedded_regions
-    from karpenter_policy.model.spelling import nearest_name
-
     regions = embedded_regions()
     if region in regions:
         return
@@ -78,8 +78,6 @@ def spot_prices_option(catalog: Catalog, spot_prices_file: str | None) -> Pricin
     price: an estimate)."""
     if spot_prices_file is None:
         return Pricing(catalog, "", True)
-    from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
-
     try:
         data = json.loads(Path(spot_prices_file).read_bytes())
     except OSError as error:

@@ -24,6 +24,7 @@ from typing import Any
 from karpenter_policy import __version__
 from karpenter_policy.policy.findings import Finding, Report
 from karpenter_policy.policy.ruledocs import FULL_DESCRIPTIONS, RULE_PAGES, docs_url, help_uri
+from karpenter_policy.policy.source.gitrepo import find_repository
 
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
@@ -35,7 +36,7 @@ RULE_DESCRIPTIONS = {
     "invalid-spec": "The spec breaks one of Karpenter's webhook rules.",
     "deprecated-label": "A deprecated (beta) label key that Karpenter rewrites.",
     "duplicate-name": "Two objects of the same kind share a name.",
-    "unresolved-reference": "A providerRef names a node template that is not among the checked files.",
+    "unresolved-reference": "A providerRef or a runtimeClassName names an object that is not among the checked files.",
     "template-error": "A Jinja2 template cannot be rendered.",
     "requirements-conflict": "Requirements, labels and Karpenter defaults that no instance type satisfies together.",
     "no-instance-type": "A requirement that no instance type of the catalog satisfies.",
@@ -55,6 +56,7 @@ RULE_DESCRIPTIONS = {
     "unknown-label-key": "A label key close to a well-known key or in the wrong domain: probably a typo.",
     "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
     "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
+    "unknown-topology-key": "A workload's topology key that no node the provisioners launch has: probably a typo.",
     "previous-generation": "A requirement names a previous-generation instance type or family (Karpenter v0.31 "
     "launches it).",
     "dead-value": "Values of an In requirement that no instance type can have under the other requirements and "
@@ -159,8 +161,6 @@ def repository_root() -> str:
     workspace = os.environ.get("GITHUB_WORKSPACE")
     if workspace and os.path.isdir(workspace):
         return os.path.abspath(workspace)
-    from karpenter_policy.policy.source.gitrepo import find_repository
-
     repository = find_repository(os.getcwd())
     return repository.root if repository is not None else os.getcwd()
 

@@ -52,8 +52,10 @@ FULL_DESCRIPTIONS = {
         "silently."
     ),
     "unresolved-reference": (
-        "A Provisioner's providerRef names an AWSNodeTemplate that is not among the files checked. A warning: it "
-        "may live elsewhere; Karpenter cannot launch nodes for the Provisioner until it exists."
+        "A Provisioner's providerRef names an AWSNodeTemplate that is not among the files checked, or (check "
+        "--workloads) a pod's runtimeClassName names a RuntimeClass that is not among the workloads read. A "
+        "warning: it may live elsewhere; Karpenter cannot launch nodes for the Provisioner until it exists, and the "
+        "pod's RuntimeClass overhead is not counted (Kubernetes rejects the pod if the cluster has no such class)."
     ),
     "template-error": (
         "A Jinja2 template (*.yaml.j2) cannot be rendered with the values given: an undefined variable, a syntax "
@@ -137,6 +139,15 @@ FULL_DESCRIPTIONS = {
         "its ids (subnet-0123abcd, sg-0123abcd: the prefix, a dash, 8 or 17 hexadecimal digits). Karpenter's webhook "
         "only looks for the prefix followed by letters or digits somewhere in the value, so it admits the "
         "Provisioner or AWSNodeTemplate and the selector then finds nothing: a warning."
+    ),
+    "unknown-topology-key": (
+        "A topologyKey of a workload's topology spread constraint or pod (anti-)affinity term that no node the "
+        "provisioners launch has (neither a label of their instance types, zones and capacity types, nor one of "
+        "their labels or In requirements, nor the hostname), with the nearest key they have "
+        "(topology.kubernetes.io/hostname: did you mean kubernetes.io/hostname?). Karpenter v0.31 finds no domain "
+        "for such a term: a required one leaves the pods pending (the workload-unschedulable error says so), a "
+        "preferred one or a ScheduleAnyway spread is dropped. A warning: a key your existing nodes carry is not "
+        "known to check."
     ),
     "previous-generation": (
         "An instance-type or instance-family requirement names a previous-generation type (p2, p3, g3, f1, dl1, ...): "

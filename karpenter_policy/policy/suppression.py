@@ -37,6 +37,7 @@ from karpenter_policy.api.violations import (
     TEMPLATE_ERROR,
 )
 from karpenter_policy.policy.findings import Finding
+from karpenter_policy.policy.source.loader import LoadError, read_text
 
 #: Rules neither `--disable` nor a comment can silence (see the module docstring).
 UNSUPPRESSIBLE = frozenset(
@@ -91,8 +92,6 @@ class Suppression:
     def _directives(self, file: str) -> dict[int, frozenset[str]]:
         known = self._by_file.get(file)
         if known is None:
-            from karpenter_policy.policy.source.loader import LoadError, read_text
-
             try:
                 known = directives(read_text(file))
             except LoadError:

@@ -1,5 +1,6 @@
 """What every controller of the reconciler shares: the cluster and the cloud, the cluster state, the launches in
-flight, the constraint sets in force, the clocks, the metrics, and the helpers that log and record Events.
+flight, the constraint sets in force, the clocks, the metrics (and the gauges read from the state at each scrape:
+`clustermetrics`), and the helpers that log and record Events (`events`).
 
 One :class:`Context` per controller process; the controllers (`provisioning`, `termination`, `disruption`,
 `garbage`, `interruption`) each keep their own bookkeeping and read and write the shared parts through it. The
@@ -15,12 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
-from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.clustermetrics import ClusterMetrics
 from karpenter_policy.reconcile.constraints import Loaded
+from karpenter_policy.reconcile.events import Event, Recorder
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import ControllerOptions
 from karpenter_policy.reconcile.state.cluster import ClusterState
@@ -28,7 +31,6 @@ from karpenter_policy.reconcile.state.inflight import InFlight
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 
 CONSTRAINTS = logs.logger("constraints")
-EVENTS = logs.logger("events")
 
 
 def _utc_now() -> dt.datetime:
@@ -54,6 +56,12 @@ class Context:
 
     def __post_init__(self) -> None:
         self.templates = TemplateBuilder(self.cloud, self.region)
+        self.events = Recorder(self.cluster, self.clock, self.fields)
+        self.cluster_metrics = ClusterMetrics(self.state, self.metrics, self._sets, self.wall_clock)
+
+    def _sets(self) -> tuple[ConstraintSet, ...]:
+        loaded = self.loaded
+        return tuple(loaded.sets) if loaded is not None else ()
 
     def fields(self, **values: object) -> dict[str, object]:
         """A log line's `extra`: its structured fields and the controller's time."""
@@ -61,10 +69,7 @@ class Context:
 
     def event(self, involved: Obj, reason: str, message: str, severity: EventSeverity = "Normal") -> None:
         """Record an Event on an object (a failure to record one is logged, never raised)."""
-        try:
-            self.cluster.record_event(involved, reason, message, severity)
-        except ClusterError as error:
-            EVENTS.warning("could not record event %s, %s", reason, error, extra=self.fields())
+        self.events.publish(Event(involved, severity, reason, message))
 
     def error(self, errors: list[str], logger: logging.Logger, message: str, **values: object) -> None:
         """Log an error and keep it for the pass's result."""
@@ -72,7 +77,7 @@ class Context:
         logger.error(message, extra=self.fields(**values))
 
     def template_sets(self) -> Templates:
-        """The node templates of the constraint sets in force, at the cloud's live offerings (raises CloudError);
+        """The node claim templates of the constraint sets in force, at the cloud's live offerings (raises CloudError);
         a set left out (another region, no offering) is logged once per reason."""
         loaded = self.loaded
         sets = loaded.sets if loaded is not None else ()

@@ -31,12 +31,20 @@ from collections.abc import Callable
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.cloudmetrics import MeasuredCloud
 from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.disruption.controller import Disruption
 from karpenter_policy.reconcile.disruption.emptiness import Emptiness
 from karpenter_policy.reconcile.garbage.collector import GarbageCollector
-from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.metrics import (
+    DEPROVISIONING,
+    EMPTINESS,
+    GARBAGE_COLLECTION,
+    PROVISIONER,
+    TERMINATION,
+    Metrics,
+)
 from karpenter_policy.reconcile.options import ControllerOptions
 from karpenter_policy.reconcile.provisioning.batcher import Batcher
 from karpenter_policy.reconcile.provisioning.lifecycle import NodeLifecycle
@@ -85,16 +93,20 @@ class Controller:
     ) -> None:
         self.constraints = constraints
         self.state = feed.state if feed is not None else ClusterState(unschedulable_only=options.unschedulable_only)
-        self.context = Context(cluster, cloud, options, self.state, region, clock, wall_clock, metrics or Metrics())
+        metrics = metrics or Metrics(clock)
+        cloud = MeasuredCloud(cloud, metrics, region)  # every controller's calls measured (docs/metrics.md)
+        self.context = Context(cluster, cloud, options, self.state, region, clock, wall_clock, metrics)
         self.feed: StateFeed = feed or default_feed(cluster, self.state)
         self.last_refusal: str | None = None
         self.provisioner = Provisioner(self.context)
         self.lifecycle = NodeLifecycle(self.context, self.provisioner)
-        self.emptiness = Emptiness(cluster, self.state, self.context.fields)
+        self.emptiness = Emptiness(
+            cluster, self.state, self.context.fields, metrics=metrics, recorder=self.context.events
+        )
         self.terminator = Terminator(self.context)
         self.disruption = Disruption(self.context, self.provisioner, self.terminator)
         self.garbage = GarbageCollector(
-            cluster, cloud, options.cluster_name, metrics=self.context.metrics, clock=clock, wall_clock=wall_clock,
+            cluster, cloud, options.cluster_name, metrics=metrics, clock=clock, wall_clock=wall_clock,
             interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,
         )
         self._deprovision_due: float | None = None
@@ -164,13 +176,19 @@ class Controller:
         """One step (see the module docstring)."""
         result = ReconcileResult(started=self.clock())
         self.feed.sync()
-        self.refresh_constraint_sets(result)
-        self.lifecycle.register_pending(result)
-        self.lifecycle.settle(result)
-        self.collect_garbage(result)
-        self.lifecycle.initialize()
+        provisioning = self.metrics.step(PROVISIONER)  # one reconcile of each controller, as the runner's threads
+        with provisioning.segment():
+            self.refresh_constraint_sets(result)
+            self.lifecycle.register_pending(result)
+            self.lifecycle.settle(result)
+        with self.metrics.reconciling(GARBAGE_COLLECTION):
+            self.collect_garbage(result)
+        with provisioning.segment():
+            self.lifecycle.initialize()
         self.deprovision(result)
-        self.provisioner.reconcile(result)
+        with provisioning.segment():
+            self.provisioner.reconcile(result)
+        provisioning.finish()
         result.due = self.next_due()
         return result
 
@@ -187,9 +205,13 @@ class Controller:
         loaded = self.loaded
         sets = loaded.sets if loaded is not None else ()
         ttls = {s.name: s.ttl_seconds_after_empty for s in sets}
-        emptied = self.emptiness.reconcile(ttls, self.wall_clock(), self.disruption.protected())
-        disrupted = self.disruption.reconcile(result)
-        terminated = self.terminator.reconcile()
+        reconciling = self.metrics.reconciling
+        with reconciling(EMPTINESS):
+            emptied = self.emptiness.reconcile(ttls, self.wall_clock(), self.disruption.protected())
+        with reconciling(DEPROVISIONING):
+            disrupted = self.disruption.reconcile(result)
+        with reconciling(TERMINATION):
+            terminated = self.terminator.reconcile()
         # Come back: at once for a node just deleted, when a drain under way asks for it.
         now = self.clock()
         dues = [now + emptied.due] if emptied.due is not None else []

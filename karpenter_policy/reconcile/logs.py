@@ -1,10 +1,9 @@
 """The controller's log, in Karpenter's format: one line per decision, readable next to Karpenter's own.
 
-Karpenter (zap's console encoder) writes ``<RFC 3339 time>\\t<LEVEL>\\t<logger>\\t<message>\\t{"commit": "…", …}``;
-with ``--log-format json`` each line is one JSON object (``level``, ``time``, ``logger``, ``message`` and the
-fields), for log pipelines. The controller's loggers are named ``karpenter_policy.reconcile.controller.<name>``
-and shown as ``controller.<name>``, as Karpenter's are; other loggers of the package keep their dotted name
-without the ``karpenter_policy.`` prefix.
+The formats (Karpenter's console format, ``text``, and one JSON object per line, ``json``) are
+:mod:`karpenter_policy.logformat`'s, which the webhook uses too. The controller's loggers are named
+``karpenter_policy.reconcile.controller.<name>`` and shown as ``controller.<name>``, as Karpenter's are; other
+loggers of the package keep their dotted name without the ``karpenter_policy.`` prefix.
 
 Structured fields travel in ``extra={"fields": {...}}``; the time of a line is the controller's injected wall
 clock when it passes one (``extra={"when": datetime}``: a simulation logs in simulated time), else the record's.
@@ -17,18 +16,12 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, TextIO
+from typing import Any
 
-from karpenter_policy import __version__
+from karpenter_policy.logformat import FORMATS, JSON, TEXT, KarpenterFormatter, configure
 from karpenter_policy.model.pods import format_bytes
 from karpenter_policy.model.resources import EPHEMERAL_STORAGE, MEMORY, format_quantity
 
-TEXT = "text"
-JSON = "json"
-FORMATS = (TEXT, JSON)
-
-_PREFIXES = ("karpenter_policy.reconcile.", "karpenter_policy.")
-_LEVELS = {"WARNING": "WARN", "CRITICAL": "FATAL"}
 #: How many instance types a line names before "and N other(s)" (Karpenter's rule).
 SHOWN_OPTIONS = 5
 
@@ -63,63 +56,6 @@ def resources_text(resources: Mapping[str, Decimal]) -> str:
         },
         separators=(",", ":"),
     )
-
-
-def _timestamp(record: logging.LogRecord) -> str:
-    when = getattr(record, "when", None)
-    moment = when if isinstance(when, dt.datetime) else dt.datetime.fromtimestamp(record.created, dt.UTC)
-    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _logger_name(record: logging.LogRecord) -> str:
-    for prefix in _PREFIXES:
-        if record.name.startswith(prefix):
-            return record.name[len(prefix) :]
-    return record.name
-
-
-def _fields(record: logging.LogRecord) -> dict[str, Any]:
-    values = getattr(record, "fields", None)
-    out: dict[str, Any] = {"commit": __version__}
-    if isinstance(values, Mapping):
-        out.update(values)
-    if record.exc_info:
-        out["error"] = logging.Formatter().formatException(record.exc_info)
-    return out
-
-
-class KarpenterFormatter(logging.Formatter):
-    """Karpenter's console format (``text``) or one JSON object per line (``json``)."""
-
-    def __init__(self, style: str = TEXT) -> None:
-        if style not in FORMATS:
-            raise ValueError(f"unknown log format {style!r}: one of {', '.join(FORMATS)}")
-        super().__init__()
-        self.json = style == JSON
-
-    def format(self, record: logging.LogRecord) -> str:
-        level = _LEVELS.get(record.levelname, record.levelname)
-        message = record.getMessage()
-        values = _fields(record)
-        if self.json:
-            line = {"level": level, "time": _timestamp(record), "logger": _logger_name(record), "message": message}
-            line.update(values)
-            return json.dumps(line, default=str, ensure_ascii=False)
-        trailer = json.dumps(values, default=str, ensure_ascii=False)
-        return f"{_timestamp(record)}\t{level}\t{_logger_name(record)}\t{message}\t{trailer}"
-
-
-def configure(stream: TextIO, style: str = TEXT, level: int = logging.INFO) -> logging.Handler:
-    """Send the package's log lines to `stream` in `style` (replacing a handler this function added before)."""
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(KarpenterFormatter(style))
-    handler.set_name("karpenter-policy-reconcile")
-    package = logging.getLogger("karpenter_policy")
-    for old in [h for h in package.handlers if h.get_name() == handler.get_name()]:
-        package.removeHandler(old)
-    package.addHandler(handler)
-    package.setLevel(level)
-    return handler
 
 
 __all__ = [

@@ -1,8 +1,42 @@
 """Prometheus metrics of the controller (prometheus-client), in a registry of its own per controller.
 
+**Karpenter v0.31's metrics**, with its names, labels and buckets (kubernetes-sigs/karpenter and
+aws/karpenter-provider-aws at v0.31.1), so that dashboards and alerts written for Karpenter work; docs/metrics.md
+lists each one, where it is recorded, and the ones that do not apply here:
+
+* controller-runtime's, one "controller" per controller of ours (:data:`CONTROLLERS`):
+  `controller_runtime_reconcile_total{controller, result}`, `controller_runtime_reconcile_errors_total
+  {controller}`, `controller_runtime_reconcile_time_seconds{controller}`, `controller_runtime_active_workers
+  {controller}`, `controller_runtime_max_concurrent_reconciles{controller}` (:meth:`Metrics.reconciling`);
+* nodes and machines: `karpenter_nodes_created{nodepool, provisioner}`, `karpenter_nodes_terminated{nodepool,
+  provisioner}`, `karpenter_nodes_termination_time_seconds{provisioner}` (summary), `karpenter_machines_created
+  {reason, provisioner}`, `karpenter_machines_launched{provisioner}`, `karpenter_machines_registered
+  {provisioner}`, `karpenter_machines_initialized{provisioner}`, `karpenter_machines_terminated{reason,
+  provisioner}`, `karpenter_machines_disrupted{type, provisioner}`;
+* provisioning: `karpenter_provisioner_scheduling_duration_seconds`,
+  `karpenter_provisioner_scheduling_simulation_duration_seconds`;
+* deprovisioning: `karpenter_deprovisioning_actions_performed{action, deprovisioner}`,
+  `karpenter_deprovisioning_eligible_machines{deprovisioner}`, `karpenter_deprovisioning_evaluation_duration_seconds
+  {method}`, `karpenter_deprovisioning_consolidation_timeouts{consolidation_type}`,
+  `karpenter_deprovisioning_replacement_machine_initialized_seconds`,
+  `karpenter_deprovisioning_replacement_machine_launch_failure_counter{deprovisioner}`;
+* interruption: `karpenter_interruption_received_messages{message_type}`, `karpenter_interruption_deleted_messages`,
+  `karpenter_interruption_actions_performed{action_type}`, `karpenter_interruption_message_latency_time_seconds`;
+* the cloud provider (`cloudmetrics`): `karpenter_cloudprovider_duration_seconds{controller, method, provider}`,
+  `karpenter_cloudprovider_errors_total{controller, method, provider, error}` and the instance types' gauges;
+* pods: `karpenter_pods_startup_time_seconds` (summary); the gauges that describe the cluster (nodes' allocatable,
+  requests and limits, pods' state, provisioners' limits and usage) are read from the cluster state at each
+  scrape (`clustermetrics`).
+
+Karpenter's counters are exposed under their own names (no `_total` appended) and its summaries with their
+quantiles (`exposition`).
+
+**The project's own**, where Karpenter has none (`karpenter_policy_*`):
+
 * `karpenter_policy_pods_pending` — provisionable pods the last pass saw (pods already planned onto a node being
   launched are not pending); `karpenter_policy_pods_unschedulable` — those no constraint set can take.
-* `karpenter_policy_nodes_launched_total{provisioner, capacity_type}` — instances launched.
+* `karpenter_policy_nodes_launched_total{provisioner, capacity_type}` — instances launched (with the capacity type
+  `karpenter_machines_launched` does not have).
 * `karpenter_policy_launch_duration_seconds{provisioner}` — one launch, from the cloud call to the instance
   (CreateFleet and the offerings it fell back to), histogram.
 * `karpenter_policy_insufficient_capacity_total{provisioner, capacity_type}` — offerings the cloud refused for lack
@@ -10,18 +44,16 @@
 * `karpenter_policy_launch_errors_total{provisioner, reason}` — launches that failed: `insufficient_capacity`
   (every offering), `configuration`, `throttled`, `cloud`.
 * `karpenter_policy_pods_bound_total` — pods the controller bound.
+* `karpenter_policy_evictions_total{outcome}` — evictions termination asked of the API: `evicted`, `gone` (the
+  pod no longer exists), `refused` (a PodDisruptionBudget) or `failed` (another error) — the last two tried again
+  with backoff.
 * `karpenter_policy_reconcile_duration_seconds` — one pass that scheduled a batch, histogram.
 * `karpenter_policy_plans_ahead_total{used}` — plans made ahead while a batch window was quiet, and whether the
   pass closing the window used it (`true`) or something had changed (`false`: it planned again).
 * `karpenter_policy_constraint_sets` — constraint sets in force; `karpenter_policy_constraint_set_refusals_total` —
   versions refused (unreadable, hash mismatch, wrong region).
-* interruption (`--interruption-queue`, see `interruption`): `karpenter_policy_interruption_received_messages_total
-  {message_type}` (Karpenter's kinds; `NoOpKind` for events not acted on),
-  `karpenter_policy_interruption_malformed_messages_total` (unreadable, deleted),
-  `karpenter_policy_interruption_deleted_messages_total`, `karpenter_policy_interruption_actions_performed_total
-  {action_type}` (`CordonAndDrain`, `NoAction`, per node), `karpenter_policy_interruption_message_latency_seconds`
-  (from the event's time to its handling), `karpenter_policy_interruption_queue_errors_total{operation}` (receive,
-  delete).
+* interruption: `karpenter_policy_interruption_malformed_messages_total` (unreadable, deleted) and
+  `karpenter_policy_interruption_queue_errors_total{operation}` (receive, delete).
 * the watches (`watch_counters`): `karpenter_policy_watch_malformed_answers_total{kind, problem}` and
   `karpenter_policy_malformed_objects_total{kind, reason}`.
 * garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
@@ -30,25 +62,117 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+import contextvars
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from karpenter_policy.reconcile.exposition import ExactCounter, WindowedSummary, exposition
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series next to every counter
 
 LAUNCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+#: controller-runtime v0.14's reconcile-time buckets (Karpenter v0.31 runs on it).
+RECONCILE_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
+)
+#: Karpenter's `metrics.DurationBuckets()`: controller-runtime's, and longer ones for its singleton controllers.
+DURATION_BUCKETS = (*RECONCILE_BUCKETS, 120, 150, 300, 450, 600)
+#: The Go client's default buckets (`prometheus.DefBuckets`): the cloud provider's durations.
+GO_DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+#: The "controller" label of each of our controllers (Karpenter's names where it has the controller).
+PROVISIONER = "provisioner"
+DEPROVISIONING = "deprovisioning"
+TERMINATION = "termination"
+EMPTINESS = "emptiness"
+GARBAGE_COLLECTION = "garbagecollection"
+INTERRUPTION = "interruption"
+CONTROLLERS = (PROVISIONER, DEPROVISIONING, TERMINATION, EMPTINESS, GARBAGE_COLLECTION, INTERRUPTION)
+#: controller-runtime's `result` label values.
+RESULTS = ("error", "requeue", "requeue_after", "success")
+
+#: The controller a call is made for (`reconciling` sets it; the cloud provider's metrics read it).
+CONTROLLER: contextvars.ContextVar[str] = contextvars.ContextVar("controller", default="")
+
+
+@dataclass(slots=True)
+class Reconcile:
+    """What the step under :meth:`Metrics.reconciling` tells: it wants to run again at a given time
+    (`requeue_after`, controller-runtime's result `requeue_after`)."""
+
+    requeue_after: bool = False
+
+
+class Step:
+    """One reconcile of a controller (:meth:`Metrics.step`): its segments' time adds up, :meth:`finish` counts it
+    once — a step-driven pass runs the provisioner's parts between other controllers' steps. A segment that raises
+    counts the reconcile as an error at once."""
+
+    def __init__(self, metrics: Metrics, controller: str) -> None:
+        self.metrics = metrics
+        self.controller = controller
+        self.outcome = Reconcile()
+        self.seconds = 0.0
+        self.counted = False
+
+    @contextlib.contextmanager
+    def segment(self) -> Iterator[Reconcile]:
+        metrics, controller = self.metrics, self.controller
+        token = CONTROLLER.set(controller)
+        started = time.perf_counter()
+        metrics.active_workers.labels(controller).inc()
+        try:
+            yield self.outcome
+        except Exception:
+            if not self.counted:
+                self.counted = True
+                metrics.reconcile_errors.labels(controller).inc()
+                metrics.reconcile_total.labels(controller, "error").inc()
+                metrics.reconcile_time.labels(controller).observe(self.seconds + time.perf_counter() - started)
+            raise
+        finally:
+            metrics.active_workers.labels(controller).dec()
+            self.seconds += time.perf_counter() - started
+            CONTROLLER.reset(token)
+
+    def finish(self) -> None:
+        if self.counted:
+            return
+        self.counted = True
+        result = "requeue_after" if self.outcome.requeue_after else "success"
+        self.metrics.reconcile_total.labels(self.controller, result).inc()
+        self.metrics.reconcile_time.labels(self.controller).observe(self.seconds)
 
 
 class Metrics:
-    """The controller's metrics (see the module docstring)."""
+    """The controller's metrics (see the module docstring). `clock`: monotonic seconds, the controller's (the
+    summaries' window); `leading`: whether this replica acts (the runner sets it: the gauges that describe the
+    cluster and the pods' start-up times are a leader's, as Karpenter's controllers run on the leader only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = CollectorRegistry()
-        registry = self.registry
+        self.clock = clock
+        self.leading: Callable[[], bool] = lambda: True
+        self._started: set[str] = set()  # controllers whose series are there
+        self._collectors: dict[str, Collector] = {}
+        self._ours(self.registry)
+        self._interruption_and_garbage(self.registry)
+        self._controller_runtime(self.registry)
+        self._nodes_and_machines(self.registry)
+        self._scheduling_and_deprovisioning(self.registry)
+        self._interruption(self.registry)
+
+    # --- the project's own -----------------------------------------------------------------------------------
+
+    def _ours(self, registry: CollectorRegistry) -> None:
         self.pods_pending = Gauge(
             "karpenter_policy_pods_pending", "Provisionable pods seen by the last pass.", registry=registry
         )
@@ -83,6 +207,12 @@ class Metrics:
             registry=registry,
         )
         self.pods_bound = Counter("karpenter_policy_pods_bound", "Pods the controller bound.", registry=registry)
+        self.evictions = Counter(
+            "karpenter_policy_evictions",
+            "Evictions termination asked of the API, by outcome (evicted, gone, refused by a budget, failed).",
+            ["outcome"],
+            registry=registry,
+        )
         self.reconcile_duration = Histogram(
             "karpenter_policy_reconcile_duration_seconds",
             "Passes that scheduled a batch: from the start of the pass to its end.",
@@ -103,35 +233,11 @@ class Metrics:
             "Constraint-set versions refused (unreadable, hash mismatch, wrong region).",
             registry=registry,
         )
-        self._interruption_and_garbage(registry)
 
     def _interruption_and_garbage(self, registry: CollectorRegistry) -> None:
-        self.interruption_received = Counter(
-            "karpenter_policy_interruption_received_messages",
-            "Interruption messages read from the queue, by kind (NoOpKind: not acted on).",
-            ["message_type"],
-            registry=registry,
-        )
         self.interruption_malformed = Counter(
             "karpenter_policy_interruption_malformed_messages",
             "Interruption messages that could not be read (deleted without action).",
-            registry=registry,
-        )
-        self.interruption_deleted = Counter(
-            "karpenter_policy_interruption_deleted_messages",
-            "Messages deleted from the interruption queue.",
-            registry=registry,
-        )
-        self.interruption_actions = Counter(
-            "karpenter_policy_interruption_actions_performed",
-            "Actions taken on nodes for interruption messages.",
-            ["action_type"],
-            registry=registry,
-        )
-        self.interruption_latency = Histogram(
-            "karpenter_policy_interruption_message_latency_seconds",
-            "From an interruption event's time to the controller acting on it.",
-            buckets=LATENCY_BUCKETS,
             registry=registry,
         )
         self.interruption_queue_errors = Counter(
@@ -146,6 +252,190 @@ class Metrics:
             ["object"],
             registry=registry,
         )
+
+    # --- Karpenter's -----------------------------------------------------------------------------------------
+
+    def _controller_runtime(self, registry: CollectorRegistry) -> None:
+        self.reconcile_total = ExactCounter(
+            "controller_runtime_reconcile_total", "Total number of reconciliations per controller",
+            ["controller", "result"], registry,
+        )
+        self.reconcile_errors = ExactCounter(
+            "controller_runtime_reconcile_errors_total", "Total number of reconciliation errors per controller",
+            ["controller"], registry,
+        )
+        self.reconcile_time = Histogram(
+            "controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller",
+            ["controller"], buckets=RECONCILE_BUCKETS, registry=registry,
+        )
+        self.max_concurrent_reconciles = Gauge(
+            "controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller",
+            ["controller"], registry=registry,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers", "Number of currently used workers per controller",
+            ["controller"], registry=registry,
+        )
+
+    def _nodes_and_machines(self, registry: CollectorRegistry) -> None:
+        self.nodes_created = ExactCounter(
+            "karpenter_nodes_created", "Number of nodes created in total by Karpenter. Labeled by owning provisioner.",
+            ["nodepool", "provisioner"], registry,
+        )
+        self.nodes_terminated = ExactCounter(
+            "karpenter_nodes_terminated",
+            "Number of nodes terminated in total by Karpenter. Labeled by owning provisioner.",
+            ["nodepool", "provisioner"], registry,
+        )
+        self.termination_time = WindowedSummary(
+            "karpenter_nodes_termination_time_seconds",
+            "The time taken between a node's deletion request and the removal of its finalizer",
+            ["provisioner"], registry, clock=lambda: self.clock(),
+        )
+        self.machines_created = ExactCounter(
+            "karpenter_machines_created",
+            "Number of machines created in total by Karpenter. Labeled by reason the machine was created and the "
+            "owning provisioner.",
+            ["reason", "provisioner"], registry,
+        )
+        self.machines_launched = ExactCounter(
+            "karpenter_machines_launched",
+            "Number of machines launched in total by Karpenter. Labeled by the owning provisioner.",
+            ["provisioner"], registry,
+        )
+        self.machines_registered = ExactCounter(
+            "karpenter_machines_registered",
+            "Number of machines registered in total by Karpenter. Labeled by the owning provisioner.",
+            ["provisioner"], registry,
+        )
+        self.machines_initialized = ExactCounter(
+            "karpenter_machines_initialized",
+            "Number of machines initialized in total by Karpenter. Labeled by the owning provisioner.",
+            ["provisioner"], registry,
+        )
+        self.machines_terminated = ExactCounter(
+            "karpenter_machines_terminated",
+            "Number of machines terminated in total by Karpenter. Labeled by reason the machine was terminated and "
+            "the owning provisioner.",
+            ["reason", "provisioner"], registry,
+        )
+        self.machines_disrupted = ExactCounter(
+            "karpenter_machines_disrupted",
+            "Number of machines disrupted in total by Karpenter. Labeled by disruption type of the machine and the "
+            "owning provisioner.",
+            ["type", "provisioner"], registry,
+        )
+        self.pods_startup_time = WindowedSummary(
+            "karpenter_pods_startup_time_seconds", "The time from pod creation until the pod is running.",
+            registry=registry, clock=lambda: self.clock(),
+        )
+
+    def _scheduling_and_deprovisioning(self, registry: CollectorRegistry) -> None:
+        self.scheduling_duration = Histogram(
+            "karpenter_provisioner_scheduling_duration_seconds", "Duration of scheduling process in seconds.",
+            buckets=DURATION_BUCKETS, registry=registry,
+        )
+        self.scheduling_simulation_duration = Histogram(
+            "karpenter_provisioner_scheduling_simulation_duration_seconds",
+            "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
+            buckets=DURATION_BUCKETS, registry=registry,
+        )
+        self.deprovisioning_evaluation = Histogram(
+            "karpenter_deprovisioning_evaluation_duration_seconds",
+            "Duration of the deprovisioning evaluation process in seconds.",
+            ["method"], buckets=DURATION_BUCKETS, registry=registry,
+        )
+        self.deprovisioning_replacement_initialized = Histogram(
+            "karpenter_deprovisioning_replacement_machine_initialized_seconds",
+            "Amount of time required for a replacement machine to become initialized.",
+            buckets=DURATION_BUCKETS, registry=registry,
+        )
+        self.deprovisioning_actions = ExactCounter(
+            "karpenter_deprovisioning_actions_performed",
+            "Number of deprovisioning actions performed. Labeled by deprovisioner.",
+            ["action", "deprovisioner"], registry,
+        )
+        self.deprovisioning_eligible = Gauge(
+            "karpenter_deprovisioning_eligible_machines",
+            "Number of machines eligible for deprovisioning by Karpenter. Labeled by deprovisioner",
+            ["deprovisioner"], registry=registry,
+        )
+        self.deprovisioning_timeouts = ExactCounter(
+            "karpenter_deprovisioning_consolidation_timeouts",
+            "Number of times the Consolidation algorithm has reached a timeout. Labeled by consolidation type.",
+            ["consolidation_type"], registry,
+        )
+        self.deprovisioning_launch_failures = ExactCounter(
+            "karpenter_deprovisioning_replacement_machine_launch_failure_counter",
+            "The number of times that Karpenter failed to launch a replacement node for deprovisioning. Labeled by "
+            "deprovisioner.",
+            ["deprovisioner"], registry,
+        )
+
+    def _interruption(self, registry: CollectorRegistry) -> None:
+        self.interruption_received = ExactCounter(
+            "karpenter_interruption_received_messages",
+            "Count of messages received from the SQS queue. Broken down by message type and whether the message was "
+            "actionable.",
+            ["message_type"], registry,
+        )
+        self.interruption_deleted = ExactCounter(
+            "karpenter_interruption_deleted_messages", "Count of messages deleted from the SQS queue.",
+            registry=registry,
+        )
+        self.interruption_latency = Histogram(
+            "karpenter_interruption_message_latency_time_seconds",
+            "Length of time between message creation in queue and an action taken on the message by the "
+            "controller.",
+            buckets=DURATION_BUCKETS, registry=registry,
+        )
+        self.interruption_actions = ExactCounter(
+            "karpenter_interruption_actions_performed", "Number of notification actions performed. Labeled by action",
+            ["action_type"], registry,
+        )
+
+    # --- recording -------------------------------------------------------------------------------------------
+
+    def step(self, controller: str) -> Step:
+        """One reconcile of a controller, measured in one or more segments (see :class:`Step`)."""
+        if controller not in self._started:  # every series of the controller present from the start
+            self._started.add(controller)
+            self.reconcile_errors.labels(controller)
+            for result in RESULTS:
+                self.reconcile_total.labels(controller, result)
+            self.max_concurrent_reconciles.labels(controller).set(1)  # one thread per controller
+        return Step(self, controller)
+
+    @contextlib.contextmanager
+    def reconciling(self, controller: str) -> Iterator[Reconcile]:
+        """A step of one of our controllers, as controller-runtime counts a reconcile: its time, its result
+        (`error` when it raised, `requeue_after` when the step says so, else `success`), the worker busy meanwhile.
+        Calls to the cloud inside are counted for `controller`."""
+        step = self.step(controller)
+        with step.segment():
+            yield step.outcome
+        step.finish()
+
+    def launched(self, provisioner: str, capacity_type: str) -> None:
+        """An instance was launched for a provisioner."""
+        self.machines_launched.labels(provisioner).inc()
+        self.nodes_launched.labels(provisioner, capacity_type).inc()
+
+    def registered(self, provisioner: str) -> None:
+        """The Node of a launched instance was registered (created, or the kubelet's given our labels)."""
+        self.machines_registered.labels(provisioner).inc()
+        self.nodes_created.labels("", provisioner).inc()
+
+    def node_terminated(self, provisioner: str, seconds: float | None) -> None:
+        """The termination finalizer of a Node was removed, `seconds` after its deletion was requested (None: not
+        known)."""
+        self.nodes_terminated.labels("", provisioner).inc()
+        if seconds is not None:
+            self.termination_time.labels(provisioner).observe(max(seconds, 0.0))
+
+    def deprovisioned(self, deprovisioner: str, action: str) -> None:
+        """A deprovisioning command was carried out (Karpenter's `action` label is `<deprovisioner>/<action>`)."""
+        self.deprovisioning_actions.labels(f"{deprovisioner}/{action}", deprovisioner).inc()
 
     def watch_counters(
         self,
@@ -171,8 +461,17 @@ class Metrics:
         for collector in self._watch_collectors:
             self.registry.register(collector)
 
+    def use(self, name: str, collector: Collector) -> None:
+        """Register a collector that reads its values at each scrape, replacing the one registered under `name`
+        before (a new controller on the same metrics)."""
+        previous = self._collectors.pop(name, None)
+        if previous is not None:
+            self.registry.unregister(previous)
+        self.registry.register(collector)
+        self._collectors[name] = collector
+
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        return exposition(self.registry)
 
 
 class _Counted(Collector):
@@ -191,4 +490,19 @@ class _Counted(Collector):
         yield family
 
 
-__all__ = ["Metrics"]
+__all__ = [
+    "CONTROLLER",
+    "CONTROLLERS",
+    "DEPROVISIONING",
+    "DURATION_BUCKETS",
+    "EMPTINESS",
+    "GARBAGE_COLLECTION",
+    "GO_DEFAULT_BUCKETS",
+    "INTERRUPTION",
+    "PROVISIONER",
+    "RECONCILE_BUCKETS",
+    "TERMINATION",
+    "Metrics",
+    "Reconcile",
+    "Step",
+]

@@ -1,6 +1,7 @@
 """The controller's HTTP endpoints on its metrics port: `/metrics`, `/healthz` and `/readyz` — and nothing else.
 
-* `/metrics`: the Prometheus exposition of the controller's registry;
+* `/metrics`: the Prometheus exposition of the controller's registry (Karpenter's metrics as its Go client writes
+  them: `exposition`);
 * `/healthz` (the liveness probe): 200 while every thread of the process runs — each controller's, the
   informers', the interruption poller's — else 500 with why (the kubelet then restarts the container: a dead
   thread would otherwise leave a process that answers probes while pods stay pending);
@@ -18,8 +19,9 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
+from karpenter_policy.reconcile.exposition import exposition
 from karpenter_policy.reconcile.runner import Health
 
 
@@ -54,7 +56,7 @@ class ProbeServer:
     def answer(self, request: BaseHTTPRequestHandler) -> None:
         path = request.path.split("?", 1)[0]
         if path == "/metrics":
-            self._send(request, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+            self._send(request, 200, exposition(self.registry), CONTENT_TYPE_LATEST)
             return
         if path not in ("/healthz", "/readyz"):
             self._send(request, 404, b"not found\n")

@@ -26,6 +26,7 @@ class Emptied:
     deleted: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     due: float | None = None  # seconds from now until the next node's TTL runs out
+    expired: int = 0  # nodes found past their TTL (deleted, or their deletion failed)
 
 
 @dataclass(slots=True)

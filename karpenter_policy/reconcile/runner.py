@@ -19,7 +19,9 @@ before every step). A replica that becomes the leader first picks up what the pr
 that fails unexpectedly is logged with its traceback and retried after a pause: no thread dies of it.
 
 :meth:`Runner.health` tells `/healthz` (every thread alive) and `/readyz` (the state synced and healthy, the
-constraint sets loaded; a standby is ready without leading).
+constraint sets loaded; a standby is ready without leading). Each step of a controller is measured as
+controller-runtime measures a reconcile (`Metrics.reconciling`), and only a replica that acts exports the gauges
+that describe the cluster (`Metrics.leading`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.metrics import (
+    DEPROVISIONING,
+    EMPTINESS,
+    GARBAGE_COLLECTION,
+    INTERRUPTION,
+    PROVISIONER,
+    TERMINATION,
+)
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state.feed import InformerFeed
 
@@ -71,9 +81,11 @@ class _Worker:
         step: Callable[[], float | None],
         wake: threading.Event,
         idle: float,
+        controller: str,
     ) -> None:
         self.runner = runner
         self.name = name
+        self.controller = controller  # its "controller" label in the metrics
         self.step = step
         self.wake = wake
         self.idle = idle  # the longest it sleeps with nothing due
@@ -91,7 +103,9 @@ class _Worker:
                 continue
             timeout = self.idle
             try:
-                due = self.step()
+                with runner.controller.metrics.reconciling(self.controller) as outcome:
+                    due = self.step()
+                    outcome.requeue_after = due is not None
             except Exception:  # a bug or an unforeseen failure must not end the controller
                 RUNNER.exception("%s step failed; trying again in %.0f s", self.name, FAILURE_PAUSE)
                 timeout = FAILURE_PAUSE
@@ -127,6 +141,7 @@ class Runner:
         controller.feed = self.feed
         state = controller.state
         controller.metrics.watch_counters(self.feed.malformed, lambda: dict(state.malformed))
+        controller.metrics.leading = self._acting
         self.configmap: Informer | None = None
         provisioner = controller.provisioner
         source = controller.constraints
@@ -144,11 +159,11 @@ class Runner:
             interruption.use_state(controller.state)
         controller.lifecycle.on_dirty = provisioner.wake.set  # a node to label initialized
         self.workers = [
-            _Worker(self, "provisioning", self._provisioning, provisioner.wake, resync),
-            _Worker(self, "termination", self._termination, controller.terminator.wake, resync),
-            _Worker(self, "emptiness", self._emptiness, controller.emptiness.wake, resync),
-            _Worker(self, "disruption", self._disruption, controller.disruption.wake, resync),
-            _Worker(self, "garbage", self._garbage, threading.Event(), resync),
+            _Worker(self, "provisioning", self._provisioning, provisioner.wake, resync, PROVISIONER),
+            _Worker(self, "termination", self._termination, controller.terminator.wake, resync, TERMINATION),
+            _Worker(self, "emptiness", self._emptiness, controller.emptiness.wake, resync, EMPTINESS),
+            _Worker(self, "disruption", self._disruption, controller.disruption.wake, resync, DEPROVISIONING),
+            _Worker(self, "garbage", self._garbage, threading.Event(), resync, GARBAGE_COLLECTION),
         ]
         self._interruption_thread: threading.Thread | None = None
 
@@ -169,6 +184,10 @@ class Runner:
                 for worker in self.workers:
                     worker.wake.set()
         return True
+
+    def _acting(self) -> bool:
+        """Leading, without taking over (what the metrics ask at a scrape)."""
+        return not self.stopping.is_set() and (self.elector is None or self.elector.is_leader)
 
     def wait_for_leadership(self, timeout: float) -> None:
         if self.elector is not None:
@@ -240,7 +259,8 @@ class Runner:
                 continue
             started = self.clock()
             try:
-                result = handler.poll_once(acting=self.leading)
+                with self.controller.metrics.reconciling(INTERRUPTION):
+                    result = handler.poll_once(acting=self.leading)
             except Exception:  # a bug must not end interruption handling
                 RUNNER.exception("interruption poll failed; trying again in %.0f s", FAILURE_PAUSE)
                 self.stopping.wait(FAILURE_PAUSE)

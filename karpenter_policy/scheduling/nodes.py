@@ -24,7 +24,7 @@ from karpenter_policy.model.requirements import Operator, Requirement, Requireme
 from karpenter_policy.model.taints import Taint, untolerated
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, untolerated_text
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
 
@@ -121,7 +121,7 @@ class NodeClaim:
     """A node the plan launches (see the module docstring). `options`: the instance types (bits of the template's
     table) that satisfy its requirements, have an offering in its zones and capacity types, and fit `requests`."""
 
-    template: NodeTemplate
+    template: NodeClaimTemplate
     hostname: str
     requirements: Requirements
     options: int
@@ -141,13 +141,27 @@ class NodeClaim:
         self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
 
     @classmethod
-    def new(cls, template: NodeTemplate, hostname: str, options: int) -> NodeClaim:
+    def new(cls, template: NodeClaimTemplate, hostname: str, options: int) -> NodeClaim:
         requirements = template.requirements.add(Requirement.new(wk.HOSTNAME, Operator.IN, [hostname]))
         return cls(template, hostname, requirements, options, template.overhead)
 
     def set_options(self, options: int) -> None:
         self.options = options
         self._room = None
+
+    def launch_mask(self) -> int:
+        """The types the claim may launch: its options and, with a price cap, the fallback types that hold its
+        pods too."""
+        if self.launchable == -1:
+            return self.options
+        template = self.template
+        table = template.table
+        return self.options | (
+            self.launchable
+            & table.type_mask(self.requirements, os=template.os)
+            & table.offering_mask(self._zone, self._capacity_type)
+            & template.shapes.fitting(self.requests)
+        )
 
     @property
     def zone(self) -> Requirement:
@@ -195,6 +209,9 @@ class NodeClaim:
                 "requirements",
                 lambda: " and ".join(requirements.incompatibilities(attempt.requirements, ALLOW_WELL_KNOWN)),
             )
+        requests = add(self.requests, pod.requests)
+        if self.pods and not self.options & template.shapes.fitting(requests):
+            return _NO_ROOM  # a claim that is full, before the dearer requirement algebra (a fresh one says why)
         merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
         table = template.table
         narrowed: list[str] = []
@@ -221,7 +238,6 @@ class NodeClaim:
             mask &= table.offering_mask(zone, capacity_type)
         if not mask:
             return Refusal("instance-types", "no instance type satisfies the requirements of the node and the pod")
-        requests = add(self.requests, pod.requests)
         mask &= template.shapes.fitting(requests)
         if not mask:
             return _NO_ROOM

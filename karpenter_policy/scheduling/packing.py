@@ -5,13 +5,19 @@ and leave its memory idle, while the memory-heavy pods that come last open nodes
 interleaves the pods so that every prefix of the sequence asks for cpu, memory and pod slots in the proportions
 of the whole batch: a node filled from it runs out of every resource at about the same time. Within one request
 shape the pods keep their queue order.
+
+A pod with required pod affinity follows the pods it selects: it is never packed before the first of them
+(`targets_first`). Packed first, a pod whose affinity also selects itself picks a domain of its own choosing
+(Karpenter's bootstrap of self-affinity) and its target may then land elsewhere; Karpenter's queue happens to
+place the target first whenever it is larger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from karpenter_policy.scheduling.pods import Pod
+from karpenter_policy.model.podtopology import AffinityTerm
+from karpenter_policy.scheduling.pods import Pod, PodShape
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, PODS_I, Vector
 
 _BALANCED = (CPU_I, MEMORY_I, PODS_I)
@@ -79,3 +85,81 @@ def follow_dependencies(order: Sequence[Pod], stuck: Sequence[Pod]) -> list[Pod]
         result.extend(behind.get(pod.key, ()))
     result.extend(behind.get("", ()))
     return result
+
+
+def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[str, str]]) -> list[Pod]:
+    """`order` with each pod that has required pod affinity held back until, for each of its required terms, a pod
+    of another shape the term selects has come (when the batch has one); other pods keep their places. Pods that
+    wait on each other in a cycle come at the end, in their order. Linear in the pods, plus one selector match per
+    term and shape of the batch that carries the term's first label (or every shape, for a term without one)."""
+    shapes = list(dict.fromkeys(pod.shape for pod in order))
+    by_label: dict[tuple[str, str], list[PodShape]] = {}
+    for shape in shapes:
+        for pair in shape.labels:
+            by_label.setdefault(pair, []).append(shape)
+    unmet: dict[PodShape, int] = {}  # shape → its required terms no pod of another shape has met yet
+    waiting_on: dict[PodShape, list[tuple[PodShape, int]]] = {}  # target shape → (follower, its term)
+    selected: dict[AffinityTerm, frozenset[PodShape]] = {}
+    for shape in shapes:
+        count = 0
+        for index, term in enumerate(t for t in shape.topology.affinity if t.required):
+            found = selected.get(term)
+            if found is None:
+                found = selected[term] = _targets(term, shapes, by_label, namespace_labels)
+            found = found - {shape}
+            if found:
+                count += 1
+                for target in found:
+                    waiting_on.setdefault(target, []).append((shape, index))
+        if count:
+            unmet[shape] = count
+    if not unmet:
+        return list(order)
+    met: set[tuple[PodShape, int]] = set()
+    arrived: set[PodShape] = set()
+    held: dict[PodShape, list[Pod]] = {}
+    result: list[Pod] = []
+
+    def arrive(shape: PodShape) -> None:
+        """A pod of `shape` is in the order: release the pods that waited only on it (and those they release)."""
+        pending = [shape]
+        while pending:
+            current = pending.pop()
+            if current in arrived:
+                continue
+            arrived.add(current)
+            for follower, index in waiting_on.get(current, ()):
+                if (follower, index) in met:
+                    continue
+                met.add((follower, index))
+                unmet[follower] -= 1
+                if not unmet[follower] and follower in held:
+                    result.extend(held.pop(follower))
+                    pending.append(follower)
+
+    for pod in order:
+        if unmet.get(pod.shape, 0) or pod.shape in held:
+            held.setdefault(pod.shape, []).append(pod)
+            continue
+        result.append(pod)
+        arrive(pod.shape)
+    for pods in held.values():
+        result.extend(pods)
+    return result
+
+
+def _targets(
+    term: AffinityTerm,
+    shapes: Sequence[PodShape],
+    by_label: Mapping[tuple[str, str], Sequence[PodShape]],
+    namespace_labels: Mapping[str, Mapping[str, str]],
+) -> frozenset[PodShape]:
+    """The shapes of the batch whose pods the term selects (those carrying its first matchLabels pair, when it
+    has one, are the only candidates)."""
+    selector = term.selector
+    candidates = by_label.get(selector.match_labels[0], ()) if selector.match_labels else shapes
+    return frozenset(
+        other
+        for other in candidates
+        if selector.matches(other.label_map) and term.namespaces.includes(other.namespace, namespace_labels)
+    )

@@ -1,11 +1,11 @@
 """What a scheduling run decides: pods onto existing nodes, pods onto new node claims (each with every instance
 type that fits it, cheapest first, and the launch choice), and the pods that fit nowhere with the reason per
-node template.
+node claim template.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.model.instancetypes import ChosenOffering
@@ -62,13 +62,23 @@ class PodFailure:
     def message(self) -> str:
         if self.pod.shape.refused:
             return refused_message(self.pod.shape.refused)
-        if not self.reasons:
-            return "no provisioner can launch a node for it: there is no provisioner that admits an instance type"
-        parts = [f"provisioner {name}: {reason}" for name, reason in self.reasons.items()]
-        text = "no provisioner can launch a node for it: " + "; ".join(parts)
-        if self.relaxed:
-            text += f" (after Karpenter relaxed the pod: {', '.join(self.relaxed)})"
-        return text
+        return refusals_message(self.reasons, self.relaxed)
+
+
+def refusals_message(
+    reasons: Mapping[str, Refusal],
+    relaxed: Sequence[str] = (),
+    nothing: str = "there is no provisioner that admits an instance type",
+) -> str:
+    """`no provisioner can launch a node for it: provisioner a: …; provisioner b: …` — why each template refused a
+    pod (`nothing`: what to say when there is no template), with what Karpenter relaxed first."""
+    if not reasons:
+        return f"no provisioner can launch a node for it: {nothing}"
+    parts = [f"provisioner {name}: {reason}" for name, reason in reasons.items()]
+    text = "no provisioner can launch a node for it: " + "; ".join(parts)
+    if relaxed:
+        text += f" (after Karpenter relaxed the pod: {', '.join(relaxed)})"
+    return text
 
 
 def refused_message(reason: str) -> str:

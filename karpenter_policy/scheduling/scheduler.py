@@ -2,7 +2,7 @@
 
 It follows Karpenter v0.31's `Scheduler.Solve`: pods are queued by cpu then memory, largest first; each goes to
 the first existing node that takes it (initialized nodes first, then by name), else to a node claim already in
-the plan, else to a new claim from the first node template (by weight, then name) that can launch a node for it
+the plan, else to a new claim from the first node claim template (by weight, then name) that can launch a node for it
 within its remaining limits; a pod that fits nowhere is relaxed one soft constraint at a time and queued again,
 until a full pass over the queue makes no progress. Topology spread and pod (anti-)affinity narrow the domains
 of each node a pod joins; DaemonSets add their requests to every node whose template they fit.
@@ -13,17 +13,18 @@ Two packing strategies share that loop:
   type that can still hold its pods, and the cheapest of those is launched. Kept for comparison.
 * ``cost`` (default) — claims are filled in the order they were made (first fit), and each new claim is capped at
   the price of the instance type that serves the waiting pods of its kind most cheaply: the type t of the claim's
-  options that minimises price(t) / share(t), where share(t) is the fraction of those pods' total requests (cpu,
-  memory, pods, accelerators) one node of type t holds — or, when one node holds them all, the cheapest type that
-  does. Nodes fill up to an efficient size instead of growing to the largest type and being right-sized after,
-  which wastes the tail of every node. The semantics are Karpenter's either way: every pod's requirements,
-  taints, topology, host ports and the templates' weights and limits hold.
+  options that minimises price(t) / share(t), where share(t) is the fraction of those pods one node of type t
+  holds (in whole pods of their mean requests: cpu, memory, pods, accelerators; a type that holds them all counts
+  as holding all of them, no more). Nodes fill up to an efficient size instead of growing to the largest type and
+  being right-sized after, which wastes the tail of every node. After packing, pairs of claims are re-split
+  (`resplit`): the pods that take part in no topology group are shared out again where that is cheaper. The
+  semantics are Karpenter's either way: every pod's requirements, taints, topology, host ports and the templates'
+  weights and limits hold.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,15 +36,16 @@ from karpenter_policy.model.requirements import Operator, Requirement, Requireme
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
-from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies
+from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
+from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology
-from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, quotient, subtract
+from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
 
 COST = "cost"
 KARPENTER = "karpenter"
@@ -67,9 +69,9 @@ def queue_order(pod: Pod) -> tuple[int, int, int, str]:
     return (-pod.requests[CPU_I], -pod.requests[MEMORY_I], pod.order, pod.key)
 
 
-def topology_domains(templates: Sequence[NodeTemplate], nodes: Sequence[ExistingNode]) -> dict[str, set[str]]:
+def topology_domains(templates: Sequence[NodeClaimTemplate], nodes: Sequence[ExistingNode]) -> dict[str, set[str]]:
     """The universe of topology domains (Karpenter's provisioner-wide domains): the domains of every template
-    (:attr:`NodeTemplate.domains`) and the labels of existing nodes."""
+    (:attr:`NodeClaimTemplate.domains`) and the labels of existing nodes."""
     domains: dict[str, set[str]] = {}
     for template in templates:
         for key, values in template.domains.items():
@@ -124,7 +126,7 @@ class Scheduler:
 
     def __init__(
         self,
-        templates: Iterable[NodeTemplate],
+        templates: Iterable[NodeClaimTemplate],
         existing: Iterable[ExistingNode] = (),
         daemons: Iterable[Pod] = (),
         cluster_pods: PodsForTopology | Sequence[ClusterPod] = (),
@@ -170,7 +172,7 @@ class Scheduler:
 
     # --- set-up ------------------------------------------------------------------------------------------------
 
-    def _daemon_overhead(self, template: NodeTemplate) -> None:
+    def _daemon_overhead(self, template: NodeClaimTemplate) -> None:
         """The requests of the DaemonSet pods a node of the template would run (Karpenter's
         `getDaemonOverhead`): their tolerations cover its taints and their requirements are compatible."""
         total = ZERO
@@ -203,9 +205,9 @@ class Scheduler:
             return _Run(self, pending).solve()
         # The cost strategy packs in the balanced order; a pod that then fits nowhere (affinity to pods whose
         # node filled up) is moved next to the pods it follows and the packing redone. If pods are still left,
-        # Karpenter's queue order decides which (largest first, as Karpenter would): its plan wins unless it
-        # leaves more pods pending.
-        order = balanced_order(pending)
+        # Karpenter's queue order gets its chance (largest first, as Karpenter would): the plan with fewer pods
+        # pending, then the cheaper, wins.
+        order = targets_first(balanced_order(pending), self.namespace_labels)
         plan = _Run(self, order).solve()
         for _ in range(REPAIRS):
             stuck = [f.pod for f in plan.failures.values()]
@@ -217,7 +219,7 @@ class Scheduler:
                 plan = repaired
         if plan.failures:
             queued = _Run(self, pending).solve()
-            if len(queued.failures) <= len(plan.failures):
+            if _plan_order(queued) < _plan_order(plan):
                 plan = queued
         return plan
 
@@ -228,7 +230,7 @@ def _plan_order(plan: Plan) -> tuple[int, int, float]:
 
 
 def fresh_claim(
-    template: NodeTemplate,
+    template: NodeClaimTemplate,
     pod: Pod,
     attempt: Attempt,
     topology: Topology,
@@ -322,6 +324,7 @@ class _Run:
         self.attempt_of: dict[str, int] = {}
         self.errors: dict[str, dict[str, Refusal]] = {}
         self._demand: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}
+        self._waiting: dict[tuple[Requirements, tuple[object, ...]], int] = {}  # how many pods `_demand` sums
         self._smallest: Vector | None = None
         self._hostnames = 0
 
@@ -334,6 +337,7 @@ class _Run:
             self.topology.update(pod, self.attempt(pod))
             signature = self._signature(pod)
             self._demand[signature] = add(self._demand.get(signature, ZERO), pod.requests)
+            self._waiting[signature] = self._waiting.get(signature, 0) + 1
             self._smallest = pod.requests if self._smallest is None else tuple(map(min, self._smallest, pod.requests))
         last_length: dict[str, int] = {}
         plan = Plan()
@@ -349,6 +353,7 @@ class _Run:
                     plan.relaxed[pod.key] = attempt.relaxed
                 signature = self._signature(pod)
                 self._demand[signature] = subtract(self._demand[signature], pod.requests)
+                self._waiting[signature] -= 1
                 continue
             self.errors[pod.key] = errors
             relaxed = self.relax(pod)
@@ -363,6 +368,8 @@ class _Run:
         for node in self.existing:
             if node.pods:
                 plan.existing[node.name] = list(node.pods)
+        if self.s.options.strategy == COST:
+            resplit(self.claims, self.remaining, self._bystander, self.attempt, self._charge)
         plan.claims = [self._finish(claim) for claim in self.claims]
         for claim in plan.claims:
             for pod in claim.pods:
@@ -376,6 +383,11 @@ class _Run:
             return False
         self.attempt_of[pod.key] = index + 1
         return True
+
+    def _bystander(self, pod: Pod) -> bool:
+        """The pod may move between claims without changing any topology count: it has no host ports and takes
+        part in no topology group."""
+        return not pod.shape.host_ports and self.topology.bystander(pod, self.attempt(pod))
 
     def _signature(self, pod: Pod) -> tuple[Requirements, tuple[object, ...]]:
         first = pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[0]
@@ -417,7 +429,7 @@ class _Run:
         best: tuple[float, int] | None = None
         chosen: tuple[NodeClaim, Fit] | None = None
         feasible = 0
-        for claim in list(self._claims_of(self.open, candidates)):
+        for claim in self._claims_of(self.open, candidates):  # lazily: the scan stops at the 5th that fits
             if feasible == BEST_FIT_CANDIDATES:
                 break
             fit = claim.check(pod, attempt, self.topology)
@@ -511,7 +523,7 @@ class _Run:
         return errors
 
     def _fresh_claim(
-        self, template: NodeTemplate, pod: Pod, attempt: Attempt, number: int, ruled_out: bool = False
+        self, template: NodeClaimTemplate, pod: Pod, attempt: Attempt, number: int, ruled_out: bool = False
     ) -> NodeClaim | Refusal:
         limits = self.remaining[template.name]
         return fresh_claim(
@@ -546,35 +558,33 @@ class _Run:
     # --- the cost strategy -------------------------------------------------------------------------------------
 
     def _cap(self, claim: NodeClaim, pod: Pod) -> None:
-        """Cap the new claim at the price of the most cost-efficient type for the waiting pods of its kind."""
+        """Cap the new claim at the price of the most cost-efficient type for the waiting pods of its kind: the
+        type t minimising price(t) / share(t), share(t) being the fraction of those pods one node of t holds,
+        counted in whole pods of their mean size (at least the pod that opened the claim, at most all of them). A
+        type that holds them all is taken only when it is as cost-efficient as the best; among types equally
+        cost-efficient, the one holding the most pods (fewer nodes), then the cheapest."""
         template = claim.template
         table = template.table
         prices = table.prices(claim.zone, claim.capacity_type)
-        demand = self._demand.get(self._signature(pod), pod.requests)
-        wanted = [r for r, amount in enumerate(pod.requests) if amount > 0]
+        signature = self._signature(pod)
+        demand = self._demand.get(signature, pod.requests)
+        waiting = max(1, self._waiting.get(signature, 1))
+        wanted = [r for r, amount in enumerate(pod.requests) if amount > 0 and demand[r] > 0]
         allocatable = template.shapes.allocatable
         overhead = template.overhead
-        best_all: tuple[float, str] | None = None
-        best_share: tuple[float, str] | None = None
-        target = -1
-        target_all = -1
+        best: tuple[float, int, float, str] | None = None
+        chosen = -1
         for i in indices(claim.options):
             price = prices.get(i)
             if price is None:
                 continue
-            share = math.inf
-            for r in wanted:
-                if demand[r] > 0:
-                    share = min(share, quotient(allocatable[i][r] - overhead[r], demand[r]))
-            name = table.names[i]
-            if share >= 1:
-                if best_all is None or (price, name) < best_all:
-                    best_all, target_all = (price, name), i
-            elif share > 0:
-                score = (price / share, name)
-                if best_share is None or score < best_share:
-                    best_share, target = score, i
-        chosen = target_all if target_all >= 0 else target
+            held = waiting
+            for r in wanted:  # whole pods of the mean size: floor(room × waiting / demand)
+                held = min(held, (allocatable[i][r] - overhead[r]) * waiting // demand[r])
+            held = max(held, 1)
+            score = (round(price * waiting / held, 9), -held, price, table.names[i])
+            if best is None or score < best:
+                best, chosen = score, i
         if chosen < 0:
             return
         claim.price_cap = prices[chosen]
@@ -591,15 +601,7 @@ class _Run:
     def _finish(self, claim: NodeClaim) -> ClaimPlan:
         template = claim.template
         table = template.table
-        mask = claim.options
-        if claim.launchable != -1:
-            mask |= (
-                claim.launchable
-                & table.type_mask(claim.requirements, os=template.os)
-                & table.offering_mask(claim.zone, claim.capacity_type)
-                & template.shapes.fitting(claim.requests)
-            )
-        options = launch_options(table, mask, claim.zone, claim.capacity_type)
+        options = launch_options(table, claim.launch_mask(), claim.zone, claim.capacity_type)
         requirements = Requirements(r for k, r in claim.requirements.items() if k != wk.HOSTNAME)
         allocatable = ZERO
         if options:
@@ -617,7 +619,7 @@ class _Run:
 
 def solve(
     pods: Sequence[Pod],
-    templates: Iterable[NodeTemplate],
+    templates: Iterable[NodeClaimTemplate],
     existing: Iterable[ExistingNode] = (),
     daemons: Iterable[Pod] = (),
     strategy: str = COST,

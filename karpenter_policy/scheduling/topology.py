@@ -270,6 +270,13 @@ class Topology:
                 groups.append(group)
         return groups
 
+    def bystander(self, pod: Pod, attempt: Attempt) -> bool:
+        """The pod takes part in no topology group: it owns none (no spread or pod (anti-)affinity terms in this
+        attempt) and no group counts pods of its shape."""
+        if attempt.has_topology or pod.key in self._owned:
+            return False
+        return not self.selecting(pod.shape) and not any(g.selects(pod.shape) for g in self.inverse.values())
+
     def involves(self, pod: Pod) -> bool:
         """The pod owns a group, or some pod keeps others away (then every placement must ask)."""
         return bool(self.inverse) or pod.key in self._owned

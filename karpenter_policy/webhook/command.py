@@ -12,6 +12,9 @@ Service); then it stops accepting, closes the idle keep-alive connections, waits
 exits 0. SIGHUP is logged and ignored: the certificate reloads by itself when its files change, and so do the
 policy context and pinning rules (`reload`: a version that does not load is refused, the last good one stays; at
 start-up one that does not load stops the webhook, so a bad roll-out never takes traffic).
+
+The log goes to stderr in `--log-format`: `text`, Karpenter's console format, or `json`, one object per line — the
+controller's formats (:mod:`karpenter_policy.logformat`), the webhook's loggers shown as `webhook…`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from karpenter_policy import logformat
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 from karpenter_policy.webhook.certs import ensure_self_signed, service_names
@@ -68,6 +72,7 @@ class WebhookOptions:
     reload_interval: float = DEFAULT_RELOAD_INTERVAL
     shutdown_delay: float = 5.0
     workers: int = DEFAULT_WORKERS
+    log_format: str = logformat.TEXT
 
     @property
     def drain_timeout(self) -> float:
@@ -231,8 +236,7 @@ def main(raw: Mapping[str, Any]) -> int:
 
 def run(options: WebhookOptions) -> int:
     """Build and serve until SIGTERM / SIGINT; the exit code."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logformat.configure(sys.stderr, options.log_format)
     if options.generate_only:
         if not options.self_signed:
             print("karpenter-policy webhook: --generate-only needs --self-signed DIR", file=sys.stderr)
@@ -310,6 +314,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
         reload_interval=float(raw["reload_interval"]),
         shutdown_delay=float(raw["shutdown_delay"]),
         workers=int(raw["workers"]),
+        log_format=str(raw.get("log_format") or logformat.TEXT),
     )
 
 

@@ -53,6 +53,28 @@ def test_the_cache_follows_creates_updates_and_deletes(backend: Backend) -> None
         assert seen == [("ADDED", "existing"), ("ADDED", "new"), ("MODIFIED", "existing"), ("DELETED", "new")]
 
 
+def test_synced_means_every_handler_has_seen_the_first_list(backend: Backend) -> None:
+    """The controller starts acting once its informers are synced and reads the state their handlers fill: were
+    `synced` set before the list's events reached the handlers, a node not yet in the state looked like an orphan
+    instance to adopt, and a disruption decision saw a cluster still being filled."""
+    cluster = backend.cluster
+    for name in ("a", "b", "c"):
+        cluster.create(POD, pod(name))
+    gate = threading.Event()
+    seen: list[str] = []
+
+    def slow_handler(event: WatchEvent) -> None:
+        gate.wait(GENEROUS)  # the handler is still busy with the list while the waiter looks
+        seen.append(objects.name(event.object))
+
+    with Informer(cluster, POD, on_event=slow_handler, backoff=FAST_BACKOFF) as informer:  # type: ignore[arg-type]
+        synced_while_busy = informer.wait_synced(1.0)
+        gate.set()
+        assert not synced_while_busy, "synced before the handlers had seen the list"
+        assert informer.wait_synced(GENEROUS)
+        assert sorted(seen) == ["a", "b", "c"]
+
+
 def test_a_selective_informer_caches_only_what_matches(backend: Backend) -> None:
     cluster = backend.cluster
     with Informer(cluster, POD, field_selector="spec.nodeName=", backoff=FAST_BACKOFF) as pending:

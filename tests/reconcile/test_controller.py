@@ -429,7 +429,7 @@ def test_with_kube_scheduler_pods_planned_onto_existing_nodes_are_nominated_not_
     assert sorted(h.unbound()) == ["inflate-0", "inflate-1"], "kube-scheduler binds them"
     events = h.events("Nominated")
     assert sorted(e["involvedObject"]["name"] for e in events) == ["inflate-0", "inflate-1"]
-    assert {e["message"] for e in events} == {"Pod should schedule on node: static-1"}
+    assert {e["message"] for e in events} == {"Pod should schedule on: node/static-1"}  # Karpenter's message
 
 
 def test_a_node_the_kubelet_registered_first_gets_the_controllers_labels_and_finalizer(

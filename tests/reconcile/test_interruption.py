@@ -126,9 +126,9 @@ def test_a_spot_interruption_warning_deletes_the_node_terminates_it_and_marks_it
     assert "SpotInterrupted" in reasons and "TerminatingOnInterruption" in reasons
     assert "initiating delete from interruption message" in interrupted.harness.messages()
     assert interrupted.metric(
-        "karpenter_policy_interruption_received_messages_total", message_type="SpotInterruptionKind"
+        "karpenter_interruption_received_messages", message_type="SpotInterruptionKind"
     ) == 1
-    actions = "karpenter_policy_interruption_actions_performed_total"
+    actions = "karpenter_interruption_actions_performed"
     assert interrupted.metric(actions, action_type="CordonAndDrain") == 1
 
 
@@ -165,7 +165,7 @@ def test_an_instance_stopping_or_terminating_deletes_its_node(
     assert interrupted.cloud.get(instance) is None
     assert reason in [e["reason"] for e in interrupted.harness.events() if e["involvedObject"]["name"] == victim]
     assert interrupted.metric(
-        "karpenter_policy_interruption_received_messages_total", message_type="StateChangeKind"
+        "karpenter_interruption_received_messages", message_type="StateChangeKind"
     ) == 1
 
 
@@ -178,7 +178,7 @@ def test_running_and_pending_state_changes_are_read_and_ignored(interrupted: Int
 
     assert result.acted == {} and result.deleted == 2 and interrupted.queue.visible() == 0
     assert not objects.is_deleting(interrupted.harness.node(victim))
-    assert interrupted.metric("karpenter_policy_interruption_received_messages_total", message_type="NoOpKind") == 2
+    assert interrupted.metric("karpenter_interruption_received_messages", message_type="NoOpKind") == 2
 
 
 def test_a_scheduled_change_deletes_every_node_it_names(interrupted: Interrupted) -> None:

@@ -15,7 +15,7 @@ from karpenter_policy.scheduling import (
     KARPENTER,
     ExistingNode,
     InstanceTable,
-    NodeTemplate,
+    NodeClaimTemplate,
     Plan,
     Pod,
     Scheduler,
@@ -39,8 +39,8 @@ def provisioner(name: str, spec: Mapping[str, Any]) -> Provisioner:
     )
 
 
-def template(table: InstanceTable, name: str, **spec: Any) -> NodeTemplate:
-    return NodeTemplate.from_provisioner(table, provisioner(name, spec))
+def template(table: InstanceTable, name: str, **spec: Any) -> NodeClaimTemplate:
+    return NodeClaimTemplate.from_provisioner(table, provisioner(name, spec))
 
 
 def pods(name: str, count: int, labels: Mapping[str, str] | None = None, start: int = 0, **spec: Any) -> list[Pod]:
@@ -53,7 +53,7 @@ def requests(cpu: str, memory: str | None = None, **extra: str) -> dict[str, Any
     return {"containers": [{"name": "app", "resources": {"requests": wanted, "limits": dict(extra)}}]}
 
 
-def solve(templates: Sequence[NodeTemplate], batch: Sequence[Pod], strategy: str = COST, **kwargs: Any) -> Plan:
+def solve(templates: Sequence[NodeClaimTemplate], batch: Sequence[Pod], strategy: str = COST, **kwargs: Any) -> Plan:
     return Scheduler(templates, options=SchedulerOptions(strategy), **kwargs).solve(batch)
 
 
@@ -87,7 +87,10 @@ def test_seed_inflate_packs_ten_one_cpu_pods_onto_few_cheap_spot_nodes(table: In
     assert plan.scheduled == 10
     assert len(plan.claims) <= 2
     assert {c.launch.capacity_type for c in plan.claims if c.launch} == {"spot"}
-    assert len({c.instance_type for c in plan.claims}) == 1
+    if strategy == COST:  # 7 pods on a c6a.2xlarge and 3 on a c6a.xlarge, not all 10 on a c6a.4xlarge at $0.612/h
+        assert plan.cost == pytest.approx(0.306 + 0.153)
+    else:
+        assert len({c.instance_type for c in plan.claims}) == 1
     assert sum(c.allocatable[CPU_I] for c in plan.claims) < 2 * 10_000, "right-sized: not double what they need"
     assert_valid(plan, table)
 
@@ -97,7 +100,7 @@ SPARK_SIZES = {"2xlarge", "4xlarge", "8xlarge", "9xlarge"}
 
 
 @pytest.fixture(scope="module")
-def kspark(table: InstanceTable) -> NodeTemplate:
+def kspark(table: InstanceTable) -> NodeClaimTemplate:
     return template(
         table,
         "kspark",
@@ -115,7 +118,7 @@ def kspark(table: InstanceTable) -> NodeTemplate:
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_seed_emr_spark_drivers_on_demand_executors_spot_on_the_allowed_families(
-    table: InstanceTable, kspark: NodeTemplate, strategy: str
+    table: InstanceTable, kspark: NodeClaimTemplate, strategy: str
 ) -> None:
     executor = {"nodeSelector": {"karpenter.sh/capacity-type": "spot", "app": "kspark"}, **requests("4", "7884Mi")}
     driver = {"nodeSelector": {"karpenter.sh/capacity-type": "on-demand", "app": "kspark"}, **requests("1", "2Gi")}
@@ -150,6 +153,81 @@ def test_a_gpu_pod_lands_on_a_gpu_type_of_the_gpu_provisioner(table: InstanceTab
     by_template = {c.template: c for c in plan.claims}
     assert by_template["gpu"].allocatable[RESOURCES.index("nvidia.com/gpu")] >= 1
     assert {p.owner for p in by_template["gpu"].pods} == {"Deployment/train"}, "web pods do not tolerate the taint"
+    assert_valid(plan, table)
+
+
+def test_gpu_pods_take_the_type_cheapest_per_pod_not_one_node_that_holds_them_all(table: InstanceTable) -> None:
+    """8 one-GPU pods: 8 × g6.xlarge ($0.80/h each), not the one g6.48xlarge that holds all 8 ($13.35/h)."""
+    gpu = template(
+        table,
+        "gpu",
+        taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+        requirements=[
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        ],
+    )
+    spec = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], **requests("2", "8Gi")}
+    spec["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    plan = solve([gpu], pods("inference", 8, **spec))
+    assert not plan.failures
+    assert {c.instance_type for c in plan.claims} == {"g6.xlarge"}
+    assert plan.cost == pytest.approx(8 * 0.8048)
+    assert_valid(plan, table)
+
+
+def test_the_last_pods_do_not_open_a_node_of_their_own_when_one_node_holds_them_all(table: InstanceTable) -> None:
+    """5 one-cpu pods: one c6a.2xlarge (7 slots) at $0.306/h rather than a c6a.xlarge (3) and another for the last
+    2 at the same price: the claims of the tail are merged after packing."""
+    default = template(
+        table, "default", requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
+    )
+    plan = solve([default], pods("inflate", 5, **requests("1")))
+    assert not plan.failures
+    assert [(c.instance_type, len(c.pods)) for c in plan.claims] == [("c6a.2xlarge", 5)]
+    assert_valid(plan, table)
+
+
+def test_pods_kept_apart_stay_apart_when_the_rest_is_re_split(table: InstanceTable) -> None:
+    """Three search pods that keep off each other's node, among 150 small pods: every search pod on a node of its
+    own, every pod placed, and no dearer than Karpenter's rule."""
+    default = template(
+        table, "default", requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
+    )
+    apart = {"labelSelector": {"matchLabels": {"app": "search"}}, "topologyKey": "kubernetes.io/hostname"}
+    search = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}}}
+    batch = pods("search", 3, **search, **requests("2", "16Gi"))
+    batch += pods("web", 100, start=3, **requests("250m", "512Mi"))
+    batch += pods("api", 50, start=103, **requests("300m", "384Mi"))
+    ours, theirs = solve([default], batch, COST), solve([default], batch, KARPENTER)
+    assert not ours.failures
+    assert sorted(sum(1 for p in c.pods if p.owner == "Deployment/search") for c in ours.claims)[-1] == 1
+    assert ours.cost <= theirs.cost
+    assert_valid(ours, table)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_pod_affinity_on_the_architecture_follows_its_arm64_target(table: InstanceTable, strategy: str) -> None:
+    """Followers with pod affinity on kubernetes.io/arch to pods like themselves and an arm64-pinned target: the
+    target is placed first (Karpenter's queue: it is larger), so the followers land on arm64 too."""
+    both = template(
+        table,
+        "default",
+        requirements=[
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["c6a", "c6g", "c7a", "c7g"]},
+        ],
+    )
+    term = {"labelSelector": {"matchLabels": {"tier": "graviton"}}, "topologyKey": "kubernetes.io/arch"}
+    follow = {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    batch = pods("follower", 3, {"tier": "graviton"}, **follow, **requests("2", "2Gi"))
+    batch += pods(
+        "target", 1, {"tier": "graviton"}, start=3, nodeSelector={"kubernetes.io/arch": "arm64"}, **requests("4", "1Gi")
+    )
+    plan = solve([both], batch, strategy)
+    assert not plan.failures
+    arches = {c.requirements.get_or_exists("kubernetes.io/arch").describe_values() for c in plan.claims}
+    assert arches == {"[arm64]"}, arches
     assert_valid(plan, table)
 
 
@@ -321,7 +399,7 @@ def test_utilisation_is_reported_against_the_launch_type(table: InstanceTable) -
 def test_ephemeral_storage_is_checked_against_the_node_templates_root_volume(table: InstanceTable) -> None:
     spec = requests("1", **{"ephemeral-storage": "30Gi"})
     spec["containers"][0]["resources"]["limits"] = {}
-    default = NodeTemplate.from_provisioner(table, provisioner("default", {}))
+    default = NodeClaimTemplate.from_provisioner(table, provisioner("default", {}))
     plan = solve([default], pods("scratch", 1, **spec))
     message = plan.failures["default/scratch-0"].message()
     assert "30Gi ephemeral storage" in message, message
@@ -329,5 +407,5 @@ def test_ephemeral_storage_is_checked_against_the_node_templates_root_volume(tab
         "amiFamily": "AL2",
         "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi"}}],
     }
-    roomy = NodeTemplate.from_provisioner(table, provisioner("default", {}), node_template=big_root)
+    roomy = NodeClaimTemplate.from_provisioner(table, provisioner("default", {}), node_template=big_root)
     assert not solve([roomy], pods("scratch", 1, **spec)).failures

@@ -4,17 +4,18 @@ start-up errors (exit 2 with one line, no traceback)."""
 from __future__ import annotations
 
 import base64
+import json
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from kube.support import GENEROUS, eventually
 from profiles import fast_first
+
+from karpenter_policy import __version__
 
 from .support import ROOT, Client, cases
 
@@ -36,56 +37,93 @@ def test_generate_only_prints_the_ca_bundle(tmp_path: Path) -> None:
     assert (tmp_path / "ca.crt").read_bytes().startswith(b"-----BEGIN CERTIFICATE-----")
 
 
-@pytest.mark.slow
-def test_serves_until_sigterm(tmp_path: Path) -> None:
+def start(tmp_path: Path, *arguments: str) -> tuple[subprocess.Popen[str], Client]:
+    """The webhook as a subprocess on a free port with a self-signed certificate in `tmp_path`, serving the pinning
+    example's policies, and a client once `/readyz` says it is ready."""
     port = free_port()
     command = [
-        *CLI,
-        "--self-signed",
-        str(tmp_path),
-        "--address",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--shutdown-delay",
-        "3",
-        "--policies",
-        str(ROOT / "examples" / "pinning" / "policies"),
+        *CLI, "--self-signed", str(tmp_path), "--address", "127.0.0.1", "--port", str(port),
+        "--policies", str(ROOT / "examples" / "pinning" / "policies"), *arguments,
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr or []), daemon=True)
-    reader.start()
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "tls.crt").exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    client = Client(port, tmp_path / "ca.crt", timeout=5)
+    while True:
+        try:
+            if client.get("/readyz").status == 200:
+                return process, client
+        except OSError:
+            client.close()
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGTERM, then what the process wrote (it is killed when it does not end within 20 s)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
     try:
-        # Serving once it logs so: the certificate written, the workers warm, the socket listening.
-        eventually(
-            lambda: process.poll() is not None or "serving https://" in "".join(lines), 60, "the webhook serving"
-        )
-        assert process.poll() is None, "".join(lines)
-        client = Client(port, tmp_path / "ca.crt", timeout=5)
-        assert client.get("/readyz").status == 200
+        return process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+@pytest.mark.slow
+def test_serves_until_sigterm(tmp_path: Path) -> None:
+    process, client = start(tmp_path, "--shutdown-delay", "3")
+    try:
         bad = next(c.data for c in cases() if c.id == "check/negative/conflict-arch-vs-family.yaml#0")
         response = client.review("/validate/provisioners", bad)
         assert response["allowed"] is False and "[requirements-conflict]" in response["status"]["message"]
         process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + GENEROUS
         statuses = []
+        deadline = time.monotonic() + 30
         while not statuses or statuses[-1] != 503:  # not ready while it drains, but still answering
             statuses.append(client.get("/readyz").status)
             assert time.monotonic() < deadline
         assert set(statuses) <= {200, 503}
         client.close()
-        process.wait(timeout=20)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        reader.join(timeout=5)
-    stdout, stderr = (process.stdout.read() if process.stdout else ""), "".join(lines)
+        stdout, stderr = stop(process)
     assert process.returncode == 0, stderr
     assert stdout.startswith("caBundle: ")
     assert "serving https://127.0.0.1:" in stderr and "1 pinning rules" not in stderr and "2 pinning rules" in stderr
     assert "Traceback" not in stderr
+    # The default log format is Karpenter's console format, the controller's: time, level, logger, message, fields.
+    serving = next(line for line in stderr.splitlines() if "\tserving https://" in line)
+    time_, level, logger, _, trailer = serving.split("\t")
+    assert time_.endswith("Z") and (level, logger) == ("INFO", "webhook")
+    assert json.loads(trailer) == {"commit": __version__}
+
+
+def test_json_logs_are_one_object_per_line(tmp_path: Path) -> None:
+    """`--log-format json`, as the controller's: every line of the webhook's log, from start-up to the end of the
+    drain, is one JSON object with level, time, logger, message and commit."""
+    process, client = start(tmp_path, "--shutdown-delay", "0", "--log-format", "json")
+    try:
+        bad = next(c.data for c in cases() if c.id == "check/negative/conflict-arch-vs-family.yaml#0")
+        assert client.review("/validate/provisioners", bad)["allowed"] is False
+        client.close()
+    finally:
+        _, stderr = stop(process)
+    assert process.returncode == 0, stderr
+    lines = [json.loads(line) for line in stderr.splitlines()]  # every line parses, or this fails
+    assert all(set(line) >= {"level", "time", "logger", "message", "commit"} for line in lines), lines
+    assert all(line["commit"] == __version__ and line["time"].endswith("Z") for line in lines)
+    assert all(line["logger"].startswith("webhook") for line in lines), lines
+    messages = [line["message"] for line in lines]
+    assert any(m.startswith("serving https://127.0.0.1:") for m in messages), messages
+    assert any(m.startswith("denied /validate/provisioners") for m in messages), messages
+    order = ["received SIGTERM", "stopped accepting connections", "workers stopped", "stopped"]
+    assert [m for m in messages if m in order] == order
+    assert {line["level"] for line in lines} == {"INFO"}
 
 
 @pytest.mark.parametrize(

@@ -213,9 +213,9 @@ def test_sigterm_answers_every_accepted_request(served: Served) -> None:
         "closed 1 idle keep-alive connections",
         "every accepted request was answered",
         "workers stopped",
-        "stopped\n",
+        "stopped\t",
     ]
-    positions = [log.find(f"karpenter_policy.webhook: {step}") for step in steps]
+    positions = [log.find(f"\twebhook\t{step}") for step in steps]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), log
     assert "Traceback" not in log
 

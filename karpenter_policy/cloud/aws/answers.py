@@ -80,8 +80,9 @@ class AnswerLimits:
         return self.deadline is not None and time.monotonic() > self.deadline
 
     def _timeout_reason(self) -> str:
-        limit = f" ({self.timeout_seconds:g} s)" if self.timeout_seconds is not None else ""
-        return f"no complete answer before the refresh's deadline{limit}: the endpoint is too slow or silent"
+        # The same words as the refresh's own deadline: whichever notices first, the user reads one message.
+        within = f"within {self.timeout_seconds:g} s (--timeout)" if self.timeout_seconds is not None else "in time"
+        return f"no complete answer {within}: the endpoint is too slow or silent"
 
     def _send(self, session: Any, request: Any, endpoint: str, operation: str) -> AWSResponse:
         if self._late():

@@ -37,6 +37,7 @@ from typing import Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.catalog import Catalog
+from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price, price_key, price_text
 from karpenter_policy.model.requirements import Requirement, Requirements
@@ -623,8 +624,6 @@ def diff_sides(
     base: Side, head: Side, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, paths: Sequence[str] = ()
 ) -> DiffResult:
     """Compare two checked sides provisioner by provisioner; prove the witnesses."""
-    from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
-
     table = table_for(catalog)
     catalog_keys = frozenset(CATALOG_KEYS | set(table.domains))
     prover = _Prover(catalog, timeout_ms)

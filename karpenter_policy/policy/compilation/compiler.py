@@ -63,8 +63,9 @@ from karpenter_policy.policy.compilation.output import (
     write_output,
 )
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
+from karpenter_policy.policy.options import OptionError, catalog_option, values_option
 from karpenter_policy.policy.proof.provisioners import check_paths
-from karpenter_policy.policy.reporters import displayable
+from karpenter_policy.policy.reporters import displayable, render
 from karpenter_policy.policy.selection import EVERYTHING, Selection
 from karpenter_policy.policy.source.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.policy.source.loader import Document, discover
@@ -350,9 +351,6 @@ def compile_command(
     stderr); with `-o -` the YAML stream goes to stdout and the report to stderr. On any error (exit 1 findings,
     2 could not run) nothing is written and, when streaming, stdout is empty. `quiet`: the findings alone, no
     summary of what was written."""
-    from karpenter_policy.policy.options import OptionError, catalog_option, values_option
-    from karpenter_policy.policy.reporters import render
-
     streaming = out == STDOUT
     if not streaming:
         try:

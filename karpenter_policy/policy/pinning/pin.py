@@ -31,7 +31,13 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND
-from karpenter_policy.api.violations import ERROR, PARSE_ERROR, PINNING_CONFLICT
+from karpenter_policy.api.violations import (
+    ERROR,
+    INVALID_REPLICAS,
+    PARSE_ERROR,
+    PINNING_CONFLICT,
+    WORKLOAD_UNSCHEDULABLE,
+)
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.filestaging import WriteOutcome, rewrite_all, rewrite_one
 from karpenter_policy.policy.filestaging import unified_diff as file_diff
@@ -58,6 +64,8 @@ from karpenter_policy.policy.source.loader import (
     parse,
     read_text,
 )
+from karpenter_policy.policy.source.workloads import WorkloadError, read_workloads, workload_from_data
+from karpenter_policy.policy.validation.policies import validate_paths
 
 __all__ = [
     "FilePlan",
@@ -589,12 +597,10 @@ def load_policies(
 
     checked: list[Any] = []
     if solve:
-        from karpenter_policy.policy.proof.provisioners import check_paths
+        from karpenter_policy.policy.proof.provisioners import check_paths  # the solver (z3) only when proving
 
         report, checked = check_paths(paths, catalog, values=values, on_valid=collect)
     else:
-        from karpenter_policy.policy.validation.policies import validate_paths
-
         report = validate_paths(paths, on_valid=collect, values=values)
     rules, findings = bind_provisioners(rules_from_documents(documents), taints)
     report.findings += findings
@@ -728,9 +734,7 @@ def schedulability_prover(policies: Policies, paths: Sequence[str]) -> tuple[Pro
     provisioner can take is a `workload-unschedulable` error. None (and why) when it cannot be built."""
     if not policies.solved:
         return None, ["note: the pinned workloads are not proven schedulable (--no-prove)"]
-    from karpenter_policy.api.violations import INVALID_REPLICAS, WORKLOAD_UNSCHEDULABLE
-    from karpenter_policy.policy.proof.placement import schedule_workloads
-    from karpenter_policy.policy.source.workloads import WorkloadError, read_workloads, workload_from_data
+    from karpenter_policy.policy.proof.placement import schedule_workloads  # the solver (z3) only when proving
 
     checked = policies.checked
     catalog = policies.catalog

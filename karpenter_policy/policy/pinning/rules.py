@@ -53,7 +53,8 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Requirement
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.policy.findings import Finding, Location
-from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.policy.source.files import load_file
+from karpenter_policy.policy.source.loader import Document, LoadError, discover
 from karpenter_policy.policy.source.workloads import template_path_of
 
 __all__ = [
@@ -684,9 +685,6 @@ def check_pinning(
     """`check --workloads`: the pinning findings of the workloads under `workload_paths` against the rules of the
     valid PinningPolicy documents given (a rule naming a provisioner is bound to the proven `provisioners`, as
     `CheckedProvisioner`s). Files that cannot be read are skipped: reading the workloads reports them."""
-    from karpenter_policy.policy.source.files import load_file
-    from karpenter_policy.policy.source.loader import LoadError, discover
-
     documents = [doc for doc in policy_documents if is_pinning_policy(doc)]
     if not documents:
         return []

@@ -2,17 +2,19 @@
 can — and what the workloads' nodes cost, decided by the scheduler (`scheduling/`), the very code the controller
 runs, on the provisioners `check` proved.
 
-* **Verdicts** (`schedule`): each workload's pod on its own against every provisioner, as Karpenter v0.31 decides
-  for a new node (by weight, then name; taints; requirements; offerings; limits; requests plus the DaemonSet
-  overhead; topology; host ports; relaxation step by step) — the provisioner that takes it, its instance types
-  and the cheapest launch, the provisioners of the same weight that could take it too, and each earlier
-  provisioner's reason for refusing it.
-* **Capacity** (`plan_capacity`): every replica of every workload packed together onto new nodes (the `cost`
-  strategy: see docs/scheduling.md), as nodes per provisioner with type, zone, capacity type, pods and
-  utilisation, and the fleet's $/h — and each workload's part of it (`Capacity.bills`): the provisioners and
-  node types its pods land on and its share of the bill, each node's price divided among the workloads on it by
-  their pods' requests (the larger of the cpu and the memory share of the node's allocatable). A month is 730 h,
-  as infracost counts it.
+* **The plan** (`schedule`): every replica of every workload packed together onto new nodes (the `cost` strategy:
+  see docs/scheduling.md), as Karpenter v0.31 decides (by weight, then name; taints; requirements; offerings;
+  limits; requests plus the DaemonSet overhead; topology — pod affinity finds the pods it follows, anti-affinity
+  and spread see the siblings —; host ports; relaxation step by step). A workload's verdict is its share of the
+  plan (`outcome`): schedulable when every replica is placed, else how many are not and why.
+* **Each workload's pod on its own** against every provisioner (`scheduling.evaluate`): the reasons of the
+  provisioners tried before the one that takes it, every provisioner that could take it (the `overlap` and
+  `shadowed` findings), its instance types and the cheapest launch.
+* **Capacity** (`capacity_of`, or `plan_capacity` for a plan of its own): the plan's nodes per provisioner with
+  type, zone, capacity type, pods and utilisation, and the fleet's $/h — and each workload's part of it
+  (`Capacity.bills`): the provisioners and node types its pods land on and its share of the bill, each node's
+  price divided among the workloads on it by their pods' requests (the larger of the cpu and the memory share of
+  the node's allocatable). A month is 730 h, as infracost counts it.
 
 Findings (rule ids of `api.violations`): `workload-unschedulable` (error, at the pod template), `overlap` (warning:
 equal-weight provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take
@@ -21,6 +23,7 @@ goes to a higher-weight one). `limits` warnings come from `proof.limits`, run by
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,18 +37,21 @@ from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.policy.findings import Finding, Location, Report
 from karpenter_policy.policy.options import OptionError
+from karpenter_policy.policy.proof.outcome import Outcome, outcomes, plan_passes, replicas_of, scale_key
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner
 from karpenter_policy.policy.proof.solver import Verdict
-from karpenter_policy.policy.proof.workloadhints import label_hint_findings
+from karpenter_policy.policy.proof.workloadhints import label_hint_findings, topology_key_findings
+from karpenter_policy.policy.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
-from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Plan, Pod, Refusal, Scheduler
-from karpenter_policy.scheduling.evaluate import evaluate
-from karpenter_policy.scheduling.plan import ClaimPlan, refused_message
+from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Plan, Pod, Refusal, Scheduler
+from karpenter_policy.scheduling.evaluate import Evaluation, evaluate
+from karpenter_policy.scheduling.plan import ClaimPlan, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
 from karpenter_policy.scheduling.reasons import format_resource
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, as_resources
 
 _SHOWN = 3
+_NO_PROVISIONER = "no Provisioner among the policies admits an instance type"
 #: Hours in a month, as infracost (and AWS's pricing calculator) counts them: 24 × 365 / 12.
 HOURS_PER_MONTH = 730
 #: The cheapest offering of a fitting type: what Karpenter would launch first.
@@ -55,8 +61,8 @@ Launch = ChosenOffering
 # --- the templates ------------------------------------------------------------------------------------------
 
 
-def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -> list[NodeTemplate]:
-    """The scheduler's node template of each proven provisioner (one that is not proven admits no type, and says
+def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -> list[NodeClaimTemplate]:
+    """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
     why when it takes nothing)."""
     templates = []
     for c in checked:
@@ -67,11 +73,11 @@ def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -
             else "its requirements admit no instance type (see its findings)"
         )
         try:
-            template = NodeTemplate.from_provisioner(
+            template = NodeClaimTemplate.from_provisioner(
                 table, c.provisioner, node_template=c.node_template, admitted=admitted
             )
         except ValueError as error:  # a kubelet or node-template field validation reported
-            template = NodeTemplate.from_provisioner(table, c.provisioner, admitted=())
+            template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=())
             unavailable = f"its node configuration cannot be used: {error}"
         template.unavailable = unavailable
         templates.append(template)
@@ -97,6 +103,10 @@ class Placement:
     order; `alternatives`: the candidates of the chosen one's weight (Karpenter picks among them arbitrarily).
     `relaxed`: what Karpenter relaxed before it fit (or, unschedulable, everything it tried relaxing).
     `requests`: the pod's requests; `overhead`: the DaemonSet requests on the chosen provisioner's nodes.
+    `outcome`: what the plan of every replica did with the workload's pods (None: it has none in the plan). A
+    replica the plan leaves pending makes the workload unschedulable (`reasons`, `relaxed`: that replica's); a pod
+    that goes nowhere alone but is placed in the plan (it follows pods of other workloads) has the provisioner and
+    instance types of the plan's nodes.
     """
 
     workload: Workload
@@ -110,6 +120,7 @@ class Placement:
     requests: ResourceList = field(default_factory=dict)
     overhead: ResourceList = field(default_factory=dict)
     daemon_sets: tuple[str, ...] = ()
+    outcome: Outcome | None = None
 
     @property
     def refused(self) -> str | None:
@@ -134,19 +145,15 @@ class Placement:
 
     @property
     def schedulable(self) -> bool:
-        return self.provisioner is not None
+        return self.provisioner is not None and (self.outcome is None or not self.outcome.unscheduled)
 
     def message(self) -> str:
         """The `workload-unschedulable` message (only meaningful when not schedulable)."""
         if self.refused:
             return refused_message(self.refused)
-        if not self.reasons:
-            return "no provisioner can launch a node for it: no Provisioner among the policies admits an instance type"
-        parts = [f"provisioner {name}: {reason}" for name, reason in self.reasons.items()]
-        text = "no provisioner can launch a node for it: " + "; ".join(parts)
-        if self.relaxed:
-            text += f" (after Karpenter relaxed the pod: {', '.join(self.relaxed)})"
-        return text
+        if self.outcome is not None and self.outcome.failure is not None:
+            return self.outcome.message(_NO_PROVISIONER)
+        return refusals_message(self.reasons, self.relaxed, _NO_PROVISIONER)
 
     def summary(self) -> str:
         """`Deployment/inflate → Provisioner/default: 412 instance types, e.g. c5.large (us-east-1a, spot)`."""
@@ -177,6 +184,8 @@ class Placement:
                 "requests": {k: format_resource(k, v) for k, v in sorted(self.requests.items())},
             }
         )
+        if self.outcome is not None and self.outcome.unscheduled:
+            data["unscheduled"] = self.outcome.unscheduled
         if self.schedulable:  # the kinds only: the words are worked out on demand (`reasons[name].message`)
             data["refused_by"] = {name: r.kind for name, r in self.reasons.items()}
         else:
@@ -194,94 +203,121 @@ class Placement:
 @dataclass(slots=True)
 class Schedule:
     """The placements of a set of workloads, with what the overlap and shadowed findings need: for each
-    workload (by position), the provisioners (by name) that could take it at its deciding variant."""
+    workload (by position), the provisioners (by name) that could take it at its deciding variant; and the plan
+    of every replica the verdicts come from."""
 
     placements: list[Placement]
     could_take: list[tuple[str, ...]]
     provisioners: list[CheckedProvisioner]
+    plan: Plan = field(default_factory=Plan)
+    #: the label keys the provisioners' nodes may have (the scheduler's topology domains)
+    domain_keys: frozenset[str] = frozenset()
 
 
-def _placement(workload: Workload, scheduler: Scheduler) -> tuple[Placement, tuple[str, ...]]:
-    requests = workload.shape.scheduling.resource_requests
+@dataclass(frozen=True, slots=True)
+class _Alone:
+    """A pod template evaluated on its own (`evaluate`), shared by the workloads with that template."""
+
+    evaluation: Evaluation | None  # None: Karpenter refuses the pod
+    could: tuple[str, ...]
+
+
+def _alone(workload: Workload, scheduler: Scheduler) -> _Alone:
     if workload.shape.refused:
-        return Placement(workload, None, requests=requests), ()
-    pod = Pod(workload.name, workload.shape, owner=workload.ref)
-    evaluation = evaluate(pod, scheduler)
+        return _Alone(None, ())
+    evaluation = evaluate(Pod(workload.name, workload.shape, owner=workload.ref), scheduler)
+    return _Alone(evaluation, tuple(c.template.name for c in evaluation.candidates))
+
+
+def _placement(
+    workload: Workload, alone: _Alone, outcome: Outcome | None, templates: Mapping[str, NodeClaimTemplate]
+) -> Placement:
+    """The verdict on a workload: the plan's (`outcome`: schedulable when every replica is placed), told with what
+    its pod alone says — the provisioner that launches a node for it, the reasons of those tried before — or, when
+    the pod alone goes nowhere (it follows pods of other workloads), with the plan's nodes."""
+    requests = workload.shape.scheduling.resource_requests
+    evaluation = alone.evaluation
+    if evaluation is None:
+        return Placement(workload, None, requests=requests, outcome=outcome)
+    failure = outcome.failure if outcome is not None else None
     chosen = evaluation.chosen
-    could = tuple(c.template.name for c in evaluation.candidates)
-    if chosen is None:
-        return Placement(
-            workload, None, reasons=evaluation.refusals, relaxed=evaluation.attempt.relaxed, requests=requests
-        ), could
-    template = chosen.template
+    relaxed = evaluation.attempt.relaxed if outcome is None else (failure or outcome).relaxed
+    if chosen is not None:
+        template = chosen.template
+        instance_types, launch = chosen.instance_types, chosen.launch
+    elif outcome is not None and outcome.provisioner is not None:
+        template = templates[outcome.provisioner]
+        instance_types, launch = outcome.instance_types, outcome.launch
+    else:
+        reasons = failure.reasons if failure is not None else evaluation.refusals
+        return Placement(workload, None, reasons=reasons, relaxed=relaxed, requests=requests, outcome=outcome)
     before = {}
-    for t in scheduler.templates:
+    for t in templates.values():  # the scheduler's order
         if t is template:
             break
         if t.name in evaluation.refusals:
             before[t.name] = evaluation.refusals[t.name]
-    overhead = as_resources(template.overhead)
-    return (
-        Placement(
-            workload,
-            template.name,
-            instance_types=chosen.instance_types,
-            reasons=before,
-            candidates=could,
-            alternatives=tuple(
-                c.template.name for c in evaluation.candidates[1:] if c.template.weight == template.weight
-            ),
-            relaxed=evaluation.attempt.relaxed,
-            launch=chosen.launch,
-            requests=requests,
-            overhead=overhead,
-            daemon_sets=template.daemon_sets,
+    return Placement(
+        workload,
+        template.name,
+        instance_types=instance_types,
+        reasons=failure.reasons if failure is not None else before,
+        candidates=alone.could,
+        alternatives=tuple(
+            c.template.name
+            for c in evaluation.candidates
+            if c.template is not template and c.template.weight == template.weight
         ),
-        could,
+        relaxed=relaxed,
+        launch=launch,
+        requests=requests,
+        overhead=as_resources(template.overhead),
+        daemon_sets=template.daemon_sets,
+        outcome=outcome,
     )
+
+
+def plan_of(
+    templates: Sequence[NodeClaimTemplate], workloads: Sequence[Workload], replicas: Sequence[Sequence[Pod]]
+) -> Plan:
+    """The plan of every replica (`replicas`, per workload) on new nodes of `templates` (those of the proven
+    provisioners), in passes (`outcome.plan_passes`)."""
+    return plan_passes(templates, daemon_pods(workloads), [pod for pods in replicas for pod in pods])
 
 
 def schedule(
-    checked: Sequence[CheckedProvisioner], workloads: Sequence[Workload], catalog: Catalog | None = None
+    checked: Sequence[CheckedProvisioner],
+    workloads: Sequence[Workload],
+    catalog: Catalog | None = None,
+    scale: Mapping[str, int] | None = None,
+    priced: Catalog | None = None,
 ) -> Schedule:
-    """Each workload's verdict (DaemonSets only add overhead), with what the findings need. `checked` come from
-    `check_paths` (only proven provisioners can take anything); `catalog` must be the one they were checked
-    against (default: the embedded catalog)."""
-    table = InstanceTable.of_catalog(catalog if catalog is not None else load_catalog())
-    scheduler = Scheduler(templates_for(checked, table), daemons=daemon_pods(workloads))
+    """Each workload's verdict (DaemonSets only add overhead), from the plan of every replica (`scale` overrides
+    replicas; `priced`: the catalog the plan is priced with, default `catalog`), with what the findings need.
+    `checked` come from `check_paths` (only proven provisioners can take anything); `catalog` must be the one they
+    were checked against (default: the embedded catalog)."""
+    catalog = catalog if catalog is not None else load_catalog()
+    scheduler = Scheduler(templates_for(checked, InstanceTable.of_catalog(catalog)), daemons=daemon_pods(workloads))
+    replicas = replicas_of(workloads, scale)
+    pricing = scheduler.templates
+    if priced is not None and priced is not catalog:
+        pricing = templates_for(checked, InstanceTable.of_catalog(priced))
+    alone: dict[PodShape, _Alone] = {}
+    for workload in workloads:  # each pod template alone first: the plan's many claims would crowd the caches
+        if not workload.is_daemon_set and workload.shape not in alone:
+            alone[workload.shape] = _alone(workload, scheduler)
+    plan = plan_of(pricing, workloads, replicas)
+    templates = {t.name: t for t in scheduler.templates}
+    found = outcomes(plan, replicas, list(templates))
     placements: list[Placement] = []
     could_take: list[tuple[str, ...]] = []
-    decided: dict[PodShape, tuple[Placement, tuple[str, ...]]] = {}
-    for workload in workloads:
+    for workload, outcome in zip(workloads, found, strict=True):
         if workload.is_daemon_set:
             continue
-        known = decided.get(workload.shape)
-        if known is None:
-            known = decided[workload.shape] = _placement(workload, scheduler)
-            placement, names = known
-        else:
-            template, names = known
-            placement = _for(template, workload)
-        placements.append(placement)
-        could_take.append(names)
-    return Schedule(placements, could_take, list(checked))
-
-
-def _for(template: Placement, workload: Workload) -> Placement:
-    """A copy of a placement for another workload with the same pod template."""
-    return Placement(
-        workload,
-        template.provisioner,
-        template.instance_types,
-        template.reasons,
-        template.candidates,
-        template.alternatives,
-        template.relaxed,
-        template.launch,
-        template.requests,
-        template.overhead,
-        template.daemon_sets,
-    )
+        known = alone[workload.shape]
+        placements.append(_placement(workload, known, outcome, templates))
+        could_take.append(known.could)
+    return Schedule(placements, could_take, list(checked), plan, frozenset(scheduler.template_domains))
 
 
 def schedule_workloads(
@@ -548,36 +584,17 @@ def _total(prices: Sequence[float | None]) -> float | None:
 
 
 def pods_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = None) -> list[Pod]:
-    """Every replica of every workload (DaemonSets aside) as a pod; `scale` overrides replicas by workload
-    (`deployment/inflate` or `Deployment/inflate`, case-insensitive kind)."""
-    overrides = {_scale_key(k): v for k, v in (scale or {}).items()}
-    pods: list[Pod] = []
-    names: set[str] = set()
-    for workload in workloads:
-        if workload.is_daemon_set:
-            continue
-        count = overrides.get(_scale_key(workload.ref), workload.replicas)
-        stem = f"{workload.kind.lower()}-{workload.name}"
-        while stem in names:  # two workloads of one kind and name (in two files): pods keep distinct names
-            stem += "-"
-        names.add(stem)
-        for i in range(count):
-            pods.append(Pod(f"{stem}-{i}", workload.shape, owner=workload.ref, order=len(pods)))
-    return pods
-
-
-def _scale_key(ref: str) -> str:
-    kind, _, name = ref.partition("/")
-    return f"{kind.lower()}/{name}"
+    """Every replica of every workload (DaemonSets aside) as a pod (`outcome.replicas_of`, flattened)."""
+    return [pod for pods in replicas_of(workloads, scale) for pod in pods]
 
 
 def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[Workload]) -> str | None:
     """Why `--scale` cannot be applied (a KIND/NAME no workload is, with the nearest one), None when it can: a
     usage error, as `simulate` makes it, not a silent no-op."""
-    known = sorted({_scale_key(w.ref) for w in workloads})
+    known = sorted({scale_key(w.ref) for w in workloads})
     for ref in scale or {}:
-        if _scale_key(ref) not in known:
-            guess = nearest_name(_scale_key(ref), known)
+        if scale_key(ref) not in known:
+            guess = nearest_name(scale_key(ref), known)
             hint = f"; did you mean {guess}?" if guess else ""
             return f"--scale {ref}: no such workload{hint} (found: {', '.join(known) or 'none'})"
     return None
@@ -592,9 +609,8 @@ def plan_capacity(
     estimated: bool = True,
 ) -> Capacity:
     """Every replica packed onto new nodes with the scheduler's cost strategy (see the module docstring)."""
-    table = InstanceTable.of_catalog(catalog)
-    scheduler = Scheduler(templates_for(checked, table), daemons=daemon_pods(workloads))
-    plan = scheduler.solve(pods_of(workloads, scale))
+    templates = templates_for(checked, InstanceTable.of_catalog(catalog))
+    plan = plan_of(templates, workloads, replicas_of(workloads, scale))
     return capacity_of(plan, pricing, estimated, catalog.region)
 
 
@@ -777,19 +793,25 @@ def check_workloads(
     already = set(counted_files)
     report.files += sum(1 for f in found.files if f not in already)
     report.kinds.update(found.kinds)
-    for workload in found.workloads:  # a file that is a policy file too: validate counted it as skipped
-        if workload.file in already and report.skipped.get(workload.kind, 0) > 0:
-            report.skipped[workload.kind] -= 1
-            if not report.skipped[workload.kind]:
-                del report.skipped[workload.kind]
+    read = [(w.file, w.kind) for w in found.workloads] + [(f, RUNTIME_CLASS) for f in found.runtime_class_files]
+    for file, kind in read:  # a file that is a policy file too: validate counted it as skipped
+        if file in already and report.skipped.get(kind, 0) > 0:
+            report.skipped[kind] -= 1
+            if not report.skipped[kind]:
+                del report.skipped[kind]
     unknown = unknown_scale_targets(scale, found.workloads)
     if unknown is not None:
         raise OptionError(unknown)
-    result = schedule(checked, found.workloads, catalog)
+    priced = capacity_catalog if capacity_catalog is not None else catalog
+    gc.freeze()  # what was read stays alive while the plan is made: the collector need not walk it again and again
+    try:
+        result = schedule(checked, found.workloads, catalog, scale, priced)
+    finally:
+        gc.unfreeze()
     report.findings.extend(workload_findings(result))
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog)))
-    priced = capacity_catalog if capacity_catalog is not None else catalog
-    capacity = plan_capacity(checked, found.workloads, priced, scale, pricing, estimated)
+    report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
+    capacity = capacity_of(result.plan, pricing, estimated, priced.region)
     return WorkloadCheck(result.placements, capacity)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
@@ -34,6 +34,14 @@ from karpenter_policy.model.pods import PodSpecError
 from karpenter_policy.policy.findings import Finding
 from karpenter_policy.policy.source.files import load_file
 from karpenter_policy.policy.source.loader import Document, LoadError, UnreadableFile, discover
+from karpenter_policy.policy.source.runtimeclasses import KIND as RUNTIME_CLASS
+from karpenter_policy.policy.source.runtimeclasses import (
+    RuntimeClass,
+    rejected_message,
+    runtime_class_of,
+    with_runtime_class,
+)
+from karpenter_policy.policy.source.runtimeclasses import unresolved as runtime_class_unresolved
 from karpenter_policy.scheduling.pods import PodShape, shape_of
 
 _APPS = frozenset({"apps/v1", "apps/v1beta1", "apps/v1beta2", "extensions/v1beta1"})
@@ -151,6 +159,61 @@ def label_uses(doc: Document, workload: Workload) -> list[LabelUse]:
             values = tuple((str(v), *doc.position((*path, "values", i))) for i, v in enumerate(written))
             operator = str(expression.get("operator", ""))
             uses.append(LabelUse(workload.ref, doc.file, expression["key"], operator, line, column, values, True))
+    return uses
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyKeyUse:
+    """One `topologyKey` a workload writes — of a topology spread constraint or a pod (anti-)affinity term — and
+    where: what the `unknown-topology-key` hint looks at. `kind` is "topology spread", "pod affinity" or "pod
+    anti-affinity"; `required`: DoNotSchedule or a required term (else Karpenter relaxes it away)."""
+
+    workload: str
+    file: str
+    key: str
+    kind: str
+    required: bool
+    line: int
+    column: int
+
+
+#: Where pod (anti-)affinity terms are in a pod spec: (affinity field, kind, list field, required, term inside).
+_AFFINITY_TERMS: tuple[tuple[str, str, str, bool, FieldPath], ...] = (
+    ("podAffinity", "pod affinity", "requiredDuringSchedulingIgnoredDuringExecution", True, ()),
+    ("podAffinity", "pod affinity", "preferredDuringSchedulingIgnoredDuringExecution", False, ("podAffinityTerm",)),
+    ("podAntiAffinity", "pod anti-affinity", "requiredDuringSchedulingIgnoredDuringExecution", True, ()),
+    (
+        "podAntiAffinity",
+        "pod anti-affinity",
+        "preferredDuringSchedulingIgnoredDuringExecution",
+        False,
+        ("podAffinityTerm",),
+    ),
+)
+
+
+def topology_key_uses(doc: Document, workload: Workload) -> list[TopologyKeyUse]:
+    """Every topologyKey of a workload's spread constraints and pod (anti-)affinity terms."""
+    spec_path = workload.spec_path
+    spec = _get(doc.data, spec_path)
+    if not isinstance(spec, Mapping):
+        return []
+    uses: list[TopologyKeyUse] = []
+
+    def add(path: FieldPath, term: Any, kind: str, required: bool) -> None:
+        key = term.get("topologyKey") if isinstance(term, Mapping) else None
+        if isinstance(key, str):
+            line, column = doc.position((*spec_path, *path, "topologyKey"))
+            uses.append(TopologyKeyUse(workload.ref, doc.file, key, kind, required, line, column))
+
+    constraints = spec.get("topologySpreadConstraints")
+    for index, constraint in enumerate(constraints if isinstance(constraints, list) else []):
+        required = not (isinstance(constraint, Mapping) and constraint.get("whenUnsatisfiable") == "ScheduleAnyway")
+        add(("topologySpreadConstraints", index), constraint, "topology spread", required)
+    for field_name, kind, list_name, required, inner in _AFFINITY_TERMS:
+        terms = _get(spec, ("affinity", field_name, list_name))
+        for index, term in enumerate(terms if isinstance(terms, list) else []):
+            add(("affinity", field_name, list_name, index, *inner), _get(term, inner), kind, required)
     return uses
 
 
@@ -315,7 +378,8 @@ def workload_of_document(doc: Document) -> Workload | None:
 @dataclass(slots=True)
 class WorkloadSet:
     """What `read_workloads` found: the workloads (DaemonSets included), the findings about files and specs
-    that could not be read, the files read, the workload kinds counted, and whether a path was missing."""
+    that could not be read, the files read, the workload kinds counted, whether a path was missing, and the node
+    labels and topology keys the workloads write (for the typo hints)."""
 
     workloads: list[Workload] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -323,6 +387,13 @@ class WorkloadSet:
     kinds: Counter[str] = field(default_factory=Counter)
     could_not_run: bool = False
     label_uses: list[LabelUse] = field(default_factory=list)
+    topology_keys: list[TopologyKeyUse] = field(default_factory=list)
+    #: the RuntimeClasses read (by name: the last of a name wins) and the file of each
+    runtime_classes: dict[str, tuple[RuntimeClass, str]] = field(default_factory=dict)
+    #: the file of every RuntimeClass document read (a malformed one included)
+    runtime_class_files: list[str] = field(default_factory=list)
+    #: the workloads that name a RuntimeClass: (position in `workloads`, the name, its line and column)
+    runtime_class_uses: list[tuple[int, str, int, int]] = field(default_factory=list)
 
     @property
     def daemon_sets(self) -> list[Workload]:
@@ -338,6 +409,15 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
     """The workloads of already loaded documents."""
     found = into if into is not None else WorkloadSet()
     for doc in documents:
+        runtime_class = runtime_class_of(doc)
+        if runtime_class is not None:
+            found.kinds[RUNTIME_CLASS] += 1
+            found.runtime_class_files.append(doc.file)
+            if isinstance(runtime_class, Finding):
+                found.findings.append(runtime_class)
+            else:
+                found.runtime_classes[runtime_class.name] = (runtime_class, doc.file)
+            continue
         try:
             workload = workload_of_document(doc)
         except WorkloadError as error:
@@ -351,6 +431,11 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
             found.workloads.append(workload)
             found.kinds[workload.kind] += 1
             found.label_uses += label_uses(doc, workload)
+            found.topology_keys += topology_key_uses(doc, workload)
+            name = _get(doc.data, (*workload.spec_path, "runtimeClassName"))
+            if isinstance(name, str) and name:
+                line, column = doc.position((*workload.spec_path, "runtimeClassName"))
+                found.runtime_class_uses.append((len(found.workloads) - 1, name, line, column))
             for path, message in workload.shape.scheduling.out_of_range:
                 line, column = doc.position((*workload.spec_path, *path))
                 found.findings.append(
@@ -378,4 +463,35 @@ def read_workloads(paths: Sequence[str], max_file_bytes: int | None = None) -> W
             found.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
             continue
         read_documents(documents, found)
+    resolve_runtime_classes(found)
     return found
+
+
+def resolve_runtime_classes(found: WorkloadSet) -> None:
+    """Apply each RuntimeClass read to the workloads that name it (`runtimeclasses`): their pods' shapes then carry
+    its overhead, nodeSelector and tolerations; a name without a RuntimeClass is a warning; a workload whose pods
+    the admission plugin rejects is an error, and no workload (as one whose pod spec cannot be read)."""
+    rejected: set[int] = set()
+    broken = {f.object_ref for f in found.findings if f.rule == INVALID_WORKLOAD}
+    for index, name, line, column in found.runtime_class_uses:
+        workload = found.workloads[index]
+        known = found.runtime_classes.get(name)
+        if known is None:
+            if object_ref(RUNTIME_CLASS, name) not in broken:  # one that cannot be read has its error already
+                found.findings.append(runtime_class_unresolved(name, workload.file, (line, column), workload.ref))
+            continue
+        spec = workload.template.get("spec")
+        merged = with_runtime_class(spec if isinstance(spec, Mapping) else {}, known[0])
+        try:
+            if isinstance(merged, str):
+                raise PodSpecError(("runtimeClassName",), rejected_message(name, merged))
+            shape = shape_of(merged, workload.shape.namespace, workload.labels)
+        except PodSpecError as error:
+            message = error.message if error.path == ("runtimeClassName",) else rejected_message(name, error.message)
+            found.findings.append(Finding(INVALID_WORKLOAD, ERROR, message, workload.file, line, column, workload.ref))
+            rejected.add(index)
+            continue
+        found.workloads[index] = replace(workload, shape=shape)
+    if rejected:
+        found.workloads = [w for i, w in enumerate(found.workloads) if i not in rejected]
+        found.runtime_class_uses = []  # positions no longer hold

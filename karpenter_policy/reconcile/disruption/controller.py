@@ -5,7 +5,7 @@ node of ours being drained — and at most every `disruption_interval` seconds (
 last batch found no place for, and pods planned onto an existing node for kube-scheduler to bind, do not keep it
 waiting: Karpenter disrupts while unschedulable pods stay pending; every decision places them too (they take
 room), and the nodes they were planned onto are not disrupted. A decision reads the
-cluster as the state showed it when the decision began (`view`), builds its own node templates (a decision on its
+cluster as the state showed it when the decision began (`view`), builds its own node claim templates (a decision on its
 own thread must not share the provisioner's, which a scheduling run adjusts), and is bounded in time by
 Karpenter's budgets (`ControllerOptions.single_node_budget` and `multi_node_budget`): a decision that runs out
 stops with what it found, logged. Replacements are launched through the provisioner's launcher.
@@ -52,10 +52,13 @@ class Disruption:
         self.terminator = terminator
         options = context.options
         self.templates = TemplateBuilder(context.cloud, context.region)
+        decider = Decider(
+            SchedulerOptions(options.strategy), on_simulation=context.metrics.scheduling_simulation_duration.observe
+        )
         self.deprovisioner = Deprovisioner(
-            context.cluster, context.state, Decider(SchedulerOptions(options.strategy)), context.clock,
+            context.cluster, context.state, decider, context.clock,
             context.fields, interval=options.disruption_interval, validation=options.consolidation_validation,
-            replacement_timeout=options.replacement_timeout,
+            replacement_timeout=options.replacement_timeout, metrics=context.metrics, recorder=context.events,
         )
         self.wake = threading.Event()
         self._lock = threading.Lock()  # one step at a time, whichever thread asks
@@ -125,7 +128,7 @@ class Disruption:
 
         def launch(command: Command) -> list[str] | str:
             salt = f"{command.method}:{','.join(command.names)}"
-            return self.provisioner.launch_replacements(command.replacements, salt, result)
+            return self.provisioner.launch_replacements(command.replacements, salt, result, command.reason)
 
         try:
             done = deprovisioner.step(self.quiet(), inputs, launch)

@@ -55,7 +55,6 @@ from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.templates import Templates
-from karpenter_policy.reconcile.termination.terminator import DO_NOT_EVICT
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.running import WithoutNodes
 from karpenter_policy.scheduling.vectors import Vector, add, fits, subtract
@@ -70,10 +69,6 @@ SINGLE_NODE = "single-node"
 STAGES = (EXPIRATION, DRIFT, EMPTY, MULTI_NODE, SINGLE_NODE)
 DELETE = "delete"
 REPLACE = "replace"
-DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
-#: On a Node, keeps it from every disruption; on a pod, as `karpenter.sh/do-not-evict` (v0.31 honours both).
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-SPOT = "spot"
 #: No node expires before it has run this long, whatever its provisioner's ttlSecondsUntilExpired (compile warns,
 #: `ttl-churn`, below an hour): with a TTL of 0 every node would be replaced as soon as it is initialized, and its
 #: replacement after it, without end; with the floor, a node is replaced at most every ten minutes.
@@ -123,6 +118,11 @@ class Command:
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.candidates)
 
+    @property
+    def reason(self) -> str:
+        """Karpenter's reason for the command (its metrics' and Events'): `<method>/<action>`."""
+        return f"{self.method}/{self.action}"
+
     def message(self) -> str:
         """Karpenter's log line for the command, with why and the saving."""
         machines = ", ".join(c.describe() for c in self.candidates)
@@ -153,6 +153,12 @@ class Decision:
     stopped: str = ""
     #: Something more urgent happened (pods became pending): the decision stopped, and acts on nothing.
     cut_short: bool = False
+    #: what Karpenter's metrics tell of it: per method that looked (expiration, drift, consolidation — its three
+    #: stages together), the candidates it found eligible and the seconds it took; the consolidations its budget
+    #: stopped (`multi-machine`, `single-machine`).
+    eligible: dict[str, int] = field(default_factory=dict)
+    evaluated: dict[str, float] = field(default_factory=dict)
+    timeouts: list[str] = field(default_factory=list)
 
     def interrupted(self, inputs: Inputs) -> bool:
         """Whether the decision must stop now (something more urgent happened); notes why once."""
@@ -168,7 +174,7 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
-    """What one decision looks at: the cluster as the decision's start saw it (`view`), the node templates of the
+    """What one decision looks at: the cluster as the decision's start saw it (`view`), the node claim templates of the
     sets in force, the cluster's PodDisruptionBudgets and the time. `clock` and the budgets bound the decision:
     multi-node consolidation stops at `multi_node_budget` seconds of it, single-node consolidation at
     `single_node_budget` (Karpenter's 1 and 3 minutes), with what they found so far."""
@@ -230,8 +236,11 @@ class Decider:
     """Finds the next command (see the module docstring). It remembers when it first saw each node drifted (the
     order drift goes in)."""
 
-    def __init__(self, scheduler_options: SchedulerOptions) -> None:
+    def __init__(
+        self, scheduler_options: SchedulerOptions, on_simulation: Callable[[float], None] = lambda seconds: None
+    ) -> None:
         self.scheduler_options = scheduler_options
+        self.on_simulation = on_simulation  # the seconds of each scheduling simulation (a metric)
         self._drifted_since: dict[str, dt.datetime] = {}
         self._drift_reasons: dict[str, str] = {}
 
@@ -270,7 +279,7 @@ class Decider:
         consolidatable = (
             constraint_set is not None
             and constraint_set.consolidation_enabled
-            and node.annotations.get(DO_NOT_CONSOLIDATE) != "true"
+            and node.annotations.get(wk.DO_NOT_CONSOLIDATE) != "true"
         )
         return Candidate(
             name=node.name,
@@ -289,12 +298,12 @@ class Decider:
     def _blocked(
         node: NodeRecord, pods: Iterable[PodRecord], exhausted: Sequence[Obj], nominated: frozenset[str]
     ) -> str:
-        if DO_NOT_DISRUPT in node.annotations:
-            return f"the node has the {DO_NOT_DISRUPT} annotation"
+        if wk.DO_NOT_DISRUPT in node.annotations:
+            return f"the node has the {wk.DO_NOT_DISRUPT} annotation"
         if node.name in nominated:
             return "nominated for a pending pod"
         for pod in pods:
-            for annotation in (DO_NOT_EVICT, DO_NOT_DISRUPT):
+            for annotation in (wk.DO_NOT_EVICT, wk.DO_NOT_DISRUPT):
                 if pod.annotations.get(annotation) == "true":
                     return f"pod {pod.key} has the {annotation} annotation"
             for pdb in exhausted:
@@ -312,10 +321,14 @@ class Decider:
         candidates = self.candidates(inputs, decision)
         if DRIFT in stages:
             self._note_drift(inputs)
-        for method in (self._expiration, self._drift, self._consolidation):
+        methods = ((EXPIRATION, self._expiration), (DRIFT, self._drift), (CONSOLIDATION, self._consolidation))
+        for name, method in methods:
             if decision.interrupted(inputs):
                 break
+            started = time.perf_counter()
             command = method(inputs, candidates, decision, stages)
+            if name in decision.eligible:  # the method looked (one of its stages is among these)
+                decision.evaluated[name] = time.perf_counter() - started
             if command is not None:
                 decision.command = command
                 break
@@ -342,6 +355,7 @@ class Decider:
             node = view.nodes.get(name)
             if node is not None and node.provisioner in used and not node.deleting:
                 used[node.provisioner] = subtract(used[node.provisioner], node.capacity)
+        started = time.perf_counter()
         scheduler = Scheduler(
             inputs.templates.templates,
             existing,
@@ -352,7 +366,9 @@ class Decider:
             used=used,
             node_domains=view.domains,
         )
-        return scheduler.solve(pods)
+        plan = scheduler.solve(pods)
+        self.on_simulation(time.perf_counter() - started)
+        return plan
 
     @staticmethod
     def unplaceable(inputs: Inputs, plan: Plan, candidates: Sequence[Candidate]) -> str:
@@ -400,7 +416,10 @@ class Decider:
                 decision.expires_in = left if decision.expires_in is None else min(decision.expires_in, left)
                 continue
             expired.append((expires, candidate, ttl))
-        if EXPIRATION not in stages or not expired:
+        if EXPIRATION not in stages:
+            return None
+        decision.eligible[EXPIRATION] = len(expired)
+        if not expired:
             return None
         ordered = sorted(expired, key=lambda e: (e[0], e[1].name))
         empty = [(candidate, ttl) for _, candidate, ttl in ordered if not candidate.pods]
@@ -449,6 +468,7 @@ class Decider:
             ((c, self._drift_reasons[c.name]) for c in candidates if c.name in self._drifted_since),
             key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
         )
+        decision.eligible[DRIFT] = len(drifted)
         empty = [(c, why) for c, why in drifted if not c.pods]
         if empty:
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})),
@@ -466,7 +486,10 @@ class Decider:
     def _consolidation(
         self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]
     ) -> Command | None:
+        if not any(stage in stages for stage in (EMPTY, MULTI_NODE, SINGLE_NODE)):
+            return None
         eligible = sorted((c for c in candidates if c.consolidatable), key=lambda c: (c.disruption_cost, c.name))
+        decision.eligible[CONSOLIDATION] = len(eligible)
         empty = [c for c in eligible if not c.pods]
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
@@ -487,6 +510,7 @@ class Decider:
                     f"single-node consolidation stopped after {position} of {len(eligible)} candidates: "
                     f"its {inputs.single_node_budget:g}s budget ran out"
                 )
+                decision.timeouts.append("single-machine")
                 return None
             command = self.consolidate(inputs, [candidate], decision)
             if command is not None:
@@ -505,6 +529,7 @@ class Decider:
                 return None
             if inputs.clock() > deadline:
                 decision.stop(f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out")
+                decision.timeouts.append("multi-machine")
                 break
             middle = (low + high) // 2
             command = self.consolidate(inputs, eligible[:middle], Decision())
@@ -546,9 +571,9 @@ class Decider:
         if not cheaper:
             blocked("can't replace with a cheaper node")
             return None
-        if all(c.capacity_type == SPOT for c in candidates) and claim.requirements.get_or_exists(
+        if all(c.capacity_type == wk.CAPACITY_SPOT for c in candidates) and claim.requirements.get_or_exists(
             wk.CAPACITY_TYPE
-        ).has(SPOT):
+        ).has(wk.CAPACITY_SPOT):
             blocked("can't replace a spot node with a spot node")
             return None
         if not single:  # several nodes by one of a type among them: deleting fewer does it with less disruption
@@ -616,8 +641,6 @@ def _unsatisfied(requirements: Requirements, labels: Mapping[str, str]) -> str:
 __all__ = [
     "CONSOLIDATION",
     "DELETE",
-    "DO_NOT_CONSOLIDATE",
-    "DO_NOT_DISRUPT",
     "DRIFT",
     "EMPTY",
     "EXPIRATION",

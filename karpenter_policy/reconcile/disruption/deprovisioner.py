@@ -25,6 +25,15 @@ Each pass the controller calls :meth:`Deprovisioner.step`:
 While a command is under way its replacements are *protected*: emptiness does not count them empty and no other
 decision takes them. Everything is logged with the command's reason and saving; a restarted controller simply
 decides again from what the cluster shows.
+
+What Karpenter's deprovisioning controller records, it records: per decision the candidates each method found
+(`karpenter_deprovisioning_eligible_machines`), its time (`…_evaluation_duration_seconds`) and consolidations its
+budget stopped (`…_consolidation_timeouts`); per command carried out `…_actions_performed{action=
+"<method>/<action>"}`, a `DeprovisioningTerminating` Event on each node it deletes and the machine terminated with
+that reason, the time its replacements took to initialize (`…_replacement_machine_initialized_seconds`) or a
+replacement that failed (`…_replacement_machine_launch_failure_counter`); and on a node that cannot be disrupted, an
+Event `Unconsolidatable` (consolidation's reasons) or `DeprovisioningBlocked` (the others), as Karpenter dedupes
+them.
 """
 
 from __future__ import annotations
@@ -35,9 +44,18 @@ from dataclasses import dataclass
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
-from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.disruption.decider import CONSOLIDATION, SINGLE_NODE, Command, Decider, Inputs
+from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.disruption.decider import (
+    CONSOLIDATION,
+    SINGLE_NODE,
+    Command,
+    Decider,
+    Decision,
+    Inputs,
+)
 from karpenter_policy.reconcile.disruption.validation import invalid
+from karpenter_policy.reconcile.events import Recorder
+from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL
 from karpenter_policy.reconcile.options import DEFAULT_REPLACEMENT_TIMEOUT, DEFAULT_VALIDATION
 from karpenter_policy.reconcile.result import Disrupted
@@ -80,7 +98,11 @@ class Deprovisioner:
         interval: float = DEFAULT_INTERVAL,
         validation: float = DEFAULT_VALIDATION,
         replacement_timeout: float = DEFAULT_REPLACEMENT_TIMEOUT,
+        metrics: Metrics | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
+        self.metrics = metrics or Metrics(clock)
+        self.events = recorder or Recorder(cluster, clock, fields)
         self.cluster = cluster
         self.state = state
         self.decider = decider
@@ -155,6 +177,7 @@ class Deprovisioner:
         now = self.clock()
         self._next_decision = now + self.interval
         decision = self.decider.decide(inputs, after)
+        self._record(decision)
         self._log_blocked(decision.blocked)
         if decision.stopped:
             DEPROVISIONING.info("%s", decision.stopped, extra=self.fields())
@@ -185,6 +208,7 @@ class Deprovisioner:
             reason=command.method, action=command.action, nodes=list(command.names),
             savings=command.savings,
         ))
+        self.metrics.deprovisioned(command.method, command.action)
         if not command.replacements:
             self.underway = _Underway(command, [], self.clock())
             self._delete(self.underway, done)
@@ -192,6 +216,7 @@ class Deprovisioner:
         self._cordon(command, True, done)  # no new pod lands on a node about to go
         launched = launch(command)
         if isinstance(launched, str):
+            self.metrics.deprovisioning_launch_failures.labels(command.reason).inc()
             self._cordon(command, False, done)
             done.abandoned = f"could not launch the replacement(s): {launched}; nothing deleted"
             DEPROVISIONING.error("abandoned %s %s, %s", command.method, command.action, done.abandoned,
@@ -224,6 +249,7 @@ class Deprovisioner:
             return
         ready = [n for n in underway.replacements if (node := self.state.node(n)) is not None and node.initialized]
         if len(ready) == len(underway.replacements):
+            self.metrics.deprovisioning_replacement_initialized.observe(self.clock() - underway.started)
             DEPROVISIONING.info(
                 "replacement node(s) initialized: %s", ", ".join(underway.replacements),
                 extra=self.fields(nodes=list(command.names)),
@@ -238,6 +264,7 @@ class Deprovisioner:
             )
             DEPROVISIONING.error("abandoned %s %s, %s", command.method, command.action,
                                  done.abandoned, extra=self.fields(nodes=list(command.names)))
+            self.metrics.deprovisioning_launch_failures.labels(command.reason).inc()
             self._cordon(command, False, done)
             self.underway = None
             return
@@ -245,8 +272,13 @@ class Deprovisioner:
 
     def _delete(self, underway: _Underway, done: Disrupted) -> None:
         command = underway.command
+        reason = command.reason
         failed = False
-        for name in command.names:
+        for candidate in command.candidates:
+            name = candidate.name
+            node = self.state.node(name)
+            if node is not None:
+                self.events.publish(events.deprovisioning_terminating(node.obj, reason))
             try:
                 self.cluster.delete(objects.NODE, name)
             except NotFound:
@@ -256,6 +288,7 @@ class Deprovisioner:
                 failed = True
                 continue
             done.deleted.append(name)
+            self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
         if not failed:
             underway.deleted = self.clock()  # now wait for them to be gone
         done.due = self.clock() + FOLLOW_SECONDS
@@ -276,10 +309,27 @@ class Deprovisioner:
             except ClusterError as error:
                 done.errors.append(f"could not {'cordon' if unschedulable else 'uncordon'} node {name}, {error}")
 
+    def _record(self, decision: Decision) -> None:
+        """Karpenter's metrics of a decision."""
+        metrics = self.metrics
+        for method, count in decision.eligible.items():
+            metrics.deprovisioning_eligible.labels(method).set(count)
+        for method, seconds in decision.evaluated.items():
+            metrics.deprovisioning_evaluation.labels(method).observe(seconds)
+        for kind in decision.timeouts:
+            metrics.deprovisioning_timeouts.labels(kind).inc()
+
     def _log_blocked(self, blocked: dict[str, str]) -> None:
         for name, why in sorted(blocked.items()):
             if self._told.get(name) != why:
                 DEPROVISIONING.info("node %s is not disrupted: %s", name, why, extra=self.fields(node=name))
+            node = self.state.node(name)
+            if node is not None:  # Karpenter's Events, each deduped as its recorder does
+                prefix = f"{CONSOLIDATION}: "
+                self.events.publish(
+                    events.unconsolidatable(node.obj, why.removeprefix(prefix)) if why.startswith(prefix)
+                    else events.deprovisioning_blocked(node.obj, why)
+                )
         self._told = dict(blocked)
 
 

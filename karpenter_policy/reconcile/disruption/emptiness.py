@@ -3,6 +3,11 @@ pod but DaemonSets' gets the ``karpenter.sh/emptiness-timestamp`` annotation ("A
 that gains a pod loses it ("Removed emptiness TTL from node"); once the provisioner's TTL has passed since, the
 Node is deleted ("Triggering termination after 30s for empty node") and termination (`termination`) cordons it,
 terminates its instance and removes the finalizer. Provisioners without the TTL leave their nodes alone.
+
+As Karpenter counts it: a node marked empty is a disrupted machine (`karpenter_machines_disrupted{type="emptiness"}`);
+a deletion is a deprovisioning action `emptiness/delete` (`karpenter_deprovisioning_actions_performed`,
+`karpenter_machines_terminated`, a `DeprovisioningTerminating` Event on the Node), and the nodes a pass finds past
+their TTL are `karpenter_deprovisioning_eligible_machines{deprovisioner="emptiness"}`.
 """
 
 from __future__ import annotations
@@ -14,14 +19,16 @@ from collections.abc import Callable, Mapping
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
-from karpenter_policy.reconcile import logs
+from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.events import Recorder
+from karpenter_policy.reconcile.metrics import EMPTINESS as EMPTINESS_METHOD
+from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.result import Emptied
 from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 
 EMPTINESS = logs.logger("node")
-EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
-INITIALIZED = "karpenter.sh/initialized"
 
 
 def _stamp(when: dt.datetime) -> str:
@@ -39,10 +46,20 @@ class Emptiness:
     """See the module docstring. It looks at a node of ours when the node or its pods change, when its TTL runs
     out, and at every node when the TTLs or the protected nodes change — never at every node on every pass."""
 
-    def __init__(self, cluster: Cluster, state: ClusterState, fields: Callable[..., dict[str, object]]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        state: ClusterState,
+        fields: Callable[..., dict[str, object]],
+        *,
+        metrics: Metrics | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
         self.cluster = cluster
         self.state = state
         self.fields = fields
+        self.metrics = metrics or Metrics()
+        self.events = recorder or Recorder(cluster, self.metrics.clock, fields)
         self._lock = threading.Lock()
         self._dirty: set[str] = set()
         self._due: dict[str, dt.datetime] = {}  # node → when its TTL runs out
@@ -95,6 +112,7 @@ class Emptiness:
         if self._due:
             left = min(self._due.values())
             done.due = max((left - now).total_seconds(), 0.0)
+        self.metrics.deprovisioning_eligible.labels(EMPTINESS_METHOD).set(done.expired)
         return done
 
     def _one(
@@ -105,27 +123,33 @@ class Emptiness:
         if not node.ours or node.deleting:
             return
         ttl = ttls.get(node.provisioner or "")
-        stamped = node.annotations.get(EMPTINESS_TIMESTAMP)
+        stamped = node.annotations.get(wk.EMPTINESS_TIMESTAMP)
         empty = self.state.workload_pods_on(name) == 0 and name not in protected and node.labelled_initialized
         if ttl is None or not empty:
             if stamped is not None:
-                self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP: None}}})
+                self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {wk.EMPTINESS_TIMESTAMP: None}}})
                 done.unmarked.append(name)
                 EMPTINESS.info("Removed emptiness TTL from node", extra=self.fields(node=name))
             return
         since = _parse(stamped) if stamped else None
         if since is None:
-            self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP: _stamp(now)}}})
+            self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {wk.EMPTINESS_TIMESTAMP: _stamp(now)}}})
             done.marked.append(name)
+            self.metrics.machines_disrupted.labels(EMPTINESS_METHOD, node.provisioner or "").inc()
             EMPTINESS.info("Added TTL to empty node", extra=self.fields(node=name))
             since = now.replace(microsecond=0)
         left = ttl - (now - since).total_seconds()
         if left > 0:
             self._due[name] = now + dt.timedelta(seconds=left)
             return
+        done.expired += 1
         EMPTINESS.info("Triggering termination after %ds for empty node", ttl, extra=self.fields(node=name))
         self.cluster.delete(objects.NODE, name)
         done.deleted.append(name)
+        reason = f"{EMPTINESS_METHOD}/delete"
+        self.metrics.deprovisioned(EMPTINESS_METHOD, "delete")
+        self.metrics.machines_terminated.labels(reason, node.provisioner or "").inc()
+        self.events.publish(events.deprovisioning_terminating(node.obj, reason))
 
 
-__all__ = ["EMPTINESS_TIMESTAMP", "Emptiness"]
+__all__ = ["Emptiness"]

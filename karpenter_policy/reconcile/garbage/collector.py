@@ -19,6 +19,9 @@ then every ``interval`` seconds (2 minutes):
   Kubernetes' pod garbage collector, which deletes the pods of a Node that no longer exists (their controllers
   then recreate them, and the controller provisions for them).
 
+A Node released this way counts as Karpenter counts a machine garbage collected (`karpenter_machines_terminated
+{reason="garbage_collected"}`) and a node terminated (`karpenter_nodes_terminated`).
+
 Nodes that are not ours (no constraint-set-hash annotation) are never written to, and only instances carrying the
 cluster's and a provisioner's tags are ever terminated. Ages come from the instance's launch time and the Node's
 creationTimestamp against the injected wall clock; an instance whose launch time is unknown ages from when this
@@ -188,6 +191,8 @@ class GarbageCollector:
                 continue
             result.deleted.append(name)
             self.metrics.garbage_collected.labels("node").inc()
+            self.metrics.machines_terminated.labels("garbage_collected", node.provisioner or "").inc()
+            self.metrics.node_terminated(node.provisioner or "", None)  # released at once: nothing to time
             GARBAGE.info(
                 "garbage collected node %s, its instance %s is gone", name, instance_id,
                 extra=self._fields(node=name, instance=instance_id),

@@ -40,7 +40,6 @@ from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.interruption.eventbridge import (
     STOPPING_STATES,
@@ -239,13 +238,14 @@ class InterruptionHandler:
         labels = objects.labels(node)
         instance_type, zone = labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, "")
         if instance_type and zone:
-            self.cloud.mark_unavailable(instance_type, zone, CAPACITY_TYPE_SPOT, message.kind.value)
+            self.cloud.mark_unavailable(instance_type, zone, wk.CAPACITY_SPOT, message.kind.value)
 
     def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult) -> bool:
         """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes
         back and this is tried again: every step is idempotent)."""
         name = objects.name(node)
-        if not objects.is_deleting(node):  # as Karpenter: logged when the deletion is requested
+        first = not objects.is_deleting(node)
+        if first:  # as Karpenter: logged when the deletion is requested
             INTERRUPTION.info("initiating delete from interruption message", extra=self._fields(**fields))
             self._event(node, REASON_TERMINATING, "Interruption triggered termination for the Node", "Warning")
         try:
@@ -255,6 +255,8 @@ class InterruptionHandler:
             result.errors.append(message)
             INTERRUPTION.error(message, extra=self._fields(**fields))
             return False
+        if first:
+            self.metrics.machines_terminated.labels("interruption", node_info.template_of(node) or "").inc()
         result.draining.append(name)
         return True
 

@@ -10,6 +10,9 @@
   registration picks its instance up instead of launching another;
 * **initialization**: a node of ours that is Ready with every startup taint gone is labelled
   `karpenter.sh/initialized=true` (Karpenter's rule), once.
+
+Counted as Karpenter's machine lifecycle counts them: `karpenter_machines_initialized`, and a launch whose Node never
+showed up as a machine terminated for `liveness` (`karpenter_machines_terminated`).
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class NodeLifecycle:
                     result.errors, NODE, f"node {entry.name} of instance {entry.instance.id} never showed up",
                     node=entry.name,
                 )
+                context.metrics.machines_terminated.labels("liveness", entry.template).inc()
             self.provisioner.relaunch(list(entry.pods))
 
     def _adopt(self, result: ReconcileResult) -> None:
@@ -172,6 +176,7 @@ class NodeLifecycle:
                 continue
             with self._lock:
                 self._labelled.add(node.uid)
+            context.metrics.machines_initialized.labels(node.provisioner or "").inc()
             NODE.info("initialized node %s", node.name, extra=context.fields(node=node.name))
 
     @property

@@ -4,7 +4,7 @@ Woken by the cluster state whenever a pod *becomes* pending (created, or marked 
 it batches: the first such pod opens a window, each further one extends it, and it closes after `batch_idle`
 seconds without one (1 s) or `batch_max` after it opened (10 s). Then every pod pending at that moment —
 read from the state when the window closes, not when it opened — goes to the scheduler with the nodes that have
-room, the nodes being launched, the DaemonSets and the node templates of the constraint sets in force (their
+room, the nodes being launched, the DaemonSets and the node claim templates of the constraint sets in force (their
 admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
 launched (all at once), its Node registered and its pods bound; pods the plan puts on existing nodes are bound
 (no kube-scheduler) or nominated. A claim whose every offering lacked capacity has its pods scheduled again in the
@@ -21,16 +21,24 @@ the in-flight registry (its Node never came) opens one for its pods.
 
 While a window is open and quiet the batch is planned ahead (`ahead`); when it closes and nothing changed, that
 plan is used and the launches start at once.
+
+As Karpenter's provisioner it records `karpenter_provisioner_scheduling_duration_seconds` (each scheduling of a
+batch, inputs included) and `…_scheduling_simulation_duration_seconds` (each run of the scheduler), counts a claim
+it launches for as a machine created (`karpenter_machines_created{reason="provisioning"}`; a disruption's
+replacements with the command's reason), launched, registered (`karpenter_nodes_created`), and one that found no
+capacity as terminated (`insufficient_capacity`), and nominates the pods it plans onto a node (an Event
+`Nominated`, rate-limited as Karpenter's).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Sequence
 
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError, InsufficientCapacity, Throttled
-from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.provisioning import registration
 from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
@@ -51,9 +59,9 @@ from karpenter_policy.scheduling.vectors import as_resources
 PROVISIONER = logs.logger("provisioner")
 NODE = logs.logger("node")
 
-REASON_FAILED_SCHEDULING = "FailedScheduling"
-REASON_NOMINATED = "Nominated"
 REASON_LAUNCHED = "Launched"
+#: Karpenter's reason for the machines it creates for pending pods (`metrics.ProvisioningReason`).
+PROVISIONING = "provisioning"
 
 
 class Provisioner:
@@ -214,15 +222,22 @@ class Provisioner:
 
     def _plan_ahead(self) -> None:
         def plan(templates: Templates, inputs: SchedulingInputs) -> Plan:
-            return inputs.scheduler(templates.templates, self.scheduler_options).solve(inputs.pending)
+            return self._solve(inputs, templates, inputs.pending)
 
         try:
             self.ahead.maybe(self._inputs, self.context.loaded, self.context.template_sets, plan)
         except CloudError:
             return  # the pass that closes the window will say so
 
+    def _solve(self, inputs: SchedulingInputs, templates: Templates, pods: list[Pod]) -> Plan:
+        started = time.perf_counter()
+        plan = inputs.scheduler(templates.templates, self.scheduler_options).solve(pods)
+        self.context.metrics.scheduling_simulation_duration.observe(time.perf_counter() - started)
+        return plan
+
     def _provision(self, result: ReconcileResult) -> None:
         context = self.context
+        scheduling = time.perf_counter()  # Karpenter's scheduling duration: the inputs read, then the plan made
         inputs = self._inputs()
         PROVISIONER.info(
             "found %d provisionable pod(s)", len(inputs.pending), extra=context.fields(pods=len(inputs.pending))
@@ -242,6 +257,7 @@ class Provisioner:
         retry: list[ClaimPlan] = []
         for round_ in range(1 + context.options.replans):
             if round_ > 0:  # some claims found no capacity: their pods again, without the refused offerings
+                scheduling = time.perf_counter()
                 try:
                     templates = context.template_sets()
                 except CloudError as error:
@@ -255,7 +271,8 @@ class Provisioner:
             if round_ == 0 and ahead is not None and planned_ahead:
                 plan = ahead.plan  # planned while the window was quiet, on exactly these inputs
             else:
-                plan = inputs.scheduler(templates.templates, self.scheduler_options).solve(pods)
+                plan = self._solve(inputs, templates, pods)
+            context.metrics.scheduling_duration.observe(time.perf_counter() - scheduling)
             result.plans.append(plan)
             self._report_failures(plan, inputs, result)
             self._place_on_existing(plan, inputs, assigned, result)
@@ -282,7 +299,7 @@ class Provisioner:
         self._reported[uid] = message
         PROVISIONER.error("could not schedule pod, %s", message, extra=self.context.fields(pod=failure.pod.key))
         if record is not None:
-            self.context.event(record.obj, REASON_FAILED_SCHEDULING, message, "Warning")
+            self.context.events.publish(events.failed_scheduling(record.obj, message))
 
     def _report_unreadable(self, unreadable: list[tuple[PodRecord, str]]) -> None:
         for record, why in unreadable:
@@ -290,7 +307,7 @@ class Provisioner:
             if self._reported.get(record.uid) != message:
                 self._reported[record.uid] = message
                 PROVISIONER.error("could not schedule pod, %s", message, extra=self.context.fields(pod=record.key))
-                self.context.event(record.obj, REASON_FAILED_SCHEDULING, message, "Warning")
+                self.context.events.publish(events.failed_scheduling(record.obj, message))
 
     # --- acting on the plan --------------------------------------------------------------------------------
 
@@ -315,7 +332,7 @@ class Provisioner:
                         self._nominated[pod.uid] = node_name
                         record = inputs.records.get(pod.uid)
                         if record is not None:
-                            context.event(record.obj, REASON_NOMINATED, f"Pod should schedule on node: {node_name}")
+                            context.events.publish(events.nominated(record.obj, node_name))
 
     def _launch(self, claims: Sequence[ClaimPlan], templates: Templates, result: ReconcileResult) -> list[ClaimPlan]:
         """Launch every claim, register and bind; the claims that found no capacity at all."""
@@ -331,6 +348,7 @@ class Provisioner:
             template = templates.template(claim.template)
             request = launch_request(context.options.cluster_name, claim, template, templates.sets[claim.template])
             requests.append(request)
+            context.metrics.machines_created.labels(PROVISIONING, claim.template).inc()
             PROVISIONER.info(
                 "launching node with %d pod(s) requesting %s from types %s",
                 len(claim.pods),
@@ -349,11 +367,12 @@ class Provisioner:
         return retry
 
     def launch_replacements(
-        self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult
+        self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult, reason: str = ""
     ) -> list[str] | str:
         """Launch a disruption command's replacements and register their Nodes; no pod is bound to them (their
         pods still run on the nodes they replace). The names, or why a launch failed. `salt` makes the launches'
-        client tokens the command's own."""
+        client tokens the command's own; `reason` is the command's (`consolidation/replace`: the machines it
+        creates are counted with it)."""
         context = self.context
         templates = context.template_sets()
         salted = []
@@ -366,6 +385,8 @@ class Provisioner:
             launch_request(context.options.cluster_name, c, templates.template(c.template), templates.sets[c.template])
             for c in salted
         ]
+        for claim in salted:
+            context.metrics.machines_created.labels(reason, claim.template).inc()
         names: list[str] = []
         failed: list[str] = []
         for claim, outcome in zip(salted, self.launcher.launch(requests), strict=True):
@@ -386,6 +407,7 @@ class Provisioner:
             reason = "insufficient_capacity"
             for failed in error.failed:
                 metrics.insufficient_capacity.labels(claim.template, failed.capacity_type).inc()
+            metrics.machines_terminated.labels(reason, claim.template).inc()  # as Karpenter deletes the machine
         elif isinstance(error, ConfigurationError):
             reason = "configuration"
         elif isinstance(error, Throttled):
@@ -407,7 +429,7 @@ class Provisioner:
         assert instance is not None
         template = templates.template(claim.template)
         constraint_set = templates.sets[claim.template]
-        metrics.nodes_launched.labels(claim.template, instance.capacity_type).inc()
+        metrics.launched(claim.template, instance.capacity_type)
         metrics.launch_duration.labels(claim.template).observe(outcome.seconds)
         for failed in instance.failed_offerings:
             metrics.insufficient_capacity.labels(claim.template, failed.capacity_type).inc()
@@ -436,13 +458,23 @@ class Provisioner:
         if entry.registered:
             context.event(entry.node, REASON_LAUNCHED, text)
             if bind:
+                self._nominate(entry.name, claim.pods)
                 self.bind(entry.name, claim.pods, entry, result)
         return entry.name
+
+    def _nominate(self, node: str, pods: Sequence[Pod]) -> None:
+        """Karpenter's `Nominated` Event for pods planned onto a node being launched for them."""
+        for pod in pods:
+            record = self.context.state.pod(pod.uid)
+            if record is not None:
+                self.context.events.publish(events.nominated(record.obj, node))
 
     def register(self, entry: InFlightNode, result: ReconcileResult) -> None:
         error = registration.register(self.context.cluster, entry)
         if error is not None:  # retried on the next pass
             self.context.error(result.errors, NODE, f"could not register node {entry.name}, {error}", node=entry.name)
+        else:
+            self.context.metrics.registered(entry.template)
 
     def bind(self, node: str, pods: Sequence[Pod], entry: InFlightNode | None, result: ReconcileResult) -> None:
         context = self.context
@@ -464,4 +496,4 @@ class Provisioner:
             PROVISIONER.info("Bound %d pod(s) to node %s", len(bound), node, extra=context.fields(node=node))
 
 
-__all__ = ["REASON_FAILED_SCHEDULING", "REASON_LAUNCHED", "REASON_NOMINATED", "Provisioner"]
+__all__ = ["PROVISIONING", "REASON_LAUNCHED", "Provisioner"]

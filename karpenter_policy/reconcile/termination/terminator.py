@@ -20,6 +20,13 @@ A node still draining is taken a step further at least every second (Karpenter r
 became stuck, an instance that vanished, a budget that allows an eviction now. Each step is idempotent, so a
 controller that died half-way resumes where the cluster shows it stopped. Nodes without the finalizer, or not
 ours, are left alone.
+
+As Karpenter's, each eviction is an Event `Evicted` on the pod and one a budget refused a Warning `FailedDraining`
+on the node (`evicting pod … violates a PDB`), as is every step that leaves pods to wait for; every eviction asked
+of the API is counted by its outcome (`karpenter_policy_evictions_total{outcome}`: evicted, gone, refused,
+failed); the removal of the finalizer counts `karpenter_nodes_terminated` and observes
+`karpenter_nodes_termination_time_seconds` (since the deletion was requested). The metrics and the recorder are
+the `Context`'s.
 """
 
 from __future__ import annotations
@@ -34,11 +41,10 @@ from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.model import labels as wk
-from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.result import Terminated
 from karpenter_policy.reconcile.state.cluster import Change
-from karpenter_policy.reconcile.state.pods import DO_NOT_EVICT  # re-exported: disruption reads it from here
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.termination.eviction import Evictions
 from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
@@ -78,6 +84,8 @@ class Terminator:
         self.cloud = context.cloud
         self.state = context.state
         self.evictions = Evictions(context.cluster, context.clock)
+        self.metrics = context.metrics
+        self.events = context.events
         self._told: set[tuple[str, str]] = set()  # (what, whom) already logged
         self._terminating: set[str] = set()
         self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
@@ -149,6 +157,7 @@ class Terminator:
                            node.instance_id, node.name, len(pods), node=node.name, instance=node.instance_id)
                 self._release(node, done)
                 return []
+            self.events.publish(events.failed_draining(node.obj, f"{len(pods)} pods are waiting to be evicted"))
             return pods
         instance = node.instance_id
         if instance:
@@ -174,11 +183,15 @@ class Terminator:
 
     def _evict(self, node: NodeRecord, pod: PodRecord, done: Terminated) -> None:
         attempt = self.evictions.evict(pod)
+        if attempt.outcome != "waiting":  # an eviction asked of the API
+            self.metrics.evictions.labels(attempt.outcome).inc()
         if attempt.outcome == "evicted":
             done.evicted.append(pod.key)
+            self.events.publish(events.evicted(pod.obj))
         elif attempt.outcome in ("refused", "waiting"):
             done.blocked[pod.key] = attempt.detail
             if attempt.outcome == "refused":
+                self.events.publish(events.failed_draining(node.obj, f"evicting pod {pod.key} violates a PDB"))
                 self._once("pdb", pod.key, "eviction of pod %s refused (a PodDisruptionBudget): retrying", pod.key,
                            node=node.name)
         elif attempt.outcome == "failed":
@@ -204,7 +217,15 @@ class Terminator:
             self._finished.add(node.uid)
         self._looked_up.pop(node.name, None)
         done.deleted.append(node.name)
+        self.metrics.node_terminated(node.provisioner or "", self._since(node.deletion_timestamp))
         TERMINATION.info("Deleted node", extra=self.context.fields(node=node.name, instance=node.instance_id))
 
+    def _since(self, stamp: str | None) -> float | None:
+        """Seconds from an API timestamp to now by the wall clock (None: no readable timestamp)."""
+        try:
+            return (self.context.wall_clock() - objects.parse_time(stamp)).total_seconds() if stamp else None
+        except ValueError:
+            return None
 
-__all__ = ["DO_NOT_EVICT", "EXCLUDED_BY", "REQUEUE_SECONDS", "Terminator", "to_evict", "waited_for"]
+
+__all__ = ["EXCLUDED_BY", "REQUEUE_SECONDS", "Terminator", "to_evict", "waited_for"]

@@ -27,6 +27,7 @@ from prometheus_client import generate_latest
 
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.testing import Scene
@@ -63,7 +64,7 @@ def expect_draining(scene: Scene, name: str) -> None:
     found = scene.node(name)
     assert found is not None, f"{name} should still exist"
     assert found["spec"].get("unschedulable") is True
-    assert node_info.TERMINATION_FINALIZER in objects.finalizers(found)
+    assert wk.TERMINATION_FINALIZER in objects.finalizers(found)
     assert objects.is_deleting(found)
 
 
@@ -266,13 +267,6 @@ def metric_value(controller: Controller, name: str, **labels: str) -> float | No
     return None
 
 
-METRICS_PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="Karpenter's termination metrics come with the observability part of issue #18 (reconcile/metrics.py)",
-)
-
-
-@METRICS_PENDING
 def test_should_fire_the_termination_summary_metric_when_deleting_nodes(
     scene: Scene, node: str, controller: Controller
 ) -> None:
@@ -282,7 +276,6 @@ def test_should_fire_the_termination_summary_metric_when_deleting_nodes(
     assert metric_value(controller, "karpenter_nodes_termination_time_seconds_count", provisioner="default") == 1
 
 
-@METRICS_PENDING
 def test_should_fire_the_nodes_terminated_counter_metric_when_deleting_nodes(
     scene: Scene, node: str, controller: Controller
 ) -> None:

@@ -1,0 +1,168 @@
+"""Karpenter's Events on nodes and pods, and the recorder that publishes them as Karpenter's does (`pkg/events`).
+
+The events of Karpenter v0.31.1 this controller emits, where it takes the decision (their reasons and messages are
+Karpenter's; docs/metrics.md lists them with the ones that do not apply):
+
+* Pod, Normal `Nominated` — planned onto a node, being launched for it or existing (`Pod should schedule on:
+  node/<name>`);
+* Pod, Warning `FailedScheduling` — no provisioner can take it (the reason of `check --workloads`);
+* Node, Normal `DeprovisioningTerminating` — a deprovisioning command deletes it (`Deprovisioning Node:
+  Consolidation/Delete`);
+* Node, Normal `DeprovisioningBlocked` — it cannot be deprovisioned now (a do-not-evict pod, a budget, pods that
+  would not schedule: `Cannot deprovision Node: …`);
+* Node, Normal `Unconsolidatable` — consolidation cannot remove or replace it (why);
+* Pod, Normal `Evicted` — termination evicted it;
+* Node, Warning `FailedDraining` — termination could not drain it yet (pods left, an eviction a budget refused).
+
+The interruption handler's (`SpotInterrupted`, …, `TerminatingOnInterruption`) are in `interruption`.
+
+:class:`Recorder` publishes through the cluster (which bumps the count of an Event it already created). Like
+Karpenter's recorder it drops an event whose dedupe values (reason and values) it published within the event's
+dedupe timeout (2 minutes unless the event says otherwise), and rate-limits nominations (a token bucket of 5 per
+second, 10 at once, shared by all pods: a burst of 1,000 pods gets a few, as Karpenter's). A failure to record an
+Event is logged, never raised.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster, EventSeverity
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.reconcile import logs
+
+EVENTS = logs.logger("events")
+
+NOMINATED = "Nominated"
+FAILED_SCHEDULING = "FailedScheduling"
+DEPROVISIONING_TERMINATING = "DeprovisioningTerminating"
+DEPROVISIONING_BLOCKED = "DeprovisioningBlocked"
+UNCONSOLIDATABLE = "Unconsolidatable"
+EVICTED = "Evicted"
+FAILED_DRAINING = "FailedDraining"
+
+#: Karpenter's default dedupe timeout (`events.defaultDedupeTimeout`).
+DEDUPE_SECONDS = 120.0
+#: Karpenter's `PodNominationRateLimiter`: 5 events a second, bursts of 10.
+NOMINATION_RATE, NOMINATION_BURST = 5.0, 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One Event: `dedupe` values (with the reason) identify repeats dropped within `dedupe_seconds` (none: never
+    dropped); `rate_limited` events share the nominations' token bucket."""
+
+    involved: Obj
+    type: EventSeverity
+    reason: str
+    message: str
+    dedupe: tuple[str, ...] = ()
+    dedupe_seconds: float = DEDUPE_SECONDS
+    rate_limited: bool = False
+
+
+def _title(reason: str) -> str:
+    """`consolidation/delete` → `Consolidation/Delete` (Go's `cases.Title` without lowering the rest)."""
+    return re.sub(r"(^|[^A-Za-z])([a-z])", lambda m: m[1] + m[2].upper(), reason)
+
+
+def nominated(pod: Obj, node: str) -> Event:
+    return Event(
+        pod, "Normal", NOMINATED, f"Pod should schedule on: node/{node}", (objects.uid(pod),), rate_limited=True
+    )
+
+
+def failed_scheduling(pod: Obj, message: str) -> Event:
+    """The pod cannot be scheduled (the provisioner reports it once per reason: not deduped here)."""
+    return Event(pod, "Warning", FAILED_SCHEDULING, message)
+
+
+def deprovisioning_terminating(node: Obj, reason: str) -> Event:
+    """`reason`: `<deprovisioner>/<action>` (`consolidation/delete`)."""
+    message = f"Deprovisioning Node: {_title(reason)}"
+    return Event(node, "Normal", DEPROVISIONING_TERMINATING, message, (objects.uid(node), reason))
+
+
+def unconsolidatable(node: Obj, why: str) -> Event:
+    return Event(node, "Normal", UNCONSOLIDATABLE, why[:1].upper() + why[1:], (objects.uid(node),), 15 * 60.0)
+
+
+def deprovisioning_blocked(node: Obj, why: str) -> Event:
+    return Event(node, "Normal", DEPROVISIONING_BLOCKED, f"Cannot deprovision Node: {why}", (objects.uid(node),))
+
+
+def evicted(pod: Obj) -> Event:
+    return Event(pod, "Normal", EVICTED, "Evicted pod", (objects.name(pod),))
+
+
+def failed_draining(node: Obj, why: str) -> Event:
+    return Event(node, "Warning", FAILED_DRAINING, f"Failed to drain node, {why}", (objects.name(node),))
+
+
+class Recorder:
+    """See the module docstring. `clock`: monotonic seconds (the controller's); `fields` makes a log line's
+    structured fields."""
+
+    def __init__(
+        self, cluster: Cluster, clock: Callable[[], float], fields: Callable[..., dict[str, object]] = logs.fields
+    ) -> None:
+        self.cluster = cluster
+        self.clock = clock
+        self.fields = fields
+        self._seen: dict[tuple[str, ...], float] = {}  # dedupe key → until when repeats are dropped
+        self._tokens = NOMINATION_BURST
+        self._refilled: float | None = None
+        self._lock = threading.Lock()
+
+    def publish(self, *events: Event) -> None:
+        for event in events:
+            if self._allowed(event):
+                try:
+                    self.cluster.record_event(event.involved, event.reason, event.message, event.type)
+                except ClusterError as error:
+                    EVENTS.warning("could not record event %s, %s", event.reason, error, extra=self.fields())
+
+    def _allowed(self, event: Event) -> bool:
+        now = self.clock()
+        with self._lock:
+            if event.dedupe:
+                key = (event.reason.lower(), *event.dedupe)
+                if self._seen.get(key, now) > now:
+                    return False
+                self._seen[key] = now + event.dedupe_seconds
+                if len(self._seen) > 100_000:
+                    self._seen = {k: until for k, until in self._seen.items() if until > now}
+            if event.rate_limited:
+                if self._refilled is not None:
+                    elapsed = max(now - self._refilled, 0.0)
+                    self._tokens = min(NOMINATION_BURST, self._tokens + elapsed * NOMINATION_RATE)
+                self._refilled = now
+                if self._tokens < 1:
+                    return False
+                self._tokens -= 1
+        return True
+
+
+__all__ = [
+    "DEPROVISIONING_BLOCKED",
+    "DEPROVISIONING_TERMINATING",
+    "EVICTED",
+    "FAILED_DRAINING",
+    "FAILED_SCHEDULING",
+    "NOMINATED",
+    "UNCONSOLIDATABLE",
+    "Event",
+    "Recorder",
+    "deprovisioning_blocked",
+    "deprovisioning_terminating",
+    "evicted",
+    "failed_draining",
+    "failed_scheduling",
+    "nominated",
+    "unconsolidatable",
+]
