@@ -11,6 +11,10 @@ n under `ci`; under any other profile no more than that profile's `max_examples`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
 from hypothesis import settings
 
 CI = "ci"
@@ -21,3 +25,13 @@ def examples(n: int) -> int:
     if settings.get_current_profile_name() == CI:
         return n
     return min(n, settings().max_examples)
+
+
+def fast_first(cases: Iterable[Any], *, unpack: bool = False, fast: int = 1) -> list[Any]:
+    """A parametrization whose first `fast` cases stay in the fast loop (`pytest -m "not slow"`) and the others are
+    marked `slow`: the behaviour keeps a fast test, CI runs every case. `unpack`: each case is a tuple of the
+    arguments (`@pytest.mark.parametrize("a,b", ...)`)."""
+    return [
+        case if k < fast else pytest.param(*(case if unpack else (case,)), marks=pytest.mark.slow)
+        for k, case in enumerate(cases)
+    ]

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from profiles import fast_first
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ROOT / "policies"
@@ -85,6 +86,7 @@ def test_dash_reads_a_rendered_stream_from_standard_input() -> None:
     assert summary["files"] == 1 and summary["skipped"] == {"Deployment": 1}
 
 
+@pytest.mark.slow
 def test_standard_input_next_to_files_and_for_compile() -> None:
     valid = PROVISIONER.format(name="from-stdin")
 
@@ -181,12 +183,12 @@ def test_exclude_applies_to_files_named_explicitly_and_says_so(repo: Path) -> No
 @pytest.mark.parametrize("command", ["validate", "check", "compile"])
 @pytest.mark.parametrize(
     ("args", "said"),
-    [
+    fast_first([
         (["policies/a.yaml", "--exclude", "a.yaml"], "--exclude leaves out every policy file under policies/a.yaml"),
         (["policies", "--exclude", "*"], "--exclude leaves out every policy file under policies (5)"),
         (["policies/envs/prod", "--exclude", "*.yaml"], "--exclude leaves out every policy file under policies/envs"),
         (["policies/empty"], "no policy files (*.yaml, *.yml, *.yaml.j2) under policies/empty"),
-    ],
+    ], unpack=True),
     ids=["the-file-named", "everything", "every-file-of-a-directory", "an-empty-directory"],
 )
 def test_a_run_that_reads_no_policy_file_does_not_pass(repo: Path, command: str, args: list[str], said: str) -> None:
@@ -215,6 +217,7 @@ def test_fmt_says_which_named_file_it_leaves_out(repo: Path) -> None:
 # --- --disable and suppression comments --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_disable_drops_a_rules_findings_and_counts_them(tmp_path: Path) -> None:
     file = tmp_path / "odd.yaml"
     file.write_text(odd())
@@ -282,6 +285,7 @@ def test_a_comment_cannot_silence_what_karpenter_refuses(tmp_path: Path) -> None
     assert [r for r, _, _ in findings(done)] == ["invalid-requirement"]
 
 
+@pytest.mark.slow
 def test_a_silenced_solver_error_lets_compile_go_on(tmp_path: Path) -> None:
     file = tmp_path / "types.yaml"
     file.write_text(PROVISIONER.format(name="new-types").replace(
@@ -299,6 +303,7 @@ def test_a_silenced_solver_error_lets_compile_go_on(tmp_path: Path) -> None:
 # --- -q ------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_quiet_prints_the_findings_and_nothing_else(tmp_path: Path) -> None:
     file = tmp_path / "odd.yaml"
     file.write_text(odd())
@@ -338,6 +343,7 @@ def test_junit_lists_every_file_passing_ones_too(repo: Path) -> None:
     assert cases["odd.yaml"].find("system-out") is not None  # a warning only
 
 
+@pytest.mark.slow
 def test_sarif_rules_carry_a_full_description_help_and_their_page(tmp_path: Path) -> None:
     file = tmp_path / "odd.yaml"
     file.write_text(odd())
@@ -407,7 +413,7 @@ def _commands() -> list[list[str]]:
             ["webhook"]]
 
 
-@pytest.mark.parametrize("command", _commands(), ids=lambda c: " ".join(c) or "main")
+@pytest.mark.parametrize("command", fast_first(_commands()), ids=lambda c: " ".join(c) or "main")
 def test_help_names_no_internal_file(command: list[str]) -> None:
     done = run(*command, "--help")
 

@@ -123,6 +123,7 @@ def test_the_examples_exist() -> None:
 
 
 @pytest.mark.parametrize("path", POSITIVES, ids=[p.name for p in POSITIVES])
+@pytest.mark.slow  # each example through the CLI; tests/webhook/test_admission_table.py decides them in process
 def test_positive_example_is_valid(path: Path) -> None:
     header = read_header(path)
     assert not header.errors, f"{path.name}: a positive example cannot expect errors"
@@ -140,6 +141,7 @@ def test_positive_example_is_valid(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NEGATIVES, ids=[p.name for p in NEGATIVES])
+@pytest.mark.slow  # as above
 def test_negative_example_reports_exactly_its_expected_findings(path: Path) -> None:
     header = read_header(path)
     assert header.errors, f"{path.name}: a negative example needs '# expect: <rule> line <N>' headers"

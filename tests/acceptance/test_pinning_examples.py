@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pinning"
 
@@ -42,6 +44,7 @@ def test_check_reports_the_unpinned_spark_templates() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_pin_then_check(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLE, tmp_path / "pinning")
     work = tmp_path / "pinning"

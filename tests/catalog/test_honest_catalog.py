@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from profiles import fast_first
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.model.allocatable import max_pods
@@ -60,7 +61,7 @@ spec:
 # --- a type missing from the offerings of every region ------------------------------------------------------
 
 
-@pytest.mark.parametrize("region", ["us-west-2", "eu-west-1", "ap-southeast-2"])
+@pytest.mark.parametrize("region", fast_first(["us-west-2", "eu-west-1", "ap-southeast-2"]))
 def test_a_g4ad_provisioner_passes_in_every_region(region: str, tmp_path: Path) -> None:
     """Before: `g4ad is not offered in us-west-2 (...; offered in us-east-1)`, exit 1, in every region but us-east-1
     (moto's DescribeInstanceTypeOfferings lacks g4ad in all 30)."""
@@ -141,6 +142,7 @@ def test_max_pods_agree_with_karpenter_v031_but_where_aws_changed_the_network_ca
 # --- a previous-generation family AWS still sells ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_karpenters_gpu_example_is_a_warning_not_a_dead_provisioner() -> None:
     """Karpenter v0.31's scheduling docs' GPU provisioner (`instance-family In [p3]`). Before: `no-instance-type`
     (exit 1) unless --allow-previous-generation."""

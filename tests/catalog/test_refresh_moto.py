@@ -212,6 +212,7 @@ def test_refresh_module_does_not_import_boto3() -> None:
     assert result.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_cli_refresh_against_moto_writes_a_catalog_check_can_use(
     aws_env: None, moto_endpoint: str, tmp_path: Path
 ) -> None:
@@ -272,6 +273,7 @@ def good_catalog(aws_env: None, moto_endpoint: str, tmp_path_factory: pytest.Tem
 
 
 @pytest.mark.parametrize("mode", sorted(HOSTILE))
+@pytest.mark.slow
 def test_a_bad_answer_is_refused_and_the_catalog_left_as_it_was(
     aws_env: None, good_catalog: bytes, tmp_path: Path, mode: str
 ) -> None:

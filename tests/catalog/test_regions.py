@@ -67,6 +67,7 @@ def test_the_embedded_catalog_covers_thirty_regions_each_with_its_own_zones() ->
 
 
 @pytest.mark.parametrize("region", ["us-west-2", "eu-west-1"])
+@pytest.mark.slow
 def test_check_and_compile_run_in_other_regions(region: str, tmp_path: Path) -> None:
     """Before: `no embedded catalog for region 'us-west-2'; run catalog refresh` (exit 2)."""
     path = provisioner(tmp_path / "p.yaml", "web", ("karpenter.k8s.aws/instance-family", "In", ["m5", "c5"]))
@@ -144,6 +145,7 @@ def test_previous_generation_types_launch_in_their_inferred_zones_and_the_flag_a
     assert catalog.provenance["p3.8xlarge"].facts == "karpenter-v0.31"
 
 
+@pytest.mark.slow
 def test_findings_name_the_catalog_date_and_types_offered_elsewhere(tmp_path: Path) -> None:
     path = provisioner(
         tmp_path / "p.yaml",
@@ -162,6 +164,7 @@ def test_findings_name_the_catalog_date_and_types_offered_elsewhere(tmp_path: Pa
 # --- no price data ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_without_prices_the_capacity_plan_says_so_instead_of_guessing() -> None:
     inflate = str(WORKLOADS / "apps" / "inflate.yaml")
     args = (str(WORKLOADS / "policies" / "default.yaml"), "--workloads", inflate, "--scale", "deployment/inflate=3")
@@ -178,6 +181,7 @@ def test_without_prices_the_capacity_plan_says_so_instead_of_guessing() -> None:
     assert priced["cost_per_hour"] > 0 and priced["unpriced_nodes"] == 0
 
 
+@pytest.mark.slow
 def test_diff_witnesses_without_prices_say_so(tmp_path: Path) -> None:
     base, head = tmp_path / "base", tmp_path / "head"
     base.mkdir()
@@ -194,6 +198,7 @@ def test_diff_witnesses_without_prices_say_so(tmp_path: Path) -> None:
 # --- catalog show -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_catalog_show_says_where_each_fact_came_from() -> None:
     result = cli("catalog", "show", "g4ad.xlarge", "p3.8xlarge")
     assert result.returncode == 0  # p3.8xlarge is in the catalog (#19: Karpenter v0.31 launches it)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from profiles import fast_first
 
 from karpenter_policy.cloud import CloudError, ConfigurationError, InsufficientCapacity, Throttled
 from karpenter_policy.cloud.aws.amis import AMI_TTL
@@ -23,6 +24,7 @@ from .conftest import CLUSTER, DISCOVERY, SSM_AL2, AwsEnv, _ssm_stub, catalog_ty
 from .support import launch_template, offer, request, user_data
 
 
+@pytest.mark.slow
 def test_create_launches_the_cheapest_option_with_tags_template_ami_and_user_data(aws: AwsEnv) -> None:
     provider = aws.provider()
     launch = request(
@@ -79,6 +81,7 @@ def test_create_launches_the_cheapest_option_with_tags_template_ami_and_user_dat
     assert "--max-pods=29" in script  # m5.large: 3 ENIs x (10 - 1) + 2
 
 
+@pytest.mark.slow
 def test_create_fleet_request_is_instant_spot_price_capacity_optimized_with_tags_everywhere(aws: AwsEnv) -> None:
     provider = aws.provider()
     provider.create(request(aws.spec(), [offer("m5.large", "us-east-1a"), offer("c5.large", "us-east-1b")]))
@@ -121,6 +124,7 @@ def test_ami_selector_picks_an_image_per_architecture_and_a_template_per_image(a
     assert not aws.proxy.calls_to("GetParameter")  # no default AMI looked up
 
 
+@pytest.mark.slow
 def test_default_ami_comes_from_the_ssm_parameter_of_each_architecture(aws: AwsEnv) -> None:
     provider = aws.provider()
     instance = provider.create(request(aws.spec(), [offer("c6g.large", "us-east-1a")]))
@@ -144,6 +148,7 @@ def test_current_image_is_what_a_launch_gets_and_follows_a_new_release(aws: AwsE
     assert provider.current_image("no-such.type", aws.spec()) is None
 
 
+@pytest.mark.slow
 def test_launch_templates_are_created_once_and_reused_by_content(aws: AwsEnv) -> None:
     provider = aws.provider()
     options = [offer("m5.large", "us-east-1a")]
@@ -175,6 +180,7 @@ def test_a_launch_template_deleted_behind_its_back_is_created_again(aws: AwsEnv)
     assert len(tokens) == 3 and len(set(tokens)) == 3  # the retry is a new request for EC2
 
 
+@pytest.mark.slow
 def test_a_named_launch_template_is_used_as_it_is(aws: AwsEnv) -> None:
     aws.ec2.create_launch_template(LaunchTemplateName="team-nodes", LaunchTemplateData={"ImageId": aws.ami_amd64})
     provider = aws.provider()
@@ -188,6 +194,7 @@ def test_a_named_launch_template_is_used_as_it_is(aws: AwsEnv) -> None:
         provider.create(request({**spec, "launchTemplate": "missing"}, [offer("m5.large", "us-east-1a")], token="b"))
 
 
+@pytest.mark.slow
 def test_the_same_client_token_launches_once(aws: AwsEnv) -> None:
     provider = aws.provider()
     launch = request(aws.spec(), [offer("m5.large", "us-east-1a")], token="claim-default-x1")
@@ -200,6 +207,7 @@ def test_the_same_client_token_launches_once(aws: AwsEnv) -> None:
     assert len(aws.instances()) == 1
 
 
+@pytest.mark.slow
 def test_a_lost_create_fleet_answer_is_retried_with_the_same_client_token(aws: AwsEnv) -> None:
     """EC2 acts on the request but the answer is lost (500): botocore retries, and the ClientToken makes EC2
     return the fleet it already launched instead of a second instance."""
@@ -229,6 +237,7 @@ def test_a_launch_whose_answers_were_all_lost_is_found_by_the_next_create_with_t
     assert len(aws.proxy.calls_to("CreateFleet")) == 2  # found by its client-token tag: no third request
 
 
+@pytest.mark.slow
 def test_throttled_create_fleet_is_retried_with_backoff(aws: AwsEnv) -> None:
     aws.proxy.throttle("CreateFleet", times=2)
     provider = aws.provider(max_attempts=3)
@@ -240,6 +249,7 @@ def test_throttled_create_fleet_is_retried_with_backoff(aws: AwsEnv) -> None:
     assert len(aws.instances()) == 1
 
 
+@pytest.mark.slow
 def test_throttling_that_outlasts_the_retries_raises_throttled(aws: AwsEnv) -> None:
     aws.proxy.throttle("DescribeInstances", times=None)
     provider = aws.provider(max_attempts=2)
@@ -336,6 +346,7 @@ def test_create_fleet_gets_at_most_60_overrides_and_the_rest_are_tried_next(aws:
     assert len(templates) > 1
 
 
+@pytest.mark.slow
 def test_options_the_requirements_do_not_allow_are_never_launched(aws: AwsEnv) -> None:
     provider = aws.provider()
     requirements = Requirements([Requirement.new("topology.kubernetes.io/zone", "In", ["us-east-1b"])])
@@ -368,6 +379,7 @@ def test_delete_is_idempotent_and_get_forgets_terminated_instances(aws: AwsEnv) 
     assert aws.instances(**{"instance-id": [instance.id]})[0]["State"]["Name"] == "terminated"
 
 
+@pytest.mark.slow
 def test_a_failed_terminate_is_retried(aws: AwsEnv) -> None:
     provider = aws.provider()
     instance = provider.create(request(aws.spec(), [offer("m5.large", "us-east-1a")]))
@@ -379,6 +391,7 @@ def test_a_failed_terminate_is_retried(aws: AwsEnv) -> None:
     assert provider.get(instance.id) is None
 
 
+@pytest.mark.slow
 def test_list_returns_the_clusters_launched_instances_that_are_not_terminated(aws: AwsEnv) -> None:
     provider = aws.provider()
     options = [offer("m5.large", "us-east-1a")]
@@ -401,16 +414,19 @@ def test_list_returns_the_clusters_launched_instances_that_are_not_terminated(aw
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [
-        ({"subnetSelector": {"karpenter.sh/discovery": "nobody"}}, "no subnet matches subnetSelector"),
-        ({"securityGroupSelector": {"karpenter.sh/discovery": "nobody"}}, "no security group matches"),
-        ({"amiSelector": {"karpenter.sh/discovery": "nobody"}}, "amiSelector .* matches no image"),
-        (
-            {"amiFamily": "Bottlerocket", "amiSelector": DISCOVERY, "userData": "not toml ["},
-            "userData is not valid TOML for Bottlerocket",
-        ),
-        ({"amiFamily": "Ubuntu"}, "no default Ubuntu AMI found"),
-    ],
+    fast_first(
+        [
+            ({"subnetSelector": {"karpenter.sh/discovery": "nobody"}}, "no subnet matches subnetSelector"),
+            ({"securityGroupSelector": {"karpenter.sh/discovery": "nobody"}}, "no security group matches"),
+            ({"amiSelector": {"karpenter.sh/discovery": "nobody"}}, "amiSelector .* matches no image"),
+            (
+                {"amiFamily": "Bottlerocket", "amiSelector": DISCOVERY, "userData": "not toml ["},
+                "userData is not valid TOML for Bottlerocket",
+            ),
+            ({"amiFamily": "Ubuntu"}, "no default Ubuntu AMI found"),
+        ],
+        unpack=True,
+    ),
 )
 def test_provider_settings_that_cannot_launch_raise_a_configuration_error(
     aws: AwsEnv, change: dict[str, object], message: str

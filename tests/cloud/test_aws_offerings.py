@@ -99,6 +99,7 @@ def test_an_unreachable_price_list_falls_back_to_the_embedded_table(aws: AwsEnv)
     assert all(o.available for o in m5.offerings if o.capacity_type == "on-demand")
 
 
+@pytest.mark.slow
 def test_a_failing_price_list_falls_back_and_recovers_after_the_retry_period(aws: AwsEnv) -> None:
     aws.proxy.fail("GetProducts", times=2, status=500)  # both attempts of the first query
     aws.prices["m5.large"] = 0.5
@@ -113,6 +114,7 @@ def test_a_failing_price_list_falls_back_and_recovers_after_the_retry_period(aws
     assert by_name(provider.instance_types())["m5.large"].price_on_demand == 0.5
 
 
+@pytest.mark.slow
 def test_live_data_is_cached_for_the_refresh_period(aws: AwsEnv) -> None:
     provider = aws.provider()
     provider.instance_types()
@@ -147,6 +149,7 @@ def test_a_failing_refresh_keeps_the_previous_offerings_until_it_succeeds(aws: A
     assert len(aws.proxy.calls_to("DescribeSpotPriceHistory")) == 3
 
 
+@pytest.mark.slow
 def test_without_any_previous_answer_a_failing_call_is_an_error(aws: AwsEnv) -> None:
     aws.proxy.throttle("DescribeInstanceTypeOfferings", times=None)
     with pytest.raises(Throttled, match="DescribeInstanceTypeOfferings"):
@@ -172,6 +175,7 @@ def test_a_node_template_limits_offerings_to_its_subnets_zones(aws: AwsEnv) -> N
     assert in_subnets.zones() == ZONES
 
 
+@pytest.mark.slow
 def test_marked_offerings_are_unavailable_for_three_minutes(aws: AwsEnv) -> None:
     provider = aws.provider()
     provider.mark_unavailable("m5.large", "us-east-1a", "spot", "spot interruption warning")

@@ -64,6 +64,7 @@ def policy_repository(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_pre_commit_try_repo_installs_and_runs_the_hooks_of_the_release(release: Path, tmp_path: Path) -> None:
     policies = policy_repository(tmp_path / "policies-repo")
 
@@ -81,6 +82,7 @@ def test_pre_commit_try_repo_installs_and_runs_the_hooks_of_the_release(release:
     assert git("status", "--porcelain", cwd=policies).strip(), "fmt rewrote the policies"
 
 
+@pytest.mark.slow
 def test_the_example_configuration_is_one_pre_commit_accepts(release: Path) -> None:
     done = run([str(VENV_BIN / "pre-commit"), "validate-config", str(EXAMPLE_CONFIG)], ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -103,6 +105,7 @@ def install_specs() -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow
 def test_the_install_url_builds_the_release(release: Path, tmp_path: Path) -> None:
     specs = install_specs()
     assert set(specs) == {"github-workflow.yaml", "github-workflow-compile.yaml", "argocd-repo-server-patch.yaml",

@@ -68,6 +68,7 @@ def test_values_schema_refuses_unknown_keys() -> None:
     {"controller": {"enabled": False}},
     {"webhook": {"enabled": False}},
 ], ids=["defaults", "irsa", "own-tls-and-pinning", "webhook-only", "controller-only"])
+@pytest.mark.slow
 def test_rendered_manifests_match_the_kubernetes_schemas(extra: dict[str, Any]) -> None:
     documents = render(merged(REQUIRED, extra))
     assert documents
@@ -179,6 +180,7 @@ def test_the_webhook_calls_no_api() -> None:
     assert account.get("automountServiceAccountToken") is False
 
 
+@pytest.mark.slow
 def test_the_interruption_queue_template_passes_cfn_lint(tmp_path: Path) -> None:
     cfn_lint = shutil.which("cfn-lint") or str(Path(sys.executable).parent / "cfn-lint")
     run = subprocess.run([cfn_lint, str(CLOUDFORMATION)], capture_output=True, text=True, timeout=300)

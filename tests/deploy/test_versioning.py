@@ -48,10 +48,12 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repository_copy(tmp_path_factory.mktemp("release") / "karpenter-policy", tag="v1.2.3")
 
 
+@pytest.mark.slow
 def test_a_release_tag_is_the_version(release: Path, tmp_path: Path) -> None:
     assert built_version(release, tmp_path) == "1.2.3"
 
 
+@pytest.mark.slow
 def test_a_clone_without_tags_installs_as_a_development_version(release: Path, tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     git("clone", "-q", "--no-tags", f"file://{release}", str(clone), cwd=tmp_path)
@@ -70,6 +72,7 @@ def test_a_clone_without_tags_installs_as_a_development_version(release: Path, t
     assert re.fullmatch(r"1\.2\.4\.dev1\+g[0-9a-f]+", after), after
 
 
+@pytest.mark.slow
 def test_a_tree_without_git_metadata_takes_the_version_it_is_given(tmp_path: Path) -> None:
     """What the Dockerfiles build: their context has no .git, the release workflow passes the version."""
     tree = tree_copy(tmp_path / "context")

@@ -149,6 +149,7 @@ def _check_findings(findings: list[Finding], files: dict[str, bytes], rules: fro
 
 @CLASS
 @given(case=workload_cases())
+@pytest.mark.slow
 def test_workloads(case: Case) -> None:
     path = _write("workloads.yaml", case.content)
     report = Report()
@@ -219,6 +220,7 @@ def test_quantities_are_read_as_kubernetes_reads_them(raw: Any) -> None:
 
 @CLASS
 @given(case=limit_cases())
+@pytest.mark.slow
 def test_limits_and_quantities(case: Case) -> None:
     path = _write("limits.yaml", case.content)
     documents: list[Document] = []
@@ -302,6 +304,7 @@ def test_catalog_files(case: Case) -> None:
 
 @CLASS
 @given(review=review_bodies())
+@pytest.mark.slow
 def test_webhook_bodies(review: tuple[str, bytes, str]) -> None:
     endpoint, body, _ = review
     try:

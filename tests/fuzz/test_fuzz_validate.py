@@ -280,12 +280,14 @@ def test_raw_text_mutations(case: Case) -> None:
 
 @settings(FUZZ, max_examples=examples(400))
 @given(case=hostile_cases())
+@pytest.mark.slow
 def test_hostile_files(case: Case) -> None:
     check_cases([case])
 
 
 @settings(FUZZ, max_examples=examples(300))
 @given(files=file_sets())
+@pytest.mark.slow
 def test_directories_of_mixed_files(files: list[tuple[str, Case]]) -> None:
     check_cases([case for _, case in files], names=[name for name, _ in files])
 
@@ -485,6 +487,7 @@ def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cli
 
 
 @pytest.mark.parametrize("name", _params([*CLI_CASES, *SPECIAL_CLI_CASES], CLI_XFAIL))
+@pytest.mark.slow
 def test_nastiest_files_through_the_cli(name: str, cli_runs: dict[str, CliRun]) -> None:
     if name == "unreadable-directory" and os.geteuid() == 0:
         pytest.skip("running as root: permissions do not stop root from reading a directory")

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 import yaml
+from profiles import fast_first
 
 from karpenter_policy.api.constraintset import read_wire_data
 
@@ -202,6 +203,7 @@ def test_generate_streams_only_the_compiled_manifests(image_bin: Path, tmp_path:
     assert "warning: the destination cluster" not in result.stderr
 
 
+@pytest.mark.slow
 def test_generate_gives_the_same_bytes_in_every_checkout(image_bin: Path, tmp_path: Path) -> None:
     """Argo CD compares what it generates with the cluster on every refresh: any difference between two
     generations of the same commit (paths, order) would show the Application OutOfSync."""
@@ -248,6 +250,7 @@ BROKEN_POLICIES = {
 
 
 @pytest.mark.parametrize("rule", sorted(BROKEN_POLICIES))
+@pytest.mark.slow
 def test_a_broken_policy_fails_the_generation_with_empty_stdout(image_bin: Path, tmp_path: Path, rule: str) -> None:
     repo = policy_repo(tmp_path)
     (repo / "policies" / "zz-broken.yaml").write_text(BROKEN_POLICIES[rule], encoding="utf-8")
@@ -259,6 +262,7 @@ def test_a_broken_policy_fails_the_generation_with_empty_stdout(image_bin: Path,
     assert "compile failed" in result.stderr
 
 
+@pytest.mark.slow
 def test_warnings_pass_unless_fail_on_warn_is_set(image_bin: Path, tmp_path: Path) -> None:
     repo = policy_repo(tmp_path)
     shutil.copy(ROOT / "examples" / "check" / "positive" / "unknown-family-next-to-known.yaml", repo / "policies")
@@ -318,6 +322,7 @@ def _catalog_region(result: Generated) -> str:
 
 
 @pytest.mark.parametrize("setting", ["PARAM_REGION", "ARGOCD_ENV_REGION"])
+@pytest.mark.slow
 def test_the_region_parameter_compiles_for_the_clusters_region(image_bin: Path, tmp_path: Path, setting: str) -> None:
     """The policies name eu-west-1's zones: proven against that region's catalog, they compile for it; against
     the default (us-east-1) they fail, the zones named."""
@@ -357,6 +362,7 @@ spec:
 
 
 @pytest.mark.parametrize("setting", ["PARAM_ALLOW_PREVIOUS_GENERATION", "ARGOCD_ENV_ALLOW_PREVIOUS_GENERATION"])
+@pytest.mark.slow
 def test_previous_generation_types_are_admitted_when_allowed(image_bin: Path, tmp_path: Path, setting: str) -> None:
     repo = policy_repo(tmp_path)
     (repo / "policies" / "legacy-gpu.yaml").write_text(LEGACY_GPU, encoding="utf-8")
@@ -377,11 +383,11 @@ def test_previous_generation_types_are_admitted_when_allowed(image_bin: Path, tm
 
 @pytest.mark.parametrize(
     ("settings", "environment"),
-    [
+    fast_first([
         ({"PARAM_VALUES_FILE": "../values/prod.yaml"}, "prod"),
         ({"ARGOCD_ENV_VALUES_FILE": "../values/dev.yaml"}, "dev"),
         ({"PARAM_VALUES_FILE": "../values/prod.yaml", "ARGOCD_ENV_VALUES_FILE": "../values/dev.yaml"}, "prod"),
-    ],
+    ], unpack=True),
     ids=["parameter", "env-entry", "parameter-wins"],
 )
 def test_templates_are_rendered_with_the_values_file(

@@ -351,6 +351,7 @@ def test_flux_applies_the_compiled_policies_with_substitution_where_it_belongs(t
     assert configmap["metadata"]["namespace"] == namespace["metadata"]["name"]
 
 
+@pytest.mark.slow
 def test_user_data_survives_flux_substitution(tmp_path: Path) -> None:
     """`${...}` in userData: annotated by default, escaped with --flux-escape; either way the node gets the
     script as written, while without protection Flux would rewrite it."""
@@ -380,6 +381,7 @@ def test_user_data_survives_flux_substitution(tmp_path: Path) -> None:
     assert 'echo "node of from-flux"' in exposed["spec"]["userData"]
 
 
+@pytest.mark.slow
 def test_an_object_marked_for_flux_gets_its_placeholders_filled_and_its_user_data_kept(tmp_path: Path) -> None:
     """Issue #19: `kustomize.toolkit.fluxcd.io/substitute: enabled` on the AWSNodeTemplate — no `placeholder`
     warning, and once Flux has substituted the compiled object, the selector has the cluster's name while the
@@ -579,6 +581,7 @@ def test_no_placeholder_organisation_in_what_renders() -> None:
     assert "example-org" not in HOOKS_FILE.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_pull_request_workflow_commands_run(tmp_path: Path) -> None:
     workflow = load(CI / "github-workflow.yaml")
     steps = [s for s in _steps(workflow) if "karpenter-policy check" in s.get("run", "")]
@@ -604,6 +607,7 @@ def test_the_pull_request_workflow_commands_run(tmp_path: Path) -> None:
     assert any(r["level"] == "error" and "broken.yaml" in json.dumps(r["locations"]) for r in results)
 
 
+@pytest.mark.slow
 def test_the_compile_workflow_produces_what_flux_applies(tmp_path: Path, kubectl: str) -> None:
     """Run the compile workflow's compile and build steps on a copy of this repository; a new Provisioner needs no
     edit of anything but the policies."""

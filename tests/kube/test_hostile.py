@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from profiles import fast_first
 
 from karpenter_policy.kube import objects, shape
 from karpenter_policy.kube.backoff import Backoff
@@ -72,7 +73,7 @@ MALFORMED_LINES = {
 }
 
 
-@pytest.mark.parametrize("line,problem", MALFORMED_LINES.values(), ids=MALFORMED_LINES.keys())
+@pytest.mark.parametrize("line,problem", fast_first(MALFORMED_LINES.values(), unpack=True), ids=MALFORMED_LINES.keys())
 def test_a_malformed_watch_line_is_counted_logged_once_backed_off_and_relisted(
     server: HostileServer, caplog: pytest.LogCaptureFixture, line: Any, problem: str
 ) -> None:
@@ -149,7 +150,7 @@ def test_pages_whose_continue_token_comes_back_are_malformed_not_an_endless_list
     assert names(cluster.list(NODE).items) == ["live"]
 
 
-@pytest.mark.parametrize("body,problem", MALFORMED_LISTS.values(), ids=MALFORMED_LISTS.keys())
+@pytest.mark.parametrize("body,problem", fast_first(MALFORMED_LISTS.values(), unpack=True), ids=MALFORMED_LISTS.keys())
 def test_a_relist_that_gets_a_malformed_body_keeps_the_cache_and_deletes_nothing(
     server: HostileServer, body: Any, problem: str
 ) -> None:
@@ -187,6 +188,7 @@ def test_a_malformed_object_answer_is_unavailable(server: HostileServer, body: A
         _cluster(server).get(NODE, "n")
 
 
+@pytest.mark.slow
 def test_410_on_every_watch_relists_at_once_then_backs_off_and_a_watch_with_events_resets_it(
     server: HostileServer,
 ) -> None:
@@ -207,6 +209,7 @@ def test_410_on_every_watch_relists_at_once_then_backs_off_and_a_watch_with_even
         assert informer.stats.gone == 4 and informer.health().alive
 
 
+@pytest.mark.slow
 def test_410_forever_is_a_capped_exponential_backoff_not_a_list_storm(server: HostileServer) -> None:
     for i in range(20):
         server.put(POD, pod(f"p{i}"))
@@ -309,6 +312,7 @@ def test_a_slow_list_is_not_synced_until_it_answers_and_one_too_slow_times_out(s
         assert names(informer.items()) == ["a"]
 
 
+@pytest.mark.slow
 def test_on_event_and_on_sync_see_the_first_list_and_each_relist_in_order(server: HostileServer) -> None:
     for name in ("b", "a", "c"):
         server.put(NODE, node(name))

@@ -50,6 +50,7 @@ def _track(leaders: list[str], lock: threading.Lock, identity: str, electors: di
         leaders.extend([identity, *(f"also {other}" for other in others)])
 
 
+@pytest.mark.slow
 def test_the_other_replica_takes_over_when_the_leader_stops(backend: Backend) -> None:
     leaders: list[str] = []
     lock = threading.Lock()

@@ -54,6 +54,7 @@ SPARK_FAMILIES = {"c5", "c5a", "c5d", "c5ad", "m5", "c6a"}
 SPARK_SIZES = {"2xlarge", "4xlarge", "8xlarge", "9xlarge"}
 
 
+@pytest.mark.slow
 def test_the_seed_spark_job_lands_on_its_families_drivers_on_demand_executors_spot() -> None:
     plan = capacity(
         str(EXAMPLES / "policies" / "kspark.yaml"),
@@ -77,6 +78,7 @@ def test_the_seed_spark_job_lands_on_its_families_drivers_on_demand_executors_sp
     assert executors == 50
 
 
+@pytest.mark.slow
 def test_the_text_report_ends_with_the_summary_after_the_capacity_table() -> None:
     result = cli(
         "check", str(EXAMPLES / "policies"), "--workloads", str(EXAMPLES / "apps"), "--scale", "deployment/inflate=4"
@@ -100,6 +102,7 @@ def test_the_text_report_ends_with_the_summary_after_the_capacity_table() -> Non
     assert lines[-1].startswith("checked ") and lines[-1].endswith("0 errors, 0 warnings")
 
 
+@pytest.mark.slow
 def test_markdown_is_a_pull_request_comment_with_the_cost_per_workload() -> None:
     result = cli("check", str(EXAMPLES / "policies"), "--workloads", str(EXAMPLES / "apps"), "--output", "markdown")
     assert result.returncode == 0, result.stderr
@@ -109,6 +112,7 @@ def test_markdown_is_a_pull_request_comment_with_the_cost_per_workload() -> None
     assert "| provisioner | instance type | zone | capacity | nodes | pods | cpu · memory | $/month |" in text
 
 
+@pytest.mark.slow
 def test_spot_prices_from_describe_spot_price_history_price_the_spot_nodes(tmp_path: Path) -> None:
     args = [str(EXAMPLES / "policies" / "default.yaml"), "--workloads", str(EXAMPLES / "apps" / "inflate.yaml")]
     args += ["--scale", "deployment/inflate=10"]
@@ -133,6 +137,7 @@ def test_spot_prices_from_describe_spot_price_history_price_the_spot_nodes(tmp_p
     assert priced["cost_per_hour"] < estimated["cost_per_hour"]  # the type got cheaper: at least that much
 
 
+@pytest.mark.slow
 def test_bad_scale_and_spot_price_files_are_usage_errors(tmp_path: Path) -> None:
     apps = str(EXAMPLES / "apps")
     bad_scale = cli("check", str(EXAMPLES / "policies"), "--workloads", apps, "--scale", "inflate=ten")
@@ -163,6 +168,7 @@ spec:
 """
 
 
+@pytest.mark.slow
 def test_diff_says_what_a_policy_change_does_to_the_bill(tmp_path: Path) -> None:
     base, head, apps = tmp_path / "base", tmp_path / "head", tmp_path / "apps"
     for directory in (base, head, apps):

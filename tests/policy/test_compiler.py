@@ -143,6 +143,7 @@ def test_kustomize_builds_the_output(compiled: Path, kubectl: str) -> None:
     assert sorted(objects, key=key) == sorted(expected, key=key)
 
 
+@pytest.mark.slow
 def test_a_kustomization_of_the_users_in_the_output_is_refused_with_what_to_do(tmp_path: Path) -> None:
     """Before compile wrote DIR/kustomization.yaml, users could keep their own there: never overwritten."""
     policies = copy_policies(tmp_path / "policies")
@@ -265,6 +266,7 @@ def test_windows_node_templates_resolve_windows_types(tmp_path: Path) -> None:
 # --- determinism --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_byte_identical_across_working_directories_and_file_order(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "repo" / "policies")
     files = sorted(p.name for p in policies.iterdir())
@@ -303,6 +305,7 @@ def test_git_repository_sources_are_relative_to_the_repository(tmp_path: Path) -
 # --- atomicity ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_error_leaves_existing_output_untouched_and_creates_nothing(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
@@ -317,6 +320,7 @@ def test_error_leaves_existing_output_untouched_and_creates_nothing(tmp_path: Pa
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow
 def test_warnings_with_fail_on_warn_write_nothing(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "p.yaml").write_text(WARNING_ONLY)
@@ -328,6 +332,7 @@ def test_warnings_with_fail_on_warn_write_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("ttl", [0, 720, 3599])
+@pytest.mark.slow
 def test_an_expiry_under_an_hour_is_a_warning_and_the_set_keeps_it(tmp_path: Path, ttl: int) -> None:
     policies = copy_policies(tmp_path / "policies")
     default = policies / "default.yaml"
@@ -439,6 +444,7 @@ def test_refuses_output_directories_it_must_not_replace(tmp_path: Path, setup: s
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_files_compile_did_not_write_are_left_alone(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "deploy"
@@ -514,6 +520,7 @@ def test_never_overwrites_what_it_does_not_own(tmp_path: Path, obstacle: str) ->
 # --- names that would collide in the output ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_provisioner_named_index_is_refused(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "policies")
     (policies / "index.yaml").write_text((policies / "gpu.yaml").read_text().replace("name: gpu", "name: index", 1))
@@ -574,6 +581,7 @@ def git_repo(path: Path) -> None:
 
 
 @pytest.mark.parametrize("in_a_repository", [False, True], ids=["plain-tree", "git-checkout"])
+@pytest.mark.slow
 def test_a_repository_shaped_folder_in_the_tree_runs_nothing(tmp_path: Path, in_a_repository: bool) -> None:
     repo = tmp_path / "repo"
     policies = copy_policies(repo / "policies")
@@ -631,6 +639,7 @@ def test_the_version_is_dirty_when_the_policies_read_are_not_heads(tmp_path: Pat
     assert json.loads(configmap["data"]["gpu.json"])["version"] == f"v1.2.0{suffix}"
 
 
+@pytest.mark.slow
 def test_policy_version_sets_the_version_without_git(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     copy_policies(repo / "policies")
@@ -663,6 +672,7 @@ def test_configmap_carries_every_set_and_the_index(compiled: Path) -> None:
         read_wire_data(tampered)
 
 
+@pytest.mark.slow
 def test_five_hundred_broad_provisioners_fit_one_configmap(tmp_path: Path) -> None:
     policy = (POLICIES / "default.yaml").read_text()
     for i in range(500):
@@ -678,6 +688,7 @@ def test_five_hundred_broad_provisioners_fit_one_configmap(tmp_path: Path) -> No
     assert len(sets) == 500 and all(len(s.admitted) > 300 for s in sets)
 
 
+@pytest.mark.slow
 def test_configmap_name_and_namespace_are_configurable(tmp_path: Path) -> None:
     result = cli("-o", "-", "--configmap-namespace", "platform", "--configmap-name", "karpenter.constraints")
     assert result.returncode == 0, result.stderr
@@ -687,6 +698,7 @@ def test_configmap_name_and_namespace_are_configurable(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stdout == "" and "--configmap-namespace" in bad.stderr
 
 
+@pytest.mark.slow
 def test_configmap_too_large_is_an_error(tmp_path: Path) -> None:
     policy = (POLICIES / "default.yaml").read_text()
     for i in range(8):  # node templates with 150 KB of tags each: no compact form holds that
@@ -717,6 +729,7 @@ def test_stream_is_only_yaml(tmp_path: Path) -> None:
     assert "compiled 6 objects" in result.stderr  # the report goes to stderr
 
 
+@pytest.mark.slow
 def test_stream_on_error_is_empty(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "policies")
     (policies / "broken.yaml").write_text(BROKEN)
@@ -730,6 +743,7 @@ def test_stream_on_error_is_empty(tmp_path: Path) -> None:
     assert bad_catalog.returncode == 2 and bad_catalog.stdout == "" and "catalog" in bad_catalog.stderr
 
 
+@pytest.mark.slow
 def test_stream_v1_with_flux_escape() -> None:
     result = cli("examples/templates/policies", "--values", "examples/templates/values/prod.yaml", "-o", "-",
                  "--api", "v1", "--flux-escape")
@@ -746,6 +760,7 @@ def test_stream_v1_with_flux_escape() -> None:
         assert flagged == ("disabled" if "${" in json.dumps(document) else None)
 
 
+@pytest.mark.slow
 def test_v1_needs_a_role_or_instance_profile(tmp_path: Path) -> None:
     result = cli("-o", "-", "--api", "v1")
     assert result.returncode == 1 and result.stdout == "" and "v1-conversion" in result.stderr

@@ -90,6 +90,7 @@ def check_json(*args: str) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
 def test_check_leads_with_the_monthly_total_then_a_row_per_workload() -> None:
     args = [str(EXAMPLES / "policies"), "--workloads", str(EXAMPLES / "apps"), "--scale", "deployment/inflate=10"]
     capacity = check_json(*args)["capacity"]
@@ -145,6 +146,7 @@ def diff_json(root: Path) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
 def test_diff_leads_with_the_monthly_change_then_each_workload_before_and_after(sides: Path) -> None:
     cost = diff_json(sides)["cost"]
     before, after = (sum(n["price"] for n in cost[side]["nodes"]) * 730 for side in ("base", "head"))
@@ -174,6 +176,7 @@ def test_diff_leads_with_the_monthly_change_then_each_workload_before_and_after(
     assert not INTERNAL_WORDS.search(text), INTERNAL_WORDS.findall(text)
 
 
+@pytest.mark.slow
 def test_the_text_outputs_say_a_month_and_no_internal_word(sides: Path) -> None:
     diff = cli("diff", "base", "head", "--workloads", "apps", cwd=sides)
     assert diff.returncode == 0, diff.stderr
@@ -212,6 +215,7 @@ def comment_page(markdown: str, path: Path) -> Path:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
 @pytest.mark.parametrize("command", ["check", "diff"])
+@pytest.mark.slow
 def test_the_comment_reads_well_in_a_browser(command: str, sides: Path, tmp_path: Path) -> None:
     args = ["check", "head", "--workloads", "apps"] if command == "check" else ["diff", "base", "head", "--workloads",
                                                                                   "apps"]

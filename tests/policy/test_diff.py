@@ -348,6 +348,7 @@ sys.stderr.write(done.stdout + done.stderr)
 """
 
 
+@pytest.mark.slow
 def test_a_blob_over_the_size_bound_is_never_read(tmp_path: Path) -> None:
     """diff read every blob of a revision whole (git's answer, then a copy) before the 4 MiB bound applied: a
     300 MB file took 661 MB. Its size is now checked first (`git ls-tree -l`): the file is refused as a directory

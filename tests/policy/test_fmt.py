@@ -148,6 +148,7 @@ def test_check_after_write_fails_when_something_was_rewritten(repo: Path) -> Non
     assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
 
 
+@pytest.mark.slow
 def test_the_repositorys_policies_compile_to_the_same_bytes_once_formatted(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "policies", tmp_path / "policies")
     before = run("compile", "policies", "-o", "-", "--policy-version", "v1", cwd=tmp_path)
@@ -225,6 +226,7 @@ def crlf(text: str) -> bytes:
     return text.replace("\n", "\r\n").encode()
 
 
+@pytest.mark.slow
 def test_a_crlf_file_is_formatted_in_crlf_every_line_and_every_document(repo: Path) -> None:
     """A CRLF file was rewritten in LF except on comment lines (a stray CR left there), and in a CRLF file of
     several documents the Provisioners were not formatted at all while --check passed."""

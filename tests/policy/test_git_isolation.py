@@ -179,6 +179,7 @@ def planted(tmp_path: Path) -> Planted:
     return Planted(repo, markers, c0, c1, c2, missing_blob)
 
 
+@pytest.mark.slow
 def test_no_git_setting_of_the_policy_repository_runs_anything(planted: Planted, tmp_path: Path) -> None:
     repo = planted.repo
     (repo / "policies" / "gpu.yaml").write_text((repo / "policies" / "gpu.yaml").read_text() + "# edited\n")

@@ -10,6 +10,8 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 TEMPLATE = """\
@@ -127,6 +129,7 @@ spec:
 """
 
 
+@pytest.mark.slow
 def test_an_invalid_ttl_does_not_hide_the_requirements_or_the_workloads(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(INDEPENDENT + TEMPLATE)
     (tmp_path / "apps.yaml").write_text(WORKLOAD)
@@ -418,6 +421,7 @@ def test_a_stray_field_does_not_hide_a_conflict_but_a_misspelt_requirements_does
     ]
 
 
+@pytest.mark.slow
 def test_a_restricted_key_does_not_hide_the_value_typos_of_the_other_requirements(tmp_path: Path) -> None:
     """Three independent mistakes — a restricted key (a zone typo), a capacity-type typo, an invalid TTL pair —
     all in one run; `compile` still writes nothing."""

@@ -134,6 +134,7 @@ def test_quantities_kubernetes_cannot_read_are_errors(
     assert result.returncode == 1
 
 
+@pytest.mark.slow
 def test_compile_writes_capped_limits(tmp_path: Path) -> None:
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "huge.yaml").write_text(provisioner())

@@ -46,6 +46,7 @@ def line_of(path: Path, text: str, after: int = 0) -> int:
 # --- dead values ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_families_the_defaults_rule_out_are_named() -> None:
     """multiple-ebs.yaml asks for c6g, c7g, m6g, r6g (arm64) next to amd64 families, and Karpenter adds
     `kubernetes.io/arch In [amd64]`: those four never launch. Before: no finding at all."""
@@ -72,6 +73,7 @@ def test_values_every_admitted_type_has_are_not_dead(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("example", ["multiple-ebs.yaml", "bottlerocket.yaml"])
+@pytest.mark.slow
 def test_a_cluster_name_placeholder_in_selectors_is_a_warning(example: str) -> None:
     """Karpenter's examples ship `karpenter.sh/discovery: "${CLUSTER_NAME}"`. Before: validated clean."""
     path = EXAMPLES / example
@@ -109,6 +111,7 @@ spec:
 """
 
 
+@pytest.mark.slow
 def test_an_object_marked_for_flux_substitution_keeps_its_placeholders_for_flux(tmp_path: Path) -> None:
     path = tmp_path / "flux.yaml"
     path.write_text(MARKED)
@@ -219,6 +222,7 @@ ZONES = TYPOS.replace("topology.kubernetesio/zone", "topology.kubernetes.io/zone
 )
 
 
+@pytest.mark.slow
 def test_a_zone_of_another_region_has_its_own_rule_and_the_region_to_check(tmp_path: Path) -> None:
     """Before: `unknown-instance-type`, `not a zone of region us-east-1`, no word of us-west-2."""
     path = tmp_path / "zones.yaml"
@@ -260,6 +264,7 @@ def test_catalog_show_of_a_typo_suggests_like_check() -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_scale_of_no_workload_is_a_usage_error() -> None:
     """Before: exit 0, the typo ignored (`capacity: 0 pods on 0 new nodes`); simulate already refused it."""
     policy, apps = str(WORKLOADS / "policies" / "default.yaml"), str(WORKLOADS / "apps" / "inflate.yaml")

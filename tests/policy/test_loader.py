@@ -140,6 +140,7 @@ def _findings(stdout: str) -> dict[str, str]:
     return {os.path.basename(f["file"]): f["message"] for f in json.loads(stdout)["findings"]}
 
 
+@pytest.mark.slow
 def test_an_unreadable_directory_is_an_error_not_a_pass(unprivileged: Unprivileged) -> None:  # noqa: F811
     """A sub-directory the user cannot list (mode 000) used to be skipped: validate said 0 errors and exit 0."""
     tree = _policy_tree(unprivileged.directory)

@@ -383,6 +383,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_cli_check_mode_then_write_then_clean(tmp_path: Path) -> None:
     (tmp_path / "policies").mkdir()
     (tmp_path / "apps").mkdir()
@@ -453,6 +454,7 @@ def _pinning_repo(directory: Path) -> None:
                 directory / "apps" / "z-team" / "executor.yaml")
 
 
+@pytest.mark.slow
 def test_cli_write_is_all_or_nothing(unprivileged: Unprivileged) -> None:  # noqa: F811
     """The second file's directory is not writable for the user: the first file used to be rewritten already
     when the run died with "internal error: PermissionError", saying nothing of what it had changed."""

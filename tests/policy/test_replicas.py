@@ -92,6 +92,7 @@ def test_check_workloads_reports_each_at_its_field(tmp_path: Path) -> None:
     assert "capacity: 0 pods" in result.stdout, "none of them is planned"
 
 
+@pytest.mark.slow
 def test_simulate_refuses_them_before_it_runs(tmp_path: Path) -> None:
     write_bad(tmp_path / "bad.yaml")
     build = tmp_path / "build"
@@ -102,6 +103,7 @@ def test_simulate_refuses_them_before_it_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["simulate", "check"])
+@pytest.mark.slow
 def test_scale_beyond_a_hundred_thousand_is_a_usage_error(command: str, tmp_path: Path) -> None:
     inputs = ["--constraints", str(tmp_path)] if command == "simulate" else [str(POLICIES)]
     for count in ("100001", "1000000000", "9" * 5000):

@@ -120,6 +120,7 @@ def bomb_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="RLIMIT_AS needs a POSIX child process")
 @pytest.mark.parametrize("name", sorted(BOMBS))
+@pytest.mark.slow
 def test_bomb_is_refused_at_its_line(name: str, bomb_runs: dict[str, Run]) -> None:
     run = bomb_runs[name]
     assert "Traceback" not in run.stderr and "internal error" not in run.stderr, run.stderr[-2000:]

@@ -251,6 +251,7 @@ def test_missing_values_file_and_empty_values_file(tmp_path: Path) -> None:
     assert load_values(str(tmp_path / "empty.yaml")) == {}
 
 
+@pytest.mark.slow
 def test_cli_bad_values_file_cannot_run(tmp_path: Path) -> None:
     (tmp_path / "values.yaml").write_text("- not a mapping\n")
     result = subprocess.run(

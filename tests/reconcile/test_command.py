@@ -18,6 +18,7 @@ import pytest
 import yaml
 from api.tampering import Edit, tamper_directory
 from kube.emulator import EmulatorThread
+from profiles import fast_first
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
@@ -56,14 +57,14 @@ def offline_kubeconfig(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("arguments", "message"),
-    [
+    fast_first([
         (["--constraints", "{missing}"], "not a directory (nor configmap/NAMESPACE/NAME)"),
         (["--constraints", "configmap/only-a-name"], "expected configmap/NAMESPACE/NAME"),
         (["--batch-idle-duration", "1x"], "--batch-idle-duration '1x': expected a positive duration"),
         (["--batch-idle-duration", "20s"], "--batch-max-duration must be at least --batch-idle-duration"),
         (["--kubernetes-version", ""], "--kubernetes-version is required"),
         (["--kubeconfig", "{missing}"], "kubeconfig"),
-    ],
+    ], unpack=True),
 )
 def test_configuration_errors_exit_2_with_one_clear_line(
     arguments: list[str], message: str, compiled: Path, offline_kubeconfig: Path, tmp_path: Path
@@ -109,6 +110,7 @@ def test_a_corrupted_directory_at_start_up_is_refused(compiled: Path, offline_ku
     ],
     ids=["weight Infinity", "taints a string", "provider a string", "requirement without a key"],
 )
+@pytest.mark.slow
 def test_a_set_compile_would_never_write_at_start_up_is_a_configuration_error(
     edit: Edit, message: str, compiled: Path, offline_kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -134,6 +136,7 @@ def api_server() -> Iterator[EmulatorThread]:
         yield server
 
 
+@pytest.mark.slow
 def test_the_command_provisions_a_cluster_end_to_end_until_sigterm(
     compiled: Path, api_server: EmulatorThread, aws_workloads: AwsWorkloads, tmp_path: Path
 ) -> None:

@@ -274,6 +274,7 @@ def test_a_pod_that_can_never_schedule_does_not_freeze_disruption(tmp_path: Path
     assert "deprovisioning via drift replace" in log.getvalue()
 
 
+@pytest.mark.slow
 def test_pods_being_provisioned_hold_disruption_until_their_batch_is_done(tmp_path: Path) -> None:
     """The other side of item 7: a pod that provisioning has not tried yet (its batch window is open) holds every
     decision, so that a decision never races the launch it would cause."""

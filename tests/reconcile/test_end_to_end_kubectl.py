@@ -127,6 +127,7 @@ def probe(port: int, path: str) -> int:
         return 0  # not serving yet
 
 
+@pytest.mark.slow
 def test_kubectl_drives_the_controller_from_pods_to_nodes_and_back_to_nothing(
     controller: tuple[Kubectl, int, Callable[[], str]], aws_workloads: AwsWorkloads
 ) -> None:

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from profiles import fast_first
 
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.controller import Controller
@@ -83,6 +84,7 @@ def test_no_pod_lost_no_orphan_no_duplicate_whatever_fails_and_wherever_it_dies(
     assert {objects.name(n) for n in nodes} <= used, (kills, world.cloud.injected)
 
 
+@pytest.mark.slow
 def test_the_kills_and_faults_do_fire(compiled: Path) -> None:
     """The suite above is not vacuous: across its seeds, kills fire and every kind of fault is injected."""
     fired, faults = 0, set()
@@ -147,7 +149,7 @@ def replace_expired_with_kills(
     return kills
 
 
-@pytest.mark.parametrize("seed", DISRUPTION_SEEDS)
+@pytest.mark.parametrize("seed", fast_first(DISRUPTION_SEEDS))
 def test_expiry_killed_mid_replacement_or_mid_drain_loses_nothing(expiring: Path, seed: int) -> None:
     rng = random.Random(seed)
     world = World(expiring, seed=seed, types=["m5.xlarge", "m5.2xlarge", "c5.2xlarge"])
@@ -165,6 +167,7 @@ def test_expiry_killed_mid_replacement_or_mid_drain_loses_nothing(expiring: Path
     assert len(live_instances(world.inner, "workloads")) == len(nodes(world)), ("an instance too many", *context)
 
 
+@pytest.mark.slow
 def test_the_disruption_kills_do_fire(expiring: Path) -> None:
     """Not vacuous: across the seeds above (up to 3 kills each), at least 20 kills fire, mid-launch of a
     replacement and mid-drain alike."""

@@ -102,6 +102,7 @@ def test_an_instance_launched_just_before_a_crash_is_adopted_not_collected(world
     assert world.orphans() == (set(), set())
 
 
+@pytest.mark.slow
 def test_both_ways_on_moto(make_harness: MakeHarness, aws_workloads: AwsWorkloads) -> None:
     """The wire path (DescribeInstances, TerminateInstances); the grace periods are those of the tests above."""
     h = make_harness(cloud=aws_workloads.provider(), batch_max=5.0, gc_instance_grace=0, gc_node_grace=0)

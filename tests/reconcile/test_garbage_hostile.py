@@ -89,6 +89,7 @@ def launch(cloud: Any, token: str, provisioner: str = "default") -> str:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["truth", *HOSTILE]), st.sampled_from([1.0, 30.0, 200.0])),
                 min_size=1, max_size=12))
+@pytest.mark.slow
 def test_no_answer_of_the_api_makes_the_controller_terminate_an_instance_whose_node_exists(
     server: HostileServer, compiled: Path, log: Any, answers: list[tuple[str, float]]
 ) -> None:

@@ -46,6 +46,7 @@ def state(aws_workloads: AwsWorkloads, instance_id: str) -> str:
     return str(answer["Reservations"][0]["Instances"][0]["State"]["Name"])
 
 
+@pytest.mark.slow
 def test_each_kind_of_message_from_sqs_is_handled_and_deleted(
     make_harness: MakeHarness, aws_workloads: AwsWorkloads, queue_url: str
 ) -> None:
@@ -87,6 +88,7 @@ def test_each_kind_of_message_from_sqs_is_handled_and_deleted(
     assert attributes["ApproximateNumberOfMessages"] == attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
+@pytest.mark.slow
 def test_a_queue_that_does_not_exist_is_not_found(aws_workloads: AwsWorkloads) -> None:
     cloud = aws_workloads.provider()
     with pytest.raises(NotFound, match="queue nowhere does not exist"):
@@ -143,6 +145,7 @@ def wait_for(predicate: Any, timeout: float = GENEROUS) -> bool:
     return bool(predicate())
 
 
+@pytest.mark.slow
 def test_the_command_deletes_the_node_of_a_spot_interruption_and_survives_a_malformed_message(
     running_command: tuple[KubeCluster, subprocess.Popen[str]], aws_workloads: AwsWorkloads, queue_url: str
 ) -> None:

@@ -117,7 +117,7 @@ class SlowCloud(FakeCloudProvider):
         self.delay = delay
 
     def create(self, request: LaunchRequest) -> Instance:
-        time.sleep(self.delay)
+        time.sleep(self.delay)  # the scenario's own pace: a slow CreateFleet, not a wait for anything
         return super().create(request)
 
 
@@ -147,6 +147,7 @@ def runner(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClust
         assert not thread.is_alive(), "stop() ends the runner"
 
 
+@pytest.mark.slow
 def test_a_burst_of_a_thousand_pods_during_a_slow_launch_is_all_provisioned(runner: Any) -> None:
     cluster, controller, _ = runner(cloud=SlowCloud(fake_cloud(FakeClock()), delay=1.0))
     create_all(cluster, objects.POD, inflate(0, 10))
@@ -171,6 +172,7 @@ def test_pods_pending_at_start_up_are_provisioned_in_the_first_window(runner: An
     assert time.monotonic() - started < 10, "within the first batch window, not after a resync or a retry"
 
 
+@pytest.mark.slow
 def test_pods_pending_before_a_take_over_are_provisioned_within_the_window_after_it(runner: Any) -> None:
     cluster = MemoryCluster()
     now = objects.format_micro_time(__import__("datetime").datetime.now(__import__("datetime").UTC))
@@ -209,6 +211,7 @@ STEPS = st.lists(
 @settings(max_examples=examples(80), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(STEPS)
+@pytest.mark.slow
 def test_no_interleaving_of_events_steps_and_clock_moves_loses_a_pod(
     make_harness: MakeHarness, clock: FakeClock, steps: list[tuple[Any, ...]]
 ) -> None:

@@ -47,6 +47,7 @@ def soak(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return report, ran.stdout
 
 
+@pytest.mark.slow
 def test_soak_writes_one_report_with_every_variant_and_what_each_saved(soak: tuple[Path, str]) -> None:
     report, stdout = soak
     assert [p.name for p in report.parent.iterdir()] == ["soak.html"], "F, and no F-ttl.html or F-consolidation.html"
@@ -62,6 +63,7 @@ def test_soak_writes_one_report_with_every_variant_and_what_each_saved(soak: tup
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_the_soak_report_opens_with_the_comparison(soak: tuple[Path, str], tmp_path: Path) -> None:
     report, _ = soak
     look = look_at(report, tmp_path / "soak.png", ["table.comparison", "svg.chart", "h2"])
@@ -76,6 +78,7 @@ def test_the_soak_report_opens_with_the_comparison(soak: tuple[Path, str], tmp_p
     assert look.scroll_width <= look.width
 
 
+@pytest.mark.slow
 def test_the_same_seed_writes_the_same_report(soak: tuple[Path, str], tmp_path: Path) -> None:
     report, _ = soak
     again = tmp_path / "again.html"

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from karpenter_policy.kube import objects
@@ -41,6 +42,7 @@ def tags(instance: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
 
 
+@pytest.mark.slow
 def test_inflate_scaled_0_5_10_launches_few_cheap_spot_nodes(
     make_harness: MakeHarness, aws_workloads: AwsWorkloads
 ) -> None:
@@ -68,6 +70,7 @@ def test_inflate_scaled_0_5_10_launches_few_cheap_spot_nodes(
     assert len(aws_workloads.env.proxy.calls_to("CreateFleet")) == len(instances), "one fleet request per node"
 
 
+@pytest.mark.slow
 def test_emr_spark_drivers_on_demand_executors_spot_on_the_allowed_families(
     make_harness: MakeHarness, aws_workloads: AwsWorkloads
 ) -> None:
@@ -122,6 +125,7 @@ def test_a_gpu_pod_lands_on_a_gpu_type(make_harness: MakeHarness, aws_workloads:
     assert node["status"]["capacity"]["nvidia.com/gpu"] == label(node, "karpenter.k8s.aws/instance-gpu-count")
 
 
+@pytest.mark.slow
 def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next_in_the_same_pass(
     make_harness: MakeHarness, aws_workloads: AwsWorkloads
 ) -> None:
@@ -156,6 +160,7 @@ def first_offering(h: Harness) -> ChosenOffering:
     return launch_options(claim, templates.template(claim.template))[0]
 
 
+@pytest.mark.slow
 def test_a_configmap_edit_takes_effect_and_a_corrupted_one_is_refused(
     make_harness: MakeHarness, aws_workloads: AwsWorkloads, configmap: dict[str, Any], tmp_path: Path
 ) -> None:

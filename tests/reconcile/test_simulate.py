@@ -35,6 +35,7 @@ def simulate(build: Path, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_inflate_scaled_0_5_10_lands_on_few_cheap_spot_nodes(build: Path) -> None:
     code, out, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"),
                               "--scale", "deployment/inflate=5", "--scale", "deployment/inflate=10")
@@ -49,6 +50,7 @@ def test_inflate_scaled_0_5_10_lands_on_few_cheap_spot_nodes(build: Path) -> Non
     assert abs(float(fleet[2]) - sum(float(r[8]) for r in rows)) < 1e-3 and float(fleet[2]) > 0
 
 
+@pytest.mark.slow
 def test_the_emr_spark_seed_puts_drivers_on_demand_and_executors_on_spot(build: Path) -> None:
     code, out, err = simulate(build, "--workloads", str(APPS / "spark-driver-pod-template.yaml"),
                               "--workloads", str(APPS / "spark-executor-4vcpu-7g.yaml"))
@@ -60,6 +62,7 @@ def test_the_emr_spark_seed_puts_drivers_on_demand_and_executors_on_spot(build: 
     assert families <= {"c5", "c5a", "c5d", "c5ad", "m5", "c6a"}, families
 
 
+@pytest.mark.slow
 def test_same_input_same_output_and_report(build: Path, tmp_path: Path) -> None:
     outputs = []
     for run in ("a", "b"):
@@ -133,6 +136,7 @@ def test_a_report_never_overwrites_or_lands_among_the_inputs(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["apps", "build", "link.yaml", "more"]
 
 
+@pytest.mark.slow
 def test_pods_no_provisioner_takes_stay_pending_with_the_reason(build: Path) -> None:
     code, out, _ = simulate(build, "--workloads", str(ROOT / "examples/workloads/negative/gpu-without-toleration.yaml"))
     assert code == 1
@@ -140,6 +144,7 @@ def test_pods_no_provisioner_takes_stay_pending_with_the_reason(build: Path) -> 
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
+@pytest.mark.slow
 def test_the_report_renders_in_headless_chromium_without_errors(build: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.html"
     code, _, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"), "--scale", "deployment/inflate=5",
@@ -167,6 +172,7 @@ def test_the_report_renders_in_headless_chromium_without_errors(build: Path, tmp
         "--scale", "deployment/inflate=10")[1]))
 
 
+@pytest.mark.slow
 def test_scaled_back_to_zero_the_empty_nodes_go_after_their_ttl(build: Path) -> None:
     code, out, err = simulate(build, "--workloads", str(APPS / "inflate.yaml"),
                               "--scale", "deployment/inflate=10", "--scale", "deployment/inflate=0")

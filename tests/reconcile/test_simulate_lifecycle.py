@@ -50,6 +50,7 @@ def _job(run_seconds: float) -> Workload:
     return Workload("Job", "crunch", "default", inflate.template, 0, run_seconds=run_seconds)
 
 
+@pytest.mark.slow
 def test_pods_with_a_run_time_complete_and_their_node_goes_after_its_empty_ttl(seeds: Loaded) -> None:
     steps = [Step("create"), Step("a job of 3 pods", start={"job/crunch": 3}, at=10.0)]
     with Simulation(seeds, [_job(300.0)], load_catalog(region="us-east-1")) as simulation:
@@ -76,6 +77,7 @@ def test_pods_with_a_run_time_complete_and_their_node_goes_after_its_empty_ttl(s
     assert figures.peak_cpu == 3000, "three pods of one vCPU wanted room at once"
 
 
+@pytest.mark.slow
 def test_a_spot_interruption_drains_the_node_and_its_pods_run_elsewhere(seeds: Loaded) -> None:
     steps = [Step("create"), Step("scale to 10", {"deployment/inflate": 10}, at=10.0),
              Step("interrupt one spot node", interrupt=1, at=200.0)]
@@ -121,6 +123,7 @@ def test_pending_time_is_per_pod_from_creation_to_binding(seeds: Loaded) -> None
     assert percentile([], 0.99) == 0.0
 
 
+@pytest.mark.slow
 def test_start_and_replicas_are_for_the_right_kind_of_workload(seeds: Loaded) -> None:
     catalog = load_catalog(region="us-east-1")
     for step, message in (
@@ -139,6 +142,7 @@ def test_start_and_replicas_are_for_the_right_kind_of_workload(seeds: Loaded) ->
         simulation.run([Step("create"), Step("later", at=10.0)], until=5.0)
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_run_figures_interruptions_and_each_pods_wait(seeds: Loaded, tmp_path: Path) -> None:
     steps = [Step("create"), Step("scale to 6", {"deployment/inflate": 6}, at=10.0),
              Step("a job", start={"job/crunch": 2}, at=100.0), Step("interrupt", interrupt=1, at=200.0)]

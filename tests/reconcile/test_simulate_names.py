@@ -14,6 +14,7 @@ SUFFIXES = 27**5  # five characters of the API server's suffix alphabet
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "Job", "CronJob", "ReplicaSet"])
+@pytest.mark.slow
 def test_a_hundred_thousand_replicas_have_a_hundred_thousand_names(kind: str) -> None:
     workload = Workload(kind, "inflate", "default", {"spec": {"containers": [{"name": "app"}]}}, REPLICAS)
     names = [pod_name(workload, ordinal, REPLICAS) for ordinal in range(REPLICAS)]

@@ -48,6 +48,7 @@ def _inflate() -> list[Workload]:
     return list(read_workloads([str(INFLATE)]).workloads)
 
 
+@pytest.mark.slow
 def test_timed_steps_start_on_time_and_a_policy_change_rolls_the_fleet(
     versions: tuple[Loaded, Loaded],
 ) -> None:
@@ -90,6 +91,7 @@ def test_steps_timed_out_of_order_are_refused(versions: tuple[Loaded, Loaded]) -
         simulation.run(steps)
 
 
+@pytest.mark.slow
 def test_consolidation_on_moto_shrinks_the_fleet_after_a_scale_down(tmp_path: Path) -> None:
     """`default` on-demand with consolidation: 20 replicas (one c6a.8xlarge), then 3 — the node is replaced by a
     cheaper one (CreateFleet, then TerminateInstances on moto) once it is up, every pod running."""

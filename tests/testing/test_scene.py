@@ -86,9 +86,7 @@ def test_the_controllers_run_in_real_time(compiled: Path) -> None:
     scene = Scene(compiled, real_time=True)
     with scene.runner(batch_idle=0.2):
         scene.add_pods("inflate", 3, cpu="1")
-        deadline = time.monotonic() + 30
-        while scene.unbound() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert scene.wait(lambda: not scene.unbound(), 30), "the pods did not bind"
     assert scene.unbound() == [] and len(scene.nodes()) == 1
 
 
@@ -111,6 +109,7 @@ def test_a_lingering_pod_stays_terminating_until_finished(compiled: Path) -> Non
     assert scene.pods_on(node) == []
 
 
+@pytest.mark.slow
 def test_a_static_pod_is_a_mirror_owned_by_its_node(compiled: Path) -> None:
     scene = Scene(compiled)
     node = scene.add_node("default", "m5.xlarge")

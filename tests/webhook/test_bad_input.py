@@ -237,6 +237,7 @@ def test_slow_clients_are_cut_off(strict: Webhook, cert_dir: Path, strict_client
     assert_healthy(strict_client)
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_closed_quietly(strict: Webhook, cert_dir: Path) -> None:
     """A keep-alive connection after `idle_timeout`; a new one that never sends a request after
     `request_timeout` (it has no business holding a connection slot for minutes)."""

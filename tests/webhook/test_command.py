@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from profiles import fast_first
 
 from karpenter_policy import __version__
 
@@ -74,6 +75,7 @@ def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
             process.communicate()
 
 
+@pytest.mark.slow
 def test_serves_until_sigterm(tmp_path: Path) -> None:
     process, client = start(tmp_path, "--shutdown-delay", "3")
     try:
@@ -126,7 +128,7 @@ def test_json_logs_are_one_object_per_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("arguments", "message"),
-    [
+    fast_first([
         ([], "give --tls-cert-file and --tls-private-key-file, or --self-signed DIR"),
         (
             ["--tls-cert-file", "/nonexistent.crt", "--tls-private-key-file", "/nonexistent.key"],
@@ -140,7 +142,7 @@ def test_json_logs_are_one_object_per_line(tmp_path: Path) -> None:
         ),
         (["--self-signed", "{tmp}", "--region", "mars-north-1"], "no embedded catalog for region 'mars-north-1'"),
         (["--generate-only"], "--generate-only needs --self-signed DIR"),
-    ],
+    ], unpack=True),
     ids=[
         "no-certificate",
         "missing-files",

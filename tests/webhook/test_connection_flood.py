@@ -75,6 +75,7 @@ class Flood:
             thread.join()
 
 
+@pytest.mark.slow
 def test_well_behaved_clients_are_served_during_a_flood(capped: Webhook, cert_dir: Path) -> None:
     ca = cert_dir / "ca.crt"
     keep_alive = Client(capped.port, ca, timeout=10)

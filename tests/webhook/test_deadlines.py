@@ -110,6 +110,7 @@ def test_a_provisioner_is_answered_by_its_deadline(obj: dict[str, Any], one_work
     client.close()
 
 
+@pytest.mark.slow
 def test_the_deadline_is_the_api_servers_timeout_capped(one_worker: Webhook, cert_dir: Path) -> None:
     """Without ?timeout= the cap applies; a pod that finds no free worker by its deadline is admitted unpinned
     (fail open) while a slow Provisioner holds the only worker."""

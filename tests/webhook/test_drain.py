@@ -71,20 +71,14 @@ def served(tmp_path: Path) -> Iterator[Served]:
     reader = result.reader = threading.Thread(target=lambda: result.stderr.extend(process.stderr or []), daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, "".join(result.stderr)
-            assert time.monotonic() < deadline, "the webhook did not become ready"
-            if result.ca.exists():
-                client = Client(port, result.ca, timeout=5)
-                try:
-                    if client.get("/readyz").status == 200:
-                        break
-                except OSError:
-                    pass
-                finally:
-                    client.close()
-            time.sleep(0.1)
+        # Serving once it logs so: the certificate written, the workers warm, the socket listening.
+        eventually(lambda: process.poll() is not None or "serving https://" in result.log(), 60, "the webhook serving")
+        assert process.poll() is None, result.log()
+        client = Client(port, result.ca, timeout=5)
+        try:
+            assert client.get("/readyz").status == 200
+        finally:
+            client.close()
         yield result
     finally:
         if process.poll() is None:

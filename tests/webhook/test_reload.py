@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from api.tampering import tamper_directory
 
 from karpenter_policy.policy.compilation.compiler import compile_command
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
+from karpenter_policy.webhook.watch import fingerprint
 
 from .support import Client, patch_of
 
@@ -134,10 +135,24 @@ def policies(tmp_path: Path, cert_dir: Path) -> Iterator[tuple[Webhook, Path]]:
         yield server, directory
 
 
+def counting_checks(monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """How many times the reloader has looked at the files so far (each check fingerprints them once)."""
+    checks = 0
+
+    def counted(files: Iterable[str | Path]) -> bytes:
+        nonlocal checks
+        checks += 1
+        return fingerprint(files)
+
+    monkeypatch.setattr("karpenter_policy.webhook.reload.fingerprint", counted)
+    return lambda: checks
+
+
 def test_policies_reload_when_their_files_change(
-    policies: tuple[Webhook, Path], cert_dir: Path, caplog: pytest.LogCaptureFixture
+    policies: tuple[Webhook, Path], cert_dir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server, directory = policies
+    checks = counting_checks(monkeypatch)
     client = Client(server.port, cert_dir / "ca.crt")
     assert tolerated(client) == ["nvidia.com/gpu"]
     assert admitted(client, LINUX_ONLY)
@@ -158,7 +173,8 @@ def test_policies_reload_when_their_files_change(
     assert "nope" in caplog.text
     assert tolerated(client) == ["nvidia.com/gpu", "example.com/new"]
     assert not admitted(client, LINUX_ONLY)
-    time.sleep(1.0)  # five polls (every 0.2 s) to watch: refused once, not again at every poll
+    seen = checks()
+    wait_for(lambda: checks() >= seen + 5)  # five more looks at the same refused version: not refused again
     assert reloads(server, "error") == 1
 
     # Fixed: the next version loads.
