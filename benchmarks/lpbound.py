@@ -21,7 +21,7 @@ from karpenter_policy.scheduling.instances import indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN
 from karpenter_policy.scheduling.plan import Plan
 from karpenter_policy.scheduling.pods import Pod
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector
 
 _BYTES = (MEMORY, EPHEMERAL_STORAGE)
@@ -33,13 +33,13 @@ class Bound:
     status: str
 
 
-def lower_bound(plan: Plan, templates: Sequence[NodeTemplate], tolerate_prefer_no_schedule: bool = False) -> Bound:
+def lower_bound(plan: Plan, templates: Sequence[NodeClaimTemplate], tolerate_prefer_no_schedule: bool = False) -> Bound:
     """The LP bound of the new nodes of `plan` (see the module docstring)."""
     pods = [pod for claim in plan.claims for pod in claim.pods]
     return lower_bound_of(pods, templates, tolerate_prefer_no_schedule)
 
 
-def _usable(pod: Pod, template: NodeTemplate, tolerate: bool) -> int:
+def _usable(pod: Pod, template: NodeClaimTemplate, tolerate: bool) -> int:
     attempt = pod.shape.attempts(tolerate)[-1]
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return 0
@@ -50,7 +50,7 @@ def _usable(pod: Pod, template: NodeTemplate, tolerate: bool) -> int:
     return template.types & table.mask_of(merged, os=template.os)
 
 
-def lower_bound_of(pods: Sequence[Pod], templates: Sequence[NodeTemplate], tolerate: bool = False) -> Bound:
+def lower_bound_of(pods: Sequence[Pod], templates: Sequence[NodeClaimTemplate], tolerate: bool = False) -> Bound:
     import highspy  # a benchmark's dependency, not the tool's
 
     groups: dict[tuple[Vector, tuple[int, ...]], int] = defaultdict(int)

@@ -38,7 +38,7 @@ from karpenter_policy.scheduling.instances import indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN
 from karpenter_policy.scheduling.plan import Plan
 from karpenter_policy.scheduling.pods import Attempt, Pod
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import INDEX, RESOURCES, Vector
 
 _BYTES = {INDEX["memory"], INDEX["ephemeral-storage"]}
@@ -89,7 +89,7 @@ class _Kind:
 
 def exact_optimum(
     pods: Sequence[Pod],
-    templates: Sequence[NodeTemplate],
+    templates: Sequence[NodeClaimTemplate],
     plans: Sequence[Plan] = (),
     *,
     time_limit: float = 30.0,
@@ -331,7 +331,7 @@ def _most(room: Sequence[float], need: Sequence[float]) -> int:
     return max(0, most or 0)
 
 
-def _usable(template: NodeTemplate, attempt: Attempt) -> tuple[int, Requirement, Requirement] | None:
+def _usable(template: NodeClaimTemplate, attempt: Attempt) -> tuple[int, Requirement, Requirement] | None:
     """The instance types of `template` a pod of `attempt` may use, and its zone and capacity-type requirements."""
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return None
@@ -347,7 +347,10 @@ def _allows(usable: tuple[int, Requirement, Requirement] | None, zone: str, capa
 
 
 def _kinds(
-    templates: Sequence[NodeTemplate], attempts: Sequence[Attempt], resources: Sequence[int], scale: Sequence[float]
+    templates: Sequence[NodeClaimTemplate],
+    attempts: Sequence[Attempt],
+    resources: Sequence[int],
+    scale: Sequence[float],
 ) -> list[_Kind]:
     """The node kinds some group may use: per template, type and capacity type, the cheapest zone the groups that
     may use it allow (offerings whose groups differ stay apart); dominated kinds dropped."""
@@ -380,7 +383,7 @@ def _kinds(
     return _undominated(kinds, templates)
 
 
-def _undominated(kinds: list[_Kind], templates: Sequence[NodeTemplate]) -> list[_Kind]:
+def _undominated(kinds: list[_Kind], templates: Sequence[NodeClaimTemplate]) -> list[_Kind]:
     """Drop a kind when another of a template without limits is no dearer, has at least its room on every
     resource and takes every group it takes (ties keep the first by price, then position)."""
     kinds.sort(key=lambda k: (k.price, -sum(k.room), k.template, k.instance_type, k.capacity_type))
@@ -402,7 +405,7 @@ def _undominated(kinds: list[_Kind], templates: Sequence[NodeTemplate]) -> list[
     return kept
 
 
-def _limit_rows(templates: Sequence[NodeTemplate]) -> list[tuple[int, int, int]]:
+def _limit_rows(templates: Sequence[NodeClaimTemplate]) -> list[tuple[int, int, int]]:
     """(template, resource, limit) of every limited resource of every template."""
     return [(k, r, limit) for k, template in enumerate(templates) for r, limit in sorted(template.limited.items())]
 

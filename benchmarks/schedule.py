@@ -49,7 +49,16 @@ from optimum import exact_optimum
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.scheduling import COST, KARPENTER, InstanceTable, NodeTemplate, Plan, Pod, Scheduler, shape_of
+from karpenter_policy.scheduling import (
+    COST,
+    KARPENTER,
+    InstanceTable,
+    NodeClaimTemplate,
+    Plan,
+    Pod,
+    Scheduler,
+    shape_of,
+)
 from karpenter_policy.scheduling.scheduler import SchedulerOptions
 from karpenter_policy.scheduling.synthetic import SHAPE, benchmark_types
 
@@ -115,17 +124,17 @@ class Scenario:
     """A batch to schedule: its name, the templates, the pods and the DaemonSet pods every node may run."""
 
     name: str
-    templates: list[NodeTemplate]
+    templates: list[NodeClaimTemplate]
     pods: list[Pod]
     daemons: list[Pod] = field(default_factory=list)
 
 
-def provisioner_templates(table: InstanceTable, directory: Path) -> list[NodeTemplate]:
+def provisioner_templates(table: InstanceTable, directory: Path) -> list[NodeClaimTemplate]:
     templates = []
     for path in sorted(directory.glob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
             if isinstance(document, dict) and document.get("kind") == "Provisioner":
-                templates.append(NodeTemplate.from_provisioner(table, Provisioner.from_document(document)))
+                templates.append(NodeClaimTemplate.from_provisioner(table, Provisioner.from_document(document)))
     return templates
 
 
@@ -320,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"cpu": cpu, "synthetic": [], "catalog": []}
 
     table = InstanceTable(benchmark_types(400))
-    template = NodeTemplate.build(table, name="default", requirements=Requirements(), shape=SHAPE)
+    template = NodeClaimTemplate.build(table, name="default", requirements=Requirements(), shape=SHAPE)
     for count in (int(n) for n in args.pods.split(",")):
         scenario = Scenario(f"{count:,} pods", [template], diverse_pods(count))
         results["synthetic"].append(measure(scenario, args.repeat, exact=False))

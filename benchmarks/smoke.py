@@ -169,12 +169,12 @@ def probe_schedule(work: Path) -> list[Ratio]:
     from lpbound import lower_bound
 
     from karpenter_policy.model.requirements import Requirements
-    from karpenter_policy.scheduling import NodeTemplate, Scheduler
+    from karpenter_policy.scheduling import NodeClaimTemplate, Scheduler
     from karpenter_policy.scheduling.instances import InstanceTable
     from karpenter_policy.scheduling.synthetic import SHAPE, benchmark_types
 
     table = InstanceTable(benchmark_types(400))
-    template = NodeTemplate.build(table, name="default", requirements=Requirements(), shape=SHAPE)
+    template = NodeClaimTemplate.build(table, name="default", requirements=Requirements(), shape=SHAPE)
     small, large = schedule_benchmark.diverse_pods(500), schedule_benchmark.diverse_pods(2000)
     plan_small, measured_small = best_of(lambda: Scheduler([template]).solve(small))
     plan_large, measured_large = best_of(lambda: Scheduler([template]).solve(large))

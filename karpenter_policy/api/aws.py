@@ -11,6 +11,7 @@ from karpenter_policy.api.metadata import metadata_violations
 from karpenter_policy.api.placeholders import placeholder_violations
 from karpenter_policy.api.userdata import user_data_violations
 from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, WARNING, Path, Violation
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.resources import parse_quantity
 
 AMI_FAMILIES = ("AL2", "Bottlerocket", "Ubuntu", "Windows2019", "Windows2022", "Custom")
@@ -26,8 +27,8 @@ MAX_VOLUME = Decimal(64 * 10**12)  # 64T
 #: Tag keys Karpenter writes on every instance it launches, as (what users read, the exact pattern).
 RESTRICTED_TAG_PATTERNS = (
     ("kubernetes.io/cluster/<cluster>", re.compile(r"^kubernetes\.io/cluster/[0-9A-Za-z][A-Za-z0-9\-_]*$")),
-    ("karpenter.sh/provisioner-name", re.compile(r"^karpenter\.sh/provisioner-name$")),
-    ("karpenter.sh/managed-by", re.compile(r"^karpenter\.sh/managed-by$")),
+    (wk.PROVISIONER_NAME, re.compile(f"^{re.escape(wk.PROVISIONER_NAME)}$")),
+    (wk.MANAGED_BY, re.compile(f"^{re.escape(wk.MANAGED_BY)}$")),
 )
 
 #: Selector keys that list resource ids instead of matching tags, and the id prefix each selector expects.

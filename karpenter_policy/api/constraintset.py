@@ -31,7 +31,6 @@ from karpenter_policy.api.constraintcheck import PROVIDER_REF as PROVIDER_REF
 from karpenter_policy.api.constraintcheck import set_problems
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.schema import show_value
-from karpenter_policy.model import instancetypes as it_model
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
 from karpenter_policy.model.amifamily import node_os
@@ -52,28 +51,28 @@ UNVERSIONED = "unversioned"
 #: are matched offering by offering instead.
 INSTANCE_TYPE_KEYS: frozenset[str] = frozenset(
     {
-        it_model.LABEL_INSTANCE_TYPE,
-        it_model.LABEL_ARCH,
-        it_model.LABEL_OS,
+        wk.INSTANCE_TYPE,
+        wk.ARCH,
+        wk.OS,
         wk.REGION,
-        it_model.LABEL_INSTANCE_FAMILY,
-        it_model.LABEL_INSTANCE_SIZE,
-        it_model.LABEL_INSTANCE_CATEGORY,
-        it_model.LABEL_INSTANCE_GENERATION,
-        it_model.LABEL_INSTANCE_CPU,
-        it_model.LABEL_INSTANCE_MEMORY,
-        it_model.LABEL_INSTANCE_PODS,
-        it_model.LABEL_INSTANCE_HYPERVISOR,
-        it_model.LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
-        it_model.LABEL_INSTANCE_LOCAL_NVME,
-        it_model.LABEL_INSTANCE_NETWORK_BANDWIDTH,
-        it_model.LABEL_INSTANCE_GPU_NAME,
-        it_model.LABEL_INSTANCE_GPU_MANUFACTURER,
-        it_model.LABEL_INSTANCE_GPU_COUNT,
-        it_model.LABEL_INSTANCE_GPU_MEMORY,
-        it_model.LABEL_INSTANCE_ACCELERATOR_NAME,
-        it_model.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
-        it_model.LABEL_INSTANCE_ACCELERATOR_COUNT,
+        wk.INSTANCE_FAMILY,
+        wk.INSTANCE_SIZE,
+        wk.INSTANCE_CATEGORY,
+        wk.INSTANCE_GENERATION,
+        wk.INSTANCE_CPU,
+        wk.INSTANCE_MEMORY,
+        wk.INSTANCE_PODS,
+        wk.INSTANCE_HYPERVISOR,
+        wk.INSTANCE_ENCRYPTION_IN_TRANSIT,
+        wk.INSTANCE_LOCAL_NVME,
+        wk.INSTANCE_NETWORK_BANDWIDTH,
+        wk.INSTANCE_GPU_NAME,
+        wk.INSTANCE_GPU_MANUFACTURER,
+        wk.INSTANCE_GPU_COUNT,
+        wk.INSTANCE_GPU_MEMORY,
+        wk.INSTANCE_ACCELERATOR_NAME,
+        wk.INSTANCE_ACCELERATOR_MANUFACTURER,
+        wk.INSTANCE_ACCELERATOR_COUNT,
     }
 )
 _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
@@ -188,8 +187,8 @@ def _label_values(instance_type: InstanceType) -> Mapping[str, tuple[str, ...] |
     for key, value in labels.items():
         if key in values:
             values[key] = (value,)
-    if labels.get(it_model.LABEL_ARCH) is None and instance_type.architectures:
-        values[it_model.LABEL_ARCH] = tuple(instance_type.architectures)
+    if labels.get(wk.ARCH) is None and instance_type.architectures:
+        values[wk.ARCH] = tuple(instance_type.architectures)
     return values
 
 
@@ -233,9 +232,9 @@ def resolve_instance_types(
         pods = max_pods(instance_type, node)
         values = _label_values(instance_type)
         overrides: dict[str, tuple[str, ...] | None] = {
-            it_model.LABEL_INSTANCE_PODS: (str(pods),),
+            wk.INSTANCE_PODS: (str(pods),),
             wk.REGION: (region,),
-            it_model.LABEL_OS: (os,),
+            wk.OS: (os,),
         }
         if not all(
             _admits(requirement, overrides[key] if key in overrides else values[key]) for key, requirement in checked

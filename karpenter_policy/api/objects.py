@@ -14,7 +14,7 @@ from typing import Any
 from karpenter_policy.api.defaults import default_requirements
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.model.resources import ResourceList, resource_list
+from karpenter_policy.model.resources import ResourceList, parse_resource_list
 from karpenter_policy.model.taints import Taint
 
 VERSION_ANNOTATION = "karpenter-policy/version"
@@ -70,7 +70,7 @@ class Provisioner:
             annotations=dict(spec.get("annotations") or {}),
             taints=tuple(Taint.from_api(t) for t in spec.get("taints") or []),
             startup_taints=tuple(Taint.from_api(t) for t in spec.get("startupTaints") or []),
-            limits=resource_list((spec.get("limits") or {}).get("resources") or {}),
+            limits=parse_resource_list((spec.get("limits") or {}).get("resources") or {}),
             ttl_seconds_after_empty=spec.get("ttlSecondsAfterEmpty"),
             ttl_seconds_until_expired=spec.get("ttlSecondsUntilExpired"),
             consolidation_enabled=bool((spec.get("consolidation") or {}).get("enabled")),

@@ -59,20 +59,6 @@ from karpenter_policy.catalog.prices import load_on_demand_prices
 from karpenter_policy.catalog.refresh import instance_type_from_ec2, trn1_accelerator
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import (
-    CAPACITY_TYPE_SPOT,
-    LABEL_INSTANCE_ACCELERATOR_COUNT,
-    LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
-    LABEL_INSTANCE_ACCELERATOR_NAME,
-    LABEL_INSTANCE_CPU,
-    LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
-    LABEL_INSTANCE_GPU_COUNT,
-    LABEL_INSTANCE_GPU_MANUFACTURER,
-    LABEL_INSTANCE_GPU_MEMORY,
-    LABEL_INSTANCE_GPU_NAME,
-    LABEL_INSTANCE_HYPERVISOR,
-    LABEL_INSTANCE_LOCAL_NVME,
-    LABEL_INSTANCE_MEMORY,
-    LABEL_INSTANCE_NETWORK_BANDWIDTH,
     InstanceType,
     instance_category,
     instance_family,
@@ -313,27 +299,27 @@ def type_from_labels(name: str, labels: Mapping[str, str]) -> InstanceType | Non
     if arch not in ("amd64", "arm64"):
         return None
     accelerator = (
-        _int_label(labels, LABEL_INSTANCE_ACCELERATOR_COUNT, name),
-        labels.get(LABEL_INSTANCE_ACCELERATOR_NAME, ""),
-        labels.get(LABEL_INSTANCE_ACCELERATOR_MANUFACTURER, ""),
+        _int_label(labels, wk.INSTANCE_ACCELERATOR_COUNT, name),
+        labels.get(wk.INSTANCE_ACCELERATOR_NAME, ""),
+        labels.get(wk.INSTANCE_ACCELERATOR_MANUFACTURER, ""),
     )
     accelerator = trn1_accelerator(name, accelerator[0]) or accelerator
     return InstanceType(
         name=name,
-        vcpu=_int_label(labels, LABEL_INSTANCE_CPU, name, None),
-        memory_mib=_int_label(labels, LABEL_INSTANCE_MEMORY, name, None),
+        vcpu=_int_label(labels, wk.INSTANCE_CPU, name, None),
+        memory_mib=_int_label(labels, wk.INSTANCE_MEMORY, name, None),
         architectures=(arch,),
-        gpu_count=_int_label(labels, LABEL_INSTANCE_GPU_COUNT, name),
-        gpu_name=labels.get(LABEL_INSTANCE_GPU_NAME, ""),
-        gpu_manufacturer=labels.get(LABEL_INSTANCE_GPU_MANUFACTURER, ""),
-        gpu_memory_mib=_int_label(labels, LABEL_INSTANCE_GPU_MEMORY, name),
+        gpu_count=_int_label(labels, wk.INSTANCE_GPU_COUNT, name),
+        gpu_name=labels.get(wk.INSTANCE_GPU_NAME, ""),
+        gpu_manufacturer=labels.get(wk.INSTANCE_GPU_MANUFACTURER, ""),
+        gpu_memory_mib=_int_label(labels, wk.INSTANCE_GPU_MEMORY, name),
         accelerator_count=accelerator[0],
         accelerator_name=accelerator[1],
         accelerator_manufacturer=accelerator[2],
-        local_nvme_gib=_int_label(labels, LABEL_INSTANCE_LOCAL_NVME, name),
-        hypervisor=labels.get(LABEL_INSTANCE_HYPERVISOR, ""),
-        network_bandwidth_mbps=_int_label(labels, LABEL_INSTANCE_NETWORK_BANDWIDTH, name),
-        encryption_in_transit=labels.get(LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT) == "true",
+        local_nvme_gib=_int_label(labels, wk.INSTANCE_LOCAL_NVME, name),
+        hypervisor=labels.get(wk.INSTANCE_HYPERVISOR, ""),
+        network_bandwidth_mbps=_int_label(labels, wk.INSTANCE_NETWORK_BANDWIDTH, name),
+        encryption_in_transit=labels.get(wk.INSTANCE_ENCRYPTION_IN_TRANSIT) == "true",
     )
 
 
@@ -390,7 +376,7 @@ def _join_type(name: str, sources: Sources) -> JoinedType | None:
     except (KeyError, TypeError, ValueError) as exc:
         raise CatalogError(VPC_LIMITS, f"{name}: {exc}") from None
     usage = info.get("SupportedUsageClasses") if info is not None else None
-    spot = CAPACITY_TYPE_SPOT in usage if isinstance(usage, list) else True
+    spot = wk.CAPACITY_SPOT in usage if isinstance(usage, list) else True
     facts = dataclasses.replace(facts, **network, previous_generation=facts_source == KARPENTER_V031)
     return JoinedType(facts, facts_source, network_source, spot)
 

@@ -43,7 +43,8 @@ from karpenter_policy.catalog.catalog import (
     on_demand_prices_file_name,
 )
 from karpenter_policy.catalog.prices import load_on_demand_prices
-from karpenter_policy.model.instancetypes import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, InstanceType, Offering
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType, Offering
 
 FORMAT = 2
 TYPES_FILE = "types.json"
@@ -264,7 +265,7 @@ def load_region(region: str) -> Catalog:
         key = (type_zones, embedded.spot, price)
         offerings = offerings_cache.get(key)
         if offerings is None:  # many types share zones and price: share the (immutable) offerings too
-            capacities = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT) if embedded.spot else (CAPACITY_TYPE_ON_DEMAND,)
+            capacities = (wk.CAPACITY_ON_DEMAND, wk.CAPACITY_SPOT) if embedded.spot else (wk.CAPACITY_ON_DEMAND,)
             offerings = offerings_cache[key] = tuple(Offering(z, c, price) for z in type_zones for c in capacities)
         types.append(InstanceType(**embedded.facts, offerings=offerings, price_on_demand=price))
         provenance[type_name] = Provenance(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from karpenter_policy.catalog.catalog import Catalog, CatalogError, embedded_data_file, on_demand_prices_file_name
-from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
+from karpenter_policy.model import labels as wk
 
 
 def load_on_demand_prices(path: Path | None = None, region: str = "us-east-1") -> dict[str, float]:
@@ -84,7 +84,7 @@ def with_spot_prices(catalog: Catalog, prices: Mapping[tuple[str, str], float]) 
     for it in catalog.instance_types:
         offerings = []
         for o in it.offerings:
-            if o.capacity_type == CAPACITY_TYPE_SPOT:
+            if o.capacity_type == wk.CAPACITY_SPOT:
                 price = prices.get((it.name, o.zone))
                 if price is None:
                     missing += o.available

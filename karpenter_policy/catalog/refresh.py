@@ -32,18 +32,12 @@ from typing import Any, Protocol
 from karpenter_policy.catalog.catalog import Catalog, CatalogError, catalog_to_json
 from karpenter_policy.catalog.embedded import embedded_types
 from karpenter_policy.catalog.prices import latest_spot_prices, load_on_demand_prices
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import TRN1_NEURONS
-from karpenter_policy.model.instancetypes import (
-    CAPACITY_TYPE_ON_DEMAND,
-    CAPACITY_TYPE_SPOT,
-    InstanceType,
-    Offering,
-    kube_architectures,
-    lower_kebab_case,
-)
+from karpenter_policy.model.instancetypes import InstanceType, Offering, kube_architectures, lower_kebab_case
 
 ZONE_LOCATION_TYPE = "availability-zone"
-SUPPORTED_CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
+SUPPORTED_CAPACITY_TYPES = (wk.CAPACITY_ON_DEMAND, wk.CAPACITY_SPOT)
 
 # Karpenter v0.31 hard-codes Trainium (trn1*) as accelerator "inferentia" by "aws" (DescribeInstanceTypes
 # had no accelerator data for them then), with model.allocatable.TRN1_NEURONS's device counts (awsNeurons).
@@ -205,7 +199,7 @@ def _instance_type(
     for zone in sorted(set(zones)):
         for capacity_type in capacity_types:
             price = on_demand_price
-            if capacity_type == CAPACITY_TYPE_SPOT and zone in spot_prices:
+            if capacity_type == wk.CAPACITY_SPOT and zone in spot_prices:
                 price = spot_prices[zone]
             offerings.append(Offering(zone=zone, capacity_type=capacity_type, price=price))
 

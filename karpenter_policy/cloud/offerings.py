@@ -15,18 +15,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 
-from karpenter_policy.model.instancetypes import (
-    CAPACITY_TYPE_ON_DEMAND,
-    CAPACITY_TYPES,
-    InstanceType,
-    Offering,
-)
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType, Offering
 
 
 def supported_capacity_types(instance_type: InstanceType) -> tuple[str, ...]:
     """The capacity types the catalog lists offerings for (both when it lists none), sorted."""
-    listed = {o.capacity_type for o in instance_type.offerings if o.capacity_type in CAPACITY_TYPES}
-    return tuple(sorted(listed)) if listed else CAPACITY_TYPES
+    listed = {o.capacity_type for o in instance_type.offerings if o.capacity_type in wk.CAPACITY_TYPES}
+    return tuple(sorted(listed)) if listed else wk.CAPACITY_TYPES
 
 
 def live_instance_types(
@@ -54,7 +50,7 @@ def live_instance_types(
         for zone in sorted(zones):
             for capacity_type in supported_capacity_types(instance_type):
                 price: float | None
-                if capacity_type == CAPACITY_TYPE_ON_DEMAND:
+                if capacity_type == wk.CAPACITY_ON_DEMAND:
                     price = on_demand
                 elif spot:
                     price = spot.get(zone)

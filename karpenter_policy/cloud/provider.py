@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from karpenter_policy.cloud.errors import FailedOffering
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Taint
@@ -32,8 +33,8 @@ UNAVAILABLE_OFFERING_TTL = 180.0
 #: Tags on every instance a provider launches. The cluster tag (value ``owned``) and the provisioner tag
 #: identify the instances :meth:`CloudProvider.list` returns; the client token makes a launch idempotent.
 TAG_CLUSTER_PREFIX = "kubernetes.io/cluster/"
-TAG_PROVISIONER = "karpenter.sh/provisioner-name"
-TAG_MANAGED_BY = "karpenter.sh/managed-by"
+TAG_PROVISIONER = wk.PROVISIONER_NAME
+TAG_MANAGED_BY = wk.MANAGED_BY
 TAG_CONSTRAINT_SET_HASH = "karpenter-policy/constraint-set-hash"
 TAG_CLIENT_TOKEN = "karpenter-policy/client-token"
 TAG_NAME = "Name"

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.selectors import structured_selector_matches
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.selectors import NOTHING, LabelSelector, SelectorError, parse_selector
 
 Obj = objects.Obj
 
-_TERMINAL = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,20 @@ def evicts_unhealthy(pdb: Obj, pod: Obj) -> bool:
     return policy == "AlwaysAllow" and not is_healthy(pod)
 
 
-def selects(pdb: Obj, pod: Obj) -> bool:
+def budget_selector(pdb: Obj) -> LabelSelector:
+    """The budget's selector: an absent one selects nothing, an empty one every pod (policy/v1); a malformed one
+    (an unknown operator, …) selects nothing, as the eviction subresource skips a budget whose selector
+    `metav1.LabelSelectorAsSelector` refuses."""
+    try:
+        return parse_selector((pdb.get("spec") or {}).get("selector"))
+    except SelectorError:
+        return NOTHING
+
+
+def selects(pdb: Obj, pod: Obj, selector: LabelSelector | None = None) -> bool:
     """Whether the budget covers the pod: same namespace and its selector matches the pod's labels."""
-    selector = (pdb.get("spec") or {}).get("selector")
     same_namespace = objects.namespace(pdb) == objects.namespace(pod)
-    return same_namespace and structured_selector_matches(selector, objects.labels(pod))
+    return same_namespace and (budget_selector(pdb) if selector is None else selector).matches(objects.labels(pod))
 
 
 def scaled_value(value: int | str, total: int) -> int:
@@ -79,8 +88,11 @@ def scaled_value(value: int | str, total: int) -> int:
 
 def disruption_budget(pdb: Obj, pods: Iterable[Obj]) -> Budget:
     """Compute the budget over ``pods`` (any pods: those the budget does not select are skipped)."""
+    selector = budget_selector(pdb)
     selected = [
-        pod for pod in pods if selects(pdb, pod) and (pod.get("status") or {}).get("phase") not in _TERMINAL
+        pod
+        for pod in pods
+        if selects(pdb, pod, selector) and (pod.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES
     ]
     spec: dict[str, Any] = pdb.get("spec") or {}
     expected = max(len(selected), int((pdb.get("status") or {}).get("expectedPods") or 0))
@@ -99,7 +111,7 @@ def eviction_verdict(pod: Obj, pdbs: Iterable[Obj], pods: Iterable[Obj]) -> Evic
     real server; a pod covered by two budgets cannot be evicted (the server refuses with a 500).
     """
     phase = (pod.get("status") or {}).get("phase")
-    if phase in _TERMINAL or phase == "Pending" or objects.is_deleting(pod):
+    if phase in wk.TERMINAL_PHASES or phase == "Pending" or objects.is_deleting(pod):
         return EvictionVerdict(True)
     covering = [pdb for pdb in pdbs if selects(pdb, pod)]
     if not covering:

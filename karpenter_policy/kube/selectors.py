@@ -1,8 +1,9 @@
 """Label and field selectors, as the API server parses and matches them.
 
 Label selectors come in two forms: the string of a ``labelSelector`` query (``app=web,tier!=db,env in
-(a,b),!canary``) and the structured LabelSelector of a PodDisruptionBudget (``matchLabels`` and
-``matchExpressions``). Field selectors support, per kind, the fields the API server supports that the
+(a,b),!canary``), parsed here into the clauses of :mod:`karpenter_policy.model.selectors` (which matches them),
+and the structured LabelSelector of a PodDisruptionBudget (``matchLabels`` and ``matchExpressions``), which that
+module parses and matches. Field selectors support, per kind, the fields the API server supports that the
 reconciler and its operators filter on (:data:`FIELDS`: ``metadata.name`` and ``metadata.namespace`` on every
 kind, ``spec.nodeName`` and ``status.phase`` on pods, ``involvedObject.name``, ``reason``, ``type``, … on
 events); an absent field compares as "", so ``spec.nodeName=`` selects unbound pods, as on a real server.
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.kube.errors import BadRequest
+from karpenter_policy.model.selectors import Expression
 
 _COMMON_FIELDS = ("metadata.name", "metadata.namespace")
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -42,24 +43,6 @@ class BadSelector(BadRequest):
     """400: a selector the API server would reject."""
 
 
-@dataclass(frozen=True)
-class Requirement:
-    """One clause of a label selector: ``key op values``."""
-
-    key: str
-    operator: str  # In, NotIn, Exists, DoesNotExist
-    values: frozenset[str] = frozenset()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.operator == "Exists":
-            return self.key in labels
-        if self.operator == "DoesNotExist":
-            return self.key not in labels
-        if self.operator == "In":
-            return self.key in labels and labels[self.key] in self.values
-        return self.key not in labels or labels[self.key] not in self.values  # NotIn
-
-
 def _split_clauses(selector: str) -> list[str]:
     """Split on the commas that are not inside ``(...)``."""
     clauses: list[str] = []
@@ -79,19 +62,19 @@ def _split_clauses(selector: str) -> list[str]:
     return [clause for clause in clauses if clause.strip()]
 
 
-def parse_label_selector(selector: str | None) -> tuple[Requirement, ...]:
+def parse_label_selector(selector: str | None) -> tuple[Expression, ...]:
     """Parse a ``labelSelector`` string; raises :class:`BadSelector` on a clause the API would reject."""
     requirements = []
     for clause in _split_clauses(selector or ""):
         if match := _SET_REQUIREMENT.match(clause):
             values = frozenset(value.strip() for value in match["values"].split(",") if value.strip())
             operator = "In" if match["op"] == "in" else "NotIn"
-            requirements.append(Requirement(match["key"], operator, values))
+            requirements.append(Expression(match["key"], operator, values))
         elif match := _EQUALITY.match(clause):
             operator = "NotIn" if match["op"] == "!=" else "In"
-            requirements.append(Requirement(match["key"], operator, frozenset({match["value"]})))
+            requirements.append(Expression(match["key"], operator, frozenset({match["value"]})))
         elif match := _EXISTS.match(clause):
-            requirements.append(Requirement(match["key"], "DoesNotExist" if match["neg"] else "Exists"))
+            requirements.append(Expression(match["key"], "DoesNotExist" if match["neg"] else "Exists"))
         else:
             raise BadSelector(f"unable to parse requirement {clause.strip()!r} in label selector {selector!r}")
         last = requirements[-1]
@@ -102,22 +85,6 @@ def parse_label_selector(selector: str | None) -> tuple[Requirement, ...]:
 
 def label_selector_matches(selector: str | None, labels: Mapping[str, str]) -> bool:
     return all(requirement.matches(labels) for requirement in parse_label_selector(selector))
-
-
-def structured_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """Match a LabelSelector object (matchLabels + matchExpressions). An empty selector matches everything."""
-    if selector is None:
-        return False  # a PodDisruptionBudget without a selector selects nothing (policy/v1)
-    for label_key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(label_key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        requirement = Requirement(
-            str(expression["key"]), str(expression["operator"]), frozenset(expression.get("values") or [])
-        )
-        if not requirement.matches(labels):
-            return False
-    return True
 
 
 def _field_value(obj: Mapping[str, Any], path: str) -> str:

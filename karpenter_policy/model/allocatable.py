@@ -34,33 +34,20 @@ from karpenter_policy.model import amifamily
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.amifamily import DEFAULT_AMI_FAMILY, AMIFamily, instance_type_os
 from karpenter_policy.model.instancetypes import InstanceType
-from karpenter_policy.model.pods import HABANA_GAUDI
-from karpenter_policy.model.resources import (
-    AMD_GPU,
-    AWS_NEURON,
-    CPU,
-    EPHEMERAL_STORAGE,
-    MEMORY,
-    NVIDIA_GPU,
-    PODS,
-    parse_quantity,
-)
+from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, parse_quantity
 
-AWS_POD_ENI = "vpc.amazonaws.com/pod-eni"
-#: Windows nodes only: the secondary IPv4 addresses the VPC resource controller hands to pods.
-AWS_PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 #: The resources of a node's capacity, in the order results list them (the last one on Windows only).
 NODE_RESOURCES: tuple[str, ...] = (
     CPU,
     MEMORY,
     EPHEMERAL_STORAGE,
     PODS,
-    AWS_POD_ENI,
-    NVIDIA_GPU,
-    AMD_GPU,
-    AWS_NEURON,
-    HABANA_GAUDI,
-    AWS_PRIVATE_IPV4,
+    wk.POD_ENI,
+    wk.NVIDIA_GPU,
+    wk.AMD_GPU,
+    wk.AWS_NEURON,
+    wk.HABANA_GAUDI,
+    wk.PRIVATE_IPV4,
 )
 
 MIB = 2**20
@@ -315,15 +302,15 @@ def capacity(instance_type: InstanceType, node: NodeConfiguration = DEFAULT_NODE
         MEMORY: memory_capacity(instance_type, settings),
         EPHEMERAL_STORAGE: node.ephemeral_storage,
         PODS: max_pods(instance_type, node),
-        AWS_POD_ENI: instance_type.branch_enis if settings.enable_pod_eni else 0,
-        NVIDIA_GPU: gpus if manufacturer == "nvidia" else 0,
-        AMD_GPU: gpus if manufacturer == "amd" else 0,
+        wk.POD_ENI: instance_type.branch_enis if settings.enable_pod_eni else 0,
+        wk.NVIDIA_GPU: gpus if manufacturer == "nvidia" else 0,
+        wk.AMD_GPU: gpus if manufacturer == "amd" else 0,
         # v0.31 counts every inference accelerator as a Neuron device, and hard-codes Trainium.
-        AWS_NEURON: TRN1_NEURONS.get(instance_type.name, instance_type.accelerator_count),
-        HABANA_GAUDI: gpus if manufacturer == "habana" else 0,
+        wk.AWS_NEURON: TRN1_NEURONS.get(instance_type.name, instance_type.accelerator_count),
+        wk.HABANA_GAUDI: gpus if manufacturer == "habana" else 0,
     }
     if node.ami_family.is_windows:
-        out[AWS_PRIVATE_IPV4] = max(instance_type.ipv4_per_eni - 1, 0)
+        out[wk.PRIVATE_IPV4] = max(instance_type.ipv4_per_eni - 1, 0)
     return out
 
 

@@ -16,32 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-# Well-known label keys (kubernetes.io upstream and karpenter.k8s.aws).
-LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-LABEL_ARCH = "kubernetes.io/arch"
-LABEL_OS = "kubernetes.io/os"
-LABEL_INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
-LABEL_INSTANCE_SIZE = "karpenter.k8s.aws/instance-size"
-LABEL_INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
-LABEL_INSTANCE_GENERATION = "karpenter.k8s.aws/instance-generation"
-LABEL_INSTANCE_CPU = "karpenter.k8s.aws/instance-cpu"
-LABEL_INSTANCE_MEMORY = "karpenter.k8s.aws/instance-memory"
-LABEL_INSTANCE_PODS = "karpenter.k8s.aws/instance-pods"
-LABEL_INSTANCE_HYPERVISOR = "karpenter.k8s.aws/instance-hypervisor"
-LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT = "karpenter.k8s.aws/instance-encryption-in-transit-supported"
-LABEL_INSTANCE_LOCAL_NVME = "karpenter.k8s.aws/instance-local-nvme"
-LABEL_INSTANCE_NETWORK_BANDWIDTH = "karpenter.k8s.aws/instance-network-bandwidth"
-LABEL_INSTANCE_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
-LABEL_INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
-LABEL_INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
-LABEL_INSTANCE_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
-LABEL_INSTANCE_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
-LABEL_INSTANCE_ACCELERATOR_MANUFACTURER = "karpenter.k8s.aws/instance-accelerator-manufacturer"
-LABEL_INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
-
-CAPACITY_TYPE_ON_DEMAND = "on-demand"
-CAPACITY_TYPE_SPOT = "spot"
-CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
+from karpenter_policy.model import labels as wk
 
 # EC2 architecture names -> Kubernetes (GOARCH) names, as Karpenter's AWSToKubeArchitectures. Anything else
 # (i386, x86_64_mac, arm64_mac) has no Kubernetes node image and is dropped.
@@ -262,36 +237,36 @@ class InstanceType:
         Zone, capacity type and region depend on the offering, not the type, and are not included.
         """
         labels: dict[str, str] = {
-            LABEL_INSTANCE_TYPE: self.name,
-            LABEL_OS: os,
-            LABEL_INSTANCE_CPU: str(self.vcpu),
-            LABEL_INSTANCE_MEMORY: str(self.memory_mib),
-            LABEL_INSTANCE_PODS: str(self.max_pods),
-            LABEL_INSTANCE_HYPERVISOR: self.hypervisor,
-            LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT: "true" if self.encryption_in_transit else "false",
+            wk.INSTANCE_TYPE: self.name,
+            wk.OS: os,
+            wk.INSTANCE_CPU: str(self.vcpu),
+            wk.INSTANCE_MEMORY: str(self.memory_mib),
+            wk.INSTANCE_PODS: str(self.max_pods),
+            wk.INSTANCE_HYPERVISOR: self.hypervisor,
+            wk.INSTANCE_ENCRYPTION_IN_TRANSIT: "true" if self.encryption_in_transit else "false",
         }
         if len(self.architectures) == 1:
-            labels[LABEL_ARCH] = self.architectures[0]
+            labels[wk.ARCH] = self.architectures[0]
         family_match = _FAMILY_SCHEME.match(self.family)
         if family_match is not None:
-            labels[LABEL_INSTANCE_CATEGORY] = family_match.group(1)
-            labels[LABEL_INSTANCE_GENERATION] = family_match.group(3)
+            labels[wk.INSTANCE_CATEGORY] = family_match.group(1)
+            labels[wk.INSTANCE_GENERATION] = family_match.group(3)
         if "." in self.name:
-            labels[LABEL_INSTANCE_FAMILY] = self.family
-            labels[LABEL_INSTANCE_SIZE] = self.size
+            labels[wk.INSTANCE_FAMILY] = self.family
+            labels[wk.INSTANCE_SIZE] = self.size
         if self.local_nvme_gib > 0:
-            labels[LABEL_INSTANCE_LOCAL_NVME] = str(self.local_nvme_gib)
+            labels[wk.INSTANCE_LOCAL_NVME] = str(self.local_nvme_gib)
         if self.network_bandwidth_mbps > 0:
-            labels[LABEL_INSTANCE_NETWORK_BANDWIDTH] = str(self.network_bandwidth_mbps)
+            labels[wk.INSTANCE_NETWORK_BANDWIDTH] = str(self.network_bandwidth_mbps)
         if self.gpu_count > 0:
-            labels[LABEL_INSTANCE_GPU_NAME] = self.gpu_name
-            labels[LABEL_INSTANCE_GPU_MANUFACTURER] = self.gpu_manufacturer
-            labels[LABEL_INSTANCE_GPU_COUNT] = str(self.gpu_count)
-            labels[LABEL_INSTANCE_GPU_MEMORY] = str(self.gpu_memory_mib)
+            labels[wk.INSTANCE_GPU_NAME] = self.gpu_name
+            labels[wk.INSTANCE_GPU_MANUFACTURER] = self.gpu_manufacturer
+            labels[wk.INSTANCE_GPU_COUNT] = str(self.gpu_count)
+            labels[wk.INSTANCE_GPU_MEMORY] = str(self.gpu_memory_mib)
         if self.accelerator_count > 0:
-            labels[LABEL_INSTANCE_ACCELERATOR_NAME] = self.accelerator_name
-            labels[LABEL_INSTANCE_ACCELERATOR_MANUFACTURER] = self.accelerator_manufacturer
-            labels[LABEL_INSTANCE_ACCELERATOR_COUNT] = str(self.accelerator_count)
+            labels[wk.INSTANCE_ACCELERATOR_NAME] = self.accelerator_name
+            labels[wk.INSTANCE_ACCELERATOR_MANUFACTURER] = self.accelerator_manufacturer
+            labels[wk.INSTANCE_ACCELERATOR_COUNT] = str(self.accelerator_count)
         return dict(sorted(labels.items()))
 
 

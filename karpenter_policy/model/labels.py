@@ -1,4 +1,5 @@
-"""Label keys Karpenter knows about: well-known labels, restricted domains and beta-key normalisation.
+"""The keys Karpenter knows about: well-known labels, restricted domains and beta-key normalisation, and the one
+definition of each annotation, taint, finalizer, extended resource name and pod phase the package reads or writes.
 
 Facts follow Karpenter v0.31 (core `v1alpha5/labels.go` and the AWS provider's `v1alpha1/labels.go`).
 Pure data and predicates: no I/O, nothing else of the package imported.
@@ -27,6 +28,38 @@ EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
 INITIALIZED = "karpenter.sh/initialized"
 #: Set on a node Karpenter drains (value "karpenter"): load balancers stop sending it traffic before it goes.
 EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+# Annotations Karpenter v0.31 reads on pods and nodes.
+#: On a pod ("true"): keeps the pod's node from being chosen for disruption (not from a deletion asked for).
+DO_NOT_EVICT = "karpenter.sh/do-not-evict"
+#: On a node ("true"): consolidation leaves the node alone.
+DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
+#: On a node, keeps it from every disruption; on a pod, as `karpenter.sh/do-not-evict` (v0.31 honours both).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+#: The finalizer Karpenter puts on its nodes and machines: termination drains the node before it goes.
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+
+# Taint keys Kubernetes sets on nodes.
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+TAINT_UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
+
+# Extended resource names Karpenter (AWS) counts on nodes and pods.
+NVIDIA_GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"
+AWS_NEURON = "aws.amazon.com/neuron"
+HABANA_GAUDI = "habana.ai/gaudi"
+#: Branch network interfaces for pods' security groups (the VPC resource controller's).
+POD_ENI = "vpc.amazonaws.com/pod-eni"
+#: Windows nodes only: the secondary IPv4 addresses the VPC resource controller hands to pods.
+PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
+
+# Pod phases: a pod in a terminal phase holds no resources and no longer counts anywhere.
+POD_SUCCEEDED = "Succeeded"
+POD_FAILED = "Failed"
+TERMINAL_PHASES: tuple[str, ...] = (POD_SUCCEEDED, POD_FAILED)
 
 AWS = "karpenter.k8s.aws"
 INSTANCE_HYPERVISOR = f"{AWS}/instance-hypervisor"

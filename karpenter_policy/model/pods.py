@@ -24,14 +24,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Operator, Requirement, Requirements
 from karpenter_policy.model.resources import (
-    AMD_GPU,
-    AWS_NEURON,
     CPU,
     EPHEMERAL_STORAGE,
     MEMORY,
-    NVIDIA_GPU,
     QuantityError,
     ResourceList,
     add,
@@ -44,9 +42,8 @@ from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, TAINT_EFFECTS, Tol
 
 SpecPath = tuple[str | int, ...]
 
-HABANA_GAUDI = "habana.ai/gaudi"
 #: The extended resources an EC2 node offers (Karpenter v0.31, AWS), next to cpu, memory and pods.
-ACCELERATOR_RESOURCES: tuple[str, ...] = (NVIDIA_GPU, AMD_GPU, AWS_NEURON, HABANA_GAUDI)
+ACCELERATOR_RESOURCES: tuple[str, ...] = (wk.NVIDIA_GPU, wk.AMD_GPU, wk.AWS_NEURON, wk.HABANA_GAUDI)
 
 #: The toleration Karpenter adds as its last relaxation (`toleratePreferNoScheduleTaints`).
 TOLERATE_PREFER_NO_SCHEDULE = Toleration(operator="Exists", effect=PREFER_NO_SCHEDULE)
@@ -249,7 +246,7 @@ def _tolerations(raw: object) -> tuple[Toleration, ...]:
 # --- resources ----------------------------------------------------------------------------------------------
 
 
-def _resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPath, str]] | None) -> ResourceList:
+def _parse_resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPath, str]] | None) -> ResourceList:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -279,8 +276,8 @@ def container_requests(
         return {}
     if not isinstance(resources, Mapping):
         raise PodSpecError((*path, "resources"), "resources must be a mapping")
-    requests = _resource_list(resources.get("requests"), (*path, "resources", "requests"), capped)
-    limits = _resource_list(resources.get("limits"), (*path, "resources", "limits"), capped)
+    requests = _parse_resource_list(resources.get("requests"), (*path, "resources", "requests"), capped)
+    limits = _parse_resource_list(resources.get("limits"), (*path, "resources", "limits"), capped)
     return {**limits, **requests}
 
 
@@ -312,7 +309,7 @@ def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | N
         else:
             init_peak = maximum(init_peak, add(requests, sidecars))
     total = maximum(add(apps, sidecars), init_peak)
-    return add(total, _resource_list(spec.get("overhead"), ("overhead",), capped))
+    return add(total, _parse_resource_list(spec.get("overhead"), ("overhead",), capped))
 
 
 def pod_limits(spec: Mapping[str, Any]) -> ResourceList:
@@ -332,7 +329,7 @@ def _limits(container: Mapping[str, Any], path: SpecPath) -> ResourceList:
         return {}
     if not isinstance(resources, Mapping):
         raise PodSpecError((*path, "resources"), "resources must be a mapping")
-    return _resource_list(resources.get("limits"), (*path, "resources", "limits"), None)
+    return _parse_resource_list(resources.get("limits"), (*path, "resources", "limits"), None)
 
 
 def describe_requests(requests: Mapping[str, Decimal], names: Iterable[str] | None = None) -> str:
@@ -369,13 +366,13 @@ def describe_quantity(name: str, value: Decimal) -> str:
         return f"{number} vCPU"
     if name == MEMORY:
         return f"{format_bytes(value)} memory"
-    if name == NVIDIA_GPU:
+    if name == wk.NVIDIA_GPU:
         return f"{number} GPU{plural}"
-    if name == AMD_GPU:
+    if name == wk.AMD_GPU:
         return f"{number} AMD GPU{plural}"
-    if name == AWS_NEURON:
+    if name == wk.AWS_NEURON:
         return f"{number} Neuron device{plural}"
-    if name == HABANA_GAUDI:
+    if name == wk.HABANA_GAUDI:
         return f"{number} Gaudi accelerator{plural}"
     if name == "pods":
         return f"room for {number} pod{plural}"

@@ -17,9 +17,6 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
-NVIDIA_GPU = "nvidia.com/gpu"
-AMD_GPU = "amd.com/gpu"
-AWS_NEURON = "aws.amazon.com/neuron"
 
 
 def parse_quantity(value: object) -> Decimal:
@@ -36,7 +33,7 @@ def is_quantity(value: object) -> bool:
     return True
 
 
-def resource_list(data: Mapping[str, object]) -> ResourceList:
+def parse_resource_list(data: Mapping[str, object]) -> ResourceList:
     """Parse a `{name: quantity}` map."""
     return {name: parse_quantity(value) for name, value in data.items()}
 
@@ -92,13 +89,10 @@ def names(lists: Iterable[Mapping[str, Decimal]]) -> list[str]:
 
 
 __all__ = [
-    "AMD_GPU",
-    "AWS_NEURON",
     "CPU",
     "EPHEMERAL_STORAGE",
     "MAX_QUANTITY",
     "MEMORY",
-    "NVIDIA_GPU",
     "PODS",
     "Quantity",
     "QuantityError",
@@ -113,5 +107,5 @@ __all__ = [
     "out_of_range_message",
     "parse_quantity",
     "read_quantity",
-    "resource_list",
+    "parse_resource_list",
 ]

@@ -3,6 +3,11 @@
 Semantics of `metav1.LabelSelectorAsSelector`: `matchLabels` entries and `matchExpressions` (In, NotIn, Exists,
 DoesNotExist) are ANDed; an empty selector (`{}`) selects every pod; an absent one (`None` in the API, which the
 callers map to :data:`NOTHING`) selects none. NotIn and DoesNotExist match a pod that lacks the label.
+
+This module is the one matcher of label selectors (the scheduler's topology and affinity groups, the cluster
+state's running pods, PodDisruptionBudgets in `kube.disruption`, the API server's `labelSelector` query strings in
+`kube.selectors`). A malformed selector — an unknown operator among them — is a :class:`SelectorError` the caller
+handles, as Kubernetes refuses it or lets it select nothing: it never matches as some other operator.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ class Expression:
     key: str
     operator: str
     values: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.operator not in SELECTOR_OPERATORS:
+            raise SelectorError(
+                ("operator",), f"operator {self.operator!r} is not one of {', '.join(SELECTOR_OPERATORS)}"
+            )
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         present = self.key in labels
@@ -113,3 +124,9 @@ def parse_selector(raw: object) -> LabelSelector:
             raise SelectorError((*at, "values"), f"operator {operator} takes no values")
         expressions.append(Expression(key, operator, strings))
     return LabelSelector(match_labels, tuple(sorted(expressions, key=str)))
+
+
+def selects(raw: object, labels: Mapping[str, str]) -> bool:
+    """Whether the selector in API form (`None`: selects nothing) selects `labels`. Raises SelectorError on a
+    malformed one (an unknown operator, In without values, …): `metav1.LabelSelectorAsSelector`'s error."""
+    return parse_selector(raw).matches(labels)

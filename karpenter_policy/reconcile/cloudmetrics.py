@@ -36,7 +36,8 @@ from prometheus_client.registry import Collector
 
 from karpenter_policy.cloud.errors import ConfigurationError, InsufficientCapacity, NotFound
 from karpenter_policy.cloud.provider import CloudProvider, Instance, LaunchRequest
-from karpenter_policy.model.instancetypes import CAPACITY_TYPE_ON_DEMAND, InstanceType
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.reconcile.exposition import ExactCounter
 from karpenter_policy.reconcile.metrics import CONTROLLER, GO_DEFAULT_BUCKETS, Metrics
 
@@ -151,7 +152,7 @@ class _Families(Collector):
             for offering in instance_type.offerings:
                 if offering.price is None:
                     continue
-                zone = "" if offering.capacity_type == CAPACITY_TYPE_ON_DEMAND else offering.zone
+                zone = "" if offering.capacity_type == wk.CAPACITY_ON_DEMAND else offering.zone
                 priced.setdefault((offering.capacity_type, zone), offering.price)
             for (capacity_type, zone), price in sorted(priced.items()):
                 prices.add_metric([name, capacity_type, region, zone], price)

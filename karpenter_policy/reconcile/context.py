@@ -77,7 +77,7 @@ class Context:
         logger.error(message, extra=self.fields(**values))
 
     def template_sets(self) -> Templates:
-        """The node templates of the constraint sets in force, at the cloud's live offerings (raises CloudError);
+        """The node claim templates of the constraint sets in force, at the cloud's live offerings (raises CloudError);
         a set left out (another region, no offering) is logged once per reason."""
         loaded = self.loaded
         sets = loaded.sets if loaded is not None else ()

@@ -1,4 +1,4 @@
-"""Node templates from the constraint sets in force and the cloud's live offerings.
+"""Node claim templates from the constraint sets in force and the cloud's live offerings.
 
 "What was reviewed is what can run" (docs/architecture.md, the constraint set): a set launches only the instance types
 it admits, and only the offerings (zone x capacity type, price, availability) the cloud reports now — in the zones of
@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.model.instancetypes import InstanceType
-from karpenter_policy.scheduling import InstanceTable, NodeTemplate
+from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate
 
 
 @dataclass(slots=True)
 class Templates:
-    """The node templates of one pass, the sets they come from (by name), and the sets left out with why."""
+    """The node claim templates of one pass, the sets they come from (by name), and the sets left out with why."""
 
-    templates: list[NodeTemplate] = field(default_factory=list)
+    templates: list[NodeClaimTemplate] = field(default_factory=list)
     sets: dict[str, ConstraintSet] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
 
-    def template(self, name: str) -> NodeTemplate:
+    def template(self, name: str) -> NodeClaimTemplate:
         return next(t for t in self.templates if t.name == name)
 
 
@@ -39,7 +39,7 @@ class Templates:
 class _Table:
     types: tuple[InstanceType, ...]
     table: InstanceTable
-    templates: dict[str, NodeTemplate] = field(default_factory=dict)  # set hash → template
+    templates: dict[str, NodeClaimTemplate] = field(default_factory=dict)  # set hash → template
 
 
 def _provider_key(constraint_set: ConstraintSet) -> str:
@@ -78,7 +78,7 @@ class TemplateBuilder:
                 template = cached.templates.get(constraint_set.hash)
                 if template is None:
                     try:
-                        template = NodeTemplate.from_constraint_set(cached.table, constraint_set)
+                        template = NodeClaimTemplate.from_constraint_set(cached.table, constraint_set)
                     except ValueError as error:  # a kubelet setting the node arithmetic cannot read
                         out.left_out[constraint_set.name] = str(error)
                         continue

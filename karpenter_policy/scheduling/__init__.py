@@ -1,7 +1,7 @@
 """The scheduling core: one scheduler for `check --workloads`, `diff`, `simulate` and the controller.
 
-Pure (no I/O, no solver): it imports only `model` and `api`. Given pods, node templates (one per provisioner, built
-from a Provisioner or a compiled ConstraintSet over an :class:`InstanceTable`), existing nodes and DaemonSets, it
+Pure (no I/O, no solver): it imports only `model` and `api`. Given pods, node claim templates (one per provisioner,
+built from a Provisioner or a compiled ConstraintSet over an :class:`InstanceTable`), existing nodes and DaemonSets, it
 returns a :class:`Plan`: pods onto existing nodes, pods onto new node claims (every fitting instance type,
 cheapest first, and the launch choice), and the pods that fit nowhere with the reason per template.
 """
@@ -13,7 +13,7 @@ from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape, shape_of
 from karpenter_policy.scheduling.reasons import Refusal
 from karpenter_policy.scheduling.running import ClusterPod, RunningPods
 from karpenter_policy.scheduling.scheduler import COST, KARPENTER, STRATEGIES, Scheduler, SchedulerOptions, solve
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 
 __all__ = [
     "COST",
@@ -25,7 +25,7 @@ __all__ = [
     "ExistingNode",
     "InstanceTable",
     "NodeClaim",
-    "NodeTemplate",
+    "NodeClaimTemplate",
     "Plan",
     "Pod",
     "PodFailure",

@@ -1,4 +1,4 @@
-"""Which node templates could launch a node for one pod on its own, and why the others cannot.
+"""Which node claim templates could launch a node for one pod on its own, and why the others cannot.
 
 `check --workloads` asks this of every workload: the pod alone, on an empty cluster, against every template (not
 only the first that takes it, as a scheduling run stops at), at the first relaxation step where some template
@@ -15,7 +15,7 @@ from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal
 from karpenter_policy.scheduling.scheduler import Scheduler, cheapest_launch, fresh_claim
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology
 
 
@@ -24,7 +24,7 @@ class Candidate:
     """A template that takes the pod: the instance types a new node of it may be (bits of its table, every type
     that holds the pod: Karpenter's options) and the cheapest offering of those."""
 
-    template: NodeTemplate
+    template: NodeClaimTemplate
     options: int
     launch: ChosenOffering | None
 
@@ -49,7 +49,7 @@ class Evaluation:
 
 def evaluate(pod: Pod, scheduler: Scheduler) -> Evaluation:
     """Every template of `scheduler` against `pod` alone (see the module docstring)."""
-    templates: Sequence[NodeTemplate] = scheduler.templates
+    templates: Sequence[NodeClaimTemplate] = scheduler.templates
     attempts = pod.shape.attempts(scheduler.tolerate_prefer_no_schedule)
     evaluation = Evaluation(attempts[0])
     domains = scheduler.template_domains

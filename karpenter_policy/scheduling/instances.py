@@ -28,7 +28,7 @@ from karpenter_policy.scheduling.vectors import RESOURCES, Vector
 #: Keys matched against offerings (per zone × capacity type) rather than a type's labels.
 OFFERING_KEYS = (wk.ZONE, wk.CAPACITY_TYPE)
 #: The label keys every type has a requirement on (a type without the label: DoesNotExist). The OS and region are
-#: the same for every type of a node template and are matched as such.
+#: the same for every type of a node claim template and are matched as such.
 TYPE_KEYS: frozenset[str] = INSTANCE_TYPE_KEYS - {wk.OS, wk.REGION}
 _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 _CACHE_LIMIT = 65536
@@ -228,7 +228,7 @@ class InstanceTable:
 
     def requirement_mask(self, requirement: Requirement) -> int:
         """The types whose label value the requirement accepts (an absent label: only NotIn / DoesNotExist); every
-        type for a key that is not a type label (a custom label: the node template decides it)."""
+        type for a key that is not a type label (a custom label: the node claim template decides it)."""
         cached = self._requirement_masks.get(requirement)
         if cached is None:
             masks = self._value_masks.get(requirement.key)

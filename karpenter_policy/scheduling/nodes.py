@@ -24,7 +24,7 @@ from karpenter_policy.model.requirements import Operator, Requirement, Requireme
 from karpenter_policy.model.taints import Taint, untolerated
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, untolerated_text
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
 
@@ -121,7 +121,7 @@ class NodeClaim:
     """A node the plan launches (see the module docstring). `options`: the instance types (bits of the template's
     table) that satisfy its requirements, have an offering in its zones and capacity types, and fit `requests`."""
 
-    template: NodeTemplate
+    template: NodeClaimTemplate
     hostname: str
     requirements: Requirements
     options: int
@@ -141,7 +141,7 @@ class NodeClaim:
         self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
 
     @classmethod
-    def new(cls, template: NodeTemplate, hostname: str, options: int) -> NodeClaim:
+    def new(cls, template: NodeClaimTemplate, hostname: str, options: int) -> NodeClaim:
         requirements = template.requirements.add(Requirement.new(wk.HOSTNAME, Operator.IN, [hostname]))
         return cls(template, hostname, requirements, options, template.overhead)
 

@@ -1,6 +1,6 @@
 """What a scheduling run decides: pods onto existing nodes, pods onto new node claims (each with every instance
 type that fits it, cheapest first, and the launch choice), and the pods that fit nowhere with the reason per
-node template.
+node claim template.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ relaxation step, requests as a vector, which topology groups select it) is compu
 Relaxation (`scheduling/preferences.go`): each failed attempt removes one soft constraint, in this order — the
 first required node-affinity term while more than one is left (terms are ORed), the heaviest preferred pod
 affinity term, the heaviest preferred pod anti-affinity term, the heaviest preferred node-affinity term, a
-`ScheduleAnyway` topology spread constraint, and last (only when some node template has a PreferNoSchedule taint)
+`ScheduleAnyway` topology spread constraint, and last (only when some node claim template has a PreferNoSchedule taint)
 a toleration of every PreferNoSchedule taint.
 """
 

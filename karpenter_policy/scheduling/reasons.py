@@ -1,4 +1,4 @@
-"""Why a node template cannot launch a node for a pod, in the words `check --workloads` and the controller's
+"""Why a node claim template cannot launch a node for a pod, in the words `check --workloads` and the controller's
 Events use.
 
 A :class:`Refusal` has a `kind` — `unavailable` (the template admits no instance type), `taint`, `requirements`
@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pods import describe_quantity, describe_requests, format_bytes
 from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.model.resources import AMD_GPU, AWS_NEURON, CPU, MEMORY, NVIDIA_GPU, PODS, format_quantity
+from karpenter_policy.model.resources import CPU, MEMORY, PODS, format_quantity
 from karpenter_policy.model.taints import Taint, Toleration, untolerated
 from karpenter_policy.scheduling.instances import OFFERING_KEYS, InstanceTable
-from karpenter_policy.scheduling.templates import NodeTemplate
-from karpenter_policy.scheduling.vectors import HABANA_GAUDI, INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
+from karpenter_policy.scheduling.vectors import INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
 
 _SHOWN = 3
 _LIMITS = "(limits)"
@@ -62,7 +63,7 @@ def format_resource(name: str, value: Decimal) -> str:
     return format_bytes(value) if name == MEMORY else format_quantity(value)
 
 
-def limits_text(template: NodeTemplate, short: bool = False) -> str:
+def limits_text(template: NodeClaimTemplate, short: bool = False) -> str:
     limits = ", ".join(f"{name}: {format_resource(name, value)}" for name, value in sorted(template.limits.items()))
     if short:
         return f"limits.resources ({limits})"
@@ -75,7 +76,7 @@ def untolerated_text(taints: Sequence[Taint], tolerations: Sequence[Toleration])
 
 
 def explain(
-    template: NodeTemplate,
+    template: NodeClaimTemplate,
     pod_requirements: Requirements,
     total: Vector | None,
     within_limits: int,
@@ -116,10 +117,10 @@ def explain(
     return f"no instance type has {needs} under {under}"
 
 
-def _needs(template: NodeTemplate, total: Vector, candidates: int) -> str:
+def _needs(template: NodeClaimTemplate, total: Vector, candidates: int) -> str:
     """The requests in words (room for the pods too when that is what is missing), DaemonSets named."""
     requests = as_resources(total)
-    shown = [n for n in (CPU, MEMORY, NVIDIA_GPU, AMD_GPU, AWS_NEURON, HABANA_GAUDI) if requests.get(n)]
+    shown = [n for n in (CPU, MEMORY, wk.NVIDIA_GPU, wk.AMD_GPU, wk.AWS_NEURON, wk.HABANA_GAUDI) if requests.get(n)]
     shown += [n for n in RESOURCES if n not in shown and n != PODS and requests.get(n)]
     without_pods = tuple(0 if r == PODS_I else x for r, x in enumerate(total))
     if candidates & template.shapes.fitting(without_pods):
@@ -144,7 +145,7 @@ def _needs(template: NodeTemplate, total: Vector, candidates: int) -> str:
 
 
 def no_type_refusal(
-    template: NodeTemplate, pod_requirements: Requirements, requests: Vector | None, within_limits: int
+    template: NodeClaimTemplate, pod_requirements: Requirements, requests: Vector | None, within_limits: int
 ) -> Refusal:
     """`instance-types` (requests None: the requirements alone leave no type) or `resources`."""
     if requests is None:

@@ -2,7 +2,7 @@
 
 It follows Karpenter v0.31's `Scheduler.Solve`: pods are queued by cpu then memory, largest first; each goes to
 the first existing node that takes it (initialized nodes first, then by name), else to a node claim already in
-the plan, else to a new claim from the first node template (by weight, then name) that can launch a node for it
+the plan, else to a new claim from the first node claim template (by weight, then name) that can launch a node for it
 within its remaining limits; a pod that fits nowhere is relaxed one soft constraint at a time and queued again,
 until a full pass over the queue makes no progress. Topology spread and pod (anti-)affinity narrow the domains
 of each node a pod joins; DaemonSets add their requests to every node whose template they fit.
@@ -46,7 +46,7 @@ from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_re
 from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
 
@@ -72,9 +72,9 @@ def queue_order(pod: Pod) -> tuple[int, int, int, str]:
     return (-pod.requests[CPU_I], -pod.requests[MEMORY_I], pod.order, pod.key)
 
 
-def topology_domains(templates: Sequence[NodeTemplate], nodes: Sequence[ExistingNode]) -> dict[str, set[str]]:
+def topology_domains(templates: Sequence[NodeClaimTemplate], nodes: Sequence[ExistingNode]) -> dict[str, set[str]]:
     """The universe of topology domains (Karpenter's provisioner-wide domains): the domains of every template
-    (:attr:`NodeTemplate.domains`) and the labels of existing nodes."""
+    (:attr:`NodeClaimTemplate.domains`) and the labels of existing nodes."""
     domains: dict[str, set[str]] = {}
     for template in templates:
         for key, values in template.domains.items():
@@ -129,7 +129,7 @@ class Scheduler:
 
     def __init__(
         self,
-        templates: Iterable[NodeTemplate],
+        templates: Iterable[NodeClaimTemplate],
         existing: Iterable[ExistingNode] = (),
         daemons: Iterable[Pod] = (),
         cluster_pods: PodsForTopology | Sequence[ClusterPod] = (),
@@ -175,7 +175,7 @@ class Scheduler:
 
     # --- set-up ------------------------------------------------------------------------------------------------
 
-    def _daemon_overhead(self, template: NodeTemplate) -> None:
+    def _daemon_overhead(self, template: NodeClaimTemplate) -> None:
         """The requests of the DaemonSet pods a node of the template would run (Karpenter's
         `getDaemonOverhead`): their tolerations cover its taints and their requirements are compatible."""
         total = ZERO
@@ -253,7 +253,7 @@ def _cheapest_holding(types: Sequence[tuple[int, float, int]]) -> Callable[[int]
 
 
 def fresh_claim(
-    template: NodeTemplate,
+    template: NodeClaimTemplate,
     pod: Pod,
     attempt: Attempt,
     topology: Topology,
@@ -551,7 +551,7 @@ class _Run:
         return errors
 
     def _fresh_claim(
-        self, template: NodeTemplate, pod: Pod, attempt: Attempt, number: int, ruled_out: bool = False
+        self, template: NodeClaimTemplate, pod: Pod, attempt: Attempt, number: int, ruled_out: bool = False
     ) -> NodeClaim | Refusal:
         limits = self.remaining[template.name]
         return fresh_claim(
@@ -661,7 +661,7 @@ class _Run:
 
 def solve(
     pods: Sequence[Pod],
-    templates: Iterable[NodeTemplate],
+    templates: Iterable[NodeClaimTemplate],
     existing: Iterable[ExistingNode] = (),
     daemons: Iterable[Pod] = (),
     strategy: str = COST,

@@ -7,7 +7,7 @@ small-instance-type (2 cpu, 2Gi), gpu-vendor-instance-type and gpu-vendor-b-inst
 128Gi, arm64), single-pod-instance-type (1 pod); offerings spot in test-zone-1/2 and on-demand in test-zone-1/2/3,
 priced from their resources (0.1 per cpu, 0.1 per GB, 1 per GPU). :func:`benchmark_types` are
 `fake.InstanceTypes(n)`: type i has i+1 cpu, 2(i+1) GiB and 10(i+1) pods. :data:`SHAPE` gives their capacity and
-allocatable (capacity less the fake kube-reserved 100m cpu and 10Mi), to pass to `NodeTemplate.build(shape=SHAPE)`.
+allocatable (capacity less the fake kube-reserved 100m cpu and 10Mi), to pass to `NodeClaimTemplate.build(shape=SHAPE)`.
 """
 
 from __future__ import annotations
@@ -106,5 +106,5 @@ def _shape(it: InstanceType) -> tuple[Vector, Vector]:
     return tuple(capacity), tuple(allocatable)
 
 
-#: The `shape` argument of `NodeTemplate.build` for fake types.
+#: The `shape` argument of `NodeClaimTemplate.build` for fake types.
 SHAPE: tuple[str, ShapeFunction] = ("karpenter-fake", _shape)

@@ -1,4 +1,4 @@
-"""An index of node templates by their taints and the custom labels they define: which templates may take a pod.
+"""An index of node claim templates by their taints and the custom labels they define: which templates may take a pod.
 
 A pod that requires a custom label (`team In [payments]`) can only run on nodes of a template that defines that
 label with one of those values (Karpenter's compatibility rule: a custom key the pod constrains must be defined by
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.taints import Toleration, untolerated
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 
 _CACHE_LIMIT = 65536
 
@@ -25,7 +25,7 @@ _CACHE_LIMIT = 65536
 class TemplateIndex:
     """The templates of a scheduling run (in its order), indexed by their custom label keys and values."""
 
-    def __init__(self, templates: Sequence[NodeTemplate], well_known: frozenset[str]) -> None:
+    def __init__(self, templates: Sequence[NodeClaimTemplate], well_known: frozenset[str]) -> None:
         self.templates = tuple(templates)
         self.everything = (1 << len(self.templates)) - 1
         self.position = {id(template): p for p, template in enumerate(self.templates)}
@@ -79,6 +79,6 @@ class TemplateIndex:
             self._cache[requirements] = cached
         return cached
 
-    def admits_maybe(self, template: NodeTemplate, candidates: int) -> bool:
+    def admits_maybe(self, template: NodeClaimTemplate, candidates: int) -> bool:
         """Whether `template` is among `candidates`."""
         return bool(candidates >> self.position[id(template)] & 1)

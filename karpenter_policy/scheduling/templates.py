@@ -1,6 +1,6 @@
-"""Node templates: what one provisioner can launch, as the scheduler sees it.
+"""Node claim templates: what one provisioner can launch, as the scheduler sees it.
 
-A :class:`NodeTemplate` carries a provisioner's requirements (its labels and `karpenter.sh/provisioner-name`
+A :class:`NodeClaimTemplate` carries a provisioner's requirements (its labels and `karpenter.sh/provisioner-name`
 folded in, as Karpenter's `NodeClaimTemplate`), taints, limits, weight, node OS and node shapes, and the mask of
 instance types it may launch: those admitted (by `check`'s proof, or by the constraint set's reviewed list), that
 satisfy its requirements and have an offering in its zones and capacity types. Built from a Provisioner (the CI
@@ -29,7 +29,7 @@ from karpenter_policy.scheduling.vectors import INDEX, ZERO, Vector, amount
 
 
 @dataclass(eq=False)
-class NodeTemplate:
+class NodeClaimTemplate:
     """One provisioner, ready to schedule with (see the module docstring)."""
 
     name: str
@@ -108,7 +108,7 @@ class NodeTemplate:
         admitted: Iterable[str] | None = None,
         hash: str = "",
         shape: tuple[str, ShapeFunction] | None = None,
-    ) -> NodeTemplate:
+    ) -> NodeClaimTemplate:
         """A template over `table`; `node` is its nodes' configuration (default: from `kubelet` alone, AL2);
         `admitted` restricts the types to those named (default: every type the requirements allow); `shape`
         replaces the AWS node-shape arithmetic by (a key, a function) — synthetic instance types in tests and
@@ -149,7 +149,7 @@ class NodeTemplate:
         *,
         node_template: Mapping[str, Any] | None = None,
         admitted: Iterable[str] | None = None,
-    ) -> NodeTemplate:
+    ) -> NodeClaimTemplate:
         """The template of a (defaulted) Provisioner; `node_template` is the spec of the AWSNodeTemplate it
         references, or its inline provider (AMI family, block device mappings). ValueError names a bad field."""
         node = node_configuration(provisioner.kubelet, node_template)
@@ -168,7 +168,7 @@ class NodeTemplate:
         )
 
     @classmethod
-    def from_constraint_set(cls, table: InstanceTable, constraint_set: ConstraintSet) -> NodeTemplate:
+    def from_constraint_set(cls, table: InstanceTable, constraint_set: ConstraintSet) -> NodeClaimTemplate:
         """The template of a compiled set: it launches only the instance types the set admits (what was
         reviewed), in the offerings the live table has."""
         spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}

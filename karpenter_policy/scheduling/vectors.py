@@ -14,18 +14,8 @@ import operator
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 
-from karpenter_policy.model.resources import (
-    AMD_GPU,
-    AWS_NEURON,
-    CPU,
-    EPHEMERAL_STORAGE,
-    MEMORY,
-    NVIDIA_GPU,
-    PODS,
-)
-
-HABANA_GAUDI = "habana.ai/gaudi"
-POD_ENI = "vpc.amazonaws.com/pod-eni"
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
 #: The resources instance types offer, in vector order.
 RESOURCES: tuple[str, ...] = (
@@ -33,11 +23,11 @@ RESOURCES: tuple[str, ...] = (
     MEMORY,
     PODS,
     EPHEMERAL_STORAGE,
-    NVIDIA_GPU,
-    AMD_GPU,
-    AWS_NEURON,
-    HABANA_GAUDI,
-    POD_ENI,
+    wk.NVIDIA_GPU,
+    wk.AMD_GPU,
+    wk.AWS_NEURON,
+    wk.HABANA_GAUDI,
+    wk.POD_ENI,
 )
 INDEX: dict[str, int] = {name: i for i, name in enumerate(RESOURCES)}
 CPU_I, MEMORY_I, PODS_I, STORAGE_I = (INDEX[CPU], INDEX[MEMORY], INDEX[PODS], INDEX[EPHEMERAL_STORAGE])

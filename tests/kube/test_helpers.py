@@ -8,7 +8,7 @@ from karpenter_policy.kube.backoff import Backoff
 from karpenter_policy.kube.disruption import disruption_budget, eviction_verdict
 from karpenter_policy.kube.errors import Invalid
 from karpenter_policy.kube.patches import apply_patch
-from karpenter_policy.kube.selectors import BadSelector, parse_label_selector, structured_selector_matches
+from karpenter_policy.kube.selectors import BadSelector, label_selector_matches, parse_label_selector
 
 from .support import pdb, pod, running_pods
 
@@ -55,11 +55,28 @@ def test_a_pod_two_budgets_cover_cannot_be_evicted() -> None:
 
 
 def test_a_null_selector_selects_nothing_and_an_empty_one_everything() -> None:
-    assert not structured_selector_matches(None, {"app": "web"})
-    assert structured_selector_matches({}, {"app": "web"})
-    assert structured_selector_matches(
-        {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "db"]}]}, {"app": "web"}
-    )
+    pods = running_pods(3, "web")
+    null, empty = pdb("web", "web", maxUnavailable=1), pdb("all", "web", maxUnavailable=1)
+    null["spec"]["selector"], empty["spec"]["selector"] = None, {}
+
+    assert (disruption_budget(null, pods).expected, disruption_budget(empty, pods).expected) == (0, 3)
+
+
+def test_a_budget_whose_selector_has_an_unknown_operator_selects_nothing() -> None:
+    pods = running_pods(3, "web")
+    budget = pdb("web", "web", maxUnavailable=0)
+    budget["spec"]["selector"] = {"matchExpressions": [{"key": "app", "operator": "Nope", "values": ["db"]}]}
+
+    assert disruption_budget(budget, pods).expected == 0  # not NotIn [db], which would cover the three
+    assert eviction_verdict(pods[0], [budget], pods).allowed
+
+
+def test_label_selector_strings_match_as_their_structured_clauses() -> None:
+    labels = {"app": "web", "tier": "front"}
+
+    assert label_selector_matches("app=web,tier in (front,back),!canary", labels)
+    assert not label_selector_matches("app!=web", labels)
+    assert label_selector_matches("app notin (db),canary notin (x)", labels)
 
 
 @pytest.mark.parametrize("selector", ["app in web", "=web", "app=(x)", "a b"])

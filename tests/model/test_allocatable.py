@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import (
-    AWS_POD_ENI,
-    AWS_PRIVATE_IPV4,
     DEFAULT_NODE,
     GlobalSettings,
     NodeConfiguration,
@@ -41,7 +40,7 @@ GIB = 2**30
 AWS = "karpenter.k8s.aws/"
 #: Not compared: pod-eni depends on the aws.enablePodENI setting and on Karpenter's ENI trunking table, which
 #: the rows do not carry (it has its own unit test).
-NOT_COMPARED = {AWS_POD_ENI}
+NOT_COMPARED = {wk.POD_ENI}
 
 
 def _reference() -> dict[str, Any]:
@@ -137,7 +136,7 @@ def test_default_node_is_al2_with_karpenters_overhead() -> None:
         "memory": M5_MEMORY,
         "ephemeral-storage": 20 * GIB,
         "pods": 29,
-        AWS_POD_ENI: 0,
+        wk.POD_ENI: 0,
         "nvidia.com/gpu": 0,
         "amd.com/gpu": 0,
         "aws.amazon.com/neuron": 0,
@@ -309,14 +308,14 @@ def test_ami_family_os_and_storage(family: str | None, os: str, build: str | Non
     labels = node_labels(M5_LARGE, configuration)
     assert labels["kubernetes.io/os"] == os
     assert labels.get("node.kubernetes.io/windows-build") == build
-    assert (AWS_PRIVATE_IPV4 in resources.capacity) is (os == "windows")
+    assert (wk.PRIVATE_IPV4 in resources.capacity) is (os == "windows")
 
 
 def test_windows_offers_no_os_on_arm64_and_private_ips_on_amd64() -> None:
     assert instance_type_os(M6G_LARGE, "Windows2022") == ()
     assert "kubernetes.io/os" not in node_labels(M6G_LARGE, node(None, "Windows2022"))
     assert instance_type_os(M6G_LARGE, "AL2") == ("linux",)
-    assert node_resources(M5_LARGE, node(None, "Windows2022")).capacity[AWS_PRIVATE_IPV4] == 9
+    assert node_resources(M5_LARGE, node(None, "Windows2022")).capacity[wk.PRIVATE_IPV4] == 9
     assert ami_family("Windows2019").is_windows and not ami_family("Bottlerocket").is_windows
 
 
@@ -371,8 +370,8 @@ def test_block_device_mappings_set_the_ephemeral_storage(
 
 def test_pod_eni_only_when_the_setting_is_on() -> None:
     trunking = InstanceType("m5.large", vcpu=2, memory_mib=8192, architectures=("amd64",), branch_enis=9)
-    assert node_resources(trunking).capacity[AWS_POD_ENI] == 0  # aws.enablePodENI defaults to false
-    assert allocatable(trunking, node(None, "AL2", enable_pod_eni=True))[AWS_POD_ENI] == 9
+    assert node_resources(trunking).capacity[wk.POD_ENI] == 0  # aws.enablePodENI defaults to false
+    assert allocatable(trunking, node(None, "AL2", enable_pod_eni=True))[wk.POD_ENI] == 9
 
 
 def with_gpus(name: str, count: int, manufacturer: str) -> InstanceType:

@@ -15,9 +15,9 @@ import pytest
 from karpenter_policy.api.constraintset import ConstraintSet, ConstraintSetError
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
-from karpenter_policy.reconcile.disruption.decider import DO_NOT_CONSOLIDATE
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.pods import disruption_cost as pod_disruption_cost
 
@@ -235,7 +235,7 @@ def test_do_not_consolidate_and_do_not_evict_keep_a_node(tmp_path: Path) -> None
     for name in on[first][1:] + on[second][1:]:  # one pod left on each: both fit on either node
         world.cluster.delete(objects.POD, name, "default")
     deployment.count = 2
-    world.cluster.patch(objects.NODE, first, {"metadata": {"annotations": {DO_NOT_CONSOLIDATE: "true"}}})
+    world.cluster.patch(objects.NODE, first, {"metadata": {"annotations": {wk.DO_NOT_CONSOLIDATE: "true"}}})
     world.cluster.patch(objects.POD, on[second][0], {"metadata": {"annotations": {
         "karpenter.sh/do-not-evict": "true"}}}, "default")
     results = run(world, controller, deployment, 120)

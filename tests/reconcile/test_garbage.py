@@ -10,6 +10,7 @@ import pytest
 
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.state import nodes as node_info
 
 from .conftest import AwsWorkloads, MakeHarness
@@ -50,7 +51,7 @@ def test_a_node_whose_instance_is_gone_is_deleted_and_its_finalizer_released(wor
             break
         world.clock.advance(1)
     (node,) = world.cluster.list(objects.NODE).items
-    assert node_info.TERMINATION_FINALIZER in objects.finalizers(node)
+    assert wk.TERMINATION_FINALIZER in objects.finalizers(node)
     world.inner.set_state(node_info.instance_id(node), STATE_TERMINATED)  # reclaimed behind our back
 
     world.clock.advance(121)

@@ -25,11 +25,12 @@ from profiles import examples
 from karpenter_policy.cloud.provider import LaunchRequest
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.state.feed import ListFeed
-from karpenter_policy.reconcile.state.nodes import ANNOTATION_HASH, ANNOTATION_INSTANCE, TERMINATION_FINALIZER
+from karpenter_policy.reconcile.state.nodes import ANNOTATION_HASH, ANNOTATION_INSTANCE
 
 from .conftest import CLUSTER, REGION, fake_cloud
 from .support import FakeClock
@@ -66,7 +67,7 @@ def server() -> Iterator[HostileServer]:
 def node_of(instance_id: str, name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "finalizers": [TERMINATION_FINALIZER],
+        "metadata": {"name": name, "finalizers": [wk.TERMINATION_FINALIZER],
                      "creationTimestamp": objects.format_time(LONG_AGO),
                      "labels": {"karpenter.sh/provisioner-name": "default", "karpenter.sh/initialized": "true"},
                      "annotations": {ANNOTATION_HASH: "sha256:x", ANNOTATION_INSTANCE: instance_id}},

@@ -15,8 +15,8 @@ import pytest
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.memory import MemoryCluster
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
-from karpenter_policy.reconcile.disruption.emptiness import EMPTINESS_TIMESTAMP
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.termination.eviction import RETRY_MAX_SECONDS
 from karpenter_policy.testing import EPOCH, Scene, VirtualClock
@@ -112,7 +112,7 @@ def test_an_empty_node_is_deleted_after_its_ttl(world: World, log: io.StringIO) 
     controller, node = launched(world, 2)  # the `default` provisioner: ttlSecondsAfterEmpty 30
     name = objects.name(node)
     controller.reconcile_once()
-    assert EMPTINESS_TIMESTAMP not in objects.annotations(world.cluster.get(objects.NODE, name) or {})
+    assert wk.EMPTINESS_TIMESTAMP not in objects.annotations(world.cluster.get(objects.NODE, name) or {})
     for pod in ("inflate-0", "inflate-1"):
         world.cluster.delete(objects.POD, pod, "default")  # scaled to 0
     marked = controller.reconcile_once()
@@ -137,14 +137,14 @@ def test_a_node_that_gets_a_pod_again_loses_its_ttl(world: World) -> None:
     name = objects.name(node)
     world.cluster.delete(objects.POD, "inflate-0", "default")
     controller.reconcile_once()
-    assert EMPTINESS_TIMESTAMP in objects.annotations(world.cluster.get(objects.NODE, name) or {})
+    assert wk.EMPTINESS_TIMESTAMP in objects.annotations(world.cluster.get(objects.NODE, name) or {})
     create_all(world.cluster, objects.POD, inflate(5, 1))
     for _ in range(15):
         controller.reconcile_once()
         world.kubelet.sync()
         world.clock.advance(1)
     assert pods_on(world, name) == ["inflate-5"], "the new pod went to the existing node"
-    assert EMPTINESS_TIMESTAMP not in objects.annotations(world.cluster.get(objects.NODE, name) or {})
+    assert wk.EMPTINESS_TIMESTAMP not in objects.annotations(world.cluster.get(objects.NODE, name) or {})
     world.clock.advance(120)
     controller.reconcile_once()
     assert world.cluster.get(objects.NODE, name) is not None

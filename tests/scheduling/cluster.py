@@ -31,7 +31,7 @@ from karpenter_policy.scheduling import (
     ClusterPod,
     ExistingNode,
     InstanceTable,
-    NodeTemplate,
+    NodeClaimTemplate,
     Plan,
     Pod,
     Scheduler,
@@ -249,7 +249,7 @@ class Cluster:
     def __init__(
         self,
         table: InstanceTable,
-        *templates: NodeTemplate,
+        *templates: NodeClaimTemplate,
         strategy: str = KARPENTER,
         daemons: Iterable[Pod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
@@ -428,7 +428,7 @@ FAKE_TABLE = InstanceTable(fake_types())
 
 def provisioner(
     name: str = "default", *terms: Mapping[str, Any], table: InstanceTable = FAKE_TABLE, **options: Any
-) -> NodeTemplate:
+) -> NodeClaimTemplate:
     """`test.Provisioner` over the fake types; without terms, the suites' default requirement (capacity type spot or
     on-demand). `options`: labels, taints, startup_taints, limits, weight, admitted ..."""
     if not terms:
@@ -436,6 +436,6 @@ def provisioner(
     return template(table, name=name, requirements=provisioner_requirements(*terms), **options)
 
 
-def cluster(strategy: str, *templates: NodeTemplate, table: InstanceTable = FAKE_TABLE, **options: Any) -> Cluster:
+def cluster(strategy: str, *templates: NodeClaimTemplate, table: InstanceTable = FAKE_TABLE, **options: Any) -> Cluster:
     """A cluster with these provisioners (default: the suites' one)."""
     return Cluster(table, *(templates or (provisioner(),)), strategy=strategy, **options)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Pod, shape_of
+from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Pod, shape_of
 from karpenter_policy.scheduling.synthetic import (  # noqa: F401 - re-exported for the tests
     GI,
     MI,
@@ -23,8 +23,10 @@ from karpenter_policy.scheduling.synthetic import (  # noqa: F401 - re-exported 
 
 def template(
     table: InstanceTable, name: str = "default", requirements: Requirements | None = None, **options: Any
-) -> NodeTemplate:
-    return NodeTemplate.build(table, name=name, requirements=requirements or Requirements(), shape=SHAPE, **options)
+) -> NodeClaimTemplate:
+    return NodeClaimTemplate.build(
+        table, name=name, requirements=requirements or Requirements(), shape=SHAPE, **options
+    )
 
 
 def pod(

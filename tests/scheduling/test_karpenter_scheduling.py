@@ -53,7 +53,7 @@ import pytest
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.taints import NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint
-from karpenter_policy.scheduling import KARPENTER, InstanceTable, NodeTemplate
+from karpenter_policy.scheduling import KARPENTER, InstanceTable, NodeClaimTemplate
 
 from .cluster import (
     ARCH,
@@ -83,7 +83,7 @@ INSTANCE_CPU = wk.INSTANCE_CPU
 GPU_COUNT = wk.INSTANCE_GPU_COUNT
 
 
-def not_scheduled(strategy: str, *pods: Any, templates: Sequence[NodeTemplate] = ()) -> None:
+def not_scheduled(strategy: str, *pods: Any, templates: Sequence[NodeClaimTemplate] = ()) -> None:
     """One round; none of `pods` schedules."""
     world = cluster(strategy, *templates)
     world.provision(*pods)
@@ -480,7 +480,7 @@ def test_should_tolerate_prefer_no_schedule_taint_only_after_trying_to_relax_aff
     assert plan.relaxed[pod.key][-1] == "tolerated PreferNoSchedule taints"
 
 
-def template_with(name: str = "default", **options: Any) -> NodeTemplate:
+def template_with(name: str = "default", **options: Any) -> NodeClaimTemplate:
     """`test.Provisioner(...)` of provisioning/provisioner_test.go: no requirement of its own."""
     return template(FAKE_TABLE, name=name, **options)
 

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from karpenter_policy.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
-from karpenter_policy.scheduling import KARPENTER, InstanceTable, NodeTemplate
+from karpenter_policy.scheduling import KARPENTER, InstanceTable, NodeClaimTemplate
 
 from .cluster import (
     ARCH,
@@ -72,7 +72,7 @@ AFF = {"security": "s2"}
 
 # --- one round, one skew: cases that share a shape ------------------------------------------------------------------
 
-ONE_ROUND: list[tuple[str, list[NodeTemplate], list[tuple[int, dict[str, Any]]], str, list[int]]] = [
+ONE_ROUND: list[tuple[str, list[NodeClaimTemplate], list[tuple[int, dict[str, Any]]], str, list[int]]] = [
     (
         "Zonal / should balance pods across zones (match labels)",
         [provisioner()],
@@ -236,7 +236,7 @@ ONE_ROUND: list[tuple[str, list[NodeTemplate], list[tuple[int, dict[str, Any]]],
 def test_one_round_skew(
     strategy: str,
     go_case: str,
-    templates: list[NodeTemplate],
+    templates: list[NodeClaimTemplate],
     groups: list[tuple[int, dict[str, Any]]],
     key: str,
     expected: list[int],

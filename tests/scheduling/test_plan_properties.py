@@ -1,4 +1,4 @@
-"""Properties every scheduling plan has, over random pods and node templates (hypothesis).
+"""Properties every scheduling plan has, over random pods and node claim templates (hypothesis).
 
 Random workloads (requests; nodeSelector and required node affinity on zone, arch, capacity type and a custom label;
 tolerations; self-selecting zone and hostname spread; hostname self anti-affinity; a host port) meet random
@@ -39,7 +39,7 @@ from karpenter_policy.scheduling import (
     COST,
     KARPENTER,
     Attempt,
-    NodeTemplate,
+    NodeClaimTemplate,
     Plan,
     Pod,
     Scheduler,
@@ -76,7 +76,7 @@ def subset(values: Sequence[str]) -> st.SearchStrategy[list[str]]:
 
 
 @st.composite
-def templates(draw: st.DrawFn) -> list[NodeTemplate]:
+def templates(draw: st.DrawFn) -> list[NodeClaimTemplate]:
     out = []
     for index in range(draw(st.integers(1, 3))):
         terms: list[Requirement] = []
@@ -167,7 +167,7 @@ def workload(draw: st.DrawFn, index: int) -> list[Pod]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[list[NodeTemplate], list[Pod], list[Pod]]:
+def scenarios(draw: st.DrawFn) -> tuple[list[NodeClaimTemplate], list[Pod], list[Pod]]:
     pods = [pod for index in range(draw(st.integers(1, 4))) for pod in draw(workload(index))]
     daemons = []
     if draw(st.booleans()):
@@ -199,7 +199,7 @@ def selects(term_: AffinityTerm, pod: Pod) -> bool:
     return term_.namespaces.includes(pod.namespace, {}) and term_.selector.matches(pod.labels)
 
 
-def expected_overhead(template_: NodeTemplate, daemons: Sequence[Pod]) -> tuple[int, ...]:
+def expected_overhead(template_: NodeClaimTemplate, daemons: Sequence[Pod]) -> tuple[int, ...]:
     """Karpenter's `getDaemonOverhead`, written out again: DaemonSets that tolerate the taints and are compatible."""
     total = ZERO
     for daemon in daemons:
@@ -212,7 +212,7 @@ def expected_overhead(template_: NodeTemplate, daemons: Sequence[Pod]) -> tuple[
     return total
 
 
-def offered_zones(templates_: Sequence[NodeTemplate]) -> set[str]:
+def offered_zones(templates_: Sequence[NodeClaimTemplate]) -> set[str]:
     """The zones some template can launch a node in (the zone domains of the run)."""
     zones = set()
     for template_ in templates_:
@@ -232,7 +232,7 @@ def has_topology(pod: Pod) -> bool:
     return bool(topology.spread or topology.affinity or topology.anti_affinity)
 
 
-def check_claims(plan: Plan, templates_: Sequence[NodeTemplate], daemons: Sequence[Pod], tolerate: bool) -> None:
+def check_claims(plan: Plan, templates_: Sequence[NodeClaimTemplate], daemons: Sequence[Pod], tolerate: bool) -> None:
     by_name = {t.name: t for t in templates_}
     for claim in plan.claims:
         owner = by_name[claim.template]
@@ -277,7 +277,7 @@ def check_claims(plan: Plan, templates_: Sequence[NodeTemplate], daemons: Sequen
                     assert own <= constraint.max_skew, f"{own} pods of {pod.labels} on one node"
 
 
-def check_zone_spread(plan: Plan, templates_: Sequence[NodeTemplate], tolerate: bool) -> None:
+def check_zone_spread(plan: Plan, templates_: Sequence[NodeClaimTemplate], tolerate: bool) -> None:
     universe = offered_zones(templates_)
     zone_of = {}
     for claim in plan.claims:
@@ -302,7 +302,7 @@ def check_zone_spread(plan: Plan, templates_: Sequence[NodeTemplate], tolerate: 
             assert max(counts.values()) - min(eligible) <= constraint.max_skew, f"zone skew {dict(counts)}"
 
 
-def check_limits(plan: Plan, templates_: Sequence[NodeTemplate]) -> None:
+def check_limits(plan: Plan, templates_: Sequence[NodeClaimTemplate]) -> None:
     for owner in templates_:
         for resource, limit in owner.limited.items():
             charged = 0
@@ -313,7 +313,7 @@ def check_limits(plan: Plan, templates_: Sequence[NodeTemplate]) -> None:
             assert charged <= limit, f"{owner.name} exceeds its limits"
 
 
-def fresh_node_fits(owner: NodeTemplate, pod: Pod, attempt: Attempt, overhead: tuple[int, ...]) -> bool:
+def fresh_node_fits(owner: NodeClaimTemplate, pod: Pod, attempt: Attempt, overhead: tuple[int, ...]) -> bool:
     """Could `owner` launch a fresh node for this pod (no limits, no topology to consult)?"""
     if untolerated(owner.taints, attempt.tolerations):
         return False
@@ -325,7 +325,7 @@ def fresh_node_fits(owner: NodeTemplate, pod: Pod, attempt: Attempt, overhead: t
     return bool(mask & owner.shapes.fitting(add(overhead, pod.requests)))
 
 
-def check_weights(plan: Plan, templates_: Sequence[NodeTemplate], daemons: Sequence[Pod], tolerate: bool) -> None:
+def check_weights(plan: Plan, templates_: Sequence[NodeClaimTemplate], daemons: Sequence[Pod], tolerate: bool) -> None:
     ordered = sorted(templates_, key=lambda t: (-t.weight, t.name))
     rank = {t.name: i for i, t in enumerate(ordered)}
     for claim in plan.claims:
@@ -353,7 +353,7 @@ def canonical(plan: Plan) -> Any:
     )
 
 
-def solve(templates_: Sequence[NodeTemplate], pods: Sequence[Pod], daemons: Sequence[Pod], strategy: str) -> Plan:
+def solve(templates_: Sequence[NodeClaimTemplate], pods: Sequence[Pod], daemons: Sequence[Pod], strategy: str) -> Plan:
     return Scheduler(templates_, daemons=daemons, options=SchedulerOptions(strategy)).solve(pods)
 
 

@@ -15,7 +15,7 @@ from karpenter_policy.scheduling import (
     KARPENTER,
     ExistingNode,
     InstanceTable,
-    NodeTemplate,
+    NodeClaimTemplate,
     Plan,
     Pod,
     Scheduler,
@@ -39,8 +39,8 @@ def provisioner(name: str, spec: Mapping[str, Any]) -> Provisioner:
     )
 
 
-def template(table: InstanceTable, name: str, **spec: Any) -> NodeTemplate:
-    return NodeTemplate.from_provisioner(table, provisioner(name, spec))
+def template(table: InstanceTable, name: str, **spec: Any) -> NodeClaimTemplate:
+    return NodeClaimTemplate.from_provisioner(table, provisioner(name, spec))
 
 
 def pods(name: str, count: int, labels: Mapping[str, str] | None = None, start: int = 0, **spec: Any) -> list[Pod]:
@@ -53,7 +53,7 @@ def requests(cpu: str, memory: str | None = None, **extra: str) -> dict[str, Any
     return {"containers": [{"name": "app", "resources": {"requests": wanted, "limits": dict(extra)}}]}
 
 
-def solve(templates: Sequence[NodeTemplate], batch: Sequence[Pod], strategy: str = COST, **kwargs: Any) -> Plan:
+def solve(templates: Sequence[NodeClaimTemplate], batch: Sequence[Pod], strategy: str = COST, **kwargs: Any) -> Plan:
     return Scheduler(templates, options=SchedulerOptions(strategy), **kwargs).solve(batch)
 
 
@@ -100,7 +100,7 @@ SPARK_SIZES = {"2xlarge", "4xlarge", "8xlarge", "9xlarge"}
 
 
 @pytest.fixture(scope="module")
-def kspark(table: InstanceTable) -> NodeTemplate:
+def kspark(table: InstanceTable) -> NodeClaimTemplate:
     return template(
         table,
         "kspark",
@@ -118,7 +118,7 @@ def kspark(table: InstanceTable) -> NodeTemplate:
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_seed_emr_spark_drivers_on_demand_executors_spot_on_the_allowed_families(
-    table: InstanceTable, kspark: NodeTemplate, strategy: str
+    table: InstanceTable, kspark: NodeClaimTemplate, strategy: str
 ) -> None:
     executor = {"nodeSelector": {"karpenter.sh/capacity-type": "spot", "app": "kspark"}, **requests("4", "7884Mi")}
     driver = {"nodeSelector": {"karpenter.sh/capacity-type": "on-demand", "app": "kspark"}, **requests("1", "2Gi")}
@@ -399,7 +399,7 @@ def test_utilisation_is_reported_against_the_launch_type(table: InstanceTable) -
 def test_ephemeral_storage_is_checked_against_the_node_templates_root_volume(table: InstanceTable) -> None:
     spec = requests("1", **{"ephemeral-storage": "30Gi"})
     spec["containers"][0]["resources"]["limits"] = {}
-    default = NodeTemplate.from_provisioner(table, provisioner("default", {}))
+    default = NodeClaimTemplate.from_provisioner(table, provisioner("default", {}))
     plan = solve([default], pods("scratch", 1, **spec))
     message = plan.failures["default/scratch-0"].message()
     assert "30Gi ephemeral storage" in message, message
@@ -407,5 +407,5 @@ def test_ephemeral_storage_is_checked_against_the_node_templates_root_volume(tab
         "amiFamily": "AL2",
         "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi"}}],
     }
-    roomy = NodeTemplate.from_provisioner(table, provisioner("default", {}), node_template=big_root)
+    roomy = NodeClaimTemplate.from_provisioner(table, provisioner("default", {}), node_template=big_root)
     assert not solve([roomy], pods("scratch", 1, **spec)).failures

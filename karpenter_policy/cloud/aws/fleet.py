@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.api.constraintset import canonical_json
-from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT, ChosenOffering
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import ChosenOffering
 
 MAX_OVERRIDES = 60
 SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
@@ -117,7 +118,7 @@ def fleet_request(
             {"ResourceType": resource, "Tags": _tag_list(tags)} for resource in ("instance", "volume", "fleet")
         ],
     }
-    if capacity_type == CAPACITY_TYPE_SPOT:
+    if capacity_type == wk.CAPACITY_SPOT:
         request["SpotOptions"] = {"AllocationStrategy": SPOT_ALLOCATION_STRATEGY}
     else:
         request["OnDemandOptions"] = {"AllocationStrategy": ON_DEMAND_ALLOCATION_STRATEGY}

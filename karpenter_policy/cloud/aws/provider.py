@@ -65,12 +65,7 @@ from karpenter_policy.cloud.provider import (
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import max_pods
-from karpenter_policy.model.instancetypes import (
-    CAPACITY_TYPE_ON_DEMAND,
-    CAPACITY_TYPE_SPOT,
-    ChosenOffering,
-    InstanceType,
-)
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 
 log = logging.getLogger(__name__)
 
@@ -482,7 +477,7 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         id=instance_id,
         instance_type=str(raw.get("InstanceType") or ""),
         zone=zone,
-        capacity_type=CAPACITY_TYPE_SPOT if raw.get("InstanceLifecycle") == "spot" else CAPACITY_TYPE_ON_DEMAND,
+        capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
         state=str((raw.get("State") or {}).get("Name") or ""),
         private_dns_name=str(raw.get("PrivateDnsName") or ""),
         launch_time=launch_time.astimezone(dt.UTC) if isinstance(launch_time, dt.datetime) else None,

@@ -22,7 +22,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.requirements import Operator
 from karpenter_policy.policy.source.workloads import Workload
-from karpenter_policy.scheduling import ClaimPlan, ClusterPod, ExistingNode, NodeTemplate, Plan, Pod, Scheduler
+from karpenter_policy.scheduling import ClaimPlan, ClusterPod, ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
 from karpenter_policy.scheduling.plan import PodFailure, refusals_message, refused_message
 from karpenter_policy.scheduling.vectors import add
 
@@ -101,7 +101,7 @@ def scale_key(ref: str) -> str:
     return f"{kind.lower()}/{name}"
 
 
-def plan_passes(templates: Sequence[NodeTemplate], daemons: Sequence[Pod], pods: Sequence[Pod]) -> Plan:
+def plan_passes(templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod], pods: Sequence[Pod]) -> Plan:
     """Every pod of `pods` planned onto new nodes of `templates` (with the DaemonSet pods `daemons` on each), in
     passes (see the module docstring): one plan of every node launched and every pod left pending at the end."""
     plan = Scheduler(templates, daemons=daemons).solve(pods)
@@ -124,7 +124,7 @@ def plan_passes(templates: Sequence[NodeTemplate], daemons: Sequence[Pod], pods:
     return plan
 
 
-def _in_flight(claim: ClaimPlan, template: NodeTemplate, index: int) -> ExistingNode:
+def _in_flight(claim: ClaimPlan, template: NodeClaimTemplate, index: int) -> ExistingNode:
     """The node a claim launches, in flight: the launch's instance type, zone and capacity type, its labels (the
     type's, the template's, the claim's single-valued requirements), its pods and the DaemonSet pods."""
     table = template.table

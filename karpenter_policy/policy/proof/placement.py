@@ -43,7 +43,7 @@ from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.proof.workloadhints import label_hint_findings, topology_key_findings
 from karpenter_policy.policy.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
-from karpenter_policy.scheduling import InstanceTable, NodeTemplate, Plan, Pod, Refusal, Scheduler
+from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Plan, Pod, Refusal, Scheduler
 from karpenter_policy.scheduling.evaluate import Evaluation, evaluate
 from karpenter_policy.scheduling.plan import ClaimPlan, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
@@ -61,8 +61,8 @@ Launch = ChosenOffering
 # --- the templates ------------------------------------------------------------------------------------------
 
 
-def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -> list[NodeTemplate]:
-    """The scheduler's node template of each proven provisioner (one that is not proven admits no type, and says
+def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -> list[NodeClaimTemplate]:
+    """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
     why when it takes nothing)."""
     templates = []
     for c in checked:
@@ -73,11 +73,11 @@ def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -
             else "its requirements admit no instance type (see its findings)"
         )
         try:
-            template = NodeTemplate.from_provisioner(
+            template = NodeClaimTemplate.from_provisioner(
                 table, c.provisioner, node_template=c.node_template, admitted=admitted
             )
         except ValueError as error:  # a kubelet or node-template field validation reported
-            template = NodeTemplate.from_provisioner(table, c.provisioner, admitted=())
+            template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=())
             unavailable = f"its node configuration cannot be used: {error}"
         template.unavailable = unavailable
         templates.append(template)
@@ -230,7 +230,7 @@ def _alone(workload: Workload, scheduler: Scheduler) -> _Alone:
 
 
 def _placement(
-    workload: Workload, alone: _Alone, outcome: Outcome | None, templates: Mapping[str, NodeTemplate]
+    workload: Workload, alone: _Alone, outcome: Outcome | None, templates: Mapping[str, NodeClaimTemplate]
 ) -> Placement:
     """The verdict on a workload: the plan's (`outcome`: schedulable when every replica is placed), told with what
     its pod alone says — the provisioner that launches a node for it, the reasons of those tried before — or, when
@@ -278,7 +278,7 @@ def _placement(
 
 
 def plan_of(
-    templates: Sequence[NodeTemplate], workloads: Sequence[Workload], replicas: Sequence[Sequence[Pod]]
+    templates: Sequence[NodeClaimTemplate], workloads: Sequence[Workload], replicas: Sequence[Sequence[Pod]]
 ) -> Plan:
     """The plan of every replica (`replicas`, per workload) on new nodes of `templates` (those of the proven
     provisioners), in passes (`outcome.plan_passes`)."""

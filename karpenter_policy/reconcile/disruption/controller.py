@@ -5,7 +5,7 @@ node of ours being drained — and at most every `disruption_interval` seconds (
 last batch found no place for, and pods planned onto an existing node for kube-scheduler to bind, do not keep it
 waiting: Karpenter disrupts while unschedulable pods stay pending; every decision places them too (they take
 room), and the nodes they were planned onto are not disrupted. A decision reads the
-cluster as the state showed it when the decision began (`view`), builds its own node templates (a decision on its
+cluster as the state showed it when the decision began (`view`), builds its own node claim templates (a decision on its
 own thread must not share the provisioner's, which a scheduling run adjusts), and is bounded in time by
 Karpenter's budgets (`ControllerOptions.single_node_budget` and `multi_node_budget`): a decision that runs out
 stops with what it found, logged. Replacements are launched through the provisioner's launcher.

@@ -55,7 +55,6 @@ from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.templates import Templates
-from karpenter_policy.reconcile.termination.terminator import DO_NOT_EVICT
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.running import WithoutNodes
 from karpenter_policy.scheduling.vectors import Vector, add, fits, subtract
@@ -70,10 +69,6 @@ SINGLE_NODE = "single-node"
 STAGES = (EXPIRATION, DRIFT, EMPTY, MULTI_NODE, SINGLE_NODE)
 DELETE = "delete"
 REPLACE = "replace"
-DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
-#: On a Node, keeps it from every disruption; on a pod, as `karpenter.sh/do-not-evict` (v0.31 honours both).
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-SPOT = "spot"
 #: No node expires before it has run this long, whatever its provisioner's ttlSecondsUntilExpired (compile warns,
 #: `ttl-churn`, below an hour): with a TTL of 0 every node would be replaced as soon as it is initialized, and its
 #: replacement after it, without end; with the floor, a node is replaced at most every ten minutes.
@@ -179,7 +174,7 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
-    """What one decision looks at: the cluster as the decision's start saw it (`view`), the node templates of the
+    """What one decision looks at: the cluster as the decision's start saw it (`view`), the node claim templates of the
     sets in force, the cluster's PodDisruptionBudgets and the time. `clock` and the budgets bound the decision:
     multi-node consolidation stops at `multi_node_budget` seconds of it, single-node consolidation at
     `single_node_budget` (Karpenter's 1 and 3 minutes), with what they found so far."""
@@ -284,7 +279,7 @@ class Decider:
         consolidatable = (
             constraint_set is not None
             and constraint_set.consolidation_enabled
-            and node.annotations.get(DO_NOT_CONSOLIDATE) != "true"
+            and node.annotations.get(wk.DO_NOT_CONSOLIDATE) != "true"
         )
         return Candidate(
             name=node.name,
@@ -303,12 +298,12 @@ class Decider:
     def _blocked(
         node: NodeRecord, pods: Iterable[PodRecord], exhausted: Sequence[Obj], nominated: frozenset[str]
     ) -> str:
-        if DO_NOT_DISRUPT in node.annotations:
-            return f"the node has the {DO_NOT_DISRUPT} annotation"
+        if wk.DO_NOT_DISRUPT in node.annotations:
+            return f"the node has the {wk.DO_NOT_DISRUPT} annotation"
         if node.name in nominated:
             return "nominated for a pending pod"
         for pod in pods:
-            for annotation in (DO_NOT_EVICT, DO_NOT_DISRUPT):
+            for annotation in (wk.DO_NOT_EVICT, wk.DO_NOT_DISRUPT):
                 if pod.annotations.get(annotation) == "true":
                     return f"pod {pod.key} has the {annotation} annotation"
             for pdb in exhausted:
@@ -576,9 +571,9 @@ class Decider:
         if not cheaper:
             blocked("can't replace with a cheaper node")
             return None
-        if all(c.capacity_type == SPOT for c in candidates) and claim.requirements.get_or_exists(
+        if all(c.capacity_type == wk.CAPACITY_SPOT for c in candidates) and claim.requirements.get_or_exists(
             wk.CAPACITY_TYPE
-        ).has(SPOT):
+        ).has(wk.CAPACITY_SPOT):
             blocked("can't replace a spot node with a spot node")
             return None
         if not single:  # several nodes by one of a type among them: deleting fewer does it with less disruption
@@ -646,8 +641,6 @@ def _unsatisfied(requirements: Requirements, labels: Mapping[str, str]) -> str:
 __all__ = [
     "CONSOLIDATION",
     "DELETE",
-    "DO_NOT_CONSOLIDATE",
-    "DO_NOT_DISRUPT",
     "DRIFT",
     "EMPTY",
     "EXPIRATION",

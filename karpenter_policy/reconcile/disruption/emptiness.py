@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.events import Recorder
 from karpenter_policy.reconcile.metrics import EMPTINESS as EMPTINESS_METHOD
@@ -28,8 +29,6 @@ from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 
 EMPTINESS = logs.logger("node")
-EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
-INITIALIZED = "karpenter.sh/initialized"
 
 
 def _stamp(when: dt.datetime) -> str:
@@ -124,17 +123,17 @@ class Emptiness:
         if not node.ours or node.deleting:
             return
         ttl = ttls.get(node.provisioner or "")
-        stamped = node.annotations.get(EMPTINESS_TIMESTAMP)
+        stamped = node.annotations.get(wk.EMPTINESS_TIMESTAMP)
         empty = self.state.workload_pods_on(name) == 0 and name not in protected and node.labelled_initialized
         if ttl is None or not empty:
             if stamped is not None:
-                self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP: None}}})
+                self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {wk.EMPTINESS_TIMESTAMP: None}}})
                 done.unmarked.append(name)
                 EMPTINESS.info("Removed emptiness TTL from node", extra=self.fields(node=name))
             return
         since = _parse(stamped) if stamped else None
         if since is None:
-            self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {EMPTINESS_TIMESTAMP: _stamp(now)}}})
+            self.cluster.patch(objects.NODE, name, {"metadata": {"annotations": {wk.EMPTINESS_TIMESTAMP: _stamp(now)}}})
             done.marked.append(name)
             self.metrics.machines_disrupted.labels(EMPTINESS_METHOD, node.provisioner or "").inc()
             EMPTINESS.info("Added TTL to empty node", extra=self.fields(node=name))
@@ -153,4 +152,4 @@ class Emptiness:
         self.events.publish(events.deprovisioning_terminating(node.obj, reason))
 
 
-__all__ = ["EMPTINESS_TIMESTAMP", "Emptiness"]
+__all__ = ["Emptiness"]

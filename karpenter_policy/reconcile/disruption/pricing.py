@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.reconcile.templates import Templates
-from karpenter_policy.scheduling import ClaimPlan, NodeTemplate
+from karpenter_policy.scheduling import ClaimPlan, NodeClaimTemplate
 
 
 def offering_price(
@@ -40,7 +40,7 @@ def offering_price(
     return None
 
 
-def worst_launch_price(template: NodeTemplate, claim: ClaimPlan, option: ChosenOffering) -> float:
+def worst_launch_price(template: NodeClaimTemplate, claim: ClaimPlan, option: ChosenOffering) -> float:
     """The most a launch of `option`'s type for `claim` may cost: its dearest available offering in a zone the
     claim allows, in the option's capacity type (infinite: none, or one without price data)."""
     table = template.table
@@ -55,7 +55,7 @@ def worst_launch_price(template: NodeTemplate, claim: ClaimPlan, option: ChosenO
     return worst if worst > -math.inf else math.inf
 
 
-def cheaper_options(template: NodeTemplate, claim: ClaimPlan, price: float) -> tuple[ChosenOffering, ...]:
+def cheaper_options(template: NodeClaimTemplate, claim: ClaimPlan, price: float) -> tuple[ChosenOffering, ...]:
     """The claim's options whose worst launch price is below `price` (Karpenter's `filterByPrice`)."""
     return tuple(o for o in claim.options if worst_launch_price(template, claim, o) < price)
 

@@ -40,7 +40,6 @@ from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.interruption.eventbridge import (
     STOPPING_STATES,
@@ -239,7 +238,7 @@ class InterruptionHandler:
         labels = objects.labels(node)
         instance_type, zone = labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, "")
         if instance_type and zone:
-            self.cloud.mark_unavailable(instance_type, zone, CAPACITY_TYPE_SPOT, message.kind.value)
+            self.cloud.mark_unavailable(instance_type, zone, wk.CAPACITY_SPOT, message.kind.value)
 
     def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult) -> bool:
         """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes

@@ -24,7 +24,7 @@ from karpenter_policy.reconcile.state.records import PodRecord, node_record
 from karpenter_policy.scheduling import ExistingNode, Pod, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.running import PodsForTopology
-from karpenter_policy.scheduling.templates import NodeTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import ZERO, Vector, add, fits
 
 
@@ -43,7 +43,7 @@ class SchedulingInputs:
     state: ClusterState | None = None
     version: object = None
 
-    def scheduler(self, templates: list[NodeTemplate], options: SchedulerOptions) -> Scheduler:
+    def scheduler(self, templates: list[NodeClaimTemplate], options: SchedulerOptions) -> Scheduler:
         state = self.state
         return Scheduler(
             templates,

@@ -25,7 +25,7 @@ from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import MAX_CLIENT_TOKEN_LENGTH, CloudProvider, Instance, LaunchRequest
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, known_price, price_key
-from karpenter_policy.scheduling import ClaimPlan, NodeTemplate
+from karpenter_policy.scheduling import ClaimPlan, NodeClaimTemplate
 
 #: Karpenter passes at most 60 instance types to CreateFleet.
 MAX_INSTANCE_TYPES = 60
@@ -40,7 +40,7 @@ def client_token(cluster_name: str, claim: ClaimPlan) -> str:
     return f"{claim.template}-{digest.hexdigest()[:32]}"[-MAX_CLIENT_TOKEN_LENGTH:]
 
 
-def launch_options(claim: ClaimPlan, template: NodeTemplate) -> list[ChosenOffering]:
+def launch_options(claim: ClaimPlan, template: NodeClaimTemplate) -> list[ChosenOffering]:
     """The claim's first MAX_INSTANCE_TYPES types, each in every allowed zone the cloud offers it in (in the
     capacity type of the claim's launch choice), cheapest first: when EC2 has no capacity for the cheapest, the
     provider tries the next within the same call."""
@@ -59,7 +59,7 @@ def launch_options(claim: ClaimPlan, template: NodeTemplate) -> list[ChosenOffer
 
 
 def launch_request(
-    cluster_name: str, claim: ClaimPlan, template: NodeTemplate, constraint_set: ConstraintSet
+    cluster_name: str, claim: ClaimPlan, template: NodeClaimTemplate, constraint_set: ConstraintSet
 ) -> LaunchRequest:
     return LaunchRequest(
         cluster_name=cluster_name,

@@ -4,7 +4,7 @@ Woken by the cluster state whenever a pod *becomes* pending (created, or marked 
 it batches: the first such pod opens a window, each further one extends it, and it closes after `batch_idle`
 seconds without one (1 s) or `batch_max` after it opened (10 s). Then every pod pending at that moment —
 read from the state when the window closes, not when it opened — goes to the scheduler with the nodes that have
-room, the nodes being launched, the DaemonSets and the node templates of the constraint sets in force (their
+room, the nodes being launched, the DaemonSets and the node claim templates of the constraint sets in force (their
 admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
 launched (all at once), its Node registered and its pods bound; pods the plan puts on existing nodes are bound
 (no kube-scheduler) or nominated. A claim whose every offering lacked capacity has its pods scheduled again in the

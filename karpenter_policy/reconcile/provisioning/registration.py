@@ -55,7 +55,7 @@ def initialize(cluster: Cluster, nodes: Mapping[str, Obj], done: set[str]) -> In
         uid = objects.uid(node)
         if uid in done or not node_info.is_ours(node):
             continue
-        if objects.labels(node).get(wk.INITIALIZED) == "true":
+        if node_info.labelled_initialized(node):
             done.add(uid)
         elif node_info.is_initialized(node) and not objects.is_deleting(node):
             try:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import FixedSource, Loaded
 from karpenter_policy.reconcile.controller import ReconcileResult
@@ -437,7 +438,8 @@ class Simulation:
         current = self.cluster.get(objects.POD, objects.name(pod), objects.namespace(pod))
         if current is None or objects.uid(current) != objects.uid(pod) or objects.is_deleting(current):
             return False
-        status = {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]}
+        ready = {"type": "Ready", "status": "False", "reason": "PodCompleted"}
+        status = {"phase": wk.POD_SUCCEEDED, "conditions": [ready]}
         self.cluster.patch(objects.POD, objects.name(pod), {"status": status}, objects.namespace(pod),
                            subresource="status")
         return True

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
 
@@ -53,7 +54,7 @@ class FakeKubelet:
             ready.add(name)
             done.ready.append(name)
         for pod in self.cluster.list(objects.POD).items:
-            if pod_info.node_name(pod) not in ready or pod_info.phase(pod) in ("Running", *pod_info.TERMINAL_PHASES):
+            if pod_info.node_name(pod) not in ready or pod_info.phase(pod) in ("Running", *wk.TERMINAL_PHASES):
                 continue
             status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
             try:

@@ -221,7 +221,7 @@ class Scene:
         constraint_set = next((s for s in self.loaded.sets if s.name == provisioner), None)
         if constraint_set is None:
             raise ValueError(f"no provisioner {provisioner} in {self.source.description}")
-        template = self._node_templates().template(provisioner)
+        template = self._claim_templates().template(provisioner)
         if zone is None:
             allowed = template.zone
             zone = sorted(allowed.values)[0] if not allowed.complement and allowed.values else f"{self.region}a"
@@ -259,8 +259,8 @@ class Scene:
             created = self.cluster.create(objects.NODE, node)
         return objects.name(created)
 
-    def _node_templates(self) -> Templates:
-        """The node templates of the scene's constraint sets (built once per version)."""
+    def _claim_templates(self) -> Templates:
+        """The node claim templates of the scene's constraint sets (built once per version)."""
         loaded = self.loaded
         if self._templates is None or self._templates[0] is not loaded:
             self._templates = (loaded, TemplateBuilder(self.cloud, self.region).build(loaded.sets))
@@ -529,7 +529,7 @@ class Scene:
         """Keys of the pods not bound to a node (terminal ones aside)."""
         return [f"{objects.namespace(p)}/{objects.name(p)}" for p in self.pods()
                 if not (p.get("spec") or {}).get("nodeName")
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+                and (p.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES]
 
     def pods_on(self, node: str) -> list[str]:
         return sorted(objects.name(p) for p in self.pods() if (p.get("spec") or {}).get("nodeName") == node)

@@ -25,7 +25,6 @@ from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import CAPACITY_TYPE_SPOT
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler, InterruptionResult
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.sim.clock import VirtualClock
@@ -83,7 +82,7 @@ class SpotInterruptions:
         found = [
             n for n in nodes
             if node_info.is_ours(n) and node_info.is_ready(n) and not objects.is_deleting(n)
-            and objects.labels(n).get(wk.CAPACITY_TYPE) == CAPACITY_TYPE_SPOT and node_info.instance_id(n)
+            and objects.labels(n).get(wk.CAPACITY_TYPE) == wk.CAPACITY_SPOT and node_info.instance_id(n)
         ]
         return sorted(found, key=objects.name)
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.state import pods as pod_info
 from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.scheduling.pods import PodSpecError
@@ -102,7 +103,7 @@ class Timeline:
             if times.started is None and phase == "Running":
                 times.started = now
                 started.append(uid)
-            if phase == "Succeeded" and times.finished is None:
+            if phase == wk.POD_SUCCEEDED and times.finished is None:
                 times.finished = now
             if pod_info.is_terminal(pod) or objects.is_deleting(pod):
                 continue

@@ -40,9 +40,9 @@ from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.model.podtopology import HostPort, NamespaceScope
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.selectors import LabelSelector
-from karpenter_policy.model.taints import Taint, untolerated
+from karpenter_policy.model.taints import untolerated
 from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state.pods import ShapeCache
+from karpenter_policy.reconcile.state.pods import UNSCHEDULABLE_TAINT, ShapeCache
 from karpenter_policy.reconcile.state.records import Malformed, NodeRecord, PodRecord, node_record, pod_record
 from karpenter_policy.scheduling import ClusterPod, ExistingNode, Pod, RunningPods
 from karpenter_policy.scheduling.pods import PodSpecError
@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
 #: A cordoned node (`spec.unschedulable`) takes only pods that tolerate this (kube-scheduler's NodeUnschedulable).
-UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "NoSchedule")
 ChangeKind = Literal["pod", "node", "daemonset", "namespace"]
 
 
@@ -463,8 +462,8 @@ def existing_node(
     """The scheduler's view of a node: what its pods request, and what the DaemonSets that will run there but have
     no pod there yet will."""
     taints = node_info.scheduling_taints(node.obj, node.initialized)
-    if node.unschedulable and UNSCHEDULABLE not in taints:  # cordoned: the taint the node controller adds
-        taints = (*taints, UNSCHEDULABLE)
+    if node.unschedulable and UNSCHEDULABLE_TAINT not in taints:  # cordoned: the taint the node controller adds
+        taints = (*taints, UNSCHEDULABLE_TAINT)
     requirements = Requirements.from_labels(node.labels)
     remaining = ZERO
     for daemon in daemons:

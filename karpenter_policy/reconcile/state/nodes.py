@@ -34,11 +34,10 @@ from karpenter_policy.model.allocatable import node_labels
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.resources import format_quantity, parse_quantity
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.scheduling import NodeTemplate
+from karpenter_policy.scheduling import NodeClaimTemplate
 from karpenter_policy.scheduling.templates import node_configuration
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal, to_vector
 
-TERMINATION_FINALIZER = "karpenter.sh/termination"
 ANNOTATION_HASH = "karpenter-policy/constraint-set-hash"
 ANNOTATION_STARTUP_TAINTS = "karpenter-policy/startup-taints"
 ANNOTATION_INSTANCE = "karpenter-policy/instance-id"
@@ -48,9 +47,9 @@ ANNOTATION_NODE_HASH = "karpenter-policy/node-hash"
 ANNOTATION_IMAGE = "karpenter-policy/image-id"
 #: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`).
 EPHEMERAL_TAINT_KEYS = (
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-    "node.cloudprovider.kubernetes.io/uninitialized",
+    wk.TAINT_NOT_READY,
+    wk.TAINT_UNREACHABLE,
+    wk.TAINT_UNINITIALIZED,
 )
 _ALWAYS_LISTED = ("cpu", "memory", "ephemeral-storage", "pods")
 
@@ -66,7 +65,7 @@ def resource_vector(resources: Mapping[str, Any] | None) -> tuple[Vector, dict[s
     return to_vector(parsed)
 
 
-def resource_list(vector: Vector) -> dict[str, str]:
+def format_resource_vector(vector: Vector) -> dict[str, str]:
     """A vector as a ResourceList: cpu, memory, ephemeral-storage and pods always, other resources when > 0."""
     return {
         name: format_quantity(to_decimal(name, value))
@@ -101,11 +100,17 @@ def startup_taints(node: Obj) -> tuple[Taint, ...]:
     return tuple(Taint.from_api(t) for t in listed if isinstance(t, dict))
 
 
+def labelled_initialized(node: Obj) -> bool:
+    """Whether the node carries `karpenter.sh/initialized=true` (what Karpenter's initialization controller writes)."""
+    return objects.labels(node).get(wk.INITIALIZED) == "true"
+
+
 def is_initialized(node: Obj) -> bool:
-    """Ours: labelled initialized (or Ready with every startup taint gone); others: Ready."""
+    """The one rule of whether a node is initialized. Ours: Ready and labelled initialized (or with every startup
+    taint gone); others: Ready."""
     if not is_ready(node):
         return False
-    if not is_ours(node) or objects.labels(node).get(wk.INITIALIZED) == "true":
+    if not is_ours(node) or labelled_initialized(node):
         return True
     remaining = {(t.key, t.effect) for t in node_taints(node)}
     return not any((t.key, t.effect) in remaining for t in startup_taints(node))
@@ -150,7 +155,7 @@ def node_name_for(instance: Instance) -> str:
 
 def node_object(
     instance: Instance,
-    template: NodeTemplate,
+    template: NodeClaimTemplate,
     constraint_set: ConstraintSet,
     requirements: Requirements,
 ) -> Obj:
@@ -165,8 +170,8 @@ def node_object(
     if position is not None:
         spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
         labels.update(node_labels(table.types[position], node_configuration(constraint_set.kubelet, spec)))
-        capacity = resource_list(template.shapes.capacity[position])
-        allocatable = resource_list(template.shapes.allocatable[position])
+        capacity = format_resource_vector(template.shapes.capacity[position])
+        allocatable = format_resource_vector(template.shapes.allocatable[position])
     else:
         labels[wk.INSTANCE_TYPE] = instance.instance_type
     labels.update(
@@ -195,7 +200,7 @@ def node_object(
             "name": name,
             "labels": dict(sorted(labels.items())),
             "annotations": annotations,
-            "finalizers": [TERMINATION_FINALIZER],
+            "finalizers": [wk.TERMINATION_FINALIZER],
         },
         "spec": {"providerID": instance.provider_id},
         "status": {"capacity": capacity, "allocatable": allocatable},
@@ -213,7 +218,7 @@ def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
         "metadata": {
             "labels": {k: v for k, v in meta["labels"].items() if objects.labels(existing).get(k) != v},
             "annotations": meta["annotations"],
-            "finalizers": sorted({*objects.finalizers(existing), TERMINATION_FINALIZER}),
+            "finalizers": sorted({*objects.finalizers(existing), wk.TERMINATION_FINALIZER}),
         }
     }
 
@@ -240,18 +245,18 @@ __all__ = [
     "ANNOTATION_NODE_HASH",
     "ANNOTATION_STARTUP_TAINTS",
     "EPHEMERAL_TAINT_KEYS",
-    "TERMINATION_FINALIZER",
     "registration_patch",
     "instance_id",
     "instance_id_of",
     "is_initialized",
+    "labelled_initialized",
     "is_ours",
     "is_ready",
     "node_name_for",
     "node_object",
     "node_taints",
     "provider_ids",
-    "resource_list",
+    "format_resource_vector",
     "resource_vector",
     "scheduling_taints",
     "startup_taints",

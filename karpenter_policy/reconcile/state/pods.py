@@ -29,20 +29,18 @@ from typing import Any
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.taints import NO_SCHEDULE, Taint, Toleration
 from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
 
 DAEMON_SET = "DaemonSet"
 NODE = "Node"
-TERMINAL_PHASES = ("Succeeded", "Failed")
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-#: Karpenter's annotation that keeps a pod's node from being chosen for disruption (not from a deletion asked for).
-DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 #: The priority classes whose pods termination evicts last (Karpenter's `terminator.evict`).
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 #: The taint of a cordoned node; a pod that tolerates it would be put back on the node it is evicted from.
-UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE)
+UNSCHEDULABLE_TAINT = Taint(wk.TAINT_UNSCHEDULABLE, NO_SCHEDULE)
 #: A pod deleted longer ago than this is stuck terminating (its kubelet no longer answers): nothing waits for it.
 STUCK_TERMINATING_AFTER = dt.timedelta(minutes=1)
 #: The pod-spec fields a shape depends on (what `shape_of` reads); for containers only these of their fields.
@@ -115,7 +113,7 @@ def phase(pod: Obj) -> str:
 
 
 def is_terminal(pod: Obj) -> bool:
-    return phase(pod) in TERMINAL_PHASES
+    return phase(pod) in wk.TERMINAL_PHASES
 
 
 def marked_unschedulable(pod: Obj) -> bool:
@@ -221,7 +219,6 @@ def creation_order(pods: list[Obj]) -> list[Obj]:
 
 __all__ = [
     "CRITICAL_PRIORITY_CLASSES",
-    "DO_NOT_EVICT",
     "STUCK_TERMINATING_AFTER",
     "UNSCHEDULABLE_TAINT",
     "ShapeCache",

@@ -82,7 +82,7 @@ class PodRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.phase in pod_info.TERMINAL_PHASES
+        return self.phase in wk.TERMINAL_PHASES
 
     @property
     def daemon(self) -> bool:
@@ -189,12 +189,12 @@ class NodeRecord:
 
     @property
     def labelled_initialized(self) -> bool:
-        return self.labels.get(wk.INITIALIZED) == "true"
+        return node_info.labelled_initialized(self.obj)
 
     @property
     def terminating(self) -> bool:
         """Ours, being deleted and held by the termination finalizer: the termination controller's."""
-        return self.ours and self.deleting and node_info.TERMINATION_FINALIZER in self.finalizers
+        return self.ours and self.deleting and wk.TERMINATION_FINALIZER in self.finalizers
 
 
 def node_record(obj: Any) -> NodeRecord:

@@ -17,7 +17,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import NotFound
 from karpenter_policy.kube.objects import Obj
-from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.model import labels as wk
 
 
 def delete_node(cluster: Cluster, node: Obj) -> None:
@@ -44,9 +44,9 @@ def _request_deletion(cluster: Cluster, name: str) -> bool:
 
 def remove_finalizer(cluster: Cluster, name: str) -> None:
     current = cluster.get(objects.NODE, name)
-    if current is None or node_info.TERMINATION_FINALIZER not in objects.finalizers(current):
+    if current is None or wk.TERMINATION_FINALIZER not in objects.finalizers(current):
         return
-    remaining = [f for f in objects.finalizers(current) if f != node_info.TERMINATION_FINALIZER]
+    remaining = [f for f in objects.finalizers(current) if f != wk.TERMINATION_FINALIZER]
     patch = {"metadata": {"finalizers": remaining or None, "resourceVersion": objects.resource_version(current)}}
     try:
         cluster.patch(objects.NODE, name, patch)

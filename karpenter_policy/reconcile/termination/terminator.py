@@ -45,7 +45,6 @@ from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.result import Terminated
 from karpenter_policy.reconcile.state.cluster import Change
-from karpenter_policy.reconcile.state.pods import DO_NOT_EVICT  # re-exported: disruption reads it from here
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.termination.eviction import Evictions
 from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
@@ -229,4 +228,4 @@ class Terminator:
             return None
 
 
-__all__ = ["DO_NOT_EVICT", "EXCLUDED_BY", "REQUEUE_SECONDS", "Terminator", "to_evict", "waited_for"]
+__all__ = ["EXCLUDED_BY", "REQUEUE_SECONDS", "Terminator", "to_evict", "waited_for"]

@@ -6,7 +6,7 @@ provisioner with `ttlSecondsAfterEmpty`; consolidation finds empty nodes itself.
 from __future__ import annotations
 
 from karpenter_policy.kube import objects
-from karpenter_policy.reconcile.disruption.emptiness import EMPTINESS_TIMESTAMP
+from karpenter_policy.model import labels as wk
 from karpenter_policy.testing import Scene
 
 from .support import M5, MOST_EXPENSIVE, Policies, blocked, decided, deleting, gone, provisioner, run
@@ -35,7 +35,7 @@ def test_should_ignore_ttl_seconds_after_empty_nodes_without_the_empty_status_co
     run(scene, controller, 29)
     found = scene.node(node)
     assert found is not None and not objects.is_deleting(found)
-    assert EMPTINESS_TIMESTAMP in objects.annotations(found), "stamped empty, not deleted yet"
+    assert wk.EMPTINESS_TIMESTAMP in objects.annotations(found), "stamped empty, not deleted yet"
     run(scene, controller, 5, until=lambda _: gone(scene, node))
     assert gone(scene, node)
 
@@ -52,7 +52,7 @@ def test_should_ignore_ttl_seconds_after_empty_nodes_with_the_empty_status_condi
     run(scene, controller, 600)
     found = scene.node(node)
     assert found is not None and not objects.is_deleting(found)
-    assert EMPTINESS_TIMESTAMP not in objects.annotations(found)
+    assert wk.EMPTINESS_TIMESTAMP not in objects.annotations(found)
 
 
 def test_can_delete_empty_nodes_with_consolidation(policies: Policies) -> None:

@@ -27,6 +27,7 @@ from prometheus_client import generate_latest
 
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.testing import Scene
@@ -63,7 +64,7 @@ def expect_draining(scene: Scene, name: str) -> None:
     found = scene.node(name)
     assert found is not None, f"{name} should still exist"
     assert found["spec"].get("unschedulable") is True
-    assert node_info.TERMINATION_FINALIZER in objects.finalizers(found)
+    assert wk.TERMINATION_FINALIZER in objects.finalizers(found)
     assert objects.is_deleting(found)
 
 
