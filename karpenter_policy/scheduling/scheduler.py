@@ -12,19 +12,22 @@ Two packing strategies share that loop:
 * ``karpenter`` — Karpenter's own rule: a pod tries the claims with the fewest pods first, a claim keeps every
   type that can still hold its pods, and the cheapest of those is launched. Kept for comparison.
 * ``cost`` (default) — claims are filled in the order they were made (first fit), and each new claim is capped at
-  the price of the instance type that serves the waiting pods of its kind most cheaply: the type t of the claim's
-  options that minimises price(t) / share(t), where share(t) is the fraction of those pods one node of type t
-  holds (in whole pods of their mean requests: cpu, memory, pods, accelerators; a type that holds them all counts
-  as holding all of them, no more). Nodes fill up to an efficient size instead of growing to the largest type and
+  the price of the instance type that serves the waiting pods of its kind most cheaply, in whole pods of their
+  mean size (for pods all of one size, the remainder that does not fill a node counted at the cheapest type that
+  holds it; see `_Run._cap`). Nodes fill up to an efficient size instead of growing to the largest type and
   being right-sized after, which wastes the tail of every node. After packing, pairs of claims are re-split
-  (`resplit`): the pods that take part in no topology group are shared out again where that is cheaper. The
-  semantics are Karpenter's either way: every pod's requirements, taints, topology, host ports and the templates'
-  weights and limits hold.
+  (`resplit`): the pods that take part in no topology group are shared out again where that is cheaper. Packing
+  is greedy, so Karpenter's rule is run on the same batch too and its plan kept when it is better (fewer pods
+  pending, then cheaper, then fewer nodes): the cost plan is never dearer than Karpenter's. The semantics are
+  Karpenter's either way: every pod's requirements, taints, topology, host ports and the templates' weights and
+  limits hold.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -221,12 +224,32 @@ class Scheduler:
             queued = _Run(self, pending).solve()
             if _plan_order(queued) < _plan_order(plan):
                 plan = queued
+        # Packing is greedy: on some batches Karpenter's own rule (one claim grown to the cheapest type that holds
+        # it) is cheaper, or places more pods (the caps charge a claim's fallback types against the limits). The
+        # cost strategy is never worse than it: the better plan wins, the cost plan on ties.
+        karpenter = _Run(self, pending, KARPENTER).solve()
+        if _plan_order(karpenter) < _plan_order(plan):
+            plan = karpenter
         return plan
 
 
-def _plan_order(plan: Plan) -> tuple[int, int, float]:
-    """Which of two plans is better: fewer pods left pending, then fewer nodes without a price, then cheaper."""
-    return len(plan.failures), plan.unpriced, plan.known_cost
+def _plan_order(plan: Plan) -> tuple[int, int, float, int]:
+    """Which of two plans is better: fewer pods left pending, then fewer nodes without a price, then cheaper
+    (to the billionth of a dollar an hour), then fewer nodes."""
+    return len(plan.failures), plan.unpriced, round(plan.known_cost, 9), len(plan.claims)
+
+
+def _cheapest_holding(types: Sequence[tuple[int, float, int]]) -> Callable[[int], float]:
+    """For (pods held, price, type) triples: the price of the cheapest type that holds at least n pods (n at most
+    the largest held)."""
+    by_held = sorted(types)
+    helds = [held for held, _, _ in by_held]
+    suffix = [0.0] * len(by_held)
+    cheapest = math.inf
+    for k in range(len(by_held) - 1, -1, -1):
+        cheapest = min(cheapest, by_held[k][1])
+        suffix[k] = cheapest
+    return lambda n: suffix[bisect.bisect_left(helds, n)]
 
 
 def fresh_claim(
@@ -307,9 +330,10 @@ _TEMPLATE_WIDE = frozenset({"unavailable", "taint", "requirements"})
 class _Run:
     """The state of one `Scheduler.solve`."""
 
-    def __init__(self, scheduler: Scheduler, pods: list[Pod]) -> None:
+    def __init__(self, scheduler: Scheduler, pods: list[Pod], strategy: str | None = None) -> None:
         self.s = scheduler
         self.pods = pods
+        self.strategy = strategy or scheduler.options.strategy
         self.existing = [node.fresh() for node in scheduler.existing]
         self.claims: list[NodeClaim] = []
         # cost strategy: the claims that may still take a pod, per template position, each in creation order
@@ -325,6 +349,8 @@ class _Run:
         self.errors: dict[str, dict[str, Refusal]] = {}
         self._demand: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}
         self._waiting: dict[tuple[Requirements, tuple[object, ...]], int] = {}  # how many pods `_demand` sums
+        self._mixed: set[tuple[Requirements, tuple[object, ...]]] = set()  # kinds whose pods' requests differ
+        self._requests: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}  # a request of each kind
         self._smallest: Vector | None = None
         self._hostnames = 0
 
@@ -338,6 +364,8 @@ class _Run:
             signature = self._signature(pod)
             self._demand[signature] = add(self._demand.get(signature, ZERO), pod.requests)
             self._waiting[signature] = self._waiting.get(signature, 0) + 1
+            if self._requests.setdefault(signature, pod.requests) != pod.requests:
+                self._mixed.add(signature)
             self._smallest = pod.requests if self._smallest is None else tuple(map(min, self._smallest, pod.requests))
         last_length: dict[str, int] = {}
         plan = Plan()
@@ -368,7 +396,7 @@ class _Run:
         for node in self.existing:
             if node.pods:
                 plan.existing[node.name] = list(node.pods)
-        if self.s.options.strategy == COST:
+        if self.strategy == COST:
             resplit(self.claims, self.remaining, self._bystander, self.attempt, self._charge)
         plan.claims = [self._finish(claim) for claim in self.claims]
         for claim in plan.claims:
@@ -401,7 +429,7 @@ class _Run:
             if node.try_add(pod, attempt, self.topology) is None:
                 return None
         candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
-        if self.s.options.strategy == KARPENTER:
+        if self.strategy == KARPENTER:
             self.claims.sort(key=lambda c: len(c.pods))  # stable: ties keep creation order, as Go's sort mostly does
             for claim in self.claims:
                 maybe = self.s.index.admits_maybe(claim.template, candidates)
@@ -410,7 +438,7 @@ class _Run:
         elif self._best_fit(pod, attempt, candidates):
             return None
         errors = self._new_claim(pod, attempt, candidates)
-        if errors is not None and self.s.options.strategy == COST and self._beyond_caps(pod, attempt, errors):
+        if errors is not None and self.strategy == COST and self._beyond_caps(pod, attempt, errors):
             return None
         return errors
 
@@ -533,7 +561,7 @@ class _Run:
     def _commit_claim(self, position: int, claim: NodeClaim, pod: Pod, number: int) -> None:
         """Add a new claim (of the template at `position`, hostname `number`: the run's last) to the run."""
         self._hostnames = number
-        if self.s.options.strategy == COST:
+        if self.strategy == COST:
             self._cap(claim, pod)
             self._created[id(claim)] = len(self._created)
             self.open.setdefault(position, []).append(claim)
@@ -558,11 +586,15 @@ class _Run:
     # --- the cost strategy -------------------------------------------------------------------------------------
 
     def _cap(self, claim: NodeClaim, pod: Pod) -> None:
-        """Cap the new claim at the price of the most cost-efficient type for the waiting pods of its kind: the
-        type t minimising price(t) / share(t), share(t) being the fraction of those pods one node of t holds,
-        counted in whole pods of their mean size (at least the pod that opened the claim, at most all of them). A
-        type that holds them all is taken only when it is as cost-efficient as the best; among types equally
-        cost-efficient, the one holding the most pods (fewer nodes), then the cheapest."""
+        """Cap the new claim at the price of the type that serves the waiting pods of its kind most cheaply,
+        counted in whole pods of their mean size: one node of type t holds held(t) of the n waiting pods (at least
+        the pod that opened the claim, at most all of them). When the pods of the kind are all of one size, t
+        minimises what they cost on nodes of t: ⌊n / held(t)⌋ nodes of t and the remainder on the cheapest single
+        type that holds it — price per share alone is blind to that remainder (five 1-vCPU pods: a type that
+        holds three at the best price per pod leaves two for more nodes, dearer than one node for all five).
+        When their sizes differ, the remainder is not known from the mean: t minimises price(t) × n / held(t).
+        Among types of equal cost, the one holding the most pods (fewer nodes), then the cheapest, then the first
+        by name."""
         template = claim.template
         table = template.table
         prices = table.prices(claim.zone, claim.capacity_type)
@@ -572,8 +604,7 @@ class _Run:
         wanted = [r for r, amount in enumerate(pod.requests) if amount > 0 and demand[r] > 0]
         allocatable = template.shapes.allocatable
         overhead = template.overhead
-        best: tuple[float, int, float, str] | None = None
-        chosen = -1
+        types: list[tuple[int, float, int]] = []  # (held, price, type)
         for i in indices(claim.options):
             price = prices.get(i)
             if price is None:
@@ -581,8 +612,19 @@ class _Run:
             held = waiting
             for r in wanted:  # whole pods of the mean size: floor(room × waiting / demand)
                 held = min(held, (allocatable[i][r] - overhead[r]) * waiting // demand[r])
-            held = max(held, 1)
-            score = (round(price * waiting / held, 9), -held, price, table.names[i])
+            types.append((max(held, 1), price, i))
+        if not types:
+            return
+        tail = None if signature in self._mixed else _cheapest_holding(types)
+        best: tuple[float, int, float, str] | None = None
+        chosen = -1
+        for held, price, i in types:
+            if tail is None:  # pods of several sizes: what the remainder takes is unknown, price per share
+                total = price * waiting / held
+            else:
+                full, rest = divmod(waiting, held)
+                total = full * price + (tail(rest) if rest else 0.0)
+            score = (round(total, 9), -held, price, table.names[i])
             if best is None or score < best:
                 best, chosen = score, i
         if chosen < 0:

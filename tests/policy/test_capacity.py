@@ -137,6 +137,42 @@ def test_spot_prices_from_describe_spot_price_history_price_the_spot_nodes(tmp_p
     assert priced["cost_per_hour"] < estimated["cost_per_hour"]  # the type got cheaper: at least that much
 
 
+#: Spot prices of tests/reconcile/awsaccount.py's model (a share of the on-demand price, per type and zone: not
+#: linear in size), for the types that compete for five 1-vCPU pods; every other type stays at its on-demand price.
+SPOT_PRICES = {
+    "c6a.large": {"us-east-1a": 0.02547, "us-east-1b": 0.02310, "us-east-1c": 0.02142},
+    "c6a.xlarge": {"us-east-1a": 0.05386, "us-east-1b": 0.05003, "us-east-1c": 0.05692},
+    "c6a.2xlarge": {"us-east-1a": 0.09119, "us-east-1b": 0.09088, "us-east-1c": 0.08660},
+    "m5a.xlarge": {"us-east-1a": 0.04868, "us-east-1b": 0.05040, "us-east-1c": 0.05298},
+}
+
+
+def test_five_pods_on_spot_prices_not_linear_in_size_go_on_the_one_cheaper_node(tmp_path: Path) -> None:
+    # Issue #19's regression: the cap took the type cheapest per share (a m5a.xlarge holds 3 of the 5 pods at
+    # $0.0487/h) without counting the other two, which then took two c6a.large: $0.0915/h for three nodes, where
+    # one c6a.2xlarge holds all five for $0.0866/h.
+    history = [
+        {
+            "AvailabilityZone": zone,
+            "InstanceType": name,
+            "ProductDescription": "Linux/UNIX",
+            "SpotPrice": f"{price:.5f}",
+            "Timestamp": "2026-11-27T00:00:00Z",
+        }
+        for name, zones in SPOT_PRICES.items()
+        for zone, price in zones.items()
+    ]
+    prices = tmp_path / "spot.json"
+    prices.write_text(json.dumps({"SpotPriceHistory": history}))
+    args = [str(EXAMPLES / "policies" / "default.yaml"), "--workloads", str(EXAMPLES / "apps" / "inflate.yaml")]
+    plan = capacity(*args, "--scale", "deployment/inflate=5", "--spot-prices", str(prices))
+    assert plan["pods"] == 5 and plan["unscheduled"] == {}
+    (node,) = plan["nodes"]
+    assert (node["instance_type"], node["zone"], node["capacity_type"]) == ("c6a.2xlarge", "us-east-1c", "spot")
+    assert node["pods"] == 5
+    assert plan["cost_per_hour"] == pytest.approx(0.0866)
+
+
 @pytest.mark.slow
 def test_bad_scale_and_spot_price_files_are_usage_errors(tmp_path: Path) -> None:
     apps = str(EXAMPLES / "apps")

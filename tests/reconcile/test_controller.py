@@ -371,7 +371,8 @@ def test_the_batch_is_planned_ahead_while_quiet_and_the_plan_used_when_nothing_c
     make_harness: MakeHarness,
 ) -> None:
     h = make_harness(batch_idle=1.0)
-    create_all(h.cluster, objects.POD, inflate(0, 4))
+    # three 1-vCPU pods: one c6a.xlarge (four go cheaper on a c6a.xlarge and a c6a.large than on one c6a.2xlarge)
+    create_all(h.cluster, objects.POD, inflate(0, 3))
     first = h.step()
     assert first.due == h.clock.now + 0.25, "the next pass plans ahead once the burst has been quiet a moment"
     h.clock.advance(0.25)

@@ -150,7 +150,7 @@ def test_the_command_deletes_the_node_of_a_spot_interruption_and_survives_a_malf
     running_command: tuple[KubeCluster, subprocess.Popen[str]], aws_workloads: AwsWorkloads, queue_url: str
 ) -> None:
     cluster, process = running_command
-    for item in inflate(0, 2):
+    for item in inflate(0, 3):
         cluster.create(objects.POD, item)
     assert wait_for(lambda: len(cluster.list(objects.NODE).items) == 1), "a node is launched"
     (node,) = cluster.list(objects.NODE).items

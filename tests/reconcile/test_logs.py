@@ -17,22 +17,23 @@ from .support import KARPENTER_LINE, create_all, inflate, trailer
 
 def test_every_line_is_in_karpenters_console_format(make_harness: MakeHarness) -> None:
     h = make_harness()
-    create_all(h.cluster, objects.POD, inflate(0, 9))
+    # seven 1-vCPU pods: one c6a.2xlarge is the cheapest plan (nine take it and a c6a.xlarge, cheaper than one node)
+    create_all(h.cluster, objects.POD, inflate(0, 7))
     result = h.batch()
     (node,) = result.launched
     lines = h.log_lines()
     assert lines and all(KARPENTER_LINE.match(line) for line in lines), lines
     by_message = {line.split("\t")[3]: line for line in lines}
-    found = by_message["found 9 provisionable pod(s)"]
+    found = by_message["found 7 provisionable pod(s)"]
     assert found.split("\t")[1:3] == ["INFO", "controller.provisioner"]
-    assert trailer(found) == {"commit": __version__, "pods": 9}
+    assert trailer(found) == {"commit": __version__, "pods": 7}
     computed = trailer(by_message["computed new node(s) to fit pod(s)"])
-    assert (computed["nodes"], computed["pods"]) == (1, 9)
-    launching = next(m for m in by_message if m.startswith("launching node with 9 pod(s) requesting "))
+    assert (computed["nodes"], computed["pods"]) == (1, 7)
+    launching = next(m for m in by_message if m.startswith("launching node with 7 pod(s) requesting "))
     assert launching.endswith(" other(s)") and ", " in launching  # the first five types, then how many more
     launched = f"launched instance {node.instance_id}, type {node.instance_type}, zone {node.zone}, capacity spot"
     assert trailer(by_message[launched])["provisioner"] == "default"
-    assert f"Bound 9 pod(s) to node {node.node}" in by_message
+    assert f"Bound 7 pod(s) to node {node.node}" in by_message
 
 
 def test_the_order_of_the_lines_is_the_order_of_the_decisions(make_harness: MakeHarness) -> None:

@@ -130,7 +130,8 @@ def test_insufficient_capacity_on_the_cheapest_offering_falls_back_to_the_next_i
     make_harness: MakeHarness, aws_workloads: AwsWorkloads
 ) -> None:
     h = make_harness(cloud=aws_workloads.provider())
-    create_all(h.cluster, objects.POD, inflate(0, 4))
+    # five 1-vCPU pods: one node is the cheapest plan at the test account's spot prices (four go on two cheaper)
+    create_all(h.cluster, objects.POD, inflate(0, 5))
     cheapest = first_offering(h)
     subnet = aws_workloads.subnets[cheapest.zone]
     aws_workloads.env.proxy.insufficient_capacity(cheapest.instance_type, subnet, "spot")
