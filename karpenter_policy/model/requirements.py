@@ -267,8 +267,9 @@ class Requirements(Mapping[str, Requirement]):
     def __str__(self) -> str:
         return ", ".join(str(self._by_key[k]) for k in self)
 
-    def intersects(self, other: Requirements) -> list[str]:
-        """Why `other` (incoming, e.g. a pod) cannot share a value with these requirements, key by key.
+    def disjoint_keys(self, other: Requirements) -> list[str]:
+        """The keys on which `other` (incoming, e.g. a pod) shares no value with these requirements, each as a reason
+        (Karpenter's `Intersects`, named for what it returns).
 
         Empty list: they intersect. Two negative requirements (NotIn/DoesNotExist) never conflict.
         """
@@ -312,7 +313,7 @@ class Requirements(Mapping[str, Requirement]):
             if key in self._by_key or other._by_key[key].operator() in _NEGATIVE:
                 continue
             errors.append(f"label {key} does not have known values{typo_hint(key, self._by_key)}")
-        return errors + self.intersects(other)
+        return errors + self.disjoint_keys(other)
 
     def single_values(self) -> dict[str, str]:
         """The keys pinned to exactly one value (what a node launched for them is labelled with)."""
