@@ -15,8 +15,9 @@ is filled up to the most cost-efficient type for the pods at hand instead of gro
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.podtopology import HostPort
@@ -69,13 +70,22 @@ class ExistingNode:
         self.requirements = Requirements.from_labels(self.labels).add(
             Requirement.new(wk.HOSTNAME, Operator.IN, [hostname])
         )
+        self._labelled = self.requirements  # the node's own requirements, before any placement narrowed them
         base = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
         self.requests: Vector = base
         self._extended = dict(self.extended_requested)
 
     def fresh(self) -> ExistingNode:
-        """A copy with none of this run's placements (each scheduling run starts from the node as it is)."""
-        return replace(self, host_ports=list(self.host_ports), pods=[])
+        """A copy with none of this run's placements (each scheduling run starts from the node as it is). The
+        requirements its labels make are shared, not made again: they are never changed in place (a placement
+        replaces them), and a disruption decision copies every node for each of its simulations."""
+        node = copy.copy(self)
+        node.requirements = self._labelled
+        node.requests = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
+        node._extended = dict(self.extended_requested)
+        node.host_ports = list(self.host_ports)
+        node.pods = []
+        return node
 
     def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> str | None:
         """Place the pod here (None), or say why not."""
