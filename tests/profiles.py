@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 CI = "ci"
 
@@ -25,6 +25,20 @@ def examples(n: int) -> int:
     if settings.get_current_profile_name() == CI:
         return n
     return min(n, settings().max_examples)
+
+
+def deterministic(n: int, *also_suppressed: HealthCheck) -> settings:
+    """The settings of the project's properties: `examples(n)` examples, the same on every run (derandomized, no
+    example database), no deadline (CI machines are shared), too-slow and too-large data tolerated, and the
+    health checks in `also_suppressed`."""
+    return settings(
+        max_examples=examples(n),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        print_blob=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, *also_suppressed],
+    )
 
 
 def fast_first(cases: Iterable[Any], *, unpack: bool = False, fast: int = 1) -> list[Any]:

@@ -6,22 +6,13 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from hypothesis import HealthCheck, settings
-from profiles import examples
+from hypothesis import HealthCheck
+from profiles import deterministic
 
 from karpenter_policy.policy.findings import Report
 from karpenter_policy.policy.reporters import FORMATS, render
 
-FUZZ = settings(
-    max_examples=examples(700),
-    deadline=None,
-    derandomize=True,  # deterministic in CI: the same examples on every run
-    database=None,
-    print_blob=False,
-    suppress_health_check=[
-        HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much, HealthCheck.large_base_example,
-    ],
-)
+FUZZ = deterministic(700, HealthCheck.filter_too_much, HealthCheck.large_base_example)
 
 LINE_BREAKS = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 GITHUB_ANNOTATION = re.compile(r"^::(error|warning) file=[^,:\n]*(,line=[1-9]\d*,col=\d+)?,title=[a-z-]+::")

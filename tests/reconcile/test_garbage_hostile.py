@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
-from profiles import examples
+from profiles import deterministic
 
 from karpenter_policy.cloud.provider import LaunchRequest
 from karpenter_policy.kube import objects
@@ -85,8 +85,7 @@ def launch(cloud: Any, token: str, provisioner: str = "default") -> str:
     return str(cloud.create(request).id)
 
 
-@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@deterministic(60, HealthCheck.function_scoped_fixture)
 @given(st.lists(st.tuples(st.sampled_from(["truth", *HOSTILE]), st.sampled_from([1.0, 30.0, 200.0])),
                 min_size=1, max_size=12))
 @pytest.mark.slow

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
-from profiles import examples
+from profiles import deterministic
 
 from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import Instance, LaunchRequest
@@ -208,8 +208,7 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=examples(80), deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@deterministic(80, HealthCheck.function_scoped_fixture)
 @given(STEPS)
 @pytest.mark.slow
 def test_no_interleaving_of_events_steps_and_clock_moves_loses_a_pod(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from profiles import examples
+from profiles import deterministic
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
@@ -109,8 +109,7 @@ def fresh(cluster: MemoryCluster) -> ClusterState:
     return state
 
 
-@settings(max_examples=examples(150), deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@deterministic(150)
 @given(OPERATIONS)
 def test_the_state_followed_event_by_event_is_what_a_fresh_list_shows(operations: list[tuple[Any, ...]]) -> None:
     cluster = MemoryCluster()

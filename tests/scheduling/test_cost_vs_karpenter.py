@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from decimal import Decimal
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from profiles import examples
+from profiles import deterministic
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType, Offering
@@ -24,14 +24,7 @@ from karpenter_policy.scheduling.vectors import fits
 
 from .support import ZONES, fake_type, pod, template
 
-PROPERTY = settings(
-    max_examples=examples(300),
-    deadline=None,
-    derandomize=True,  # the same examples on every run
-    database=None,
-    print_blob=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+PROPERTY = deterministic(300)
 
 #: (cpu, memory GiB, pod slots) of the types: three families (compute, general, memory) of five sizes.
 SIZES = [(cpu, cpu * ratio, 8 * cpu) for ratio in (2, 4, 8) for cpu in (2, 4, 8, 16, 32)]

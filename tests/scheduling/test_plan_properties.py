@@ -27,9 +27,9 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from profiles import examples
+from profiles import deterministic
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.podtopology import AffinityTerm
@@ -58,14 +58,7 @@ TEAMS = ("a", "b")
 TEAM = "example.com/team"
 DEDICATED = "dedicated"
 
-PROPERTIES = settings(
-    max_examples=examples(300),
-    deadline=None,
-    derandomize=True,  # the same examples on every run
-    database=None,
-    print_blob=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+PROPERTIES = deterministic(300)
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------
