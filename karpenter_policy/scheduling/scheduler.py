@@ -226,7 +226,10 @@ class Scheduler:
                 plan = queued
         # Packing is greedy: on some batches Karpenter's own rule (one claim grown to the cheapest type that holds
         # it) is cheaper, or places more pods (the caps charge a claim's fallback types against the limits). The
-        # cost strategy is never worse than it: the better plan wins, the cost plan on ties.
+        # cost strategy is never worse than it: the better plan wins, the cost plan on ties. A plan that placed
+        # every pod on existing nodes launches nothing: none is better (a disruption simulation's usual case).
+        if not plan.failures and not plan.claims:
+            return plan
         karpenter = _Run(self, pending, KARPENTER).solve()
         if _plan_order(karpenter) < _plan_order(plan):
             plan = karpenter
