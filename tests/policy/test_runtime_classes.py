@@ -117,3 +117,17 @@ def test_a_runtime_class_with_an_unreadable_overhead_is_an_error_at_the_field(tm
         "invalid-workload", "RuntimeClass/gvisor", line_of(tmp_path, "podFixed:"),
     )  # fmt: skip
     assert "lots" in error["message"]
+
+
+def test_an_overhead_beyond_what_a_quantity_holds_is_a_warning_at_the_field_and_read_capped(tmp_path: Path) -> None:
+    """`1e99999999` of cpu costs microseconds, as in a pod's own requests: a quantity-out-of-range warning at the
+    RuntimeClass's field, and the pod fits nowhere (it asks for the bound)."""
+    huge = GVISOR.replace("cpu: 500m", "cpu: 1e99999999")
+    code, report = check(tmp_path, huge, pod("sandboxed", "gvisor"))
+    assert code == 1
+    [warning] = [f for f in report["findings"] if f["severity"] == "warning"]
+    assert (warning["rule"], warning["object"], warning["line"]) == (
+        "quantity-out-of-range", "RuntimeClass/gvisor", line_of(tmp_path, "podFixed:"),
+    )  # fmt: skip
+    assert "'1e99999999' is beyond the largest value" in warning["message"]
+    assert not workload(report, "Pod/sandboxed")["schedulable"]

@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, UNRESOLVED_REFERENCE, WARNING
+from karpenter_policy.api.violations import (
+    ERROR,
+    INVALID_WORKLOAD,
+    QUANTITY_OUT_OF_RANGE,
+    UNRESOLVED_REFERENCE,
+    WARNING,
+)
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.model.pods import PodScheduling, PodSpecError
 from karpenter_policy.model.resources import parse_quantity
@@ -32,12 +38,14 @@ _AS_POD = {"overhead": ("overhead", "podFixed"), "nodeSelector": ("scheduling", 
 
 @dataclass(frozen=True, slots=True)
 class RuntimeClass:
-    """A RuntimeClass: what it adds to a pod (`pod_fixed`, the overhead; `node_selector`; `tolerations`)."""
+    """A RuntimeClass: what it adds to a pod (`pod_fixed`, the overhead; `node_selector`; `tolerations`), and the
+    `quantity-out-of-range` warnings of its overhead (read capped, as a pod's own requests are)."""
 
     name: str
     pod_fixed: Mapping[str, Any] | None
     node_selector: Mapping[str, Any]
     tolerations: tuple[Any, ...]
+    warnings: tuple[Finding, ...] = ()
 
 
 def runtime_class_of(doc: Document) -> RuntimeClass | Finding | None:
@@ -59,18 +67,28 @@ def runtime_class_of(doc: Document) -> RuntimeClass | Finding | None:
         if value is not None:
             fields[pod_field] = value
     try:
-        PodScheduling.from_pod_spec(fields)
+        scheduling = PodScheduling.from_pod_spec(fields)
     except PodSpecError as error:
-        prefix = _AS_POD.get(str(error.path[0]), ()) if error.path else ()
-        where: FieldPath = (*prefix, *error.path[1:]) if error.path else ()
-        line, column = doc.position(where)
+        line, column = doc.position(_class_path(error.path))
         return Finding(INVALID_WORKLOAD, ERROR, error.message, doc.file, line, column, ref)
+    warnings = tuple(
+        Finding(QUANTITY_OUT_OF_RANGE, WARNING, message, doc.file, *doc.position(_class_path(path)), ref)
+        for path, message in scheduling.out_of_range
+    )
     return RuntimeClass(
         name,
         fields.get("overhead"),
         fields.get("nodeSelector") or {},
         tuple(fields.get("tolerations") or ()),
+        warnings,
     )
+
+
+def _class_path(pod_path: FieldPath) -> FieldPath:
+    """Where a field read as the pod's (`overhead`, `nodeSelector`, `tolerations` …) stands in the RuntimeClass."""
+    if not pod_path:
+        return ()
+    return (*_AS_POD.get(str(pod_path[0]), ()), *pod_path[1:])
 
 
 def with_runtime_class(spec: Mapping[str, Any], runtime_class: RuntimeClass) -> dict[str, Any] | str:

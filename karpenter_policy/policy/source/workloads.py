@@ -326,6 +326,7 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
                 found.findings.append(runtime_class)
             else:
                 found.runtime_classes[runtime_class.name] = (runtime_class, doc.file)
+                found.findings.extend(runtime_class.warnings)
             continue
         try:
             workload = workload_of_document(doc)
