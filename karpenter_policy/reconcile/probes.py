@@ -10,7 +10,9 @@
   `leading` or `standby`) — else 503 with why;
 * any other path: 404.
 
-Served by a threaded `http.server` on its own thread; probes never wait on a controller.
+Served by a threaded `http.server` on its own thread; probes never wait on a controller. A client that sends
+nothing is dropped after `idle_timeout` seconds, and at most `max_connections` are served at once (one more is
+closed at once): whatever opens connections to the port, the process's threads stay bounded.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
@@ -25,22 +28,57 @@ from karpenter_policy.reconcile.exposition import exposition
 from karpenter_policy.reconcile.runner import Health
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """A threaded server that serves at most `limit` connections at once and closes the others at once."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class ProbeServer:
     """See the module docstring. `health` is asked at every probe."""
 
-    def __init__(self, address: str, port: int, registry: CollectorRegistry, health: Callable[[], Health]) -> None:
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        registry: CollectorRegistry,
+        health: Callable[[], Health],
+        *,
+        idle_timeout: float = 5.0,
+        max_connections: int = 64,
+    ) -> None:
         self.registry = registry
         self.health = health
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = idle_timeout  # the socket's: a silent or trickling client is dropped, its thread ends
+
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 server.answer(self)
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's name)
                 return None  # probes every few seconds would flood the log
 
-        self.httpd = ThreadingHTTPServer((address, port), Handler)
+        self.httpd = _BoundedServer((address, port), Handler, max_connections)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="probes", daemon=True)

@@ -4,6 +4,7 @@ standby is ready without leading), /metrics, and 404 for anything else — the p
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import threading
 import time
 import urllib.error
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.lease import LeaderElector
@@ -20,7 +22,7 @@ from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.probes import ProbeServer
-from karpenter_policy.reconcile.runner import Runner, run_in_thread
+from karpenter_policy.reconcile.runner import Health, Runner, run_in_thread
 
 from .conftest import CLUSTER, REGION, fake_cloud
 from .support import FakeClock
@@ -122,3 +124,24 @@ def test_a_dead_informer_fails_the_liveness_probe_and_readiness(probed: Any) -> 
     assert eventually(lambda: get(port, "/readyz")[0] == 200)
     runner.feed.informers[objects.NODE].stop()
     assert get(port, "/healthz")[0] == 500
+
+
+def test_silent_connections_are_dropped_and_bounded_so_probes_are_answered_again() -> None:
+    """Anything in the cluster can open connections to the metrics port. Silent ones used to hold a thread each for
+    ever; now each is dropped after the idle timeout, and beyond the cap a new one is closed at once: the threads
+    stay bounded, and once the silent ones are gone the kubelet's probe is answered."""
+    server = ProbeServer(
+        "127.0.0.1", 0, CollectorRegistry(), lambda: Health(True, True, True), idle_timeout=0.5, max_connections=8
+    ).start()
+    threads_before = threading.active_count()
+    silent = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(40)]
+    try:
+        assert threading.active_count() <= threads_before + 8, "one thread per silent connection, without a cap"
+        for sock in silent:  # every one ends: closed at once past the cap, or dropped at the idle timeout
+            sock.settimeout(10)
+            assert sock.recv(1) == b""
+        assert eventually(lambda: get(server.port, "/healthz") == (200, "ok\n"))
+    finally:
+        for sock in silent:
+            sock.close()
+        server.shutdown()
