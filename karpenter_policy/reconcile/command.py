@@ -33,6 +33,7 @@ import yaml
 
 from karpenter_policy.catalog import CatalogError, load_catalog
 from karpenter_policy.cloud.aws.api import AwsConnection
+from karpenter_policy.cloud.aws.identity import caller_account
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
 from karpenter_policy.cloud.aws.sqs import SqsQueue
 from karpenter_policy.cloud.errors import CloudError, NotFound
@@ -262,7 +263,9 @@ def build(options: ReconcileOptions) -> Reconciler:
     interruption = None
     if options.interruption_queue:
         queue = interruption_queue(cloud, options.interruption_queue)
-        interruption = InterruptionHandler(cluster, cloud, queue, metrics=metrics)
+        interruption = InterruptionHandler(
+            cluster, cloud, queue, metrics=metrics, account=own_account(cloud), region=region
+        )
     elector = None
     if options.leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
@@ -282,6 +285,19 @@ def interruption_queue(cloud: AwsCloudProvider, name: str) -> SqsQueue:
     except CloudError as error:
         LOG.warning("interruption queue %s cannot be reached yet, %s", name, error, extra=logs.fields())
     return queue
+
+
+def own_account(cloud: AwsCloudProvider) -> str | None:
+    """The account of the controller's credentials, which its interruption handler acts for (None when STS cannot
+    tell: messages are then not checked against an account, only a region)."""
+    try:
+        return caller_account(cloud.api)
+    except CloudError as error:
+        LOG.warning(
+            "cannot tell the controller's AWS account, interruption messages of any account are acted on, %s",
+            error, extra=logs.fields(),
+        )
+        return None
 
 
 def main(raw: Mapping[str, Any]) -> int:

@@ -52,8 +52,9 @@ quantiles (`exposition`).
   pass closing the window used it (`true`) or something had changed (`false`: it planned again).
 * `karpenter_policy_constraint_sets` — constraint sets in force; `karpenter_policy_constraint_set_refusals_total` —
   versions refused (unreadable, hash mismatch, wrong region).
-* interruption: `karpenter_policy_interruption_malformed_messages_total` (unreadable, deleted) and
-  `karpenter_policy_interruption_queue_errors_total{operation}` (receive, delete).
+* interruption: `karpenter_policy_interruption_malformed_messages_total` (unreadable, deleted),
+  `karpenter_policy_interruption_foreign_messages_total{reason}` (about another `account` or `region`, deleted)
+  and `karpenter_policy_interruption_queue_errors_total{operation}` (receive, delete).
 * the watches (`watch_counters`): `karpenter_policy_watch_malformed_answers_total{kind, problem}` and
   `karpenter_policy_malformed_objects_total{kind, reason}`.
 * garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
@@ -106,9 +107,11 @@ CONTROLLER: contextvars.ContextVar[str] = contextvars.ContextVar("controller", d
 @dataclass(slots=True)
 class Reconcile:
     """What the step under :meth:`Metrics.reconciling` tells: it wants to run again at a given time
-    (`requeue_after`, controller-runtime's result `requeue_after`)."""
+    (`requeue_after`, controller-runtime's result `requeue_after`), or it failed without raising (`failed`: a
+    reconcile error, as controller-runtime counts a Reconcile that returned an error)."""
 
     requeue_after: bool = False
+    failed: bool = False
 
 
 class Step:
@@ -147,7 +150,11 @@ class Step:
         if self.counted:
             return
         self.counted = True
-        result = "requeue_after" if self.outcome.requeue_after else "success"
+        if self.outcome.failed:
+            self.metrics.reconcile_errors.labels(self.controller).inc()
+            result = "error"
+        else:
+            result = "requeue_after" if self.outcome.requeue_after else "success"
         self.metrics.reconcile_total.labels(self.controller, result).inc()
         self.metrics.reconcile_time.labels(self.controller).observe(self.seconds)
 
@@ -238,6 +245,12 @@ class Metrics:
         self.interruption_malformed = Counter(
             "karpenter_policy_interruption_malformed_messages",
             "Interruption messages that could not be read (deleted without action).",
+            registry=registry,
+        )
+        self.interruption_foreign = Counter(
+            "karpenter_policy_interruption_foreign_messages",
+            "Interruption messages about another account or region (deleted, not acted on), by reason.",
+            ["reason"],
             registry=registry,
         )
         self.interruption_queue_errors = Counter(
