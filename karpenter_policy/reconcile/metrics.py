@@ -28,6 +28,9 @@ lists each one, where it is recorded, and the ones that do not apply here:
   requests and limits, pods' state, provisioners' limits and usage) are read from the cluster state at each
   scrape (`clustermetrics`).
 
+The process's own (`process_*`, `python_info`, `python_gc_*`: `karpenter_policy.processmetrics`), as a Go
+controller has its client's `process_*` and `go_*`.
+
 Karpenter's counters are exposed under their own names (no `_total` appended) and its summaries with their
 quantiles (`exposition`).
 
@@ -73,6 +76,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from karpenter_policy.processmetrics import register_process_metrics
 from karpenter_policy.reconcile.exposition import ExactCounter, WindowedSummary, exposition
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series next to every counter
@@ -176,6 +180,7 @@ class Metrics:
         self._nodes_and_machines(self.registry)
         self._scheduling_and_deprovisioning(self.registry)
         self._interruption(self.registry)
+        register_process_metrics(self.registry)  # process_* and python_*, as Karpenter has process_* and go_*
 
     # --- the project's own -----------------------------------------------------------------------------------
 
