@@ -78,6 +78,7 @@ class ReconcileOptions:
     region: str | None = None
     endpoint_url: str | None = None
     log_format: str = logs.TEXT
+    log_level: str = logs.DEFAULT_LEVEL
     batch_idle: float = DEFAULT_IDLE_SECONDS
     batch_max: float = DEFAULT_MAX_SECONDS
     metrics_port: int = 8080
@@ -110,6 +111,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
         region=raw.get("region"),
         endpoint_url=raw.get("endpoint_url"),
         log_format=str(raw.get("log_format") or logs.TEXT),
+        log_level=_log_level(raw.get("log_level")),
         batch_idle=idle,
         batch_max=maximum,
         metrics_port=int(raw.get("metrics_port") or 0),
@@ -126,6 +128,13 @@ def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
         strategy=str(raw.get("strategy") or STRATEGIES[0]),
         interruption_queue=raw.get("interruption_queue") or None,
     )
+
+
+def _log_level(value: object) -> str:
+    try:
+        return logs.level_name(value)
+    except ValueError as error:
+        raise StartupError(f"--log-level {error}") from None
 
 
 # --- the cluster ---------------------------------------------------------------------------------------------
@@ -304,7 +313,7 @@ def main(raw: Mapping[str, Any]) -> int:
     """`karpenter-policy reconcile` with click's keyword arguments; the exit code."""
     try:
         options = options_from_cli(raw)
-        logs.configure(sys.stderr, options.log_format)
+        logs.configure(sys.stderr, options.log_format, logs.level_of(options.log_level))
         reconciler = build(options)
     except StartupError as error:
         print(f"karpenter-policy reconcile: {error}", file=sys.stderr)
