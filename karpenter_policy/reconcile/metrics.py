@@ -439,10 +439,12 @@ class Metrics:
         self.machines_launched.labels(provisioner).inc()
         self.nodes_launched.labels(provisioner, capacity_type).inc()
 
-    def registered(self, provisioner: str) -> None:
-        """The Node of a launched instance was registered (created, or the kubelet's given our labels)."""
+    def registered(self, provisioner: str, created: bool = True) -> None:
+        """The Node of a launched instance was registered (created, or the kubelet's given our labels); `created`
+        false: an instance launched before a restart or a take-over, adopted — not a node created now."""
         self.machines_registered.labels(provisioner).inc()
-        self.nodes_created.labels("", provisioner).inc()
+        if created:
+            self.nodes_created.labels("", provisioner).inc()
 
     def node_terminated(self, provisioner: str, seconds: float | None) -> None:
         """The termination finalizer of a Node was removed, `seconds` after its deletion was requested (None: not
