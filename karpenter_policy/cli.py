@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import click
 
 from karpenter_policy import __version__
+from karpenter_policy.logformat import DEFAULT_LEVEL as DEFAULT_LOG_LEVEL
 from karpenter_policy.logformat import FORMATS as LOG_FORMATS
+from karpenter_policy.logformat import LEVELS as LOG_LEVELS
 from karpenter_policy.policy.findings import CommandOutput
 from karpenter_policy.policy.reporters import FORMATS, displayable, render
 from karpenter_policy.policy.selection import Selection
@@ -742,6 +744,8 @@ def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -
 @click.option("--reload-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
 @click.option("--shutdown-delay", type=click.FloatRange(min=0), default=5.0, show_default=True)
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True)
+@click.option("--log-level", type=click.Choice(tuple(LOG_LEVELS), case_sensitive=False), default=DEFAULT_LOG_LEVEL,
+              show_default=True, help="Lines below it are not written.")
 def webhook(**options: object) -> None:
     """Serve the admission webhook over HTTPS: /mutate/provisioners, /validate/provisioners, /mutate/pods,
     /healthz, /readyz, /metrics. It runs the checks of `check`."""
@@ -758,6 +762,8 @@ def webhook(**options: object) -> None:
 @click.option("--region", help="EC2 region (default: the constraint sets').")
 @click.option("--endpoint-url", metavar="URL", help="AWS endpoint for every service (e.g. a proxy).")
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True)
+@click.option("--log-level", type=click.Choice(tuple(LOG_LEVELS), case_sensitive=False), default=DEFAULT_LOG_LEVEL,
+              show_default=True, help="Lines below it are not written.")
 @click.option("--batch-idle-duration", default="1s", show_default=True, help="Batch closes after this idle.")
 @click.option("--batch-max-duration", default="10s", show_default=True, help="Close a batch after this long at most.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: no metrics.")

@@ -6,6 +6,9 @@ structured fields), for log pipelines. Loggers are shown without the package pre
 ``karpenter_policy.reconcile.controller.<name>`` as ``controller.<name>`` (as Karpenter names its loggers), the
 webhook's ``karpenter_policy.webhook.<module>`` as ``webhook.<module>``.
 
+The level (``--log-level``) is one of Karpenter's (zap's) names: ``debug``, ``info`` (the default), ``warn``,
+``error``; lines below it are not written.
+
 Structured fields travel in ``extra={"fields": {...}}``; the time of a line is the caller's injected wall clock
 when it passes one (``extra={"when": datetime}``: a simulation logs in simulated time), else the record's.
 """
@@ -23,6 +26,9 @@ from karpenter_policy import __version__
 TEXT = "text"
 JSON = "json"
 FORMATS = (TEXT, JSON)
+#: The ``--log-level`` names (Karpenter's, zap's) and the logging levels they stand for.
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+DEFAULT_LEVEL = "info"
 
 _PREFIXES = ("karpenter_policy.reconcile.", "karpenter_policy.")
 _LEVELS = {"WARNING": "WARN", "CRITICAL": "FATAL"}
@@ -75,8 +81,23 @@ class KarpenterFormatter(logging.Formatter):
         return f"{_timestamp(record)}\t{level}\t{logger_name(record)}\t{message}\t{trailer}"
 
 
+def level_name(value: object) -> str:
+    """A ``--log-level`` value (any case; empty or None: the default) as one of :data:`LEVELS`' names; ValueError
+    names the choices."""
+    name = str(value or DEFAULT_LEVEL).lower()
+    if name not in LEVELS:
+        raise ValueError(f"{value!r} is not a log level: one of {', '.join(LEVELS)}")
+    return name
+
+
+def level_of(value: object) -> int:
+    """The logging level of a ``--log-level`` value (see :func:`level_name`)."""
+    return LEVELS[level_name(value)]
+
+
 def configure(stream: TextIO, style: str = TEXT, level: int = logging.INFO) -> logging.Handler:
-    """Send the package's log lines to `stream` in `style` (replacing a handler this function added before)."""
+    """Send the package's log lines of `level` and above to `stream` in `style` (replacing a handler this function
+    added before)."""
     handler = logging.StreamHandler(stream)
     handler.setFormatter(KarpenterFormatter(style))
     handler.set_name(HANDLER_NAME)
@@ -88,4 +109,16 @@ def configure(stream: TextIO, style: str = TEXT, level: int = logging.INFO) -> l
     return handler
 
 
-__all__ = ["FORMATS", "HANDLER_NAME", "JSON", "TEXT", "KarpenterFormatter", "configure", "logger_name"]
+__all__ = [
+    "DEFAULT_LEVEL",
+    "FORMATS",
+    "HANDLER_NAME",
+    "JSON",
+    "LEVELS",
+    "TEXT",
+    "KarpenterFormatter",
+    "configure",
+    "level_name",
+    "level_of",
+    "logger_name",
+]

@@ -33,6 +33,7 @@ import yaml
 
 from karpenter_policy.catalog import CatalogError, load_catalog
 from karpenter_policy.cloud.aws.api import AwsConnection
+from karpenter_policy.cloud.aws.identity import caller_account
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
 from karpenter_policy.cloud.aws.sqs import SqsQueue
 from karpenter_policy.cloud.errors import CloudError, NotFound
@@ -77,6 +78,7 @@ class ReconcileOptions:
     region: str | None = None
     endpoint_url: str | None = None
     log_format: str = logs.TEXT
+    log_level: str = logs.DEFAULT_LEVEL
     batch_idle: float = DEFAULT_IDLE_SECONDS
     batch_max: float = DEFAULT_MAX_SECONDS
     metrics_port: int = 8080
@@ -109,6 +111,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
         region=raw.get("region"),
         endpoint_url=raw.get("endpoint_url"),
         log_format=str(raw.get("log_format") or logs.TEXT),
+        log_level=_log_level(raw.get("log_level")),
         batch_idle=idle,
         batch_max=maximum,
         metrics_port=int(raw.get("metrics_port") or 0),
@@ -125,6 +128,13 @@ def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
         strategy=str(raw.get("strategy") or STRATEGIES[0]),
         interruption_queue=raw.get("interruption_queue") or None,
     )
+
+
+def _log_level(value: object) -> str:
+    try:
+        return logs.level_name(value)
+    except ValueError as error:
+        raise StartupError(f"--log-level {error}") from None
 
 
 # --- the cluster ---------------------------------------------------------------------------------------------
@@ -262,7 +272,9 @@ def build(options: ReconcileOptions) -> Reconciler:
     interruption = None
     if options.interruption_queue:
         queue = interruption_queue(cloud, options.interruption_queue)
-        interruption = InterruptionHandler(cluster, cloud, queue, metrics=metrics)
+        interruption = InterruptionHandler(
+            cluster, cloud, queue, metrics=metrics, account=own_account(cloud), region=region
+        )
     elector = None
     if options.leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
@@ -284,11 +296,24 @@ def interruption_queue(cloud: AwsCloudProvider, name: str) -> SqsQueue:
     return queue
 
 
+def own_account(cloud: AwsCloudProvider) -> str | None:
+    """The account of the controller's credentials, which its interruption handler acts for (None when STS cannot
+    tell: messages are then not checked against an account, only a region)."""
+    try:
+        return caller_account(cloud.api)
+    except CloudError as error:
+        LOG.warning(
+            "cannot tell the controller's AWS account, interruption messages of any account are acted on, %s",
+            error, extra=logs.fields(),
+        )
+        return None
+
+
 def main(raw: Mapping[str, Any]) -> int:
     """`karpenter-policy reconcile` with click's keyword arguments; the exit code."""
     try:
         options = options_from_cli(raw)
-        logs.configure(sys.stderr, options.log_format)
+        logs.configure(sys.stderr, options.log_format, logs.level_of(options.log_level))
         reconciler = build(options)
     except StartupError as error:
         print(f"karpenter-policy reconcile: {error}", file=sys.stderr)

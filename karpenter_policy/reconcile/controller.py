@@ -24,6 +24,7 @@ ages).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -98,6 +99,7 @@ class Controller:
         self.context = Context(cluster, cloud, options, self.state, region, clock, wall_clock, metrics)
         self.feed: StateFeed = feed or default_feed(cluster, self.state)
         self.last_refusal: str | None = None
+        self._refused_since_taken = False  # a version was refused after the one in force was taken
         self.provisioner = Provisioner(self.context)
         self.lifecycle = NodeLifecycle(self.context, self.provisioner)
         self.emptiness = Emptiness(
@@ -242,7 +244,20 @@ class Controller:
             self.take(update, result)
 
     def take(self, loaded: Loaded, result: ReconcileResult | None = None) -> None:
-        """Put a version of the constraint sets in force."""
+        """Put a version of the constraint sets in force. The same version read again (the same hash: `compile`
+        run again on unchanged policies, a ConfigMap whose metadata alone changed, the kubelet's new symlink for
+        the same data) only notes where it was read, at debug level: 'loaded' is logged, and plans made
+        again, for a new version only — or for the version in force back after a refused one."""
+        previous = self.context.loaded
+        refused, self._refused_since_taken = self._refused_since_taken, False
+        if previous is not None and previous.hash == loaded.hash and not refused:
+            if previous.origin != loaded.origin:  # a ConfigMap's new resourceVersion
+                self.context.loaded = dataclasses.replace(previous, origin=loaded.origin)
+            CONSTRAINTS.debug(
+                "constraint sets unchanged, read again from %s", loaded.origin,
+                extra=self.context.fields(hash=loaded.hash),
+            )
+            return
         self.context.loaded = loaded
         self.provisioner.sets_changed()
         if result is not None:
@@ -264,6 +279,7 @@ class Controller:
         )
         message = f"refused constraint sets: {refused.message}; {kept}"
         result.refused = self.last_refusal = message
+        self._refused_since_taken = True
         self.metrics.constraint_set_refusals.inc()
         CONSTRAINTS.error(message, extra=self.context.fields(source=self.constraints.description))
         if refused.involved is not None:

@@ -18,7 +18,17 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from karpenter_policy.logformat import FORMATS, JSON, TEXT, KarpenterFormatter, configure
+from karpenter_policy.logformat import (
+    DEFAULT_LEVEL,
+    FORMATS,
+    JSON,
+    LEVELS,
+    TEXT,
+    KarpenterFormatter,
+    configure,
+    level_name,
+    level_of,
+)
 from karpenter_policy.model.pods import format_bytes
 from karpenter_policy.model.resources import EPHEMERAL_STORAGE, MEMORY, format_quantity
 
@@ -59,11 +69,15 @@ def resources_text(resources: Mapping[str, Decimal]) -> str:
 
 
 __all__ = [
+    "DEFAULT_LEVEL",
     "FORMATS",
     "JSON",
+    "LEVELS",
     "TEXT",
     "KarpenterFormatter",
     "configure",
+    "level_name",
+    "level_of",
     "fields",
     "logger",
     "options_text",

@@ -28,6 +28,9 @@ lists each one, where it is recorded, and the ones that do not apply here:
   requests and limits, pods' state, provisioners' limits and usage) are read from the cluster state at each
   scrape (`clustermetrics`).
 
+The process's own (`process_*`, `python_info`, `python_gc_*`: `karpenter_policy.processmetrics`), as a Go
+controller has its client's `process_*` and `go_*`.
+
 Karpenter's counters are exposed under their own names (no `_total` appended) and its summaries with their
 quantiles (`exposition`).
 
@@ -52,8 +55,9 @@ quantiles (`exposition`).
   pass closing the window used it (`true`) or something had changed (`false`: it planned again).
 * `karpenter_policy_constraint_sets` — constraint sets in force; `karpenter_policy_constraint_set_refusals_total` —
   versions refused (unreadable, hash mismatch, wrong region).
-* interruption: `karpenter_policy_interruption_malformed_messages_total` (unreadable, deleted) and
-  `karpenter_policy_interruption_queue_errors_total{operation}` (receive, delete).
+* interruption: `karpenter_policy_interruption_malformed_messages_total` (unreadable, deleted),
+  `karpenter_policy_interruption_foreign_messages_total{reason}` (about another `account` or `region`, deleted)
+  and `karpenter_policy_interruption_queue_errors_total{operation}` (receive, delete).
 * the watches (`watch_counters`): `karpenter_policy_watch_malformed_answers_total{kind, problem}` and
   `karpenter_policy_malformed_objects_total{kind, reason}`.
 * garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
@@ -72,6 +76,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from karpenter_policy.processmetrics import register_process_metrics
 from karpenter_policy.reconcile.exposition import ExactCounter, WindowedSummary, exposition
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series next to every counter
@@ -106,9 +111,11 @@ CONTROLLER: contextvars.ContextVar[str] = contextvars.ContextVar("controller", d
 @dataclass(slots=True)
 class Reconcile:
     """What the step under :meth:`Metrics.reconciling` tells: it wants to run again at a given time
-    (`requeue_after`, controller-runtime's result `requeue_after`)."""
+    (`requeue_after`, controller-runtime's result `requeue_after`), or it failed without raising (`failed`: a
+    reconcile error, as controller-runtime counts a Reconcile that returned an error)."""
 
     requeue_after: bool = False
+    failed: bool = False
 
 
 class Step:
@@ -147,7 +154,11 @@ class Step:
         if self.counted:
             return
         self.counted = True
-        result = "requeue_after" if self.outcome.requeue_after else "success"
+        if self.outcome.failed:
+            self.metrics.reconcile_errors.labels(self.controller).inc()
+            result = "error"
+        else:
+            result = "requeue_after" if self.outcome.requeue_after else "success"
         self.metrics.reconcile_total.labels(self.controller, result).inc()
         self.metrics.reconcile_time.labels(self.controller).observe(self.seconds)
 
@@ -169,6 +180,7 @@ class Metrics:
         self._nodes_and_machines(self.registry)
         self._scheduling_and_deprovisioning(self.registry)
         self._interruption(self.registry)
+        register_process_metrics(self.registry)  # process_* and python_*, as Karpenter has process_* and go_*
 
     # --- the project's own -----------------------------------------------------------------------------------
 
@@ -238,6 +250,12 @@ class Metrics:
         self.interruption_malformed = Counter(
             "karpenter_policy_interruption_malformed_messages",
             "Interruption messages that could not be read (deleted without action).",
+            registry=registry,
+        )
+        self.interruption_foreign = Counter(
+            "karpenter_policy_interruption_foreign_messages",
+            "Interruption messages about another account or region (deleted, not acted on), by reason.",
+            ["reason"],
             registry=registry,
         )
         self.interruption_queue_errors = Counter(
@@ -421,10 +439,12 @@ class Metrics:
         self.machines_launched.labels(provisioner).inc()
         self.nodes_launched.labels(provisioner, capacity_type).inc()
 
-    def registered(self, provisioner: str) -> None:
-        """The Node of a launched instance was registered (created, or the kubelet's given our labels)."""
+    def registered(self, provisioner: str, created: bool = True) -> None:
+        """The Node of a launched instance was registered (created, or the kubelet's given our labels); `created`
+        false: an instance launched before a restart or a take-over, adopted — not a node created now."""
         self.machines_registered.labels(provisioner).inc()
-        self.nodes_created.labels("", provisioner).inc()
+        if created:
+            self.nodes_created.labels("", provisioner).inc()
 
     def node_terminated(self, provisioner: str, seconds: float | None) -> None:
         """The termination finalizer of a Node was removed, `seconds` after its deletion was requested (None: not

@@ -259,8 +259,9 @@ class Runner:
                 continue
             started = self.clock()
             try:
-                with self.controller.metrics.reconciling(INTERRUPTION):
+                with self.controller.metrics.reconciling(INTERRUPTION) as outcome:
                     result = handler.poll_once(acting=self.leading)
+                    outcome.failed = result.failed  # a failed reconcile, as Karpenter's returned error
             except Exception:  # a bug must not end interruption handling
                 RUNNER.exception("interruption poll failed; trying again in %.0f s", FAILURE_PAUSE)
                 self.stopping.wait(FAILURE_PAUSE)

@@ -14,7 +14,8 @@ policy context and pinning rules (`reload`: a version that does not load is refu
 start-up one that does not load stops the webhook, so a bad roll-out never takes traffic).
 
 The log goes to stderr in `--log-format`: `text`, Karpenter's console format, or `json`, one object per line — the
-controller's formats (:mod:`karpenter_policy.logformat`), the webhook's loggers shown as `webhook…`.
+controller's formats (:mod:`karpenter_policy.logformat`), the webhook's loggers shown as `webhook…` — from
+`--log-level` up (`debug`, `info`, `warn`, `error`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class WebhookOptions:
     shutdown_delay: float = 5.0
     workers: int = DEFAULT_WORKERS
     log_format: str = logformat.TEXT
+    log_level: str = logformat.DEFAULT_LEVEL
 
     @property
     def drain_timeout(self) -> float:
@@ -236,7 +238,7 @@ def main(raw: Mapping[str, Any]) -> int:
 
 def run(options: WebhookOptions) -> int:
     """Build and serve until SIGTERM / SIGINT; the exit code."""
-    logformat.configure(sys.stderr, options.log_format)
+    logformat.configure(sys.stderr, options.log_format, logformat.level_of(options.log_level))
     if options.generate_only:
         if not options.self_signed:
             print("karpenter-policy webhook: --generate-only needs --self-signed DIR", file=sys.stderr)
@@ -315,7 +317,15 @@ def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
         shutdown_delay=float(raw["shutdown_delay"]),
         workers=int(raw["workers"]),
         log_format=str(raw.get("log_format") or logformat.TEXT),
+        log_level=_log_level(raw.get("log_level")),
     )
+
+
+def _log_level(value: object) -> str:
+    try:
+        return logformat.level_name(value)
+    except ValueError as error:
+        raise StartupError(f"--log-level {error}") from None
 
 
 def _optional(value: object) -> str | None:

@@ -15,6 +15,7 @@
 * `karpenter_policy_webhook_deadline_exceeded_total{path}` — requests answered by the server because their
   work did not finish by the deadline; `karpenter_policy_webhook_worker_restarts_total` — workers replaced.
 * `karpenter_policy_webhook_solver_cache_{hits,misses}_total`, `..._entries` — read at scrape time.
+* the process's own: `process_*`, `python_info`, `python_gc_*` (`karpenter_policy.processmetrics`).
 
 `path` is one of the served paths or `other` (any path a client invents would otherwise make a new series);
 `verdict` is `allowed`, `patched`, `denied`, `bad_request`, `not_found`, `timeout` or `ok` (probes, metrics).
@@ -27,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from karpenter_policy.processmetrics import register_process_metrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OTHER_PATH = "other"
@@ -51,6 +54,7 @@ class Metrics:
 
     def __init__(self, paths: Iterable[str], cache_stats: Callable[[], tuple[int, int, int]] | None = None) -> None:
         self.registry = CollectorRegistry()
+        register_process_metrics(self.registry)
         self.paths = frozenset(paths)
         self.requests = Counter(
             "karpenter_policy_webhook_requests",

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .chart import REQUIRED, merged, notes, of_kind, pod_spec, render
+from .chart import REQUIRED, deployments, merged, notes, of_kind, pod_spec, render
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
 
@@ -83,6 +83,57 @@ def test_karpenters_pod_keys_place_both_components(component: str) -> None:
     assert spread["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == component
 
 
+@pytest.mark.parametrize("component", ["controller", "webhook"])
+@pytest.mark.parametrize("values", [REQUIRED, merged(IMAGE, KARPENTER_VALUES)], ids=["defaults", "karpenter-values"])
+def test_two_replicas_never_share_a_node_whatever_spread_is_given(component: str, values: dict[str, Any]) -> None:
+    """As Karpenter's chart: a required hostname anti-affinity on the component's own pods, kept when a Karpenter
+    values file's zone-only topologySpreadConstraints replace the chart's spread (which once carried the hostname
+    rule: a zone spread alone let both replicas land on one node)."""
+    documents = render(values)
+    spec = pod_spec(documents, component)
+    pod_labels = deployments(documents)[component]["spec"]["template"]["metadata"]["labels"]
+    (term,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    selector = term["labelSelector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items(), "it selects the component's own pods"
+    assert selector["app.kubernetes.io/component"] == component, "and only them"
+    assert spec["affinity"]["nodeAffinity"], "beside the node affinity"
+    zones = [c for c in spec["topologySpreadConstraints"] if c["topologyKey"] == "topology.kubernetes.io/zone"]
+    assert len(zones) == 1, "and a zone spread"
+
+
+def test_a_users_own_anti_affinity_term_keeps_its_selector() -> None:
+    own = {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"team": "platform"}}}
+    values = merged(REQUIRED, {"controller": {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [own],
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}],
+    }}}})
+    anti = pod_spec(render(values), "controller")["affinity"]["podAntiAffinity"]
+    assert anti["requiredDuringSchedulingIgnoredDuringExecution"] == [own]
+    (preferred,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+
+
+@pytest.mark.parametrize(("values", "controller", "webhook"), [
+    ({}, "info", "info"),
+    ({"logLevel": "debug"}, "debug", "debug"),
+    ({"logLevel": "debug", "controller": {"logLevel": "warn"}}, "warn", "debug"),
+    ({"controller": {"logLevel": "error"}, "webhook": {"logLevel": "warn"}}, "error", "warn"),
+], ids=["default", "karpenter-global", "component-wins", "ours"])
+def test_the_log_level_is_passed_to_both_components(values: dict[str, Any], controller: str, webhook: str) -> None:
+    """`controller.logLevel` and `webhook.logLevel` (ours, Karpenter's per-component keys), else Karpenter's global
+    `logLevel`, else info; passed as `--log-level`."""
+    documents = render(merged(REQUIRED, values))
+    assert f"--log-level={controller}" in args(documents, "controller")
+    assert f"--log-level={webhook}" in args(documents, "webhook")
+
+
+def test_a_log_level_karpenter_does_not_have_is_refused() -> None:
+    with pytest.raises(Exception, match="logLevel"):
+        render(merged(REQUIRED, {"controller": {"logLevel": "verbose"}}))
+
+
 def test_karpenter_v0_32_settings_keys_too() -> None:
     values = merged(IMAGE, {"settings": {"clusterName": "green", "clusterEndpoint": "https://green.example",
                                          "interruptionQueue": "green-karpenter"}})
@@ -117,7 +168,6 @@ def test_a_karpenter_key_and_ours_that_agree_are_fine() -> None:
 @pytest.mark.parametrize(("values", "key"), [
     ({"settings": {"aws": {"isolatedVPC": True}}}, "isolatedVPC"),
     ({"settings": {"featureGates": {"driftEnabled": True}}}, "featureGates"),
-    ({"logLevel": "debug"}, "logLevel"),
     ({"hostNetwork": True}, "hostNetwork"),
     ({"podDisruptionBudget": {"minAvailable": 1}}, "minAvailable"),
 ])

@@ -68,3 +68,13 @@ def scheduled_change(*instance_ids: str, service: str = "EC2", category: str = "
 def foreign() -> str:
     """An event of another service that a shared queue might carry."""
     return _event("aws.autoscaling", "EC2 Instance Launch Successful", {"EC2InstanceId": "i-0123"}, [])
+
+
+def elsewhere(body: str, *, account: str | None = None, region: str | None = None) -> str:
+    """The same event as if it had happened in another account or region."""
+    event = json.loads(body)
+    if account is not None:
+        event["account"] = account
+    if region is not None:
+        event["region"] = region
+    return json.dumps(event)

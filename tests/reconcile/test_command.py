@@ -55,6 +55,41 @@ def offline_kubeconfig(tmp_path: Path) -> Path:
     return kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")
 
 
+@pytest.mark.slow
+def test_log_level_warn_writes_warnings_and_no_info_line(compiled: Path, offline_kubeconfig: Path) -> None:
+    """`--log-level` (any case, Karpenter's names): the informers' warnings about a server nothing listens on are
+    written; the start-up and SIGTERM lines, INFO, are not."""
+    command = [
+        sys.executable, "-m", "karpenter_policy.cli", "reconcile", "--constraints", str(compiled),
+        "--cluster-name", CLUSTER, "--kubeconfig", str(offline_kubeconfig), "--kubernetes-version", "1.27",
+        "--metrics-port", "0", "--log-level", "WARN",
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert process.stderr is not None
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + GENEROUS
+        while time.monotonic() < deadline and not any("\tWARN\t" in line for line in lines):
+            line = process.stderr.readline()  # the informers warn within seconds; EOF ends the loop too
+            if not line:
+                break
+            lines.append(line)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            lines.extend(process.communicate(timeout=GENEROUS)[1].splitlines())
+        finally:
+            process.kill()
+    assert process.returncode == 0, lines
+    assert any("\tWARN\tkube.informer\t" in line for line in lines), lines
+    assert not [line for line in lines if "\tINFO\t" in line], "no 'reconciling cluster', no 'received SIGTERM'"
+
+
+def test_an_unknown_log_level_is_refused() -> None:
+    result = reconcile("--constraints", ".", "--cluster-name", CLUSTER, "--log-level", "verbose")
+    assert result.returncode == 2 and "'verbose' is not one of 'debug', 'info', 'warn', 'error'" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     fast_first([

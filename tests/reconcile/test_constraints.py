@@ -55,6 +55,30 @@ def test_a_recompiled_directory_takes_effect_without_a_restart(make_harness: Mak
     assert any(m.startswith("loaded 4 constraint set(s) from ") for m in h.messages()[1:])
 
 
+def test_loaded_is_logged_for_a_new_version_only(make_harness: MakeHarness, tmp_path: Path) -> None:
+    """`compile -o build/` again on unchanged policies rewrites every file (new inodes, new times): the same
+    version, read again, is not 'loaded' again; a changed policy is."""
+    build = compile_policies(POLICIES, tmp_path / "build")
+    h = make_harness(source=DirectorySource(build))
+    h.step()
+    first = h.controller.loaded
+    assert first is not None
+
+    compile_policies(POLICIES, build)  # the same policies, compiled again in place
+    h.step()
+    h.step()
+
+    loaded = [m for m in h.messages() if m.startswith("loaded 4 constraint set(s) from ")]
+    assert len(loaded) == 1, loaded
+    assert h.controller.loaded is first, "the version in force is kept: nothing is planned again"
+    assert not any(r.loaded for r in h.results[1:])
+
+    compile_policies(policies_with_team_label(tmp_path), build)
+    h.step()
+    assert len([m for m in h.messages() if m.startswith("loaded 4 constraint set(s) from ")]) == 2
+    assert h.controller.loaded is not None and h.controller.loaded.hash != first.hash
+
+
 def test_a_corrupted_directory_is_refused_and_the_last_good_sets_stay(
     make_harness: MakeHarness, tmp_path: Path
 ) -> None:

@@ -352,6 +352,25 @@ def test_a_restarted_controller_registers_the_instance_it_launched_instead_of_la
     assert any(m.startswith(registered) for m in h.messages())
 
 
+def test_an_adopted_instance_is_a_machine_registered_not_a_node_created(make_harness: MakeHarness) -> None:
+    """`karpenter_nodes_created` counts the nodes this controller launched; an instance launched before a restart
+    and adopted (its Node registered now) is counted as a machine registered only."""
+    h = make_harness()
+    create_all(h.cluster, objects.POD, inflate(0, 3))
+    (launched,) = h.batch().launched
+    assert h.controller.metrics.registry.get_sample_value(
+        "karpenter_nodes_created", {"nodepool": "", "provisioner": "default"}) == 1
+    h.cluster.patch(objects.NODE, launched.node, {"metadata": {"finalizers": None}})
+    h.cluster.delete(objects.NODE, launched.node)  # stopped after CreateFleet, before the Node was written
+    restarted = make_harness(cloud=h.cloud, cluster=h.cluster)
+    restarted.step()
+    assert restarted.node(launched.node), "adopted"
+    registry = restarted.controller.metrics.registry
+    assert registry.get_sample_value("karpenter_machines_registered", {"provisioner": "default"}) == 1
+    assert not registry.get_sample_value("karpenter_nodes_created", {"nodepool": "", "provisioner": "default"})
+    assert not registry.get_sample_value("karpenter_machines_launched", {"provisioner": "default"})
+
+
 def test_the_client_token_is_the_same_for_the_same_pods(make_harness: MakeHarness) -> None:
     h = make_harness()
     create_all(h.cluster, objects.POD, inflate(0, 2))

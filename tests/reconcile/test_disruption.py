@@ -118,21 +118,51 @@ def test_an_expired_node_whose_pods_fit_elsewhere_is_deleted_without_a_replaceme
     assert f"deprovisioning via expiration delete, terminating 1 machines {first}/" in log.getvalue()
 
 
-def test_a_ttl_of_zero_replaces_a_node_at_most_every_ten_minutes_not_without_end(
+def test_a_short_ttl_expires_at_creation_plus_ttl_not_ten_minutes_later(tmp_path: Path, log: io.StringIO) -> None:
+    """Karpenter v0.31 expires a node at its creation + ttlSecondsUntilExpired, whatever the TTL (compile warns
+    below an hour: ttl-churn); there used to be a ten-minute floor here."""
+    compiled = policies(tmp_path, lambda t: t + "  ttlSecondsUntilExpired: 120\n")
+    world = World(compiled, types=["m5.xlarge", "m5.2xlarge"])
+    controller, deployment = start(world, 3)
+    (first,) = nodes(world)
+    created = objects.parse_time(objects.creation_timestamp(nodes(world)[first]))
+    run(world, controller, deployment, 300, lambda: objects.is_deleting(nodes(world)[first]))
+    expired_at = world.wall()
+    assert objects.is_deleting(nodes(world)[first]), "expired well before ten minutes"
+    assert 120 <= (expired_at - created).total_seconds() < 130, "at its creation + TTL (and the pass after)"
+    assert "(expired 120s after creation)" in log.getvalue()
+
+
+def test_a_ttl_of_zero_replaces_one_node_at_a_time_each_after_its_replacement_is_up(
     tmp_path: Path, log: io.StringIO
 ) -> None:
-    """`ttlSecondsUntilExpired: 0` (compile warns: ttl-churn) would replace every node, and its replacement, as soon
-    as each is initialized; no node expires before ten minutes (EXPIRY_FLOOR)."""
+    """`ttlSecondsUntilExpired: 0`, as Karpenter: every node is expired from its creation, and yet the replacements
+    cannot loop at once — a replacement is a new node (its own TTL starts at its creation) and a candidate only
+    once initialized, and expiry replaces one node at a time: never two of ours draining together, never more than
+    the node and its replacement, every node deleted only once another was up, the pods kept."""
     compiled = policies(tmp_path, lambda t: t + "  ttlSecondsUntilExpired: 0\n")
     world = World(compiled, types=["m5.xlarge", "m5.2xlarge"])
     controller, deployment = start(world, 3)
     (first,) = nodes(world)
-    run(world, controller, deployment, 590)
-    assert set(nodes(world)) == {first}, "not replaced before ten minutes"
-    run(world, controller, deployment, 1800, lambda: False)  # half an hour more
-    expirations = log.getvalue().count("deprovisioning via expiration")
-    assert 1 <= expirations <= 3, f"{expirations} replacements in half an hour: at most one per ten minutes"
-    assert len(deployment.live()) == 3
+    watch = Watch(world)
+    most_deleting, most_nodes = 0, 0
+
+    def observe() -> bool:
+        nonlocal most_deleting, most_nodes
+        watch()
+        current = nodes(world)
+        most_deleting = max(most_deleting, sum(objects.is_deleting(n) for n in current.values()))
+        most_nodes = max(most_nodes, len(current))
+        return False
+
+    run(world, controller, deployment, 300, observe)
+
+    assert first not in nodes(world), "replaced without waiting ten minutes"
+    replaced = log.getvalue().count("deprovisioning via expiration")
+    assert replaced >= 2, "its replacement expired in turn (Karpenter's behaviour; compile warns: ttl-churn)"
+    assert most_deleting == 1 and most_nodes == 2, "one at a time: a node and its replacement"
+    assert all(watch.deleted_while.values()), "each node went only once its replacement was initialized"
+    assert len(deployment.live()) == 3 and not world.unbound()
 
 
 # --- drift -------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_policy.cloud.errors import CloudError
+from karpenter_policy.cloud.errors import CloudError, NotFound
 from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.fakequeue import FakeQueue
 from karpenter_policy.kube import objects
@@ -19,6 +19,7 @@ from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.runner import Runner, run_in_thread
 from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
 from karpenter_policy.reconcile.state import nodes as node_info
 
@@ -26,6 +27,7 @@ from . import events
 from .conftest import CLUSTER, REGION
 from .lifecycle import WallClock, fake_cloud
 from .support import FakeClock, Harness, create_all, inflate
+from .test_runner import GENEROUS, eventually
 
 
 @dataclass
@@ -249,6 +251,33 @@ def test_foreign_events_and_instances_not_ours_are_deleted_without_action(interr
     assert len(interrupted.harness.nodes()) >= 2 and interrupted.queue.visible() == 0
 
 
+def test_messages_of_another_account_or_region_are_deleted_counted_and_not_acted_on(
+    interrupted: Interrupted,
+) -> None:
+    h = interrupted.harness
+    handler = InterruptionHandler(
+        h.cluster, h.cloud, interrupted.queue, metrics=h.controller.metrics, account=events.ACCOUNT, region=REGION,
+    )
+    victim = interrupted.node_names()[0]
+    instance = interrupted.instance_of(victim)
+    interrupted.queue.send(events.elsewhere(events.spot_interruption(instance), account="210987654321"))
+    interrupted.queue.send(events.elsewhere(events.state_change(instance, "terminated"), region="eu-west-1"))
+    interrupted.queue.send(events.elsewhere(events.scheduled_change(instance), account="210987654321"))
+
+    result = handler.poll_once()
+
+    assert result.acted == {} and result.draining == [] and not result.failed
+    assert sorted(result.foreign.values()) == ["account", "account", "region"]
+    assert result.deleted == 3 and interrupted.queue.visible() == 0, "deleted: they would come back for ever"
+    assert not objects.is_deleting(h.node(victim)), "another account's instance id is not our node's"
+    assert interrupted.metric("karpenter_policy_interruption_foreign_messages_total", reason="account") == 2
+    assert interrupted.metric("karpenter_policy_interruption_foreign_messages_total", reason="region") == 1
+    assert interrupted.metric("karpenter_interruption_actions_performed", action_type="CordonAndDrain") == 0
+
+    interrupted.queue.send(events.spot_interruption(instance))  # our account and region: acted on
+    assert handler.poll_once().acted == {victim: "CordonAndDrain"}
+
+
 def test_a_message_whose_action_failed_comes_back_and_is_handled_then(interrupted: Interrupted) -> None:
     victim = interrupted.node_names()[0]
     instance = interrupted.instance_of(victim)
@@ -258,6 +287,7 @@ def test_a_message_whose_action_failed_comes_back_and_is_handled_then(interrupte
     failed = interrupted.handler.poll_once()
 
     assert failed.kept == 1 and failed.deleted == 0 and interrupted.queue.visible() == 1
+    assert failed.failed, "a failed reconcile, as Karpenter's handleMessage error"
     assert not objects.is_deleting(interrupted.harness.node(victim)), "the API refused: the node stays"
     interrupted.handler.cluster = interrupted.harness.cluster
     assert interrupted.handler.poll_once().received == 0, "hidden until its visibility timeout ends"
@@ -275,8 +305,33 @@ def test_a_message_whose_action_failed_comes_back_and_is_handled_then(interrupte
 def test_a_queue_that_cannot_be_read_is_reported_not_raised(interrupted: Interrupted) -> None:
     interrupted.queue.fail_next("receive", CloudError("https://sqs", "connection refused", "receive"))
     result = interrupted.handler.poll_once()
-    assert result.error is not None and "connection refused" in result.error
+    assert result.error is not None and "connection refused" in result.error and result.failed
     assert interrupted.metric("karpenter_policy_interruption_queue_errors_total", operation="receive") == 1
+
+
+def test_a_queue_that_cannot_be_read_is_a_failed_reconcile_of_the_interruption_controller(
+    interrupted: Interrupted,
+) -> None:
+    """As Karpenter's controller returns the receive error: `controller_runtime_reconcile_errors_total
+    {controller="interruption"}` counts it, and the runner goes on polling."""
+    h = interrupted.harness
+    interrupted.queue.fail_next("receive", NotFound("https://sqs", "queue interruption does not exist", "Receive"))
+    runner = Runner(h.controller, h.cluster, interruption=interrupted.handler, resync=1.0)
+    thread = run_in_thread(runner)
+    try:
+        assert eventually(lambda: interrupted.metric(
+            "controller_runtime_reconcile_errors_total", controller="interruption") == 1)
+        assert interrupted.metric("controller_runtime_reconcile_total", controller="interruption", result="error") == 1
+        victim = interrupted.node_names()[0]
+        interrupted.queue.send(events.spot_interruption(interrupted.instance_of(victim)))
+        assert eventually(lambda: interrupted.queue.visible() == 0), "polled again after the pause, and handled"
+        assert interrupted.metric("controller_runtime_reconcile_errors_total", controller="interruption") == 1
+        assert interrupted.metric(
+            "controller_runtime_reconcile_total", controller="interruption", result="success") >= 1
+    finally:
+        runner.stop()
+        thread.join(GENEROUS)
+    assert any("does not exist" in m for m in h.messages())
 
 
 def test_a_replica_that_lost_the_lease_leaves_the_messages_in_the_queue(interrupted: Interrupted) -> None:

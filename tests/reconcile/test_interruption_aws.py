@@ -15,10 +15,13 @@ from typing import Any
 import boto3
 import pytest
 
+from karpenter_policy.cloud.aws.api import AwsConnection
+from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
 from karpenter_policy.cloud.aws.sqs import SqsQueue
 from karpenter_policy.cloud.errors import NotFound
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
+from karpenter_policy.reconcile.command import own_account
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.state import nodes as node_info
 
@@ -86,6 +89,41 @@ def test_each_kind_of_message_from_sqs_is_handled_and_deleted(
     assert "InstanceUnhealthy" in [e["reason"] for e in h.events()]
     attributes = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_the_command_acts_for_the_account_of_its_credentials_and_ignores_another_accounts_messages(
+    make_harness: MakeHarness, aws_workloads: AwsWorkloads, queue_url: str
+) -> None:
+    """The account comes from STS (moto's server, over HTTP); a spot interruption naming our instance but sent from
+    another account's events is deleted and counted, not acted on."""
+    cloud = aws_workloads.provider()
+    assert own_account(cloud) == events.ACCOUNT, "moto's account, from GetCallerIdentity"
+    h = make_harness(cloud=cloud, batch_max=5.0)
+    create_all(h.cluster, objects.POD, inflate(0, 3))
+    h.batch()
+    (node,) = h.nodes()
+    instance = node_info.instance_id(node)
+    queue = SqsQueue(cloud.api, QUEUE, wait_seconds=0)
+    handler = InterruptionHandler(
+        h.cluster, cloud, queue, metrics=h.controller.metrics, account=own_account(cloud), region=REGION
+    )
+    sqs(aws_workloads).send_message(
+        QueueUrl=queue_url, MessageBody=events.elsewhere(events.spot_interruption(instance), account="210987654321")
+    )
+
+    result = handler.poll_once()
+
+    assert result.foreign == {next(iter(result.kinds)): "account"} and result.deleted == 1 and result.acted == {}
+    assert not objects.is_deleting(h.node(objects.name(node))) and state(aws_workloads, instance) == "running"
+
+
+def test_an_account_sts_cannot_tell_is_none_and_logged(log: Any) -> None:
+    cloud = AwsCloudProvider(
+        AwsConnection(REGION, endpoint_url="http://127.0.0.1:9", max_attempts=1, connect_timeout=1.0),
+        ClusterSettings(endpoint="https://example", ca_bundle="", kubernetes_version="1.27"), [],
+    )
+    assert own_account(cloud) is None
+    assert "cannot tell the controller's AWS account" in log.getvalue()
 
 
 @pytest.mark.slow

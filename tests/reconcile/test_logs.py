@@ -7,6 +7,8 @@ import io
 import json
 import logging
 
+import pytest
+
 from karpenter_policy import __version__
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile import logs
@@ -65,3 +67,33 @@ def test_json_lines_carry_the_same_facts() -> None:
 def test_options_are_listed_as_karpenter_does() -> None:
     assert logs.options_text(["a", "b", "c"]) == "a, b, c"
     assert logs.options_text([f"t{i}" for i in range(8)]) == "t0, t1, t2, t3, t4 and 3 other(s)"
+
+
+def test_a_log_level_leaves_out_the_lines_below_it() -> None:
+    """`--log-level`'s names are Karpenter's (zap's), in any case; each writes its level and those above."""
+    assert [logs.level_name(n) for n in ("DEBUG", "Info", "warn", "error", "", None)] == [
+        "debug", "info", "warn", "error", "info", "info"]
+    for bad in ("warning", "verbose", "trace"):
+        with pytest.raises(ValueError, match="one of debug, info, warn, error"):
+            logs.level_name(bad)
+    stream = io.StringIO()
+    handler = logs.configure(stream, logs.TEXT, logs.level_of("warn"))
+    package = logging.getLogger("karpenter_policy")
+    try:
+        logger = logs.logger("provisioner")
+        logger.debug("a debug line")
+        logger.info("an info line")
+        logger.warning("a warning")
+        logger.error("an error")
+        logs.configure(stream, logs.TEXT, logs.level_of("debug"))
+        logger.debug("now written")
+    finally:
+        for added in [h for h in package.handlers if h.get_name() == handler.get_name()]:
+            package.removeHandler(added)
+        package.setLevel(logging.NOTSET)
+    written = [line.split("\t")[1:4] for line in stream.getvalue().splitlines()]
+    assert written == [
+        ["WARN", "controller.provisioner", "a warning"],
+        ["ERROR", "controller.provisioner", "an error"],
+        ["DEBUG", "controller.provisioner", "now written"],
+    ]

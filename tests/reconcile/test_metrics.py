@@ -338,6 +338,30 @@ def test_a_standby_reports_no_cluster_gauges(story: Story) -> None:
     assert standby.of("karpenter_nodes_created")  # what it counted, it still shows
 
 
+def test_the_process_and_python_runtime_metrics_are_served(story: Story) -> None:
+    """As Karpenter's Go client serves `process_*` and `go_*`: this process's memory, CPU, descriptors and start,
+    and Python's version and garbage collector, read at each scrape of the real endpoint."""
+    import gc
+    import os
+    import platform
+    import time
+
+    with serving(story.controller) as port:
+        before = scrape(port)
+        gc.collect(0)
+        after = scrape(port)
+    assert after.types["process_cpu_seconds_total"] == "counter" and after.value("process_cpu_seconds_total") > 0
+    assert after.value("process_resident_memory_bytes") > 10 * 2**20, "a Python process holds more than 10 MiB"
+    assert 0 < after.value("process_open_fds") <= after.value("process_max_fds")
+    assert after.value("process_open_fds") >= len(os.listdir("/proc/self/fd")) - 2
+    assert after.value("process_start_time_seconds") <= time.time()
+    (info,) = after.of("python_info")
+    assert info.labels["version"] == platform.python_version() and info.value == 1
+    assert {s.labels["generation"] for s in after.of("python_gc_collections_total")} == {"0", "1", "2"}
+    assert after.value("python_gc_collections_total", generation="0") > before.value(
+        "python_gc_collections_total", generation="0"), "read at each scrape"
+
+
 # --- the exposition's own pieces ------------------------------------------------------------------------------
 
 

@@ -126,6 +126,21 @@ def test_json_logs_are_one_object_per_line(tmp_path: Path) -> None:
     assert {line["level"] for line in lines} == {"INFO"}
 
 
+def test_log_level_error_leaves_out_the_info_lines(tmp_path: Path) -> None:
+    """`--log-level error` (Karpenter's names, any case): the same run as the test above, whose log is INFO lines
+    (serving, a denial, the drain), writes none of them."""
+    process, client = start(tmp_path, "--shutdown-delay", "0", "--log-format", "json", "--log-level", "ERROR")
+    try:
+        bad = next(c.data for c in cases() if c.id == "check/negative/conflict-arch-vs-family.yaml#0")
+        assert client.review("/validate/provisioners", bad)["allowed"] is False
+        client.close()
+    finally:
+        _, stderr = stop(process)
+    assert process.returncode == 0, stderr
+    lines = [json.loads(line) for line in stderr.splitlines()]
+    assert all(line["level"] in ("ERROR", "FATAL") for line in lines), lines
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     fast_first([

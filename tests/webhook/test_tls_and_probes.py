@@ -132,6 +132,9 @@ def test_probes_and_metrics(webhook: Webhook, client: Client) -> None:
         'karpenter_policy_webhook_request_duration_seconds_bucket{le="0.005",path="/validate/provisioners",verdict="allowed"}',
         "karpenter_policy_webhook_solver_cache_hits_total",
         "karpenter_policy_webhook_open_connections",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "python_gc_collections_total",
     ):
         assert series in text, series
     assert "/no/such/path" not in text  # invented paths do not make series

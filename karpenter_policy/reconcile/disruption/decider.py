@@ -5,9 +5,11 @@ fit elsewhere?" is a scheduling run with the candidate nodes taken out and their
 pods still pending in the cluster (Karpenter's `simulateScheduling`: they take room too; their own failures do not
 count). In this order, the first stage that finds something decides (one command at a time):
 
-1. **expiration** — nodes older than their provisioner's `ttlSecondsUntilExpired` (never before
-   :data:`EXPIRY_FLOOR`, ten minutes, whatever the TTL): the empty ones all at once, else one at a time, the
-   most expired first;
+1. **expiration** — nodes whose creation plus their provisioner's `ttlSecondsUntilExpired` has passed (Karpenter
+   v0.31's machine expiration: `GetExpirationTime`, creation timestamp + TTL, whatever the TTL — compile warns
+   below an hour, `ttl-churn`): the empty ones all at once, else one at a time, the most expired first. A
+   replacement is a new node: its own TTL starts at its creation, and it is a candidate only once initialized,
+   so even a TTL of 0 replaces one node at a time, each after its replacement is up (as Karpenter does);
 2. **drift** — a node whose provisioner is gone from the constraint sets, whose node hash (labels, taints,
    kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
    its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
@@ -69,10 +71,6 @@ SINGLE_NODE = "single-node"
 STAGES = (EXPIRATION, DRIFT, EMPTY, MULTI_NODE, SINGLE_NODE)
 DELETE = "delete"
 REPLACE = "replace"
-#: No node expires before it has run this long, whatever its provisioner's ttlSecondsUntilExpired (compile warns,
-#: `ttl-churn`, below an hour): with a TTL of 0 every node would be replaced as soon as it is initialized, and its
-#: replacement after it, without end; with the floor, a node is replaced at most every ten minutes.
-EXPIRY_FLOOR = 600
 #: Multi-node consolidation looks at this many candidates at most (Karpenter's limit).
 MULTI_NODE_LIMIT = 100
 
@@ -207,19 +205,16 @@ def _created(node: Obj) -> dt.datetime | None:
         return None
 
 
-def lifetime(ttl: int) -> int:
-    """How long a node of a provisioner with this ttlSecondsUntilExpired runs before it expires."""
-    return max(ttl, EXPIRY_FLOOR)
-
-
 def lifetime_remaining(ttl: int | None, created: dt.datetime | None, now: dt.datetime) -> float:
-    """The fraction of a node's lifetime left before it expires, in [0, 1] (1 without a TTL): Karpenter scales a
-    candidate's disruption cost by it, so that, pods being equal, the node closer to expiry goes first."""
+    """The fraction of a node's lifetime (its TTL) left before it expires, in [0, 1] (1 without a TTL; 0 with a
+    TTL of 0, expired from its creation): Karpenter scales a candidate's disruption cost by it
+    (`lifetimeRemaining`), so that, pods being equal, the node closer to expiry goes first."""
     if ttl is None or created is None:
         return 1.0
-    total = lifetime(ttl)
-    left = total - (now - created).total_seconds()
-    return min(max(left / total, 0.0), 1.0)
+    if ttl <= 0:
+        return 0.0
+    left = ttl - (now - created).total_seconds()
+    return min(max(left / ttl, 0.0), 1.0)
 
 
 def movable(pods: Iterable[PodRecord]) -> list[PodRecord]:
@@ -408,9 +403,8 @@ class Decider:
             ttl = constraint_set.ttl_seconds_until_expired if constraint_set is not None else None
             if ttl is None or candidate.created is None:
                 continue
-            # In seconds, not datetimes: a TTL may be any int64, far beyond what a datetime can hold. A node
-            # runs at least EXPIRY_FLOOR whatever the TTL: 0 would replace every node, and its replacement, at once.
-            left = lifetime(ttl) - (inputs.now - candidate.created).total_seconds()
+            # In seconds, not datetimes: a TTL may be any int64, far beyond what a datetime can hold.
+            left = ttl - (inputs.now - candidate.created).total_seconds()
             expires = inputs.now.timestamp() + left
             if left > 0:
                 decision.expires_in = left if decision.expires_in is None else min(decision.expires_in, left)
@@ -644,7 +638,6 @@ __all__ = [
     "DRIFT",
     "EMPTY",
     "EXPIRATION",
-    "EXPIRY_FLOOR",
     "MULTI_NODE",
     "REPLACE",
     "SINGLE_NODE",
@@ -656,7 +649,6 @@ __all__ = [
     "Inputs",
     "drift_reason",
     "image_drift",
-    "lifetime",
     "lifetime_remaining",
     "movable",
 ]

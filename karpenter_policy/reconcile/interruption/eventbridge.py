@@ -11,6 +11,8 @@ An event is recognised by its ``version``, ``source`` and ``detail-type`` (Karpe
 
 All with ``version`` "0". Any other event — another source, another detail-type, an SNS envelope — is a
 *no-op* message: read, counted and deleted, never acted on. An empty body is a no-op too (Karpenter's rule).
+Each message also carries the ``account`` and ``region`` the event happened in (empty when the event does not
+say): the handler acts only on its own account's and region's.
 A body that is not a JSON object, a field of the wrong type, a time that is not RFC 3339, or a recognised event
 without the instance ids it is about is *malformed*: :func:`parse` raises :class:`MalformedMessage` saying which
 field (Karpenter only checks types; a recognised event naming no instance is malformed here too, since it can
@@ -59,7 +61,8 @@ class MalformedMessage(ValueError):
 @dataclass(frozen=True, slots=True)
 class InterruptionMessage:
     """One event: its kind, the EC2 instances it is about, when it happened (None: the event does not say), its
-    EventBridge id, source and detail-type, and for a state change the new state (lower case)."""
+    EventBridge id, source and detail-type, for a state change the new state (lower case), and the account and
+    region it happened in (empty: the event does not say)."""
 
     kind: MessageKind
     instance_ids: tuple[str, ...] = ()
@@ -68,6 +71,8 @@ class InterruptionMessage:
     source: str = ""
     detail_type: str = ""
     state: str = ""
+    account: str = ""
+    region: str = ""
 
 
 def parse(body: str) -> InterruptionMessage:
@@ -84,12 +89,16 @@ def parse(body: str) -> InterruptionMessage:
         raise MalformedMessage(f"expected a JSON object, got {_type(event)}")
     version, source, detail_type = (_string(event, key) for key in ("version", "source", "detail-type"))
     event_id = _string(event, "id")
+    account, region = _string(event, "account"), _string(event, "region")
     time = _time(event)
     resources = event.get("resources")
     if resources is not None and not (isinstance(resources, list) and all(isinstance(r, str) for r in resources)):
         raise MalformedMessage(f"resources: expected a list of strings, got {_type(resources)}")
     kind = _KINDS.get((version, source, detail_type), MessageKind.NOOP)
-    noop = InterruptionMessage(MessageKind.NOOP, time=time, id=event_id, source=source, detail_type=detail_type)
+    noop = InterruptionMessage(
+        MessageKind.NOOP, time=time, id=event_id, source=source, detail_type=detail_type, account=account,
+        region=region,
+    )
     if kind is MessageKind.NOOP:
         return noop
     detail = event.get("detail")

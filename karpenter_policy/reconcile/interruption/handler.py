@@ -20,10 +20,16 @@ already being deleted is left to termination, without a second log line or Event
 
 Each message is deleted once handled; one that cannot be read (malformed) or is about something else (no-op: an
 event of another kind, an instance that is not ours, a state not acted on) is deleted too, and counted — it
-would come back for ever otherwise. A message whose action failed (the API server could not be reached) is not
-deleted: the queue delivers it again after its visibility timeout. Nothing a message contains can make a poll
-raise. Nodes are matched on the instance id of their ``spec.providerID``; only Nodes this controller registered
-are acted on.
+would come back for ever otherwise. A message whose ``account`` or ``region`` is not the controller's (when the
+handler is told its own) is *foreign*: deleted without action and counted in
+``karpenter_policy_interruption_foreign_messages_total{reason}`` — a queue shared across accounts or regions, or
+fed by a rule that forwards another account's events, must not make the controller act on events about instances
+it does not run (Karpenter v0.31 acts on any message). A message whose action failed (the API server could not
+be reached) is not deleted: the queue delivers it again after its visibility timeout. A poll that could not
+read the queue, list the Nodes, act on a message or delete one says so (:attr:`InterruptionResult.failed`): the
+runner counts it as a failed reconcile, as Karpenter's controller returns the error. Nothing a message contains
+can make a poll raise. Nodes are matched on the instance id of their ``spec.providerID``; only Nodes this
+controller registered are acted on.
 """
 
 from __future__ import annotations
@@ -99,7 +105,9 @@ def notice(message: InterruptionMessage) -> Notice | None:
 class InterruptionResult:
     """What one poll did. ``kinds``: message id → kind read; ``malformed``: message id → why it is unreadable;
     ``acted``: node → the action taken for it; ``draining``: the Nodes whose deletion this poll requested;
-    ``kept``: messages left in the queue to be delivered again; ``error``: the queue could not be read."""
+    ``kept``: messages left in the queue to be delivered again; ``foreign``: message id → why it is not the
+    controller's (``account`` or ``region``); ``errors``: what failed on single messages; ``error``: the queue
+    could not be read or the Nodes listed."""
 
     received: int = 0
     kinds: dict[str, MessageKind] = field(default_factory=dict)
@@ -110,11 +118,19 @@ class InterruptionResult:
     kept: int = 0
     errors: list[str] = field(default_factory=list)
     error: str | None = None
+    foreign: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """Something went wrong (a failed reconcile): the queue or the Nodes could not be read, or a message could
+        not be acted on or deleted."""
+        return self.error is not None or bool(self.errors)
 
 
 class InterruptionHandler:
     """See the module docstring. ``nodes`` supplies the Nodes to match messages against (default: a list from the
-    cluster; the runner passes its watch cache)."""
+    cluster; the runner passes its watch cache). ``account`` and ``region``: the controller's (None: not known,
+    messages are not checked against it)."""
 
     def __init__(
         self,
@@ -125,8 +141,12 @@ class InterruptionHandler:
         metrics: Metrics,
         nodes: Callable[[], list[Obj]] | None = None,
         wall_clock: Callable[[], dt.datetime] = _utc_now,
+        account: str | None = None,
+        region: str | None = None,
     ) -> None:
         self.cluster = cluster
+        self.account = account
+        self.region = region
         self.cloud = cloud
         self.queue = queue
         self.metrics = metrics
@@ -200,10 +220,31 @@ class InterruptionHandler:
             return
         result.kinds[raw.id] = message.kind
         self.metrics.interruption_received.labels(message.kind.value).inc()
+        elsewhere = self._foreign(message)
+        if elsewhere is not None:
+            result.foreign[raw.id] = elsewhere
+            self.metrics.interruption_foreign.labels(elsewhere).inc()
+            INTERRUPTION.debug(
+                "ignoring a message about another %s", elsewhere,
+                extra=self._fields(
+                    queue=self.queue.name, messageId=raw.id, account=message.account, region=message.region
+                ),
+            )
+            self._delete(raw, result)
+            return
         if self._handle(message, by_instance, result):
             self._delete(raw, result)
         else:
             result.kept += 1
+
+    def _foreign(self, message: InterruptionMessage) -> str | None:
+        """``account`` or ``region`` when the message is about another one than the controller's, else None (an
+        event that does not say is taken as the controller's, as Karpenter takes every event)."""
+        if self.account and message.account and message.account != self.account:
+            return "account"
+        if self.region and message.region and message.region != self.region:
+            return "region"
+        return None
 
     def _handle(
         self, message: InterruptionMessage, by_instance: Callable[[str], Obj | None], result: InterruptionResult

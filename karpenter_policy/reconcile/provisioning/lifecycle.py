@@ -7,7 +7,8 @@
   are pending again and the provisioner opens a window for them;
 * **adoption** (at start-up and at every leader take-over): each instance of ours (tagged for the cluster by a
   provisioner) that no Node names gets its Node registered — a controller that stopped between CreateFleet and
-  registration picks its instance up instead of launching another;
+  registration picks its instance up instead of launching another (counted as a machine registered, not as a node
+  created: it was launched before);
 * **initialization**: a node of ours that is Ready with every startup taint gone is labelled
   `karpenter.sh/initialized=true` (Karpenter's rule), once.
 
@@ -144,7 +145,7 @@ class NodeLifecycle:
                 continue
             template = templates.template(name)
             node = node_info.node_object(instance, template, constraint_set, template.requirements)
-            entry = InFlightNode(instance, node, name, context.clock())
+            entry = InFlightNode(instance, node, name, context.clock(), adopted=True)
             context.inflight.add(entry)
             self.provisioner.register(entry, result)
             NODE.info(

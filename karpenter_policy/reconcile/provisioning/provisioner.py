@@ -474,7 +474,7 @@ class Provisioner:
         if error is not None:  # retried on the next pass
             self.context.error(result.errors, NODE, f"could not register node {entry.name}, {error}", node=entry.name)
         else:
-            self.context.metrics.registered(entry.template)
+            self.context.metrics.registered(entry.template, created=not entry.adopted)
 
     def bind(self, node: str, pods: Sequence[Pod], entry: InFlightNode | None, result: ReconcileResult) -> None:
         context = self.context

@@ -37,6 +37,7 @@ class InFlightNode:
     registered: bool = False
     bound: set[str] = field(default_factory=set)  # uids bound by the controller (or found bound elsewhere)
     seen: bool = False  # the cluster showed the Node once
+    adopted: bool = False  # launched before a restart or a take-over: its Node is registered here, not created
 
     @property
     def name(self) -> str:

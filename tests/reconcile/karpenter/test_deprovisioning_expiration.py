@@ -1,7 +1,7 @@
 """Ports of `Describe("Machine/Expiration")`, pkg/controllers/deprovisioning/machine_expiration_test.go of
 kubernetes-sigs/karpenter at v0.31.1 (see support.py). Karpenter's provisioner expires machines after 30 s and marks
 them Expired; here the provisioner's `ttlSecondsUntilExpired` is an hour and an expired node is one created more
-than an hour ago (no node expires before ten minutes here, whatever its TTL: `EXPIRY_FLOOR`)."""
+than an hour ago (creation + TTL, as Karpenter's `GetExpirationTime`)."""
 
 from __future__ import annotations
 

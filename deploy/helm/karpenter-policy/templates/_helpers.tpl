@@ -81,6 +81,32 @@ app.kubernetes.io/component: {{ index . 1 | quote }}
 {{- end }}
 {{- end }}
 
+{{/* The pods' affinity, each pod (anti-)affinity term that has no labelSelector given the component's pods (as in
+Karpenter's chart): (list . "webhook" $values) */}}
+{{- define "karpenter-policy.affinity" -}}
+{{- $root := index . 0 }}
+{{- $component := index . 1 }}
+{{- $affinity := deepCopy ((index . 2).affinity | default dict) }}
+{{- $selector := dict "matchLabels" (include "karpenter-policy.selectorLabels" (list $root $component) | fromYaml) }}
+{{- range $kind := list "podAffinity" "podAntiAffinity" }}
+{{- with get $affinity $kind }}
+{{- range .requiredDuringSchedulingIgnoredDuringExecution }}
+{{- if not .labelSelector }}
+{{- $_ := set . "labelSelector" (deepCopy $selector) }}
+{{- end }}
+{{- end }}
+{{- range .preferredDuringSchedulingIgnoredDuringExecution }}
+{{- if and .podAffinityTerm (not .podAffinityTerm.labelSelector) }}
+{{- $_ := set .podAffinityTerm "labelSelector" (deepCopy $selector) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $affinity }}
+{{- toYaml $affinity }}
+{{- end }}
+{{- end }}
+
 {{/* Topology spread constraints, each with the component's pods as its labelSelector unless it has one (as in
 Karpenter's chart): (list . "webhook" $values) */}}
 {{- define "karpenter-policy.topologySpread" -}}

@@ -5,7 +5,7 @@ Where a component's values are read:
   {{- $values := deepCopy .Values.controller }}
   {{- include "karpenter-policy.applyKarpenterKeys" (list . "controller" $values) }}
 It renders nothing and sets, in the copy, each Karpenter key that is given: priorityClassName, tolerations,
-topologySpreadConstraints and dnsPolicy for both components; replicas, podDisruptionBudget, serviceAccount and the
+topologySpreadConstraints and dnsPolicy for both components, logLevel for a component that sets none; replicas, podDisruptionBudget, serviceAccount and the
 controller's settings.* for the controller.
 */}}
 {{- define "karpenter-policy.applyKarpenterKeys" -}}
@@ -17,6 +17,9 @@ controller's settings.* for the controller.
 {{- if hasKey $given $key }}
 {{- $_ := set $values $key (get $given $key) }}
 {{- end }}
+{{- end }}
+{{- if and (not $values.logLevel) $given.logLevel }}
+{{- $_ := set $values "logLevel" $given.logLevel }}
 {{- end }}
 {{- if eq $component "controller" }}
 {{- if hasKey $given "replicas" }}
