@@ -65,7 +65,11 @@ from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import apply_patch, patch_type_of
 from karpenter_policy.kube.selectors import label_selector_matches, parse_field_selector, parse_label_selector
 
-from .discovery import SERVER_VERSION, discovery, openapi_v3, parse_path
+from .apiserver import rbac
+from .apiserver.controlplane import ControlPlane, ControlPlaneOptions
+from .apiserver.kinds import GENERATIONS, REVIEWS, SCALABLE, SELF_SUBJECT_ACCESS_REVIEW, SERVICE_ACCOUNT
+from .apiserver.openapi import openapi_v2, openapi_v3, unknown_fields
+from .discovery import SERVER_VERSION, ApiPath, discovery, parse_path
 from .tables import table, wants_table
 
 log = logging.getLogger(__name__)
@@ -96,6 +100,9 @@ def _failure(code: int, reason: str, message: str) -> kmock.KubernetesError:
 class ApiEmulator(kmock.KubernetesEmulator):
     history_window: int = 1000
     seed_namespaces: bool = False
+    #: Authenticate requests by token and authorize them with RBAC (tests/kube/apiserver/rbac.py); off, every
+    #: request is allowed, whatever its token.
+    authorize: bool = False
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _version: int = attrs.field(default=1, init=False)  # never "0", which a watch reads as "current state"
     _log: list[Change] = attrs.field(factory=list, init=False)
@@ -111,6 +118,9 @@ class ApiEmulator(kmock.KubernetesEmulator):
     _pages: dict[str, tuple[int, list[Obj]]] = attrs.field(factory=dict, init=False)
     _tokens: int = attrs.field(default=0, init=False)
     _expire_after: int | None = attrs.field(default=None, init=False)
+    _bearer_tokens: rbac.Tokens = attrs.field(factory=rbac.Tokens, init=False)
+    #: Set on every stored change (any thread may wait on it: the control plane does).
+    written: threading.Event = attrs.field(factory=threading.Event, init=False)
 
     # -- controls for tests (any thread) ----------------------------------------------------------------
 
@@ -176,9 +186,12 @@ class ApiEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         method = str(request.method.value)
         path = parse_path(request.url.path)
+        user = self._authorized(request, method, path)
         if path is None or path.plural is None:
             if method == "GET" and request.url.path.rstrip("/") == "/version":
                 return aiohttp.web.json_response(SERVER_VERSION)
+            if method == "GET" and request.url.path.rstrip("/") == "/openapi/v2" and (v2 := openapi_v2()):
+                return aiohttp.web.json_response(v2)
             if method == "GET" and (openapi := openapi_v3(request.url.path)) is not None:
                 return aiohttp.web.json_response(openapi)
             if method == "GET" and path is not None:
@@ -195,6 +208,14 @@ class ApiEmulator(kmock.KubernetesEmulator):
                 raise _failure(503, "ServiceUnavailable", "the emulated API server is unavailable")
         if method == "GET" and request.params.get("watch") in ("true", "1"):
             return await self._watch(request, kind)
+        if method == "POST" and kind == SELF_SUBJECT_ACCESS_REVIEW:
+            with self._state:
+                review = rbac.access_review(user, _body(request), self._stored)
+            return aiohttp.web.json_response(review, status=201)
+        if kind in REVIEWS:
+            raise _failure(405, "MethodNotAllowed", f"{kind.plural} are only created (answered, never stored)")
+        if method in ("POST", "PUT") and not request.subresource:
+            _check_fields(kind, request, _body(request))
         options = request.data if method == "DELETE" and isinstance(request.data, dict) else {}
         dry_run = request.params.get("dryRun") == "All" or options.get("dryRun") == ["All"]
         if request.params.get("dryRun") not in (None, "", "All"):
@@ -218,10 +239,22 @@ class ApiEmulator(kmock.KubernetesEmulator):
             raise _failure(404, "NotFound", f"{kind.plural} is namespaced: /namespaces/<namespace>/{kind.plural}/…")
         if method == "GET" and name is None:
             return 200, self._list(kind, namespace, request.params)
+        if method == "GET" and sub == "scale" and kind in SCALABLE:
+            return 200, _scale_of(self._current(kind, namespace, name))
+        if method == "GET" and sub == "log" and kind == objects.POD:
+            pod = self._current(kind, namespace, name)
+            raise _failure(400, "BadRequest", f'the test API server runs no containers: pod "{name}" has no logs '
+                                              f'(phase {(pod.get("status") or {}).get("phase", "Pending")})')
+        if method == "GET" and sub not in (None, "status"):
+            raise _failure(404, "NotFound", f"{kind.plural}/{sub} is not served")
         if method == "GET":
             return 200, copy.deepcopy(self._current(kind, namespace, name))
         if method == "POST" and name is None:
             return 201, self._create(kind, namespace, _body(request), dry_run)
+        if method == "POST" and name and sub == "token" and kind == SERVICE_ACCOUNT:
+            return 201, self._token_request(namespace or "default", name, _body(request))
+        if method in ("PUT", "PATCH") and name and sub == "scale" and kind in SCALABLE:
+            return 200, self._scale(kind, namespace, name, request, dry_run)
         if method == "POST" and name and sub == "binding" and kind == objects.POD:
             return 201, self._bind(namespace, name, _body(request), dry_run)
         if method == "POST" and name and sub == "eviction" and kind == objects.POD:
@@ -236,7 +269,61 @@ class ApiEmulator(kmock.KubernetesEmulator):
             return 200, self._delete(kind, namespace, name, request.data or {}, dry_run)
         raise _failure(405, "MethodNotAllowed", f"{method} {request.url.path} is not served")
 
+    def _authorized(self, request: kmock.Request, method: str, path: ApiPath | None) -> rbac.User:
+        """The user a request acts as, once RBAC allowed it (401 or 403 otherwise); everyone is the admin when the
+        server does not authorize."""
+        if not self.authorize:
+            return rbac.ADMIN
+        with self._state:
+            user = self._bearer_tokens.authenticate(request.headers)
+        if user is None:
+            raise _failure(401, "Unauthorized", "Unauthorized")
+        acting = rbac.impersonated(user, request.headers)
+        if acting is None:
+            raise _failure(403, "Forbidden", f'users is forbidden: User "{user.name}" cannot impersonate resource '
+                                             f'"users" in API group "" at the cluster scope')
+        if path is None or path.kind is None:
+            attributes = rbac.Attributes(method.lower(), path=request.url.path)
+        elif path.kind in REVIEWS:
+            return acting  # every authenticated user may ask what it may do (system:basic-user)
+        else:
+            verb = rbac.request_verb(method, path.name, request.params.get("watch") in ("true", "1"))
+            attributes = rbac.Attributes(verb, path.kind.group, path.kind.plural, path.subresource or "",
+                                         path.namespace or "", path.name or "")
+        with self._state:
+            permitted = rbac.allowed(acting, attributes, self._stored)
+        if not permitted:
+            raise _failure(403, "Forbidden", rbac.forbidden_message(acting, attributes))
+        return acting
+
     # -- the operations (with the state lock held) ------------------------------------------------------
+
+    def _token_request(self, namespace: str, name: str, body: Obj) -> Obj:
+        """TokenRequest (``kubectl create token``): a bearer token of the ServiceAccount (it never expires here)."""
+        self._current(SERVICE_ACCOUNT, namespace, name)
+        token = self._bearer_tokens.issue(namespace, name)
+        spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+        seconds = int(spec.get("expirationSeconds") or 3600)
+        expires = objects.format_time(datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds))
+        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+                "spec": spec, "status": {"token": token, "expirationTimestamp": expires}}
+
+    def _scale(self, kind: Kind, namespace: str | None, name: str, request: kmock.Request, dry_run: bool) -> Obj:
+        """The /scale subresource (``kubectl scale``): a PUT or patch of the Scale sets ``spec.replicas``."""
+        current = self._current(kind, namespace, name)
+        if str(request.method.value) == "PUT":
+            proposed = _body(request)
+        else:
+            proposed = apply_patch(_scale_of(current), request.data, patch_type_of(_content_type(request)))
+        self._precondition(kind, current, objects.resource_version(proposed))
+        replicas = (proposed.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise _failure(422, "Invalid", f"spec.replicas: Invalid value: {replicas!r}: must be a number >= 0")
+        updated = copy.deepcopy(current)
+        updated.setdefault("spec", {})["replicas"] = replicas
+        return _scale_of(self._write(kind, current, updated, None, dry_run))
+
 
     def _key(self, kind: Kind, namespace: str | None, name: str) -> tuple[Any, str | None, str]:
         return (kmock.resource(kind.group, kind.version, kind.plural), namespace if kind.namespaced else None, name)
@@ -317,6 +404,8 @@ class ApiEmulator(kmock.KubernetesEmulator):
             raise _failure(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now())
+        if kind in GENERATIONS:
+            meta["generation"] = 1
         obj.update(apiVersion=kind.api_version, kind=kind.kind)
         if dry_run:
             return obj
@@ -341,6 +430,8 @@ class ApiEmulator(kmock.KubernetesEmulator):
     ) -> Obj:
         current = self._current(kind, namespace, name)
         patched = apply_patch(current, request.data, patch_type_of(_content_type(request)))
+        if sub is None:
+            _check_fields(kind, request, patched)
         self._precondition(kind, current, objects.resource_version(patched))
         return self._write(kind, current, patched, sub, dry_run)
 
@@ -389,11 +480,13 @@ class ApiEmulator(kmock.KubernetesEmulator):
             raise _failure(404, "NotFound", f"{kind.plural}/{sub} is not served")
         new = copy.deepcopy(objects.written_part(kind, sub, current, proposed))
         meta = new.setdefault("metadata", {})
-        for kept in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+        for kept in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
             if kept in current["metadata"]:
                 meta[kept] = current["metadata"][kept]
             else:
                 meta.pop(kept, None)
+        if kind in GENERATIONS and new.get("spec") != current.get("spec"):
+            meta["generation"] = int(meta.get("generation") or 0) + 1
         new.update(apiVersion=kind.api_version, kind=kind.kind)
         _check_writable(kind, new)
         if dry_run:
@@ -466,6 +559,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
         return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
 
     def _append(self, change: Change) -> None:
+        self.written.set()
         self._log.append(change)
         if len(self._log) > self.history_window:
             self._forgotten = self._log[0].version
@@ -490,13 +584,18 @@ class ApiEmulator(kmock.KubernetesEmulator):
         timeout = float(params.get("timeoutSeconds") or 1800)
         bookmarks = params.get("allowWatchBookmarks") == "true"
         resource_version = params.get("resourceVersion") or ""
+        initial_events = params.get("sendInitialEvents") == "true"  # a streaming list (client-go's WatchList)
         with self._state:
             self.watch_requests += 1
             epoch = self._epoch
-            if resource_version in ("", "0"):
+            if resource_version in ("", "0") or initial_events:
                 current = [obj for obj in self._stored(kind) if matches(obj)]
                 pending = [{"type": "ADDED", "object": copy.deepcopy(obj)} for obj in current]
                 position = self._version
+                if initial_events:  # the end of the initial state, as the API server marks it
+                    end = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {
+                        "resourceVersion": str(position), "annotations": {"k8s.io/initial-events-end": "true"}}}
+                    pending.append({"type": "BOOKMARK", "object": end})
             else:
                 pending, position = [], int(resource_version)
         response = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -552,6 +651,28 @@ class ApiEmulator(kmock.KubernetesEmulator):
         if change.type == "MODIFIED" and before != now:
             return {"type": "ADDED" if now else "DELETED", "object": copy.deepcopy(change.object)}
         return {"type": change.type, "object": copy.deepcopy(change.object)} if now else None
+
+
+def _check_fields(kind: Kind, request: kmock.Request, obj: Obj) -> None:
+    """``fieldValidation=Strict`` (kubectl's default ``--validate=strict``): 400 for fields the schema lacks."""
+    if request.params.get("fieldValidation") != "Strict":
+        return
+    unknown = unknown_fields(kind, obj)
+    if unknown:
+        fields = ", ".join(f'unknown field "{field}"' for field in unknown)
+        raise _failure(400, "BadRequest", f"strict decoding error: {fields}")
+
+
+def _scale_of(obj: Obj) -> Obj:
+    """The autoscaling/v1 Scale of a Deployment or ReplicaSet."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    match = ((spec.get("selector") or {}).get("matchLabels") or {})
+    meta = {key: value for key, value in objects.metadata(obj).items()
+            if key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")}
+    return {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": meta,
+            "spec": {"replicas": spec.get("replicas", 1)},
+            "status": {"replicas": status.get("replicas", 0), "selector": ",".join(f"{k}={v}" for k, v in
+                                                                                 sorted(match.items()))}}
 
 
 def _check_writable(kind: Kind, obj: Obj) -> None:
@@ -631,11 +752,15 @@ async def _parse_request(raw_request: aiohttp.web.BaseRequest, number: int) -> k
 
 class EmulatorThread:
     """Serve an :class:`ApiEmulator` on a loopback port (``port=0``: any free one) from its own thread and
-    event loop; other keyword arguments are the emulator's (``seed_namespaces=True``, ``history_window``)."""
+    event loop; other keyword arguments are the emulator's (``seed_namespaces=True``, ``history_window``,
+    ``authorize=True``). With ``control_plane``, the Deployment and ReplicaSet controllers, the kube-scheduler
+    stand-in and the kubelets run beside it (tests/kube/apiserver/controlplane.py)."""
 
-    def __init__(self, port: int = 0, **options: Any) -> None:
+    def __init__(self, port: int = 0, control_plane: ControlPlaneOptions | None = None, **options: Any) -> None:
         self._port = port
         self._options = options
+        self._control_plane_options = control_plane
+        self.control_plane: ControlPlane | None = None
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),), daemon=True)
@@ -659,26 +784,31 @@ class EmulatorThread:
         self._thread.start()
         if not self._ready.wait(30):
             raise RuntimeError("the API emulator did not start within 30 s")
+        if self._control_plane_options is not None:
+            self.control_plane = ControlPlane(self.url, self.emulator.written, self._control_plane_options)
+            self.control_plane.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self.control_plane is not None:
+            self.control_plane.stop()
         self.emulator.drop_watches()
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
         self._loop.close()
 
-    def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
-        """A kubeconfig whose current context is this server (plain HTTP, a token it ignores), for kubectl
-        and for ``karpenter-policy reconcile --kubeconfig``."""
-        return write_kubeconfig(path, self.url, namespace)
+    def write_kubeconfig(self, path: Path, namespace: str = "default", token: str = rbac.ADMIN_TOKEN) -> Path:
+        """A kubeconfig whose current context is this server (plain HTTP; the admin's token unless given a
+        ServiceAccount's), for kubectl and for ``karpenter-policy reconcile --kubeconfig``."""
+        return write_kubeconfig(path, self.url, namespace, token)
 
 
-def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
+def write_kubeconfig(path: Path, url: str, namespace: str = "default", token: str = rbac.ADMIN_TOKEN) -> Path:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "emulated", "cluster": {"server": url}}],
-        "users": [{"name": "emulated", "user": {"token": "emulated"}}],
+        "users": [{"name": "emulated", "user": {"token": token}}],
         "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "emulated",
                                                       "namespace": namespace}}],
         "current-context": "emulated",
@@ -693,11 +823,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="loopback port to serve on (default: any free one)")
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for this server here")
     parser.add_argument("--no-namespaces", action="store_true", help="do not create default, kube-system, …")
+    parser.add_argument("--rbac", action="store_true",
+                        help="authenticate by token and authorize with RBAC (the kubeconfig's token is the admin's)")
+    parser.add_argument("--control-plane", action="store_true",
+                        help="run Deployment and ReplicaSet controllers, a scheduler and kubelets beside the server")
+    parser.add_argument("--join-after", type=float, default=1.0, help="seconds before a Node's kubelet joins")
+    parser.add_argument("--never-join", action="append", default=[], metavar="INSTANCE_TYPE",
+                        help="a type whose kubelet never joins (repeatable)")
     args = parser.parse_args(argv)
+    control_plane = ControlPlaneOptions(args.join_after, frozenset(args.never_join)) if args.control_plane else None
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with EmulatorThread(port=args.port, seed_namespaces=not args.no_namespaces) as server:
+    with EmulatorThread(port=args.port, control_plane=control_plane, seed_namespaces=not args.no_namespaces,
+                        authorize=args.rbac) as server:
         if args.kubeconfig:
             server.write_kubeconfig(args.kubeconfig)
         print(f"serving the Kubernetes API emulator on {server.url}", flush=True)
