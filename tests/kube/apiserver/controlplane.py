@@ -34,8 +34,10 @@ class ControlPlaneOptions:
 
 
 class ControlPlane:
-    def __init__(self, url: str, written: threading.Event, options: ControlPlaneOptions) -> None:
-        self.cluster = KubeCluster.from_url(url, token=ADMIN_TOKEN, retries=0)
+    def __init__(
+        self, url: str, written: threading.Event, options: ControlPlaneOptions, ca_file: str | None = None
+    ) -> None:
+        self.cluster = KubeCluster.from_url(url, token=ADMIN_TOKEN, ca_file=ca_file, retries=0)
         self.written = written
         self.options = options
         self.workloads = Workloads(self.cluster)

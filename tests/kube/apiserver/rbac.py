@@ -13,7 +13,8 @@ ClusterRoles and their bindings applied to it (the Helm chart's own, in the end-
   (``pods/binding``), namespace and name are allowed when a rule of a role bound to the user says so — a
   ClusterRoleBinding's anywhere, a RoleBinding's in its namespace only; ``*`` matches any verb, group or
   resource, ``resourceNames`` limits a rule to those names (a list without a name, or a create, never matches
-  one). Discovery, OpenAPI and /version are open to every authenticated user, as the default
+  one; a list or watch with ``fieldSelector=metadata.name=<name>`` asks for that name, as the API server's
+  request info makes it). Discovery, OpenAPI and /version are open to every authenticated user, as the default
   ``system:discovery`` and ``system:public-info-viewer`` roles make them. Refusals are 403 with the API
   server's message.
 - **SelfSubjectAccessReview** (``kubectl auth can-i``): the same decision, answered for the requesting user.
@@ -109,6 +110,15 @@ def request_verb(method: str, name: str | None, watch: bool) -> str:
     if method == "DELETE" and not name:
         return "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+
+def selected_name(verb: str, field_selector: str) -> str:
+    """The name a list or watch asks for with ``fieldSelector=metadata.name=<name>``: the API server's request
+    info gives it to the authorizer, so a rule with ``resourceNames`` allows such a list."""
+    key, equals, value = field_selector.partition("=")
+    if verb in ("list", "watch") and equals and key == "metadata.name" and "," not in value:
+        return value.removeprefix("=")
+    return ""
 
 
 def allowed(user: User, attributes: Attributes, stored: Stored) -> bool:
