@@ -23,19 +23,18 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kube.apiserver.controlplane import ControlPlaneOptions
-from kube.conftest import kubectl_binary
 from kube.emulator import EmulatorThread
 
 from .conftest import CLUSTER, AwsWorkloads
 from .support import POLICIES, ROOT, compile_policies, configmap_manifest
-from .test_end_to_end_kubectl import GENEROUS, free_port, probe, until
+from .test_end_to_end_kubectl import GENEROUS, Kubectl, free_port, probe, until
 
 chart = pytest.importorskip("deploy.chart", reason="helm-python-sdk (Helm's Go SDK) is not installed")
 
@@ -56,34 +55,6 @@ def compiled_for_cluster(tmp_path: Path) -> Path:
     default["spec"].pop("consolidation", None)
     (policies / "default.yaml").write_text(yaml.safe_dump(default))
     return compile_policies(policies, tmp_path / "build")
-
-
-@dataclass
-class Kubectl:
-    """kubectl with a transcript of every command and its output."""
-
-    kubeconfig: Path
-    cache: Path
-    transcript: list[str] = field(default_factory=list)
-
-    def run(self, *args: str, stdin: str | None = None, quiet: bool = False) -> subprocess.CompletedProcess[str]:
-        command = [kubectl_binary(), f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache}",
-                   "--request-timeout=30s", *args]
-        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=GENEROUS, check=False)
-        if not quiet:
-            self.transcript.append(f"$ kubectl {' '.join(args)}\n{done.stdout}{done.stderr}".rstrip())
-        return done
-
-    def __call__(self, *args: str, stdin: str | None = None) -> str:
-        done = self.run(*args, stdin=stdin)
-        assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
-        return done.stdout
-
-    def items(self, *args: str) -> list[dict[str, Any]]:
-        done = self.run("get", *args, "-o", "json", quiet=True)
-        assert done.returncode == 0, f"kubectl get {' '.join(args)} failed: {done.stderr}"
-        listed: list[dict[str, Any]] = json.loads(done.stdout)["items"]
-        return listed
 
 
 @dataclass
@@ -120,7 +91,7 @@ def _rbac(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def cluster(compiled_for_cluster: Path, aws_workloads: AwsWorkloads, tmp_path: Path) -> Iterator[Cluster]:
     options = ControlPlaneOptions(join_after=1.0, never_join=frozenset({NEVER_JOINS}))
     with EmulatorThread(seed_namespaces=True, authorize=True, control_plane=options) as server:
-        kubectl = Kubectl(server.write_kubeconfig(tmp_path / "admin.kubeconfig"), tmp_path / "kubectl-cache")
+        kubectl = Kubectl(server.write_kubeconfig(tmp_path / "admin.kubeconfig"), tmp_path / "kubectl-cache", GENEROUS)
         documents = chart.render(_chart_values())
         kubectl("apply", "-f", "-", stdin=yaml.safe_dump(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}))
