@@ -7,7 +7,11 @@ and RBAC — a ServiceAccount's token allowed what its Role grants, refused the 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import ssl
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,3 +138,37 @@ def test_a_streaming_list_ends_its_initial_events_with_the_annotated_bookmark(cl
     assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
     assert events[0]["object"]["metadata"]["name"] == "node-1"
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_the_standalone_server_runs_a_local_cluster_with_rbac(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    tests = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kube.emulator", "--kubeconfig", str(config), "--rbac", "--control-plane",
+         "--join-after", "0.2", "--never-join", "c5.large"],
+        cwd=tests, env={**os.environ, "PYTHONPATH": str(tests)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert process.stdout is not None
+        assert "serving the Kubernetes API emulator on https://127.0.0.1:" in process.stdout.readline()
+
+        def kubectl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([kubectl_binary(), f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}",
+                                   *args], input=stdin, capture_output=True, text=True, timeout=60, check=False)
+
+        never = yaml.safe_dump({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "node-2", "labels": {"node.kubernetes.io/instance-type": "c5.large"}}})
+        assert kubectl("apply", "-f", "-", stdin=NODE).returncode == 0
+        assert kubectl("apply", "-f", "-", stdin=never).returncode == 0
+        joined = kubectl("wait", "--for=condition=Ready", "node/node-1", "--timeout=30s")
+        stranded = kubectl("wait", "--for=condition=Ready", "node/node-2", "--timeout=2s")
+
+        assert joined.returncode == 0 and stranded.returncode != 0
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            returncode = process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    assert returncode == 0

@@ -168,7 +168,8 @@ def test_kubectl_drives_the_chart_rbac_controller_in_production_mode_through_dep
     kubectl("rollout", "status", "deployment/small", ROLLOUT)
     small = kubectl.items("pods", "-l", "app=small")
     assert {p["spec"]["nodeName"] for p in small} == {first}
-    assert all(any(e["reason"] == "Scheduled" for e in _events(kubectl, p)) for p in small)
+    assert all(any(e["reason"] == "Scheduled" and e["source"].get("component") == "default-scheduler"
+                   for e in _events(kubectl, p)) for p in small)
     assert len(aws_workloads.instances()) == 1
 
     # A Deployment pinned to the type whose kubelet never joins: its node is launched and stays NotReady.
