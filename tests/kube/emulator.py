@@ -29,6 +29,14 @@ every API URL):
   configuration into it as a strategic merge patch and records the manager in ``managedFields``; no
   conflict detection, and fields a manager stops applying are not removed), and Table answers to GETs
   that ask for them.
+- what a cluster serves beyond storage (tests/kube/apiserver/, one module per job): the kinds kubectl users
+  and the Helm chart's RBAC need (``kinds``: Deployments and ReplicaSets with ``metadata.generation`` and
+  ``/scale``, ServiceAccounts with ``/token``, Secrets, RBAC), OpenAPI v2 and v3 with Kubernetes' schemas and
+  ``fieldValidation=Strict`` (``openapi``), streaming lists (a watch with ``sendInitialEvents``), ``pods/log``'s
+  honest 400, token authentication and RBAC authorization with SelfSubjectAccessReview when ``authorize``
+  (``rbac``; then over HTTPS, ``tls``, and the SelfSubjectAccessReview kubectl sends in protobuf,
+  ``protobuf``), and, with :class:`EmulatorThread`'s ``control_plane``, the workload controllers, a
+  kube-scheduler stand-in and kubelets beside the server (``controlplane``).
 - fault injection: ``fail_next(n)`` answers the next n requests with 503; ``watch_outage()`` cuts open
   watches and answers lists and watches with 503 while it lasts (writes still work, so a test can change
   what a watcher misses); ``drop_watches()`` cuts open watches mid-stream.
@@ -66,7 +74,7 @@ from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import apply_patch, patch_type_of
 from karpenter_policy.kube.selectors import label_selector_matches, parse_field_selector, parse_label_selector
 
-from .apiserver import protobuf, rbac
+from .apiserver import protobuf, rbac, subresources
 from .apiserver.controlplane import ControlPlane, ControlPlaneOptions
 from .apiserver.kinds import GENERATIONS, REVIEWS, SCALABLE, SELF_SUBJECT_ACCESS_REVIEW, SERVICE_ACCOUNT
 from .apiserver.openapi import openapi_v2, openapi_v3, unknown_fields
@@ -242,7 +250,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
         if method == "GET" and name is None:
             return 200, self._list(kind, namespace, request.params)
         if method == "GET" and sub == "scale" and kind in SCALABLE:
-            return 200, _scale_of(self._current(kind, namespace, name))
+            return 200, subresources.scale_of(self._current(kind, namespace, name))
         if method == "GET" and sub == "log" and kind == objects.POD:
             pod = self._current(kind, namespace, name)
             raise _failure(400, "BadRequest", f'the test API server runs no containers: pod "{name}" has no logs '
@@ -276,41 +284,19 @@ class ApiEmulator(kmock.KubernetesEmulator):
         server does not authorize."""
         if not self.authorize:
             return rbac.ADMIN
-        with self._state:
-            user = self._bearer_tokens.authenticate(request.headers)
-        if user is None:
-            raise _failure(401, "Unauthorized", "Unauthorized")
-        acting = rbac.impersonated(user, request.headers)
-        if acting is None:
-            raise _failure(403, "Forbidden", f'users is forbidden: User "{user.name}" cannot impersonate resource '
-                                             f'"users" in API group "" at the cluster scope')
-        if path is None or path.kind is None:
-            attributes = rbac.Attributes(method.lower(), path=request.url.path)
-        elif path.kind in REVIEWS:
-            return acting  # every authenticated user may ask what it may do (system:basic-user)
-        else:
-            verb = rbac.request_verb(method, path.name, request.params.get("watch") in ("true", "1"))
-            name = path.name or rbac.selected_name(verb, request.params.get("fieldSelector") or "")
-            attributes = rbac.Attributes(verb, path.kind.group, path.kind.plural, path.subresource or "",
-                                         path.namespace or "", name)
-        with self._state:
-            permitted = rbac.allowed(acting, attributes, self._stored)
-        if not permitted:
-            raise _failure(403, "Forbidden", rbac.forbidden_message(acting, attributes))
-        return acting
+        try:
+            with self._state:
+                return rbac.authorize(self._bearer_tokens, method, request.url.path, path, request.headers,
+                                      request.params, self._stored)
+        except rbac.Refused as refused:
+            raise _failure(refused.code, refused.reason, refused.message) from None
 
     # -- the operations (with the state lock held) ------------------------------------------------------
 
     def _token_request(self, namespace: str, name: str, body: Obj) -> Obj:
         """TokenRequest (``kubectl create token``): a bearer token of the ServiceAccount (it never expires here)."""
         self._current(SERVICE_ACCOUNT, namespace, name)
-        token = self._bearer_tokens.issue(namespace, name)
-        spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
-        seconds = int(spec.get("expirationSeconds") or 3600)
-        expires = objects.format_time(datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds))
-        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
-                "spec": spec, "status": {"token": token, "expirationTimestamp": expires}}
+        return subresources.token_request(namespace, name, body, self._bearer_tokens.issue(namespace, name))
 
     def _scale(self, kind: Kind, namespace: str | None, name: str, request: kmock.Request, dry_run: bool) -> Obj:
         """The /scale subresource (``kubectl scale``): a PUT or patch of the Scale sets ``spec.replicas``."""
@@ -318,14 +304,14 @@ class ApiEmulator(kmock.KubernetesEmulator):
         if str(request.method.value) == "PUT":
             proposed = _body(request)
         else:
-            proposed = apply_patch(_scale_of(current), request.data, patch_type_of(_content_type(request)))
+            proposed = apply_patch(subresources.scale_of(current), request.data, patch_type_of(_content_type(request)))
         self._precondition(kind, current, objects.resource_version(proposed))
-        replicas = (proposed.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise _failure(422, "Invalid", f"spec.replicas: Invalid value: {replicas!r}: must be a number >= 0")
+        replicas = subresources.replicas_of(proposed)
+        if replicas is None:
+            raise _failure(422, "Invalid", "spec.replicas: Invalid value: must be a number >= 0")
         updated = copy.deepcopy(current)
         updated.setdefault("spec", {})["replicas"] = replicas
-        return _scale_of(self._write(kind, current, updated, None, dry_run))
+        return subresources.scale_of(self._write(kind, current, updated, None, dry_run))
 
 
     def _key(self, kind: Kind, namespace: str | None, name: str) -> tuple[Any, str | None, str]:
@@ -664,18 +650,6 @@ def _check_fields(kind: Kind, request: kmock.Request, obj: Obj) -> None:
     if unknown:
         fields = ", ".join(f'unknown field "{field}"' for field in unknown)
         raise _failure(400, "BadRequest", f"strict decoding error: {fields}")
-
-
-def _scale_of(obj: Obj) -> Obj:
-    """The autoscaling/v1 Scale of a Deployment or ReplicaSet."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    match = ((spec.get("selector") or {}).get("matchLabels") or {})
-    meta = {key: value for key, value in objects.metadata(obj).items()
-            if key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")}
-    return {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": meta,
-            "spec": {"replicas": spec.get("replicas", 1)},
-            "status": {"replicas": status.get("replicas", 0), "selector": ",".join(f"{k}={v}" for k, v in
-                                                                                 sorted(match.items()))}}
 
 
 def _check_writable(kind: Kind, obj: Obj) -> None:

@@ -30,7 +30,8 @@ from typing import Any
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Kind, Obj
 
-from .kinds import CLUSTER_ROLE, CLUSTER_ROLE_BINDING, ROLE, ROLE_BINDING
+from ..discovery import ApiPath
+from .kinds import CLUSTER_ROLE, CLUSTER_ROLE_BINDING, REVIEWS, ROLE, ROLE_BINDING
 
 ADMIN_TOKEN = "emulated"
 MASTERS = "system:masters"
@@ -64,6 +65,14 @@ class Attributes:
     namespace: str = ""
     name: str = ""
     path: str = ""
+
+
+class Refused(Exception):
+    """A request authentication or authorization refuses: its HTTP status, reason and the API server's words."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
 
 
 def service_account_user(namespace: str, name: str) -> User:
@@ -110,6 +119,30 @@ def request_verb(method: str, name: str | None, watch: bool) -> str:
     if method == "DELETE" and not name:
         return "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+
+def authorize(tokens: Tokens, method: str, url_path: str, path: ApiPath | None, headers: Mapping[str, str],
+              params: Mapping[str, str], stored: Stored) -> User:
+    """The user a request acts as, once authenticated and allowed (Refused: 401 or 403)."""
+    user = tokens.authenticate(headers)
+    if user is None:
+        raise Refused(401, "Unauthorized", "Unauthorized")
+    acting = impersonated(user, headers)
+    if acting is None:
+        raise Refused(403, "Forbidden", f'users is forbidden: User "{user.name}" cannot impersonate resource '
+                                        f'"users" in API group "" at the cluster scope')
+    if path is None or path.kind is None:
+        attributes = Attributes(method.lower(), path=url_path)
+    elif path.kind in REVIEWS:
+        return acting  # every authenticated user may ask what it may do (system:basic-user)
+    else:
+        verb = request_verb(method, path.name, params.get("watch") in ("true", "1"))
+        name = path.name or selected_name(verb, params.get("fieldSelector") or "")
+        attributes = Attributes(verb, path.kind.group, path.kind.plural, path.subresource or "",
+                                path.namespace or "", name)
+    if not allowed(acting, attributes, stored):
+        raise Refused(403, "Forbidden", forbidden_message(acting, attributes))
+    return acting
 
 
 def selected_name(verb: str, field_selector: str) -> str:
