@@ -1,11 +1,10 @@
 """What the test API server (tests/kube/emulator.py) tells clients about itself, as a real API server does, so
 that kubectl can use it: the URL layout of resources, discovery (/api, /apis and the resource lists of each
-group version), /version, and the little of OpenAPI v3 kubectl reads before it writes (that each kind's PATCH
-takes ``fieldValidation``, so kubectl leaves validation to the server instead of downloading schemas).
+group version) and /version (OpenAPI is tests/kube/apiserver/openapi.py).
 
-The resources are the package's kinds (``karpenter_policy.kube.objects.KINDS``) with the names, short names
-and subresources of Kubernetes 1.28; discovery is the legacy, unaggregated form (kubectl asks for the
-aggregated one first and falls back to it).
+The resources are the package's kinds (``karpenter_policy.kube.objects.KINDS``) and the server's own
+(tests/kube/apiserver/kinds.py) with the names, short names and subresources of Kubernetes 1.28; discovery is the
+legacy, unaggregated form (kubectl asks for the aggregated one first and falls back to it).
 """
 
 from __future__ import annotations
@@ -16,6 +15,9 @@ from typing import Any
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Kind
 
+from .apiserver import kinds
+from .apiserver.kinds import ALL_KINDS, REVIEWS
+
 SERVER_VERSION = {
     "major": "1", "minor": "28", "gitVersion": "v1.28.0", "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean", "buildDate": "2023-08-15T00:00:00Z", "goVersion": "go1.20.7", "compiler": "gc",
@@ -23,6 +25,14 @@ SERVER_VERSION = {
 }
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+#: Subresources that are not the object itself: their kind, verbs, and group and version when not the parent's.
+_SUBRESOURCES: dict[str, tuple[str, list[str], str, str]] = {
+    "binding": ("Binding", ["create"], "", ""),
+    "eviction": ("Eviction", ["create"], "policy", "v1"),
+    "scale": ("Scale", ["get", "patch", "update"], "autoscaling", "v1"),
+    "token": ("TokenRequest", ["create"], "authentication.k8s.io", "v1"),
+    "log": ("Pod", ["get"], "", ""),
+}
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,7 @@ class Resource:
 RESOURCES = {
     resource.kind.plural: resource
     for resource in (
-        Resource(objects.POD, "pod", ("po",), ("status", "binding", "eviction")),
+        Resource(objects.POD, "pod", ("po",), ("status", "binding", "eviction", "log")),
         Resource(objects.NODE, "node", ("no",), ("status",)),
         Resource(objects.NAMESPACE, "namespace", ("ns",), ("status",)),
         Resource(objects.CONFIG_MAP, "configmap", ("cm",)),
@@ -44,9 +54,18 @@ RESOURCES = {
         Resource(objects.LEASE, "lease"),
         Resource(objects.POD_DISRUPTION_BUDGET, "poddisruptionbudget", ("pdb",), ("status",)),
         Resource(objects.DAEMON_SET, "daemonset", ("ds",), ("status",)),
+        Resource(kinds.DEPLOYMENT, "deployment", ("deploy",), ("status", "scale")),
+        Resource(kinds.REPLICA_SET, "replicaset", ("rs",), ("status", "scale")),
+        Resource(kinds.SERVICE_ACCOUNT, "serviceaccount", ("sa",), ("token",)),
+        Resource(kinds.SECRET, "secret"),
+        Resource(kinds.ROLE, "role"),
+        Resource(kinds.ROLE_BINDING, "rolebinding"),
+        Resource(kinds.CLUSTER_ROLE, "clusterrole"),
+        Resource(kinds.CLUSTER_ROLE_BINDING, "clusterrolebinding"),
+        Resource(kinds.SELF_SUBJECT_ACCESS_REVIEW, "selfsubjectaccessreview"),
     )
 }
-KINDS_BY_PATH = {(kind.group, kind.version, kind.plural): kind for kind in objects.KINDS}
+KINDS_BY_PATH = {(kind.group, kind.version, kind.plural): kind for kind in ALL_KINDS}
 
 
 @dataclass(frozen=True)
@@ -107,7 +126,7 @@ def discovery(path: ApiPath, host: str) -> dict[str, Any] | None:
 
 def _groups() -> dict[str, dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
-    for kind in objects.KINDS:
+    for kind in ALL_KINDS:
         if kind.group:
             entry = {"groupVersion": kind.api_version, "version": kind.version}
             group = groups.setdefault(kind.group, {"name": kind.group, "versions": [], "preferredVersion": entry})
@@ -122,40 +141,14 @@ def _resource_list(group_version: str) -> dict[str, Any]:
         kind = resource.kind
         if kind.api_version != group_version:
             continue
+        verbs = ["create"] if kind in REVIEWS else VERBS
         resources.append({"name": kind.plural, "singularName": resource.singular, "namespaced": kind.namespaced,
-                          "kind": kind.kind, "verbs": VERBS, "shortNames": list(resource.short_names)})
+                          "kind": kind.kind, "verbs": verbs, "shortNames": list(resource.short_names)})
         for sub in resource.subresources:
-            sub_kind, verbs = {"binding": ("Binding", ["create"]), "eviction": ("Eviction", ["create"])}.get(
-                sub, (kind.kind, ["get", "patch", "update"]))
-            group = "policy" if sub == "eviction" else ""
+            sub_kind, verbs, group, version = _SUBRESOURCES.get(sub, (kind.kind, ["get", "patch", "update"], "", ""))
             entry = {"name": f"{kind.plural}/{sub}", "singularName": "", "namespaced": kind.namespaced,
                      "kind": sub_kind, "verbs": verbs}
             if group:
-                entry.update(group=group, version="v1")
+                entry.update(group=group, version=version)
             resources.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
-
-
-def openapi_v3(path: str) -> dict[str, Any] | None:
-    """The OpenAPI v3 index (``/openapi/v3``) or a group version's document, reduced to its PATCH operations."""
-    group_versions = sorted({kind.api_version for kind in objects.KINDS})
-    prefix = {gv: ("api/" if "/" not in gv else "apis/") + gv for gv in group_versions}
-    if path.rstrip("/") == "/openapi/v3":
-        return {"paths": {url: {"serverRelativeURL": f"/openapi/v3/{url}?hash=emulated"} for url in prefix.values()}}
-    wanted = next((gv for gv, url in prefix.items() if path.rstrip("/") == f"/openapi/v3/{url}"), None)
-    if wanted is None:
-        return None
-    paths: dict[str, Any] = {}
-    for kind in objects.KINDS:
-        if kind.api_version != wanted:
-            continue
-        scope = "/namespaces/{namespace}" if kind.namespaced else ""
-        gvk = {"group": kind.group, "version": kind.version, "kind": kind.kind}
-        parameters = [{"name": name, "in": "query", "schema": {"type": "string"}}
-                      for name in ("dryRun", "fieldManager", "fieldValidation", "force")]
-        paths[f"/{prefix[wanted]}{scope}/{kind.plural}/{{name}}"] = {
-            "patch": {"operationId": f"patch{kind.kind}", "x-kubernetes-group-version-kind": gvk,
-                      "parameters": parameters, "responses": {"200": {"description": "OK"}}},
-        }
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
-            "paths": paths}

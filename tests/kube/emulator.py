@@ -29,6 +29,14 @@ every API URL):
   configuration into it as a strategic merge patch and records the manager in ``managedFields``; no
   conflict detection, and fields a manager stops applying are not removed), and Table answers to GETs
   that ask for them.
+- what a cluster serves beyond storage (tests/kube/apiserver/, one module per job): the kinds kubectl users
+  and the Helm chart's RBAC need (``kinds``: Deployments and ReplicaSets with ``metadata.generation`` and
+  ``/scale``, ServiceAccounts with ``/token``, Secrets, RBAC), OpenAPI v2 and v3 with Kubernetes' schemas and
+  ``fieldValidation=Strict`` (``openapi``), streaming lists (a watch with ``sendInitialEvents``), ``pods/log``'s
+  honest 400, token authentication and RBAC authorization with SelfSubjectAccessReview when ``authorize``
+  (``rbac``; then over HTTPS, ``tls``, and the SelfSubjectAccessReview kubectl sends in protobuf,
+  ``protobuf``), and, with :class:`EmulatorThread`'s ``control_plane``, the workload controllers, a
+  kube-scheduler stand-in and kubelets beside the server (``controlplane``).
 - fault injection: ``fail_next(n)`` answers the next n requests with 503; ``watch_outage()`` cuts open
   watches and answers lists and watches with 503 while it lasts (writes still work, so a test can change
   what a watcher misses); ``drop_watches()`` cuts open watches mid-stream.
@@ -41,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import copy
 import datetime
@@ -65,7 +74,12 @@ from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.kube.patches import apply_patch, patch_type_of
 from karpenter_policy.kube.selectors import label_selector_matches, parse_field_selector, parse_label_selector
 
-from .discovery import SERVER_VERSION, discovery, openapi_v3, parse_path
+from .apiserver import protobuf, rbac, subresources
+from .apiserver.controlplane import ControlPlane, ControlPlaneOptions
+from .apiserver.kinds import GENERATIONS, REVIEWS, SCALABLE, SELF_SUBJECT_ACCESS_REVIEW, SERVICE_ACCOUNT
+from .apiserver.openapi import openapi_v2, openapi_v3, unknown_fields
+from .apiserver.tls import Certificate
+from .discovery import SERVER_VERSION, ApiPath, discovery, parse_path
 from .tables import table, wants_table
 
 log = logging.getLogger(__name__)
@@ -96,6 +110,9 @@ def _failure(code: int, reason: str, message: str) -> kmock.KubernetesError:
 class ApiEmulator(kmock.KubernetesEmulator):
     history_window: int = 1000
     seed_namespaces: bool = False
+    #: Authenticate requests by token and authorize them with RBAC (tests/kube/apiserver/rbac.py); off, every
+    #: request is allowed, whatever its token.
+    authorize: bool = False
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _version: int = attrs.field(default=1, init=False)  # never "0", which a watch reads as "current state"
     _log: list[Change] = attrs.field(factory=list, init=False)
@@ -111,6 +128,9 @@ class ApiEmulator(kmock.KubernetesEmulator):
     _pages: dict[str, tuple[int, list[Obj]]] = attrs.field(factory=dict, init=False)
     _tokens: int = attrs.field(default=0, init=False)
     _expire_after: int | None = attrs.field(default=None, init=False)
+    _bearer_tokens: rbac.Tokens = attrs.field(factory=rbac.Tokens, init=False)
+    #: Set on every stored change (any thread may wait on it: the control plane does).
+    written: threading.Event = attrs.field(factory=threading.Event, init=False)
 
     # -- controls for tests (any thread) ----------------------------------------------------------------
 
@@ -176,9 +196,12 @@ class ApiEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         method = str(request.method.value)
         path = parse_path(request.url.path)
+        user = self._authorized(request, method, path)
         if path is None or path.plural is None:
             if method == "GET" and request.url.path.rstrip("/") == "/version":
                 return aiohttp.web.json_response(SERVER_VERSION)
+            if method == "GET" and request.url.path.rstrip("/") == "/openapi/v2" and (v2 := openapi_v2()):
+                return aiohttp.web.json_response(v2)
             if method == "GET" and (openapi := openapi_v3(request.url.path)) is not None:
                 return aiohttp.web.json_response(openapi)
             if method == "GET" and path is not None:
@@ -195,6 +218,14 @@ class ApiEmulator(kmock.KubernetesEmulator):
                 raise _failure(503, "ServiceUnavailable", "the emulated API server is unavailable")
         if method == "GET" and request.params.get("watch") in ("true", "1"):
             return await self._watch(request, kind)
+        if method == "POST" and kind == SELF_SUBJECT_ACCESS_REVIEW:
+            with self._state:
+                review = rbac.access_review(user, _body(request), self._stored)
+            return aiohttp.web.json_response(review, status=201)
+        if kind in REVIEWS:
+            raise _failure(405, "MethodNotAllowed", f"{kind.plural} are only created (answered, never stored)")
+        if method in ("POST", "PUT") and not request.subresource:
+            _check_fields(kind, request, _body(request))
         options = request.data if method == "DELETE" and isinstance(request.data, dict) else {}
         dry_run = request.params.get("dryRun") == "All" or options.get("dryRun") == ["All"]
         if request.params.get("dryRun") not in (None, "", "All"):
@@ -218,10 +249,22 @@ class ApiEmulator(kmock.KubernetesEmulator):
             raise _failure(404, "NotFound", f"{kind.plural} is namespaced: /namespaces/<namespace>/{kind.plural}/…")
         if method == "GET" and name is None:
             return 200, self._list(kind, namespace, request.params)
+        if method == "GET" and sub == "scale" and kind in SCALABLE:
+            return 200, subresources.scale_of(self._current(kind, namespace, name))
+        if method == "GET" and sub == "log" and kind == objects.POD:
+            pod = self._current(kind, namespace, name)
+            raise _failure(400, "BadRequest", f'the test API server runs no containers: pod "{name}" has no logs '
+                                              f'(phase {(pod.get("status") or {}).get("phase", "Pending")})')
+        if method == "GET" and sub not in (None, "status"):
+            raise _failure(404, "NotFound", f"{kind.plural}/{sub} is not served")
         if method == "GET":
             return 200, copy.deepcopy(self._current(kind, namespace, name))
         if method == "POST" and name is None:
             return 201, self._create(kind, namespace, _body(request), dry_run)
+        if method == "POST" and name and sub == "token" and kind == SERVICE_ACCOUNT:
+            return 201, self._token_request(namespace or "default", name, _body(request))
+        if method in ("PUT", "PATCH") and name and sub == "scale" and kind in SCALABLE:
+            return 200, self._scale(kind, namespace, name, request, dry_run)
         if method == "POST" and name and sub == "binding" and kind == objects.POD:
             return 201, self._bind(namespace, name, _body(request), dry_run)
         if method == "POST" and name and sub == "eviction" and kind == objects.POD:
@@ -236,7 +279,40 @@ class ApiEmulator(kmock.KubernetesEmulator):
             return 200, self._delete(kind, namespace, name, request.data or {}, dry_run)
         raise _failure(405, "MethodNotAllowed", f"{method} {request.url.path} is not served")
 
+    def _authorized(self, request: kmock.Request, method: str, path: ApiPath | None) -> rbac.User:
+        """The user a request acts as, once RBAC allowed it (401 or 403 otherwise); everyone is the admin when the
+        server does not authorize."""
+        if not self.authorize:
+            return rbac.ADMIN
+        try:
+            with self._state:
+                return rbac.authorize(self._bearer_tokens, method, request.url.path, path, request.headers,
+                                      request.params, self._stored)
+        except rbac.Refused as refused:
+            raise _failure(refused.code, refused.reason, refused.message) from None
+
     # -- the operations (with the state lock held) ------------------------------------------------------
+
+    def _token_request(self, namespace: str, name: str, body: Obj) -> Obj:
+        """TokenRequest (``kubectl create token``): a bearer token of the ServiceAccount (it never expires here)."""
+        self._current(SERVICE_ACCOUNT, namespace, name)
+        return subresources.token_request(namespace, name, body, self._bearer_tokens.issue(namespace, name))
+
+    def _scale(self, kind: Kind, namespace: str | None, name: str, request: kmock.Request, dry_run: bool) -> Obj:
+        """The /scale subresource (``kubectl scale``): a PUT or patch of the Scale sets ``spec.replicas``."""
+        current = self._current(kind, namespace, name)
+        if str(request.method.value) == "PUT":
+            proposed = _body(request)
+        else:
+            proposed = apply_patch(subresources.scale_of(current), request.data, patch_type_of(_content_type(request)))
+        self._precondition(kind, current, objects.resource_version(proposed))
+        replicas = subresources.replicas_of(proposed)
+        if replicas is None:
+            raise _failure(422, "Invalid", "spec.replicas: Invalid value: must be a number >= 0")
+        updated = copy.deepcopy(current)
+        updated.setdefault("spec", {})["replicas"] = replicas
+        return subresources.scale_of(self._write(kind, current, updated, None, dry_run))
+
 
     def _key(self, kind: Kind, namespace: str | None, name: str) -> tuple[Any, str | None, str]:
         return (kmock.resource(kind.group, kind.version, kind.plural), namespace if kind.namespaced else None, name)
@@ -317,6 +393,8 @@ class ApiEmulator(kmock.KubernetesEmulator):
             raise _failure(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now())
+        if kind in GENERATIONS:
+            meta["generation"] = 1
         obj.update(apiVersion=kind.api_version, kind=kind.kind)
         if dry_run:
             return obj
@@ -341,6 +419,8 @@ class ApiEmulator(kmock.KubernetesEmulator):
     ) -> Obj:
         current = self._current(kind, namespace, name)
         patched = apply_patch(current, request.data, patch_type_of(_content_type(request)))
+        if sub is None:
+            _check_fields(kind, request, patched)
         self._precondition(kind, current, objects.resource_version(patched))
         return self._write(kind, current, patched, sub, dry_run)
 
@@ -389,11 +469,13 @@ class ApiEmulator(kmock.KubernetesEmulator):
             raise _failure(404, "NotFound", f"{kind.plural}/{sub} is not served")
         new = copy.deepcopy(objects.written_part(kind, sub, current, proposed))
         meta = new.setdefault("metadata", {})
-        for kept in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+        for kept in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
             if kept in current["metadata"]:
                 meta[kept] = current["metadata"][kept]
             else:
                 meta.pop(kept, None)
+        if kind in GENERATIONS and new.get("spec") != current.get("spec"):
+            meta["generation"] = int(meta.get("generation") or 0) + 1
         new.update(apiVersion=kind.api_version, kind=kind.kind)
         _check_writable(kind, new)
         if dry_run:
@@ -466,6 +548,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
         return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
 
     def _append(self, change: Change) -> None:
+        self.written.set()
         self._log.append(change)
         if len(self._log) > self.history_window:
             self._forgotten = self._log[0].version
@@ -490,13 +573,18 @@ class ApiEmulator(kmock.KubernetesEmulator):
         timeout = float(params.get("timeoutSeconds") or 1800)
         bookmarks = params.get("allowWatchBookmarks") == "true"
         resource_version = params.get("resourceVersion") or ""
+        initial_events = params.get("sendInitialEvents") == "true"  # a streaming list (client-go's WatchList)
         with self._state:
             self.watch_requests += 1
             epoch = self._epoch
-            if resource_version in ("", "0"):
+            if resource_version in ("", "0") or initial_events:
                 current = [obj for obj in self._stored(kind) if matches(obj)]
                 pending = [{"type": "ADDED", "object": copy.deepcopy(obj)} for obj in current]
                 position = self._version
+                if initial_events:  # the end of the initial state, as the API server marks it
+                    end = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {
+                        "resourceVersion": str(position), "annotations": {"k8s.io/initial-events-end": "true"}}}
+                    pending.append({"type": "BOOKMARK", "object": end})
             else:
                 pending, position = [], int(resource_version)
         response = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -554,6 +642,16 @@ class ApiEmulator(kmock.KubernetesEmulator):
         return {"type": change.type, "object": copy.deepcopy(change.object)} if now else None
 
 
+def _check_fields(kind: Kind, request: kmock.Request, obj: Obj) -> None:
+    """``fieldValidation=Strict`` (kubectl's default ``--validate=strict``): 400 for fields the schema lacks."""
+    if request.params.get("fieldValidation") != "Strict":
+        return
+    unknown = unknown_fields(kind, obj)
+    if unknown:
+        fields = ", ".join(f'unknown field "{field}"' for field in unknown)
+        raise _failure(400, "BadRequest", f"strict decoding error: {fields}")
+
+
 def _check_writable(kind: Kind, obj: Obj) -> None:
     """422 for metadata the API server's validation refuses (labels that are not strings, …)."""
     try:
@@ -609,8 +707,16 @@ async def _parse_request(raw_request: aiohttp.web.BaseRequest, number: int) -> k
     body = await raw_request.read()
     content_type = raw_request.headers.get("Content-Type", "").split(";")[0].strip()
     data: Any = None
+    if body and content_type == protobuf.CONTENT_TYPE:
+        try:
+            data = protobuf.decode(body)
+        except protobuf.ProtobufError as error:  # 415, as for any encoding the server does not read
+            raise _failure(415, "UnsupportedMediaType", f"the body of type {content_type!r} is not supported: "
+                                                        f"{error}") from None
+        body = json.dumps(data).encode()
+        content_type = "application/json"
     if body and content_type not in ("", "application/json", APPLY_PATCH) and not content_type.endswith("+json"):
-        # protobuf and other encodings: 415 makes client-go fall back to JSON, as with a server without them
+        # other encodings (other protobuf bodies too: tests/kube/apiserver/protobuf.py): 415 Unsupported Media Type
         raise _failure(415, "UnsupportedMediaType", f"the body of type {content_type!r} is not supported")
     if body:
         try:
@@ -631,11 +737,17 @@ async def _parse_request(raw_request: aiohttp.web.BaseRequest, number: int) -> k
 
 class EmulatorThread:
     """Serve an :class:`ApiEmulator` on a loopback port (``port=0``: any free one) from its own thread and
-    event loop; other keyword arguments are the emulator's (``seed_namespaces=True``, ``history_window``)."""
+    event loop; other keyword arguments are the emulator's (``seed_namespaces=True``, ``history_window``,
+    ``authorize=True``). With ``control_plane``, the Deployment and ReplicaSet controllers, the kube-scheduler
+    stand-in and the kubelets run beside it (tests/kube/apiserver/controlplane.py)."""
 
-    def __init__(self, port: int = 0, **options: Any) -> None:
+    def __init__(self, port: int = 0, control_plane: ControlPlaneOptions | None = None, **options: Any) -> None:
         self._port = port
         self._options = options
+        self._control_plane_options = control_plane
+        self.control_plane: ControlPlane | None = None
+        #: HTTPS when the server authenticates (kubectl sends a token over HTTPS only)
+        self.certificate = Certificate() if options.get("authorize") else None
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),), daemon=True)
@@ -644,7 +756,9 @@ class EmulatorThread:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        server_options = {"port": self._port} if self._port else {}
+        server_options: dict[str, Any] = {"port": self._port} if self._port else {}
+        if self.certificate is not None:
+            server_options["server_cls"] = self.certificate.server_class()
         async with ApiEmulator(**self._options) as emulator, kmock.Server(emulator, **server_options) as server:
             emulator._loop = asyncio.get_running_loop()
             emulator._wakeup = asyncio.Event()
@@ -659,26 +773,40 @@ class EmulatorThread:
         self._thread.start()
         if not self._ready.wait(30):
             raise RuntimeError("the API emulator did not start within 30 s")
+        if self._control_plane_options is not None:
+            ca_file = str(self.certificate.path) if self.certificate is not None else None
+            self.control_plane = ControlPlane(self.url, self.emulator.written, self._control_plane_options, ca_file)
+            self.control_plane.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self.control_plane is not None:
+            self.control_plane.stop()
         self.emulator.drop_watches()
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
         self._loop.close()
+        if self.certificate is not None:
+            self.certificate.close()
 
-    def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
-        """A kubeconfig whose current context is this server (plain HTTP, a token it ignores), for kubectl
-        and for ``karpenter-policy reconcile --kubeconfig``."""
-        return write_kubeconfig(path, self.url, namespace)
+    def write_kubeconfig(self, path: Path, namespace: str = "default", token: str = rbac.ADMIN_TOKEN) -> Path:
+        """A kubeconfig whose current context is this server (plain HTTP; the admin's token unless given a
+        ServiceAccount's), for kubectl and for ``karpenter-policy reconcile --kubeconfig``."""
+        ca = self.certificate.pem if self.certificate is not None else None
+        return write_kubeconfig(path, self.url, namespace, token, ca)
 
 
-def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
+def write_kubeconfig(
+    path: Path, url: str, namespace: str = "default", token: str = rbac.ADMIN_TOKEN, ca: bytes | None = None
+) -> Path:
+    cluster: dict[str, str] = {"server": url}
+    if ca is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "emulated", "cluster": {"server": url}}],
-        "users": [{"name": "emulated", "user": {"token": "emulated"}}],
+        "clusters": [{"name": "emulated", "cluster": cluster}],
+        "users": [{"name": "emulated", "user": {"token": token}}],
         "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "emulated",
                                                       "namespace": namespace}}],
         "current-context": "emulated",
@@ -693,11 +821,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="loopback port to serve on (default: any free one)")
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for this server here")
     parser.add_argument("--no-namespaces", action="store_true", help="do not create default, kube-system, …")
+    parser.add_argument("--rbac", action="store_true",
+                        help="authenticate by token and authorize with RBAC (the kubeconfig's token is the admin's)")
+    parser.add_argument("--control-plane", action="store_true",
+                        help="run Deployment and ReplicaSet controllers, a scheduler and kubelets beside the server")
+    parser.add_argument("--join-after", type=float, default=1.0, help="seconds before a Node's kubelet joins")
+    parser.add_argument("--never-join", action="append", default=[], metavar="INSTANCE_TYPE",
+                        help="a type whose kubelet never joins (repeatable)")
     args = parser.parse_args(argv)
+    control_plane = ControlPlaneOptions(args.join_after, frozenset(args.never_join)) if args.control_plane else None
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with EmulatorThread(port=args.port, seed_namespaces=not args.no_namespaces) as server:
+    with EmulatorThread(port=args.port, control_plane=control_plane, seed_namespaces=not args.no_namespaces,
+                        authorize=args.rbac) as server:
         if args.kubeconfig:
             server.write_kubeconfig(args.kubeconfig)
         print(f"serving the Kubernetes API emulator on {server.url}", flush=True)

@@ -1,6 +1,6 @@
 """The Table form of a GET (``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``), which ``kubectl get``
 asks for and prints as is: the test API server's columns for the kinds kubectl users look at (pods, nodes,
-namespaces, events; every other kind gets Name and Age), close to a real server's.
+namespaces, events, deployments, replicasets; every other kind gets Name and Age), close to a real server's.
 
 Each row carries the object's metadata (``PartialObjectMetadata``), or the whole object with
 ``includeObject=Object``, so kubectl can add its NAMESPACE column and print labels.
@@ -124,6 +124,20 @@ _COLUMNS: dict[str, list[Column]] = {
         _NAME,
         ("Status", 0, _cell(lambda ns: _status(ns).get("phase")
                             or ("Terminating" if objects.is_deleting(ns) else "Active"))),
+        _AGE,
+    ],
+    "Deployment": [
+        _NAME,
+        ("Ready", 0, _cell(lambda d: f"{_status(d).get('readyReplicas', 0)}/{(d.get('spec') or {}).get('replicas')}")),
+        ("Up-to-date", 0, _cell(lambda d: _status(d).get("updatedReplicas", 0))),
+        ("Available", 0, _cell(lambda d: _status(d).get("availableReplicas", 0))),
+        _AGE,
+    ],
+    "ReplicaSet": [
+        _NAME,
+        ("Desired", 0, _cell(lambda rs: (rs.get("spec") or {}).get("replicas", 1))),
+        ("Current", 0, _cell(lambda rs: _status(rs).get("replicas", 0))),
+        ("Ready", 0, _cell(lambda rs: _status(rs).get("readyReplicas", 0))),
         _AGE,
     ],
     "Event": [

@@ -41,9 +41,13 @@ def test_discovery_names_each_group_version_and_its_resources(kubectl: Kubectl) 
     assert core["groupVersion"] == "v1"
     assert {"pods", "pods/binding", "pods/eviction", "nodes", "namespaces", "events", "configmaps"} <= {
         r["name"] for r in core["resources"]}
-    assert versions == ["apps/v1", "coordination.k8s.io/v1", "policy/v1", "v1"]
-    assert {"pods", "nodes", "namespaces", "events", "configmaps", "leases.coordination.k8s.io",
-            "poddisruptionbudgets.policy", "daemonsets.apps"} == set(resources)
+    assert versions == ["apps/v1", "authorization.k8s.io/v1", "coordination.k8s.io/v1", "policy/v1",
+                        "rbac.authorization.k8s.io/v1", "v1"]
+    assert {"pods", "nodes", "namespaces", "events", "configmaps", "serviceaccounts", "secrets",
+            "leases.coordination.k8s.io", "poddisruptionbudgets.policy", "daemonsets.apps", "deployments.apps",
+            "replicasets.apps", "selfsubjectaccessreviews.authorization.k8s.io",
+            "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
+            "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io"} == set(resources)
 
 
 def test_kubectl_lists_what_the_cluster_holds_in_every_namespace(kubectl: Kubectl) -> None:

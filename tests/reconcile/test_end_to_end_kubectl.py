@@ -61,20 +61,33 @@ def compiled_quick_ttl(tmp_path: Path) -> Path:
 
 
 class Kubectl:
-    def __init__(self, kubeconfig: Path, cache: Path) -> None:
+    """kubectl on one kubeconfig; ``transcript`` records each command but the ``items`` reads, with its output."""
+
+    def __init__(self, kubeconfig: Path, cache: Path, timeout: float = 60) -> None:
         self.binary = kubectl_binary()
         self.kubeconfig = kubeconfig
         self.cache = cache
+        self.timeout = timeout
+        self.transcript: list[str] = []
 
-    def __call__(self, *args: str, stdin: str | None = None) -> str:
+    def run(self, *args: str, stdin: str | None = None, record: bool = True) -> subprocess.CompletedProcess[str]:
         command = [self.binary, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache}",
                    "--request-timeout=30s", *args]
-        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=self.timeout,
+                              check=False)
+        if record:
+            self.transcript.append(f"$ kubectl {' '.join(args)}\n{done.stdout}{done.stderr}".rstrip())
+        return done
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str:
+        done = self.run(*args, stdin=stdin)
         assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
         return done.stdout
 
     def items(self, *args: str) -> list[dict[str, Any]]:
-        listed: list[dict[str, Any]] = json.loads(self("get", *args, "-o", "json"))["items"]
+        done = self.run("get", *args, "-o", "json", record=False)
+        assert done.returncode == 0, f"kubectl get {' '.join(args)} failed: {done.stderr}"
+        listed: list[dict[str, Any]] = json.loads(done.stdout)["items"]
         return listed
 
 
