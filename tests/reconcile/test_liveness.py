@@ -150,6 +150,20 @@ def test_the_next_step_is_due_when_the_ttl_runs_out(spot_build: Path) -> None:
     assert controller.next_due() == pytest.approx(launched + 300, abs=1)
 
 
+def test_the_threaded_runner_deletes_a_node_that_never_joins(spot_build: Path) -> None:
+    """In real time: the provisioning thread wakes for the TTL (no event comes) and termination terminates."""
+    types = [instance_type(BAD, [(ZONE, "spot", 0.05)]), instance_type(GOOD, [(ZONE, "spot", 0.08)])]
+    scene = Scene(spot_build, types=types, never_join=[BAD], real_time=True)
+    with scene.runner(batch_idle=0.2, registration_ttl=1.5):
+        scene.add_pods("job", 2, cpu="500m")
+        assert scene.wait(lambda: bool(scene.instances()), 30), "no launch"
+        (instance,) = scene.instances()
+        assert instance.instance_type == BAD
+        assert scene.wait(lambda: not scene.nodes() and not scene.instances(), 30), "not deleted"
+    (event,) = scene.events(REASON_REGISTRATION_TIMEOUT)
+    assert f"instance {instance.id}" in event["message"]
+
+
 def test_a_node_that_joined_is_kept_whatever_its_kubelet_does_later(spot_build: Path) -> None:
     """`machine_liveness_test.go`: the node registered, it is kept past the TTL — here also once its kubelet stops
     posting (the node lifecycle controller marks it Unknown, `NodeStatusUnknown`)."""
