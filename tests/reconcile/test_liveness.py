@@ -166,7 +166,8 @@ def test_the_threaded_runner_deletes_a_node_that_never_joins(spot_build: Path) -
 
 def test_a_node_that_joined_is_kept_whatever_its_kubelet_does_later(spot_build: Path) -> None:
     """`machine_liveness_test.go`: the node registered, it is kept past the TTL — here also once its kubelet stops
-    posting (the node lifecycle controller marks it Unknown, `NodeStatusUnknown`)."""
+    posting (the node lifecycle controller marks it Unknown, `NodeStatusUnknown`), whatever its status says
+    later."""
     scene = Scene(spot_build, types=[instance_type(GOOD, [(ZONE, "spot", 0.08)])])
     scene.add_deployment("web", 2, cpu="500m")
     controller = scene.controller()
@@ -176,7 +177,10 @@ def test_a_node_that_joined_is_kept_whatever_its_kubelet_does_later(spot_build: 
              "message": "Kubelet stopped posting node status."}]
     scene.cluster.patch(objects.NODE, good, {"status": {"conditions": lost}}, subresource="status")
     scene.kubelet.never_join = frozenset({GOOD})  # and it never comes back
-    scene.run(controller, 2 * TTL, every=10)
+    scene.run(controller, TTL, every=10)
+    scene.cluster.patch(objects.NODE, good, {"status": {"conditions": None}}, subresource="status")
+    assert not node_info.kubelet_joined(scene.nodes()[good])
+    scene.run(controller, TTL + 60, every=10)
     assert good in scene.nodes() and not objects.is_deleting(scene.nodes()[good])
     assert terminated(controller) == 0 and scene.events(REASON_REGISTRATION_TIMEOUT) == []
 

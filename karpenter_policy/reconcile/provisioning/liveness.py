@@ -49,6 +49,7 @@ class Liveness:
     def __init__(self, context: Context) -> None:
         self.context = context
         self._since: dict[str, tuple[str, float]] = {}  # unjoined node → (its uid, when its age started)
+        self._joined: set[str] = set()  # uids of the nodes of ours that joined once (never timed again)
         self._lock = threading.Lock()
         context.state.subscribe(self._on_change)
 
@@ -61,15 +62,16 @@ class Liveness:
             if not isinstance(after, NodeRecord):
                 if isinstance(change.before, NodeRecord):
                     self._since.pop(change.before.name, None)
+                    self._joined.discard(change.before.uid)
                 return
-            if not after.ours or after.joined or after.deleting:
-                self._since.pop(after.name, None)
+            if after.ours and after.joined:
+                self._joined.add(after.uid)
+            if not after.ours or after.deleting or after.uid in self._joined:
+                self._since.pop(after.name, None)  # it joined once: whatever its kubelet does later is not ours
                 return
             known = self._since.get(after.name)
             if known is not None and known[0] == after.uid:
                 return
-            if isinstance(change.before, NodeRecord) and change.before.uid == after.uid and change.before.joined:
-                return  # it joined once: a kubelet that stopped posting is not liveness's
             launch = self.context.inflight.get(after.name)
             since = launch.launched_at if launch is not None else self.context.clock()
             self._since[after.name] = (after.uid, since)
@@ -80,11 +82,6 @@ class Liveness:
             if not self._since:
                 return None
             return min(since for _, since in self._since.values()) + self.context.options.registration_ttl
-
-    def waiting(self) -> set[str]:
-        """The nodes of ours whose kubelet has not joined yet (names)."""
-        with self._lock:
-            return set(self._since)
 
     def reconcile(self, result: ReconcileResult) -> None:
         """Delete the nodes whose kubelet has not joined within the registration TTL (see the module docstring)."""
