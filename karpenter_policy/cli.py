@@ -785,6 +785,12 @@ def webhook(**options: object) -> None:
 @click.option("--leader-election-namespace", help="Namespace of the Lease (default: the pod's, else default).")
 @click.option("--strategy", type=click.Choice(("cost", "karpenter")), default="cost", show_default=True)
 @click.option("--interruption-queue", metavar="NAME", help="SQS queue of EventBridge interruption events.")
+@click.option(
+    "--registration-ttl",
+    default="15m",
+    show_default=True,
+    help="Delete a node whose kubelet has not joined this long after its launch (Karpenter's liveness).",
+)
 def reconcile(**options: object) -> None:
     """Launch EC2 nodes for pending pods from compiled constraint sets: watch, batch, schedule (the code of
     `check --workloads`), CreateFleet, register the node, bind (see docs/reconcile.md)."""

@@ -45,7 +45,7 @@ from karpenter_policy.reconcile.constraints import Loaded, Refused, SourceError,
 from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, ControllerOptions
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.metrics import Metrics
-from karpenter_policy.reconcile.options import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS
+from karpenter_policy.reconcile.options import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, DEFAULT_REGISTRATION_TTL
 from karpenter_policy.reconcile.probes import ProbeServer
 from karpenter_policy.reconcile.runner import Runner
 from karpenter_policy.scheduling import STRATEGIES
@@ -94,6 +94,7 @@ class ReconcileOptions:
     leader_election_namespace: str | None = None
     strategy: str = STRATEGIES[0]
     interruption_queue: str | None = None
+    registration_ttl: float = DEFAULT_REGISTRATION_TTL
 
 
 def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
@@ -127,6 +128,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
         leader_election_namespace=raw.get("leader_election_namespace"),
         strategy=str(raw.get("strategy") or STRATEGIES[0]),
         interruption_queue=raw.get("interruption_queue") or None,
+        registration_ttl=parse_duration(str(raw.get("registration_ttl") or "15m"), "--registration-ttl"),
     )
 
 
@@ -252,6 +254,7 @@ def build(options: ReconcileOptions) -> Reconciler:
         unschedulable_only=options.unschedulable_only,
         bind_existing=not options.unschedulable_only,
         strategy=options.strategy,
+        registration_ttl=options.registration_ttl,
     )
     cloud = AwsCloudProvider(
         AwsConnection(

@@ -3,8 +3,9 @@
 The pieces (each in its room, each with its own bookkeeping, all sharing the `context`):
 
 * the **cluster state** (`state/`), fed by watch events: records, indexes, listeners;
-* **provisioning** (`provisioning/`): the provisioner (batch → schedule → launch → register → bind) and the node
-  lifecycle (launches in flight until settled, adoption after a restart, initialization);
+* **provisioning** (`provisioning/`): the provisioner (batch → schedule → launch → register → bind), the node
+  lifecycle (launches in flight until settled, adoption after a restart, initialization) and registration
+  liveness (a node whose kubelet never joins is deleted);
 * **termination** (`termination/`): the finalizer of our nodes being deleted — cordon, drain, terminate;
 * **disruption** (`disruption/`): emptiness (`ttlSecondsAfterEmpty`), and expiry, drift and consolidation
   decided under a time budget and carried out one command at a time;
@@ -12,11 +13,11 @@ The pieces (each in its room, each with its own bookkeeping, all sharing the `co
 * **interruption** (`interruption/`, wired by the runner): spot interruptions and AWS Health events.
 
 :meth:`Controller.reconcile_once` runs one step of every controller in a fixed order — the constraint sets, the
-launches in flight, garbage collection, initialization, emptiness, disruption, termination, then provisioning —
-after bringing the state up to date (`feed.sync()`). Simulations and step-driven tests run it in virtual time; it
-returns what it did (:class:`ReconcileResult`) and when it wants the next step. The threaded runner
-(:mod:`~karpenter_policy.reconcile.runner`) runs the same controllers on threads of their own instead, each woken
-by the events it cares about.
+launches in flight and registration liveness, garbage collection, initialization, emptiness, disruption,
+termination, then provisioning — after bringing the state up to date (`feed.sync()`). Simulations and
+step-driven tests run it in virtual time; it returns what it did (:class:`ReconcileResult`) and when it wants the
+next step. The threaded runner (:mod:`~karpenter_policy.reconcile.runner`) runs the same controllers on threads of
+their own instead, each woken by the events it cares about.
 
 Every time source is injected (`clock`: monotonic seconds for batching and retries; `wall_clock`: log times and
 ages).
@@ -49,6 +50,7 @@ from karpenter_policy.reconcile.metrics import (
 from karpenter_policy.reconcile.options import ControllerOptions
 from karpenter_policy.reconcile.provisioning.batcher import Batcher
 from karpenter_policy.reconcile.provisioning.lifecycle import NodeLifecycle
+from karpenter_policy.reconcile.provisioning.liveness import Liveness
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import LaunchedNode, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import ClusterState
@@ -102,6 +104,7 @@ class Controller:
         self._refused_since_taken = False  # a version was refused after the one in force was taken
         self.provisioner = Provisioner(self.context)
         self.lifecycle = NodeLifecycle(self.context, self.provisioner)
+        self.liveness = Liveness(self.context)
         self.emptiness = Emptiness(
             cluster, self.state, self.context.fields, metrics=metrics, recorder=self.context.events
         )
@@ -168,8 +171,9 @@ class Controller:
         """When the next step has something to do on its own: a batch window closes, a plan can be made ahead, a
         retry, a drain step, a TTL, a disruption decision."""
         due = self.provisioner.next_due()
-        if self._deprovision_due is not None:
-            due = self._deprovision_due if due is None else min(due, self._deprovision_due)
+        for other in (self._deprovision_due, self.liveness.next_due()):
+            if other is not None:
+                due = other if due is None else min(due, other)
         return due
 
     # --- one step of every controller ----------------------------------------------------------------------
@@ -183,6 +187,7 @@ class Controller:
             self.refresh_constraint_sets(result)
             self.lifecycle.register_pending(result)
             self.lifecycle.settle(result)
+            self.liveness.reconcile(result)
         with self.metrics.reconciling(GARBAGE_COLLECTION):
             self.collect_garbage(result)
         with provisioning.segment():

@@ -14,6 +14,9 @@ DEFAULT_MAX_SECONDS = 10.0
 DEFAULT_GC_INTERVAL = 120.0
 DEFAULT_INSTANCE_GRACE = 120.0
 DEFAULT_NODE_GRACE = 30.0
+#: Karpenter's registration TTL (`nodeclaim/lifecycle/liveness.go`, `registrationTTL`): a launched node whose kubelet
+#: has not joined within 15 minutes is deleted.
+DEFAULT_REGISTRATION_TTL = 900.0
 #: Karpenter's defaults: a decision every 10 s, consolidation validated after 15 s, replacements given 10 min.
 DEFAULT_DISRUPTION_INTERVAL = 10.0
 DEFAULT_VALIDATION = 15.0
@@ -45,6 +48,9 @@ class ControllerOptions:
     replans: int = 1
     #: A launched instance whose Node never shows up is forgotten after this many seconds.
     registration_timeout: float = 300.0
+    #: A node of ours whose kubelet has not joined this many seconds after its launch (or after this controller
+    #: first saw it) is deleted, its instance terminated (`provisioning.liveness`).
+    registration_ttl: float = DEFAULT_REGISTRATION_TTL
     #: Plan the batch ahead while its window is open and quiet (see `provisioning.ahead`); the plan is used when
     #: the window closes if nothing changed meanwhile.
     speculate: bool = True
@@ -68,6 +74,8 @@ class ControllerOptions:
             raise ValueError("a cluster name is required")
         if self.retry_interval <= 0 or self.registration_timeout <= 0 or self.replans < 0:
             raise ValueError("retry interval and registration timeout must be > 0, replans >= 0")
+        if self.registration_ttl <= 0:
+            raise ValueError("the registration TTL must be > 0")
         if self.single_node_budget <= 0 or self.multi_node_budget <= 0:
             raise ValueError("the decision budgets must be > 0")
 
@@ -80,6 +88,7 @@ __all__ = [
     "DEFAULT_MAX_SECONDS",
     "DEFAULT_MULTI_NODE_BUDGET",
     "DEFAULT_NODE_GRACE",
+    "DEFAULT_REGISTRATION_TTL",
     "DEFAULT_REPLACEMENT_TIMEOUT",
     "DEFAULT_SINGLE_NODE_BUDGET",
     "DEFAULT_VALIDATION",

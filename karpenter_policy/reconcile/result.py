@@ -92,6 +92,8 @@ class ReconcileResult:
     launched: list[LaunchedNode] = field(default_factory=list)
     bound: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node → pod keys bound this pass
     nominated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node → pod keys left to kube-scheduler
+    held: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node not joined yet → pod keys planned onto it
+    unregistered: list[str] = field(default_factory=list)  # nodes deleted: their kubelet never joined (liveness)
     unschedulable: dict[str, str] = field(default_factory=dict)  # pod key → why (PodFailure.message())
     errors: list[str] = field(default_factory=list)
     due: float | None = None

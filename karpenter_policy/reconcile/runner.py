@@ -1,9 +1,10 @@
 """Running the controllers in real time: informers feed the cluster state, and each controller works on a thread of
 its own, woken by the events it cares about — as Karpenter's controllers are.
 
-* **provisioning** (the provisioner and the node lifecycle): woken when a pod becomes pending (the batch window
-  then decides when to schedule), when a node changes that may be initialized, when the constraint sets change
-  (the ConfigMap's informer, or a directory polled every `resync`), and when a retry or a plan ahead is due;
+* **provisioning** (the provisioner, the node lifecycle and registration liveness): woken when a pod becomes
+  pending (the batch window then decides when to schedule), when a node changes that may be initialized, when
+  the constraint sets change (the ConfigMap's informer, or a directory polled every `resync`), and when a retry,
+  a plan ahead or a node's registration TTL is due;
 * **termination**: woken the moment a node of ours gets a deletionTimestamp and whenever a pod of a node it drains
   changes — it cordons within the event's handling, not at the next pass;
 * **emptiness**: woken when a node of ours or one of its pods changes, and when a TTL runs out;
@@ -203,9 +204,13 @@ class Runner:
         controller.refresh_constraint_sets(result)
         controller.lifecycle.register_pending(result)
         controller.lifecycle.settle(result)
+        controller.liveness.reconcile(result)
         controller.lifecycle.initialize()
         controller.provisioner.reconcile(result)
         due = controller.provisioner.next_due()
+        liveness = controller.liveness.next_due()
+        if liveness is not None:
+            due = liveness if due is None else min(due, liveness)
         if len(controller.inflight) or controller.lifecycle.pending_initialization:
             soon = self.clock() + INFLIGHT_CHECK
             due = soon if due is None else min(due, soon)

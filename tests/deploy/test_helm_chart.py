@@ -129,6 +129,18 @@ def test_every_flag_the_chart_passes_is_one_the_cli_accepts(extra: dict[str, Any
             assert arg.split("=", 1)[0] in accepted, (subcommand, arg)
 
 
+def test_the_registration_ttl_is_a_value_of_the_chart() -> None:
+    def controller_args(values: dict[str, Any]) -> list[str]:
+        (doc,) = (d for d in of_kind(render(values), "Deployment") if "controller" in d["metadata"]["name"])
+        arguments: list[str] = doc["spec"]["template"]["spec"]["containers"][0]["args"]
+        return arguments
+
+    assert "--registration-ttl=15m" in controller_args(dict(REQUIRED)), "Karpenter's 15 minutes by default"
+    assert "--registration-ttl=30m" in controller_args(merged(REQUIRED, {"controller": {"registrationTTL": "30m"}}))
+    with pytest.raises(Exception, match="registrationTTL|does not match"):
+        helm_chart.Chart.load(str(CHART)).validate_schema(merged(REQUIRED, {"controller": {"registrationTTL": "1x"}}))
+
+
 #: Every Kubernetes API call of `karpenter-policy reconcile` (kube/ and reconcile/): (API group, resource, verb).
 CONTROLLER_CALLS = {
     ("", "pods", "list"), ("", "pods", "watch"),                      # informer

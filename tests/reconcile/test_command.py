@@ -22,6 +22,7 @@ from profiles import fast_first
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
+from karpenter_policy.reconcile.command import options_from_cli
 
 from .conftest import CLUSTER, AwsWorkloads
 from .support import ROOT, inflate, run_cli
@@ -98,6 +99,7 @@ def test_an_unknown_log_level_is_refused() -> None:
         (["--batch-idle-duration", "1x"], "--batch-idle-duration '1x': expected a positive duration"),
         (["--batch-idle-duration", "20s"], "--batch-max-duration must be at least --batch-idle-duration"),
         (["--kubernetes-version", ""], "--kubernetes-version is required"),
+        (["--registration-ttl", "0m"], "--registration-ttl '0m': expected a positive duration"),
         (["--kubeconfig", "{missing}"], "kubeconfig"),
     ], unpack=True),
 )
@@ -117,6 +119,12 @@ def test_configuration_errors_exit_2_with_one_clear_line(
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_registration_ttl_is_read_from_the_command_line() -> None:
+    raw = {"constraints": "build", "cluster_name": CLUSTER}
+    assert options_from_cli(raw).registration_ttl == 900.0, "Karpenter's 15 minutes"
+    assert options_from_cli({**raw, "registration_ttl": "5m"}).registration_ttl == 300.0
 
 
 def test_a_corrupted_directory_at_start_up_is_refused(compiled: Path, offline_kubeconfig: Path, tmp_path: Path) -> None:

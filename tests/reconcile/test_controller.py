@@ -347,7 +347,11 @@ def test_a_restarted_controller_registers_the_instance_it_launched_instead_of_la
     restarted = make_harness(cloud=h.cloud, cluster=h.cluster)
     result = restarted.batch()
     assert result.launched == [] and len(h.cloud.requests) == 1  # type: ignore[attr-defined]
+    # The pods wait for the adopted node's kubelet to join (it was not launched for them), then go there.
+    assert result.held == {launched.node: ("default/inflate-0", "default/inflate-1", "default/inflate-2")}
+    restarted.batch()
     assert restarted.unbound() == [] and restarted.node(launched.node)
+    assert len(h.cloud.requests) == 1  # type: ignore[attr-defined]
     registered = f"registered node {launched.node} for instance {launched.instance_id}"
     assert any(m.startswith(registered) for m in h.messages())
 

@@ -27,6 +27,7 @@ from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.runner import Runner, run_in_thread
+from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
 
 from .conftest import CLUSTER, REGION, MakeHarness, fake_cloud
 from .support import FakeClock, Harness, container, create_all, inflate, pod
@@ -124,12 +125,23 @@ class SlowCloud(FakeCloudProvider):
 @pytest.fixture()
 def runner(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryCluster, Controller, Runner]]]:
     started: list[tuple[Runner, threading.Thread]] = []
+    stopping = threading.Event()
+    kubelets: dict[int, threading.Thread] = {}  # id of a cluster → the thread of its kubelets
+
+    def join(cluster: MemoryCluster) -> None:
+        """The launched nodes' kubelets: they join (pods planned onto a node that has not joined wait for it)."""
+        kubelet = FakeKubelet(cluster)
+        while not stopping.wait(0.05):
+            kubelet.sync()
 
     def start(
         cluster: MemoryCluster | None = None, cloud: Any = None, elector: LeaderElector | None = None,
         **options: Any,
     ) -> tuple[MemoryCluster, Controller, Runner]:
         cluster = cluster or MemoryCluster()
+        if id(cluster) not in kubelets:
+            kubelets[id(cluster)] = threading.Thread(target=join, args=(cluster,), daemon=True)
+            kubelets[id(cluster)].start()
         options.setdefault("batch_idle", 0.3)
         options.setdefault("batch_max", 3.0)
         controller = Controller(
@@ -141,10 +153,13 @@ def runner(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClust
         return cluster, controller, runner
 
     yield start
+    stopping.set()
     for started_runner, thread in started:
         started_runner.stop()
         thread.join(GENEROUS)
         assert not thread.is_alive(), "stop() ends the runner"
+    for kubelet in kubelets.values():
+        kubelet.join(GENEROUS)
 
 
 @pytest.mark.slow

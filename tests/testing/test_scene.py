@@ -132,3 +132,17 @@ def test_wait_looks_until_a_condition_holds_in_real_time(compiled: Path) -> None
     assert not scene.wait(lambda: False, 0.05)
     virtual = Scene(compiled)
     assert virtual.wait(lambda: True) and not virtual.wait(lambda: False, 3600), "virtual time: only now"
+
+
+def test_instances_of_a_never_join_type_launch_but_their_kubelet_never_joins(compiled: Path) -> None:
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge"], never_join=["m5.large"])
+    bad = scene.add_node("default", "m5.large", ready=False)
+    slow = scene.add_node("default", "m5.xlarge", ready=False)
+    assert "conditions" not in scene.nodes()[bad]["status"], "never joined: no status posted"
+    assert scene.nodes()[slow]["status"]["conditions"][0]["status"] == "False", "joined, NotReady"
+    scene.kubelet.sync()
+    scene.advance(45)
+    scene.kubelet.sync()
+    (ready,) = scene.nodes()[bad]["status"]["conditions"]
+    assert (ready["status"], ready["reason"]) == ("Unknown", "NodeStatusNeverUpdated"), "the node controller's mark"
+    assert scene.nodes()[slow]["status"]["conditions"][0]["status"] == "True"

@@ -7,9 +7,12 @@ read from the state when the window closes, not when it opened — goes to the s
 room, the nodes being launched, the DaemonSets and the node claim templates of the constraint sets in force (their
 admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
 launched (all at once), its Node registered and its pods bound; pods the plan puts on existing nodes are bound
-(no kube-scheduler) or nominated. A claim whose every offering lacked capacity has its pods scheduled again in the
-same pass without the offerings the cloud just refused. Pods no provisioner can take get a Warning Event
-`FailedScheduling` with the scheduler's reason, once per reason.
+(no kube-scheduler) or nominated. Only a launch's own batch is bound to a node whose kubelet has not joined yet
+(`nodes.kubelet_joined`): pods a later batch plans onto such a node are nominated and *held* — retried every
+`retry_interval`, and at once when its kubelet joins — so that a node that never joins (`liveness` deletes it)
+takes no more pods than it was launched for. A claim whose every offering lacked capacity has its pods scheduled
+again in the same pass without the offerings the cloud just refused. Pods no provisioner can take get a Warning
+Event `FailedScheduling` with the scheduler's reason, once per reason.
 
 **No pod is lost** — the invariant the tests hold it to: a provisionable pod that is not planned onto a launch in
 flight is always either in an open batch window or covered by a retry that is due. A pod that becomes pending
@@ -50,7 +53,7 @@ from karpenter_policy.reconcile.result import BatchWindow, LaunchedNode, Reconci
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.inflight import InFlightNode
-from karpenter_policy.reconcile.state.records import PodRecord
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, PodFailure, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
@@ -87,7 +90,15 @@ class Provisioner:
     # --- what wakes it -------------------------------------------------------------------------------------
 
     def _on_change(self, change: Change) -> None:
-        """The state saw a pod become pending: open or extend the batch window (runs under the state's lock)."""
+        """The state saw a pod become pending, or the kubelet of a node pods wait for join: open or extend the batch
+        window (runs under the state's lock)."""
+        if change.kind == "node":
+            after = change.after
+            if isinstance(after, NodeRecord) and after.joined and not (
+                isinstance(change.before, NodeRecord) and change.before.joined
+            ) and after.name in self._nominated.copy().values():
+                self._trigger()
+            return
         if change.kind != "pod" or not isinstance(change.after, PodRecord):
             return
         state = self.context.state
@@ -281,7 +292,8 @@ class Provisioner:
                 break
             pods = [pod for claim in retry for pod in claim.pods]
         context.metrics.pods_unschedulable.set(len(result.unschedulable))
-        left = bool(result.unschedulable or result.errors or retry)  # pods still pending: try again later
+        # Pods still pending (held for a node not joined yet among them): try again later.
+        left = bool(result.unschedulable or result.errors or retry or result.held)
         self._retry_at = context.clock() + context.options.retry_interval if left else None
 
     # --- reporting -----------------------------------------------------------------------------------------
@@ -319,7 +331,11 @@ class Provisioner:
             for pod in pods:
                 assigned[pod.uid] = (node_name, pod)
             entry = context.inflight.get(node_name)
-            if entry is not None:  # a node being launched: its pods are the controller's to bind
+            known = context.state.node(node_name)
+            if known is None or not known.joined:  # its kubelet has not joined: bound once it does (or never)
+                result.held[node_name] = tuple(p.key for p in pods)
+                self._nominate_existing(node_name, pods, inputs)
+            elif entry is not None:  # a node being launched: its pods are the controller's to bind
                 entry.pods.update((pod.uid, pod) for pod in pods)
                 if entry.registered:
                     self.bind(node_name, pods, entry, result)
@@ -327,12 +343,16 @@ class Provisioner:
                 self.bind(node_name, pods, None, result)
             else:
                 result.nominated[node_name] = tuple(p.key for p in pods)
-                for pod in pods:
-                    if self._nominated.get(pod.uid) != node_name:
-                        self._nominated[pod.uid] = node_name
-                        record = inputs.records.get(pod.uid)
-                        if record is not None:
-                            context.events.publish(events.nominated(record.obj, node_name))
+                self._nominate_existing(node_name, pods, inputs)
+
+    def _nominate_existing(self, node_name: str, pods: Sequence[Pod], inputs: SchedulingInputs) -> None:
+        """Nominate pods to a node that is there (an Event `Nominated` once per node a pod is planned onto)."""
+        for pod in pods:
+            if self._nominated.get(pod.uid) != node_name:
+                self._nominated[pod.uid] = node_name
+                record = inputs.records.get(pod.uid)
+                if record is not None:
+                    self.context.events.publish(events.nominated(record.obj, node_name))
 
     def _launch(self, claims: Sequence[ClaimPlan], templates: Templates, result: ReconcileResult) -> list[ClaimPlan]:
         """Launch every claim, register and bind; the claims that found no capacity at all."""

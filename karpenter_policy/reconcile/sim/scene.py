@@ -16,7 +16,9 @@ What a scene holds:
 
 * **the cluster** — the in-memory API server (:class:`~karpenter_policy.kube.memory.MemoryCluster`), with the
   kubelets' stand-in (:class:`~karpenter_policy.reconcile.sim.kubelet.FakeKubelet`) making launched nodes Ready
-  `node_startup` seconds after they appear and their pods Running;
+  `node_startup` seconds after they appear and their pods Running — except instances of the types in
+  `never_join`, whose kubelet never joins (a bad AMI or user data: the Node stays as registered, marked Ready
+  `Unknown` by the node lifecycle controller's stand-in, and its pods never start);
 * **the cloud** — the in-memory one selling the embedded catalog (or `types`), or any
   :class:`~karpenter_policy.cloud.provider.CloudProvider` given (moto's EC2: :func:`moto_cloud`);
 * **the clock** — a :class:`VirtualClock` every part reads (monotonic seconds and the wall clock they stand
@@ -159,6 +161,7 @@ class Scene:
         node_startup: float = 0.0,
         cluster: MemoryCluster | None = None,
         clock: VirtualClock | None = None,
+        never_join: Sequence[str] = (),
     ) -> None:
         if isinstance(constraints, Loaded):
             self.source: ConstraintSource = FixedSource(constraints)
@@ -178,7 +181,7 @@ class Scene:
             ]
             cloud = FakeCloudProvider(chosen, region=region, clock=self.clock, wall_clock=self.clock.wall)
         self.cloud = cloud
-        self.kubelet = FakeKubelet(self.cluster, self.clock, ready_after=node_startup)
+        self.kubelet = FakeKubelet(self.cluster, self.clock, ready_after=node_startup, never_join=never_join)
         self.deployments: list[Deployment] = []
         self._names = itertools.count(1)
         self._templates: tuple[Loaded, Templates] | None = None
@@ -215,10 +218,12 @@ class Scene:
     ) -> str:
         """A node of ours, as the controller registers one: its instance launched in the cloud first (in `zone`,
         default the provisioner's first allowed), its Node from the provisioner's template, Ready and labelled
-        initialized unless told otherwise, created `age` seconds ago. `annotations` None values remove one the
-        controller would set; `drifted`: stamped with another node hash than its provisioner's (as if the
-        provisioner's labels, taints, kubelet or node template had changed since it was launched); `finalizers`:
-        more finalizers than the controller's (its deletion waits for them). The Node's name."""
+        initialized unless told otherwise (not `ready`: its kubelet joined and reports it NotReady — unless its
+        type is one of the scene's `never_join`: then its kubelet never joined), created `age` seconds ago.
+        `annotations` None values remove one the controller would set; `drifted`: stamped with another node hash
+        than its provisioner's (as if the provisioner's labels, taints, kubelet or node template had changed since
+        it was launched); `finalizers`: more finalizers than the controller's (its deletion waits for them). The
+        Node's name."""
         constraint_set = next((s for s in self.loaded.sets if s.name == provisioner), None)
         if constraint_set is None:
             raise ValueError(f"no provisioner {provisioner} in {self.source.description}")
@@ -249,6 +254,8 @@ class Scene:
             node["spec"]["taints"] = [*node["spec"].get("taints", []), *taints]
         if ready:
             node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        elif instance_type not in self.kubelet.never_join:  # its kubelet joined: NotReady
+            node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
         if ready and initialized:
             meta["labels"][wk.INITIALIZED] = "true"
             startup = {(t.key, t.effect) for t in constraint_set.startup_taints}

@@ -85,6 +85,26 @@ def is_ready(node: Obj) -> bool:
     return False
 
 
+#: The node lifecycle controller's reason for the Ready condition of a Node whose kubelet never posted its status.
+NEVER_UPDATED = "NodeStatusNeverUpdated"
+
+
+def kubelet_joined(node: Obj) -> bool:
+    """Whether a kubelet has posted the Node's status (joined it): a Ready condition it reported, True or False,
+    or Unknown for another reason than :data:`NEVER_UPDATED` (a kubelet that posted once, then stopped), or
+    `status.nodeInfo.kubeletVersion` set. The Node the controller registers at launch has neither, and the node
+    lifecycle controller only ever marks it Unknown (`NodeStatusNeverUpdated`): until then it has not joined."""
+    status = node.get("status") or {}
+    info = status.get("nodeInfo")
+    if isinstance(info, dict) and info.get("kubeletVersion"):
+        return True
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            state = condition.get("status")
+            return state in ("True", "False") or (state == "Unknown" and condition.get("reason") != NEVER_UPDATED)
+    return False
+
+
 def is_ours(node: Obj) -> bool:
     """Registered by this controller (only such nodes are ever written to)."""
     return ANNOTATION_HASH in objects.annotations(node)
@@ -245,6 +265,7 @@ __all__ = [
     "ANNOTATION_NODE_HASH",
     "ANNOTATION_STARTUP_TAINTS",
     "EPHEMERAL_TAINT_KEYS",
+    "NEVER_UPDATED",
     "registration_patch",
     "instance_id",
     "instance_id_of",
@@ -252,6 +273,7 @@ __all__ = [
     "labelled_initialized",
     "is_ours",
     "is_ready",
+    "kubelet_joined",
     "node_name_for",
     "node_object",
     "node_taints",

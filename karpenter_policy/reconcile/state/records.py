@@ -170,6 +170,7 @@ class NodeRecord:
     instance_id: str
     ready: bool
     initialized: bool  # Karpenter's rule (`nodes.is_initialized`)
+    joined: bool  # a kubelet posted its status (`nodes.kubelet_joined`)
     created: str
     allocatable: Vector
     extended_allocatable: Mapping[str, int]
@@ -232,6 +233,7 @@ def node_record(obj: Any) -> NodeRecord:
         instance_id=node_info.instance_id(obj),
         ready=node_info.is_ready(obj),
         initialized=node_info.is_initialized(obj),
+        joined=node_info.kubelet_joined(obj),
         created=str(meta.get("creationTimestamp") or ""),
         allocatable=allocatable,
         extended_allocatable=extended,
