@@ -8,7 +8,7 @@ Node shows up — except for the instance type in ``never_join``.
 kubectl applies a Deployment; the scheduler stand-in marks its pods Unschedulable; the controller launches a node
 and binds them; the kubelet joins and `kubectl rollout status` completes. A second Deployment fits the node: the
 scheduler stand-in binds it. A Deployment pinned to the never-joining type gets a node whose kubelet never
-joins: its pods stay not Ready until the node is deleted. `kubectl delete node` drains a node and terminates its
+joins: its pods stay not Ready, and registration liveness deletes the node (`--registration-ttl`, 20 s here). `kubectl delete node` drains a node and terminates its
 instance, and the Deployment gets a new one; scaling to zero empties the nodes, whose ``ttlSecondsAfterEmpty``
 deletes them and terminates their instances. Any permission the chart does not grant fails the test: the
 controller's log is checked for refusals, and `kubectl auth can-i` asks for what the controller does.
@@ -39,6 +39,7 @@ from .test_end_to_end_kubectl import GENEROUS, Kubectl, free_port, probe, until
 chart = pytest.importorskip("deploy.chart", reason="helm-python-sdk (Helm's Go SDK) is not installed")
 
 NEVER_JOINS = "m5.large"  # the kubelets of this instance type never join
+REGISTRATION_TTL = "20s"
 RELEASE_NAMESPACE = "karpenter-policy"
 PROFILE = "KarpenterNodeInstanceProfile-workloads"
 ROLLOUT = f"--timeout={GENEROUS - 10:g}s"  # within the time kubectl is given
@@ -68,7 +69,9 @@ class Cluster:
 def _chart_values() -> dict[str, Any]:
     return chart.merged(chart.REQUIRED, {
         "cluster": {"name": CLUSTER, "kubernetesVersion": "1.27"},
-        "controller": {"defaultInstanceProfile": PROFILE, "batchIdleDuration": "200ms", "logFormat": "text"},
+        "controller": {"defaultInstanceProfile": PROFILE, "batchIdleDuration": "200ms", "logFormat": "text",
+                       # registration liveness at a test's pace: the never-joining node goes after 20 s, not 15 min
+                       "registrationTTL": REGISTRATION_TTL},
     })
 
 
@@ -182,9 +185,13 @@ def test_kubectl_drives_the_chart_rbac_controller_in_production_mode_through_dep
     assert waited.returncode != 0
     assert kubectl.items("pods", "-l", "app=stuck")[0]["status"].get("phase") != "Running"
     kubectl("delete", "deployment", "stuck")
-    kubectl("delete", "node", stuck_node["metadata"]["name"], "--wait=false")
+    # Registration liveness, not the test, removes it: the controller deletes the node its kubelet never joined
+    # (Warning RegistrationTimeout) and terminates its instance.
     until(lambda: len(kubectl.items("nodes")) == 1 and len(aws_workloads.instances()) == 1,
-          "the never-joined node deleted and its instance terminated", log)
+          "the never-joined node deleted by liveness and its instance terminated", log)
+    timeouts = kubectl.items("events", "-A", "--field-selector",
+                             f"involvedObject.name={stuck_node['metadata']['name']},reason=RegistrationTimeout")
+    assert [event["type"] for event in timeouts] == ["Warning"], log()
 
     # kubectl delete node: drained through evictions, its instance terminated; the pods come back on a new node.
     kubectl("scale", "deployment/inflate", "--replicas=2")
