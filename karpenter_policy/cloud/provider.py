@@ -198,6 +198,13 @@ class CloudProvider(Protocol):
         resolves, the cloud could not be asked): no drift is concluded then. Answers are cached like launches'."""
         ...
 
+    def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
+        """Delete the launch templates this provider made for ``cluster_name`` that no launch has needed for their
+        time to live (templates of old images and settings, of node templates since deleted), never one a launch
+        under way uses; return their names. The first call also takes in the cluster's templates left by earlier
+        runs, which then get a full time to live before they can go. Garbage collection calls it each pass."""
+        ...
+
 
 __all__ = [
     "LIVE_STATES",
