@@ -1,7 +1,8 @@
 """The :class:`CloudProvider` protocol: what the reconciler asks of a cloud, and the contract each answer keeps.
 
 A provider launches one node per :class:`LaunchRequest` from a list of offerings the scheduler chose
-(instance type x zone x capacity type, cheapest first), deletes, gets and lists its instances, and tells which
+(instance type x zone x capacity type, cheapest first), deletes, gets and lists its instances, deletes the launch
+templates no launch needs any more (garbage collection asks it every pass), and tells which
 instance types it can launch right now: the catalog's types with their live offerings (zones, prices,
 availability). Offerings that just failed for lack of capacity are unavailable for
 :data:`UNAVAILABLE_OFFERING_TTL` seconds, so the scheduler picks other ones meanwhile.

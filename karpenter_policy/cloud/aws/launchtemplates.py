@@ -274,8 +274,9 @@ class LaunchTemplates:
             except NotFound:
                 gone = True  # deleted by someone else already
             except CloudError as error:
-                log.warning("could not delete launch template %s (tried again later): %s", name, error)
-                gone = False
+                gone = self._gone(name)
+                if not gone:
+                    log.warning("could not delete launch template %s (tried again later): %s", name, error)
             with self._changed:
                 if gone:
                     del self._owned[name]
@@ -303,6 +304,13 @@ class LaunchTemplates:
             for name in names:
                 if name.startswith(NAME_PREFIX) and name not in self._owned:
                     self._owned[name] = _Owned(cluster_name, now, known_until=now + self._ttl)
+
+    def _gone(self, name: str) -> bool:
+        """After a deletion failed: whether the template is gone anyway (False when that cannot be told)."""
+        try:
+            return not self._exists(name)
+        except CloudError:
+            return False
 
     def _exists(self, name: str) -> bool:
         try:
