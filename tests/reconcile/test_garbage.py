@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from karpenter_policy.cloud.aws.launchtemplates import NAME_PREFIX, TEMPLATE_TTL
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
@@ -116,7 +117,8 @@ def test_an_instance_launched_just_before_a_crash_is_adopted_not_collected(world
 
 @pytest.mark.slow
 def test_both_ways_on_moto(make_harness: MakeHarness, aws_workloads: AwsWorkloads) -> None:
-    """The wire path (DescribeInstances, TerminateInstances); the grace periods are those of the tests above."""
+    """The wire path (DescribeInstances, TerminateInstances, DeleteLaunchTemplate); the grace periods are those of
+    the tests above."""
     h = make_harness(cloud=aws_workloads.provider(), batch_max=5.0, gc_instance_grace=0, gc_node_grace=0)
     create_all(h.cluster, objects.POD, inflate(0, 3))
     h.batch()
@@ -143,3 +145,15 @@ def test_both_ways_on_moto(make_harness: MakeHarness, aws_workloads: AwsWorkload
     assert terminated == [stray]
     (described,) = aws_workloads.env.ec2.describe_instances(InstanceIds=[stray])["Reservations"]
     assert described["Instances"][0]["State"]["Name"] in ("shutting-down", "terminated")
+
+    # The launch templates those launches made go once no launch has needed them for their TTL.
+    ec2 = aws_workloads.env.ec2
+    before = {t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]}
+    made = {name for name in before if name.startswith(NAME_PREFIX)}
+    assert made
+    h.clock.advance(TEMPLATE_TTL + 1)
+    collected = h.step().garbage
+    assert collected is not None and set(collected.launch_templates) == made
+    after = {t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]}
+    assert after == before - made, "the others (a node template's own) stay"
+    assert metric(h.controller, "launch_template") == len(made)

@@ -41,7 +41,8 @@ A Node released this way counts as Karpenter counts a machine garbage collected 
 
 Nodes that are not ours (no constraint-set-hash annotation) are never written to, and only instances carrying the
 cluster's and a provisioner's tags are ever terminated. Each pass also lets the cloud delete the launch
-templates no launch has needed for their TTL (``CloudProvider.collect_launch_templates``; docs/cloud.md).
+templates no launch has needed for their TTL (``CloudProvider.collect_launch_templates``; docs/cloud.md),
+counted as `karpenter_policy_garbage_collected_total{object="launch_template"}`.
 """
 
 from __future__ import annotations
@@ -296,6 +297,8 @@ class GarbageCollector:
             self._error(result, f"could not clean up launch templates, {error}")
             return
         result.launch_templates.extend(deleted)
+        if deleted:
+            self.metrics.garbage_collected.labels("launch_template").inc(len(deleted))
 
     # --- helpers -------------------------------------------------------------------------------------------
 
