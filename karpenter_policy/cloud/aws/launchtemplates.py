@@ -15,8 +15,9 @@ collection calls it every pass) deletes the ones unused for ``ttl`` seconds (an 
 replaced, of a node template since deleted or changed. Its first call for a cluster takes in the templates tagged
 for it (``kubernetes.io/cluster/<name>: owned`` and ``karpenter.sh/managed-by: <name>``, named with our prefix)
 that earlier runs left, each given a full ``ttl`` from then: another replica's launch under way during a leader
-change still finds its template. Karpenter deletes a node template's templates when it is deleted (v0.32's
-NodeClass finalizer); here nothing ties a template to a node template, and the TTL covers it.
+change still finds its template. From v0.34 Karpenter also deletes a node template's templates when it is deleted
+(the EC2NodeClass finalizer, `Provider.DeleteLaunchTemplates`, by a `karpenter.k8s.aws/ec2nodeclass` tag); here
+nothing ties a template to one node template (the same content is shared), and the TTL covers it.
 
 **Ordering with launches.** A launch *pins* its templates from :meth:`LaunchTemplates.acquire` until its
 CreateFleet answered (:meth:`LaunchTemplates.release`), and a pinned template is never picked for deletion. A
