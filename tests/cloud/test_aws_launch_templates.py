@@ -9,6 +9,9 @@ import threading
 import urllib.parse
 from typing import Any
 
+import pytest
+
+from karpenter_policy.cloud import CloudError
 from karpenter_policy.cloud.aws.amis import AMI_TTL
 from karpenter_policy.cloud.aws.launchtemplates import NAME_PREFIX, TEMPLATE_TTL
 from karpenter_policy.cloud.provider import TAG_MANAGED_BY, cluster_tag
@@ -40,6 +43,7 @@ def tagged(aws: AwsEnv, name: str, cluster: str) -> None:
     )
 
 
+@pytest.mark.slow  # the fast test of deletion after the TTL: the one of templates an earlier run left
 def test_the_count_stays_bounded_across_ami_releases_and_node_template_deletions(aws: AwsEnv) -> None:
     """Each generation an AMI is released (the SSM parameter names a new image) and a node template is created,
     used once and deleted; one node template lives throughout. Whatever the number of generations, the cluster
@@ -160,3 +164,18 @@ def test_a_launch_that_needs_a_template_being_deleted_waits_and_creates_it_again
     assert outcome["instance"].launch_template == first.launch_template
     assert first.launch_template in templates(aws), "created again after the deletion, before CreateFleet"
     assert len(aws.proxy.calls_to("CreateFleet")) == 2, "no retry: CreateFleet found the template"
+
+
+def test_a_failed_take_in_or_deletion_is_tried_again_at_the_next_collection(aws: AwsEnv) -> None:
+    provider = aws.provider(max_attempts=1)
+    launched = provider.create(request(aws.spec(), [offer("m5.large", "us-east-1a")]))
+    aws.clock.advance(TEMPLATE_TTL + 1)
+    aws.proxy.fail("DescribeLaunchTemplates")
+    with pytest.raises(CloudError):
+        provider.collect_launch_templates(CLUSTER)  # nothing is deleted before the cluster's templates are known
+    assert launched.launch_template in templates(aws)
+    aws.proxy.fail("DeleteLaunchTemplate")
+    assert provider.collect_launch_templates(CLUSTER) == [], "the deletion failed: the template is still there"
+    assert launched.launch_template in templates(aws)
+    assert provider.collect_launch_templates(CLUSTER) == [launched.launch_template]
+    assert launched.launch_template not in templates(aws)

@@ -269,25 +269,33 @@ class LaunchTemplates:
                 self._owned[name].deleting = True
         deleted = []
         for name in doomed:
+            gone = False
             try:
-                self._api.call("ec2", "delete_launch_template", LaunchTemplateName=name)
-                gone = True
-            except NotFound:
-                gone = True  # deleted by someone else already
-            except CloudError as error:
-                gone = self._gone(name)
-                if not gone:
-                    log.warning("could not delete launch template %s (tried again later): %s", name, error)
-            with self._changed:
-                if gone:
-                    del self._owned[name]
-                else:
-                    self._owned[name].deleting = False
-                self._changed.notify_all()
+                gone = self._delete(name)
+            finally:  # whatever happened, a launch waiting for this template goes on
+                with self._changed:
+                    if gone:
+                        del self._owned[name]
+                    else:
+                        self._owned[name].deleting = False
+                    self._changed.notify_all()
             if gone:
                 deleted.append(name)
                 log.info("deleted launch template %s, unused for %.0fs", name, self._ttl)
         return deleted
+
+    def _delete(self, name: str) -> bool:
+        """DeleteLaunchTemplate; whether the template is gone now."""
+        try:
+            self._api.call("ec2", "delete_launch_template", LaunchTemplateName=name)
+        except NotFound:
+            return True  # deleted by someone else already
+        except CloudError as error:
+            if self._gone(name):
+                return True
+            log.warning("could not delete launch template %s (tried again later): %s", name, error)
+            return False
+        return True
 
     def _take_in(self, cluster_name: str) -> None:
         found = self._api.paginate(
