@@ -112,6 +112,9 @@ class IssuedLaunches:
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         return self.provider.current_image(instance_type, provider)
 
+    def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
+        return self.provider.collect_launch_templates(cluster_name)
+
 
 # --- the workload --------------------------------------------------------------------------------------------
 

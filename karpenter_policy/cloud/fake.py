@@ -182,6 +182,10 @@ class FakeCloudProvider:
         """`image_id`, the one image every launch gets (a test sets another to publish a new AMI)."""
         return self.image_id or None
 
+    def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
+        """No launch templates here: nothing to delete."""
+        return []
+
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         self.unavailable.mark(instance_type, zone, capacity_type, reason)
 

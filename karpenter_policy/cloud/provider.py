@@ -1,7 +1,8 @@
 """The :class:`CloudProvider` protocol: what the reconciler asks of a cloud, and the contract each answer keeps.
 
 A provider launches one node per :class:`LaunchRequest` from a list of offerings the scheduler chose
-(instance type x zone x capacity type, cheapest first), deletes, gets and lists its instances, and tells which
+(instance type x zone x capacity type, cheapest first), deletes, gets and lists its instances, deletes the launch
+templates no launch needs any more (garbage collection asks it every pass), and tells which
 instance types it can launch right now: the catalog's types with their live offerings (zones, prices,
 availability). Offerings that just failed for lack of capacity are unavailable for
 :data:`UNAVAILABLE_OFFERING_TTL` seconds, so the scheduler picks other ones meanwhile.
@@ -196,6 +197,13 @@ class CloudProvider(Protocol):
         """The image a node of `instance_type` launched now with these provider settings (an AWSNodeTemplate
         spec) would get — what AMI drift compares a node's image with. None when it cannot be told (no image
         resolves, the cloud could not be asked): no drift is concluded then. Answers are cached like launches'."""
+        ...
+
+    def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
+        """Delete the launch templates this provider made for ``cluster_name`` that no launch has needed for their
+        time to live (templates of old images and settings, of node templates since deleted), never one a launch
+        under way uses; return their names. The first call also takes in the cluster's templates left by earlier
+        runs, which then get a full time to live before they can go. Garbage collection calls it each pass."""
         ...
 
 

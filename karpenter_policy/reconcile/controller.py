@@ -113,6 +113,7 @@ class Controller:
         self.garbage = GarbageCollector(
             cluster, cloud, options.cluster_name, metrics=metrics, clock=clock, wall_clock=wall_clock,
             interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,
+            count_malformed=self.state.count_malformed,
         )
         self._deprovision_due: float | None = None
 

@@ -61,7 +61,8 @@ quantiles (`exposition`).
 * the watches (`watch_counters`): `karpenter_policy_watch_malformed_answers_total{kind, problem}` and
   `karpenter_policy_malformed_objects_total{kind, reason}`.
 * garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
-  for having no Node (`instance`), Nodes deleted for having no instance (`node`).
+  for having no Node (`instance`), Nodes deleted for having no instance (`node`), unused launch templates
+  deleted (`launch_template`).
 """
 
 from __future__ import annotations
@@ -266,7 +267,8 @@ class Metrics:
         )
         self.garbage_collected = Counter(
             "karpenter_policy_garbage_collected",
-            "Instances terminated for having no Node (instance) and Nodes deleted for having no instance (node).",
+            "Instances terminated for having no Node (instance), Nodes deleted for having no instance (node), "
+            "unused launch templates deleted (launch_template).",
             ["object"],
             registry=registry,
         )

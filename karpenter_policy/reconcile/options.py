@@ -9,11 +9,12 @@ from karpenter_policy.scheduling import COST
 #: Karpenter's batching: a window closes 1 s after the last pod, 10 s after it opened at most.
 DEFAULT_IDLE_SECONDS = 1.0
 DEFAULT_MAX_SECONDS = 10.0
-#: Garbage collection every 2 minutes; an instance without a Node is collected once 2 minutes old (and missing
-#: for as long); a Node without an instance once 30 s old.
+#: Garbage collection every 2 minutes; an instance without a Node is collected once seen without one for 2
+#: minutes; a Node once its instance was missing from reads spanning 5 minutes (longer than EC2's eventual
+#: consistency: DescribeInstances may lag a launch).
 DEFAULT_GC_INTERVAL = 120.0
 DEFAULT_INSTANCE_GRACE = 120.0
-DEFAULT_NODE_GRACE = 30.0
+DEFAULT_NODE_GRACE = 300.0
 #: Karpenter's registration TTL (`nodeclaim/lifecycle/liveness.go`, `registrationTTL`): a launched node whose kubelet
 #: has not joined within 15 minutes is deleted.
 DEFAULT_REGISTRATION_TTL = 900.0
@@ -55,7 +56,8 @@ class ControllerOptions:
     #: the window closes if nothing changed meanwhile.
     speculate: bool = True
     #: Garbage collection (see `garbage`): every this many seconds (0: never); an instance with no Node is
-    #: terminated this long after its launch; a Node of ours whose instance is gone is deleted once this old.
+    #: terminated once seen without one this long; a Node of ours is deleted once its instance was missing from
+    #: three reads in a row spanning this long (ages as the controller observed them, never from timestamps).
     gc_interval: float = DEFAULT_GC_INTERVAL
     gc_instance_grace: float = DEFAULT_INSTANCE_GRACE
     gc_node_grace: float = DEFAULT_NODE_GRACE

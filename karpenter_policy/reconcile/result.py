@@ -58,10 +58,12 @@ class Disrupted:
 
 @dataclass(slots=True)
 class Collected:
-    """What one collection did: instances terminated (ids), Nodes deleted (names), and what failed."""
+    """What one collection did: instances terminated (ids), Nodes deleted (names), launch templates deleted (names),
+    and what failed."""
 
     terminated: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    launch_templates: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 

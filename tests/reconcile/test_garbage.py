@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from karpenter_policy.cloud.aws.launchtemplates import NAME_PREFIX, TEMPLATE_TTL
 from karpenter_policy.cloud.provider import STATE_TERMINATED
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.garbage.collector import MISSING_READS
+from karpenter_policy.reconcile.options import DEFAULT_NODE_GRACE
 from karpenter_policy.reconcile.state import nodes as node_info
 
 from .conftest import AwsWorkloads, MakeHarness
@@ -53,11 +56,21 @@ def test_a_node_whose_instance_is_gone_is_deleted_and_its_finalizer_released(wor
     (node,) = world.cluster.list(objects.NODE).items
     assert wk.TERMINATION_FINALIZER in objects.finalizers(node)
     world.inner.set_state(node_info.instance_id(node), STATE_TERMINATED)  # reclaimed behind our back
+    gone_at = world.clock()
 
-    world.clock.advance(121)
-    collected = controller.reconcile_once().garbage
+    passes = []
+    while (collected := controller.reconcile_once().garbage) is None or not collected.deleted:
+        if collected is not None:
+            passes.append(world.clock() - gone_at)
+        assert world.clock() - gone_at < 600, "never collected"
+        world.clock.advance(10)
 
-    assert collected is not None and collected.deleted == [objects.name(node)]
+    assert collected.deleted == [objects.name(node)]
+    waited = world.clock() - gone_at
+    first_read = passes[0]
+    assert len(passes) >= MISSING_READS - 1, "three reads"
+    assert waited - first_read >= DEFAULT_NODE_GRACE, "over five minutes"
+    assert waited - first_read <= DEFAULT_NODE_GRACE + 10, "collected as soon as the window is over"
     assert world.cluster.list(objects.NODE).items == [], "deleted, not left hanging on its finalizer"
     assert metric(controller, "node") == 1
     assert world.orphans() == (set(), set())
@@ -104,7 +117,8 @@ def test_an_instance_launched_just_before_a_crash_is_adopted_not_collected(world
 
 @pytest.mark.slow
 def test_both_ways_on_moto(make_harness: MakeHarness, aws_workloads: AwsWorkloads) -> None:
-    """The wire path (DescribeInstances, TerminateInstances); the grace periods are those of the tests above."""
+    """The wire path (DescribeInstances, TerminateInstances, DeleteLaunchTemplate); the grace periods are those of
+    the tests above."""
     h = make_harness(cloud=aws_workloads.provider(), batch_max=5.0, gc_instance_grace=0, gc_node_grace=0)
     create_all(h.cluster, objects.POD, inflate(0, 3))
     h.batch()
@@ -118,11 +132,28 @@ def test_both_ways_on_moto(make_harness: MakeHarness, aws_workloads: AwsWorkload
     h.cluster.delete(objects.NODE, objects.name(second))  # an instance whose Node went away
     h.cluster.patch(objects.NODE, objects.name(second), {"metadata": {"finalizers": None}})
 
-    h.clock.advance(121)
-    collected = h.step().garbage
+    deleted: list[str] = []
+    terminated: list[str] = []
+    for _ in range(MISSING_READS):  # the Node goes once its instance was missing from three reads
+        h.clock.advance(121)
+        collected = h.step().garbage
+        assert collected is not None, h.messages()
+        deleted += collected.deleted
+        terminated += collected.terminated
 
-    assert collected is not None, h.messages()
-    assert collected.deleted == [objects.name(first)] and h.cluster.get(objects.NODE, objects.name(first)) is None
-    assert collected.terminated == [stray]
+    assert deleted == [objects.name(first)] and h.cluster.get(objects.NODE, objects.name(first)) is None
+    assert terminated == [stray]
     (described,) = aws_workloads.env.ec2.describe_instances(InstanceIds=[stray])["Reservations"]
     assert described["Instances"][0]["State"]["Name"] in ("shutting-down", "terminated")
+
+    # The launch templates those launches made go once no launch has needed them for their TTL.
+    ec2 = aws_workloads.env.ec2
+    before = {t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]}
+    made = {name for name in before if name.startswith(NAME_PREFIX)}
+    assert made
+    h.clock.advance(TEMPLATE_TTL + 1)
+    collected = h.step().garbage
+    assert collected is not None and set(collected.launch_templates) == made
+    after = {t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]}
+    assert after == before - made, "the others (a node template's own) stay"
+    assert metric(h.controller, "launch_template") == len(made)

@@ -144,3 +144,44 @@ def test_a_node_whose_instance_is_gone_is_still_collected_once_the_api_tells_the
     clock.advance(20)
     controller.reconcile_once()  # a second healthy look, over the grace period later
     assert cloud.get(orphan) is None
+
+
+def test_a_node_of_an_odd_shape_is_skipped_and_counted_and_protects_the_instance_it_names(
+    server: HostileServer, compiled: Path, log: Any
+) -> None:
+    """A Node whose `spec` is not a map (and one whose `status` is not either) used to make every collection
+    raise, so orphans were never collected again. Now each pass skips them and counts them; the instance such a
+    Node mentions is kept (what cannot be read cannot prove an instance has no Node); a true orphan still goes."""
+    server.heal()
+    for existing in server.state(objects.NODE):
+        server.remove(objects.NODE, objects.name(existing))
+    clock = FakeClock()
+    cloud = fake_cloud(clock)
+    cloud._wall_clock = lambda: LONG_AGO
+    named = launch(cloud, "named", provisioner="retired")
+    orphan = launch(cloud, "orphan", provisioner="retired")
+    odd_spec = node_of(named, "odd-spec")
+    odd_spec["spec"] = "x"
+    odd_status = node_of("i-0000000000000000f", "odd-status")
+    odd_status["status"] = ["x"]
+    server.put(objects.NODE, odd_spec)
+    server.put(objects.NODE, odd_status)
+    cluster = KubeCluster.from_url(server.url, retries=0)
+    controller = Controller(
+        cluster, cloud, DirectorySource(compiled),
+        ControllerOptions(cluster_name=CLUSTER, gc_interval=1.0, gc_instance_grace=10.0, gc_node_grace=10.0),
+        region=REGION, clock=clock, feed=None,
+    )
+    controller.feed = ListFeed(cluster, controller.state)
+    collected = []
+    for _ in range(4):
+        result = controller.reconcile_once()
+        assert result.garbage is not None and result.garbage.errors == [], result.garbage
+        collected += result.garbage.terminated
+        clock.advance(11)
+
+    assert collected == [orphan] and cloud.get(orphan) is None
+    assert cloud.get(named) is not None, "named by a Node that could not be read: kept"
+    counted = {reason for (kind, reason), count in controller.state.malformed.items() if kind == "nodes" and count}
+    assert counted == {"spec is not an object", "status is not an object"}
+    assert {objects.name(n) for n in server.state(objects.NODE)} == {"odd-spec", "odd-status"}, "never written to"

@@ -1,19 +1,41 @@
 """Launch templates: what a node boots with (AMI, userData, security groups, instance profile, volumes,
-instance metadata options), created once and reused, named by the hash of their content.
+instance metadata options), created once and reused, named by the hash of their content — and deleted once no
+launch needs them.
 
 The name is ``karpenter-policy/<sha256 of the cluster name and the template data>``: the same settings always
 map to the same template, so a reconciler that restarts, or several replicas, reuse it instead of piling up
-copies, and changed settings get a new template (old ones are left for garbage collection). A node template
-that names its own ``launchTemplate`` uses that one as it is. Existence is cached; a launch that finds a
-template gone invalidates the cache entry and the template is created again.
+copies, and changed settings (a new AMI, another node template, other max pods) get a new template. A node
+template that names its own ``launchTemplate`` uses that one as it is, and it is never deleted.
+
+**Clean-up, as Karpenter v0.31.1 does it** (`pkg/providers/launchtemplate/launchtemplate.go`: a cache whose
+entries live ``DefaultTTL`` from their last use, `cachedEvictedFunc` deleting an evicted template, `hydrateCache`
+at start-up taking in the cluster's templates, tagged `karpenter.k8s.aws/cluster`): every template this provider
+makes or uses is remembered with when a launch last needed it; :meth:`LaunchTemplates.collect` (garbage
+collection calls it every pass) deletes the ones unused for ``ttl`` seconds (an hour) — those of an AMI since
+replaced, of a node template since deleted or changed. Its first call for a cluster takes in the templates tagged
+for it (``kubernetes.io/cluster/<name>: owned`` and ``karpenter.sh/managed-by: <name>``, named with our prefix)
+that earlier runs left, each given a full ``ttl`` from then: another replica's launch under way during a leader
+change still finds its template. From v0.34 Karpenter also deletes a node template's templates when it is deleted
+(the EC2NodeClass finalizer, `Provider.DeleteLaunchTemplates`, by a `karpenter.k8s.aws/ec2nodeclass` tag); here
+nothing ties a template to one node template (the same content is shared), and the TTL covers it.
+
+**Ordering with launches.** A launch *pins* its templates from :meth:`LaunchTemplates.acquire` until its
+CreateFleet answered (:meth:`LaunchTemplates.release`), and a pinned template is never picked for deletion. A
+template being deleted is marked so under the lock before DeleteLaunchTemplate is sent; a launch that needs it
+meanwhile waits for the deletion to finish and then creates it again. So a CreateFleet never names a template
+this provider is deleting; one deleted by anyone else is recreated and the request retried once
+(`provider.AwsCloudProvider._create_fleet`, as Karpenter invalidates its cache on a not-found launch template).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.api.constraintset import canonical_json
@@ -23,7 +45,10 @@ from karpenter_policy.cloud.errors import CloudError, NotFound
 from karpenter_policy.cloud.provider import TAG_MANAGED_BY, Clock, cluster_tag
 from karpenter_policy.model.resources import parse_quantity
 
+log = logging.getLogger(__name__)
+
 NAME_PREFIX = "karpenter-policy/"
+#: A template no launch needed for this long is deleted (and its existence is checked again this often).
 TEMPLATE_TTL = 3600.0
 GIB = 1 << 30
 ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
@@ -126,37 +151,92 @@ def template_name(cluster_name: str, data: Mapping[str, Any]) -> str:
     return NAME_PREFIX + digest
 
 
+@dataclass(slots=True)
+class _Owned:
+    """A template this provider made or took in: the cluster it is for, when a launch last needed it
+    (monotonic), until when its existence is known, the launches under way that use it, a deletion under way."""
+
+    cluster: str
+    used: float
+    known_until: float = -math.inf
+    pins: int = 0
+    deleting: bool = False
+
+
 class LaunchTemplates:
-    """Creates templates on first use and remembers which exist."""
+    """Creates templates on first use, remembers which exist and when each was last needed, deletes the ones no
+    launch has needed for ``ttl`` seconds (see the module docstring)."""
 
     def __init__(self, api: AwsApi, clock: Clock, ttl: float = TEMPLATE_TTL) -> None:
         self._api = api
-        self._known: TtlCache[bool] = TtlCache(clock, ttl)
+        self._clock = clock
+        self._ttl = ttl
+        self._named: TtlCache[bool] = TtlCache(clock, ttl)  # node templates' own templates: existence only
+        self._owned: dict[str, _Owned] = {}
+        self._changed = threading.Condition()
+        self._taken_in: set[str] = set()  # clusters whose earlier templates were taken in
 
-    def ensure(self, name: str, data: Mapping[str, Any], cluster_name: str) -> None:
-        """Make sure the template ``name`` exists with ``data`` (created, tagged for the cluster, if absent)."""
+    def acquire(self, name: str, data: Mapping[str, Any], cluster_name: str) -> None:
+        """Make sure the template ``name`` exists with ``data`` (created, tagged for the cluster, if absent) and
+        pin it for a launch: it is not deleted before :meth:`release`."""
+        now = self._clock()
+        with self._changed:
+            while (entry := self._owned.get(name)) is not None and entry.deleting:
+                self._changed.wait()
+            if entry is None:
+                entry = self._owned[name] = _Owned(cluster_name, now)
+            entry.used = max(entry.used, now)
+            entry.pins += 1
+            known = entry.known_until > now
+        if known:
+            return
+        try:
+            self._create_unless_present(name, data, cluster_name)
+        except BaseException:
+            self.release([name])
+            raise
+        with self._changed:
+            entry.known_until = now + self._ttl
 
-        def load() -> bool:
-            if self._exists(name):
-                return True
-            tags = [
-                {"Key": cluster_tag(cluster_name), "Value": "owned"},
-                {"Key": TAG_MANAGED_BY, "Value": cluster_name},
-            ]
-            try:
-                self._api.call(
-                    "ec2",
-                    "create_launch_template",
-                    LaunchTemplateName=name,
-                    LaunchTemplateData=dict(data),
-                    TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
-                )
-            except CloudError as error:
-                if error.code != ALREADY_EXISTS:  # another replica created it meanwhile: fine
-                    raise
-            return True
+    def release(self, names: Iterable[str]) -> None:
+        """The launch that acquired these templates is over: they age from now."""
+        now = self._clock()
+        with self._changed:
+            for name in names:
+                entry = self._owned.get(name)
+                if entry is not None and entry.pins > 0:
+                    entry.pins -= 1
+                    entry.used = max(entry.used, now)
 
-        self._known.get_or_load(name, load)
+    def recreate(self, name: str, data: Mapping[str, Any], cluster_name: str) -> None:
+        """A launch found the (pinned) template gone: create it again."""
+        with self._changed:
+            entry = self._owned.get(name)
+            if entry is not None:
+                entry.known_until = -math.inf
+        self._create_unless_present(name, data, cluster_name)
+        with self._changed:
+            if entry is not None:
+                entry.known_until = self._clock() + self._ttl
+
+    def _create_unless_present(self, name: str, data: Mapping[str, Any], cluster_name: str) -> None:
+        if self._exists(name):
+            return
+        tags = [
+            {"Key": cluster_tag(cluster_name), "Value": "owned"},
+            {"Key": TAG_MANAGED_BY, "Value": cluster_name},
+        ]
+        try:
+            self._api.call(
+                "ec2",
+                "create_launch_template",
+                LaunchTemplateName=name,
+                LaunchTemplateData=dict(data),
+                TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+            )
+        except CloudError as error:
+            if error.code != ALREADY_EXISTS:  # another replica created it meanwhile: fine
+                raise
 
     def require(self, name: str) -> None:
         """A template the node template names must exist: :class:`NotFound` otherwise."""
@@ -168,10 +248,78 @@ class LaunchTemplates:
                 )
             return True
 
-        self._known.get_or_load(name, load)
+        self._named.get_or_load(name, load)
 
-    def invalidate(self, name: str) -> None:
-        self._known.invalidate(name)
+    def collect(self, cluster_name: str) -> list[str]:
+        """Delete the cluster's templates no launch has needed for ``ttl`` seconds and none uses now; their names.
+        The first call takes in the templates earlier runs left (:class:`CloudError` if they cannot be listed:
+        nothing is deleted then, and the next call tries again). A deletion that fails is logged and tried again
+        at the next call."""
+        if cluster_name not in self._taken_in:
+            self._take_in(cluster_name)
+            self._taken_in.add(cluster_name)
+        now = self._clock()
+        with self._changed:
+            doomed = sorted(
+                name for name, entry in self._owned.items()
+                if entry.cluster == cluster_name and not entry.pins and not entry.deleting
+                and now - entry.used >= self._ttl
+            )
+            for name in doomed:
+                self._owned[name].deleting = True
+        deleted = []
+        for name in doomed:
+            gone = False
+            try:
+                gone = self._delete(name)
+            finally:  # whatever happened, a launch waiting for this template goes on
+                with self._changed:
+                    if gone:
+                        del self._owned[name]
+                    else:
+                        self._owned[name].deleting = False
+                    self._changed.notify_all()
+            if gone:
+                deleted.append(name)
+                log.info("deleted launch template %s, unused for %.0fs", name, self._ttl)
+        return deleted
+
+    def _delete(self, name: str) -> bool:
+        """DeleteLaunchTemplate; whether the template is gone now."""
+        try:
+            self._api.call("ec2", "delete_launch_template", LaunchTemplateName=name)
+        except NotFound:
+            return True  # deleted by someone else already
+        except CloudError as error:
+            if self._gone(name):
+                return True
+            log.warning("could not delete launch template %s (tried again later): %s", name, error)
+            return False
+        return True
+
+    def _take_in(self, cluster_name: str) -> None:
+        found = self._api.paginate(
+            "ec2",
+            "describe_launch_templates",
+            "LaunchTemplates",
+            Filters=[
+                {"Name": f"tag:{cluster_tag(cluster_name)}", "Values": ["owned"]},
+                {"Name": f"tag:{TAG_MANAGED_BY}", "Values": [cluster_name]},
+            ],
+        )
+        names = [str(t.get("LaunchTemplateName") or "") for t in found if isinstance(t, dict)]
+        now = self._clock()
+        with self._changed:
+            for name in names:
+                if name.startswith(NAME_PREFIX) and name not in self._owned:
+                    self._owned[name] = _Owned(cluster_name, now, known_until=now + self._ttl)
+
+    def _gone(self, name: str) -> bool:
+        """After a deletion failed: whether the template is gone anyway (False when that cannot be told)."""
+        try:
+            return not self._exists(name)
+        except CloudError:
+            return False
 
     def _exists(self, name: str) -> bool:
         try:

@@ -1,7 +1,8 @@
 """The AWS :class:`~karpenter_policy.cloud.provider.CloudProvider`: EC2 CreateFleet launches, live offerings.
 
 ``create`` resolves the node template (subnets and security groups by selector, AMI per instance type,
-userData for the AMI family, a launch template per AMI x max-pods group, created once by content hash), then
+userData for the AMI family, a launch template per AMI x max-pods group, created once by content hash and
+pinned until the launch is over; ``collect_launch_templates`` deletes those unused for an hour), then
 asks CreateFleet for one instance: the options of the first capacity type in the caller's (cheapest-first)
 order, up to 60 type x subnet overrides per request. Pools EC2 reports as out of capacity are marked
 unavailable for three minutes and the remaining options (then the other capacity type) are tried in the same
@@ -239,9 +240,13 @@ class AwsCloudProvider:
                 f"(subnets are in {sorted(subnets)})",
                 "DescribeSubnets",
             )
-        templates = self._launch_templates(request, spec, sorted({o.instance_type for o in placed}))
-        placed = [o for o in placed if o.instance_type in templates.by_type]
-        return self._launch(request, placed, subnets, templates)
+        templates = _Templates()
+        try:  # the templates stay pinned (never deleted) until CreateFleet answered
+            self._launch_templates(request, spec, sorted({o.instance_type for o in placed}), templates)
+            placed = [o for o in placed if o.instance_type in templates.by_type]
+            return self._launch(request, placed, subnets, templates)
+        finally:
+            self._templates.release(templates.data)
 
     def _launchable(self, request: LaunchRequest) -> list[ChosenOffering]:
         """The options that are known types, allowed by the node's requirements and not marked unavailable."""
@@ -261,9 +266,11 @@ class AwsCloudProvider:
                 launchable.append(option)
         return launchable
 
-    def _launch_templates(self, request: LaunchRequest, spec: Mapping[str, Any], names: Sequence[str]) -> _Templates:
-        """A launch template per (AMI, max pods) group of the instance types, created if missing."""
-        templates = _Templates()
+    def _launch_templates(
+        self, request: LaunchRequest, spec: Mapping[str, Any], names: Sequence[str], templates: _Templates
+    ) -> None:
+        """A launch template per (AMI, max pods) group of the instance types, created if missing and pinned for
+        this launch (each one pinned is in ``templates.data`` as soon as it is)."""
         named = spec.get("launchTemplate")
         if named:
             try:
@@ -271,7 +278,7 @@ class AwsCloudProvider:
             except NotFound as error:
                 raise ConfigurationError(error.endpoint, error.reason, error.operation) from None
             templates.by_type = {name: str(named) for name in names}
-            return templates
+            return
         family = str(spec.get("amiFamily") or DEFAULT_FAMILY)
         endpoint = self.api.endpoint("ec2")
         groups = self._discovery.security_groups(spec.get("securityGroupSelector") or {})
@@ -322,11 +329,11 @@ class AwsCloudProvider:
                     detailed_monitoring=bool(spec.get("detailedMonitoring")),
                 )
                 name = template_name(request.cluster_name, data)
-                self._templates.ensure(name, data, request.cluster_name)
+                if name not in templates.data:
+                    self._templates.acquire(name, data, request.cluster_name)
+                    templates.data[name] = data
                 by_group[group] = name
-                templates.data[name] = data
             templates.by_type[it.name] = by_group[group]
-        return templates
 
     def _launch(
         self,
@@ -397,8 +404,7 @@ class AwsCloudProvider:
         if not names <= set(templates.data):
             return False
         for name in sorted(names):
-            self._templates.invalidate(name)
-            self._templates.ensure(name, templates.data[name], cluster_name)
+            self._templates.recreate(name, templates.data[name], cluster_name)
         return True
 
     def _launched_instance(
@@ -431,6 +437,9 @@ class AwsCloudProvider:
             ]
         )
         return found[0] if found else None
+
+    def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
+        return self._templates.collect(cluster_name)
 
     # --- get, list, delete ----------------------------------------------------------------------------------
 

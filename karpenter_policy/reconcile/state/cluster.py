@@ -140,13 +140,16 @@ class ClusterState:
                 elif kind == objects.NAMESPACE:
                     self._apply_namespace(event_type, obj)
             except Malformed as error:
-                self._count_malformed(kind, str(error))
+                self.count_malformed(kind, str(error))
 
-    def _count_malformed(self, kind: Kind, reason: str) -> None:
+    def count_malformed(self, kind: Kind, reason: str) -> None:
+        """Count (and log once per kind and reason) an object that could not be read, wherever it was met."""
         key = (kind.plural, reason)
-        if not self.malformed[key]:
+        with self.lock:
+            first = not self.malformed[key]
+            self.malformed[key] += 1
+        if first:
             log.warning("ignoring a malformed %s object (%s); its last good state stays", kind.kind, reason)
-        self.malformed[key] += 1
 
     def _notify(self, change: Change) -> None:
         self.version += 1

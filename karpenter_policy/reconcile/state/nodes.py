@@ -74,12 +74,23 @@ def format_resource_vector(vector: Vector) -> dict[str, str]:
     }
 
 
+def _part(node: Obj, part: str) -> dict[str, Any]:
+    """``spec`` or ``status`` when it is a map, else empty: an object of another shape reads as saying nothing
+    (the records, :mod:`~karpenter_policy.reconcile.state.records`, refuse such an object as a whole)."""
+    value = node.get(part) if isinstance(node, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def node_taints(node: Obj) -> tuple[Taint, ...]:
-    return tuple(Taint.from_api(t) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))
+    return tuple(Taint.from_api(t) for t in _listed(_part(node, "spec").get("taints")) if isinstance(t, dict))
 
 
 def is_ready(node: Obj) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or []:
+    for condition in _listed(_part(node, "status").get("conditions")):
         if isinstance(condition, dict) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
@@ -244,7 +255,7 @@ def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
 
 
 def provider_ids(nodes: Iterable[Obj]) -> set[str]:
-    return {str((n.get("spec") or {}).get("providerID") or "") for n in nodes} - {""}
+    return {str(_part(n, "spec").get("providerID") or "") for n in nodes} - {""}
 
 
 def instance_id_of(provider_id: str) -> str:
@@ -254,8 +265,12 @@ def instance_id_of(provider_id: str) -> str:
 
 def instance_id(node: Obj) -> str:
     """The EC2 instance a node runs on: from its providerID, else the controller's annotation ("" if neither)."""
-    provider_id = str((node.get("spec") or {}).get("providerID") or "")
-    return instance_id_of(provider_id) or objects.annotations(node).get(ANNOTATION_INSTANCE, "")
+    provider_id = str(_part(node, "spec").get("providerID") or "")
+    if instance_id_of(provider_id):
+        return instance_id_of(provider_id)
+    annotations = objects.metadata(node).get("annotations") if isinstance(node, dict) else None
+    named = annotations.get(ANNOTATION_INSTANCE) if isinstance(annotations, dict) else None
+    return named if isinstance(named, str) else ""
 
 
 __all__ = [

@@ -3,7 +3,8 @@
 An object from a watch or a list crosses a boundary: its shape is checked here, once, when it arrives. A record is
 immutable and shares the object it came from (never copied; callers treat it as read-only), so passing records
 between controllers costs nothing. An object without the fields every record needs (a dict `metadata` with a
-non-empty string `name`; a `uid` for pods; dict `spec`/`status` when present) is *malformed*: :func:`pod_record`
+non-empty string `name`; a `uid` for pods; dict `spec`/`status` when present; for nodes, lists of taints and
+conditions, maps of allocatable and capacity, a string providerID) is *malformed*: :func:`pod_record`
 and :func:`node_record` say why instead of returning a record, and the state counts it and leaves the last good
 record of that object in place.
 """
@@ -210,6 +211,8 @@ def node_record(obj: Any) -> NodeRecord:
     for part, value in (("status.allocatable", status.get("allocatable")), ("status.capacity", status.get("capacity"))):
         if value is not None and not isinstance(value, dict):
             raise Malformed(f"{part} is not an object")
+    if spec.get("providerID") is not None and not isinstance(spec["providerID"], str):
+        raise Malformed("spec.providerID is not a string")
     finalizers = meta.get("finalizers") or []
     if not isinstance(finalizers, list):
         raise Malformed("metadata.finalizers is not a list")
