@@ -8,10 +8,11 @@ Node shows up — except for the instance type in ``never_join``.
 kubectl applies a Deployment; the scheduler stand-in marks its pods Unschedulable; the controller launches a node
 and binds them; the kubelet joins and `kubectl rollout status` completes. A second Deployment fits the node: the
 scheduler stand-in binds it. A Deployment pinned to the never-joining type gets a node whose kubelet never
-joins: its pods stay not Ready, and registration liveness deletes the node (`--registration-ttl`, 20 s here). `kubectl delete node` drains a node and terminates its
-instance, and the Deployment gets a new one; scaling to zero empties the nodes, whose ``ttlSecondsAfterEmpty``
-deletes them and terminates their instances. Any permission the chart does not grant fails the test: the
-controller's log is checked for refusals, and `kubectl auth can-i` asks for what the controller does.
+joins: its pods stay not Ready, and registration liveness deletes the node (`--registration-ttl`, 20 s here).
+`kubectl delete node` drains a node and terminates its instance, and the Deployment gets a new one; scaling to
+zero empties the nodes, whose ``ttlSecondsAfterEmpty`` deletes them and terminates their instances. Any
+permission the chart does not grant fails the test: the controller's log is checked for refusals, and
+`kubectl auth can-i` asks for what the controller does.
 """
 
 from __future__ import annotations
