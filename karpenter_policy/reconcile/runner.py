@@ -151,7 +151,7 @@ class Runner:
         state = controller.state
         controller.metrics.watch_counters(self.feed.malformed, lambda: dict(state.malformed))
         controller.metrics.leading = self._acting
-        controller.acting = self._acting  # every call that changes the cluster or the cloud asks first
+        controller.acting = self._holds_lease  # every call that changes the cluster or the cloud asks first
         if elector is not None:
             controller.metrics.use("leader_election", LeaderElectionMetrics(elector))
         self.configmap: Informer | None = None
@@ -169,7 +169,7 @@ class Runner:
             self.configmap = informer
         if interruption is not None:
             interruption.use_state(controller.state)
-            interruption.act_only_while(self._acting)
+            interruption.act_only_while(self._holds_lease)
         controller.lifecycle.on_dirty = provisioner.wake.set  # a node to label initialized
         self.workers = [
             _Worker(self, "provisioning", self._provisioning, provisioner.wake, resync, PROVISIONER),
@@ -201,6 +201,11 @@ class Runner:
     def _acting(self) -> bool:
         """Leading, without taking over (what the metrics ask at a scrape)."""
         return not self.stopping.is_set() and (self.elector is None or self.elector.is_leader)
+
+    def _holds_lease(self) -> bool:
+        """What every change asks (`acting`): the Lease is ours, its renew deadline not passed. Not whether the
+        runner stops: a step under way when it stops finishes (the lease is released only after)."""
+        return self.elector is None or self.elector.is_leader
 
     def wait_for_leadership(self, timeout: float) -> None:
         if self.elector is not None:
@@ -289,9 +294,10 @@ class Runner:
         threads = [w.thread for w in self.workers]
         if self._interruption_thread is not None:
             threads.append(self._interruption_thread)
-        alive = all(t.is_alive() for t in threads) if threads[0].ident is not None else True
-        if not alive:
-            reasons.append("a controller thread stopped")
+        stopped = [t.name for t in threads if t.ident is not None and not t.is_alive()]  # started, then ended
+        alive = not stopped
+        if stopped:
+            reasons.append(f"a controller thread stopped ({', '.join(stopped)})")
         feed = self.feed.health()
         if not feed.alive:
             alive = False

@@ -100,7 +100,7 @@ def test_a_standby_is_ready_without_leading(probed: Any) -> None:
         _, port = probed(cluster=cluster, elector=elector)
         assert eventually(lambda: get(port, "/readyz")[0] == 200)
         assert get(port, "/readyz") == (200, "ok (standby)\n")
-        assert get(port, "/healthz")[0] == 200
+        assert get(port, "/healthz") == (200, "ok\n")
     finally:
         elector.stop()
 
