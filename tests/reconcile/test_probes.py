@@ -221,3 +221,21 @@ def test_a_dead_leader_election_thread_fails_the_liveness_probe(probed: Any) -> 
         assert eventually(lambda: not elector.is_leader, 5.0)  # and it acts no more: the lease lapses by the clock
     finally:
         elector.stop()
+
+
+def test_a_malformed_lease_shows_in_the_metrics_and_the_replica_stays_alive(probed: Any) -> None:
+    cluster = MemoryCluster()
+    elector = LeaderElector(cluster, "default", "karpenter-policy-reconcile", "leader",
+                            lease_duration=30.0, renew_deadline=20.0, retry_period=0.1).start()
+    try:
+        _, port = probed(cluster=cluster, elector=elector)
+        assert eventually(lambda: get(port, "/readyz") == (200, "ok (leading)\n"))
+        lease = cluster.get(objects.LEASE, "karpenter-policy-reconcile", "default") or {}
+        cluster.update(objects.LEASE, {**lease, "spec": "x"})  # written by anyone
+
+        counted = 'karpenter_policy_lease_malformed_total{reason="spec"} 1.0'
+        assert eventually(lambda: counted in get(port, "/metrics")[1])
+        assert eventually(lambda: f"{LEASE_STATUS} 0.0" in get(port, "/metrics")[1], 1.0)  # it stopped leading
+        assert get(port, "/readyz") == (200, "ok (standby)\n") and get(port, "/healthz") == (200, "ok\n")
+    finally:
+        elector.stop()
