@@ -114,6 +114,7 @@ def test_a_dead_controller_thread_fails_the_liveness_probe(probed: Any) -> None:
         raise SystemExit  # what no `except Exception` catches: the thread ends
 
     worker = next(w for w in runner.workers if w.name == "emptiness")
+    assert eventually(lambda: worker.thread.is_alive())  # started (a thread not started yet is not "dead")
     worker.step = dies
     worker.wake.set()
     assert eventually(lambda: not worker.thread.is_alive())
