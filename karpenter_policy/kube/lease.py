@@ -147,8 +147,8 @@ class LeaderElector:
             if isinstance(error, Malformed):
                 self._answered()
                 self._note_malformed(UNREADABLE_ANSWER, str(error), None)
-            elif not isinstance(error, Unavailable):
-                self._answered()  # Conflict and the like: the server is there, another replica wrote first
+            elif error.status is not None:
+                self._answered()  # Conflict, a 5xx and the like: the server is there (a timeout has no status)
             log.debug("lease %s/%s: %s", self.namespace, self.name, error)
             return False
         with self._changed:

@@ -295,11 +295,11 @@ def test_a_malformed_lease_is_counted_logged_once_and_never_makes_two_leaders(
                 backend.cluster.update(LEASE, {**current, "spec": good["spec"]})
             eventually(lambda: any(e.is_leader for e in electors.values()), what="a leader again")
             time.sleep(QUICK["lease_duration"])  # a span in which a second leader would show (nothing to wait on)
-            alive = all(e.alive() for e in electors.values())
+            # neither thread died (on a loaded machine a round may outlast these tiny timings' bound for a while)
+            eventually(lambda: all(e.alive() for e in electors.values()), what="both elector threads alive")
             spec_now = (backend.cluster.get(LEASE, "lock", "kube-system") or {}).get("spec") or {}
 
     assert acting.overlaps == [], f"two replicas acted at once: {acting.overlaps[:3]}"
-    assert alive
     assert all(e.malformed() == {reason: 1} for e in electors.values())  # one version, counted once by each
     assert len(_lease_warnings(caplog)) == 2  # logged once by each replica, not once per round
     assert spec_now.get("holderIdentity") in electors and isinstance(spec_now.get("leaseDurationSeconds"), int)
@@ -318,7 +318,8 @@ def test_an_unreadable_answer_is_counted_and_never_read_as_a_free_lease(caplog: 
         try:
             with LeaderElector(cluster, "kube-system", "lock", "me", **QUICK) as elector:
                 eventually(lambda: elector.malformed().get(UNREADABLE_ANSWER, 0) >= 3, what="three unreadable answers")
-                assert not elector.is_leader and elector.alive()
+                assert not elector.is_leader
+                eventually(elector.alive, what="the elector's thread alive")
                 assert elector.silent_for() < GENEROUS  # the server answers: it is reachable
         finally:
             cluster.close()
@@ -350,5 +351,5 @@ def test_the_elector_thread_survives_any_exception_and_stops_leading_meanwhile(
         eventually(lambda: len(caplog.records) >= 1, what="the failure logged")
         cluster.broken.clear()
         assert elector.wait_for_leadership(GENEROUS)
-        assert elector.alive()
+        eventually(elector.alive, what="the elector's thread alive")
     assert len([r for r in caplog.records if "round failed" in r.getMessage()]) == 1  # once per streak
