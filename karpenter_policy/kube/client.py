@@ -11,7 +11,9 @@ errors), and every answer is checked for shape (:mod:`karpenter_policy.kube.shap
 empty, non-JSON, Status or otherwise malformed body is ``Malformed`` (unavailable), never "no objects". Reads
 (get, list, opening a watch) are retried on ``Unavailable`` (but not on ``Malformed``) with exponential backoff
 and jitter; writes are not (a lost reply to a create would turn a retry into AlreadyExists), the caller's
-reconcile loop retries them.
+reconcile loop retries them. A `timeout` given to get, create or update bounds the whole call, retries and their
+pauses included (each request's connect and read timeouts are cut to what is left): the Lease's renewals must
+end before their deadline, however the API server behaves.
 """
 
 from __future__ import annotations
@@ -170,10 +172,14 @@ class KubeCluster:
             items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
         return ObjectList(items, version)
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
+    def get(self, kind: Kind, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Obj | None:
         path = _path(kind, _ns(kind, namespace), name)
+        deadline = _deadline(timeout)
         try:
-            return self._retrying(lambda: shape.checked_object(kind, self._json("GET", path), f"GET {path}"))
+            return self._retrying(
+                lambda: shape.checked_object(kind, self._json("GET", path, deadline=deadline), f"GET {path}"),
+                deadline,
+            )
         except ClusterError as error:
             if error.status == 404:
                 return None
@@ -204,15 +210,15 @@ class KubeCluster:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def create(self, kind: Kind, obj: Obj) -> Obj:
+    def create(self, kind: Kind, obj: Obj, *, timeout: float | None = None) -> Obj:
         body = objects.with_kind(kind, dict(obj))
         namespace = objects.namespace(body) or ("default" if kind.namespaced else None)
-        return self._object(kind, "POST", _path(kind, namespace), body)
+        return self._object(kind, "POST", _path(kind, namespace), body, deadline=_deadline(timeout))
 
-    def update(self, kind: Kind, obj: Obj, subresource: str | None = None) -> Obj:
+    def update(self, kind: Kind, obj: Obj, subresource: str | None = None, *, timeout: float | None = None) -> Obj:
         body = objects.with_kind(kind, dict(obj))
         path = _path(kind, _ns(kind, objects.namespace(body)), objects.name(body), subresource)
-        return self._object(kind, "PUT", path, body)
+        return self._object(kind, "PUT", path, body, deadline=_deadline(timeout))
 
     def patch(
         self,
@@ -297,10 +303,25 @@ class KubeCluster:
             raise _status_error(method, path, response.status, data)
         return response
 
+    def _timeout_until(self, deadline: float | None) -> urllib3.Timeout | None:
+        """The timeout of one request that must end by `deadline` (monotonic; None: the configured timeouts)."""
+        if deadline is None:
+            return None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Unavailable("the call's timeout ran out")
+        return urllib3.Timeout(connect=min(self._connect_timeout, remaining), read=remaining, total=remaining)
+
     def _read(
-        self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str] | None,
+        body: Any,
+        content_type: str,
+        deadline: float | None = None,
     ) -> bytes:
-        response = self._request(method, path, query, body, content_type)
+        response = self._request(method, path, query, body, content_type, self._timeout_until(deadline))
         try:
             return bytes(response.read())
         except urllib3.exceptions.HTTPError as error:
@@ -315,20 +336,31 @@ class KubeCluster:
         query: dict[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        deadline: float | None = None,
     ) -> Any:
         """The decoded JSON of a reply (any shape: the caller checks it); empty or non-JSON is Malformed."""
-        return shape.decode(self._read(method, path, query, body, content_type), f"{method} {path}")
+        return shape.decode(self._read(method, path, query, body, content_type, deadline), f"{method} {path}")
 
-    def _object(self, kind: Kind, method: str, path: str, body: Any, content_type: str = "application/json") -> Obj:
+    def _object(
+        self,
+        kind: Kind,
+        method: str,
+        path: str,
+        body: Any,
+        content_type: str = "application/json",
+        deadline: float | None = None,
+    ) -> Obj:
         """A write whose reply is the object written, checked for shape."""
-        return shape.checked_object(kind, self._json(method, path, body=body, content_type=content_type),
-                                    f"{method} {path}")
+        reply = self._json(method, path, body=body, content_type=content_type, deadline=deadline)
+        return shape.checked_object(kind, reply, f"{method} {path}")
 
     def _send(self, method: str, path: str, body: Any) -> None:
         """A write whose reply (a Status or the object) the caller does not need: only its HTTP status counts."""
         self._read(method, path, None, body, "application/json")
 
-    def _retrying(self, call: Callable[[], T]) -> T:
+    def _retrying(self, call: Callable[[], T], deadline: float | None = None) -> T:
+        """`call`, retried while the server is unavailable — and, with a `deadline` (monotonic), only while the
+        pause before the next try ends before it."""
         backoff = Backoff(self._backoff_template.initial, self._backoff_template.maximum, self._backoff_template.factor)
         for attempt in range(self._retries + 1):
             try:
@@ -339,9 +371,16 @@ class KubeCluster:
                 if attempt == self._retries:
                     raise
                 delay = backoff.next_delay()
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    raise
                 log.debug("%s; retrying in %.2f s", error, delay)
                 time.sleep(delay)
         raise AssertionError("unreachable")
+
+
+def _deadline(timeout: float | None) -> float | None:
+    """When a call given `timeout` seconds must be over (monotonic), or None."""
+    return None if timeout is None else time.monotonic() + timeout
 
 
 def _ns(kind: Kind, namespace: str | None) -> str | None:

@@ -91,17 +91,21 @@ class Cluster(Protocol):
         """
         ...
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None: ...
-
-    def create(self, kind: Kind, obj: Obj) -> Obj:
-        """Create; ``metadata.generateName`` works. Raises AlreadyExists."""
+    def get(self, kind: Kind, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Obj | None:
+        """The object, or None when it does not exist. ``timeout`` (seconds) bounds the whole call, retries
+        included: when it runs out the call raises Unavailable (None: the cluster's own timeouts)."""
         ...
 
-    def update(self, kind: Kind, obj: Obj, subresource: str | None = None) -> Obj:
+    def create(self, kind: Kind, obj: Obj, *, timeout: float | None = None) -> Obj:
+        """Create; ``metadata.generateName`` works. Raises AlreadyExists. ``timeout`` as for :meth:`get`."""
+        ...
+
+    def update(self, kind: Kind, obj: Obj, subresource: str | None = None, *, timeout: float | None = None) -> Obj:
         """Replace; raises Conflict when ``metadata.resourceVersion`` is stale (none: unconditional).
 
         For kinds with a status subresource (pods, nodes, ...) the object's status is kept unless
-        ``subresource="status"``, which writes only the status, as the API server does.
+        ``subresource="status"``, which writes only the status, as the API server does. ``timeout`` as for
+        :meth:`get` (a write that ran out may still have been carried out).
         """
         ...
 

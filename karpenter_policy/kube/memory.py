@@ -7,7 +7,8 @@ a version older than the window (or than a :meth:`MemoryCluster.compact`) raises
 finalizers (``deletionTimestamp`` first, removal once the last finalizer goes); Binding, Eviction (with
 PodDisruptionBudgets), Events and Leases behave as on a real cluster. Thread-safe: one lock guards the
 state, and watchers wait on its condition. Pods are deleted at once (there is no kubelet to honour a
-grace period); create keeps the status it is given so tests can seed running pods and ready nodes.
+grace period); create keeps the status it is given so tests can seed running pods and ready nodes. Calls answer
+at once: a ``timeout`` is accepted and has nothing to bound.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ class MemoryCluster:
             version = str(self._version)
         return ObjectList(sorted(items, key=_sort_key), version)
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
+    def get(self, kind: Kind, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Obj | None:
         with self._changed:
             obj = self._store(kind).get(self._key(kind, namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
@@ -147,7 +148,7 @@ class MemoryCluster:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def create(self, kind: Kind, obj: Obj) -> Obj:
+    def create(self, kind: Kind, obj: Obj, *, timeout: float | None = None) -> Obj:
         new = objects.with_kind(kind, copy.deepcopy(obj))
         meta = new.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -174,7 +175,7 @@ class MemoryCluster:
             self._record(_Change(version, kind, "ADDED", copy.deepcopy(new), None))
             return copy.deepcopy(new)
 
-    def update(self, kind: Kind, obj: Obj, subresource: str | None = None) -> Obj:
+    def update(self, kind: Kind, obj: Obj, subresource: str | None = None, *, timeout: float | None = None) -> Obj:
         with self._changed:
             current = self._existing(kind, objects.namespace(obj), objects.name(obj))
             self._check_version(kind, current, objects.resource_version(obj))

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.acting import ActingCloud, ActingCluster
 from karpenter_policy.reconcile.cloudmetrics import MeasuredCloud
 from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
 from karpenter_policy.reconcile.context import Context
@@ -97,7 +98,11 @@ class Controller:
         self.constraints = constraints
         self.state = feed.state if feed is not None else ClusterState(unschedulable_only=options.unschedulable_only)
         metrics = metrics or Metrics(clock)
-        cloud = MeasuredCloud(cloud, metrics, region)  # every controller's calls measured (docs/metrics.md)
+        #: Whether this replica may change anything now (the runner's leadership; always, driven step by step).
+        self.acting: Callable[[], bool] = lambda: True
+        # every controller's calls measured (docs/metrics.md), and each change made only while acting (`acting`)
+        cloud = ActingCloud(MeasuredCloud(cloud, metrics, region), lambda: self.acting())
+        cluster = ActingCluster(cluster, lambda: self.acting())
         self.context = Context(cluster, cloud, options, self.state, region, clock, wall_clock, metrics)
         self.feed: StateFeed = feed or default_feed(cluster, self.state)
         self.last_refusal: str | None = None

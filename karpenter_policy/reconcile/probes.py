@@ -3,11 +3,13 @@
 * `/metrics`: the Prometheus exposition of the controller's registry (Karpenter's metrics as its Go client writes
   them: `exposition`);
 * `/healthz` (the liveness probe): 200 while every thread of the process runs — each controller's, the
-  informers', the interruption poller's — else 500 with why (the kubelet then restarts the container: a dead
-  thread would otherwise leave a process that answers probes while pods stay pending);
+  informers', the interruption poller's, the leader election's (which must also finish its rounds) — else 500 with
+  why (the kubelet then restarts the container: a dead thread would otherwise leave a process that answers probes
+  while pods stay pending, or a replica that can never lead again);
 * `/readyz` (the readiness probe): 200 once the cluster state is synced and healthy (every informer listed, no
-  watch failing) and the constraint sets are loaded — a standby replica is ready without leading (the body says
-  `leading` or `standby`) — else 503 with why;
+  watch failing), the constraint sets are loaded and the API server answers the leader election (silent for no
+  longer than a lease duration) — a standby replica is ready without leading (the body says `leading` or
+  `standby`; a leader past its renew deadline says `standby`) — else 503 with why;
 * any other path: 404.
 
 Served by a threaded `http.server` on its own thread; probes never wait on a controller. A client that sends

@@ -14,15 +14,19 @@ its own, woken by the events it cares about — as Karpenter's controllers are.
 * **interruption** (with a handler): long-polls the queue.
 
 Only the replica holding the Lease (:class:`~karpenter_policy.kube.lease.LeaderElector`) acts; the others keep
-their state warm to take over at once — and a leader that loses the Lease stops acting at once (each thread asks
-before every step). A replica that becomes the leader first picks up what the previous one left
+their state warm to take over at once. Leading is a deadline (the last renewal's start plus the renew deadline,
+which ends before any other replica can take the Lease), and every controller asks it before each step and, through
+the controller's guarded cluster and cloud (`acting`), before each call that changes anything: a leader cut off
+from the API server stops acting before another replica can start, even while its elector's thread waits on a
+request that hangs. A replica that becomes the leader first picks up what the previous one left
 (:meth:`Controller.took_over`: adoption, garbage collection, a batch window for the pods already pending). A step
 that fails unexpectedly is logged with its traceback and retried after a pause: no thread dies of it.
 
-:meth:`Runner.health` tells `/healthz` (every thread alive) and `/readyz` (the state synced and healthy, the
-constraint sets loaded; a standby is ready without leading). Each step of a controller is measured as
+:meth:`Runner.health` tells `/healthz` (every thread alive: the controllers', the informers', the elector's) and
+`/readyz` (the state synced and healthy, the constraint sets loaded, the API server answering the elector within
+`api_silence_limit`; a standby is ready without leading). Each step of a controller is measured as
 controller-runtime measures a reconcile (`Metrics.reconciling`), and only a replica that acts exports the gauges
-that describe the cluster (`Metrics.leading`).
+that describe the cluster (`Metrics.leading`); leader election's own metrics are `leadermetrics`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.leadermetrics import LeaderElectionMetrics
 from karpenter_policy.reconcile.metrics import (
     DEPROVISIONING,
     EMPTINESS,
@@ -128,9 +133,13 @@ class Runner:
         elector: LeaderElector | None = None,
         resync: float = DEFAULT_RESYNC,
         interruption: InterruptionHandler | None = None,
+        api_silence_limit: float | None = None,
     ) -> None:
         self.controller = controller
         self.elector = elector
+        #: Not ready once the API server has not answered the elector for this long (default: a lease duration —
+        #: a replica that cannot reach it can neither lead nor take over).
+        self.api_silence_limit = api_silence_limit or (elector.lease_duration if elector is not None else 0.0)
         self.resync = resync
         self.interruption = interruption
         self.clock = controller.clock
@@ -143,6 +152,9 @@ class Runner:
         state = controller.state
         controller.metrics.watch_counters(self.feed.malformed, lambda: dict(state.malformed))
         controller.metrics.leading = self._acting
+        controller.acting = self._holds_lease  # every call that changes the cluster or the cloud asks first
+        if elector is not None:
+            controller.metrics.use("leader_election", LeaderElectionMetrics(elector))
         self.configmap: Informer | None = None
         provisioner = controller.provisioner
         source = controller.constraints
@@ -158,6 +170,7 @@ class Runner:
             self.configmap = informer
         if interruption is not None:
             interruption.use_state(controller.state)
+            interruption.act_only_while(self._holds_lease)
         controller.lifecycle.on_dirty = provisioner.wake.set  # a node to label initialized
         self.workers = [
             _Worker(self, "provisioning", self._provisioning, provisioner.wake, resync, PROVISIONER),
@@ -189,6 +202,11 @@ class Runner:
     def _acting(self) -> bool:
         """Leading, without taking over (what the metrics ask at a scrape)."""
         return not self.stopping.is_set() and (self.elector is None or self.elector.is_leader)
+
+    def _holds_lease(self) -> bool:
+        """What every change asks (`acting`): the Lease is ours, its renew deadline not passed. Not whether the
+        runner stops: a step under way when it stops finishes (the lease is released only after)."""
+        return self.elector is None or self.elector.is_leader
 
     def wait_for_leadership(self, timeout: float) -> None:
         if self.elector is not None:
@@ -282,13 +300,23 @@ class Runner:
         threads = [w.thread for w in self.workers]
         if self._interruption_thread is not None:
             threads.append(self._interruption_thread)
-        alive = all(t.is_alive() for t in threads) if threads[0].ident is not None else True
-        if not alive:
-            reasons.append("a controller thread stopped")
+        stopped = [t.name for t in threads if t.ident is not None and not t.is_alive()]  # started, then ended
+        alive = not stopped
+        if stopped:
+            reasons.append(f"a controller thread stopped ({', '.join(stopped)})")
         feed = self.feed.health()
         if not feed.alive:
             alive = False
             reasons.append("an informer thread stopped")
+        ready = True
+        if self.elector is not None:
+            if not self.elector.alive():
+                alive = False
+                reasons.append("the leader election thread stopped or hangs")
+            silent = self.elector.silent_for()
+            if silent > self.api_silence_limit:
+                ready = False
+                reasons.append(f"the API server has not answered for {silent:.0f} s")
         if not feed.synced:
             reasons.append("the cluster state is not synced yet")
         reasons.extend(f"watching {kind} fails: {why}" for kind, why in feed.failing)
@@ -296,7 +324,7 @@ class Runner:
         if not loaded:
             reasons.append("no constraint set is loaded")
         leading = self.elector.is_leader if self.elector is not None else not self.stopping.is_set()
-        return Health(alive, feed.healthy and loaded, leading, tuple(reasons))
+        return Health(alive, ready and feed.healthy and loaded, leading, tuple(reasons))
 
     def stop(self) -> None:
         self.stopping.set()

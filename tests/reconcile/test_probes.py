@@ -1,5 +1,6 @@
-"""The controller's probes over real HTTP: /healthz (every thread alive), /readyz (state synced, sets loaded; a
-standby is ready without leading), /metrics, and 404 for anything else — the paths the Helm chart's probes use."""
+"""The controller's probes over real HTTP: /healthz (every thread alive, the leader election's too), /readyz (state
+synced, sets loaded, the API server answering; a standby is ready without leading), /metrics, and 404 for anything
+else — the paths the Helm chart's probes use."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource
@@ -98,7 +100,7 @@ def test_a_standby_is_ready_without_leading(probed: Any) -> None:
         _, port = probed(cluster=cluster, elector=elector)
         assert eventually(lambda: get(port, "/readyz")[0] == 200)
         assert get(port, "/readyz") == (200, "ok (standby)\n")
-        assert get(port, "/healthz")[0] == 200
+        assert get(port, "/healthz") == (200, "ok\n")
     finally:
         elector.stop()
 
@@ -112,6 +114,7 @@ def test_a_dead_controller_thread_fails_the_liveness_probe(probed: Any) -> None:
         raise SystemExit  # what no `except Exception` catches: the thread ends
 
     worker = next(w for w in runner.workers if w.name == "emptiness")
+    assert eventually(lambda: worker.thread.is_alive())  # started (a thread not started yet is not "dead")
     worker.step = dies
     worker.wake.set()
     assert eventually(lambda: not worker.thread.is_alive())
@@ -145,3 +148,95 @@ def test_silent_connections_are_dropped_and_bounded_so_probes_are_answered_again
         for sock in silent:
             sock.close()
         server.shutdown()
+
+
+class _ApiServer(MemoryCluster):
+    """The API server as the elector's requests see it: `freeze()` makes every lease request hang until its timeout
+    and fail (a frozen API server: nothing answers), `thaw()` answers again; `break_thread()` raises from the next
+    request what no handler catches (the elector's thread ends)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frozen = threading.Event()
+        self.fatal = threading.Event()
+
+    def _hang(self, timeout: float | None) -> None:
+        if self.fatal.is_set():
+            raise SystemExit
+        if self.frozen.is_set():
+            threading.Event().wait(timeout if timeout is not None else 30.0)  # no answer within the request's time
+            raise Unavailable("timed out (frozen API server)")
+
+    def get(self, kind: Any, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Any:
+        if kind == objects.LEASE:
+            self._hang(timeout)
+        return super().get(kind, name, namespace, timeout=timeout)
+
+    def update(self, kind: Any, obj: Any, subresource: str | None = None, *, timeout: float | None = None) -> Any:
+        if kind == objects.LEASE:
+            self._hang(timeout)
+        return super().update(kind, obj, subresource, timeout=timeout)
+
+
+LEASE_STATUS = 'leader_election_master_status{name="karpenter-policy-reconcile"}'
+
+
+def test_a_leader_the_api_server_stops_answering_stops_leading_and_turns_unready_but_stays_alive(probed: Any) -> None:
+    """The probe's case: during a freeze of the API server /readyz and /healthz both stayed 200 and the body said
+    `ok (leading)`. Now the replica stops leading within its renew deadline (the gauge says 0), is not ready once the
+    API server has been silent for a lease duration, and stays alive (its elector's requests are bounded)."""
+    cluster = _ApiServer()
+    elector = LeaderElector(cluster, "default", "karpenter-policy-reconcile", "leader",
+                            lease_duration=1.5, renew_deadline=1.0, retry_period=0.1).start()
+    try:
+        _, port = probed(cluster=cluster, elector=elector)
+        assert eventually(lambda: get(port, "/readyz") == (200, "ok (leading)\n"))
+        assert f"{LEASE_STATUS} 1.0" in get(port, "/metrics")[1]
+
+        cluster.frozen.set()
+        assert eventually(lambda: not elector.is_leader, 5.0)
+        assert f"{LEASE_STATUS} 0.0" in get(port, "/metrics")[1]
+        assert eventually(lambda: get(port, "/readyz")[0] == 503)
+        assert "the API server has not answered for" in get(port, "/readyz")[1]
+        assert get(port, "/healthz") == (200, "ok\n")
+
+        cluster.frozen.clear()
+        assert eventually(lambda: get(port, "/readyz") == (200, "ok (leading)\n"))
+    finally:
+        elector.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread is meant to die
+def test_a_dead_leader_election_thread_fails_the_liveness_probe(probed: Any) -> None:
+    cluster = _ApiServer()
+    elector = LeaderElector(cluster, "default", "karpenter-policy-reconcile", "leader",
+                            lease_duration=1.5, renew_deadline=1.0, retry_period=0.1).start()
+    try:
+        _, port = probed(cluster=cluster, elector=elector)
+        assert eventually(lambda: get(port, "/healthz") == (200, "ok\n") and elector.is_leader)
+
+        cluster.fatal.set()  # what no `except Exception` catches
+
+        assert eventually(lambda: get(port, "/healthz")[0] == 500)
+        assert "leader election thread" in get(port, "/healthz")[1]
+        assert eventually(lambda: not elector.is_leader, 5.0)  # and it acts no more: the lease lapses by the clock
+    finally:
+        elector.stop()
+
+
+def test_a_malformed_lease_shows_in_the_metrics_and_the_replica_stays_alive(probed: Any) -> None:
+    cluster = MemoryCluster()
+    elector = LeaderElector(cluster, "default", "karpenter-policy-reconcile", "leader",
+                            lease_duration=30.0, renew_deadline=20.0, retry_period=0.1).start()
+    try:
+        _, port = probed(cluster=cluster, elector=elector)
+        assert eventually(lambda: get(port, "/readyz") == (200, "ok (leading)\n"))
+        lease = cluster.get(objects.LEASE, "karpenter-policy-reconcile", "default") or {}
+        cluster.update(objects.LEASE, {**lease, "spec": "x"})  # written by anyone
+
+        counted = 'karpenter_policy_lease_malformed_total{reason="spec"} 1.0'
+        assert eventually(lambda: counted in get(port, "/metrics")[1])
+        assert eventually(lambda: f"{LEASE_STATUS} 0.0" in get(port, "/metrics")[1], 1.0)  # it stopped leading
+        assert get(port, "/readyz") == (200, "ok (standby)\n") and get(port, "/healthz") == (200, "ok\n")
+    finally:
+        elector.stop()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import ConfigMapSource, DirectorySource
@@ -134,3 +135,109 @@ def test_two_replicas_one_acts_and_the_other_takes_over(compiled: Path, log: Any
             runner.stop()
             elector.stop()
             thread.join(GENEROUS)
+
+
+class _LeaseLink:
+    """One replica's connection for its Lease requests: `cut` makes them hang until their timeout and fail (its
+    renewals cannot get through), while the replica's other requests still reach the cluster — the worst case for
+    two leaders: nothing stops its controllers but leadership itself."""
+
+    def __init__(self, cluster: MemoryCluster) -> None:
+        self.cluster = cluster
+        self.cut = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cluster, name)
+
+    def _through(self, timeout: float | None) -> None:
+        if self.cut.is_set():
+            threading.Event().wait(timeout if timeout is not None else 30.0)
+            raise Unavailable("no answer (cut off)")
+
+    def get(self, kind: Any, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Any:
+        self._through(timeout)
+        return self.cluster.get(kind, name, namespace)
+
+    def create(self, kind: Any, obj: Any, *, timeout: float | None = None) -> Any:
+        self._through(timeout)
+        return self.cluster.create(kind, obj)
+
+    def update(self, kind: Any, obj: Any, subresource: str | None = None, *, timeout: float | None = None) -> Any:
+        self._through(timeout)
+        return self.cluster.update(kind, obj, subresource)
+
+
+class _Changes:
+    """The cluster as one replica's controllers change it: each change that gets through is noted (when, by whom)."""
+
+    CHANGES = ("create", "update", "patch", "delete", "bind", "evict", "record_event")
+
+    def __init__(self, cluster: MemoryCluster, replica: str, log: list[tuple[float, str, str]]) -> None:
+        self.cluster, self.replica, self.log = cluster, replica, log
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.cluster, name)
+        if name not in self.CHANGES:
+            return found
+
+        def change(*args: Any, **kwargs: Any) -> Any:
+            self.log.append((time.monotonic(), self.replica, name))
+            return found(*args, **kwargs)
+
+        return change
+
+
+@pytest.mark.slow
+def test_a_leader_cut_off_from_the_lease_stops_every_change_before_the_other_replica_starts(
+    compiled: Path, log: Any
+) -> None:
+    """Two replicas on one cluster, pods arriving all the time, so the leader is always changing something. Its
+    Lease requests are cut (its other requests still get through): every controller of it makes its last change
+    before its last renewal's start plus the renew deadline, and before the other replica's first change."""
+    timings = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.2}
+    cluster = MemoryCluster()
+    cloud = fake_cloud(FakeClock())
+    changes: list[tuple[float, str, str]] = []
+    links: dict[str, _LeaseLink] = {}
+    replicas: dict[str, tuple[Runner, LeaderElector, threading.Thread]] = {}
+    for identity in ("replica-a", "replica-b"):
+        links[identity] = _LeaseLink(cluster)
+        elector = LeaderElector(links[identity], "default", "karpenter-policy-reconcile", identity, **timings).start()
+        controller = Controller(
+            _Changes(cluster, identity, changes), cloud, DirectorySource(compiled),  # type: ignore[arg-type]
+            ControllerOptions(cluster_name=CLUSTER, batch_idle=0.1, batch_max=0.3), region=REGION,
+        )
+        runner = Runner(controller, cluster, elector=elector, resync=1.0)
+        replicas[identity] = (runner, elector, run_in_thread(runner))
+    arriving = threading.Event()
+
+    def pods_keep_arriving() -> None:
+        for i in range(10_000):
+            if arriving.wait(0.05):
+                return
+            create_all(cluster, objects.POD, inflate(i, 1))
+
+    feeder = threading.Thread(target=pods_keep_arriving, daemon=True)
+    try:
+        assert eventually(lambda: sum(e.is_leader for _, e, _ in replicas.values()) == 1)
+        leader = next(name for name, (_, e, _) in replicas.items() if e.is_leader)
+        other = next(name for name in replicas if name != leader)
+        feeder.start()
+        assert eventually(lambda: any(who == leader and what == "bind" for _, who, what in changes))
+
+        links[leader].cut.set()
+        cut_at = time.monotonic()  # every renewal of the leader that succeeded started before this
+        assert eventually(lambda: any(who == other for _, who, _ in changes))
+        assert eventually(lambda: any(who == other and what == "bind" for _, who, what in changes))
+    finally:
+        arriving.set()
+        for runner, elector, thread in replicas.values():
+            runner.stop()
+            elector.stop()
+            thread.join(GENEROUS)
+
+    last_by_leader = max(t for t, who, _ in changes if who == leader)
+    first_by_other = min(t for t, who, _ in changes if who == other)
+    assert last_by_leader < first_by_other, "both replicas changed the cluster at once"
+    # a change checked just before the deadline is noted an instant later: a quarter second for a loaded machine
+    assert last_by_leader < cut_at + timings["renew_deadline"] + 0.25

@@ -47,6 +47,7 @@ from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.acting import ActingCloud, ActingCluster
 from karpenter_policy.reconcile.interruption.eventbridge import (
     STOPPING_STATES,
     InterruptionMessage,
@@ -153,6 +154,11 @@ class InterruptionHandler:
         self.wall_clock = wall_clock
         self._nodes = nodes or (lambda: cluster.list(objects.NODE).items)
         self._state: ClusterState | None = None
+
+    def act_only_while(self, acting: Callable[[], bool]) -> None:
+        """Every change this handler makes (Node deletions, Events) asks `acting()` first (`reconcile.acting`)."""
+        self.cluster = ActingCluster(self.cluster, acting)
+        self.cloud = ActingCloud(self.cloud, acting)
 
     def use_nodes(self, nodes: Callable[[], list[Obj]]) -> None:
         """Match messages against these Nodes from now on."""
