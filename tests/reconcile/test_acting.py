@@ -80,4 +80,6 @@ def test_reads_pass_and_every_kind_of_change_is_refused_when_not_leading(make_ha
         assert isinstance(raised.value, ClusterError)  # handled as any failed call is
     with pytest.raises(NotLeadingInCloud):
         cloud.delete("i-0123456789abcdef0")
+    with pytest.raises(NotLeadingInCloud):  # garbage collection's deletion of launch templates is a change too
+        cloud.collect_launch_templates(CLUSTER)
     assert len(h.pods()) == 1 and h.nodes() == []
