@@ -56,6 +56,10 @@ _NO_PROVISIONER = "no Provisioner among the policies admits an instance type"
 HOURS_PER_MONTH = 730
 #: The cheapest offering of a fitting type: what Karpenter would launch first.
 Launch = ChosenOffering
+#: Refusal kinds (`scheduling.reasons`), the closest first: the provisioner took the pod's taints and requirements
+#: and lacked room (limits, instance sizes, topology, ports), before those that keep the pod away.
+CLOSEST_REFUSALS = ("limits", "resources", "instance-types", "topology", "host-ports", "requirements", "taint",
+                    "unavailable")
 
 
 # --- the templates ------------------------------------------------------------------------------------------
@@ -154,6 +158,39 @@ class Placement:
         if self.outcome is not None and self.outcome.failure is not None:
             return self.outcome.message(_NO_PROVISIONER)
         return refusals_message(self.reasons, self.relaxed, _NO_PROVISIONER)
+
+    @property
+    def stranded(self) -> tuple[int, int]:
+        """(replicas left pending, replicas) — a workload without pods in the plan counts as one replica."""
+        outcome = self.outcome
+        if outcome is not None:
+            return outcome.unscheduled, outcome.replicas
+        return (0 if self.schedulable else 1), 1
+
+    def ranked_reasons(self) -> list[tuple[str, Refusal]]:
+        """The refusals, the most relevant provisioner first: one that refused for want of room (limits, sizes,
+        topology, ports) accepted the pod's taints and requirements — the one the workload targets — before one
+        whose requirements or taints keep the pod away; ties in the scheduler's order."""
+        order = {kind: i for i, kind in enumerate(CLOSEST_REFUSALS)}
+        ranked = sorted(enumerate(self.reasons.items()), key=lambda item: (order.get(item[1][1].kind, 99), item[0]))
+        return [pair for _, pair in ranked]
+
+    def lead(self) -> str:
+        """`Job/model-training (1 of its 2 replicas) — provisioner gpu: …`: the line a report leads with when the
+        workload cannot be placed (the most relevant provisioner's reason)."""
+        pending, replicas = self.stranded
+        text = self.ref + (f" ({pending} of its {replicas} replicas)" if 0 < pending < replicas else "")
+        return f"{text} — {self.leading_reason()}"
+
+    def leading_reason(self) -> str:
+        """`provisioner gpu: …`: why the most relevant provisioner (`ranked_reasons`) refuses the workload."""
+        if self.refused:
+            return refused_message(self.refused)
+        ranked = self.ranked_reasons()
+        if not ranked:
+            return _NO_PROVISIONER
+        name, refusal = ranked[0]
+        return f"provisioner {name}: {refusal}"
 
     def summary(self) -> str:
         """`Deployment/inflate → Provisioner/default: 412 instance types, e.g. c5.large (us-east-1a, spot)`."""
