@@ -14,6 +14,7 @@ import pytest
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.policy.comparison.diff import DiffResult, diff_command, diff_sides, load_side
 from karpenter_policy.policy.proof.check import check_command
+from karpenter_policy.policy.proof.placement import Landing, WorkloadBill
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = (
@@ -511,3 +512,13 @@ def test_check_markdown_leads_with_the_workload_it_cannot_place(tmp_path: Path) 
     )
     assert "limits.resources" in lines[0]
     assert lines[2].startswith("karpenter-policy check: the workloads' nodes cost $")
+
+
+def test_where_a_workload_lands_counts_its_pods_in_words() -> None:
+    """#27: `(1 pods)`: the first landing's count is spelt with its noun, singular for one."""
+    bill = WorkloadBill(
+        "Job/x", 3, (Landing("gpu", "g5.xlarge", "spot", 1), Landing("gpu", "g5.2xlarge", "spot", 2)), 1.0
+    )
+    assert bill.where() == "gpu · g5.xlarge spot (1 pod), g5.2xlarge spot (2)"
+    many = WorkloadBill("Job/x", 5, (Landing("a", "m5.large", "spot", 3), Landing("b", "m5.large", "spot", 2)), 1.0)
+    assert many.where() == "a · m5.large spot (3 pods), b · m5.large spot (2)"

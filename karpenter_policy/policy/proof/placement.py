@@ -152,12 +152,14 @@ class Placement:
         return self.provisioner is not None and (self.outcome is None or not self.outcome.unscheduled)
 
     def message(self) -> str:
-        """The `workload-unschedulable` message (only meaningful when not schedulable)."""
+        """The `workload-unschedulable` message (only meaningful when not schedulable), the most relevant
+        provisioner's reason first (`ranked_reasons`)."""
         if self.refused:
             return refused_message(self.refused)
+        ranked = dict(self.ranked_reasons())  # the most relevant provisioner first
         if self.outcome is not None and self.outcome.failure is not None:
-            return self.outcome.message(_NO_PROVISIONER)
-        return refusals_message(self.reasons, self.relaxed, _NO_PROVISIONER)
+            return self.outcome.message(_NO_PROVISIONER, ranked)
+        return refusals_message(ranked, self.relaxed, _NO_PROVISIONER)
 
     @property
     def stranded(self) -> tuple[int, int]:
@@ -441,7 +443,7 @@ class WorkloadBill:
             parts.append(text if landing.provisioner == previous else f"{provisioner(landing.provisioner)} · {text}")
             previous = landing.provisioner
         if len(parts) > 1:
-            parts = [f"{part} ({landing.pods}{' pods' if i == 0 else ''})"
+            parts = [f"{part} ({_pod_count(landing.pods) if i == 0 else landing.pods})"
                      for i, (part, landing) in enumerate(zip(parts, self.landings, strict=True))]
         return ", ".join(parts)
 
@@ -607,6 +609,10 @@ class Capacity:
             known = sum(n.price for n in self.nodes if n.price is not None)
             text += f" ({self.unpriced} of {len(self.nodes)} nodes; the others {money(known)}/h)"
         return text
+
+
+def _pod_count(count: int) -> str:
+    return f"{count} pod{'s' if count != 1 else ''}"
 
 
 def money(amount: float) -> str:
