@@ -808,6 +808,9 @@ def test_a_placeholder_is_an_error_under_compile_and_a_warning_under_check(tmp_p
     assert not (tmp_path / "out").exists()
     streamed = cli(str(tmp_path / "in"), "-o", "-")
     assert streamed.returncode == 1 and streamed.stdout == ""
+    assert streamed.stderr.endswith("nothing written: 1 error\n")
+    as_json = cli(str(tmp_path / "in"), "-o", "-", "--output", "json")  # stderr is the JSON report alone
+    assert as_json.returncode == 1 and json.loads(as_json.stderr)["summary"]["errors"] == 1
     checked = subprocess.run(
         [sys.executable, "-m", "karpenter_policy.cli", "check", str(tmp_path / "in")],
         cwd=ROOT, capture_output=True, text=True, timeout=180,

@@ -402,6 +402,8 @@ def compile_command(
         else:
             why = "not every policy could be read"
         stopped = f"karpenter-policy compile: nothing written: {why}\n"
+        if streaming and report_format not in ("text", "github"):
+            stopped = ""  # stderr holds the structured report: nothing may follow it
         return CommandOutput(code, "" if streaming else text, notes + (text if streaming else "") + stopped)
     if streaming:
         return CommandOutput(0, result.stream(), notes + text)
