@@ -1,9 +1,9 @@
 """`karpenter-policy` command line: parses flags, calls the policy package, maps results to exit codes.
 
 Exit codes (README.md, `karpenter-policy validate`): 0 no errors; 1 findings of severity error (warnings too with
---fail-on-warn); 2 usage error or the tool could not run (a missing or unreadable path, a bad flag). When the reader
-of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools do: killed by SIGPIPE (shell
-status 141).
+--strict, or its older name --fail-on-warn); 2 usage error or the tool could not run (a missing or unreadable path,
+a bad flag). When the reader of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools
+do: killed by SIGPIPE (shell status 141).
 
 Reports and logs are written as UTF-8 whatever the locale, with the undecodable bytes of file names escaped
 (`reporters.displayable`), so that JSON, SARIF and JUnit output stay valid.
@@ -41,7 +41,9 @@ _output_option = click.option(
     show_default=True,
     help="Report format: text, json, sarif (code scanning), github (workflow annotations), junit.",
 )
-_fail_on_warn_option = click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")
+_fail_on_warn_option = click.option(
+    "--strict", "--fail-on-warn", "fail_on_warn", is_flag=True, help="Exit 1 on warnings too (also --fail-on-warn)."
+)
 _previous_generation_option = click.option(
     "--allow-previous-generation",
     "previous_generation",

@@ -104,8 +104,13 @@ def json_text(data: Any) -> str:
     return json.dumps(_displayable_data(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+#: How the summary line says a pseudo-kind of `Report.kinds`: "(invalid)" counts objects of no kind and version the
+#: tool knows (`kind: Provisoner`), whose schema error says which.
+_KIND_WORDS = {"(invalid)": "of an unknown kind"}
+
+
 def _summary_text(report: Report, verb: str) -> str:
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(report.kinds.items()))
+    kinds = ", ".join(f"{n} {_KIND_WORDS.get(k, k)}" for k, n in sorted(report.kinds.items()))
     line = f"{verb} {report.objects} object{'s' if report.objects != 1 else ''}"
     line += f" ({kinds})" if kinds else ""
     line += f" in {report.files} file{'s' if report.files != 1 else ''}"

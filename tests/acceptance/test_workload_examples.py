@@ -221,12 +221,13 @@ def test_text_output_places_the_seed_workloads() -> None:
 def test_text_output_of_an_unschedulable_workload() -> None:
     result = run_cli(relative(POLICIES), "--workloads", relative(EXAMPLES / "negative" / "arm64-on-amd64-only.yaml"))
     assert result.returncode == 1
+    # the provisioners whose taints the pod accepts first (#27: the one the user meant leads), then the tainted ones
     assert (
         "examples/workloads/negative/arm64-on-amd64-only.yaml:13:3: error: Deployment/graviton-api: no provisioner "
-        "can launch a node for it: provisioner gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated; "
-        "provisioner batch: taint workload=batch:NoSchedule not tolerated; provisioner default: kubernetes.io/arch "
-        "In [arm64] not in [amd64]; provisioner kspark: kubernetes.io/arch In [arm64] not in [amd64] "
-        "[workload-unschedulable]"
+        "can launch a node for it: provisioner default: kubernetes.io/arch In [arm64] not in [amd64]; "
+        "provisioner kspark: kubernetes.io/arch In [arm64] not in [amd64]; provisioner gpu: taint "
+        "nvidia.com/gpu=true:NoSchedule not tolerated; provisioner batch: taint workload=batch:NoSchedule not "
+        "tolerated [workload-unschedulable]"
     ) in result.stdout
 
 

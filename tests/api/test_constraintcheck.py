@@ -14,6 +14,7 @@ import pytest
 
 from karpenter_policy.api.constraintset import ConstraintSetError, read_compiled
 from karpenter_policy.policy.compilation.compiler import compile_command
+from karpenter_policy.policy.selection import Selection
 
 from .tampering import Edit, tamper_directory
 
@@ -186,7 +187,9 @@ def test_an_untouched_set_with_its_hashes_rewritten_is_read(compiled: Path, tmp_
     ["policies", "examples/positive", "examples/workloads/policies", "examples/pinning/policies"],
 )
 def test_every_set_compile_writes_is_read_back(policies: str, tmp_path: Path) -> None:
-    result = compile_command([str(ROOT / policies)], str(tmp_path / "build"))
+    # the getting-started seed keeps `${CLUSTER_NAME}` for envsubst: a placeholder error under compile (#27)
+    unrendered = Selection(exclude=("seed-000-default-spot.yaml",))
+    result = compile_command([str(ROOT / policies)], str(tmp_path / "build"), selection=unrendered)
     assert result.exit_code == 0, result
     index, sets = read_compiled(tmp_path / "build")
     assert [s.name for s in sets] == [e.name for e in index.entries] and sets

@@ -531,6 +531,7 @@ def test_the_pull_request_workflow_uploads_sarif_from_the_check(cli_commands: se
     assert steps.index(sarif) < steps.index(upload)
     (annotations,) = (s for s in steps if "--output github" in s.get("run", ""))
     assert steps.index(upload) < steps.index(annotations)
+    assert annotations["run"].endswith(" --strict"), "the job's verdict fails on warnings too (#27)"
     for step in steps:
         for command in re.findall(r"\bkarpenter-policy (\S+)", step.get("run", "")):
             assert command in cli_commands

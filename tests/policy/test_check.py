@@ -143,6 +143,26 @@ def test_unknown_instance_type_suggests_the_nearest(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("values", "region", "severity"),
+    [
+        ("m6i.x2large", "us-east-1", "error"),  # the only type does not exist: nothing can launch
+        ("p4de.24xlarge", "eu-west-3", "error"),  # the only type is not offered in the region
+        ("m6i.x2large,m5.large", "us-east-1", "warning"),  # a typo among several: the others still launch
+        ("p4de.24xlarge,m5.large", "eu-west-3", "warning"),
+    ],
+)
+def test_a_requirement_that_leaves_no_existing_or_offered_type_is_an_error(
+    tmp_path: Path, values: str, region: str, severity: str
+) -> None:
+    """#27: a PR gate must fail on a provisioner that can never launch, whatever the flags."""
+    path = write(tmp_path, requirements(f"node.kubernetes.io/instance-type In {values}"))
+    findings = [f for f in solver_findings(path, load_catalog(region=region)) if f.rule == "unknown-instance-type"]
+    assert [f.severity for f in findings] == [severity]
+    report, _ = check_paths([str(path)], load_catalog(region=region))
+    assert (report.exit_code() == 1) == (severity == "error")
+
+
 def test_unknown_zone_for_the_region(tmp_path: Path) -> None:
     path = write(tmp_path, requirements("topology.kubernetes.io/zone In us-west-2a"))
     [finding] = solver_findings(path)

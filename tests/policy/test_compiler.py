@@ -771,3 +771,64 @@ def test_v1_needs_a_role_or_instance_profile(tmp_path: Path) -> None:
     assert kinds == ["configmap", "ec2nodeclass", "ec2nodeclass", "nodepool", "nodepool", "nodepool", "nodepool"]
     both = cli("-o", "-", "--api", "v1", "--node-role", "r", "--default-instance-profile", "p")
     assert both.returncode == 2 and both.stdout == ""
+
+
+# --- what reaches the cluster (#27) -------------------------------------------------------------------------
+
+PLACEHOLDER_TEMPLATE = """\
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata: {name: default}
+spec:
+  subnetSelector: {karpenter.sh/discovery: "${CLUSTER_NAME}"}
+  securityGroupSelector: {karpenter.sh/discovery: prod}
+---
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata: {name: default}
+spec:
+  providerRef: {name: default}
+"""
+
+
+def test_a_placeholder_is_an_error_under_compile_and_a_warning_under_check(tmp_path: Path) -> None:
+    """`${CLUSTER_NAME}` left in a selector matches no subnet: what compile writes is applied, so nothing is
+    written; `check` (what a reviewer reads) keeps it a warning. The report says `checked`, not `compiled`, and
+    stderr why nothing was written."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "p.yaml").write_text(PLACEHOLDER_TEMPLATE)
+    result = cli(str(tmp_path / "in"), "-o", str(tmp_path / "out"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = [text for text in result.stdout.splitlines() if text.endswith("[placeholder]")]
+    assert ":5:" in line and ": error: AWSNodeTemplate/default: " in line
+    assert "(an error in compile: its output is applied)" in line
+    assert result.stdout.splitlines()[-1].startswith("checked 2 objects")
+    assert "compiled" not in result.stdout
+    assert "karpenter-policy compile: nothing written: 1 error" in result.stderr
+    assert not (tmp_path / "out").exists()
+    streamed = cli(str(tmp_path / "in"), "-o", "-")
+    assert streamed.returncode == 1 and streamed.stdout == ""
+    assert streamed.stderr.endswith("nothing written: 1 error\n")
+    as_json = cli(str(tmp_path / "in"), "-o", "-", "--output", "json")  # stderr is the JSON report alone
+    assert as_json.returncode == 1 and json.loads(as_json.stderr)["summary"]["errors"] == 1
+    checked = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "check", str(tmp_path / "in")],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )
+    assert checked.returncode == 0 and "warning: AWSNodeTemplate/default: " in checked.stdout
+    marked = PLACEHOLDER_TEMPLATE.replace(
+        "metadata: {name: default}\nspec:\n  subnet",
+        "metadata: {name: default, annotations: {kustomize.toolkit.fluxcd.io/substitute: enabled}}\nspec:\n  subnet",
+    )
+    (tmp_path / "in" / "p.yaml").write_text(marked)  # Flux fills it in: no finding at all
+    assert cli(str(tmp_path / "in"), "-o", str(tmp_path / "out")).returncode == 0
+
+
+def test_strict_is_fail_on_warn(tmp_path: Path) -> None:
+    """`--strict` (the shipped CI example's flag) fails on warnings as `--fail-on-warn` does, and says so."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "p.yaml").write_text(WARNING_ONLY)
+    result = cli(str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--strict")
+    assert result.returncode == 1 and not (tmp_path / "out").exists()
+    assert "nothing written: 1 warning (--strict)" in result.stderr
+    assert cli(str(tmp_path / "in"), "-o", str(tmp_path / "out")).returncode == 0

@@ -13,6 +13,8 @@ import pytest
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.policy.comparison.diff import DiffResult, diff_command, diff_sides, load_side
+from karpenter_policy.policy.proof.check import check_command
+from karpenter_policy.policy.proof.placement import Landing, WorkloadBill
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = (
@@ -180,6 +182,11 @@ def test_c1_to_c2_widens_default_and_adds_gpu(repo: tuple[Path, list[str]], monk
         "base": None,
         "head": "default",
         "reason": workload["reason"],
+        "replicas": 1,
+        "base_unscheduled": 1,
+        "head_unscheduled": 0,
+        "newly_unscheduled": 0,
+        "error": False,
     }
 
 
@@ -192,7 +199,7 @@ def test_c2_to_c3_taints_limits_and_workloads(repo: tuple[Path, list[str]], monk
     assert statuses == {"default": "changed", "gpu": "removed", "spot": "added"}
     default = changes(document, "default")
     assert default["taints"]["removed"] == ["pods that do not tolerate dedicated=general:NoSchedule"]
-    assert default["limits"]["removed"] == ["cpu from 500 up to 1000"]
+    assert default["limits"]["removed"] == ["cpu: limit lowered from 1000 to 500"]
     assert "offerings" not in default  # same offerings: only who may use them changed
     workloads = {w["workload"]: (w["status"], w["base"], w["head"]) for w in document["workloads"]}  # type: ignore[attr-defined,index]
     assert workloads == {
@@ -379,3 +386,139 @@ def test_a_blob_over_the_size_bound_is_never_read(tmp_path: Path) -> None:
     assert code == 1, output
     assert "HEAD policies/huge.yaml:1:1: error: file is larger than 4194304 bytes" in output
     assert with_kib - without_kib < 24 * 1024, f"{with_kib} KiB with the file, {without_kib} KiB without"
+
+
+# --- what broke leads: workloads (or replicas) HEAD strands -------------------------------------------------
+
+TRAINER = provisioner(
+    "trainer",
+    """\
+  taints:
+    - {key: nvidia.com/gpu, value: "true", effect: NoSchedule}
+  requirements:
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [g5]}
+    - {key: karpenter.k8s.aws/instance-size, operator: In, values: [2xlarge]}
+    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  limits:
+    resources: {cpu: CPU_LIMIT}
+""",
+)
+TRAINING_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: model-training, namespace: ml}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+        - name: train
+          image: train:1
+          resources: {requests: {cpu: "6", memory: 16Gi}, limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def limited_diff(tmp_path: Path, base_limit: int, head_limit: int, output: str) -> tuple[int, str]:
+    """diff of two directories whose trainer provisioner differs only by its cpu limit, with the training Job."""
+    for name, limit in (("base", base_limit), ("head", head_limit)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "trainer.yaml").write_text(TRAINER.replace("CPU_LIMIT", str(limit)))
+    (tmp_path / "job.yaml").write_text(TRAINING_JOB)
+    out = diff_command(
+        str(tmp_path / "base"), str(tmp_path / "head"), (), load_catalog(),
+        output=output, workload_paths=[str(tmp_path / "job.yaml")],
+    )
+    assert out.stderr == ""
+    return out.exit_code, out.stdout
+
+
+def test_newly_stranded_workload_leads_the_comment_and_fails(tmp_path: Path) -> None:
+    code, markdown = limited_diff(tmp_path, 256, 4, "markdown")
+    assert code == 1
+    first = markdown.splitlines()[0]
+    assert first.startswith("### ❌ 1 workload can no longer be placed: ml/Job/model-training — provisioner trainer: ")
+    assert "limits.resources" in first
+    assert "HEAD: 1 error" in markdown and "1 becomes unschedulable" in markdown
+    # the stranded pods' cost is not a saving: the headline compares the pods both sides place
+    assert "**Monthly cost unchanged for the pods both sides place: $0.00**" in markdown
+    assert "decreases" not in markdown
+    assert "Not counted in the change: $" in markdown
+    assert "2 pods of Job/model-training that HEAD cannot place" in markdown
+    assert "2 pods left pending: no saving" in markdown
+    assert markdown.index("❌") < markdown.index("Monthly cost")
+
+
+def test_newly_stranded_workload_in_json_and_text(tmp_path: Path) -> None:
+    code, text = limited_diff(tmp_path, 256, 4, "json")
+    document = json.loads(text)
+    assert code == 1
+    [workload] = document["workloads"]
+    assert (workload["status"], workload["base"], workload["head"]) == ("becomes unschedulable", "trainer", None)
+    assert (workload["replicas"], workload["newly_unscheduled"], workload["error"]) == (2, 2, True)
+    assert document["summary"]["newly_unschedulable"] == 1 and document["head"]["errors"] == 1
+    [finding] = [f for f in document["head"]["findings"] if f["severity"] == "error"]
+    assert finding["rule"] == "workload-unschedulable" and finding["file"].endswith("job.yaml")
+    assert finding["message"].startswith(f"{tmp_path / 'base'} placed it, {tmp_path / 'head'} cannot: none of its 2")
+    assert document["cost"]["compared"]["base_monthly"] == document["cost"]["compared"]["head_monthly"] == 0.0
+    assert [s["pods"] for s in document["cost"]["stranded"]] == [2]
+
+
+def test_partly_stranded_replicas_are_counted(tmp_path: Path) -> None:
+    code, markdown = limited_diff(tmp_path, 256, 8, "markdown")
+    assert code == 1
+    assert markdown.startswith(
+        "### ❌ 1 workload can no longer be placed: ml/Job/model-training (1 of its 2 replicas) — provisioner trainer: "
+    )
+    assert "1 becomes partly unschedulable" in markdown
+    assert "1 pod left pending: no saving" in markdown
+    assert "decreases" not in markdown  # half the nodes, but no saving: one replica does not run
+
+
+def test_newly_placed_workload_is_no_error(tmp_path: Path) -> None:
+    code, markdown = limited_diff(tmp_path, 4, 256, "markdown")
+    assert code == 0
+    assert "❌" not in markdown
+    assert markdown.startswith("### Monthly cost unchanged for the pods both sides place: $0.00")
+    assert "1 becomes schedulable" in markdown and "HEAD: 0 errors" in markdown
+    assert "that BASE could not place" in markdown
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "said"),
+    [(256, 32, "cpu: limit lowered from 256 to 32"), (32, 256, "cpu: limit raised from 32 to 256")],
+)
+def test_a_limit_change_says_which_way_it_went(tmp_path: Path, base: int, head: int, said: str) -> None:
+    _, text = limited_diff(tmp_path, base, head, "text")
+    assert said in text
+    assert "-cpu" not in text and "+cpu" not in text and "up to" not in text
+
+
+def test_check_markdown_leads_with_the_workload_it_cannot_place(tmp_path: Path) -> None:
+    """`check --workloads --output markdown` puts the stranded workload above the cost, with the most relevant
+    provisioner's reason (the one that took its taints and requirements and lacked room)."""
+    (tmp_path / "trainer.yaml").write_text(TRAINER.replace("CPU_LIMIT", "8"))
+    (tmp_path / "default.yaml").write_text(DEFAULT_1)
+    (tmp_path / "job.yaml").write_text(TRAINING_JOB)
+    out = check_command(
+        [str(tmp_path / "trainer.yaml"), str(tmp_path / "default.yaml")], "markdown",
+        workloads=[str(tmp_path / "job.yaml")],
+    )
+    assert out.exit_code == 1
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(
+        "### ❌ 1 workload cannot be placed: Job/model-training (1 of its 2 replicas) — provisioner trainer: "
+    )
+    assert "limits.resources" in lines[0]
+    assert lines[2].startswith("karpenter-policy check: the workloads' nodes cost $")
+
+
+def test_where_a_workload_lands_counts_its_pods_in_words() -> None:
+    """#27: `(1 pods)`: the first landing's count is spelt with its noun, singular for one."""
+    bill = WorkloadBill(
+        "Job/x", 3, (Landing("gpu", "g5.xlarge", "spot", 1), Landing("gpu", "g5.2xlarge", "spot", 2)), 1.0
+    )
+    assert bill.where() == "gpu · g5.xlarge spot (1 pod), g5.2xlarge spot (2)"
+    many = WorkloadBill("Job/x", 5, (Landing("a", "m5.large", "spot", 3), Landing("b", "m5.large", "spot", 2)), 1.0)
+    assert many.where() == "a · m5.large spot (3 pods), b · m5.large spot (2)"

@@ -119,3 +119,12 @@ def test_empty_report() -> None:
     assert render(report, "text") == "validated 1 object (1 Provisioner) in 1 file: 0 errors, 0 warnings\n"
     assert json.loads(render(report, "json"))["findings"] == []
     assert report.exit_code() == 0
+
+
+def test_an_object_of_no_known_kind_is_counted_in_words() -> None:
+    """#27: `validated 1 object (1 (invalid))` read as a typo of the tool; the summary says what it counted."""
+    report = Report(files=1)
+    report.kinds["(invalid)"] += 1
+    summary = render(report, "text").splitlines()[-1]
+    assert summary == "validated 1 object (1 of an unknown kind) in 1 file: 0 errors, 0 warnings"
+    assert json.loads(render(report, "json"))["summary"]["kinds"] == {"(invalid)": 1}  # the JSON key is unchanged

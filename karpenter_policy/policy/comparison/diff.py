@@ -16,11 +16,14 @@ compared per Provisioner name, Zelkova-style — by what they admit, not by how 
 Every offering difference comes with a concrete witness (the cheapest such offering) that the solver proves on
 both sides: Z3 finds HEAD's requirements plus `instance-type In [t], zone In [z], capacity-type In [c]`
 satisfiable and BASE's unsatisfiable (or the reverse). Provisioners added and removed are listed with what they
-admit. With `--workloads`, each workload is placed on both sides (when the workload scheduling module
-`policy.schedule` is available): which change provisioner, become unschedulable, become schedulable.
+admit. With `--workloads`, every replica of the workloads is packed on each side's provisioners (`placement.schedule`,
+as `check --workloads` does): which workloads change provisioner, and how many of each one's replicas each side
+cannot place. Replicas HEAD strands that BASE placed (and new workloads HEAD cannot place) are what broke: each is a
+`workload-unschedulable` error of HEAD's report and leads every output, above the cost. The cost compares like with
+like: the pods one side places and the other cannot (`Stranded`) are left out of the change and said apart.
 
 Output: text (a table per provisioner), json, or markdown (a summary fit for a pull-request comment).
-Exit codes: 0; 1 when HEAD has error findings or a workload becomes unschedulable (with `--exit-code`: also when
+Exit codes: 0; 1 when HEAD has error findings or strands replicas BASE placed (with `--exit-code`: also when
 anything differs); 2 when it cannot run (an unknown revision, a path on neither side, no git).
 """
 
@@ -36,21 +39,24 @@ from decimal import Decimal
 from typing import Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.violations import ERROR, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price, price_key, price_text
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
-from karpenter_policy.policy.findings import CommandOutput, Report
+from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.options import OptionError
-from karpenter_policy.policy.proof.costcomment import cost_headline, diff_cost_lines, markdown_text
+from karpenter_policy.policy.proof.costcomment import cost_headline, diff_cost_lines, markdown_text, ratio_text
 from karpenter_policy.policy.proof.placement import (
     HOURS_PER_MONTH,
     Capacity,
+    Placement,
+    Schedule,
+    capacity_of,
     money,
-    plan_capacity,
-    schedule_workloads,
+    schedule,
     unknown_scale_targets,
 )
 from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths, provisioner_os
@@ -290,7 +296,10 @@ class ProvisionerDiff:
 
 @dataclass(slots=True)
 class WorkloadChange:
-    """A workload whose placement differs: `base` / `head` are provisioner names (None: unschedulable)."""
+    """A workload whose placement differs: `base` / `head` are the provisioners whose nodes take its replicas on
+    each side (None: none is placed there); `base_stranded` / `head_stranded` how many of its replicas each side
+    cannot place (of `replicas`, HEAD's count). `reason`: why HEAD places it otherwise (for a workload HEAD strands,
+    the refusal of the provisioner BASE placed it with)."""
 
     workload: str
     file: str
@@ -298,16 +307,41 @@ class WorkloadChange:
     head: str | None
     reason: str = ""
     present: str = "both"  # "added": the workload is new in HEAD
+    replicas: int = 1
+    base_stranded: int = 0
+    head_stranded: int = 0
+
+    @property
+    def newly_stranded(self) -> int:
+        """The replicas BASE placed (or, for a new workload, would have to) that HEAD cannot place."""
+        if self.present == "added":
+            return self.head_stranded
+        return max(0, self.head_stranded - self.base_stranded)
+
+    @property
+    def breaks(self) -> bool:
+        """HEAD strands replicas BASE placed (or a new workload it cannot place): an error of the diff."""
+        return self.newly_stranded > 0
 
     @property
     def status(self) -> str:
         if self.present == "added":
             return "new, unschedulable"
-        if self.base is None:
-            return "becomes schedulable"
-        if self.head is None:
-            return "becomes unschedulable"
+        if self.head_stranded > self.base_stranded:
+            return "becomes unschedulable" if self.head_stranded >= self.replicas else "becomes partly unschedulable"
+        if self.head_stranded < self.base_stranded:
+            return "becomes schedulable" if self.head_stranded == 0 else "becomes partly schedulable"
         return "changes provisioner"
+
+    def lead(self) -> str:
+        """`Job/model-training — provisioner gpu: …`, with `(1 of its 2 replicas)` when HEAD strands only some: the
+        line that leads a report when the workload `breaks`."""
+        text = self.workload
+        if self.newly_stranded < self.replicas:
+            text += f" ({self.newly_stranded} of its {self.replicas} replicas)"
+        elif self.present == "added":
+            text += " (new)"
+        return f"{text} — {self.reason}" if self.reason else text
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -318,27 +352,98 @@ class WorkloadChange:
             "base": self.base,
             "head": self.head,
             "reason": self.reason,
+            "replicas": self.replicas,
+            "base_unscheduled": self.base_stranded,
+            "head_unscheduled": self.head_stranded,
+            "newly_unscheduled": self.newly_stranded,
+            "error": self.breaks,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Stranded:
+    """Pods of a workload that one side places and the other cannot: `side` "base" (BASE places them, HEAD cannot)
+    or "head" (the reverse), and what their share of that side's nodes costs a month (None: unknown). Their cost is
+    left out of the comparison of the bills: a pod HEAD cannot place is no saving."""
+
+    workload: str
+    pods: int
+    side: str
+    monthly: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"workload": self.workload, "pods": self.pods, "side": self.side, "monthly": self.monthly}
+
+
+def stranded_pods(base: Capacity, head: Capacity) -> tuple[Stranded, ...]:
+    """The pods each side places and the other leaves pending, per workload: fewer pods placed on one side *and* as
+    many pending there (fewer replicas in HEAD's manifest is a real saving, not a stranded pod)."""
+    bills = [{b.workload: b for b in capacity.bills()} for capacity in (base, head)]
+    found: list[Stranded] = []
+    for workload in sorted(set(bills[0]) | set(bills[1])):
+        before, after = bills[0].get(workload), bills[1].get(workload)
+        placed_before = before.pods if before is not None else 0
+        placed_after = after.pods if after is not None else 0
+        lost = min(max(0, placed_before - placed_after), head.unscheduled.get(workload, 0))
+        gained = min(max(0, placed_after - placed_before), base.unscheduled.get(workload, 0))
+        for count, side, bill in ((lost, "base", before), (gained, "head", after)):
+            if count and bill is not None:
+                monthly = bill.monthly
+                share = None if monthly is None or not bill.pods else monthly * count / bill.pods
+                found.append(Stranded(workload, count, side, share))
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)
 class CostChange:
     """What the policy change does to the bill of the workloads' nodes (every replica packed by the scheduler, on
     each side's provisioners), and for each workload whose nodes change, the instance type and capacity type most
-    of its pods run on, before and after."""
+    of its pods run on, before and after. Like is compared with like: the pods one side places and the other
+    cannot (`stranded`) are left out of the change (their cost on the side that places them is `left_out`)."""
 
     base: Capacity
     head: Capacity
     workloads: tuple[tuple[str, str, str], ...] = ()  # (workload, BASE "m5.2xlarge on-demand", HEAD ...)
+    stranded: tuple[Stranded, ...] = ()
+
+    def left_out(self) -> tuple[float | None, float | None]:
+        """$/month of the stranded pods on BASE's side and on HEAD's (None: unknown)."""
+        totals: list[float | None] = []
+        for side in ("base", "head"):
+            amounts = [s.monthly for s in self.stranded if s.side == side]
+            totals.append(None if any(a is None for a in amounts) else sum(a for a in amounts if a is not None))
+        return totals[0], totals[1]
+
+    def compared(self) -> tuple[float | None, float | None]:
+        """$/month of each side without the stranded pods (None: unknown)."""
+        base_out, head_out = self.left_out()
+        before, after = self.base.monthly, self.head.monthly
+        return (
+            None if before is None or base_out is None else before - base_out,
+            None if after is None or head_out is None else after - head_out,
+        )
 
     @property
     def ratio(self) -> float | None:
-        before, after = self.base.cost, self.head.cost
+        before, after = self.compared()
         return None if before is None or after is None or before == 0 else after / before - 1
+
+    def stranded_text(self, side: str) -> str:
+        """`$1,931.87 a month at BASE for 2 pods of Job/model-training that HEAD cannot place` ("" when none)."""
+        found = [s for s in self.stranded if s.side == side]
+        if not found:
+            return ""
+        pods = sum(s.pods for s in found)
+        amounts = [s.monthly for s in found]
+        cost = "an unknown amount" if any(a is None for a in amounts) else money(sum(a or 0.0 for a in amounts))
+        names = ", ".join(s.workload for s in found[:_SHOWN]) + (" …" if len(found) > _SHOWN else "")
+        if side == "base":
+            return f"{cost} a month at BASE for {_pods(pods)} of {names} that HEAD cannot place"
+        return f"{cost} a month at HEAD for {_pods(pods)} of {names} that BASE could not place"
 
     def summary(self) -> str:
         """`$3,007.60 → $2,226.50 a month ($4.12/h → $3.05/h, −26%), 5 → 4 nodes`; `unknown` for a side with a
-        node without price data."""
+        node without price data; with stranded pods, the change like for like and what was left out."""
         before, after = self.base.cost, self.head.cost
         if before is None or after is None:
             text = " → ".join("unknown" if cost is None else f"{money(cost)}/h" for cost in (before, after))
@@ -346,10 +451,17 @@ class CostChange:
         else:
             text = f"{money(before * HOURS_PER_MONTH)} → {money(after * HOURS_PER_MONTH)} a month"
             text += f" ({money(before)}/h → {money(after)}/h"
-            text += f", {self.ratio:+.0%})".replace("-", "−") if self.ratio is not None else ")"
+            text += f", {self.ratio:+.0%})".replace("-", "−") if self.ratio is not None and not self.stranded else ")"
         text += f", {len(self.base.nodes)} → {len(self.head.nodes)} nodes"
         if (self.base.estimated or self.head.estimated) and before is not None and after is not None:
             text += " (spot estimated at on-demand prices)"
+        if self.stranded:
+            was, now = self.compared()
+            if was is not None and now is not None:
+                text += f"; like for like {money(was)} → {money(now)} a month"
+                text += f" ({ratio_text(was, now)})" if was else ""
+            left = "; ".join(t for t in (self.stranded_text("base"), self.stranded_text("head")) if t)
+            text += f"; not counted: {left}"
         return text
 
     def monthly_changes(self) -> dict[str, str]:
@@ -363,12 +475,22 @@ class CostChange:
         return changes
 
     def to_json(self) -> dict[str, object]:
+        before, after = self.compared()
         return {
             "base": self.base.to_json(),
             "head": self.head.to_json(),
             "change": None if self.ratio is None else round(self.ratio, 6),
+            "compared": {
+                "base_monthly": None if before is None else round(before, 2),
+                "head_monthly": None if after is None else round(after, 2),
+            },
+            "stranded": [s.to_json() for s in self.stranded],
             "workloads": [{"workload": w, "base": b, "head": h} for w, b, h in self.workloads],
         }
+
+
+def _pods(count: int) -> str:
+    return f"{count} pod{'s' if count != 1 else ''}"
 
 
 @dataclass(slots=True)
@@ -387,10 +509,25 @@ class DiffResult:
     def changed(self) -> list[ProvisionerDiff]:
         return [p for p in self.provisioners if p.status != "unchanged"]
 
+    @property
+    def broken(self) -> list[WorkloadChange]:
+        """The workloads (or some of their replicas) HEAD cannot place and BASE did: what a report leads with."""
+        return [w for w in self.workloads if w.breaks]
+
+    def broken_headline(self) -> str:
+        """`1 workload can no longer be placed: Job/model-training — provisioner gpu: …` ("" when none); more than
+        one: the count alone (each has its own line)."""
+        broken = self.broken
+        if not broken:
+            return ""
+        count = len(broken)
+        text = f"{count} workload{'s' if count != 1 else ''} can no longer be placed"
+        return f"{text}: {broken[0].lead()}" if count == 1 else text
+
     def exit_code(self, exit_code_on_diff: bool = False) -> int:
         if self.head.report.could_not_run:
             return 2
-        if self.head.report.errors or any(w.head is None for w in self.workloads):
+        if self.head.report.errors or self.broken:
             return 1
         if exit_code_on_diff and (self.changed or self.workloads):
             return 1
@@ -550,13 +687,13 @@ def _limit_deltas(base: CheckedProvisioner, head: CheckedProvisioner) -> list[De
         if before == after:
             continue
         if after is None:
-            added.append(f"{resource} without limit (was {_q(before)})")
+            added.append(f"{resource}: no limit (was {_q(before)})")
         elif before is None:
-            removed.append(f"{resource} above {_q(after)} (no limit before)")
+            removed.append(f"{resource}: limited to {_q(after)} (no limit before)")
         elif after > before:
-            added.append(f"{resource} from {_q(before)} up to {_q(after)}")
+            added.append(f"{resource}: limit raised from {_q(before)} to {_q(after)}")
         else:
-            removed.append(f"{resource} from {_q(after)} up to {_q(before)}")
+            removed.append(f"{resource}: limit lowered from {_q(before)} to {_q(after)}")
     return [Delta("limits", added, removed)] if added or removed else []
 
 
@@ -693,8 +830,8 @@ def _cell(values: Sequence[str], witness: Offering | None, sign: str, dimension:
         return "—"
     if dimension == "offerings":  # (instance type, zone, capacity type) triples
         text = f"{sign}{len(values):,} combination{'s' if len(values) != 1 else ''}"
-    else:
-        text = _values(values, sign)
+    else:  # a limit's change says which way it went: no sign
+        text = _values(values, "" if dimension == "limits" else sign)
     if witness is not None:
         text += f"; e.g. {witness}"
     return text
@@ -708,7 +845,7 @@ def _summary_line(result: DiffResult) -> str:
     text = f"provisioners: {', '.join(parts) or 'none'}"
     if result.workloads_checked is not None:
         moved = {s: sum(1 for w in result.workloads if w.status == s) for s in _WORKLOAD_STATUSES}
-        text += f"; workloads: {result.workloads_checked} placed"
+        text += f"; workloads: {result.workloads_checked} checked"
         text += "".join(f", {n} {s}" for s, n in moved.items() if n) if any(moved.values()) else ", none moved"
     head, base = result.head.report, result.base.report
     text += f"; HEAD: {head.errors} error{'s' if head.errors != 1 else ''}, {head.warnings} warning"
@@ -718,7 +855,14 @@ def _summary_line(result: DiffResult) -> str:
     return text
 
 
-_WORKLOAD_STATUSES = ("changes provisioner", "becomes unschedulable", "becomes schedulable", "new, unschedulable")
+_WORKLOAD_STATUSES = (
+    "changes provisioner",
+    "becomes unschedulable",
+    "becomes partly unschedulable",
+    "becomes schedulable",
+    "becomes partly schedulable",
+    "new, unschedulable",
+)
 
 
 def _admits(c: CheckedProvisioner | None, region: str) -> str:
@@ -742,6 +886,11 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def render_text(result: DiffResult) -> str:
     out = [f"karpenter-policy diff {result.base.label} → {result.head.label} ({', '.join(result.paths) or '.'})"]
+    broken = result.broken
+    if broken:
+        out.append(f"error: {result.broken_headline()}")
+        if len(broken) > 1:
+            out += [f"  {w.lead()}" for w in broken]
     out += [f"note: {n}" for n in result.notes]
     for p in result.provisioners:
         if p.status == "unchanged":
@@ -814,6 +963,7 @@ def render_json(result: DiffResult) -> str:
                 for s in _WORKLOAD_STATUSES
             },
             "head_errors": result.head.report.errors,
+            "newly_unschedulable": len(result.broken),
         },
     }
     return json_text(document)
@@ -827,14 +977,28 @@ def render_markdown(result: DiffResult) -> str:
     title = f"karpenter-policy diff `{md(result.base.label)}` → `{md(result.head.label)}`"
     summary = f"**{md(_summary_line(result))}**"
     details: list[str] = []
-    if result.cost is not None:
-        out = [f"### {cost_headline(result.cost.base, result.cost.head)}", "", f"{title}: {summary}"]
+    cost_change = result.cost
+    compared = cost_change.compared() if cost_change is not None and cost_change.stranded else None
+    headline = cost_headline(cost_change.base, cost_change.head, compared) if cost_change is not None else ""
+    broken = result.broken
+    if broken:  # what broke leads, above any cost
+        out = [f"### ❌ {md(result.broken_headline())}"]
+        if len(broken) > 1:
+            out += ["", *(f"- `{md(w.workload)}`{md(w.lead().removeprefix(w.workload))}" for w in broken)]
+        out += ["", f"{title}: {summary}"]
+        if headline:
+            out += ["", f"**{headline}**"]
+    elif cost_change is not None:
+        out = [f"### {headline}", "", f"{title}: {summary}"]
     else:
         out = [f"### {title}", "", summary]
     out += [f"> {md(n)}" for n in result.notes]
-    if result.cost is not None:
-        cost, details = diff_cost_lines(result.cost.base, result.cost.head)
+    if cost_change is not None:
+        cost, details = diff_cost_lines(cost_change.base, cost_change.head, compared)
         out += ["", *cost]
+        for side in ("base", "head"):
+            if text := cost_change.stranded_text(side):
+                out += ["", f"Not counted in the change: {md(text)}" + (" (no saving)." if side == "base" else ".")]
     rows: list[str] = []
     for p in result.provisioners:
         if p.status == "unchanged":
@@ -959,11 +1123,11 @@ def _workloads_of(side: Side, workload_paths: Sequence[str]) -> list[Workload]:
     return read_workloads(paths).workloads if paths else []
 
 
-def _placements(side: Side, workloads: Sequence[Workload], catalog: Catalog) -> dict[tuple[str, str, str], Any]:
+def _placements(side: Side, found: Schedule) -> dict[tuple[str, str, str], Placement]:
     """Each workload of a side (by namespace, object and file), placed on that side's provisioners."""
     root = side.workload_root
-    placed: dict[tuple[str, str, str], Any] = {}
-    for placement in schedule_workloads(side.checked, workloads, catalog):
+    placed: dict[tuple[str, str, str], Placement] = {}
+    for placement in found.placements:
         w = placement.workload
         file = _relative(w.file, root) if root is not None else w.file
         placed.setdefault((w.namespace or "", w.ref, file), placement)
@@ -980,33 +1144,38 @@ def _dominant(capacity: Capacity) -> dict[str, str]:
     return {w: " ".join(max(sorted(by.items()), key=lambda item: item[1])[0]) for w, by in pods.items()}
 
 
-def _compare_cost(
-    result: DiffResult, base: Sequence[Workload], head: Sequence[Workload], catalog: Catalog, scale: Mapping[str, int]
-) -> None:
-    before = plan_capacity(result.base.checked, base, catalog, scale)
-    after = plan_capacity(result.head.checked, head, catalog, scale)
+def _compare_cost(result: DiffResult, before: Capacity, after: Capacity) -> None:
     was, now = _dominant(before), _dominant(after)
     moved = tuple(
         (w, was.get(w, "unscheduled"), now.get(w, "unscheduled"))
         for w in sorted(set(was) | set(now))
         if was.get(w) != now.get(w)
     )
-    result.cost = CostChange(before, after, moved)
+    result.cost = CostChange(before, after, moved, stranded_pods(before, after))
 
 
 def _compare_workloads(
     result: DiffResult, workload_paths: Sequence[str], catalog: Catalog, scale: Mapping[str, int] | None = None
 ) -> None:
-    """Place each workload on both sides; record the ones whose placement differs (and new ones that cannot be
-    placed in HEAD), and what the change does to the cost of their nodes."""
+    """Place each workload on both sides (every replica packed, as `check --workloads` does); record the ones whose
+    placement differs — provisioner, or how many replicas can be placed — and new ones HEAD cannot place, and what
+    the change does to the cost of their nodes. Replicas HEAD strands that BASE placed are `workload-unschedulable`
+    errors of HEAD's report."""
     base_workloads = _workloads_of(result.base, workload_paths)
     head_workloads = _workloads_of(result.head, workload_paths)
     unknown = unknown_scale_targets(scale, [*base_workloads, *head_workloads])
     if unknown is not None:
         raise OptionError(unknown)
-    _compare_cost(result, base_workloads, head_workloads, catalog, scale or {})
-    base = _placements(result.base, base_workloads, catalog)
-    head = _placements(result.head, head_workloads, catalog)
+    before_schedule = schedule(result.base.checked, base_workloads, catalog, scale)
+    after_schedule = schedule(result.head.checked, head_workloads, catalog, scale)
+    region = catalog.region
+    _compare_cost(
+        result,
+        capacity_of(before_schedule.plan, "", True, region),
+        capacity_of(after_schedule.plan, "", True, region),
+    )
+    base = _placements(result.base, before_schedule)
+    head = _placements(result.head, after_schedule)
     result.workloads_checked = len(head)
     for key in sorted(set(base) | set(head)):
         before, after = base.get(key), head.get(key)
@@ -1014,21 +1183,48 @@ def _compare_workloads(
             continue  # the workload is gone: nothing to place
         namespace, ref, file = key
         shown = f"{namespace}/{ref}" if namespace else ref
+        head_stranded, replicas = after.stranded
+        head_name = after.provisioner if head_stranded < replicas else None
         if before is None:
-            if not after.schedulable:
-                result.workloads.append(WorkloadChange(shown, file, None, None, after.message(), present="added"))
+            if head_stranded:
+                change = WorkloadChange(
+                    shown, file, None, head_name, after.leading_reason(), "added", replicas, 0, head_stranded
+                )
+                result.workloads.append(change)
+                _add_finding(result, change, after)
             continue
-        if before.provisioner == after.provisioner:
+        base_stranded, base_replicas = before.stranded
+        base_name = before.provisioner if base_stranded < base_replicas else None
+        if base_name == head_name and base_stranded == head_stranded:
             continue
-        if after.provisioner is None:
-            reason = after.message()
-        elif before.provisioner is None:
+        if head_stranded > base_stranded:
+            refusal = after.reasons.get(base_name) if base_name is not None else None
+            reason = f"provisioner {base_name}: {refusal}" if refusal is not None else after.leading_reason()
+        elif head_stranded < base_stranded:
             reason = after.summary()
+        elif head_name is not None and base_name is not None:
+            refusal = after.reasons.get(base_name)
+            reason = f"provisioner {base_name}: {refusal}" if refusal is not None else f"{head_name} is tried first now"
         else:
-            refusal = after.reasons.get(before.provisioner)
-            reason = (
-                f"provisioner {before.provisioner}: {refusal}"
-                if refusal is not None
-                else f"{after.provisioner} is tried first now"
-            )
-        result.workloads.append(WorkloadChange(shown, file, before.provisioner, after.provisioner, reason))
+            reason = after.summary()
+        change = WorkloadChange(
+            shown, file, base_name, head_name, reason, "both", replicas, base_stranded, head_stranded
+        )
+        result.workloads.append(change)
+        if change.breaks:
+            _add_finding(result, change, after)
+
+
+def _add_finding(result: DiffResult, change: WorkloadChange, after: Placement) -> None:
+    """The `workload-unschedulable` error of HEAD's report for replicas HEAD strands (at the workload's pod
+    template, as `check --workloads` reports it)."""
+    if change.present == "added":
+        message = after.message()
+    else:
+        newly = change.newly_stranded
+        placed = "it" if newly >= change.replicas else f"{newly} of its {change.replicas} replicas"
+        message = f"{result.base.label} placed {placed}, {result.head.label} cannot: {after.message()}"
+    w = after.workload
+    result.head.report.findings.append(
+        Finding(WORKLOAD_UNSCHEDULABLE, ERROR, message, change.file, w.line, w.column, w.ref)
+    )

@@ -11,10 +11,11 @@ Output (`-o DIR`)::
     DIR/.karpenter-policy-output            the files above that compile owns (see `output`)
 
 Everything is computed in memory first; nothing is written when any error is found (or any warning with
-`--fail-on-warn`), nor when two objects would land in one file or data key (a Provisioner named `index` and the
-index: `reserved-name`). Then `output` writes the files into DIR, replacing and removing only files compile wrote
-there before. With `-o -` the manifests are one YAML stream on stdout (for an Argo CD Config Management Plugin)
-and the report goes to stderr.
+`--strict`; a `placeholder` is an error here, as what compile writes is what reaches the cluster), nor when two
+objects would land in one file or data key (a Provisioner named `index` and the index: `reserved-name`). Then
+`output` writes the files into DIR, replacing and removing only files compile wrote there before. With `-o -` the
+manifests are one YAML stream on stdout (for an Argo CD Config Management Plugin) and the report goes to stderr.
+When nothing is written, the report says `checked`, not `compiled`, and stderr says why nothing was written.
 
 Versions: the annotation `karpenter-policy/version`, else `--policy-version`, else `git describe --always` of the
 repository holding the PATHS, run as `gitrepo` says (a repository-shaped folder committed in the tree is never
@@ -31,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
@@ -50,7 +51,7 @@ from karpenter_policy.api.constraintset import (
 )
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
-from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED_NAME
+from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, PLACEHOLDER, RESERVED_NAME
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.policy.compilation import manifests
 from karpenter_policy.policy.compilation.output import (
@@ -121,7 +122,20 @@ def run_checks(
     """The checks `compile` runs before building anything: validation and the solver (`check`), which hand each
     valid policy document to `on_valid`."""
     report, _ = check_paths(paths, catalog, values=values, on_valid=on_valid, selection=selection)
+    report.findings = [_as_compiled(f) for f in report.findings]
     return report
+
+
+#: The rules that are warnings where a policy is reviewed and errors where it is compiled: what compile writes is
+#: what reaches the cluster. A `${VAR}` left in a selector matches no subnet: no node ever launches.
+ERRORS_WHEN_COMPILED = frozenset({PLACEHOLDER})
+
+
+def _as_compiled(finding: Finding) -> Finding:
+    """`finding` as compile reports it (`ERRORS_WHEN_COMPILED`: an error, saying why)."""
+    if finding.rule not in ERRORS_WHEN_COMPILED or finding.severity == ERROR:
+        return finding
+    return replace(finding, severity=ERROR, message=f"{finding.message} (an error in compile: its output is applied)")
 
 
 # --- versions and sources -----------------------------------------------------------------------------------
@@ -377,10 +391,20 @@ def compile_command(
     result = compile_paths(paths, options)
     report = result.report
     code = report.exit_code(fail_on_warn)
-    text = render(report, report_format, "compiled", quiet)
+    # "compiled" only when something is written: a run that stops on its findings checked the objects
+    text = render(report, report_format, "compiled" if code == 0 else "checked", quiet)
     notes = "".join(f"karpenter-policy compile: note: {note}\n" for note in result.notes)
     if code != 0:
-        return CommandOutput(code, "" if streaming else text, notes + (text if streaming else ""))
+        if report.errors:
+            why = f"{report.errors} error{'s' if report.errors != 1 else ''}"
+        elif code == 1:
+            why = f"{report.warnings} warning{'s' if report.warnings != 1 else ''} (--strict)"
+        else:
+            why = "not every policy could be read"
+        stopped = f"karpenter-policy compile: nothing written: {why}\n"
+        if streaming and report_format not in ("text", "github"):
+            stopped = ""  # stderr holds the structured report: nothing may follow it
+        return CommandOutput(code, "" if streaming else text, notes + (text if streaming else "") + stopped)
     if streaming:
         return CommandOutput(0, result.stream(), notes + text)
     try:

@@ -126,7 +126,17 @@ def render_markdown(report: Report, checked: Sequence[CheckedProvisioner], workl
         placed = sum(1 for p in workloads.placements if p.schedulable)
         summary += f"; {placed} of {len(workloads.placements)} workloads schedulable"
     summary += f"; {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}."
-    lines = [headline, "", summary]
+    stranded = [p for p in workloads.placements if not p.schedulable] if workloads is not None else []
+    if stranded:  # what broke leads, above the cost
+        count = len(stranded)
+        lead = f"### ❌ {count} workload{'s' if count != 1 else ''} cannot be placed"
+        lead += f": {markdown_text(stranded[0].lead())}" if count == 1 else ""
+        lines = [lead]
+        if count > 1:
+            lines += ["", *(f"- {markdown_text(p.lead())}" for p in stranded)]
+        lines += ["", headline.removeprefix(f"### {verdict} "), "", summary]
+    else:
+        lines = [headline, "", summary]
     findings = report.sorted_findings()
     shown = [f for f in findings if f.severity == "error" or capacity is None]
     folded = [f for f in findings if f not in shown]

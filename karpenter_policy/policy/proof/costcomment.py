@@ -35,7 +35,8 @@ def ratio_text(before: float, after: float) -> str:
     """`+50%`, `−4%`; `new` from nothing."""
     if before == 0:
         return "new" if after else "0%"
-    return f"{after / before - 1:+.0%}".replace("-", "−")
+    ratio = after / before - 1
+    return "0%" if abs(ratio) < 0.005 else f"{ratio:+.0%}".replace("-", "−")
 
 
 def monthly_text(capacity: Capacity) -> str:
@@ -108,24 +109,32 @@ def node_details(capacity: Capacity, summary: str) -> list[str]:
             "</details>"]
 
 
-def cost_headline(base: Capacity, head: Capacity) -> str:
+#: The monthly figures of BASE and HEAD a diff compares (None: unknown).
+Compared = tuple[float | None, float | None]
+
+
+def cost_headline(base: Capacity, head: Capacity, compared: Compared | None = None) -> str:
     """The diff's headline: `📈 Monthly cost increases by $223.38 (+50%)`, `📉 … decreases …`, `Monthly cost
-    unchanged: $446.76`, or unknown."""
-    before, after = base.monthly, head.monthly
+    unchanged: $446.76`, or unknown. `compared`: the figures to compare instead of the bills' totals — without the
+    pods one side cannot place (like for like), which the headline then says."""
+    before, after = (base.monthly, head.monthly) if compared is None else compared
+    like = "" if compared is None else " for the pods both sides place"
     if before is None or after is None:
         region = head.region or base.region or "the region"
         return f"Monthly cost unknown (no price data for {region})"
     delta = after - before
     if abs(delta) < _CENT:
-        return f"Monthly cost unchanged: {money(after)}"
+        return f"Monthly cost unchanged{like}: {money(after)}"
     verb, icon = ("increases", "📈") if delta > 0 else ("decreases", "📉")
-    return f"{icon} Monthly cost {verb} by {money(abs(delta))} ({ratio_text(before, after)})"
+    return f"{icon} Monthly cost {verb} by {money(abs(delta))} ({ratio_text(before, after)}){like}"
 
 
-def diff_cost_lines(base: Capacity, head: Capacity) -> tuple[list[str], list[str]]:
+def diff_cost_lines(base: Capacity, head: Capacity, compared: Compared | None = None) -> tuple[list[str], list[str]]:
     """The diff's cost: the before → after line and the workloads whose nodes or cost change, a row each (the
-    largest change first) with where their pods land on each side, their $/month and share, and the total; then,
-    for the end of the comment, the unchanged ones and the nodes of both sides in `<details>`."""
+    largest change first) with where their pods land on each side, their $/month and share, and the total (like
+    for like when `compared` gives the figures without the pods one side cannot place: see `cost_headline`); then,
+    for the end of the comment, the unchanged ones and the nodes of both sides in `<details>`. A workload whose
+    pods one side cannot place says so in its change: the cost of pods that do not run is no saving."""
     line = f"**{_monthly_figure(base)} → {monthly_text(head)}** for the workloads' nodes"
     if base.cost is not None and head.cost is not None:
         line += f" ({money(base.cost)}/h → {money(head.cost)}/h)"
@@ -148,7 +157,7 @@ def diff_cost_lines(base: Capacity, head: Capacity) -> tuple[list[str], list[str
     if changed:
         lines += ["", *header]
         lines += [_change_row(w, before.get(w), after.get(w), base, head) for _, w in sorted(changed)]
-        lines.append(_total_row(base, head))
+        lines.append(_total_row(base, head, compared))
     elif same:
         lines += ["", f"No workload's nodes or cost change ({_workloads(len(same))})."]
     details: list[str] = []
@@ -188,20 +197,28 @@ def _change_row(
     moved = f"{where[0]} → {where[1]}" if where[0] != where[1] else f"{where[0]} (both)"
     costs = ["—" if bill is None else _monthly(bill) for bill in (before, after)]
     delta = _delta(before, after)
+    change = "unknown" if delta is None else money_change(delta)
+    pending = [0 if bill is None else bill.unscheduled for bill in (before, after)]
+    if pending[1] > pending[0]:
+        change += f" ({_pods(pending[1] - pending[0])} left pending: no saving)"
+    elif pending[0] > pending[1] and before is not None:
+        change += f" ({_pods(pending[0] - pending[1])} placed now)"
     shares = [
         "—" if bill is None else _share(bill.cost, capacity.cost) for bill, capacity in ((before, base), (after, head))
     ]
     return (
         f"| `{markdown_text(workload)}` | {moved} | {costs[0]} → {costs[1]} | "
-        f"{'unknown' if delta is None else money_change(delta)} | {shares[0]} → {shares[1]} |"
+        f"{change} | {shares[0]} → {shares[1]} |"
     )
 
 
-def _total_row(base: Capacity, head: Capacity) -> str:
-    before, after = base.monthly, head.monthly
+def _total_row(base: Capacity, head: Capacity, compared: Compared | None = None) -> str:
+    before, after = (base.monthly, head.monthly) if compared is None else compared
     delta = None if before is None or after is None else after - before
     costs = f"{_monthly_figure(base)} → {_monthly_figure(head)}"
     change = "unknown" if delta is None else f"**{money_change(delta)}**"
+    if compared is not None:
+        change += " like for like"
     return f"| **Total** | {len(base.nodes)} → {_nodes(len(head.nodes))} | **{costs}** | {change} | 100% |"
 
 

@@ -22,7 +22,16 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.requirements import Operator
 from karpenter_policy.policy.source.workloads import Workload
-from karpenter_policy.scheduling import ClaimPlan, ClusterPod, ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
+from karpenter_policy.scheduling import (
+    ClaimPlan,
+    ClusterPod,
+    ExistingNode,
+    NodeClaimTemplate,
+    Plan,
+    Pod,
+    Refusal,
+    Scheduler,
+)
 from karpenter_policy.scheduling.plan import PodFailure, refusals_message, refused_message
 from karpenter_policy.scheduling.vectors import add
 
@@ -57,15 +66,16 @@ class Outcome:
         """The first node's launch."""
         return self.nodes[0].launch if self.nodes else None
 
-    def message(self, nothing: str) -> str:
+    def message(self, nothing: str, reasons: Mapping[str, Refusal] | None = None) -> str:
         """The `workload-unschedulable` message (only meaningful when some replica is left pending); `nothing`: what
-        to say when there is no provisioner."""
+        to say when there is no provisioner; `reasons`: the failure's reasons in the order to tell them (default:
+        the scheduler's)."""
         failure = self.failure
         assert failure is not None
         if failure.pod.shape.refused:
             text = refused_message(failure.pod.shape.refused)
         else:
-            text = refusals_message(failure.reasons, failure.relaxed, nothing)
+            text = refusals_message(failure.reasons if reasons is None else reasons, failure.relaxed, nothing)
         if self.replicas == 1:
             return text
         if self.unscheduled == self.replicas:

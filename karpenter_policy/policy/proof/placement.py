@@ -56,6 +56,10 @@ _NO_PROVISIONER = "no Provisioner among the policies admits an instance type"
 HOURS_PER_MONTH = 730
 #: The cheapest offering of a fitting type: what Karpenter would launch first.
 Launch = ChosenOffering
+#: Refusal kinds (`scheduling.reasons`), the closest first: the provisioner took the pod's taints and requirements
+#: and lacked room (limits, instance sizes, topology, ports), before those that keep the pod away.
+CLOSEST_REFUSALS = ("limits", "resources", "instance-types", "topology", "host-ports", "requirements", "taint",
+                    "unavailable")
 
 
 # --- the templates ------------------------------------------------------------------------------------------
@@ -148,12 +152,47 @@ class Placement:
         return self.provisioner is not None and (self.outcome is None or not self.outcome.unscheduled)
 
     def message(self) -> str:
-        """The `workload-unschedulable` message (only meaningful when not schedulable)."""
+        """The `workload-unschedulable` message (only meaningful when not schedulable), the most relevant
+        provisioner's reason first (`ranked_reasons`)."""
         if self.refused:
             return refused_message(self.refused)
+        ranked = dict(self.ranked_reasons())  # the most relevant provisioner first
         if self.outcome is not None and self.outcome.failure is not None:
-            return self.outcome.message(_NO_PROVISIONER)
-        return refusals_message(self.reasons, self.relaxed, _NO_PROVISIONER)
+            return self.outcome.message(_NO_PROVISIONER, ranked)
+        return refusals_message(ranked, self.relaxed, _NO_PROVISIONER)
+
+    @property
+    def stranded(self) -> tuple[int, int]:
+        """(replicas left pending, replicas) — a workload without pods in the plan counts as one replica."""
+        outcome = self.outcome
+        if outcome is not None:
+            return outcome.unscheduled, outcome.replicas
+        return (0 if self.schedulable else 1), 1
+
+    def ranked_reasons(self) -> list[tuple[str, Refusal]]:
+        """The refusals, the most relevant provisioner first: one that refused for want of room (limits, sizes,
+        topology, ports) accepted the pod's taints and requirements — the one the workload targets — before one
+        whose requirements or taints keep the pod away; ties in the scheduler's order."""
+        order = {kind: i for i, kind in enumerate(CLOSEST_REFUSALS)}
+        ranked = sorted(enumerate(self.reasons.items()), key=lambda item: (order.get(item[1][1].kind, 99), item[0]))
+        return [pair for _, pair in ranked]
+
+    def lead(self) -> str:
+        """`Job/model-training (1 of its 2 replicas) — provisioner gpu: …`: the line a report leads with when the
+        workload cannot be placed (the most relevant provisioner's reason)."""
+        pending, replicas = self.stranded
+        text = self.ref + (f" ({pending} of its {replicas} replicas)" if 0 < pending < replicas else "")
+        return f"{text} — {self.leading_reason()}"
+
+    def leading_reason(self) -> str:
+        """`provisioner gpu: …`: why the most relevant provisioner (`ranked_reasons`) refuses the workload."""
+        if self.refused:
+            return refused_message(self.refused)
+        ranked = self.ranked_reasons()
+        if not ranked:
+            return _NO_PROVISIONER
+        name, refusal = ranked[0]
+        return f"provisioner {name}: {refusal}"
 
     def summary(self) -> str:
         """`Deployment/inflate → Provisioner/default: 412 instance types, e.g. c5.large (us-east-1a, spot)`."""
@@ -404,7 +443,7 @@ class WorkloadBill:
             parts.append(text if landing.provisioner == previous else f"{provisioner(landing.provisioner)} · {text}")
             previous = landing.provisioner
         if len(parts) > 1:
-            parts = [f"{part} ({landing.pods}{' pods' if i == 0 else ''})"
+            parts = [f"{part} ({_pod_count(landing.pods) if i == 0 else landing.pods})"
                      for i, (part, landing) in enumerate(zip(parts, self.landings, strict=True))]
         return ", ".join(parts)
 
@@ -570,6 +609,10 @@ class Capacity:
             known = sum(n.price for n in self.nodes if n.price is not None)
             text += f" ({self.unpriced} of {len(self.nodes)} nodes; the others {money(known)}/h)"
         return text
+
+
+def _pod_count(count: int) -> str:
+    return f"{count} pod{'s' if count != 1 else ''}"
 
 
 def money(amount: float) -> str:
