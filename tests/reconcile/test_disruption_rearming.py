@@ -11,9 +11,9 @@ from typing import Any
 
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.controller import Controller
-from karpenter_policy.reconcile.disruption.controller import SETTLE_SECONDS, moves_capacity
+from karpenter_policy.reconcile.disruption.controller import SETTLE_SECONDS, marks_unconsolidated
 from karpenter_policy.reconcile.state.cluster import Change
-from karpenter_policy.reconcile.state.records import pod_record
+from karpenter_policy.reconcile.state.records import node_record, pod_record
 
 from .lifecycle import Deployment, World, run, start
 from .test_disruption import consolidating, policies
@@ -98,12 +98,29 @@ def _pod(node: str, phase: str = "Running", annotation: str = "") -> dict[str, A
             "status": {"phase": phase}}
 
 
-def test_what_counts_as_a_change_of_capacity() -> None:
+def test_what_counts_as_a_change_a_decision_must_see() -> None:
     on_a, on_b = pod_record(_pod("a")), pod_record(_pod("b"))
-    assert not moves_capacity(Change("pod", on_a, pod_record(_pod("a", annotation="x"))))  # status update
-    assert moves_capacity(Change("pod", on_a, None))  # deleted
-    assert moves_capacity(Change("pod", None, on_a))  # created bound
-    assert moves_capacity(Change("pod", on_a, on_b))  # moved
-    assert moves_capacity(Change("pod", on_a, pod_record(_pod("a", phase="Succeeded"))))  # finished: room freed
-    assert moves_capacity(Change("pod", pod_record(_pod("")), on_a))  # a pending pod bound
-    assert not moves_capacity(Change("pod", None, pod_record(_pod(""))))  # a pending pod: provisioning's
+    assert not marks_unconsolidated(Change("pod", on_a, pod_record(_pod("a", annotation="x"))))  # status update
+    assert marks_unconsolidated(Change("pod", on_a, None))  # deleted
+    assert marks_unconsolidated(Change("pod", None, on_a))  # created bound
+    assert marks_unconsolidated(Change("pod", on_a, on_b))  # moved
+    assert marks_unconsolidated(Change("pod", on_a, pod_record(_pod("a", phase="Succeeded"))))  # finished: room freed
+    assert marks_unconsolidated(Change("pod", pod_record(_pod("")), on_a))  # a pending pod bound
+    assert not marks_unconsolidated(Change("pod", None, pod_record(_pod(""))))  # a pending pod: provisioning's
+    node = node_record(_node())
+    heartbeat = _node()
+    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-29T08:00:10Z"
+    assert not marks_unconsolidated(Change("node", node, node_record(heartbeat)))
+    cordoned = _node()
+    cordoned["spec"]["unschedulable"] = True
+    assert marks_unconsolidated(Change("node", node, node_record(cordoned)))
+    assert marks_unconsolidated(Change("node", None, node)) and marks_unconsolidated(Change("node", node, None))
+
+
+def _node() -> dict[str, Any]:
+    return {"metadata": {"name": "a", "uid": "n-1", "labels": {"karpenter.sh/provisioner-name": "default"}},
+            "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0"},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "58"},
+                       "capacity": {"cpu": "4", "memory": "16Gi", "pods": "58"},
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "lastHeartbeatTime": "2026-11-29T08:00:00Z"}]}}

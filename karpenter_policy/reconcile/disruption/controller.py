@@ -16,9 +16,10 @@ cluster or the constraint sets change, a node expires, or :data:`RECHECK_SECONDS
 nodes without any change in the cluster): an idle cluster of 5,000 nodes costs no decision every 10 s.
 
 What counts as a change follows Karpenter v0.31's cluster state (`state/cluster.go`, `MarkUnconsolidated` and
-`ConsolidationState`, read by `deprovisioning/controller.go` and consolidation's `ShouldDeprovision`): a node that
-changes, and a pod that starts or stops using a node's capacity (bound, moved, finished, deleted) — not a status
-update of a pod that stays where it is, which is most of what a busy cluster sends. And as Karpenter's
+`ConsolidationState`, read by `deprovisioning/controller.go` and consolidation's `ShouldDeprovision`): a node
+added, removed or changed in what a decision reads (not a status heartbeat), and a pod that starts or stops using
+a node's capacity (bound, moved, finished, deleted) — not a status update of a pod that stays where it is, which
+is most of what a busy cluster sends. And as Karpenter's
 deprovisioning loop waits for its cluster state to be synced, a decision waits for the state to be synced and for
 the changes to settle — :data:`SETTLE_SECONDS` without one — but not longer than the disruption interval after
 the first change it has not seen: under steady churn (pods replaced all the time) it decides once an interval, as
@@ -42,7 +43,7 @@ from karpenter_policy.reconcile.disruption.view import disruption_view
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import Disrupted, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import Change
-from karpenter_policy.reconcile.state.records import PodRecord
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 from karpenter_policy.reconcile.termination.terminator import Terminator
 from karpenter_policy.scheduling import Pod, SchedulerOptions
@@ -57,13 +58,26 @@ SETTLE_SECONDS = 1.0
 SYNC_RETRY_SECONDS = 1.0
 
 
-def moves_capacity(change: Change) -> bool:
-    """A change a decision must see again for: every node change, and a pod that starts or stops using a node's
-    capacity (Karpenter's `MarkUnconsolidated` on a new binding or a deletion; a pod finished frees room too)."""
+def marks_unconsolidated(change: Change) -> bool:
+    """A change a decision must see again for (Karpenter's `MarkUnconsolidated`): a node added, removed, or changed
+    in what a decision reads (labels, annotations, taints, cordon, deletion, readiness, initialization, capacity:
+    not a status heartbeat), and a pod that starts or stops using a node's capacity (bound, moved, finished,
+    deleted: not a status update of a pod that stays where it is)."""
+    if change.kind == "node":
+        before, after = change.before, change.after
+        if not isinstance(before, NodeRecord) or not isinstance(after, NodeRecord):
+            return True
+        return _decided_by(before) != _decided_by(after)
     if change.kind != "pod":
         return True
     used = [r.node if isinstance(r, PodRecord) and r.live_on_node else "" for r in (change.before, change.after)]
     return used[0] != used[1]
+
+
+def _decided_by(node: NodeRecord) -> tuple[object, ...]:
+    """What of a node a disruption decision reads."""
+    return (node.labels, node.annotations, node.taints, node.unschedulable, node.deletion_timestamp, node.ready,
+            node.initialized, node.allocatable, node.extended_allocatable, node.capacity, node.provider_id)
 
 
 class Disruption:
@@ -98,8 +112,8 @@ class Disruption:
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
-        if not moves_capacity(change):
-            return  # a pending pod is provisioning's; a bound pod's status update changes nothing here
+        if not marks_unconsolidated(change):
+            return  # a pending pod is provisioning's; a bound pod's or a node's status update changes nothing
         now = self.context.clock()
         if not self._changed:
             self._first_change = now
