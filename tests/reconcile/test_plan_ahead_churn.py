@@ -77,3 +77,19 @@ def test_a_plan_onto_a_node_that_churn_filled_is_made_again(make_harness: MakeHa
     closed = h.step()
     assert closed.scheduled and len(closed.launched) == 1, "the pod needs a node of its own now"
     assert used_since(h, before) == (0.0, 1.0)
+
+
+def test_a_plan_made_ahead_is_used_though_a_node_sent_a_status_heartbeat(make_harness: MakeHarness) -> None:
+    h = make_harness(batch_idle=1.0)
+    create_all(h.cluster, objects.POD, inflate(0, 3))
+    (launched,) = h.batch().launched
+    create_all(h.cluster, objects.POD, inflate(3, 3))
+    before = plan_ahead_then(h)
+    node = h.cluster.get(objects.NODE, launched.node)
+    conditions = [{**c, "lastHeartbeatTime": "2030-01-01T00:00:00Z"} for c in node["status"]["conditions"]]
+    h.cluster.patch(objects.NODE, launched.node, {"status": {"conditions": conditions}})
+    h.step()
+    h.clock.advance(0.5)
+    closed = h.step()
+    assert closed.scheduled and len(closed.launched) == 1
+    assert used_since(h, before) == (1.0, 0.0)

@@ -67,17 +67,11 @@ def marks_unconsolidated(change: Change) -> bool:
         before, after = change.before, change.after
         if not isinstance(before, NodeRecord) or not isinstance(after, NodeRecord):
             return True
-        return _decided_by(before) != _decided_by(after)
+        return not before.same_as_read(after)
     if change.kind != "pod":
         return True
     used = [r.node if isinstance(r, PodRecord) and r.live_on_node else "" for r in (change.before, change.after)]
     return used[0] != used[1]
-
-
-def _decided_by(node: NodeRecord) -> tuple[object, ...]:
-    """What of a node a disruption decision reads."""
-    return (node.labels, node.annotations, node.taints, node.unschedulable, node.deletion_timestamp, node.ready,
-            node.initialized, node.allocatable, node.extended_allocatable, node.capacity, node.provider_id)
 
 
 class Disruption:

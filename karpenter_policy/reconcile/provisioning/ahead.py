@@ -7,13 +7,13 @@ changed since, and the constraint sets are the same:
 
 * nothing at all changed (the same :attr:`SchedulingInputs.version`): it is exactly the plan the closing pass would
   make;
-* or only bound pods changed (churn: a bound pod deleted, a replacement created bound, status updates — the same
-  :attr:`SchedulingInputs.structure`: the same pending pods, nodes, launches in flight, DaemonSets and
-  namespaces), and the plan cannot have been changed by them: no pending pod has topology terms (a bound pod's
-  labels count in its groups), no pod it places on a node has host ports, and every node it places pods on still
-  has room for them as the state shows it now. A cluster whose pods come and go all the time (hundreds of
-  replacements a second) would otherwise never keep a plan; Karpenter's own scheduling reads a state that lags
-  the cluster by as much.
+* or only bound pods changed (churn: a bound pod deleted, a replacement created bound, status updates) or nodes
+  sent status heartbeats — the same :attr:`SchedulingInputs.structure`: the same pending pods, nodes as read,
+  launches in flight, DaemonSets and namespaces — and the plan cannot have been changed by them: no pending pod
+  has topology terms (a bound pod's labels count in its groups), no pod it places on a node has host ports, and
+  every node it places pods on still has room for them as the state shows it now. A cluster whose pods come and
+  go all the time (hundreds of replacements a second) would otherwise never keep a plan; Karpenter's own
+  scheduling reads a state that lags the cluster by as much.
 
 The cloud's offerings are those read for the plan, at most a batch window old (the provider skips offerings marked
 unavailable since). A new pod makes the plan stale: the next quiet moment plans again.

@@ -102,8 +102,12 @@ def _keeps_others_away(record: PodRecord) -> bool:
 
 def bound_churn(change: Change) -> bool:
     """A change that touches only pods bound to a node (before and after: a status update, a bound pod deleted, a
-    pod created bound) and keeps no pending pod away (no required pod anti-affinity). Such a change moves the
-    load of nodes and the counts of topology groups, never which pods are pending or which nodes exist."""
+    pod created bound) and keeps no pending pod away (no required pod anti-affinity), or a node's status heartbeat
+    (nothing read of it changed). Such a change moves the load of nodes and the counts of topology groups, never
+    which pods are pending or which nodes exist and what they are."""
+    if change.kind == "node":
+        before, after = change.before, change.after
+        return isinstance(before, NodeRecord) and isinstance(after, NodeRecord) and before.same_as_read(after)
     if change.kind != "pod":
         return False
     records = [r for r in (change.before, change.after) if r is not None]
