@@ -263,17 +263,12 @@ def rss_mib() -> float:
     return 0.0
 
 
-def thread_cpu(exclude: set[int]) -> float:
-    """CPU seconds used so far by every live thread but those in `exclude` (idents): the controller's threads."""
-    total = 0.0
-    for thread in threading.enumerate():
-        if thread.ident is None or thread.ident in exclude:
-            continue
-        try:
-            total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
-        except (OSError, ProcessLookupError):
-            continue
-    return total
+def controller_cpu() -> float:
+    """CPU seconds used so far by every thread of the process but the calling one (the benchmark's, which
+    writes the events): the controller's threads. Read as the process's CPU time less the caller's, so a thread
+    that ended between two readings still counts (summing the live threads lost its time and could read
+    negative)."""
+    return time.process_time() - time.thread_time()
 
 
 # --- running a baseline tree ------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 consolidation decisions — this tree next to a baseline tree, measured one right after the other (issue #17 §4).
 
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
+                                         [--no-consolidation] [--no-churn] [--churn-rate 200]
+                                         [--memory-seconds 600 [--tracemalloc]]
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
 running pods each (350m cpu, 1 GiB: nodes nearly full) is put into an in-memory cluster, their instances into the
@@ -21,6 +23,16 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
 4. **consolidation** (N = 1,000 and the largest N, consolidation enabled): the time of one consolidation
    decision over 1,000 underutilized nodes (2 pods each; goal ≤ 1 s), and at the largest N full nodes, a decision
    under way while 1,000 pods arrive: whether the decision stops at its budget and how long the pods wait.
+
+5. **churn** (issue #23; at every N, `--churn-rate` 200/s, `--no-churn` to skip): consolidation on (decisions
+   every 10 s, never acted on: validation 3600 s), the N full nodes and every tenth left with 2 pods
+   (underutilized); bound pods replaced at the rate (each replacement created bound to the node of the pod it
+   replaces, then the old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
+   creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
+   churn (rate 0);
+6. **memory** (`--memory-seconds S`, this tree, the largest N): RSS every 30 s while bound pods are replaced at the
+   rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds
+   tracemalloc's snapshots once caches are warm (a fifth of the run) and at the end, with the lines that grew most.
 
 The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
 run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
@@ -46,11 +58,11 @@ from _fleet import (  # noqa: E402
     _compat,
     build_fleet,
     compiled_policy,
+    controller_cpu,
     export_tree,
     pending_pods,
     rss_mib,
     run_tree,
-    thread_cpu,
     wait_for,
 )
 
@@ -63,6 +75,7 @@ GOAL_EVERY = 0.5
 GOAL_EVENT_MS = 10.0
 GOAL_RSS_MIB = 1536.0
 GOAL_DECISION = 1.0
+CHURN_RATE = 200.0
 TTL = "  ttlSecondsAfterEmpty: 30"
 CONSOLIDATION = "  consolidation:\n    enabled: true"
 
@@ -111,7 +124,6 @@ def measure_size(nodes: int) -> dict[str, Any]:
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {})
     built = time.monotonic() - started
     fleet.start()
-    main = {threading.main_thread().ident or 0}
     result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "build_seconds": round(built, 1)}
     try:
         if not _synced(fleet, 600):
@@ -120,11 +132,11 @@ def measure_size(nodes: int) -> dict[str, Any]:
         result["rss_mib"] = round(rss_mib(), 1)
         # --- idle, then pod status updates --------------------------------------------------------------
         window = 4.0
-        before = thread_cpu(main)
+        before = controller_cpu()
         time.sleep(window)
-        idle = (thread_cpu(main) - before) / window
+        idle = (controller_cpu() - before) / window
         names = [(f"team-{i % 20}", f"{fleet.nodes[i % nodes]}-p{(i // nodes) % PODS_PER_NODE}") for i in range(EVENTS)]
-        before = thread_cpu(main)
+        before = controller_cpu()
         began = time.monotonic()
         for index, (namespace, name) in enumerate(names):
             fleet.cluster.patch(objects.POD, name, {"metadata": {"annotations": {"bench/tick": str(index)}}},
@@ -135,9 +147,8 @@ def measure_size(nodes: int) -> dict[str, Any]:
                 time.sleep(delay)
         time.sleep(2.0)
         elapsed = time.monotonic() - began
-        used = thread_cpu(main) - before - idle * elapsed
-        result["idle_cpu_per_second"] = round(idle, 4)
-        result["event_ms"] = round(max(used, 0.0) / EVENTS * 1000, 3)
+        used = controller_cpu() - before
+        result.update(event_cost(used, idle, elapsed, EVENTS))
         # --- a burst of pending pods ----------------------------------------------------------------------
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
@@ -161,30 +172,45 @@ def measure_size(nodes: int) -> dict[str, Any]:
     return result
 
 
-def _decide_timer() -> tuple[list[float], list[str]]:
-    """Time every consolidation decision (wrapping the decider the tree has); the durations, and how each ended."""
-    durations: list[float] = []
-    endings: list[str] = []
+def event_cost(used: float, idle: float, elapsed: float, events: int) -> dict[str, Any]:
+    """The controller's CPU per watch event: `gross` is all its threads used over the events' window divided by
+    the events (an upper bound: it includes whatever the controller does anyway); `net` subtracts the idle rate
+    measured just before over as long, and is None — not 0 — when the controller was as busy idle as under the
+    events (an idle rate that high says the controller never rests, which the gross figure and the idle rate
+    show; clamping it to 0 read as a free event)."""
+    net = used - idle * elapsed
+    return {
+        "idle_cpu_per_second": round(idle, 4),
+        "event_ms_gross": round(used / events * 1000, 3),
+        "event_ms": round(net / events * 1000, 3) if net > 0 else None,
+    }
+
+
+def _decide_timer() -> list[tuple[float, str, float]]:
+    """Time every consolidation decision (wrapping the decider the tree has): (duration, how it ended, the CPU
+    time of its thread) of each, appended as one item once the decision returns, so a reader never sees a
+    duration without its ending. The CPU time is what a shared machine does not inflate."""
+    decisions: list[tuple[float, str, float]] = []
     module = _compat("karpenter_policy.reconcile.disruption.decider", "karpenter_policy.reconcile.disruption")
     decider = module.Decider
     original = decider.decide
 
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        start = time.monotonic()
+        start, cpu = time.monotonic(), time.thread_time()
         decision = original(self, *args, **kwargs)
-        durations.append(time.monotonic() - start)
-        endings.append(str(getattr(decision, "stopped", "") or "complete"))
+        decisions.append((time.monotonic() - start, str(getattr(decision, "stopped", "") or "complete"),
+                          time.thread_time() - cpu))
         return decision
 
     decider.decide = timed
-    return durations, endings
+    return decisions
 
 
 def measure_consolidation(nodes: int, pods_per_node: int, with_burst: bool, timeout: float) -> dict[str, Any]:
     from karpenter_policy.kube import objects
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
-    durations, endings = _decide_timer()
+    decisions = _decide_timer()
     fleet = build_fleet(nodes, pods_per_node, "350m", "1Gi", compiled,
                         {"disruption_interval": 1.0, "consolidation_validation": 3600.0})
     fleet.start()
@@ -193,9 +219,11 @@ def measure_consolidation(nodes: int, pods_per_node: int, with_burst: bool, time
         if not _synced(fleet, 600):
             raise SystemExit("the controller did not sync in 600 s")
         if not with_burst:
-            finished = wait_for(lambda: bool(durations), timeout, 0.05)
-            result["decision_seconds"] = round(durations[0], 3) if finished else None
-            result["decision_ended"] = endings[0] if finished else f"not finished in {timeout:g} s"
+            finished = wait_for(lambda: bool(decisions), timeout, 0.05)
+            first = decisions[0] if finished else None
+            result["decision_seconds"] = round(first[0], 3) if first else None
+            result["decision_cpu_seconds"] = round(first[2], 3) if first else None
+            result["decision_ended"] = first[1] if first else f"not finished in {timeout:g} s"
             return result
         time.sleep(3.0)  # a decision is under way (quiet cluster, interval passed)
         creates_before = len(fleet.cloud.creates)
@@ -209,24 +237,183 @@ def measure_consolidation(nodes: int, pods_per_node: int, with_burst: bool, time
         if creates:
             result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
             result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
-        result["decisions_finished"] = len(durations)
-        result["decision_endings"] = sorted(set(endings))
-        result["longest_decision_seconds"] = round(max(durations), 3) if durations else None
+        finished = list(decisions)
+        result["decisions_finished"] = len(finished)
+        result["decision_endings"] = sorted({ending for _, ending, _ in finished})
+        result["longest_decision_seconds"] = round(max(d for d, _, _ in finished), 3) if finished else None
     finally:
         fleet.stop()
+    return result
+
+
+class Churn:
+    """Bound pods replaced at `rate` a second, on a thread of its own: each replacement is created already bound to
+    the node of the pod it replaces (a ReplicaSet's new pod that kube-scheduler bound at once), then the old pod is
+    deleted — what a busy cluster's rollouts and restarts send. `done` counts the replacements made."""
+
+    def __init__(self, fleet: Fleet, rate: float) -> None:
+        from karpenter_policy.kube import objects
+
+        self.fleet, self.rate = fleet, rate
+        self.slots: list[dict[str, Any]] = [
+            pod for pod in fleet.cluster.list(objects.POD).items if pod["spec"].get("nodeName")
+        ]
+        self.done = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="churn", daemon=True)
+
+    def start(self) -> Churn:
+        if self.rate > 0 and self.slots:
+            self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(30)
+
+    def _run(self) -> None:
+        from karpenter_policy.kube import objects
+
+        began = time.monotonic()
+        while not self.stopping.is_set():
+            index = self.done % len(self.slots)
+            old = self.slots[index]
+            metadata = old["metadata"]
+            base = metadata["name"].split("-r", 1)[0]
+            new = {"metadata": {"name": f"{base}-r{self.done}", "namespace": metadata["namespace"],
+                                "labels": dict(metadata.get("labels") or {}),
+                                "ownerReferences": metadata.get("ownerReferences", [])},
+                   "spec": old["spec"], "status": old["status"]}
+            self.slots[index] = self.fleet.cluster.create(objects.POD, new)
+            self.fleet.cluster.delete(objects.POD, metadata["name"], namespace=metadata["namespace"])
+            self.done += 1
+            delay = began + self.done / self.rate - time.monotonic()
+            if delay > 0:
+                self.stopping.wait(delay)
+
+
+def _underutilize(fleet: Fleet, every: int, keep: int) -> None:
+    """Leave `keep` pods on every `every`-th node (consolidation has something to consider)."""
+    from karpenter_policy.kube import objects
+
+    for index in range(0, len(fleet.nodes), every):
+        node = fleet.nodes[index]
+        for i in range(keep, PODS_PER_NODE):
+            fleet.cluster.delete(objects.POD, f"{node}-p{i}", namespace=f"team-{index % 20}")
+
+
+def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, Any]:
+    """Consolidation on (decisions every 10 s, never acted on), full nodes and every tenth underutilized, bound pods
+    replaced at `rate` a second (0: none, the quiet scenario) for `settle` seconds, then a burst of pending pods:
+    from the last pod's creation to the first and to the last CreateFleet."""
+    from karpenter_policy.kube import objects
+
+    compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
+    decisions = _decide_timer()
+    fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
+    _underutilize(fleet, 10, 2)
+    fleet.start()
+    result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0}
+    churn = Churn(fleet, rate)
+    try:
+        if not _synced(fleet, 600):
+            raise SystemExit("the controller did not sync in 600 s")
+        time.sleep(3.0)
+        churn.start()
+        churn_began = time.monotonic()
+        time.sleep(settle)  # decisions run under churn
+        creates_before = len(fleet.cloud.creates)
+        seen = _watch_burst(fleet)
+        for pod in pending_pods(BURST):
+            fleet.cluster.create(objects.POD, pod)
+        last_created = time.monotonic()
+        wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05)
+        creates = fleet.cloud.creates[creates_before:]
+        result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
+        result["create_fleet_calls"] = len(creates)
+        if creates:
+            result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
+            result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
+            if len(seen) == BURST:
+                result["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
+                result["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
+        result["churn_achieved_per_second"] = round(churn.done / (time.monotonic() - churn_began), 1)
+        finished = list(decisions)
+        result["decisions"] = len(finished)
+        result["decision_cpu_seconds"] = round(sum(cpu for _, _, cpu in finished), 3)
+        result["longest_decision_seconds"] = round(max(d for d, _, _ in finished), 3) if finished else None
+        result["rss_mib"] = round(rss_mib(), 1)
+    finally:
+        churn.stop()
+        fleet.stop()
+    return result
+
+
+def measure_memory(nodes: int, rate: float, seconds: float, trace: bool) -> dict[str, Any]:
+    """RSS every 30 s while bound pods are replaced at `rate` a second for `seconds` (consolidation on); with
+    `trace`, tracemalloc's snapshots once caches are warm (after a fifth of the run) and at the end, and the lines
+    whose allocations grew most in between."""
+    import tracemalloc
+
+    compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
+    fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
+    _underutilize(fleet, 10, 2)
+    if trace:
+        tracemalloc.start(1)
+    fleet.start()
+    result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "churn_per_second": rate,
+                              "seconds": seconds, "rss_mib": []}
+    churn = Churn(fleet, rate)
+    try:
+        if not _synced(fleet, 600):
+            raise SystemExit("the controller did not sync in 600 s")
+        began = time.monotonic()
+        result["rss_mib"].append((0, round(rss_mib(), 1)))
+        churn.start()
+        warm: Any = None
+        while (elapsed := time.monotonic() - began) < seconds:
+            time.sleep(min(30.0, seconds - elapsed))
+            elapsed = time.monotonic() - began
+            result["rss_mib"].append((round(elapsed), round(rss_mib(), 1)))
+            if trace and warm is None and elapsed >= seconds / 5:
+                warm = tracemalloc.take_snapshot()
+        result["replacements"] = churn.done
+        if trace and warm is not None:
+            end = tracemalloc.take_snapshot()
+            growth = end.compare_to(warm, "lineno")
+            result["traced_mib_warm"] = round(sum(s.size for s in warm.statistics("filename")) / 2**20, 1)
+            result["traced_mib_end"] = round(sum(s.size for s in end.statistics("filename")) / 2**20, 1)
+            result["top_growth"] = [f"{stat.traceback} {stat.size_diff / 1024:+.0f} KiB ({stat.count_diff:+d})"
+                                    for stat in growth[:10]]
+    finally:
+        churn.stop()
+        fleet.stop()
+        if trace:
+            tracemalloc.stop()
     return result
 
 
 def in_process(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, required=True)
-    parser.add_argument("--what", choices=("fleet", "consolidation", "consolidation-burst"), default="fleet")
+    parser.add_argument("--what", choices=("fleet", "consolidation", "consolidation-full", "consolidation-burst",
+                                           "churn", "memory"), default="fleet")
+    parser.add_argument("--rate", type=float, default=CHURN_RATE)
+    parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--tracemalloc", action="store_true")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     if args.what == "fleet":
         result = measure_size(args.size)
     elif args.what == "consolidation":
         result = measure_consolidation(args.size, 2, with_burst=False, timeout=args.timeout)
+    elif args.what == "churn":
+        result = measure_churn(args.size, args.rate)
+    elif args.what == "memory":
+        result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc)
+    elif args.what == "consolidation-full":
+        result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=False, timeout=args.timeout)
     else:
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=True, timeout=args.timeout)
     print(json.dumps(result))
@@ -247,6 +434,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-ref", default="2947bfc")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-consolidation", action="store_true")
+    parser.add_argument("--no-churn", action="store_true")
+    parser.add_argument("--churn-rate", type=float, default=CHURN_RATE)
+    parser.add_argument("--memory-seconds", type=float, default=0.0,
+                        help="also run the memory scenario at the largest size for this long (this tree only)")
+    parser.add_argument("--tracemalloc", action="store_true", help="with --memory-seconds: trace allocations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -265,32 +457,65 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[scale] {label}: consolidation", file=sys.stderr, flush=True)
             consolidation["underutilized_1000"] = run_tree(
                 script, tree, ["--size", "1000", "--what", "consolidation", "--timeout", "120"], timeout=1800)
+            consolidation["full_500"] = run_tree(
+                script, tree, ["--size", "500", "--what", "consolidation-full", "--timeout", "120"], timeout=1800)
             consolidation[f"full_{sizes[-1]}_with_burst"] = run_tree(
                 script, tree, ["--size", str(sizes[-1]), "--what", "consolidation-burst", "--timeout", "60"],
                 timeout=1800)
-        results["trees"][label] = {"fleet": rows, "consolidation": consolidation}
+        churn = []
+        if not args.no_churn:
+            for size in sizes:
+                for rate in (0.0, args.churn_rate):
+                    print(f"[scale] {label}: {size} nodes, churn {rate:g}/s", file=sys.stderr, flush=True)
+                    churn.append(run_tree(script, tree, ["--size", str(size), "--what", "churn", "--rate", str(rate)],
+                                          timeout=1800))
+        results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
+    if args.memory_seconds > 0:
+        print(f"[scale] this tree: memory under churn for {args.memory_seconds:g} s", file=sys.stderr, flush=True)
+        extra = ["--tracemalloc"] if args.tracemalloc else []
+        results["memory"] = run_tree(script, None, ["--size", str(sizes[-1]), "--what", "memory", "--rate",
+                                                    str(args.churn_rate), "--seconds", str(args.memory_seconds),
+                                                    *extra], timeout=args.memory_seconds * 3 + 1800)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     print(f"scale.py, {results['date']}: {PODS_PER_NODE} pods per node, bursts of {BURST} pending pods, "
           f"{EVENTS} pod status updates\n")
-    header = f"{'tree':<12} {'nodes':>6} {'RSS MiB':>8} {'ms/event':>9} {'idle cpu/s':>10} {'first CF':>9} " \
-             f"{'last CF':>8} {'seen':>6} {'seen→CF':>8} {'unbound@60s':>11}"
+    header = f"{'tree':<12} {'nodes':>6} {'RSS MiB':>8} {'ms/event':>9} {'gross':>6} {'idle cpu/s':>10} " \
+             f"{'first CF':>9} {'last CF':>8} {'seen':>6} {'seen→CF':>8} {'unbound@60s':>11}"
     print(header)
     print("-" * len(header))
     for label, data in results["trees"].items():
         for row in data["fleet"]:
-            print(f"{label:<12} {row['nodes']:>6} {row['rss_mib']:>8} {row['event_ms']:>9} "
+            net = row.get("event_ms")
+            print(f"{label:<12} {row['nodes']:>6} {row['rss_mib']:>8} {'busy' if net is None else net:>9} "
+                  f"{row.get('event_ms_gross', '-'):>6} "
                   f"{row['idle_cpu_per_second']:>10} {row.get('first_create_after_last_pod', '-'):>9} "
                   f"{row.get('last_create_after_last_pod', '-'):>8} {row.get('last_pod_seen_after_created', '-'):>6} "
                   f"{row.get('first_create_after_last_seen', '-'):>8} {row['burst_unbound_after_60s']:>11}")
         fleet = data["fleet"]
-        print(f"{label:<12} growth: ms/event {_ratio([r['event_ms'] for r in fleet])}; RSS "
+        print(f"{label:<12} growth: ms/event {_ratio([r.get('event_ms') for r in fleet])}; RSS "
               f"{_ratio([r['rss_mib'] for r in fleet])}; first CreateFleet "
               f"{_ratio([r.get('first_create_after_last_pod') for r in fleet])}")
         for name, row in data["consolidation"].items():
             print(f"{label:<12} consolidation {name}: {json.dumps(row)}")
-    print("\nfirst/last CF: from the last pod's creation to the first/last CreateFleet; seen: from its creation to the "
+    header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'seen':>6} " \
+             f"{'seen→CF':>8} {'decisions':>9} {'decision CPU s':>14} {'unbound@60s':>11}"
+    print("\nconsolidation on (full nodes, every tenth underutilized), bound pods replaced (churn/s), then the burst:")
+    print(header)
+    print("-" * len(header))
+    for label, data in results["trees"].items():
+        for row in data.get("churn", []):
+            print(f"{label:<12} {row['nodes']:>6} {row.get('churn_achieved_per_second', '-'):>8} "
+                  f"{row.get('first_create_after_last_pod', '-'):>9} {row.get('last_create_after_last_pod', '-'):>8} "
+                  f"{row.get('last_pod_seen_after_created', '-'):>6} {row.get('first_create_after_last_seen', '-'):>8} "
+                  f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
+                  f"{row.get('burst_unbound_after_60s', '-'):>11}")
+    if "memory" in results:
+        print(f"\nmemory under churn: {json.dumps(results['memory'])}")
+    print("\nms/event: the controller's CPU per event less its idle rate ('busy': it used as much idle, see gross: "
+          "all its CPU over the events' window per event)")
+    print("first/last CF: from the last pod's creation to the first/last CreateFleet; seen: from its creation to the "
           "controller's state showing it (the in-process API server's watch delivery); seen→CF: the controller's part")
     print(f"\ngoals: ≤ {GOAL_EVENT_MS:g} ms/event at 5,000 nodes; first CreateFleet ≤ idle + "
           f"{GOAL_FIRST * 1000:.0f} ms, "

@@ -19,7 +19,10 @@ Probes and their baselines:
   the LP lower bound of the same pods (a quality ratio);
 - `controller`: the controllers on a fleet of 400 nodes vs 100 (what `scale.py` measures, in virtual time): the
   work of 400 pod updates (per event: flat), and of the step that launches for 200 pending pods (flat: the
-  scheduler considers only nodes with room) — both must stay flat as the fleet grows.
+  scheduler considers only nodes with room) — both must stay flat as the fleet grows;
+- `churn`: provisioning's planning (CPU of its scheduling runs, virtual time) for 200 pending pods on 200 nodes
+  with consolidation on while 200 bound pods a second are replaced, vs the same without churn: churn of bound
+  pods must not make provisioning plan again (it keeps its plan made ahead).
 
 Limits are in `PROBES`; a failing probe prints what it measured. Exit 0 when every probe passes, 1 otherwise.
 `.ci/run` runs this after the tests.
@@ -249,6 +252,89 @@ def probe_controller(work: Path) -> list[Ratio]:
     ]
 
 
+def _churn_fleet(compiled: Path, nodes: int) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """`nodes` full nodes (5 pods of 1.5 cpu on an m5.2xlarge), every tenth with one pod (underutilized), a
+    consolidating controller (decisions every 10 s, never acted on) past its first decision; the bound pods."""
+    from _fleet import FLEET_TYPES, ZONES, node_pods
+
+    from karpenter_policy.kube import objects
+    from karpenter_policy.testing import Scene
+
+    scene = Scene(compiled, types=FLEET_TYPES)
+    for index in range(nodes):
+        name = scene.add_node("fleet", "m5.2xlarge", zone=ZONES[index % len(ZONES)], age=3600)
+        for pod in node_pods(name, 1 if index % 10 == 0 else 5, "1500m", "6Gi", index):
+            scene.cluster.create(objects.POD, pod)
+    controller = scene.controller(batch_idle=1.0, batch_max=10.0, consolidation_validation=3600.0)
+    for _ in range(15):
+        scene.step(controller)
+        scene.advance(1.0)
+    bound = [p for p in scene.pods() if p["spec"].get("nodeName")]
+    return scene, controller, bound
+
+
+def _replace(scene: Any, bound: list[dict[str, Any]], number: int) -> None:
+    """Replace a bound pod by a copy bound to the same node (a ReplicaSet's pod kube-scheduler bound at once)."""
+    from karpenter_policy.kube import objects
+
+    index = number % len(bound)
+    old = bound[index]
+    metadata = old["metadata"]
+    new = {"metadata": {"name": f"{metadata['name'].split('-r', 1)[0]}-r{number}", "namespace": metadata["namespace"],
+                        "labels": dict(metadata.get("labels") or {})}, "spec": old["spec"], "status": old["status"]}
+    bound[index] = scene.cluster.create(objects.POD, new)
+    scene.cluster.delete(objects.POD, metadata["name"], metadata["namespace"])
+
+
+def _provisioning_cpu(compiled: Path, churn: int) -> float:
+    """CPU seconds provisioning spends planning (its scheduling runs: ahead of the window's close and at it) for
+    200 pending pods on 200 nodes, from their creation to the launch, while `churn` bound pods a second are
+    replaced (a step every 0.25 s of virtual time)."""
+    from _fleet import pending_pods
+
+    from karpenter_policy.kube import objects
+
+    scene, controller, bound = _churn_fleet(compiled, 200)
+    provisioner = controller.provisioner
+    spent = 0.0
+    original = provisioner._solve
+
+    def timed(*args: Any) -> Any:
+        nonlocal spent
+        start = time.process_time()
+        plan = original(*args)
+        spent += time.process_time() - start
+        return plan
+
+    provisioner._solve = timed
+    launched_before = len(scene.instances())
+    for pod in pending_pods(200, cpu="1", memory="1Gi", prefix="probe"):
+        scene.cluster.create(objects.POD, pod)
+    replaced = 0
+    gc.collect()
+    for _ in range(12):  # 3 s: the window (1 s idle) closes and launches
+        for _ in range(churn // 4):
+            _replace(scene, bound, replaced)
+            replaced += 1
+        scene.step(controller)
+        scene.advance(0.25)
+        if len(scene.instances()) > launched_before:
+            break
+    if len(scene.instances()) == launched_before:
+        raise AssertionError(f"nothing launched for 200 pending pods with {churn} replacements a second")
+    return spent
+
+
+def probe_churn(work: Path) -> list[Ratio]:
+    from _fleet import compiled_policy
+
+    compiled = compiled_policy("  consolidation:\n    enabled: true", work / "churn")
+    quiet = min(_provisioning_cpu(compiled, 0) for _ in range(3))
+    churning = min(_provisioning_cpu(compiled, 200) for _ in range(3))
+    return [Ratio("churn", "planning 200 pods on 200 nodes with 200 bound-pod replacements/s vs without (flat: 1)",
+                  churning, quiet, 1.5)]
+
+
 def _render_json(report: Any, checked: Any) -> str:
     from karpenter_policy.policy.proof.check import render_check
 
@@ -261,6 +347,7 @@ PROBES: dict[str, Callable[[Path], list[Ratio]]] = {
     "check-workloads": probe_check_workloads,
     "schedule": probe_schedule,
     "controller": probe_controller,
+    "churn": probe_churn,
 }
 
 

@@ -291,7 +291,7 @@ def render_provisioner(rng: random.Random, index: int, planted_kind: str | None)
         out.add(f"      karpenter.sh/discovery: {cluster}")
         out.add("    securityGroupSelector:")
         if rng.random() < 0.2:
-            out.add(f'      aws-ids: "sg-{rng.getrandbits(64):016x}"')
+            out.add(f'      aws-ids: "sg-0{rng.getrandbits(64):016x}"')  # EC2's shape: sg- and 17 hex digits
         else:
             out.add(f"      karpenter.sh/discovery: {cluster}")
         if rng.random() < 0.5:

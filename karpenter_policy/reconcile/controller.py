@@ -114,7 +114,9 @@ class Controller:
             cluster, self.state, self.context.fields, metrics=metrics, recorder=self.context.events
         )
         self.terminator = Terminator(self.context)
-        self.disruption = Disruption(self.context, self.provisioner, self.terminator)
+        self.disruption = Disruption(
+            self.context, self.provisioner, self.terminator, synced=lambda: self.feed.health().synced
+        )
         self.garbage = GarbageCollector(
             cluster, cloud, options.cluster_name, metrics=metrics, clock=clock, wall_clock=wall_clock,
             interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,

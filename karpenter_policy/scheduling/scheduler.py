@@ -37,6 +37,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
+from karpenter_policy.scheduling.firstfit import FirstFit
 from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
@@ -338,6 +339,7 @@ class _Run:
         self.pods = pods
         self.strategy = strategy or scheduler.options.strategy
         self.existing = [node.fresh() for node in scheduler.existing]
+        self.first_fit = FirstFit([(node.allocatable, node.requests) for node in self.existing])
         self.claims: list[NodeClaim] = []
         # cost strategy: the claims that may still take a pod, per template position, each in creation order
         self.open: dict[int, list[NodeClaim]] = {}
@@ -428,8 +430,10 @@ class _Run:
 
     def add(self, pod: Pod, attempt: Attempt) -> dict[str, Refusal] | None:
         """Place the pod (None) or give each template's reason."""
-        for node in self.existing:
+        for position in self.first_fit.candidates(pod.requests):  # the first existing node that takes it
+            node = self.existing[position]
             if node.try_add(pod, attempt, self.topology) is None:
+                self.first_fit.update(position, node.allocatable, node.requests)
                 return None
         candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
         if self.strategy == KARPENTER:

@@ -10,14 +10,25 @@ own thread must not share the provisioner's, which a scheduling run adjusts), an
 Karpenter's budgets (`ControllerOptions.single_node_budget` and `multi_node_budget`): a decision that runs out
 stops with what it found, logged. Replacements are launched through the provisioner's launcher.
 
-In the threaded runner it runs on a thread of its own, so however long a decision takes, provisioning goes on.
-A decision that found nothing is not taken again until the cluster or the constraint sets change, a node expires,
-or :data:`RECHECK_SECONDS` pass (a new AMI release drifts nodes without any change in the cluster): an idle
-cluster of 5,000 nodes costs no decision every 10 s.
+In the threaded runner it runs on a thread of its own, so however long a decision takes, provisioning goes on,
+and a decision stops the moment pods become pending. A decision that found nothing is not taken again until the
+cluster or the constraint sets change, a node expires, or :data:`RECHECK_SECONDS` pass (a new AMI release drifts
+nodes without any change in the cluster): an idle cluster of 5,000 nodes costs no decision every 10 s.
+
+What counts as a change follows Karpenter v0.31's cluster state (`state/cluster.go`, `MarkUnconsolidated` and
+`ConsolidationState`, read by `deprovisioning/controller.go` and consolidation's `ShouldDeprovision`): a node
+added, removed or changed in what a decision reads (not a status heartbeat), and a pod that starts or stops using
+a node's capacity (bound, moved, finished, deleted) — not a status update of a pod that stays where it is, which
+is most of what a busy cluster sends. And as Karpenter's
+deprovisioning loop waits for its cluster state to be synced, a decision waits for the state to be synced and for
+the changes to settle — :data:`SETTLE_SECONDS` without one — but not longer than the disruption interval after
+the first change it has not seen: under steady churn (pods replaced all the time) it decides once an interval, as
+Karpenter's 10 s polling period does, instead of after every change.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -32,7 +43,7 @@ from karpenter_policy.reconcile.disruption.view import disruption_view
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import Disrupted, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import Change
-from karpenter_policy.reconcile.state.records import PodRecord
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 from karpenter_policy.reconcile.termination.terminator import Terminator
 from karpenter_policy.scheduling import Pod, SchedulerOptions
@@ -41,13 +52,38 @@ from karpenter_policy.scheduling.pods import PodSpecError
 NODE = logs.logger("node")
 #: A decision that found nothing is taken again at least this often (images resolve anew; see above).
 RECHECK_SECONDS = 300.0
+#: A decision waits until the cluster has gone this long without a change it cares about (see above).
+SETTLE_SECONDS = 1.0
+#: While the state is not synced, a decision is looked at again this often (Karpenter's requeue of 1 s).
+SYNC_RETRY_SECONDS = 1.0
+
+
+def marks_unconsolidated(change: Change) -> bool:
+    """A change a decision must see again for (Karpenter's `MarkUnconsolidated`): a node added, removed, or changed
+    in what a decision reads (labels, annotations, taints, cordon, deletion, readiness, initialization, capacity:
+    not a status heartbeat), and a pod that starts or stops using a node's capacity (bound, moved, finished,
+    deleted: not a status update of a pod that stays where it is)."""
+    if change.kind == "node":
+        before, after = change.before, change.after
+        if not isinstance(before, NodeRecord) or not isinstance(after, NodeRecord):
+            return True
+        return not before.same_as_read(after)
+    if change.kind != "pod":
+        return True
+    used = [r.node if isinstance(r, PodRecord) and r.live_on_node else "" for r in (change.before, change.after)]
+    return used[0] != used[1]
 
 
 class Disruption:
     """See the module docstring."""
 
-    def __init__(self, context: Context, provisioner: Provisioner, terminator: Terminator) -> None:
+    def __init__(
+        self, context: Context, provisioner: Provisioner, terminator: Terminator,
+        synced: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """`synced`: whether the state has listed every kind it follows (decisions wait for it)."""
         self.context = context
+        self.synced = synced
         self.provisioner = provisioner
         self.terminator = terminator
         options = context.options
@@ -63,16 +99,31 @@ class Disruption:
         self.wake = threading.Event()
         self._lock = threading.Lock()  # one step at a time, whichever thread asks
         self._changed = True  # the cluster changed since the last decision began
+        self._first_change: float | None = None  # the first change the next decision will see (None: at start)
+        self._last_change = -math.inf  # the latest change a decision cares about
         self._decided: object = None  # the constraint sets the last decision saw
         self._recheck_at = 0.0
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
-        if change.kind == "pod":
-            nodes = {r.node for r in (change.before, change.after) if isinstance(r, PodRecord) and r.node}
-            if not nodes:
-                return  # a pending pod: provisioning's (what it does with it shows as a launch or a binding)
+        if not marks_unconsolidated(change):
+            return  # a pending pod is provisioning's; a bound pod's or a node's status update changes nothing
+        now = self.context.clock()
+        if not self._changed:
+            self._first_change = now
+        self._last_change = now
         self._changed = True
+
+    def _settling(self, now: float) -> float | None:
+        """When a decision may be taken, if not now: the state is not synced, or changes have not settled (see
+        the module docstring)."""
+        if not self.synced():
+            return now + SYNC_RETRY_SECONDS
+        if self._first_change is None:  # changed by a step of its own (it acted), or since start
+            self._first_change = now
+        first = self._first_change
+        due = min(self._last_change + SETTLE_SECONDS, first + self.context.options.disruption_interval)
+        return due if now < due else None
 
     def protected(self) -> frozenset[str]:
         """The replacements of the command under way (emptiness must not count them empty)."""
@@ -109,10 +160,13 @@ class Disruption:
         idle = deprovisioner.underway is None and not deprovisioner.holding
         if idle and not self._changed and self._decided is context.loaded and now < self._recheck_at:
             return Disrupted(due=self._recheck_at)  # nothing changed since a decision that found nothing
+        if idle and (settling := self._settling(now)) is not None:
+            return Disrupted(due=settling)
         protected = self.protected()
 
         def inputs() -> Inputs:
             self._changed = False  # a change from now on is seen by the next decision
+            self._first_change = None
             self._decided = context.loaded
             self._recheck_at = context.clock() + RECHECK_SECONDS
             budgets = context.cluster.list(objects.POD_DISRUPTION_BUDGET).items

@@ -10,7 +10,7 @@
 * DaemonSets (their overhead), the running pods indexed for topology, the namespaces' labels.
 
 Built in O(pending pods + nodes) without copying an object; the `version` says when two builds saw the same
-cluster (a plan made ahead may be used only then).
+cluster, the `structure` when they saw the same cluster but for churn of bound pods (what a plan made ahead asks).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class SchedulingInputs:
     used: dict[str, Vector] = field(default_factory=dict)
     state: ClusterState | None = None
     version: object = None
+    structure: object = None  # the same, but for churn of bound pods (`ClusterState.structure_version`)
 
     def scheduler(self, templates: list[NodeClaimTemplate], options: SchedulerOptions) -> Scheduler:
         state = self.state
@@ -113,7 +114,9 @@ def scheduling_inputs(
             if launching.provisioner is not None:
                 used = inputs.used.get(launching.provisioner, ZERO)
                 inputs.used[launching.provisioner] = add(used, launching.capacity)
-        inputs.version = (state.version, inflight.fingerprint(), tuple(sorted(assigned)))
+        launches, placed = inflight.fingerprint(), tuple(sorted(assigned))
+        inputs.version = (state.version, launches, placed)
+        inputs.structure = (state.structure_version, launches, placed)
     return inputs
 
 

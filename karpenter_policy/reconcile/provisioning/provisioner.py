@@ -286,8 +286,9 @@ class Provisioner:
             context.metrics.scheduling_duration.observe(time.perf_counter() - scheduling)
             result.plans.append(plan)
             self._report_failures(plan, inputs, result)
-            self._place_on_existing(plan, inputs, assigned, result)
+            # launches first: binding hundreds of pods to existing nodes must not hold the CreateFleet calls back
             retry = self._launch(plan.claims, templates, result)
+            self._place_on_existing(plan, inputs, assigned, result)
             if not retry:
                 break
             pods = [pod for claim in retry for pod in claim.pods]

@@ -93,6 +93,27 @@ class _Load:
             self.workload_pods += sign
 
 
+def _keeps_others_away(record: PodRecord) -> bool:
+    """The pod has a required pod anti-affinity term: it may keep any pending pod off its node's domain."""
+    affinity = record.obj.get("spec", {}).get("affinity")
+    anti = affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None
+    return isinstance(anti, dict) and bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+def bound_churn(change: Change) -> bool:
+    """A change that touches only pods bound to a node (before and after: a status update, a bound pod deleted, a
+    pod created bound) and keeps no pending pod away (no required pod anti-affinity), or a node's status heartbeat
+    (nothing read of it changed). Such a change moves the load of nodes and the counts of topology groups, never
+    which pods are pending or which nodes exist and what they are."""
+    if change.kind == "node":
+        before, after = change.before, change.after
+        return isinstance(before, NodeRecord) and isinstance(after, NodeRecord) and before.same_as_read(after)
+    if change.kind != "pod":
+        return False
+    records = [r for r in (change.before, change.after) if r is not None]
+    return all(isinstance(r, PodRecord) and r.node and not _keeps_others_away(r) for r in records)
+
+
 class ClusterState:
     """See the module docstring. `unschedulable_only`: pending means kube-scheduler marked the pod Unschedulable."""
 
@@ -118,6 +139,9 @@ class ClusterState:
         self._listeners: list[Callable[[Change], None]] = []
         self.malformed: Counter[tuple[str, str]] = Counter()
         self.version = 0  # increases with every applied change
+        #: increases with every applied change but churn of bound pods (:func:`bound_churn`): what a plan made
+        #: ahead depends on beyond the room of the nodes it uses (`provisioning/ahead.py`)
+        self.structure_version = 0
 
     # --- feeding -------------------------------------------------------------------------------------------
 
@@ -153,6 +177,8 @@ class ClusterState:
 
     def _notify(self, change: Change) -> None:
         self.version += 1
+        if not bound_churn(change):
+            self.structure_version += 1
         for listener in self._listeners:
             try:
                 listener(change)
@@ -503,4 +529,4 @@ def _same_spec(before: PodRecord, after: PodRecord | None) -> bool:
     )
 
 
-__all__ = ["Change", "ClusterState", "LockedRunningPods", "existing_node"]
+__all__ = ["Change", "ClusterState", "LockedRunningPods", "bound_churn", "existing_node"]

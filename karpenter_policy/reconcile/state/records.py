@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from karpenter_policy.api.workloads import DAEMON_SET
@@ -182,6 +182,11 @@ class NodeRecord:
     def deleting(self) -> bool:
         return self.deletion_timestamp is not None
 
+    def same_as_read(self, other: NodeRecord) -> bool:
+        """Equal in everything the controllers read of a node (all but the raw object): `other` differs at most by
+        a status heartbeat or another field nothing here looks at."""
+        return all(getattr(self, name) == getattr(other, name) for name in _NODE_FIELDS_READ)
+
     @property
     def ours(self) -> bool:
         return node_info.ANNOTATION_HASH in self.annotations
@@ -243,6 +248,10 @@ def node_record(obj: Any) -> NodeRecord:
         capacity=capacity,
         obj=obj,
     )
+
+
+#: The fields of a :class:`NodeRecord` the controllers read (every one but the raw object).
+_NODE_FIELDS_READ = tuple(f.name for f in fields(NodeRecord) if f.name != "obj")
 
 
 __all__ = ["Malformed", "NodeRecord", "PodRecord", "node_record", "pod_record"]
