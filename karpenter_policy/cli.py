@@ -1,6 +1,6 @@
 """`karpenter-policy` command line: parses flags, calls the policy package, maps results to exit codes.
 
-Exit codes (README.md, `karpenter-policy validate`): 0 no errors; 1 findings of severity error (warnings too with
+Exit codes (docs/cli.md, "Exit codes"; each command's --help): 0 no errors; 1 findings of severity error (warnings too with
 --fail-on-warn); 2 usage error or the tool could not run (a missing or unreadable path, a bad flag). When the reader
 of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools do: killed by SIGPIPE (shell
 status 141).
