@@ -813,7 +813,7 @@ def webhook(**options: object) -> None:
 @click.option("--interruption-queue", metavar="NAME", help="SQS queue of EventBridge interruption events.")
 def reconcile(**options: object) -> None:
     """Launch EC2 nodes for pending pods from compiled constraint sets: watch, batch, schedule (the code of
-    `check --workloads`), CreateFleet, register the node, bind (see docs/reconcile.md)."""
+    `check --workloads`), CreateFleet, register the node, bind."""
     from karpenter_policy.reconcile.command import main as reconcile_main
 
     sys.exit(reconcile_main(options))

@@ -82,7 +82,7 @@ EPILOGS: dict[str, str] = {
             "karpenter-policy check policies/ --region eu-west-1",
             "karpenter-policy check policies/ --output github",
             "karpenter-policy check policies/ --workloads apps/ --scale deployment/api=12",
-            "karpenter-policy check policies/ --workloads apps/ --output markdown > comment.md",
+            "karpenter-policy check policies/ --workloads apps/ --output markdown | gh pr comment --body-file -",
         ],
         _FINDINGS,
     ),
@@ -144,8 +144,8 @@ EPILOGS: dict[str, str] = {
     ),
     "webhook": _epilog(
         [
-            "karpenter-policy webhook --self-signed /tmp/webhook-certs",
-            "(the manifests and every flag: deploy/webhook/README.md)",
+            "karpenter-policy webhook --self-signed /tmp/webhook-certs --policies policies/",
+            "karpenter-policy webhook --tls-cert-file tls.crt --tls-private-key-file tls.key --constraints build/",
         ],
         [(0, "stopped by SIGTERM, every accepted request answered"), (2, "could not start: a usage error, "
                                                                          "certificates, constraint sets")],
@@ -153,7 +153,8 @@ EPILOGS: dict[str, str] = {
     "reconcile": _epilog(
         [
             "karpenter-policy reconcile --constraints build/ --cluster-name blue --kubernetes-version 1.27",
-            "(every flag: docs/reconcile.md)",
+            "karpenter-policy reconcile --constraints configmap/karpenter-policy/karpenter-policy-constraints "
+            "--cluster-name blue --kubernetes-version 1.27",
         ],
         [(0, "stopped by SIGTERM"), (2, "could not start: a usage error, constraint sets, the cluster, AWS")],
     ),
