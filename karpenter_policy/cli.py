@@ -1,9 +1,9 @@
 """`karpenter-policy` command line: parses flags, calls the policy package, maps results to exit codes.
 
-Exit codes (README.md, `karpenter-policy validate`): 0 no errors; 1 findings of severity error (warnings too with
---strict, or its older name --fail-on-warn); 2 usage error or the tool could not run (a missing or unreadable path,
-a bad flag). When the reader of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools
-do: killed by SIGPIPE (shell status 141).
+Exit codes (docs/cli.md, "Exit codes"; each command's --help, from cli_help.py): 0 no errors; 1 findings of severity
+error (warnings too with --strict, or its older name --fail-on-warn); 2 usage error or the tool could not run (a
+missing or unreadable path, a bad flag). When the reader of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools do:
+killed by SIGPIPE (shell status 141). The group's --help lists each command's whole first paragraph.
 
 Reports and logs are written as UTF-8 whatever the locale, with the undecodable bytes of file names escaped
 (`reporters.displayable`), so that JSON, SARIF and JUnit output stay valid.
@@ -12,6 +12,7 @@ Reports and logs are written as UTF-8 whatever the locale, with the undecodable 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import click
 
 from karpenter_policy import __version__
+from karpenter_policy.cli_help import EPILOGS, version_line
 from karpenter_policy.logformat import DEFAULT_LEVEL as DEFAULT_LOG_LEVEL
 from karpenter_policy.logformat import FORMATS as LOG_FORMATS
 from karpenter_policy.logformat import LEVELS as LOG_LEVELS
@@ -111,8 +113,28 @@ def _read_paths(command: str, paths: Sequence[str], selection: Selection) -> Non
         sys.exit(2)
 
 
+_HELP_WIDTH = 120
+
+
+def _summary(command: click.Command) -> str:
+    """A command's whole first paragraph, for the group's list (click cuts it at the terminal's width with '...')."""
+    text = inspect.cleandoc(command.help or "").split("\n\n", 1)[0]
+    return " ".join(text.split())
+
+
 class _Group(click.Group):
-    """Usage errors exit 2 (click's default), other unexpected failures print one line and exit 2."""
+    """Usage errors exit 2 (click's default), other unexpected failures print one line and exit 2. Its --help lists
+    each command with the whole first paragraph of its description."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (name, _summary(command))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -164,13 +186,17 @@ def _finish(result: CommandOutput) -> NoReturn:
     sys.exit(result.exit_code)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="karpenter-policy")
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": _HELP_WIDTH},
+    epilog=EPILOGS["main"],
+)
+@click.version_option(__version__, prog_name="karpenter-policy", message=version_line(__version__))
 def main() -> None:
     """Validate, prove and compile Karpenter Provisioner policies kept in Git."""
 
 
-@main.command()
+@main.command(epilog=EPILOGS["validate"])
 @click.argument("paths", nargs=-1, type=click.Path())
 @_output_option
 @_fail_on_warn_option
@@ -208,7 +234,7 @@ def validate(
     _finish(CommandOutput(report.exit_code(fail_on_warn), render(report, output, quiet=quiet), ""))
 
 
-@main.command()
+@main.command(epilog=EPILOGS["check"])
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
     "--output",
@@ -317,7 +343,7 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
     return scale
 
 
-@main.command("compile")
+@main.command("compile", epilog=EPILOGS["compile"])
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("-o", "--out", "out", required=True, metavar="DIR|-", help="Output directory, or - for a YAML stream.")
 @click.option(
@@ -426,7 +452,7 @@ def compile_(
     _finish(result)
 
 
-@main.command()
+@main.command(epilog=EPILOGS["pin"])
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--policies",
@@ -468,7 +494,7 @@ def pin(
     _finish(result)
 
 
-@main.command("fmt")
+@main.command("fmt", epilog=EPILOGS["fmt"])
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--write", is_flag=True, help="Rewrite the files in place (default: print a diff).")
 @click.option("--check", is_flag=True, help="Exit 1 when a file is not formatted (or, with --write, was not).")
@@ -510,7 +536,7 @@ def _values_and_catalog(
         sys.exit(2)
 
 
-@main.command()
+@main.command(epilog=EPILOGS["diff"])
 @click.argument("base")
 @click.argument("head")
 @click.argument("paths", nargs=-1, type=click.Path())
@@ -587,12 +613,12 @@ def diff(
     _finish(result)
 
 
-@main.group()
+@main.group(cls=_Group)
 def catalog() -> None:
     """The EC2 instance-type catalog the solver and the compiler use (embedded: 30 regions)."""
 
 
-@catalog.command("refresh")
+@catalog.command("refresh", epilog=EPILOGS["catalog refresh"])
 @click.option("--region", default="us-east-1", show_default=True, help="EC2 region to describe.")
 @click.option("--endpoint-url", metavar="URL", help="AWS endpoint (default: AWS's; e.g. a local moto server).")
 @click.option(
@@ -647,7 +673,7 @@ def catalog_refresh(
     click.echo(f"wrote {out}: {len(built)} instance types in {built.region} ({len(zones)} zones), {priced} priced")
 
 
-@catalog.command("show")
+@catalog.command("show", epilog=EPILOGS["catalog show"])
 @click.argument("names", nargs=-1, metavar="[TYPE]...")
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
 @click.option("--region", help=_REGION_HELP)
@@ -666,7 +692,7 @@ def catalog_show(
     _finish(show_catalog(catalog_, names, embedded=catalog_file is None))
 
 
-@catalog.command("build")
+@catalog.command("build", epilog=EPILOGS["catalog build"])
 @click.option(
     "--sources",
     "sources_dir",
@@ -709,7 +735,7 @@ def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -
     click.echo("\n".join(lines))
 
 
-@main.command()
+@main.command(epilog=EPILOGS["webhook"])
 @click.option("--tls-cert-file", type=click.Path(dir_okay=False), help="Serving certificate (PEM); reloaded on change.")
 @click.option("--tls-private-key-file", type=click.Path(dir_okay=False), help="Its private key (PEM).")
 @click.option(
@@ -756,7 +782,7 @@ def webhook(**options: object) -> None:
     sys.exit(webhook_main(options))
 
 
-@main.command()
+@main.command(epilog=EPILOGS["reconcile"])
 @click.option("--constraints", required=True, metavar="DIR|configmap/NAMESPACE/NAME", help="Compiled constraint sets.")
 @click.option("--cluster-name", required=True, help="The cluster's name (instance tags, node bootstrap).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster, else ~/.kube/config.")
@@ -795,13 +821,13 @@ def webhook(**options: object) -> None:
 )
 def reconcile(**options: object) -> None:
     """Launch EC2 nodes for pending pods from compiled constraint sets: watch, batch, schedule (the code of
-    `check --workloads`), CreateFleet, register the node, bind (see docs/reconcile.md)."""
+    `check --workloads`), CreateFleet, register the node, bind."""
     from karpenter_policy.reconcile.command import main as reconcile_main
 
     sys.exit(reconcile_main(options))
 
 
-@main.command("simulate")
+@main.command("simulate", epilog=EPILOGS["simulate"])
 @click.option("--constraints", required=True, metavar="DIR", help="Compiled constraint sets (compile -o DIR).")
 @click.option("--workloads", "workload_paths", multiple=True, required=True, type=click.Path(),
               help="Workload manifests (files or directories, repeatable).")

@@ -97,6 +97,70 @@ def test_help_and_version(flag: str) -> None:
     assert result.returncode == 0 and result.stdout
 
 
+# --- --help and --version: whole descriptions, examples, exit codes; what a build is ---------------------------
+
+COMMANDS = ["validate", "check", "compile", "diff", "fmt", "pin", "simulate", "webhook", "reconcile",
+            "catalog show", "catalog refresh", "catalog build"]
+
+
+def test_the_command_list_gives_each_description_whole() -> None:
+    """click cut each description at the terminal's width with '...'; the list gives the whole first paragraph."""
+    result = subprocess.run([sys.executable, "-m", "karpenter_policy.cli", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "COLUMNS": "80"})
+
+    assert result.returncode == 0, result.stderr
+    commands = result.stdout.split("Commands:", 1)[1].split("Examples:", 1)[0]
+    assert "..." not in commands and "\u2026" not in commands
+    listed = " ".join(commands.split())
+    assert "Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3)." in listed
+    assert "Exit 1 when pods stay pending." in listed  # simulate's, at the end of a long paragraph
+    assert "Examples:" in result.stdout and "Exit codes:" in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_s_help_has_examples_and_exit_codes(command: str) -> None:
+    result = run(*command.split(), "--help")
+
+    assert result.returncode == 0, result.stderr
+    examples = result.stdout.split("Examples:", 1)[1].split("Exit codes:", 1)
+    assert f"karpenter-policy {command}" in examples[0]
+    assert "\n    0  " in examples[1] and "\n    2  " in examples[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [(("validate", "examples/positive"), 0), (("validate", "examples/negative/invalid-spec-taint-effect.yaml"), 1),
+     (("validate", "no-such-dir"), 2), (("fmt", "--check", "no-such-dir"), 2)],
+)
+def test_the_exit_codes_help_gives_are_those_the_command_returns(args: tuple[str, ...], code: int) -> None:
+    described = run(args[0], "--help").stdout.split("Exit codes:", 1)[1]
+    assert f"\n    {code}  " in described
+
+    assert run(*args).returncode == code
+
+
+@pytest.mark.parametrize(
+    ("installed", "says"),
+    [
+        ("0.0.1.dev339+g5ba330f16", "(untagged development build: no release tag in this clone's history)"),
+        ("0.0.1.dev2+g5ba330f.d20261129", "(untagged development build: no release tag in this clone's history)"),
+        ("1.2.4.dev3+g1a2b3c4", "(development build: 3 commits after the last release tag)"),
+        ("1.2.4.dev1+g1a2b3c4", "(development build: 1 commit after the last release tag)"),
+        ("0.0.0", "(built without git metadata and without a version given: not a release)"),
+        ("1.2.3", ""),
+    ],
+)
+def test_version_says_plainly_what_a_build_that_is_not_a_release_is(installed: str, says: str) -> None:
+    """The version as setuptools-scm derived it at install time, given to the CLI through importlib.metadata."""
+    code = ("import importlib.metadata as m, sys; m.version = lambda name: sys.argv[1]; "
+            "from karpenter_policy.cli import main; main(['--version'])")
+    result = subprocess.run([sys.executable, "-c", code, installed], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"karpenter-policy, version {installed}{' ' + says if says else ''}\n"
+
+
 # --- output: a reader that goes away, file names that are not UTF-8 --------------------------------------------
 
 

@@ -410,7 +410,7 @@ def test_github_annotations_follow_github_workspace(tmp_path: Path) -> None:
 
 def _commands() -> list[list[str]]:
     return [[], ["validate"], ["check"], ["compile"], ["pin"], ["diff"], ["fmt"], ["catalog"], ["catalog", "refresh"],
-            ["webhook"]]
+            ["webhook"], ["reconcile"], ["simulate"], ["catalog", "show"], ["catalog", "build"]]
 
 
 @pytest.mark.parametrize("command", fast_first(_commands()), ids=lambda c: " ".join(c) or "main")

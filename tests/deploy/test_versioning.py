@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy import __version__
+from karpenter_policy.cli_help import version_line
 
 from .support import GIT_IDENTITY, ROOT, git, repository_copy, tree_copy
 
@@ -88,5 +89,6 @@ def test_the_editable_install_reports_its_version() -> None:
                           timeout=60, check=False, cwd=ROOT)
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"karpenter-policy, version {version('karpenter-policy')}\n"
+    assert done.stdout == version_line(version("karpenter-policy")) + "\n"
+    assert done.stdout.startswith(f"karpenter-policy, version {version('karpenter-policy')}")
     assert __version__ == version("karpenter-policy") != "0.0.0"

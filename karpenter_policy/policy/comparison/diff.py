@@ -174,7 +174,7 @@ def load_side(
         if workload_paths:
             workload_root, _ = materialise(repository, spec, list(workload_paths), os.path.join(scratch, ".workloads"))
     else:
-        raise DiffError(f"{spec!r} is neither a directory nor a git revision")
+        raise DiffError(f"{spec!r} is neither a directory nor a git revision{_shallow_hint(repository)}")
     documents: dict[str, Mapping[str, Any]] = {}
     node_templates: dict[str, Mapping[str, Any]] = {}
 
@@ -196,6 +196,14 @@ def load_side(
     checked = [replace(c, file=_relative(c.file, root)) for c in checked if c.name in documents]
     os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
     return Side(spec, kind, report, checked, documents, os_of, present, workload_root)
+
+
+def _shallow_hint(repository: Repository | None) -> str:
+    """Why a revision may be unknown in a shallow clone, and what to do (actions/checkout fetches one commit)."""
+    if repository is None or not repository.is_shallow():
+        return ""
+    return ("; this clone is shallow, so BASE's commits may not have been fetched: set fetch-depth: 0 on "
+            "actions/checkout (or run git fetch --unshallow)")
 
 
 def _relative(file: str, root: str) -> str:

@@ -157,6 +157,14 @@ class Repository:
             return None
         return relative.replace(os.sep, "/")
 
+    def is_shallow(self) -> bool:
+        """Whether this clone's history is cut short (`git clone --depth`, actions/checkout's default depth of 1),
+        so that a revision it names may simply not have been fetched; False when git cannot tell."""
+        try:
+            return self.git(["rev-parse", "--is-shallow-repository"]).strip() == b"true"
+        except GitError:
+            return False
+
     def describe(self) -> str:
         """`git describe --always` of HEAD: the nearest tag and distance, else the abbreviated commit (refs and
         commits only: `--dirty` would refresh the index, and run the filters the tree's attributes select); raises
