@@ -2,8 +2,9 @@
 
 Exit codes (docs/cli.md, "Exit codes"; each command's --help, from cli_help.py): 0 no errors; 1 findings of severity
 error (warnings too with --strict, or its older name --fail-on-warn); 2 usage error or the tool could not run (a
-missing or unreadable path, a bad flag). When the reader of the output goes away (`| head`, `| true`), the process ends quietly as Unix tools do:
-killed by SIGPIPE (shell status 141). The group's --help lists each command's whole first paragraph.
+missing or unreadable path, a bad flag). When the reader of the output goes away (`| head`, `| true`), the process
+ends quietly as Unix tools do: killed by SIGPIPE (shell status 141). The group's --help lists each command's whole
+first paragraph.
 
 Reports and logs are written as UTF-8 whatever the locale, with the undecodable bytes of file names escaped
 (`reporters.displayable`), so that JSON, SARIF and JUnit output stay valid.
