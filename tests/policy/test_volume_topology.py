@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
 from karpenter_policy.model.labels import ZONE
 from karpenter_policy.policy.source.workloads import read_workloads
@@ -289,3 +293,35 @@ def test_each_ordinal_of_a_statefulset_has_its_own_claim(tmp_path: Path) -> None
     assert not found.findings
     [db] = found.workloads
     assert db.shape.scheduling.required_terms[0][ZONE].values == {"us-east-1a"}
+
+
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+@deterministic(150)
+@given(
+    volume_zones=st.lists(st.sets(st.sampled_from(ZONES), min_size=1), min_size=1, max_size=3),
+    pod_zones=st.one_of(st.none(), st.sets(st.sampled_from(ZONES), min_size=1)),
+)
+def test_a_pods_zones_are_those_all_its_volumes_and_its_own_affinity_share(
+    volume_zones: list[set[str]], pod_zones: set[str] | None
+) -> None:
+    """Whatever the volumes' zones: no zone in common among them is `volume-zones-conflict` (the pod left out);
+    otherwise the pod's required zone is the intersection of theirs and its own affinity's."""
+    count = len(volume_zones)
+    volumes = "".join(f"    - {{name: v{i}, persistentVolumeClaim: {{claimName: c{i}}}}}\n" for i in range(count))
+    documents = [pod("p", volumes, tuple(sorted(pod_zones or ())))]
+    for i, zones in enumerate(volume_zones):
+        documents += [claim(f"c{i}", f"pv{i}"), volume(f"pv{i}", *sorted(zones))]
+    with tempfile.TemporaryDirectory() as directory:
+        found = read(Path(directory), tuple(documents))
+    shared = set.intersection(*volume_zones)
+    if not shared:
+        [conflict] = found.findings
+        assert conflict.rule == "volume-zones-conflict" and all(f"pv{i}" in conflict.message for i in range(2))
+        assert found.workloads == []
+        return
+    assert found.findings == []
+    [workload] = found.workloads
+    [term] = workload.shape.scheduling.required_terms
+    assert term[ZONE].values == shared & (pod_zones if pod_zones is not None else shared)
