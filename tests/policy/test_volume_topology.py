@@ -325,3 +325,25 @@ def test_a_pods_zones_are_those_all_its_volumes_and_its_own_affinity_share(
     [workload] = found.workloads
     [term] = workload.shape.scheduling.required_terms
     assert term[ZONE].values == shared & (pod_zones if pod_zones is not None else shared)
+
+
+def test_a_volume_that_requires_a_label_to_be_absent_is_no_conflict(tmp_path: Path) -> None:
+    """`DoesNotExist` leaves no value of its key by design: the pod must land where the label is absent."""
+    absent = volume("pv", "us-east-1a").replace(
+        "operator: In, values: [us-east-1a]}", "operator: In, values: [us-east-1a]}\n"
+        "            - {key: example.com/tier, operator: DoesNotExist}",
+    )  # fmt: skip
+    found = read(tmp_path, (pod("p", claim_volume("c")), claim("c", "pv"), absent))
+    assert found.findings == []
+    [term] = found.workloads[0].shape.scheduling.required_terms
+    assert term[ZONE].values == {"us-east-1a"} and term["example.com/tier"].is_empty()
+
+
+def test_a_persistent_volume_with_an_unreadable_node_affinity_is_an_error_at_the_field(tmp_path: Path) -> None:
+    broken = volume("pv", "us-east-1a").replace("operator: In", "operator: Near")
+    found = read(tmp_path, (pod("p", claim_volume("c")), claim("c", "pv"), broken))
+    [error, warning] = found.findings
+    assert (error.rule, error.severity, error.object_ref) == ("invalid-workload", "error", "PersistentVolume/pv")
+    lines = (tmp_path / "a.yaml").read_text().splitlines()
+    assert "operator 'Near'" in error.message and "Near" in lines[error.line - 1]
+    assert warning.rule == "unresolved-reference" and warning.message.startswith("PersistentVolume pv is not among")

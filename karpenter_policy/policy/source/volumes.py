@@ -243,10 +243,11 @@ def requirements_of(volumes: Sequence[PodVolume], namespace: str, known: Volumes
 
 
 def conflict_message(found: VolumeRequirements) -> str | None:
-    """The `volume-zones-conflict` message when the volumes' requirements leave no value of a key, else None."""
+    """The `volume-zones-conflict` message when the volumes' requirements, each satisfiable, leave no value of a key
+    together, else None (a volume's own `DoesNotExist` is no conflict)."""
     combined = found.combined
     for key in combined:
-        if not combined[key].is_empty():
+        if not combined[key].is_empty() or any(r[key].is_empty() for _, _, r in found.per_volume if key in r):
             continue
         parts = [f"{volume} ({source}: {r[key]})" for volume, source, r in found.per_volume if key in r]
         return (

@@ -5,8 +5,10 @@ ReplicationController (v1), Deployment, StatefulSet, DaemonSet, ReplicaSet (apps
 (batch/v1, batch/v1beta1). A
 `kind: Pod` without `metadata.name` is a bare pod template — the driver/executor templates of Spark
 (`spark.kubernetes.{driver,executor}.podTemplateFile`), partial specs with no image and no resources — and is
-named after its file. Other kinds (Services, ConfigMaps, Provisioners) are passed over; a Pod already bound
-to a node (`spec.nodeName`) is too: Karpenter never provisions for it.
+named after its file. RuntimeClasses (`runtimeclasses`) and PersistentVolumes, PersistentVolumeClaims and
+StorageClasses (`volumes`) are read and applied to the pods that use them. Other kinds (Services, ConfigMaps,
+Provisioners) are passed over; a Pod already bound to a node (`spec.nodeName`) is too: Karpenter never provisions
+for it.
 
 Each :class:`Workload` remembers where its pod template is (file, line, column: the `template:` key of a
 controller, the `spec:` key of a Pod), which is where a `workload-unschedulable` finding points.
