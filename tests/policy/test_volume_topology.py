@@ -15,6 +15,7 @@ from textwrap import dedent
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
@@ -347,3 +348,34 @@ def test_a_persistent_volume_with_an_unreadable_node_affinity_is_an_error_at_the
     lines = (tmp_path / "a.yaml").read_text().splitlines()
     assert "operator 'Near'" in error.message and "Near" in lines[error.line - 1]
     assert warning.rule == "unresolved-reference" and warning.message.startswith("PersistentVolume pv is not among")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@deterministic(200)
+@given(
+    kind=st.sampled_from(["PersistentVolume", "PersistentVolumeClaim", "StorageClass"]),
+    api_version=st.sampled_from(["v1", "storage.k8s.io/v1"]) | JSON,
+    spec=JSON,
+    topologies=JSON,
+    volumes=JSON,
+)
+def test_volume_objects_of_any_shape_are_read_or_refused_never_a_crash(
+    kind: str, api_version: object, spec: object, topologies: object, volumes: object
+) -> None:
+    """Whatever crosses the boundary: a volume object is read, or an `invalid-workload` error, never an exception."""
+    documents = [
+        {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}, "spec": spec,
+         "allowedTopologies": topologies},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+         "spec": {"containers": [{"name": "a"}], "volumes": volumes}},
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory() as directory:
+        (Path(directory) / "a.yaml").write_text(yaml.safe_dump_all(documents))
+        found = read_workloads([directory])
+    assert {f.rule for f in found.findings} <= {"invalid-workload", "unresolved-reference", "parse-error"}

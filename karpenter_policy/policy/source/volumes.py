@@ -103,8 +103,8 @@ def read_volume_object(doc: Document, into: Volumes) -> str | Finding | None:
     data = doc.data
     if not isinstance(data, Mapping):
         return None
-    kind = data.get("kind")
-    if not isinstance(kind, str) or data.get("apiVersion") not in KINDS.get(kind, ()):
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if not isinstance(kind, str) or not isinstance(api_version, str) or api_version not in KINDS.get(kind, ()):
         return None
     metadata = _mapping(data.get("metadata"))
     name = _str(metadata.get("name"))
