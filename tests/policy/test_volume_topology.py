@@ -359,7 +359,7 @@ JSON = st.recursive(
 
 @deterministic(200)
 @given(
-    kind=st.sampled_from(["PersistentVolume", "PersistentVolumeClaim", "StorageClass"]),
+    kind=st.sampled_from(["PersistentVolume", "PersistentVolumeClaim", "StorageClass", "RuntimeClass"]),
     api_version=st.sampled_from(["v1", "storage.k8s.io/v1"]) | JSON,
     spec=JSON,
     topologies=JSON,
@@ -368,7 +368,8 @@ JSON = st.recursive(
 def test_volume_objects_of_any_shape_are_read_or_refused_never_a_crash(
     kind: str, api_version: object, spec: object, topologies: object, volumes: object
 ) -> None:
-    """Whatever crosses the boundary: a volume object is read, or an `invalid-workload` error, never an exception."""
+    """Whatever crosses the boundary: a volume object (or a RuntimeClass: an apiVersion list crashed it) is read, or
+    an `invalid-workload` error, never an exception."""
     documents = [
         {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}, "spec": spec,
          "allowedTopologies": topologies},
