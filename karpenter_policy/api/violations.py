@@ -58,6 +58,8 @@ INVALID_USER_DATA = "invalid-user-data"
 ZONE_OUTSIDE_REGION = "zone-outside-region"
 #: (warning) a ttlSecondsUntilExpired under an hour: nodes replaced about as fast as they launch, or without end.
 TTL_CHURN = "ttl-churn"
+#: (error, check --workloads) a pod's volumes (their PersistentVolumes' zones) leave no zone: no node can hold it.
+VOLUME_ZONES_CONFLICT = "volume-zones-conflict"
 #: a workload's replicas (a Job's parallelism) that is not an integer of 0 to 100,000.
 INVALID_REPLICAS = "invalid-replicas"
 

@@ -66,6 +66,7 @@ RULE_DESCRIPTIONS = {
     "zone-outside-region": "A zone of another region than the catalog's (--region).",
     "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
     "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
+    "volume-zones-conflict": "A pod's volumes (their PersistentVolumes' zones) leave no zone: no node can hold it.",
 }
 
 

@@ -192,6 +192,13 @@ FULL_DESCRIPTIONS = {
         "them too), or more pods than karpenter-policy plans or simulates for one workload. The workload is left "
         "out of the plan, the simulation and pin's proof."
     ),
+    "volume-zones-conflict": (
+        "(check --workloads) Karpenter v0.31 adds each of a pod's volumes' topology to its required node affinity "
+        "(volumetopology.go): a bound claim's PersistentVolume nodeAffinity, an unbound claim's StorageClass "
+        "allowedTopologies. When these leave no value of a key — claims bound to PersistentVolumes in different "
+        "zones — no node can hold the pod: it stays pending. The finding names the volumes; the workload is not "
+        "placed or planned further."
+    ),
 }
 
 

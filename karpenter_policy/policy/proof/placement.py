@@ -837,6 +837,7 @@ def check_workloads(
     report.files += sum(1 for f in found.files if f not in already)
     report.kinds.update(found.kinds)
     read = [(w.file, w.kind) for w in found.workloads] + [(f, RUNTIME_CLASS) for f in found.runtime_class_files]
+    read += found.volume_files
     for file, kind in read:  # a file that is a policy file too: validate counted it as skipped
         if file in already and report.skipped.get(kind, 0) > 0:
             report.skipped[kind] -= 1

@@ -52,7 +52,9 @@ def runtime_class_of(doc: Document) -> RuntimeClass | Finding | None:
     """The RuntimeClass a document is (None: it is not one), or the `invalid-workload` finding that says why it
     cannot be read."""
     data = doc.data
-    if not isinstance(data, Mapping) or data.get("kind") != KIND or data.get("apiVersion") not in API_VERSIONS:
+    if not isinstance(data, Mapping) or data.get("kind") != KIND:
+        return None
+    if not isinstance(data.get("apiVersion"), str) or data["apiVersion"] not in API_VERSIONS:
         return None
     metadata = data.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None

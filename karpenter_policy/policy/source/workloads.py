@@ -5,8 +5,10 @@ ReplicationController (v1), Deployment, StatefulSet, DaemonSet, ReplicaSet (apps
 (batch/v1, batch/v1beta1). A
 `kind: Pod` without `metadata.name` is a bare pod template — the driver/executor templates of Spark
 (`spark.kubernetes.{driver,executor}.podTemplateFile`), partial specs with no image and no resources — and is
-named after its file. Other kinds (Services, ConfigMaps, Provisioners) are passed over; a Pod already bound
-to a node (`spec.nodeName`) is too: Karpenter never provisions for it.
+named after its file. RuntimeClasses (`runtimeclasses`) and PersistentVolumes, PersistentVolumeClaims and
+StorageClasses (`volumes`) are read and applied to the pods that use them. Other kinds (Services, ConfigMaps,
+Provisioners) are passed over; a Pod already bound to a node (`spec.nodeName`) is too: Karpenter never provisions
+for it.
 
 Each :class:`Workload` remembers where its pod template is (file, line, column: the `template:` key of a
 controller, the `spec:` key of a Pod), which is where a `workload-unschedulable` finding points.
@@ -51,6 +53,15 @@ from karpenter_policy.policy.source.runtimeclasses import (
     with_runtime_class,
 )
 from karpenter_policy.policy.source.runtimeclasses import unresolved as runtime_class_unresolved
+from karpenter_policy.policy.source.volumes import (
+    Volumes,
+    conflict_finding,
+    conflict_message,
+    pod_volumes,
+    read_volume_object,
+    requirements_of,
+    unresolved_finding,
+)
 from karpenter_policy.scheduling.pods import PodShape, shape_of
 
 
@@ -303,6 +314,11 @@ class WorkloadSet:
     runtime_class_files: list[str] = field(default_factory=list)
     #: the workloads that name a RuntimeClass: (position in `workloads`, the name, its line and column)
     runtime_class_uses: list[tuple[int, str, int, int]] = field(default_factory=list)
+    #: the PersistentVolumes, PersistentVolumeClaims and StorageClasses read (`volumes`), and (file, kind) of each
+    volumes: Volumes = field(default_factory=Volumes)
+    volume_files: list[tuple[str, str]] = field(default_factory=list)
+    #: a StatefulSet's spec.volumeClaimTemplates, by the workload's ref and file
+    claim_templates: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
 
     @property
     def daemon_sets(self) -> list[Workload]:
@@ -318,6 +334,14 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
     """The workloads of already loaded documents."""
     found = into if into is not None else WorkloadSet()
     for doc in documents:
+        volume_kind = read_volume_object(doc, found.volumes)
+        if volume_kind is not None:
+            if isinstance(volume_kind, Finding):
+                found.findings.append(volume_kind)
+                volume_kind = str(doc.data.get("kind"))
+            found.kinds[volume_kind] += 1
+            found.volume_files.append((doc.file, volume_kind))
+            continue
         runtime_class = runtime_class_of(doc)
         if runtime_class is not None:
             found.kinds[RUNTIME_CLASS] += 1
@@ -342,6 +366,14 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
             found.kinds[workload.kind] += 1
             found.label_uses += label_uses(doc, workload)
             found.topology_keys += topology_key_uses(doc, workload)
+            spec = doc.data.get("spec")
+            templates = (
+                spec.get("volumeClaimTemplates")
+                if isinstance(spec, Mapping) and workload.kind == "StatefulSet"
+                else None
+            )
+            if isinstance(templates, list) and templates:
+                found.claim_templates[(workload.ref, workload.file)] = templates
             name = get_path(doc.data, (*workload.spec_path, "runtimeClassName"))
             if isinstance(name, str) and name:
                 line, column = doc.position((*workload.spec_path, "runtimeClassName"))
@@ -374,6 +406,7 @@ def read_workloads(paths: Sequence[str], max_file_bytes: int | None = None) -> W
             continue
         read_documents(documents, found)
     resolve_runtime_classes(found)
+    resolve_volumes(found)
     return found
 
 
@@ -405,3 +438,48 @@ def resolve_runtime_classes(found: WorkloadSet) -> None:
     if rejected:
         found.workloads = [w for i, w in enumerate(found.workloads) if i not in rejected]
         found.runtime_class_uses = []  # positions no longer hold
+
+
+#: The most ordinals of a StatefulSet whose claims are looked up (beyond, the pods are read as the last one's).
+MAX_ORDINALS = 1000
+
+
+def resolve_volumes(found: WorkloadSet) -> None:
+    """Add each pod's volume topology to its required node affinity (`volumes`, Karpenter's `VolumeTopology.Inject`):
+    a claim, PersistentVolume or StorageClass not among the files is a warning (the volume adds nothing); volumes that
+    leave no zone are a `volume-zones-conflict` error, and the workload is not scheduled further. A StatefulSet's
+    pods have a claim each (`<template>-<name>-<ordinal>`): when their requirements differ the pods are read as
+    ordinal 0's and the docs say so."""
+    conflicting: set[int] = set()
+    for index, workload in enumerate(found.workloads):
+        spec = workload.template.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+        templates = found.claim_templates.get((workload.ref, workload.file), [])
+        ordinals = min(max(workload.replicas, 1), MAX_ORDINALS) if templates else 1
+        pod_name = workload.name if workload.kind == "Pod" and not workload.bare_template else ""
+        namespace = workload.pod_namespace
+        per_pod = [
+            requirements_of(pod_volumes(spec, pod_name, templates, workload.name, i), namespace, found.volumes)
+            for i in range(ordinals)
+        ]
+        wanted = per_pod[0]
+        if not wanted.per_volume and not wanted.missing:
+            continue
+        at = (workload.file, workload.line, workload.column, workload.ref)
+        for missing in dict.fromkeys(m for pod in per_pod for m in pod.missing):
+            found.findings.append(unresolved_finding(missing, *at))
+        message = next((m for m in map(conflict_message, per_pod) if m is not None), None)
+        if message is not None:
+            found.findings.append(conflict_finding(message, *at))
+            conflicting.add(index)
+            continue
+        combined = wanted.combined
+        if not combined:
+            continue
+        scheduling = workload.shape.scheduling
+        terms = scheduling.required_terms or (type(combined)(),)
+        required = tuple(term.intersection(combined) for term in terms)
+        shape = replace(workload.shape, scheduling=replace(scheduling, required_terms=required))
+        found.workloads[index] = replace(workload, shape=shape)
+    if conflicting:
+        found.workloads = [w for i, w in enumerate(found.workloads) if i not in conflicting]
