@@ -36,7 +36,9 @@ RULE_DESCRIPTIONS = {
     "invalid-spec": "The spec breaks one of Karpenter's webhook rules.",
     "deprecated-label": "A deprecated (beta) label key that Karpenter rewrites.",
     "duplicate-name": "Two objects of the same kind share a name.",
-    "unresolved-reference": "A providerRef or a runtimeClassName names an object that is not among the checked files.",
+    "unresolved-reference": (
+        "A providerRef, a runtimeClassName or a pod's volume claim names an object that is not among the checked files."
+    ),
     "template-error": "A Jinja2 template cannot be rendered.",
     "requirements-conflict": "Requirements, labels and Karpenter defaults that no instance type satisfies together.",
     "no-instance-type": "A requirement that no instance type of the catalog satisfies.",

@@ -53,9 +53,11 @@ FULL_DESCRIPTIONS = {
     ),
     "unresolved-reference": (
         "A Provisioner's providerRef names an AWSNodeTemplate that is not among the files checked, or (check "
-        "--workloads) a pod's runtimeClassName names a RuntimeClass that is not among the workloads read. A "
-        "warning: it may live elsewhere; Karpenter cannot launch nodes for the Provisioner until it exists, and the "
-        "pod's RuntimeClass overhead is not counted (Kubernetes rejects the pod if the cluster has no such class)."
+        "--workloads) a pod's runtimeClassName names a RuntimeClass, or its volume a PersistentVolumeClaim, "
+        "PersistentVolume or StorageClass, that is not among the workloads read. A warning: it may live elsewhere; "
+        "Karpenter cannot launch nodes for the Provisioner until it exists, the pod's RuntimeClass overhead is not "
+        "counted (Kubernetes rejects the pod if the cluster has no such class), and the volume adds no zone to the "
+        "pod (Karpenter would not schedule the pod until the claim exists)."
     ),
     "template-error": (
         "A Jinja2 template (*.yaml.j2) cannot be rendered with the values given: an undefined variable, a syntax "
