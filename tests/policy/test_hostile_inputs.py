@@ -289,3 +289,48 @@ def test_odd_catalog_file_cannot_run(tmp_path: Path, content: str, reason: str) 
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "internal error" not in result.stderr
     assert str(catalog) in result.stderr and reason in result.stderr
+
+
+BOUNDED = """\
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: bounded
+spec:
+  requirements:
+    - key: karpenter.k8s.aws/instance-cpu
+      operator: Gt
+      values: ["{gt}"]
+    - key: karpenter.k8s.aws/instance-memory
+      operator: Lt
+      values: ["{lt}"]
+  providerRef:
+    name: default
+"""
+
+
+@pytest.mark.parametrize("command", ["validate", "check", "compile"])
+def test_gt_lt_beyond_int64_are_findings_at_their_line(tmp_path: Path, command: str) -> None:
+    """A bound of 5,000 digits used to end the run with `internal error: ValueError: Exceeds the limit (4300
+    digits)`; one past int64 was a bare "integer" error. Both are now findings at the value's line that say
+    Karpenter reads a bound as a 64-bit integer, without printing the 5,000 digits; the other file's error
+    is kept."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "bounded.yaml").write_text(BOUNDED.format(gt="9" * 5000, lt=str(2**63)))
+    (tmp_path / "p" / "other.yaml").write_text(RESTRICTED)
+    out = ["-o", str(tmp_path / "out")] if command == "compile" else []
+    result = run(command, str(tmp_path / "p"), *out, "--output", "json")
+    found = findings(result)
+    assert result.returncode == 1, result.stdout + result.stderr
+    huge = [f for f in found if f["rule"] == "invalid-requirement" and f["line"] == 9]
+    assert any("64-bit integer" in f["message"] and "(5000 characters)" in f["message"] for f in huge), huge
+    assert all("9" * 100 not in f["message"] for f in found)
+    past = at(found, "invalid-requirement", "bounded.yaml", 12)
+    assert "from 0 to 9223372036854775807" in past["message"] and "64-bit" in past["message"]
+    at(found, "restricted-label", "other.yaml", 7)
+
+
+def test_gt_lt_at_int64_max_are_admitted(tmp_path: Path) -> None:
+    (tmp_path / "bounded.yaml").write_text(BOUNDED.format(gt="0", lt=str(2**63 - 1)))
+    found = findings(run("validate", str(tmp_path), "--output", "json"))
+    assert not [f for f in found if f["rule"] == "invalid-requirement"], found

@@ -409,3 +409,21 @@ def test_deeply_nested_objects(depth: int, client: Client) -> None:
         else:
             assert answer.status == 400 and b"nests too deeply" in answer.body
     assert_healthy(client)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [("9" * 5000, "(5000 characters)"), (str(2**63), "from 0 to 9223372036854775807")]
+)
+def test_gt_bounds_beyond_int64_are_denied_with_the_reason(value: str, shown: str, client: Client) -> None:
+    """A Gt value of 5,000 digits was an internal error in the webhook (int() of it before any length check):
+    now a denial that says Karpenter reads the bound as a 64-bit integer, as the CLI reports it."""
+    obj = json.loads(json.dumps(PROVISIONER))
+    obj["spec"]["requirements"] = [{"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": [value]}]
+    for path in ("/validate/provisioners", "/mutate/provisioners"):
+        response = client.review(path, obj)
+        message = response.get("status", {}).get("message", "")
+        assert "internal error" not in message, response
+        if path.startswith("/validate"):
+            assert response["allowed"] is False and "64-bit integer" in message and shown in message, response
+            assert "9" * 100 not in message
+    assert_healthy(client)
