@@ -185,7 +185,34 @@ def test_a_policy_that_does_not_match_its_schema_is_left_alone(repo: Path) -> No
 
     assert done.returncode == 0, done.stderr
     assert (repo / "policies" / "batch.yaml").read_text() == broken
-    assert "policies/batch.yaml:1: Provisioner/batch not formatted: it does not match its schema" in done.stderr
+    assert "policies/batch.yaml:21:3: Provisioner/batch not formatted: it does not match its schema:" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("metadata", "at", "reason"),
+    [
+        ("metadata: [batch, team]", "3:11", 'metadata must be a mapping, not list ["batch", "team"]'),
+        ("metadata: batch", "3:11", 'metadata must be a mapping, not string "batch"'),
+        ("metadata: {name: [batch]}", "3:18", 'metadata.name must be a string, not list ["batch"]'),
+    ],
+)
+def test_malformed_metadata_is_reported_at_its_line_and_the_other_files_are_formatted(
+    repo: Path, metadata: str, at: str, reason: str
+) -> None:
+    """metadata as a list used to end fmt with `internal error: AttributeError: 'list' object has no attribute
+    'get'`, formatting nothing: now the document is left as it is, with the schema's reason at its line."""
+    broken = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\n" + metadata + "\nspec:\n  providerRef: {name: d}\n"
+    (repo / "policies" / "broken.yaml").write_text(broken)
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    assert f"policies/broken.yaml:{at}: Provisioner/? not formatted: it does not match its schema: {reason}" in (
+        done.stderr
+    )
+    assert (repo / "policies" / "broken.yaml").read_text() == broken
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
 
 
 def test_a_file_that_is_not_yaml_is_reported_and_the_others_are_formatted(repo: Path) -> None:

@@ -109,10 +109,16 @@ def _format_document(file: str, chunk: str, first_line: int, result: Formatted) 
     if len(documents) != 1 or (kind := _policy_kind(documents[0].data)) is None:
         return chunk
     data = documents[0].data
-    name = f"{kind}/{(data.get('metadata') or {}).get('name', '?')}"
+    name = f"{kind}/{_name(data)}"
     schema = schema_file_for(data["apiVersion"], kind)
-    if schema is None or schema_violations(data, schema):
-        result.notes.append(f"{file}:{first_line}: {name} not formatted: it does not match its schema (see validate)")
+    violations = schema_violations(data, schema) if schema is not None else []
+    if schema is None or violations:
+        where = f"{file}:{first_line}"
+        if violations:  # the first schema error at its field, as validate reports it
+            line, column = documents[0].position(violations[0].path, violations[0].at_key)
+            where = f"{file}:{first_line + line - 1}:{column}"
+        reason = f": {violations[0].message}" if violations else ""
+        result.notes.append(f"{where}: {name} not formatted: it does not match its schema{reason} (see validate)")
         return chunk
     yaml = _round_trip(chunk)
     try:
@@ -134,6 +140,14 @@ def _format_document(file: str, chunk: str, first_line: int, result: Formatted) 
         raise CannotFormat(f"{name}: the rewritten document would not hold the same data")
     result.changes += [f"{name}: {change}" for change in changes]
     return updated
+
+
+def _name(data: Mapping[str, Any]) -> str:
+    """The object's `metadata.name`, `?` when metadata is not a mapping or the name not a string (the schema
+    error then says why; fmt reports it and leaves the document as it is)."""
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) else "?"
 
 
 def _round_trip(chunk: str) -> YAML:
