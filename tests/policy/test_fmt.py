@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from karpenter_policy.api.defaults import default_provisioner
+from karpenter_policy.policy.filestaging import stage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -304,3 +305,58 @@ def test_a_carriage_return_that_ends_no_line_is_left_alone_with_a_note(repo: Pat
     assert done.returncode == 0, done.stderr
     assert file.read_bytes() == text
     assert "policies/batch.yaml:10: not formatted: a carriage return that does not end a line" in done.stderr
+
+
+def test_write_never_follows_a_link_out_of_the_repository(repo: Path) -> None:
+    """`policies/evil.yaml -> ../../outside.yaml` used to be formatted in place, rewriting a file outside the
+    repository: now its reading is refused (naming the link, never printing the content) and nothing is
+    written."""
+    outside = repo.parent / f"{repo.name}-outside.yaml"
+    outside.write_text(UNFORMATTED.replace("batch-team", "secret-team"))
+    (repo / "policies" / "evil.yaml").symlink_to(outside)
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 2, done.stderr
+    assert "policies/evil.yaml: error: not read: a symbolic link to a file outside the repository" in done.stderr
+    assert "secret-team" not in done.stdout + done.stderr
+    assert outside.read_text() == UNFORMATTED.replace("batch-team", "secret-team")
+    assert (repo / "policies" / "batch.yaml").read_text() == UNFORMATTED
+
+
+def test_write_refuses_a_link_inside_the_repository_too(repo: Path) -> None:
+    """A writer never writes through a link, even one that stays inside: all or nothing, so nothing is written,
+    and the message says how to go on. (In git, the repository is the work tree: the link may lead to another
+    directory of it.)"""
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    (repo / "shared").mkdir()
+    (repo / "shared" / "base.yaml").write_text(UNFORMATTED)
+    (repo / "policies" / "base.yaml").symlink_to(repo / "shared" / "base.yaml")
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 2, done.stderr
+    assert "policies/base.yaml: error: not written: it is a symbolic link: fmt never writes through one" in done.stderr
+    assert "--exclude the link" in done.stderr
+    assert (repo / "shared" / "base.yaml").read_text() == UNFORMATTED
+    assert (repo / "policies" / "batch.yaml").read_text() == UNFORMATTED
+    assert run("fmt", "policies", "--write", "--exclude", "policies/base.yaml", cwd=repo).returncode == 0
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
+
+
+def test_write_removes_the_temporary_files_a_killed_run_left(repo: Path) -> None:
+    """A `fmt --write` killed between staging and renaming leaves `.batch.yaml.XXXXXXXX.tmp` next to the file: the
+    next `fmt --write` removes it, and only what matches the writer's own pattern for a file it formats."""
+    leftover = stage(str(repo / "policies" / "batch.yaml"), b"half written", 0o644).temporary
+    kept = [repo / "policies" / ".batch.yaml.tmp", repo / "policies" / ".other.yaml.abcdefgh.tmp",
+            repo / "policies" / ".batch.yaml.abcdefgh.bak"]
+    for path in kept:
+        path.write_text("not ours")
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert not Path(leftover).exists()
+    assert f"{Path(leftover).relative_to(repo)}: removed: a temporary file an earlier run left" in done.stderr
+    assert all(path.read_text() == "not ours" for path in kept)
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED

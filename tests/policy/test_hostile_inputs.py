@@ -334,3 +334,43 @@ def test_gt_lt_at_int64_max_are_admitted(tmp_path: Path) -> None:
     (tmp_path / "bounded.yaml").write_text(BOUNDED.format(gt="0", lt=str(2**63 - 1)))
     found = findings(run("validate", str(tmp_path), "--output", "json"))
     assert not [f for f in found if f["rule"] == "invalid-requirement"], found
+
+
+SECRET = "password: hunter2-do-not-print\n"
+
+
+@pytest.mark.parametrize("command", ["validate", "check", "compile"])
+def test_a_link_out_of_the_repository_is_refused_and_never_printed(tmp_path: Path, command: str) -> None:
+    """`policies/evil.yaml -> /elsewhere/secret.yaml` used to be read and its lines printed in the findings: now
+    a finding at the link that names the repository, nothing of the content, and the run cannot pass."""
+    (tmp_path / "secret.yaml").write_text(SECRET + "kind: [\n")
+    repo = tmp_path / "repo"
+    (repo / "policies").mkdir(parents=True)
+    (repo / "policies" / "other.yaml").write_text(RESTRICTED)
+    (repo / "policies" / "evil.yaml").symlink_to(tmp_path / "secret.yaml")
+    (repo / "policies" / "evil2.yaml").symlink_to(Path("..") / ".." / "secret.yaml")
+    out = ["-o", str(tmp_path / "out")] if command == "compile" else []
+    result = run(command, "policies", *out, "--output", "json", cwd=repo)
+    assert "hunter2" not in result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
+    if command != "compile":  # compile reports on stderr and writes nothing from a tree it could not read
+        found = findings(result)
+        for name in ("evil.yaml", "evil2.yaml"):
+            (refused,) = [f for f in found if f["file"] == f"policies/{name}"]
+            assert refused["message"].startswith(
+                f"not read: a symbolic link to a file outside the repository {repo / 'policies'}"
+            ), refused
+        at(found, "restricted-label", "other.yaml", 7)
+    assert not (tmp_path / "out").exists()
+
+
+def test_in_git_a_link_may_lead_anywhere_in_the_work_tree(tmp_path: Path) -> None:
+    """The repository is the git work tree of the link: `policies/base.yaml -> ../shared/base.yaml` is read."""
+    repo = tmp_path / "repo"
+    (repo / "shared").mkdir(parents=True)
+    (repo / "policies").mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    (repo / "shared" / "base.yaml").write_text(RESTRICTED)
+    (repo / "policies" / "base.yaml").symlink_to(Path("..") / "shared" / "base.yaml")
+    found = findings(run("validate", "policies", "--output", "json", cwd=repo))
+    at(found, "restricted-label", "policies/base.yaml", 7)
