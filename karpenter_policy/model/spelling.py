@@ -51,8 +51,10 @@ def _nearest(value: str, candidates: tuple[str, ...]) -> str | None:
     return ranked[0]
 
 
-def edit_distance(a: str, b: str) -> int:
-    """Optimal string alignment distance (Levenshtein with adjacent transpositions)."""
+def edit_distance(a: str, b: str, limit: int | None = None) -> int:
+    """Optimal string alignment distance (Levenshtein with adjacent transpositions). With `limit`, any distance
+    over it may be returned as `limit + 1`, as soon as two rows in a row exceed it (no later cell can be
+    smaller): comparing a key with every well-known key then stops after a few rows for most of them."""
     previous2: list[int] = []
     previous = list(range(len(b) + 1))
     for i in range(1, len(a) + 1):
@@ -62,5 +64,7 @@ def edit_distance(a: str, b: str) -> int:
             current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 current[j] = min(current[j], previous2[j - 2] + 1)
+        if limit is not None and min(current) > limit and min(previous) > limit:
+            return limit + 1
         previous2, previous = previous, current
     return previous[len(b)]
