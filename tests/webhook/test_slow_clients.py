@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from kube.support import GENEROUS, eventually
 
-from karpenter_policy.webhook.command import Webhook, WebhookOptions
+from karpenter_policy.cli import webhook
+from karpenter_policy.webhook.command import Webhook, WebhookOptions, options_from_cli
 from karpenter_policy.webhook.server import Limits
 
 from .support import Client, cases
@@ -122,3 +123,10 @@ def test_trickling_clients_cannot_take_every_slot(
 def _open(server: Webhook) -> int:
     with server.server._lock:
         return len(server.server._connections)
+
+
+def test_the_share_is_a_flag() -> None:
+    given = webhook.make_context("webhook", ["--max-connections-per-client", "5"])
+    assert options_from_cli(given.params).limits.max_connections_per_client == 5
+    default = webhook.make_context("webhook", [])
+    assert options_from_cli(default.params).limits.max_connections_per_client == 64
