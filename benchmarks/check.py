@@ -19,6 +19,12 @@ depends on what else the machine runs; CPU time (user + system) is printed next 
 
 With `--workloads N` (issue 4), N workloads are generated against those provisioners and `check --workloads` is
 timed instead: 100 provisioners × 1,000 workloads × the catalog, goal < 5 s (see "--workloads N" below).
+
+With `--shapes` (issue 27), the shapes that were quadratic or close to it are timed instead, each command through
+the CLI (`validate`, `check`, `compile -o`, `fmt`), CPU seconds best of `--repeat`: 2,000 Provisioner files
+(`--provisioners` is ignored; `fmt` on them once formatted, the pre-commit case), one Provisioner with 10,000
+requirements, and one with 10,000 values of one requirement. Goals: 2,000 Provisioners ≤ 5 s, 10,000 values
+≤ 2 s (per command).
 """
 
 from __future__ import annotations
@@ -679,6 +685,74 @@ def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: 
     return 0
 
 
+#: `--shapes`: (name, goal in seconds or None) of each shape; the files are written by `generate_shapes`.
+SHAPES = (("2,000 Provisioners", 5.0), ("10,000 requirements", None), ("10,000 values", 2.0))
+SHAPE_COMMANDS = ("validate", "check", "compile", "fmt")
+
+
+def generate_shapes(directory: Path) -> dict[str, Path]:
+    """The directories of the `SHAPES`, written below `directory`."""
+    import yaml
+
+    template = {
+        "apiVersion": "karpenter.k8s.aws/v1alpha1", "kind": "AWSNodeTemplate", "metadata": {"name": "default"},
+        "spec": {"subnetSelector": {"karpenter.sh/discovery": "demo"},
+                 "securityGroupSelector": {"karpenter.sh/discovery": "demo"}},
+    }
+    paths = {SHAPES[0][0]: generate(directory / "provisioners", 2000).directory}
+    for (name, _), requirements in zip(
+        SHAPES[1:],
+        (
+            [{"key": f"example.com/k{i}", "operator": "Exists"} for i in range(10_000)],
+            [{"key": "example.com/team", "operator": "In", "values": [f"team-{i}" for i in range(10_000)]}],
+        ),
+        strict=True,
+    ):
+        shape = directory / name.split()[1]
+        shape.mkdir(parents=True, exist_ok=True)
+        provisioner = {
+            "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "shape"},
+            "spec": {"providerRef": {"name": "default"}, "requirements": requirements},
+        }
+        (shape / "shape.yaml").write_text(yaml.safe_dump_all([provisioner, template], sort_keys=False))
+        paths[name] = shape
+    return paths
+
+
+def shapes_main(args: argparse.Namespace, cpu: int, log: Callable[[str], None]) -> int:
+    work: Path = args.work.resolve() / "shapes"
+    paths = generate_shapes(work)
+    run_pinned([str(CLI), "fmt", str(paths[SHAPES[0][0]]), "--write"], cpu)  # the pre-commit case: formatted
+    rows: list[tuple[str, ...]] = []
+    figures: dict[str, dict[str, float]] = {}
+    for name, goal in SHAPES:
+        for command in SHAPE_COMMANDS:
+            argv = [str(CLI), command, str(paths[name])]
+            if command == "compile":
+                argv += ["-o", str(work / "out")]
+            timing = Timing()
+            for round_ in range(1, args.repeat + 1):
+                log(f"{name}: {command} {round_}/{args.repeat}")
+                done = run_pinned(argv, cpu)
+                if done.returncode not in (0, 1):
+                    fail(f"{command} on {name}", [f"exit code {done.returncode}"], done.stderr)
+                timing.add(done.wall, done.cpu)
+            met = "" if goal is None else ("met" if timing.cpu_best <= goal else "NOT met")
+            figures.setdefault(name, {})[command] = round(timing.cpu_best, 3)
+            rows.append((name, command, f"{timing.cpu_best:.2f}", _pair(timing),
+                         f"≤ {goal:g} s {met}" if goal is not None else ""))
+    if args.json:
+        print(json.dumps({"benchmark": "check --shapes", "date": datetime.date.today().isoformat(),
+                          "load_average": os.getloadavg(), "repeat": args.repeat, "cpu_seconds_best": figures},
+                         indent=2))
+        return 0
+    print(f"check --shapes: CPU seconds (user + system) best of {args.repeat}, pinned to CPU {cpu}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(render_table(("shape", "command", "CPU s best", "wall s best / median", "goal"), rows,
+                       right=frozenset({2, 3})))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--provisioners", type=int, default=100, help="Provisioner files to generate (default 100)")
@@ -687,6 +761,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument("--workloads", type=int, default=0, metavar="N",
                         help="generate N workloads as well and time `check --workloads` instead (goal < 5 s)")
+    parser.add_argument("--shapes", action="store_true",
+                        help="time 2,000 Provisioners, 10,000 requirements and 10,000 values instead")
     args = parser.parse_args(argv)
     if args.provisioners < 1 or args.repeat < 1 or args.workloads < 0:
         parser.error("--provisioners and --repeat must be at least 1, --workloads at least 0")
@@ -700,6 +776,8 @@ def main(argv: list[str] | None = None) -> int:
 
     catalog = load_catalog()
     cpu = pinned_cpu()
+    if args.shapes:
+        return shapes_main(args, cpu, log)
     work: Path = args.work.resolve() / "check"
     corpus = generate(work, args.provisioners)
     kinds = sorted(Counter(p.kind for p in corpus.planted).items())

@@ -761,6 +761,13 @@ def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -
 @click.option("--request-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True)
 @click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True)
 @click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option(
+    "--max-connections-per-client",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Connections one client address may hold; beyond it, its own least active connection makes room.",
+)
 @click.option("--handshake-timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
 @click.option(
     "--admission-timeout",

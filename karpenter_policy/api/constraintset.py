@@ -179,17 +179,16 @@ class ResolvedInstanceType:
         )
 
 
-def _label_values(instance_type: InstanceType) -> Mapping[str, tuple[str, ...] | None]:
-    """The values of each of INSTANCE_TYPE_KEYS a node of this type has (None: the label is absent); pods,
-    region and OS are decided per provisioner and filled in by the caller."""
-    labels = instance_type.linux_labels
-    values: dict[str, tuple[str, ...] | None] = {key: None for key in INSTANCE_TYPE_KEYS}
-    for key, value in labels.items():
-        if key in values:
-            values[key] = (value,)
-    if labels.get(wk.ARCH) is None and instance_type.architectures:
-        values[wk.ARCH] = tuple(instance_type.architectures)
-    return values
+def _label_values(instance_type: InstanceType, key: str) -> tuple[str, ...] | None:
+    """The values of `key` (one of INSTANCE_TYPE_KEYS) a node of this type has (None: the label is absent); pods,
+    region and OS are decided per provisioner and filled in by the caller. One key at a time: a provisioner's
+    requirements name a few keys, and this is asked of every catalog type for every provisioner."""
+    value = instance_type.linux_labels.get(key)
+    if value is not None:
+        return (value,)
+    if key == wk.ARCH and instance_type.architectures:
+        return tuple(instance_type.architectures)
+    return None
 
 
 def node_configuration_of(kubelet: Mapping[str, Any] | None, ami_family: str | None) -> NodeConfiguration:
@@ -228,17 +227,20 @@ def resolve_instance_types(
     zone = requirements.get_or_exists(wk.ZONE)
     capacity = requirements.get_or_exists(wk.CAPACITY_TYPE)
     resolved: list[ResolvedInstanceType] = []
+    decided: dict[str, tuple[str, ...]] = {wk.REGION: (region,), wk.OS: (os,)}
     for instance_type in instance_types:
-        pods = max_pods(instance_type, node)
-        values = _label_values(instance_type)
-        overrides: dict[str, tuple[str, ...] | None] = {
-            wk.INSTANCE_PODS: (str(pods),),
-            wk.REGION: (region,),
-            wk.OS: (os,),
-        }
-        if not all(
-            _admits(requirement, overrides[key] if key in overrides else values[key]) for key, requirement in checked
-        ):
+        pods: int | None = None
+        admitted = True
+        for key, requirement in checked:
+            if key == wk.INSTANCE_PODS:
+                pods = max_pods(instance_type, node)
+                values: tuple[str, ...] | None = (str(pods),)
+            else:
+                values = decided[key] if key in decided else _label_values(instance_type, key)
+            if not _admits(requirement, values):
+                admitted = False
+                break
+        if not admitted:
             continue
         offerings = tuple(
             sorted(
@@ -252,6 +254,8 @@ def resolve_instance_types(
         )
         if not offerings:
             continue
+        if pods is None:
+            pods = max_pods(instance_type, node)
         resolved.append(
             ResolvedInstanceType(
                 name=instance_type.name,

@@ -24,7 +24,7 @@ from karpenter_policy.api.violations import (
     Violation,
 )
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.requirements import SUPPORTED_OPERATORS, Operator
+from karpenter_policy.model.requirements import MAX_GO_INT, SUPPORTED_OPERATORS, Operator, go_int
 from karpenter_policy.model.resources import QuantityError, out_of_range_message, read_quantity
 from karpenter_policy.model.taints import TAINT_EFFECTS
 
@@ -40,7 +40,9 @@ SUPPORTED_EVICTION_SIGNALS = frozenset(
         "pid.available",
     }
 )
-_MAX_INT64 = 2**63 - 1  # Karpenter parses bounds with Go's strconv.Atoi
+#: Values shown in a Gt/Lt message, and the length past which a value is shown cut.
+_SHOWN_VALUES = 5
+_SHOWN_CHARS = 64
 #: An expiry under an hour churns nodes (the `ttl-churn` warning, docs/rules/ttl-churn.md).
 CHURNING_EXPIRY_SECONDS = 3600
 SUPPORTED_RESERVED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
@@ -91,20 +93,17 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
     for index, value in enumerate(values):
         for error in wk.label_value_errors(value):
             yield Violation(
-                INVALID_REQUIREMENT, (*path, "values", index), f"invalid value {value!r} for key {key}: {error}"
+                INVALID_REQUIREMENT,
+                (*path, "values", index),
+                f"invalid value {shown_value(value)} for key {key}: {error}",
             )
     if operator == Operator.IN and not values:
         yield Violation(INVALID_REQUIREMENT, path, f"key {key} with operator In must have at least one value")
     if operator in (Operator.GT, Operator.LT):
-        single = values[0] if len(values) == 1 else None
-        digits = single[1:] if single and single[0] == "+" else single
-        if digits is None or not digits.isascii() or not digits.isdigit() or int(digits) > _MAX_INT64:
+        bound = go_int(values[0]) if len(values) == 1 else None
+        if bound is None or bound < 0:
             where: Path = (*path, "values") if values else path
-            yield Violation(
-                INVALID_REQUIREMENT,
-                where,
-                f"key {key} with operator {operator} must have a single integer value ≥ 0, got {list(values)}",
-            )
+            yield Violation(INVALID_REQUIREMENT, where, _bound_message(key, operator, values))
     if operator in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
         yield Violation(
             INVALID_REQUIREMENT,
@@ -112,6 +111,28 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
             f"key {key} with operator {operator} ignores its values {list(values)}; remove them",
             WARNING,
         )
+
+
+def _bound_message(key: str, operator: str, values: Sequence[str]) -> str:
+    """Karpenter's `ValidateRequirement` reads a Gt/Lt bound with Go's strconv.Atoi, an int64 on the nodes it
+    runs on: a bound past 9223372036854775807 is refused there as "value out of range" (say so, not just "an
+    integer")."""
+    shown = "[" + ", ".join(shown_value(v) for v in values[:_SHOWN_VALUES])
+    shown += f", and {len(values) - _SHOWN_VALUES} more]" if len(values) > _SHOWN_VALUES else "]"
+    if len(values) == 1 and (digits := values[0].lstrip("+")).isascii() and digits.isdigit():
+        return (
+            f"key {key} with operator {operator} must have a single integer value from 0 to {MAX_GO_INT}: Karpenter "
+            f"reads it as a 64-bit integer (Go's strconv.Atoi) and refuses a larger one, got {shown}"
+        )
+    return f"key {key} with operator {operator} must have a single integer value ≥ 0, got {shown}"
+
+
+def shown_value(value: str) -> str:
+    """`value` quoted for a message, cut to its first and last characters when longer than a label value can
+    be: a finding about a value of thousands of characters names it without printing it all."""
+    if len(value) <= _SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:24] + '…' + value[-8:]!r} ({len(value)} characters)"
 
 
 def unknown_key_message(key: str) -> str | None:

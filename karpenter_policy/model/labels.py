@@ -214,7 +214,8 @@ def _karpenter_hint(key: str) -> str | None:
         (distance, known)
         for known in _WELL_KNOWN_SORTED
         # the distance is at least the difference in length: most keys are ruled out without computing it
-        if abs(len(key) - len(known)) < len(known) // 5 and (distance := edit_distance(key, known)) < len(known) // 5
+        if abs(len(key) - len(known)) < len(known) // 5
+        and (distance := edit_distance(key, known, len(known) // 5)) < len(known) // 5
     )
     if not distances or (len(distances) > 1 and distances[0][0] == distances[1][0]):
         return None

@@ -35,18 +35,31 @@ SUPPORTED_OPERATORS: frozenset[str] = frozenset(op.value for op in Operator)
 _MAX_LISTED_VALUES = 5
 
 
-def _as_int(value: str) -> int | None:
-    """The integer a label value spells (Go's strconv.Atoi: optional sign, decimal digits), else None."""
-    digits = value[1:] if value[:1] in "+-" else value
+#: The largest integer Go's strconv.Atoi reads on a 64-bit platform (an int64); Karpenter v0.31.1 reads Gt/Lt
+#: bounds (`ValidateRequirement` in pkg/apis/v1alpha5/provisioner_validation.go) and compares label values
+#: (`withinIntPtrs` in pkg/scheduling/requirement.go) with it.
+MAX_GO_INT = 2**63 - 1
+_MAX_GO_INT_DIGITS = len(str(MAX_GO_INT))
+
+
+def go_int(value: str) -> int | None:
+    """The integer Go's strconv.Atoi reads from `value` (optional sign, ASCII decimal digits, within int64),
+    else None. The digits are counted before any conversion, so a value of thousands of digits costs nothing
+    (and never meets Python's limit on long integer strings)."""
+    digits = value[1:] if value[:1] in ("+", "-") else value
     if not digits.isascii() or not digits.isdigit():
         return None
-    return int(value)
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > _MAX_GO_INT_DIGITS:
+        return None
+    number = -int(significant) if value[0] == "-" else int(significant)
+    return number if -MAX_GO_INT - 1 <= number <= MAX_GO_INT else None
 
 
 def _within(value: str, greater_than: int | None, less_than: int | None) -> bool:
     if greater_than is None and less_than is None:
         return True
-    number = _as_int(value)
+    number = go_int(value)
     if number is None:
         return False
     if greater_than is not None and number <= greater_than:
@@ -97,7 +110,7 @@ class Requirement:
         if operator == Operator.DOES_NOT_EXIST:
             return cls(key, False)
         if operator in (Operator.GT, Operator.LT):
-            bound = _as_int(values[0]) if len(values) == 1 else None
+            bound = go_int(values[0]) if len(values) == 1 else None
             if bound is None or bound < 0:
                 raise ValueError(f"key {key} with operator {operator} must have a single integer value ≥ 0")
             if operator == Operator.GT:

@@ -51,16 +51,35 @@ def _nearest(value: str, candidates: tuple[str, ...]) -> str | None:
     return ranked[0]
 
 
-def edit_distance(a: str, b: str) -> int:
-    """Optimal string alignment distance (Levenshtein with adjacent transpositions)."""
+def edit_distance(a: str, b: str, limit: int | None = None) -> int:
+    """Optimal string alignment distance (Levenshtein with adjacent transpositions). With `limit`, a distance over
+    it may be returned as `limit + 1`: only the cells within `limit` of the diagonal are computed (a cell farther
+    away is over it already), and the computation stops as soon as two rows in a row are over it (no later cell
+    can be smaller) — comparing a key with every well-known key then costs a few cells for most of them."""
+    if limit is None:
+        limit = max(len(a), len(b))
+    over = limit + 1
+    if abs(len(a) - len(b)) > limit:
+        return over
+    width = len(b)
     previous2: list[int] = []
-    previous = list(range(len(b) + 1))
+    previous = [j if j <= limit else over for j in range(width + 1)]
     for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], previous2[j - 2] + 1)
+        current = [over] * (width + 1)
+        if i <= limit:
+            current[0] = i
+        low, high = max(1, i - limit), min(width, i + limit)
+        char = a[i - 1]
+        for j in range(low, high + 1):  # min() unrolled: this loop is the hint's whole cost
+            value = previous[j - 1] if char == b[j - 1] else previous[j - 1] + 1
+            if previous[j] + 1 < value:
+                value = previous[j] + 1
+            if current[j - 1] + 1 < value:
+                value = current[j - 1] + 1
+            if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == b[j - 1] and previous2[j - 2] + 1 < value:
+                value = previous2[j - 2] + 1
+            current[j] = value if value < over else over
+        if min(current) >= over and min(previous) >= over:
+            return over
         previous2, previous = previous, current
-    return previous[len(b)]
+    return previous[width]

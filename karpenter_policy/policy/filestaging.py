@@ -70,6 +70,34 @@ def is_leftover_of(name: str, target_name: str) -> bool:
     return re.fullmatch(pattern, name) is not None
 
 
+#: What a writer says of each temporary file `remove_leftovers` removed.
+LEFTOVER_NOTE = "a temporary file an earlier run left when it was killed before renaming it into place"
+_LEFTOVER_AFFIXES = 1 + 1 + 8 + len(TEMPORARY_SUFFIX)  # "." NAME "." 8 random characters ".tmp"
+
+
+def remove_leftovers(files: Iterable[str]) -> list[str]:
+    """Remove the temporary files that `stage` made for any of `files` (full paths) and a killed run left next
+    to them; only names of `stage`'s own pattern (`.NAME.xxxxxxxx.tmp`) for one of these names are touched. The
+    paths removed. Linear in the entries of the directories: each entry's target name is read off the entry."""
+    by_directory: dict[str, set[str]] = {}
+    for file in files:
+        by_directory.setdefault(os.path.dirname(file) or os.curdir, set()).add(os.path.basename(file))
+    removed: list[str] = []
+    for directory, names in sorted(by_directory.items()):
+        try:
+            entries = os.listdir(directory)
+        except OSError:
+            continue
+        for entry in sorted(entries):
+            name = entry[1 : len(entry) - _LEFTOVER_AFFIXES + 1]
+            if name in names and is_leftover_of(entry, name):
+                path = os.path.join(directory, entry)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                    removed.append(path)
+    return removed
+
+
 def sync_directory(directory: str) -> None:
     """Flush a directory's entries (the renames in it) to disk; best effort (not every system allows it)."""
     try:
@@ -132,16 +160,26 @@ def _as_read(raw: bytes) -> str | None:
 
 def _current(target: str) -> bytes:
     try:
-        with open(target, "rb") as handle:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)  # a file swapped for a link meanwhile is not read
+        with os.fdopen(fd, "rb") as handle:
             return handle.read()
     except OSError as error:
         raise NotWritable(f"cannot read it again: {error.strerror or error}") from None
 
 
+def _refuse_link(file: str, command: str) -> None:
+    if os.path.islink(file):
+        raise NotWritable(
+            f"it is a symbolic link: {command} never writes through one (it could lead out of the repository); "
+            "run it on the file the link points to, or --exclude the link"
+        )
+
+
 def _stage_rewrite(file: str, original: str, updated: str, command: str) -> StagedFile:
-    """Stage `updated` as the new content of `file` (its target, for a symbolic link) after checking that it is
-    still `original` and can be replaced keeping its mode, owner and group; raises NotWritable."""
-    target = os.path.realpath(file)
+    """Stage `updated` as the new content of `file` after checking that it is not a symbolic link, is still
+    `original` and can be replaced keeping its mode, owner and group; raises NotWritable."""
+    _refuse_link(file, command)
+    target = file
     raw = _current(target)
     if _as_read(raw) != original:
         raise NotWritable(f"it changed since it was read; run {command} again")
@@ -176,7 +214,7 @@ class WriteOutcome:
 def rewrite_all(rewrites: Sequence[Rewrite], command: str) -> WriteOutcome:
     """Replace the files of `rewrites`, all or nothing: every file is checked — still as it was read, writable, its
     owner keepable — and its new content staged next to it before any is renamed into place, each keeping its mode,
-    owner and group (a symbolic link's target is rewritten, the link kept). A file edited meanwhile is not
+    owner and group. A symbolic link is refused (nothing is written through one), and a file edited meanwhile is not
     overwritten. `command` names what to run again then."""
     staged: list[tuple[Rewrite, StagedFile]] = []
     failed: list[tuple[str, str]] = []
@@ -187,8 +225,11 @@ def rewrite_all(rewrites: Sequence[Rewrite], command: str) -> WriteOutcome:
             failed.append((item.file, str(error)))
     if not failed:  # a last look just before replacing: an edit made meanwhile is kept, not overwritten
         for item, _ in staged:
-            if _as_read(_current(os.path.realpath(item.file))) != item.original:
-                failed.append((item.file, f"it changed since it was read; run {command} again"))
+            try:
+                if os.path.islink(item.file) or _as_read(_current(item.file)) != item.original:
+                    failed.append((item.file, f"it changed since it was read; run {command} again"))
+            except NotWritable as error:
+                failed.append((item.file, str(error)))
     if failed:
         discard_all(staged_file for _, staged_file in staged)
         failed_files = {file for file, _ in failed}
@@ -216,7 +257,8 @@ class _Replacement:
 def rewrite_one(file: str, text: str, command: str) -> None:
     """Replace `file`'s content by `text` (UTF-8, keeping a BOM it had), as `rewrite_all` does; raises
     NotWritable."""
-    original = _as_read(_current(os.path.realpath(file)))
+    _refuse_link(file, command)
+    original = _as_read(_current(file))
     if original is None:
         raise NotWritable("it is not UTF-8 text")
     outcome = rewrite_all([_Replacement(file, original, text)], command)

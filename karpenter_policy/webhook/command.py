@@ -293,6 +293,7 @@ def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
         request_timeout=float(raw["request_timeout"]),
         idle_timeout=float(raw["idle_timeout"]),
         max_connections=int(raw["max_connections"]),
+        max_connections_per_client=int(raw.get("max_connections_per_client") or Limits().max_connections_per_client),
         handshake_timeout=float(raw["handshake_timeout"]),
         admission_timeout=float(raw["admission_timeout"]),
     )

@@ -9,6 +9,9 @@
   its warnings.
 * `/mutate/pods` — the pinning rules (`pinning.Pinner`): the nodeSelector entries and tolerations to add.
 
+Both provisioner endpoints first deny a Provisioner over the caps of `workcaps` (requirements, values), before
+any check.
+
 A Provisioner being deleted (`metadata.deletionTimestamp` set) is admitted unchecked and undefaulted by both
 provisioner endpoints: the UPDATEs that remove its finalizers must go through, or an object that became invalid
 (a newer rule, a catalog without its instance types) could never be deleted; Karpenter does not provision for
@@ -32,6 +35,7 @@ from karpenter_policy.api.defaults import default_requirements
 from karpenter_policy.webhook.checks import Checker, describe
 from karpenter_policy.webhook.pinning import Pinner, no_pinning
 from karpenter_policy.webhook.review import AdmissionRequest, AdmissionResponse
+from karpenter_policy.webhook.workcaps import over_cap
 
 MUTATE_PROVISIONERS = "/mutate/provisioners"
 VALIDATE_PROVISIONERS = "/validate/provisioners"
@@ -66,6 +70,8 @@ class Handlers:
         obj = request.object
         if obj is None or being_deleted(obj):  # DELETE, CONNECT, finalizers going: nothing to default
             return AdmissionResponse(True)
+        if (excess := over_cap(obj)) is not None:
+            return AdmissionResponse(False, f"karpenter-policy webhook: {excess}")
         result = self.checker.check(obj, solve=False)
         if not result.allowed:
             return AdmissionResponse(False, result.denial())
@@ -75,6 +81,8 @@ class Handlers:
         obj = request.object
         if obj is None or being_deleted(obj):
             return AdmissionResponse(True)
+        if (excess := over_cap(obj)) is not None:
+            return AdmissionResponse(False, f"karpenter-policy webhook: {excess}")
         result = self.checker.check(obj)
         if not result.allowed:
             return AdmissionResponse(False, result.denial(), result.warnings)

@@ -26,18 +26,21 @@ from karpenter_policy.policy.source.loader import Document
 
 #: The file name findings about an admitted object carry (never shown: messages carry field paths instead).
 OBJECT_FILE = "<admission>"
+#: Positions counted along their path before the whole object is indexed (`JsonDocument.position`).
+_WALKS = 16
 _NOWHERE = ScalarNode("tag:yaml.org,2002:null", "", Mark(OBJECT_FILE, 0, 0, 0, "", 0))
 
 
 class JsonDocument(Document):
     """A Document over already-parsed JSON data; positions are ranks in document order (see the module doc)."""
 
-    __slots__ = ("_ranks", "_paths")
+    __slots__ = ("_ranks", "_paths", "_walks")
 
     def __init__(self, data: Mapping[str, Any], file: str = OBJECT_FILE) -> None:
         super().__init__(file, 0, data, _NOWHERE)
         self._ranks: dict[Path, tuple[int, int]] | None = None
         self._paths: dict[int, Path] | None = None
+        self._walks = 0
 
     def _index(self) -> dict[Path, tuple[int, int]]:
         """Path → (rank of its key, rank of its value), depth first in document order; the root is rank 1."""
@@ -62,7 +65,12 @@ class JsonDocument(Document):
 
     def position(self, path: Path, at_key: bool = False) -> tuple[int, int]:
         """Line 1, and the rank `_index` gives the node at `path` (its key's with `at_key`), or its nearest
-        existing ancestor's: counted along the path, without indexing the whole object."""
+        existing ancestor's: counted along the path for the first few, without indexing the whole object; from
+        the first `_WALKS` on, read from the index (a walk costs the size of what precedes the node: thousands
+        of findings on one list's values would cost its length squared)."""
+        self._walks += 1
+        if self._ranks is not None or self._walks > _WALKS:
+            return self._indexed_position(path, at_key)
         node: Any = self.data
         key_rank = rank = 1
         for raw in path:
@@ -83,6 +91,15 @@ class JsonDocument(Document):
             else:
                 return 1, rank
         return 1, key_rank if at_key else rank
+
+    def _indexed_position(self, path: Path, at_key: bool) -> tuple[int, int]:
+        index = self._index()
+        parts: Path = tuple(raw if isinstance(raw, int) else str(raw) for raw in path)
+        for end in range(len(parts), -1, -1):
+            ranks = index.get(parts[:end])
+            if ranks is not None:
+                return 1, ranks[0] if at_key and end == len(parts) else ranks[1]
+        return 1, 1
 
     def field_path(self, line: int, column: int) -> str:
         """The field at a position this document gave out (`spec.requirements[0].values[1]`); "" for the root

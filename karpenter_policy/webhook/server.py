@@ -20,16 +20,22 @@ and the standard library adds no dependency to audit. What it lacks is added her
 * Admission deadline: the work for a request must be done by `min(?timeout= of the API server,
   admission_timeout)` minus a margin (`deadline_seconds`), counted from the request's first byte; past it the
   server answers itself (`handlers.deadline_response`).
-* Size and syntax: `max_body_bytes` (checked against Content-Length before reading), the standard library's
-  64 KiB request line and 100 header lines; Content-Length must be ASCII digits and appear once (not `+2`,
-  `1_0`); malformed or folded header lines are refused; chunked bodies are refused (the API server sends
-  Content-Length); JSON numbers are read strictly (`review.parse_json`).
-* At most `max_connections` connections are open at once. When one more arrives, the connection least likely
-  to be a client at work is closed to make room: first one that has sent nothing yet, then one that finished
+* Size and syntax: `max_body_bytes`, checked against Content-Length before reading (and before `100 Continue`)
+  and, for a chunked body, as its chunks arrive: a body over it is answered 413, and what the client still sends
+  is read and dropped (up to `oversized_drain_bytes`, within the request's time) so that it reads the answer
+  instead of a reset; the standard library's 64 KiB request line and 100 header lines; Content-Length must be
+  ASCII digits and appear once (not `+2`, `1_0`), and not with Transfer-Encoding; malformed or folded header
+  lines are refused; JSON numbers are read strictly (`review.parse_json`).
+* At most `max_connections` connections are open at once, and at most `max_connections_per_client` from one
+  client address. When one more arrives over either, the connection least likely to be a client at work (of
+  all, or of that client's) is closed to make room: first one that has sent nothing yet, then one that finished
   its handshake but sent no request, then the keep-alive connection idle the longest, then one still in its
-  handshake — oldest first; a connection with a request under way is never closed. So a flood of idle or silent
-  connections cannot lock out the API server or the kubelet's probes (each probe is a new connection). Only
-  when every connection is at work is the new one closed.
+  handshake, then one whose request has been arriving for over `receiving_grace` (a client trickling its bytes)
+  — oldest first; connections younger than `receiving_grace` in their state come after all of these (a client
+  that just connected is spared while older ones hold slots), and a connection whose request has arrived whole,
+  or began arriving within `receiving_grace`, is never closed. So a flood of idle, silent or
+  trickling connections cannot lock out the API server or the kubelet's probes (each probe is a new
+  connection). Only when every connection is at work is the new one closed.
 * Drain (`begin_drain`, `close_idle`, `wait_closed`): every answer from then on carries `Connection: close`;
   once the listener is closed, idle keep-alive connections are closed and the server waits for every accepted
   request to be answered.
@@ -80,6 +86,9 @@ class Limits:
     idle_timeout: float = 120.0
     handshake_timeout: float = 5.0
     max_connections: int = 256
+    max_connections_per_client: int = 64  # a quarter: one address (a flood's) cannot take every slot
+    receiving_grace: float = 1.0  # a request still arriving after this long may be closed to make room
+    oversized_drain_bytes: int = 16 * 1024 * 1024  # of a body over the limit, read and dropped to answer 413
     admission_timeout: float = 10.0  # the cap on a request's deadline (the API server allows at most 30 s)
     linger_bytes: int = 256 * 1024  # read and dropped after an early error, so the client sees the answer
     linger_seconds: float = 0.5
@@ -111,7 +120,8 @@ class Admitter(Protocol):
 # --- connections --------------------------------------------------------------------------------------------
 
 # A connection's state; the order is the order in which connections are closed to make room for a new one.
-SILENT, NO_REQUEST, IDLE, HANDSHAKE, BUSY = range(5)
+# RECEIVING: a request has begun but has not arrived whole; BUSY: it has, and is being answered.
+SILENT, NO_REQUEST, IDLE, HANDSHAKE, RECEIVING, BUSY = range(6)
 
 
 @dataclass(eq=False, slots=True)
@@ -281,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.tracked = self.request
         self.connection = self.tracked.sock
         self.reader = _DeadlineReader(
-            self.connection, self.server.limits, lambda: self.server.set_state(self.tracked, BUSY)
+            self.connection, self.server.limits, lambda: self.server.set_state(self.tracked, RECEIVING)
         )
         self.rfile = io.BufferedReader(self.reader, 65536)
         self.wfile = _Writer(self.connection)  # type: ignore[assignment]
@@ -299,6 +309,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.reader.next_request()
         self.path_label = ""
         self.body_read = False
+        self.expects_continue = False
         self.command = ""  # parse_request sets it; an answer before that must not find it missing
         try:
             self.raw_requestline = self.rfile.readline(65537)
@@ -358,11 +369,14 @@ class _Handler(BaseHTTPRequestHandler):
         route = server.routes.get(path)
         if route is not None:
             if self.command != "POST":
+                server.set_state(self.tracked, BUSY)
                 return self._reply(405, f"{path} takes POST", "bad_request", allow="POST")
             body = self._body()
+            server.set_state(self.tracked, BUSY)  # arrived whole (or answered): no longer a slow sender
             if body is not None:
                 self._admit(route, body, deadline_seconds(query, server.limits))
             return None
+        server.set_state(self.tracked, BUSY)
         if path in (HEALTHZ, READYZ, METRICS):
             if self.command not in ("GET", "HEAD"):
                 return self._reply(405, f"{path} takes GET", "bad_request", allow="GET, HEAD")
@@ -376,10 +390,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> bytes | None:
         """The request body, or None after answering why it cannot be read."""
         limit = self.server.limits.max_body_bytes
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            self._reply(400, "chunked request bodies are not supported: send Content-Length", "bad_request")
-            return None
+        encoding = self.headers.get("Transfer-Encoding")
+        if encoding is not None:
+            if encoding.strip(" \t").lower() != "chunked" or self.headers.get("Content-Length") is not None:
+                self.close_connection = True
+                self._reply(400, f"Transfer-Encoding {encoding[:40]!r} is not supported: send chunked or "
+                            "Content-Length, not both", "bad_request")
+                return None
+            self._continue()
+            return self._chunked_body(limit)
         raw_length = self.headers.get("Content-Length")
         if raw_length is None:
             self.close_connection = True
@@ -391,15 +410,78 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         length = int(raw_length)
         if length > limit:
-            self.close_connection = True
-            self._reply(400, f"the request body of {length} bytes is over the limit of {limit} bytes", "bad_request")
+            self._too_large(f"the request body of {length} bytes is over the limit of {limit} bytes", length)
             return None
+        self._continue()
         body = self.rfile.read(length)
         if len(body) < length:  # the client went away mid-body
             self.close_connection = True
             return None
         self.body_read = True
         return body
+
+    def _chunked_body(self, limit: int) -> bytes | None:
+        """A chunked body (RFC 9112 section 7.1), read while it stays within `limit`: a 413 as soon as the chunks
+        add up to more, before the rest is read. None after answering why it cannot be read."""
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            line = self.rfile.readline(1026)
+            if not line.endswith(b"\n"):  # the client went away, or a size line longer than any real one
+                self.close_connection = True
+                if line:
+                    self._reply(400, "a chunk size line is malformed or too long", "bad_request")
+                return None
+            digits = line.split(b";", 1)[0].strip(b" \t\r\n")
+            if not digits or len(digits) > 16 or not all(c in b"0123456789abcdefABCDEF" for c in digits):
+                self.close_connection = True
+                self._reply(400, f"chunk size {digits[:40]!r} is not hexadecimal", "bad_request")
+                return None
+            chunk = int(digits, 16)
+            if chunk == 0:
+                break
+            size += chunk
+            if size > limit:
+                self._too_large(f"the chunked request body is over the limit of {limit} bytes", None)
+                return None
+            data = self.rfile.read(chunk)
+            if len(data) < chunk or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                self.close_connection = True
+                return None
+            parts.append(data)
+        while True:  # trailer fields, up to the empty line
+            line = self.rfile.readline(65537)
+            if not line.endswith(b"\n") or len(line) > 65536:
+                self.close_connection = True
+                return None
+            if line in (b"\r\n", b"\n"):
+                break
+        self.body_read = True
+        return b"".join(parts)
+
+    def _too_large(self, reason: str, length: int | None) -> None:
+        """Answer 413 and close. With `Expect: 100-continue` the client has sent no body yet; otherwise what it
+        sends (up to `oversized_drain_bytes` within the request's time) is read and dropped after the answer, so
+        that the client, busy writing, reads the 413 instead of a reset connection."""
+        self.close_connection = True
+        limits = self.server.limits
+        linger = (limits.linger_bytes, limits.linger_seconds)
+        if not self.expects_continue:
+            most = min(length if length is not None else limits.oversized_drain_bytes, limits.oversized_drain_bytes)
+            seconds = (self.reader.deadline or time.monotonic()) - time.monotonic()
+            linger = (max(most, limits.linger_bytes), max(seconds, limits.linger_seconds))
+        self._reply(413, reason, "bad_request", linger=linger)
+
+    def handle_expect_100(self) -> bool:
+        """`Expect: 100-continue`: the standard library answers `100 Continue` at once; here it is sent only when
+        the body is about to be read (`_continue`), so a body over the limit is refused before it is sent."""
+        self.expects_continue = True
+        return True
+
+    def _continue(self) -> None:
+        if self.expects_continue:
+            self.expects_continue = False
+            self.connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _admit(self, route: Route, body: bytes, seconds: float) -> None:
         try:
@@ -427,6 +509,7 @@ class _Handler(BaseHTTPRequestHandler):
         *,
         content_type: str = "text/plain; charset=utf-8",
         allow: str | None = None,
+        linger: tuple[int, float] | None = None,
     ) -> None:
         if not self.body_read and self._sent_a_body():  # what is left of it would be read as the next request
             self.close_connection = True
@@ -446,7 +529,8 @@ class _Handler(BaseHTTPRequestHandler):
         started = self.reader.first_byte_at or time.perf_counter()
         self.server.metrics.observe(self.path_label, verdict, time.perf_counter() - started)
         if self.close_connection and status >= 400:
-            self._linger()
+            limits = self.server.limits
+            _drain(self.connection, *(linger or (limits.linger_bytes, limits.linger_seconds)))
 
     def _sent_a_body(self) -> bool:
         headers = getattr(self, "headers", None)
@@ -457,12 +541,6 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply_quietly(self, status: int, body: str, verdict: str) -> None:
         with contextlib.suppress(OSError, ValueError):
             self._reply(status, body, verdict)
-
-    def _linger(self) -> None:
-        """After an error answer on a connection about to close: signal the end of the answer, then read (and
-        drop) what the client is still sending, briefly, so that closing with unread input does not reset the
-        connection before the client has read the answer (what Go's server does too)."""
-        _drain(self.connection, self.server.limits)
 
 
 class WebhookServer(ThreadingHTTPServer):
@@ -511,8 +589,11 @@ class WebhookServer(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         tracked = _Connection(request, SILENT, time.monotonic(), client_address)
+        host = _host(client_address)
         with self._lock:
-            if len(self._connections) >= self.limits.max_connections and not self._make_room():
+            own = [c for c in self._connections if _host(c.client_address) == host]
+            full = len(own) >= self.limits.max_connections_per_client and not self._make_room(own)
+            if full or (len(self._connections) >= self.limits.max_connections and not self._make_room()):
                 self.metrics.rejected_connections.inc()
                 self.shutdown_request(request)
                 return
@@ -536,14 +617,22 @@ class WebhookServer(ThreadingHTTPServer):
         self.shutdown_request(tracked.sock)
         self._forget(tracked)
 
-    def _make_room(self) -> bool:
-        """Close the connection least likely to be a client at work (the order of the module doc); called with
-        the lock held. One whose bytes are already waiting in the kernel counts as at work (its thread has not
-        got to them yet). False when every connection is at work."""
-        for victim in sorted(self._connections, key=lambda c: (c.state, c.since)):
-            if victim.state == BUSY:
-                break
-            if victim.state != HANDSHAKE and _wait_for(victim.sock, False, 0):
+    def _make_room(self, among: list[_Connection] | None = None) -> bool:
+        """Close the connection, of `among` (default: all), least likely to be a client at work (the order of the
+        module doc); called with the lock held. One whose bytes are already waiting in the kernel counts as at
+        work (its thread has not got to them yet), as does a request that began less than `receiving_grace`
+        ago. False when every connection is at work."""
+        now = time.monotonic()
+        grace = self.limits.receiving_grace
+
+        def young(connection: _Connection) -> bool:  # just connected, or just began its request
+            return connection.state != IDLE and now - connection.since < grace
+
+        candidates = self._connections if among is None else among
+        for victim in sorted(candidates, key=lambda c: (young(c), c.state, c.since)):
+            if victim.state == BUSY or (victim.state == RECEIVING and young(victim)):
+                continue
+            if victim.state not in (HANDSHAKE, RECEIVING) and _wait_for(victim.sock, False, 0):
                 continue
             victim.closed_by_server = True
             if victim.state == SILENT and self._waiting.remove(victim):  # no thread of its own: closed here
@@ -643,6 +732,11 @@ class WebhookServer(ThreadingHTTPServer):
         log.error("error on the connection from %s", client_address, exc_info=True)
 
 
+def _host(client_address: Any) -> str:
+    """The client's address without its port: what the per-client share counts by."""
+    return str(client_address[0]) if isinstance(client_address, tuple) and client_address else str(client_address)
+
+
 def _handshake(connection: ssl.SSLSocket, deadline: float) -> bool:
     """The TLS handshake, done by `deadline` however slowly the client's bytes trickle in."""
     connection.setblocking(False)
@@ -677,14 +771,16 @@ def _plain_http_answer(raw: socket.socket, limits: Limits) -> None:
         raw.sendall(head.encode("ascii") + body)
     except OSError:
         return
-    _drain(raw, limits)
+    _drain(raw, limits.linger_bytes, limits.linger_seconds)
 
 
-def _drain(sock: socket.socket, limits: Limits) -> None:
-    """Half-close `sock` (the client sees the end of the answer), then read and drop up to `linger_bytes` for at
-    most `linger_seconds`. (On a TLS socket `shutdown` drops the TLS layer: what is drained is not decrypted.)"""
-    deadline = time.monotonic() + limits.linger_seconds
-    remaining = limits.linger_bytes
+def _drain(sock: socket.socket, most_bytes: int, seconds: float) -> None:
+    """After an error answer on a connection about to close: half-close `sock` (the client sees the end of the
+    answer), then read and drop up to `most_bytes` for at most `seconds`, so that closing with unread input does
+    not reset the connection before the client has read the answer (what Go's server does too). (On a TLS
+    socket `shutdown` drops the TLS layer: what is drained is not decrypted.)"""
+    deadline = time.monotonic() + seconds
+    remaining = most_bytes
     try:
         sock.shutdown(socket.SHUT_WR)
         while remaining > 0 and (left := deadline - time.monotonic()) > 0:

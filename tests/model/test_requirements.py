@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from karpenter_policy.model.labels import ARCH, CAPACITY_TYPE, INSTANCE_GENERATION, WELL_KNOWN_LABELS, ZONE
-from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.model.requirements import MAX_GO_INT, Operator, Requirement, Requirements, go_int
 
 R = Requirement.new
 K = "key"
@@ -230,3 +230,26 @@ def test_admits_is_exactly_no_incompatibilities(node: Requirements, pod: Require
     disagree: a template refused without words always has words to show."""
     allow = WELL_KNOWN_LABELS if well_known else frozenset()
     assert node.admits(pod, allow) == (not node.incompatibilities(pod, allow))
+
+
+@given(st.integers())
+def test_go_int_reads_what_strconv_atoi_reads(number: int) -> None:
+    """Within int64 a number and its other spellings (a plus sign, leading zeros) read back; beyond it None,
+    as Atoi's "value out of range"."""
+    expected = number if -MAX_GO_INT - 1 <= number <= MAX_GO_INT else None
+    assert go_int(str(number)) == expected
+    if number >= 0:
+        assert go_int(f"+{number}") == expected
+        assert go_int(f"000{number}") == expected
+
+
+def test_go_int_refuses_thousands_of_digits_without_converting() -> None:
+    """Python refuses int() of over 4,300 digits (ValueError): the digits are counted first."""
+    assert go_int("9" * 5000) is None
+    assert go_int("0" * 5000 + "7") == 7
+    assert go_int("-" + "9" * 5000) is None
+    assert go_int("１２") is None  # non-ASCII digits are not Go's
+    with pytest.raises(ValueError, match="single integer"):
+        R(K, "Gt", ["9" * 5000])
+    assert not GT_1.has("9" * 5000)
+    assert not R(K, "NotIn", ["2"]).intersection(LT_9).has("9" * 5000)

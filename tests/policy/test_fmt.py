@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from karpenter_policy.api.defaults import default_provisioner
+from karpenter_policy.policy.filestaging import stage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -185,7 +186,34 @@ def test_a_policy_that_does_not_match_its_schema_is_left_alone(repo: Path) -> No
 
     assert done.returncode == 0, done.stderr
     assert (repo / "policies" / "batch.yaml").read_text() == broken
-    assert "policies/batch.yaml:1: Provisioner/batch not formatted: it does not match its schema" in done.stderr
+    assert "policies/batch.yaml:21:3: Provisioner/batch not formatted: it does not match its schema:" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("metadata", "at", "reason"),
+    [
+        ("metadata: [batch, team]", "3:11", 'metadata must be a mapping, not list ["batch", "team"]'),
+        ("metadata: batch", "3:11", 'metadata must be a mapping, not string "batch"'),
+        ("metadata: {name: [batch]}", "3:18", 'metadata.name must be a string, not list ["batch"]'),
+    ],
+)
+def test_malformed_metadata_is_reported_at_its_line_and_the_other_files_are_formatted(
+    repo: Path, metadata: str, at: str, reason: str
+) -> None:
+    """metadata as a list used to end fmt with `internal error: AttributeError: 'list' object has no attribute
+    'get'`, formatting nothing: now the document is left as it is, with the schema's reason at its line."""
+    broken = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\n" + metadata + "\nspec:\n  providerRef: {name: d}\n"
+    (repo / "policies" / "broken.yaml").write_text(broken)
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    assert f"policies/broken.yaml:{at}: Provisioner/? not formatted: it does not match its schema: {reason}" in (
+        done.stderr
+    )
+    assert (repo / "policies" / "broken.yaml").read_text() == broken
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
 
 
 def test_a_file_that_is_not_yaml_is_reported_and_the_others_are_formatted(repo: Path) -> None:
@@ -277,3 +305,58 @@ def test_a_carriage_return_that_ends_no_line_is_left_alone_with_a_note(repo: Pat
     assert done.returncode == 0, done.stderr
     assert file.read_bytes() == text
     assert "policies/batch.yaml:10: not formatted: a carriage return that does not end a line" in done.stderr
+
+
+def test_write_never_follows_a_link_out_of_the_repository(repo: Path) -> None:
+    """`policies/evil.yaml -> ../../outside.yaml` used to be formatted in place, rewriting a file outside the
+    repository: now its reading is refused (naming the link, never printing the content) and nothing is
+    written."""
+    outside = repo.parent / f"{repo.name}-outside.yaml"
+    outside.write_text(UNFORMATTED.replace("batch-team", "secret-team"))
+    (repo / "policies" / "evil.yaml").symlink_to(outside)
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 2, done.stderr
+    assert "policies/evil.yaml: error: not read: a symbolic link to a file outside the repository" in done.stderr
+    assert "secret-team" not in done.stdout + done.stderr
+    assert outside.read_text() == UNFORMATTED.replace("batch-team", "secret-team")
+    assert (repo / "policies" / "batch.yaml").read_text() == UNFORMATTED
+
+
+def test_write_refuses_a_link_inside_the_repository_too(repo: Path) -> None:
+    """A writer never writes through a link, even one that stays inside: all or nothing, so nothing is written,
+    and the message says how to go on. (In git, the repository is the work tree: the link may lead to another
+    directory of it.)"""
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    (repo / "shared").mkdir()
+    (repo / "shared" / "base.yaml").write_text(UNFORMATTED)
+    (repo / "policies" / "base.yaml").symlink_to(repo / "shared" / "base.yaml")
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 2, done.stderr
+    assert "policies/base.yaml: error: not written: it is a symbolic link: fmt never writes through one" in done.stderr
+    assert "--exclude the link" in done.stderr
+    assert (repo / "shared" / "base.yaml").read_text() == UNFORMATTED
+    assert (repo / "policies" / "batch.yaml").read_text() == UNFORMATTED
+    assert run("fmt", "policies", "--write", "--exclude", "policies/base.yaml", cwd=repo).returncode == 0
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED
+
+
+def test_write_removes_the_temporary_files_a_killed_run_left(repo: Path) -> None:
+    """A `fmt --write` killed between staging and renaming leaves `.batch.yaml.XXXXXXXX.tmp` next to the file: the
+    next `fmt --write` removes it, and only what matches the writer's own pattern for a file it formats."""
+    leftover = stage(str(repo / "policies" / "batch.yaml"), b"half written", 0o644).temporary
+    kept = [repo / "policies" / ".batch.yaml.tmp", repo / "policies" / ".other.yaml.abcdefgh.tmp",
+            repo / "policies" / ".batch.yaml.abcdefgh.bak"]
+    for path in kept:
+        path.write_text("not ours")
+
+    done = run("fmt", "policies", "--write", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    assert not Path(leftover).exists()
+    assert f"{Path(leftover).relative_to(repo)}: removed: a temporary file an earlier run left" in done.stderr
+    assert all(path.read_text() == "not ours" for path in kept)
+    assert (repo / "policies" / "batch.yaml").read_text() == FORMATTED

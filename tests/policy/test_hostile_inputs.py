@@ -289,3 +289,88 @@ def test_odd_catalog_file_cannot_run(tmp_path: Path, content: str, reason: str) 
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "internal error" not in result.stderr
     assert str(catalog) in result.stderr and reason in result.stderr
+
+
+BOUNDED = """\
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: bounded
+spec:
+  requirements:
+    - key: karpenter.k8s.aws/instance-cpu
+      operator: Gt
+      values: ["{gt}"]
+    - key: karpenter.k8s.aws/instance-memory
+      operator: Lt
+      values: ["{lt}"]
+  providerRef:
+    name: default
+"""
+
+
+@pytest.mark.parametrize("command", ["validate", "check", "compile"])
+def test_gt_lt_beyond_int64_are_findings_at_their_line(tmp_path: Path, command: str) -> None:
+    """A bound of 5,000 digits used to end the run with `internal error: ValueError: Exceeds the limit (4300
+    digits)`; one past int64 was a bare "integer" error. Both are now findings at the value's line that say
+    Karpenter reads a bound as a 64-bit integer, without printing the 5,000 digits; the other file's error
+    is kept."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "bounded.yaml").write_text(BOUNDED.format(gt="9" * 5000, lt=str(2**63)))
+    (tmp_path / "p" / "other.yaml").write_text(RESTRICTED)
+    out = ["-o", str(tmp_path / "out")] if command == "compile" else []
+    result = run(command, str(tmp_path / "p"), *out, "--output", "json")
+    found = findings(result)
+    assert result.returncode == 1, result.stdout + result.stderr
+    huge = [f for f in found if f["rule"] == "invalid-requirement" and f["line"] == 9]
+    assert any("64-bit integer" in f["message"] and "(5000 characters)" in f["message"] for f in huge), huge
+    assert all("9" * 100 not in f["message"] for f in found)
+    past = at(found, "invalid-requirement", "bounded.yaml", 12)
+    assert "from 0 to 9223372036854775807" in past["message"] and "64-bit" in past["message"]
+    at(found, "restricted-label", "other.yaml", 7)
+
+
+def test_gt_lt_at_int64_max_are_admitted(tmp_path: Path) -> None:
+    (tmp_path / "bounded.yaml").write_text(BOUNDED.format(gt="0", lt=str(2**63 - 1)))
+    found = findings(run("validate", str(tmp_path), "--output", "json"))
+    assert not [f for f in found if f["rule"] == "invalid-requirement"], found
+
+
+SECRET = "password: hunter2-do-not-print\n"
+
+
+@pytest.mark.parametrize("command", ["validate", "check", "compile"])
+def test_a_link_out_of_the_repository_is_refused_and_never_printed(tmp_path: Path, command: str) -> None:
+    """`policies/evil.yaml -> /elsewhere/secret.yaml` used to be read and its lines printed in the findings: now
+    a finding at the link that names the repository, nothing of the content, and the run cannot pass."""
+    (tmp_path / "secret.yaml").write_text(SECRET + "kind: [\n")
+    repo = tmp_path / "repo"
+    (repo / "policies").mkdir(parents=True)
+    (repo / "policies" / "other.yaml").write_text(RESTRICTED)
+    (repo / "policies" / "evil.yaml").symlink_to(tmp_path / "secret.yaml")
+    (repo / "policies" / "evil2.yaml").symlink_to(Path("..") / ".." / "secret.yaml")
+    out = ["-o", str(tmp_path / "out")] if command == "compile" else []
+    result = run(command, "policies", *out, "--output", "json", cwd=repo)
+    assert "hunter2" not in result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
+    if command != "compile":  # compile reports on stderr and writes nothing from a tree it could not read
+        found = findings(result)
+        for name in ("evil.yaml", "evil2.yaml"):
+            (refused,) = [f for f in found if f["file"] == f"policies/{name}"]
+            assert refused["message"].startswith(
+                f"not read: a symbolic link to a file outside the repository {repo / 'policies'}"
+            ), refused
+        at(found, "restricted-label", "other.yaml", 7)
+    assert not (tmp_path / "out").exists()
+
+
+def test_in_git_a_link_may_lead_anywhere_in_the_work_tree(tmp_path: Path) -> None:
+    """The repository is the git work tree of the link: `policies/base.yaml -> ../shared/base.yaml` is read."""
+    repo = tmp_path / "repo"
+    (repo / "shared").mkdir(parents=True)
+    (repo / "policies").mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    (repo / "shared" / "base.yaml").write_text(RESTRICTED)
+    (repo / "policies" / "base.yaml").symlink_to(Path("..") / "shared" / "base.yaml")
+    found = findings(run("validate", "policies", "--output", "json", cwd=repo))
+    at(found, "restricted-label", "policies/base.yaml", 7)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from karpenter_policy.policy.filestaging import NotWritable, stage
 from karpenter_policy.policy.pinning.pin import (
     UnsafeEdit,
     pin_paths,
@@ -337,17 +338,27 @@ def test_render_scalar() -> None:
         assert yaml.safe_load(f"k: {rendered}")["k"] == special, special
 
 
-def test_write_atomically_keeps_mode_bom_and_link(tmp_path: Path) -> None:
+def test_write_atomically_keeps_mode_and_bom(tmp_path: Path) -> None:
     target = tmp_path / "real.yaml"
     target.write_bytes(b"\xef\xbb\xbfkind: Pod\n")
     os.chmod(target, 0o640)
-    link = tmp_path / "link.yaml"
-    link.symlink_to(target)
-    write_atomically(str(link), "kind: Pod\nspec: {}\n")
-    assert link.is_symlink()
+    write_atomically(str(target), "kind: Pod\nspec: {}\n")
     assert target.read_bytes() == b"\xef\xbb\xbfkind: Pod\nspec: {}\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml", "real.yaml"]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["real.yaml"]  # no temporary file left
+
+
+def test_write_atomically_never_writes_through_a_symbolic_link(tmp_path: Path) -> None:
+    """A link in the repository may lead anywhere (`apps/x.yaml -> ~/.bashrc`): it is refused, and neither the
+    link nor what it points to changes."""
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text("kind: Pod\n")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(target)
+    with pytest.raises(NotWritable, match="it is a symbolic link: pin never writes through one"):
+        write_atomically(str(link), "kind: Pod\nspec: {}\n")
+    assert link.is_symlink() and target.read_text() == "kind: Pod\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.yaml", "link.yaml"]
 
 
 def test_an_edit_made_between_reading_and_writing_is_kept(tmp_path: Path) -> None:
@@ -491,3 +502,30 @@ def test_cli_write_keeps_owner_group_and_mode(tmp_path: Path) -> None:
     assert "spot" in driver.read_text() or "on-demand" in driver.read_text()
     info = driver.stat()
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (*owner, 0o640)
+
+
+def test_cli_write_refuses_a_link_out_of_the_repository_and_removes_leftovers(tmp_path: Path) -> None:
+    """`apps/evil.yaml -> ../outside.yaml`: reading it is refused (a finding naming the link, nothing of the
+    content printed) and nothing is written, the file outside included; the temporary file a killed
+    `pin --write` left next to a manifest is removed, other hidden files are not."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "repo" / "apps").mkdir(parents=True)
+    for name in ("spark-pinning.yaml", "kspark-provisioner.yaml"):
+        shutil.copy(ROOT / "examples/pinning/policies" / name, tmp_path / "policies" / name)
+    driver = "karpenter-driver-pod-template.yaml"
+    shutil.copy(ROOT / "examples/pinning/apps" / driver, tmp_path / "outside.yaml")
+    outside = (tmp_path / "outside.yaml").read_text()
+    (tmp_path / "repo" / "apps" / "evil.yaml").symlink_to(tmp_path / "outside.yaml")
+    shutil.copy(ROOT / "examples/pinning/apps" / driver, tmp_path / "repo" / "apps" / driver)
+    leftover = stage(str(tmp_path / "repo" / "apps" / driver), b"half", 0o644).temporary  # as a killed run left it
+    other = tmp_path / "repo" / "apps" / f".{driver}.notours.tmp"
+    other.write_text("keep")
+
+    refused = cli("pin", "repo/apps", "--policies", "policies", "--write", cwd=tmp_path)
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "repo/apps/evil.yaml: error: not read: a symbolic link to a file outside the repository" in refused.stderr
+    assert "spark" not in refused.stdout + refused.stderr.split("evil.yaml")[1]  # nothing of its content
+    assert (tmp_path / "outside.yaml").read_text() == outside
+    assert not os.path.exists(leftover) and other.read_text() == "keep"
+    assert f"{Path(leftover).relative_to(tmp_path)}: removed: a temporary file" in refused.stderr

@@ -131,7 +131,7 @@ def test_http_level_errors(strict_client: Client) -> None:
     head = strict_client.request("HEAD", "/healthz")
     assert head.status == 200 and head.body == b""
     answer = strict_client.post("/validate/provisioners", b"x" * (LIMITS.max_body_bytes + 1))
-    assert answer.status == 400
+    assert answer.status == 413
     assert f"over the limit of {LIMITS.max_body_bytes} bytes" in answer.body.decode()
     assert_healthy(strict_client)
 
@@ -140,13 +140,22 @@ def test_oversized_body_is_refused_before_it_is_read(strict: Webhook, cert_dir: 
     with raw_tls(strict.port, cert_dir / "ca.crt") as sock:
         sock.sendall(b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n")
         status, body = read_answer(sock)
-    assert status == 400 and b"over the limit" in body
+    assert status == 413 and b"over the limit" in body
 
 
 @pytest.mark.parametrize(
     ("head", "reason"),
     [
-        (b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", b"chunked"),
+        (b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", b"chunked"),
+        (
+            b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"Content-Length: 2\r\n\r\n",
+            b"not both",
+        ),
+        (
+            b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"hexadecimal",
+        ),
         (b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\n\r\n", b"Content-Length is required"),
         (b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", b"not a byte count"),
         (b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: lots\r\n\r\n", b"not a byte count"),
@@ -165,7 +174,9 @@ def test_oversized_body_is_refused_before_it_is_read(strict: Webhook, cert_dir: 
         (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n", b"folded header lines"),
     ],
     ids=[
-        "chunked",
+        "gzip-chunked",
+        "chunked-and-length",
+        "chunk-size",
         "no-length",
         "negative-length",
         "text-length",
@@ -409,3 +420,128 @@ def test_deeply_nested_objects(depth: int, client: Client) -> None:
         else:
             assert answer.status == 400 and b"nests too deeply" in answer.body
     assert_healthy(client)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [("9" * 5000, "(5000 characters)"), (str(2**63), "from 0 to 9223372036854775807")]
+)
+def test_gt_bounds_beyond_int64_are_denied_with_the_reason(value: str, shown: str, client: Client) -> None:
+    """A Gt value of 5,000 digits was an internal error in the webhook (int() of it before any length check):
+    now a denial that says Karpenter reads the bound as a 64-bit integer, as the CLI reports it."""
+    obj = json.loads(json.dumps(PROVISIONER))
+    obj["spec"]["requirements"] = [{"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": [value]}]
+    for path in ("/validate/provisioners", "/mutate/provisioners"):
+        response = client.review(path, obj)
+        message = response.get("status", {}).get("message", "")
+        assert "internal error" not in message, response
+        if path.startswith("/validate"):
+            assert response["allowed"] is False and "64-bit integer" in message and shown in message, response
+            assert "9" * 100 not in message
+    assert_healthy(client)
+
+
+def test_a_10_mb_body_gets_413_not_a_reset(strict_client: Client) -> None:
+    """A client that writes its whole body before reading (Python's http.client) used to get an abrupt close
+    (the server read 256 KiB of it, then closed): the rest is now read and dropped after the answer, so the
+    client reads the 413."""
+    answer = strict_client.post("/validate/provisioners", b"x" * 10_000_000)
+    assert answer.status == 413 and answer.headers["connection"] == "close"
+    assert f"the request body of 10000000 bytes is over the limit of {LIMITS.max_body_bytes}" in answer.body.decode()
+    assert_healthy(strict_client)
+
+
+def test_expect_100_continue_is_refused_before_the_body_is_sent(strict: Webhook, cert_dir: Path) -> None:
+    with raw_tls(strict.port, cert_dir / "ca.crt") as sock:
+        sock.sendall(
+            b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
+        status, body = read_answer(sock)
+    assert status == 413 and b"over the limit" in body  # no `100 Continue` first: the body was never invited
+    with raw_tls(strict.port, cert_dir / "ca.crt") as sock:  # within the limit: invited, then answered
+        body = review_body(PROVISIONER)
+        sock.sendall(
+            b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+            b"Expect: 100-continue\r\n\r\n" % len(body)
+        )
+        assert read_answer(sock)[0] == 100
+        sock.sendall(body)
+        status, answer = read_answer(sock)
+    assert status == 200 and json.loads(answer)["response"]["allowed"] is True
+
+
+def _chunked(body: bytes, size: int) -> bytes:
+    pieces = [body[i : i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+def test_chunked_bodies_are_read_within_the_limit(strict: Webhook, cert_dir: Path) -> None:
+    head = b"POST /validate/provisioners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with raw_tls(strict.port, cert_dir / "ca.crt") as sock:
+        sock.sendall(head + _chunked(review_body(PROVISIONER), 100))
+        status, answer = read_answer(sock)
+        assert status == 200 and json.loads(answer)["response"]["allowed"] is True
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # the connection is still in step
+        assert read_answer(sock)[0] == 200
+    with raw_tls(strict.port, cert_dir / "ca.crt") as sock:  # over the limit: 413 as soon as the chunks add up
+        sock.sendall(head + b"%x\r\n" % (LIMITS.max_body_bytes + 1))
+        status, answer = read_answer(sock)
+    assert status == 413 and b"chunked request body is over the limit" in answer
+
+
+@pytest.mark.parametrize(
+    ("shape", "reason"),
+    [
+        (
+            [{"key": f"example.com/k{i}", "operator": "Exists"} for i in range(101)],
+            "spec.requirements holds 101 requirements, over the webhook's limit of 100",
+        ),
+        (
+            [
+                {
+                    "key": "node.kubernetes.io/instance-type",
+                    "operator": "In",
+                    "values": [f"x{i}.large" for i in range(100_000)],
+                }
+            ],
+            "spec.requirements hold 100000 values, over the webhook's limit of 2000",
+        ),
+        (
+            {"labels": {f"example.com/k{i}": "v" for i in range(20_000)}},
+            "labels, taints and startup taints, over the webhook's limit of 200 (each is on every node",
+        ),
+        (
+            {"metadata": {"name": "m", "annotations": {f"k{i}": "v" for i in range(20_000)}}},
+            "metadata holds 20000 labels and annotations, over the webhook's limit of 500",
+        ),
+    ],
+    ids=["requirements", "values", "labels", "annotations"],
+)
+def test_work_no_provisioner_needs_is_refused_before_any_check(
+    shape: list[dict[str, Any]] | dict[str, Any], reason: str, client: Client
+) -> None:
+    """100,000 instance-type values held a worker for ~9.5 s (20,000 labels for longer): now a denial that says
+    which cap, at once."""
+    obj = json.loads(json.dumps(PROVISIONER))
+    if isinstance(shape, list):
+        obj["spec"]["requirements"] = shape
+    elif "metadata" in shape:
+        obj["metadata"] = shape["metadata"]
+    else:
+        obj["spec"].update(shape)
+    for path in ("/validate/provisioners", "/mutate/provisioners"):
+        started = time.monotonic()
+        response = client.review(path, obj)
+        assert response["allowed"] is False and reason in response["status"]["message"], response
+        assert time.monotonic() - started < 3.0  # the check itself would take seconds; parsing the body does not
+    assert_healthy(client)
+
+
+def test_a_provisioner_at_the_caps_is_checked(client: Client) -> None:
+    obj = json.loads(json.dumps(PROVISIONER))
+    obj["spec"]["requirements"] = [
+        *obj["spec"].get("requirements", []),
+        {"key": "example.com/team", "operator": "NotIn", "values": [f"t{i}" for i in range(1990)]},
+    ]
+    response = client.review("/validate/provisioners", obj)
+    assert "over the webhook's limit" not in response.get("status", {}).get("message", "")

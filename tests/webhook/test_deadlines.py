@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kube.support import GENEROUS, eventually
 
+from karpenter_policy.webhook import workcaps
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.server import Limits
 
@@ -35,7 +36,7 @@ MANY_UNKNOWN_NAMES: dict[str, Any] = {
             {
                 "key": "node.kubernetes.io/instance-type",
                 "operator": "In",
-                "values": [f"zz{i}.bogus{i}" for i in range(5000)],
+                "values": [f"zz{i}.bogus{i}" for i in range(50_000)],
             }
         ],
     },
@@ -48,6 +49,10 @@ HUGE_MEMORY["spec"]["limits"] = {"resources": {"memory": "1e99999999"}}
 
 @pytest.fixture(scope="module")
 def one_worker(cert_dir: Path) -> Iterator[Webhook]:
+    """One worker, and the work caps raised past MANY_UNKNOWN_NAMES (the workers, forked from this process, see
+    the raised caps): a check slow enough to meet its deadline, which the caps would otherwise refuse at once."""
+    raised = pytest.MonkeyPatch()
+    raised.setattr(workcaps, "MAX_VALUES", 1_000_000)
     options = WebhookOptions(
         self_signed=str(cert_dir),
         address="127.0.0.1",
@@ -60,6 +65,7 @@ def one_worker(cert_dir: Path) -> Iterator[Webhook]:
     server.start()
     yield server
     server.stop()
+    raised.undo()
 
 
 def _poll_healthz(port: int, ca: Path, stop: threading.Event, statuses: list[int]) -> None:

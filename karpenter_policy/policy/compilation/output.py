@@ -35,7 +35,7 @@ from karpenter_policy.policy.filestaging import (
     StagedFile,
     current_umask,
     discard_all,
-    is_leftover_of,
+    remove_leftovers,
     stage,
     sync_directory,
 )
@@ -275,23 +275,6 @@ def _remove_empty(directories: Iterable[str]) -> None:
             os.rmdir(directory)
 
 
-def _remove_leftovers(target: str, relatives: Iterable[str]) -> None:
-    """Temporary files of an earlier run that was killed between staging and renaming."""
-    by_directory: dict[str, set[str]] = {}
-    for relative in relatives:
-        full = os.path.join(target, *relative.split("/"))
-        by_directory.setdefault(os.path.dirname(full), set()).add(os.path.basename(full))
-    for directory, names in by_directory.items():
-        try:
-            entries = os.listdir(directory)
-        except OSError:
-            continue
-        for entry in entries:
-            if any(is_leftover_of(entry, name) for name in names):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(directory, entry))
-
-
 def write_output(files: Mapping[str, bytes], out_dir: str) -> OutputChanges:
     """Write `files` (relative POSIX path → content) into `out_dir` as the module docstring says; what changed.
     Raises OutputError: before anything changed, or — should a rename fail — saying what was and was not
@@ -306,7 +289,7 @@ def write_output(files: Mapping[str, bytes], out_dir: str) -> OutputChanges:
     record_path = os.path.join(target, OWNERSHIP_FILE)
     try:
         created = _make_directories(target, files)
-        _remove_leftovers(target, [*files, *owned, OWNERSHIP_FILE])
+        remove_leftovers(os.path.join(target, *r.split("/")) for r in [*files, *owned, OWNERSHIP_FILE])
         for relative, content in plan.writes.items():
             full = os.path.join(target, *relative.split("/"))
             staged[relative] = stage(full, content, plan.modes.get(relative, new_mode))

@@ -2,17 +2,18 @@
 
 Without `--write` the changes are printed as a unified diff; with it the files are rewritten in place, all of them
 or none (`filestaging.rewrite_all`: staged next to each file, renamed only when every one is ready; a file edited
-meanwhile is not overwritten). `--check` exits 1 when a file is (or was) not formatted, like `black --check` and
-`terraform fmt -check`. Templates (`*.yaml.j2`) are refused: their YAML exists only once rendered. Exit codes: 0
-formatted; 1 a file was not formatted (with `--check`) or cannot be read as YAML; 2 the tool could not run (a
-missing path, a template named, a file it cannot rewrite faithfully or cannot write).
+meanwhile is not overwritten; a symbolic link is never written through; the temporary files a killed
+`fmt --write` left next to the files are removed). `--check` exits 1 when a file is (or was) not formatted, like
+`black --check` and `terraform fmt -check`. Templates (`*.yaml.j2`) are refused: their YAML exists only once
+rendered. Exit codes: 0 formatted; 1 a file was not formatted (with `--check`) or cannot be read as YAML; 2 the
+tool could not run (a missing path, a template named, a file it cannot rewrite faithfully or cannot write).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from karpenter_policy.policy.filestaging import rewrite_all, unified_diff
+from karpenter_policy.policy.filestaging import LEFTOVER_NOTE, remove_leftovers, rewrite_all, unified_diff
 from karpenter_policy.policy.findings import CommandOutput
 from karpenter_policy.policy.formatting.fmt import CannotFormat, Formatted, format_text
 from karpenter_policy.policy.source.loader import (
@@ -58,6 +59,8 @@ def fmt_command(paths: Sequence[str], *, write: bool, check: bool, exclude: Sequ
     for result in results:
         log += result.notes
     changed = [r for r in results if r.changed]
+    if write:
+        log += [f"{path}: removed: {LEFTOVER_NOTE}" for path in remove_leftovers(r.file for r in results)]
     stdout = ""
     if write and changed and not could_not_run:
         outcome = rewrite_all(changed, "fmt")

@@ -92,6 +92,13 @@ def put_trailing_lines(container: CommentedMap, key: Hashable, text: str) -> Non
     _append_after(_tail(container, key), text)
 
 
+def canonical_keys(keys: Sequence[Hashable], order: Sequence[str]) -> list[Hashable]:
+    """`keys` in `order` (the keys it does not list after, as they were)."""
+    rank = {key: index for index, key in enumerate(order)}
+    position = {key: index for index, key in enumerate(keys)}
+    return sorted(keys, key=lambda k: (rank.get(str(k), len(order)), position[k]))
+
+
 def reorder(
     mapping: CommentedMap,
     order: Sequence[str],
@@ -102,8 +109,7 @@ def reorder(
     anything moved. `owner` is the mapping and key holding `mapping` (ruamel keeps the lines above its first key
     there too); without one — a document — the lines above the first key stay on top, as the file's header."""
     keys = list(mapping)
-    rank = {key: index for index, key in enumerate(order)}
-    wanted = sorted(keys, key=lambda k: (rank.get(str(k), len(order)), keys.index(k)))
+    wanted = canonical_keys(keys, order)
     if wanted == keys:
         return False
     before: dict[Hashable, str] = {}

@@ -3,9 +3,10 @@
 Without `--write` it prints a unified diff and exits 1 when any manifest needs a change (like `black --check`);
 with `--write` it rewrites the files in place, all or nothing (`write_plans`): every changed file is first
 checked — still as it was read, writable, its owner keepable — and its new content staged next to it
-(`filestaging`); only when all are ready are they renamed into place, each keeping its mode, owner and group (a
-symbolic link's target is rewritten, the link kept). A file edited between reading and writing is not
-overwritten: nothing is written and the run says so. The report names every file written and not written.
+(`filestaging`); only when all are ready are they renamed into place, each keeping its mode, owner and group. A
+symbolic link is never written through (nothing is then written), and a file edited between reading and writing
+is not overwritten: nothing is written and the run says so. The temporary files a killed `pin --write` left are
+removed. The report names every file written and not written.
 
 Every line that a rule does not change stays byte-identical: the edits are splices into the original text at
 the positions the YAML parser reports (a value replaced in the quoting style it had; new entries added after
@@ -39,7 +40,7 @@ from karpenter_policy.api.violations import (
     WORKLOAD_UNSCHEDULABLE,
 )
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.filestaging import WriteOutcome, rewrite_all, rewrite_one
+from karpenter_policy.policy.filestaging import LEFTOVER_NOTE, WriteOutcome, remove_leftovers, rewrite_all, rewrite_one
 from karpenter_policy.policy.filestaging import unified_diff as file_diff
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.pinning.rules import (
@@ -634,6 +635,7 @@ def pin_command(
     could_not_run = result.report.could_not_run or bool(result.unsafe)
     changed = result.changed
     outcome: WriteOutcome | None = None
+    removed = remove_leftovers(plan.file for plan in result.plans) if write else []
     if write and not errors and not could_not_run:
         outcome = write_plans(changed)
         could_not_run = bool(outcome.failed)
@@ -642,6 +644,7 @@ def pin_command(
         exit_code = 2 if could_not_run else 1 if errors or (changed and not write) else 0
         return CommandOutput(exit_code, _json(result, write, outcome, rules, notes), "")
     stderr: list[str] = list(notes)
+    stderr += [f"{path}: removed: {LEFTOVER_NOTE}" for path in removed]
     for file, reason in result.unsafe:
         stderr.append(f"{file}: error: cannot pin safely: {reason}")
     for file in result.skipped_templates:

@@ -78,9 +78,10 @@ def zone_elsewhere(key: str, value: str, table: CatalogTable) -> str | None:
     return region if region is not None and region != table.region else None
 
 
-def unknown_value_message(key: str, value: str, table: CatalogTable) -> str:
+def unknown_value_message(key: str, value: str, table: CatalogTable, *, hint: bool = True) -> str:
     """`karpenter.sh/capacity-type ondemand: no offering in us-east-1 has capacity type ondemand (capacity types:
-    on-demand or spot), did you mean on-demand?` — for a value of `key` that `known_values` lacks."""
+    on-demand or spot), did you mean on-demand?` — for a value of `key` that `known_values` lacks; without the
+    "did you mean" when not `hint` (each costs a scan of the names, ~15 ms among instance types)."""
     known = known_values(key, table) or ()
     elsewhere = zone_elsewhere(key, value, table)
     if elsewhere is not None:
@@ -88,7 +89,7 @@ def unknown_value_message(key: str, value: str, table: CatalogTable) -> str:
             f"{key} {value}: {value} is a zone of {elsewhere}, not of {table.region} (the region checked); "
             f"for {elsewhere}'s policies, check with --region {elsewhere}."
         )
-    hint = nearest_name(value, known)
+    suggestion = nearest_name(value, known) if hint else None
     if key == wk.ZONE:
         message = f"{key} {value}: not a zone of region {table.region} (zones: {', '.join(known)})"
     elif key in NAMED_KEYS:
@@ -106,4 +107,4 @@ def unknown_value_message(key: str, value: str, table: CatalogTable) -> str:
             message = f"{key} {value}: no {carrier} in {table.region} has {what} {shown(value)}"
             if len(known) <= _LISTED:
                 message += f" ({listing(known)})"
-    return message + (f", did you mean {hint}?" if hint else "")
+    return message + (f", did you mean {suggestion}?" if suggestion else "")

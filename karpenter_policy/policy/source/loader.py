@@ -6,7 +6,7 @@ a field path back to its line and column. Round-trip rewriting (fmt, pin) uses r
 
 Hostile input is refused with a `LoadError` (reported as `parse-error`), never a traceback: files over a size
 bound, binary or non-UTF-8 bytes, YAML errors, aliases that expand beyond a node budget (YAML bombs),
-duplicate keys, and keys that are not scalars.
+duplicate keys, keys that are not scalars, and a symbolic link that leads out of its repository (`confinement`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpenter_policy.api.violations import PARSE_ERROR
 from karpenter_policy.api.violations import Path as FieldPath
+from karpenter_policy.policy.source.confinement import escaping_link
 from karpenter_policy.policy.source.exclusion import excluded, excluded_by
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -226,9 +227,14 @@ def _read_stdin(max_bytes: int) -> bytes:
 
 
 def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """The file's text, refusing what is too large, binary or not UTF-8. `STDIN` is standard input."""
+    """The file's text, refusing what is too large, binary or not UTF-8, and a symbolic link that leads out of its
+    repository (`confinement`). `STDIN` is standard input."""
     if file == STDIN:
         return _decode(file, _read_stdin(max_bytes), max_bytes)
+    if (root := escaping_link(file)) is not None:  # never opened: nothing of it is parsed or printed
+        raise UnreadableFile(
+            file, f"not read: a symbolic link to a file outside the repository {root} (docs/hardening-inputs.md)", 0, 0
+        )
     try:
         mode = os.stat(file).st_mode
         if stat.S_ISDIR(mode):  # a directory `discover` could not list: say why

@@ -1,0 +1,74 @@
+"""What one Provisioner in an admission review may hold before any check runs: caps on the work a request can ask
+of a worker, set where no real Provisioner comes near them.
+
+The checks cost time in proportion to the requirements and their values (each value is validated, looked up in
+the catalog, and an unknown one named in a finding); one review with 100,000 instance-type values held a worker
+for ~9.5 s, and four at once pushed every other request's latency to seconds. A Provisioner over a cap is denied
+at once, with a message that says which cap and why, before the schema, the rules or the solver:
+
+* `MAX_REQUIREMENTS` (100) requirements — the cap Karpenter v1's NodePool CRD sets (`maxItems: 100` on
+  `spec.template.spec.requirements`, pkg/apis/crds/karpenter.sh_nodepools.yaml); well-known keys number about 20.
+* `MAX_VALUES` (2,000) values over all the requirements — every EC2 instance type of every region (about 1,400
+  in the embedded catalog) is fewer.
+* `MAX_NODE_ENTRIES` (200) labels, taints and startup taints in `spec` — each is a label or taint of every node
+  Karpenter launches; nodes carry a few dozen.
+* `MAX_METADATA_ENTRIES` (500) labels and annotations in `metadata` — tools add a handful.
+
+The count walks the requirements once (no copy, nothing parsed), so the UPDATE path pays microseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+MAX_REQUIREMENTS = 100
+MAX_VALUES = 2_000
+MAX_NODE_ENTRIES = 200
+MAX_METADATA_ENTRIES = 500
+
+
+def _size(value: object) -> int:
+    return len(value) if isinstance(value, (Mapping, list)) else 0
+
+
+def over_cap(obj: Mapping[str, Any]) -> str | None:
+    """Why `obj` (a Provisioner as sent) holds more than the caps allow, None when it does not. Shapes that are
+    not a list of mappings are left to the schema check, which reports them."""
+    spec = obj.get("spec")
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        entries = _size(metadata.get("labels")) + _size(metadata.get("annotations"))
+        if entries > MAX_METADATA_ENTRIES:
+            return (
+                f"metadata holds {entries} labels and annotations, over the webhook's limit of "
+                f"{MAX_METADATA_ENTRIES}; refused before any check"
+            )
+    if not isinstance(spec, Mapping):
+        return None
+    entries = sum(_size(spec.get(field)) for field in ("labels", "taints", "startupTaints"))
+    if entries > MAX_NODE_ENTRIES:
+        return (
+            f"spec holds {entries} labels, taints and startup taints, over the webhook's limit of "
+            f"{MAX_NODE_ENTRIES} (each is on every node launched; nodes carry a few dozen); refused before any check"
+        )
+    requirements = spec.get("requirements")
+    if not isinstance(requirements, list):
+        return None
+    if len(requirements) > MAX_REQUIREMENTS:
+        return (
+            f"spec.requirements holds {len(requirements)} requirements, over the webhook's limit of "
+            f"{MAX_REQUIREMENTS} (Karpenter v1's NodePool allows no more); refused before any check"
+        )
+    values = 0
+    for requirement in requirements:
+        listed = requirement.get("values") if isinstance(requirement, Mapping) else None
+        if isinstance(listed, list):
+            values += len(listed)
+    if values > MAX_VALUES:
+        return (
+            f"spec.requirements hold {values} values, over the webhook's limit of {MAX_VALUES} (every EC2 "
+            "instance type of a region is fewer: use instance families, categories or sizes instead of listing "
+            "types); refused before any check"
+        )
+    return None
