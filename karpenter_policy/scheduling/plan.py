@@ -65,16 +65,33 @@ class PodFailure:
         return refusals_message(self.reasons, self.relaxed)
 
 
+#: Refusal kinds (`scheduling.reasons`), the closest first: the provisioner took the pod's taints and requirements
+#: and lacked room (limits, instance sizes, topology, ports), before those that keep the pod away.
+CLOSEST_REFUSALS = ("limits", "resources", "instance-types", "topology", "host-ports", "requirements", "taint",
+                    "unavailable")
+
+
+def ranked_refusals(reasons: Mapping[str, Refusal]) -> list[tuple[str, Refusal]]:
+    """The refusals, the most relevant provisioner first: one that refused for want of room (limits, sizes,
+    topology, ports) accepted the pod's taints and requirements — the one the workload targets — before one whose
+    requirements or taints keep the pod away; ties in the scheduler's order. One order for every message: the
+    controller's FailedScheduling Event says what `check --workloads` says."""
+    order = {kind: i for i, kind in enumerate(CLOSEST_REFUSALS)}
+    ranked = sorted(enumerate(reasons.items()), key=lambda item: (order.get(item[1][1].kind, len(order)), item[0]))
+    return [pair for _, pair in ranked]
+
+
 def refusals_message(
     reasons: Mapping[str, Refusal],
     relaxed: Sequence[str] = (),
     nothing: str = "there is no provisioner that admits an instance type",
 ) -> str:
     """`no provisioner can launch a node for it: provisioner a: …; provisioner b: …` — why each template refused a
-    pod (`nothing`: what to say when there is no template), with what Karpenter relaxed first."""
+    pod, the most relevant first (`ranked_refusals`; `nothing`: what to say when there is no template), with what
+    Karpenter relaxed first."""
     if not reasons:
         return f"no provisioner can launch a node for it: {nothing}"
-    parts = [f"provisioner {name}: {reason}" for name, reason in reasons.items()]
+    parts = [f"provisioner {name}: {reason}" for name, reason in ranked_refusals(reasons)]
     text = "no provisioner can launch a node for it: " + "; ".join(parts)
     if relaxed:
         text += f" (after Karpenter relaxed the pod: {', '.join(relaxed)})"

@@ -108,8 +108,8 @@ def install_specs() -> dict[str, str]:
 @pytest.mark.slow
 def test_the_install_url_builds_the_release(release: Path, tmp_path: Path) -> None:
     specs = install_specs()
-    assert set(specs) == {"github-workflow.yaml", "github-workflow-compile.yaml", "argocd-repo-server-patch.yaml",
-                          "helm-values.yaml"}
+    assert set(specs) == {"github-workflow.yaml", "github-workflow-compile.yaml", "github-workflow-pr-comment.yaml",
+                          "argocd-repo-server-patch.yaml", "helm-values.yaml"}
     (spec,) = set(specs.values())
     assert spec == f"karpenter-policy @ git+{REPOSITORY}@{RELEASE}"
     local = spec.replace(REPOSITORY, f"file://localhost{release}")  # pip's parser wants a host in a git+ URL

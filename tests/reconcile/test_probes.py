@@ -186,8 +186,10 @@ def test_a_leader_the_api_server_stops_answering_stops_leading_and_turns_unready
     `ok (leading)`. Now the replica stops leading within its renew deadline (the gauge says 0), is not ready once the
     API server has been silent for a lease duration, and stays alive (its elector's requests are bounded)."""
     cluster = _ApiServer()
+    # A lease duration well above one hung attempt (0.9 s): /healthz allows a round lease_duration + retry_period,
+    # so a loaded machine's scheduling delays cannot read as a hung elector.
     elector = LeaderElector(cluster, "default", "karpenter-policy-reconcile", "leader",
-                            lease_duration=1.5, renew_deadline=1.0, retry_period=0.1).start()
+                            lease_duration=3.0, renew_deadline=1.0, retry_period=0.1).start()
     try:
         _, port = probed(cluster=cluster, elector=elector)
         assert eventually(lambda: get(port, "/readyz") == (200, "ok (leading)\n"))

@@ -29,7 +29,6 @@ from karpenter_policy.scheduling import (
     NodeClaimTemplate,
     Plan,
     Pod,
-    Refusal,
     Scheduler,
 )
 from karpenter_policy.scheduling.plan import PodFailure, refusals_message, refused_message
@@ -66,16 +65,15 @@ class Outcome:
         """The first node's launch."""
         return self.nodes[0].launch if self.nodes else None
 
-    def message(self, nothing: str, reasons: Mapping[str, Refusal] | None = None) -> str:
+    def message(self, nothing: str) -> str:
         """The `workload-unschedulable` message (only meaningful when some replica is left pending); `nothing`: what
-        to say when there is no provisioner; `reasons`: the failure's reasons in the order to tell them (default:
-        the scheduler's)."""
+        to say when there is no provisioner."""
         failure = self.failure
         assert failure is not None
         if failure.pod.shape.refused:
             text = refused_message(failure.pod.shape.refused)
         else:
-            text = refusals_message(failure.reasons if reasons is None else reasons, failure.relaxed, nothing)
+            text = refusals_message(failure.reasons, failure.relaxed, nothing)
         if self.replicas == 1:
             return text
         if self.unscheduled == self.replicas:

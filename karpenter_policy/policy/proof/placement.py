@@ -45,7 +45,7 @@ from karpenter_policy.policy.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Plan, Pod, Refusal, Scheduler
 from karpenter_policy.scheduling.evaluate import Evaluation, evaluate
-from karpenter_policy.scheduling.plan import ClaimPlan, refusals_message, refused_message
+from karpenter_policy.scheduling.plan import ClaimPlan, ranked_refusals, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
 from karpenter_policy.scheduling.reasons import format_resource
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, as_resources
@@ -56,10 +56,6 @@ _NO_PROVISIONER = "no Provisioner among the policies admits an instance type"
 HOURS_PER_MONTH = 730
 #: The cheapest offering of a fitting type: what Karpenter would launch first.
 Launch = ChosenOffering
-#: Refusal kinds (`scheduling.reasons`), the closest first: the provisioner took the pod's taints and requirements
-#: and lacked room (limits, instance sizes, topology, ports), before those that keep the pod away.
-CLOSEST_REFUSALS = ("limits", "resources", "instance-types", "topology", "host-ports", "requirements", "taint",
-                    "unavailable")
 
 
 # --- the templates ------------------------------------------------------------------------------------------
@@ -156,10 +152,9 @@ class Placement:
         provisioner's reason first (`ranked_reasons`)."""
         if self.refused:
             return refused_message(self.refused)
-        ranked = dict(self.ranked_reasons())  # the most relevant provisioner first
         if self.outcome is not None and self.outcome.failure is not None:
-            return self.outcome.message(_NO_PROVISIONER, ranked)
-        return refusals_message(ranked, self.relaxed, _NO_PROVISIONER)
+            return self.outcome.message(_NO_PROVISIONER)
+        return refusals_message(self.reasons, self.relaxed, _NO_PROVISIONER)
 
     @property
     def stranded(self) -> tuple[int, int]:
@@ -173,9 +168,7 @@ class Placement:
         """The refusals, the most relevant provisioner first: one that refused for want of room (limits, sizes,
         topology, ports) accepted the pod's taints and requirements — the one the workload targets — before one
         whose requirements or taints keep the pod away; ties in the scheduler's order."""
-        order = {kind: i for i, kind in enumerate(CLOSEST_REFUSALS)}
-        ranked = sorted(enumerate(self.reasons.items()), key=lambda item: (order.get(item[1][1].kind, 99), item[0]))
-        return [pair for _, pair in ranked]
+        return ranked_refusals(self.reasons)
 
     def lead(self) -> str:
         """`Job/model-training (1 of its 2 replicas) — provisioner gpu: …`: the line a report leads with when the
