@@ -244,3 +244,13 @@ def test_cli_passes_on_the_example_and_refuses_to_test_nothing() -> None:
     assert "placement tests: 3 of 3 hold" in held.stdout
     nothing = _cli("examples/workloads/policies", "--workloads", "examples/workloads/apps")
     assert nothing.returncode == 2 and "no PlacementTest" in nothing.stderr
+
+
+def test_markdown_is_a_comment_headed_by_the_verdict(tmp_path: Path) -> None:
+    policies, apps, suite = _write(tmp_path, _tests_yaml({k: CASES[k] for k in ("ok-arch", "bad-cost")}))
+    result = run_test_command([str(policies), str(suite)], [str(apps)], "markdown")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "### ❌ karpenter-policy test: 1 of 2 placement tests hold"
+    (failure,) = [line for line in lines if line.startswith("- ")]
+    assert "`placement-test-failed`" in failure and "test bad-cost: Deployment/db: expected at most" in failure

@@ -100,7 +100,8 @@ def _markdown(report: Report, tests: TestRun) -> str:
     """A pull-request comment: the verdict and how many tests hold, then each failed expectation."""
     errors = report.errors
     verdict = "❌" if errors else "✅"
-    lines = [f"### {verdict} karpenter-policy test: {tests.summary()}"]
+    held = tests.tests - tests.failed
+    lines = [f"### {verdict} karpenter-policy test: {held} of {tests.tests} placement tests hold"]
     findings = [f for f in report.sorted_findings() if f.severity == "error"]
     if findings:
         lines.append("")
