@@ -12,8 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
-from karpenter_policy.policy.proof.check import check_command
+from karpenter_policy.policy.findings import Location
+from karpenter_policy.policy.proof.check import CheckRun, check_command, run_check
+from karpenter_policy.policy.proof.placementtests import Expectation, PlacementTest, failures_of
 from karpenter_policy.policy.proof.testcommand import test_command as run_test_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,3 +259,46 @@ def test_markdown_is_a_comment_headed_by_the_verdict(tmp_path: Path) -> None:
     assert lines[0] == "### ❌ karpenter-policy test: 1 of 2 placement tests hold"
     (failure,) = [line for line in lines if line.startswith("- ")]
     assert "`placement-test-failed`" in failure and "test bad-cost: Deployment/db: expected at most" in failure
+
+
+ZONES = [f"us-east-1{letter}" for letter in "abcdef"]
+FAMILIES = ["c6g", "m6g", "m5", "r6g"]
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> CheckRun:
+    """The plan of the test policies and workloads (no PlacementTest): what the property below tests against."""
+    policies, apps, _ = _write(tmp_path_factory.mktemp("property"), "")
+    run = run_check([str(policies)], workloads=[str(apps)])
+    assert isinstance(run, CheckRun) and run.workloads is not None
+    return run
+
+
+def _holds(run: CheckRun, workload: str, key: str, values: list[str]) -> tuple[bool, str]:
+    test = PlacementTest("p", "t", "Deployment", workload, None, Expectation({key: values}), Location("t.yaml", 1))
+    assert run.workloads is not None
+    failures = failures_of(test, run.workloads)
+    return not failures, failures[0].message if failures else ""
+
+
+@deterministic(60)
+@given(
+    workload=st.sampled_from(["web", "db"]),
+    field=st.sampled_from([("zones", ZONES), ("capacityTypes", ["spot", "on-demand"]), ("instanceFamilies", FAMILIES)]),
+    data=st.data(),
+)
+def test_an_expectation_is_a_superset_of_what_is_planned(
+    planned: CheckRun, workload: str, field: tuple[str, list[str]], data: st.DataObject
+) -> None:
+    """Whatever set is expected: it holds for every superset of a set that holds, and a failure names a planned set
+    that is not within the expected one and that itself holds."""
+    key, universe = field
+    expected = data.draw(st.lists(st.sampled_from(universe), min_size=1, unique=True))
+    holds, message = _holds(planned, workload, key, expected)
+    if holds:
+        assert _holds(planned, workload, key, universe)[0]
+        return
+    shown = message.split(", planned [", 1)[1].rstrip("]")
+    named = shown.split(", ")
+    assert not set(named) <= set(expected)
+    assert _holds(planned, workload, key, named)[0]

@@ -39,6 +39,7 @@ __all__ = [
     "PlacementTest",
     "TestRun",
     "collect_placement_tests",
+    "failures_of",
     "is_placement_test",
     "run_placement_tests",
     "tests_of",
@@ -153,7 +154,7 @@ def run_placement_tests(documents: Iterable[Document], result: WorkloadCheck) ->
     for doc in documents:
         for test in tests_of(doc):
             run.tests += 1
-            failures = _test_failures(test, result, bills)
+            failures = failures_of(test, result, bills)
             run.failed += 1 if failures else 0
             run.findings += failures
     return run
@@ -164,7 +165,11 @@ def _finding(test: PlacementTest, at: Location, subject: str, message: str) -> F
                    object_ref(PLACEMENT_TEST_KIND, test.document))
 
 
-def _test_failures(test: PlacementTest, result: WorkloadCheck, bills: Mapping[str, Any]) -> list[Finding]:
+def failures_of(test: PlacementTest, result: WorkloadCheck, bills: Mapping[str, Any] | None = None) -> list[Finding]:
+    """A finding per expectation of `test` that does not hold for `result` (`bills`: its capacity plan's, by
+    workload ref; default: worked out here)."""
+    if bills is None:
+        bills = {bill.workload: bill for bill in result.capacity.bills()} if result.capacity is not None else {}
     wanted = f"{test.kind}/{test.workload}" + (f" in namespace {test.namespace}" if test.namespace else "")
     found = [p for p in result.placements if test.matches(p)]
     if len(found) != 1:
