@@ -344,6 +344,74 @@ def _scale_option(values: Sequence[str]) -> dict[str, int]:
     return scale
 
 
+@main.command("test", epilog=EPILOGS["test"])
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "--workloads",
+    "workload_paths",
+    multiple=True,
+    required=True,
+    type=click.Path(),
+    help="Workload files or directories the tests name workloads of (repeatable), as check --workloads.",
+)
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice((*FORMATS, "markdown")),
+    default="text",
+    show_default=True,
+    help="Report format: text, json, sarif, github, junit (a test case per PlacementTest file), or markdown.",
+)
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help=_REGION_HELP)
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=5000, show_default=True, help="Solver time limit.")
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+@click.option("--scale", "scale", multiple=True, metavar="KIND/NAME=N", help="Replicas of a workload, as check's.")
+@click.option("--spot-prices", "spot_prices_file", type=click.Path(dir_okay=False), help="As check's --spot-prices.")
+@_selection_options
+@_previous_generation_option
+def test(
+    paths: tuple[str, ...],
+    workload_paths: tuple[str, ...],
+    output: str,
+    catalog_file: str | None,
+    region: str | None,
+    timeout_ms: int,
+    values_file: str | None,
+    scale: tuple[str, ...],
+    spot_prices_file: str | None,
+    exclude: tuple[str, ...],
+    disabled: tuple[str, ...],
+    quiet: bool,
+    previous_generation: bool,
+) -> None:
+    """Run the PlacementTests among PATHS against where check --workloads places the workloads.
+
+    PATHS hold the policies and the PlacementTest files; default: policies/. Each
+    expectation that does not hold is a placement-test-failed error at its line: exit 1. No PlacementTest among
+    PATHS: exit 2.
+    """
+    from karpenter_policy.policy.proof.testcommand import test_command
+
+    selection = _selection(exclude, disabled)
+    _read_paths("test", paths or DEFAULT_PATHS, selection)
+    result = test_command(
+        paths or DEFAULT_PATHS,
+        workload_paths,
+        output,
+        catalog_file=catalog_file,
+        region=region,
+        timeout_ms=timeout_ms,
+        values_file=values_file,
+        scale=_scale_option(scale),
+        spot_prices_file=spot_prices_file,
+        selection=selection,
+        quiet=quiet,
+        previous_generation=previous_generation,
+    )
+    _finish(result)
+
+
 @main.command("compile", epilog=EPILOGS["compile"])
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("-o", "--out", "out", required=True, metavar="DIR|-", help="Output directory, or - for a YAML stream.")

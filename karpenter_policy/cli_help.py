@@ -86,6 +86,17 @@ EPILOGS: dict[str, str] = {
         ],
         _FINDINGS,
     ),
+    "test": _epilog(
+        [
+            "karpenter-policy test policies/ tests/placement/ --workloads apps/",
+            "karpenter-policy test policies/ --workloads apps/ --output junit > placement-tests.xml",
+        ],
+        [
+            (0, "every PlacementTest holds"),
+            (1, "an expectation does not hold, or a PlacementTest file is malformed"),
+            (2, f"{_COULD_NOT_RUN}, no PlacementTest among the paths"),
+        ],
+    ),
     "compile": _epilog(
         [
             "karpenter-policy compile policies/ -o build/",

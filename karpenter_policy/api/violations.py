@@ -62,6 +62,8 @@ TTL_CHURN = "ttl-churn"
 VOLUME_ZONES_CONFLICT = "volume-zones-conflict"
 #: a workload's replicas (a Job's parallelism) that is not an integer of 0 to 100,000.
 INVALID_REPLICAS = "invalid-replicas"
+#: (error) a PlacementTest expectation the plan of `check --workloads` does not meet (`karpenter-policy test`).
+PLACEMENT_TEST_FAILED = "placement-test-failed"
 
 
 @dataclass(frozen=True, slots=True)

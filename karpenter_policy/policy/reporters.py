@@ -52,6 +52,7 @@ RULE_DESCRIPTIONS = {
     "shadowed": "Higher-weight provisioners take every workload a provisioner could launch a node for.",
     "limits": "A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
     "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
+    "placement-test-failed": "A PlacementTest expectation does not hold for the planned placement of its workload.",
     "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
     "reserved-name": "A name that compile cannot use: its constraint set would overwrite the index of the sets.",
     "quantity-out-of-range": "A quantity beyond ±(2^63-1), what Kubernetes holds as an integer: read as that bound.",

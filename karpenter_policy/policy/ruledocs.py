@@ -113,6 +113,11 @@ FULL_DESCRIPTIONS = {
         "check --workloads: a workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires "
         "(`pin --write` adds them)."
     ),
+    "placement-test-failed": (
+        "test, or check --workloads with PlacementTest files among the policies: an expectation of a PlacementTest "
+        "(provisioner, capacity types, zones, architectures, instance families, unschedulable, maxMonthlyCost) "
+        "does not hold for the plan of its workload; reported at the expectation's line (docs/placement-tests.md)."
+    ),
     "pinning-conflict": (
         "Two PinningPolicy rules that match the same workload pin a nodeSelector key to different values."
     ),

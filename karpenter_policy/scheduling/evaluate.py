@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal
 from karpenter_policy.scheduling.scheduler import Scheduler, cheapest_launch, fresh_claim
@@ -22,15 +23,32 @@ from karpenter_policy.scheduling.topology import Topology
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A template that takes the pod: the instance types a new node of it may be (bits of its table, every type
-    that holds the pod: Karpenter's options) and the cheapest offering of those."""
+    that holds the pod: Karpenter's options), the cheapest offering of those, and the zones and capacity types
+    the claim's requirements allow (None: any)."""
 
     template: NodeClaimTemplate
     options: int
     launch: ChosenOffering | None
+    zone: Requirement | None = None
+    capacity_type: Requirement | None = None
 
     @property
     def instance_types(self) -> tuple[str, ...]:
         return self.template.table.names_of(self.options)
+
+    def offerings(self) -> set[tuple[str, str]]:
+        """The (zone, capacity type) pairs a node of this claim may be launched in: an available offering of one of
+        its options in a zone and capacity type its requirements allow."""
+        return {
+            (zone, capacity_type)
+            for zone, capacity_type in self.template.table.offered_pairs(self.options)
+            if (self.zone is None or self.zone.has(zone))
+            and (self.capacity_type is None or self.capacity_type.has(capacity_type))
+        }
+
+    def label_values(self) -> dict[str, set[str]]:
+        """Per instance-type label key (arch, instance family, ...), the values its options carry."""
+        return self.template.table.label_values(self.options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +85,7 @@ def evaluate(pod: Pod, scheduler: Scheduler) -> Evaluation:
                 refusals[template.name] = claim
                 continue
             launch = cheapest_launch(template.table, claim.options, claim.zone, claim.capacity_type)
-            candidates.append(Candidate(template, claim.options, launch))
+            candidates.append(Candidate(template, claim.options, launch, claim.zone, claim.capacity_type))
             if not topology.empty:  # undo what the claim recorded
                 topology = Topology(domains, (), scheduler.namespace_labels)
                 topology.update(pod, attempt)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from karpenter_policy.policy.findings import CommandOutput, Finding, Report
 from karpenter_policy.policy.options import OptionError, catalog_option, spot_prices_option, values_option
 from karpenter_policy.policy.pinning.rules import check_pinning, collect_pinning
 from karpenter_policy.policy.proof.costcomment import check_cost_lines, markdown_text
 from karpenter_policy.policy.proof.placement import WorkloadCheck, check_workloads, money, placement_info_lines
+from karpenter_policy.policy.proof.placementtests import TestRun, collect_placement_tests, run_placement_tests
 from karpenter_policy.policy.proof.provisioners import DEFAULT_TIMEOUT_MS, CheckedProvisioner, check_paths
 from karpenter_policy.policy.proof.solver import Verdict
 from karpenter_policy.policy.reporters import displayable, json_text, render
@@ -38,16 +40,66 @@ def check_command(
     With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
     replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot. `selection`:
     the files left out and the rules disabled; `quiet`: the findings alone (text and github output)."""
+    run = run_check(
+        paths,
+        catalog_file=catalog_file,
+        region=region,
+        timeout_ms=timeout_ms,
+        values_file=values_file,
+        workloads=workloads,
+        scale=scale,
+        spot_prices_file=spot_prices_file,
+        selection=selection,
+        previous_generation=previous_generation,
+    )
+    if isinstance(run, str):
+        return CommandOutput(2, "", f"karpenter-policy check: {run}\n")
+    report, checked, result = run.report, run.checked, run.workloads
+    text = render_check(report, checked, output, result, quiet, run.tests)
+    return CommandOutput(report.exit_code(fail_on_warn), text, "")
+
+
+@dataclass(slots=True)
+class CheckRun:
+    """What `check` found: the report, the proven provisioners and, with workloads, their placements and plan,
+    the PlacementTest documents among the policies and, with workloads, what their tests found."""
+
+    report: Report
+    checked: list[CheckedProvisioner]
+    workloads: WorkloadCheck | None = None
+    test_documents: list[Document] = field(default_factory=list)
+    tests: TestRun | None = None
+
+
+def run_check(
+    paths: Sequence[str],
+    *,
+    catalog_file: str | None = None,
+    region: str | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    values_file: str | None = None,
+    workloads: Sequence[str] | None = None,
+    scale: Mapping[str, int] | None = None,
+    spot_prices_file: str | None = None,
+    selection: Selection = EVERYTHING,
+    previous_generation: bool = False,
+) -> CheckRun | str:
+    """The checks of `check` (and `test`), unrendered; a str: why they could not run (a bad option)."""
     try:
         values = values_option(values_file)
         catalog = catalog_option(catalog_file, region, previous_generation)
         pricing = spot_prices_option(catalog, spot_prices_file) if workloads is not None else None
     except OptionError as error:
-        return CommandOutput(2, "", f"karpenter-policy check: {error}\n")
+        return str(error)
     pinning_policies: list[Document] = []
-    report, checked = check_paths(
-        paths, catalog, timeout_ms, values=values, on_valid=collect_pinning(pinning_policies), selection=selection
-    )
+    placement_tests: list[Document] = []
+    collectors = (collect_pinning(pinning_policies), collect_placement_tests(placement_tests))
+
+    def on_valid(doc: Document) -> None:
+        for collect in collectors:
+            collect(doc)
+
+    report, checked = check_paths(paths, catalog, timeout_ms, values=values, on_valid=on_valid, selection=selection)
     result = None
     if workloads is not None and pricing is not None:
         try:
@@ -63,9 +115,13 @@ def check_command(
                 capacity_catalog=pricing.catalog,
             )
         except OptionError as error:
-            return CommandOutput(2, "", f"karpenter-policy check: {error}\n")
+            return str(error)
         report.findings.extend(check_pinning(pinning_policies, checked, workloads))
-    return CommandOutput(report.exit_code(fail_on_warn), render_check(report, checked, output, result, quiet), "")
+    tests = None
+    if result is not None and placement_tests:
+        tests = run_placement_tests(placement_tests, result)
+        report.findings.extend(tests.findings)
+    return CheckRun(report, checked, result, placement_tests, tests)
 
 
 def render_check(
@@ -74,11 +130,13 @@ def render_check(
     output: str,
     workloads: WorkloadCheck | None = None,
     quiet: bool = False,
+    tests: TestRun | None = None,
 ) -> str:
     """The report in `output` format, with the proven provisioners: in text one info line each (before the
     summary), in JSON a `provisioners` section next to the JSON report's `findings` and `summary`. With
     `workloads` (`--workloads`), the same for each workload (where it goes: `workloads` in JSON) and the capacity
-    plan (`capacity` in JSON; a table after the summary in text; the table alone is what `markdown` adds)."""
+    plan (`capacity` in JSON; a table after the summary in text; the table alone is what `markdown` adds). With
+    `tests` (PlacementTests ran), how many held: a line before the summary, `placement_tests` in JSON."""
     placements = workloads.placements if workloads is not None else None
     capacity = workloads.capacity if workloads is not None else None
     if output == "markdown":
@@ -94,6 +152,8 @@ def render_check(
             document["workloads"] = [p.to_json() for p in placements]
         if capacity is not None:
             document["capacity"] = capacity.to_json()
+        if tests is not None:
+            document["placement_tests"] = tests.to_json()
         return json_text(document)
     if output == "text" and (proven or placements):
         lines = text.rstrip("\n").split("\n")
@@ -101,6 +161,7 @@ def render_check(
         info += placement_info_lines(placements or ())
         if capacity is not None:  # before the summary line, which stays last
             info += [capacity.summary(), *(capacity.table() if capacity.nodes else [])]
+        info += [tests.summary()] if tests is not None else []
         return "\n".join([*lines[:-1], *info, lines[-1]]) + "\n"
     return text
 

@@ -44,7 +44,7 @@ from karpenter_policy.policy.proof.workloadhints import label_hint_findings, top
 from karpenter_policy.policy.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.policy.source.workloads import Workload, read_workloads
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Plan, Pod, Refusal, Scheduler
-from karpenter_policy.scheduling.evaluate import Evaluation, evaluate
+from karpenter_policy.scheduling.evaluate import Candidate, Evaluation, evaluate
 from karpenter_policy.scheduling.plan import ClaimPlan, ranked_refusals, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
 from karpenter_policy.scheduling.reasons import format_resource
@@ -121,6 +121,8 @@ class Placement:
     overhead: ResourceList = field(default_factory=dict)
     daemon_sets: tuple[str, ...] = ()
     outcome: Outcome | None = None
+    #: what the pod alone decided (the claim's options, zones and capacity types: what PlacementTests compare)
+    chosen: Candidate | None = field(default=None, compare=False, repr=False)
 
     @property
     def refused(self) -> str | None:
@@ -306,6 +308,7 @@ def _placement(
         overhead=as_resources(template.overhead),
         daemon_sets=template.daemon_sets,
         outcome=outcome,
+        chosen=chosen,
     )
 
 

@@ -18,6 +18,7 @@ from karpenter_policy.api.kinds import (
     NODE_TEMPLATE_KIND,
     PINNING_POLICY_API_VERSION,
     PINNING_POLICY_KIND,
+    PLACEMENT_TEST_KIND,
     POLICY_KINDS,
     PROVISIONER_API_VERSION,
     PROVISIONER_KIND,
@@ -55,6 +56,7 @@ _RULES: dict[str, Callable[[Mapping[str, Any]], list[Violation]]] = {
     PROVISIONER_KIND: validate_provisioner,
     NODE_TEMPLATE_KIND: validate_node_template,
     PINNING_POLICY_KIND: _validate_pinning_policy,
+    PLACEMENT_TEST_KIND: lambda data: [],  # the schema says it all; workload references are resolved by `test`
 }
 
 
