@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import math
 import os
 import re
 import signal
@@ -62,11 +63,14 @@ class StartupError(Exception):
 
 
 def parse_duration(value: str, flag: str) -> float:
-    """`1s`, `500ms`, `2m`, `1.5` (seconds) → seconds; StartupError names the flag."""
+    """`1s`, `500ms`, `2m`, `1.5` (seconds) → seconds; StartupError names the flag. A number too large for a
+    float (hundreds of digits) reads as infinity: refused too, as no timer can wait for it."""
     match = _DURATION.match(str(value))
-    if not match or float(match[1]) <= 0:
-        raise StartupError(f"{flag} {value!r}: expected a positive duration such as 1s, 500ms or 2m")
-    return float(match[1]) * _UNITS[match[2]]
+    seconds = float(match[1]) * _UNITS[match[2]] if match else 0.0
+    if not 0 < seconds < math.inf:
+        shown = value if len(value) <= 64 else f"{value[:32]}… ({len(value)} characters)"
+        raise StartupError(f"{flag} {shown!r}: expected a positive finite duration such as 1s, 500ms or 2m")
+    return seconds
 
 
 @dataclass(slots=True)

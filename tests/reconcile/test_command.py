@@ -232,3 +232,13 @@ def test_the_command_provisions_a_cluster_end_to_end_until_sigterm(
     assert "found 3 provisionable pod(s)" in messages
     assert f"Bound 3 pod(s) to node {objects.name(node)}" in messages
     assert "received SIGTERM, stopping" in messages and messages[-1] == "stopped"
+
+
+@pytest.mark.parametrize("value", ["9" * 4000 + "s", "1e99999999s", ".infs", "nan", "0s", "-5s"])
+def test_a_duration_no_timer_can_wait_for_is_refused_naming_the_flag(value: str) -> None:
+    """A 4,000-digit duration read as float infinity was accepted (a registration TTL that never ran out)."""
+    from karpenter_policy.reconcile.command import StartupError, parse_duration
+
+    with pytest.raises(StartupError, match="--registration-ttl .*positive finite duration") as refused:
+        parse_duration(value, "--registration-ttl")
+    assert len(str(refused.value)) < 200
