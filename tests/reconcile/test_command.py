@@ -96,10 +96,10 @@ def test_an_unknown_log_level_is_refused() -> None:
     fast_first([
         (["--constraints", "{missing}"], "not a directory (nor configmap/NAMESPACE/NAME)"),
         (["--constraints", "configmap/only-a-name"], "expected configmap/NAMESPACE/NAME"),
-        (["--batch-idle-duration", "1x"], "--batch-idle-duration '1x': expected a positive duration"),
+        (["--batch-idle-duration", "1x"], "--batch-idle-duration '1x': expected a positive finite duration"),
         (["--batch-idle-duration", "20s"], "--batch-max-duration must be at least --batch-idle-duration"),
         (["--kubernetes-version", ""], "--kubernetes-version is required"),
-        (["--registration-ttl", "0m"], "--registration-ttl '0m': expected a positive duration"),
+        (["--registration-ttl", "0m"], "--registration-ttl '0m': expected a positive finite duration"),
         (["--kubeconfig", "{missing}"], "kubeconfig"),
     ], unpack=True),
 )
