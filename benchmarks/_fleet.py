@@ -165,7 +165,7 @@ def build_fleet(
     with the testing API's scene (karpenter_policy.testing) where the tree has it, else as the controller of a
     baseline tree registers nodes (`node_object`)."""
     from karpenter_policy.catalog import load_catalog
-    from karpenter_policy.cloud.fake import FakeCloudProvider
+    from karpenter_policy.fakes.cloud import FakeCloudProvider
     from karpenter_policy.kube import objects
 
     catalog = load_catalog()
@@ -194,10 +194,10 @@ def _build_fleet_baseline(
     import datetime as dt
 
     from karpenter_policy.catalog import load_catalog
-    from karpenter_policy.cloud.fake import FakeCloudProvider
     from karpenter_policy.cloud.provider import LaunchRequest
+    from karpenter_policy.fakes.cloud import FakeCloudProvider
+    from karpenter_policy.fakes.cluster import MemoryCluster
     from karpenter_policy.kube import objects
-    from karpenter_policy.kube.memory import MemoryCluster
     from karpenter_policy.model.instancetypes import ChosenOffering
 
     constraints = _compat("karpenter_policy.reconcile.constraints")

@@ -311,12 +311,12 @@ class Stages:
 def run_stages(corpus: Corpus, provisioners: int, cpu: int, stages: Stages) -> None:
     """One in-process pass, stage by stage, each timed on its own (pinned)."""
     from karpenter_policy.catalog import clear_catalog_cache, load_catalog
-    from karpenter_policy.policy.findings import Report
-    from karpenter_policy.policy.proof.provisioners import check_provisioner
-    from karpenter_policy.policy.proof.solver import Solver
-    from karpenter_policy.policy.source.files import load_file
-    from karpenter_policy.policy.source.loader import discover
-    from karpenter_policy.policy.validation.policies import check_document
+    from karpenter_policy.checks.findings import Report
+    from karpenter_policy.checks.proof.provisioners import check_provisioner
+    from karpenter_policy.checks.proof.solver import Solver
+    from karpenter_policy.checks.source.files import load_file
+    from karpenter_policy.checks.source.loader import discover
+    from karpenter_policy.checks.validation.policies import check_document
 
     def parse() -> list[Any]:
         files, _ = discover([str(corpus.directory)])
@@ -355,7 +355,7 @@ def run_stages(corpus: Corpus, provisioners: int, cpu: int, stages: Stages) -> N
     )
 
     try:
-        from karpenter_policy.policy.compilation.compiler import CompileOptions, compile_paths
+        from karpenter_policy.commands.compile.compiler import CompileOptions, compile_paths
     except ImportError as error:
         stages.notes["compile"] = f"n/a ({error})"
         return
@@ -381,8 +381,8 @@ def run_stages(corpus: Corpus, provisioners: int, cpu: int, stages: Stages) -> N
 
 def run_in_process(corpus: Corpus, provisioners: int, cpu: int) -> tuple[float, float]:
     from karpenter_policy.catalog import clear_catalog_cache
-    from karpenter_policy.policy.proof.check import render_check
-    from karpenter_policy.policy.proof.provisioners import check_paths
+    from karpenter_policy.checks.proof.provisioners import check_paths
+    from karpenter_policy.commands.check import render_check
 
     def full() -> tuple[str, int]:
         clear_catalog_cache()
@@ -604,10 +604,10 @@ def check_workload_report(report: dict[str, Any], corpus: Corpus, workloads: Wor
 def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: int,
                    log: Callable[[str], None]) -> int:
     from karpenter_policy.catalog import clear_catalog_cache
-    from karpenter_policy.policy.proof.check import render_check
-    from karpenter_policy.policy.proof.placement import check_workloads, schedule
-    from karpenter_policy.policy.proof.provisioners import check_paths
-    from karpenter_policy.policy.source.workloads import read_workloads
+    from karpenter_policy.checks.proof.placement import check_workloads, schedule
+    from karpenter_policy.checks.proof.provisioners import check_paths
+    from karpenter_policy.checks.source.workloads import read_workloads
+    from karpenter_policy.commands.check import render_check
 
     workloads = generate_workloads(args.work.resolve() / "check-workloads", corpus, args.workloads)
     log(f"generated {args.workloads} workloads (+{len(DAEMON_SETS)} DaemonSets) in {workloads.directory}; planted "

@@ -51,8 +51,8 @@ from karpenter_policy.catalog import load_catalog  # noqa: E402
 from karpenter_policy.cloud.aws.api import AwsConnection  # noqa: E402
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings  # noqa: E402
 from karpenter_policy.cloud.provider import Instance, LaunchRequest  # noqa: E402
+from karpenter_policy.fakes.cluster import MemoryCluster  # noqa: E402
 from karpenter_policy.kube import objects  # noqa: E402
-from karpenter_policy.kube.memory import MemoryCluster  # noqa: E402
 from karpenter_policy.model.instancetypes import InstanceType  # noqa: E402
 from karpenter_policy.reconcile import logs  # noqa: E402
 from karpenter_policy.reconcile.constraints import DirectorySource  # noqa: E402

@@ -112,7 +112,7 @@ def serve_over_http(fleet: Any, url: str) -> None:
 
 
 def measure(nodes: int, repeat: int, url: str | None = None) -> dict[str, Any]:
-    from karpenter_policy.cloud.fakequeue import FakeQueue
+    from karpenter_policy.fakes.queue import FakeQueue
     from karpenter_policy.kube import objects
     from karpenter_policy.kube.lease import LeaderElector
 

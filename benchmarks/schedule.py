@@ -195,8 +195,8 @@ SEED_APP_REPLICAS = {
 
 def seed_apps_scenario(table: InstanceTable) -> Scenario:
     """The seeds' apps read as `check --workloads` reads them, with their DaemonSet, on the example provisioners."""
-    from karpenter_policy.policy.proof.placement import daemon_pods, pods_of
-    from karpenter_policy.policy.source.workloads import read_workloads
+    from karpenter_policy.checks.proof.placement import daemon_pods, pods_of
+    from karpenter_policy.checks.source.workloads import read_workloads
 
     templates = provisioner_templates(table, REPOSITORY / "examples" / "workloads" / "policies")
     found = read_workloads([str(REPOSITORY / "examples" / "workloads" / "apps")])

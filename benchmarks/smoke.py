@@ -91,7 +91,7 @@ def probe_validate(work: Path) -> list[Ratio]:
     import jsonschema
     import yaml
 
-    from karpenter_policy.policy.validation.policies import validate_paths
+    from karpenter_policy.checks.validation.policies import validate_paths
 
     corpus = validate_benchmark.generate(work / "validate", 300)
     schema = json.loads((validate_benchmark.REPOSITORY / "schemas" / "provisioner.v1alpha5.json").read_text())
@@ -117,8 +117,8 @@ def probe_validate(work: Path) -> list[Ratio]:
 
 def probe_check(work: Path) -> list[Ratio]:
     from karpenter_policy.catalog import clear_catalog_cache, load_catalog
-    from karpenter_policy.policy.proof.provisioners import check_paths
-    from karpenter_policy.policy.validation.policies import validate_paths
+    from karpenter_policy.checks.proof.provisioners import check_paths
+    from karpenter_policy.checks.validation.policies import validate_paths
 
     corpus = check_benchmark.generate(work / "check", 60)
 
@@ -136,8 +136,8 @@ def probe_check(work: Path) -> list[Ratio]:
 
 def probe_check_workloads(work: Path) -> list[Ratio]:
     from karpenter_policy.catalog import clear_catalog_cache, load_catalog
-    from karpenter_policy.policy.proof.placement import check_workloads
-    from karpenter_policy.policy.proof.provisioners import check_paths
+    from karpenter_policy.checks.proof.placement import check_workloads
+    from karpenter_policy.checks.proof.provisioners import check_paths
 
     corpus = check_benchmark.generate(work / "check-w", 30)
     small = check_benchmark.generate_workloads(work / "workloads-small", corpus, 100)
@@ -336,7 +336,7 @@ def probe_churn(work: Path) -> list[Ratio]:
 
 
 def _render_json(report: Any, checked: Any) -> str:
-    from karpenter_policy.policy.proof.check import render_check
+    from karpenter_policy.commands.check import render_check
 
     return render_check(report, checked, "json", None)
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/soak.py [--seed 42] [--hours 2] [--report soak.html] [--json]
 
-The simulation of `karpenter-policy simulate` (karpenter_policy/reconcile/sim: the controller, an in-memory
+The simulation of `karpenter-policy simulate` (karpenter_policy/simulate: the controller, an in-memory
 cluster, moto's EC2 in the process, a virtual clock) plays a trace made from the seed:
 
 - `inflate` (examples/workloads/apps/inflate.yaml, pods of one vCPU on the spot `default` provisioner) rescaled
@@ -47,16 +47,16 @@ from _common import REPOSITORY
 
 from karpenter_policy.api.workloads import Workload as BaseWorkload
 from karpenter_policy.catalog import Catalog, load_catalog
+from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.model.allocatable import allocatable
 from karpenter_policy.model.resources import CPU, MEMORY
-from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
-from karpenter_policy.reconcile.sim.command import overwritten_input
-from karpenter_policy.reconcile.sim.driver import Simulation, SimulationOptions, SimulationResult, Step
-from karpenter_policy.reconcile.sim.report import Reference, render_comparison
-from karpenter_policy.reconcile.sim.report import Run as ReportRun
-from karpenter_policy.reconcile.sim.timeline import Figures
-from karpenter_policy.reconcile.sim.workloads import Workload
+from karpenter_policy.simulate.command import overwritten_input
+from karpenter_policy.simulate.driver import Simulation, SimulationOptions, SimulationResult, Step
+from karpenter_policy.simulate.report import Reference, render_comparison
+from karpenter_policy.simulate.report import Run as ReportRun
+from karpenter_policy.simulate.timeline import Figures
+from karpenter_policy.simulate.workloads import Workload
 
 WORK = REPOSITORY / "benchmarks" / ".work" / "soak"
 POLICIES = REPOSITORY / "examples" / "workloads" / "policies"

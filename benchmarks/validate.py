@@ -397,8 +397,8 @@ def run_cli(corpus: Corpus, cpu: int) -> Completed:
 
 def run_in_process(corpus: Corpus, cpu: int) -> tuple[float, float]:
     """validate_paths + the JSON report in this process (pinned to `cpu` meanwhile): (wall, cpu) seconds."""
-    from karpenter_policy.policy.reporters import render
-    from karpenter_policy.policy.validation.policies import validate_paths
+    from karpenter_policy.checks.reporters import render
+    from karpenter_policy.checks.validation.policies import validate_paths
 
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})

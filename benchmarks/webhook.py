@@ -239,8 +239,8 @@ def flood(args: argparse.Namespace) -> None:
 
 def _bodies() -> list[str]:
     sys.path.insert(0, str(REPOSITORY))
-    from karpenter_policy.policy.source.files import load_file
-    from karpenter_policy.policy.source.loader import LoadError
+    from karpenter_policy.checks.source.files import load_file
+    from karpenter_policy.checks.source.loader import LoadError
 
     objects: list[Any] = []
     for directory in EXAMPLES:
@@ -673,7 +673,7 @@ def main() -> None:
         )
 
 
-#: What `Solver` reads to behave as before issue #12 (policy/proof/solver.py: Z3 decides every verdict, in z3's
+#: What `Solver` reads to behave as before issue #12 (checks/proof/solver.py: Z3 decides every verdict, in z3's
 #: global context) — the "before" column of the fresh-requirements comparison, in the same run.
 BASELINE_ENV = "KARPENTER_POLICY_SOLVER_BASELINE"
 

@@ -1,4 +1,4 @@
-"""`karpenter-policy` command line: parses flags, calls the policy package, maps results to exit codes.
+"""`karpenter-policy` command line: parses flags, calls the commands, maps results to exit codes.
 
 Exit codes (docs/cli.md, "Exit codes"; each command's --help, from cli_help.py): 0 no errors; 1 findings of severity
 error (warnings too with --strict, or its older name --fail-on-warn); 2 usage error or the tool could not run (a
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import click
 
 from karpenter_policy import __version__
+from karpenter_policy.checks.findings import CommandOutput
+from karpenter_policy.checks.reporters import FORMATS, displayable, render
+from karpenter_policy.checks.selection import Selection
 from karpenter_policy.cli_help import EPILOGS, version_line
 from karpenter_policy.logformat import DEFAULT_LEVEL as DEFAULT_LOG_LEVEL
 from karpenter_policy.logformat import FORMATS as LOG_FORMATS
 from karpenter_policy.logformat import LEVELS as LOG_LEVELS
-from karpenter_policy.policy.findings import CommandOutput
-from karpenter_policy.policy.reporters import FORMATS, displayable, render
-from karpenter_policy.policy.selection import Selection
 
 if TYPE_CHECKING:
     from karpenter_policy.catalog import Catalog
@@ -84,8 +84,8 @@ def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
     """--exclude and --disable; an unknown rule, or one that cannot be disabled, is a usage error (exit 2)."""
     import difflib
 
-    from karpenter_policy.policy.reporters import RULE_DESCRIPTIONS
-    from karpenter_policy.policy.suppression import UNSUPPRESSIBLE
+    from karpenter_policy.checks.reporters import RULE_DESCRIPTIONS
+    from karpenter_policy.checks.suppression import UNSUPPRESSIBLE
 
     rules = {rule.strip() for value in disabled for rule in value.split(",") if rule.strip()}
     for rule in sorted(rules):
@@ -105,7 +105,7 @@ def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
 def _read_paths(command: str, paths: Sequence[str], selection: Selection) -> None:
     """Say which named PATHS --exclude leaves out; exit 2 when no policy file is left to read (a run that reads
     nothing must not pass)."""
-    from karpenter_policy.policy.source.loader import exclusion_notes
+    from karpenter_policy.checks.source.loader import exclusion_notes
 
     notes, error = exclusion_notes(paths, selection.exclude, command)
     for line in [*notes, *([error] if error else [])]:
@@ -220,11 +220,11 @@ def validate(
     """
     selection = _selection(exclude, disabled)
     _read_paths("validate", paths or DEFAULT_PATHS, selection)
-    from karpenter_policy.policy.validation.policies import validate_paths
+    from karpenter_policy.checks.validation.policies import validate_paths
 
     values = None
     if values_file is not None:  # jinja2 only when there are templates to render
-        from karpenter_policy.policy.source.templating import ValuesError, load_values
+        from karpenter_policy.checks.source.templating import ValuesError, load_values
 
         try:
             values = load_values(values_file)
@@ -304,7 +304,7 @@ def check(
     reaches (shadowed), and the nodes every replica needs with the fleet's $/h (the capacity plan). PATHS are
     files or directories, or - for standard input; default: policies/.
     """
-    from karpenter_policy.policy.proof.check import check_command
+    from karpenter_policy.commands.check import check_command
 
     selection = _selection(exclude, disabled)
     _read_paths("check", paths or DEFAULT_PATHS, selection)
@@ -391,7 +391,7 @@ def test(
     expectation that does not hold is a placement-test-failed error at its line: exit 1. No PlacementTest among
     PATHS: exit 2.
     """
-    from karpenter_policy.policy.proof.testcommand import test_command
+    from karpenter_policy.commands.test import test_command
 
     selection = _selection(exclude, disabled)
     _read_paths("test", paths or DEFAULT_PATHS, selection)
@@ -484,8 +484,8 @@ def compile_(
     In DIR, only files compile wrote there before are replaced or removed (listed in DIR/.karpenter-policy-output);
     others are left alone.
     """
-    from karpenter_policy.policy.compilation.compiler import compile_command
-    from karpenter_policy.policy.compilation.manifests import invalid_name
+    from karpenter_policy.commands.compile.compiler import compile_command
+    from karpenter_policy.commands.compile.manifests import invalid_name
 
     selection = _selection(exclude, disabled)
     if default_instance_profile and node_role:
@@ -554,7 +554,7 @@ def pin(
     With --write: rewrite them in place (atomically); every line no rule changes stays byte-identical. The pinned
     workloads are proven schedulable on the policies' provisioners before anything is written.
     """
-    from karpenter_policy.policy.pinning.pin import load_policies, pin_command, schedulability_prover
+    from karpenter_policy.commands.pin import load_policies, pin_command, schedulability_prover
 
     values, catalog_ = _values_and_catalog("pin", values_file, catalog_file, region, load=not no_prove)
     policies = load_policies(policy_paths or DEFAULT_PATHS, solve=not no_prove, catalog=catalog_, values=values)
@@ -581,7 +581,7 @@ def fmt(paths: tuple[str, ...], write: bool, check: bool, exclude: tuple[str, ..
     PATHS are files or directories (*.yaml, *.yml; templates are not formatted); default: policies/. Without
     --write: print a unified diff. With --write: rewrite the files in place, all or none.
     """
-    from karpenter_policy.policy.formatting.command import fmt_command
+    from karpenter_policy.commands.fmt.command import fmt_command
 
     _finish(fmt_command(paths or DEFAULT_PATHS, write=write, check=check, exclude=exclude))
 
@@ -595,7 +595,7 @@ def _values_and_catalog(
     previous_generation: bool = False,
 ) -> tuple[dict[str, Any] | None, Catalog | None]:
     """--values and --catalog/--region, loaded (policy.options); a problem with either exits 2."""
-    from karpenter_policy.policy.options import OptionError, catalog_option, values_option
+    from karpenter_policy.checks.options import OptionError, catalog_option, values_option
 
     try:
         values = values_option(values_file)
@@ -661,7 +661,7 @@ def diff(
     move to other instance types. Exit 1 when HEAD has errors or a workload becomes unschedulable (with
     --exit-code: when anything differs).
     """
-    from karpenter_policy.policy.comparison.diff import diff_command
+    from karpenter_policy.commands.diff import diff_command
 
     values, catalog_ = _values_and_catalog(
         "diff", values_file, catalog_file, region, previous_generation=previous_generation
@@ -752,7 +752,7 @@ def catalog_show(
 ) -> None:
     """What the catalog of a region holds: its date, counts, zones and regions; with TYPEs, their facts, labels,
     zones and price, and the source of each fact. Exit 1 when a TYPE is not in it."""
-    from karpenter_policy.policy.catalog_show import show_catalog
+    from karpenter_policy.commands.catalog import show_catalog
 
     _, catalog_ = _values_and_catalog(
         "catalog show", None, catalog_file, region, previous_generation=previous_generation
@@ -917,10 +917,10 @@ def simulate(
     """Run the controller on an in-memory cluster against EC2 served by moto in this process (no cluster, no AWS
     account): the workloads are created, then scaled step by step; prints the controller's log, the nodes
     (type, zone, capacity type, pods, cpu/memory use, $/h) and the fleet's $/h. Exit 1 when pods stay pending."""
-    from karpenter_policy.policy.findings import Report
-    from karpenter_policy.policy.reporters import render
-    from karpenter_policy.policy.source.workloads import read_workloads
-    from karpenter_policy.reconcile.sim.command import overwritten_input, simulate_command
+    from karpenter_policy.checks.findings import Report
+    from karpenter_policy.checks.reporters import render
+    from karpenter_policy.checks.source.workloads import read_workloads
+    from karpenter_policy.simulate.command import overwritten_input, simulate_command
 
     if report is not None and (why := overwritten_input(report, [constraints, *workload_paths])) is not None:
         raise click.BadParameter(f"{report}: {why}; write the report elsewhere", param_hint="--report")

@@ -83,7 +83,7 @@ def test_errors_exit_1_and_point_at_the_line(tmp_path: Path) -> None:
 
 def test_validate_does_not_load_cloud_cluster_or_solver_clients() -> None:
     code = (
-        "import sys; from karpenter_policy.policy.validation.policies import validate_paths;"
+        "import sys; from karpenter_policy.checks.validation.policies import validate_paths;"
         "r = validate_paths(['policies']); assert r.errors == 0;"
         "print(sorted(m for m in ('kubernetes', 'boto3', 'z3', 'ruamel') if m in sys.modules))"
     )

@@ -364,7 +364,7 @@ def test_sarif_rules_carry_a_full_description_help_and_their_page(tmp_path: Path
 
 
 def test_every_rule_page_names_its_rule() -> None:
-    from karpenter_policy.policy.reporters import RULE_DESCRIPTIONS
+    from karpenter_policy.checks.reporters import RULE_DESCRIPTIONS
 
     pages = {p.stem for p in (ROOT / "docs" / "rules").glob("*.md")}
     assert pages >= set(RULE_DESCRIPTIONS)

@@ -4,7 +4,7 @@
 how many pods it runs at once; :func:`template_path_of` and :func:`replicas_of` read a manifest with it
 (`replicas_of` refuses what is no number of pods the tool plans: the `invalid-replicas` rule). :class:`Workload` is
 one pod template of a manifest as both `check --workloads` (which adds where it is written and its pods' shape,
-`policy.source.workloads`) and `simulate` (which adds a run time, `reconcile.sim.workloads`) use it.
+`checks.source.workloads`) and `simulate` (which adds a run time, `simulate.workloads`) use it.
 """
 
 from __future__ import annotations

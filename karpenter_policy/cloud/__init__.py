@@ -1,5 +1,5 @@
 """Cloud providers: the :class:`CloudProvider` protocol the reconciler launches nodes through, its errors, and
-an in-memory fake (:mod:`karpenter_policy.cloud.fake`) for controller tests.
+an in-memory fake (:mod:`karpenter_policy.fakes.cloud`) for controller tests.
 
 Adapters live in subpackages (``aws/`` is the only boto3 importer). Callers catch :class:`CloudError` and
 report it; an SDK exception never escapes an adapter.

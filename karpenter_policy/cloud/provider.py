@@ -8,7 +8,7 @@ availability). Offerings that just failed for lack of capacity are unavailable f
 :data:`UNAVAILABLE_OFFERING_TTL` seconds, so the scheduler picks other ones meanwhile.
 
 Implementations: :class:`karpenter_policy.cloud.aws.provider.AwsCloudProvider` (boto3, CreateFleet) and
-:class:`karpenter_policy.cloud.fake.FakeCloudProvider` (in memory, for controller tests).
+:class:`karpenter_policy.fakes.cloud.FakeCloudProvider` (in memory, for controller tests).
 """
 
 from __future__ import annotations

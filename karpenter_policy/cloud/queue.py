@@ -7,7 +7,7 @@ forever otherwise). A received message that is not deleted becomes visible again
 timeout, so a replica that stops between receiving and handling loses nothing.
 
 Implementations: :class:`karpenter_policy.cloud.aws.sqs.SqsQueue` (boto3) and
-:class:`karpenter_policy.cloud.fakequeue.FakeQueue` (in memory, for tests and simulations).
+:class:`karpenter_policy.fakes.queue.FakeQueue` (in memory, for tests and simulations).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``Cluster`` protocol: everything the reconciler asks of Kubernetes, and the values it gets back.
 
 Two implementations keep the same semantics and pass the same behavioural tests:
-:class:`~karpenter_policy.kube.memory.MemoryCluster` (in memory, for tests and simulation) and
+:class:`~karpenter_policy.fakes.cluster.MemoryCluster` (in memory, for tests and simulation) and
 :class:`~karpenter_policy.kube.client.KubeCluster` (the API server, through the official client).
 Objects are JSON dicts (:mod:`karpenter_policy.kube.objects`); failures are
 :mod:`karpenter_policy.kube.errors`.

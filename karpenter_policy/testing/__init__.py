@@ -16,9 +16,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from karpenter_policy.reconcile.sim.aws import MotoCloud
-from karpenter_policy.reconcile.sim.clock import VirtualClock
-from karpenter_policy.reconcile.sim.scene import (
+from karpenter_policy.simulate.aws import MotoCloud
+from karpenter_policy.simulate.clock import VirtualClock
+from karpenter_policy.simulate.scene import (
     CLUSTER,
     EPOCH,
     REGION,
@@ -32,7 +32,7 @@ from karpenter_policy.reconcile.sim.scene import (
 def compile_policies(policies: str | Path, out: str | Path | None = None) -> Path:
     """Compile a policy directory as `karpenter-policy compile` does; the output directory (a temporary one when
     `out` is None). Raises ValueError with the report when it does not compile."""
-    from karpenter_policy.policy.compilation.compiler import compile_command
+    from karpenter_policy.commands.compile.compiler import compile_command
 
     target = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="scene-")) / "build"
     done = compile_command([str(policies)], str(target), quiet=True)

@@ -3,7 +3,7 @@
 `Checker.check` runs, in this order, exactly what `karpenter-policy check` runs on each document of a file:
 `policy.validate.check_document` (apiVersion and kind, the JSON Schema, Karpenter's validation rules), then —
 for a valid Provisioner — `policy.check.check_provisioner` with the solver of the node OS `policy.check.node_os`
-gives (conflicts, no instance type, unknown names, a solver timeout) and `policy.proof.limits.limits_findings`
+gives (conflicts, no instance type, unknown names, a solver timeout) and `checks.proof.limits.limits_findings`
 (limits below the smallest instance type). Messages are the CLI's, word for word;
 where the CLI prefixes file:line:column the webhook prefixes the field path (`spec.requirements[1].values[0]:`),
 and both end with the rule id. The CLI's checks across files (`duplicate-name`, `unresolved-reference`) have no
@@ -31,12 +31,12 @@ from typing import Any
 from karpenter_policy.api.kinds import PROVISIONER_API_VERSION, PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, SOLVER_TIMEOUT
 from karpenter_policy.catalog import Catalog
+from karpenter_policy.checks.findings import Finding, Report
+from karpenter_policy.checks.proof.limits import limits_findings
+from karpenter_policy.checks.proof.provisioners import check_provisioner, node_template_of, provisioner_os
+from karpenter_policy.checks.proof.solver import Verdict
+from karpenter_policy.checks.validation.policies import check_document
 from karpenter_policy.model.amifamily import NODE_OSES
-from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.proof.limits import limits_findings
-from karpenter_policy.policy.proof.provisioners import check_provisioner, node_template_of, provisioner_os
-from karpenter_policy.policy.proof.solver import Verdict
-from karpenter_policy.policy.validation.policies import check_document
 from karpenter_policy.scheduling import InstanceTable
 from karpenter_policy.webhook.context import PolicyContext
 from karpenter_policy.webhook.jsondoc import JsonDocument

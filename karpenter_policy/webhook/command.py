@@ -32,7 +32,7 @@ from typing import Any
 
 from karpenter_policy import logformat
 from karpenter_policy.catalog import Catalog
-from karpenter_policy.policy.options import OptionError, catalog_option, values_option
+from karpenter_policy.checks.options import OptionError, catalog_option, values_option
 from karpenter_policy.webhook.certs import ensure_self_signed, service_names
 from karpenter_policy.webhook.checks import DEFAULT_WEBHOOK_TIMEOUT_MS, Checker
 from karpenter_policy.webhook.context import ContextError, ContextSource, PolicyContext

@@ -22,10 +22,10 @@ from typing import Any
 
 from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PROVISIONER_KIND
+from karpenter_policy.checks.reporters import render_text
+from karpenter_policy.checks.source.loader import Document, discover
+from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.reporters import render_text
-from karpenter_policy.policy.source.loader import Document, discover
-from karpenter_policy.policy.validation.policies import validate_paths
 from karpenter_policy.webhook.pinning import PinningError, PolicyPinner
 from karpenter_policy.webhook.watch import directory_files
 

@@ -22,7 +22,7 @@ from yaml.error import Mark
 from yaml.nodes import ScalarNode
 
 from karpenter_policy.api.violations import Path, render_path
-from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.checks.source.loader import Document
 
 #: The file name findings about an admitted object carry (never shown: messages carry field paths instead).
 OBJECT_FILE = "<admission>"

@@ -24,8 +24,7 @@ from typing import Any
 
 import jsonpatch
 
-from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.pinning.rules import (
+from karpenter_policy.checks.pinning import (
     Change,
     Rule,
     affinity_conflict,
@@ -34,7 +33,8 @@ from karpenter_policy.policy.pinning.rules import (
     resolve,
     rules_from_documents,
 )
-from karpenter_policy.policy.source.loader import Document
+from karpenter_policy.checks.source.loader import Document
+from karpenter_policy.model.taints import Taint
 
 _TEMPLATE_HASH_LABEL = "pod-template-hash"
 

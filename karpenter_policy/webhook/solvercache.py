@@ -16,8 +16,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from karpenter_policy.catalog import Catalog
+from karpenter_policy.checks.proof.solver import DEFAULT_TIMEOUT_MS, Outcome, Solver, Term, Verdict
 from karpenter_policy.model.requirements import Requirement
-from karpenter_policy.policy.proof.solver import DEFAULT_TIMEOUT_MS, Outcome, Solver, Term, Verdict
 
 DEFAULT_CACHE_SIZE = 4096
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from karpenter_policy.api.constraintset import ConstraintSetError, read_compiled
-from karpenter_policy.policy.compilation.compiler import compile_command
-from karpenter_policy.policy.selection import Selection
+from karpenter_policy.checks.selection import Selection
+from karpenter_policy.commands.compile.compiler import compile_command
 
 from .tampering import Edit, tamper_directory
 

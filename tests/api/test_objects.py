@@ -5,10 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 
 from karpenter_policy.api.objects import AWSNodeTemplate, Provisioner
+from karpenter_policy.checks.source.files import load_file
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.source.files import load_file
 
 
 def _doc(file: str, index: int = 0) -> dict[str, object]:

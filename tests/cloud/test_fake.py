@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from karpenter_policy.cloud import CloudProvider, InsufficientCapacity, Throttled
-from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import LaunchRequest
+from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.model.instancetypes import ChosenOffering
 
 from .conftest import SMALL_CATALOG, FakeClock, catalog_types

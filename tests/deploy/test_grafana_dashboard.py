@@ -16,9 +16,9 @@ import pytest
 from promscrape import Scrape, scrape, serving
 
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.policy.source.workloads import read_workloads
+from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
-from karpenter_policy.reconcile.sim.driver import Simulation, Step
+from karpenter_policy.simulate.driver import Simulation, Step
 from karpenter_policy.testing import compile_policies
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 from hypothesis import HealthCheck
 from profiles import deterministic
 
-from karpenter_policy.policy.findings import Report
-from karpenter_policy.policy.reporters import FORMATS, render
+from karpenter_policy.checks.findings import Report
+from karpenter_policy.checks.reporters import FORMATS, render
 
 FUZZ = deterministic(700, HealthCheck.filter_too_much, HealthCheck.large_base_example)
 

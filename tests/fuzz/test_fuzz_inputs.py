@@ -28,19 +28,19 @@ from profiles import examples
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.catalog import Catalog, CatalogError, catalog_from_json, catalog_to_json, load_catalog
+from karpenter_policy.checks.findings import Finding, Report
+from karpenter_policy.checks.proof.limits import limits_findings
+from karpenter_policy.checks.proof.placement import check_workloads, plan_capacity, schedule
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths
+from karpenter_policy.checks.proof.solver import Verdict
+from karpenter_policy.checks.source.loader import Document, LoadError, parse
+from karpenter_policy.checks.source.templating import TemplateError, ValuesError, load_values, render_template
+from karpenter_policy.checks.source.workloads import Workload, read_documents
+from karpenter_policy.checks.validation.policies import validate_paths
+from karpenter_policy.commands.compile import manifests
+from karpenter_policy.commands.pin import UnsafeEdit, pin_text
 from karpenter_policy.model.allocatable import NodeConfiguration, allocatable
 from karpenter_policy.model.quantity import MAX_QUANTITY, QuantityError, read_quantity
-from karpenter_policy.policy.compilation import manifests
-from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.pinning.pin import UnsafeEdit, pin_text
-from karpenter_policy.policy.proof.limits import limits_findings
-from karpenter_policy.policy.proof.placement import check_workloads, plan_capacity, schedule
-from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths
-from karpenter_policy.policy.proof.solver import Verdict
-from karpenter_policy.policy.source.loader import Document, LoadError, parse
-from karpenter_policy.policy.source.templating import TemplateError, ValuesError, load_values, render_template
-from karpenter_policy.policy.source.workloads import Workload, read_documents
-from karpenter_policy.policy.validation.policies import validate_paths
 from karpenter_policy.scheduling import InstanceTable
 from karpenter_policy.webhook.checks import Checker
 from karpenter_policy.webhook.context import load_policies

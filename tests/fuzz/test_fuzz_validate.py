@@ -41,8 +41,8 @@ from hypothesis.control import currently_in_test_context
 from profiles import examples
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from karpenter_policy.policy.findings import Report
-from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.checks.findings import Report
+from karpenter_policy.checks.validation.policies import validate_paths
 
 from .properties import FUZZ, check_rendering, max_line
 from .strategies import (
@@ -65,7 +65,7 @@ SCHEMA_DIR = ROOT / "schemas"
 
 # Fixed bugs: what the minimal inputs below (`MINIMAL`) used to do.
 JUNIT_BUG = (
-    "policy/reporters.py render_junit: characters XML 1.0 forbids (\\x01, \\x1b, \\uFFFE, ...) taken from a YAML "
+    "checks/reporters.py render_junit: characters XML 1.0 forbids (\\x01, \\x1b, \\uFFFE, ...) taken from a YAML "
     "key into a message were written as they are, so the junit report was not well-formed XML"
 )
 LABEL_NEWLINE_BUG = (
@@ -386,7 +386,7 @@ def test_findings_in_a_large_mapping_cost_linear_time() -> None:
     """
     from yaml.nodes import MappingNode
 
-    from karpenter_policy.policy.source.loader import parse
+    from karpenter_policy.checks.source.loader import parse
 
     count = 4000
     (doc,) = parse("labels.yaml", _restricted_labels(count).decode())

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube.backoff import Backoff
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.cluster import Cluster, WatchStream
 from karpenter_policy.kube.errors import Unavailable
-from karpenter_policy.kube.memory import MemoryCluster
 
 from .emulator import ApiEmulator, EmulatorThread
 

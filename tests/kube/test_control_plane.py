@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.objects import NODE, POD, Obj
 
 from .apiserver.kinds import DEPLOYMENT, REPLICA_SET

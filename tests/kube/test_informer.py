@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import ObjectList, WatchEvent, WatchStream
 from karpenter_policy.kube.errors import Invalid
 from karpenter_policy.kube.informer import Informer
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.objects import POD
 
 from .conftest import FAST_BACKOFF, Backend

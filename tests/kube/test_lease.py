@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from profiles import deterministic
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.errors import Conflict
 from karpenter_policy.kube.lease import UNREADABLE_ANSWER, LeaderElector
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.objects import LEASE
 
 from .conftest import FAST_BACKOFF, Backend

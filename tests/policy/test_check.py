@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.catalog import Catalog, catalog_to_json, load_catalog
+from karpenter_policy.checks.findings import Finding, Report
+from karpenter_policy.checks.proof.provisioners import check_paths
+from karpenter_policy.checks.proof.solver import Verdict
+from karpenter_policy.checks.source.loader import Document
+from karpenter_policy.commands.check import check_command, render_check
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.spelling import nearest_name
-from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.proof.check import check_command, render_check
-from karpenter_policy.policy.proof.provisioners import check_paths
-from karpenter_policy.policy.proof.solver import Verdict
-from karpenter_policy.policy.source.loader import Document
 
 PROVIDER = """\
   provider:

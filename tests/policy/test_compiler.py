@@ -23,15 +23,15 @@ from karpenter_policy.api.constraintset import (
     resolve_instance_types,
 )
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.model import labels as wk
-from karpenter_policy.model.requirements import Requirements
-from karpenter_policy.policy.compilation.compiler import (
+from karpenter_policy.commands.compile.compiler import (
     CompileOptions,
     OutputError,
     compile_command,
     compile_paths,
     write_output,
 )
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import Requirements
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"

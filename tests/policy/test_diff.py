@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.policy.comparison.diff import DiffResult, diff_command, diff_sides, load_side
-from karpenter_policy.policy.proof.check import check_command
-from karpenter_policy.policy.proof.placement import Landing, WorkloadBill
+from karpenter_policy.checks.proof.placement import Landing, WorkloadBill
+from karpenter_policy.commands.check import check_command
+from karpenter_policy.commands.diff import DiffResult, diff_command, diff_sides, load_side
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = (

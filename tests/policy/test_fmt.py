@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from karpenter_policy.api.defaults import default_provisioner
-from karpenter_policy.policy.filestaging import stage
+from karpenter_policy.commands.filestaging import stage
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_policy.policy.source.files import load_file
-from karpenter_policy.policy.source.loader import MAX_NODES_PER_FILE, LoadError, UnreadableFile, discover, parse
+from karpenter_policy.checks.source.files import load_file
+from karpenter_policy.checks.source.loader import MAX_NODES_PER_FILE, LoadError, UnreadableFile, discover, parse
 
 from .unprivileged import ROOT, Unprivileged, unprivileged  # noqa: F401  (the fixture)
 

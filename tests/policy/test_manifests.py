@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from karpenter_policy.policy.compilation.manifests import (
+from karpenter_policy.commands.compile.manifests import (
     FLUX_SUBSTITUTE_ANNOTATION,
     Issue,
     V1Options,

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from karpenter_policy.policy.filestaging import NotWritable, stage
-from karpenter_policy.policy.pinning.pin import (
+from karpenter_policy.checks.pinning import Rule, rules_of
+from karpenter_policy.checks.source.loader import parse
+from karpenter_policy.commands.filestaging import NotWritable, stage
+from karpenter_policy.commands.pin import (
     UnsafeEdit,
     pin_paths,
     pin_text,
@@ -24,8 +26,6 @@ from karpenter_policy.policy.pinning.pin import (
     write_atomically,
     write_plans,
 )
-from karpenter_policy.policy.pinning.rules import Rule, rules_of
-from karpenter_policy.policy.source.loader import parse
 
 from .unprivileged import Unprivileged, unprivileged  # noqa: F401  (the fixture)
 

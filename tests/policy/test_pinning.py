@@ -11,8 +11,7 @@ import fastjsonschema
 import jsonschema
 import pytest
 
-from karpenter_policy.model.taints import Taint
-from karpenter_policy.policy.pinning.rules import (
+from karpenter_policy.checks.pinning import (
     apply_changes,
     bind_provisioners,
     changes_for,
@@ -27,9 +26,10 @@ from karpenter_policy.policy.pinning.rules import (
     validate_pinning_policy,
     workload_of,
 )
-from karpenter_policy.policy.proof.provisioners import check_paths
-from karpenter_policy.policy.source.loader import parse
-from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.checks.proof.provisioners import check_paths
+from karpenter_policy.checks.source.loader import parse
+from karpenter_policy.checks.validation.policies import validate_paths
+from karpenter_policy.model.taints import Taint
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = ROOT / "schemas" / "pinningpolicy.v1alpha1.json"
@@ -374,8 +374,8 @@ def test_a_pinning_policy_does_not_hide_a_node_template_of_the_same_name(tmp_pat
 
 
 def test_check_reports_unpinned_workloads_until_they_are_pinned(tmp_path: Path) -> None:
-    from karpenter_policy.policy.pinning.pin import pin_paths, write_atomically
-    from karpenter_policy.policy.proof.check import check_command
+    from karpenter_policy.commands.check import check_command
+    from karpenter_policy.commands.pin import pin_paths, write_atomically
 
     apps = tmp_path / "apps"
     apps.mkdir()

@@ -14,16 +14,16 @@ import pytest
 
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import CATALOG_KEYS
+from karpenter_policy.checks.findings import Finding, Report
+from karpenter_policy.checks.proof.placement import Placement, check_workloads, schedule, schedule_workloads
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths
+from karpenter_policy.checks.source.workloads import Workload, read_workloads, workload_from_data
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, allocatable, to_units
 from karpenter_policy.model.allocatable import capacity as node_capacity
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.taints import untolerated
-from karpenter_policy.policy.findings import Finding, Report
-from karpenter_policy.policy.proof.placement import Placement, check_workloads, schedule, schedule_workloads
-from karpenter_policy.policy.proof.provisioners import CheckedProvisioner, check_paths
-from karpenter_policy.policy.source.workloads import Workload, read_workloads, workload_from_data
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workloads"

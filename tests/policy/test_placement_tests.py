@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
 
-from karpenter_policy.policy.findings import Location
-from karpenter_policy.policy.proof.check import CheckRun, check_command, run_check
-from karpenter_policy.policy.proof.placementtests import Expectation, PlacementTest, failures_of
-from karpenter_policy.policy.proof.testcommand import test_command as run_test_command
+from karpenter_policy.checks.findings import Location
+from karpenter_policy.checks.proof.placementtests import Expectation, PlacementTest, failures_of
+from karpenter_policy.commands.check import CheckRun, check_command, run_check
+from karpenter_policy.commands.test import test_command as run_test_command
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ from textwrap import dedent
 import pytest
 
 from karpenter_policy.api.workloads import MAX_REPLICAS
-from karpenter_policy.policy.source.loader import parse
-from karpenter_policy.policy.source.workloads import read_documents
+from karpenter_policy.checks.source.loader import parse
+from karpenter_policy.checks.source.workloads import read_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"

@@ -7,8 +7,8 @@ import random
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-from karpenter_policy.policy.findings import Finding, Location, Report
-from karpenter_policy.policy.reporters import render
+from karpenter_policy.checks.findings import Finding, Location, Report
+from karpenter_policy.checks.reporters import render
 
 FINDINGS = [
     Finding(

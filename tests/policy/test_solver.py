@@ -17,17 +17,17 @@ from profiles import examples
 
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import custom_representatives, table_for
-from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import InstanceType, Offering, known_price, price_key
-from karpenter_policy.model.requirements import Requirement
-from karpenter_policy.policy.proof import solver as solver_module
-from karpenter_policy.policy.proof.solver import (
+from karpenter_policy.checks.proof import solver as solver_module
+from karpenter_policy.checks.proof.solver import (
     Origin,
     Solver,
     Term,
     Verdict,
     terms_of,
 )
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType, Offering, known_price, price_key
+from karpenter_policy.model.requirements import Requirement
 
 
 def provisioner(

@@ -32,7 +32,7 @@ def validate(cache: Path | str, *paths: Path, extra: str = "") -> subprocess.Com
     code = (
         "import atexit, sys\n"
         "atexit.register(lambda: print('modules:', sorted(m for m in ('jinja2', 'karpenter_policy.scheduling', "
-        "'karpenter_policy.policy.pinning.rules', 'z3') if m in sys.modules), file=sys.stderr))\n"
+        "'karpenter_policy.checks.pinning', 'z3') if m in sys.modules), file=sys.stderr))\n"
         f"{extra}\n"
         "from karpenter_policy.cli import main\n"
         f"main(['validate', *{[str(p) for p in paths]!r}, '--output', 'json'])\n"

@@ -22,7 +22,7 @@ import jinja2
 import pytest
 from jinja2.sandbox import SandboxedEnvironment
 
-from karpenter_policy.policy.source.templating import render_template
+from karpenter_policy.checks.source.templating import render_template
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT = 1536 * 2**20

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from karpenter_policy.policy.findings import Report
-from karpenter_policy.policy.source.files import load_file
-from karpenter_policy.policy.source.loader import Document, discover
-from karpenter_policy.policy.source.templating import (
+from karpenter_policy.checks.findings import Report
+from karpenter_policy.checks.source.files import load_file
+from karpenter_policy.checks.source.loader import Document, discover
+from karpenter_policy.checks.source.templating import (
     TemplateError,
     ValuesError,
     load_values,
     render_template,
 )
-from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.checks.validation.policies import validate_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "templates"

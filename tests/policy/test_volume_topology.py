@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
 
+from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.model.labels import ZONE
-from karpenter_policy.policy.source.workloads import read_workloads
 
 from .workloadcheck import ROOT, check_workloads, line_of
 

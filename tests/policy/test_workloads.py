@@ -7,8 +7,8 @@ from textwrap import dedent
 
 import pytest
 
-from karpenter_policy.policy.source.loader import parse
-from karpenter_policy.policy.source.workloads import (
+from karpenter_policy.checks.source.loader import parse
+from karpenter_policy.checks.source.workloads import (
     WorkloadError,
     read_documents,
     read_workloads,

@@ -29,13 +29,13 @@ from cloud.conftest import amis as amis  # noqa: E402
 from karpenter_policy.catalog import load_catalog  # noqa: E402
 from karpenter_policy.cloud.aws.api import AwsConnection  # noqa: E402
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings  # noqa: E402
-from karpenter_policy.cloud.fake import FakeCloudProvider  # noqa: E402
 from karpenter_policy.cloud.provider import CloudProvider  # noqa: E402
-from karpenter_policy.kube.memory import MemoryCluster  # noqa: E402
+from karpenter_policy.fakes.cloud import FakeCloudProvider  # noqa: E402
+from karpenter_policy.fakes.cluster import MemoryCluster  # noqa: E402
 from karpenter_policy.reconcile import logs  # noqa: E402
 from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySource  # noqa: E402
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions  # noqa: E402
-from karpenter_policy.reconcile.sim.kubelet import FakeKubelet  # noqa: E402
+from karpenter_policy.simulate.kubelet import FakeKubelet  # noqa: E402
 
 from .awsaccount import K8S_VERSION, REGION, ZONES, WorkloadsAccount  # noqa: E402
 from .support import POLICIES, FakeClock, Harness, compile_policies, configmap_manifest  # noqa: E402

@@ -23,10 +23,10 @@ from typing import Any
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.errors import CloudError, Throttled
-from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import STATE_TERMINATED, Instance, LaunchRequest
+from karpenter_policy.fakes.cloud import FakeCloudProvider
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.kube.patches import PatchType
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.reconcile.constraints import DirectorySource

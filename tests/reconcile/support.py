@@ -16,10 +16,10 @@ from typing import Any
 import yaml
 
 from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
-from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
+from karpenter_policy.simulate.kubelet import FakeKubelet
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from karpenter_policy.reconcile.sim.charts import time_label, time_ticks, value_label, value_ticks
+from karpenter_policy.simulate.charts import time_label, time_ticks, value_label, value_ticks
 
 
 def _round(step: float) -> bool:

@@ -23,11 +23,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from profiles import examples
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded, Refused
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
-from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
+from karpenter_policy.simulate.kubelet import FakeKubelet
 
 from .awsaccount import REGION
 from .conftest import CLUSTER, fake_cloud

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from api.tampering import tamper_directory, tamper_wire
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import ConfigMapSource, DirectorySource
 
 from .conftest import MakeHarness

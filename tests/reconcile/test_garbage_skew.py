@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 from profiles import deterministic
 
 from karpenter_policy.cloud.errors import CloudError
-from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import STATE_PENDING, STATE_RUNNING, STATE_TERMINATED, Instance, LaunchRequest
+from karpenter_policy.fakes.cloud import FakeCloudProvider
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.reconcile.options import DEFAULT_GC_INTERVAL, DEFAULT_NODE_GRACE
 from karpenter_policy.reconcile.state import nodes as node_info

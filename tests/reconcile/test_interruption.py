@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.cloud.errors import CloudError, NotFound
-from karpenter_policy.cloud.fake import FakeCloudProvider
-from karpenter_policy.cloud.fakequeue import FakeQueue
+from karpenter_policy.fakes.cloud import FakeCloudProvider
+from karpenter_policy.fakes.cluster import MemoryCluster
+from karpenter_policy.fakes.queue import FakeQueue
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.runner import Runner, run_in_thread
-from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
 from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.simulate.kubelet import FakeKubelet
 
 from . import events
 from .conftest import CLUSTER, REGION

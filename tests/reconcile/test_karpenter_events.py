@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile import events
 from karpenter_policy.testing import Scene
 

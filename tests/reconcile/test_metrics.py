@@ -15,8 +15,8 @@ import pytest
 from promscrape import Scrape, parse, scrape, serving
 
 from karpenter_policy.cloud.errors import InsufficientCapacity
-from karpenter_policy.cloud.fake import FakeCloudProvider
-from karpenter_policy.cloud.fakequeue import FakeQueue
+from karpenter_policy.fakes.cloud import FakeCloudProvider
+from karpenter_policy.fakes.queue import FakeQueue
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.exposition import ExactCounter, WindowedSummary, exposition, quantile

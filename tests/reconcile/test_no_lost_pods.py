@@ -19,15 +19,15 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from profiles import deterministic
 
-from karpenter_policy.cloud.fake import FakeCloudProvider
 from karpenter_policy.cloud.provider import Instance, LaunchRequest
+from karpenter_policy.fakes.cloud import FakeCloudProvider
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.lease import LeaderElector
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.runner import Runner, run_in_thread
-from karpenter_policy.reconcile.sim.kubelet import FakeKubelet
+from karpenter_policy.simulate.kubelet import FakeKubelet
 
 from .conftest import CLUSTER, REGION, MakeHarness, fake_cloud
 from .support import FakeClock, Harness, container, create_all, inflate, pod

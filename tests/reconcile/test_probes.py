@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.kube.lease import LeaderElector
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.probes import ProbeServer

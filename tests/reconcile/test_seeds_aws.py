@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.reconcile.constraints import ConfigMapSource
 from karpenter_policy.reconcile.provisioning.launcher import launch_options

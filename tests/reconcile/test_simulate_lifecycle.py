@@ -15,13 +15,13 @@ from click.testing import CliRunner
 
 from karpenter_policy.api.workloads import Workload as BaseWorkload
 from karpenter_policy.catalog import load_catalog
+from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.cli import main
-from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
-from karpenter_policy.reconcile.sim.driver import Simulation, SimulationError, Step
-from karpenter_policy.reconcile.sim.report import render_report
-from karpenter_policy.reconcile.sim.timeline import percentile
-from karpenter_policy.reconcile.sim.workloads import Workload
+from karpenter_policy.simulate.driver import Simulation, SimulationError, Step
+from karpenter_policy.simulate.report import render_report
+from karpenter_policy.simulate.timeline import percentile
+from karpenter_policy.simulate.workloads import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from karpenter_policy.reconcile.sim.workloads import Workload, pod_name
+from karpenter_policy.simulate.workloads import Workload, pod_name
 
 REPLICAS = 100_000
 SUFFIXES = 27**5  # five characters of the API server's suffix alphabet

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from karpenter_policy.api.workloads import Workload
 from karpenter_policy.catalog import load_catalog
+from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.cli import main
-from karpenter_policy.policy.source.workloads import read_workloads
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
-from karpenter_policy.reconcile.sim.driver import Simulation, SimulationError, Step
+from karpenter_policy.simulate.driver import Simulation, SimulationError, Step
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"

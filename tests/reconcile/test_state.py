@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
 
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.feed import WatchFeed, replace
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.cloud.provider import STATE_TERMINATED
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.memory import MemoryCluster
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.state import nodes as node_info

@@ -20,10 +20,10 @@ import yaml
 
 from karpenter_policy.api.violations import ERROR, UNRESOLVED_REFERENCE
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.policy.proof.provisioners import check_paths
-from karpenter_policy.policy.source.files import load_file
-from karpenter_policy.policy.source.loader import LoadError
-from karpenter_policy.policy.validation.policies import validate_paths
+from karpenter_policy.checks.proof.provisioners import check_paths
+from karpenter_policy.checks.source.files import load_file
+from karpenter_policy.checks.source.loader import LoadError
+from karpenter_policy.checks.validation.policies import validate_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DIRS = (

@@ -20,9 +20,9 @@ import jsonpatch
 import pytest
 import yaml
 
-from karpenter_policy.policy.compilation.compiler import compile_command
-from karpenter_policy.policy.pinning.pin import pin_text
-from karpenter_policy.policy.source.loader import parse
+from karpenter_policy.checks.source.loader import parse
+from karpenter_policy.commands.compile.compiler import compile_command
+from karpenter_policy.commands.pin import pin_text
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.pinning import workload_kind
 from karpenter_policy.webhook.review import shorten

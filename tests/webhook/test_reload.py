@@ -22,7 +22,7 @@ import pytest
 import yaml
 from api.tampering import tamper_directory
 
-from karpenter_policy.policy.compilation.compiler import compile_command
+from karpenter_policy.commands.compile.compiler import compile_command
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.watch import fingerprint
 

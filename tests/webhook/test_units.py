@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.policy.proof.provisioners import check_provisioner
-from karpenter_policy.policy.proof.solver import Solver, Verdict, terms_of
+from karpenter_policy.checks.proof.provisioners import check_provisioner
+from karpenter_policy.checks.proof.solver import Solver, Verdict, terms_of
 from karpenter_policy.webhook.jsondoc import JsonDocument
 from karpenter_policy.webhook.review import (
     MAX_WARNINGS,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.policy.proof.solver import PROBLEMS_PER_CONTEXT
+from karpenter_policy.checks.proof.solver import PROBLEMS_PER_CONTEXT
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.review import shorten
 

@@ -1,0 +1,98 @@
+"""The options several commands share, loaded in one place: `--values` (template values), `--catalog` / `--region`
+(the instance-type catalog) and `--spot-prices` (DescribeSpotPriceHistory output). A problem with any of them is
+an :class:`OptionError` whose message names the file and the reason — the command exits 2 with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load_catalog
+from karpenter_policy.catalog.embedded import embedded_regions
+from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
+from karpenter_policy.model.spelling import nearest_name
+
+
+class OptionError(Exception):
+    """An option's file cannot be used (the command cannot run: exit 2)."""
+
+
+def values_option(values_file: str | None) -> dict[str, Any] | None:
+    """The `--values` file as a mapping (None without one)."""
+    if values_file is None:
+        return None
+    from karpenter_policy.checks.source.templating import ValuesError, load_values  # jinja2 only when asked
+
+    try:
+        return load_values(values_file)
+    except ValuesError as error:
+        raise OptionError(str(error)) from None
+
+
+def catalog_option(catalog_file: str | None, region: str | None, previous_generation: bool = False) -> Catalog:
+    """The `--catalog` file, or the embedded catalog of `--region` (default us-east-1); both given, they must
+    agree; a region the embedded catalog lacks is refused with the nearest one it has. `previous_generation`
+    (`--allow-previous-generation`) acknowledges the previous-generation types (no warning naming them)."""
+    try:
+        if catalog_file is None:
+            region = region or DEFAULT_REGION
+            _check_embedded_region(region)
+            return load_catalog(region=region, previous_generation=previous_generation)
+        catalog = load_catalog(Path(catalog_file), previous_generation=previous_generation)
+    except CatalogError as error:
+        raise OptionError(f"cannot load the catalog: {error}") from None
+    if region is not None and region != catalog.region:
+        raise OptionError(f"--region {region} does not match the region of {catalog_file} ({catalog.region})")
+    return catalog
+
+
+def _check_embedded_region(region: str) -> None:
+    """A `--region` the embedded catalog lacks is a usage error naming the nearest region it has (`us-west2`)."""
+    regions = embedded_regions()
+    if region in regions:
+        return
+    guess = nearest_name(region, regions)
+    hint = f"; did you mean {guess}?" if guess else ""
+    raise OptionError(
+        f"--region {region}: no embedded catalog for region {region!r}{hint} (embedded: {', '.join(regions)}; for "
+        "another region, build a catalog with `catalog refresh --region R -o FILE` and pass --catalog FILE)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """The catalog to price with, and how its prices were known (for reports)."""
+
+    catalog: Catalog
+    description: str
+    estimated: bool
+
+
+def spot_prices_option(catalog: Catalog, spot_prices_file: str | None) -> Pricing:
+    """The catalog with the spot offerings priced from `--spot-prices` (the JSON `aws ec2
+    describe-spot-price-history` prints; the latest price per type and zone), else as it is (spot at the on-demand
+    price: an estimate)."""
+    if spot_prices_file is None:
+        return Pricing(catalog, "", True)
+    try:
+        data = json.loads(Path(spot_prices_file).read_bytes())
+    except OSError as error:
+        raise OptionError(f"{spot_prices_file}: cannot read: {error.strerror or error}") from None
+    except ValueError as error:
+        raise OptionError(f"{spot_prices_file}: not JSON: {error}") from None
+    history = data.get("SpotPriceHistory") if isinstance(data, Mapping) else data
+    if not isinstance(history, list):
+        raise OptionError(f"{spot_prices_file}: expected DescribeSpotPriceHistory output (a SpotPriceHistory list)")
+    try:
+        prices = latest_spot_prices(history)
+    except (KeyError, TypeError, ValueError) as error:
+        raise OptionError(f"{spot_prices_file}: malformed spot price entry: {error}") from None
+    priced, missing = with_spot_prices(catalog, prices)
+    description = f"spot prices from {spot_prices_file}"
+    if missing:
+        description += f" ({missing} spot offerings without a price: at the on-demand price)"
+    return Pricing(priced, description, missing > 0)

@@ -1,0 +1,347 @@
+"""Render a `Report` as text, JSON (`{"findings": [...], "summary": {...}}`), SARIF 2.1.0, GitHub workflow commands
+or JUnit XML.
+
+Every format is deterministic: findings sorted by file, line, column, rule; keys sorted; no timestamps.
+Findings silenced by `--disable` or a directive (`suppression`) are left out and counted in the summary. With
+`quiet`, text and GitHub output hold the findings and nothing else. GitHub annotations and SARIF locations name
+files relative to the repository (`$GITHUB_WORKSPACE`, else the git repository holding the working directory),
+which is how GitHub places them on a pull request; JUnit lists every file read, passing ones too.
+
+Every format is valid UTF-8 whatever the file names: a name that is not UTF-8 reaches Python with its undecodable
+bytes as lone surrogates (`surrogateescape`), which no UTF-8 writer can encode; they are spelt `\\xe9` (the byte)
+in text, JSON, GitHub and JUnit output (`displayable`), and percent-encoded (`%E9`) in SARIF URIs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from pathlib import PurePath
+from typing import Any
+
+from karpenter_policy import __version__
+from karpenter_policy.checks.findings import Finding, Report
+from karpenter_policy.checks.ruledocs import FULL_DESCRIPTIONS, RULE_PAGES, docs_url, help_uri
+from karpenter_policy.checks.source.gitrepo import find_repository
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+
+RULE_DESCRIPTIONS = {
+    "parse-error": "The file cannot be read as YAML.",
+    "schema": "The object does not match the Provisioner / AWSNodeTemplate schema.",
+    "invalid-requirement": "A requirement breaks Karpenter's rules for operators and values.",
+    "restricted-label": "A label or requirement uses a key reserved for Kubernetes or Karpenter.",
+    "invalid-spec": "The spec breaks one of Karpenter's webhook rules.",
+    "deprecated-label": "A deprecated (beta) label key that Karpenter rewrites.",
+    "duplicate-name": "Two objects of the same kind share a name.",
+    "unresolved-reference": (
+        "A providerRef, a runtimeClassName or a pod's volume claim names an object that is not among the checked files."
+    ),
+    "template-error": "A Jinja2 template cannot be rendered.",
+    "requirements-conflict": "Requirements, labels and Karpenter defaults that no instance type satisfies together.",
+    "no-instance-type": "A requirement that no instance type of the catalog satisfies.",
+    "unknown-instance-type": "An instance type, family, size or zone that the catalog's region does not have.",
+    "solver-timeout": "The solver could not decide within its time limit; nothing was proven.",
+    "v1-conversion": "A v1alpha5 setting that has no faithful karpenter.sh/v1 NodePool / EC2NodeClass form.",
+    "configmap-too-large": "The compiled constraint sets exceed what one ConfigMap can hold (1 MiB).",
+    "workload-unschedulable": "No provisioner can launch a node for a workload (the reason per provisioner).",
+    "invalid-workload": "A workload's pod spec cannot be read (a malformed quantity, operator or toleration).",
+    "overlap": "Provisioners of equal weight both match a workload: Karpenter's choice between them is arbitrary.",
+    "shadowed": "Higher-weight provisioners take every workload a provisioner could launch a node for.",
+    "limits": "A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
+    "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
+    "placement-test-failed": "A PlacementTest expectation does not hold for the planned placement of its workload.",
+    "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
+    "reserved-name": "A name that compile cannot use: its constraint set would overwrite the index of the sets.",
+    "quantity-out-of-range": "A quantity beyond ±(2^63-1), what Kubernetes holds as an integer: read as that bound.",
+    "unknown-label-key": "A label key close to a well-known key or in the wrong domain: probably a typo.",
+    "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
+    "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
+    "unknown-topology-key": "A workload's topology key that no node the provisioners launch has: probably a typo.",
+    "previous-generation": "A requirement names a previous-generation instance type or family (Karpenter v0.31 "
+    "launches it).",
+    "dead-value": "Values of an In requirement that no instance type can have under the other requirements and "
+    "defaults.",
+    "placeholder": "A ${VAR} placeholder left in a selector or tag of an object not marked for Flux substitution.",
+    "invalid-user-data": "userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.",
+    "zone-outside-region": "A zone of another region than the catalog's (--region).",
+    "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
+    "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
+    "volume-zones-conflict": "A pod's volumes (their PersistentVolumes' zones) leave no zone: no node can hold it.",
+}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _byte_of(surrogate: str) -> int | None:
+    """The byte a `surrogateescape` surrogate stands for (U+DC80..U+DCFF), else None."""
+    code = ord(surrogate)
+    return code - 0xDC00 if 0xDC80 <= code <= 0xDCFF else None
+
+
+def _escape(match: re.Match[str]) -> str:
+    byte = _byte_of(match.group())
+    return f"\\x{byte:02x}" if byte is not None else f"\\u{ord(match.group()):04x}"
+
+
+def displayable(text: str) -> str:
+    """`text` as valid UTF-8: an undecodable byte of a file name (a lone surrogate) spelt `\\xe9`, any other lone
+    surrogate `\\udXXX`; everything else unchanged."""
+    return _SURROGATE.sub(_escape, text)
+
+
+def _displayable_data(data: Any) -> Any:
+    if isinstance(data, str):
+        return displayable(data)
+    if isinstance(data, dict):
+        return {displayable(k) if isinstance(k, str) else k: _displayable_data(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_displayable_data(v) for v in data]
+    return data
+
+
+def json_text(data: Any) -> str:
+    """Pretty JSON with sorted keys, every string `displayable`: the one way the commands print JSON."""
+    return json.dumps(_displayable_data(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+#: How the summary line says a pseudo-kind of `Report.kinds`: "(invalid)" counts objects of no kind and version the
+#: tool knows (`kind: Provisoner`), whose schema error says which.
+_KIND_WORDS = {"(invalid)": "of an unknown kind"}
+
+
+def _summary_text(report: Report, verb: str) -> str:
+    kinds = ", ".join(f"{n} {_KIND_WORDS.get(k, k)}" for k, n in sorted(report.kinds.items()))
+    line = f"{verb} {report.objects} object{'s' if report.objects != 1 else ''}"
+    line += f" ({kinds})" if kinds else ""
+    line += f" in {report.files} file{'s' if report.files != 1 else ''}"
+    if report.skipped:
+        skipped = ", ".join(f"{k}: {n}" for k, n in sorted(report.skipped.items()))
+        line += f"; skipped {sum(report.skipped.values())} of other kinds ({skipped})"
+    if report.not_kubernetes:
+        documents = sum(report.not_kubernetes.values())
+        plural = documents != 1
+        line += f"; skipped {documents} YAML document{'s' if plural else ''} that {'are' if plural else 'is'} not "
+        line += f"{'Kubernetes objects' if plural else 'a Kubernetes object'}"
+    if suppressed := report.suppressed:
+        line += f"; {suppressed} finding{'s' if suppressed != 1 else ''} suppressed"
+    return (
+        f"{line}: {report.errors} error{'s' if report.errors != 1 else ''}, "
+        f"{report.warnings} warning{'s' if report.warnings != 1 else ''}"
+    )
+
+
+def render_text(report: Report, verb: str = "validated", quiet: bool = False) -> str:
+    lines = []
+    for f in report.sorted_findings():
+        where = f"{f.file}:{f.line}:{f.column}" if f.line else f.file
+        subject = f" {f.object_ref}:" if f.object_ref else ""
+        lines.append(f"{where}: {f.severity}:{subject} {f.message} [{f.rule}]")
+        lines.extend(f"    related: {r.file}:{r.line}:{r.column}" for r in f.related)
+    if not quiet:
+        lines.append(_summary_text(report, verb))
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _summary(report: Report) -> dict[str, object]:
+    return {
+        "errors": report.errors,
+        "warnings": report.warnings,
+        "files": report.files,
+        "objects": report.objects,
+        "kinds": dict(sorted(report.kinds.items())),
+        "skipped": dict(sorted(report.skipped.items())),
+        "not_kubernetes": sum(report.not_kubernetes.values()),
+        "suppressed": report.suppressed,
+    }
+
+
+def render_json(report: Report) -> str:
+    document = {"findings": [f.to_json() for f in report.sorted_findings()], "summary": _summary(report)}
+    return json_text(document)
+
+
+def repository_root() -> str:
+    """The directory GitHub names files from: `$GITHUB_WORKSPACE` (a workflow's checkout), else the git repository
+    holding the working directory, else the working directory."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace and os.path.isdir(workspace):
+        return os.path.abspath(workspace)
+    repository = find_repository(os.getcwd())
+    return repository.root if repository is not None else os.getcwd()
+
+
+def repository_path(file: str, root: str) -> str:
+    """`file` relative to `root` with forward slashes, when it lies inside (symbolic links resolved if need be);
+    else as given."""
+    if not file or file.startswith("<"):  # <stdin>
+        return file
+    for candidate, base in ((os.path.abspath(file), root), (os.path.realpath(file), os.path.realpath(root))):
+        relative = os.path.relpath(candidate, base)
+        if not relative.startswith(".."):
+            return PurePath(relative).as_posix()
+    return PurePath(file).as_posix()
+
+
+def _sarif_uri(file: str) -> str:
+    """The file as a relative URI reference: forward slashes, an undecodable byte percent-encoded (`%E9`)."""
+
+    def encode(match: re.Match[str]) -> str:
+        byte = _byte_of(match.group())
+        return f"%{byte:02X}" if byte is not None else _escape(match)
+
+    return _SURROGATE.sub(encode, file.replace("\\", "/"))
+
+
+_SRCROOT = "%SRCROOT%"
+
+
+def _sarif_location(file: str, line: int, column: int, root: str) -> dict[str, object]:
+    region = {"startLine": max(line, 1), "startColumn": max(column, 1)}
+    artifact: dict[str, str] = {"uri": _sarif_uri(repository_path(file, root))}
+    if not os.path.isabs(artifact["uri"]):
+        artifact["uriBaseId"] = _SRCROOT
+    return {"physicalLocation": {"artifactLocation": artifact, "region": region}}
+
+
+def sarif_rule(rule: str, docs: str | None) -> dict[str, object]:
+    """A SARIF reportingDescriptor: the one-line and the full description, help, and the rule's page."""
+    short = RULE_DESCRIPTIONS.get(rule, rule)
+    full = FULL_DESCRIPTIONS.get(rule, short)
+    page = f"{RULE_PAGES}/{rule}.md"
+    silence = (
+        f"Silence one finding with the comment `# karpenter-policy: disable={rule}` on its line or the line above."
+    )
+    descriptor: dict[str, object] = {
+        "id": rule,
+        "name": rule,
+        "shortDescription": {"text": short},
+        "fullDescription": {"text": full},
+        "help": {"text": f"{full} {silence} See {page}.", "markdown": f"{full}\n\n{silence}\n\nSee `{page}`."},
+    }
+    if (uri := help_uri(rule, docs)) is not None:
+        descriptor["helpUri"] = uri
+    return descriptor
+
+
+def render_sarif(report: Report) -> str:
+    findings = report.sorted_findings()
+    rule_ids = sorted({f.rule for f in findings} | set(RULE_DESCRIPTIONS))
+    root = repository_root()
+    results = []
+    for f in findings:
+        result: dict[str, object] = {
+            "ruleId": f.rule,
+            "level": "error" if f.severity == "error" else "warning",
+            "message": {"text": f"{f.object_ref}: {f.message}" if f.object_ref else f.message},
+            "locations": [_sarif_location(f.file, f.line, f.column, root)],
+        }
+        if f.related:
+            result["relatedLocations"] = [
+                {"id": i, **_sarif_location(r.file, r.line, r.column, root)} for i, r in enumerate(f.related)
+            ]
+        results.append(result)
+    docs = docs_url()
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "karpenter-policy",
+                        "version": __version__,
+                        "rules": [sarif_rule(r, docs) for r in rule_ids],
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    return json_text(sarif)
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(report: Report, verb: str = "validated", quiet: bool = False) -> str:
+    """GitHub Actions workflow commands: one `::error`/`::warning` annotation per finding, at the file's path in the
+    repository."""
+    lines = []
+    root = repository_root()
+    for f in report.sorted_findings():
+        props = [f"file={_gh_property(repository_path(f.file, root))}"] if not f.file.startswith("<") else []
+        if f.line:
+            props += [f"line={f.line}", f"col={f.column}"]
+        props.append(f"title={_gh_property(f.rule)}")
+        subject = f"{f.object_ref}: " if f.object_ref else ""
+        lines.append(
+            f"::{'error' if f.severity == 'error' else 'warning'} {','.join(props)}::{_gh_data(subject + f.message)}"
+        )
+    if not quiet:
+        lines.append(_summary_text(report, verb))
+    return "".join(f"{line}\n" for line in lines)
+
+
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _xml_text(text: str) -> str:
+    """Characters XML 1.0 forbids, spelt as Python escapes (`\\x01`), so that the report stays well-formed."""
+    return _XML_ILLEGAL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), displayable(text))
+
+
+def render_junit(report: Report) -> str:
+    """One test case per file read, passing ones too: failing with its errors, warnings in system-out, skipped when
+    it holds no Kubernetes object (a values file, a workflow)."""
+    from xml.sax.saxutils import escape, quoteattr  # pulls in urllib: only JUnit output needs it
+
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for file in report.file_names:
+        by_file[file] = []
+    for f in report.sorted_findings():
+        by_file[f.file].append(f)
+    failures = sum(1 for findings in by_file.values() if any(f.severity == "error" for f in findings))
+    skipped = [file for file, findings in by_file.items() if not findings and file in report.without_objects]
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name="karpenter-policy" tests="{len(by_file)}" failures="{failures}" errors="0" '
+        f'skipped="{len(skipped)}">',
+    ]
+    for file, findings in sorted(by_file.items()):
+        out.append(f'  <testcase classname="karpenter-policy" name={quoteattr(_xml_text(file))}>')
+        errors = [f for f in findings if f.severity == "error"]
+        lines = (f"{f.file}:{f.line}:{f.column}: {f.severity}: {f.message} [{f.rule}]" for f in findings)
+        body = _xml_text("\n".join(lines))
+        if errors:
+            message = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+            out.append(f"    <failure message={quoteattr(message)}>{escape(body)}</failure>")
+        elif findings:
+            out.append(f"    <system-out>{escape(body)}</system-out>")
+        elif file in skipped:
+            out.append('    <skipped message="no Kubernetes object in this file"/>')
+        out.append("  </testcase>")
+    out.append("</testsuite>")
+    return "\n".join(out) + "\n"
+
+
+def render(report: Report, output: str, verb: str = "validated", quiet: bool = False) -> str:
+    """The report in `output` format; `quiet` leaves only the findings in text and GitHub output (the structured
+    formats are unchanged)."""
+    if output == "json":
+        return render_json(report)
+    if output == "sarif":
+        return render_sarif(report)
+    if output == "github":
+        return displayable(render_github(report, verb, quiet))
+    if output == "junit":
+        return render_junit(report)
+    return displayable(render_text(report, verb, quiet))

@@ -1,0 +1,316 @@
+"""`validate`: load policy files, check each object against its schema and Karpenter's webhook rules.
+
+No solver here. Findings are placed at the exact node (requirement, label, taint) the rule is about. YAML
+documents that are not Kubernetes objects (values files, CI workflows, lists) are counted and skipped; Kubernetes
+objects of other kinds too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.api.aws import validate_node_template
+from karpenter_policy.api.kinds import (
+    API_VERSIONS,
+    NODE_TEMPLATE_API_VERSION,
+    NODE_TEMPLATE_KIND,
+    PINNING_POLICY_API_VERSION,
+    PINNING_POLICY_KIND,
+    PLACEMENT_TEST_KIND,
+    POLICY_KINDS,
+    PROVISIONER_API_VERSION,
+    PROVISIONER_KIND,
+    object_ref,
+)
+from karpenter_policy.api.schema import nearest_field, schema_file_for, schema_violations
+from karpenter_policy.api.validation import validate_provisioner
+from karpenter_policy.api.violations import (
+    DUPLICATE_NAME,
+    ERROR,
+    PARSE_ERROR,
+    RESTRICTED_LABEL,
+    SCHEMA,
+    UNRESOLVED_REFERENCE,
+    WARNING,
+    Violation,
+)
+from karpenter_policy.checks.findings import Finding, Location, Report
+from karpenter_policy.checks.selection import EVERYTHING, Selection
+from karpenter_policy.checks.source.files import load_file
+from karpenter_policy.checks.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
+from karpenter_policy.checks.suppression import Suppression
+
+_POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
+
+
+def _validate_pinning_policy(data: Mapping[str, Any]) -> list[Violation]:
+    # pinning.rules brings in the workload model and the scheduler (~90 ms of imports): only for PinningPolicies
+    from karpenter_policy.checks.pinning import validate_pinning_policy
+
+    return validate_pinning_policy(data)
+
+
+_RULES: dict[str, Callable[[Mapping[str, Any]], list[Violation]]] = {
+    PROVISIONER_KIND: validate_provisioner,
+    NODE_TEMPLATE_KIND: validate_node_template,
+    PINNING_POLICY_KIND: _validate_pinning_policy,
+    PLACEMENT_TEST_KIND: lambda data: [],  # the schema says it all; workload references are resolved by `test`
+}
+
+
+def place(doc: Document, violation: Violation) -> Finding:
+    """Turn a path-based violation into a finding at the node's line and column."""
+    if violation.in_text is not None:
+        line, column = doc.text_position(violation.path, *violation.in_text)
+    else:
+        line, column = doc.position(violation.path, violation.at_key)
+    related = tuple(Location(doc.file, *doc.position(path)) for path in violation.related)
+    data = doc.data if isinstance(doc.data, Mapping) else {}
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return Finding(
+        violation.rule,
+        violation.severity,
+        violation.message,
+        doc.file,
+        line,
+        column,
+        object_ref(data.get("kind"), name),
+        related,
+    )
+
+
+def _identify(doc: Document) -> tuple[str | None, list[Violation]]:
+    """The schema file for the document, or why it is not a policy object we can check (None, [] = skip)."""
+    data = doc.data
+    if not isinstance(data, Mapping):
+        return None, [Violation(SCHEMA, (), f"expected a Kubernetes object (a mapping), found a {type(data).__name__}")]
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        missing = [f for f in ("apiVersion", "kind") if not isinstance(data.get(f), str)]
+        return None, [
+            Violation(SCHEMA, (), f"not a Kubernetes object: {' and '.join(missing)} missing or not a string")
+        ]
+    schema_file = schema_file_for(api_version, kind)
+    if schema_file is not None:
+        return schema_file, []
+    group = api_version.split("/")[0]
+    if kind in POLICY_KINDS:
+        expected = API_VERSIONS[kind]
+        return None, [Violation(SCHEMA, ("apiVersion",), f"{kind} must have apiVersion {expected}, not {api_version}")]
+    if group in _POLICY_GROUPS and api_version in (
+        PROVISIONER_API_VERSION,
+        NODE_TEMPLATE_API_VERSION,
+        PINNING_POLICY_API_VERSION,
+    ):
+        hint = nearest_field(kind, sorted(POLICY_KINDS))
+        if hint is not None:
+            return None, [Violation(SCHEMA, ("kind",), f"unknown kind {kind!r} in {api_version}; did you mean {hint}?")]
+    return None, []
+
+
+def is_kubernetes_object(data: Any) -> bool:
+    """Whether a YAML document is (meant to be) a Kubernetes object: a mapping with an `apiVersion` or a `kind`, or
+    with both `metadata` and `spec` (a manifest that lost its type, which is reported). A values file, a CI
+    workflow or a list is not."""
+    if not isinstance(data, Mapping):
+        return False
+    return "apiVersion" in data or "kind" in data or ("metadata" in data and "spec" in data)
+
+
+def check_document(doc: Document, report: Report) -> tuple[list[Finding], bool]:
+    """Schema then Karpenter's rules for one document, counted in `report`; True when it is a policy object."""
+    findings, is_policy, _ = _check_document(doc, report)
+    return findings, is_policy
+
+
+#: Where an error stops the solver from proving a Provisioner: what it reads (requirements, labels) and what its
+#: node template is built from. An error elsewhere (a TTL combination, the provider or node template, the name)
+#: is independent of scheduling: the Provisioner is still proven, as if that field were fixed. So is one whose only
+#: scheduling error is a restricted label key (proven with that key as a custom label).
+_SCHEDULING_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("spec", "requirements"),
+    ("spec", "labels"),
+    ("spec", "taints"),
+    ("spec", "startupTaints"),
+    ("spec", "kubeletConfiguration"),
+    ("spec", "limits"),
+)
+
+
+def _blocks_solving(violation: Violation) -> bool:
+    # A restricted label key is refused by Karpenter, but to the catalog it is a label like any custom one: the
+    # other requirements are still proven (their typos reported) in the same run.
+    if violation.severity != ERROR or violation.rule == RESTRICTED_LABEL:
+        return False
+    return any(violation.path[: len(prefix)] == prefix for prefix in _SCHEDULING_FIELDS)
+
+
+def _check_document(doc: Document, report: Report) -> tuple[list[Finding], bool, Callable[[Finding], bool]]:
+    """`check_document`, and which of its error findings stop the solver (see `_SCHEDULING_FIELDS`)."""
+    if not is_kubernetes_object(doc.data):
+        report.not_kubernetes[doc.file] += 1
+        return [], False, _ALWAYS
+    schema_file, problems = _identify(doc)
+    if schema_file is None:
+        if not problems:
+            report.skipped[str(doc.data.get("kind"))] += 1
+            return [], False, _ALWAYS
+        report.kinds["(invalid)"] += 1
+        return [place(doc, v) for v in problems], False, _ALWAYS
+    data = doc.data
+    report.kinds[data["kind"]] += 1
+    violations = schema_violations(data, schema_file)
+    if violations:  # a malformed object: nothing can be built from it, unless all it has is a stray field
+        stray = all(_stray_field(v) for v in violations) and data["kind"] == PROVISIONER_KIND
+        return [place(doc, v) for v in violations], True, _NEVER if stray else _ALWAYS
+    violations = _RULES[data["kind"]](data)
+    findings = [place(doc, v) for v in violations]
+    blocking = {id(f) for f, v in zip(findings, violations, strict=True) if _blocks_solving(v)}
+    return findings, True, lambda finding: id(finding) in blocking
+
+
+def _ALWAYS(finding: Finding) -> bool:
+    return True
+
+
+def _NEVER(finding: Finding) -> bool:
+    return False
+
+
+def _stray_field(violation: Violation) -> bool:
+    """An unknown field the solver can do without: in the provider or consolidation, or a field of the spec that is
+    no misspelling of what scheduling reads (`ttlSecondAfterEmpty`, not `requirement`). Karpenter's API server
+    refuses the object all the same; its requirements are proven as written."""
+    path = violation.path
+    if violation.rule != SCHEMA or not violation.at_key or len(path) < 2 or path[0] != "spec":
+        return False
+    if path[1] in ("provider", "consolidation") and len(path) > 2:
+        return True
+    scheduling = [str(prefix[1]) for prefix in _SCHEDULING_FIELDS]
+    return len(path) == 2 and str(path[1]) not in scheduling and nearest_field(str(path[1]), scheduling) is None
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """What the rules across objects need of one checked object (not its node tree, which is let go)."""
+
+    kind: str
+    name: str
+    object_ref: str
+    at: Location
+    provider_ref: str | None
+    provider_ref_at: Location | None
+
+
+def _named(doc: Document) -> _Named | None:
+    data = doc.data
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    spec = data.get("spec")
+    ref = spec.get("providerRef") if isinstance(spec, Mapping) else None
+    ref_name = ref.get("name") if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) else None
+    kind = str(data.get("kind"))
+    return _Named(
+        kind,
+        name,
+        object_ref(kind, name),
+        Location(doc.file, *doc.position(("metadata", "name"))),
+        ref_name,
+        Location(doc.file, *doc.position(("spec", "providerRef", "name"))) if ref_name else None,
+    )
+
+
+def _cross_object(objects: Sequence[_Named]) -> list[Finding]:
+    """Rules across objects: one name per kind; a providerRef names a node template given alongside."""
+    findings: list[Finding] = []
+    first_of: dict[tuple[str, str], _Named] = {}
+    templates = {o.name for o in objects if o.kind == NODE_TEMPLATE_KIND}
+    for obj in objects:
+        first = first_of.setdefault((obj.kind, obj.name), obj)
+        if first is not obj:
+            findings.append(
+                Finding(
+                    DUPLICATE_NAME,
+                    ERROR,
+                    f"{obj.kind} {obj.name!r} is defined twice (first in {first.at.file}:{first.at.line}); "
+                    "applying both keeps only one",
+                    obj.at.file,
+                    obj.at.line,
+                    obj.at.column,
+                    obj.object_ref,
+                    (first.at,),
+                )
+            )
+        if obj.kind == PROVISIONER_KIND and obj.provider_ref is not None and obj.provider_ref not in templates:
+            at = obj.provider_ref_at or obj.at
+            findings.append(
+                Finding(
+                    UNRESOLVED_REFERENCE,
+                    WARNING,
+                    f"providerRef names AWSNodeTemplate {obj.provider_ref!r}, which is not among the checked files; "
+                    "Karpenter cannot launch nodes until it exists",
+                    at.file,
+                    at.line,
+                    at.column,
+                    obj.object_ref,
+                )
+            )
+    return findings
+
+
+def validate_paths(
+    paths: Iterable[str],
+    max_file_bytes: int | None = None,
+    on_valid: Callable[[Document], None] | None = None,
+    values: Mapping[str, Any] | None = None,
+    selection: Selection = EVERYTHING,
+    on_checkable: Callable[[Document], None] | None = None,
+) -> Report:
+    """Validate every policy file under `paths`.
+
+    `on_valid` receives each Provisioner / AWSNodeTemplate document that has no error finding (the solver checks
+    and the compiler build typed objects from them); by default documents are let go as soon as they are checked.
+    A finding the `selection` disables, or a directive in the file silences (`suppression`), does not count: the
+    document goes on as if the rule had not fired. `values` are the template values (`--values`) for `*.yaml.j2`
+    files (an empty mapping when None). `on_checkable` receives the policy documents whose errors (if any) leave
+    scheduling untouched (`_SCHEDULING_FIELDS`): the solver proves them all the same, so one run shows every
+    independent problem.
+    """
+    suppression = Suppression(selection.disabled)
+    report = Report(suppression=suppression)
+    files, missing = discover(paths, selection.exclude)
+    for path in missing:
+        report.findings.append(Finding(PARSE_ERROR, ERROR, f"no such file or directory: {path}", path, 0, 0))
+        report.could_not_run = True
+    named: list[_Named] = []
+    for file in files:
+        report.files += 1
+        report.file_names.append(file)
+        try:
+            limit = MAX_FILE_BYTES if max_file_bytes is None else max_file_bytes
+            documents = load_file(file, limit, values)
+        except LoadError as error:
+            report.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
+            report.could_not_run |= isinstance(error, UnreadableFile)
+            continue
+        if all(not is_kubernetes_object(doc.data) for doc in documents):
+            report.without_objects.add(file)
+        for doc in documents:
+            findings, is_policy, blocks = _check_document(doc, report)
+            report.findings.extend(findings)
+            if not is_policy:
+                continue
+            if (entry := _named(doc)) is not None:
+                named.append(entry)
+            errors = [f for f in findings if f.severity == ERROR and not suppression.suppresses(f)]
+            if on_valid is not None and not errors:
+                on_valid(doc)
+            if on_checkable is not None and not any(blocks(f) for f in errors):
+                on_checkable(doc)
+    report.findings.extend(_cross_object(named))
+    return report

@@ -1,0 +1,281 @@
+"""Format one policy file: Karpenter's defaults made explicit, keys in canonical order, nothing else touched.
+
+A file is cut into its YAML documents (at `---` lines). Each Provisioner and AWSNodeTemplate that passes its
+schema is loaded with ruamel.yaml's round-trip loader (comments, quoting, anchors kept); a Provisioner gets the
+requirements Karpenter's webhook would add (`api.defaults`), each mapping of `order.ORDERS` its canonical key order
+(`comments.reorder` keeps comments with their keys). Only a document that changed is dumped again — in the
+indentation the file uses — every other document keeps its exact text, so a formatted file formats to itself
+(byte for byte). The result is parsed again and must hold exactly the expected data, or the file is not touched.
+
+Line endings are kept: a document whose lines end in CRLF (most of them, when they are mixed) is formatted as LF
+text and written back with CRLF on every line, comments included; one with a carriage return that ends no line
+is left as it is, with a note.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
+
+from karpenter_policy.api.defaults import default_provisioner, default_requirements
+from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.schema import schema_file_for, schema_violations
+from karpenter_policy.checks.source.loader import parse
+from karpenter_policy.commands.fmt.comments import canonical_keys, put_trailing_lines, reorder, take_trailing_lines
+from karpenter_policy.commands.fmt.order import ORDERS
+
+_DOCUMENT_START = re.compile(r"^---(?=[ \t]|\r?$)", re.MULTILINE)
+_CRLF = "\r\n"
+_NO_WRAP = 1 << 30
+
+
+class CannotFormat(Exception):
+    """A document fmt cannot rewrite faithfully; the file is left as it is."""
+
+
+@dataclass(slots=True)
+class Formatted:
+    """One file's text before and after, and what was done to it (for the report)."""
+
+    file: str
+    original: str
+    updated: str
+    changes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.updated != self.original
+
+
+def split_documents(text: str) -> list[str]:
+    """`text` cut before each `---` line; joined again, the pieces are `text`."""
+    starts = [m.start() for m in _DOCUMENT_START.finditer(text) if m.start() > 0]
+    bounds = [0, *starts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a] or [text]
+
+
+def format_text(file: str, text: str) -> Formatted:
+    """Format the text of one file; raises LoadError when it is not YAML the loader reads (every policy file is
+    first read as `validate` reads it)."""
+    parse(file, text, expand_lists=False)
+    result = Formatted(file, text, text)
+    pieces: list[str] = []
+    line = 1
+    for chunk in split_documents(text):
+        pieces.append(_format_line_endings(file, chunk, line, result))
+        line += chunk.count("\n")
+    result.updated = "".join(pieces)
+    return result
+
+
+def _format_line_endings(file: str, chunk: str, first_line: int, result: Formatted) -> str:
+    """`_format_document` of `chunk` in the line endings it has: CRLF text is formatted as LF (ruamel.yaml would
+    keep a carriage return on comment lines only) and written back with CRLF; an unchanged chunk stays as it was,
+    byte for byte."""
+    if "\r" not in chunk:
+        return _format_document(file, chunk, first_line, result)
+    text = chunk.replace(_CRLF, "\n")
+    if "\r" in text:
+        line = first_line + text.count("\n", 0, text.index("\r"))
+        result.notes.append(f"{file}:{line}: not formatted: a carriage return that does not end a line (CR, not CRLF)")
+        return chunk
+    formatted = _format_document(file, text, first_line, result)
+    if formatted == text:
+        return chunk
+    crlf = chunk.count(_CRLF) * 2 >= chunk.count("\n")  # most lines end in CRLF
+    return formatted.replace("\n", _CRLF) if crlf else formatted
+
+
+def _policy_kind(data: Any) -> str | None:
+    if not isinstance(data, Mapping):
+        return None
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if kind not in (PROVISIONER_KIND, NODE_TEMPLATE_KIND) or not isinstance(api_version, str):
+        return None
+    return str(kind) if schema_file_for(api_version, str(kind)) is not None else None
+
+
+def _format_document(file: str, chunk: str, first_line: int, result: Formatted) -> str:
+    documents = parse(file, chunk, expand_lists=False)
+    if len(documents) != 1 or (kind := _policy_kind(documents[0].data)) is None:
+        return chunk
+    data = documents[0].data
+    name = f"{kind}/{_name(data)}"
+    schema = schema_file_for(data["apiVersion"], kind)
+    violations = schema_violations(data, schema) if schema is not None else []
+    if schema is None or violations:
+        where = f"{file}:{first_line}"
+        if violations:  # the first schema error at its field, as validate reports it
+            line, column = documents[0].position(violations[0].path, violations[0].at_key)
+            where = f"{file}:{first_line + line - 1}:{column}"
+        reason = f": {violations[0].message}" if violations else ""
+        result.notes.append(f"{where}: {name} not formatted: it does not match its schema{reason} (see validate)")
+        return chunk
+    if _already_formatted(chunk, data, kind):
+        return chunk
+    yaml = _round_trip(chunk)
+    try:
+        document = yaml.load(chunk)
+    except YAMLError as error:  # read by the loader, refused by ruamel: leave it as it is
+        result.notes.append(f"{file}:{first_line}: {name} not formatted: {error}")
+        return chunk
+    changes = _defaults(document) if kind == PROVISIONER_KIND else []
+    if _canonical_order(document, ORDERS[kind]):
+        changes.append("keys in canonical order")
+    if not changes:
+        return chunk
+    out = io.StringIO()
+    yaml.dump(document, out)
+    updated = out.getvalue().rstrip("\n") + chunk[len(chunk.rstrip("\n")) :]
+    expected = default_provisioner(data) if kind == PROVISIONER_KIND else data
+    reread = parse(file, updated, expand_lists=False)
+    if len(reread) != 1 or reread[0].data != expected:
+        raise CannotFormat(f"{name}: the rewritten document would not hold the same data")
+    result.changes += [f"{name}: {change}" for change in changes]
+    return updated
+
+
+def _name(data: Mapping[str, Any]) -> str:
+    """The object's `metadata.name`, `?` when metadata is not a mapping or the name not a string (the schema
+    error then says why; fmt reports it and leaves the document as it is)."""
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) else "?"
+
+
+def _already_formatted(chunk: str, data: Mapping[str, Any], kind: str) -> bool:
+    """Whether the schema-valid document `data` needs no change — no default to add, every mapping of
+    `order.ORDERS` in canonical order — read from the data the loader gave: the round trip through ruamel.yaml
+    (~50 ms a document, pure Python) is then skipped. A merge key (`<<:`) is left to the round trip."""
+    if "<<" in chunk:
+        return False
+    if kind == PROVISIONER_KIND:
+        spec = data.get("spec")
+        requirements = spec.get("requirements") if isinstance(spec, Mapping) else None
+        if default_requirements(list(requirements or [])):
+            return False
+    orders = ORDERS[kind]
+    for path in orders:
+        for mapping in _plain_mappings_at(data, path):
+            keys = list(mapping)
+            if canonical_keys(keys, orders[path]) != keys:
+                return False
+    return True
+
+
+def _plain_mappings_at(data: Mapping[str, Any], path: tuple[str, ...]) -> list[Mapping[str, Any]]:
+    """The mappings at `path` (`*`: every list item) of plain loaded data."""
+    found: list[Any] = [data]
+    for part in path:
+        deeper: list[Any] = []
+        for node in found:
+            if part == "*" and isinstance(node, list):
+                deeper += node
+            elif isinstance(node, Mapping) and part in node:
+                deeper.append(node[part])
+        found = deeper
+    return [node for node in found if isinstance(node, Mapping)]
+
+
+def _round_trip(chunk: str) -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = _NO_WRAP
+    mapping, sequence, offset = _indentation(chunk)
+    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
+    yaml.explicit_start = chunk.startswith("---")
+    return yaml
+
+
+def _indentation(text: str) -> tuple[int, int, int]:
+    """(mapping indent, sequence indent, dash offset) the document uses; Kubernetes' usual 2, 4, 2 by default."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    mapping = sequence = offset = None
+    for above, below in zip(lines, lines[1:], strict=False):
+        if not above.rstrip().endswith(":") or above.lstrip().startswith("- "):
+            continue
+        parent = len(above) - len(above.lstrip())
+        child = len(below) - len(below.lstrip())
+        if child <= parent:
+            continue
+        if below.lstrip().startswith("- "):
+            if offset is None:
+                offset = child - parent
+                sequence = offset + 2
+        elif mapping is None:
+            mapping = child - parent
+    return mapping or 2, sequence or 4, offset if offset is not None else 2
+
+
+def _defaults(document: CommentedMap) -> list[str]:
+    """Append the requirements Karpenter's webhook adds, in the style of those there; what was added."""
+    spec = document.get("spec")
+    if not isinstance(spec, CommentedMap):
+        return []
+    existing = spec.get("requirements")
+    added = default_requirements(list(existing or []))
+    if not added:
+        return []
+    if not isinstance(existing, CommentedSeq):
+        existing = CommentedSeq()
+        spec["requirements"] = existing
+    following = take_trailing_lines(spec, "requirements") if existing else ""  # about what comes after the list
+    quote, flow = _value_style(existing)
+    for requirement in added:
+        values = CommentedSeq(quote(v) for v in requirement["values"])
+        if flow:
+            values.fa.set_flow_style()
+        existing.append(CommentedMap([("key", requirement["key"]), ("operator", requirement["operator"]),
+                                      ("values", values)]))
+    put_trailing_lines(spec, "requirements", following)
+    return [f"Karpenter's default {r['key']} {r['operator']} [{', '.join(r['values'])}] made explicit" for r in added]
+
+
+def _value_style(requirements: CommentedSeq) -> tuple[Any, bool]:
+    """How the file writes requirement values: the quoting of the first one, and flow (`[a, b]`) or block lists."""
+    for requirement in requirements:
+        values = requirement.get("values") if isinstance(requirement, Mapping) else None
+        if isinstance(values, CommentedSeq) and values:
+            first = values[0]
+            quote: Any = (
+                DoubleQuotedScalarString if isinstance(first, DoubleQuotedScalarString)
+                else SingleQuotedScalarString if isinstance(first, SingleQuotedScalarString)
+                else str
+            )
+            return quote, values.fa.flow_style()
+    return str, True
+
+
+def _canonical_order(document: CommentedMap, orders: Mapping[tuple[str, ...], tuple[str, ...]]) -> bool:
+    """Reorder every mapping `orders` names (outermost first); True when any key moved."""
+    moved = False
+    for path in sorted(orders, key=len):
+        for mapping, owner in _mappings_at(document, path):
+            moved |= reorder(mapping, orders[path], mapping.lc.col or 0, owner)
+    return moved
+
+
+def _mappings_at(
+    document: CommentedMap, path: tuple[str, ...]
+) -> list[tuple[CommentedMap, tuple[CommentedMap, Any] | None]]:
+    """The mappings at `path` (`*`: every list item) with the mapping and key holding each (None for the
+    document)."""
+    found: list[tuple[Any, tuple[CommentedMap, Any] | None]] = [(document, None)]
+    for part in path:
+        deeper: list[tuple[Any, tuple[CommentedMap, Any] | None]] = []
+        for node, _ in found:
+            if part == "*" and isinstance(node, CommentedSeq):
+                deeper += [(item, None) for item in node]
+            elif isinstance(node, CommentedMap) and part in node:
+                deeper.append((node[part], (node, part)))
+        found = deeper
+    return [(node, owner) for node, owner in found if isinstance(node, CommentedMap)]

@@ -1,1 +1,0 @@
-"""Pinning workloads: PinningPolicy rules, and `pin` writing what they require into manifests."""

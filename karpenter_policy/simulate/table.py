@@ -1,0 +1,54 @@
+"""The node table and the fleet's $/h that `simulate` prints after its log (plain text, deterministic)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from karpenter_policy.simulate.driver import SimulationResult
+from karpenter_policy.simulate.measure import NodeRow
+
+HEADER = ("node", "provisioner", "type", "zone", "capacity", "pods", "cpu", "memory", "$/h")
+
+
+def price_text(price: float | None) -> str:
+    return "n/a" if price is None else f"{price:.4f}"
+
+
+def _row(node: NodeRow) -> tuple[str, ...]:
+    return (
+        node.name, node.provisioner, node.instance_type, node.zone, node.capacity_type, str(node.pods),
+        f"{node.cpu:.0%}", f"{node.memory:.0%}", price_text(node.price),
+    )
+
+
+def _render(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    right = {5, 6, 7, 8}
+    widths = [max(len(r[i]) for r in (HEADER, *rows)) for i in range(len(HEADER))]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = zip(cells, widths, strict=True)
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(padded))
+
+    return [line(HEADER).rstrip(), "  ".join("-" * w for w in widths), *(line(r).rstrip() for r in rows)]
+
+
+def node_table(result: SimulationResult) -> str:
+    """The nodes at the end with their packing and price, then the fleet's $/h and what is left pending."""
+    out: list[str] = []
+    if result.nodes:
+        out += _render([_row(n) for n in result.nodes])
+    else:
+        out.append("no nodes")
+    unpriced = sum(1 for n in result.nodes if n.price is None)
+    spot = "spot at the live spot price" if result.spot_priced else "spot priced at on-demand (no spot price data)"
+    fleet = f"fleet: {len(result.nodes)} node(s), {result.pods} pod(s), ${result.cost:.4f}/h ({spot})"
+    if unpriced:
+        fleet += f"; {unpriced} node(s) without price data for {result.region} not counted"
+    out.append(fleet)
+    if result.pending:
+        out.append(f"pending: {result.pending} pod(s)")
+        out += [f"  {pod}: {reason}" for pod, reason in result.unschedulable.items()]
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["node_table", "price_text"]
