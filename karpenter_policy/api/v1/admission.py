@@ -11,6 +11,7 @@ admit is admitted. `RuntimeValidate` (NodePool only) runs later, in the NodePool
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,8 +48,30 @@ def crd_of(doc: Mapping[str, Any]) -> CrdVersion | None:
     return crd_version(api_version, kind)
 
 
+def json_form(value: Any) -> Any:
+    """`value` as kubectl sends a YAML document to the API server (sigs.k8s.io/yaml: YAML to JSON): mapping keys as
+    strings, an unquoted date or time as its text, any other scalar JSON has no type for as its text."""
+    if isinstance(value, Mapping):
+        return {_key_text(key): json_form(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_form(item) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return str(value)
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key)
+
+
 def _body(doc: Mapping[str, Any], crd: CrdVersion) -> dict[str, Any]:
-    body = dict(doc)
+    body: dict[str, Any] = json_form(doc)
     if crd.status_subresource:
         body.pop("status", None)
     return body

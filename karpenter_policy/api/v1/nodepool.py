@@ -157,7 +157,8 @@ def runtime_violations(nodepool: Mapping[str, Any]) -> list[Violation]:
 
 def _label_violations(labels: Mapping[str, Any], path: Path) -> list[Violation]:
     found: list[Violation] = []
-    for key, value in labels.items():
+    for raw_key, value in labels.items():
+        key = str(raw_key)
         at = (*path, key)
         if key == NODEPOOL_LABEL:
             found.append(Violation(RUNTIME_VALIDATION, at, f'invalid key name "{key}" in labels, restricted',

@@ -52,7 +52,7 @@ def _pattern(text: str) -> Any:
 
 
 def _quoted(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _type_name(value: object) -> str:
@@ -103,7 +103,7 @@ def defaulted(value: Any, schema: Schema) -> Any:
                 out[key] = defaulted(item, sub)
             elif isinstance(extra, Mapping):
                 out[key] = defaulted(item, extra)
-            elif extra is True or keep_unknown or not properties and "additionalProperties" not in schema:
+            elif extra is True or keep_unknown or (not properties and "additionalProperties" not in schema):
                 out[key] = copy.deepcopy(item)
         for key, sub in properties.items():
             if key not in out and "default" in sub:
@@ -218,7 +218,7 @@ def _check_list(value: list[Any], schema: Schema, path: Path, found: list[Schema
     if list_type == "set":
         seen: set[str] = set()
         for index, item in enumerate(value):
-            marker = json.dumps(item, sort_keys=True)
+            marker = json.dumps(item, sort_keys=True, default=str)
             if marker in seen:
                 _problem(found, (*path, index), f"Duplicate value: {_quoted(item)}")
             seen.add(marker)
@@ -228,7 +228,7 @@ def _check_list(value: list[Any], schema: Schema, path: Path, found: list[Schema
         for index, item in enumerate(value):
             if not isinstance(item, Mapping):
                 continue
-            marker = json.dumps([item.get(key) for key in keys])
+            marker = json.dumps([item.get(key) for key in keys], default=str)
             if marker in seen_keys:
                 _problem(found, (*path, index), f"Duplicate value: {_quoted({k: item.get(k) for k in keys})}")
             seen_keys.add(marker)

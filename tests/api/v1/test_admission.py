@@ -237,3 +237,23 @@ def test_what_the_api_server_stores_is_a_fixed_point(fields: dict[str, Any]) -> 
     assert again.stored == first.stored == defaulted(first.stored, crd.schema)
     if first.admitted:
         assert again.refusals == ()
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+                     st.floats(allow_nan=True), st.text(max_size=8), st.dates())
+_hostile = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3),
+    st.dictionaries(st.one_of(st.sampled_from(["template", "spec", "requirements", "labels", "disruption",
+                                               "budgets", "nodeClassRef", "key", "values", "taints", "limits"]),
+                              st.integers(), st.text(max_size=4)), inner, max_size=4)), max_leaves=20)
+
+
+@deterministic(200)
+@given(_hostile, st.sampled_from([("karpenter.sh/v1", "NodePool"), ("karpenter.sh/v1", "NodeClaim"),
+                                  ("karpenter.k8s.aws/v1", "EC2NodeClass")]))
+def test_any_shape_is_refused_or_admitted_never_an_exception(spec: Any, kind: tuple[str, str]) -> None:
+    """Whatever a file holds where a spec should be — wrong types, integer keys, dates, NaN, huge integers — the
+    checks answer with findings (or none), each with a message, and never raise."""
+    doc = {"apiVersion": kind[0], "kind": kind[1], "metadata": {"name": "x"}, "spec": spec}
+    for problem in check(doc):
+        assert problem.message
