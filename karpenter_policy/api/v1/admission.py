@@ -4,8 +4,9 @@ against Karpenter's CRDs, then, for a NodePool, as Karpenter's controller valida
 The API server's order (apiextensions-apiserver `customresource` strategy): the status of a kind with a status
 subresource is dropped; unknown fields are pruned (reported here, as `kubectl apply` refuses them); defaults are
 applied; the OpenAPI schema is checked; then the `x-kubernetes-validations` CEL rules, unless the schema check
-found a wrong type or a value outside an enum, which make the API server skip them ("some validation rules were
-not checked because the object was invalid"). Karpenter v1 has no admission webhook of its own: what the CRDs
+found a wrong type, a value outside an enum, a missing required field or a size over its maximum, which make the
+API server skip them (`hasBlockingErr`: "some validation rules were not checked because the object was
+invalid"). Karpenter v1 has no admission webhook of its own: what the CRDs
 admit is admitted. `RuntimeValidate` (NodePool only) runs later, in the NodePool readiness controller.
 """
 

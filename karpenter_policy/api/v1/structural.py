@@ -14,8 +14,8 @@ OpenAPI schema validator of kube-openapi).
 
 Each problem is a `Violation` of the `schema` rule at the field's path, worded as the API server words it
 (`Unsupported value: "Sometimes": supported values: "WhenEmpty", ...`). `blocking` says whether the API server
-would skip the CEL rules for it (apiextensions-apiserver's `hasBlockingErr`: a type error or a value outside an
-enum).
+would skip the CEL rules for it (apiextensions-apiserver's `hasBlockingErr`: a wrong type, a value outside an
+enum, a missing required field, a string over `maxLength`, a list or map over `maxItems` / `maxProperties`).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def _wanted(schema: Schema) -> str:
 
 def _check_string(value: str, schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
     if "maxLength" in schema and len(value) > schema["maxLength"]:
-        _problem(found, path, f"Too long: may not be more than {schema['maxLength']} bytes")
+        _problem(found, path, f"Too long: may not be more than {schema['maxLength']} bytes", blocking=True)
     if "minLength" in schema and len(value) < schema["minLength"]:
         _problem(found, path, f"Invalid value: {_quoted(value)}: {_where(path)} in body should be at least "
                  f"{schema['minLength']} chars long")
@@ -206,7 +206,7 @@ def _check_number(value: float, schema: Schema, path: Path, found: list[SchemaPr
 
 def _check_list(value: list[Any], schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
     if "maxItems" in schema and len(value) > schema["maxItems"]:
-        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
+        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxItems']} items", blocking=True)
     if "minItems" in schema and len(value) < schema["minItems"]:
         _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
                  f"{schema['minItems']} items")
@@ -236,13 +236,14 @@ def _check_list(value: list[Any], schema: Schema, path: Path, found: list[Schema
 
 def _check_object(value: Mapping[str, Any], schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
     if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxProperties']} items")
+        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
+                 blocking=True)
     if "minProperties" in schema and len(value) < schema["minProperties"]:
         _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
                  f"{schema['minProperties']} properties")
     for key in schema.get("required") or ():
         if key not in value:
-            _problem(found, (*path, key), "Required value")
+            _problem(found, (*path, key), "Required value", blocking=True)
     properties: Mapping[str, Schema] = schema.get("properties") or {}
     extra = schema.get("additionalProperties")
     for key, item in value.items():

@@ -257,3 +257,14 @@ def test_any_shape_is_refused_or_admitted_never_an_exception(spec: Any, kind: tu
     doc = {"apiVersion": kind[0], "kind": kind[1], "metadata": {"name": "x"}, "spec": spec}
     for problem in check(doc):
         assert problem.message
+
+
+def test_a_missing_required_field_or_a_list_over_its_maximum_also_keeps_the_cel_rules_from_running() -> None:
+    doc = nodepool()
+    doc["spec"]["template"]["spec"]["requirements"] = [
+        {"key": f"example.com/k{i}", "operator": "In", "values": []} for i in range(101)]  # CEL: In needs values
+    refusals = admit(doc).refusals
+    assert [r.message for r in refusals] == ["Too many: 101: must have at most 100 items", RULES_NOT_CHECKED]
+    del doc["spec"]["template"]["spec"]["nodeClassRef"]
+    doc["spec"]["template"]["spec"]["requirements"] = [{"key": "example.com/k", "operator": "In", "values": []}]
+    assert [r.message for r in admit(doc).refusals] == ["Required value", RULES_NOT_CHECKED]
