@@ -14,8 +14,9 @@ API server does, with the rule's message and the error.
 Kubernetes' CEL libraries the Karpenter rules use beyond standard CEL, implemented here:
 `<string>.find(<regex>)` (the regex library: the first match, or "" for none; RE2 as Go's `regexp`) and
 `<string>.split(<separator>)` (the strings extension: Go's `strings.Split`, an empty separator splitting into
-characters). Standard CEL (`has`, `all`, `exists`, `filter`, `size`, `matches` (RE2), `startsWith`, `endsWith`,
-`in`, `int()`, ternaries, error absorption by `&&` / `||`) is celpy's. Every rule of the shipped CRDs compiles and
+characters). `int(<string>)` is replaced by cel-go's (Go's `strconv.ParseInt`, base 10): celpy reads " 5",
+"5_0" and "٣" as integers, which Kubernetes refuses. Standard CEL (`has`, `all`, `exists`, `filter`, `size`,
+`matches` (RE2), `startsWith`, `endsWith`, `in`, ternaries, error absorption by `&&` / `||`) is celpy's. Every rule of the shipped CRDs compiles and
 is exercised by Karpenter's own CEL tests (`tests/api/v1/`).
 """
 
@@ -56,14 +57,28 @@ def _find(text: Any, pattern: Any) -> Any:
     return celtypes.StringType(match.group(0) if match else "")
 
 
+_GO_DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def _int(value: Any) -> Any:
+    """cel-go's `int()`: a string is read as Go's `strconv.ParseInt(s, 10, 64)` (a sign and ASCII digits only;
+    celpy would take Python's `int`: " 5", "5_0", "٣"); anything else as celpy converts it."""
+    if isinstance(value, str):
+        if not _GO_DECIMAL.fullmatch(value):
+            return CELEvalError("no such overload", ValueError, (f"cannot parse {str(value)!r} as an integer",))
+        return celtypes.IntType(int(value))  # IntType raises overflow past int64, as ParseInt does
+    return celtypes.IntType(value)
+
+
 def _split(text: Any, separator: Any) -> Any:
     value, sep = str(text), str(separator)
     parts = list(value) if sep == "" else value.split(sep)
     return celtypes.ListType([celtypes.StringType(part) for part in parts])
 
 
-#: The Kubernetes CEL library functions the rules call, by name (celpy passes a receiver as the first argument).
-KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find, "split": _split}
+#: The Kubernetes CEL library functions the rules call, and cel-go's `int`, by name (celpy passes a receiver as the
+#: first argument).
+KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find, "split": _split, "int": _int}
 
 
 @cache

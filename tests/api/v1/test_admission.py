@@ -268,3 +268,14 @@ def test_a_missing_required_field_or_a_list_over_its_maximum_also_keeps_the_cel_
     del doc["spec"]["template"]["spec"]["nodeClassRef"]
     doc["spec"]["template"]["spec"]["requirements"] = [{"key": "example.com/k", "operator": "In", "values": []}]
     assert [r.message for r in admit(doc).refusals] == ["Required value", RULES_NOT_CHECKED]
+
+
+@pytest.mark.parametrize(("value", "admitted"), [
+    ("5", True), ("+5", True), ("0", True), (" 5", False), ("5 ", False), ("5_0", False), ("0x10", False),
+    ("٣", False), ("-1", False), ("99999999999999999999", False)])
+def test_a_gt_value_is_an_integer_as_cel_go_reads_one(value: str, admitted: bool) -> None:
+    """The CRD's `int(x.values[0]) >= 0` reads the value as Go's strconv.ParseInt does (celpy alone would take
+    Python's int: spaces, underscores, other scripts' digits)."""
+    doc = nodepool()
+    doc["spec"]["template"]["spec"]["requirements"] = [{"key": "example.com/size", "operator": "Gt", "values": [value]}]
+    assert admit(doc).admitted is admitted
