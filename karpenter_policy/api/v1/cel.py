@@ -16,8 +16,8 @@ Kubernetes' CEL libraries the Karpenter rules use beyond standard CEL, implement
 `<string>.split(<separator>)` (the strings extension: Go's `strings.Split`, an empty separator splitting into
 characters). `int(<string>)` is replaced by cel-go's (Go's `strconv.ParseInt`, base 10): celpy reads " 5",
 "5_0" and "٣" as integers, which Kubernetes refuses. Standard CEL (`has`, `all`, `exists`, `filter`, `size`,
-`matches` (RE2), `startsWith`, `endsWith`, `in`, ternaries, error absorption by `&&` / `||`) is celpy's. Every rule of the shipped CRDs compiles and
-is exercised by Karpenter's own CEL tests (`tests/api/v1/`).
+`matches` (RE2), `startsWith`, `endsWith`, `in`, ternaries, error absorption by `&&` / `||`) is celpy's. Every
+rule of the shipped CRDs compiles and is exercised by Karpenter's own CEL tests (`tests/api/v1/`).
 """
 
 from __future__ import annotations
