@@ -64,6 +64,10 @@ VOLUME_ZONES_CONFLICT = "volume-zones-conflict"
 INVALID_REPLICAS = "invalid-replicas"
 #: (error) a PlacementTest expectation the plan of `check --workloads` does not meet (`karpenter-policy test`).
 PLACEMENT_TEST_FAILED = "placement-test-failed"
+#: (error) a Karpenter v1 object fails an `x-kubernetes-validations` (CEL) rule of its CRD: the API server refuses it.
+CEL_RULE = "cel-rule"
+#: (error) a NodePool fails Karpenter v1's RuntimeValidate: admitted, but the NodePool never becomes Ready.
+RUNTIME_VALIDATION = "runtime-validation"
 
 
 @dataclass(frozen=True, slots=True)

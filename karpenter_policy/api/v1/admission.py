@@ -1,0 +1,110 @@
+"""A Karpenter v1 object (NodePool, NodeClaim, EC2NodeClass) checked as the Kubernetes API server admits it
+against Karpenter's CRDs, then, for a NodePool, as Karpenter's controller validates it at run time.
+
+The API server's order (apiextensions-apiserver `customresource` strategy): the status of a kind with a status
+subresource is dropped; unknown fields are pruned (reported here, as `kubectl apply` refuses them); defaults are
+applied; the OpenAPI schema is checked; then the `x-kubernetes-validations` CEL rules, unless the schema check
+found a wrong type, a value outside an enum, a missing required field or a size over its maximum, which make the
+API server skip them (`hasBlockingErr`: "some validation rules were not checked because the object was
+invalid"). Karpenter v1 has no admission webhook of its own: what the CRDs
+admit is admitted. `RuntimeValidate` (NodePool only) runs later, in the NodePool readiness controller.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.api.v1.cel import cel_violations
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND, CrdVersion, crd_version
+from karpenter_policy.api.v1.nodepool import runtime_violations
+from karpenter_policy.api.v1.structural import defaulted, schema_problems, unknown_fields
+from karpenter_policy.api.violations import ERROR, SCHEMA, WARNING, Violation
+
+#: What the API server adds when a schema error kept it from running the CEL rules.
+RULES_NOT_CHECKED = ("some validation rules were not checked because the object was invalid; correct the existing "
+                     "errors to complete validation")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The API server's verdict on one object: the object as it would be stored (defaults applied, unknown fields
+    and a status subresource's status dropped) and every reason it would refuse it (none: admitted)."""
+
+    stored: dict[str, Any]
+    refusals: tuple[Violation, ...]
+
+    @property
+    def admitted(self) -> bool:
+        return not any(violation.severity == ERROR for violation in self.refusals)
+
+
+def crd_of(doc: Mapping[str, Any]) -> CrdVersion | None:
+    """The CRD version `doc`'s apiVersion and kind name, None for anything else."""
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    return crd_version(api_version, kind)
+
+
+def json_form(value: Any) -> Any:
+    """`value` as kubectl sends a YAML document to the API server (sigs.k8s.io/yaml: YAML to JSON): mapping keys as
+    strings, an unquoted date or time as its text, any other scalar JSON has no type for as its text."""
+    if isinstance(value, Mapping):
+        return {_key_text(key): json_form(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_form(item) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return str(value)
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key)
+
+
+def _body(doc: Mapping[str, Any], crd: CrdVersion) -> dict[str, Any]:
+    body: dict[str, Any] = json_form(doc)
+    if crd.status_subresource:
+        body.pop("status", None)
+    return body
+
+
+def admit(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Admission:
+    """`doc` created (or, with `old`, updated from `old`) as the API server would take it.
+    Raises LookupError for a document of a kind the package has no CRD of (`crd_of` says which have one)."""
+    crd = crd_of(doc)
+    if crd is None:
+        raise LookupError(f"no Karpenter v1 CRD for apiVersion {doc.get('apiVersion')!r} kind {doc.get('kind')!r}")
+    body = _body(doc, crd)
+    problems = unknown_fields(body, crd.schema)
+    stored: dict[str, Any] = defaulted(body, crd.schema)
+    problems.extend(schema_problems(stored, crd.schema))
+    refusals = [problem.violation for problem in problems]
+    if any(problem.blocking for problem in problems):
+        refusals.append(Violation(SCHEMA, (), RULES_NOT_CHECKED, severity=WARNING))
+    else:
+        old_stored = defaulted(_body(old, crd), crd.schema) if old is not None else None
+        if old_stored is None:
+            refusals.extend(cel_violations(stored, crd.schema))
+        else:
+            refusals.extend(cel_violations(stored, crd.schema, old_stored))
+    return Admission(stored, tuple(refusals))
+
+
+def check(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Violation]:
+    """Every problem Karpenter would have with `doc`: the API server's refusals and, for an admitted NodePool,
+    RuntimeValidate's (admitted, but never Ready)."""
+    admission = admit(doc, old)
+    found = list(admission.refusals)
+    if admission.admitted and doc.get("kind") == NODEPOOL_KIND:
+        found.extend(runtime_violations(admission.stored))
+    return found

@@ -1,0 +1,183 @@
+"""The CRDs' `x-kubernetes-validations` rules, evaluated as the API server evaluates them (apiextensions-apiserver
+`pkg/apiserver/schema/cel`), with cel-python (`celpy`) as the CEL interpreter.
+
+Where the rules run: at every node of the (pruned, defaulted) object whose schema carries rules, `self` bound to
+that node's value — each list item, each map value, each present property; never at an absent field. A rule that
+names `oldSelf` is a transition rule: it runs only on an update, where the old object has a value at the same
+place (object properties and map values by key, `x-kubernetes-list-type: map` items by their keys; items of an
+atomic list have no old value), as Kubernetes correlates them.
+
+What a rule says: false is a refusal with the rule's `message` (Kubernetes' "failed rule: <rule>" when it has
+none). An evaluation error (a missing key, `int("abc")`, an index out of range) refuses the object too, as the
+API server does, with the rule's message and the error.
+
+Kubernetes' CEL libraries the Karpenter rules use beyond standard CEL, implemented here:
+`<string>.find(<regex>)` (the regex library: the first match, or "" for none; RE2 as Go's `regexp`) and
+`<string>.split(<separator>)` (the strings extension: Go's `strings.Split`, an empty separator splitting into
+characters). `int(<string>)` is replaced by cel-go's (Go's `strconv.ParseInt`, base 10): celpy reads " 5",
+"5_0" and "٣" as integers, which Kubernetes refuses. Standard CEL (`has`, `all`, `exists`, `filter`, `size`,
+`matches` (RE2), `startsWith`, `endsWith`, `in`, ternaries, error absorption by `&&` / `||`) is celpy's. Every
+rule of the shipped CRDs compiles and is exercised by Karpenter's own CEL tests (`tests/api/v1/`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import Any
+
+import celpy
+import re2  # type: ignore[import-untyped]
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
+
+from karpenter_policy.api.violations import CEL_RULE, Path, Violation
+
+Schema = Mapping[str, Any]
+
+_OLD_SELF = re.compile(r"\boldSelf\b")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CelRule:
+    """One `x-kubernetes-validations` entry, compiled."""
+
+    rule: str
+    message: str
+    transition: bool
+    program: Any
+
+
+def _find(text: Any, pattern: Any) -> Any:
+    match = re2.search(str(pattern), str(text))
+    return celtypes.StringType(match.group(0) if match else "")
+
+
+_GO_DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def _int(value: Any) -> Any:
+    """cel-go's `int()`: a string is read as Go's `strconv.ParseInt(s, 10, 64)` (a sign and ASCII digits only;
+    celpy would take Python's `int`: " 5", "5_0", "٣"); anything else as celpy converts it."""
+    if isinstance(value, str):
+        if not _GO_DECIMAL.fullmatch(value):
+            return CELEvalError("no such overload", ValueError, (f"cannot parse {str(value)!r} as an integer",))
+        return celtypes.IntType(int(value))  # IntType raises overflow past int64, as ParseInt does
+    return celtypes.IntType(value)
+
+
+def _split(text: Any, separator: Any) -> Any:
+    value, sep = str(text), str(separator)
+    parts = list(value) if sep == "" else value.split(sep)
+    return celtypes.ListType([celtypes.StringType(part) for part in parts])
+
+
+#: The Kubernetes CEL library functions the rules call, and cel-go's `int`, by name (celpy passes a receiver as the
+#: first argument).
+KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find, "split": _split, "int": _int}
+
+
+@cache
+def _environment() -> Any:
+    return celpy.Environment()  # the interpreter: celpy's CompiledRunner mis-evaluates macros such as all()
+
+
+@cache
+def compiled_rule(rule: str, message: str) -> CelRule:
+    """`rule` compiled once per process (celpy's parser is slow to build: about a second, once)."""
+    environment = _environment()
+    program = environment.program(environment.compile(rule), functions=KUBERNETES_FUNCTIONS)
+    return CelRule(rule, message or f"failed rule: {rule}", bool(_OLD_SELF.search(rule)), program)
+
+
+def _evaluate(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
+    """(passed, evaluation error): a rule that evaluates to anything but true fails. A rule's verdict depends on
+    its inputs only, and objects repeat the same keys and terms: verdicts are remembered by their inputs' JSON
+    (celpy interprets its syntax tree: some milliseconds a rule)."""
+    try:
+        inputs = json.dumps([value, old] if compiled.transition else value, sort_keys=True)
+    except (TypeError, ValueError):
+        return _run(compiled, value, old)
+    return _remembered(compiled, inputs)
+
+
+@lru_cache(maxsize=16384)
+def _remembered(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
+    decoded = json.loads(inputs)
+    return _run(compiled, *(decoded if compiled.transition else (decoded, None)))
+
+
+def _run(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
+    activation = {"self": json_to_cel(value)}
+    if compiled.transition:
+        activation["oldSelf"] = json_to_cel(old)
+    try:
+        result = compiled.program.evaluate(activation)
+    except CELEvalError as error:
+        return False, _error_text(error)
+    except Exception as error:  # noqa: BLE001 - an object from a file never crashes the checker: it is refused
+        return False, str(error) or type(error).__name__
+    if isinstance(result, CELEvalError):
+        return False, _error_text(result)
+    if isinstance(result, celtypes.BoolType):
+        return bool(result), None
+    return False, f"the rule evaluated to {type(result).__name__}, not a boolean"
+
+
+def _error_text(error: Exception) -> str:
+    if len(error.args) >= 3 and error.args[2]:
+        detail = error.args[2]
+        return str(detail[0] if isinstance(detail, tuple) and detail else detail)
+    return str(error.args[0]) if error.args else type(error).__name__
+
+
+_ABSENT = object()
+
+
+def cel_violations(value: Any, schema: Schema, old: Any = _ABSENT, path: Path = ()) -> list[Violation]:
+    """Every rule of `schema` and its sub-schemas that `value` fails, at the path of the node the rule is on.
+    `old` is the object before an update (omit it for a create: transition rules are not run)."""
+    found: list[Violation] = []
+    _walk(value, schema, old, path, found)
+    return found
+
+
+def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violation]) -> None:
+    for entry in schema.get("x-kubernetes-validations") or ():
+        compiled = compiled_rule(entry["rule"], entry.get("message", ""))
+        if compiled.transition and old is _ABSENT:
+            continue
+        passed, error = _evaluate(compiled, value, None if old is _ABSENT else old)
+        if not passed:
+            message = compiled.message if error is None else f"{compiled.message} (evaluation error: {error})"
+            found.append(Violation(CEL_RULE, path, message))
+    if isinstance(value, Mapping):
+        properties: Mapping[str, Schema] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        old_map = old if isinstance(old, Mapping) else {}
+        for key, item in value.items():
+            sub = properties.get(key) if key in properties else extra if isinstance(extra, Mapping) else None
+            if sub is not None:
+                _walk(item, sub, old_map.get(key, _ABSENT), (*path, key), found)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        items: Schema = schema["items"]
+        old_items = _correlated_items(value, schema, old)
+        for index, item in enumerate(value):
+            _walk(item, items, old_items[index], (*path, index), found)
+
+
+def _correlated_items(value: list[Any], schema: Schema, old: Any) -> list[Any]:
+    """The old value of each item: by the map keys of a `map` list, none for any other list."""
+    if schema.get("x-kubernetes-list-type") != "map" or not isinstance(old, list):
+        return [_ABSENT] * len(value)
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+
+    def key_of(item: Any) -> str | None:
+        return repr([item.get(key) for key in keys]) if isinstance(item, Mapping) else None
+
+    old_by_key = {key_of(item): item for item in old if key_of(item) is not None}
+    return [old_by_key.get(key_of(item), _ABSENT) for item in value]

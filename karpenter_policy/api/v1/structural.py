@@ -1,0 +1,253 @@
+"""What the Kubernetes API server does with a custom resource against its CRD's structural schema before any CEL
+rule: prune, default, validate (apiextensions-apiserver's `structuraldefaulting.Default`, `pruning.Prune` and the
+OpenAPI schema validator of kube-openapi).
+
+- **Defaulting**: a property with `default:` that is absent (or null without `nullable`) gets a deep copy of its
+  default, and defaulting goes on inside it, so `disruption: {}` and an absent `disruption` both end up with
+  `consolidationPolicy`, `consolidateAfter` and `budgets` filled in. Nulls of non-nullable fields without a default
+  are pruned.
+- **Unknown fields**: the API server prunes them; `kubectl apply` (strict field validation, the default since
+  Kubernetes 1.27) refuses them. They are reported, at the key, and left out of the defaulted object.
+- **Validation**: type, `enum`, `pattern` (RE2, as Go's `regexp`: `$` is the end of the text), `minLength` /
+  `maxLength` (characters), `minimum` / `maximum`, `minItems` / `maxItems`, `maxProperties`, `required`,
+  `x-kubernetes-int-or-string`, `x-kubernetes-list-type: set` / `map` (duplicates), `format: date-time`.
+
+Each problem is a `Violation` of the `schema` rule at the field's path, worded as the API server words it
+(`Unsupported value: "Sometimes": supported values: "WhenEmpty", ...`). `blocking` says whether the API server
+would skip the CEL rules for it (apiextensions-apiserver's `hasBlockingErr`: a wrong type, a value outside an
+enum, a missing required field, a string over `maxLength`, a list or map over `maxItems` / `maxProperties`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import re2  # type: ignore[import-untyped]  # RE2, the engine of Go's regexp and of the CRD patterns
+
+from karpenter_policy.api.violations import SCHEMA, Path, Violation, render_path
+
+Schema = Mapping[str, Any]
+
+_DATE_TIME = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaProblem:
+    """One schema violation, and whether it is of the kinds that make the API server skip the CEL rules."""
+
+    violation: Violation
+    blocking: bool
+
+
+@cache
+def _pattern(text: str) -> Any:
+    return re2.compile(text)
+
+
+def _quoted(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def _has_type(value: object, schema: Schema) -> bool:
+    if schema.get("x-kubernetes-int-or-string"):
+        return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    wanted = schema.get("type")
+    if wanted is None:
+        return True
+    if wanted == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if wanted == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return bool(_type_name(value) == wanted)
+
+
+def defaulted(value: Any, schema: Schema) -> Any:
+    """A deep copy of `value` with the schema's defaults applied and non-nullable nulls pruned, as the API server
+    stores it. Unknown fields are left out (the API server prunes them); values of the wrong type are kept as
+    they are (validation reports them)."""
+    if isinstance(value, Mapping):
+        properties: Mapping[str, Schema] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in properties:
+                sub = properties[key]
+                if item is None and not sub.get("nullable"):
+                    continue  # a default below fills it, as for an absent field
+                out[key] = defaulted(item, sub)
+            elif isinstance(extra, Mapping):
+                out[key] = defaulted(item, extra)
+            elif extra is True or keep_unknown or (not properties and "additionalProperties" not in schema):
+                out[key] = copy.deepcopy(item)
+        for key, sub in properties.items():
+            if key not in out and "default" in sub:
+                out[key] = defaulted(copy.deepcopy(sub["default"]), sub)
+        return out
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [defaulted(item, items) if isinstance(items, Mapping) else copy.deepcopy(item) for item in value]
+    return copy.deepcopy(value)
+
+
+def unknown_fields(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
+    """A problem at each field of `value` its schema does not know (what the API server prunes and
+    `kubectl apply`'s strict field validation refuses), looked for before pruning."""
+    found: list[SchemaProblem] = []
+    if isinstance(value, Mapping):
+        properties: Mapping[str, Schema] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            if key in properties:
+                found.extend(unknown_fields(item, properties[key], (*path, key)))
+            elif isinstance(extra, Mapping):
+                found.extend(unknown_fields(item, extra, (*path, key)))
+            elif properties and extra is not True and not schema.get("x-kubernetes-preserve-unknown-fields"):
+                _problem(found, (*path, key), f"unknown field {_quoted(_where((*path, key)))}", at_key=True)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(value):
+            found.extend(unknown_fields(item, schema["items"], (*path, index)))
+    return found
+
+
+def schema_problems(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
+    """Every violation of `schema` by `value` (already defaulted), each at its field's path."""
+    found: list[SchemaProblem] = []
+    _check(value, schema, path, found)
+    return found
+
+
+def _problem(found: list[SchemaProblem], path: Path, message: str, *, blocking: bool = False,
+             at_key: bool = False) -> None:
+    found.append(SchemaProblem(Violation(SCHEMA, path, message, at_key=at_key), blocking))
+
+
+def _check(value: Any, schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
+    if value is None:
+        if not schema.get("nullable"):
+            _problem(found, path, f"Invalid value: \"null\": {_where(path)} in body must be of type "
+                     f"{_wanted(schema)}", blocking=True)
+        return
+    if not _has_type(value, schema):
+        _problem(found, path, f"Invalid value: \"{_type_name(value)}\": {_where(path)} in body must be of type "
+                 f"{_wanted(schema)}: \"{_type_name(value)}\"", blocking=True)
+        return
+    enum = schema.get("enum")
+    if enum is not None and value not in enum:
+        supported = ", ".join(_quoted(option) for option in enum)
+        _problem(found, path, f"Unsupported value: {_quoted(value)}: supported values: {supported}", blocking=True)
+    if isinstance(value, str):
+        _check_string(value, schema, path, found)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        _check_number(value, schema, path, found)
+    elif isinstance(value, list):
+        _check_list(value, schema, path, found)
+    elif isinstance(value, Mapping):
+        _check_object(value, schema, path, found)
+
+
+def _where(path: Path) -> str:
+    return render_path(path) or "<root>"
+
+
+def _wanted(schema: Schema) -> str:
+    if schema.get("x-kubernetes-int-or-string"):
+        return "integer or string"
+    return str(schema.get("type", "any"))
+
+
+def _check_string(value: str, schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        _problem(found, path, f"Too long: may not be more than {schema['maxLength']} bytes", blocking=True)
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        _problem(found, path, f"Invalid value: {_quoted(value)}: {_where(path)} in body should be at least "
+                 f"{schema['minLength']} chars long")
+    pattern = schema.get("pattern")
+    if pattern is not None and _pattern(pattern).search(value) is None:
+        _problem(found, path, f"Invalid value: {_quoted(value)}: {_where(path)} in body should match '{pattern}'")
+    if schema.get("format") == "date-time" and _pattern(_DATE_TIME).search(value) is None:
+        _problem(found, path, f"Invalid value: {_quoted(value)}: {_where(path)} in body must be of type "
+                 "date-time")
+
+
+def _check_number(value: float, schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
+    if "maximum" in schema and value > schema["maximum"]:
+        _problem(found, path, f"Invalid value: {value}: {_where(path)} in body should be less than or equal to "
+                 f"{schema['maximum']}")
+    if "minimum" in schema and value < schema["minimum"]:
+        _problem(found, path, f"Invalid value: {value}: {_where(path)} in body should be greater than or equal "
+                 f"to {schema['minimum']}")
+
+
+def _check_list(value: list[Any], schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxItems']} items", blocking=True)
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
+                 f"{schema['minItems']} items")
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        for index, item in enumerate(value):
+            _check(item, items, (*path, index), found)
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "set":
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            marker = json.dumps(item, sort_keys=True, default=str)
+            if marker in seen:
+                _problem(found, (*path, index), f"Duplicate value: {_quoted(item)}")
+            seen.add(marker)
+    elif list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        seen_keys: set[str] = set()
+        for index, item in enumerate(value):
+            if not isinstance(item, Mapping):
+                continue
+            marker = json.dumps([item.get(key) for key in keys], default=str)
+            if marker in seen_keys:
+                _problem(found, (*path, index), f"Duplicate value: {_quoted({k: item.get(k) for k in keys})}")
+            seen_keys.add(marker)
+
+
+def _check_object(value: Mapping[str, Any], schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
+                 blocking=True)
+    if "minProperties" in schema and len(value) < schema["minProperties"]:
+        _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
+                 f"{schema['minProperties']} properties")
+    for key in schema.get("required") or ():
+        if key not in value:
+            _problem(found, (*path, key), "Required value", blocking=True)
+    properties: Mapping[str, Schema] = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    for key, item in value.items():
+        if key in properties:
+            _check(item, properties[key], (*path, key), found)
+        elif isinstance(extra, Mapping):
+            _check(item, extra, (*path, key), found)
