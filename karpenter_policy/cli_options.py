@@ -47,8 +47,7 @@ def with_options(
                 sys.exit(2)
             function(options)
 
-        decorated: Callable[..., None] = update_wrapper(callback, function, updated=())
-        del decorated.__wrapped__  # type: ignore[attr-defined]  # click must not read the function's signature
+        decorated: Callable[..., None] = update_wrapper(callback, function, updated=())  # its name and --help
         for field, flag in reversed(flags(options_type)):
             settings: dict[str, Any] = {
                 "type": click_type(flag),

@@ -42,7 +42,7 @@ NOT_POLICY_FLAGS = {
     "check": {"paths", "output", "fail_on_warn", "quiet", "scale", "exclude", "disabled"},
     "test": {"paths", "output", "quiet", "scale", "exclude", "disabled"},
 }
-POLICY_COMMANDS = ("check", "test", "diff", "compile")
+POLICY_COMMANDS = ("check", "test", "diff", "compile", "pin")
 
 
 def _command(name: str) -> click.Command:
@@ -108,8 +108,8 @@ def test_the_reconcile_defaults_are_the_documented_ones() -> None:
 def test_a_policy_commands_shared_flags_are_policy_options_fields(name: str) -> None:
     fields = {field.name: (field, flag) for field, flag in flags(PolicyOptions)}
     command = _command(name)
-    needed = {"test": ["--workloads", "apps"], "diff": ["base", "head"], "compile": ["-o", "out"]}.get(name, [])
-    parsed = command.make_context(name, needed).params
+    needed = {"test": ["--workloads", "apps"], "diff": ["base", "head"], "compile": ["-o", "out"], "pin": ["apps"]}
+    parsed = command.make_context(name, needed.get(name, [])).params
     shared = [p for p in command.params if p.name in fields]
     assert shared, "each policy command takes some of PolicyOptions' flags"
     for param in shared:
