@@ -27,9 +27,10 @@ from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.checks.reporters import FORMATS, displayable, render
 from karpenter_policy.checks.selection import Selection
 from karpenter_policy.cli_help import EPILOGS, version_line
-from karpenter_policy.logformat import DEFAULT_LEVEL as DEFAULT_LOG_LEVEL
-from karpenter_policy.logformat import FORMATS as LOG_FORMATS
-from karpenter_policy.logformat import LEVELS as LOG_LEVELS
+from karpenter_policy.cli_options import with_options
+from karpenter_policy.reconcile.flags import ReconcileOptions
+from karpenter_policy.simulate.flags import SimulateOptions
+from karpenter_policy.webhook.flags import WebhookFlags
 
 if TYPE_CHECKING:
     from karpenter_policy.catalog import Catalog
@@ -304,26 +305,23 @@ def check(
     reaches (shadowed), and the nodes every replica needs with the fleet's $/h (the capacity plan). PATHS are
     files or directories, or - for standard input; default: policies/.
     """
+    from karpenter_policy.checks.options import PolicyOptions
     from karpenter_policy.commands.check import check_command
 
     selection = _selection(exclude, disabled)
     _read_paths("check", paths or DEFAULT_PATHS, selection)
-    result = check_command(
-        paths or DEFAULT_PATHS,
-        output,
-        fail_on_warn=fail_on_warn,
+    options = PolicyOptions(
         catalog_file=catalog_file,
         region=region,
         timeout_ms=timeout_ms,
         values_file=values_file,
-        workloads=workload_paths or None,
+        workload_paths=workload_paths,
         scale=_scale_option(scale),
         spot_prices_file=spot_prices_file,
         selection=selection,
-        quiet=quiet,
         previous_generation=previous_generation,
     )
-    _finish(result)
+    _finish(check_command(paths or DEFAULT_PATHS, output, options, fail_on_warn=fail_on_warn, quiet=quiet))
 
 
 def _scale_option(values: Sequence[str]) -> dict[str, int]:
@@ -391,25 +389,23 @@ def test(
     expectation that does not hold is a placement-test-failed error at its line: exit 1. No PlacementTest among
     PATHS: exit 2.
     """
+    from karpenter_policy.checks.options import PolicyOptions
     from karpenter_policy.commands.test import test_command
 
     selection = _selection(exclude, disabled)
     _read_paths("test", paths or DEFAULT_PATHS, selection)
-    result = test_command(
-        paths or DEFAULT_PATHS,
-        workload_paths,
-        output,
+    options = PolicyOptions(
         catalog_file=catalog_file,
         region=region,
         timeout_ms=timeout_ms,
         values_file=values_file,
+        workload_paths=workload_paths,
         scale=_scale_option(scale),
         spot_prices_file=spot_prices_file,
         selection=selection,
-        quiet=quiet,
         previous_generation=previous_generation,
     )
-    _finish(result)
+    _finish(test_command(paths or DEFAULT_PATHS, options, output, quiet=quiet))
 
 
 @main.command("compile", epilog=EPILOGS["compile"])
@@ -805,52 +801,8 @@ def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -
 
 
 @main.command(epilog=EPILOGS["webhook"])
-@click.option("--tls-cert-file", type=click.Path(dir_okay=False), help="Serving certificate (PEM); reloaded on change.")
-@click.option("--tls-private-key-file", type=click.Path(dir_okay=False), help="Its private key (PEM).")
-@click.option(
-    "--self-signed",
-    metavar="DIR",
-    type=click.Path(file_okay=False),
-    help="Make a CA and serving certificate in DIR (kept when present), print the caBundle, serve with them.",
-)
-@click.option("--generate-only", is_flag=True, help="With --self-signed: print the caBundle and exit.")
-@click.option("--dns-name", "dns_names", multiple=True, help="With --self-signed: a name the certificate covers.")
-@click.option("--address", default="0.0.0.0", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8443, show_default=True)
-@click.option("--policies", multiple=True, type=click.Path(), help="Policy repository (templates, pinning rules).")
-@click.option("--constraints", type=click.Path(file_okay=False), help="Compiled constraint sets (compile -o DIR).")
-@click.option("--pinning", multiple=True, type=click.Path(), help="PinningPolicy files (default: from --policies).")
-@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
-@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
-@click.option("--region", help="Region of the embedded catalog (default us-east-1).")
-@click.option("--timeout-ms", type=click.IntRange(min=1), default=1000, show_default=True, help="Solver time limit.")
-@click.option("--solver-cache", type=click.IntRange(min=0), default=4096, show_default=True, help="Cached verdicts.")
-@click.option("--max-body-bytes", type=click.IntRange(min=1024), default=4 * 1024 * 1024, show_default=True)
-@click.option("--request-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True)
-@click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True)
-@click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option(
-    "--max-connections-per-client",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Connections one client address may hold; beyond it, its own least active connection makes room.",
-)
-@click.option("--handshake-timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
-@click.option(
-    "--admission-timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Cap on a request's deadline (the API server's ?timeout= is used when shorter).",
-)
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Worker processes.")
-@click.option("--reload-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
-@click.option("--shutdown-delay", type=click.FloatRange(min=0), default=5.0, show_default=True)
-@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True)
-@click.option("--log-level", type=click.Choice(tuple(LOG_LEVELS), case_sensitive=False), default=DEFAULT_LOG_LEVEL,
-              show_default=True, help="Lines below it are not written.")
-def webhook(**options: object) -> None:
+@with_options(WebhookFlags, "webhook")
+def webhook(options: WebhookFlags) -> None:
     """Serve the admission webhook over HTTPS: /mutate/provisioners, /validate/provisioners, /mutate/pods,
     /healthz, /readyz, /metrics. It runs the checks of `check`."""
     from karpenter_policy.webhook.command import main as webhook_main
@@ -859,43 +811,8 @@ def webhook(**options: object) -> None:
 
 
 @main.command(epilog=EPILOGS["reconcile"])
-@click.option("--constraints", required=True, metavar="DIR|configmap/NAMESPACE/NAME", help="Compiled constraint sets.")
-@click.option("--cluster-name", required=True, help="The cluster's name (instance tags, node bootstrap).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster, else ~/.kube/config.")
-@click.option("--context", help="Kubeconfig context (default: the current one).")
-@click.option("--region", help="EC2 region (default: the constraint sets').")
-@click.option("--endpoint-url", metavar="URL", help="AWS endpoint for every service (e.g. a proxy).")
-@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True)
-@click.option("--log-level", type=click.Choice(tuple(LOG_LEVELS), case_sensitive=False), default=DEFAULT_LOG_LEVEL,
-              show_default=True, help="Lines below it are not written.")
-@click.option("--batch-idle-duration", default="1s", show_default=True, help="Batch closes after this idle.")
-@click.option("--batch-max-duration", default="10s", show_default=True, help="Close a batch after this long at most.")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: no metrics.")
-@click.option("--metrics-address", default="0.0.0.0", show_default=True)
-@click.option("--kubernetes-version", metavar="X.Y", help="The control plane's version (picks the EKS AMIs). Required.")
-@click.option("--api-server-endpoint", metavar="URL", help="What nodes join (default: the kubeconfig's server).")
-@click.option("--ca-bundle", metavar="BASE64", help="Cluster CA (default: kubeconfig's or in-cluster).")
-@click.option("--dns-cluster-ip", help="Cluster DNS IP for the kubelet (default: the AMI's).")
-@click.option("--default-instance-profile", help="For node templates that name no instanceProfile.")
-@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Region's catalog.")
-@click.option(
-    "--provision-unschedulable-only/--provision-all-pending",
-    "unschedulable_only",
-    default=True,
-    show_default=True,
-    help="Wait for kube-scheduler's Unschedulable mark (a real cluster), or take every unbound pod and bind it.",
-)
-@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True, help="One active replica (a Lease).")
-@click.option("--leader-election-namespace", help="Namespace of the Lease (default: the pod's, else default).")
-@click.option("--strategy", type=click.Choice(("cost", "karpenter")), default="cost", show_default=True)
-@click.option("--interruption-queue", metavar="NAME", help="SQS queue of EventBridge interruption events.")
-@click.option(
-    "--registration-ttl",
-    default="15m",
-    show_default=True,
-    help="Delete a node whose kubelet has not joined this long after its launch (Karpenter's liveness).",
-)
-def reconcile(**options: object) -> None:
+@with_options(ReconcileOptions, "reconcile")
+def reconcile(options: ReconcileOptions) -> None:
     """Launch EC2 nodes for pending pods from compiled constraint sets: watch, batch, schedule (the code of
     `check --workloads`), CreateFleet, register the node, bind."""
     from karpenter_policy.reconcile.command import main as reconcile_main
@@ -904,16 +821,8 @@ def reconcile(**options: object) -> None:
 
 
 @main.command("simulate", epilog=EPILOGS["simulate"])
-@click.option("--constraints", required=True, metavar="DIR", help="Compiled constraint sets (compile -o DIR).")
-@click.option("--workloads", "workload_paths", multiple=True, required=True, type=click.Path(),
-              help="Workload manifests (files or directories, repeatable).")
-@click.option("--scale", multiple=True, metavar="KIND/NAME=N",
-              help="A step that scales a workload to N replicas (repeatable: the steps run in order).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write a self-contained HTML report here.")
-@click.option("--strategy", type=click.Choice(("cost", "karpenter")), default="cost", show_default=True)
-def simulate(
-    constraints: str, workload_paths: tuple[str, ...], scale: tuple[str, ...], report: str | None, strategy: str
-) -> None:
+@with_options(SimulateOptions, "simulate")
+def simulate(options: SimulateOptions) -> None:
     """Run the controller on an in-memory cluster against EC2 served by moto in this process (no cluster, no AWS
     account): the workloads are created, then scaled step by step; prints the controller's log, the nodes
     (type, zone, capacity type, pods, cpu/memory use, $/h) and the fleet's $/h. Exit 1 when pods stay pending."""
@@ -922,17 +831,18 @@ def simulate(
     from karpenter_policy.checks.source.workloads import read_workloads
     from karpenter_policy.simulate.command import overwritten_input, simulate_command
 
-    if report is not None and (why := overwritten_input(report, [constraints, *workload_paths])) is not None:
+    report, constraints = options.report, options.constraints
+    if report is not None and (why := overwritten_input(report, [constraints, *options.workload_paths])) is not None:
         raise click.BadParameter(f"{report}: {why}; write the report elsewhere", param_hint="--report")
-    steps = [(ref, count) for value in scale for ref, count in _scale_option([value]).items()]
-    found = read_workloads(list(workload_paths))
+    steps = [(ref, count) for value in options.scale for ref, count in _scale_option([value]).items()]
+    found = read_workloads(list(options.workload_paths))
     if any(f.severity == "error" for f in found.findings) or not found.files:
         if not found.files:
             click.echo("karpenter-policy simulate: no workload manifests found", err=True)
         report_ = Report(findings=list(found.findings), files=len(found.files))
         click.echo(render(report_, "text"), nl=False, err=True)
         sys.exit(2)
-    result = simulate_command(constraints, found.workloads, steps, report, strategy=strategy)
+    result = simulate_command(constraints, found.workloads, steps, report, strategy=options.strategy)
     click.echo(result.stdout, nl=False)
     click.echo(result.stderr, nl=False, err=True)
     sys.exit(result.code)

@@ -1,20 +1,68 @@
-"""The options several commands share, loaded in one place: `--values` (template values), `--catalog` / `--region`
-(the instance-type catalog) and `--spot-prices` (DescribeSpotPriceHistory output). A problem with any of them is
-an :class:`OptionError` whose message names the file and the reason — the command exits 2 with it.
+"""The options the policy commands share — check, test, diff and compile — declared once in :class:`PolicyOptions`
+(each flag's default, help text and spelling; a test holds every command's click option of the same name to it),
+and loaded in one place: `--values` (template values), `--catalog` / `--region` (the instance-type catalog) and
+`--spot-prices` (DescribeSpotPriceHistory output). A problem with any of them is an :class:`OptionError` whose
+message names the file and the reason — the command exits 2 with it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load_catalog
 from karpenter_policy.catalog.embedded import embedded_regions
 from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
+from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.model.spelling import nearest_name
+from karpenter_policy.optionspec import option
+
+REGION_HELP = "Region of the embedded catalog (default us-east-1; `catalog show` lists them); must match --catalog's."
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOptions:
+    """What `check` and `test` run with besides PATHS and the report's format and verbosity (diff and compile take
+    some of the same flags). The flags' help is `check`'s; `scale` (`--scale KIND/NAME=N`, read by the CLI) and
+    `selection` (`--exclude`, `--disable`) are what the CLI made of their flags."""
+
+    catalog_file: str | None = option(None, "--catalog", path="file", help="Instance-type catalog file.")
+    region: str | None = option(None, "--region", help=REGION_HELP)
+    #: The solver's time limit (`proof.solver.DEFAULT_TIMEOUT_MS`; a test holds the two equal).
+    timeout_ms: int = option(
+        5000,
+        "--timeout-ms",
+        int_range=(1, None),
+        show_default=True,
+        help="Time limit of each solver call; a provisioner the solver cannot decide is a warning.",
+    )
+    values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
+    workload_paths: tuple[str, ...] = option(
+        (),
+        "--workloads",
+        multiple=True,
+        path="any",
+        help="Workload files or directories (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs, "
+        "Pods, pod template files) to place on the provisioners (repeatable).",
+    )
+    scale: Mapping[str, int] = field(default_factory=dict)
+    spot_prices_file: str | None = option(
+        None,
+        "--spot-prices",
+        path="file",
+        help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
+    )
+    selection: Selection = EVERYTHING
+    previous_generation: bool = option(
+        False,
+        "--allow-previous-generation",
+        is_flag=True,
+        help="Acknowledge the previous-generation instance types (p2, p3, g3, ...: Karpenter v0.31 launches them): a "
+        "requirement that names one gets no previous-generation warning.",
+    )
 
 
 class OptionError(Exception):

@@ -4,54 +4,44 @@ workloads and plan the capacity they need (`placement`); the report in the forma
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
-from karpenter_policy.checks.options import OptionError, catalog_option, spot_prices_option, values_option
+from karpenter_policy.checks.options import (
+    OptionError,
+    PolicyOptions,
+    catalog_option,
+    spot_prices_option,
+    values_option,
+)
 from karpenter_policy.checks.pinning import check_pinning, collect_pinning
 from karpenter_policy.checks.proof.placement import WorkloadCheck, check_workloads, money, placement_info_lines
 from karpenter_policy.checks.proof.placementtests import TestRun, collect_placement_tests, run_placement_tests
-from karpenter_policy.checks.proof.provisioners import DEFAULT_TIMEOUT_MS, CheckedProvisioner, check_paths
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.reporters import displayable, json_text, render
-from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.loader import Document, discover
 from karpenter_policy.commands.costcomment import check_cost_lines, markdown_text
+
+#: `check` as its flags' defaults run it.
+DEFAULTS = PolicyOptions()
 
 
 def check_command(
     paths: Sequence[str],
     output: str = "text",
+    options: PolicyOptions = DEFAULTS,
     *,
     fail_on_warn: bool = False,
-    catalog_file: str | None = None,
-    region: str | None = None,
-    timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    values_file: str | None = None,
-    workloads: Sequence[str] | None = None,
-    scale: Mapping[str, int] | None = None,
-    spot_prices_file: str | None = None,
-    selection: Selection = EVERYTHING,
     quiet: bool = False,
-    previous_generation: bool = False,
 ) -> CommandOutput:
     """Run `karpenter-policy check`: the report on stdout, exit code as `cli` documents it (2: could not run).
-    With `workloads` (`--workloads PATHS`), the workloads found there are placed on the provisioners and their
-    replicas (`scale` overrides some) packed onto new nodes, priced from `spot_prices_file` for spot. `selection`:
-    the files left out and the rules disabled; `quiet`: the findings alone (text and github output)."""
-    run = run_check(
-        paths,
-        catalog_file=catalog_file,
-        region=region,
-        timeout_ms=timeout_ms,
-        values_file=values_file,
-        workloads=workloads,
-        scale=scale,
-        spot_prices_file=spot_prices_file,
-        selection=selection,
-        previous_generation=previous_generation,
-    )
+    With `options.workload_paths` (`--workloads PATHS`), the workloads found there are placed on the provisioners
+    and their replicas (`options.scale` overrides some) packed onto new nodes, priced from
+    `options.spot_prices_file` for spot. `options.selection`: the files left out and the rules disabled; `quiet`:
+    the findings alone (text and github output)."""
+    run = run_check(paths, options)
     if isinstance(run, str):
         return CommandOutput(2, "", f"karpenter-policy check: {run}\n")
     report, checked, result = run.report, run.checked, run.workloads
@@ -71,24 +61,15 @@ class CheckRun:
     tests: TestRun | None = None
 
 
-def run_check(
-    paths: Sequence[str],
-    *,
-    catalog_file: str | None = None,
-    region: str | None = None,
-    timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    values_file: str | None = None,
-    workloads: Sequence[str] | None = None,
-    scale: Mapping[str, int] | None = None,
-    spot_prices_file: str | None = None,
-    selection: Selection = EVERYTHING,
-    previous_generation: bool = False,
-) -> CheckRun | str:
-    """The checks of `check` (and `test`), unrendered; a str: why they could not run (a bad option)."""
+def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckRun | str:
+    """The checks of `check` (and `test`), unrendered; a str: why they could not run (a bad option). The
+    workloads are placed only when `options.workload_paths` names some."""
+    workloads = options.workload_paths or None
+    selection = options.selection
     try:
-        values = values_option(values_file)
-        catalog = catalog_option(catalog_file, region, previous_generation)
-        pricing = spot_prices_option(catalog, spot_prices_file) if workloads is not None else None
+        values = values_option(options.values_file)
+        catalog = catalog_option(options.catalog_file, options.region, options.previous_generation)
+        pricing = spot_prices_option(catalog, options.spot_prices_file) if workloads is not None else None
     except OptionError as error:
         return str(error)
     pinning_policies: list[Document] = []
@@ -99,7 +80,9 @@ def run_check(
         for collect in collectors:
             collect(doc)
 
-    report, checked = check_paths(paths, catalog, timeout_ms, values=values, on_valid=on_valid, selection=selection)
+    report, checked = check_paths(
+        paths, catalog, options.timeout_ms, values=values, on_valid=on_valid, selection=selection
+    )
     result = None
     if workloads is not None and pricing is not None:
         try:
@@ -109,7 +92,7 @@ def run_check(
                 workloads,
                 catalog,
                 counted_files=discover(paths, selection.exclude)[0],
-                scale=scale,
+                scale=options.scale,
                 pricing=pricing.description,
                 estimated=pricing.estimated,
                 capacity_catalog=pricing.catalog,

@@ -11,15 +11,14 @@ must not pass).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from karpenter_policy.api.kinds import PLACEMENT_TEST_KIND
 from karpenter_policy.api.violations import PARSE_ERROR, PLACEMENT_TEST_FAILED
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
+from karpenter_policy.checks.options import PolicyOptions
 from karpenter_policy.checks.proof.placementtests import TestRun
-from karpenter_policy.checks.proof.provisioners import DEFAULT_TIMEOUT_MS
 from karpenter_policy.checks.reporters import displayable, json_text, render
-from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.commands.check import run_check
 from karpenter_policy.commands.costcomment import markdown_text
 
@@ -29,33 +28,11 @@ _TEST_OBJECT = f"{PLACEMENT_TEST_KIND}/"
 
 
 def test_command(
-    paths: Sequence[str],
-    workloads: Sequence[str],
-    output: str = "text",
-    *,
-    catalog_file: str | None = None,
-    region: str | None = None,
-    timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    values_file: str | None = None,
-    scale: Mapping[str, int] | None = None,
-    spot_prices_file: str | None = None,
-    selection: Selection = EVERYTHING,
-    quiet: bool = False,
-    previous_generation: bool = False,
+    paths: Sequence[str], options: PolicyOptions, output: str = "text", *, quiet: bool = False
 ) -> CommandOutput:
-    """Run `karpenter-policy test` (see the module docstring)."""
-    run = run_check(
-        paths,
-        catalog_file=catalog_file,
-        region=region,
-        timeout_ms=timeout_ms,
-        values_file=values_file,
-        workloads=workloads,
-        scale=scale,
-        spot_prices_file=spot_prices_file,
-        selection=selection,
-        previous_generation=previous_generation,
-    )
+    """Run `karpenter-policy test` (see the module docstring): the tests run against the workloads of
+    `options.workload_paths`."""
+    run = run_check(paths, options)
     if isinstance(run, str):
         return CommandOutput(2, "", f"karpenter-policy test: {run}\n")
     report = run.report

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import math
 import os
-import re
 import signal
 import socket
 import sys
@@ -44,9 +42,9 @@ from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import Loaded, Refused, SourceError, source_for
 from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, ControllerOptions
+from karpenter_policy.reconcile.flags import ReconcileOptions
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.metrics import Metrics
-from karpenter_policy.reconcile.options import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, DEFAULT_REGISTRATION_TTL
 from karpenter_policy.reconcile.probes import ProbeServer
 from karpenter_policy.reconcile.runner import Runner
 from karpenter_policy.scheduling import STRATEGIES
@@ -54,93 +52,10 @@ from karpenter_policy.scheduling import STRATEGIES
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 LEASE_NAME = "karpenter-policy-reconcile"
 LOG = logs.logger("command")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
 class StartupError(Exception):
     """The controller cannot start (exit 2)."""
-
-
-def parse_duration(value: str, flag: str) -> float:
-    """`1s`, `500ms`, `2m`, `1.5` (seconds) → seconds; StartupError names the flag. A number too large for a
-    float (hundreds of digits) reads as infinity: refused too, as no timer can wait for it."""
-    match = _DURATION.match(str(value))
-    seconds = float(match[1]) * _UNITS[match[2]] if match else 0.0
-    if not 0 < seconds < math.inf:
-        shown = value if len(value) <= 64 else f"{value[:32]}… ({len(value)} characters)"
-        raise StartupError(f"{flag} {shown!r}: expected a positive finite duration such as 1s, 500ms or 2m")
-    return seconds
-
-
-@dataclass(slots=True)
-class ReconcileOptions:
-    constraints: str
-    cluster_name: str
-    kubeconfig: str | None = None
-    context: str | None = None
-    region: str | None = None
-    endpoint_url: str | None = None
-    log_format: str = logs.TEXT
-    log_level: str = logs.DEFAULT_LEVEL
-    batch_idle: float = DEFAULT_IDLE_SECONDS
-    batch_max: float = DEFAULT_MAX_SECONDS
-    metrics_port: int = 8080
-    metrics_address: str = "0.0.0.0"
-    kubernetes_version: str | None = None
-    api_server_endpoint: str | None = None
-    ca_bundle: str | None = None
-    dns_cluster_ip: str | None = None
-    default_instance_profile: str | None = None
-    catalog_file: str | None = None
-    unschedulable_only: bool = True
-    leader_elect: bool = True
-    leader_election_namespace: str | None = None
-    strategy: str = STRATEGIES[0]
-    interruption_queue: str | None = None
-    registration_ttl: float = DEFAULT_REGISTRATION_TTL
-
-
-def options_from_cli(raw: Mapping[str, Any]) -> ReconcileOptions:
-    idle = parse_duration(str(raw.get("batch_idle_duration") or "1s"), "--batch-idle-duration")
-    maximum = parse_duration(str(raw.get("batch_max_duration") or "10s"), "--batch-max-duration")
-    if maximum < idle:
-        raise StartupError("--batch-max-duration must be at least --batch-idle-duration")
-    if not raw.get("cluster_name"):
-        raise StartupError("--cluster-name is required")
-    return ReconcileOptions(
-        constraints=str(raw["constraints"]),
-        cluster_name=str(raw["cluster_name"]),
-        kubeconfig=raw.get("kubeconfig"),
-        context=raw.get("context"),
-        region=raw.get("region"),
-        endpoint_url=raw.get("endpoint_url"),
-        log_format=str(raw.get("log_format") or logs.TEXT),
-        log_level=_log_level(raw.get("log_level")),
-        batch_idle=idle,
-        batch_max=maximum,
-        metrics_port=int(raw.get("metrics_port") or 0),
-        metrics_address=str(raw.get("metrics_address") or "0.0.0.0"),
-        kubernetes_version=raw.get("kubernetes_version"),
-        api_server_endpoint=raw.get("api_server_endpoint"),
-        ca_bundle=raw.get("ca_bundle"),
-        dns_cluster_ip=raw.get("dns_cluster_ip"),
-        default_instance_profile=raw.get("default_instance_profile"),
-        catalog_file=raw.get("catalog_file"),
-        unschedulable_only=bool(raw.get("unschedulable_only", True)),
-        leader_elect=bool(raw.get("leader_elect", True)),
-        leader_election_namespace=raw.get("leader_election_namespace"),
-        strategy=str(raw.get("strategy") or STRATEGIES[0]),
-        interruption_queue=raw.get("interruption_queue") or None,
-        registration_ttl=parse_duration(str(raw.get("registration_ttl") or "15m"), "--registration-ttl"),
-    )
-
-
-def _log_level(value: object) -> str:
-    try:
-        return logs.level_name(value)
-    except ValueError as error:
-        raise StartupError(f"--log-level {error}") from None
 
 
 # --- the cluster ---------------------------------------------------------------------------------------------
@@ -220,6 +135,19 @@ class Reconciler:
     metrics: Metrics
 
 
+def controller_options_of(options: ReconcileOptions) -> ControllerOptions:
+    """How the controller behaves, from the command's flags; the rest at `ControllerOptions`' defaults."""
+    return ControllerOptions(
+        cluster_name=options.cluster_name,
+        batch_idle=options.batch_idle,
+        batch_max=options.batch_max,
+        unschedulable_only=options.unschedulable_only,
+        bind_existing=not options.unschedulable_only,
+        strategy=options.strategy,
+        registration_ttl=options.registration_ttl,
+    )
+
+
 def build(options: ReconcileOptions) -> Reconciler:
     """Everything up to the first pass (see the module docstring). Raises StartupError."""
     if options.strategy not in STRATEGIES:
@@ -251,15 +179,7 @@ def build(options: ReconcileOptions) -> Reconciler:
     if catalog.region != region:
         raise StartupError(f"the catalog is for {catalog.region}, the controller launches in {region}")
     endpoint, ca_bundle = join_settings(options, cluster)
-    controller_options = ControllerOptions(
-        cluster_name=options.cluster_name,
-        batch_idle=options.batch_idle,
-        batch_max=options.batch_max,
-        unschedulable_only=options.unschedulable_only,
-        bind_existing=not options.unschedulable_only,
-        strategy=options.strategy,
-        registration_ttl=options.registration_ttl,
-    )
+    controller_options = controller_options_of(options)
     cloud = AwsCloudProvider(
         AwsConnection(
             region, endpoint_url=options.endpoint_url, max_pool_connections=controller_options.launch_parallelism
@@ -316,10 +236,9 @@ def own_account(cloud: AwsCloudProvider) -> str | None:
         return None
 
 
-def main(raw: Mapping[str, Any]) -> int:
-    """`karpenter-policy reconcile` with click's keyword arguments; the exit code."""
+def main(options: ReconcileOptions) -> int:
+    """`karpenter-policy reconcile` with its options (`flags`); the exit code."""
     try:
-        options = options_from_cli(raw)
         logs.configure(sys.stderr, options.log_format, logs.level_of(options.log_level))
         reconciler = build(options)
     except StartupError as error:
@@ -370,4 +289,4 @@ def run(reconciler: Reconciler, options: ReconcileOptions) -> int:
     return 0
 
 
-__all__ = ["ReconcileOptions", "StartupError", "build", "main", "options_from_cli", "parse_duration"]
+__all__ = ["ReconcileOptions", "StartupError", "build", "controller_options_of", "main"]

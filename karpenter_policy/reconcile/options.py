@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from karpenter_policy.reconcile.flags import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, DEFAULT_REGISTRATION_TTL
 from karpenter_policy.scheduling import COST
 
-#: Karpenter's batching: a window closes 1 s after the last pod, 10 s after it opened at most.
-DEFAULT_IDLE_SECONDS = 1.0
-DEFAULT_MAX_SECONDS = 10.0
 #: Garbage collection every 2 minutes; an instance without a Node is collected once seen without one for 2
 #: minutes; a Node once its instance was missing from reads spanning 5 minutes (longer than EC2's eventual
 #: consistency: DescribeInstances may lag a launch).
 DEFAULT_GC_INTERVAL = 120.0
 DEFAULT_INSTANCE_GRACE = 120.0
 DEFAULT_NODE_GRACE = 300.0
-#: Karpenter's registration TTL (`nodeclaim/lifecycle/liveness.go`, `registrationTTL`): a launched node whose kubelet
-#: has not joined within 15 minutes is deleted.
-DEFAULT_REGISTRATION_TTL = 900.0
+#: Launches issued at once: Karpenter launches every node claim of a batch at once (kubernetes-sigs/karpenter v0.31.1
+#: `pkg/controllers/provisioning/provisioner.go`, `Provisioner.CreateNodeClaims`: as many workers as claims); 64
+#: bounds the threads and the AWS connection pool (`AwsConnection.max_pool_connections`) of a large batch.
+DEFAULT_LAUNCH_PARALLELISM = 64
+#: Bindings issued at once.
+DEFAULT_BIND_PARALLELISM = 8
 #: Karpenter's defaults: a decision every 10 s, consolidation validated after 15 s, replacements given 10 min.
 DEFAULT_DISRUPTION_INTERVAL = 10.0
 DEFAULT_VALIDATION = 15.0
@@ -41,8 +42,8 @@ class ControllerOptions:
     bind_existing: bool = True
     strategy: str = COST
     #: Launches issued at once (Karpenter launches every node of a batch at once); 1: in plan order.
-    launch_parallelism: int = 64
-    bind_parallelism: int = 8
+    launch_parallelism: int = DEFAULT_LAUNCH_PARALLELISM
+    bind_parallelism: int = DEFAULT_BIND_PARALLELISM
     #: Pods still pending after a batch are tried again after this many seconds (capacity may be back).
     retry_interval: float = 10.0
     #: Scheduling rounds after a launch found no capacity at all, in the same pass.
@@ -83,10 +84,12 @@ class ControllerOptions:
 
 
 __all__ = [
+    "DEFAULT_BIND_PARALLELISM",
     "DEFAULT_DISRUPTION_INTERVAL",
     "DEFAULT_GC_INTERVAL",
     "DEFAULT_IDLE_SECONDS",
     "DEFAULT_INSTANCE_GRACE",
+    "DEFAULT_LAUNCH_PARALLELISM",
     "DEFAULT_MAX_SECONDS",
     "DEFAULT_MULTI_NODE_BUDGET",
     "DEFAULT_NODE_GRACE",

@@ -25,7 +25,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -36,6 +36,7 @@ from karpenter_policy.checks.options import OptionError, catalog_option, values_
 from karpenter_policy.webhook.certs import ensure_self_signed, service_names
 from karpenter_policy.webhook.checks import DEFAULT_WEBHOOK_TIMEOUT_MS, Checker
 from karpenter_policy.webhook.context import ContextError, ContextSource, PolicyContext
+from karpenter_policy.webhook.flags import WebhookFlags
 from karpenter_policy.webhook.handlers import Handlers
 from karpenter_policy.webhook.metrics import Metrics
 from karpenter_policy.webhook.pinning import PolicyPinner
@@ -226,10 +227,10 @@ class Webhook:
         self.finish(wait=2.0)
 
 
-def main(raw: Mapping[str, Any]) -> int:
-    """`karpenter-policy webhook` with click's keyword arguments; the exit code."""
+def main(flags: WebhookFlags) -> int:
+    """`karpenter-policy webhook` with its flags (`flags`); the exit code."""
     try:
-        options = options_from_cli(raw)
+        options = webhook_options(flags)
     except StartupError as error:
         print(f"karpenter-policy webhook: {error}", file=sys.stderr)
         return 2
@@ -281,53 +282,42 @@ def run(options: WebhookOptions) -> int:
     return 0
 
 
-def options_from_cli(raw: Mapping[str, Any]) -> WebhookOptions:
-    """The CLI's `webhook` flags (click's keyword arguments) as WebhookOptions; `--generate-only` is kept as
-    `generate_only`. Raises StartupError for a `--values` file that cannot be read."""
+def webhook_options(flags: WebhookFlags) -> WebhookOptions:
+    """The server's configuration from the `webhook` flags: the `--values` file read, the limits gathered. Raises
+    StartupError for a `--values` file that cannot be read."""
     try:
-        values = values_option(str(raw["values_file"]) if raw.get("values_file") else None)
+        values = values_option(flags.values_file or None)
     except OptionError as error:
         raise StartupError(str(error)) from None
     limits = Limits(
-        max_body_bytes=int(raw["max_body_bytes"]),
-        request_timeout=float(raw["request_timeout"]),
-        idle_timeout=float(raw["idle_timeout"]),
-        max_connections=int(raw["max_connections"]),
-        max_connections_per_client=int(raw.get("max_connections_per_client") or Limits().max_connections_per_client),
-        handshake_timeout=float(raw["handshake_timeout"]),
-        admission_timeout=float(raw["admission_timeout"]),
+        max_body_bytes=flags.max_body_bytes,
+        request_timeout=flags.request_timeout,
+        idle_timeout=flags.idle_timeout,
+        max_connections=flags.max_connections,
+        max_connections_per_client=flags.max_connections_per_client,
+        handshake_timeout=flags.handshake_timeout,
+        admission_timeout=flags.admission_timeout,
     )
     return WebhookOptions(
-        cert_file=_optional(raw.get("tls_cert_file")),
-        key_file=_optional(raw.get("tls_private_key_file")),
-        self_signed=_optional(raw.get("self_signed")),
-        generate_only=bool(raw.get("generate_only")),
-        dns_names=tuple(str(n) for n in raw.get("dns_names") or ()),
-        address=str(raw["address"]),
-        port=int(raw["port"]),
-        policies=tuple(str(p) for p in raw.get("policies") or ()),
-        constraints=_optional(raw.get("constraints")),
-        pinning=tuple(str(p) for p in raw.get("pinning") or ()),
+        cert_file=flags.tls_cert_file or None,
+        key_file=flags.tls_private_key_file or None,
+        self_signed=flags.self_signed or None,
+        generate_only=flags.generate_only,
+        dns_names=flags.dns_names,
+        address=flags.address,
+        port=flags.port,
+        policies=flags.policies,
+        constraints=flags.constraints or None,
+        pinning=flags.pinning,
         values=values,
-        catalog_file=_optional(raw.get("catalog_file")),
-        region=_optional(raw.get("region")),
-        timeout_ms=int(raw["timeout_ms"]),
-        cache_size=int(raw["solver_cache"]),
+        catalog_file=flags.catalog_file or None,
+        region=flags.region or None,
+        timeout_ms=flags.timeout_ms,
+        cache_size=flags.solver_cache,
         limits=limits,
-        reload_interval=float(raw["reload_interval"]),
-        shutdown_delay=float(raw["shutdown_delay"]),
-        workers=int(raw["workers"]),
-        log_format=str(raw.get("log_format") or logformat.TEXT),
-        log_level=_log_level(raw.get("log_level")),
+        reload_interval=flags.reload_interval,
+        shutdown_delay=flags.shutdown_delay,
+        workers=flags.workers,
+        log_format=flags.log_format,
+        log_level=flags.log_level,
     )
-
-
-def _log_level(value: object) -> str:
-    try:
-        return logformat.level_name(value)
-    except ValueError as error:
-        raise StartupError(f"--log-level {error}") from None
-
-
-def _optional(value: object) -> str | None:
-    return None if value is None or value == "" else str(value)

@@ -9,6 +9,7 @@ import pytest
 
 from karpenter_policy.catalog import Catalog, catalog_to_json, load_catalog
 from karpenter_policy.checks.findings import Finding, Report
+from karpenter_policy.checks.options import PolicyOptions
 from karpenter_policy.checks.proof.provisioners import check_paths
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.source.loader import Document
@@ -251,18 +252,18 @@ def test_check_command_catalog_and_region(tmp_path: Path) -> None:
     small = tmp_path / "catalog.json"
     full = load_catalog()
     small.write_text(catalog_to_json(Catalog(full.region, tuple(it for it in full if it.family == "m5"))))
-    ok = check_command([str(path)], "json", catalog_file=str(small))
+    ok = check_command([str(path)], "json", PolicyOptions(catalog_file=str(small)))
     assert ok.exit_code == 0 and json.loads(ok.stdout)["provisioners"][0]["count"] == 1
-    mismatch = check_command([str(path)], catalog_file=str(small), region="eu-west-1")
+    mismatch = check_command([str(path)], options=PolicyOptions(catalog_file=str(small), region="eu-west-1"))
     assert mismatch.exit_code == 2 and "does not match" in mismatch.stderr and mismatch.stdout == ""
-    unknown = check_command([str(path)], region="eu-nowhere-1")
+    unknown = check_command([str(path)], options=PolicyOptions(region="eu-nowhere-1"))
     assert unknown.exit_code == 2 and "no embedded catalog" in unknown.stderr
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    assert check_command([str(path)], catalog_file=str(broken)).exit_code == 2
+    assert check_command([str(path)], options=PolicyOptions(catalog_file=str(broken))).exit_code == 2
     values = tmp_path / "values.yaml"
     values.write_text("a: [")
-    assert check_command([str(path)], values_file=str(values)).exit_code == 2
+    assert check_command([str(path)], options=PolicyOptions(values_file=str(values))).exit_code == 2
 
 
 def test_check_command_exit_codes(tmp_path: Path) -> None:

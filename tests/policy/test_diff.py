@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.catalog import load_catalog
+from karpenter_policy.checks.options import PolicyOptions
 from karpenter_policy.checks.proof.placement import Landing, WorkloadBill
 from karpenter_policy.commands.check import check_command
 from karpenter_policy.commands.diff import DiffResult, diff_command, diff_sides, load_side
@@ -503,7 +504,7 @@ def test_check_markdown_leads_with_the_workload_it_cannot_place(tmp_path: Path) 
     (tmp_path / "job.yaml").write_text(TRAINING_JOB)
     out = check_command(
         [str(tmp_path / "trainer.yaml"), str(tmp_path / "default.yaml")], "markdown",
-        workloads=[str(tmp_path / "job.yaml")],
+        PolicyOptions(workload_paths=(str(tmp_path / "job.yaml"),)),
     )
     assert out.exit_code == 1
     lines = out.stdout.splitlines()

@@ -11,6 +11,7 @@ import fastjsonschema
 import jsonschema
 import pytest
 
+from karpenter_policy.checks.options import PolicyOptions
 from karpenter_policy.checks.pinning import (
     apply_changes,
     bind_provisioners,
@@ -382,7 +383,7 @@ def test_check_reports_unpinned_workloads_until_they_are_pinned(tmp_path: Path) 
     for source in (ROOT / "examples/pinning/apps").iterdir():
         (apps / source.name).write_text(source.read_text())
     policies = str(ROOT / "examples/pinning/policies")
-    before = json.loads(check_command([policies], "json", workloads=[str(apps)]).stdout)
+    before = json.loads(check_command([policies], "json", PolicyOptions(workload_paths=(str(apps),))).stdout)
     violations = [(Path(f["file"]).name, f["line"]) for f in before["findings"] if f["rule"] == "pinning-violation"]
     assert violations == [
         ("karpenter-driver-pod-template.yaml", 6),
@@ -397,7 +398,7 @@ def test_check_reports_unpinned_workloads_until_they_are_pinned(tmp_path: Path) 
     rules = rules_from_documents(parse("p.yaml", (ROOT / "examples/pinning/policies/spark-pinning.yaml").read_text()))
     for plan in pin_paths([str(apps)], rules).changed:
         write_atomically(plan.file, plan.updated)
-    after = check_command([policies], "json", workloads=[str(apps)])
+    after = check_command([policies], "json", PolicyOptions(workload_paths=(str(apps),)))
     assert after.exit_code == 0, after.stdout
     placed = {w["object"]: w["launch"]["capacity_type"] for w in json.loads(after.stdout)["workloads"]}
     assert placed == {"Pod/karpenter-driver-pod-template": "on-demand", "Pod/karpenter-executor-pod-template": "spot"}

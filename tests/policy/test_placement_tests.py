@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from profiles import deterministic
 
 from karpenter_policy.checks.findings import Location
+from karpenter_policy.checks.options import PolicyOptions
 from karpenter_policy.checks.proof.placementtests import Expectation, PlacementTest, failures_of
 from karpenter_policy.commands.check import CheckRun, check_command, run_check
 from karpenter_policy.commands.test import test_command as run_test_command
@@ -158,7 +159,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], 
     """`test` over every case at once (one plan), JSON output: exit code, report, the tests file."""
     tmp_path = tmp_path_factory.mktemp("placement")
     policies, apps, suite = _write(tmp_path, _tests_yaml(CASES))
-    result = run_test_command([str(policies), str(suite)], [str(apps)], "json")
+    result = run_test_command([str(policies), str(suite)], PolicyOptions(workload_paths=(str(apps),)), "json")
     return result.exit_code, json.loads(result.stdout), suite
 
 
@@ -206,7 +207,7 @@ def test_a_malformed_test_file_is_an_error_at_its_line(tmp_path: Path) -> None:
         "        zone: [us-east-1a]\n"
     )
     policies, apps, suite = _write(tmp_path, tests)
-    result = run_test_command([str(policies), str(suite)], [str(apps)], "json")
+    result = run_test_command([str(policies), str(suite)], PolicyOptions(workload_paths=(str(apps),)), "json")
     assert result.exit_code == 1 and result.stderr == ""
     (finding,) = json.loads(result.stdout)["findings"]
     assert finding["rule"] == "schema" and (finding["file"], finding["line"]) == (str(suite), 9)
@@ -215,7 +216,7 @@ def test_a_malformed_test_file_is_an_error_at_its_line(tmp_path: Path) -> None:
 
 def test_check_runs_the_tests_with_workloads_and_says_so(tmp_path: Path) -> None:
     policies, apps, suite = _write(tmp_path, _tests_yaml({k: CASES[k] for k in ("ok-arch", "bad-arch")}))
-    result = check_command([str(policies), str(suite)], workloads=[str(apps)])
+    result = check_command([str(policies), str(suite)], options=PolicyOptions(workload_paths=(str(apps),)))
     assert result.exit_code == 1
     assert f"{suite}:11:" in result.stdout and "test bad-arch: Deployment/db: expected architectures" in result.stdout
     assert "placement tests: 1 of 2 hold (1 failed)\n" in result.stdout
@@ -253,7 +254,7 @@ def test_cli_passes_on_the_example_and_refuses_to_test_nothing() -> None:
 
 def test_markdown_is_a_comment_headed_by_the_verdict(tmp_path: Path) -> None:
     policies, apps, suite = _write(tmp_path, _tests_yaml({k: CASES[k] for k in ("ok-arch", "bad-cost")}))
-    result = run_test_command([str(policies), str(suite)], [str(apps)], "markdown")
+    result = run_test_command([str(policies), str(suite)], PolicyOptions(workload_paths=(str(apps),)), "markdown")
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert lines[0] == "### ❌ karpenter-policy test: 1 of 2 placement tests hold"
@@ -269,7 +270,7 @@ FAMILIES = ["c6g", "m6g", "m5", "r6g"]
 def planned(tmp_path_factory: pytest.TempPathFactory) -> CheckRun:
     """The plan of the test policies and workloads (no PlacementTest): what the property below tests against."""
     policies, apps, _ = _write(tmp_path_factory.mktemp("property"), "")
-    run = run_check([str(policies)], workloads=[str(apps)])
+    run = run_check([str(policies)], PolicyOptions(workload_paths=(str(apps),)))
     assert isinstance(run, CheckRun) and run.workloads is not None
     return run
 

@@ -20,9 +20,11 @@ from api.tampering import Edit, tamper_directory
 from kube.emulator import EmulatorThread
 from profiles import fast_first
 
+from karpenter_policy.cli import main
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
-from karpenter_policy.reconcile.command import options_from_cli
+from karpenter_policy.optionspec import OptionValueError, from_flags
+from karpenter_policy.reconcile.flags import ReconcileOptions
 
 from .conftest import CLUSTER, AwsWorkloads
 from .support import ROOT, inflate, run_cli
@@ -122,9 +124,12 @@ def test_configuration_errors_exit_2_with_one_clear_line(
 
 
 def test_the_registration_ttl_is_read_from_the_command_line() -> None:
-    raw = {"constraints": "build", "cluster_name": CLUSTER}
-    assert options_from_cli(raw).registration_ttl == 900.0, "Karpenter's 15 minutes"
-    assert options_from_cli({**raw, "registration_ttl": "5m"}).registration_ttl == 300.0
+    command = main.commands["reconcile"]
+    given = ["--constraints", "build", "--cluster-name", CLUSTER]
+    default = command.make_context("reconcile", list(given)).params
+    assert from_flags(ReconcileOptions, default).registration_ttl == 900.0, "Karpenter's 15 minutes"
+    five = command.make_context("reconcile", [*given, "--registration-ttl", "5m"]).params
+    assert from_flags(ReconcileOptions, five).registration_ttl == 300.0
 
 
 def test_a_corrupted_directory_at_start_up_is_refused(compiled: Path, offline_kubeconfig: Path, tmp_path: Path) -> None:
@@ -237,8 +242,7 @@ def test_the_command_provisions_a_cluster_end_to_end_until_sigterm(
 @pytest.mark.parametrize("value", ["9" * 4000 + "s", "1e99999999s", ".infs", "nan", "0s", "-5s"])
 def test_a_duration_no_timer_can_wait_for_is_refused_naming_the_flag(value: str) -> None:
     """A 4,000-digit duration read as float infinity was accepted (a registration TTL that never ran out)."""
-    from karpenter_policy.reconcile.command import StartupError, parse_duration
-
-    with pytest.raises(StartupError, match="--registration-ttl .*positive finite duration") as refused:
-        parse_duration(value, "--registration-ttl")
+    given = {"constraints": "build", "cluster_name": CLUSTER, "registration_ttl": value}
+    with pytest.raises(OptionValueError, match="--registration-ttl .*positive finite duration") as refused:
+        from_flags(ReconcileOptions, given)
     assert len(str(refused.value)) < 200

@@ -18,7 +18,9 @@ import pytest
 from kube.support import GENEROUS, eventually
 
 from karpenter_policy.cli import webhook
-from karpenter_policy.webhook.command import Webhook, WebhookOptions, options_from_cli
+from karpenter_policy.optionspec import from_flags
+from karpenter_policy.webhook.command import Webhook, WebhookOptions, webhook_options
+from karpenter_policy.webhook.flags import WebhookFlags
 from karpenter_policy.webhook.server import Limits
 
 from .support import Client, cases
@@ -127,6 +129,6 @@ def _open(server: Webhook) -> int:
 
 def test_the_share_is_a_flag() -> None:
     given = webhook.make_context("webhook", ["--max-connections-per-client", "5"])
-    assert options_from_cli(given.params).limits.max_connections_per_client == 5
+    assert webhook_options(from_flags(WebhookFlags, given.params)).limits.max_connections_per_client == 5
     default = webhook.make_context("webhook", [])
-    assert options_from_cli(default.params).limits.max_connections_per_client == 64
+    assert webhook_options(from_flags(WebhookFlags, default.params)).limits.max_connections_per_client == 64

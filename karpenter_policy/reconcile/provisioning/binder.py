@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, Conflict, NotFound
+from karpenter_policy.reconcile.options import DEFAULT_BIND_PARALLELISM
 
 BOUND = "bound"
 ALREADY_BOUND = "already-bound"
@@ -40,7 +41,7 @@ class BindResult:
 
 
 class Binder:
-    def __init__(self, cluster: Cluster, parallelism: int = 8) -> None:
+    def __init__(self, cluster: Cluster, parallelism: int = DEFAULT_BIND_PARALLELISM) -> None:
         self.cluster = cluster
         self.parallelism = max(1, parallelism)
 

@@ -25,6 +25,7 @@ from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import MAX_CLIENT_TOKEN_LENGTH, CloudProvider, Instance, LaunchRequest
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, known_price, price_key
+from karpenter_policy.reconcile.options import DEFAULT_LAUNCH_PARALLELISM
 from karpenter_policy.scheduling import ClaimPlan, NodeClaimTemplate
 
 #: Karpenter passes at most 60 instance types to CreateFleet.
@@ -89,7 +90,12 @@ class Outcome:
 class Launcher:
     """Issues launch requests to the cloud, `parallelism` at a time (1: in order, for reproducible runs)."""
 
-    def __init__(self, cloud: CloudProvider, parallelism: int = 16, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        cloud: CloudProvider,
+        parallelism: int = DEFAULT_LAUNCH_PARALLELISM,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if parallelism < 1:
             raise ValueError("launch parallelism must be at least 1")
         self.cloud = cloud
