@@ -27,6 +27,7 @@ from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.checks.reporters import FORMATS, displayable, render
 from karpenter_policy.checks.selection import Selection
 from karpenter_policy.cli_help import EPILOGS, version_line
+from karpenter_policy.commands.rules import OUTPUTS as RULE_OUTPUTS
 from karpenter_policy.logformat import DEFAULT_LEVEL as DEFAULT_LOG_LEVEL
 from karpenter_policy.logformat import FORMATS as LOG_FORMATS
 from karpenter_policy.logformat import LEVELS as LOG_LEVELS
@@ -803,7 +804,7 @@ def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -
 
 @main.command("rules", epilog=EPILOGS["rules"])
 @click.argument("rule_id", metavar="[RULE]", required=False)
-@click.option("--output", type=click.Choice(("text", "json", "markdown")), default="text", show_default=True,
+@click.option("--output", type=click.Choice(RULE_OUTPUTS), default="text", show_default=True,
               help="text (a line per rule, or one rule in full), json, or markdown (the table of docs/rules/).")
 def rules(rule_id: str | None, output: str) -> None:
     """List the rules, or explain one: its severity, whether it can be silenced, what it catches, the Karpenter
