@@ -28,6 +28,7 @@ from karpenter_policy.checks.reporters import FORMATS, displayable, render
 from karpenter_policy.checks.selection import Selection
 from karpenter_policy.cli_help import EPILOGS, version_line
 from karpenter_policy.commands.rules import OUTPUTS as RULE_OUTPUTS
+from karpenter_policy.commands.rules import rules_command
 from karpenter_policy.logformat import DEFAULT_LEVEL as DEFAULT_LOG_LEVEL
 from karpenter_policy.logformat import FORMATS as LOG_FORMATS
 from karpenter_policy.logformat import LEVELS as LOG_LEVELS
@@ -813,8 +814,6 @@ def rules(rule_id: str | None, output: str) -> None:
     Every rule id a report names (`[rule]`, SARIF's ruleId, `--disable RULE`) is one of these; an unknown RULE exits
     2 with the id meant.
     """
-    from karpenter_policy.commands.rules import rules_command
-
     _finish(rules_command(rule_id, output))
 
 
