@@ -28,6 +28,8 @@ from karpenter_policy.checks.reporters import FORMATS, displayable, render
 from karpenter_policy.checks.selection import Selection
 from karpenter_policy.cli_help import EPILOGS, version_line
 from karpenter_policy.cli_options import with_options
+from karpenter_policy.commands.rules import OUTPUTS as RULE_OUTPUTS
+from karpenter_policy.commands.rules import rules_command
 from karpenter_policy.reconcile.flags import ReconcileOptions
 from karpenter_policy.simulate.flags import SimulateOptions
 from karpenter_policy.webhook.flags import WebhookFlags
@@ -82,22 +84,19 @@ def _selection_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
-    """--exclude and --disable; an unknown rule, or one that cannot be disabled, is a usage error (exit 2)."""
-    import difflib
-
-    from karpenter_policy.checks.reporters import RULE_DESCRIPTIONS
-    from karpenter_policy.checks.suppression import UNSUPPRESSIBLE
+    """--exclude and --disable; a rule the catalog (`api/rules`) does not declare, or declares not silenceable, is a
+    usage error (exit 2)."""
+    from karpenter_policy.api.rules import rule_named, unknown_rule_message, unsilenceable
 
     rules = {rule.strip() for value in disabled for rule in value.split(",") if rule.strip()}
     for rule in sorted(rules):
-        if rule not in RULE_DESCRIPTIONS:
-            close = difflib.get_close_matches(rule, sorted(RULE_DESCRIPTIONS), n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; rules: {', '.join(sorted(RULE_DESCRIPTIONS))}"
-            raise click.BadParameter(f"unknown rule {rule!r}{hint}", param_hint="--disable")
-        if rule in UNSUPPRESSIBLE:
+        declared = rule_named(rule)
+        if declared is None:
+            raise click.BadParameter(unknown_rule_message(rule), param_hint="--disable")
+        if not declared.silenceable:
             raise click.BadParameter(
                 f"{rule} cannot be disabled: the object it is about can be neither checked further nor applied "
-                f"(rules that cannot be disabled: {', '.join(sorted(UNSUPPRESSIBLE))})",
+                f"(rules that cannot be disabled: {', '.join(sorted(unsilenceable()))})",
                 param_hint="--disable",
             )
     return Selection(tuple(exclude), frozenset(rules))
@@ -798,6 +797,20 @@ def catalog_build(sources_dir: str, moto_dir: str | None, out_dir: str | None) -
         click.echo(f"karpenter-policy catalog build: {error}", err=True)
         sys.exit(2)
     click.echo("\n".join(lines))
+
+
+@main.command("rules", epilog=EPILOGS["rules"])
+@click.argument("rule_id", metavar="[RULE]", required=False)
+@click.option("--output", type=click.Choice(RULE_OUTPUTS), default="text", show_default=True,
+              help="text (a line per rule, or one rule in full), json, or markdown (the table of docs/rules/).")
+def rules(rule_id: str | None, output: str) -> None:
+    """List the rules, or explain one: its severity, whether it can be silenced, what it catches, the Karpenter
+    source it follows and its page.
+
+    Every rule id a report names (`[rule]`, SARIF's ruleId, `--disable RULE`) is one of these; an unknown RULE exits
+    2 with the id meant.
+    """
+    _finish(rules_command(rule_id, output))
 
 
 @main.command(epilog=EPILOGS["webhook"])

@@ -1,7 +1,8 @@
 """What `karpenter-policy --help` and `--version` say beyond the commands' docstrings: each command's examples and
 exit codes (the epilog of its --help, taken from the exit codes its code returns: `Report.exit_code`,
-`DiffResult.exit_code`, `fmt_command`, `pin`'s, `simulate_command`, the webhook's and the reconciler's `main`), and
-the version line, which says plainly when the installed version is a development build rather than a release.
+`DiffResult.exit_code`, `fmt_command`, `pin`'s, `rules_command`, `simulate_command`, the webhook's and the
+reconciler's `main`), and the version line, which says plainly when the installed version is a development build
+rather than a release.
 
 The exit-code table of docs/cli.md ("Exit codes") says the same; tests/test_cli.py holds both to the code.
 """
@@ -168,6 +169,14 @@ EPILOGS: dict[str, str] = {
             "--cluster-name blue --kubernetes-version 1.27",
         ],
         [(0, "stopped by SIGTERM"), (2, "could not start: a usage error, constraint sets, the cluster, AWS")],
+    ),
+    "rules": _epilog(
+        [
+            "karpenter-policy rules",
+            "karpenter-policy rules dead-value",
+            "karpenter-policy rules --output json",
+        ],
+        [(0, "listed or explained"), (2, "a usage error, or RULE is not a rule's id (the id meant is named)")],
     ),
     "catalog show": _epilog(
         ["karpenter-policy catalog show", "karpenter-policy catalog show m5.large c6g.xlarge --region eu-west-1"],

@@ -10,7 +10,7 @@ from typing import Any
 from karpenter_policy.api.metadata import metadata_violations
 from karpenter_policy.api.placeholders import placeholder_violations
 from karpenter_policy.api.userdata import user_data_violations
-from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, WARNING, Path, Violation
+from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, Path, Violation
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.resources import parse_quantity
 
@@ -124,7 +124,6 @@ def _selector(spec: Mapping[str, Any], base: Path, field: str, required: bool) -
                     (*path, key),
                     f"{field}: {written!r} does not have EC2's shape ({prefix} and 8 or 17 hexadecimal "
                     "digits); Karpenter admits it, but no resource has that id",
-                    WARNING,
                 )
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from karpenter_policy.api.violations import PLACEHOLDER, WARNING, Path, Violation
+from karpenter_policy.api.violations import PLACEHOLDER, Path, Violation
 
 #: Flux's annotation (or label) that turns post-build substitution off (`disabled`) — or, `enabled`, marks an
 #: object whose `${...}` Flux is meant to fill in.
@@ -66,7 +66,7 @@ def placeholder_violations(
                     f"{subject} holds the placeholder {found[0]}: {effect}; substitute it before applying, or mark "
                     f"the object {FLUX_SUBSTITUTE}: {FLUX_SUBSTITUTE_ENABLED} for Flux's post-build substitution"
                 )
-                yield Violation(PLACEHOLDER, (*base, field, key), message, WARNING, at_key=at_key)
+                yield Violation(PLACEHOLDER, (*base, field, key), message, at_key=at_key)
 
 
 __all__ = [

@@ -74,14 +74,13 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
             DEPRECATED_LABEL,
             (*path, "key"),
             f"label {raw_key} is deprecated; Karpenter reads it as {key}, write that instead",
-            WARNING,
         )
     if key == wk.PROVISIONER_NAME:
         yield Violation(RESTRICTED_LABEL, (*path, "key"), f"{key} is restricted: Karpenter sets it on every node")
     elif (reason := wk.restricted_label_reason(key)) is not None:
         yield Violation(RESTRICTED_LABEL, (*path, "key"), reason)
     elif (hint := unknown_key_message(key)) is not None:
-        yield Violation(UNKNOWN_LABEL_KEY, (*path, "key"), hint, WARNING)
+        yield Violation(UNKNOWN_LABEL_KEY, (*path, "key"), hint)
     for error in wk.qualified_name_errors(key):
         yield Violation(INVALID_REQUIREMENT, (*path, "key"), f"key {key!r} is not a qualified name: {error}")
     if operator not in SUPPORTED_OPERATORS:
@@ -158,7 +157,7 @@ def quantity_violations(
     if negative is not None and quantity.value < 0:
         yield Violation(INVALID_SPEC, path, negative)
     elif quantity.out_of_range:
-        yield Violation(QUANTITY_OUT_OF_RANGE, path, out_of_range_message(field, value), WARNING)
+        yield Violation(QUANTITY_OUT_OF_RANGE, path, out_of_range_message(field, value))
 
 
 def _limits(resources: Mapping[str, Any]) -> Iterator[Violation]:
@@ -179,7 +178,7 @@ def _labels(labels: Mapping[str, str]) -> Iterator[Violation]:
         elif (reason := wk.restricted_label_reason(key)) is not None:
             yield Violation(RESTRICTED_LABEL, path, reason, at_key=True)
         elif (hint := unknown_key_message(key)) is not None:
-            yield Violation(UNKNOWN_LABEL_KEY, path, hint, WARNING, at_key=True)
+            yield Violation(UNKNOWN_LABEL_KEY, path, hint, at_key=True)
         for error in wk.qualified_name_errors(key):
             yield Violation(INVALID_SPEC, path, f"label key {key!r} is not a qualified name: {error}", at_key=True)
         for error in wk.label_value_errors(value):
@@ -232,7 +231,6 @@ def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
             "provisioner replaces its nodes about as fast as it launches them (a launch, readiness and the drain "
             "take minutes, and evict every pod), and a replacement that expires before it is ready is replaced "
             "in turn, without end; use hours or days (2592000 is 30 days), or leave it out",
-            WARNING,
         )
     consolidation = spec.get("consolidation") or {}
     if consolidation.get("enabled") is True and spec.get("ttlSecondsAfterEmpty") is not None:

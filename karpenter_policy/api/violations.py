@@ -7,67 +7,54 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from karpenter_policy.api.rules import ERROR as ERROR
+from karpenter_policy.api.rules import WARNING as WARNING
+from karpenter_policy.api.rules import default_severity, output, pinning, proof, reading, v1, webhook, workloads
+
 Path = tuple[str | int, ...]
 
-ERROR = "error"
-WARNING = "warning"
-
 # Stable rule ids (the `rule` of each finding in every output format; docs/rules/<id>.md): never rename, only add.
-PARSE_ERROR = "parse-error"
-SCHEMA = "schema"
-INVALID_REQUIREMENT = "invalid-requirement"
-RESTRICTED_LABEL = "restricted-label"
-INVALID_SPEC = "invalid-spec"
-DEPRECATED_LABEL = "deprecated-label"
-DUPLICATE_NAME = "duplicate-name"
-UNRESOLVED_REFERENCE = "unresolved-reference"
-TEMPLATE_ERROR = "template-error"
-V1_CONVERSION = "v1-conversion"
-CONFIGMAP_TOO_LARGE = "configmap-too-large"
-REQUIREMENTS_CONFLICT = "requirements-conflict"
-NO_INSTANCE_TYPE = "no-instance-type"
-UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"
-SOLVER_TIMEOUT = "solver-timeout"
-WORKLOAD_UNSCHEDULABLE = "workload-unschedulable"
-INVALID_WORKLOAD = "invalid-workload"
-OVERLAP = "overlap"
-SHADOWED = "shadowed"
-LIMITS = "limits"
-PINNING_VIOLATION = "pinning-violation"
-PINNING_CONFLICT = "pinning-conflict"
-RESERVED_NAME = "reserved-name"
-#: (warning) a quantity beyond ±(2^63-1), what a Kubernetes quantity holds as an integer: read as that bound.
-QUANTITY_OUT_OF_RANGE = "quantity-out-of-range"
-#: (warning) a label key close to a well-known key or in the wrong domain (`karpenter.sh/instance-family`).
-UNKNOWN_LABEL_KEY = "unknown-label-key"
-#: (warning) a value of a well-known key that no instance type or offering can carry (`capacity-type ondemand`).
-UNKNOWN_LABEL_VALUE = "unknown-label-value"
-#: (warning) an AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.
-AWS_ID_SHAPE = "aws-id-shape"
-#: (warning) a workload's topology key that no node the provisioners launch has (`topology.kubernetes.io/hostname`).
-UNKNOWN_TOPOLOGY_KEY = "unknown-topology-key"
-#: (warning) a requirement names a previous-generation instance type or family (Karpenter v0.31 launches it).
-PREVIOUS_GENERATION = "previous-generation"
-#: (warning) values of an In requirement that no instance type can have under the other requirements and defaults.
-DEAD_VALUE = "dead-value"
-#: (warning) a `${VAR}` placeholder left in a selector or tag, unless the object is marked for Flux substitution.
-PLACEHOLDER = "placeholder"
-#: (error) userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.
-INVALID_USER_DATA = "invalid-user-data"
-#: a zone of another region than the catalog's (`--region`).
-ZONE_OUTSIDE_REGION = "zone-outside-region"
-#: (warning) a ttlSecondsUntilExpired under an hour: nodes replaced about as fast as they launch, or without end.
-TTL_CHURN = "ttl-churn"
-#: (error, check --workloads) a pod's volumes (their PersistentVolumes' zones) leave no zone: no node can hold it.
-VOLUME_ZONES_CONFLICT = "volume-zones-conflict"
-#: a workload's replicas (a Job's parallelism) that is not an integer of 0 to 100,000.
-INVALID_REPLICAS = "invalid-replicas"
-#: (error) a PlacementTest expectation the plan of `check --workloads` does not meet (`karpenter-policy test`).
-PLACEMENT_TEST_FAILED = "placement-test-failed"
-#: (error) a Karpenter v1 object fails an `x-kubernetes-validations` (CEL) rule of its CRD: the API server refuses it.
-CEL_RULE = "cel-rule"
-#: (error) a NodePool fails Karpenter v1's RuntimeValidate: admitted, but the NodePool never becomes Ready.
-RUNTIME_VALIDATION = "runtime-validation"
+# Each is declared, with its severity and texts, in its family's module of api/rules/; the checks import the
+# id from here.
+PARSE_ERROR = reading.PARSE_ERROR.id
+SCHEMA = reading.SCHEMA.id
+INVALID_REQUIREMENT = webhook.INVALID_REQUIREMENT.id
+RESTRICTED_LABEL = webhook.RESTRICTED_LABEL.id
+INVALID_SPEC = webhook.INVALID_SPEC.id
+DEPRECATED_LABEL = webhook.DEPRECATED_LABEL.id
+DUPLICATE_NAME = webhook.DUPLICATE_NAME.id
+UNRESOLVED_REFERENCE = webhook.UNRESOLVED_REFERENCE.id
+TEMPLATE_ERROR = reading.TEMPLATE_ERROR.id
+V1_CONVERSION = output.V1_CONVERSION.id
+CONFIGMAP_TOO_LARGE = output.CONFIGMAP_TOO_LARGE.id
+REQUIREMENTS_CONFLICT = proof.REQUIREMENTS_CONFLICT.id
+NO_INSTANCE_TYPE = proof.NO_INSTANCE_TYPE.id
+UNKNOWN_INSTANCE_TYPE = proof.UNKNOWN_INSTANCE_TYPE.id
+SOLVER_TIMEOUT = proof.SOLVER_TIMEOUT.id
+WORKLOAD_UNSCHEDULABLE = workloads.WORKLOAD_UNSCHEDULABLE.id
+INVALID_WORKLOAD = workloads.INVALID_WORKLOAD.id
+OVERLAP = workloads.OVERLAP.id
+SHADOWED = workloads.SHADOWED.id
+LIMITS = proof.LIMITS.id
+PINNING_VIOLATION = pinning.PINNING_VIOLATION.id
+PINNING_CONFLICT = pinning.PINNING_CONFLICT.id
+RESERVED_NAME = output.RESERVED_NAME.id
+QUANTITY_OUT_OF_RANGE = webhook.QUANTITY_OUT_OF_RANGE.id
+UNKNOWN_LABEL_KEY = webhook.UNKNOWN_LABEL_KEY.id
+UNKNOWN_LABEL_VALUE = proof.UNKNOWN_LABEL_VALUE.id
+AWS_ID_SHAPE = webhook.AWS_ID_SHAPE.id
+UNKNOWN_TOPOLOGY_KEY = workloads.UNKNOWN_TOPOLOGY_KEY.id
+PREVIOUS_GENERATION = proof.PREVIOUS_GENERATION.id
+DEAD_VALUE = proof.DEAD_VALUE.id
+PLACEHOLDER = webhook.PLACEHOLDER.id
+INVALID_USER_DATA = webhook.INVALID_USER_DATA.id
+ZONE_OUTSIDE_REGION = proof.ZONE_OUTSIDE_REGION.id
+TTL_CHURN = webhook.TTL_CHURN.id
+VOLUME_ZONES_CONFLICT = workloads.VOLUME_ZONES_CONFLICT.id
+INVALID_REPLICAS = workloads.INVALID_REPLICAS.id
+PLACEMENT_TEST_FAILED = workloads.PLACEMENT_TEST_FAILED.id
+CEL_RULE = v1.CEL_RULE.id
+RUNTIME_VALIDATION = v1.RUNTIME_VALIDATION.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,16 +64,21 @@ class Violation:
     `path` locates the offending node inside the object (`("spec", "requirements", 2, "operator")`);
     `at_key` says the mapping key itself is at fault (an unknown field, a restricted label name), not its value;
     `in_text` is where in the node's multi-line text the problem is (1-based line and column: a TOML error in
-    userData), None for the node as a whole.
+    userData), None for the node as a whole. `severity` left empty is the rule's declared severity (`api/rules`);
+    a check gives another only for a rule whose declaration says when it varies.
     """
 
     rule: str
     path: Path
     message: str
-    severity: str = ERROR
+    severity: str = ""
     at_key: bool = False
     related: tuple[Path, ...] = field(default=())
     in_text: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.severity:
+            object.__setattr__(self, "severity", default_severity(self.rule))
 
 
 def render_path(path: Path) -> str:

@@ -22,56 +22,12 @@ from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy import __version__
+from karpenter_policy.api.rules import ERROR, RULE_IDS, rule_named
 from karpenter_policy.checks.findings import Finding, Report
-from karpenter_policy.checks.ruledocs import FULL_DESCRIPTIONS, RULE_PAGES, docs_url, help_uri
+from karpenter_policy.checks.ruledocs import docs_url, help_uri
 from karpenter_policy.checks.source.gitrepo import find_repository
 
 FORMATS = ("text", "json", "sarif", "github", "junit")
-
-RULE_DESCRIPTIONS = {
-    "parse-error": "The file cannot be read as YAML.",
-    "schema": "The object does not match the Provisioner / AWSNodeTemplate schema.",
-    "invalid-requirement": "A requirement breaks Karpenter's rules for operators and values.",
-    "restricted-label": "A label or requirement uses a key reserved for Kubernetes or Karpenter.",
-    "invalid-spec": "The spec breaks one of Karpenter's webhook rules.",
-    "deprecated-label": "A deprecated (beta) label key that Karpenter rewrites.",
-    "duplicate-name": "Two objects of the same kind share a name.",
-    "unresolved-reference": (
-        "A providerRef, a runtimeClassName or a pod's volume claim names an object that is not among the checked files."
-    ),
-    "template-error": "A Jinja2 template cannot be rendered.",
-    "requirements-conflict": "Requirements, labels and Karpenter defaults that no instance type satisfies together.",
-    "no-instance-type": "A requirement that no instance type of the catalog satisfies.",
-    "unknown-instance-type": "An instance type, family, size or zone that the catalog's region does not have.",
-    "solver-timeout": "The solver could not decide within its time limit; nothing was proven.",
-    "v1-conversion": "A v1alpha5 setting that has no faithful karpenter.sh/v1 NodePool / EC2NodeClass form.",
-    "configmap-too-large": "The compiled constraint sets exceed what one ConfigMap can hold (1 MiB).",
-    "workload-unschedulable": "No provisioner can launch a node for a workload (the reason per provisioner).",
-    "invalid-workload": "A workload's pod spec cannot be read (a malformed quantity, operator or toleration).",
-    "overlap": "Provisioners of equal weight both match a workload: Karpenter's choice between them is arbitrary.",
-    "shadowed": "Higher-weight provisioners take every workload a provisioner could launch a node for.",
-    "limits": "A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
-    "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
-    "placement-test-failed": "A PlacementTest expectation does not hold for the planned placement of its workload.",
-    "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
-    "reserved-name": "A name that compile cannot use: its constraint set would overwrite the index of the sets.",
-    "quantity-out-of-range": "A quantity beyond ±(2^63-1), what Kubernetes holds as an integer: read as that bound.",
-    "unknown-label-key": "A label key close to a well-known key or in the wrong domain: probably a typo.",
-    "unknown-label-value": "A value of a well-known label that no instance type or offering of the catalog carries.",
-    "aws-id-shape": "An AWS id in a selector that EC2 would not recognise, though Karpenter's webhook admits it.",
-    "unknown-topology-key": "A workload's topology key that no node the provisioners launch has: probably a typo.",
-    "previous-generation": "A requirement names a previous-generation instance type or family (Karpenter v0.31 "
-    "launches it).",
-    "dead-value": "Values of an In requirement that no instance type can have under the other requirements and "
-    "defaults.",
-    "placeholder": "A ${VAR} placeholder left in a selector or tag of an object not marked for Flux substitution.",
-    "invalid-user-data": "userData its AMI family cannot read: Bottlerocket TOML, AL2/Ubuntu MIME multipart.",
-    "zone-outside-region": "A zone of another region than the catalog's (--region).",
-    "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
-    "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
-    "volume-zones-conflict": "A pod's volumes (their PersistentVolumes' zones) leave no zone: no node can hold it.",
-}
-
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -208,13 +164,18 @@ def _sarif_location(file: str, line: int, column: int, root: str) -> dict[str, o
 
 
 def sarif_rule(rule: str, docs: str | None) -> dict[str, object]:
-    """A SARIF reportingDescriptor: the one-line and the full description, help, and the rule's page."""
-    short = RULE_DESCRIPTIONS.get(rule, rule)
-    full = FULL_DESCRIPTIONS.get(rule, short)
-    page = f"{RULE_PAGES}/{rule}.md"
-    silence = (
-        f"Silence one finding with the comment `# karpenter-policy: disable={rule}` on its line or the line above."
-    )
+    """A SARIF reportingDescriptor from the rule's declaration (`api/rules`): the one-line and the full
+    description, its severity as the default level, help (how to silence it, or that it cannot be), its page."""
+    declared = rule_named(rule)
+    short = declared.summary if declared is not None else rule
+    full = declared.description if declared is not None else short
+    page = declared.page if declared is not None else rule
+    if declared is None or declared.silenceable:
+        silence = (
+            f"Silence one finding with the comment `# karpenter-policy: disable={rule}` on its line or the line above."
+        )
+    else:
+        silence = "It cannot be silenced: neither --disable nor a `# karpenter-policy: disable=` comment applies."
     descriptor: dict[str, object] = {
         "id": rule,
         "name": rule,
@@ -222,6 +183,8 @@ def sarif_rule(rule: str, docs: str | None) -> dict[str, object]:
         "fullDescription": {"text": full},
         "help": {"text": f"{full} {silence} See {page}.", "markdown": f"{full}\n\n{silence}\n\nSee `{page}`."},
     }
+    if declared is not None:
+        descriptor["defaultConfiguration"] = {"level": "error" if declared.severity == ERROR else "warning"}
     if (uri := help_uri(rule, docs)) is not None:
         descriptor["helpUri"] = uri
     return descriptor
@@ -229,7 +192,7 @@ def sarif_rule(rule: str, docs: str | None) -> dict[str, object]:
 
 def render_sarif(report: Report) -> str:
     findings = report.sorted_findings()
-    rule_ids = sorted({f.rule for f in findings} | set(RULE_DESCRIPTIONS))
+    rule_ids = sorted({f.rule for f in findings} | set(RULE_IDS))
     root = repository_root()
     results = []
     for f in findings:

@@ -10,12 +10,12 @@ the file with a comment.
 A directive is a YAML comment `# karpenter-policy: disable=RULE[,RULE...]`. At the end of a line it silences the
 findings of those rules placed on that line; alone on its line, those placed on the next line.
 
-Some rules cannot be silenced either way (`UNSUPPRESSIBLE`): an object the tool cannot read (`parse-error`,
-`template-error`, `schema`) or that Karpenter's webhook refuses (`invalid-requirement`, `restricted-label`,
-`invalid-spec`) cannot be proven or compiled — the later stages rely on those rules — and silencing the finding
-would only move the failure to the cluster; a Provisioner compile cannot store (`reserved-name`,
-`configmap-too-large`) leaves nothing to write. Every other finding silenced counts as if its rule had not fired:
-the object goes on to the solver and the compiler.
+Some rules cannot be silenced either way (`UNSUPPRESSIBLE`: declared `silenceable=False` in `api/rules`): an
+object the tool cannot read (`parse-error`, `template-error`, `schema`) or that Karpenter's webhook refuses
+(`invalid-requirement`, `restricted-label`, `invalid-spec`) cannot be proven or compiled — the later stages rely on
+those rules — and silencing the finding would only move the failure to the cluster; a Provisioner compile cannot
+store (`reserved-name`, `configmap-too-large`) leaves nothing to write. Every other finding silenced counts as if
+its rule had not fired: the object goes on to the solver and the compiler.
 
 A file's directives are read when a finding in it is first looked at (most files have none), from the text the
 run read (`loader.read_text`: the same bounds; standard input is kept by the loader).
@@ -26,32 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from karpenter_policy.api.violations import (
-    CONFIGMAP_TOO_LARGE,
-    INVALID_REQUIREMENT,
-    INVALID_SPEC,
-    PARSE_ERROR,
-    RESERVED_NAME,
-    RESTRICTED_LABEL,
-    SCHEMA,
-    TEMPLATE_ERROR,
-)
+from karpenter_policy.api.rules import unsilenceable
 from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.source.loader import LoadError, read_text
 
 #: Rules neither `--disable` nor a comment can silence (see the module docstring).
-UNSUPPRESSIBLE = frozenset(
-    {
-        PARSE_ERROR,
-        TEMPLATE_ERROR,
-        SCHEMA,
-        INVALID_REQUIREMENT,
-        RESTRICTED_LABEL,
-        INVALID_SPEC,
-        RESERVED_NAME,
-        CONFIGMAP_TOO_LARGE,
-    }
-)
+UNSUPPRESSIBLE = unsilenceable()
 
 # a YAML comment starts at a '#' at the start of a line or after a blank; words after the rules are a free note
 _DIRECTIVE = re.compile(r"(?:^|\s)#\s*karpenter-policy:\s*disable=([A-Za-z0-9-]+(?:\s*,\s*[A-Za-z0-9-]+)*)")

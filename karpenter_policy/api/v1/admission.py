@@ -21,7 +21,7 @@ from karpenter_policy.api.v1.cel import cel_violations
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND, CrdVersion, crd_version
 from karpenter_policy.api.v1.nodepool import runtime_violations
 from karpenter_policy.api.v1.structural import defaulted, schema_problems, unknown_fields
-from karpenter_policy.api.violations import ERROR, SCHEMA, WARNING, Violation
+from karpenter_policy.api.violations import ERROR, SCHEMA, Violation
 
 #: What the API server adds when a schema error kept it from running the CEL rules.
 RULES_NOT_CHECKED = ("some validation rules were not checked because the object was invalid; correct the existing "
@@ -90,7 +90,7 @@ def admit(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Admis
     problems.extend(schema_problems(stored, crd.schema))
     refusals = [problem.violation for problem in problems]
     if any(problem.blocking for problem in problems):
-        refusals.append(Violation(SCHEMA, (), RULES_NOT_CHECKED, severity=WARNING))
+        refusals.append(Violation(SCHEMA, (), RULES_NOT_CHECKED))  # the API server lists it among its errors
     else:
         old_stored = defaulted(_body(old, crd), crd.schema) if old is not None else None
         if old_stored is None:

@@ -51,7 +51,8 @@ from karpenter_policy.api.constraintset import (
 )
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
-from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, PLACEHOLDER, RESERVED_NAME
+from karpenter_policy.api.rules import RULES
+from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED_NAME
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
 from karpenter_policy.checks.options import OptionError, catalog_option, values_option
@@ -126,9 +127,10 @@ def run_checks(
     return report
 
 
-#: The rules that are warnings where a policy is reviewed and errors where it is compiled: what compile writes is
-#: what reaches the cluster. A `${VAR}` left in a selector matches no subnet: no node ever launches.
-ERRORS_WHEN_COMPILED = frozenset({PLACEHOLDER})
+#: The rules that are warnings where a policy is reviewed and errors where it is compiled (`error_when_compiled` in
+#: their declaration, `api/rules`): what compile writes is what reaches the cluster. A `${VAR}` left in a selector
+#: matches no subnet: no node ever launches.
+ERRORS_WHEN_COMPILED = frozenset(rule.id for rule in RULES if rule.error_when_compiled)
 
 
 def _as_compiled(finding: Finding) -> Finding:

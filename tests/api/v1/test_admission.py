@@ -17,7 +17,7 @@ from karpenter_policy.api.v1.cel import cel_violations, compiled_rule
 from karpenter_policy.api.v1.crds import CRD_FILES, CRD_SOURCE_TAG, crd_version
 from karpenter_policy.api.v1.nodepool import requirement_errors, runtime_violations
 from karpenter_policy.api.v1.structural import defaulted
-from karpenter_policy.api.violations import CEL_RULE, RUNTIME_VALIDATION, SCHEMA, WARNING, render_path
+from karpenter_policy.api.violations import CEL_RULE, RUNTIME_VALIDATION, SCHEMA, render_path
 from tests.profiles import deterministic
 
 
@@ -108,7 +108,7 @@ def test_an_enum_error_keeps_the_cel_rules_from_running_as_the_api_server_does()
     doc = nodepool(disruption={"consolidateAfter": "0s", "consolidationPolicy": "Sometimes"})
     doc["spec"]["template"]["metadata"] = {"labels": {"karpenter.sh/custom": "x"}}  # a CEL refusal, not run
     refusals = admit(doc).refusals
-    assert [(r.rule, r.severity) for r in refusals] == [(SCHEMA, "error"), (SCHEMA, WARNING)]
+    assert [(r.rule, r.severity) for r in refusals] == [(SCHEMA, "error"), (SCHEMA, "error")]
     assert refusals[0].message.startswith('Unsupported value: "Sometimes": supported values: "WhenEmpty"')
     assert refusals[1].message == RULES_NOT_CHECKED
 

@@ -1,0 +1,44 @@
+"""The rules of Karpenter v1 objects (NodePool, NodeClaim, EC2NodeClass at v1.14.1): what the API server's CEL
+rules and Karpenter's runtime validation refuse (`api/v1/`). Neither can be silenced: Karpenter refuses the object,
+or never makes it Ready, whatever a directive says.
+
+One declaration per rule (`rule.Rule`); `index.py` collects them.
+"""
+
+from __future__ import annotations
+
+from karpenter_policy.api.rules.rule import ERROR, Rule
+
+CEL_RULE = Rule(
+    id="cel-rule",
+    severity=ERROR,
+    summary="A Karpenter v1 object fails one of its CRD's CEL rules (x-kubernetes-validations).",
+    description=(
+        "Karpenter v1 checks its objects with the CEL rules of its CRDs, evaluated by the Kubernetes API server: an "
+        "object that fails one is refused by kubectl apply, Argo CD or Flux. The finding carries the rule's own "
+        "message at the field the rule is on. A rule that cannot be evaluated refuses the object as well. It cannot "
+        "be silenced."
+    ),
+    karpenter=(
+        "core-v1 pkg/apis/crds/karpenter.sh_nodepools.yaml; core-v1 pkg/apis/crds/karpenter.sh_nodeclaims.yaml; "
+        "aws-v1 pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml"
+    ),
+    silenceable=False,
+)
+
+
+RUNTIME_VALIDATION = Rule(
+    id="runtime-validation",
+    severity=ERROR,
+    summary="A NodePool that the API server admits but Karpenter v1's RuntimeValidate refuses.",
+    description=(
+        "Karpenter v1's NodePool readiness controller validates what its CRD cannot: template label keys and "
+        "values, taints and startup taints, and requirements. A NodePool that fails is stored but marked "
+        "ValidationSucceeded=False and never launches a node. It cannot be silenced."
+    ),
+    karpenter="core-v1 pkg/apis/v1/nodepool_validation.go: RuntimeValidate",
+    silenceable=False,
+)
+
+
+RULES = (CEL_RULE, RUNTIME_VALIDATION)

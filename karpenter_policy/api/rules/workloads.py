@@ -1,0 +1,130 @@
+"""The rules of `check --workloads` and `test`: workloads read and placed by the scheduler, PlacementTests.
+
+One declaration per rule (`rule.Rule`); `index.py` collects them.
+"""
+
+from __future__ import annotations
+
+from karpenter_policy.api.rules.rule import ERROR, WARNING, Rule
+
+INVALID_WORKLOAD = Rule(
+    id="invalid-workload",
+    severity=ERROR,
+    summary="A workload's pod spec cannot be read (a malformed quantity, operator or toleration).",
+    description=(
+        "check --workloads: a workload's pod spec cannot be read (a malformed quantity, operator or "
+        "toleration)."
+    ),
+)
+
+
+INVALID_REPLICAS = Rule(
+    id="invalid-replicas",
+    severity=ERROR,
+    summary="A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
+    description=(
+        "A workload's number of pods — spec.replicas of a Deployment, StatefulSet, ReplicaSet or "
+        "ReplicationController, spec.parallelism of a Job, spec.jobTemplate.spec.parallelism of a CronJob — is not "
+        "an integer of 0 to 100,000: a string, a fraction, a boolean or a negative number (the API server refuses "
+        "them too), or more pods than karpenter-policy plans or simulates for one workload. The workload is left "
+        "out of the plan, the simulation and pin's proof."
+    ),
+)
+
+
+WORKLOAD_UNSCHEDULABLE = Rule(
+    id="workload-unschedulable",
+    severity=ERROR,
+    summary="No provisioner can launch a node for a workload (the reason per provisioner).",
+    description=(
+        "check --workloads: no provisioner can launch a node for the workload's pods; the message gives the reason "
+        "per provisioner (requirements, a taint not tolerated, an unknown label, resources too large, limits). A "
+        "pod Karpenter ignores (v0.31 Provisioner.Validate: node affinity with matchFields, a required or preferred"
+        " term on a restricted label such as kubernetes.io/hostname, a karpenter.sh/provisioner-name DoesNotExist "
+        "requirement) is refused with Karpenter's reason."
+    ),
+    karpenter=(
+        "core pkg/controllers/provisioning/scheduling/scheduler.go: Scheduler.Solve; core "
+        "pkg/controllers/provisioning/provisioner.go: Provisioner.Validate"
+    ),
+)
+
+
+VOLUME_ZONES_CONFLICT = Rule(
+    id="volume-zones-conflict",
+    severity=ERROR,
+    summary="A pod's volumes (their PersistentVolumes' zones) leave no zone: no node can hold it.",
+    description=(
+        "(check --workloads) Karpenter v0.31 adds each of a pod's volumes' topology to its required node affinity "
+        "(volumetopology.go): a bound claim's PersistentVolume nodeAffinity, an unbound claim's StorageClass "
+        "allowedTopologies. When these leave no value of a key — claims bound to PersistentVolumes in different "
+        "zones — no node can hold the pod: it stays pending. The finding names the volumes; the workload is not "
+        "placed or planned further."
+    ),
+    karpenter="core pkg/controllers/provisioning/scheduling/volumetopology.go: VolumeTopology.Inject",
+)
+
+
+UNKNOWN_TOPOLOGY_KEY = Rule(
+    id="unknown-topology-key",
+    severity=WARNING,
+    summary="A workload's topology key that no node the provisioners launch has: probably a typo.",
+    description=(
+        "A topologyKey of a workload's topology spread constraint or pod (anti-)affinity term that no node the "
+        "provisioners launch has (neither a label of their instance types, zones and capacity types, nor one of "
+        "their labels or In requirements, nor the hostname), with the nearest key they have "
+        "(topology.kubernetes.io/hostname: did you mean kubernetes.io/hostname?). Karpenter v0.31 finds no domain "
+        "for such a term: a required one leaves the pods pending (the workload-unschedulable error says so), a "
+        "preferred one or a ScheduleAnyway spread is dropped. A warning: a key your existing nodes carry is not "
+        "known to check."
+    ),
+    karpenter="core pkg/controllers/provisioning/scheduling/topologygroup.go: TopologyGroup.Get",
+)
+
+
+OVERLAP = Rule(
+    id="overlap",
+    severity=WARNING,
+    summary="Provisioners of equal weight both match a workload: Karpenter's choice between them is arbitrary.",
+    description=(
+        "check --workloads: two provisioners of equal weight both match a workload, so Karpenter's choice between "
+        "them is arbitrary. A warning: give them different weights."
+    ),
+    karpenter="core pkg/controllers/provisioning/provisioner.go: Provisioner.NewScheduler",
+)
+
+
+SHADOWED = Rule(
+    id="shadowed",
+    severity=WARNING,
+    summary="Higher-weight provisioners take every workload a provisioner could launch a node for.",
+    description=(
+        "check --workloads: every workload the provisioner could launch a node for goes to a provisioner of higher "
+        "weight. A warning."
+    ),
+    karpenter="core pkg/controllers/provisioning/provisioner.go: Provisioner.NewScheduler",
+)
+
+
+PLACEMENT_TEST_FAILED = Rule(
+    id="placement-test-failed",
+    severity=ERROR,
+    summary="A PlacementTest expectation does not hold for the planned placement of its workload.",
+    description=(
+        "test, or check --workloads with PlacementTest files among the policies: an expectation of a PlacementTest "
+        "(provisioner, capacity types, zones, architectures, instance families, unschedulable, maxMonthlyCost) does"
+        " not hold for the plan of its workload; reported at the expectation's line (docs/placement-tests.md)."
+    ),
+)
+
+
+RULES = (
+    INVALID_WORKLOAD,
+    INVALID_REPLICAS,
+    WORKLOAD_UNSCHEDULABLE,
+    VOLUME_ZONES_CONFLICT,
+    UNKNOWN_TOPOLOGY_KEY,
+    OVERLAP,
+    SHADOWED,
+    PLACEMENT_TEST_FAILED,
+)
