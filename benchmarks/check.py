@@ -381,7 +381,7 @@ def run_stages(corpus: Corpus, provisioners: int, cpu: int, stages: Stages) -> N
 
 def run_in_process(corpus: Corpus, provisioners: int, cpu: int) -> tuple[float, float]:
     from karpenter_policy.catalog import clear_catalog_cache
-    from karpenter_policy.checks.proof.provisioners import check_paths
+    from karpenter_policy.checks.repository import check_paths
     from karpenter_policy.commands.check import render_check
 
     def full() -> tuple[str, int]:
@@ -605,7 +605,7 @@ def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: 
                    log: Callable[[str], None]) -> int:
     from karpenter_policy.catalog import clear_catalog_cache
     from karpenter_policy.checks.proof.placement import check_workloads, schedule
-    from karpenter_policy.checks.proof.provisioners import check_paths
+    from karpenter_policy.checks.repository import check_paths
     from karpenter_policy.checks.source.workloads import read_workloads
     from karpenter_policy.commands.check import render_check
 

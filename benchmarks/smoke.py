@@ -117,7 +117,7 @@ def probe_validate(work: Path) -> list[Ratio]:
 
 def probe_check(work: Path) -> list[Ratio]:
     from karpenter_policy.catalog import clear_catalog_cache, load_catalog
-    from karpenter_policy.checks.proof.provisioners import check_paths
+    from karpenter_policy.checks.repository import check_paths
     from karpenter_policy.checks.validation.policies import validate_paths
 
     corpus = check_benchmark.generate(work / "check", 60)
@@ -137,7 +137,7 @@ def probe_check(work: Path) -> list[Ratio]:
 def probe_check_workloads(work: Path) -> list[Ratio]:
     from karpenter_policy.catalog import clear_catalog_cache, load_catalog
     from karpenter_policy.checks.proof.placement import check_workloads
-    from karpenter_policy.checks.proof.provisioners import check_paths
+    from karpenter_policy.checks.repository import check_paths
 
     corpus = check_benchmark.generate(work / "check-w", 30)
     small = check_benchmark.generate_workloads(work / "workloads-small", corpus, 100)

@@ -27,6 +27,12 @@ class ProviderRef:
     api_version: str = "karpenter.k8s.aws/v1alpha1"
 
 
+def taints_of(spec: Mapping[str, Any], field_name: str = "taints") -> tuple[Taint, ...]:
+    """The taints a validated Provisioner spec lists under `field_name` (`taints` or `startupTaints`), as model
+    taints: what the compiler, the pinning rules and the webhook read of them."""
+    return tuple(Taint.from_api(t) for t in spec.get(field_name) or [])
+
+
 @dataclass(frozen=True, slots=True)
 class Provisioner:
     """A Provisioner as Karpenter sees it after defaulting.
@@ -68,8 +74,8 @@ class Provisioner:
             node_selector=tuple(terms),
             labels=labels,
             annotations=dict(spec.get("annotations") or {}),
-            taints=tuple(Taint.from_api(t) for t in spec.get("taints") or []),
-            startup_taints=tuple(Taint.from_api(t) for t in spec.get("startupTaints") or []),
+            taints=taints_of(spec),
+            startup_taints=taints_of(spec, "startupTaints"),
             limits=parse_resource_list((spec.get("limits") or {}).get("resources") or {}),
             ttl_seconds_after_empty=spec.get("ttlSecondsAfterEmpty"),
             ttl_seconds_until_expired=spec.get("ttlSecondsUntilExpired"),

@@ -167,6 +167,13 @@ class Workload:
         return template_labels(self.template)
 
 
+def scale_key(ref: str) -> str:
+    """The key a `--scale` override names a workload by, in `check --workloads` and `simulate` alike:
+    `deployment/inflate` and `Deployment/inflate` name one workload (kinds are matched case-insensitively)."""
+    kind, _, name = ref.partition("/")
+    return f"{kind.lower()}/{name}"
+
+
 __all__ = [
     "DAEMON_SET",
     "MAX_REPLICAS",
@@ -179,6 +186,7 @@ __all__ = [
     "labels_of",
     "replicas_of",
     "replicas_problem",
+    "scale_key",
     "template_labels",
     "template_path_of",
 ]

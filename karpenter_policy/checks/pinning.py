@@ -35,7 +35,7 @@ as `pinning-violation`.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
@@ -69,7 +69,6 @@ __all__ = [
     "apply_changes",
     "bind_provisioners",
     "check_pinning",
-    "collect_pinning",
     "changes_for",
     "covers",
     "is_pinning_policy",
@@ -664,16 +663,6 @@ def pinning_findings(rules: Sequence[Rule], documents: Iterable[Document]) -> li
 
 def is_pinning_policy(doc: Document) -> bool:
     return isinstance(doc.data, Mapping) and doc.data.get("kind") == PINNING_POLICY_KIND
-
-
-def collect_pinning(into: list[Document]) -> Callable[[Document], None]:
-    """An `on_valid` callback (`check_paths`) that keeps the PinningPolicy documents in `into`."""
-
-    def collect(doc: Document) -> None:
-        if is_pinning_policy(doc):
-            into.append(doc)
-
-    return collect
 
 
 def check_pinning(

@@ -1,5 +1,6 @@
-"""`karpenter-policy check`: validate and prove the provisioners (`provisioners`), and with `--workloads` place the
-workloads and plan the capacity they need (`placement`); the report in the format asked for."""
+"""`karpenter-policy check`: read the policy repository and prove its provisioners (`checks.repository`), and with
+`--workloads` place the workloads and plan the capacity they need (`placement`); the report in the format asked
+for."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from karpenter_policy.checks.options import (
     spot_prices_option,
     values_option,
 )
-from karpenter_policy.checks.pinning import check_pinning, collect_pinning
+from karpenter_policy.checks.pinning import check_pinning
 from karpenter_policy.checks.proof.placement import WorkloadCheck, check_workloads, money, placement_info_lines
-from karpenter_policy.checks.proof.placementtests import TestRun, collect_placement_tests, run_placement_tests
-from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths
+from karpenter_policy.checks.proof.placementtests import TestRun, run_placement_tests
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.reporters import displayable, json_text, render
+from karpenter_policy.checks.repository import load_repository
 from karpenter_policy.checks.source.loader import Document, discover
 from karpenter_policy.commands.costcomment import check_cost_lines, markdown_text
 
@@ -72,17 +74,11 @@ def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckR
         pricing = spot_prices_option(catalog, options.spot_prices_file) if workloads is not None else None
     except OptionError as error:
         return str(error)
-    pinning_policies: list[Document] = []
-    placement_tests: list[Document] = []
-    collectors = (collect_pinning(pinning_policies), collect_placement_tests(placement_tests))
-
-    def on_valid(doc: Document) -> None:
-        for collect in collectors:
-            collect(doc)
-
-    report, checked = check_paths(
-        paths, catalog, options.timeout_ms, values=values, on_valid=on_valid, selection=selection
+    repository = load_repository(
+        paths, values, prove=True, catalog=catalog, timeout_ms=options.timeout_ms, selection=selection
     )
+    report, checked = repository.report, list(repository.checked)
+    placement_tests = list(repository.placement_tests)
     result = None
     if workloads is not None and pricing is not None:
         try:
@@ -99,7 +95,7 @@ def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckR
             )
         except OptionError as error:
             return str(error)
-        report.findings.extend(check_pinning(pinning_policies, checked, workloads))
+        report.findings.extend(check_pinning(repository.pinning_documents, checked, workloads))
     tests = None
     if result is not None and placement_tests:
         tests = run_placement_tests(placement_tests, result)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
@@ -54,11 +54,11 @@ from karpenter_policy.checks.proof.placement import (
     schedule,
     unknown_scale_targets,
 )
-from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths, provisioner_os
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, provisioner_os
 from karpenter_policy.checks.proof.solver import DEFAULT_TIMEOUT_MS, Origin, Solver, Term, Verdict, terms_of
 from karpenter_policy.checks.reporters import json_text
+from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import GitError, Repository, find_repository
-from karpenter_policy.checks.source.loader import Document
 from karpenter_policy.checks.source.revision import policy_files, write_files
 from karpenter_policy.checks.source.workloads import Workload, read_workloads
 from karpenter_policy.commands.costcomment import cost_headline, diff_cost_lines, markdown_text, ratio_text
@@ -175,25 +175,18 @@ def load_side(
             workload_root, _ = materialise(repository, spec, list(workload_paths), os.path.join(scratch, ".workloads"))
     else:
         raise DiffError(f"{spec!r} is neither a directory nor a git revision{_shallow_hint(repository)}")
-    documents: dict[str, Mapping[str, Any]] = {}
-    node_templates: dict[str, Mapping[str, Any]] = {}
-
-    def collect(doc: Document) -> None:
-        kind_ = doc.data.get("kind")
-        name = str(doc.data["metadata"]["name"])
-        if kind_ == PROVISIONER_KIND:
-            documents[name] = doc.data
-        elif kind_ == NODE_TEMPLATE_KIND:
-            node_templates[name] = dict(doc.data.get("spec") or {})
-
     targets = [os.path.normpath(os.path.join(root, p)) for p in present]
-    if targets:
-        report, checked = check_paths(targets, catalog, timeout_ms, values=values, on_valid=collect)
-    else:
-        report, checked = Report(), []
+    policies = (
+        load_repository(targets, values, prove=True, catalog=catalog, timeout_ms=timeout_ms)
+        if targets
+        else PolicyRepository(Report())
+    )
+    report = policies.report
+    documents = {name: doc.data for name, doc in policies.provisioners.items()}
+    node_templates = policies.node_template_specs()
     report.findings = [replace(f, file=_relative(f.file, root)) for f in report.findings]
     # a diff compares valid provisioners only (one with an error is "invalid in BASE/HEAD", whatever its proof)
-    checked = [replace(c, file=_relative(c.file, root)) for c in checked if c.name in documents]
+    checked = [replace(c, file=_relative(c.file, root)) for c in policies.checked if c.name in documents]
     os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
     return Side(spec, kind, report, checked, documents, os_of, present, workload_root)
 

@@ -31,7 +31,6 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.api.violations import (
     ERROR,
     INVALID_REPLICAS,
@@ -53,6 +52,7 @@ from karpenter_policy.checks.pinning import (
     workload_of,
 )
 from karpenter_policy.checks.reporters import json_text, render
+from karpenter_policy.checks.repository import load_repository
 from karpenter_policy.checks.source.loader import (
     TEMPLATE_SUFFIX,
     Document,
@@ -63,7 +63,6 @@ from karpenter_policy.checks.source.loader import (
     read_text,
 )
 from karpenter_policy.checks.source.workloads import WorkloadError, read_workloads, workload_from_data
-from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.commands.filestaging import (
     LEFTOVER_NOTE,
     WriteOutcome,
@@ -72,7 +71,6 @@ from karpenter_policy.commands.filestaging import (
     rewrite_one,
 )
 from karpenter_policy.commands.filestaging import unified_diff as file_diff
-from karpenter_policy.model.taints import Taint
 
 __all__ = [
     "FilePlan",
@@ -590,28 +588,13 @@ def load_policies(
     catalog: Any = None,
     values: Mapping[str, Any] | None = None,
 ) -> Policies:
-    """Validate (with `solve`: check, with the solver) the policies under `paths`; collect their pinning rules."""
-    documents: list[Document] = []
-    taints: dict[str, list[Taint]] = {}
-
-    def collect(doc: Document) -> None:
-        kind = doc.data.get("kind")
-        if kind == PINNING_POLICY_KIND:
-            documents.append(doc)
-        elif kind == PROVISIONER_KIND:
-            spec = doc.data.get("spec") or {}
-            taints[str(doc.data["metadata"]["name"])] = [Taint.from_api(t) for t in spec.get("taints") or []]
-
-    checked: list[Any] = []
-    if solve:
-        from karpenter_policy.checks.proof.provisioners import check_paths  # the solver (z3) only when proving
-
-        report, checked = check_paths(paths, catalog, values=values, on_valid=collect)
-    else:
-        report = validate_paths(paths, on_valid=collect, values=values)
-    rules, findings = bind_provisioners(rules_from_documents(documents), taints)
+    """Validate (with `solve`: check, with the solver) the policies under `paths`; bind their pinning rules to
+    their provisioners."""
+    repository = load_repository(paths, values, prove=solve, catalog=catalog)
+    report = repository.report
+    rules, findings = bind_provisioners(rules_from_documents(repository.pinning_documents), repository.taints)
     report.findings += findings
-    return Policies(report, rules, checked, solve, catalog)
+    return Policies(report, rules, list(repository.checked), solve, catalog)
 
 
 def pin_command(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from karpenter_policy.api.workloads import Workload
+from karpenter_policy.api.workloads import Workload, scale_key
 from karpenter_policy.catalog import Catalog, CatalogError, load_catalog
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded, SourceError
 from karpenter_policy.simulate.driver import (
@@ -22,7 +22,6 @@ from karpenter_policy.simulate.driver import (
 )
 from karpenter_policy.simulate.report import render_report
 from karpenter_policy.simulate.table import node_table
-from karpenter_policy.simulate.workloads import scale_key
 
 
 @dataclass(frozen=True, slots=True)

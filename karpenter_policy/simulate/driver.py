@@ -36,7 +36,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from karpenter_policy.api.workloads import Workload
+from karpenter_policy.api.workloads import Workload, scale_key
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
@@ -60,7 +60,6 @@ from karpenter_policy.simulate.workloads import (
     daemon_set_object,
     replica_pod,
     run_time_of,
-    scale_key,
 )
 
 LOG = logging.getLogger("karpenter_policy.simulation")

@@ -46,12 +46,6 @@ def run_time_of(workload: BaseWorkload) -> float | None:
     return workload.run_seconds if isinstance(workload, Workload) else None
 
 
-def scale_key(ref: str) -> str:
-    """`deployment/inflate` and `Deployment/inflate` name one workload (kinds are matched case-insensitively)."""
-    kind, _, name = ref.partition("/")
-    return f"{kind.lower()}/{name}"
-
-
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
@@ -165,5 +159,4 @@ __all__ = [
     "pod_name",
     "replica_pod",
     "run_time_of",
-    "scale_key",
 ]

@@ -1,10 +1,10 @@
 """What the webhook knows beyond the object under review: `--policies DIR` or `--constraints DIR`.
 
-* `--policies DIR` — the policy repository, read by the CLI's `validate_paths`: the AWSNodeTemplates give the OS
-  of a Provisioner that references one (Windows AMIs launch Windows nodes: the solver proves against those), and
-  the Provisioners give the taints a pinning rule's `provisioner:` must tolerate, and its `PinningPolicy`
-  documents are the pinning rules. A repository with errors is refused (the webhook does not start: a rolling
-  update then keeps the old replicas serving).
+* `--policies DIR` — the policy repository, read by the engine's `checks.repository` as the CLI reads it (without
+  the solver): the AWSNodeTemplates give the OS of a Provisioner that references one (Windows AMIs launch Windows
+  nodes: the solver proves against those), the Provisioners give the taints a pinning rule's `provisioner:` must
+  tolerate, and its `PinningPolicy` documents are the pinning rules. A repository with errors is refused (the
+  webhook does not start: a rolling update then keeps the old replicas serving).
 * `--constraints DIR` — the output of `karpenter-policy compile -o DIR` (or its `constraintsets/`): the same
   facts, from the compiled, hash-checked constraint sets (`api.constraintset`); pinning rules then come from
   `--pinning PATH` (`load_pinning_documents`).
@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
-from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PROVISIONER_KIND
 from karpenter_policy.checks.reporters import render_text
+from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.loader import Document, discover
-from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.webhook.pinning import PinningError, PolicyPinner
 from karpenter_policy.webhook.watch import directory_files
@@ -45,35 +44,26 @@ class PolicyContext:
     source: str = ""
 
 
-def _valid_documents(paths: Sequence[str], values: Mapping[str, Any] | None) -> list[Document]:
-    """The valid policy documents under `paths`, as the CLI's `validate` reads them; ContextError on errors."""
-    documents: list[Document] = []
-    report = validate_paths(paths, on_valid=documents.append, values=values)
+def _load(paths: Sequence[str], values: Mapping[str, Any] | None) -> PolicyRepository:
+    """The policy repository under `paths`, read as the CLI reads it (no solver); ContextError on errors."""
+    repository = load_repository(paths, values)
+    report = repository.report
     if report.errors or report.could_not_run:
         raise ContextError(f"the policies under {', '.join(paths)} have errors:\n{render_text(report).rstrip()}")
-    return documents
+    return repository
 
 
 def load_pinning_documents(paths: Sequence[str], values: Mapping[str, Any] | None = None) -> tuple[Document, ...]:
     """The PinningPolicy documents under `paths` (validated as the CLI validates them). Raises ContextError."""
-    return tuple(d for d in _valid_documents(paths, values) if d.data.get("kind") == PINNING_POLICY_KIND)
+    return _load(paths, values).pinning_documents
 
 
 def load_policies(paths: Sequence[str], values: Mapping[str, Any] | None = None) -> PolicyContext:
     """The context of a policy repository (the CLI's validation runs on it first). Raises ContextError."""
-    documents = _valid_documents(paths, values)
-    node_templates: dict[str, Mapping[str, Any]] = {}
-    taints: dict[str, tuple[Taint, ...]] = {}
-    for doc in documents:
-        data = doc.data
-        name = str(data["metadata"]["name"])
-        spec = data.get("spec") or {}
-        if data.get("kind") == NODE_TEMPLATE_KIND:
-            node_templates[name] = dict(spec)
-        elif data.get("kind") == PROVISIONER_KIND:
-            taints[name] = tuple(Taint.from_api(t) for t in spec.get("taints") or [])
-    pinning = tuple(d for d in documents if d.data.get("kind") == PINNING_POLICY_KIND)
-    return PolicyContext(node_templates, taints, pinning, ", ".join(paths))
+    repository = _load(paths, values)
+    return PolicyContext(
+        repository.node_template_specs(), repository.taints, repository.pinning_documents, ", ".join(paths)
+    )
 
 
 def load_constraints(directory: str, region: str | None = None) -> PolicyContext:

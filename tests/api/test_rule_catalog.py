@@ -17,7 +17,7 @@ import pytest
 from karpenter_policy.api import violations
 from karpenter_policy.api.rules import ERROR, RULE_IDS, RULES, WARNING, Rule, rule_named, unknown_rule_message
 from karpenter_policy.checks.findings import Finding
-from karpenter_policy.checks.proof.provisioners import check_paths
+from karpenter_policy.checks.repository import check_paths
 from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.commands.rules import markdown_table
 

@@ -31,8 +31,9 @@ from karpenter_policy.catalog import Catalog, CatalogError, catalog_from_json, c
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.proof.limits import limits_findings
 from karpenter_policy.checks.proof.placement import check_workloads, plan_capacity, schedule
-from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
+from karpenter_policy.checks.repository import check_paths
 from karpenter_policy.checks.source.loader import Document, LoadError, parse
 from karpenter_policy.checks.source.templating import TemplateError, ValuesError, load_values, render_template
 from karpenter_policy.checks.source.workloads import Workload, read_documents

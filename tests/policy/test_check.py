@@ -10,9 +10,8 @@ import pytest
 from karpenter_policy.catalog import Catalog, catalog_to_json, load_catalog
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.options import PolicyOptions
-from karpenter_policy.checks.proof.provisioners import check_paths
 from karpenter_policy.checks.proof.solver import Verdict
-from karpenter_policy.checks.source.loader import Document
+from karpenter_policy.checks.repository import check_paths, load_repository
 from karpenter_policy.commands.check import check_command, render_check
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.spelling import nearest_name
@@ -213,16 +212,15 @@ def test_invalid_provisioners_are_not_solved(tmp_path: Path) -> None:
     assert checked == []
 
 
-def test_on_valid_sees_every_valid_policy_document(tmp_path: Path) -> None:
+def test_the_repository_keeps_every_valid_policy_document(tmp_path: Path) -> None:
     write(tmp_path, "", name="a", file="a.yaml")
     (tmp_path / "t.yaml").write_text(
         "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata:\n  name: t\nspec:\n"
         "  subnetSelector: {a: b}\n  securityGroupSelector: {a: b}\n"
     )
-    seen: list[Document] = []
-    report, checked = check_paths([str(tmp_path)], on_valid=seen.append)
-    assert sorted(d.data["kind"] for d in seen) == ["AWSNodeTemplate", "Provisioner"]
-    assert [c.name for c in checked] == ["a"]
+    repository = load_repository([str(tmp_path)], prove=True)
+    assert list(repository.provisioners) == ["a"] and list(repository.node_templates) == ["t"]
+    assert [c.name for c in repository.checked] == ["a"]
 
 
 def test_render_check_text_and_json(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from karpenter_policy.checks.pinning import (
     validate_pinning_policy,
     workload_of,
 )
-from karpenter_policy.checks.proof.provisioners import check_paths
+from karpenter_policy.checks.repository import check_paths
 from karpenter_policy.checks.source.loader import parse
 from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.model.taints import Taint

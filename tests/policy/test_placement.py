@@ -16,7 +16,8 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import CATALOG_KEYS
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.proof.placement import Placement, check_workloads, schedule, schedule_workloads
-from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
+from karpenter_policy.checks.repository import check_paths
 from karpenter_policy.checks.source.workloads import Workload, read_workloads, workload_from_data
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, allocatable, to_units

@@ -20,7 +20,7 @@ import yaml
 
 from karpenter_policy.api.violations import ERROR, UNRESOLVED_REFERENCE
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.checks.proof.provisioners import check_paths
+from karpenter_policy.checks.repository import check_paths
 from karpenter_policy.checks.source.files import load_file
 from karpenter_policy.checks.source.loader import LoadError
 from karpenter_policy.checks.validation.policies import validate_paths

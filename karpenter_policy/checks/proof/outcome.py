@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from karpenter_policy.api.workloads import scale_key
 from karpenter_policy.checks.source.workloads import Workload
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
@@ -102,11 +103,6 @@ def replicas_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None =
         order += count
         replicas.append(pods)
     return replicas
-
-
-def scale_key(ref: str) -> str:
-    kind, _, name = ref.partition("/")
-    return f"{kind.lower()}/{name}"
 
 
 def plan_passes(templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod], pods: Sequence[Pod]) -> Plan:
@@ -219,4 +215,4 @@ def outcomes(plan: Plan, replicas: Sequence[Sequence[Pod]], order: Sequence[str]
     return found
 
 
-__all__ = ["PASSES", "Outcome", "outcomes", "plan_passes", "replicas_of", "scale_key"]
+__all__ = ["PASSES", "Outcome", "outcomes", "plan_passes", "replicas_of"]

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
 from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
+from karpenter_policy.api.workloads import scale_key
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import table_for
 from karpenter_policy.checks.findings import Finding, Location, Report
 from karpenter_policy.checks.options import OptionError
-from karpenter_policy.checks.proof.outcome import Outcome, outcomes, plan_passes, replicas_of, scale_key
+from karpenter_policy.checks.proof.outcome import Outcome, outcomes, plan_passes, replicas_of
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.proof.workloadhints import label_hint_findings, topology_key_findings

@@ -23,7 +23,7 @@ at the `workload:` line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +38,7 @@ __all__ = [
     "Expectation",
     "PlacementTest",
     "TestRun",
-    "collect_placement_tests",
     "failures_of",
-    "is_placement_test",
     "run_placement_tests",
     "tests_of",
 ]
@@ -107,20 +105,6 @@ class TestRun:
 
     def to_json(self) -> dict[str, int]:
         return {"tests": self.tests, "passed": self.tests - self.failed, "failed": self.failed}
-
-
-def is_placement_test(doc: Document) -> bool:
-    return isinstance(doc.data, Mapping) and doc.data.get("kind") == PLACEMENT_TEST_KIND
-
-
-def collect_placement_tests(into: list[Document]) -> Callable[[Document], None]:
-    """An `on_valid` callback (`check_paths`) that keeps the (schema-valid) PlacementTest documents in `into`."""
-
-    def collect(doc: Document) -> None:
-        if is_placement_test(doc):
-            into.append(doc)
-
-    return collect
 
 
 def tests_of(doc: Document) -> list[PlacementTest]:

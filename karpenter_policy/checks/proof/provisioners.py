@@ -1,4 +1,5 @@
-"""Proving provisioners: validate, then every valid Provisioner against the instance-type catalog with the solver.
+"""Proving provisioners: each one a policy repository holds (`checks.repository`) against the instance-type catalog,
+with the solver.
 
 Rules (rule ids of `api.violations`, each explained in docs/rules/<id>.md):
 
@@ -28,11 +29,11 @@ Satisfiable provisioners are listed with their instance types and a witness (typ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
+from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.violations import (
     DEAD_VALUE,
@@ -48,7 +49,7 @@ from karpenter_policy.api.violations import (
 )
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import CatalogTable
-from karpenter_policy.checks.findings import Finding, Location, Report
+from karpenter_policy.checks.findings import Finding, Location
 from karpenter_policy.checks.proof.absence import KnownName, known_name, previous_generation_text
 from karpenter_policy.checks.proof.deadvalues import dead_values
 from karpenter_policy.checks.proof.domains import (
@@ -70,9 +71,7 @@ from karpenter_policy.checks.proof.solver import (
     Witness,
     terms_of,
 )
-from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.loader import Document
-from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.amifamily import ami_family, node_os
 from karpenter_policy.model.instancetypes import price_text
@@ -80,7 +79,7 @@ from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.scheduling import InstanceTable
 
-__all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "check_paths", "check_provisioner"]
+__all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "check_provisioner", "prove_provisioners"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,56 +136,38 @@ class CheckedProvisioner:
         return text
 
 
-# --- the command --------------------------------------------------------------------------------------------
+# --- proving ------------------------------------------------------------------------------------------------
 
 
-def check_paths(
-    paths: Iterable[str],
+def prove_provisioners(
+    documents: Sequence[Document],
+    node_templates: Mapping[str, Mapping[str, Any]],
     catalog: Catalog | None = None,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    *,
-    values: Mapping[str, Any] | None = None,
-    on_valid: Callable[[Document], None] | None = None,
-    max_file_bytes: int | None = None,
-    selection: Selection = EVERYTHING,
-) -> tuple[Report, list[CheckedProvisioner]]:
-    """validate + the solver checks on every valid Provisioner under `paths`.
-
-    `on_valid` receives each valid Provisioner / AWSNodeTemplate document, as from `validate_paths` (the solver's
-    findings come later: look at the report's errors before using them). The checked provisioners come back in
-    file and line order: every Provisioner whose errors (if any) leave its scheduling untouched — one refused for
-    a TTL combination or a provider field is still proven and takes workloads, so one run shows every mistake.
-    """
-    documents: list[Document] = []
-    node_templates: dict[str, Mapping[str, Any]] = {}
-
-    def collect(doc: Document) -> None:
-        if doc.data.get("kind") == PROVISIONER_KIND:
-            documents.append(doc)
-        elif doc.data.get("kind") == NODE_TEMPLATE_KIND:  # not a PinningPolicy of the same name
-            node_templates[str(doc.data["metadata"]["name"])] = dict(doc.data.get("spec") or {})
-
-    report = validate_paths(
-        paths, max_file_bytes, on_valid=on_valid, values=values, selection=selection, on_checkable=collect
-    )
+) -> tuple[list[Finding], list[CheckedProvisioner]]:
+    """The solver's findings on each Provisioner document of `documents` (and its `limits` findings when it is
+    satisfiable), and what it proved of each, in file and line order. `node_templates`: the spec of each
+    AWSNodeTemplate by name (its AMI family says which OS the solver proves against). `documents` are those
+    `checks.repository` gathers: every Provisioner whose errors (if any) leave its scheduling untouched."""
     if not documents:
-        return report, []
+        return [], []
     catalog = catalog if catalog is not None else load_catalog()
     table = InstanceTable.of_catalog(catalog)
     solvers: dict[str, Solver] = {}
+    findings: list[Finding] = []
     checked: list[CheckedProvisioner] = []
     for doc in documents:
         template = node_template_of(doc.data, node_templates)
         os = provisioner_os(doc.data, node_templates)
         solver = solvers.get(os) or solvers.setdefault(os, Solver(catalog, timeout_ms, os))
-        findings, result = check_provisioner(doc, solver)
+        found, result = check_provisioner(doc, solver)
         result = replace(result, node_template=template)
-        report.findings.extend(findings)
+        findings.extend(found)
         if result.verdict == Verdict.SAT:
-            report.findings.extend(limits_findings(doc, result.provisioner, result.instance_types, table, template))
+            findings.extend(limits_findings(doc, result.provisioner, result.instance_types, table, template))
         checked.append(result)
     checked.sort(key=lambda c: (c.file, c.line, c.column))
-    return report, checked
+    return findings, checked
 
 
 def provisioner_os(provisioner: Mapping[str, Any], node_templates: Mapping[str, Mapping[str, Any]]) -> str:

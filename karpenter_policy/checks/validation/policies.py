@@ -273,8 +273,8 @@ def validate_paths(
 ) -> Report:
     """Validate every policy file under `paths`.
 
-    `on_valid` receives each Provisioner / AWSNodeTemplate document that has no error finding (the solver checks
-    and the compiler build typed objects from them); by default documents are let go as soon as they are checked.
+    `on_valid` receives each policy document that has no error finding (`checks.repository` keeps what its readers
+    build from); by default documents are let go as soon as they are checked.
     A finding the `selection` disables, or a directive in the file silences (`suppression`), does not count: the
     document goes on as if the rule had not fired. `values` are the template values (`--values`) for `*.yaml.j2`
     files (an empty mapping when None). `on_checkable` receives the policy documents whose errors (if any) leave

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
@@ -56,8 +56,8 @@ from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
 from karpenter_policy.checks.options import OptionError, catalog_option, values_option
-from karpenter_policy.checks.proof.provisioners import check_paths
 from karpenter_policy.checks.reporters import displayable, render
+from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.checks.source.loader import Document, discover
@@ -117,14 +117,13 @@ def run_checks(
     paths: Sequence[str],
     values: Mapping[str, Any] | None,
     catalog: Catalog,
-    on_valid: Callable[[Document], None],
     selection: Selection = EVERYTHING,
-) -> Report:
-    """The checks `compile` runs before building anything: validation and the solver (`check`), which hand each
-    valid policy document to `on_valid`."""
-    report, _ = check_paths(paths, catalog, values=values, on_valid=on_valid, selection=selection)
-    report.findings = [_as_compiled(f) for f in report.findings]
-    return report
+) -> PolicyRepository:
+    """The checks `compile` runs before building anything — the repository read and its provisioners proven, as
+    `check` does —, the findings as compile reports them (`_as_compiled`)."""
+    policies = load_repository(paths, values, prove=True, catalog=catalog, selection=selection)
+    policies.report.findings = [_as_compiled(f) for f in policies.report.findings]
+    return policies
 
 
 #: The rules that are warnings where a policy is reviewed and errors where it is compiled (`error_when_compiled` in
@@ -221,17 +220,8 @@ def catalog_identity(catalog: Catalog) -> dict[str, Any]:
 
 def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResult:
     """Check `paths` and, if no error was found, build the constraint sets, manifests and files."""
-    provisioners: dict[str, Document] = {}
-    templates: dict[str, Document] = {}
-
-    def collect(doc: Document) -> None:
-        kind = doc.data.get("kind")
-        if kind == PROVISIONER_KIND:
-            provisioners.setdefault(_name_of(doc), doc)
-        elif kind == NODE_TEMPLATE_KIND:
-            templates.setdefault(_name_of(doc), doc)
-
-    report = run_checks(paths, options.values, options.catalog, collect, options.selection)
+    policies = run_checks(paths, options.values, options.catalog, options.selection)
+    report, provisioners, templates = policies.report, policies.provisioners, policies.node_templates
     result = CompileResult(report)
     report.findings += [_reserved(doc) for name, doc in provisioners.items() if set_key(name) == INDEX_KEY]
     if report.errors or report.could_not_run:
