@@ -43,10 +43,6 @@ DATA_DIR = "data"
 OFFERINGS_SOURCE = "offerings"
 
 
-def catalog_file_name(region: str) -> str:
-    return f"instance-types-{region}.json"
-
-
 def on_demand_prices_file_name(region: str) -> str:
     return f"ec2-on-demand-prices-{region}.json"
 

@@ -27,8 +27,8 @@ A pin never overrides the workload's own required node affinity: when every term
 `pinning-conflict` (`affinity_conflict`): `pin` writes nothing and the webhook admits the pod unpinned with a
 warning — one verdict, from this one function.
 
-Everything here but `check_pinning` (which reads the workload files) is pure over plain mappings: `pins_for` /
-`resolve` is what the webhook calls for a pod, `changes_for` what `pin` writes and `check --workloads` reports
+Everything here but `check_pinning` (which reads the workload files) is pure over plain mappings: `resolve` is
+what the webhook calls for a pod, `changes_for` what `pin` writes and `check --workloads` reports
 as `pinning-violation`.
 """
 
@@ -75,7 +75,6 @@ __all__ = [
     "is_pinning_policy",
     "pinning_findings",
     "target_findings",
-    "pins_for",
     "resolve",
     "rules_from_documents",
     "rules_of",
@@ -472,21 +471,6 @@ def resolve(
                 tolerations.append(toleration)
                 toleration_rule.append(rule)
     return Pins(selector, tuple(tolerations), matching, tuple(conflicts), selector_rule, tuple(toleration_rule))
-
-
-def pins_for(
-    rules: Sequence[Rule],
-    metadata: Mapping[str, Any],
-    kind: str,
-    namespace: str | None,
-    name: str | None,
-    pod_spec: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The nodeSelector entries and tolerations the rules require of a pod template (for the webhook's
-    `/mutate/pods`: metadata = the pod's metadata, kind "Pod" (or its owner's kind), its namespace and name —
-    generateName when the name is not set yet). Conflicts resolve to the first rule; see `resolve`."""
-    pins = resolve(rules, metadata, kind, namespace, name, pod_spec)
-    return dict(pins.node_selector), [dict(t) for t in pins.tolerations]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
@@ -384,16 +384,6 @@ def to_units(name: str, quantity: Decimal) -> int:
     """A quantity in the integer unit of its resource (millicores for cpu), rounded up."""
     scaled = quantity.scaleb(3) if name == CPU else quantity
     return int(scaled.to_integral_value(rounding=ROUND_CEILING))
-
-
-def to_quantities(units: Mapping[str, int], names: Iterable[str] | None = None) -> dict[str, Decimal]:
-    """Units back to exact quantities (cpu in cores), e.g. for a ``ResourceList``; zeros left out."""
-    wanted = units.keys() if names is None else names
-    return {
-        name: (Decimal(units[name]).scaleb(-3) if name == CPU else Decimal(units[name]))
-        for name in wanted
-        if units.get(name)
-    }
 
 
 def _go_float_quantity(value: float | int) -> int:

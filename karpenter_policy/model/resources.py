@@ -25,14 +25,6 @@ def parse_quantity(value: object) -> Decimal:
     return read_quantity(value).value
 
 
-def is_quantity(value: object) -> bool:
-    try:
-        parse_quantity(value)
-    except QuantityError:
-        return False
-    return True
-
-
 def parse_resource_list(data: Mapping[str, object]) -> ResourceList:
     """Parse a `{name: quantity}` map."""
     return {name: parse_quantity(value) for name, value in data.items()}
@@ -101,7 +93,6 @@ __all__ = [
     "exceeding",
     "fits",
     "format_quantity",
-    "is_quantity",
     "maximum",
     "names",
     "out_of_range_message",

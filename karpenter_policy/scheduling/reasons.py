@@ -21,7 +21,7 @@ from karpenter_policy.model.pods import describe_quantity, describe_requests, fo
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.resources import CPU, MEMORY, PODS, format_quantity
 from karpenter_policy.model.taints import Taint, Toleration, untolerated
-from karpenter_policy.scheduling.instances import OFFERING_KEYS, InstanceTable
+from karpenter_policy.scheduling.instances import OFFERING_KEYS
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
 
@@ -152,6 +152,3 @@ def no_type_refusal(
         return Refusal("instance-types", lambda: explain(template, pod_requirements, None, within_limits))
     return Refusal("resources", lambda: explain(template, pod_requirements, requests, within_limits))
 
-
-def table_region(table: InstanceTable) -> str:
-    return table.region or "the catalog"

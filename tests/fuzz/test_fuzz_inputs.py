@@ -30,7 +30,7 @@ from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.catalog import Catalog, CatalogError, catalog_from_json, catalog_to_json, load_catalog
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.proof.limits import limits_findings
-from karpenter_policy.checks.proof.placement import check_workloads, plan_capacity, schedule
+from karpenter_policy.checks.proof.placement import check_workloads, schedule
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check_paths
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.source.loader import Document, LoadError, parse
@@ -248,7 +248,6 @@ def test_limits_and_quantities(case: Case) -> None:
         json.loads(constraint_set.dumps())
     placements = schedule(checked, _fixed_workloads(), catalog).placements
     json.dumps([p.to_json() for p in placements])
-    json.dumps(plan_capacity(checked, _fixed_workloads(), catalog).to_json())
     manifests.to_v1([d.data for d in provisioners], templates)
 
 

@@ -10,7 +10,7 @@ runs, on the provisioners `check` proved.
 * **Each workload's pod on its own** against every provisioner (`scheduling.evaluate`): the reasons of the
   provisioners tried before the one that takes it, every provisioner that could take it (the `overlap` and
   `shadowed` findings), its instance types and the cheapest launch.
-* **Capacity** (`capacity_of`, or `plan_capacity` for a plan of its own): the plan's nodes per provisioner with
+* **Capacity** (`capacity_of`): the plan's nodes per provisioner with
   type, zone, capacity type, pods and utilisation, and the fleet's $/h — and each workload's part of it
   (`Capacity.bills`): the provisioners and node types its pods land on and its share of the bill, each node's
   price divided among the workloads on it by their pods' requests (the larger of the cpu and the memory share of
@@ -639,20 +639,6 @@ def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[W
     return None
 
 
-def plan_capacity(
-    checked: Sequence[CheckedProvisioner],
-    workloads: Sequence[Workload],
-    catalog: Catalog,
-    scale: Mapping[str, int] | None = None,
-    pricing: str = "",
-    estimated: bool = True,
-) -> Capacity:
-    """Every replica packed onto new nodes with the scheduler's cost strategy (see the module docstring)."""
-    templates = templates_for(checked, InstanceTable.of_catalog(catalog))
-    plan = plan_of(templates, workloads, replicas_of(workloads, scale))
-    return capacity_of(plan, pricing, estimated, catalog.region)
-
-
 def _shares(claim: ClaimPlan) -> dict[str, float]:
     """Each workload's part of a node's price: its pods' requests, each pod counted at the larger of its cpu and
     its memory share of the node's allocatable (pods that request neither: by count)."""
@@ -873,7 +859,6 @@ __all__ = [
     "WorkloadCheck",
     "check_workloads",
     "money",
-    "plan_capacity",
     "placement_info_lines",
     "pods_of",
     "schedule",

@@ -340,11 +340,6 @@ class ClusterState:
         with self.lock:
             return self._pods.get(uid)
 
-    def pod_by_key(self, key: str) -> PodRecord | None:
-        with self.lock:
-            uid = self._uid_by_key.get(key)
-            return self._pods.get(uid) if uid is not None else None
-
     def pods(self) -> list[PodRecord]:
         """Every pod (a list of the records, not copies of the objects)."""
         with self.lock:
@@ -385,10 +380,6 @@ class ClusterState:
         with self.lock:
             found = [self._pods[uid] for uid in self._pending]
         return sorted(found, key=lambda p: (p.created, p.namespace, p.name))
-
-    def pending_count(self) -> int:
-        with self.lock:
-            return len(self._pending)
 
     def is_pending(self, uid: str) -> bool:
         with self.lock:

@@ -115,7 +115,8 @@ class PodRecord:
         return bool(self.node) and not self.terminal
 
     def provisionable(self, unschedulable_only: bool) -> bool:
-        """Karpenter's `IsProvisionable` (see `pods.is_provisionable`)."""
+        """Karpenter's `IsProvisionable`, the one rule of whether the controller provisions for a pod (see the
+        `pods` module docstring)."""
         if self.node or self.deleting or self.terminal or self.nominated:
             return False
         if self.daemon or self.static:
