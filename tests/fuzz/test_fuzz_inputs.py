@@ -35,7 +35,7 @@ from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, check
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.source.loader import Document, LoadError, parse
 from karpenter_policy.checks.source.templating import TemplateError, ValuesError, load_values, render_template
-from karpenter_policy.checks.source.workloads import Workload, read_documents
+from karpenter_policy.checks.source.workloads import LocatedWorkload, read_documents
 from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.commands.compile import manifests
 from karpenter_policy.commands.pin import UnsafeEdit, pin_text
@@ -117,7 +117,7 @@ def _small_catalog() -> Catalog:
 
 
 @cache
-def _fixed_workloads() -> list[Workload]:
+def _fixed_workloads() -> list[LocatedWorkload]:
     text = (
         "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n  template:\n    spec:\n"
         "      containers: [{name: a, resources: {requests: {cpu: 100m, memory: 128Mi}}}]\n---\n"

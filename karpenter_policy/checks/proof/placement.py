@@ -34,12 +34,12 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import table_for
 from karpenter_policy.checks.findings import Finding, Location, Report
 from karpenter_policy.checks.options import OptionError
-from karpenter_policy.checks.proof.outcome import Outcome, outcomes, plan_passes, replicas_of, scale_key
+from karpenter_policy.checks.proof.outcome import WorkloadOutcome, outcomes, plan_passes, replicas_of, scale_key
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.proof.workloadhints import label_hint_findings, topology_key_findings
 from karpenter_policy.checks.source.runtimeclasses import KIND as RUNTIME_CLASS
-from karpenter_policy.checks.source.workloads import Workload, read_workloads
+from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.model.spelling import nearest_name
@@ -84,7 +84,7 @@ def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -
     return templates
 
 
-def daemon_pods(workloads: Iterable[Workload]) -> list[Pod]:
+def daemon_pods(workloads: Iterable[LocatedWorkload]) -> list[Pod]:
     """One pod per DaemonSet: what it adds to every node it runs on."""
     return [Pod(w.name, w.shape, owner=w.name, daemon=True) for w in workloads if w.is_daemon_set]
 
@@ -109,7 +109,7 @@ class Placement:
     instance types of the plan's nodes.
     """
 
-    workload: Workload
+    workload: LocatedWorkload
     provisioner: str | None
     instance_types: tuple[str, ...] = ()
     reasons: Mapping[str, Refusal] = field(default_factory=dict)
@@ -120,7 +120,7 @@ class Placement:
     requests: ResourceList = field(default_factory=dict)
     overhead: ResourceList = field(default_factory=dict)
     daemon_sets: tuple[str, ...] = ()
-    outcome: Outcome | None = None
+    outcome: WorkloadOutcome | None = None
     #: what the pod alone decided (the claim's options, zones and capacity types: what PlacementTests compare)
     chosen: Candidate | None = field(default=None, compare=False, repr=False)
 
@@ -256,7 +256,7 @@ class _Alone:
     could: tuple[str, ...]
 
 
-def _alone(workload: Workload, scheduler: Scheduler) -> _Alone:
+def _alone(workload: LocatedWorkload, scheduler: Scheduler) -> _Alone:
     if workload.shape.refused:
         return _Alone(None, ())
     evaluation = evaluate(Pod(workload.name, workload.shape, owner=workload.ref), scheduler)
@@ -264,7 +264,10 @@ def _alone(workload: Workload, scheduler: Scheduler) -> _Alone:
 
 
 def _placement(
-    workload: Workload, alone: _Alone, outcome: Outcome | None, templates: Mapping[str, NodeClaimTemplate]
+    workload: LocatedWorkload,
+    alone: _Alone,
+    outcome: WorkloadOutcome | None,
+    templates: Mapping[str, NodeClaimTemplate],
 ) -> Placement:
     """The verdict on a workload: the plan's (`outcome`: schedulable when every replica is placed), told with what
     its pod alone says — the provisioner that launches a node for it, the reasons of those tried before — or, when
@@ -313,7 +316,7 @@ def _placement(
 
 
 def plan_of(
-    templates: Sequence[NodeClaimTemplate], workloads: Sequence[Workload], replicas: Sequence[Sequence[Pod]]
+    templates: Sequence[NodeClaimTemplate], workloads: Sequence[LocatedWorkload], replicas: Sequence[Sequence[Pod]]
 ) -> Plan:
     """The plan of every replica (`replicas`, per workload) on new nodes of `templates` (those of the proven
     provisioners), in passes (`outcome.plan_passes`)."""
@@ -322,7 +325,7 @@ def plan_of(
 
 def schedule(
     checked: Sequence[CheckedProvisioner],
-    workloads: Sequence[Workload],
+    workloads: Sequence[LocatedWorkload],
     catalog: Catalog | None = None,
     scale: Mapping[str, int] | None = None,
     priced: Catalog | None = None,
@@ -356,7 +359,7 @@ def schedule(
 
 
 def schedule_workloads(
-    checked: Sequence[CheckedProvisioner], workloads: Sequence[Workload], catalog: Catalog | None = None
+    checked: Sequence[CheckedProvisioner], workloads: Sequence[LocatedWorkload], catalog: Catalog | None = None
 ) -> list[Placement]:
     """Where each workload (DaemonSets excepted) would go, in the given order."""
     return schedule(checked, workloads, catalog).placements
@@ -622,12 +625,12 @@ def _total(prices: Sequence[float | None]) -> float | None:
     return sum(known) if len(known) == len(prices) else None
 
 
-def pods_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = None) -> list[Pod]:
+def pods_of(workloads: Iterable[LocatedWorkload], scale: Mapping[str, int] | None = None) -> list[Pod]:
     """Every replica of every workload (DaemonSets aside) as a pod (`outcome.replicas_of`, flattened)."""
     return [pod for pods in replicas_of(workloads, scale) for pod in pods]
 
 
-def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[Workload]) -> str | None:
+def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[LocatedWorkload]) -> str | None:
     """Why `--scale` cannot be applied (a KIND/NAME no workload is, with the nearest one), None when it can: a
     usage error, as `simulate` makes it, not a silent no-op."""
     known = sorted({scale_key(w.ref) for w in workloads})

@@ -20,7 +20,7 @@ Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is ap
 wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
 under the state's lock and must only take note (set a flag, wake a thread), never call back into the cluster.
 
-An object that cannot be read (:class:`~karpenter_policy.reconcile.state.records.Malformed`) is counted by kind and
+An object that cannot be read (:class:`~.records.UnreadableObject`) is counted by kind and
 reason (:attr:`ClusterState.malformed`), logged once per kind and reason, and leaves the last good record of it in
 place. Thread-safe: one re-entrant lock (:attr:`ClusterState.lock`) guards everything; readers that need several
 answers to agree take it around them.
@@ -43,7 +43,7 @@ from karpenter_policy.model.selectors import LabelSelector
 from karpenter_policy.model.taints import untolerated
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.pods import UNSCHEDULABLE_TAINT, ShapeCache
-from karpenter_policy.reconcile.state.records import Malformed, NodeRecord, PodRecord, node_record, pod_record
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord, UnreadableObject, node_record, pod_record
 from karpenter_policy.scheduling import ClusterPod, ExistingNode, Pod, RunningPods
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.running import PodsForTopology
@@ -163,7 +163,7 @@ class ClusterState:
                     self._apply_daemon_set(event_type, obj)
                 elif kind == objects.NAMESPACE:
                     self._apply_namespace(event_type, obj)
-            except Malformed as error:
+            except UnreadableObject as error:
                 self.count_malformed(kind, str(error))
 
     def count_malformed(self, kind: Kind, reason: str) -> None:
@@ -306,7 +306,7 @@ class ClusterState:
 
     def _apply_daemon_set(self, event_type: str, obj: Obj) -> None:
         if not isinstance(obj, dict) or not objects.name(obj):
-            raise Malformed("metadata.name is missing")
+            raise UnreadableObject("metadata.name is missing")
         key = (objects.namespace(obj) or "default", objects.name(obj))
         if event_type == "DELETED":
             self._daemon_sets.pop(key, None)
@@ -318,7 +318,7 @@ class ClusterState:
 
     def _apply_namespace(self, event_type: str, obj: Obj) -> None:
         if not isinstance(obj, dict) or not objects.name(obj):
-            raise Malformed("metadata.name is missing")
+            raise UnreadableObject("metadata.name is missing")
         if event_type == "DELETED":
             self._namespaces.pop(objects.name(obj), None)
         else:
