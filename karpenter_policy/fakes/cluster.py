@@ -164,6 +164,7 @@ class MemoryCluster:
 
     @property
     def resource_version(self) -> str:
+        """The cluster's current resourceVersion (one counter over every kind, as etcd's revision)."""
         with self._changed:
             return str(self._version)
 
@@ -174,6 +175,8 @@ class MemoryCluster:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> ObjectList:
+        """The objects of `kind` the selectors match (copies, by namespace and name), with the resourceVersion a watch
+        continues from."""
         matches = _Filter(kind, namespace, label_selector, field_selector)
         with self._changed:
             items = [copy.deepcopy(obj) for obj in self._store(kind).values() if matches(obj)]
@@ -181,6 +184,7 @@ class MemoryCluster:
         return ObjectList(sorted(items, key=_sort_key), version)
 
     def get(self, kind: Kind, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Obj | None:
+        """A copy of the object, None when there is none."""
         with self._changed:
             obj = self._store(kind).get(self._key(kind, namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
@@ -196,6 +200,8 @@ class MemoryCluster:
         timeout_seconds: float = DEFAULT_WATCH_TIMEOUT,
         bookmarks: bool = False,
     ) -> WatchStream:
+        """The changes after `resource_version` (from the current state when it is empty or "0"); `Gone` when that
+        version is no longer replayable."""
         matches = _Filter(kind, namespace, label_selector, field_selector)
         with self._changed:
             if resource_version in ("", "0"):
@@ -211,6 +217,8 @@ class MemoryCluster:
     # -- writing -------------------------------------------------------------------------------------
 
     def create(self, kind: Kind, obj: Obj, *, timeout: float | None = None) -> Obj:
+        """Store a new object (uid, creationTimestamp and resourceVersion set; a name from generateName);
+        `AlreadyExists` when the name is taken."""
         with self._observed("create", kind, objects.namespace(obj) or "default", objects.name(obj)):
             new = objects.with_kind(kind, copy.deepcopy(obj))
             meta = new.setdefault("metadata", {})
@@ -239,6 +247,8 @@ class MemoryCluster:
                 return copy.deepcopy(new)
 
     def update(self, kind: Kind, obj: Obj, subresource: str | None = None, *, timeout: float | None = None) -> Obj:
+        """Replace the object (or its status, `subresource="status"`), as the API does: `Conflict` when its
+        resourceVersion is not the current one."""
         with self._observed("update", kind, objects.namespace(obj), objects.name(obj)), self._changed:
             current = self._existing(kind, objects.namespace(obj), objects.name(obj))
             self._check_version(kind, current, objects.resource_version(obj))
@@ -253,6 +263,7 @@ class MemoryCluster:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
     ) -> Obj:
+        """Apply a merge, strategic-merge or JSON patch to the object (or its status) and store the result."""
         with self._observed("patch", kind, namespace, name), self._changed:
             current = self._existing(kind, namespace, name)
             patched = apply_patch(current, patch, patch_type)
@@ -262,6 +273,8 @@ class MemoryCluster:
     def delete(
         self, kind: Kind, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
     ) -> None:
+        """Delete the object: removed at once without finalizers, else marked with a deletionTimestamp until the last
+        finalizer goes."""
         with self._observed("delete", kind, namespace, name), self._changed:
             current = self._existing(kind, namespace, name)
             if not objects.finalizers(current):
@@ -274,6 +287,8 @@ class MemoryCluster:
                 self._replace(kind, current, deleting)
 
     def bind(self, namespace: str, pod_name: str, node_name: str) -> None:
+        """Bind a pending pod to a node (the Binding subresource): `Conflict` when it is bound already or being
+        deleted."""
         with self._observed("bind", objects.POD, namespace, pod_name), self._changed:
             pod = self._existing(objects.POD, namespace, pod_name)
             bound_to = (pod.get("spec") or {}).get("nodeName")
@@ -290,6 +305,8 @@ class MemoryCluster:
             self._replace(objects.POD, pod, bound)
 
     def evict(self, namespace: str, pod_name: str) -> None:
+        """Evict a pod (the Eviction subresource): 429 TooManyRequests when a PodDisruptionBudget does not allow it,
+        else the pod is deleted."""
         with self._observed("evict", objects.POD, namespace, pod_name), self._changed:
             pod = self._existing(objects.POD, namespace, pod_name)
             pdbs = [pdb for (ns, _), pdb in self._store(objects.POD_DISRUPTION_BUDGET).items() if ns == namespace]
@@ -307,6 +324,7 @@ class MemoryCluster:
         type: EventSeverity = "Normal",
         source: str = DEFAULT_EVENT_SOURCE,
     ) -> Obj:
+        """Record a Kubernetes Event about `involved` through the event recorder, as on a real cluster."""
         return self._recorder.record(involved, reason, message, type, source)
 
     def compact(self) -> None:

@@ -149,6 +149,8 @@ class BlockDeviceMapping:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], where: str) -> BlockDeviceMapping:
+        """A mapping read from a node template's `blockDeviceMappings` entry; ValueError naming the field (`where`) when
+        a value has the wrong type."""
         if not isinstance(spec, Mapping):
             raise ValueError(f"{where}: expected a mapping, got {type(spec).__name__}")
         device = spec.get("deviceName")
@@ -245,6 +247,7 @@ class NodeResources:
 
     @property
     def allocatable(self) -> Units:
+        """What pods can use: the capacity less the overhead, resource by resource."""
         overhead = self.overhead
         return {name: value - overhead[name] for name, value in self.capacity.items()}
 

@@ -54,6 +54,7 @@ def exceeding(requests: Mapping[str, Decimal], capacity: Mapping[str, Decimal]) 
 
 
 def fits(requests: Mapping[str, Decimal], capacity: Mapping[str, Decimal]) -> bool:
+    """Whether every request is within the capacity of its resource."""
     return not exceeding(requests, capacity)
 
 
@@ -77,6 +78,7 @@ def out_of_range_message(field: str, raw: object) -> str:
 
 
 def names(lists: Iterable[Mapping[str, Decimal]]) -> list[str]:
+    """The resource names of the lists, sorted."""
     return sorted({name for resources in lists for name in resources})
 
 

@@ -115,16 +115,20 @@ class RealClock:
         return time.monotonic()
 
     def wall(self) -> dt.datetime:
+        """The wall clock now (UTC)."""
         return dt.datetime.now(dt.UTC)
 
     @property
     def now(self) -> float:
+        """Monotonic seconds now."""
         return self()
 
     def advance_to(self, moment: float) -> None:
+        """Refused: the real clock cannot be moved."""
         raise RuntimeError("the real clock moves by itself")
 
     def sleep(self, seconds: float) -> None:
+        """Sleep for real."""
         import time
 
         time.sleep(seconds)
@@ -141,11 +145,13 @@ class Deployment:
         self.scale(replicas)
 
     def live(self) -> list[Obj]:
+        """Its pods not being deleted."""
         return [p for p in self.scene.cluster.list(objects.POD, self.namespace).items
                 if objects.labels(p).get("app") == self.app and not objects.is_deleting(p)
                 and objects.labels(p).get("scene/deployment") == self.app]
 
     def scale(self, replicas: int) -> None:
+        """Keep `replicas` pods: those of the highest ordinals beyond that deleted, new ones created for the missing."""
         self.replicas = replicas
         live = sorted(self.live(), key=lambda p: int(objects.name(p).rsplit("-", 1)[1]))
         for pod in live[replicas:]:
@@ -156,6 +162,7 @@ class Deployment:
             self.scene.add_pod(f"{self.app}-{next(self._next)}", namespace=self.namespace, **options)
 
     def restore(self) -> None:
+        """Recreate the pods evicted or deleted since (what a ReplicaSet controller does)."""
         self.scale(self.replicas)
 
 
@@ -422,6 +429,8 @@ class Scene:
         return [self.add_pod(f"{prefix}-{i}", **options) for i in range(count)]
 
     def add_deployment(self, app: str, replicas: int, **pod: Any) -> Deployment:
+        """A Deployment stand-in of `replicas` pods (options as :meth:`add_pod`'s) that :meth:`step` keeps at its
+        size."""
         deployment = Deployment(self, app, replicas, **pod)
         self.deployments.append(deployment)
         return deployment
@@ -436,6 +445,8 @@ class Scene:
         max_unavailable: int | str | None = None,
         unhealthy_pod_eviction_policy: str | None = None,
     ) -> Obj:
+        """A PodDisruptionBudget over the pods `selector` matches, with `min_available` or `max_unavailable` (a number
+        or a percentage)."""
         spec: Obj = {"selector": {"matchLabels": dict(selector)}}
         if min_available is not None:
             spec["minAvailable"] = min_available
@@ -449,6 +460,8 @@ class Scene:
     def add_daemon_set(
         self, name: str, *, namespace: str = "kube-system", cpu: str = "100m", memory: str = "128Mi", **spec: Any
     ) -> Obj:
+        """A DaemonSet whose pods request `cpu` and `memory` (its overhead counts on every node it fits); other pod-spec
+        fields as given."""
         template = {"metadata": {"labels": {"app": name}},
                     "spec": {"containers": [{"name": name, "image": "registry.example/agent:1",
                                              "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec}}
@@ -532,6 +545,8 @@ class Scene:
     # --- controllers ---------------------------------------------------------------------------------------
 
     def options(self, **options: Any) -> ControllerOptions:
+        """The controller options of the scene (its cluster name; launches one at a time unless told, for reproducible
+        instance ids)."""
         options.setdefault("launch_parallelism", 1)  # launches in plan order: reproducible instance ids and logs
         return ControllerOptions(cluster_name=self.cluster_name, **options)
 
@@ -626,12 +641,15 @@ class Scene:
     # --- what tests look at --------------------------------------------------------------------------------
 
     def nodes(self) -> dict[str, Obj]:
+        """Every Node, by name."""
         return {objects.name(n): n for n in self.cluster.list(objects.NODE).items}
 
     def node(self, name: str) -> Obj | None:
+        """The Node, None when there is none."""
         return self.cluster.get(objects.NODE, name)
 
     def pods(self, namespace: str | None = None) -> list[Obj]:
+        """Every pod (of `namespace` when given)."""
         return self.cluster.list(objects.POD, namespace).items
 
     def unbound(self) -> list[str]:
@@ -641,9 +659,11 @@ class Scene:
                 and (p.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES]
 
     def pods_on(self, node: str) -> list[str]:
+        """The names of the pods bound to `node`, sorted."""
         return sorted(objects.name(p) for p in self.pods() if (p.get("spec") or {}).get("nodeName") == node)
 
     def events(self, reason: str | None = None) -> list[Obj]:
+        """The Kubernetes Events recorded (those of `reason` when given)."""
         return [e for e in self.cluster.list(objects.EVENT).items if reason is None or e.get("reason") == reason]
 
     def instances(self) -> list[Instance]:
