@@ -118,6 +118,7 @@ class Rule:
     def matches(
         self, kind: str, namespace: str | None, name: str | None, labels: Mapping[str, str], role: str | None
     ) -> bool:
+        """Whether the rule applies to a workload of this kind, namespace (default `default`), name, labels and role."""
         if self.kinds is not None and kind not in self.kinds:
             return False
         if self.namespaces is not None and (namespace or DEFAULT_NAMESPACE) not in self.namespaces:
@@ -347,14 +348,17 @@ class PinTarget:
 
     @property
     def spec_path(self) -> Path:
+        """The path of the pod spec in the document."""
         return (*self.template_path, "spec")
 
     @property
     def labels(self) -> Mapping[str, str]:
+        """The labels of its pod template."""
         return labels_of(self.metadata)
 
     @property
     def object_ref(self) -> str:
+        """`Kind/name` (`(unnamed)` for a template without a name)."""
         return object_ref(self.kind, self.name or "(unnamed)")
 
     def ref_in(self, file: str) -> str:
@@ -391,6 +395,7 @@ def workload_of(data: Any) -> PinTarget | None:
 
 
 def workloads_in(documents: Iterable[Document]) -> Iterator[tuple[Document, PinTarget]]:
+    """Each document holding a pod template, with the template to pin."""
     for doc in documents:
         workload = workload_of(doc.data)
         if workload is not None:
@@ -423,6 +428,7 @@ class Conflict:
     second: Rule
 
     def message(self) -> str:
+        """The conflict in words: the two rules and the nodeSelector values they disagree on."""
         return (
             f"{self.first.ref} pins nodeSelector {self.key}={self.first.node_selector[self.key]} but "
             f"{self.second.ref} pins {self.key}={self.second.node_selector[self.key]}; the first applies — make the "
@@ -486,6 +492,7 @@ class Change:
     toleration: Mapping[str, Any] | None = None
 
     def message(self) -> str:
+        """What the template lacks and which rule requires it, in words."""
         if self.field == "tolerations":
             assert self.toleration is not None
             return f"tolerations lack {describe_toleration(self.toleration)}, required by {self.rule.ref}"
@@ -494,6 +501,7 @@ class Change:
         return f"nodeSelector {self.key} is {self.current!r}; {self.rule.ref} requires {self.value!r}"
 
     def to_json(self) -> dict[str, object]:
+        """The change as `pin --output json` writes it."""
         data: dict[str, object] = {"field": self.field, "rule": self.rule.name, "policy": self.rule.policy}
         if self.field == "tolerations":
             data["toleration"] = dict(self.toleration or {})
@@ -529,6 +537,7 @@ class AffinityConflict:
     rejections: tuple[tuple[str, Change], ...]
 
     def message(self) -> str:
+        """Which required node-affinity expressions reject which pinned nodeSelector entries, in words."""
         shown: dict[str, Change] = dict(self.rejections)  # one line per distinct expression, in term order
         parts = [
             f"({expression}) rejects nodeSelector {change.key}={change.value} of {change.rule.ref}"
@@ -647,6 +656,7 @@ def pinning_findings(rules: Sequence[Rule], documents: Iterable[Document]) -> li
 
 
 def is_pinning_policy(doc: Document) -> bool:
+    """Whether the document is a PinningPolicy."""
     return isinstance(doc.data, Mapping) and doc.data.get("kind") == PINNING_POLICY_KIND
 
 

@@ -146,6 +146,7 @@ class ClusterState:
     # --- feeding -------------------------------------------------------------------------------------------
 
     def subscribe(self, listener: Callable[[Change], None]) -> None:
+        """Call `listener` with each change applied from now on (under the state's lock: it must only take note)."""
         with self.lock:
             self._listeners.append(listener)
 
@@ -337,6 +338,7 @@ class ClusterState:
             return []
 
     def pod(self, uid: str) -> PodRecord | None:
+        """The record of the pod of that uid, None when there is none."""
         with self.lock:
             return self._pods.get(uid)
 
@@ -358,6 +360,7 @@ class ClusterState:
             return load.workload_pods if load is not None else 0
 
     def node(self, name: str) -> NodeRecord | None:
+        """The record of the Node of that name, None when there is none."""
         with self.lock:
             return self._nodes.get(name)
 
@@ -367,10 +370,12 @@ class ClusterState:
             return [self._nodes[name] for name in sorted(self._nodes)]
 
     def node_names(self) -> list[str]:
+        """The names of the nodes, sorted."""
         with self.lock:
             return sorted(self._nodes)
 
     def node_of_instance(self, instance_id: str) -> NodeRecord | None:
+        """The record of the Node of that instance id, None when there is none."""
         with self.lock:
             name = self._by_instance.get(instance_id)
             return self._nodes.get(name) if name is not None else None
@@ -382,6 +387,7 @@ class ClusterState:
         return sorted(found, key=lambda p: (p.created, p.namespace, p.name))
 
     def is_pending(self, uid: str) -> bool:
+        """Whether the pod of that uid is one the controller provisions for."""
         with self.lock:
             return uid in self._pending
 
@@ -409,6 +415,7 @@ class ClusterState:
             return list(self._daemons)
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
+        """The labels of every namespace, by name (what namespace selectors match)."""
         with self.lock:
             return dict(self._namespaces)
 
@@ -461,12 +468,14 @@ class LockedRunningPods:
         self.lock = lock
 
     def anti_affine(self) -> list[ClusterPod]:
+        """The running pods' anti-affine ones, read under the state's lock."""
         with self.lock:
             return self.running.anti_affine()
 
     def candidates(
         self, scope: NamespaceScope, selector: LabelSelector, namespace_labels: Mapping[str, Mapping[str, str]]
     ) -> list[ClusterPod]:
+        """The pods a topology group may select, read under the state's lock."""
         with self.lock:
             return self.running.candidates(scope, selector, namespace_labels)
 
