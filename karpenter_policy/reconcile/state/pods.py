@@ -60,6 +60,7 @@ def controller_of(pod: Obj) -> tuple[str, str] | None:
 
 
 def is_daemon_pod(pod: Obj) -> bool:
+    """Whether a DaemonSet controls the pod."""
     owner = controller_of(pod)
     return owner is not None and owner[0] == DAEMON_SET
 
@@ -105,14 +106,17 @@ def is_stuck_terminating(deletion_timestamp: str | None, now: dt.datetime) -> bo
 
 
 def node_name(pod: Obj) -> str:
+    """The node the pod is bound to (empty when pending)."""
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
 def phase(pod: Obj) -> str:
+    """The pod's phase (empty when it has none yet)."""
     return str((pod.get("status") or {}).get("phase") or "")
 
 
 def is_terminal(pod: Obj) -> bool:
+    """Whether the pod finished (Succeeded or Failed)."""
     return phase(pod) in wk.TERMINAL_PHASES
 
 
@@ -125,11 +129,13 @@ def marked_unschedulable(pod: Obj) -> bool:
 
 
 def owner_text(pod: Obj) -> str:
+    """`Kind/name` of the pod's controller (empty when it has none)."""
     owner = controller_of(pod)
     return f"{owner[0]}/{owner[1]}" if owner is not None else ""
 
 
 def pod_key(pod: Obj) -> str:
+    """`namespace/name` (namespace `default` when not set)."""
     return f"{objects.namespace(pod) or 'default'}/{objects.name(pod)}"
 
 

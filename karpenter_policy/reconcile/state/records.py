@@ -76,18 +76,22 @@ class PodRecord:
 
     @property
     def key(self) -> str:
+        """`namespace/name`."""
         return f"{self.namespace}/{self.name}"
 
     @property
     def deleting(self) -> bool:
+        """Whether a delete was asked."""
         return self.deletion_timestamp is not None
 
     @property
     def terminal(self) -> bool:
+        """Whether the pod finished (Succeeded or Failed)."""
         return self.phase in wk.TERMINAL_PHASES
 
     @property
     def daemon(self) -> bool:
+        """Whether a DaemonSet controls the pod."""
         return self.owner is not None and self.owner[0] == DAEMON_SET
 
     @property
@@ -181,6 +185,7 @@ class NodeRecord:
 
     @property
     def deleting(self) -> bool:
+        """Whether a delete was asked."""
         return self.deletion_timestamp is not None
 
     def same_as_read(self, other: NodeRecord) -> bool:
@@ -190,14 +195,17 @@ class NodeRecord:
 
     @property
     def ours(self) -> bool:
+        """Whether the controller launched it (it carries the constraint-set hash annotation)."""
         return node_info.ANNOTATION_HASH in self.annotations
 
     @property
     def provisioner(self) -> str | None:
+        """The provisioner it was launched for (None when not labelled)."""
         return self.labels.get(wk.PROVISIONER_NAME)
 
     @property
     def labelled_initialized(self) -> bool:
+        """Whether it carries `karpenter.sh/initialized=true`."""
         return node_info.labelled_initialized(self.obj)
 
     @property
