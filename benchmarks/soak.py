@@ -45,7 +45,7 @@ from typing import Any
 
 from _common import REPOSITORY
 
-from karpenter_policy.api.workloads import Workload as BaseWorkload
+from karpenter_policy.api.workloads import Workload
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.model.allocatable import allocatable
@@ -56,7 +56,7 @@ from karpenter_policy.simulate.driver import Simulation, SimulationOptions, Simu
 from karpenter_policy.simulate.report import Reference, render_comparison
 from karpenter_policy.simulate.report import Run as ReportRun
 from karpenter_policy.simulate.timeline import Figures
-from karpenter_policy.simulate.workloads import Workload
+from karpenter_policy.simulate.workloads import ScenarioWorkload
 
 WORK = REPOSITORY / "benchmarks" / ".work" / "soak"
 POLICIES = REPOSITORY / "examples" / "workloads" / "policies"
@@ -120,12 +120,12 @@ def compile_versions(variant: str = "ttl") -> tuple[Loaded, Loaded]:
     return versions[0], versions[1]
 
 
-def _example(name: str) -> BaseWorkload:
+def _example(name: str) -> Workload:
     (found,) = [w for w in read_workloads([str(APPS / name)]).workloads]
     return found
 
 
-def workloads() -> list[BaseWorkload]:
+def workloads() -> list[Workload]:
     executor = _example("spark-executor-4vcpu-7g.yaml")
     driver_template: dict[str, Any] = {
         "metadata": {"labels": {"spark-role": "driver"}},
@@ -138,8 +138,8 @@ def workloads() -> list[BaseWorkload]:
     return [
         _example("node-agent-daemonset.yaml"),
         _example("inflate.yaml"),
-        Workload("Job", "spark-exec", executor.namespace, executor.template, 0, run_seconds=EXECUTOR_SECONDS),
-        Workload("Job", "spark-driver", executor.namespace, driver_template, 0, run_seconds=DRIVER_SECONDS),
+        ScenarioWorkload("Job", "spark-exec", executor.namespace, executor.template, 0, run_seconds=EXECUTOR_SECONDS),
+        ScenarioWorkload("Job", "spark-driver", executor.namespace, driver_template, 0, run_seconds=DRIVER_SECONDS),
     ]
 
 
@@ -199,7 +199,7 @@ def static_group(catalog: Catalog, figures: Figures, daemon_cpu: int, daemon_mem
     return Static(name, count, instance_type.price_on_demand, round(count * instance_type.price_on_demand * hours, 6))
 
 
-def daemon_requests(found: Sequence[BaseWorkload]) -> tuple[int, int]:
+def daemon_requests(found: Sequence[Workload]) -> tuple[int, int]:
     cpu = memory = 0
     for workload in found:
         if workload.is_daemon_set:

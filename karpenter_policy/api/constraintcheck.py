@@ -9,7 +9,7 @@ also fixed the hash, a sync that mangled a field. Before a reader builds anythin
   `instanceTypes` (files only) of the shape compile writes, `provider` a `source`, `name` and `spec`;
 * the Provisioner it stands for — name, requirements, labels, annotations, taints, startup taints, limits, TTLs,
   consolidation, weight, its inline provider or providerRef, kubelet settings — rebuilt as a Provisioner document
-  and checked with the JSON Schema (`api.schema`) and Karpenter's webhook rules (`api.validation`) compile checks
+  and checked with the JSON Schema (`api.schema`) and Karpenter's webhook rules (`api.provisionerrules`) compile checks
   it with; the node template a providerRef carries with the AWSNodeTemplate schema and rules (`api.aws`). Errors
   refuse the set; warnings do not (compile lets them through);
 * what the node arithmetic reads: the kubelet settings with the node template's AMI family and block devices
@@ -33,8 +33,8 @@ from karpenter_policy.api.kinds import (
     PROVISIONER_KIND,
     SCHEMA_FILES,
 )
+from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.schema import schema_violations, show_value, type_name
-from karpenter_policy.api.validation import validate_provisioner
 from karpenter_policy.api.violations import ERROR, Path, Violation, render_path
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import node_configuration

@@ -113,6 +113,7 @@ def canonical_json(data: Any) -> str:
 
 
 def content_hash(data: Any) -> str:
+    """`sha256:` and the hex digest of the data's canonical JSON (what the sets' and the index's hashes are)."""
     return "sha256:" + hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
@@ -136,12 +137,15 @@ class ResolvedInstanceType:
     offerings: tuple[tuple[str, str, float | None], ...]
 
     def zones(self, capacity_type: str | None = None) -> tuple[str, ...]:
+        """The zones it is offered in (of `capacity_type` only when given), sorted."""
         return tuple(sorted({z for c, z, _ in self.offerings if capacity_type is None or c == capacity_type}))
 
     def capacity_types(self) -> tuple[str, ...]:
+        """The capacity types it is offered as, sorted."""
         return tuple(sorted({c for c, _, _ in self.offerings}))
 
     def to_json(self) -> dict[str, Any]:
+        """The type as a constraint set holds it: its offerings by capacity type, then zone, with their prices."""
         offerings: dict[str, dict[str, float | None]] = {}
         for capacity_type, zone, price in self.offerings:
             offerings.setdefault(capacity_type, {})[zone] = price
@@ -157,6 +161,7 @@ class ResolvedInstanceType:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ResolvedInstanceType:
+        """The type a constraint set holds (:meth:`to_json`'s form)."""
         offerings = tuple(
             sorted(
                 (
@@ -284,10 +289,12 @@ class ProviderSettings:
     spec: Mapping[str, Any] | None
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as a constraint set holds them."""
         return {"source": self.source, "name": self.name, "spec": self.spec}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProviderSettings:
+        """The settings a constraint set holds (:meth:`to_json`'s form)."""
         spec = data.get("spec")
         name = data.get("name")
         return cls(str(data["source"]), None if name is None else str(name), None if spec is None else dict(spec))
@@ -497,6 +504,7 @@ class ConstraintSet(_Hashed):
 
     @classmethod
     def loads(cls, text: str | bytes, verify: bool = True) -> ConstraintSet:
+        """A constraint set from its JSON text (`verify`: its hash checked); ConstraintSetError when it is not one."""
         try:
             data = parse_json(text)
         except ValueError as error:
@@ -521,6 +529,7 @@ class IndexEntry:
     key: str
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as the index holds it."""
         return {"name": self.name, "version": self.version, "hash": self.hash, "weight": self.weight, "key": self.key}
 
 
@@ -600,12 +609,14 @@ class ConstraintSetIndex(_Hashed):
 
     @classmethod
     def of(cls, sets: Iterable[ConstraintSet], catalog: Mapping[str, Any]) -> ConstraintSetIndex:
+        """The index of these sets (by name), with `catalog`: what identifies the catalog they were compiled against."""
         entries = tuple(
             IndexEntry(s.name, s.version, s.hash, s.weight, set_key(s.name)) for s in sorted(sets, key=lambda s: s.name)
         )
         return cls(entries, dict(catalog))
 
     def content(self) -> dict[str, Any]:
+        """What the index's hash covers: its schema version, kind, catalog and entries."""
         return {
             "schemaVersion": self.schema_version,
             "kind": INDEX_KIND,
@@ -615,6 +626,7 @@ class ConstraintSetIndex(_Hashed):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSetIndex:
+        """An index from its JSON form (`verify`: its hash checked); ConstraintSetError when it is not one."""
         if not isinstance(data, Mapping) or data.get("kind") != INDEX_KIND:
             raise ConstraintSetError(f"not a {INDEX_KIND}")
         if data.get("schemaVersion") != SCHEMA_VERSION:

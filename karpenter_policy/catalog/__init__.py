@@ -1,8 +1,8 @@
 """The embedded EC2 instance-type catalog (offline, shipped as package data) and its refresh from EC2.
 
 ``load_catalog()`` gives the embedded us-east-1 catalog (cached); ``catalog_to_json`` serialises one
-deterministically; ``refresh.refresh_catalog`` rebuilds one from an EC2 endpoint (boto3 is only imported
-then, through ``karpenter_policy.cloud.aws``).
+deterministically; ``refresh`` rebuilds one from any EC2 source it is given (`catalog refresh` passes the boto3 one
+of ``karpenter_policy.cloud.aws``, which sits above this package). It imports only `model`.
 """
 
 from karpenter_policy.catalog.catalog import (

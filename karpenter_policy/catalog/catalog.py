@@ -43,11 +43,8 @@ DATA_DIR = "data"
 OFFERINGS_SOURCE = "offerings"
 
 
-def catalog_file_name(region: str) -> str:
-    return f"instance-types-{region}.json"
-
-
 def on_demand_prices_file_name(region: str) -> str:
+    """The name of a region's on-demand price table in the catalog directory."""
     return f"ec2-on-demand-prices-{region}.json"
 
 
@@ -142,21 +139,26 @@ class Catalog:
             return found
 
     def get(self, name: str) -> InstanceType | None:
+        """The instance type of that name, None when the catalog has none."""
         return self._by_name.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
     def names(self) -> tuple[str, ...]:
+        """The names of the catalog's instance types, in its order."""
         return tuple(it.name for it in self.instance_types)
 
     def families(self) -> tuple[str, ...]:
+        """The instance families (`m5`, `c7g` …), sorted (computed once)."""
         return self.derived("families", lambda: tuple(sorted({it.family for it in self.instance_types})))
 
     def sizes(self) -> tuple[str, ...]:
+        """The instance sizes (`large`, `2xlarge` …), sorted."""
         return tuple(sorted({it.size for it in self.instance_types}))
 
     def zones(self) -> tuple[str, ...]:
+        """Every zone some instance type is offered in, sorted."""
         return tuple(sorted({o.zone for it in self.instance_types for o in it.offerings}))
 
     def __len__(self) -> int:

@@ -66,7 +66,6 @@ class CatalogTable:
     _gather: Mapping[str, Callable[[Sequence[int]], tuple[int, ...]]] = field(repr=False)
     _gather_offer_sets: Callable[[Sequence[int]], tuple[int, ...]] = field(repr=False)
     _classes: dict[tuple[str, tuple[Requirement, ...]], KeyClasses] = field(default_factory=dict, repr=False)
-    _domain_sets: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, catalog: Catalog, os: str = "linux") -> CatalogTable:
@@ -133,14 +132,6 @@ class CatalogTable:
     def offers_column(self, offers_of_set: Sequence[int]) -> tuple[int, ...]:
         """Each type's offering set, mapped through `offers_of_set`."""
         return self._gather_offer_sets(offers_of_set)
-
-    def domain_set(self, key: str) -> frozenset[str]:
-        """The values of `key` in the catalog (zones for the zone key), as a set (cached)."""
-        cached = self._domain_sets.get(key)
-        if cached is None:
-            cached = self._domain_sets[key] = frozenset(self.zones if key == wk.ZONE else self.domains.get(key, ()))
-        return cached
-
 
 def _gatherer(indices: tuple[int, ...]) -> Callable[[Sequence[int]], tuple[int, ...]]:
     if not indices:

@@ -30,9 +30,11 @@ class Finding:
     related: tuple[Location, ...] = ()
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
+        """The order findings are shown in: file, line, column, rule, message."""
         return (self.file, self.line, self.column, self.rule, self.message)
 
     def to_json(self) -> dict[str, object]:
+        """The finding as the JSON report writes it."""
         data: dict[str, object] = {
             "rule": self.rule,
             "severity": self.severity,
@@ -51,7 +53,8 @@ class Finding:
 class Suppressor(Protocol):
     """What silences findings (`suppression.Suppression`: `--disable`, directives in the files)."""
 
-    def suppresses(self, finding: Finding) -> bool: ...
+    def suppresses(self, finding: Finding) -> bool:
+        """Whether the finding is silenced (by `--disable` or a directive in its file)."""
 
 
 @dataclass(slots=True)
@@ -78,6 +81,7 @@ class Report:
 
     @property
     def objects(self) -> int:
+        """How many objects were checked, every kind counted."""
         return sum(self.kinds.values())
 
     def reported(self) -> list[Finding]:
@@ -88,20 +92,26 @@ class Report:
 
     @property
     def suppressed(self) -> int:
+        """How many findings the suppression silenced."""
         return len(self.findings) - len(self.reported())
 
     @property
     def errors(self) -> int:
+        """How many errors are reported (silenced ones left out)."""
         return sum(1 for f in self.reported() if f.severity == ERROR)
 
     @property
     def warnings(self) -> int:
+        """How many warnings are reported (silenced ones left out)."""
         return sum(1 for f in self.reported() if f.severity == WARNING)
 
     def sorted_findings(self) -> list[Finding]:
+        """The reported findings in their order (:meth:`Finding.sort_key`)."""
         return sorted(self.reported(), key=Finding.sort_key)
 
     def exit_code(self, fail_on_warn: bool = False) -> int:
+        """The command's exit code: 2 when the checks could not run, 1 on an error (or a warning with `fail_on_warn`),
+        else 0."""
         if self.could_not_run:
             return 2
         if self.errors or (fail_on_warn and self.warnings):

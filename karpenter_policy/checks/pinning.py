@@ -27,8 +27,8 @@ A pin never overrides the workload's own required node affinity: when every term
 `pinning-conflict` (`affinity_conflict`): `pin` writes nothing and the webhook admits the pod unpinned with a
 warning — one verdict, from this one function.
 
-Everything here but `check_pinning` (which reads the workload files) is pure over plain mappings: `pins_for` /
-`resolve` is what the webhook calls for a pod, `changes_for` what `pin` writes and `check --workloads` reports
+Everything here but `check_pinning` (which reads the workload files) is pure over plain mappings: `resolve` is
+what the webhook calls for a pod, `changes_for` what `pin` writes and `check --workloads` reports
 as `pinning-violation`.
 """
 
@@ -74,7 +74,6 @@ __all__ = [
     "is_pinning_policy",
     "pinning_findings",
     "target_findings",
-    "pins_for",
     "resolve",
     "rules_from_documents",
     "rules_of",
@@ -118,6 +117,7 @@ class Rule:
     def matches(
         self, kind: str, namespace: str | None, name: str | None, labels: Mapping[str, str], role: str | None
     ) -> bool:
+        """Whether the rule applies to a workload of this kind, namespace (default `default`), name, labels and role."""
         if self.kinds is not None and kind not in self.kinds:
             return False
         if self.namespaces is not None and (namespace or DEFAULT_NAMESPACE) not in self.namespaces:
@@ -347,14 +347,17 @@ class PinTarget:
 
     @property
     def spec_path(self) -> Path:
+        """The path of the pod spec in the document."""
         return (*self.template_path, "spec")
 
     @property
     def labels(self) -> Mapping[str, str]:
+        """The labels of its pod template."""
         return labels_of(self.metadata)
 
     @property
     def object_ref(self) -> str:
+        """`Kind/name` (`(unnamed)` for a template without a name)."""
         return object_ref(self.kind, self.name or "(unnamed)")
 
     def ref_in(self, file: str) -> str:
@@ -391,6 +394,7 @@ def workload_of(data: Any) -> PinTarget | None:
 
 
 def workloads_in(documents: Iterable[Document]) -> Iterator[tuple[Document, PinTarget]]:
+    """Each document holding a pod template, with the template to pin."""
     for doc in documents:
         workload = workload_of(doc.data)
         if workload is not None:
@@ -423,6 +427,7 @@ class Conflict:
     second: Rule
 
     def message(self) -> str:
+        """The conflict in words: the two rules and the nodeSelector values they disagree on."""
         return (
             f"{self.first.ref} pins nodeSelector {self.key}={self.first.node_selector[self.key]} but "
             f"{self.second.ref} pins {self.key}={self.second.node_selector[self.key]}; the first applies — make the "
@@ -473,21 +478,6 @@ def resolve(
     return Pins(selector, tuple(tolerations), matching, tuple(conflicts), selector_rule, tuple(toleration_rule))
 
 
-def pins_for(
-    rules: Sequence[Rule],
-    metadata: Mapping[str, Any],
-    kind: str,
-    namespace: str | None,
-    name: str | None,
-    pod_spec: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The nodeSelector entries and tolerations the rules require of a pod template (for the webhook's
-    `/mutate/pods`: metadata = the pod's metadata, kind "Pod" (or its owner's kind), its namespace and name —
-    generateName when the name is not set yet). Conflicts resolve to the first rule; see `resolve`."""
-    pins = resolve(rules, metadata, kind, namespace, name, pod_spec)
-    return dict(pins.node_selector), [dict(t) for t in pins.tolerations]
-
-
 @dataclass(frozen=True, slots=True)
 class Change:
     """One thing a pod template lacks: a nodeSelector entry (`current`: its present different value, if any) or
@@ -501,6 +491,7 @@ class Change:
     toleration: Mapping[str, Any] | None = None
 
     def message(self) -> str:
+        """What the template lacks and which rule requires it, in words."""
         if self.field == "tolerations":
             assert self.toleration is not None
             return f"tolerations lack {describe_toleration(self.toleration)}, required by {self.rule.ref}"
@@ -509,6 +500,7 @@ class Change:
         return f"nodeSelector {self.key} is {self.current!r}; {self.rule.ref} requires {self.value!r}"
 
     def to_json(self) -> dict[str, object]:
+        """The change as `pin --output json` writes it."""
         data: dict[str, object] = {"field": self.field, "rule": self.rule.name, "policy": self.rule.policy}
         if self.field == "tolerations":
             data["toleration"] = dict(self.toleration or {})
@@ -544,6 +536,7 @@ class AffinityConflict:
     rejections: tuple[tuple[str, Change], ...]
 
     def message(self) -> str:
+        """Which required node-affinity expressions reject which pinned nodeSelector entries, in words."""
         shown: dict[str, Change] = dict(self.rejections)  # one line per distinct expression, in term order
         parts = [
             f"({expression}) rejects nodeSelector {change.key}={change.value} of {change.rule.ref}"
@@ -662,6 +655,7 @@ def pinning_findings(rules: Sequence[Rule], documents: Iterable[Document]) -> li
 
 
 def is_pinning_policy(doc: Document) -> bool:
+    """Whether the document is a PinningPolicy."""
     return isinstance(doc.data, Mapping) and doc.data.get("kind") == PINNING_POLICY_KIND
 
 

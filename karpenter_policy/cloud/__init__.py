@@ -1,5 +1,6 @@
-"""Cloud providers: the :class:`CloudProvider` protocol the reconciler launches nodes through, its errors, and
-an in-memory fake (:mod:`karpenter_policy.fakes.cloud`) for controller tests.
+"""Cloud providers: the :class:`CloudProvider` protocol the reconciler launches nodes through, its errors, the
+unavailable-offerings cache, and the interruption queue's protocol (`queue`). The in-memory stand-ins are not
+here: they are in :mod:`karpenter_policy.fakes`. It imports `model`, `api` and `catalog`.
 
 Adapters live in subpackages (``aws/`` is the only boto3 importer). Callers catch :class:`CloudError` and
 report it; an SDK exception never escapes an adapter.

@@ -60,7 +60,7 @@ from karpenter_policy.checks.reporters import json_text
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.checks.source.revision import policy_files, write_files
-from karpenter_policy.checks.source.workloads import Workload, read_workloads
+from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
 from karpenter_policy.commands.costcomment import cost_headline, diff_cost_lines, markdown_text, ratio_text
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price, price_key, price_text
@@ -1119,7 +1119,7 @@ def diff_command(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _workloads_of(side: Side, workload_paths: Sequence[str]) -> list[Workload]:
+def _workloads_of(side: Side, workload_paths: Sequence[str]) -> list[LocatedWorkload]:
     paths = workload_paths_on(side, workload_paths)
     return read_workloads(paths).workloads if paths else []
 

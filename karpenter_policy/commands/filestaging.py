@@ -31,9 +31,11 @@ class StagedFile:
     temporary: str
 
     def commit(self) -> None:
+        """Put the staged content in place of the target (an atomic rename)."""
         os.replace(self.temporary, self.target)
 
     def discard(self) -> None:
+        """Remove the staged temporary file (nothing when it is gone already)."""
         with contextlib.suppress(OSError):
             os.unlink(self.temporary)
 
@@ -59,6 +61,7 @@ def stage(target: str, content: bytes, mode: int, owner: tuple[int, int] | None 
 
 
 def discard_all(staged: Iterable[StagedFile]) -> None:
+    """Discard every staged file."""
     for item in staged:
         item.discard()
 
@@ -113,6 +116,7 @@ def sync_directory(directory: str) -> None:
 
 
 def current_umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -125,13 +129,16 @@ class Rewrite(Protocol):
     """A file to replace: its text as it was read, and its new text."""
 
     @property
-    def file(self) -> str: ...
+    def file(self) -> str:
+        """The file rewritten."""
 
     @property
-    def original(self) -> str: ...
+    def original(self) -> str:
+        """Its text before."""
 
     @property
-    def updated(self) -> str: ...
+    def updated(self) -> str:
+        """Its text after."""
 
 
 def unified_diff(file: str, original: str, updated: str) -> str:

@@ -80,6 +80,7 @@ class FakeCloudProvider:
             self._no_capacity[(instance_type, zone, capacity_type)] = code
 
     def restore_capacity(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        """Launching this offering succeeds again (after :meth:`fail_capacity`)."""
         with self._lock:
             self._no_capacity.pop((instance_type, zone, capacity_type), None)
 
@@ -103,6 +104,9 @@ class FakeCloudProvider:
     # --- the protocol ---------------------------------------------------------------------------------------
 
     def create(self, request: LaunchRequest) -> Instance:
+        """Launch the first option that is not unavailable and has capacity, as CreateFleet does (the same instance
+        again for a client token already used); `InsufficientCapacity` listing the offerings tried when none
+        launches."""
         with self._lock:
             self.requests.append(request)
             self._injected("create")
@@ -145,6 +149,7 @@ class FakeCloudProvider:
         return instance
 
     def delete(self, instance_id: str) -> None:
+        """Terminate the instance (nothing when there is none)."""
         with self._lock:
             self._injected("delete")
             instance = self._instances.get(instance_id)
@@ -152,12 +157,14 @@ class FakeCloudProvider:
                 self._instances[instance_id] = _replace_state(instance, STATE_TERMINATED)
 
     def get(self, instance_id: str) -> Instance | None:
+        """The instance, None when it is unknown or terminated."""
         with self._lock:
             self._injected("get")
             instance = self._instances.get(instance_id)
             return None if instance is None or instance.state == STATE_TERMINATED else instance
 
     def list(self, cluster_name: str) -> builtins.list[Instance]:
+        """The cluster's live instances launched for a provisioner, by id."""
         with self._lock:
             self._injected("list")
             key = cluster_tag(cluster_name)
@@ -173,6 +180,7 @@ class FakeCloudProvider:
     def instance_types(
         self, region: str | None = None, provider: Mapping[str, Any] | None = None
     ) -> builtins.list[InstanceType]:
+        """The instance types sold, each offering marked unavailable while the cache holds it so."""
         if region is not None and region != self.region:
             raise ValueError(f"this provider serves region {self.region}, not {region}")
         self._injected("instance_types")
@@ -187,6 +195,7 @@ class FakeCloudProvider:
         return []
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
+        """Hold the offering unavailable for the cache's time to live, as an insufficient-capacity answer does."""
         self.unavailable.mark(instance_type, zone, capacity_type, reason)
 
 

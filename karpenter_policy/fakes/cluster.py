@@ -8,7 +8,9 @@ finalizers (``deletionTimestamp`` first, removal once the last finalizer goes); 
 PodDisruptionBudgets), Events and Leases behave as on a real cluster. Thread-safe: one lock guards the
 state, and watchers wait on its condition. Pods are deleted at once (there is no kubelet to honour a
 grace period); create keeps the status it is given so tests can seed running pods and ready nodes. Calls answer
-at once: a ``timeout`` is accepted and has nothing to bound.
+at once: a ``timeout`` is accepted and has nothing to bound. A test sees the writes made to it as they happen
+(:meth:`MemoryCluster.observe`: each create, update, patch, delete, bind and eviction, with its answer), to record
+them or to act in the middle of a controller's pass.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from karpenter_policy.kube.cluster import (
 )
 from karpenter_policy.kube.errors import (
     AlreadyExists,
+    ClusterError,
     Conflict,
     Gone,
     Invalid,
@@ -54,6 +57,26 @@ DEFAULT_HISTORY_WINDOW = 10_000
 
 _UID_NAMESPACE = uuid.UUID("6f0c1a52-6f1b-4c61-9a3c-7d3f8e1a2b4c")
 _Key = tuple[str | None, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCall:
+    """A write made to the cluster and its answer: `verb` (create, update, patch, delete, bind, evict), the kind,
+    namespace and name of the object, and the error it answered (None: done)."""
+
+    verb: str
+    kind: Kind
+    namespace: str | None
+    name: str
+    error: ClusterError | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the call was done (an eviction: the pod was evicted, not refused by a budget)."""
+        return self.error is None
+
+
+Observer = Callable[[ClusterCall], None]
 
 
 def _utc_now() -> datetime.datetime:
@@ -86,6 +109,45 @@ class MemoryCluster:
         self._window = history_window
         self._clock = clock
         self._recorder = EventRecorder(self, clock)
+        self._observers: list[Observer] = []
+        self._observing = threading.local()  # the call being observed on this thread (its nested calls are not)
+
+    def observe(self, observer: Observer) -> Callable[[], None]:
+        """From now on `observer` is told of each write made (:class:`ClusterCall`), once done or refused, outside
+        the cluster's lock; writes made by an observer, and those a write makes itself (an eviction deleting its
+        pod), are not told. The function that stops it."""
+        with self._changed:
+            self._observers.append(observer)
+
+        def stop() -> None:
+            with self._changed:
+                if observer in self._observers:
+                    self._observers.remove(observer)
+
+        return stop
+
+    @contextlib.contextmanager
+    def _observed(self, verb: str, kind: Kind, namespace: str | None, name: str) -> Iterator[None]:
+        """Tell the observers of the call made inside (unless it is nested in one already being told)."""
+        if not self._observers or getattr(self._observing, "active", False):
+            yield
+            return
+        self._observing.active = True
+        error: ClusterError | None = None
+        try:
+            yield
+        except ClusterError as refused:
+            error = refused
+            raise
+        finally:
+            try:
+                call = ClusterCall(verb, kind, namespace if kind.namespaced else None, name, error)
+                with self._changed:
+                    observers = list(self._observers)
+                for observer in observers:
+                    observer(call)
+            finally:
+                self._observing.active = False
 
     @contextlib.contextmanager
     def stamping(self, clock: Callable[[], datetime.datetime]) -> Iterator[None]:
@@ -102,6 +164,7 @@ class MemoryCluster:
 
     @property
     def resource_version(self) -> str:
+        """The cluster's current resourceVersion (one counter over every kind, as etcd's revision)."""
         with self._changed:
             return str(self._version)
 
@@ -112,6 +175,8 @@ class MemoryCluster:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> ObjectList:
+        """The objects of `kind` the selectors match (copies, by namespace and name), with the resourceVersion a watch
+        continues from."""
         matches = _Filter(kind, namespace, label_selector, field_selector)
         with self._changed:
             items = [copy.deepcopy(obj) for obj in self._store(kind).values() if matches(obj)]
@@ -119,6 +184,7 @@ class MemoryCluster:
         return ObjectList(sorted(items, key=_sort_key), version)
 
     def get(self, kind: Kind, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Obj | None:
+        """A copy of the object, None when there is none."""
         with self._changed:
             obj = self._store(kind).get(self._key(kind, namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
@@ -134,6 +200,8 @@ class MemoryCluster:
         timeout_seconds: float = DEFAULT_WATCH_TIMEOUT,
         bookmarks: bool = False,
     ) -> WatchStream:
+        """The changes after `resource_version` (from the current state when it is empty or "0"); `Gone` when that
+        version is no longer replayable."""
         matches = _Filter(kind, namespace, label_selector, field_selector)
         with self._changed:
             if resource_version in ("", "0"):
@@ -149,34 +217,39 @@ class MemoryCluster:
     # -- writing -------------------------------------------------------------------------------------
 
     def create(self, kind: Kind, obj: Obj, *, timeout: float | None = None) -> Obj:
-        new = objects.with_kind(kind, copy.deepcopy(obj))
-        meta = new.setdefault("metadata", {})
-        if not isinstance(meta, dict):
-            raise Invalid(f"{kind.kind}: metadata is not an object")
-        if kind.namespaced:
-            meta["namespace"] = meta.get("namespace") or "default"
-        else:
-            meta.pop("namespace", None)
-        with self._changed:
-            if not meta.get("name"):
-                if not meta.get("generateName"):
-                    raise Invalid(f"{kind.kind}: metadata.name or metadata.generateName is required")
-                meta["name"] = self._generate_name(kind, meta.get("namespace"), meta["generateName"])
-            _check_writable(kind, new)
-            key = self._key(kind, meta.get("namespace"), meta["name"])
-            if key in self._store(kind):
-                raise AlreadyExists(f'{kind.plural} "{meta["name"]}" already exists', reason="AlreadyExists")
-            version = self._next_version()
-            meta.pop("deletionTimestamp", None)
-            meta["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{key}/{version}"))
-            meta["creationTimestamp"] = objects.format_time(self._clock())
-            meta["resourceVersion"] = str(version)
-            self._store(kind)[key] = new
-            self._record(_Change(version, kind, "ADDED", copy.deepcopy(new), None))
-            return copy.deepcopy(new)
+        """Store a new object (uid, creationTimestamp and resourceVersion set; a name from generateName);
+        `AlreadyExists` when the name is taken."""
+        with self._observed("create", kind, objects.namespace(obj) or "default", objects.name(obj)):
+            new = objects.with_kind(kind, copy.deepcopy(obj))
+            meta = new.setdefault("metadata", {})
+            if not isinstance(meta, dict):
+                raise Invalid(f"{kind.kind}: metadata is not an object")
+            if kind.namespaced:
+                meta["namespace"] = meta.get("namespace") or "default"
+            else:
+                meta.pop("namespace", None)
+            with self._changed:
+                if not meta.get("name"):
+                    if not meta.get("generateName"):
+                        raise Invalid(f"{kind.kind}: metadata.name or metadata.generateName is required")
+                    meta["name"] = self._generate_name(kind, meta.get("namespace"), meta["generateName"])
+                _check_writable(kind, new)
+                key = self._key(kind, meta.get("namespace"), meta["name"])
+                if key in self._store(kind):
+                    raise AlreadyExists(f'{kind.plural} "{meta["name"]}" already exists', reason="AlreadyExists")
+                version = self._next_version()
+                meta.pop("deletionTimestamp", None)
+                meta["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{key}/{version}"))
+                meta["creationTimestamp"] = objects.format_time(self._clock())
+                meta["resourceVersion"] = str(version)
+                self._store(kind)[key] = new
+                self._record(_Change(version, kind, "ADDED", copy.deepcopy(new), None))
+                return copy.deepcopy(new)
 
     def update(self, kind: Kind, obj: Obj, subresource: str | None = None, *, timeout: float | None = None) -> Obj:
-        with self._changed:
+        """Replace the object (or its status, `subresource="status"`), as the API does: `Conflict` when its
+        resourceVersion is not the current one."""
+        with self._observed("update", kind, objects.namespace(obj), objects.name(obj)), self._changed:
             current = self._existing(kind, objects.namespace(obj), objects.name(obj))
             self._check_version(kind, current, objects.resource_version(obj))
             return self._write(kind, current, copy.deepcopy(obj), subresource)
@@ -190,7 +263,8 @@ class MemoryCluster:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
     ) -> Obj:
-        with self._changed:
+        """Apply a merge, strategic-merge or JSON patch to the object (or its status) and store the result."""
+        with self._observed("patch", kind, namespace, name), self._changed:
             current = self._existing(kind, namespace, name)
             patched = apply_patch(current, patch, patch_type)
             self._check_version(kind, current, objects.resource_version(patched))
@@ -199,7 +273,9 @@ class MemoryCluster:
     def delete(
         self, kind: Kind, name: str, namespace: str | None = None, grace_period_seconds: int | None = None
     ) -> None:
-        with self._changed:
+        """Delete the object: removed at once without finalizers, else marked with a deletionTimestamp until the last
+        finalizer goes."""
+        with self._observed("delete", kind, namespace, name), self._changed:
             current = self._existing(kind, namespace, name)
             if not objects.finalizers(current):
                 self._remove(kind, current)
@@ -211,7 +287,9 @@ class MemoryCluster:
                 self._replace(kind, current, deleting)
 
     def bind(self, namespace: str, pod_name: str, node_name: str) -> None:
-        with self._changed:
+        """Bind a pending pod to a node (the Binding subresource): `Conflict` when it is bound already or being
+        deleted."""
+        with self._observed("bind", objects.POD, namespace, pod_name), self._changed:
             pod = self._existing(objects.POD, namespace, pod_name)
             bound_to = (pod.get("spec") or {}).get("nodeName")
             if bound_to:
@@ -227,7 +305,9 @@ class MemoryCluster:
             self._replace(objects.POD, pod, bound)
 
     def evict(self, namespace: str, pod_name: str) -> None:
-        with self._changed:
+        """Evict a pod (the Eviction subresource): 429 TooManyRequests when a PodDisruptionBudget does not allow it,
+        else the pod is deleted."""
+        with self._observed("evict", objects.POD, namespace, pod_name), self._changed:
             pod = self._existing(objects.POD, namespace, pod_name)
             pdbs = [pdb for (ns, _), pdb in self._store(objects.POD_DISRUPTION_BUDGET).items() if ns == namespace]
             pods = [other for (ns, _), other in self._store(objects.POD).items() if ns == namespace]
@@ -244,6 +324,7 @@ class MemoryCluster:
         type: EventSeverity = "Normal",
         source: str = DEFAULT_EVENT_SOURCE,
     ) -> Obj:
+        """Record a Kubernetes Event about `involved` through the event recorder, as on a real cluster."""
         return self._recorder.record(involved, reason, message, type, source)
 
     def compact(self) -> None:
@@ -449,3 +530,4 @@ class _MemoryWatch(Iterator[WatchEvent]):
 
 def _bookmark(kind: Kind, version: int) -> Obj:
     return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"resourceVersion": str(version)}}
+

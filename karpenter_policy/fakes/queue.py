@@ -47,6 +47,7 @@ class FakeQueue:
 
     @property
     def name(self) -> str:
+        """The queue's name."""
         return self._name
 
     def send(self, body: str) -> str:
@@ -74,10 +75,14 @@ class FakeQueue:
             raise queue.pop(0)
 
     def check(self) -> None:
+        """Check that the queue can be read, as the controller does at start-up (raises an error injected
+        for `check`)."""
         with self._lock:
             self._injected("check")
 
     def receive(self) -> builtins.list[QueueMessage]:
+        """Up to ten visible messages, each hidden for the visibility timeout with a new receipt (waiting up to
+        `wait_seconds` for one)."""
         deadline = time.monotonic() + self._wait
         with self._lock:
             self._injected("receive")
@@ -102,6 +107,7 @@ class FakeQueue:
         return received
 
     def delete(self, message: QueueMessage) -> None:
+        """Delete a received message by its receipt; a `CloudError` when the receipt is no longer valid."""
         with self._lock:
             self._injected("delete")
             for index, (held, _) in enumerate(self._messages):

@@ -31,6 +31,7 @@ class Kind:
 
     @property
     def version(self) -> str:
+        """The API version without its group (`v1` of `policy/v1`)."""
         return self.api_version.rpartition("/")[2]
 
     def __str__(self) -> str:
@@ -52,11 +53,13 @@ KINDS: tuple[Kind, ...] = (POD, NODE, CONFIG_MAP, EVENT, NAMESPACE, LEASE, POD_D
 
 
 def metadata(obj: Obj) -> dict[str, Any]:
+    """The object's metadata (an empty mapping when it has none, or not a mapping)."""
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
 
 
 def name(obj: Obj) -> str:
+    """The object's name (empty when it has none)."""
     return str(metadata(obj).get("name") or "")
 
 
@@ -67,31 +70,38 @@ def namespace(obj: Obj) -> str | None:
 
 
 def resource_version(obj: Obj) -> str:
+    """The object's resourceVersion (empty when it has none)."""
     return str(metadata(obj).get("resourceVersion") or "")
 
 
 def uid(obj: Obj) -> str:
+    """The object's uid (empty when it has none)."""
     return str(metadata(obj).get("uid") or "")
 
 
 def labels(obj: Obj) -> dict[str, str]:
+    """A copy of the object's labels."""
     return dict(metadata(obj).get("labels") or {})
 
 
 def annotations(obj: Obj) -> dict[str, str]:
+    """A copy of the object's annotations."""
     return dict(metadata(obj).get("annotations") or {})
 
 
 def finalizers(obj: Obj) -> list[str]:
+    """A copy of the object's finalizers."""
     return list(metadata(obj).get("finalizers") or [])
 
 
 def deletion_timestamp(obj: Obj) -> str | None:
+    """When a delete was asked (RFC 3339), or None when it was not."""
     value = metadata(obj).get("deletionTimestamp")
     return str(value) if value else None
 
 
 def creation_timestamp(obj: Obj) -> str | None:
+    """When the object was created (RFC 3339), or None when the API has not said."""
     value = metadata(obj).get("creationTimestamp")
     return str(value) if value else None
 

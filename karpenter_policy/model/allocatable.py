@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
@@ -149,6 +149,8 @@ class BlockDeviceMapping:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], where: str) -> BlockDeviceMapping:
+        """A mapping read from a node template's `blockDeviceMappings` entry; ValueError naming the field (`where`) when
+        a value has the wrong type."""
         if not isinstance(spec, Mapping):
             raise ValueError(f"{where}: expected a mapping, got {type(spec).__name__}")
         device = spec.get("deviceName")
@@ -245,6 +247,7 @@ class NodeResources:
 
     @property
     def allocatable(self) -> Units:
+        """What pods can use: the capacity less the overhead, resource by resource."""
         overhead = self.overhead
         return {name: value - overhead[name] for name, value in self.capacity.items()}
 
@@ -384,16 +387,6 @@ def to_units(name: str, quantity: Decimal) -> int:
     """A quantity in the integer unit of its resource (millicores for cpu), rounded up."""
     scaled = quantity.scaleb(3) if name == CPU else quantity
     return int(scaled.to_integral_value(rounding=ROUND_CEILING))
-
-
-def to_quantities(units: Mapping[str, int], names: Iterable[str] | None = None) -> dict[str, Decimal]:
-    """Units back to exact quantities (cpu in cores), e.g. for a ``ResourceList``; zeros left out."""
-    wanted = units.keys() if names is None else names
-    return {
-        name: (Decimal(units[name]).scaleb(-3) if name == CPU else Decimal(units[name]))
-        for name in wanted
-        if units.get(name)
-    }
 
 
 def _go_float_quantity(value: float | int) -> int:

@@ -54,10 +54,12 @@ class AMIFamily:
 
     @property
     def is_windows(self) -> bool:
+        """Whether nodes of this family run Windows."""
         return self.os == OS_WINDOWS
 
     @property
     def is_custom(self) -> bool:
+        """Whether this is the Custom family (user data and AMI entirely the user's)."""
         return self.name == CUSTOM.name
 
 

@@ -92,6 +92,7 @@ class ChosenOffering:
     price: float | None
 
     def to_json(self) -> dict[str, object]:
+        """The choice as JSON (instance type, zone, capacity type, price)."""
         return {
             "instance_type": self.instance_type,
             "zone": self.zone,
@@ -158,18 +159,22 @@ class InstanceType:
 
     @property
     def family(self) -> str:
+        """The instance family: `m5` of `m5.large`."""
         return instance_family(self.name)
 
     @property
     def size(self) -> str:
+        """The instance size: `large` of `m5.large`."""
         return instance_size(self.name)
 
     @property
     def category(self) -> str:
+        """The instance category: `m` of `m5.large`."""
         return instance_category(self.name)
 
     @property
     def generation(self) -> int:
+        """The instance generation: 5 of `m5.large`."""
         return instance_generation(self.name)
 
     def eni_limited_pods(self, reserved_enis: int = 0) -> int | None:

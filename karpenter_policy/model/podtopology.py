@@ -36,6 +36,7 @@ class SpreadConstraint:
 
     @property
     def soft(self) -> bool:
+        """Whether the constraint is a preference (`whenUnsatisfiable: ScheduleAnyway`)."""
         return self.when_unsatisfiable == SCHEDULE_ANYWAY
 
     def __str__(self) -> str:
@@ -51,6 +52,7 @@ class NamespaceScope:
     selector: LabelSelector | None = None
 
     def includes(self, namespace: str, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        """Whether the term counts pods of `namespace`: named, or its labels (`namespace_labels`) selected."""
         if namespace in self.names:
             return True
         return self.selector is not None and self.selector.matches(namespace_labels.get(namespace, {}))
@@ -101,6 +103,7 @@ class PodTopology:
 
     @property
     def empty(self) -> bool:
+        """Whether the pod asks nothing of its neighbours (no spread, affinity, anti-affinity or host port)."""
         return not (self.spread or self.affinity or self.anti_affinity or self.host_ports)
 
 

@@ -120,6 +120,7 @@ class Requirement:
 
     @classmethod
     def exists(cls, key: str) -> Requirement:
+        """The requirement that `key` has some value (operator Exists; the key normalised)."""
         return cls(normalize_key(key), True)
 
     def operator(self) -> Operator:

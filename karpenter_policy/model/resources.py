@@ -25,14 +25,6 @@ def parse_quantity(value: object) -> Decimal:
     return read_quantity(value).value
 
 
-def is_quantity(value: object) -> bool:
-    try:
-        parse_quantity(value)
-    except QuantityError:
-        return False
-    return True
-
-
 def parse_resource_list(data: Mapping[str, object]) -> ResourceList:
     """Parse a `{name: quantity}` map."""
     return {name: parse_quantity(value) for name, value in data.items()}
@@ -62,6 +54,7 @@ def exceeding(requests: Mapping[str, Decimal], capacity: Mapping[str, Decimal]) 
 
 
 def fits(requests: Mapping[str, Decimal], capacity: Mapping[str, Decimal]) -> bool:
+    """Whether every request is within the capacity of its resource."""
     return not exceeding(requests, capacity)
 
 
@@ -85,6 +78,7 @@ def out_of_range_message(field: str, raw: object) -> str:
 
 
 def names(lists: Iterable[Mapping[str, Decimal]]) -> list[str]:
+    """The resource names of the lists, sorted."""
     return sorted({name for resources in lists for name in resources})
 
 
@@ -101,7 +95,6 @@ __all__ = [
     "exceeding",
     "fits",
     "format_quantity",
-    "is_quantity",
     "maximum",
     "names",
     "out_of_range_message",

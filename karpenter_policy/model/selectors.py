@@ -39,6 +39,7 @@ class Expression:
             )
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether the labels satisfy the expression (In, NotIn, Exists, DoesNotExist)."""
         present = self.key in labels
         if self.operator == "In":
             return present and labels[self.key] in self.values
@@ -63,6 +64,8 @@ class LabelSelector:
     selects_nothing: bool = False
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether the labels satisfy every matchLabels entry and every expression (a selector that selects nothing
+        matches none)."""
         if self.selects_nothing:
             return False
         for key, value in self.match_labels:

@@ -21,9 +21,11 @@ class Taint:
 
     @classmethod
     def from_api(cls, data: Mapping[str, object]) -> Taint:
+        """A taint from its API form (missing fields empty)."""
         return cls(key=str(data.get("key", "")), effect=str(data.get("effect", "")), value=str(data.get("value") or ""))
 
     def to_api(self) -> dict[str, str]:
+        """The taint in its API form (no value when it has none)."""
         api = {"key": self.key, "effect": self.effect}
         if self.value:
             api["value"] = self.value
@@ -45,6 +47,7 @@ class Toleration:
 
     @classmethod
     def from_api(cls, data: Mapping[str, object]) -> Toleration:
+        """A toleration from its API form (operator Equal when none is given)."""
         seconds = data.get("tolerationSeconds")
         return cls(
             key=str(data.get("key") or ""),

@@ -87,38 +87,48 @@ class MeasuredCloud:
             self.duration.labels(controller, method, PROVIDER).observe(time.perf_counter() - started)
 
     def create(self, request: LaunchRequest) -> Instance:
+        """Launch through the inner provider, measured as Karpenter's `Create`."""
         return self._measure("Create", lambda: self.inner.create(request))
 
     def delete(self, instance_id: str) -> None:
+        """Terminate through the inner provider, measured as Karpenter's `Delete`."""
         self._measure("Delete", lambda: self.inner.delete(instance_id))
 
     def get(self, instance_id: str) -> Instance | None:
+        """Look the instance up through the inner provider, measured as Karpenter's `Get`."""
         return self._measure("Get", lambda: self.inner.get(instance_id))
 
     def list(self, cluster_name: str) -> builtins.list[Instance]:
+        """List the cluster's instances through the inner provider, measured as Karpenter's `List`."""
         return self._measure("List", lambda: self.inner.list(cluster_name))
 
     def instance_types(
         self, region: str | None = None, provider: Mapping[str, Any] | None = None
     ) -> builtins.list[InstanceType]:
+        """The inner provider's instance types, measured as Karpenter's `GetInstanceTypes` (and remembered for the
+        instance-type gauges)."""
         found = self._measure("GetInstanceTypes", lambda: self.inner.instance_types(region, provider))
         with self._lock:
             self._types.update((t.name, t) for t in found)
         return found
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
+        """Mark the offering unavailable in the inner provider (not a cloud call: not measured)."""
         self.inner.mark_unavailable(instance_type, zone, capacity_type, reason)
 
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
+        """The inner provider's current image for the type, measured as Karpenter's `IsDrifted`."""
         return self._measure("IsDrifted", lambda: self.inner.current_image(instance_type, provider))
 
     def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
+        """The inner provider's launch-template collection (no Karpenter metric names it: not measured)."""
         return self.inner.collect_launch_templates(cluster_name)  # not a call Karpenter's metrics name
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def known_types(self) -> builtins.list[InstanceType]:
+        """Every instance type seen in an answer so far, by name."""
         with self._lock:
             return [self._types[name] for name in sorted(self._types)]
 

@@ -51,6 +51,7 @@ class Loaded:
 
     @property
     def hash(self) -> str:
+        """The hash of the index in force (what a version is known by)."""
         return self.index.hash
 
 
@@ -102,6 +103,8 @@ class DirectorySource:
         return tuple(identity)
 
     def poll(self) -> Loaded | Refused | None:
+        """A new version when the directory changed since the last poll (Refused when it does not load), None when it
+        did not."""
         fingerprint = self._identity()
         if fingerprint == self._fingerprint:
             return None
@@ -130,9 +133,12 @@ class ConfigMapSource:
         self._fingerprint: object = None
 
     def use_reader(self, reader: Callable[[], Obj | None]) -> None:
+        """Read the ConfigMap with `reader` from now on (the runner's informer cache, instead of a GET)."""
         self._reader = reader
 
     def poll(self) -> Loaded | Refused | None:
+        """A new version when the ConfigMap changed since the last poll (Refused when it does not load or cannot be read
+        at first), None when it did not."""
         try:
             configmap = self._reader()
         except ClusterError as error:  # transient: what is in force stays; nothing yet is worth saying
@@ -182,6 +188,7 @@ class FixedSource:
         self._pending: Loaded | None = loaded
 
     def poll(self) -> Loaded | None:
+        """The version given last (at construction or by :meth:`replace`) the first time after, then None."""
         loaded, self._pending = self._pending, None
         return loaded
 

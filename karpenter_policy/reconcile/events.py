@@ -72,6 +72,7 @@ def _title(reason: str) -> str:
 
 
 def nominated(pod: Obj, node: str) -> Event:
+    """Karpenter's `Nominated` Event on a pod planned onto `node` (rate limited: the nominations' token bucket)."""
     return Event(
         pod, "Normal", NOMINATED, f"Pod should schedule on: node/{node}", (objects.uid(pod),), rate_limited=True
     )
@@ -89,18 +90,22 @@ def deprovisioning_terminating(node: Obj, reason: str) -> Event:
 
 
 def unconsolidatable(node: Obj, why: str) -> Event:
+    """Karpenter's `Unconsolidatable` Event on a node, with why (a repeat within 15 minutes dropped)."""
     return Event(node, "Normal", UNCONSOLIDATABLE, why[:1].upper() + why[1:], (objects.uid(node),), 15 * 60.0)
 
 
 def deprovisioning_blocked(node: Obj, why: str) -> Event:
+    """Karpenter's `DeprovisioningBlocked` Event on a node, with why."""
     return Event(node, "Normal", DEPROVISIONING_BLOCKED, f"Cannot deprovision Node: {why}", (objects.uid(node),))
 
 
 def evicted(pod: Obj) -> Event:
+    """Karpenter's `Evicted` Event on a pod termination evicted."""
     return Event(pod, "Normal", EVICTED, "Evicted pod", (objects.name(pod),))
 
 
 def failed_draining(node: Obj, why: str) -> Event:
+    """Karpenter's `FailedDraining` Warning on a node whose drain failed, with why."""
     return Event(node, "Warning", FAILED_DRAINING, f"Failed to drain node, {why}", (objects.name(node),))
 
 
@@ -120,6 +125,7 @@ class Recorder:
         self._lock = threading.Lock()
 
     def publish(self, *events: Event) -> None:
+        """Record each Event the dedupe and rate limits allow (a failure to record is logged, never raised)."""
         for event in events:
             if self._allowed(event):
                 try:

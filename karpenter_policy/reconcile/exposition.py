@@ -75,12 +75,14 @@ class ExactCounter(Collector):
             registry.register(self)
 
     def labels(self, *values: str) -> _Child:
+        """The child of that label set (created at 0)."""
         key = _key(self.name, self.labelnames, values)
         with self.lock:
             self.values.setdefault(key, 0.0)
         return _Child(self, key)
 
     def inc(self, amount: float = 1.0) -> None:
+        """Add `amount` to the counter without labels."""
         self.labels().inc(amount)
 
     def value(self, *values: str) -> float:
@@ -89,9 +91,11 @@ class ExactCounter(Collector):
             return self.values.get(tuple(values), 0.0)
 
     def describe(self) -> Iterable[Metric]:
+        """The family, for the registry."""
         return [_ExactFamily(self.name, self.documentation, "counter")]
 
     def collect(self) -> Iterable[Metric]:
+        """The family with a sample per label set, exactly as counted."""
         family = _ExactFamily(self.name, self.documentation, "counter")
         with self.lock:
             items = sorted(self.values.items())
@@ -146,12 +150,15 @@ class WindowedSummary(Collector):
             registry.register(self)
 
     def labels(self, *values: str) -> _Observer:
+        """An observer of that label set."""
         return _Observer(self, _key(self.name, self.labelnames, values))
 
     def observe(self, value: float) -> None:
+        """Observe a value of the summary without labels."""
         self.observe_at((), value)
 
     def observe_at(self, key: tuple[str, ...], value: float) -> None:
+        """Observe a value of the label set `key`, stamped with the clock (the window keeps the latest ones)."""
         with self._lock:
             window = self._windows.get(key)
             if window is None:
@@ -161,9 +168,12 @@ class WindowedSummary(Collector):
             window.total += value
 
     def describe(self) -> Iterable[Metric]:
+        """The family, for the registry."""
         return [Metric(self.name, self.documentation, "summary")]
 
     def collect(self) -> Iterable[Metric]:
+        """The family: each label set's quantiles over the observations within `max_age`, and the count and sum of
+        every observation."""
         family = Metric(self.name, self.documentation, "summary")
         oldest = self.clock() - self.max_age
         with self._lock:

@@ -1,6 +1,7 @@
 """The scheduling core: one scheduler for `check --workloads`, `diff`, `simulate` and the controller.
 
-Pure (no I/O, no solver): it imports only `model` and `api`. Given pods, node claim templates (one per provisioner,
+Pure (no I/O, no solver): it imports only `model`, `api` and `catalog` (the :class:`Catalog` an instance table
+is built from). Given pods, node claim templates (one per provisioner,
 built from a Provisioner or a compiled ConstraintSet over an :class:`InstanceTable`), existing nodes and DaemonSets, it
 returns a :class:`Plan`: pods onto existing nodes, pods onto new node claims (every fitting instance type,
 cheapest first, and the launch choice), and the pods that fit nowhere with the reason per template.

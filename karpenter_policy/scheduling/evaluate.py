@@ -34,6 +34,7 @@ class Candidate:
 
     @property
     def instance_types(self) -> tuple[str, ...]:
+        """The names of the instance types the claim may launch, sorted."""
         return self.template.table.names_of(self.options)
 
     def offerings(self) -> set[tuple[str, str]]:
@@ -62,6 +63,7 @@ class Evaluation:
 
     @property
     def chosen(self) -> Candidate | None:
+        """The template that takes the pod (the first candidate in the scheduler's order), None when none does."""
         return self.candidates[0] if self.candidates else None
 
 

@@ -35,6 +35,7 @@ _CACHE_LIMIT = 65536
 
 
 def bits(indices: Iterable[int]) -> int:
+    """The bit mask with the bits of `indices` set."""
     mask = 0
     for index in indices:
         mask |= 1 << index
@@ -83,6 +84,7 @@ class NodeShapes:
         return ordered, masks
 
     def at_least(self, resource: int, amount: int) -> int:
+        """The mask of the types with at least `amount` of the resource (index `resource`)."""
         values, masks = self._at_least[resource]
         j = bisect.bisect_left(values, amount)
         return masks[j] if j < len(values) else 0
@@ -198,6 +200,7 @@ class InstanceTable:
     # --- masks -------------------------------------------------------------------------------------------------
 
     def mask_of_names(self, names: Iterable[str]) -> int:
+        """The mask of the named types (names the table does not hold are left out)."""
         return bits(self.position[n] for n in names if n in self.position)
 
     def names_of(self, mask: int) -> tuple[str, ...]:
@@ -224,6 +227,7 @@ class InstanceTable:
 
     @staticmethod
     def is_type_key(key: str) -> bool:
+        """Whether `key` is a label the instance table decides (an instance-type label, the OS and region aside)."""
         return key in TYPE_KEYS
 
     def requirement_mask(self, requirement: Requirement) -> int:

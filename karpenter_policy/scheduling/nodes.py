@@ -152,10 +152,13 @@ class NodeClaim:
 
     @classmethod
     def new(cls, template: NodeClaimTemplate, hostname: str, options: int) -> NodeClaim:
+        """A new claim of the template, named `hostname` (its hostname requirement added), that may launch the types of
+        `options`."""
         requirements = template.requirements.add(Requirement.new(wk.HOSTNAME, Operator.IN, [hostname]))
         return cls(template, hostname, requirements, options, template.overhead)
 
     def set_options(self, options: int) -> None:
+        """Narrow the types the claim may launch (the room for more pods is computed again)."""
         self.options = options
         self._room = None
 
@@ -175,10 +178,12 @@ class NodeClaim:
 
     @property
     def zone(self) -> Requirement:
+        """The zones the claim may be launched in (its zone requirement)."""
         return self._zone
 
     @property
     def capacity_type(self) -> Requirement:
+        """The capacity types the claim may be launched as (its capacity-type requirement)."""
         return self._capacity_type
 
     def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> Refusal | None:

@@ -32,6 +32,7 @@ class ClaimPlan:
 
     @property
     def launch(self) -> ChosenOffering | None:
+        """The launch choice (the first option), None when there is none."""
         return self.options[0] if self.options else None
 
     @property
@@ -41,12 +42,15 @@ class ClaimPlan:
 
     @property
     def instance_type(self) -> str:
+        """The instance type of the launch choice (empty when there is none)."""
         return self.launch.instance_type if self.launch is not None else ""
 
     def cpu_utilisation(self) -> float:
+        """The share of the chosen type's allocatable cpu the pods request."""
         return utilisation(self.requests, self.allocatable, CPU_I)
 
     def memory_utilisation(self) -> float:
+        """The share of the chosen type's allocatable memory the pods request."""
         return utilisation(self.requests, self.allocatable, MEMORY_I)
 
 
@@ -60,6 +64,7 @@ class PodFailure:
     relaxed: tuple[str, ...] = ()
 
     def message(self) -> str:
+        """Why the pod fits nowhere: its own refusal (a spec the scheduler cannot read), or the reason per template."""
         if self.pod.shape.refused:
             return refused_message(self.pod.shape.refused)
         return refusals_message(self.reasons, self.relaxed)
@@ -130,6 +135,7 @@ class Plan:
 
     @property
     def scheduled(self) -> int:
+        """How many pods the plan places, on new claims and existing nodes."""
         return sum(len(c.pods) for c in self.claims) + sum(len(p) for p in self.existing.values())
 
     def node_of(self) -> dict[str, str]:

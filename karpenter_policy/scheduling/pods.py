@@ -46,6 +46,7 @@ class Attempt:
 
     @property
     def has_topology(self) -> bool:
+        """Whether the attempt carries topology spread, affinity or anti-affinity terms."""
         return bool(self.spread or self.affinity or self.anti_affinity)
 
 
@@ -69,6 +70,7 @@ class PodShape:
 
     @cached_property
     def label_map(self) -> Mapping[str, str]:
+        """The pod's labels as a mapping."""
         return dict(self.labels)
 
     @cached_property
@@ -84,6 +86,7 @@ class PodShape:
 
     @property
     def host_ports(self) -> tuple[HostPort, ...]:
+        """The host ports the pod binds."""
         return self.topology.host_ports
 
     def attempts(self, tolerate_prefer_no_schedule: bool) -> tuple[Attempt, ...]:
@@ -179,18 +182,22 @@ class Pod:
 
     @property
     def namespace(self) -> str:
+        """The pod's namespace."""
         return self.shape.namespace
 
     @property
     def key(self) -> str:
+        """`namespace/name`."""
         return f"{self.shape.namespace}/{self.name}"
 
     @property
     def labels(self) -> Mapping[str, str]:
+        """The pod's labels."""
         return self.shape.label_map
 
     @property
     def requests(self) -> Vector:
+        """The pod's requests, one pod slot included."""
         return self.shape.requests
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ from karpenter_policy.model.pods import describe_quantity, describe_requests, fo
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.resources import CPU, MEMORY, PODS, format_quantity
 from karpenter_policy.model.taints import Taint, Toleration, untolerated
-from karpenter_policy.scheduling.instances import OFFERING_KEYS, InstanceTable
+from karpenter_policy.scheduling.instances import OFFERING_KEYS
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
 
@@ -41,6 +41,7 @@ class Refusal:
 
     @property
     def message(self) -> str:
+        """The refusal in words (made the first time it is asked for, then kept)."""
         if self._message is None:
             assert self._make is not None
             self._message, self._make = self._make(), None
@@ -60,10 +61,12 @@ class Refusal:
 
 
 def format_resource(name: str, value: Decimal) -> str:
+    """An amount as the reasons write it: memory in bytes units (`Gi`, `Mi`), others as quantities."""
     return format_bytes(value) if name == MEMORY else format_quantity(value)
 
 
 def limits_text(template: NodeClaimTemplate, short: bool = False) -> str:
+    """Why a template's limits refuse every type (`short`: the limits alone)."""
     limits = ", ".join(f"{name}: {format_resource(name, value)}" for name, value in sorted(template.limits.items()))
     if short:
         return f"limits.resources ({limits})"
@@ -71,6 +74,7 @@ def limits_text(template: NodeClaimTemplate, short: bool = False) -> str:
 
 
 def untolerated_text(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> str:
+    """The taints the tolerations leave untolerated, in words."""
     missing = untolerated(taints, tolerations)
     return f"taint{'s' if len(missing) > 1 else ''} {', '.join(str(t) for t in missing)} not tolerated"
 
@@ -152,6 +156,3 @@ def no_type_refusal(
         return Refusal("instance-types", lambda: explain(template, pod_requirements, None, within_limits))
     return Refusal("resources", lambda: explain(template, pod_requirements, requests, within_limits))
 
-
-def table_region(table: InstanceTable) -> str:
-    return table.region or "the catalog"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from karpenter_policy.api.validation import requirement_violations
+from karpenter_policy.api.provisionerrules import requirement_violations
 from karpenter_policy.api.violations import ERROR, RESTRICTED_LABEL
 from karpenter_policy.model import labels as wk
 

@@ -35,11 +35,14 @@ class ClusterPod:
 class PodsForTopology(Protocol):
     """What topology asks of the running pods (see the module docstring)."""
 
-    def anti_affine(self) -> list[ClusterPod]: ...
+    def anti_affine(self) -> list[ClusterPod]:
+        """The pods with a required pod anti-affinity term, in a stable order."""
 
     def candidates(
         self, scope: NamespaceScope, selector: LabelSelector, namespace_labels: Mapping[str, Mapping[str, str]]
-    ) -> list[ClusterPod]: ...
+    ) -> list[ClusterPod]:
+        """The pods a group of `scope` and `selector` may select (a superset: the group decides each), in a stable
+        order."""
 
 
 class RunningPods:
@@ -77,6 +80,7 @@ class RunningPods:
             self._anti_affine[uid] = running
 
     def remove(self, uid: str) -> None:
+        """Forget the pod of that uid (nothing when it is not held)."""
         running = self._by_uid.pop(uid, None)
         if running is None:
             return
@@ -116,6 +120,7 @@ class WithoutNodes:
         self.nodes = nodes
 
     def anti_affine(self) -> list[ClusterPod]:
+        """The anti-affine pods, those on the nodes left out excepted."""
         return [p for p in self.running.anti_affine() if p.node_name not in self.nodes]
 
     def candidates(

@@ -327,30 +327,6 @@ class Topology:
                 if not domains.complement:
                     group.record(*sorted(domains.values))
 
-    def unrecord(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> None:
-        """Undo `record` (a tentative placement taken back)."""
-        for group in self.selecting(pod.shape):
-            if not group.counts_pod(pod.shape, requirements, allow_undefined):
-                continue
-            domains = requirements.get_or_exists(group.key)
-            if domains.complement:
-                continue
-            if group.kind == Kind.ANTI_AFFINITY:
-                values = sorted(domains.values)
-            elif len(domains.values) == 1:
-                values = [next(iter(domains.values))]
-            else:
-                values = []
-            for value in values:
-                group.counts[value] -= 1
-        for group in self.inverse.values():
-            if pod.key in group.owners:
-                domains = requirements.get_or_exists(group.key)
-                if not domains.complement:
-                    for value in domains.values:
-                        group.counts[value] -= 1
-
-
 def _spread_key(shape: PodShape, constraint: SpreadConstraint) -> GroupKey:
     return GroupKey(
         Kind.SPREAD,

@@ -107,11 +107,3 @@ def utilisation(used: Vector, total: Vector, index: int) -> float:
 def scale(vector: Vector, count: int) -> Vector:
     return tuple(min(v * count, CAP) for v in vector)
 
-
-def ratio_floor(available: Vector, needed: Vector) -> float:
-    """How many times `needed` fits into `available` (fractionally; inf when nothing is needed)."""
-    best = math.inf
-    for have, need in zip(available, needed, strict=True):
-        if need > 0:
-            best = min(best, quotient(have, need))
-    return best

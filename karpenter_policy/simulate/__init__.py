@@ -10,7 +10,12 @@ served by moto's server in the same process, driven in virtual time.
   scenario's steps applied in order, each run until nothing more happens;
 * `measure`: what the cluster shows at a moment — pods pending, starting and running, the nodes with their
   packing and price;
-* `table` and `report`: the node table and fleet $/h printed at the end, and the self-contained HTML report.
+* `spot`: spot interruptions sent on an in-memory queue and handled by the controller's interruption handler;
+* `timeline`, `table`, `charts` and `report`: the figures over time, the node table and fleet $/h printed at the
+  end, and the self-contained HTML report with its charts;
+* `command`: `karpenter-policy simulate`, options in, the run and its report out;
+* `clock`, `kubelet`, `aws` and `scene`: the virtual clock, the kubelets' stand-in, moto's EC2 as a cloud
+  provider, and the scene the testing API (:mod:`karpenter_policy.testing`) builds on.
 
 Nothing here talks to real AWS: every endpoint is the loopback server, with dummy credentials given to the
 boto3 session only (see `server`).

@@ -35,7 +35,13 @@ finished (or for ever: stuck terminating), static pods' mirrors owned by their N
 DaemonSets, and deployments that replace evicted pods. The cloud sells the catalog's types (`types`: some of them
 by name) or instance types given as they are — :func:`instance_type` makes one with the offerings, prices and
 availability a test needs. :meth:`Scene.slow_decisions` makes every scheduling simulation of a disruption decision
-take virtual time, to exercise the decisions' time budgets. Readers answer what tests look at. The scene imports
+take virtual time, to exercise the decisions' time budgets. Knobs for what a scene must go wrong or be seen:
+nodes that never initialize or lack the termination finalizer, pods with exact owner references, offerings
+unavailable from the start (`unavailable`), launches that fail (:meth:`Scene.fail_launches`,
+:meth:`Scene.fail_next_launch`), an instance stopped or terminated from outside (:meth:`Scene.stop_instance`),
+every eviction recorded with its answer (:meth:`Scene.record_evictions`), an action in the middle of a step when a
+controller writes something (:meth:`Scene.on_call`), and an interruption queue (:attr:`Scene.queue`). Readers
+answer what tests look at (:meth:`Scene.metric`, :meth:`Scene.unavailable_offerings` among them). The scene imports
 test-only parts (the in-memory cluster and cloud): production code never imports it (an import-linter contract).
 Simulations (`simulate`, the soak) run on a scene with moto's EC2
 (:class:`~karpenter_policy.simulate.aws.MotoCloud`); :mod:`karpenter_policy.testing` is its public face for
@@ -48,6 +54,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import itertools
+import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -55,9 +62,12 @@ from typing import Any
 
 from karpenter_policy.api.workloads import WORKLOAD_KINDS
 from karpenter_policy.catalog import load_catalog
+from karpenter_policy.cloud.errors import CloudError, InsufficientCapacity
 from karpenter_policy.cloud.provider import STATE_TERMINATED, CloudProvider, Instance, LaunchRequest
-from karpenter_policy.fakes.cloud import FakeCloudProvider
-from karpenter_policy.fakes.cluster import MemoryCluster
+from karpenter_policy.cloud.unavailable import UnavailableOfferings
+from karpenter_policy.fakes.cloud import ENDPOINT, INSUFFICIENT_CAPACITY, FakeCloudProvider
+from karpenter_policy.fakes.cluster import ClusterCall, MemoryCluster
+from karpenter_policy.fakes.queue import FakeQueue
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
@@ -76,6 +86,9 @@ CLUSTER = "testing"
 REGION = "us-east-1"
 #: The finalizer that holds a lingering pod (`Scene.add_pod(lingers=True)`) once deleted, until `Scene.finish_pod`.
 LINGER_FINALIZER = "testing.karpenter-policy/lingers"
+#: The startup taint of a node that never initializes (`Scene.add_node(never_initialized=True)`): no daemon ever
+#: removes it.
+NEVER_INITIALIZED_TAINT = {"key": "testing.karpenter-policy/never-initialized", "effect": "NoSchedule"}
 #: The annotation the kubelet puts on a static pod's mirror.
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _OWNER_API_VERSIONS = {"Node": "v1"} | {kind: known.api_version for kind, known in WORKLOAD_KINDS.items()}
@@ -102,16 +115,20 @@ class RealClock:
         return time.monotonic()
 
     def wall(self) -> dt.datetime:
+        """The wall clock now (UTC)."""
         return dt.datetime.now(dt.UTC)
 
     @property
     def now(self) -> float:
+        """Monotonic seconds now."""
         return self()
 
     def advance_to(self, moment: float) -> None:
+        """Refused: the real clock cannot be moved."""
         raise RuntimeError("the real clock moves by itself")
 
     def sleep(self, seconds: float) -> None:
+        """Sleep for real."""
         import time
 
         time.sleep(seconds)
@@ -128,11 +145,13 @@ class Deployment:
         self.scale(replicas)
 
     def live(self) -> list[Obj]:
+        """Its pods not being deleted."""
         return [p for p in self.scene.cluster.list(objects.POD, self.namespace).items
                 if objects.labels(p).get("app") == self.app and not objects.is_deleting(p)
                 and objects.labels(p).get("scene/deployment") == self.app]
 
     def scale(self, replicas: int) -> None:
+        """Keep `replicas` pods: those of the highest ordinals beyond that deleted, new ones created for the missing."""
         self.replicas = replicas
         live = sorted(self.live(), key=lambda p: int(objects.name(p).rsplit("-", 1)[1]))
         for pod in live[replicas:]:
@@ -143,6 +162,7 @@ class Deployment:
             self.scene.add_pod(f"{self.app}-{next(self._next)}", namespace=self.namespace, **options)
 
     def restore(self) -> None:
+        """Recreate the pods evicted or deleted since (what a ReplicaSet controller does)."""
         self.scale(self.replicas)
 
 
@@ -162,6 +182,7 @@ class Scene:
         cluster: MemoryCluster | None = None,
         clock: VirtualClock | None = None,
         never_join: Sequence[str] = (),
+        unavailable: Sequence[tuple[str, str, str]] = (),
     ) -> None:
         if isinstance(constraints, Loaded):
             self.source: ConstraintSource = FixedSource(constraints)
@@ -181,10 +202,13 @@ class Scene:
             ]
             cloud = FakeCloudProvider(chosen, region=region, clock=self.clock, wall_clock=self.clock.wall)
         self.cloud = cloud
+        for offering in unavailable:  # (type, zone, capacity type): as an insufficient-capacity answer marks one
+            cloud.mark_unavailable(*offering, INSUFFICIENT_CAPACITY)
         self.kubelet = FakeKubelet(self.cluster, self.clock, ready_after=node_startup, never_join=never_join)
         self.deployments: list[Deployment] = []
         self._names = itertools.count(1)
         self._templates: tuple[Loaded, Templates] | None = None
+        self._queue: FakeQueue | None = None
 
     @property
     def loaded(self) -> Loaded:
@@ -215,6 +239,8 @@ class Scene:
         price: float | None = None,
         drifted: bool = False,
         finalizers: Sequence[str] = (),
+        finalizer: bool = True,
+        never_initialized: bool = False,
     ) -> str:
         """A node of ours, as the controller registers one: its instance launched in the cloud first (in `zone`,
         default the provisioner's first allowed), its Node from the provisioner's template, Ready and labelled
@@ -222,8 +248,11 @@ class Scene:
         type is one of the scene's `never_join`: then its kubelet never joined), created `age` seconds ago.
         `annotations` None values remove one the controller would set; `drifted`: stamped with another node hash
         than its provisioner's (as if the provisioner's labels, taints, kubelet or node template had changed since
-        it was launched); `finalizers`: more finalizers than the controller's (its deletion waits for them). The
-        Node's name."""
+        it was launched); `finalizers`: more finalizers than the controller's (its deletion waits for them);
+        `finalizer` False: without the controller's termination finalizer (as a Node another tool created, or one
+        whose finalizer someone removed); `never_initialized`: Ready but never initialized — it carries a startup
+        taint (:data:`NEVER_INITIALIZED_TAINT`, listed as one the controller registered it with) that no daemon
+        ever removes. The Node's name."""
         constraint_set = next((s for s in self.loaded.sets if s.name == provisioner), None)
         if constraint_set is None:
             raise ValueError(f"no provisioner {provisioner} in {self.source.description}")
@@ -250,6 +279,14 @@ class Scene:
             meta["annotations"][node_info.ANNOTATION_NODE_HASH] = "drifted"
         if finalizers:
             meta["finalizers"] = [*meta.get("finalizers", []), *finalizers]
+        if not finalizer:
+            meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != wk.TERMINATION_FINALIZER]
+        if never_initialized:
+            listed = json.loads(meta["annotations"].get(node_info.ANNOTATION_STARTUP_TAINTS) or "[]")
+            meta["annotations"][node_info.ANNOTATION_STARTUP_TAINTS] = json.dumps(
+                [*listed, NEVER_INITIALIZED_TAINT], sort_keys=True)
+            taints = [*(taints or ()), NEVER_INITIALIZED_TAINT]
+            initialized = False
         if taints:
             node["spec"]["taints"] = [*node["spec"].get("taints", []), *taints]
         if ready:
@@ -309,6 +346,7 @@ class Scene:
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
         owner: tuple[str, str] | None = ("ReplicaSet", "app-5d8f7c9b4"),
+        owner_references: Sequence[Mapping[str, Any]] | None = None,
         priority: int | None = None,
         priority_class: str | None = None,
         phase: str | None = None,
@@ -322,7 +360,8 @@ class Scene:
         (Running unless `phase` says otherwise; Ready when Running unless `ready` says otherwise); other pod-spec
         fields (`affinity`, `tolerations`, `nodeSelector`, `topologySpreadConstraints` …) as given. `owner` is its
         controller (kind, name), of the API group its kind belongs to (`Node`: v1, `Job`: batch/v1, others
-        apps/v1).
+        apps/v1); `owner_references` instead: the pod's ownerReferences exactly as given (several owners, none a
+        controller, another apiVersion, no uid …).
 
         `lingers`: deleting or evicting it does not remove it at once (the in-memory cluster's default) but leaves
         it terminating — a deletionTimestamp, still bound — as a real pod is while its kubelet stops it, until
@@ -332,7 +371,9 @@ class Scene:
         requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
         meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {}),
                      "annotations": dict(annotations or {})}
-        if owner is not None:
+        if owner_references is not None:
+            meta["ownerReferences"] = [dict(reference) for reference in owner_references]
+        elif owner is not None:
             meta["ownerReferences"] = [{"apiVersion": _OWNER_API_VERSIONS.get(owner[0], "apps/v1"), "kind": owner[0],
                                         "name": owner[1], "uid": f"uid-{owner[1]}", "controller": True}]
         if lingers:
@@ -388,6 +429,8 @@ class Scene:
         return [self.add_pod(f"{prefix}-{i}", **options) for i in range(count)]
 
     def add_deployment(self, app: str, replicas: int, **pod: Any) -> Deployment:
+        """A Deployment stand-in of `replicas` pods (options as :meth:`add_pod`'s) that :meth:`step` keeps at its
+        size."""
         deployment = Deployment(self, app, replicas, **pod)
         self.deployments.append(deployment)
         return deployment
@@ -402,6 +445,8 @@ class Scene:
         max_unavailable: int | str | None = None,
         unhealthy_pod_eviction_policy: str | None = None,
     ) -> Obj:
+        """A PodDisruptionBudget over the pods `selector` matches, with `min_available` or `max_unavailable` (a number
+        or a percentage)."""
         spec: Obj = {"selector": {"matchLabels": dict(selector)}}
         if min_available is not None:
             spec["minAvailable"] = min_available
@@ -415,6 +460,8 @@ class Scene:
     def add_daemon_set(
         self, name: str, *, namespace: str = "kube-system", cpu: str = "100m", memory: str = "128Mi", **spec: Any
     ) -> Obj:
+        """A DaemonSet whose pods request `cpu` and `memory` (its overhead counts on every node it fits); other pod-spec
+        fields as given."""
         template = {"metadata": {"labels": {"app": name}},
                     "spec": {"containers": [{"name": name, "image": "registry.example/agent:1",
                                              "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec}}
@@ -422,6 +469,73 @@ class Scene:
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"selector": {"matchLabels": {"app": name}}, "template": template},
         })
+
+    # --- what goes wrong, from outside ---------------------------------------------------------------------
+
+    def fail_launches(
+        self, instance_type: str, zone: str, capacity_type: str, code: str = INSUFFICIENT_CAPACITY
+    ) -> None:
+        """From now on every launch of this offering fails with `code` (EC2's error code; insufficient capacity by
+        default) — the cloud then marks it unavailable, as the real one does — until :meth:`restore_launches`.
+        The in-memory cloud only."""
+        self._fake_cloud().fail_capacity(instance_type, zone, capacity_type, code)
+
+    def restore_launches(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        """The offering launches again (after :meth:`fail_launches`)."""
+        self._fake_cloud().restore_capacity(instance_type, zone, capacity_type)
+
+    def fail_next_launch(self, error: CloudError | None = None) -> None:
+        """The next launch request fails as a whole with `error` (by default: no capacity for any of its
+        offerings). The in-memory cloud only."""
+        self._fake_cloud().fail_next("create", error or InsufficientCapacity(ENDPOINT, []))
+
+    def stop_instance(self, node_or_instance: str, state: str = STATE_TERMINATED) -> None:
+        """Someone outside the controller stops or terminates an instance (by its Node's name or its id): the
+        cloud reports it in `state` (`stopping`, `stopped`, `shutting-down`, `terminated` …) from now on; the Node
+        stays until the controller acts. The in-memory cloud only."""
+        found = self.node(node_or_instance)
+        instance_id = node_info.instance_id(found) if found is not None else node_or_instance
+        self._fake_cloud().set_state(instance_id, state)
+
+    def _fake_cloud(self) -> FakeCloudProvider:
+        if not isinstance(self.cloud, FakeCloudProvider):
+            raise TypeError(f"this knob needs the in-memory cloud, not {type(self.cloud).__name__}")
+        return self.cloud
+
+    def record_evictions(self) -> list[ClusterCall]:
+        """Every Eviction asked of the cluster from now on, with its answer (`allowed`, or the error: 429 when a
+        PodDisruptionBudget refuses it), in order, in the list returned (it fills as the controllers run)."""
+        calls: list[ClusterCall] = []
+        self.on_call("evict", calls.append)
+        return calls
+
+    def on_call(
+        self, verb: str, action: Callable[[ClusterCall], None], kind: objects.Kind | None = None, *, once: bool = False
+    ) -> Callable[[], None]:
+        """Run `action` each time (or the first time, `once`) a write `verb` — create, update, patch, delete, bind,
+        evict — of `kind` (any kind by default) is made to the cluster, right after it, in the middle of the step
+        that made it: what happens meanwhile (a pod scheduling while a decision waits, a user deleting a Node
+        while it drains). Writes made by `action` are not seen. The in-memory cluster only. The function that
+        stops it."""
+        fired = False
+
+        def observer(call: ClusterCall) -> None:
+            nonlocal fired
+            if call.verb != verb or (kind is not None and call.kind != kind) or (once and fired):
+                return
+            fired = True
+            action(call)
+
+        return self.cluster.observe(observer)
+
+    @property
+    def queue(self) -> FakeQueue:
+        """The scene's interruption queue (in memory, SQS's visibility rules, on the scene's clock): send it
+        EventBridge messages (:mod:`karpenter_policy.fakes.eventbridge`), read what is left (`visible()`) and
+        what was handled and deleted (`deleted`)."""
+        if self._queue is None:
+            self._queue = FakeQueue(clock=self.clock)
+        return self._queue
 
     def _backdated(self, age: float) -> contextlib.AbstractContextManager[None]:
         """Objects created inside are stamped `age` seconds before now."""
@@ -431,6 +545,8 @@ class Scene:
     # --- controllers ---------------------------------------------------------------------------------------
 
     def options(self, **options: Any) -> ControllerOptions:
+        """The controller options of the scene (its cluster name; launches one at a time unless told, for reproducible
+        instance ids)."""
         options.setdefault("launch_parallelism", 1)  # launches in plan order: reproducible instance ids and logs
         return ControllerOptions(cluster_name=self.cluster_name, **options)
 
@@ -525,12 +641,15 @@ class Scene:
     # --- what tests look at --------------------------------------------------------------------------------
 
     def nodes(self) -> dict[str, Obj]:
+        """Every Node, by name."""
         return {objects.name(n): n for n in self.cluster.list(objects.NODE).items}
 
     def node(self, name: str) -> Obj | None:
+        """The Node, None when there is none."""
         return self.cluster.get(objects.NODE, name)
 
     def pods(self, namespace: str | None = None) -> list[Obj]:
+        """Every pod (of `namespace` when given)."""
         return self.cluster.list(objects.POD, namespace).items
 
     def unbound(self) -> list[str]:
@@ -540,14 +659,27 @@ class Scene:
                 and (p.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES]
 
     def pods_on(self, node: str) -> list[str]:
+        """The names of the pods bound to `node`, sorted."""
         return sorted(objects.name(p) for p in self.pods() if (p.get("spec") or {}).get("nodeName") == node)
 
     def events(self, reason: str | None = None) -> list[Obj]:
+        """The Kubernetes Events recorded (those of `reason` when given)."""
         return [e for e in self.cluster.list(objects.EVENT).items if reason is None or e.get("reason") == reason]
 
     def instances(self) -> list[Instance]:
         """The cloud's instances of the scene's cluster that are not terminated."""
         return [i for i in self.cloud.list(self.cluster_name) if i.state != STATE_TERMINATED]
+
+    def unavailable_offerings(self) -> dict[tuple[str, str, str], str]:
+        """The offerings (instance type, zone, capacity type) the cloud holds unavailable now, with why."""
+        cache = getattr(self.cloud, "unavailable", None)
+        return dict(cache.active()) if isinstance(cache, UnavailableOfferings) else {}
+
+    @staticmethod
+    def metric(controller: Controller, name: str, **labels: str) -> float | None:
+        """A sample of the controller's metrics (`name` as exposed, e.g. `karpenter_nodes_terminated_total`, and
+        its labels): its value, None when there is no such sample."""
+        return controller.metrics.registry.get_sample_value(name, labels)
 
 
 __all__ = [
@@ -555,6 +687,7 @@ __all__ = [
     "EPOCH",
     "LINGER_FINALIZER",
     "MIRROR_ANNOTATION",
+    "NEVER_INITIALIZED_TAINT",
     "REGION",
     "Deployment",
     "RealClock",

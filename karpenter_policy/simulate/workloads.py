@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_policy.api.workloads import WORKLOAD_KINDS
-from karpenter_policy.api.workloads import Workload as BaseWorkload
+from karpenter_policy.api.workloads import WORKLOAD_KINDS, Workload
 from karpenter_policy.kube.objects import Obj
 
 WORKLOAD_ANNOTATION = "karpenter-policy/simulated-workload"
@@ -33,7 +32,7 @@ _UID_PREFIX = "simulated"
 
 
 @dataclass(frozen=True, slots=True)
-class Workload(BaseWorkload):
+class ScenarioWorkload(Workload):
     """A workload of the scenario with a run time: `run_seconds`, how long each pod runs once started before it
     completes (phase Succeeded, as a Job's or a Spark executor's pod does); None: it runs until deleted. The
     simulation takes any `api.workloads.Workload` (those `check --workloads` reads: without a run time)."""
@@ -41,9 +40,9 @@ class Workload(BaseWorkload):
     run_seconds: float | None = None
 
 
-def run_time_of(workload: BaseWorkload) -> float | None:
+def run_time_of(workload: Workload) -> float | None:
     """How long each pod of the workload runs before it completes (None: until deleted)."""
-    return workload.run_seconds if isinstance(workload, Workload) else None
+    return workload.run_seconds if isinstance(workload, ScenarioWorkload) else None
 
 
 def _digest(*parts: str) -> str:
@@ -84,12 +83,12 @@ def _ordinal_suffix(seed: str, ordinal: int) -> str:
     return "".join(chars)
 
 
-def _template_hash(workload: BaseWorkload) -> str:
+def _template_hash(workload: Workload) -> str:
     """A stand-in for the pod-template-hash of a Deployment's ReplicaSet (10 characters of the alphabet)."""
     return _suffix(json.dumps(workload.template, sort_keys=True, default=str), 10)
 
 
-def _owner(workload: BaseWorkload) -> tuple[str, str] | None:
+def _owner(workload: Workload) -> tuple[str, str] | None:
     """(kind, name) of the controller that owns the workload's pods (None: a bare pod)."""
     kind, name = workload.kind, workload.name
     if kind == "Deployment":
@@ -101,7 +100,7 @@ def _owner(workload: BaseWorkload) -> tuple[str, str] | None:
     return None
 
 
-def pod_name(workload: BaseWorkload, ordinal: int, count: int) -> str:
+def pod_name(workload: Workload, ordinal: int, count: int) -> str:
     """The name the workload's controller gives its pod number `ordinal` (of `count` for a bare Pod)."""
     owner = _owner(workload)
     if workload.kind == "StatefulSet":
@@ -111,7 +110,7 @@ def pod_name(workload: BaseWorkload, ordinal: int, count: int) -> str:
     return f"{owner[1]}-{_ordinal_suffix(workload.ref, ordinal)}"
 
 
-def replica_pod(workload: BaseWorkload, ordinal: int, count: int) -> Obj:
+def replica_pod(workload: Workload, ordinal: int, count: int) -> Obj:
     """The pod object of one replica (see the module docstring)."""
     template = copy.deepcopy(dict(workload.template))
     found_meta = template.get("metadata")
@@ -142,7 +141,7 @@ def replica_pod(workload: BaseWorkload, ordinal: int, count: int) -> Obj:
     return {"metadata": metadata, "spec": dict(spec)}
 
 
-def daemon_set_object(workload: BaseWorkload) -> Obj:
+def daemon_set_object(workload: Workload) -> Obj:
     """The DaemonSet object of a DaemonSet workload."""
     template = copy.deepcopy(dict(workload.template))
     return {
@@ -154,7 +153,7 @@ def daemon_set_object(workload: BaseWorkload) -> Obj:
 __all__ = [
     "ORDINAL_ANNOTATION",
     "WORKLOAD_ANNOTATION",
-    "Workload",
+    "ScenarioWorkload",
     "daemon_set_object",
     "pod_name",
     "replica_pod",

@@ -1,7 +1,8 @@
 """The admission webhook: Karpenter's defaulting and validation of Provisioners, and pod pinning, over HTTPS.
 
-It runs the very functions the CLI runs (`policy.validate.check_document`, `policy.check.check_provisioner`,
-`api.defaults.default_provisioner`), so an object the webhook admits is one `karpenter-policy check` accepts.
+It runs the very functions the CLI runs (`checks.validation.policies.check_document`,
+`checks.proof.provisioners.check_provisioner`, `api.defaults.default_provisioner`), so an object the webhook admits
+is one `karpenter-policy check` accepts. It imports the checking engine (`checks`), never the commands.
 
 Modules, one job each:
 
@@ -9,6 +10,7 @@ Modules, one job each:
 * `jsondoc`     — a request's object as a loader `Document` (positions are ranks in document order), and the
   field path of a position.
 * `solvercache` — a `Solver` that remembers its verdicts (the solver takes milliseconds, a lookup microseconds).
+* `workcaps`    — what one Provisioner in a review may hold before any check runs (caps on a worker's work).
 * `checks`      — the CLI's checks on one object, as denial lines and warnings; whole results cached.
 * `context`     — what `--policies DIR` or `--constraints DIR` tell the webhook (node OS, taints, pinning rules).
 * `reload`      — that context and the pinning rules, reloaded when their files change (workers replaced).

@@ -89,7 +89,6 @@ class Checker:
         self._lock = threading.Lock()
         self._results: OrderedDict[tuple[bytes, bool], CheckResult] = OrderedDict()
         self._results_lock = threading.Lock()
-        self.result_hits = 0
 
     def _solver(self, os: str) -> CachingSolver:  # called with the lock held
         solver = self._solvers.get(os)
@@ -102,10 +101,6 @@ class Checker:
         solvers = list(self._solvers.values())
         return sum(s.hits for s in solvers), sum(s.misses for s in solvers), sum(len(s) for s in solvers)
 
-    def result_cache_stats(self) -> tuple[int, int]:
-        """Whole-check cache (hits, entries)."""
-        return self.result_hits, len(self._results)
-
     def check(self, obj: Mapping[str, Any], solve: bool = True) -> CheckResult:
         """Check one object as `karpenter-policy check` (or, with `solve=False`, `validate`) checks a document."""
         if self.cache_size <= 0:
@@ -116,7 +111,6 @@ class Checker:
             cached = self._results.get(key)
             if cached is not None:
                 self._results.move_to_end(key)
-                self.result_hits += 1
                 return cached
         result = self._check(obj, solve)
         if not any(f.rule == SOLVER_TIMEOUT for f in result.findings):

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from karpenter_policy.catalog import Catalog
-from karpenter_policy.checks.proof.solver import DEFAULT_TIMEOUT_MS, Outcome, Solver, Term, Verdict
+from karpenter_policy.checks.proof.solver import DEFAULT_TIMEOUT_MS, Solver, SolverResult, Term, Verdict
 from karpenter_policy.model.requirements import Requirement
 
 DEFAULT_CACHE_SIZE = 4096
@@ -34,11 +34,13 @@ class CachingSolver(Solver):
     ) -> None:
         super().__init__(catalog, timeout_ms, os)
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[Requirement, ...], tuple[Outcome, tuple[tuple[int, ...], ...]]] = OrderedDict()
+        self._cache: OrderedDict[tuple[Requirement, ...], tuple[SolverResult, tuple[tuple[int, ...], ...]]] = (
+            OrderedDict()
+        )
         self.hits = 0
         self.misses = 0
 
-    def solve(self, terms: Sequence[Term]) -> Outcome:
+    def solve(self, terms: Sequence[Term]) -> SolverResult:
         if self.cache_size <= 0:
             return super().solve(terms)
         key = tuple(term.requirement for term in terms)

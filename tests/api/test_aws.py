@@ -1,6 +1,6 @@
 """Karpenter's AWS provider rules (v0.31): AWSNodeTemplate specs and a Provisioner's inline `provider`.
 
-Table-driven like test_validation.py: a realistic valid AWSNodeTemplate, one small change per case, and the
+Table-driven like test_provisionerrules.py: a realistic valid AWSNodeTemplate, one small change per case, and the
 exact violations expected (rule, path, severity, at_key, message fragment) or none.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from karpenter_policy.api.aws import validate_node_template
-from karpenter_policy.api.validation import validate_provisioner
+from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, INVALID_USER_DATA, WARNING, Path
 
 from .support import DELETE, Case, Expect, apply, assert_violations, ids

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from karpenter_policy.api.defaults import default_provisioner, default_requirements
-from karpenter_policy.api.validation import validate_provisioner
+from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.model.requirements import Requirements
 
 OS = {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}

@@ -30,13 +30,13 @@ from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.catalog import Catalog, CatalogError, catalog_from_json, catalog_to_json, load_catalog
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.proof.limits import limits_findings
-from karpenter_policy.checks.proof.placement import check_workloads, plan_capacity, schedule
+from karpenter_policy.checks.proof.placement import check_workloads, schedule
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.repository import check_paths
 from karpenter_policy.checks.source.loader import Document, LoadError, parse
 from karpenter_policy.checks.source.templating import TemplateError, ValuesError, load_values, render_template
-from karpenter_policy.checks.source.workloads import Workload, read_documents
+from karpenter_policy.checks.source.workloads import LocatedWorkload, read_documents
 from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.commands.compile import manifests
 from karpenter_policy.commands.pin import UnsafeEdit, pin_text
@@ -118,7 +118,7 @@ def _small_catalog() -> Catalog:
 
 
 @cache
-def _fixed_workloads() -> list[Workload]:
+def _fixed_workloads() -> list[LocatedWorkload]:
     text = (
         "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n  template:\n    spec:\n"
         "      containers: [{name: a, resources: {requests: {cpu: 100m, memory: 128Mi}}}]\n---\n"
@@ -249,7 +249,6 @@ def test_limits_and_quantities(case: Case) -> None:
         json.loads(constraint_set.dumps())
     placements = schedule(checked, _fixed_workloads(), catalog).placements
     json.dumps([p.to_json() for p in placements])
-    json.dumps(plan_capacity(checked, _fixed_workloads(), catalog).to_json())
     manifests.to_v1([d.data for d in provisioners], templates)
 
 

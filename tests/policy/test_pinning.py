@@ -19,7 +19,6 @@ from karpenter_policy.checks.pinning import (
     covers,
     describe_toleration,
     pinning_findings,
-    pins_for,
     resolve,
     rules_from_documents,
     rules_of,
@@ -221,11 +220,12 @@ def test_matching(
     assert [r.name for r in pins.rules] == expected
 
 
-def test_pins_for_is_what_the_webhook_calls() -> None:
-    selector, tolerations = pins_for(RULES, {"labels": {"spark-role": "executor"}}, "Pod", "emr", "exec-2")
-    assert selector == {"app": "kspark", "karpenter.sh/capacity-type": "spot"}
-    assert tolerations == [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
-    assert pins_for(RULES, {}, "Deployment", "web", "web") == ({}, [])
+def test_resolve_gives_the_pins_the_webhook_sets() -> None:
+    pins = resolve(RULES, {"labels": {"spark-role": "executor"}}, "Pod", "emr", "exec-2")
+    assert dict(pins.node_selector) == {"app": "kspark", "karpenter.sh/capacity-type": "spot"}
+    assert [dict(t) for t in pins.tolerations] == [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+    nothing = resolve(RULES, {}, "Deployment", "web", "web")
+    assert (dict(nothing.node_selector), list(nothing.tolerations)) == ({}, [])
 
 
 def test_conflicts_resolve_to_the_first_rule() -> None:

@@ -18,7 +18,7 @@ from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.proof.placement import Placement, check_workloads, schedule, schedule_workloads
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.repository import check_paths
-from karpenter_policy.checks.source.workloads import Workload, read_workloads, workload_from_data
+from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads, workload_from_data
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, allocatable, to_units
 from karpenter_policy.model.allocatable import capacity as node_capacity
@@ -395,7 +395,9 @@ def test_placement_json(tmp_path: Path) -> None:
 _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 
 
-def plain_fit(checked: CheckedProvisioner, pod: Workload, overhead: dict[str, int], catalog: Catalog) -> set[str]:
+def plain_fit(
+    checked: CheckedProvisioner, pod: LocatedWorkload, overhead: dict[str, int], catalog: Catalog
+) -> set[str]:
     """The types of a provisioner that take the pod as written, type by type, without masks or caches."""
     p = checked.provisioner
     reqs = p.requirements.add(Requirement.new(wk.PROVISIONER_NAME, "In", [p.name]))
@@ -537,4 +539,4 @@ def test_workloads_are_placed_in_their_order(tmp_path: Path) -> None:
     found = read_workloads([str(EXAMPLES / "apps")])
     placements = schedule_workloads(checked, found.workloads)
     assert [p.workload for p in placements] == [w for w in found.workloads if not w.is_daemon_set]
-    assert all(isinstance(p.workload, Workload) for p in placements)
+    assert all(isinstance(p.workload, LocatedWorkload) for p in placements)

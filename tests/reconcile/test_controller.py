@@ -273,7 +273,7 @@ def test_a_second_batch_never_launches_again_for_pods_planned_onto_a_node_in_fli
     first = h.batch()
     assert len(first.launched) == 1
     h.controller.feed = PausedFeed(h.controller.feed)  # the state keeps showing the 5 pods pending, and no node
-    assert h.controller.state.pending_count() == 5
+    assert len(h.controller.state.pending()) == 5
     h.clock.advance(30)  # a retry would be due, and the state still shows the 5 pods pending
     again = h.step()
     assert again.pending == 0 and again.launched == []

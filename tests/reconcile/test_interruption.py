@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.cloud.errors import CloudError, NotFound
+from karpenter_policy.fakes import eventbridge as events
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.fakes.queue import FakeQueue
@@ -23,7 +24,6 @@ from karpenter_policy.reconcile.runner import Runner, run_in_thread
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.simulate.kubelet import FakeKubelet
 
-from . import events
 from .conftest import CLUSTER, REGION
 from .lifecycle import WallClock, fake_cloud
 from .support import FakeClock, Harness, create_all, inflate

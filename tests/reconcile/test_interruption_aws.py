@@ -19,13 +19,13 @@ from karpenter_policy.cloud.aws.api import AwsConnection
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
 from karpenter_policy.cloud.aws.sqs import SqsQueue
 from karpenter_policy.cloud.errors import NotFound
+from karpenter_policy.fakes import eventbridge as events
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.reconcile.command import own_account
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.state import nodes as node_info
 
-from . import events
 from .conftest import CLUSTER, REGION, AwsWorkloads, MakeHarness
 from .support import ROOT, create_all, inflate
 from .test_command import GENEROUS, api_server, free_port, kubeconfig, reconcile

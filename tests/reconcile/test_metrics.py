@@ -15,6 +15,7 @@ import pytest
 from promscrape import Scrape, parse, scrape, serving
 
 from karpenter_policy.cloud.errors import InsufficientCapacity
+from karpenter_policy.fakes import eventbridge as events
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.queue import FakeQueue
 from karpenter_policy.kube import objects
@@ -24,7 +25,6 @@ from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.testing import Scene
 
-from . import events
 from .karpenter_metrics import KARPENTER
 from .karpenter_policies import BATCH_POD, TYPES, story_policies
 

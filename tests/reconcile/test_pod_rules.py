@@ -33,7 +33,6 @@ def test_a_mirror_pod_is_owned_by_its_node_and_never_provisioned_for(reference: 
     obj = pod(ownerReferences=[reference])
     assert pod_info.is_owned_by_node(obj) is static
     assert pod_record(obj).static is static
-    assert pod_info.is_provisionable(obj, unschedulable_only=False) is not static
     assert pod_record(obj).provisionable(unschedulable_only=False) is not static
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from karpenter_policy.api.workloads import Workload as BaseWorkload
+from karpenter_policy.api.workloads import Workload
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.cli import main
@@ -21,7 +21,7 @@ from karpenter_policy.reconcile.constraints import DirectorySource, Loaded
 from karpenter_policy.simulate.driver import Simulation, SimulationError, Step
 from karpenter_policy.simulate.report import render_report
 from karpenter_policy.simulate.timeline import percentile
-from karpenter_policy.simulate.workloads import Workload
+from karpenter_policy.simulate.workloads import ScenarioWorkload
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"
@@ -39,15 +39,15 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
     return loaded
 
 
-def _inflate() -> BaseWorkload:
+def _inflate() -> Workload:
     (found,) = read_workloads([str(INFLATE)]).workloads
     return found
 
 
-def _job(run_seconds: float) -> Workload:
+def _job(run_seconds: float) -> ScenarioWorkload:
     """Pods of one vCPU (inflate's template) that complete `run_seconds` after they start."""
     inflate = _inflate()
-    return Workload("Job", "crunch", "default", inflate.template, 0, run_seconds=run_seconds)
+    return ScenarioWorkload("Job", "crunch", "default", inflate.template, 0, run_seconds=run_seconds)
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from karpenter_policy.simulate.workloads import Workload, pod_name
+from karpenter_policy.simulate.workloads import ScenarioWorkload, pod_name
 
 REPLICAS = 100_000
 SUFFIXES = 27**5  # five characters of the API server's suffix alphabet
@@ -16,7 +16,7 @@ SUFFIXES = 27**5  # five characters of the API server's suffix alphabet
 @pytest.mark.parametrize("kind", ["Deployment", "Job", "CronJob", "ReplicaSet"])
 @pytest.mark.slow
 def test_a_hundred_thousand_replicas_have_a_hundred_thousand_names(kind: str) -> None:
-    workload = Workload(kind, "inflate", "default", {"spec": {"containers": [{"name": "app"}]}}, REPLICAS)
+    workload = ScenarioWorkload(kind, "inflate", "default", {"spec": {"containers": [{"name": "app"}]}}, REPLICAS)
     names = [pod_name(workload, ordinal, REPLICAS) for ordinal in range(REPLICAS)]
     assert len(set(names)) == REPLICAS
     assert names == [pod_name(workload, ordinal, REPLICAS) for ordinal in range(REPLICAS)], "the same every run"
@@ -25,7 +25,7 @@ def test_a_hundred_thousand_replicas_have_a_hundred_thousand_names(kind: str) ->
 
 
 def test_beyond_the_five_character_suffixes_names_grow_a_character_and_stay_distinct() -> None:
-    workload = Workload("Deployment", "inflate", "default", {"spec": {}}, 1)
+    workload = ScenarioWorkload("Deployment", "inflate", "default", {"spec": {}}, 1)
     edge = [pod_name(workload, ordinal, 1) for ordinal in range(SUFFIXES - 1000, SUFFIXES + 1000)]
     assert len(set(edge)) == len(edge)
     assert {len(name.rpartition("-")[2]) for name in edge[:1000]} == {5}

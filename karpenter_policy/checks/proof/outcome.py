@@ -8,9 +8,9 @@ decided, its labels and its pods counted for topology and limits — until a pas
 place two pods with zonal anti-affinity in one pass: the first node may still land in any zone. Once it is in
 flight, its zone is known.)
 
-A workload's :class:`Outcome` is its share of that plan: how many replicas it has, how many fit nowhere (and why,
-for the first of them: the reasons per provisioner at its most relaxed attempt), which provisioners' new nodes take
-the others, on which instance types.
+A workload's :class:`WorkloadOutcome` is its share of that plan: how many replicas it has, how many fit nowhere
+(and why, for the first of them: the reasons per provisioner at its most relaxed attempt), which provisioners' new
+nodes take the others, on which instance types.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from karpenter_policy.api.workloads import scale_key
-from karpenter_policy.checks.source.workloads import Workload
+from karpenter_policy.checks.source.workloads import LocatedWorkload
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.requirements import Operator
@@ -40,7 +40,7 @@ PASSES = 16
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class WorkloadOutcome:
     """One workload in the plan: `replicas` pods, `unscheduled` of them left pending (`failure`: the first one's
     reasons), `provisioners` whose new nodes take the others (in the scheduler's order: weight, then name), those
     nodes (`nodes`, in the plan's order), and what was relaxed to place the first replica placed (`relaxed`)."""
@@ -82,7 +82,7 @@ class Outcome:
         return f"{self.unscheduled} of its {self.replicas} replicas cannot be placed: {text}"
 
 
-def replicas_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = None) -> list[list[Pod]]:
+def replicas_of(workloads: Iterable[LocatedWorkload], scale: Mapping[str, int] | None = None) -> list[list[Pod]]:
     """Every replica of every workload as a pod, per workload (none for a DaemonSet); `scale` overrides replicas by
     workload (`deployment/inflate` or `Deployment/inflate`, case-insensitive kind). Pods are named after their
     workload (`deployment-inflate-0`), distinct even for two workloads of one kind and name."""
@@ -185,7 +185,7 @@ def _joined(plan: Plan, nodes: Sequence[ExistingNode], again: Plan) -> Plan:
     )
 
 
-def outcomes(plan: Plan, replicas: Sequence[Sequence[Pod]], order: Sequence[str]) -> list[Outcome | None]:
+def outcomes(plan: Plan, replicas: Sequence[Sequence[Pod]], order: Sequence[str]) -> list[WorkloadOutcome | None]:
     """Each workload's outcome in `plan` (aligned with `replicas`; None for a workload without pods in it: a
     DaemonSet, or scaled to 0). `order`: the provisioner names in the scheduler's order."""
     claim_of: dict[str, int] = {}
@@ -193,7 +193,7 @@ def outcomes(plan: Plan, replicas: Sequence[Sequence[Pod]], order: Sequence[str]
         for pod in claim.pods:
             claim_of[pod.key] = index
     rank = {name: i for i, name in enumerate(order)}
-    found: list[Outcome | None] = []
+    found: list[WorkloadOutcome | None] = []
     for pods in replicas:
         if not pods:
             found.append(None)
@@ -203,7 +203,7 @@ def outcomes(plan: Plan, replicas: Sequence[Sequence[Pod]], order: Sequence[str]
         names = {plan.claims[i].template for i in claims}
         placed = next((pod for pod in pods if pod.key in claim_of), None)
         found.append(
-            Outcome(
+            WorkloadOutcome(
                 replicas=len(pods),
                 unscheduled=len(failures),
                 failure=failures[0] if failures else None,
@@ -215,4 +215,4 @@ def outcomes(plan: Plan, replicas: Sequence[Sequence[Pod]], order: Sequence[str]
     return found
 
 
-__all__ = ["PASSES", "Outcome", "outcomes", "plan_passes", "replicas_of"]
+__all__ = ["PASSES", "WorkloadOutcome", "outcomes", "plan_passes", "replicas_of"]

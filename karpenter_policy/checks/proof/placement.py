@@ -10,7 +10,7 @@ runs, on the provisioners `check` proved.
 * **Each workload's pod on its own** against every provisioner (`scheduling.evaluate`): the reasons of the
   provisioners tried before the one that takes it, every provisioner that could take it (the `overlap` and
   `shadowed` findings), its instance types and the cheapest launch.
-* **Capacity** (`capacity_of`, or `plan_capacity` for a plan of its own): the plan's nodes per provisioner with
+* **Capacity** (`capacity_of`): the plan's nodes per provisioner with
   type, zone, capacity type, pods and utilisation, and the fleet's $/h — and each workload's part of it
   (`Capacity.bills`): the provisioners and node types its pods land on and its share of the bill, each node's
   price divided among the workloads on it by their pods' requests (the larger of the cpu and the memory share of
@@ -35,12 +35,12 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import table_for
 from karpenter_policy.checks.findings import Finding, Location, Report
 from karpenter_policy.checks.options import OptionError
-from karpenter_policy.checks.proof.outcome import Outcome, outcomes, plan_passes, replicas_of
+from karpenter_policy.checks.proof.outcome import WorkloadOutcome, outcomes, plan_passes, replicas_of
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.proof.workloadhints import label_hint_findings, topology_key_findings
 from karpenter_policy.checks.source.runtimeclasses import KIND as RUNTIME_CLASS
-from karpenter_policy.checks.source.workloads import Workload, read_workloads
+from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.model.spelling import nearest_name
@@ -85,7 +85,7 @@ def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -
     return templates
 
 
-def daemon_pods(workloads: Iterable[Workload]) -> list[Pod]:
+def daemon_pods(workloads: Iterable[LocatedWorkload]) -> list[Pod]:
     """One pod per DaemonSet: what it adds to every node it runs on."""
     return [Pod(w.name, w.shape, owner=w.name, daemon=True) for w in workloads if w.is_daemon_set]
 
@@ -110,7 +110,7 @@ class Placement:
     instance types of the plan's nodes.
     """
 
-    workload: Workload
+    workload: LocatedWorkload
     provisioner: str | None
     instance_types: tuple[str, ...] = ()
     reasons: Mapping[str, Refusal] = field(default_factory=dict)
@@ -121,7 +121,7 @@ class Placement:
     requests: ResourceList = field(default_factory=dict)
     overhead: ResourceList = field(default_factory=dict)
     daemon_sets: tuple[str, ...] = ()
-    outcome: Outcome | None = None
+    outcome: WorkloadOutcome | None = None
     #: what the pod alone decided (the claim's options, zones and capacity types: what PlacementTests compare)
     chosen: Candidate | None = field(default=None, compare=False, repr=False)
 
@@ -257,7 +257,7 @@ class _Alone:
     could: tuple[str, ...]
 
 
-def _alone(workload: Workload, scheduler: Scheduler) -> _Alone:
+def _alone(workload: LocatedWorkload, scheduler: Scheduler) -> _Alone:
     if workload.shape.refused:
         return _Alone(None, ())
     evaluation = evaluate(Pod(workload.name, workload.shape, owner=workload.ref), scheduler)
@@ -265,7 +265,10 @@ def _alone(workload: Workload, scheduler: Scheduler) -> _Alone:
 
 
 def _placement(
-    workload: Workload, alone: _Alone, outcome: Outcome | None, templates: Mapping[str, NodeClaimTemplate]
+    workload: LocatedWorkload,
+    alone: _Alone,
+    outcome: WorkloadOutcome | None,
+    templates: Mapping[str, NodeClaimTemplate],
 ) -> Placement:
     """The verdict on a workload: the plan's (`outcome`: schedulable when every replica is placed), told with what
     its pod alone says — the provisioner that launches a node for it, the reasons of those tried before — or, when
@@ -314,7 +317,7 @@ def _placement(
 
 
 def plan_of(
-    templates: Sequence[NodeClaimTemplate], workloads: Sequence[Workload], replicas: Sequence[Sequence[Pod]]
+    templates: Sequence[NodeClaimTemplate], workloads: Sequence[LocatedWorkload], replicas: Sequence[Sequence[Pod]]
 ) -> Plan:
     """The plan of every replica (`replicas`, per workload) on new nodes of `templates` (those of the proven
     provisioners), in passes (`outcome.plan_passes`)."""
@@ -323,7 +326,7 @@ def plan_of(
 
 def schedule(
     checked: Sequence[CheckedProvisioner],
-    workloads: Sequence[Workload],
+    workloads: Sequence[LocatedWorkload],
     catalog: Catalog | None = None,
     scale: Mapping[str, int] | None = None,
     priced: Catalog | None = None,
@@ -357,7 +360,7 @@ def schedule(
 
 
 def schedule_workloads(
-    checked: Sequence[CheckedProvisioner], workloads: Sequence[Workload], catalog: Catalog | None = None
+    checked: Sequence[CheckedProvisioner], workloads: Sequence[LocatedWorkload], catalog: Catalog | None = None
 ) -> list[Placement]:
     """Where each workload (DaemonSets excepted) would go, in the given order."""
     return schedule(checked, workloads, catalog).placements
@@ -623,12 +626,12 @@ def _total(prices: Sequence[float | None]) -> float | None:
     return sum(known) if len(known) == len(prices) else None
 
 
-def pods_of(workloads: Iterable[Workload], scale: Mapping[str, int] | None = None) -> list[Pod]:
+def pods_of(workloads: Iterable[LocatedWorkload], scale: Mapping[str, int] | None = None) -> list[Pod]:
     """Every replica of every workload (DaemonSets aside) as a pod (`outcome.replicas_of`, flattened)."""
     return [pod for pods in replicas_of(workloads, scale) for pod in pods]
 
 
-def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[Workload]) -> str | None:
+def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[LocatedWorkload]) -> str | None:
     """Why `--scale` cannot be applied (a KIND/NAME no workload is, with the nearest one), None when it can: a
     usage error, as `simulate` makes it, not a silent no-op."""
     known = sorted({scale_key(w.ref) for w in workloads})
@@ -638,20 +641,6 @@ def unknown_scale_targets(scale: Mapping[str, int] | None, workloads: Iterable[W
             hint = f"; did you mean {guess}?" if guess else ""
             return f"--scale {ref}: no such workload{hint} (found: {', '.join(known) or 'none'})"
     return None
-
-
-def plan_capacity(
-    checked: Sequence[CheckedProvisioner],
-    workloads: Sequence[Workload],
-    catalog: Catalog,
-    scale: Mapping[str, int] | None = None,
-    pricing: str = "",
-    estimated: bool = True,
-) -> Capacity:
-    """Every replica packed onto new nodes with the scheduler's cost strategy (see the module docstring)."""
-    templates = templates_for(checked, InstanceTable.of_catalog(catalog))
-    plan = plan_of(templates, workloads, replicas_of(workloads, scale))
-    return capacity_of(plan, pricing, estimated, catalog.region)
 
 
 def _shares(claim: ClaimPlan) -> dict[str, float]:
@@ -874,7 +863,6 @@ __all__ = [
     "WorkloadCheck",
     "check_workloads",
     "money",
-    "plan_capacity",
     "placement_info_lines",
     "pods_of",
     "schedule",

@@ -64,8 +64,8 @@ from karpenter_policy.checks.proof.limits import limits_findings
 from karpenter_policy.checks.proof.solver import (
     DEFAULT_TIMEOUT_MS,
     Origin,
-    Outcome,
     Solver,
+    SolverResult,
     Term,
     Verdict,
     Witness,
@@ -364,7 +364,7 @@ def _known_name(key: str, value: str, table: CatalogTable) -> KnownName | None:
 def _outcome_findings(
     doc: Document,
     terms: Sequence[Term],
-    outcome: Outcome,
+    outcome: SolverResult,
     dead: set[int],
     table: CatalogTable,
     ref: str,

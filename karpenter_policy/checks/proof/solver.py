@@ -153,7 +153,7 @@ Witness = ChosenOffering
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class SolverResult:
     """What the solver found for one provisioner.
 
     SAT: `witness`, and every satisfying type (`instance_types`, sorted), the zones and capacity types that
@@ -337,13 +337,13 @@ class Solver:
         self._z3: z3.Solver | None = None
         self._problems = 0
 
-    def solve(self, terms: Sequence[Term]) -> Outcome:
+    def solve(self, terms: Sequence[Term]) -> SolverResult:
         """Prove `terms` (see `terms_of`) satisfiable against the catalog, or find why not."""
         start = time.perf_counter()
         if self.fast_path:
             found = satisfying(self.instances, [term.requirement for term in terms], self.os)
             if found is not None:
-                return Outcome(
+                return SolverResult(
                     Verdict.SAT,
                     witness=found.witness,
                     instance_types=found.instance_types,
@@ -363,7 +363,7 @@ class Solver:
         finally:
             solver.pop()
 
-    def _explain(self, terms: Sequence[Term], start: float) -> Outcome | None:
+    def _explain(self, terms: Sequence[Term], start: float) -> SolverResult | None:
         """Unsatisfiable by the masks: the minimal cores, found on the masks (QuickXplain's many subset checks,
         each a few bit operations), each then proven unsatisfiable by Z3 on its own terms (one check on a small
         encoding) — the same cores as Z3 alone finds, since the verdicts are the same (a property test keeps
@@ -397,7 +397,7 @@ class Solver:
                     return None
             finally:
                 solver.pop()
-        return Outcome(
+        return SolverResult(
             Verdict.UNSAT,
             cores=tuple(tuple(terms[j] for j in core) for core in cores),
             checks=len(cores),
@@ -418,7 +418,7 @@ class Solver:
             solver.set("timeout", self.timeout_ms)
         return solver, f"k{count % PROBLEMS_PER_CONTEXT if self.own_context else count}_"
 
-    def _solve(self, solver: z3.Solver, problem: _Problem, prefix: str, start: float) -> Outcome:
+    def _solve(self, solver: z3.Solver, problem: _Problem, prefix: str, start: float) -> SolverResult:
         literals = [z3.Bool(f"{prefix}p{j}", solver.ctx) for j in range(len(problem.terms))]
         checks = 0
 
@@ -427,8 +427,8 @@ class Solver:
             checks += 1
             return solver.check(*[literals[j] for j in subset])
 
-        def done(verdict: Verdict, **kwargs: Any) -> Outcome:
-            return Outcome(
+        def done(verdict: Verdict, **kwargs: Any) -> SolverResult:
+            return SolverResult(
                 verdict, checks=checks, seconds=time.perf_counter() - start, rows=len(problem.rows), **kwargs
             )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from karpenter_policy.api.validation import unknown_key_message
+from karpenter_policy.api.provisionerrules import unknown_key_message
 from karpenter_policy.api.violations import UNKNOWN_LABEL_KEY, UNKNOWN_LABEL_VALUE, UNKNOWN_TOPOLOGY_KEY, WARNING
 from karpenter_policy.catalog.table import CatalogTable
 from karpenter_policy.checks.findings import Finding

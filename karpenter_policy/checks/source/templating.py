@@ -277,11 +277,6 @@ def render_template(file: str, source: str, values: Mapping[str, Any], max_chars
     return Rendered(text, _line_map(marked))
 
 
-def render_file(file: str, values: Mapping[str, Any] | None = None, max_bytes: int = MAX_FILE_BYTES) -> Rendered:
-    """Read and render a template file; raises TemplateError (UnreadableFile / LoadError for the file itself)."""
-    return render_template(file, read_text(file, max_bytes), values or {}, max_bytes)
-
-
 @dataclass(slots=True)
 class TemplateDocument(Document):
     """A document of a rendered template: positions are template lines."""

@@ -10,7 +10,7 @@ StorageClasses (`volumes`) are read and applied to the pods that use them. Other
 Provisioners) are passed over; a Pod already bound to a node (`spec.nodeName`) is too: Karpenter never provisions
 for it.
 
-Each :class:`Workload` remembers where its pod template is (file, line, column: the `template:` key of a
+Each :class:`LocatedWorkload` remembers where its pod template is (file, line, column: the `template:` key of a
 controller, the `spec:` key of a Pod), which is where a `workload-unschedulable` finding points.
 """
 
@@ -35,12 +35,12 @@ from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.api.workloads import (
     WORKLOAD_KINDS,
     ReplicasError,
+    Workload,
     get_path,
     replicas_of,
     template_labels,
     template_path_of,
 )
-from karpenter_policy.api.workloads import Workload as BaseWorkload
 from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.source.files import load_file
 from karpenter_policy.checks.source.loader import Document, LoadError, UnreadableFile, discover
@@ -66,7 +66,7 @@ from karpenter_policy.scheduling.pods import PodShape, shape_of
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Workload(BaseWorkload):
+class LocatedWorkload(Workload):
     """One pod template and where it is. `template_path` leads to the template in its document (`()` for a
     Pod); `line`/`column` are those of the template (a Pod's `spec:`); `shape`: its pods' (what the scheduler
     sees); `bare_template`: a Pod without a name (named after its file)."""
@@ -108,7 +108,7 @@ class LabelUse:
     affinity: bool
 
 
-def label_uses(doc: Document, workload: Workload) -> list[LabelUse]:
+def label_uses(doc: Document, workload: LocatedWorkload) -> list[LabelUse]:
     """Every nodeSelector entry and node-affinity expression (required and preferred) of a workload's pod spec."""
     spec_path = workload.spec_path
     spec = get_path(doc.data, spec_path)
@@ -178,7 +178,7 @@ _AFFINITY_TERMS: tuple[tuple[str, str, str, bool, FieldPath], ...] = (
 )
 
 
-def topology_key_uses(doc: Document, workload: Workload) -> list[TopologyKeyUse]:
+def topology_key_uses(doc: Document, workload: LocatedWorkload) -> list[TopologyKeyUse]:
     """Every topologyKey of a workload's spread constraints and pod (anti-)affinity terms."""
     spec_path = workload.spec_path
     spec = get_path(doc.data, spec_path)
@@ -229,7 +229,7 @@ def workload_from_data(
     line: int = 0,
     column: int = 0,
     default_name: str | None = None,
-) -> Workload | None:
+) -> LocatedWorkload | None:
     """The workload a manifest is (None: not a workload, or a Pod bound to a node); raises WorkloadError
     when its pod spec is malformed. `default_name` names a bare pod template (default: the file's stem)."""
     template_path = template_path_of(data)
@@ -255,12 +255,12 @@ def workload_from_data(
     if bare:
         name = default_name or (PurePath(file).name.split(".")[0] if file else "(unnamed)")
     namespace = metadata.get("namespace")
-    base = BaseWorkload(str(data["kind"]), str(name), namespace if isinstance(namespace, str) and namespace else None)
+    base = Workload(str(data["kind"]), str(name), namespace if isinstance(namespace, str) and namespace else None)
     try:
         shape = shape_of(spec, base.pod_namespace, template_labels(template))
     except PodSpecError as error:
         raise WorkloadError((*spec_path, *error.path), error.message) from None
-    return Workload(
+    return LocatedWorkload(
         kind=base.kind,
         name=base.name,
         namespace=base.namespace,
@@ -284,7 +284,7 @@ def _replicas(data: Mapping[str, Any]) -> int:
         raise WorkloadError(error.path, error.message, INVALID_REPLICAS) from None
 
 
-def workload_of_document(doc: Document) -> Workload | None:
+def workload_of_document(doc: Document) -> LocatedWorkload | None:
     """The workload of a loaded document, placed at its pod template; raises WorkloadError."""
     template_path = template_path_of(doc.data)
     if template_path is None:
@@ -301,7 +301,7 @@ class WorkloadSet:
     that could not be read, the files read, the workload kinds counted, whether a path was missing, and the node
     labels and topology keys the workloads write (for the typo hints)."""
 
-    workloads: list[Workload] = field(default_factory=list)
+    workloads: list[LocatedWorkload] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)
@@ -321,11 +321,11 @@ class WorkloadSet:
     claim_templates: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
 
     @property
-    def daemon_sets(self) -> list[Workload]:
+    def daemon_sets(self) -> list[LocatedWorkload]:
         return [w for w in self.workloads if w.is_daemon_set]
 
     @property
-    def pods(self) -> list[Workload]:
+    def pods(self) -> list[LocatedWorkload]:
         """The workloads Karpenter provisions for (everything but DaemonSets)."""
         return [w for w in self.workloads if not w.is_daemon_set]
 

@@ -24,8 +24,8 @@ from karpenter_policy.api.kinds import (
     PROVISIONER_KIND,
     object_ref,
 )
+from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.schema import nearest_field, schema_file_for, schema_violations
-from karpenter_policy.api.validation import validate_provisioner
 from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
     ERROR,

@@ -31,7 +31,7 @@ one of its pods (an unhealthy pod under `unhealthyPodEvictionPolicy: AlwaysAllow
 on a node not yet initialized do not count as placed. A candidate's disruption cost is its pods' (Karpenter's
 eviction cost) scaled by the fraction of its lifetime left before it expires (`lifetimeRemaining`).
 
-This module decides; :mod:`~karpenter_policy.reconcile.disruption.validation` checks a consolidation again after its
+This module decides; :mod:`~karpenter_policy.reconcile.disruption.recheck` checks a consolidation again after its
 wait, and :mod:`~karpenter_policy.reconcile.disruption.deprovisioner` carries a decision out (candidates cordoned,
 replacements launched and initialized first, then the candidates deleted through the termination finalizer).
 """

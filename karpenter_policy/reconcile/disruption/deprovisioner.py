@@ -8,7 +8,7 @@ Each pass the controller calls :meth:`Deprovisioner.step`:
   own when a node will expire or while the cluster is not quiet; otherwise the controller's next pass (a change,
   or the runner's resync every 10 s) brings it back;
 * a consolidation command is held for `validation` seconds (Karpenter's 15 s consolidation TTL: the cluster may be
-  moving), then checked again (:mod:`~karpenter_policy.reconcile.disruption.validation`): acted on when it still
+  moving), then checked again (:mod:`~karpenter_policy.reconcile.disruption.recheck`): acted on when it still
   holds; otherwise abandoned and the decision goes on at once with the stages after the one that found it
   (Karpenter's next deprovisioner: empty → multi-node → single-node; a single-node command that fails waits for
   the next decision). A cluster that stops being quiet meanwhile drops the held command. Expiry and drift act at
@@ -53,7 +53,7 @@ from karpenter_policy.reconcile.disruption.decider import (
     Decision,
     Inputs,
 )
-from karpenter_policy.reconcile.disruption.validation import invalid
+from karpenter_policy.reconcile.disruption.recheck import invalid
 from karpenter_policy.reconcile.events import Recorder
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL

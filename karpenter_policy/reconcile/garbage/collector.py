@@ -65,7 +65,7 @@ from karpenter_policy.reconcile.options import DEFAULT_GC_INTERVAL as DEFAULT_IN
 from karpenter_policy.reconcile.options import DEFAULT_INSTANCE_GRACE, DEFAULT_NODE_GRACE
 from karpenter_policy.reconcile.result import Collected
 from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state.records import Malformed, NodeRecord, node_record
+from karpenter_policy.reconcile.state.records import NodeRecord, UnreadableObject, node_record
 from karpenter_policy.reconcile.termination.nodedeletion import release
 
 GARBAGE = logs.logger("garbagecollection")
@@ -192,7 +192,7 @@ class GarbageCollector:
         for obj in listed:
             try:
                 known.add(node_record(obj).instance_id)
-            except Malformed as error:
+            except UnreadableObject as error:
                 self.count_malformed(objects.NODE, str(error))
                 unreadable.append(obj)
         for instance in candidates:
@@ -268,7 +268,7 @@ class GarbageCollector:
             return True
         try:
             record = node_record(current)
-        except Malformed as error:
+        except UnreadableObject as error:
             self.count_malformed(objects.NODE, str(error))
             return True  # what cannot be read is not deleted
         if record.uid != node.uid or record.instance_id != instance_id or not record.ours:

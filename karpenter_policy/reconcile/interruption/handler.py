@@ -160,11 +160,6 @@ class InterruptionHandler:
         self.cluster = ActingCluster(self.cluster, acting)
         self.cloud = ActingCloud(self.cloud, acting)
 
-    def use_nodes(self, nodes: Callable[[], list[Obj]]) -> None:
-        """Match messages against these Nodes from now on."""
-        self._nodes = nodes
-        self._state = None
-
     def use_state(self, state: ClusterState) -> None:
         """Match messages against the cluster state from now on (by its instance index: no list per message)."""
         self._state = state

@@ -78,7 +78,7 @@ def launch_request(
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class LaunchOutcome:
     """What one launch request came to: the instance, or the cloud's error; and how long it took."""
 
     request: LaunchRequest
@@ -102,15 +102,15 @@ class Launcher:
         self.parallelism = parallelism
         self.clock = clock
 
-    def _one(self, request: LaunchRequest) -> Outcome:
+    def _one(self, request: LaunchRequest) -> LaunchOutcome:
         started = self.clock()
         try:
             instance = self.cloud.create(request)
         except CloudError as error:
-            return Outcome(request, None, error, self.clock() - started)
-        return Outcome(request, instance, None, self.clock() - started)
+            return LaunchOutcome(request, None, error, self.clock() - started)
+        return LaunchOutcome(request, instance, None, self.clock() - started)
 
-    def launch(self, requests: Sequence[LaunchRequest]) -> list[Outcome]:
+    def launch(self, requests: Sequence[LaunchRequest]) -> list[LaunchOutcome]:
         """The outcome of each request, in the order given."""
         if self.parallelism == 1 or len(requests) < 2:
             return [self._one(r) for r in requests]
@@ -120,4 +120,4 @@ class Launcher:
             return list(pool.map(lambda context, request: context.run(self._one, request), contexts, requests))
 
 
-__all__ = ["MAX_INSTANCE_TYPES", "Launcher", "Outcome", "client_token", "launch_options", "launch_request"]
+__all__ = ["MAX_INSTANCE_TYPES", "Launcher", "LaunchOutcome", "client_token", "launch_options", "launch_request"]

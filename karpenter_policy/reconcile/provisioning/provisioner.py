@@ -48,7 +48,7 @@ from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
 from karpenter_policy.reconcile.provisioning.batcher import Batcher
 from karpenter_policy.reconcile.provisioning.binder import Binder, Binding
 from karpenter_policy.reconcile.provisioning.inputs import SchedulingInputs, scheduling_inputs
-from karpenter_policy.reconcile.provisioning.launcher import Launcher, Outcome, launch_request
+from karpenter_policy.reconcile.provisioning.launcher import Launcher, LaunchOutcome, launch_request
 from karpenter_policy.reconcile.result import BatchWindow, LaunchedNode, ReconcileResult
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
@@ -418,7 +418,7 @@ class Provisioner:
             names.append(self.launched(claim, outcome, templates, result, bind=False))
         return "; ".join(failed) if failed else names
 
-    def launch_failed(self, claim: ClaimPlan, outcome: Outcome, result: ReconcileResult) -> bool:
+    def launch_failed(self, claim: ClaimPlan, outcome: LaunchOutcome, result: ReconcileResult) -> bool:
         """Log and count a failed launch; whether it failed for capacity alone (worth re-planning)."""
         error = outcome.error
         assert error is not None
@@ -441,7 +441,7 @@ class Provisioner:
         return isinstance(error, InsufficientCapacity)
 
     def launched(
-        self, claim: ClaimPlan, outcome: Outcome, templates: Templates, result: ReconcileResult, bind: bool = True
+        self, claim: ClaimPlan, outcome: LaunchOutcome, templates: Templates, result: ReconcileResult, bind: bool = True
     ) -> str:
         """Register the Node of a launched instance and (`bind`) bind the claim's pods to it; the Node's name."""
         context = self.context

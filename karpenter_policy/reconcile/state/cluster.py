@@ -20,7 +20,7 @@ Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is ap
 wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
 under the state's lock and must only take note (set a flag, wake a thread), never call back into the cluster.
 
-An object that cannot be read (:class:`~karpenter_policy.reconcile.state.records.Malformed`) is counted by kind and
+An object that cannot be read (:class:`~.records.UnreadableObject`) is counted by kind and
 reason (:attr:`ClusterState.malformed`), logged once per kind and reason, and leaves the last good record of it in
 place. Thread-safe: one re-entrant lock (:attr:`ClusterState.lock`) guards everything; readers that need several
 answers to agree take it around them.
@@ -43,7 +43,7 @@ from karpenter_policy.model.selectors import LabelSelector
 from karpenter_policy.model.taints import untolerated
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.pods import UNSCHEDULABLE_TAINT, ShapeCache
-from karpenter_policy.reconcile.state.records import Malformed, NodeRecord, PodRecord, node_record, pod_record
+from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord, UnreadableObject, node_record, pod_record
 from karpenter_policy.scheduling import ClusterPod, ExistingNode, Pod, RunningPods
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.running import PodsForTopology
@@ -146,6 +146,7 @@ class ClusterState:
     # --- feeding -------------------------------------------------------------------------------------------
 
     def subscribe(self, listener: Callable[[Change], None]) -> None:
+        """Call `listener` with each change applied from now on (under the state's lock: it must only take note)."""
         with self.lock:
             self._listeners.append(listener)
 
@@ -163,7 +164,7 @@ class ClusterState:
                     self._apply_daemon_set(event_type, obj)
                 elif kind == objects.NAMESPACE:
                     self._apply_namespace(event_type, obj)
-            except Malformed as error:
+            except UnreadableObject as error:
                 self.count_malformed(kind, str(error))
 
     def count_malformed(self, kind: Kind, reason: str) -> None:
@@ -306,7 +307,7 @@ class ClusterState:
 
     def _apply_daemon_set(self, event_type: str, obj: Obj) -> None:
         if not isinstance(obj, dict) or not objects.name(obj):
-            raise Malformed("metadata.name is missing")
+            raise UnreadableObject("metadata.name is missing")
         key = (objects.namespace(obj) or "default", objects.name(obj))
         if event_type == "DELETED":
             self._daemon_sets.pop(key, None)
@@ -318,7 +319,7 @@ class ClusterState:
 
     def _apply_namespace(self, event_type: str, obj: Obj) -> None:
         if not isinstance(obj, dict) or not objects.name(obj):
-            raise Malformed("metadata.name is missing")
+            raise UnreadableObject("metadata.name is missing")
         if event_type == "DELETED":
             self._namespaces.pop(objects.name(obj), None)
         else:
@@ -337,13 +338,9 @@ class ClusterState:
             return []
 
     def pod(self, uid: str) -> PodRecord | None:
+        """The record of the pod of that uid, None when there is none."""
         with self.lock:
             return self._pods.get(uid)
-
-    def pod_by_key(self, key: str) -> PodRecord | None:
-        with self.lock:
-            uid = self._uid_by_key.get(key)
-            return self._pods.get(uid) if uid is not None else None
 
     def pods(self) -> list[PodRecord]:
         """Every pod (a list of the records, not copies of the objects)."""
@@ -363,6 +360,7 @@ class ClusterState:
             return load.workload_pods if load is not None else 0
 
     def node(self, name: str) -> NodeRecord | None:
+        """The record of the Node of that name, None when there is none."""
         with self.lock:
             return self._nodes.get(name)
 
@@ -372,10 +370,12 @@ class ClusterState:
             return [self._nodes[name] for name in sorted(self._nodes)]
 
     def node_names(self) -> list[str]:
+        """The names of the nodes, sorted."""
         with self.lock:
             return sorted(self._nodes)
 
     def node_of_instance(self, instance_id: str) -> NodeRecord | None:
+        """The record of the Node of that instance id, None when there is none."""
         with self.lock:
             name = self._by_instance.get(instance_id)
             return self._nodes.get(name) if name is not None else None
@@ -386,11 +386,8 @@ class ClusterState:
             found = [self._pods[uid] for uid in self._pending]
         return sorted(found, key=lambda p: (p.created, p.namespace, p.name))
 
-    def pending_count(self) -> int:
-        with self.lock:
-            return len(self._pending)
-
     def is_pending(self, uid: str) -> bool:
+        """Whether the pod of that uid is one the controller provisions for."""
         with self.lock:
             return uid in self._pending
 
@@ -418,6 +415,7 @@ class ClusterState:
             return list(self._daemons)
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
+        """The labels of every namespace, by name (what namespace selectors match)."""
         with self.lock:
             return dict(self._namespaces)
 
@@ -470,12 +468,14 @@ class LockedRunningPods:
         self.lock = lock
 
     def anti_affine(self) -> list[ClusterPod]:
+        """The running pods' anti-affine ones, read under the state's lock."""
         with self.lock:
             return self.running.anti_affine()
 
     def candidates(
         self, scope: NamespaceScope, selector: LabelSelector, namespace_labels: Mapping[str, Mapping[str, str]]
     ) -> list[ClusterPod]:
+        """The pods a topology group may select, read under the state's lock."""
         with self.lock:
             return self.running.candidates(scope, selector, namespace_labels)
 

@@ -45,6 +45,7 @@ class FeedHealth:
 
     @property
     def healthy(self) -> bool:
+        """Synced, alive and nothing failing."""
         return self.synced and self.alive and not self.failing
 
     @property
@@ -59,7 +60,8 @@ class StateFeed(Protocol):
     def sync(self) -> None:
         """Bring the state up to date now (step-driven feeds; a no-op for informers, which push)."""
 
-    def health(self) -> FeedHealth: ...
+    def health(self) -> FeedHealth:
+        """How the feed is doing: synced, alive, what is failing."""
 
 
 class WatchFeed:
@@ -73,6 +75,7 @@ class WatchFeed:
         self._failing: dict[str, str] = {}
 
     def sync(self) -> None:
+        """Apply every change since the last sync, kind by kind (a kind that fails is noted, the others go on)."""
         for kind in self.kinds:
             try:
                 self._sync(kind)
@@ -101,6 +104,7 @@ class WatchFeed:
         self.state.apply(kind, event.type, event.object)
 
     def health(self) -> FeedHealth:
+        """Synced once every required kind was listed; what failed at the last sync."""
         synced = all(kind in self._versions for kind in REQUIRED if kind in self.kinds)
         return FeedHealth(synced, failing=tuple(sorted(self._failing.items())))
 
@@ -116,6 +120,7 @@ class ListFeed:
         self._failing: dict[str, str] = {}
 
     def sync(self) -> None:
+        """Replace the state's objects with a fresh list of each kind (a kind that fails is noted, the others go on)."""
         for kind in self.kinds:
             try:
                 replace(self.state, kind, self.cluster.list(kind).items)
@@ -126,6 +131,7 @@ class ListFeed:
             self._failing.pop(kind.plural, None)
 
     def health(self) -> FeedHealth:
+        """Synced once every required kind was listed; degraded while a kind fails."""
         failing = tuple(sorted(self._failing.items()))
         return FeedHealth(all(k in self._listed for k in REQUIRED), failing=failing, degraded=bool(failing))
 
@@ -146,21 +152,26 @@ class InformerFeed:
         return apply
 
     def start(self) -> InformerFeed:
+        """Start every informer (the feed, for chaining)."""
         for informer in self.informers.values():
             informer.start()
         return self
 
     def stop(self) -> None:
+        """Stop every informer."""
         for informer in self.informers.values():
             informer.stop()
 
     def sync(self) -> None:
+        """Nothing: the informers push their changes into the state."""
         return None  # informers push
 
     def required(self) -> list[Informer]:
+        """The informers of the kinds the state needs before it is trusted."""
         return [self.informers[kind] for kind in REQUIRED if kind in self.informers]
 
     def wait_synced(self, timeout: float) -> bool:
+        """Whether every required informer listed once within `timeout` seconds."""
         deadline = time.monotonic() + timeout
         return all(informer.wait_synced(max(0.0, deadline - time.monotonic())) for informer in self.required())
 

@@ -41,9 +41,11 @@ class InFlightNode:
 
     @property
     def name(self) -> str:
+        """The name of the Node registered for the launch."""
         return objects.name(self.node)
 
     def unbound(self) -> list[Pod]:
+        """The pods planned onto it and not bound yet."""
         return [pod for uid, pod in self.pods.items() if uid not in self.bound]
 
 
@@ -55,6 +57,7 @@ class InFlight:
         self._lock = threading.RLock()
 
     def add(self, entry: InFlightNode) -> None:
+        """Hold a launch in flight (replacing one of the same node name)."""
         with self._lock:
             self._entries[entry.name] = entry
 
@@ -66,6 +69,7 @@ class InFlight:
         return len(self._entries)
 
     def get(self, name: str) -> InFlightNode | None:
+        """The launch in flight for that node name, None when there is none."""
         return self._entries.get(name)
 
     def planned(self) -> dict[str, InFlightNode]:
@@ -81,6 +85,7 @@ class InFlight:
             )
 
     def provider_ids(self) -> set[str]:
+        """The providerIDs of the instances in flight."""
         with self._lock:
             return {entry.instance.provider_id for entry in self._entries.values()}
 

@@ -86,10 +86,12 @@ def _listed(value: Any) -> list[Any]:
 
 
 def node_taints(node: Obj) -> tuple[Taint, ...]:
+    """The Node's taints (entries that are not objects left out)."""
     return tuple(Taint.from_api(t) for t in _listed(_part(node, "spec").get("taints")) if isinstance(t, dict))
 
 
 def is_ready(node: Obj) -> bool:
+    """Whether the Node's Ready condition is True."""
     for condition in _listed(_part(node, "status").get("conditions")):
         if isinstance(condition, dict) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
@@ -255,6 +257,7 @@ def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
 
 
 def provider_ids(nodes: Iterable[Obj]) -> set[str]:
+    """The providerIDs of the Nodes (those without one left out)."""
     return {str(_part(n, "spec").get("providerID") or "") for n in nodes} - {""}
 
 

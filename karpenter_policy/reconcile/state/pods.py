@@ -60,6 +60,7 @@ def controller_of(pod: Obj) -> tuple[str, str] | None:
 
 
 def is_daemon_pod(pod: Obj) -> bool:
+    """Whether a DaemonSet controls the pod."""
     owner = controller_of(pod)
     return owner is not None and owner[0] == DAEMON_SET
 
@@ -105,14 +106,17 @@ def is_stuck_terminating(deletion_timestamp: str | None, now: dt.datetime) -> bo
 
 
 def node_name(pod: Obj) -> str:
+    """The node the pod is bound to (empty when pending)."""
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
 def phase(pod: Obj) -> str:
+    """The pod's phase (empty when it has none yet)."""
     return str((pod.get("status") or {}).get("phase") or "")
 
 
 def is_terminal(pod: Obj) -> bool:
+    """Whether the pod finished (Succeeded or Failed)."""
     return phase(pod) in wk.TERMINAL_PHASES
 
 
@@ -124,23 +128,14 @@ def marked_unschedulable(pod: Obj) -> bool:
     return False
 
 
-def is_provisionable(pod: Obj, unschedulable_only: bool) -> bool:
-    """Whether the controller provisions for this pod (see the module docstring)."""
-    if node_name(pod) or objects.is_deleting(pod) or is_terminal(pod):
-        return False
-    if is_daemon_pod(pod) or is_owned_by_node(pod):
-        return False
-    if (pod.get("status") or {}).get("nominatedNodeName"):
-        return False
-    return marked_unschedulable(pod) if unschedulable_only else True
-
-
 def owner_text(pod: Obj) -> str:
+    """`Kind/name` of the pod's controller (empty when it has none)."""
     owner = controller_of(pod)
     return f"{owner[0]}/{owner[1]}" if owner is not None else ""
 
 
 def pod_key(pod: Obj) -> str:
+    """`namespace/name` (namespace `default` when not set)."""
     return f"{objects.namespace(pod) or 'default'}/{objects.name(pod)}"
 
 
@@ -211,23 +206,16 @@ def disruption_cost(pod: Obj) -> float:
     return max(-10.0, min(10.0, cost)) if math.isfinite(cost) else 1.0
 
 
-def creation_order(pods: list[Obj]) -> list[Obj]:
-    """Pods by creation time, then namespace and name (Karpenter's queue breaks ties by creation)."""
-    return sorted(pods, key=lambda p: (objects.creation_timestamp(p) or "", pod_key(p)))
-
-
 __all__ = [
     "CRITICAL_PRIORITY_CLASSES",
     "STUCK_TERMINATING_AFTER",
     "UNSCHEDULABLE_TAINT",
     "ShapeCache",
     "controller_of",
-    "creation_order",
     "disruption_cost",
     "is_critical",
     "is_daemon_pod",
     "is_owned_by_node",
-    "is_provisionable",
     "is_stuck_terminating",
     "is_terminal",
     "marked_unschedulable",

@@ -26,28 +26,28 @@ from karpenter_policy.reconcile.state import pods as pod_info
 from karpenter_policy.scheduling.vectors import Vector
 
 
-class Malformed(ValueError):
+class UnreadableObject(ValueError):
     """An object the controller cannot read (the message says which field and why)."""
 
 
 def _metadata(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
-        raise Malformed(f"not an object but {type(obj).__name__}")
+        raise UnreadableObject(f"not an object but {type(obj).__name__}")
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
-        raise Malformed("metadata is not an object")
+        raise UnreadableObject("metadata is not an object")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        raise Malformed("metadata.name is missing")
+        raise UnreadableObject("metadata.name is missing")
     for part in ("spec", "status"):
         if obj.get(part) is not None and not isinstance(obj[part], dict):
-            raise Malformed(f"{part} is not an object")
+            raise UnreadableObject(f"{part} is not an object")
     for mapping in ("labels", "annotations"):
         value = meta.get(mapping)
         if value is not None and not (
             isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
         ):
-            raise Malformed(f"metadata.{mapping} is not a map of strings")
+            raise UnreadableObject(f"metadata.{mapping} is not a map of strings")
     return meta
 
 
@@ -76,18 +76,22 @@ class PodRecord:
 
     @property
     def key(self) -> str:
+        """`namespace/name`."""
         return f"{self.namespace}/{self.name}"
 
     @property
     def deleting(self) -> bool:
+        """Whether a delete was asked."""
         return self.deletion_timestamp is not None
 
     @property
     def terminal(self) -> bool:
+        """Whether the pod finished (Succeeded or Failed)."""
         return self.phase in wk.TERMINAL_PHASES
 
     @property
     def daemon(self) -> bool:
+        """Whether a DaemonSet controls the pod."""
         return self.owner is not None and self.owner[0] == DAEMON_SET
 
     @property
@@ -115,7 +119,8 @@ class PodRecord:
         return bool(self.node) and not self.terminal
 
     def provisionable(self, unschedulable_only: bool) -> bool:
-        """Karpenter's `IsProvisionable` (see `pods.is_provisionable`)."""
+        """Karpenter's `IsProvisionable`, the one rule of whether the controller provisions for a pod (see the
+        `pods` module docstring)."""
         if self.node or self.deleting or self.terminal or self.nominated:
             return False
         if self.daemon or self.static:
@@ -124,19 +129,19 @@ class PodRecord:
 
 
 def pod_record(obj: Any) -> PodRecord:
-    """The record of a pod object; Malformed says why there is none."""
+    """The record of a pod object; UnreadableObject says why there is none."""
     meta = _metadata(obj)
     uid = meta.get("uid")
     if not isinstance(uid, str) or not uid:
-        raise Malformed("metadata.uid is missing")
+        raise UnreadableObject("metadata.uid is missing")
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     node = spec.get("nodeName") or ""
     if not isinstance(node, str):
-        raise Malformed("spec.nodeName is not a string")
+        raise UnreadableObject("spec.nodeName is not a string")
     namespace = meta.get("namespace") or "default"
     if not isinstance(namespace, str):
-        raise Malformed("metadata.namespace is not a string")
+        raise UnreadableObject("metadata.namespace is not a string")
     return PodRecord(
         uid=uid,
         namespace=namespace,
@@ -180,6 +185,7 @@ class NodeRecord:
 
     @property
     def deleting(self) -> bool:
+        """Whether a delete was asked."""
         return self.deletion_timestamp is not None
 
     def same_as_read(self, other: NodeRecord) -> bool:
@@ -189,14 +195,17 @@ class NodeRecord:
 
     @property
     def ours(self) -> bool:
+        """Whether the controller launched it (it carries the constraint-set hash annotation)."""
         return node_info.ANNOTATION_HASH in self.annotations
 
     @property
     def provisioner(self) -> str | None:
+        """The provisioner it was launched for (None when not labelled)."""
         return self.labels.get(wk.PROVISIONER_NAME)
 
     @property
     def labelled_initialized(self) -> bool:
+        """Whether it carries `karpenter.sh/initialized=true`."""
         return node_info.labelled_initialized(self.obj)
 
     @property
@@ -206,28 +215,28 @@ class NodeRecord:
 
 
 def node_record(obj: Any) -> NodeRecord:
-    """The record of a Node object; Malformed says why there is none."""
+    """The record of a Node object; UnreadableObject says why there is none."""
     meta = _metadata(obj)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     for part, value in (("spec.taints", spec.get("taints")), ("status.conditions", status.get("conditions"))):
         if value is not None and not isinstance(value, list):
-            raise Malformed(f"{part} is not a list")
+            raise UnreadableObject(f"{part} is not a list")
     for part, value in (("status.allocatable", status.get("allocatable")), ("status.capacity", status.get("capacity"))):
         if value is not None and not isinstance(value, dict):
-            raise Malformed(f"{part} is not an object")
+            raise UnreadableObject(f"{part} is not an object")
     if spec.get("providerID") is not None and not isinstance(spec["providerID"], str):
-        raise Malformed("spec.providerID is not a string")
+        raise UnreadableObject("spec.providerID is not a string")
     finalizers = meta.get("finalizers") or []
     if not isinstance(finalizers, list):
-        raise Malformed("metadata.finalizers is not a list")
+        raise UnreadableObject("metadata.finalizers is not a list")
     allocatable, extended = node_info.resource_vector(status.get("allocatable"))
     capacity, _ = node_info.resource_vector(status.get("capacity") or status.get("allocatable"))
     provider_id = str(spec.get("providerID") or "")
     try:
         taints = node_info.node_taints(obj)
     except (TypeError, ValueError) as error:
-        raise Malformed(f"spec.taints: {error}") from error
+        raise UnreadableObject(f"spec.taints: {error}") from error
     return NodeRecord(
         name=meta["name"],
         uid=str(meta.get("uid") or ""),
@@ -254,4 +263,4 @@ def node_record(obj: Any) -> NodeRecord:
 _NODE_FIELDS_READ = tuple(f.name for f in fields(NodeRecord) if f.name != "obj")
 
 
-__all__ = ["Malformed", "NodeRecord", "PodRecord", "node_record", "pod_record"]
+__all__ = ["UnreadableObject", "NodeRecord", "PodRecord", "node_record", "pod_record"]

@@ -21,7 +21,7 @@ from karpenter_policy.reconcile.state.records import PodRecord
 RETRY_BASE_SECONDS = 0.1
 RETRY_MAX_SECONDS = 10.0
 
-Outcome = Literal["evicted", "gone", "refused", "failed", "waiting"]
+EvictionOutcome = Literal["evicted", "gone", "refused", "failed", "waiting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class Attempt:
     PodDisruptionBudget), `failed` (another error), `waiting` (not tried: its retry is not due). `detail` says
     why for the last three."""
 
-    outcome: Outcome
+    outcome: EvictionOutcome
     detail: str = ""
 
 
@@ -71,4 +71,4 @@ class Evictions:
         self._retries = {uid: retry for uid, retry in self._retries.items() if uid in uids}
 
 
-__all__ = ["RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "Attempt", "Evictions", "Outcome"]
+__all__ = ["RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "Attempt", "Evictions", "EvictionOutcome"]

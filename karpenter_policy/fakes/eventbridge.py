@@ -1,5 +1,7 @@
-"""EventBridge events as AWS puts them in the interruption queue (the shapes of Karpenter's test fixtures in
-pkg/controllers/interruption/messages/)."""
+"""EventBridge events as AWS puts them on the interruption queue, for tests and scenes to send
+(:class:`~karpenter_policy.fakes.queue.FakeQueue`, ``Scene.queue``): the shapes of Karpenter v0.31.1's test fixtures
+(pkg/controllers/interruption/messages/ of aws/karpenter-provider-aws), dated :data:`TIME`, in us-east-1 of account
+:data:`ACCOUNT` — :func:`elsewhere` moves one to another account or region."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ def _arn(instance_id: str) -> str:
 
 
 def spot_interruption(instance_id: str) -> str:
+    """EC2's two-minute warning that a spot instance is to be reclaimed."""
     return _event(
         "aws.ec2", "EC2 Spot Instance Interruption Warning",
         {"instance-id": instance_id, "instance-action": "terminate"}, [_arn(instance_id)],
@@ -38,10 +41,12 @@ def spot_interruption(instance_id: str) -> str:
 
 
 def rebalance_recommendation(instance_id: str) -> str:
+    """EC2's notice that a spot instance is at elevated risk of interruption."""
     return _event("aws.ec2", "EC2 Instance Rebalance Recommendation", {"instance-id": instance_id}, [_arn(instance_id)])
 
 
 def state_change(instance_id: str, state: str) -> str:
+    """EC2's notification that an instance changed state (`stopping`, `stopped`, `terminated` ...)."""
     return _event(
         "aws.ec2", "EC2 Instance State-change Notification", {"instance-id": instance_id, "state": state},
         [_arn(instance_id)],
@@ -49,6 +54,7 @@ def state_change(instance_id: str, state: str) -> str:
 
 
 def scheduled_change(*instance_ids: str, service: str = "EC2", category: str = "scheduledChange") -> str:
+    """An AWS Health event: by default EC2 scheduling the instances' retirement."""
     return _event(
         "aws.health", "AWS Health Event",
         {
@@ -78,3 +84,15 @@ def elsewhere(body: str, *, account: str | None = None, region: str | None = Non
     if region is not None:
         event["region"] = region
     return json.dumps(event)
+
+
+__all__ = [
+    "ACCOUNT",
+    "TIME",
+    "elsewhere",
+    "foreign",
+    "rebalance_recommendation",
+    "scheduled_change",
+    "spot_interruption",
+    "state_change",
+]

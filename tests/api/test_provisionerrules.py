@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from karpenter_policy.api.validation import validate_provisioner
+from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
     INVALID_REQUIREMENT,
