@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -83,7 +84,17 @@ KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find, "split": _
 
 @cache
 def _environment() -> Any:
-    return celpy.Environment()  # the interpreter: celpy's CompiledRunner mis-evaluates macros such as all()
+    """celpy's interpreter (its CompiledRunner mis-evaluates macros such as all()).
+
+    celpy.Environment() raises the whole process's recursion limit to 2,500; the limit is put back, so that
+    checking a v1 object never changes how the rest of the process behaves (the YAML loader's refusal of a
+    document nested too deeply, which must not depend on whether a NodePool was read before it). Karpenter's
+    rules nest a few levels, far inside the default limit."""
+    limit = sys.getrecursionlimit()
+    try:
+        return celpy.Environment()
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 @cache
