@@ -14,6 +14,7 @@ place the target first whenever it is larger.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from karpenter_policy.model.podtopology import AffinityTerm
@@ -32,26 +33,29 @@ def balanced_order(pods: Sequence[Pod]) -> list[Pod]:
         groups.setdefault(pod.requests, []).append(pod)
     totals = [sum(p.requests[r] for p in pods) or 1 for r in _BALANCED]
     shapes = sorted(groups, key=lambda v: tuple(-v[r] for r in _BALANCED))
-    shares = {v: [v[r] / totals[j] for j, r in enumerate(_BALANCED)] for v in shapes}
+    # (shape, its share of each of the three totals, minus the sum of its shares): the three resources spelled
+    # out, as this loop runs pods × shapes times
+    live = []
+    for v in shapes:
+        share = [v[r] / totals[j] for j, r in enumerate(_BALANCED)]
+        live.append((v, share[0], share[1], share[2], -sum(share)))
     cursor = {v: 0 for v in shapes}
-    running = [0.0] * len(_BALANCED)
+    running0 = running1 = running2 = 0.0
     order: list[Pod] = []
-    live = list(shapes)
     while live:
-        best, best_score = live[0], None
-        for v in live:
-            share = shares[v]
-            after = [running[j] + share[j] for j in range(len(_BALANCED))]
-            score = (max(after) - min(after), -sum(share))
-            if best_score is None or score < best_score:
-                best, best_score = v, score
-        pod = groups[best][cursor[best]]
-        order.append(pod)
-        cursor[best] += 1
-        share = shares[best]
-        for j in range(len(_BALANCED)):
-            running[j] += share[j]
-        if cursor[best] == len(groups[best]):
+        best = live[0]
+        best_spread = best_tie = math.inf
+        for entry in live:
+            _, s0, s1, s2, tie = entry
+            a, b, c = running0 + s0, running1 + s1, running2 + s2
+            spread = max(a, b, c) - min(a, b, c)
+            if spread < best_spread or (spread == best_spread and tie < best_tie):
+                best, best_spread, best_tie = entry, spread, tie
+        v = best[0]
+        order.append(groups[v][cursor[v]])
+        cursor[v] += 1
+        running0, running1, running2 = running0 + best[1], running1 + best[2], running2 + best[3]
+        if cursor[v] == len(groups[v]):
             live.remove(best)
     return order
 
