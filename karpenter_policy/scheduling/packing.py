@@ -102,7 +102,11 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
         for pair in shape.labels:
             by_label.setdefault(pair, []).append(shape)
     unmet: dict[PodShape, int] = {}  # shape → its required terms no pod of another shape has met yet
-    waiting_on: dict[PodShape, list[tuple[PodShape, int]]] = {}  # target shape → (follower, its term)
+    # Per term, the (position of the follower's shape, follower, its term's index) still waiting on it; per target
+    # shape, the terms that select it. A term is shared by many followers and selects many targets: listing
+    # followers per target instead would be followers × targets.
+    position = {shape: i for i, shape in enumerate(shapes)}
+    waiting: dict[AffinityTerm, list[tuple[int, PodShape, int]]] = {}
     selected: dict[AffinityTerm, frozenset[PodShape]] = {}
     for shape in shapes:
         count = 0
@@ -110,16 +114,17 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
             found = selected.get(term)
             if found is None:
                 found = selected[term] = _targets(term, shapes, by_label, namespace_labels)
-            found = found - {shape}
-            if found:
+            if len(found) > 1 or (found and shape not in found):  # some shape other than its own
                 count += 1
-                for target in found:
-                    waiting_on.setdefault(target, []).append((shape, index))
+                waiting.setdefault(term, []).append((position[shape], shape, index))
         if count:
             unmet[shape] = count
     if not unmet:
         return list(order)
-    met: set[tuple[PodShape, int]] = set()
+    terms_of: dict[PodShape, list[AffinityTerm]] = {}
+    for term in waiting:
+        for target in selected[term]:
+            terms_of.setdefault(target, []).append(term)
     arrived: set[PodShape] = set()
     held: dict[PodShape, list[Pod]] = {}
     result: list[Pod] = []
@@ -132,10 +137,16 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
             if current in arrived:
                 continue
             arrived.add(current)
-            for follower, index in waiting_on.get(current, ()):
-                if (follower, index) in met:
-                    continue
-                met.add((follower, index))
+            at = position[current]
+            # the terms it meets, of followers of other shapes, in the followers' order then their terms' order
+            met: list[tuple[int, PodShape, int]] = []
+            for term in terms_of.get(current, ()):
+                still: list[tuple[int, PodShape, int]] = []
+                for entry in waiting[term]:
+                    (still if entry[0] == at else met).append(entry)
+                waiting[term] = still
+            met.sort(key=lambda entry: (entry[0], entry[2]))
+            for _, follower, _ in met:
                 unmet[follower] -= 1
                 if not unmet[follower] and follower in held:
                     result.extend(held.pop(follower))
