@@ -36,10 +36,12 @@ class CostFloor:
     """A lower bound on the final price of one packing run (see the module docstring). Told of each pod placed
     (:meth:`placed`); asked with the run's claims (:meth:`of`)."""
 
-    def __init__(self, templates: Iterable[NodeClaimTemplate], existing: Sequence[ExistingNode], pods: Sequence[Pod]):
-        self.unit = [_unit_price(templates, r) for r in _RESOURCES]
+    def __init__(self, templates: Sequence[NodeClaimTemplate], existing: Sequence[ExistingNode], pods: Sequence[Pod]):
+        self.templates, self.existing = templates, existing
         self.left = [sum(pod.requests[r] for pod in pods) for r in _RESOURCES]
-        self.free = [sum(max(0, n.allocatable[r] - n.requests[r]) for n in existing) for r in _RESOURCES]
+        # what the first question needs, worked out then (most runs are over before it: small batches)
+        self._unit: list[float] | None = None
+        self._free: list[int] = []
         self._prices: dict[int, tuple[int, Requirement, Requirement, float, int, int]] = {}
 
     def placed(self, pod: Pod) -> None:
@@ -48,14 +50,18 @@ class CostFloor:
 
     def of(self, claims: Iterable[NodeClaim]) -> float:
         """What the run's plan will cost at least, the claims made so far being `claims`."""
+        if self._unit is None:
+            self._unit = [_unit_price(self.templates, r) for r in _RESOURCES]
+            self._free = [sum(max(0, n.allocatable[r] - n.requests[r]) for n in self.existing) for r in _RESOURCES]
+        unit = self._unit
         total = 0.0
-        spare = list(self.free)
+        spare = list(self._free)
         for claim in claims:
             price, room_cpu, room_memory = self._claim(claim)
             total += price
             spare[0] += max(0, room_cpu - claim.requests[CPU_I])
             spare[1] += max(0, room_memory - claim.requests[MEMORY_I])
-        more = max(max(0, self.left[j] - spare[j]) * self.unit[j] for j in range(len(_RESOURCES)))
+        more = max(max(0, self.left[j] - spare[j]) * unit[j] for j in range(len(_RESOURCES)))
         return total + more
 
     def _claim(self, claim: NodeClaim) -> tuple[float, int, int]:
