@@ -25,9 +25,10 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    under way while 1,000 pods arrive: whether the decision stops at its budget and how long the pods wait.
 
 5. **churn** (issue #23; at every N, `--churn-rate` 200/s, `--no-churn` to skip): consolidation on (decisions
-   every 10 s, never acted on: validation 3600 s), the N full nodes and every tenth left with 2 pods
-   (underutilized); bound pods replaced at the rate (each replacement created bound to the node of the pod it
-   replaces, then the old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
+   every 10 s, never acted on: validation 3600 s), the N full nodes and 50 of them (evenly spread) left with 2
+   pods (underutilized: their room holds fewer than the burst at every N, so the burst always needs launches);
+   bound pods replaced at the rate (each replacement created bound to the node of the pod it replaces, then the
+   old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
    churn (rate 0);
 6. **memory** (`--memory-seconds S`, this tree, the largest N): RSS every 30 s while bound pods are replaced at the
@@ -67,6 +68,10 @@ from _fleet import (  # noqa: E402
 )
 
 BURST = 1000
+BURST_CPU_MILLI = 1000  # each burst pod's request (`pending_pods`' default: 1 cpu, 1 GiB)
+BURST_MEMORY_MIB = 1024
+UNDERUTILIZED = 50  # nodes left underutilized in the churn scenario, whatever the fleet's size
+KEPT = 2  # the pods each of them keeps
 EVENTS = 2000
 PODS_PER_NODE = 20
 DEFAULT_SIZES = (500, 2000, 5000)
@@ -293,18 +298,34 @@ class Churn:
                 self.stopping.wait(delay)
 
 
-def _underutilize(fleet: Fleet, every: int, keep: int) -> None:
-    """Leave `keep` pods on every `every`-th node (consolidation has something to consider)."""
+def underutilized_indexes(nodes: int) -> range:
+    """The nodes the churn scenario leaves underutilized: `UNDERUTILIZED` of them, spread evenly over the fleet
+    (every tenth at 500 nodes). A fixed number, not a share: the room they free must stay below the burst at every
+    size, or the burst is bound to them and no CreateFleet is ever made (every tenth of 2,000 nodes freed room for
+    1,400 of the 1,000 pods: the churn rows at 2,000 nodes had no CreateFleet to time)."""
+    step = max(1, nodes // UNDERUTILIZED)
+    return range(0, min(nodes, step * UNDERUTILIZED), step)
+
+
+def burst_room(underutilized: int, vcpu: int, memory_mib: int) -> int:
+    """How many burst pods the underutilized nodes could take at most (their capacity, not even allocatable, less
+    the pods they keep): below `BURST`, the burst needs new nodes."""
+    per_node = min((vcpu * 1000 - KEPT * 350) // BURST_CPU_MILLI, (memory_mib - KEPT * 1024) // BURST_MEMORY_MIB)
+    return underutilized * max(0, per_node)
+
+
+def _underutilize(fleet: Fleet, keep: int) -> None:
+    """Leave `keep` pods on the nodes of `underutilized_indexes` (consolidation has something to consider)."""
     from karpenter_policy.kube import objects
 
-    for index in range(0, len(fleet.nodes), every):
+    for index in underutilized_indexes(len(fleet.nodes)):
         node = fleet.nodes[index]
         for i in range(keep, PODS_PER_NODE):
             fleet.cluster.delete(objects.POD, f"{node}-p{i}", namespace=f"team-{index % 20}")
 
 
 def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, Any]:
-    """Consolidation on (decisions every 10 s, never acted on), full nodes and every tenth underutilized, bound pods
+    """Consolidation on (decisions every 10 s, never acted on), full nodes and 50 underutilized, bound pods
     replaced at `rate` a second (0: none, the quiet scenario) for `settle` seconds, then a burst of pending pods:
     from the last pod's creation to the first and to the last CreateFleet."""
     from karpenter_policy.kube import objects
@@ -312,7 +333,7 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
     decisions = _decide_timer()
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
-    _underutilize(fleet, 10, 2)
+    _underutilize(fleet, KEPT)
     fleet.start()
     result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0}
     churn = Churn(fleet, rate)
@@ -328,7 +349,8 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
         for pod in pending_pods(BURST):
             fleet.cluster.create(objects.POD, pod)
         last_created = time.monotonic()
-        wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05)
+        if wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05):
+            result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
         creates = fleet.cloud.creates[creates_before:]
         result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
         result["create_fleet_calls"] = len(creates)
@@ -358,7 +380,7 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool) -> dict
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
-    _underutilize(fleet, 10, 2)
+    _underutilize(fleet, KEPT)
     if trace:
         tracemalloc.start(1)
     fleet.start()
@@ -500,8 +522,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, row in data["consolidation"].items():
             print(f"{label:<12} consolidation {name}: {json.dumps(row)}")
     header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'seen':>6} " \
-             f"{'seen→CF':>8} {'decisions':>9} {'decision CPU s':>14} {'unbound@60s':>11}"
-    print("\nconsolidation on (full nodes, every tenth underutilized), bound pods replaced (churn/s), then the burst:")
+             f"{'seen→CF':>8} {'CF calls':>8} {'bound':>6} {'decisions':>9} {'decision CPU s':>14} {'unbound@60s':>11}"
+    print(f"\nconsolidation on (full nodes, {UNDERUTILIZED} of them underutilized), bound pods replaced (churn/s), "
+          "then the burst:")
     print(header)
     print("-" * len(header))
     for label, data in results["trees"].items():
@@ -509,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label:<12} {row['nodes']:>6} {row.get('churn_achieved_per_second', '-'):>8} "
                   f"{row.get('first_create_after_last_pod', '-'):>9} {row.get('last_create_after_last_pod', '-'):>8} "
                   f"{row.get('last_pod_seen_after_created', '-'):>6} {row.get('first_create_after_last_seen', '-'):>8} "
+                  f"{row.get('create_fleet_calls', '-'):>8} {row.get('all_bound_after_last_pod', '-'):>6} "
                   f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
                   f"{row.get('burst_unbound_after_60s', '-'):>11}")
     if "memory" in results:
@@ -516,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\nms/event: the controller's CPU per event less its idle rate ('busy': it used as much idle, see gross: "
           "all its CPU over the events' window per event)")
     print("first/last CF: from the last pod's creation to the first/last CreateFleet; seen: from its creation to the "
-          "controller's state showing it (the in-process API server's watch delivery); seen→CF: the controller's part")
+          "controller's state showing it (the in-process API server's watch delivery); seen→CF: the controller's part;"
+          " bound: from the last pod's creation to every pod of the burst bound")
     print(f"\ngoals: ≤ {GOAL_EVENT_MS:g} ms/event at 5,000 nodes; first CreateFleet ≤ idle + "
           f"{GOAL_FIRST * 1000:.0f} ms, "
           f"every one ≤ idle + {GOAL_EVERY * 1000:.0f} ms; RSS ≤ {GOAL_RSS_MIB:.0f} MiB at 5,000 / 100,000; a "

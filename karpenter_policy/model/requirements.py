@@ -83,6 +83,11 @@ def _list(values: Iterable[str]) -> str:
     return "[" + ", ".join(ordered) + "]"
 
 
+#: `Requirement.exists` of the keys asked so far, at most `_EXISTS_CACHED` of them (label keys come from input).
+_EXISTS: dict[str, Requirement] = {}
+_EXISTS_CACHED = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """The set of values one label key may take.
@@ -120,8 +125,13 @@ class Requirement:
 
     @classmethod
     def exists(cls, key: str) -> Requirement:
-        """The requirement that `key` has some value (operator Exists; the key normalised)."""
-        return cls(normalize_key(key), True)
+        """`key Exists` (one shared, immutable value per key: asked for every undefined key of every check)."""
+        found = _EXISTS.get(key)
+        if found is None:
+            found = cls(normalize_key(key), True)
+            if len(_EXISTS) < _EXISTS_CACHED:
+                _EXISTS[key] = found
+        return found
 
     def operator(self) -> Operator:
         """The operator that best names this set (bounded complements read as Exists, as in Karpenter)."""

@@ -31,6 +31,7 @@ from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fi
 
 ALLOW_WELL_KNOWN: frozenset[str] = wk.WELL_KNOWN_LABELS
 _NO_ROOM = Refusal("resources", "no instance type has room for the pods together")
+_NO_DOMAIN = Refusal("topology", "the topology leaves the node no domain")
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
 
 
@@ -206,6 +207,8 @@ class NodeClaim:
         requested = pod.requests
         if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
             return _NO_ROOM
+        if self.pods and topology.involves(pod) and topology.refuses(pod, attempt, self.requirements):
+            return _NO_DOMAIN  # its hostname has its share already (a claim with pods: never a shown refusal)
         if template.taints and untolerated(template.taints, attempt.tolerations):
             return Refusal("taint", lambda: untolerated_text(template.taints, attempt.tolerations))
         ports = pod.shape.host_ports

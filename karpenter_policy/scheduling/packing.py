@@ -14,6 +14,7 @@ place the target first whenever it is larger.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from karpenter_policy.model.podtopology import AffinityTerm
@@ -32,26 +33,29 @@ def balanced_order(pods: Sequence[Pod]) -> list[Pod]:
         groups.setdefault(pod.requests, []).append(pod)
     totals = [sum(p.requests[r] for p in pods) or 1 for r in _BALANCED]
     shapes = sorted(groups, key=lambda v: tuple(-v[r] for r in _BALANCED))
-    shares = {v: [v[r] / totals[j] for j, r in enumerate(_BALANCED)] for v in shapes}
+    # (shape, its share of each of the three totals, minus the sum of its shares): the three resources spelled
+    # out, as this loop runs pods × shapes times
+    live = []
+    for v in shapes:
+        share = [v[r] / totals[j] for j, r in enumerate(_BALANCED)]
+        live.append((v, share[0], share[1], share[2], -sum(share)))
     cursor = {v: 0 for v in shapes}
-    running = [0.0] * len(_BALANCED)
+    running0 = running1 = running2 = 0.0
     order: list[Pod] = []
-    live = list(shapes)
     while live:
-        best, best_score = live[0], None
-        for v in live:
-            share = shares[v]
-            after = [running[j] + share[j] for j in range(len(_BALANCED))]
-            score = (max(after) - min(after), -sum(share))
-            if best_score is None or score < best_score:
-                best, best_score = v, score
-        pod = groups[best][cursor[best]]
-        order.append(pod)
-        cursor[best] += 1
-        share = shares[best]
-        for j in range(len(_BALANCED)):
-            running[j] += share[j]
-        if cursor[best] == len(groups[best]):
+        best = live[0]
+        best_spread = best_tie = math.inf
+        for entry in live:
+            _, s0, s1, s2, tie = entry
+            a, b, c = running0 + s0, running1 + s1, running2 + s2
+            spread = max(a, b, c) - min(a, b, c)
+            if spread < best_spread or (spread == best_spread and tie < best_tie):
+                best, best_spread, best_tie = entry, spread, tie
+        v = best[0]
+        order.append(groups[v][cursor[v]])
+        cursor[v] += 1
+        running0, running1, running2 = running0 + best[1], running1 + best[2], running2 + best[3]
+        if cursor[v] == len(groups[v]):
             live.remove(best)
     return order
 
@@ -98,7 +102,11 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
         for pair in shape.labels:
             by_label.setdefault(pair, []).append(shape)
     unmet: dict[PodShape, int] = {}  # shape → its required terms no pod of another shape has met yet
-    waiting_on: dict[PodShape, list[tuple[PodShape, int]]] = {}  # target shape → (follower, its term)
+    # Per term, the (position of the follower's shape, follower, its term's index) still waiting on it; per target
+    # shape, the terms that select it. A term is shared by many followers and selects many targets: listing
+    # followers per target instead would be followers × targets.
+    position = {shape: i for i, shape in enumerate(shapes)}
+    waiting: dict[AffinityTerm, list[tuple[int, PodShape, int]]] = {}
     selected: dict[AffinityTerm, frozenset[PodShape]] = {}
     for shape in shapes:
         count = 0
@@ -106,16 +114,17 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
             found = selected.get(term)
             if found is None:
                 found = selected[term] = _targets(term, shapes, by_label, namespace_labels)
-            found = found - {shape}
-            if found:
+            if len(found) > 1 or (found and shape not in found):  # some shape other than its own
                 count += 1
-                for target in found:
-                    waiting_on.setdefault(target, []).append((shape, index))
+                waiting.setdefault(term, []).append((position[shape], shape, index))
         if count:
             unmet[shape] = count
     if not unmet:
         return list(order)
-    met: set[tuple[PodShape, int]] = set()
+    terms_of: dict[PodShape, list[AffinityTerm]] = {}
+    for term in waiting:
+        for target in selected[term]:
+            terms_of.setdefault(target, []).append(term)
     arrived: set[PodShape] = set()
     held: dict[PodShape, list[Pod]] = {}
     result: list[Pod] = []
@@ -128,10 +137,16 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
             if current in arrived:
                 continue
             arrived.add(current)
-            for follower, index in waiting_on.get(current, ()):
-                if (follower, index) in met:
-                    continue
-                met.add((follower, index))
+            at = position[current]
+            # the terms it meets, of followers of other shapes, in the followers' order then their terms' order
+            met: list[tuple[int, PodShape, int]] = []
+            for term in terms_of.get(current, ()):
+                still: list[tuple[int, PodShape, int]] = []
+                for entry in waiting[term]:
+                    (still if entry[0] == at else met).append(entry)
+                waiting[term] = still
+            met.sort(key=lambda entry: (entry[0], entry[2]))
+            for _, follower, _ in met:
                 unmet[follower] -= 1
                 if not unmet[follower] and follower in held:
                     result.extend(held.pop(follower))

@@ -38,6 +38,7 @@ from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.firstfit import FirstFit
+from karpenter_policy.scheduling.floor import CostFloor
 from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
@@ -61,6 +62,10 @@ FALLBACK_PRICE_FACTOR = 1.5
 BEST_FIT_CANDIDATES = 5
 #: Packing runs that move pods left pending next to the pods they depend on (cost strategy).
 REPAIRS = 2
+#: How often (in pods placed) a run of Karpenter's rule beside the cost plan asks whether it can still be cheaper.
+FLOOR_EVERY = 32
+#: $/h a floor must exceed the cost plan's price by to stop that run (far above the sums' rounding error).
+FLOOR_MARGIN = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +236,11 @@ class Scheduler:
         # every pod on existing nodes launches nothing: none is better (a disruption simulation's usual case).
         if not plan.failures and not plan.claims:
             return plan
-        karpenter = _Run(self, pending, KARPENTER).solve()
-        if _plan_order(karpenter) < _plan_order(plan):
+        # When the cost plan places every pod at a known price, Karpenter's can only win by being cheaper: its run
+        # stops once a floor under its price passes the cost plan's (`floor.py`), with the same answer.
+        ceiling = plan.known_cost if not plan.failures and not plan.unpriced else None
+        karpenter = _Run(self, pending, KARPENTER).solve_below(ceiling)
+        if karpenter is not None and _plan_order(karpenter) < _plan_order(plan):
             plan = karpenter
         return plan
 
@@ -363,6 +371,15 @@ class _Run:
         return pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[self.attempt_of.get(pod.key, 0)]
 
     def solve(self) -> Plan:
+        plan = self.solve_below(None)
+        assert plan is not None
+        return plan
+
+    def solve_below(self, ceiling: float | None) -> Plan | None:
+        """The run's plan; None, when a `ceiling` is given, as soon as the plan cannot cost less than it (at most
+        that: a plan no cheaper than `ceiling`, of however many pods, is not wanted)."""
+        floor = CostFloor(self.s.templates, self.existing, self.pods) if ceiling is not None else None
+        limit = math.inf if ceiling is None else ceiling + FLOOR_MARGIN
         queue = deque(self.pods)
         for pod in queue:
             self.topology.update(pod, self.attempt(pod))
@@ -373,6 +390,7 @@ class _Run:
                 self._mixed.add(signature)
             self._smallest = pod.requests if self._smallest is None else tuple(map(min, self._smallest, pod.requests))
         last_length: dict[str, int] = {}
+        placed = 0
         plan = Plan()
         while queue:
             pod = queue[0]
@@ -387,6 +405,11 @@ class _Run:
                 signature = self._signature(pod)
                 self._demand[signature] = subtract(self._demand[signature], pod.requests)
                 self._waiting[signature] -= 1
+                if floor is not None:
+                    floor.placed(pod)
+                    placed += 1
+                    if placed % FLOOR_EVERY == 0 and floor.of(self.claims) > limit:
+                        return None
                 continue
             self.errors[pod.key] = errors
             relaxed = self.relax(pod)

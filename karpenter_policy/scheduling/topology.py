@@ -71,7 +71,7 @@ class TopologyGroup:
     counts: dict[str, int] = field(default_factory=dict)
     owners: set[str] = field(default_factory=set)
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    _selects: dict[PodShape, bool] = field(default_factory=dict)
+    _selects: dict[int, tuple[PodShape, bool]] = field(default_factory=dict)  # id(shape) → (shape, selected)
 
     @property
     def key(self) -> str:
@@ -91,12 +91,13 @@ class TopologyGroup:
 
     def selects(self, shape: PodShape) -> bool:
         """The group counts pods of this shape (namespace and labels)."""
-        found = self._selects.get(shape)
+        # Keyed by identity, the shape kept alongside (so its id is never reused while cached): a shape's own hash
+        # is a Python call, and this is asked for every claim a pod of a group is offered.
+        found = self._selects.get(id(shape))
         if found is None:
-            found = self._selects[shape] = self.spec.namespaces.includes(
-                shape.namespace, self.namespace_labels
-            ) and self.spec.selector.matches(shape.label_map)
-        return found
+            selected = self.spec.namespaces.includes(shape.namespace, self.namespace_labels)
+            found = self._selects[id(shape)] = (shape, selected and self.spec.selector.matches(shape.label_map))
+        return found[1]
 
     def counts_pod(self, shape: PodShape, requirements: Requirements, allow_undefined: frozenset[str]) -> bool:
         """A pod of this shape on a node with these requirements counts for the group. `allow_undefined`: the
@@ -302,6 +303,21 @@ class Topology:
             narrowed = narrowed.add(domains)
         return narrowed
 
+    def refuses(self, pod: Pod, attempt: Attempt, node: Requirements) -> bool:
+        """A quick answer for the common refusal: True only when :meth:`add_requirements` would refuse the pod
+        on any node whose requirements are within `node` (a claim's, before the pod's are intersected in),
+        because some group the pod owns leaves none of the node's domains — a claim whose hostname already has
+        its share of a spread, or holds no pod a hostname affinity asks for. False says nothing: the full check
+        decides. Only keys on which `node` allows a finite set of values are asked (the node's domains are then
+        a subset of them whatever else narrows them)."""
+        for group in self._owned.get(pod.key, ()):
+            values = node.get_or_exists(group.key)
+            if values.complement or not values.values:  # unbounded, or no domain at all (never "emptied")
+                continue
+            if not _domains_left(group, pod.shape, attempt.strict.get_or_exists(group.key), values.values):
+                return True
+        return False
+
     def selecting(self, shape: PodShape) -> list[TopologyGroup]:
         """The groups (inverse ones aside) whose selector selects pods of this shape."""
         found = self._selecting.get(shape)
@@ -326,6 +342,26 @@ class Topology:
                 domains = requirements.get_or_exists(group.key)
                 if not domains.complement:
                     group.record(*sorted(domains.values))
+
+def _domains_left(group: TopologyGroup, shape: PodShape, pod_domains: Requirement, values: Iterable[str]) -> bool:
+    """Whether the group may leave a pod of `shape` (allowed `pod_domains`) some domain among `values` — False
+    only when `TopologyGroup.next_domains` would give no domain, or none of `values`, on every node whose domains
+    are a subset of `values` (the same rules, asked of `values` only)."""
+    counts = group.counts
+    hostname = group.key == wk.HOSTNAME
+    if group.kind == Kind.SPREAD:
+        own = 1 if group.selects(shape) else 0
+        lowest = group._min_count(pod_domains)
+        skew = group.spec.max_skew
+        return any((hostname or d in counts) and counts.get(d, 0) + own - lowest <= skew for d in values)
+    if group.kind == Kind.AFFINITY:
+        if any(counts.get(d, 0) > 0 and pod_domains.has(d) for d in values):
+            return True
+        # none of `values` holds a selected pod: the group offers domains elsewhere, or (no domain anywhere) a pod
+        # that selects itself picks one — which may be among `values`
+        return group.selects(shape) and not any(c > 0 and pod_domains.has(d) for d, c in counts.items())
+    return any((hostname or d in counts) and counts.get(d, 0) == 0 and pod_domains.has(d) for d in values)
+
 
 def _spread_key(shape: PodShape, constraint: SpreadConstraint) -> GroupKey:
     return GroupKey(

@@ -1,0 +1,36 @@
+"""benchmarks/scale.py's churn scenario: its burst always needs new nodes, so every row has a CreateFleet to time.
+
+At 2,000 nodes the scenario used to leave every tenth node underutilized: their room took the whole burst, no
+CreateFleet was made and the rows read '-' (issue #23)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from karpenter_policy.catalog import load_catalog
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import scale  # noqa: E402
+from _fleet import NODE_TYPE  # noqa: E402
+
+
+@pytest.mark.parametrize("nodes", [500, 2000, 5000, 100_000])
+def test_the_underutilized_nodes_leave_less_room_than_the_burst(nodes: int) -> None:
+    indexes = scale.underutilized_indexes(nodes)
+    assert len(indexes) == scale.UNDERUTILIZED
+    assert len(set(indexes)) == len(indexes) and all(0 <= i < nodes for i in indexes)
+    node_type = next(it for it in load_catalog().instance_types if it.name == NODE_TYPE)
+    room = scale.burst_room(len(indexes), node_type.vcpu, node_type.memory_mib)
+    assert 0 < room < scale.BURST
+
+
+def test_at_500_nodes_the_scenario_is_the_one_measured_before() -> None:
+    assert list(scale.underutilized_indexes(500)) == list(range(0, 500, 10))  # every tenth, as measured before
+
+
+def test_a_fleet_smaller_than_the_underutilized_count_is_all_underutilized() -> None:
+    assert list(scale.underutilized_indexes(20)) == list(range(20))
