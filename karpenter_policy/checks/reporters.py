@@ -30,7 +30,10 @@ FORMATS = ("text", "json", "sarif", "github", "junit")
 
 RULE_DESCRIPTIONS = {
     "parse-error": "The file cannot be read as YAML.",
-    "schema": "The object does not match the Provisioner / AWSNodeTemplate schema.",
+    "schema": (
+        "The object does not match its kind's schema (Provisioner / AWSNodeTemplate, a Karpenter v1 CRD), or is "
+        "of a Karpenter version the tool does not check."
+    ),
     "invalid-requirement": "A requirement breaks Karpenter's rules for operators and values.",
     "restricted-label": "A label or requirement uses a key reserved for Kubernetes or Karpenter.",
     "invalid-spec": "The spec breaks one of Karpenter's webhook rules.",
@@ -70,6 +73,8 @@ RULE_DESCRIPTIONS = {
     "ttl-churn": "A ttlSecondsUntilExpired under an hour: nodes are replaced about as fast as they launch.",
     "invalid-replicas": "A workload's replicas (a Job's parallelism) is not an integer of 0 to 100,000.",
     "volume-zones-conflict": "A pod's volumes (their PersistentVolumes' zones) leave no zone: no node can hold it.",
+    "cel-rule": "A Karpenter v1 object fails a CEL rule of its CRD: the API server refuses it.",
+    "runtime-validation": "A NodePool fails Karpenter v1's RuntimeValidate: admitted, but it never becomes Ready.",
 }
 
 

@@ -21,9 +21,11 @@ FULL_DESCRIPTIONS = {
     ),
     "schema": (
         "The object does not match the JSON Schema of its kind (the v0.31 CRDs of Provisioner and AWSNodeTemplate, "
-        "or the PinningPolicy schema): an unknown field (with the nearest valid name), a wrong type, a missing "
-        "required field, a value out of range, or a manifest without apiVersion/kind. Karpenter's API server would "
-        "refuse it. It cannot be silenced: the other checks need a well-formed object."
+        "the OpenAPI schema of Karpenter v1.14.1's NodePool, NodeClaim and EC2NodeClass CRDs, or the PinningPolicy "
+        "schema): an unknown field (with the nearest valid name), a wrong type, a missing required field, a value "
+        "out of range, or a manifest without apiVersion/kind. Karpenter's API server would refuse it. An object of "
+        "a Karpenter group in a version or kind the tool does not check (karpenter.sh/v1beta1, a misspelt kind) is "
+        "this error too, naming what is checked. It cannot be silenced: the other checks need a well-formed object."
     ),
     "invalid-requirement": (
         "A requirement breaks Karpenter's webhook rules: an operator other than In, NotIn, Exists, DoesNotExist, "
@@ -205,6 +207,18 @@ FULL_DESCRIPTIONS = {
         "allowedTopologies. When these leave no value of a key — claims bound to PersistentVolumes in different "
         "zones — no node can hold the pod: it stays pending. The finding names the volumes; the workload is not "
         "placed or planned further."
+    ),
+    "cel-rule": (
+        "A Karpenter v1 object (karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass) fails "
+        "one of the x-kubernetes-validations CEL rules of Karpenter v1.14.1's CRD, which the Kubernetes API server "
+        "evaluates: kubectl apply, Argo CD and Flux are refused. The message is the rule's own, at the field the "
+        "rule is on. It cannot be silenced: the cluster refuses the object whatever the tool says."
+    ),
+    "runtime-validation": (
+        "A karpenter.sh/v1 NodePool the API server admits but Karpenter v1.14.1's RuntimeValidate refuses "
+        "(template labels, taints and startup taints, requirements: nodepool_validation.go): the NodePool is "
+        "stored, marked ValidationSucceeded=False and never launches a node. The message is Karpenter's. It cannot "
+        "be silenced."
     ),
 }
 

@@ -11,11 +11,11 @@ A directive is a YAML comment `# karpenter-policy: disable=RULE[,RULE...]`. At t
 findings of those rules placed on that line; alone on its line, those placed on the next line.
 
 Some rules cannot be silenced either way (`UNSUPPRESSIBLE`): an object the tool cannot read (`parse-error`,
-`template-error`, `schema`) or that Karpenter's webhook refuses (`invalid-requirement`, `restricted-label`,
-`invalid-spec`) cannot be proven or compiled — the later stages rely on those rules — and silencing the finding
-would only move the failure to the cluster; a Provisioner compile cannot store (`reserved-name`,
-`configmap-too-large`) leaves nothing to write. Every other finding silenced counts as if its rule had not fired:
-the object goes on to the solver and the compiler.
+`template-error`, `schema`) or that Karpenter refuses (`invalid-requirement`, `restricted-label`, `invalid-spec`;
+for v1 objects its CRDs' `cel-rule` and NodePool's `runtime-validation`) cannot be proven or compiled — the later
+stages rely on those rules — and silencing the finding would only move the failure to the cluster; a Provisioner
+compile cannot store (`reserved-name`, `configmap-too-large`) leaves nothing to write. Every other finding silenced
+counts as if its rule had not fired: the object goes on to the solver and the compiler.
 
 A file's directives are read when a finding in it is first looked at (most files have none), from the text the
 run read (`loader.read_text`: the same bounds; standard input is kept by the loader).
@@ -27,12 +27,14 @@ import re
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.violations import (
+    CEL_RULE,
     CONFIGMAP_TOO_LARGE,
     INVALID_REQUIREMENT,
     INVALID_SPEC,
     PARSE_ERROR,
     RESERVED_NAME,
     RESTRICTED_LABEL,
+    RUNTIME_VALIDATION,
     SCHEMA,
     TEMPLATE_ERROR,
 )
@@ -48,6 +50,8 @@ UNSUPPRESSIBLE = frozenset(
         INVALID_REQUIREMENT,
         RESTRICTED_LABEL,
         INVALID_SPEC,
+        CEL_RULE,
+        RUNTIME_VALIDATION,
         RESERVED_NAME,
         CONFIGMAP_TOO_LARGE,
     }
