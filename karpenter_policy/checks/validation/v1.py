@@ -59,8 +59,8 @@ class Verdict:
 
 
 def karpenter_object(data: Mapping[str, Any]) -> Verdict | None:
-    """The verdict on `data` (a mapping with a string apiVersion and kind); None when it is of no Karpenter group and
-    no v1 kind (another kind, skipped)."""
+    """The verdict on `data` (a mapping with a string apiVersion and kind); None when its group is not Karpenter's
+    (another project's kind, even one named NodePool: skipped and counted)."""
     api_version, kind = str(data.get("apiVersion")), str(data.get("kind"))
     if V1_API_VERSIONS.get(kind) == api_version:
         # api.v1 brings in cel-python (about half a second of imports): only when there is a v1 object to check
