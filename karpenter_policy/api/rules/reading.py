@@ -36,15 +36,22 @@ TEMPLATE_ERROR = Rule(
 SCHEMA = Rule(
     id="schema",
     severity=ERROR,
-    summary="The object does not match the Provisioner / AWSNodeTemplate schema.",
+    summary=(
+        "The object does not match its kind's schema (Provisioner / AWSNodeTemplate, a Karpenter v1 CRD), or is "
+        "of a Karpenter version the tool does not check."
+    ),
     description=(
         "The object does not match the JSON Schema of its kind (the v0.31 CRDs of Provisioner and AWSNodeTemplate, "
-        "or the PinningPolicy schema): an unknown field (with the nearest valid name), a wrong type, a missing "
-        "required field, a value out of range, or a manifest without apiVersion/kind. Karpenter's API server would "
-        "refuse it. It cannot be silenced: the other checks need a well-formed object."
+        "the OpenAPI schema of Karpenter v1.14.1's NodePool, NodeClaim and EC2NodeClass CRDs, or the PinningPolicy "
+        "schema): an unknown field (with the nearest valid name), a wrong type, a missing required field, a value "
+        "out of range, or a manifest without apiVersion/kind. Karpenter's API server would refuse it. An object of "
+        "a Karpenter group in a version or kind the tool does not check (karpenter.sh/v1beta1, a misspelt kind) is "
+        "this error too, naming what is checked. It cannot be silenced: the other checks need a well-formed object."
     ),
     karpenter=(
-        "core pkg/apis/crds/karpenter.sh_provisioners.yaml; aws pkg/apis/crds/karpenter.k8s.aws_awsnodetemplates.yaml"
+        "core pkg/apis/crds/karpenter.sh_provisioners.yaml; aws pkg/apis/crds/karpenter.k8s.aws_awsnodetemplates.yaml; "
+        "core-v1 pkg/apis/crds/karpenter.sh_nodepools.yaml; core-v1 pkg/apis/crds/karpenter.sh_nodeclaims.yaml; "
+        "aws-v1 pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml"
     ),
     silenceable=False,
 )

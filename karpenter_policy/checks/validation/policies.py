@@ -1,8 +1,9 @@
 """`validate`: load policy files, check each object against its schema and Karpenter's webhook rules.
 
-No solver here. Findings are placed at the exact node (requirement, label, taint) the rule is about. YAML
-documents that are not Kubernetes objects (values files, CI workflows, lists) are counted and skipped; Kubernetes
-objects of other kinds too.
+No solver here. Findings are placed at the exact node (requirement, label, taint) the rule is about. Karpenter v1
+objects (NodePool, NodeClaim, EC2NodeClass) and objects of a Karpenter group in a version the tool does not check
+are `v1`'s. YAML documents that are not Kubernetes objects (values files, CI workflows, lists) are counted and
+skipped; Kubernetes objects of other kinds too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from karpenter_policy.api.kinds import (
 )
 from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.schema import nearest_field, schema_file_for, schema_violations
+from karpenter_policy.api.v1.crds import EC2NODECLASS_KIND, NODEPOOL_KIND
 from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
     ERROR,
@@ -36,11 +38,13 @@ from karpenter_policy.api.violations import (
     WARNING,
     Violation,
 )
+from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.checks.findings import Finding, Location, Report
 from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.files import load_file
 from karpenter_policy.checks.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
 from karpenter_policy.checks.suppression import Suppression
+from karpenter_policy.checks.validation.v1 import karpenter_object, node_class_ref
 
 _POLICY_GROUPS = {api_version.split("/")[0] for api_version in API_VERSIONS.values()}
 
@@ -156,8 +160,12 @@ def _check_document(doc: Document, report: Report) -> tuple[list[Finding], bool,
     schema_file, problems = _identify(doc)
     if schema_file is None:
         if not problems:
-            report.skipped[str(doc.data.get("kind"))] += 1
-            return [], False, _ALWAYS
+            verdict = karpenter_object(doc.data)
+            if verdict is None:
+                report.skipped[str(doc.data.get("kind"))] += 1
+                return [], False, _ALWAYS
+            report.kinds[verdict.kind] += 1
+            return [place(doc, v) for v in verdict.violations], verdict.checked, _ALWAYS
         report.kinds["(invalid)"] += 1
         return [place(doc, v) for v in problems], False, _ALWAYS
     data = doc.data
@@ -195,7 +203,8 @@ def _stray_field(violation: Violation) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Named:
-    """What the rules across objects need of one checked object (not its node tree, which is let go)."""
+    """What the rules across objects need of one checked object (not its node tree, which is let go): its name,
+    and the node template or node class it names (a Provisioner's providerRef, a NodePool's nodeClassRef)."""
 
     kind: str
     name: str
@@ -214,6 +223,9 @@ def _named(doc: Document) -> _Named | None:
     spec = data.get("spec")
     ref = spec.get("providerRef") if isinstance(spec, Mapping) else None
     ref_name = ref.get("name") if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) else None
+    ref_path: FieldPath = ("spec", "providerRef", "name")
+    if (class_ref := node_class_ref(data)) is not None:
+        ref_name, ref_path = class_ref.name, class_ref.path
     kind = str(data.get("kind"))
     return _Named(
         kind,
@@ -221,15 +233,17 @@ def _named(doc: Document) -> _Named | None:
         object_ref(kind, name),
         Location(doc.file, *doc.position(("metadata", "name"))),
         ref_name,
-        Location(doc.file, *doc.position(("spec", "providerRef", "name"))) if ref_name else None,
+        Location(doc.file, *doc.position(ref_path)) if ref_name else None,
     )
 
 
 def _cross_object(objects: Sequence[_Named]) -> list[Finding]:
-    """Rules across objects: one name per kind; a providerRef names a node template given alongside."""
+    """Rules across objects: one name per kind; a providerRef names a node template given alongside, a NodePool's
+    nodeClassRef an EC2NodeClass."""
     findings: list[Finding] = []
     first_of: dict[tuple[str, str], _Named] = {}
     templates = {o.name for o in objects if o.kind == NODE_TEMPLATE_KIND}
+    node_classes = {o.name for o in objects if o.kind == EC2NODECLASS_KIND}
     for obj in objects:
         first = first_of.setdefault((obj.kind, obj.name), obj)
         if first is not obj:
@@ -260,6 +274,20 @@ def _cross_object(objects: Sequence[_Named]) -> list[Finding]:
                     obj.object_ref,
                 )
             )
+        if obj.kind == NODEPOOL_KIND and obj.provider_ref is not None and obj.provider_ref not in node_classes:
+            at = obj.provider_ref_at or obj.at
+            findings.append(
+                Finding(
+                    UNRESOLVED_REFERENCE,
+                    WARNING,
+                    f"nodeClassRef names EC2NodeClass {obj.provider_ref!r}, which is not among the checked files; "
+                    "Karpenter does not make the NodePool Ready (nor launch nodes for it) until it exists",
+                    at.file,
+                    at.line,
+                    at.column,
+                    obj.object_ref,
+                )
+            )
     return findings
 
 
@@ -273,8 +301,9 @@ def validate_paths(
 ) -> Report:
     """Validate every policy file under `paths`.
 
-    `on_valid` receives each policy document that has no error finding (`checks.repository` keeps what its readers
-    build from); by default documents are let go as soon as they are checked.
+    `on_valid` receives each policy document (Provisioner, AWSNodeTemplate, a Karpenter v1 object, ...) that has
+    no error finding (`checks.repository` keeps what its readers build from); by default documents are let go as
+    soon as they are checked.
     A finding the `selection` disables, or a directive in the file silences (`suppression`), does not count: the
     document goes on as if the rule had not fired. `values` are the template values (`--values`) for `*.yaml.j2`
     files (an empty mapping when None). `on_checkable` receives the policy documents whose errors (if any) leave
