@@ -64,6 +64,8 @@ VOLUME_ZONES_CONFLICT = "volume-zones-conflict"
 INVALID_REPLICAS = "invalid-replicas"
 #: (error) a PlacementTest expectation the plan of `check --workloads` does not meet (`karpenter-policy test`).
 PLACEMENT_TEST_FAILED = "placement-test-failed"
+#: (warning, check --workloads) a workload that names no CPU architecture may land on arm64 as well as amd64 nodes.
+MULTI_ARCH = "multi-arch"
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ RULE_DESCRIPTIONS = {
     "limits": "A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
     "pinning-violation": "A workload lacks a nodeSelector entry or toleration that a PinningPolicy rule requires.",
     "placement-test-failed": "A PlacementTest expectation does not hold for the planned placement of its workload.",
+    "multi-arch": "A workload that names no CPU architecture may land on nodes of another one than amd64 (arm64).",
     "pinning-conflict": "Two PinningPolicy rules that match one workload pin a nodeSelector key to different values.",
     "reserved-name": "A name that compile cannot use: its constraint set would overwrite the index of the sets.",
     "quantity-out-of-range": "A quantity beyond ±(2^63-1), what Kubernetes holds as an integer: read as that bound.",
@@ -139,7 +140,9 @@ def render_text(report: Report, verb: str = "validated", quiet: bool = False) ->
     for f in report.sorted_findings():
         where = f"{f.file}:{f.line}:{f.column}" if f.line else f.file
         subject = f" {f.object_ref}:" if f.object_ref else ""
-        lines.append(f"{where}: {f.severity}:{subject} {f.message} [{f.rule}]")
+        first, *more = f.message.split("\n")
+        lines.append(f"{where}: {f.severity}:{subject} {first} [{f.rule}]")
+        lines.extend(f"  {line}" for line in more)  # a multi-line message: its lines under the finding
         lines.extend(f"    related: {r.file}:{r.line}:{r.column}" for r in f.related)
     if not quiet:
         lines.append(_summary_text(report, verb))

@@ -118,6 +118,11 @@ FULL_DESCRIPTIONS = {
         "(provisioner, capacity types, zones, architectures, instance families, unschedulable, maxMonthlyCost) "
         "does not hold for the plan of its workload; reported at the expectation's line (docs/placement-tests.md)."
     ),
+    "multi-arch": (
+        "check --workloads: a workload whose node selector and affinity do not name kubernetes.io/arch may be "
+        "placed on arm64 (Graviton) nodes — Karpenter picks the type at launch among every type that fits, by price "
+        "and availability. A warning: its images must be multi-arch, or pin an architecture with a nodeSelector."
+    ),
     "pinning-conflict": (
         "Two PinningPolicy rules that match the same workload pin a nodeSelector key to different values."
     ),
