@@ -95,7 +95,9 @@ def render_text(report: Report, verb: str = "validated", quiet: bool = False) ->
     for f in report.sorted_findings():
         where = f"{f.file}:{f.line}:{f.column}" if f.line else f.file
         subject = f" {f.object_ref}:" if f.object_ref else ""
-        lines.append(f"{where}: {f.severity}:{subject} {f.message} [{f.rule}]")
+        first, *more = f.message.split("\n")
+        lines.append(f"{where}: {f.severity}:{subject} {first} [{f.rule}]")
+        lines.extend(f"  {line}" for line in more)  # a multi-line message: its lines under the finding
         lines.extend(f"    related: {r.file}:{r.line}:{r.column}" for r in f.related)
     if not quiet:
         lines.append(_summary_text(report, verb))

@@ -7,6 +7,8 @@ node types its pods land on, its $/month, its share of the bill) and a total; th
 
 from __future__ import annotations
 
+import re
+
 from karpenter_policy.checks.proof.placement import Capacity, WorkloadBill, money
 
 #: A change below half a cent a month is no change.
@@ -15,8 +17,14 @@ _CENT = 0.005
 
 def markdown_text(text: str) -> str:
     """`text` as one line of Markdown that GitHub shows as written: table pipes, backslashes and angle brackets
-    escaped, newlines as spaces."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    escaped; the lines of a multi-line message (one reason per line) as `<br>` line breaks, their indentation
+    dropped."""
+    escaped = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return _LINE_BREAK.sub("<br>", escaped.strip("\n"))
+
+
+#: A newline and the indentation after it.
+_LINE_BREAK = re.compile(r"\n[ \t]*")
 
 
 #: Between a sign and its amount: no line break there, however narrow the table cell.

@@ -297,15 +297,19 @@ class Requirements(Mapping[str, Requirement]):
 
         Empty list: they intersect. Two negative requirements (NotIn/DoesNotExist) never conflict.
         """
-        errors: list[str] = []
+        return [f"{other._by_key[key]} not in {self._by_key[key].describe_values()}" for key in self.disjoint(other)]
+
+    def disjoint(self, other: Requirements) -> list[str]:
+        """The keys of :meth:`disjoint_keys`' reasons, sorted."""
+        keys: list[str] = []
         for key in sorted(self._by_key.keys() & other._by_key.keys()):
             existing, incoming = self._by_key[key], other._by_key[key]
             if not existing.intersection(incoming).is_empty():
                 continue
             if incoming.operator() in _NEGATIVE and existing.operator() in _NEGATIVE:
                 continue
-            errors.append(f"{incoming} not in {existing.describe_values()}")
-        return errors
+            keys.append(key)
+        return keys
 
     def admits(self, other: Requirements, allow_undefined: frozenset[str] = WELL_KNOWN_LABELS) -> bool:
         """Whether a pod with requirements `other` may run on a node with these requirements: no

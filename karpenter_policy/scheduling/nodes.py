@@ -24,7 +24,7 @@ from karpenter_policy.model.podtopology import HostPort
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import Taint, untolerated
 from karpenter_policy.scheduling.pods import Attempt, Pod
-from karpenter_policy.scheduling.reasons import Refusal, untolerated_text
+from karpenter_policy.scheduling.reasons import Refusal, requirements_text, untolerated_text
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
@@ -223,10 +223,7 @@ class NodeClaim:
             admitted = self._admits[key] = self.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN)
         if not admitted:
             requirements = self.requirements
-            return Refusal(
-                "requirements",
-                lambda: " and ".join(requirements.incompatibilities(attempt.requirements, ALLOW_WELL_KNOWN)),
-            )
+            return Refusal("requirements", lambda: requirements_text(requirements, attempt.requirements))
         requests = add(self.requests, pod.requests)
         if self.pods and not self.options & template.shapes.fitting(requests):
             return _NO_ROOM  # a claim that is full, before the dearer requirement algebra (a fresh one says why)

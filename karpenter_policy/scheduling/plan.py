@@ -71,19 +71,42 @@ class PodFailure:
 
 
 #: Refusal kinds (`scheduling.reasons`), the closest first: the provisioner took the pod's taints and requirements
-#: and lacked room (limits, instance sizes, topology, ports), before those that keep the pod away.
-CLOSEST_REFUSALS = ("limits", "resources", "instance-types", "topology", "host-ports", "requirements", "taint",
+#: and lacked room (limits, topology, ports; then instance sizes), before those that keep the pod away.
+CLOSEST_REFUSALS = ("limits", "topology", "host-ports", "resources", "instance-types", "requirements", "taint",
                     "unavailable")
+#: The kinds that say the provisioner accepted the pod and only room was missing: they come before a fix.
+_ROOM = frozenset({"limits", "topology", "host-ports"})
 
 
 def ranked_refusals(reasons: Mapping[str, Refusal]) -> list[tuple[str, Refusal]]:
-    """The refusals, the most relevant provisioner first: one that refused for want of room (limits, sizes,
-    topology, ports) accepted the pod's taints and requirements — the one the workload targets — before one whose
-    requirements or taints keep the pod away; ties in the scheduler's order. One order for every message: the
-    controller's FailedScheduling Event says what `check --workloads` says."""
+    """The refusals, the most relevant provisioner first: one the pod targets (it tolerates its taint, or selects a
+    label only it defines); then one that refused for want of room (limits, topology, ports) — it accepted the
+    pod's taints and requirements; then one that one stated change to the pod would make take it (a `fix`: the
+    toleration, the misspelt value); then by kind (`CLOSEST_REFUSALS`: sizes before requirements before taints);
+    ties in the scheduler's order. One order for every message: the controller's FailedScheduling Event says what
+    `check --workloads` says."""
     order = {kind: i for i, kind in enumerate(CLOSEST_REFUSALS)}
-    ranked = sorted(enumerate(reasons.items()), key=lambda item: (order.get(item[1][1].kind, len(order)), item[0]))
-    return [pair for _, pair in ranked]
+
+    def rank(item: tuple[int, tuple[str, Refusal]]) -> tuple[bool, bool, bool, int, int]:
+        position, (_, refusal) = item
+        room = refusal.kind in _ROOM
+        return (not refusal.targeted, not room, room or refusal.fix is None,
+                order.get(refusal.kind, len(order)), position)
+
+    return [pair for _, pair in sorted(enumerate(reasons.items()), key=rank)]
+
+
+#: How each line of a multi-line message is indented under its first line.
+INDENT = "  "
+
+
+def refusal_lines(name: str, refusal: Refusal) -> list[str]:
+    """`provisioner gpu: taint … not tolerated`, and under it the fix when there is one (`  fix: add …`)."""
+    lines = [f"provisioner {name}: {refusal}"]
+    fix = refusal.fix
+    if fix is not None:
+        lines.append(f"{INDENT}fix: {fix}")
+    return lines
 
 
 def refusals_message(
@@ -91,16 +114,25 @@ def refusals_message(
     relaxed: Sequence[str] = (),
     nothing: str = "there is no provisioner that admits an instance type",
 ) -> str:
-    """`no provisioner can launch a node for it: provisioner a: …; provisioner b: …` — why each template refused a
-    pod, the most relevant first (`ranked_refusals`; `nothing`: what to say when there is no template), with what
-    Karpenter relaxed first."""
+    """Why each template refused a pod, one provisioner per line under `no provisioner can launch a node for it:`,
+    the most relevant first (`ranked_refusals`), each with the change to the pod that would make it take the pod
+    when there is one; what Karpenter relaxed first on the last line. `nothing`: what to say when there is no
+    template."""
     if not reasons:
         return f"no provisioner can launch a node for it: {nothing}"
-    parts = [f"provisioner {name}: {reason}" for name, reason in ranked_refusals(reasons)]
-    text = "no provisioner can launch a node for it: " + "; ".join(parts)
+    lines = ["no provisioner can launch a node for it:"]
+    for name, reason in ranked_refusals(reasons):
+        lines += [INDENT + line for line in refusal_lines(name, reason)]
     if relaxed:
-        text += f" (after Karpenter relaxed the pod: {', '.join(relaxed)})"
-    return text
+        lines.append(f"{INDENT}(after Karpenter relaxed the pod: {', '.join(relaxed)})")
+    return "\n".join(lines)
+
+
+def one_line(message: str) -> str:
+    """A multi-line message (`refusals_message`) on one line, for a log line: its lines after the first joined by
+    "; " (`no provisioner can launch a node for it: provisioner gpu: …; fix: …; provisioner default: …`)."""
+    first, *rest = message.split("\n")
+    return " ".join([first, "; ".join(line.strip() for line in rest)]) if rest else first
 
 
 def refused_message(reason: str) -> str:

@@ -18,26 +18,40 @@ from decimal import Decimal
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pods import describe_quantity, describe_requests, format_bytes
-from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import CPU, MEMORY, PODS, format_quantity
+from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.model.taints import Taint, Toleration, untolerated
 from karpenter_policy.scheduling.instances import OFFERING_KEYS
+from karpenter_policy.scheduling.pods import Attempt
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
-from karpenter_policy.scheduling.vectors import INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, as_resources
+from karpenter_policy.scheduling.vectors import INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, add, as_resources
 
 _SHOWN = 3
 _LIMITS = "(limits)"
 
 
 class Refusal:
-    """Why one template cannot take a pod (see the module docstring)."""
+    """Why one template cannot take a pod (see the module docstring). `about`: the template and the pod's attempt
+    it was refused at, when the refusal may carry a `fix` (the one change to the pod that makes the template take
+    it) and tell whether the pod `targets` the template; `karpenter`: Karpenter's own sentence, when the message
+    puts it in other words."""
 
-    __slots__ = ("kind", "_message", "_make")
+    __slots__ = ("kind", "_message", "_make", "_about", "_fix", "_karpenter")
 
-    def __init__(self, kind: str, message: str | Callable[[], str]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        message: str | Callable[[], str],
+        about: tuple[NodeClaimTemplate, Attempt, Vector] | None = None,
+        karpenter: Callable[[], str] | None = None,
+    ) -> None:
         self.kind = kind
         self._message: str | None = message if isinstance(message, str) else None
         self._make: Callable[[], str] | None = None if isinstance(message, str) else message
+        self._about = about
+        self._fix: str | None | bool = False  # False: not worked out yet
+        self._karpenter = karpenter
 
     @property
     def message(self) -> str:
@@ -46,6 +60,29 @@ class Refusal:
             assert self._make is not None
             self._message, self._make = self._make(), None
         return self._message
+
+    @property
+    def fix(self) -> str | None:
+        """The one change to the pod spec that makes this template take the pod (`fix_for`), None when there is
+        none (or the refusal is not about the pod's taints or requirements)."""
+        if self._fix is False:
+            self._fix = fix_for(self.kind, *self._about) if self._about is not None else None
+        return self._fix if isinstance(self._fix, str) else None
+
+    @property
+    def targeted(self) -> bool:
+        """Whether the pod aims at this template: it tolerates one of its taints, or its requirements name a label
+        the template defines that is not a well-known one (or its provisioner name)."""
+        if self._about is None:
+            return False
+        template, attempt, _ = self._about
+        return targets(template, attempt)
+
+    @property
+    def karpenter(self) -> str | None:
+        """Karpenter's sentence for this refusal when the message says it in other words (for people who search
+        Karpenter's code or issues for it), else None."""
+        return self._karpenter() if self._karpenter is not None else None
 
     def __str__(self) -> str:
         return self.message
@@ -77,6 +114,143 @@ def untolerated_text(taints: Sequence[Taint], tolerations: Sequence[Toleration])
     """The taints the tolerations leave untolerated, in words."""
     missing = untolerated(taints, tolerations)
     return f"taint{'s' if len(missing) > 1 else ''} {', '.join(str(t) for t in missing)} not tolerated"
+
+
+# --- the pod's requirements against a template's, in the user's words ----------------------------------------
+
+
+def requirements_text(mine: Requirements, pod: Requirements) -> str:
+    """Why a pod with requirements `pod` cannot run on a node with requirements `mine`, one phrase per key joined
+    by " and " — Karpenter's rules (`Requirements.incompatibilities`), told in the user's terms: a label the pod
+    requires that the nodes never have is said so, with Karpenter's own sentence in quotes after it (`label team
+    does not have known values`, from `scheduling.Requirements.Compatible`, karpenter-core
+    pkg/scheduling/requirements.go); a value the nodes do not have names the nearest one they have."""
+    phrases: list[str] = []
+    for key in sorted(pod.keys() - wk.WELL_KNOWN_LABELS):
+        if key in mine or pod[key].operator() in (Operator.NOT_IN, Operator.DOES_NOT_EXIST):
+            continue
+        karpenter = f"label {key} does not have known values{wk.typo_hint(key, mine)}"
+        phrases.append(
+            f'the pod requires label {key}, which its nodes never have (Karpenter: "{karpenter}")'
+        )
+    for key in mine.disjoint(pod):
+        conflict = f"{pod[key]} not in {mine[key].describe_values()}"
+        guess = _nearest_value(mine, pod, key)
+        phrases.append(f"{conflict} (did you mean {key}: {guess}?)" if guess is not None else conflict)
+    return " and ".join(phrases)
+
+
+def _nearest_value(mine: Requirements, pod: Requirements, key: str) -> str | None:
+    """The value of a custom label `key` the nodes may have nearest to the pod's one value (a typo: `gpus` for
+    `gpu`), if any."""
+    if key in wk.WELL_KNOWN_LABELS or key not in mine or key not in pod:
+        return None  # a well-known value the nodes lack is a real choice (arm64), not a typo: `unknown-label-value`
+    theirs, wanted = mine[key], pod[key]
+    if theirs.complement or wanted.operator() != Operator.IN or len(wanted.values) != 1:
+        return None
+    return nearest_name(next(iter(wanted.values)), sorted(theirs.values))
+
+
+def requirements_refusal(template: NodeClaimTemplate, attempt: Attempt, requests: Vector) -> Refusal:
+    """`requirements`: the template's requirements and the attempt's are incompatible (`requirements_text`)."""
+    mine, pod = template.requirements, attempt.requirements
+    return Refusal(
+        "requirements",
+        lambda: requirements_text(mine, pod),
+        (template, attempt, requests),
+        lambda: " and ".join(mine.incompatibilities(pod, wk.WELL_KNOWN_LABELS)),
+    )
+
+
+def taint_refusal(template: NodeClaimTemplate, attempt: Attempt, requests: Vector) -> Refusal:
+    """`taint`: the template taints its nodes with what the attempt does not tolerate."""
+    taints, tolerations = template.taints, attempt.tolerations
+    return Refusal("taint", lambda: untolerated_text(taints, tolerations), (template, attempt, requests))
+
+
+# --- what to change in the pod ------------------------------------------------------------------------------
+
+
+def targets(template: NodeClaimTemplate, attempt: Attempt) -> bool:
+    """Whether a pod aims at `template`: it tolerates one of the template's taints, or its requirements name the
+    provisioner or a label the template defines that is not well known (`workload-type`, `team`)."""
+    tolerations = attempt.tolerations
+    if tolerations and any(t.tolerates(taint) for taint in template.taints for t in tolerations):
+        return True
+    return any(
+        key == wk.PROVISIONER_NAME or (key in template.requirements and key not in wk.WELL_KNOWN_LABELS)
+        for key in attempt.requirements
+    )
+
+
+def _takes(template: NodeClaimTemplate, requirements: Requirements, requests: Vector) -> bool:
+    """Whether a new node of `template` could hold a pod with `requirements` and `requests` (taints aside): the
+    requirements are compatible and some admitted type satisfies them with room for the pod and the DaemonSets."""
+    if not template.requirements.admits(requirements, wk.WELL_KNOWN_LABELS):
+        return False
+    merged = template.requirements.intersection(requirements)
+    fitting = template.shapes.fitting(add(template.overhead, requests))
+    return bool(template.types & fitting & template.table.mask_of(merged, None, template.os))
+
+
+def _yaml_scalar(value: str) -> str:
+    """A value as YAML flow text: quoted when YAML would read it as something else than that string."""
+    plain = value and value.replace("-", "").replace(".", "").replace("/", "").replace("_", "").isalnum()
+    special = value.lower() in ("true", "false", "yes", "no", "on", "off", "null", "y", "n", "~")
+    if plain and not special and not value[0].isdigit():
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def toleration_text(taint: Taint) -> str:
+    """`{key: nvidia.com/gpu, operator: Equal, value: "true", effect: NoSchedule}`: the toleration of one taint."""
+    if taint.value:
+        return (
+            f"{{key: {_yaml_scalar(taint.key)}, operator: Equal, value: {_yaml_scalar(taint.value)}, "
+            f"effect: {taint.effect}}}"
+        )
+    return f"{{key: {_yaml_scalar(taint.key)}, operator: Exists, effect: {taint.effect}}}"
+
+
+def fix_for(kind: str, template: NodeClaimTemplate, attempt: Attempt, requests: Vector) -> str | None:
+    """The one change to the pod spec that makes `template` take it, in words, None when there is none:
+    a `taint` refusal — the tolerations of the untolerated taints (and the template's labels as a nodeSelector
+    that keeps the pod on its nodes); a `requirements` refusal whose every conflict is a value the nodes spell
+    otherwise — the nodeSelector with the nearest values. Checked: with the change the requirements are compatible
+    and an admitted type has room for the pod (limits and topology aside)."""
+    if kind == "taint":
+        missing = untolerated(template.taints, attempt.tolerations)
+        if not missing or not _takes(template, attempt.requirements, requests):
+            return None
+        text = "add tolerations: [" + ", ".join(toleration_text(t) for t in missing) + "] to the pod spec"
+        labels = {k: v for k, v in sorted(template.labels.items()) if k != wk.PROVISIONER_NAME}
+        if labels:
+            selector = ", ".join(f"{_yaml_scalar(k)}: {_yaml_scalar(v)}" for k, v in labels.items())
+            text += f" (and nodeSelector: {{{selector}}} to keep it on these nodes)"
+        return text + "; this provisioner then takes it"
+    if kind != "requirements":
+        return None
+    mine, pod = template.requirements, attempt.requirements
+    conflicts = mine.disjoint(pod)
+    undefined = [
+        k for k in pod.keys() - wk.WELL_KNOWN_LABELS
+        if k not in mine and pod[k].operator() not in (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
+    ]
+    if not conflicts or undefined:
+        return None  # a label the nodes never have: no selector the pod can write makes them have it
+    replaced: dict[str, str] = {}
+    for key in conflicts:
+        guess = _nearest_value(mine, pod, key)
+        if guess is None:
+            return None
+        replaced[key] = guess
+    fixed = Requirements(
+        Requirement.new(k, Operator.IN, [replaced[k]]) if k in replaced else r for k, r in pod.items()
+    )
+    if untolerated(template.taints, attempt.tolerations) or not _takes(template, fixed, requests):
+        return None
+    selector = ", ".join(f"{_yaml_scalar(k)}: {_yaml_scalar(v)}" for k, v in replaced.items())
+    return f"set nodeSelector: {{{selector}}} in the pod spec; this provisioner then takes it"
 
 
 def explain(

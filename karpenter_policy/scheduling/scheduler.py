@@ -44,7 +44,13 @@ from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fi
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
-from karpenter_policy.scheduling.reasons import Refusal, limits_text, no_type_refusal, untolerated_text
+from karpenter_policy.scheduling.reasons import (
+    Refusal,
+    limits_text,
+    no_type_refusal,
+    requirements_refusal,
+    taint_refusal,
+)
 from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
@@ -283,12 +289,9 @@ def fresh_claim(
     if not template.types:
         return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
     if template.taints and untolerated(template.taints, attempt.tolerations):
-        return Refusal("taint", untolerated_text(template.taints, attempt.tolerations))
+        return taint_refusal(template, attempt, pod.requests)
     if ruled_out or not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
-        return Refusal(
-            "requirements",
-            lambda: " and ".join(template.requirements.incompatibilities(attempt.requirements, ALLOW_WELL_KNOWN)),
-        )
+        return requirements_refusal(template, attempt, pod.requests)
     within = template.shapes.capacity_within(limits) if limits else template.table.everything
     options = template.types & within
     if not options:

@@ -35,7 +35,7 @@ from karpenter_policy.api.defaults import default_requirements
 from karpenter_policy.webhook.checks import Checker, describe
 from karpenter_policy.webhook.pinning import Pinner, no_pinning
 from karpenter_policy.webhook.review import AdmissionRequest, AdmissionResponse
-from karpenter_policy.webhook.workcaps import over_cap
+from karpenter_policy.webhook.workcaps import over_cap, pod_over_cap
 
 MUTATE_PROVISIONERS = "/mutate/provisioners"
 VALIDATE_PROVISIONERS = "/validate/provisioners"
@@ -94,6 +94,8 @@ class Handlers:
             return AdmissionResponse(True)
         if obj.get("kind") != "Pod" or obj.get("apiVersion") != "v1":
             return AdmissionResponse(False, f"expected a v1 Pod, not {describe(obj)}")
+        if (excess := pod_over_cap(obj)) is not None:
+            return AdmissionResponse(False, f"karpenter-policy webhook: {excess}")
         pinning = self.pinner(obj, request.namespace)
         return AdmissionResponse(True, warnings=pinning.warnings, patch=pinning.patch)
 

@@ -15,6 +15,13 @@ at once, with a message that says which cap and why, before the schema, the rule
 * `MAX_METADATA_ENTRIES` (500) labels and annotations in `metadata` — tools add a handful.
 
 The count walks the requirements once (no copy, nothing parsed), so the UPDATE path pays microseconds.
+
+A pod sent to `/mutate/pods` has caps of its own (`pod_over_cap`), for the work pinning does — matching its labels,
+comparing its nodeSelector and tolerations with each rule's, checking its node affinity against every pin: the same
+`MAX_METADATA_ENTRIES` labels and annotations; `MAX_NODE_ENTRIES` nodeSelector entries and tolerations together
+(a pod has a few); `MAX_REQUIREMENTS` node-affinity expressions and fields over every term, required and
+preferred, and `MAX_VALUES` values in them. Over a cap, the pod is denied with the cap named, not pinned nor
+admitted unpinned: admitting it would let a pod skip its pins by growing past a cap.
 """
 
 from __future__ import annotations
@@ -70,5 +77,65 @@ def over_cap(obj: Mapping[str, Any]) -> str | None:
             f"spec.requirements hold {values} values, over the webhook's limit of {MAX_VALUES} (every EC2 "
             "instance type of a region is fewer: use instance families, categories or sizes instead of listing "
             "types); refused before any check"
+        )
+    return None
+
+
+def _node_affinity_work(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(expressions and fields, values) over every term of the pod's node affinity, required and preferred."""
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    if not isinstance(node, Mapping):
+        return 0, 0
+    terms: list[object] = []
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(required, Mapping) and isinstance(required.get("nodeSelectorTerms"), list):
+        terms += required["nodeSelectorTerms"]
+    preferred = node.get("preferredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(preferred, list):
+        terms += [p.get("preference") for p in preferred if isinstance(p, Mapping)]
+    expressions = values = 0
+    for term in terms:
+        if not isinstance(term, Mapping):
+            continue
+        for field in ("matchExpressions", "matchFields"):
+            listed = term.get(field)
+            if not isinstance(listed, list):
+                continue
+            expressions += len(listed)
+            values += sum(_size(e.get("values")) for e in listed if isinstance(e, Mapping))
+    return expressions, values
+
+
+def pod_over_cap(obj: Mapping[str, Any]) -> str | None:
+    """Why a pod sent for pinning holds more than the caps allow (see the module docstring), None when it does
+    not. Shapes that are not what a pod holds are left to pinning, which passes them over."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        entries = _size(metadata.get("labels")) + _size(metadata.get("annotations"))
+        if entries > MAX_METADATA_ENTRIES:
+            return (
+                f"the pod's metadata holds {entries} labels and annotations, over the webhook's limit of "
+                f"{MAX_METADATA_ENTRIES}; refused before pinning"
+            )
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    entries = _size(spec.get("nodeSelector")) + _size(spec.get("tolerations"))
+    if entries > MAX_NODE_ENTRIES:
+        return (
+            f"the pod's spec holds {entries} nodeSelector entries and tolerations, over the webhook's limit of "
+            f"{MAX_NODE_ENTRIES} (a pod has a few); refused before pinning"
+        )
+    expressions, values = _node_affinity_work(spec)
+    if expressions > MAX_REQUIREMENTS:
+        return (
+            f"the pod's node affinity holds {expressions} expressions, over the webhook's limit of "
+            f"{MAX_REQUIREMENTS}; refused before pinning"
+        )
+    if values > MAX_VALUES:
+        return (
+            f"the pod's node affinity holds {values} values, over the webhook's limit of {MAX_VALUES} (every EC2 "
+            "instance type of a region is fewer); refused before pinning"
         )
     return None

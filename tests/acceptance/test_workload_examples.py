@@ -41,8 +41,20 @@ _PROVISIONER = re.compile(r"# provisioner: (?P<name>[a-z0-9-]+)")
 #: The reasons of the issue, in the words the CLI must use, and the example that shows each.
 ISSUE_REASONS = {
     "arm64-on-amd64-only.yaml": "provisioner default: kubernetes.io/arch In [arm64] not in [amd64]",
-    "gpu-without-toleration.yaml": "provisioner gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated",
-    "label-without-known-values.yaml": "provisioner batch: label team does not have known values",
+    "gpu-without-toleration.yaml": (
+        "no provisioner can launch a node for it:\n  provisioner gpu: taint nvidia.com/gpu=true:NoSchedule not "
+        'tolerated\n    fix: add tolerations: [{key: nvidia.com/gpu, operator: Equal, value: "true", effect: '
+        "NoSchedule}] to the pod spec (and nodeSelector: {accelerator: nvidia} to keep it on these nodes); this "
+        "provisioner then takes it\n"
+    ),
+    "label-without-known-values.yaml": (
+        'provisioner batch: the pod requires label team, which its nodes never have (Karpenter: "label team does not '
+        'have known values")'
+    ),
+    "label-value-typo.yaml": (
+        "provisioner batch: workload In [batchs] not in [batch] (did you mean workload: batch?)\n"
+        "    fix: set nodeSelector: {workload: batch} in the pod spec; this provisioner then takes it"
+    ),
     "gpu-too-large.yaml": (
         "provisioner gpu: no instance type has 96 vCPU and 2 GPUs under karpenter.k8s.aws/instance-size In "
         "[2xlarge, 4xlarge]"
@@ -172,7 +184,11 @@ def test_each_negative_reports_exactly_its_errors(path: Path) -> None:
     for finding in findings:
         assert finding["object"].split("/")[0] in {"Deployment", "Job", "Pod", "StatefulSet", "CronJob"}
         if finding["rule"] == "workload-unschedulable":
-            assert finding["message"].startswith("no provisioner can launch a node for it: provisioner ")
+            header, *lines = finding["message"].split("\n")
+            assert header == "no provisioner can launch a node for it:"
+            reasons = [line for line in lines if line.startswith("  provisioner ")]
+            assert len(reasons) == 4, finding["message"]  # one line per provisioner
+            assert all(line.startswith(("  provisioner ", "    fix: ")) for line in lines), finding["message"]
     for workload in workloads:
         assert not workload["schedulable"] and workload["provisioner"] is None
         assert set(workload["reasons"]) == {"default", "kspark", "gpu", "batch"}
@@ -221,14 +237,57 @@ def test_text_output_places_the_seed_workloads() -> None:
 def test_text_output_of_an_unschedulable_workload() -> None:
     result = run_cli(relative(POLICIES), "--workloads", relative(EXAMPLES / "negative" / "arm64-on-amd64-only.yaml"))
     assert result.returncode == 1
-    # the provisioners whose taints the pod accepts first (#27: the one the user meant leads), then the tainted ones
+    # the provisioners whose taints the pod accepts first (#27: the one the user meant leads), then the tainted ones;
+    # one reason per line under the finding, the rule id on its first line
     assert (
         "examples/workloads/negative/arm64-on-amd64-only.yaml:13:3: error: Deployment/graviton-api: no provisioner "
-        "can launch a node for it: provisioner default: kubernetes.io/arch In [arm64] not in [amd64]; "
-        "provisioner kspark: kubernetes.io/arch In [arm64] not in [amd64]; provisioner gpu: taint "
-        "nvidia.com/gpu=true:NoSchedule not tolerated; provisioner batch: taint workload=batch:NoSchedule not "
-        "tolerated [workload-unschedulable]"
+        "can launch a node for it: [workload-unschedulable]\n"
+        "    provisioner default: kubernetes.io/arch In [arm64] not in [amd64]\n"
+        "    provisioner kspark: kubernetes.io/arch In [arm64] not in [amd64]\n"
+        "    provisioner gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated\n"
+        "    provisioner batch: taint workload=batch:NoSchedule not tolerated\n"
     ) in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) < 160
+
+
+def test_the_text_placement_line_says_where_the_plan_puts_the_pods() -> None:
+    """#27: `Deployment/web → Provisioner/default` contradicted the plan, which packs web's pod onto a kspark node
+    launched for the Spark pods; the line names the plan's provisioner, and the one the pod alone would take."""
+    result = run_cli(relative(POLICIES), "--workloads", relative(EXAMPLES / "apps"))
+    _, report = json_report(relative(POLICIES), relative(EXAMPLES / "apps"))
+    web_nodes = {n["provisioner"] for n in report["capacity"]["nodes"] if "Deployment/web" in n["workloads"]}
+    assert web_nodes == {"kspark"}
+    (line,) = [line for line in result.stdout.splitlines() if "info: Deployment/web " in line]
+    assert re.search(
+        r"info: Deployment/web → Provisioner/kspark \(1 pod\) in the plan, next to other workloads' pods: \S+ "
+        r"\(us-east-1\w, (spot|on-demand)\); alone it would go to Provisioner/default: \d+ instance types",
+        line,
+    ), line
+
+
+def test_a_workload_without_an_architecture_on_a_mixed_pool_is_warned() -> None:
+    """#27: a workload that names no kubernetes.io/arch, on a pool of m7g (arm64) and m7i (amd64) types: a
+    `multi-arch` warning naming both architectures and the nodeSelector that pins one; the one that pins amd64 has
+    none."""
+    scenario = relative(EXAMPLES / "scenarios" / "multi-arch")
+    _, report = json_report(scenario, scenario)
+    (warning,) = [f for f in report["findings"] if f["rule"] == "multi-arch"]
+    assert warning["object"] == "Deployment/web-frontend" and warning["severity"] == "warning"
+    assert "amd64 (m7i." in warning["message"] and "arm64 (m7g." in warning["message"]
+    assert warning["message"].endswith("nodeSelector: {kubernetes.io/arch: amd64}")
+    assert run_cli(scenario, "--workloads", scenario, "--strict").returncode == 1
+
+
+def test_the_json_output_keeps_karpenters_words_and_the_fix() -> None:
+    _, report = json_report(relative(POLICIES), relative(EXAMPLES / "negative"))
+    workloads = {w["object"]: w for w in report["workloads"]}
+    team = workloads["Job/feature-backfill"]["reasons"]["batch"]
+    assert team["karpenter"] == "label team does not have known values" and "fix" not in team
+    gpu = workloads["Pod/cuda-smoke-test"]["reasons"]["gpu"]
+    assert gpu["kind"] == "taint" and gpu["fix"].startswith("add tolerations: [{key: nvidia.com/gpu, operator: Equal")
+    assert "karpenter" not in gpu
+    typo = workloads["Job/nightly-compaction"]["reasons"]["batch"]
+    assert typo["fix"] == "set nodeSelector: {workload: batch} in the pod spec; this provisioner then takes it"
 
 
 def test_sarif_and_github_carry_the_workload_findings() -> None:

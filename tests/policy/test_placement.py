@@ -109,7 +109,8 @@ def test_the_spark_pod_templates_land_on_the_kspark_provisioner() -> None:
     assert executor.launch is not None and executor.launch.capacity_type == "spot"
     assert driver.launch.zone == "us-east-1a"
     assert reasons(driver)["default"] == (
-        "label app does not have known values and karpenter.sh/capacity-type In [on-demand] not in [spot]"
+        'the pod requires label app, which its nodes never have (Karpenter: "label app does not have known values") '
+        "and karpenter.sh/capacity-type In [on-demand] not in [spot]"
     )
 
 
@@ -144,7 +145,9 @@ def test_every_reason_of_the_issue_in_its_words(tmp_path: Path) -> None:
     assert not any(p.schedulable for p in placements)
     assert reasons(by_name["arm"])["default"] == "kubernetes.io/arch In [arm64] not in [amd64]"
     assert reasons(by_name["cuda"])["gpu"] == "taint nvidia.com/gpu=true:NoSchedule not tolerated"
-    assert reasons(by_name["team"])["batch"] == "label team does not have known values"
+    assert reasons(by_name["team"])["batch"] == (
+        'the pod requires label team, which its nodes never have (Karpenter: "label team does not have known values")'
+    )
     assert reasons(by_name["llm"])["gpu"] == (
         "no instance type has 96 vCPU and 2 GPUs under karpenter.k8s.aws/instance-size In [2xlarge, 4xlarge]"
     )
@@ -154,7 +157,7 @@ def test_every_reason_of_the_issue_in_its_words(tmp_path: Path) -> None:
     assert len(errors) == 5
     arm = next(f for f in errors if f.object_ref == "Deployment/arm")
     assert (arm.file, arm.line, arm.column, arm.severity) == (str(tmp_path / "apps" / "a.yaml"), 6, 3, "error")
-    assert arm.message.startswith("no provisioner can launch a node for it: provisioner ")
+    assert arm.message.startswith("no provisioner can launch a node for it:\n  provisioner ")
     assert "provisioner default: kubernetes.io/arch In [arm64] not in [amd64]" in arm.message
 
 

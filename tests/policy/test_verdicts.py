@@ -129,7 +129,7 @@ def test_zone_anti_affinity_leaves_the_replica_no_zone_takes_unschedulable(tmp_p
     report = check(tmp_path, policies, deployment("zk", 4, pod))
     assert verdicts(report) == {"Deployment/zk": False}
     message = errors(report)["Deployment/zk"]
-    assert message.startswith("1 of its 4 replicas cannot be placed: no provisioner can launch a node for it: ")
+    assert message.startswith("1 of its 4 replicas cannot be placed: no provisioner can launch a node for it:\n")
     assert "provisioner default: unsatisfiable pod anti-affinity constraint on topology.kubernetes.io/zone" in message
     assert sorted(n["zone"] for n in nodes_of(report, "Deployment/zk")) == ["us-east-1a", "us-east-1b", "us-east-1c"]
 
@@ -191,8 +191,8 @@ def test_the_replica_beyond_the_limits_is_unschedulable(tmp_path: Path) -> None:
     assert verdicts(report) == {"Deployment/api": False}
     message = errors(report)["Deployment/api"]
     assert message == (
-        "1 of its 3 replicas cannot be placed: no provisioner can launch a node for it: "
-        "provisioner default: the nodes planned before use up its limits.resources (cpu: 8)"
+        "1 of its 3 replicas cannot be placed: no provisioner can launch a node for it:\n"
+        "  provisioner default: the nodes planned before use up its limits.resources (cpu: 8)"
     )
     assert [n["instance_type"] for n in nodes_of(report, "Deployment/api")] == ["c5.xlarge", "c5.xlarge"]
 
@@ -268,7 +268,7 @@ def test_anti_affinity_on_a_key_no_node_has_is_unschedulable_with_a_hint_at_the_
     report = check(tmp_path, provisioner(""), deployment("web", 2, pod) + "---\n" + deployment("api", 2, preferring))
     assert verdicts(report) == {"Deployment/web": False, "Deployment/api": True}
     assert errors(report)["Deployment/web"].startswith(
-        "none of its 2 replicas can be placed: no provisioner can launch a node for it: provisioner default: "
+        "none of its 2 replicas can be placed: no provisioner can launch a node for it:\n  provisioner default: "
         "unsatisfiable pod anti-affinity constraint on topology.kubernetes.io/hostname"
     )
     warnings = [f for f in report["findings"] if f["rule"] == "unknown-topology-key"]

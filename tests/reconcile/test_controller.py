@@ -14,6 +14,7 @@ from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.state.feed import FeedHealth, StateFeed
+from karpenter_policy.scheduling.plan import one_line
 
 from .conftest import CLUSTER, MakeHarness, fake_cloud
 from .support import (
@@ -243,12 +244,21 @@ def test_an_unschedulable_pod_gets_the_event_check_gives(make_harness: MakeHarne
     assert event["type"] == "Warning"
     assert event["involvedObject"]["name"] == "cuda-smoke-test"
     assert event["message"] == finding["message"] == result.unschedulable["ml/cuda-smoke-test"]
-    assert f"could not schedule pod, {finding['message']}" in h.messages()
+    # the Event holds one reason per line, the most relevant first (#27); the log line says it on one line
+    assert event["message"].split("\n")[:3] == [
+        "no provisioner can launch a node for it:",
+        "  provisioner gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated",
+        '    fix: add tolerations: [{key: nvidia.com/gpu, operator: Equal, value: "true", effect: NoSchedule}] to the '
+        "pod spec (and nodeSelector: {accelerator: nvidia} to keep it on these nodes); this provisioner then takes it",
+    ]
+    logged = f"could not schedule pod, {one_line(finding['message'])}"
+    assert logged in h.messages() and "\n" not in logged
+    assert logged.startswith("could not schedule pod, no provisioner can launch a node for it: provisioner gpu: taint")
     # A retry later reports the same reason once: the Event is bumped, not duplicated, and not logged again.
     h.clock.advance(30)
     h.step()
     assert len(h.events("FailedScheduling")) == 1
-    assert h.messages().count(f"could not schedule pod, {finding['message']}") == 1
+    assert h.messages().count(logged) == 1
 
 
 class PausedFeed:

@@ -12,6 +12,7 @@ import copy
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,57 @@ def test_a_pod_whose_affinity_allows_the_pin_is_pinned_by_both(client: Client, t
     assert done.returncode == 0, done.stderr
     _, result = pinned(client, yaml.safe_load(text))
     assert result == yaml.safe_load(manifest.read_text())
+
+
+def _driver(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "pi-", "labels": {"spark-role": "driver"}},
+        "spec": {"containers": [{"name": "spark", "image": "spark:3.5"}], **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    ("pod", "reason"),
+    [
+        (
+            _driver(tolerations=[{"key": f"k{i}", "operator": "Exists"} for i in range(50_000)]),
+            "the pod's spec holds 50000 nodeSelector entries and tolerations, over the webhook's limit of 200",
+        ),
+        (
+            _driver(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                       "values": [f"x{i}.large" for i in range(100_000)]}]}
+            ]}}}),
+            "the pod's node affinity holds 100000 values, over the webhook's limit of 2000",
+        ),
+        (
+            _driver(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": [
+                    {"key": f"example.com/k{i}", "operator": "Exists"} for i in range(5_000)
+                ]}}
+            ]}}),
+            "the pod's node affinity holds 5000 expressions, over the webhook's limit of 100",
+        ),
+        (
+            {**_driver(), "metadata": {"generateName": "pi-", "labels": {f"k{i}": "v" for i in range(20_000)}}},
+            "the pod's metadata holds 20000 labels and annotations, over the webhook's limit of 500",
+        ),
+    ],
+    ids=["tolerations", "values", "expressions", "labels"],
+)
+def test_a_pod_over_the_work_caps_is_refused_before_pinning(pod: dict[str, Any], reason: str, client: Client) -> None:
+    """#27: `/mutate/pods` had no work caps (the Provisioner routes had); a pod far beyond any real one is denied at
+    once, naming the cap — not pinned, nor admitted unpinned (which would let it skip its pins)."""
+    started = time.monotonic()
+    response = client.review("/mutate/pods", pod, namespace="spark")
+    assert response["allowed"] is False and reason in response["status"]["message"], response
+    assert time.monotonic() - started < 3.0
+    pinned(client, _driver(), namespace="spark")  # the webhook still pins the next pod
+
+
+def test_a_pod_at_the_caps_is_pinned(client: Client) -> None:
+    pod = _driver(tolerations=[{"key": f"k{i}", "operator": "Exists"} for i in range(197)])  # 200 with the pins added
+    response, _ = pinned(client, pod)
+    assert patch_of(response)

@@ -118,6 +118,19 @@ PLACEMENT_TEST_FAILED = Rule(
 )
 
 
+MULTI_ARCH = Rule(
+    id="multi-arch",
+    severity=WARNING,
+    summary="A workload that names no CPU architecture may land on nodes of another one than amd64 (arm64).",
+    description=(
+        "check --workloads: a workload whose node selector and affinity do not name kubernetes.io/arch may be "
+        "placed on arm64 (Graviton) nodes — Karpenter picks the type at launch among every type that fits, by price "
+        "and availability. A warning: its images must be multi-arch, or pin an architecture with a nodeSelector."
+    ),
+    karpenter="core pkg/controllers/provisioning/scheduling/nodeclaim.go: filterInstanceTypesByRequirements",
+)
+
+
 RULES = (
     INVALID_WORKLOAD,
     INVALID_REPLICAS,
@@ -127,4 +140,5 @@ RULES = (
     OVERLAP,
     SHADOWED,
     PLACEMENT_TEST_FAILED,
+    MULTI_ARCH,
 )

@@ -18,7 +18,8 @@ runs, on the provisioners `check` proved.
 
 Findings (rule ids of `api.violations`): `workload-unschedulable` (error, at the pod template), `overlap` (warning:
 equal-weight provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take
-goes to a higher-weight one). `limits` warnings come from `proof.limits`, run by every `check`.
+goes to a higher-weight one), `multi-arch` (warning: `proof.architectures`). `limits` warnings come from
+`proof.limits`, run by every `check`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.catalog.table import table_for
 from karpenter_policy.checks.findings import Finding, Location, Report
 from karpenter_policy.checks.options import OptionError
+from karpenter_policy.checks.proof.architectures import multi_arch_findings
 from karpenter_policy.checks.proof.outcome import WorkloadOutcome, outcomes, plan_passes, replicas_of
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
@@ -190,15 +192,40 @@ class Placement:
         name, refusal = ranked[0]
         return f"provisioner {name}: {refusal}"
 
+    def planned(self) -> list[tuple[str, int]]:
+        """(provisioner, pods of this workload) of the plan's nodes, most pods first then the scheduler's order;
+        empty when the workload has no pod in the plan."""
+        outcome = self.outcome
+        if outcome is None:
+            return []
+        counts: dict[str, int] = {name: 0 for name in outcome.provisioners}
+        for node in outcome.nodes:
+            counts[node.template] = counts.get(node.template, 0) + sum(1 for p in node.pods if p.owner == self.ref)
+        order = list(counts)
+        return sorted(counts.items(), key=lambda item: (-item[1], order.index(item[0])))
+
     def summary(self) -> str:
-        """`Deployment/inflate → Provisioner/default: 412 instance types, e.g. c5.large (us-east-1a, spot)`."""
+        """`Deployment/inflate → Provisioner/default: 412 instance types, e.g. c5.large (us-east-1a, spot)` — the
+        plan's provisioners when the plan packs its pods elsewhere than its pod alone would go (onto nodes of
+        other workloads): `Deployment/web → Provisioner/kspark (1 pod): c6a.2xlarge (us-east-1a, spot); alone:
+        Provisioner/default, 714 instance types`."""
         if self.provisioner is None:
             return f"{self.ref}: unschedulable"
         count = len(self.instance_types)
-        text = f"{self.ref} → {object_ref(PROVISIONER_KIND, self.provisioner)}: {count} instance type"
-        text += "s" if count != 1 else ""
-        if self.launch is not None:
-            text += f", e.g. {self.launch.instance_type} ({self.launch.zone}, {self.launch.capacity_type})"
+        alone = f"{object_ref(PROVISIONER_KIND, self.provisioner)}: {count} instance type" + ("s" if count != 1 else "")
+        planned = self.planned()
+        outcome = self.outcome
+        if planned and [name for name, _ in planned] != [self.provisioner] and outcome is not None:
+            where = ", ".join(f"{object_ref(PROVISIONER_KIND, name)} ({_pod_count(pods)})" for name, pods in planned)
+            text = f"{self.ref} → {where} in the plan, next to other workloads' pods"
+            if outcome.launch is not None:
+                launch = outcome.launch
+                text += f": {launch.instance_type} ({launch.zone}, {launch.capacity_type})"
+            text += f"; alone it would go to {alone}"
+        else:
+            text = f"{self.ref} → {alone}"
+            if self.launch is not None:
+                text += f", e.g. {self.launch.instance_type} ({self.launch.zone}, {self.launch.capacity_type})"
         if self.relaxed:
             text += f" (relaxed as Karpenter does: {', '.join(self.relaxed)})"
         if self.alternatives:
@@ -224,7 +251,7 @@ class Placement:
         if self.schedulable:  # the kinds only: the words are worked out on demand (`reasons[name].message`)
             data["refused_by"] = {name: r.kind for name, r in self.reasons.items()}
         else:
-            data["reasons"] = {name: {"kind": r.kind, "message": r.message} for name, r in self.reasons.items()}
+            data["reasons"] = {name: _reason_json(r) for name, r in self.reasons.items()}
             if self.refused:
                 data["refused"] = self.refused
         if self.overhead:
@@ -233,6 +260,17 @@ class Placement:
         if self.launch is not None:
             data["launch"] = self.launch.to_json()
         return data
+
+
+def _reason_json(refusal: Refusal) -> dict[str, object]:
+    """A refusal in the JSON output: its kind and message, the fix when there is one, and Karpenter's own sentence
+    when the message says it in other words (`karpenter`: what to search Karpenter's code and issues for)."""
+    data: dict[str, object] = {"kind": refusal.kind, "message": refusal.message}
+    if (fix := refusal.fix) is not None:
+        data["fix"] = fix
+    if (karpenter := refusal.karpenter) is not None and karpenter != refusal.message:
+        data["karpenter"] = karpenter
+    return data
 
 
 @dataclass(slots=True)
@@ -841,6 +879,7 @@ def check_workloads(
     report.findings.extend(workload_findings(result))
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog)))
     report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
+    report.findings.extend(multi_arch_findings(result.placements, InstanceTable.of_catalog(catalog)))
     capacity = capacity_of(result.plan, pricing, estimated, priced.region)
     return WorkloadCheck(result.placements, capacity)
 

@@ -56,6 +56,7 @@ from karpenter_policy.reconcile.state.inflight import InFlightNode
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, PodFailure, SchedulerOptions
+from karpenter_policy.scheduling.plan import one_line
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import as_resources
 
@@ -310,7 +311,9 @@ class Provisioner:
         if self._reported.get(uid) == message:
             return
         self._reported[uid] = message
-        PROVISIONER.error("could not schedule pod, %s", message, extra=self.context.fields(pod=failure.pod.key))
+        PROVISIONER.error(  # a log line is one line: the Event keeps the reasons one per line
+            "could not schedule pod, %s", one_line(message), extra=self.context.fields(pod=failure.pod.key)
+        )
         if record is not None:
             self.context.events.publish(events.failed_scheduling(record.obj, message))
 
