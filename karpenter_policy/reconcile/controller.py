@@ -221,15 +221,16 @@ class Controller:
         (`feed.sync()`): what they did, and when the earliest wants the next step (`due`)."""
         result = ReconcileResult(started=self.clock())
         self.feed.sync()
-        dues = []
+        dues, failed = [], False
         for controller in self.controllers:
             with self.metrics.reconciling(controller.label) as outcome:  # each a reconcile, as the runner counts
+                result.failed = False
                 due = controller.step(self.clock(), result)
                 outcome.failed = result.failed
-            result.failed = False
+            failed = failed or result.failed
             if due is not None:
                 dues.append(due)
-        result.due = min(dues, default=None)
+        result.due, result.failed = min(dues, default=None), failed
         return result
 
     def _ttls(self) -> dict[str, int | None]:
