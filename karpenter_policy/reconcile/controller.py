@@ -24,10 +24,10 @@ the same — a thread per controller of the list, each woken by the events it ca
 (:meth:`Controller.reconcile_once`: `simulate`, the scenes of `karpenter_policy.testing`, the step-driven tests)
 runs one step of each, in the list's order, after bringing the state up to date (`feed.sync()`): the queue's
 messages first, then provisioning (new constraint sets, launches in flight, then the batch), garbage collection,
-emptiness, disruption, and termination last, which drains what the others deleted. That is the order a pass had
-before the list (#24), but for the provisioner's batch, which came after termination and now closes provisioning's
-own step, and interruption, which `simulate`'s driver polled before the kubelets' sync: `simulate` prints the same
-bytes on the examples either way. It returns what they did (:class:`ReconcileResult`) and when the earliest wants
+emptiness, disruption, and termination last, which drains what the others deleted (interruption shows the state
+the deletions it requests at once). That is the order a pass had before the list (#24), but for the provisioner's
+batch, which came after termination and now closes provisioning's own step, and interruption, which `simulate`'s
+driver polled before the kubelets' sync: `simulate` prints the same bytes on the examples either way. It returns what they did (:class:`ReconcileResult`) and when the earliest wants
 the next step.
 
 Adding a controller: its package (a class with `name`, `label`, `wake`, `step` and `poll`), built in

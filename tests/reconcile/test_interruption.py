@@ -344,8 +344,9 @@ def test_a_replica_that_lost_the_lease_leaves_the_messages_in_the_queue(interrup
 
 
 def test_a_step_of_the_controller_takes_the_queues_messages_first(interrupted: Interrupted) -> None:
-    """Interruption is one of the controller's list: a step-driven pass (as `simulate` and scenes run) takes the
-    warning and deletes the node; termination, at the next pass (the state then shows the deletion), cordons it."""
+    """Interruption is the first controller of the list: a step-driven pass (as `simulate` and scenes run) takes the
+    warning and deletes the node, and termination, later in the same pass, cordons it (the handler shows the
+    cluster state the deletion at once)."""
     h = interrupted.harness
     assert [c.name for c in h.controller.controllers][0] == "interruption"
     victim = interrupted.node_names()[0]
@@ -354,11 +355,9 @@ def test_a_step_of_the_controller_takes_the_queues_messages_first(interrupted: I
     result = h.controller.reconcile_once()
 
     assert result.interrupted == {victim: "CordonAndDrain"} and interrupted.queue.visible() == 0
-    assert objects.is_deleting(h.node(victim))
+    assert result.terminated is not None and victim in result.terminated.cordoned
     h.clock.advance(1)
-    after = h.controller.reconcile_once()
-    assert after.interrupted == {}, "nothing left to take"
-    assert after.terminated is not None and victim in after.terminated.cordoned
+    assert h.controller.reconcile_once().interrupted == {}, "nothing left to take"
 
 
 def test_the_nodes_of_an_interrupted_instance_are_replaced_for_their_pods(interrupted: Interrupted) -> None:

@@ -339,8 +339,21 @@ class InterruptionHandler:
             return False
         if first:
             self.metrics.machines_terminated.labels("interruption", node_info.template_of(node) or "").inc()
+            self._observe(name)
         result.draining.append(name)
         return True
+
+    def _observe(self, name: str) -> None:
+        """Show the cluster state the Node being deleted now, as its watch will: the controllers after this one in
+        a step (termination) see the deletion at once. A read that fails leaves it to the watch."""
+        if self._state is None:
+            return
+        try:
+            current = self.cluster.get(objects.NODE, name)
+        except ClusterError:
+            return
+        if current is not None:
+            self._state.apply(objects.NODE, "MODIFIED", current)
 
     def _delete(self, raw: QueueMessage, result: InterruptionResult) -> None:
         try:
