@@ -11,6 +11,7 @@ imports try the newer place first (see `_compat`).
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import subprocess
@@ -115,14 +116,18 @@ class Fleet:
         controller_module = _compat("karpenter_policy.reconcile.controller")
         constraints = _compat("karpenter_policy.reconcile.constraints")
         runner_module = _compat("karpenter_policy.reconcile.runner")
+        # Interruption: a controller of the controller's list, given its queue (#24); before, a handler given to
+        # the runner.
+        takes_queue = "interruption_queue" in inspect.signature(controller_module.Controller).parameters
         self.controller = controller_module.Controller(
             self.cluster, self.cloud, constraints.DirectorySource(self.compiled),
             controller_module.ControllerOptions(cluster_name=CLUSTER, **self.options), region=REGION,
+            **({"interruption_queue": queue} if takes_queue and queue is not None else {}),
         )
         kwargs: dict[str, Any] = {"resync": resync}
         if elector is not None:
             kwargs["elector"] = elector
-        if queue is not None:
+        if queue is not None and not takes_queue:
             handler = _compat(
                 "karpenter_policy.reconcile.interruption.handler", "karpenter_policy.reconcile.interruption"
             )

@@ -43,7 +43,6 @@ from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import Loaded, Refused, SourceError, source_for
 from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, ControllerOptions
 from karpenter_policy.reconcile.flags import ReconcileOptions
-from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.probes import ProbeServer
 from karpenter_policy.reconcile.runner import Runner
@@ -194,19 +193,17 @@ def build(options: ReconcileOptions) -> Reconciler:
         list(catalog.instance_types),
     )
     metrics = Metrics()
-    controller = Controller(cluster, cloud, source, controller_options, region=region, metrics=metrics)
+    queue = interruption_queue(cloud, options.interruption_queue) if options.interruption_queue else None
+    controller = Controller(
+        cluster, cloud, source, controller_options, region=region, metrics=metrics, interruption_queue=queue,
+        account=own_account(cloud) if queue is not None else None,
+    )
     controller.take(first)
-    interruption = None
-    if options.interruption_queue:
-        queue = interruption_queue(cloud, options.interruption_queue)
-        interruption = InterruptionHandler(
-            cluster, cloud, queue, metrics=metrics, account=own_account(cloud), region=region
-        )
     elector = None
     if options.leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         elector = LeaderElector(cluster, _lease_namespace(options), LEASE_NAME, identity)
-    runner = Runner(controller, cluster, elector=elector, interruption=interruption)
+    runner = Runner(controller, cluster, elector=elector)
     return Reconciler(controller, runner, elector, metrics)
 
 

@@ -1,23 +1,37 @@
-"""The controller: Karpenter's controllers over one cluster state, and one step of all of them.
+"""The controller: Karpenter's controllers over one cluster state, in ONE ordered list, and one step of all of them.
 
 The pieces (each in its room, each with its own bookkeeping, all sharing the `context`):
 
 * the **cluster state** (`state/`), fed by watch events: records, indexes, listeners;
-* **provisioning** (`provisioning/`): the provisioner (batch → schedule → launch → register → bind), the node
-  lifecycle (launches in flight until settled, adoption after a restart, initialization) and registration
-  liveness (a node whose kubelet never joins is deleted);
-* **termination** (`termination/`): the finalizer of our nodes being deleted — cordon, drain, terminate;
-* **disruption** (`disruption/`): emptiness (`ttlSecondsAfterEmpty`), and expiry, drift and consolidation
-  decided under a time budget and carried out one command at a time;
-* **garbage collection** (`garbage/`): instances without a Node and Nodes without an instance, both ways;
-* **interruption** (`interruption/`, wired by the runner): spot interruptions and AWS Health events.
+* the controllers, each a :class:`~karpenter_policy.reconcile.steps.Reconciler` (a name, what wakes it, a step
+  that says when it is next due), built here and wired in their constructors:
 
-:meth:`Controller.reconcile_once` runs one step of every controller in a fixed order — the constraint sets, the
-launches in flight and registration liveness, garbage collection, initialization, emptiness, disruption,
-termination, then provisioning — after bringing the state up to date (`feed.sync()`). Simulations and
-step-driven tests run it in virtual time; it returns what it did (:class:`ReconcileResult`) and when it wants the
-next step. The threaded runner (:mod:`~karpenter_policy.reconcile.runner`) runs the same controllers on threads of
-their own instead, each woken by the events it cares about.
+  - **interruption** (`interruption/`, with a queue): spot interruptions, state changes and AWS Health events;
+  - **provisioning** (`provisioning/`): constraint sets taken, the launches in flight followed (registration,
+    settling, initialization), registration liveness, then batch → schedule → launch → register → bind;
+  - **garbage collection** (`garbage/`): instances without a Node and Nodes without an instance, both ways;
+  - **emptiness** (`disruption/emptiness.py`, `ttlSecondsAfterEmpty`);
+  - **disruption** (`disruption/`): expiry, drift and consolidation decided under a time budget and carried out
+    one command at a time;
+  - **termination** (`termination/`): the finalizer of our nodes being deleted — cordon, drain, terminate.
+
+:attr:`Controller.controllers` is the one list. Karpenter registers the same controllers with its manager (core
+v0.31.1 `pkg/controllers/controllers.go` `NewControllers`: the provisioner, deprovisioning, provisioning, …,
+termination, …, machine lifecycle and garbage collection; aws v0.31.1 `pkg/controllers/controllers.go`: garbage
+collection, then interruption when a queue is configured), and controller-runtime runs each on goroutines of its
+own: that order is not an order of execution. The threaded runner (:mod:`~karpenter_policy.reconcile.runner`) does
+the same — a thread per controller of the list, each woken by the events it cares about. Virtual time
+(:meth:`Controller.reconcile_once`: `simulate`, the scenes of `karpenter_policy.testing`, the step-driven tests)
+runs one step of each, in the list's order, after bringing the state up to date (`feed.sync()`): the queue's
+messages first, then provisioning (new constraint sets, launches in flight, then the batch), garbage collection,
+emptiness, disruption, and termination last, which drains what the others deleted (interruption shows the state
+the deletions it requests at once). That is the order a pass had before the list (#24), but for the provisioner's
+batch, which came after termination and now closes provisioning's own step, and interruption, which `simulate`'s
+driver polled before the kubelets' sync: `simulate` prints the same bytes on the examples either way. It returns
+what they did (:class:`ReconcileResult`) and when the earliest wants the next step.
+
+Adding a controller: its package (a class with `name`, `label`, `wake`, `step` and `poll`), built in
+:class:`Controller`'s constructor, and a line in :attr:`Controller.controllers` (docs/reconcile.md).
 
 Every time source is injected (`clock`: monotonic seconds for batching and retries; `wall_clock`: log times and
 ages).
@@ -31,6 +45,7 @@ import time
 from collections.abc import Callable
 
 from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.cloud.queue import InterruptionQueue
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.acting import ActingCloud, ActingCluster
@@ -40,16 +55,12 @@ from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.disruption.controller import Disruption
 from karpenter_policy.reconcile.disruption.emptiness import Emptiness
 from karpenter_policy.reconcile.garbage.collector import GarbageCollector
-from karpenter_policy.reconcile.metrics import (
-    DEPROVISIONING,
-    EMPTINESS,
-    GARBAGE_COLLECTION,
-    PROVISIONER,
-    TERMINATION,
-    Metrics,
-)
+from karpenter_policy.reconcile.garbage.controller import GarbageCollection
+from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
+from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import ControllerOptions
 from karpenter_policy.reconcile.provisioning.batcher import Batcher
+from karpenter_policy.reconcile.provisioning.controller import Provisioning
 from karpenter_policy.reconcile.provisioning.lifecycle import NodeLifecycle
 from karpenter_policy.reconcile.provisioning.liveness import Liveness
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
@@ -57,15 +68,12 @@ from karpenter_policy.reconcile.result import LaunchedNode, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import ListFeed, StateFeed, WatchFeed
 from karpenter_policy.reconcile.state.inflight import InFlight
+from karpenter_policy.reconcile.steps import Reconciler
 from karpenter_policy.reconcile.termination.terminator import Terminator
 
 CONSTRAINTS = logs.logger("constraints")
 
 REASON_REFUSED = "ConstraintSetRefused"
-
-#: After emptiness deleted a node, the next pass (which drains it) comes this soon; a drain under way asks for its
-#: own next step (`Terminated.due`).
-DRAIN_STEP_SECONDS = 1.0
 
 
 def _utc_now() -> dt.datetime:
@@ -94,6 +102,8 @@ class Controller:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], dt.datetime] = _utc_now,
         metrics: Metrics | None = None,
+        interruption_queue: InterruptionQueue | None = None,
+        account: str | None = None,
     ) -> None:
         self.constraints = constraints
         self.state = feed.state if feed is not None else ClusterState(unschedulable_only=options.unschedulable_only)
@@ -110,8 +120,12 @@ class Controller:
         self.provisioner = Provisioner(self.context)
         self.lifecycle = NodeLifecycle(self.context, self.provisioner)
         self.liveness = Liveness(self.context)
+        self.provisioning = Provisioning(
+            self.context, self.provisioner, self.lifecycle, self.liveness, self.refresh_constraint_sets
+        )
         self.emptiness = Emptiness(
-            cluster, self.state, self.context.fields, metrics=metrics, recorder=self.context.events
+            cluster, self.state, self.context.fields, metrics=metrics, recorder=self.context.events,
+            ttls=self._ttls, protected=lambda: self.disruption.protected(), clock=clock, wall_clock=wall_clock,
         )
         self.terminator = Terminator(self.context)
         self.disruption = Disruption(
@@ -122,7 +136,27 @@ class Controller:
             interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,
             count_malformed=self.state.count_malformed,
         )
-        self._deprovision_due: float | None = None
+        self.garbage_collection = GarbageCollection(
+            self.context, self.garbage, self.lifecycle, steady=lambda: self.feed.health().steady
+        )
+        self.interruption = (
+            InterruptionHandler(
+                cluster, cloud, interruption_queue, metrics=metrics, wall_clock=wall_clock, account=account,
+                region=region, state=self.state, acting=lambda: self.acting(), clock=clock,
+            )
+            if interruption_queue is not None
+            else None
+        )
+        #: THE list of controllers, in the order of a step in virtual time (see the module docstring); the runner
+        #: gives each a thread. Adding a controller: its package, and a line here.
+        self.controllers: tuple[Reconciler, ...] = tuple(c for c in (
+            self.interruption,
+            self.provisioning,
+            self.garbage_collection,
+            self.emptiness,
+            self.disruption,
+            self.terminator,
+        ) if c is not None)
 
     # --- what the rest of the program reads ----------------------------------------------------------------
 
@@ -176,71 +210,33 @@ class Controller:
         self.provisioner.resume()
 
     def next_due(self) -> float | None:
-        """When the next step has something to do on its own: a batch window closes, a plan can be made ahead, a
-        retry, a drain step, a TTL, a disruption decision."""
-        due = self.provisioner.next_due()
-        for other in (self._deprovision_due, self.liveness.next_due()):
-            if other is not None:
-                due = other if due is None else min(due, other)
-        return due
+        """When provisioning has something to do on its own: a batch window closes, a plan can be made ahead, a
+        retry, a node's registration TTL."""
+        return self.provisioning.next_due()
 
     # --- one step of every controller ----------------------------------------------------------------------
 
     def reconcile_once(self) -> ReconcileResult:
-        """One step (see the module docstring)."""
+        """One step of every controller of :attr:`controllers`, in its order, after bringing the state up to date
+        (`feed.sync()`): what they did, and when the earliest wants the next step (`due`)."""
         result = ReconcileResult(started=self.clock())
         self.feed.sync()
-        provisioning = self.metrics.step(PROVISIONER)  # one reconcile of each controller, as the runner's threads
-        with provisioning.segment():
-            self.refresh_constraint_sets(result)
-            self.lifecycle.register_pending(result)
-            self.lifecycle.settle(result)
-            self.liveness.reconcile(result)
-        with self.metrics.reconciling(GARBAGE_COLLECTION):
-            self.collect_garbage(result)
-        with provisioning.segment():
-            self.lifecycle.initialize()
-        self.deprovision(result)
-        with provisioning.segment():
-            self.provisioner.reconcile(result)
-        provisioning.finish()
-        result.due = self.next_due()
+        dues, failed = [], False
+        for controller in self.controllers:
+            with self.metrics.reconciling(controller.label) as outcome:  # each a reconcile, as the runner counts
+                result.failed = False
+                due = controller.step(self.clock(), result)
+                outcome.failed = result.failed
+            failed = failed or result.failed
+            if due is not None:
+                dues.append(due)
+        result.due, result.failed = min(dues, default=None), failed
         return result
 
-    def collect_garbage(self, result: ReconcileResult) -> None:
-        """Collect garbage when due (after adoption: an instance adopted has its Node)."""
-        if self.lifecycle.adopted and self.garbage.due():
-            steady = self.feed.health().steady
-            result.garbage = self.garbage.collect(self.state.nodes(), self.inflight.provider_ids(), steady)
-            result.errors.extend(result.garbage.errors)
-
-    def deprovision(self, result: ReconcileResult) -> None:
-        """Emptiness marks and deletes empty nodes; expiry, drift and consolidation replace and delete nodes;
-        termination drains and terminates the nodes being deleted."""
+    def _ttls(self) -> dict[str, int | None]:
+        """Provisioner name → ttlSecondsAfterEmpty, of the constraint sets in force."""
         loaded = self.loaded
-        sets = loaded.sets if loaded is not None else ()
-        ttls = {s.name: s.ttl_seconds_after_empty for s in sets}
-        reconciling = self.metrics.reconciling
-        with reconciling(EMPTINESS):
-            emptied = self.emptiness.reconcile(ttls, self.wall_clock(), self.disruption.protected())
-        with reconciling(DEPROVISIONING):
-            disrupted = self.disruption.reconcile(result)
-        with reconciling(TERMINATION):
-            terminated = self.terminator.reconcile()
-        # Come back: at once for a node just deleted, when a drain under way asks for it.
-        now = self.clock()
-        dues = [now + emptied.due] if emptied.due is not None else []
-        if disrupted.due is not None:
-            dues.append(disrupted.due)
-        if terminated.due is not None:
-            dues.append(terminated.due)
-        if emptied.deleted:
-            dues.append(now + DRAIN_STEP_SECONDS)
-        self._deprovision_due = min(dues) if dues else None
-        result.terminated = terminated
-        result.emptied = emptied
-        result.disrupted = disrupted
-        result.errors.extend(emptied.errors + terminated.errors + disrupted.errors)
+        return {s.name: s.ttl_seconds_after_empty for s in (loaded.sets if loaded is not None else ())}
 
     # --- constraint sets ---------------------------------------------------------------------------------------
 

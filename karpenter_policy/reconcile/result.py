@@ -103,6 +103,8 @@ class ReconcileResult:
     emptied: Emptied | None = None  # emptiness: nodes marked, unmarked, deleted
     terminated: Terminated | None = None  # termination: nodes cordoned, pods evicted or blocked, nodes deleted
     disrupted: Disrupted | None = None  # expiry, drift, consolidation: the command acted on or followed
+    interrupted: dict[str, str] = field(default_factory=dict)  # node → the action an interruption message took
+    failed: bool = False  # a step failed without raising (the interruption queue could not be read)
 
     @property
     def scheduled(self) -> bool:

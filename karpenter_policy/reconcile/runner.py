@@ -1,5 +1,7 @@
-"""Running the controllers in real time: informers feed the cluster state, and each controller works on a thread of
-its own, woken by the events it cares about — as Karpenter's controllers are.
+"""Running the controllers in real time: informers feed the cluster state, and each controller of the controller's
+one list (`Controller.controllers`, the list virtual time steps through) works on a thread of its own, woken by the
+events it cares about (its `wake`), when its step said it is due, or when its `poll` interval passes — as
+Karpenter's controllers are:
 
 * **provisioning** (the provisioner, the node lifecycle and registration liveness): woken when a pod becomes
   pending (the batch window then decides when to schedule), when a node changes that may be initialized, when
@@ -11,7 +13,7 @@ its own, woken by the events it cares about — as Karpenter's controllers are.
 * **disruption**: decides when its interval and the cluster's quiet allow, bounded by its budgets; however long a
   decision takes, the other threads go on;
 * **garbage collection**: every `gc_interval`, only while the state is healthy;
-* **interruption** (with a handler): long-polls the queue.
+* **interruption** (with a queue): long-polls it, at once again after a poll, after a pause when it failed.
 
 Only the replica holding the Lease (:class:`~karpenter_policy.kube.lease.LeaderElector`) acts; the others keep
 their state warm to take over at once. Leading is a deadline (the last renewal's start plus the renew deadline,
@@ -32,7 +34,6 @@ that describe the cluster (`Metrics.leading`); leader election's own metrics are
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from karpenter_policy.kube import objects
@@ -42,28 +43,14 @@ from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource
 from karpenter_policy.reconcile.controller import Controller
-from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.leadermetrics import LeaderElectionMetrics
-from karpenter_policy.reconcile.metrics import (
-    DEPROVISIONING,
-    EMPTINESS,
-    GARBAGE_COLLECTION,
-    INTERRUPTION,
-    PROVISIONER,
-    TERMINATION,
-)
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state.feed import InformerFeed
+from karpenter_policy.reconcile.steps import Reconciler
 
 RUNNER = logs.logger("runner")
 DEFAULT_RESYNC = 10.0
 FAILURE_PAUSE = 5.0
-#: Pause after the interruption queue could not be read (a long poll usually paces the loop).
-QUEUE_ERROR_PAUSE = 5.0
-#: A poll of the interruption queue that answered nothing at once is followed by this pause.
-EMPTY_POLL_PAUSE = 0.05
-#: While launches are in flight, their Nodes and bindings are looked at this often.
-INFLIGHT_CHECK = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,24 +65,16 @@ class Health:
 
 
 class _Worker:
-    """One controller's thread: waits for its wake-up or its due time, then runs a step while leading."""
+    """One controller's thread: waits for its wake-up, its due time or its poll interval, then runs a step while
+    leading."""
 
-    def __init__(
-        self,
-        runner: Runner,
-        name: str,
-        step: Callable[[], float | None],
-        wake: threading.Event,
-        idle: float,
-        controller: str,
-    ) -> None:
+    def __init__(self, runner: Runner, controller: Reconciler, idle: float) -> None:
         self.runner = runner
-        self.name = name
-        self.controller = controller  # its "controller" label in the metrics
-        self.step = step
-        self.wake = wake
+        self.controller = controller
+        self.name = controller.name
+        self.wake = controller.wake
         self.idle = idle  # the longest it sleeps with nothing due
-        self.thread = threading.Thread(target=self._run, name=f"controller-{name}", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"controller-{self.name}", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
@@ -103,22 +82,29 @@ class _Worker:
     def _run(self) -> None:
         runner = self.runner
         clock = runner.clock
+        controller = self.controller
         while not runner.stopping.is_set():
             if not runner.leading():
                 runner.wait_for_leadership(1.0)
                 continue
             timeout = self.idle
             try:
-                with runner.controller.metrics.reconciling(self.controller) as outcome:
-                    due = self.step()
-                    outcome.requeue_after = due is not None
+                with runner.controller.metrics.reconciling(controller.label) as outcome:
+                    result = ReconcileResult(started=clock())
+                    due = controller.step(clock(), result)
+                    poll = controller.poll()
+                    outcome.requeue_after = due is not None or bool(poll)
+                    outcome.failed = result.failed  # a failed reconcile, as Karpenter's returned error
             except Exception:  # a bug or an unforeseen failure must not end the controller
                 RUNNER.exception("%s step failed; trying again in %.0f s", self.name, FAILURE_PAUSE)
                 timeout = FAILURE_PAUSE
             else:
+                if poll is not None:
+                    timeout = min(poll, timeout)
                 if due is not None:
-                    timeout = min(max(due - clock(), 0.0), self.idle)
-            self.wake.wait(timeout)
+                    timeout = min(max(due - clock(), 0.0), timeout)
+            if timeout > 0:
+                self.wake.wait(timeout)
             self.wake.clear()
 
 
@@ -132,7 +118,6 @@ class Runner:
         *,
         elector: LeaderElector | None = None,
         resync: float = DEFAULT_RESYNC,
-        interruption: InterruptionHandler | None = None,
         api_silence_limit: float | None = None,
     ) -> None:
         self.controller = controller
@@ -141,7 +126,6 @@ class Runner:
         #: a replica that cannot reach it can neither lead nor take over).
         self.api_silence_limit = api_silence_limit or (elector.lease_duration if elector is not None else 0.0)
         self.resync = resync
-        self.interruption = interruption
         self.clock = controller.clock
         self.stopping = threading.Event()
         self._leading_now = threading.Event()
@@ -168,18 +152,7 @@ class Runner:
             )
             source.use_reader(lambda: informer.get(source.name, source.namespace))
             self.configmap = informer
-        if interruption is not None:
-            interruption.use_state(controller.state)
-            interruption.act_only_while(self._holds_lease)
-        controller.lifecycle.on_dirty = provisioner.wake.set  # a node to label initialized
-        self.workers = [
-            _Worker(self, "provisioning", self._provisioning, provisioner.wake, resync, PROVISIONER),
-            _Worker(self, "termination", self._termination, controller.terminator.wake, resync, TERMINATION),
-            _Worker(self, "emptiness", self._emptiness, controller.emptiness.wake, resync, EMPTINESS),
-            _Worker(self, "disruption", self._disruption, controller.disruption.wake, resync, DEPROVISIONING),
-            _Worker(self, "garbage", self._garbage, threading.Event(), resync, GARBAGE_COLLECTION),
-        ]
-        self._interruption_thread: threading.Thread | None = None
+        self.workers = [_Worker(self, c, resync) for c in controller.controllers]  # a thread per controller
 
     # --- leadership ----------------------------------------------------------------------------------------
 
@@ -214,50 +187,6 @@ class Runner:
         else:
             self.stopping.wait(timeout)
 
-    # --- the controllers' steps ----------------------------------------------------------------------------
-
-    def _provisioning(self) -> float | None:
-        controller = self.controller
-        result = ReconcileResult(started=self.clock())
-        controller.refresh_constraint_sets(result)
-        controller.lifecycle.register_pending(result)
-        controller.lifecycle.settle(result)
-        controller.liveness.reconcile(result)
-        controller.lifecycle.initialize()
-        controller.provisioner.reconcile(result)
-        due = controller.provisioner.next_due()
-        liveness = controller.liveness.next_due()
-        if liveness is not None:
-            due = liveness if due is None else min(due, liveness)
-        if len(controller.inflight) or controller.lifecycle.pending_initialization:
-            soon = self.clock() + INFLIGHT_CHECK
-            due = soon if due is None else min(due, soon)
-        return due
-
-    def _termination(self) -> float | None:
-        return self.controller.terminator.reconcile().due
-
-    def _emptiness(self) -> float | None:
-        controller = self.controller
-        loaded = controller.loaded
-        ttls = {s.name: s.ttl_seconds_after_empty for s in (loaded.sets if loaded is not None else ())}
-        done = controller.emptiness.reconcile(ttls, controller.wall_clock(), controller.disruption.protected())
-        return self.clock() + done.due if done.due is not None else None
-
-    def _disruption(self) -> float | None:
-        result = ReconcileResult(started=self.clock())
-        done = self.controller.disruption.reconcile(result)
-        return done.due if done.due is not None else self.clock() + self.controller.options.disruption_interval
-
-    def _garbage(self) -> float | None:
-        controller = self.controller
-        if controller.lifecycle.adopted:
-            controller.collect_garbage(ReconcileResult(started=self.clock()))
-        else:
-            return self.clock() + INFLIGHT_CHECK  # after adoption: an instance adopted has its Node
-        interval = controller.options.gc_interval
-        return self.clock() + interval if interval > 0 else None
-
     # --- running -------------------------------------------------------------------------------------------
 
     def _informers(self) -> list[Informer]:
@@ -275,31 +204,10 @@ class Runner:
                     return False
         return True
 
-    def _poll_interruptions(self, handler: InterruptionHandler) -> None:
-        while not self.stopping.is_set():
-            if not self.leading():
-                self.wait_for_leadership(1.0)
-                continue
-            started = self.clock()
-            try:
-                with self.controller.metrics.reconciling(INTERRUPTION) as outcome:
-                    result = handler.poll_once(acting=self.leading)
-                    outcome.failed = result.failed  # a failed reconcile, as Karpenter's returned error
-            except Exception:  # a bug must not end interruption handling
-                RUNNER.exception("interruption poll failed; trying again in %.0f s", FAILURE_PAUSE)
-                self.stopping.wait(FAILURE_PAUSE)
-                continue
-            if result.error is not None:
-                self.stopping.wait(QUEUE_ERROR_PAUSE)
-            elif not result.received and self.clock() - started < EMPTY_POLL_PAUSE:
-                self.stopping.wait(EMPTY_POLL_PAUSE)  # a queue that does not long-poll must not make this spin
-
     def health(self) -> Health:
         """See :class:`Health`."""
         reasons = []
         threads = [w.thread for w in self.workers]
-        if self._interruption_thread is not None:
-            threads.append(self._interruption_thread)
         stopped = [t.name for t in threads if t.ident is not None and not t.is_alive()]  # started, then ended
         alive = not stopped
         if stopped:
@@ -338,12 +246,6 @@ class Runner:
                 return
             for worker in self.workers:
                 worker.start()
-            if self.interruption is not None:
-                handler = self.interruption
-                self._interruption_thread = threading.Thread(
-                    target=self._poll_interruptions, args=(handler,), name="interruption", daemon=True
-                )
-                self._interruption_thread.start()
             while not self.stopping.is_set():
                 self.leading()  # a take-over is noticed here too, even while every worker sleeps
                 self.stopping.wait(0.2)

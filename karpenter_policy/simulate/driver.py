@@ -24,7 +24,7 @@ workload controllers keep each workload at its wanted number of live pods (a pod
 replaced by a new one), the pod garbage collector deletes the pods of a node that is gone, and the pods of a
 workload with a run time (`Workload.run_seconds`: a Job's, a Spark executor's) complete — phase Succeeded — that
 long after they started; a step's `start` starts more of them (a job run). A step's `interrupt` sends spot
-interruption warnings for random spot nodes, which the controller's interruption handler takes (see `spot`), and
+interruption warnings for random spot nodes, which the controller's interruption controller takes (see `spot`), and
 AWS reclaims each instance two minutes later. What happened to each pod and node is kept (`timeline`): pending
 time per pod, nodes launched and deleted, the dollars spent. `run(steps, until=…)` ends the run at that moment.
 """
@@ -198,7 +198,11 @@ class Simulation:
             node_startup=self.options.node_startup,
         )
         self.clock, self.cluster, self.kubelet = clock, self.scene.cluster, self.scene.kubelet
+        self.spot = SpotInterruptions(
+            self.cluster, self.moto.api, self.clock, region=self.region, seed=self.options.seed
+        )
         self.controller = self.scene.controller(
+            interruption_queue=self.spot.queue,
             batch_idle=self.options.batch_idle,
             batch_max=self.options.batch_max,
             unschedulable_only=False,
@@ -208,10 +212,6 @@ class Simulation:
         assert isinstance(self.scene.source, FixedSource)
         self.source = self.scene.source
         self.shapes = ShapeCache()
-        self.spot = SpotInterruptions(
-            self.cluster, self.cloud, self.moto.api, self.clock, region=self.region,
-            metrics=self.controller.metrics, seed=self.options.seed,
-        )
         self.timeline = Timeline()
         self._prices: dict[str, float | None] = {}
         self._ready_at: dict[str, float] = {}
@@ -407,12 +407,10 @@ class Simulation:
 
     def _cluster_controllers(self) -> bool:
         """What the cluster's own controllers would do by now (see the module docstring): AWS reclaims the
-        instances whose notice is over, the interruption handler takes the queue's messages, pods that have run
-        their time complete, the pods of a node that is gone are deleted, and each workload gets back to its live
-        pods. True when anything changed."""
+        instances whose notice is over (the controller's interruption controller takes the queue's messages in its
+        step), pods that have run their time complete, the pods of a node that is gone are deleted, and each
+        workload gets back to its live pods. True when anything changed."""
         changed = bool(self.spot.reclaim())
-        for poll in self.spot.poll():
-            changed = changed or bool(poll.acted)
         now = self.clock.now
         for uid, (finish_at, pod) in sorted(self._finish_at.items(), key=lambda item: item[1][0]):
             if finish_at > now:
@@ -472,7 +470,7 @@ class Simulation:
             self.kubelet.sync()
             self._observe()
             self._measure(result)
-            if outcome.launched or outcome.bound or changed:
+            if outcome.launched or outcome.bound or outcome.interrupted or changed:
                 stalled = False
             elif outcome.scheduled:
                 stalled = True  # a batch that placed nothing: its pods wait for the retry, which changes nothing

@@ -64,6 +64,7 @@ from karpenter_policy.api.workloads import WORKLOAD_KINDS
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.errors import CloudError, InsufficientCapacity
 from karpenter_policy.cloud.provider import STATE_TERMINATED, CloudProvider, Instance, LaunchRequest
+from karpenter_policy.cloud.queue import InterruptionQueue
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.fakes.cloud import ENDPOINT, INSUFFICIENT_CAPACITY, FakeCloudProvider
 from karpenter_policy.fakes.cluster import ClusterCall, MemoryCluster
@@ -550,17 +551,22 @@ class Scene:
         options.setdefault("launch_parallelism", 1)  # launches in plan order: reproducible instance ids and logs
         return ControllerOptions(cluster_name=self.cluster_name, **options)
 
-    def controller(self, **options: Any) -> Controller:
-        """A controller on the scene, in the scene's time, its constraint sets loaded."""
+    def controller(self, interruption_queue: InterruptionQueue | None = None, **options: Any) -> Controller:
+        """A controller on the scene, in the scene's time, its constraint sets loaded. Its interruption controller
+        takes the messages of `interruption_queue` at every step — by default of the scene's own `queue`, once the
+        scene has one (a test that read `scene.queue` before building the controller); with neither, the
+        controller has no interruption controller, as `reconcile` without --interruption-queue."""
+        queue = interruption_queue if interruption_queue is not None else self._queue
         controller = Controller(
             self.cluster, self.cloud, self.source, self.options(**options), region=self.region,
-            clock=self.clock, wall_clock=self.clock.wall,
+            clock=self.clock, wall_clock=self.clock.wall, interruption_queue=queue,
         )
         controller.refresh_constraint_sets()
         return controller
 
     def step(self, controller: Controller) -> ReconcileResult:
-        """The kubelets, the deployments, one step of every controller, the kubelets again."""
+        """The kubelets, the deployments, one step of every controller (`Controller.reconcile_once`: the list
+        production's threads run, interruption included when the controller has a queue), the kubelets again."""
         self.kubelet.sync()
         for deployment in self.deployments:
             deployment.restore()

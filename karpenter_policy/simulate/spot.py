@@ -1,13 +1,14 @@
-"""Spot interruptions in a simulation, as AWS gives them, handled by the controller's interruption handler.
+"""Spot interruptions in a simulation, as AWS gives them, taken by the controller's interruption controller.
 
 :meth:`SpotInterruptions.interrupt` picks spot nodes at random (a seeded generator: the same scenario picks the
 same nodes) among the Ready nodes of ours not being deleted, and for each puts EventBridge's "EC2 Spot Instance
-Interruption Warning" on an in-memory queue (`cloud.fakequeue`, SQS's visibility rules). The driver has the
-controller's :class:`~karpenter_policy.reconcile.interruption.InterruptionHandler` poll that queue at every event
-(:meth:`SpotInterruptions.poll`): it marks the offering unavailable and deletes the Node through the node-deletion
-path, as it does on a real cluster. :data:`INTERRUPTION_NOTICE` seconds after the warning, AWS reclaims the
-instance: :meth:`SpotInterruptions.reclaim` terminates it in moto's EC2 (whatever the controller did meanwhile) and
-puts the "EC2 Instance State-change Notification" (terminated) on the queue, as EventBridge would.
+Interruption Warning" on an in-memory queue (`fakes.queue`, SQS's visibility rules). The controller is built with
+that queue (`Controller(interruption_queue=…)`): its interruption controller, first of its list, takes the
+messages at every step (:class:`~karpenter_policy.reconcile.interruption.handler.InterruptionHandler`), marks the
+offering unavailable and deletes the Node through the node-deletion path, as it does on a real cluster.
+:data:`INTERRUPTION_NOTICE` seconds after the warning, AWS reclaims the instance: :meth:`SpotInterruptions.reclaim`
+terminates it in moto's EC2 (whatever the controller did meanwhile) and puts the "EC2 Instance State-change
+Notification" (terminated) on the queue, as EventBridge would.
 """
 
 from __future__ import annotations
@@ -20,13 +21,10 @@ from dataclasses import dataclass
 
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.errors import NotFound
-from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.fakes.queue import FakeQueue
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.model import labels as wk
-from karpenter_policy.reconcile.interruption.handler import InterruptionHandler, InterruptionResult
-from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.simulate.clock import VirtualClock
 
@@ -55,12 +53,10 @@ class SpotInterruptions:
     def __init__(
         self,
         cluster: Cluster,
-        cloud: CloudProvider,
         api: AwsApi,
         clock: VirtualClock,
         *,
         region: str,
-        metrics: Metrics,
         seed: int,
         notice: float = INTERRUPTION_NOTICE,
     ) -> None:
@@ -68,8 +64,7 @@ class SpotInterruptions:
         self.clock = clock
         self.region = region
         self.notice = notice
-        self.queue = FakeQueue(QUEUE_NAME, clock=clock)
-        self.handler = InterruptionHandler(cluster, cloud, self.queue, metrics=metrics, wall_clock=clock.wall)
+        self.queue = FakeQueue(QUEUE_NAME, clock=clock)  # the controller's interruption queue
         self._cluster = cluster
         self._random = random.Random(seed)
         self._events = 0
@@ -128,16 +123,6 @@ class SpotInterruptions:
             ))
             done.append(interruption)
         return done
-
-    def poll(self) -> list[InterruptionResult]:
-        """Have the handler take every message visible now (it receives ten at a time)."""
-        results = []
-        while self.queue.visible():
-            result = self.handler.poll_once()
-            results.append(result)
-            if not result.received or result.kept or result.error is not None:
-                break  # the rest are hidden (in flight) or the handler left them for later
-        return results
 
     def _event(self, detail_type: str, detail: dict[str, str], instance_id: str) -> str:
         self._events += 1

@@ -87,18 +87,19 @@ def interrupted(compiled: Path, log: io.StringIO) -> Interrupted:
     wall = WallClock(clock)
     cluster = MemoryCluster(clock=wall)
     cloud = fake_cloud(clock, ["m5.xlarge", "m5.2xlarge"])
+    queue = FakeQueue(clock=clock)
     controller = Controller(
         cluster, cloud, DirectorySource(compiled),
         ControllerOptions(cluster_name=CLUSTER, launch_parallelism=1, batch_max=5.0), region=REGION,
-        clock=clock, wall_clock=wall,
+        clock=clock, wall_clock=wall, interruption_queue=queue,
     )
     harness = Harness(cluster, cloud, controller, FakeKubelet(cluster, clock), clock, log)
     create_all(cluster, objects.POD, inflate(0, 10))
     harness.batch()
     assert len(harness.nodes()) >= 2 and harness.unbound() == []
-    queue = FakeQueue(clock=clock)
-    handler = InterruptionHandler(cluster, cloud, queue, metrics=controller.metrics, wall_clock=wall)
-    return Interrupted(harness, queue, handler)
+    assert controller.interruption is not None
+    controller.feed.sync()  # the state follows the cluster up to now: the handler matches messages against it
+    return Interrupted(harness, queue, controller.interruption)
 
 
 def test_a_spot_interruption_warning_deletes_the_node_terminates_it_and_marks_its_offering(
@@ -316,7 +317,7 @@ def test_a_queue_that_cannot_be_read_is_a_failed_reconcile_of_the_interruption_c
     {controller="interruption"}` counts it, and the runner goes on polling."""
     h = interrupted.harness
     interrupted.queue.fail_next("receive", NotFound("https://sqs", "queue interruption does not exist", "Receive"))
-    runner = Runner(h.controller, h.cluster, interruption=interrupted.handler, resync=1.0)
+    runner = Runner(h.controller, h.cluster, resync=1.0)
     thread = run_in_thread(runner)
     try:
         assert eventually(lambda: interrupted.metric(
@@ -340,6 +341,23 @@ def test_a_replica_that_lost_the_lease_leaves_the_messages_in_the_queue(interrup
     result = interrupted.handler.poll_once(acting=lambda: False)
     assert result.kept == 1 and interrupted.queue.visible() == 1
     assert not objects.is_deleting(interrupted.harness.node(victim))
+
+
+def test_a_step_of_the_controller_takes_the_queues_messages_first(interrupted: Interrupted) -> None:
+    """Interruption is the first controller of the list: a step-driven pass (as `simulate` and scenes run) takes the
+    warning and deletes the node, and termination, later in the same pass, cordons it (the handler shows the
+    cluster state the deletion at once)."""
+    h = interrupted.harness
+    assert [c.name for c in h.controller.controllers][0] == "interruption"
+    victim = interrupted.node_names()[0]
+    interrupted.queue.send(events.spot_interruption(interrupted.instance_of(victim)))
+
+    result = h.controller.reconcile_once()
+
+    assert result.interrupted == {victim: "CordonAndDrain"} and interrupted.queue.visible() == 0
+    assert result.terminated is not None and victim in result.terminated.cordoned
+    h.clock.advance(1)
+    assert h.controller.reconcile_once().interrupted == {}, "nothing left to take"
 
 
 def test_the_nodes_of_an_interrupted_instance_are_replaced_for_their_pods(interrupted: Interrupted) -> None:

@@ -63,11 +63,10 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def story(compiled: Path) -> Story:
     scene = Scene(compiled, types=TYPES)
-    controller = scene.controller()
     queue = FakeQueue(clock=scene.clock)
-    handler = InterruptionHandler(scene.cluster, controller.cloud, queue, metrics=controller.metrics,
-                                  wall_clock=scene.clock.wall)
-    handler.use_state(controller.state)
+    controller = scene.controller(interruption_queue=queue)  # interruption is one of its steps
+    handler = controller.interruption
+    assert handler is not None
     told = Story(scene, controller, queue, handler)
     with serving(controller) as port:
         scene.add_daemon_set("agent", cpu="100m", memory="128Mi")
@@ -87,7 +86,7 @@ def story(compiled: Path) -> Story:
         (spot,) = told.ours("batch")
         queue.send(events.spot_interruption(node_info.instance_id(scene.nodes()[spot])))
         controller.feed.sync()  # the state follows the cluster up to now (a step-driven run feeds it per pass)
-        assert handler.poll_once().acted == {spot: "CordonAndDrain"}
+        assert handler.poll_once().acted == {spot: "CordonAndDrain"}  # before the kubelets' next sync
         told.deleted["interruption"] = spot
         told.run_until(lambda: spot not in scene.nodes() and not scene.unbound() and told.ours("batch"))
 

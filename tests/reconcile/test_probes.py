@@ -110,12 +110,12 @@ def test_a_dead_controller_thread_fails_the_liveness_probe(probed: Any) -> None:
     runner, port = probed()
     assert eventually(lambda: get(port, "/healthz")[0] == 200)
 
-    def dies() -> float | None:
+    def dies(now: float, result: object) -> float | None:
         raise SystemExit  # what no `except Exception` catches: the thread ends
 
     worker = next(w for w in runner.workers if w.name == "emptiness")
     assert eventually(lambda: worker.thread.is_alive())  # started (a thread not started yet is not "dead")
-    worker.step = dies
+    worker.controller.step = dies  # type: ignore[method-assign]
     worker.wake.set()
     assert eventually(lambda: not worker.thread.is_alive())
     status, body = get(port, "/healthz")

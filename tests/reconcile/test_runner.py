@@ -76,6 +76,16 @@ def test_a_burst_of_pods_is_one_batch_and_every_pod_is_bound(running: Any) -> No
     assert launches == len(cluster.list(objects.NODE).items) <= 3
 
 
+def test_the_runner_gives_a_thread_to_each_controller_of_the_one_list_in_its_order(running: Any) -> None:
+    """Virtual time steps through `Controller.controllers`; the threads are the same controllers, one each."""
+    _, controller, runner = running()
+    names = [c.name for c in controller.controllers]
+    assert names == ["provisioning", "garbage", "emptiness", "disruption", "termination"]  # no queue: no interruption
+    assert [w.name for w in runner.workers] == names
+    assert eventually(lambda: all(w.thread.name == f"controller-{w.name}" and w.thread.is_alive()
+                                  for w in runner.workers))
+
+
 def test_a_configmap_change_is_taken_while_running(running: Any, configmap: dict[str, Any]) -> None:
     cluster = MemoryCluster()
     created = cluster.create(objects.CONFIG_MAP, configmap)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.testing import (
     NEVER_INITIALIZED_TAINT,
     NODE,
@@ -142,17 +141,15 @@ def test_an_action_runs_in_the_middle_of_the_step_that_made_a_write(compiled: Pa
 def test_interruption_messages_go_through_the_scenes_queue(compiled: Path) -> None:
     scene = Scene(compiled)
     node = scene.add_node("default", "m5.xlarge", capacity_type="spot")
+    queue = scene.queue  # the scene has a queue before its controller: the controller's interruption takes it
     controller = scene.controller()
-    handler = InterruptionHandler(scene.cluster, controller.cloud, scene.queue, metrics=controller.metrics,
-                                  wall_clock=scene.clock.wall)
-    handler.use_state(controller.state)
     (instance,) = scene.instances()
     message = eventbridge.spot_interruption(instance.id)
-    scene.queue.send(message)
-    assert scene.queue.visible() == 1
-    controller.feed.sync()
-    assert handler.poll_once().acted == {node: "CordonAndDrain"}
-    assert scene.queue.deleted == [message] and scene.queue.visible() == 0
+    queue.send(message)
+    assert queue.visible() == 1
+    result = scene.step(controller)  # one step: the interruption controller first, then termination
+    assert result.interrupted == {node: "CordonAndDrain"}
+    assert queue.deleted == [message] and queue.visible() == 0
     scene.run(controller, 60, until=lambda: scene.node(node) is None)
     assert scene.node(node) is None
 

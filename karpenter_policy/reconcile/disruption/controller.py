@@ -40,6 +40,7 @@ from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.disruption.decider import Command, Decider, Inputs
 from karpenter_policy.reconcile.disruption.deprovisioner import Deprovisioner
 from karpenter_policy.reconcile.disruption.view import disruption_view
+from karpenter_policy.reconcile.metrics import DEPROVISIONING
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import Disrupted, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import Change
@@ -145,6 +146,22 @@ class Disruption:
     def quiet(self) -> bool:
         """Nothing else moves: no pod being provisioned, no launch in flight, no node of ours drained."""
         return not (self.provisioning(self.settled_pods()) or self.terminator.draining)
+
+    # --- as a controller (`reconcile.steps.Reconciler`) ------------------------------------------------------
+
+    name = "disruption"
+    label = DEPROVISIONING
+
+    def step(self, now: float, result: ReconcileResult) -> float | None:
+        """Follow the command under way, else decide when quiet (:meth:`reconcile`)."""
+        done = self.reconcile(result)
+        result.disrupted = done
+        result.errors.extend(done.errors)
+        return done.due
+
+    def poll(self) -> float | None:
+        """Its thread decides again every `disruption_interval` at the latest."""
+        return self.context.options.disruption_interval
 
     def reconcile(self, result: ReconcileResult) -> Disrupted:
         """One step of the deprovisioner: follow the command under way, else decide when quiet."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 from karpenter_policy.kube import objects
@@ -24,11 +25,15 @@ from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.events import Recorder
 from karpenter_policy.reconcile.metrics import EMPTINESS as EMPTINESS_METHOD
 from karpenter_policy.reconcile.metrics import Metrics
-from karpenter_policy.reconcile.result import Emptied
+from karpenter_policy.reconcile.result import Emptied, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 
 EMPTINESS = logs.logger("node")
+
+#: After emptiness deleted a node, its next step comes this soon (termination drains the node meanwhile; in virtual
+#: time, that is when the next pass comes).
+DRAIN_STEP_SECONDS = 1.0
 
 
 def _stamp(when: dt.datetime) -> str:
@@ -54,8 +59,16 @@ class Emptiness:
         *,
         metrics: Metrics | None = None,
         recorder: Recorder | None = None,
+        ttls: Callable[[], Mapping[str, int | None]] = dict,
+        protected: Callable[[], frozenset[str]] = frozenset,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.cluster = cluster
+        self.ttls = ttls  # provisioner name → ttlSecondsAfterEmpty, of the constraint sets in force
+        self.protected = protected  # the replacements of a disruption under way
+        self.clock = clock
+        self.wall_clock = wall_clock
         self.state = state
         self.fields = fields
         self.metrics = metrics or Metrics()
@@ -80,6 +93,25 @@ class Emptiness:
             with self._lock:
                 self._dirty.update(names)
             self.wake.set()
+
+    # --- as a controller (`reconcile.steps.Reconciler`) ------------------------------------------------------
+
+    name = "emptiness"
+    label = EMPTINESS_METHOD
+
+    def step(self, now: float, result: ReconcileResult) -> float | None:
+        """A pass (:meth:`reconcile`) with the TTLs in force; due when the next TTL runs out, and soon after a
+        deletion."""
+        done = self.reconcile(self.ttls(), self.wall_clock(), self.protected())
+        result.emptied = done
+        result.errors.extend(done.errors)
+        dues = [now + done.due] if done.due is not None else []
+        if done.deleted:
+            dues.append(now + DRAIN_STEP_SECONDS)
+        return min(dues, default=None)
+
+    def poll(self) -> float | None:
+        return None
 
     def reconcile(
         self, ttls: Mapping[str, int | None], now: dt.datetime, protected: frozenset[str] = frozenset()

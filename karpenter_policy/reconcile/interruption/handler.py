@@ -35,6 +35,8 @@ controller registered are acted on.
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,7 +49,6 @@ from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.acting import ActingCloud, ActingCluster
 from karpenter_policy.reconcile.interruption.eventbridge import (
     STOPPING_STATES,
     InterruptionMessage,
@@ -55,7 +56,9 @@ from karpenter_policy.reconcile.interruption.eventbridge import (
     MessageKind,
     parse,
 )
+from karpenter_policy.reconcile.metrics import INTERRUPTION as LABEL
 from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.termination.nodedeletion import delete_node
@@ -65,6 +68,10 @@ INTERRUPTION = logs.logger("interruption")
 CORDON_AND_DRAIN = "CordonAndDrain"
 NO_ACTION = "NoAction"
 REASON_TERMINATING = "TerminatingOnInterruption"
+#: Its thread pauses this long after the queue could not be read (a long poll usually paces it).
+QUEUE_ERROR_PAUSE = 5.0
+#: A poll that answered nothing at once is followed by this pause (a queue that does not long-poll must not spin).
+EMPTY_POLL_PAUSE = 0.05
 
 _ACTIONS = {
     MessageKind.SPOT_INTERRUPTION: CORDON_AND_DRAIN,
@@ -129,9 +136,14 @@ class InterruptionResult:
 
 
 class InterruptionHandler:
-    """See the module docstring. ``nodes`` supplies the Nodes to match messages against (default: a list from the
-    cluster; the runner passes its watch cache). ``account`` and ``region``: the controller's (None: not known,
-    messages are not checked against it)."""
+    """See the module docstring. Messages are matched against the cluster ``state``'s Nodes (by its instance index),
+    or without one against ``nodes`` (default: a list from the cluster). ``account`` and ``region``: the
+    controller's (None: not known, messages are not checked against it). ``acting``: whether this replica may act
+    now, asked once messages are received (the controller gives its guarded cluster and cloud, which ask it before
+    each change)."""
+
+    name = "interruption"
+    label = LABEL
 
     def __init__(
         self,
@@ -144,6 +156,9 @@ class InterruptionHandler:
         wall_clock: Callable[[], dt.datetime] = _utc_now,
         account: str | None = None,
         region: str | None = None,
+        state: ClusterState | None = None,
+        acting: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
         self.account = account
@@ -153,16 +168,36 @@ class InterruptionHandler:
         self.metrics = metrics
         self.wall_clock = wall_clock
         self._nodes = nodes or (lambda: cluster.list(objects.NODE).items)
-        self._state: ClusterState | None = None
-
-    def act_only_while(self, acting: Callable[[], bool]) -> None:
-        """Every change this handler makes (Node deletions, Events) asks `acting()` first (`reconcile.acting`)."""
-        self.cluster = ActingCluster(self.cluster, acting)
-        self.cloud = ActingCloud(self.cloud, acting)
-
-    def use_state(self, state: ClusterState) -> None:
-        """Match messages against the cluster state from now on (by its instance index: no list per message)."""
         self._state = state
+        self.acting = acting
+        self.clock = clock
+        self.wake = threading.Event()  # nothing wakes it: it polls the queue (a long poll paces it)
+        self._pause = 0.0
+
+    # --- as a controller (`reconcile.steps.Reconciler`) ------------------------------------------------------
+
+    def step(self, now: float, result: ReconcileResult) -> float | None:
+        """Take the messages there are: poll until a poll receives nothing (or leaves messages for later, or
+        fails). What it acted on goes into `result.interrupted`; a poll that failed (logged) fails the step (a failed
+        reconcile, as Karpenter's controller returns the error). Never due by itself."""
+        while True:
+            started = self.clock()
+            polled = self.poll_once(self.acting)
+            result.interrupted.update(polled.acted)  # what failed is logged (and counted) by the poll
+            result.failed = result.failed or polled.failed
+            if not polled.received or polled.kept or polled.error is not None:
+                break
+        if polled.error is not None:
+            self._pause = QUEUE_ERROR_PAUSE
+        elif not polled.received and self.clock() - started < EMPTY_POLL_PAUSE:
+            self._pause = EMPTY_POLL_PAUSE
+        else:
+            self._pause = 0.0
+        return None
+
+    def poll(self) -> float | None:
+        """Its thread polls again at once, or after a pause (the queue failed, or answered nothing at once)."""
+        return self._pause
 
     def poll_once(self, acting: Callable[[], bool] = lambda: True) -> InterruptionResult:
         """Receive and handle one batch of messages. When ``acting()`` is false once they are received (this
@@ -299,8 +334,21 @@ class InterruptionHandler:
             return False
         if first:
             self.metrics.machines_terminated.labels("interruption", node_info.template_of(node) or "").inc()
+            self._observe(name)
         result.draining.append(name)
         return True
+
+    def _observe(self, name: str) -> None:
+        """Show the cluster state the Node being deleted now, as its watch will: the controllers after this one in
+        a step (termination) see the deletion at once. A read that fails leaves it to the watch."""
+        if self._state is None:
+            return
+        try:
+            current = self.cluster.get(objects.NODE, name)
+        except ClusterError:
+            return
+        if current is not None:
+            self._state.apply(objects.NODE, "MODIFIED", current)
 
     def _delete(self, raw: QueueMessage, result: InterruptionResult) -> None:
         try:

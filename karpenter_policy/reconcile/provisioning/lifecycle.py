@@ -48,8 +48,8 @@ class NodeLifecycle:
         self.adopted = False
         self._dirty: set[str] = set()  # nodes changed since they were last looked at for initialization
         self._labelled: set[str] = set()  # uids labelled by this controller that the state does not show so yet
-        #: called (under the state's lock) when a node may now be labelled initialized: wakes its thread
-        self.on_dirty: Callable[[], None] = lambda: None
+        #: called (under the state's lock) when a node may now be labelled initialized: wakes the provisioning thread
+        self.on_dirty: Callable[[], None] = provisioner.wake.set
         self._lock = threading.Lock()
         context.state.subscribe(self._on_change)
 

@@ -43,7 +43,8 @@ from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.context import Context
-from karpenter_policy.reconcile.result import Terminated
+from karpenter_policy.reconcile.metrics import TERMINATION as LABEL
+from karpenter_policy.reconcile.result import ReconcileResult, Terminated
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.termination.eviction import Evictions
@@ -122,6 +123,21 @@ class Terminator:
         if (what, whom) not in self._told:
             self._told.add((what, whom))
             TERMINATION.info(message, *args, extra=self.context.fields(**extra))
+
+    # --- as a controller (`reconcile.steps.Reconciler`) ------------------------------------------------------
+
+    name = "termination"
+    label = LABEL
+
+    def step(self, now: float, result: ReconcileResult) -> float | None:
+        """A pass over the nodes being deleted; due again while one drains."""
+        done = self.reconcile()
+        result.terminated = done
+        result.errors.extend(done.errors)
+        return done.due
+
+    def poll(self) -> float | None:
+        return None
 
     def reconcile(self) -> Terminated:
         """Take every node being deleted one step further; `due` says when the next step is needed."""
