@@ -32,7 +32,8 @@ and the standard library adds no dependency to audit. What it lacks is added her
   its handshake but sent no request, then the keep-alive connection idle the longest, then one still in its
   handshake, then one whose request has been arriving for over `receiving_grace` (a client trickling its bytes)
   — oldest first; connections younger than `receiving_grace` in their state come after all of these (a client
-  that just connected is spared while older ones hold slots), and a connection whose request has arrived whole,
+  that just connected, or whose last answer just went out — a kubelet's probe between its two requests — is spared
+  while older ones hold slots), and a connection whose request has arrived whole,
   or began arriving within `receiving_grace`, is never closed. So a flood of idle, silent or
   trickling connections cannot lock out the API server or the kubelet's probes (each probe is a new
   connection). Only when every connection is at work is the new one closed.
@@ -625,8 +626,8 @@ class WebhookServer(ThreadingHTTPServer):
         now = time.monotonic()
         grace = self.limits.receiving_grace
 
-        def young(connection: _Connection) -> bool:  # just connected, or just began its request
-            return connection.state != IDLE and now - connection.since < grace
+        def young(connection: _Connection) -> bool:  # just connected, just began its request, or just answered
+            return now - connection.since < grace  # (a keep-alive client between two requests is at work too)
 
         candidates = self._connections if among is None else among
         for victim in sorted(candidates, key=lambda c: (young(c), c.state, c.since)):

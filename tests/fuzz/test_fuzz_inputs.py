@@ -69,7 +69,7 @@ CLASS = settings(FUZZ, max_examples=examples(EXAMPLES))
 WORKLOAD_RULES = frozenset(
     {
         "parse-error", "invalid-workload", "workload-unschedulable", "overlap", "shadowed", "quantity-out-of-range",
-        "unknown-label-value", "unknown-label-key", "invalid-replicas",
+        "unknown-label-value", "unknown-label-key", "invalid-replicas", "multi-arch",
     }
 )
 POLICY_RULES = KNOWN_RULES | {"limits"}

@@ -93,15 +93,17 @@ def test_well_behaved_clients_are_served_during_a_flood(capped: Webhook, cert_di
         failures: list[str] = []
         for attempt in range(15):
             probe = Client(capped.port, ca, timeout=10)  # the kubelet: a new connection per probe
+            step = "healthz"
             try:
                 status = probe.get("/healthz").status
+                step = "review"
                 if status != 200:
                     failures.append(f"healthz {attempt}: {status}")
                 fresh = probe.review("/validate/provisioners", PROVISIONER)
                 if fresh["allowed"] is not True:
                     failures.append(f"review {attempt}: {fresh}")
             except OSError as error:
-                failures.append(f"new connection {attempt}: {error!r}")
+                failures.append(f"new connection {attempt} ({step}): {error!r}")
             finally:
                 probe.close()
             try:  # the API server's keep-alive connection (reopened by the client when closed)
