@@ -331,8 +331,12 @@ def probe_churn(work: Path) -> list[Ratio]:
     compiled = compiled_policy("  consolidation:\n    enabled: true", work / "churn")
     quiet = min(_provisioning_cpu(compiled, 0) for _ in range(3))
     churning = min(_provisioning_cpu(compiled, 200) for _ in range(3))
+    # 2.5: whether the plan made ahead of the window's close is still the one launched is not yet stable (a burst's
+    # bindings onto launches in flight invalidate it; issue #23), so either side may plan once or twice — 1.78 was
+    # seen on 819b036 and 0.59 on a later tree, on one machine. Churn re-arming planning at every step, the
+    # regression this probe is for, reads 6 or more.
     return [Ratio("churn", "planning 200 pods on 200 nodes with 200 bound-pod replacements/s vs without (flat: 1)",
-                  churning, quiet, 1.5)]
+                  churning, quiet, 2.5)]
 
 
 def _render_json(report: Any, checked: Any) -> str:
