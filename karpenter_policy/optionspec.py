@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from karpenter_policy import logformat
+
 #: The metadata key of a field's :class:`Flag`.
 FLAG = "karpenter_policy.flag"
 
@@ -66,6 +68,24 @@ def required(*names: str, **flag: Any) -> Any:
     return option(dataclasses.MISSING, *names, **flag)
 
 
+def log_format_option() -> Any:
+    """`--log-format`, as every long-running command (reconcile, webhook) spells it."""
+    return option(logformat.TEXT, "--log-format", choices=logformat.FORMATS, show_default=True)
+
+
+def log_level_option() -> Any:
+    """`--log-level`, as every long-running command (reconcile, webhook) spells it: lines below it are not written."""
+    return option(
+        logformat.DEFAULT_LEVEL,
+        "--log-level",
+        choices=tuple(logformat.LEVELS),
+        case_sensitive=False,
+        show_default=True,
+        read=logformat.level_name,
+        help="Lines below it are not written.",
+    )
+
+
 def flags(options_type: type[Any]) -> list[tuple[dataclasses.Field[Any], Flag]]:
     """The fields of an option set that are flags, in declaration order (the order of --help)."""
     return [(f, f.metadata[FLAG]) for f in dataclasses.fields(options_type) if FLAG in f.metadata]
@@ -96,4 +116,7 @@ def from_flags(options_type: type[Options], given: Mapping[str, Any]) -> Options
     return options_type(**values)
 
 
-__all__ = ["FLAG", "Flag", "OptionValueError", "command_line_default", "flags", "from_flags", "option", "required"]
+__all__ = [
+    "FLAG", "Flag", "OptionValueError", "command_line_default", "flags", "from_flags", "log_format_option",
+    "log_level_option", "option", "required",
+]

@@ -9,8 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from karpenter_policy import logformat
-from karpenter_policy.optionspec import OptionValueError, option, required
+from karpenter_policy.optionspec import OptionValueError, log_format_option, log_level_option, option, required
 
 #: Karpenter's batching: a window closes 1 s after the last pod, 10 s after it opened at most.
 DEFAULT_IDLE_SECONDS = 1.0
@@ -52,10 +51,6 @@ def _duration(default: float, *names: str, help: str) -> float:
     return result
 
 
-def _log_level(value: object) -> str:
-    return logformat.level_name(value)
-
-
 @dataclass(frozen=True, slots=True)
 class ReconcileOptions:
     """`karpenter-policy reconcile`'s flags (docs/reconcile.md, "Flags"), in --help's order."""
@@ -70,16 +65,8 @@ class ReconcileOptions:
     endpoint_url: str | None = option(
         None, "--endpoint-url", metavar="URL", help="AWS endpoint for every service (e.g. a proxy)."
     )
-    log_format: str = option(logformat.TEXT, "--log-format", choices=logformat.FORMATS, show_default=True)
-    log_level: str = option(
-        logformat.DEFAULT_LEVEL,
-        "--log-level",
-        choices=tuple(logformat.LEVELS),
-        case_sensitive=False,
-        show_default=True,
-        read=_log_level,
-        help="Lines below it are not written.",
-    )
+    log_format: str = log_format_option()
+    log_level: str = log_level_option()
     batch_idle: float = _duration(DEFAULT_IDLE_SECONDS, "--batch-idle-duration", help="Batch closes after this idle.")
     batch_max: float = _duration(
         DEFAULT_MAX_SECONDS, "--batch-max-duration", help="Close a batch after this long at most."

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from karpenter_policy import logformat
-from karpenter_policy.optionspec import option
+from karpenter_policy.optionspec import log_format_option, log_level_option, option
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +71,8 @@ class WebhookFlags:
     workers: int = option(2, "--workers", int_range=(1, None), show_default=True, help="Worker processes.")
     reload_interval: float = option(5.0, "--reload-interval", float_range=(0.1, None), show_default=True)
     shutdown_delay: float = option(5.0, "--shutdown-delay", float_range=(0, None), show_default=True)
-    log_format: str = option(logformat.TEXT, "--log-format", choices=logformat.FORMATS, show_default=True)
-    log_level: str = option(
-        logformat.DEFAULT_LEVEL,
-        "--log-level",
-        choices=tuple(logformat.LEVELS),
-        case_sensitive=False,
-        show_default=True,
-        read=logformat.level_name,
-        help="Lines below it are not written.",
-    )
+    log_format: str = log_format_option()
+    log_level: str = log_level_option()
 
 
 __all__ = ["WebhookFlags"]
