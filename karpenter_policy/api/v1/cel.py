@@ -123,10 +123,10 @@ def _remembered(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
 
 
 def _run(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
-    activation = {"self": json_to_cel(value)}
-    if compiled.transition:
-        activation["oldSelf"] = json_to_cel(old)
-    try:
+    try:  # celpy refuses what CEL cannot hold (an integer beyond int64: "overflow") while converting
+        activation = {"self": json_to_cel(value)}
+        if compiled.transition:
+            activation["oldSelf"] = json_to_cel(old)
         result = compiled.program.evaluate(activation)
     except CELEvalError as error:
         return False, _error_text(error)

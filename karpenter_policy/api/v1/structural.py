@@ -55,13 +55,22 @@ def _quoted(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+#: The integers JSON carries to the API server as integers: apimachinery decodes a number as int64 when it fits and
+#: as float64 otherwise, so a larger integer is a "number" to the schema (and to CEL, which has no larger int).
+INT64 = range(-(2**63), 2**63)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value in INT64
+
+
 def _type_name(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
-        return "integer"
+        return "integer" if value in INT64 else "number"
     if isinstance(value, float):
         return "number"
     if isinstance(value, str):
@@ -75,12 +84,12 @@ def _type_name(value: object) -> str:
 
 def _has_type(value: object, schema: Schema) -> bool:
     if schema.get("x-kubernetes-int-or-string"):
-        return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+        return isinstance(value, str) or _is_integer(value)
     wanted = schema.get("type")
     if wanted is None:
         return True
     if wanted == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return _is_integer(value)
     if wanted == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
     return bool(_type_name(value) == wanted)

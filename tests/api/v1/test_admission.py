@@ -279,3 +279,21 @@ def test_a_gt_value_is_an_integer_as_cel_go_reads_one(value: str, admitted: bool
     doc = nodepool()
     doc["spec"]["template"]["spec"]["requirements"] = [{"key": "example.com/size", "operator": "Gt", "values": [value]}]
     assert admit(doc).admitted is admitted
+
+
+def test_an_integer_beyond_int64_is_a_number_to_the_schema_as_apimachinery_decodes_it() -> None:
+    doc = nodepool(weight=int("9" * 4000))  # the loader reads up to 4,300 digits; the API server has int64 only
+    refusals = admit(doc).refusals
+    assert [(r.rule, r.message) for r in refusals][0] == (
+        SCHEMA, 'Invalid value: "number": spec.weight in body must be of type integer: "number"'
+    )
+    assert admit(nodepool(weight=2**63 - 1)).refusals[0].message.endswith("should be less than or equal to 100")
+
+
+def test_a_gt_value_beyond_int64_is_refused_by_the_rule_not_a_crash() -> None:
+    doc = nodepool()
+    doc["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["9" * 4000]}
+    ]
+    (refusal,) = admit(doc).refusals
+    assert refusal.rule == CEL_RULE and "(evaluation error: overflow)" in refusal.message
