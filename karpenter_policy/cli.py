@@ -816,8 +816,8 @@ def rules(rule_id: str | None, output: str) -> None:
 @main.command(epilog=EPILOGS["webhook"])
 @with_options(WebhookFlags, "webhook")
 def webhook(options: WebhookFlags) -> None:
-    """Serve the admission webhook over HTTPS: /mutate/provisioners, /validate/provisioners, /mutate/pods,
-    /healthz, /readyz, /metrics. It runs the checks of `check`."""
+    """Serve the admission webhook over HTTPS: /mutate/provisioners, /validate/provisioners, /validate/nodepools,
+    /validate/ec2nodeclasses, /mutate/pods, /healthz, /readyz, /metrics. It runs the checks of `check`."""
     from karpenter_policy.webhook.command import main as webhook_main
 
     sys.exit(webhook_main(options))

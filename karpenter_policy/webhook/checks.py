@@ -1,14 +1,18 @@
 """The CLI's checks on one admitted object, as denial lines and warnings.
 
 `Checker.check` runs, in this order, exactly what `karpenter-policy check` runs on each document of a file:
-`policy.validate.check_document` (apiVersion and kind, the JSON Schema, Karpenter's validation rules), then —
-for a valid Provisioner — `policy.check.check_provisioner` with the solver of the node OS `policy.check.node_os`
-gives (conflicts, no instance type, unknown names, a solver timeout) and `checks.proof.limits.limits_findings`
-(limits below the smallest instance type). Messages are the CLI's, word for word;
+`checks.validation.policies.check_document` (apiVersion and kind, the JSON Schema, Karpenter's validation rules),
+then — for a valid Provisioner — `checks.proof.provisioners.check_provisioner` with the solver of the node OS
+`provisioner_os` gives (conflicts, no instance type, unknown names, a solver timeout) and
+`checks.proof.limits.limits_findings` (limits below the smallest instance type). Messages are the CLI's, word for word;
 where the CLI prefixes file:line:column the webhook prefixes the field path (`spec.requirements[1].values[0]:`),
 and both end with the rule id. The CLI's checks across files (`duplicate-name`, `unresolved-reference`) have no
 meaning for one object in a cluster (the API server keeps names unique; the template lives in the cluster) and
 are not run.
+
+`Checker.check_v1` does the same for a Karpenter v1 NodePool or EC2NodeClass (`checks.validation.v1`: the CRD's
+schema and CEL rules as the API server runs them, NodePool's RuntimeValidate), with the old object on an update so
+that transition rules run and a refusal the update did not introduce is a warning (the API server's ratcheting).
 
 One `Checker` serves every request thread: the Z3 solvers are not thread-safe, so solving is serialised by a
 lock (the GIL serialises the rest anyway); their verdicts are cached (`solvercache`). The result of a whole
@@ -24,18 +28,25 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 from karpenter_policy.api.kinds import PROVISIONER_API_VERSION, PROVISIONER_KIND
-from karpenter_policy.api.violations import ERROR, SOLVER_TIMEOUT
+from karpenter_policy.api.v1.crds import (
+    EC2NODECLASS_API_VERSION,
+    EC2NODECLASS_KIND,
+    NODEPOOL_API_VERSION,
+    NODEPOOL_KIND,
+)
+from karpenter_policy.api.violations import ERROR, SOLVER_TIMEOUT, WARNING, Path
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.proof.limits import limits_findings
 from karpenter_policy.checks.proof.provisioners import check_provisioner, node_template_of, provisioner_os
 from karpenter_policy.checks.proof.solver import Verdict
-from karpenter_policy.checks.validation.policies import check_document
+from karpenter_policy.checks.validation.policies import check_document, place
+from karpenter_policy.checks.validation.v1 import karpenter_object
 from karpenter_policy.model.amifamily import NODE_OSES
 from karpenter_policy.scheduling import InstanceTable
 from karpenter_policy.webhook.context import PolicyContext
@@ -50,18 +61,56 @@ DEFAULT_WEBHOOK_TIMEOUT_MS = 1000
 class CheckResult:
     """The verdict on one object: denial lines (empty: admissible) and warnings, and the findings behind them."""
 
-    is_provisioner: bool
+    expected_kind: bool  # a Provisioner for the Provisioner routes; a v1 NodePool or EC2NodeClass for theirs
     errors: tuple[str, ...]
     warnings: tuple[str, ...]
     findings: tuple[Finding, ...]
 
     @property
     def allowed(self) -> bool:
-        return self.is_provisioner and not self.errors
+        return self.expected_kind and not self.errors
 
     def denial(self) -> str:
         """`status.message` of a denial: one line per error."""
         return "\n".join(self.errors)
+
+
+def _digest(obj: Mapping[str, Any]) -> bytes:
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+#: The v1 kinds the webhook validates (a NodeClaim is Karpenter's own object, never written by a user).
+V1_WEBHOOK_KINDS: Final = frozenset({NODEPOOL_KIND, EC2NODECLASS_KIND})
+_V1_EXPECTED = f"{NODEPOOL_API_VERSION} {NODEPOOL_KIND} or {EC2NODECLASS_API_VERSION} {EC2NODECLASS_KIND}"
+
+#: What `warm_up` checks of v1: a NodePool and an EC2NodeClass Karpenter admits.
+V1_WARM_UP: Final[tuple[Mapping[str, Any], ...]] = (
+    {
+        "apiVersion": NODEPOOL_API_VERSION,
+        "kind": NODEPOOL_KIND,
+        "metadata": {"name": "warm-up"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": EC2NODECLASS_KIND, "name": "warm-up"},
+                    "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                }
+            }
+        },
+    },
+    {
+        "apiVersion": EC2NODECLASS_API_VERSION,
+        "kind": EC2NODECLASS_KIND,
+        "metadata": {"name": "warm-up"},
+        "spec": {
+            "role": "KarpenterNodeRole",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "warm-up"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "warm-up"}}],
+        },
+    },
+)
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -87,7 +136,7 @@ class Checker:
         self.cache_size = cache_size
         self._solvers: dict[str, CachingSolver] = {}
         self._lock = threading.Lock()
-        self._results: OrderedDict[tuple[bytes, bool], CheckResult] = OrderedDict()
+        self._results: OrderedDict[tuple[bytes, bytes, bool], CheckResult] = OrderedDict()
         self._results_lock = threading.Lock()
 
     def _solver(self, os: str) -> CachingSolver:  # called with the lock held
@@ -103,16 +152,23 @@ class Checker:
 
     def check(self, obj: Mapping[str, Any], solve: bool = True) -> CheckResult:
         """Check one object as `karpenter-policy check` (or, with `solve=False`, `validate`) checks a document."""
+        return self._cached((_digest(obj), b"", solve), lambda: self._check(obj, solve))
+
+    def check_v1(self, obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> CheckResult:
+        """Check one Karpenter v1 object (NodePool, EC2NodeClass) created, or with `old` updated from `old`, as
+        `karpenter-policy check` checks a document (see `_check_v1` for what an update may keep)."""
+        key = (_digest(obj), _digest(old) if old is not None else b"", True)
+        return self._cached(key, lambda: self._check_v1(obj, old))
+
+    def _cached(self, key: tuple[bytes, bytes, bool], compute: Callable[[], CheckResult]) -> CheckResult:
         if self.cache_size <= 0:
-            return self._check(obj, solve)
-        canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
-        key = (hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).digest(), solve)
+            return compute()
         with self._results_lock:
             cached = self._results.get(key)
             if cached is not None:
                 self._results.move_to_end(key)
                 return cached
-        result = self._check(obj, solve)
+        result = compute()
         if not any(f.rule == SOLVER_TIMEOUT for f in result.findings):
             with self._results_lock:
                 self._results[key] = result
@@ -140,6 +196,29 @@ class Checker:
         warnings = [f"{f.message} [{f.rule}]" for f in ordered if f.severity != ERROR]
         return CheckResult(is_provisioner, tuple(errors), tuple(warnings), tuple(ordered))
 
+    def _check_v1(self, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> CheckResult:
+        """The v1 checks of `check` (`checks.validation.v1`: the CRD's schema and CEL rules, NodePool's
+        RuntimeValidate). On an update, a refusal the old object had too (same field, same message) is a warning,
+        not a denial: the API server ratchets an unchanged invalid field (CRDValidationRatcheting), and an object
+        must stay editable — to fix it — even when a newer rule or Karpenter release refuses what it holds."""
+        doc = JsonDocument(obj)
+        verdict = karpenter_object(obj, old)
+        if verdict is None or obj.get("kind") not in V1_WEBHOOK_KINDS:
+            return CheckResult(False, (f"expected a {_V1_EXPECTED}, not {describe(obj)}",), (), ())
+        kept: set[tuple[Path, str]] = set()
+        if old is not None and (previous := karpenter_object(old)) is not None:
+            kept = {(v.path, v.message) for v in previous.violations if v.severity == ERROR}
+        violations = [
+            replace(v, severity=WARNING, message=f"kept by this update, admitted: {v.message}")
+            if v.severity == ERROR and (v.path, v.message) in kept
+            else v
+            for v in verdict.violations
+        ]
+        ordered = sorted((place(doc, v) for v in violations), key=Finding.sort_key)
+        errors = [self._line(doc, f) for f in ordered if f.severity == ERROR]
+        warnings = [f"{f.message} [{f.rule}]" for f in ordered if f.severity != ERROR]
+        return CheckResult(True, tuple(errors), tuple(warnings), tuple(ordered))
+
     @staticmethod
     def _line(doc: JsonDocument, finding: Finding) -> str:
         where = doc.field_path(finding.line, finding.column)
@@ -159,3 +238,5 @@ class Checker:
         invalid = {**valid, "spec": {"requirements": [{"key": "x", "operator": "Bogus"}], "weight": "heavy"}}
         for obj in (valid, invalid, *samples):
             self.check(obj)
+        for obj in V1_WARM_UP:  # builds cel-python's parser and the CRDs' programs (about a second)
+            self.check_v1(obj)

@@ -8,9 +8,14 @@
 * `/validate/provisioners` — the CLI's `check` (`checks.Checker`): denied with its error messages, admitted with
   its warnings.
 * `/mutate/pods` — the pinning rules (`pinning.Pinner`): the nodeSelector entries and tolerations to add.
+* `/validate/nodepools`, `/validate/ec2nodeclasses` — Karpenter v1's objects through the CLI's v1 checks
+  (`checks.Checker.check_v1`): denied with what Karpenter would refuse or ignore (a NodePool RuntimeValidate
+  refuses is admitted by the API server but never Ready), admitted with warnings. There is no v1 defaulting
+  route: Karpenter v1 has no defaulting webhook, and the API server applies its CRDs' defaults itself, before any
+  webhook sees the object.
 
 Both provisioner endpoints first deny a Provisioner over the caps of `workcaps` (requirements, values), before
-any check.
+any check; the v1 endpoints do the same with `v1_over_cap`.
 
 A Provisioner being deleted (`metadata.deletionTimestamp` set) is admitted unchecked and undefaulted by both
 provisioner endpoints: the UPDATEs that remove its finalizers must go through, or an object that became invalid
@@ -35,11 +40,13 @@ from karpenter_policy.api.defaults import default_requirements
 from karpenter_policy.webhook.checks import Checker, describe
 from karpenter_policy.webhook.pinning import Pinner, no_pinning
 from karpenter_policy.webhook.review import AdmissionRequest, AdmissionResponse
-from karpenter_policy.webhook.workcaps import over_cap, pod_over_cap
+from karpenter_policy.webhook.workcaps import over_cap, pod_over_cap, v1_over_cap
 
 MUTATE_PROVISIONERS = "/mutate/provisioners"
 VALIDATE_PROVISIONERS = "/validate/provisioners"
 MUTATE_PODS = "/mutate/pods"
+VALIDATE_NODEPOOLS = "/validate/nodepools"
+VALIDATE_EC2NODECLASSES = "/validate/ec2nodeclasses"
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +60,7 @@ class Route:
 
 
 class Handlers:
-    """The three admission endpoints over one `Checker` and one `Pinner`."""
+    """The admission endpoints over one `Checker` and one `Pinner`."""
 
     def __init__(self, checker: Checker, pinner: Pinner | None = None) -> None:
         self.checker = checker
@@ -64,6 +71,8 @@ class Handlers:
             MUTATE_PROVISIONERS: Route(self.mutate_provisioners, fail_open=False),
             VALIDATE_PROVISIONERS: Route(self.validate_provisioners, fail_open=False),
             MUTATE_PODS: Route(self.mutate_pods, fail_open=True),
+            VALIDATE_NODEPOOLS: Route(self.validate_v1, fail_open=False),
+            VALIDATE_EC2NODECLASSES: Route(self.validate_v1, fail_open=False),
         }
 
     def mutate_provisioners(self, request: AdmissionRequest) -> AdmissionResponse:
@@ -84,6 +93,18 @@ class Handlers:
         if (excess := over_cap(obj)) is not None:
             return AdmissionResponse(False, f"karpenter-policy webhook: {excess}")
         result = self.checker.check(obj)
+        if not result.allowed:
+            return AdmissionResponse(False, result.denial(), result.warnings)
+        return AdmissionResponse(True, warnings=result.warnings)
+
+    def validate_v1(self, request: AdmissionRequest) -> AdmissionResponse:
+        obj = request.object
+        if obj is None or being_deleted(obj):
+            return AdmissionResponse(True)
+        if (excess := v1_over_cap(obj)) is not None:
+            return AdmissionResponse(False, f"karpenter-policy webhook: {excess}")
+        old = request.old_object if request.operation == "UPDATE" else None
+        result = self.checker.check_v1(obj, old)
         if not result.allowed:
             return AdmissionResponse(False, result.denial(), result.warnings)
         return AdmissionResponse(True, warnings=result.warnings)

@@ -1,5 +1,5 @@
-"""What one Provisioner in an admission review may hold before any check runs: caps on the work a request can ask
-of a worker, set where no real Provisioner comes near them.
+"""What one Provisioner (or Karpenter v1 NodePool or EC2NodeClass: `v1_over_cap`) in an admission review may hold
+before any check runs: caps on the work a request can ask of a worker, set where no real Provisioner comes near them.
 
 The checks cost time in proportion to the requirements and their values (each value is validated, looked up in
 the catalog, and an unknown one named in a finding); one review with 100,000 instance-type values held a worker
@@ -43,6 +43,39 @@ def over_cap(obj: Mapping[str, Any]) -> str | None:
     """Why `obj` (a Provisioner as sent) holds more than the caps allow, None when it does not. Shapes that are
     not a list of mappings are left to the schema check, which reports them."""
     spec = obj.get("spec")
+    if (excess := _metadata_over(obj)) is not None or not isinstance(spec, Mapping):
+        return excess
+    entries = sum(_size(spec.get(field)) for field in ("labels", "taints", "startupTaints"))
+    return _node_entries_over(entries, "spec", "labels, taints and startup taints") or _requirements_over(
+        spec.get("requirements"), "spec.requirements"
+    )
+
+
+def v1_over_cap(obj: Mapping[str, Any]) -> str | None:
+    """`over_cap` for a Karpenter v1 NodePool (its node template: `spec.template.metadata.labels`,
+    `spec.template.spec.taints`, `startupTaints`, `requirements`) or EC2NodeClass (`spec.tags`, on every
+    instance), None when it holds no more than the caps allow. The CRDs cap many lists themselves, but the API
+    server checks those before it calls the webhook, but the caps here bound the webhook's own work on whatever
+    reaches it (a list the CRD leaves unbounded, a cluster whose CRDs are older)."""
+    if (excess := _metadata_over(obj)) is not None:
+        return excess
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    if obj.get("kind") != "NodePool":
+        return _node_entries_over(_size(spec.get("tags")), "spec", "tags")
+    template = spec.get("template")
+    template = template if isinstance(template, Mapping) else {}
+    metadata, node = template.get("metadata"), template.get("spec")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    node = node if isinstance(node, Mapping) else {}
+    entries = _size(metadata.get("labels")) + _size(node.get("taints")) + _size(node.get("startupTaints"))
+    return _node_entries_over(entries, "spec.template", "labels, taints and startup taints") or _requirements_over(
+        node.get("requirements"), "spec.template.spec.requirements"
+    )
+
+
+def _metadata_over(obj: Mapping[str, Any]) -> str | None:
     metadata = obj.get("metadata")
     if isinstance(metadata, Mapping):
         entries = _size(metadata.get("labels")) + _size(metadata.get("annotations"))
@@ -51,20 +84,24 @@ def over_cap(obj: Mapping[str, Any]) -> str | None:
                 f"metadata holds {entries} labels and annotations, over the webhook's limit of "
                 f"{MAX_METADATA_ENTRIES}; refused before any check"
             )
-    if not isinstance(spec, Mapping):
+    return None
+
+
+def _node_entries_over(entries: int, where: str, what: str) -> str | None:
+    if entries <= MAX_NODE_ENTRIES:
         return None
-    entries = sum(_size(spec.get(field)) for field in ("labels", "taints", "startupTaints"))
-    if entries > MAX_NODE_ENTRIES:
-        return (
-            f"spec holds {entries} labels, taints and startup taints, over the webhook's limit of "
-            f"{MAX_NODE_ENTRIES} (each is on every node launched; nodes carry a few dozen); refused before any check"
-        )
-    requirements = spec.get("requirements")
+    return (
+        f"{where} holds {entries} {what}, over the webhook's limit of "
+        f"{MAX_NODE_ENTRIES} (each is on every node launched; nodes carry a few dozen); refused before any check"
+    )
+
+
+def _requirements_over(requirements: object, where: str) -> str | None:
     if not isinstance(requirements, list):
         return None
     if len(requirements) > MAX_REQUIREMENTS:
         return (
-            f"spec.requirements holds {len(requirements)} requirements, over the webhook's limit of "
+            f"{where} holds {len(requirements)} requirements, over the webhook's limit of "
             f"{MAX_REQUIREMENTS} (Karpenter v1's NodePool allows no more); refused before any check"
         )
     values = 0
@@ -74,7 +111,7 @@ def over_cap(obj: Mapping[str, Any]) -> str | None:
             values += len(listed)
     if values > MAX_VALUES:
         return (
-            f"spec.requirements hold {values} values, over the webhook's limit of {MAX_VALUES} (every EC2 "
+            f"{where} hold {values} values, over the webhook's limit of {MAX_VALUES} (every EC2 "
             "instance type of a region is fewer: use instance families, categories or sizes instead of listing "
             "types); refused before any check"
         )

@@ -215,3 +215,26 @@ class _CfnLoader(yaml.SafeLoader):
 
 _CfnLoader.add_multi_constructor("!", lambda loader, suffix, node: loader.construct_scalar(node)
                                  if isinstance(node, yaml.ScalarNode) else None)
+
+
+def test_the_webhook_configurations_name_every_route_the_server_has() -> None:
+    """Every path the chart's webhooks call is a route of the server, and every validating route of the server is
+    called (a v1 NodePool or EC2NodeClass is validated unless `webhook.v1.enabled` is false)."""
+    from karpenter_policy.webhook.handlers import MUTATE_PODS, MUTATE_PROVISIONERS, Handlers
+
+    def paths(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        documents = render(merged(REQUIRED, values))
+        return {
+            hook["clientConfig"]["service"]["path"]: hook
+            for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+            for configuration in of_kind(documents, kind)
+            for hook in configuration["webhooks"]
+        }
+
+    routes = set(Handlers.__new__(Handlers).routes())
+    called = paths({})
+    assert set(called) == routes
+    assert called["/validate/nodepools"]["rules"][0]["resources"] == ["nodepools"]
+    assert called["/validate/ec2nodeclasses"]["rules"][0]["apiGroups"] == ["karpenter.k8s.aws"]
+    without_v1 = paths({"webhook": {"v1": {"enabled": False}}})
+    assert set(without_v1) == {MUTATE_PODS, MUTATE_PROVISIONERS, "/validate/provisioners"}

@@ -357,7 +357,7 @@ def _fuzzed_body(rng: random.Random, objects: list[Any]) -> tuple[bytes, Any]:
 def test_500_fuzzed_bodies_leave_the_server_healthy(client: Client) -> None:
     rng = random.Random(20261122)
     objects = [c.data for c in cases() if isinstance(c.data, dict) and c.data.get("kind") == "Provisioner"]
-    paths = ["/validate/provisioners", "/mutate/provisioners", "/mutate/pods"]
+    paths = ["/validate/provisioners", "/mutate/provisioners", "/mutate/pods", "/validate/nodepools"]
     statuses: dict[int, int] = {}
     compared = 0
     for _ in range(500):

@@ -13,7 +13,13 @@ import yaml
 
 from karpenter_policy.cli import main
 from karpenter_policy.webhook.context import load_pinning_documents
-from karpenter_policy.webhook.handlers import MUTATE_PODS, MUTATE_PROVISIONERS, VALIDATE_PROVISIONERS
+from karpenter_policy.webhook.handlers import (
+    MUTATE_PODS,
+    MUTATE_PROVISIONERS,
+    VALIDATE_EC2NODECLASSES,
+    VALIDATE_NODEPOOLS,
+    VALIDATE_PROVISIONERS,
+)
 from karpenter_policy.webhook.pinning import PolicyPinner
 
 from .support import ROOT
@@ -65,7 +71,13 @@ def test_webhook_configurations() -> None:
             443,
         )
         paths[client["path"]] = (kind, hook)
-    assert set(paths) == {MUTATE_PROVISIONERS, VALIDATE_PROVISIONERS, MUTATE_PODS}
+    assert set(paths) == {
+        MUTATE_PROVISIONERS, VALIDATE_PROVISIONERS, MUTATE_PODS, VALIDATE_NODEPOOLS, VALIDATE_EC2NODECLASSES
+    }
+    for path, resource in ((VALIDATE_NODEPOOLS, "nodepools"), (VALIDATE_EC2NODECLASSES, "ec2nodeclasses")):
+        kind, hook = paths[path]
+        assert kind == "ValidatingWebhookConfiguration" and hook["failurePolicy"] == "Fail"
+        assert [(r["resources"], r["apiVersions"]) for r in hook["rules"]] == [([resource], ["v1"])]
     assert paths[MUTATE_PROVISIONERS][1]["failurePolicy"] == "Fail"
     assert paths[VALIDATE_PROVISIONERS][1]["failurePolicy"] == "Fail"
     assert paths[MUTATE_PODS][1]["failurePolicy"] == "Ignore"

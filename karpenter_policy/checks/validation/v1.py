@@ -58,15 +58,16 @@ class Verdict:
     violations: tuple[Violation, ...]
 
 
-def karpenter_object(data: Mapping[str, Any]) -> Verdict | None:
-    """The verdict on `data` (a mapping with a string apiVersion and kind); None when its group is not Karpenter's
-    (another project's kind, even one named NodePool: skipped and counted)."""
+def karpenter_object(data: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Verdict | None:
+    """The verdict on `data` (a mapping with a string apiVersion and kind) created, or with `old` updated from
+    `old` (the CEL transition rules run then); None when its group is not Karpenter's (another project's kind, even
+    one named NodePool: skipped and counted)."""
     api_version, kind = str(data.get("apiVersion")), str(data.get("kind"))
     if V1_API_VERSIONS.get(kind) == api_version:
         # api.v1 brings in cel-python (about half a second of imports): only when there is a v1 object to check
         from karpenter_policy.api.v1.admission import check
 
-        found = [*_name_problems(data), *check(data)]
+        found = [*_name_problems(data), *check(data, old)]
         return Verdict(kind, True, tuple(_named_field(violation) for violation in found))
     group, _, version = api_version.rpartition("/")
     if group not in KARPENTER_GROUPS:
