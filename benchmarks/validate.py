@@ -1,16 +1,19 @@
 """Documents/second of `karpenter-policy validate` next to `check-jsonschema`, on one core; and, with
 `--startup`, the tool's own start-up time on one file next to an earlier revision's.
 
-    .venv/bin/python benchmarks/validate.py [--documents 5000] [--repeat 3] [--work DIR] [--json]
+    .venv/bin/python benchmarks/validate.py [--kind provisioner|nodepool] [--documents 5000] [--repeat 3]
+                                            [--work DIR] [--json]
     .venv/bin/python benchmarks/validate.py --startup [--baseline-ref main] [--repeat 20]
 
 Generates N varied Provisioner files (one document each, fixed seed; ~2% carry a deliberate Karpenter-rule
-error), then times, `--repeat` times each (best and median):
+error) — or, with `--kind nodepool`, Karpenter v1 NodePool files (`_nodepools.py`; ~2% refused by the v1.14.1 CRD's
+schema or CEL rules) —, then times, `--repeat` times each (best and median):
   (a) `karpenter-policy validate DIR --output json`, one subprocess: what a user runs, start-up included;
       its exit code, error count and each error's file:line are checked against what was planted;
   (b) the same work in-process (`validate_paths` + the JSON report), to show the start-up share;
   (c) `check-jsonschema --schemafile schemas/provisioner.v1alpha5.json FILES...` from its own venv
-      (`benchmarks/.venv-check-jsonschema`), schema only: it knows none of Karpenter's rules.
+      (`benchmarks/.venv-check-jsonschema`), schema only: it knows none of Karpenter's rules (for NodePools: the
+      NodePool CRD's openAPIV3Schema, without its CEL rules, which check-jsonschema cannot run).
 Every timed process is pinned to one core. See benchmarks/README.md.
 """
 
@@ -43,6 +46,8 @@ from _common import (
     run_pinned,
     tool_venv,
 )
+from _nodepools import PLANTED_KINDS as NODEPOOL_PLANTED_KINDS
+from _nodepools import nodepool_schema_file, render_nodepool
 
 SEED = 20261122
 ERROR_SHARE = 0.02
@@ -113,6 +118,7 @@ class Corpus:
     files: list[Path]
     planted: list[Planted] = field(default_factory=list)
     expected_warnings: int = 0
+    schema: Path = SCHEMA  # what check-jsonschema validates against
 
 
 class _Writer:
@@ -319,25 +325,32 @@ def render_provisioner(rng: random.Random, index: int, planted_kind: str | None)
     return name, out.text(), error_line, warnings
 
 
-def generate(directory: Path, documents: int, seed: int = SEED) -> Corpus:
-    """Write `documents` Provisioner files into `directory` (emptied of earlier .yaml files first)."""
+def generate(directory: Path, documents: int, seed: int = SEED, kind: str = "provisioner") -> Corpus:
+    """Write `documents` Provisioner (or NodePool) files into `directory` (emptied of earlier .yaml files first)."""
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.yaml"):
         stale.unlink()
     rng = random.Random(seed)
     count = max(1, round(documents * ERROR_SHARE)) if documents else 0
     chosen = rng.sample(range(documents), count)
-    kinds = {index: PLANTED_KINDS[n % len(PLANTED_KINDS)] for n, index in enumerate(chosen)}
-    corpus = Corpus(directory, [])
+    planted_kinds = NODEPOOL_PLANTED_KINDS if kind == "nodepool" else PLANTED_KINDS
+    kinds = {index: planted_kinds[n % len(planted_kinds)] for n, index in enumerate(chosen)}
+    corpus = Corpus(directory, [], schema=SCHEMA)
+    if kind == "nodepool":
+        corpus.schema = nodepool_schema_file(directory.parent)
     for index in range(documents):
-        kind = kinds.get(index)
-        name, text, line, warnings = render_provisioner(rng, index, kind[0] if kind else None)
+        planted = kinds.get(index)
+        if kind == "nodepool":  # each refers to an EC2NodeClass not among the files: one unresolved-reference
+            name, text, line = render_nodepool(rng, index, planted[0] if planted else None)
+            warnings = 1
+        else:
+            name, text, line, warnings = render_provisioner(rng, index, planted[0] if planted else None)
         path = directory / f"{name}.yaml"
         path.write_text(text, encoding="utf-8")
         corpus.files.append(path)
         corpus.expected_warnings += warnings
-        if kind is not None:
-            corpus.planted.append(Planted(kind[0], kind[1], path.name, line))
+        if planted is not None:
+            corpus.planted.append(Planted(planted[0], planted[1], path.name, line))
     return corpus
 
 
@@ -417,13 +430,14 @@ def run_in_process(corpus: Corpus, cpu: int) -> tuple[float, float]:
 
 def check_jsonschema_commands(binary: Path, corpus: Corpus) -> list[list[str]]:
     """check-jsonschema over every file, as few command lines as fit (paths relative to the corpus dir)."""
-    prefix = [str(binary), "--schemafile", str(SCHEMA)]
+    prefix = [str(binary), "--schemafile", str(corpus.schema)]
     return chunked(prefix, [path.name for path in corpus.files])
 
 
 def run_check_jsonschema(commands: list[list[str]], corpus: Corpus, cpu: int) -> Completed:
     done = run_chunked(commands, cpu, cwd=corpus.directory)
-    if done.returncode != 0:  # the planted errors are Karpenter rules, which a schema cannot see
+    schema_errors = any(p.rule == "schema" for p in corpus.planted)  # a NodePool's bad duration: the schema's own
+    if done.returncode != (1 if schema_errors else 0):  # the other planted errors are rules a schema cannot see
         fail("check-jsonschema", [f"exit code {done.returncode}: {done.stdout[-2000:]}"], done)
     return done
 
@@ -554,7 +568,9 @@ def startup(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--documents", type=int, default=5000, help="Provisioner files to generate (default 5000)")
+    parser.add_argument("--documents", type=int, default=5000, help="files to generate (default 5000)")
+    parser.add_argument("--kind", choices=("provisioner", "nodepool"), default="provisioner",
+                        help="v1alpha5 Provisioners (default) or Karpenter v1 NodePools")
     parser.add_argument("--repeat", type=int, default=None, help="timed runs of each tool (default 3; --startup 20)")
     parser.add_argument("--work", type=Path, default=BENCHMARKS_DIR / ".work", help="where the files are written")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
@@ -577,8 +593,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{CLI} not found: run this with the project's venv python (.venv/bin/python)")
     cpu = pinned_cpu()
     work: Path = args.work.resolve()
-    log(f"generating {args.documents} Provisioner files in {work / 'provisioners'} (seed {SEED})")
-    corpus = generate(work / "provisioners", args.documents)
+    folder = "provisioners" if args.kind == "provisioner" else "nodepools"
+    log(f"generating {args.documents} {args.kind} files in {work / folder} (seed {SEED})")
+    corpus = generate(work / folder, args.documents, kind=args.kind)
     kinds = sorted(Counter(p.kind for p in corpus.planted).items())
     log(f"planted {len(corpus.planted)} errors ({', '.join(f'{k}: {n}' for k, n in kinds)}); "
         f"expecting {corpus.expected_warnings} warnings")
@@ -623,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = sum(path.read_bytes().count(b"\n") for path in corpus.files) / n
     if args.json:
         print(json.dumps({
-            "benchmark": "validate", "date": datetime.date.today().isoformat(),
+            "benchmark": "validate", "kind": args.kind, "date": datetime.date.today().isoformat(),
             "machine": {"cores": os.cpu_count(), "pinned_cpu": cpu, "python": platform.python_version(),
                         "platform": platform.platform(),
                         "load_average": {"before": load_before, "after": os.getloadavg()[0]}},
@@ -636,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
             "goal": {"ratio": GOAL_RATIO, "measured": {k: round(v, 2) for k, v in ratios.items()}, "met": met},
         }, indent=2))
         return 0
-    print(f"validate: {n} Provisioner files (mean {lines:.0f} lines, {sum(sizes) / n / 1024:.1f} KiB; "
+    print(f"validate: {n} {args.kind} files (mean {lines:.0f} lines, {sum(sizes) / n / 1024:.1f} KiB; "
           f"{len(corpus.planted)} with a planted error, each found at its file:line), "
           f"best / median of {args.repeat}, pinned to CPU {cpu} of {os.cpu_count()}; load average before / after: "
           f"{load_before:.2f} / {os.getloadavg()[0]:.2f}")

@@ -45,12 +45,17 @@ _OLD_SELF = re.compile(r"\boldSelf\b")
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CelRule:
-    """One `x-kubernetes-validations` entry, compiled."""
+    """One `x-kubernetes-validations` entry, compiled; with what makes its verdicts reusable across objects
+    (`_evaluate`): the fields of `self` it reads when it reads nothing else (`fields`), or, for a rule
+    `self.all(x, P)` whose P does not name `self`, P compiled on its own (`item_program`, `item_variable`)."""
 
     rule: str
     message: str
     transition: bool
     program: Any
+    fields: frozenset[str] | None = None
+    item_variable: str | None = None
+    item_program: Any = None
 
 
 def _find(text: Any, pattern: Any) -> Any:
@@ -97,18 +102,75 @@ def _environment() -> Any:
         sys.setrecursionlimit(limit)
 
 
+_SELF = re.compile(r"\bself\b")
+#: `self.<field>` not followed by a call: a field read (`self.all(` is a macro over self, not a field).
+_SELF_FIELD = re.compile(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_ALL_MACRO = re.compile(r"\s*self\.all\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,(.*)\)\s*", re.DOTALL)
+
+
+def _fields_read(rule: str) -> frozenset[str] | None:
+    """The fields of `self` a rule reads, when `self.<field>` is the only way it uses `self` (string literals
+    aside); None when it uses `self` otherwise (a macro over it, `size(self)`, an index)."""
+    code = _STRING.sub("''", rule)
+    if _OLD_SELF.search(code):
+        return None
+    uses = len(_SELF.findall(code))
+    fields = _SELF_FIELD.findall(code)
+    return frozenset(fields) if uses and len(fields) == uses else None
+
+
+def _balanced(code: str) -> bool:
+    depth = 0
+    for char in _STRING.sub("''", code):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _all_body(rule: str) -> tuple[str, str] | None:
+    """(variable, predicate) of a rule that is exactly `self.all(variable, predicate)` with a predicate that does
+    not name `self` or `oldSelf`; None for any other rule."""
+    match = _ALL_MACRO.fullmatch(rule)
+    if match is None:
+        return None
+    variable, body = match.group(1), match.group(2)
+    code = _STRING.sub("''", body)
+    if _SELF.search(code) or _OLD_SELF.search(code) or not _balanced(body):
+        return None
+    return variable, body
+
+
 @cache
 def compiled_rule(rule: str, message: str) -> CelRule:
     """`rule` compiled once per process (celpy's parser is slow to build: about a second, once)."""
     environment = _environment()
     program = environment.program(environment.compile(rule), functions=KUBERNETES_FUNCTIONS)
-    return CelRule(rule, message or f"failed rule: {rule}", bool(_OLD_SELF.search(rule)), program)
+    transition = bool(_OLD_SELF.search(rule))
+    item_variable = item_program = None
+    if not transition and (split := _all_body(rule)) is not None:
+        try:
+            item_program = environment.program(environment.compile(split[1]), functions=KUBERNETES_FUNCTIONS)
+            item_variable = split[0]
+        except Exception:  # noqa: BLE001 - not a predicate on its own: the rule is evaluated whole
+            item_program = None
+    fields = None if transition else _fields_read(rule)
+    return CelRule(rule, message or f"failed rule: {rule}", transition, program, fields, item_variable, item_program)
 
 
 def _evaluate(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
     """(passed, evaluation error): a rule that evaluates to anything but true fails. A rule's verdict depends on
     its inputs only, and objects repeat the same keys and terms: verdicts are remembered by their inputs' JSON
-    (celpy interprets its syntax tree: some milliseconds a rule)."""
+    (celpy interprets its syntax tree: some milliseconds a rule). The inputs are made as small as the rule
+    allows, so that they repeat: only the fields a rule reads of `self` (`CelRule.fields`: the rest cannot change
+    its verdict), and a rule `self.all(x, P)` is P on each item (each map key, as CEL's `all` iterates a map),
+    remembered per item — false if P is false on any item, else an error if P fails on one, else true, as CEL's
+    `all` absorbs errors."""
+    if compiled.item_program is not None and isinstance(value, Mapping | list):
+        return _all_items(compiled, list(value))
+    if compiled.fields is not None and isinstance(value, Mapping):
+        value = {key: item for key, item in value.items() if key in compiled.fields}
     try:
         inputs = json.dumps([value, old] if compiled.transition else value, sort_keys=True)
     except (TypeError, ValueError):
@@ -116,10 +178,36 @@ def _evaluate(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None
     return _remembered(compiled, inputs)
 
 
+def _all_items(compiled: CelRule, items: list[Any]) -> tuple[bool, str | None]:
+    error: str | None = None
+    for item in items:
+        try:
+            inputs = json.dumps(item, sort_keys=True)
+        except (TypeError, ValueError):
+            return _run(compiled, items, None)
+        passed, failure = _remembered_item(compiled, inputs)
+        if not passed and failure is None:
+            return False, None
+        if failure is not None and error is None:
+            error = failure
+    return (False, error) if error is not None else (True, None)
+
+
 @lru_cache(maxsize=16384)
 def _remembered(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
     decoded = json.loads(inputs)
     return _run(compiled, *(decoded if compiled.transition else (decoded, None)))
+
+
+@lru_cache(maxsize=16384)
+def _remembered_item(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
+    try:
+        result = compiled.item_program.evaluate({compiled.item_variable: json_to_cel(json.loads(inputs))})
+    except CELEvalError as error:
+        return False, _error_text(error)
+    except Exception as error:  # noqa: BLE001 - as `_run`: refused, never a crash
+        return False, str(error) or type(error).__name__
+    return _verdict(result)
 
 
 def _run(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
@@ -132,6 +220,10 @@ def _run(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
         return False, _error_text(error)
     except Exception as error:  # noqa: BLE001 - an object from a file never crashes the checker: it is refused
         return False, str(error) or type(error).__name__
+    return _verdict(result)
+
+
+def _verdict(result: Any) -> tuple[bool, str | None]:
     if isinstance(result, CELEvalError):
         return False, _error_text(result)
     if isinstance(result, celtypes.BoolType):
