@@ -202,16 +202,31 @@ def active_windows(budget: Budget, start: datetime, end: datetime) -> list[tuple
 
 def _hit_windows(schedule: CronSchedule, window: timedelta, start: datetime,
                  end: datetime) -> Iterable[tuple[datetime, datetime]]:
+    """Each activation's window, in order of opening: the last activation at or before `start` (the one whose
+    window reaches furthest into the range), then those after it. Consecutive minutes open overlapping windows
+    when the window is a minute or more: one window per run then."""
     lookback = min(window, timedelta(days=366 * (YEAR_LIMIT + 4)))
     latest = schedule.latest_at_or_before(start, start - lookback)
     if latest is not None:
         yield latest, latest + window
     day = start.date()
-    while day < end.date() + timedelta(days=1):
-        for hit in schedule.hits_on(day):
-            if start < hit < end:
-                yield hit, hit + window
+    per_run = window >= timedelta(minutes=1)
+    while day <= end.date():
+        if per_run:
+            for first, last in schedule.runs_on(day):
+                if last > start and first < end:
+                    opens = max(first, start + timedelta(seconds=1)) if first <= start else first
+                    yield _ceil_minute(opens), last + window
+        else:
+            for hit in schedule.hits_on(day):
+                if start < hit < end:
+                    yield hit, hit + window
         day += timedelta(days=1)
+
+
+def _ceil_minute(moment: datetime) -> datetime:
+    floor = moment.replace(second=0, microsecond=0)
+    return floor if floor == moment else floor + timedelta(minutes=1)
 
 
 def _merged(windows: Iterable[tuple[datetime, datetime]], start: datetime,

@@ -92,6 +92,12 @@ class CronSchedule:
     day_of_week: Field
     every: timedelta | None = None
 
+    def repeats_weekly(self) -> bool:
+        """Whether the activations repeat every week: every month, every day of the month (then the day of the
+        week decides alone, or every day matches)."""
+        return self.every is not None or (
+            len(self.month.values) == _MONTHS.high and len(self.day_of_month.values) == _DOM.high)
+
     def day_matches(self, day: date) -> bool:
         """robfig's `dayMatches`, with the month."""
         if day.month not in self.month.values:
@@ -110,6 +116,16 @@ class CronSchedule:
         for hour in sorted(self.hour.values):
             for minute in minutes:
                 yield datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+    def runs_on(self, day: date) -> Iterator[tuple[datetime, datetime]]:
+        """The activations on `day` as runs of consecutive minutes: (first, last) of each, in order."""
+        if self.every is not None or not self.day_matches(day):
+            return
+        runs = _minute_runs(self.minute.values)
+        for hour in sorted(self.hour.values):
+            base = datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
+            for first, last in runs:
+                yield base + timedelta(minutes=first), base + timedelta(minutes=last)
 
     def next_after(self, moment: datetime) -> datetime | None:
         """robfig's `Next`: the first activation strictly after `moment`; None for its zero time (no activation
@@ -136,6 +152,16 @@ class CronSchedule:
                     return hit if hit > not_before else None
             day -= timedelta(days=1)
         return None
+
+
+def _minute_runs(minutes: frozenset[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for minute in sorted(minutes):
+        if runs and runs[-1][1] == minute - 1:
+            runs[-1] = (runs[-1][0], minute)
+        else:
+            runs.append((minute, minute))
+    return runs
 
 
 def _upcoming_second(moment: datetime) -> datetime:

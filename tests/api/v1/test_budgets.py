@@ -28,6 +28,7 @@ from karpenter_policy.api.v1.budgets import (
     budgets_of,
     scaled_nodes,
 )
+from karpenter_policy.api.v1.budgettimeline import WEEK, YEAR, Span, horizon, spans
 from karpenter_policy.api.v1.cron import CronError, parse_schedule
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from tests.profiles import deterministic
@@ -239,3 +240,34 @@ def test_reasons_each_read_their_own_budgets() -> None:
     budgets = [Budget(nodes="0", reasons=(DRIFTED,)), Budget(nodes="20%", reasons=(UNDERUTILIZED, EMPTY))]
     moment = _at("2026-07-01T12:00:00Z")
     assert [allowed_disruptions(budgets, reason, moment, 12) for reason in REASONS] == [3, 3, 0]
+
+
+@deterministic(120)
+@given(budgets=budget_lists, moment=moments, total=st.integers(0, 200), reason=st.sampled_from(REASONS),
+       offsets=st.lists(st.integers(0, 7 * 24 * 3600 - 1), min_size=1, max_size=6))
+def test_timeline_spans_agree_with_karpenter_at_every_instant(budgets: list[Budget], moment: datetime, total: int,
+                                                               reason: str, offsets: list[int]) -> None:
+    start = moment.replace(second=0, microsecond=0)
+    timeline = spans(budgets, reason, start, start + WEEK, total)
+    assert timeline[0].start == start and timeline[-1].end == start + WEEK
+    assert all(left.end == right.start for left, right in zip(timeline, timeline[1:], strict=False))
+    for offset in offsets:
+        at = start + timedelta(seconds=offset)
+        (span,) = [span for span in timeline if span.start <= at < span.end]
+        assert span.allowed == allowed_disruptions(budgets, reason, at, total), at
+        assert all(budgets[index].is_active(at) and budgets[index].applies_to(reason) for index in span.deciding)
+
+
+def test_an_unreadable_schedule_blocks_every_reason_all_the_time() -> None:
+    budgets = [Budget(nodes="5"), Budget(nodes="1", schedule="TZ=Europe/Paris 0 2 * * *", duration="2h",
+                                         reasons=(DRIFTED,))]
+    start = _at("2026-11-30T00:00:00Z")
+    for reason in REASONS:
+        assert spans(budgets, reason, start, start + WEEK, 10) == [
+            Span(start, start + WEEK, 0, (), (1,))]
+
+
+def test_horizon_is_a_week_unless_a_schedule_names_days_of_the_month_or_months() -> None:
+    assert horizon([Budget(), Budget("0", "0 9 * * mon-fri", "8h")]) == WEEK
+    assert horizon([Budget("0", "@monthly", "8h")]) == YEAR
+    assert horizon([Budget("0", "0 0 * 12 *", "24h")]) == YEAR

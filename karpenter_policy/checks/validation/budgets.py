@@ -1,0 +1,77 @@
+"""Disruption budgets of the Karpenter v1 NodePools in `check` (docs/budgets.md): each valid NodePool's budgets
+reasoned about by `api.v1.budgetcheck` — findings of the `budgets` rules at the budget's file:line, each with a
+witness — and its allowance per reason over one week, the timeline `check --output markdown` shows.
+
+The week is the one holding `BudgetView.week_of` (today when None), from its Monday 00:00 in the view's time zone;
+the findings look from the same moment. The node count is the NodePool's `spec.limits.nodes` when it has one, else
+`--nodes`, else assumed (`budgetcheck.ASSUMED_NODES`): the timeline says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from karpenter_policy.api.v1.budgetcheck import PoolBudgets, budget_violations, pool_budgets, week
+from karpenter_policy.api.v1.budgettimeline import Span
+from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
+from karpenter_policy.checks.findings import Finding
+from karpenter_policy.checks.options import BudgetView
+from karpenter_policy.checks.source.loader import Document
+from karpenter_policy.checks.validation.policies import place
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolTimeline:
+    """One NodePool's week: where it is, its budgets as read, and the allowance per reason from `start`."""
+
+    name: str
+    file: str
+    line: int
+    pool: PoolBudgets
+    start: datetime
+    spans: Mapping[str, list[Span]]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetReport:
+    """What the budget checks found, the timelines, and the zone they are shown in."""
+
+    findings: list[Finding]
+    timelines: list[NodePoolTimeline]
+    timezone: ZoneInfo
+
+
+def week_start(view: BudgetView, today: date) -> datetime:
+    """Monday 00:00, in the view's time zone, of the week holding `view.week_of` (else `today`), in UTC."""
+    zone = ZoneInfo(view.timezone)
+    day = view.week_of or today
+    monday = day - timedelta(days=day.weekday())
+    return datetime(monday.year, monday.month, monday.day, tzinfo=zone).astimezone(UTC)
+
+
+def is_nodepool(data: Any) -> bool:
+    """A `karpenter.sh/v1` NodePool."""
+    return isinstance(data, Mapping) and data.get("apiVersion") == NODEPOOL_API_VERSION and (
+        data.get("kind") == NODEPOOL_KIND)
+
+
+def check_budgets(documents: Iterable[Document], view: BudgetView, today: date) -> BudgetReport:
+    """The budget findings and the timeline of each NodePool among `documents` (valid ones: the schema has
+    checked their budgets' shapes)."""
+    start = week_start(view, today)
+    findings: list[Finding] = []
+    timelines: list[NodePoolTimeline] = []
+    for doc in documents:
+        if not is_nodepool(doc.data):
+            continue
+        pool = pool_budgets(doc.data, view.nodes)
+        findings += [place(doc, violation) for violation in budget_violations(pool, start)]
+        metadata = doc.data.get("metadata")
+        name = str(metadata.get("name")) if isinstance(metadata, Mapping) else ""
+        line, _ = doc.position(())
+        timelines.append(NodePoolTimeline(name, doc.file, line, pool, start, week(pool, start)))
+    return BudgetReport(findings, timelines, ZoneInfo(view.timezone))

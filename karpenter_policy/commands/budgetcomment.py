@@ -1,0 +1,79 @@
+"""The disruption-budget timeline in `check --output markdown` (docs/budgets.md): for each Karpenter v1 NodePool,
+a table of the week, one row per stretch in which the allowance of every reason (Empty, Underutilized, Drifted)
+stays the same — how many of its nodes Karpenter may be disrupting, and the budget that decides it — in the time
+zone asked for (`--timezone`; Karpenter itself reads schedules in UTC)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from karpenter_policy.api.v1.budgets import REASONS, UNBOUNDED
+from karpenter_policy.api.v1.budgettimeline import Span
+from karpenter_policy.checks.reporters import displayable
+from karpenter_policy.checks.validation.budgets import BudgetReport, NodePoolTimeline
+from karpenter_policy.commands.costcomment import markdown_text
+
+#: Rows shown per NodePool; the rest are counted.
+MAX_ROWS = 40
+
+
+def budget_lines(report: BudgetReport) -> list[str]:
+    """The timeline section: a heading, then a folded table per NodePool (nothing without NodePools)."""
+    if not report.timelines:
+        return []
+    zone = report.timezone
+    first = report.timelines[0].start.astimezone(zone)
+    lines = [f"#### Disruption budgets, week of {first:%a %Y-%m-%d} ({zone.key})", ""]
+    for timeline in report.timelines:
+        lines += _nodepool_lines(timeline, zone)
+    return lines
+
+
+def _nodepool_lines(timeline: NodePoolTimeline, zone: ZoneInfo) -> list[str]:
+    pool = timeline.pool
+    where = markdown_text(f"{displayable(timeline.file)}:{timeline.line}")
+    source = "" if pool.written else ", the default budget (nodes: 10%)"
+    summary = f"NodePool <code>{markdown_text(timeline.name)}</code> ({where}): {pool.count.describe()}{source}"
+    rows = _rows(timeline)
+    lines = [f"<details><summary>{summary}</summary>", "",
+             "| from | until | " + " | ".join(REASONS) + " |", "|---|---|" + "---|" * len(REASONS)]
+    for start, end, cells in rows[:MAX_ROWS]:
+        lines.append(f"| {_clock(start, zone)} | {_clock(end, zone)} | " + " | ".join(cells) + " |")
+    if len(rows) > MAX_ROWS:
+        lines += ["", f"… and {len(rows) - MAX_ROWS} more changes this week."]
+    lines += ["", "</details>", ""]
+    return lines
+
+
+def _rows(timeline: NodePoolTimeline) -> list[tuple[datetime, datetime, list[str]]]:
+    """One row per stretch where no reason's allowance (nor the budget deciding it) changes."""
+    moments = sorted({moment for spans in timeline.spans.values() for span in spans
+                      for moment in (span.start, span.end)})
+    rows: list[tuple[datetime, datetime, list[str]]] = []
+    for start, end in zip(moments, moments[1:], strict=False):
+        cells = [_cell(_at(timeline.spans[reason], start), timeline) for reason in REASONS]
+        if rows and rows[-1][2] == cells:
+            rows[-1] = (rows[-1][0], end, cells)
+        else:
+            rows.append((start, end, cells))
+    return rows
+
+
+def _at(spans: Sequence[Span], moment: datetime) -> Span:
+    return next(span for span in spans if span.start <= moment < span.end)
+
+
+def _cell(span: Span, timeline: NodePoolTimeline) -> str:
+    if span.unreadable:
+        return "0 (unreadable: " + ", ".join(f"budgets[{index}]" for index in span.unreadable) + ")"
+    if span.allowed == UNBOUNDED:
+        return "no limit"
+    if not timeline.pool.written:
+        return f"{span.allowed} (default)"
+    return f"{span.allowed} (" + ", ".join(f"budgets[{index}]" for index in span.deciding) + ")"
+
+
+def _clock(moment: datetime, zone: ZoneInfo) -> str:
+    return f"{moment.astimezone(zone):%a %H:%M}"
