@@ -40,7 +40,8 @@ def _nodepool_lines(timeline: NodePoolTimeline, zone: ZoneInfo) -> list[str]:
     lines = [f"<details><summary>{summary}</summary>", "",
              "| from | until | " + " | ".join(REASONS) + " |", "|---|---|" + "---|" * len(REASONS)]
     for start, end, cells in rows[:MAX_ROWS]:
-        lines.append(f"| {_clock(start, zone)} | {_clock(end, zone)} | " + " | ".join(cells) + " |")
+        until = "next Mon 00:00" if end == timeline.end else _clock(end, zone)
+        lines.append(f"| {_clock(start, zone)} | {until} | " + " | ".join(cells) + " |")
     if len(rows) > MAX_ROWS:
         lines += ["", f"… and {len(rows) - MAX_ROWS} more changes this week."]
     lines += ["", "</details>", ""]
@@ -53,7 +54,7 @@ def _rows(timeline: NodePoolTimeline) -> list[tuple[datetime, datetime, list[str
                       for moment in (span.start, span.end)})
     rows: list[tuple[datetime, datetime, list[str]]] = []
     for start, end in zip(moments, moments[1:], strict=False):
-        cells = [_cell(_at(timeline.spans[reason], start), timeline) for reason in REASONS]
+        cells = [_cell(reason, _at(timeline.spans[reason], start), timeline) for reason in REASONS]
         if rows and rows[-1][2] == cells:
             rows[-1] = (rows[-1][0], end, cells)
         else:
@@ -65,7 +66,9 @@ def _at(spans: Sequence[Span], moment: datetime) -> Span:
     return next(span for span in spans if span.start <= moment < span.end)
 
 
-def _cell(span: Span, timeline: NodePoolTimeline) -> str:
+def _cell(reason: str, span: Span, timeline: NodePoolTimeline) -> str:
+    if reason in timeline.pool.unused:
+        return f"not used ({timeline.pool.unused[reason]})"
     if span.unreadable:
         return "0 (unreadable: " + ", ".join(f"budgets[{index}]" for index in span.unreadable) + ")"
     if span.allowed == UNBOUNDED:

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from karpenter_policy.api.v1.budgets import (
     DRIFTED,
+    EMPTY,
     REASONS,
     UNBOUNDED,
+    UNDERUTILIZED,
     Budget,
     BudgetError,
     active_windows,
@@ -73,6 +75,12 @@ class PoolBudgets:
     expire_after: str
     drain: timedelta
     drain_source: str
+    #: The reasons Karpenter never disrupts this NodePool for, and why (its consolidation settings).
+    unused: Mapping[str, str] = field(default_factory=dict)
+
+    def used(self, reason: str) -> bool:
+        """Whether Karpenter ever disrupts this NodePool for `reason`."""
+        return reason not in self.unused
 
     @property
     def replacement(self) -> timedelta:
@@ -91,6 +99,11 @@ def pool_budgets(data: Mapping[str, Any], nodes: int | None = None) -> PoolBudge
         with contextlib.suppress(GoDurationError):  # the schema check reports it
             drain, drain_source = parse_go_duration(grace), f"drain ≤ terminationGracePeriod {grace}"
     expire = template.get("expireAfter")
+    unused: dict[str, str] = {}
+    if disruption.get("consolidateAfter") == "Never":  # consolidation.go, emptiness.go: ConsolidateAfter nil
+        unused = {EMPTY: "consolidateAfter: Never", UNDERUTILIZED: "consolidateAfter: Never"}
+    elif disruption.get("consolidationPolicy") == "WhenEmpty":
+        unused = {UNDERUTILIZED: "consolidationPolicy: WhenEmpty"}
     return PoolBudgets(
         budgets=budgets_of(disruption),
         written=disruption.get("budgets") is not None,
@@ -98,6 +111,7 @@ def pool_budgets(data: Mapping[str, Any], nodes: int | None = None) -> PoolBudge
         expire_after=str(expire) if isinstance(expire, str) else DEFAULT_EXPIRE_AFTER,
         drain=drain,
         drain_source=drain_source,
+        unused=unused,
     )
 
 
@@ -119,9 +133,11 @@ def _node_count(spec: Mapping[str, Any], nodes: int | None) -> NodeCount:
     return NodeCount(ASSUMED_NODES, "assumed; --nodes N to change")
 
 
-def week(pool: PoolBudgets, start: datetime) -> dict[str, list[Span]]:
-    """The allowance per reason over the week from `start`."""
-    return {reason: spans(pool.budgets, reason, start, start + WEEK, pool.count.nodes) for reason in REASONS}
+def week(pool: PoolBudgets, start: datetime, end: datetime | None = None) -> dict[str, list[Span]]:
+    """The allowance per reason from `start` to `end` (a week after `start` when None; a local week around a
+    change of daylight saving time is an hour shorter or longer)."""
+    until = start + WEEK if end is None else end
+    return {reason: spans(pool.budgets, reason, start, until, pool.count.nodes) for reason in REASONS}
 
 
 def budget_violations(pool: PoolBudgets, start: datetime) -> list[Violation]:
@@ -228,7 +244,8 @@ def _unbounded(pool: PoolBudgets, timeline: Mapping[str, list[Span]]) -> list[Vi
         return [Violation(BUDGET_REASON_UNBOUNDED, BUDGETS_PATH,
                           "an empty list of budgets limits nothing: Karpenter may disrupt every node of this NodePool "
                           "at once for any reason (leave budgets out for the default of 10 %)")]
-    never = [reason for reason in REASONS if not any(budget.applies_to(reason) for budget in pool.budgets)]
+    never = [reason for reason in REASONS
+             if pool.used(reason) and not any(budget.applies_to(reason) for budget in pool.budgets)]
     found = []
     if never:
         found.append(Violation(
@@ -239,7 +256,7 @@ def _unbounded(pool: PoolBudgets, timeline: Mapping[str, list[Span]]) -> list[Vi
             f"{'it' if len(never) == 1 else 'them'}"))
     sometimes: dict[datetime, list[str]] = {}
     for reason in REASONS:
-        if reason in never:
+        if reason in never or not pool.used(reason):
             continue
         gap = next((span for span in timeline[reason] if span.allowed == UNBOUNDED), None)
         if gap is not None:
@@ -275,7 +292,7 @@ def _short_windows(pool: PoolBudgets, timeline: Mapping[str, list[Span]], start:
                    end: datetime) -> list[Violation]:
     found: dict[tuple[datetime, datetime, int | None], tuple[list[str], int, int]] = {}
     for reason in REASONS:
-        if not any(span.allowed == 0 for span in timeline[reason]):
+        if not pool.used(reason) or not any(span.allowed == 0 for span in timeline[reason]):
             continue
         short = [(opens, closes, least, closing) for opens, closes, least, closing in _open_windows(timeline[reason])
                  if opens != start and closes != end and closes - opens < pool.replacement]
@@ -302,7 +319,7 @@ def _never_deciding(pool: PoolBudgets, timeline: Mapping[str, list[Span]], start
                     end: datetime) -> list[Violation]:
     found = []
     for index, budget in enumerate(pool.budgets):
-        reasons = [reason for reason in REASONS if budget.applies_to(reason)]
+        reasons = [reason for reason in REASONS if budget.applies_to(reason) and pool.used(reason)]
         windows = active_windows(budget, start, end)
         if not reasons or not windows:
             continue

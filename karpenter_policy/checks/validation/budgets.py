@@ -26,13 +26,14 @@ from karpenter_policy.checks.validation.policies import place
 
 @dataclass(frozen=True, slots=True)
 class NodePoolTimeline:
-    """One NodePool's week: where it is, its budgets as read, and the allowance per reason from `start`."""
+    """One NodePool's week: where it is, its budgets as read, and the allowance per reason from `start` to `end`."""
 
     name: str
     file: str
     line: int
     pool: PoolBudgets
     start: datetime
+    end: datetime
     spans: Mapping[str, list[Span]]
 
 
@@ -45,12 +46,15 @@ class BudgetReport:
     timezone: ZoneInfo
 
 
-def week_start(view: BudgetView, today: date) -> datetime:
-    """Monday 00:00, in the view's time zone, of the week holding `view.week_of` (else `today`), in UTC."""
+def week_range(view: BudgetView, today: date) -> tuple[datetime, datetime]:
+    """Monday 00:00 to the next Monday 00:00, in the view's time zone, of the week holding `view.week_of` (else
+    `today`), in UTC."""
     zone = ZoneInfo(view.timezone)
     day = view.week_of or today
     monday = day - timedelta(days=day.weekday())
-    return datetime(monday.year, monday.month, monday.day, tzinfo=zone).astimezone(UTC)
+    following = monday + timedelta(days=7)
+    return (datetime(monday.year, monday.month, monday.day, tzinfo=zone).astimezone(UTC),
+            datetime(following.year, following.month, following.day, tzinfo=zone).astimezone(UTC))
 
 
 def is_nodepool(data: Any) -> bool:
@@ -62,7 +66,7 @@ def is_nodepool(data: Any) -> bool:
 def check_budgets(documents: Iterable[Document], view: BudgetView, today: date) -> BudgetReport:
     """The budget findings and the timeline of each NodePool among `documents` (valid ones: the schema has
     checked their budgets' shapes)."""
-    start = week_start(view, today)
+    start, end = week_range(view, today)
     findings: list[Finding] = []
     timelines: list[NodePoolTimeline] = []
     for doc in documents:
@@ -73,5 +77,5 @@ def check_budgets(documents: Iterable[Document], view: BudgetView, today: date) 
         metadata = doc.data.get("metadata")
         name = str(metadata.get("name")) if isinstance(metadata, Mapping) else ""
         line, _ = doc.position(())
-        timelines.append(NodePoolTimeline(name, doc.file, line, pool, start, week(pool, start)))
+        timelines.append(NodePoolTimeline(name, doc.file, line, pool, start, end, week(pool, start, end)))
     return BudgetReport(findings, timelines, ZoneInfo(view.timezone))
