@@ -27,7 +27,7 @@ from karpenter_policy.api.v1.budgets import (
     budgets_of,
     scaled_nodes,
 )
-from karpenter_policy.api.v1.budgettimeline import WEEK, Span, horizon, spans
+from karpenter_policy.api.v1.budgettimeline import WEEK, Span, allowances, horizon
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.api.violations import (
     BUDGET_BLOCKS_DRIFT,
@@ -136,8 +136,14 @@ def _node_count(spec: Mapping[str, Any], nodes: int | None) -> NodeCount:
 def week(pool: PoolBudgets, start: datetime, end: datetime | None = None) -> dict[str, list[Span]]:
     """The allowance per reason from `start` to `end` (a week after `start` when None; a local week around a
     change of daylight saving time is an hour shorter or longer)."""
-    until = start + WEEK if end is None else end
-    return {reason: spans(pool.budgets, reason, start, until, pool.count.nodes) for reason in REASONS}
+    return allowances(pool.budgets, start, start + WEEK if end is None else end, pool.count.nodes)
+
+
+def _windows(budget: Budget, start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+    try:
+        return active_windows(budget, start, end)
+    except BudgetError:  # reported as unreadable before the windows are asked for
+        return []
 
 
 def budget_violations(pool: PoolBudgets, start: datetime) -> list[Violation]:
@@ -150,11 +156,12 @@ def budget_violations(pool: PoolBudgets, start: datetime) -> list[Violation]:
     # two days past the range, so that a window the range's end would cut is seen whole a week later
     weekly = horizon(pool.budgets) == WEEK
     end = start + horizon(pool.budgets) + timedelta(days=2)
-    timeline = {reason: spans(pool.budgets, reason, start, end, pool.count.nodes) for reason in REASONS}
+    windows = [_windows(budget, start, end) for budget in pool.budgets]
+    timeline = allowances(pool.budgets, start, end, pool.count.nodes, REASONS, windows)
     within = "at any time (every schedule repeats weekly)" if weekly else f"in the year from {_moment(start)}"
     found = [*_drift_blocked(pool, timeline[DRIFTED], within), *_unbounded(pool, timeline)]
     found += _short_windows(pool, timeline, start, end)
-    found += _never_deciding(pool, timeline, start, end)
+    found += _never_deciding(pool, timeline, windows)
     return found
 
 
@@ -174,8 +181,8 @@ def _budget_path(index: int) -> Path:
 
 def _named(pool: PoolBudgets, index: int) -> str:
     budget = pool.budgets[index]
-    when = "always" if budget.always_active() else f"schedule {budget.schedule!r} for {budget.duration}"
-    return f"budgets[{index}] (nodes: {budget.nodes!r}, {when})"
+    when = "always" if budget.always_active() else f'schedule "{budget.schedule}" for {budget.duration}'
+    return f'budgets[{index}] (nodes: "{budget.nodes}", {when})'
 
 
 def _reasons_text(reasons: Sequence[str]) -> str:
@@ -208,15 +215,15 @@ def _unreadable(pool: PoolBudgets) -> list[Violation]:
             value = scaled_nodes(budget.nodes, pool.count.nodes)
         except BudgetError as error:
             found.append(Violation(BUDGET_UNREADABLE, (*_budget_path(index), "nodes"),
-                                   f"Karpenter cannot read nodes {budget.nodes!r} ({error}): while this budget is "
+                                   f'Karpenter cannot read nodes "{budget.nodes}" ({error}): while this budget is '
                                    f"active, {consequence[0].lower()}{consequence[1:]}"))
             continue
         if not budget.nodes.endswith("%") and value != int(budget.nodes):
             effect = ("no node of this NodePool is disrupted for its reasons" if value <= 0
                       else f"it allows {value}")
             found.append(Violation(BUDGET_UNREADABLE, (*_budget_path(index), "nodes"),
-                                   f"Karpenter keeps nodes {budget.nodes!r} as a 32-bit integer, {value}: while this "
-                                   f"budget is active {effect}"))
+                                   f'Karpenter keeps nodes "{budget.nodes}" as a 32-bit integer, {value}: while '
+                                   f"this budget is active {effect}"))
     return found
 
 
@@ -315,17 +322,16 @@ def _short_windows(pool: PoolBudgets, timeline: Mapping[str, list[Span]], start:
     return violations
 
 
-def _never_deciding(pool: PoolBudgets, timeline: Mapping[str, list[Span]], start: datetime,
-                    end: datetime) -> list[Violation]:
+def _never_deciding(pool: PoolBudgets, timeline: Mapping[str, list[Span]],
+                    windows: Sequence[Sequence[tuple[datetime, datetime]]]) -> list[Violation]:
     found = []
     for index, budget in enumerate(pool.budgets):
         reasons = [reason for reason in REASONS if budget.applies_to(reason) and pool.used(reason)]
-        windows = active_windows(budget, start, end)
-        if not reasons or not windows:
+        if not reasons or not windows[index]:
             continue
         if any(index in span.deciding for reason in reasons for span in timeline[reason]):
             continue
-        moment = windows[0][0]
+        moment = windows[index][0][0]
         winner = _deciding_at(timeline[reasons[0]], moment)
         if winner is None:
             continue

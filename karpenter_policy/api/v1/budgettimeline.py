@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from karpenter_policy.api.v1.budgets import UNBOUNDED, Budget, BudgetError, active_windows, scaled_nodes
+from karpenter_policy.api.v1.budgets import REASONS, UNBOUNDED, Budget, BudgetError, active_windows, scaled_nodes
 
 #: The range that shows every behaviour of budgets whose schedules repeat weekly, and of the others.
 WEEK: Final = timedelta(days=7)
 YEAR: Final = timedelta(days=366)
+_TICK: Final = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,33 +54,84 @@ def horizon(budgets: Sequence[Budget]) -> timedelta:
 
 def spans(budgets: Sequence[Budget], reason: str, start: datetime, end: datetime, total_nodes: int) -> list[Span]:
     """The allowance for `reason` over ``[start, end)``, as consecutive spans (merged where nothing changes)."""
+    return allowances(budgets, start, end, total_nodes, (reason,))[reason]
+
+
+Windows = Sequence[Sequence[tuple[datetime, datetime]]]
+#: One stretch's allowance, deciding budgets and unreadable budgets (a Span without its bounds).
+_State = tuple[int, tuple[int, ...], tuple[int, ...]]
+
+
+def allowances(budgets: Sequence[Budget], start: datetime, end: datetime, total_nodes: int,
+               reasons: Sequence[str] = REASONS, windows: Windows | None = None) -> dict[str, list[Span]]:
+    """`spans` for each of `reasons`, in one pass; `windows`: each budget's `active_windows` over the range, when
+    the caller has them."""
     unreadable = tuple(index for index, budget in enumerate(budgets) if _schedule_error(budget))
     if unreadable:
-        return [Span(start, end, 0, (), unreadable)]
+        return {reason: [Span(start, end, 0, (), unreadable)] for reason in reasons}
     values: list[int | None] = []
     for budget in budgets:
         try:
             values.append(scaled_nodes(budget.nodes, total_nodes))
         except BudgetError:
             values.append(None)
-    events: dict[datetime, list[tuple[int, int]]] = {start: [], end: []}
-    for index, budget in enumerate(budgets):
-        for opens, closes in active_windows(budget, start, end):
-            events.setdefault(opens, []).append((index, 1))
-            events.setdefault(closes, []).append((index, -1))
+    if windows is None:
+        windows = [active_windows(budget, start, end) for budget in budgets]
+    # the sweep runs on whole microseconds from `start` (datetime's resolution)
+    events: dict[int, list[tuple[int, int]]] = {0: [], _offset(start, end): []}
+    for index, budget_windows in enumerate(windows):
+        for opens, closes in budget_windows:
+            events.setdefault(_offset(start, opens), []).append((index, 1))
+            events.setdefault(_offset(start, closes), []).append((index, -1))
+    applies = [[budget.applies_to(reason) for budget in budgets] for reason in reasons]
     moments = sorted(events)
-    active: dict[int, int] = {}
-    result: list[Span] = []
-    for here, following in zip(moments, moments[1:], strict=False):
+    counts = [0] * len(budgets)
+    decided: dict[tuple[int, ...], list[_State]] = {}  # the active budgets → each reason's state (few distinct)
+    current: list[_State] = []
+    opened = 0
+    changes: list[tuple[int, list[_State]]] = []
+    for here in moments[:-1]:
         for index, change in events[here]:
-            active[index] = active.get(index, 0) + change
-        span = _span(budgets, values, reason, [i for i, count in active.items() if count > 0], here, following)
-        if result and (result[-1].allowed, result[-1].deciding, result[-1].unreadable) == (
-                span.allowed, span.deciding, span.unreadable) and result[-1].end == span.start:
-            result[-1] = Span(result[-1].start, span.end, span.allowed, span.deciding, span.unreadable)
-        else:
-            result.append(span)
+            counts[index] += change
+        active = tuple(index for index, count in enumerate(counts) if count > 0)
+        states = decided.get(active)
+        if states is None:
+            broken = tuple(index for index in active if values[index] is None)
+            states = [(0, (), broken) if broken else _decided(values, applies[position], active)
+                      for position in range(len(reasons))]
+            decided[active] = states
+        if states is not current:
+            changes.append((here, states))
+            current = states
+    result: dict[str, list[Span]] = {}
+    for position, reason in enumerate(reasons):
+        spans_of_reason: list[Span] = []
+        state: _State | None = None
+        for here, states in changes:
+            if states[position] != state:
+                if state is not None:
+                    spans_of_reason.append(_span(start, opened, here, state))
+                state, opened = states[position], here
+        if state is not None:
+            spans_of_reason.append(_span(start, opened, moments[-1], state))
+        result[reason] = spans_of_reason
     return result
+
+
+def _offset(start: datetime, moment: datetime) -> int:
+    return (moment - start) // _TICK
+
+
+def _decided(values: Sequence[int | None], applies: Sequence[bool], active: Sequence[int]) -> _State:
+    applying = [(values[index], index) for index in active if applies[index]]
+    if not applying:
+        return (UNBOUNDED, (), ())
+    allowed = min(value for value, _ in applying if value is not None)
+    return (allowed, tuple(index for value, index in applying if value == allowed), ())
+
+
+def _span(start: datetime, opened: int, closed: int, state: _State) -> Span:
+    return Span(start + opened * _TICK, start + closed * _TICK, *state)
 
 
 def _schedule_error(budget: Budget) -> bool:
@@ -91,15 +143,3 @@ def _schedule_error(budget: Budget) -> bool:
     except BudgetError:
         return True
     return False
-
-
-def _span(budgets: Sequence[Budget], values: Sequence[int | None], reason: str, active: list[int],
-          start: datetime, end: datetime) -> Span:
-    broken = tuple(sorted(index for index in active if values[index] is None))
-    if broken:
-        return Span(start, end, 0, (), broken)
-    applying = {index: values[index] for index in active if budgets[index].applies_to(reason)}
-    if not applying:
-        return Span(start, end, UNBOUNDED)
-    allowed = min(value for value in applying.values() if value is not None)
-    return Span(start, end, allowed, tuple(sorted(i for i, value in applying.items() if value == allowed)))

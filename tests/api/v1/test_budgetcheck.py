@@ -101,7 +101,7 @@ def test_drift_blocked_at_all_times(expire: str, said: str) -> None:
     (violation,) = found(data)
     assert violation.rule == BUDGET_BLOCKS_DRIFT and violation.path == ("spec", "disruption", "budgets", 1)
     assert "at any time (every schedule repeats weekly)" in violation.message
-    assert "e.g. at Mon 2026-11-30 00:00 UTC, budgets[1] (nodes: '0', always) allows 0" in violation.message
+    assert 'e.g. at Mon 2026-11-30 00:00 UTC, budgets[1] (nodes: "0", always) allows 0' in violation.message
     assert said in violation.message
     assert violation.related == (("spec", "template", "spec", "expireAfter"),)
 
@@ -189,7 +189,7 @@ def test_a_budget_meant_to_open_a_window_never_decides() -> None:
     (violation,) = found(data)
     assert violation.rule == BUDGET_OVERLAP and violation.path == ("spec", "disruption", "budgets", 2 - 1)
     assert violation.related == (("spec", "disruption", "budgets", 0),)
-    assert "budgets[0] (nodes: '10%', always) allows 2 where this one allows 20, of 20 nodes (spec.limits.nodes)" in (
+    assert 'budgets[0] (nodes: "10%", always) allows 2 where this one allows 20, of 20 nodes (spec.limits.nodes)' in (
         violation.message)
     assert "e.g. at Sun 2026-11-29 22:00 UTC" not in violation.message  # the witness is within the range
     assert "e.g. at Mon 2026-11-30 00:00 UTC" in violation.message
