@@ -1,6 +1,6 @@
 """Disruption budgets in `check` (issue #25): the budget findings at the budget's file:line, silenced like any
 finding, and the week's timeline in `--output markdown` (a golden file: tests/data/budgets/), in the zone asked
-for; the flags as a user gives them."""
+for; the flags as a user gives them; `diff`'s comment on budgets that changed."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from karpenter_policy.catalog import load_catalog
 from karpenter_policy.checks.options import BudgetView, PolicyOptions
 from karpenter_policy.commands.check import check_command
+from karpenter_policy.commands.diff import diff_command
 
 DATA = Path(__file__).parent.parent / "data" / "budgets"
 GOLDEN = DATA / "check-markdown.md"
@@ -103,3 +105,20 @@ def test_the_flags(tmp_path: Path) -> None:
     refused = subprocess.run([*base, "--timezone", "Mars/Olympus"], cwd=ROOT, capture_output=True, text=True,
                              timeout=120)
     assert refused.returncode == 2 and "'Mars/Olympus' is not a time zone" in refused.stderr
+
+
+def test_diff_comments_on_the_stretches_whose_allowance_changed(tmp_path: Path) -> None:
+    base, head = tmp_path / "base", tmp_path / "head"
+    base.mkdir()
+    head.mkdir()
+    (base / "pool.yaml").write_text(POOL.format(schedule="0 8 * * mon-fri"))
+    (head / "pool.yaml").write_text(POOL.format(schedule="0 9 * * mon-fri"))
+    out = diff_command(str(base), str(head), (), load_catalog(), output="markdown", exit_code_on_diff=True)
+    assert out.exit_code == 1, "a budget change is a difference"
+    assert "#### Disruption budgets changed, week of Mon " in out.stdout
+    assert "NodePool <code>web</code> (pool.yaml:1): 10 nodes (assumed; --nodes N to change): BASE → HEAD" in (
+        out.stdout)
+    assert "| Mon 08:00 | Mon 09:00 | 0 (budgets[1]) → 1 (budgets[0]) |" in out.stdout
+    assert "| Mon 16:00 | Mon 17:00 | 1 (budgets[0]) → 0 (budgets[1]) |" in out.stdout
+    same = diff_command(str(base), str(base), (), load_catalog(), output="markdown")
+    assert "Disruption budgets" not in same.stdout

@@ -151,8 +151,9 @@ def budget_violations(pool: PoolBudgets, start: datetime) -> list[Violation]:
     unreadable = _unreadable(pool)
     if unreadable:  # Karpenter allows nothing: the other questions have no answer
         return unreadable
+    wrapped = _wrapped_counts(pool)
     if not pool.budgets and not pool.written:
-        return []
+        return wrapped
     # two days past the range, so that a window the range's end would cut is seen whole a week later
     weekly = horizon(pool.budgets) == WEEK
     end = start + horizon(pool.budgets) + timedelta(days=2)
@@ -162,7 +163,7 @@ def budget_violations(pool: PoolBudgets, start: datetime) -> list[Violation]:
     found = [*_drift_blocked(pool, timeline[DRIFTED], within), *_unbounded(pool, timeline)]
     found += _short_windows(pool, timeline, start, end)
     found += _never_deciding(pool, timeline, windows)
-    return found
+    return [*wrapped, *found]
 
 
 def _moment(moment: datetime) -> str:
@@ -212,15 +213,24 @@ def _unreadable(pool: PoolBudgets) -> list[Violation]:
                                    f"Karpenter cannot read this duration ({error}): {consequence}"))
     for index, budget in enumerate(pool.budgets):
         try:
-            value = scaled_nodes(budget.nodes, pool.count.nodes)
+            scaled_nodes(budget.nodes, pool.count.nodes)
         except BudgetError as error:
             found.append(Violation(BUDGET_UNREADABLE, (*_budget_path(index), "nodes"),
                                    f'Karpenter cannot read nodes "{budget.nodes}" ({error}): while this budget is '
                                    f"active, {consequence[0].lower()}{consequence[1:]}"))
+    return found
+
+
+def _wrapped_counts(pool: PoolBudgets) -> list[Violation]:
+    """Counts Karpenter keeps as a 32-bit integer (`intstr.FromInt`): what they become."""
+    found = []
+    for index, budget in enumerate(pool.budgets):
+        try:
+            value = scaled_nodes(budget.nodes, pool.count.nodes)
+        except BudgetError:
             continue
         if not budget.nodes.endswith("%") and value != int(budget.nodes):
-            effect = ("no node of this NodePool is disrupted for its reasons" if value <= 0
-                      else f"it allows {value}")
+            effect = "no node of this NodePool is disrupted for its reasons" if value <= 0 else f"it allows {value}"
             found.append(Violation(BUDGET_UNREADABLE, (*_budget_path(index), "nodes"),
                                    f'Karpenter keeps nodes "{budget.nodes}" as a 32-bit integer, {value}: while '
                                    f"this budget is active {effect}"))

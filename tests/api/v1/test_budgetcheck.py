@@ -83,8 +83,9 @@ def test_a_schedule_robfig_refuses_blocks_everything(schedule: str, said: str) -
 
 
 def test_a_count_beyond_int32_is_what_karpenter_keeps() -> None:
-    (violation,) = found(nodepool({"nodes": "4294967296"}))
-    assert violation.rule == BUDGET_UNREADABLE and "32-bit integer, 0" in violation.message
+    wrapped, blocked = found(nodepool({"nodes": "4294967296"}))
+    assert wrapped.rule == BUDGET_UNREADABLE and "32-bit integer, 0" in wrapped.message
+    assert blocked.rule == BUDGET_BLOCKS_DRIFT  # 0, always: drift too
 
 
 def test_a_readable_schedule_is_not_unreadable() -> None:
@@ -237,3 +238,10 @@ def test_a_reason_consolidation_never_uses_needs_no_budget() -> None:
     assert found(never) == []
     assert pool_budgets(never).unused == dict.fromkeys(("Empty", "Underutilized"), "consolidateAfter: Never")
     assert rules(nodepool({"nodes": "1", "reasons": ["Drifted"]})) == [BUDGET_REASON_UNBOUNDED]
+
+
+def test_a_wrapped_count_is_reported_beside_the_other_findings() -> None:
+    data = nodepool({"nodes": "4294967297", "reasons": ["Drifted"]})
+    assert [(v.rule, v.path[-1]) for v in found(data)] == [
+        (BUDGET_UNREADABLE, "nodes"), (BUDGET_REASON_UNBOUNDED, "budgets")]
+    assert "32-bit integer, 1: while this budget is active it allows 1" in found(data)[0].message
