@@ -9,6 +9,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
 from karpenter_policy.api.v1.budgetcheck import (
     ASSUMED_NODES,
@@ -245,3 +248,25 @@ def test_a_wrapped_count_is_reported_beside_the_other_findings() -> None:
     assert [(v.rule, v.path[-1]) for v in found(data)] == [
         (BUDGET_UNREADABLE, "nodes"), (BUDGET_REASON_UNBOUNDED, "budgets")]
     assert "32-bit integer, 1: while this budget is active it allows 1" in found(data)[0].message
+
+
+# whatever crosses the boundary: never an exception
+
+_texts = st.one_of(st.text(max_size=12), st.sampled_from(
+    ["* * * * *", "@daily", "@every 90s", "0 0 31 2 *", "TZ=UTC 0 0 * * *", "1h", "0m", "-1h", "99999h", "10%",
+     "100%", "0", "4294967297", "1e3", "Never"]))
+_values = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), _texts, st.lists(_texts, max_size=3),
+                    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+
+
+@deterministic(150)
+@given(entries=st.one_of(_values, st.lists(st.dictionaries(
+    st.sampled_from(["nodes", "schedule", "duration", "reasons"]), _values, max_size=4), max_size=4)),
+    disruption=st.dictionaries(st.sampled_from(["consolidateAfter", "consolidationPolicy"]), _values, max_size=2),
+    limits=_values)
+def test_any_shape_of_budgets_is_answered_without_an_exception(entries: Any, disruption: dict[str, Any],
+                                                                limits: Any) -> None:
+    data = {"spec": {"disruption": {**disruption, "budgets": entries}, "limits": {"nodes": limits}}}
+    for violation in found(data):
+        assert isinstance(violation, Violation) and violation.message
+    assert set(week(pool_budgets(data), MONDAY)) == {"Empty", "Underutilized", "Drifted"}

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from profiles import deterministic
 
 from karpenter_policy.api.v1.budgets import (
     DRIFTED,
@@ -31,7 +32,6 @@ from karpenter_policy.api.v1.budgets import (
 from karpenter_policy.api.v1.budgettimeline import WEEK, YEAR, Span, horizon, spans
 from karpenter_policy.api.v1.cron import CronError, parse_schedule
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
-from tests.profiles import deterministic
 
 DATA = Path(__file__).parent.parent.parent / "data" / "karpenter-v1-budgets" / "nodepool_budgets_test.yaml"
 SUITE: dict[str, Any] = yaml.safe_load(DATA.read_text())
