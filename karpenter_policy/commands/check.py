@@ -124,7 +124,8 @@ def render_check(
     `workloads` (`--workloads`), the same for each workload (where it goes: `workloads` in JSON) and the capacity
     plan (`capacity` in JSON; a table after the summary in text; the table alone is what `markdown` adds). With
     `tests` (PlacementTests ran), how many held: a line before the summary, `placement_tests` in JSON. With
-    `budgets`, the v1 NodePools' disruption-budget timelines after the findings in `markdown`."""
+    `budgets`, the v1 NodePools' disruption-budget timelines: after the findings in `markdown`, `budgets` in
+    JSON."""
     placements = workloads.placements if workloads is not None else None
     capacity = workloads.capacity if workloads is not None else None
     if output == "markdown":
@@ -142,6 +143,8 @@ def render_check(
             document["capacity"] = capacity.to_json()
         if tests is not None:
             document["placement_tests"] = tests.to_json()
+        if budgets is not None and budgets.timelines:
+            document["budgets"] = [timeline.to_json() for timeline in budgets.timelines]
         return json_text(document)
     if output == "text" and (proven or placements):
         lines = text.rstrip("\n").split("\n")

@@ -4,6 +4,7 @@ for; the flags as a user gives them; `diff`'s comment on budgets that changed.""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import date
@@ -122,3 +123,17 @@ def test_diff_comments_on_the_stretches_whose_allowance_changed(tmp_path: Path) 
     assert "| Mon 16:00 | Mon 17:00 | 1 (budgets[0]) → 0 (budgets[1]) |" in out.stdout
     same = diff_command(str(base), str(base), (), load_catalog(), output="markdown")
     assert "Disruption budgets" not in same.stdout
+
+
+def test_json_carries_the_week(tmp_path: Path) -> None:
+    code, out = check(tmp_path, POOL.format(schedule="0 8 * * mon-fri"), "json")
+    (week,) = json.loads(out)["budgets"]
+    assert (week["nodepool"], week["nodes"], week["nodes_from"]) == ("web", 10, "assumed; --nodes N to change")
+    assert (week["start"], week["end"]) == ("2026-03-23T00:00:00Z", "2026-03-30T00:00:00Z")
+    drifted = week["reasons"]["Drifted"]["spans"]
+    assert drifted[:2] == [
+        {"start": "2026-03-23T00:00:00Z", "end": "2026-03-23T08:00:00Z", "allowed": 1, "deciding": [0],
+         "unreadable": []},
+        {"start": "2026-03-23T08:00:00Z", "end": "2026-03-23T16:00:00Z", "allowed": 0, "deciding": [1],
+         "unreadable": []},
+    ]

@@ -1,6 +1,7 @@
 """Disruption budgets of the Karpenter v1 NodePools in `check` (docs/budgets.md): each valid NodePool's budgets
 reasoned about by `api.v1.budgetcheck` — findings of the `budgets` rules at the budget's file:line, each with a
-witness — and its allowance per reason over one week, the timeline `check --output markdown` shows.
+witness — and its allowance per reason over one week, the timeline `check --output markdown` shows (and
+`--output json`, as `budgets`).
 
 The week is the one holding `BudgetView.week_of` (today when None), from its Monday 00:00 in the view's time zone;
 the findings look from the same moment. The node count is the NodePool's `spec.limits.nodes` when it has one, else
@@ -16,6 +17,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from karpenter_policy.api.v1.budgetcheck import PoolBudgets, budget_violations, pool_budgets, week
+from karpenter_policy.api.v1.budgets import UNBOUNDED
 from karpenter_policy.api.v1.budgettimeline import Span
 from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
 from karpenter_policy.checks.findings import Finding
@@ -35,6 +37,38 @@ class NodePoolTimeline:
     start: datetime
     end: datetime
     spans: Mapping[str, list[Span]]
+
+
+    def to_json(self) -> dict[str, object]:
+        """The week as `check --output json` writes it: each reason's spans in UTC, `allowed` null for no limit."""
+        return {
+            "nodepool": self.name,
+            "file": self.file,
+            "line": self.line,
+            "nodes": self.pool.count.nodes,
+            "nodes_from": self.pool.count.source,
+            "budgets_written": self.pool.written,
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+            "reasons": {
+                reason: (
+                    {"used": False, "why": self.pool.unused[reason]} if reason in self.pool.unused else {
+                        "used": True,
+                        "spans": [{
+                            "start": _iso(span.start),
+                            "end": _iso(span.end),
+                            "allowed": None if span.allowed == UNBOUNDED else span.allowed,
+                            "deciding": list(span.deciding),
+                            "unreadable": list(span.unreadable),
+                        } for span in spans],
+                    })
+                for reason, spans in self.spans.items()
+            },
+        }
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, slots=True)
