@@ -4,7 +4,10 @@ the budget that decides it — and the allowance per reason over a week, for the
 the start of the range and the node count assumed when the NodePool has no `limits.nodes`.
 
 The range looked at starts at the caller's moment and lasts a week when every schedule repeats weekly, a year
-otherwise (`budgettimeline.horizon`); "never" means never in that range, and the messages say which.
+otherwise (`budgettimeline.horizon`), and two days more so that no window is cut at its end; "never" means never
+in that range, and the messages say which. A reason Karpenter never disrupts the NodePool for (`Empty` and
+`Underutilized` with `consolidateAfter: Never`, `Underutilized` with `consolidationPolicy: WhenEmpty`: v1.14.1
+`pkg/controllers/disruption/consolidation.go`, `emptiness.go`) needs no budget and gets no finding.
 """
 
 from __future__ import annotations
