@@ -282,7 +282,7 @@ def validate(
     "--nodes",
     "budget_nodes",
     type=click.IntRange(min=0),
-    help="Disruption budgets: the node count of a v1 NodePool without spec.limits.nodes (default: 10, assumed).",
+    help="Disruption budgets: node count of a v1 NodePool without spec.replicas or spec.limits.nodes (default: 10).",
 )
 @click.option(
     "--timezone",

@@ -6,8 +6,10 @@ the start of the range and the node count assumed when the NodePool has no `limi
 The range looked at starts at the caller's moment and lasts a week when every schedule repeats weekly, a year
 otherwise (`budgettimeline.horizon`), and two days more so that no window is cut at its end; "never" means never
 in that range, and the messages say which. A reason Karpenter never disrupts the NodePool for (`Empty` and
-`Underutilized` with `consolidateAfter: Never`, `Underutilized` with `consolidationPolicy: WhenEmpty`: v1.14.1
-`pkg/controllers/disruption/consolidation.go`, `emptiness.go`) needs no budget and gets no finding.
+`Underutilized` for a static NodePool — `spec.replicas` — or with `consolidateAfter: Never`, `Underutilized` with
+`consolidationPolicy: WhenEmpty`: v1.14.1 `pkg/controllers/disruption/consolidation.go`, `emptiness.go`) needs no
+budget and gets no finding. The node count is the NodePool's `spec.replicas` (a static NodePool), else its
+`spec.limits.nodes`, else the caller's, else assumed.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ _TEMPLATE_SPEC: Final[Path] = ("spec", "template", "spec")
 
 @dataclass(frozen=True, slots=True)
 class NodeCount:
-    """How many nodes the NodePool is taken to have, and whence: `spec.limits.nodes`, `--nodes` or assumed."""
+    """How many nodes the NodePool is taken to have, and whence: `spec.replicas`, `spec.limits.nodes`, `--nodes`
+    or assumed."""
 
     nodes: int
     source: str
@@ -103,7 +106,9 @@ def pool_budgets(data: Mapping[str, Any], nodes: int | None = None) -> PoolBudge
             drain, drain_source = parse_go_duration(grace), f"drain ≤ terminationGracePeriod {grace}"
     expire = template.get("expireAfter")
     unused: dict[str, str] = {}
-    if disruption.get("consolidateAfter") == "Never":  # consolidation.go, emptiness.go: ConsolidateAfter nil
+    if spec.get("replicas") is not None:  # consolidation.go, emptiness.go: OwnedByStaticNodePool
+        unused = {EMPTY: "spec.replicas: a static NodePool", UNDERUTILIZED: "spec.replicas: a static NodePool"}
+    elif disruption.get("consolidateAfter") == "Never":  # consolidation.go, emptiness.go: ConsolidateAfter nil
         unused = {EMPTY: "consolidateAfter: Never", UNDERUTILIZED: "consolidateAfter: Never"}
     elif disruption.get("consolidationPolicy") == "WhenEmpty":
         unused = {UNDERUTILIZED: "consolidationPolicy: WhenEmpty"}
@@ -123,6 +128,9 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _node_count(spec: Mapping[str, Any], nodes: int | None) -> NodeCount:
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and not isinstance(replicas, bool) and 0 <= replicas <= 2**31:
+        return NodeCount(replicas, "spec.replicas")
     limit = _mapping(spec.get("limits")).get("nodes")
     if limit is not None:
         try:

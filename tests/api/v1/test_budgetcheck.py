@@ -270,3 +270,12 @@ def test_any_shape_of_budgets_is_answered_without_an_exception(entries: Any, dis
     for violation in found(data):
         assert isinstance(violation, Violation) and violation.message
     assert set(week(pool_budgets(data), MONDAY)) == {"Empty", "Underutilized", "Drifted"}
+
+
+def test_a_static_nodepool_counts_its_replicas_and_is_only_drifted() -> None:
+    static = nodepool({"nodes": "1", "reasons": ["Drifted"]}, limits=50)
+    static["spec"]["replicas"] = 6
+    pool = pool_budgets(static, 3)
+    assert pool.count == NodeCount(6, "spec.replicas")
+    assert set(pool.unused) == {"Empty", "Underutilized"}
+    assert found(static) == []  # drift.go, staticdrift.go: only Drifted disrupts a static NodePool
