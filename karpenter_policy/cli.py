@@ -13,6 +13,7 @@ Reports and logs are written as UTF-8 whatever the locale, with the undecodable 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import inspect
 import os
 import signal
@@ -277,6 +278,25 @@ def validate(
     type=click.Path(dir_okay=False),
     help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
 )
+@click.option(
+    "--nodes",
+    "budget_nodes",
+    type=click.IntRange(min=0),
+    help="Disruption budgets: node count of a v1 NodePool without spec.replicas or spec.limits.nodes (default: 10).",
+)
+@click.option(
+    "--timezone",
+    "budget_timezone",
+    default="UTC",
+    show_default=True,
+    help="Disruption budgets: the time zone of the markdown timeline (IANA name; Karpenter reads schedules in UTC).",
+)
+@click.option(
+    "--budget-week",
+    "budget_week",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="Disruption budgets: check and show the week holding this day (YYYY-MM-DD; default: this week).",
+)
 @_selection_options
 @_previous_generation_option
 def check(
@@ -290,6 +310,9 @@ def check(
     workload_paths: tuple[str, ...],
     scale: tuple[str, ...],
     spot_prices_file: str | None,
+    budget_nodes: int | None,
+    budget_timezone: str,
+    budget_week: datetime.datetime | None,
     exclude: tuple[str, ...],
     disabled: tuple[str, ...],
     quiet: bool,
@@ -304,12 +327,13 @@ def check(
     reaches (shadowed), and the nodes every replica needs with the fleet's $/h (the capacity plan). PATHS are
     files or directories, or - for standard input; default: policies/.
     """
-    from karpenter_policy.checks.options import PolicyOptions
+    from karpenter_policy.checks.options import BudgetView, PolicyOptions
     from karpenter_policy.commands.check import check_command
 
     selection = _selection(exclude, disabled)
     _read_paths("check", paths or DEFAULT_PATHS, selection)
     options = PolicyOptions(
+        budgets=BudgetView(budget_nodes, _time_zone(budget_timezone), budget_week.date() if budget_week else None),
         catalog_file=catalog_file,
         region=region,
         timeout_ms=timeout_ms,
@@ -321,6 +345,18 @@ def check(
         previous_generation=previous_generation,
     )
     _finish(check_command(paths or DEFAULT_PATHS, output, options, fail_on_warn=fail_on_warn, quiet=quiet))
+
+
+def _time_zone(name: str) -> str:
+    """`--timezone NAME`: an IANA time zone (tzdata's), else a usage error (exit 2)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(f"{name!r} is not a time zone (an IANA name: UTC, Europe/Paris)",
+                                 param_hint="--timezone") from None
+    return name
 
 
 def _scale_option(values: Sequence[str]) -> dict[str, int]:

@@ -39,7 +39,8 @@ GENERATED: dict[str, tuple[type[Any], list[str]]] = {
 #: The policy commands' parameters that are not PolicyOptions flags: the paths and the report's shape, and the
 #: flags the CLI reads into PolicyOptions' `scale` and `selection`.
 NOT_POLICY_FLAGS = {
-    "check": {"paths", "output", "fail_on_warn", "quiet", "scale", "exclude", "disabled"},
+    "check": {"paths", "output", "fail_on_warn", "quiet", "scale", "exclude", "disabled", "budget_nodes",
+              "budget_timezone", "budget_week"},
     "test": {"paths", "output", "quiet", "scale", "exclude", "disabled"},
 }
 POLICY_COMMANDS = ("check", "test", "diff", "compile", "pin")

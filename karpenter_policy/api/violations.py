@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.rules import ERROR as ERROR
 from karpenter_policy.api.rules import WARNING as WARNING
-from karpenter_policy.api.rules import default_severity, output, pinning, proof, reading, v1, webhook, workloads
+from karpenter_policy.api.rules import (
+    budgets,
+    default_severity,
+    output,
+    pinning,
+    proof,
+    reading,
+    v1,
+    webhook,
+    workloads,
+)
 
 Path = tuple[str | int, ...]
 
@@ -56,6 +66,11 @@ PLACEMENT_TEST_FAILED = workloads.PLACEMENT_TEST_FAILED.id
 CEL_RULE = v1.CEL_RULE.id
 RUNTIME_VALIDATION = v1.RUNTIME_VALIDATION.id
 MULTI_ARCH = workloads.MULTI_ARCH.id
+BUDGET_UNREADABLE = budgets.BUDGET_UNREADABLE.id
+BUDGET_BLOCKS_DRIFT = budgets.BUDGET_BLOCKS_DRIFT.id
+BUDGET_WINDOW_TOO_SHORT = budgets.BUDGET_WINDOW_TOO_SHORT.id
+BUDGET_REASON_UNBOUNDED = budgets.BUDGET_REASON_UNBOUNDED.id
+BUDGET_OVERLAP = budgets.BUDGET_OVERLAP.id
 
 
 @dataclass(frozen=True, slots=True)

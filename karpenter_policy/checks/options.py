@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,23 @@ REGION_HELP = "Region of the embedded catalog (default us-east-1; `catalog show`
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetView:
+    """How `check` looks at Karpenter v1 disruption budgets (docs/budgets.md; `--nodes`, `--timezone`,
+    `--budget-week`, read by the CLI): the node count of a NodePool without `limits.nodes` (None: assumed), the
+    time zone the timeline is shown in (the checks and Karpenter are UTC), and a day of the week to show and check
+    from (its Monday 00:00 in `timezone`; None: the current week)."""
+
+    nodes: int | None = None
+    timezone: str = "UTC"
+    week_of: date | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyOptions:
     """What `check` and `test` run with besides PATHS and the report's format and verbosity (diff and compile take
-    some of the same flags). The flags' help is `check`'s; `scale` (`--scale KIND/NAME=N`, read by the CLI) and
-    `selection` (`--exclude`, `--disable`) are what the CLI made of their flags."""
+    some of the same flags). The flags' help is `check`'s; `scale` (`--scale KIND/NAME=N`, read by the CLI),
+    `selection` (`--exclude`, `--disable`) and `budgets` (`--nodes`, `--timezone`, `--budget-week`) are what the
+    CLI made of their flags."""
 
     catalog_file: str | None = option(None, "--catalog", path="file", help="Instance-type catalog file.")
     region: str | None = option(None, "--region", help=REGION_HELP)
@@ -56,6 +70,7 @@ class PolicyOptions:
         help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
     )
     selection: Selection = EVERYTHING
+    budgets: BudgetView = BudgetView()
     previous_generation: bool = option(
         False,
         "--allow-previous-generation",

@@ -8,7 +8,7 @@ keeps, of the documents without an error finding, what the readers need:
   both would (`duplicate-name` reports them, so a repository without errors has one of each);
 * the taints of each of those Provisioners (what a PinningPolicy rule naming it must tolerate, and what the webhook
   binds pinning to), read by `api.objects.taints_of` as the compiled Provisioner reads them;
-* the PinningPolicy and PlacementTest documents, in file order.
+* the PinningPolicy and PlacementTest documents, and the Karpenter v1 NodePools, in file order.
 
 With `prove`, the solver proves every Provisioner whose errors (if any) leave its scheduling untouched (one refused
 for a TTL combination or a provider field is still proven and takes workloads: one run shows every mistake),
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PLACEMENT_TEST_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import taints_of
+from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
 from karpenter_policy.checks.findings import Report
 from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.loader import Document
@@ -50,6 +51,8 @@ class PolicyRepository:
     taints: Mapping[str, tuple[Taint, ...]] = field(default_factory=dict)
     pinning_documents: tuple[Document, ...] = ()
     placement_tests: tuple[Document, ...] = ()
+    #: The valid Karpenter v1 NodePools, in file order (their budgets: `validation.budgets`).
+    nodepools: tuple[Document, ...] = ()
     checked: tuple[CheckedProvisioner, ...] = ()
     proven: bool = False
 
@@ -130,6 +133,7 @@ def load_repository(
         taints={name: taints_of(doc.data.get("spec") or {}) for name, doc in provisioners.items()},
         pinning_documents=tuple(gathered.of_kind(PINNING_POLICY_KIND)),
         placement_tests=tuple(gathered.of_kind(PLACEMENT_TEST_KIND)),
+        nodepools=tuple(d for d in gathered.of_kind(NODEPOOL_KIND) if d.data.get("apiVersion") == NODEPOOL_API_VERSION),
         checked=tuple(checked),
         proven=prove,
     )

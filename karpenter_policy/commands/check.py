@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
 from karpenter_policy.checks.options import (
@@ -24,6 +25,8 @@ from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.reporters import displayable, json_text, render
 from karpenter_policy.checks.repository import load_repository
 from karpenter_policy.checks.source.loader import Document, discover
+from karpenter_policy.checks.validation.budgets import BudgetReport, check_budgets
+from karpenter_policy.commands.budgetcomment import budget_lines
 from karpenter_policy.commands.costcomment import check_cost_lines, markdown_text
 
 #: `check` as its flags' defaults run it.
@@ -47,20 +50,22 @@ def check_command(
     if isinstance(run, str):
         return CommandOutput(2, "", f"karpenter-policy check: {run}\n")
     report, checked, result = run.report, run.checked, run.workloads
-    text = render_check(report, checked, output, result, quiet, run.tests)
+    text = render_check(report, checked, output, result, quiet, run.tests, run.budgets)
     return CommandOutput(report.exit_code(fail_on_warn), text, "")
 
 
 @dataclass(slots=True)
 class CheckRun:
     """What `check` found: the report, the proven provisioners and, with workloads, their placements and plan,
-    the PlacementTest documents among the policies and, with workloads, what their tests found."""
+    the PlacementTest documents among the policies and, with workloads, what their tests found; the v1
+    NodePools' disruption budgets (their findings are in the report)."""
 
     report: Report
     checked: list[CheckedProvisioner]
     workloads: WorkloadCheck | None = None
     test_documents: list[Document] = field(default_factory=list)
     tests: TestRun | None = None
+    budgets: BudgetReport | None = None
 
 
 def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckRun | str:
@@ -78,6 +83,8 @@ def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckR
         paths, values, prove=True, catalog=catalog, timeout_ms=options.timeout_ms, selection=selection
     )
     report, checked = repository.report, list(repository.checked)
+    budgets = check_budgets(repository.nodepools, options.budgets, datetime.now(UTC).date())
+    report.findings.extend(budgets.findings)
     placement_tests = list(repository.placement_tests)
     result = None
     if workloads is not None and pricing is not None:
@@ -100,7 +107,7 @@ def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckR
     if result is not None and placement_tests:
         tests = run_placement_tests(placement_tests, result)
         report.findings.extend(tests.findings)
-    return CheckRun(report, checked, result, placement_tests, tests)
+    return CheckRun(report, checked, result, placement_tests, tests, budgets)
 
 
 def render_check(
@@ -110,16 +117,19 @@ def render_check(
     workloads: WorkloadCheck | None = None,
     quiet: bool = False,
     tests: TestRun | None = None,
+    budgets: BudgetReport | None = None,
 ) -> str:
     """The report in `output` format, with the proven provisioners: in text one info line each (before the
     summary), in JSON a `provisioners` section next to the JSON report's `findings` and `summary`. With
     `workloads` (`--workloads`), the same for each workload (where it goes: `workloads` in JSON) and the capacity
     plan (`capacity` in JSON; a table after the summary in text; the table alone is what `markdown` adds). With
-    `tests` (PlacementTests ran), how many held: a line before the summary, `placement_tests` in JSON."""
+    `tests` (PlacementTests ran), how many held: a line before the summary, `placement_tests` in JSON. With
+    `budgets`, the v1 NodePools' disruption-budget timelines: after the findings in `markdown`, `budgets` in
+    JSON."""
     placements = workloads.placements if workloads is not None else None
     capacity = workloads.capacity if workloads is not None else None
     if output == "markdown":
-        return render_markdown(report, checked, workloads)
+        return render_markdown(report, checked, workloads, budgets)
     text = render(report, output, "checked", quiet)
     if quiet and output in ("text", "github"):
         return text
@@ -133,6 +143,8 @@ def render_check(
             document["capacity"] = capacity.to_json()
         if tests is not None:
             document["placement_tests"] = tests.to_json()
+        if budgets is not None and budgets.timelines:
+            document["budgets"] = [timeline.to_json() for timeline in budgets.timelines]
         return json_text(document)
     if output == "text" and (proven or placements):
         lines = text.rstrip("\n").split("\n")
@@ -145,10 +157,15 @@ def render_check(
     return text
 
 
-def render_markdown(report: Report, checked: Sequence[CheckedProvisioner], workloads: WorkloadCheck | None) -> str:
+def render_markdown(
+    report: Report,
+    checked: Sequence[CheckedProvisioner],
+    workloads: WorkloadCheck | None,
+    budgets: BudgetReport | None = None,
+) -> str:
     """A pull-request comment: the verdict and, with `--workloads`, the monthly cost of the workloads' nodes as the
     headline; the errors; the cost per workload (`costcomment`); the warnings (folded away when there is a cost
-    table)."""
+    table); the v1 NodePools' disruption-budget timelines (`budgetcomment`)."""
     errors, warnings = report.errors, report.warnings
     verdict = "❌" if errors else ("⚠️" if warnings else "✅")
     capacity = workloads.capacity if workloads is not None else None
@@ -187,7 +204,9 @@ def render_markdown(report: Report, checked: Sequence[CheckedProvisioner], workl
     if folded:
         lines += ["", f"<details><summary>{len(folded)} warning{'s' if len(folded) != 1 else ''}</summary>", ""]
         lines += [*(_finding_line(f) for f in folded), "", "</details>"]
-    return "\n".join(lines) + "\n"
+    if budgets is not None and budgets.timelines:
+        lines += ["", *budget_lines(budgets)]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _finding_line(f: Finding) -> str:

@@ -35,15 +35,17 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.violations import ERROR, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
-from karpenter_policy.checks.options import OptionError
+from karpenter_policy.checks.options import BudgetView, OptionError
 from karpenter_policy.checks.proof.placement import (
     HOURS_PER_MONTH,
     Capacity,
@@ -61,6 +63,8 @@ from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import GitError, Repository, find_repository
 from karpenter_policy.checks.source.revision import policy_files, write_files
 from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
+from karpenter_policy.checks.validation.budgets import NodePoolTimeline, check_budgets
+from karpenter_policy.commands.budgetcomment import BudgetChange, budget_change_lines, budget_changes
 from karpenter_policy.commands.costcomment import cost_headline, diff_cost_lines, markdown_text, ratio_text
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price, price_key, price_text
@@ -95,6 +99,7 @@ class Side:
     os_of: dict[str, str] = field(default_factory=dict)
     present: list[str] = field(default_factory=list)  # the PATHS that exist on this side
     workload_root: str | None = None  # where --workloads paths are read from on this side (git: a temporary tree)
+    budgets: list[NodePoolTimeline] = field(default_factory=list)  # the valid v1 NodePools' weeks
 
     def provisioner(self, name: str) -> CheckedProvisioner | None:
         return next((c for c in self.checked if c.name == name), None)
@@ -157,9 +162,11 @@ def load_side(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     values: Mapping[str, Any] | None = None,
     workload_paths: Sequence[str] = (),
+    today: date | None = None,
 ) -> Side:
     """Check one side: a directory (PATHS relative to it) or a git revision (PATHS relative to the current
-    directory, read as of that revision into `scratch`)."""
+    directory, read as of that revision into `scratch`). The v1 NodePools' budgets are looked at over the week
+    holding `today` (the current day when None), in UTC."""
     repository = None if os.path.isdir(spec) else find_repository(os.curdir)
     if os.path.isdir(spec):
         root, kind = spec, "directory"
@@ -188,7 +195,9 @@ def load_side(
     # a diff compares valid provisioners only (one with an error is "invalid in BASE/HEAD", whatever its proof)
     checked = [replace(c, file=_relative(c.file, root)) for c in policies.checked if c.name in documents]
     os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
-    return Side(spec, kind, report, checked, documents, os_of, present, workload_root)
+    weeks = check_budgets(policies.nodepools, BudgetView(), today or datetime.now(UTC).date()).timelines
+    budgets = [replace(timeline, file=_relative(timeline.file, root)) for timeline in weeks]
+    return Side(spec, kind, report, checked, documents, os_of, present, workload_root, budgets)
 
 
 def _shallow_hint(repository: Repository | None) -> str:
@@ -505,6 +514,7 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
     cost: CostChange | None = None
     region: str = ""  # the catalog's
+    budget_changes: list[BudgetChange] = field(default_factory=list)  # v1 NodePools whose budgets changed
 
     @property
     def changed(self) -> list[ProvisionerDiff]:
@@ -530,7 +540,7 @@ class DiffResult:
             return 2
         if self.head.report.errors or self.broken:
             return 1
-        if exit_code_on_diff and (self.changed or self.workloads):
+        if exit_code_on_diff and (self.changed or self.workloads or self.budget_changes):
             return 1
         return 0
 
@@ -1029,6 +1039,8 @@ def render_markdown(result: DiffResult) -> str:
                 f"| `{md(w.workload)}` | {status} | {md(w.base or '—')} | {md(w.head or '—')} | {md(w.reason)} |"
             )
     out += details
+    if result.budget_changes:
+        out += ["", *budget_change_lines(result.budget_changes, ZoneInfo("UTC"))]
     errors = [f for f in result.head.report.sorted_findings() if f.severity == "error"]
     if errors:
         out += ["", f"<details><summary>{len(errors)} error(s) in HEAD</summary>", ""]
@@ -1082,6 +1094,7 @@ def diff_command(
 ) -> CommandOutput:
     """Run `karpenter-policy diff`."""
     scratch = tempfile.mkdtemp(prefix="karpenter-policy-diff-")
+    today = datetime.now(UTC).date()  # both sides' budgets over the same week
     try:
         try:
             sides = [
@@ -1093,6 +1106,7 @@ def diff_command(
                     timeout_ms=timeout_ms,
                     values=values,
                     workload_paths=workload_paths,
+                    today=today,
                 )
                 for label, spec in (("base", base), ("head", head))
             ]
@@ -1105,6 +1119,7 @@ def diff_command(
             message = f"{', '.join(nowhere)}: not on either side ({base} nor {head})"
             return CommandOutput(2, "", f"karpenter-policy diff: {message}\n")
         result = diff_sides(base_side, head_side, catalog, timeout_ms, shown)
+        result.budget_changes = budget_changes(base_side.budgets, head_side.budgets)
         for side in sides:
             for p in paths or []:
                 if p not in side.present:

@@ -184,5 +184,5 @@ def test_each_declaration_is_whole(rule: Rule) -> None:
 def test_an_unknown_rule_is_answered_with_the_one_meant() -> None:
     assert unknown_rule_message("dead-valeu") == "unknown rule 'dead-valeu'; did you mean dead-value?"
     assert unknown_rule_message("zzz").startswith(
-        "unknown rule 'zzz'; rules: aws-id-shape, cel-rule, configmap-too-large"
+        "unknown rule 'zzz'; rules: aws-id-shape, budget-blocks-drift, budget-overlap"
     )
