@@ -1,0 +1,184 @@
+"""Which nodes a policy change drifts or expires, and why — Karpenter v0.31.1's rules, stated so that a snapshot
+and the two revisions suffice.
+
+* **static drift** (`pkg/controllers/nodeclaim/disruption/drift.go`, `areStaticFieldsDrifted`, core v0.31.1): a node
+  whose Provisioner's hash changed. The hash (`pkg/apis/v1alpha5/provisioner.go`, `Provisioner.Hash`) covers the
+  spec but its `hash:"ignore"` fields — requirements, provider, providerRef, the TTLs, limits, weight and
+  consolidation —, so it covers `annotations`, `labels`, `taints`, `startupTaints` and `kubeletConfiguration`;
+  slices as sets, zero values as absent (`SlicesAsSets`, `IgnoreZeroValue`, `ZeroNil`). The plan compares those
+  fields of BASE's and HEAD's (defaulted) Provisioner and names each that differs (`spec.labels.team changed`). As
+  Karpenter, only a node that carries the hash annotation (`karpenter.sh/provisioner-hash`, or this project's
+  controller's `karpenter-policy/node-hash`) can drift so; one without it never drifts statically.
+* **node template drift** (aws v0.31.1 `pkg/cloudprovider/drift.go`, `areStaticFieldsDrifted`;
+  `pkg/apis/v1alpha1/awsnodetemplate.go`, `AWSNodeTemplate.Hash`): the same for the AWSNodeTemplate the node's
+  Provisioner references, its spec hashed but `amiSelector`, `subnetSelector`, `securityGroupSelector` and
+  `launchTemplate` (`hash:"ignore"`), on nodes carrying `karpenter.k8s.aws/nodetemplate-hash`.
+* **requirement drift** (`areRequirementsDrifted`): the node's labels are no longer compatible with HEAD's
+  requirements (`Requirements.incompatibilities`, Karpenter's `Compatible`: well-known keys the node lacks are
+  allowed, custom ones are not).
+* Karpenter v0.31 runs the three only with `featureGates.driftEnabled` (off by default); the plan models it on, as
+  this project's controller runs, unless told the cluster keeps it off (`drift_enabled=False`).
+* **expiry** (`pkg/controllers/deprovisioning/expiration.go`; `GetExpirationTime`): HEAD's
+  `ttlSecondsUntilExpired` from the node's creation — a node past it at the plan's start expires, drift or not.
+* **removed**: a node whose Provisioner BASE has and HEAD does not. Karpenter v0.31 deletes a Provisioner's Machines
+  with it (their owner reference): every such node goes at once, whether drift is enabled or not.
+
+Cloud drift (an AMI release, subnets, security groups) needs the cloud's answers, not the policies: not planned.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.api.defaults import default_provisioner
+from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.commands.plan.fleet import FleetNode
+from karpenter_policy.model.requirements import Requirements
+
+__all__ = [
+    "HASH_ANNOTATIONS",
+    "NODE_TEMPLATE_HASH_ANNOTATION",
+    "NodeDrift",
+    "PolicySide",
+    "node_drift",
+    "provisioner_changes",
+    "template_changes",
+]
+
+#: The annotations that carry the hash a node was launched with: Karpenter's, and this project's controller's.
+HASH_ANNOTATIONS = ("karpenter.sh/provisioner-hash", "karpenter-policy/node-hash")
+NODE_TEMPLATE_HASH_ANNOTATION = "karpenter.k8s.aws/nodetemplate-hash"
+#: The Provisioner spec fields its hash covers (every field but those tagged `hash:"ignore"`).
+HASHED_PROVISIONER_FIELDS = ("annotations", "labels", "taints", "startupTaints", "kubeletConfiguration")
+#: The AWSNodeTemplate spec fields its hash ignores.
+UNHASHED_TEMPLATE_FIELDS = frozenset({"amiSelector", "subnetSelector", "securityGroupSelector", "launchTemplate"})
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySide:
+    """One revision's valid Provisioner and AWSNodeTemplate documents by name."""
+
+    label: str
+    provisioners: Mapping[str, Mapping[str, Any]]
+    node_templates: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDrift:
+    """What the change does to one node: `reasons` (each naming the field or label), whether it `drifted`,
+    `expires` (past its TTL at the start), its expiry time, `removed` (its Provisioner is gone in HEAD), and
+    `unknown` (its Provisioner is in neither side: not this repository's, left alone)."""
+
+    drifted: bool = False
+    reasons: tuple[str, ...] = ()
+    expires: bool = False
+    expires_at: dt.datetime | None = None
+    removed: bool = False
+    unknown: bool = False
+    fields: tuple[str, ...] = field(default=(), repr=False)  # the static fields that drift it, for the summary
+
+    @property
+    def disrupted(self) -> bool:
+        return self.drifted or self.expires or self.removed
+
+
+def _zero(value: Any) -> bool:
+    return value is None or value == "" or value == 0 or value is False or value == {} or value == []
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _changes(path: str, base: Any, head: Any) -> list[str]:
+    """The differences between two hashed values, each naming its path: maps key by key, lists as sets."""
+    if _zero(base) and _zero(head):
+        return []
+    if isinstance(base, Mapping) or isinstance(head, Mapping):
+        if not isinstance(base, Mapping) or not isinstance(head, Mapping):
+            return [f"{path} changed"]
+        out: list[str] = []
+        for key in sorted(set(base) | set(head), key=str):
+            if _zero(base.get(key)) and not _zero(head.get(key)):
+                out.append(f"{path}.{key} added")
+            elif _zero(head.get(key)) and not _zero(base.get(key)):
+                out.append(f"{path}.{key} removed")
+            else:
+                out.extend(_changes(f"{path}.{key}", base.get(key), head.get(key)))
+        return out
+    if isinstance(base, list) and isinstance(head, list):
+        before, after = {_canonical(v) for v in base}, {_canonical(v) for v in head}
+        return [] if before == after else [f"{path} changed"]
+    return [] if _canonical(base) == _canonical(head) else [f"{path} changed"]
+
+
+def provisioner_changes(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
+    """The hashed fields of a Provisioner that differ between BASE's and HEAD's documents (defaulted)."""
+    before = default_provisioner(base).get("spec") or {}
+    after = default_provisioner(head).get("spec") or {}
+    out: list[str] = []
+    for name in HASHED_PROVISIONER_FIELDS:
+        out.extend(_changes(f"spec.{name}", before.get(name), after.get(name)))
+    return out
+
+
+def template_changes(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
+    """The hashed fields of an AWSNodeTemplate that differ between BASE's and HEAD's documents."""
+    before = {k: v for k, v in (base.get("spec") or {}).items() if k not in UNHASHED_TEMPLATE_FIELDS}
+    after = {k: v for k, v in (head.get("spec") or {}).items() if k not in UNHASHED_TEMPLATE_FIELDS}
+    return _changes("spec", before, after)
+
+
+def _provider_ref(document: Mapping[str, Any]) -> str | None:
+    ref = (document.get("spec") or {}).get("providerRef")
+    return str(ref["name"]) if isinstance(ref, Mapping) and ref.get("name") is not None else None
+
+
+def node_drift(
+    node: FleetNode,
+    base: PolicySide,
+    head: PolicySide,
+    start: dt.datetime,
+    *,
+    drift_enabled: bool = True,
+) -> NodeDrift:
+    """What BASE → HEAD does to `node` (see the module docstring); a node not of a Provisioner is left alone."""
+    name = node.provisioner
+    if name is None:
+        return NodeDrift()
+    head_doc, base_doc = head.provisioners.get(name), base.provisioners.get(name)
+    if head_doc is None:
+        if base_doc is None:
+            return NodeDrift(unknown=True)
+        return NodeDrift(reasons=(f"provisioner {name} removed",), removed=True)
+    reasons: list[str] = []
+    fields: list[str] = []
+    if drift_enabled:
+        if base_doc is not None and any(a in node.annotations for a in HASH_ANNOTATIONS):
+            changed = provisioner_changes(base_doc, head_doc)
+            fields += changed
+            reasons += [f"{c} (provisioner {name})" for c in changed]
+        template = _provider_ref(base_doc) if base_doc is not None else None
+        if template is not None and NODE_TEMPLATE_HASH_ANNOTATION in node.annotations:
+            old, new = base.node_templates.get(template), head.node_templates.get(template)
+            if old is not None and new is not None:
+                changed = [f"AWSNodeTemplate {template}: {c}" for c in template_changes(old, new)]
+                fields += changed
+                reasons += changed
+        requirements = Requirements.from_node_selector(Provisioner.from_document(head_doc).node_selector)
+        for why in Requirements.from_labels(dict(node.labels)).incompatibilities(requirements):
+            reasons.append(f"requirement drift: {why} (provisioner {name}'s spec.requirements)")
+    ttl = (head_doc.get("spec") or {}).get("ttlSecondsUntilExpired")
+    expires_at = None
+    if isinstance(ttl, int) and not isinstance(ttl, bool) and node.created is not None:
+        expires_at = node.created + dt.timedelta(seconds=ttl)
+    expires = expires_at is not None and expires_at <= start
+    if expires:
+        reasons.append(f"expired: created {node.created:%Y-%m-%dT%H:%M:%SZ} + ttlSecondsUntilExpired {ttl}s")
+    drifted = any(not r.startswith("expired:") for r in reasons)
+    return NodeDrift(drifted=drifted, reasons=tuple(reasons), expires=expires, expires_at=expires_at,
+                     fields=tuple(fields))
