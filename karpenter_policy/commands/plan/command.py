@@ -17,7 +17,7 @@ from karpenter_policy.checks.findings import CommandOutput, Report
 from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
-from karpenter_policy.commands.diff import DiffError, is_revision, materialise
+from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, node_drift
 from karpenter_policy.commands.plan.fleet import fleet_of
@@ -46,7 +46,7 @@ def _load(spec: str, paths: Sequence[str], catalog: Catalog, scratch: str, value
     else:
         repository = find_repository(os.curdir)
         if repository is None or not is_revision(spec, repository):
-            raise DiffError(f"{spec!r} is neither a directory nor a git revision")
+            raise DiffError(f"{spec!r} is neither a directory nor a git revision{shallow_hint(repository)}")
         wanted = list(paths) or ["policies/"]
         root, _ = materialise(repository, spec, wanted, scratch)
     targets = [os.path.normpath(os.path.join(root, p)) for p in wanted if os.path.exists(os.path.join(root, p))]

@@ -98,17 +98,14 @@ def _changes(path: str, base: Any, head: Any) -> list[str]:
     """The differences between two hashed values, each naming its path: maps key by key, lists as sets."""
     if _zero(base) and _zero(head):
         return []
+    if _zero(base) or _zero(head):
+        return [f"{path} {'added' if _zero(base) else 'removed'}"]
     if isinstance(base, Mapping) or isinstance(head, Mapping):
         if not isinstance(base, Mapping) or not isinstance(head, Mapping):
             return [f"{path} changed"]
         out: list[str] = []
         for key in sorted(set(base) | set(head), key=str):
-            if _zero(base.get(key)) and not _zero(head.get(key)):
-                out.append(f"{path}.{key} added")
-            elif _zero(head.get(key)) and not _zero(base.get(key)):
-                out.append(f"{path}.{key} removed")
-            else:
-                out.extend(_changes(f"{path}.{key}", base.get(key), head.get(key)))
+            out.extend(_changes(f"{path}.{key}", base.get(key), head.get(key)))
         return out
     if isinstance(base, list) and isinstance(head, list):
         before, after = {_canonical(v) for v in base}, {_canonical(v) for v in head}
@@ -130,7 +127,8 @@ def template_changes(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[s
     """The hashed fields of an AWSNodeTemplate that differ between BASE's and HEAD's documents."""
     before = {k: v for k, v in (base.get("spec") or {}).items() if k not in UNHASHED_TEMPLATE_FIELDS}
     after = {k: v for k, v in (head.get("spec") or {}).items() if k not in UNHASHED_TEMPLATE_FIELDS}
-    return _changes("spec", before, after)
+    keys = sorted(set(before) | set(after))
+    return [c for key in keys for c in _changes(f"spec.{key}", before.get(key), after.get(key))]
 
 
 def _provider_ref(document: Mapping[str, Any]) -> str | None:
