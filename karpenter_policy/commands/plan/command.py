@@ -19,7 +19,7 @@ from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
 from karpenter_policy.commands.plan.cost import fleet_cost
-from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, node_drift
+from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
@@ -98,10 +98,8 @@ def plan_command(
         return CommandOutput(1, "", f"karpenter-policy plan: HEAD ({options.head}) has {head.report.errors} "
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
-    drift: dict[str, NodeDrift] = {
-        name: node_drift(node, base_side, head_side, start, drift_enabled=not options.drift_disabled)
-        for name, node in fleet.nodes.items()
-    }
+    rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled)
+    drift: dict[str, NodeDrift] = {name: rules(node) for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(catalog))
     rollout = plan_waves(fleet, drift, templates, start, Timing(options.node_startup, options.pod_startup))
     cost = fleet_cost(catalog, fleet.nodes.values(), rollout)

@@ -42,6 +42,7 @@ from karpenter_policy.model.requirements import Requirements
 __all__ = [
     "HASH_ANNOTATIONS",
     "NODE_TEMPLATE_HASH_ANNOTATION",
+    "DriftRules",
     "NodeDrift",
     "PolicySide",
     "node_drift",
@@ -136,6 +137,71 @@ def _provider_ref(document: Mapping[str, Any]) -> str | None:
     return str(ref["name"]) if isinstance(ref, Mapping) and ref.get("name") is not None else None
 
 
+class DriftRules:
+    """The rules of the module docstring for one BASE → HEAD change, what they compare of each provisioner computed
+    once (a fleet has thousands of nodes and a few provisioners)."""
+
+    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime, *, drift_enabled: bool = True) -> None:
+        self.base, self.head, self.start, self.drift_enabled = base, head, start, drift_enabled
+        self._static: dict[str, list[str]] = {}
+        self._template: dict[str, list[str]] = {}
+        self._requirements: dict[str, Requirements] = {}
+
+    def _static_changes(self, name: str, base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
+        if name not in self._static:
+            self._static[name] = provisioner_changes(base, head)
+        return self._static[name]
+
+    def _template_changes(self, name: str, base: Mapping[str, Any]) -> list[str]:
+        if name not in self._template:
+            template = _provider_ref(base)
+            old = self.base.node_templates.get(template) if template is not None else None
+            new = self.head.node_templates.get(template) if template is not None else None
+            changes = template_changes(old, new) if old is not None and new is not None else []
+            self._template[name] = [f"AWSNodeTemplate {template}: {c}" for c in changes]
+        return self._template[name]
+
+    def _head_requirements(self, name: str, head: Mapping[str, Any]) -> Requirements:
+        if name not in self._requirements:
+            self._requirements[name] = Requirements.from_node_selector(Provisioner.from_document(head).node_selector)
+        return self._requirements[name]
+
+    def __call__(self, node: FleetNode) -> NodeDrift:
+        """What BASE → HEAD does to `node`; a node not of a Provisioner is left alone."""
+        name = node.provisioner
+        if name is None:
+            return NodeDrift()
+        head_doc, base_doc = self.head.provisioners.get(name), self.base.provisioners.get(name)
+        if head_doc is None:
+            if base_doc is None:
+                return NodeDrift(unknown=True)
+            return NodeDrift(reasons=(f"provisioner {name} removed",), removed=True)
+        reasons: list[str] = []
+        fields: list[str] = []
+        if self.drift_enabled:
+            if base_doc is not None and any(a in node.annotations for a in HASH_ANNOTATIONS):
+                changed = self._static_changes(name, base_doc, head_doc)
+                fields += changed
+                reasons += [f"{c} (provisioner {name})" for c in changed]
+            if base_doc is not None and NODE_TEMPLATE_HASH_ANNOTATION in node.annotations:
+                changed = self._template_changes(name, base_doc)
+                fields += changed
+                reasons += changed
+            requirements = self._head_requirements(name, head_doc)
+            for why in Requirements.from_labels(dict(node.labels)).incompatibilities(requirements):
+                reasons.append(f"requirement drift: {why} (provisioner {name}'s spec.requirements)")
+        ttl = (head_doc.get("spec") or {}).get("ttlSecondsUntilExpired")
+        expires_at = None
+        if isinstance(ttl, int) and not isinstance(ttl, bool) and node.created is not None:
+            expires_at = node.created + dt.timedelta(seconds=ttl)
+        expires = expires_at is not None and expires_at <= self.start
+        if expires:
+            reasons.append(f"expired: created {node.created:%Y-%m-%dT%H:%M:%SZ} + ttlSecondsUntilExpired {ttl}s")
+        drifted = any(not r.startswith("expired:") for r in reasons)
+        return NodeDrift(drifted=drifted, reasons=tuple(reasons), expires=expires, expires_at=expires_at,
+                         fields=tuple(fields))
+
+
 def node_drift(
     node: FleetNode,
     base: PolicySide,
@@ -144,39 +210,5 @@ def node_drift(
     *,
     drift_enabled: bool = True,
 ) -> NodeDrift:
-    """What BASE → HEAD does to `node` (see the module docstring); a node not of a Provisioner is left alone."""
-    name = node.provisioner
-    if name is None:
-        return NodeDrift()
-    head_doc, base_doc = head.provisioners.get(name), base.provisioners.get(name)
-    if head_doc is None:
-        if base_doc is None:
-            return NodeDrift(unknown=True)
-        return NodeDrift(reasons=(f"provisioner {name} removed",), removed=True)
-    reasons: list[str] = []
-    fields: list[str] = []
-    if drift_enabled:
-        if base_doc is not None and any(a in node.annotations for a in HASH_ANNOTATIONS):
-            changed = provisioner_changes(base_doc, head_doc)
-            fields += changed
-            reasons += [f"{c} (provisioner {name})" for c in changed]
-        template = _provider_ref(base_doc) if base_doc is not None else None
-        if template is not None and NODE_TEMPLATE_HASH_ANNOTATION in node.annotations:
-            old, new = base.node_templates.get(template), head.node_templates.get(template)
-            if old is not None and new is not None:
-                changed = [f"AWSNodeTemplate {template}: {c}" for c in template_changes(old, new)]
-                fields += changed
-                reasons += changed
-        requirements = Requirements.from_node_selector(Provisioner.from_document(head_doc).node_selector)
-        for why in Requirements.from_labels(dict(node.labels)).incompatibilities(requirements):
-            reasons.append(f"requirement drift: {why} (provisioner {name}'s spec.requirements)")
-    ttl = (head_doc.get("spec") or {}).get("ttlSecondsUntilExpired")
-    expires_at = None
-    if isinstance(ttl, int) and not isinstance(ttl, bool) and node.created is not None:
-        expires_at = node.created + dt.timedelta(seconds=ttl)
-    expires = expires_at is not None and expires_at <= start
-    if expires:
-        reasons.append(f"expired: created {node.created:%Y-%m-%dT%H:%M:%SZ} + ttlSecondsUntilExpired {ttl}s")
-    drifted = any(not r.startswith("expired:") for r in reasons)
-    return NodeDrift(drifted=drifted, reasons=tuple(reasons), expires=expires, expires_at=expires_at,
-                     fields=tuple(fields))
+    """What BASE → HEAD does to one node (:class:`DriftRules` for many)."""
+    return DriftRules(base, head, start, drift_enabled=drift_enabled)(node)

@@ -180,6 +180,7 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
         moved = owner not in ("DaemonSet", "Node") and phase not in wk.TERMINAL_PHASES
         annotations = objects.annotations(obj)
         namespace = objects.namespace(obj) or "default"
+        workload = workload_of(obj)
         pod: Pod | None = None
         if moved:
             try:
@@ -187,11 +188,11 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
             except PodSpecError as error:
                 snapshot.problems.append(Problem(file, None, "error", f"Pod {namespace}/{objects.name(obj)}: {error}"))
                 continue
-            pod = Pod(objects.name(obj), shape, owner=workload_of(obj), order=order, uid=objects.uid(obj))
+            pod = Pod(objects.name(obj), shape, owner=workload, order=order, uid=objects.uid(obj))
         pods_on[node].append(FleetPod(
             key=f"{namespace}/{objects.name(obj)}",
             node=node,
-            workload=workload_of(obj),
+            workload=workload,
             moved=moved,
             do_not_evict=is_true(annotations.get(wk.DO_NOT_EVICT)) or is_true(annotations.get(wk.DO_NOT_DISRUPT)),
             obj=obj,

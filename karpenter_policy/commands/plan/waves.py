@@ -147,26 +147,33 @@ class _Budgets:
 
     def __init__(self, pdbs: Sequence[Obj], pods: Sequence[Obj]) -> None:
         self.pdbs = list(pdbs)
-        by_namespace: dict[str, list[Obj]] = {}
-        for pod in pods:
-            by_namespace.setdefault(objects.namespace(pod) or "default", []).append(pod)
-        self.budget = {
-            _key(pdb): budgets.disruption_budget(pdb, by_namespace.get(objects.namespace(pdb) or "default", []))
-            for pdb in self.pdbs
-        }
         self._selectors = [(pdb, budgets.budget_selector(pdb)) for pdb in self.pdbs]
         self._covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
+        groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[Obj]] = {}
+        for pod in pods:  # pods of the same namespace and labels: a budget selects all of them or none
+            groups.setdefault(_group(pod), []).append(pod)
+        selected: dict[str, list[Obj]] = {_key(pdb): [] for pdb in self.pdbs}
+        for group, members in groups.items():
+            for name in self._covering_group(group, members[0]):
+                selected[name].extend(members)
+        self.budget = {_key(pdb): budgets.disruption_budget(pdb, selected[_key(pdb)]) for pdb in self.pdbs}
+
+    def _covering_group(self, group: tuple[str, tuple[tuple[str, str], ...]], pod: Obj) -> list[str]:
+        found = self._covering.get(group)
+        if found is None:
+            labels = objects.labels(pod)
+            found = [_key(pdb) for pdb, selector in self._selectors
+                     if (objects.namespace(pdb) or "default") == group[0] and selector.matches(labels)]
+            self._covering[group] = found
+        return found
 
     def covering(self, pod: Obj) -> list[str]:
-        namespace = objects.namespace(pod) or "default"
-        labels = objects.labels(pod)
-        key = (namespace, tuple(sorted(labels.items())))
-        found = self._covering.get(key)
-        if found is None:
-            found = [_key(pdb) for pdb, selector in self._selectors
-                     if (objects.namespace(pdb) or "default") == namespace and selector.matches(labels)]
-            self._covering[key] = found
-        return found
+        """The budgets that select `pod`."""
+        return self._covering_group(_group(pod), pod)
+
+
+def _group(pod: Obj) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return objects.namespace(pod) or "default", tuple(sorted(objects.labels(pod).items()))
 
 
 def _key(pdb: Obj) -> str:
