@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import random
 import resource
 import sys
 import time
@@ -82,15 +83,17 @@ def snapshot(nodes: int, per_node: int) -> dict[str, Any]:
                        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
                        "karpenter.k8s.aws/instance-family": family, "team": "web", "kubernetes.io/hostname": name}},
             "spec": {"providerID": f"aws:///{ZONES[(n // 3) % 3]}/i-{n:017x}"}, "status": {}})
+        mix = random.Random(n).sample(range(apps), min(per_node, apps))  # no two nodes alike: a plan per node
         for p in range(per_node):
-            app = f"app-{(n * per_node + p) % apps}"
+            app = f"app-{mix[p % len(mix)]}"
             items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": f"{app}-5d9c7b-{n}-{p}", "namespace": "default", "uid": f"{n}-{p}",
                 "labels": {"app": app, "pod-template-hash": "5d9c7b"},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-5d9c7b",
                                      "controller": True, "uid": app}]},
                 "spec": {"nodeName": name, "containers": [{"name": "main", "image": "app:1", "env": [
-                    {"name": "A", "value": "x" * 40}], "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]},
+                    {"name": "A", "value": "x" * 40}], "resources": {"requests": {
+                        "cpu": f"{100 + 50 * (int(app[4:]) % 8)}m", "memory": "512Mi"}}}]},
                 "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
     for a in range(apps):
         items.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -112,7 +115,7 @@ def main() -> None:
     args = parser.parse_args()
     os.sched_setaffinity(0, {pinned_cpu()})
     WORK.mkdir(parents=True, exist_ok=True)
-    file = WORK / f"snapshot-{args.nodes}x{args.pods_per_node}.json"
+    file = WORK / f"snapshot-v3-{args.nodes}x{args.pods_per_node}.json"
     if not file.exists():
         file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node)))
     base, head = policies(WORK / "base", head=False), policies(WORK / "head", head=True)

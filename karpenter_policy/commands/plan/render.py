@@ -20,7 +20,7 @@ __all__ = ["PlanResult", "plan_json", "render_plan"]
 
 #: Waves, blocked nodes and pending pods listed in text and markdown (all of them in JSON).
 _SHOWN = 20
-MODEL = "Karpenter v0.31 (v1alpha5 Provisioners)"
+MODEL = "Karpenter v0.31, v1alpha5 Provisioners"
 
 
 @dataclass(slots=True)
@@ -69,7 +69,9 @@ def _requirement_drift(result: PlanResult) -> int:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    """A multi-line reason (one line per provisioner) on one line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[0] + " " + "; ".join(lines[1:])).strip() if lines and lines[0].endswith(":") else "; ".join(lines)
 
 
 def _wave_json(wave: Wave) -> dict[str, object]:
@@ -159,7 +161,8 @@ def _summary(result: PlanResult) -> str:
     c = _counts(result)
     parts = [f"{_plural(c['drifted'], 'node')} drift", f"{c['expires']} expire{'s' if c['expires'] == 1 else ''}"]
     if c["removed"]:
-        parts.append(f"{c['removed']} go with their removed provisioner")
+        parts.append(f"{c['removed']} go with their removed provisioner" if c["removed"] > 1 else
+                     "1 goes with its removed provisioner")
     return f"{c['karpenter']} of {_plural(c['nodes'], 'node')} are Karpenter's: " + ", ".join(parts)
 
 
@@ -175,7 +178,7 @@ def _timeline(result: PlanResult) -> str:
 
 def render_text(result: PlanResult) -> str:
     rollout, cost = result.rollout, result.cost
-    lines = [f"plan {result.base} → {result.head} ({MODEL}): {_gate(result)}", _summary(result)]
+    lines = [f"plan {result.base} → {result.head} ({MODEL})", _gate(result), _summary(result)]
     for name, count in result.field_counts():
         lines.append(f"  {name} → {_plural(count, 'node')} drift")
     requirement = _requirement_drift(result)
