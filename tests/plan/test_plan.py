@@ -192,3 +192,28 @@ def test_head_with_an_error_exits_1_without_a_plan(tmp_path: Path) -> None:
 
     assert code == 1 and stdout == "" and "has 1 error(s)" in stderr
 
+
+
+def test_the_same_snapshot_twice_plans_the_same_with_its_warnings_capped(
+    sides: tuple[str, str], tmp_path: Path
+) -> None:
+    items = [node(f"n{i}", annotations={}) for i in range(30)]
+    file = write(tmp_path / "s.json", *items)
+    once = plan_command(PlanOptions(snapshot=(file,), start=START, base=sides[0], head=sides[1]), load_catalog())
+    twice = plan_command(PlanOptions(snapshot=(file, file), start=START, base=sides[0], head=sides[1]), load_catalog())
+    as_json = plan_command(PlanOptions(snapshot=(file, file), start=START, output="json", base=sides[0],
+                                       head=sides[1]), load_catalog())
+
+    assert twice.exit_code == 0
+    assert twice.stdout.count("note: ") == 21 and "note: … 10 more (--output json lists them all)" in twice.stdout
+    assert len(json.loads(as_json.stdout)["notes"]) == 30
+    assert twice.stdout.split("note:")[0] == once.stdout
+
+
+def test_a_creation_time_without_a_zone_is_utc(sides: tuple[str, str], tmp_path: Path) -> None:
+    base = policies(tmp_path / "b", provisioner())
+    head = policies(tmp_path / "h", provisioner(extra="  ttlSecondsUntilExpired: 86400\n"))
+
+    _, doc, _ = plan((base, head), tmp_path, node("a", created="2026-11-29T08:59:59", annotations={}))
+
+    assert doc["nodes"][0]["expires"] and doc["nodes"][0]["expires_at"] == "2026-11-30T08:59:59Z"

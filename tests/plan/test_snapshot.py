@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -98,6 +99,8 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=12,
 )
+#: Values that trip code that trusts a field's type: a number where a list or a map belongs, and the reverse.
+AWKWARD = [5, -1, 0, True, "x", "", [5], ["x"], [{}], {"a": 5}, {"a": [1]}, {}, [], None, 1e300, "50%", "2026-13-99"]
 TEMPLATES = [node("n1"), pod("p1", "n1", "web"), pdb("web", "web", minAvailable="50%"), daemon_set("proxy")]
 PATHS = [("metadata",), ("metadata", "name"), ("metadata", "labels"), ("metadata", "creationTimestamp"), ("spec",),
          ("spec", "nodeName"), ("spec", "containers"), ("spec", "minAvailable"), ("spec", "selector"),
@@ -117,7 +120,8 @@ def _replace(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str
 
 
 @deterministic(300)
-@given(st.lists(st.tuples(st.sampled_from(range(len(TEMPLATES))), st.sampled_from(PATHS), JSON), max_size=6))
+@given(st.lists(st.tuples(st.sampled_from(range(len(TEMPLATES))), st.sampled_from(PATHS),
+                         st.one_of(st.sampled_from(AWKWARD), JSON)), max_size=6))
 def test_hostile_items_are_read_or_named_never_a_traceback(changes: list[tuple[int, tuple[str, ...], Any]]) -> None:
     items = [node("n0")] + [_replace(TEMPLATES[i], path, value) for i, path, value in changes]
 
@@ -129,6 +133,20 @@ def test_hostile_items_are_read_or_named_never_a_traceback(changes: list[tuple[i
 
     assert read + len(named) >= len(items)
     assert all(0 <= index < len(items) for index in named)
+
+
+@pytest.mark.parametrize("template", range(len(TEMPLATES)))
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("value", AWKWARD, ids=repr)
+def test_each_awkward_value_in_each_field_is_read_or_named(template: int, path: tuple[str, ...], value: Any) -> None:
+    items = [node("n0"), _replace(TEMPLATES[template], path, value)]
+
+    snapshot = read_snapshot(json.dumps(listing(*items)).encode(), "s.json")
+    if not snapshot.errors:
+        fleet_of(snapshot)
+
+    read = len(snapshot.nodes) + len(snapshot.pods) + len(snapshot.pdbs) + len(snapshot.daemon_sets)
+    assert read + len({p.index for p in snapshot.problems if p.index is not None}) >= 2
 
 
 @deterministic(200)

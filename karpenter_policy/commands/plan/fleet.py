@@ -136,8 +136,12 @@ class _Shapes:
 
 
 def _created(obj: Obj) -> dt.datetime | None:
+    """The creation time (the snapshot checked it parses; one without a zone, which the API never writes, is UTC)."""
     stamp = objects.creation_timestamp(obj)
-    return objects.parse_time(stamp) if stamp else None  # the snapshot checked it parses
+    if not stamp:
+        return None
+    moment = objects.parse_time(stamp)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
 def _claim_annotations(snapshot: Snapshot) -> dict[str, dict[str, str]]:

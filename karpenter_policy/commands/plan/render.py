@@ -202,7 +202,9 @@ def render_text(result: PlanResult) -> str:
                  f"{money(cost.after_monthly)}{unpriced}")
     for name, before, peak, after in cost.rows():
         lines.append(f"  {name}: {money(before)} → peak {money(peak)} → {money(after)}")
-    lines += [f"note: {n}" for n in result.notes]
+    lines += [f"note: {n}" for n in result.notes[:_SHOWN]]
+    if len(result.notes) > _SHOWN:
+        lines.append(f"note: … {len(result.notes) - _SHOWN} more (--output json lists them all)")
     return "\n".join(lines) + "\n"
 
 
@@ -256,8 +258,10 @@ def render_markdown(result: PlanResult) -> str:
         if len(rollout.waves) > _SHOWN:
             out.append(f"\n… {len(rollout.waves) - _SHOWN} more waves (`--output json` lists them all)")
         out += ["", "</details>", ""]
-    for note in result.notes:
+    for note in result.notes[:_SHOWN]:
         out.append(f"> {markdown_text(note)}")
+    if len(result.notes) > _SHOWN:
+        out.append(f"> … {len(result.notes) - _SHOWN} more notes (`--output json` lists them all)")
     return "\n".join(out).rstrip("\n") + "\n"
 
 

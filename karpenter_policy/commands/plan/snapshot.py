@@ -26,6 +26,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import Malformed
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.kube.shape import check_object
+from karpenter_policy.model.selectors import SelectorError, parse_selector
 
 __all__ = [
     "MAX_BYTES",
@@ -130,13 +131,14 @@ def _pod_problem(item: Obj) -> str | None:
             isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)
         ):
             return f"status.conditions is not a list of objects: {_quote(conditions)}"
-    for reference in objects.metadata(item).get("ownerReferences") or []:
+    references = objects.metadata(item).get("ownerReferences")
+    if references is not None and not isinstance(references, list):
+        return f"metadata.ownerReferences is not a list: {_quote(references)}"
+    for reference in references or []:
         if not isinstance(reference, dict) or not isinstance(reference.get("kind", ""), str) or not isinstance(
             reference.get("name", ""), str
         ):
             return f"metadata.ownerReferences holds {_quote(reference)}"
-    if not isinstance(objects.metadata(item).get("ownerReferences") or [], list):
-        return "metadata.ownerReferences is not a list"
     return None
 
 
@@ -156,8 +158,11 @@ def _pdb_problem(item: Obj) -> str | None:
         if spec.get(name) is not None and not _int_or_percent(spec[name]):
             return f"spec.{name} is neither a count nor a percentage: {_quote(spec[name])}"
     selector = spec.get("selector")
-    if selector is not None and not isinstance(selector, dict):
-        return f"spec.selector is not an object: {_quote(selector)}"
+    if selector is not None:
+        try:
+            parse_selector(selector)
+        except SelectorError as error:
+            return f"spec.selector is not a label selector ({error}): {_quote(selector)}"
     status = item.get("status")
     if status is not None and not isinstance(status, dict):
         return f"status is not an object: {_quote(status)}"
@@ -213,7 +218,11 @@ def _items(value: Any, file: str, problems: list[Problem]) -> list[Any] | None:
     return [value]
 
 
-def _add(snapshot: Snapshot, file: str, items: Sequence[Any], seen: dict[tuple[str, str, str], str]) -> None:
+#: Where each object was read (for the duplicate warning) and its position in its kind's list, by kind and key.
+Seen = dict[tuple[str, str, str], tuple[str, int]]
+
+
+def _add(snapshot: Snapshot, file: str, items: Sequence[Any], seen: Seen) -> None:
     for index, item in enumerate(items):
         try:
             check_object(item, f"{file}: item {index}")
@@ -232,13 +241,16 @@ def _add(snapshot: Snapshot, file: str, items: Sequence[Any], seen: dict[tuple[s
             snapshot.problems.append(Problem(file, index, "error", f"{kind} {_object_name(item)}: {problem}"))
             continue
         key = (kind, objects.namespace(item) or "", objects.name(item))
+        listed = snapshot.of_kind(kind)
         if key in seen:
+            where, position = seen[key]
             snapshot.problems.append(Problem(file, index, "warning",
-                                             f"{kind} {_object_name(item)} is in {seen[key]} too: this one is used"))
-            listed = snapshot.of_kind(kind)
-            listed[:] = [o for o in listed if (o.get("kind"), objects.namespace(o) or "", objects.name(o)) != key]
-        seen[key] = f"{file} (item {index})"
-        snapshot.of_kind(kind).append(item)
+                                             f"{kind} {_object_name(item)} is in {where} too: this one is used"))
+            listed[position] = item
+        else:
+            listed.append(item)
+            position = len(listed) - 1
+        seen[key] = (f"{file} (item {index})", position)
 
 
 def _object_name(item: Obj) -> str:
@@ -264,7 +276,7 @@ def _read_bytes(file: str, stdin: BinaryIO | None) -> bytes:
 
 
 def read_snapshot(data: bytes, file: str, snapshot: Snapshot | None = None,
-                  seen: dict[tuple[str, str, str], str] | None = None) -> Snapshot:
+                  seen: Seen | None = None) -> Snapshot:
     """Add the objects of one snapshot file's content (`file`: its name in problems) to `snapshot` (a new one when
     None)."""
     snapshot = snapshot if snapshot is not None else Snapshot()
@@ -284,7 +296,7 @@ def read_snapshot(data: bytes, file: str, snapshot: Snapshot | None = None,
 def read_snapshots(files: Iterable[str], stdin: BinaryIO | None = None) -> Snapshot:
     """Read every snapshot file (`-`: standard input, read once) into one snapshot."""
     snapshot = Snapshot()
-    seen: dict[tuple[str, str, str], str] = {}
+    seen: Seen = {}
     read_stdin = False
     for file in files:
         if file == STDIN:
