@@ -197,7 +197,7 @@ def test_head_with_an_error_exits_1_without_a_plan(tmp_path: Path) -> None:
 def test_the_same_snapshot_twice_plans_the_same_with_its_warnings_capped(
     sides: tuple[str, str], tmp_path: Path
 ) -> None:
-    items = [node(f"n{i}", annotations={}) for i in range(30)]
+    items = [node(f"n{i}", provisioner=None) for i in range(30)]
     file = write(tmp_path / "s.json", *items)
     once = plan_command(PlanOptions(snapshot=(file,), start=START, base=sides[0], head=sides[1]), load_catalog())
     twice = plan_command(PlanOptions(snapshot=(file, file), start=START, base=sides[0], head=sides[1]), load_catalog())
@@ -217,3 +217,21 @@ def test_a_creation_time_without_a_zone_is_utc(sides: tuple[str, str], tmp_path:
     _, doc, _ = plan((base, head), tmp_path, node("a", created="2026-11-29T08:59:59", annotations={}))
 
     assert doc["nodes"][0]["expires"] and doc["nodes"][0]["expires_at"] == "2026-11-30T08:59:59Z"
+
+
+def test_a_node_or_pod_being_deleted_already_is_not_planned_again(sides: tuple[str, str], tmp_path: Path) -> None:
+    going = node("a")
+    going["metadata"]["deletionTimestamp"] = "2026-11-30T08:59:00Z"
+    leaving = pod("old", "b", "web")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-30T08:59:00Z"
+
+    _, doc, _ = plan(sides, tmp_path, going, pod("web", "a", "web"), node("b"), leaving)
+
+    assert [(w["nodes"], w["evicted_pods"]) for w in doc["waves"]] == [(["b"], 0)]  # empty once its pod is gone
+
+
+def test_nodes_without_the_hash_annotation_are_said_not_to_drift(sides: tuple[str, str], tmp_path: Path) -> None:
+    _, doc, _ = plan(sides, tmp_path, node("a", annotations={}), node("b", annotations={}), node("c"))
+
+    assert doc["notes"] == ["2 nodes of provisioner default carry no karpenter.sh/provisioner-hash annotation: "
+                            "Karpenter does not drift them for spec.labels.team changed"]

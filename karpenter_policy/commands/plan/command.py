@@ -103,7 +103,7 @@ def plan_command(
     templates = templates_for(head.checked, InstanceTable.of_catalog(catalog))
     rollout = plan_waves(fleet, drift, templates, start, Timing(options.node_startup, options.pod_startup))
     cost = fleet_cost(catalog, fleet.nodes.values(), rollout)
-    notes = [str(p) for p in snapshot.problems]
+    notes = rules.notes() + [str(p) for p in snapshot.problems]
     if base.report.errors:
         notes.append(f"BASE ({options.base}) has {base.report.errors} error(s): its invalid provisioners are "
                      "compared as absent (static drift of their nodes is not assessed)")

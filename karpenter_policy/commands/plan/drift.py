@@ -146,11 +146,22 @@ class DriftRules:
         self._static: dict[str, list[str]] = {}
         self._template: dict[str, list[str]] = {}
         self._requirements: dict[str, Requirements] = {}
+        #: nodes of a provisioner whose hashed fields changed that carry no hash annotation (no static drift)
+        self.unhashed: dict[str, int] = {}
 
     def _static_changes(self, name: str, base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
         if name not in self._static:
             self._static[name] = provisioner_changes(base, head)
         return self._static[name]
+
+    def notes(self) -> list[str]:
+        """What the reader should know of the nodes static drift skipped."""
+        return [
+            (f"{count} nodes of provisioner {name} carry" if count != 1 else f"1 node of provisioner {name} carries")
+            + f" no {HASH_ANNOTATIONS[0]} annotation: Karpenter does not drift {'them' if count != 1 else 'it'} "
+            f"for {', '.join(self._static[name])}"
+            for name, count in sorted(self.unhashed.items())
+        ]
 
     def _template_changes(self, name: str, base: Mapping[str, Any]) -> list[str]:
         if name not in self._template:
@@ -183,6 +194,8 @@ class DriftRules:
                 changed = self._static_changes(name, base_doc, head_doc)
                 fields += changed
                 reasons += [f"{c} (provisioner {name})" for c in changed]
+            elif base_doc is not None and self._static_changes(name, base_doc, head_doc):
+                self.unhashed[name] = self.unhashed.get(name, 0) + 1
             if base_doc is not None and NODE_TEMPLATE_HASH_ANNOTATION in node.annotations:
                 changed = self._template_changes(name, base_doc)
                 fields += changed

@@ -3,7 +3,8 @@ workload each belongs to and whether it can be evicted, the PodDisruptionBudgets
 pods (the overhead every new node carries).
 
 A pod is *moved* by a node's replacement when it is neither a DaemonSet's (the DaemonSet controller places those)
-nor a static pod's mirror (owned by its Node), nor finished — Karpenter v0.31's `IsReschedulable`/`IsOwnedBy…`
+nor a static pod's mirror (owned by its Node), nor finished, nor being deleted — Karpenter v0.31's
+`IsReschedulable`/`IsOwnedBy…`
 (`pkg/utils/pod/scheduling.go`). Its scheduling shape is what the scheduler reads (`scheduling.shape_of`),
 converted once per distinct spec: replicas share one. A pod spec the scheduler cannot read is a snapshot
 :class:`~karpenter_policy.commands.plan.snapshot.Problem` (an error), never a pod left out.
@@ -56,6 +57,7 @@ class FleetNode:
     created: dt.datetime | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
+    deleting: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,7 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
             created=_created(node),
             labels=labels,
             annotations={**claims.get(name, {}), **objects.annotations(node)},
+            deleting=objects.is_deleting(node),
         )
     shapes = _Shapes()
     pods_on: dict[str, list[FleetPod]] = defaultdict(list)
@@ -182,6 +185,7 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
         phase = (obj.get("status") or {}).get("phase")
         owner = _owner_kind(obj)
         moved = owner not in ("DaemonSet", "Node") and phase not in wk.TERMINAL_PHASES
+        moved = moved and not objects.is_deleting(obj)
         annotations = objects.annotations(obj)
         namespace = objects.namespace(obj) or "default"
         workload = workload_of(obj)

@@ -8,11 +8,11 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
   (`controller.go`'s deprovisioner order; `expiration.go`, `drift.go`); the empty candidates of a method all in one
   command, else one candidate per command — expired ones the most expired first, drifted ones in the order they
   drifted (all at the merge here: by creation, then name);
-* a candidate is skipped while a PodDisruptionBudget allows no eviction of one of its pods, while one of its pods
-  has `karpenter.sh/do-not-evict` (or `do-not-disrupt`) set to "true", or while the node has the
-  `karpenter.sh/do-not-disrupt` annotation (`helpers.go`, `filterCandidates`; `types.go`, `NewCandidate`), and when
-  its pods would not all schedule (`simulateScheduling`): Karpenter keeps the node, and the plan lists those pods
-  as what would be left pending;
+* a node being deleted already is no candidate; a candidate is skipped while a PodDisruptionBudget allows no
+  eviction of one of its pods, while one of its pods has `karpenter.sh/do-not-evict` (or `do-not-disrupt`) set to
+  "true", or while the node has the `karpenter.sh/do-not-disrupt` annotation (`helpers.go`, `filterCandidates`;
+  `types.go`, `NewCandidate`), and when its pods would not all schedule (`simulateScheduling`): Karpenter keeps
+  the node, and the plan lists those pods as what would be left pending;
 * replace before delete (`executeCommand`): the replacements are launched and must be initialized
   (`node_startup` seconds) before the candidate is deleted; the drain evicts through the Eviction API, which lets
   as many pods of a budget go at once as it allows, the next ones once the evicted pods' replacements are Ready
@@ -267,6 +267,7 @@ def plan_waves(
     pdbs = _Budgets(fleet.pdbs, fleet.pod_objects)
     replacements = _Replacements(templates, fleet.daemons)
     clock = 0.0
+    drift = {n: d for n, d in drift.items() if not fleet.nodes[n].deleting}  # going already: not a candidate
     removed = sorted(n for n, d in drift.items() if d.removed)
     if removed:
         clock = _removed_wave(rollout, fleet, removed, pdbs, replacements, start, timing)
