@@ -235,3 +235,12 @@ def test_nodes_without_the_hash_annotation_are_said_not_to_drift(sides: tuple[st
 
     assert doc["notes"] == ["2 nodes of provisioner default carry no karpenter.sh/provisioner-hash annotation: "
                             "Karpenter does not drift them for spec.labels.team changed"]
+
+
+def test_an_empty_node_with_do_not_disrupt_is_held_too(sides: tuple[str, str], tmp_path: Path) -> None:
+    held = node("a", annotations={"karpenter.sh/provisioner-hash": "1", "karpenter.sh/do-not-disrupt": "true"})
+
+    code, doc, _ = plan(sides, tmp_path, held, node("b"))
+
+    assert [w["nodes"] for w in doc["waves"]] == [["b"]]
+    assert [(b["node"], b["forever"]) for b in doc["blocked"]] == [("a", True)] and code == 1

@@ -276,14 +276,20 @@ def plan_waves(
     drifted = sorted((n for n, d in drift.items() if d.drifted and not d.expires and not d.removed),
                      key=lambda n: (fleet.nodes[n].created or start, n))
     for method, names in ((EXPIRATION, expired), (DRIFT, drifted)):
-        empty = [n for n in names if not fleet.moved_pods(n)]
+        empty = []
+        for name in (n for n in names if not fleet.moved_pods(n)):
+            held = _drain(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
+            if held is not None:
+                rollout.blocked.append(held)
+            else:
+                empty.append(name)
         if empty:
             clock += POLLING_SECONDS
             wave = Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS)
             _add(rollout, wave)
         for name in names:
-            if name in empty:
-                continue
+            if not fleet.moved_pods(name):
+                continue  # empty: in the wave above, or held by its annotation
             node, pods = fleet.nodes[name], fleet.moved_pods(name)
             drain = _drain(node, pods, pdbs, timing)
             if drain.blocked is not None:
