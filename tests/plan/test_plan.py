@@ -244,3 +244,22 @@ def test_an_empty_node_with_do_not_disrupt_is_held_too(sides: tuple[str, str], t
 
     assert [w["nodes"] for w in doc["waves"]] == [["b"]]
     assert [(b["node"], b["forever"]) for b in doc["blocked"]] == [("a", True)] and code == 1
+
+
+def test_spot_prices_price_the_spot_nodes_and_a_bad_file_is_refused(sides: tuple[str, str], tmp_path: Path) -> None:
+    prices = tmp_path / "spot.json"
+    prices.write_text(json.dumps({"SpotPriceHistory": [
+        {"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a", "SpotPrice": "0.0400",
+         "Timestamp": "2026-11-29T00:00:00Z"}]}))
+    (tmp_path / "bad.json").write_text("[1")
+    spot = node("a", capacity_type="spot", annotations={})
+
+    _, estimated, _ = plan(sides, tmp_path, spot)
+    _, priced, _ = plan(sides, tmp_path, spot, spot_prices_file=str(prices))
+    code, _, stderr = plan(sides, tmp_path, spot, spot_prices_file=str(tmp_path / "bad.json"))
+
+    assert estimated["cost"]["before_monthly"] == pytest.approx(M5_LARGE_MONTHLY, abs=0.01)
+    assert estimated["notes"][0] == "spot nodes priced at the on-demand price (no --spot-prices): an estimate"
+    assert priced["cost"]["before_monthly"] == pytest.approx(0.04 * 730, abs=0.01)
+    assert priced["notes"][0].startswith(f"priced with spot prices from {prices} (6489 spot offerings without a price")
+    assert code == 2 and "not JSON" in stderr

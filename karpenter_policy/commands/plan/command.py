@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput, Report
+from karpenter_policy.checks.options import OptionError, spot_prices_option
 from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
@@ -75,6 +76,10 @@ def plan_command(
         start = parse_start(options.start, now)
     except ValueError:
         return CommandOutput(2, "", f"karpenter-policy plan: --start {options.start!r} is not an RFC 3339 time\n")
+    try:
+        pricing = spot_prices_option(catalog, options.spot_prices_file)
+    except OptionError as error:
+        return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     snapshot = read_snapshots(options.snapshot, stdin)
     fleet = fleet_of(snapshot) if not snapshot.errors else None
     if snapshot.errors or fleet is None:
@@ -100,10 +105,14 @@ def plan_command(
     base_side, head_side = _side(options.base, base), _side(options.head, head)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled)
     drift: dict[str, NodeDrift] = {name: rules(node) for name, node in fleet.nodes.items()}
-    templates = templates_for(head.checked, InstanceTable.of_catalog(catalog))
+    templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog))
     rollout = plan_waves(fleet, drift, templates, start, Timing(options.node_startup, options.pod_startup))
-    cost = fleet_cost(catalog, fleet.nodes.values(), rollout)
+    cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     notes = rules.notes() + [str(p) for p in snapshot.problems]
+    if pricing.description:
+        notes.insert(0, f"priced with {pricing.description}")
+    elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):
+        notes.insert(0, "spot nodes priced at the on-demand price (no --spot-prices): an estimate")
     if base.report.errors:
         notes.append(f"BASE ({options.base}) has {base.report.errors} error(s): its invalid provisioners are "
                      "compared as absent (static drift of their nodes is not assessed)")

@@ -44,6 +44,12 @@ class PlanOptions:
                                 help="Seconds an evicted pod's replacement takes to be Ready.")
     catalog_file: str | None = option(None, "--catalog", path="file", help="Instance-type catalog file.")
     region: str | None = option(None, "--region", help=REGION_HELP)
+    spot_prices_file: str | None = option(
+        None,
+        "--spot-prices",
+        path="file",
+        help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
+    )
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")
     base: str = ""
