@@ -157,3 +157,9 @@ def test_any_json_value_is_read_or_refused_never_a_traceback(value: Any) -> None
     assert snapshot.problems or snapshot.nodes or snapshot.pods or snapshot.pdbs or snapshot.daemon_sets or (
         isinstance(value, dict) and ("items" in value or str(value.get("kind", "")).endswith("List"))
         and not value.get("items"))
+
+
+def test_json_nested_too_deep_or_a_number_too_long_is_refused_as_not_json() -> None:
+    for data in (b"[" * 100_000, b'{"items": [' + b"9" * 5000 + b"]}", b"\xff\xfe"):
+        assert "not JSON" in read_snapshot(data, "s.json").errors[0].message
+

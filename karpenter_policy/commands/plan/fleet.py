@@ -123,14 +123,19 @@ class _Shapes:
             if isinstance(spec.get(part), list) else spec.get(part)
             for part in ("containers", "initContainers")
         ]
-        key = json.dumps([[spec.get(f) for f in _SHAPE_FIELDS], containers, namespace, sorted(labels.items())],
-                         sort_keys=True, default=str)
+        try:
+            key = json.dumps([[spec.get(f) for f in _SHAPE_FIELDS], containers, namespace, sorted(labels.items())],
+                             sort_keys=True, default=str)
+        except RecursionError:  # JSON nested nearly as deep as the decoder allows
+            raise PodSpecError((), "the pod spec is nested too deeply") from None
         cached = self._cache.get(key)
         if cached is None:
             try:
                 cached = shape_of(spec, namespace, labels)
             except PodSpecError as error:
                 cached = error
+            except RecursionError:
+                cached = PodSpecError((), "the pod spec is nested too deeply")
             self._cache[key] = cached
         if isinstance(cached, PodSpecError):
             raise cached
