@@ -29,6 +29,7 @@ from karpenter_policy.checks.reporters import FORMATS, displayable, render
 from karpenter_policy.checks.selection import Selection
 from karpenter_policy.cli_help import EPILOGS, version_line
 from karpenter_policy.cli_options import with_options
+from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.rules import OUTPUTS as RULE_OUTPUTS
 from karpenter_policy.commands.rules import rules_command
 from karpenter_policy.reconcile.flags import ReconcileOptions
@@ -711,6 +712,27 @@ def diff(
         scale=_scale_option(scale),
     )
     _finish(result)
+
+
+@main.command("plan", epilog=EPILOGS["plan"])
+@click.argument("base")
+@click.argument("head")
+@click.argument("paths", nargs=-1, type=click.Path())
+@with_options(PlanOptions, "plan")
+def plan(options: PlanOptions) -> None:
+    """What merging HEAD does to the running fleet: from a cluster snapshot (kubectl get
+    nodes,pods,pdb,daemonsets,nodeclaims -A -o json), the nodes that drift or expire and why, the replacement waves
+    and their timing, the PDBs that block, the pods left pending, and the fleet's $/month before, at the peak and
+    after (Karpenter v0.31, v1alpha5). Exit 1 when pods would be stranded or the rollout never finishes."""
+    import dataclasses
+
+    from karpenter_policy.commands.plan.command import plan_command
+
+    given = click.get_current_context().params  # the arguments, which the option set does not declare
+    options = dataclasses.replace(options, base=given["base"], head=given["head"], paths=tuple(given["paths"]))
+    values, catalog_ = _values_and_catalog("plan", options.values_file, options.catalog_file, options.region)
+    assert catalog_ is not None
+    _finish(plan_command(options, catalog_, values))
 
 
 @main.group(cls=_Group)

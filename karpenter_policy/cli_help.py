@@ -119,6 +119,18 @@ EPILOGS: dict[str, str] = {
             ("", "(BASE unknown in a shallow clone: set fetch-depth: 0 on actions/checkout)"),
         ],
     ),
+    "plan": _epilog(
+        [
+            "kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json > snapshot.json",
+            "karpenter-policy plan origin/main HEAD policies/ --snapshot snapshot.json",
+            "karpenter-policy plan origin/main HEAD --snapshot - --output markdown < snapshot.json",
+        ],
+        [
+            (0, "the plan finishes and strands no pod (or --allow-stranded)"),
+            (1, "HEAD has an error, pods would be left pending, or the rollout can never finish"),
+            (2, "the tool could not run: a malformed snapshot, an unknown revision, a bad --start"),
+        ],
+    ),
     "fmt": _epilog(
         [
             "karpenter-policy fmt policies/            (print a diff)",

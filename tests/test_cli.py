@@ -99,7 +99,7 @@ def test_help_and_version(flag: str) -> None:
 
 # --- --help and --version: whole descriptions, examples, exit codes; what a build is ---------------------------
 
-COMMANDS = ["validate", "check", "compile", "diff", "fmt", "pin", "rules", "simulate", "webhook", "reconcile",
+COMMANDS = ["validate", "check", "compile", "diff", "plan", "fmt", "pin", "rules", "simulate", "webhook", "reconcile",
             "catalog show", "catalog refresh", "catalog build"]
 
 

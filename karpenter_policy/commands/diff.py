@@ -181,7 +181,7 @@ def load_side(
         if workload_paths:
             workload_root, _ = materialise(repository, spec, list(workload_paths), os.path.join(scratch, ".workloads"))
     else:
-        raise DiffError(f"{spec!r} is neither a directory nor a git revision{_shallow_hint(repository)}")
+        raise DiffError(f"{spec!r} is neither a directory nor a git revision{shallow_hint(repository)}")
     targets = [os.path.normpath(os.path.join(root, p)) for p in present]
     policies = (
         load_repository(targets, values, prove=True, catalog=catalog, timeout_ms=timeout_ms)
@@ -200,7 +200,7 @@ def load_side(
     return Side(spec, kind, report, checked, documents, os_of, present, workload_root, budgets)
 
 
-def _shallow_hint(repository: Repository | None) -> str:
+def shallow_hint(repository: Repository | None) -> str:
     """Why a revision may be unknown in a shallow clone, and what to do (actions/checkout fetches one commit)."""
     if repository is None or not repository.is_shallow():
         return ""

@@ -1,0 +1,142 @@
+"""`plan` at fleet size: a snapshot of N nodes (default 5,000) and 10 pods each (50,000), three provisioners, one
+of them relabelled in HEAD (half the fleet drifts statically) and another narrowed to two zones (requirement drift
+of a third of its nodes), PDBs over every deployment, three DaemonSets. Prints the time of each phase and of the
+whole command on one core (the process pins itself to one), and what the plan found.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/plan.py [--nodes 5000] [--pods-per-node 10] [--repeat 1]
+
+Goal (issue #26): 5,000 nodes / 50,000 pods in ≤ 30 s on one core. Figures: benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import pinned_cpu  # noqa: E402
+from karpenter_policy.catalog import load_catalog  # noqa: E402
+from karpenter_policy.commands.plan.command import plan_command  # noqa: E402
+from karpenter_policy.commands.plan.options import PlanOptions  # noqa: E402
+
+WORK = Path(__file__).resolve().parent / ".work" / "plan"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+POOLS = (("general", "m5", ("m5.xlarge", "m5.2xlarge")), ("compute", "c5", ("c5.xlarge", "c5.2xlarge")),
+         ("memory", "r5", ("r5.xlarge", "r5.2xlarge")))
+TEMPLATE = """\
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: {name}
+spec:
+  labels: {{team: {team}}}
+  requirements:
+    - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}}
+    - {{key: karpenter.k8s.aws/instance-family, operator: In, values: [{family}]}}
+    - {{key: topology.kubernetes.io/zone, operator: In, values: [{zones}]}}
+  ttlSecondsUntilExpired: 7776000
+  providerRef: {{name: default}}
+---
+"""
+NODE_TEMPLATE = """\
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata:
+  name: default
+spec:
+  subnetSelector: {karpenter.sh/discovery: prod}
+  securityGroupSelector: {karpenter.sh/discovery: prod}
+"""
+
+
+def policies(directory: Path, head: bool) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    text = ""
+    for name, family, _ in POOLS:
+        team = "platform" if head and name == "general" else "web"
+        zones = ", ".join(ZONES[:2] if head and name == "compute" else ZONES)
+        text += TEMPLATE.format(name=name, family=family, team=team, zones=zones)
+    (directory / "policies.yaml").write_text(text + NODE_TEMPLATE)
+    return str(directory)
+
+
+def snapshot(nodes: int, per_node: int) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    apps = max(1, nodes * per_node // 250)
+    for n in range(nodes):
+        pool, family, types = POOLS[n % len(POOLS)]
+        name = f"ip-10-{n // 250}-{n % 250}"
+        items.append({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name, "creationTimestamp": "2026-11-01T00:00:00Z",
+            "annotations": {"karpenter.sh/provisioner-hash": "1"},
+            "labels": {"karpenter.sh/provisioner-name": pool, "node.kubernetes.io/instance-type": types[n % 2],
+                       "topology.kubernetes.io/zone": ZONES[(n // 3) % 3], "karpenter.sh/capacity-type": "on-demand",
+                       "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                       "karpenter.k8s.aws/instance-family": family, "team": "web", "kubernetes.io/hostname": name}},
+            "spec": {"providerID": f"aws:///{ZONES[(n // 3) % 3]}/i-{n:017x}"}, "status": {}})
+        mix = random.Random(n).sample(range(apps), min(per_node, apps))  # no two nodes alike: a plan per node
+        for p in range(per_node):
+            app = f"app-{mix[p % len(mix)]}"
+            items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": f"{app}-5d9c7b-{n}-{p}", "namespace": "default", "uid": f"{n}-{p}",
+                "labels": {"app": app, "pod-template-hash": "5d9c7b"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-5d9c7b",
+                                     "controller": True, "uid": app}]},
+                "spec": {"nodeName": name, "containers": [{"name": "main", "image": "app:1", "env": [
+                    {"name": "A", "value": "x" * 40}], "resources": {"requests": {
+                        "cpu": f"{100 + 50 * (int(app[4:]) % 8)}m", "memory": "512Mi"}}}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    for a in range(apps):
+        items.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                      "metadata": {"name": f"app-{a}", "namespace": "default"},
+                      "spec": {"maxUnavailable": "10%", "selector": {"matchLabels": {"app": f"app-{a}"}}}})
+    for d in ("kube-proxy", "aws-node", "node-exporter"):
+        items.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": d, "namespace": "kube-system"},
+                      "spec": {"template": {"metadata": {"labels": {"app": d}}, "spec": {
+                          "tolerations": [{"operator": "Exists"}],
+                          "containers": [{"name": d, "image": "d:1", "resources": {"requests": {"cpu": "50m"}}}]}}}})
+    return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods-per-node", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {pinned_cpu()})
+    WORK.mkdir(parents=True, exist_ok=True)
+    file = WORK / f"snapshot-v3-{args.nodes}x{args.pods_per_node}.json"
+    if not file.exists():
+        file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node)))
+    base, head = policies(WORK / "base", head=False), policies(WORK / "head", head=True)
+    catalog = load_catalog()
+    options = PlanOptions(snapshot=(str(file),), start="2026-11-30T09:00:00Z", output="json", base=base, head=head,
+                          allow_stranded=True)
+    print(f"plan: {args.nodes:,} nodes, {args.nodes * args.pods_per_node:,} pods, snapshot "
+          f"{file.stat().st_size / 1024**2:.0f} MiB, one core (cpu {pinned_cpu()}), load {os.getloadavg()[0]:.1f}")
+    for _ in range(args.repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = plan_command(options, catalog, now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        document = json.loads(result.stdout)
+        drifted = sum(1 for n in document["nodes"] if n["drifted"])
+        print(f"  {wall:6.1f} s wall, {cpu:6.1f} s CPU: exit {result.exit_code}, {drifted:,} nodes drift, "
+              f"{len(document['waves']):,} waves, {len(document['blocked'])} blocked, {len(document['pending'])} "
+              f"pending, ${document['cost']['before_monthly']:,.0f} → peak ${document['cost']['peak_monthly']:,.0f}"
+              f" → ${document['cost']['after_monthly']:,.0f} a month")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  peak RSS {peak:,.0f} MiB; goal: ≤ 30 s on one core")
+
+
+if __name__ == "__main__":
+    main()

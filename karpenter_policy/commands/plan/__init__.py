@@ -1,0 +1,9 @@
+"""`plan BASE HEAD [PATHS] --snapshot FILE`: what a policy change will do to the running fleet (docs/plan.md).
+
+The package, one job per module: `snapshot` reads what `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o
+json` printed and refuses what it cannot trust; `fleet` turns the snapshot into the nodes and pods the plan reasons
+about; `drift` says which nodes drift or expire (Karpenter v0.31's rules) and why, naming the field; `waves` orders
+their replacement as Karpenter v0.31's deprovisioning does and times it; `cost` prices the fleet before, at the
+peak and after; `render` writes text, JSON and markdown; `command` ties them to BASE and HEAD and picks the exit
+code; `options` holds the command's flags.
+"""

@@ -1,0 +1,123 @@
+"""`karpenter-policy plan`: BASE and HEAD read (git revisions or directories, as `diff` reads them), the snapshot
+read and checked, drift, waves and cost computed, the result rendered, and the exit code: 0; 1 when HEAD has error
+findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
+(an unreadable or malformed snapshot, an unknown revision, a bad `--start`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import Any, BinaryIO
+
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.checks.findings import CommandOutput, Report
+from karpenter_policy.checks.options import OptionError, spot_prices_option
+from karpenter_policy.checks.proof.placement import templates_for
+from karpenter_policy.checks.repository import PolicyRepository, load_repository
+from karpenter_policy.checks.source.gitrepo import find_repository
+from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
+from karpenter_policy.commands.plan.cost import fleet_cost
+from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
+from karpenter_policy.commands.plan.fleet import fleet_of
+from karpenter_policy.commands.plan.options import PlanOptions
+from karpenter_policy.commands.plan.render import PlanResult, render_plan
+from karpenter_policy.commands.plan.snapshot import read_snapshots
+from karpenter_policy.commands.plan.waves import Timing, plan_waves
+from karpenter_policy.kube.objects import parse_time
+from karpenter_policy.scheduling import InstanceTable
+
+__all__ = ["parse_start", "plan_command"]
+
+
+def parse_start(text: str | None, now: dt.datetime | None = None) -> dt.datetime:
+    """`--start` (RFC 3339; a time without a zone is UTC) or now. ValueError: not a time."""
+    if text is None:
+        return (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
+    moment = parse_time(text)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _load(spec: str, paths: Sequence[str], catalog: Catalog, scratch: str, values: Mapping[str, Any] | None,
+          timeout_ms: int, prove: bool) -> PolicyRepository:
+    if os.path.isdir(spec):
+        root, wanted = spec, list(paths) or ["."]
+    else:
+        repository = find_repository(os.curdir)
+        if repository is None or not is_revision(spec, repository):
+            raise DiffError(f"{spec!r} is neither a directory nor a git revision{shallow_hint(repository)}")
+        wanted = list(paths) or ["policies/"]
+        root, _ = materialise(repository, spec, wanted, scratch)
+    targets = [os.path.normpath(os.path.join(root, p)) for p in wanted if os.path.exists(os.path.join(root, p))]
+    if not targets:
+        return PolicyRepository(Report())
+    return load_repository(targets, values, prove=prove, catalog=catalog, timeout_ms=timeout_ms)
+
+
+def _side(label: str, policies: PolicyRepository) -> PolicySide:
+    return PolicySide(
+        label,
+        {name: doc.data for name, doc in policies.provisioners.items()},
+        {name: doc.data for name, doc in policies.node_templates.items()},
+    )
+
+
+def plan_command(
+    options: PlanOptions,
+    catalog: Catalog,
+    values: Mapping[str, Any] | None = None,
+    stdin: BinaryIO | None = None,
+    now: dt.datetime | None = None,
+) -> CommandOutput:
+    """Run `karpenter-policy plan` (see the module docstring)."""
+    try:
+        start = parse_start(options.start, now)
+    except ValueError:
+        return CommandOutput(2, "", f"karpenter-policy plan: --start {options.start!r} is not an RFC 3339 time\n")
+    try:
+        pricing = spot_prices_option(catalog, options.spot_prices_file)
+    except OptionError as error:
+        return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
+    snapshot = read_snapshots(options.snapshot, stdin)
+    fleet = fleet_of(snapshot) if not snapshot.errors else None
+    if snapshot.errors or fleet is None:
+        lines = [str(p) for p in snapshot.problems]
+        return CommandOutput(2, "", "".join(f"karpenter-policy plan: {line}\n" for line in lines)
+                             + "karpenter-policy plan: the snapshot cannot be trusted: no plan\n")
+    scratch = tempfile.mkdtemp(prefix="karpenter-policy-plan-")
+    try:
+        try:
+            base = _load(options.base, options.paths, catalog, os.path.join(scratch, "base"), values,
+                         options.timeout_ms, prove=False)
+            head = _load(options.head, options.paths, catalog, os.path.join(scratch, "head"), values,
+                         options.timeout_ms, prove=True)
+        except DiffError as error:
+            return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if head.report.errors:
+        findings = "".join(f"  {f.file}:{f.line}: {f.rule}: {f.message}\n" for f in head.report.sorted_findings()
+                           if f.severity == "error")
+        return CommandOutput(1, "", f"karpenter-policy plan: HEAD ({options.head}) has {head.report.errors} "
+                             f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
+    base_side, head_side = _side(options.base, base), _side(options.head, head)
+    rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled)
+    drift: dict[str, NodeDrift] = {name: rules(node) for name, node in fleet.nodes.items()}
+    templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog))
+    rollout = plan_waves(fleet, drift, templates, start, Timing(options.node_startup, options.pod_startup))
+    cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
+    notes = rules.notes() + [str(p) for p in snapshot.problems]
+    if pricing.description:
+        notes.insert(0, f"priced with {pricing.description}")
+    elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):
+        notes.insert(0, "spot nodes priced at the on-demand price (no --spot-prices): an estimate")
+    if base.report.errors:
+        notes.append(f"BASE ({options.base}) has {base.report.errors} error(s): its invalid provisioners are "
+                     "compared as absent (static drift of their nodes is not assessed)")
+    result = PlanResult(options.base, options.head, start, not options.drift_disabled, fleet, drift, rollout, cost,
+                        notes, catalog.region)
+    stranded = bool(rollout.pending) or rollout.never_finishes
+    code = 1 if stranded and not options.allow_stranded else 0
+    return CommandOutput(code, render_plan(result, options.output), "")

@@ -1,0 +1,121 @@
+"""What the fleet costs before the rollout, at its peak and after, per provisioner: $/month (`HOURS_PER_MONTH`
+hours) of each node at its catalog price — a node by the instance type, zone and capacity type of its labels,
+a replacement at its launch choice. Nodes not of a provisioner count under "(not Karpenter's)". A node whose
+offering has no price in the catalog counts nothing and is counted in `unpriced`.
+
+The timeline follows the waves: replace-before-delete adds a wave's replacements before its nodes go (the peak),
+a removed provisioner's nodes go before their pods' new nodes come.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
+from karpenter_policy.commands.plan.fleet import FleetNode
+from karpenter_policy.commands.plan.waves import REMOVED, Rollout
+
+__all__ = ["UNMANAGED", "Cost", "fleet_cost", "node_price"]
+
+#: The name nodes without `karpenter.sh/provisioner-name` are priced under.
+UNMANAGED = "(not Karpenter's)"
+
+
+def node_price(catalog: Catalog, node: FleetNode) -> float | None:
+    """$/h of a node's offering in the catalog (None: unknown type, zone or price)."""
+    instance_type = catalog.get(node.instance_type)
+    if instance_type is None:
+        return None
+    for offering in instance_type.offerings:
+        if offering.zone == node.zone and offering.capacity_type == node.capacity_type:
+            return offering.price
+    return None
+
+
+@dataclass(slots=True)
+class Cost:
+    """$/month per provisioner before, at the peak (each provisioner's own) and after, the fleet's totals, and how
+    many nodes had no price."""
+
+    before: dict[str, float] = field(default_factory=dict)
+    peak: dict[str, float] = field(default_factory=dict)
+    after: dict[str, float] = field(default_factory=dict)
+    before_monthly: float = 0.0
+    peak_monthly: float = 0.0
+    after_monthly: float = 0.0
+    unpriced: int = 0
+
+    def rows(self) -> list[tuple[str, float, float, float]]:
+        """(provisioner, before, peak, after) $/month, by provisioner name."""
+        names = sorted(set(self.before) | set(self.after))
+        return [(n, self.before.get(n, 0.0), self.peak.get(n, 0.0), self.after.get(n, 0.0)) for n in names]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "before_monthly": round(self.before_monthly, 2),
+            "peak_monthly": round(self.peak_monthly, 2),
+            "after_monthly": round(self.after_monthly, 2),
+            "unpriced_nodes": self.unpriced,
+            "provisioners": [
+                {
+                    "provisioner": name,
+                    "before_monthly": round(before, 2),
+                    "peak_monthly": round(peak, 2),
+                    "after_monthly": round(after, 2),
+                }
+                for name, before, peak, after in self.rows()
+            ],
+        }
+
+
+def _monthly(price: float | None) -> float:
+    return (price or 0.0) * HOURS_PER_MONTH
+
+
+def fleet_cost(catalog: Catalog, nodes: Iterable[FleetNode], rollout: Rollout) -> Cost:
+    """The cost before, at the peak and after `rollout` (see the module docstring)."""
+    cost = Cost()
+    running: defaultdict[str, float] = defaultdict(float)
+    of_node: dict[str, tuple[str, float]] = {}
+    for node in nodes:
+        price = node_price(catalog, node)
+        cost.unpriced += price is None
+        owner = node.provisioner or UNMANAGED
+        of_node[node.name] = (owner, _monthly(price))
+        running[owner] += _monthly(price)
+    cost.before = dict(running)
+    peak = dict(running)
+    total_peak = sum(running.values())
+
+    def note() -> None:
+        nonlocal total_peak
+        for name, value in running.items():
+            peak[name] = max(peak.get(name, 0.0), value)
+        total_peak = max(total_peak, sum(running.values()))
+
+    for wave in rollout.waves:
+        added: defaultdict[str, float] = defaultdict(float)
+        for replacement in wave.replacements:
+            cost.unpriced += replacement.price is None
+            added[replacement.provisioner] += _monthly(replacement.price)
+        removed: defaultdict[str, float] = defaultdict(float)
+        for name in wave.nodes:
+            owner, monthly = of_node[name]
+            removed[owner] += monthly
+        first, second = (removed, added) if wave.method == REMOVED else (added, removed)
+        sign = -1 if wave.method == REMOVED else 1
+        for name, value in first.items():
+            running[name] += sign * value
+        note()
+        for name, value in second.items():
+            running[name] -= sign * value
+        note()
+    cost.peak = peak
+    cost.after = {name: value for name, value in running.items()}
+    cost.before_monthly = sum(cost.before.values())
+    cost.after_monthly = sum(running.values())
+    cost.peak_monthly = total_peak
+    return cost

@@ -1,0 +1,226 @@
+"""The fleet a plan reasons about, from a snapshot: nodes with what Karpenter reads of them, pods by node with the
+workload each belongs to and whether it can be evicted, the PodDisruptionBudgets over them, and the DaemonSets'
+pods (the overhead every new node carries).
+
+A pod is *moved* by a node's replacement when it is neither a DaemonSet's (the DaemonSet controller places those)
+nor a static pod's mirror (owned by its Node), nor finished, nor being deleted — Karpenter v0.31's
+`IsReschedulable`/`IsOwnedBy…`
+(`pkg/utils/pod/scheduling.go`). Its scheduling shape is what the scheduler reads (`scheduling.shape_of`),
+converted once per distinct spec: replicas share one. A pod spec the scheduler cannot read is a snapshot
+:class:`~karpenter_policy.commands.plan.snapshot.Problem` (an error), never a pod left out.
+
+A node's Karpenter annotations are its own and those of the NodeClaim or Machine whose `status.nodeName` names it
+(Karpenter v0.31 copies a Machine's annotations to its Node at registration; a snapshot may hold either).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.api.workloads import template_labels
+from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.scheduling import Pod, PodShape, shape_of
+from karpenter_policy.scheduling.pods import PodSpecError
+
+__all__ = ["Fleet", "FleetNode", "FleetPod", "fleet_of", "is_true"]
+
+POD_TEMPLATE_HASH = "pod-template-hash"
+#: The pod-spec fields a scheduling shape depends on, and of each container only these.
+_SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "overhead")
+_CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
+
+
+def is_true(value: str | None) -> bool:
+    """An annotation set to "true" (Karpenter compares the string)."""
+    return value == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetNode:
+    """One Node of the snapshot: its `provisioner` (the `karpenter.sh/provisioner-name` label; None: not
+    Karpenter's), type, zone and capacity type from its labels, creation time, labels and annotations (its
+    NodeClaim's merged in)."""
+
+    name: str
+    provisioner: str | None
+    instance_type: str
+    zone: str
+    capacity_type: str
+    created: dt.datetime | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPod:
+    """One pod bound to a node: `key` (namespace/name), the `workload` it belongs to (`namespace/Kind/name`), whether
+    a replacement moves it (`moved`), whether it forbids eviction (`do_not_evict`: `karpenter.sh/do-not-evict` or
+    `karpenter.sh/do-not-disrupt`), and its scheduling form (`pod`, for moved pods)."""
+
+    key: str
+    node: str
+    workload: str
+    moved: bool
+    do_not_evict: bool
+    obj: Obj = field(repr=False)
+    pod: Pod | None = field(default=None, repr=False)
+
+
+@dataclass(slots=True)
+class Fleet:
+    """The snapshot's nodes by name, the pods bound to each, every pod object (PDB arithmetic counts them all), the
+    PodDisruptionBudgets, and one pod per DaemonSet."""
+
+    nodes: dict[str, FleetNode] = field(default_factory=dict)
+    pods_on: dict[str, list[FleetPod]] = field(default_factory=dict)
+    pod_objects: list[Obj] = field(default_factory=list)
+    pdbs: list[Obj] = field(default_factory=list)
+    daemons: list[Pod] = field(default_factory=list)
+
+    def moved_pods(self, node: str) -> list[FleetPod]:
+        return [p for p in self.pods_on.get(node, []) if p.moved]
+
+
+def workload_of(pod: Obj) -> str:
+    """`namespace/Kind/name` of what controls the pod: a ReplicaSet's Deployment (its name less the pod-template-hash),
+    else the controller owner, else the pod itself."""
+    namespace = objects.namespace(pod) or "default"
+    for reference in objects.metadata(pod).get("ownerReferences") or []:
+        if isinstance(reference, dict) and reference.get("controller"):
+            kind, name = str(reference.get("kind") or ""), str(reference.get("name") or "")
+            suffix = objects.labels(pod).get(POD_TEMPLATE_HASH)
+            if kind == "ReplicaSet" and suffix and name.endswith("-" + suffix):
+                return f"{namespace}/Deployment/{name[: -len(suffix) - 1]}"
+            return f"{namespace}/{kind}/{name}"
+    return f"{namespace}/Pod/{objects.name(pod)}"
+
+
+def _owner_kind(pod: Obj) -> str:
+    for reference in objects.metadata(pod).get("ownerReferences") or []:
+        if isinstance(reference, dict) and reference.get("controller"):
+            return str(reference.get("kind") or "")
+    return ""
+
+
+class _Shapes:
+    """Scheduling shapes by the spec fields they depend on, namespace and labels: replicas convert once."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, PodShape | PodSpecError] = {}
+
+    def shape(self, spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> PodShape:
+        containers = [
+            [{k: c.get(k) for k in _CONTAINER_FIELDS} if isinstance(c, dict) else c for c in spec.get(part) or []]
+            if isinstance(spec.get(part), list) else spec.get(part)
+            for part in ("containers", "initContainers")
+        ]
+        try:
+            key = json.dumps([[spec.get(f) for f in _SHAPE_FIELDS], containers, namespace, sorted(labels.items())],
+                             sort_keys=True, default=str)
+        except RecursionError:  # JSON nested nearly as deep as the decoder allows
+            raise PodSpecError((), "the pod spec is nested too deeply") from None
+        cached = self._cache.get(key)
+        if cached is None:
+            try:
+                cached = shape_of(spec, namespace, labels)
+            except PodSpecError as error:
+                cached = error
+            except RecursionError:
+                cached = PodSpecError((), "the pod spec is nested too deeply")
+            self._cache[key] = cached
+        if isinstance(cached, PodSpecError):
+            raise cached
+        return cached
+
+
+def _created(obj: Obj) -> dt.datetime | None:
+    """The creation time (the snapshot checked it parses; one without a zone, which the API never writes, is UTC)."""
+    stamp = objects.creation_timestamp(obj)
+    if not stamp:
+        return None
+    moment = objects.parse_time(stamp)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _claim_annotations(snapshot: Snapshot) -> dict[str, dict[str, str]]:
+    by_node: dict[str, dict[str, str]] = {}
+    for claim in snapshot.node_claims:
+        node = (claim.get("status") or {}).get("nodeName")
+        if isinstance(node, str) and node:
+            by_node.setdefault(node, {}).update(objects.annotations(claim))
+    return by_node
+
+
+def fleet_of(snapshot: Snapshot) -> Fleet:
+    """The fleet of a snapshot that has no errors; a pod spec the scheduler cannot read is added to its problems."""
+    fleet = Fleet(pdbs=list(snapshot.pdbs))
+    claims = _claim_annotations(snapshot)
+    for node in snapshot.nodes:
+        labels = objects.labels(node)
+        name = objects.name(node)
+        fleet.nodes[name] = FleetNode(
+            name=name,
+            provisioner=labels.get(wk.PROVISIONER_NAME),
+            instance_type=labels.get(wk.INSTANCE_TYPE, ""),
+            zone=labels.get(wk.ZONE, ""),
+            capacity_type=labels.get(wk.CAPACITY_TYPE, wk.CAPACITY_ON_DEMAND),
+            created=_created(node),
+            labels=labels,
+            annotations={**claims.get(name, {}), **objects.annotations(node)},
+            deleting=objects.is_deleting(node),
+        )
+    shapes = _Shapes()
+    pods_on: dict[str, list[FleetPod]] = defaultdict(list)
+    file = ", ".join(snapshot.files)
+    for order, obj in enumerate(snapshot.pods):
+        fleet.pod_objects.append(obj)
+        spec = obj["spec"]
+        node = spec.get("nodeName")
+        if not node:
+            continue  # pending already: not on a node the plan disrupts
+        phase = (obj.get("status") or {}).get("phase")
+        owner = _owner_kind(obj)
+        moved = owner not in ("DaemonSet", "Node") and phase not in wk.TERMINAL_PHASES
+        moved = moved and not objects.is_deleting(obj)
+        annotations = objects.annotations(obj)
+        namespace = objects.namespace(obj) or "default"
+        workload = workload_of(obj)
+        pod: Pod | None = None
+        if moved:
+            try:
+                shape = shapes.shape(spec, namespace, objects.labels(obj))
+            except PodSpecError as error:
+                snapshot.problems.append(Problem(file, None, "error", f"Pod {namespace}/{objects.name(obj)}: {error}"))
+                continue
+            pod = Pod(objects.name(obj), shape, owner=workload, order=order, uid=objects.uid(obj))
+        pods_on[node].append(FleetPod(
+            key=f"{namespace}/{objects.name(obj)}",
+            node=node,
+            workload=workload,
+            moved=moved,
+            do_not_evict=is_true(annotations.get(wk.DO_NOT_EVICT)) or is_true(annotations.get(wk.DO_NOT_DISRUPT)),
+            obj=obj,
+            pod=pod,
+        ))
+    fleet.pods_on = dict(pods_on)
+    for daemon_set in snapshot.daemon_sets:
+        template = daemon_set["spec"]["template"]
+        namespace = objects.namespace(daemon_set) or "default"
+        try:
+            shape = shapes.shape(template["spec"], namespace, template_labels(template))
+        except PodSpecError as error:
+            snapshot.problems.append(
+                Problem(file, None, "error", f"DaemonSet {namespace}/{objects.name(daemon_set)}: {error}"))
+            continue
+        name = objects.name(daemon_set)
+        fleet.daemons.append(Pod(name, shape, owner=f"{namespace}/DaemonSet/{name}", daemon=True))
+    return fleet

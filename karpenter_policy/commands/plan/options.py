@@ -1,0 +1,57 @@
+"""The options of `karpenter-policy plan`, declared once (`optionspec`): light, so the CLI makes its flags without
+loading the plan. BASE, HEAD and PATHS are its arguments (`cli.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from karpenter_policy.checks.options import REGION_HELP
+from karpenter_policy.optionspec import option, required
+
+__all__ = ["FORMATS", "PlanOptions"]
+
+FORMATS = ("text", "json", "markdown")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """`karpenter-policy plan`'s flags (docs/plan.md)."""
+
+    snapshot: tuple[str, ...] = required(
+        "--snapshot",
+        multiple=True,
+        metavar="FILE",
+        help="What `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` printed (repeatable; - for stdin).",
+    )
+    start: str | None = option(
+        None, "--start", metavar="TIME",
+        help="When the rollout starts (RFC 3339, e.g. 2026-11-30T09:00:00Z; default: now).",
+    )
+    output: str = option("text", "--output", choices=FORMATS, show_default=True,
+                         help="text, json, or markdown (a pull-request comment).")
+    drift_disabled: bool = option(
+        False, "--drift-disabled", is_flag=True,
+        help="Model a cluster that keeps Karpenter v0.31's featureGates.driftEnabled off (default: on, as this "
+        "project's controller runs).",
+    )
+    allow_stranded: bool = option(
+        False, "--allow-stranded", is_flag=True,
+        help="Exit 0 even when the plan leaves pods pending or can never finish.",
+    )
+    node_startup: float = option(60.0, "--node-startup", metavar="SECONDS", float_range=(0, 3600), show_default=True,
+                                 help="Seconds a replacement node takes to be initialized.")
+    pod_startup: float = option(15.0, "--pod-startup", metavar="SECONDS", float_range=(0, 3600), show_default=True,
+                                help="Seconds an evicted pod's replacement takes to be Ready.")
+    catalog_file: str | None = option(None, "--catalog", path="file", help="Instance-type catalog file.")
+    region: str | None = option(None, "--region", help=REGION_HELP)
+    spot_prices_file: str | None = option(
+        None,
+        "--spot-prices",
+        path="file",
+        help="Price spot capacity from this `aws ec2 describe-spot-price-history` JSON (else: at on-demand prices).",
+    )
+    values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
+    timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")
+    base: str = ""
+    head: str = ""
+    paths: tuple[str, ...] = ()

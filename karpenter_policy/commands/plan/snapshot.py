@@ -1,0 +1,317 @@
+"""Reading a cluster snapshot: what `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` prints.
+
+That is a `v1` `List` whose items carry their `apiVersion` and `kind`; one object (`kubectl get node x -o json`) is
+read as a list of one. Several files may be given (their objects are merged; a later file's object of the same
+kind, namespace and name replaces an earlier one's, and a warning says so), `-` for standard input.
+
+Nothing in a snapshot is trusted: every file is bounded in size (:data:`MAX_BYTES`) and must be JSON; every item
+must be an object with well-formed metadata (`kube.shape.check_object`, the check the informers make) and, for
+the kinds the plan reads, the fields it reads of the right type (a node's labels, a pod's spec and node name, a
+PodDisruptionBudget's `minAvailable`/`maxUnavailable`, a DaemonSet's pod template). Anything else is a
+:class:`Problem` naming the file and the item's index — never a traceback, and never read as "no objects": the
+plan refuses to run on a snapshot with an error (`command`). Items of other kinds (Services, Events, …) are left
+out with a warning. The snapshot is read into memory only; nothing of it is written anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import Malformed
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.kube.shape import check_object
+from karpenter_policy.model.selectors import SelectorError, parse_selector
+
+__all__ = [
+    "MAX_BYTES",
+    "READ_KINDS",
+    "STDIN",
+    "Problem",
+    "Snapshot",
+    "read_snapshot",
+    "read_snapshots",
+]
+
+#: The largest snapshot file read (bytes): kubectl prints a few hundred MiB for 5,000 nodes and 50,000 pods.
+MAX_BYTES = 1024**3
+#: The file name that stands for standard input.
+STDIN = "-"
+NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE = (
+    "Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodeClaim", "Machine"
+)
+#: The kinds a plan reads.
+READ_KINDS = (NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE)
+_INT_OR_PERCENT = re.compile(r"^(0|[1-9][0-9]{0,8})%?$")
+_SNIPPET = 80
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something in a snapshot the plan cannot use: `file`, the item's `index` in its list (None: the file itself),
+    `severity` (error: the plan does not run; warning: the item is left out) and `message`."""
+
+    file: str
+    index: int | None
+    severity: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.index is None else f"{self.file}: item {self.index}"
+        return f"{where}: {self.severity}: {self.message}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"file": self.file, "index": self.index, "severity": self.severity, "message": self.message}
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The objects of one or more snapshot files by kind (each a list in file order), and what was wrong."""
+
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    pdbs: list[Obj] = field(default_factory=list)
+    daemon_sets: list[Obj] = field(default_factory=list)
+    node_claims: list[Obj] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    def of_kind(self, kind: str) -> list[Obj]:
+        lists = {NODE: self.nodes, POD: self.pods, PDB: self.pdbs, DAEMON_SET: self.daemon_sets,
+                 NODE_CLAIM: self.node_claims, MACHINE: self.node_claims}
+        return lists[kind]
+
+
+def _quote(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
+
+
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _node_problem(item: Obj) -> str | None:
+    meta = objects.metadata(item)
+    if meta.get("creationTimestamp") is not None:
+        try:
+            objects.parse_time(meta["creationTimestamp"])
+        except ValueError:
+            return f"metadata.creationTimestamp is not a time: {_quote(meta['creationTimestamp'])}"
+    spec = item.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        return f"spec is not an object: {_quote(spec)}"
+    return None
+
+
+def _pod_problem(item: Obj) -> str | None:
+    spec = item.get("spec")
+    if not isinstance(spec, dict):
+        return f"spec is not an object: {_quote(spec)}"
+    node_name = spec.get("nodeName")
+    if node_name is not None and not isinstance(node_name, str):
+        return f"spec.nodeName is not a string: {_quote(node_name)}"
+    status = item.get("status")
+    if status is not None and not isinstance(status, dict):
+        return f"status is not an object: {_quote(status)}"
+    if isinstance(status, dict):
+        if status.get("phase") is not None and not isinstance(status["phase"], str):
+            return f"status.phase is not a string: {_quote(status['phase'])}"
+        conditions = status.get("conditions")
+        if conditions is not None and not (
+            isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)
+        ):
+            return f"status.conditions is not a list of objects: {_quote(conditions)}"
+    references = objects.metadata(item).get("ownerReferences")
+    if references is not None and not isinstance(references, list):
+        return f"metadata.ownerReferences is not a list: {_quote(references)}"
+    for reference in references or []:
+        if not isinstance(reference, dict) or not isinstance(reference.get("kind", ""), str) or not isinstance(
+            reference.get("name", ""), str
+        ):
+            return f"metadata.ownerReferences holds {_quote(reference)}"
+    return None
+
+
+def _int_or_percent(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 0 <= value < 10**9
+    return isinstance(value, str) and _INT_OR_PERCENT.match(value) is not None
+
+
+def _pdb_problem(item: Obj) -> str | None:
+    spec = item.get("spec")
+    if not isinstance(spec, dict):
+        return f"spec is not an object: {_quote(spec)}"
+    for name in ("minAvailable", "maxUnavailable"):
+        if spec.get(name) is not None and not _int_or_percent(spec[name]):
+            return f"spec.{name} is neither a count nor a percentage: {_quote(spec[name])}"
+    selector = spec.get("selector")
+    if selector is not None:
+        try:
+            parse_selector(selector)
+        except SelectorError as error:
+            return f"spec.selector is not a label selector ({error}): {_quote(selector)}"
+    status = item.get("status")
+    if status is not None and not isinstance(status, dict):
+        return f"status is not an object: {_quote(status)}"
+    expected = (status or {}).get("expectedPods")
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
+        return f"status.expectedPods is not a count: {_quote(expected)}"
+    return None
+
+
+def _daemon_set_problem(item: Obj) -> str | None:
+    template = (item.get("spec") or {}).get("template") if isinstance(item.get("spec"), dict) else None
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        return "spec.template.spec is not an object"
+    labels = (template.get("metadata") or {}).get("labels") if isinstance(template.get("metadata"), dict) else None
+    if labels is not None and not _is_str_map(labels):
+        return "spec.template.metadata.labels is not a map of strings"
+    return None
+
+
+def _node_claim_problem(item: Obj) -> str | None:
+    for part in ("spec", "status"):
+        if item.get(part) is not None and not isinstance(item[part], dict):
+            return f"{part} is not an object: {_quote(item[part])}"
+    return None
+
+
+_CHECKS: Mapping[str, Callable[[Obj], str | None]] = {
+    NODE: _node_problem,
+    POD: _pod_problem,
+    PDB: _pdb_problem,
+    DAEMON_SET: _daemon_set_problem,
+    NODE_CLAIM: _node_claim_problem,
+    MACHINE: _node_claim_problem,
+}
+
+
+def _items(value: Any, file: str, problems: list[Problem]) -> list[Any] | None:
+    """The items of a snapshot's top-level value: a List's items or one object as a list of one."""
+    if not isinstance(value, dict):
+        problems.append(Problem(file, None, "error", f"not a Kubernetes List or object: {_quote(value)}"))
+        return None
+    if value.get("kind") == "Status":
+        problems.append(Problem(file, None, "error", f"a Status, not a List: {_quote(value.get('message'))}"))
+        return None
+    if "items" in value or str(value.get("kind") or "").endswith("List"):
+        items = value.get("items")
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            problems.append(Problem(file, None, "error", f"items is not a list: {_quote(items)}"))
+            return None
+        return items
+    return [value]
+
+
+#: Where each object was read (for the duplicate warning) and its position in its kind's list, by kind and key.
+Seen = dict[tuple[str, str, str], tuple[str, int]]
+
+
+def _add(snapshot: Snapshot, file: str, items: Sequence[Any], seen: Seen) -> None:
+    for index, item in enumerate(items):
+        try:
+            check_object(item, f"{file}: item {index}")
+        except Malformed as error:
+            snapshot.problems.append(Problem(file, index, "error", _without_where(str(error), file, index)))
+            continue
+        kind = item.get("kind")
+        if not isinstance(kind, str) or not kind:
+            snapshot.problems.append(Problem(file, index, "error", f"{objects.name(item)}: no kind"))
+            continue
+        if kind not in _CHECKS:
+            snapshot.problems.append(Problem(file, index, "warning", f"{kind} {objects.name(item)}: not read by plan"))
+            continue
+        problem = _CHECKS[kind](item)
+        if problem is not None:
+            snapshot.problems.append(Problem(file, index, "error", f"{kind} {_object_name(item)}: {problem}"))
+            continue
+        key = (kind, objects.namespace(item) or "", objects.name(item))
+        listed = snapshot.of_kind(kind)
+        if key in seen:
+            where, position = seen[key]
+            snapshot.problems.append(Problem(file, index, "warning",
+                                             f"{kind} {_object_name(item)} is in {where} too: this one is used"))
+            listed[position] = item
+        else:
+            listed.append(item)
+            position = len(listed) - 1
+        seen[key] = (f"{file} (item {index})", position)
+
+
+def _object_name(item: Obj) -> str:
+    namespace = objects.namespace(item)
+    return f"{namespace}/{objects.name(item)}" if namespace else objects.name(item)
+
+
+def _without_where(message: str, file: str, index: int) -> str:
+    prefix = f"{file}: item {index}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
+
+
+def _read_bytes(file: str, stdin: BinaryIO | None) -> bytes:
+    if file == STDIN:
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        data = stream.read(MAX_BYTES + 1)
+    else:
+        with open(file, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"larger than {MAX_BYTES // 1024**2} MiB")
+    return data
+
+
+def read_snapshot(data: bytes, file: str, snapshot: Snapshot | None = None,
+                  seen: Seen | None = None) -> Snapshot:
+    """Add the objects of one snapshot file's content (`file`: its name in problems) to `snapshot` (a new one when
+    None)."""
+    snapshot = snapshot if snapshot is not None else Snapshot()
+    snapshot.files.append(file)
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        message = f"not JSON (`kubectl get … -o json` prints it): {error}"[:300]
+        snapshot.problems.append(Problem(file, None, "error", message))
+        return snapshot
+    items = _items(value, file, snapshot.problems)
+    if items is not None:
+        _add(snapshot, file, items, seen if seen is not None else {})
+    return snapshot
+
+
+def read_snapshots(files: Iterable[str], stdin: BinaryIO | None = None) -> Snapshot:
+    """Read every snapshot file (`-`: standard input, read once) into one snapshot."""
+    snapshot = Snapshot()
+    seen: Seen = {}
+    read_stdin = False
+    for file in files:
+        if file == STDIN:
+            if read_stdin:
+                snapshot.problems.append(Problem(file, None, "error", "standard input is given twice"))
+                continue
+            read_stdin = True
+        try:
+            data = _read_bytes(file, stdin)
+        except (OSError, ValueError) as error:
+            snapshot.problems.append(Problem(file, None, "error", f"cannot read: {error}"))
+            continue
+        read_snapshot(data, file, snapshot, seen)
+    if not snapshot.nodes and not snapshot.errors:
+        snapshot.problems.append(Problem(", ".join(snapshot.files) or "(none)", None, "error",
+                                         "no Node in the snapshot: nothing to plan (take it with `kubectl get "
+                                         "nodes,pods,pdb,daemonsets,nodeclaims -A -o json`)"))
+    return snapshot

@@ -1,0 +1,353 @@
+"""The replacement waves: in what order, when and with what effect Karpenter v0.31 replaces the nodes a change
+disrupts — with the pieces the controller uses (PodDisruptionBudget arithmetic: `kube.disruption`; "would these
+pods schedule?": the provisioning scheduler on HEAD's Provisioners, `scheduling.Scheduler`).
+
+Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
+
+* one command at a time, every :data:`POLLING_SECONDS` (`controller.go`, `pollingPeriod`), expiration before drift
+  (`controller.go`'s deprovisioner order; `expiration.go`, `drift.go`); the empty candidates of a method all in one
+  command, else one candidate per command — expired ones the most expired first, drifted ones in the order they
+  drifted (all at the merge here: by creation, then name);
+* a node being deleted already is no candidate; a candidate is skipped while a PodDisruptionBudget allows no
+  eviction of one of its pods, while one of its pods has `karpenter.sh/do-not-evict` (or `do-not-disrupt`) set to
+  "true", or while the node has the `karpenter.sh/do-not-disrupt` annotation (`helpers.go`, `filterCandidates`;
+  `types.go`, `NewCandidate`), and when its pods would not all schedule (`simulateScheduling`): Karpenter keeps
+  the node, and the plan lists those pods as what would be left pending;
+* replace before delete (`executeCommand`): the replacements are launched and must be initialized
+  (`node_startup` seconds) before the candidate is deleted; the drain evicts through the Eviction API, which lets
+  as many pods of a budget go at once as it allows, the next ones once the evicted pods' replacements are Ready
+  (`pod_startup` seconds each round); the controller waits for the node to go (`waitForDeletion`), at most
+  :data:`WAIT_FOR_DELETION_SECONDS`, before its next command.
+* a removed Provisioner's nodes are deleted at once (their Machines' owner reference), drained, and their pods
+  provisioned for afterwards: no replacement first.
+
+What this does not model yet: pods moving onto existing nodes with room (replacements are always new nodes), the
+PDBs' state between waves (each wave sees the snapshot's steady state: the pods evicted before are Ready again).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from karpenter_policy.commands.plan.drift import NodeDrift
+from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
+from karpenter_policy.kube import disruption as budgets
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.scheduling import NodeClaimTemplate, Pod, Scheduler
+
+__all__ = [
+    "POLLING_SECONDS",
+    "WAIT_FOR_DELETION_SECONDS",
+    "Blocked",
+    "Pending",
+    "Replacement",
+    "Rollout",
+    "Timing",
+    "Wave",
+    "plan_waves",
+]
+
+#: Karpenter v0.31's deprovisioning loop period (`pkg/controllers/deprovisioning/controller.go`, `pollingPeriod`).
+POLLING_SECONDS = 10.0
+#: How long it waits for a candidate to be gone before its next command (`waitRetryOptions`: "~9.5 minutes").
+WAIT_FOR_DELETION_SECONDS = 570.0
+EXPIRATION, DRIFT, REMOVED = "expiration", "drift", "removed"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How long a new node takes to be initialized and an evicted pod's replacement to be Ready (seconds)."""
+
+    node_startup: float = 60.0
+    pod_startup: float = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """A node launched for a wave: its provisioner and launch choice ($/h; None: no price data)."""
+
+    provisioner: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float | None
+
+
+@dataclass(slots=True)
+class Wave:
+    """One command: its `index`, `start`, `method` (expiration, drift, removed), the nodes it deletes, the
+    replacements, the pods evicted per workload, how long the drain takes (`drain_seconds`) and the budgets that
+    made it take longer (`slowed`: PDB → seconds)."""
+
+    index: int
+    start: dt.datetime
+    method: str
+    nodes: list[str]
+    replacements: list[Replacement] = field(default_factory=list)
+    evicted: Counter[str] = field(default_factory=Counter)
+    drain_seconds: float = 0.0
+    slowed: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def evicted_pods(self) -> int:
+        return sum(self.evicted.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A disrupted node Karpenter would not replace: why, the budget or pod that holds it (`by`), and whether
+    that never changes by itself (`forever`: the rollout never finishes)."""
+
+    node: str
+    reason: str
+    by: str
+    forever: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A pod no HEAD provisioner takes: its node, workload and why (`held`: Karpenter keeps the node for it)."""
+
+    pod: str
+    workload: str
+    node: str
+    reason: str
+    held: bool
+
+
+@dataclass(slots=True)
+class Rollout:
+    waves: list[Wave] = field(default_factory=list)
+    blocked: list[Blocked] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    wave_of: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def end(self) -> dt.datetime | None:
+        if not self.waves:
+            return None
+        last = self.waves[-1]
+        return last.start + dt.timedelta(seconds=last.seconds)
+
+    @property
+    def never_finishes(self) -> bool:
+        return any(b.forever for b in self.blocked)
+
+
+class _Budgets:
+    """Each PodDisruptionBudget's allowance in the snapshot's steady state (`kube.disruption`), and which budgets
+    cover a pod (by namespace and labels, computed once per distinct label set)."""
+
+    def __init__(self, pdbs: Sequence[Obj], pods: Sequence[Obj]) -> None:
+        self.pdbs = list(pdbs)
+        self._selectors = [(pdb, budgets.budget_selector(pdb)) for pdb in self.pdbs]
+        self._covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
+        groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[Obj]] = {}
+        for pod in pods:  # pods of the same namespace and labels: a budget selects all of them or none
+            groups.setdefault(_group(pod), []).append(pod)
+        selected: dict[str, list[Obj]] = {_key(pdb): [] for pdb in self.pdbs}
+        for group, members in groups.items():
+            for name in self._covering_group(group, members[0]):
+                selected[name].extend(members)
+        self.budget = {_key(pdb): budgets.disruption_budget(pdb, selected[_key(pdb)]) for pdb in self.pdbs}
+
+    def _covering_group(self, group: tuple[str, tuple[tuple[str, str], ...]], pod: Obj) -> list[str]:
+        found = self._covering.get(group)
+        if found is None:
+            labels = objects.labels(pod)
+            found = [_key(pdb) for pdb, selector in self._selectors
+                     if (objects.namespace(pdb) or "default") == group[0] and selector.matches(labels)]
+            self._covering[group] = found
+        return found
+
+    def covering(self, pod: Obj) -> list[str]:
+        """The budgets that select `pod`."""
+        return self._covering_group(_group(pod), pod)
+
+
+def _group(pod: Obj) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return objects.namespace(pod) or "default", tuple(sorted(objects.labels(pod).items()))
+
+
+def _key(pdb: Obj) -> str:
+    return f"{objects.namespace(pdb) or 'default'}/{objects.name(pdb)}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Drain:
+    seconds: float
+    slowed: dict[str, float]
+    blocked: Blocked | None
+
+
+def _drain(node: FleetNode, pods: Sequence[FleetPod], pdbs: _Budgets, timing: Timing) -> _Drain:
+    """How long draining `node` takes, or what blocks it (Karpenter's `filterCandidates`)."""
+    if wk.DO_NOT_DISRUPT in node.annotations:
+        return _Drain(0, {}, Blocked(node.name, f"the node has the {wk.DO_NOT_DISRUPT} annotation",
+                                     f"Node/{node.name}", True))
+    groups: Counter[str] = Counter()
+    for pod in pods:
+        if pod.do_not_evict:
+            return _Drain(0, {}, Blocked(node.name, f"pod {pod.key} has do-not-evict", f"Pod/{pod.key}", True))
+        covering = pdbs.covering(pod.obj)
+        if len(covering) > 1:
+            return _Drain(0, {}, Blocked(node.name, f"pod {pod.key} is covered by {len(covering)} PDBs "
+                                         f"({', '.join(covering)}): the Eviction API refuses it",
+                                         f"Pod/{pod.key}", True))
+        if covering:
+            groups[covering[0]] += 1
+    seconds, slowed = 0.0, {}
+    for name, count in sorted(groups.items()):
+        budget = pdbs.budget[name]
+        allowed = budget.disruptions_allowed
+        if allowed <= 0:
+            forever = budget.desired_healthy >= budget.expected
+            why = (f"PDB {name} allows no disruption (needs {budget.desired_healthy} healthy of "
+                   f"{budget.expected})" if forever else
+                   f"PDB {name} allows no disruption now ({budget.healthy} healthy, needs "
+                   f"{budget.desired_healthy}): until its pods are Ready")
+            return _Drain(0, {}, Blocked(node.name, why, f"PodDisruptionBudget/{name}", forever))
+        rounds = math.ceil(count / allowed)
+        took = rounds * timing.pod_startup
+        if rounds > 1:
+            slowed[name] = took
+        seconds = max(seconds, took)
+    if pods and seconds == 0:
+        seconds = timing.pod_startup
+    return _Drain(seconds, slowed, None)
+
+
+class _Replacements:
+    """The new nodes HEAD's provisioners launch for a set of pods (one scheduling run per distinct set of shapes)."""
+
+    def __init__(self, templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod]) -> None:
+        self.templates = list(templates)
+        self.daemons = list(daemons)
+        self._cache: dict[tuple[int, ...], tuple[list[Replacement], dict[int, str]]] = {}
+
+    def place(self, pods: Sequence[Pod]) -> tuple[list[Replacement], dict[int, str]]:
+        """The replacements, and the pods (by position) that fit nowhere with why."""
+        shapes = [id(p.shape) for p in pods]
+        key = tuple(sorted(shapes))
+        cached = self._cache.get(key)
+        if cached is None:
+            plan = Scheduler(self.templates, daemons=self.daemons).solve(list(pods))
+            replacements = [
+                Replacement(c.template, c.launch.instance_type, c.launch.zone, c.launch.capacity_type, c.launch.price)
+                for c in plan.claims if c.launch is not None
+            ]
+            position = {p.key: i for i, p in enumerate(pods)}
+            failures = {position[k]: f.message() for k, f in plan.failures.items() if k in position}
+            cached = (replacements, failures)
+            if not failures:
+                self._cache[key] = cached
+        return cached
+
+
+def _timestamp(start: dt.datetime, seconds: float) -> dt.datetime:
+    return start + dt.timedelta(seconds=seconds)
+
+
+def plan_waves(
+    fleet: Fleet,
+    drift: Mapping[str, NodeDrift],
+    templates: Sequence[NodeClaimTemplate],
+    start: dt.datetime,
+    timing: Timing = Timing(),
+) -> Rollout:
+    """The waves that carry out `drift` on `fleet` from `start` (see the module docstring)."""
+    rollout = Rollout()
+    pdbs = _Budgets(fleet.pdbs, fleet.pod_objects)
+    replacements = _Replacements(templates, fleet.daemons)
+    clock = 0.0
+    drift = {n: d for n, d in drift.items() if not fleet.nodes[n].deleting}  # going already: not a candidate
+    removed = sorted(n for n, d in drift.items() if d.removed)
+    if removed:
+        clock = _removed_wave(rollout, fleet, removed, pdbs, replacements, start, timing)
+    expired = sorted((n for n, d in drift.items() if d.expires and not d.removed),
+                     key=lambda n: (drift[n].expires_at or start, n))
+    drifted = sorted((n for n, d in drift.items() if d.drifted and not d.expires and not d.removed),
+                     key=lambda n: (fleet.nodes[n].created or start, n))
+    for method, names in ((EXPIRATION, expired), (DRIFT, drifted)):
+        empty = []
+        for name in (n for n in names if not fleet.moved_pods(n)):
+            held = _drain(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
+            if held is not None:
+                rollout.blocked.append(held)
+            else:
+                empty.append(name)
+        if empty:
+            clock += POLLING_SECONDS
+            wave = Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS)
+            _add(rollout, wave)
+        for name in names:
+            if not fleet.moved_pods(name):
+                continue  # empty: in the wave above, or held by its annotation
+            node, pods = fleet.nodes[name], fleet.moved_pods(name)
+            drain = _drain(node, pods, pdbs, timing)
+            if drain.blocked is not None:
+                rollout.blocked.append(drain.blocked)
+                continue
+            launched, failures = replacements.place([p.pod for p in pods if p.pod is not None])
+            if failures:
+                movable = [p for p in pods if p.pod is not None]
+                for index, why in sorted(failures.items()):
+                    pod = movable[index]
+                    rollout.pending.append(Pending(pod.key, pod.workload, name, why, held=True))
+                rollout.blocked.append(Blocked(name, f"{len(failures)} of its pods would not schedule on HEAD's "
+                                               "provisioners", "scheduling", True))
+                continue
+            clock += POLLING_SECONDS
+            wave = Wave(len(rollout.waves), _timestamp(start, clock), method, [name], launched,
+                        Counter(p.workload for p in pods), drain.seconds, drain.slowed)
+            wave.seconds = (timing.node_startup if launched else 0.0) + drain.seconds
+            clock += (timing.node_startup if launched else 0.0) + min(drain.seconds, WAIT_FOR_DELETION_SECONDS)
+            _add(rollout, wave)
+    return rollout
+
+
+def _add(rollout: Rollout, wave: Wave) -> None:
+    rollout.waves.append(wave)
+    for name in wave.nodes:
+        rollout.wave_of[name] = wave.index
+
+
+def _removed_wave(
+    rollout: Rollout,
+    fleet: Fleet,
+    names: Sequence[str],
+    pdbs: _Budgets,
+    replacements: _Replacements,
+    start: dt.datetime,
+    timing: Timing,
+) -> float:
+    """The nodes of removed provisioners, deleted at once: drained (PDBs slow it, nothing holds it), their pods
+    provisioned for afterwards; a pod no provisioner takes stays pending."""
+    wave = Wave(0, start, REMOVED, list(names))
+    movable: list[FleetPod] = [p for n in names for p in fleet.moved_pods(n)]
+    seconds = 0.0
+    for name in names:
+        drain = _drain(fleet.nodes[name], fleet.moved_pods(name), pdbs, timing)
+        if drain.blocked is not None:
+            rollout.blocked.append(drain.blocked)
+            continue
+        seconds = max(seconds, drain.seconds)
+        wave.slowed.update(drain.slowed)
+    launched, failures = replacements.place([p.pod for p in movable if p.pod is not None])
+    scheduled = [p for p in movable if p.pod is not None]
+    for index, why in sorted(failures.items()):
+        pod = scheduled[index]
+        rollout.pending.append(Pending(pod.key, pod.workload, pod.node, why, held=False))
+    wave.replacements = launched
+    wave.evicted = Counter(p.workload for p in movable)
+    wave.drain_seconds = seconds
+    wave.seconds = seconds + (timing.node_startup if launched else 0.0)
+    _add(rollout, wave)
+    return min(wave.seconds, WAIT_FOR_DELETION_SECONDS)

@@ -1,0 +1,111 @@
+"""Snapshot objects as `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` prints them, and the small
+policy repositories the plan tests compare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HASH = {"karpenter.sh/provisioner-hash": "4412951235461528301"}
+
+
+def node(name: str, provisioner: str | None = "default", instance_type: str = "m5.large", zone: str = "us-east-1a",
+         capacity_type: str = "on-demand", created: str = "2026-11-20T08:00:00Z",
+         annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    all_labels = {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": instance_type,
+                  "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": capacity_type,
+                  "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                  "karpenter.k8s.aws/instance-family": instance_type.split(".")[0]}
+    if provisioner is not None:
+        all_labels["karpenter.sh/provisioner-name"] = provisioner
+    all_labels.update(labels or {})
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": all_labels,
+                         "annotations": HASH if annotations is None else annotations,
+                         "creationTimestamp": created},
+            "spec": {}, "status": {}}
+
+
+def pod(name: str, node_name: str | None, app: str, *, cpu: str = "500m", memory: str = "512Mi",
+        owner: tuple[str, str] | None = ("ReplicaSet", ""), namespace: str = "default",
+        annotations: dict[str, str] | None = None, node_selector: dict[str, str] | None = None,
+        tolerations: list[dict[str, str]] | None = None, ready: bool = True) -> dict[str, Any]:
+    labels = {"app": app}
+    references = []
+    if owner is not None:
+        kind, owner_name = owner
+        if kind == "ReplicaSet":
+            labels["pod-template-hash"] = "5d9c7b"
+            owner_name = f"{app}-5d9c7b"
+        references = [{"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "controller": True, "uid": "u"}]
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "app:1",
+                                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": references,
+                         "annotations": annotations or {}, "uid": f"uid-{namespace}-{name}"},
+            "spec": spec,
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def pdb(name: str, app: str, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {**spec, "selector": {"matchLabels": {"app": app}}}}
+
+
+def daemon_set(name: str, namespace: str = "kube-system", cpu: str = "100m") -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"tolerations": [{"operator": "Exists"}],
+                                           "containers": [{"name": "d", "image": "d:1",
+                                                           "resources": {"requests": {"cpu": cpu}}}]}}}}
+
+
+def listing(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": list(items), "metadata": {"resourceVersion": ""}}
+
+
+def write(path: Path, *items: dict[str, Any]) -> str:
+    path.write_text(json.dumps(listing(*items)))
+    return str(path)
+
+
+NODE_TEMPLATE = """\
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata:
+  name: default
+spec:
+  subnetSelector: {karpenter.sh/discovery: prod}
+  securityGroupSelector: {karpenter.sh/discovery: prod}
+"""
+
+
+def provisioner(name: str = "default", *, labels: str = "team: web", zones: str = "[us-east-1a, us-east-1b]",
+                family: str = "[m5]", extra: str = "") -> str:
+    return f"""\
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: {name}
+spec:
+  labels: {{{labels}}}
+  requirements:
+    - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+    - {{key: karpenter.k8s.aws/instance-family, operator: In, values: {family}}}
+    - {{key: topology.kubernetes.io/zone, operator: In, values: {zones}}}
+  providerRef: {{name: default}}
+{extra}"""
+
+
+def policies(directory: Path, *documents: str) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "policies.yaml").write_text("---\n".join([*documents, NODE_TEMPLATE]))
+    return str(directory)
