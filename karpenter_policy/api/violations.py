@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.rules import ERROR as ERROR
 from karpenter_policy.api.rules import WARNING as WARNING
-from karpenter_policy.api.rules import default_severity, output, pinning, proof, reading, v1, webhook, workloads
+from karpenter_policy.api.rules import (
+    default_severity,
+    migrate,
+    output,
+    pinning,
+    proof,
+    reading,
+    v1,
+    webhook,
+    workloads,
+)
 
 Path = tuple[str | int, ...]
 
@@ -56,6 +66,15 @@ PLACEMENT_TEST_FAILED = workloads.PLACEMENT_TEST_FAILED.id
 CEL_RULE = v1.CEL_RULE.id
 RUNTIME_VALIDATION = v1.RUNTIME_VALIDATION.id
 MULTI_ARCH = workloads.MULTI_ARCH.id
+MIGRATION_NOT_EQUIVALENT = migrate.MIGRATION_NOT_EQUIVALENT.id
+MIGRATION_BUDGET = migrate.MIGRATION_BUDGET.id
+MIGRATION_EMPTINESS = migrate.MIGRATION_EMPTINESS.id
+MIGRATION_EXPIRY = migrate.MIGRATION_EXPIRY.id
+MIGRATION_DRIFT = migrate.MIGRATION_DRIFT.id
+MIGRATION_KUBELET = migrate.MIGRATION_KUBELET.id
+MIGRATION_AMI = migrate.MIGRATION_AMI.id
+MIGRATION_INLINE_PROVIDER = migrate.MIGRATION_INLINE_PROVIDER.id
+MIGRATION_NOT_WRITTEN = migrate.MIGRATION_NOT_WRITTEN.id
 
 
 @dataclass(frozen=True, slots=True)
