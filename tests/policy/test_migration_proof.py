@@ -108,7 +108,8 @@ def test_labels_and_taints_must_match_too(solver: Solver) -> None:
     other_label["spec"]["template"]["metadata"]["labels"] = {"tier": "web"}
 
     assert prove_migration(provisioner, pool, solver).proven
-    assert prove_migration(provisioner, no_taint, solver).reason == "taints: only Provisioner default has batch=:NoSchedule"
+    no_taint_reason = prove_migration(provisioner, no_taint, solver).reason
+    assert no_taint_reason == "taints: only Provisioner default has batch=:NoSchedule"
     assert (
         prove_migration(provisioner, other_label, solver).reason
         == "label tier: Provisioner default sets batch, NodePool default sets web"

@@ -61,9 +61,42 @@ class MigratedFile:
 
 @dataclass(slots=True)
 class _Comment:
-    key: str | None
+    path: tuple[str, ...]  # the keys from the document's top to the line's key (empty: no key)
     above: list[str]
     trailing: str | None
+
+    @property
+    def key(self) -> str | None:
+        return self.path[-1] if self.path else None
+
+
+class _Paths:
+    """The key path of each line, read line by line from the indentation (each key's column)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, str]] = []
+
+    def of(self, line: str) -> tuple[str, ...]:
+        match = _KEY.match(line)
+        if match is None:
+            return ()
+        column = match.start(2)
+        while self.stack and self.stack[-1][0] >= column:
+            self.stack.pop()
+        self.stack.append((column, match.group(2).strip("\"'")))
+        return tuple(key for _, key in self.stack)
+
+
+def _renamed(path: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(KEY_RENAMES.get(key, key) for key in path)
+
+
+def _within(wanted: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    """Whether `wanted` is a subsequence of `path` ending with its last key (v1 adds levels: `- tags:`)."""
+    if not wanted or not path or wanted[-1] != path[-1]:
+        return False
+    remaining = iter(path)
+    return all(any(key == step for step in remaining) for key in wanted)
 
 
 def _data_lines(text: str) -> set[int]:
@@ -104,11 +137,6 @@ def _trailing_comment(line: str) -> tuple[str, str | None]:
     return line, None
 
 
-def _key_of(line: str) -> str | None:
-    match = _KEY.match(line)
-    return match.group(2).strip("\"'") if match else None
-
-
 def _header_length(lines: Sequence[str]) -> int:
     """How many lines open the document before its first content line (`---`, blanks, comments)."""
     for index, line in enumerate(lines):
@@ -122,6 +150,7 @@ def _comments(body: Sequence[str], data: set[int], offset: int) -> list[_Comment
     """The comments of a document's body, each with the key of the line it belongs to."""
     found: list[_Comment] = []
     above: list[str] = []
+    paths = _Paths()
     for index, line in enumerate(body):
         if index + offset in data:
             continue
@@ -132,11 +161,12 @@ def _comments(body: Sequence[str], data: set[int], offset: int) -> list[_Comment
         if not stripped:
             continue
         content, trailing = _trailing_comment(line)
+        path = paths.of(content)
         if above or trailing:
-            found.append(_Comment(_key_of(content), above, trailing))
+            found.append(_Comment(path, above, trailing))
             above = []
     if above:
-        found.append(_Comment(None, above, None))
+        found.append(_Comment((), above, None))
     return found
 
 
@@ -144,20 +174,19 @@ def _place(text: str, comments: Sequence[_Comment]) -> tuple[str, list[_Comment]
     """`text` (v1 YAML) with each comment on the line of its v1 field; the comments that have none."""
     lines = text.splitlines()
     data = _data_lines(text)
+    walker = _Paths()
+    paths = [() if i in data else walker.of(line) for i, line in enumerate(lines)]
     used: set[int] = set()
     before: dict[int, list[str]] = {}
     after: dict[int, str] = {}
     left: list[_Comment] = []
     for comment in comments:
-        wanted = KEY_RENAMES.get(comment.key, comment.key) if comment.key is not None else None
-        target = next(
-            (
-                i
-                for i, line in enumerate(lines)
-                if wanted is not None and i not in used and i not in data and _key_of(line) == wanted
-            ),
-            None,
-        )
+        wanted = _renamed(comment.path)
+        free = [i for i, path in enumerate(paths) if i not in used and path]
+        # the same field under the same parents first, else the first line of the same (renamed) key
+        target = next((i for i in free if _within(wanted, paths[i])), None)
+        if target is None:
+            target = next((i for i in free if wanted and paths[i][-1] == wanted[-1]), None)
         if target is None:
             left.append(comment)
             continue
