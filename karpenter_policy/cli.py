@@ -602,6 +602,15 @@ def fmt(paths: tuple[str, ...], write: bool, check: bool, exclude: tuple[str, ..
 )
 @click.option("--default-instance-profile", metavar="NAME", help="Instance profile for node templates without one.")
 @click.option("--node-role", metavar="ROLE", help="IAM role for node templates without an instance profile.")
+@click.option(
+    "--workloads",
+    "workloads",
+    multiple=True,
+    type=click.Path(),
+    metavar="APPS",
+    help="Workload files or directories: karpenter.sh/provisioner-name selectors and node affinities of migrated "
+    "Provisioners become karpenter.sh/nodepool (repeatable; with --write or the diff).",
+)
 @click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
 @click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
 @click.option("--region", help=_REGION_HELP)
@@ -616,6 +625,7 @@ def migrate(
     budget: str,
     default_instance_profile: str | None,
     node_role: str | None,
+    workloads: tuple[str, ...],
     values_file: str | None,
     catalog_file: str | None,
     region: str | None,
@@ -641,6 +651,8 @@ def migrate(
         raise click.UsageError("give --default-instance-profile or --node-role, not both")
     if out is not None and write:
         raise click.UsageError("give -o DIR or --write, not both")
+    if out is not None and workloads:
+        raise click.UsageError("--workloads rewrites the workload files in place: use it with --write or without -o")
     if not re.fullmatch(r"((100|[0-9]{1,2})%|[0-9]+)", budget):
         raise click.BadParameter("a count (1) or a percentage (10%), as v1's budgets take", param_hint="--budget")
     selection = _selection(exclude, disabled)
@@ -658,6 +670,7 @@ def migrate(
         quiet=quiet,
         selection=selection,
         values=values,
+        workloads=workloads,
     )
     _finish(migrate_command(paths or DEFAULT_PATHS, options, catalog_))
 

@@ -247,3 +247,52 @@ def test_the_worked_example_of_the_docs_is_what_migrate_does(
     assert result.stdout == blocks["report"]
     assert (tmp_path / "policies-v1" / "batch.yaml").read_text() == blocks["output policies-v1/batch.yaml"]
     assert validate_paths(["policies-v1/"]).errors == 0
+
+
+def test_a_single_file_can_be_migrated_into_a_directory_beside_it(
+    catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(EXAMPLES / "spot.yaml", tmp_path / "spot.yaml")
+    monkeypatch.chdir(tmp_path)
+
+    result = _migrate(["spot.yaml"], catalog, out="v1")
+
+    assert result.exit_code == 0, result.stderr
+    assert "kind: NodePool" in (tmp_path / "v1" / "spot.yaml").read_text()
+
+
+def test_workloads_select_the_node_pool_instead_of_the_provisioner(catalog: Catalog, tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    shutil.copy(EXAMPLES / "spot.yaml", tmp_path / "policies" / "spot.yaml")  # Provisioner default
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    job = (
+        "# the nightly job\n"
+        "apiVersion: batch/v1\n"
+        "kind: Job\n"
+        "metadata:\n"
+        "  name: nightly\n"
+        "spec:\n"
+        "  template:\n"
+        "    spec:\n"
+        "      nodeSelector:\n"
+        '        "karpenter.sh/provisioner-name": default   # our pool\n'
+        "      affinity:\n"
+        "        nodeAffinity:\n"
+        "          requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "            nodeSelectorTerms:\n"
+        "              - matchExpressions:\n"
+        "                  - {key: karpenter.sh/provisioner-name, operator: In, values: [default]}\n"
+        "                  - {key: karpenter.sh/provisioner-name, operator: NotIn, values: [legacy]}\n"
+        "      containers: [{name: c, image: busybox}]\n"
+    )
+    (apps / "job.yaml").write_text(job)
+
+    result = _migrate([str(tmp_path / "policies")], catalog, write=True, workloads=(str(apps),))
+
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert (apps / "job.yaml").read_text() == job.replace(
+        '"karpenter.sh/provisioner-name": default', '"karpenter.sh/nodepool": default'
+    ).replace("{key: karpenter.sh/provisioner-name, operator: In", "{key: karpenter.sh/nodepool, operator: In")
+    assert "kept: Job/nightly: node affinity karpenter.sh/provisioner-name ['legacy']" in result.stdout
+    assert f"{apps / 'job.yaml'}: written" in result.stderr

@@ -14,9 +14,11 @@ rewritten as Karpenter v1 NodePools and EC2NodeClasses, each NodePool proven to 
    or a counter-example (`migration-not-equivalent`, and the Provisioner stays).
 4. **Note** what no field carries over (`notes`: budgets, emptiness, expiry, drift, kubelet, AMI alias, inline
    provider), each a warning with its mitigation.
-5. **Write** (`documents.rewrite_text`: each migrated document replaced in place, its header and comments kept,
+5. **Workloads** (`--workloads APPS`, `workloads`): `karpenter.sh/provisioner-name` selectors and node
+   affinities of migrated Provisioners become `karpenter.sh/nodepool`, spliced in place.
+6. **Write** (`documents.rewrite_text`: each migrated document replaced in place, its header and comments kept,
    every other document byte for byte): without `-o`/`--write` a unified diff; `--write` rewrites the files in
-   place, all or none (`filestaging.rewrite_all`); `-o DIR` writes every file read, migrated or not, at the same
+   place, all or none, the workloads with them (`filestaging.rewrite_all`); `-o DIR` writes every file read, migrated or not, at the same
    path relative to the PATHS' common directory, staged then renamed — refused as a whole when DIR holds a
    different file of that name or lies inside the PATHS (nothing already there is lost).
 
@@ -63,6 +65,7 @@ from karpenter_policy.commands.filestaging import (
 )
 from karpenter_policy.commands.migrate.documents import MigratedFile, rewrite_text, writable_identities
 from karpenter_policy.commands.migrate.notes import node_template_notes, provisioner_notes
+from karpenter_policy.commands.migrate.workloads import NODEPOOL_LABEL, RenamedFile, rename_selectors
 
 __all__ = ["MigrateOptions", "TARGETS", "migrate_command"]
 
@@ -90,6 +93,8 @@ class MigrateOptions:
     quiet: bool = False
     selection: Selection = EVERYTHING
     values: Mapping[str, Any] | None = None
+    #: Workload files or directories whose `karpenter.sh/provisioner-name` selectors become `karpenter.sh/nodepool`.
+    workloads: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -267,12 +272,16 @@ def _common_base(paths: Sequence[str]) -> str:
     return os.path.commonpath(bases)
 
 
-def _write_tree(out: str, base: str, results: Sequence[MigratedFile]) -> tuple[list[str], str | None]:
-    """Write every file into `out` at its path relative to `base`: all staged, then renamed; None or why not."""
+def _write_tree(
+    out: str, base: str, directories: Sequence[str], results: Sequence[MigratedFile]
+) -> tuple[list[str], str | None]:
+    """Write every file into `out` at its path relative to `base`: all staged, then renamed; None or why not. `out`
+    must not lie inside one of the `directories` the PATHS name (its files would be read next time)."""
     out_abs = os.path.abspath(out)
-    if os.path.commonpath([out_abs, base]) == base:
-        return [], f"-o {out} lies inside the PATHS ({base}): its files would be read as policies next time; " \
-            "choose a directory outside them, or use --write to migrate in place"
+    for directory in (os.path.abspath(p) for p in directories):
+        if os.path.commonpath([out_abs, directory]) == directory:
+            return [], f"-o {out} lies inside the PATHS ({directory}): its files would be read as policies next " \
+                "time; choose a directory outside them, or use --write to migrate in place"
     targets = [(os.path.join(out_abs, os.path.relpath(os.path.abspath(r.file), base)), r) for r in results]
     conflicts = []
     for target, result in targets:
@@ -314,6 +323,10 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
         return CommandOutput(2, "", f"karpenter-policy migrate: --to {options.to}: supported: {V1}\n")
     if options.out is not None and options.write:
         return CommandOutput(2, "", "karpenter-policy migrate: give -o DIR or --write, not both\n")
+    if options.out is not None and options.workloads:
+        return CommandOutput(
+            2, "", f"{_PROGRAM}: --workloads rewrites the workload files in place: use it with --write or without -o\n"
+        )
     files, missing = discover(paths, options.selection.exclude)
     if missing:
         return CommandOutput(2, "", "".join(f"{_PROGRAM}: {p}: no such file or directory\n" for p in missing))
@@ -342,10 +355,15 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
     for file in files:
         if file in texts:
             results.append(rewrite_text(file, texts[file], plan.replacements.get(file, {})))
+    migrated = frozenset(n for by_key in plan.replacements.values() for k, n in by_key if k == PROVISIONER_KIND)
+    renamed, notes = _rename_workloads(options.workloads, migrated, migrated == set(repository.provisioners))
+    if renamed is None:
+        return CommandOutput(2, "", "".join(f"{_PROGRAM}: {note}\n" for note in notes))
     log: list[str] = []
     stdout: list[str] = []
     exit_code = report.exit_code(options.fail_on_warn)
-    changed = [r for r in results if r.changed]
+    changed: list[MigratedFile | RenamedFile] = [r for r in results if r.changed]
+    changed += [r for r in renamed if r.changed]
     if options.write:
         outcome = rewrite_all(changed, "migrate --write")
         log += [f"{file}: written" for file in outcome.written]
@@ -354,9 +372,12 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
         if outcome.failed:
             exit_code = 2
     elif options.out is not None:
-        copied = [r for r in results]
+        copied = list(results)
         copied += [MigratedFile(f, t, t) for f, t in _templates_read(files)]
-        written, problem = _write_tree(options.out, _common_base(paths), sorted(copied, key=lambda r: r.file))
+        directories = [p for p in paths if os.path.isdir(p)]
+        written, problem = _write_tree(
+            options.out, _common_base(paths), directories, sorted(copied, key=lambda r: r.file)
+        )
         if problem is not None:
             log.append(f"karpenter-policy migrate: {problem}")
             exit_code = 2
@@ -364,7 +385,7 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
             log.append(f"wrote {len(written)} file{'s' if len(written) != 1 else ''} into {options.out}")
     else:
         stdout += [unified_diff(r.file, r.original, r.updated) for r in changed]
-    proofs = "".join(line + "\n" for line in plan.proofs)
+    proofs = "".join(line + "\n" for line in [*plan.proofs, *notes])
     summary = render(report, options.output, verb="checked", quiet=options.quiet)
     if options.output == "text":
         stdout += [proofs, summary]
@@ -372,6 +393,32 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
         stdout.append(summary)
         log.insert(0, proofs.rstrip("\n"))
     return CommandOutput(exit_code, "".join(stdout), "".join(line + "\n" for line in log if line))
+
+
+def _rename_workloads(
+    paths: Sequence[str], migrated: frozenset[str], everything_migrated: bool
+) -> tuple[list[RenamedFile] | None, list[str]]:
+    """The workload files under `paths` with their selectors renamed (`workloads`), and what to say of each
+    rename; None (and why) when a path does not exist or a file cannot be read."""
+    if not paths:
+        return [], []
+    files, missing = discover(paths)
+    if missing:
+        return None, [f"{p}: no such file or directory" for p in missing]
+    renamed: list[RenamedFile] = []
+    notes: list[str] = []
+    for file in files:
+        if file == STDIN or file.endswith(TEMPLATE_SUFFIX):
+            notes.append(f"{file}: workloads: not rewritten (standard input or a template)")
+            continue
+        try:
+            result = rename_selectors(file, read_text(file), migrated, everything_migrated)
+        except LoadError as error:
+            return None, [f"{file}: {error.message}"]
+        renamed.append(result)
+        notes += [f"{file}: {what} → {NODEPOOL_LABEL}" for what in result.renamed]
+        notes += [f"{file}: kept: {what}" for what in result.kept]
+    return renamed, notes
 
 
 def _templates_read(files: Sequence[str]) -> list[tuple[str, str]]:
