@@ -18,9 +18,10 @@ rewritten as Karpenter v1 NodePools and EC2NodeClasses, each NodePool proven to 
    affinities of migrated Provisioners become `karpenter.sh/nodepool`, spliced in place.
 6. **Write** (`documents.rewrite_text`: each migrated document replaced in place, its header and comments kept,
    every other document byte for byte): without `-o`/`--write` a unified diff; `--write` rewrites the files in
-   place, all or none, the workloads with them (`filestaging.rewrite_all`); `-o DIR` writes every file read, migrated or not, at the same
-   path relative to the PATHS' common directory, staged then renamed — refused as a whole when DIR holds a
-   different file of that name or lies inside the PATHS (nothing already there is lost).
+   place, all or none, the workloads with them (`filestaging.rewrite_all`); `-o DIR` writes every file read,
+   migrated or not, at the same path relative to the PATHS' common directory, staged then renamed — refused as a
+   whole when DIR holds a different file of that name or lies inside a directory of the PATHS (nothing already
+   there is lost).
 
 Deterministic: files, objects and findings in name order, YAML as `compile` writes it. Exit codes: 0 migrated (or
 nothing to migrate); 1 an object was not migrated (or a warning, with `--strict`); 2 the tool could not run.
