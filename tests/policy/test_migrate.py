@@ -296,3 +296,21 @@ def test_workloads_select_the_node_pool_instead_of_the_provisioner(catalog: Cata
     ).replace("{key: karpenter.sh/provisioner-name, operator: In", "{key: karpenter.sh/nodepool, operator: In")
     assert "kept: Job/nightly: node affinity karpenter.sh/provisioner-name ['legacy']" in result.stdout
     assert f"{apps / 'job.yaml'}: written" in result.stderr
+
+
+def test_a_broken_file_and_an_inline_provider_beside_it(catalog: Catalog, tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("a: [\n")
+    (tmp_path / "inline.yaml").write_text(
+        "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: web\nspec:\n  provider:\n"
+        "    subnetSelector: {a: b}\n    securityGroupSelector: {a: b}\n    instanceProfile: p\n"
+        "    amiFamily: Bottlerocket\n"
+    )
+
+    result = _migrate([str(tmp_path)], catalog, write=True)
+
+    assert result.exit_code == 1  # the parse error; nothing raised
+    assert re.search(r"broken\.yaml:1:1: error: invalid YAML.*\[parse-error\]", result.stdout)
+    assert "inline.yaml:6:3: warning: Provisioner/web: the inline provider becomes EC2NodeClass web" in result.stdout
+    assert "inline.yaml:10:5: warning: Provisioner/web: amiFamily Bottlerocket becomes" in result.stdout
+    assert [d.data["kind"] for d in parse("x", (tmp_path / "inline.yaml").read_text())] == ["EC2NodeClass", "NodePool"]
+    assert (tmp_path / "broken.yaml").read_text() == "a: [\n"

@@ -215,6 +215,8 @@ def _plan(
         own = [classes[class_name]] if isinstance(_spec(doc).get("provider"), Mapping) else []
         plan.replacements.setdefault(doc.file, {})[(PROVISIONER_KIND, name)] = [*own, pool]
         plan.findings += provisioner_notes(doc, pool, options.budget, class_name)
+        if own:
+            plan.findings += node_template_notes(doc, own[0], ("spec", "provider"), PROVISIONER_KIND)
     return plan
 
 
@@ -341,10 +343,11 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
         if file.endswith(TEMPLATE_SUFFIX):
             continue
         try:
-            texts[file] = read_text(file)
-            writable |= {(file, *identity) for identity in writable_identities(file, texts[file])}
+            text = read_text(file)
+            writable |= {(file, *identity) for identity in writable_identities(file, text)}
         except LoadError:
-            continue  # the repository's report has its parse-error
+            continue  # the repository's report has its parse-error; the file is neither rewritten nor copied
+        texts[file] = text
     duplicated = {
         (ref.partition("/")[0], ref.partition("/")[2])
         for ref in (f.object_ref for f in report.findings if f.rule == DUPLICATE_NAME)

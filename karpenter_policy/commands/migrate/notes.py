@@ -4,8 +4,8 @@ rules of `api/rules/migrate.py`), each at the field of the v1alpha5 document it 
 Per migrated Provisioner: its disruption pace (`migration-budget`: v0.31 disrupted one node at a time), drift
 (`migration-drift`: always on in v1), and, when set, `ttlSecondsAfterEmpty` (`migration-emptiness`),
 `ttlSecondsUntilExpired` (`migration-expiry`), `kubeletConfiguration` (`migration-kubelet`) and an inline
-`provider` (`migration-inline-provider`). Per migrated node template without an `amiSelector`: the alias its
-`amiFamily` became (`migration-ami`).
+`provider` (`migration-inline-provider`). Per migrated node template (or inline provider) without an
+`amiSelector`: the alias its `amiFamily` became (`migration-ami`).
 """
 
 from __future__ import annotations
@@ -122,15 +122,21 @@ def _template_name(spec: Mapping[str, Any]) -> str | None:
     return str(reference.get("name")) if isinstance(reference, Mapping) else None
 
 
-def node_template_notes(doc: Document, node_class: Mapping[str, Any]) -> list[Finding]:
-    """The behaviour changes of migrating the AWSNodeTemplate `doc` to `node_class` (module doc)."""
-    spec: Mapping[str, Any] = doc.data.get("spec") or {}
+def node_template_notes(
+    doc: Document, node_class: Mapping[str, Any], base: Path = ("spec",), kind: str = NODE_TEMPLATE_KIND
+) -> list[Finding]:
+    """The behaviour changes of migrating the node template at `base` of `doc` (an AWSNodeTemplate's spec, or a
+    Provisioner's inline `provider`) to `node_class` (module doc)."""
+    spec: Any = doc.data
+    for part in base:
+        spec = spec.get(part) if isinstance(spec, Mapping) else None
+    spec = spec if isinstance(spec, Mapping) else {}
     terms = (node_class.get("spec") or {}).get("amiSelectorTerms") or []
     aliases = [str(t["alias"]) for t in terms if isinstance(t, Mapping) and "alias" in t]
     if spec.get("amiSelector") or not aliases:
         return []
     family = str(spec.get("amiFamily") or "AL2")
-    path: Path = ("spec", "amiFamily") if "amiFamily" in spec else ("metadata", "name")
+    path: Path = (*base, "amiFamily") if "amiFamily" in spec else ("metadata", "name")
     return [
         _at(
             doc,
@@ -139,6 +145,6 @@ def node_template_notes(doc: Document, node_class: Mapping[str, Any]) -> list[Fi
             f"amiFamily {family} becomes amiSelectorTerms [{{alias: {aliases[0]}}}], the latest EKS-optimised AMI "
             "as v0.31 chose; with drift always on, each new AMI replaces the nodes: pin a version "
             f"({aliases[0].split('@')[0]}@v20240807) to choose when",
-            NODE_TEMPLATE_KIND,
+            kind,
         )
     ]
