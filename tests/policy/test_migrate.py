@@ -314,3 +314,14 @@ def test_a_broken_file_and_an_inline_provider_beside_it(catalog: Catalog, tmp_pa
     assert "inline.yaml:10:5: warning: Provisioner/web: amiFamily Bottlerocket becomes" in result.stdout
     assert [d.data["kind"] for d in parse("x", (tmp_path / "inline.yaml").read_text())] == ["EC2NodeClass", "NodePool"]
     assert (tmp_path / "broken.yaml").read_text() == "a: [\n"
+
+
+def test_a_crlf_file_stays_crlf(catalog: Catalog, tmp_path: Path) -> None:
+    policy = tmp_path / "spot.yaml"
+    policy.write_bytes((EXAMPLES / "spot.yaml").read_bytes().replace(b"\n", b"\r\n"))
+
+    result = _migrate([str(policy)], catalog, write=True)
+
+    data = policy.read_bytes()
+    assert result.exit_code == 0, result.stdout
+    assert b"kind: NodePool\r\n" in data and data.count(b"\n") == data.count(b"\r\n")

@@ -9,6 +9,7 @@ The other comments of the document move to the v1 line of the same field (`ttlSe
 fields are `KEY_RENAMES`, the others keep their name. A comment with no such line is kept in the header, under
 a line naming the field it was on. Text inside block scalars (`userData: |`) is data, never a comment. The new
 text is parsed again and must hold exactly the v1 objects, or the comments are all kept in the header instead.
+A document whose lines end in CRLF is written back with CRLF.
 """
 
 from __future__ import annotations
@@ -256,8 +257,9 @@ def rewrite_text(
         if key is None or key not in replacements:
             pieces.append(chunk)
             continue
-        piece, relocated = _migrate_chunk(file, chunk, replacements[key], f"{key[0]} {key[1]}")
-        pieces.append(piece)
+        crlf = chunk.count("\r\n") * 2 >= chunk.count("\n") > 0  # most lines end in CRLF: keep it so
+        piece, relocated = _migrate_chunk(file, chunk.replace("\r\n", "\n"), replacements[key], f"{key[0]} {key[1]}")
+        pieces.append(piece.replace("\n", "\r\n") if crlf else piece)
         result.migrated.append(key)
         result.relocated_comments += relocated
     result.updated = "".join(pieces)
