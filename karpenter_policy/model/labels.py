@@ -23,6 +23,9 @@ HOSTNAME = "kubernetes.io/hostname"
 WINDOWS_BUILD = "node.kubernetes.io/windows-build"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 PROVISIONER_NAME = "karpenter.sh/provisioner-name"
+#: Karpenter v1's label naming a node's NodePool (`NodePoolLabelKey`, core pkg/apis/v1/labels.go at v1.14.1); not
+#: in `WELL_KNOWN_LABELS`, which are v0.31's.
+NODEPOOL = "karpenter.sh/nodepool"
 MANAGED_BY = "karpenter.sh/managed-by"
 EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
 INITIALIZED = "karpenter.sh/initialized"

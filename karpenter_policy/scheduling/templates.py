@@ -108,18 +108,21 @@ class NodeClaimTemplate:
         admitted: Iterable[str] | None = None,
         hash: str = "",
         shape: tuple[str, ShapeFunction] | None = None,
+        owner_label: str = wk.PROVISIONER_NAME,
     ) -> NodeClaimTemplate:
         """A template over `table`; `node` is its nodes' configuration (default: from `kubelet` alone, AL2);
         `admitted` restricts the types to those named (default: every type the requirements allow); `shape`
         replaces the AWS node-shape arithmetic by (a key, a function) — synthetic instance types in tests and
-        benchmarks. ValueError names a malformed kubelet field."""
+        benchmarks; `owner_label`: the label naming `name` on its nodes (a v1 NodePool's `karpenter.sh/nodepool`,
+        whose nodes never have v0.31's `karpenter.sh/provisioner-name`). ValueError names a malformed kubelet
+        field."""
         if node is None:
             node = NodeConfiguration.of(kubelet)
         os = node_os(node.ami_family)
         labels = dict(labels or {})
         full = requirements.add(
             *(Requirement.new(k, Operator.IN, [v]) for k, v in sorted(labels.items())),
-            Requirement.new(wk.PROVISIONER_NAME, Operator.IN, [name]),
+            *owner_requirements(owner_label, name),
         )
         types = table.mask_of(full, os=os)
         if admitted is not None:
@@ -165,6 +168,7 @@ class NodeClaimTemplate:
             kubelet=provisioner.kubelet,
             node=node,
             admitted=admitted,
+            owner_label=provisioner.owner_label,
         )
 
     @classmethod
@@ -186,6 +190,16 @@ class NodeClaimTemplate:
             admitted=constraint_set.admitted,
             hash=constraint_set.hash,
         )
+
+
+def owner_requirements(owner_label: str, name: str) -> tuple[Requirement, ...]:
+    """What a node of provisioner (or NodePool) `name` is as to the owner labels: `owner_label In [name]`; a
+    NodePool's nodes (Karpenter v1) also lack `karpenter.sh/provisioner-name`, so a pod still selecting a v0.31
+    provisioner by name never lands on them (aws/karpenter-provider-aws#5645)."""
+    owner = Requirement.new(owner_label, Operator.IN, [name])
+    if owner_label == wk.PROVISIONER_NAME:
+        return (owner,)
+    return owner, Requirement.new(wk.PROVISIONER_NAME, Operator.DOES_NOT_EXIST)
 
 
 def node_shapes(table: InstanceTable, node: NodeConfiguration) -> NodeShapes:
