@@ -58,6 +58,11 @@ AMI_ALIAS_FAMILIES: Final[Mapping[str, str]] = {
     "windows2025": "Windows2025",
 }
 
+#: The v0.31 family whose node arithmetic (`model.amifamily`) stands in for a family v0.31 did not have: the OS is
+#: what matters most (a Windows2025 node runs Windows); AL2023's v1.14 arithmetic is not modelled, and like any
+#: family `model.amifamily` does not know it reads as AL2 (docs/v1.md).
+_ARITHMETIC_FAMILIES: Final[Mapping[str, str]] = {"Windows2025": "Windows2022"}
+
 #: Where each field of the Provisioner-shaped document is in the NodePool (longest prefix first). The kubelet
 #: and the node template are the EC2NodeClass's: a finding on them is placed at the NodePool's nodeClassRef.
 _PATHS: Final[tuple[tuple[Path, Path], ...]] = (
@@ -68,7 +73,7 @@ _PATHS: Final[tuple[tuple[Path, Path], ...]] = (
     (("spec", "taints"), ("spec", "template", "spec", "taints")),
     (("spec", "startupTaints"), ("spec", "template", "spec", "startupTaints")),
     (("spec", "kubeletConfiguration"), ("spec", "template", "spec", "nodeClassRef")),
-    (("spec", "providerRef"), ("spec", "template", "spec", "nodeClassRef")),
+    (("spec", "provider"), ("spec", "template", "spec", "nodeClassRef")),
     (("spec",), ("spec", "template", "spec")),
 )
 
@@ -271,7 +276,7 @@ class EC2NodeClass:
         the AMI family and the block device mappings (and the instance-store policy, carried for later)."""
         template: dict[str, Any] = {"blockDeviceMappings": [dict(m) for m in self.block_device_mappings]}
         if self.ami_family is not None:
-            template["amiFamily"] = self.ami_family
+            template["amiFamily"] = _ARITHMETIC_FAMILIES.get(self.ami_family, self.ami_family)
         if self.instance_store_policy is not None:
             template["instanceStorePolicy"] = self.instance_store_policy
         return template
@@ -289,11 +294,17 @@ def alias_family(terms: Sequence[Mapping[str, Any]]) -> str | None:
 def provisioner_document(nodepool: NodePool, node_class: EC2NodeClass | None = None) -> dict[str, Any]:
     """The NodePool in the form of a v1alpha5 Provisioner document — what the engine's proofs read term by term
     (`checks.proof.solver.terms_of`), with `nodepool_path` to place each field back in the NodePool. Requirements
-    in written order (so term indices match), labels, taints, limits without `nodes`, weight, and the
-    EC2NodeClass's kubelet."""
+    in written order (so term indices match; `minValues` kept), labels, taints, limits without `nodes`, weight,
+    and of the EC2NodeClass its kubelet (`kubeletConfiguration`) and node template (`EC2NodeClass.node_template`,
+    as an inline `provider`: what the engine reads of a node template)."""
     spec: dict[str, Any] = {
         "requirements": [
-            {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
+            {
+                "key": r.key,
+                "operator": r.operator,
+                **({"values": list(r.values)} if r.values else {}),
+                **({"minValues": r.min_values} if r.min_values is not None else {}),
+            }
             for r in nodepool.requirements
         ],
         "labels": dict(nodepool.labels),
@@ -305,7 +316,7 @@ def provisioner_document(nodepool: NodePool, node_class: EC2NodeClass | None = N
     }
     if node_class is not None and node_class.kubelet is not None:
         spec["kubeletConfiguration"] = dict(node_class.kubelet)
-    if nodepool.node_class_ref is not None:
-        spec["providerRef"] = {"name": nodepool.node_class_ref.name, "kind": nodepool.node_class_ref.kind}
+    if node_class is not None:
+        spec["provider"] = node_class.node_template()
     return {"apiVersion": "karpenter.sh/v1", "kind": NODEPOOL_KIND, "metadata": {"name": nodepool.name}, "spec": spec}
 
