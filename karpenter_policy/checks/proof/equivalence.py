@@ -5,13 +5,14 @@ Three things are compared:
 * **the offerings** — every (instance type, zone, capacity type) of the catalog with an available offering, and
   every value of each custom label either side mentions — with Z3 (`solver.equivalence`): the Provisioner's side
   is what `solver.terms_of` proves (its requirements, Karpenter's default requirements, its labels as
-  `key In [value]`); the NodePool's side is read from the v1 document itself, `spec.template.spec.requirements`
-  intersected with `spec.template.metadata.labels` (`Requirements.from_node_selector` and `from_labels`; Karpenter
-  v1.14.1 `pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go` `NewNodeClaimTemplate` reads a NodePool
-  so). A custom label (one the catalog does not define) that one side does not mention is absent on its nodes: a
-  pod requiring it is refused there (Karpenter's `Requirements.Compatible`, undefined labels allowed only when
-  well known) — so that side gets `key DoesNotExist`. Keys Karpenter ignores when scheduling (the region) are left
-  out on both sides. Both sides are read against the same catalog, with the label values it has.
+  `key In [value]`); the NodePool's side is read from the v1 document itself through the engine's one view of a
+  NodePool (`api.v1.objects.NodePool` and `provisioner_document`, what `check` proves of NodePools):
+  `spec.template.spec.requirements` intersected with `spec.template.metadata.labels`, no default requirements
+  (Karpenter v1.14.1 `pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go` `NewNodeClaimTemplate` reads a
+  NodePool so). A custom label (one the catalog does not define) that one side does not mention is absent on its
+  nodes: a pod requiring it is refused there (Karpenter's `Requirements.Compatible`, undefined labels allowed only
+  when well known) — so that side gets `key DoesNotExist`. Keys Karpenter ignores when scheduling (the region)
+  are left out on both sides. Both sides are read against the same catalog, with the label values it has.
 * **the labels** — the Provisioner's `spec.labels` (beta keys as GA) against the NodePool's template labels;
 * **the taints** — `taints` and `startupTaints`, each as a set of (key, value, effect).
 
@@ -25,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from karpenter_policy.api.objects import taints_of
+from karpenter_policy.api.v1.objects import NodePool, provisioner_document
 from karpenter_policy.catalog.table import OFFERING_KEYS
 from karpenter_policy.checks.proof.solver import (
     Difference,
@@ -35,15 +38,10 @@ from karpenter_policy.checks.proof.solver import (
     equivalence,
     terms_of,
 )
-from karpenter_policy.model import labels as wk
 from karpenter_policy.model.labels import normalize_key
-from karpenter_policy.model.requirements import Requirement, Requirements
+from karpenter_policy.model.requirements import Requirement
 
 __all__ = ["Equivalence", "node_pool_terms", "prove_migration"]
-
-_POOL_REQUIREMENTS = ("spec", "template", "spec", "requirements")
-_POOL_LABELS = ("spec", "template", "metadata", "labels")
-
 
 @dataclass(frozen=True, slots=True)
 class Equivalence:
@@ -63,21 +61,9 @@ def _mapping(data: Any, *path: str) -> Mapping[str, Any]:
 
 
 def node_pool_terms(node_pool: Mapping[str, Any]) -> list[Term]:
-    """The terms of a v1 NodePool: its template requirements intersected per key, and its template labels."""
-    template = _mapping(node_pool, "spec", "template")
-    written = [r for r in _mapping(template, "spec").get("requirements") or [] if isinstance(r, Mapping)]
-    labels = {str(k): str(v) for k, v in _mapping(template, "metadata", "labels").items()}
-    terms = [
-        Term(requirement, _POOL_REQUIREMENTS, Origin.REQUIREMENT)
-        for requirement in Requirements.from_node_selector(written).values()
-        if requirement.key not in wk.IGNORED_LABELS
-    ]
-    terms += [
-        Term(requirement, (*_POOL_LABELS, requirement.key), Origin.LABEL)
-        for requirement in Requirements.from_labels(labels).values()
-        if requirement.key not in wk.IGNORED_LABELS
-    ]
-    return terms
+    """The terms of a v1 NodePool document: its template requirements and its template labels, as `check` proves
+    them (`api.v1.objects.provisioner_document`: no default requirements)."""
+    return terms_of(provisioner_document(NodePool.from_document(node_pool)))
 
 
 def _absent_custom_labels(terms: Sequence[Term], other: Sequence[Term], solver: Solver) -> list[Term]:
@@ -92,14 +78,6 @@ def _absent_custom_labels(terms: Sequence[Term], other: Sequence[Term], solver: 
     return [Term(Requirement(key, False), ("spec",), Origin.DEFAULT) for key in custom]
 
 
-def _taints(spec: Mapping[str, Any], key: str) -> set[tuple[str, str, str]]:
-    return {
-        (str(t.get("key")), str(t.get("value") or ""), str(t.get("effect")))
-        for t in spec.get(key) or []
-        if isinstance(t, Mapping)
-    }
-
-
 def _describe_labels(labels: Sequence[tuple[str, str | None]]) -> str:
     parts = [f"{k}={v}" if v is not None else f"no {k} label" for k, v in labels]
     return f" (node labels: {', '.join(parts)})" if parts else ""
@@ -110,12 +88,11 @@ def prove_migration(
 ) -> Equivalence:
     """Whether `node_pool` admits exactly the offerings, labels and taints `provisioner` admits (module doc)."""
     spec = _mapping(provisioner, "spec")
-    template = _mapping(node_pool, "spec", "template")
-    pool_spec = _mapping(template, "spec")
     name = str(_mapping(provisioner, "metadata").get("name"))
     pool_name = str(_mapping(node_pool, "metadata").get("name"))
+    pool = NodePool.from_document(node_pool)
     labels = {normalize_key(str(k)): str(v) for k, v in _mapping(spec, "labels").items()}
-    pool_labels = {str(k): str(v) for k, v in _mapping(template, "metadata", "labels").items()}
+    pool_labels = dict(pool.labels)
     if labels != pool_labels:
         key = sorted(set(labels.items()) ^ set(pool_labels.items()))[0][0]
         return Equivalence(
@@ -123,12 +100,12 @@ def prove_migration(
             f"label {key}: Provisioner {name} sets {labels.get(key, '(nothing)')}, NodePool {pool_name} sets "
             f"{pool_labels.get(key, '(nothing)')}",
         )
-    for field_name in ("taints", "startupTaints"):
-        mine, theirs = _taints(spec, field_name), _taints(pool_spec, field_name)
+    for field_name, theirs in (("taints", set(pool.taints)), ("startupTaints", set(pool.startup_taints))):
+        mine = set(taints_of(spec, field_name))
         if mine != theirs:
-            key, value, effect = sorted(mine ^ theirs)[0]
-            holder = f"Provisioner {name}" if (key, value, effect) in mine else f"NodePool {pool_name}"
-            return Equivalence(False, f"{field_name}: only {holder} has {key}={value}:{effect}")
+            taint = sorted(mine ^ theirs, key=lambda t: (t.key, t.value, t.effect))[0]
+            holder = f"Provisioner {name}" if taint in mine else f"NodePool {pool_name}"
+            return Equivalence(False, f"{field_name}: only {holder} has {taint.key}={taint.value}:{taint.effect}")
     first = terms_of(provisioner)
     second = node_pool_terms(node_pool)
     first += _absent_custom_labels(first, second, solver)

@@ -42,6 +42,7 @@ from typing import Any
 import z3
 
 from karpenter_policy.api.defaults import default_requirements
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.catalog.table import (
@@ -54,7 +55,7 @@ from karpenter_policy.catalog.table import (
 from karpenter_policy.checks.proof.satisfying import satisfying
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, known_price
-from karpenter_policy.model.requirements import Operator, Requirement
+from karpenter_policy.model.requirements import GTE, LTE, Operator, Requirement
 from karpenter_policy.scheduling import InstanceTable
 
 DEFAULT_TIMEOUT_MS = 5000
@@ -89,6 +90,8 @@ class Term:
     requirement: Requirement
     path: FieldPath
     origin: Origin
+    #: The term as written when the model's form reads otherwise (a NodePool's `Gte 7` is the model's `Gt 6`).
+    written: str | None = None
 
     @property
     def key(self) -> str:
@@ -103,13 +106,15 @@ class Term:
     def __str__(self) -> str:
         if self.origin == Origin.LABEL:
             return f"label {self.key}={next(iter(self.requirement.values), '')}"
-        text = str(self.requirement)
+        text = self.written or str(self.requirement)
         return f"{text} (Karpenter default)" if self.origin == Origin.DEFAULT else text
 
 
 def terms_of(document: Mapping[str, Any]) -> list[Term]:
     """The tracked terms of a (valid) Provisioner document: its requirements as written, the requirements
-    Karpenter adds by default, and its labels. Keys Karpenter ignores when scheduling (the region) are left out."""
+    Karpenter adds by default, and its labels. Keys Karpenter ignores when scheduling (the region) are left out.
+    A NodePool's view (`api.v1.objects.provisioner_document`, kind NodePool) has no default requirements: Karpenter
+    v1 adds none."""
     spec = document.get("spec") or {}
     written: list[Mapping[str, Any]] = [r for r in spec.get("requirements") or [] if isinstance(r, Mapping)]
     terms: list[Term] = []
@@ -117,7 +122,7 @@ def terms_of(document: Mapping[str, Any]) -> list[Term]:
         term = _term(raw, ("spec", "requirements", index), Origin.REQUIREMENT)
         if term is not None:
             terms.append(term)
-    for raw in default_requirements(written):
+    for raw in default_requirements(written) if document.get("kind") != NODEPOOL_KIND else ():
         term = _term(raw, ("spec", "requirements"), Origin.DEFAULT)
         if term is not None:
             terms.append(term)
@@ -136,7 +141,9 @@ def _term(raw: Mapping[str, Any], path: FieldPath, origin: Origin) -> Term | Non
         return None
     if requirement.key in wk.IGNORED_LABELS:
         return None
-    return Term(requirement, path, origin)
+    operator = str(raw.get("operator", ""))
+    written = f"{requirement.key} {operator} {values[0]}" if operator in (GTE, LTE) else None
+    return Term(requirement, path, origin, written)
 
 
 # --- the catalog table (built once per catalog) -------------------------------------------------------------
