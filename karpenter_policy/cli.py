@@ -618,6 +618,100 @@ def fmt(paths: tuple[str, ...], write: bool, check: bool, exclude: tuple[str, ..
     _finish(fmt_command(paths or DEFAULT_PATHS, write=write, check=check, exclude=exclude))
 
 
+@main.command("migrate", epilog=EPILOGS["migrate"])
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "--to",
+    "to",
+    type=click.Choice(("v1", "v1beta1")),
+    default="v1",
+    show_default=True,
+    help="The Karpenter API to migrate to (v1beta1: not supported yet).",
+)
+@click.option("-o", "--out", "out", metavar="DIR", help="Write the migrated tree into DIR (same layout).")
+@click.option("--write", is_flag=True, help="Rewrite the files in place (default: print a diff).")
+@click.option(
+    "--budget",
+    default="1",
+    show_default=True,
+    metavar="NODES",
+    help='Each NodePool\'s disruption budget, nodes: a count or a percentage ("1": v0.31\'s one node at a time).',
+)
+@click.option("--default-instance-profile", metavar="NAME", help="Instance profile for node templates without one.")
+@click.option("--node-role", metavar="ROLE", help="IAM role for node templates without an instance profile.")
+@click.option(
+    "--workloads",
+    "workloads",
+    multiple=True,
+    type=click.Path(),
+    metavar="APPS",
+    help="Workload files or directories: karpenter.sh/provisioner-name selectors and node affinities of migrated "
+    "Provisioners become karpenter.sh/nodepool (repeatable; with --write or the diff).",
+)
+@click.option("--values", "values_file", type=click.Path(dir_okay=False), help="Template values (YAML mapping).")
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), help="Instance-type catalog file.")
+@click.option("--region", help=_REGION_HELP)
+@_output_option
+@_fail_on_warn_option
+@_selection_options
+def migrate(
+    paths: tuple[str, ...],
+    to: str,
+    out: str | None,
+    write: bool,
+    budget: str,
+    default_instance_profile: str | None,
+    node_role: str | None,
+    workloads: tuple[str, ...],
+    values_file: str | None,
+    catalog_file: str | None,
+    region: str | None,
+    output: str,
+    fail_on_warn: bool,
+    exclude: tuple[str, ...],
+    disabled: tuple[str, ...],
+    quiet: bool,
+) -> None:
+    """Rewrite v1alpha5 Provisioners and AWSNodeTemplates as Karpenter v1 NodePools and EC2NodeClasses, each proven.
+
+    PATHS are files or directories (*.yaml, *.yml); default: policies/. Each NodePool is proven with Z3 to admit
+    exactly the instance types, zones, capacity types, labels and taints its Provisioner did, or the
+    counter-example is printed and the Provisioner stays as it is. Comments and the file layout are kept; what
+    v1 changes (budgets, expiry, drift, kubelet, AMI aliases) is reported with its mitigation. Without -o or
+    --write: print a diff.
+    """
+    import re
+
+    from karpenter_policy.commands.migrate.command import MigrateOptions, migrate_command
+
+    if default_instance_profile and node_role:
+        raise click.UsageError("give --default-instance-profile or --node-role, not both")
+    if out is not None and write:
+        raise click.UsageError("give -o DIR or --write, not both")
+    if out is not None and workloads:
+        raise click.UsageError("--workloads rewrites the workload files in place: use it with --write or without -o")
+    if not re.fullmatch(r"((100|[0-9]{1,2})%|[0-9]+)", budget):
+        raise click.BadParameter("a count (1) or a percentage (10%), as v1's budgets take", param_hint="--budget")
+    selection = _selection(exclude, disabled)
+    _read_paths("migrate", paths or DEFAULT_PATHS, selection)
+    values, catalog_ = _values_and_catalog("migrate", values_file, catalog_file, region, load=to == "v1")
+    options = MigrateOptions(
+        to=to,
+        out=out,
+        write=write,
+        budget=budget,
+        default_instance_profile=default_instance_profile,
+        node_role=node_role,
+        output=output,
+        fail_on_warn=fail_on_warn,
+        quiet=quiet,
+        selection=selection,
+        values=values,
+        workloads=workloads,
+    )
+    _finish(migrate_command(paths or DEFAULT_PATHS, options, catalog_))
+
+
 def _values_and_catalog(
     command: str,
     values_file: str | None,

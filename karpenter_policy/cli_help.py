@@ -143,6 +143,18 @@ EPILOGS: dict[str, str] = {
             (2, "a usage error, or the tool could not run"),
         ],
     ),
+    "migrate": _epilog(
+        [
+            "karpenter-policy migrate policies/ --to v1                 (print a diff)",
+            "karpenter-policy migrate policies/ --to v1 -o policies-v1/",
+            "karpenter-policy migrate policies/ --to v1 --write",
+        ],
+        [
+            (0, "every Provisioner and AWSNodeTemplate migrated (each NodePool proven equivalent), or none to migrate"),
+            (1, "an object was not migrated (its finding says why), or a warning with --strict"),
+            (2, "a usage error, or the tool could not run (nothing written)"),
+        ],
+    ),
     "pin": _epilog(
         [
             "karpenter-policy pin apps/ --policies policies/            (print a diff)",

@@ -99,8 +99,8 @@ def test_help_and_version(flag: str) -> None:
 
 # --- --help and --version: whole descriptions, examples, exit codes; what a build is ---------------------------
 
-COMMANDS = ["validate", "check", "compile", "diff", "plan", "fmt", "pin", "rules", "simulate", "webhook", "reconcile",
-            "catalog show", "catalog refresh", "catalog build"]
+COMMANDS = ["validate", "check", "compile", "diff", "plan", "fmt", "pin", "migrate", "rules", "simulate", "webhook",
+            "reconcile", "catalog show", "catalog refresh", "catalog build"]
 
 
 def test_the_command_list_gives_each_description_whole() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from karpenter_policy.api.defaults import default_requirements
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.resources import ResourceList, parse_resource_list
 from karpenter_policy.model.taints import Taint
@@ -57,9 +58,12 @@ class Provisioner:
     provider_ref: ProviderRef | None = None
     kubelet: Mapping[str, Any] | None = None
     version: str | None = None
+    #: `Provisioner`, or `NodePool` for a v1 NodePool's scheduling view (`api.v1.objects`): its nodes are labelled
+    #: `karpenter.sh/nodepool` and never `karpenter.sh/provisioner-name` (`owner_label`).
+    kind: str = PROVISIONER_KIND
 
     @classmethod
-    def from_document(cls, doc: Mapping[str, Any], defaulted: bool = True) -> Provisioner:
+    def from_document(cls, doc: Mapping[str, Any], defaulted: bool = True, kind: str = PROVISIONER_KIND) -> Provisioner:
         metadata: Mapping[str, Any] = doc.get("metadata") or {}
         spec: Mapping[str, Any] = doc.get("spec") or {}
         terms = [dict(term) for term in spec.get("requirements") or []]
@@ -91,11 +95,14 @@ class Provisioner:
             else None,
             kubelet=spec.get("kubeletConfiguration"),
             version=annotations.get(VERSION_ANNOTATION),
+            kind=kind,
         )
 
     @property
-    def kind(self) -> str:
-        return PROVISIONER_KIND
+    def owner_label(self) -> str:
+        """The label naming this object on the nodes it launches: `karpenter.sh/provisioner-name`, or
+        `karpenter.sh/nodepool` for a NodePool's view."""
+        return wk.PROVISIONER_NAME if self.kind == PROVISIONER_KIND else wk.NODEPOOL
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
-from karpenter_policy.api.kinds import PINNING_POLICY_KIND, object_ref
+from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.violations import (
     ERROR,
     INVALID_SPEC,
@@ -668,7 +668,7 @@ def check_pinning(
     documents = [doc for doc in policy_documents if is_pinning_policy(doc)]
     if not documents:
         return []
-    taints = {p.name: list(p.provisioner.taints) for p in provisioners}
+    taints = {p.name: list(p.provisioner.taints) for p in provisioners if p.kind == PROVISIONER_KIND}
     rules, findings = bind_provisioners(rules_from_documents(documents), taints)
     files, _ = discover(workload_paths)
     for file in files:

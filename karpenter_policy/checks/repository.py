@@ -12,9 +12,10 @@ keeps, of the documents without an error finding, what the readers need:
 
 With `prove`, the solver proves every Provisioner whose errors (if any) leave its scheduling untouched (one refused
 for a TTL combination or a provider field is still proven and takes workloads: one run shows every mistake),
-against the node templates of the same reach (`proof.provisioners`); the report then holds the solver's findings
-too. Without it, neither the solver (z3) nor the catalog is loaded: the webhook's context and `pin --no-prove`
-need neither.
+against the node templates of the same reach (`proof.provisioners`), and every Karpenter v1 NodePool without an
+error through its scheduling view, with the EC2NodeClass its nodeClassRef names (`proof.nodepools`): both kinds
+side by side, as `checked`; the report then holds the solver's findings too. Without it, neither the solver (z3)
+nor the catalog is loaded: the webhook's context and `pin --no-prove` need neither.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PINNING_POLICY_KIND, PLACEMENT_TEST_KIND, PROVISIONER_KIND
 from karpenter_policy.api.objects import taints_of
-from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
+from karpenter_policy.api.v1.crds import (
+    EC2NODECLASS_API_VERSION,
+    EC2NODECLASS_KIND,
+    NODEPOOL_API_VERSION,
+    NODEPOOL_KIND,
+)
 from karpenter_policy.checks.findings import Report
 from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.loader import Document
@@ -78,6 +84,8 @@ class _Gathered:
         self.valid: dict[str, list[Document]] = {}
         self.checkable: list[Document] = []
         self.checkable_templates: dict[str, Mapping[str, Any]] = {}
+        self.checkable_nodepools: list[Document] = []
+        self.checkable_node_classes: dict[str, Document] = {}
 
     def on_valid(self, doc: Document) -> None:
         self.valid.setdefault(str(doc.data.get("kind")), []).append(doc)
@@ -88,6 +96,21 @@ class _Gathered:
             self.checkable.append(doc)
         elif kind == NODE_TEMPLATE_KIND:  # not a PinningPolicy of the same name
             self.checkable_templates[_name(doc)] = _spec(doc)
+        elif kind == NODEPOOL_KIND and doc.data.get("apiVersion") == NODEPOOL_API_VERSION:
+            self.checkable_nodepools.append(doc)
+        elif kind == EC2NODECLASS_KIND and doc.data.get("apiVersion") == EC2NODECLASS_API_VERSION:
+            self.checkable_node_classes[_name(doc)] = doc
+
+    def nodepool_views(self) -> list[Document]:
+        """The scheduling view of each checkable NodePool (`proof.nodepools`), with its EC2NodeClass."""
+        if not self.checkable_nodepools:
+            return []
+        # api.v1 brings in cel-python: only when there are NodePools (validation imported it already)
+        from karpenter_policy.api.v1.admission import stored_form
+        from karpenter_policy.checks.proof.nodepools import nodepool_views
+
+        classes = {name: stored_form(doc.data) for name, doc in self.checkable_node_classes.items()}
+        return list(nodepool_views(((doc, stored_form(doc.data)) for doc in self.checkable_nodepools), classes))
 
     def of_kind(self, kind: str) -> list[Document]:
         return self.valid.get(kind, [])
@@ -123,7 +146,8 @@ def load_repository(
         from karpenter_policy.checks.proof.provisioners import DEFAULT_TIMEOUT_MS, prove_provisioners
 
         timeout = DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms
-        findings, checked = prove_provisioners(gathered.checkable, gathered.checkable_templates, catalog, timeout)
+        documents = [*gathered.checkable, *gathered.nodepool_views()]
+        findings, checked = prove_provisioners(documents, gathered.checkable_templates, catalog, timeout)
         report.findings.extend(findings)
     provisioners = {_name(doc): doc for doc in gathered.of_kind(PROVISIONER_KIND)}
     return PolicyRepository(

@@ -23,6 +23,9 @@ HOSTNAME = "kubernetes.io/hostname"
 WINDOWS_BUILD = "node.kubernetes.io/windows-build"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 PROVISIONER_NAME = "karpenter.sh/provisioner-name"
+#: Karpenter v1's label naming a node's NodePool (`NodePoolLabelKey`, core pkg/apis/v1/labels.go at v1.14.1); not
+#: in `WELL_KNOWN_LABELS`, which are v0.31's.
+NODEPOOL = "karpenter.sh/nodepool"
 MANAGED_BY = "karpenter.sh/managed-by"
 EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
 INITIALIZED = "karpenter.sh/initialized"
@@ -86,6 +89,9 @@ ARCH_ARM64 = "arm64"
 CAPACITY_SPOT = "spot"
 CAPACITY_ON_DEMAND = "on-demand"
 CAPACITY_TYPES = (CAPACITY_ON_DEMAND, CAPACITY_SPOT)
+#: Karpenter v1's third capacity type (`CapacityTypeReserved`, core pkg/apis/v1/labels.go at v1.14.1): offerings
+#: of the EC2NodeClass's capacity reservations; not a v0.31 value.
+CAPACITY_RESERVED = "reserved"
 
 #: Labels in restricted domains that Karpenter nevertheless lets users constrain.
 WELL_KNOWN_LABELS: frozenset[str] = frozenset(

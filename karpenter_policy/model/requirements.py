@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from karpenter_policy.model.labels import WELL_KNOWN_LABELS, normalize_key, typo_hint
 
@@ -32,6 +33,15 @@ class Operator(StrEnum):
 
 
 SUPPORTED_OPERATORS: frozenset[str] = frozenset(op.value for op in Operator)
+
+#: Karpenter v1's inclusive bounds (`NodeSelectorOpGte`/`NodeSelectorOpLte`, pkg/apis/v1/nodeclaim.go at v1.14.1):
+#: NodePool and NodeClaim requirements only — not Kubernetes operators, so neither a pod nor a v1alpha5
+#: Provisioner may use them (`SUPPORTED_OPERATORS` leaves them out). `Requirement.new` reads `Gte N` as `Gt N-1`
+#: and `Lte N` as `Lt N+1`, the integer equivalents of Karpenter's `NewRequirementWithFlexibility`, which stores
+#: every bound inclusively (pkg/scheduling/requirement.go).
+GTE: Final = "Gte"
+LTE: Final = "Lte"
+V1_OPERATORS: frozenset[str] = SUPPORTED_OPERATORS | {GTE, LTE}
 _MAX_LISTED_VALUES = 5
 
 
@@ -114,12 +124,16 @@ class Requirement:
             return cls(key, True)
         if operator == Operator.DOES_NOT_EXIST:
             return cls(key, False)
-        if operator in (Operator.GT, Operator.LT):
+        if operator in (Operator.GT, Operator.LT, GTE, LTE):
             bound = go_int(values[0]) if len(values) == 1 else None
             if bound is None or bound < 0:
                 raise ValueError(f"key {key} with operator {operator} must have a single integer value ≥ 0")
             if operator == Operator.GT:
                 return cls(key, True, greater_than=bound)
+            if operator == GTE:
+                return cls(key, True, greater_than=bound - 1)
+            if operator == LTE:
+                return cls(key, True, less_than=bound + 1)
             return cls(key, True, less_than=bound)
         raise ValueError(f"key {key} has an unsupported operator {operator}")
 

@@ -108,18 +108,22 @@ class NodeClaimTemplate:
         admitted: Iterable[str] | None = None,
         hash: str = "",
         shape: tuple[str, ShapeFunction] | None = None,
+        owner_label: str = wk.PROVISIONER_NAME,
+        owner: str | None = None,
     ) -> NodeClaimTemplate:
         """A template over `table`; `node` is its nodes' configuration (default: from `kubelet` alone, AL2);
         `admitted` restricts the types to those named (default: every type the requirements allow); `shape`
         replaces the AWS node-shape arithmetic by (a key, a function) — synthetic instance types in tests and
-        benchmarks. ValueError names a malformed kubelet field."""
+        benchmarks; `owner_label`: the label naming `name` on its nodes (a v1 NodePool's `karpenter.sh/nodepool`,
+        whose nodes never have v0.31's `karpenter.sh/provisioner-name`) and `owner` its value (default: `name`).
+        ValueError names a malformed kubelet field."""
         if node is None:
             node = NodeConfiguration.of(kubelet)
         os = node_os(node.ami_family)
         labels = dict(labels or {})
         full = requirements.add(
             *(Requirement.new(k, Operator.IN, [v]) for k, v in sorted(labels.items())),
-            Requirement.new(wk.PROVISIONER_NAME, Operator.IN, [name]),
+            *owner_requirements(owner_label, name if owner is None else owner),
         )
         types = table.mask_of(full, os=os)
         if admitted is not None:
@@ -149,13 +153,16 @@ class NodeClaimTemplate:
         *,
         node_template: Mapping[str, Any] | None = None,
         admitted: Iterable[str] | None = None,
+        name: str | None = None,
     ) -> NodeClaimTemplate:
         """The template of a (defaulted) Provisioner; `node_template` is the spec of the AWSNodeTemplate it
-        references, or its inline provider (AMI family, block device mappings). ValueError names a bad field."""
+        references, or its inline provider (AMI family, block device mappings); `name`: the template's name when
+        not the provisioner's (a NodePool's `NodePool/<name>`; its nodes' label still names the NodePool).
+        ValueError names a bad field."""
         node = node_configuration(provisioner.kubelet, node_template)
         return cls.build(
             table,
-            name=provisioner.name,
+            name=provisioner.name if name is None else name,
             requirements=provisioner.requirements,
             labels=provisioner.labels,
             taints=provisioner.taints,
@@ -165,6 +172,8 @@ class NodeClaimTemplate:
             kubelet=provisioner.kubelet,
             node=node,
             admitted=admitted,
+            owner_label=provisioner.owner_label,
+            owner=provisioner.name,
         )
 
     @classmethod
@@ -186,6 +195,16 @@ class NodeClaimTemplate:
             admitted=constraint_set.admitted,
             hash=constraint_set.hash,
         )
+
+
+def owner_requirements(owner_label: str, name: str) -> tuple[Requirement, ...]:
+    """What a node of provisioner (or NodePool) `name` is as to the owner labels: `owner_label In [name]`; a
+    NodePool's nodes (Karpenter v1) also lack `karpenter.sh/provisioner-name`, so a pod still selecting a v0.31
+    provisioner by name never lands on them (aws/karpenter-provider-aws#5645)."""
+    owner = Requirement.new(owner_label, Operator.IN, [name])
+    if owner_label == wk.PROVISIONER_NAME:
+        return (owner,)
+    return owner, Requirement.new(wk.PROVISIONER_NAME, Operator.DOES_NOT_EXIST)
 
 
 def node_shapes(table: InstanceTable, node: NodeConfiguration) -> NodeShapes:

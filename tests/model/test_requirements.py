@@ -7,7 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from karpenter_policy.model.labels import ARCH, CAPACITY_TYPE, INSTANCE_GENERATION, WELL_KNOWN_LABELS, ZONE
-from karpenter_policy.model.requirements import MAX_GO_INT, Operator, Requirement, Requirements, go_int
+from karpenter_policy.model.requirements import (
+    GTE,
+    LTE,
+    MAX_GO_INT,
+    SUPPORTED_OPERATORS,
+    V1_OPERATORS,
+    Operator,
+    Requirement,
+    Requirements,
+    go_int,
+)
 
 R = Requirement.new
 K = "key"
@@ -253,3 +263,32 @@ def test_go_int_refuses_thousands_of_digits_without_converting() -> None:
         R(K, "Gt", ["9" * 5000])
     assert not GT_1.has("9" * 5000)
     assert not R(K, "NotIn", ["2"]).intersection(LT_9).has("9" * 5000)
+
+
+# --- Karpenter v1's inclusive operators ---------------------------------------------------------------------
+
+
+@given(bound=st.integers(min_value=0, max_value=10**6), value=st.integers(min_value=0, max_value=10**6))
+def test_gte_and_lte_are_inclusive_bounds(bound: int, value: int) -> None:
+    """`Gte N` admits N and above, `Lte N` N and below (Karpenter v1.14.1's `NewRequirementWithFlexibility`
+    canonicalises Gt N to Gte N+1: pkg/scheduling/requirement.go)."""
+    key = INSTANCE_GENERATION
+    assert Requirement.new(key, GTE, [str(bound)]).has(str(value)) is (value >= bound)
+    assert Requirement.new(key, LTE, [str(bound)]).has(str(value)) is (value <= bound)
+    if bound > 0:
+        assert Requirement.new(key, GTE, [str(bound)]) == Requirement.new(key, "Gt", [str(bound - 1)])
+
+
+def test_gte_and_lte_are_v1_only() -> None:
+    """Pods and v1alpha5 Provisioners keep Kubernetes' operators; only NodePools have Gte/Lte."""
+    assert GTE not in SUPPORTED_OPERATORS and LTE not in SUPPORTED_OPERATORS
+    assert {GTE, LTE} <= V1_OPERATORS
+    with pytest.raises(ValueError, match="single integer"):
+        Requirement.new(INSTANCE_GENERATION, GTE, ["-1"])
+    together = Requirement.new(INSTANCE_GENERATION, GTE, ["5"]).intersection(
+        Requirement.new(INSTANCE_GENERATION, LTE, ["5"])
+    )
+    assert [v for v in map(str, range(10)) if together.has(v)] == ["5"]
+    assert Requirement.new(INSTANCE_GENERATION, GTE, ["6"]).intersection(
+        Requirement.new(INSTANCE_GENERATION, LTE, ["5"])
+    ).is_empty()

@@ -2,18 +2,18 @@
 its severity, can it be silenced, which name was meant).
 
 A rule is declared in its family's module (`reading`, `webhook`, `proof`, `workloads`, `pinning`, `output`, `v1`,
-`budgets`); this index only lists the families, so adding a rule to a family adds it everywhere.
+`budgets`, `migrate`); this index only lists the families, so adding a rule to a family adds it everywhere.
 """
 
 from __future__ import annotations
 
-from karpenter_policy.api.rules import budgets, output, pinning, proof, reading, v1, webhook, workloads
+from karpenter_policy.api.rules import budgets, migrate, output, pinning, proof, reading, v1, webhook, workloads
 from karpenter_policy.api.rules.rule import Rule
 from karpenter_policy.model.spelling import nearest_name
 
 __all__ = ["RULES", "RULE_IDS", "default_severity", "rule_named", "unknown_rule_message", "unsilenceable"]
 
-_FAMILIES = (reading, webhook, proof, workloads, pinning, output, v1, budgets)
+_FAMILIES = (reading, webhook, proof, workloads, pinning, output, v1, budgets, migrate)
 
 #: Every declared rule, sorted by id.
 RULES: tuple[Rule, ...] = tuple(sorted((r for family in _FAMILIES for r in family.RULES), key=lambda r: r.id))

@@ -41,4 +41,21 @@ RUNTIME_VALIDATION = Rule(
 )
 
 
-RULES = (CEL_RULE, RUNTIME_VALIDATION)
+MIN_VALUES = Rule(
+    id="min-values",
+    severity=ERROR,
+    summary="A NodePool requirement's minValues that the instance types it admits can never meet.",
+    description=(
+        "Karpenter v1 launches a node for a NodePool only when the instance types it may launch carry at least "
+        "`minValues` distinct values of each key a requirement sets it on (the instance-type names, families, "
+        "zones…); under the default Strict minValues policy it launches nothing otherwise. The solver proves the "
+        "NodePool's instance types against the catalog and counts the values as Karpenter does (a label no "
+        "instance type carries has none). The finding is at the requirement's `minValues`, with the values that "
+        "remain. Proven against the catalog: a cluster whose nodes launch from fewer types (subnets in fewer "
+        "zones, a smaller region) has fewer still."
+    ),
+    karpenter="core-v1 pkg/cloudprovider/types.go: InstanceTypes.SatisfiesMinValues, InstanceTypes.Truncate",
+)
+
+
+RULES = (CEL_RULE, RUNTIME_VALIDATION, MIN_VALUES)

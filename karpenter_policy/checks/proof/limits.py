@@ -52,10 +52,12 @@ def limits_findings(
     if name == MEMORY:
         overhead = Decimal(str(GlobalSettings().vm_memory_overhead_percent * 100)).normalize()
         size += f" after the {overhead} % VM overhead"
+    v1 = provisioner.kind != PROVISIONER_KIND
+    field_name, noun = ("limits", "NodePool") if v1 else ("limits.resources", "provisioner")
     message = (
-        f"limits.resources {name}: {format_resource(name, provisioner.limits[name])} is smaller than the smallest "
-        f"instance type the provisioner can launch ({table.names[smallest]}: {size}): Karpenter can never launch a "
+        f"{field_name} {name}: {format_resource(name, provisioner.limits[name])} is smaller than the smallest "
+        f"instance type the {noun} can launch ({table.names[smallest]}: {size}): Karpenter can never launch a "
         "node for it"
     )
     line, column = doc.position(("spec", "limits", "resources", name))
-    return [Finding(LIMITS, WARNING, message, doc.file, line, column, object_ref(PROVISIONER_KIND, provisioner.name))]
+    return [Finding(LIMITS, WARNING, message, doc.file, line, column, object_ref(provisioner.kind, provisioner.name))]

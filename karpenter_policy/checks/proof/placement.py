@@ -29,7 +29,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
 from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.api.workloads import scale_key
 from karpenter_policy.catalog import Catalog, load_catalog
@@ -38,7 +37,7 @@ from karpenter_policy.checks.findings import Finding, Location, Report
 from karpenter_policy.checks.options import OptionError
 from karpenter_policy.checks.proof.architectures import multi_arch_findings
 from karpenter_policy.checks.proof.outcome import WorkloadOutcome, outcomes, plan_passes, replicas_of
-from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, provisioner_ref
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.proof.workloadhints import label_hint_findings, topology_key_findings
 from karpenter_policy.checks.source.runtimeclasses import KIND as RUNTIME_CLASS
@@ -77,10 +76,10 @@ def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -
         )
         try:
             template = NodeClaimTemplate.from_provisioner(
-                table, c.provisioner, node_template=c.node_template, admitted=admitted
+                table, c.provisioner, node_template=c.node_template, admitted=admitted, name=c.key
             )
         except ValueError as error:  # a kubelet or node-template field validation reported
-            template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=())
+            template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=(), name=c.key)
             unavailable = f"its node configuration cannot be used: {error}"
         template.unavailable = unavailable
         templates.append(template)
@@ -212,11 +211,11 @@ class Placement:
         if self.provisioner is None:
             return f"{self.ref}: unschedulable"
         count = len(self.instance_types)
-        alone = f"{object_ref(PROVISIONER_KIND, self.provisioner)}: {count} instance type" + ("s" if count != 1 else "")
+        alone = f"{provisioner_ref(self.provisioner)}: {count} instance type" + ("s" if count != 1 else "")
         planned = self.planned()
         outcome = self.outcome
         if planned and [name for name, _ in planned] != [self.provisioner] and outcome is not None:
-            where = ", ".join(f"{object_ref(PROVISIONER_KIND, name)} ({_pod_count(pods)})" for name, pods in planned)
+            where = ", ".join(f"{provisioner_ref(name)} ({_pod_count(pods)})" for name, pods in planned)
             text = f"{self.ref} → {where} in the plan, next to other workloads' pods"
             if outcome.launch is not None:
                 launch = outcome.launch
@@ -760,7 +759,7 @@ def workload_findings(result: Schedule) -> list[Finding]:
 
 
 def _overlap_findings(result: Schedule) -> list[Finding]:
-    by_name = {c.name: c for c in result.provisioners}
+    by_name = {c.key: c for c in result.provisioners}
     pairs: dict[tuple[str, str], list[Placement]] = defaultdict(list)
     for placement in result.placements:
         if placement.provisioner is None or not placement.alternatives:
@@ -778,7 +777,7 @@ def _overlap_findings(result: Schedule) -> list[Finding]:
         also = f" (and {others} other workload{'s' if others != 1 else ''})" if others else ""
         weight = first.provisioner.weight
         message = (
-            f"same weight ({weight}) as Provisioner/{b}, and both can launch a node for {example.ref}{also}: "
+            f"same weight ({weight}) as {provisioner_ref(b)}, and both can launch a node for {example.ref}{also}: "
             "Karpenter picks either one; give one a higher weight or make their requirements exclusive"
         )
         related = (_provisioner_location(second), Location(example.file, example.line, example.column))
@@ -789,8 +788,8 @@ def _overlap_findings(result: Schedule) -> list[Finding]:
 
 
 def _shadowed_findings(result: Schedule) -> list[Finding]:
-    weights = {c.name: c.provisioner.weight for c in result.provisioners}
-    by_name = {c.name: c for c in result.provisioners}
+    weights = {c.key: c.provisioner.weight for c in result.provisioners}
+    by_name = {c.key: c for c in result.provisioners}
     could: dict[str, list[Placement]] = defaultdict(list)
     chosen: set[str] = set()
     for placement, names in zip(result.placements, result.could_take, strict=True):
@@ -800,7 +799,7 @@ def _shadowed_findings(result: Schedule) -> list[Finding]:
             could[name].append(placement)
     findings = []
     for checked in result.provisioners:
-        name = checked.name
+        name = checked.key
         taken = could.get(name, [])
         if not taken or name in chosen:
             continue
@@ -813,7 +812,7 @@ def _shadowed_findings(result: Schedule) -> list[Finding]:
             winners[p.provisioner] += 1
         ranked = sorted(winners.items(), key=lambda item: (-item[1], item[0]))
         listed = ", ".join(
-            f"Provisioner/{winner} (weight {weights[winner]}) takes {count}" for winner, count in ranked[:_SHOWN]
+            f"{provisioner_ref(winner)} (weight {weights[winner]}) takes {count}" for winner, count in ranked[:_SHOWN]
         )
         if len(ranked) > _SHOWN:
             listed += f" and {len(ranked) - _SHOWN} others"

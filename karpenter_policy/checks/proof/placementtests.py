@@ -31,6 +31,7 @@ from karpenter_policy.api.kinds import PLACEMENT_TEST_KIND, PROVISIONER_KIND, ob
 from karpenter_policy.api.violations import ERROR, PLACEMENT_TEST_FAILED
 from karpenter_policy.checks.findings import Finding, Location
 from karpenter_policy.checks.proof.placement import Placement, WorkloadCheck, money
+from karpenter_policy.checks.proof.provisioners import provisioner_ref
 from karpenter_policy.checks.source.loader import Document
 from karpenter_policy.model import labels as wk
 
@@ -222,7 +223,9 @@ def _planned(placement: Placement, result: WorkloadCheck) -> dict[str, set[str]]
 
 
 def _where(placement: Placement) -> str:
-    return object_ref(PROVISIONER_KIND, placement.provisioner)
+    if placement.provisioner is None:
+        return object_ref(PROVISIONER_KIND, None)
+    return provisioner_ref(placement.provisioner)
 
 
 def _listed(values: Iterable[object]) -> str:

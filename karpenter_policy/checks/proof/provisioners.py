@@ -35,6 +35,7 @@ from typing import Any
 
 from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.violations import (
     DEAD_VALUE,
     ERROR,
@@ -61,6 +62,7 @@ from karpenter_policy.checks.proof.domains import (
     zone_elsewhere,
 )
 from karpenter_policy.checks.proof.limits import limits_findings
+from karpenter_policy.checks.proof.nodepools import min_values_findings
 from karpenter_policy.checks.proof.solver import (
     DEFAULT_TIMEOUT_MS,
     Origin,
@@ -79,7 +81,13 @@ from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.scheduling import InstanceTable
 
-__all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "check_provisioner", "prove_provisioners"]
+__all__ = ["DEFAULT_TIMEOUT_MS", "CheckedProvisioner", "check_provisioner", "prove_provisioners", "provisioner_ref"]
+
+
+def provisioner_ref(key: str) -> str:
+    """How findings name what a scheduler key (`CheckedProvisioner.key`) stands for: `Provisioner/default`,
+    `NodePool/general`."""
+    return key if "/" in key else object_ref(PROVISIONER_KIND, key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +108,23 @@ class CheckedProvisioner:
     #: The spec of the AWSNodeTemplate it references (or its inline provider): AMI family, block devices.
     node_template: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     region: str = ""  # the catalog's
+    #: `Provisioner`, or `NodePool` for a v1 NodePool proven through its scheduling view (`proof.nodepools`).
+    kind: str = PROVISIONER_KIND
 
     @property
     def object_ref(self) -> str:
-        return object_ref(PROVISIONER_KIND, self.name)
+        return object_ref(self.kind, self.name)
+
+    @property
+    def key(self) -> str:
+        """Its name to the scheduler and in placements: a Provisioner's name, `NodePool/<name>` for a NodePool
+        (an object name has no `/`: a NodePool and a Provisioner of one name side by side stay apart)."""
+        return self.name if self.kind == PROVISIONER_KIND else self.object_ref
 
     @property
     def provisioner(self) -> Provisioner:
-        """The typed, defaulted Provisioner (built on each access)."""
-        return Provisioner.from_document(self.document)
+        """The typed Provisioner (defaulted; a NodePool's view as Karpenter v1 reads it), built on each access."""
+        return Provisioner.from_document(self.document, defaulted=self.kind == PROVISIONER_KIND, kind=self.kind)
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -165,6 +181,7 @@ def prove_provisioners(
         findings.extend(found)
         if result.verdict == Verdict.SAT:
             findings.extend(limits_findings(doc, result.provisioner, result.instance_types, table, template))
+            findings.extend(min_values_findings(doc, result.instance_types, table))
         checked.append(result)
     checked.sort(key=lambda c: (c.file, c.line, c.column))
     return findings, checked
@@ -196,7 +213,8 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
     terms = terms_of(doc.data)
     table = solver.table
     name = str((doc.data.get("metadata") or {}).get("name"))
-    ref = object_ref(PROVISIONER_KIND, name)
+    kind = NODEPOOL_KIND if doc.data.get("kind") == NODEPOOL_KIND else PROVISIONER_KIND
+    ref = object_ref(kind, name)
     line, column = doc.position(("metadata", "name"))
     findings, dead = _unknown_names(doc, terms, table, ref)
     findings += _previous_generation_names(doc, terms, table, ref)
@@ -217,6 +235,7 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
         witness=outcome.witness,
         seconds=outcome.seconds,
         region=table.region,
+        kind=kind,
     )
     return findings, result
 
@@ -238,6 +257,7 @@ def _unknown_names(
     hints = 0
     spec = doc.data.get("spec") or {}
     written = spec.get("requirements") or []
+    v1 = doc.data.get("kind") == NODEPOOL_KIND
     for index, term in [*enumerate(terms), *((-1, t) for t in _ignored_terms(written))]:
         operator = term.requirement.operator()
         named = term.key in NAMED_KEYS
@@ -246,6 +266,8 @@ def _unknown_names(
         if not named and term.key not in DOMAIN_KEYS:
             continue
         known_set = frozenset(known_values(term.key, table) or ())
+        if v1 and term.key == wk.CAPACITY_TYPE:
+            known_set |= {wk.CAPACITY_RESERVED}
         raw_values = _written_values(term, written)
         unknown = [(v, path) for v, path in raw_values if v not in known_set]
         if not unknown:
@@ -328,7 +350,8 @@ def _dead_value_findings(
         core = next((c for c in outcome.cores if any(t is narrowed[found.index] for t in c)), ())
         members = sorted(core, key=lambda t: (t.origin == Origin.DEFAULT, _location(doc, t)))
         values = ", ".join(found.values)
-        message = f"{found.term.key} {values}: no instance type the provisioner admits has them"
+        noun = "NodePool" if doc.data.get("kind") == NODEPOOL_KIND else "provisioner"
+        message = f"{found.term.key} {values}: no instance type the {noun} admits has them"
         if len(members) > 1:
             message += f" ({explain_conflict(members, solver.table)})"
         message += "; only the other values can ever apply."
@@ -603,6 +626,11 @@ def explain_no_instance_type(term: Term, table: CatalogTable) -> str:
     if r.operator() == Operator.IN and domain and not any(v in domain for v in r.values):
         if key == wk.CAPACITY_TYPE:
             hints.append(f"capacity types are {_one_of(domain, 'and')}")
+            if wk.CAPACITY_RESERVED in r.values:
+                hints.append(
+                    f"{wk.CAPACITY_RESERVED} offerings are the EC2NodeClass's capacity reservations "
+                    "(capacityReservationSelectorTerms), which the catalog does not hold"
+                )
         elif len(domain) <= 12:
             hints.append(f"{key} is one of {listing(domain)}")
         names = [n for n in (_known_name(key, v, table) for v in sorted(r.values)) if n is not None]

@@ -42,6 +42,7 @@ from typing import Any
 import z3
 
 from karpenter_policy.api.defaults import default_requirements
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.catalog.table import (
@@ -54,7 +55,7 @@ from karpenter_policy.catalog.table import (
 from karpenter_policy.checks.proof.satisfying import satisfying
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, known_price
-from karpenter_policy.model.requirements import Operator, Requirement
+from karpenter_policy.model.requirements import GTE, LTE, Operator, Requirement
 from karpenter_policy.scheduling import InstanceTable
 
 DEFAULT_TIMEOUT_MS = 5000
@@ -89,6 +90,8 @@ class Term:
     requirement: Requirement
     path: FieldPath
     origin: Origin
+    #: The term as written when the model's form reads otherwise (a NodePool's `Gte 7` is the model's `Gt 6`).
+    written: str | None = None
 
     @property
     def key(self) -> str:
@@ -103,13 +106,15 @@ class Term:
     def __str__(self) -> str:
         if self.origin == Origin.LABEL:
             return f"label {self.key}={next(iter(self.requirement.values), '')}"
-        text = str(self.requirement)
+        text = self.written or str(self.requirement)
         return f"{text} (Karpenter default)" if self.origin == Origin.DEFAULT else text
 
 
 def terms_of(document: Mapping[str, Any]) -> list[Term]:
     """The tracked terms of a (valid) Provisioner document: its requirements as written, the requirements
-    Karpenter adds by default, and its labels. Keys Karpenter ignores when scheduling (the region) are left out."""
+    Karpenter adds by default, and its labels. Keys Karpenter ignores when scheduling (the region) are left out.
+    A NodePool's view (`api.v1.objects.provisioner_document`, kind NodePool) has no default requirements: Karpenter
+    v1 adds none."""
     spec = document.get("spec") or {}
     written: list[Mapping[str, Any]] = [r for r in spec.get("requirements") or [] if isinstance(r, Mapping)]
     terms: list[Term] = []
@@ -117,7 +122,7 @@ def terms_of(document: Mapping[str, Any]) -> list[Term]:
         term = _term(raw, ("spec", "requirements", index), Origin.REQUIREMENT)
         if term is not None:
             terms.append(term)
-    for raw in default_requirements(written):
+    for raw in default_requirements(written) if document.get("kind") != NODEPOOL_KIND else ():
         term = _term(raw, ("spec", "requirements"), Origin.DEFAULT)
         if term is not None:
             terms.append(term)
@@ -136,7 +141,9 @@ def _term(raw: Mapping[str, Any], path: FieldPath, origin: Origin) -> Term | Non
         return None
     if requirement.key in wk.IGNORED_LABELS:
         return None
-    return Term(requirement, path, origin)
+    operator = str(raw.get("operator", ""))
+    written = f"{requirement.key} {operator} {values[0]}" if operator in (GTE, LTE) else None
+    return Term(requirement, path, origin, written)
 
 
 # --- the catalog table (built once per catalog) -------------------------------------------------------------
@@ -233,19 +240,20 @@ class _Problem:
         for r, row in enumerate(self.rows):
             values = "".join(f" (= {q}v{i} {cls})" for i, cls in enumerate(row[:-1]))
             out.append(f"(assert (=> (= {q}t {r}) (and{values} {q}o{row[-1]})))")
-        variables = {k: f"{q}v{i}" for i, k in enumerate(self.catalog_keys)}
-        variables.update({k: f"{q}u{i}" for i, k in enumerate(self.custom_keys)})
-        for j, term in enumerate(self.terms):
-            key = term.key
-            position = self.by_key[key].index(j)
-            if key == wk.ZONE:
-                allowed, variable = self.zone.allowed[position], f"{q}z"
-            elif key == wk.CAPACITY_TYPE:
-                allowed, variable = self.capacity.allowed[position], f"{q}c"
-            else:
-                allowed, variable = self.classes[key].allowed[position], variables[key]
-            out.append(f"(assert (=> {q}p{j} {_member(variable, allowed)}))")
+        out += [f"(assert (=> {q}p{j} {self.constraint(j, q)}))" for j in range(len(self.terms))]
         return "\n".join(out)
+
+    def constraint(self, j: int, prefix: str) -> str:
+        """Term `j`'s constraint on the variables (named with `prefix`)."""
+        key = self.terms[j].key
+        position = self.by_key[key].index(j)
+        if key == wk.ZONE:
+            return _member(f"{prefix}z", self.zone.allowed[position])
+        if key == wk.CAPACITY_TYPE:
+            return _member(f"{prefix}c", self.capacity.allowed[position])
+        if key in self.catalog_keys:
+            return _member(f"{prefix}v{self.catalog_keys.index(key)}", self.classes[key].allowed[position])
+        return _member(f"{prefix}u{self.custom_keys.index(key)}", self.classes[key].allowed[position])
 
     def satisfying(self) -> tuple[list[int], list[str], list[str]]:
         """Indices of the satisfying types, and the zones and capacity types they can be bought in (sorted)."""
@@ -474,6 +482,92 @@ class Solver:
             "zones": tuple(zones),
             "capacity_types": tuple(capacities),
         }
+
+
+# --- equivalence --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """An offering (instance type, zone, capacity type) with the custom label values of the node that exactly one
+    of two term sets admits; `first` says which (True: the first set admits it, the second does not)."""
+
+    first: bool
+    instance_type: str
+    zone: str
+    capacity_type: str
+    labels: tuple[tuple[str, str | None], ...] = ()  # custom label → value (None: the node lacks it)
+
+
+@dataclass(frozen=True, slots=True)
+class EquivalenceResult:
+    """UNSAT: no offering tells the two term sets apart (they are equivalent); SAT: `difference` is one that does;
+    UNKNOWN: the solver gave up (`reason`)."""
+
+    verdict: Verdict
+    difference: Difference | None = None
+    reason: str = ""
+    seconds: float = 0.0
+
+
+def equivalence(solver: Solver, first: Sequence[Term], second: Sequence[Term]) -> EquivalenceResult:
+    """Prove with Z3 that `first` and `second` admit exactly the same offerings of `solver`'s catalog — every
+    (instance type, zone, capacity type) an available offering has, with every value of the custom labels either
+    mentions — or find one that exactly one of them admits. One problem over both sets' terms: its classes tell
+    apart every value either set can, so the rows and classes are exact for both; the assertion is
+    `admits(first) != admits(second)`, and unsat is the proof."""
+    start = time.perf_counter()
+    problem = _Problem(solver.table, [*first, *second])
+    z3_solver, prefix = solver._next_solver()
+    split = len(first)
+
+    def conjunction(indices: range) -> str:
+        parts = [problem.constraint(j, prefix) for j in indices]
+        return "true" if not parts else parts[0] if len(parts) == 1 else "(and " + " ".join(parts) + ")"
+
+    text = problem.smtlib(prefix)
+    text += f"\n(declare-const {prefix}A Bool)(declare-const {prefix}B Bool)"
+    text += f"\n(assert (= {prefix}A {conjunction(range(split))}))"
+    text += f"\n(assert (= {prefix}B {conjunction(range(split, len(problem.terms)))}))"
+    text += f"\n(assert (not (= {prefix}A {prefix}B)))"
+    z3_solver.push()
+    try:
+        z3_solver.from_string(text)
+        result = z3_solver.check()  # every p<j> is free: the implications constrain nothing
+        seconds = time.perf_counter() - start
+        if result == z3.unsat:
+            return EquivalenceResult(Verdict.UNSAT, seconds=seconds)
+        if result != z3.sat:
+            return EquivalenceResult(Verdict.UNKNOWN, reason=z3_solver.reason_unknown(), seconds=seconds)
+        difference = _difference(problem, z3_solver.model(), prefix)
+        return EquivalenceResult(Verdict.SAT, difference, seconds=time.perf_counter() - start)
+    finally:
+        z3_solver.pop()
+
+
+def _difference(problem: _Problem, model: z3.ModelRef, prefix: str) -> Difference:
+    """The model as an offering of the catalog: the first type (by name) of the chosen row, a zone and capacity
+    type of the chosen classes it is offered in, and the custom labels' representative values."""
+    table = problem.table
+
+    def value(name: str) -> int:
+        return int(model.eval(z3.Int(f"{prefix}{name}", model.ctx), model_completion=True).as_long())
+
+    row = problem.rows[value("t")]
+    zone_class, capacity_class = value("z"), value("c")
+    candidates = sorted(
+        (table.types[i].name, z, c)
+        for i, signature in enumerate(problem.signatures)
+        if signature == row
+        for z, c in table.offer_sets[table.offer_set_of[i]]
+        if problem.zone.class_by_index[z] == zone_class and problem.capacity.class_by_index[c] == capacity_class
+    )
+    if not candidates:  # a bug in the encoding, not a user error
+        raise AssertionError(f"the model picked row {row}, which has no offering in its zone and capacity classes")
+    name, zone, capacity = candidates[0]
+    labels = tuple((k, problem.classes[k].representative[value(f"u{i}")]) for i, k in enumerate(problem.custom_keys))
+    first = z3.is_true(model.eval(z3.Bool(f"{prefix}A", model.ctx), model_completion=True))
+    return Difference(first, name, table.zones[zone], table.capacity_types[capacity], labels)
 
 
 def _minimal_core(unsatisfiable: Callable[[Sequence[int]], bool], candidates: Sequence[int]) -> list[int]:

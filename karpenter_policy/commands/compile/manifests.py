@@ -15,6 +15,8 @@ Provisioner → NodePool
                                               consolidateAfter: 0s}
   neither                                   → spec.disruption {consolidationPolicy: WhenEmpty,
                                               consolidateAfter: Never} (v1alpha5 never removed such nodes)
+  (v0.31 disrupted one node at a time)      → spec.disruption.budgets [{nodes: N}] when V1Options.budget_nodes
+                                              is N (`migrate` writes "1" by default); else none (v1: 10 %)
   limits.resources                          → spec.limits
   weight (0 omitted: v1 allows 1-100)       → spec.weight
   providerRef / provider                    → spec.template.spec.nodeClassRef {group, kind: EC2NodeClass, name}
@@ -158,6 +160,8 @@ class V1Options:
 
     default_instance_profile: str | None = None
     node_role: str | None = None
+    #: The disruption budget every NodePool gets (`nodes`: a count or a percentage); None: none (v1's 10 %).
+    budget_nodes: str | None = None
 
 
 @dataclass(slots=True)
@@ -250,6 +254,13 @@ class _Converter:
             out["amiFamily"] = family
         elif family in V1_AMI_ALIASES:
             out["amiSelectorTerms"] = [{"alias": f"{V1_AMI_ALIASES[family]}@latest"}]
+        elif family == "Ubuntu":
+            self.issue(
+                *where,
+                (*base, "amiFamily"),
+                "v1 has no Ubuntu AMI family nor alias: name the Ubuntu AMIs with an amiSelector (v1 launches them "
+                "with amiFamily AL2, the same bootstrap), or move to AL2023 or Bottlerocket",
+            )
         else:
             self.issue(
                 *where,
@@ -347,11 +358,13 @@ class _Converter:
             template["metadata"] = template_metadata
         empty = spec.get("ttlSecondsAfterEmpty")
         if (spec.get("consolidation") or {}).get("enabled"):
-            disruption = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}
+            disruption: dict[str, Any] = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}
         elif empty is not None:
             disruption = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": duration(int(empty))}
         else:
             disruption = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": NEVER}
+        if self.options.budget_nodes is not None:
+            disruption["budgets"] = [{"nodes": self.options.budget_nodes}]
         pool_spec: dict[str, Any] = {"template": template, "disruption": disruption}
         limits = (spec.get("limits") or {}).get("resources")
         if limits:

@@ -1,0 +1,98 @@
+"""Karpenter v1 NodePools through the provisioners' proofs (`proof.provisioners`): each valid NodePool becomes its
+scheduling view (`api.v1.objects.provisioner_document`, with the EC2NodeClass its nodeClassRef names when the
+repository has it) in a `NodePoolDocument`, which places every finding on the view's fields at the NodePool's own
+file:line. And the one proof v1 adds: `minValues` (`min_values_findings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.api.kinds import object_ref
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
+from karpenter_policy.api.v1.objects import EC2NodeClass, NodePool, nodepool_path, provisioner_document
+from karpenter_policy.api.violations import ERROR, MIN_VALUES
+from karpenter_policy.api.violations import Path as FieldPath
+from karpenter_policy.checks.findings import Finding
+from karpenter_policy.checks.source.loader import Document
+from karpenter_policy.model import labels as wk
+from karpenter_policy.scheduling import InstanceTable
+
+__all__ = ["NodePoolDocument", "min_values_findings", "nodepool_views"]
+
+_SHOWN = 5
+
+
+@dataclass(slots=True)
+class NodePoolDocument(Document):
+    """A NodePool's scheduling view as the proofs read it: `data` is the view (a Provisioner-shaped document of
+    kind NodePool), the node tree and every position the NodePool's (`nodepool_path`)."""
+
+    def position(self, path: FieldPath, at_key: bool = False) -> tuple[int, int]:
+        return Document.position(self, nodepool_path(path), at_key)
+
+    def text_position(self, path: FieldPath, line: int, column: int) -> tuple[int, int]:
+        return Document.text_position(self, nodepool_path(path), line, column)
+
+
+def nodepool_views(
+    nodepools: Iterable[tuple[Document, Mapping[str, Any]]], node_classes: Mapping[str, Mapping[str, Any]]
+) -> list[NodePoolDocument]:
+    """The view of each NodePool (its document, and its stored form: defaults applied) with the EC2NodeClass
+    (stored form, by name) its nodeClassRef names; without one (not in the repository: `unresolved-reference`
+    says so) the view has no kubelet settings and Karpenter's default AMI family's arithmetic."""
+    views = []
+    for doc, stored in nodepools:
+        pool = NodePool.from_document(stored)
+        ref = pool.node_class_ref
+        found = node_classes.get(ref.name) if ref is not None and ref.is_ec2_node_class else None
+        node_class = EC2NodeClass.from_document(found) if found is not None else None
+        views.append(NodePoolDocument(doc.file, doc.index, provisioner_document(pool, node_class), doc.node))
+    return views
+
+
+def _values_of(key: str, names: Sequence[str], table: InstanceTable) -> set[str]:
+    """The distinct values of `key` the instance types `names` carry, as Karpenter reads an instance type's
+    requirements: its name, the zones and capacity types of its available offerings, its labels (a key no
+    type has: none)."""
+    if key == wk.INSTANCE_TYPE:
+        return set(names)
+    mask = table.mask_of_names(names)
+    if key in (wk.ZONE, wk.CAPACITY_TYPE):
+        pairs = list(table.offered_pairs(mask))
+        return {zone for zone, _ in pairs} if key == wk.ZONE else {capacity for _, capacity in pairs}
+    return set(table.label_values(mask).get(key, set()))
+
+
+def min_values_findings(doc: Document, instance_types: Sequence[str], table: InstanceTable) -> list[Finding]:
+    """`min-values` (error) for each requirement of a satisfiable NodePool view whose `minValues` the instance
+    types it admits (`instance_types`, proven by the solver) cannot meet, at that requirement's `minValues`."""
+    if doc.data.get("kind") != NODEPOOL_KIND:
+        return []
+    names = [n for n in instance_types if n in table.position]
+    ref = object_ref(NODEPOOL_KIND, (doc.data.get("metadata") or {}).get("name"))
+    findings = []
+    for index, raw in enumerate((doc.data.get("spec") or {}).get("requirements") or []):
+        wanted = raw.get("minValues") if isinstance(raw, Mapping) else None
+        if not isinstance(wanted, int) or isinstance(wanted, bool):
+            continue
+        key = wk.normalize_key(str(raw.get("key", "")))
+        values = _values_of(key, names, table)
+        if len(values) >= wanted:
+            continue
+        ordered = sorted(values)
+        listed = ", ".join(ordered[:_SHOWN]) + (f" and {len(ordered) - _SHOWN} others" if len(ordered) > _SHOWN else "")
+        have = f"only {len(values)} ({listed})" if values else "none"
+        if not values and key not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE) and not table.is_type_key(key):
+            have += f" — no instance type carries the label {key}"
+        count = len(names)
+        message = (
+            f"{key} minValues {wanted}: the {count} instance type{'s' if count != 1 else ''} the NodePool admits "
+            f"carry {have}: under the Strict minValues policy (Karpenter's default) no node is ever launched for "
+            "it; lower minValues or widen the requirements"
+        )
+        line, column = doc.position(("spec", "requirements", index, "minValues"))
+        findings.append(Finding(MIN_VALUES, ERROR, message, doc.file, line, column, ref))
+    return findings

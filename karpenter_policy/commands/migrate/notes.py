@@ -1,0 +1,150 @@
+"""What Karpenter v0.31 did that no v1 field carries over, as findings with their mitigation (the `migration-*`
+rules of `api/rules/migrate.py`), each at the field of the v1alpha5 document it is about.
+
+Per migrated Provisioner: its disruption pace (`migration-budget`: v0.31 disrupted one node at a time), drift
+(`migration-drift`: always on in v1), and, when set, `ttlSecondsAfterEmpty` (`migration-emptiness`),
+`ttlSecondsUntilExpired` (`migration-expiry`), `kubeletConfiguration` (`migration-kubelet`) and an inline
+`provider` (`migration-inline-provider`). Per migrated node template (or inline provider) without an
+`amiSelector`: the alias its `amiFamily` became (`migration-ami`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.violations import (
+    MIGRATION_AMI,
+    MIGRATION_BUDGET,
+    MIGRATION_DRIFT,
+    MIGRATION_EMPTINESS,
+    MIGRATION_EXPIRY,
+    MIGRATION_INLINE_PROVIDER,
+    MIGRATION_KUBELET,
+    WARNING,
+    Path,
+)
+from karpenter_policy.checks.findings import Finding
+from karpenter_policy.checks.source.loader import Document
+from karpenter_policy.commands.compile.manifests import duration
+
+__all__ = ["node_template_notes", "provisioner_notes"]
+
+
+def _at(doc: Document, rule: str, path: Path, message: str, kind: str, at_key: bool = True) -> Finding:
+    line, column = doc.position(path, at_key)
+    name = str(doc.data["metadata"]["name"])
+    return Finding(rule, WARNING, message, doc.file, line, column, f"{kind}/{name}")
+
+
+def provisioner_notes(doc: Document, node_pool: Mapping[str, Any], budget: str, node_class: str) -> list[Finding]:
+    """The behaviour changes of migrating the Provisioner `doc` to `node_pool` (module doc)."""
+    spec: Mapping[str, Any] = doc.data.get("spec") or {}
+    name = str(doc.data["metadata"]["name"])
+    found = [
+        _at(
+            doc,
+            MIGRATION_BUDGET,
+            ("metadata", "name"),
+            f"Karpenter v0.31 disrupted one node at a time; NodePool {name} gets budgets [{{nodes: \"{budget}\"}}] "
+            "to keep a pace (v1's default would be 10% of its nodes at once); --budget sets another",
+            PROVISIONER_KIND,
+        ),
+        _at(
+            doc,
+            MIGRATION_DRIFT,
+            ("metadata", "name"),
+            f"drift is always on in v1: NodePool {name}'s nodes are replaced when they no longer match it or its "
+            f"EC2NodeClass {node_class} (a new AMI, an edited requirement); add a budget "
+            "{nodes: \"0\", reasons: [Drifted]} to keep v0.31's default (featureGates.driftEnabled: false)",
+            PROVISIONER_KIND,
+        ),
+    ]
+    empty = spec.get("ttlSecondsAfterEmpty")
+    if empty is not None:
+        found.append(
+            _at(
+                doc,
+                MIGRATION_EMPTINESS,
+                ("spec", "ttlSecondsAfterEmpty"),
+                f"ttlSecondsAfterEmpty {empty} becomes consolidationPolicy: WhenEmpty, consolidateAfter: "
+                f"{duration(int(empty))}: empty nodes are removed by the disruption controller, within the "
+                "NodePool's budgets",
+                PROVISIONER_KIND,
+            )
+        )
+    expire = spec.get("ttlSecondsUntilExpired")
+    if expire is not None:
+        found.append(
+            _at(
+                doc,
+                MIGRATION_EXPIRY,
+                ("spec", "ttlSecondsUntilExpired"),
+                f"ttlSecondsUntilExpired {expire} becomes expireAfter: {duration(int(expire))}, which is forceful "
+                "in v1: an expired node is deleted without waiting for budgets or replacement capacity; set "
+                "spec.template.spec.terminationGracePeriod to bound its drain, or expireAfter: Never and let "
+                "drift replace nodes within the budgets",
+                PROVISIONER_KIND,
+            )
+        )
+    if spec.get("kubeletConfiguration"):
+        found.append(
+            _at(
+                doc,
+                MIGRATION_KUBELET,
+                ("spec", "kubeletConfiguration"),
+                f"kubeletConfiguration moves to EC2NodeClass {node_class} (spec.kubelet): v1 keeps kubelet "
+                "settings there" + (
+                    f"; {node_class} is this Provisioner's own, as its AWSNodeTemplate serves Provisioners with "
+                    "other kubelet settings"
+                    if node_class != _template_name(spec)
+                    else ""
+                ),
+                PROVISIONER_KIND,
+            )
+        )
+    if isinstance(spec.get("provider"), Mapping):
+        found.append(
+            _at(
+                doc,
+                MIGRATION_INLINE_PROVIDER,
+                ("spec", "provider"),
+                f"the inline provider becomes EC2NodeClass {node_class}, written before NodePool {name}",
+                PROVISIONER_KIND,
+            )
+        )
+    return found
+
+
+def _template_name(spec: Mapping[str, Any]) -> str | None:
+    reference = spec.get("providerRef")
+    return str(reference.get("name")) if isinstance(reference, Mapping) else None
+
+
+def node_template_notes(
+    doc: Document, node_class: Mapping[str, Any], base: Path = ("spec",), kind: str = NODE_TEMPLATE_KIND
+) -> list[Finding]:
+    """The behaviour changes of migrating the node template at `base` of `doc` (an AWSNodeTemplate's spec, or a
+    Provisioner's inline `provider`) to `node_class` (module doc)."""
+    spec: Any = doc.data
+    for part in base:
+        spec = spec.get(part) if isinstance(spec, Mapping) else None
+    spec = spec if isinstance(spec, Mapping) else {}
+    terms = (node_class.get("spec") or {}).get("amiSelectorTerms") or []
+    aliases = [str(t["alias"]) for t in terms if isinstance(t, Mapping) and "alias" in t]
+    if spec.get("amiSelector") or not aliases:
+        return []
+    family = str(spec.get("amiFamily") or "AL2")
+    path: Path = (*base, "amiFamily") if "amiFamily" in spec else ("metadata", "name")
+    return [
+        _at(
+            doc,
+            MIGRATION_AMI,
+            path,
+            f"amiFamily {family} becomes amiSelectorTerms [{{alias: {aliases[0]}}}], the latest EKS-optimised AMI "
+            "as v0.31 chose; with drift always on, each new AMI replaces the nodes: pin a version "
+            f"({aliases[0].split('@')[0]}@v20240807) to choose when",
+            kind,
+        )
+    ]
