@@ -233,3 +233,13 @@ def test_a_nodepool_refused_for_its_budgets_alone_is_still_proven(tmp_path: Path
     assert ("NodePool/budget", "cel-rule") in rules and ("NodePool/budget", "requirements-conflict") in rules
     assert ("NodePool/template", "requirements-conflict") not in rules
     assert [c.object_ref for c in checked] == ["NodePool/budget"]
+
+
+def test_the_repository_keeps_the_valid_v1_objects_by_name(tmp_path: Path) -> None:
+    from karpenter_policy.checks.repository import load_repository
+
+    path = write(tmp_path, NODE_CLASS, nodepool("general"), nodepool("broken", template_metadata={
+        "labels": {"karpenter.sh/nodepool": "x"}}))
+    repository = load_repository([str(path)])
+    assert set(repository.nodepools) == {"general"} and set(repository.node_classes) == {"default"}
+    assert not repository.checked  # nothing proven without prove=True
