@@ -8,14 +8,17 @@ keeps, of the documents without an error finding, what the readers need:
   both would (`duplicate-name` reports them, so a repository without errors has one of each);
 * the taints of each of those Provisioners (what a PinningPolicy rule naming it must tolerate, and what the webhook
   binds pinning to), read by `api.objects.taints_of` as the compiled Provisioner reads them;
-* the PinningPolicy and PlacementTest documents, and the Karpenter v1 NodePools, in file order.
+* the PinningPolicy and PlacementTest documents, in file order;
+* the Karpenter v1 NodePools and EC2NodeClasses by name, in file order (`api.v1.objects` builds the typed objects
+  from them, after `api.v1.admission.stored_form`; `validation.budgets` checks the NodePools' budgets).
 
 With `prove`, the solver proves every Provisioner whose errors (if any) leave its scheduling untouched (one refused
 for a TTL combination or a provider field is still proven and takes workloads: one run shows every mistake),
 against the node templates of the same reach (`proof.provisioners`), and every Karpenter v1 NodePool without an
-error through its scheduling view, with the EC2NodeClass its nodeClassRef names (`proof.nodepools`): both kinds
-side by side, as `checked`; the report then holds the solver's findings too. Without it, neither the solver (z3)
-nor the catalog is loaded: the webhook's context and `pin --no-prove` need neither.
+error outside `spec.disruption` through its scheduling view, with the EC2NodeClass its nodeClassRef names
+(`proof.nodepools`): both kinds side by side, as `checked`; the report then holds the solver's findings too.
+Without it, neither the solver (z3) nor the catalog is loaded: the webhook's context and `pin --no-prove` need
+neither.
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ class PolicyRepository:
     taints: Mapping[str, tuple[Taint, ...]] = field(default_factory=dict)
     pinning_documents: tuple[Document, ...] = ()
     placement_tests: tuple[Document, ...] = ()
-    #: The valid Karpenter v1 NodePools, in file order (their budgets: `validation.budgets`).
-    nodepools: tuple[Document, ...] = ()
+    #: The valid Karpenter v1 NodePools and EC2NodeClasses by name, in file order.
+    nodepools: Mapping[str, Document] = field(default_factory=dict)
+    node_classes: Mapping[str, Document] = field(default_factory=dict)
     checked: tuple[CheckedProvisioner, ...] = ()
     proven: bool = False
 
@@ -70,6 +74,10 @@ class PolicyRepository:
 
 def _name(doc: Document) -> str:
     return str(doc.data["metadata"]["name"])
+
+
+def _is_v1(doc: Document, api_version: str) -> bool:
+    return bool(doc.data.get("apiVersion") == api_version)
 
 
 def _spec(doc: Document) -> dict[str, Any]:
@@ -157,7 +165,10 @@ def load_repository(
         taints={name: taints_of(doc.data.get("spec") or {}) for name, doc in provisioners.items()},
         pinning_documents=tuple(gathered.of_kind(PINNING_POLICY_KIND)),
         placement_tests=tuple(gathered.of_kind(PLACEMENT_TEST_KIND)),
-        nodepools=tuple(d for d in gathered.of_kind(NODEPOOL_KIND) if d.data.get("apiVersion") == NODEPOOL_API_VERSION),
+        nodepools={_name(doc): doc for doc in gathered.of_kind(NODEPOOL_KIND) if _is_v1(doc, NODEPOOL_API_VERSION)},
+        node_classes={
+            _name(doc): doc for doc in gathered.of_kind(EC2NODECLASS_KIND) if _is_v1(doc, EC2NODECLASS_API_VERSION)
+        },
         checked=tuple(checked),
         proven=prove,
     )

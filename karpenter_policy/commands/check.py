@@ -83,7 +83,7 @@ def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckR
         paths, values, prove=True, catalog=catalog, timeout_ms=options.timeout_ms, selection=selection
     )
     report, checked = repository.report, list(repository.checked)
-    budgets = check_budgets(repository.nodepools, options.budgets, datetime.now(UTC).date())
+    budgets = check_budgets(repository.nodepools.values(), options.budgets, datetime.now(UTC).date())
     report.findings.extend(budgets.findings)
     placement_tests = list(repository.placement_tests)
     result = None

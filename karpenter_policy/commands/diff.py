@@ -195,7 +195,7 @@ def load_side(
     # a diff compares valid provisioners only (one with an error is "invalid in BASE/HEAD", whatever its proof)
     checked = [replace(c, file=_relative(c.file, root)) for c in policies.checked if c.name in documents]
     os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
-    weeks = check_budgets(policies.nodepools, BudgetView(), today or datetime.now(UTC).date()).timelines
+    weeks = check_budgets(policies.nodepools.values(), BudgetView(), today or datetime.now(UTC).date()).timelines
     budgets = [replace(timeline, file=_relative(timeline.file, root)) for timeline in weeks]
     return Side(spec, kind, report, checked, documents, os_of, present, workload_root, budgets)
 

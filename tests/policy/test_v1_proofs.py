@@ -215,3 +215,31 @@ def test_workloads_land_on_nodepools_by_their_label_and_never_by_provisioner_nam
         "Deployment/to-general-by-old-label": None,
         "Deployment/anywhere": "old",  # the highest weight
     }
+
+
+def test_a_nodepool_refused_for_its_budgets_alone_is_still_proven(tmp_path: Path) -> None:
+    """One run shows every mistake: a budget error (the API server refuses the NodePool) leaves scheduling
+    untouched, so the requirements are proven too — an error in the template is not (its view would be wrong)."""
+    broken_budget = nodepool("budget", requirement("kubernetes.io/arch", "In", "arm64"),
+                             requirement("karpenter.k8s.aws/instance-family", "In", "c5"),
+                             disruption={"consolidateAfter": "0s",
+                                         "budgets": [{"nodes": "1", "schedule": "@daily"}]})
+    broken_template = nodepool("template", requirement("kubernetes.io/arch", "In", "arm64"),
+                               requirement("karpenter.k8s.aws/instance-family", "In", "c5"),
+                               template_metadata={"labels": {"karpenter.sh/nodepool": "x"}})
+    path = write(tmp_path, NODE_CLASS, broken_budget, broken_template)
+    report, checked = check_paths([str(path)])
+    rules = {(f.object_ref, f.rule) for f in report.findings if f.severity == "error"}
+    assert ("NodePool/budget", "cel-rule") in rules and ("NodePool/budget", "requirements-conflict") in rules
+    assert ("NodePool/template", "requirements-conflict") not in rules
+    assert [c.object_ref for c in checked] == ["NodePool/budget"]
+
+
+def test_the_repository_keeps_the_valid_v1_objects_by_name(tmp_path: Path) -> None:
+    from karpenter_policy.checks.repository import load_repository
+
+    path = write(tmp_path, NODE_CLASS, nodepool("general"), nodepool("broken", template_metadata={
+        "labels": {"karpenter.sh/nodepool": "x"}}))
+    repository = load_repository([str(path)])
+    assert set(repository.nodepools) == {"general"} and set(repository.node_classes) == {"default"}
+    assert not repository.checked  # nothing proven without prove=True

@@ -311,7 +311,7 @@ def provisioner_document(nodepool: NodePool, node_class: EC2NodeClass | None = N
         "annotations": dict(nodepool.annotations),
         "taints": [t.to_api() for t in nodepool.taints],
         "startupTaints": [t.to_api() for t in nodepool.startup_taints],
-        "limits": {"resources": {k: str(v) for k, v in nodepool.limits.items()}},
+        "limits": {"resources": {k: format(v, "f") for k, v in nodepool.limits.items()}},
         "weight": nodepool.weight,
     }
     if node_class is not None and node_class.kubelet is not None:

@@ -165,7 +165,11 @@ def _check_document(doc: Document, report: Report) -> tuple[list[Finding], bool,
                 report.skipped[str(doc.data.get("kind"))] += 1
                 return [], False, _ALWAYS
             report.kinds[verdict.kind] += 1
-            return [place(doc, v) for v in verdict.violations], verdict.checked, _ALWAYS
+            findings = [place(doc, v) for v in verdict.violations]
+            if verdict.kind != NODEPOOL_KIND or not verdict.checked:
+                return findings, verdict.checked, _ALWAYS
+            blocking = {id(f) for f, v in zip(findings, verdict.violations, strict=True) if _blocks_nodepool(v)}
+            return findings, True, lambda finding: id(finding) in blocking
         report.kinds["(invalid)"] += 1
         return [place(doc, v) for v in problems], False, _ALWAYS
     data = doc.data
@@ -178,6 +182,18 @@ def _check_document(doc: Document, report: Report) -> tuple[list[Finding], bool,
     findings = [place(doc, v) for v in violations]
     blocking = {id(f) for f, v in zip(findings, violations, strict=True) if _blocks_solving(v)}
     return findings, True, lambda finding: id(finding) in blocking
+
+
+#: The fields of a NodePool whose errors leave its scheduling untouched: it is proven all the same (a budget's
+#: cron, a consolidation policy), as a Provisioner with a TTL error is.
+_NODEPOOL_UNSCHEDULED_FIELDS: tuple[tuple[str, ...], ...] = (("spec", "disruption"),)
+
+
+def _blocks_nodepool(violation: Violation) -> bool:
+    if violation.severity != ERROR:
+        return False
+    path = violation.path
+    return not any(path[: len(prefix)] == prefix for prefix in _NODEPOOL_UNSCHEDULED_FIELDS)
 
 
 def _ALWAYS(finding: Finding) -> bool:
