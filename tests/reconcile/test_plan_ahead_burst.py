@@ -10,6 +10,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
+from profiles import deterministic
+
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state.feed import WatchFeed
@@ -184,3 +189,59 @@ def test_the_plan_made_ahead_is_made_again_when_a_pending_pod_was_deleted(
     h.step()
     close_second(h)
     assert used_since(h, before) == (0.0, 1.0)
+
+
+# --- a property: whatever happens between the plan and the close, no node is overfilled and no pod is left -----
+
+EVENTS = st.lists(st.sampled_from(["kubelet", "step", "heartbeat", "churn", "unchurn"]), max_size=6)
+
+
+def _requested_cpu(h: Harness, node: str) -> int:
+    return sum(millicores(c["resources"]["requests"]["cpu"]) for p in h.pods() if p["spec"].get("nodeName") == node
+               for c in p["spec"]["containers"] if (c.get("resources") or {}).get("requests", {}).get("cpu"))
+
+
+def _happen(h: Harness, event: str, first: str, churned: list[str]) -> None:
+    if event == "kubelet":
+        h.kubelet.sync()
+    elif event == "step":
+        h.step()
+    elif event == "heartbeat" and h.cluster.list(objects.NODE).items:
+        node = h.cluster.list(objects.NODE).items[0]
+        conditions = [{**c, "lastHeartbeatTime": f"2030-01-01T00:00:{len(churned):02d}Z"}
+                      for c in node["status"].get("conditions", [])]
+        h.cluster.patch(objects.NODE, objects.name(node), {"status": {"conditions": conditions}})
+    elif event == "churn":  # a pod kube-scheduler bound to the first launch, if the cluster shows it room
+        known = [n for n in h.nodes() if objects.name(n) == first]
+        if known and _requested_cpu(h, first) + 200 <= cpu_of(known[0]) * 1000 - 100:
+            name = f"churn-{len(churned)}"
+            create_all(h.cluster, objects.POD, [pod(name, containers=[container("200m")], nodeName=first)])
+            churned.append(name)
+    elif event == "unchurn" and churned:
+        h.cluster.delete(objects.POD, churned.pop(0), namespace="default")
+
+
+@pytest.mark.slow
+@given(EVENTS)
+@deterministic(12, HealthCheck.function_scoped_fixture)  # a new harness (cluster, controller) every example
+def test_whatever_comes_between_the_plan_and_the_close_no_node_is_overfilled(
+    make_harness: MakeHarness, events: list[str]
+) -> None:
+    h = make_harness(batch_idle=1.0)
+    first, before = second_window(h)
+    churned: list[str] = []
+    for event in events:
+        _happen(h, event, first, churned)
+    close_second(h)
+    for _ in range(10):  # pods held for a node whose kubelet had not joined are bound once it has
+        result = h.step()
+        h.kubelet.sync()
+        if not h.unbound():
+            break
+        h.clock.now = max(h.clock.now + 0.1, result.due or 0.0)
+    assert h.unbound() == []
+    for node in h.nodes():
+        assert _requested_cpu(h, objects.name(node)) <= cpu_of(node) * 1000, f"{objects.name(node)} overfilled"
+    if set(events) <= {"kubelet", "step", "heartbeat"}:
+        used, again = used_since(h, before)
+        assert used >= 1 and again == 0, "nothing but the first launch settling: every plan made ahead is used"
