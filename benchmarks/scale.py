@@ -31,9 +31,11 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
    churn (rate 0);
-6. **memory** (`--memory-seconds S`, this tree, the largest N): RSS every 30 s while bound pods are replaced at the
-   rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds
-   tracemalloc's snapshots once caches are warm (a fifth of the run) and at the end, with the lines that grew most.
+6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
+   --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
+   seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
+   snapshots once caches are warm (a fifth of the run) and at the end, the growth split between the controller
+   and the harness (the in-process API server, the churn thread) with the sites that grew most (`_attributed`).
 
 The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
 run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
@@ -114,6 +116,16 @@ def _watch_burst(fleet: Fleet) -> list[float]:
     return seen
 
 
+def plans_ahead(fleet: Fleet) -> dict[str, float] | None:
+    """The plans made ahead so far: used at their window's close, or made again (None: a tree without the
+    metric)."""
+    registry = getattr(getattr(fleet.controller, "metrics", None), "registry", None)
+    if registry is None:
+        return None
+    return {used: registry.get_sample_value("karpenter_policy_plans_ahead_total", {"used": flag}) or 0.0
+            for used, flag in (("used", "true"), ("made_again", "false"))}
+
+
 def _unbound(fleet: Fleet, prefix: str) -> int:
     from karpenter_policy.kube import objects
 
@@ -171,6 +183,7 @@ def measure_size(nodes: int) -> dict[str, Any]:
                 result["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
                 result["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
         result["batch_idle"] = 1.0
+        result["plans_ahead"] = plans_ahead(fleet)
         result["rss_mib_after_burst"] = round(rss_mib(), 1)
     finally:
         fleet.stop()
@@ -361,6 +374,7 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
                 result["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
                 result["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
         result["churn_achieved_per_second"] = round(churn.done / (time.monotonic() - churn_began), 1)
+        result["plans_ahead"] = plans_ahead(fleet)
         finished = list(decisions)
         result["decisions"] = len(finished)
         result["decision_cpu_seconds"] = round(sum(cpu for _, _, cpu in finished), 3)
@@ -372,17 +386,17 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
     return result
 
 
-def measure_memory(nodes: int, rate: float, seconds: float, trace: bool) -> dict[str, Any]:
-    """RSS every 30 s while bound pods are replaced at `rate` a second for `seconds` (consolidation on); with
-    `trace`, tracemalloc's snapshots once caches are warm (after a fifth of the run) and at the end, and the lines
-    whose allocations grew most in between."""
+def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: float = 60.0) -> dict[str, Any]:
+    """RSS every `every` seconds while bound pods are replaced at `rate` a second for `seconds` (consolidation on);
+    with `trace`, tracemalloc's snapshots once caches are warm (after a fifth of the run) and at the end, and the
+    sites whose allocations grew most in between, split by who holds them (`_attributed`)."""
     import tracemalloc
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
     _underutilize(fleet, KEPT)
     if trace:
-        tracemalloc.start(1)
+        tracemalloc.start(TRACE_FRAMES)
     fleet.start()
     result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "churn_per_second": rate,
                               "seconds": seconds, "rss_mib": []}
@@ -395,25 +409,61 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool) -> dict
         churn.start()
         warm: Any = None
         while (elapsed := time.monotonic() - began) < seconds:
-            time.sleep(min(30.0, seconds - elapsed))
+            time.sleep(min(every, seconds - elapsed))
             elapsed = time.monotonic() - began
             result["rss_mib"].append((round(elapsed), round(rss_mib(), 1)))
+            print(f"[memory] {elapsed:.0f} s: RSS {result['rss_mib'][-1][1]} MiB, {churn.done} replacements",
+                  file=sys.stderr, flush=True)
             if trace and warm is None and elapsed >= seconds / 5:
-                warm = tracemalloc.take_snapshot()
+                warm = _attributed(tracemalloc.take_snapshot())
         result["replacements"] = churn.done
+        result["api_server_history"] = len(getattr(fleet.cluster, "_history", ()))
         if trace and warm is not None:
-            end = tracemalloc.take_snapshot()
-            growth = end.compare_to(warm, "lineno")
-            result["traced_mib_warm"] = round(sum(s.size for s in warm.statistics("filename")) / 2**20, 1)
-            result["traced_mib_end"] = round(sum(s.size for s in end.statistics("filename")) / 2**20, 1)
-            result["top_growth"] = [f"{stat.traceback} {stat.size_diff / 1024:+.0f} KiB ({stat.count_diff:+d})"
-                                    for stat in growth[:10]]
+            end = _attributed(tracemalloc.take_snapshot())
+            for owner in ("controller", "harness"):
+                result[f"traced_mib_{owner}"] = [round(sum(size for size, _ in totals[owner].values()) / 2**20, 1)
+                                                 for totals in (warm, end)]
+                before, after = warm[owner], end[owner]
+                growth = sorted(((after.get(site, (0, 0))[0] - before.get(site, (0, 0))[0],
+                                  after.get(site, (0, 0))[1] - before.get(site, (0, 0))[1], site)
+                                 for site in before.keys() | after.keys()), reverse=True)
+                result[f"top_growth_{owner}"] = [f"{site} {size / 1024:+.0f} KiB ({count:+d})"
+                                                 for size, count, site in growth[:10]]
     finally:
         churn.stop()
         fleet.stop()
         if trace:
             tracemalloc.stop()
     return result
+
+
+#: Frames kept per allocation: enough to reach a thread's first frame through a deep copy of a pod.
+TRACE_FRAMES = 64
+#: Where the in-process API server and the benchmark live: what they hold is not the controller's memory.
+HARNESS_PARTS = ("/karpenter_policy/fakes/", "/karpenter_policy/testing/", "/karpenter_policy/simulate/",
+                 "/benchmarks/")
+
+
+def _attributed(snapshot: Any) -> dict[str, dict[str, tuple[int, int]]]:
+    """The snapshot's allocations, by owner and site: the owner is the harness when the thread that allocated
+    started in the benchmark or the in-process API server (the churn thread's writes: the API server's objects and
+    watch history), the controller otherwise (its informers, state and passes — the copies the API server makes
+    for a watch the controller reads count as the controller's); the site is the innermost frame of the
+    controller's own code (or of the harness, for the harness) — `file:line`, the line that made the object kept."""
+    found: dict[str, dict[str, tuple[int, int]]] = {"controller": {}, "harness": {}}
+    for stat in snapshot.statistics("traceback"):  # grouped by whole traceback in C: far fewer than the traces
+        frames = [frame for frame in stat.traceback if "/karpenter_policy/" in frame.filename
+                  or "/benchmarks/" in frame.filename]  # oldest first
+        if not frames:
+            owner, site = "controller", str(stat.traceback[-1])
+        else:
+            owner = "harness" if any(part in frames[0].filename for part in HARNESS_PARTS) else "controller"
+            own = [f for f in frames if (owner == "harness") == any(p in f.filename for p in HARNESS_PARTS)]
+            frame = (own or frames)[-1]
+            site = f"{frame.filename.split('/karpenter_policy/')[-1].split('/benchmarks/')[-1]}:{frame.lineno}"
+        size, count = found[owner].get(site, (0, 0))
+        found[owner][site] = (size + stat.size, count + stat.count)
+    return found
 
 
 def in_process(argv: list[str]) -> int:
@@ -424,6 +474,7 @@ def in_process(argv: list[str]) -> int:
     parser.add_argument("--rate", type=float, default=CHURN_RATE)
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument("--every", type=float, default=60.0, help="memory: seconds between RSS samples")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     if args.what == "fleet":
@@ -433,7 +484,7 @@ def in_process(argv: list[str]) -> int:
     elif args.what == "churn":
         result = measure_churn(args.size, args.rate)
     elif args.what == "memory":
-        result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc)
+        result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc, args.every)
     elif args.what == "consolidation-full":
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=False, timeout=args.timeout)
     else:

@@ -10,7 +10,8 @@
 * DaemonSets (their overhead), the running pods indexed for topology, the namespaces' labels.
 
 Built in O(pending pods + nodes) without copying an object; the `version` says when two builds saw the same
-cluster, the `structure` when they saw the same cluster but for churn of bound pods (what a plan made ahead asks).
+cluster; `structure` and `nodes` (the names of every node offered or held back) are what a plan made ahead
+compares besides the pods and nodes themselves (`ahead.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
-from karpenter_policy.reconcile.state.cluster import ClusterState, existing_node
+from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.inflight import InFlight
 from karpenter_policy.reconcile.state.records import PodRecord, node_record
 from karpenter_policy.scheduling import ExistingNode, Pod, Scheduler, SchedulerOptions
@@ -42,7 +43,8 @@ class SchedulingInputs:
     used: dict[str, Vector] = field(default_factory=dict)
     state: ClusterState | None = None
     version: object = None
-    structure: object = None  # the same, but for churn of bound pods (`ClusterState.structure_version`)
+    structure: object = None  # what a plan made ahead cannot check itself (`ClusterState.structure_version`)
+    nodes: frozenset[str] = frozenset()  # every node the state shows (not being deleted) and every launch in flight
 
     def scheduler(self, templates: list[NodeClaimTemplate], options: SchedulerOptions) -> Scheduler:
         state = self.state
@@ -104,19 +106,21 @@ def scheduling_inputs(
                 node = _with_pods(node, extra)
             if not only_room or extra or _has_room(node, smallest):
                 inputs.existing.append(node)
+        launching_names = []
         for entry in inflight:
             if entry.name in shown or state.node(entry.name) is not None:
                 continue
+            launching_names.append(entry.name)
             launching = node_record(entry.node)
-            node = _with_pods(existing_node(launching, ZERO, {}, [], frozenset(), inputs.daemons),
-                              overlay.get(entry.name, []))
+            node = _with_pods(state.launching(launching), overlay.get(entry.name, []))
             inputs.existing.append(node)
             if launching.provisioner is not None:
                 used = inputs.used.get(launching.provisioner, ZERO)
                 inputs.used[launching.provisioner] = add(used, launching.capacity)
         launches, placed = inflight.fingerprint(), tuple(sorted(assigned))
         inputs.version = (state.version, launches, placed)
-        inputs.structure = (state.structure_version, launches, placed)
+        inputs.structure = (state.structure_version, placed)
+        inputs.nodes = frozenset(shown.union(launching_names))
     return inputs
 
 

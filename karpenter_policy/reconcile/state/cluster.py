@@ -100,18 +100,18 @@ def _keeps_others_away(record: PodRecord) -> bool:
     return isinstance(anti, dict) and bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
 
 
-def bound_churn(change: Change) -> bool:
-    """A change that touches only pods bound to a node (before and after: a status update, a bound pod deleted, a
-    pod created bound) and keeps no pending pod away (no required pod anti-affinity), or a node's status heartbeat
-    (nothing read of it changed). Such a change moves the load of nodes and the counts of topology groups, never
-    which pods are pending or which nodes exist and what they are."""
-    if change.kind == "node":
-        before, after = change.before, change.after
-        return isinstance(before, NodeRecord) and isinstance(after, NodeRecord) and before.same_as_read(after)
+def reshapes(change: Change) -> bool:
+    """A change a plan made ahead cannot check for itself at the window's close (`provisioning/ahead.py`): a
+    DaemonSet or namespace changed, or a pod that keeps others away (required pod anti-affinity) came, went or
+    changed. Everything else the plan depends on it compares at the close — the pending pods and their specs, the
+    names of the nodes, the room, labels and taints of the nodes it places pods on, what every provisioner uses —
+    so pods bound (a burst's earlier batch onto its launches), bound pods replaced, nodes registered, joining or
+    sending heartbeats never make it plan again by themselves."""
+    if change.kind in ("daemonset", "namespace"):
+        return True
     if change.kind != "pod":
         return False
-    records = [r for r in (change.before, change.after) if r is not None]
-    return all(isinstance(r, PodRecord) and r.node and not _keeps_others_away(r) for r in records)
+    return any(isinstance(r, PodRecord) and _keeps_others_away(r) for r in (change.before, change.after))
 
 
 class ClusterState:
@@ -139,8 +139,7 @@ class ClusterState:
         self._listeners: list[Callable[[Change], None]] = []
         self.malformed: Counter[tuple[str, str]] = Counter()
         self.version = 0  # increases with every applied change
-        #: increases with every applied change but churn of bound pods (:func:`bound_churn`): what a plan made
-        #: ahead depends on beyond the room of the nodes it uses (`provisioning/ahead.py`)
+        #: increases with every change a plan made ahead cannot check for itself (:func:`reshapes`)
         self.structure_version = 0
 
     # --- feeding -------------------------------------------------------------------------------------------
@@ -178,7 +177,7 @@ class ClusterState:
 
     def _notify(self, change: Change) -> None:
         self.version += 1
-        if not bound_churn(change):
+        if reshapes(change):
             self.structure_version += 1
         for listener in self._listeners:
             try:
@@ -444,6 +443,12 @@ class ClusterState:
                 found = self._existing[name] = self._build_existing(node)
             return found
 
+    def launching(self, node: NodeRecord) -> ExistingNode:
+        """The scheduler's view of a node being launched, which the state may not show yet: with whatever pods the
+        state already shows bound to its name (a binding's watch event may come before the Node's)."""
+        with self.lock:
+            return self._build_existing(node)
+
     def existing_nodes(self) -> Iterator[ExistingNode]:
         """The scheduler's view of every node not being deleted, by name."""
         for name in self.node_names():
@@ -529,4 +534,4 @@ def _same_spec(before: PodRecord, after: PodRecord | None) -> bool:
     )
 
 
-__all__ = ["Change", "ClusterState", "LockedRunningPods", "bound_churn", "existing_node"]
+__all__ = ["Change", "ClusterState", "LockedRunningPods", "existing_node", "reshapes"]
