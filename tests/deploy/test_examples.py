@@ -109,6 +109,7 @@ def install_specs() -> dict[str, str]:
 def test_the_install_url_builds_the_release(release: Path, tmp_path: Path) -> None:
     specs = install_specs()
     assert set(specs) == {"github-workflow.yaml", "github-workflow-compile.yaml", "github-workflow-pr-comment.yaml",
+                          "github-workflow-plan.yaml",
                           "argocd-repo-server-patch.yaml", "helm-values.yaml"}
     (spec,) = set(specs.values())
     assert spec == f"karpenter-policy @ git+{REPOSITORY}@{RELEASE}"

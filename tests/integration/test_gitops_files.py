@@ -549,7 +549,8 @@ def test_the_pull_request_check_reports_on_every_pull_request() -> None:
 
 
 @pytest.mark.parametrize("path", [CI / "github-workflow.yaml", CI / "github-workflow-compile.yaml",
-                                  CI / "github-workflow-pr-comment.yaml", WORKFLOWS / "release.yaml"],
+                                  CI / "github-workflow-pr-comment.yaml", CI / "github-workflow-plan.yaml",
+                                  WORKFLOWS / "release.yaml"],
                          ids=lambda p: p.name)
 def test_the_workflows_run_as_they_stand(path: Path) -> None:
     """Nothing to fill in: actions pinned to a release, a fixed runner image, and karpenter-policy installed from

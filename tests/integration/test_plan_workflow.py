@@ -1,0 +1,184 @@
+"""examples/ci/github-workflow-plan.yaml run step by step with GitHub's shell (bash -e) on real git clones: a
+shallow clone stops with `fetch-depth: 0`; the snapshot is read from the cluster with the kubeconfig secret (kubectl
+replaced by a stand-in that records its arguments and prints examples/plan's snapshot) or downloaded as the newest
+snapshot workflow's artifact (gh replaced by a stand-in), and a missing one stops with what to set; the comment
+holds the plan of the pull request against it, and the snapshot is gone afterwards; one comment is posted, or the one
+with the marker updated."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW_FILE = ROOT / "examples" / "ci" / "github-workflow-plan.yaml"
+SNAPSHOT = ROOT / "examples" / "plan" / "snapshot.json"
+VENV_BIN = Path(sys.executable).parent
+IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com"}
+FAKE_KUBECTL = f"""#!/usr/bin/env bash
+echo "KUBECONFIG=$KUBECONFIG $*" >> "$KUBECTL_LOG"
+cp "$KUBECONFIG" "$KUBECTL_LOG.kubeconfig"
+cat {SNAPSHOT}
+"""
+FAKE_GH = """#!/usr/bin/env bash
+# gh's stand-in: records each call; `run list` answers $GH_RUNS through --jq, `run download` writes the artifact
+echo "$*" >> "$GH_LOG"
+case "$1 $2" in
+  "run list") while [ $# -gt 0 ]; do [ "$1" = --jq ] && exec jq -r "$2" "$GH_RUNS"; shift; done ;;
+  "run download")
+    while [ $# -gt 0 ]; do [ "$1" = --dir ] && mkdir -p "$2" && cp "$GH_ARTIFACT" "$2/snapshot.json"; shift; done ;;
+  "api --method")
+    while [ $# -gt 0 ]; do [ "$1" = --input ] && cp "$2" "$GH_LOG.request"; shift; done; echo '{}' ;;
+  *) while [ $# -gt 0 ]; do [ "$1" = --jq ] && exec jq -r "$2" "$GH_COMMENTS"; shift; done ;;
+esac
+"""
+
+
+def workflow() -> dict[str, Any]:
+    loaded = yaml.safe_load(WORKFLOW_FILE.read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def steps() -> dict[str, dict[str, Any]]:
+    (job,) = workflow()["jobs"].values()
+    return {step.get("name", step.get("uses", "")): step for step in job["steps"]}
+
+
+def git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **IDENTITY}, capture_output=True, text=True,
+                          timeout=60, check=True)
+    return done.stdout.strip()
+
+
+def stand_ins(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, text in (("kubectl", FAKE_KUBECTL), ("gh", FAKE_GH)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def run_step(name: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """A `run:` step with GitHub's default shell on Linux (bash -e), with the workflow's and the step's env (the
+    `${{ }}` expressions given by the test)."""
+    step = steps()[name]
+    environment = {**os.environ, **workflow()["env"], "PATH": os.pathsep.join([str(VENV_BIN), os.environ["PATH"]]),
+                   **{k: v for k, v in step.get("env", {}).items() if "${{" not in v}, **env}
+    return subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", step["run"]], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def pull_request(tmp_path: Path) -> tuple[Path, str]:
+    """A repository whose pull request is examples/plan's change (base → head); its base commit."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git("init", "-q", "-b", "main", cwd=upstream)
+    shutil.copytree(ROOT / "examples" / "plan" / "base", upstream / "policies")
+    git("add", "-A", cwd=upstream)
+    git("commit", "-q", "-m", "policies", cwd=upstream)
+    base = git("rev-parse", "HEAD", cwd=upstream)
+    shutil.rmtree(upstream / "policies")
+    shutil.copytree(ROOT / "examples" / "plan" / "head", upstream / "policies")
+    git("add", "-A", cwd=upstream)
+    git("commit", "-q", "-m", "relabel", cwd=upstream)
+    return upstream, base
+
+
+def test_the_job_fetches_the_history_and_may_read_another_runs_artifact() -> None:
+    assert steps()["actions/checkout@v4.2.2"]["with"]["fetch-depth"] == 0
+    assert list(steps()).index("Check the history is there") == 1
+    (job,) = workflow()["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "actions": "read", "pull-requests": "write"}
+
+
+def test_a_shallow_clone_stops_with_fetch_depth_0(tmp_path: Path) -> None:
+    upstream, _ = pull_request(tmp_path)
+    git("clone", "-q", "--depth", "1", f"file://{upstream}", "shallow", cwd=tmp_path)
+    shallow = run_step("Check the history is there", tmp_path / "shallow")
+    assert shallow.returncode == 1 and "set fetch-depth: 0 on actions/checkout" in shallow.stdout
+
+
+def test_the_snapshot_is_read_with_the_kubeconfig_secret_which_is_not_kept(tmp_path: Path) -> None:
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    log = tmp_path / "kubectl.log"
+    done = run_step("Take the snapshot", tmp_path, KUBECONFIG_DATA="apiVersion: v1\nkind: Config\n",
+                    RUNNER_TEMP=str(temp), KUBECTL_LOG=str(log),
+                    PATH=os.pathsep.join([str(stand_ins(tmp_path)), os.environ["PATH"]]))
+    assert done.returncode == 0, done.stderr
+    assert log.read_text() == f"KUBECONFIG={temp}/kubeconfig get nodes,pods,pdb,daemonsets -A -o json\n"
+    assert Path(f"{log}.kubeconfig").read_text() == "apiVersion: v1\nkind: Config\n"
+    assert json.loads((temp / "snapshot.json").read_text()) == json.loads(SNAPSHOT.read_text())
+    assert not (temp / "kubeconfig").exists()
+    assert oct((temp / "snapshot.json").stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("runs", [[{"databaseId": 991}], []], ids=["artifact", "none"])
+def test_without_the_secret_the_newest_snapshot_artifact_is_read(
+    tmp_path: Path, runs: list[dict[str, int]]
+) -> None:
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    (tmp_path / "runs.json").write_text(json.dumps(runs))
+    log = tmp_path / "gh.log"
+    done = run_step("Take the snapshot", tmp_path, KUBECONFIG_DATA="", RUNNER_TEMP=str(temp), GH_LOG=str(log),
+                    GH_RUNS=str(tmp_path / "runs.json"), GH_ARTIFACT=str(SNAPSHOT), GITHUB_REPOSITORY="acme/policies",
+                    GH_TOKEN="t", PATH=os.pathsep.join([str(stand_ins(tmp_path)), os.environ["PATH"]]))
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("run list --repo acme/policies --workflow cluster-snapshot.yaml --branch main")
+    if runs:
+        assert done.returncode == 0, done.stderr
+        assert calls[1].startswith("run download 991 --repo acme/policies --name cluster-snapshot")
+        assert json.loads((temp / "snapshot.json").read_text()) == json.loads(SNAPSHOT.read_text())
+    else:
+        assert done.returncode == 1 and len(calls) == 1
+        assert "set the secret KARPENTER_POLICY_KUBECONFIG, or run cluster-snapshot.yaml on main" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_comment_holds_the_plan_and_the_snapshot_is_gone(tmp_path: Path) -> None:
+    upstream, base = pull_request(tmp_path)
+    git("clone", "-q", f"file://{upstream}", "clone", cwd=tmp_path)
+    clone, temp = tmp_path / "clone", tmp_path / "runner-temp"
+    temp.mkdir()
+    shutil.copy(SNAPSHOT, temp / "snapshot.json")
+    summary, github_env = tmp_path / "summary.md", tmp_path / "github_env"
+
+    done = run_step("Write the comment", clone, BASE=base, RUNNER_TEMP=str(temp), GITHUB_STEP_SUMMARY=str(summary),
+                    GITHUB_ENV=str(github_env))
+
+    assert done.returncode == 0, done.stderr
+    comment = (clone / "comment.md").read_text()
+    assert comment.startswith("<!-- karpenter-policy plan -->\n### karpenter-policy plan: ")
+    assert "`spec.labels.team changed (provisioner default)`" in comment
+    assert summary.read_text() == comment
+    assert github_env.read_text() == "KARPENTER_POLICY_STATUS=1\n"  # examples/plan: a PDB never lets a node go
+    assert not (temp / "snapshot.json").exists()
+    assert run_step("Verdict", clone, KARPENTER_POLICY_STATUS="1").returncode == 1
+
+
+def test_one_comment_is_posted_then_updated(tmp_path: Path) -> None:
+    existing = [{"id": 7, "body": "<!-- karpenter-policy -->\nthe diff"},
+                {"id": 42, "body": "<!-- karpenter-policy plan -->\nold"}]
+    (tmp_path / "comments.json").write_text(json.dumps(existing))
+    (tmp_path / "comment.md").write_text("<!-- karpenter-policy plan -->\n### the plan\n")
+    log = tmp_path / "gh.log"
+    done = run_step("Post or update the comment", tmp_path, GH_LOG=str(log),
+                    GH_COMMENTS=str(tmp_path / "comments.json"), GITHUB_REPOSITORY="acme/policies", PR="5",
+                    GH_TOKEN="t",
+                    PATH=os.pathsep.join([str(stand_ins(tmp_path)), os.environ["PATH"]]))
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    assert calls[1].startswith("api --method PATCH repos/acme/policies/issues/comments/42 ")  # not diff's comment 7
+    assert json.loads(Path(f"{log}.request").read_text()) == {"body": "<!-- karpenter-policy plan -->\n### the plan\n"}
