@@ -186,6 +186,7 @@ class InstanceTable:
         self._offering_masks: dict[tuple[Requirement, Requirement], int] = {}
         self._ranked: dict[tuple[frozenset[int], frozenset[int]], _Ranked] = {}
         self._ranked_by_requirement: dict[tuple[Requirement, Requirement], _Ranked] = {}
+        self._ranked_by_identity: dict[tuple[int, int], tuple[Requirement, Requirement, _Ranked]] = {}
         self._shapes: dict[object, NodeShapes] = {}
         self._names: dict[int, tuple[str, ...]] = {}
 
@@ -305,9 +306,18 @@ class InstanceTable:
         return found
 
     def _rank(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
+        # First by identity (a claim asks with the same two objects for every pod it is offered; hashing them is a
+        # Python call each), the objects kept alongside so that an id is never reused while cached.
+        key = (id(zone), id(capacity_type))
+        hit = self._ranked_by_identity.get(key)
+        if hit is not None and hit[0] is zone and hit[1] is capacity_type:
+            return hit[2]
         cached = self._ranked_by_requirement.get((zone, capacity_type))
         if cached is None:
             cached = self._ranked_by_requirement[(zone, capacity_type)] = self._rank_sets(zone, capacity_type)
+        if len(self._ranked_by_identity) > _CACHE_LIMIT:
+            self._ranked_by_identity.clear()
+        self._ranked_by_identity[key] = (zone, capacity_type, cached)
         return cached
 
     def _rank_sets(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
@@ -335,13 +345,25 @@ class InstanceTable:
     def cheapest(self, mask: int, zone: Requirement, capacity_type: Requirement) -> ChosenOffering | None:
         """The cheapest available offering of a type of `mask` in an allowed zone and capacity type (ties: by
         type name, then zone and capacity type)."""
+        entry = self._cheapest_entry(mask, zone, capacity_type)
+        if entry is None:
+            return None
+        price, i, z, c = entry
+        return ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price))
+
+    def cheapest_type(self, mask: int, zone: Requirement, capacity_type: Requirement) -> int:
+        """The position of the type :meth:`cheapest` would choose; -1 for none."""
+        entry = self._cheapest_entry(mask, zone, capacity_type)
+        return -1 if entry is None else entry[1]
+
+    def _cheapest_entry(
+        self, mask: int, zone: Requirement, capacity_type: Requirement
+    ) -> tuple[float, int, int, int] | None:
         ranked = self._rank(zone, capacity_type)
         prefixes = ranked.prefixes
         if not prefixes or not mask & prefixes[-1]:
             return None
-        j = _first_meeting(prefixes, mask)
-        price, i, z, c = ranked.entries[j]
-        return ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price))
+        return ranked.entries[_first_meeting(prefixes, mask)]
 
     def ranked(self, mask: int, zone: Requirement, capacity_type: Requirement) -> list[ChosenOffering]:
         """Every type of `mask` with its cheapest allowed offering, cheapest first."""

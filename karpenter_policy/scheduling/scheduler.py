@@ -498,10 +498,10 @@ class _Run:
                 continue
             feasible += 1
             template = claim.template
-            launch = template.table.cheapest(fit.options, fit.zone, fit.capacity_type)
-            if launch is None:
+            launch = template.table.cheapest_type(fit.options, fit.zone, fit.capacity_type)
+            if launch < 0:
                 continue
-            allocatable = template.shapes.allocatable[template.table.position[launch.instance_type]]
+            allocatable = template.shapes.allocatable[launch]
             cpu = fit.requests[CPU_I] / allocatable[CPU_I] if allocatable[CPU_I] else 0.0
             memory = fit.requests[MEMORY_I] / allocatable[MEMORY_I] if allocatable[MEMORY_I] else 0.0
             score = (abs(cpu - memory), self._created[id(claim)])
