@@ -187,16 +187,19 @@ class NodeClaim:
         """The capacity types the claim may be launched as (its capacity-type requirement)."""
         return self._capacity_type
 
-    def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> Refusal | None:
-        """Place the pod on this claim (None), or say why not."""
-        fit = self.check(pod, attempt, topology)
+    def try_add(
+        self, pod: Pod, attempt: Attempt, topology: Topology, refusal_asked: bool = False
+    ) -> Refusal | None:
+        """Place the pod on this claim (None), or say why not (`refusal_asked`: as in :meth:`check`)."""
+        fit = self.check(pod, attempt, topology, refusal_asked)
         if isinstance(fit, Refusal):
             return fit
         self.commit(fit, topology)
         return None
 
-    def check(self, pod: Pod, attempt: Attempt, topology: Topology) -> Fit | Refusal:
-        """Whether the pod may join, and what the claim becomes if it does; changes nothing."""
+    def check(self, pod: Pod, attempt: Attempt, topology: Topology, refusal_asked: bool = False) -> Fit | Refusal:
+        """Whether the pod may join, and what the claim becomes if it does; changes nothing. `refusal_asked`: the
+        caller has already asked `Topology.refusal` of this claim (it refused nothing)."""
         template = self.template
         # The quickest reject first (most claims a pod is offered are full): a claim's refusals are never shown,
         # so the order of the checks changes no answer.
@@ -208,7 +211,7 @@ class NodeClaim:
         if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
             return _NO_ROOM
         involved = topology.involves(pod)
-        if involved and self.pods and topology.refuses(pod, attempt, self.requirements):
+        if involved and self.pods and not refusal_asked and topology.refuses(pod, attempt, self.requirements):
             return _NO_DOMAIN  # its hostname has its share already (a claim with pods: never a shown refusal)
         if template.taints and untolerated(template.taints, attempt.tolerations):
             return Refusal("taint", lambda: untolerated_text(template.taints, attempt.tolerations))

@@ -18,7 +18,7 @@ picks one at random), so a plan is the same on every run.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -270,8 +270,13 @@ class Topology:
             if group.key == key and key != wk.HOSTNAME:  # hostname groups treat unknown hostnames as empty
                 group.register(domain)
 
-    def _matching(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> list[TopologyGroup]:
-        groups = list(self._owned.get(pod.key, ()))
+    def _matching(
+        self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]
+    ) -> Sequence[TopologyGroup]:
+        owned = self._owned.get(pod.key, ())
+        if not self.inverse:
+            return owned
+        groups = list(owned)
         for group in self.inverse.values():
             if group.counts_pod(pod.shape, requirements, allow_undefined):
                 groups.append(group)
@@ -297,16 +302,19 @@ class Topology:
         if not groups:
             return node
         narrowed = node
+        strict = attempt.strict
         for group in groups:
-            pod_domains = attempt.strict.get_or_exists(group.key)
-            node_domains = node.get_or_exists(group.key)
+            key = group.key
+            pod_domains = strict.get_or_exists(key)
+            node_domains = node.get_or_exists(key)
             domains = group.next_domains(pod.shape, pod_domains, node_domains)
             if domains.is_empty():
                 raise TopologyError(
-                    f"unsatisfiable {group.kind} constraint on {group.key} "
+                    f"unsatisfiable {group.kind} constraint on {key} "
                     f"(pods with {group.spec.selector}; {_describe(group, pod_domains, node_domains)})"
                 )
-            narrowed = narrowed.add(domains)
+            if narrowed.get(key) != domains:  # (the same domains: the node is left as it is)
+                narrowed = narrowed.add(domains)
         return narrowed
 
     def refuses(self, pod: Pod, attempt: Attempt, node: Requirements) -> bool:
@@ -319,13 +327,15 @@ class Topology:
 
         A pod is offered many claims in a row while the counts stay the same: what each group allows the pod is
         worked out once per pod, attempt and state of the counts (`_domain_tests`), then asked of each claim."""
-        for key, allowed in self._domain_tests(pod, attempt):
-            values = node.get_or_exists(key)
-            if values.complement or not values.values:  # unbounded, or no domain at all (never "emptied")
-                continue
-            if not allowed(values.values):
-                return True
-        return False
+        return _refused(self._domain_tests(pod, attempt), node)
+
+    def refusal(self, pod: Pod, attempt: Attempt) -> Callable[[Requirements], bool] | None:
+        """:meth:`refuses` for this pod, to ask of many nodes while the counts stay as they are (None: the pod
+        owns no group, nothing is refused)."""
+        tests = self._domain_tests(pod, attempt)
+        if not tests:
+            return None
+        return lambda node: _refused(tests, node)
 
     def _domain_tests(self, pod: Pod, attempt: Attempt) -> list[tuple[str, Callable[[Iterable[str]], bool]]]:
         cached = self._tests
@@ -365,6 +375,16 @@ class Topology:
                 if not domains.complement:
                     group.record(*sorted(domains.values))
 
+def _refused(tests: Sequence[tuple[str, Callable[[Iterable[str]], bool]]], node: Requirements) -> bool:
+    for key, allowed in tests:
+        values = node.get_or_exists(key)
+        if values.complement or not values.values:  # unbounded, or no domain at all (never "emptied")
+            continue
+        if not allowed(values.values):
+            return True
+    return False
+
+
 def _domains_left(group: TopologyGroup, shape: PodShape, pod_domains: Requirement) -> Callable[[Iterable[str]], bool]:
     """Whether the group, as its counts stand, may leave a pod of `shape` (allowed `pod_domains`) some domain among
     the values given — False only when `TopologyGroup.next_domains` would give no domain, or none of those values,
@@ -372,21 +392,41 @@ def _domains_left(group: TopologyGroup, shape: PodShape, pod_domains: Requiremen
     depend on the values is worked out here, once."""
     counts = group.counts
     hostname = group.key == wk.HOSTNAME
+    # (loops, not any() over a generator: asked for every claim a pod is offered, mostly of one value)
     if group.kind == Kind.SPREAD:
         # count + own - lowest <= max skew
         limit = group.spec.max_skew + group._min_count(pod_domains) - (1 if group.selects(shape) else 0)
-        if hostname:
-            return lambda values: any(counts.get(d, 0) <= limit for d in values)
-        return lambda values: any(d in counts and counts[d] <= limit for d in values)
+
+        def spread_allows(values: Iterable[str]) -> bool:
+            for d in values:
+                count = counts.get(d)
+                if (count is not None or hostname) and (count or 0) <= limit:
+                    return True
+            return False
+
+        return spread_allows
     if group.kind == Kind.AFFINITY:
         # none of the values holds a selected pod: the group offers domains elsewhere, or (no domain anywhere) a pod
         # that selects itself picks one — which may be among the values
         if group.selects(shape) and not any(c > 0 and pod_domains.has(d) for d, c in counts.items()):
             return lambda values: True
-        return lambda values: any(counts.get(d, 0) > 0 and pod_domains.has(d) for d in values)
-    return lambda values: any(
-        (hostname or d in counts) and counts.get(d, 0) == 0 and pod_domains.has(d) for d in values
-    )
+
+        def affinity_allows(values: Iterable[str]) -> bool:
+            for d in values:  # noqa: SIM110 (a loop: cheaper than any() over a generator)
+                if counts.get(d, 0) > 0 and pod_domains.has(d):
+                    return True
+            return False
+
+        return affinity_allows
+
+    def anti_affinity_allows(values: Iterable[str]) -> bool:
+        for d in values:
+            count = counts.get(d)
+            if (count is not None or hostname) and not count and pod_domains.has(d):
+                return True
+        return False
+
+    return anti_affinity_allows
 
 
 def _spread_key(shape: PodShape, constraint: SpreadConstraint) -> GroupKey:
