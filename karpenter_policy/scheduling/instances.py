@@ -16,7 +16,7 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
 from karpenter_policy.catalog import Catalog
@@ -136,6 +136,7 @@ class _Ranked:
     entries: list[tuple[float, int, int, int]]  # (price_key(price), type, zone, capacity type)
     prefixes: list[int]  # prefixes[j]: the types of entries[0..j]
     prices: dict[int, float]  # type → its cheapest allowed price (priced types only)
+    first: dict[int, int] = field(default_factory=dict)  # mask → the first j whose prefix meets it (asked before)
 
 
 class InstanceTable:
@@ -360,10 +361,15 @@ class InstanceTable:
         self, mask: int, zone: Requirement, capacity_type: Requirement
     ) -> tuple[float, int, int, int] | None:
         ranked = self._rank(zone, capacity_type)
-        prefixes = ranked.prefixes
-        if not prefixes or not mask & prefixes[-1]:
-            return None
-        return ranked.entries[_first_meeting(prefixes, mask)]
+        first = ranked.first
+        j = first.get(mask)
+        if j is None:  # (the same masks come back: a claim's types, narrowed by the room each pod size leaves)
+            prefixes = ranked.prefixes
+            j = _first_meeting(prefixes, mask) if prefixes and mask & prefixes[-1] else -1
+            if len(first) > _CACHE_LIMIT:
+                first.clear()
+            first[mask] = j
+        return None if j < 0 else ranked.entries[j]
 
     def ranked(self, mask: int, zone: Requirement, capacity_type: Requirement) -> list[ChosenOffering]:
         """Every type of `mask` with its cheapest allowed offering, cheapest first."""
