@@ -13,10 +13,10 @@ of bounds with no integer between them (`Gt 3`, `Lt 4`) is empty here, where v0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 from karpenter_policy.model.labels import WELL_KNOWN_LABELS, normalize_key, typo_hint
 
@@ -91,6 +91,16 @@ def _list(values: Iterable[str]) -> str:
         shown = ordered[:_MAX_LISTED_VALUES] + [f"and {len(ordered) - _MAX_LISTED_VALUES} others"]
         return "[" + ", ".join(shown) + "]"
     return "[" + ", ".join(ordered) + "]"
+
+
+def _allows_all(requirement: Requirement) -> bool:
+    """`Exists`: every value (no value excluded, no bound)."""
+    return (
+        requirement.complement
+        and not requirement.values
+        and requirement.greater_than is None
+        and requirement.less_than is None
+    )
 
 
 #: `Requirement.exists` of the keys asked so far, at most `_EXISTS_CACHED` of them (label keys come from input).
@@ -182,6 +192,10 @@ class Requirement:
 
     def intersection(self, other: Requirement) -> Requirement:
         """The values allowed by both requirements."""
+        if other is self or _allows_all(other):  # the common cases, without building an equal copy
+            return self
+        if _allows_all(self):
+            return other
         complement = self.complement and other.complement
         greater_than = _max_bound(self.greater_than, other.greater_than)
         less_than = _min_bound(self.less_than, other.less_than)
@@ -243,10 +257,11 @@ _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 class Requirements(Mapping[str, Requirement]):
     """Requirements on several keys, at most one (already intersected) requirement per key."""
 
-    __slots__ = ("_by_key",)
+    __slots__ = ("_by_key", "_hash")
 
     def __init__(self, requirements: Iterable[Requirement] = ()) -> None:
         self._by_key: dict[str, Requirement] = {}
+        self._hash: int | None = None
         for requirement in requirements:
             self._add(requirement)
 
@@ -266,22 +281,30 @@ class Requirements(Mapping[str, Requirement]):
         return cls(Requirement.new(key, Operator.IN, [value]) for key, value in labels.items())
 
     def _add(self, requirement: Requirement) -> None:
+        """Intersect one requirement in (only while the object is being built: requirements are never changed
+        once made — they key caches)."""
         existing = self._by_key.get(requirement.key)
         self._by_key[requirement.key] = requirement if existing is None else existing.intersection(requirement)
+        self._hash = None
 
     def add(self, *requirements: Requirement) -> Requirements:
         """A copy with `requirements` intersected in."""
-        result = Requirements(self._by_key.values())
+        result = Requirements()
+        result._by_key = dict(self._by_key)
         for requirement in requirements:
             result._add(requirement)
         return result
 
     def intersection(self, other: Requirements) -> Requirements:
         """The requirements of both (key-wise intersection)."""
-        return self.add(*other.values())
+        return self.add(*other._by_key.values())
 
     def __getitem__(self, key: str) -> Requirement:
         return self._by_key[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The requirement on `key`, else `default` (as a mapping's `get`, without its exception)."""
+        return self._by_key.get(key, default)
 
     def get_or_exists(self, key: str) -> Requirement:
         """The requirement on `key`; an undefined key allows every value."""
@@ -290,14 +313,20 @@ class Requirements(Mapping[str, Requirement]):
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._by_key))
 
+    def unordered(self) -> ItemsView[str, Requirement]:
+        """(key, requirement) pairs in no particular order (iterating the mapping sorts its keys)."""
+        return self._by_key.items()
+
     def __len__(self) -> int:
         return len(self._by_key)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Requirements) and self._by_key == other._by_key
 
-    def __hash__(self) -> int:
-        return hash(frozenset(self._by_key.items()))
+    def __hash__(self) -> int:  # computed once: requirements key many caches
+        if self._hash is None:
+            self._hash = hash(frozenset(self._by_key.items()))
+        return self._hash
 
     def __repr__(self) -> str:
         return f"Requirements({', '.join(str(self._by_key[k]) for k in self)})"

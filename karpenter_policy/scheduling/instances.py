@@ -16,7 +16,7 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
 from karpenter_policy.catalog import Catalog
@@ -136,6 +136,7 @@ class _Ranked:
     entries: list[tuple[float, int, int, int]]  # (price_key(price), type, zone, capacity type)
     prefixes: list[int]  # prefixes[j]: the types of entries[0..j]
     prices: dict[int, float]  # type → its cheapest allowed price (priced types only)
+    first: dict[int, int] = field(default_factory=dict)  # mask → the first j whose prefix meets it (asked before)
 
 
 class InstanceTable:
@@ -186,6 +187,7 @@ class InstanceTable:
         self._offering_masks: dict[tuple[Requirement, Requirement], int] = {}
         self._ranked: dict[tuple[frozenset[int], frozenset[int]], _Ranked] = {}
         self._ranked_by_requirement: dict[tuple[Requirement, Requirement], _Ranked] = {}
+        self._ranked_by_identity: dict[tuple[int, int], tuple[Requirement, Requirement, _Ranked]] = {}
         self._shapes: dict[object, NodeShapes] = {}
         self._names: dict[int, tuple[str, ...]] = {}
 
@@ -305,9 +307,18 @@ class InstanceTable:
         return found
 
     def _rank(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
+        # First by identity (a claim asks with the same two objects for every pod it is offered; hashing them is a
+        # Python call each), the objects kept alongside so that an id is never reused while cached.
+        key = (id(zone), id(capacity_type))
+        hit = self._ranked_by_identity.get(key)
+        if hit is not None and hit[0] is zone and hit[1] is capacity_type:
+            return hit[2]
         cached = self._ranked_by_requirement.get((zone, capacity_type))
         if cached is None:
             cached = self._ranked_by_requirement[(zone, capacity_type)] = self._rank_sets(zone, capacity_type)
+        if len(self._ranked_by_identity) > _CACHE_LIMIT:
+            self._ranked_by_identity.clear()
+        self._ranked_by_identity[key] = (zone, capacity_type, cached)
         return cached
 
     def _rank_sets(self, zone: Requirement, capacity_type: Requirement) -> _Ranked:
@@ -335,13 +346,30 @@ class InstanceTable:
     def cheapest(self, mask: int, zone: Requirement, capacity_type: Requirement) -> ChosenOffering | None:
         """The cheapest available offering of a type of `mask` in an allowed zone and capacity type (ties: by
         type name, then zone and capacity type)."""
-        ranked = self._rank(zone, capacity_type)
-        prefixes = ranked.prefixes
-        if not prefixes or not mask & prefixes[-1]:
+        entry = self._cheapest_entry(mask, zone, capacity_type)
+        if entry is None:
             return None
-        j = _first_meeting(prefixes, mask)
-        price, i, z, c = ranked.entries[j]
+        price, i, z, c = entry
         return ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price))
+
+    def cheapest_type(self, mask: int, zone: Requirement, capacity_type: Requirement) -> int:
+        """The position of the type :meth:`cheapest` would choose; -1 for none."""
+        entry = self._cheapest_entry(mask, zone, capacity_type)
+        return -1 if entry is None else entry[1]
+
+    def _cheapest_entry(
+        self, mask: int, zone: Requirement, capacity_type: Requirement
+    ) -> tuple[float, int, int, int] | None:
+        ranked = self._rank(zone, capacity_type)
+        first = ranked.first
+        j = first.get(mask)
+        if j is None:  # (the same masks come back: a claim's types, narrowed by the room each pod size leaves)
+            prefixes = ranked.prefixes
+            j = _first_meeting(prefixes, mask) if prefixes and mask & prefixes[-1] else -1
+            if len(first) > _CACHE_LIMIT:
+                first.clear()
+            first[mask] = j
+        return None if j < 0 else ranked.entries[j]
 
     def ranked(self, mask: int, zone: Requirement, capacity_type: Requirement) -> list[ChosenOffering]:
         """Every type of `mask` with its cheapest allowed offering, cheapest first."""

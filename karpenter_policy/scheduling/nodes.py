@@ -124,7 +124,7 @@ class ExistingNode:
 
 def _emptied(narrowed: Requirements, before: Requirements) -> bool:
     """Topology narrowed some key the node had to nothing (Karpenter's second Compatible check)."""
-    return any(narrowed[key].is_empty() and not before.get_or_exists(key).is_empty() for key in narrowed)
+    return any(r.is_empty() and not before.get_or_exists(key).is_empty() for key, r in narrowed.unordered())
 
 
 @dataclass(eq=False)
@@ -187,16 +187,19 @@ class NodeClaim:
         """The capacity types the claim may be launched as (its capacity-type requirement)."""
         return self._capacity_type
 
-    def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> Refusal | None:
-        """Place the pod on this claim (None), or say why not."""
-        fit = self.check(pod, attempt, topology)
+    def try_add(
+        self, pod: Pod, attempt: Attempt, topology: Topology, refusal_asked: bool = False
+    ) -> Refusal | None:
+        """Place the pod on this claim (None), or say why not (`refusal_asked`: as in :meth:`check`)."""
+        fit = self.check(pod, attempt, topology, refusal_asked)
         if isinstance(fit, Refusal):
             return fit
         self.commit(fit, topology)
         return None
 
-    def check(self, pod: Pod, attempt: Attempt, topology: Topology) -> Fit | Refusal:
-        """Whether the pod may join, and what the claim becomes if it does; changes nothing."""
+    def check(self, pod: Pod, attempt: Attempt, topology: Topology, refusal_asked: bool = False) -> Fit | Refusal:
+        """Whether the pod may join, and what the claim becomes if it does; changes nothing. `refusal_asked`: the
+        caller has already asked `Topology.refusal` of this claim (it refused nothing)."""
         template = self.template
         # The quickest reject first (most claims a pod is offered are full): a claim's refusals are never shown,
         # so the order of the checks changes no answer.
@@ -207,7 +210,8 @@ class NodeClaim:
         requested = pod.requests
         if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
             return _NO_ROOM
-        if self.pods and topology.involves(pod) and topology.refuses(pod, attempt, self.requirements):
+        involved = topology.involves(pod)
+        if involved and self.pods and not refusal_asked and topology.refuses(pod, attempt, self.requirements):
             return _NO_DOMAIN  # its hostname has its share already (a claim with pods: never a shown refusal)
         if template.taints and untolerated(template.taints, attempt.tolerations):
             return Refusal("taint", lambda: untolerated_text(template.taints, attempt.tolerations))
@@ -224,13 +228,14 @@ class NodeClaim:
         if not admitted:
             requirements = self.requirements
             return Refusal("requirements", lambda: requirements_text(requirements, attempt.requirements))
-        requests = add(self.requests, pod.requests)
-        if self.pods and not self.options & template.shapes.fitting(requests):
+        requests = add(self.requests, requested)
+        fitting = template.shapes.fitting(requests)
+        if self.pods and not self.options & fitting:
             return _NO_ROOM  # a claim that is full, before the dearer requirement algebra (a fresh one says why)
         merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
         table = template.table
         narrowed: list[str] = []
-        if topology.involves(pod):
+        if involved:
             before = merged
             try:
                 merged = topology.add_requirements(pod, attempt, merged, ALLOW_WELL_KNOWN)
@@ -238,10 +243,10 @@ class NodeClaim:
                 return Refusal("topology", str(error))
             if _emptied(merged, self.requirements):
                 return Refusal("topology", "the topology leaves the node no domain")
-            # A domain of an instance-type label (arch, instance type ...) limits the types as Karpenter's
-            # `filterInstanceTypesByRequirements` does with the topology requirements added in `NodeClaim.Add`.
             if merged is not before:
-                narrowed = [k for k in merged if table.is_type_key(k) and merged[k] != before.get(k)]
+                # A domain of an instance-type label (arch, instance type ...) limits the types as Karpenter's
+                # `filterInstanceTypesByRequirements` does with the topology requirements added in `NodeClaim.Add`.
+                narrowed = [k for k, r in merged.unordered() if table.is_type_key(k) and r != before.get(k)]
         mask = self.options
         if attempt.requirements:
             mask &= table.type_mask(attempt.requirements, os=template.os)
@@ -249,11 +254,14 @@ class NodeClaim:
             mask &= table.type_mask(merged, narrowed, os=template.os)
         zone = merged.get_or_exists(wk.ZONE)
         capacity_type = merged.get_or_exists(wk.CAPACITY_TYPE)
-        if mask and (zone != self._zone or capacity_type != self._capacity_type):
+        if mask and (
+            (zone is not self._zone and zone != self._zone)
+            or (capacity_type is not self._capacity_type and capacity_type != self._capacity_type)
+        ):
             mask &= table.offering_mask(zone, capacity_type)
         if not mask:
             return Refusal("instance-types", "no instance type satisfies the requirements of the node and the pod")
-        mask &= template.shapes.fitting(requests)
+        mask &= fitting
         if not mask:
             return _NO_ROOM
         return Fit(pod, merged, mask, requests, zone, capacity_type)
@@ -273,9 +281,10 @@ class NodeClaim:
         self.host_ports.extend(fit.pod.shape.host_ports)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Fit:
-    """What a claim becomes with one more pod (from `NodeClaim.check`)."""
+    """What a claim becomes with one more pod (from `NodeClaim.check`; never changed: not frozen only because a
+    frozen dataclass is slower to make, and one is made for every claim a pod may join)."""
 
     pod: Pod
     requirements: Requirements

@@ -69,6 +69,12 @@ class PodShape:
         return cached
 
     @cached_property
+    def selection_key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """What a label selector and a namespace scope look at: the namespace and the labels (shapes that differ
+        only in their requests share it)."""
+        return (self.namespace, self.labels)
+
+    @cached_property
     def label_map(self) -> Mapping[str, str]:
         """The pod's labels as a mapping."""
         return dict(self.labels)
@@ -185,9 +191,9 @@ class Pod:
         """The pod's namespace."""
         return self.shape.namespace
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """`namespace/name`."""
+        """`namespace/name` (made once: asked many times per placement)."""
         return f"{self.shape.namespace}/{self.name}"
 
     @property
@@ -195,7 +201,7 @@ class Pod:
         """The pod's labels."""
         return self.shape.label_map
 
-    @property
+    @cached_property
     def requests(self) -> Vector:
         """The pod's requests, one pod slot included."""
         return self.shape.requests

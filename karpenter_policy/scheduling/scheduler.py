@@ -251,6 +251,10 @@ class Scheduler:
         return plan
 
 
+def _pod_count(claim: NodeClaim) -> int:
+    return len(claim.pods)
+
+
 def _plan_order(plan: Plan) -> tuple[int, int, float, int]:
     """Which of two plans is better: fewer pods left pending, then fewer nodes without a price, then cheaper
     (to the billionth of a dollar an hour), then fewer nodes."""
@@ -463,10 +467,15 @@ class _Run:
                 return None
         candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
         if self.strategy == KARPENTER:
-            self.claims.sort(key=lambda c: len(c.pods))  # stable: ties keep creation order, as Go's sort mostly does
+            self.claims.sort(key=_pod_count)  # stable: ties keep creation order, as Go's sort mostly does
+            topology = self.topology
+            refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None  # as in `_best_fit`
+            index = self.s.index
             for claim in self.claims:
-                maybe = self.s.index.admits_maybe(claim.template, candidates)
-                if maybe and claim.try_add(pod, attempt, self.topology) is None:
+                if refuses is not None and claim.pods and refuses(claim.requirements):
+                    continue
+                maybe = index.admits_maybe(claim.template, candidates)
+                if maybe and claim.try_add(pod, attempt, topology, refusal_asked=True) is None:
                     return None
         elif self._best_fit(pod, attempt, candidates):
             return None
@@ -490,18 +499,24 @@ class _Run:
         best: tuple[float, int] | None = None
         chosen: tuple[NodeClaim, Fit] | None = None
         feasible = 0
+        topology = self.topology
+        # the claims whose domains the pod's groups leave nothing, refused first: the counts do not change during
+        # the scan, so what they allow is worked out once (most claims a pod with topology is offered end here)
+        refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None
         for claim in self._claims_of(self.open, candidates):  # lazily: the scan stops at the 5th that fits
             if feasible == BEST_FIT_CANDIDATES:
                 break
-            fit = claim.check(pod, attempt, self.topology)
+            if refuses is not None and claim.pods and refuses(claim.requirements):
+                continue
+            fit = claim.check(pod, attempt, topology, refusal_asked=True)
             if isinstance(fit, Refusal):
                 continue
             feasible += 1
             template = claim.template
-            launch = template.table.cheapest(fit.options, fit.zone, fit.capacity_type)
-            if launch is None:
+            launch = template.table.cheapest_type(fit.options, fit.zone, fit.capacity_type)
+            if launch < 0:
                 continue
-            allocatable = template.shapes.allocatable[template.table.position[launch.instance_type]]
+            allocatable = template.shapes.allocatable[launch]
             cpu = fit.requests[CPU_I] / allocatable[CPU_I] if allocatable[CPU_I] else 0.0
             memory = fit.requests[MEMORY_I] / allocatable[MEMORY_I] if allocatable[MEMORY_I] else 0.0
             score = (abs(cpu - memory), self._created[id(claim)])
@@ -510,7 +525,7 @@ class _Run:
         if chosen is None:
             return False
         claim, fit = chosen
-        claim.commit(fit, self.topology)
+        claim.commit(fit, topology)
         self._maybe_close(claim)
         return True
 

@@ -18,7 +18,7 @@ picks one at random), so a plan is the same on every run.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -71,7 +71,7 @@ class TopologyGroup:
     counts: dict[str, int] = field(default_factory=dict)
     owners: set[str] = field(default_factory=set)
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    _selects: dict[int, tuple[PodShape, bool]] = field(default_factory=dict)  # id(shape) → (shape, selected)
+    _selects: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = field(default_factory=dict)  # by `selection_key`
 
     @property
     def key(self) -> str:
@@ -91,13 +91,14 @@ class TopologyGroup:
 
     def selects(self, shape: PodShape) -> bool:
         """The group counts pods of this shape (namespace and labels)."""
-        # Keyed by identity, the shape kept alongside (so its id is never reused while cached): a shape's own hash
-        # is a Python call, and this is asked for every claim a pod of a group is offered.
-        found = self._selects.get(id(shape))
+        # Keyed by what selection depends on (namespace and labels), not by the shape: many shapes share labels
+        # (pods of one app that differ in their requests), and this is asked for every claim a pod is offered.
+        key = shape.selection_key
+        found = self._selects.get(key)
         if found is None:
             selected = self.spec.namespaces.includes(shape.namespace, self.namespace_labels)
-            found = self._selects[id(shape)] = (shape, selected and self.spec.selector.matches(shape.label_map))
-        return found[1]
+            found = self._selects[key] = selected and self.spec.selector.matches(shape.label_map)
+        return found
 
     def counts_pod(self, shape: PodShape, requirements: Requirements, allow_undefined: frozenset[str]) -> bool:
         """A pod of this shape on a node with these requirements counts for the group. `allow_undefined`: the
@@ -187,7 +188,10 @@ class Topology:
         self.groups: dict[GroupKey, TopologyGroup] = {}
         self.inverse: dict[GroupKey, TopologyGroup] = {}
         self._owned: dict[str, list[TopologyGroup]] = {}  # pod key → the groups it owns
-        self._selecting: dict[PodShape, list[TopologyGroup]] = {}  # shape → the (non-inverse) groups selecting it
+        # `PodShape.selection_key` → the (non-inverse) groups selecting pods of it
+        self._selecting: dict[tuple[str, tuple[tuple[str, str], ...]], list[TopologyGroup]] = {}
+        self._version = 0  # changes whenever a count or a pod's groups may have (what `_tests` was made at)
+        self._tests: tuple[Pod, Attempt, int, list[tuple[str, Callable[[Iterable[str]], bool]]]] | None = None
         for running in self.cluster_pods.anti_affine():
             for term in running.pod.shape.topology.anti_affinity:
                 if term.required:
@@ -213,6 +217,7 @@ class Topology:
 
     def update(self, pod: Pod, attempt: Attempt) -> None:
         """Make the pod own exactly the groups of this attempt's terms (Karpenter's `Topology.Update`)."""
+        self._version += 1
         for group in self._owned.pop(pod.key, ()):
             group.owners.discard(pod.key)
         for term in attempt.anti_affinity:
@@ -260,12 +265,18 @@ class Topology:
 
     def register(self, key: str, domain: str) -> None:
         """A new domain (a new node's hostname) every group on `key` should know."""
+        self._version += 1
         for group in (*self.groups.values(), *self.inverse.values()):
             if group.key == key and key != wk.HOSTNAME:  # hostname groups treat unknown hostnames as empty
                 group.register(domain)
 
-    def _matching(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> list[TopologyGroup]:
-        groups = list(self._owned.get(pod.key, ()))
+    def _matching(
+        self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]
+    ) -> Sequence[TopologyGroup]:
+        owned = self._owned.get(pod.key, ())
+        if not self.inverse:
+            return owned
+        groups = list(owned)
         for group in self.inverse.values():
             if group.counts_pod(pod.shape, requirements, allow_undefined):
                 groups.append(group)
@@ -291,16 +302,19 @@ class Topology:
         if not groups:
             return node
         narrowed = node
+        strict = attempt.strict
         for group in groups:
-            pod_domains = attempt.strict.get_or_exists(group.key)
-            node_domains = node.get_or_exists(group.key)
+            key = group.key
+            pod_domains = strict.get_or_exists(key)
+            node_domains = node.get_or_exists(key)
             domains = group.next_domains(pod.shape, pod_domains, node_domains)
             if domains.is_empty():
                 raise TopologyError(
-                    f"unsatisfiable {group.kind} constraint on {group.key} "
+                    f"unsatisfiable {group.kind} constraint on {key} "
                     f"(pods with {group.spec.selector}; {_describe(group, pod_domains, node_domains)})"
                 )
-            narrowed = narrowed.add(domains)
+            if narrowed.get(key) != domains:  # (the same domains: the node is left as it is)
+                narrowed = narrowed.add(domains)
         return narrowed
 
     def refuses(self, pod: Pod, attempt: Attempt, node: Requirements) -> bool:
@@ -309,24 +323,42 @@ class Topology:
         because some group the pod owns leaves none of the node's domains — a claim whose hostname already has
         its share of a spread, or holds no pod a hostname affinity asks for. False says nothing: the full check
         decides. Only keys on which `node` allows a finite set of values are asked (the node's domains are then
-        a subset of them whatever else narrows them)."""
-        for group in self._owned.get(pod.key, ()):
-            values = node.get_or_exists(group.key)
-            if values.complement or not values.values:  # unbounded, or no domain at all (never "emptied")
-                continue
-            if not _domains_left(group, pod.shape, attempt.strict.get_or_exists(group.key), values.values):
-                return True
-        return False
+        a subset of them whatever else narrows them).
+
+        A pod is offered many claims in a row while the counts stay the same: what each group allows the pod is
+        worked out once per pod, attempt and state of the counts (`_domain_tests`), then asked of each claim."""
+        return _refused(self._domain_tests(pod, attempt), node)
+
+    def refusal(self, pod: Pod, attempt: Attempt) -> Callable[[Requirements], bool] | None:
+        """:meth:`refuses` for this pod, to ask of many nodes while the counts stay as they are (None: the pod
+        owns no group, nothing is refused)."""
+        tests = self._domain_tests(pod, attempt)
+        if not tests:
+            return None
+        return lambda node: _refused(tests, node)
+
+    def _domain_tests(self, pod: Pod, attempt: Attempt) -> list[tuple[str, Callable[[Iterable[str]], bool]]]:
+        cached = self._tests
+        if cached is not None and cached[0] is pod and cached[1] is attempt and cached[2] == self._version:
+            return cached[3]
+        strict = attempt.strict
+        owned = self._owned.get(pod.key, ())
+        tests = [(g.key, _domains_left(g, pod.shape, strict.get_or_exists(g.key))) for g in owned]
+
+        self._tests = (pod, attempt, self._version, tests)
+        return tests
 
     def selecting(self, shape: PodShape) -> list[TopologyGroup]:
         """The groups (inverse ones aside) whose selector selects pods of this shape."""
-        found = self._selecting.get(shape)
+        key = shape.selection_key
+        found = self._selecting.get(key)
         if found is None:
-            found = self._selecting[shape] = [g for g in self.groups.values() if g.selects(shape)]
+            found = self._selecting[key] = [g for g in self.groups.values() if g.selects(shape)]
         return found
 
     def record(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> None:
         """Count a pod placed on a node with these requirements in every group that counts it."""
+        self._version += 1
         for group in self.selecting(pod.shape):
             if not group.counts_pod(pod.shape, requirements, allow_undefined):
                 continue
@@ -343,24 +375,58 @@ class Topology:
                 if not domains.complement:
                     group.record(*sorted(domains.values))
 
-def _domains_left(group: TopologyGroup, shape: PodShape, pod_domains: Requirement, values: Iterable[str]) -> bool:
-    """Whether the group may leave a pod of `shape` (allowed `pod_domains`) some domain among `values` — False
-    only when `TopologyGroup.next_domains` would give no domain, or none of `values`, on every node whose domains
-    are a subset of `values` (the same rules, asked of `values` only)."""
+def _refused(tests: Sequence[tuple[str, Callable[[Iterable[str]], bool]]], node: Requirements) -> bool:
+    for key, allowed in tests:
+        values = node.get_or_exists(key)
+        if values.complement or not values.values:  # unbounded, or no domain at all (never "emptied")
+            continue
+        if not allowed(values.values):
+            return True
+    return False
+
+
+def _domains_left(group: TopologyGroup, shape: PodShape, pod_domains: Requirement) -> Callable[[Iterable[str]], bool]:
+    """Whether the group, as its counts stand, may leave a pod of `shape` (allowed `pod_domains`) some domain among
+    the values given — False only when `TopologyGroup.next_domains` would give no domain, or none of those values,
+    on every node whose domains are a subset of them (the same rules, asked of those values only). What does not
+    depend on the values is worked out here, once."""
     counts = group.counts
     hostname = group.key == wk.HOSTNAME
+    # (loops, not any() over a generator: asked for every claim a pod is offered, mostly of one value)
     if group.kind == Kind.SPREAD:
-        own = 1 if group.selects(shape) else 0
-        lowest = group._min_count(pod_domains)
-        skew = group.spec.max_skew
-        return any((hostname or d in counts) and counts.get(d, 0) + own - lowest <= skew for d in values)
+        # count + own - lowest <= max skew
+        limit = group.spec.max_skew + group._min_count(pod_domains) - (1 if group.selects(shape) else 0)
+
+        def spread_allows(values: Iterable[str]) -> bool:
+            for d in values:
+                count = counts.get(d)
+                if (count is not None or hostname) and (count or 0) <= limit:
+                    return True
+            return False
+
+        return spread_allows
     if group.kind == Kind.AFFINITY:
-        if any(counts.get(d, 0) > 0 and pod_domains.has(d) for d in values):
-            return True
-        # none of `values` holds a selected pod: the group offers domains elsewhere, or (no domain anywhere) a pod
-        # that selects itself picks one — which may be among `values`
-        return group.selects(shape) and not any(c > 0 and pod_domains.has(d) for d, c in counts.items())
-    return any((hostname or d in counts) and counts.get(d, 0) == 0 and pod_domains.has(d) for d in values)
+        # none of the values holds a selected pod: the group offers domains elsewhere, or (no domain anywhere) a pod
+        # that selects itself picks one — which may be among the values
+        if group.selects(shape) and not any(c > 0 and pod_domains.has(d) for d, c in counts.items()):
+            return lambda values: True
+
+        def affinity_allows(values: Iterable[str]) -> bool:
+            for d in values:  # noqa: SIM110 (a loop: cheaper than any() over a generator)
+                if counts.get(d, 0) > 0 and pod_domains.has(d):
+                    return True
+            return False
+
+        return affinity_allows
+
+    def anti_affinity_allows(values: Iterable[str]) -> bool:
+        for d in values:
+            count = counts.get(d)
+            if (count is not None or hostname) and not count and pod_domains.has(d):
+                return True
+        return False
+
+    return anti_affinity_allows
 
 
 def _spread_key(shape: PodShape, constraint: SpreadConstraint) -> GroupKey:

@@ -292,3 +292,21 @@ def test_gte_and_lte_are_v1_only() -> None:
     assert Requirement.new(INSTANCE_GENERATION, GTE, ["6"]).intersection(
         Requirement.new(INSTANCE_GENERATION, LTE, ["5"])
     ).is_empty()
+
+
+_UNIVERSE = (*_VALUES, "0", "3", "6", "7", "x")
+
+
+@given(_requirement_sets(), _requirement_sets())
+def test_intersections_allow_exactly_what_both_sides_allow(left: Requirements, right: Requirements) -> None:
+    """Key by key, an intersection allows a value exactly when both sides do — also where it takes a shortcut
+    (one side `Exists`, or the same object: the other side is returned as it is); requirements built alike are
+    equal and hash alike (the hash is kept once computed)."""
+    both = left.intersection(right)
+    for key in set(left) | set(right):
+        mine, theirs = left.get_or_exists(key), right.get_or_exists(key)
+        assert {v for v in _UNIVERSE if both[key].has(v)} == {v for v in _UNIVERSE if mine.has(v) and theirs.has(v)}
+        assert mine.intersection(Requirement.exists(key)) == mine == Requirement.exists(key).intersection(mine)
+        assert mine.intersection(mine) == mine
+    again = Requirements([*left.values(), *right.values()])
+    assert hash(both) == hash(again) and both == again

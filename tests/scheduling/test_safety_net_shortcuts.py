@@ -80,7 +80,7 @@ def _layout(plan: Plan) -> list[Any]:
 @contextlib.contextmanager
 def without_shortcuts() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Topology, "refuses", lambda self, pod, attempt, node: False)
+        patch.setattr(Topology, "_domain_tests", lambda self, pod, attempt: [])  # `refuses`, `refusal`: none
         patch.setattr(scheduler_module, "FLOOR_EVERY", 10**9)  # the floor never asked: Karpenter's run completes
         yield
 
