@@ -52,10 +52,11 @@ def compiled_for_cluster(tmp_path: Path) -> Path:
     test watches is not replaced meanwhile)."""
     policies = tmp_path / "policies"
     shutil.copytree(POLICIES, policies)
-    default = yaml.safe_load((policies / "default.yaml").read_text())
+    # the file holds the Provisioner, then its AWSNodeTemplate
+    default, *templates = yaml.safe_load_all((policies / "default.yaml").read_text())
     default["spec"]["ttlSecondsAfterEmpty"] = 2
     default["spec"].pop("consolidation", None)
-    (policies / "default.yaml").write_text(yaml.safe_dump(default))
+    (policies / "default.yaml").write_text(yaml.safe_dump_all([default, *templates]))
     return compile_policies(policies, tmp_path / "build")
 
 
