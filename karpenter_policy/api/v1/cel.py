@@ -18,6 +18,10 @@ characters). `int(<string>)` is replaced by cel-go's (Go's `strconv.ParseInt`, b
 "5_0" and "٣" as integers, which Kubernetes refuses. Standard CEL (`has`, `all`, `exists`, `filter`, `size`,
 `matches` (RE2), `startsWith`, `endsWith`, `in`, ternaries, error absorption by `&&` / `||`) is celpy's. Every
 rule of the shipped CRDs compiles and is exercised by Karpenter's own CEL tests (`tests/api/v1/`).
+
+celpy's tree-walking interpreter costs milliseconds a rule: each rule is also compiled to Python closures
+(`api.v1.celcompile`, celpy's semantics), which give the verdict wherever they model celpy's behaviour; celpy
+evaluates the rest, and gives an evaluation error its text.
 """
 
 from __future__ import annotations
