@@ -18,6 +18,10 @@ characters). `int(<string>)` is replaced by cel-go's (Go's `strconv.ParseInt`, b
 "5_0" and "٣" as integers, which Kubernetes refuses. Standard CEL (`has`, `all`, `exists`, `filter`, `size`,
 `matches` (RE2), `startsWith`, `endsWith`, `in`, ternaries, error absorption by `&&` / `||`) is celpy's. Every
 rule of the shipped CRDs compiles and is exercised by Karpenter's own CEL tests (`tests/api/v1/`).
+
+celpy's tree-walking interpreter costs milliseconds a rule: each rule is also compiled to Python closures
+(`api.v1.celcompile`, celpy's semantics), which give the verdict wherever they model celpy's behaviour; celpy
+evaluates the rest, and gives an evaluation error its text.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
+from karpenter_policy.api.v1.celcompile import GO_DECIMAL, CelError, Closure, Unsure, compile_rule, fits_int64
 from karpenter_policy.api.violations import CEL_RULE, Path, Violation
 
 Schema = Mapping[str, Any]
@@ -47,7 +52,9 @@ _OLD_SELF = re.compile(r"\boldSelf\b")
 class CelRule:
     """One `x-kubernetes-validations` entry, compiled; with what makes its verdicts reusable across objects
     (`_evaluate`): the fields of `self` it reads when it reads nothing else (`fields`), or, for a rule
-    `self.all(x, P)` whose P does not name `self`, P compiled on its own (`item_program`, `item_variable`)."""
+    `self.all(x, P)` whose P does not name `self`, P compiled on its own (`item_program`, `item_variable`); and
+    the rule (and P) compiled to Python closures (`api.v1.celcompile`: `closure`, `item_closure`; None where the
+    rule uses a construct not compiled there, then celpy alone evaluates it)."""
 
     rule: str
     message: str
@@ -56,6 +63,8 @@ class CelRule:
     fields: frozenset[str] | None = None
     item_variable: str | None = None
     item_program: Any = None
+    closure: Closure | None = None
+    item_closure: Closure | None = None
 
 
 def _find(text: Any, pattern: Any) -> Any:
@@ -63,14 +72,11 @@ def _find(text: Any, pattern: Any) -> Any:
     return celtypes.StringType(match.group(0) if match else "")
 
 
-_GO_DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
-
-
 def _int(value: Any) -> Any:
     """cel-go's `int()`: a string is read as Go's `strconv.ParseInt(s, 10, 64)` (a sign and ASCII digits only;
     celpy would take Python's `int`: " 5", "5_0", "٣"); anything else as celpy converts it."""
     if isinstance(value, str):
-        if not _GO_DECIMAL.fullmatch(value):
+        if not GO_DECIMAL.fullmatch(value):
             return CELEvalError("no such overload", ValueError, (f"cannot parse {str(value)!r} as an integer",))
         return celtypes.IntType(int(value))  # IntType raises overflow past int64, as ParseInt does
     return celtypes.IntType(value)
@@ -146,17 +152,23 @@ def _all_body(rule: str) -> tuple[str, str] | None:
 def compiled_rule(rule: str, message: str) -> CelRule:
     """`rule` compiled once per process (celpy's parser is slow to build: about a second, once)."""
     environment = _environment()
-    program = environment.program(environment.compile(rule), functions=KUBERNETES_FUNCTIONS)
+    tree = environment.compile(rule)
+    program = environment.program(tree, functions=KUBERNETES_FUNCTIONS)
     transition = bool(_OLD_SELF.search(rule))
-    item_variable = item_program = None
+    item_variable = item_program = item_closure = None
     if not transition and (split := _all_body(rule)) is not None:
         try:
-            item_program = environment.program(environment.compile(split[1]), functions=KUBERNETES_FUNCTIONS)
+            item_tree = environment.compile(split[1])
+            item_program = environment.program(item_tree, functions=KUBERNETES_FUNCTIONS)
             item_variable = split[0]
+            item_closure = compile_rule(item_tree, frozenset({item_variable}))
         except Exception:  # noqa: BLE001 - not a predicate on its own: the rule is evaluated whole
             item_program = None
     fields = None if transition else _fields_read(rule)
-    return CelRule(rule, message or f"failed rule: {rule}", transition, program, fields, item_variable, item_program)
+    return CelRule(
+        rule, message or f"failed rule: {rule}", transition, program, fields, item_variable, item_program,
+        compile_rule(tree), item_closure,
+    )
 
 
 def _evaluate(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
@@ -201,8 +213,13 @@ def _remembered(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
 
 @lru_cache(maxsize=16384)
 def _remembered_item(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
+    item = json.loads(inputs)
+    if compiled.item_closure is not None and compiled.item_variable is not None:
+        verdict = _closure_verdict(compiled.item_closure, {compiled.item_variable: item})
+        if verdict is not None:
+            return verdict
     try:
-        result = compiled.item_program.evaluate({compiled.item_variable: json_to_cel(json.loads(inputs))})
+        result = compiled.item_program.evaluate({compiled.item_variable: json_to_cel(item)})
     except CELEvalError as error:
         return False, _error_text(error)
     except Exception as error:  # noqa: BLE001 - as `_run`: refused, never a crash
@@ -210,7 +227,28 @@ def _remembered_item(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
     return _verdict(result)
 
 
+def _closure_verdict(closure: Closure, activation: dict[str, Any]) -> tuple[bool, None] | None:
+    """The compiled rule's verdict when it is sure to be celpy's: None for an evaluation error (celpy says which),
+    for what the closure does not model, and for inputs celpy would refuse while converting them."""
+    if not all(fits_int64(value) for value in activation.values()):
+        return None
+    try:
+        result = closure(activation)
+    except (CelError, Unsure):
+        return None
+    return (result, None) if result is True or result is False else None
+
+
 def _run(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
+    if compiled.closure is not None:
+        verdict = _closure_verdict(compiled.closure, {"self": value, "oldSelf": old} if compiled.transition
+                                   else {"self": value})
+        if verdict is not None:
+            return verdict
+    return _run_celpy(compiled, value, old)
+
+
+def _run_celpy(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
     try:  # celpy refuses what CEL cannot hold (an integer beyond int64: "overflow") while converting
         activation = {"self": json_to_cel(value)}
         if compiled.transition:

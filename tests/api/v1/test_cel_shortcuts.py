@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpenter_policy.api.v1.cel import CelRule, _evaluate, _run, compiled_rule
+from karpenter_policy.api.v1.cel import CelRule, _evaluate, _run_celpy, compiled_rule
 from karpenter_policy.api.v1.crds import CRD_FILES, crd_version
 from tests.api.v1.test_karpenter_cel_cases import _expand, merge_patch
 from tests.profiles import deterministic
@@ -41,7 +41,7 @@ def _rules_at(value: Any, schema: Mapping[str, Any]) -> Iterator[tuple[CelRule, 
 
 def _same_verdict(compiled: CelRule, value: Any) -> None:
     shortcut = _evaluate(compiled, value, None)
-    whole = _run(compiled, value, None)
+    whole = _run_celpy(compiled, value, None)
     assert shortcut[0] is whole[0], (compiled.rule, value, shortcut, whole)
     assert (shortcut[1] is None) is (whole[1] is None), (compiled.rule, value, shortcut, whole)
 
