@@ -119,6 +119,16 @@ class Fleet:
         # Interruption: a controller of the controller's list, given its queue (#24); before, a handler given to
         # the runner.
         takes_queue = "interruption_queue" in inspect.signature(controller_module.Controller).parameters
+        if hasattr(runner_module, "assemble"):  # one place wires the controller to its runner (#24)
+            self.runner = runner_module.assemble(
+                self.cluster, self.cloud, constraints.DirectorySource(self.compiled),
+                controller_module.ControllerOptions(cluster_name=CLUSTER, **self.options), region=REGION,
+                elector=elector, resync=resync, interruption_queue=queue,
+            )
+            self.controller = self.runner.controller
+            self.thread = threading.Thread(target=self.runner.run, name="runner", daemon=True)
+            self.thread.start()
+            return
         self.controller = controller_module.Controller(
             self.cluster, self.cloud, constraints.DirectorySource(self.compiled),
             controller_module.ControllerOptions(cluster_name=CLUSTER, **self.options), region=REGION,

@@ -56,8 +56,8 @@ from karpenter_policy.kube import objects  # noqa: E402
 from karpenter_policy.model.instancetypes import InstanceType  # noqa: E402
 from karpenter_policy.reconcile import logs  # noqa: E402
 from karpenter_policy.reconcile.constraints import DirectorySource  # noqa: E402
-from karpenter_policy.reconcile.controller import Controller, ControllerOptions  # noqa: E402
-from karpenter_policy.reconcile.runner import Runner  # noqa: E402
+from karpenter_policy.reconcile.controller import ControllerOptions  # noqa: E402
+from karpenter_policy.reconcile.runner import assemble  # noqa: E402
 
 WORK = REPOSITORY / "benchmarks" / ".work" / "provision"
 GOAL_MARGIN = 0.2
@@ -215,12 +215,12 @@ class Round:
 def one_round(cloud: IssuedLaunches, proxy: TimedProxy, build: Path, count: int, idle: float, index: int) -> Round:
     cluster = MemoryCluster()
     options = ControllerOptions(cluster_name=CLUSTER, batch_idle=idle, unschedulable_only=False, bind_existing=True)
-    controller = Controller(cluster, cloud, DirectorySource(build), options, region=REGION)
-    runner = Runner(controller, cluster)
+    runner = assemble(cluster, cloud, DirectorySource(build), options, region=REGION)
+    controller = runner.controller
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
-    while controller.loaded is None or not all(i.synced.is_set() for i in runner.view.required()):
+    while controller.loaded is None or not all(i.synced.is_set() for i in runner.feed.required()):
         if time.monotonic() > deadline:
             raise SystemExit("the controller did not start within 60 s")
         time.sleep(0.05)

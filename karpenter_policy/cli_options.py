@@ -1,9 +1,11 @@
-"""The click options of a command made from its option set (`optionspec`): one `click.option` per field, in the
-field order, with the field's default, help text and spelling; the command function receives the option set. A
+"""The click options of a command made from its option set (`optionspec`): one `click.option` (or `click.argument`)
+per field, in the field order, with the field's default, help text and spelling; the command function receives the
+option set. A
 value the option set refuses (`optionspec.OptionValueError`) is one line on stderr and exit 2, as a bad flag."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from functools import update_wrapper
@@ -23,14 +25,21 @@ def click_type(flag: Flag) -> click.ParamType[Any] | None:
     if flag.int_range is not None:
         return click.IntRange(*flag.int_range)
     if flag.float_range is not None:
-        return click.FloatRange(*flag.float_range)
+        return click.FloatRange(*flag.float_range, min_open=flag.min_open)
     if flag.path == "file":
-        return click.Path(dir_okay=False)
+        return click.Path(dir_okay=False, exists=flag.exists)
     if flag.path == "dir":
-        return click.Path(file_okay=False)
+        return click.Path(file_okay=False, exists=flag.exists)
     if flag.path == "any":
-        return click.Path()
+        return click.Path(exists=flag.exists)
     return None
+
+
+def _argument(field: dataclasses.Field[Any], flag: Flag) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A positional argument: its name is the field's."""
+    return click.argument(
+        field.name, type=click_type(flag), nargs=flag.nargs, metavar=flag.metavar, required=flag.required
+    )
 
 
 def with_options(
@@ -49,6 +58,9 @@ def with_options(
 
         decorated: Callable[..., None] = update_wrapper(callback, function, updated=())  # its name and --help
         for field, flag in reversed(flags(options_type)):
+            if flag.argument:
+                decorated = _argument(field, flag)(decorated)
+                continue
             settings: dict[str, Any] = {
                 "type": click_type(flag),
                 "help": flag.help,

@@ -39,8 +39,14 @@ class Flag:
     #: An int (or float) flag within [low, high]; None: unbounded on that side.
     int_range: tuple[int | None, int | None] | None = None
     float_range: tuple[float | None, float | None] | None = None
-    #: A path flag: "file" (not a directory), "dir" (not a file) or "any".
+    #: The lower bound of `float_range` excluded.
+    min_open: bool = False
+    #: A path flag: "file" (not a directory), "dir" (not a file) or "any"; `exists`: it must exist.
     path: Literal["file", "dir", "any"] | None = None
+    exists: bool = False
+    #: A positional argument (its one name is the field's), not a flag; `nargs` -1: any number of them.
+    argument: bool = False
+    nargs: int = 1
     multiple: bool = False
     required: bool = False
     is_flag: bool = False
@@ -50,7 +56,9 @@ class Flag:
 
     @property
     def name(self) -> str:
-        """The flag's long name, as messages give it (`--metrics-port`)."""
+        """The flag's long name, as messages give it (`--metrics-port`; an argument's name in capitals)."""
+        if self.argument:
+            return self.names[0].upper()
         longs = [n.split("/")[0] for n in self.names if n.startswith("--")]
         return longs[0] if longs else self.names[0]
 
@@ -66,6 +74,21 @@ def option(default: Any = dataclasses.MISSING, *names: str, **flag: Any) -> Any:
 def required(*names: str, **flag: Any) -> Any:
     """A dataclass field given on the command line as `names`, which must be given (no default)."""
     return option(dataclasses.MISSING, *names, **flag)
+
+
+def argument(default: Any = dataclasses.MISSING, name: str = "", **flag: Any) -> Any:
+    """A dataclass field given as a positional argument called `name` (`PATHS`, `BASE`; see :class:`Flag`); no
+    `default`: it must be given."""
+    return option(default, name, argument=True, **flag)
+
+
+def like(options_type: type[Any], name: str, **changes: Any) -> Any:
+    """The field `name` of another option set, declared there once, for a command that takes the same flag —
+    with `changes` to its :class:`Flag` (another help text, required) or its default (`default=`)."""
+    field = next(f for f in dataclasses.fields(options_type) if f.name == name)
+    default = changes.pop("default", field.default)
+    spec = dataclasses.replace(field.metadata[FLAG], **changes)
+    return dataclasses.field(default=default, metadata={FLAG: spec})
 
 
 def log_format_option() -> Any:
@@ -117,6 +140,6 @@ def from_flags(options_type: type[Options], given: Mapping[str, Any]) -> Options
 
 
 __all__ = [
-    "FLAG", "Flag", "OptionValueError", "command_line_default", "flags", "from_flags", "log_format_option",
-    "log_level_option", "option", "required",
+    "FLAG", "Flag", "OptionValueError", "argument", "command_line_default", "flags", "from_flags", "like",
+    "log_format_option", "log_level_option", "option", "required",
 ]

@@ -19,6 +19,19 @@ from karpenter_policy.checks.options import REGION_HELP, PolicyOptions
 from karpenter_policy.checks.proof.solver import DEFAULT_TIMEOUT_MS
 from karpenter_policy.cli import main
 from karpenter_policy.cli_options import click_type
+from karpenter_policy.commands.flags import (
+    CatalogBuildFlags,
+    CatalogRefreshFlags,
+    CatalogShowFlags,
+    CheckFlags,
+    CompileFlags,
+    DiffFlags,
+    FmtFlags,
+    PinFlags,
+    RulesFlags,
+    TestFlags,
+    ValidateFlags,
+)
 from karpenter_policy.optionspec import Flag, OptionValueError, command_line_default, flags, from_flags
 from karpenter_policy.reconcile.command import controller_options_of
 from karpenter_policy.reconcile.flags import STRATEGY_NAMES, ReconcileOptions, duration_text, read_duration
@@ -30,11 +43,22 @@ from karpenter_policy.simulate.flags import SimulateOptions
 from karpenter_policy.webhook.command import WebhookOptions, webhook_options
 from karpenter_policy.webhook.flags import WebhookFlags
 
-#: The commands whose flags are made from an option set, and the flags a run needs at least.
+#: The commands whose flags are made from an option set — every command — and the flags a run needs at least.
 GENERATED: dict[str, tuple[type[Any], list[str]]] = {
     "webhook": (WebhookFlags, []),
     "reconcile": (ReconcileOptions, ["--constraints", "build", "--cluster-name", "test"]),
     "simulate": (SimulateOptions, ["--constraints", "build", "--workloads", "apps"]),
+    "validate": (ValidateFlags, []),
+    "check": (CheckFlags, []),
+    "test": (TestFlags, ["--workloads", "apps"]),
+    "compile": (CompileFlags, ["-o", "out"]),
+    "pin": (PinFlags, ["apps"]),
+    "fmt": (FmtFlags, []),
+    "diff": (DiffFlags, ["base", "head"]),
+    "catalog refresh": (CatalogRefreshFlags, ["-o", "catalog.json"]),
+    "catalog show": (CatalogShowFlags, []),
+    "catalog build": (CatalogBuildFlags, ["--sources", "."]),
+    "rules": (RulesFlags, []),
 }
 #: The policy commands' parameters that are not PolicyOptions flags: the paths and the report's shape, and the
 #: flags the CLI reads into PolicyOptions' `scale` and `selection`.
@@ -47,9 +71,22 @@ POLICY_COMMANDS = ("check", "test", "diff", "compile", "pin")
 
 
 def _command(name: str) -> click.Command:
-    command = main.commands[name]
-    assert isinstance(command, click.Command)
+    command: click.Command = main
+    for word in name.split():  # "catalog show": a command of a group
+        assert isinstance(command, click.Group)
+        command = command.commands[word]
     return command
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[str]:
+    """Every command of the CLI, a group's by their full name ("catalog show")."""
+    names = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            names += _commands(command, f"{prefix}{name} ")
+        else:
+            names.append(f"{prefix}{name}")
+    return names
 
 
 def _declared(flag: Flag) -> set[str]:
@@ -60,8 +97,16 @@ def _assert_param_is_field(
     parsed: Mapping[str, Any], param: click.Parameter, field: dataclasses.Field[Any], flag: Flag, help: bool
 ) -> None:
     """`param` is `field`'s flag; `parsed`: what the command got from a run without this flag."""
-    assert isinstance(param, click.Option)
     where = f"{param.name} ({flag.name})"
+    if flag.argument:
+        assert isinstance(param, click.Argument), where
+        assert (param.name, param.nargs, param.required, param.metavar) == (
+            field.name, flag.nargs, flag.required, flag.metavar), where
+        assert param.type.to_info_dict() == (click_type(flag) or click.STRING).to_info_dict(), where
+        if not flag.required:
+            assert parsed[field.name] == command_line_default(field, flag), where
+        return
+    assert isinstance(param, click.Option), where
     assert {*param.opts, *param.secondary_opts} == _declared(flag), where
     if not flag.required:
         default = command_line_default(field, flag)
@@ -86,6 +131,37 @@ def test_a_generated_command_has_a_parameter_per_field_and_no_other(name: str) -
     for param in command.params:
         if param.name in fields:
             _assert_param_is_field(parsed, param, *fields[param.name], help=True)
+
+
+def test_every_command_has_its_flags_made_from_an_option_set() -> None:
+    """No command spells its click options by hand: each has an option set (and the tests above hold them)."""
+    assert sorted(_commands(main)) == sorted(GENERATED)
+
+
+def test_a_flag_several_commands_take_is_declared_once() -> None:
+    """check's flags that are PolicyOptions' are PolicyOptions' fields as they are (`optionspec.like`); the other
+    commands change at most their help text or whether they are required."""
+    policy = dict(flags(PolicyOptions))
+    for name, (options_type, _) in GENERATED.items():
+        if name in ("webhook", "reconcile", "simulate", "catalog refresh"):  # their own: a 1 s solver limit, the
+            continue  # region to describe
+        for field, flag in flags(options_type):
+            same = next((f for f in policy if f.name == field.name), None)
+            if same is None:
+                continue
+            assert field.default == same.default, (name, field.name)
+            assert dataclasses.replace(flag, help=None, required=False) == dataclasses.replace(
+                policy[same], help=None, required=False), (name, field.name)
+            if name == "check":
+                assert flag == policy[same], field.name
+
+
+def test_compile_and_diff_receive_their_option_set() -> None:
+    from karpenter_policy.commands.compile.compiler import compile_command
+    from karpenter_policy.commands.diff import diff_command
+
+    assert inspect.signature(compile_command).parameters["flags"].annotation in (CompileFlags, "CompileFlags")
+    assert inspect.signature(diff_command).parameters["flags"].annotation in (DiffFlags, "DiffFlags")
 
 
 @pytest.mark.parametrize("name", sorted(GENERATED))

@@ -66,6 +66,7 @@ from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workl
 from karpenter_policy.checks.validation.budgets import NodePoolTimeline, check_budgets
 from karpenter_policy.commands.budgetcomment import BudgetChange, budget_change_lines, budget_changes
 from karpenter_policy.commands.costcomment import cost_headline, diff_cost_lines, markdown_text, ratio_text
+from karpenter_policy.commands.flags import DiffFlags
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price, price_key, price_text
 from karpenter_policy.model.requirements import Requirement, Requirements
@@ -1080,19 +1081,17 @@ def render_diff(result: DiffResult, output: str) -> str:
 
 
 def diff_command(
-    base: str,
-    head: str,
-    paths: Sequence[str],
+    flags: DiffFlags,
     catalog: Catalog,
     *,
-    output: str = "text",
-    timeout_ms: int = DEFAULT_TIMEOUT_MS,
     values: Mapping[str, Any] | None = None,
-    workload_paths: Sequence[str] = (),
-    exit_code_on_diff: bool = False,
     scale: Mapping[str, int] | None = None,
 ) -> CommandOutput:
-    """Run `karpenter-policy diff`."""
+    """Run `karpenter-policy diff` with its flags and what the CLI loaded from them: the catalog (`--catalog`,
+    `--region`), the template values (`--values`) and `--scale`."""
+    base, head, paths, timeout_ms, workload_paths = (
+        flags.base, flags.head, flags.paths, flags.timeout_ms, flags.workload_paths
+    )
     scratch = tempfile.mkdtemp(prefix="karpenter-policy-diff-")
     today = datetime.now(UTC).date()  # both sides' budgets over the same week
     try:
@@ -1129,7 +1128,7 @@ def diff_command(
                 _compare_workloads(result, workload_paths, catalog, scale)
             except OptionError as error:
                 return CommandOutput(2, "", f"karpenter-policy diff: {error}\n")
-        return CommandOutput(result.exit_code(exit_code_on_diff), render_diff(result, output), "")
+        return CommandOutput(result.exit_code(flags.exit_code_on_diff), render_diff(result, flags.output), "")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

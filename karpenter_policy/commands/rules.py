@@ -13,8 +13,9 @@ from karpenter_policy.api.rules import RULES, Rule, rule_named, unknown_rule_mes
 from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.checks.reporters import json_text
 from karpenter_policy.checks.ruledocs import docs_url, help_uri
+from karpenter_policy.commands.flags import RULE_OUTPUTS
 
-OUTPUTS = ("text", "json", "markdown")
+OUTPUTS = RULE_OUTPUTS  # one definition: the flag's choices
 
 _WIDTH = 100
 

@@ -45,7 +45,7 @@ from karpenter_policy.reconcile.controller import REASON_REFUSED, Controller, Co
 from karpenter_policy.reconcile.flags import ReconcileOptions
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.probes import ProbeServer
-from karpenter_policy.reconcile.runner import Runner
+from karpenter_policy.reconcile.runner import Runner, assemble
 from karpenter_policy.scheduling import STRATEGIES
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -192,19 +192,18 @@ def build(options: ReconcileOptions) -> Reconciler:
         ),
         list(catalog.instance_types),
     )
-    metrics = Metrics()
     queue = interruption_queue(cloud, options.interruption_queue) if options.interruption_queue else None
-    controller = Controller(
-        cluster, cloud, source, controller_options, region=region, metrics=metrics, interruption_queue=queue,
-        account=own_account(cloud) if queue is not None else None,
-    )
-    controller.take(first)
     elector = None
     if options.leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         elector = LeaderElector(cluster, _lease_namespace(options), LEASE_NAME, identity)
-    runner = Runner(controller, cluster, elector=elector)
-    return Reconciler(controller, runner, elector, metrics)
+    runner = assemble(
+        cluster, cloud, source, controller_options, region=region, elector=elector, interruption_queue=queue,
+        account=own_account(cloud) if queue is not None else None,
+    )
+    controller = runner.controller
+    controller.take(first)
+    return Reconciler(controller, runner, elector, controller.metrics)
 
 
 def interruption_queue(cloud: AwsCloudProvider, name: str) -> SqsQueue:

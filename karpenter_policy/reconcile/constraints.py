@@ -20,7 +20,7 @@ ConfigMap). The `api` readers do every check.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -36,6 +36,7 @@ from karpenter_policy.api.constraintset import (
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.objects import Obj
 
 CONFIGMAP_PREFIX = "configmap/"
@@ -117,30 +118,36 @@ class DirectorySource:
 
 
 class ConfigMapSource:
-    """The constraint-set ConfigMap (see the module docstring). `reader` returns the ConfigMap or None (default:
-    a GET per poll; the threaded runner passes its informer's cache)."""
+    """The constraint-set ConfigMap (see the module docstring). It has an informer of its own (`informer`, on that
+    one ConfigMap), which the threaded runner starts with the others: once it has listed, a poll reads its cache,
+    and each of its events sets `changed` — the provisioning controller's wake-up, which the controller takes from
+    the source. Until then (the command's first read, before the runner starts; a controller driven step by step),
+    a poll is a GET."""
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        namespace: str,
-        name: str,
-        reader: Callable[[], Obj | None] | None = None,
-    ) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, name: str) -> None:
         self.namespace, self.name = namespace, name
         self.description = f"{CONFIGMAP_PREFIX}{namespace}/{name}"
-        self._reader = reader or (lambda: cluster.get(objects.CONFIG_MAP, name, namespace))
+        self.changed = threading.Event()
+        self.informer = Informer(
+            cluster,
+            objects.CONFIG_MAP,
+            namespace=namespace,
+            field_selector=f"metadata.name={name}",
+            on_event=lambda _: self.changed.set(),
+        )
+        self._cluster = cluster
         self._fingerprint: object = None
 
-    def use_reader(self, reader: Callable[[], Obj | None]) -> None:
-        """Read the ConfigMap with `reader` from now on (the runner's informer cache, instead of a GET)."""
-        self._reader = reader
+    def _read(self) -> Obj | None:
+        if self.informer.synced.is_set():
+            return self.informer.get(self.name, self.namespace)
+        return self._cluster.get(objects.CONFIG_MAP, self.name, self.namespace)
 
     def poll(self) -> Loaded | Refused | None:
         """A new version when the ConfigMap changed since the last poll (Refused when it does not load or cannot be read
         at first), None when it did not."""
         try:
-            configmap = self._reader()
+            configmap = self._read()
         except ClusterError as error:  # transient: what is in force stays; nothing yet is worth saying
             return Refused(f"{self.description}: cannot read it: {error}") if self._fingerprint is None else None
         fingerprint = "absent" if configmap is None else (objects.uid(configmap), objects.resource_version(configmap))

@@ -50,7 +50,7 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.acting import ActingCloud, ActingCluster
 from karpenter_policy.reconcile.cloudmetrics import MeasuredCloud
-from karpenter_policy.reconcile.constraints import ConstraintSource, Loaded, Refused
+from karpenter_policy.reconcile.constraints import ConfigMapSource, ConstraintSource, Loaded, Refused
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.disruption.controller import Disruption
 from karpenter_policy.reconcile.disruption.emptiness import Emptiness
@@ -76,8 +76,14 @@ CONSTRAINTS = logs.logger("constraints")
 REASON_REFUSED = "ConstraintSetRefused"
 
 
-def _utc_now() -> dt.datetime:
+def utc_now() -> dt.datetime:
+    """The wall clock: now, in UTC."""
     return dt.datetime.now(dt.UTC)
+
+
+def always() -> bool:
+    """A controller driven step by step always acts (it has no Lease to hold)."""
+    return True
 
 
 def default_feed(cluster: Cluster, state: ClusterState) -> StateFeed:
@@ -100,24 +106,29 @@ class Controller:
         region: str,
         feed: StateFeed | None = None,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], dt.datetime] = _utc_now,
+        wall_clock: Callable[[], dt.datetime] = utc_now,
         metrics: Metrics | None = None,
         interruption_queue: InterruptionQueue | None = None,
         account: str | None = None,
+        acting: Callable[[], bool] = always,
     ) -> None:
         self.constraints = constraints
         self.state = feed.state if feed is not None else ClusterState(unschedulable_only=options.unschedulable_only)
         metrics = metrics or Metrics(clock)
-        #: Whether this replica may change anything now (the runner's leadership; always, driven step by step).
-        self.acting: Callable[[], bool] = lambda: True
+        #: Whether this replica may change anything now (the threaded runner's leadership; always, driven step by
+        #: step): every call that changes the cluster or the cloud asks it first.
+        self.acting = acting
         # every controller's calls measured (docs/metrics.md), and each change made only while acting (`acting`)
-        cloud = ActingCloud(MeasuredCloud(cloud, metrics, region), lambda: self.acting())
-        cluster = ActingCluster(cluster, lambda: self.acting())
+        cloud = ActingCloud(MeasuredCloud(cloud, metrics, region), acting)
+        cluster = ActingCluster(cluster, acting)
         self.context = Context(cluster, cloud, options, self.state, region, clock, wall_clock, metrics)
         self.feed: StateFeed = feed or default_feed(cluster, self.state)
         self.last_refusal: str | None = None
         self._refused_since_taken = False  # a version was refused after the one in force was taken
-        self.provisioner = Provisioner(self.context)
+        # a ConfigMap source's informer wakes provisioning when the constraint sets change
+        self.provisioner = Provisioner(
+            self.context, wake=constraints.changed if isinstance(constraints, ConfigMapSource) else None
+        )
         self.lifecycle = NodeLifecycle(self.context, self.provisioner)
         self.liveness = Liveness(self.context)
         self.provisioning = Provisioning(
@@ -142,7 +153,7 @@ class Controller:
         self.interruption = (
             InterruptionHandler(
                 cluster, cloud, interruption_queue, metrics=metrics, wall_clock=wall_clock, account=account,
-                region=region, state=self.state, acting=lambda: self.acting(), clock=clock,
+                region=region, state=self.state, acting=acting, clock=clock,
             )
             if interruption_queue is not None
             else None

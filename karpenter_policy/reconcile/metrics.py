@@ -166,13 +166,16 @@ class Step:
 
 class Metrics:
     """The controller's metrics (see the module docstring). `clock`: monotonic seconds, the controller's (the
-    summaries' window); `leading`: whether this replica acts (the runner sets it: the gauges that describe the
-    cluster and the pods' start-up times are a leader's, as Karpenter's controllers run on the leader only)."""
+    summaries' window); `leading`: whether this replica acts (the threaded runner's leadership, always by default:
+    the gauges that describe the cluster and the pods' start-up times are a leader's, as Karpenter's controllers
+    run on the leader only)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, leading: Callable[[], bool] = lambda: True
+    ) -> None:
         self.registry = CollectorRegistry()
         self.clock = clock
-        self.leading: Callable[[], bool] = lambda: True
+        self.leading = leading
         self._started: set[str] = set()  # controllers whose series are there
         self._collectors: dict[str, Collector] = {}
         self._ours(self.registry)

@@ -33,18 +33,25 @@ that describe the cluster (`Metrics.leading`); leader election's own metrics are
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from karpenter_policy.kube import objects
+from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.cloud.queue import InterruptionQueue
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.constraints import ConfigMapSource
-from karpenter_policy.reconcile.controller import Controller
+from karpenter_policy.reconcile.constraints import ConfigMapSource, ConstraintSource
+from karpenter_policy.reconcile.controller import Controller, utc_now
 from karpenter_policy.reconcile.leadermetrics import LeaderElectionMetrics
+from karpenter_policy.reconcile.metrics import Metrics
+from karpenter_policy.reconcile.options import ControllerOptions
 from karpenter_policy.reconcile.result import ReconcileResult
+from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import InformerFeed
 from karpenter_policy.reconcile.steps import Reconciler
 
@@ -108,50 +115,86 @@ class _Worker:
             self.wake.clear()
 
 
+class Leadership:
+    """Whether this replica may act, asked by every controller and every change (see the module docstring):
+    `elector`'s Lease (None: the one replica, elected alone), and not `stopping` (set when the runner stops)."""
+
+    def __init__(self, elector: LeaderElector | None) -> None:
+        self.elector = elector
+        self.stopping = threading.Event()
+
+    def holds_lease(self) -> bool:
+        """What every change asks (the controller's `acting`): the Lease is ours, its renew deadline not passed.
+        Not whether the runner stops: a step under way when it stops finishes (the lease is released only after)."""
+        return self.elector is None or self.elector.is_leader
+
+    def acting(self) -> bool:
+        """Leading, without taking over (what the metrics ask at a scrape: `Metrics.leading`)."""
+        return not self.stopping.is_set() and self.holds_lease()
+
+
+def assemble(
+    cluster: Cluster,
+    cloud: CloudProvider,
+    constraints: ConstraintSource,
+    options: ControllerOptions,
+    *,
+    region: str,
+    elector: LeaderElector | None = None,
+    resync: float = DEFAULT_RESYNC,
+    api_silence_limit: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], dt.datetime] = utc_now,
+    interruption_queue: InterruptionQueue | None = None,
+    account: str | None = None,
+) -> Runner:
+    """THE place that wires a controller to run on threads, each piece built complete before the next: the
+    leadership (`elector`), the metrics that ask it, the informers that feed the state, the controller on them
+    (its changes made only while the Lease is held), then the runner. The controller's parameters are
+    :class:`Controller`'s; the runner's `resync` and `api_silence_limit` are :class:`Runner`'s."""
+    leadership = Leadership(elector)
+    metrics = Metrics(clock, leading=leadership.acting)
+    state = ClusterState(unschedulable_only=options.unschedulable_only)
+    feed = InformerFeed(cluster, state)
+    metrics.watch_counters(feed.malformed, lambda: dict(state.malformed))  # registered before anything is scraped
+    if elector is not None:
+        metrics.use("leader_election", LeaderElectionMetrics(elector))
+    controller = Controller(
+        cluster, cloud, constraints, options, region=region, feed=feed, clock=clock, wall_clock=wall_clock,
+        metrics=metrics, interruption_queue=interruption_queue, account=account, acting=leadership.holds_lease,
+    )
+    return Runner(controller, feed, leadership, resync=resync, api_silence_limit=api_silence_limit)
+
+
 class Runner:
-    """See the module docstring: :meth:`run` until :meth:`stop` (from another thread or a signal handler)."""
+    """See the module docstring: :meth:`run` until :meth:`stop` (from another thread or a signal handler). Built by
+    :func:`assemble`, which gives it the controller, the informers that feed the controller's state (`feed`) and
+    the `leadership` the controller asks."""
 
     def __init__(
         self,
         controller: Controller,
-        cluster: Cluster,
+        feed: InformerFeed,
+        leadership: Leadership,
         *,
-        elector: LeaderElector | None = None,
         resync: float = DEFAULT_RESYNC,
         api_silence_limit: float | None = None,
     ) -> None:
         self.controller = controller
-        self.elector = elector
+        self.feed = feed
+        self.leadership = leadership
+        self.elector = elector = leadership.elector
         #: Not ready once the API server has not answered the elector for this long (default: a lease duration —
         #: a replica that cannot reach it can neither lead nor take over).
         self.api_silence_limit = api_silence_limit or (elector.lease_duration if elector is not None else 0.0)
         self.resync = resync
         self.clock = controller.clock
-        self.stopping = threading.Event()
-        self._leading_now = threading.Event()
+        self.stopping = leadership.stopping
         self._took_over = False
         self._lock = threading.Lock()
-        self.feed = InformerFeed(cluster, controller.state)
-        controller.feed = self.feed
-        state = controller.state
-        controller.metrics.watch_counters(self.feed.malformed, lambda: dict(state.malformed))
-        controller.metrics.leading = self._acting
-        controller.acting = self._holds_lease  # every call that changes the cluster or the cloud asks first
-        if elector is not None:
-            controller.metrics.use("leader_election", LeaderElectionMetrics(elector))
-        self.configmap: Informer | None = None
-        provisioner = controller.provisioner
         source = controller.constraints
-        if isinstance(source, ConfigMapSource):
-            informer = Informer(
-                cluster,
-                objects.CONFIG_MAP,
-                namespace=source.namespace,
-                field_selector=f"metadata.name={source.name}",
-                on_event=lambda _: provisioner.wake.set(),
-            )
-            source.use_reader(lambda: informer.get(source.name, source.namespace))
-            self.configmap = informer
+        #: The constraint-set ConfigMap's own informer (its source's), started and stopped with the others.
+        self.configmap: Informer | None = source.informer if isinstance(source, ConfigMapSource) else None
         self.workers = [_Worker(self, c, resync) for c in controller.controllers]  # a thread per controller
 
     # --- leadership ----------------------------------------------------------------------------------------
@@ -171,15 +214,6 @@ class Runner:
                 for worker in self.workers:
                     worker.wake.set()
         return True
-
-    def _acting(self) -> bool:
-        """Leading, without taking over (what the metrics ask at a scrape)."""
-        return not self.stopping.is_set() and (self.elector is None or self.elector.is_leader)
-
-    def _holds_lease(self) -> bool:
-        """What every change asks (`acting`): the Lease is ours, its renew deadline not passed. Not whether the
-        runner stops: a step under way when it stops finishes (the lease is released only after)."""
-        return self.elector is None or self.elector.is_leader
 
     def wait_for_leadership(self, timeout: float) -> None:
         if self.elector is not None:
@@ -262,4 +296,4 @@ def run_in_thread(runner: Runner) -> threading.Thread:
     return thread
 
 
-__all__ = ["DEFAULT_RESYNC", "Health", "Runner", "run_in_thread"]
+__all__ = ["DEFAULT_RESYNC", "Health", "Leadership", "Runner", "assemble", "run_in_thread"]

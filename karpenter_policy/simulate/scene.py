@@ -77,7 +77,7 @@ from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySo
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.options import ControllerOptions
 from karpenter_policy.reconcile.result import ReconcileResult
-from karpenter_policy.reconcile.runner import Runner
+from karpenter_policy.reconcile.runner import Runner, assemble
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 from karpenter_policy.simulate.clock import VirtualClock
@@ -634,8 +634,10 @@ class Scene:
             raise RuntimeError("the threaded runner needs a scene in real time (real_time=True)")
         resync = options.pop("resync", 2.0)
         elector = options.pop("elector", None)
-        controller = Controller(self.cluster, self.cloud, self.source, self.options(**options), region=self.region)
-        runner = Runner(controller, self.cluster, resync=resync, elector=elector)
+        runner = assemble(
+            self.cluster, self.cloud, self.source, self.options(**options), region=self.region, resync=resync,
+            elector=elector,
+        )
         thread = threading.Thread(target=runner.run, name="scene-runner", daemon=True)
         thread.start()
         try:

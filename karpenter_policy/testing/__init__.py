@@ -59,9 +59,10 @@ def compile_policies(policies: str | Path, out: str | Path | None = None) -> Pat
     """Compile a policy directory as `karpenter-policy compile` does; the output directory (a temporary one when
     `out` is None). Raises ValueError with the report when it does not compile."""
     from karpenter_policy.commands.compile.compiler import compile_command
+    from karpenter_policy.commands.flags import CompileFlags
 
     target = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="scene-")) / "build"
-    done = compile_command([str(policies)], str(target), quiet=True)
+    done = compile_command(CompileFlags(paths=(str(policies),), out=str(target), quiet=True))
     if done.exit_code != 0:
         raise ValueError(f"{policies} does not compile:\n{done.stdout}{done.stderr}")
     return target

@@ -30,6 +30,7 @@ from karpenter_policy.commands.compile.compiler import (
     compile_paths,
     write_output,
 )
+from karpenter_policy.commands.flags import CompileFlags
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirements
 
@@ -85,7 +86,8 @@ def load_set(directory: Path, name: str) -> ConstraintSet:
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's policies compiled once (from the repository root, as a user would)."""
     out = tmp_path_factory.mktemp("compiled") / "build"
-    result = compile_command(["policies"] if Path.cwd() == ROOT else [str(POLICIES)], str(out))
+    paths = ("policies",) if Path.cwd() == ROOT else (str(POLICIES),)
+    result = compile_command(CompileFlags(paths=paths, out=str(out)))
     assert result.exit_code == 0, result.stdout + result.stderr
     return out
 
@@ -123,11 +125,11 @@ def test_the_kustomization_lists_the_manifests(compiled: Path, tmp_path: Path) -
 
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
-    assert compile_command([str(policies)], str(out)).exit_code == 0
+    assert compile_command(CompileFlags(paths=(str(policies),), out=str(out))).exit_code == 0
     extra = (policies / "gpu.yaml").read_text().replace("name: gpu\n", "name: gpu-extra\n", 1)
     (policies / "gpu-extra.yaml").write_text(extra)
     (policies / "arm64.yaml").unlink()
-    assert compile_command([str(policies)], str(out)).exit_code == 0
+    assert compile_command(CompileFlags(paths=(str(policies),), out=str(out))).exit_code == 0
     resources = yaml.safe_load((out / "kustomization.yaml").read_text())["resources"]
     assert "manifests/provisioner-gpu-extra.yaml" in resources and "manifests/provisioner-arm64.yaml" not in resources
     assert resources == sorted(f"manifests/{p.name}" for p in (out / "manifests").iterdir())
@@ -148,7 +150,7 @@ def test_a_kustomization_of_the_users_in_the_output_is_refused_with_what_to_do(t
     """Before compile wrote DIR/kustomization.yaml, users could keep their own there: never overwritten."""
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
-    assert compile_command([str(policies)], str(out)).exit_code == 0
+    assert compile_command(CompileFlags(paths=(str(policies),), out=str(out))).exit_code == 0
     record = out / ".karpenter-policy-output"  # the record of an earlier version, which did not write it…
     data = json.loads(record.read_text())
     data["files"] = {k: v for k, v in data["files"].items() if k != "kustomization.yaml"} if isinstance(
@@ -290,10 +292,10 @@ def test_byte_identical_across_working_directories_and_file_order(tmp_path: Path
 
 
 def test_git_repository_sources_are_relative_to_the_repository(tmp_path: Path) -> None:
-    one = compile_command([str(POLICIES)], str(tmp_path / "a"))
+    one = compile_command(CompileFlags(paths=(str(POLICIES),), out=str(tmp_path / "a")))
     os.chdir(POLICIES)
     try:
-        two = compile_command(["."], str(tmp_path / "b"))
+        two = compile_command(CompileFlags(paths=(".",), out=str(tmp_path / "b")))
     finally:
         os.chdir(ROOT)
     assert one.exit_code == two.exit_code == 0
@@ -309,7 +311,7 @@ def test_git_repository_sources_are_relative_to_the_repository(tmp_path: Path) -
 def test_error_leaves_existing_output_untouched_and_creates_nothing(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
-    assert compile_command([str(policies)], str(out)).exit_code == 0
+    assert compile_command(CompileFlags(paths=(str(policies),), out=str(out))).exit_code == 0
     before, listing = tree(out), sorted(os.listdir(tmp_path))
     (policies / "broken.yaml").write_text(BROKEN)
     result = cli(str(policies), "-o", str(out))
@@ -351,9 +353,9 @@ def test_an_expiry_under_an_hour_is_a_warning_and_the_set_keeps_it(tmp_path: Pat
 def test_replacing_an_earlier_output_removes_stale_files(tmp_path: Path) -> None:
     policies = copy_policies(tmp_path / "policies")
     out = tmp_path / "build"
-    assert compile_command([str(policies)], str(out)).exit_code == 0
+    assert compile_command(CompileFlags(paths=(str(policies),), out=str(out))).exit_code == 0
     (policies / "gpu.yaml").unlink()
-    assert compile_command([str(policies)], str(out)).exit_code == 0
+    assert compile_command(CompileFlags(paths=(str(policies),), out=str(out))).exit_code == 0
     assert not (out / "constraintsets" / "gpu.json").exists()
     assert not (out / "manifests" / "provisioner-gpu.yaml").exists()
     assert sorted(os.listdir(tmp_path)) == ["build", "policies"]  # no temporary directories left

@@ -16,6 +16,7 @@ from karpenter_policy.checks.options import PolicyOptions
 from karpenter_policy.checks.proof.placement import Landing, WorkloadBill
 from karpenter_policy.commands.check import check_command
 from karpenter_policy.commands.diff import DiffResult, diff_command, diff_sides, load_side
+from karpenter_policy.commands.flags import DiffFlags
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = (
@@ -140,7 +141,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 def run(repo: Path, monkeypatch: pytest.MonkeyPatch, *args: str, **kwargs: object) -> tuple[int, str, str]:
     monkeypatch.chdir(repo)
     base, head, *paths = args
-    out = diff_command(base, head, paths, load_catalog(), **kwargs)  # type: ignore[arg-type]
+    flags = DiffFlags(base=base, head=head, paths=tuple(paths), **kwargs)  # type: ignore[arg-type]
+    out = diff_command(flags, load_catalog())
     return out.exit_code, out.stdout, out.stderr
 
 
@@ -287,7 +289,7 @@ def test_head_with_errors_exits_1(tmp_path: Path) -> None:
     (new / "p.yaml").write_text(
         DEFAULT_1.replace("[c5, m5]", "[c5, m5]}\n    - {key: kubernetes.io/arch, operator: Gt")
     )
-    out = diff_command(str(old), str(new), (), load_catalog())
+    out = diff_command(DiffFlags(base=str(old), head=str(new)), load_catalog())
     assert out.exit_code == 1
     assert "HEAD p.yaml" in out.stdout and "error" in out.stdout
     assert "Provisioner default (p.yaml:4): removed (invalid in HEAD: see its errors)" in out.stdout
@@ -428,8 +430,9 @@ def limited_diff(tmp_path: Path, base_limit: int, head_limit: int, output: str) 
         (tmp_path / name / "trainer.yaml").write_text(TRAINER.replace("CPU_LIMIT", str(limit)))
     (tmp_path / "job.yaml").write_text(TRAINING_JOB)
     out = diff_command(
-        str(tmp_path / "base"), str(tmp_path / "head"), (), load_catalog(),
-        output=output, workload_paths=[str(tmp_path / "job.yaml")],
+        DiffFlags(base=str(tmp_path / "base"), head=str(tmp_path / "head"), output=output,
+                  workload_paths=(str(tmp_path / "job.yaml"),)),
+        load_catalog(),
     )
     assert out.stderr == ""
     return out.exit_code, out.stdout

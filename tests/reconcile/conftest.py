@@ -34,7 +34,8 @@ from karpenter_policy.fakes.cloud import FakeCloudProvider  # noqa: E402
 from karpenter_policy.fakes.cluster import MemoryCluster  # noqa: E402
 from karpenter_policy.reconcile import logs  # noqa: E402
 from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySource  # noqa: E402
-from karpenter_policy.reconcile.controller import Controller, ControllerOptions  # noqa: E402
+from karpenter_policy.reconcile.controller import Controller, ControllerOptions, always  # noqa: E402
+from karpenter_policy.reconcile.state.feed import StateFeed  # noqa: E402
 from karpenter_policy.simulate.kubelet import FakeKubelet  # noqa: E402
 
 from .awsaccount import K8S_VERSION, REGION, ZONES, WorkloadsAccount  # noqa: E402
@@ -86,8 +87,12 @@ def make_harness(compiled: Path, clock: FakeClock, log: io.StringIO) -> MakeHarn
         cloud: CloudProvider | None = None,
         source: ConstraintSource | None = None,
         cluster: MemoryCluster | None = None,
+        acting: Callable[[], bool] = always,
+        feed: Callable[[MemoryCluster], StateFeed] | None = None,
         **options: Any,
     ) -> Harness:
+        """`acting`: the controller's leadership (always); `feed`: its state's feed, made on the cluster (the
+        default: a watch drained at each step)."""
         cluster = cluster or MemoryCluster()
         cloud = cloud or fake_cloud(clock)
         options.setdefault("launch_parallelism", 1)  # launches in plan order: instance ids and logs reproducible
@@ -98,6 +103,8 @@ def make_harness(compiled: Path, clock: FakeClock, log: io.StringIO) -> MakeHarn
             ControllerOptions(cluster_name=CLUSTER, **options),
             region=REGION,
             clock=clock,
+            acting=acting,
+            feed=feed(cluster) if feed is not None else None,
         )
         return Harness(cluster, cloud, controller, FakeKubelet(cluster, clock), clock, log)
 

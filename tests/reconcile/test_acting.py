@@ -16,9 +16,8 @@ from .support import create_all, inflate
 
 
 def test_a_replica_that_does_not_lead_launches_registers_and_binds_nothing(make_harness: MakeHarness) -> None:
-    h = make_harness(batch_idle=1.0, batch_max=10.0)
     leading = False
-    h.controller.acting = lambda: leading
+    h = make_harness(batch_idle=1.0, batch_max=10.0, acting=lambda: leading)
     create_all(h.cluster, objects.POD, inflate(0, 3))
 
     h.step()
@@ -37,14 +36,13 @@ def test_a_replica_that_does_not_lead_launches_registers_and_binds_nothing(make_
 def test_leadership_lapsing_in_the_middle_of_a_step_stops_it_at_its_next_change(make_harness: MakeHarness) -> None:
     """The check is per change, not per step: leadership that lapses between the launch and the Node's registration
     stops the step there (the launch is picked up by whoever leads next, as after any take-over)."""
-    h = make_harness(batch_idle=1.0, batch_max=10.0)
     changes: list[bool] = []
 
     def leads_for_one_change() -> bool:
         changes.append(not h.cloud.list(CLUSTER))  # every change up to the launch is allowed, none after it
         return changes[-1]
 
-    h.controller.acting = leads_for_one_change
+    h = make_harness(batch_idle=1.0, batch_max=10.0, acting=leads_for_one_change)
     create_all(h.cluster, objects.POD, inflate(0, 2))
     h.step()
     h.clock.advance(1.1)
@@ -56,8 +54,7 @@ def test_leadership_lapsing_in_the_middle_of_a_step_stops_it_at_its_next_change(
 
 
 def test_reads_pass_and_every_kind_of_change_is_refused_when_not_leading(make_harness: MakeHarness) -> None:
-    h = make_harness()
-    h.controller.acting = lambda: False
+    h = make_harness(acting=lambda: False)
     cluster, cloud = h.controller.cluster, h.controller.cloud
     pod = inflate(0, 1)[0]
     h.cluster.create(objects.POD, pod)

@@ -11,9 +11,11 @@ import yaml
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.errors import CloudError
+from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.constraints import DirectorySource
-from karpenter_policy.reconcile.state.feed import FeedHealth, StateFeed
+from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.feed import FeedHealth, StateFeed, WatchFeed
 from karpenter_policy.scheduling.plan import one_line
 
 from .conftest import CLUSTER, MakeHarness, fake_cloud
@@ -262,15 +264,17 @@ def test_an_unschedulable_pod_gets_the_event_check_gives(make_harness: MakeHarne
     assert h.messages().count(logged) == 1
 
 
-class PausedFeed:
-    """An informer cache that has not caught up: it stopped following the cluster after a moment."""
+class PausableFeed:
+    """An informer cache that can stop catching up (`paused`): it stops following the cluster after a moment."""
 
     def __init__(self, feed: StateFeed) -> None:
         self.feed = feed
         self.state = feed.state
+        self.paused = False
 
     def sync(self) -> None:
-        return None  # nothing moves in a cache that is stuck
+        if not self.paused:  # nothing moves in a cache that is stuck
+            self.feed.sync()
 
     def health(self) -> FeedHealth:
         return self.feed.health()
@@ -279,11 +283,13 @@ class PausedFeed:
 def test_a_second_batch_never_launches_again_for_pods_planned_onto_a_node_in_flight(
     make_harness: MakeHarness,
 ) -> None:
-    h = make_harness()
+    cluster = MemoryCluster()
+    feed = PausableFeed(WatchFeed(cluster, ClusterState()))
+    h = make_harness(cluster=cluster, feed=lambda _: feed)
     create_all(h.cluster, objects.POD, inflate(0, 5))
     first = h.batch()
     assert len(first.launched) == 1
-    h.controller.feed = PausedFeed(h.controller.feed)  # the state keeps showing the 5 pods pending, and no node
+    feed.paused = True  # the state keeps showing the 5 pods pending, and no node
     assert len(h.controller.state.pending()) == 5
     h.clock.advance(30)  # a retry would be due, and the state still shows the 5 pods pending
     again = h.step()

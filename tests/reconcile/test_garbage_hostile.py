@@ -29,6 +29,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
+from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import ListFeed
 from karpenter_policy.reconcile.state.nodes import ANNOTATION_HASH, ANNOTATION_INSTANCE
 
@@ -104,9 +105,8 @@ def test_no_answer_of_the_api_makes_the_controller_terminate_an_instance_whose_n
     controller = Controller(
         cluster, cloud, DirectorySource(compiled),
         ControllerOptions(cluster_name=CLUSTER, gc_interval=1.0, gc_instance_grace=10.0, gc_node_grace=10.0),
-        region=REGION, clock=clock, feed=None,
+        region=REGION, clock=clock, feed=ListFeed(cluster, ClusterState()),
     )
-    controller.feed = ListFeed(cluster, controller.state)
     controller.reconcile_once()
     for answer, advance in answers:
         clock.advance(advance)
@@ -133,9 +133,8 @@ def test_a_node_whose_instance_is_gone_is_still_collected_once_the_api_tells_the
     controller = Controller(
         cluster, cloud, DirectorySource(compiled),
         ControllerOptions(cluster_name=CLUSTER, gc_interval=1.0, gc_instance_grace=10.0),
-        region=REGION, clock=clock,
+        region=REGION, clock=clock, feed=ListFeed(cluster, ClusterState()),
     )
-    controller.feed = ListFeed(cluster, controller.state)
     server.script(objects.NODE, "list", HOSTILE["empty 200"])
     controller.reconcile_once()  # an unhealthy look: proves nothing
     clock.advance(20)
@@ -170,9 +169,8 @@ def test_a_node_of_an_odd_shape_is_skipped_and_counted_and_protects_the_instance
     controller = Controller(
         cluster, cloud, DirectorySource(compiled),
         ControllerOptions(cluster_name=CLUSTER, gc_interval=1.0, gc_instance_grace=10.0, gc_node_grace=10.0),
-        region=REGION, clock=clock, feed=None,
+        region=REGION, clock=clock, feed=ListFeed(cluster, ClusterState()),
     )
-    controller.feed = ListFeed(cluster, controller.state)
     collected = []
     for _ in range(4):
         result = controller.reconcile_once()

@@ -20,7 +20,7 @@ from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
-from karpenter_policy.reconcile.runner import Runner, run_in_thread
+from karpenter_policy.reconcile.runner import assemble, run_in_thread
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.simulate.kubelet import FakeKubelet
 
@@ -311,24 +311,29 @@ def test_a_queue_that_cannot_be_read_is_reported_not_raised(interrupted: Interru
 
 
 def test_a_queue_that_cannot_be_read_is_a_failed_reconcile_of_the_interruption_controller(
-    interrupted: Interrupted,
+    interrupted: Interrupted, compiled: Path
 ) -> None:
     """As Karpenter's controller returns the receive error: `controller_runtime_reconcile_errors_total
     {controller="interruption"}` counts it, and the runner goes on polling."""
     h = interrupted.harness
     interrupted.queue.fail_next("receive", NotFound("https://sqs", "queue interruption does not exist", "Receive"))
-    runner = Runner(h.controller, h.cluster, resync=1.0)
+    runner = assemble(  # the threaded runner's controller on the same cluster, cloud and queue, in the same time
+        h.cluster, h.cloud, DirectorySource(compiled), h.controller.options, region=REGION, resync=1.0,
+        clock=h.clock, wall_clock=h.controller.wall_clock, interruption_queue=interrupted.queue,
+    )
+
+    def metric(name: str, **labels: str) -> float:
+        return runner.controller.metrics.registry.get_sample_value(name, labels) or 0.0
+
     thread = run_in_thread(runner)
     try:
-        assert eventually(lambda: interrupted.metric(
-            "controller_runtime_reconcile_errors_total", controller="interruption") == 1)
-        assert interrupted.metric("controller_runtime_reconcile_total", controller="interruption", result="error") == 1
+        assert eventually(lambda: metric("controller_runtime_reconcile_errors_total", controller="interruption") == 1)
+        assert metric("controller_runtime_reconcile_total", controller="interruption", result="error") == 1
         victim = interrupted.node_names()[0]
         interrupted.queue.send(events.spot_interruption(interrupted.instance_of(victim)))
         assert eventually(lambda: interrupted.queue.visible() == 0), "polled again after the pause, and handled"
-        assert interrupted.metric("controller_runtime_reconcile_errors_total", controller="interruption") == 1
-        assert interrupted.metric(
-            "controller_runtime_reconcile_total", controller="interruption", result="success") >= 1
+        assert metric("controller_runtime_reconcile_errors_total", controller="interruption") == 1
+        assert metric("controller_runtime_reconcile_total", controller="interruption", result="requeue_after") >= 1
     finally:
         runner.stop()
         thread.join(GENEROUS)

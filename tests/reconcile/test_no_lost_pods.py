@@ -26,7 +26,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
-from karpenter_policy.reconcile.runner import Runner, run_in_thread
+from karpenter_policy.reconcile.runner import Runner, assemble, run_in_thread
 from karpenter_policy.simulate.kubelet import FakeKubelet
 
 from .conftest import CLUSTER, REGION, MakeHarness, fake_cloud
@@ -144,11 +144,11 @@ def runner(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClust
             kubelets[id(cluster)].start()
         options.setdefault("batch_idle", 0.3)
         options.setdefault("batch_max", 3.0)
-        controller = Controller(
+        runner = assemble(
             cluster, cloud or fake_cloud(FakeClock()), DirectorySource(compiled),
-            ControllerOptions(cluster_name=CLUSTER, **options), region=REGION,
+            ControllerOptions(cluster_name=CLUSTER, **options), region=REGION, elector=elector, resync=2.0,
         )
-        runner = Runner(controller, cluster, elector=elector, resync=2.0)
+        controller = runner.controller
         started.append((runner, run_in_thread(runner)))
         return cluster, controller, runner
 

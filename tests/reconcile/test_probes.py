@@ -22,9 +22,9 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile.constraints import DirectorySource
-from karpenter_policy.reconcile.controller import Controller, ControllerOptions
+from karpenter_policy.reconcile.controller import ControllerOptions
 from karpenter_policy.reconcile.probes import ProbeServer
-from karpenter_policy.reconcile.runner import Health, Runner, run_in_thread
+from karpenter_policy.reconcile.runner import Health, Runner, assemble, run_in_thread
 
 from .conftest import CLUSTER, REGION, fake_cloud
 from .support import FakeClock
@@ -54,10 +54,10 @@ def probed(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[Runner, int
     def start(cluster: MemoryCluster | None = None, elector: LeaderElector | None = None,
               run: bool = True) -> tuple[Runner, int]:
         cluster = cluster or MemoryCluster()
-        controller = Controller(cluster, fake_cloud(FakeClock()), DirectorySource(compiled),
-                                ControllerOptions(cluster_name=CLUSTER), region=REGION)
+        runner = assemble(cluster, fake_cloud(FakeClock()), DirectorySource(compiled),
+                          ControllerOptions(cluster_name=CLUSTER), region=REGION, elector=elector, resync=1.0)
+        controller = runner.controller
         controller.refresh_constraint_sets()
-        runner = Runner(controller, cluster, elector=elector, resync=1.0)
         server = ProbeServer("127.0.0.1", 0, controller.metrics.registry, runner.health).start()
         started.append((runner, run_in_thread(runner) if run else None, server))
         return runner, server.port

@@ -17,7 +17,7 @@ from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile.constraints import ConfigMapSource, DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
-from karpenter_policy.reconcile.runner import Runner, run_in_thread
+from karpenter_policy.reconcile.runner import Runner, assemble, run_in_thread
 
 from .conftest import CLUSTER, REGION, fake_cloud
 from .support import FakeClock, create_all, inflate
@@ -47,14 +47,15 @@ def running(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClus
     ) -> tuple[MemoryCluster, Controller, Runner]:
         cluster = cluster or MemoryCluster()
         options.setdefault("batch_idle", 0.3)
-        controller = Controller(
+        runner = assemble(
             cluster,
             fake_cloud(FakeClock()),
             source or DirectorySource(compiled),
             ControllerOptions(cluster_name=CLUSTER, **options),
             region=REGION,
+            resync=1.0,
         )
-        runner = Runner(controller, cluster, resync=1.0)
+        controller = runner.controller
         thread = threading.Thread(target=runner.run, daemon=True)
         thread.start()
         started.append((runner, thread))
@@ -111,11 +112,11 @@ def test_two_replicas_one_acts_and_the_other_takes_over(compiled: Path, log: Any
             cluster, "default", "karpenter-policy-reconcile", identity,
             lease_duration=3.0, renew_deadline=2.0, retry_period=0.2,
         ).start()
-        controller = Controller(
+        runner = assemble(
             cluster, cloud, DirectorySource(compiled), ControllerOptions(cluster_name=CLUSTER, batch_idle=0.3),
-            region=REGION,
+            region=REGION, elector=elector, resync=1.0,
         )
-        runner = Runner(controller, cluster, elector=elector, resync=1.0)
+        controller = runner.controller
         replicas.append((controller, runner, elector, run_in_thread(runner)))
     try:
         assert eventually(lambda: sum(e.is_leader for _, _, e, _ in replicas) == 1)
@@ -213,11 +214,11 @@ def test_a_leader_cut_off_from_the_lease_stops_every_change_before_the_other_rep
     for identity in ("replica-a", "replica-b"):
         links[identity] = _LeaseLink(cluster)
         elector = LeaderElector(links[identity], "default", "karpenter-policy-reconcile", identity, **timings).start()
-        controller = Controller(
+        runner = assemble(
             _Changes(cluster, identity, changes), cloud, DirectorySource(compiled),  # type: ignore[arg-type]
             ControllerOptions(cluster_name=CLUSTER, batch_idle=0.1, batch_max=0.3), region=REGION,
+            elector=elector, resync=1.0,
         )
-        runner = Runner(controller, cluster, elector=elector, resync=1.0)
         replicas[identity] = (runner, elector, run_in_thread(runner))
     arriving = threading.Event()
 

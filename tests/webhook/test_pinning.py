@@ -23,6 +23,7 @@ import yaml
 
 from karpenter_policy.checks.source.loader import parse
 from karpenter_policy.commands.compile.compiler import compile_command
+from karpenter_policy.commands.flags import CompileFlags
 from karpenter_policy.commands.pin import pin_text
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.pinning import workload_kind
@@ -186,7 +187,7 @@ def from_policies(gpu_policies: Path, cert_dir: Path) -> Iterator[Webhook]:
 @pytest.fixture(scope="module")
 def from_constraints(gpu_policies: Path, cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
     out = tmp_path_factory.mktemp("compiled") / "out"
-    result = compile_command([str(gpu_policies)], str(out))
+    result = compile_command(CompileFlags(paths=(str(gpu_policies),), out=str(out)))
     assert result.exit_code == 0, result
     options = WebhookOptions(
         self_signed=str(cert_dir),
@@ -239,7 +240,7 @@ def test_the_compiled_configmap_mounted_as_a_directory(gpu_policies: Path, tmp_p
     from karpenter_policy.webhook.context import load_constraints
 
     out = tmp_path / "out"
-    assert compile_command([str(gpu_policies)], str(out)).exit_code == 0
+    assert compile_command(CompileFlags(paths=(str(gpu_policies),), out=str(out))).exit_code == 0
     (configmap,) = [p for p in (out / "manifests").iterdir() if p.name.startswith("configmap")]
     mounted = tmp_path / "mounted"
     mounted.mkdir()

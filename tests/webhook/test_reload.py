@@ -23,6 +23,7 @@ import yaml
 from api.tampering import tamper_directory
 
 from karpenter_policy.commands.compile.compiler import compile_command
+from karpenter_policy.commands.flags import CompileFlags
 from karpenter_policy.webhook.command import Webhook, WebhookOptions
 from karpenter_policy.webhook.watch import fingerprint
 
@@ -202,7 +203,7 @@ def mount(configmap: Path, mounted: Path, version: str) -> None:
 
 
 def compiled_configmap(policies: Path, out: Path) -> Path:
-    result = compile_command([str(policies)], str(out))
+    result = compile_command(CompileFlags(paths=(str(policies),), out=str(out)))
     assert result.exit_code == 0, result
     (configmap,) = [p for p in (out / "manifests").iterdir() if p.name.startswith("configmap")]
     return configmap
@@ -256,7 +257,7 @@ def test_a_constraint_set_compile_would_never_write_is_refused_once_in_one_line(
 ) -> None:
     current = tmp_path / "current"  # swapped atomically to each new version, as a deployment tool would
     options, sources, pinning = serving_constraints(tmp_path, cert_dir, current)
-    result = compile_command([str(sources)], str(tmp_path / "v1"))
+    result = compile_command(CompileFlags(paths=(str(sources),), out=str(tmp_path / "v1")))
     assert result.exit_code == 0, result
     current.symlink_to("v1")
     with serve(options) as server:

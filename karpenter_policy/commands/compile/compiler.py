@@ -73,6 +73,7 @@ from karpenter_policy.commands.compile.output import (
     check_output_dir,
     write_output,
 )
+from karpenter_policy.commands.flags import DEFAULT_CONFIGMAP_NAME, DEFAULT_CONFIGMAP_NAMESPACE, CompileFlags
 
 STDOUT = "-"
 
@@ -82,8 +83,8 @@ class CompileOptions:
     catalog: Catalog
     api: str = manifests.API_V1ALPHA5
     values: Mapping[str, Any] | None = None
-    configmap_namespace: str = manifests.DEFAULT_CONFIGMAP_NAMESPACE
-    configmap_name: str = manifests.DEFAULT_CONFIGMAP_NAME
+    configmap_namespace: str = DEFAULT_CONFIGMAP_NAMESPACE
+    configmap_name: str = DEFAULT_CONFIGMAP_NAME
     flux_escape: bool = False
     v1: manifests.V1Options = field(default_factory=manifests.V1Options)
     #: The version of sets without the annotation; None: from git (`repository_version`).
@@ -333,30 +334,12 @@ def _cannot_run(message: str) -> CommandOutput:
     return CommandOutput(2, "", f"karpenter-policy compile: {message}\n")
 
 
-def compile_command(
-    paths: Sequence[str],
-    out: str,
-    *,
-    api: str = manifests.API_V1ALPHA5,
-    values_file: str | None = None,
-    catalog_file: str | None = None,
-    region: str | None = None,
-    previous_generation: bool = False,
-    configmap_namespace: str = manifests.DEFAULT_CONFIGMAP_NAMESPACE,
-    configmap_name: str = manifests.DEFAULT_CONFIGMAP_NAME,
-    flux_escape: bool = False,
-    default_instance_profile: str | None = None,
-    node_role: str | None = None,
-    report_format: str = "text",
-    fail_on_warn: bool = False,
-    policy_version: str | None = None,
-    selection: Selection = EVERYTHING,
-    quiet: bool = False,
-) -> CommandOutput:
-    """Run `compile`: with `-o DIR` the report goes to stdout and the files to DIR (what changed there to
-    stderr); with `-o -` the YAML stream goes to stdout and the report to stderr. On any error (exit 1 findings,
-    2 could not run) nothing is written and, when streaming, stdout is empty. `quiet`: the findings alone, no
-    summary of what was written."""
+def compile_command(flags: CompileFlags, selection: Selection = EVERYTHING) -> CommandOutput:
+    """Run `compile` with its flags (`selection`: what the CLI made of --exclude and --disable): with `-o DIR`
+    the report goes to stdout and the files to DIR (what changed there to stderr); with `-o -` the YAML stream goes
+    to stdout and the report to stderr. On any error (exit 1 findings, 2 could not run) nothing is written and,
+    when streaming, stdout is empty. `--quiet`: the findings alone, no summary of what was written."""
+    paths, out, report_format, quiet = flags.paths, flags.out, flags.report_format, flags.quiet
     streaming = out == STDOUT
     if not streaming:
         try:
@@ -364,25 +347,25 @@ def compile_command(
         except OutputError as error:
             return _cannot_run(str(error))
     try:
-        values = values_option(values_file)
-        catalog = catalog_option(catalog_file, region, previous_generation)
+        values = values_option(flags.values_file)
+        catalog = catalog_option(flags.catalog_file, flags.region, flags.previous_generation)
     except OptionError as error:
         return _cannot_run(str(error))
     options = CompileOptions(
         catalog=catalog,
-        api=api,
+        api=flags.api,
         values=values,
-        configmap_namespace=configmap_namespace,
-        configmap_name=configmap_name,
-        flux_escape=flux_escape,
-        v1=manifests.V1Options(default_instance_profile, node_role),
-        policy_version=policy_version,
+        configmap_namespace=flags.configmap_namespace,
+        configmap_name=flags.configmap_name,
+        flux_escape=flags.flux_escape,
+        v1=manifests.V1Options(flags.default_instance_profile, flags.node_role),
+        policy_version=flags.policy_version,
         selection=selection,
-        values_file=values_file,
+        values_file=flags.values_file,
     )
     result = compile_paths(paths, options)
     report = result.report
-    code = report.exit_code(fail_on_warn)
+    code = report.exit_code(flags.fail_on_warn)
     # "compiled" only when something is written: a run that stops on its findings checked the objects
     text = render(report, report_format, "compiled" if code == 0 else "checked", quiet)
     notes = "".join(f"karpenter-policy compile: note: {note}\n" for note in result.notes)

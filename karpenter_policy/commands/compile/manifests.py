@@ -66,12 +66,11 @@ from karpenter_policy.api.defaults import default_provisioner
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.placeholders import FLUX_SUBSTITUTE, MATCHED_FIELDS, marked_for_flux
 from karpenter_policy.api.violations import ERROR, V1_CONVERSION, WARNING, Path, Violation
+from karpenter_policy.commands.flags import API_VERSIONS
 from karpenter_policy.model.labels import normalize_key
 from karpenter_policy.model.resources import parse_quantity
 
-API_V1ALPHA5 = "v1alpha5"
-API_V1 = "v1"
-API_VERSIONS = (API_V1ALPHA5, API_V1)
+API_V1ALPHA5, API_V1 = API_VERSIONS  # compile --api
 
 NODEPOOL_API_VERSION = "karpenter.sh/v1"
 NODEPOOL_KIND = "NodePool"
@@ -512,8 +511,6 @@ def _spec(data: Mapping[str, Any]) -> Mapping[str, Any]:
 
 # --- the ConfigMap ------------------------------------------------------------------------------------------
 
-DEFAULT_CONFIGMAP_NAMESPACE = "karpenter-policy"
-DEFAULT_CONFIGMAP_NAME = "karpenter-policy-constraints"
 #: The API server refuses objects over ~1.5 MiB (etcd) and ConfigMaps whose data exceeds 1 MiB.
 MAX_CONFIGMAP_DATA_BYTES = 1024 * 1024
 

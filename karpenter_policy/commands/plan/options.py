@@ -1,21 +1,26 @@
 """The options of `karpenter-policy plan`, declared once (`optionspec`): light, so the CLI makes its flags without
-loading the plan. BASE, HEAD and PATHS are its arguments (`cli.py`)."""
+loading the plan. BASE, HEAD and PATHS are its arguments."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from karpenter_policy.checks.options import REGION_HELP
-from karpenter_policy.optionspec import option, required
+from karpenter_policy.optionspec import argument, option, required
 
 __all__ = ["FORMATS", "PlanOptions"]
 
 FORMATS = ("text", "json", "markdown")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanOptions:
-    """`karpenter-policy plan`'s flags (docs/plan.md)."""
+    """`karpenter-policy plan`'s arguments and flags (docs/plan.md)."""
+
+    base: str = argument(dataclasses.MISSING, "base")
+    head: str = argument(dataclasses.MISSING, "head")
+    paths: tuple[str, ...] = argument((), "paths", nargs=-1, path="any")
 
     snapshot: tuple[str, ...] = required(
         "--snapshot",
@@ -52,6 +57,3 @@ class PlanOptions:
     )
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")
-    base: str = ""
-    head: str = ""
-    paths: tuple[str, ...] = ()

@@ -69,9 +69,10 @@ PROVISIONING = "provisioning"
 
 
 class Provisioner:
-    """See the module docstring."""
+    """See the module docstring. `wake`: the event that wakes the provisioning thread (the constraint-set
+    ConfigMap's `changed`, which its informer sets; a new one by default)."""
 
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, wake: threading.Event | None = None) -> None:
         self.context = context
         options = context.options
         self.batcher = Batcher(options.batch_idle, options.batch_max, context.clock)
@@ -85,7 +86,7 @@ class Provisioner:
         self._reported: dict[str, str] = {}  # pod uid → the reason last reported (Event and log once per reason)
         self._nominated: dict[str, str] = {}  # pod uid → the node it was nominated to
         self._announced: set[str] = set()  # pods `notify` announced before the state saw them (not triggered twice)
-        self.wake = threading.Event()  # set when the provisioning thread has something to do
+        self.wake = wake or threading.Event()  # set when the provisioning thread has something to do
         context.state.subscribe(self._on_change)
 
     # --- what wakes it -------------------------------------------------------------------------------------
