@@ -27,11 +27,13 @@ from karpenter_policy.commands.flags import (
     CompileFlags,
     DiffFlags,
     FmtFlags,
+    MigrateFlags,
     PinFlags,
     RulesFlags,
     TestFlags,
     ValidateFlags,
 )
+from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.optionspec import Flag, OptionValueError, command_line_default, flags, from_flags
 from karpenter_policy.reconcile.command import controller_options_of
 from karpenter_policy.reconcile.flags import STRATEGY_NAMES, ReconcileOptions, duration_text, read_duration
@@ -59,6 +61,8 @@ GENERATED: dict[str, tuple[type[Any], list[str]]] = {
     "catalog show": (CatalogShowFlags, []),
     "catalog build": (CatalogBuildFlags, ["--sources", "."]),
     "rules": (RulesFlags, []),
+    "migrate": (MigrateFlags, []),
+    "plan": (PlanOptions, ["base", "head", "--snapshot", "s.json"]),
 }
 #: The policy commands' parameters that are not PolicyOptions flags: the paths and the report's shape, and the
 #: flags the CLI reads into PolicyOptions' `scale` and `selection`.

@@ -15,6 +15,7 @@ import pytest
 from karpenter_policy.api.constraintset import ConstraintSetError, read_compiled
 from karpenter_policy.checks.selection import Selection
 from karpenter_policy.commands.compile.compiler import compile_command
+from karpenter_policy.commands.flags import CompileFlags
 
 from .tampering import Edit, tamper_directory
 
@@ -25,7 +26,7 @@ EXAMPLES = ROOT / "examples" / "workloads" / "policies"
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("compiled") / "build"
-    result = compile_command([str(EXAMPLES)], str(out))
+    result = compile_command(CompileFlags(paths=(str(EXAMPLES),), out=str(out)))
     assert result.exit_code == 0, result
     return out
 
@@ -189,7 +190,7 @@ def test_an_untouched_set_with_its_hashes_rewritten_is_read(compiled: Path, tmp_
 def test_every_set_compile_writes_is_read_back(policies: str, tmp_path: Path) -> None:
     # the getting-started seed keeps `${CLUSTER_NAME}` for envsubst: a placeholder error under compile (#27)
     unrendered = Selection(exclude=("seed-000-default-spot.yaml",))
-    result = compile_command([str(ROOT / policies)], str(tmp_path / "build"), selection=unrendered)
+    result = compile_command(CompileFlags(paths=(str(ROOT / policies),), out=str(tmp_path / "build")), unrendered)
     assert result.exit_code == 0, result
     index, sets = read_compiled(tmp_path / "build")
     assert [s.name for s in sets] == [e.name for e in index.entries] and sets

@@ -16,6 +16,7 @@ from karpenter_policy.catalog import load_catalog
 from karpenter_policy.checks.options import BudgetView, PolicyOptions
 from karpenter_policy.commands.check import check_command
 from karpenter_policy.commands.diff import diff_command
+from karpenter_policy.commands.flags import DiffFlags
 
 DATA = Path(__file__).parent.parent / "data" / "budgets"
 GOLDEN = DATA / "check-markdown.md"
@@ -114,14 +115,15 @@ def test_diff_comments_on_the_stretches_whose_allowance_changed(tmp_path: Path) 
     head.mkdir()
     (base / "pool.yaml").write_text(POOL.format(schedule="0 8 * * mon-fri"))
     (head / "pool.yaml").write_text(POOL.format(schedule="0 9 * * mon-fri"))
-    out = diff_command(str(base), str(head), (), load_catalog(), output="markdown", exit_code_on_diff=True)
+    flags = DiffFlags(base=str(base), head=str(head), output="markdown", exit_code_on_diff=True)
+    out = diff_command(flags, load_catalog())
     assert out.exit_code == 1, "a budget change is a difference"
     assert "#### Disruption budgets changed, week of Mon " in out.stdout
     assert "NodePool <code>web</code> (pool.yaml:1): 10 nodes (assumed; --nodes N to change): BASE → HEAD" in (
         out.stdout)
     assert "| Mon 08:00 | Mon 09:00 | 0 (budgets[1]) → 1 (budgets[0]) |" in out.stdout
     assert "| Mon 16:00 | Mon 17:00 | 1 (budgets[0]) → 0 (budgets[1]) |" in out.stdout
-    same = diff_command(str(base), str(base), (), load_catalog(), output="markdown")
+    same = diff_command(DiffFlags(base=str(base), head=str(base), output="markdown"), load_catalog())
     assert "Disruption budgets" not in same.stdout
 
 
