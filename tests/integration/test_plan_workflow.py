@@ -10,20 +10,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+
+from tests.integration.workflowsteps import Workflow, git
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_FILE = ROOT / "examples" / "ci" / "github-workflow-plan.yaml"
 SNAPSHOT = ROOT / "examples" / "plan" / "snapshot.json"
-VENV_BIN = Path(sys.executable).parent
-IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@example.com"}
 FAKE_KUBECTL = f"""#!/usr/bin/env bash
 echo "KUBECONFIG=$KUBECONFIG $*" >> "$KUBECTL_LOG"
 cp "$KUBECONFIG" "$KUBECTL_LOG.kubeconfig"
@@ -43,21 +38,8 @@ esac
 """
 
 
-def workflow() -> dict[str, Any]:
-    loaded = yaml.safe_load(WORKFLOW_FILE.read_text(encoding="utf-8"))
-    assert isinstance(loaded, dict)
-    return loaded
-
-
-def steps() -> dict[str, dict[str, Any]]:
-    (job,) = workflow()["jobs"].values()
-    return {step.get("name", step.get("uses", "")): step for step in job["steps"]}
-
-
-def git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **IDENTITY}, capture_output=True, text=True,
-                          timeout=60, check=True)
-    return done.stdout.strip()
+_FLOW = Workflow(WORKFLOW_FILE)
+workflow, steps, run_step = _FLOW.workflow, _FLOW.steps, _FLOW.run_step
 
 
 def stand_ins(tmp_path: Path) -> Path:
@@ -67,16 +49,6 @@ def stand_ins(tmp_path: Path) -> Path:
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     return bin_dir
-
-
-def run_step(name: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """A `run:` step with GitHub's default shell on Linux (bash -e), with the workflow's and the step's env (the
-    `${{ }}` expressions given by the test)."""
-    step = steps()[name]
-    environment = {**os.environ, **workflow()["env"], "PATH": os.pathsep.join([str(VENV_BIN), os.environ["PATH"]]),
-                   **{k: v for k, v in step.get("env", {}).items() if "${{" not in v}, **env}
-    return subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", step["run"]], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=300, check=False)
 
 
 def pull_request(tmp_path: Path) -> tuple[Path, str]:
