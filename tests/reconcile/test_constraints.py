@@ -28,10 +28,9 @@ def policies_with_team_label(tmp_path: Path) -> Path:
     """examples/workloads/policies with `team: ml` among the default provisioner's labels."""
     edited = tmp_path / "policies-edited"
     shutil.copytree(POLICIES, edited)
-    # the file holds the Provisioner, then its AWSNodeTemplate
-    default, *templates = yaml.safe_load_all((edited / "default.yaml").read_text())
+    default = yaml.safe_load((edited / "default.yaml").read_text())
     default["spec"]["labels"] = dict(TEAM_ML)
-    (edited / "default.yaml").write_text(yaml.safe_dump_all([default, *templates]))
+    (edited / "default.yaml").write_text(yaml.safe_dump(default))
     return edited
 
 

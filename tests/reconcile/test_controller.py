@@ -149,11 +149,10 @@ def test_startup_taints_are_registered_and_ignored_while_the_node_starts(
 ) -> None:
     policies = tmp_path / "policies"
     policies.mkdir()
-    # the file holds the Provisioner, then its AWSNodeTemplate
-    default, *templates = yaml.safe_load_all((ROOT / "examples/workloads/policies/default.yaml").read_text())
+    default = yaml.safe_load((ROOT / "examples/workloads/policies/default.yaml").read_text())
     cilium = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}
     default["spec"]["startupTaints"] = [cilium]
-    (policies / "default.yaml").write_text(yaml.safe_dump_all([default, *templates]))
+    (policies / "default.yaml").write_text(yaml.safe_dump(default))
     h = make_harness(source=DirectorySource(compile_policies(policies, tmp_path / "build")))
     create_all(h.cluster, objects.POD, inflate(0, 2))
     h.kubelet.ready_after = 60.0  # the node stays NotReady, its startup taint on, for a while

@@ -52,11 +52,10 @@ def compiled_for_cluster(tmp_path: Path) -> Path:
     test watches is not replaced meanwhile)."""
     policies = tmp_path / "policies"
     shutil.copytree(POLICIES, policies)
-    # the file holds the Provisioner, then its AWSNodeTemplate
-    default, *templates = yaml.safe_load_all((policies / "default.yaml").read_text())
+    default = yaml.safe_load((policies / "default.yaml").read_text())
     default["spec"]["ttlSecondsAfterEmpty"] = 2
     default["spec"].pop("consolidation", None)
-    (policies / "default.yaml").write_text(yaml.safe_dump_all([default, *templates]))
+    (policies / "default.yaml").write_text(yaml.safe_dump(default))
     return compile_policies(policies, tmp_path / "build")
 
 

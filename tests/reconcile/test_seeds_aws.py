@@ -177,11 +177,11 @@ def test_a_configmap_edit_takes_effect_and_a_corrupted_one_is_refused(
     # The policy change merged: `default` launches on-demand now. Argo CD applies the new ConfigMap.
     policies = tmp_path / "policies"
     shutil.copytree(POLICIES, policies)
-    default, *templates = yaml.safe_load_all((policies / "default.yaml").read_text())  # + its AWSNodeTemplate
+    default = yaml.safe_load((policies / "default.yaml").read_text())
     default["spec"]["requirements"] = [
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
     ]
-    (policies / "default.yaml").write_text(yaml.safe_dump_all([default, *templates]))
+    (policies / "default.yaml").write_text(yaml.safe_dump(default))
     edited = configmap_manifest(compile_policies(policies, tmp_path / "build"))
     current = cluster.get(objects.CONFIG_MAP, meta["name"], meta["namespace"])
     assert current is not None
