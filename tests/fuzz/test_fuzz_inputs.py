@@ -322,7 +322,7 @@ def test_webhook_bodies(review: tuple[str, bytes, str]) -> None:
     assert not any("internal error" in warning for warning in response.warnings)
 
 
-# Minimal inputs of the bugs this fuzzer found, as regression tests (pin's own are in tests/policy).
+# Minimal inputs of the bugs this fuzzer found, as regression tests (pin's own are in tests/commands/test_pin.py).
 MINIMAL_BODIES = {
     "a number of 5,000 digits": b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": '
     + b"9" * 5000

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands.test_diff import commit, git
 from tests.plan.snapshots import NODE_TEMPLATE, listing, node, pod, provisioner
-from tests.policy.test_diff import commit, git
 
 ROOT = Path(__file__).resolve().parents[2]
 

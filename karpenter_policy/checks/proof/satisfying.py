@@ -15,7 +15,7 @@ the scheduler's instance table answers with a few integer ANDs:
 
 `Solver.solve` asks this first: a satisfiable provisioner is answered here in microseconds, with every satisfying
 type, the zones and capacity types they are offered in and the cheapest offering among them; only an
-unsatisfiable one goes to Z3, which explains it with minimal cores. tests/policy/test_solver.py holds the two to
+unsatisfiable one goes to Z3, which explains it with minimal cores. tests/checks/proof/test_solver.py holds the two to
 the same verdicts and outputs on random requirements.
 """
 

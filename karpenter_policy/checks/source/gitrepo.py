@@ -31,7 +31,7 @@ in. Hence:
   alone does not), `GIT_NO_LAZY_FETCH=1` (no fetch from a promisor remote, so no `uploadpack`, `core.sshCommand`,
   `core.gitProxy`, remote helper, credential helper or `core.askPass`), `GIT_TERMINAL_PROMPT=0`;
   `-c safe.bareRepository=explicit`; `--no-optional-locks` (nothing written). Only objects already in the
-  repository are read. tests/policy/test_git_isolation.py plants each of these and checks that nothing runs.
+  repository are read. tests/checks/source/test_git_isolation.py plants each of these and checks that nothing runs.
 """
 
 from __future__ import annotations

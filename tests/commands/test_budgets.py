@@ -18,9 +18,9 @@ from karpenter_policy.commands.check import check_command
 from karpenter_policy.commands.diff import diff_command
 from karpenter_policy.commands.flags import DiffFlags
 
-DATA = Path(__file__).parent.parent / "data" / "budgets"
+DATA = Path(__file__).resolve().parents[1] / "data" / "budgets"
 GOLDEN = DATA / "check-markdown.md"
-ROOT = Path(__file__).parent.parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 POOL = """\
 apiVersion: karpenter.sh/v1

@@ -24,7 +24,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from karpenter_policy.checks.source.templating import render_template
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MEMORY_LIMIT = 1536 * 2**20
 SECONDS = 20  # generous on a loaded 2-core machine; unbounded, these run for minutes or for ever
 HEAD = "apiVersion: v1\nkind: ConfigMap\n"  # the bomb is on line 3

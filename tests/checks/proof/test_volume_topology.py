@@ -22,8 +22,7 @@ from profiles import deterministic
 
 from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.model.labels import ZONE
-
-from .workloadcheck import ROOT, check_workloads, line_of
+from tests.workloadcheck import ROOT, check_workloads, line_of
 
 
 def provisioner(*zones: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 POLICIES = ROOT / "policies"
 TIMEOUT = 120  # generous: a regression hangs for ever, a pass takes seconds
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from .workloadcheck import check_workloads, line_of
+from tests.workloadcheck import check_workloads, line_of
 
 POLICY = """\
 apiVersion: karpenter.sh/v1alpha5

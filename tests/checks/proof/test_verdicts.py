@@ -10,8 +10,7 @@ from textwrap import dedent
 from typing import Any
 
 from karpenter_policy.catalog import load_catalog
-
-from .workloadcheck import check_workloads, line_of
+from tests.workloadcheck import check_workloads, line_of
 
 PROVIDER = (
     "  provider:\n"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "tests" / "data" / "karpenter-v0.31-examples"
 WORKLOADS = ROOT / "examples" / "workloads"
 

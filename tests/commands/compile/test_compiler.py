@@ -34,7 +34,7 @@ from karpenter_policy.commands.flags import CompileFlags
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirements
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 POLICIES = ROOT / "policies"
 CATALOG = load_catalog()
 

@@ -15,7 +15,7 @@ from karpenter_policy.api.workloads import MAX_REPLICAS
 from karpenter_policy.checks.source.loader import parse
 from karpenter_policy.checks.source.workloads import read_documents
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 POLICIES = ROOT / "examples" / "workloads" / "policies"
 PINNING = ROOT / "examples" / "pinning" / "policies"
 APPS = ROOT / "examples" / "workloads" / "apps"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "workloads"
 PROVIDER = (
     "  provider:\n    subnetSelector: {karpenter.sh/discovery: prod}\n"

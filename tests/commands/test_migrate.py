@@ -19,7 +19,7 @@ from karpenter_policy.checks.source.loader import parse
 from karpenter_policy.checks.validation.policies import validate_paths
 from karpenter_policy.commands.migrate.command import MigrateOptions, migrate_command
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tests" / "data" / "karpenter-v0.31.5-examples"
 #: The examples v1 cannot take, and the finding that says why (rule, words of its message).
 REFUSED = {

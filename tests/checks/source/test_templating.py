@@ -20,7 +20,7 @@ from karpenter_policy.checks.source.templating import (
 )
 from karpenter_policy.checks.validation.policies import validate_paths
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "templates"
 TEMPLATE = EXAMPLE / "policies" / "platform.yaml.j2"
 

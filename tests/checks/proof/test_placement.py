@@ -26,7 +26,7 @@ from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.taints import untolerated
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "workloads"
 PROVIDER = (
     "  provider:\n"

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 NOBODY = 65534
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 _PATHS = sysconfig.get_paths()

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def check_workloads(tmp_path: Path, policies: str, apps: str) -> tuple[int, dict[str, Any]]:

@@ -26,8 +26,7 @@ from karpenter_policy.commands.pin import (
     write_atomically,
     write_plans,
 )
-
-from .unprivileged import Unprivileged, unprivileged  # noqa: F401  (the fixture)
+from tests.unprivileged import Unprivileged, unprivileged  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 

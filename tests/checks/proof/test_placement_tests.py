@@ -22,7 +22,7 @@ from karpenter_policy.checks.proof.placementtests import Expectation, PlacementT
 from karpenter_policy.commands.check import CheckRun, check_command, run_check
 from karpenter_policy.commands.test import test_command as run_test_command
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 POLICIES = """\
 apiVersion: karpenter.sh/v1alpha5

@@ -13,7 +13,7 @@ from karpenter_policy.commands.costcomment import markdown_text
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.scheduling.plan import one_line
 from karpenter_policy.scheduling.reasons import toleration_text
-from tests.policy.test_placement import deployment, findings, provisioner, requirements, run
+from tests.checks.proof.test_placement import deployment, findings, provisioner, requirements, run
 
 GPU = provisioner(
     "gpu",

@@ -13,8 +13,7 @@ import pytest
 
 from karpenter_policy.checks.source.files import load_file
 from karpenter_policy.checks.source.loader import MAX_NODES_PER_FILE, LoadError, UnreadableFile, discover, parse
-
-from .unprivileged import ROOT, Unprivileged, unprivileged  # noqa: F401  (the fixture)
+from tests.unprivileged import ROOT, Unprivileged, unprivileged  # noqa: F401  (the fixture)
 
 PROVISIONER = """\
 # a comment

@@ -15,7 +15,7 @@ from karpenter_policy.checks.source.workloads import (
     workload_from_data,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 APPS = ROOT / "examples" / "workloads" / "apps"
 
 ALL_KINDS = dedent(
