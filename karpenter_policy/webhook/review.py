@@ -5,8 +5,10 @@ another apiVersion or kind, no `request.uid`, an object that is not a mapping) r
 server answers with HTTP 400: without a uid there is no review to answer. Numbers are read strictly, before any
 conversion can cost anything: a number token longer than `MAX_NUMBER_CHARS` (Python would otherwise refuse a
 5,000-digit integer with a ValueError, or spend time converting it), a float out of float64's range (`1e999`)
-and the non-JSON tokens `NaN` / `Infinity` are a `BadReview` too. Everything else — an object of the
-wrong kind, an invalid Provisioner — is answered inside a well-formed review (`allowed: false` and a reason).
+and the non-JSON tokens `NaN` / `Infinity` are a `BadReview` too, and so is a body nesting deeper than the
+CLI's loader reads (`MAX_DEPTH`): the checks walk objects recursively, and no Kubernetes object comes near.
+Everything else — an object of the wrong kind, an invalid Provisioner — is answered inside a well-formed review
+(`allowed: false` and a reason).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from karpenter_policy.checks.source.loader import MAX_DEPTH
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -106,20 +110,43 @@ def _parse_constant(name: str) -> float:
     raise BadReview(f"{name} is not a JSON value")
 
 
+_TOO_DEEP = f"the body nests too deeply: deeper than {MAX_DEPTH} levels, which no Kubernetes object does"
+
+
 def parse_json(body: bytes) -> Any:
-    """`json.loads` with the strict numbers of the module doc; raises `BadReview`."""
+    """`json.loads` with the strict numbers and the depth cap of the module doc; raises `BadReview`."""
     try:
-        return json.loads(body, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+        value = json.loads(body, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
     except UnicodeDecodeError as error:
         raise BadReview(f"the body is not UTF-8: {error.reason} at byte {error.start}") from None
     except json.JSONDecodeError as error:
         raise BadReview(f"the body is not JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
-        raise BadReview("the body is not JSON: it nests too deeply") from None
+        raise BadReview(_TOO_DEEP) from None
     except BadReview:
         raise
     except ValueError:  # an integer of more digits than Python converts (4,300): a quantity or count no API holds
         raise BadReview("the body is not JSON Kubernetes reads: it has a number of more than 4,300 digits") from None
+    if _nests_deeper_than(value, MAX_DEPTH):
+        raise BadReview(_TOO_DEEP)
+    return value
+
+
+def _nests_deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` has a list or mapping `limit` levels below the top (an explicit stack: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
