@@ -468,7 +468,11 @@ class _Handler(BaseHTTPRequestHandler):
         limits = self.server.limits
         linger = (limits.linger_bytes, limits.linger_seconds)
         if not self.expects_continue:
-            most = min(length if length is not None else limits.oversized_drain_bytes, limits.oversized_drain_bytes)
+            # The drain reads the raw socket (TLS records: each adds a header and a tag to its ≤ 16 KiB of body),
+            # so it reads the declared length plus that framing; stopping short of it resets the connection while
+            # the client still writes, and the client sees the reset instead of the 413.
+            framed = length + length // 32 + 64 * 1024 if length is not None else limits.oversized_drain_bytes
+            most = min(framed, limits.oversized_drain_bytes)
             seconds = (self.reader.deadline or time.monotonic()) - time.monotonic()
             linger = (max(most, limits.linger_bytes), max(seconds, limits.linger_seconds))
         self._reply(413, reason, "bad_request", linger=linger)

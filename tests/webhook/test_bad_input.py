@@ -447,10 +447,10 @@ def test_gt_bounds_beyond_int64_are_denied_with_the_reason(value: str, shown: st
 
 def test_a_2_mb_body_gets_413_not_a_reset(cert_dir: Path) -> None:
     """A client that writes its whole body before reading (Python's http.client) used to get an abrupt close
-    (the server read 256 KiB of it, then closed): the rest is now read and dropped after the answer, within the
-    request's time, so the client reads the 413. This server has the shipped request time (10 s) and a 64 KiB
-    limit: the strict server's 1 s was, once on a loaded CI machine, less than the client took to write 2 MB
-    over TLS — a limit doing its job, not the behaviour under test."""
+    (the server read 256 KiB of it, then closed): the rest is now read and dropped after the answer, so the
+    client reads the 413. The drain counts the TLS framing too: one that stopped at the declared 2,000,000 bytes
+    left the records' headers and tags unread, and the close reset a client still writing (seen in CI, and 1 in
+    7 runs under load). The server has the shipped request time, so that only the drain is under test."""
     limits = Limits(max_body_bytes=LIMITS.max_body_bytes)
     server = Webhook(WebhookOptions(self_signed=str(cert_dir), address="127.0.0.1", port=0, limits=limits))
     server.start()
