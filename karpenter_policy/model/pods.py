@@ -10,7 +10,9 @@
   `requests`, with `limits` standing in for a resource that has no request (the API server's defaulting);
   the app containers summed, plus the restartable init containers (sidecars, `restartPolicy: Always`), which
   run next to them; each ordinary init container runs alone (with the sidecars started before it), so the pod
-  needs the larger of the two; plus `spec.overhead` (RuntimeClass).
+  needs the larger of the two; pod-level `spec.resources` requests (Kubernetes 1.32+) replace that sum for CPU,
+  memory and huge pages, after the API server's defaulting of them from pod-level limits; plus `spec.overhead`
+  (RuntimeClass).
 
 A malformed field is a :class:`PodSpecError` whose `path` leads to it inside the pod spec. A quantity beyond what
 Kubernetes holds as an integer (±(2^63-1)) is read capped at that bound and noted in
@@ -308,8 +310,47 @@ def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | N
             init_peak = maximum(init_peak, sidecars)
         else:
             init_peak = maximum(init_peak, add(requests, sidecars))
-    total = maximum(add(apps, sidecars), init_peak)
+    total = {**maximum(add(apps, sidecars), init_peak), **_pod_level_requests(spec, capped)}
     return add(total, _parse_resource_list(spec.get("overhead"), ("overhead",), capped))
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    """The resources `spec.resources` may set (component-helpers' `IsSupportedPodLevelResource`)."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
+def _pod_level_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | None) -> ResourceList:
+    """Pod-level `spec.resources` (Kubernetes 1.32+, `PodLevelResources`): its requests replace the containers'
+    sum for CPU, memory and huge pages (`PodRequests`' `applyPodLevelResources`). The API server's defaulting
+    (`defaultPodRequests`) is applied first: a pod-level limit stands in for a missing pod-level request when no
+    container requests that resource — when one does, the default is the containers' own sum, which changes
+    nothing. A cluster that predates the field never sends it."""
+    raw = spec.get("resources")
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise PodSpecError(("resources",), "resources must be a mapping")
+    requests = _parse_resource_list(raw.get("requests"), ("resources", "requests"), capped)
+    limits = _parse_resource_list(raw.get("limits"), ("resources", "limits"), capped)
+    if limits:
+        containers = [c for c, _ in _containers(spec, "containers") + _containers(spec, "initContainers")]
+        requested = {name for c in containers for name in _requested_names(c)}
+        for name, limit in limits.items():
+            if name not in requests and not (name in (CPU, MEMORY) and name in requested):
+                requests[name] = limit
+    return {name: value for name, value in requests.items() if _is_pod_level_resource(name)}
+
+
+def _requested_names(container: Mapping[str, Any]) -> set[str]:
+    """The resources a container requests once defaulted (its limits stand in for missing requests)."""
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        return set()
+    names: set[str] = set()
+    for key in ("requests", "limits"):
+        if isinstance(entries := resources.get(key), Mapping):
+            names.update(str(name) for name in entries)
+    return names
 
 
 def pod_limits(spec: Mapping[str, Any]) -> ResourceList:

@@ -84,6 +84,34 @@ def test_pod_overhead_is_added() -> None:
     assert pod_requests(spec) == {"cpu": Decimal("1.25"), "memory": Decimal(120 * MI)}
 
 
+def test_pod_level_requests_replace_the_containers_sum_for_cpu_memory_and_huge_pages() -> None:
+    """Kubernetes 1.32+ `spec.resources` (component-helpers' PodRequests): the pod-level request wins for CPU,
+    memory and huge pages; other resources (a GPU) stay the containers' sum; overhead is added on top."""
+    spec = {
+        "resources": {"requests": {"cpu": "3", "memory": "4Gi", "hugepages-2Mi": "64Mi"}},
+        "containers": [container({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1}), container({"cpu": "500m"})],
+        "overhead": {"cpu": "250m"},
+    }
+    assert pod_requests(spec) == {
+        "cpu": Decimal("3.25"),
+        "memory": Decimal(4 * GI),
+        "hugepages-2Mi": Decimal(64 * MI),
+        "nvidia.com/gpu": Decimal(1),
+    }
+
+
+def test_pod_level_limits_default_the_pod_request_only_where_no_container_requests_it() -> None:
+    """The API server's defaultPodRequests: with pod-level limits and no pod-level request for a resource, the
+    request is the containers' sum when any container requests it, else the pod-level limit."""
+    spec = {
+        "resources": {"limits": {"cpu": "8", "memory": "16Gi"}},
+        "containers": [container({"cpu": "1"}), container()],
+    }
+    assert pod_requests(spec) == {"cpu": Decimal(1), "memory": Decimal(16 * GI)}
+    spec["resources"]["requests"] = {"cpu": "2"}
+    assert pod_requests(spec) == {"cpu": Decimal(2), "memory": Decimal(16 * GI)}
+
+
 def test_a_partial_spark_template_requests_nothing() -> None:
     spec = {
         "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
@@ -108,6 +136,11 @@ def test_zero_requests_are_left_out_and_requests_sorted() -> None:
         ),
         ({"containers": "nope"}, ("containers",)),
         ({"containers": [container()], "overhead": {"cpu": []}}, ("overhead", "cpu")),
+        ({"containers": [container()], "resources": "4 cpus"}, ("resources",)),
+        (
+            {"containers": [container()], "resources": {"requests": {"memory": "4GB!"}}},
+            ("resources", "requests", "memory"),
+        ),
     ],
 )
 def test_malformed_resources_name_their_path(spec: dict[str, Any], path: tuple[Any, ...]) -> None:

@@ -282,3 +282,25 @@ def test_anti_affinity_on_a_key_no_node_has_is_unschedulable_with_a_hint_at_the_
     assert warnings[1]["message"].endswith(
         "drops it, as a preference it cannot meet; did you mean topology.kubernetes.io/zone?"
     )
+
+
+def test_pod_level_resources_decide_what_fits(tmp_path: Path) -> None:
+    """A pod-level `spec.resources` request (Kubernetes 1.32+) is what the pod asks of a node, not its containers'
+    sum: 3 vCPU at pod level fits no m5.large (2 vCPU) however little the container asks; 1500m does."""
+    policies = provisioner(
+        """
+        requirements:
+          - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+        """
+    )
+    pod = """
+    resources: {{requests: {{cpu: "{cpu}"}}}}
+    containers:
+      - name: app
+        resources: {{requests: {{cpu: 250m, memory: 256Mi}}}}
+    """
+    big, fits = (deployment(name, 1, dedent(pod.format(cpu=cpu))) for name, cpu in (("big", "3"), ("fits", "1500m")))
+    apps = f"{big}---\n{fits}"
+    report = check(tmp_path, policies, apps)
+    assert verdicts(report) == {"Deployment/big": False, "Deployment/fits": True}
+    assert "3 vCPU" in errors(report)["Deployment/big"]
