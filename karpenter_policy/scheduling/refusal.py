@@ -1,12 +1,18 @@
 """The pods Karpenter refuses to provision for, and why: v0.31's `Provisioner.Validate`
 (`pkg/controllers/provisioning/provisioner.go`), which logs "ignoring pod" and never launches a node for them.
 
-* a `karpenter.sh/provisioner-name DoesNotExist` requirement (the pod asks not to run on a Karpenter node);
+* a `karpenter.sh/provisioner-name DoesNotExist` requirement (the pod asks not to run on a Karpenter node), or
+  `karpenter.sh/nodepool DoesNotExist` (v1.14.1's `validateKarpenterManagedLabelCanExist`);
 * a node-affinity term, required or preferred, with `matchFields`;
 * a node-affinity expression, required or preferred, that Karpenter's `ValidateRequirement` rejects: a restricted
   label (`kubernetes.io/hostname`, any `kubernetes.io/…` or `karpenter.sh/…` key outside the well-known set), an
   unsupported operator, a key that is not a qualified name, an invalid value, `In` without values, `Gt`/`Lt`
   without one integer. The nodeSelector is not validated (Karpenter's v0.31 does not either).
+
+A pod may constrain `karpenter.sh/nodepool`, v1's pool label (well-known in v1.14.1, how a pod picks a NodePool),
+as it may `karpenter.sh/provisioner-name`: Karpenter v0.31 would refuse the former as a restricted label, but no
+Provisioner's node carries it, so such a pod lands on NodePools only — and a repository holding both kinds (a
+migration under way) keeps one reading of its pods.
 """
 
 from __future__ import annotations
@@ -70,11 +76,9 @@ def _reasons(spec: Mapping[str, Any]) -> Iterator[str]:
     for term in _first_terms(spec):
         for expression in _list(term.get("matchExpressions")):
             expression = _mapping(expression)
-            if expression.get("key") == wk.PROVISIONER_NAME and expression.get("operator") == "DoesNotExist":
-                yield (
-                    f"configured to not run on a Karpenter provisioned node via {wk.PROVISIONER_NAME} "
-                    "DoesNotExist requirement"
-                )
+            key = expression.get("key")
+            if key in (wk.PROVISIONER_NAME, wk.NODEPOOL) and expression.get("operator") == "DoesNotExist":
+                yield f"configured to not run on a Karpenter provisioned node via {key} DoesNotExist requirement"
     for kind, term in _terms(spec):
         if term.get("matchFields") is not None:
             yield f"a {kind} node selector term with matchFields is not supported"
@@ -83,7 +87,7 @@ def _reasons(spec: Mapping[str, Any]) -> Iterator[str]:
             if not _well_typed(expression):
                 continue  # not a node-selector requirement at all: the pod spec's reader says so
             for violation in requirement_violations(expression, ()):
-                # provisioner-name is well-known to a pod: only a Provisioner may not constrain it
-                own = expression.get("key") == wk.PROVISIONER_NAME and violation.rule == RESTRICTED_LABEL
+                # the pool label is well-known to a pod: only a pool may not constrain it
+                own = expression.get("key") in (wk.PROVISIONER_NAME, wk.NODEPOOL) and violation.rule == RESTRICTED_LABEL
                 if violation.severity == ERROR and not own:
                     yield f"a {kind} node affinity term: {violation.message}"

@@ -283,7 +283,6 @@ def test_workloads_select_the_node_pool_instead_of_the_provisioner(catalog: Cata
         "            nodeSelectorTerms:\n"
         "              - matchExpressions:\n"
         "                  - {key: karpenter.sh/provisioner-name, operator: In, values: [default]}\n"
-        "                  - {key: karpenter.sh/provisioner-name, operator: NotIn, values: [legacy]}\n"
         "      containers: [{name: c, image: busybox}]\n"
     )
     (apps / "job.yaml").write_text(job)
@@ -294,7 +293,7 @@ def test_workloads_select_the_node_pool_instead_of_the_provisioner(catalog: Cata
     assert (apps / "job.yaml").read_text() == job.replace(
         '"karpenter.sh/provisioner-name": default', '"karpenter.sh/nodepool": default'
     ).replace("{key: karpenter.sh/provisioner-name, operator: In", "{key: karpenter.sh/nodepool, operator: In")
-    assert "kept: Job/nightly: node affinity karpenter.sh/provisioner-name ['legacy']" in result.stdout
+    assert "workloads: 1 workload lands where it did (placed again on the migrated files)" in result.stdout
     assert f"{apps / 'job.yaml'}: written" in result.stderr
 
 
@@ -325,3 +324,51 @@ def test_a_crlf_file_stays_crlf(catalog: Catalog, tmp_path: Path) -> None:
     data = policy.read_bytes()
     assert result.exit_code == 0, result.stdout
     assert b"kind: NodePool\r\n" in data and data.count(b"\n") == data.count(b"\r\n")
+
+
+def test_workloads_are_placed_again_and_one_that_would_move_stops_the_write(catalog: Catalog, tmp_path: Path) -> None:
+    """`--workloads` places every workload again on the migrated files. A workload that requires the
+    `karpenter.sh/provisioner-name` label to exist could land on both Provisioners; after migration only the one
+    that stays a Provisioner (Ubuntu: no v1 family) still labels its nodes so, and the NodePool no longer takes it:
+    `migration-workload-moved` at the workload, and `--write` writes nothing."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    shutil.copy(EXAMPLES / "spot.yaml", policies / "spot.yaml")  # Provisioner default: migrated
+    ubuntu = (EXAMPLES / "ubuntu-kubelet-log-query.yaml").read_text()
+    (policies / "ubuntu.yaml").write_text(ubuntu.replace("name: default", "name: legacy", 1))  # stays
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    pinned = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: pinned}\nspec:\n  selector: {matchLabels: {app: p}}\n"
+        "  template:\n    metadata: {labels: {app: p}}\n    spec:\n"
+        "      nodeSelector: {karpenter.sh/provisioner-name: default}\n"
+        "      containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]\n"
+    )
+    anywhere = pinned.replace("name: pinned", "name: anywhere").replace(
+        "      nodeSelector: {karpenter.sh/provisioner-name: default}\n",
+        "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms:\n"
+        "        [{matchExpressions: [{key: karpenter.sh/provisioner-name, operator: Exists}]}]}}}\n",
+    )
+    (apps / "pinned.yaml").write_text(pinned)
+    (apps / "anywhere.yaml").write_text(anywhere)
+
+    result = _migrate([str(policies)], catalog, write=True, workloads=(str(apps),))
+
+    assert result.exit_code == 1, result.stdout + result.stderr
+    moved = [line for line in result.stdout.splitlines() if "[migration-workload-moved]" in line]
+    assert moved == [
+        f"{apps / 'anywhere.yaml'}:6:3: error: Deployment/anywhere: before migration it lands on Provisioner/default "
+        "(could land on: Provisioner/default, Provisioner/legacy); after, it lands on Provisioner/legacy (could land "
+        "on: Provisioner/legacy) [migration-workload-moved]"
+    ]
+    assert "workloads: 1 of 2 would land elsewhere after migration: nothing written" in result.stdout
+    assert "nothing written: a workload would land elsewhere after migration" in result.stderr
+    assert (apps / "pinned.yaml").read_text() == pinned and (apps / "anywhere.yaml").read_text() == anywhere
+    assert (policies / "spot.yaml").read_text() == (EXAMPLES / "spot.yaml").read_text()
+
+    (apps / "anywhere.yaml").unlink()  # the pinned workload alone: renamed, placed again on NodePool default
+    result = _migrate([str(policies)], catalog, write=True, workloads=(str(apps),))
+
+    assert "workloads: 1 workload lands where it did (placed again on the migrated files)" in result.stdout
+    assert "karpenter.sh/nodepool: default" in (apps / "pinned.yaml").read_text()
+    assert "kind: NodePool" in (policies / "spot.yaml").read_text()

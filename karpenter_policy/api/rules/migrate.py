@@ -117,6 +117,21 @@ MIGRATION_NOT_WRITTEN = Rule(
     ),
 )
 
+MIGRATION_WORKLOAD_MOVED = Rule(
+    id="migration-workload-moved",
+    severity=ERROR,
+    summary="A workload would land on another pool, or on none, after migration.",
+    description=(
+        "With --workloads, migrate checks every workload again on the migrated files, as check --workloads "
+        "places it: the pool that launches a node for it and every pool that could take it must be what they were "
+        "on the Provisioners (a NodePool keeps its Provisioner's name). A selector left on "
+        "karpenter.sh/provisioner-name, a Provisioner that was not migrated, or a weight or limit that now decides "
+        "otherwise shows here, naming both sides. It cannot be silenced."
+    ),
+    karpenter="core-v1 pkg/apis/v1/labels.go: NodePoolLabelKey",
+    silenceable=False,
+)
+
 RULES = (
     MIGRATION_NOT_EQUIVALENT,
     MIGRATION_BUDGET,
@@ -127,4 +142,5 @@ RULES = (
     MIGRATION_AMI,
     MIGRATION_INLINE_PROVIDER,
     MIGRATION_NOT_WRITTEN,
+    MIGRATION_WORKLOAD_MOVED,
 )

@@ -15,7 +15,8 @@ rewritten as Karpenter v1 NodePools and EC2NodeClasses, each NodePool proven to 
 4. **Note** what no field carries over (`notes`: budgets, emptiness, expiry, drift, kubelet, AMI alias, inline
    provider), each a warning with its mitigation.
 5. **Workloads** (`--workloads APPS`, `workloads`): `karpenter.sh/provisioner-name` selectors and node
-   affinities of migrated Provisioners become `karpenter.sh/nodepool`, spliced in place.
+   affinities of migrated Provisioners become `karpenter.sh/nodepool`, spliced in place; then every workload is
+   placed again on the migrated files and must land where it did (`landing`: `migration-workload-moved`).
 6. **Write** (`documents.rewrite_text`: each migrated document replaced in place, its header and comments kept,
    every other document byte for byte): without `-o`/`--write` a unified diff; `--write` rewrites the files in
    place, all or none, the workloads with them (`filestaging.rewrite_all`); `-o DIR` writes every file read,
@@ -34,12 +35,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.rules.rule import ERROR
 from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
     MIGRATION_NOT_EQUIVALENT,
     MIGRATION_NOT_WRITTEN,
+    MIGRATION_WORKLOAD_MOVED,
     V1_CONVERSION,
 )
 from karpenter_policy.catalog import Catalog
@@ -65,6 +67,7 @@ from karpenter_policy.commands.filestaging import (
     unified_diff,
 )
 from karpenter_policy.commands.migrate.documents import MigratedFile, rewrite_text, writable_identities
+from karpenter_policy.commands.migrate.landing import check_landings
 from karpenter_policy.commands.migrate.notes import node_template_notes, provisioner_notes
 from karpenter_policy.commands.migrate.workloads import NODEPOOL_LABEL, RenamedFile, rename_selectors
 
@@ -363,12 +366,21 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
     renamed, notes = _rename_workloads(options.workloads, migrated, migrated == set(repository.provisioners))
     if renamed is None:
         return CommandOutput(2, "", "".join(f"{_PROGRAM}: {note}\n" for note in notes))
+    if options.workloads:
+        texts = {r.file: r.updated for r in results if r.changed} | {r.file: r.updated for r in renamed if r.changed}
+        pools = {name: object_ref(NODEPOOL_KIND, name) for name in migrated}
+        landings = check_landings(paths, options.workloads, texts, pools, catalog, options.values)
+        report.findings.extend(landings.findings)
+        notes.append(landings.line)
     log: list[str] = []
     stdout: list[str] = []
     exit_code = report.exit_code(options.fail_on_warn)
     changed: list[MigratedFile | RenamedFile] = [r for r in results if r.changed]
     changed += [r for r in renamed if r.changed]
-    if options.write:
+    moved = any(f.rule == MIGRATION_WORKLOAD_MOVED for f in report.findings)
+    if options.write and moved:
+        log.append(f"{_PROGRAM}: nothing written: a workload would land elsewhere after migration")
+    elif options.write:
         outcome = rewrite_all(changed, "migrate --write")
         log += [f"{file}: written" for file in outcome.written]
         log += [f"{file}: not written: {why}" for file, why in outcome.failed]

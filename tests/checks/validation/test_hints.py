@@ -336,6 +336,48 @@ def test_pods_karpenter_refuses_are_refused_with_its_reason(tmp_path: Path) -> N
     assert messages["Deployment/hostname-selector"].startswith("no provisioner can launch a node for it")
 
 
+def test_pods_pick_a_node_pool_by_its_label_and_may_refuse_karpenter_by_it(tmp_path: Path) -> None:
+    """`karpenter.sh/nodepool` in a pod's node affinity is how a v1 pod picks a NodePool (well-known in Karpenter
+    v1.14.1): placed on that NodePool, never refused as a restricted label; `nodepool DoesNotExist` is v1's way
+    to keep off Karpenter's nodes, refused with its words (provisioner.go `validateKarpenterManagedLabelCanExist`)."""
+    picks = deployment(
+        "batch-only",
+        """
+        affinity:
+          nodeAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              nodeSelectorTerms:
+                - matchExpressions:
+                    - {key: karpenter.sh/nodepool, operator: In, values: [batch]}
+        tolerations:
+          - {key: example.com/batch, operator: Exists, effect: NoSchedule}
+        """,
+    )
+    avoids = deployment(
+        "not-on-karpenter",
+        """
+        affinity:
+          nodeAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              nodeSelectorTerms:
+                - matchExpressions:
+                    - {key: karpenter.sh/nodepool, operator: DoesNotExist}
+        """,
+    )
+    (tmp_path / "apps.yaml").write_text(picks + avoids)
+    policies = ROOT / "examples" / "v1" / "mixed" / "policies"
+    result = run("check", str(policies), "--workloads", str(tmp_path / "apps.yaml"), "--output", "json")
+    data = json.loads(result.stdout)
+    verdicts = {w["object"]: w for w in data["workloads"]}
+    assert verdicts["Deployment/batch-only"]["schedulable"] is True
+    assert {n["provisioner"] for n in data["capacity"]["nodes"]} == {"NodePool/batch"}
+    messages = {f["object"]: f["message"] for f in data["findings"] if f["rule"] == "workload-unschedulable"}
+    assert messages == {
+        "Deployment/not-on-karpenter": "Karpenter ignores the pod and never provisions a node for it: configured to "
+        "not run on a Karpenter provisioned node via karpenter.sh/nodepool DoesNotExist requirement"
+    }
+
+
 WORKLOAD_TYPOS = deployment(
     "typos",
     """

@@ -1,0 +1,132 @@
+"""`migrate --workloads`: every workload lands where it did — checked again on the migrated repository.
+
+The migrated files (the policies as `migrate` rewrote them, the workloads with their selectors renamed) are
+written into a scratch directory at their absolute paths, and both repositories — as read and as migrated — go
+through what `check --workloads` runs (`checks.repository.check_paths`, then `checks.proof.placement.schedule`:
+the controller's scheduler, every replica planned). For each workload, matched by file and object, two things must
+not change: the pool that launches a node for it (a NodePool keeps its Provisioner's name) and the pools that
+could take it (the `overlap` candidates). A difference is a `migration-workload-moved` error at the workload, naming
+both sides. The pair proof (`checks.proof.equivalence`) shows each NodePool admits what its Provisioner did; this
+shows that the renamed selectors, the weights and the limits still send each workload to the same place.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.api.rules.rule import ERROR
+from karpenter_policy.api.violations import MIGRATION_WORKLOAD_MOVED
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.checks.findings import Finding
+from karpenter_policy.checks.proof.placement import schedule
+from karpenter_policy.checks.proof.provisioners import provisioner_ref
+from karpenter_policy.checks.repository import check_paths
+from karpenter_policy.checks.source.loader import STDIN, LoadError, discover, read_text
+from karpenter_policy.checks.source.workloads import read_workloads
+
+__all__ = ["Landing", "LandingCheck", "check_landings"]
+
+
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """Where one workload goes: the pool that launches its node (None: nowhere) and every pool that could."""
+
+    pool: str | None
+    could: tuple[str, ...]
+
+    def describe(self) -> str:
+        where = f"lands on {provisioner_ref(self.pool)}" if self.pool is not None else "lands nowhere"
+        could = ", ".join(sorted(provisioner_ref(pool) for pool in self.could)) or "none"
+        return f"{where} (could land on: {could})"
+
+    def renamed(self, pools: Mapping[str, str]) -> Landing:
+        """This landing with each pool named as it is after migration (`pools`: old key → new key)."""
+        pool = None if self.pool is None else pools.get(self.pool, self.pool)
+        return Landing(pool, tuple(sorted(pools.get(p, p) for p in self.could)))
+
+
+@dataclass(frozen=True, slots=True)
+class LandingCheck:
+    """The verdict: how many workloads were compared, and a finding for each that moved."""
+
+    compared: int
+    findings: list[Finding]
+
+    @property
+    def line(self) -> str:
+        """The summary line `migrate` prints."""
+        moved = len(self.findings)
+        if not moved:
+            counted = "1 workload lands where it did" if self.compared == 1 else (
+                f"{self.compared} workloads land where they did"
+            )
+            return f"workloads: {counted} (placed again on the migrated files)"
+        return f"workloads: {moved} of {self.compared} would land elsewhere after migration: nothing written"
+
+
+def _landings(
+    policy_paths: Sequence[str],
+    workload_paths: Sequence[str],
+    catalog: Catalog | None,
+    values: Mapping[str, Any] | None,
+) -> dict[tuple[str, str], tuple[Landing, Any]]:
+    """(file, object) → its landing and its located workload, for the workloads under `workload_paths` on the
+    pools under `policy_paths`."""
+    _, checked = check_paths(policy_paths, catalog, values=values)
+    workloads = read_workloads(workload_paths)
+    found = schedule(checked, workloads.workloads, catalog)
+    return {
+        (os.path.abspath(p.workload.file), p.ref): (Landing(p.provisioner, tuple(could)), p.workload)
+        for p, could in zip(found.placements, found.could_take, strict=True)
+    }
+
+
+def _mirror(root: str, path: str) -> str:
+    """Where `path` stands inside the scratch directory `root` (at its absolute path)."""
+    return os.path.join(root, os.path.abspath(path).lstrip(os.sep))
+
+
+def check_landings(
+    policy_paths: Sequence[str],
+    workload_paths: Sequence[str],
+    migrated: Mapping[str, str],
+    pools: Mapping[str, str],
+    catalog: Catalog | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> LandingCheck:
+    """Compare each workload's landing before and after migration. `migrated`: file → its text after migration
+    (a file not named is read as it is); `pools`: the scheduler key of each migrated Provisioner → its NodePool's
+    (`default` → `NodePool/default`)."""
+    before = _landings(policy_paths, workload_paths, catalog, values)
+    texts = {os.path.abspath(file): text for file, text in migrated.items()}
+    for file in (*discover(policy_paths)[0], *discover(workload_paths)[0]):
+        if file != STDIN and os.path.abspath(file) not in texts:
+            try:
+                texts[os.path.abspath(file)] = read_text(file)
+            except LoadError:
+                continue  # unreadable before as after: its parse error is in the report already
+    with tempfile.TemporaryDirectory(prefix="karpenter-policy-migrate-") as root:
+        for file, text in texts.items():
+            target = _mirror(root, file)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        after_raw = _landings(
+            [_mirror(root, p) for p in policy_paths], [_mirror(root, p) for p in workload_paths], catalog, values
+        )
+        after = {(os.sep + os.path.relpath(file, root), ref): value for (file, ref), value in after_raw.items()}
+    findings: list[Finding] = []
+    for key in sorted(before):
+        was, workload = before[key]
+        now = after[key][0] if key in after else None
+        if now is not None and was.renamed(pools) == now.renamed({}):
+            continue
+        told = now.describe() if now is not None else "is no longer read"
+        message = f"before migration it {was.describe()}; after, it {told}"
+        at = (workload.file, workload.line, workload.column)
+        findings.append(Finding(MIGRATION_WORKLOAD_MOVED, ERROR, message, *at, workload.ref))
+    return LandingCheck(len(before), findings)
