@@ -372,3 +372,22 @@ def test_workloads_are_placed_again_and_one_that_would_move_stops_the_write(cata
     assert "workloads: 1 workload lands where it did (placed again on the migrated files)" in result.stdout
     assert "karpenter.sh/nodepool: default" in (apps / "pinned.yaml").read_text()
     assert "kind: NodePool" in (policies / "spot.yaml").read_text()
+
+
+def test_a_file_holding_a_migrated_policy_and_a_workload_to_rename_is_refused(catalog: Catalog, tmp_path: Path) -> None:
+    """Two rewrites of one file's text (the Provisioner migrated, the workload's selector renamed) would each undo
+    the other: refused before anything is written."""
+    mixed = (EXAMPLES / "spot.yaml").read_text() + (
+        "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+        "  nodeSelector: {karpenter.sh/provisioner-name: default}\n  containers: [{name: c, image: x}]\n"
+    )
+    (tmp_path / "all.yaml").write_text(mixed)
+
+    result = _migrate([str(tmp_path)], catalog, write=True, workloads=(str(tmp_path),))
+
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"karpenter-policy migrate: {tmp_path / 'all.yaml'}: holds both a migrated policy and a workload to rename: "
+        "keep workloads in files of their own, or migrate without --workloads\n"
+    )
+    assert (tmp_path / "all.yaml").read_text() == mixed

@@ -366,6 +366,13 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
     renamed, notes = _rename_workloads(options.workloads, migrated, migrated == set(repository.provisioners))
     if renamed is None:
         return CommandOutput(2, "", "".join(f"{_PROGRAM}: {note}\n" for note in notes))
+    policies_changed = {os.path.abspath(r.file) for r in results if r.changed}
+    both = sorted(policies_changed & {os.path.abspath(r.file) for r in renamed if r.changed})
+    if both:  # two rewrites of one text: either would undo the other
+        return CommandOutput(
+            2, "", "".join(f"{_PROGRAM}: {f}: holds both a migrated policy and a workload to rename: keep "
+                           "workloads in files of their own, or migrate without --workloads\n" for f in both)
+        )
     if options.workloads:
         texts = {r.file: r.updated for r in results if r.changed} | {r.file: r.updated for r in renamed if r.changed}
         pools = {name: object_ref(NODEPOOL_KIND, name) for name in migrated}
