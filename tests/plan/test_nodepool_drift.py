@@ -1,0 +1,195 @@
+"""Drift of Karpenter v1 NodePools' nodes as v1.14.1 decides it (`nodepooldrift`): the NodePool template's hashed
+fields (`pkg/apis/v1/nodepool.go` `Hash`; requirements `hash:"ignore"`), the EC2NodeClass's (aws
+`pkg/apis/v1/ec2nodeclass.go` `Hash`: the selector terms ignored, the resolved AMI family hashed), only on NodeClaims
+whose hash version is current (`nodeclaim/disruption/drift.go` `areStaticFieldsDrifted`), requirement drift with no
+well-known exception (`areRequirementsDrifted`), forceful expiry from the NodeClaim's own expireAfter, removed
+NodePools."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide
+from karpenter_policy.commands.plan.fleet import fleet_of
+from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules, node_class_changes, nodepool_changes
+from karpenter_policy.commands.plan.snapshot import read_snapshot
+from tests.plan.snapshots import listing
+from tests.plan.v1snapshots import HASHES, claim, node_class, nodepool, pool_node
+
+START = dt.datetime(2026, 11, 30, 9, tzinfo=dt.UTC)
+
+
+def stored(document: str) -> dict[str, Any]:
+    return stored_form(yaml.safe_load(document))
+
+
+def side(*nodepools: str, classes: tuple[str, ...] = ()) -> PolicySide:
+    pools = [stored(d) for d in nodepools]
+    made = [stored(d) for d in classes or (node_class(),)]
+    return PolicySide("x", {}, {}, {p["metadata"]["name"]: p for p in pools},
+                      {c["metadata"]["name"]: c for c in made})
+
+
+def drift_of(base: PolicySide, head: PolicySide, *items: dict[str, Any]) -> tuple[NodeDrift, NodePoolDriftRules]:
+    fleet = fleet_of(read_snapshot(json.dumps(listing(*items)).encode(), "s.json"))
+    rules = NodePoolDriftRules(base, head, START)
+    return rules(next(iter(fleet.nodes.values()))), rules
+
+
+def test_a_changed_template_label_drifts_a_nodeclaim_with_a_current_hash_and_names_the_field() -> None:
+    base, head = side(nodepool()), side(nodepool(labels="team: platform"))
+
+    drifted, _ = drift_of(base, head, pool_node("n1"), claim("n1"))
+
+    assert drifted.drifted
+    assert drifted.reasons == ("spec.template.metadata.labels.team changed (nodepool default)",)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "note"),
+    [
+        ({**HASHES, "karpenter.sh/nodepool-hash-version": "v2"},
+         "karpenter.sh/nodepool-hash-version 'v2', not 'v3'"),
+        ({k: v for k, v in HASHES.items() if k != "karpenter.sh/nodepool-hash-version"},
+         "no karpenter.sh/nodepool-hash-version"),
+        ({}, "no karpenter.sh/nodepool-hash annotation"),
+    ],
+)
+def test_a_stale_or_missing_hash_version_means_no_static_drift_and_a_note(annotations: dict[str, str],
+                                                                          note: str) -> None:
+    base, head = side(nodepool()), side(nodepool(labels="team: platform"))
+
+    drift, rules = drift_of(base, head, pool_node("n1"), claim("n1", annotations=annotations))
+
+    assert not drift.drifted and drift.reasons == ()
+    assert rules.notes() == [f"1 node of nodepool default: {note}: Karpenter does not drift it statically (it "
+                             "re-annotates the NodeClaim with the current hash)"]
+
+
+def test_the_nodeclaims_annotations_decide_not_the_nodes() -> None:
+    base, head = side(nodepool()), side(nodepool(labels="team: platform"))
+
+    drift, _ = drift_of(base, head, pool_node("n1", annotations=HASHES), claim("n1", annotations={}))
+
+    assert not drift.drifted
+
+
+@pytest.mark.parametrize(
+    ("base_extra", "head_extra", "said"),
+    [
+        ("", "      taints: [{key: dedicated, value: web, effect: NoSchedule}]\n",
+         ["spec.template.spec.taints added"]),
+        ("      startupTaints: [{key: a, effect: NoSchedule}, {key: b, effect: NoSchedule}]\n",
+         "      startupTaints: [{key: b, effect: NoSchedule}, {key: a, effect: NoSchedule}]\n", []),  # as sets
+        ("", "      expireAfter: 168h\n", ["spec.template.spec.expireAfter changed"]),
+        ("", "      expireAfter: 720h\n", []),  # the default, stored either way
+        ("      expireAfter: 60m\n", "      expireAfter: 1h\n", []),  # a duration hashes as its value
+        ("", "      expireAfter: Never\n", ["spec.template.spec.expireAfter removed"]),
+        ("", "      terminationGracePeriod: 24h\n", ["spec.template.spec.terminationGracePeriod added"]),
+    ],
+)
+def test_which_template_spec_fields_are_hashed(base_extra: str, head_extra: str, said: list[str]) -> None:
+    assert nodepool_changes(stored(nodepool(template_extra=base_extra)),
+                            stored(nodepool(template_extra=head_extra))) == said
+
+
+def test_requirements_budgets_limits_and_weight_are_not_hashed_but_node_class_ref_and_annotations_are() -> None:
+    base = stored(nodepool())
+    head = stored(nodepool(zones="[us-east-1a]", budgets='[{nodes: "0"}]', extra="  limits: {cpu: 100}\n"
+                           "  weight: 10\n"))
+    moved = stored(nodepool(node_class="other").replace("      labels: {team: web}",
+                                                        "      labels: {team: web}\n      annotations: {a: b}"))
+
+    assert nodepool_changes(base, head) == []
+    assert nodepool_changes(base, moved) == ["spec.template.metadata.annotations added",
+                                             "spec.template.spec.nodeClassRef.name changed"]
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "said"),
+    [
+        (node_class(), node_class(extra="  userData: echo hi\n  tags: {team: web}\n"),
+         ["spec.tags added", "spec.userData added"]),
+        (node_class(), node_class().replace("discovery: prod}}]", "discovery: staging}}]"), []),  # selectors
+        (node_class(), node_class(alias="al2023@v20240807"), []),  # an AMI version: cloud drift, not static
+        (node_class(), node_class(extra="  amiFamily: AL2023\n"), []),  # the same family, resolved
+        (node_class(), node_class(alias="bottlerocket@latest"),
+         ["AMI family AL2023 → Bottlerocket (spec.amiFamily / spec.amiSelectorTerms alias)"]),
+        (node_class(), node_class(extra="  kubelet: {maxPods: 58}\n"), ["spec.kubelet added"]),
+    ],
+)
+def test_which_node_class_fields_are_hashed(base: str, head: str, said: list[str]) -> None:
+    assert node_class_changes(stored(base), stored(head)) == said
+
+
+def test_node_class_drift_needs_its_own_current_hash_version() -> None:
+    base = side(nodepool())
+    head = side(nodepool(), classes=(node_class(extra="  userData: echo 2\n"),))
+    stale = {**HASHES, "karpenter.k8s.aws/ec2nodeclass-hash-version": "v4"}
+
+    current, _ = drift_of(base, head, pool_node("n1"), claim("n1"))
+    old, rules = drift_of(base, head, pool_node("n2"), claim("n2", annotations=stale))
+
+    assert current.reasons == ("EC2NodeClass default: spec.userData added",)
+    assert not old.drifted and "karpenter.k8s.aws/ec2nodeclass-hash-version 'v4', not 'v5'" in rules.notes()[0]
+
+
+def test_requirement_drift_names_the_label_and_allows_no_undefined_well_known_key() -> None:
+    base = side(nodepool(zones="[us-east-1a, us-east-1b, us-east-1c]"))
+    head = side(nodepool(zones="[us-east-1a, us-east-1b]"))
+    generation = side(nodepool().replace(
+        "      nodeClassRef", "        - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ['4']}\n"
+        "      nodeClassRef"))
+
+    moved, _ = drift_of(base, head, pool_node("n1", zone="us-east-1c"), claim("n1", zone="us-east-1c"))
+    lacking, _ = drift_of(base, generation, pool_node("n2"), claim("n2"))
+
+    assert moved.reasons == ("requirement drift: topology.kubernetes.io/zone In [us-east-1a, us-east-1b] not in "
+                             "[us-east-1c] (nodepool default's spec.template.spec.requirements)",)
+    # v1's Compatible has no AllowUndefinedWellKnownLabels: a well-known key the NodeClaim lacks drifts it
+    assert lacking.reasons == ("requirement drift: label karpenter.k8s.aws/instance-generation does not have known "
+                               "values (nodepool default's spec.template.spec.requirements)",)
+
+
+def test_expiry_is_the_nodeclaims_own_expire_after_and_carries_its_termination_grace() -> None:
+    pools = side(nodepool(template_extra="      expireAfter: 24h\n"))  # HEAD's 24h is not the NodeClaim's
+
+    old, _ = drift_of(pools, pools, pool_node("n1"), claim("n1", created="2026-10-30T08:59:59Z", grace="30m"))
+    young, _ = drift_of(pools, pools, pool_node("n2"), claim("n2", created="2026-11-29T12:00:00Z"))
+    never, _ = drift_of(pools, pools, pool_node("n3"), claim("n3", created="2020-01-01T00:00:00Z",
+                                                              expire_after="Never"))
+
+    assert old.expires and not old.drifted and old.termination_grace == 1800.0
+    assert old.reasons == ("expired: created 2026-10-30T08:59:59Z + expireAfter 720h0m0s (forceful: no budget, no "
+                           "replacement first)",)
+    assert not young.expires and young.expires_at == dt.datetime(2026, 12, 29, 12, tzinfo=dt.UTC)
+    assert not never.expires and never.expires_at is None
+
+
+def test_without_a_nodeclaim_bases_expire_after_and_the_nodes_labels_and_annotations_count() -> None:
+    base = side(nodepool(template_extra="      expireAfter: 240h\n"))
+    head = side(nodepool(labels="team: platform", template_extra="      expireAfter: 240h\n"))
+
+    drift, _ = drift_of(base, head, pool_node("n1", created="2026-11-10T00:00:00Z", annotations=HASHES))
+
+    assert drift.drifted and drift.expires
+    assert drift.reasons[0] == "spec.template.metadata.labels.team changed (nodepool default)"
+
+
+def test_a_removed_nodepool_an_unknown_one_and_an_already_drifted_nodeclaim() -> None:
+    base, head = side(nodepool(), nodepool("old")), side(nodepool())
+
+    removed, _ = drift_of(base, head, pool_node("n1", "old"), claim("n1", "old"))
+    unknown, _ = drift_of(base, head, pool_node("n2", "elsewhere"), claim("n2", "elsewhere"))
+    already, _ = drift_of(base, head, pool_node("n3"), claim("n3", drifted=True))
+
+    assert removed.removed and removed.reasons == ("nodepool old removed",)
+    assert unknown.unknown and not unknown.disrupted
+    assert already.drifted and already.reasons == (
+        "already drifted: NodeClaim default-n3's Drifted condition is true in the snapshot",)
