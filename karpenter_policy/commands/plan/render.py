@@ -252,7 +252,8 @@ def render_markdown(result: PlanResult) -> str:
         if requirement:
             out.append(f"| requirements no longer met by the nodes' labels | {requirement} |")
         out.append("")
-    out += ["| Provisioner | Before | Peak | After |", "|---|---:|---:|---:|"]
+    owner = {MODEL: "Provisioner", MODEL_V1: "NodePool"}.get(result.model, "Provisioner / NodePool")
+    out += [f"| {owner} | Before | Peak | After |", "|---|---:|---:|---:|"]
     for name, before, peak, after in cost.rows():
         out.append(f"| `{markdown_text(name)}` | {money(before)} | {money(peak)} | {money(after)} |")
     out.append(f"| **Total** | **{money(cost.before_monthly)}** | **{money(cost.peak_monthly)}** | "
