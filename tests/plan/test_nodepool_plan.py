@@ -181,3 +181,15 @@ def test_the_cli_plans_a_nodepool_change(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "(Karpenter v1.14.1, v1 NodePools)" in done.stdout
     assert "spec.template.metadata.labels.team changed (nodepool default) → 1 node drift" in done.stdout
+
+
+def test_the_markdown_comment_names_the_nodepools(tmp_path: Path) -> None:
+    base, head = sides(tmp_path, '[{nodes: "1"}]')
+    file = write(tmp_path / "snapshot.json", *fleet(1))
+
+    result = plan_command(PlanOptions(snapshot=(file,), start=START, output="markdown", base=base, head=head),
+                          load_catalog())
+
+    assert "| `spec.template.metadata.labels.team changed (nodepool default)` | 1 |" in result.stdout
+    assert "| NodePool | Before | Peak | After |" in result.stdout
+    assert "| `NodePool/default` |" in result.stdout
