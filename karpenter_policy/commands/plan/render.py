@@ -159,10 +159,11 @@ def _owners(result: PlanResult) -> str:
 def _gate(result: PlanResult) -> str:
     if result.model == MODEL_V1:
         return "drift always on (Karpenter v1 has no feature gate)"
-    return ("drift modelled on (Karpenter v0.31's featureGates.driftEnabled=true, as this project's controller runs; "
+    gate = ("drift modelled on (Karpenter v0.31's featureGates.driftEnabled=true, as this project's controller runs; "
             "--drift-disabled for a cluster that keeps it off)" if result.drift_enabled else
             "drift modelled off (--drift-disabled: featureGates.driftEnabled=false): only expiry and removed "
             "provisioners replace nodes")
+    return gate if result.model == MODEL else f"{gate}; NodePools' nodes drift always (Karpenter v1 has no gate)"
 
 
 def _wave_line(wave: Wave) -> str:
