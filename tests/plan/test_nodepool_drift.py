@@ -193,3 +193,88 @@ def test_a_removed_nodepool_an_unknown_one_and_an_already_drifted_nodeclaim() ->
     assert unknown.unknown and not unknown.disrupted
     assert already.drifted and already.reasons == (
         "already drifted: NodeClaim default-n3's Drifted condition is true in the snapshot",)
+
+
+def _requirements(*terms: tuple[str, str, list[str]]) -> list[dict[str, Any]]:
+    return [{"key": key, "operator": operator, "values": values} for key, operator, values in terms]
+
+
+def _pool(requirements: list[dict[str, Any]]) -> PolicySide:
+    document = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+                "spec": {"template": {"spec": {"requirements": requirements, "nodeClassRef": {
+                    "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}
+    return PolicySide("x", {}, {}, {"default": stored_form(document)}, {"default": stored(node_class())})
+
+
+CT, ARCH, OS = "karpenter.sh/capacity-type", "kubernetes.io/arch", "kubernetes.io/os"
+#: core v1.14.1 pkg/controllers/nodeclaim/disruption/drift_test.go, "NodeRequirement Drift": each Entry's old and new
+#: NodePool requirements, the NodeClaim's labels, whether it drifts, and the Entry's line.
+REQUIREMENT_DRIFT = [
+    (_requirements((CT, "In", ["on-demand"]), (ARCH, "In", ["amd64"]), (OS, "In", ["linux"])),
+     _requirements((CT, "In", ["spot"])), {CT: "on-demand", ARCH: "amd64", OS: "linux"}, True, 228),
+    (_requirements((CT, "In", ["on-demand"]), (OS, "In", ["linux"])),
+     _requirements((CT, "In", ["on-demand"]), (OS, "In", ["linux"]), (ARCH, "In", ["amd64"])),
+     {CT: "on-demand", OS: "linux"}, True, 244),
+    (_requirements((CT, "In", ["on-demand"]), (OS, "In", ["linux", "windows"])),
+     _requirements((CT, "In", ["on-demand"]), (OS, "In", ["windows"])), {CT: "on-demand", OS: "linux"}, True, 261),
+    (_requirements((CT, "In", ["on-demand"]), (OS, "In", ["linux"])),
+     _requirements((CT, "In", ["on-demand"]), (OS, "In", ["linux", "windows"])), {CT: "on-demand", OS: "linux"},
+     False, 277),
+    (_requirements((CT, "In", ["on-demand"]), (OS, "In", ["linux"])),
+     _requirements((CT, "In", ["on-demand"]), (OS, "Exists", [])), {CT: "on-demand", OS: "linux"}, False, 293),
+    (_requirements((CT, "In", ["on-demand"]), (OS, "In", ["linux"])),
+     _requirements((CT, "In", ["on-demand"]), (OS, "DoesNotExist", [])), {CT: "on-demand", OS: "linux"}, True, 309),
+    (_requirements((CT, "In", ["on-demand"]), ("test-label", "Gt", ["2"])),
+     _requirements((CT, "In", ["on-demand"]), ("test-label", "Gt", ["10"])), {CT: "on-demand", "test-label": "5"},
+     True, 325),
+    (_requirements((CT, "In", ["on-demand"]), ("test-label", "Lt", ["5"])),
+     _requirements((CT, "In", ["on-demand"]), ("test-label", "Lt", ["1"])), {CT: "on-demand", "test-label": "2"},
+     True, 341),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "labels", "drifts", "line"), REQUIREMENT_DRIFT,
+                         ids=[f"drift_test.go:{entry[-1]}" for entry in REQUIREMENT_DRIFT])
+def test_karpenters_requirement_drift_table(old: list[dict[str, Any]], new: list[dict[str, Any]],
+                                            labels: dict[str, str], drifts: bool, line: int) -> None:
+    before, after = _pool(old), _pool(new)
+    made = claim("n1")  # labelled as drift_test.go:45-51 labels its NodeClaim, then the Entry's labels
+    made["metadata"]["labels"] = {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
+                                  "topology.kubernetes.io/zone": "test-zone-1a", CT: "spot", **labels}
+    items = (pool_node("n1"), made)
+
+    unchanged, _ = drift_of(before, before, *items)
+    changed, _ = drift_of(before, after, *items)
+
+    assert not unchanged.drifted  # Karpenter's first reconcile: not drifted on the old requirements
+    assert changed.drifted is drifts
+    assert all(r.startswith("requirement drift:") for r in changed.reasons)
+
+
+#: core v1.14.1 drift_test.go:474–480, "should detect drift on changes to the static fields": each field set on a
+#: NodePool that had it unset (its default) drifts a NodeClaim of the old hash.
+STATIC_FIELDS = [
+    ("      annotations: {keyAnnotationTest: valueAnnotationTest}\n", "", 474),
+    ("      labels: {keyLabelTest: valueLabelTest}\n", "", 475),
+    ("", "      taints: [{key: keytest2taint, effect: NoExecute}]\n", 476),
+    ("", "      startupTaints: [{key: keytest2taint, effect: NoExecute}]\n", 477),
+    ("", "", 478),  # nodeClassRef name: below
+    ("", "      expireAfter: 100m\n", 479),
+    ("", "      terminationGracePeriod: 100m\n", 480),
+]
+
+
+@pytest.mark.parametrize(("metadata", "spec", "line"), STATIC_FIELDS,
+                         ids=[f"drift_test.go:{entry[-1]}" for entry in STATIC_FIELDS])
+def test_karpenters_static_drift_table(metadata: str, spec: str, line: int) -> None:
+    plain = ("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n"
+             "    metadata: {}\n    spec:\n      requirements: []\n"
+             "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n")
+    changed = plain.replace("    metadata: {}\n", "    metadata:\n" + metadata if metadata else "    metadata: {}\n")
+    changed += spec
+    if line == 478:
+        changed = plain.replace("EC2NodeClass, name: default}", "EC2NodeClass, name: testName}")
+
+    drift, _ = drift_of(side(plain), side(changed), pool_node("n1"), claim("n1"))
+
+    assert drift.drifted and drift.fields
