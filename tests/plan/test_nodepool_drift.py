@@ -3,7 +3,8 @@ fields (`pkg/apis/v1/nodepool.go` `Hash`; requirements `hash:"ignore"`), the EC2
 `pkg/apis/v1/ec2nodeclass.go` `Hash`: the selector terms ignored, the resolved AMI family hashed), only on NodeClaims
 whose hash version is current (`nodeclaim/disruption/drift.go` `areStaticFieldsDrifted`), requirement drift with no
 well-known exception (`areRequirementsDrifted`), forceful expiry from the NodeClaim's own expireAfter, removed
-NodePools."""
+NodePools — and Karpenter's own tables as data, each naming its Go file and line (core `drift_test.go`, aws
+`ec2nodeclass_hash_test.go`)."""
 
 from __future__ import annotations
 
@@ -278,3 +279,76 @@ def test_karpenters_static_drift_table(metadata: str, spec: str, line: int) -> N
     drift, _ = drift_of(side(plain), side(changed), pool_node("n1"), claim("n1"))
 
     assert drift.drifted and drift.fields
+
+
+#: aws v1.14.1 pkg/apis/v1/ec2nodeclass_hash_test.go:38-73: the EC2NodeClass its hash tests start from.
+HASH_TEST_CLASS: dict[str, Any] = {"spec": {
+    "role": "role-1", "tags": {"keyTag-1": "valueTag-1", "keyTag-2": "valueTag-2"}, "context": "fake-context",
+    "detailedMonitoring": False, "associatePublicIPAddress": False,
+    "metadataOptions": {"httpEndpoint": "disabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1,
+                        "httpTokens": "optional"},
+    "blockDeviceMappings": [
+        {"deviceName": "map-device-1", "rootVolume": False, "ebs": {
+            "deleteOnTermination": False, "encrypted": False, "iops": 0, "kmsKeyID": "fakeKMSKeyID",
+            "snapshotID": "fakeSnapshot", "throughput": 0, "volumeSize": "2G", "volumeType": "standard"}},
+        {"deviceName": "map-device-2"}],
+    "userData": "userdata-test-1"}}
+#: ec2nodeclass_hash_test.go:141-163 ("should change hash when static fields are updated"), each Entry's change
+#: merged into the class as mergo merges it (maps key by key, slices element by element), and its line.
+HASH_CHANGES: list[tuple[dict[str, Any], int]] = [
+    ({"userData": "userdata-test-2"}, 141),
+    ({"tags": {"keyTag-test-3": "valueTag-test-3"}}, 142),
+    ({"context": "context-2"}, 143),
+    ({"detailedMonitoring": True}, 144),
+    ({"instanceStorePolicy": "RAID0"}, 145),
+    ({"associatePublicIPAddress": True}, 146),
+    ({"metadataOptions": {"httpEndpoint": "enabled"}}, 147),
+    ({"metadataOptions": {"httpProtocolIPv6": "enabled"}}, 148),
+    ({"metadataOptions": {"httpPutResponseHopLimit": 10}}, 149),
+    ({"metadataOptions": {"httpTokens": "required"}}, 150),
+    ({"blockDeviceMappings": [{"deviceName": "map-device-test-3"}]}, 151),
+    ({"blockDeviceMappings": [{"rootVolume": True}]}, 152),
+    ({"blockDeviceMappings": [{"ebs": {"deleteOnTermination": True}}]}, 153),
+    ({"blockDeviceMappings": [{"ebs": {"encrypted": True}}]}, 154),
+    ({"blockDeviceMappings": [{"ebs": {"iops": 10}}]}, 155),
+    ({"blockDeviceMappings": [{"ebs": {"kmsKeyID": "test"}}]}, 156),
+    ({"blockDeviceMappings": [{"ebs": {"snapshotID": "test"}}]}, 157),
+    ({"blockDeviceMappings": [{"ebs": {"throughput": 10}}]}, 158),
+    ({"blockDeviceMappings": [{"ebs": {"volumeType": "io1"}}]}, 159),
+    ({"connectionTracking": {"tcpEstablishedTimeout": 300}}, 160),
+    ({"connectionTracking": {"udpStreamTimeout": 120}}, 161),
+    ({"connectionTracking": {"udpTimeout": 45}}, 162),
+    ({"cpuOptions": {"nestedVirtualization": "enabled"}}, 163),
+    ({"blockDeviceMappings": [{"ebs": {"volumeSize": "10G"}}]}, 167),
+    ({"role": "", "instanceProfile": "other-instance-profile"}, 173),
+]
+#: ec2nodeclass_hash_test.go:181-200: what leaves the hash alone (re-ordered tags and block devices; the
+#: selector terms, which Karpenter resolves at run time).
+HASH_KEPT: list[tuple[dict[str, Any], int]] = [
+    ({"tags": {"keyTag-2": "valueTag-2", "keyTag-1": "valueTag-1"}}, 181),
+    ({"blockDeviceMappings": list(reversed(HASH_TEST_CLASS["spec"]["blockDeviceMappings"]))}, 187),
+    ({"subnetSelectorTerms": [{"tags": {"subnet-test-key": "subnet-test-value"}}],
+      "securityGroupSelectorTerms": [{"tags": {"security-group-test-key": "security-group-test-value"}}],
+      "amiSelectorTerms": [{"tags": {"ami-test-key": "ami-test-value"}}]}, 193),
+]
+
+
+def _merged(base: Any, change: Any) -> Any:
+    if isinstance(base, dict) and isinstance(change, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in change.items()}}
+    if isinstance(base, list) and isinstance(change, list):  # mergo.WithSliceDeepCopy: element by element
+        return [_merged(b, change[i]) if i < len(change) else b for i, b in enumerate(base)]
+    return change
+
+
+@pytest.mark.parametrize(("change", "line"), HASH_CHANGES,
+                         ids=[f"ec2nodeclass_hash_test.go:{c[1]}" for c in HASH_CHANGES])
+def test_karpenters_node_class_hash_changes(change: dict[str, Any], line: int) -> None:
+    assert node_class_changes(HASH_TEST_CLASS, {"spec": _merged(HASH_TEST_CLASS["spec"], change)}) != []
+
+
+@pytest.mark.parametrize(("change", "line"), HASH_KEPT, ids=[f"ec2nodeclass_hash_test.go:{c[1]}" for c in HASH_KEPT])
+def test_karpenters_node_class_hash_kept(change: dict[str, Any], line: int) -> None:
+    changed = {"spec": {**HASH_TEST_CLASS["spec"], **change}}
+
+    assert node_class_changes(HASH_TEST_CLASS, changed) == []
