@@ -76,7 +76,7 @@ def nodepool_budgets(nodepools: Mapping[str, Mapping[str, object]]) -> dict[str,
     return out
 
 
-def _graced(node: FleetNode, drain: Drain, grace: float | None) -> Drain:
+def _graced(drain: Drain, grace: float | None) -> Drain:
     """A drain blocked by a pod or a PDB, ended by the NodeClaim's terminationGracePeriod when it has one."""
     blocked = drain.blocked
     if blocked is None or grace is None or blocked.by.startswith("Node/"):
@@ -86,6 +86,8 @@ def _graced(node: FleetNode, drain: Drain, grace: float | None) -> Drain:
 
 @dataclass(slots=True)
 class _Candidate:
+    """A drifted node Karpenter would replace: its NodePool, the pods it moves and its drain."""
+
     name: str
     pool: str
     pods: list[FleetPod]
@@ -162,7 +164,7 @@ def plan_nodepool_waves(
 def _candidate(rollout: Rollout, fleet: Fleet, name: str, drift: NodeDrift, pdbs: PdbBudgets,
                replacements: Replacements, timing: Timing) -> _Candidate | None:
     node, pods = fleet.nodes[name], fleet.moved_pods(name)
-    drain = _graced(node, drain_of(node, pods, pdbs, timing, v1=True), drift.termination_grace)
+    drain = _graced(drain_of(node, pods, pdbs, timing, v1=True), drift.termination_grace)
     if drain.blocked is not None:
         rollout.blocked.append(drain.blocked)
         return None
@@ -274,7 +276,7 @@ def _at_once(rollout: Rollout, fleet: Fleet, names: Sequence[str], drift: Mappin
         plain = drain_of(node, pods, pdbs, timing, v1=True)
         if plain.blocked is not None and plain.blocked.by.startswith("Node/"):  # the annotation holds no deletion
             plain = drain_of(_without_annotation(node), pods, pdbs, timing, v1=True)
-        drain = _graced(node, plain, drift[name].termination_grace)
+        drain = _graced(plain, drift[name].termination_grace)
         pool = node.nodepool or ""
         if drain.blocked is not None:
             blocked = drain.blocked
