@@ -193,3 +193,12 @@ def test_the_markdown_comment_names_the_nodepools(tmp_path: Path) -> None:
     assert "| `spec.template.metadata.labels.team changed (nodepool default)` | 1 |" in result.stdout
     assert "| NodePool | Before | Peak | After |" in result.stdout
     assert "| `NodePool/default` |" in result.stdout
+
+
+def test_nodeclaims_already_drifted_go_first_in_the_order_they_drifted(tmp_path: Path) -> None:
+    items = [*fleet(2), pool_node("late"), claim("late", drifted="2026-11-29T12:00:00Z"), pod("web-l", "late", "web"),
+             pool_node("early"), claim("early", drifted="2026-11-28T12:00:00Z"), pod("web-e", "early", "web")]
+
+    _, doc = plan(sides(tmp_path, '[{nodes: "1"}]'), tmp_path, *items)
+
+    assert [w["nodes"][0] for w in doc["waves"]] == ["early", "late", "n0", "n1"]

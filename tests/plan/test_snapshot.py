@@ -175,7 +175,9 @@ CLAIM_PATHS = [("spec",), ("spec", "expireAfter"), ("spec", "terminationGracePer
                ("spec", "nodeClassRef", "name"), ("status",), ("status", "nodeName"), ("status", "conditions"),
                ("metadata", "annotations"), ("metadata", "labels"), ("metadata", "creationTimestamp"),
                ("spec", "requirements"), ("kind",)]
-CLAIM_VALUES = [*AWKWARD, "Never", "720h", "-5h", "1.5h", "9999999999h", "0", "soon", "n1"]
+CLAIM_VALUES = [*AWKWARD, "Never", "720h", "-5h", "1.5h", "9999999999h", "0", "soon", "n1",
+                [{"type": "Drifted", "status": "True", "lastTransitionTime": "soon"}],
+                [{"type": "Drifted", "status": "True", "lastTransitionTime": 5}]]
 
 
 def _v1_plan_never_raises(items: list[dict[str, Any]]) -> tuple[int, int]:

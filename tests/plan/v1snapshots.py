@@ -36,8 +36,9 @@ def claim(node_name: str, nodepool: str = "default", *, name: str | None = None,
           annotations: dict[str, str] | None = None, created: str = "2026-11-20T08:00:00Z",
           expire_after: str | None = "720h", grace: str | None = None, node_class: str = "default",
           labels: dict[str, str] | None = None, instance_type: str = "m5.large", zone: str = "us-east-1a",
-          capacity_type: str = "on-demand", drifted: bool = False) -> dict[str, Any]:
-    """The NodeClaim of `node_name`, labelled as Karpenter labels one (its requirements' single values)."""
+          capacity_type: str = "on-demand", drifted: bool | str = False) -> dict[str, Any]:
+    """The NodeClaim of `node_name`, labelled as Karpenter labels one (its requirements' single values);
+    `drifted`: its Drifted condition true (since that time, when a string)."""
     spec: dict[str, Any] = {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                              "name": node_class},
                             "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In",
@@ -48,7 +49,8 @@ def claim(node_name: str, nodepool: str = "default", *, name: str | None = None,
         spec["terminationGracePeriod"] = grace
     conditions = [{"type": "Launched", "status": "True"}, {"type": "Initialized", "status": "True"}]
     if drifted:
-        conditions.append({"type": "Drifted", "status": "True", "reason": "NodePoolDrifted"})
+        conditions.append({"type": "Drifted", "status": "True", "reason": "NodePoolDrifted",
+                           "lastTransitionTime": drifted if isinstance(drifted, str) else "2026-11-29T00:00:00Z"})
     all_labels = {"karpenter.sh/nodepool": nodepool, "node.kubernetes.io/instance-type": instance_type,
                   "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": capacity_type,
                   "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",

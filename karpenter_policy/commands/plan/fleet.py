@@ -66,6 +66,8 @@ class Claim:
     termination_grace: dt.timedelta | None
     node_class: str | None
     drifted: bool = False
+    #: when its Drifted condition turned true (its `lastTransitionTime`; None: not drifted, or no readable time)
+    drifted_since: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,17 @@ def _ready(node: Obj) -> bool:
     return True
 
 
+def _time(value: object) -> dt.datetime | None:
+    """An RFC 3339 time of a condition (not checked at the edge: one that does not parse is no time)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = objects.parse_time(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
 def _duration(value: object) -> dt.timedelta | None:
     return parse_go_duration(value) if isinstance(value, str) and value != NEVER else None
 
@@ -223,6 +236,7 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             continue
         ref = spec.get("nodeClassRef")
         conditions = status.get("conditions") or []
+        drifted = next((c for c in conditions if c.get("type") == "Drifted" and c.get("status") == "True"), None)
         by_node[node] = Claim(
             name=objects.name(claim),
             created=_created(claim),
@@ -231,7 +245,8 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             expire_after=_duration(spec.get("expireAfter")),
             termination_grace=_duration(spec.get("terminationGracePeriod")),
             node_class=str(ref["name"]) if isinstance(ref, dict) and ref.get("name") else None,
-            drifted=any(c.get("type") == "Drifted" and c.get("status") == "True" for c in conditions),
+            drifted=drifted is not None,
+            drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
         )
     return by_node
 

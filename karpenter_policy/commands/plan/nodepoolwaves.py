@@ -10,8 +10,9 @@ Karpenter v1.14.1 (core `pkg/controllers/disruption/`, `nodeclaim/expiration/`, 
   no replacement first, the node's `do-not-disrupt` annotation ignored; its drain honours PDBs and pods'
   `karpenter.sh/do-not-disrupt` until its `terminationGracePeriod` ends, then the pods go regardless; without one a
   blocked drain never ends. Its pods are provisioned for as they go;
-* **drift** (`drift.go`, `Drift.ComputeCommands`): one candidate per command, empty ones first, then by creation
-  (the Drifted conditions all turn true at the merge); a command starts only while the candidate's NodePool
+* **drift** (`drift.go`, `Drift.ComputeCommands`): one candidate per command, empty ones first, then in the order
+  they drifted — NodeClaims already `Drifted` in the snapshot by their condition's time, then the others by
+  creation (their conditions all turn true at the merge); a command starts only while the candidate's NodePool
   allows a `Drifted` disruption: `MustGetAllowedDisruptions` at that moment (budgets with their reasons and cron
   windows; percentages of the NodePool's initialized nodes, rounded up) less its nodes disrupting — deleting,
   marked for deletion or NotReady (`helpers.go`, `BuildDisruptionBudgetMapping`). After a command the controller
@@ -154,11 +155,18 @@ def plan_nodepool_waves(
     if expired:
         _at_once(rollout, fleet, expired, drift, pools, EXPIRATION, start, timing, pdbs, replacements)
     drifted = [n for n, d in drift.items() if d.drifted and not d.expires and not d.removed]
-    drifted.sort(key=lambda n: (bool(fleet.moved_pods(n)), fleet.nodes[n].created or start, n))
+    drifted.sort(key=lambda n: (bool(fleet.moved_pods(n)), _drifted_since(fleet.nodes[n], start),
+                                fleet.nodes[n].created or start, n))
     queue = [c for c in (_candidate(rollout, fleet, n, drift[n], pdbs, replacements, timing) for n in drifted)
              if c is not None]
     _drift(rollout, queue, budgets, pools, start, timing, replacements)
     return rollout
+
+
+def _drifted_since(node: FleetNode, start: dt.datetime) -> dt.datetime:
+    """When Karpenter marked the node drifted: its NodeClaim's Drifted condition's time, else the change (`start`)."""
+    claim = node.claim
+    return claim.drifted_since if claim is not None and claim.drifted_since is not None else start
 
 
 def _candidate(rollout: Rollout, fleet: Fleet, name: str, drift: NodeDrift, pdbs: PdbBudgets,
