@@ -1,9 +1,10 @@
 """`plan` at fleet size: a snapshot of N nodes (default 5,000) and 10 pods each (50,000), three provisioners, one
 of them relabelled in HEAD (half the fleet drifts statically) and another narrowed to two zones (requirement drift
 of a third of its nodes), PDBs over every deployment, three DaemonSets. Prints the time of each phase and of the
-whole command on one core (the process pins itself to one), and what the plan found.
+whole command on one core (the process pins itself to one), and what the plan found. With `--v1`, the same fleet
+on Karpenter v1 NodePools (each node with its NodeClaim; HEAD's budgets the default 10 %, drift side by side).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/plan.py [--nodes 5000] [--pods-per-node 10] [--repeat 1]
+    PYTHONPATH=. .venv/bin/python benchmarks/plan.py [--nodes 5000] [--pods-per-node 10] [--repeat 1] [--v1]
 
 Goal (issue #26): 5,000 nodes / 50,000 pods in ≤ 30 s on one core. Figures: benchmarks/README.md.
 """
@@ -47,6 +48,38 @@ spec:
   providerRef: {{name: default}}
 ---
 """
+NODEPOOL = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: {name}
+spec:
+  template:
+    metadata:
+      labels: {{team: {team}}}
+    spec:
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}}
+        - {{key: karpenter.k8s.aws/instance-family, operator: In, values: [{family}]}}
+        - {{key: topology.kubernetes.io/zone, operator: In, values: [{zones}]}}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      expireAfter: 2160h
+---
+"""
+NODE_CLASS = """\
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-prod
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: prod}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: prod}}]
+  amiSelectorTerms: [{alias: al2023@latest}]
+"""
+#: What Karpenter v1.14.1 writes on a NodeClaim it launches.
+CLAIM_HASHES = {"karpenter.sh/nodepool-hash": "1", "karpenter.sh/nodepool-hash-version": "v3",
+                "karpenter.k8s.aws/ec2nodeclass-hash": "2", "karpenter.k8s.aws/ec2nodeclass-hash-version": "v5"}
 NODE_TEMPLATE = """\
 apiVersion: karpenter.k8s.aws/v1alpha1
 kind: AWSNodeTemplate
@@ -58,31 +91,39 @@ spec:
 """
 
 
-def policies(directory: Path, head: bool) -> str:
+def policies(directory: Path, head: bool, v1: bool = False) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     text = ""
     for name, family, _ in POOLS:
         team = "platform" if head and name == "general" else "web"
         zones = ", ".join(ZONES[:2] if head and name == "compute" else ZONES)
-        text += TEMPLATE.format(name=name, family=family, team=team, zones=zones)
-    (directory / "policies.yaml").write_text(text + NODE_TEMPLATE)
+        text += (NODEPOOL if v1 else TEMPLATE).format(name=name, family=family, team=team, zones=zones)
+    (directory / "policies.yaml").write_text(text + (NODE_CLASS if v1 else NODE_TEMPLATE))
     return str(directory)
 
 
-def snapshot(nodes: int, per_node: int) -> dict[str, Any]:
+def snapshot(nodes: int, per_node: int, v1: bool = False) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     apps = max(1, nodes * per_node // 250)
     for n in range(nodes):
         pool, family, types = POOLS[n % len(POOLS)]
         name = f"ip-10-{n // 250}-{n % 250}"
+        labels = {"karpenter.sh/nodepool" if v1 else "karpenter.sh/provisioner-name": pool,
+                  "node.kubernetes.io/instance-type": types[n % 2], "topology.kubernetes.io/zone": ZONES[(n // 3) % 3],
+                  "karpenter.sh/capacity-type": "on-demand", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                  "karpenter.k8s.aws/instance-family": family, "team": "web"}
         items.append({"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": name, "creationTimestamp": "2026-11-01T00:00:00Z",
-            "annotations": {"karpenter.sh/provisioner-hash": "1"},
-            "labels": {"karpenter.sh/provisioner-name": pool, "node.kubernetes.io/instance-type": types[n % 2],
-                       "topology.kubernetes.io/zone": ZONES[(n // 3) % 3], "karpenter.sh/capacity-type": "on-demand",
-                       "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-                       "karpenter.k8s.aws/instance-family": family, "team": "web", "kubernetes.io/hostname": name}},
+            "annotations": {} if v1 else {"karpenter.sh/provisioner-hash": "1"},
+            "labels": {**labels, "kubernetes.io/hostname": name}},
             "spec": {"providerID": f"aws:///{ZONES[(n // 3) % 3]}/i-{n:017x}"}, "status": {}})
+        if v1:
+            items.append({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {
+                "name": f"{pool}-{n:05d}", "creationTimestamp": "2026-11-01T00:00:00Z", "labels": labels,
+                "annotations": CLAIM_HASHES},
+                "spec": {"expireAfter": "2160h", "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                                   "name": "default"}},
+                "status": {"nodeName": name, "conditions": [{"type": "Initialized", "status": "True"}]}})
         mix = random.Random(n).sample(range(apps), min(per_node, apps))  # no two nodes alike: a plan per node
         for p in range(per_node):
             app = f"app-{mix[p % len(mix)]}"
@@ -112,17 +153,21 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--v1", action="store_true", help="the fleet on Karpenter v1 NodePools")
     args = parser.parse_args()
     os.sched_setaffinity(0, {pinned_cpu()})
     WORK.mkdir(parents=True, exist_ok=True)
-    file = WORK / f"snapshot-v3-{args.nodes}x{args.pods_per_node}.json"
+    kind = "v1-" if args.v1 else ""
+    file = WORK / f"snapshot-{kind}v3-{args.nodes}x{args.pods_per_node}.json"
     if not file.exists():
-        file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node)))
-    base, head = policies(WORK / "base", head=False), policies(WORK / "head", head=True)
+        file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node, args.v1)))
+    base = policies(WORK / f"{kind}base", head=False, v1=args.v1)
+    head = policies(WORK / f"{kind}head", head=True, v1=args.v1)
     catalog = load_catalog()
     options = PlanOptions(snapshot=(str(file),), start="2026-11-30T09:00:00Z", output="json", base=base, head=head,
                           allow_stranded=True)
-    print(f"plan: {args.nodes:,} nodes, {args.nodes * args.pods_per_node:,} pods, snapshot "
+    print(f"plan{' (v1 NodePools)' if args.v1 else ''}: {args.nodes:,} nodes, "
+          f"{args.nodes * args.pods_per_node:,} pods, snapshot "
           f"{file.stat().st_size / 1024**2:.0f} MiB, one core (cpu {pinned_cpu()}), load {os.getloadavg()[0]:.1f}")
     for _ in range(args.repeat):
         wall, cpu = time.perf_counter(), time.process_time()

@@ -1,4 +1,5 @@
-"""docs/plan.md's worked example is what the command prints: its fenced session is run and compared."""
+"""docs/plan.md's worked examples (Karpenter v0.31 Provisioners, examples/plan/; Karpenter v1 NodePools,
+examples/plan/v1/) are what the command prints: each fenced session is run and compared."""
 
 from __future__ import annotations
 
@@ -8,14 +9,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+SESSIONS = re.findall(r"```\n(\$ karpenter-policy plan .*?)```", (ROOT / "docs" / "plan.md").read_text("utf-8"),
+                      re.DOTALL)
 
 
-def test_the_worked_example_prints_what_the_page_shows() -> None:
-    page = (ROOT / "docs" / "plan.md").read_text(encoding="utf-8")
-    session = re.search(r"```\n(\$ karpenter-policy plan .*?)```", page, re.DOTALL)
-    assert session is not None
-    command, rest = session.group(1).split("\n", 1)
+def test_the_page_has_both_worked_examples() -> None:
+    assert [s.split("\n", 1)[0].split()[3] for s in SESSIONS] == ["examples/plan/base", "examples/plan/v1/base"]
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=["v1alpha5", "v1"])
+def test_the_worked_example_prints_what_the_page_shows(session: str) -> None:
+    command, rest = session.split("\n", 1)
     shown, code = rest.split("$ echo $?\n")
     args = shlex.split(command.removeprefix("$ karpenter-policy "))
 

@@ -3,18 +3,24 @@ file and the item's index — never a traceback, never "0 nodes"."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
+from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.snapshot import read_snapshot, read_snapshots
 from tests.plan.snapshots import daemon_set, listing, node, pdb, pod, write
+from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node
 from tests.profiles import deterministic
 
 
@@ -163,3 +169,61 @@ def test_json_nested_too_deep_or_a_number_too_long_is_refused_as_not_json() -> N
     for data in (b"[" * 100_000, b'{"items": [' + b"9" * 5000 + b"]}", b"\xff\xfe"):
         assert "not JSON" in read_snapshot(data, "s.json").errors[0].message
 
+
+
+CLAIM_PATHS = [("spec",), ("spec", "expireAfter"), ("spec", "terminationGracePeriod"), ("spec", "nodeClassRef"),
+               ("spec", "nodeClassRef", "name"), ("status",), ("status", "nodeName"), ("status", "conditions"),
+               ("metadata", "annotations"), ("metadata", "labels"), ("metadata", "creationTimestamp"),
+               ("spec", "requirements"), ("kind",)]
+CLAIM_VALUES = [*AWKWARD, "Never", "720h", "-5h", "1.5h", "9999999999h", "0", "soon", "n1",
+                [{"type": "Drifted", "status": "True", "lastTransitionTime": "soon"}],
+                [{"type": "Drifted", "status": "True", "lastTransitionTime": 5}]]
+
+
+def _v1_plan_never_raises(items: list[dict[str, Any]]) -> tuple[int, int]:
+    """Read `items`; when they can be trusted, run v1's drift rules on every node. (NodeClaims read, problems.)"""
+    snapshot = read_snapshot(json.dumps(listing(*items)).encode(), "s.json")
+    if not snapshot.errors:
+        fleet = fleet_of(snapshot)
+        rules = NodePoolDriftRules(V1_SIDE, V1_SIDE, dt.datetime(2026, 11, 30, 9, tzinfo=dt.UTC))
+        for fleet_node in fleet.nodes.values():
+            rules(fleet_node)
+    return len(snapshot.node_claims), len({p.index for p in snapshot.problems if p.index is not None})
+
+
+V1_SIDE = PolicySide("x", {}, {}, {"default": stored_form(yaml.safe_load(nodepool()))},
+                     {"default": stored_form(yaml.safe_load(node_class()))})
+
+
+@deterministic(300)
+@given(st.lists(st.tuples(st.sampled_from(CLAIM_PATHS), st.one_of(st.sampled_from(CLAIM_VALUES), JSON)),
+                min_size=1, max_size=4))
+def test_hostile_nodeclaims_are_read_or_named_never_a_traceback(changes: list[tuple[tuple[str, ...], Any]]) -> None:
+    hostile = claim("n1")
+    for path, value in changes:
+        hostile = _replace(hostile, path, value)
+
+    read, named = _v1_plan_never_raises([pool_node("n1"), hostile])
+
+    assert read + named >= 1
+
+
+@pytest.mark.parametrize("path", CLAIM_PATHS)
+@pytest.mark.parametrize("value", CLAIM_VALUES, ids=repr)
+def test_each_awkward_value_in_each_nodeclaim_field_is_read_or_named(path: tuple[str, ...], value: Any) -> None:
+    read, named = _v1_plan_never_raises([pool_node("n1"), _replace(claim("n1"), path, value)])
+
+    assert read + named >= 1
+
+
+def test_a_nodeclaims_bad_duration_or_node_name_is_an_error_naming_file_and_index() -> None:
+    items = [pool_node("n1"), claim("n1", expire_after="soon"), _replace(claim("n2"), ("status", "nodeName"), 7),
+             claim("n3", grace="Never")]
+
+    snapshot = read_snapshot(json.dumps(listing(*items)).encode(), "s.json")
+
+    assert [str(p) for p in snapshot.problems] == [
+        "s.json: item 1: error: NodeClaim default-n1: spec.expireAfter is not a duration or Never: 'soon'",
+        "s.json: item 2: error: NodeClaim default-n2: status.nodeName is not a string: 7",
+        "s.json: item 3: error: NodeClaim default-n3: spec.terminationGracePeriod is not a duration: 'Never'",
+    ]

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
+from karpenter_policy.api.v1.admission import stored_form
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput, Report
 from karpenter_policy.checks.options import OptionError, spot_prices_option
@@ -22,10 +23,12 @@ from karpenter_policy.commands.diff import DiffError, is_revision, materialise, 
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
+from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
+from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_nodepool_waves
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
 from karpenter_policy.commands.plan.snapshot import read_snapshots
-from karpenter_policy.commands.plan.waves import Timing, plan_waves
+from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
 from karpenter_policy.kube.objects import parse_time
 from karpenter_policy.scheduling import InstanceTable
 
@@ -61,6 +64,8 @@ def _side(label: str, policies: PolicyRepository) -> PolicySide:
         label,
         {name: doc.data for name, doc in policies.provisioners.items()},
         {name: doc.data for name, doc in policies.node_templates.items()},
+        {name: stored_form(doc.data) for name, doc in policies.nodepools.items()},
+        {name: stored_form(doc.data) for name, doc in policies.node_classes.items()},
     )
 
 
@@ -104,11 +109,20 @@ def plan_command(
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled)
-    drift: dict[str, NodeDrift] = {name: rules(node) for name, node in fleet.nodes.items()}
+    v1_rules = NodePoolDriftRules(base_side, head_side, start)
+    drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
+                                   for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog))
-    rollout = plan_waves(fleet, drift, templates, start, Timing(options.node_startup, options.pod_startup))
+    timing = Timing(options.node_startup, options.pod_startup)
+    pdbs, replacements = PdbBudgets(fleet.pdbs, fleet.pod_objects), Replacements(templates, fleet.daemons)
+    v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}
+    v1 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None}
+    rollout = plan_waves(fleet, v1alpha5, templates, start, timing, pdbs, replacements)
+    if v1:
+        budgets = nodepool_budgets(head_side.nodepools)
+        rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
-    notes = rules.notes() + [str(p) for p in snapshot.problems]
+    notes = rules.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")
     elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):

@@ -1,10 +1,12 @@
-"""What the fleet costs before the rollout, at its peak and after, per provisioner: $/month (`HOURS_PER_MONTH`
+"""What the fleet costs before the rollout, at its peak and after, per provisioner and NodePool (`NodePool/<name>`,
+as the scheduler names it): $/month (`HOURS_PER_MONTH`
 hours) of each node at its catalog price — a node by the instance type, zone and capacity type of its labels,
-a replacement at its launch choice. Nodes not of a provisioner count under "(not Karpenter's)". A node whose
+a replacement at its launch choice. Nodes of neither count under "(not Karpenter's)". A node whose
 offering has no price in the catalog counts nothing and is counted in `unpriced`.
 
-The timeline follows the waves: replace-before-delete adds a wave's replacements before its nodes go (the peak),
-a removed provisioner's nodes go before their pods' new nodes come.
+The timeline follows the waves, which may overlap (Karpenter v1 runs drift commands side by side): a wave that
+replaces first adds its replacements at its start and loses its nodes at its end (the peak); one that deletes first
+(a removed provisioner or NodePool, v1's forceful expiry) loses its nodes when drained and gains the new ones then.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from dataclasses import dataclass, field
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
 from karpenter_policy.commands.plan.fleet import FleetNode
-from karpenter_policy.commands.plan.waves import REMOVED, Rollout
+from karpenter_policy.commands.plan.waves import Rollout
 
 __all__ = ["UNMANAGED", "Cost", "fleet_cost", "node_price"]
 
-#: The name nodes without `karpenter.sh/provisioner-name` are priced under.
+#: The name nodes without `karpenter.sh/provisioner-name` or `karpenter.sh/nodepool` are priced under.
 UNMANAGED = "(not Karpenter's)"
 
 
@@ -83,36 +85,32 @@ def fleet_cost(catalog: Catalog, nodes: Iterable[FleetNode], rollout: Rollout) -
     for node in nodes:
         price = node_price(catalog, node)
         cost.unpriced += price is None
-        owner = node.provisioner or UNMANAGED
+        owner = node.owner or UNMANAGED
         of_node[node.name] = (owner, _monthly(price))
         running[owner] += _monthly(price)
     cost.before = dict(running)
     peak = dict(running)
     total_peak = sum(running.values())
-
-    def note() -> None:
-        nonlocal total_peak
-        for name, value in running.items():
-            peak[name] = max(peak.get(name, 0.0), value)
-        total_peak = max(total_peak, sum(running.values()))
-
+    # (seconds from the first wave, 0 = a node goes / 1 = a node comes, owner, $/month): at a tie, going first
+    changes: list[tuple[float, int, str, float]] = []
+    first = rollout.waves[0].start if rollout.waves else None
     for wave in rollout.waves:
-        added: defaultdict[str, float] = defaultdict(float)
+        begins = (wave.start - first).total_seconds() if first is not None else 0.0
+        ends = begins + wave.seconds
+        comes, goes = (begins, ends) if wave.replaced_first else (begins + wave.drain_seconds,) * 2
         for replacement in wave.replacements:
             cost.unpriced += replacement.price is None
-            added[replacement.provisioner] += _monthly(replacement.price)
-        removed: defaultdict[str, float] = defaultdict(float)
+            changes.append((comes, 1, replacement.provisioner, _monthly(replacement.price)))
         for name in wave.nodes:
             owner, monthly = of_node[name]
-            removed[owner] += monthly
-        first, second = (removed, added) if wave.method == REMOVED else (added, removed)
-        sign = -1 if wave.method == REMOVED else 1
-        for name, value in first.items():
-            running[name] += sign * value
-        note()
-        for name, value in second.items():
-            running[name] -= sign * value
-        note()
+            changes.append((goes, 0, owner, -monthly))
+    changes.sort(key=lambda c: (c[0], c[1]))
+    for index, (moment, _, owner, change) in enumerate(changes):
+        running[owner] += change
+        if index + 1 == len(changes) or changes[index + 1][0] != moment:  # every change of this moment made
+            for name, value in running.items():
+                peak[name] = max(peak.get(name, 0.0), value)
+            total_peak = max(total_peak, sum(running.values()))
     cost.peak = peak
     cost.after = {name: value for name, value in running.items()}
     cost.before_monthly = sum(cost.before.values())

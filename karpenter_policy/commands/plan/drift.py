@@ -24,6 +24,7 @@ and the two revisions suffice.
   with it (their owner reference): every such node goes at once, whether drift is enabled or not.
 
 Cloud drift (an AMI release, subnets, security groups) needs the cloud's answers, not the policies: not planned.
+Karpenter v1 NodePools' nodes follow v1.14.1's rules instead (`nodepooldrift`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "DriftRules",
     "NodeDrift",
     "PolicySide",
+    "hashed_changes",
     "node_drift",
     "provisioner_changes",
     "template_changes",
@@ -61,11 +63,14 @@ UNHASHED_TEMPLATE_FIELDS = frozenset({"amiSelector", "subnetSelector", "security
 
 @dataclass(frozen=True, slots=True)
 class PolicySide:
-    """One revision's valid Provisioner and AWSNodeTemplate documents by name."""
+    """One revision's valid Provisioner and AWSNodeTemplate documents by name, and its Karpenter v1 NodePools and
+    EC2NodeClasses by name as the API server stores them (defaults applied)."""
 
     label: str
     provisioners: Mapping[str, Mapping[str, Any]]
     node_templates: Mapping[str, Mapping[str, Any]]
+    nodepools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    node_classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,8 @@ class NodeDrift:
     removed: bool = False
     unknown: bool = False
     fields: tuple[str, ...] = field(default=(), repr=False)  # the static fields that drift it, for the summary
+    #: Karpenter v1: the NodeClaim's terminationGracePeriod (seconds; None: unset, a blocked drain waits for ever)
+    termination_grace: float | None = None
 
     @property
     def disrupted(self) -> bool:
@@ -95,7 +102,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _changes(path: str, base: Any, head: Any) -> list[str]:
+def hashed_changes(path: str, base: Any, head: Any) -> list[str]:
     """The differences between two hashed values, each naming its path: maps key by key, lists as sets."""
     if _zero(base) and _zero(head):
         return []
@@ -106,7 +113,7 @@ def _changes(path: str, base: Any, head: Any) -> list[str]:
             return [f"{path} changed"]
         out: list[str] = []
         for key in sorted(set(base) | set(head), key=str):
-            out.extend(_changes(f"{path}.{key}", base.get(key), head.get(key)))
+            out.extend(hashed_changes(f"{path}.{key}", base.get(key), head.get(key)))
         return out
     if isinstance(base, list) and isinstance(head, list):
         before, after = {_canonical(v) for v in base}, {_canonical(v) for v in head}
@@ -120,7 +127,7 @@ def provisioner_changes(base: Mapping[str, Any], head: Mapping[str, Any]) -> lis
     after = default_provisioner(head).get("spec") or {}
     out: list[str] = []
     for name in HASHED_PROVISIONER_FIELDS:
-        out.extend(_changes(f"spec.{name}", before.get(name), after.get(name)))
+        out.extend(hashed_changes(f"spec.{name}", before.get(name), after.get(name)))
     return out
 
 
@@ -129,7 +136,7 @@ def template_changes(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[s
     before = {k: v for k, v in (base.get("spec") or {}).items() if k not in UNHASHED_TEMPLATE_FIELDS}
     after = {k: v for k, v in (head.get("spec") or {}).items() if k not in UNHASHED_TEMPLATE_FIELDS}
     keys = sorted(set(before) | set(after))
-    return [c for key in keys for c in _changes(f"spec.{key}", before.get(key), after.get(key))]
+    return [c for key in keys for c in hashed_changes(f"spec.{key}", before.get(key), after.get(key))]
 
 
 def _provider_ref(document: Mapping[str, Any]) -> str | None:

@@ -10,7 +10,9 @@ converted once per distinct spec: replicas share one. A pod spec the scheduler c
 :class:`~karpenter_policy.commands.plan.snapshot.Problem` (an error), never a pod left out.
 
 A node's Karpenter annotations are its own and those of the NodeClaim or Machine whose `status.nodeName` names it
-(Karpenter v0.31 copies a Machine's annotations to its Node at registration; a snapshot may hold either).
+(Karpenter v0.31 copies a Machine's annotations to its Node at registration; a snapshot may hold either). A node of
+a Karpenter v1 NodePool (`karpenter.sh/nodepool`) keeps its NodeClaim's own facts apart (:class:`Claim`): v1 reads
+the hash annotations, labels, `expireAfter` and `terminationGracePeriod` of the NodeClaim, not of the Node.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.workloads import template_labels
 from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
 from karpenter_policy.kube import objects
@@ -30,7 +33,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
 
-__all__ = ["Fleet", "FleetNode", "FleetPod", "fleet_of", "is_true"]
+__all__ = ["Claim", "Fleet", "FleetNode", "FleetPod", "fleet_of", "is_true"]
 
 POD_TEMPLATE_HASH = "pod-template-hash"
 #: The pod-spec fields a scheduling shape depends on, and of each container only these.
@@ -43,11 +46,35 @@ def is_true(value: str | None) -> bool:
     return value == "true"
 
 
+#: How the scheduler names a NodePool's template (`CheckedProvisioner.key`): a Provisioner of the same name stays apart.
+NODEPOOL_PREFIX = "NodePool/"
+#: `spec.expireAfter: Never` (Karpenter's NillableDuration without a duration).
+NEVER = "Never"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What Karpenter v1 reads of a node's NodeClaim (the snapshot checked the shapes): its name, creation time,
+    labels and annotations, `spec.expireAfter` (None: not set or `Never`), `spec.terminationGracePeriod` (None: not
+    set), the EC2NodeClass its `spec.nodeClassRef` names, and whether its `Drifted` condition is true already."""
+
+    name: str
+    created: dt.datetime | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    expire_after: dt.timedelta | None
+    termination_grace: dt.timedelta | None
+    node_class: str | None
+    drifted: bool = False
+    #: when its Drifted condition turned true (its `lastTransitionTime`; None: not drifted, or no readable time)
+    drifted_since: dt.datetime | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class FleetNode:
-    """One Node of the snapshot: its `provisioner` (the `karpenter.sh/provisioner-name` label; None: not
-    Karpenter's), type, zone and capacity type from its labels, creation time, labels and annotations (its
-    NodeClaim's merged in)."""
+    """One Node of the snapshot: its `provisioner` (the `karpenter.sh/provisioner-name` label) or `nodepool` (the
+    `karpenter.sh/nodepool` label; neither: not Karpenter's), type, zone and capacity type from its labels,
+    creation time, labels and annotations (its NodeClaim's merged in), and its v1 NodeClaim (`claim`)."""
 
     name: str
     provisioner: str | None
@@ -58,13 +85,24 @@ class FleetNode:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     deleting: bool = False
+    nodepool: str | None = None
+    claim: Claim | None = None
+    #: False when the Node's Ready condition is there and not "True" (a node without conditions counts as Ready)
+    ready: bool = True
+
+    @property
+    def owner(self) -> str | None:
+        """What the node belongs to as the scheduler names it: a Provisioner's name, `NodePool/<name>` (None: not
+        Karpenter's)."""
+        return f"{NODEPOOL_PREFIX}{self.nodepool}" if self.nodepool is not None else self.provisioner
 
 
 @dataclass(frozen=True, slots=True)
 class FleetPod:
     """One pod bound to a node: `key` (namespace/name), the `workload` it belongs to (`namespace/Kind/name`), whether
     a replacement moves it (`moved`), whether it forbids eviction (`do_not_evict`: `karpenter.sh/do-not-evict` or
-    `karpenter.sh/do-not-disrupt`), and its scheduling form (`pod`, for moved pods)."""
+    `karpenter.sh/do-not-disrupt`, as v0.31 reads them; `do_not_disrupt`: v1's), and its scheduling form (`pod`,
+    for moved pods)."""
 
     key: str
     node: str
@@ -73,6 +111,8 @@ class FleetPod:
     do_not_evict: bool
     obj: Obj = field(repr=False)
     pod: Pod | None = field(default=None, repr=False)
+    #: `karpenter.sh/do-not-disrupt: "true"` alone: what holds a pod in Karpenter v1 (do-not-evict is v1alpha5's)
+    do_not_disrupt: bool = False
 
 
 @dataclass(slots=True)
@@ -160,10 +200,62 @@ def _claim_annotations(snapshot: Snapshot) -> dict[str, dict[str, str]]:
     return by_node
 
 
+def _ready(node: Obj) -> bool:
+    status = node.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return True
+
+
+def _time(value: object) -> dt.datetime | None:
+    """An RFC 3339 time of a condition (not checked at the edge: one that does not parse is no time)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = objects.parse_time(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _duration(value: object) -> dt.timedelta | None:
+    return parse_go_duration(value) if isinstance(value, str) and value != NEVER else None
+
+
+def _claims(snapshot: Snapshot) -> dict[str, Claim]:
+    """Each v1 NodeClaim by the node its `status.nodeName` names (a later one of the same node replaces it)."""
+    by_node: dict[str, Claim] = {}
+    for claim in snapshot.node_claims:
+        if claim.get("kind") != "NodeClaim":
+            continue
+        status, spec = claim.get("status") or {}, claim.get("spec") or {}
+        node = status.get("nodeName")
+        if not isinstance(node, str) or not node:
+            continue
+        ref = spec.get("nodeClassRef")
+        conditions = status.get("conditions") or []
+        drifted = next((c for c in conditions if c.get("type") == "Drifted" and c.get("status") == "True"), None)
+        by_node[node] = Claim(
+            name=objects.name(claim),
+            created=_created(claim),
+            labels=objects.labels(claim),
+            annotations=objects.annotations(claim),
+            expire_after=_duration(spec.get("expireAfter")),
+            termination_grace=_duration(spec.get("terminationGracePeriod")),
+            node_class=str(ref["name"]) if isinstance(ref, dict) and ref.get("name") else None,
+            drifted=drifted is not None,
+            drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
+        )
+    return by_node
+
+
 def fleet_of(snapshot: Snapshot) -> Fleet:
     """The fleet of a snapshot that has no errors; a pod spec the scheduler cannot read is added to its problems."""
     fleet = Fleet(pdbs=list(snapshot.pdbs))
     claims = _claim_annotations(snapshot)
+    v1_claims = _claims(snapshot)
     for node in snapshot.nodes:
         labels = objects.labels(node)
         name = objects.name(node)
@@ -177,6 +269,9 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
             labels=labels,
             annotations={**claims.get(name, {}), **objects.annotations(node)},
             deleting=objects.is_deleting(node),
+            nodepool=labels.get(wk.NODEPOOL),
+            claim=v1_claims.get(name),
+            ready=_ready(node),
         )
     shapes = _Shapes()
     pods_on: dict[str, list[FleetPod]] = defaultdict(list)
@@ -210,6 +305,7 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
             do_not_evict=is_true(annotations.get(wk.DO_NOT_EVICT)) or is_true(annotations.get(wk.DO_NOT_DISRUPT)),
             obj=obj,
             pod=pod,
+            do_not_disrupt=is_true(annotations.get(wk.DO_NOT_DISRUPT)),
         ))
     fleet.pods_on = dict(pods_on)
     for daemon_set in snapshot.daemon_sets:

@@ -14,13 +14,14 @@ from karpenter_policy.commands.costcomment import markdown_text
 from karpenter_policy.commands.plan.cost import Cost
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet
-from karpenter_policy.commands.plan.waves import Rollout, Wave
+from karpenter_policy.commands.plan.waves import GRACED, Rollout, Wave
 
 __all__ = ["PlanResult", "plan_json", "render_plan"]
 
 #: Waves, blocked nodes and pending pods listed in text and markdown (all of them in JSON).
 _SHOWN = 20
 MODEL = "Karpenter v0.31, v1alpha5 Provisioners"
+MODEL_V1 = "Karpenter v1.14.1, v1 NodePools"
 
 
 @dataclass(slots=True)
@@ -40,11 +41,22 @@ class PlanResult:
         """Each static field that drifts nodes, with how many, most first."""
         counts: Counter[str] = Counter()
         for name, drift in self.drift.items():
-            provisioner = self.fleet.nodes[name].provisioner
+            node = self.fleet.nodes[name]
+            owner = f"nodepool {node.nodepool}" if node.nodepool is not None else f"provisioner {node.provisioner}"
             for changed in drift.fields:
-                template = changed.startswith("AWSNodeTemplate")
-                counts[changed if template else f"{changed} (provisioner {provisioner})"] += 1
+                template = changed.startswith(("AWSNodeTemplate", "EC2NodeClass"))
+                counts[changed if template else f"{changed} ({owner})"] += 1
         return sorted(counts.items(), key=lambda e: (-e[1], e[0]))
+
+    @property
+    def model(self) -> str:
+        """The Karpenter the plan follows: v0.31 for Provisioners' nodes, v1.14.1 for NodePools', both when mixed."""
+        nodes = self.fleet.nodes.values()
+        v1 = any(n.nodepool is not None for n in nodes)
+        v1alpha5 = any(n.nodepool is None and n.provisioner is not None for n in nodes)
+        if v1 and v1alpha5:
+            return "Karpenter v0.31 for v1alpha5 Provisioners, v1.14.1 for v1 NodePools"
+        return MODEL_V1 if v1 else MODEL
 
 
 def _time(moment: dt.datetime | None) -> str | None:
@@ -101,6 +113,7 @@ def plan_json(result: PlanResult) -> dict[str, object]:
         nodes.append({
             "name": name,
             "provisioner": node.provisioner,
+            "nodepool": node.nodepool,
             "drifted": drift.drifted,
             "reasons": list(drift.reasons),
             "expires": drift.expires,
@@ -111,7 +124,7 @@ def plan_json(result: PlanResult) -> dict[str, object]:
     return {
         "base": result.base,
         "head": result.head,
-        "model": MODEL,
+        "model": result.model,
         "drift_enabled": result.drift_enabled,
         "start": _time(result.start),
         "end": _time(rollout.end),
@@ -131,7 +144,7 @@ def _counts(result: PlanResult) -> dict[str, int]:
     drift = result.drift.values()
     return {
         "nodes": len(result.fleet.nodes),
-        "karpenter": sum(1 for n in result.fleet.nodes.values() if n.provisioner is not None),
+        "karpenter": sum(1 for n in result.fleet.nodes.values() if n.owner is not None),
         "drifted": sum(1 for d in drift if d.drifted),
         "expires": sum(1 for d in drift if d.expires),
         "removed": sum(1 for d in drift if d.removed),
@@ -139,11 +152,18 @@ def _counts(result: PlanResult) -> dict[str, int]:
     }
 
 
+def _owners(result: PlanResult) -> str:
+    return {MODEL: "provisioner", MODEL_V1: "nodepool"}.get(result.model, "provisioner or nodepool")
+
+
 def _gate(result: PlanResult) -> str:
-    return ("drift modelled on (Karpenter v0.31's featureGates.driftEnabled=true, as this project's controller runs; "
+    if result.model == MODEL_V1:
+        return "drift always on (Karpenter v1 has no feature gate)"
+    gate = ("drift modelled on (Karpenter v0.31's featureGates.driftEnabled=true, as this project's controller runs; "
             "--drift-disabled for a cluster that keeps it off)" if result.drift_enabled else
             "drift modelled off (--drift-disabled: featureGates.driftEnabled=false): only expiry and removed "
             "provisioners replace nodes")
+    return gate if result.model == MODEL else f"{gate}; NodePools' nodes drift always (Karpenter v1 has no gate)"
 
 
 def _wave_line(wave: Wave) -> str:
@@ -152,7 +172,9 @@ def _wave_line(wave: Wave) -> str:
     workloads = ", ".join(f"{w} {n}" for w, n in sorted(wave.evicted.items(), key=lambda e: (-e[1], e[0]))[:3])
     more = "" if len(wave.evicted) <= 3 else f", +{len(wave.evicted) - 3} more"
     evicted = f"{_plural(wave.evicted_pods, 'pod')} evicted" + (f" ({workloads}{more})" if workloads else "")
-    slowed = "".join(f"; PDB {name} makes the drain {_duration(s)}" for name, s in sorted(wave.slowed.items()))
+    slowed = "".join(f"; {name.removesuffix(GRACED)} holds the drain until the terminationGracePeriod ({_duration(s)})"
+                     if name.endswith(GRACED) else f"; PDB {name} makes the drain {_duration(s)}"
+                     for name, s in sorted(wave.slowed.items()))
     nodes = ", ".join(wave.nodes[:3]) + ("" if len(wave.nodes) <= 3 else f" +{len(wave.nodes) - 3} more")
     return f"{_time(wave.start)}  {wave.method:<10}  {nodes} → {new} · {evicted}{slowed}"
 
@@ -161,8 +183,8 @@ def _summary(result: PlanResult) -> str:
     c = _counts(result)
     parts = [f"{_plural(c['drifted'], 'node')} drift", f"{c['expires']} expire{'s' if c['expires'] == 1 else ''}"]
     if c["removed"]:
-        parts.append(f"{c['removed']} go with their removed provisioner" if c["removed"] > 1 else
-                     "1 goes with its removed provisioner")
+        parts.append(f"{c['removed']} go with their removed {_owners(result)}" if c["removed"] > 1 else
+                     f"1 goes with its removed {_owners(result)}")
     return f"{c['karpenter']} of {_plural(c['nodes'], 'node')} are Karpenter's: " + ", ".join(parts)
 
 
@@ -178,7 +200,7 @@ def _timeline(result: PlanResult) -> str:
 
 def render_text(result: PlanResult) -> str:
     rollout, cost = result.rollout, result.cost
-    lines = [f"plan {result.base} → {result.head} ({MODEL})", _gate(result), _summary(result)]
+    lines = [f"plan {result.base} → {result.head} ({result.model})", _gate(result), _summary(result)]
     for name, count in result.field_counts():
         lines.append(f"  {name} → {_plural(count, 'node')} drift")
     requirement = _requirement_drift(result)
@@ -194,7 +216,7 @@ def render_text(result: PlanResult) -> str:
         lines.append(f"blocked: {_plural(len(rollout.blocked), 'node')}{never}")
         lines += [f"  {b.node}: {b.reason}{'' if b.forever else ' (for now)'}" for b in rollout.blocked[:_SHOWN]]
     if rollout.pending:
-        lines.append(f"pending: {_plural(len(rollout.pending), 'pod')} no provisioner of HEAD takes")
+        lines.append(f"pending: {_plural(len(rollout.pending), 'pod')} no {_owners(result)} of HEAD takes")
         lines += [f"  {p.pod} ({p.workload}, on {p.node}{', Karpenter keeps the node' if p.held else ''}): "
                   f"{_one_line(p.reason)}" for p in rollout.pending[:_SHOWN]]
     unpriced = f" ({cost.unpriced} nodes without a price)" if cost.unpriced else ""
@@ -231,7 +253,8 @@ def render_markdown(result: PlanResult) -> str:
         if requirement:
             out.append(f"| requirements no longer met by the nodes' labels | {requirement} |")
         out.append("")
-    out += ["| Provisioner | Before | Peak | After |", "|---|---:|---:|---:|"]
+    owner = {MODEL: "Provisioner", MODEL_V1: "NodePool"}.get(result.model, "Provisioner / NodePool")
+    out += [f"| {owner} | Before | Peak | After |", "|---|---:|---:|---:|"]
     for name, before, peak, after in cost.rows():
         out.append(f"| `{markdown_text(name)}` | {money(before)} | {money(peak)} | {money(after)} |")
     out.append(f"| **Total** | **{money(cost.before_monthly)}** | **{money(cost.peak_monthly)}** | "

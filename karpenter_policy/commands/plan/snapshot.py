@@ -7,7 +7,8 @@ kind, namespace and name replaces an earlier one's, and a warning says so), `-` 
 Nothing in a snapshot is trusted: every file is bounded in size (:data:`MAX_BYTES`) and must be JSON; every item
 must be an object with well-formed metadata (`kube.shape.check_object`, the check the informers make) and, for
 the kinds the plan reads, the fields it reads of the right type (a node's labels, a pod's spec and node name, a
-PodDisruptionBudget's `minAvailable`/`maxUnavailable`, a DaemonSet's pod template). Anything else is a
+PodDisruptionBudget's `minAvailable`/`maxUnavailable`, a DaemonSet's pod template, a NodeClaim's node name,
+`expireAfter` and `terminationGracePeriod`). Anything else is a
 :class:`Problem` naming the file and the item's index — never a traceback, and never read as "no objects": the
 plan refuses to run on a snapshot with an error (`command`). Items of other kinds (Services, Events, …) are left
 out with a warning. The snapshot is read into memory only; nothing of it is written anywhere.
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import Malformed
 from karpenter_policy.kube.objects import Obj
@@ -182,10 +184,43 @@ def _daemon_set_problem(item: Obj) -> str | None:
     return None
 
 
+def _duration_problem(spec: Mapping[str, Any], name: str, never: bool) -> str | None:
+    value = spec.get(name)
+    if value is None or (never and value == "Never"):
+        return None
+    if isinstance(value, str):
+        try:
+            parse_go_duration(value)
+            return None
+        except GoDurationError:
+            pass
+    return f"spec.{name} is not a duration{' or Never' if never else ''}: {_quote(value)}"
+
+
 def _node_claim_problem(item: Obj) -> str | None:
+    """A NodeClaim (karpenter.sh/v1) or Machine (v1alpha5): what the plan reads of it — its creation time, labels
+    and annotations (the metadata check), `spec.expireAfter` and `spec.terminationGracePeriod` (Go durations, the
+    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName` and `status.conditions`."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
+    created = _node_problem({"metadata": objects.metadata(item)})
+    if created is not None:
+        return created
+    spec = item.get("spec") or {}
+    for name, never in (("expireAfter", True), ("terminationGracePeriod", False)):
+        problem = _duration_problem(spec, name, never)
+        if problem is not None:
+            return problem
+    ref = spec.get("nodeClassRef")
+    if ref is not None and not (isinstance(ref, dict) and isinstance(ref.get("name", ""), str)):
+        return f"spec.nodeClassRef is not a reference: {_quote(ref)}"
+    status = item.get("status") or {}
+    if status.get("nodeName") is not None and not isinstance(status["nodeName"], str):
+        return f"status.nodeName is not a string: {_quote(status['nodeName'])}"
+    conditions = status.get("conditions")
+    if conditions is not None and not (isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)):
+        return f"status.conditions is not a list of objects: {_quote(conditions)}"
     return None
 
 

@@ -42,14 +42,20 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.scheduling import NodeClaimTemplate, Pod, Scheduler
 
 __all__ = [
+    "GRACED",
     "POLLING_SECONDS",
     "WAIT_FOR_DELETION_SECONDS",
     "Blocked",
+    "Drain",
+    "PdbBudgets",
     "Pending",
     "Replacement",
+    "Replacements",
     "Rollout",
     "Timing",
     "Wave",
+    "add_wave",
+    "drain_of",
     "plan_waves",
 ]
 
@@ -58,6 +64,8 @@ POLLING_SECONDS = 10.0
 #: How long it waits for a candidate to be gone before its next command (`waitRetryOptions`: "~9.5 minutes").
 WAIT_FOR_DELETION_SECONDS = 570.0
 EXPIRATION, DRIFT, REMOVED = "expiration", "drift", "removed"
+#: The suffix of a `Wave.slowed` key whose drain a terminationGracePeriod ends (Karpenter v1): what held it first.
+GRACED = " (until terminationGracePeriod)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +90,9 @@ class Replacement:
 @dataclass(slots=True)
 class Wave:
     """One command: its `index`, `start`, `method` (expiration, drift, removed), the nodes it deletes, the
-    replacements, the pods evicted per workload, how long the drain takes (`drain_seconds`) and the budgets that
-    made it take longer (`slowed`: PDB → seconds)."""
+    replacements, the pods evicted per workload, how long the drain takes (`drain_seconds`), the budgets that
+    made it take longer (`slowed`: PDB → seconds), how long it lasts (`seconds`) and whether the replacements come
+    first (`replaced_first`)."""
 
     index: int
     start: dt.datetime
@@ -94,6 +103,8 @@ class Wave:
     drain_seconds: float = 0.0
     slowed: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    #: replace before delete (False: the nodes go first, their pods provisioned for afterwards)
+    replaced_first: bool = True
 
     @property
     def evicted_pods(self) -> int:
@@ -124,24 +135,39 @@ class Pending:
 
 @dataclass(slots=True)
 class Rollout:
+    """The waves in order of start, the nodes blocked, the pods left pending, each node's wave, and what the reader
+    should know of how they were timed (`notes`)."""
+
     waves: list[Wave] = field(default_factory=list)
     blocked: list[Blocked] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     wave_of: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def merged(self, other: Rollout) -> Rollout:
+        """This rollout and `other` (of other nodes) as one: the waves by start (this one's first at a tie),
+        numbered again."""
+        waves = sorted([*self.waves, *other.waves], key=lambda w: w.start)  # a stable sort keeps ties in order
+        out = Rollout(blocked=[*self.blocked, *other.blocked], pending=[*self.pending, *other.pending],
+                      notes=[*self.notes, *other.notes])
+        for index, wave in enumerate(waves):
+            wave.index = index
+            add_wave(out, wave)
+        return out
 
     @property
     def end(self) -> dt.datetime | None:
+        """When the last wave ends (waves of Karpenter v1 run side by side: the latest end, not the last's)."""
         if not self.waves:
             return None
-        last = self.waves[-1]
-        return last.start + dt.timedelta(seconds=last.seconds)
+        return max(w.start + dt.timedelta(seconds=w.seconds) for w in self.waves)
 
     @property
     def never_finishes(self) -> bool:
         return any(b.forever for b in self.blocked)
 
 
-class _Budgets:
+class PdbBudgets:
     """Each PodDisruptionBudget's allowance in the snapshot's steady state (`kube.disruption`), and which budgets
     cover a pod (by namespace and labels, computed once per distinct label set)."""
 
@@ -181,24 +207,29 @@ def _key(pdb: Obj) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Drain:
+class Drain:
     seconds: float
     slowed: dict[str, float]
     blocked: Blocked | None
 
 
-def _drain(node: FleetNode, pods: Sequence[FleetPod], pdbs: _Budgets, timing: Timing) -> _Drain:
-    """How long draining `node` takes, or what blocks it (Karpenter's `filterCandidates`)."""
-    if wk.DO_NOT_DISRUPT in node.annotations:
-        return _Drain(0, {}, Blocked(node.name, f"the node has the {wk.DO_NOT_DISRUPT} annotation",
-                                     f"Node/{node.name}", True))
+def drain_of(node: FleetNode, pods: Sequence[FleetPod], pdbs: PdbBudgets, timing: Timing, *,
+             v1: bool = False) -> Drain:
+    """How long draining `node` takes, or what blocks it (Karpenter's `filterCandidates`; with `v1`, v1.14.1's
+    `ValidateNodeDisruptable` and `ValidatePodsDisruptable`: the node's annotation must be "true", and only
+    `karpenter.sh/do-not-disrupt` holds a pod)."""
+    annotation = node.annotations.get(wk.DO_NOT_DISRUPT)
+    if (annotation == "true") if v1 else annotation is not None:
+        return Drain(0, {}, Blocked(node.name, f"the node has the {wk.DO_NOT_DISRUPT} annotation",
+                                    f"Node/{node.name}", True))
     groups: Counter[str] = Counter()
     for pod in pods:
-        if pod.do_not_evict:
-            return _Drain(0, {}, Blocked(node.name, f"pod {pod.key} has do-not-evict", f"Pod/{pod.key}", True))
+        if pod.do_not_disrupt if v1 else pod.do_not_evict:
+            held = wk.DO_NOT_DISRUPT if v1 else "do-not-evict"
+            return Drain(0, {}, Blocked(node.name, f"pod {pod.key} has {held}", f"Pod/{pod.key}", True))
         covering = pdbs.covering(pod.obj)
         if len(covering) > 1:
-            return _Drain(0, {}, Blocked(node.name, f"pod {pod.key} is covered by {len(covering)} PDBs "
+            return Drain(0, {}, Blocked(node.name, f"pod {pod.key} is covered by {len(covering)} PDBs "
                                          f"({', '.join(covering)}): the Eviction API refuses it",
                                          f"Pod/{pod.key}", True))
         if covering:
@@ -213,7 +244,7 @@ def _drain(node: FleetNode, pods: Sequence[FleetPod], pdbs: _Budgets, timing: Ti
                    f"{budget.expected})" if forever else
                    f"PDB {name} allows no disruption now ({budget.healthy} healthy, needs "
                    f"{budget.desired_healthy}): until its pods are Ready")
-            return _Drain(0, {}, Blocked(node.name, why, f"PodDisruptionBudget/{name}", forever))
+            return Drain(0, {}, Blocked(node.name, why, f"PodDisruptionBudget/{name}", forever))
         rounds = math.ceil(count / allowed)
         took = rounds * timing.pod_startup
         if rounds > 1:
@@ -221,10 +252,10 @@ def _drain(node: FleetNode, pods: Sequence[FleetPod], pdbs: _Budgets, timing: Ti
         seconds = max(seconds, took)
     if pods and seconds == 0:
         seconds = timing.pod_startup
-    return _Drain(seconds, slowed, None)
+    return Drain(seconds, slowed, None)
 
 
-class _Replacements:
+class Replacements:
     """The new nodes HEAD's provisioners launch for a set of pods (one scheduling run per distinct set of shapes)."""
 
     def __init__(self, templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod]) -> None:
@@ -261,11 +292,14 @@ def plan_waves(
     templates: Sequence[NodeClaimTemplate],
     start: dt.datetime,
     timing: Timing = Timing(),
+    pdbs: PdbBudgets | None = None,
+    replacements: Replacements | None = None,
 ) -> Rollout:
-    """The waves that carry out `drift` on `fleet` from `start` (see the module docstring)."""
+    """The waves that carry out `drift` on `fleet` from `start` (see the module docstring); `pdbs` and
+    `replacements` when the caller has them already."""
     rollout = Rollout()
-    pdbs = _Budgets(fleet.pdbs, fleet.pod_objects)
-    replacements = _Replacements(templates, fleet.daemons)
+    pdbs = pdbs if pdbs is not None else PdbBudgets(fleet.pdbs, fleet.pod_objects)
+    replacements = replacements if replacements is not None else Replacements(templates, fleet.daemons)
     clock = 0.0
     drift = {n: d for n, d in drift.items() if not fleet.nodes[n].deleting}  # going already: not a candidate
     removed = sorted(n for n, d in drift.items() if d.removed)
@@ -278,7 +312,7 @@ def plan_waves(
     for method, names in ((EXPIRATION, expired), (DRIFT, drifted)):
         empty = []
         for name in (n for n in names if not fleet.moved_pods(n)):
-            held = _drain(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
+            held = drain_of(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
             if held is not None:
                 rollout.blocked.append(held)
             else:
@@ -286,12 +320,12 @@ def plan_waves(
         if empty:
             clock += POLLING_SECONDS
             wave = Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS)
-            _add(rollout, wave)
+            add_wave(rollout, wave)
         for name in names:
             if not fleet.moved_pods(name):
                 continue  # empty: in the wave above, or held by its annotation
             node, pods = fleet.nodes[name], fleet.moved_pods(name)
-            drain = _drain(node, pods, pdbs, timing)
+            drain = drain_of(node, pods, pdbs, timing)
             if drain.blocked is not None:
                 rollout.blocked.append(drain.blocked)
                 continue
@@ -309,11 +343,11 @@ def plan_waves(
                         Counter(p.workload for p in pods), drain.seconds, drain.slowed)
             wave.seconds = (timing.node_startup if launched else 0.0) + drain.seconds
             clock += (timing.node_startup if launched else 0.0) + min(drain.seconds, WAIT_FOR_DELETION_SECONDS)
-            _add(rollout, wave)
+            add_wave(rollout, wave)
     return rollout
 
 
-def _add(rollout: Rollout, wave: Wave) -> None:
+def add_wave(rollout: Rollout, wave: Wave) -> None:
     rollout.waves.append(wave)
     for name in wave.nodes:
         rollout.wave_of[name] = wave.index
@@ -323,18 +357,18 @@ def _removed_wave(
     rollout: Rollout,
     fleet: Fleet,
     names: Sequence[str],
-    pdbs: _Budgets,
-    replacements: _Replacements,
+    pdbs: PdbBudgets,
+    replacements: Replacements,
     start: dt.datetime,
     timing: Timing,
 ) -> float:
     """The nodes of removed provisioners, deleted at once: drained (PDBs slow it, nothing holds it), their pods
     provisioned for afterwards; a pod no provisioner takes stays pending."""
-    wave = Wave(0, start, REMOVED, list(names))
+    wave = Wave(0, start, REMOVED, list(names), replaced_first=False)
     movable: list[FleetPod] = [p for n in names for p in fleet.moved_pods(n)]
     seconds = 0.0
     for name in names:
-        drain = _drain(fleet.nodes[name], fleet.moved_pods(name), pdbs, timing)
+        drain = drain_of(fleet.nodes[name], fleet.moved_pods(name), pdbs, timing)
         if drain.blocked is not None:
             rollout.blocked.append(drain.blocked)
             continue
@@ -349,5 +383,5 @@ def _removed_wave(
     wave.evicted = Counter(p.workload for p in movable)
     wave.drain_seconds = seconds
     wave.seconds = seconds + (timing.node_startup if launched else 0.0)
-    _add(rollout, wave)
+    add_wave(rollout, wave)
     return min(wave.seconds, WAIT_FOR_DELETION_SECONDS)
