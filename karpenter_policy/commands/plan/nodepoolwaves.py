@@ -61,6 +61,7 @@ from karpenter_policy.commands.plan.waves import (
     Wave,
     add_wave,
     drain_of,
+    finish_wave,
 )
 from karpenter_policy.model import labels as wk
 
@@ -299,15 +300,7 @@ def _at_once(rollout: Rollout, fleet: Fleet, names: Sequence[str], drift: Mappin
         wave.slowed.update(drain.slowed)
         if method != REMOVED:
             pools.disrupt(pool, drain.seconds)
-    launched, failures = replacements.place([p.pod for p in movable if p.pod is not None])
-    scheduled = [p for p in movable if p.pod is not None]
-    for index, why in sorted(failures.items()):
-        pod = scheduled[index]
-        rollout.pending.append(Pending(pod.key, pod.workload, pod.node, why, held=False))
-    wave.replacements = launched
-    wave.evicted = Counter(p.workload for p in movable)
-    wave.drain_seconds = seconds
-    wave.seconds = seconds + (timing.node_startup if launched else 0.0)
+    launched = finish_wave(rollout, wave, movable, replacements, seconds, timing)
     pools.launch(launched, wave.seconds)
     add_wave(rollout, wave)
 

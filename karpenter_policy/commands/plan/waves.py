@@ -55,6 +55,7 @@ __all__ = [
     "Timing",
     "Wave",
     "add_wave",
+    "finish_wave",
     "drain_of",
     "plan_waves",
 ]
@@ -347,6 +348,28 @@ def plan_waves(
     return rollout
 
 
+def finish_wave(
+    rollout: Rollout,
+    wave: Wave,
+    movable: Sequence[FleetPod],
+    replacements: Replacements,
+    drain_seconds: float,
+    timing: Timing,
+) -> list[Replacement]:
+    """Place the wave's `movable` pods on replacements (those that fit nowhere become pending), and set what the
+    wave launches, evicts and takes: the drain, then a node's start-up when anything was launched."""
+    launched, failures = replacements.place([p.pod for p in movable if p.pod is not None])
+    scheduled = [p for p in movable if p.pod is not None]
+    for index, why in sorted(failures.items()):
+        pod = scheduled[index]
+        rollout.pending.append(Pending(pod.key, pod.workload, pod.node, why, held=False))
+    wave.replacements = launched
+    wave.evicted = Counter(p.workload for p in movable)
+    wave.drain_seconds = drain_seconds
+    wave.seconds = drain_seconds + (timing.node_startup if launched else 0.0)
+    return launched
+
+
 def add_wave(rollout: Rollout, wave: Wave) -> None:
     rollout.waves.append(wave)
     for name in wave.nodes:
@@ -374,14 +397,6 @@ def _removed_wave(
             continue
         seconds = max(seconds, drain.seconds)
         wave.slowed.update(drain.slowed)
-    launched, failures = replacements.place([p.pod for p in movable if p.pod is not None])
-    scheduled = [p for p in movable if p.pod is not None]
-    for index, why in sorted(failures.items()):
-        pod = scheduled[index]
-        rollout.pending.append(Pending(pod.key, pod.workload, pod.node, why, held=False))
-    wave.replacements = launched
-    wave.evicted = Counter(p.workload for p in movable)
-    wave.drain_seconds = seconds
-    wave.seconds = seconds + (timing.node_startup if launched else 0.0)
+    finish_wave(rollout, wave, movable, replacements, seconds, timing)
     add_wave(rollout, wave)
     return min(wave.seconds, WAIT_FOR_DELETION_SECONDS)
