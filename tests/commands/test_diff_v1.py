@@ -99,3 +99,11 @@ def test_a_nodepool_added_and_one_removed(sides: tuple[Path, Path]) -> None:
     done = run(str(base), str(head), "policies")
     assert "NodePool batch (policies/nodepools.yaml:31): removed" in done.stdout
     assert "NodePool nightly (policies/nodepools.yaml:31): added" in done.stdout
+
+
+def test_a_lowered_nodes_limit_is_a_limits_change(sides: tuple[Path, Path]) -> None:
+    base, head = sides
+    edit_nodepools(head, 'nodes: "50"', 'nodes: "10"')
+    done = run(str(base), str(head), "policies")
+    assert "NodePool batch (policies/nodepools.yaml:31): changed" in done.stdout
+    assert "nodes: limit lowered from 50 to 10" in done.stdout

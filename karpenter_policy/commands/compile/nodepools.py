@@ -5,8 +5,7 @@ with the EC2NodeClass its nodeClassRef names, both in the stored form the API se
 — so its requirements (template requirements ∩ labels, `Gte`/`Lte` as their `Gt`/`Lt` equivalents), labels,
 taints, weight, kubelet settings and admitted instance types are the ones every proof ran on. A NodePool set adds:
 
-* `limits`: the NodePool's `spec.limits`, `nodes` included (a count of nodes: `resources.Node` in core
-  pkg/utils/resources/resources.go at v1.14.1);
+* `limits`: the NodePool's `spec.limits`, `nodes` included (the view's: a count of nodes, `model.resources.NODES`);
 * `provider`: `{source: nodeClassRef, name, spec}` — the EC2NodeClass's stored spec (None when the repository does
   not hold it: `unresolved-reference` says so);
 * `nodePool`: what v1 adds and a Provisioner has no field for — `minValues` per key, `disruption` (consolidation
@@ -19,14 +18,13 @@ its EC2NodeClass's. No reader runs such a set yet (`api.constraintset.nodepool_r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from decimal import Decimal
+from dataclasses import dataclass
 from typing import Any
 
-from karpenter_policy.api.constraintset import PROVIDER_NODE_CLASS, ConstraintSet, ProviderSettings, canonical_limits
+from karpenter_policy.api.constraintset import PROVIDER_NODE_CLASS, ConstraintSet, ProviderSettings
 from karpenter_policy.api.objects import VERSION_ANNOTATION
 from karpenter_policy.api.v1.admission import stored_form
-from karpenter_policy.api.v1.objects import NODES_LIMIT, EC2NodeClass, NodePool
+from karpenter_policy.api.v1.objects import EC2NodeClass, NodePool
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.source.loader import Document
 
@@ -82,7 +80,7 @@ def nodepool_set(
     view = pool.provisioner(node_class)
     family = (view.provider or {}).get("amiFamily")
     ref_name = pool.node_class_ref.name if pool.node_class_ref is not None else None
-    constraint_set = ConstraintSet.of(
+    return ConstraintSet.of(
         view,
         version=version,
         sources=sources,
@@ -101,7 +99,3 @@ def nodepool_set(
             "terminationGracePeriod": pool.termination_grace_period,
         },
     )
-    if pool.node_limit is None:
-        return constraint_set
-    limits = {**canonical_limits(view.limits), **canonical_limits({NODES_LIMIT: Decimal(pool.node_limit)})}
-    return replace(constraint_set, limits=dict(sorted(limits.items())))
