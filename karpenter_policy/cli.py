@@ -305,8 +305,9 @@ def pin(flags: PinFlags) -> None:
 @main.command("fmt", epilog=EPILOGS["fmt"])
 @with_options(FmtFlags, "fmt")
 def fmt(flags: FmtFlags) -> None:
-    """Make Karpenter's defaults explicit and put keys in canonical order in Provisioners and AWSNodeTemplates.
+    """Make Karpenter's defaults explicit and put keys in canonical order in Karpenter's policy objects.
 
+    Provisioners and AWSNodeTemplates (v1alpha5), NodePools and EC2NodeClasses (v1: their CRDs' defaults).
     Comments, quoting and every other document stay as they are; formatting a formatted file changes nothing.
     PATHS are files or directories (*.yaml, *.yml; templates are not formatted); default: policies/. Without
     --write: print a unified diff. With --write: rewrite the files in place, all or none.

@@ -42,6 +42,9 @@ from karpenter_policy.model.allocatable import node_configuration
 #: Where the provider settings come from (the values of `provider.source`).
 PROVIDER_REF = "providerRef"
 PROVIDER_INLINE = "inline"
+#: A NodePool's set: the EC2NodeClass its nodeClassRef names (`api.constraintset.nodepool_refusal`: no reader runs
+#: such a set).
+PROVIDER_NODE_CLASS = "nodeClassRef"
 
 #: Every field of a set's wire content (what its hash covers), and of the file form besides.
 CONTENT_FIELDS = frozenset(
@@ -282,4 +285,6 @@ def set_problems(data: Mapping[str, Any]) -> list[str]:
     return []
 
 
-__all__ = ["CONTENT_FIELDS", "PROVIDER_INLINE", "PROVIDER_REF", "provisioner_document", "set_problems"]
+__all__ = [
+    "CONTENT_FIELDS", "PROVIDER_INLINE", "PROVIDER_NODE_CLASS", "PROVIDER_REF", "provisioner_document", "set_problems"
+]  # fmt: skip

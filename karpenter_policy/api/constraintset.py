@@ -10,6 +10,14 @@ type that satisfies the requirements, with the zones x capacity types (and price
 The wire format is JSON with a `schemaVersion`; `hash` is ``sha256:`` + the SHA-256 of the canonical JSON
 (sorted keys, no spaces, UTF-8) of everything else, so a reader can tell a set was not altered in transit.
 
+A Karpenter v1 NodePool compiles to a set too (`origin` NodePool): its scheduling view (`api.v1.objects`) as
+requirements, labels, taints and limits (`nodes` included), its EC2NodeClass as the provider (`nodeClassRef`), and
+what v1 adds in `nodePool` (minValues, disruption, expireAfter, terminationGracePeriod). It is stored under its own
+key (`nodepool.<name>.json`: a Provisioner and a NodePool of one name, as while migrating, never collide) and its
+index entry says `kind: NodePool`. No reader runs such a set yet: `read_wire_data`, `read_compiled` and
+`ConstraintSet.from_json` refuse it, naming the NodePool (`nodepool_refusal`) — never skip it. A Provisioner's set
+and index entry are as before (no new field: their hashes are unchanged).
+
 `resolve_instance_types` computes the offerings with the model's requirement algebra (Karpenter's
 `Requirements.Intersects` against each type's requirements), so the reconciler can recompute or check them
 with the catalog alone, without the solver.
@@ -27,10 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from karpenter_policy.api.constraintcheck import PROVIDER_INLINE as PROVIDER_INLINE
+from karpenter_policy.api.constraintcheck import PROVIDER_NODE_CLASS as PROVIDER_NODE_CLASS
 from karpenter_policy.api.constraintcheck import PROVIDER_REF as PROVIDER_REF
 from karpenter_policy.api.constraintcheck import set_problems
+from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.schema import show_value
+from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
 from karpenter_policy.model.amifamily import node_os
@@ -278,6 +289,26 @@ def resolve_instance_types(
 
 # --- the constraint set -------------------------------------------------------------------------------------
 
+#: The key of a set compiled from a NodePool: `nodepool.` before its name. A Provisioner's name is a DNS-1035 label
+#: (no dot), so no Provisioner's key is ever one of these.
+NODEPOOL_KEY_PREFIX = "nodepool."
+
+
+def set_key(name: str, kind: str = PROVISIONER_KIND) -> str:
+    """The file name / ConfigMap data key of the set of the `kind` object `name`."""
+    return f"{NODEPOOL_KEY_PREFIX if kind == NODEPOOL_KIND else ''}{name}.json"
+
+
+def nodepool_refusal(name: object) -> str:
+    """Why a reader of sets refuses one compiled from the NodePool `name` (the controller, `simulate` and the
+    webhook run Provisioner sets: v1's node labels, minValues and budgets are not theirs)."""
+    return (
+        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and the controller, "
+        "simulate and the webhook run sets of v1alpha5 Provisioners only (Karpenter v1 runs a NodePool from its "
+        "manifest): compile the Provisioners without the NodePools' files (--exclude) for this reader"
+    )
+
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderSettings:
@@ -371,10 +402,18 @@ class ConstraintSet(_Hashed):
     admitted: tuple[str, ...] = ()
     instance_types: tuple[ResolvedInstanceType, ...] = ()
     schema_version: int = SCHEMA_VERSION
+    #: The kind of object compiled: Provisioner, or NodePool (then `nodepool` holds what v1 adds).
+    origin: str = PROVISIONER_KIND
+    nodepool: Mapping[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        """Its file name and ConfigMap data key (`set_key`)."""
+        return set_key(self.name, self.origin)
 
     def content(self) -> dict[str, Any]:
         """Every field the hash covers, in wire form."""
-        return {
+        content = {
             "schemaVersion": self.schema_version,
             "kind": SET_KIND,
             "name": self.name,
@@ -395,6 +434,8 @@ class ConstraintSet(_Hashed):
             "kubelet": None if self.kubelet is None else dict(self.kubelet),
             "admitted": sorted(self.admitted),
         }
+        return content if self.origin == PROVISIONER_KIND else _nodepool_content(content, self.nodepool)
+
 
     @property
     def node_hash(self) -> str:
@@ -422,9 +463,14 @@ class ConstraintSet(_Hashed):
         region: str,
         provider: ProviderSettings | None,
         instance_types: Iterable[InstanceType],
+        ami_family: str | None = None,
+        nodepool: Mapping[str, Any] | None = None,
     ) -> ConstraintSet:
-        """The set of a (defaulted) provisioner, its offerings resolved against `instance_types`."""
+        """The set of a (defaulted) provisioner, its offerings resolved against `instance_types`; of a NodePool
+        when `provisioner` is its scheduling view (kind NodePool: `nodepool` holds what v1 adds, `ami_family` is
+        its EC2NodeClass's, which an alias may name)."""
         family = str((provider.spec or {}).get("amiFamily") or "") if provider is not None else ""
+        family = ami_family or family
         resolved = resolve_instance_types(
             provisioner.requirements, instance_types, region, provisioner.kubelet, family or None
         )
@@ -447,6 +493,8 @@ class ConstraintSet(_Hashed):
             kubelet=None if provisioner.kubelet is None else dict(provisioner.kubelet),
             admitted=tuple(it.name for it in resolved),
             instance_types=resolved,
+            origin=NODEPOOL_KIND if provisioner.kind == NODEPOOL_KIND else PROVISIONER_KIND,
+            nodepool=None if provisioner.kind != NODEPOOL_KIND else dict(nodepool or {}),
         )
 
     def requirements_model(self) -> Requirements:
@@ -467,6 +515,8 @@ class ConstraintSet(_Hashed):
             )
         if data.get("kind") != SET_KIND:
             raise ConstraintSetError(f"not a {SET_KIND}: kind is {show_value(data.get('kind'))}")
+        if data.get("origin") == NODEPOOL_KIND or "nodePool" in data:
+            raise ConstraintSetError(nodepool_refusal(data.get("name")))
         problems = set_problems(data)
         if problems:
             raise ConstraintSetError(_first(problems))
@@ -512,6 +562,16 @@ class ConstraintSet(_Hashed):
         return cls.from_json(data, verify)
 
 
+#: The v1alpha5 fields a NodePool's set leaves out: v1 says the same in `nodePool` (expireAfter, disruption).
+_V1ALPHA5_ONLY = ("ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation")
+
+
+def _nodepool_content(content: dict[str, Any], nodepool: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The content of a NodePool's set: a Provisioner's less `_V1ALPHA5_ONLY`, with `origin` and `nodePool`."""
+    kept = {key: value for key, value in content.items() if key not in _V1ALPHA5_ONLY}
+    return {**kept, "origin": NODEPOOL_KIND, "nodePool": dict(nodepool or {})}
+
+
 def canonical_limits(limits: Mapping[str, Any]) -> dict[str, str]:
     """Limits as canonical quantity strings (`2k` and `2000` spell the same limit once)."""
     return {name: format_quantity(value) for name, value in sorted(limits.items())}
@@ -527,15 +587,15 @@ class IndexEntry:
     hash: str
     weight: int
     key: str
+    #: Provisioner (not written: as before NodePools), or NodePool.
+    kind: str = PROVISIONER_KIND
 
     def to_json(self) -> dict[str, Any]:
         """The entry as the index holds it."""
-        return {"name": self.name, "version": self.version, "hash": self.hash, "weight": self.weight, "key": self.key}
-
-
-def set_key(name: str) -> str:
-    """The file name / ConfigMap data key of a set."""
-    return f"{name}.json"
+        entry: dict[str, Any] = {
+            "name": self.name, "version": self.version, "hash": self.hash, "weight": self.weight, "key": self.key
+        }  # fmt: skip
+        return entry if self.kind == PROVISIONER_KIND else {**entry, "kind": self.kind}
 
 
 INDEX_FIELDS = frozenset({"schemaVersion", "kind", "catalog", "sets", "hash"})
@@ -546,6 +606,9 @@ MAX_WEIGHT = 100
 
 def _entry_problems(index: int, entry: Any, seen: set[str]) -> Iterator[str]:
     where = f"sets[{index}]"
+    if isinstance(entry, Mapping) and entry.get("kind") == NODEPOOL_KIND:
+        yield f"{where}: {nodepool_refusal(entry.get('name'))}"
+        return
     if not isinstance(entry, Mapping) or entry.keys() != ENTRY_FIELDS:
         yield f"{where} must be a mapping of {', '.join(sorted(ENTRY_FIELDS))}"
         return
@@ -611,7 +674,8 @@ class ConstraintSetIndex(_Hashed):
     def of(cls, sets: Iterable[ConstraintSet], catalog: Mapping[str, Any]) -> ConstraintSetIndex:
         """The index of these sets (by name), with `catalog`: what identifies the catalog they were compiled against."""
         entries = tuple(
-            IndexEntry(s.name, s.version, s.hash, s.weight, set_key(s.name)) for s in sorted(sets, key=lambda s: s.name)
+            IndexEntry(s.name, s.version, s.hash, s.weight, s.key, s.origin)
+            for s in sorted(sets, key=lambda s: (s.name, s.origin != PROVISIONER_KIND))
         )
         return cls(entries, dict(catalog))
 
@@ -688,7 +752,7 @@ def wire_data(sets: Sequence[ConstraintSet], index: ConstraintSetIndex) -> dict[
             ref = content_hash(provider["spec"])
             templates[ref] = provider["spec"]
             content["provider"] = {**provider, "spec": None, "specRef": ref}
-        data[set_key(constraint_set.name)] = canonical_json({**content, "hash": digest})
+        data[constraint_set.key] = canonical_json({**content, "hash": digest})
     index_json = index.to_json()
     index_json[WIRE_TYPES] = table
     index_json[WIRE_NODE_TEMPLATES] = dict(sorted(templates.items()))

@@ -14,7 +14,10 @@ holds rules in order; a rule *matches* a pod template when every criterion of it
   role of its `spark-kubernetes-driver` / `spark-kubernetes-executor` container (Spark's container names).
 
 A rule may name a `provisioner` of the policies instead of (or as well as) spelling the pins: it then pins
-`karpenter.sh/provisioner-name` to it and tolerates each of its taints (`bind_provisioners`).
+`karpenter.sh/provisioner-name` to it and tolerates each of its taints (`bind_provisioners`). Or a Karpenter v1
+`nodePool`: then `karpenter.sh/nodepool` — the label v1 puts on a NodePool's nodes; v1 ignores
+`karpenter.sh/provisioner-name` (aws/karpenter-provider-aws#5645) — and a toleration of each of the NodePool's
+`spec.template.spec.taints`. A rule names one of the two, never both.
 
 Every matching rule applies: its nodeSelector entries must be in the template's `spec.nodeSelector` with that
 value, its tolerations must be covered by the template's `spec.tolerations` (an equal toleration, or a broader
@@ -41,6 +44,7 @@ from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND, object_ref
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.violations import (
     ERROR,
     INVALID_SPEC,
@@ -105,6 +109,8 @@ class Rule:
     name_globs: tuple[str, ...] | None = None
     spark_role: str | None = None
     provisioner: str | None = None
+    #: A Karpenter v1 NodePool to pin to (`karpenter.sh/nodepool`), instead of a provisioner.
+    nodepool: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     at: Location | None = field(default=None, compare=False)
@@ -149,6 +155,7 @@ def rules_of(document: Mapping[str, Any], at: Sequence[Location | None] = ()) ->
                 name_globs=tuple(match["names"]) if "names" in match else None,
                 spark_role=match.get("sparkRole"),
                 provisioner=raw.get("provisioner"),
+                nodepool=raw.get("nodePool"),
                 node_selector={str(k): str(v) for k, v in (raw.get("nodeSelector") or {}).items()},
                 tolerations=tuple(_canonical_toleration(t) for t in raw.get("tolerations") or []),
                 at=at[index] if index < len(at) else None,
@@ -169,28 +176,39 @@ def rules_from_documents(documents: Iterable[Document]) -> list[Rule]:
     return rules
 
 
-def bind_provisioners(rules: Sequence[Rule], taints: Mapping[str, Sequence[Taint]]) -> tuple[list[Rule], list[Finding]]:
-    """Rules that name a `provisioner`, with its pins spelt out (`karpenter.sh/provisioner-name` and a toleration
-    of each of its taints, before the rule's own); `taints` maps each Provisioner of the policies to its
-    spec.taints. A provisioner that is not among them is a `pinning-conflict` error (the rule then pins nothing
-    more than it spells)."""
+def bind_provisioners(
+    rules: Sequence[Rule],
+    taints: Mapping[str, Sequence[Taint]],
+    nodepool_taints: Mapping[str, Sequence[Taint]] | None = None,
+) -> tuple[list[Rule], list[Finding]]:
+    """Rules that name a `provisioner` (or a `nodePool`), with its pins spelt out (`karpenter.sh/provisioner-name`,
+    or `karpenter.sh/nodepool`, and a toleration of each of its taints, before the rule's own); `taints` maps each
+    Provisioner of the policies to its spec.taints, `nodepool_taints` each NodePool to its template's taints. One
+    that is not among them is a `pinning-conflict` error (the rule then pins nothing more than it spells)."""
     bound: list[Rule] = []
     findings: list[Finding] = []
+    pools: Mapping[str, Sequence[Taint]] = nodepool_taints or {}
     for rule in rules:
-        if rule.provisioner is None:
+        named = rule.provisioner if rule.provisioner is not None else rule.nodepool
+        if named is None:
             bound.append(rule)
             continue
-        if rule.provisioner not in taints:
-            known = ", ".join(sorted(taints)) or "none"
+        v1 = rule.provisioner is None
+        known_taints = pools if v1 else taints
+        if named not in known_taints:
+            known = ", ".join(sorted(known_taints)) or "none"
             at = rule.at or Location("", 0, 0)
-            message = (
-                f"{rule.ref} names provisioner {rule.provisioner!r}, which the policies do not define (known: {known})"
-            )
+            noun = "NodePool" if v1 else "provisioner"
+            message = f"{rule.ref} names {noun} {named!r}, which the policies do not define (known: {known})"
+            if v1 and named in taints:
+                message += f"; {named} is a Provisioner: name it with `provisioner`"
+            elif not v1 and named in pools:
+                message += f"; {named} is a NodePool: name it with `nodePool` (v1 labels its nodes {wk.NODEPOOL})"
             findings.append(Finding(PINNING_CONFLICT, ERROR, message, at.file, at.line, at.column))
             bound.append(rule)
             continue
-        selector = {wk.PROVISIONER_NAME: rule.provisioner, **rule.node_selector}
-        tolerations: list[Mapping[str, Any]] = [toleration_for(t) for t in taints[rule.provisioner]]
+        selector = {wk.NODEPOOL if v1 else wk.PROVISIONER_NAME: named, **rule.node_selector}
+        tolerations: list[Mapping[str, Any]] = [toleration_for(t) for t in known_taints[named]]
         tolerations += [t for t in rule.tolerations if not any(covers(have, t) for have in tolerations)]
         bound.append(replace(rule, node_selector=selector, tolerations=tuple(tolerations)))
     return bound, findings
@@ -226,21 +244,33 @@ def validate_pinning_policy(document: Mapping[str, Any]) -> list[Violation]:
                     )
                 )
             seen.setdefault(rule_name, index)
-        if not rule.get("nodeSelector") and not rule.get("tolerations") and not rule.get("provisioner"):
-            found.append(
-                Violation(
-                    INVALID_SPEC, path, "the rule pins nothing: give nodeSelector entries, tolerations or a provisioner"
-                )
-            )
-        if rule.get("provisioner") and wk.PROVISIONER_NAME in (rule.get("nodeSelector") or {}):
+        if not any(rule.get(key) for key in ("nodeSelector", "tolerations", "provisioner", "nodePool")):
             found.append(
                 Violation(
                     INVALID_SPEC,
-                    (*path, "nodeSelector", wk.PROVISIONER_NAME),
-                    f"the rule names a provisioner: it already pins {wk.PROVISIONER_NAME}",
+                    path,
+                    "the rule pins nothing: give nodeSelector entries, tolerations, a provisioner or a nodePool",
+                )
+            )
+        if rule.get("provisioner") and rule.get("nodePool"):
+            found.append(
+                Violation(
+                    INVALID_SPEC,
+                    (*path, "nodePool"),
+                    "the rule names a provisioner and a nodePool: a pod lands on one of them; give one",
                     at_key=True,
                 )
             )
+        for owner, label in (("provisioner", wk.PROVISIONER_NAME), ("nodePool", wk.NODEPOOL)):
+            if rule.get(owner) and label in (rule.get("nodeSelector") or {}):
+                found.append(
+                    Violation(
+                        INVALID_SPEC,
+                        (*path, "nodeSelector", label),
+                        f"the rule names a {owner}: it already pins {label}",
+                        at_key=True,
+                    )
+                )
         match = rule.get("match") or {}
         found += _label_violations(match.get("labels") or {}, (*path, "match", "labels"), "match.labels")
         found += _label_violations(rule.get("nodeSelector") or {}, (*path, "nodeSelector"), "nodeSelector")
@@ -668,8 +698,10 @@ def check_pinning(
     documents = [doc for doc in policy_documents if is_pinning_policy(doc)]
     if not documents:
         return []
+    provisioners = list(provisioners)
     taints = {p.name: list(p.provisioner.taints) for p in provisioners if p.kind == PROVISIONER_KIND}
-    rules, findings = bind_provisioners(rules_from_documents(documents), taints)
+    pools = {p.name: list(p.provisioner.taints) for p in provisioners if p.kind == NODEPOOL_KIND}
+    rules, findings = bind_provisioners(rules_from_documents(documents), taints, pools)
     files, _ = discover(workload_paths)
     for file in files:
         try:

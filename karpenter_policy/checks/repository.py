@@ -7,7 +7,8 @@ keeps, of the documents without an error finding, what the readers need:
 * the Provisioners and AWSNodeTemplates by name — a later definition of a name replaces an earlier one, as applying
   both would (`duplicate-name` reports them, so a repository without errors has one of each);
 * the taints of each of those Provisioners (what a PinningPolicy rule naming it must tolerate, and what the webhook
-  binds pinning to), read by `api.objects.taints_of` as the compiled Provisioner reads them;
+  binds pinning to), read by `api.objects.taints_of` as the compiled Provisioner reads them, and of each NodePool
+  (its template's);
 * the PinningPolicy and PlacementTest documents, in file order;
 * the Karpenter v1 NodePools and EC2NodeClasses by name, in file order (`api.v1.objects` builds the typed objects
   from them, after `api.v1.admission.stored_form`; `validation.budgets` checks the NodePools' budgets).
@@ -62,6 +63,8 @@ class PolicyRepository:
     placement_tests: tuple[Document, ...] = ()
     #: The valid Karpenter v1 NodePools and EC2NodeClasses by name, in file order.
     nodepools: Mapping[str, Document] = field(default_factory=dict)
+    #: The taints of each of those NodePools (`spec.template.spec.taints`): what a pinning rule naming it tolerates.
+    nodepool_taints: Mapping[str, tuple[Taint, ...]] = field(default_factory=dict)
     node_classes: Mapping[str, Document] = field(default_factory=dict)
     checked: tuple[CheckedProvisioner, ...] = ()
     proven: bool = False
@@ -82,6 +85,11 @@ def _is_v1(doc: Document, api_version: str) -> bool:
 
 def _spec(doc: Document) -> dict[str, Any]:
     return dict(doc.data.get("spec") or {})
+
+
+def _template_spec(doc: Document) -> dict[str, Any]:
+    """A NodePool's `spec.template.spec`."""
+    return dict((_spec(doc).get("template") or {}).get("spec") or {})
 
 
 class _Gathered:
@@ -158,6 +166,7 @@ def load_repository(
         findings, checked = prove_provisioners(documents, gathered.checkable_templates, catalog, timeout)
         report.findings.extend(findings)
     provisioners = {_name(doc): doc for doc in gathered.of_kind(PROVISIONER_KIND)}
+    nodepools = {_name(doc): doc for doc in gathered.of_kind(NODEPOOL_KIND) if _is_v1(doc, NODEPOOL_API_VERSION)}
     return PolicyRepository(
         report,
         provisioners=provisioners,
@@ -165,7 +174,8 @@ def load_repository(
         taints={name: taints_of(doc.data.get("spec") or {}) for name, doc in provisioners.items()},
         pinning_documents=tuple(gathered.of_kind(PINNING_POLICY_KIND)),
         placement_tests=tuple(gathered.of_kind(PLACEMENT_TEST_KIND)),
-        nodepools={_name(doc): doc for doc in gathered.of_kind(NODEPOOL_KIND) if _is_v1(doc, NODEPOOL_API_VERSION)},
+        nodepools=nodepools,
+        nodepool_taints={name: taints_of(_template_spec(doc)) for name, doc in nodepools.items()},
         node_classes={
             _name(doc): doc for doc in gathered.of_kind(EC2NODECLASS_KIND) if _is_v1(doc, EC2NODECLASS_API_VERSION)
         },

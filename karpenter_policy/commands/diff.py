@@ -5,7 +5,9 @@ BASE and HEAD are each a git revision (the files are read from the object databa
 bound is never read; git runs on the repository holding the current directory only, as `gitrepo` says) or a
 directory. PATHS (default `policies/`; for a
 directory side, relative to it, default the whole directory) are checked on both sides as `check` does, then
-compared per Provisioner name, Zelkova-style — by what they admit, not by how they are written:
+compared per Provisioner name (and per Karpenter v1 NodePool name, through the scheduling view `check` proves:
+`NodePool/<name>`, so a Provisioner and a NodePool of one name, as while migrating, stay apart), Zelkova-style — by
+what they admit, not by how they are written:
 
 * offerings — the (instance type, zone, capacity type) triples a node may be launched as: the solver's exact set
   of satisfying instance types, each with its available offerings that the zone and capacity-type requirements
@@ -41,6 +43,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from karpenter_policy.api.kinds import PROVISIONER_KIND
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.violations import ERROR, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
@@ -96,14 +99,16 @@ class Side:
     kind: str  # "git" | "directory"
     report: Report
     checked: list[CheckedProvisioner]
-    documents: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)  # provisioner → document
+    #: `CheckedProvisioner.key` (a Provisioner's name, `NodePool/<name>`) → the document proven (a NodePool's view)
+    documents: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
     os_of: dict[str, str] = field(default_factory=dict)
     present: list[str] = field(default_factory=list)  # the PATHS that exist on this side
     workload_root: str | None = None  # where --workloads paths are read from on this side (git: a temporary tree)
     budgets: list[NodePoolTimeline] = field(default_factory=list)  # the valid v1 NodePools' weeks
 
-    def provisioner(self, name: str) -> CheckedProvisioner | None:
-        return next((c for c in self.checked if c.name == name), None)
+    def provisioner(self, key: str) -> CheckedProvisioner | None:
+        """The proven Provisioner, or NodePool, of this `CheckedProvisioner.key`."""
+        return next((c for c in self.checked if c.key == key), None)
 
 
 #: Reading a revision's files (cat-file over many blobs) may take a while on a large repository.
@@ -190,11 +195,15 @@ def load_side(
         else PolicyRepository(Report())
     )
     report = policies.report
-    documents = {name: doc.data for name, doc in policies.provisioners.items()}
+    documents: dict[str, Mapping[str, Any]] = {name: doc.data for name, doc in policies.provisioners.items()}
+    documents.update(
+        {c.key: c.document for c in policies.checked if c.kind == NODEPOOL_KIND and c.name in policies.nodepools}
+    )
     node_templates = policies.node_template_specs()
     report.findings = [replace(f, file=_relative(f.file, root)) for f in report.findings]
-    # a diff compares valid provisioners only (one with an error is "invalid in BASE/HEAD", whatever its proof)
-    checked = [replace(c, file=_relative(c.file, root)) for c in policies.checked if c.name in documents]
+    # a diff compares valid provisioners and NodePools only (one with an error is "invalid in BASE/HEAD", whatever
+    # its proof)
+    checked = [replace(c, file=_relative(c.file, root)) for c in policies.checked if c.key in documents]
     os_of = {name: provisioner_os(doc, node_templates) for name, doc in documents.items()}
     weeks = check_budgets(policies.nodepools.values(), BudgetView(), today or datetime.now(UTC).date()).timelines
     budgets = [replace(timeline, file=_relative(timeline.file, root)) for timeline in weeks]
@@ -285,6 +294,16 @@ class ProvisionerDiff:
     deltas: list[Delta] = field(default_factory=list)
     note: str = ""
 
+    @property
+    def kind(self) -> str:
+        """Provisioner, or NodePool (its `name` is then `NodePool/<name>`: `CheckedProvisioner.key`)."""
+        return NODEPOOL_KIND if self.name.startswith(f"{NODEPOOL_KIND}/") else PROVISIONER_KIND
+
+    @property
+    def title(self) -> str:
+        """`Provisioner default`, `NodePool default`: how the text output heads its table."""
+        return f"{self.kind} {self.name.removeprefix(f'{NODEPOOL_KIND}/')}"
+
     def to_json(self) -> dict[str, object]:
         def side(c: CheckedProvisioner | None) -> object:
             if c is None:
@@ -297,6 +316,7 @@ class ProvisionerDiff:
 
         return {
             "name": self.name,
+            "kind": self.kind,
             "status": self.status,
             "base": side(self.base),
             "head": side(self.head),
@@ -598,12 +618,12 @@ class _Prover:
 
 
 def _invalid_provisioners(report: Report) -> set[str]:
-    """The Provisioners that have error findings (they are left out of the comparison)."""
+    """The keys of the Provisioners and NodePools that have error findings (left out of the comparison)."""
     prefix = f"{PROVISIONER_KIND}/"
     return {
         f.object_ref.removeprefix(prefix)
         for f in report.findings
-        if f.severity == "error" and f.object_ref and f.object_ref.startswith(prefix)
+        if f.severity == "error" and f.object_ref and f.object_ref.startswith((prefix, f"{NODEPOOL_KIND}/"))
     }
 
 
@@ -776,7 +796,7 @@ def diff_sides(
     table = table_for(catalog)
     catalog_keys = frozenset(CATALOG_KEYS | set(table.domains))
     prover = _Prover(catalog, timeout_ms)
-    names = sorted({c.name for c in base.checked} | {c.name for c in head.checked})
+    names = sorted({c.key for c in base.checked} | {c.key for c in head.checked})
     invalid = {label: _invalid_provisioners(side.report) for label, side in (("BASE", base), ("HEAD", head))}
     diffs: list[ProvisionerDiff] = []
     for name in names:
@@ -910,7 +930,7 @@ def render_text(result: DiffResult) -> str:
         where = p.head or p.base
         assert where is not None
         out.append("")
-        out.append(f"Provisioner {p.name} ({where.file}:{where.line}): {p.status}" + (f" ({p.note})" if p.note else ""))
+        out.append(f"{p.title} ({where.file}:{where.line}): {p.status}" + (f" ({p.note})" if p.note else ""))
         if p.status in ("added", "removed"):
             admits = _admits(where, result.region).removeprefix("admits ")
             out.append(f"  {'HEAD' if p.status == 'added' else 'BASE'} admits {admits}")

@@ -592,7 +592,9 @@ def load_policies(
     their provisioners."""
     repository = load_repository(paths, values, prove=solve, catalog=catalog)
     report = repository.report
-    rules, findings = bind_provisioners(rules_from_documents(repository.pinning_documents), repository.taints)
+    rules, findings = bind_provisioners(
+        rules_from_documents(repository.pinning_documents), repository.taints, repository.nodepool_taints
+    )
     report.findings += findings
     return Policies(report, rules, list(repository.checked), solve, catalog)
 

@@ -17,6 +17,9 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
+#: Not a resource of a node but a count of nodes: a Karpenter v1 NodePool's `spec.limits.nodes` (`resources.Node` in
+#: core pkg/utils/resources/resources.go at v1.14.1; every node counts 1 against it: `StateNode.Capacity`).
+NODES = "nodes"
 
 
 def parse_quantity(value: object) -> Decimal:

@@ -82,7 +82,8 @@ def evaluate(pod: Pod, scheduler: Scheduler) -> Evaluation:
         for number, template in enumerate(templates, start=1):
             limits = scheduler.remaining[template.name]
             ruled_out = not maybe >> (number - 1) & 1
-            claim = fresh_claim(template, pod, attempt, topology, limits, limits, number, ruled_out)
+            nodes = scheduler.nodes.get(template.name, 0)
+            claim = fresh_claim(template, pod, attempt, topology, limits, limits, number, ruled_out, nodes)
             if isinstance(claim, Refusal):
                 refusals[template.name] = claim
                 continue

@@ -174,6 +174,11 @@ class Scheduler:
         self.index = TemplateIndex(self.templates, ALLOW_WELL_KNOWN)
         self.node_domains = node_domains
         self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
+        #: the existing nodes of each template (its `node_limit` counts them)
+        self.nodes: dict[str, int] = {}
+        for node in self.existing:
+            if node.template is not None:
+                self.nodes[node.template] = self.nodes.get(node.template, 0) + 1
         if used is None:
             used = {}
             for node in self.existing:  # what existing nodes of a template hold counts against its limits
@@ -283,19 +288,23 @@ def fresh_claim(
     initial_limits: Mapping[int, int],
     number: int,
     ruled_out: bool = False,
+    nodes: int = 0,
 ) -> NodeClaim | Refusal:
     """A new claim of `template` holding `pod`, or why the template cannot launch a node for it — checked in
     Karpenter's order (taints and requirements reported first, as the more lasting reasons): the template admits
     no type, taints, requirements, `limits` (what is left of them), then topology, instance types and resources
     on the claim (the last two explained by a deletion-minimal set of requirements). `initial_limits` tells "the
     limits exclude every type" from "the nodes planned before used them up". `ruled_out`: the
-    :class:`TemplateIndex` says the requirements are incompatible (they are not checked again)."""
+    :class:`TemplateIndex` says the requirements are incompatible (they are not checked again). `nodes`: how many
+    nodes of the template run or are planned (against its `node_limit`, checked with the other limits)."""
     if not template.types:
         return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return taint_refusal(template, attempt, pod.requests)
     if ruled_out or not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
         return requirements_refusal(template, attempt, pod.requests)
+    if template.node_limit is not None and nodes >= template.node_limit:
+        return node_limit_refusal(template.node_limit, nodes)
     within = template.shapes.capacity_within(limits) if limits else template.table.everything
     options = template.types & within
     if not options:
@@ -311,6 +320,12 @@ def fresh_claim(
         requests = None if refusal.kind == "instance-types" else add(template.overhead, pod.requests)
         return no_type_refusal(template, attempt.requirements, requests, within)
     return refusal
+
+
+def node_limit_refusal(limit: int, nodes: int) -> Refusal:
+    """The template's `limits.nodes` is used up by `nodes` running or planned."""
+    message = f"its limits.nodes {limit} is used up ({nodes} node{'s' if nodes != 1 else ''} running or planned)"
+    return Refusal("limits", message, karpenter=lambda: "node limits have been exhausted for nodepool")
 
 
 _SPOT = Requirement.new(wk.CAPACITY_TYPE, Operator.IN, [wk.CAPACITY_SPOT])
@@ -361,6 +376,7 @@ class _Run:
         self.capped: dict[int, list[NodeClaim]] = {}  # cost strategy: every claim made with a price cap
         self._created: dict[int, int] = {}  # id(claim) → its creation number (the order open claims are tried in)
         self.remaining = {name: dict(limits) for name, limits in scheduler.remaining.items()}
+        self.nodes = dict(scheduler.nodes)  # nodes of each template, running and planned
         domains: Mapping[str, Collection[str]] = _with_node_labels(scheduler.template_domains, self.existing)
         if scheduler.node_domains is not None:
             domains = MergedDomains(domains, scheduler.node_domains)
@@ -602,8 +618,9 @@ class _Run:
         self, template: NodeClaimTemplate, pod: Pod, attempt: Attempt, number: int, ruled_out: bool = False
     ) -> NodeClaim | Refusal:
         limits = self.remaining[template.name]
+        nodes = self.nodes.get(template.name, 0)
         return fresh_claim(
-            template, pod, attempt, self.topology, limits, self.s.remaining[template.name], number, ruled_out
+            template, pod, attempt, self.topology, limits, self.s.remaining[template.name], number, ruled_out, nodes
         )
 
     def _commit_claim(self, position: int, claim: NodeClaim, pod: Pod, number: int) -> None:
@@ -617,6 +634,7 @@ class _Run:
                 self.capped.setdefault(position, []).append(claim)
             self._maybe_close(claim)
         self.claims.append(claim)
+        self.nodes[claim.template.name] = self.nodes.get(claim.template.name, 0) + 1
         limits = self.remaining[claim.template.name]
         if limits:
             self._charge(limits, claim)

@@ -21,7 +21,7 @@ from karpenter_policy.model.allocatable import NodeConfiguration
 from karpenter_policy.model.allocatable import node_configuration as node_configuration
 from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
-from karpenter_policy.model.resources import parse_quantity
+from karpenter_policy.model.resources import NODES, parse_quantity
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.scheduling.instances import InstanceTable, NodeShapes, ShapeFunction
 from karpenter_policy.scheduling.shapes import configuration_key, shape_function
@@ -85,6 +85,15 @@ class NodeClaimTemplate:
     @property
     def capacity_type(self) -> Requirement:
         return self._capacity_type
+
+    @property
+    def node_limit(self) -> int | None:
+        """`limits.nodes` (a NodePool's `spec.limits.nodes`): at most this many nodes, planned and running; None: no
+        limit. Karpenter v1.14.1's scheduler refuses a new NodeClaim once it is used up ("node limits have been
+        exhausted for nodepool": `addToNewNodeClaim` in core pkg/controllers/provisioning/scheduling/scheduler.go,
+        each node counting 1: `StateNode.Capacity` in pkg/controllers/state/statenode.go)."""
+        value = self.limits.get(NODES)
+        return None if value is None else int(value)
 
     @property
     def limited(self) -> dict[int, int]:

@@ -42,6 +42,9 @@ class PolicyContext:
     provisioner_taints: Mapping[str, Sequence[Taint]] = field(default_factory=dict)
     pinning_documents: tuple[Document, ...] = ()
     source: str = ""
+    #: Taints per Karpenter v1 NodePool name (a rule naming a `nodePool`; empty from compiled sets, which hold
+    #: no NodePool: `api.constraintset.nodepool_refusal`).
+    nodepool_taints: Mapping[str, Sequence[Taint]] = field(default_factory=dict)
 
 
 def _load(paths: Sequence[str], values: Mapping[str, Any] | None) -> PolicyRepository:
@@ -62,7 +65,11 @@ def load_policies(paths: Sequence[str], values: Mapping[str, Any] | None = None)
     """The context of a policy repository (the CLI's validation runs on it first). Raises ContextError."""
     repository = _load(paths, values)
     return PolicyContext(
-        repository.node_template_specs(), repository.taints, repository.pinning_documents, ", ".join(paths)
+        repository.node_template_specs(),
+        repository.taints,
+        repository.pinning_documents,
+        ", ".join(paths),
+        repository.nodepool_taints,
     )
 
 
@@ -109,7 +116,7 @@ class ContextSource:
             context = load_constraints(self.constraints, self.region)
         documents = load_pinning_documents(self.pinning, self.values) if self.pinning else context.pinning_documents
         try:
-            return context, PolicyPinner.from_documents(documents, context.provisioner_taints)
+            return context, PolicyPinner.from_documents(documents, context.provisioner_taints, context.nodepool_taints)
         except PinningError as error:
             raise ContextError(str(error)) from None
 

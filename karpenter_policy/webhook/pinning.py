@@ -85,11 +85,14 @@ class PolicyPinner:
 
     @classmethod
     def from_documents(
-        cls, documents: Iterable[Document], provisioner_taints: Mapping[str, Sequence[Taint]]
+        cls,
+        documents: Iterable[Document],
+        provisioner_taints: Mapping[str, Sequence[Taint]],
+        nodepool_taints: Mapping[str, Sequence[Taint]] | None = None,
     ) -> PolicyPinner:
-        """The rules of the valid PinningPolicy documents given; a rule that names an unknown provisioner raises
-        PinningError (the CLI's `pinning-conflict` message)."""
-        bound, findings = bind_provisioners(rules_from_documents(documents), provisioner_taints)
+        """The rules of the valid PinningPolicy documents given; a rule that names an unknown provisioner (or
+        NodePool) raises PinningError (the CLI's `pinning-conflict` message)."""
+        bound, findings = bind_provisioners(rules_from_documents(documents), provisioner_taints, nodepool_taints)
         if findings:
             raise PinningError("; ".join(f"{f.file}:{f.line}:{f.column}: {f.message}" for f in findings))
         return cls(bound)

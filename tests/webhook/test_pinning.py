@@ -364,3 +364,28 @@ def test_a_pod_at_the_caps_is_pinned(client: Client) -> None:
     pod = _driver(tolerations=[{"key": f"k{i}", "operator": "Exists"} for i in range(197)])  # 200 with the pins added
     response, _ = pinned(client, pod)
     assert patch_of(response)
+
+
+@pytest.fixture(scope="module")
+def from_v1_policies(cert_dir: Path) -> Iterator[Webhook]:
+    policies = ROOT / "examples" / "v1" / "pinning" / "policies"
+    yield from _serve(WebhookOptions(self_signed=str(cert_dir), address="127.0.0.1", port=0, policies=[str(policies)]))
+
+
+def test_a_nodepool_rule_pins_the_v1_label_and_tolerates_its_taints(from_v1_policies: Webhook, cert_dir: Path) -> None:
+    """examples/v1/pinning: the rule names the NodePool `batch`; a Job's pod gets `karpenter.sh/nodepool` (never
+    `karpenter.sh/provisioner-name`, which no v1 node carries) and the toleration of the NodePool's taint."""
+    client = Client(from_v1_policies.port, cert_dir / "ca.crt")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "nightly-report-x",
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "n", "uid": "u", "controller": True}],
+        },
+        "spec": {"containers": [{"name": "c"}]},
+    }
+    _, result = pinned(client, pod, namespace="analytics")
+    assert result["spec"]["nodeSelector"] == {"karpenter.sh/nodepool": "batch"}
+    assert result["spec"]["tolerations"] == [{"key": "example.com/batch", "operator": "Exists", "effect": "NoSchedule"}]
+    client.close()

@@ -13,7 +13,9 @@ v1 changes, the view says:
 * its nodes carry `karpenter.sh/nodepool: <name>` and never `karpenter.sh/provisioner-name` (`kind` NodePool:
   `Provisioner.owner_label`);
 * the kubelet settings, AMI family and block devices come from the referenced EC2NodeClass;
-* limits keep `nodes` (a count of nodes, `spec.limits.nodes`) beside the resources.
+* limits keep `nodes` (a count of nodes, `spec.limits.nodes`) beside the resources: the scheduler launches no
+  node of the NodePool beyond it (`scheduling.templates.NodeClaimTemplate.node_limit`), and `nodes: 0` is a
+  `limits` warning (`proof.limits`).
 
 `minValues`, disruption, expiry and termination grace are carried as they are (`NodePool.min_values`,
 `NodePool.disruption`); the view does not need them.
@@ -28,7 +30,7 @@ from typing import Any, Final
 from karpenter_policy.api.objects import Provisioner, taints_of
 from karpenter_policy.api.v1.crds import EC2NODECLASS_API_VERSION, EC2NODECLASS_KIND, NODEPOOL_KIND
 from karpenter_policy.model.requirements import Requirement
-from karpenter_policy.model.resources import ResourceList, parse_resource_list
+from karpenter_policy.model.resources import NODES, ResourceList, parse_resource_list
 from karpenter_policy.model.taints import Taint
 
 __all__ = [
@@ -45,7 +47,7 @@ __all__ = [
 Path = tuple[str | int, ...]
 
 #: `spec.limits.nodes`: a limit on the number of nodes, not a resource of a node.
-NODES_LIMIT: Final = "nodes"
+NODES_LIMIT: Final = NODES
 
 #: The AMI family an `amiSelectorTerms` alias names (`al2023@latest` → AL2023): `AMIFamilyFromAlias` in aws
 #: pkg/apis/v1/ec2nodeclass.go at v1.14.1.
@@ -291,10 +293,18 @@ def alias_family(terms: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def _view_limits(nodepool: NodePool) -> dict[str, str]:
+    """The NodePool's limits as the view's `limits.resources`: its resources, and `nodes` when set."""
+    limits = {k: format(v, "f") for k, v in nodepool.limits.items()}
+    if nodepool.node_limit is not None:
+        limits[NODES_LIMIT] = str(nodepool.node_limit)
+    return limits
+
+
 def provisioner_document(nodepool: NodePool, node_class: EC2NodeClass | None = None) -> dict[str, Any]:
     """The NodePool in the form of a v1alpha5 Provisioner document — what the engine's proofs read term by term
     (`checks.proof.solver.terms_of`), with `nodepool_path` to place each field back in the NodePool. Requirements
-    in written order (so term indices match; `minValues` kept), labels, taints, limits without `nodes`, weight,
+    in written order (so term indices match; `minValues` kept), labels, taints, limits (`nodes` included), weight,
     and of the EC2NodeClass its kubelet (`kubeletConfiguration`) and node template (`EC2NodeClass.node_template`,
     as an inline `provider`: what the engine reads of a node template)."""
     spec: dict[str, Any] = {
@@ -311,7 +321,7 @@ def provisioner_document(nodepool: NodePool, node_class: EC2NodeClass | None = N
         "annotations": dict(nodepool.annotations),
         "taints": [t.to_api() for t in nodepool.taints],
         "startupTaints": [t.to_api() for t in nodepool.startup_taints],
-        "limits": {"resources": {k: format(v, "f") for k, v in nodepool.limits.items()}},
+        "limits": {"resources": _view_limits(nodepool)},
         "weight": nodepool.weight,
     }
     if node_class is not None and node_class.kubelet is not None:

@@ -1,6 +1,8 @@
 """The `limits` warning: a provisioner whose `limits.resources` are below the capacity of every instance type it
-can launch, so Karpenter never launches a node for it. Run by every `check` (and the webhook), with or without
-workloads; capacities are the scheduler's node shapes (Karpenter v0.31's arithmetic, `model.allocatable`).
+can launch, so Karpenter never launches a node for it — or a NodePool whose `spec.limits.nodes` is 0 (Karpenter
+v1.14.1's scheduler then refuses every NodeClaim: "node limits have been exhausted for nodepool", `addToNewNodeClaim`
+in core pkg/controllers/provisioning/scheduling/scheduler.go). Run by every `check` (and the webhook), with or
+without workloads; capacities are the scheduler's node shapes (Karpenter v0.31's arithmetic, `model.allocatable`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.source.loader import Document
 from karpenter_policy.model.allocatable import GlobalSettings
 from karpenter_policy.model.pods import describe_quantity
-from karpenter_policy.model.resources import MEMORY
+from karpenter_policy.model.resources import MEMORY, NODES
 from karpenter_policy.scheduling import InstanceTable
 from karpenter_policy.scheduling.reasons import format_resource
 from karpenter_policy.scheduling.templates import limited_amounts, node_configuration, node_shapes
@@ -33,6 +35,11 @@ def limits_findings(
     """`limits` (warning) for a provisioner and the instance types proven for it, at the limit that excludes its
     smallest type; nothing when some type fits within the limits (or there are no limits)."""
     names = [n for n in instance_types if n in table.position]
+    if provisioner.limits.get(NODES) == 0:
+        line, column = doc.position(("spec", "limits", "resources", NODES))
+        message = "limits nodes: 0: Karpenter never launches a node for it (node limits are exhausted from the start)"
+        ref = object_ref(provisioner.kind, provisioner.name)
+        return [Finding(LIMITS, WARNING, message, doc.file, line, column, ref)]
     limits = limited_amounts(provisioner.limits)
     if not names or not limits:
         return []

@@ -3,9 +3,12 @@
 Output (`-o DIR`)::
 
     DIR/constraintsets/<provisioner>.json   one ConstraintSet each (api/constraintset.py), pretty JSON
+    DIR/constraintsets/nodepool.<name>.json one per Karpenter v1 NodePool (`nodepools`), beside them
     DIR/constraintsets/index.json           every set with its hash, and the catalog used
-    DIR/manifests/<kind>-<name>.yaml        the objects to apply (v1alpha5 as defaulted, or v1), and the
-                                            ConfigMap carrying the sets (compact JSON, one key per set)
+    DIR/manifests/<kind>-<name>.yaml        the objects to apply (v1alpha5 as defaulted, or v1; NodePools and
+                                            EC2NodeClasses as written, whatever --api says: the API server
+                                            applies their CRDs' defaults), and the ConfigMap carrying the sets
+                                            (compact JSON, one key per set)
     DIR/kustomization.yaml                  lists manifests/*.yaml: `kubectl apply -k DIR`, or DIR as a resource of
                                             a Flux kustomization, which then never needs editing
     DIR/.karpenter-policy-output            the files above that compile owns (see `output`)
@@ -15,7 +18,9 @@ Everything is computed in memory first; nothing is written when any error is fou
 objects would land in one file or data key (a Provisioner named `index` and the index: `reserved-name`). Then
 `output` writes the files into DIR, replacing and removing only files compile wrote there before. With `-o -` the
 manifests are one YAML stream on stdout (for an Argo CD Config Management Plugin) and the report goes to stderr.
-When nothing is written, the report says `checked`, not `compiled`, and stderr says why nothing was written.
+When nothing is written, the report says `checked`, not `compiled`, and stderr says why nothing was written. With
+`--api v1`, a Provisioner (or AWSNodeTemplate) whose conversion has the name of a NodePool (or EC2NodeClass) of the
+repository is an error (`duplicate-name`): both would be one object in the cluster.
 
 Versions: the annotation `karpenter-policy/version`, else `--policy-version`, else `git describe --always` of the
 repository holding the PATHS, run as `gitrepo` says (a repository-shaped folder committed in the tree is never
@@ -49,10 +54,11 @@ from karpenter_policy.api.constraintset import (
     set_key,
     wire_data,
 )
-from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
+from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import VERSION_ANNOTATION, Provisioner
 from karpenter_policy.api.rules import RULES
-from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, ERROR, RESERVED_NAME
+from karpenter_policy.api.v1.crds import EC2NODECLASS_KIND, NODEPOOL_KIND
+from karpenter_policy.api.violations import CONFIGMAP_TOO_LARGE, DUPLICATE_NAME, ERROR, RESERVED_NAME
 from karpenter_policy.catalog import Catalog, catalog_to_json
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
 from karpenter_policy.checks.options import OptionError, catalog_option, values_option
@@ -64,6 +70,7 @@ from karpenter_policy.checks.source.loader import Document, discover
 from karpenter_policy.checks.source.revision import differs_from_head
 from karpenter_policy.checks.validation.policies import place
 from karpenter_policy.commands.compile import manifests
+from karpenter_policy.commands.compile.nodepools import nodepool_set, nodepool_sources
 from karpenter_policy.commands.compile.output import (
     INDEX_FILE,
     KUSTOMIZATION_FILE,
@@ -211,6 +218,28 @@ def _reserved(doc: Document) -> Finding:
     )
 
 
+def _converted_twice(
+    converted: Sequence[Mapping[str, Any]], nodepools: Mapping[str, Document], node_classes: Mapping[str, Document]
+) -> list[Finding]:
+    """`duplicate-name` (error) at each NodePool / EC2NodeClass of the repository that `--api v1`'s conversion of
+    a Provisioner / AWSNodeTemplate also writes: applied, one would replace the other."""
+    written = {NODEPOOL_KIND: nodepools, EC2NODECLASS_KIND: node_classes}
+    findings = []
+    for obj in converted:
+        kind, name = str(obj.get("kind")), str((obj.get("metadata") or {}).get("name"))
+        doc = written.get(kind, {}).get(name)
+        if doc is None:
+            continue
+        source = PROVISIONER_KIND if kind == NODEPOOL_KIND else NODE_TEMPLATE_KIND
+        line, column = doc.position(("metadata", "name"))
+        message = (
+            f"compile --api v1 would write two {kind} objects named {name!r}: this one and one converted from the "
+            f"repository's {source}s; rename one, or compile with --api v1alpha5"
+        )
+        findings.append(Finding(DUPLICATE_NAME, ERROR, message, doc.file, line, column, object_ref(kind, name)))
+    return findings
+
+
 def catalog_identity(catalog: Catalog) -> dict[str, Any]:
     return {
         "region": catalog.region,
@@ -233,8 +262,10 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
     # a repository-shaped folder inside the tree is never taken (see `gitrepo`)
     repository = find_repository(base)
     typed = {name: Provisioner.from_document(provisioners[name].data) for name in sorted(provisioners)}
+    pools = nodepool_sources(policies.nodepools, policies.node_classes)
     fallback_version = options.policy_version
-    if fallback_version is None and any(not p.version for p in typed.values()):  # git runs only when needed
+    unversioned = any(not p.version for p in typed.values()) or any(not p.version for p in pools)
+    if fallback_version is None and unversioned:  # git runs only when needed
         read = [*discover(paths, options.selection.exclude)[0], *([options.values_file] if options.values_file else [])]
         fallback_version, note = repository_version(repository, read, paths, options.selection.exclude)
         result.notes += [note] if note else []
@@ -262,6 +293,16 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
                 instance_types=catalog,
             )
         )
+    docs = {set_key(name): provisioners[name] for name in typed}
+    for pool in pools:
+        constraint_set = nodepool_set(
+            pool,
+            version=pool.version or fallback_version or UNVERSIONED,
+            relative=lambda file: relative_source(file, base, repository),
+            catalog=catalog,
+        )
+        sets.append(constraint_set)
+        docs[constraint_set.key] = pool.doc
     index = ConstraintSetIndex.of(sets, catalog_identity(catalog))
 
     config_data = wire_data(sets, index)
@@ -270,10 +311,10 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
         # what each set costs the ConfigMap: its own key and its node template (held once in the index)
         def weight(s: ConstraintSet) -> int:
             spec = s.provider.spec if s.provider is not None and s.provider.spec is not None else None
-            return len(config_data[set_key(s.name)]) + (len(canonical_json(spec)) if spec is not None else 0)
+            return len(config_data[s.key]) + (len(canonical_json(spec)) if spec is not None else 0)
 
-        largest = max(sets, key=lambda s: (weight(s), s.name))
-        doc = provisioners[largest.name]
+        largest = max(sets, key=lambda s: (weight(s), s.name, s.origin))
+        doc = docs[largest.key]
         line, column = doc.position(("metadata", "name"))
         report.findings.append(
             Finding(
@@ -285,7 +326,7 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
                 doc.file,
                 line,
                 column,
-                f"{PROVISIONER_KIND}/{largest.name}",
+                object_ref(largest.origin, largest.name),
             )
         )
 
@@ -296,14 +337,17 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
             {n: templates[n].data for n in sorted(templates)},
             options.v1,
         )
-        docs = {(PROVISIONER_KIND, n): d for n, d in provisioners.items()}
-        docs.update({(NODE_TEMPLATE_KIND, n): d for n, d in templates.items()})
-        placed = [place(docs[(i.kind, i.name)], i.violation) for i in issues]
+        originals = {(PROVISIONER_KIND, n): d for n, d in provisioners.items()}
+        originals.update({(NODE_TEMPLATE_KIND, n): d for n, d in templates.items()})
+        placed = [place(originals[(i.kind, i.name)], i.violation) for i in issues]
         report.findings.extend(dict.fromkeys(placed))  # a template converted twice reports once
         objects = list(converted)
+        report.findings += _converted_twice(objects, policies.nodepools, policies.node_classes)
     else:
         objects = [manifests.node_template_manifest(templates[n].data) for n in sorted(templates)]
         objects += [manifests.provisioner_manifest(provisioners[n].data) for n in sorted(provisioners)]
+    objects += [manifests.v1_manifest(policies.node_classes[n].data) for n in sorted(policies.node_classes)]
+    objects += [manifests.v1_manifest(policies.nodepools[n].data) for n in sorted(policies.nodepools)]
     objects.append(manifests.configmap(options.configmap_namespace, options.configmap_name, config_data))
     if report.errors:
         return result
@@ -317,7 +361,7 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
         files[relative] = content
 
     for constraint_set in sets:
-        add(f"{SETS_DIR}/{set_key(constraint_set.name)}", _pretty_json(constraint_set.to_json()))
+        add(f"{SETS_DIR}/{constraint_set.key}", _pretty_json(constraint_set.to_json()))
     add(INDEX_FILE, _pretty_json(index.to_json()))
     manifest_files = [f"{MANIFESTS_DIR}/{manifests.manifest_file_name(obj)}" for obj in objects]
     for relative, obj in zip(manifest_files, objects, strict=True):

@@ -127,6 +127,11 @@ def provisioner_manifest(data: Mapping[str, Any]) -> dict[str, Any]:
     return default_provisioner(_clean(data))
 
 
+def v1_manifest(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A Karpenter v1 NodePool or EC2NodeClass as written (the API server applies its CRD's defaults)."""
+    return _clean(data)
+
+
 def node_template_manifest(data: Mapping[str, Any]) -> dict[str, Any]:
     """The AWSNodeTemplate as stored (Karpenter v0.31's webhook adds nothing to it)."""
     return _clean(data)

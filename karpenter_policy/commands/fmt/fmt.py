@@ -7,6 +7,14 @@ requirements Karpenter's webhook would add (`api.defaults`), each mapping of `or
 indentation the file uses — every other document keeps its exact text, so a formatted file formats to itself
 (byte for byte). The result is parsed again and must hold exactly the expected data, or the file is not touched.
 
+Karpenter v1 NodePools (`karpenter.sh/v1`) and EC2NodeClasses (`karpenter.k8s.aws/v1`) the API server would admit
+(`api.v1.admission.admit`) are formatted the same way: the defaults their CRDs give (what the API server stores:
+`disruption`'s consolidation policy, consolidateAfter and `budgets: [{nodes: 10%}]`, `expireAfter: 720h`, an
+EC2NodeClass's `metadataOptions` with a hop limit of 1, a budget's `nodes`) written out where the document leaves
+them out — never changing a value it has —, and v1's key order (`order.ORDERS`). One the API server would refuse
+is left as it is, with a note naming the first refusal (see validate). Other kinds and versions (a NodeClaim, a
+v1beta1 NodePool) are not policies fmt formats: left as they are.
+
 Line endings are kept: a document whose lines end in CRLF (most of them, when they are mixed) is formatted as LF
 text and written back with CRLF on every line, comments included; one with a carriage return that ends no line
 is left as it is, with a note.
@@ -15,10 +23,11 @@ is left as it is, with a note.
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -28,7 +37,14 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScala
 from karpenter_policy.api.defaults import default_provisioner, default_requirements
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.schema import schema_file_for, schema_violations
-from karpenter_policy.checks.source.loader import parse
+from karpenter_policy.api.v1.crds import (
+    EC2NODECLASS_API_VERSION,
+    EC2NODECLASS_KIND,
+    NODEPOOL_API_VERSION,
+    NODEPOOL_KIND,
+)
+from karpenter_policy.api.violations import render_path
+from karpenter_policy.checks.source.loader import Document, parse
 from karpenter_policy.commands.fmt.comments import canonical_keys, put_trailing_lines, reorder, take_trailing_lines
 from karpenter_policy.commands.fmt.order import ORDERS
 
@@ -95,10 +111,16 @@ def _format_line_endings(file: str, chunk: str, first_line: int, result: Formatt
     return formatted.replace("\n", _CRLF) if crlf else formatted
 
 
+#: The Karpenter v1 objects fmt formats, by (apiVersion, kind).
+V1_KINDS: Final = frozenset({(NODEPOOL_API_VERSION, NODEPOOL_KIND), (EC2NODECLASS_API_VERSION, EC2NODECLASS_KIND)})
+
+
 def _policy_kind(data: Any) -> str | None:
     if not isinstance(data, Mapping):
         return None
     kind, api_version = data.get("kind"), data.get("apiVersion")
+    if (api_version, kind) in V1_KINDS:
+        return str(kind)
     if kind not in (PROVISIONER_KIND, NODE_TEMPLATE_KIND) or not isinstance(api_version, str):
         return None
     return str(kind) if schema_file_for(api_version, str(kind)) is not None else None
@@ -110,6 +132,8 @@ def _format_document(file: str, chunk: str, first_line: int, result: Formatted) 
         return chunk
     data = documents[0].data
     name = f"{kind}/{_name(data)}"
+    if kind in (NODEPOOL_KIND, EC2NODECLASS_KIND):
+        return _format_v1(file, chunk, first_line, result, documents[0])
     schema = schema_file_for(data["apiVersion"], kind)
     violations = schema_violations(data, schema) if schema is not None else []
     if schema is None or violations:
@@ -144,6 +168,105 @@ def _format_document(file: str, chunk: str, first_line: int, result: Formatted) 
     return updated
 
 
+def _format_v1(file: str, chunk: str, first_line: int, result: Formatted, document: Document) -> str:
+    """`_format_document` for a Karpenter v1 NodePool or EC2NodeClass (see the module docstring)."""
+    from karpenter_policy.api.v1.admission import admit  # cel-python: only when a file has v1 objects
+
+    data = document.data
+    kind = str(data["kind"])
+    name = f"{kind}/{_name(data)}"
+    admission = admit(data)
+    if admission.refusals:
+        refusal = admission.refusals[0]
+        line, column = document.position(refusal.path, refusal.at_key)
+        where = f"{file}:{first_line + line - 1}:{column}"
+        refused = f"Karpenter would refuse it: {refusal.message}"
+        result.notes.append(f"{where}: {name} not formatted: {refused} (see validate)")
+        return chunk
+    expected = with_defaults(data, admission.stored)
+    if expected == data and _in_order(chunk, data, kind):
+        return chunk
+    yaml = _round_trip(chunk)
+    try:
+        loaded = yaml.load(chunk)
+    except YAMLError as error:
+        result.notes.append(f"{file}:{first_line}: {name} not formatted: {error}")
+        return chunk
+    changes = [
+        f"Karpenter v1's default {render_path(path)}: {_shown(value)} made explicit"
+        for path, value in _add_defaults(loaded, admission.stored, ())
+    ]
+    if _canonical_order(loaded, ORDERS[kind]):
+        changes.append("keys in canonical order")
+    if not changes:
+        return chunk
+    out = io.StringIO()
+    yaml.dump(loaded, out)
+    updated = out.getvalue().rstrip("\n") + chunk[len(chunk.rstrip("\n")) :]
+    reread = parse(file, updated, expand_lists=False)
+    if len(reread) != 1 or reread[0].data != expected:
+        raise CannotFormat(f"{name}: the rewritten document would not hold the same data")
+    result.changes += [f"{name}: {change}" for change in changes]
+    return updated
+
+
+def with_defaults(data: Any, stored: Any) -> Any:
+    """`data` with every mapping key the stored form has and `data` lacks added (a list's items matched by
+    position, when both lists are as long); a value `data` has is never changed, a key it has never removed."""
+    if isinstance(data, Mapping) and isinstance(stored, Mapping):
+        merged = {key: with_defaults(value, stored.get(key)) for key, value in data.items()}
+        merged.update({key: value for key, value in stored.items() if key not in data})
+        return merged
+    if isinstance(data, list) and isinstance(stored, list) and len(data) == len(stored):
+        return [with_defaults(a, b) for a, b in zip(data, stored, strict=True)]
+    return data
+
+
+def _add_defaults(node: Any, stored: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Any]]:
+    """`with_defaults` on a round-trip document, in place: each key added at the end of its mapping (canonical
+    order then moves it), with its path and value."""
+    added: list[tuple[tuple[str | int, ...], Any]] = []
+    if isinstance(node, CommentedMap) and isinstance(stored, Mapping):
+        for key, value in node.items():
+            added += _add_defaults(value, stored.get(key), (*path, key))
+        for key, value in stored.items():
+            if key not in node:
+                node[key] = _commented(value)
+                added.append(((*path, key), value))
+    elif isinstance(node, CommentedSeq) and isinstance(stored, list) and len(node) == len(stored):
+        for index, (item, default) in enumerate(zip(node, stored, strict=True)):
+            added += _add_defaults(item, default, (*path, index))
+    return added
+
+
+def _commented(value: Any) -> Any:
+    """A plain value as round-trip nodes (block style, as the documents fmt writes)."""
+    if isinstance(value, Mapping):
+        return CommentedMap((key, _commented(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return CommentedSeq(_commented(item) for item in value)
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A default as the change line shows it: compact JSON (`[{"nodes": "10%"}]`)."""
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def _in_order(chunk: str, data: Mapping[str, Any], kind: str) -> bool:
+    """Whether every mapping of `order.ORDERS[kind]` is in canonical order (a merge key is left to the round
+    trip)."""
+    if "<<" in chunk:
+        return False
+    orders = ORDERS[kind]
+    for path in orders:
+        for mapping in _plain_mappings_at(data, path):
+            keys = list(mapping)
+            if canonical_keys(keys, orders[path]) != keys:
+                return False
+    return True
+
+
 def _name(data: Mapping[str, Any]) -> str:
     """The object's `metadata.name`, `?` when metadata is not a mapping or the name not a string (the schema
     error then says why; fmt reports it and leaves the document as it is)."""
@@ -163,13 +286,7 @@ def _already_formatted(chunk: str, data: Mapping[str, Any], kind: str) -> bool:
         requirements = spec.get("requirements") if isinstance(spec, Mapping) else None
         if default_requirements(list(requirements or [])):
             return False
-    orders = ORDERS[kind]
-    for path in orders:
-        for mapping in _plain_mappings_at(data, path):
-            keys = list(mapping)
-            if canonical_keys(keys, orders[path]) != keys:
-                return False
-    return True
+    return _in_order(chunk, data, kind)
 
 
 def _plain_mappings_at(data: Mapping[str, Any], path: tuple[str, ...]) -> list[Mapping[str, Any]]:
