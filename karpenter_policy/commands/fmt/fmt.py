@@ -157,10 +157,19 @@ def _format_document(file: str, chunk: str, first_line: int, result: Formatted) 
         changes.append("keys in canonical order")
     if not changes:
         return chunk
-    out = io.StringIO()
-    yaml.dump(document, out)
-    updated = out.getvalue().rstrip("\n") + chunk[len(chunk.rstrip("\n")) :]
     expected = default_provisioner(data) if kind == PROVISIONER_KIND else data
+    return _rewritten(yaml, document, chunk, (file, name), expected, changes, result)
+
+
+def _rewritten(
+    yaml: Any, loaded: Any, chunk: str, where: tuple[str, str], expected: Any, changes: list[str], result: Formatted
+) -> str:
+    """`loaded` (the round-trip document of `chunk`, edited) written back, with `chunk`'s trailing newlines; it
+    must read back as `expected`, or the file is not formatted (`CannotFormat`). `changes` go into `result`."""
+    file, name = where
+    out = io.StringIO()
+    yaml.dump(loaded, out)
+    updated = out.getvalue().rstrip("\n") + chunk[len(chunk.rstrip("\n")) :]
     reread = parse(file, updated, expand_lists=False)
     if len(reread) != 1 or reread[0].data != expected:
         raise CannotFormat(f"{name}: the rewritten document would not hold the same data")
@@ -200,14 +209,7 @@ def _format_v1(file: str, chunk: str, first_line: int, result: Formatted, docume
         changes.append("keys in canonical order")
     if not changes:
         return chunk
-    out = io.StringIO()
-    yaml.dump(loaded, out)
-    updated = out.getvalue().rstrip("\n") + chunk[len(chunk.rstrip("\n")) :]
-    reread = parse(file, updated, expand_lists=False)
-    if len(reread) != 1 or reread[0].data != expected:
-        raise CannotFormat(f"{name}: the rewritten document would not hold the same data")
-    result.changes += [f"{name}: {change}" for change in changes]
-    return updated
+    return _rewritten(yaml, loaded, chunk, (file, name), expected, changes, result)
 
 
 def with_defaults(data: Any, stored: Any) -> Any:
