@@ -251,10 +251,6 @@ class Scheduler:
         return plan
 
 
-def _pod_count(claim: NodeClaim) -> int:
-    return len(claim.pods)
-
-
 def _plan_order(plan: Plan) -> tuple[int, int, float, int]:
     """Which of two plans is better: fewer pods left pending, then fewer nodes without a price, then cheaper
     (to the billionth of a dollar an hour), then fewer nodes."""
@@ -342,6 +338,8 @@ def cheapest_launch(
     return table.cheapest(mask, zone, _launch_capacity_type(table, mask, zone, capacity_type))
 
 
+#: A kind of pods (the cost strategy's caps): the requirements and tolerations they are written with.
+_Kind = tuple[Requirements, tuple[object, ...]]
 #: Refusals that hold for every claim of the template, whatever it already holds.
 _TEMPLATE_WIDE = frozenset({"unavailable", "taint", "requirements"})
 
@@ -356,6 +354,8 @@ class _Run:
         self.existing = [node.fresh() for node in scheduler.existing]
         self.first_fit = FirstFit([(node.allocatable, node.requests) for node in self.existing])
         self.claims: list[NodeClaim] = []
+        self._grown: int | None = None  # Karpenter's rule: the claim that took the last pod (`_fewest_pods_first`)
+        self._ordered = 0  # Karpenter's rule: how many claims `_fewest_pods_first` has put in order
         # cost strategy: the claims that may still take a pod, per template position, each in creation order
         self.open: dict[int, list[NodeClaim]] = {}
         self.capped: dict[int, list[NodeClaim]] = {}  # cost strategy: every claim made with a price cap
@@ -366,16 +366,24 @@ class _Run:
             domains = MergedDomains(domains, scheduler.node_domains)
         self.topology = Topology(domains, scheduler.cluster_pods, scheduler.namespace_labels)
         self.attempt_of: dict[str, int] = {}
+        self._attempts: dict[str, Attempt] = {}  # pod key → its current attempt (`attempt`, remembered)
         self.errors: dict[str, dict[str, Refusal]] = {}
-        self._demand: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}
-        self._waiting: dict[tuple[Requirements, tuple[object, ...]], int] = {}  # how many pods `_demand` sums
-        self._mixed: set[tuple[Requirements, tuple[object, ...]]] = set()  # kinds whose pods' requests differ
-        self._requests: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}  # a request of each kind
+        # pod key → its kind (`_signature`), one object per kind: the dicts below are keyed by kinds, and a key that
+        # is the very object stored is found without comparing requirements
+        self._kinds: dict[str, _Kind] = {}
+        self._demand: dict[_Kind, Vector] = {}
+        self._waiting: dict[_Kind, int] = {}  # how many pods `_demand` sums
+        self._mixed: set[_Kind] = set()  # kinds whose pods' requests differ
+        self._requests: dict[_Kind, Vector] = {}  # a request of each kind
         self._smallest: Vector | None = None
         self._hostnames = 0
 
     def attempt(self, pod: Pod) -> Attempt:
-        return pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[self.attempt_of.get(pod.key, 0)]
+        found = self._attempts.get(pod.key)
+        if found is None:
+            attempts = pod.shape.attempts(self.s.tolerate_prefer_no_schedule)
+            found = self._attempts[pod.key] = attempts[self.attempt_of.get(pod.key, 0)]
+        return found
 
     def solve(self) -> Plan:
         plan = self.solve_below(None)
@@ -388,9 +396,13 @@ class _Run:
         floor = CostFloor(self.s.templates, self.existing, self.pods) if ceiling is not None else None
         limit = math.inf if ceiling is None else ceiling + FLOOR_MARGIN
         queue = deque(self.pods)
+        kinds = self._kinds
+        canonical: dict[_Kind, _Kind] = {}
         for pod in queue:
             self.topology.update(pod, self.attempt(pod))
             signature = self._signature(pod)
+            signature = canonical.setdefault(signature, signature)
+            kinds[pod.key] = signature
             self._demand[signature] = add(self._demand.get(signature, ZERO), pod.requests)
             self._waiting[signature] = self._waiting.get(signature, 0) + 1
             if self._requests.setdefault(signature, pod.requests) != pod.requests:
@@ -409,7 +421,7 @@ class _Run:
             if errors is None:
                 if attempt.relaxed:
                     plan.relaxed[pod.key] = attempt.relaxed
-                signature = self._signature(pod)
+                signature = kinds[pod.key]
                 self._demand[signature] = subtract(self._demand[signature], pod.requests)
                 self._waiting[signature] -= 1
                 if floor is not None:
@@ -445,6 +457,7 @@ class _Run:
         if index + 1 >= len(attempts):
             return False
         self.attempt_of[pod.key] = index + 1
+        self._attempts.pop(pod.key, None)
         return True
 
     def _bystander(self, pod: Pod) -> bool:
@@ -452,7 +465,8 @@ class _Run:
         part in no topology group."""
         return not pod.shape.host_ports and self.topology.bystander(pod, self.attempt(pod))
 
-    def _signature(self, pod: Pod) -> tuple[Requirements, tuple[object, ...]]:
+    def _signature(self, pod: Pod) -> _Kind:
+        """The pod's kind: the requirements and tolerations it is written with (its first attempt's)."""
         first = pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[0]
         return first.requirements, first.tolerations
 
@@ -467,15 +481,16 @@ class _Run:
                 return None
         candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
         if self.strategy == KARPENTER:
-            self.claims.sort(key=_pod_count)  # stable: ties keep creation order, as Go's sort mostly does
+            self._fewest_pods_first()
             topology = self.topology
             refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None  # as in `_best_fit`
             index = self.s.index
-            for claim in self.claims:
+            for position, claim in enumerate(self.claims):
                 if refuses is not None and claim.pods and refuses(claim.requirements):
                     continue
                 maybe = index.admits_maybe(claim.template, candidates)
                 if maybe and claim.try_add(pod, attempt, topology, refusal_asked=True) is None:
+                    self._grown = position
                     return None
         elif self._best_fit(pod, attempt, candidates):
             return None
@@ -483,6 +498,31 @@ class _Run:
         if errors is not None and self.strategy == COST and self._beyond_caps(pod, attempt, errors):
             return None
         return errors
+
+    def _fewest_pods_first(self) -> None:
+        """Karpenter's rule: order the claims by their pods, fewest first, ties in the order they were in (a stable
+        sort, as Go's sort mostly is). Since the last time, one claim took a pod (`_grown`) or one was made (at the
+        end): that one moves to where a stable sort puts it, the others keep their order."""
+        claims = self.claims
+        grown, self._grown = self._grown, None
+        if grown is not None:  # it goes behind the claims after it with fewer pods than it has now
+            claim = claims[grown]
+            count = len(claim.pods)
+            last = grown
+            while last + 1 < len(claims) and len(claims[last + 1].pods) < count:
+                last += 1
+            if last > grown:
+                claims[grown:last + 1] = [*claims[grown + 1:last + 1], claim]
+        while self._ordered < len(claims):  # a new claim goes in front of the claims with more pods
+            made = self._ordered
+            claim = claims[made]
+            count = len(claim.pods)
+            first = made
+            while first > 0 and len(claims[first - 1].pods) > count:
+                first -= 1
+            if first < made:
+                claims[first:made + 1] = [claim, *claims[first:made]]
+            self._ordered += 1
 
     def _claims_of(self, by_template: Mapping[int, list[NodeClaim]], candidates: int) -> Iterable[NodeClaim]:
         """The claims of `by_template` of the candidate templates, in creation order."""
@@ -646,7 +686,7 @@ class _Run:
         template = claim.template
         table = template.table
         prices = table.prices(claim.zone, claim.capacity_type)
-        signature = self._signature(pod)
+        signature = self._kinds.get(pod.key) or self._signature(pod)
         demand = self._demand.get(signature, pod.requests)
         waiting = max(1, self._waiting.get(signature, 1))
         wanted = [r for r, amount in enumerate(pod.requests) if amount > 0 and demand[r] > 0]

@@ -73,6 +73,12 @@ class TopologyGroup:
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     _selects: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = field(default_factory=dict)  # by `selection_key`
 
+    def __post_init__(self) -> None:
+        node_filter = self.spec.node_filter
+        #: every node passes the node filter (there is none, or one of its terms constrains nothing)
+        self.unfiltered = not node_filter or any(not term for term in node_filter)
+        self.hostname = self.spec.key == wk.HOSTNAME
+
     @property
     def key(self) -> str:
         return self.spec.key
@@ -106,7 +112,7 @@ class TopologyGroup:
         if not self.selects(shape):
             return False
         node_filter = self.spec.node_filter
-        if not node_filter:
+        if self.unfiltered or not node_filter:
             return True
         return any(requirements.admits(f, allow_undefined) for f in node_filter)
 
@@ -122,12 +128,16 @@ class TopologyGroup:
         hostname is a domain (a new node's is known the moment it is planned); other keys' domains are the
         universe the group was made with, and those running pods were counted in."""
         if not node_domains.complement:
-            hostname = self.key == wk.HOSTNAME
-            return sorted(d for d in node_domains.values if (hostname or d in self.counts) and node_domains.has(d))
+            hostname = self.hostname
+            values = node_domains.values
+            if len(values) == 1:  # (most nodes: one hostname, one zone)
+                (only,) = values
+                return (only,) if (hostname or only in self.counts) and node_domains.has(only) else ()
+            return sorted(d for d in values if (hostname or d in self.counts) and node_domains.has(d))
         return sorted(d for d in self.counts if node_domains.has(d))
 
     def _min_count(self, pod_domains: Requirement) -> int:
-        if self.key == wk.HOSTNAME:
+        if self.hostname:
             return 0  # a new node is always possible
         lowest = math.inf
         supported = 0
@@ -149,6 +159,8 @@ class TopologyGroup:
                 best, best_count = domain, count
         if best is None:
             return Requirement(self.key, False)  # DoesNotExist: no domain
+        if _only(node_domains, best):  # the node's own domain: the same set, not a copy to compare
+            return node_domains
         return Requirement(self.key, False, frozenset({best}))
 
     def _next_affinity(self, shape: PodShape, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
@@ -303,17 +315,19 @@ class Topology:
             return node
         narrowed = node
         strict = attempt.strict
+        shape = pod.shape
         for group in groups:
             key = group.key
             pod_domains = strict.get_or_exists(key)
             node_domains = node.get_or_exists(key)
-            domains = group.next_domains(pod.shape, pod_domains, node_domains)
+            domains = group.next_domains(shape, pod_domains, node_domains)
             if domains.is_empty():
                 raise TopologyError(
                     f"unsatisfiable {group.kind} constraint on {key} "
                     f"(pods with {group.spec.selector}; {_describe(group, pod_domains, node_domains)})"
                 )
-            if narrowed.get(key) != domains:  # (the same domains: the node is left as it is)
+            current = narrowed.get(key)
+            if current is not domains and current != domains:  # (the same domains: the node is left as it is)
                 narrowed = narrowed.add(domains)
         return narrowed
 
@@ -335,6 +349,16 @@ class Topology:
         tests = self._domain_tests(pod, attempt)
         if not tests:
             return None
+        if len(tests) == 1:  # (most pods: one group; asked of every claim the pod is offered)
+            ((key, allowed),) = tests
+
+            def refuses(node: Requirements) -> bool:
+                values = node.get(key)  # undefined: every value (never refused)
+                if values is None or values.complement or not values.values:
+                    return False
+                return not allowed(values.values)
+
+            return refuses
         return lambda node: _refused(tests, node)
 
     def _domain_tests(self, pod: Pod, attempt: Attempt) -> list[tuple[str, Callable[[Iterable[str]], bool]]]:
@@ -374,6 +398,18 @@ class Topology:
                 domains = requirements.get_or_exists(group.key)
                 if not domains.complement:
                     group.record(*sorted(domains.values))
+
+
+def _only(requirement: Requirement, value: str) -> bool:
+    """The requirement is exactly `In [value]`."""
+    return (
+        not requirement.complement
+        and len(requirement.values) == 1
+        and value in requirement.values
+        and requirement.greater_than is None
+        and requirement.less_than is None
+    )
+
 
 def _refused(tests: Sequence[tuple[str, Callable[[Iterable[str]], bool]]], node: Requirements) -> bool:
     for key, allowed in tests:
