@@ -293,7 +293,9 @@ class NodeClaim:
             self._admits.clear()
             self._zone, self._capacity_type = fit.zone, fit.capacity_type
         topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN)
-        self.host_ports.extend(fit.pod.shape.host_ports)
+        ports = fit.pod.shape.topology.host_ports
+        if ports:
+            self.host_ports.extend(ports)
 
 
 @dataclass(slots=True)

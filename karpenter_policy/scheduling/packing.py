@@ -31,7 +31,7 @@ def balanced_order(pods: Sequence[Pod]) -> list[Pod]:
     groups: dict[Vector, list[Pod]] = {}
     for pod in pods:
         groups.setdefault(pod.requests, []).append(pod)
-    totals = [sum(p.requests[r] for p in pods) or 1 for r in _BALANCED]
+    totals = [sum(v[r] * len(members) for v, members in groups.items()) or 1 for r in _BALANCED]
     shapes = sorted(groups, key=lambda v: tuple(-v[r] for r in _BALANCED))
     # (shape, its share of each of the three totals, minus the sum of its shares): the three resources spelled
     # out, as this loop runs pods × shapes times
