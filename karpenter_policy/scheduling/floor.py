@@ -38,7 +38,8 @@ class CostFloor:
 
     def __init__(self, templates: Sequence[NodeClaimTemplate], existing: Sequence[ExistingNode], pods: Sequence[Pod]):
         self.templates, self.existing = templates, existing
-        self.left = [sum(pod.requests[r] for pod in pods) for r in _RESOURCES]
+        totals = list(map(sum, zip(*(pod.requests for pod in pods), strict=True))) if pods else None
+        self.left = [totals[r] if totals else 0 for r in _RESOURCES]
         # what the first question needs, worked out then (most runs are over before it: small batches)
         self._unit: list[float] | None = None
         self._free: list[int] = []

@@ -137,6 +137,7 @@ class _Ranked:
     prefixes: list[int]  # prefixes[j]: the types of entries[0..j]
     prices: dict[int, float]  # type → its cheapest allowed price (priced types only)
     first: dict[int, int] = field(default_factory=dict)  # mask → the first j whose prefix meets it (asked before)
+    offers: list[ChosenOffering] = field(default_factory=list)  # entries[j] as a ChosenOffering (made when asked)
 
 
 class InstanceTable:
@@ -373,11 +374,14 @@ class InstanceTable:
 
     def ranked(self, mask: int, zone: Requirement, capacity_type: Requirement) -> list[ChosenOffering]:
         """Every type of `mask` with its cheapest allowed offering, cheapest first."""
-        out = []
-        for price, i, z, c in self._rank(zone, capacity_type).entries:
-            if (mask >> i) & 1:
-                out.append(ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price)))
-        return out
+        ranked = self._rank(zone, capacity_type)
+        offers = ranked.offers
+        if not offers:  # (immutable: one object per entry, shared by every claim of these zones and capacity types)
+            offers += [
+                ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price))
+                for price, i, z, c in ranked.entries
+            ]
+        return [offers[j] for j, (_, i, _, _) in enumerate(ranked.entries) if (mask >> i) & 1]
 
     def prices(self, zone: Requirement, capacity_type: Requirement) -> Mapping[int, float]:
         """Type → its cheapest price within the zones and capacity types (offered types with a price only)."""

@@ -123,8 +123,14 @@ class ExistingNode:
 
 
 def _emptied(narrowed: Requirements, before: Requirements) -> bool:
-    """Topology narrowed some key the node had to nothing (Karpenter's second Compatible check)."""
-    return any(r.is_empty() and not before.get_or_exists(key).is_empty() for key, r in narrowed.unordered())
+    """Topology narrowed some key the node had to nothing (Karpenter's second Compatible check). A requirement
+    `narrowed` shares with `before` (the same object) was not narrowed: it is not asked."""
+    for key, requirement in narrowed.unordered():
+        if requirement is before.get(key):
+            continue
+        if requirement.is_empty() and not before.get_or_exists(key).is_empty():
+            return True
+    return False
 
 
 @dataclass(eq=False)
@@ -201,38 +207,44 @@ class NodeClaim:
         """Whether the pod may join, and what the claim becomes if it does; changes nothing. `refusal_asked`: the
         caller has already asked `Topology.refusal` of this claim (it refused nothing)."""
         template = self.template
-        # The quickest reject first (most claims a pod is offered are full): a claim's refusals are never shown,
-        # so the order of the checks changes no answer.
-        room = self._room
-        if room is None:
-            shapes = template.shapes
-            room = self._room = (shapes.most(CPU_I, self.options), shapes.most(MEMORY_I, self.options))
         requested = pod.requests
-        if self.requests[CPU_I] + requested[CPU_I] > room[0] or self.requests[MEMORY_I] + requested[MEMORY_I] > room[1]:
-            return _NO_ROOM
+        shapes = template.shapes
+        # The quickest reject first (most claims a pod is offered are full). The refusals of a claim that holds pods
+        # are never shown (callers only ask whether it took the pod), so their order changes no answer; a new
+        # claim's are (`fresh_claim`), and keep Karpenter's order.
+        requests = add(self.requests, requested)
+        fitting = shapes.fitting(requests)
+        if self.pods:
+            if not self.options & fitting:
+                return _NO_ROOM
+        else:
+            room = self._room
+            if room is None:
+                room = self._room = (shapes.most(CPU_I, self.options), shapes.most(MEMORY_I, self.options))
+            if requests[CPU_I] > room[0] or requests[MEMORY_I] > room[1]:
+                return _NO_ROOM
         involved = topology.involves(pod)
         if involved and self.pods and not refusal_asked and topology.refuses(pod, attempt, self.requirements):
             return _NO_DOMAIN  # its hostname has its share already (a claim with pods: never a shown refusal)
         if template.taints and untolerated(template.taints, attempt.tolerations):
             return Refusal("taint", lambda: untolerated_text(template.taints, attempt.tolerations))
-        ports = pod.shape.host_ports
+        shape = pod.shape
+        ports = shape.topology.host_ports
         if ports and (clash := _port_conflict(ports, self.host_ports)) is not None:
             return Refusal("host-ports", f"{clash} is in use on the node")
-        if pod.shape.extended:
-            names = ", ".join(sorted(pod.shape.extended))
+        if shape.extended:
+            names = ", ".join(sorted(shape.extended))
             return Refusal("resources", f"no instance type offers {names}")
-        key = id(attempt)
-        admitted = self._admits.get(key)
-        if admitted is None:
-            admitted = self._admits[key] = self.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN)
-        if not admitted:
-            requirements = self.requirements
-            return Refusal("requirements", lambda: requirements_text(requirements, attempt.requirements))
-        requests = add(self.requests, requested)
-        fitting = template.shapes.fitting(requests)
-        if self.pods and not self.options & fitting:
-            return _NO_ROOM  # a claim that is full, before the dearer requirement algebra (a fresh one says why)
-        merged = self.requirements.intersection(attempt.requirements) if attempt.requirements else self.requirements
+        constrained = attempt.constrained
+        if constrained:
+            key = id(attempt)
+            admitted = self._admits.get(key)
+            if admitted is None:
+                admitted = self._admits[key] = self.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN)
+            if not admitted:
+                requirements = self.requirements
+                return Refusal("requirements", lambda: requirements_text(requirements, attempt.requirements))
+        merged = self.requirements.intersection(attempt.requirements) if constrained else self.requirements
         table = template.table
         narrowed: list[str] = []
         if involved:
@@ -241,24 +253,27 @@ class NodeClaim:
                 merged = topology.add_requirements(pod, attempt, merged, ALLOW_WELL_KNOWN)
             except TopologyError as error:
                 return Refusal("topology", str(error))
-            if _emptied(merged, self.requirements):
+            if merged is not self.requirements and _emptied(merged, self.requirements):
                 return Refusal("topology", "the topology leaves the node no domain")
             if merged is not before:
                 # A domain of an instance-type label (arch, instance type ...) limits the types as Karpenter's
                 # `filterInstanceTypesByRequirements` does with the topology requirements added in `NodeClaim.Add`.
                 narrowed = [k for k, r in merged.unordered() if table.is_type_key(k) and r != before.get(k)]
         mask = self.options
-        if attempt.requirements:
+        if constrained:
             mask &= table.type_mask(attempt.requirements, os=template.os)
         if narrowed:
             mask &= table.type_mask(merged, narrowed, os=template.os)
-        zone = merged.get_or_exists(wk.ZONE)
-        capacity_type = merged.get_or_exists(wk.CAPACITY_TYPE)
-        if mask and (
-            (zone is not self._zone and zone != self._zone)
-            or (capacity_type is not self._capacity_type and capacity_type != self._capacity_type)
-        ):
-            mask &= table.offering_mask(zone, capacity_type)
+        if merged is self.requirements:  # nothing narrowed: the claim's own zones and capacity types
+            zone, capacity_type = self._zone, self._capacity_type
+        else:
+            zone = merged.get_or_exists(wk.ZONE)
+            capacity_type = merged.get_or_exists(wk.CAPACITY_TYPE)
+            if mask and (
+                (zone is not self._zone and zone != self._zone)
+                or (capacity_type is not self._capacity_type and capacity_type != self._capacity_type)
+            ):
+                mask &= table.offering_mask(zone, capacity_type)
         if not mask:
             return Refusal("instance-types", "no instance type satisfies the requirements of the node and the pod")
         mask &= fitting
@@ -278,7 +293,9 @@ class NodeClaim:
             self._admits.clear()
             self._zone, self._capacity_type = fit.zone, fit.capacity_type
         topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN)
-        self.host_ports.extend(fit.pod.shape.host_ports)
+        ports = fit.pod.shape.topology.host_ports
+        if ports:
+            self.host_ports.extend(ports)
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ def balanced_order(pods: Sequence[Pod]) -> list[Pod]:
     groups: dict[Vector, list[Pod]] = {}
     for pod in pods:
         groups.setdefault(pod.requests, []).append(pod)
-    totals = [sum(p.requests[r] for p in pods) or 1 for r in _BALANCED]
+    totals = [sum(v[r] * len(members) for v, members in groups.items()) or 1 for r in _BALANCED]
     shapes = sorted(groups, key=lambda v: tuple(-v[r] for r in _BALANCED))
     # (shape, its share of each of the three totals, minus the sum of its shares): the three resources spelled
     # out, as this loop runs pods × shapes times
@@ -48,7 +48,16 @@ def balanced_order(pods: Sequence[Pod]) -> list[Pod]:
         for entry in live:
             _, s0, s1, s2, tie = entry
             a, b, c = running0 + s0, running1 + s1, running2 + s2
-            spread = max(a, b, c) - min(a, b, c)
+            # max(a, b, c) - min(a, b, c), without the two calls
+            if a < b:
+                low, high = a, b
+            else:
+                low, high = b, a
+            if c < low:
+                low = c
+            elif c > high:
+                high = c
+            spread = high - low
             if spread < best_spread or (spread == best_spread and tie < best_tie):
                 best, best_spread, best_tie = entry, spread, tie
         v = best[0]
@@ -96,7 +105,14 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
     of another shape the term selects has come (when the batch has one); other pods keep their places. Pods that
     wait on each other in a cycle come at the end, in their order. Linear in the pods, plus one selector match per
     term and shape of the batch that carries the term's first label (or every shape, for a term without one)."""
-    shapes = list(dict.fromkeys(pod.shape for pod in order))
+    # Equal shapes are one shape here: each pod's is looked up once, by identity, for the first equal one (the
+    # dicts below then find their keys without comparing shapes field by field).
+    first: dict[PodShape, PodShape] = {}
+    same: dict[int, PodShape] = {}  # id(a pod's shape) → the first shape equal to it
+    for pod in order:
+        if id(pod.shape) not in same:
+            same[id(pod.shape)] = first.setdefault(pod.shape, pod.shape)
+    shapes = list(first)
     by_label: dict[tuple[str, str], list[PodShape]] = {}
     for shape in shapes:
         for pair in shape.labels:
@@ -153,11 +169,12 @@ def targets_first(order: Sequence[Pod], namespace_labels: Mapping[str, Mapping[s
                     pending.append(follower)
 
     for pod in order:
-        if unmet.get(pod.shape, 0) or pod.shape in held:
-            held.setdefault(pod.shape, []).append(pod)
+        shape = same[id(pod.shape)]
+        if unmet.get(shape, 0) or shape in held:
+            held.setdefault(shape, []).append(pod)
             continue
         result.append(pod)
-        arrive(pod.shape)
+        arrive(shape)
     for pods in held.values():
         result.extend(pods)
     return result

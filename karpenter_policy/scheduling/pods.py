@@ -33,7 +33,8 @@ class Attempt:
     """One variant of a pod that the scheduler tries: after `relaxed` (in words, in order) was given up.
 
     `requirements` treat the heaviest preferred node-affinity term as required; `strict` are the required ones
-    only (topology domains are narrowed by those alone, as Karpenter's `NewStrictPodRequirements`)."""
+    only (topology domains are narrowed by those alone, as Karpenter's `NewStrictPodRequirements`). `constrained`:
+    `requirements` constrain some key (asked for every claim a pod is offered: a field, not a Python call)."""
 
     index: int
     requirements: Requirements
@@ -43,6 +44,10 @@ class Attempt:
     affinity: tuple[AffinityTerm, ...]
     anti_affinity: tuple[AffinityTerm, ...]
     relaxed: tuple[str, ...] = ()
+    constrained: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "constrained", bool(self.requirements))
 
     @property
     def has_topology(self) -> bool:

@@ -55,7 +55,7 @@ from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
-from karpenter_policy.scheduling.topology import Topology
+from karpenter_policy.scheduling.topology import GroupKeys, Topology
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
 
 COST = "cost"
@@ -173,6 +173,7 @@ class Scheduler:
         #: which templates may take a pod at all, by the custom labels they define
         self.index = TemplateIndex(self.templates, ALLOW_WELL_KNOWN)
         self.node_domains = node_domains
+        self.group_keys = GroupKeys()  # every run's topology groups are keyed alike: their keys made once
         self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
         #: the existing nodes of each template (its `node_limit` counts them)
         self.nodes: dict[str, int] = {}
@@ -254,10 +255,6 @@ class Scheduler:
         if karpenter is not None and _plan_order(karpenter) < _plan_order(plan):
             plan = karpenter
         return plan
-
-
-def _pod_count(claim: NodeClaim) -> int:
-    return len(claim.pods)
 
 
 def _plan_order(plan: Plan) -> tuple[int, int, float, int]:
@@ -357,6 +354,8 @@ def cheapest_launch(
     return table.cheapest(mask, zone, _launch_capacity_type(table, mask, zone, capacity_type))
 
 
+#: A kind of pods (the cost strategy's caps): the requirements and tolerations they are written with.
+_Kind = tuple[Requirements, tuple[object, ...]]
 #: Refusals that hold for every claim of the template, whatever it already holds.
 _TEMPLATE_WIDE = frozenset({"unavailable", "taint", "requirements"})
 
@@ -371,6 +370,8 @@ class _Run:
         self.existing = [node.fresh() for node in scheduler.existing]
         self.first_fit = FirstFit([(node.allocatable, node.requests) for node in self.existing])
         self.claims: list[NodeClaim] = []
+        self._grown: int | None = None  # Karpenter's rule: the claim that took the last pod (`_fewest_pods_first`)
+        self._ordered = 0  # Karpenter's rule: how many claims `_fewest_pods_first` has put in order
         # cost strategy: the claims that may still take a pod, per template position, each in creation order
         self.open: dict[int, list[NodeClaim]] = {}
         self.capped: dict[int, list[NodeClaim]] = {}  # cost strategy: every claim made with a price cap
@@ -380,18 +381,26 @@ class _Run:
         domains: Mapping[str, Collection[str]] = _with_node_labels(scheduler.template_domains, self.existing)
         if scheduler.node_domains is not None:
             domains = MergedDomains(domains, scheduler.node_domains)
-        self.topology = Topology(domains, scheduler.cluster_pods, scheduler.namespace_labels)
+        self.topology = Topology(domains, scheduler.cluster_pods, scheduler.namespace_labels, scheduler.group_keys)
         self.attempt_of: dict[str, int] = {}
+        self._attempts: dict[str, Attempt] = {}  # pod key → its current attempt (`attempt`, remembered)
         self.errors: dict[str, dict[str, Refusal]] = {}
-        self._demand: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}
-        self._waiting: dict[tuple[Requirements, tuple[object, ...]], int] = {}  # how many pods `_demand` sums
-        self._mixed: set[tuple[Requirements, tuple[object, ...]]] = set()  # kinds whose pods' requests differ
-        self._requests: dict[tuple[Requirements, tuple[object, ...]], Vector] = {}  # a request of each kind
+        # pod key → the number of its kind (`_signature`, numbered in the run's order): the dicts below are keyed
+        # by it, not by the requirements (hashed and compared for every look-up)
+        self._kinds: dict[str, int] = {}
+        self._demand: dict[int, Vector] = {}
+        self._waiting: dict[int, int] = {}  # how many pods `_demand` sums
+        self._mixed: set[int] = set()  # kinds whose pods' requests differ
+        self._requests: dict[int, Vector] = {}  # a request of each kind
         self._smallest: Vector | None = None
         self._hostnames = 0
 
     def attempt(self, pod: Pod) -> Attempt:
-        return pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[self.attempt_of.get(pod.key, 0)]
+        found = self._attempts.get(pod.key)
+        if found is None:
+            attempts = pod.shape.attempts(self.s.tolerate_prefer_no_schedule)
+            found = self._attempts[pod.key] = attempts[self.attempt_of.get(pod.key, 0)]
+        return found
 
     def solve(self) -> Plan:
         plan = self.solve_below(None)
@@ -404,30 +413,44 @@ class _Run:
         floor = CostFloor(self.s.templates, self.existing, self.pods) if ceiling is not None else None
         limit = math.inf if ceiling is None else ceiling + FLOOR_MARGIN
         queue = deque(self.pods)
+        kinds = self._kinds
+        numbers: dict[_Kind, int] = {}
+        members: dict[int, list[Vector]] = {}  # kind → its pods' requests
+        demand, waiting = self._demand, self._waiting
+        tolerate = self.s.tolerate_prefer_no_schedule
         for pod in queue:
-            self.topology.update(pod, self.attempt(pod))
-            signature = self._signature(pod)
-            self._demand[signature] = add(self._demand.get(signature, ZERO), pod.requests)
-            self._waiting[signature] = self._waiting.get(signature, 0) + 1
-            if self._requests.setdefault(signature, pod.requests) != pod.requests:
-                self._mixed.add(signature)
-            self._smallest = pod.requests if self._smallest is None else tuple(map(min, self._smallest, pod.requests))
+            tried = pod.shape.attempts(tolerate)
+            attempt = self._attempts[pod.key] = tried[self.attempt_of.get(pod.key, 0)]
+            self.topology.update(pod, attempt)
+            signature = (tried[0].requirements, tried[0].tolerations)  # `_signature`
+            kind = kinds[pod.key] = numbers.setdefault(signature, len(numbers))
+            members.setdefault(kind, []).append(pod.requests)
+        for kind, vectors in members.items():
+            demand[kind] = tuple(map(sum, zip(*vectors, strict=True)))
+            waiting[kind] = len(vectors)
+            self._requests[kind] = vectors[0]
+            if any(v != vectors[0] for v in vectors):
+                self._mixed.add(kind)
+        if members:  # the smallest request of each resource
+            sizes = {v for vectors in members.values() for v in vectors}
+            self._smallest = tuple(min(amounts) for amounts in zip(*sizes, strict=True))
         last_length: dict[str, int] = {}
         placed = 0
         plan = Plan()
+        attempts = self._attempts
         while queue:
             pod = queue[0]
             if last_length.get(pod.key) == len(queue):
                 break  # a full pass without progress
             queue.popleft()
-            attempt = self.attempt(pod)
+            attempt = attempts.get(pod.key) or self.attempt(pod)
             errors = self.add(pod, attempt)
             if errors is None:
                 if attempt.relaxed:
                     plan.relaxed[pod.key] = attempt.relaxed
-                signature = self._signature(pod)
-                self._demand[signature] = subtract(self._demand[signature], pod.requests)
-                self._waiting[signature] -= 1
+                kind = kinds[pod.key]
+                demand[kind] = subtract(demand[kind], pod.requests)
+                waiting[kind] -= 1
                 if floor is not None:
                     floor.placed(pod)
                     placed += 1
@@ -461,14 +484,16 @@ class _Run:
         if index + 1 >= len(attempts):
             return False
         self.attempt_of[pod.key] = index + 1
+        self._attempts.pop(pod.key, None)
         return True
 
     def _bystander(self, pod: Pod) -> bool:
         """The pod may move between claims without changing any topology count: it has no host ports and takes
         part in no topology group."""
-        return not pod.shape.host_ports and self.topology.bystander(pod, self.attempt(pod))
+        return not pod.shape.topology.host_ports and self.topology.bystander(pod, self.attempt(pod))
 
-    def _signature(self, pod: Pod) -> tuple[Requirements, tuple[object, ...]]:
+    def _signature(self, pod: Pod) -> _Kind:
+        """The pod's kind: the requirements and tolerations it is written with (its first attempt's)."""
         first = pod.shape.attempts(self.s.tolerate_prefer_no_schedule)[0]
         return first.requirements, first.tolerations
 
@@ -483,15 +508,16 @@ class _Run:
                 return None
         candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
         if self.strategy == KARPENTER:
-            self.claims.sort(key=_pod_count)  # stable: ties keep creation order, as Go's sort mostly does
+            self._fewest_pods_first()
             topology = self.topology
             refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None  # as in `_best_fit`
             index = self.s.index
-            for claim in self.claims:
+            for position, claim in enumerate(self.claims):
                 if refuses is not None and claim.pods and refuses(claim.requirements):
                     continue
                 maybe = index.admits_maybe(claim.template, candidates)
                 if maybe and claim.try_add(pod, attempt, topology, refusal_asked=True) is None:
+                    self._grown = position
                     return None
         elif self._best_fit(pod, attempt, candidates):
             return None
@@ -499,6 +525,31 @@ class _Run:
         if errors is not None and self.strategy == COST and self._beyond_caps(pod, attempt, errors):
             return None
         return errors
+
+    def _fewest_pods_first(self) -> None:
+        """Karpenter's rule: order the claims by their pods, fewest first, ties in the order they were in (a stable
+        sort, as Go's sort mostly is). Since the last time, one claim took a pod (`_grown`) or one was made (at the
+        end): that one moves to where a stable sort puts it, the others keep their order."""
+        claims = self.claims
+        grown, self._grown = self._grown, None
+        if grown is not None:  # it goes behind the claims after it with fewer pods than it has now
+            claim = claims[grown]
+            count = len(claim.pods)
+            last = grown
+            while last + 1 < len(claims) and len(claims[last + 1].pods) < count:
+                last += 1
+            if last > grown:
+                claims[grown:last + 1] = [*claims[grown + 1:last + 1], claim]
+        while self._ordered < len(claims):  # a new claim goes in front of the claims with more pods
+            made = self._ordered
+            claim = claims[made]
+            count = len(claim.pods)
+            first = made
+            while first > 0 and len(claims[first - 1].pods) > count:
+                first -= 1
+            if first < made:
+                claims[first:made + 1] = [claim, *claims[first:made]]
+            self._ordered += 1
 
     def _claims_of(self, by_template: Mapping[int, list[NodeClaim]], candidates: int) -> Iterable[NodeClaim]:
         """The claims of `by_template` of the candidate templates, in creation order."""
@@ -512,13 +563,15 @@ class _Run:
         """A pod nothing else depends on joins the open claim it leaves most evenly used (cpu against memory, at
         the type the claim would launch then); ties go to the claim made first. Only the claims of templates that
         may take the pod are asked (:class:`TemplateIndex`)."""
-        best: tuple[float, int] | None = None
+        best = math.inf
         chosen: tuple[NodeClaim, Fit] | None = None
         feasible = 0
         topology = self.topology
         # the claims whose domains the pod's groups leave nothing, refused first: the counts do not change during
         # the scan, so what they allow is worked out once (most claims a pod with topology is offered end here)
         refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None
+        # The claims come in creation order, so a tie in evenness goes to the one found first: only a strictly more
+        # even claim replaces it.
         for claim in self._claims_of(self.open, candidates):  # lazily: the scan stops at the 5th that fits
             if feasible == BEST_FIT_CANDIDATES:
                 break
@@ -535,9 +588,9 @@ class _Run:
             allocatable = template.shapes.allocatable[launch]
             cpu = fit.requests[CPU_I] / allocatable[CPU_I] if allocatable[CPU_I] else 0.0
             memory = fit.requests[MEMORY_I] / allocatable[MEMORY_I] if allocatable[MEMORY_I] else 0.0
-            score = (abs(cpu - memory), self._created[id(claim)])
-            if best is None or score < best:
-                best, chosen = score, (claim, fit)
+            evenness = abs(cpu - memory)
+            if chosen is None or evenness < best:
+                best, chosen = evenness, (claim, fit)
         if chosen is None:
             return False
         claim, fit = chosen
@@ -664,9 +717,9 @@ class _Run:
         template = claim.template
         table = template.table
         prices = table.prices(claim.zone, claim.capacity_type)
-        signature = self._signature(pod)
-        demand = self._demand.get(signature, pod.requests)
-        waiting = max(1, self._waiting.get(signature, 1))
+        kind = self._kinds.get(pod.key)
+        demand = self._demand.get(kind, pod.requests) if kind is not None else pod.requests
+        waiting = max(1, self._waiting.get(kind, 1) if kind is not None else 1)
         wanted = [r for r, amount in enumerate(pod.requests) if amount > 0 and demand[r] > 0]
         allocatable = template.shapes.allocatable
         overhead = template.overhead
@@ -676,12 +729,15 @@ class _Run:
             if price is None:
                 continue
             held = waiting
+            room = allocatable[i]
             for r in wanted:  # whole pods of the mean size: floor(room × waiting / demand)
-                held = min(held, (allocatable[i][r] - overhead[r]) * waiting // demand[r])
-            types.append((max(held, 1), price, i))
+                pods = (room[r] - overhead[r]) * waiting // demand[r]
+                if pods < held:
+                    held = pods
+            types.append((held if held > 1 else 1, price, i))
         if not types:
             return
-        tail = None if signature in self._mixed else _cheapest_holding(types)
+        tail = None if kind in self._mixed else _cheapest_holding(types)
         best: tuple[float, int, float, str] | None = None
         chosen = -1
         for held, price, i in types:
@@ -690,7 +746,10 @@ class _Run:
             else:
                 full, rest = divmod(waiting, held)
                 total = full * price + (tail(rest) if rest else 0.0)
-            score = (round(total, 9), -held, price, table.names[i])
+            rounded = round(total, 9)
+            if best is not None and rounded > best[0]:
+                continue  # (most types: dearer, decided without the rest of the score)
+            score = (rounded, -held, price, table.names[i])
             if best is None or score < best:
                 best, chosen = score, i
         if chosen < 0:

@@ -54,6 +54,14 @@ class GroupKey:
     max_skew: int
     min_domains: int | None
     node_filter: tuple[Requirements, ...] | None
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        compared = (self.kind, self.key, self.namespaces, self.selector, self.max_skew, self.min_domains)
+        object.__setattr__(self, "_hash", hash((*compared, self.node_filter)))
+
+    def __hash__(self) -> int:  # computed once: groups are looked up by their key for every pod of every run
+        return self._hash
 
 
 def node_filter_of(shape: PodShape) -> tuple[Requirements, ...]:
@@ -73,19 +81,32 @@ class TopologyGroup:
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     _selects: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = field(default_factory=dict)  # by `selection_key`
 
-    @property
-    def key(self) -> str:
-        return self.spec.key
+    #: the spec's topology key and kind (attributes: asked for every claim a pod is offered)
+    key: str = field(init=False)
+    kind: Kind = field(init=False)
+    #: the key is the hostname
+    hostname: bool = field(init=False)
+    #: every node passes the spread's node filter (there is none, or one of its terms constrains nothing)
+    unfiltered: bool = field(init=False)
+    node_filter: tuple[Requirements, ...] = field(init=False)
+    #: moves whenever a count does (what `_affine` was worked out at)
+    revision: int = field(init=False, default=0)
+    #: affinity: (revision, the pod's domains, the domains holding a selected pod that they allow)
+    _affine: tuple[int, Requirement, Requirement] | None = field(init=False, default=None)
 
-    @property
-    def kind(self) -> Kind:
-        return self.spec.kind
+    def __post_init__(self) -> None:
+        self.key, self.kind = self.spec.key, self.spec.kind
+        self.hostname = self.key == wk.HOSTNAME
+        self.node_filter = self.spec.node_filter or ()
+        self.unfiltered = not self.node_filter or any(not term for term in self.node_filter)
 
     def register(self, *domains: str) -> None:
+        self.revision += 1
         for domain in domains:
             self.counts.setdefault(domain, 0)
 
     def record(self, *domains: str) -> None:
+        self.revision += 1
         for domain in domains:
             self.counts[domain] = self.counts.get(domain, 0) + 1
 
@@ -105,10 +126,9 @@ class TopologyGroup:
         keys a node may leave undefined (a new node: the well-known labels; a running node: none)."""
         if not self.selects(shape):
             return False
-        node_filter = self.spec.node_filter
-        if not node_filter:
+        if self.unfiltered:
             return True
-        return any(requirements.admits(f, allow_undefined) for f in node_filter)
+        return any(requirements.admits(f, allow_undefined) for f in self.node_filter)
 
     def next_domains(self, shape: PodShape, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
         if self.kind == Kind.SPREAD:
@@ -122,12 +142,16 @@ class TopologyGroup:
         hostname is a domain (a new node's is known the moment it is planned); other keys' domains are the
         universe the group was made with, and those running pods were counted in."""
         if not node_domains.complement:
-            hostname = self.key == wk.HOSTNAME
-            return sorted(d for d in node_domains.values if (hostname or d in self.counts) and node_domains.has(d))
+            hostname = self.hostname
+            values = node_domains.values
+            if len(values) == 1:  # (most nodes: one hostname, one zone)
+                (only,) = values
+                return (only,) if (hostname or only in self.counts) and node_domains.has(only) else ()
+            return sorted(d for d in values if (hostname or d in self.counts) and node_domains.has(d))
         return sorted(d for d in self.counts if node_domains.has(d))
 
     def _min_count(self, pod_domains: Requirement) -> int:
-        if self.key == wk.HOSTNAME:
+        if self.hostname:
             return 0  # a new node is always possible
         lowest = math.inf
         supported = 0
@@ -149,21 +173,30 @@ class TopologyGroup:
                 best, best_count = domain, count
         if best is None:
             return Requirement(self.key, False)  # DoesNotExist: no domain
+        if _only(node_domains, best):  # the node's own domain: the same set, not a copy to compare
+            return node_domains
         return Requirement(self.key, False, frozenset({best}))
 
     def _next_affinity(self, shape: PodShape, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
-        options = {d for d, count in self.counts.items() if count > 0 and pod_domains.has(d)}
-        if not options and self.selects(shape):  # the first pod of a self-affine group picks its domain
-            both = pod_domains.intersection(node_domains)
-            for domain in self._candidates(both):
-                options.add(domain)
-                break
-            if not options:
-                for domain in sorted(self.counts):
-                    if pod_domains.has(domain):
-                        options.add(domain)
-                        break
-        return Requirement(self.key, False, frozenset(options))
+        # The domains holding a selected pod do not depend on the node: while the counts stay as they are (a pod
+        # offered many claims), they are worked out once.
+        affine = self._affine
+        if affine is not None and affine[0] == self.revision and affine[1] is pod_domains:
+            held = affine[2]
+        else:
+            values = frozenset(d for d, count in self.counts.items() if count > 0 and pod_domains.has(d))
+            held = Requirement(self.key, False, values)
+            self._affine = (self.revision, pod_domains, held)
+        if held.values or not self.selects(shape):
+            return held
+        # the first pod of a self-affine group picks its domain
+        both = pod_domains.intersection(node_domains)
+        for domain in self._candidates(both):
+            return Requirement(self.key, False, frozenset({domain}))
+        for domain in sorted(self.counts):
+            if pod_domains.has(domain):
+                return Requirement(self.key, False, frozenset({domain}))
+        return held
 
     def _next_anti_affinity(self, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
         if self.key == wk.HOSTNAME and not node_domains.complement:  # only the node's own hostname matters
@@ -171,6 +204,34 @@ class TopologyGroup:
         else:
             free = {d for d, count in self.counts.items() if count == 0 and pod_domains.has(d)}
         return Requirement(self.key, False, frozenset(free))
+
+
+class GroupKeys:
+    """The group keys of each attempt's terms, made once for every run of a scheduling (each run asks for every pod
+    again), and one object per key: a run's groups are then found by a key that is the very object stored."""
+
+    def __init__(self) -> None:
+        self._of: dict[int, tuple[Attempt, tuple[GroupKey, ...]]] = {}  # id(attempt) → (attempt, its keys)
+        self._canonical: dict[GroupKey, GroupKey] = {}
+
+    def of(self, shape: PodShape, attempt: Attempt) -> tuple[GroupKey, ...]:
+        """The keys of the groups a pod of `shape` owns with `attempt` (one of the shape's attempts)."""
+        found = self._of.get(id(attempt))
+        if found is not None and found[0] is attempt:
+            return found[1]
+        keys = tuple(self._canonical.setdefault(key, key) for key in _specs(shape, attempt))
+        self._of[id(attempt)] = (attempt, keys)
+        return keys
+
+
+def _specs(shape: PodShape, attempt: Attempt) -> list[GroupKey]:
+    specs = []
+    for constraint in attempt.spread:
+        specs.append(_spread_key(shape, constraint))
+    for term in (*attempt.affinity, *attempt.anti_affinity):
+        kind = Kind.ANTI_AFFINITY if term.anti else Kind.AFFINITY
+        specs.append(GroupKey(kind, term.key, term.namespaces, term.selector, 2**31 - 1, None, None))
+    return specs
 
 
 class Topology:
@@ -181,8 +242,11 @@ class Topology:
         domains: Mapping[str, Collection[str]],
         cluster_pods: PodsForTopology | Iterable[ClusterPod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        group_keys: GroupKeys | None = None,
     ) -> None:
+        """`group_keys`: shared by the runs of one scheduling (each run makes its own Topology)."""
         self.domains = domains  # read only: shared with the caller, never copied
+        self.group_keys = group_keys if group_keys is not None else GroupKeys()
         self.cluster_pods = as_running(cluster_pods)
         self.namespace_labels = namespace_labels or {}
         self.groups: dict[GroupKey, TopologyGroup] = {}
@@ -224,7 +288,7 @@ class Topology:
             if term.required:
                 self._inverse_group(term).owners.add(pod.key)
         owned: list[TopologyGroup] = []
-        for spec in self._specs(pod.shape, attempt):
+        for spec in self.group_keys.of(pod.shape, attempt):
             found = self.groups.get(spec)
             if found is None:
                 found = self.groups[spec] = self._new_group(spec)
@@ -234,16 +298,6 @@ class Topology:
             owned.append(found)
         if owned:
             self._owned[pod.key] = owned
-
-    @staticmethod
-    def _specs(shape: PodShape, attempt: Attempt) -> list[GroupKey]:
-        specs = []
-        for constraint in attempt.spread:
-            specs.append(_spread_key(shape, constraint))
-        for term in (*attempt.affinity, *attempt.anti_affinity):
-            kind = Kind.ANTI_AFFINITY if term.anti else Kind.AFFINITY
-            specs.append(GroupKey(kind, term.key, term.namespaces, term.selector, 2**31 - 1, None, None))
-        return specs
 
     def _count(self, group: TopologyGroup) -> None:
         """Count the running pods the group selects, per domain of their nodes (Karpenter's `countDomains`)."""
@@ -303,17 +357,19 @@ class Topology:
             return node
         narrowed = node
         strict = attempt.strict
+        shape = pod.shape
         for group in groups:
             key = group.key
             pod_domains = strict.get_or_exists(key)
             node_domains = node.get_or_exists(key)
-            domains = group.next_domains(pod.shape, pod_domains, node_domains)
+            domains = group.next_domains(shape, pod_domains, node_domains)
             if domains.is_empty():
                 raise TopologyError(
                     f"unsatisfiable {group.kind} constraint on {key} "
                     f"(pods with {group.spec.selector}; {_describe(group, pod_domains, node_domains)})"
                 )
-            if narrowed.get(key) != domains:  # (the same domains: the node is left as it is)
+            current = narrowed.get(key)
+            if current is not domains and current != domains:  # (the same domains: the node is left as it is)
                 narrowed = narrowed.add(domains)
         return narrowed
 
@@ -335,6 +391,16 @@ class Topology:
         tests = self._domain_tests(pod, attempt)
         if not tests:
             return None
+        if len(tests) == 1:  # (most pods: one group; asked of every claim the pod is offered)
+            ((key, allowed),) = tests
+
+            def refuses(node: Requirements) -> bool:
+                values = node.get(key)  # undefined: every value (never refused)
+                if values is None or values.complement or not values.values:
+                    return False
+                return not allowed(values.values)
+
+            return refuses
         return lambda node: _refused(tests, node)
 
     def _domain_tests(self, pod: Pod, attempt: Attempt) -> list[tuple[str, Callable[[Iterable[str]], bool]]]:
@@ -359,8 +425,8 @@ class Topology:
     def record(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> None:
         """Count a pod placed on a node with these requirements in every group that counts it."""
         self._version += 1
-        for group in self.selecting(pod.shape):
-            if not group.counts_pod(pod.shape, requirements, allow_undefined):
+        for group in self.selecting(pod.shape):  # (they select the pod: `counts_pod` without asking that again)
+            if not group.unfiltered and not any(requirements.admits(f, allow_undefined) for f in group.node_filter):
                 continue
             domains = requirements.get_or_exists(group.key)
             if domains.complement:
@@ -374,6 +440,18 @@ class Topology:
                 domains = requirements.get_or_exists(group.key)
                 if not domains.complement:
                     group.record(*sorted(domains.values))
+
+
+def _only(requirement: Requirement, value: str) -> bool:
+    """The requirement is exactly `In [value]`."""
+    return (
+        not requirement.complement
+        and len(requirement.values) == 1
+        and value in requirement.values
+        and requirement.greater_than is None
+        and requirement.less_than is None
+    )
+
 
 def _refused(tests: Sequence[tuple[str, Callable[[Iterable[str]], bool]]], node: Requirements) -> bool:
     for key, allowed in tests:

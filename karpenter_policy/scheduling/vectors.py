@@ -70,7 +70,8 @@ def add(a: Vector, b: Vector) -> Vector:
 
 
 def subtract(a: Vector, b: Vector) -> Vector:
-    return tuple(x - y for x, y in zip(a, b, strict=True))
+    """The element-wise difference (of two vectors: of equal length)."""
+    return tuple(map(operator.sub, a, b))
 
 
 def fits(requests: Vector, available: Vector) -> bool:

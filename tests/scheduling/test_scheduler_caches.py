@@ -6,11 +6,17 @@ Issue #23 (the scheduler's rate at 5,000 pods) added caches on the paths every c
   by its shape — pods that differ only in their requests share the answer;
 * an instance table remembers, per ranking of zones and capacity types, the cheapest type of each mask asked
   (`InstanceTable._cheapest_entry`), and finds a ranking by the identity of the two requirements first
-  (`InstanceTable._rank`).
+  (`InstanceTable._rank`);
+* the keys of a pod's topology groups are made once per scheduling, one object per key (`GroupKeys`);
+* an affinity group remembers the domains holding a selected pod while its counts stand (`_next_affinity`);
+* a ranking builds its offerings once (`InstanceTable.ranked`);
+* Karpenter's rule keeps its claims in fewest-pods order by moving the one claim that changed
+  (`_Run._fewest_pods_first`), where Karpenter sorts them all before each pod.
 
 With each cache taken away — selection keyed by the shape itself, every cheapest type searched again, every
-ranking looked up by value — every plan of both strategies is the same: every pod on the same claim, each claim
-with the same types in the same order, the same failures and relaxations.
+ranking looked up by value, group keys and offerings made afresh for every question, affinity domains worked out
+again, the claims sorted (stably) before each pod — every plan of both strategies is the same: every pod on the
+same claim, each claim with the same types in the same order, the same failures and relaxations.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from profiles import deterministic
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.scheduling import COST, KARPENTER, InstanceTable, Pod
 from karpenter_policy.scheduling import instances as instances_module
+from karpenter_policy.scheduling import scheduler as scheduler_module
+from karpenter_policy.scheduling import topology as topology_module
 from karpenter_policy.scheduling.pods import PodShape
 
 from .test_cost_vs_karpenter import instance_types
@@ -43,6 +51,28 @@ def _uncached_cheapest(
     return ranked.entries[instances_module._first_meeting(ranked.prefixes, mask)]
 
 
+_ranked = InstanceTable.ranked
+_next_affinity = topology_module.TopologyGroup._next_affinity
+
+
+def _ranked_afresh(self: InstanceTable, mask: int, zone: Requirement, capacity_type: Requirement) -> Any:
+    self._rank(zone, capacity_type).offers.clear()
+    return _ranked(self, mask, zone, capacity_type)
+
+
+def _affinity_afresh(self: topology_module.TopologyGroup, *args: Any) -> Requirement:
+    self._affine = None
+    return _next_affinity(self, *args)
+
+
+def _keys_afresh(self: topology_module.GroupKeys, shape: PodShape, attempt: Any) -> Any:
+    return tuple(topology_module._specs(shape, attempt))
+
+
+def _sorted_before_each_pod(self: scheduler_module._Run) -> None:
+    self.claims.sort(key=lambda claim: len(claim.pods))  # Karpenter's own: a stable sort of every claim
+
+
 @contextlib.contextmanager
 def without_caches() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
@@ -50,6 +80,10 @@ def without_caches() -> Iterator[None]:
         patch.setattr(PodShape, "selection_key", property(lambda shape: (shape.namespace, shape.labels, id(shape))))
         patch.setattr(InstanceTable, "_cheapest_entry", _uncached_cheapest)
         patch.setattr(InstanceTable, "_rank", lambda self, zone, capacity_type: self._rank_sets(zone, capacity_type))
+        patch.setattr(InstanceTable, "ranked", _ranked_afresh)
+        patch.setattr(topology_module.GroupKeys, "of", _keys_afresh)
+        patch.setattr(topology_module.TopologyGroup, "_next_affinity", _affinity_afresh)
+        patch.setattr(scheduler_module._Run, "_fewest_pods_first", _sorted_before_each_pod)
         yield
 
 
