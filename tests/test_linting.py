@@ -38,11 +38,18 @@ spec:
     - key: node.kubernetes.io/instance-type
       operator: In
       values: [m5.large, m5.xlarge]
-  provider:
-    subnetSelector: {{karpenter.sh/discovery: demo}}
-    securityGroupSelector: {{karpenter.sh/discovery: demo}}
+  providerRef: {{name: {name}}}
+---
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata:
+  name: {name}
+spec:
+  subnetSelector: {{karpenter.sh/discovery: demo}}
+  securityGroupSelector: {{karpenter.sh/discovery: demo}}
 """
-# One warning (a beta key, line 7) and, for check, one solver error (m9z.large exists nowhere, line 12).
+# One warning (a beta key, line 7) and, for check, one solver error (m9z.large exists nowhere, line 12); its
+# AWSNodeTemplate in the same file.
 WARNING_AND_ERROR = """\
 apiVersion: karpenter.sh/v1alpha5
 kind: Provisioner
@@ -56,9 +63,15 @@ spec:
     - key: node.kubernetes.io/instance-type
       operator: In
       values: [m9z.large]{type_comment}
-  provider:
-    subnetSelector: {{karpenter.sh/discovery: demo}}
-    securityGroupSelector: {{karpenter.sh/discovery: demo}}
+  providerRef: {{name: odd}}
+---
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata:
+  name: odd
+spec:
+  subnetSelector: {{karpenter.sh/discovery: demo}}
+  securityGroupSelector: {{karpenter.sh/discovery: demo}}
 """
 HELM_VALUES = "replicaCount: 2\nimage:\n  repository: nginx\n  tag: stable\n"
 WORKFLOW = "name: ci\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: make\n"
@@ -128,14 +141,15 @@ def test_yaml_that_is_not_a_kubernetes_object_is_skipped_and_counted(repo: Path)
     as_json = run("validate", "policies", "--exclude", "charts", "--output", "json", cwd=repo)
 
     assert done.returncode == 0, done.stdout
-    assert "validated 2 objects (2 Provisioner) in 4 files" in done.stdout
+    assert "validated 4 objects (2 AWSNodeTemplate, 2 Provisioner) in 4 files" in done.stdout
     assert "skipped 2 YAML documents that are not Kubernetes objects" in done.stdout
     assert json.loads(as_json.stdout)["summary"]["not_kubernetes"] == 2
 
 
 def test_a_manifest_without_its_type_is_still_an_error(tmp_path: Path) -> None:
     no_kind = PROVISIONER.format(name="a").replace("kind: Provisioner\n", "")
-    no_type = no_kind.replace("apiVersion: karpenter.sh/v1alpha5\n", "")
+    no_type = PROVISIONER.format(name="b").replace("kind: Provisioner\n", "").replace(
+        "apiVersion: karpenter.sh/v1alpha5\n", "")
     (tmp_path / "no-kind.yaml").write_text(no_kind)
     (tmp_path / "no-type.yaml").write_text(no_type)
 

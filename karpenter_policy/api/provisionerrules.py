@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import yaml
+
 from karpenter_policy.api import aws
 from karpenter_policy.api.metadata import metadata_violations
 from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
+    DEPRECATED_PROVIDER,
     INVALID_REQUIREMENT,
     INVALID_SPEC,
     QUANTITY_OUT_OF_RANGE,
@@ -260,6 +263,39 @@ def _provider(spec: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> It
         )
     if isinstance(provider, Mapping):
         yield from aws.validate_aws(provider, ("spec", "provider"), inline=True, metadata=metadata)
+        if provider_ref is None:
+            name = metadata.get("name") if isinstance(metadata, Mapping) else None
+            yield Violation(
+                DEPRECATED_PROVIDER,
+                ("spec", "provider"),
+                deprecated_provider_message(provider, name if isinstance(name, str) and name else "NAME"),
+                at_key=True,
+            )
+
+
+#: Lines of the AWSNodeTemplate shown in a `deprecated-provider` message before the rest is cut.
+_SHOWN_TEMPLATE_LINES = 40
+
+
+def deprecated_provider_message(provider: Mapping[str, Any], name: str) -> str:
+    """The `deprecated-provider` warning: its first line says what to do (it is the whole of the webhook's
+    warning), the lines under it are the AWSNodeTemplate to write: the provider's fields as its spec (Karpenter's
+    `AWSNodeTemplateSpec` inlines the AWS provider's fields; the provider's own apiVersion and kind are not
+    fields of it), named after the Provisioner."""
+    spec = {k: v for k, v in provider.items() if k not in ("apiVersion", "kind")}
+    template = {
+        "apiVersion": "karpenter.k8s.aws/v1alpha1",
+        "kind": "AWSNodeTemplate",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    lines = yaml.safe_dump(template, sort_keys=False, default_flow_style=False, allow_unicode=True).splitlines()
+    if len(lines) > _SHOWN_TEMPLATE_LINES:
+        cut = len(lines) - _SHOWN_TEMPLATE_LINES
+        lines = [*lines[:_SHOWN_TEMPLATE_LINES], f"… ({cut} more lines: every field of spec.provider)"]
+    # Short enough for the webhook's warning (120 characters with the rule id) for a name of 14 characters.
+    head = f"spec.provider is deprecated: use an AWSNodeTemplate and providerRef: {{name: {name}}}"
+    return "\n".join([head, *("  " + line for line in lines)])
 
 
 def _eviction(thresholds: Mapping[str, str], path: Path) -> Iterator[Violation]:

@@ -193,7 +193,9 @@ class Checker:
         errors = [self._line(doc, f) for f in ordered if f.severity == ERROR]
         if not is_provisioner and not errors:
             errors = [f"expected a {PROVISIONER_API_VERSION} {PROVISIONER_KIND}, not {describe(obj)}"]
-        warnings = [f"{f.message} [{f.rule}]" for f in ordered if f.severity != ERROR]
+        # A warning is one line in the API server's Warning header (control characters are not allowed there):
+        # a multi-line finding gives its first line, which says what to do (`deprecated-provider`).
+        warnings = [f"{f.message.split(chr(10), 1)[0]} [{f.rule}]" for f in ordered if f.severity != ERROR]
         return CheckResult(is_provisioner, tuple(errors), tuple(warnings), tuple(ordered))
 
     def _check_v1(self, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> CheckResult:

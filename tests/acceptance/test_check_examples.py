@@ -201,7 +201,9 @@ def test_text_output_lists_each_provisioner_with_a_witness() -> None:
     result = run_cli(relative(CHECK_DIR / "positive" / "pinned-instance-types.yaml"))
     assert result.returncode == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
-    assert lines[-1].startswith("checked 1 object (1 Provisioner) in 1 file: 0 errors, 0 warnings")
+    assert lines[-1].startswith(
+        "checked 2 objects (1 AWSNodeTemplate, 1 Provisioner) in 1 file: 0 errors, 0 warnings"
+    )
     assert re.fullmatch(
         r"examples/check/positive/pinned-instance-types\.yaml:6:9: info: Provisioner/pinned: 2 instance types, "
         r"e\.g\. m5\.(large|2xlarge) \(us-east-1[ab], (spot|on-demand)\)",

@@ -185,7 +185,7 @@ def test_text_output_names_file_line_and_column_and_ends_with_a_summary() -> Non
     matches = [pattern.fullmatch(line) for line in finding_lines]
     assert all(matches), finding_lines
     assert Counter(("invalid-spec", int(m["line"])) for m in matches if m) == header.errors
-    assert summary == "validated 1 object (1 Provisioner) in 1 file: 2 errors, 0 warnings"
+    assert summary == "validated 2 objects (1 AWSNodeTemplate, 1 Provisioner) in 1 file: 2 errors, 0 warnings"
 
 
 def _count_kinds(paths: list[Path]) -> tuple[Counter[str], Counter[str]]:

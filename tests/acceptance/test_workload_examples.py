@@ -231,7 +231,8 @@ def test_text_output_places_the_seed_workloads() -> None:
         )
         for line in lines
     ), lines
-    assert lines[-1].startswith("checked 13 objects (") and lines[-1].endswith(": 0 errors, 0 warnings")
+    assert lines[-1].startswith("checked 17 objects (4 AWSNodeTemplate, ")
+    assert lines[-1].endswith(": 0 errors, 0 warnings")
 
 
 def test_text_output_of_an_unschedulable_workload() -> None:

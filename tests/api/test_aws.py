@@ -14,7 +14,14 @@ import pytest
 
 from karpenter_policy.api.aws import validate_node_template
 from karpenter_policy.api.provisionerrules import validate_provisioner
-from karpenter_policy.api.violations import AWS_ID_SHAPE, INVALID_SPEC, INVALID_USER_DATA, WARNING, Path
+from karpenter_policy.api.violations import (
+    AWS_ID_SHAPE,
+    DEPRECATED_PROVIDER,
+    INVALID_SPEC,
+    INVALID_USER_DATA,
+    WARNING,
+    Path,
+)
 
 from .support import DELETE, Case, Expect, apply, assert_violations, ids
 
@@ -418,7 +425,9 @@ INLINE_CASES = [
 
 @pytest.mark.parametrize("case", INLINE_CASES, ids=ids(INLINE_CASES))
 def test_inline_provider_rules(case: Case) -> None:
-    assert_violations(validate_provisioner(apply(PROVISIONER, case.changes)), case.expected)
+    # every inline provider is also the deprecation warning (docs/rules/deprecated-provider.md), whatever else
+    deprecated = Expect(DEPRECATED_PROVIDER, PROVIDER, "spec.provider is deprecated", WARNING, at_key=True)
+    assert_violations(validate_provisioner(apply(PROVISIONER, case.changes)), (*case.expected, deprecated))
 
 
 def test_validation_does_not_modify_the_document() -> None:

@@ -15,6 +15,7 @@ import pytest
 from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
+    DEPRECATED_PROVIDER,
     INVALID_REQUIREMENT,
     INVALID_SPEC,
     RESTRICTED_LABEL,
@@ -422,9 +423,12 @@ INLINE_PROVIDER = {
     "securityGroupSelector": {"karpenter.sh/discovery": "prod"},
 }
 
+#: What an inline provider alone gets: the deprecation warning on the `provider` key.
+DEPRECATED = Expect(DEPRECATED_PROVIDER, ("spec", "provider"), "spec.provider is deprecated", WARNING, at_key=True)
+
 PROVIDER_CASES = [
     Case("provider-ref-alone", {}),
-    Case("provider-alone", {("spec", "providerRef"): DELETE, ("spec", "provider"): INLINE_PROVIDER}),
+    Case("provider-alone", {("spec", "providerRef"): DELETE, ("spec", "provider"): INLINE_PROVIDER}, (DEPRECATED,)),
     Case(
         "both", {("spec", "provider"): INLINE_PROVIDER},
         (Expect(INVALID_SPEC, ("spec", "providerRef"), "mutually exclusive"),),
@@ -446,9 +450,42 @@ def test_inline_provider_is_checked_with_the_aws_rules_under_spec_provider() -> 
     run(
         Case(
             "inline-bad-ami-family", {("spec", "providerRef"): DELETE, ("spec", "provider"): provider},
-            (Expect(INVALID_SPEC, ("spec", "provider", "amiFamily"), "amiFamily 'AL3' is not one of"),),
+            (Expect(INVALID_SPEC, ("spec", "provider", "amiFamily"), "amiFamily 'AL3' is not one of"), DEPRECATED),
         )
     )
+
+
+def test_inline_provider_warns_with_the_aws_node_template_to_write_instead() -> None:
+    provider = {"apiVersion": "extensions.karpenter.sh/v1alpha1", "kind": "AWS", **INLINE_PROVIDER,
+                "tags": {"team": "payments"}}
+    found = validate_provisioner(apply(BASE, {("spec", "providerRef"): DELETE, ("spec", "provider"): provider}))
+
+    [warning] = [v for v in found if v.rule == DEPRECATED_PROVIDER]
+    head, *template = warning.message.split("\n")
+    assert head == "spec.provider is deprecated: use an AWSNodeTemplate and providerRef: {name: default}"
+    assert template == [
+        "  apiVersion: karpenter.k8s.aws/v1alpha1",
+        "  kind: AWSNodeTemplate",
+        "  metadata:",
+        "    name: default",
+        "  spec:",
+        "    subnetSelector:",
+        "      karpenter.sh/discovery: prod",
+        "    securityGroupSelector:",
+        "      karpenter.sh/discovery: prod",
+        "    tags:",
+        "      team: payments",
+    ]  # the provider's own apiVersion and kind are not AWSNodeTemplate fields: dropped
+
+
+def test_the_template_of_a_huge_inline_provider_is_cut() -> None:
+    provider = {**INLINE_PROVIDER, "tags": {f"tag-{i}": "x" for i in range(5_000)}}
+    found = validate_provisioner(apply(BASE, {("spec", "providerRef"): DELETE, ("spec", "provider"): provider}))
+
+    [warning] = [v for v in found if v.rule == DEPRECATED_PROVIDER]
+    lines = warning.message.split("\n")
+    assert len(lines) == 42
+    assert lines[-1].endswith("more lines: every field of spec.provider)")
 
 
 # --- taints -------------------------------------------------------------------------------------------------

@@ -182,7 +182,9 @@ def test_the_rules_a_schema_cannot_express() -> None:
 
 def test_the_emr_example_validates() -> None:
     report = validate_paths([str(ROOT / "examples/pinning/policies")])
-    assert (report.errors, report.warnings, dict(report.kinds)) == (0, 0, {"PinningPolicy": 1, "Provisioner": 1})
+    assert (report.errors, report.warnings, dict(report.kinds)) == (0, 0, {
+        "AWSNodeTemplate": 1, "PinningPolicy": 1, "Provisioner": 1
+    })
 
 
 # --- matching -----------------------------------------------------------------------------------------------

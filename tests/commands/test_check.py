@@ -16,10 +16,10 @@ from karpenter_policy.commands.check import check_command, render_check
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.model.spelling import nearest_name
 
+#: Every Provisioner `write` writes names this node template (`node_template` writes it where a test needs it).
 PROVIDER = """\
-  provider:
-    subnetSelector: {karpenter.sh/discovery: prod}
-    securityGroupSelector: {karpenter.sh/discovery: prod}
+  providerRef:
+    name: prod
 """
 
 
@@ -28,6 +28,16 @@ def write(tmp_path: Path, spec: str, name: str = "p", file: str = "p.yaml") -> P
     body = spec.rstrip() + "\n" if spec.strip() else ""
     head = f"apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: {name}\nspec:\n"
     path.write_text(head + body + PROVIDER)
+    return path
+
+
+def node_template(tmp_path: Path, file: str = "prod.yaml") -> Path:
+    """The AWSNodeTemplate `prod` the Provisioners of `write` name in providerRef."""
+    path = tmp_path / file
+    path.write_text(
+        "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata:\n  name: prod\nspec:\n"
+        "  subnetSelector: {karpenter.sh/discovery: prod}\n  securityGroupSelector: {karpenter.sh/discovery: prod}\n"
+    )
     return path
 
 
@@ -174,7 +184,7 @@ def test_unknown_zone_for_the_region(tmp_path: Path) -> None:
 def test_unknown_names_next_to_known_ones_or_excluded_are_warnings(tmp_path: Path) -> None:
     path = write(tmp_path, requirements("karpenter.k8s.aws/instance-family In g5,p3",
                                         "karpenter.k8s.aws/instance-size NotIn metl"))
-    report, checked = check_paths([str(path)])
+    report, checked = check_paths([str(path), str(node_template(tmp_path))])
     assert report.errors == 0
     assert [(f.rule, f.severity, f.line) for f in report.sorted_findings()] == [
         ("previous-generation", "warning", 9), ("unknown-instance-type", "warning", 12)]

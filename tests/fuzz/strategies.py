@@ -39,6 +39,7 @@ POLICY_KINDS = frozenset({PROVISIONER, NODE_TEMPLATE})
 #: Every rule id `validate` may report (the stable rule ids of `api.violations` that `validate` can find).
 KNOWN_RULES = frozenset({
     "parse-error", "schema", "invalid-requirement", "restricted-label", "invalid-spec", "deprecated-label",
+    "deprecated-provider",
     "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range", "ttl-churn",
     "invalid-user-data", "placeholder",
 })

@@ -5,6 +5,7 @@ errors. Constraint sets are those `compile` writes for examples/workloads/polici
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import yaml
@@ -153,6 +154,7 @@ def test_startup_taints_are_registered_and_ignored_while_the_node_starts(
     cilium = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}
     default["spec"]["startupTaints"] = [cilium]
     (policies / "default.yaml").write_text(yaml.safe_dump(default))
+    shutil.copy(ROOT / "examples/workloads/policies/nodetemplates.yaml", policies)  # its providerRef's template
     h = make_harness(source=DirectorySource(compile_policies(policies, tmp_path / "build")))
     create_all(h.cluster, objects.POD, inflate(0, 2))
     h.kubelet.ready_after = 60.0  # the node stays NotReady, its startup taint on, for a while

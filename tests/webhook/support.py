@@ -218,6 +218,7 @@ def cli_verdict(data: Any, solve: bool = True) -> CliVerdict:
     )
     return CliVerdict(
         tuple((f.message, f.rule) for f in findings if f.severity == ERROR),
-        tuple((f.message, f.rule) for f in findings if f.severity != ERROR),
+        # A warning crosses to the API server as one line: a multi-line finding's first line.
+        tuple((f.message.split("\n", 1)[0], f.rule) for f in findings if f.severity != ERROR),
         is_provisioner,
     )

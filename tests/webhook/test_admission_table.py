@@ -140,3 +140,20 @@ def test_a_provisioner_being_deleted_is_admitted(client: Client) -> None:
         assert response["allowed"] is True and "patch" not in response, response
         alive = client.review(path, invalid, operation="UPDATE", oldObject=invalid)
         assert alive["allowed"] is False
+
+
+def test_an_inline_provider_is_admitted_with_the_deprecation_on_one_line(client: Client) -> None:
+    provisioner = {
+        "apiVersion": "karpenter.sh/v1alpha5",
+        "kind": "Provisioner",
+        "metadata": {"name": "legacy"},
+        "spec": {"provider": {"subnetSelector": {"karpenter.sh/discovery": "prod"},
+                              "securityGroupSelector": {"karpenter.sh/discovery": "prod"}}},
+    }
+
+    response = client.review("/validate/provisioners", provisioner)
+
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "spec.provider is deprecated: use an AWSNodeTemplate and providerRef: {name: legacy} [deprecated-provider]"
+    ]

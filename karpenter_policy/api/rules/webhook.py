@@ -75,6 +75,25 @@ DEPRECATED_LABEL = Rule(
 )
 
 
+DEPRECATED_PROVIDER = Rule(
+    id="deprecated-provider",
+    severity=WARNING,
+    summary="A Provisioner's inline spec.provider, deprecated for an AWSNodeTemplate named in providerRef.",
+    description=(
+        "A Provisioner carries its AWS settings inline in spec.provider. Karpenter deprecated it when it "
+        "introduced the AWSNodeTemplate (v0.13, its upgrade guide: \"The use of spec.provider is deprecated\") and "
+        "keeps reading it only for v1alpha5; an AWSNodeTemplate (whose spec inlines the provider's fields) is "
+        "what the later APIs build on, and only it has amiSelector, userData and detailedMonitoring. A warning: "
+        "it works. The message gives the AWSNodeTemplate to write (the provider's fields, named after the "
+        "Provisioner) and the providerRef that replaces spec.provider."
+    ),
+    karpenter=(
+        "core pkg/apis/v1alpha5/provisioner.go: ProvisionerSpec; aws pkg/apis/v1alpha1/awsnodetemplate.go: "
+        "AWSNodeTemplateSpec"
+    ),
+)
+
+
 DUPLICATE_NAME = Rule(
     id="duplicate-name",
     severity=ERROR,
@@ -198,6 +217,7 @@ RULES = (
     RESTRICTED_LABEL,
     INVALID_SPEC,
     DEPRECATED_LABEL,
+    DEPRECATED_PROVIDER,
     DUPLICATE_NAME,
     UNRESOLVED_REFERENCE,
     QUANTITY_OUT_OF_RANGE,

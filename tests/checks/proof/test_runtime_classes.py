@@ -21,9 +21,15 @@ spec:
     - key: node.kubernetes.io/instance-type
       operator: In
       values: [c6a.large, c6a.xlarge, c6a.2xlarge]
-  provider:
-    subnetSelector: {karpenter.sh/discovery: t}
-    securityGroupSelector: {karpenter.sh/discovery: t}
+  providerRef: {name: default}
+---
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata:
+  name: default
+spec:
+  subnetSelector: {karpenter.sh/discovery: t}
+  securityGroupSelector: {karpenter.sh/discovery: t}
 """
 GVISOR = """\
 apiVersion: node.k8s.io/v1
@@ -67,7 +73,7 @@ def test_the_overhead_of_the_runtime_class_adds_to_the_pods_requests(tmp_path: P
     assert sandboxed["requests"] == {"cpu": "2", "memory": "1280Mi"}
     assert sandboxed["instance_types"] == ["c6a.2xlarge", "c6a.xlarge"]
     assert report["summary"]["kinds"]["RuntimeClass"] == 1, "the RuntimeClass is counted as read"
-    assert report["summary"]["objects"] == 3
+    assert report["summary"]["objects"] == 4, "the Provisioner, its AWSNodeTemplate, the RuntimeClass, the Pod"
 
 
 def test_a_runtime_class_that_is_not_among_the_files_is_a_warning_at_the_name(tmp_path: Path) -> None:

@@ -39,9 +39,15 @@ def provisioner(*zones: str) -> str:
             - key: node.kubernetes.io/instance-type
               operator: In
               values: [c6a.large, c6a.xlarge]
-          provider:
-            subnetSelector: {{karpenter.sh/discovery: t}}
-            securityGroupSelector: {{karpenter.sh/discovery: t}}
+          providerRef: {{name: default}}
+        ---
+        apiVersion: karpenter.k8s.aws/v1alpha1
+        kind: AWSNodeTemplate
+        metadata:
+          name: default
+        spec:
+          subnetSelector: {{karpenter.sh/discovery: t}}
+          securityGroupSelector: {{karpenter.sh/discovery: t}}
         """)
 
 

@@ -174,7 +174,7 @@ def test_an_invalid_inline_provider_does_not_hide_a_conflict(tmp_path: Path) -> 
     )
     found = findings(run("check", str(tmp_path / "p.yaml"), "--output", "json"))
     rules = sorted({f["rule"] for f in found})
-    assert rules == ["invalid-spec", "requirements-conflict"]
+    assert rules == ["deprecated-provider", "invalid-spec", "requirements-conflict"]
 
 
 VALUE_TYPOS = provisioner(
