@@ -180,9 +180,9 @@ def build_fleet(
     with the testing API's scene (karpenter_policy.testing) where the tree has it, else as the controller of a
     baseline tree registers nodes (`node_object`)."""
     from karpenter_policy.catalog import load_catalog
-    from karpenter_policy.fakes.cloud import FakeCloudProvider
     from karpenter_policy.kube import objects
 
+    FakeCloudProvider = _compat("karpenter_policy.fakes.cloud", "karpenter_policy.cloud.fake").FakeCloudProvider
     catalog = load_catalog()
     try:
         from karpenter_policy.testing import Scene
@@ -210,11 +210,11 @@ def _build_fleet_baseline(
 
     from karpenter_policy.catalog import load_catalog
     from karpenter_policy.cloud.provider import LaunchRequest
-    from karpenter_policy.fakes.cloud import FakeCloudProvider
-    from karpenter_policy.fakes.cluster import MemoryCluster
     from karpenter_policy.kube import objects
     from karpenter_policy.model.instancetypes import ChosenOffering
 
+    FakeCloudProvider = _compat("karpenter_policy.fakes.cloud", "karpenter_policy.cloud.fake").FakeCloudProvider
+    MemoryCluster = _compat("karpenter_policy.fakes.cluster", "karpenter_policy.kube.memory").MemoryCluster
     constraints = _compat("karpenter_policy.reconcile.constraints")
     node_info = _compat("karpenter_policy.reconcile.state.nodes", "karpenter_policy.reconcile.nodes")
     templates_module = _compat("karpenter_policy.reconcile.templates")
@@ -303,11 +303,23 @@ def export_tree(ref: str) -> Path:
     return target
 
 
+#: Set in a baseline tree's process: `without_editable_install` is to run before anything of the package imports.
+BASELINE_TREE = "KARPENTER_POLICY_BENCH_BASELINE_TREE"
+
+
+def without_editable_install() -> None:
+    """Drop the venv's editable-install finder (setuptools' `__editable__…_finder`) from the import system. It
+    resolves any `karpenter_policy.*` module a baseline tree lacks to this tree's file, so a baseline process would
+    quietly run this tree's `testing` or `fakes`, and fail or measure the wrong code."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")]
+
+
 def run_tree(script: Path, tree: Path | None, arguments: list[str], timeout: float) -> dict[str, Any]:
     """Run `script --in-process ARGS` with `tree`'s package first on the path (None: this tree); its JSON."""
     environment = dict(os.environ)
     if tree is not None:
         environment["PYTHONPATH"] = f"{tree}{os.pathsep}{environment.get('PYTHONPATH', '')}"
+        environment[BASELINE_TREE] = str(tree)
     done = subprocess.run(
         [sys.executable, str(script), "--in-process", *arguments], capture_output=True, text=True, env=environment,
         timeout=timeout, check=False,

@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 import threading
 import time
@@ -56,6 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fleet import (  # noqa: E402
+    BASELINE_TREE,
     WORK,
     Fleet,
     _compat,
@@ -67,6 +69,7 @@ from _fleet import (  # noqa: E402
     rss_mib,
     run_tree,
     wait_for,
+    without_editable_install,
 )
 
 BURST = 1000
@@ -467,6 +470,8 @@ def _attributed(snapshot: Any) -> dict[str, dict[str, tuple[int, int]]]:
 
 
 def in_process(argv: list[str]) -> int:
+    if os.environ.get(BASELINE_TREE):
+        without_editable_install()
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, required=True)
     parser.add_argument("--what", choices=("fleet", "consolidation", "consolidation-full", "consolidation-burst",
