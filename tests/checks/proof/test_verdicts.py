@@ -304,3 +304,18 @@ def test_pod_level_resources_decide_what_fits(tmp_path: Path) -> None:
     report = check(tmp_path, policies, apps)
     assert verdicts(report) == {"Deployment/big": False, "Deployment/fits": True}
     assert "3 vCPU" in errors(report)["Deployment/big"]
+
+
+def test_a_request_beyond_every_quantity_names_the_request_in_the_verdict(tmp_path: Path) -> None:
+    """A pod-level request too large for a Kubernetes quantity (`1e99999999`, 4,000 digits) is read as the
+    quantity's bound and the verdict still says why, provisioner by provisioner: no instance type has that many vCPU.
+    Never an empty list of reasons under `no provisioner can launch a node for it:`."""
+    policies = provisioner("requirements: []")
+    for run, cpu in enumerate(("1e99999999", "9" * 4000)):
+        apps = deployment("huge", 1, f'resources: {{requests: {{cpu: "{cpu}"}}}}\ncontainers: [{{name: app}}]\n')
+        (tmp_path / str(run)).mkdir()
+        report = check(tmp_path / str(run), policies, apps)
+        message = errors(report)["Deployment/huge"]
+        head, *reasons = message.split("\n")
+        assert head.endswith("no provisioner can launch a node for it:")
+        assert reasons == ["  provisioner default: no instance type in us-east-1 has 9223372036854775.807 vCPU"]
