@@ -21,6 +21,7 @@ import copy
 import datetime
 import hashlib
 import itertools
+import json
 import threading
 import time
 import uuid
@@ -88,8 +89,16 @@ class _Change:
     version: int
     kind: Kind
     type: str  # ADDED, MODIFIED, DELETED
-    object: Obj
+    object: Obj  # what selectors are matched against
     previous: Obj | None  # the state before a MODIFIED (selectors turn it into ADDED/DELETED)
+    encoded: str  # the object as the API server sends it: encoded once, decoded by each watch that delivers it
+
+
+def _change(version: int, kind: Kind, type_: str, obj: Obj, previous: Obj | None = None) -> _Change:
+    """A change to keep in the history: the object encoded once as JSON (as the API server encodes an event once
+    for all its watchers), its own copy decoded from that (cheaper than a deep copy)."""
+    encoded = json.dumps(obj)
+    return _Change(version, kind, type_, json.loads(encoded), previous, encoded)
 
 
 class MemoryCluster:
@@ -243,7 +252,7 @@ class MemoryCluster:
                 meta["creationTimestamp"] = objects.format_time(self._clock())
                 meta["resourceVersion"] = str(version)
                 self._store(kind)[key] = new
-                self._record(_Change(version, kind, "ADDED", copy.deepcopy(new), None))
+                self._record(_change(version, kind, "ADDED", new))
                 return copy.deepcopy(new)
 
     def update(self, kind: Kind, obj: Obj, subresource: str | None = None, *, timeout: float | None = None) -> Obj:
@@ -380,7 +389,7 @@ class MemoryCluster:
         version = self._next_version()
         new["metadata"]["resourceVersion"] = str(version)
         self._store(kind)[self._key(kind, objects.namespace(new), objects.name(new))] = new
-        self._record(_Change(version, kind, "MODIFIED", copy.deepcopy(new), copy.deepcopy(current)))
+        self._record(_change(version, kind, "MODIFIED", new, copy.deepcopy(current)))
         return copy.deepcopy(new)
 
     def _remove(self, kind: Kind, last: Obj) -> None:
@@ -388,7 +397,7 @@ class MemoryCluster:
         gone = copy.deepcopy(last)
         gone["metadata"]["resourceVersion"] = str(version)
         del self._store(kind)[self._key(kind, objects.namespace(last), objects.name(last))]
-        self._record(_Change(version, kind, "DELETED", gone, None))
+        self._record(_change(version, kind, "DELETED", gone))
 
     def _next_version(self) -> int:
         self._version += 1
@@ -522,9 +531,9 @@ class _MemoryWatch(Iterator[WatchEvent]):
         now = self._matches(change.object)
         before = change.previous is not None and self._matches(change.previous)
         if change.type == "MODIFIED" and before != now:
-            return WatchEvent("ADDED" if now else "DELETED", copy.deepcopy(change.object))
+            return WatchEvent("ADDED" if now else "DELETED", json.loads(change.encoded))
         if now:
-            return WatchEvent(change.type, copy.deepcopy(change.object))  # type: ignore[arg-type]
+            return WatchEvent(change.type, json.loads(change.encoded))  # type: ignore[arg-type]
         return None
 
 

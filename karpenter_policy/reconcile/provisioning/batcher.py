@@ -34,15 +34,17 @@ class Batcher:
         self._triggers = 0
         self._stopped = False
 
-    def trigger(self) -> None:
-        """Something to provision arrived: open the window or extend it."""
+    def trigger(self) -> bool:
+        """Something to provision arrived: open the window or extend it. Whether it opened one."""
         with self._condition:
             now = self.clock()
-            if self._opened is None:
+            opened = self._opened is None
+            if opened:
                 self._opened = now
             self._last = now
             self._triggers += 1
             self._condition.notify_all()
+            return opened
 
     def stop(self) -> None:
         with self._condition:

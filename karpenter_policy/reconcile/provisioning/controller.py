@@ -17,7 +17,7 @@ from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.metrics import PROVISIONER
 from karpenter_policy.reconcile.provisioning.lifecycle import NodeLifecycle
 from karpenter_policy.reconcile.provisioning.liveness import Liveness
-from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
+from karpenter_policy.reconcile.provisioning.provisioner import WARM_INTERVAL, Provisioner
 from karpenter_policy.reconcile.result import ReconcileResult
 
 #: While launches are in flight (or nodes wait to be initialized), its thread looks at them this often.
@@ -64,10 +64,12 @@ class Provisioning:
         return min(dues, default=None)
 
     def poll(self) -> float | None:
-        """Every :data:`INFLIGHT_CHECK` while launches are in flight or nodes wait to be initialized."""
+        """Every :data:`INFLIGHT_CHECK` while launches are in flight or nodes wait to be initialized; otherwise
+        every :data:`~.provisioner.WARM_INTERVAL` while planning ahead is on, to keep the node claim templates
+        built for the cloud's current offerings (`Provisioner.warm`)."""
         if len(self.context.inflight) or self.lifecycle.pending_initialization:
             return INFLIGHT_CHECK
-        return None
+        return WARM_INTERVAL if self.context.options.speculate else None
 
 
 __all__ = ["INFLIGHT_CHECK", "Provisioning"]

@@ -117,11 +117,22 @@ def scheduling_inputs(
             if launching.provisioner is not None:
                 used = inputs.used.get(launching.provisioner, ZERO)
                 inputs.used[launching.provisioner] = add(used, launching.capacity)
-        launches, placed = inflight.fingerprint(), tuple(sorted(assigned))
-        inputs.version = (state.version, launches, placed)
+        placed = tuple(sorted(assigned))
+        inputs.version = _version(state, inflight, placed)
         inputs.structure = (state.structure_version, placed)
         inputs.nodes = frozenset(shown.union(launching_names))
     return inputs
+
+
+def inputs_version(state: ClusterState, inflight: InFlight) -> object:
+    """The `version` inputs built now, with nothing assigned, would have: equal to a build's when the cluster and
+    the launches in flight are as that build saw them (read without building anything)."""
+    with state.lock:
+        return _version(state, inflight, ())
+
+
+def _version(state: ClusterState, inflight: InFlight, placed: tuple[str, ...]) -> object:
+    return (state.version, inflight.fingerprint(), placed)
 
 
 def _smallest(pods: Collection[Pod]) -> Vector | None:
