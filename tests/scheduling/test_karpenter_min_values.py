@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from profiles import deterministic
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType, Offering
@@ -292,3 +295,47 @@ def test_unmet_min_values_counts_as_karpenter_reads_instance_types() -> None:
     assert table.unmet_min_values({wk.ZONE: 2, IT: 2, wk.CAPACITY_TYPE: 1}, only_b) == {wk.ZONE: 1, IT: 1}
     assert table.unmet_min_values({"example.com/team": 1}, everything) == {"example.com/team": 0}
 
+
+
+_POLICIES = st.sampled_from([STRICT, BEST_EFFORT])
+
+
+@settings(deterministic(60))
+@given(
+    families=st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=8),
+    wanted=st.integers(min_value=1, max_value=5),
+    cpus=st.lists(st.sampled_from(["0.5", "1", "2", "3"]), min_size=1, max_size=12),
+    pinned=st.booleans(),
+    policy=_POLICIES,
+    strategy=st.sampled_from([COST, KARPENTER]),
+)
+def test_no_planned_node_keeps_fewer_values_than_its_min_values(
+    families: list[int], wanted: int, cpus: list[str], pinned: bool, policy: str, strategy: str
+) -> None:
+    """Whatever the types, pods and policy: every node of the plan lists instance types carrying at least the
+    NodePool's minValues of distinct sizes (`instance-cpu`) — or fewer only where BestEffort relaxed that node, and
+    then it says so; Strict never relaxes, and a pod it refuses carries Karpenter's words."""
+    types = [_type(f"t{i}-{cpu}", cpu, 0.1 * cpu + 0.001 * i) for i, f in enumerate(families) for cpu in (f, f * 2)]
+    table = InstanceTable(types)
+    template = NodeClaimTemplate.build(
+        table, name="np", requirements=Requirements(), shape=SHAPE, owner_label=wk.NODEPOOL,
+        min_values={wk.INSTANCE_CPU: wanted}, min_values_policy=policy,
+    )
+    spec: dict[str, Any] = {}
+    if pinned:  # one size only: a node of it can never meet minValues above 1
+        expressions = [{"key": wk.INSTANCE_CPU, "operator": "In", "values": [str(families[0] * 2)]}]
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+    pods = [pod(f"p{i}", cpu, "0.25Gi", order=i, **spec) for i, cpu in enumerate(cpus)]
+    plan = Scheduler([template], options=SchedulerOptions(strategy)).solve(pods)
+    for claim in plan.claims:
+        sizes = table.values_carried(wk.INSTANCE_CPU, table.mask_of_names(o.instance_type for o in claim.options))
+        if claim.min_values_relaxed:
+            assert policy == BEST_EFFORT and len(sizes) < wanted
+        else:
+            assert len(sizes) >= wanted
+    for failure in plan.failures.values():
+        words = " ".join(f"{r.message} {r.karpenter or ''}" for r in failure.reasons.values())
+        assert "minValues" in words or "resources" in {r.kind for r in failure.reasons.values()} or (
+            "no instance type" in words
+        ), words
