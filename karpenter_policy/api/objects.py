@@ -14,6 +14,7 @@ from typing import Any
 from karpenter_policy.api.defaults import default_requirements
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.minvalues import merged_min_values
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.resources import ResourceList, parse_resource_list
 from karpenter_policy.model.taints import Taint
@@ -103,6 +104,21 @@ class Provisioner:
         """The label naming this object on the nodes it launches: `karpenter.sh/provisioner-name`, or
         `karpenter.sh/nodepool` for a NodePool's view."""
         return wk.PROVISIONER_NAME if self.kind == PROVISIONER_KIND else wk.NODEPOOL
+
+    @property
+    def min_values(self) -> dict[str, int]:
+        """A NodePool view's `minValues` by key (`model.minvalues.merged_min_values`); a Provisioner has none."""
+        if self.kind == PROVISIONER_KIND:
+            return {}
+        return merged_min_values(
+            (str(term.get("key", "")), _count(term.get("minValues")))
+            for term in self.node_selector
+        )
+
+
+def _count(value: Any) -> int | None:
+    """An integer field's value (a bool is not one), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, slots=True)

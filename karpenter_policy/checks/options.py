@@ -18,6 +18,7 @@ from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load
 from karpenter_policy.catalog.embedded import embedded_regions
 from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
 from karpenter_policy.checks.selection import EVERYTHING, Selection
+from karpenter_policy.model.minvalues import POLICIES, STRICT
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.optionspec import option
 
@@ -71,6 +72,14 @@ class PolicyOptions:
     )
     selection: Selection = EVERYTHING
     budgets: BudgetView = BudgetView()
+    min_values_policy: str = option(
+        STRICT,
+        "--min-values-policy",
+        choices=POLICIES,
+        show_default=True,
+        help="How the scheduler keeps a v1 NodePool's minValues, as Karpenter's operator flag: Strict (no node "
+        "whose instance types miss it) or BestEffort (lowered to what is left; the node says so).",
+    )
     previous_generation: bool = option(
         False,
         "--allow-previous-generation",

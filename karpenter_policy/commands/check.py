@@ -99,6 +99,7 @@ def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckR
                 pricing=pricing.description,
                 estimated=pricing.estimated,
                 capacity_catalog=pricing.catalog,
+                min_values_policy=options.min_values_policy,
             )
         except OptionError as error:
             return str(error)

@@ -72,6 +72,7 @@ from karpenter_policy.commands.costcomment import cost_headline, diff_cost_lines
 from karpenter_policy.commands.flags import DiffFlags
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price, price_key, price_text
+from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 
@@ -1145,7 +1146,7 @@ def diff_command(
                     result.notes.append(f"{p} does not exist in {side.label}")
         if workload_paths:
             try:
-                _compare_workloads(result, workload_paths, catalog, scale)
+                _compare_workloads(result, workload_paths, catalog, scale, flags.min_values_policy)
             except OptionError as error:
                 return CommandOutput(2, "", f"karpenter-policy diff: {error}\n")
         return CommandOutput(result.exit_code(flags.exit_code_on_diff), render_diff(result, flags.output), "")
@@ -1190,19 +1191,23 @@ def _compare_cost(result: DiffResult, before: Capacity, after: Capacity) -> None
 
 
 def _compare_workloads(
-    result: DiffResult, workload_paths: Sequence[str], catalog: Catalog, scale: Mapping[str, int] | None = None
+    result: DiffResult,
+    workload_paths: Sequence[str],
+    catalog: Catalog,
+    scale: Mapping[str, int] | None = None,
+    min_values_policy: str = STRICT,
 ) -> None:
-    """Place each workload on both sides (every replica packed, as `check --workloads` does); record the ones whose
-    placement differs — provisioner, or how many replicas can be placed — and new ones HEAD cannot place, and what
-    the change does to the cost of their nodes. Replicas HEAD strands that BASE placed are `workload-unschedulable`
-    errors of HEAD's report."""
+    """Place each workload on both sides (every replica packed, as `check --workloads` does, NodePools' minValues
+    kept under `min_values_policy`); record the ones whose placement differs — provisioner, or how many replicas
+    can be placed — and new ones HEAD cannot place, and what the change does to the cost of their nodes. Replicas
+    HEAD strands that BASE placed are `workload-unschedulable` errors of HEAD's report."""
     base_workloads = _workloads_of(result.base, workload_paths)
     head_workloads = _workloads_of(result.head, workload_paths)
     unknown = unknown_scale_targets(scale, [*base_workloads, *head_workloads])
     if unknown is not None:
         raise OptionError(unknown)
-    before_schedule = schedule(result.base.checked, base_workloads, catalog, scale)
-    after_schedule = schedule(result.head.checked, head_workloads, catalog, scale)
+    before_schedule = schedule(result.base.checked, base_workloads, catalog, scale, min_values_policy=min_values_policy)
+    after_schedule = schedule(result.head.checked, head_workloads, catalog, scale, min_values_policy=min_values_policy)
     region = catalog.region
     _compare_cost(
         result,

@@ -162,6 +162,7 @@ class CheckFlags:
     disabled: tuple[str, ...] = disable_option()
     quiet: bool = quiet_option()
     previous_generation: bool = like(PolicyOptions, "previous_generation")
+    min_values_policy: str = like(PolicyOptions, "min_values_policy")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +195,7 @@ class TestFlags:
     disabled: tuple[str, ...] = disable_option()
     quiet: bool = quiet_option()
     previous_generation: bool = like(PolicyOptions, "previous_generation")
+    min_values_policy: str = like(PolicyOptions, "min_values_policy")
 
 
 def policy_options(given: CheckFlags | TestFlags, scale: Mapping[str, int], selection: Selection) -> PolicyOptions:
@@ -377,6 +379,7 @@ class DiffFlags:
         "Replicas of a workload for the cost comparison (e.g. deployment/inflate=10; repeatable)."
     )
     previous_generation: bool = like(PolicyOptions, "previous_generation")
+    min_values_policy: str = like(PolicyOptions, "min_values_policy")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -191,6 +191,7 @@ class InstanceTable:
         self._ranked_by_identity: dict[tuple[int, int], tuple[Requirement, Requirement, _Ranked]] = {}
         self._shapes: dict[object, NodeShapes] = {}
         self._names: dict[int, tuple[str, ...]] = {}
+        self._by_value: dict[str, tuple[tuple[str, int], ...]] = {}
 
     @classmethod
     def of_catalog(cls, catalog: Catalog) -> InstanceTable:
@@ -227,6 +228,52 @@ class InstanceTable:
         for (z, c), types in self._pair_masks.items():
             if types & mask:
                 yield self.zones[z], self.capacity_types[c]
+
+    def value_masks(self, key: str) -> tuple[tuple[str, int], ...]:
+        """Each value of `key` the table's types carry, with the mask of the types that carry it, as Karpenter
+        reads an instance type's requirements: its name (`node.kubernetes.io/instance-type`), the zones and
+        capacity types of its available offerings, its labels; none for a key no type has (a custom label).
+        Cached per key."""
+        cached = self._by_value.get(key)
+        if cached is None:
+            if key == wk.INSTANCE_TYPE:
+                cached = tuple((name, 1 << i) for i, name in enumerate(self.names))
+            elif key in OFFERING_KEYS:
+                at = 0 if key == wk.ZONE else 1
+                values = self.zones if key == wk.ZONE else self.capacity_types
+                masks = [0] * len(values)
+                for pair, types in self._pair_masks.items():
+                    masks[pair[at]] |= types
+                cached = tuple(zip(values, masks, strict=True))
+            elif key in self._value_masks:
+                cached = tuple(zip(self.domains[key], self._value_masks[key], strict=False))
+            else:
+                cached = ()
+            self._by_value[key] = cached
+        return cached
+
+    def values_carried(self, key: str, mask: int) -> set[str]:
+        """The distinct values of `key` the types of `mask` carry (`value_masks`)."""
+        return {value for value, types in self.value_masks(key) if types & mask}
+
+    def unmet_min_values(self, min_values: Mapping[str, int], mask: int) -> dict[str, int]:
+        """The keys of `min_values` whose count the types of `mask` do not meet, each with the distinct values they
+        do carry (empty: every minValues met) — Karpenter's `InstanceTypes.SatisfiesMinValues` over the instance
+        types a claim keeps (core v1.14.1 pkg/cloudprovider/types.go)."""
+        unmet: dict[str, int] = {}
+        for key, wanted in min_values.items():
+            if key == wk.INSTANCE_TYPE:
+                count = mask.bit_count()
+            else:
+                count = 0
+                for _, types in self.value_masks(key):
+                    if types & mask:
+                        count += 1
+                        if count >= wanted:
+                            break
+            if count < wanted:
+                unmet[key] = count
+        return unmet
 
     @staticmethod
     def is_type_key(key: str) -> bool:

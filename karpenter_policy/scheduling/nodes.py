@@ -10,7 +10,13 @@ constrains must be a label of the node, unless it only excludes) and its topolog
 could still hold all its pods (`options`, a mask); a pod joins when the template's taints are tolerated, host
 ports are free, the requirements are compatible (undefined well-known labels allowed), the topology leaves a
 domain, and some option still fits the requests together. A claim may carry a price cap (the cost strategy: it
-is filled up to the most cost-efficient type for the pods at hand instead of growing to the largest type).
+is filled up to the most cost-efficient type for the pods at hand instead of growing to the largest type). A
+claim of a v1 NodePool with `minValues` keeps at least that many distinct values per key among its options: a pod
+that would leave fewer is refused (`min-values`), as Karpenter v1.14.1's `filterInstanceTypesByRequirements`
+(core pkg/controllers/provisioning/scheduling/nodeclaim.go) empties the options then — except for the first pod of
+a new claim under the BestEffort policy, where the claim's minValues is lowered to what is left and the claim
+says so (`min_values_relaxed`: Karpenter's `karpenter.sh/nodeclaim-min-values-relaxed: "true"`, set in
+`addToNewNodeClaim`; a claim in flight is never relaxed again).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.minvalues import RELAXED_ANNOTATION, unmet_text
 from karpenter_policy.model.podtopology import HostPort
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import Taint, untolerated
@@ -150,6 +157,9 @@ class NodeClaim:
     pods: list[Pod] = field(default_factory=list)
     host_ports: list[HostPort] = field(default_factory=list)
     created_for: str = ""
+    #: v1 minValues by key its options keep (the template's; lowered when BestEffort relaxed them)
+    min_values: Mapping[str, int] = field(default_factory=dict)
+    min_values_relaxed: bool = False
 
     def __post_init__(self) -> None:
         self._admits: dict[int, bool] = {}
@@ -162,7 +172,16 @@ class NodeClaim:
         """A new claim of the template, named `hostname` (its hostname requirement added), that may launch the types of
         `options`."""
         requirements = template.requirements.add(Requirement.new(wk.HOSTNAME, Operator.IN, [hostname]))
-        return cls(template, hostname, requirements, options, template.overhead)
+        return cls(template, hostname, requirements, options, template.overhead, min_values=template.min_values)
+
+    def min_values_relaxation(self) -> str:
+        """What BestEffort relaxed on this claim, in words (`min_values_relaxed`; a pod placed on it says so)."""
+        lowered = ", ".join(
+            f"{key} {self.template.min_values[key]} → {count}"
+            for key, count in sorted(self.min_values.items())
+            if count < self.template.min_values.get(key, 0)
+        )
+        return f"lowered the NodePool's minValues ({lowered}) under the BestEffort policy ({RELAXED_ANNOTATION})"
 
     def set_options(self, options: int) -> None:
         """Narrow the types the claim may launch (the room for more pods is computed again)."""
@@ -279,7 +298,15 @@ class NodeClaim:
         mask &= fitting
         if not mask:
             return _NO_ROOM
-        return Fit(pod, merged, mask, requests, zone, capacity_type)
+        relaxed = None
+        # the options of a claim that holds pods meet its minValues: only fewer of them need counting again
+        if self.min_values and (mask != self.options or not self.pods):
+            unmet = table.unmet_min_values(self.min_values, mask)
+            if unmet:
+                if self.pods or not template.relaxes_min_values:
+                    return min_values_refusal(self.min_values, unmet)
+                relaxed = {**self.min_values, **unmet}
+        return Fit(pod, merged, mask, requests, zone, capacity_type, relaxed)
 
     def commit(self, fit: Fit, topology: Topology) -> None:
         """Add the pod as `check` found it may join."""
@@ -288,6 +315,9 @@ class NodeClaim:
         if fit.options != self.options:
             self.options = fit.options
             self._room = None
+        if fit.min_values is not None:
+            self.min_values = fit.min_values
+            self.min_values_relaxed = True
         if fit.requirements is not self.requirements and fit.requirements != self.requirements:
             self.requirements = fit.requirements
             self._admits.clear()
@@ -309,3 +339,17 @@ class Fit:
     requests: Vector
     zone: Requirement
     capacity_type: Requirement
+    min_values: dict[str, int] | None = None  # the claim's minValues lowered (BestEffort), None: unchanged
+
+
+def min_values_refusal(min_values: Mapping[str, int], unmet: Mapping[str, int]) -> Refusal:
+    """A claim's types would carry fewer distinct values than its minValues asks (the Strict policy)."""
+
+    def message() -> str:
+        counts = ", ".join(f"{count} {key} (minValues {min_values[key]})" for key, count in sorted(unmet.items()))
+        return (
+            f"{unmet_text(unmet)}: the instance types that meet the requirements and hold the pods carry only "
+            f"{counts}; under the Strict minValues policy Karpenter launches no such node"
+        )
+
+    return Refusal("min-values", message, karpenter=lambda: unmet_text(unmet))

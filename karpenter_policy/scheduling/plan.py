@@ -29,6 +29,9 @@ class ClaimPlan:
     requests: Vector
     allocatable: Vector = ZERO
     template_hash: str = ""
+    #: a v1 NodePool's minValues was lowered to launch it (the BestEffort policy; Karpenter annotates the NodeClaim
+    #: `karpenter.sh/nodeclaim-min-values-relaxed: "true"`)
+    min_values_relaxed: bool = False
 
     @property
     def launch(self) -> ChosenOffering | None:
@@ -72,8 +75,8 @@ class PodFailure:
 
 #: Refusal kinds (`scheduling.reasons`), the closest first: the provisioner took the pod's taints and requirements
 #: and lacked room (limits, topology, ports; then instance sizes), before those that keep the pod away.
-CLOSEST_REFUSALS = ("limits", "topology", "host-ports", "resources", "instance-types", "requirements", "taint",
-                    "unavailable")
+CLOSEST_REFUSALS = ("limits", "topology", "host-ports", "resources", "instance-types", "min-values",
+                    "requirements", "taint", "unavailable")
 #: The kinds that say the provisioner accepted the pod and only room was missing: they come before a fix.
 _ROOM = frozenset({"limits", "topology", "host-ports"})
 

@@ -3,8 +3,10 @@ Events use.
 
 A :class:`Refusal` has a `kind` — `unavailable` (the template admits no instance type), `taint`, `requirements`
 (incompatible requirements or an undefined custom label), `topology`, `host-ports`, `limits`, `instance-types`
-(no type satisfies the requirements together), `resources` (no type has room) — and a message worked out on first
-use (a plan keeps the refusals of every template tried before the one that takes a pod, most never read).
+(no type satisfies the requirements together), `resources` (no type has room), `min-values` (the types left
+carry fewer distinct values than a v1 NodePool's minValues asks: `nodes.min_values_refusal`) — and a message
+worked out on first use (a plan keeps the refusals of every template tried before the one that takes a pod, most
+never read).
 
 The `instance-types` and `resources` messages name a deletion-minimal set of the merged requirements (and the
 limits) that leaves no type: "no instance type has 96 vCPU and 2 GPUs under karpenter.k8s.aws/instance-size In

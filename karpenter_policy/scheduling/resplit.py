@@ -65,7 +65,8 @@ def _round(
     prices = {id(claim): _price(claim, claim.launch_mask()) for claim in claims}
     waste = {id(claim): _waste(claim, prices[id(claim)]) for claim in claims}
     # the pairs of one template that have one of the most wasteful claims in them (a pair's other claim may be any)
-    priced = [claim for claim in claims if prices[id(claim)] is not None]
+    # (a claim with minValues keeps the options it has: a split would narrow them below what it must keep)
+    priced = [claim for claim in claims if prices[id(claim)] is not None and not claim.min_values]
     wasteful = {id(c) for c in sorted(priced, key=lambda c: -waste[id(c)])[: 2 * PAIRS_PER_ROUND]}
     by_template: dict[int, list[NodeClaim]] = {}
     for claim in priced:

@@ -21,6 +21,12 @@ Two packing strategies share that loop:
   pending, then cheaper, then fewer nodes): the cost plan is never dearer than Karpenter's. The semantics are
   Karpenter's either way: every pod's requirements, taints, topology, host ports and the templates' weights and
   limits hold.
+
+A v1 NodePool's `minValues` holds on every claim (`nodes.NodeClaim`): the price cap never narrows a claim below it,
+re-splitting leaves such claims alone, and, under the Strict policy, a claim whose cheapest
+:data:`MAX_INSTANCE_TYPES` types (what Karpenter sends to launch) do not meet it is dropped and its pods fail as
+Karpenter v1.14.1's `Results.TruncateInstanceTypes` fails them (core pkg/controllers/provisioning/scheduling/
+scheduler.go).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.minvalues import unmet_text
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.firstfit import FirstFit
@@ -72,6 +79,9 @@ REPAIRS = 2
 FLOOR_EVERY = 32
 #: $/h a floor must exceed the cost plan's price by to stop that run (far above the sums' rounding error).
 FLOOR_MARGIN = 1e-6
+#: The instance types Karpenter v1.14.1 lists on a NodeClaim, cheapest first (`MaxInstanceTypes` in core
+#: pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go); under Strict, minValues must hold among them.
+MAX_INSTANCE_TYPES = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +267,18 @@ class Scheduler:
         return plan
 
 
+def _min_values_cap(claim: NodeClaim, prices: Mapping[int, float], cap: float) -> float | None:
+    """The least price ≥ `cap` at which the claim's options that cost no more still meet its minValues (a cap
+    never takes a claim below them); None when no price does (unpriced types are needed)."""
+    table = claim.template.table
+    mask = 0
+    for price, i in sorted((prices[i], i) for i in indices(claim.options) if i in prices):
+        mask |= 1 << i
+        if price >= cap and not table.unmet_min_values(claim.min_values, mask):
+            return price
+    return None
+
+
 def _plan_order(plan: Plan) -> tuple[int, int, float, int]:
     """Which of two plans is better: fewer pods left pending, then fewer nodes without a price, then cheaper
     (to the billionth of a dollar an hour), then fewer nodes."""
@@ -317,6 +339,29 @@ def fresh_claim(
         requests = None if refusal.kind == "instance-types" else add(template.overhead, pod.requests)
         return no_type_refusal(template, attempt.requirements, requests, within)
     return refusal
+
+
+def truncation_refusal(claim: NodeClaim) -> Refusal | None:
+    """Why Karpenter drops a claim whose cheapest :data:`MAX_INSTANCE_TYPES` types do not meet its minValues (the
+    Strict policy; `InstanceTypes.Truncate`), None when it keeps it."""
+    if not claim.min_values or claim.template.relaxes_min_values:
+        return None
+    mask = claim.launch_mask()
+    if mask.bit_count() <= MAX_INSTANCE_TYPES:
+        return None  # nothing is cut: every pod joined it with its minValues met
+    table = claim.template.table
+    listed = table.ranked(mask, claim.zone, claim.capacity_type)[:MAX_INSTANCE_TYPES]
+    unmet = table.unmet_min_values(claim.min_values, table.mask_of_names(o.instance_type for o in listed))
+    if not unmet:
+        return None
+    name = claim.template.name
+    return Refusal(
+        "min-values",
+        f"its node's {MAX_INSTANCE_TYPES} cheapest instance types (what Karpenter lists on a NodeClaim) do not meet "
+        f"its minValues: {unmet_text(unmet)}",
+        karpenter=lambda: "pod didn’t schedule because NodePool couldn’t meet minValues requirements, validating "
+        f"minValues, {unmet_text(unmet)} (NodePool={name})",
+    )
 
 
 def node_limit_refusal(limit: int, nodes: int) -> Refusal:
@@ -472,10 +517,21 @@ class _Run:
                 plan.existing[node.name] = list(node.pods)
         if self.strategy == COST:
             resplit(self.claims, self.remaining, self._bystander, self.attempt, self._charge)
-        plan.claims = [self._finish(claim) for claim in self.claims]
-        for claim in plan.claims:
+        plan.claims = []
+        for claim in self.claims:
+            refusal = truncation_refusal(claim)
+            if refusal is None:
+                plan.claims.append(self._finish(claim))
+                if claim.min_values_relaxed:
+                    relaxation = claim.min_values_relaxation()
+                    for pod in claim.pods:
+                        plan.relaxed[pod.key] = (*plan.relaxed.get(pod.key, ()), relaxation)
+                continue
             for pod in claim.pods:
-                plan.template_of[pod.key] = claim.template
+                plan.failures[pod.key] = PodFailure(pod, {claim.template.name: refusal}, self.attempt(pod).relaxed)
+        for finished in plan.claims:
+            for pod in finished.pods:
+                plan.template_of[pod.key] = finished.template
         return plan
 
     def relax(self, pod: Pod) -> bool:
@@ -754,7 +810,12 @@ class _Run:
                 best, chosen = score, i
         if chosen < 0:
             return
-        claim.price_cap = prices[chosen]
+        cap: float | None = prices[chosen]
+        if claim.min_values:
+            cap = _min_values_cap(claim, prices, prices[chosen])
+        if cap is None:
+            return  # only unpriced types would meet minValues: the claim is not capped
+        claim.price_cap = cap
         claim.uncapped = claim.options
         # The claim is packed within the cap; at launch it also lists the types up to FALLBACK_PRICE_FACTOR × the
         # cap that hold its pods, for when the cheapest has no capacity (charged against the limits already).
@@ -781,6 +842,7 @@ class _Run:
             requests=claim.requests,
             allocatable=allocatable,
             template_hash=template.hash,
+            min_values_relaxed=claim.min_values_relaxed,
         )
 
 
@@ -795,4 +857,4 @@ def solve(
     return Scheduler(templates, existing, daemons, options=SchedulerOptions(strategy)).solve(pods)
 
 
-__all__ = ["COST", "KARPENTER", "STRATEGIES", "Scheduler", "SchedulerOptions", "solve"]
+__all__ = ["COST", "KARPENTER", "MAX_INSTANCE_TYPES", "STRATEGIES", "Scheduler", "SchedulerOptions", "solve"]

@@ -4,7 +4,10 @@ A :class:`NodeClaimTemplate` carries a provisioner's requirements (its labels an
 folded in, as Karpenter's `NodeClaimTemplate`), taints, limits, weight, node OS and node shapes, and the mask of
 instance types it may launch: those admitted (by `check`'s proof, or by the constraint set's reviewed list), that
 satisfy its requirements and have an offering in its zones and capacity types. Built from a Provisioner (the CI
-checks) or from a compiled ConstraintSet (the controller), so both decide with the same object.
+checks) or from a compiled ConstraintSet (the controller), so both decide with the same object. A v1 NodePool's
+template also carries its `minValues` and the operator's `--min-values-policy` (`model.minvalues`): under Strict, a
+NodePool whose own requirements leave fewer distinct values than a minValues asks launches nothing, as Karpenter
+v1.14.1's `NewScheduler` skips it (core pkg/controllers/provisioning/scheduling/scheduler.go).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration
 from karpenter_policy.model.allocatable import node_configuration as node_configuration
 from karpenter_policy.model.amifamily import node_os
+from karpenter_policy.model.minvalues import BEST_EFFORT, STRICT, unmet_text
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import NODES, parse_quantity
 from karpenter_policy.model.taints import Taint
@@ -48,6 +52,9 @@ class NodeClaimTemplate:
     unavailable: str = ""  # why it admits no type, when the caller knows better (e.g. the solver timed out)
     overhead: Vector = ZERO  # the DaemonSet pods its nodes run, set per scheduling run
     daemon_sets: tuple[str, ...] = ()
+    #: v1 `minValues` by key (a NodePool's; empty for a Provisioner) and how the scheduler keeps it
+    min_values: Mapping[str, int] = field(default_factory=dict)
+    min_values_policy: str = STRICT
     _zone: Requirement = field(init=False)
     _capacity_type: Requirement = field(init=False)
     _domains: dict[str, frozenset[str]] | None = field(default=None, init=False, repr=False)
@@ -81,6 +88,11 @@ class NodeClaimTemplate:
     @property
     def zone(self) -> Requirement:
         return self._zone
+
+    @property
+    def relaxes_min_values(self) -> bool:
+        """Whether a new claim of this template may lower its minValues to what its types offer (BestEffort)."""
+        return self.min_values_policy == BEST_EFFORT
 
     @property
     def capacity_type(self) -> Requirement:
@@ -119,13 +131,16 @@ class NodeClaimTemplate:
         shape: tuple[str, ShapeFunction] | None = None,
         owner_label: str = wk.PROVISIONER_NAME,
         owner: str | None = None,
+        min_values: Mapping[str, int] | None = None,
+        min_values_policy: str = STRICT,
     ) -> NodeClaimTemplate:
         """A template over `table`; `node` is its nodes' configuration (default: from `kubelet` alone, AL2);
         `admitted` restricts the types to those named (default: every type the requirements allow); `shape`
         replaces the AWS node-shape arithmetic by (a key, a function) — synthetic instance types in tests and
         benchmarks; `owner_label`: the label naming `name` on its nodes (a v1 NodePool's `karpenter.sh/nodepool`,
-        whose nodes never have v0.31's `karpenter.sh/provisioner-name`) and `owner` its value (default: `name`).
-        ValueError names a malformed kubelet field."""
+        whose nodes never have v0.31's `karpenter.sh/provisioner-name`) and `owner` its value (default: `name`);
+        `min_values`, `min_values_policy`: a NodePool's (see the module docstring). ValueError names a malformed
+        kubelet field."""
         if node is None:
             node = NodeConfiguration.of(kubelet)
         os = node_os(node.ami_family)
@@ -138,6 +153,16 @@ class NodeClaimTemplate:
         if admitted is not None:
             types &= table.mask_of_names(admitted)
         shapes = node_shapes(table, node) if shape is None else table.shapes(shape[0], shape[1])
+        min_values = dict(min_values or {})
+        unavailable = ""
+        if types and min_values and min_values_policy != BEST_EFFORT:
+            unmet = table.unmet_min_values(min_values, types)
+            if unmet:  # Karpenter's NoCompatibleInstanceTypes event, and the error it logs
+                types = 0
+                unavailable = (
+                    "NodePool requirements filtered out all compatible available instance types due to minValues "
+                    f"incompatibility: {unmet_text(unmet)} (the Strict minValues policy)"
+                )
         return cls(
             name=name,
             requirements=full,
@@ -152,6 +177,9 @@ class NodeClaimTemplate:
             table=table,
             kubelet=kubelet,
             hash=hash,
+            unavailable=unavailable,
+            min_values=min_values,
+            min_values_policy=min_values_policy,
         )
 
     @classmethod
@@ -163,11 +191,12 @@ class NodeClaimTemplate:
         node_template: Mapping[str, Any] | None = None,
         admitted: Iterable[str] | None = None,
         name: str | None = None,
+        min_values_policy: str = STRICT,
     ) -> NodeClaimTemplate:
         """The template of a (defaulted) Provisioner; `node_template` is the spec of the AWSNodeTemplate it
         references, or its inline provider (AMI family, block device mappings); `name`: the template's name when
-        not the provisioner's (a NodePool's `NodePool/<name>`; its nodes' label still names the NodePool).
-        ValueError names a bad field."""
+        not the provisioner's (a NodePool's `NodePool/<name>`; its nodes' label still names the NodePool; its
+        `minValues` kept under `min_values_policy`). ValueError names a bad field."""
         node = node_configuration(provisioner.kubelet, node_template)
         return cls.build(
             table,
@@ -183,6 +212,8 @@ class NodeClaimTemplate:
             admitted=admitted,
             owner_label=provisioner.owner_label,
             owner=provisioner.name,
+            min_values=provisioner.min_values,
+            min_values_policy=min_values_policy,
         )
 
     @classmethod

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from karpenter_policy.api.objects import Provisioner, taints_of
 from karpenter_policy.api.v1.crds import EC2NODECLASS_API_VERSION, EC2NODECLASS_KIND, NODEPOOL_KIND
+from karpenter_policy.model.minvalues import merged_min_values
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.model.resources import NODES, ResourceList, parse_resource_list
 from karpenter_policy.model.taints import Taint
@@ -203,12 +204,7 @@ class NodePool:
     def min_values(self) -> dict[str, int]:
         """Each key some requirement sets `minValues` on, with the largest (Karpenter merges terms on one key and
         keeps the larger: `Requirements.Add` in core pkg/scheduling/requirements.go)."""
-        found: dict[str, int] = {}
-        for term in self.requirements:
-            if term.min_values is not None:
-                key = term.requirement().key
-                found[key] = max(found.get(key, 0), term.min_values)
-        return found
+        return merged_min_values((term.key, term.min_values) for term in self.requirements)
 
     def provisioner(self, node_class: EC2NodeClass | None = None) -> Provisioner:
         """The scheduling view (see the module docstring): what every proof and the scheduler run on."""

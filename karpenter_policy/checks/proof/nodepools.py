@@ -53,19 +53,6 @@ def nodepool_views(
     return views
 
 
-def _values_of(key: str, names: Sequence[str], table: InstanceTable) -> set[str]:
-    """The distinct values of `key` the instance types `names` carry, as Karpenter reads an instance type's
-    requirements: its name, the zones and capacity types of its available offerings, its labels (a key no
-    type has: none)."""
-    if key == wk.INSTANCE_TYPE:
-        return set(names)
-    mask = table.mask_of_names(names)
-    if key in (wk.ZONE, wk.CAPACITY_TYPE):
-        pairs = list(table.offered_pairs(mask))
-        return {zone for zone, _ in pairs} if key == wk.ZONE else {capacity for _, capacity in pairs}
-    return set(table.label_values(mask).get(key, set()))
-
-
 def min_values_findings(doc: Document, instance_types: Sequence[str], table: InstanceTable) -> list[Finding]:
     """`min-values` (error) for each requirement of a satisfiable NodePool view whose `minValues` the instance
     types it admits (`instance_types`, proven by the solver) cannot meet, at that requirement's `minValues`."""
@@ -79,7 +66,7 @@ def min_values_findings(doc: Document, instance_types: Sequence[str], table: Ins
         if not isinstance(wanted, int) or isinstance(wanted, bool):
             continue
         key = wk.normalize_key(str(raw.get("key", "")))
-        values = _values_of(key, names, table)
+        values = table.values_carried(key, table.mask_of_names(names))
         if len(values) >= wanted:
             continue
         ordered = sorted(values)

@@ -43,6 +43,7 @@ from karpenter_policy.checks.proof.workloadhints import label_hint_findings, top
 from karpenter_policy.checks.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
 from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Plan, Pod, Refusal, Scheduler
@@ -63,9 +64,11 @@ Launch = ChosenOffering
 # --- the templates ------------------------------------------------------------------------------------------
 
 
-def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -> list[NodeClaimTemplate]:
+def templates_for(
+    checked: Sequence[CheckedProvisioner], table: InstanceTable, min_values_policy: str = STRICT
+) -> list[NodeClaimTemplate]:
     """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
-    why when it takes nothing)."""
+    why when it takes nothing); a NodePool's keeps its minValues under `min_values_policy`."""
     templates = []
     for c in checked:
         admitted = c.instance_types if c.verdict == Verdict.SAT else ()
@@ -76,12 +79,17 @@ def templates_for(checked: Sequence[CheckedProvisioner], table: InstanceTable) -
         )
         try:
             template = NodeClaimTemplate.from_provisioner(
-                table, c.provisioner, node_template=c.node_template, admitted=admitted, name=c.key
+                table,
+                c.provisioner,
+                node_template=c.node_template,
+                admitted=admitted,
+                name=c.key,
+                min_values_policy=min_values_policy,
             )
         except ValueError as error:  # a kubelet or node-template field validation reported
             template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=(), name=c.key)
             unavailable = f"its node configuration cannot be used: {error}"
-        template.unavailable = unavailable
+        template.unavailable = template.unavailable or unavailable  # (its own: minValues under Strict)
         templates.append(template)
     return templates
 
@@ -367,17 +375,20 @@ def schedule(
     catalog: Catalog | None = None,
     scale: Mapping[str, int] | None = None,
     priced: Catalog | None = None,
+    min_values_policy: str = STRICT,
 ) -> Schedule:
     """Each workload's verdict (DaemonSets only add overhead), from the plan of every replica (`scale` overrides
     replicas; `priced`: the catalog the plan is priced with, default `catalog`), with what the findings need.
     `checked` come from `check_paths` (only proven provisioners can take anything); `catalog` must be the one they
-    were checked against (default: the embedded catalog)."""
+    were checked against (default: the embedded catalog). `min_values_policy`: Karpenter's `--min-values-policy`
+    for the NodePools' minValues."""
     catalog = catalog if catalog is not None else load_catalog()
-    scheduler = Scheduler(templates_for(checked, InstanceTable.of_catalog(catalog)), daemons=daemon_pods(workloads))
+    made = templates_for(checked, InstanceTable.of_catalog(catalog), min_values_policy)
+    scheduler = Scheduler(made, daemons=daemon_pods(workloads))
     replicas = replicas_of(workloads, scale)
     pricing = scheduler.templates
     if priced is not None and priced is not catalog:
-        pricing = templates_for(checked, InstanceTable.of_catalog(priced))
+        pricing = templates_for(checked, InstanceTable.of_catalog(priced), min_values_policy)
     alone: dict[PodShape, _Alone] = {}
     for workload in workloads:  # each pod template alone first: the plan's many claims would crowd the caches
         if not workload.is_daemon_set and workload.shape not in alone:
@@ -848,10 +859,12 @@ def check_workloads(
     pricing: str = "",
     estimated: bool = True,
     capacity_catalog: Catalog | None = None,
+    min_values_policy: str = STRICT,
 ) -> WorkloadCheck:
     """`check --workloads PATHS`: read the workloads, place them, plan their capacity (priced from
     `capacity_catalog`, default `catalog`); add the findings (and the files and kinds read, except `counted_files`
-    already counted) to `report`. Raises :class:`OptionError` for a `scale` that names no workload."""
+    already counted) to `report`; NodePools keep minValues under `min_values_policy`. Raises
+    :class:`OptionError` for a `scale` that names no workload."""
     catalog = catalog if catalog is not None else load_catalog()
     found = read_workloads(paths)
     report.findings.extend(found.findings)
@@ -872,7 +885,7 @@ def check_workloads(
     priced = capacity_catalog if capacity_catalog is not None else catalog
     gc.freeze()  # what was read stays alive while the plan is made: the collector need not walk it again and again
     try:
-        result = schedule(checked, found.workloads, catalog, scale, priced)
+        result = schedule(checked, found.workloads, catalog, scale, priced, min_values_policy)
     finally:
         gc.unfreeze()
     report.findings.extend(workload_findings(result))

@@ -112,7 +112,7 @@ def plan_command(
     v1_rules = NodePoolDriftRules(base_side, head_side, start)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
-    templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog))
+    templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog), options.min_values_policy)
     timing = Timing(options.node_startup, options.pod_startup)
     pdbs, replacements = PdbBudgets(fleet.pdbs, fleet.pod_objects), Replacements(templates, fleet.daemons)
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from karpenter_policy.checks.options import REGION_HELP
-from karpenter_policy.optionspec import argument, option, required
+from karpenter_policy.checks.options import REGION_HELP, PolicyOptions
+from karpenter_policy.optionspec import argument, like, option, required
 
 __all__ = ["FORMATS", "PlanOptions"]
 
@@ -57,3 +57,4 @@ class PlanOptions:
     )
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")
+    min_values_policy: str = like(PolicyOptions, "min_values_policy")
