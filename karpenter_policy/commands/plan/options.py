@@ -32,6 +32,10 @@ class PlanOptions:
         None, "--start", metavar="TIME",
         help="When the rollout starts (RFC 3339, e.g. 2026-11-30T09:00:00Z; default: now).",
     )
+    horizon: str = option(
+        "24h", "--horizon", metavar="DURATION", show_default=True,
+        help="Also plan the nodes that expire this long after --start (a Go duration: 24h, 90m, 0s), at their time.",
+    )
     output: str = option("text", "--output", choices=FORMATS, show_default=True,
                          help="text, json, or markdown (a pull-request comment).")
     drift_disabled: bool = option(
