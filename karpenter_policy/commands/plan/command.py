@@ -30,6 +30,7 @@ from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
 from karpenter_policy.commands.plan.snapshot import read_snapshots
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
+from karpenter_policy.commands.plan.workloadcost import workload_costs
 from karpenter_policy.kube.objects import parse_time
 from karpenter_policy.scheduling import InstanceTable
 
@@ -130,6 +131,7 @@ def plan_command(
         budgets = nodepool_budgets(head_side.nodepools)
         rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
+    cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
     notes = rules.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")
