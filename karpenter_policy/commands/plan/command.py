@@ -27,6 +27,7 @@ from karpenter_policy.commands.plan.fleet import fleet_of
 from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_nodepool_waves
 from karpenter_policy.commands.plan.options import PlanOptions
+from karpenter_policy.commands.plan.redact import redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
 from karpenter_policy.commands.plan.snapshot import read_snapshots
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
@@ -95,6 +96,8 @@ def plan_command(
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     snapshot = read_snapshots(options.snapshot, stdin)
+    if options.redact:
+        snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot) if not snapshot.errors else None
     if snapshot.errors or fleet is None:
         lines = [str(p) for p in snapshot.problems]

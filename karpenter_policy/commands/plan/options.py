@@ -43,6 +43,11 @@ class PlanOptions:
         help="Model a cluster that keeps Karpenter v0.31's featureGates.driftEnabled off (default: on, as this "
         "project's controller runs).",
     )
+    redact: bool = option(
+        False, "--redact", is_flag=True,
+        help="Name the snapshot's nodes, pods, namespaces and workloads by a stable hash in every output, and keep "
+        "no env, image or annotation but Karpenter's (docs/plan.md).",
+    )
     allow_stranded: bool = option(
         False, "--allow-stranded", is_flag=True,
         help="Exit 0 even when the plan leaves pods pending or can never finish.",
