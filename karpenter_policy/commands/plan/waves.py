@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -313,29 +313,41 @@ def plan_waves(
     drifted = sorted((n for n, d in drift.items() if d.drifted and not d.removed),
                      key=lambda n: (fleet.nodes[n].created or start, n))
     settled: set[str] = set()  # replaced, or found blocked: no candidate any more
+    # each method's candidates in order, the empty ones apart (they go together); the expiring ones join as they expire
+    due: tuple[deque[str], deque[str]] = (deque(), deque())
+    waiting = (deque(n for n in drifted if not fleet.moved_pods(n)), deque(n for n in drifted if fleet.moved_pods(n)))
+    later = deque(expiring)
     while True:
         now = _timestamp(start, clock)
-        due = [n for n in expiring if n not in settled and (drift[n].expires_at or start) <= now]
-        later = [n for n in expiring if n not in settled and n not in due]
-        waiting = [n for n in drifted if n not in settled]
-        if due:
-            method, names = EXPIRATION, due
-        elif waiting:
-            method, names = DRIFT, waiting
+        while later and (drift[later[0]].expires_at or start) <= now:
+            name = later.popleft()
+            due[bool(fleet.moved_pods(name))].append(name)
+        for line in (*due, *waiting):
+            while line and line[0] in settled:
+                line.popleft()
+        if any(due):
+            method, lines = EXPIRATION, due
+        elif any(waiting):
+            method, lines = DRIFT, waiting
         elif later:  # nothing to do until the next node expires: the loop notices it at its next poll
             clock = max(clock, ((drift[later[0]].expires_at or start) - start).total_seconds())
             continue
         else:
             return rollout
-        clock = _command(rollout, fleet, method, names, settled, pdbs, replacements, start, clock, timing)
+        clock = _command(rollout, fleet, method, lines, settled, pdbs, replacements, start, clock, timing)
 
 
-def _command(rollout: Rollout, fleet: Fleet, method: str, names: Sequence[str], settled: set[str], pdbs: PdbBudgets,
-             replacements: Replacements, start: dt.datetime, clock: float, timing: Timing) -> float:
-    """Karpenter v0.31's next command of `method` among its candidates `names` (in order): every empty one in one
-    wave, else the first that is not blocked; those found blocked are settled too. The clock after it."""
+def _command(rollout: Rollout, fleet: Fleet, method: str, lines: tuple[deque[str], deque[str]], settled: set[str],
+             pdbs: PdbBudgets, replacements: Replacements, start: dt.datetime, clock: float, timing: Timing) -> float:
+    """Karpenter v0.31's next command of `method` among its candidates (`lines`: the empty ones, the others, each in
+    order): every empty one in one wave, else the first other that is not blocked; those taken or found blocked are
+    settled. The clock after it."""
+    empties, names = lines
     empty = []
-    for name in (n for n in names if not fleet.moved_pods(n)):
+    while empties:
+        name = empties.popleft()
+        if name in settled:
+            continue
         settled.add(name)
         held = drain_of(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
         if held is not None:
@@ -346,7 +358,8 @@ def _command(rollout: Rollout, fleet: Fleet, method: str, names: Sequence[str], 
         clock += POLLING_SECONDS
         add_wave(rollout, Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS))
         return clock
-    for name in names:
+    while names:
+        name = names.popleft()
         if name in settled:
             continue
         settled.add(name)
