@@ -239,10 +239,12 @@ def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequ
                              f"to be disrupted for drift at {start:%Y-%m-%dT%H:%M:%SZ}"
                              + (f" ({pools.disrupting[pool]} disrupting already)" if pools.disrupting[pool] else ""))
     now = POLLING_SECONDS
+    expiring = any(c.expires is not None for c in queue)  # else no need to look for expiries at each turn
     while waiting:
-        _expire_waiting(waiting, now, expire)
-        if not waiting:
-            return
+        if expiring:
+            _expire_waiting(waiting, now, expire)
+            if not waiting:
+                return
         pools.advance(now)
         moment = start + dt.timedelta(seconds=now)
         room = {pool: _room(budgets.get(pool, ()), pools, pool, moment) for pool in waiting}
@@ -261,7 +263,7 @@ def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequ
         if not waiting:
             return
         rest = [c for line in waiting.values() for _, c in line]
-        expiries = [c.expires for c in rest if c.expires is not None]
+        expiries = [c.expires for c in rest if c.expires is not None] if expiring else []
         wake = [t for t in (pools.next_event(now), _budget_opens(rest, budgets, pools, start, now),
                             min(expiries, default=None)) if t is not None]
         if not wake and not started:

@@ -261,24 +261,24 @@ Seen = dict[tuple[str, str, str], tuple[str, int]]
 
 def _add(snapshot: Snapshot, file: str, items: Sequence[Any], seen: Seen) -> None:
     for index, item in enumerate(items):
-        subject = _subject(item)
         try:
             check_object(item, f"{file}: item {index}")
         except Malformed as error:
-            snapshot.problems.append(Problem(file, index, "error", _without_where(str(error), file, index), subject))
+            snapshot.problems.append(Problem(file, index, "error", _without_where(str(error), file, index),
+                                             _subject(item)))
             continue
         kind = item.get("kind")
         if not isinstance(kind, str) or not kind:
-            snapshot.problems.append(Problem(file, index, "error", f"{objects.name(item)}: no kind", subject))
+            snapshot.problems.append(Problem(file, index, "error", f"{objects.name(item)}: no kind", _subject(item)))
             continue
         if kind not in _CHECKS:
             snapshot.problems.append(Problem(file, index, "warning", f"{kind} {objects.name(item)}: not read by plan",
-                                             subject))
+                                             _subject(item)))
             continue
         problem = _CHECKS[kind](item)
         if problem is not None:
             snapshot.problems.append(Problem(file, index, "error", f"{kind} {_object_name(item)}: {problem}",
-                                             subject))
+                                             _subject(item)))
             continue
         key = (kind, objects.namespace(item) or "", objects.name(item))
         listed = snapshot.of_kind(kind)
@@ -286,7 +286,7 @@ def _add(snapshot: Snapshot, file: str, items: Sequence[Any], seen: Seen) -> Non
             where, position = seen[key]
             snapshot.problems.append(Problem(file, index, "warning",
                                              f"{kind} {_object_name(item)} is in {where} too: this one is used",
-                                             subject))
+                                             _subject(item)))
             listed[position] = item
         else:
             listed.append(item)
