@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
 from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput, Report
 from karpenter_policy.checks.options import OptionError, spot_prices_option
@@ -26,9 +27,11 @@ from karpenter_policy.commands.plan.fleet import fleet_of
 from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_nodepool_waves
 from karpenter_policy.commands.plan.options import PlanOptions
+from karpenter_policy.commands.plan.redact import redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
 from karpenter_policy.commands.plan.snapshot import read_snapshots
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
+from karpenter_policy.commands.plan.workloadcost import workload_costs
 from karpenter_policy.kube.objects import parse_time
 from karpenter_policy.scheduling import InstanceTable
 
@@ -82,10 +85,19 @@ def plan_command(
     except ValueError:
         return CommandOutput(2, "", f"karpenter-policy plan: --start {options.start!r} is not an RFC 3339 time\n")
     try:
+        horizon = parse_go_duration(options.horizon)
+    except GoDurationError:
+        horizon = dt.timedelta(-1)
+    if horizon < dt.timedelta(0):
+        return CommandOutput(2, "", f"karpenter-policy plan: --horizon {options.horizon!r} is not a duration of 0 "
+                             "or more (a Go duration: 24h, 90m, 0s)\n")
+    try:
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     snapshot = read_snapshots(options.snapshot, stdin)
+    if options.redact:
+        snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot) if not snapshot.errors else None
     if snapshot.errors or fleet is None:
         lines = [str(p) for p in snapshot.problems]
@@ -108,8 +120,8 @@ def plan_command(
         return CommandOutput(1, "", f"karpenter-policy plan: HEAD ({options.head}) has {head.report.errors} "
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
-    rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled)
-    v1_rules = NodePoolDriftRules(base_side, head_side, start)
+    rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon)
+    v1_rules = NodePoolDriftRules(base_side, head_side, start, horizon=horizon)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog), options.min_values_policy)
@@ -122,6 +134,7 @@ def plan_command(
         budgets = nodepool_budgets(head_side.nodepools)
         rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
+    cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
     notes = rules.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")

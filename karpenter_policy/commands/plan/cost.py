@@ -11,6 +11,7 @@ replaces first adds its replacements at its start and loses its nodes at its end
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,9 +19,9 @@ from dataclasses import dataclass, field
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
 from karpenter_policy.commands.plan.fleet import FleetNode
-from karpenter_policy.commands.plan.waves import Rollout
+from karpenter_policy.commands.plan.waves import Rollout, Wave
 
-__all__ = ["UNMANAGED", "Cost", "fleet_cost", "node_price"]
+__all__ = ["UNMANAGED", "Cost", "WorkloadCost", "fleet_cost", "monthly", "node_price", "wave_moments"]
 
 #: The name nodes without `karpenter.sh/provisioner-name` or `karpenter.sh/nodepool` are priced under.
 UNMANAGED = "(not Karpenter's)"
@@ -37,6 +38,21 @@ def node_price(catalog: Catalog, node: FleetNode) -> float | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadCost:
+    """One workload's ($/month) share of the fleet before the rollout, at its own peak and after
+    (`commands.plan.workloadcost`)."""
+
+    workload: str
+    before: float
+    peak: float
+    after: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"workload": self.workload, "before_monthly": round(self.before, 2),
+                "peak_monthly": round(self.peak, 2), "after_monthly": round(self.after, 2)}
+
+
 @dataclass(slots=True)
 class Cost:
     """$/month per provisioner before, at the peak (each provisioner's own) and after, the fleet's totals, and how
@@ -49,6 +65,8 @@ class Cost:
     peak_monthly: float = 0.0
     after_monthly: float = 0.0
     unpriced: int = 0
+    #: each workload's share, most expensive first (empty until `workloadcost` fills it)
+    workloads: list[WorkloadCost] = field(default_factory=list)
 
     def rows(self) -> list[tuple[str, float, float, float]]:
         """(provisioner, before, peak, after) $/month, by provisioner name."""
@@ -70,11 +88,20 @@ class Cost:
                 }
                 for name, before, peak, after in self.rows()
             ],
+            "workloads": [w.to_json() for w in self.workloads],
         }
 
 
-def _monthly(price: float | None) -> float:
+def monthly(price: float | None) -> float:
+    """$/month of a $/h price (None: no price, nothing)."""
     return (price or 0.0) * HOURS_PER_MONTH
+
+
+def wave_moments(wave: Wave, first: dt.datetime) -> tuple[float, float]:
+    """When (seconds from the first wave's start) a wave's replacements come and its nodes go: replace first, they
+    come at its start and the nodes go at its end; delete first, both when the drain ends."""
+    begins = (wave.start - first).total_seconds()
+    return (begins, begins + wave.seconds) if wave.replaced_first else (begins + wave.drain_seconds,) * 2
 
 
 def fleet_cost(catalog: Catalog, nodes: Iterable[FleetNode], rollout: Rollout) -> Cost:
@@ -86,8 +113,8 @@ def fleet_cost(catalog: Catalog, nodes: Iterable[FleetNode], rollout: Rollout) -
         price = node_price(catalog, node)
         cost.unpriced += price is None
         owner = node.owner or UNMANAGED
-        of_node[node.name] = (owner, _monthly(price))
-        running[owner] += _monthly(price)
+        of_node[node.name] = (owner, monthly(price))
+        running[owner] += monthly(price)
     cost.before = dict(running)
     peak = dict(running)
     total_peak = sum(running.values())
@@ -95,15 +122,13 @@ def fleet_cost(catalog: Catalog, nodes: Iterable[FleetNode], rollout: Rollout) -
     changes: list[tuple[float, int, str, float]] = []
     first = rollout.waves[0].start if rollout.waves else None
     for wave in rollout.waves:
-        begins = (wave.start - first).total_seconds() if first is not None else 0.0
-        ends = begins + wave.seconds
-        comes, goes = (begins, ends) if wave.replaced_first else (begins + wave.drain_seconds,) * 2
+        comes, goes = wave_moments(wave, first or wave.start)
         for replacement in wave.replacements:
             cost.unpriced += replacement.price is None
-            changes.append((comes, 1, replacement.provisioner, _monthly(replacement.price)))
+            changes.append((comes, 1, replacement.provisioner, monthly(replacement.price)))
         for name in wave.nodes:
-            owner, monthly = of_node[name]
-            changes.append((goes, 0, owner, -monthly))
+            owner, a_month = of_node[name]
+            changes.append((goes, 0, owner, -a_month))
     changes.sort(key=lambda c: (c[0], c[1]))
     for index, (moment, _, owner, change) in enumerate(changes):
         running[owner] += change

@@ -18,8 +18,9 @@ and the two revisions suffice.
   allowed, custom ones are not).
 * Karpenter v0.31 runs the three only with `featureGates.driftEnabled` (off by default); the plan models it on, as
   this project's controller runs, unless told the cluster keeps it off (`drift_enabled=False`).
-* **expiry** (`pkg/controllers/deprovisioning/expiration.go`; `GetExpirationTime`): HEAD's
-  `ttlSecondsUntilExpired` from the node's creation — a node past it at the plan's start expires, drift or not.
+* **expiry** (`pkg/controllers/deprovisioning/expiration.go`, `Expiration.ShouldDeprovision`; `GetExpirationTime`):
+  HEAD's `ttlSecondsUntilExpired` from the node's creation — a node past it at the plan's start, or within the
+  plan's horizon after it (`horizon`: `--horizon`), expires, drift or not; the waves take it at its time.
 * **removed**: a node whose Provisioner BASE has and HEAD does not. Karpenter v0.31 deletes a Provisioner's Machines
   with it (their owner reference): every such node goes at once, whether drift is enabled or not.
 
@@ -46,7 +47,9 @@ __all__ = [
     "DriftRules",
     "NodeDrift",
     "PolicySide",
+    "expiry_word",
     "hashed_changes",
+    "is_expiry",
     "node_drift",
     "provisioner_changes",
     "template_changes",
@@ -76,8 +79,8 @@ class PolicySide:
 @dataclass(frozen=True, slots=True)
 class NodeDrift:
     """What the change does to one node: `reasons` (each naming the field or label), whether it `drifted`,
-    `expires` (past its TTL at the start), its expiry time, `removed` (its Provisioner is gone in HEAD), and
-    `unknown` (its Provisioner is in neither side: not this repository's, left alone)."""
+    `expires` (past its TTL at the start or within the plan's horizon), its expiry time, `removed` (its Provisioner
+    is gone in HEAD), and `unknown` (its Provisioner is in neither side: not this repository's, left alone)."""
 
     drifted: bool = False
     reasons: tuple[str, ...] = ()
@@ -92,6 +95,16 @@ class NodeDrift:
     @property
     def disrupted(self) -> bool:
         return self.drifted or self.expires or self.removed
+
+
+def expiry_word(expires_at: dt.datetime, start: dt.datetime) -> str:
+    """How an expiry reason begins: `expired` at the start, `expires <time>` when it falls later in the horizon."""
+    return "expired" if expires_at <= start else f"expires {expires_at:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def is_expiry(reason: str) -> bool:
+    """Whether a reason is an expiry (:func:`expiry_word`), not a drift."""
+    return reason.startswith(("expired:", "expires "))
 
 
 def _zero(value: Any) -> bool:
@@ -148,8 +161,11 @@ class DriftRules:
     """The rules of the module docstring for one BASE → HEAD change, what they compare of each provisioner computed
     once (a fleet has thousands of nodes and a few provisioners)."""
 
-    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime, *, drift_enabled: bool = True) -> None:
+    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime, *, drift_enabled: bool = True,
+                 horizon: dt.timedelta = dt.timedelta(0)) -> None:
         self.base, self.head, self.start, self.drift_enabled = base, head, start, drift_enabled
+        #: nodes expiring until `start + horizon` are planned (at their expiry time)
+        self.horizon = horizon
         self._static: dict[str, list[str]] = {}
         self._template: dict[str, list[str]] = {}
         self._requirements: dict[str, Requirements] = {}
@@ -214,10 +230,11 @@ class DriftRules:
         expires_at = None
         if isinstance(ttl, int) and not isinstance(ttl, bool) and node.created is not None:
             expires_at = node.created + dt.timedelta(seconds=ttl)
-        expires = expires_at is not None and expires_at <= self.start
-        if expires:
-            reasons.append(f"expired: created {node.created:%Y-%m-%dT%H:%M:%SZ} + ttlSecondsUntilExpired {ttl}s")
-        drifted = any(not r.startswith("expired:") for r in reasons)
+        expires = expires_at is not None and expires_at <= self.start + self.horizon
+        if expires_at is not None and expires:
+            reasons.append(f"{expiry_word(expires_at, self.start)}: created {node.created:%Y-%m-%dT%H:%M:%SZ} + "
+                           f"ttlSecondsUntilExpired {ttl}s")
+        drifted = any(not is_expiry(r) for r in reasons)
         return NodeDrift(drifted=drifted, reasons=tuple(reasons), expires=expires, expires_at=expires_at,
                          fields=tuple(fields))
 

@@ -25,8 +25,9 @@ stated so that a snapshot and the two revisions suffice.
   snapshot) no longer compatible with HEAD's `spec.template.spec.requirements` — v1 passes no option to
   `Compatible`, so a key the node lacks drifts it, well-known or not (v0.31 allowed the well-known ones).
 * **expiry** (`nodeclaim/expiration/controller.go`): the NodeClaim's own `spec.expireAfter` (copied from the
-  NodePool at launch; BASE's NodePool's without a NodeClaim) from its creation. Past it at the start, the NodeClaim
-  is deleted — forcefully: no budget, no replacement first (`nodepoolwaves`).
+  NodePool at launch; BASE's NodePool's without a NodeClaim) from its creation. Past it at the start, or within the
+  plan's horizon after it (the controller requeues to the expiry time), the NodeClaim is deleted at that time —
+  forcefully: no budget, no replacement first (`nodepoolwaves`).
 * **terminationGracePeriod**: the NodeClaim's own (BASE's NodePool's without a NodeClaim), carried to the waves.
 * **already drifted**: a NodeClaim whose `Drifted` condition is true in the snapshot is replaced whatever the change.
 * **removed**: a NodePool BASE has and HEAD does not — its NodeClaims go with it (owner references), at once.
@@ -44,7 +45,7 @@ from typing import Any, Final
 
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
-from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, hashed_changes
+from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
 from karpenter_policy.model.requirements import Requirements
 
@@ -144,8 +145,11 @@ class NodePoolDriftRules:
     """The rules of the module docstring for one BASE → HEAD change, what they compare of each NodePool and
     EC2NodeClass computed once."""
 
-    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime) -> None:
+    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime, *,
+                 horizon: dt.timedelta = dt.timedelta(0)) -> None:
         self.base, self.head, self.start = base, head, start
+        #: NodeClaims expiring until `start + horizon` are planned (at their expiry time)
+        self.horizon = horizon
         self._static: dict[str, list[str]] = {}
         self._class: dict[str, list[str]] = {}
         self._requirements: dict[str, Requirements] = {}
@@ -222,12 +226,12 @@ class NodePoolDriftRules:
         for why in Requirements.from_labels(dict(labels)).incompatibilities(requirements, frozenset()):
             reasons.append(f"requirement drift: {why} (nodepool {name}'s spec.template.spec.requirements)")
         expires_at, expire_after = self._expiry(node, base_doc)
-        expires = expires_at is not None and expires_at <= self.start
-        if expires and expire_after is not None:
+        expires = expires_at is not None and expires_at <= self.start + self.horizon
+        if expires_at is not None and expires and expire_after is not None:
             created = (claim.created if claim is not None and claim.created else node.created) or self.start
-            reasons.append(f"expired: created {created:%Y-%m-%dT%H:%M:%SZ} + expireAfter "
+            reasons.append(f"{expiry_word(expires_at, self.start)}: created {created:%Y-%m-%dT%H:%M:%SZ} + expireAfter "
                            f"{_go_text(expire_after)} (forceful: no budget, no replacement first)")
-        drifted = any(not r.startswith("expired:") for r in reasons)
+        drifted = any(not is_expiry(r) for r in reasons)
         return NodeDrift(drifted=drifted, reasons=tuple(reasons), expires=expires, expires_at=expires_at,
                          fields=tuple(fields), termination_grace=seconds)
 

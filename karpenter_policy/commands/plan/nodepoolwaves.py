@@ -6,10 +6,13 @@ Karpenter v1.14.1 (core `pkg/controllers/disruption/`, `nodeclaim/expiration/`, 
 
 * **removed NodePools**: their NodeClaims go at once (owner references), drained, their pods provisioned for
   afterwards;
-* **forceful expiry** (`nodeclaim/expiration/controller.go`): an expired NodeClaim is deleted at once — no budget,
+* **forceful expiry** (`nodeclaim/expiration/controller.go`, `Reconcile`): an expired NodeClaim is deleted at once,
+  one that expires later within the plan's horizon at its expiry time (the controller requeues until then) — no
+  budget,
   no replacement first, the node's `do-not-disrupt` annotation ignored; its drain honours PDBs and pods'
   `karpenter.sh/do-not-disrupt` until its `terminationGracePeriod` ends, then the pods go regardless; without one a
-  blocked drain never ends. Its pods are provisioned for as they go;
+  blocked drain never ends. Its pods are provisioned for as they go. A drifted node still waiting for its budget
+  when it expires goes by expiry instead; an expiring node holds its NodePool's budget from its expiry until gone;
 * **drift** (`drift.go`, `Drift.ComputeCommands`): one candidate per command, empty ones first, then in the order
   they drifted — NodeClaims already `Drifted` in the snapshot by their condition's time, then the others by
   creation (their conditions all turn true at the merge); a command starts only while the candidate's NodePool
@@ -37,7 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from karpenter_policy.api.v1.budgets import DRIFTED, UNBOUNDED, Budget, allowance, budgets_of
@@ -94,6 +97,8 @@ class _Candidate:
     pool: str
     pods: list[FleetPod]
     drain: Drain
+    #: when it expires (seconds from the start; None: not within the plan's horizon)
+    expires: float | None = None
 
 
 class _Pools:
@@ -107,10 +112,14 @@ class _Pools:
             if node.nodepool is not None and not node.deleting:
                 self.total[node.nodepool] += 1
                 self.disrupting[node.nodepool] += not node.ready
-        self.events: list[tuple[float, str, str]] = []  # (when, "gone" | "ready", pool)
+        self.events: list[tuple[float, str, str]] = []  # (when, "gone" | "ready" | "disrupting", pool)
 
-    def disrupt(self, pool: str, gone_at: float | None) -> None:
-        self.disrupting[pool] += 1
+    def disrupt(self, pool: str, gone_at: float | None, since: float = 0.0) -> None:
+        """A node of `pool` disrupting from `since` (seconds; at once when 0) until `gone_at` (None: for ever)."""
+        if since > 0:
+            self.events.append((since, "disrupting", pool))
+        else:
+            self.disrupting[pool] += 1
         if gone_at is not None:
             self.events.append((gone_at, "gone", pool))
 
@@ -126,6 +135,8 @@ class _Pools:
             if kind == "gone":
                 self.disrupting[pool] -= 1
                 self.total[pool] -= 1
+            elif kind == "disrupting":
+                self.disrupting[pool] += 1
             else:
                 self.total[pool] += 1
 
@@ -151,17 +162,38 @@ def plan_nodepool_waves(
     removed = sorted(n for n, d in drift.items() if d.removed)
     if removed:
         _at_once(rollout, fleet, removed, drift, pools, REMOVED, start, timing, pdbs, replacements)
-    expired = sorted((n for n, d in drift.items() if d.expires and not d.removed),
+    expired = sorted((n for n, d in drift.items() if d.expires and not d.removed and _offset(d, start) <= 0),
                      key=lambda n: (drift[n].expires_at or start, n))
     if expired:
         _at_once(rollout, fleet, expired, drift, pools, EXPIRATION, start, timing, pdbs, replacements)
-    drifted = [n for n, d in drift.items() if d.drifted and not d.expires and not d.removed]
+    later = {n for n, d in drift.items() if d.expires and not d.removed and n not in expired}
+    drifted = [n for n, d in drift.items() if d.drifted and not d.removed and n not in expired]
     drifted.sort(key=lambda n: (bool(fleet.moved_pods(n)), _drifted_since(fleet.nodes[n], start),
                                 fleet.nodes[n].created or start, n))
-    queue = [c for c in (_candidate(rollout, fleet, n, drift[n], pdbs, replacements, timing) for n in drifted)
-             if c is not None]
-    _drift(rollout, queue, budgets, pools, start, timing, replacements)
-    return rollout
+    queue = []
+    for name in drifted:
+        candidate = _candidate(rollout, fleet, name, drift[name], pdbs, replacements, timing)
+        if candidate is not None:
+            candidate.expires = _offset(drift[name], start) if name in later else None
+            queue.append(candidate)
+        elif name in later:  # held from drift, but its expiry deletes it all the same
+            rollout.blocked = [b for b in rollout.blocked if b.node != name]
+            rollout.pending = [p for p in rollout.pending if p.node != name or not p.held]
+    expiring = sorted(later - {c.name for c in queue}, key=lambda n: (_offset(drift[n], start), n))
+    for at in sorted({_offset(drift[n], start) for n in expiring}):
+        names = [n for n in expiring if _offset(drift[n], start) == at]
+        _at_once(rollout, fleet, names, drift, pools, EXPIRATION, start, timing, pdbs, replacements, at)
+
+    def expire(names: list[str], at: float) -> None:
+        _at_once(rollout, fleet, names, drift, pools, EXPIRATION, start, timing, pdbs, replacements, at)
+
+    _drift(rollout, queue, budgets, pools, start, timing, replacements, expire)
+    return Rollout().merged(rollout)  # the waves by start: expiring ones were planned first
+
+
+def _offset(drift: NodeDrift, start: dt.datetime) -> float:
+    """When a node expires, in seconds from the start (0 at or before it)."""
+    return max(0.0, ((drift.expires_at or start) - start).total_seconds())
 
 
 def _drifted_since(node: FleetNode, start: dt.datetime) -> dt.datetime:
@@ -193,7 +225,10 @@ def _room(budgets: Sequence[Budget], pools: _Pools, pool: str, moment: dt.dateti
 
 
 def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequence[Budget]], pools: _Pools,
-           start: dt.datetime, timing: Timing, replacements: Replacements) -> None:
+           start: dt.datetime, timing: Timing, replacements: Replacements,
+           expire: Callable[[list[str], float], None]) -> None:
+    """The drift commands of `queue` as budgets allow; a candidate still waiting when it expires goes by `expire`
+    (names, seconds from the start) instead."""
     waiting: dict[str, deque[tuple[int, _Candidate]]] = {}
     for order, candidate in enumerate(queue):
         waiting.setdefault(candidate.pool, deque()).append((order, candidate))
@@ -204,7 +239,12 @@ def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequ
                              f"to be disrupted for drift at {start:%Y-%m-%dT%H:%M:%SZ}"
                              + (f" ({pools.disrupting[pool]} disrupting already)" if pools.disrupting[pool] else ""))
     now = POLLING_SECONDS
+    expiring = any(c.expires is not None for c in queue)  # else no need to look for expiries at each turn
     while waiting:
+        if expiring:
+            _expire_waiting(waiting, now, expire)
+            if not waiting:
+                return
         pools.advance(now)
         moment = start + dt.timedelta(seconds=now)
         room = {pool: _room(budgets.get(pool, ()), pools, pool, moment) for pool in waiting}
@@ -223,7 +263,9 @@ def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequ
         if not waiting:
             return
         rest = [c for line in waiting.values() for _, c in line]
-        wake = [t for t in (pools.next_event(now), _budget_opens(rest, budgets, pools, start, now)) if t is not None]
+        expiries = [c.expires for c in rest if c.expires is not None] if expiring else []
+        wake = [t for t in (pools.next_event(now), _budget_opens(rest, budgets, pools, start, now),
+                            min(expiries, default=None)) if t is not None]
         if not wake and not started:
             for candidate in sorted(rest, key=lambda c: c.name):
                 rollout.blocked.append(Blocked(candidate.name, _never_why(candidate.pool, budgets, pools, moment),
@@ -231,6 +273,23 @@ def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequ
             return
         polls = math.ceil((min(wake) - now) / POLLING_SECONDS) if wake else 1
         now += max(polls, 1) * POLLING_SECONDS
+
+
+def _expire_waiting(waiting: dict[str, deque[tuple[int, _Candidate]]], now: float,
+                    expire: Callable[[list[str], float], None]) -> None:
+    """Take out of `waiting` the candidates expired by `now`, and have them expire at their times."""
+    gone: dict[float, list[str]] = {}
+    for pool in list(waiting):
+        kept = deque(e for e in waiting[pool] if e[1].expires is None or e[1].expires > now)
+        for _, candidate in waiting[pool]:
+            if candidate.expires is not None and candidate.expires <= now:
+                gone.setdefault(candidate.expires, []).append(candidate.name)
+        if kept:
+            waiting[pool] = kept
+        else:
+            del waiting[pool]
+    for at in sorted(gone):
+        expire(sorted(gone[at]), at)
 
 
 def _start(rollout: Rollout, candidate: _Candidate, pools: _Pools, moment: dt.datetime, now: float,
@@ -273,11 +332,12 @@ def _never_why(pool: str, budgets: Mapping[str, Sequence[Budget]], pools: _Pools
 
 
 def _at_once(rollout: Rollout, fleet: Fleet, names: Sequence[str], drift: Mapping[str, NodeDrift], pools: _Pools,
-             method: str, start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements) -> None:
-    """Nodes deleted at the start without a budget (a removed NodePool's, expired ones): drained — PDBs and
-    do-not-disrupt pods hold a drain until the terminationGracePeriod, for ever without one —, their pods
+             method: str, start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements,
+             at: float = 0.0) -> None:
+    """Nodes deleted without a budget `at` seconds from the start (a removed NodePool's, expired ones): drained —
+    PDBs and do-not-disrupt pods hold a drain until the terminationGracePeriod, for ever without one —, their pods
     provisioned for afterwards."""
-    wave = Wave(len(rollout.waves), start, method, list(names), replaced_first=False)
+    wave = Wave(len(rollout.waves), start + dt.timedelta(seconds=at), method, list(names), replaced_first=False)
     movable: list[FleetPod] = []
     seconds = 0.0
     for name in names:
@@ -293,15 +353,15 @@ def _at_once(rollout: Rollout, fleet: Fleet, names: Sequence[str], drift: Mappin
                                            "and its NodeClaim has no terminationGracePeriod", blocked.by,
                                            blocked.forever))
             if method != REMOVED:
-                pools.disrupt(pool, None)  # deleting for ever: it holds its NodePool's budget
+                pools.disrupt(pool, None, at)  # deleting for ever: it holds its NodePool's budget
             continue
         movable += pods
         seconds = max(seconds, drain.seconds)
         wave.slowed.update(drain.slowed)
         if method != REMOVED:
-            pools.disrupt(pool, drain.seconds)
+            pools.disrupt(pool, at + drain.seconds, at)
     launched = finish_wave(rollout, wave, movable, replacements, seconds, timing)
-    pools.launch(launched, wave.seconds)
+    pools.launch(launched, at + wave.seconds)
     add_wave(rollout, wave)
 
 

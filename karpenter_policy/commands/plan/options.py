@@ -32,12 +32,21 @@ class PlanOptions:
         None, "--start", metavar="TIME",
         help="When the rollout starts (RFC 3339, e.g. 2026-11-30T09:00:00Z; default: now).",
     )
+    horizon: str = option(
+        "24h", "--horizon", metavar="DURATION", show_default=True,
+        help="Also plan the nodes that expire this long after --start (a Go duration: 24h, 90m, 0s), at their time.",
+    )
     output: str = option("text", "--output", choices=FORMATS, show_default=True,
                          help="text, json, or markdown (a pull-request comment).")
     drift_disabled: bool = option(
         False, "--drift-disabled", is_flag=True,
         help="Model a cluster that keeps Karpenter v0.31's featureGates.driftEnabled off (default: on, as this "
         "project's controller runs).",
+    )
+    redact: bool = option(
+        False, "--redact", is_flag=True,
+        help="Name the snapshot's nodes, pods, namespaces and workloads by a stable hash in every output, and keep "
+        "no env, image or annotation but Karpenter's (docs/plan.md).",
     )
     allow_stranded: bool = option(
         False, "--allow-stranded", is_flag=True,

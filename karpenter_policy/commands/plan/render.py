@@ -224,6 +224,11 @@ def render_text(result: PlanResult) -> str:
                  f"{money(cost.after_monthly)}{unpriced}")
     for name, before, peak, after in cost.rows():
         lines.append(f"  {name}: {money(before)} → peak {money(peak)} → {money(after)}")
+    if cost.workloads:
+        some = "" if len(cost.workloads) <= _SHOWN else f", the {_SHOWN} most expensive of {len(cost.workloads)}"
+        lines.append(f"cost a month per workload (a pod's share of its node by requests){some}:")
+        lines += [f"  {w.workload}: {money(w.before)} → peak {money(w.peak)} → {money(w.after)}"
+                  for w in cost.workloads[:_SHOWN]]
     lines += [f"note: {n}" for n in result.notes[:_SHOWN]]
     if len(result.notes) > _SHOWN:
         lines.append(f"note: … {len(result.notes) - _SHOWN} more (--output json lists them all)")
@@ -270,6 +275,14 @@ def render_markdown(result: PlanResult) -> str:
         out += [f"| `{markdown_text(p.pod)}` | `{markdown_text(p.workload)}` | {markdown_text(p.reason)} |"
                 for p in rollout.pending[:_SHOWN]]
         out.append("")
+    if cost.workloads:
+        out += ["<details><summary>Cost per workload (a pod's share of its node by requests)</summary>", "",
+                "| Workload | Before | Peak | After |", "|---|---:|---:|---:|"]
+        out += [f"| `{markdown_text(w.workload)}` | {money(w.before)} | {money(w.peak)} | {money(w.after)} |"
+                for w in cost.workloads[:_SHOWN]]
+        if len(cost.workloads) > _SHOWN:
+            out.append(f"\n… {len(cost.workloads) - _SHOWN} more workloads (`--output json` lists them all)")
+        out += ["", "</details>", ""]
     if rollout.waves:
         out += ["<details><summary>Waves</summary>", "", "| Wave | Start | Method | Nodes | New nodes | Pods evicted |",
                 "|---:|---|---|---|---|---:|"]

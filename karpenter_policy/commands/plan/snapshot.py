@@ -62,6 +62,8 @@ class Problem:
     index: int | None
     severity: str
     message: str
+    #: the item's kind, namespace and name as the message may spell them (for `--redact`; None: no item)
+    subject: tuple[str, str, str] | None = None
 
     def __str__(self) -> str:
         where = self.file if self.index is None else f"{self.file}: item {self.index}"
@@ -262,30 +264,45 @@ def _add(snapshot: Snapshot, file: str, items: Sequence[Any], seen: Seen) -> Non
         try:
             check_object(item, f"{file}: item {index}")
         except Malformed as error:
-            snapshot.problems.append(Problem(file, index, "error", _without_where(str(error), file, index)))
+            snapshot.problems.append(Problem(file, index, "error", _without_where(str(error), file, index),
+                                             _subject(item)))
             continue
         kind = item.get("kind")
         if not isinstance(kind, str) or not kind:
-            snapshot.problems.append(Problem(file, index, "error", f"{objects.name(item)}: no kind"))
+            snapshot.problems.append(Problem(file, index, "error", f"{objects.name(item)}: no kind", _subject(item)))
             continue
         if kind not in _CHECKS:
-            snapshot.problems.append(Problem(file, index, "warning", f"{kind} {objects.name(item)}: not read by plan"))
+            snapshot.problems.append(Problem(file, index, "warning", f"{kind} {objects.name(item)}: not read by plan",
+                                             _subject(item)))
             continue
         problem = _CHECKS[kind](item)
         if problem is not None:
-            snapshot.problems.append(Problem(file, index, "error", f"{kind} {_object_name(item)}: {problem}"))
+            snapshot.problems.append(Problem(file, index, "error", f"{kind} {_object_name(item)}: {problem}",
+                                             _subject(item)))
             continue
         key = (kind, objects.namespace(item) or "", objects.name(item))
         listed = snapshot.of_kind(kind)
         if key in seen:
             where, position = seen[key]
             snapshot.problems.append(Problem(file, index, "warning",
-                                             f"{kind} {_object_name(item)} is in {where} too: this one is used"))
+                                             f"{kind} {_object_name(item)} is in {where} too: this one is used",
+                                             _subject(item)))
             listed[position] = item
         else:
             listed.append(item)
             position = len(listed) - 1
         seen[key] = (f"{file} (item {index})", position)
+
+
+def _subject(item: Any) -> tuple[str, str, str] | None:
+    """An item's kind, namespace and name, each "" when not a string (None: not an object)."""
+    if not isinstance(item, dict):
+        return None
+    meta = item.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    kind, namespace, name = (v if isinstance(v, str) else "" for v in (item.get("kind"), meta.get("namespace"),
+                                                                       meta.get("name")))
+    return kind, namespace, name
 
 
 def _object_name(item: Obj) -> str:

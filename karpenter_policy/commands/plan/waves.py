@@ -7,7 +7,9 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
 * one command at a time, every :data:`POLLING_SECONDS` (`controller.go`, `pollingPeriod`), expiration before drift
   (`controller.go`'s deprovisioner order; `expiration.go`, `drift.go`); the empty candidates of a method all in one
   command, else one candidate per command — expired ones the most expired first, drifted ones in the order they
-  drifted (all at the merge here: by creation, then name);
+  drifted (all at the merge here: by creation, then name). A node that expires later within the plan's horizon
+  becomes an expiration candidate at its expiry time (`Expiration.ShouldDeprovision`: the clock after it), taken
+  at the next command from then — before any drift left; the loop idles until then when nothing else is left;
 * a node being deleted already is no candidate; a candidate is skipped while a PodDisruptionBudget allows no
   eviction of one of its pods, while one of its pods has `karpenter.sh/do-not-evict` (or `do-not-disrupt`) set to
   "true", or while the node has the `karpenter.sh/do-not-disrupt` annotation (`helpers.go`, `filterCandidates`;
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -306,46 +308,82 @@ def plan_waves(
     removed = sorted(n for n, d in drift.items() if d.removed)
     if removed:
         clock = _removed_wave(rollout, fleet, removed, pdbs, replacements, start, timing)
-    expired = sorted((n for n, d in drift.items() if d.expires and not d.removed),
-                     key=lambda n: (drift[n].expires_at or start, n))
-    drifted = sorted((n for n, d in drift.items() if d.drifted and not d.expires and not d.removed),
+    expiring = sorted((n for n, d in drift.items() if d.expires and not d.removed),
+                      key=lambda n: (drift[n].expires_at or start, n))
+    drifted = sorted((n for n, d in drift.items() if d.drifted and not d.removed),
                      key=lambda n: (fleet.nodes[n].created or start, n))
-    for method, names in ((EXPIRATION, expired), (DRIFT, drifted)):
-        empty = []
-        for name in (n for n in names if not fleet.moved_pods(n)):
-            held = drain_of(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
-            if held is not None:
-                rollout.blocked.append(held)
-            else:
-                empty.append(name)
-        if empty:
-            clock += POLLING_SECONDS
-            wave = Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS)
-            add_wave(rollout, wave)
-        for name in names:
-            if not fleet.moved_pods(name):
-                continue  # empty: in the wave above, or held by its annotation
-            node, pods = fleet.nodes[name], fleet.moved_pods(name)
-            drain = drain_of(node, pods, pdbs, timing)
-            if drain.blocked is not None:
-                rollout.blocked.append(drain.blocked)
-                continue
-            launched, failures = replacements.place([p.pod for p in pods if p.pod is not None])
-            if failures:
-                movable = [p for p in pods if p.pod is not None]
-                for index, why in sorted(failures.items()):
-                    pod = movable[index]
-                    rollout.pending.append(Pending(pod.key, pod.workload, name, why, held=True))
-                rollout.blocked.append(Blocked(name, f"{len(failures)} of its pods would not schedule on HEAD's "
-                                               "provisioners", "scheduling", True))
-                continue
-            clock += POLLING_SECONDS
-            wave = Wave(len(rollout.waves), _timestamp(start, clock), method, [name], launched,
-                        Counter(p.workload for p in pods), drain.seconds, drain.slowed)
-            wave.seconds = (timing.node_startup if launched else 0.0) + drain.seconds
-            clock += (timing.node_startup if launched else 0.0) + min(drain.seconds, WAIT_FOR_DELETION_SECONDS)
-            add_wave(rollout, wave)
-    return rollout
+    settled: set[str] = set()  # replaced, or found blocked: no candidate any more
+    # each method's candidates in order, the empty ones apart (they go together); the expiring ones join as they expire
+    due: tuple[deque[str], deque[str]] = (deque(), deque())
+    waiting = (deque(n for n in drifted if not fleet.moved_pods(n)), deque(n for n in drifted if fleet.moved_pods(n)))
+    later = deque(expiring)
+    while True:
+        now = _timestamp(start, clock)
+        while later and (drift[later[0]].expires_at or start) <= now:
+            name = later.popleft()
+            due[bool(fleet.moved_pods(name))].append(name)
+        for line in (*due, *waiting):
+            while line and line[0] in settled:
+                line.popleft()
+        if any(due):
+            method, lines = EXPIRATION, due
+        elif any(waiting):
+            method, lines = DRIFT, waiting
+        elif later:  # nothing to do until the next node expires: the loop notices it at its next poll
+            clock = max(clock, ((drift[later[0]].expires_at or start) - start).total_seconds())
+            continue
+        else:
+            return rollout
+        clock = _command(rollout, fleet, method, lines, settled, pdbs, replacements, start, clock, timing)
+
+
+def _command(rollout: Rollout, fleet: Fleet, method: str, lines: tuple[deque[str], deque[str]], settled: set[str],
+             pdbs: PdbBudgets, replacements: Replacements, start: dt.datetime, clock: float, timing: Timing) -> float:
+    """Karpenter v0.31's next command of `method` among its candidates (`lines`: the empty ones, the others, each in
+    order): every empty one in one wave, else the first other that is not blocked; those taken or found blocked are
+    settled. The clock after it."""
+    empties, names = lines
+    empty = []
+    while empties:
+        name = empties.popleft()
+        if name in settled:
+            continue
+        settled.add(name)
+        held = drain_of(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
+        if held is not None:
+            rollout.blocked.append(held)
+        else:
+            empty.append(name)
+    if empty:
+        clock += POLLING_SECONDS
+        add_wave(rollout, Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS))
+        return clock
+    while names:
+        name = names.popleft()
+        if name in settled:
+            continue
+        settled.add(name)
+        node, pods = fleet.nodes[name], fleet.moved_pods(name)
+        drain = drain_of(node, pods, pdbs, timing)
+        if drain.blocked is not None:
+            rollout.blocked.append(drain.blocked)
+            continue
+        launched, failures = replacements.place([p.pod for p in pods if p.pod is not None])
+        if failures:
+            movable = [p for p in pods if p.pod is not None]
+            for index, why in sorted(failures.items()):
+                pod = movable[index]
+                rollout.pending.append(Pending(pod.key, pod.workload, name, why, held=True))
+            rollout.blocked.append(Blocked(name, f"{len(failures)} of its pods would not schedule on HEAD's "
+                                           "provisioners", "scheduling", True))
+            continue
+        clock += POLLING_SECONDS
+        wave = Wave(len(rollout.waves), _timestamp(start, clock), method, [name], launched,
+                    Counter(p.workload for p in pods), drain.seconds, drain.slowed)
+        wave.seconds = (timing.node_startup if launched else 0.0) + drain.seconds
+        add_wave(rollout, wave)
+        return clock + (timing.node_startup if launched else 0.0) + min(drain.seconds, WAIT_FOR_DELETION_SECONDS)
+    return clock
 
 
 def finish_wave(
