@@ -1,7 +1,8 @@
 """`karpenter-policy plan`: BASE and HEAD read (git revisions or directories, as `diff` reads them), the snapshot
 read and checked, drift, waves and cost computed, the result rendered, and the exit code: 0; 1 when HEAD has error
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
-(an unreadable or malformed snapshot, an unknown revision, a bad `--start`)."""
+(an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read, an unknown revision, a bad
+`--start`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
+from karpenter_policy.commands.plan.cluster import read_cluster
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
@@ -85,7 +87,13 @@ def plan_command(
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
-    snapshot = read_snapshots(options.snapshot, stdin)
+    if bool(options.snapshot) == bool(options.kubeconfig):
+        return CommandOutput(2, "", "karpenter-policy plan: give the cluster as --snapshot FILE or --kubeconfig FILE "
+                             "(one of them)\n")
+    if options.context and not options.kubeconfig:
+        return CommandOutput(2, "", "karpenter-policy plan: --context is a context of --kubeconfig\n")
+    snapshot = (read_cluster(options.kubeconfig, options.context) if options.kubeconfig
+                else read_snapshots(options.snapshot, stdin))
     fleet = fleet_of(snapshot) if not snapshot.errors else None
     if snapshot.errors or fleet is None:
         lines = [str(p) for p in snapshot.problems]

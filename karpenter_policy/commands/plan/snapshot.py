@@ -35,7 +35,10 @@ __all__ = [
     "READ_KINDS",
     "STDIN",
     "Problem",
+    "Seen",
     "Snapshot",
+    "checked_snapshot",
+    "read_objects",
     "read_snapshot",
     "read_snapshots",
 ]
@@ -328,6 +331,22 @@ def read_snapshot(data: bytes, file: str, snapshot: Snapshot | None = None,
     return snapshot
 
 
+def read_objects(items: Sequence[Any], source: str, snapshot: Snapshot, seen: Seen) -> None:
+    """Add objects already read from elsewhere (a cluster's list answer, `source` naming it in problems) to
+    `snapshot`, checked exactly as a file's items are."""
+    snapshot.files.append(source)
+    _add(snapshot, source, items, seen)
+
+
+def checked_snapshot(snapshot: Snapshot) -> Snapshot:
+    """`snapshot`, with an error when it holds no Node (and no error already says why)."""
+    if not snapshot.nodes and not snapshot.errors:
+        snapshot.problems.append(Problem(", ".join(snapshot.files) or "(none)", None, "error",
+                                         "no Node in the snapshot: nothing to plan (take it with `kubectl get "
+                                         "nodes,pods,pdb,daemonsets,nodeclaims -A -o json`)"))
+    return snapshot
+
+
 def read_snapshots(files: Iterable[str], stdin: BinaryIO | None = None) -> Snapshot:
     """Read every snapshot file (`-`: standard input, read once) into one snapshot."""
     snapshot = Snapshot()
@@ -345,8 +364,4 @@ def read_snapshots(files: Iterable[str], stdin: BinaryIO | None = None) -> Snaps
             snapshot.problems.append(Problem(file, None, "error", f"cannot read: {error}"))
             continue
         read_snapshot(data, file, snapshot, seen)
-    if not snapshot.nodes and not snapshot.errors:
-        snapshot.problems.append(Problem(", ".join(snapshot.files) or "(none)", None, "error",
-                                         "no Node in the snapshot: nothing to plan (take it with `kubectl get "
-                                         "nodes,pods,pdb,daemonsets,nodeclaims -A -o json`)"))
-    return snapshot
+    return checked_snapshot(snapshot)
