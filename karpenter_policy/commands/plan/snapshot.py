@@ -203,7 +203,7 @@ def _duration_problem(spec: Mapping[str, Any], name: str, never: bool) -> str | 
 def _node_claim_problem(item: Obj) -> str | None:
     """A NodeClaim (karpenter.sh/v1) or Machine (v1alpha5): what the plan reads of it — its creation time, labels
     and annotations (the metadata check), `spec.expireAfter` and `spec.terminationGracePeriod` (Go durations, the
-    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName` and `status.conditions`."""
+    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName`, `status.imageID` and `status.conditions`."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
@@ -219,8 +219,9 @@ def _node_claim_problem(item: Obj) -> str | None:
     if ref is not None and not (isinstance(ref, dict) and isinstance(ref.get("name", ""), str)):
         return f"spec.nodeClassRef is not a reference: {_quote(ref)}"
     status = item.get("status") or {}
-    if status.get("nodeName") is not None and not isinstance(status["nodeName"], str):
-        return f"status.nodeName is not a string: {_quote(status['nodeName'])}"
+    for name in ("nodeName", "imageID"):
+        if status.get(name) is not None and not isinstance(status[name], str):
+            return f"status.{name} is not a string: {_quote(status[name])}"
     conditions = status.get("conditions")
     if conditions is not None and not (isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)):
         return f"status.conditions is not a list of objects: {_quote(conditions)}"

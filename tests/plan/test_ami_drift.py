@@ -1,0 +1,130 @@
+"""AMI drift of Karpenter v1 NodeClaims (`amidrift`; aws v1.14.1 `pkg/cloudprovider/drift.go` `isAMIDrifted`)
+where HEAD's EC2NodeClass names its AMIs by `id`: the "NodeClaim Drift" cases of aws v1.14.1
+`pkg/cloudprovider/suite_test.go` that a snapshot can state, as data naming their line; a plan whose HEAD pins a
+new AMI replaces the nodes on the old one, naming both; a change of alias the plan cannot resolve is a note, never
+a silent "no drift"; a NodeClaim whose `status.imageID` is not a string is refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.catalog import load_catalog
+from karpenter_policy.commands.plan.amidrift import selected_ami_ids
+from karpenter_policy.commands.plan.command import plan_command
+from karpenter_policy.commands.plan.drift import PolicySide
+from karpenter_policy.commands.plan.fleet import fleet_of
+from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
+from karpenter_policy.commands.plan.options import PlanOptions
+from karpenter_policy.commands.plan.snapshot import read_snapshot
+from tests.plan.snapshots import listing, pod, write
+from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node, v1_policies
+
+START = dt.datetime(2026, 11, 30, 9, tzinfo=dt.UTC)
+AMD, ARM, OTHER = "ami-0amd64aaaaaaaaaa1", "ami-0arm64aaaaaaaaaa2", "ami-0fake0000000000003"
+SUITE = "aws/karpenter-provider-aws v1.14.1 pkg/cloudprovider/suite_test.go"
+
+
+def ids_class(*ids: str, name: str = "default") -> str:
+    """An EC2NodeClass naming its AMIs by id (the AMI family said apart, as v1 requires without an alias)."""
+    terms = ", ".join(f"{{id: {i}}}" for i in ids)
+    return node_class(name).replace('amiSelectorTerms: [{alias: "al2023@latest"}]',
+                                    f"amiFamily: AL2023\n  amiSelectorTerms: [{terms}]")
+
+
+def side(*classes: str) -> PolicySide:
+    made = [stored_form(yaml.safe_load(d)) for d in classes]
+    pool = stored_form(yaml.safe_load(nodepool()))
+    return PolicySide("x", {}, {}, {"default": pool}, {c["metadata"]["name"]: c for c in made})
+
+
+def with_image(item: dict[str, Any], image: Any) -> dict[str, Any]:
+    if image is not None:
+        item["status"]["imageID"] = image
+    return item
+
+
+#: (Go line, what it says, HEAD's class (None: absent), the NodeClaim's status.imageID, AMIDrift expected)
+SUITE_CASES = [
+    (810, "BeforeEach: the NodeClaim runs the class's AMI — not drifted", ids_class(AMD, ARM), AMD, False),
+    (817, "should not fail if NodeClass does not exist", None, AMD, False),
+    (829, "should return drifted if the AMI is not valid", ids_class(AMD, ARM), OTHER, True),
+    (999, "should error if the NodeClaim doesn't have ImageID (no drift)", ids_class(AMD), None, False),
+    (1017, "should return drifted if the AMI no longer matches the existing NodeClaims instance type",
+     ids_class(AMD), ARM, True),
+]
+
+
+@pytest.mark.parametrize(("line", "says", "head_class", "image", "drifts"), SUITE_CASES,
+                         ids=[f"suite_test.go:{c[0]}" for c in SUITE_CASES])
+def test_karpenters_nodeclaim_drift_cases(line: int, says: str, head_class: str | None, image: str | None,
+                                          drifts: bool) -> None:
+    base = side(ids_class(AMD, ARM))
+    head = side(head_class) if head_class is not None else PolicySide("x", {}, {}, base.nodepools, {})
+    fleet = fleet_of(read_snapshot(json.dumps(listing(pool_node("n1"), with_image(claim("n1"), image))).encode(),
+                                   "s.json"))
+    drift = NodePoolDriftRules(base, head, START)(fleet.nodes["n1"])
+
+    ami = [r for r in drift.reasons if r.startswith("AMIDrift")]
+    assert bool(ami) == drifts, f"{SUITE}:{line} {says}: {drift.reasons}"
+    assert drift.drifted == drifts
+    if drifts:
+        assert ami[0].startswith(f"AMIDrift: NodeClaim default-n1's status.imageID {image} is not among "
+                                 "EC2NodeClass default's spec.amiSelectorTerms ids (")
+
+
+@pytest.mark.parametrize(("terms", "ids"), [
+    ("[{id: ami-1}, {id: ami-2}]", ("ami-1", "ami-2")),
+    ("[{id: ami-1}, {tags: {a: b}}]", None),
+    ('[{alias: "al2023@latest"}]', None),
+    ("[{id: ami-1, owner: self}]", None),
+    ("[]", None),
+])
+def test_only_a_class_of_id_terms_names_its_amis(terms: str, ids: tuple[str, ...] | None) -> None:
+    assert selected_ami_ids({"spec": {"amiSelectorTerms": yaml.safe_load(terms)}}) == ids
+
+
+def test_a_plan_pinning_a_new_ami_replaces_the_nodes_on_the_old_one(tmp_path: Path) -> None:
+    base = v1_policies(tmp_path / "base", nodepool(budgets='[{nodes: "1"}]'), node_classes=(ids_class(OTHER),))
+    head = v1_policies(tmp_path / "head", nodepool(budgets='[{nodes: "1"}]'), node_classes=(ids_class(AMD),))
+    items = [pool_node("n1"), with_image(claim("n1"), OTHER), pod("web-1", "n1", "web"),
+             pool_node("n2"), with_image(claim("n2"), AMD), pod("web-2", "n2", "web")]
+
+    result = plan_command(PlanOptions(snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z",
+                                      output="json", base=base, head=head), load_catalog())
+
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [(n["name"], n["drifted"]) for n in document["nodes"]] == [("n1", True), ("n2", False)]
+    assert document["nodes"][0]["reasons"] == [
+        f"AMIDrift: NodeClaim default-n1's status.imageID {OTHER} is not among EC2NodeClass default's "
+        f"spec.amiSelectorTerms ids ({AMD})"]
+    assert [d["field"] for d in document["drift"]] == [
+        "EC2NodeClass default: AMIDrift (status.imageID not among its AMI ids)"]
+
+
+def test_a_changed_alias_is_a_note_not_a_silent_no_drift() -> None:
+    base = side(node_class(alias="al2023@v20241010"))
+    head = side(node_class(alias="al2023@v20241120"))
+    fleet = fleet_of(read_snapshot(json.dumps(listing(pool_node("n1"), with_image(claim("n1"), AMD))).encode(),
+                                   "s.json"))
+    rules = NodePoolDriftRules(base, head, START)
+
+    drift = rules(fleet.nodes["n1"])
+
+    assert not drift.drifted
+    assert rules.notes() == ["1 node of EC2NodeClass default: HEAD changes spec.amiSelectorTerms, which EC2 resolves "
+                             "(alias, tags, name, owner): their AMI drift is not planned"]
+
+
+def test_an_image_id_that_is_not_a_string_is_refused() -> None:
+    snapshot = read_snapshot(json.dumps(listing(pool_node("n1"), with_image(claim("n1"), 7))).encode(), "s.json")
+
+    assert [str(p) for p in snapshot.errors] == [
+        "s.json: item 1: error: NodeClaim default-n1: status.imageID is not a string: 7"]
