@@ -53,6 +53,8 @@ KINDS: tuple[Kind, ...] = (POD, NODE, CONFIG_MAP, EVENT, NAMESPACE, LEASE, POD_D
 #: Karpenter's own kinds, served only where its CRDs are installed (what `plan --kubeconfig` reads of them).
 NODE_CLAIM = Kind("karpenter.sh/v1", "NodeClaim", "nodeclaims", namespaced=False, status_subresource=True)
 MACHINE = Kind("karpenter.sh/v1alpha5", "Machine", "machines", namespaced=False, status_subresource=True)
+EC2_NODE_CLASS = Kind("karpenter.k8s.aws/v1", "EC2NodeClass", "ec2nodeclasses", namespaced=False,
+                      status_subresource=True)
 
 
 def metadata(obj: Obj) -> dict[str, Any]:

@@ -97,7 +97,8 @@ def test_the_snapshot_is_read_with_the_kubeconfig_secret_which_is_not_kept(tmp_p
                     PATH=os.pathsep.join([str(stand_ins(tmp_path)), os.environ["PATH"]]))
     assert done.returncode == 0, done.stderr
     assert log.read_text() == (f"KUBECONFIG={temp}/kubeconfig get nodes,pods,pdb,daemonsets -A -o json\n"
-                               f"KUBECONFIG={temp}/kubeconfig get nodeclaims -A -o json\n")
+                               f"KUBECONFIG={temp}/kubeconfig get nodeclaims -A -o json\n"
+                               f"KUBECONFIG={temp}/kubeconfig get ec2nodeclasses -A -o json\n")
     assert Path(f"{log}.kubeconfig").read_text() == "apiVersion: v1\nkind: Config\n"
     assert json.loads((temp / "snapshot.json").read_text()) == json.loads(SNAPSHOT.read_text())
     assert not (temp / "kubeconfig").exists()
@@ -168,9 +169,10 @@ def test_one_comment_is_posted_then_updated(tmp_path: Path) -> None:
 def test_nodeclaims_are_read_apart_none_without_the_crd_and_a_refusal_fails_the_job(
     tmp_path: Path, served: str
 ) -> None:
-    """The real kubectl against the test API server with RBAC: the NodeClaims in a second file, an empty list
-    where the cluster has no NodeClaim CRD, and a user that may not list them stops the job (no snapshot left)."""
-    crds = frozenset() if served == "no CRD" else frozenset({objects.NODE_CLAIM})
+    """The real kubectl against the test API server with RBAC: the NodeClaims and EC2NodeClasses in files apart, an
+    empty list where the cluster lacks their CRD, and a user that may not list them stops the job (no snapshot
+    left)."""
+    crds = frozenset() if served == "no CRD" else frozenset({objects.NODE_CLAIM, objects.EC2_NODE_CLASS})
     with EmulatorThread(seed_namespaces=True, authorize=True, crds=crds) as server:
         admin = server.write_kubeconfig(tmp_path / "admin")
         client = KubeCluster.from_kubeconfig(str(admin))
@@ -192,7 +194,7 @@ def test_nodeclaims_are_read_apart_none_without_the_crd_and_a_refusal_fails_the_
         done = run_step("Take the snapshot", tmp_path, KUBECONFIG_DATA=config.read_text(), RUNNER_TEMP=str(temp),
                         HOME=str(tmp_path), PATH=os.pathsep.join([str(kubectl_dir), os.environ["PATH"]]))
 
-    assert not (temp / "kubeconfig").exists() and not (temp / "nodeclaims.err").exists()
+    assert not (temp / "kubeconfig").exists() and not (temp / "karpenter.err").exists()
     if served == "forbidden":
         assert done.returncode == 1
         assert 'cannot list resource "nodeclaims" in API group "karpenter.sh"' in done.stderr
@@ -204,7 +206,9 @@ def test_nodeclaims_are_read_apart_none_without_the_crd_and_a_refusal_fails_the_
     claims = json.loads((temp / "nodeclaims.json").read_text())["items"]
     assert [n["metadata"]["name"] for n in nodes] == ["ip-10-0-1-1"]
     assert [c["status"]["nodeName"] for c in claims] == (["ip-10-0-1-1"] if crds else [])
-    assert ("the cluster has no NodeClaims (no karpenter.sh/v1 CRD)" in done.stdout) == (not crds)
+    assert json.loads((temp / "ec2nodeclasses.json").read_text())["items"] == []
+    assert ("the cluster has no nodeclaims (no Karpenter v1 CRD)" in done.stdout) == (not crds)
+    assert ("the cluster has no ec2nodeclasses (no Karpenter v1 CRD)" in done.stdout) == (not crds)
 
 
 def _reader_without_nodeclaims(server: EmulatorThread, client: KubeCluster, tmp_path: Path) -> Path:

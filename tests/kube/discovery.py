@@ -65,6 +65,7 @@ RESOURCES = {
         Resource(kinds.SELF_SUBJECT_ACCESS_REVIEW, "selfsubjectaccessreview"),
         Resource(objects.NODE_CLAIM, "nodeclaim", (), ("status",)),
         Resource(objects.MACHINE, "machine", (), ("status",)),
+        Resource(objects.EC2_NODE_CLASS, "ec2nodeclass", (), ("status",)),
     )
 }
 KINDS_BY_PATH = {(kind.group, kind.version, kind.plural): kind for kind in (*ALL_KINDS, *CRD_KINDS)}

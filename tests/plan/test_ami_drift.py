@@ -106,7 +106,7 @@ def test_a_plan_pinning_a_new_ami_replaces_the_nodes_on_the_old_one(tmp_path: Pa
         f"AMIDrift: NodeClaim default-n1's status.imageID {OTHER} is not among EC2NodeClass default's "
         f"spec.amiSelectorTerms ids ({AMD})"]
     assert [d["field"] for d in document["drift"]] == [
-        "EC2NodeClass default: AMIDrift (status.imageID not among its AMI ids)"]
+        "EC2NodeClass default: AMIDrift (status.imageID not the AMI it resolves to)"]
 
 
 def test_a_changed_alias_is_a_note_not_a_silent_no_drift() -> None:
@@ -128,3 +128,73 @@ def test_an_image_id_that_is_not_a_string_is_refused() -> None:
 
     assert [str(p) for p in snapshot.errors] == [
         "s.json: item 1: error: NodeClaim default-n1: status.imageID is not a string: 7"]
+
+
+NEW, OLD, GPU = "ami-0new00000000000001", "ami-0old00000000000002", "ami-0gpu00000000000003"
+AMD64 = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+ARM64 = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]
+NO_GPU = [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"}]
+WITH_GPU = [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"}]
+
+
+def cluster_class(amis: list[dict[str, Any]], alias: str = "al2023@latest") -> dict[str, Any]:
+    """The cluster's EC2NodeClass as `kubectl get ec2nodeclasses -o json` prints it, its AMIs resolved."""
+    made = stored_form(yaml.safe_load(node_class(alias=alias)))
+    made["status"] = {"amis": amis}
+    return made
+
+
+#: (what it shows, the cluster's status.amis (newest first), the NodeClaim's status.imageID, the AMI it should run)
+RESOLVED_CASES = [
+    ("a new release of the alias: the node on the old one drifts",
+     [{"id": NEW, "requirements": AMD64}, {"id": OLD, "requirements": AMD64}], OLD, NEW),
+    ("the node already on the newest", [{"id": NEW, "requirements": AMD64}, {"id": OLD, "requirements": AMD64}],
+     NEW, None),
+    (f"{SUITE}:1017 the AMI no longer matches the instance type", [{"id": AMD, "requirements": AMD64}], ARM, AMD),
+    ("the arm64 AMI first is not the amd64 node's", [{"id": ARM, "requirements": ARM64},
+                                                   {"id": AMD, "requirements": AMD64}], AMD, None),
+    ("a node without a GPU meets DoesNotExist, not Exists",
+     [{"id": GPU, "requirements": AMD64 + WITH_GPU}, {"id": OLD, "requirements": AMD64 + NO_GPU}], OLD, None),
+    ("no AMI fits: Karpenter's check errors, no drift", [{"id": ARM, "requirements": ARM64}], AMD, None),
+]
+
+
+@pytest.mark.parametrize(("says", "amis", "image", "mapped"), RESOLVED_CASES, ids=[c[0] for c in RESOLVED_CASES])
+def test_the_clusters_resolved_amis_decide_when_head_keeps_the_terms(says: str, amis: list[dict[str, Any]],
+                                                                     image: str, mapped: str | None) -> None:
+    base = head = side(node_class())
+    snapshot = read_snapshot(json.dumps(listing(pool_node("n1"), with_image(claim("n1"), image),
+                                                cluster_class(amis))).encode(), "s.json")
+    assert snapshot.errors == []
+
+    drift = NodePoolDriftRules(base, head, START, snapshot.node_classes)(fleet_of(snapshot).nodes["n1"])
+
+    expected = () if mapped is None else (
+        f"AMIDrift: NodeClaim default-n1's status.imageID {image} is not {mapped}, the AMI EC2NodeClass default's "
+        "status.amis maps to its instance type in the snapshot",)
+    assert drift.reasons == expected, says
+
+
+def test_the_clusters_amis_are_not_heads_when_head_changes_the_terms() -> None:
+    base, head = side(node_class()), side(node_class(alias="al2023@v20241120"))
+    snapshot = read_snapshot(json.dumps(listing(pool_node("n1"), with_image(claim("n1"), OLD), cluster_class(
+        [{"id": NEW, "requirements": AMD64}]))).encode(), "s.json")
+    rules = NodePoolDriftRules(base, head, START, snapshot.node_classes)
+
+    drift = rules(fleet_of(snapshot).nodes["n1"])
+
+    assert not drift.drifted and len(rules.notes()) == 1
+
+
+@pytest.mark.parametrize(("status", "message"), [
+    ({"amis": "ami-1"}, "status.amis is not a list: 'ami-1'"),
+    ({"amis": [{"name": "x"}]}, "status.amis[0] has no id: {'name': 'x'}"),
+    ({"amis": [{"id": NEW, "requirements": [{"key": "a", "operator": "Near"}]}]},
+     "status.amis[0].requirements are not node selector requirements"),
+])
+def test_a_malformed_resolved_ami_is_refused(status: dict[str, Any], message: str) -> None:
+    made = cluster_class([])
+    made["status"] = status
+    snapshot = read_snapshot(json.dumps(listing(pool_node("n1"), made)).encode(), "s.json")
+
+    assert len(snapshot.errors) == 1 and f"EC2NodeClass default: {message}" in str(snapshot.errors[0])

@@ -2,7 +2,8 @@
 plan it makes is the plan of what the real kubectl prints of the same cluster (one code path after reading); the
 ServiceAccount of examples/ci/plan-reader-rbac.yaml may read all it needs; a token whose role lacks `list nodes`
 (or `list nodeclaims` where that CRD is served) is refused with exit 2 and the rule it needs — never a plan of 0
-nodes; a cluster without Karpenter's CRDs is read without them; an unreachable server is a refusal too."""
+nodes; a cluster without Karpenter's CRDs is read without them; its EC2NodeClasses give the AMIs their status
+resolved; an unreachable server is a refusal too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from karpenter_policy.api.v1.admission import stored_form
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.commands.plan.command import plan_command
@@ -24,7 +26,7 @@ from karpenter_policy.kube.client import KubeCluster
 from tests.kube.conftest import Kubectl, kubectl_binary
 from tests.kube.emulator import EmulatorThread
 from tests.plan.snapshots import daemon_set, pdb, pod
-from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
+from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node, v1_policies
 
 ROOT = Path(__file__).resolve().parents[2]
 READER_RBAC = ROOT / "examples" / "ci" / "plan-reader-rbac.yaml"
@@ -195,3 +197,36 @@ def test_the_cluster_is_given_one_way(tmp_path: Path, given: dict[str, Any]) -> 
 
     assert refused.exit_code == 2 and refused.stdout == ""
     assert "--kubeconfig" in refused.stderr
+
+
+def test_the_clusters_ec2nodeclasses_are_read_for_the_amis_their_status_resolved(tmp_path: Path) -> None:
+    with EmulatorThread(seed_namespaces=True, authorize=True,
+                        crds=frozenset({objects.NODE_CLAIM, objects.EC2_NODE_CLASS})) as server:
+        admin = server.write_kubeconfig(tmp_path / "admin")
+        client = KubeCluster.from_kubeconfig(str(admin))
+        try:
+            client.create(objects.NODE, pool_node("ip-10-0-1-1"))
+            made = claim("ip-10-0-1-1")
+            client.create(objects.NODE_CLAIM, made)
+            stored = client.get(objects.NODE_CLAIM, made["metadata"]["name"])
+            assert stored is not None
+            client.update(objects.NODE_CLAIM, {**stored, "status": {**made["status"], "imageID": "ami-0old"}},
+                          "status")
+            node_class_ = stored_form(yaml.safe_load(node_class()))
+            client.create(objects.EC2_NODE_CLASS, node_class_)
+            stored = client.get(objects.EC2_NODE_CLASS, "default")
+            assert stored is not None
+            amis = [{"id": "ami-0new", "requirements": [{"key": "kubernetes.io/arch", "operator": "In",
+                                                         "values": ["amd64"]}]}]
+            client.update(objects.EC2_NODE_CLASS, {**stored, "status": {"amis": amis}}, "status")
+        finally:
+            client.close()
+        base = v1_policies(tmp_path / "base", nodepool())
+
+        read = plan_command(PlanOptions(base=base, head=base, start=START, output="json", kubeconfig=str(admin)),
+                            load_catalog())
+
+    assert read.exit_code == 0, read.stderr
+    (node,) = json.loads(read.stdout)["nodes"]
+    assert node["reasons"] == ["AMIDrift: NodeClaim default-ip-10-0-1-1's status.imageID ami-0old is not ami-0new, "
+                               "the AMI EC2NodeClass default's status.amis maps to its instance type in the snapshot"]

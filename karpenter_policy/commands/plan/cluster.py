@@ -9,10 +9,10 @@ What may be missing and what may not:
   `list` them cluster-wide), an unreachable server, a malformed answer — is an error, and the plan refuses to run
   (exit 2) with a message naming the resource and the RBAC rule it needs: a plan of the nodes that could be read
   would be a plan of the wrong fleet.
-- NodeClaims (`karpenter.sh/v1`) and Machines (`karpenter.sh/v1alpha5`) are read where their CRD is served; a
-  404 (no such CRD: a cluster of Karpenter v0.31 has no NodeClaims, one of v1 no Machines) is "none", but a 403 is
-  an error like the others: the plan of a v1 cluster without its NodeClaims would miss every hash and condition
-  Karpenter's drift reads.
+- NodeClaims (`karpenter.sh/v1`), Machines (`karpenter.sh/v1alpha5`) and EC2NodeClasses (`karpenter.k8s.aws/v1`,
+  for the AMIs their status resolved) are read where their CRD is served; a 404 (no such CRD: a cluster of
+  Karpenter v0.31 has no NodeClaims, one of v1 no Machines) is "none", but a 403 is an error like the others: the
+  plan of a v1 cluster without its NodeClaims would miss every hash and condition Karpenter's drift reads.
 
 Nothing is written to the cluster, and nothing read is written anywhere.
 """
@@ -30,7 +30,7 @@ __all__ = ["CORE_KINDS", "OPTIONAL_KINDS", "read_cluster"]
 #: The kinds every plan needs (each a refusal when it cannot be listed).
 CORE_KINDS: tuple[Kind, ...] = (objects.NODE, objects.POD, objects.POD_DISRUPTION_BUDGET, objects.DAEMON_SET)
 #: Karpenter's kinds, read where their CRD is served.
-OPTIONAL_KINDS: tuple[Kind, ...] = (objects.NODE_CLAIM, objects.MACHINE)
+OPTIONAL_KINDS: tuple[Kind, ...] = (objects.NODE_CLAIM, objects.MACHINE, objects.EC2_NODE_CLASS)
 _RBAC_HINT = "grant it the read-only ClusterRole of examples/ci/plan-reader-rbac.yaml (docs/plan.md)"
 
 

@@ -117,7 +117,7 @@ def plan_command(
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled)
-    v1_rules = NodePoolDriftRules(base_side, head_side, start)
+    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog))

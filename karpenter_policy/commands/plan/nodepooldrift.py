@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
@@ -51,6 +51,7 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 from karpenter_policy.commands.plan.amidrift import AMI_DRIFT, AmiDriftRules
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, hashed_changes
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
+from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model.requirements import Requirements
 
 __all__ = [
@@ -149,14 +150,15 @@ class NodePoolDriftRules:
     """The rules of the module docstring for one BASE → HEAD change, what they compare of each NodePool and
     EC2NodeClass computed once."""
 
-    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime) -> None:
+    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime,
+                 cluster_classes: Sequence[Obj] = ()) -> None:
         self.base, self.head, self.start = base, head, start
         self._static: dict[str, list[str]] = {}
         self._class: dict[str, list[str]] = {}
         self._requirements: dict[str, Requirements] = {}
         #: (nodepool, why) → nodes whose hashed fields changed but that cannot drift statically
         self.skipped: Counter[tuple[str, str]] = Counter()
-        self.ami = AmiDriftRules(base, head)
+        self.ami = AmiDriftRules(base, head, cluster_classes)
 
     def notes(self) -> list[str]:
         """What the reader should know of the nodes static drift skipped."""
@@ -225,7 +227,7 @@ class NodePoolDriftRules:
                 reasons += changed
             ami = self.ami(node_class, claim)
             if ami is not None:
-                fields.append(f"EC2NodeClass {node_class}: {AMI_DRIFT} (status.imageID not among its AMI ids)")
+                fields.append(f"EC2NodeClass {node_class}: {AMI_DRIFT} (status.imageID not the AMI it resolves to)")
                 reasons.append(ami)
         labels = claim.labels if claim is not None else node.labels
         requirements = self._head_requirements(name, head_doc)

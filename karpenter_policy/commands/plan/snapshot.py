@@ -47,11 +47,11 @@ __all__ = [
 MAX_BYTES = 1024**3
 #: The file name that stands for standard input.
 STDIN = "-"
-NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE = (
-    "Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodeClaim", "Machine"
+NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE, EC2_NODE_CLASS = (
+    "Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodeClaim", "Machine", "EC2NodeClass"
 )
 #: The kinds a plan reads.
-READ_KINDS = (NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE)
+READ_KINDS = (NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE, EC2_NODE_CLASS)
 _INT_OR_PERCENT = re.compile(r"^(0|[1-9][0-9]{0,8})%?$")
 _SNIPPET = 80
 
@@ -83,6 +83,8 @@ class Snapshot:
     pdbs: list[Obj] = field(default_factory=list)
     daemon_sets: list[Obj] = field(default_factory=list)
     node_claims: list[Obj] = field(default_factory=list)
+    #: the cluster's EC2NodeClasses (karpenter.k8s.aws/v1), for the AMIs their status resolved
+    node_classes: list[Obj] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
@@ -92,7 +94,7 @@ class Snapshot:
 
     def of_kind(self, kind: str) -> list[Obj]:
         lists = {NODE: self.nodes, POD: self.pods, PDB: self.pdbs, DAEMON_SET: self.daemon_sets,
-                 NODE_CLAIM: self.node_claims, MACHINE: self.node_claims}
+                 NODE_CLAIM: self.node_claims, MACHINE: self.node_claims, EC2_NODE_CLASS: self.node_classes}
         return lists[kind]
 
 
@@ -228,6 +230,39 @@ def _node_claim_problem(item: Obj) -> str | None:
     return None
 
 
+_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+def _requirement_problem(requirement: Any) -> bool:
+    values = requirement.get("values") if isinstance(requirement, dict) else None
+    return not (isinstance(requirement, dict) and isinstance(requirement.get("key"), str)
+                and requirement.get("operator") in _OPERATORS
+                and (values is None or (isinstance(values, list) and all(isinstance(v, str) for v in values))))
+
+
+def _node_class_problem(item: Obj) -> str | None:
+    """An EC2NodeClass: what the plan reads of it — `spec.amiSelectorTerms` (a list of objects) and `status.amis`
+    (each an `id` and its `requirements`, node selector requirements)."""
+    for part in ("spec", "status"):
+        if item.get(part) is not None and not isinstance(item[part], dict):
+            return f"{part} is not an object: {_quote(item[part])}"
+    terms = (item.get("spec") or {}).get("amiSelectorTerms")
+    if terms is not None and not (isinstance(terms, list) and all(isinstance(t, dict) for t in terms)):
+        return f"spec.amiSelectorTerms is not a list of objects: {_quote(terms)}"
+    amis = (item.get("status") or {}).get("amis")
+    if amis is None:
+        return None
+    if not isinstance(amis, list):
+        return f"status.amis is not a list: {_quote(amis)}"
+    for index, ami in enumerate(amis):
+        if not isinstance(ami, dict) or not isinstance(ami.get("id"), str) or not ami["id"]:
+            return f"status.amis[{index}] has no id: {_quote(ami)}"
+        requirements = ami.get("requirements") or []
+        if not isinstance(requirements, list) or any(_requirement_problem(r) for r in requirements):
+            return f"status.amis[{index}].requirements are not node selector requirements: {_quote(requirements)}"
+    return None
+
+
 _CHECKS: Mapping[str, Callable[[Obj], str | None]] = {
     NODE: _node_problem,
     POD: _pod_problem,
@@ -235,6 +270,7 @@ _CHECKS: Mapping[str, Callable[[Obj], str | None]] = {
     DAEMON_SET: _daemon_set_problem,
     NODE_CLAIM: _node_claim_problem,
     MACHINE: _node_claim_problem,
+    EC2_NODE_CLASS: _node_class_problem,
 }
 
 
