@@ -1,8 +1,10 @@
 """AMI drift of Karpenter v1 NodeClaims (`amidrift`; aws v1.14.1 `pkg/cloudprovider/drift.go` `isAMIDrifted`)
-where HEAD's EC2NodeClass names its AMIs by `id`: the "NodeClaim Drift" cases of aws v1.14.1
+where HEAD's EC2NodeClass names its AMIs by `id` or keeps the terms the cluster's EC2NodeClass resolved (its
+`status.amis`): the "NodeClaim Drift" cases of aws v1.14.1
 `pkg/cloudprovider/suite_test.go` that a snapshot can state, as data naming their line; a plan whose HEAD pins a
 new AMI replaces the nodes on the old one, naming both; a change of alias the plan cannot resolve is a note, never
-a silent "no drift"; a NodeClaim whose `status.imageID` is not a string is refused."""
+a silent "no drift"; a NodeClaim whose `status.imageID` is not a string is refused; and, as a property, the AMI
+mapped from the cluster's `status.amis` is the first whose requirements the labels meet, and only another drifts."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpenter_policy.api.v1.admission import stored_form
 from karpenter_policy.catalog import load_catalog
-from karpenter_policy.commands.plan.amidrift import selected_ami_ids
+from karpenter_policy.commands.plan.amidrift import mapped_ami, selected_ami_ids
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
@@ -25,6 +29,7 @@ from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.snapshot import read_snapshot
 from tests.plan.snapshots import listing, pod, write
 from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node, v1_policies
+from tests.profiles import deterministic
 
 START = dt.datetime(2026, 11, 30, 9, tzinfo=dt.UTC)
 AMD, ARM, OTHER = "ami-0amd64aaaaaaaaaa1", "ami-0arm64aaaaaaaaaa2", "ami-0fake0000000000003"
@@ -198,3 +203,49 @@ def test_a_malformed_resolved_ami_is_refused(status: dict[str, Any], message: st
     snapshot = read_snapshot(json.dumps(listing(pool_node("n1"), made)).encode(), "s.json")
 
     assert len(snapshot.errors) == 1 and f"EC2NodeClass default: {message}" in str(snapshot.errors[0])
+
+
+KEYS = ("kubernetes.io/arch", "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-family")
+VALUES = ("a", "b", "c")
+
+
+def _meets(labels: dict[str, str], requirement: dict[str, Any]) -> bool:
+    """A label set meeting one node selector requirement, as a Node's labels meet one (the oracle)."""
+    key, operator, values = requirement["key"], requirement["operator"], requirement.get("values") or []
+    if operator == "In":
+        return labels.get(key) in values
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    return key not in labels  # DoesNotExist
+
+
+requirements = st.lists(st.fixed_dictionaries({
+    "key": st.sampled_from(KEYS), "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
+    "values": st.lists(st.sampled_from(VALUES), min_size=1, max_size=2, unique=True)}).map(
+    lambda r: {k: v for k, v in r.items() if k != "values" or r["operator"] in ("In", "NotIn")}), max_size=3,
+    unique_by=lambda r: r["key"])
+
+
+@deterministic(300)
+@given(amis=st.lists(requirements, min_size=1, max_size=4),
+       labels=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES)),
+       running=st.integers(0, 4))
+def test_the_mapped_ami_is_the_first_whose_requirements_the_labels_meet_and_only_another_drifts(
+    amis: list[list[dict[str, Any]]], labels: dict[str, str], running: int
+) -> None:
+    resolved = [{"id": f"ami-{i}", "requirements": r} for i, r in enumerate(amis)]
+    fitting = [a["id"] for a in resolved if all(_meets(labels, r) for r in a["requirements"])]
+    image = f"ami-{running}"
+    node = pool_node("n1")
+    made = with_image(claim("n1"), image)
+    made["metadata"]["labels"] = labels
+    snapshot = read_snapshot(json.dumps(listing(node, made, cluster_class(resolved))).encode(), "s.json")
+    base = side(node_class())
+
+    drift = NodePoolDriftRules(base, base, START, snapshot.node_classes)(fleet_of(snapshot).nodes["n1"])
+
+    assert mapped_ami(resolved, labels) == (fitting[0] if fitting else None)
+    ami_drift = [r for r in drift.reasons if r.startswith("AMIDrift")]
+    assert bool(ami_drift) == (bool(fitting) and image != fitting[0])
