@@ -10,9 +10,11 @@ What may be missing and what may not:
   (exit 2) with a message naming the resource and the RBAC rule it needs: a plan of the nodes that could be read
   would be a plan of the wrong fleet.
 - NodeClaims (`karpenter.sh/v1`), Machines (`karpenter.sh/v1alpha5`) and EC2NodeClasses (`karpenter.k8s.aws/v1`,
-  for the AMIs their status resolved) are read where their CRD is served; a 404 (no such CRD: a cluster of
-  Karpenter v0.31 has no NodeClaims, one of v1 no Machines) is "none", but a 403 is an error like the others: the
-  plan of a v1 cluster without its NodeClaims would miss every hash and condition Karpenter's drift reads.
+  for the AMIs their status resolved) are read where their CRD is served — as kubectl tells, by discovery
+  (`KubeCluster.served`: the API server refuses a list of an unserved resource with a 403 before it finds it
+  missing). Not served (a cluster of Karpenter v0.31 has no NodeClaims, one of v1 no Machines) is "none", and its
+  rule is not needed; served but forbidden is an error like the others: the plan of a v1 cluster without its
+  NodeClaims would miss every hash and condition Karpenter's drift reads.
 
 Nothing is written to the cluster, and nothing read is written anywhere.
 """
@@ -55,10 +57,12 @@ def _refusal(kind: Kind, error: ClusterError) -> str:
 def _read_kind(cluster: KubeCluster, kind: Kind, snapshot: Snapshot, seen: Seen, optional: bool) -> None:
     source = f"{cluster.host} {kind.plural}"
     try:
+        if optional and not cluster.served(kind):
+            return  # the CRD is not installed: none of them
         listed = cluster.list(kind)
     except ClusterError as error:
         if optional and error.status == 404:
-            return  # the CRD is not installed: none of them
+            return  # removed between discovery and the list
         snapshot.problems.append(Problem(cluster.host, None, "error", _refusal(kind, error)))
         return
     read_objects(listed.items, source, snapshot, seen)
