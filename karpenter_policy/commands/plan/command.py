@@ -21,7 +21,6 @@ from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
-from karpenter_policy.commands.plan.cluster import read_cluster
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
@@ -92,8 +91,13 @@ def plan_command(
                              "(one of them)\n")
     if options.context and not options.kubeconfig:
         return CommandOutput(2, "", "karpenter-policy plan: --context is a context of --kubeconfig\n")
-    snapshot = (read_cluster(options.kubeconfig, options.context) if options.kubeconfig
-                else read_snapshots(options.snapshot, stdin))
+    if options.kubeconfig:
+        # here, not at the top: the Kubernetes client it loads costs a file snapshot's plan ~17 MiB and its start
+        from karpenter_policy.commands.plan.cluster import read_cluster
+
+        snapshot = read_cluster(options.kubeconfig, options.context)
+    else:
+        snapshot = read_snapshots(options.snapshot, stdin)
     fleet = fleet_of(snapshot) if not snapshot.errors else None
     if snapshot.errors or fleet is None:
         lines = [str(p) for p in snapshot.problems]
