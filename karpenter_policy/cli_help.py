@@ -124,11 +124,13 @@ EPILOGS: dict[str, str] = {
             "kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json > snapshot.json",
             "karpenter-policy plan origin/main HEAD policies/ --snapshot snapshot.json",
             "karpenter-policy plan origin/main HEAD --snapshot - --output markdown < snapshot.json",
+            "karpenter-policy plan origin/main HEAD policies/ --kubeconfig plan-reader.kubeconfig",
         ],
         [
             (0, "the plan finishes and strands no pod (or --allow-stranded)"),
             (1, "HEAD has an error, pods would be left pending, or the rollout can never finish"),
-            (2, "the tool could not run: a malformed snapshot, an unknown revision, a bad --start"),
+            (2, "the tool could not run: a malformed snapshot, a cluster it may not fully read, an unknown "
+                "revision, a bad --start"),
         ],
     ),
     "fmt": _epilog(

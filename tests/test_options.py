@@ -62,7 +62,7 @@ GENERATED: dict[str, tuple[type[Any], list[str]]] = {
     "catalog build": (CatalogBuildFlags, ["--sources", "."]),
     "rules": (RulesFlags, []),
     "migrate": (MigrateFlags, []),
-    "plan": (PlanOptions, ["base", "head", "--snapshot", "s.json"]),
+    "plan": (PlanOptions, ["base", "head"]),  # --snapshot or --kubeconfig: the command asks for one
 }
 #: The policy commands' parameters that are not PolicyOptions flags: the paths and the report's shape, and the
 #: flags the CLI reads into PolicyOptions' `scale` and `selection`.

@@ -172,6 +172,23 @@ class KubeCluster:
             items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
         return ObjectList(items, version)
 
+    def served(self, kind: Kind) -> bool:
+        """Whether the API server serves `kind` (its group version's discovery document lists its plural), as
+        kubectl tells a resource the cluster lacks — discovery is open to every authenticated user, where a list
+        of an unserved resource is refused (403) before it is found missing (404). A discovery document of another
+        shape is Malformed."""
+        path = f"/apis/{kind.api_version}" if kind.group else "/api/v1"
+        try:
+            document = self._retrying(functools.partial(self._json, "GET", path))
+        except ClusterError as error:
+            if error.status == 404:
+                return False
+            raise
+        resources = document.get("resources") if isinstance(document, dict) else None
+        if not isinstance(resources, list) or not all(isinstance(r, dict) for r in resources):
+            raise Malformed(f"GET {path}: not an API resource list: {str(document)[:80]}", shape.NOT_AN_OBJECT)
+        return any(r.get("name") == kind.plural for r in resources)
+
     def get(self, kind: Kind, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Obj | None:
         path = _path(kind, _ns(kind, namespace), name)
         deadline = _deadline(timeout)

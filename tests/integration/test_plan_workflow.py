@@ -13,12 +13,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.client import KubeCluster
 from tests.integration.workflowsteps import Workflow, git
+from tests.kube.conftest import Kubectl, kubectl_binary
+from tests.kube.emulator import EmulatorThread
+from tests.plan.v1snapshots import claim, pool_node
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_FILE = ROOT / "examples" / "ci" / "github-workflow-plan.yaml"
 SNAPSHOT = ROOT / "examples" / "plan" / "snapshot.json"
+READER_RBAC = ROOT / "examples" / "ci" / "plan-reader-rbac.yaml"
 FAKE_KUBECTL = f"""#!/usr/bin/env bash
 echo "KUBECONFIG=$KUBECONFIG $*" >> "$KUBECTL_LOG"
 cp "$KUBECONFIG" "$KUBECTL_LOG.kubeconfig"
@@ -89,7 +96,9 @@ def test_the_snapshot_is_read_with_the_kubeconfig_secret_which_is_not_kept(tmp_p
                     RUNNER_TEMP=str(temp), KUBECTL_LOG=str(log),
                     PATH=os.pathsep.join([str(stand_ins(tmp_path)), os.environ["PATH"]]))
     assert done.returncode == 0, done.stderr
-    assert log.read_text() == f"KUBECONFIG={temp}/kubeconfig get nodes,pods,pdb,daemonsets -A -o json\n"
+    assert log.read_text() == (f"KUBECONFIG={temp}/kubeconfig get nodes,pods,pdb,daemonsets -A -o json\n"
+                               f"KUBECONFIG={temp}/kubeconfig get nodeclaims -A -o json\n"
+                               f"KUBECONFIG={temp}/kubeconfig get ec2nodeclasses -A -o json\n")
     assert Path(f"{log}.kubeconfig").read_text() == "apiVersion: v1\nkind: Config\n"
     assert json.loads((temp / "snapshot.json").read_text()) == json.loads(SNAPSHOT.read_text())
     assert not (temp / "kubeconfig").exists()
@@ -154,3 +163,63 @@ def test_one_comment_is_posted_then_updated(tmp_path: Path) -> None:
     calls = log.read_text().splitlines()
     assert calls[1].startswith("api --method PATCH repos/acme/policies/issues/comments/42 ")  # not diff's comment 7
     assert json.loads(Path(f"{log}.request").read_text()) == {"body": "<!-- karpenter-policy plan -->\n### the plan\n"}
+
+
+@pytest.mark.parametrize("served", ["nodeclaims", "no CRD", "forbidden"])
+def test_nodeclaims_are_read_apart_none_without_the_crd_and_a_refusal_fails_the_job(
+    tmp_path: Path, served: str
+) -> None:
+    """The real kubectl against the test API server with RBAC: the NodeClaims and EC2NodeClasses in files apart, an
+    empty list where the cluster lacks their CRD, and a user that may not list them stops the job (no snapshot
+    left)."""
+    crds = frozenset() if served == "no CRD" else frozenset({objects.NODE_CLAIM, objects.EC2_NODE_CLASS})
+    with EmulatorThread(seed_namespaces=True, authorize=True, crds=crds) as server:
+        admin = server.write_kubeconfig(tmp_path / "admin")
+        client = KubeCluster.from_kubeconfig(str(admin))
+        try:
+            client.create(objects.NODE, pool_node("ip-10-0-1-1"))
+            if crds:
+                client.create(objects.NODE_CLAIM, claim("ip-10-0-1-1"))
+            config = admin
+            if served == "forbidden":
+                config = _reader_without_nodeclaims(server, client, tmp_path)
+        finally:
+            client.close()
+        temp = tmp_path / "runner-temp"
+        temp.mkdir()
+        kubectl_dir = tmp_path / "kubectl-bin"
+        kubectl_dir.mkdir()
+        (kubectl_dir / "kubectl").symlink_to(kubectl_binary())
+
+        done = run_step("Take the snapshot", tmp_path, KUBECONFIG_DATA=config.read_text(), RUNNER_TEMP=str(temp),
+                        HOME=str(tmp_path), PATH=os.pathsep.join([str(kubectl_dir), os.environ["PATH"]]))
+
+    assert not (temp / "kubeconfig").exists() and not (temp / "karpenter.err").exists()
+    if served == "forbidden":
+        assert done.returncode == 1
+        assert 'cannot list resource "nodeclaims" in API group "karpenter.sh"' in done.stderr
+        assert "::error::cannot list nodeclaims" in done.stdout
+        assert list(temp.iterdir()) == []
+        return
+    assert done.returncode == 0, done.stderr
+    nodes = json.loads((temp / "snapshot.json").read_text())["items"]
+    claims = json.loads((temp / "nodeclaims.json").read_text())["items"]
+    assert [n["metadata"]["name"] for n in nodes] == ["ip-10-0-1-1"]
+    assert [c["status"]["nodeName"] for c in claims] == (["ip-10-0-1-1"] if crds else [])
+    assert json.loads((temp / "ec2nodeclasses.json").read_text())["items"] == []
+    assert ("the cluster has no nodeclaims (no Karpenter v1 CRD)" in done.stdout) == (not crds)
+    assert ("the cluster has no ec2nodeclasses (no Karpenter v1 CRD)" in done.stdout) == (not crds)
+
+
+def _reader_without_nodeclaims(server: EmulatorThread, client: KubeCluster, tmp_path: Path) -> Path:
+    """A kubeconfig of the ServiceAccount of examples/ci/plan-reader-rbac.yaml, its role without nodeclaims."""
+    admin = Kubectl(kubectl_binary(), tmp_path / "admin", tmp_path / "cache", server, client)
+    documents = list(yaml.safe_load_all(READER_RBAC.read_text()))
+    for document in documents:
+        if document["kind"] == "ClusterRole":
+            document["rules"] = [r for r in document["rules"] if r["apiGroups"] != ["karpenter.sh"]]
+    admin("apply", "-f", "-", stdin=yaml.safe_dump_all(documents))
+    request = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+    answer = admin("create", "--raw", "/api/v1/namespaces/kube-system/serviceaccounts/karpenter-policy-plan/token",
+                   "-f", "-", stdin=request).stdout
+    return server.write_kubeconfig(tmp_path / "reader", token=json.loads(answer)["status"]["token"])

@@ -16,7 +16,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Kind
 
 from .apiserver import kinds
-from .apiserver.kinds import ALL_KINDS, REVIEWS
+from .apiserver.kinds import ALL_KINDS, CRD_KINDS, REVIEWS
 
 SERVER_VERSION = {
     "major": "1", "minor": "28", "gitVersion": "v1.28.0", "gitCommit": "0000000000000000000000000000000000000000",
@@ -63,9 +63,12 @@ RESOURCES = {
         Resource(kinds.CLUSTER_ROLE, "clusterrole"),
         Resource(kinds.CLUSTER_ROLE_BINDING, "clusterrolebinding"),
         Resource(kinds.SELF_SUBJECT_ACCESS_REVIEW, "selfsubjectaccessreview"),
+        Resource(objects.NODE_CLAIM, "nodeclaim", (), ("status",)),
+        Resource(objects.MACHINE, "machine", (), ("status",)),
+        Resource(objects.EC2_NODE_CLASS, "ec2nodeclass", (), ("status",)),
     )
 }
-KINDS_BY_PATH = {(kind.group, kind.version, kind.plural): kind for kind in ALL_KINDS}
+KINDS_BY_PATH = {(kind.group, kind.version, kind.plural): kind for kind in (*ALL_KINDS, *CRD_KINDS)}
 
 
 @dataclass(frozen=True)
@@ -105,14 +108,15 @@ def parse_path(path: str) -> ApiPath | None:
                    "/".join(rest[2:]) or None)
 
 
-def discovery(path: ApiPath, host: str) -> dict[str, Any] | None:
-    """The discovery document at ``path`` (one without a resource), or None if there is none."""
+def discovery(path: ApiPath, host: str, crds: frozenset[Kind] = frozenset()) -> dict[str, Any] | None:
+    """The discovery document at ``path`` (one without a resource), or None if there is none; of the custom
+    resources (``CRD_KINDS``), only those in ``crds`` are served."""
     if path.legacy:
         if path.version is None:
             return {"kind": "APIVersions", "versions": ["v1"],
                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]}
-        return _resource_list("v1") if path.version == "v1" else None
-    groups = _groups()
+        return _resource_list("v1", crds) if path.version == "v1" else None
+    groups = _groups(crds)
     if not path.group:
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": list(groups.values())}
     if path.group not in groups:
@@ -120,13 +124,13 @@ def discovery(path: ApiPath, host: str) -> dict[str, Any] | None:
     if path.version is None:
         return {"kind": "APIGroup", "apiVersion": "v1", **groups[path.group]}
     if path.version in (v["version"] for v in groups[path.group]["versions"]):
-        return _resource_list(f"{path.group}/{path.version}")
+        return _resource_list(f"{path.group}/{path.version}", crds)
     return None
 
 
-def _groups() -> dict[str, dict[str, Any]]:
+def _groups(crds: frozenset[Kind]) -> dict[str, dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
-    for kind in ALL_KINDS:
+    for kind in (*ALL_KINDS, *(kind for kind in CRD_KINDS if kind in crds)):
         if kind.group:
             entry = {"groupVersion": kind.api_version, "version": kind.version}
             group = groups.setdefault(kind.group, {"name": kind.group, "versions": [], "preferredVersion": entry})
@@ -135,11 +139,11 @@ def _groups() -> dict[str, dict[str, Any]]:
     return dict(sorted(groups.items()))
 
 
-def _resource_list(group_version: str) -> dict[str, Any]:
+def _resource_list(group_version: str, crds: frozenset[Kind]) -> dict[str, Any]:
     resources: list[dict[str, Any]] = []
     for resource in RESOURCES.values():
         kind = resource.kind
-        if kind.api_version != group_version:
+        if kind.api_version != group_version or (kind in CRD_KINDS and kind not in crds):
             continue
         verbs = ["create"] if kind in REVIEWS else VERBS
         resources.append({"name": kind.plural, "singularName": resource.singular, "namespaced": kind.namespaced,

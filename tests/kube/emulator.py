@@ -37,6 +37,8 @@ every API URL):
   (``rbac``; then over HTTPS, ``tls``, and the SelfSubjectAccessReview kubectl sends in protobuf,
   ``protobuf``), and, with :class:`EmulatorThread`'s ``control_plane``, the workload controllers, a
   kube-scheduler stand-in and kubelets beside the server (``controlplane``).
+- Karpenter's custom resources (``kinds.CRD_KINDS``: NodeClaims, Machines) stored and listed as any kind, but
+  only those given in ``crds``: the others are 404 and absent from discovery, as on a cluster without their CRD.
 - fault injection: ``fail_next(n)`` answers the next n requests with 503; ``watch_outage()`` cuts open
   watches and answers lists and watches with 503 while it lasts (writes still work, so a test can change
   what a watcher misses); ``drop_watches()`` cuts open watches mid-stream.
@@ -76,7 +78,7 @@ from karpenter_policy.kube.selectors import label_selector_matches, parse_field_
 
 from .apiserver import protobuf, rbac, subresources
 from .apiserver.controlplane import ControlPlane, ControlPlaneOptions
-from .apiserver.kinds import GENERATIONS, REVIEWS, SCALABLE, SELF_SUBJECT_ACCESS_REVIEW, SERVICE_ACCOUNT
+from .apiserver.kinds import CRD_KINDS, GENERATIONS, REVIEWS, SCALABLE, SELF_SUBJECT_ACCESS_REVIEW, SERVICE_ACCOUNT
 from .apiserver.openapi import openapi_v2, openapi_v3, unknown_fields
 from .apiserver.tls import Certificate
 from .discovery import SERVER_VERSION, ApiPath, discovery, parse_path
@@ -113,6 +115,9 @@ class ApiEmulator(kmock.KubernetesEmulator):
     #: Authenticate requests by token and authorize them with RBAC (tests/kube/apiserver/rbac.py); off, every
     #: request is allowed, whatever its token.
     authorize: bool = False
+    #: The custom resources served (of ``kinds.CRD_KINDS``: Karpenter's NodeClaims and Machines), as if their CRDs
+    #: were installed; the others are 404, as on a cluster without them.
+    crds: frozenset[Kind] = frozenset()
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _version: int = attrs.field(default=1, init=False)  # never "0", which a watch reads as "current state"
     _log: list[Change] = attrs.field(factory=list, init=False)
@@ -205,11 +210,13 @@ class ApiEmulator(kmock.KubernetesEmulator):
             if method == "GET" and (openapi := openapi_v3(request.url.path)) is not None:
                 return aiohttp.web.json_response(openapi)
             if method == "GET" and path is not None:
-                document = discovery(path, request.url.host or "127.0.0.1")
+                document = discovery(path, request.url.host or "127.0.0.1", self.crds)
                 if document is not None:
                     return aiohttp.web.json_response(document)
             raise _failure(404, "NotFound", f"the server could not find the requested resource ({request.url.path})")
         kind = path.kind
+        if kind in CRD_KINDS and kind not in self.crds:
+            raise _failure(404, "NotFound", f"the server could not find the requested resource ({request.url.path})")
         if kind is None:
             raise _failure(404, "NotFound", f"the server could not find the requested resource ({request.url.path})")
         with self._state:

@@ -12,7 +12,7 @@ import yaml
 from karpenter_policy.kube.backoff import Backoff
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.errors import ClusterError, Unavailable
-from karpenter_policy.kube.objects import CONFIG_MAP, POD
+from karpenter_policy.kube.objects import CONFIG_MAP, EC2_NODE_CLASS, MACHINE, NODE_CLAIM, POD
 
 from .emulator import EmulatorThread
 from .support import pod
@@ -153,3 +153,14 @@ def test_a_watch_cut_mid_stream_just_ends(api_server: EmulatorThread) -> None:
 
     assert first.type == "ADDED"
     assert list(stream) == []  # the caller watches again from first.resource_version
+
+
+def test_served_tells_a_kind_the_server_lacks_by_discovery_as_kubectl_does() -> None:
+    with EmulatorThread(crds=frozenset({NODE_CLAIM})) as server:
+        cluster = KubeCluster.from_url(server.url, backoff=FAST_BACKOFF)
+        try:
+            served = {kind.plural: cluster.served(kind) for kind in (POD, NODE_CLAIM, MACHINE, EC2_NODE_CLASS)}
+        finally:
+            cluster.close()
+
+    assert served == {"pods": True, "nodeclaims": True, "machines": False, "ec2nodeclasses": False}

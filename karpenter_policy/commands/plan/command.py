@@ -1,7 +1,8 @@
 """`karpenter-policy plan`: BASE and HEAD read (git revisions or directories, as `diff` reads them), the snapshot
 read and checked, drift, waves and cost computed, the result rendered, and the exit code: 0; 1 when HEAD has error
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
-(an unreadable or malformed snapshot, an unknown revision, a bad `--start`)."""
+(an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read, an unknown revision, a bad
+`--start`)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,18 @@ def plan_command(
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
-    snapshot = read_snapshots(options.snapshot, stdin)
+    if bool(options.snapshot) == bool(options.kubeconfig):
+        return CommandOutput(2, "", "karpenter-policy plan: give the cluster as --snapshot FILE or --kubeconfig FILE "
+                             "(one of them)\n")
+    if options.context and not options.kubeconfig:
+        return CommandOutput(2, "", "karpenter-policy plan: --context is a context of --kubeconfig\n")
+    if options.kubeconfig:
+        # here, not at the top: the Kubernetes client it loads costs a file snapshot's plan ~17 MiB and its start
+        from karpenter_policy.commands.plan.cluster import read_cluster
+
+        snapshot = read_cluster(options.kubeconfig, options.context)
+    else:
+        snapshot = read_snapshots(options.snapshot, stdin)
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot) if not snapshot.errors else None
@@ -121,7 +133,7 @@ def plan_command(
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon)
-    v1_rules = NodePoolDriftRules(base_side, head_side, start, horizon=horizon)
+    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog), options.min_values_policy)

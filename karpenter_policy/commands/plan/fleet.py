@@ -68,6 +68,8 @@ class Claim:
     drifted: bool = False
     #: when its Drifted condition turned true (its `lastTransitionTime`; None: not drifted, or no readable time)
     drifted_since: dt.datetime | None = None
+    #: the AMI it was launched with (`status.imageID`; None: not there)
+    image_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +249,7 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             node_class=str(ref["name"]) if isinstance(ref, dict) and ref.get("name") else None,
             drifted=drifted is not None,
             drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
+            image_id=status.get("imageID") or None,
         )
     return by_node
 

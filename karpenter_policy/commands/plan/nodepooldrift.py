@@ -32,21 +32,27 @@ stated so that a snapshot and the two revisions suffice.
 * **already drifted**: a NodeClaim whose `Drifted` condition is true in the snapshot is replaced whatever the change.
 * **removed**: a NodePool BASE has and HEAD does not — its NodeClaims go with it (owner references), at once.
 
-Drift has no feature gate in v1: `--drift-disabled` (v0.31's gate) leaves these nodes alone. Cloud drift (AMI,
-subnets, security groups, capacity reservations) needs the cloud's answers: not planned.
+* **AMI drift** (aws `pkg/cloudprovider/drift.go`, `isAMIDrifted`) where HEAD's EC2NodeClass names its AMIs by
+  `id` (`amidrift`).
+
+Drift has no feature gate in v1: `--drift-disabled` (v0.31's gate) leaves these nodes alone. The rest of cloud drift
+(AMIs selected by alias, tags or name; subnets, security groups, capacity reservations) needs the cloud's answers:
+not planned.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
+from karpenter_policy.commands.plan.amidrift import AMI_DRIFT, AmiDriftRules
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
+from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model.requirements import Requirements
 
 __all__ = [
@@ -145,8 +151,8 @@ class NodePoolDriftRules:
     """The rules of the module docstring for one BASE → HEAD change, what they compare of each NodePool and
     EC2NodeClass computed once."""
 
-    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime, *,
-                 horizon: dt.timedelta = dt.timedelta(0)) -> None:
+    def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime,
+                 cluster_classes: Sequence[Obj] = (), *, horizon: dt.timedelta = dt.timedelta(0)) -> None:
         self.base, self.head, self.start = base, head, start
         #: NodeClaims expiring until `start + horizon` are planned (at their expiry time)
         self.horizon = horizon
@@ -155,12 +161,13 @@ class NodePoolDriftRules:
         self._requirements: dict[str, Requirements] = {}
         #: (nodepool, why) → nodes whose hashed fields changed but that cannot drift statically
         self.skipped: Counter[tuple[str, str]] = Counter()
+        self.ami = AmiDriftRules(base, head, cluster_classes)
 
     def notes(self) -> list[str]:
         """What the reader should know of the nodes static drift skipped."""
         return [f"{count} node{'s' if count != 1 else ''} of nodepool {pool}: {why}: Karpenter does not drift "
                 f"{'them' if count != 1 else 'it'} statically (it re-annotates the NodeClaim with the current hash)"
-                for (pool, why), count in sorted(self.skipped.items())]
+                for (pool, why), count in sorted(self.skipped.items())] + self.ami.notes()
 
     def _static_changes(self, name: str, base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
         if name not in self._static:
@@ -221,6 +228,10 @@ class NodePoolDriftRules:
                                   EC2NODECLASS_HASH_VERSION, bool(changed)):
                 fields += changed
                 reasons += changed
+            ami = self.ami(node_class, claim)
+            if ami is not None:
+                fields.append(f"EC2NodeClass {node_class}: {AMI_DRIFT} (status.imageID not the AMI it resolves to)")
+                reasons.append(ami)
         labels = claim.labels if claim is not None else node.labels
         requirements = self._head_requirements(name, head_doc)
         for why in Requirements.from_labels(dict(labels)).incompatibilities(requirements, frozenset()):

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from karpenter_policy.checks.options import REGION_HELP, PolicyOptions
-from karpenter_policy.optionspec import argument, like, option, required
+from karpenter_policy.optionspec import argument, like, option
 
 __all__ = ["FORMATS", "PlanOptions"]
 
@@ -22,12 +22,20 @@ class PlanOptions:
     head: str = argument(dataclasses.MISSING, "head")
     paths: tuple[str, ...] = argument((), "paths", nargs=-1, path="any")
 
-    snapshot: tuple[str, ...] = required(
+    snapshot: tuple[str, ...] = option(
+        (),
         "--snapshot",
         multiple=True,
         metavar="FILE",
-        help="What `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` printed (repeatable; - for stdin).",
+        help="What `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` printed (repeatable; - for stdin). "
+        "This or --kubeconfig.",
     )
+    kubeconfig: str | None = option(
+        None, "--kubeconfig", path="file",
+        help="Read the snapshot from this kubeconfig's cluster (read-only: list nodes, pods, pdb, daemonsets, "
+        "nodeclaims). This or --snapshot.",
+    )
+    context: str | None = option(None, "--context", help="The kubeconfig's context (default: its current one).")
     start: str | None = option(
         None, "--start", metavar="TIME",
         help="When the rollout starts (RFC 3339, e.g. 2026-11-30T09:00:00Z; default: now).",

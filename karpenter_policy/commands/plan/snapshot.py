@@ -35,7 +35,10 @@ __all__ = [
     "READ_KINDS",
     "STDIN",
     "Problem",
+    "Seen",
     "Snapshot",
+    "checked_snapshot",
+    "read_objects",
     "read_snapshot",
     "read_snapshots",
 ]
@@ -44,11 +47,11 @@ __all__ = [
 MAX_BYTES = 1024**3
 #: The file name that stands for standard input.
 STDIN = "-"
-NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE = (
-    "Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodeClaim", "Machine"
+NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE, EC2_NODE_CLASS = (
+    "Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodeClaim", "Machine", "EC2NodeClass"
 )
 #: The kinds a plan reads.
-READ_KINDS = (NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE)
+READ_KINDS = (NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE, EC2_NODE_CLASS)
 _INT_OR_PERCENT = re.compile(r"^(0|[1-9][0-9]{0,8})%?$")
 _SNIPPET = 80
 
@@ -82,6 +85,8 @@ class Snapshot:
     pdbs: list[Obj] = field(default_factory=list)
     daemon_sets: list[Obj] = field(default_factory=list)
     node_claims: list[Obj] = field(default_factory=list)
+    #: the cluster's EC2NodeClasses (karpenter.k8s.aws/v1), for the AMIs their status resolved
+    node_classes: list[Obj] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
@@ -91,7 +96,7 @@ class Snapshot:
 
     def of_kind(self, kind: str) -> list[Obj]:
         lists = {NODE: self.nodes, POD: self.pods, PDB: self.pdbs, DAEMON_SET: self.daemon_sets,
-                 NODE_CLAIM: self.node_claims, MACHINE: self.node_claims}
+                 NODE_CLAIM: self.node_claims, MACHINE: self.node_claims, EC2_NODE_CLASS: self.node_classes}
         return lists[kind]
 
 
@@ -202,7 +207,7 @@ def _duration_problem(spec: Mapping[str, Any], name: str, never: bool) -> str | 
 def _node_claim_problem(item: Obj) -> str | None:
     """A NodeClaim (karpenter.sh/v1) or Machine (v1alpha5): what the plan reads of it — its creation time, labels
     and annotations (the metadata check), `spec.expireAfter` and `spec.terminationGracePeriod` (Go durations, the
-    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName` and `status.conditions`."""
+    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName`, `status.imageID` and `status.conditions`."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
@@ -218,11 +223,45 @@ def _node_claim_problem(item: Obj) -> str | None:
     if ref is not None and not (isinstance(ref, dict) and isinstance(ref.get("name", ""), str)):
         return f"spec.nodeClassRef is not a reference: {_quote(ref)}"
     status = item.get("status") or {}
-    if status.get("nodeName") is not None and not isinstance(status["nodeName"], str):
-        return f"status.nodeName is not a string: {_quote(status['nodeName'])}"
+    for name in ("nodeName", "imageID"):
+        if status.get(name) is not None and not isinstance(status[name], str):
+            return f"status.{name} is not a string: {_quote(status[name])}"
     conditions = status.get("conditions")
     if conditions is not None and not (isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)):
         return f"status.conditions is not a list of objects: {_quote(conditions)}"
+    return None
+
+
+_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+def _requirement_problem(requirement: Any) -> bool:
+    values = requirement.get("values") if isinstance(requirement, dict) else None
+    return not (isinstance(requirement, dict) and isinstance(requirement.get("key"), str)
+                and requirement.get("operator") in _OPERATORS
+                and (values is None or (isinstance(values, list) and all(isinstance(v, str) for v in values))))
+
+
+def _node_class_problem(item: Obj) -> str | None:
+    """An EC2NodeClass: what the plan reads of it — `spec.amiSelectorTerms` (a list of objects) and `status.amis`
+    (each an `id` and its `requirements`, node selector requirements)."""
+    for part in ("spec", "status"):
+        if item.get(part) is not None and not isinstance(item[part], dict):
+            return f"{part} is not an object: {_quote(item[part])}"
+    terms = (item.get("spec") or {}).get("amiSelectorTerms")
+    if terms is not None and not (isinstance(terms, list) and all(isinstance(t, dict) for t in terms)):
+        return f"spec.amiSelectorTerms is not a list of objects: {_quote(terms)}"
+    amis = (item.get("status") or {}).get("amis")
+    if amis is None:
+        return None
+    if not isinstance(amis, list):
+        return f"status.amis is not a list: {_quote(amis)}"
+    for index, ami in enumerate(amis):
+        if not isinstance(ami, dict) or not isinstance(ami.get("id"), str) or not ami["id"]:
+            return f"status.amis[{index}] has no id: {_quote(ami)}"
+        requirements = ami.get("requirements") or []
+        if not isinstance(requirements, list) or any(_requirement_problem(r) for r in requirements):
+            return f"status.amis[{index}].requirements are not node selector requirements: {_quote(requirements)}"
     return None
 
 
@@ -233,6 +272,7 @@ _CHECKS: Mapping[str, Callable[[Obj], str | None]] = {
     DAEMON_SET: _daemon_set_problem,
     NODE_CLAIM: _node_claim_problem,
     MACHINE: _node_claim_problem,
+    EC2_NODE_CLASS: _node_class_problem,
 }
 
 
@@ -345,6 +385,22 @@ def read_snapshot(data: bytes, file: str, snapshot: Snapshot | None = None,
     return snapshot
 
 
+def read_objects(items: Sequence[Any], source: str, snapshot: Snapshot, seen: Seen) -> None:
+    """Add objects already read from elsewhere (a cluster's list answer, `source` naming it in problems) to
+    `snapshot`, checked exactly as a file's items are."""
+    snapshot.files.append(source)
+    _add(snapshot, source, items, seen)
+
+
+def checked_snapshot(snapshot: Snapshot) -> Snapshot:
+    """`snapshot`, with an error when it holds no Node (and no error already says why)."""
+    if not snapshot.nodes and not snapshot.errors:
+        snapshot.problems.append(Problem(", ".join(snapshot.files) or "(none)", None, "error",
+                                         "no Node in the snapshot: nothing to plan (take it with `kubectl get "
+                                         "nodes,pods,pdb,daemonsets,nodeclaims -A -o json`)"))
+    return snapshot
+
+
 def read_snapshots(files: Iterable[str], stdin: BinaryIO | None = None) -> Snapshot:
     """Read every snapshot file (`-`: standard input, read once) into one snapshot."""
     snapshot = Snapshot()
@@ -362,8 +418,4 @@ def read_snapshots(files: Iterable[str], stdin: BinaryIO | None = None) -> Snaps
             snapshot.problems.append(Problem(file, None, "error", f"cannot read: {error}"))
             continue
         read_snapshot(data, file, snapshot, seen)
-    if not snapshot.nodes and not snapshot.errors:
-        snapshot.problems.append(Problem(", ".join(snapshot.files) or "(none)", None, "error",
-                                         "no Node in the snapshot: nothing to plan (take it with `kubectl get "
-                                         "nodes,pods,pdb,daemonsets,nodeclaims -A -o json`)"))
-    return snapshot
+    return checked_snapshot(snapshot)
