@@ -7,6 +7,10 @@ own when none are named; `namespaceSelector` picks namespaces by their labels, `
 carry a weight and are dropped one by one when the pod cannot be placed. A host port is unique per node for its
 IP (an unspecified IP clashes with every IP), port and protocol.
 
+A spread constraint's `matchLabelKeys`, `nodeAffinityPolicy` and `nodeTaintsPolicy` are read and checked as the API
+server admits them (`Honor` or `Ignore`; label keys distinct and apart from the selector's), and kept as written:
+Karpenter v0.31 ignores all three, v1.14.1 applies them (`scheduling/topology.py` decides which a run follows).
+
 A malformed field is a :class:`~karpenter_policy.model.pods.PodSpecError` whose path leads to it from the pod spec.
 """
 
@@ -16,11 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from karpenter_policy.model.labels import qualified_name_errors
 from karpenter_policy.model.pods import PodSpecError, SpecPath
 from karpenter_policy.model.selectors import LabelSelector, SelectorError, parse_selector
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
+#: a spread constraint's node inclusion policies (`nodeAffinityPolicy`, `nodeTaintsPolicy`)
+HONOR = "Honor"
+IGNORE = "Ignore"
 _INT32_MAX = 2**31 - 1
 
 
@@ -33,6 +41,11 @@ class SpreadConstraint:
     selector: LabelSelector
     when_unsatisfiable: str = DO_NOT_SCHEDULE
     min_domains: int | None = None
+    #: `matchLabelKeys`: label keys whose values, taken from the pod's own labels, join the selector
+    match_label_keys: tuple[str, ...] = ()
+    #: `nodeAffinityPolicy` / `nodeTaintsPolicy` as written (None: unset; the reader of each API defaults it)
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
 
     @property
     def soft(self) -> bool:
@@ -126,6 +139,37 @@ def _key(raw: object, path: SpecPath) -> str:
     return raw
 
 
+def _policy(raw: object, path: SpecPath, what: str) -> str | None:
+    if raw is None:
+        return None
+    if raw not in (HONOR, IGNORE):
+        raise PodSpecError(path, f"{what} must be {HONOR} or {IGNORE}, not {raw!r}")
+    return str(raw)
+
+
+def _match_label_keys(raw: object, path: SpecPath, selector: LabelSelector) -> tuple[str, ...]:
+    """`matchLabelKeys` as the API server admits it (`ValidateMatchLabelKeysInTopologySpread`): distinct label keys,
+    only beside a `labelSelector`, none of them a key the selector already names."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise PodSpecError(path, "matchLabelKeys must be a list of label keys")
+    if raw and selector.selects_nothing:
+        raise PodSpecError(path, "matchLabelKeys must not be set when labelSelector is not set")
+    named = {key for key, _ in selector.match_labels} | {e.key for e in selector.expressions}
+    keys: list[str] = []
+    for index, key in enumerate(raw):
+        if not isinstance(key, str) or qualified_name_errors(key):
+            problems = "; ".join(qualified_name_errors(key)) if isinstance(key, str) else "not a string"
+            raise PodSpecError((*path, index), f"matchLabelKeys[{index}] must be a label key ({problems})")
+        if key in keys:
+            raise PodSpecError((*path, index), f"matchLabelKeys names {key!r} twice")
+        if key in named:
+            raise PodSpecError((*path, index), f"{key!r} is in both matchLabelKeys and labelSelector")
+        keys.append(key)
+    return tuple(keys)
+
+
 def _spread(raw: object) -> tuple[SpreadConstraint, ...]:
     if raw is None:
         return ()
@@ -141,13 +185,19 @@ def _spread(raw: object) -> tuple[SpreadConstraint, ...]:
             message = f"whenUnsatisfiable must be {DO_NOT_SCHEDULE} or {SCHEDULE_ANYWAY}, not {when!r}"
             raise PodSpecError((*at, "whenUnsatisfiable"), message)
         min_domains = item.get("minDomains")
+        selector = _selector(item.get("labelSelector"), (*at, "labelSelector"))
         constraints.append(
             SpreadConstraint(
                 key=_key(item.get("topologyKey"), (*at, "topologyKey")),
                 max_skew=_int(item.get("maxSkew"), (*at, "maxSkew"), "maxSkew", 1),
-                selector=_selector(item.get("labelSelector"), (*at, "labelSelector")),
+                selector=selector,
                 when_unsatisfiable=str(when),
                 min_domains=None if min_domains is None else _int(min_domains, (*at, "minDomains"), "minDomains", 1),
+                match_label_keys=_match_label_keys(item.get("matchLabelKeys"), (*at, "matchLabelKeys"), selector),
+                node_affinity_policy=_policy(
+                    item.get("nodeAffinityPolicy"), (*at, "nodeAffinityPolicy"), "nodeAffinityPolicy"
+                ),
+                node_taints_policy=_policy(item.get("nodeTaintsPolicy"), (*at, "nodeTaintsPolicy"), "nodeTaintsPolicy"),
             )
         )
     return tuple(constraints)

@@ -15,6 +15,7 @@ from karpenter_policy.scheduling.reasons import Refusal
 from karpenter_policy.scheduling.running import ClusterPod, RunningPods
 from karpenter_policy.scheduling.scheduler import COST, KARPENTER, STRATEGIES, Scheduler, SchedulerOptions, solve
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
+from karpenter_policy.scheduling.topology import TopologyRules
 
 __all__ = [
     "COST",
@@ -35,6 +36,7 @@ __all__ = [
     "RunningPods",
     "Scheduler",
     "SchedulerOptions",
+    "TopologyRules",
     "shape_of",
     "solve",
 ]

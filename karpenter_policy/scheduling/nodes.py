@@ -124,7 +124,7 @@ class ExistingNode:
         for name, count in pod.shape.extended.items():
             self._extended[name] = self._extended.get(name, 0) + count
         self.requirements = merged
-        topology.record(pod, merged, NOTHING_UNDEFINED)
+        topology.record(pod, merged, NOTHING_UNDEFINED, self.taints)
         self.host_ports.extend(ports)
         return None
 
@@ -322,7 +322,7 @@ class NodeClaim:
             self.requirements = fit.requirements
             self._admits.clear()
             self._zone, self._capacity_type = fit.zone, fit.capacity_type
-        topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN)
+        topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN, self.template.taints)
         ports = fit.pod.shape.topology.host_ports
         if ports:
             self.host_ports.extend(ports)

@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from karpenter_policy.model.podtopology import NamespaceScope
 from karpenter_policy.model.selectors import LabelSelector
+from karpenter_policy.model.taints import Taint
 from karpenter_policy.scheduling.pods import Pod
 
 K = TypeVar("K")
@@ -24,11 +25,13 @@ K = TypeVar("K")
 
 @dataclass(frozen=True, slots=True)
 class ClusterPod:
-    """A pod already running, for counting: its shape and the labels of its node."""
+    """A pod already running, for counting: its shape and the labels (and taints) of its node."""
 
     pod: Pod
     node_name: str
     node_labels: Mapping[str, str]
+    #: asked only by v1.14.1's `nodeTaintsPolicy: Honor` (unknown: none)
+    node_taints: tuple[Taint, ...] = ()
 
 
 @runtime_checkable

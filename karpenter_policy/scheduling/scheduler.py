@@ -62,7 +62,13 @@ from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
-from karpenter_policy.scheduling.topology import GroupKeys, Topology
+from karpenter_policy.scheduling.topology import (
+    DomainSources,
+    GroupKeys,
+    Topology,
+    TopologyRules,
+    template_domain_taints,
+)
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
 
 COST = "cost"
@@ -87,6 +93,9 @@ MAX_INSTANCE_TYPES = 600
 @dataclass(frozen=True, slots=True)
 class SchedulerOptions:
     strategy: str = COST
+    #: whose topology spread rules the run follows: v0.31's (Provisioners) or v1.14.1's (NodePools); a caller
+    #: planning on NodePools says so (`check --workloads`: any NodePool in the repository)
+    topology: TopologyRules = TopologyRules.V0_31
 
 
 def queue_order(pod: Pod) -> tuple[int, int, int, str]:
@@ -183,7 +192,14 @@ class Scheduler:
         #: which templates may take a pod at all, by the custom labels they define
         self.index = TemplateIndex(self.templates, ALLOW_WELL_KNOWN)
         self.node_domains = node_domains
-        self.group_keys = GroupKeys()  # every run's topology groups are keyed alike: their keys made once
+        # every run's topology groups are keyed alike: their keys made once
+        self.group_keys = GroupKeys(self.options.topology)
+        #: v1.14.1's spread domains by the taints of the templates offering them (None: a v0.31 run)
+        self.domain_taints = (
+            template_domain_taints((t.domains, t.taints) for t in self.templates)
+            if self.options.topology is TopologyRules.V1_14
+            else None
+        )
         self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
         #: the existing nodes of each template (its `node_limit` counts them)
         self.nodes: dict[str, int] = {}
@@ -426,7 +442,12 @@ class _Run:
         domains: Mapping[str, Collection[str]] = _with_node_labels(scheduler.template_domains, self.existing)
         if scheduler.node_domains is not None:
             domains = MergedDomains(domains, scheduler.node_domains)
-        self.topology = Topology(domains, scheduler.cluster_pods, scheduler.namespace_labels, scheduler.group_keys)
+        sources = None
+        if scheduler.domain_taints is not None:
+            sources = DomainSources(scheduler.domain_taints, [(node.labels, node.taints) for node in self.existing])
+        self.topology = Topology(
+            domains, scheduler.cluster_pods, scheduler.namespace_labels, scheduler.group_keys, sources
+        )
         self.attempt_of: dict[str, int] = {}
         self._attempts: dict[str, Attempt] = {}  # pod key → its current attempt (`attempt`, remembered)
         self.errors: dict[str, dict[str, Refusal]] = {}

@@ -1,5 +1,6 @@
 """Topology spread and pod (anti-)affinity, as Karpenter v0.31 tracks them (`scheduling/topology.go`,
-`topologygroup.go`, `topologynodefilter.go`).
+`topologygroup.go`, `topologynodefilter.go`), or — for a run on v1 NodePools (:class:`TopologyRules`) — as
+Karpenter v1.14.1 does.
 
 A :class:`TopologyGroup` counts, per domain of one topology key (a zone, a hostname, a capacity type ...), the
 pods that its label selector selects in its namespaces. Groups come from the pods being scheduled (their spread
@@ -13,6 +14,22 @@ a minimum of zero: a new node can be made); for affinity the domains where a sel
 pod that selects itself and finds none, any allowed domain); for anti-affinity the domains with none.
 :meth:`Topology.record` counts a placed pod. Ties between equally loaded domains are broken by name (Karpenter
 picks one at random), so a plan is the same on every run.
+
+What v1.14.1 changes, all on spread constraints (v0.31 ignores the three fields; :data:`TopologyRules.V1_14`):
+
+- `matchLabelKeys`: each key's value in the pod's own labels joins the selector as `key In [value]`; a key the pod
+  lacks is ignored (`topology.go` `newForTopologies`).
+- `nodeAffinityPolicy` (default Honor): Honor counts only nodes that match the pod's nodeSelector and one of its
+  required node-affinity terms, as v0.31 always did; Ignore counts every node (`topologynodefilter.go`
+  `TopologyNodeFilter.Matches`).
+- `nodeTaintsPolicy` (default Ignore): Honor counts only nodes whose taints the pod (as relaxed) tolerates — pods
+  running there, pods placed on new nodes of a tainted template — and takes a domain into the group only from a
+  template or existing node whose taints it tolerates (`topologydomaingroup.go` `ForEachDomain`, `countDomains`).
+- The domains of existing nodes join a spread group only when the node passes the group's node filter
+  (`countDomains`); v0.31's rule here (every existing node's labels are domains) stays for other groups.
+
+Not followed: v1.14.1 also filters pod (anti-)affinity groups' domains by the owning pod's tolerations (their zero
+node filter is not Ignore); here affinity groups keep v0.31's universe.
 """
 
 from __future__ import annotations
@@ -20,12 +37,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.podtopology import AffinityTerm, NamespaceScope, SpreadConstraint
+from karpenter_policy.model.podtopology import HONOR, IGNORE, AffinityTerm, NamespaceScope, SpreadConstraint
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
-from karpenter_policy.model.selectors import LabelSelector
+from karpenter_policy.model.selectors import Expression, LabelSelector
+from karpenter_policy.model.taints import Taint, Toleration, untolerated
 from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology, as_running
 
@@ -37,6 +55,36 @@ class Kind(IntEnum):
 
     def __str__(self) -> str:
         return ("topology spread", "pod affinity", "pod anti-affinity")[self]
+
+
+class TopologyRules(Enum):
+    """Which Karpenter's topology rules a scheduling run follows: v0.31's (Provisioners) or v1.14.1's (NodePools;
+    see the module docstring). One switch per run, never per pod: groups are shared by every pod of a run."""
+
+    V0_31 = "v0.31"
+    V1_14 = "v1.14"
+
+
+@dataclass(frozen=True, slots=True)
+class DomainSources:
+    """Where v1.14.1's spread groups take their domains from: per topology key, per domain, the taint sets of the
+    templates offering it (Karpenter's `TopologyDomainGroup`), and the existing nodes as (labels, taints)."""
+
+    templates: Mapping[str, Mapping[str, frozenset[tuple[Taint, ...]]]]
+    nodes: Sequence[tuple[Mapping[str, str], tuple[Taint, ...]]] = ()
+
+
+def template_domain_taints(
+    templates: Iterable[tuple[Mapping[str, Collection[str]], Sequence[Taint]]],
+) -> dict[str, dict[str, frozenset[tuple[Taint, ...]]]]:
+    """:attr:`DomainSources.templates` from each template's (domains, taints)."""
+    found: dict[str, dict[str, set[tuple[Taint, ...]]]] = {}
+    for domains, taints in templates:
+        for key, values in domains.items():
+            by_domain = found.setdefault(key, {})
+            for value in values:
+                by_domain.setdefault(value, set()).add(tuple(taints))
+    return {key: {d: frozenset(sets) for d, sets in by_domain.items()} for key, by_domain in found.items()}
 
 
 class TopologyError(Exception):
@@ -54,11 +102,15 @@ class GroupKey:
     max_skew: int
     min_domains: int | None
     node_filter: tuple[Requirements, ...] | None
+    #: v1.14.1's `nodeTaintsPolicy: Honor`: the tolerations nodes' taints must be within (None: taints ignored)
+    tolerations: tuple[Toleration, ...] | None = None
+    #: a spread group of a v1.14.1 run (its domains come from :class:`DomainSources`)
+    v1: bool = False
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compared = (self.kind, self.key, self.namespaces, self.selector, self.max_skew, self.min_domains)
-        object.__setattr__(self, "_hash", hash((*compared, self.node_filter)))
+        object.__setattr__(self, "_hash", hash((*compared, self.node_filter, self.tolerations, self.v1)))
 
     def __hash__(self) -> int:  # computed once: groups are looked up by their key for every pod of every run
         return self._hash
@@ -89,6 +141,8 @@ class TopologyGroup:
     #: every node passes the spread's node filter (there is none, or one of its terms constrains nothing)
     unfiltered: bool = field(init=False)
     node_filter: tuple[Requirements, ...] = field(init=False)
+    #: `GroupKey.tolerations`: nodes with a taint outside them do not count (None: every node counts)
+    tolerations: tuple[Toleration, ...] | None = field(init=False)
     #: moves whenever a count does (what `_affine` was worked out at)
     revision: int = field(init=False, default=0)
     #: affinity: (revision, the pod's domains, the domains holding a selected pod that they allow)
@@ -99,6 +153,12 @@ class TopologyGroup:
         self.hostname = self.key == wk.HOSTNAME
         self.node_filter = self.spec.node_filter or ()
         self.unfiltered = not self.node_filter or any(not term for term in self.node_filter)
+        self.tolerations = self.spec.tolerations
+
+    def counts_node(self, taints: Sequence[Taint]) -> bool:
+        """A node with these taints passes the group's taint filter (v1.14.1's `nodeTaintsPolicy: Honor`)."""
+        tolerations = self.tolerations
+        return tolerations is None or not taints or not untolerated(taints, tolerations)
 
     def register(self, *domains: str) -> None:
         self.revision += 1
@@ -121,10 +181,13 @@ class TopologyGroup:
             found = self._selects[key] = selected and self.spec.selector.matches(shape.label_map)
         return found
 
-    def counts_pod(self, shape: PodShape, requirements: Requirements, allow_undefined: frozenset[str]) -> bool:
-        """A pod of this shape on a node with these requirements counts for the group. `allow_undefined`: the
-        keys a node may leave undefined (a new node: the well-known labels; a running node: none)."""
-        if not self.selects(shape):
+    def counts_pod(
+        self, shape: PodShape, requirements: Requirements, allow_undefined: frozenset[str], taints: Sequence[Taint] = ()
+    ) -> bool:
+        """A pod of this shape on a node with these requirements (and taints) counts for the group.
+        `allow_undefined`: the keys a node may leave undefined (a new node: the well-known labels; a running node:
+        none)."""
+        if not self.selects(shape) or not self.counts_node(taints):
             return False
         if self.unfiltered:
             return True
@@ -208,9 +271,11 @@ class TopologyGroup:
 
 class GroupKeys:
     """The group keys of each attempt's terms, made once for every run of a scheduling (each run asks for every pod
-    again), and one object per key: a run's groups are then found by a key that is the very object stored."""
+    again), and one object per key: a run's groups are then found by a key that is the very object stored. `rules`:
+    whose reading of a spread constraint the keys follow (:class:`TopologyRules`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: TopologyRules = TopologyRules.V0_31) -> None:
+        self.rules = rules
         self._of: dict[int, tuple[Attempt, tuple[GroupKey, ...]]] = {}  # id(attempt) → (attempt, its keys)
         self._canonical: dict[GroupKey, GroupKey] = {}
 
@@ -219,15 +284,16 @@ class GroupKeys:
         found = self._of.get(id(attempt))
         if found is not None and found[0] is attempt:
             return found[1]
-        keys = tuple(self._canonical.setdefault(key, key) for key in _specs(shape, attempt))
+        specs = _specs(shape, attempt, self.rules is TopologyRules.V1_14)
+        keys = tuple(self._canonical.setdefault(key, key) for key in specs)
         self._of[id(attempt)] = (attempt, keys)
         return keys
 
 
-def _specs(shape: PodShape, attempt: Attempt) -> list[GroupKey]:
+def _specs(shape: PodShape, attempt: Attempt, v1: bool = False) -> list[GroupKey]:
     specs = []
     for constraint in attempt.spread:
-        specs.append(_spread_key(shape, constraint))
+        specs.append(_spread_key_v1(shape, attempt, constraint) if v1 else _spread_key(shape, constraint))
     for term in (*attempt.affinity, *attempt.anti_affinity):
         kind = Kind.ANTI_AFFINITY if term.anti else Kind.AFFINITY
         specs.append(GroupKey(kind, term.key, term.namespaces, term.selector, 2**31 - 1, None, None))
@@ -243,9 +309,12 @@ class Topology:
         cluster_pods: PodsForTopology | Iterable[ClusterPod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         group_keys: GroupKeys | None = None,
+        sources: DomainSources | None = None,
     ) -> None:
-        """`group_keys`: shared by the runs of one scheduling (each run makes its own Topology)."""
+        """`group_keys`: shared by the runs of one scheduling (each run makes its own Topology). `sources`: where a
+        v1.14.1 spread group finds its domains (None: in `domains`, as v0.31)."""
         self.domains = domains  # read only: shared with the caller, never copied
+        self.sources = sources
         self.group_keys = group_keys if group_keys is not None else GroupKeys()
         self.cluster_pods = as_running(cluster_pods)
         self.namespace_labels = namespace_labels or {}
@@ -269,7 +338,10 @@ class Topology:
 
     def _new_group(self, spec: GroupKey) -> TopologyGroup:
         group = TopologyGroup(spec, namespace_labels=self.namespace_labels)
-        group.register(*sorted(self.domains.get(spec.key, ())))
+        if spec.v1 and self.sources is not None:
+            group.register(*sorted(_v1_domains(group, self.sources)))
+        else:
+            group.register(*sorted(self.domains.get(spec.key, ())))
         return group
 
     def _inverse_group(self, term: AffinityTerm) -> TopologyGroup:
@@ -310,11 +382,12 @@ class Topology:
                 domain = running.node_name
             if domain is None:
                 continue
-            node_filter = group.spec.node_filter
-            if node_filter:
+            if not group.unfiltered:
                 node = Requirements.from_labels(running.node_labels)
-                if not any(node.admits(f, frozenset()) for f in node_filter):
+                if not any(node.admits(f, frozenset()) for f in group.node_filter):
                     continue
+            if not group.counts_node(running.node_taints):
+                continue
             group.record(domain)
 
     def register(self, key: str, domain: str) -> None:
@@ -422,11 +495,15 @@ class Topology:
             found = self._selecting[key] = [g for g in self.groups.values() if g.selects(shape)]
         return found
 
-    def record(self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str]) -> None:
-        """Count a pod placed on a node with these requirements in every group that counts it."""
+    def record(
+        self, pod: Pod, requirements: Requirements, allow_undefined: frozenset[str], taints: Sequence[Taint] = ()
+    ) -> None:
+        """Count a pod placed on a node with these requirements (and taints) in every group that counts it."""
         self._version += 1
         for group in self.selecting(pod.shape):  # (they select the pod: `counts_pod` without asking that again)
             if not group.unfiltered and not any(requirements.admits(f, allow_undefined) for f in group.node_filter):
+                continue
+            if taints and group.tolerations is not None and untolerated(taints, group.tolerations):
                 continue
             domains = requirements.get_or_exists(group.key)
             if domains.complement:
@@ -517,6 +594,56 @@ def _spread_key(shape: PodShape, constraint: SpreadConstraint) -> GroupKey:
         constraint.min_domains,
         node_filter_of(shape),
     )
+
+
+def _spread_key_v1(shape: PodShape, attempt: Attempt, constraint: SpreadConstraint) -> GroupKey:
+    """Karpenter v1.14.1's group of a spread constraint (`topology.go` `newForTopologies`, `topologygroup.go`
+    `NewTopologyGroup`): `matchLabelKeys` joined to the selector, and the node inclusion policies with their
+    defaults (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore). The tolerations are the attempt's (Karpenter
+    makes the group from the pod as relaxed)."""
+    selector = constraint.selector
+    if constraint.match_label_keys and not selector.selects_nothing:
+        labels = shape.label_map
+        added = tuple(
+            Expression(key, "In", frozenset({labels[key]})) for key in constraint.match_label_keys if key in labels
+        )
+        if added:
+            selector = LabelSelector(selector.match_labels, (*selector.expressions, *added))
+    affinity = constraint.node_affinity_policy or HONOR
+    taints = constraint.node_taints_policy or IGNORE
+    return GroupKey(
+        Kind.SPREAD,
+        constraint.key,
+        NamespaceScope(frozenset({shape.namespace})),
+        selector,
+        constraint.max_skew,
+        constraint.min_domains,
+        node_filter_of(shape) if affinity == HONOR else (),
+        attempt.tolerations if taints == HONOR else None,
+        v1=True,
+    )
+
+
+def _v1_domains(group: TopologyGroup, sources: DomainSources) -> set[str]:
+    """A v1.14.1 spread group's domains: those of the templates with a taint set the group's filter passes
+    (`TopologyDomainGroup.ForEachDomain`), and those of the existing nodes that pass its node filter (labels and
+    taints: `countDomains`)."""
+    key = group.key
+    found = {
+        domain
+        for domain, taint_sets in sources.templates.get(key, {}).items()
+        if any(group.counts_node(taints) for taints in taint_sets)
+    }
+    for labels, taints in sources.nodes:
+        domain = labels.get(key)
+        if domain is None or domain in found or not group.counts_node(taints):
+            continue
+        if not group.unfiltered:
+            node = Requirements.from_labels(labels)
+            if not any(node.admits(f, frozenset()) for f in group.node_filter):
+                continue
+        found.add(domain)
+    return found
 
 
 def _describe(group: TopologyGroup, pod_domains: Requirement, node_domains: Requirement) -> str:

@@ -36,6 +36,7 @@ from karpenter_policy.scheduling import (
     Pod,
     Scheduler,
     SchedulerOptions,
+    TopologyRules,
     shape_of,
 )
 from karpenter_policy.scheduling.vectors import ZERO, Vector, add, to_vector
@@ -253,8 +254,10 @@ class Cluster:
         strategy: str = KARPENTER,
         daemons: Iterable[Pod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        topology: TopologyRules = TopologyRules.V0_31,
     ) -> None:
         self.table = table
+        self.topology = topology
         self.templates = list(templates)
         self.strategy = strategy
         self.daemons = list(daemons)
@@ -311,14 +314,16 @@ class Cluster:
     # --- ExpectProvisioned ---------------------------------------------------------------------------------------
 
     def scheduler(self) -> Scheduler:
-        cluster_pods = [ClusterPod(p, node.name, dict(node.labels)) for node in self.nodes for p in node.pods]
+        cluster_pods = [
+            ClusterPod(p, node.name, dict(node.labels), node.taints) for node in self.nodes for p in node.pods
+        ]
         return Scheduler(
             self.templates,
             [node.existing() for node in self.nodes],
             self.daemons,
             cluster_pods,
             self.namespace_labels,
-            SchedulerOptions(self.strategy),
+            SchedulerOptions(self.strategy, self.topology),
         )
 
     def provision(self, *pods: Pod, bind: bool = True) -> Plan:

@@ -66,7 +66,7 @@ def _affinity_afresh(self: topology_module.TopologyGroup, *args: Any) -> Require
 
 
 def _keys_afresh(self: topology_module.GroupKeys, shape: PodShape, attempt: Any) -> Any:
-    return tuple(topology_module._specs(shape, attempt))
+    return tuple(topology_module._specs(shape, attempt, self.rules is topology_module.TopologyRules.V1_14))
 
 
 def _sorted_before_each_pod(self: scheduler_module._Run) -> None:

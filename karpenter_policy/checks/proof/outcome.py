@@ -31,6 +31,7 @@ from karpenter_policy.scheduling import (
     Plan,
     Pod,
     Scheduler,
+    SchedulerOptions,
 )
 from karpenter_policy.scheduling.plan import PodFailure, refusals_message, refused_message
 from karpenter_policy.scheduling.vectors import add
@@ -105,10 +106,16 @@ def replicas_of(workloads: Iterable[LocatedWorkload], scale: Mapping[str, int] |
     return replicas
 
 
-def plan_passes(templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod], pods: Sequence[Pod]) -> Plan:
+def plan_passes(
+    templates: Sequence[NodeClaimTemplate],
+    daemons: Sequence[Pod],
+    pods: Sequence[Pod],
+    options: SchedulerOptions | None = None,
+) -> Plan:
     """Every pod of `pods` planned onto new nodes of `templates` (with the DaemonSet pods `daemons` on each), in
-    passes (see the module docstring): one plan of every node launched and every pod left pending at the end."""
-    plan = Scheduler(templates, daemons=daemons).solve(pods)
+    passes (see the module docstring): one plan of every node launched and every pod left pending at the end.
+    `options`: every pass's (the topology rules of a repository with NodePools)."""
+    plan = Scheduler(templates, daemons=daemons, options=options).solve(pods)
     by_name = {t.name: t for t in templates}
     for _ in range(PASSES - 1):
         # only a pod its topology held back may fit next to nodes in flight: their zones are decided now
@@ -117,11 +124,11 @@ def plan_passes(templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod], 
             break
         nodes = [_in_flight(claim, by_name[claim.template], i) for i, claim in enumerate(plan.claims)]
         running = [
-            ClusterPod(pod, node.name, node.labels)
+            ClusterPod(pod, node.name, node.labels, node.taints)
             for node, claim in zip(nodes, plan.claims, strict=True)
             for pod in claim.pods
         ]
-        again = Scheduler(templates, nodes, daemons, running).solve(pending)
+        again = Scheduler(templates, nodes, daemons, running, options=options).solve(pending)
         if len(again.failures) == len(pending):
             break  # nothing more fits: the failures of the last pass stand
         plan = _joined(plan, nodes, again)

@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.api.workloads import scale_key
 from karpenter_policy.catalog import Catalog, load_catalog
@@ -46,7 +47,16 @@ from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.model.spelling import nearest_name
-from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Plan, Pod, Refusal, Scheduler
+from karpenter_policy.scheduling import (
+    InstanceTable,
+    NodeClaimTemplate,
+    Plan,
+    Pod,
+    Refusal,
+    Scheduler,
+    SchedulerOptions,
+    TopologyRules,
+)
 from karpenter_policy.scheduling.evaluate import Candidate, Evaluation, evaluate
 from karpenter_policy.scheduling.plan import ClaimPlan, ranked_refusals, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
@@ -362,11 +372,23 @@ def _placement(
 
 
 def plan_of(
-    templates: Sequence[NodeClaimTemplate], workloads: Sequence[LocatedWorkload], replicas: Sequence[Sequence[Pod]]
+    templates: Sequence[NodeClaimTemplate],
+    workloads: Sequence[LocatedWorkload],
+    replicas: Sequence[Sequence[Pod]],
+    options: SchedulerOptions | None = None,
 ) -> Plan:
     """The plan of every replica (`replicas`, per workload) on new nodes of `templates` (those of the proven
     provisioners), in passes (`outcome.plan_passes`)."""
-    return plan_passes(templates, daemon_pods(workloads), [pod for pods in replicas for pod in pods])
+    return plan_passes(templates, daemon_pods(workloads), [pod for pods in replicas for pod in pods], options)
+
+
+def scheduler_options(checked: Sequence[CheckedProvisioner]) -> SchedulerOptions:
+    """The options workloads are planned with: Karpenter v1.14.1's topology rules when the repository holds a
+    NodePool — also beside Provisioners (a repository mid-migration is checked as the v1 Karpenter that will read
+    it schedules: that Karpenter reads every spread constraint's matchLabelKeys and node inclusion policies) — and
+    v0.31's otherwise."""
+    v1 = any(c.provisioner.kind == NODEPOOL_KIND for c in checked)
+    return SchedulerOptions(topology=TopologyRules.V1_14 if v1 else TopologyRules.V0_31)
 
 
 def schedule(
@@ -383,8 +405,9 @@ def schedule(
     were checked against (default: the embedded catalog). `min_values_policy`: Karpenter's `--min-values-policy`
     for the NodePools' minValues."""
     catalog = catalog if catalog is not None else load_catalog()
+    options = scheduler_options(checked)
     made = templates_for(checked, InstanceTable.of_catalog(catalog), min_values_policy)
-    scheduler = Scheduler(made, daemons=daemon_pods(workloads))
+    scheduler = Scheduler(made, daemons=daemon_pods(workloads), options=options)
     replicas = replicas_of(workloads, scale)
     pricing = scheduler.templates
     if priced is not None and priced is not catalog:
@@ -393,7 +416,7 @@ def schedule(
     for workload in workloads:  # each pod template alone first: the plan's many claims would crowd the caches
         if not workload.is_daemon_set and workload.shape not in alone:
             alone[workload.shape] = _alone(workload, scheduler)
-    plan = plan_of(pricing, workloads, replicas)
+    plan = plan_of(pricing, workloads, replicas, options)
     templates = {t.name: t for t in scheduler.templates}
     found = outcomes(plan, replicas, list(templates))
     placements: list[Placement] = []
