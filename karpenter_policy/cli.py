@@ -344,7 +344,7 @@ def migrate(flags: MigrateFlags) -> None:
     paths = flags.paths or DEFAULT_PATHS
     _read_paths("migrate", paths, selection)
     values, catalog_ = _values_and_catalog(
-        "migrate", flags.values_file, flags.catalog_file, flags.region, load=flags.to == "v1"
+        "migrate", flags.values_file, flags.catalog_file, flags.region, load=flags.to in ("v1", "v1beta1")
     )
     options = MigrateOptions(
         to=flags.to,

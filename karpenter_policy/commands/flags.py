@@ -215,7 +215,7 @@ class MigrateFlags:
     paths: tuple[str, ...] = paths_argument()
     to: str = option(
         "v1", "--to", choices=("v1", "v1beta1"), show_default=True,
-        help="The Karpenter API to migrate to (v1beta1: not supported yet).",
+        help="The Karpenter API to migrate to (v1beta1: NodePool and EC2NodeClass for Karpenter v0.32–v0.37).",
     )
     out: str | None = option(None, "-o", "--out", metavar="DIR", help="Write the migrated tree into DIR (same layout).")
     write: bool = option(False, "--write", is_flag=True, help="Rewrite the files in place (default: print a diff).")

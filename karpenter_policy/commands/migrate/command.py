@@ -58,7 +58,14 @@ from karpenter_policy.checks.source.loader import (
     read_text,
 )
 from karpenter_policy.checks.validation.policies import place
-from karpenter_policy.commands.compile.manifests import NODECLASS_KIND, NODEPOOL_KIND, V1Options, to_v1
+from karpenter_policy.commands.compile.manifests import (
+    NODECLASS_KIND,
+    NODEPOOL_KIND,
+    TARGET_V1,
+    TARGET_V1BETA1,
+    V1Options,
+    to_v1,
+)
 from karpenter_policy.commands.filestaging import (
     current_umask,
     discard_all,
@@ -73,8 +80,8 @@ from karpenter_policy.commands.migrate.workloads import NODEPOOL_LABEL, RenamedF
 
 __all__ = ["MigrateOptions", "TARGETS", "migrate_command"]
 
-V1 = "v1"
-V1BETA1 = "v1beta1"
+V1 = TARGET_V1
+V1BETA1 = TARGET_V1BETA1
 TARGETS = (V1, V1BETA1)
 DEFAULT_BUDGET = "1"
 _PROGRAM = "karpenter-policy migrate"
@@ -164,7 +171,7 @@ def _plan(
     objects, issues = to_v1(
         [provisioners[n].data for n in sorted(provisioners)],
         {n: templates[n].data for n in sorted(templates)},
-        V1Options(options.default_instance_profile, options.node_role, options.budget),
+        V1Options(options.default_instance_profile, options.node_role, options.budget, options.to),
     )
     placed = [place(docs[(i.kind, i.name)], i.violation) for i in issues]
     plan.findings.extend(dict.fromkeys(placed))  # a template converted twice reports once
@@ -217,7 +224,7 @@ def _plan(
         class_name = str(pool["spec"]["template"]["spec"]["nodeClassRef"]["name"])
         own = [classes[class_name]] if isinstance(_spec(doc).get("provider"), Mapping) else []
         plan.replacements.setdefault(doc.file, {})[(PROVISIONER_KIND, name)] = [*own, pool]
-        plan.findings += provisioner_notes(doc, pool, options.budget, class_name)
+        plan.findings += provisioner_notes(doc, pool, options.budget, class_name, options.to == V1BETA1)
         if own:
             plan.findings += node_template_notes(doc, own[0], ("spec", "provider"), PROVISIONER_KIND)
     return plan
@@ -318,15 +325,8 @@ def _write_tree(
 
 def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Catalog | None = None) -> CommandOutput:
     """Run `migrate` on `paths` (module doc)."""
-    if options.to == V1BETA1:
-        return CommandOutput(
-            2,
-            "",
-            "karpenter-policy migrate: --to v1beta1 is not supported yet: migrate --to v1 (Karpenter v1.0 and later "
-            "serve karpenter.sh/v1; v1beta1 was served by v0.32–v1.0 only)\n",
-        )
-    if options.to != V1:
-        return CommandOutput(2, "", f"karpenter-policy migrate: --to {options.to}: supported: {V1}\n")
+    if options.to not in TARGETS:
+        return CommandOutput(2, "", f"karpenter-policy migrate: --to {options.to}: supported: {', '.join(TARGETS)}\n")
     if options.out is not None and options.write:
         return CommandOutput(2, "", "karpenter-policy migrate: give -o DIR or --write, not both\n")
     if options.out is not None and options.workloads:
