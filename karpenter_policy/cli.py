@@ -393,7 +393,8 @@ def diff(flags: DiffFlags) -> None:
     custom node labels and weight, each offering difference with a witness the solver proves on both sides.
     With --workloads, also the cost and node count of the workloads' nodes on each side, and which workloads
     move to other instance types. Exit 1 when HEAD has errors or a workload becomes unschedulable (with
-    --exit-code: when anything differs).
+    --exit-code: when anything differs). With --equivalent (and --workloads): prove that every workload may land on
+    the same nodes on both sides, whatever the pools are named.
     """
     from karpenter_policy.commands.diff import diff_command
 
@@ -401,6 +402,10 @@ def diff(flags: DiffFlags) -> None:
         "diff", flags.values_file, flags.catalog_file, flags.region, previous_generation=flags.previous_generation
     )
     assert catalog_ is not None
+    if flags.equivalent:
+        from karpenter_policy.commands.equivalent import equivalent_command
+
+        _finish(equivalent_command(flags, catalog_, values=values))
     _finish(diff_command(flags, catalog_, values=values, scale=_scale_option(flags.scale)))
 
 

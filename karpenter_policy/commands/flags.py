@@ -373,6 +373,13 @@ class DiffFlags:
     exit_code_on_diff: bool = option(
         False, "--exit-code", is_flag=True, help="Exit 1 when anything differs (as git diff)."
     )
+    equivalent: bool = option(
+        False,
+        "--equivalent",
+        is_flag=True,
+        help="Prove that no workload's landing set (instance type x zone x capacity type, node labels and taints) "
+        "changes: exit 0 with a summary, or 1 with a counter-example per workload. Needs --workloads.",
+    )
     scale: tuple[str, ...] = scale_option(
         "Replicas of a workload for the cost comparison (e.g. deployment/inflate=10; repeatable)."
     )
