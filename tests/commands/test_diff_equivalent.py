@@ -209,3 +209,55 @@ def test_the_command_line_exits_1_with_the_counter_example(repo: Path) -> None:
     through = "in us-east-1a (labels team=c) (through Provisioner/team-c-1a (policies/c-1a.yaml:4)); head does not"
     assert through in first
     assert done.stdout.endswith("NOT equivalent: 1 of 4 workloads land elsewhere in head\n")
+
+
+def test_helm_output_replaced_by_one_kustomize_stream_is_equivalent(repo: Path, catalog: Catalog) -> None:
+    stream = repo / "kustomized" / "policies"
+    stream.mkdir(parents=True)
+    documents = [TEMPLATE, *(p.read_text() for p in sorted((repo / "base" / "policies").glob("?-1?.yaml")))]
+    (stream / "all.yaml").write_text("---\n".join(documents))
+
+    result = _equivalent(repo, catalog, head="kustomized")
+
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.startswith("equivalent: 4 workloads land on the same nodes")
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60)
+
+
+def test_two_git_revisions_are_read_as_of_each_commit(tmp_path: Path, repo: Path) -> None:
+    work = tmp_path / "work"
+    (work / "apps").mkdir(parents=True)
+    for team in TEAMS:
+        (work / "apps" / f"{team}.yaml").write_text(_app(team))
+    (work / "policies").mkdir()
+    for path in (repo / "base" / "policies").iterdir():
+        (work / "policies" / path.name).write_text(path.read_text())
+    _git(work, "init", "-q")
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "twelve pools")
+    for path in (work / "policies").glob("?-1?.yaml"):
+        path.unlink()
+    for team in TEAMS:
+        zones = ZONES if team != "d" else ZONES[:2]
+        (work / "policies" / f"{team}.yaml").write_text(_provisioner(f"team-{team}", team, zones))
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "four pools, d loses a zone")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "karpenter_policy.cli", "diff", "HEAD~1", "HEAD", "--equivalent", "--workloads",
+         "apps/", "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    (changed,) = json.loads(done.stdout)["changed"]
+    where = (changed["workload"], changed["file"], changed["admitted_by"])
+    assert where == ("Deployment/app-d", "apps/d.yaml", "HEAD~1")
+    assert changed["pool"] == "Provisioner/team-d-1c (policies/d-1c.yaml:4)" and changed["proven"] is True
