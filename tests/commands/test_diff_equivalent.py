@@ -12,9 +12,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.checks.findings import CommandOutput
@@ -37,7 +41,9 @@ spec:
 """
 
 
-def _provisioner(name: str, team: str, zones: tuple[str, ...], extra_label: str = "") -> str:
+def _provisioner(
+    name: str, team: str, zones: tuple[str, ...], extra_label: str = "", families: tuple[str, ...] = ("m5",)
+) -> str:
     return f"""apiVersion: karpenter.sh/v1alpha5
 kind: Provisioner
 metadata:
@@ -53,7 +59,7 @@ spec:
       values: [{", ".join(zones)}]
     - key: karpenter.k8s.aws/instance-family
       operator: In
-      values: [m5]
+      values: [{", ".join(families)}]
     - key: karpenter.sh/capacity-type
       operator: In
       values: [on-demand]
@@ -261,3 +267,39 @@ def test_two_git_revisions_are_read_as_of_each_commit(tmp_path: Path, repo: Path
     where = (changed["workload"], changed["file"], changed["admitted_by"])
     assert where == ("Deployment/app-d", "apps/d.yaml", "HEAD~1")
     assert changed["pool"] == "Provisioner/team-d-1c (policies/d-1c.yaml:4)" and changed["proven"] is True
+
+
+_POOLS = st.lists(
+    st.tuples(
+        st.sets(st.sampled_from(ZONES), min_size=1).map(lambda z: tuple(sorted(z))),
+        st.sets(st.sampled_from(("m5", "c5")), min_size=1).map(lambda f: tuple(sorted(f))),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@pytest.mark.slow
+@deterministic(12)
+@given(pools=_POOLS)
+def test_any_merge_is_equivalent_exactly_when_it_covers_the_same_zones_and_families(
+    pools: list[tuple[tuple[str, ...], tuple[str, ...]]],
+) -> None:
+    catalog = load_catalog()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        for side in ("base", "head"):
+            (root / side / "policies").mkdir(parents=True)
+            (root / side / "policies" / "nodetemplate.yaml").write_text(TEMPLATE)
+        (root / "apps").mkdir()
+        (root / "apps" / "a.yaml").write_text(_app("a"))
+        for zone in ZONES:
+            (root / "base" / "policies" / f"{zone}.yaml").write_text(_provisioner(f"a-{zone}", "a", (zone,)))
+        for k, (zones, families) in enumerate(pools):
+            text = _provisioner(f"merged-{k}", "a", zones, families=families)
+            (root / "head" / "policies" / f"{k}.yaml").write_text(text)
+
+        result = _equivalent(root, catalog)
+
+    covered = {(z, f) for zones, families in pools for z in zones for f in families}
+    assert (result.exit_code == 0) == (covered == {(z, "m5") for z in ZONES}), (pools, result.stdout)
