@@ -271,3 +271,29 @@ def test_validate_still_refuses_v1beta1_objects(catalog: Catalog, tmp_path: Path
 
     errors = [f.message for f in report.findings if f.severity == "error"]
     assert errors and all("v1beta1 was served by Karpenter v0.32 to v1.0 only" in m for m in errors)
+
+
+def test_workloads_are_renamed_and_placed_again_then_everything_is_written(catalog: Catalog, tmp_path: Path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for name in ("provisioner_provider.yaml",):
+        shutil.copy(INPUTS / name, policies / name)
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    job = (
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: nightly\nspec:\n  template:\n    spec:\n"
+        "      nodeSelector:\n        karpenter.sh/provisioner-name: default  # our pool\n"
+        "      tolerations: [{key: example.com/special-taint, operator: Exists}]\n"
+        "      containers: [{name: c, image: busybox}]\n"
+    )
+    (apps / "job.yaml").write_text(job)
+
+    result = migrate_command(
+        [str(policies)], MigrateOptions(to="v1beta1", write=True, workloads=(str(apps),)), catalog
+    )
+
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "workloads: 1 workload lands where it did (placed again on the migrated files)" in result.stdout
+    assert (apps / "job.yaml").read_text() == job.replace("karpenter.sh/provisioner-name", "karpenter.sh/nodepool")
+    written = [d for d in yaml.safe_load_all((policies / "provisioner_provider.yaml").read_text()) if d]
+    assert sorted(d["apiVersion"] for d in written) == ["karpenter.k8s.aws/v1beta1", "karpenter.sh/v1beta1"]

@@ -16,7 +16,9 @@ rewritten as Karpenter v1 NodePools and EC2NodeClasses, each NodePool proven to 
    provider), each a warning with its mitigation.
 5. **Workloads** (`--workloads APPS`, `workloads`): `karpenter.sh/provisioner-name` selectors and node
    affinities of migrated Provisioners become `karpenter.sh/nodepool`, spliced in place; then every workload is
-   placed again on the migrated files and must land where it did (`landing`: `migration-workload-moved`).
+   placed again on the migrated files and must land where it did (`landing`: `migration-workload-moved`). With
+   `--to v1beta1` they are placed on the same objects converted to v1 (the engine schedules v1 NodePools; the
+   fields scheduling reads — requirements, labels, taints, weight, limits, kubelet — carry over alike).
 6. **Write** (`documents.rewrite_text`: each migrated document replaced in place, its header and comments kept,
    every other document byte for byte): without `-o`/`--write` a unified diff; `--write` rewrites the files in
    place, all or none, the workloads with them (`filestaging.rewrite_all`); `-o DIR` writes every file read,
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
@@ -374,7 +376,14 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
                            "workloads in files of their own, or migrate without --workloads\n" for f in both)
         )
     if options.workloads:
-        texts = {r.file: r.updated for r in results if r.changed} | {r.file: r.updated for r in renamed if r.changed}
+        placed = results
+        if options.to == V1BETA1:  # the engine places on v1 NodePools: the same objects in v1's shapes
+            v1_plan = _plan(
+                repository.provisioners, repository.node_templates, writable, replace(options, to=V1), catalog,
+                duplicated,
+            )
+            placed = [rewrite_text(r.file, r.original, v1_plan.replacements.get(r.file, {})) for r in results]
+        texts = {r.file: r.updated for r in placed if r.changed} | {r.file: r.updated for r in renamed if r.changed}
         pools = {name: object_ref(NODEPOOL_KIND, name) for name in migrated}
         landings = check_landings(paths, options.workloads, texts, pools, catalog, options.values)
         report.findings.extend(landings.findings)
