@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from profiles import fast_first
 
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.checks.validation.policies import validate_paths
@@ -27,6 +28,10 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 INPUTS = DATA / "karpenter-convert-v0.32.10"
 EXPECTED = INPUTS / "expected"
 CRDS = DATA / "karpenter-v1beta1-crds"
+EXAMPLES = DATA / "karpenter-v0.31.5-examples"
+#: Karpenter v0.31.5's Provisioner examples v1beta1 refuses too (v0.31.1 itself rejects `ami456` as an id);
+#: ubuntu-kubelet-log-query.yaml, refused for v1 (no Ubuntu alias), migrates: v1beta1 keeps amiFamily Ubuntu.
+REFUSED_EXAMPLES = {"al2-custom-ami.yaml", "custom-family.yaml"}
 TEMPLATE = "nodetemplate_kubectl_output.yaml"
 ROLE = "$KARPENTER_NODE_ROLE"  # the role karpenter-convert v0.32.10 writes into every EC2NodeClass
 #: karpenter-convert's test table (tools/karpenter-convert/pkg/convert/suite_test.go, v0.32.10): input → its
@@ -297,3 +302,30 @@ def test_workloads_are_renamed_and_placed_again_then_everything_is_written(catal
     assert (apps / "job.yaml").read_text() == job.replace("karpenter.sh/provisioner-name", "karpenter.sh/nodepool")
     written = [d for d in yaml.safe_load_all((policies / "provisioner_provider.yaml").read_text()) if d]
     assert sorted(d["apiVersion"] for d in written) == ["karpenter.k8s.aws/v1beta1", "karpenter.sh/v1beta1"]
+
+
+@pytest.mark.parametrize("example", fast_first(sorted(p.name for p in EXAMPLES.glob("*.yaml")), fast=2))
+def test_each_v0315_example_is_proven_and_schema_valid_or_refused(
+    example: str, catalog: Catalog, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    options = MigrateOptions(to="v1beta1", out=str(out), default_instance_profile="KarpenterNodeInstanceProfile")
+
+    result = migrate_command([str(EXAMPLES / example)], options, catalog)
+
+    written = (out / example).read_text()
+    if example in REFUSED_EXAMPLES:
+        assert result.exit_code == 1 and "'ami456' is not an id" in result.stdout
+        assert written == (EXAMPLES / example).read_text()
+        return
+    assert result.exit_code == 0, result.stdout + result.stderr
+    provisioners = len(re.findall(r"^kind: Provisioner", (EXAMPLES / example).read_text(), re.MULTILINE))
+    assert result.stdout.count("proven equivalent") == provisioners >= 1
+    objects = [d for d in yaml.safe_load_all(written) if d]
+    assert sum(o["kind"] == "NodePool" for o in objects) == provisioners
+    for obj in objects:
+        assert _schema_errors(obj, "v0.37.8") == [], obj
+        if obj["kind"] == "NodePool":
+            assert _disruption_cel(obj["spec"]["disruption"]) == []
+    if example == "ubuntu-kubelet-log-query.yaml":
+        assert [o["spec"]["amiFamily"] for o in objects if o["kind"] == "EC2NodeClass"] == ["Ubuntu"]
