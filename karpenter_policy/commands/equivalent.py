@@ -29,6 +29,7 @@ from typing import Any
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.checks.proof.landingset import LandingSet, NodeDifference, compare_landings, landing_sets
+from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.source.workloads import read_workloads
 from karpenter_policy.commands.diff import DiffError, Offering, Side, _Prover, load_side, workload_paths_on
@@ -94,7 +95,7 @@ class Equivalence:
         return "NOT equivalent: " + "; ".join(parts)
 
 
-def _where(side: Side, pool: Any) -> str:
+def _where(pool: CheckedProvisioner) -> str:
     return f"{pool.object_ref} ({pool.file}:{pool.line})"
 
 
@@ -103,8 +104,14 @@ def _relative(file: str, side: Side) -> str:
     return os.path.relpath(file, root) if root is not None else file
 
 
-def _by_object(sets: Sequence[LandingSet]) -> dict[str, LandingSet]:
-    return {s.workload.ref: s for s in sets}
+def _by_object(sets: Sequence[LandingSet], side: Side) -> dict[str, LandingSet]:
+    """Each workload's set by its object; an object defined twice on a side is told apart by its file."""
+    refs = [s.workload.ref for s in sets]
+    keyed: dict[str, LandingSet] = {}
+    for found in sets:
+        ref = found.workload.ref
+        keyed[ref if refs.count(ref) == 1 else f"{ref} ({_relative(found.workload.file, side)})"] = found
+    return keyed
 
 
 def _verdict(
@@ -124,15 +131,14 @@ def _verdict(
     if document is not None:
         verdict = prover.admits(document, side.os_of.get(difference.pool.key, "linux"), offering)
         proven = verdict == Verdict.SAT
-    located = head.workload if head.nodes or not base.nodes else base.workload
-    at = sides[1] if located is head.workload else sides[0]
+    located, at = head.workload, sides[1]  # where the workload is now
     theirs = (head if difference.first else base).nodes
     offering_of = (node.instance_type, node.zone, node.capacity_type)
     same_offering = sorted(n for n in theirs if (n.instance_type, n.zone, n.capacity_type) == offering_of)
     refusal = f"{other.label} does not" if not same_offering else (
         f"{other.label}'s node there is {same_offering[0].describe()}"
     )
-    message = f"{side.label} lets it land on {node.describe()} (through {_where(side, difference.pool)}); {refusal}"
+    message = f"{side.label} lets it land on {node.describe()} (through {_where(difference.pool)}); {refusal}"
     return WorkloadVerdict(
         ref,
         _relative(located.file, at),
@@ -141,7 +147,7 @@ def _verdict(
         message,
         node.describe(),
         side.label,
-        _where(side, difference.pool),
+        _where(difference.pool),
         proven,
     )
 
@@ -155,7 +161,7 @@ def prove_equivalent(
     for side in (base, head):
         paths = workload_paths_on(side, workload_paths)
         workloads = read_workloads(paths).workloads if paths else []
-        sets.append(_by_object(landing_sets(side.checked, workloads, catalog)))
+        sets.append(_by_object(landing_sets(side.checked, workloads, catalog), side))
     before, after = sets
     prover = _Prover(catalog, timeout_ms)
     result.compared = len(set(before) | set(after))

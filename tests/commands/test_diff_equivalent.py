@@ -303,3 +303,18 @@ def test_any_merge_is_equivalent_exactly_when_it_covers_the_same_zones_and_famil
 
     covered = {(z, f) for zones, families in pools for z in zones for f in families}
     assert (result.exit_code == 0) == (covered == {(z, "m5") for z in ZONES}), (pools, result.stdout)
+
+
+def test_one_object_in_two_files_is_compared_twice_not_once(repo: Path, catalog: Catalog) -> None:
+    (repo / "apps" / "copy").mkdir()
+    (repo / "apps" / "copy" / "a.yaml").write_text(_app("a").replace("team: a", "team: b"))
+    (repo / "head" / "policies" / "b.yaml").write_text(_provisioner("team-b", "b", ZONES[:1]))
+
+    result = _equivalent(repo, catalog, output="json")
+
+    data = json.loads(result.stdout)
+    assert result.exit_code == 1 and data["workloads"] == 5
+    assert sorted(c["workload"] for c in data["changed"]) == [
+        f"Deployment/app-a ({repo / 'apps' / 'copy' / 'a.yaml'})",
+        "Deployment/app-b",
+    ]
