@@ -326,7 +326,7 @@ def migrate(flags: MigrateFlags) -> None:
     exactly the instance types, zones, capacity types, labels and taints its Provisioner did, or the
     counter-example is printed and the Provisioner stays as it is. Comments and the file layout are kept; what
     v1 changes (budgets, expiry, drift, kubelet, AMI aliases) is reported with its mitigation. Without -o or
-    --write: print a diff.
+    --write: print a diff. --to v1beta1 writes Karpenter v0.32-v0.37's v1beta1 NodePools and EC2NodeClasses.
     """
     import re
 
