@@ -326,7 +326,7 @@ def migrate(flags: MigrateFlags) -> None:
     exactly the instance types, zones, capacity types, labels and taints its Provisioner did, or the
     counter-example is printed and the Provisioner stays as it is. Comments and the file layout are kept; what
     v1 changes (budgets, expiry, drift, kubelet, AMI aliases) is reported with its mitigation. Without -o or
-    --write: print a diff.
+    --write: print a diff. --to v1beta1 writes Karpenter v0.32-v0.37's v1beta1 NodePools and EC2NodeClasses.
     """
     import re
 
@@ -344,7 +344,7 @@ def migrate(flags: MigrateFlags) -> None:
     paths = flags.paths or DEFAULT_PATHS
     _read_paths("migrate", paths, selection)
     values, catalog_ = _values_and_catalog(
-        "migrate", flags.values_file, flags.catalog_file, flags.region, load=flags.to == "v1"
+        "migrate", flags.values_file, flags.catalog_file, flags.region, load=flags.to in ("v1", "v1beta1")
     )
     options = MigrateOptions(
         to=flags.to,
@@ -393,7 +393,8 @@ def diff(flags: DiffFlags) -> None:
     custom node labels and weight, each offering difference with a witness the solver proves on both sides.
     With --workloads, also the cost and node count of the workloads' nodes on each side, and which workloads
     move to other instance types. Exit 1 when HEAD has errors or a workload becomes unschedulable (with
-    --exit-code: when anything differs).
+    --exit-code: when anything differs). With --equivalent (and --workloads): prove that every workload may land on
+    the same nodes on both sides, whatever the pools are named.
     """
     from karpenter_policy.commands.diff import diff_command
 
@@ -401,6 +402,10 @@ def diff(flags: DiffFlags) -> None:
         "diff", flags.values_file, flags.catalog_file, flags.region, previous_generation=flags.previous_generation
     )
     assert catalog_ is not None
+    if flags.equivalent:
+        from karpenter_policy.commands.equivalent import equivalent_command
+
+        _finish(equivalent_command(flags, catalog_, values=values))
     _finish(diff_command(flags, catalog_, values=values, scale=_scale_option(flags.scale)))
 
 

@@ -111,10 +111,12 @@ EPILOGS: dict[str, str] = {
             "karpenter-policy diff origin/main HEAD policies/",
             "karpenter-policy diff origin/main HEAD policies/ --workloads apps/ --output markdown",
             "karpenter-policy diff old-policies/ new-policies/ --exit-code",
+            "karpenter-policy diff origin/main HEAD policies/ --equivalent --workloads apps/",
         ],
         [
-            (0, "HEAD has no error (with --exit-code: and nothing differs)"),
-            (1, "HEAD has an error, a workload becomes unschedulable, or (--exit-code) anything differs"),
+            (0, "HEAD has no error (with --exit-code: and nothing differs; --equivalent: no landing set changes)"),
+            (1, "HEAD has an error, a workload becomes unschedulable, (--exit-code) anything differs, or "
+             "(--equivalent) a workload's landing set changes"),
             (2, "the tool could not run: a usage error, a path on neither side, no git, an unknown revision"),
             ("", "(BASE unknown in a shallow clone: set fetch-depth: 0 on actions/checkout)"),
         ],
@@ -150,6 +152,7 @@ EPILOGS: dict[str, str] = {
             "karpenter-policy migrate policies/ --to v1                 (print a diff)",
             "karpenter-policy migrate policies/ --to v1 -o policies-v1/",
             "karpenter-policy migrate policies/ --to v1 --write",
+            "karpenter-policy migrate policies/ --to v1beta1 -o policies-v1beta1/   (Karpenter v0.32-v0.37)",
         ],
         [
             (0, "every Provisioner and AWSNodeTemplate migrated (each NodePool proven equivalent), or none to migrate"),

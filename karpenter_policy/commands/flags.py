@@ -217,7 +217,7 @@ class MigrateFlags:
     paths: tuple[str, ...] = paths_argument()
     to: str = option(
         "v1", "--to", choices=("v1", "v1beta1"), show_default=True,
-        help="The Karpenter API to migrate to (v1beta1: not supported yet).",
+        help="The Karpenter API to migrate to (v1beta1: NodePool and EC2NodeClass for Karpenter v0.32–v0.37).",
     )
     out: str | None = option(None, "-o", "--out", metavar="DIR", help="Write the migrated tree into DIR (same layout).")
     write: bool = option(False, "--write", is_flag=True, help="Rewrite the files in place (default: print a diff).")
@@ -374,6 +374,13 @@ class DiffFlags:
     values_file: str | None = like(PolicyOptions, "values_file")
     exit_code_on_diff: bool = option(
         False, "--exit-code", is_flag=True, help="Exit 1 when anything differs (as git diff)."
+    )
+    equivalent: bool = option(
+        False,
+        "--equivalent",
+        is_flag=True,
+        help="Prove that no workload's landing set (instance type x zone x capacity type, node labels and taints) "
+        "changes: exit 0 with a summary, or 1 with a counter-example per workload. Needs --workloads.",
     )
     scale: tuple[str, ...] = scale_option(
         "Replicas of a workload for the cost comparison (e.g. deployment/inflate=10; repeatable)."

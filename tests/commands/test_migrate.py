@@ -196,9 +196,12 @@ def test_an_output_directory_inside_the_paths_is_refused(catalog: Catalog, tmp_p
     assert not (tmp_path / "v1").exists()
 
 
-def test_v1beta1_is_not_supported_yet_and_says_what_is() -> None:
+def test_v1beta1_from_the_command_line_prints_the_diff_and_the_proof(tmp_path: Path) -> None:
+    convert = ROOT / "tests" / "data" / "karpenter-convert-v0.32.10"
+    for name in ("provisioner.yaml", "nodetemplate_kubectl_output.yaml"):
+        shutil.copy(convert / name, tmp_path / name)
     done = subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", "migrate", str(EXAMPLES / "spot.yaml"), "--to", "v1beta1"],
+        [sys.executable, "-m", "karpenter_policy.cli", "migrate", str(tmp_path), "--to", "v1beta1", "--node-role", "R"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -206,8 +209,17 @@ def test_v1beta1_is_not_supported_yet_and_says_what_is() -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
-    assert done.returncode == 2 and done.stdout == ""
-    assert "--to v1beta1 is not supported yet: migrate --to v1" in done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "+apiVersion: karpenter.sh/v1beta1" in done.stdout
+    assert "+apiVersion: karpenter.k8s.aws/v1beta1" in done.stdout
+    assert "Provisioner default → NodePool default: proven equivalent" in done.stdout
+    assert (tmp_path / "provisioner.yaml").read_text() == (convert / "provisioner.yaml").read_text()
+
+
+def test_an_unknown_target_is_refused_naming_the_supported_ones(catalog: Catalog) -> None:
+    result = _migrate([str(EXAMPLES / "spot.yaml")], catalog, to="v1alpha1")
+
+    assert result.exit_code == 2 and "--to v1alpha1: supported: v1, v1beta1" in result.stderr
 
 
 def test_a_template_file_is_not_rewritten_and_says_why(catalog: Catalog, tmp_path: Path) -> None:

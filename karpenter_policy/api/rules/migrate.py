@@ -126,7 +126,9 @@ MIGRATION_WORKLOAD_MOVED = Rule(
         "places it: the pool that launches a node for it and every pool that could take it must be what they were "
         "on the Provisioners (a NodePool keeps its Provisioner's name). A selector left on "
         "karpenter.sh/provisioner-name, a Provisioner that was not migrated, or a weight or limit that now decides "
-        "otherwise shows here, naming both sides. It cannot be silenced."
+        "otherwise shows here, naming both sides. So does a change of its landing set (every offering it may land "
+        "on, with the node's labels and taints), with a node one side admits and the other not. It cannot be "
+        "silenced."
     ),
     karpenter="core-v1 pkg/apis/v1/labels.go: NodePoolLabelKey",
     silenceable=False,

@@ -47,6 +47,14 @@ Flux post-build substitution would rewrite `${...}` in user data (or anywhere). 
 `flux_escape=True` instead writes `$${...}`, which Flux turns back into `${...}` (use it only with Flux). An object
 its author marked `kustomize.toolkit.fluxcd.io/substitute: enabled` is Flux's to substitute: its selectors' and
 tags' `${...}` are left for Flux, its other `${` escaped.
+
+`V1Options.target` v1beta1 (`migrate --to v1beta1`, for clusters on Karpenter v0.32–v0.37) writes the same
+mapping in the `karpenter.sh/v1beta1` / `karpenter.k8s.aws/v1beta1` shapes (the CRDs of aws/karpenter-provider-aws
+v0.32.10, pkg/apis/crds/): ttlSecondsUntilExpired → spec.disruption.expireAfter; consolidation → consolidationPolicy
+WhenUnderutilized without consolidateAfter (v1beta1's CEL rule forbids the pair); kubeletConfiguration →
+spec.template.spec.kubelet (no class per kubelet); nodeClassRef {name}; amiFamily kept (Ubuntu included) and no
+alias (v1beta1 has none: without amiSelector, the family's latest AMI, as v0.31). Budgets are written as for v1;
+Karpenter reads them from v0.34 (v0.32–v0.33 prune the field).
 """
 
 from __future__ import annotations
@@ -77,6 +85,10 @@ NODEPOOL_KIND = "NodePool"
 NODECLASS_GROUP = "karpenter.k8s.aws"
 NODECLASS_API_VERSION = f"{NODECLASS_GROUP}/v1"
 NODECLASS_KIND = "EC2NodeClass"
+NODEPOOL_V1BETA1_API_VERSION = "karpenter.sh/v1beta1"
+NODECLASS_V1BETA1_API_VERSION = f"{NODECLASS_GROUP}/v1beta1"
+TARGET_V1 = "v1"
+TARGET_V1BETA1 = "v1beta1"
 
 FLUX_SUBSTITUTE_ANNOTATION = FLUX_SUBSTITUTE
 FLUX_SUBSTITUTE_DISABLED = "disabled"
@@ -166,6 +178,12 @@ class V1Options:
     node_role: str | None = None
     #: The disruption budget every NodePool gets (`nodes`: a count or a percentage); None: none (v1's 10 %).
     budget_nodes: str | None = None
+    #: The API written: v1 (`karpenter.sh/v1`) or v1beta1 (Karpenter v0.32–v0.37; module doc).
+    target: str = TARGET_V1
+
+    @property
+    def v1beta1(self) -> bool:
+        return self.target == TARGET_V1BETA1
 
 
 @dataclass(slots=True)
@@ -244,7 +262,13 @@ class _Converter:
         elif "launchTemplate" not in spec:
             self.issue(*where, base, "v1 requires securityGroupSelectorTerms: add a securityGroupSelector")
         family = str(spec.get("amiFamily") or "AL2")
-        if spec.get("amiSelector"):
+        if self.options.v1beta1:  # v1beta1 keeps amiFamily (Ubuntu too) and has no aliases
+            if spec.get("amiSelector"):
+                out["amiSelectorTerms"] = self.ami_terms(spec["amiSelector"])
+            elif family == "Custom":
+                self.issue(*where, (*base, "amiFamily"), "amiFamily Custom needs an amiSelector naming the AMIs")
+            out["amiFamily"] = family
+        elif spec.get("amiSelector"):
             out["amiSelectorTerms"] = self.ami_terms(spec["amiSelector"])
             if family == "Ubuntu":
                 self.issue(
@@ -300,15 +324,15 @@ class _Converter:
                 self.block_device(m, (*base, "blockDeviceMappings", i), *where)
                 for i, m in enumerate(spec["blockDeviceMappings"])
             ]
-        if kubelet:
-            converted = {k: copy.deepcopy(v) for k, v in kubelet.items() if k != "containerRuntime"}
-            if converted:
-                out["kubelet"] = converted
+        converted = _kubelet(kubelet)
+        if converted and not self.options.v1beta1:
+            out["kubelet"] = converted
         meta: dict[str, Any] = {"name": class_name}
         for key in ("labels", "annotations"):
             if metadata and metadata.get(key):
                 meta[key] = dict(metadata[key])
-        return {"apiVersion": NODECLASS_API_VERSION, "kind": NODECLASS_KIND, "metadata": meta, "spec": out}
+        api_version = NODECLASS_V1BETA1_API_VERSION if self.options.v1beta1 else NODECLASS_API_VERSION
+        return {"apiVersion": api_version, "kind": NODECLASS_KIND, "metadata": meta, "spec": out}
 
     def block_device(self, mapping: Mapping[str, Any], path: Path, kind: str, name: str) -> dict[str, Any]:
         out = copy.deepcopy(dict(mapping))
@@ -343,15 +367,23 @@ class _Converter:
             if term["operator"] not in ("Exists", "DoesNotExist"):
                 converted["values"] = [str(v) for v in term.get("values") or []]
             requirements.append(converted)
+        v1beta1 = self.options.v1beta1
         template_spec: dict[str, Any] = {
             "requirements": requirements,
-            "nodeClassRef": {"group": NODECLASS_GROUP, "kind": NODECLASS_KIND, "name": class_name},
+            "nodeClassRef": {"name": class_name}
+            if v1beta1
+            else {"group": NODECLASS_GROUP, "kind": NODECLASS_KIND, "name": class_name},
         }
         for key in ("taints", "startupTaints"):
             if spec.get(key):
                 template_spec[key] = copy.deepcopy(list(spec[key]))
+        kubelet = _kubelet(spec.get("kubeletConfiguration"))
+        if v1beta1 and kubelet:
+            template_spec["kubelet"] = kubelet
         expire = spec.get("ttlSecondsUntilExpired")
-        template_spec["expireAfter"] = NEVER if expire is None else duration(int(expire))
+        expire_after = NEVER if expire is None else duration(int(expire))
+        if not v1beta1:
+            template_spec["expireAfter"] = expire_after
         template: dict[str, Any] = {"spec": template_spec}
         template_metadata: dict[str, Any] = {}
         if spec.get("labels"):
@@ -361,12 +393,16 @@ class _Converter:
         if template_metadata:
             template["metadata"] = template_metadata
         empty = spec.get("ttlSecondsAfterEmpty")
-        if (spec.get("consolidation") or {}).get("enabled"):
-            disruption: dict[str, Any] = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}
+        if (spec.get("consolidation") or {}).get("enabled") and v1beta1:
+            disruption: dict[str, Any] = {"consolidationPolicy": "WhenUnderutilized"}
+        elif (spec.get("consolidation") or {}).get("enabled"):
+            disruption = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}
         elif empty is not None:
             disruption = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": duration(int(empty))}
         else:
             disruption = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": NEVER}
+        if v1beta1:
+            disruption["expireAfter"] = expire_after
         if self.options.budget_nodes is not None:
             disruption["budgets"] = [{"nodes": self.options.budget_nodes}]
         pool_spec: dict[str, Any] = {"template": template, "disruption": disruption}
@@ -379,7 +415,13 @@ class _Converter:
         for key in ("labels", "annotations"):
             if metadata.get(key):
                 meta[key] = dict(metadata[key])
-        return {"apiVersion": NODEPOOL_API_VERSION, "kind": NODEPOOL_KIND, "metadata": meta, "spec": pool_spec}
+        api_version = NODEPOOL_V1BETA1_API_VERSION if v1beta1 else NODEPOOL_API_VERSION
+        return {"apiVersion": api_version, "kind": NODEPOOL_KIND, "metadata": meta, "spec": pool_spec}
+
+
+def _kubelet(kubelet: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The kubelet settings v1 and v1beta1 carry (containerRuntime dropped: their nodes always run containerd)."""
+    return {k: copy.deepcopy(v) for k, v in (kubelet or {}).items() if k != "containerRuntime"}
 
 
 def _split(value: str) -> list[str]:
@@ -435,6 +477,8 @@ def to_v1(
         users = by_template.get(template_name, [])
         kubelets = [_spec(d).get("kubeletConfiguration") for d in users]
         shared = kubelets[0] if kubelets and all(k == kubelets[0] for k in kubelets) else None
+        if converter.options.v1beta1:  # kubelet settings stay on each NodePool: one class per template
+            shared = None
         template = templates[template_name]
         add_class(
             converter.node_class(
@@ -453,7 +497,7 @@ def to_v1(
         for data in users:
             name = str(data["metadata"]["name"])
             kubelet = _spec(data).get("kubeletConfiguration")
-            if kubelet is None or kubelet == shared:
+            if kubelet is None or kubelet == shared or converter.options.v1beta1:
                 class_names[name] = template_name
                 continue
             class_name = f"{template_name}-{name}"
@@ -487,7 +531,7 @@ def to_v1(
         elif name not in class_names:
             ref_name = str((spec.get("providerRef") or {}).get("name"))
             class_names[name] = ref_name
-            if spec.get("kubeletConfiguration"):
+            if spec.get("kubeletConfiguration") and not converter.options.v1beta1:
                 converter.issue(
                     PROVISIONER_KIND,
                     name,

@@ -16,7 +16,9 @@ rewritten as Karpenter v1 NodePools and EC2NodeClasses, each NodePool proven to 
    provider), each a warning with its mitigation.
 5. **Workloads** (`--workloads APPS`, `workloads`): `karpenter.sh/provisioner-name` selectors and node
    affinities of migrated Provisioners become `karpenter.sh/nodepool`, spliced in place; then every workload is
-   placed again on the migrated files and must land where it did (`landing`: `migration-workload-moved`).
+   placed again on the migrated files and must land where it did (`landing`: `migration-workload-moved`). With
+   `--to v1beta1` they are placed on the same objects converted to v1 (the engine schedules v1 NodePools; the
+   fields scheduling reads — requirements, labels, taints, weight, limits, kubelet — carry over alike).
 6. **Write** (`documents.rewrite_text`: each migrated document replaced in place, its header and comments kept,
    every other document byte for byte): without `-o`/`--write` a unified diff; `--write` rewrites the files in
    place, all or none, the workloads with them (`filestaging.rewrite_all`); `-o DIR` writes every file read,
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
@@ -58,7 +60,14 @@ from karpenter_policy.checks.source.loader import (
     read_text,
 )
 from karpenter_policy.checks.validation.policies import place
-from karpenter_policy.commands.compile.manifests import NODECLASS_KIND, NODEPOOL_KIND, V1Options, to_v1
+from karpenter_policy.commands.compile.manifests import (
+    NODECLASS_KIND,
+    NODEPOOL_KIND,
+    TARGET_V1,
+    TARGET_V1BETA1,
+    V1Options,
+    to_v1,
+)
 from karpenter_policy.commands.filestaging import (
     current_umask,
     discard_all,
@@ -73,8 +82,8 @@ from karpenter_policy.commands.migrate.workloads import NODEPOOL_LABEL, RenamedF
 
 __all__ = ["MigrateOptions", "TARGETS", "migrate_command"]
 
-V1 = "v1"
-V1BETA1 = "v1beta1"
+V1 = TARGET_V1
+V1BETA1 = TARGET_V1BETA1
 TARGETS = (V1, V1BETA1)
 DEFAULT_BUDGET = "1"
 _PROGRAM = "karpenter-policy migrate"
@@ -164,7 +173,7 @@ def _plan(
     objects, issues = to_v1(
         [provisioners[n].data for n in sorted(provisioners)],
         {n: templates[n].data for n in sorted(templates)},
-        V1Options(options.default_instance_profile, options.node_role, options.budget),
+        V1Options(options.default_instance_profile, options.node_role, options.budget, options.to),
     )
     placed = [place(docs[(i.kind, i.name)], i.violation) for i in issues]
     plan.findings.extend(dict.fromkeys(placed))  # a template converted twice reports once
@@ -217,7 +226,7 @@ def _plan(
         class_name = str(pool["spec"]["template"]["spec"]["nodeClassRef"]["name"])
         own = [classes[class_name]] if isinstance(_spec(doc).get("provider"), Mapping) else []
         plan.replacements.setdefault(doc.file, {})[(PROVISIONER_KIND, name)] = [*own, pool]
-        plan.findings += provisioner_notes(doc, pool, options.budget, class_name)
+        plan.findings += provisioner_notes(doc, pool, options.budget, class_name, options.to == V1BETA1)
         if own:
             plan.findings += node_template_notes(doc, own[0], ("spec", "provider"), PROVISIONER_KIND)
     return plan
@@ -318,15 +327,8 @@ def _write_tree(
 
 def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Catalog | None = None) -> CommandOutput:
     """Run `migrate` on `paths` (module doc)."""
-    if options.to == V1BETA1:
-        return CommandOutput(
-            2,
-            "",
-            "karpenter-policy migrate: --to v1beta1 is not supported yet: migrate --to v1 (Karpenter v1.0 and later "
-            "serve karpenter.sh/v1; v1beta1 was served by v0.32–v1.0 only)\n",
-        )
-    if options.to != V1:
-        return CommandOutput(2, "", f"karpenter-policy migrate: --to {options.to}: supported: {V1}\n")
+    if options.to not in TARGETS:
+        return CommandOutput(2, "", f"karpenter-policy migrate: --to {options.to}: supported: {', '.join(TARGETS)}\n")
     if options.out is not None and options.write:
         return CommandOutput(2, "", "karpenter-policy migrate: give -o DIR or --write, not both\n")
     if options.out is not None and options.workloads:
@@ -374,7 +376,14 @@ def migrate_command(paths: Sequence[str], options: MigrateOptions, catalog: Cata
                            "workloads in files of their own, or migrate without --workloads\n" for f in both)
         )
     if options.workloads:
-        texts = {r.file: r.updated for r in results if r.changed} | {r.file: r.updated for r in renamed if r.changed}
+        placed = results
+        if options.to == V1BETA1:  # the engine places on v1 NodePools: the same objects in v1's shapes
+            v1_plan = _plan(
+                repository.provisioners, repository.node_templates, writable, replace(options, to=V1), catalog,
+                duplicated,
+            )
+            placed = [rewrite_text(r.file, r.original, v1_plan.replacements.get(r.file, {})) for r in results]
+        texts = {r.file: r.updated for r in placed if r.changed} | {r.file: r.updated for r in renamed if r.changed}
         pools = {name: object_ref(NODEPOOL_KIND, name) for name in migrated}
         landings = check_landings(paths, options.workloads, texts, pools, catalog, options.values)
         report.findings.extend(landings.findings)

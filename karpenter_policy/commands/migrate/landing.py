@@ -6,8 +6,11 @@ through what `check --workloads` runs (`checks.repository.check_paths`, then `ch
 the controller's scheduler, every replica planned). For each workload, matched by file and object, two things must
 not change: the pool that launches a node for it (a NodePool keeps its Provisioner's name) and the pools that
 could take it (the `overlap` candidates). A difference is a `migration-workload-moved` error at the workload, naming
-both sides. The pair proof (`checks.proof.equivalence`) shows each NodePool admits what its Provisioner did; this
-shows that the renamed selectors, the weights and the limits still send each workload to the same place.
+both sides. Then its landing set (`checks.proof.landingset`, what `diff --equivalent` compares: every offering it
+may land on, with the node's labels and taints) must not change either; a difference is the same error, with the
+node one side admits and the other not. The pair proof (`checks.proof.equivalence`) shows each NodePool admits what
+its Provisioner did; this shows that the renamed selectors, the weights, the limits and the kubelet settings still
+send each workload to the same place and the same nodes.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from typing import Any
 
 from karpenter_policy.api.rules.rule import ERROR
 from karpenter_policy.api.violations import MIGRATION_WORKLOAD_MOVED
-from karpenter_policy.catalog import Catalog
+from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.checks.findings import Finding
+from karpenter_policy.checks.proof.landingset import LandingSet, compare_landings, landing_sets
 from karpenter_policy.checks.proof.placement import schedule
 from karpenter_policy.checks.proof.provisioners import provisioner_ref
 from karpenter_policy.checks.repository import check_paths
@@ -71,17 +75,18 @@ class LandingCheck:
 def _landings(
     policy_paths: Sequence[str],
     workload_paths: Sequence[str],
-    catalog: Catalog | None,
+    catalog: Catalog,
     values: Mapping[str, Any] | None,
-) -> dict[tuple[str, str], tuple[Landing, Any]]:
-    """(file, object) → its landing and its located workload, for the workloads under `workload_paths` on the
-    pools under `policy_paths`."""
+) -> dict[tuple[str, str], tuple[Landing, Any, LandingSet]]:
+    """(file, object) → its landing, its located workload and its landing set, for the workloads under
+    `workload_paths` on the pools under `policy_paths`."""
     _, checked = check_paths(policy_paths, catalog, values=values)
     workloads = read_workloads(workload_paths)
     found = schedule(checked, workloads.workloads, catalog)
+    sets = landing_sets(checked, workloads.workloads, catalog)
     return {
-        (os.path.abspath(p.workload.file), p.ref): (Landing(p.provisioner, tuple(could)), p.workload)
-        for p, could in zip(found.placements, found.could_take, strict=True)
+        (os.path.abspath(p.workload.file), p.ref): (Landing(p.provisioner, tuple(could)), p.workload, nodes)
+        for p, could, nodes in zip(found.placements, found.could_take, sets, strict=True)
     }
 
 
@@ -101,6 +106,7 @@ def check_landings(
     """Compare each workload's landing before and after migration. `migrated`: file → its text after migration
     (a file not named is read as it is); `pools`: the scheduler key of each migrated Provisioner → its NodePool's
     (`default` → `NodePool/default`)."""
+    catalog = catalog if catalog is not None else load_catalog()
     before = _landings(policy_paths, workload_paths, catalog, values)
     texts = {os.path.abspath(file): text for file, text in migrated.items()}
     for file in (*discover(policy_paths)[0], *discover(workload_paths)[0]):
@@ -121,12 +127,20 @@ def check_landings(
         after = {(os.sep + os.path.relpath(file, root), ref): value for (file, ref), value in after_raw.items()}
     findings: list[Finding] = []
     for key in sorted(before):
-        was, workload = before[key]
+        was, workload, was_nodes = before[key]
         now = after[key][0] if key in after else None
         if now is not None and was.renamed(pools) == now.renamed({}):
-            continue
-        told = now.describe() if now is not None else "is no longer read"
-        message = f"before migration it {was.describe()}; after, it {told}"
+            difference = compare_landings(was_nodes, after[key][2], catalog)
+            if difference is None:
+                continue
+            side, other = ("before", "after") if difference.first else ("after", "before")
+            message = (
+                f"{side} migration it may land on {difference.node.describe()} (through "
+                f"{difference.pool.object_ref}); {other}, it may not"
+            )
+        else:
+            told = now.describe() if now is not None else "is no longer read"
+            message = f"before migration it {was.describe()}; after, it {told}"
         at = (workload.file, workload.line, workload.column)
         findings.append(Finding(MIGRATION_WORKLOAD_MOVED, ERROR, message, *at, workload.ref))
     return LandingCheck(len(before), findings)

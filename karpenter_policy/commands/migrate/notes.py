@@ -6,6 +6,12 @@ Per migrated Provisioner: its disruption pace (`migration-budget`: v0.31 disrupt
 `ttlSecondsUntilExpired` (`migration-expiry`), `kubeletConfiguration` (`migration-kubelet`) and an inline
 `provider` (`migration-inline-provider`). Per migrated node template (or inline provider) without an
 `amiSelector`: the alias its `amiFamily` became (`migration-ami`).
+
+With `--to v1beta1` (Karpenter v0.32–v0.37) the notes say what v1beta1 does instead: budgets are read from v0.34
+(the CRD of aws/karpenter-provider-aws v0.34.0 is the first with `disruption.budgets`); drift is the `drift` feature
+gate, off by default in v0.32 and on from v0.33 (charts/karpenter/values.yaml at those tags); expiry stays a
+graceful disruption, as in v0.31; kubelet settings stay on the NodePool (`spec.template.spec.kubelet`), so there is
+no note for them; and there is no alias, so no AMI note.
 """
 
 from __future__ import annotations
@@ -38,8 +44,12 @@ def _at(doc: Document, rule: str, path: Path, message: str, kind: str, at_key: b
     return Finding(rule, WARNING, message, doc.file, line, column, f"{kind}/{name}")
 
 
-def provisioner_notes(doc: Document, node_pool: Mapping[str, Any], budget: str, node_class: str) -> list[Finding]:
+def provisioner_notes(
+    doc: Document, node_pool: Mapping[str, Any], budget: str, node_class: str, v1beta1: bool = False
+) -> list[Finding]:
     """The behaviour changes of migrating the Provisioner `doc` to `node_pool` (module doc)."""
+    if v1beta1:
+        return _v1beta1_notes(doc, budget)
     spec: Mapping[str, Any] = doc.data.get("spec") or {}
     name = str(doc.data["metadata"]["name"])
     found = [
@@ -111,6 +121,69 @@ def provisioner_notes(doc: Document, node_pool: Mapping[str, Any], budget: str, 
                 MIGRATION_INLINE_PROVIDER,
                 ("spec", "provider"),
                 f"the inline provider becomes EC2NodeClass {node_class}, written before NodePool {name}",
+                PROVISIONER_KIND,
+            )
+        )
+    return found
+
+
+def _v1beta1_notes(doc: Document, budget: str) -> list[Finding]:
+    """The behaviour changes of migrating the Provisioner `doc` to a `karpenter.sh/v1beta1` NodePool."""
+    spec: Mapping[str, Any] = doc.data.get("spec") or {}
+    name = str(doc.data["metadata"]["name"])
+    found = [
+        _at(
+            doc,
+            MIGRATION_BUDGET,
+            ("metadata", "name"),
+            f"Karpenter v0.31 disrupted one node at a time; NodePool {name} gets budgets [{{nodes: \"{budget}\"}}] "
+            "(--budget sets another), which Karpenter reads from v0.34: v0.32 and v0.33 have no budgets and drop "
+            "the field; from v0.34 a NodePool without budgets may disrupt 10% of its nodes at once",
+            PROVISIONER_KIND,
+        ),
+        _at(
+            doc,
+            MIGRATION_DRIFT,
+            ("metadata", "name"),
+            f"drift is the `drift` feature gate in v1beta1: off by default in v0.32, on from v0.33, when NodePool "
+            f"{name}'s nodes are replaced once they no longer match it or its EC2NodeClass (a new AMI, an edited "
+            "requirement); set settings.featureGates.drift: false to keep v0.31's default",
+            PROVISIONER_KIND,
+        ),
+    ]
+    empty = spec.get("ttlSecondsAfterEmpty")
+    if empty is not None:
+        found.append(
+            _at(
+                doc,
+                MIGRATION_EMPTINESS,
+                ("spec", "ttlSecondsAfterEmpty"),
+                f"ttlSecondsAfterEmpty {empty} becomes consolidationPolicy: WhenEmpty, consolidateAfter: "
+                f"{duration(int(empty))}: empty nodes are removed by the disruption controller (within the "
+                "NodePool's budgets from v0.34)",
+                PROVISIONER_KIND,
+            )
+        )
+    expire = spec.get("ttlSecondsUntilExpired")
+    if expire is not None:
+        found.append(
+            _at(
+                doc,
+                MIGRATION_EXPIRY,
+                ("spec", "ttlSecondsUntilExpired"),
+                f"ttlSecondsUntilExpired {expire} becomes disruption.expireAfter: {duration(int(expire))}, a "
+                "graceful disruption in v1beta1 as in v0.31 (replacement first, pod disruption budgets respected); "
+                "v1 makes expiry forceful, so revisit it when moving on to v1",
+                PROVISIONER_KIND,
+            )
+        )
+    if isinstance(spec.get("provider"), Mapping):
+        found.append(
+            _at(
+                doc,
+                MIGRATION_INLINE_PROVIDER,
+                ("spec", "provider"),
+                f"the inline provider becomes EC2NodeClass {name}, written before NodePool {name}",
                 PROVISIONER_KIND,
             )
         )
