@@ -17,6 +17,7 @@ no note for them; and there is no alias, so no AMI note.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
@@ -44,61 +45,67 @@ def _at(doc: Document, rule: str, path: Path, message: str, kind: str, at_key: b
     return Finding(rule, WARNING, message, doc.file, line, column, f"{kind}/{name}")
 
 
+@dataclass(frozen=True)
+class _Wording:
+    """What the notes of one target API say: budgets, drift, emptiness and expiry (the names, durations and class
+    filled in by `provisioner_notes`)."""
+
+    budget: str
+    drift: str
+    emptiness: str
+    expiry: str
+
+
+_V1 = _Wording(
+    budget="Karpenter v0.31 disrupted one node at a time; NodePool {name} gets budgets [{{nodes: \"{budget}\"}}] to "
+    "keep a pace (v1's default would be 10% of its nodes at once); --budget sets another",
+    drift="drift is always on in v1: NodePool {name}'s nodes are replaced when they no longer match it or its "
+    "EC2NodeClass {node_class} (a new AMI, an edited requirement); add a budget "
+    "{{nodes: \"0\", reasons: [Drifted]}} to keep v0.31's default (featureGates.driftEnabled: false)",
+    emptiness="ttlSecondsAfterEmpty {ttl} becomes consolidationPolicy: WhenEmpty, consolidateAfter: {duration}: "
+    "empty nodes are removed by the disruption controller, within the NodePool's budgets",
+    expiry="ttlSecondsUntilExpired {ttl} becomes expireAfter: {duration}, which is forceful in v1: an expired node "
+    "is deleted without waiting for budgets or replacement capacity; set "
+    "spec.template.spec.terminationGracePeriod to bound its drain, or expireAfter: Never and let drift replace "
+    "nodes within the budgets",
+)
+_V1BETA1 = _Wording(
+    budget="Karpenter v0.31 disrupted one node at a time; NodePool {name} gets budgets [{{nodes: \"{budget}\"}}] "
+    "(--budget sets another), which Karpenter reads from v0.34: v0.32 and v0.33 have no budgets and drop the "
+    "field; from v0.34 a NodePool without budgets may disrupt 10% of its nodes at once",
+    drift="drift is the `drift` feature gate in v1beta1: off by default in v0.32, on from v0.33, when NodePool "
+    "{name}'s nodes are replaced once they no longer match it or its EC2NodeClass (a new AMI, an edited "
+    "requirement); set settings.featureGates.drift: false to keep v0.31's default",
+    emptiness="ttlSecondsAfterEmpty {ttl} becomes consolidationPolicy: WhenEmpty, consolidateAfter: {duration}: "
+    "empty nodes are removed by the disruption controller (within the NodePool's budgets from v0.34)",
+    expiry="ttlSecondsUntilExpired {ttl} becomes disruption.expireAfter: {duration}, a graceful disruption in "
+    "v1beta1 as in v0.31 (replacement first, pod disruption budgets respected); v1 makes expiry forceful, so "
+    "revisit it when moving on to v1",
+)
+
+
 def provisioner_notes(
     doc: Document, node_pool: Mapping[str, Any], budget: str, node_class: str, v1beta1: bool = False
 ) -> list[Finding]:
-    """The behaviour changes of migrating the Provisioner `doc` to `node_pool` (module doc)."""
-    if v1beta1:
-        return _v1beta1_notes(doc, budget)
+    """The behaviour changes of migrating the Provisioner `doc` to `node_pool` (module doc): to a v1 NodePool, or
+    with `v1beta1` to a `karpenter.sh/v1beta1` one (no kubelet note: the settings stay on the NodePool)."""
     spec: Mapping[str, Any] = doc.data.get("spec") or {}
     name = str(doc.data["metadata"]["name"])
+    words = _V1BETA1 if v1beta1 else _V1
+    at_name = ("metadata", "name")
     found = [
-        _at(
-            doc,
-            MIGRATION_BUDGET,
-            ("metadata", "name"),
-            f"Karpenter v0.31 disrupted one node at a time; NodePool {name} gets budgets [{{nodes: \"{budget}\"}}] "
-            "to keep a pace (v1's default would be 10% of its nodes at once); --budget sets another",
-            PROVISIONER_KIND,
-        ),
-        _at(
-            doc,
-            MIGRATION_DRIFT,
-            ("metadata", "name"),
-            f"drift is always on in v1: NodePool {name}'s nodes are replaced when they no longer match it or its "
-            f"EC2NodeClass {node_class} (a new AMI, an edited requirement); add a budget "
-            "{nodes: \"0\", reasons: [Drifted]} to keep v0.31's default (featureGates.driftEnabled: false)",
-            PROVISIONER_KIND,
-        ),
+        _at(doc, MIGRATION_BUDGET, at_name, words.budget.format(name=name, budget=budget), PROVISIONER_KIND),
+        _at(doc, MIGRATION_DRIFT, at_name, words.drift.format(name=name, node_class=node_class), PROVISIONER_KIND),
     ]
-    empty = spec.get("ttlSecondsAfterEmpty")
-    if empty is not None:
-        found.append(
-            _at(
-                doc,
-                MIGRATION_EMPTINESS,
-                ("spec", "ttlSecondsAfterEmpty"),
-                f"ttlSecondsAfterEmpty {empty} becomes consolidationPolicy: WhenEmpty, consolidateAfter: "
-                f"{duration(int(empty))}: empty nodes are removed by the disruption controller, within the "
-                "NodePool's budgets",
-                PROVISIONER_KIND,
-            )
-        )
-    expire = spec.get("ttlSecondsUntilExpired")
-    if expire is not None:
-        found.append(
-            _at(
-                doc,
-                MIGRATION_EXPIRY,
-                ("spec", "ttlSecondsUntilExpired"),
-                f"ttlSecondsUntilExpired {expire} becomes expireAfter: {duration(int(expire))}, which is forceful "
-                "in v1: an expired node is deleted without waiting for budgets or replacement capacity; set "
-                "spec.template.spec.terminationGracePeriod to bound its drain, or expireAfter: Never and let "
-                "drift replace nodes within the budgets",
-                PROVISIONER_KIND,
-            )
-        )
-    if spec.get("kubeletConfiguration"):
+    for field, rule, wording in (
+        ("ttlSecondsAfterEmpty", MIGRATION_EMPTINESS, words.emptiness),
+        ("ttlSecondsUntilExpired", MIGRATION_EXPIRY, words.expiry),
+    ):
+        ttl = spec.get(field)
+        if ttl is not None:
+            message = wording.format(ttl=ttl, duration=duration(int(ttl)))
+            found.append(_at(doc, rule, ("spec", field), message, PROVISIONER_KIND))
+    if not v1beta1 and spec.get("kubeletConfiguration"):
         found.append(
             _at(
                 doc,
@@ -115,75 +122,13 @@ def provisioner_notes(
             )
         )
     if isinstance(spec.get("provider"), Mapping):
+        inline_class = name if v1beta1 else node_class
         found.append(
             _at(
                 doc,
                 MIGRATION_INLINE_PROVIDER,
                 ("spec", "provider"),
-                f"the inline provider becomes EC2NodeClass {node_class}, written before NodePool {name}",
-                PROVISIONER_KIND,
-            )
-        )
-    return found
-
-
-def _v1beta1_notes(doc: Document, budget: str) -> list[Finding]:
-    """The behaviour changes of migrating the Provisioner `doc` to a `karpenter.sh/v1beta1` NodePool."""
-    spec: Mapping[str, Any] = doc.data.get("spec") or {}
-    name = str(doc.data["metadata"]["name"])
-    found = [
-        _at(
-            doc,
-            MIGRATION_BUDGET,
-            ("metadata", "name"),
-            f"Karpenter v0.31 disrupted one node at a time; NodePool {name} gets budgets [{{nodes: \"{budget}\"}}] "
-            "(--budget sets another), which Karpenter reads from v0.34: v0.32 and v0.33 have no budgets and drop "
-            "the field; from v0.34 a NodePool without budgets may disrupt 10% of its nodes at once",
-            PROVISIONER_KIND,
-        ),
-        _at(
-            doc,
-            MIGRATION_DRIFT,
-            ("metadata", "name"),
-            f"drift is the `drift` feature gate in v1beta1: off by default in v0.32, on from v0.33, when NodePool "
-            f"{name}'s nodes are replaced once they no longer match it or its EC2NodeClass (a new AMI, an edited "
-            "requirement); set settings.featureGates.drift: false to keep v0.31's default",
-            PROVISIONER_KIND,
-        ),
-    ]
-    empty = spec.get("ttlSecondsAfterEmpty")
-    if empty is not None:
-        found.append(
-            _at(
-                doc,
-                MIGRATION_EMPTINESS,
-                ("spec", "ttlSecondsAfterEmpty"),
-                f"ttlSecondsAfterEmpty {empty} becomes consolidationPolicy: WhenEmpty, consolidateAfter: "
-                f"{duration(int(empty))}: empty nodes are removed by the disruption controller (within the "
-                "NodePool's budgets from v0.34)",
-                PROVISIONER_KIND,
-            )
-        )
-    expire = spec.get("ttlSecondsUntilExpired")
-    if expire is not None:
-        found.append(
-            _at(
-                doc,
-                MIGRATION_EXPIRY,
-                ("spec", "ttlSecondsUntilExpired"),
-                f"ttlSecondsUntilExpired {expire} becomes disruption.expireAfter: {duration(int(expire))}, a "
-                "graceful disruption in v1beta1 as in v0.31 (replacement first, pod disruption budgets respected); "
-                "v1 makes expiry forceful, so revisit it when moving on to v1",
-                PROVISIONER_KIND,
-            )
-        )
-    if isinstance(spec.get("provider"), Mapping):
-        found.append(
-            _at(
-                doc,
-                MIGRATION_INLINE_PROVIDER,
-                ("spec", "provider"),
-                f"the inline provider becomes EC2NodeClass {name}, written before NodePool {name}",
+                f"the inline provider becomes EC2NodeClass {inline_class}, written before NodePool {name}",
                 PROVISIONER_KIND,
             )
         )
