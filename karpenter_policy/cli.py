@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import inspect
 import os
 import signal
@@ -54,6 +55,10 @@ if TYPE_CHECKING:
     from karpenter_policy.catalog import Catalog
 
 DEFAULT_PATHS = ("policies/",)
+#: The commands that serve until stopped: they keep Python's default collector settings (short pauses).
+SERVING_COMMANDS = frozenset({"webhook", "reconcile", "simulate"})
+#: Allocations between two young-generation collections in a one-shot command (Python's default is 700).
+BATCH_GC_THRESHOLD = 100_000
 
 def _selection(exclude: Sequence[str], disabled: Sequence[str]) -> Selection:
     """--exclude and --disable; a rule the catalog (`api/rules`) does not declare, or declares not silenceable, is a
@@ -167,6 +172,17 @@ def _finish(result: CommandOutput) -> NoReturn:
 @click.version_option(__version__, prog_name="karpenter-policy", message=version_line(__version__))
 def main() -> None:
     """Validate, prove and compile Karpenter Provisioner policies kept in Git."""
+    if click.get_current_context().invoked_subcommand not in SERVING_COMMANDS:
+        _collect_for_batch()
+
+
+def _collect_for_batch() -> None:
+    """A one-shot command keeps every file's node tree until its report is written: the cyclic collector's
+    default young-generation threshold then rescans that growing heap thousands of times (about a third of
+    `check`'s CPU on 2,000 Provisioners, benchmarks/README.md). What was imported is frozen out of its scans and
+    young collections are made rarer; the output is the same, cycles are still collected."""
+    gc.freeze()
+    gc.set_threshold(BATCH_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 @main.command(epilog=EPILOGS["validate"])
