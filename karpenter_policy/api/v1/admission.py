@@ -49,9 +49,15 @@ def crd_of(doc: Mapping[str, Any]) -> CrdVersion | None:
     return crd_version(api_version, kind)
 
 
+#: The scalar types JSON carries as they are (exactly these types: a subclass goes through the checks below).
+_JSON_SCALARS = frozenset({str, int, float, bool})
+
+
 def json_form(value: Any) -> Any:
     """`value` as kubectl sends a YAML document to the API server (sigs.k8s.io/yaml: YAML to JSON): mapping keys as
     strings, an unquoted date or time as its text, any other scalar JSON has no type for as its text."""
+    if value is None or type(value) in _JSON_SCALARS:
+        return value
     if isinstance(value, Mapping):
         return {_key_text(key): json_form(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -287,7 +287,28 @@ def cel_violations(value: Any, schema: Schema, old: Any = _ABSENT, path: Path = 
     return found
 
 
+#: Whether a schema or any schema below it carries a rule, by the schema's id (the schema kept with it, so that
+#: its id is never reused for another while remembered); the CRDs' schemas live as long as the process.
+_RULED: dict[int, tuple[Schema, bool]] = {}
+
+
+def _has_rules(schema: Schema) -> bool:
+    """Whether `schema` or a sub-schema of it (property, additional property, item) carries a rule: a value
+    under a schema without any has no rule to run, so the walk does not descend into it."""
+    known = _RULED.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    subs: list[Any] = [*(schema.get("properties") or {}).values(), schema.get("additionalProperties"),
+                       schema.get("items")]
+    ruled = bool(schema.get("x-kubernetes-validations")) or any(
+        _has_rules(sub) for sub in subs if isinstance(sub, Mapping))
+    _RULED[id(schema)] = (schema, ruled)
+    return ruled
+
+
 def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violation]) -> None:
+    if not _has_rules(schema):
+        return
     for entry in schema.get("x-kubernetes-validations") or ():
         compiled = compiled_rule(entry["rule"], entry.get("message", ""))
         if compiled.transition and old is _ABSENT:

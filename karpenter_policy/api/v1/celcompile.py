@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import lark
@@ -271,6 +272,13 @@ def _size(value: Any) -> int:
 def _find(text: Any, pattern: Any) -> str:
     if not _strings(text, pattern):
         raise Unsure("find on another value")
+    return _first_match(pattern, text)
+
+
+@lru_cache(maxsize=16384)
+def _first_match(pattern: str, text: str) -> str:
+    """RE2's first match of `pattern` in `text` ("" for none), remembered: the binding costs ~0.1 ms a call and
+    objects repeat the same keys and values."""
     match = re2.search(pattern, text)
     return str(match.group(0)) if match else ""
 
@@ -279,9 +287,16 @@ def _matches(text: Any, pattern: Any) -> bool:
     if not _strings(text, pattern):
         raise Unsure("matches on another value")
     try:
-        return re2.search(pattern, text) is not None
+        return _found(pattern, text)
     except re2.error as error:
         raise CelError("match error") from error
+
+
+@lru_cache(maxsize=16384)
+def _found(pattern: str, text: str) -> bool:
+    """Whether RE2 finds `pattern` in `text`, remembered as `_first_match` is (an invalid pattern raises each
+    time: raising calls are not remembered)."""
+    return re2.search(pattern, text) is not None
 
 
 def _split(text: Any, separator: Any) -> list[str]:
