@@ -91,13 +91,22 @@ class _Change:
     type: str  # ADDED, MODIFIED, DELETED
     object: Obj  # what selectors are matched against
     previous: Obj | None  # the state before a MODIFIED (selectors turn it into ADDED/DELETED)
-    encoded: str  # the object as the API server sends it: encoded once, decoded by each watch that delivers it
+    encoded: str | None  # the object as the API server sends it: encoded once, decoded by each watch delivering it
+
+    def delivered(self) -> Obj:
+        """The object as one watch receives it: its own copy."""
+        return json.loads(self.encoded) if self.encoded is not None else copy.deepcopy(self.object)
 
 
 def _change(version: int, kind: Kind, type_: str, obj: Obj, previous: Obj | None = None) -> _Change:
     """A change to keep in the history: the object encoded once as JSON (as the API server encodes an event once
-    for all its watchers), its own copy decoded from that (cheaper than a deep copy)."""
-    encoded = json.dumps(obj)
+    for all its watchers), its own copy decoded from that (cheaper than a deep copy). What JSON cannot encode here
+    (an integer of more than 4,300 digits, which Python refuses to print; a value a test wrote that is not JSON)
+    is kept as a deep copy instead."""
+    try:
+        encoded = json.dumps(obj)
+    except (TypeError, ValueError):
+        return _Change(version, kind, type_, copy.deepcopy(obj), previous, None)
     return _Change(version, kind, type_, json.loads(encoded), previous, encoded)
 
 
@@ -531,9 +540,9 @@ class _MemoryWatch(Iterator[WatchEvent]):
         now = self._matches(change.object)
         before = change.previous is not None and self._matches(change.previous)
         if change.type == "MODIFIED" and before != now:
-            return WatchEvent("ADDED" if now else "DELETED", json.loads(change.encoded))
+            return WatchEvent("ADDED" if now else "DELETED", change.delivered())
         if now:
-            return WatchEvent(change.type, json.loads(change.encoded))  # type: ignore[arg-type]
+            return WatchEvent(change.type, change.delivered())  # type: ignore[arg-type]
         return None
 
 
