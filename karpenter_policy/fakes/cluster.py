@@ -21,7 +21,6 @@ import copy
 import datetime
 import hashlib
 import itertools
-import json
 import threading
 import time
 import uuid
@@ -89,25 +88,8 @@ class _Change:
     version: int
     kind: Kind
     type: str  # ADDED, MODIFIED, DELETED
-    object: Obj  # what selectors are matched against
+    object: Obj
     previous: Obj | None  # the state before a MODIFIED (selectors turn it into ADDED/DELETED)
-    encoded: str | None  # the object as the API server sends it: encoded once, decoded by each watch delivering it
-
-    def delivered(self) -> Obj:
-        """The object as one watch receives it: its own copy."""
-        return json.loads(self.encoded) if self.encoded is not None else copy.deepcopy(self.object)
-
-
-def _change(version: int, kind: Kind, type_: str, obj: Obj, previous: Obj | None = None) -> _Change:
-    """A change to keep in the history: the object encoded once as JSON (as the API server encodes an event once
-    for all its watchers), its own copy decoded from that (cheaper than a deep copy). What JSON cannot encode here
-    (an integer of more than 4,300 digits, which Python refuses to print; a value a test wrote that is not JSON)
-    is kept as a deep copy instead."""
-    try:
-        encoded = json.dumps(obj)
-    except (TypeError, ValueError):
-        return _Change(version, kind, type_, copy.deepcopy(obj), previous, None)
-    return _Change(version, kind, type_, json.loads(encoded), previous, encoded)
 
 
 class MemoryCluster:
@@ -261,7 +243,7 @@ class MemoryCluster:
                 meta["creationTimestamp"] = objects.format_time(self._clock())
                 meta["resourceVersion"] = str(version)
                 self._store(kind)[key] = new
-                self._record(_change(version, kind, "ADDED", new))
+                self._record(_Change(version, kind, "ADDED", copy.deepcopy(new), None))
                 return copy.deepcopy(new)
 
     def update(self, kind: Kind, obj: Obj, subresource: str | None = None, *, timeout: float | None = None) -> Obj:
@@ -398,7 +380,7 @@ class MemoryCluster:
         version = self._next_version()
         new["metadata"]["resourceVersion"] = str(version)
         self._store(kind)[self._key(kind, objects.namespace(new), objects.name(new))] = new
-        self._record(_change(version, kind, "MODIFIED", new, copy.deepcopy(current)))
+        self._record(_Change(version, kind, "MODIFIED", copy.deepcopy(new), copy.deepcopy(current)))
         return copy.deepcopy(new)
 
     def _remove(self, kind: Kind, last: Obj) -> None:
@@ -406,7 +388,7 @@ class MemoryCluster:
         gone = copy.deepcopy(last)
         gone["metadata"]["resourceVersion"] = str(version)
         del self._store(kind)[self._key(kind, objects.namespace(last), objects.name(last))]
-        self._record(_change(version, kind, "DELETED", gone))
+        self._record(_Change(version, kind, "DELETED", gone, None))
 
     def _next_version(self) -> int:
         self._version += 1
@@ -540,9 +522,9 @@ class _MemoryWatch(Iterator[WatchEvent]):
         now = self._matches(change.object)
         before = change.previous is not None and self._matches(change.previous)
         if change.type == "MODIFIED" and before != now:
-            return WatchEvent("ADDED" if now else "DELETED", change.delivered())
+            return WatchEvent("ADDED" if now else "DELETED", copy.deepcopy(change.object))
         if now:
-            return WatchEvent(change.type, change.delivered())  # type: ignore[arg-type]
+            return WatchEvent(change.type, copy.deepcopy(change.object))  # type: ignore[arg-type]
         return None
 
 
