@@ -117,9 +117,13 @@ def _summary(report: Report) -> dict[str, object]:
     }
 
 
+def json_report(report: Report) -> dict[str, Any]:
+    """The JSON report as data: its `findings` and `summary` (what `render_json` prints; `check` adds sections)."""
+    return {"findings": [f.to_json() for f in report.sorted_findings()], "summary": _summary(report)}
+
+
 def render_json(report: Report) -> str:
-    document = {"findings": [f.to_json() for f in report.sorted_findings()], "summary": _summary(report)}
-    return json_text(document)
+    return json_text(json_report(report))
 
 
 def repository_root() -> str:

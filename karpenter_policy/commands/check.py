@@ -4,7 +4,6 @@ for."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ from karpenter_policy.checks.proof.placement import WorkloadCheck, check_workloa
 from karpenter_policy.checks.proof.placementtests import TestRun, run_placement_tests
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
-from karpenter_policy.checks.reporters import displayable, json_text, render
+from karpenter_policy.checks.reporters import displayable, json_report, json_text, render
 from karpenter_policy.checks.repository import load_repository
 from karpenter_policy.checks.source.loader import Document, discover
 from karpenter_policy.checks.validation.budgets import BudgetReport, check_budgets
@@ -131,12 +130,8 @@ def render_check(
     capacity = workloads.capacity if workloads is not None else None
     if output == "markdown":
         return render_markdown(report, checked, workloads, budgets)
-    text = render(report, output, "checked", quiet)
-    if quiet and output in ("text", "github"):
-        return text
-    proven = [c for c in checked if c.verdict == Verdict.SAT]
-    if output == "json":
-        document = json.loads(text)
+    if output == "json":  # the report as data, its sections added, printed once
+        document = json_report(report)
         document["provisioners"] = [c.to_json() for c in checked]
         if placements is not None:
             document["workloads"] = [p.to_json() for p in placements]
@@ -147,6 +142,10 @@ def render_check(
         if budgets is not None and budgets.timelines:
             document["budgets"] = [timeline.to_json() for timeline in budgets.timelines]
         return json_text(document)
+    text = render(report, output, "checked", quiet)
+    if quiet and output in ("text", "github"):
+        return text
+    proven = [c for c in checked if c.verdict == Verdict.SAT]
     if output == "text" and (proven or placements):
         lines = text.rstrip("\n").split("\n")
         info = [f"{c.file}:{c.line}:{c.column}: info: {c.summary()}" for c in proven]

@@ -48,7 +48,7 @@ def architectures(placement: Placement, table: InstanceTable) -> dict[str, list[
         position = table.position.get(name)
         if position is None:
             continue
-        arch = table.types[position].labels("linux").get(wk.ARCH, "")
+        arch = table.types[position].linux_labels.get(wk.ARCH, "")
         by_arch.setdefault(arch, []).append(name)
     return by_arch
 
