@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clirun import run_cli as run
 from profiles import fast_first
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=60
-    )
 
 
 def test_validate_defaults_to_the_policy_repo() -> None:

@@ -7,24 +7,18 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import run_cli as cli
 
 from karpenter_policy.catalog.build import default_moto_resources, installed_moto_version
 from karpenter_policy.catalog.embedded import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = Path(str(resources.files("karpenter_policy.catalog").joinpath("data")))
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args], capture_output=True, text=True, timeout=300, check=False
-    )
 
 
 def labels(name: str, cpu: int, memory: int, arch: str = "amd64", **extra: str) -> dict[str, Any]:

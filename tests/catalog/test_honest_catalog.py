@@ -6,12 +6,11 @@ GPU example (a previous-generation family) is a warning, not a dead provisioner.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import run_cli as cli
 from profiles import fast_first
 
 from karpenter_policy.catalog import load_catalog
@@ -20,12 +19,6 @@ from karpenter_policy.model.allocatable import max_pods
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 KARPENTER_EXAMPLES = DATA / "karpenter-v0.31-examples"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args], capture_output=True, text=True, timeout=300, check=False
-    )
 
 
 def check_json(*args: str) -> dict[str, Any]:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import run_cli as cli
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.catalog.embedded import embedded_regions
@@ -20,17 +19,6 @@ from karpenter_policy.catalog.embedded import embedded_regions
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ROOT / "examples" / "workloads"
 PROVIDER = "  providerRef:\n    name: default\n"
-
-
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def provisioner(path: Path, name: str, *requirements: tuple[str, str, list[str]]) -> Path:

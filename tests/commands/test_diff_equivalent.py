@@ -9,13 +9,12 @@ to v1 NodePools."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from clirun import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
@@ -199,15 +198,7 @@ def test_without_workloads_it_says_what_it_needs(repo: Path, catalog: Catalog) -
 def test_the_command_line_exits_1_with_the_counter_example(repo: Path) -> None:
     (repo / "head" / "policies" / "c.yaml").write_text(_provisioner("team-c", "c", ZONES[1:]))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", "diff", "base", "head", "policies", "--equivalent",
-         "--workloads", str(repo / "apps")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = run_cli("diff", "base", "head", "policies", "--equivalent", "--workloads", repo / "apps", cwd=repo)
 
     assert done.returncode == 1, done.stdout + done.stderr
     first = done.stdout.splitlines()[0]
@@ -252,15 +243,7 @@ def test_two_git_revisions_are_read_as_of_each_commit(tmp_path: Path, repo: Path
     _git(work, "add", "-A")
     _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "four pools, d loses a zone")
 
-    done = subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", "diff", "HEAD~1", "HEAD", "--equivalent", "--workloads",
-         "apps/", "--output", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=work,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = run_cli("diff", "HEAD~1", "HEAD", "--equivalent", "--workloads", "apps/", "--output", "json", cwd=work)
 
     assert done.returncode == 1, done.stdout + done.stderr
     (changed,) = json.loads(done.stdout)["changed"]

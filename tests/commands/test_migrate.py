@@ -4,14 +4,12 @@ written atomically and never over what is there, and what v1 changes reported wi
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import run_cli
 
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.checks.findings import CommandOutput
@@ -200,14 +198,7 @@ def test_v1beta1_from_the_command_line_prints_the_diff_and_the_proof(tmp_path: P
     convert = ROOT / "tests" / "data" / "karpenter-convert-v0.32.10"
     for name in ("provisioner.yaml", "nodetemplate_kubectl_output.yaml"):
         shutil.copy(convert / name, tmp_path / name)
-    done = subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", "migrate", str(tmp_path), "--to", "v1beta1", "--node-role", "R"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = run_cli("migrate", str(tmp_path), "--to", "v1beta1", "--node-role", "R", cwd=ROOT)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "+apiVersion: karpenter.sh/v1beta1" in done.stdout

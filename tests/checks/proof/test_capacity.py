@@ -4,12 +4,11 @@ need as new nodes, what they cost, and what a policy change does to the bill."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import run_cli as cli
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "workloads"
@@ -17,12 +16,6 @@ PROVIDER = (
     "  provider:\n    subnetSelector: {karpenter.sh/discovery: prod}\n"
     "    securityGroupSelector: {karpenter.sh/discovery: prod}\n"
 )
-
-
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args], cwd=cwd, capture_output=True, text=True, check=False
-    )
 
 
 def capacity(*args: str) -> dict[str, Any]:

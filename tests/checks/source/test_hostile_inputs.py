@@ -14,21 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICIES = ROOT / "policies"
 TIMEOUT = 120  # generous: a regression hangs for ever, a pass takes seconds
-
-
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
 
 
 def findings(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

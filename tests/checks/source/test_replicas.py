@@ -4,12 +4,11 @@ simulation of a billion pods (it used to be read as 1, silently). `--scale KIND/
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from textwrap import dedent
 
 import pytest
+from clirun import run_cli as cli
 
 from karpenter_policy.api.workloads import MAX_REPLICAS
 from karpenter_policy.checks.source.loader import parse
@@ -63,11 +62,6 @@ def write_bad(path: Path) -> list[tuple[int, int, str]]:
         line += documents[-1].count("\n") + 1
     path.write_text("---\n".join(documents))
     return expected
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "karpenter_policy.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, check=False)
 
 
 def findings(output: str) -> list[str]:

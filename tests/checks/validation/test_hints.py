@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
 import pytest
+from clirun import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -29,12 +29,6 @@ spec:
 def provisioner(name: str, body: str) -> str:
     head = f"---\napiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n  name: {name}\nspec:\n"
     return head + body.strip("\n") + "\n  providerRef: {name: default}\n"
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
 
 
 def findings(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

@@ -7,23 +7,16 @@ v0.31.1's examples (tests/data/karpenter-v0.31-examples) where the issue names t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from clirun import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "tests" / "data" / "karpenter-v0.31-examples"
 WORKLOADS = ROOT / "examples" / "workloads"
-
-
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "karpenter_policy.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
 
 
 def findings(*args: str) -> list[dict[str, Any]]:
