@@ -690,8 +690,8 @@ SHAPES = (("2,000 Provisioners", 5.0), ("10,000 requirements", None), ("10,000 v
 SHAPE_COMMANDS = ("validate", "check", "compile", "fmt")
 
 
-def generate_shapes(directory: Path) -> dict[str, Path]:
-    """The directories of the `SHAPES`, written below `directory`."""
+def write_one_provisioner(directory: Path, requirements: list[dict[str, Any]]) -> Path:
+    """`directory`/shape.yaml: one Provisioner with `requirements` and the AWSNodeTemplate it references."""
     import yaml
 
     template = {
@@ -699,23 +699,30 @@ def generate_shapes(directory: Path) -> dict[str, Path]:
         "spec": {"subnetSelector": {"karpenter.sh/discovery": "demo"},
                  "securityGroupSelector": {"karpenter.sh/discovery": "demo"}},
     }
+    provisioner = {
+        "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "shape"},
+        "spec": {"providerRef": {"name": "default"}, "requirements": requirements},
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "shape.yaml").write_text(yaml.safe_dump_all([provisioner, template], sort_keys=False))
+    return directory
+
+
+def many_requirements(count: int) -> list[dict[str, Any]]:
+    """`count` requirements, each on a key of its own."""
+    return [{"key": f"example.com/k{i}", "operator": "Exists"} for i in range(count)]
+
+
+def many_values(count: int) -> list[dict[str, Any]]:
+    """One requirement with `count` values."""
+    return [{"key": "example.com/team", "operator": "In", "values": [f"team-{i}" for i in range(count)]}]
+
+
+def generate_shapes(directory: Path) -> dict[str, Path]:
+    """The directories of the `SHAPES`, written below `directory`."""
     paths = {SHAPES[0][0]: generate(directory / "provisioners", 2000).directory}
-    for (name, _), requirements in zip(
-        SHAPES[1:],
-        (
-            [{"key": f"example.com/k{i}", "operator": "Exists"} for i in range(10_000)],
-            [{"key": "example.com/team", "operator": "In", "values": [f"team-{i}" for i in range(10_000)]}],
-        ),
-        strict=True,
-    ):
-        shape = directory / name.split()[1]
-        shape.mkdir(parents=True, exist_ok=True)
-        provisioner = {
-            "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "shape"},
-            "spec": {"providerRef": {"name": "default"}, "requirements": requirements},
-        }
-        (shape / "shape.yaml").write_text(yaml.safe_dump_all([provisioner, template], sort_keys=False))
-        paths[name] = shape
+    for (name, _), requirements in zip(SHAPES[1:], (many_requirements(10_000), many_values(10_000)), strict=True):
+        paths[name] = write_one_provisioner(directory / name.split()[1], requirements)
     return paths
 
 

@@ -24,7 +24,10 @@ Probes and their baselines:
   scheduler considers only nodes with room) — both must stay flat as the fleet grows;
 - `churn`: provisioning's planning (CPU of its scheduling runs, virtual time) for 200 pending pods on 200 nodes
   with consolidation on while 200 bound pods a second are replaced, vs the same without churn: churn of bound
-  pods must not make provisioning plan again (it keeps its plan made ahead).
+  pods must not make provisioning plan again (it keeps its plan made ahead);
+- `shapes`: the shapes that once grew quadratically (issue #27): `check` of one Provisioner with 20,000 values of
+  one requirement vs 5,000 (catalog loaded before: growth, linear is 4×; a healthy tree reads about 6, quadratic
+  16), and `fmt --check` of 120 Provisioner files vs 30.
 
 Limits are in `PROBES`; a failing probe prints what it measured. Exit 0 when every probe passes, 1 otherwise.
 `.ci/run` runs this after the tests.
@@ -359,6 +362,37 @@ def probe_churn(work: Path) -> list[Ratio]:
                   churning, quiet, 2.5)]
 
 
+def probe_shapes(work: Path) -> list[Ratio]:
+    from karpenter_policy.catalog import load_catalog
+    from karpenter_policy.checks.repository import check_paths
+    from karpenter_policy.commands.fmt.command import fmt_command
+
+    catalog = load_catalog()  # warm on both sides: the catalog's load would hide how the values' part grows
+
+    def check_of(values: int) -> float:
+        requirements = check_benchmark.many_values(values)
+        directory = check_benchmark.write_one_provisioner(work / f"values-{values}", requirements)
+        (report, provisioners), seconds = best_of(lambda: check_paths([str(directory)], catalog))
+        if report.exit_code() != 0 or len(provisioners) != 1:
+            raise AssertionError(f"check of one Provisioner with {values} values: exit {report.exit_code()}, "
+                                 f"{len(provisioners)} Provisioners checked (1 written, valid)")
+        return seconds
+
+    def fmt_of(count: int) -> float:
+        corpus = check_benchmark.generate(work / f"fmt-{count}", count)
+        output, seconds = best_of(lambda: fmt_command([str(corpus.directory)], write=False, check=True))
+        if output.exit_code not in (0, 1):
+            raise AssertionError(f"fmt --check of {count} Provisioners: exit {output.exit_code}")
+        return seconds
+
+    check_of(1)  # the solver's first use
+    return [
+        Ratio("shapes", "check of one Provisioner with 20,000 values vs 5,000 (linear: ~4)",
+              check_of(20_000), check_of(5_000), 12.0),
+        Ratio("shapes", "fmt --check of 120 Provisioner files vs 30 (linear: ~4)", fmt_of(120), fmt_of(30), 10.0),
+    ]
+
+
 def _render_json(report: Any, checked: Any) -> str:
     from karpenter_policy.commands.check import render_check
 
@@ -373,6 +407,7 @@ PROBES: dict[str, Callable[[Path], list[Ratio]]] = {
     "schedule": probe_schedule,
     "controller": probe_controller,
     "churn": probe_churn,
+    "shapes": probe_shapes,
 }
 
 
