@@ -15,6 +15,11 @@ also fixed the hash, a sync that mangled a field. Before a reader builds anythin
 * what the node arithmetic reads: the kubelet settings with the node template's AMI family and block devices
   (`model.allocatable.node_configuration`).
 
+A NodePool's set (`origin` NodePool, for a reader that runs them: `api.constraintset`) is checked the same way by
+`nodepool_set_problems`: its own fields (`nodePool` for the TTLs and consolidation, a `nodeClassRef` provider), then
+the NodePool it stands for (`nodepool_document`) and the EC2NodeClass it carries, each through what Karpenter
+v1.14.1 refuses (the CRD's schema and CEL rules, NodePool's RuntimeValidate: `api.v1.admission.check`).
+
 Each problem is ``field: why``, with the set's own field names (``requirements[0]: missing required field
 'key'``, ``weight 500 is out of range: it must be between 1 and 100``), first problem first.
 """
@@ -35,6 +40,12 @@ from karpenter_policy.api.kinds import (
 )
 from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.schema import schema_violations, show_value, type_name
+from karpenter_policy.api.v1.crds import (
+    EC2NODECLASS_API_VERSION,
+    EC2NODECLASS_KIND,
+    NODEPOOL_API_VERSION,
+    NODEPOOL_KIND,
+)
 from karpenter_policy.api.violations import ERROR, Path, Violation, render_path
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import node_configuration
@@ -42,8 +53,7 @@ from karpenter_policy.model.allocatable import node_configuration
 #: Where the provider settings come from (the values of `provider.source`).
 PROVIDER_REF = "providerRef"
 PROVIDER_INLINE = "inline"
-#: A NodePool's set: the EC2NodeClass its nodeClassRef names (`api.constraintset.nodepool_refusal`: no reader runs
-#: such a set).
+#: A NodePool's set: the EC2NodeClass its nodeClassRef names.
 PROVIDER_NODE_CLASS = "nodeClassRef"
 
 #: Every field of a set's wire content (what its hash covers), and of the file form besides.
@@ -240,11 +250,12 @@ def _listing_problems(listing: Any) -> Iterator[str]:
             yield f"{where}.offerings must map capacity types to zones to prices (null or ≥ 0)"
 
 
-def _own_field_problems(data: Mapping[str, Any]) -> Iterator[str]:
-    unknown = sorted(str(k) for k in data if k not in CONTENT_FIELDS | FILE_FIELDS)
+def _own_field_problems(data: Mapping[str, Any], fields: frozenset[str] = CONTENT_FIELDS) -> Iterator[str]:
+    """The set's own fields (`fields`: a Provisioner's set's, or a NodePool's), its provider aside."""
+    unknown = sorted(str(k) for k in data if k not in fields | FILE_FIELDS)
     if unknown:
         yield f"unknown field {show_value(unknown[0])}"
-    for field in sorted(CONTENT_FIELDS - data.keys()):
+    for field in sorted(fields - data.keys()):
         yield f"missing required field {field!r}"
     version = data.get("version")
     if "version" in data and (not isinstance(version, str) or not version):
@@ -263,13 +274,12 @@ def _own_field_problems(data: Mapping[str, Any]) -> Iterator[str]:
         yield from _listing_problems(data["instanceTypes"])
     if "hash" in data and not isinstance(data["hash"], str):
         yield f"hash must be a string, not {type_name(data['hash'])} {show_value(data['hash'])}"
-    yield from _provider_problems(data.get("provider"))
 
 
 def set_problems(data: Mapping[str, Any]) -> list[str]:
     """Why the content of a constraint set (a JSON object, wire or file form, `admitted` as names) cannot be used,
     first problem first; empty when it can (see the module docstring)."""
-    problems = list(_own_field_problems(data))
+    problems = [*_own_field_problems(data), *_provider_problems(data.get("provider"))]
     if problems:
         return problems
     problems = list(_provisioner_problems(data))
@@ -285,6 +295,145 @@ def set_problems(data: Mapping[str, Any]) -> list[str]:
     return []
 
 
+# --- a NodePool's set ----------------------------------------------------------------------------------------
+
+#: A NodePool's set has no v1alpha5 TTLs or consolidation (v1 says the same in `nodePool`), and has these two.
+NODEPOOL_CONTENT_FIELDS = (CONTENT_FIELDS - {"ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation"}) | {
+    "origin",
+    "nodePool",
+}
+NODEPOOL_FIELDS = frozenset({"minValues", "disruption", "expireAfter", "terminationGracePeriod"})
+#: The NodePool fields a set keeps as its own (the others are mapped in `_nodepool_set_path`).
+_TEMPLATE_SPEC_FIELDS = frozenset({"requirements", "taints", "startupTaints"})
+
+
+def _nodepool_set_path(path: Path) -> Path:
+    """The set field at a path of the rebuilt NodePool document."""
+    if path[:2] == ("metadata", "name"):
+        return ("name", *path[2:])
+    if path[:3] == ("spec", "template", "metadata") and len(path) > 3:
+        return path[3:]  # labels, annotations
+    if path[:3] == ("spec", "template", "spec") and len(path) > 3:
+        field, rest = path[3], path[4:]
+        if field in _TEMPLATE_SPEC_FIELDS:
+            return (field, *rest)
+        return ("provider", "name") if field == "nodeClassRef" else ("nodePool", field, *rest)
+    if path[:2] == ("spec", "disruption"):
+        return ("nodePool", *path[1:])
+    return path[1:] if path[:1] == ("spec",) and len(path) > 1 else ("nodePool",)
+
+
+def nodepool_document(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The NodePool a NodePool set's content stands for: its scheduling view's requirements (labels folded in, as
+    compile writes them, each with the `minValues` of its key), labels, annotations, taints, startup taints, the
+    nodeClassRef, limits (`nodes` included), weight, and `nodePool`'s disruption, expireAfter and
+    terminationGracePeriod (values as they are: the CRD's schema and CEL rules judge them)."""
+    extra = data.get("nodePool")
+    extra = extra if isinstance(extra, Mapping) else {}
+    wanted = extra.get("minValues")
+    minimum = wanted if isinstance(wanted, Mapping) else {}
+    requirements = data.get("requirements")
+    if isinstance(requirements, list):
+        requirements = [
+            {**term, "minValues": minimum[wk.normalize_key(term["key"])]}
+            if isinstance(term, Mapping) and isinstance(term.get("key"), str)
+            and wk.normalize_key(term["key"]) in minimum
+            else term
+            for term in requirements
+        ]  # fmt: skip
+    template_spec: dict[str, Any] = {
+        "requirements": requirements,
+        "taints": data.get("taints"),
+        "startupTaints": data.get("startupTaints"),
+    }
+    provider = data.get("provider")
+    if isinstance(provider, Mapping):
+        template_spec["nodeClassRef"] = {
+            "group": EC2NODECLASS_API_VERSION.split("/")[0],
+            "kind": EC2NODECLASS_KIND,
+            "name": provider.get("name"),
+        }
+    for field in ("expireAfter", "terminationGracePeriod"):
+        if extra.get(field) is not None:
+            template_spec[field] = extra[field]
+    spec: dict[str, Any] = {
+        "template": {
+            "metadata": {"labels": data.get("labels"), "annotations": data.get("annotations")},
+            "spec": template_spec,
+        },
+        "limits": data.get("limits"),
+    }
+    if "disruption" in extra:
+        spec["disruption"] = extra["disruption"]
+    weight = data.get("weight")
+    if not (type(weight) is int and weight == 0):  # compile writes 0 for a NodePool without a weight
+        spec["weight"] = weight
+    return {
+        "apiVersion": NODEPOOL_API_VERSION,
+        "kind": NODEPOOL_KIND,
+        "metadata": {"name": data.get("name")},
+        "spec": spec,
+    }
+
+
+def _v1_errors(doc: Mapping[str, Any], to_set: Callable[[Path], Path]) -> Iterator[str]:
+    """Each error Karpenter v1.14.1 has with `doc` (the API server's schema and CEL rules, NodePool's
+    RuntimeValidate: `api.v1.admission.check`), naming set fields. Imported here, not at the top: cel-python costs
+    the controller's start-up a second, and only a reader of NodePool sets needs it."""
+    from karpenter_policy.api.v1.admission import check
+
+    for violation in check(doc):
+        if violation.severity == ERROR:
+            yield f"{render_path(to_set(violation.path))}: {violation.message}".removeprefix(": ")
+
+
+def _nodepool_own_problems(data: Mapping[str, Any]) -> Iterator[str]:
+    """`nodePool` and the provider of a NodePool's set (its EC2NodeClass)."""
+    extra = data.get("nodePool")
+    if not isinstance(extra, Mapping) or extra.keys() != NODEPOOL_FIELDS:
+        yield f"nodePool must be a mapping of {', '.join(sorted(NODEPOOL_FIELDS))}"
+    elif not isinstance(extra["minValues"], Mapping) or not all(
+        isinstance(key, str) and type(count) is int for key, count in extra["minValues"].items()
+    ):
+        yield f"nodePool.minValues must map label keys to integers, not {show_value(extra['minValues'])}"
+    provider = data.get("provider")
+    if not isinstance(provider, Mapping) or provider.keys() != PROVIDER_FIELDS:
+        yield "provider must be a mapping of source, name and spec"
+        return
+    if provider["source"] != PROVIDER_NODE_CLASS:
+        yield f"provider.source must be {PROVIDER_NODE_CLASS} in a NodePool's set, not {show_value(provider['source'])}"
+    if not isinstance(provider["name"], str):
+        yield f"provider.name must be the EC2NodeClass's name, not {type_name(provider['name'])}"
+    if provider["spec"] is not None and not isinstance(provider["spec"], Mapping):
+        spec = provider["spec"]
+        yield f"provider.spec must be a mapping or null, not {type_name(spec)} {show_value(spec)}"
+
+
+def nodepool_set_problems(data: Mapping[str, Any]) -> list[str]:
+    """Why the content of a NodePool's set cannot be used, first problem first; empty when it can: its own fields
+    (as a Provisioner set's, with `origin` and `nodePool` for the TTLs and consolidation), then the NodePool it
+    stands for (`nodepool_document`) and the EC2NodeClass its provider carries, each as Karpenter v1.14.1 admits it."""
+    problems = [*_own_field_problems(data, NODEPOOL_CONTENT_FIELDS), *_nodepool_own_problems(data)]
+    if problems:
+        return problems
+    problems = list(_v1_errors(nodepool_document(data), _nodepool_set_path))
+    if problems:
+        return problems
+    provider = data["provider"]
+    if provider["spec"] is not None:
+        doc = {
+            "apiVersion": EC2NODECLASS_API_VERSION,
+            "kind": EC2NODECLASS_KIND,
+            "metadata": {"name": provider["name"]},
+            "spec": provider["spec"],
+        }
+        return list(
+            _v1_errors(doc, lambda path: ("provider", *path) if path[:1] == ("spec",) else ("provider", "name"))
+        )
+    return []
+
+
 __all__ = [
-    "CONTENT_FIELDS", "PROVIDER_INLINE", "PROVIDER_NODE_CLASS", "PROVIDER_REF", "provisioner_document", "set_problems"
+    "CONTENT_FIELDS", "NODEPOOL_CONTENT_FIELDS", "PROVIDER_INLINE", "PROVIDER_NODE_CLASS", "PROVIDER_REF",
+    "nodepool_document", "nodepool_set_problems", "provisioner_document", "set_problems",
 ]  # fmt: skip

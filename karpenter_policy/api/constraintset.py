@@ -14,8 +14,10 @@ A Karpenter v1 NodePool compiles to a set too (`origin` NodePool): its schedulin
 requirements, labels, taints and limits (`nodes` included), its EC2NodeClass as the provider (`nodeClassRef`), and
 what v1 adds in `nodePool` (minValues, disruption, expireAfter, terminationGracePeriod). It is stored under its own
 key (`nodepool.<name>.json`: a Provisioner and a NodePool of one name, as while migrating, never collide) and its
-index entry says `kind: NodePool`. No reader runs such a set yet: `read_wire_data`, `read_compiled` and
-`ConstraintSet.from_json` refuse it, naming the NodePool (`nodepool_refusal`) — never skip it. A Provisioner's set
+index entry says `kind: NodePool`. A reader says which kinds of set it runs (`kinds`: `PROVISIONER_SETS`, the
+default, or `ALL_SETS`); `read_wire_data`, `read_compiled` and `ConstraintSet.from_json` refuse a NodePool's set
+to a reader of Provisioner sets, naming the NodePool (`nodepool_refusal`) — never skip it — and check one they
+accept as Karpenter v1.14.1 admits the NodePool (`api.constraintcheck.nodepool_set_problems`). A Provisioner's set
 and index entry are as before (no new field: their hashes are unchanged).
 
 `resolve_instance_types` computes the offerings with the model's requirement algebra (Karpenter's
@@ -37,7 +39,7 @@ from typing import Any
 from karpenter_policy.api.constraintcheck import PROVIDER_INLINE as PROVIDER_INLINE
 from karpenter_policy.api.constraintcheck import PROVIDER_NODE_CLASS as PROVIDER_NODE_CLASS
 from karpenter_policy.api.constraintcheck import PROVIDER_REF as PROVIDER_REF
-from karpenter_policy.api.constraintcheck import set_problems
+from karpenter_policy.api.constraintcheck import nodepool_set_problems, set_problems
 from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.schema import show_value
@@ -299,15 +301,20 @@ def set_key(name: str, kind: str = PROVISIONER_KIND) -> str:
     return f"{NODEPOOL_KEY_PREFIX if kind == NODEPOOL_KIND else ''}{name}.json"
 
 
+#: The kinds of set a reader runs: Provisioners' only (the default), or NodePools' as well.
+PROVISIONER_SETS: frozenset[str] = frozenset({PROVISIONER_KIND})
+ALL_SETS: frozenset[str] = frozenset({PROVISIONER_KIND, NODEPOOL_KIND})
+
+
 def nodepool_refusal(name: object) -> str:
-    """Why a reader of sets refuses one compiled from the NodePool `name` (the controller, `simulate` and the
-    webhook run Provisioner sets: v1's node labels, minValues and budgets are not theirs)."""
+    """Why a reader of Provisioner sets refuses one compiled from the NodePool `name` (the controller and
+    `simulate` run Provisioner sets: v1's node labels, minValues and budgets are not theirs; the webhook's pinning
+    reads NodePool sets too)."""
     return (
-        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and the controller, "
-        "simulate and the webhook run sets of v1alpha5 Provisioners only (Karpenter v1 runs a NodePool from its "
+        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and the controller "
+        "and simulate run sets of v1alpha5 Provisioners only (Karpenter v1 runs a NodePool from its "
         "manifest): compile the Provisioners without the NodePools' files (--exclude) for this reader"
     )
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,7 +443,6 @@ class ConstraintSet(_Hashed):
         }
         return content if self.origin == PROVISIONER_KIND else _nodepool_content(content, self.nodepool)
 
-
     @property
     def node_hash(self) -> str:
         """The hash of what shapes a node once launched — labels, annotations, taints, startup taints, kubelet
@@ -502,9 +508,12 @@ class ConstraintSet(_Hashed):
         return Requirements.from_node_selector(self.requirements)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSet:
+    def from_json(
+        cls, data: Mapping[str, Any], verify: bool = True, kinds: frozenset[str] = PROVISIONER_SETS
+    ) -> ConstraintSet:
         """Read a set written by `to_json` (or a wire set whose admitted names and node template were filled in
-        by `read_wire_data`); `verify` checks the hash. Raises ConstraintSetError."""
+        by `read_wire_data`); `verify` checks the hash; `kinds` are the kinds of set the reader runs (a NodePool's
+        set to a reader of Provisioner sets: `nodepool_refusal`). Raises ConstraintSetError."""
         if not isinstance(data, Mapping):
             raise ConstraintSetError("a constraint set must be a JSON object")
         version = data.get("schemaVersion")
@@ -515,9 +524,10 @@ class ConstraintSet(_Hashed):
             )
         if data.get("kind") != SET_KIND:
             raise ConstraintSetError(f"not a {SET_KIND}: kind is {show_value(data.get('kind'))}")
-        if data.get("origin") == NODEPOOL_KIND or "nodePool" in data:
+        of_nodepool = data.get("origin") == NODEPOOL_KIND or "nodePool" in data
+        if of_nodepool and NODEPOOL_KIND not in kinds:
             raise ConstraintSetError(nodepool_refusal(data.get("name")))
-        problems = set_problems(data)
+        problems = nodepool_set_problems(data) if of_nodepool else set_problems(data)
         if problems:
             raise ConstraintSetError(_first(problems))
         try:
@@ -536,12 +546,14 @@ class ConstraintSet(_Hashed):
                 limits={str(k): str(v) for k, v in dict(data["limits"]).items()},
                 ttl_seconds_after_empty=_ttl(data.get("ttlSecondsAfterEmpty"), "ttlSecondsAfterEmpty"),
                 ttl_seconds_until_expired=_ttl(data.get("ttlSecondsUntilExpired"), "ttlSecondsUntilExpired"),
-                consolidation_enabled=bool(dict(data["consolidation"]).get("enabled")),
+                consolidation_enabled=bool(dict(data.get("consolidation") or {}).get("enabled")),
                 weight=int(data["weight"]),
                 provider=None if provider is None else ProviderSettings.from_json(provider),
                 kubelet=None if kubelet is None else dict(kubelet),
                 admitted=tuple(str(n) for n in data["admitted"]),
                 instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data.get("instanceTypes") or ()),
+                origin=NODEPOOL_KIND if of_nodepool else PROVISIONER_KIND,
+                nodepool=dict(data["nodePool"]) if of_nodepool else None,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ConstraintSetError(f"malformed constraint set: {type(error).__name__}: {error}") from None
@@ -553,13 +565,14 @@ class ConstraintSet(_Hashed):
         return built
 
     @classmethod
-    def loads(cls, text: str | bytes, verify: bool = True) -> ConstraintSet:
-        """A constraint set from its JSON text (`verify`: its hash checked); ConstraintSetError when it is not one."""
+    def loads(cls, text: str | bytes, verify: bool = True, kinds: frozenset[str] = PROVISIONER_SETS) -> ConstraintSet:
+        """A constraint set from its JSON text (`verify`: its hash checked; `kinds` as `from_json`);
+        ConstraintSetError when it is not one."""
         try:
             data = parse_json(text)
         except ValueError as error:
             raise ConstraintSetError(f"not JSON: {error}") from None
-        return cls.from_json(data, verify)
+        return cls.from_json(data, verify, kinds)
 
 
 #: The v1alpha5 fields a NodePool's set leaves out: v1 says the same in `nodePool` (expireAfter, disruption).
@@ -604,23 +617,30 @@ ENTRY_FIELDS = frozenset({"name", "version", "hash", "weight", "key"})
 MAX_WEIGHT = 100
 
 
-def _entry_problems(index: int, entry: Any, seen: set[str]) -> Iterator[str]:
+def _entry_problems(index: int, entry: Any, seen: set[tuple[str, str]], kinds: frozenset[str]) -> Iterator[str]:
     where = f"sets[{index}]"
-    if isinstance(entry, Mapping) and entry.get("kind") == NODEPOOL_KIND:
+    of_nodepool = isinstance(entry, Mapping) and entry.get("kind") == NODEPOOL_KIND
+    if of_nodepool and NODEPOOL_KIND not in kinds:
         yield f"{where}: {nodepool_refusal(entry.get('name'))}"
         return
-    if not isinstance(entry, Mapping) or entry.keys() != ENTRY_FIELDS:
-        yield f"{where} must be a mapping of {', '.join(sorted(ENTRY_FIELDS))}"
+    fields = ENTRY_FIELDS | {"kind"} if of_nodepool else ENTRY_FIELDS
+    if not isinstance(entry, Mapping) or entry.keys() != fields:
+        yield f"{where} must be a mapping of {', '.join(sorted(fields))}"
         return
     name, weight = entry["name"], entry["weight"]
-    if not isinstance(name, str) or not wk.is_dns1035_label(name):
+    if of_nodepool and (not isinstance(name, str) or not wk.is_dns1123_subdomain(name)):
+        yield f"{where}.name {show_value(name)} is not a NodePool name (a DNS-1123 subdomain)"
+        return
+    if not of_nodepool and (not isinstance(name, str) or not wk.is_dns1035_label(name)):
         yield f"{where}.name {show_value(name)} is not a Provisioner name (a DNS-1035 label)"
         return
-    if name in seen:
+    kind = NODEPOOL_KIND if of_nodepool else PROVISIONER_KIND
+    if (kind, name) in seen:
         yield f"{where}: {name} is listed twice"
-    seen.add(name)
-    if entry["key"] != set_key(name) or set_key(name) == INDEX_KEY:
-        yield f"{where}.key {show_value(entry['key'])} is not {set_key(name)!r}, where compile writes the set {name}"
+    seen.add((kind, name))
+    key = set_key(name, kind)
+    if entry["key"] != key or key == INDEX_KEY:
+        yield f"{where}.key {show_value(entry['key'])} is not {key!r}, where compile writes the set {name}"
     for text in ("version", "hash"):
         if not isinstance(entry[text], str):
             yield f"{where}.{text} must be a string, not {show_value(entry[text])}"
@@ -628,10 +648,10 @@ def _entry_problems(index: int, entry: Any, seen: set[str]) -> Iterator[str]:
         yield f"{where}.weight must be an integer of 0 to {MAX_WEIGHT}, not {show_value(weight)}"
 
 
-def index_problems(data: Mapping[str, Any]) -> list[str]:
+def index_problems(data: Mapping[str, Any], kinds: frozenset[str] = PROVISIONER_SETS) -> list[str]:
     """Why an index (its compact wire extras removed) cannot be used, first problem first: a field it does not
-    have, an entry of another shape, a name twice or not a Provisioner name, a key that is not the name's, a weight
-    beyond Karpenter's."""
+    have, an entry of another shape, a name twice or not a Provisioner (or NodePool) name, a key that is not the
+    name's, a weight beyond Karpenter's, a NodePool's set when `kinds` has no NodePool."""
     problems = [f"unknown field {show_value(key)}" for key in sorted(map(str, data)) if key not in INDEX_FIELDS]
     problems += [f"missing required field {key!r}" for key in sorted(INDEX_FIELDS - data.keys())]
     catalog = data.get("catalog")
@@ -641,9 +661,9 @@ def index_problems(data: Mapping[str, Any]) -> list[str]:
     if not isinstance(entries, list):
         problems.append(f"sets must be a list, not {show_value(entries)}")
         return problems
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for index, entry in enumerate(entries):
-        problems += _entry_problems(index, entry, seen)
+        problems += _entry_problems(index, entry, seen, kinds)
     return problems
 
 
@@ -651,6 +671,7 @@ def entry_mismatch(entry: IndexEntry, constraint_set: ConstraintSet) -> str | No
     """How a set differs from what its index entry says of it (name, version, weight, hash); None when it does
     not."""
     for what, listed, own in (
+        ("kind", entry.kind, constraint_set.origin),
         ("name", entry.name, constraint_set.name),
         ("version", entry.version, constraint_set.version),
         ("weight", entry.weight, constraint_set.weight),
@@ -689,18 +710,24 @@ class ConstraintSetIndex(_Hashed):
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSetIndex:
-        """An index from its JSON form (`verify`: its hash checked); ConstraintSetError when it is not one."""
+    def from_json(
+        cls, data: Mapping[str, Any], verify: bool = True, kinds: frozenset[str] = PROVISIONER_SETS
+    ) -> ConstraintSetIndex:
+        """An index from its JSON form (`verify`: its hash checked; `kinds`: the kinds of set the reader runs);
+        ConstraintSetError when it is not one."""
         if not isinstance(data, Mapping) or data.get("kind") != INDEX_KIND:
             raise ConstraintSetError(f"not a {INDEX_KIND}")
         if data.get("schemaVersion") != SCHEMA_VERSION:
             raise ConstraintSetError(
                 f"unsupported index schemaVersion {show_value(data.get('schemaVersion'))} (expected {SCHEMA_VERSION})"
             )
-        problems = index_problems(data)
+        problems = index_problems(data, kinds)
         if problems:
             raise ConstraintSetError(_first(problems))
-        entries = tuple(IndexEntry(e["name"], e["version"], e["hash"], e["weight"], e["key"]) for e in data["sets"])
+        entries = tuple(
+            IndexEntry(e["name"], e["version"], e["hash"], e["weight"], e["key"], e.get("kind", PROVISIONER_KIND))
+            for e in data["sets"]
+        )
         built = cls(entries, dict(data["catalog"]))
         if verify and data.get("hash") != built.hash:
             shown = show_value(data.get("hash"))
@@ -760,7 +787,7 @@ def wire_data(sets: Sequence[ConstraintSet], index: ConstraintSetIndex) -> dict[
     return data
 
 
-def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any]) -> ConstraintSet:
+def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any], kinds: frozenset[str]) -> ConstraintSet:
     """A set of the compact wire form, its admitted names and node template filled in from the index's table."""
     try:
         content = parse_json(raw)
@@ -782,7 +809,7 @@ def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any]) -> C
         if provider.get("spec") is not None:
             raise ConstraintSetError("provider has both spec and specRef")
         provider["spec"] = templates[ref]
-    return ConstraintSet.from_json(content)
+    return ConstraintSet.from_json(content, kinds=kinds)
 
 
 def _checked_against(entry: IndexEntry, constraint_set: ConstraintSet) -> ConstraintSet:
@@ -792,10 +819,13 @@ def _checked_against(entry: IndexEntry, constraint_set: ConstraintSet) -> Constr
     return constraint_set
 
 
-def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+def read_wire_data(
+    data: Mapping[str, str], kinds: frozenset[str] = PROVISIONER_SETS
+) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
     """The index and sets of a ConfigMap's data written by `wire_data`, every set checked (`ConstraintSet.from_json`)
     and every hash verified (the index's own, and each set's against its content and the index's entry, which
-    must also name it, with its version and weight). Raises ConstraintSetError naming the key."""
+    must also name it, with its kind, version and weight); `kinds`: the kinds of set the reader runs. Raises
+    ConstraintSetError naming the key."""
     raw_index = data.get(INDEX_KEY)
     if raw_index is None:
         raise ConstraintSetError(f"no {INDEX_KEY} key: is it the ConfigMap `compile` writes?")
@@ -812,7 +842,7 @@ def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[Co
     if not all(isinstance(name, str) for name in table):
         raise ConstraintSetError(f"{INDEX_KEY}: {WIRE_TYPES} must be a list of instance-type names")
     try:
-        index = ConstraintSetIndex.from_json(index_json)
+        index = ConstraintSetIndex.from_json(index_json, kinds=kinds)
     except ConstraintSetError as error:
         raise ConstraintSetError(f"{INDEX_KEY}: {error}") from None
     sets = []
@@ -821,7 +851,7 @@ def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[Co
         if raw is None:
             raise ConstraintSetError(f"{entry.key}: listed in the index but missing")
         try:
-            sets.append(_checked_against(entry, _wire_set(raw, table, templates)))
+            sets.append(_checked_against(entry, _wire_set(raw, table, templates, kinds)))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{entry.key}: {error}") from None
     return index, sets
@@ -854,10 +884,12 @@ def _read(path: Path) -> str:
         raise ConstraintSetError(f"{path}: cannot read: {error}") from None
 
 
-def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+def read_compiled(
+    directory: str | os.PathLike[str], kinds: frozenset[str] = PROVISIONER_SETS
+) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
     """The index and sets `compile -o DIR` wrote (DIR, or its `constraintsets/`), or the constraint-set ConfigMap
     mounted as a directory (one file per key, the wire form): every set checked and every hash verified, as
-    `read_wire_data`. Raises ConstraintSetError naming the file."""
+    `read_wire_data` (`kinds`: the kinds of set the reader runs). Raises ConstraintSetError naming the file."""
     base = Path(directory)
     folder = next((d for d in (base / "constraintsets", base) if (d / INDEX_KEY).is_file()), None)
     if folder is None:
@@ -868,18 +900,18 @@ def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex
         raise ConstraintSetError(f"{folder / INDEX_KEY}: not JSON: {error}") from None
     if isinstance(index_json, dict) and WIRE_TYPES in index_json:  # a mounted ConfigMap
         try:
-            return read_wire_data(_Files(folder))
+            return read_wire_data(_Files(folder), kinds)
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder}: {error}") from None
     try:
-        index = ConstraintSetIndex.from_json(index_json)
+        index = ConstraintSetIndex.from_json(index_json, kinds=kinds)
     except ConstraintSetError as error:
         raise ConstraintSetError(f"{folder / INDEX_KEY}: {error}") from None
     sets = []
     for entry in index.entries:
         text = _read(folder / entry.key)
         try:
-            sets.append(_checked_against(entry, ConstraintSet.loads(text)))
+            sets.append(_checked_against(entry, ConstraintSet.loads(text, kinds=kinds)))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder / entry.key}: {error}") from None
     return index, sets

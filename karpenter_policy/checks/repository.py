@@ -40,6 +40,7 @@ from karpenter_policy.checks.findings import Report
 from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.loader import Document
 from karpenter_policy.checks.validation.policies import validate_paths
+from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.model.taints import Taint
 
 if TYPE_CHECKING:
@@ -141,11 +142,13 @@ def load_repository(
     timeout_ms: int | None = None,
     selection: Selection = EVERYTHING,
     max_file_bytes: int | None = None,
+    min_values_policy: str = STRICT,
 ) -> PolicyRepository:
     """Read and check the policies under `paths` (see the module docstring). `values`: the template values
     (`--values`) of `*.yaml.j2` files; `selection`: the files left out and the rules disabled. With `prove`: the
     solver's checks too, against `catalog` (the embedded one when None, loaded only when there is a Provisioner to
-    prove) within `timeout_ms` per provisioner (the solver's default when None)."""
+    prove) within `timeout_ms` per provisioner (the solver's default when None); a NodePool's unmet minValues as
+    Karpenter's `min_values_policy` makes it (`proof.nodepools.min_values_findings`)."""
     gathered = _Gathered()
     report = validate_paths(
         paths,
@@ -163,7 +166,9 @@ def load_repository(
 
         timeout = DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms
         documents = [*gathered.checkable, *gathered.nodepool_views()]
-        findings, checked = prove_provisioners(documents, gathered.checkable_templates, catalog, timeout)
+        findings, checked = prove_provisioners(
+            documents, gathered.checkable_templates, catalog, timeout, min_values_policy
+        )
         report.findings.extend(findings)
     provisioners = {_name(doc): doc for doc in gathered.of_kind(PROVISIONER_KIND)}
     nodepools = {_name(doc): doc for doc in gathered.of_kind(NODEPOOL_KIND) if _is_v1(doc, NODEPOOL_API_VERSION)}

@@ -79,7 +79,13 @@ def run_check(paths: Sequence[str], options: PolicyOptions = DEFAULTS) -> CheckR
     except OptionError as error:
         return str(error)
     repository = load_repository(
-        paths, values, prove=True, catalog=catalog, timeout_ms=options.timeout_ms, selection=selection
+        paths,
+        values,
+        prove=True,
+        catalog=catalog,
+        timeout_ms=options.timeout_ms,
+        selection=selection,
+        min_values_policy=options.min_values_policy,
     )
     report, checked = repository.report, list(repository.checked)
     budgets = check_budgets(repository.nodepools.values(), options.budgets, datetime.now(UTC).date())

@@ -28,8 +28,13 @@ What v1.14.1 changes, all on spread constraints (v0.31 ignores the three fields;
 - The domains of existing nodes join a spread group only when the node passes the group's node filter
   (`countDomains`); v0.31's rule here (every existing node's labels are domains) stays for other groups.
 
-Not followed: v1.14.1 also filters pod (anti-)affinity groups' domains by the owning pod's tolerations (their zero
-node filter is not Ignore); here affinity groups keep v0.31's universe.
+And one on pod (anti-)affinity: a v1.14.1 affinity group's zero node filter has a taint policy that is not
+`Ignore`, so `TopologyDomainGroup.ForEachDomain` gives it only the domains of the templates (NodePools) with a taint
+set the pod that makes the group tolerates (as relaxed); the group's counting is unfiltered. A group made by a pod
+being scheduled adds every existing node's domain (`countDomains`: the zero filter matches every node); an inverse
+anti-affinity group (a running pod's required term, `updateInverseAntiAffinity`) has the template domains its
+running pod tolerates only. Groups are one per `TopologyGroup.Hash`, which leaves the tolerations out: the first
+pod to make a group decides its domains (:meth:`Topology._new_group`). Under v0.31 every group has every domain.
 """
 
 from __future__ import annotations
@@ -104,7 +109,7 @@ class GroupKey:
     node_filter: tuple[Requirements, ...] | None
     #: v1.14.1's `nodeTaintsPolicy: Honor`: the tolerations nodes' taints must be within (None: taints ignored)
     tolerations: tuple[Toleration, ...] | None = None
-    #: a spread group of a v1.14.1 run (its domains come from :class:`DomainSources`)
+    #: a group of a v1.14.1 run (its domains come from :class:`DomainSources`)
     v1: bool = False
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -276,6 +281,8 @@ class GroupKeys:
 
     def __init__(self, rules: TopologyRules = TopologyRules.V0_31) -> None:
         self.rules = rules
+        #: the run follows v1.14.1's rules
+        self.v1 = rules is TopologyRules.V1_14
         self._of: dict[int, tuple[Attempt, tuple[GroupKey, ...]]] = {}  # id(attempt) → (attempt, its keys)
         self._canonical: dict[GroupKey, GroupKey] = {}
 
@@ -284,7 +291,7 @@ class GroupKeys:
         found = self._of.get(id(attempt))
         if found is not None and found[0] is attempt:
             return found[1]
-        specs = _specs(shape, attempt, self.rules is TopologyRules.V1_14)
+        specs = _specs(shape, attempt, self.v1)
         keys = tuple(self._canonical.setdefault(key, key) for key in specs)
         self._of[id(attempt)] = (attempt, keys)
         return keys
@@ -296,8 +303,14 @@ def _specs(shape: PodShape, attempt: Attempt, v1: bool = False) -> list[GroupKey
         specs.append(_spread_key_v1(shape, attempt, constraint) if v1 else _spread_key(shape, constraint))
     for term in (*attempt.affinity, *attempt.anti_affinity):
         kind = Kind.ANTI_AFFINITY if term.anti else Kind.AFFINITY
-        specs.append(GroupKey(kind, term.key, term.namespaces, term.selector, 2**31 - 1, None, None))
+        specs.append(_affinity_key(kind, term, v1))
     return specs
+
+
+def _affinity_key(kind: Kind, term: AffinityTerm, v1: bool) -> GroupKey:
+    """The group of a pod (anti-)affinity term (Karpenter's `NewTopologyGroup` with no node filter); `v1`: of a
+    v1.14.1 run, whose domains depend on the tolerations of the pod that makes it."""
+    return GroupKey(kind, term.key, term.namespaces, term.selector, 2**31 - 1, None, None, v1=v1)
 
 
 class Topology:
@@ -328,7 +341,7 @@ class Topology:
         for running in self.cluster_pods.anti_affine():
             for term in running.pod.shape.topology.anti_affinity:
                 if term.required:
-                    group = self._inverse_group(term)
+                    group = self._inverse_group(term, running.pod.shape.scheduling.tolerations)
                     if term.key in running.node_labels:
                         group.record(running.node_labels[term.key])
 
@@ -336,19 +349,30 @@ class Topology:
     def empty(self) -> bool:
         return not self.groups and not self.inverse
 
-    def _new_group(self, spec: GroupKey) -> TopologyGroup:
+    def _new_group(
+        self, spec: GroupKey, tolerations: Sequence[Toleration] = (), inverse: bool = False
+    ) -> TopologyGroup:
+        """A new group with its domains: v0.31's universe, or v1.14.1's — a spread group's by its node filter, a pod
+        (anti-)affinity group's by the `tolerations` of the pod that makes it (`inverse`: a running pod's required
+        anti-affinity, without the existing nodes' domains)."""
         group = TopologyGroup(spec, namespace_labels=self.namespace_labels)
         if spec.v1 and self.sources is not None:
-            group.register(*sorted(_v1_domains(group, self.sources)))
+            if spec.kind == Kind.SPREAD:
+                domains = _v1_domains(group, self.sources)
+            else:
+                domains = _v1_affinity_domains(spec.key, self.sources, tolerations, inverse)
+            group.register(*sorted(domains))
         else:
             group.register(*sorted(self.domains.get(spec.key, ())))
         return group
 
-    def _inverse_group(self, term: AffinityTerm) -> TopologyGroup:
-        spec = GroupKey(Kind.ANTI_AFFINITY, term.key, term.namespaces, term.selector, 2**31 - 1, None, None)
+    def _inverse_group(self, term: AffinityTerm, tolerations: Sequence[Toleration]) -> TopologyGroup:
+        """The inverse group of a required anti-affinity term (made, on a v1.14.1 run, with the domains the pod
+        holding the term — `tolerations` — tolerates)."""
+        spec = _affinity_key(Kind.ANTI_AFFINITY, term, self.group_keys.v1)
         group = self.inverse.get(spec)
         if group is None:
-            group = self.inverse[spec] = self._new_group(spec)
+            group = self.inverse[spec] = self._new_group(spec, tolerations, inverse=True)
         return group
 
     def update(self, pod: Pod, attempt: Attempt) -> None:
@@ -358,12 +382,12 @@ class Topology:
             group.owners.discard(pod.key)
         for term in attempt.anti_affinity:
             if term.required:
-                self._inverse_group(term).owners.add(pod.key)
+                self._inverse_group(term, attempt.tolerations).owners.add(pod.key)
         owned: list[TopologyGroup] = []
         for spec in self.group_keys.of(pod.shape, attempt):
             found = self.groups.get(spec)
             if found is None:
-                found = self.groups[spec] = self._new_group(spec)
+                found = self.groups[spec] = self._new_group(spec, attempt.tolerations)
                 self._count(found)
                 self._selecting.clear()
             found.owners.add(pod.key)
@@ -643,6 +667,22 @@ def _v1_domains(group: TopologyGroup, sources: DomainSources) -> set[str]:
             if not any(node.admits(f, frozenset()) for f in group.node_filter):
                 continue
         found.add(domain)
+    return found
+
+
+def _v1_affinity_domains(
+    key: str, sources: DomainSources, tolerations: Sequence[Toleration], inverse: bool
+) -> set[str]:
+    """A v1.14.1 pod (anti-)affinity group's domains: those of the templates with a taint set `tolerations` tolerate
+    (`TopologyDomainGroup.ForEachDomain` under the zero node filter), and — unless `inverse` — every existing node's
+    (`countDomains`: the zero filter matches every node, its taints whatever they are)."""
+    found = {
+        domain
+        for domain, taint_sets in sources.templates.get(key, {}).items()
+        if any(not taints or not untolerated(taints, tolerations) for taints in taint_sets)
+    }
+    if not inverse:
+        found.update(labels[key] for labels, _ in sources.nodes if key in labels)
     return found
 
 

@@ -6,8 +6,9 @@
   tolerate, and its `PinningPolicy` documents are the pinning rules. A repository with errors is refused (the
   webhook does not start: a rolling update then keeps the old replicas serving).
 * `--constraints DIR` — the output of `karpenter-policy compile -o DIR` (or its `constraintsets/`): the same
-  facts, from the compiled, hash-checked constraint sets (`api.constraintset`); pinning rules then come from
-  `--pinning PATH` (`load_pinning_documents`).
+  facts, from the compiled, hash-checked constraint sets (`api.constraintset`), Provisioners' and Karpenter v1
+  NodePools' side by side (a NodePool's set gives the taints of its template, which a rule's `nodePool:`
+  tolerates); pinning rules then come from `--pinning PATH` (`load_pinning_documents`).
 
 `ContextSource` is what the webhook was started with: it loads the context and the pinning rules (at start-up,
 and again when its files change: `reload`) and lists the files they come from.
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
+from karpenter_policy.api.constraintset import ALL_SETS, PROVIDER_REF, ConstraintSetError, read_compiled
+from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.checks.reporters import render_text
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.loader import Document, discover
@@ -42,8 +44,8 @@ class PolicyContext:
     provisioner_taints: Mapping[str, Sequence[Taint]] = field(default_factory=dict)
     pinning_documents: tuple[Document, ...] = ()
     source: str = ""
-    #: Taints per Karpenter v1 NodePool name (a rule naming a `nodePool`; empty from compiled sets, which hold
-    #: no NodePool: `api.constraintset.nodepool_refusal`).
+    #: Taints per Karpenter v1 NodePool name (a rule naming a `nodePool`), from the repository or the NodePools'
+    #: compiled sets.
     nodepool_taints: Mapping[str, Sequence[Taint]] = field(default_factory=dict)
 
 
@@ -74,10 +76,10 @@ def load_policies(paths: Sequence[str], values: Mapping[str, Any] | None = None)
 
 
 def load_constraints(directory: str, region: str | None = None) -> PolicyContext:
-    """The context of compiled constraint sets (every hash verified); `region` must match theirs when given.
-    Raises ContextError."""
+    """The context of compiled constraint sets, Provisioners' and NodePools' (every set checked and every hash
+    verified); `region` must match theirs when given. Raises ContextError."""
     try:
-        index, sets = read_compiled(directory)
+        index, sets = read_compiled(directory, ALL_SETS)
     except ConstraintSetError as error:
         raise ContextError(str(error)) from None
     for entry, constraint_set in zip(index.entries, sets, strict=True):
@@ -91,8 +93,9 @@ def load_constraints(directory: str, region: str | None = None) -> PolicyContext
         provider = constraint_set.provider
         if provider is not None and provider.source == PROVIDER_REF and provider.name and provider.spec is not None:
             node_templates[provider.name] = dict(provider.spec)
-    taints = {s.name: tuple(s.taints) for s in sets}
-    return PolicyContext(node_templates, taints, (), directory)
+    taints = {s.name: tuple(s.taints) for s in sets if s.origin == PROVISIONER_KIND}
+    pools = {s.name: tuple(s.taints) for s in sets if s.origin != PROVISIONER_KIND}
+    return PolicyContext(node_templates, taints, (), directory, pools)
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,10 +75,11 @@ class ContextReloader:
             self.reloads += 1
             self._count("ok")
             log.info(
-                "reloaded %s: %d node templates, %d provisioners, %d pinning rules",
+                "reloaded %s: %d node templates, %d provisioners, %d NodePools, %d pinning rules",
                 self.source.describe(),
                 len(context.node_templates),
                 len(context.provisioner_taints),
+                len(context.nodepool_taints),
                 len(pinner),
             )
             return True

@@ -43,6 +43,9 @@ from karpenter_policy.scheduling.vectors import ZERO, Vector, add, to_vector
 
 from .support import OFFERINGS, fake_types, template
 
+#: Requirement keys a v1.14.1 NodeClaim is never labelled with (besides the well-known labels).
+_V1_UNLABELLED = frozenset({wk.HOSTNAME, "karpenter.sh/registered", "karpenter.sh/initialized"})
+
 LABELS = {"test": "test"}  # the `labels` of Karpenter's topology suite
 HOSTNAME = wk.HOSTNAME
 ZONE = wk.ZONE
@@ -363,7 +366,7 @@ class Cluster:
         labels[ZONE], labels[CAPACITY_TYPE] = chosen
         for key in claim.requirements:
             found = claim.requirements[key]
-            if is_restricted_node_label(key) or found.operator() != Operator.IN:
+            if not self._labels_nodes(key) or found.operator() != Operator.IN:
                 continue
             labels.setdefault(key, sorted(found.values)[0])
         labels.update(template.labels)
@@ -380,6 +383,15 @@ class Cluster:
         self.nodes.append(node)
         self.launched.append((claim, node))
         return node
+
+    def _labels_nodes(self, key: str) -> bool:
+        """A requirement on `key` labels the node: v0.31, unless a restricted node label (`IsRestrictedNodeLabel`);
+        in a v1 world (v1.14.1's topology rules: NodePools), unless well known, the hostname or a scheduling
+        simulation key (core v1.14.1 nodeclaimtemplate.go `resolveCustomLabelsFromRequirements`): kubernetes.io and
+        k8s.io labels of a NodePool are on its nodes."""
+        if self.topology is TopologyRules.V1_14:
+            return key not in wk.WELL_KNOWN_LABELS and key not in _V1_UNLABELLED
+        return not is_restricted_node_label(key)
 
     # --- expectations --------------------------------------------------------------------------------------------
 

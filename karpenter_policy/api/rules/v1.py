@@ -52,9 +52,11 @@ MIN_VALUES = Rule(
         "NodePool's instance types against the catalog and counts the values as Karpenter does (a label no "
         "instance type carries has none). The finding is at the requirement's `minValues`, with the values that "
         "remain. Proven against the catalog: a cluster whose nodes launch from fewer types (subnets in fewer "
-        "zones, a smaller region) has fewer still."
+        "zones, a smaller region) has fewer still. Under `--min-values-policy BestEffort` (Karpenter's operator "
+        "flag) Karpenter launches the nodes with minValues lowered to what remains, so the finding is a warning."
     ),
     karpenter="core-v1 pkg/cloudprovider/types.go: InstanceTypes.SatisfiesMinValues, InstanceTypes.Truncate",
+    severity_varies="a warning under --min-values-policy BestEffort (Karpenter lowers minValues and launches)",
 )
 
 

@@ -1,7 +1,7 @@
 """Karpenter v1 NodePools through the provisioners' proofs (`proof.provisioners`): each valid NodePool becomes its
 scheduling view (`api.v1.objects.provisioner_document`, with the EC2NodeClass its nodeClassRef names when the
 repository has it) in a `NodePoolDocument`, which places every finding on the view's fields at the NodePool's own
-file:line. And the one proof v1 adds: `minValues` (`min_values_findings`).
+file:line. And the one proof v1 adds: `minValues` (`min_values_findings`), under Karpenter's `--min-values-policy`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Any
 from karpenter_policy.api.kinds import object_ref
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.v1.objects import EC2NodeClass, NodePool, nodepool_path, provisioner_document
-from karpenter_policy.api.violations import ERROR, MIN_VALUES
+from karpenter_policy.api.violations import ERROR, MIN_VALUES, WARNING
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.source.loader import Document
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.minvalues import BEST_EFFORT, RELAXED_ANNOTATION, STRICT
 from karpenter_policy.scheduling import InstanceTable
 
 __all__ = ["NodePoolDocument", "min_values_findings", "nodepool_views"]
@@ -53,9 +54,29 @@ def nodepool_views(
     return views
 
 
-def min_values_findings(doc: Document, instance_types: Sequence[str], table: InstanceTable) -> list[Finding]:
-    """`min-values` (error) for each requirement of a satisfiable NodePool view whose `minValues` the instance
-    types it admits (`instance_types`, proven by the solver) cannot meet, at that requirement's `minValues`."""
+def _consequence(policy: str, have: int) -> tuple[str, str]:
+    """The severity and the words of an unmet minValues under `policy`, as Karpenter v1.14.1 acts on it: Strict,
+    no NodeClaim is ever made for the NodePool (`Truncate` refuses the types and the scheduler drops a template whose
+    types miss it: `filterInstanceTypesByRequirements`); BestEffort, each NodeClaim keeps the values that remain,
+    its minValues lowered to their count (`NodeClaim.CanAdd`), and says so in an annotation."""
+    if policy == BEST_EFFORT:
+        return WARNING, (
+            f"under the BestEffort minValues policy (--min-values-policy {BEST_EFFORT}) Karpenter launches its "
+            f"nodes with minValues lowered to {have} ({RELAXED_ANNOTATION}), without the flexibility asked for; "
+            "lower minValues or widen the requirements"
+        )
+    return ERROR, (
+        f"under the {STRICT} minValues policy (Karpenter's default) no node is ever launched for it; lower "
+        "minValues or widen the requirements"
+    )
+
+
+def min_values_findings(
+    doc: Document, instance_types: Sequence[str], table: InstanceTable, policy: str = STRICT
+) -> list[Finding]:
+    """`min-values` for each requirement of a satisfiable NodePool view whose `minValues` the instance types it
+    admits (`instance_types`, proven by the solver) cannot meet, at that requirement's `minValues`: an error under
+    Karpenter's Strict `policy` (nothing launches), a warning under BestEffort (nodes launch with fewer values)."""
     if doc.data.get("kind") != NODEPOOL_KIND:
         return []
     names = [n for n in instance_types if n in table.position]
@@ -75,11 +96,11 @@ def min_values_findings(doc: Document, instance_types: Sequence[str], table: Ins
         if not values and key not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE) and not table.is_type_key(key):
             have += f" — no instance type carries the label {key}"
         count = len(names)
+        severity, consequence = _consequence(policy, len(values))
         message = (
             f"{key} minValues {wanted}: the {count} instance type{'s' if count != 1 else ''} the NodePool admits "
-            f"carry {have}: under the Strict minValues policy (Karpenter's default) no node is ever launched for "
-            "it; lower minValues or widen the requirements"
+            f"carry {have}: {consequence}"
         )
         line, column = doc.position(("spec", "requirements", index, "minValues"))
-        findings.append(Finding(MIN_VALUES, ERROR, message, doc.file, line, column, ref))
+        findings.append(Finding(MIN_VALUES, severity, message, doc.file, line, column, ref))
     return findings

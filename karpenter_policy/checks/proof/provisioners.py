@@ -77,6 +77,7 @@ from karpenter_policy.checks.source.loader import Document
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.amifamily import ami_family, node_os
 from karpenter_policy.model.instancetypes import price_text
+from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.scheduling import InstanceTable
@@ -160,11 +161,13 @@ def prove_provisioners(
     node_templates: Mapping[str, Mapping[str, Any]],
     catalog: Catalog | None = None,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    min_values_policy: str = STRICT,
 ) -> tuple[list[Finding], list[CheckedProvisioner]]:
     """The solver's findings on each Provisioner document of `documents` (and its `limits` findings when it is
     satisfiable), and what it proved of each, in file and line order. `node_templates`: the spec of each
     AWSNodeTemplate by name (its AMI family says which OS the solver proves against). `documents` are those
-    `checks.repository` gathers: every Provisioner whose errors (if any) leave its scheduling untouched."""
+    `checks.repository` gathers: every Provisioner whose errors (if any) leave its scheduling untouched.
+    `min_values_policy`: Karpenter's `--min-values-policy`, which decides what an unmet NodePool minValues is."""
     if not documents:
         return [], []
     catalog = catalog if catalog is not None else load_catalog()
@@ -181,7 +184,7 @@ def prove_provisioners(
         findings.extend(found)
         if result.verdict == Verdict.SAT:
             findings.extend(limits_findings(doc, result.provisioner, result.instance_types, table, template))
-            findings.extend(min_values_findings(doc, result.instance_types, table))
+            findings.extend(min_values_findings(doc, result.instance_types, table, min_values_policy))
         checked.append(result)
     checked.sort(key=lambda c: (c.file, c.line, c.column))
     return findings, checked

@@ -12,7 +12,8 @@ taints, weight, kubelet settings and admitted instance types are the ones every 
   policy, consolidateAfter, budgets), `expireAfter`, `terminationGracePeriod`.
 
 Its version is its own `karpenter-policy/version` annotation, else compile's; its sources the NodePool's file and
-its EC2NodeClass's. No reader runs such a set yet (`api.constraintset.nodepool_refusal`).
+its EC2NodeClass's. The webhook's pinning reads such a set; the controller and `simulate` refuse it
+(`api.constraintset.nodepool_refusal`).
 """
 
 from __future__ import annotations

@@ -76,3 +76,41 @@ def test_diff_reads_the_policy_lowering_minvalues_places_the_pod_only_under_stri
     assert done.returncode == 0, done.stdout + done.stderr
     workloads = json.loads(done.stdout).get("workloads") or []
     assert any("pinned" in json.dumps(w) for w in workloads) is moved, done.stdout
+
+
+PROOFS = ("examples/v1/proofs/min-values.yaml", "examples/v1/proofs/node-class.yaml")
+CATEGORIES = (
+    "examples/v1/proofs/min-values.yaml:21:22: {severity}: NodePool/too-few-categories: "
+    "karpenter.k8s.aws/instance-category minValues 3: the 18 instance types the NodePool admits carry only 2 (c, m): "
+)
+
+
+def test_the_static_rule_is_an_error_under_strict_the_default() -> None:
+    """docs/rules/min-values.md: Karpenter v1.14.1's Truncate refuses the types, nothing launches."""
+    for extra in ((), ("--min-values-policy", "Strict")):
+        done = cli("check", *PROOFS, *extra)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert CATEGORIES.format(severity="error") + (
+            "under the Strict minValues policy (Karpenter's default) no node is ever launched for it; lower minValues "
+            "or widen the requirements [min-values]"
+        ) in done.stdout.splitlines()
+        assert "2 errors, 1 warning" in done.stdout
+
+
+def test_the_static_rule_is_a_warning_naming_the_policy_under_best_effort() -> None:
+    """Under BestEffort Karpenter launches the nodes with minValues lowered to what remains (nodeclaim.go CanAdd):
+    the finding is a warning that says so, and check passes."""
+    done = cli("check", *PROOFS, "--min-values-policy", "BestEffort")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert CATEGORIES.format(severity="warning") + (
+        "under the BestEffort minValues policy (--min-values-policy BestEffort) Karpenter launches its nodes with "
+        "minValues lowered to 2 (karpenter.sh/nodeclaim-min-values-relaxed), without the flexibility asked for; lower "
+        "minValues or widen the requirements [min-values]"
+    ) in lines
+    team = next(line for line in lines if "team minValues 1" in line)
+    assert ": warning: " in team and "lowered to 0" in team and "no instance type carries the label team" in team
+    assert "0 errors, 3 warnings" in done.stdout
+    strict = cli("check", *PROOFS, "--min-values-policy", "BestEffort", "--strict")
+    assert strict.returncode == 1  # --strict still fails the warning
+
