@@ -1,8 +1,8 @@
 """`karpenter-policy plan`: BASE and HEAD read (git revisions or directories, as `diff` reads them), the snapshot
 read and checked, drift, waves and cost computed, the result rendered, and the exit code: 0; 1 when HEAD has error
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
-(an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read, an unknown revision, a bad
-`--start`)."""
+(an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read within `--request-timeout`, an
+unknown revision, a bad `--start`, `--horizon` or `--request-timeout`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
+from karpenter_policy.api.schema import show_value
 from karpenter_policy.api.v1.admission import stored_form
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.catalog import Catalog
@@ -45,6 +46,14 @@ def parse_start(text: str | None, now: dt.datetime | None = None) -> dt.datetime
         return (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     moment = parse_time(text)
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _duration(text: str) -> dt.timedelta | None:
+    """A Go duration flag's value, or None when it is not one."""
+    try:
+        return parse_go_duration(text)
+    except GoDurationError:
+        return None
 
 
 def _load(spec: str, paths: Sequence[str], catalog: Catalog, scratch: str, values: Mapping[str, Any] | None,
@@ -85,13 +94,14 @@ def plan_command(
         start = parse_start(options.start, now)
     except ValueError:
         return CommandOutput(2, "", f"karpenter-policy plan: --start {options.start!r} is not an RFC 3339 time\n")
-    try:
-        horizon = parse_go_duration(options.horizon)
-    except GoDurationError:
-        horizon = dt.timedelta(-1)
-    if horizon < dt.timedelta(0):
+    horizon = _duration(options.horizon)
+    if horizon is None or horizon < dt.timedelta(0):
         return CommandOutput(2, "", f"karpenter-policy plan: --horizon {options.horizon!r} is not a duration of 0 "
                              "or more (a Go duration: 24h, 90m, 0s)\n")
+    request_timeout = _duration(options.request_timeout)
+    if request_timeout is None or request_timeout <= dt.timedelta(0):
+        return CommandOutput(2, "", f"karpenter-policy plan: --request-timeout {show_value(options.request_timeout)} "
+                             "is not a duration of more than 0 (a Go duration: 30s, 2m)\n")
     try:
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
@@ -105,7 +115,8 @@ def plan_command(
         # here, not at the top: the Kubernetes client it loads costs a file snapshot's plan ~17 MiB and its start
         from karpenter_policy.commands.plan.cluster import read_cluster
 
-        snapshot = read_cluster(options.kubeconfig, options.context)
+        snapshot = read_cluster(options.kubeconfig, options.context,
+                                request_timeout=request_timeout.total_seconds())
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
     if options.redact:

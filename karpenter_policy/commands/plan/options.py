@@ -36,6 +36,11 @@ class PlanOptions:
         "nodeclaims). This or --snapshot.",
     )
     context: str | None = option(None, "--context", help="The kubeconfig's context (default: its current one).")
+    request_timeout: str = option(
+        "30s", "--request-timeout", metavar="DURATION", show_default=True,
+        help="How long reading the cluster of --kubeconfig may take in all, every request and retry included "
+        "(a Go duration: 30s, 2m); a server that does not answer in time is exit 2.",
+    )
     start: str | None = option(
         None, "--start", metavar="TIME",
         help="When the rollout starts (RFC 3339, e.g. 2026-11-30T09:00:00Z; default: now).",
