@@ -93,11 +93,12 @@ def plan_command(
     try:
         start = parse_start(options.start, now)
     except ValueError:
-        return CommandOutput(2, "", f"karpenter-policy plan: --start {options.start!r} is not an RFC 3339 time\n")
+        return CommandOutput(2, "", f"karpenter-policy plan: --start {show_value(options.start)} is not an RFC 3339 "
+                             "time\n")
     horizon = _duration(options.horizon)
     if horizon is None or horizon < dt.timedelta(0):
-        return CommandOutput(2, "", f"karpenter-policy plan: --horizon {options.horizon!r} is not a duration of 0 "
-                             "or more (a Go duration: 24h, 90m, 0s)\n")
+        return CommandOutput(2, "", f"karpenter-policy plan: --horizon {show_value(options.horizon)} is not a "
+                             "duration of 0 or more (a Go duration: 24h, 90m, 0s)\n")
     request_timeout = _duration(options.request_timeout)
     if request_timeout is None or request_timeout <= dt.timedelta(0):
         return CommandOutput(2, "", f"karpenter-policy plan: --request-timeout {show_value(options.request_timeout)} "
