@@ -23,6 +23,7 @@ from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
+from karpenter_policy.commands.plan.consolidation import Consolidate
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
@@ -88,8 +89,10 @@ def plan_command(
     values: Mapping[str, Any] | None = None,
     stdin: BinaryIO | None = None,
     now: dt.datetime | None = None,
+    consolidate: Consolidate | None = None,
 ) -> CommandOutput:
-    """Run `karpenter-policy plan` (see the module docstring)."""
+    """Run `karpenter-policy plan` (see the module docstring). With BASE = HEAD (the same policies), `consolidate`
+    (the CLI gives the controller's: `simulate/consolidation.py`) says what consolidation would do now."""
     try:
         start = parse_start(options.start, now)
     except ValueError:
@@ -167,8 +170,11 @@ def plan_command(
     if base.report.errors:
         notes.append(f"BASE ({options.base}) has {base.report.errors} error(s): its invalid provisioners are "
                      "compared as absent (static drift of their nodes is not assessed)")
+    same = (base_side.provisioners, base_side.node_templates, base_side.nodepools, base_side.node_classes) == (
+        head_side.provisioners, head_side.node_templates, head_side.nodepools, head_side.node_classes)
+    consolidation = consolidate(snapshot, fleet, head_side, pricing.catalog, start) if same and consolidate else None
     result = PlanResult(options.base, options.head, start, not options.drift_disabled, fleet, drift, rollout, cost,
-                        notes, catalog.region)
+                        notes, catalog.region, consolidation)
     stranded = bool(rollout.pending) or rollout.never_finishes
     code = 1 if stranded and not options.allow_stranded else 0
     return CommandOutput(code, render_plan(result, options.output), "")
