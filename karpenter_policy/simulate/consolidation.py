@@ -18,12 +18,19 @@ options), and the nodes are gone. A replacement is a candidate of a later comman
 once (the move is complete when its replacement is up). Expiry and drift are left out (decided from the consolidation
 stages on: BASE = HEAD changes nothing), and so are v1 NodePools' nodes (a note says so): Karpenter v1.14.1's
 `consolidationPolicy`, `consolidateAfter` and budgets are not what this controller decides on.
+
+The work is bounded by a budget in seconds over all the moves (`plan --consolidation-timeout`), passed to each
+decision as its multi-node and single-node budgets (the controller's, Karpenter's 1 and 3 minutes, per decision):
+past it, the moves found so far, with a note.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
+import math
+import time
 from collections import Counter
 from collections.abc import Mapping
 
@@ -225,15 +232,24 @@ class _Run:
         return {record.key: record.node for record in self.state.pods() if record.node}
 
 
-def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog,
-                    now: dt.datetime) -> Consolidation:
-    """See the module docstring."""
+def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
+                    budget: float = math.inf) -> Consolidation:
+    """See the module docstring. `budget`: seconds the moves may take to work out, as the controller bounds each
+    decision (Karpenter's multi-node and single-node consolidation budgets), here over all of them together: past
+    it, the moves found so far and a note."""
     run = _Run(snapshot, fleet, head, catalog, now)
+    deadline = time.monotonic() + budget
     for _ in range(MAX_MOVES):
-        inputs = run.inputs()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            run.result.notes.append(_stopped(len(run.result.moves), budget))
+            break
+        inputs = dataclasses.replace(run.inputs(), single_node_budget=left, multi_node_budget=left)
         decision = run.decider.decide(inputs, after=DRIFT)
         if decision.command is None:
             run.not_candidates(decision.blocked)  # the last decision looked at every stage, on the fleet left
+            if decision.timeouts:
+                run.result.notes.append(_stopped(len(run.result.moves), budget))
             break
         run.carry_out(decision.command, inputs)
     else:
@@ -242,3 +258,8 @@ def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog:
     run.result.nodes = sorted(record.name for record in run.state.nodes())
     return run.result
 
+
+def _stopped(moves: int, budget: float) -> str:
+    return (f"consolidation stopped after {moves} move{'' if moves == 1 else 's'}: working out more took longer "
+            f"than --consolidation-timeout ({budget:g}s); later moves, and reasons for nodes not yet looked at, "
+            "are not shown")

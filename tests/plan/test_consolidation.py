@@ -38,12 +38,12 @@ CONSOLIDATING = provisioner() + "  consolidation: {enabled: true}\n"
 
 
 def _plan(root: Path, items: list[dict[str, Any]], *, head: str = CONSOLIDATING, base: str | None = None,
-          output: str = "json") -> CommandOutput:
+          output: str = "json", timeout: str = "60s") -> CommandOutput:
     head_dir = policies(root / "head", head)
     base_dir = policies(root / "base", base) if base is not None else head_dir
     file = write(root / "snapshot.json", *items)
-    return plan_command(PlanOptions(snapshot=(file,), start=START, base=base_dir, head=head_dir, output=output),
-                        load_catalog(), consolidate=consolidate_now)
+    return plan_command(PlanOptions(snapshot=(file,), start=START, base=base_dir, head=head_dir, output=output,
+                                    consolidation_timeout=timeout), load_catalog(), consolidate=consolidate_now)
 
 
 def _fleet(pods_per_node: list[list[str]]) -> list[dict[str, Any]]:
@@ -120,6 +120,22 @@ def test_only_when_base_is_head(tmp_path: Path) -> None:
     assert "consolidation" not in json.loads(changed.stdout)
 
 
+def test_the_consolidation_timeout_bounds_it_and_0s_turns_it_off(tmp_path: Path) -> None:
+    items = _fleet([["300m"], ["300m"], []])
+
+    stopped = json.loads(_plan(tmp_path, items, timeout="1us").stdout)
+    off = json.loads(_plan(tmp_path, items, timeout="0s").stdout)
+    refused = _plan(tmp_path, items, timeout="soon")
+
+    assert stopped["consolidation"]["moves"] == []
+    assert stopped["consolidation"]["notes"] == [
+        "consolidation stopped after 0 moves: working out more took longer than --consolidation-timeout (1e-06s); "
+        "later moves, and reasons for nodes not yet looked at, are not shown"]
+    assert "consolidation" not in off
+    assert "BASE = HEAD: what consolidation would do now is not worked out (--consolidation-timeout 0s)" in off["notes"]
+    assert refused.exit_code == 2 and "--consolidation-timeout \"soon\" is not a duration" in refused.stderr
+
+
 def test_nodepools_nodes_are_left_out_with_a_note(tmp_path: Path) -> None:
     same = v1_policies(tmp_path / "p", nodepool())
     file = write(tmp_path / "s.json", pool_node("ip-10-0-1-1"), claim("ip-10-0-1-1"))
@@ -172,9 +188,9 @@ def _captured(root: Path, nodes: Nodes) -> tuple[Consolidation, list[dict[str, A
         items += [pod(f"{app}-{i}-{j}", f"n{i}", app, cpu=cpu) for j, (app, cpu) in enumerate(pods)]
     seen: list[Consolidation] = []
 
-    def capture(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog,
-                now: dt.datetime) -> Consolidation:
-        seen.append(consolidate_now(snapshot, fleet, head, catalog, now))
+    def capture(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
+                budget: float) -> Consolidation:
+        seen.append(consolidate_now(snapshot, fleet, head, catalog, now, budget))
         return seen[-1]
 
     same = policies(root / "p", CONSOLIDATING)

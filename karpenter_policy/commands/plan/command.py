@@ -2,7 +2,7 @@
 read and checked, drift, waves and cost computed, the result rendered, and the exit code: 0; 1 when HEAD has error
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
 (an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read within `--request-timeout`, an
-unknown revision, a bad `--start`, `--horizon` or `--request-timeout`)."""
+unknown revision, a bad `--start`, `--horizon`, `--request-timeout` or `--consolidation-timeout`)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,11 @@ def plan_command(
     if request_timeout is None or request_timeout <= dt.timedelta(0):
         return CommandOutput(2, "", f"karpenter-policy plan: --request-timeout {show_value(options.request_timeout)} "
                              "is not a duration of more than 0 (a Go duration: 30s, 2m)\n")
+    consolidation_timeout = _duration(options.consolidation_timeout)
+    if consolidation_timeout is None or consolidation_timeout < dt.timedelta(0):
+        return CommandOutput(2, "", "karpenter-policy plan: --consolidation-timeout "
+                             f"{show_value(options.consolidation_timeout)} is not a duration of 0 or more (a Go "
+                             "duration: 60s, 5m, 0s)\n")
     try:
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
@@ -172,7 +177,12 @@ def plan_command(
                      "compared as absent (static drift of their nodes is not assessed)")
     same = (base_side.provisioners, base_side.node_templates, base_side.nodepools, base_side.node_classes) == (
         head_side.provisioners, head_side.node_templates, head_side.nodepools, head_side.node_classes)
-    consolidation = consolidate(snapshot, fleet, head_side, pricing.catalog, start) if same and consolidate else None
+    budget = consolidation_timeout.total_seconds()
+    consolidation = None
+    if same and consolidate is not None and budget > 0:
+        consolidation = consolidate(snapshot, fleet, head_side, pricing.catalog, start, budget)
+    elif same and consolidate is not None:
+        notes.append("BASE = HEAD: what consolidation would do now is not worked out (--consolidation-timeout 0s)")
     result = PlanResult(options.base, options.head, start, not options.drift_disabled, fleet, drift, rollout, cost,
                         notes, catalog.region, consolidation)
     stranded = bool(rollout.pending) or rollout.never_finishes

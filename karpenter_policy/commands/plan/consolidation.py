@@ -84,7 +84,8 @@ class Consolidation:
 
 
 class Consolidate(Protocol):
-    """What consolidation would do now on `fleet` (of `snapshot`) under `head`'s policies, priced by `catalog`."""
+    """What consolidation would do now on `fleet` (of `snapshot`) under `head`'s policies, priced by `catalog`,
+    worked out within about `budget` seconds (past them: the moves found so far, with a note)."""
 
-    def __call__(self, snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog,
-                 now: dt.datetime) -> Consolidation: ...
+    def __call__(self, snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
+                 budget: float) -> Consolidation: ...

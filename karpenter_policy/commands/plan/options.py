@@ -49,6 +49,11 @@ class PlanOptions:
         "24h", "--horizon", metavar="DURATION", show_default=True,
         help="Also plan the nodes that expire this long after --start (a Go duration: 24h, 90m, 0s), at their time.",
     )
+    consolidation_timeout: str = option(
+        "60s", "--consolidation-timeout", metavar="DURATION", show_default=True,
+        help="With BASE = HEAD: how long working out what consolidation would do now may take (a Go duration; 0s: "
+        "not at all). Past it, the moves found so far, with a note.",
+    )
     output: str = option("text", "--output", choices=FORMATS, show_default=True,
                          help="text, json, or markdown (a pull-request comment).")
     drift_disabled: bool = option(
