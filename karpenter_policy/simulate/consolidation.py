@@ -48,7 +48,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import allocatable
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.resources import CPU
-from karpenter_policy.reconcile.disruption.decider import DRIFT, Command, Decider, Inputs
+from karpenter_policy.reconcile.disruption.decider import DRIFT, Command, Decider, Decision, Inputs
 from karpenter_policy.reconcile.disruption.view import disruption_view
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
@@ -242,6 +242,9 @@ def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog:
     for _ in range(MAX_MOVES):
         left = deadline - time.monotonic()
         if left <= 0:
+            blocked = Decision()
+            run.decider.candidates(run.inputs(), blocked)  # no simulation: why nodes are not candidates at all
+            run.not_candidates(blocked.blocked)
             run.result.notes.append(_stopped(len(run.result.moves), budget))
             break
         inputs = dataclasses.replace(run.inputs(), single_node_budget=left, multi_node_budget=left)
@@ -261,5 +264,5 @@ def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog:
 
 def _stopped(moves: int, budget: float) -> str:
     return (f"consolidation stopped after {moves} move{'' if moves == 1 else 's'}: working out more took longer "
-            f"than --consolidation-timeout ({budget:g}s); later moves, and reasons for nodes not yet looked at, "
-            "are not shown")
+            f"than --consolidation-timeout ({budget:g}s); later moves, and what consolidating the nodes left would "
+            "find, are not shown")

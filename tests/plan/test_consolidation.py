@@ -128,9 +128,10 @@ def test_the_consolidation_timeout_bounds_it_and_0s_turns_it_off(tmp_path: Path)
     refused = _plan(tmp_path, items, timeout="soon")
 
     assert stopped["consolidation"]["moves"] == []
+    assert stopped["consolidation"]["not_candidates"] == []  # every node is a candidate: none looked at yet
     assert stopped["consolidation"]["notes"] == [
         "consolidation stopped after 0 moves: working out more took longer than --consolidation-timeout (1e-06s); "
-        "later moves, and reasons for nodes not yet looked at, are not shown"]
+        "later moves, and what consolidating the nodes left would find, are not shown"]
     assert "consolidation" not in off
     assert "BASE = HEAD: what consolidation would do now is not worked out (--consolidation-timeout 0s)" in off["notes"]
     assert refused.exit_code == 2 and "--consolidation-timeout \"soon\" is not a duration" in refused.stderr
