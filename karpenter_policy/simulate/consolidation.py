@@ -190,6 +190,9 @@ class _Run:
                 found[record.name] = f"provisioner {constraint_set.name} does not have consolidation enabled"
             elif record.annotations.get(wk.DO_NOT_CONSOLIDATE) == "true":
                 found[record.name] = f"the node has the {wk.DO_NOT_CONSOLIDATE} annotation"
+        for name, node in self.fleet.nodes.items():
+            if node.nodepool is None and node.provisioner is not None and node.provisioner not in self.sets:
+                found.setdefault(name, f"its provisioner {node.provisioner} is not among HEAD's Provisioners")
         self.result.not_candidates = [NotCandidate(n, why) for n, why in sorted(found.items())]
 
     def carry_out(self, command: Command, inputs: Inputs) -> None:

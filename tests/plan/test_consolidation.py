@@ -88,6 +88,7 @@ def test_why_a_node_is_not_a_candidate_in_karpenters_words(tmp_path: Path) -> No
         *(node(n, labels=INITIALIZED) for n in ("evict", "budget", "spare")),
         node("young"),  # no karpenter.sh/initialized label
         node("asked", labels=INITIALIZED, annotations={"karpenter.sh/do-not-consolidate": "true"}),
+        node("orphan", provisioner="gone", labels=INITIALIZED),
         pod("batch-0", "evict", "batch", annotations={"karpenter.sh/do-not-evict": "true"}),
         pod("db-0", "budget", "db"),
         pdb("db", "db", maxUnavailable=0),
@@ -100,6 +101,7 @@ def test_why_a_node_is_not_a_candidate_in_karpenters_words(tmp_path: Path) -> No
         "budget": "PodDisruptionBudget default/db prevents pod evictions",
         "young": "the node is not initialized (Karpenter v0.31 consolidates initialized nodes only)",
         "asked": "the node has the karpenter.sh/do-not-consolidate annotation",
+        "orphan": "its provisioner gone is not among HEAD's Provisioners",
     }
     assert [m["removed"] for m in consolidation["moves"]] == [["spare"]]  # the empty one goes
 
