@@ -62,7 +62,9 @@ __all__ = ["MAX_MOVES", "consolidate_now"]
 MAX_MOVES = 1000
 V1_NOTE = ("consolidation of v1 NodePools' nodes is not modelled (Karpenter v1.14.1's consolidationPolicy, "
            "consolidateAfter and disruption budgets): {count} left out")
-NOT_INITIALIZED = "the node is not initialized (Karpenter v0.31 consolidates initialized nodes only)"
+#: Karpenter v0.31.1's words for the nodes it does not take (`deprovisioning/types.go` `NewCandidate`,
+#: `deprovisioning/consolidation.go` `ShouldDeprovision`).
+NOT_INITIALIZED = "state node isn't initialized"
 
 
 def _constraint_sets(head: PolicySide, catalog: Catalog, notes: list[str]) -> dict[str, ConstraintSet]:
@@ -177,8 +179,8 @@ class _Run:
         return Inputs(view, self.templates, self.pdbs, self.now, pending=pending)
 
     def not_candidates(self, blocked: Mapping[str, str]) -> None:
-        """Why each Karpenter node of HEAD's Provisioners left after the moves is not taken: the last decision's
-        reasons (a budget, do-not-evict, what a single-node attempt found …), else the node's own."""
+        """Why each Karpenter node left after the moves is not taken: the last decision's reasons (a budget,
+        do-not-evict, what a single-node attempt found …), else Karpenter v0.31.1's own words for it."""
         found = dict(blocked)
         for record in self.state.nodes():
             if not record.ours or record.name in found:
@@ -187,12 +189,12 @@ class _Run:
             if not record.initialized:
                 found[record.name] = NOT_INITIALIZED
             elif constraint_set is not None and not constraint_set.consolidation_enabled:
-                found[record.name] = f"provisioner {constraint_set.name} does not have consolidation enabled"
+                found[record.name] = f'Provisioner "{constraint_set.name}" has consolidation disabled'
             elif record.annotations.get(wk.DO_NOT_CONSOLIDATE) == "true":
-                found[record.name] = f"the node has the {wk.DO_NOT_CONSOLIDATE} annotation"
+                found[record.name] = f"{wk.DO_NOT_CONSOLIDATE} annotation exists"
         for name, node in self.fleet.nodes.items():
             if node.nodepool is None and node.provisioner is not None and node.provisioner not in self.sets:
-                found.setdefault(name, f"its provisioner {node.provisioner} is not among HEAD's Provisioners")
+                found.setdefault(name, f'provisioner "{node.provisioner}" can\'t be resolved for state node')
         self.result.not_candidates = [NotCandidate(n, why) for n, why in sorted(found.items())]
 
     def carry_out(self, command: Command, inputs: Inputs) -> None:

@@ -99,9 +99,9 @@ def test_why_a_node_is_not_a_candidate_in_karpenters_words(tmp_path: Path) -> No
     assert {n["node"]: n["reason"] for n in consolidation["not_candidates"]} == {
         "evict": "pod default/batch-0 has the karpenter.sh/do-not-evict annotation",
         "budget": "PodDisruptionBudget default/db prevents pod evictions",
-        "young": "the node is not initialized (Karpenter v0.31 consolidates initialized nodes only)",
-        "asked": "the node has the karpenter.sh/do-not-consolidate annotation",
-        "orphan": "its provisioner gone is not among HEAD's Provisioners",
+        "young": "state node isn't initialized",
+        "asked": "karpenter.sh/do-not-consolidate annotation exists",
+        "orphan": 'provisioner "gone" can\'t be resolved for state node',
     }
     assert [m["removed"] for m in consolidation["moves"]] == [["spare"]]  # the empty one goes
 
@@ -111,8 +111,8 @@ def test_a_provisioner_without_consolidation_takes_nothing(tmp_path: Path) -> No
 
     assert consolidation["moves"] == []
     assert {n["node"]: n["reason"] for n in consolidation["not_candidates"]} == {
-        "n0": "provisioner default does not have consolidation enabled",
-        "n1": "provisioner default does not have consolidation enabled",
+        "n0": 'Provisioner "default" has consolidation disabled',
+        "n1": 'Provisioner "default" has consolidation disabled',
     }
 
 
