@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-from karpenter_policy.api.constraintset import PROVIDER_INLINE, PROVIDER_REF, ConstraintSet, ProviderSettings
+from karpenter_policy.api.constraintset import ConstraintSet, provider_settings
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
@@ -55,6 +55,7 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.vectors import as_resources
 
 __all__ = ["MAX_MOVES", "consolidate_now"]
 
@@ -77,13 +78,8 @@ def _constraint_sets(head: PolicySide, catalog: Catalog, notes: list[str]) -> di
         except ValueError as error:
             notes.append(f"provisioner {name} cannot be run by the controller ({error}): its nodes are left out")
             continue
-        provider: ProviderSettings | None = None
-        if provisioner.provider_ref is not None:
-            template = head.node_templates.get(provisioner.provider_ref.name)
-            spec = dict(template.get("spec") or {}) if template is not None else None
-            provider = ProviderSettings(PROVIDER_REF, provisioner.provider_ref.name, spec)
-        elif provisioner.provider is not None:
-            provider = ProviderSettings(PROVIDER_INLINE, None, dict(provisioner.provider))
+        template = head.node_templates.get(provisioner.provider_ref.name) if provisioner.provider_ref else None
+        provider = provider_settings(provisioner, (template.get("spec") or {}) if template is not None else None)
         sets[name] = ConstraintSet.of(provisioner, version="plan", sources=(), region=catalog.region,
                                       provider=provider, instance_types=catalog)
     return sets
@@ -133,7 +129,9 @@ def _launched(name: str, claim: ClaimPlan, constraint_set: ConstraintSet, types:
               launch.capacity_type if launch is not None else wk.CAPACITY_ON_DEMAND,
               wk.PROVISIONER_NAME: constraint_set.name, wk.INITIALIZED: "true",
               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}, "status": {}}
+    resources = {k: str(v) for k, v in as_resources(claim.allocatable).items()}  # its template's node arithmetic
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {},
+            "status": {"allocatable": resources, "capacity": resources}}
     return _adopted(node, constraint_set, types)
 
 
