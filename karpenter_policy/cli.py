@@ -431,12 +431,14 @@ def plan(options: PlanOptions) -> None:
     """What merging HEAD does to the running fleet: from a cluster snapshot (kubectl get
     nodes,pods,pdb,daemonsets,nodeclaims -A -o json), the nodes that drift or expire and why, the replacement waves
     and their timing, the PDBs that block, the pods left pending, and the fleet's $/month before, at the peak and
-    after (Karpenter v0.31, v1alpha5). Exit 1 when pods would be stranded or the rollout never finishes."""
+    after (Karpenter v0.31, v1alpha5); with BASE = HEAD, what consolidation would do now. Exit 1 when pods would be
+    stranded or the rollout never finishes."""
     from karpenter_policy.commands.plan.command import plan_command
+    from karpenter_policy.simulate.consolidation import consolidate_now
 
     values, catalog_ = _values_and_catalog("plan", options.values_file, options.catalog_file, options.region)
     assert catalog_ is not None
-    _finish(plan_command(options, catalog_, values))
+    _finish(plan_command(options, catalog_, values, consolidate=consolidate_now))
 
 
 @main.group(cls=_Group)

@@ -338,6 +338,19 @@ class ProviderSettings:
         return cls(str(data["source"]), None if name is None else str(name), None if spec is None else dict(spec))
 
 
+def provider_settings(
+    provisioner: Provisioner, node_template_spec: Mapping[str, Any] | None
+) -> ProviderSettings | None:
+    """A Provisioner's launch settings: by reference, with `node_template_spec` (its AWSNodeTemplate's spec; None:
+    not among the policies), or inline; None when it has neither."""
+    if provisioner.provider_ref is not None:
+        spec = dict(node_template_spec) if node_template_spec is not None else None
+        return ProviderSettings(PROVIDER_REF, provisioner.provider_ref.name, spec)
+    if provisioner.provider is not None:
+        return ProviderSettings(PROVIDER_INLINE, None, dict(provisioner.provider))
+    return None
+
+
 def _taints_to_json(taints: Sequence[Taint]) -> list[dict[str, str]]:
     return [taint.to_api() for taint in taints]
 

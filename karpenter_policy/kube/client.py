@@ -11,9 +11,10 @@ errors), and every answer is checked for shape (:mod:`karpenter_policy.kube.shap
 empty, non-JSON, Status or otherwise malformed body is ``Malformed`` (unavailable), never "no objects". Reads
 (get, list, opening a watch) are retried on ``Unavailable`` (but not on ``Malformed``) with exponential backoff
 and jitter; writes are not (a lost reply to a create would turn a retry into AlreadyExists), the caller's
-reconcile loop retries them. A `timeout` given to get, create or update bounds the whole call, retries and their
-pauses included (each request's connect and read timeouts are cut to what is left): the Lease's renewals must
-end before their deadline, however the API server behaves.
+reconcile loop retries them. A `timeout` given to get, list, served, create or update bounds the whole call,
+retries, pages and pauses included (each request's connect and read timeouts are cut to what is left): the Lease's
+renewals must end before their deadline, and `plan --kubeconfig` within its `--request-timeout`, however the API
+server behaves.
 """
 
 from __future__ import annotations
@@ -136,12 +137,15 @@ class KubeCluster:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        timeout: float | None = None,
     ) -> ObjectList:
         """Every matching object, read in pages of `page_size` (one consistent snapshot: the pages share its
         resourceVersion), as client-go's pager reads — a list of 100,000 pods is never one 400 MB answer. When
         the snapshot expires between pages (410), the whole list is read again in one answer, as the pager
-        falls back."""
+        falls back. ``timeout`` bounds the whole list, every page and retry included, as for :meth:`get`."""
         path, what = _path(kind, namespace), f"GET {_path(kind, namespace)}"
+        deadline = _deadline(timeout)
         selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
         items: list[Obj] = []
         version = ""
@@ -151,13 +155,13 @@ class KubeCluster:
             query = _query(**selectors, limit=str(self._page_size) if self._page_size > 0 else None,
                            **{"continue": token})
             try:
-                page = self._retrying(functools.partial(self._json, "GET", path, query))
+                page = self._retrying(functools.partial(self._json, "GET", path, query, deadline=deadline), deadline)
             except Gone:
                 if token is None:
                     raise
                 log.info("%s: the list's snapshot expired between pages; reading it whole", what)
-                return self._retrying(lambda: shape.checked_list(kind, self._json("GET", path, _query(**selectors)),
-                                                                 what))
+                return self._retrying(lambda: shape.checked_list(
+                    kind, self._json("GET", path, _query(**selectors), deadline=deadline), what), deadline)
             checked = shape.checked_list(kind, page, what)
             items.extend(checked.items)
             version = version or checked.resource_version
@@ -172,14 +176,15 @@ class KubeCluster:
             items.sort(key=lambda obj: (objects.namespace(obj) or "", objects.name(obj)))
         return ObjectList(items, version)
 
-    def served(self, kind: Kind) -> bool:
+    def served(self, kind: Kind, *, timeout: float | None = None) -> bool:
         """Whether the API server serves `kind` (its group version's discovery document lists its plural), as
         kubectl tells a resource the cluster lacks — discovery is open to every authenticated user, where a list
         of an unserved resource is refused (403) before it is found missing (404). A discovery document of another
-        shape is Malformed."""
+        shape is Malformed. ``timeout`` as for :meth:`get`."""
         path = f"/apis/{kind.api_version}" if kind.group else "/api/v1"
+        deadline = _deadline(timeout)
         try:
-            document = self._retrying(functools.partial(self._json, "GET", path))
+            document = self._retrying(functools.partial(self._json, "GET", path, deadline=deadline), deadline)
         except ClusterError as error:
             if error.status == 404:
                 return False

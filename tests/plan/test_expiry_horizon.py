@@ -108,3 +108,16 @@ def test_a_bad_horizon_is_refused_with_exit_2(tmp_path: Path) -> None:
         result = plan_command(PlanOptions(snapshot=(file,), start=START, base=same, head=same, horizon=text),
                               load_catalog())
         assert result.exit_code == 2 and "--horizon" in result.stderr and result.stdout == ""
+
+
+def test_a_long_bad_horizon_is_echoed_shortened(tmp_path: Path) -> None:
+    same = policies(tmp_path / "p", provisioner())
+    file = write(tmp_path / "snapshot.json", node("a"))
+    digits = "9" * 4000
+
+    result = plan_command(PlanOptions(snapshot=(file,), start=START, base=same, head=same, horizon=digits),
+                          load_catalog())
+
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ('karpenter-policy plan: --horizon "' + "9" * 56 + '... is not a duration of 0 or more '
+                             "(a Go duration: 24h, 90m, 0s)\n")

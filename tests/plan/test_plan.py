@@ -180,7 +180,7 @@ def test_it_cannot_run_on_a_bad_snapshot_or_start(sides: tuple[str, str], tmp_pa
                                      base=sides[0], head=sides[1]), load_catalog())
 
     assert code == 2 and "snapshot.json: item 1: error: " in stderr and "no plan" in stderr
-    assert (start.exit_code, start.stderr) == (2, "karpenter-policy plan: --start 'monday' is not an RFC 3339 time\n")
+    assert (start.exit_code, start.stderr) == (2, "karpenter-policy plan: --start \"monday\" is not an RFC 3339 time\n")
 
 
 def test_head_with_an_error_exits_1_without_a_plan(tmp_path: Path) -> None:

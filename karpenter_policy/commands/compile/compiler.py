@@ -43,14 +43,12 @@ from typing import Any
 
 from karpenter_policy.api.constraintset import (
     INDEX_KEY,
-    PROVIDER_INLINE,
-    PROVIDER_REF,
     UNVERSIONED,
     ConstraintSet,
     ConstraintSetIndex,
-    ProviderSettings,
     canonical_json,
     content_hash,
+    provider_settings,
     set_key,
     wire_data,
 )
@@ -274,15 +272,10 @@ def compile_paths(paths: Sequence[str], options: CompileOptions) -> CompileResul
     for name, provisioner in typed.items():
         doc = provisioners[name]
         sources = [relative_source(doc.file, base, repository)]
-        provider: ProviderSettings | None = None
-        if provisioner.provider_ref is not None:
-            template = templates.get(provisioner.provider_ref.name)
-            spec = dict(template.data.get("spec") or {}) if template is not None else None
-            if template is not None:
-                sources.append(relative_source(template.file, base, repository))
-            provider = ProviderSettings(PROVIDER_REF, provisioner.provider_ref.name, spec)
-        elif provisioner.provider is not None:
-            provider = ProviderSettings(PROVIDER_INLINE, None, dict(provisioner.provider))
+        template = templates.get(provisioner.provider_ref.name) if provisioner.provider_ref is not None else None
+        if template is not None:
+            sources.append(relative_source(template.file, base, repository))
+        provider = provider_settings(provisioner, (template.data.get("spec") or {}) if template is not None else None)
         sets.append(
             ConstraintSet.of(
                 provisioner,

@@ -1,8 +1,8 @@
 """`karpenter-policy plan`: BASE and HEAD read (git revisions or directories, as `diff` reads them), the snapshot
 read and checked, drift, waves and cost computed, the result rendered, and the exit code: 0; 1 when HEAD has error
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
-(an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read, an unknown revision, a bad
-`--start`)."""
+(an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read within `--request-timeout`, an
+unknown revision, a bad `--start`, `--horizon`, `--request-timeout` or `--consolidation-timeout`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
+from karpenter_policy.api.schema import show_value
 from karpenter_policy.api.v1.admission import stored_form
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.catalog import Catalog
@@ -22,6 +23,7 @@ from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
+from karpenter_policy.commands.plan.consolidation import Consolidate
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
@@ -45,6 +47,14 @@ def parse_start(text: str | None, now: dt.datetime | None = None) -> dt.datetime
         return (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     moment = parse_time(text)
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _duration(text: str) -> dt.timedelta | None:
+    """A Go duration flag's value, or None when it is not one."""
+    try:
+        return parse_go_duration(text)
+    except GoDurationError:
+        return None
 
 
 def _load(spec: str, paths: Sequence[str], catalog: Catalog, scratch: str, values: Mapping[str, Any] | None,
@@ -79,19 +89,28 @@ def plan_command(
     values: Mapping[str, Any] | None = None,
     stdin: BinaryIO | None = None,
     now: dt.datetime | None = None,
+    consolidate: Consolidate | None = None,
 ) -> CommandOutput:
-    """Run `karpenter-policy plan` (see the module docstring)."""
+    """Run `karpenter-policy plan` (see the module docstring). With BASE = HEAD (the same policies), `consolidate`
+    (the CLI gives the controller's: `simulate/consolidation.py`) says what consolidation would do now."""
     try:
         start = parse_start(options.start, now)
     except ValueError:
-        return CommandOutput(2, "", f"karpenter-policy plan: --start {options.start!r} is not an RFC 3339 time\n")
-    try:
-        horizon = parse_go_duration(options.horizon)
-    except GoDurationError:
-        horizon = dt.timedelta(-1)
-    if horizon < dt.timedelta(0):
-        return CommandOutput(2, "", f"karpenter-policy plan: --horizon {options.horizon!r} is not a duration of 0 "
-                             "or more (a Go duration: 24h, 90m, 0s)\n")
+        return CommandOutput(2, "", f"karpenter-policy plan: --start {show_value(options.start)} is not an RFC 3339 "
+                             "time\n")
+    horizon = _duration(options.horizon)
+    if horizon is None or horizon < dt.timedelta(0):
+        return CommandOutput(2, "", f"karpenter-policy plan: --horizon {show_value(options.horizon)} is not a "
+                             "duration of 0 or more (a Go duration: 24h, 90m, 0s)\n")
+    request_timeout = _duration(options.request_timeout)
+    if request_timeout is None or request_timeout <= dt.timedelta(0):
+        return CommandOutput(2, "", f"karpenter-policy plan: --request-timeout {show_value(options.request_timeout)} "
+                             "is not a duration of more than 0 (a Go duration: 30s, 2m)\n")
+    consolidation_timeout = _duration(options.consolidation_timeout)
+    if consolidation_timeout is None or consolidation_timeout < dt.timedelta(0):
+        return CommandOutput(2, "", "karpenter-policy plan: --consolidation-timeout "
+                             f"{show_value(options.consolidation_timeout)} is not a duration of 0 or more (a Go "
+                             "duration: 60s, 5m, 0s)\n")
     try:
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
@@ -105,7 +124,8 @@ def plan_command(
         # here, not at the top: the Kubernetes client it loads costs a file snapshot's plan ~17 MiB and its start
         from karpenter_policy.commands.plan.cluster import read_cluster
 
-        snapshot = read_cluster(options.kubeconfig, options.context)
+        snapshot = read_cluster(options.kubeconfig, options.context,
+                                request_timeout=request_timeout.total_seconds())
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
     if options.redact:
@@ -155,8 +175,16 @@ def plan_command(
     if base.report.errors:
         notes.append(f"BASE ({options.base}) has {base.report.errors} error(s): its invalid provisioners are "
                      "compared as absent (static drift of their nodes is not assessed)")
+    same = (base_side.provisioners, base_side.node_templates, base_side.nodepools, base_side.node_classes) == (
+        head_side.provisioners, head_side.node_templates, head_side.nodepools, head_side.node_classes)
+    budget = consolidation_timeout.total_seconds()
+    consolidation = None
+    if same and consolidate is not None and budget > 0:
+        consolidation = consolidate(snapshot, fleet, head_side, pricing.catalog, start, budget)
+    elif same and consolidate is not None:
+        notes.append("BASE = HEAD: what consolidation would do now is not worked out (--consolidation-timeout 0s)")
     result = PlanResult(options.base, options.head, start, not options.drift_disabled, fleet, drift, rollout, cost,
-                        notes, catalog.region)
+                        notes, catalog.region, consolidation)
     stranded = bool(rollout.pending) or rollout.never_finishes
     code = 1 if stranded and not options.allow_stranded else 0
     return CommandOutput(code, render_plan(result, options.output), "")

@@ -31,8 +31,8 @@ Karpenter v1.14.1 (core `pkg/controllers/disruption/`, `nodeclaim/expiration/`, 
   never finishes.
 
 What this does not model: nodes being deleted in the snapshot (assumed gone), pods landing on existing nodes, the
-PDBs' state between waves, consolidation (`Underutilized`, `Empty`: BASE = HEAD plans nothing), static NodePools
-(`replicas`).
+PDBs' state between waves, consolidation (`Underutilized`, `Empty`: with BASE = HEAD, NodePools' nodes are left out
+of `simulate/consolidation.py`'s answer with a note), static NodePools (`replicas`).
 """
 
 from __future__ import annotations

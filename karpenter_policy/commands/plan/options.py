@@ -36,6 +36,11 @@ class PlanOptions:
         "nodeclaims). This or --snapshot.",
     )
     context: str | None = option(None, "--context", help="The kubeconfig's context (default: its current one).")
+    request_timeout: str = option(
+        "30s", "--request-timeout", metavar="DURATION", show_default=True,
+        help="How long reading the cluster of --kubeconfig may take in all, every request and retry included "
+        "(a Go duration: 30s, 2m); a server that does not answer in time is exit 2.",
+    )
     start: str | None = option(
         None, "--start", metavar="TIME",
         help="When the rollout starts (RFC 3339, e.g. 2026-11-30T09:00:00Z; default: now).",
@@ -43,6 +48,11 @@ class PlanOptions:
     horizon: str = option(
         "24h", "--horizon", metavar="DURATION", show_default=True,
         help="Also plan the nodes that expire this long after --start (a Go duration: 24h, 90m, 0s), at their time.",
+    )
+    consolidation_timeout: str = option(
+        "60s", "--consolidation-timeout", metavar="DURATION", show_default=True,
+        help="With BASE = HEAD: how long working out what consolidation would do now may take (a Go duration; 0s: "
+        "not at all). Past it, the moves found so far, with a note.",
     )
     output: str = option("text", "--output", choices=FORMATS, show_default=True,
                          help="text, json, or markdown (a pull-request comment).")

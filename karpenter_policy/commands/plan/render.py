@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.checks.proof.placement import money
 from karpenter_policy.commands.costcomment import markdown_text
+from karpenter_policy.commands.plan.consolidation import Consolidation, Move
 from karpenter_policy.commands.plan.cost import Cost
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet
@@ -36,6 +37,8 @@ class PlanResult:
     cost: Cost
     notes: list[str] = field(default_factory=list)
     region: str = ""
+    #: what consolidation would do now (BASE = HEAD; None: not asked)
+    consolidation: Consolidation | None = None
 
     def field_counts(self) -> list[tuple[str, int]]:
         """Each static field that drifts nodes, with how many, most first."""
@@ -136,6 +139,7 @@ def plan_json(result: PlanResult) -> dict[str, object]:
         "pending": [{"pod": p.pod, "workload": p.workload, "node": p.node, "reason": p.reason, "held": p.held}
                     for p in rollout.pending],
         "cost": result.cost.to_json(),
+        **({"consolidation": result.consolidation.to_json()} if result.consolidation is not None else {}),
         "notes": list(result.notes),
     }
 
@@ -229,10 +233,41 @@ def render_text(result: PlanResult) -> str:
         lines.append(f"cost a month per workload (a pod's share of its node by requests){some}:")
         lines += [f"  {w.workload}: {money(w.before)} → peak {money(w.peak)} → {money(w.after)}"
                   for w in cost.workloads[:_SHOWN]]
+    if result.consolidation is not None:
+        lines += _consolidation_text(result.consolidation)
     lines += [f"note: {n}" for n in result.notes[:_SHOWN]]
     if len(result.notes) > _SHOWN:
         lines.append(f"note: … {len(result.notes) - _SHOWN} more (--output json lists them all)")
     return "\n".join(lines) + "\n"
+
+
+def _move_line(move: Move) -> str:
+    new = f" → {', '.join(move.launched)}" if move.launched else ""
+    saved = money(move.saved_monthly) if move.saved_monthly is not None else "unpriced"
+    workloads = ", ".join(f"{w} {n}" for w, n in sorted(move.evicted.items(), key=lambda e: (-e[1], e[0]))[:3])
+    more = "" if len(move.evicted) <= 3 else f", +{len(move.evicted) - 3} more"
+    evicted = f"{_plural(move.evicted_pods, 'pod')} evicted" + (f" ({workloads}{more})" if workloads else "")
+    nodes = ", ".join(move.removed[:3]) + ("" if len(move.removed) <= 3 else f" +{len(move.removed) - 3} more")
+    return f"{move.stage} {move.action}: {nodes}{new} · saves {saved} a month · {evicted}"
+
+
+def _consolidation_headline(consolidation: Consolidation) -> str:
+    if not consolidation.moves:
+        return "consolidation now (BASE = HEAD): nothing to consolidate"
+    return (f"consolidation now (BASE = HEAD): {_plural(len(consolidation.moves), 'move')}, saving "
+            f"{money(consolidation.saved_monthly)} a month, {_plural(consolidation.evicted_pods, 'pod')} evicted")
+
+
+def _consolidation_text(consolidation: Consolidation) -> list[str]:
+    lines = [_consolidation_headline(consolidation)]
+    lines += [f"  {i}. {_move_line(m)}" for i, m in enumerate(consolidation.moves[:_SHOWN], 1)]
+    if len(consolidation.moves) > _SHOWN:
+        lines.append(f"  … {len(consolidation.moves) - _SHOWN} more moves (--output json lists them all)")
+    if consolidation.not_candidates:
+        lines.append(f"not consolidated: {_plural(len(consolidation.not_candidates), 'node')}")
+        lines += [f"  {n.node}: {n.reason}" for n in consolidation.not_candidates[:_SHOWN]]
+    lines += [f"note: {n}" for n in consolidation.notes]
+    return lines
 
 
 def render_markdown(result: PlanResult) -> str:
@@ -294,6 +329,8 @@ def render_markdown(result: PlanResult) -> str:
         if len(rollout.waves) > _SHOWN:
             out.append(f"\n… {len(rollout.waves) - _SHOWN} more waves (`--output json` lists them all)")
         out += ["", "</details>", ""]
+    if result.consolidation is not None:
+        out += _consolidation_markdown(result.consolidation)
     for note in result.notes[:_SHOWN]:
         out.append(f"> {markdown_text(note)}")
     if len(result.notes) > _SHOWN:
@@ -307,3 +344,25 @@ def render_plan(result: PlanResult, output: str) -> str:
     if output == "markdown":
         return render_markdown(result)
     return render_text(result)
+
+
+def _consolidation_markdown(consolidation: Consolidation) -> list[str]:
+    out = [f"**{markdown_text(_consolidation_headline(consolidation))}**", ""]
+    if consolidation.moves:
+        out += ["<details><summary>Consolidation moves, in order</summary>", "",
+                "| # | Stage | Action | Nodes removed | New nodes | Saves a month | Pods evicted |",
+                "|---:|---|---|---|---|---:|---:|"]
+        for i, move in enumerate(consolidation.moves[:_SHOWN], 1):
+            saved = money(move.saved_monthly) if move.saved_monthly is not None else "unpriced"
+            out.append(f"| {i} | {move.stage} | {move.action} | {markdown_text(', '.join(move.removed))} | "
+                       f"{markdown_text(', '.join(move.launched)) or '—'} | {saved} | {move.evicted_pods} |")
+        if len(consolidation.moves) > _SHOWN:
+            out.append(f"\n… {len(consolidation.moves) - _SHOWN} more moves (`--output json` lists them all)")
+        out += ["", "</details>", ""]
+    if consolidation.not_candidates:
+        out += ["<details><summary>Nodes consolidation does not take</summary>", "", "| Node | Why |", "|---|---|"]
+        out += [f"| `{markdown_text(n.node)}` | {markdown_text(n.reason)} |"
+                for n in consolidation.not_candidates[:_SHOWN]]
+        out += ["", "</details>", ""]
+    out += [f"> {markdown_text(n)}" for n in consolidation.notes]
+    return out

@@ -1,0 +1,271 @@
+"""What consolidation would do now to a snapshot's fleet (`plan` with BASE = HEAD): this project's controller's own
+disruption decisions (`reconcile/disruption/decider.py`, Karpenter v0.31's consolidation deprovisioners: empty,
+multi-node, single-node) run on the snapshot, one command after another, each command carried out on the state
+before the next is decided — Karpenter's ordered moves.
+
+The snapshot is fed to the controller's :class:`~karpenter_policy.reconcile.state.cluster.ClusterState` as its
+informers would feed it, after one translation: a node of a HEAD Provisioner is *adopted* — annotated with its
+constraint set's hash, as if this controller had registered it (Karpenter registered it), and given its Ready
+condition when the snapshot has no conditions (the plan reads such a node as Ready) and its type's allocatable from
+the catalog when the snapshot has none. Whether it is initialized is what the snapshot says (Karpenter's
+`karpenter.sh/initialized` label): one without it is given no conditions, so that the controller too counts it
+not initialized — never a candidate, and no room for the pods of one (Karpenter v0.31 takes and counts only
+initialized nodes).
+
+A command is carried out as the controller ends it: the pods of the nodes it removes go where its scheduling
+simulation put them (room on other nodes, or the new node it launches, the cheapest offering of the command's
+options), and the nodes are gone. A replacement is a candidate of a later command only once initialized: here, at
+once (the move is complete when its replacement is up). Expiry and drift are left out (decided from the consolidation
+stages on: BASE = HEAD changes nothing), and so are v1 NodePools' nodes (a note says so): Karpenter v1.14.1's
+`consolidationPolicy`, `consolidateAfter` and budgets are not what this controller decides on.
+
+The work is bounded by a budget in seconds over all the moves (`plan --consolidation-timeout`), passed to each
+decision as its multi-node and single-node budgets (the controller's, Karpenter's 1 and 3 minutes, per decision):
+past it, the moves found so far, with a note.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import math
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+from karpenter_policy.api.constraintset import ConstraintSet, provider_settings
+from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.catalog import Catalog
+from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
+from karpenter_policy.commands.plan.consolidation import Consolidation, Move, NotCandidate
+from karpenter_policy.commands.plan.drift import PolicySide
+from karpenter_policy.commands.plan.fleet import Fleet
+from karpenter_policy.commands.plan.snapshot import Snapshot
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import allocatable
+from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.resources import CPU
+from karpenter_policy.reconcile.disruption.decider import DRIFT, Command, Decider, Decision, Inputs
+from karpenter_policy.reconcile.disruption.view import disruption_view
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.templates import Templates
+from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate, SchedulerOptions
+from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.vectors import as_resources
+
+__all__ = ["MAX_MOVES", "consolidate_now"]
+
+#: Commands looked for at most (each one removes a node at least, so a fleet of this many nodes is never cut short).
+MAX_MOVES = 1000
+V1_NOTE = ("consolidation of v1 NodePools' nodes is not modelled (Karpenter v1.14.1's consolidationPolicy, "
+           "consolidateAfter and disruption budgets): {count} left out")
+#: Karpenter v0.31.1's words for the nodes it does not take (`deprovisioning/types.go` `NewCandidate`,
+#: `deprovisioning/consolidation.go` `ShouldDeprovision`).
+NOT_INITIALIZED = "state node isn't initialized"
+
+
+def _constraint_sets(head: PolicySide, catalog: Catalog, notes: list[str]) -> dict[str, ConstraintSet]:
+    """HEAD's Provisioners as the controller would run them (their sets, as `compile` makes them); one that cannot
+    be made is a note, and its nodes are not the controller's."""
+    sets = {}
+    for name, document in sorted(head.provisioners.items()):
+        try:
+            provisioner = Provisioner.from_document(document)
+        except ValueError as error:
+            notes.append(f"provisioner {name} cannot be run by the controller ({error}): its nodes are left out")
+            continue
+        template = head.node_templates.get(provisioner.provider_ref.name) if provisioner.provider_ref else None
+        provider = provider_settings(provisioner, (template.get("spec") or {}) if template is not None else None)
+        sets[name] = ConstraintSet.of(provisioner, version="plan", sources=(), region=catalog.region,
+                                      provider=provider, instance_types=catalog)
+    return sets
+
+
+def _templates(sets: Mapping[str, ConstraintSet], catalog: Catalog) -> tuple[Templates, list[str]]:
+    table = InstanceTable.of_catalog(catalog)
+    out, notes = Templates(), []
+    for name, constraint_set in sets.items():
+        try:
+            out.templates.append(NodeClaimTemplate.from_constraint_set(table, constraint_set))
+        except ValueError as error:  # a kubelet setting the node arithmetic cannot read
+            notes.append(f"provisioner {name} cannot launch ({error}): its nodes are not consolidated")
+            continue
+        out.sets[name] = constraint_set
+    out.templates.sort(key=lambda t: (-t.weight, t.name))
+    return out, notes
+
+
+def _resources(instance_type: InstanceType | None) -> dict[str, str]:
+    if instance_type is None:
+        return {}
+    return {k: (f"{v}m" if k == CPU else str(v)) for k, v in allocatable(instance_type).items()}
+
+
+def _adopted(node: Obj, constraint_set: ConstraintSet, types: Mapping[str, InstanceType]) -> Obj:
+    adopted = copy.deepcopy(node)
+    metadata = adopted.setdefault("metadata", {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), node_info.ANNOTATION_HASH: constraint_set.hash}
+    status = adopted.setdefault("status", {})
+    if objects.labels(node).get(wk.INITIALIZED) != "true":
+        status["conditions"] = []  # Karpenter has not initialized it: to the controller, not yet initialized either
+    elif not status.get("conditions"):
+        status["conditions"] = [{"type": "Ready", "status": "True"}]
+    if not status.get("allocatable"):
+        resources = _resources(types.get(objects.labels(node).get(wk.INSTANCE_TYPE, "")))
+        status["allocatable"] = status["capacity"] = resources
+    return adopted
+
+
+def _launched(name: str, claim: ClaimPlan, constraint_set: ConstraintSet, types: Mapping[str, InstanceType]) -> Obj:
+    """The Node a command's replacement becomes: its launch choice's type, zone and capacity type, initialized."""
+    launch = claim.launch
+    instance_type = launch.instance_type if launch is not None else ""
+    labels = {**constraint_set.labels, wk.HOSTNAME: name, wk.INSTANCE_TYPE: instance_type,
+              wk.ZONE: launch.zone if launch is not None else "", wk.CAPACITY_TYPE:
+              launch.capacity_type if launch is not None else wk.CAPACITY_ON_DEMAND,
+              wk.PROVISIONER_NAME: constraint_set.name, wk.INITIALIZED: "true",
+              "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    resources = {k: str(v) for k, v in as_resources(claim.allocatable).items()}  # its template's node arithmetic
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {},
+            "status": {"allocatable": resources, "capacity": resources}}
+    return _adopted(node, constraint_set, types)
+
+
+class _Run:
+    """One run: the state, the decider, and the moves so far."""
+
+    def __init__(self, snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime) -> None:
+        self.fleet, self.now = fleet, now
+        self.types = {t.name: t for t in catalog}
+        self.result = Consolidation()
+        self.sets = _constraint_sets(head, catalog, self.result.notes)
+        self.templates, notes = _templates(self.sets, catalog)
+        self.result.notes += notes
+        self.state = ClusterState()
+        self.pdbs = list(snapshot.pdbs)
+        self.decider = Decider(SchedulerOptions())
+        self.workload = {p.key: p.workload for pods in fleet.pods_on.values() for p in pods}
+        v1 = 0
+        for node in snapshot.nodes:
+            fleet_node = fleet.nodes.get(objects.name(node))
+            constraint_set = None
+            if fleet_node is not None and fleet_node.nodepool is not None:
+                v1 += 1
+            elif fleet_node is not None and fleet_node.provisioner is not None:
+                constraint_set = self.sets.get(fleet_node.provisioner)
+            adopted = _adopted(node, constraint_set, self.types) if constraint_set is not None else node
+            self.state.apply(objects.NODE, "ADDED", adopted)
+        for kind, items in ((objects.DAEMON_SET, snapshot.daemon_sets), (objects.POD, snapshot.pods)):
+            for item in items:
+                self.state.apply(kind, "ADDED", item)
+        if v1:
+            self.result.notes.append(V1_NOTE.format(count=f"{v1} node{'s' if v1 != 1 else ''}"))
+        self._launches = 0
+
+    def inputs(self) -> Inputs:
+        view = disruption_view(self.state)
+        pending = []
+        for record in self.state.pending():
+            try:
+                pending.append(self.state.scheduling_pod(record))
+            except PodSpecError:
+                continue
+        return Inputs(view, self.templates, self.pdbs, self.now, pending=pending)
+
+    def not_candidates(self, blocked: Mapping[str, str]) -> None:
+        """Why each Karpenter node left after the moves is not taken: the last decision's reasons (a budget,
+        do-not-evict, what a single-node attempt found …), else Karpenter v0.31.1's own words for it."""
+        found = dict(blocked)
+        for record in self.state.nodes():
+            if not record.ours or record.name in found:
+                continue
+            constraint_set = self.sets.get(record.provisioner or "")
+            if not record.initialized:
+                found[record.name] = NOT_INITIALIZED
+            elif constraint_set is not None and not constraint_set.consolidation_enabled:
+                found[record.name] = f'Provisioner "{constraint_set.name}" has consolidation disabled'
+            elif record.annotations.get(wk.DO_NOT_CONSOLIDATE) == "true":
+                found[record.name] = f"{wk.DO_NOT_CONSOLIDATE} annotation exists"
+        for name, node in self.fleet.nodes.items():
+            if node.nodepool is None and node.provisioner is not None and node.provisioner not in self.sets:
+                found.setdefault(name, f'provisioner "{node.provisioner}" can\'t be resolved for state node')
+        self.result.not_candidates = [NotCandidate(n, why) for n, why in sorted(found.items())]
+
+    def carry_out(self, command: Command, inputs: Inputs) -> None:
+        """The command's pods where its simulation puts them, its replacements up, its nodes gone."""
+        plan = self.decider.simulate(inputs, command.candidates)
+        removed = set(command.names)
+        moving = {pod.uid for c in command.candidates for pod in c.pods}
+        evicted: Counter[str] = Counter()
+        for candidate in command.candidates:
+            for pod in candidate.pods:
+                evicted[self.workload.get(pod.key, pod.key)] += 1
+        targets: dict[str, str] = {}
+        for existing, pods in plan.existing.items():
+            targets.update({pod.uid: existing for pod in pods if pod.uid in moving})
+        launched = []
+        for claim in command.replacements:
+            self._launches += 1
+            name = f"consolidation-{self._launches}"
+            self.state.apply(objects.NODE, "ADDED", _launched(name, claim, self.sets[claim.template], self.types))
+            targets.update({pod.uid: name for pod in claim.pods if pod.uid in moving})
+            launched.append(claim.instance_type)
+        for name in sorted(removed):
+            for record in self.state.pods_on(name):
+                target = targets.get(record.uid)
+                if target is None:  # a DaemonSet's or a finished pod: it goes with its node
+                    self.state.apply(objects.POD, "DELETED", record.obj)
+                    continue
+                moved = copy.deepcopy(record.obj)
+                moved["spec"]["nodeName"] = target
+                self.state.apply(objects.POD, "MODIFIED", moved)
+            node = self.state.node(name)
+            if node is not None:
+                self.state.apply(objects.NODE, "DELETED", node.obj)
+        saved = command.savings * HOURS_PER_MONTH if command.savings is not None else None
+        self.result.moves.append(Move(command.stage, command.action, command.names, tuple(launched), saved,
+                                      dict(evicted), command.why))
+
+    def placement(self) -> dict[str, str]:
+        """Every live pod's node at the end (pending pods aside)."""
+        return {record.key: record.node for record in self.state.pods() if record.node}
+
+
+def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
+                    budget: float = math.inf) -> Consolidation:
+    """See the module docstring. `budget`: seconds the moves may take to work out, as the controller bounds each
+    decision (Karpenter's multi-node and single-node consolidation budgets), here over all of them together: past
+    it, the moves found so far and a note."""
+    run = _Run(snapshot, fleet, head, catalog, now)
+    deadline = time.monotonic() + budget
+    for _ in range(MAX_MOVES):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            blocked = Decision()
+            run.decider.candidates(run.inputs(), blocked)  # no simulation: why nodes are not candidates at all
+            run.not_candidates(blocked.blocked)
+            run.result.notes.append(_stopped(len(run.result.moves), budget))
+            break
+        inputs = dataclasses.replace(run.inputs(), single_node_budget=left, multi_node_budget=left)
+        decision = run.decider.decide(inputs, after=DRIFT)
+        if decision.command is None:
+            run.not_candidates(decision.blocked)  # the last decision looked at every stage, on the fleet left
+            if decision.timeouts:
+                run.result.notes.append(_stopped(len(run.result.moves), budget))
+            break
+        run.carry_out(decision.command, inputs)
+    else:
+        run.result.notes.append(f"consolidation stopped after {MAX_MOVES} moves")
+    run.result.placement = run.placement()
+    run.result.nodes = sorted(record.name for record in run.state.nodes())
+    return run.result
+
+
+def _stopped(moves: int, budget: float) -> str:
+    return (f"consolidation stopped after {moves} move{'' if moves == 1 else 's'}: working out more took longer "
+            f"than --consolidation-timeout ({budget:g}s); later moves, and what consolidating the nodes left would "
+            "find, are not shown")
