@@ -15,6 +15,13 @@ also fixed the hash, a sync that mangled a field. Before a reader builds anythin
 * what the node arithmetic reads: the kubelet settings with the node template's AMI family and block devices
   (`model.allocatable.node_configuration`).
 
+A set compiled from a Karpenter v1 NodePool (`origin: NodePool`, read only by the readers that run them:
+`nodepool_set_problems`) has a Provisioner's fields less the TTLs and consolidation, plus `origin` and `nodePool`; the
+NodePool it stands for (requirements with their `minValues`, template labels, annotations, taints, startup taints,
+nodeClassRef, expireAfter, terminationGracePeriod, disruption, limits, weight) and its EC2NodeClass are rebuilt and
+checked as the API server admits them against Karpenter v1.14.1's CRDs, with NodePool's RuntimeValidate
+(`api.v1.admission.check`).
+
 Each problem is ``field: why``, with the set's own field names (``requirements[0]: missing required field
 'key'``, ``weight 500 is out of range: it must be between 1 and 100``), first problem first.
 """
@@ -35,6 +42,13 @@ from karpenter_policy.api.kinds import (
 )
 from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.schema import schema_violations, show_value, type_name
+from karpenter_policy.api.v1.admission import check as check_v1
+from karpenter_policy.api.v1.crds import (
+    EC2NODECLASS_API_VERSION,
+    EC2NODECLASS_KIND,
+    NODEPOOL_API_VERSION,
+    NODEPOOL_KIND,
+)
 from karpenter_policy.api.violations import ERROR, Path, Violation, render_path
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import node_configuration
@@ -285,6 +299,124 @@ def set_problems(data: Mapping[str, Any]) -> list[str]:
     return []
 
 
+# --- a NodePool's set ---------------------------------------------------------------------------------------
+
+#: The fields of a NodePool set's content: a Provisioner set's less the v1alpha5-only ones, with `origin`, `nodePool`.
+V1ALPHA5_ONLY_FIELDS = frozenset({"ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation"})
+NODEPOOL_CONTENT_FIELDS = (CONTENT_FIELDS - V1ALPHA5_ONLY_FIELDS) | {"origin", "nodePool"}
+NODEPOOL_FIELDS = frozenset({"minValues", "disruption", "expireAfter", "terminationGracePeriod"})
+#: Where a field of the rebuilt NodePool document is in the set.
+_NODEPOOL_PATHS: tuple[tuple[Path, Path], ...] = (
+    (("spec", "template", "spec", "requirements"), ("requirements",)),
+    (("spec", "template", "metadata", "labels"), ("labels",)),
+    (("spec", "template", "metadata", "annotations"), ("annotations",)),
+    (("spec", "template", "spec", "taints"), ("taints",)),
+    (("spec", "template", "spec", "startupTaints"), ("startupTaints",)),
+    (("spec", "template", "spec", "nodeClassRef"), ("provider", "name")),
+    (("spec", "template", "spec"), ("nodePool",)),
+    (("spec", "disruption"), ("nodePool", "disruption")),
+    (("spec", "limits"), ("limits",)),
+    (("spec", "weight"), ("weight",)),
+    (("metadata", "name"), ("name",)),
+)
+
+
+def _nodepool_set_path(path: Path) -> Path:
+    for own, field in _NODEPOOL_PATHS:
+        if path[: len(own)] == own:
+            return field + path[len(own) :]
+    return path
+
+
+def nodepool_document(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The NodePool a NodePool set's content stands for (values as they are: admission judges them); each key's
+    `minValues` on its first requirement."""
+    nodepool = data.get("nodePool") if isinstance(data.get("nodePool"), Mapping) else {}
+    assert isinstance(nodepool, Mapping)
+    min_values = dict(nodepool.get("minValues") or {}) if isinstance(nodepool.get("minValues"), Mapping) else {}
+    requirements = []
+    for term in data.get("requirements") or []:
+        if isinstance(term, Mapping) and term.get("key") in min_values:
+            term = {**term, "minValues": min_values.pop(term.get("key"))}
+        requirements.append(term)
+    provider = data.get("provider")
+    ref_name = provider.get("name") if isinstance(provider, Mapping) else None
+    template_spec: dict[str, Any] = {
+        "requirements": requirements,
+        "nodeClassRef": {"group": EC2NODECLASS_API_VERSION.split("/")[0], "kind": EC2NODECLASS_KIND, "name": ref_name},
+    }
+    for field in ("taints", "startupTaints"):
+        if data.get(field):
+            template_spec[field] = data[field]
+    for field in ("expireAfter", "terminationGracePeriod"):
+        if nodepool.get(field) is not None:
+            template_spec[field] = nodepool[field]
+    metadata: dict[str, Any] = {}
+    for field in ("labels", "annotations"):
+        if data.get(field):
+            metadata[field] = data[field]
+    spec: dict[str, Any] = {"template": {"metadata": metadata, "spec": template_spec}}
+    if nodepool.get("disruption") is not None:
+        spec["disruption"] = nodepool["disruption"]
+    if data.get("limits"):
+        spec["limits"] = data["limits"]
+    weight = data.get("weight")
+    if not (type(weight) is int and weight == 0):  # compile writes 0 for a NodePool without a weight
+        spec["weight"] = weight
+    metadata_name = {"name": data.get("name")}
+    return {"apiVersion": NODEPOOL_API_VERSION, "kind": NODEPOOL_KIND, "metadata": metadata_name, "spec": spec}
+
+
+def _v1_errors(doc: Mapping[str, Any], to_set: Callable[[Path], Path]) -> Iterator[str]:
+    for violation in check_v1(doc):
+        if violation.severity == ERROR:
+            yield f"{render_path(to_set(violation.path))}: {violation.message}"
+
+
+def _nodepool_own_problems(data: Mapping[str, Any]) -> Iterator[str]:
+    unknown = sorted(str(k) for k in data if k not in NODEPOOL_CONTENT_FIELDS | FILE_FIELDS)
+    if unknown:
+        yield f"unknown field {show_value(unknown[0])} (a NodePool's set has none)"
+    for field in sorted(NODEPOOL_CONTENT_FIELDS - data.keys()):
+        yield f"missing required field {field!r}"
+    nodepool = data.get("nodePool")
+    if not isinstance(nodepool, Mapping) or set(nodepool) != NODEPOOL_FIELDS:
+        yield f"nodePool must be a mapping of {', '.join(sorted(NODEPOOL_FIELDS))}, not {show_value(nodepool)}"
+    provider = data.get("provider")
+    if not isinstance(provider, Mapping) or set(provider) != PROVIDER_FIELDS:
+        yield f"provider must be a mapping of source, name and spec, not {show_value(provider)}"
+    elif provider["source"] != PROVIDER_NODE_CLASS or not isinstance(provider["name"], str):
+        yield f"provider must name the EC2NodeClass (source {PROVIDER_NODE_CLASS}), not {show_value(provider)}"
+    elif provider["spec"] is not None and not isinstance(provider["spec"], Mapping):
+        spec = provider["spec"]
+        yield f"provider.spec must be a mapping or null, not {type_name(spec)} {show_value(spec)}"
+
+
+def nodepool_set_problems(data: Mapping[str, Any]) -> list[str]:
+    """Why the content of a NodePool's set cannot be used, first problem first (see the module docstring)."""
+    problems = list(_nodepool_own_problems(data))
+    kept = {k: v for k, v in data.items() if k not in ("origin", "nodePool", "provider")}
+    problems += [p for p in _own_field_problems({**kept, **dict.fromkeys(V1ALPHA5_ONLY_FIELDS), "provider": None})
+                 if "missing required field" not in p and "unknown field" not in p]
+    if problems:
+        return problems
+    problems = list(_v1_errors(nodepool_document(data), _nodepool_set_path))
+    provider = data["provider"]
+    if provider["spec"] is None:  # the EC2NodeClass was not compiled with it: its nodes cannot be launched
+        return problems
+    node_class = {
+        "apiVersion": EC2NODECLASS_API_VERSION,
+        "kind": EC2NODECLASS_KIND,
+        "metadata": {"name": provider["name"]},
+        "spec": dict(provider["spec"]),
+    }
+    problems += _v1_errors(node_class, lambda path: ("provider", *path) if path[:1] == ("spec",) else ("provider",))
+    return problems
+
+
 __all__ = [
+    "NODEPOOL_CONTENT_FIELDS",
+    "nodepool_document",
+    "nodepool_set_problems",
     "CONTENT_FIELDS", "PROVIDER_INLINE", "PROVIDER_NODE_CLASS", "PROVIDER_REF", "provisioner_document", "set_problems"
 ]  # fmt: skip

@@ -14,9 +14,12 @@ A Karpenter v1 NodePool compiles to a set too (`origin` NodePool): its schedulin
 requirements, labels, taints and limits (`nodes` included), its EC2NodeClass as the provider (`nodeClassRef`), and
 what v1 adds in `nodePool` (minValues, disruption, expireAfter, terminationGracePeriod). It is stored under its own
 key (`nodepool.<name>.json`: a Provisioner and a NodePool of one name, as while migrating, never collide) and its
-index entry says `kind: NodePool`. No reader runs such a set yet: `read_wire_data`, `read_compiled` and
-`ConstraintSet.from_json` refuse it, naming the NodePool (`nodepool_refusal`) — never skip it. A Provisioner's set
-and index entry are as before (no new field: their hashes are unchanged).
+index entry says `kind: NodePool`. The readers that run such sets — the controller and `simulate` — say so
+(`nodepools=True` to `read_wire_data`, `read_compiled`, `ConstraintSet.from_json`, which then check it as the API
+server and Karpenter v1.14.1 would admit its NodePool and EC2NodeClass: `api.constraintcheck.nodepool_set_problems`);
+every other reader (the webhook) refuses it, naming the NodePool (`nodepool_refusal`) — never skips it. A
+Provisioner's set and index entry are as before (no new field: their hashes are unchanged). Every set has a pool
+key (`ConstraintSet.pool`, `model.pools`): its name, or `NodePool/<name>`.
 
 `resolve_instance_types` computes the offerings with the model's requirement algebra (Karpenter's
 `Requirements.Intersects` against each type's requirements), so the reconciler can recompute or check them
@@ -37,15 +40,18 @@ from typing import Any
 from karpenter_policy.api.constraintcheck import PROVIDER_INLINE as PROVIDER_INLINE
 from karpenter_policy.api.constraintcheck import PROVIDER_NODE_CLASS as PROVIDER_NODE_CLASS
 from karpenter_policy.api.constraintcheck import PROVIDER_REF as PROVIDER_REF
-from karpenter_policy.api.constraintcheck import set_problems
+from karpenter_policy.api.constraintcheck import V1ALPHA5_ONLY_FIELDS, nodepool_set_problems, set_problems
 from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
+from karpenter_policy.api.v1.launchsettings import launch_settings
+from karpenter_policy.api.v1.objects import EC2NodeClass
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
 from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.pools import owner_labels, pool_key
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.model.taints import Taint
@@ -300,12 +306,12 @@ def set_key(name: str, kind: str = PROVISIONER_KIND) -> str:
 
 
 def nodepool_refusal(name: object) -> str:
-    """Why a reader of sets refuses one compiled from the NodePool `name` (the controller, `simulate` and the
-    webhook run Provisioner sets: v1's node labels, minValues and budgets are not theirs)."""
+    """Why a reader of sets that runs Provisioner sets only (the webhook) refuses one compiled from the NodePool
+    `name` (the controller and `simulate` run both: `nodepools=True`)."""
     return (
-        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and the controller, "
-        "simulate and the webhook run sets of v1alpha5 Provisioners only (Karpenter v1 runs a NodePool from its "
-        "manifest): compile the Provisioners without the NodePools' files (--exclude) for this reader"
+        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and the webhook "
+        "runs sets of v1alpha5 Provisioners only (Karpenter v1 runs a NodePool from its manifest): compile the "
+        "Provisioners without the NodePools' files (--exclude) for this reader"
     )
 
 
@@ -411,6 +417,50 @@ class ConstraintSet(_Hashed):
         """Its file name and ConfigMap data key (`set_key`)."""
         return set_key(self.name, self.origin)
 
+    @property
+    def is_nodepool(self) -> bool:
+        """Compiled from a Karpenter v1 NodePool."""
+        return self.origin == NODEPOOL_KIND
+
+    @property
+    def pool(self) -> str:
+        """Its pool key (`model.pools`): the name of its node claim template, of its nodes' pool, of its limits."""
+        return pool_key(self.name, self.is_nodepool)
+
+    @property
+    def min_values(self) -> dict[str, int]:
+        """A NodePool's `minValues` by key (none for a Provisioner)."""
+        raw = (self.nodepool or {}).get("minValues") or {}
+        return {str(key): int(value) for key, value in raw.items()}
+
+    def node_labels(self) -> dict[str, str]:
+        """The labels its nodes carry besides the instance's: the set's labels and the owner label
+        (`karpenter.sh/provisioner-name`, or a NodePool's `karpenter.sh/nodepool` and the label naming its node
+        class, `karpenter.k8s.aws/ec2nodeclass`: `NewNodeClaimTemplate` in core
+        pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go at v1.14.1)."""
+        labels = {**self.labels, **owner_labels(self.pool)}
+        if self.is_nodepool and self.provider is not None and self.provider.name:
+            labels[NODE_CLASS_LABEL] = self.provider.name
+        return labels
+
+    @property
+    def node_template(self) -> Mapping[str, Any]:
+        """What the node arithmetic reads of its node template (AMI family, block devices): a Provisioner's
+        AWSNodeTemplate (or inline provider) spec, a NodePool's EC2NodeClass as `EC2NodeClass.node_template`."""
+        spec = (self.provider.spec or {}) if self.provider is not None else {}
+        if self.is_nodepool:
+            return EC2NodeClass.from_document({"spec": spec}).node_template()
+        return spec
+
+    @property
+    def launch_spec(self) -> Mapping[str, Any] | None:
+        """What the cloud provider launches with (the AWSNodeTemplate shape; None: no node template): a NodePool's
+        EC2NodeClass as `api.v1.launchsettings.launch_settings` says it (LaunchSettingsError: it cannot)."""
+        spec = self.provider.spec if self.provider is not None else None
+        if spec is None or not self.is_nodepool:
+            return spec
+        return launch_settings(spec)
+
     def content(self) -> dict[str, Any]:
         """Every field the hash covers, in wire form."""
         content = {
@@ -502,9 +552,10 @@ class ConstraintSet(_Hashed):
         return Requirements.from_node_selector(self.requirements)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSet:
+    def from_json(cls, data: Mapping[str, Any], verify: bool = True, nodepools: bool = False) -> ConstraintSet:
         """Read a set written by `to_json` (or a wire set whose admitted names and node template were filled in
-        by `read_wire_data`); `verify` checks the hash. Raises ConstraintSetError."""
+        by `read_wire_data`); `verify` checks the hash; `nodepools`: a NodePool's set is read (else refused).
+        Raises ConstraintSetError."""
         if not isinstance(data, Mapping):
             raise ConstraintSetError("a constraint set must be a JSON object")
         version = data.get("schemaVersion")
@@ -515,9 +566,10 @@ class ConstraintSet(_Hashed):
             )
         if data.get("kind") != SET_KIND:
             raise ConstraintSetError(f"not a {SET_KIND}: kind is {show_value(data.get('kind'))}")
-        if data.get("origin") == NODEPOOL_KIND or "nodePool" in data:
+        nodepool = data.get("origin") == NODEPOOL_KIND or "nodePool" in data
+        if nodepool and not nodepools:
             raise ConstraintSetError(nodepool_refusal(data.get("name")))
-        problems = set_problems(data)
+        problems = nodepool_set_problems(data) if nodepool else set_problems(data)
         if problems:
             raise ConstraintSetError(_first(problems))
         try:
@@ -536,12 +588,14 @@ class ConstraintSet(_Hashed):
                 limits={str(k): str(v) for k, v in dict(data["limits"]).items()},
                 ttl_seconds_after_empty=_ttl(data.get("ttlSecondsAfterEmpty"), "ttlSecondsAfterEmpty"),
                 ttl_seconds_until_expired=_ttl(data.get("ttlSecondsUntilExpired"), "ttlSecondsUntilExpired"),
-                consolidation_enabled=bool(dict(data["consolidation"]).get("enabled")),
+                consolidation_enabled=not nodepool and bool(dict(data["consolidation"]).get("enabled")),
                 weight=int(data["weight"]),
                 provider=None if provider is None else ProviderSettings.from_json(provider),
                 kubelet=None if kubelet is None else dict(kubelet),
                 admitted=tuple(str(n) for n in data["admitted"]),
                 instance_types=tuple(ResolvedInstanceType.from_json(t) for t in data.get("instanceTypes") or ()),
+                origin=NODEPOOL_KIND if nodepool else PROVISIONER_KIND,
+                nodepool=dict(data["nodePool"]) if nodepool else None,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ConstraintSetError(f"malformed constraint set: {type(error).__name__}: {error}") from None
@@ -553,17 +607,21 @@ class ConstraintSet(_Hashed):
         return built
 
     @classmethod
-    def loads(cls, text: str | bytes, verify: bool = True) -> ConstraintSet:
-        """A constraint set from its JSON text (`verify`: its hash checked); ConstraintSetError when it is not one."""
+    def loads(cls, text: str | bytes, verify: bool = True, nodepools: bool = False) -> ConstraintSet:
+        """A constraint set from its JSON text (`verify`: its hash checked; `nodepools`: as `from_json`);
+        ConstraintSetError when it is not one."""
         try:
             data = parse_json(text)
         except ValueError as error:
             raise ConstraintSetError(f"not JSON: {error}") from None
-        return cls.from_json(data, verify)
+        return cls.from_json(data, verify, nodepools)
 
 
+#: The label naming a NodePool's node class on its nodes (`NodeClassLabelKey` of the EC2NodeClass group and kind, core
+#: pkg/apis/v1/labels.go at v1.14.1).
+NODE_CLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 #: The v1alpha5 fields a NodePool's set leaves out: v1 says the same in `nodePool` (expireAfter, disruption).
-_V1ALPHA5_ONLY = ("ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation")
+_V1ALPHA5_ONLY = tuple(sorted(V1ALPHA5_ONLY_FIELDS))
 
 
 def _nodepool_content(content: dict[str, Any], nodepool: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -604,23 +662,32 @@ ENTRY_FIELDS = frozenset({"name", "version", "hash", "weight", "key"})
 MAX_WEIGHT = 100
 
 
-def _entry_problems(index: int, entry: Any, seen: set[str]) -> Iterator[str]:
+def _entry_problems(index: int, entry: Any, seen: set[str], nodepools: bool) -> Iterator[str]:
     where = f"sets[{index}]"
-    if isinstance(entry, Mapping) and entry.get("kind") == NODEPOOL_KIND:
+    nodepool = isinstance(entry, Mapping) and entry.get("kind") == NODEPOOL_KIND
+    if nodepool and not nodepools:
         yield f"{where}: {nodepool_refusal(entry.get('name'))}"
         return
-    if not isinstance(entry, Mapping) or entry.keys() != ENTRY_FIELDS:
-        yield f"{where} must be a mapping of {', '.join(sorted(ENTRY_FIELDS))}"
+    fields = ENTRY_FIELDS | {"kind"} if nodepool else ENTRY_FIELDS
+    if not isinstance(entry, Mapping) or entry.keys() != fields:
+        yield f"{where} must be a mapping of {', '.join(sorted(fields))}"
         return
     name, weight = entry["name"], entry["weight"]
-    if not isinstance(name, str) or not wk.is_dns1035_label(name):
+    if nodepool:
+        if not isinstance(name, str) or not wk.is_dns1123_subdomain(name):
+            yield f"{where}.name {show_value(name)} is not a NodePool name (a DNS-1123 subdomain)"
+            return
+    elif not isinstance(name, str) or not wk.is_dns1035_label(name):
         yield f"{where}.name {show_value(name)} is not a Provisioner name (a DNS-1035 label)"
         return
-    if name in seen:
-        yield f"{where}: {name} is listed twice"
-    seen.add(name)
-    if entry["key"] != set_key(name) or set_key(name) == INDEX_KEY:
-        yield f"{where}.key {show_value(entry['key'])} is not {set_key(name)!r}, where compile writes the set {name}"
+    kind = NODEPOOL_KIND if nodepool else PROVISIONER_KIND
+    pool = pool_key(name, nodepool)
+    if pool in seen:
+        yield f"{where}: {kind} {name} is listed twice"
+    seen.add(pool)
+    key = set_key(name, kind)
+    if entry["key"] != key or key == INDEX_KEY:
+        yield f"{where}.key {show_value(entry['key'])} is not {key!r}, where compile writes the set {name}"
     for text in ("version", "hash"):
         if not isinstance(entry[text], str):
             yield f"{where}.{text} must be a string, not {show_value(entry[text])}"
@@ -628,7 +695,7 @@ def _entry_problems(index: int, entry: Any, seen: set[str]) -> Iterator[str]:
         yield f"{where}.weight must be an integer of 0 to {MAX_WEIGHT}, not {show_value(weight)}"
 
 
-def index_problems(data: Mapping[str, Any]) -> list[str]:
+def index_problems(data: Mapping[str, Any], nodepools: bool = False) -> list[str]:
     """Why an index (its compact wire extras removed) cannot be used, first problem first: a field it does not
     have, an entry of another shape, a name twice or not a Provisioner name, a key that is not the name's, a weight
     beyond Karpenter's."""
@@ -643,14 +710,15 @@ def index_problems(data: Mapping[str, Any]) -> list[str]:
         return problems
     seen: set[str] = set()
     for index, entry in enumerate(entries):
-        problems += _entry_problems(index, entry, seen)
+        problems += _entry_problems(index, entry, seen, nodepools)
     return problems
 
 
 def entry_mismatch(entry: IndexEntry, constraint_set: ConstraintSet) -> str | None:
-    """How a set differs from what its index entry says of it (name, version, weight, hash); None when it does
-    not."""
+    """How a set differs from what its index entry says of it (kind, name, version, weight, hash); None when it
+    does not."""
     for what, listed, own in (
+        ("kind", entry.kind, constraint_set.origin),
         ("name", entry.name, constraint_set.name),
         ("version", entry.version, constraint_set.version),
         ("weight", entry.weight, constraint_set.weight),
@@ -689,18 +757,22 @@ class ConstraintSetIndex(_Hashed):
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], verify: bool = True) -> ConstraintSetIndex:
-        """An index from its JSON form (`verify`: its hash checked); ConstraintSetError when it is not one."""
+    def from_json(cls, data: Mapping[str, Any], verify: bool = True, nodepools: bool = False) -> ConstraintSetIndex:
+        """An index from its JSON form (`verify`: its hash checked; `nodepools`: NodePools' entries read, else
+        refused); ConstraintSetError when it is not one."""
         if not isinstance(data, Mapping) or data.get("kind") != INDEX_KIND:
             raise ConstraintSetError(f"not a {INDEX_KIND}")
         if data.get("schemaVersion") != SCHEMA_VERSION:
             raise ConstraintSetError(
                 f"unsupported index schemaVersion {show_value(data.get('schemaVersion'))} (expected {SCHEMA_VERSION})"
             )
-        problems = index_problems(data)
+        problems = index_problems(data, nodepools)
         if problems:
             raise ConstraintSetError(_first(problems))
-        entries = tuple(IndexEntry(e["name"], e["version"], e["hash"], e["weight"], e["key"]) for e in data["sets"])
+        entries = tuple(
+            IndexEntry(e["name"], e["version"], e["hash"], e["weight"], e["key"], e.get("kind", PROVISIONER_KIND))
+            for e in data["sets"]
+        )
         built = cls(entries, dict(data["catalog"]))
         if verify and data.get("hash") != built.hash:
             shown = show_value(data.get("hash"))
@@ -760,7 +832,7 @@ def wire_data(sets: Sequence[ConstraintSet], index: ConstraintSetIndex) -> dict[
     return data
 
 
-def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any]) -> ConstraintSet:
+def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any], nodepools: bool) -> ConstraintSet:
     """A set of the compact wire form, its admitted names and node template filled in from the index's table."""
     try:
         content = parse_json(raw)
@@ -782,7 +854,7 @@ def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any]) -> C
         if provider.get("spec") is not None:
             raise ConstraintSetError("provider has both spec and specRef")
         provider["spec"] = templates[ref]
-    return ConstraintSet.from_json(content)
+    return ConstraintSet.from_json(content, nodepools=nodepools)
 
 
 def _checked_against(entry: IndexEntry, constraint_set: ConstraintSet) -> ConstraintSet:
@@ -792,10 +864,13 @@ def _checked_against(entry: IndexEntry, constraint_set: ConstraintSet) -> Constr
     return constraint_set
 
 
-def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+def read_wire_data(
+    data: Mapping[str, str], nodepools: bool = False
+) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
     """The index and sets of a ConfigMap's data written by `wire_data`, every set checked (`ConstraintSet.from_json`)
     and every hash verified (the index's own, and each set's against its content and the index's entry, which
-    must also name it, with its version and weight). Raises ConstraintSetError naming the key."""
+    must also name it, with its version and weight); `nodepools`: NodePools' sets read, else refused. Raises
+    ConstraintSetError naming the key."""
     raw_index = data.get(INDEX_KEY)
     if raw_index is None:
         raise ConstraintSetError(f"no {INDEX_KEY} key: is it the ConfigMap `compile` writes?")
@@ -812,7 +887,7 @@ def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[Co
     if not all(isinstance(name, str) for name in table):
         raise ConstraintSetError(f"{INDEX_KEY}: {WIRE_TYPES} must be a list of instance-type names")
     try:
-        index = ConstraintSetIndex.from_json(index_json)
+        index = ConstraintSetIndex.from_json(index_json, nodepools=nodepools)
     except ConstraintSetError as error:
         raise ConstraintSetError(f"{INDEX_KEY}: {error}") from None
     sets = []
@@ -821,7 +896,7 @@ def read_wire_data(data: Mapping[str, str]) -> tuple[ConstraintSetIndex, list[Co
         if raw is None:
             raise ConstraintSetError(f"{entry.key}: listed in the index but missing")
         try:
-            sets.append(_checked_against(entry, _wire_set(raw, table, templates)))
+            sets.append(_checked_against(entry, _wire_set(raw, table, templates, nodepools)))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{entry.key}: {error}") from None
     return index, sets
@@ -854,10 +929,12 @@ def _read(path: Path) -> str:
         raise ConstraintSetError(f"{path}: cannot read: {error}") from None
 
 
-def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
+def read_compiled(
+    directory: str | os.PathLike[str], nodepools: bool = False
+) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
     """The index and sets `compile -o DIR` wrote (DIR, or its `constraintsets/`), or the constraint-set ConfigMap
     mounted as a directory (one file per key, the wire form): every set checked and every hash verified, as
-    `read_wire_data`. Raises ConstraintSetError naming the file."""
+    `read_wire_data` (`nodepools` too). Raises ConstraintSetError naming the file."""
     base = Path(directory)
     folder = next((d for d in (base / "constraintsets", base) if (d / INDEX_KEY).is_file()), None)
     if folder is None:
@@ -868,18 +945,18 @@ def read_compiled(directory: str | os.PathLike[str]) -> tuple[ConstraintSetIndex
         raise ConstraintSetError(f"{folder / INDEX_KEY}: not JSON: {error}") from None
     if isinstance(index_json, dict) and WIRE_TYPES in index_json:  # a mounted ConfigMap
         try:
-            return read_wire_data(_Files(folder))
+            return read_wire_data(_Files(folder), nodepools)
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder}: {error}") from None
     try:
-        index = ConstraintSetIndex.from_json(index_json)
+        index = ConstraintSetIndex.from_json(index_json, nodepools=nodepools)
     except ConstraintSetError as error:
         raise ConstraintSetError(f"{folder / INDEX_KEY}: {error}") from None
     sets = []
     for entry in index.entries:
         text = _read(folder / entry.key)
         try:
-            sets.append(_checked_against(entry, ConstraintSet.loads(text)))
+            sets.append(_checked_against(entry, ConstraintSet.loads(text, nodepools=nodepools)))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder / entry.key}: {error}") from None
     return index, sets

@@ -88,7 +88,7 @@ class Disruption:
         self.provisioner = provisioner
         self.terminator = terminator
         options = context.options
-        self.templates = TemplateBuilder(context.cloud, context.region)
+        self.templates = TemplateBuilder(context.cloud, context.region, options.min_values_policy)
         decider = Decider(
             SchedulerOptions(options.strategy), on_simulation=context.metrics.scheduling_simulation_duration.observe
         )
@@ -238,7 +238,7 @@ class Disruption:
         def current(provisioner: str, instance_type: str) -> str | None:
             if (provisioner, instance_type) not in known:
                 constraint_set = templates.sets.get(provisioner)
-                spec = constraint_set.provider.spec if constraint_set and constraint_set.provider else None
+                spec = constraint_set.launch_spec if constraint_set is not None else None  # built: it launches
                 try:
                     known[provisioner, instance_type] = cloud.current_image(instance_type, spec)
                 except CloudError:

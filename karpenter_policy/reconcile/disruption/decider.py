@@ -357,7 +357,7 @@ class Decider:
             view.daemons,
             WithoutNodes(view.running or RunningPods(), names),
             view.namespace_labels,
-            self.scheduler_options,
+            dataclasses.replace(self.scheduler_options, topology=inputs.templates.topology),
             used=used,
             node_domains=view.domains,
         )
