@@ -28,6 +28,7 @@ Karpenter's 10 s polling period does, instead of after every change.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import threading
 from collections.abc import Callable
@@ -104,16 +105,33 @@ class Disruption:
         self._last_change = -math.inf  # the latest change a decision cares about
         self._decided: object = None  # the constraint sets the last decision saw
         self._recheck_at = 0.0
+        #: by node, when a pod last started or stopped using it (a NodePool's `consolidateAfter` counts from then:
+        #: Karpenter v1's `LastPodEventTime`, core pkg/controllers/nodeclaim/podevents/controller.go at v1.14.1)
+        self._pod_events: dict[str, dt.datetime] = {}
+        self._pod_events_lock = threading.Lock()  # written by the informers' thread, copied by a decision
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
         if not marks_unconsolidated(change):
             return  # a pending pod is provisioning's; a bound pod's or a node's status update changes nothing
+        if change.kind == "pod":
+            at = self.context.wall_clock()
+            with self._pod_events_lock:
+                for record in (change.before, change.after):
+                    if isinstance(record, PodRecord) and record.node:
+                        self._pod_events[record.node] = at
+        elif change.kind == "node" and change.after is None and isinstance(change.before, NodeRecord):
+            with self._pod_events_lock:
+                self._pod_events.pop(change.before.name, None)
         now = self.context.clock()
         if not self._changed:
             self._first_change = now
         self._last_change = now
         self._changed = True
+
+    def _pod_events_now(self) -> dict[str, dt.datetime]:
+        with self._pod_events_lock:
+            return dict(self._pod_events)
 
     def _settling(self, now: float) -> float | None:
         """When a decision may be taken, if not now: the state is not synced, or changes have not settled (see
@@ -194,7 +212,7 @@ class Disruption:
                 self._current_images(templates), context.clock,
                 context.options.single_node_budget, context.options.multi_node_budget,
                 lambda: self.provisioning(settled), self._pending_pods(),
-                frozenset(self.provisioner.nominations().values()),
+                frozenset(self.provisioner.nominations().values()), self._pod_events_now(),
             )
 
         def launch(command: Command) -> list[str] | str:

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
@@ -90,6 +91,8 @@ class Candidate:
     disruption_cost: float  # its pods' eviction cost, scaled by the fraction of its lifetime left
     created: dt.datetime | None
     consolidatable: bool  # its provisioner consolidates and the node is not annotated do-not-consolidate
+    #: it may be consolidated while it runs pods (a NodePool's `WhenEmpty` policy: only once empty)
+    underutilized: bool = True
 
     def describe(self) -> str:
         """As Karpenter logs a machine: `name/type/capacity-type`."""
@@ -193,6 +196,42 @@ class Inputs:
     pending: Sequence[Pod] = ()
     #: The nodes the provisioner planned a pending pod onto (Karpenter's nominated nodes): not candidates.
     nominated: frozenset[str] = frozenset()
+    #: By node, when a pod last started or stopped using it (a NodePool's `consolidateAfter` counts from then).
+    pod_events: Mapping[str, dt.datetime] = field(default_factory=dict)
+
+
+#: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
+WHEN_EMPTY = "WhenEmpty"
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+NEVER = "Never"
+
+
+def consolidation_policy(constraint_set: ConstraintSet) -> str:
+    """A NodePool set's `consolidationPolicy` (admission defaulted it: WhenEmptyOrUnderutilized)."""
+    disruption = (constraint_set.nodepool or {}).get("disruption") or {}
+    return str(disruption.get("consolidationPolicy") or WHEN_EMPTY_OR_UNDERUTILIZED)
+
+
+def consolidatable_in(inputs: Inputs, node: NodeRecord, constraint_set: ConstraintSet) -> float | None:
+    """Seconds until a NodePool's node becomes consolidatable (≤ 0: it is), None when its NodePool never
+    consolidates (`consolidateAfter: Never`). Karpenter v1.14.1 marks a NodeClaim Consolidatable once
+    `consolidateAfter` has passed since its last pod event — a pod bound to it or leaving it — or, with none, since
+    it was initialized (`Consolidation.Reconcile` in core pkg/controllers/nodeclaim/disruption/consolidation.go;
+    `IsUnderConsolidateAfter`, pkg/utils/disruption/disruption.go). The controller counts from the last pod event it
+    saw, else from the node's creation (it keeps no initialization time: a node is a candidate only once
+    initialized anyway)."""
+    disruption = (constraint_set.nodepool or {}).get("disruption") or {}
+    after = disruption.get("consolidateAfter")
+    if after is None or str(after) == NEVER:
+        return None
+    try:
+        seconds = parse_go_duration(str(after)).total_seconds()
+    except ValueError:  # admission refused such a set: never here, and never a reason to consolidate
+        return None
+    since = inputs.pod_events.get(node.name) or _created(node.obj)
+    if since is None:
+        return 0.0 if seconds <= 0 else seconds
+    return seconds - (inputs.now - since).total_seconds()
 
 
 def _created(node: Obj) -> dt.datetime | None:
@@ -258,7 +297,13 @@ class Decider:
             if why:
                 decision.blocked[name] = why
                 continue
-            found.append(self._candidate(inputs, node, pods))
+            candidate = self._candidate(inputs, node, pods)
+            constraint_set = inputs.templates.sets.get(candidate.provisioner)
+            if constraint_set is not None and not candidate.consolidatable and constraint_set.is_nodepool:
+                wait = consolidatable_in(inputs, node, constraint_set)  # decide again once it is
+                if wait is not None and wait > 0:
+                    decision.expires_in = wait if decision.expires_in is None else min(decision.expires_in, wait)
+            found.append(candidate)
         return found
 
     @staticmethod
@@ -276,6 +321,11 @@ class Decider:
             and constraint_set.consolidation_enabled
             and node.annotations.get(wk.DO_NOT_CONSOLIDATE) != "true"
         )
+        underutilized = consolidatable
+        if constraint_set is not None and constraint_set.is_nodepool:  # Karpenter v1.14.1's rules
+            wait = consolidatable_in(inputs, node, constraint_set)
+            consolidatable = wait is not None and wait <= 0
+            underutilized = consolidation_policy(constraint_set) == WHEN_EMPTY_OR_UNDERUTILIZED
         return Candidate(
             name=node.name,
             provisioner=provisioner,
@@ -287,13 +337,17 @@ class Decider:
             disruption_cost=sum(p.disruption_cost for p in pods) * lifetime_remaining(ttl, created, inputs.now),
             created=created,
             consolidatable=consolidatable,
+            underutilized=underutilized,
         )
 
     @staticmethod
     def _blocked(
         node: NodeRecord, pods: Iterable[PodRecord], exhausted: Sequence[Obj], nominated: frozenset[str]
     ) -> str:
-        if wk.DO_NOT_DISRUPT in node.annotations:
+        value = node.annotations.get(wk.DO_NOT_DISRUPT)
+        # v0.31 reads the node's annotation whatever its value; v1.14.1 only "true" (a NodePool's node: its
+        # `karpenter.sh/nodepool` label; emptiness_test.go:433 "…annotation set to false" is deleted)
+        if value is not None and (value == "true" or wk.NODEPOOL not in node.labels):
             return f"the node has the {wk.DO_NOT_DISRUPT} annotation"
         if node.name in nominated:
             return "nominated for a pending pod"
@@ -488,6 +542,7 @@ class Decider:
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
             return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings, stage=EMPTY)
+        eligible = [c for c in eligible if c.underutilized]  # a WhenEmpty NodePool's nodes go only empty
         if MULTI_NODE in stages:
             deadline = inputs.clock() + inputs.multi_node_budget
             command = self._multi_node(inputs, eligible[:MULTI_NODE_LIMIT], decision, deadline)
