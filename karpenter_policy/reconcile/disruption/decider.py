@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.api.v1 import budgets as v1budgets
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
@@ -53,6 +54,7 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.reconcile.disruption import pricing
+from karpenter_policy.reconcile.disruption.budgets import budget_mapping, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
@@ -385,6 +387,12 @@ class Decider:
             decision.command = None  # a command from a decision that was cut short is not acted on
         return decision
 
+    @staticmethod
+    def _allowance(inputs: Inputs, reason: str) -> dict[str, int]:
+        """By NodePool, how many more of its nodes may be disrupted for `reason` now (Karpenter v1's budgets:
+        `disruption.budgets`); a Provisioner's nodes are not limited."""
+        return budget_mapping(inputs.view.nodes.values(), inputs.templates.sets, reason, inputs.now)
+
     def simulate(self, inputs: Inputs, candidates: Sequence[Candidate]) -> Plan:
         """Where the candidates' pods, and the pods still pending, would go with the candidates gone (new claims where
         nothing has room). Only the nodes with room for the smallest of those pods are offered; every other node
@@ -517,7 +525,10 @@ class Decider:
             key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
         )
         decision.eligible[DRIFT] = len(drifted)
-        empty = [(c, why) for c, why in drifted if not c.pods]
+        allowance = self._allowance(inputs, v1budgets.DRIFTED)
+        drifted = [(c, why) for c, why in drifted if allowance.get(c.provisioner, 1) > 0]
+        kept = within_budgets([c for c, _ in drifted if not c.pods], allowance)
+        empty = [(c, why) for c, why in drifted if c in kept]
         if empty:
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})),
                            stage=DRIFT)
@@ -538,14 +549,17 @@ class Decider:
             return None
         eligible = sorted((c for c in candidates if c.consolidatable), key=lambda c: (c.disruption_cost, c.name))
         decision.eligible[CONSOLIDATION] = len(eligible)
-        empty = [c for c in eligible if not c.pods]
+        empty = within_budgets([c for c in eligible if not c.pods], self._allowance(inputs, v1budgets.EMPTY))
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
             return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings, stage=EMPTY)
         eligible = [c for c in eligible if c.underutilized]  # a WhenEmpty NodePool's nodes go only empty
+        allowance = self._allowance(inputs, v1budgets.UNDERUTILIZED)
+        eligible = [c for c in eligible if allowance.get(c.provisioner, 1) > 0]
         if MULTI_NODE in stages:
             deadline = inputs.clock() + inputs.multi_node_budget
-            command = self._multi_node(inputs, eligible[:MULTI_NODE_LIMIT], decision, deadline)
+            batch = within_budgets(eligible, allowance)[:MULTI_NODE_LIMIT]  # at most each NodePool's allowance
+            command = self._multi_node(inputs, batch, decision, deadline)
             if command is not None:
                 return command
         if SINGLE_NODE not in stages:
