@@ -35,11 +35,12 @@ from collections.abc import Callable
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.disruption.decider import Command, Decider, Inputs
 from karpenter_policy.reconcile.disruption.deprovisioner import Deprovisioner
+from karpenter_policy.reconcile.disruption.expiry import expired
 from karpenter_policy.reconcile.disruption.view import disruption_view
 from karpenter_policy.reconcile.metrics import DEPROVISIONING
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
@@ -171,11 +172,36 @@ class Disruption:
     label = DEPROVISIONING
 
     def step(self, now: float, result: ReconcileResult) -> float | None:
-        """Follow the command under way, else decide when quiet (:meth:`reconcile`)."""
+        """Expire NodePools' nodes forcefully (`expiry`), then follow the command under way, else decide when quiet
+        (:meth:`reconcile`)."""
+        next_expiry = self._expire(now, result)
         done = self.reconcile(result)
         result.disrupted = done
         result.errors.extend(done.errors)
-        return done.due
+        dues = [due for due in (done.due, next_expiry) if due is not None]
+        return min(dues, default=None)
+
+    def _expire(self, now: float, result: ReconcileResult) -> float | None:
+        """Delete our NodePool nodes past their expireAfter (Karpenter v1's forceful expiry: `expiry`); when the
+        next one expires (the controller's clock), None when none will."""
+        loaded = self.context.loaded
+        if loaded is None or not any(s.is_nodepool for s in loaded.sets):
+            return None
+        state, context = self.context.state, self.context
+        nodes = (node for name in state.node_names() if (node := state.node(name)) is not None)
+        found = expired(nodes, {s.pool: s for s in loaded.sets}, context.wall_clock())
+        for node in found.nodes:
+            try:
+                context.cluster.delete(objects.NODE, node.name)
+            except NotFound:
+                continue
+            except ClusterError as error:
+                result.errors.append(f"expiry of node {node.name}: {error}")
+                continue
+            fields = context.fields(node=node.name)
+            NODE.info("deleting expired node (expireAfter of %s)", node.provisioner, extra=fields)
+            context.metrics.machines_terminated.labels("expiration", node.provisioner or "").inc()
+        return None if found.next_in is None else now + found.next_in
 
     def poll(self) -> float | None:
         """Its thread decides again every `disruption_interval` at the latest."""
