@@ -191,3 +191,13 @@ def test_the_sets_as_compiled_are_read_by_the_controllers_reader_and_refused_by_
     assert sorted(s.pool for s in sets) == ["NodePool/batch", "NodePool/default", "default"]
     with pytest.raises(ConstraintSetError, match='NodePool "batch"'):
         read_compiled(compiled)
+
+
+def test_node_counters_name_the_nodepool_under_its_label(compiled: Path) -> None:
+    scene = Scene(compiled)
+    scene.add_pod("report", cpu="2", nodeSelector={wk.NODEPOOL: "batch"}, tolerations=[BATCH_TOLERATION])
+    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+    controller = scene.controller()
+    scene.run(controller, 60, until=lambda: not scene.unbound())
+    assert Scene.metric(controller, "karpenter_nodes_created", nodepool="batch", provisioner="") == 1
+    assert Scene.metric(controller, "karpenter_nodes_created", nodepool="", provisioner="default") == 1
