@@ -7,12 +7,17 @@ consolidateAfter (0 s) here, a "Drifted" one a node stamped with a stale node ha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from profiles import examples
 
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
+from karpenter_policy.reconcile.disruption.budgets import within_budgets
 from karpenter_policy.testing import Scene, compile_policies
 
 POLICIES = Path(__file__).resolve().parent / "data" / "v1budgets"
@@ -85,3 +90,27 @@ def test_a_budget_naming_only_drifted_leaves_empty_nodes_unbounded_and_drift_one
     scene = Scene(compiled, types=M5)
     _empty_nodes(scene, "driftone", 4)
     assert len(_first_command(scene, scene.controller())) == 4
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    name: str
+    provisioner: str
+
+
+@settings(max_examples=examples(500))
+@given(
+    st.lists(st.sampled_from(["NodePool/a", "NodePool/b", "legacy"]), max_size=30),
+    st.dictionaries(st.sampled_from(["NodePool/a", "NodePool/b"]), st.integers(0, 40)),
+)
+def test_within_budgets_keeps_each_nodepools_allowance_in_order_and_every_provisioners_candidate(
+    pools: list[str], allowance: dict[str, int]
+) -> None:
+    candidates = [_Candidate(f"n{i}", pool) for i, pool in enumerate(pools)]
+    kept = within_budgets(candidates, allowance)
+    assert kept == [c for c in candidates if c in kept]  # the order is kept
+    for pool, allowed in allowance.items():
+        offered = [c for c in candidates if c.provisioner == pool]
+        assert [c for c in kept if c.provisioner == pool] == offered[:allowed]
+    unbudgeted = [c for c in candidates if c.provisioner not in allowance]
+    assert [c for c in kept if c.provisioner not in allowance] == unbudgeted
