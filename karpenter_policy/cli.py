@@ -569,7 +569,10 @@ def simulate(options: SimulateOptions) -> None:
         report_ = Report(findings=list(found.findings), files=len(found.files))
         click.echo(render(report_, "text"), nl=False, err=True)
         sys.exit(2)
-    result = simulate_command(constraints, found.workloads, steps, report, strategy=options.strategy)
+    result = simulate_command(
+        constraints, found.workloads, steps, report, strategy=options.strategy,
+        min_values_policy=options.min_values_policy,
+    )
     click.echo(result.stdout, nl=False)
     click.echo(result.stderr, nl=False, err=True)
     sys.exit(result.code)

@@ -298,10 +298,8 @@ def set_problems(data: Mapping[str, Any]) -> list[str]:
 # --- a NodePool's set ----------------------------------------------------------------------------------------
 
 #: A NodePool's set has no v1alpha5 TTLs or consolidation (v1 says the same in `nodePool`), and has these two.
-NODEPOOL_CONTENT_FIELDS = (CONTENT_FIELDS - {"ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation"}) | {
-    "origin",
-    "nodePool",
-}
+V1ALPHA5_ONLY_FIELDS = frozenset({"ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation"})
+NODEPOOL_CONTENT_FIELDS = (CONTENT_FIELDS - V1ALPHA5_ONLY_FIELDS) | {"origin", "nodePool"}
 NODEPOOL_FIELDS = frozenset({"minValues", "disruption", "expireAfter", "terminationGracePeriod"})
 #: The NodePool fields a set keeps as its own (the others are mapped in `_nodepool_set_path`).
 _TEMPLATE_SPEC_FIELDS = frozenset({"requirements", "taints", "startupTaints"})

@@ -39,15 +39,18 @@ from typing import Any
 from karpenter_policy.api.constraintcheck import PROVIDER_INLINE as PROVIDER_INLINE
 from karpenter_policy.api.constraintcheck import PROVIDER_NODE_CLASS as PROVIDER_NODE_CLASS
 from karpenter_policy.api.constraintcheck import PROVIDER_REF as PROVIDER_REF
-from karpenter_policy.api.constraintcheck import nodepool_set_problems, set_problems
+from karpenter_policy.api.constraintcheck import V1ALPHA5_ONLY_FIELDS, nodepool_set_problems, set_problems
 from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
+from karpenter_policy.api.v1.launchsettings import launch_settings
+from karpenter_policy.api.v1.objects import EC2NodeClass
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
 from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.pools import owner_labels, pool_key
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 from karpenter_policy.model.taints import Taint
@@ -307,13 +310,11 @@ ALL_SETS: frozenset[str] = frozenset({PROVISIONER_KIND, NODEPOOL_KIND})
 
 
 def nodepool_refusal(name: object) -> str:
-    """Why a reader of Provisioner sets refuses one compiled from the NodePool `name` (the controller and
-    `simulate` run Provisioner sets: v1's node labels, minValues and budgets are not theirs; the webhook's pinning
-    reads NodePool sets too)."""
+    """Why a reader that runs Provisioner sets only (`kinds` `PROVISIONER_SETS`) refuses one compiled from the
+    NodePool `name`. The controller, `simulate` and the webhook run both kinds (`ALL_SETS`)."""
     return (
-        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and the controller "
-        "and simulate run sets of v1alpha5 Provisioners only (Karpenter v1 runs a NodePool from its "
-        "manifest): compile the Provisioners without the NodePools' files (--exclude) for this reader"
+        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and this reader runs "
+        "sets of v1alpha5 Provisioners only: compile the Provisioners without the NodePools' files (--exclude) for it"
     )
 
 
@@ -430,6 +431,50 @@ class ConstraintSet(_Hashed):
     def key(self) -> str:
         """Its file name and ConfigMap data key (`set_key`)."""
         return set_key(self.name, self.origin)
+
+    @property
+    def is_nodepool(self) -> bool:
+        """Compiled from a Karpenter v1 NodePool."""
+        return self.origin == NODEPOOL_KIND
+
+    @property
+    def pool(self) -> str:
+        """Its pool key (`model.pools`): the name of its node claim template, of its nodes' pool, of its limits."""
+        return pool_key(self.name, self.is_nodepool)
+
+    @property
+    def min_values(self) -> dict[str, int]:
+        """A NodePool's `minValues` by key (none for a Provisioner)."""
+        raw = (self.nodepool or {}).get("minValues") or {}
+        return {str(key): int(value) for key, value in raw.items()}
+
+    def node_labels(self) -> dict[str, str]:
+        """The labels its nodes carry besides the instance's: the set's labels and the owner label
+        (`karpenter.sh/provisioner-name`, or a NodePool's `karpenter.sh/nodepool` and the label naming its node
+        class, `karpenter.k8s.aws/ec2nodeclass`: `NewNodeClaimTemplate` in core
+        pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go at v1.14.1)."""
+        labels = {**self.labels, **owner_labels(self.pool)}
+        if self.is_nodepool and self.provider is not None and self.provider.name:
+            labels[NODE_CLASS_LABEL] = self.provider.name
+        return labels
+
+    @property
+    def node_template(self) -> Mapping[str, Any]:
+        """What the node arithmetic reads of its node template (AMI family, block devices): a Provisioner's
+        AWSNodeTemplate (or inline provider) spec, a NodePool's EC2NodeClass as `EC2NodeClass.node_template`."""
+        spec = (self.provider.spec or {}) if self.provider is not None else {}
+        if self.is_nodepool:
+            return EC2NodeClass.from_document({"spec": spec}).node_template()
+        return spec
+
+    @property
+    def launch_spec(self) -> Mapping[str, Any] | None:
+        """What the cloud provider launches with (the AWSNodeTemplate shape; None: no node template): a NodePool's
+        EC2NodeClass as `api.v1.launchsettings.launch_settings` says it (LaunchSettingsError: it cannot)."""
+        spec = self.provider.spec if self.provider is not None else None
+        if spec is None or not self.is_nodepool:
+            return spec
+        return launch_settings(spec)
 
     def content(self) -> dict[str, Any]:
         """Every field the hash covers, in wire form."""
@@ -588,8 +633,11 @@ class ConstraintSet(_Hashed):
         return cls.from_json(data, verify, kinds)
 
 
+#: The label naming a NodePool's node class on its nodes (`NodeClassLabelKey` of the EC2NodeClass group and kind, core
+#: pkg/apis/v1/labels.go at v1.14.1).
+NODE_CLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 #: The v1alpha5 fields a NodePool's set leaves out: v1 says the same in `nodePool` (expireAfter, disruption).
-_V1ALPHA5_ONLY = ("ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation")
+_V1ALPHA5_ONLY = tuple(sorted(V1ALPHA5_ONLY_FIELDS))
 
 
 def _nodepool_content(content: dict[str, Any], nodepool: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -681,8 +729,8 @@ def index_problems(data: Mapping[str, Any], kinds: frozenset[str] = PROVISIONER_
 
 
 def entry_mismatch(entry: IndexEntry, constraint_set: ConstraintSet) -> str | None:
-    """How a set differs from what its index entry says of it (name, version, weight, hash); None when it does
-    not."""
+    """How a set differs from what its index entry says of it (kind, name, version, weight, hash); None when it
+    does not."""
     for what, listed, own in (
         ("kind", entry.kind, constraint_set.origin),
         ("name", entry.name, constraint_set.name),

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from karpenter_policy.cloud.errors import FailedOffering
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.pools import owner_label, owner_labels, pool_name, pool_of_labels
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Taint
 
@@ -35,6 +36,10 @@ UNAVAILABLE_OFFERING_TTL = 180.0
 #: identify the instances :meth:`CloudProvider.list` returns; the client token makes a launch idempotent.
 TAG_CLUSTER_PREFIX = "kubernetes.io/cluster/"
 TAG_PROVISIONER = wk.PROVISIONER_NAME
+#: A Karpenter v1 NodePool's instances carry this tag instead of the provisioner tag (v1.14.1's instance tags).
+TAG_NODEPOOL = wk.NODEPOOL
+#: The tags that say which pool launched an instance: one of them marks an instance as launched for a pool.
+POOL_TAGS = (TAG_PROVISIONER, TAG_NODEPOOL)
 TAG_MANAGED_BY = wk.MANAGED_BY
 TAG_CONSTRAINT_SET_HASH = "karpenter-policy/constraint-set-hash"
 TAG_CLIENT_TOKEN = "karpenter-policy/client-token"
@@ -120,7 +125,8 @@ class Instance:
 
     @property
     def provisioner(self) -> str | None:
-        return self.tags.get(TAG_PROVISIONER)
+        """The pool key (`model.pools`) of the pool it was launched for: a Provisioner's name or `NodePool/<name>`."""
+        return pool_of_labels(self.tags)
 
     @property
     def constraint_set_hash(self) -> str | None:
@@ -130,16 +136,19 @@ class Instance:
 def launch_tags(request: LaunchRequest, global_tags: Mapping[str, str] | None = None) -> dict[str, str]:
     """The tags of an instance launched for ``request``, as Karpenter v0.31 computes them: ``Name``
     (``karpenter.sh/provisioner-name/<provisioner>``) can be overridden by the global tags and the node
-    template's ``tags``; the cluster, provisioner, managed-by, constraint-set and client-token tags cannot."""
+    template's ``tags``; the cluster, provisioner, managed-by, constraint-set and client-token tags cannot. A
+    NodePool's instance (``request.provisioner`` a `NodePool/<name>` pool key) carries ``karpenter.sh/nodepool``
+    instead of the provisioner tag, as Karpenter v1 tags it."""
     spec_tags = (request.provider or {}).get("tags") or {}
     fixed = {
         cluster_tag(request.cluster_name): "owned",
-        TAG_PROVISIONER: request.provisioner,
+        **owner_labels(request.provisioner),
         TAG_MANAGED_BY: request.cluster_name,
         TAG_CONSTRAINT_SET_HASH: request.constraint_set_hash,
         TAG_CLIENT_TOKEN: request.client_token,
     }
-    tags = {TAG_NAME: f"{TAG_PROVISIONER}/{request.provisioner}"}
+    owner = owner_label(request.provisioner)
+    tags = {TAG_NAME: f"{owner}/{pool_name(request.provisioner)}"}
     tags.update({str(k): str(v) for k, v in (global_tags or {}).items()})
     tags.update({str(k): str(v) for k, v in dict(spec_tags).items()})
     tags.update(fixed)
@@ -214,6 +223,8 @@ __all__ = [
     "TAG_CONSTRAINT_SET_HASH",
     "TAG_MANAGED_BY",
     "TAG_NAME",
+    "POOL_TAGS",
+    "TAG_NODEPOOL",
     "TAG_PROVISIONER",
     "UNAVAILABLE_OFFERING_TTL",
     "Clock",

@@ -19,9 +19,9 @@ from typing import Any
 from karpenter_policy.cloud.errors import CloudError, FailedOffering, InsufficientCapacity
 from karpenter_policy.cloud.offerings import with_unavailable
 from karpenter_policy.cloud.provider import (
+    POOL_TAGS,
     STATE_RUNNING,
     STATE_TERMINATED,
-    TAG_PROVISIONER,
     UNAVAILABLE_OFFERING_TTL,
     Clock,
     Instance,
@@ -172,7 +172,7 @@ class FakeCloudProvider:
                 (
                     i
                     for i in self._instances.values()
-                    if i.state != STATE_TERMINATED and key in i.tags and TAG_PROVISIONER in i.tags
+                    if i.state != STATE_TERMINATED and key in i.tags and any(tag in i.tags for tag in POOL_TAGS)
                 ),
                 key=lambda i: i.id,
             )

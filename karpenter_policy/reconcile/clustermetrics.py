@@ -277,8 +277,8 @@ class ClusterMetrics(Collector):
             "name and resource type.",
             labels=PROVISIONER_LABELS,
         )
-        for constraint_set in sorted(self.sets(), key=lambda s: s.name):
-            name = constraint_set.name
+        for constraint_set in sorted(self.sets(), key=lambda s: s.pool):
+            name = constraint_set.pool  # a NodePool's `NodePool/<name>`: apart from a Provisioner of its name
             vector = used.get(name)
             provisioned = {
                 resource: (count / 1000 if i == CPU_I else float(count))

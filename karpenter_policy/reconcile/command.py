@@ -143,6 +143,7 @@ def controller_options_of(options: ReconcileOptions) -> ControllerOptions:
         unschedulable_only=options.unschedulable_only,
         bind_existing=not options.unschedulable_only,
         strategy=options.strategy,
+        min_values_policy=options.min_values_policy,
         registration_ttl=options.registration_ttl,
     )
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from karpenter_policy.api.constraintset import (
+    ALL_SETS,
     INDEX_KEY,
     ConstraintSet,
     ConstraintSetError,
@@ -111,7 +112,7 @@ class DirectorySource:
             return None
         self._fingerprint = fingerprint
         try:
-            index, sets = read_compiled(self.directory)
+            index, sets = read_compiled(self.directory, kinds=ALL_SETS)
         except ConstraintSetError as error:
             return Refused(str(error))
         return Loaded(index, tuple(sets), str(self.directory))
@@ -160,7 +161,7 @@ class ConfigMapSource:
         if not isinstance(data, dict):
             return Refused(f"{self.description}: no data", configmap)
         try:
-            index, sets = read_wire_data({str(k): str(v) for k, v in data.items()})
+            index, sets = read_wire_data({str(k): str(v) for k, v in data.items()}, kinds=ALL_SETS)
         except ConstraintSetError as error:
             return Refused(f"{self.description}: {error}", configmap)
         return Loaded(index, tuple(sets), f"{self.description}@{objects.resource_version(configmap)}")

@@ -55,7 +55,7 @@ class Context:
     _templates_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.templates = TemplateBuilder(self.cloud, self.region)
+        self.templates = TemplateBuilder(self.cloud, self.region, self.options.min_values_policy)
         self.events = Recorder(self.cluster, self.clock, self.fields)
         self.cluster_metrics = ClusterMetrics(self.state, self.metrics, self._sets, self.wall_clock)
 

@@ -245,9 +245,9 @@ class Controller:
         return result
 
     def _ttls(self) -> dict[str, int | None]:
-        """Provisioner name → ttlSecondsAfterEmpty, of the constraint sets in force."""
+        """Pool key → ttlSecondsAfterEmpty, of the constraint sets in force (a NodePool's: None)."""
         loaded = self.loaded
-        return {s.name: s.ttl_seconds_after_empty for s in (loaded.sets if loaded is not None else ())}
+        return {s.pool: s.ttl_seconds_after_empty for s in (loaded.sets if loaded is not None else ())}
 
     # --- constraint sets ---------------------------------------------------------------------------------------
 
@@ -287,7 +287,7 @@ class Controller:
             "loaded %d constraint set(s) from %s",
             len(loaded.sets),
             loaded.origin,
-            extra=self.context.fields(sets=[s.name for s in loaded.sets], hash=loaded.hash),
+            extra=self.context.fields(sets=[s.pool for s in loaded.sets], hash=loaded.hash),
         )
 
     def _refuse(self, refused: Refused, result: ReconcileResult) -> None:

@@ -9,6 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from karpenter_policy.model.minvalues import POLICIES, STRICT
 from karpenter_policy.optionspec import OptionValueError, log_format_option, log_level_option, option, required
 
 #: Karpenter's batching: a window closes 1 s after the last pod, 10 s after it opened at most.
@@ -102,6 +103,14 @@ class ReconcileOptions:
         None, "--leader-election-namespace", help="Namespace of the Lease (default: the pod's, else default)."
     )
     strategy: str = option(STRATEGY_NAMES[0], "--strategy", choices=STRATEGY_NAMES, show_default=True)
+    min_values_policy: str = option(
+        STRICT,
+        "--min-values-policy",
+        choices=POLICIES,
+        show_default=True,
+        help="How a v1 NodePool's minValues are kept when packing, as Karpenter's operator flag: Strict (no node "
+        "whose instance types miss it) or BestEffort (lowered to what is left; the node says so).",
+    )
     interruption_queue: str | None = option(
         None, "--interruption-queue", metavar="NAME", help="SQS queue of EventBridge interruption events."
     )

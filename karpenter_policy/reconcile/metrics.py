@@ -77,10 +77,17 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from karpenter_policy.model.pools import is_nodepool, pool_name
 from karpenter_policy.processmetrics import register_process_metrics
 from karpenter_policy.reconcile.exposition import ExactCounter, WindowedSummary, exposition
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series next to every counter
+
+
+def owner_label_values(pool: str) -> tuple[str, str]:
+    """The (nodepool, provisioner) label values of a pool's node counters: a NodePool's name under `nodepool` (as
+    Karpenter v1's `karpenter_nodes_created{nodepool}`), a Provisioner's under `provisioner`."""
+    return (pool_name(pool), "") if is_nodepool(pool) else ("", pool)
 
 LAUNCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -449,12 +456,12 @@ class Metrics:
         false: an instance launched before a restart or a take-over, adopted — not a node created now."""
         self.machines_registered.labels(provisioner).inc()
         if created:
-            self.nodes_created.labels("", provisioner).inc()
+            self.nodes_created.labels(*owner_label_values(provisioner)).inc()
 
     def node_terminated(self, provisioner: str, seconds: float | None) -> None:
         """The termination finalizer of a Node was removed, `seconds` after its deletion was requested (None: not
         known)."""
-        self.nodes_terminated.labels("", provisioner).inc()
+        self.nodes_terminated.labels(*owner_label_values(provisioner)).inc()
         if seconds is not None:
             self.termination_time.labels(provisioner).observe(max(seconds, 0.0))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.reconcile.flags import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SECONDS, DEFAULT_REGISTRATION_TTL
 from karpenter_policy.scheduling import COST
 
@@ -41,6 +42,8 @@ class ControllerOptions:
     #: Bind pods the plan puts on existing nodes (when no kube-scheduler runs); else nominate them.
     bind_existing: bool = True
     strategy: str = COST
+    #: How a v1 NodePool's minValues are kept when packing (Karpenter's operator flag): Strict or BestEffort.
+    min_values_policy: str = STRICT
     #: Launches issued at once (Karpenter launches every node of a batch at once); 1: in plan order.
     launch_parallelism: int = DEFAULT_LAUNCH_PARALLELISM
     bind_parallelism: int = DEFAULT_BIND_PARALLELISM

@@ -9,23 +9,30 @@ words `check --workloads` uses). A table (and each set's template) is rebuilt on
 (the providers cache theirs for a refresh period), so a pass costs a comparison when nothing moved.
 
 A set compiled for another region than the cloud's is left out, with the reason (its admitted names and
-offerings would be another region's).
+offerings would be another region's); so is a NodePool's set whose EC2NodeClass the launcher cannot carry out
+(`api.v1.launchsettings`). Sets and templates are keyed by their pool key (`ConstraintSet.pool`: a Provisioner's
+name, `NodePool/<name>`), so a Provisioner and a NodePool of one name run side by side. A NodePool's template keeps
+its `minValues` under the controller's policy (`--min-values-policy`, Karpenter's operator flag), and a version
+holding a NodePool plans with Karpenter v1.14.1's topology rules (`Templates.topology`), as `check` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
+from karpenter_policy.api.v1.launchsettings import LaunchSettingsError
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.model.instancetypes import InstanceType
-from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate
+from karpenter_policy.model.minvalues import STRICT
+from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, TopologyRules
 
 
 @dataclass(slots=True)
 class Templates:
-    """The node claim templates of one pass, the sets they come from (by name), and the sets left out with why."""
+    """The node claim templates of one pass, the sets they come from and the sets left out with why, by pool key."""
 
     templates: list[NodeClaimTemplate] = field(default_factory=list)
     sets: dict[str, ConstraintSet] = field(default_factory=dict)
@@ -33,6 +40,12 @@ class Templates:
 
     def template(self, name: str) -> NodeClaimTemplate:
         return next(t for t in self.templates if t.name == name)
+
+    @property
+    def topology(self) -> TopologyRules:
+        """Whose topology rules a run on these templates follows: v1.14.1's when a NodePool is among them (one
+        switch per run, as `check --workloads` decides it for a repository), else v0.31's."""
+        return TopologyRules.V1_14 if any(s.is_nodepool for s in self.sets.values()) else TopologyRules.V0_31
 
 
 @dataclass(slots=True)
@@ -42,49 +55,62 @@ class _Table:
     templates: dict[str, NodeClaimTemplate] = field(default_factory=dict)  # set hash → template
 
 
-def _provider_key(constraint_set: ConstraintSet) -> str:
-    spec = constraint_set.provider.spec if constraint_set.provider is not None else None
+def _provider_key(spec: object) -> str:
     return canonical_json(spec)
 
 
 class TemplateBuilder:
-    """Builds :class:`Templates` per pass (see the module docstring). `region` is the cloud's."""
+    """Builds :class:`Templates` per pass (see the module docstring). `region` is the cloud's; `min_values_policy`
+    how NodePools' templates keep their minValues."""
 
-    def __init__(self, cloud: CloudProvider, region: str) -> None:
+    def __init__(self, cloud: CloudProvider, region: str, min_values_policy: str = STRICT) -> None:
         self.cloud = cloud
         self.region = region
+        self.min_values_policy = min_values_policy
         self._tables: dict[str, _Table] = {}
 
     def build(self, sets: Sequence[ConstraintSet]) -> Templates:
         """Raises CloudError when the cloud cannot tell its offerings (and has no earlier answer)."""
         out = Templates()
         groups: dict[str, list[ConstraintSet]] = {}
+        specs: dict[str, Mapping[str, Any] | None] = {}
         for constraint_set in sets:
             if constraint_set.region and constraint_set.region != self.region:
-                out.left_out[constraint_set.name] = (
+                out.left_out[constraint_set.pool] = (
                     f"compiled for region {constraint_set.region}, the controller launches in {self.region}"
                 )
                 continue
-            groups.setdefault(_provider_key(constraint_set), []).append(constraint_set)
+            try:
+                launch_spec = constraint_set.launch_spec
+            except LaunchSettingsError as error:
+                name = constraint_set.provider.name if constraint_set.provider is not None else None
+                out.left_out[constraint_set.pool] = f"its EC2NodeClass {name} cannot be launched: {error}"
+                continue
+            key = _provider_key(launch_spec)
+            specs[key] = launch_spec
+            groups.setdefault(key, []).append(constraint_set)
         used = set()
         for key, members in sorted(groups.items()):
-            spec = members[0].provider.spec if members[0].provider is not None else None
+            spec = specs[key]
             types = tuple(self.cloud.instance_types(provider=spec))
             used.add(key)
             cached = self._tables.get(key)
             if cached is None or cached.types != types:  # identical objects compare at once, copies by value
                 cached = self._tables[key] = _Table(types, InstanceTable(types, self.region))
             for constraint_set in members:
-                template = cached.templates.get(constraint_set.hash)
+                built = f"{constraint_set.hash}/{self.min_values_policy}"
+                template = cached.templates.get(built)
                 if template is None:
                     try:
-                        template = NodeClaimTemplate.from_constraint_set(cached.table, constraint_set)
+                        template = NodeClaimTemplate.from_constraint_set(
+                            cached.table, constraint_set, self.min_values_policy
+                        )
                     except ValueError as error:  # a kubelet setting the node arithmetic cannot read
-                        out.left_out[constraint_set.name] = str(error)
+                        out.left_out[constraint_set.pool] = str(error)
                         continue
-                    cached.templates[constraint_set.hash] = template
+                    cached.templates[built] = template
                 out.templates.append(template)
-                out.sets[constraint_set.name] = constraint_set
+                out.sets[constraint_set.pool] = constraint_set
         for stale in set(self._tables) - used:
             del self._tables[stale]
         out.templates.sort(key=lambda t: (-t.weight, t.name))

@@ -169,11 +169,13 @@ class Scheduler:
         *,
         used: Mapping[str, Vector] | None = None,
         node_domains: Callable[[str], Collection[str]] | None = None,
+        node_counts: Mapping[str, int] | None = None,
     ) -> None:
         """`existing` are the nodes pods may join. By default they are every node of the cluster, whose
         capacities count against their templates' limits and whose labels are topology domains; a caller that
-        offers only the nodes with room gives what every node of each template holds (`used`, by template name)
-        and every node's label values by key (`node_domains`)."""
+        offers only the nodes with room gives what every node of each template holds (`used`, by template name),
+        how many nodes each runs (`node_counts`: a NodePool's `limits.nodes` counts them) and every node's label
+        values by key (`node_domains`)."""
         self.options = options or SchedulerOptions()
         if self.options.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.options.strategy!r}: one of {', '.join(STRATEGIES)}")
@@ -202,8 +204,8 @@ class Scheduler:
         )
         self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
         #: the existing nodes of each template (its `node_limit` counts them)
-        self.nodes: dict[str, int] = {}
-        for node in self.existing:
+        self.nodes: dict[str, int] = dict(node_counts or {})
+        for node in self.existing if node_counts is None else ():
             if node.template is not None:
                 self.nodes[node.template] = self.nodes.get(node.template, 0) + 1
         if used is None:

@@ -24,6 +24,7 @@ from karpenter_policy.model.allocatable import NodeConfiguration
 from karpenter_policy.model.allocatable import node_configuration as node_configuration
 from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.minvalues import BEST_EFFORT, STRICT, unmet_text
+from karpenter_policy.model.pools import owner_label
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import NODES, parse_quantity
 from karpenter_policy.model.taints import Taint
@@ -217,13 +218,15 @@ class NodeClaimTemplate:
         )
 
     @classmethod
-    def from_constraint_set(cls, table: InstanceTable, constraint_set: ConstraintSet) -> NodeClaimTemplate:
+    def from_constraint_set(
+        cls, table: InstanceTable, constraint_set: ConstraintSet, min_values_policy: str = STRICT
+    ) -> NodeClaimTemplate:
         """The template of a compiled set: it launches only the instance types the set admits (what was
-        reviewed), in the offerings the live table has."""
-        spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
+        reviewed), in the offerings the live table has; named by its pool key (a NodePool's `NodePool/<name>`,
+        whose nodes carry `karpenter.sh/nodepool`, its `minValues` kept under `min_values_policy`)."""
         return cls.build(
             table,
-            name=constraint_set.name,
+            name=constraint_set.pool,
             requirements=constraint_set.requirements_model(),
             labels=constraint_set.labels,
             taints=constraint_set.taints,
@@ -231,9 +234,13 @@ class NodeClaimTemplate:
             limits={k: parse_quantity(v) for k, v in constraint_set.limits.items()},
             weight=constraint_set.weight,
             kubelet=constraint_set.kubelet,
-            node=node_configuration(constraint_set.kubelet, spec),
+            node=node_configuration(constraint_set.kubelet, constraint_set.node_template),
             admitted=constraint_set.admitted,
             hash=constraint_set.hash,
+            owner_label=owner_label(constraint_set.pool),
+            owner=constraint_set.name,
+            min_values=constraint_set.min_values,
+            min_values_policy=min_values_policy,
         )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
+from karpenter_policy.api.v1.launchsettings import LaunchSettingsError
 from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.discovery import ID_KEYS
@@ -65,12 +66,16 @@ def _tag_specification(resource: str, tags: Mapping[str, str], name: str) -> lis
 
 
 def node_template_specs(sets: Iterable[ConstraintSet]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(provisioner, node template spec) of every set that has one, by provisioner name."""
+    """(pool, node template spec as the launcher reads it) of every set that has one, by pool key (a NodePool's
+    EC2NodeClass that the launcher cannot carry out is left out: the controller leaves its set out too)."""
     found = []
-    for constraint_set in sorted(sets, key=lambda s: s.name):
-        provider = constraint_set.provider
-        if provider is not None and provider.spec is not None:
-            found.append((constraint_set.name, provider.spec))
+    for constraint_set in sorted(sets, key=lambda s: s.pool):
+        try:
+            spec = constraint_set.launch_spec
+        except LaunchSettingsError:
+            continue
+        if spec is not None:
+            found.append((constraint_set.pool, spec))
     return found
 
 

@@ -76,6 +76,7 @@ def simulate_command(
     report: str | None = None,
     catalog: Catalog | None = None,
     strategy: str | None = None,
+    min_values_policy: str | None = None,
 ) -> SimulateOutput:
     """Run the scenario: the workloads as their manifests say, then each `--scale` in order (one step each)."""
     try:
@@ -97,6 +98,8 @@ def simulate_command(
         options = SimulationOptions()
         if strategy is not None:
             options.strategy = strategy
+        if min_values_policy is not None:
+            options.min_values_policy = min_values_policy
         with Simulation(loaded, workloads, catalog, options) as simulation:
             result = simulation.run(steps)
     except (SimulationError, SimulationUnavailable) as error:

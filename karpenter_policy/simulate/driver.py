@@ -40,6 +40,7 @@ from karpenter_policy.api.workloads import Workload, scale_key
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import FixedSource, Loaded
 from karpenter_policy.reconcile.controller import ReconcileResult
@@ -114,6 +115,7 @@ class StepRecord:
 class SimulationOptions:
     cluster_name: str = CLUSTER_NAME
     strategy: str = COST
+    min_values_policy: str = STRICT
     batch_idle: float = DEFAULT_IDLE_SECONDS
     batch_max: float = DEFAULT_MAX_SECONDS
     node_startup: float = NODE_STARTUP
@@ -208,6 +210,7 @@ class Simulation:
             unschedulable_only=False,
             bind_existing=True,
             strategy=self.options.strategy,
+            min_values_policy=self.options.min_values_policy,
         )
         assert isinstance(self.scene.source, FixedSource)
         self.source = self.scene.source

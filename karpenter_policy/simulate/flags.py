@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from karpenter_policy.optionspec import option, required
-from karpenter_policy.reconcile.flags import STRATEGY_NAMES
+from karpenter_policy.optionspec import like, option, required
+from karpenter_policy.reconcile.flags import STRATEGY_NAMES, ReconcileOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,7 @@ class SimulateOptions:
     )
     report: str | None = option(None, "--report", path="file", help="Write a self-contained HTML report here.")
     strategy: str = option(STRATEGY_NAMES[0], "--strategy", choices=STRATEGY_NAMES, show_default=True)
+    min_values_policy: str = like(ReconcileOptions, "min_values_policy")
 
 
 __all__ = ["SimulateOptions"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import pool_of_labels
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
@@ -135,7 +136,7 @@ def measure(cluster: Cluster, at: float, prices: Mapping[str, float | None], sha
         rows.append(
             NodeRow(
                 name=existing.name,
-                provisioner=labels.get(wk.PROVISIONER_NAME, ""),
+                provisioner=pool_of_labels(labels) or "",
                 instance_type=labels.get(wk.INSTANCE_TYPE, ""),
                 zone=labels.get(wk.ZONE, ""),
                 capacity_type=labels.get(wk.CAPACITY_TYPE, ""),

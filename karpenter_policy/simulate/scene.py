@@ -254,7 +254,7 @@ class Scene:
         whose finalizer someone removed); `never_initialized`: Ready but never initialized — it carries a startup
         taint (:data:`NEVER_INITIALIZED_TAINT`, listed as one the controller registered it with) that no daemon
         ever removes. The Node's name."""
-        constraint_set = next((s for s in self.loaded.sets if s.name == provisioner), None)
+        constraint_set = next((s for s in self.loaded.sets if s.pool == provisioner), None)
         if constraint_set is None:
             raise ValueError(f"no provisioner {provisioner} in {self.source.description}")
         template = self._claim_templates().template(provisioner)

@@ -193,3 +193,24 @@ def test_without_moto_one_line_that_says_what_to_install(build: Path) -> None:
     assert ran.returncode == 2 and ran.stdout == ""
     assert ran.stderr.count("\n") == 1 and "Traceback" not in ran.stderr
     assert "needs moto's server" in ran.stderr and "pip install 'karpenter-policy[simulate]'" in ran.stderr
+
+
+@pytest.mark.slow
+def test_nodepools_and_a_provisioner_side_by_side_end_to_end(tmp_path: Path) -> None:
+    """examples/v1/controller: two NodePools (their EC2NodeClass boots AL2) and a Provisioner of the same name; each
+    workload lands on the kind it selects, as `check --workloads` places them (the faster twin, on the in-memory
+    cloud: tests/reconcile/test_v1_nodepools.py)."""
+    example = ROOT / "examples" / "v1" / "controller"
+    out = tmp_path / "build"
+    compiled = CliRunner().invoke(main, ["compile", str(example / "policies"), "-o", str(out)])
+    assert compiled.exit_code == 0, compiled.output
+    code, stdout, err = simulate(out, "--workloads", str(example / "apps"))
+    assert code == 0, err
+    rows = {(r[1], r[5]) for r in ROW.findall(stdout)}
+    assert rows == {("NodePool/batch", "3"), ("NodePool/default", "2"), ("default", "2")}
+    assert "fleet: 3 node(s), 7 pod(s)" in stdout
+    best_effort = CliRunner().invoke(
+        main, ["simulate", "--constraints", str(out), "--workloads", str(example / "apps"),
+               "--min-values-policy", "BestEffort"],
+    )  # fmt: skip
+    assert best_effort.exit_code == 0, best_effort.stderr

@@ -52,10 +52,10 @@ from karpenter_policy.cloud.errors import (
 from karpenter_policy.cloud.offerings import live_instance_types, with_unavailable
 from karpenter_policy.cloud.provider import (
     LIVE_STATES,
+    POOL_TAGS,
     STATE_PENDING,
     STATE_TERMINATED,
     TAG_CLIENT_TOKEN,
-    TAG_PROVISIONER,
     UNAVAILABLE_OFFERING_TTL,
     Clock,
     Instance,
@@ -456,7 +456,7 @@ class AwsCloudProvider:
             Filters=[
                 # Two filters of the same name are not ANDed everywhere (moto merges them): one each.
                 {"Name": f"tag:{cluster_tag(cluster_name)}", "Values": ["owned"]},
-                {"Name": "tag-key", "Values": [TAG_PROVISIONER]},
+                {"Name": "tag-key", "Values": list(POOL_TAGS)},
                 {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
             ]
         )

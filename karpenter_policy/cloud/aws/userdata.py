@@ -25,6 +25,7 @@ from typing import Any
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
 from karpenter_policy.api.userdata import SHELL_PART_TYPE, UserDataError, is_mime, mime_parts, toml_settings
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import owner_labels
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Taint
 
@@ -69,9 +70,10 @@ def _kubelet_may_set(key: str) -> bool:
 
 
 def bootstrap_labels(provisioner: str, labels: Mapping[str, str], requirements: Requirements) -> dict[str, str]:
-    """The labels the kubelet registers the node with: the provisioner's name, its labels, and the values its
+    """The labels the kubelet registers the node with: the pool's owner label (`provisioner` is a pool key:
+    `karpenter.sh/provisioner-name`, or a NodePool's `karpenter.sh/nodepool`), its labels, and the values its
     requirements pin to one value, less those that depend on the offering or the kubelet may not set."""
-    merged = {**requirements.single_values(), **labels, wk.PROVISIONER_NAME: provisioner}
+    merged = {**requirements.single_values(), **labels, **owner_labels(provisioner)}
     return {key: value for key, value in sorted(merged.items()) if _kubelet_may_set(key)}
 
 

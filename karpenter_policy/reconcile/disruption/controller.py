@@ -28,17 +28,19 @@ Karpenter's 10 s polling period does, instead of after every change.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import threading
 from collections.abc import Callable
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.disruption.decider import Command, Decider, Inputs
 from karpenter_policy.reconcile.disruption.deprovisioner import Deprovisioner
+from karpenter_policy.reconcile.disruption.expiry import expired
 from karpenter_policy.reconcile.disruption.view import disruption_view
 from karpenter_policy.reconcile.metrics import DEPROVISIONING
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
@@ -88,7 +90,7 @@ class Disruption:
         self.provisioner = provisioner
         self.terminator = terminator
         options = context.options
-        self.templates = TemplateBuilder(context.cloud, context.region)
+        self.templates = TemplateBuilder(context.cloud, context.region, options.min_values_policy)
         decider = Decider(
             SchedulerOptions(options.strategy), on_simulation=context.metrics.scheduling_simulation_duration.observe
         )
@@ -104,16 +106,33 @@ class Disruption:
         self._last_change = -math.inf  # the latest change a decision cares about
         self._decided: object = None  # the constraint sets the last decision saw
         self._recheck_at = 0.0
+        #: by node, when a pod last started or stopped using it (a NodePool's `consolidateAfter` counts from then:
+        #: Karpenter v1's `LastPodEventTime`, core pkg/controllers/nodeclaim/podevents/controller.go at v1.14.1)
+        self._pod_events: dict[str, dt.datetime] = {}
+        self._pod_events_lock = threading.Lock()  # written by the informers' thread, copied by a decision
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
         if not marks_unconsolidated(change):
             return  # a pending pod is provisioning's; a bound pod's or a node's status update changes nothing
+        if change.kind == "pod":
+            at = self.context.wall_clock()
+            with self._pod_events_lock:
+                for record in (change.before, change.after):
+                    if isinstance(record, PodRecord) and record.node:
+                        self._pod_events[record.node] = at
+        elif change.kind == "node" and change.after is None and isinstance(change.before, NodeRecord):
+            with self._pod_events_lock:
+                self._pod_events.pop(change.before.name, None)
         now = self.context.clock()
         if not self._changed:
             self._first_change = now
         self._last_change = now
         self._changed = True
+
+    def _pod_events_now(self) -> dict[str, dt.datetime]:
+        with self._pod_events_lock:
+            return dict(self._pod_events)
 
     def _settling(self, now: float) -> float | None:
         """When a decision may be taken, if not now: the state is not synced, or changes have not settled (see
@@ -153,11 +172,36 @@ class Disruption:
     label = DEPROVISIONING
 
     def step(self, now: float, result: ReconcileResult) -> float | None:
-        """Follow the command under way, else decide when quiet (:meth:`reconcile`)."""
+        """Expire NodePools' nodes forcefully (`expiry`), then follow the command under way, else decide when quiet
+        (:meth:`reconcile`)."""
+        next_expiry = self._expire(now, result)
         done = self.reconcile(result)
         result.disrupted = done
         result.errors.extend(done.errors)
-        return done.due
+        dues = [due for due in (done.due, next_expiry) if due is not None]
+        return min(dues, default=None)
+
+    def _expire(self, now: float, result: ReconcileResult) -> float | None:
+        """Delete our NodePool nodes past their expireAfter (Karpenter v1's forceful expiry: `expiry`); when the
+        next one expires (the controller's clock), None when none will."""
+        loaded = self.context.loaded
+        if loaded is None or not any(s.is_nodepool for s in loaded.sets):
+            return None
+        state, context = self.context.state, self.context
+        nodes = (node for name in state.node_names() if (node := state.node(name)) is not None)
+        found = expired(nodes, {s.pool: s for s in loaded.sets}, context.wall_clock())
+        for node in found.nodes:
+            try:
+                context.cluster.delete(objects.NODE, node.name)
+            except NotFound:
+                continue
+            except ClusterError as error:
+                result.errors.append(f"expiry of node {node.name}: {error}")
+                continue
+            fields = context.fields(node=node.name)
+            NODE.info("deleting expired node (expireAfter of %s)", node.provisioner, extra=fields)
+            context.metrics.machines_terminated.labels("expiration", node.provisioner or "").inc()
+        return None if found.next_in is None else now + found.next_in
 
     def poll(self) -> float | None:
         """Its thread decides again every `disruption_interval` at the latest."""
@@ -194,7 +238,7 @@ class Disruption:
                 self._current_images(templates), context.clock,
                 context.options.single_node_budget, context.options.multi_node_budget,
                 lambda: self.provisioning(settled), self._pending_pods(),
-                frozenset(self.provisioner.nominations().values()),
+                frozenset(self.provisioner.nominations().values()), self._pod_events_now(),
             )
 
         def launch(command: Command) -> list[str] | str:
@@ -238,7 +282,7 @@ class Disruption:
         def current(provisioner: str, instance_type: str) -> str | None:
             if (provisioner, instance_type) not in known:
                 constraint_set = templates.sets.get(provisioner)
-                spec = constraint_set.provider.spec if constraint_set and constraint_set.provider else None
+                spec = constraint_set.launch_spec if constraint_set is not None else None  # built: it launches
                 try:
                     known[provisioner, instance_type] = cloud.current_image(instance_type, spec)
                 except CloudError:

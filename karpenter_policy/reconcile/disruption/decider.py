@@ -46,12 +46,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.api.v1 import budgets as v1budgets
+from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.reconcile.disruption import pricing
+from karpenter_policy.reconcile.disruption.budgets import budget_mapping, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
@@ -90,6 +93,8 @@ class Candidate:
     disruption_cost: float  # its pods' eviction cost, scaled by the fraction of its lifetime left
     created: dt.datetime | None
     consolidatable: bool  # its provisioner consolidates and the node is not annotated do-not-consolidate
+    #: it may be consolidated while it runs pods (a NodePool's `WhenEmpty` policy: only once empty)
+    underutilized: bool = True
 
     def describe(self) -> str:
         """As Karpenter logs a machine: `name/type/capacity-type`."""
@@ -193,6 +198,42 @@ class Inputs:
     pending: Sequence[Pod] = ()
     #: The nodes the provisioner planned a pending pod onto (Karpenter's nominated nodes): not candidates.
     nominated: frozenset[str] = frozenset()
+    #: By node, when a pod last started or stopped using it (a NodePool's `consolidateAfter` counts from then).
+    pod_events: Mapping[str, dt.datetime] = field(default_factory=dict)
+
+
+#: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
+WHEN_EMPTY = "WhenEmpty"
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+NEVER = "Never"
+
+
+def consolidation_policy(constraint_set: ConstraintSet) -> str:
+    """A NodePool set's `consolidationPolicy` (admission defaulted it: WhenEmptyOrUnderutilized)."""
+    disruption = (constraint_set.nodepool or {}).get("disruption") or {}
+    return str(disruption.get("consolidationPolicy") or WHEN_EMPTY_OR_UNDERUTILIZED)
+
+
+def consolidatable_in(inputs: Inputs, node: NodeRecord, constraint_set: ConstraintSet) -> float | None:
+    """Seconds until a NodePool's node becomes consolidatable (≤ 0: it is), None when its NodePool never
+    consolidates (`consolidateAfter: Never`). Karpenter v1.14.1 marks a NodeClaim Consolidatable once
+    `consolidateAfter` has passed since its last pod event — a pod bound to it or leaving it — or, with none, since
+    it was initialized (`Consolidation.Reconcile` in core pkg/controllers/nodeclaim/disruption/consolidation.go;
+    `IsUnderConsolidateAfter`, pkg/utils/disruption/disruption.go). The controller counts from the last pod event it
+    saw, else from the node's creation (it keeps no initialization time: a node is a candidate only once
+    initialized anyway)."""
+    disruption = (constraint_set.nodepool or {}).get("disruption") or {}
+    after = disruption.get("consolidateAfter")
+    if after is None or str(after) == NEVER:
+        return None
+    try:
+        seconds = parse_go_duration(str(after)).total_seconds()
+    except ValueError:  # admission refused such a set: never here, and never a reason to consolidate
+        return None
+    since = inputs.pod_events.get(node.name) or _created(node.obj)
+    if since is None:
+        return 0.0 if seconds <= 0 else seconds
+    return seconds - (inputs.now - since).total_seconds()
 
 
 def _created(node: Obj) -> dt.datetime | None:
@@ -258,7 +299,13 @@ class Decider:
             if why:
                 decision.blocked[name] = why
                 continue
-            found.append(self._candidate(inputs, node, pods))
+            candidate = self._candidate(inputs, node, pods)
+            constraint_set = inputs.templates.sets.get(candidate.provisioner)
+            if constraint_set is not None and not candidate.consolidatable and constraint_set.is_nodepool:
+                wait = consolidatable_in(inputs, node, constraint_set)  # decide again once it is
+                if wait is not None and wait > 0:
+                    decision.expires_in = wait if decision.expires_in is None else min(decision.expires_in, wait)
+            found.append(candidate)
         return found
 
     @staticmethod
@@ -276,6 +323,11 @@ class Decider:
             and constraint_set.consolidation_enabled
             and node.annotations.get(wk.DO_NOT_CONSOLIDATE) != "true"
         )
+        underutilized = consolidatable
+        if constraint_set is not None and constraint_set.is_nodepool:  # Karpenter v1.14.1's rules
+            wait = consolidatable_in(inputs, node, constraint_set)
+            consolidatable = wait is not None and wait <= 0
+            underutilized = consolidation_policy(constraint_set) == WHEN_EMPTY_OR_UNDERUTILIZED
         return Candidate(
             name=node.name,
             provisioner=provisioner,
@@ -287,13 +339,17 @@ class Decider:
             disruption_cost=sum(p.disruption_cost for p in pods) * lifetime_remaining(ttl, created, inputs.now),
             created=created,
             consolidatable=consolidatable,
+            underutilized=underutilized,
         )
 
     @staticmethod
     def _blocked(
         node: NodeRecord, pods: Iterable[PodRecord], exhausted: Sequence[Obj], nominated: frozenset[str]
     ) -> str:
-        if wk.DO_NOT_DISRUPT in node.annotations:
+        value = node.annotations.get(wk.DO_NOT_DISRUPT)
+        # v0.31 reads the node's annotation whatever its value; v1.14.1 only "true" (a NodePool's node: its
+        # `karpenter.sh/nodepool` label; emptiness_test.go:433 "…annotation set to false" is deleted)
+        if value is not None and (value == "true" or wk.NODEPOOL not in node.labels):
             return f"the node has the {wk.DO_NOT_DISRUPT} annotation"
         if node.name in nominated:
             return "nominated for a pending pod"
@@ -331,6 +387,12 @@ class Decider:
             decision.command = None  # a command from a decision that was cut short is not acted on
         return decision
 
+    @staticmethod
+    def _allowance(inputs: Inputs, reason: str) -> dict[str, int]:
+        """By NodePool, how many more of its nodes may be disrupted for `reason` now (Karpenter v1's budgets:
+        `disruption.budgets`); a Provisioner's nodes are not limited."""
+        return budget_mapping(inputs.view.nodes.values(), inputs.templates.sets, reason, inputs.now)
+
     def simulate(self, inputs: Inputs, candidates: Sequence[Candidate]) -> Plan:
         """Where the candidates' pods, and the pods still pending, would go with the candidates gone (new claims where
         nothing has room). Only the nodes with room for the smallest of those pods are offered; every other node
@@ -357,7 +419,7 @@ class Decider:
             view.daemons,
             WithoutNodes(view.running or RunningPods(), names),
             view.namespace_labels,
-            self.scheduler_options,
+            dataclasses.replace(self.scheduler_options, topology=inputs.templates.topology),
             used=used,
             node_domains=view.domains,
         )
@@ -463,7 +525,10 @@ class Decider:
             key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
         )
         decision.eligible[DRIFT] = len(drifted)
-        empty = [(c, why) for c, why in drifted if not c.pods]
+        allowance = self._allowance(inputs, v1budgets.DRIFTED)
+        drifted = [(c, why) for c, why in drifted if allowance.get(c.provisioner, 1) > 0]
+        kept = within_budgets([c for c, _ in drifted if not c.pods], allowance)
+        empty = [(c, why) for c, why in drifted if c in kept]
         if empty:
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})),
                            stage=DRIFT)
@@ -484,13 +549,17 @@ class Decider:
             return None
         eligible = sorted((c for c in candidates if c.consolidatable), key=lambda c: (c.disruption_cost, c.name))
         decision.eligible[CONSOLIDATION] = len(eligible)
-        empty = [c for c in eligible if not c.pods]
+        empty = within_budgets([c for c in eligible if not c.pods], self._allowance(inputs, v1budgets.EMPTY))
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
             return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings, stage=EMPTY)
+        eligible = [c for c in eligible if c.underutilized]  # a WhenEmpty NodePool's nodes go only empty
+        allowance = self._allowance(inputs, v1budgets.UNDERUTILIZED)
+        eligible = [c for c in eligible if allowance.get(c.provisioner, 1) > 0]
         if MULTI_NODE in stages:
             deadline = inputs.clock() + inputs.multi_node_budget
-            command = self._multi_node(inputs, eligible[:MULTI_NODE_LIMIT], decision, deadline)
+            batch = within_budgets(eligible, allowance)[:MULTI_NODE_LIMIT]  # at most each NodePool's allowance
+            command = self._multi_node(inputs, batch, decision, deadline)
             if command is not None:
                 return command
         if SINGLE_NODE not in stages:

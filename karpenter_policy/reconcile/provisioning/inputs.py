@@ -5,8 +5,9 @@
   the scheduler cannot read are set aside with the reason (an Event says why);
 * **existing nodes**: only those with room for the smallest pending pod (Karpenter's scheduler tries every node
   for every pod; at 5,000 full nodes that is millions of refusals) — plus the nodes being launched, with the pods
-  planned onto them; what every node of a provisioner holds still counts against its limits (`used`) and every
-  node's labels are still topology domains (`node_domains`);
+  planned onto them; what every node of a provisioner holds still counts against its limits (`used`; how many
+  nodes it runs, `node_counts`, against a NodePool's `limits.nodes`) and every node's labels are still topology
+  domains (`node_domains`);
 * DaemonSets (their overhead), the running pods indexed for topology, the namespaces' labels.
 
 Built in O(pending pods + nodes) without copying an object; the `version` says when two builds saw the same
@@ -41,6 +42,7 @@ class SchedulingInputs:
     running: PodsForTopology | None = None
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     used: dict[str, Vector] = field(default_factory=dict)
+    node_counts: dict[str, int] = field(default_factory=dict)  # by pool: its nodes, launches in flight included
     state: ClusterState | None = None
     version: object = None
     structure: object = None  # what a plan made ahead cannot check itself (`ClusterState.structure_version`)
@@ -57,6 +59,7 @@ class SchedulingInputs:
             options,
             used=self.used,
             node_domains=state.label_values if state is not None else None,
+            node_counts=self.node_counts,
         )
 
 
@@ -97,6 +100,7 @@ def scheduling_inputs(
         inputs.running = state.running_view()
         inputs.namespace_labels = state.namespace_labels()
         inputs.used = state.used()
+        inputs.node_counts = state.node_counts()
         shown = set()
         smallest = _smallest(inputs.pending)
         for node in state.existing_nodes():
@@ -117,6 +121,7 @@ def scheduling_inputs(
             if launching.provisioner is not None:
                 used = inputs.used.get(launching.provisioner, ZERO)
                 inputs.used[launching.provisioner] = add(used, launching.capacity)
+                inputs.node_counts[launching.provisioner] = inputs.node_counts.get(launching.provisioner, 0) + 1
         placed = tuple(sorted(assigned))
         inputs.version = _version(state, inflight, placed)
         inputs.structure = (state.structure_version, placed)

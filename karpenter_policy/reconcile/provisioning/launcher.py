@@ -72,7 +72,7 @@ def launch_request(
         labels=dict(constraint_set.labels),
         taints=constraint_set.taints,
         startup_taints=constraint_set.startup_taints,
-        provider=constraint_set.provider.spec if constraint_set.provider is not None else None,
+        provider=constraint_set.launch_spec,  # the templates were built from it: it does not raise
         kubelet=constraint_set.kubelet,
     )
 

@@ -269,7 +269,8 @@ class Provisioner:
 
     def _solve(self, inputs: SchedulingInputs, templates: Templates, pods: list[Pod]) -> Plan:
         started = time.perf_counter()
-        plan = inputs.scheduler(templates.templates, self.scheduler_options).solve(pods)
+        options = dataclasses.replace(self.scheduler_options, topology=templates.topology)
+        plan = inputs.scheduler(templates.templates, options).solve(pods)
         self.context.metrics.scheduling_simulation_duration.observe(time.perf_counter() - started)
         return plan
 

@@ -135,6 +135,7 @@ class ClusterState:
         self._namespaces: dict[str, dict[str, str]] = {}
         self._label_values: dict[str, Counter[str]] = {}
         self._used: dict[str, Vector] = {}  # provisioner → the capacity of its nodes not being deleted
+        self._counts: Counter[str] = Counter()  # pool → how many nodes it runs, not being deleted
         self.running = RunningPods()
         self._listeners: list[Callable[[Change], None]] = []
         self.malformed: Counter[tuple[str, str]] = Counter()
@@ -278,6 +279,9 @@ class ClusterState:
         provisioner = node.provisioner
         if provisioner is None or node.deleting:
             return
+        self._counts[provisioner] += sign
+        if self._counts[provisioner] <= 0:
+            del self._counts[provisioner]
         total = self._used.get(provisioner, ZERO)
         total = add(total, node.capacity) if sign > 0 else subtract(total, node.capacity)
         if any(total):
@@ -431,6 +435,11 @@ class ClusterState:
         """By provisioner, the capacity of its nodes not being deleted (what counts against its limits)."""
         with self.lock:
             return dict(self._used)
+
+    def node_counts(self) -> dict[str, int]:
+        """By pool, how many of its nodes are not being deleted (what a NodePool's `limits.nodes` counts)."""
+        with self.lock:
+            return dict(self._counts)
 
     def existing(self, name: str) -> ExistingNode | None:
         """The scheduler's view of a node that is not being deleted (None: unknown or being deleted)."""

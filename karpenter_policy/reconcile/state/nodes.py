@@ -11,7 +11,8 @@ kubelet's ephemeral taints (not-ready, unreachable, uninitialized) are ignored f
 about to go — so pods can be planned onto a node that is being launched. Other nodes are initialized when Ready.
 
 :func:`node_object` is the Node the controller creates when an instance is launched (before the kubelet joins,
-which adopts it): named as the kubelet will register (the private DNS name), with the provisioner's labels and
+which adopts it): named as the kubelet will register (the private DNS name), with the pool's labels (its owner label
+`karpenter.sh/provisioner-name`, or a NodePool's `karpenter.sh/nodepool` and `karpenter.k8s.aws/ec2nodeclass`) and
 the instance's (type, zone, capacity type, arch, OS and the `karpenter.k8s.aws/instance-*` labels), taints and
 startup taints, the `karpenter.sh/termination` finalizer, the constraint-set hash and node hash (drift), the
 provider ID, and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures when it
@@ -31,6 +32,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import node_labels
+from karpenter_policy.model.pools import pool_of_labels
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.resources import format_quantity, parse_quantity
 from karpenter_policy.model.taints import Taint
@@ -159,8 +161,9 @@ def scheduling_taints(node: Obj, initialized: bool) -> tuple[Taint, ...]:
 
 
 def template_of(node: Obj) -> str | None:
-    """The provisioner a node belongs to (its limits count the node), whoever launched it."""
-    return objects.labels(node).get(wk.PROVISIONER_NAME)
+    """The pool a node belongs to (its limits count the node), whoever launched it: a Provisioner's name, a
+    NodePool's `NodePool/<name>` (`model.pools.pool_of_labels`)."""
+    return pool_of_labels(objects.labels(node))
 
 
 # --- registration ----------------------------------------------------------------------------------------------
@@ -195,14 +198,14 @@ def node_object(
     """The Node registered for a launched instance (see the module docstring)."""
     name = node_name_for(instance)
     labels = _requirement_labels(requirements)
-    labels.update(constraint_set.labels)
+    labels.update(constraint_set.node_labels())
     table = template.table
     position = table.position.get(instance.instance_type)
     capacity: dict[str, str] = {}
     allocatable: dict[str, str] = {}
     if position is not None:
-        spec = (constraint_set.provider.spec or {}) if constraint_set.provider is not None else {}
-        labels.update(node_labels(table.types[position], node_configuration(constraint_set.kubelet, spec)))
+        configuration = node_configuration(constraint_set.kubelet, constraint_set.node_template)
+        labels.update(node_labels(table.types[position], configuration))
         capacity = format_resource_vector(template.shapes.capacity[position])
         allocatable = format_resource_vector(template.shapes.allocatable[position])
     else:
@@ -211,7 +214,6 @@ def node_object(
         {
             wk.ZONE: instance.zone,
             wk.CAPACITY_TYPE: instance.capacity_type,
-            wk.PROVISIONER_NAME: constraint_set.name,
             wk.HOSTNAME: name,
         }
     )

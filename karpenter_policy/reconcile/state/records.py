@@ -20,6 +20,7 @@ from karpenter_policy.api.workloads import DAEMON_SET
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import pool_of_labels
 from karpenter_policy.model.taints import Taint
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
@@ -200,8 +201,9 @@ class NodeRecord:
 
     @property
     def provisioner(self) -> str | None:
-        """The provisioner it was launched for (None when not labelled)."""
-        return self.labels.get(wk.PROVISIONER_NAME)
+        """The pool it was launched for (None when not labelled): a Provisioner's name, a NodePool's
+        `NodePool/<name>` (`model.pools.pool_of_labels`)."""
+        return pool_of_labels(self.labels)
 
     @property
     def labelled_initialized(self) -> bool:

@@ -1,0 +1,151 @@
+"""An EC2NodeClass's spec as the launch settings the controller's cloud provider reads (the AWSNodeTemplate shape).
+
+The controller launches with one provider (`cloud.aws`), which reads a v1alpha5 AWSNodeTemplate's fields. A NodePool's
+constraint set carries its EC2NodeClass's stored spec; `launch_settings` says the same in those fields — the
+inverse of what `compile --api v1` writes (commands/compile/manifests.py):
+
+  subnetSelectorTerms / securityGroupSelectorTerms   {id} terms → `aws-ids: a,b`; one {tags} term → its tags
+  amiSelectorTerms                                   `{alias: <family>@latest}` → amiFamily (the family's latest
+                                                     EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
+                                                     aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); {id} terms →
+                                                     `aws-ids`; one {tags}/{name}/{owner} term → amiSelector tags,
+                                                     `aws::name`, `aws::owners`
+  amiFamily, instanceProfile, userData, tags,
+  blockDeviceMappings, metadataOptions,
+  detailedMonitoring                                 the same fields
+  role                                               not carried: the controller launches with the class's
+                                                     instanceProfile, else its --default-instance-profile (it does
+                                                     not create instance profiles as Karpenter v1 does from a role)
+
+An AMI family the launcher does not boot (AL2023, Windows2025: `LAUNCHED_FAMILIES`) and what those fields cannot say
+are refused with the reason (`LaunchSettingsError`), never launched differently: several
+tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a security group selected by name, an alias pinned
+to a version (`al2023@v20240807`: the controller resolves only the latest), a capacity reservation, IP options
+or an instance-store policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
+
+#: Fields the launch settings keep as they are.
+_SAME_FIELDS: Final = (
+    "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring"
+)  # fmt: skip
+#: Fields the controller does not launch with: a value (other than Karpenter's default) is refused.
+_NOT_CARRIED: Final = (
+    "capacityReservationSelectorTerms", "associatePublicIPAddress", "instanceStorePolicy", "ipPrefixCount"
+)  # fmt: skip
+#: The alias version that means the family's latest AMI.
+LATEST: Final = "latest"
+#: The AMI families the launcher boots (v0.31's user data: bootstrap.sh, Bottlerocket's TOML, Windows' script).
+#: AL2023 boots with nodeadm, whose NodeConfig needs the cluster's service CIDR (Karpenter v1 reads it from EKS:
+#: `Nodeadm.getNodeConfigYAML` in aws pkg/providers/amifamily/bootstrap/nodeadm.go at v1.14.1), which the controller
+#: is not given; Windows2025 has no v0.31 bootstrap either.
+LAUNCHED_FAMILIES: Final = frozenset({"AL2", "Bottlerocket", "Windows2019", "Windows2022", "Custom"})
+
+
+class LaunchSettingsError(ValueError):
+    """An EC2NodeClass spec the controller's launcher cannot carry out as Karpenter v1 would: ``field: why``."""
+
+
+def _ids(terms: Sequence[Mapping[str, Any]]) -> str | None:
+    """`a,b` when every term is an {id} term; None when none is."""
+    ids = [str(term["id"]) for term in terms if set(term) == {"id"}]
+    if not ids:
+        return None
+    if len(ids) != len(terms):
+        raise ValueError("mixes {id} terms with other terms")
+    return ",".join(ids)
+
+
+def _selector(terms: Any, field: str) -> dict[str, str]:
+    """A subnet or security-group selector of v0.31 for the terms of `field` (see the module docstring)."""
+    if not isinstance(terms, list) or not terms or not all(isinstance(term, Mapping) for term in terms):
+        raise LaunchSettingsError(f"{field}: must be a non-empty list of terms")
+    try:
+        ids = _ids(terms)
+    except ValueError as error:
+        raise LaunchSettingsError(f"{field}: {error}") from None
+    if ids is not None:
+        return {"aws-ids": ids}
+    if len(terms) > 1:
+        raise LaunchSettingsError(
+            f"{field}: {len(terms)} terms of tags (Karpenter v1 selects what any term matches); the controller "
+            "launches with one term"
+        )
+    term = terms[0]
+    if set(term) != {"tags"} or not isinstance(term["tags"], Mapping):
+        raise LaunchSettingsError(f"{field}[0]: selects by {', '.join(sorted(term))}; the controller reads id or tags")
+    return {str(key): str(value) for key, value in sorted(term["tags"].items())}
+
+
+def _ami(terms: Any, family: Any) -> dict[str, Any]:
+    """amiFamily and amiSelector for `amiSelectorTerms` (see the module docstring)."""
+    if not isinstance(terms, list) or not terms or not all(isinstance(term, Mapping) for term in terms):
+        raise LaunchSettingsError("amiSelectorTerms: must be a non-empty list of terms")
+    alias = terms[0].get("alias")
+    if alias is not None:
+        name, _, version = str(alias).partition("@")
+        aliased = AMI_ALIAS_FAMILIES.get(name.lower())
+        if aliased is None:
+            raise LaunchSettingsError(f"amiSelectorTerms[0].alias: {alias!r} names no AMI family")
+        if version.lower() != LATEST:
+            raise LaunchSettingsError(
+                f"amiSelectorTerms[0].alias: {alias!r} pins an AMI version; the controller launches the family's "
+                f"latest AMI only ({name}@latest)"
+            )
+        return {"amiFamily": _launched(aliased, "amiSelectorTerms[0].alias")}
+    out: dict[str, Any] = {} if family is None else {"amiFamily": _launched(str(family), "amiFamily")}
+    try:
+        ids = _ids(terms)
+    except ValueError as error:
+        raise LaunchSettingsError(f"amiSelectorTerms: {error}") from None
+    if ids is not None:
+        return {**out, "amiSelector": {"aws-ids": ids}}
+    if len(terms) > 1:
+        raise LaunchSettingsError(
+            f"amiSelectorTerms: {len(terms)} terms (Karpenter v1 selects what any term matches); the controller "
+            "launches with one term"
+        )
+    term = terms[0]
+    unknown = sorted(set(term) - {"tags", "name", "owner"})
+    if unknown:
+        raise LaunchSettingsError(f"amiSelectorTerms[0]: selects by {', '.join(unknown)}; the controller reads id, "
+                                  "name, owner or tags")
+    selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
+    if term.get("name") is not None:
+        selector["aws::name"] = str(term["name"])
+    if term.get("owner") is not None:
+        selector["aws::owners"] = str(term["owner"])
+    return {**out, "amiSelector": selector}
+
+
+def _launched(family: str, field: str) -> str:
+    if family not in LAUNCHED_FAMILIES:
+        raise LaunchSettingsError(
+            f"{field}: the controller does not boot {family} nodes (it boots {', '.join(sorted(LAUNCHED_FAMILIES))}"
+            "; AL2023's nodeadm needs the cluster's service CIDR, which it is not given): use al2@latest or "
+            "bottlerocket@latest for the controller and simulate"
+        )
+    return family
+
+
+def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The launch settings of an (admitted, stored) EC2NodeClass spec; LaunchSettingsError says what cannot be
+    carried (see the module docstring)."""
+    for field in _NOT_CARRIED:
+        value = spec.get(field)
+        if value not in (None, [], False):
+            raise LaunchSettingsError(f"{field}: the controller does not launch with it")
+    settings: dict[str, Any] = {field: spec[field] for field in _SAME_FIELDS if spec.get(field) is not None}
+    settings["subnetSelector"] = _selector(spec.get("subnetSelectorTerms"), "subnetSelectorTerms")
+    settings["securityGroupSelector"] = _selector(spec.get("securityGroupSelectorTerms"), "securityGroupSelectorTerms")
+    settings.update(_ami(spec.get("amiSelectorTerms"), spec.get("amiFamily")))
+    return settings
+
+
+__all__ = ["LATEST", "LAUNCHED_FAMILIES", "LaunchSettingsError", "launch_settings"]
