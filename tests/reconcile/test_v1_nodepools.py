@@ -174,7 +174,7 @@ def _tampered(compiled: Path, target: Path, change: object) -> Path:
          "requirements"),
         (lambda d: d["nodePool"].update(expireAfter="forever"), "nodePool.expireAfter"),
         (lambda d: d["nodePool"].pop("minValues"), "nodePool must be a mapping"),
-        (lambda d: d["provider"].update(source="providerRef"), "provider must name the EC2NodeClass"),
+        (lambda d: d["provider"].update(source="providerRef"), "provider.source must be nodeClassRef"),
     ],
 )
 def test_a_nodepool_set_a_hand_edit_broke_is_refused_naming_the_field(
@@ -186,7 +186,7 @@ def test_a_nodepool_set_a_hand_edit_broke_is_refused_naming_the_field(
     assert "nodepool.batch.json" in str(refused.value) and named in str(refused.value)
 
 
-def test_the_sets_as_compiled_are_read_by_the_controllers_reader_and_refused_by_the_webhooks(compiled: Path) -> None:
+def test_the_sets_as_compiled_are_read_by_the_controllers_reader_and_refused_by_a_provisioner_only_reader(compiled: Path) -> None:
     _, sets = read_compiled(compiled, kinds=ALL_SETS)
     assert sorted(s.pool for s in sets) == ["NodePool/batch", "NodePool/default", "default"]
     with pytest.raises(ConstraintSetError, match='NodePool "batch"'):
