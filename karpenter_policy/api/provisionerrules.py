@@ -6,6 +6,8 @@ schema cannot express. The AWS provider rules live in `api.aws`.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -275,13 +277,62 @@ def _provider(spec: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> It
 
 #: Lines of the AWSNodeTemplate shown in a `deprecated-provider` message before the rest is cut.
 _SHOWN_TEMPLATE_LINES = 40
+#: How many `deprecated-provider` messages are remembered (by the provider's content and the Provisioner's name).
+MESSAGE_CACHE_SIZE = 256
+_JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 def deprecated_provider_message(provider: Mapping[str, Any], name: str) -> str:
     """The `deprecated-provider` warning: its first line says what to do (it is the whole of the webhook's
     warning), the lines under it are the AWSNodeTemplate to write: the provider's fields as its spec (Karpenter's
     `AWSNodeTemplateSpec` inlines the AWS provider's fields; the provider's own apiVersion and kind are not
-    fields of it), named after the Provisioner."""
+    fields of it), named after the Provisioner.
+
+    Rendering the YAML costs about 2 ms, and the webhook sees the same Provisioner again on every update: the
+    message is remembered by the provider's content (its JSON text, key order included) when the provider holds
+    only JSON's own types, as an admission review's does; anything else is rendered every time."""
+    key = _content_key(provider, name)
+    if key is None:
+        return _render_message(provider, name)
+    return _remembered_message(key)
+
+
+def _content_key(provider: Mapping[str, Any], name: str) -> str | None:
+    """The JSON text of (name, provider), None when the provider holds anything but dicts with string keys, lists,
+    strings, numbers, booleans and nulls (a key JSON would turn into a string, a subclass YAML renders apart)."""
+    if type(name) is not str or not _plain_json(provider):
+        return None
+    try:
+        return json.dumps([name, provider], ensure_ascii=False, allow_nan=True)
+    except (ValueError, RecursionError):  # an integer beyond Python's digit limit for str(), or nesting too deep
+        return None
+
+
+def _plain_json(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if any(type(k) is not str for k in item):
+                return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind not in _JSON_SCALARS:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=MESSAGE_CACHE_SIZE)
+def _remembered_message(key: str) -> str:
+    """The message of the (name, provider) whose JSON text is `key` (decoded: the same keys in the same order, the
+    same values of the same types)."""
+    name, provider = json.loads(key)
+    return _render_message(provider, name)
+
+
+def _render_message(provider: Mapping[str, Any], name: str) -> str:
     spec = {k: v for k, v in provider.items() if k not in ("apiVersion", "kind")}
     template = {
         "apiVersion": "karpenter.k8s.aws/v1alpha1",

@@ -14,7 +14,6 @@ in text, JSON, GitHub and JUnit output (`displayable`), and percent-encoded (`%E
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import defaultdict
@@ -24,6 +23,7 @@ from typing import Any
 from karpenter_policy import __version__
 from karpenter_policy.api.rules import ERROR, RULE_IDS, rule_named
 from karpenter_policy.checks.findings import Finding, Report
+from karpenter_policy.checks.prettyjson import pretty_json
 from karpenter_policy.checks.ruledocs import docs_url, help_uri
 from karpenter_policy.checks.source.gitrepo import find_repository
 
@@ -49,19 +49,10 @@ def displayable(text: str) -> str:
     return _SURROGATE.sub(_escape, text)
 
 
-def _displayable_data(data: Any) -> Any:
-    if isinstance(data, str):
-        return displayable(data)
-    if isinstance(data, dict):
-        return {displayable(k) if isinstance(k, str) else k: _displayable_data(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_displayable_data(v) for v in data]
-    return data
-
-
 def json_text(data: Any) -> str:
-    """Pretty JSON with sorted keys, every string `displayable`: the one way the commands print JSON."""
-    return json.dumps(_displayable_data(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """Pretty JSON with sorted keys, every string `displayable`: the one way the commands print JSON (`prettyjson`:
+    what `json.dumps(…, indent=2, sort_keys=True, ensure_ascii=False)` writes, in one pass)."""
+    return pretty_json(data, displayable) + "\n"
 
 
 #: How the summary line says a pseudo-kind of `Report.kinds`: "(invalid)" counts objects of no kind and version the

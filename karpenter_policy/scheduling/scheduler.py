@@ -48,6 +48,7 @@ from karpenter_policy.scheduling.firstfit import FirstFit
 from karpenter_policy.scheduling.floor import CostFloor
 from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
+from karpenter_policy.scheduling.openclaims import OpenClaims
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod
@@ -435,8 +436,10 @@ class _Run:
         self.claims: list[NodeClaim] = []
         self._grown: int | None = None  # Karpenter's rule: the claim that took the last pod (`_fewest_pods_first`)
         self._ordered = 0  # Karpenter's rule: how many claims `_fewest_pods_first` has put in order
-        # cost strategy: the claims that may still take a pod, per template position, each in creation order
-        self.open: dict[int, list[NodeClaim]] = {}
+        # cost strategy: the claims that may still take a pod, per template position, in creation order and
+        # indexed by their room (`openclaims.py`)
+        self.open: dict[int, OpenClaims] = {}
+        self._slot: dict[int, int] = {}  # id(claim) → its slot in `open` of its template
         self.capped: dict[int, list[NodeClaim]] = {}  # cost strategy: every claim made with a price cap
         self._created: dict[int, int] = {}  # id(claim) → its creation number (the order open claims are tried in)
         self.remaining = {name: dict(limits) for name, limits in scheduler.remaining.items()}
@@ -638,10 +641,30 @@ class _Run:
         created = self._created
         return heapq.merge(*lists, key=lambda claim: created[id(claim)])
 
+    def _open_holding(self, requests: Vector, candidates: int) -> Iterator[NodeClaim]:
+        """The open claims of the candidate templates with room for `requests` (:class:`OpenClaims`), in creation
+        order: every open claim a scan would find accepting a pod of these requests, lazily."""
+        walks = [index.holding(requests) for p, index in self.open.items() if candidates >> p & 1]
+        if len(walks) == 1:
+            return (claim for _, claim in walks[0])
+        return (claim for _, claim in heapq.merge(*walks))  # creation numbers are unique: claims never compared
+
     def _best_fit(self, pod: Pod, attempt: Attempt, candidates: int) -> bool:
         """A pod nothing else depends on joins the open claim it leaves most evenly used (cpu against memory, at
         the type the claim would launch then); ties go to the claim made first. Only the claims of templates that
-        may take the pod are asked (:class:`TemplateIndex`)."""
+        may take the pod are asked (:class:`TemplateIndex`), and of those only the ones with room for it
+        (:class:`OpenClaims`)."""
+        chosen = self._choose(pod, attempt, self._open_holding(pod.requests, candidates))
+        if chosen is None:
+            return False
+        claim, fit = chosen
+        claim.commit(fit, self.topology)
+        self._maybe_close(claim)
+        return True
+
+    def _choose(self, pod: Pod, attempt: Attempt, claims: Iterable[NodeClaim]) -> tuple[NodeClaim, Fit] | None:
+        """Best fit's choice among `claims` (in creation order; stops at the :data:`BEST_FIT_CANDIDATES`-th that
+        accepts the pod): the claim the pod leaves most evenly used, with what it becomes. Changes nothing."""
         best = math.inf
         chosen: tuple[NodeClaim, Fit] | None = None
         feasible = 0
@@ -651,7 +674,7 @@ class _Run:
         refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None
         # The claims come in creation order, so a tie in evenness goes to the one found first: only a strictly more
         # even claim replaces it.
-        for claim in self._claims_of(self.open, candidates):  # lazily: the scan stops at the 5th that fits
+        for claim in claims:  # lazily: the scan stops at the 5th that fits
             if feasible == BEST_FIT_CANDIDATES:
                 break
             if refuses is not None and claim.pods and refuses(claim.requirements):
@@ -670,12 +693,7 @@ class _Run:
             evenness = abs(cpu - memory)
             if chosen is None or evenness < best:
                 best, chosen = evenness, (claim, fit)
-        if chosen is None:
-            return False
-        claim, fit = chosen
-        claim.commit(fit, topology)
-        self._maybe_close(claim)
-        return True
+        return chosen
 
     def _beyond_caps(self, pod: Pod, attempt: Attempt, refusals: Mapping[str, Refusal]) -> bool:
         """A pod no claim and no template takes within the price caps may still fit a claim grown past its cap
@@ -711,16 +729,27 @@ class _Run:
             if claim.try_add(pod, attempt, self.topology) is None:
                 if limits:
                     self._charge(limits, claim)
+                self._moved(claim)
                 return True
             claim.set_options(before[0])
             claim.launchable, claim.price_cap = before[1], before[2]
         return False
 
     def _maybe_close(self, claim: NodeClaim) -> None:
-        """Stop offering a claim that cannot take even the smallest pod of the run any more."""
+        """Stop offering a claim that cannot take even the smallest pod of the run any more; else keep its room in
+        the index up to date (it took a pod)."""
         smallest = self._smallest or ONE_POD
+        index = self.open[self.s.index.position[id(claim.template)]]
         if not claim.options & claim.template.shapes.fitting(add(claim.requests, smallest)):
-            self.open[self.s.index.position[id(claim.template)]].remove(claim)
+            index.close(self._slot[id(claim)])
+        else:
+            index.update(self._slot[id(claim)], claim)
+
+    def _moved(self, claim: NodeClaim) -> None:
+        """A claim's requests or options changed outside best fit (its cap lifted): its room again, if open."""
+        index = self.open.get(self.s.index.position[id(claim.template)])
+        if index is not None:
+            index.update(self._slot[id(claim)], claim)
 
     def _new_claim(self, pod: Pod, attempt: Attempt, candidates: int) -> dict[str, Refusal] | None:
         """A new claim of the first template that can launch a node for the pod (None), or each template's
@@ -760,8 +789,11 @@ class _Run:
         self._hostnames = number
         if self.strategy == COST:
             self._cap(claim, pod)
-            self._created[id(claim)] = len(self._created)
-            self.open.setdefault(position, []).append(claim)
+            created = self._created[id(claim)] = len(self._created)
+            index = self.open.get(position)
+            if index is None:
+                index = self.open[position] = OpenClaims()
+            self._slot[id(claim)] = index.add(claim, created)
             if claim.price_cap is not None:
                 self.capped.setdefault(position, []).append(claim)
             self._maybe_close(claim)
