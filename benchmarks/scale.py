@@ -30,7 +30,8 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    bound pods replaced at the rate (each replacement created bound to the node of the pod it replaces, then the
    old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
-   churn (rate 0);
+   churn (rate 0); `recv` (and `informer_*_cpu_ms_per_event` in the JSON, here and in 3.) splits the delivery
+   between the API server and the controller (`DeliveryProbe`);
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
