@@ -30,7 +30,8 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    bound pods replaced at the rate (each replacement created bound to the node of the pod it replaces, then the
    old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
-   churn (rate 0);
+   churn (rate 0); `recv` (and `informer_*_cpu_ms_per_event` in the JSON, here and in 3.) splits the delivery
+   between the API server and the controller (`DeliveryProbe`);
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
@@ -119,6 +120,60 @@ def _watch_burst(fleet: Fleet) -> list[float]:
     return seen
 
 
+class DeliveryProbe:
+    """Where a burst pod's way from its creation to the controller's state goes (issue #23): the pods informer's
+    `_apply` is wrapped on its instance (a tree without that informer is not probed) to note when each burst pod
+    reached the informer (`received`: the in-process API server's watch handed it over) and to count, on the
+    informer's thread, the CPU spent inside `_apply` (the controller's part: shape check, cache, state, listeners)
+    and between two calls (the API server's part: its watch's `__next__` — the copy it makes of each event for
+    this watcher — and the informer's loop). CPU time, not wall time: a shared machine does not inflate it."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        from karpenter_policy.kube import objects
+
+        self.received: dict[str, float] = {}
+        self.cpu = {"apply": 0.0, "watch": 0.0}
+        self.events = 0
+        self._last_end: float | None = None
+        informers = getattr(getattr(fleet.runner, "feed", None), "informers", None)
+        informer = informers.get(objects.POD) if isinstance(informers, dict) else None
+        self.probing = informer is not None and hasattr(informer, "_apply")
+        if self.probing:
+            original = informer._apply
+            informer._apply = lambda event: self._timed(original, event)
+
+    def _timed(self, original: Any, event: Any) -> Any:
+        started = time.thread_time()
+        if self._last_end is not None:
+            self.cpu["watch"] += started - self._last_end
+        name = str((event.object.get("metadata") or {}).get("name") or "")
+        if name.startswith("burst-"):
+            self.received.setdefault(name, time.monotonic())  # its creation, not its binding later
+        try:
+            return original(event)
+        finally:
+            self._last_end = ended = time.thread_time()
+            self.cpu["apply"] += ended - started
+            self.events += 1
+
+    def reset(self) -> None:
+        """Count from now on (the burst and what comes with it)."""
+        self.cpu = {"apply": 0.0, "watch": 0.0}
+        self.events = 0
+
+    def report(self, last_created: float) -> dict[str, Any]:
+        if not self.probing or not self.events:
+            return {}
+        found: dict[str, Any] = {
+            "informer_apply_cpu_ms_per_event": round(self.cpu["apply"] / self.events * 1000, 3),
+            "informer_watch_cpu_ms_per_event": round(self.cpu["watch"] / self.events * 1000, 3),
+            "informer_events": self.events,
+        }
+        if len(self.received) == BURST:
+            found["last_pod_received_after_created"] = round(max(self.received.values()) - last_created, 3)
+        return found
+
+
 def plans_ahead(fleet: Fleet) -> dict[str, float] | None:
     """The plans made ahead so far: used at their window's close, or made again (None: a tree without the
     metric)."""
@@ -172,10 +227,12 @@ def measure_size(nodes: int) -> dict[str, Any]:
         # --- a burst of pending pods ----------------------------------------------------------------------
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
+        probe = DeliveryProbe(fleet)
         for pod in pending_pods(BURST):
             fleet.cluster.create(objects.POD, pod)
         last_created = time.monotonic()
         wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05)
+        result.update(probe.report(last_created))
         creates = fleet.cloud.creates[creates_before:]
         result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
         result["create_fleet_calls"] = len(creates)
@@ -359,14 +416,17 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
         time.sleep(3.0)
         churn.start()
         churn_began = time.monotonic()
+        probe = DeliveryProbe(fleet)
         time.sleep(settle)  # decisions run under churn
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
+        probe.reset()
         for pod in pending_pods(BURST):
             fleet.cluster.create(objects.POD, pod)
         last_created = time.monotonic()
         if wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
+        result.update(probe.report(last_created))
         creates = fleet.cloud.creates[creates_before:]
         result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
         result["create_fleet_calls"] = len(creates)
@@ -577,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{_ratio([r.get('first_create_after_last_pod') for r in fleet])}")
         for name, row in data["consolidation"].items():
             print(f"{label:<12} consolidation {name}: {json.dumps(row)}")
-    header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'seen':>6} " \
+    header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'recv':>6} {'seen':>6} " \
              f"{'seen→CF':>8} {'CF calls':>8} {'bound':>6} {'decisions':>9} {'decision CPU s':>14} {'unbound@60s':>11}"
     print(f"\nconsolidation on (full nodes, {UNDERUTILIZED} of them underutilized), bound pods replaced (churn/s), "
           "then the burst:")
@@ -587,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in data.get("churn", []):
             print(f"{label:<12} {row['nodes']:>6} {row.get('churn_achieved_per_second', '-'):>8} "
                   f"{row.get('first_create_after_last_pod', '-'):>9} {row.get('last_create_after_last_pod', '-'):>8} "
+                  f"{row.get('last_pod_received_after_created', '-'):>6} "
                   f"{row.get('last_pod_seen_after_created', '-'):>6} {row.get('first_create_after_last_seen', '-'):>8} "
                   f"{row.get('create_fleet_calls', '-'):>8} {row.get('all_bound_after_last_pod', '-'):>6} "
                   f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
@@ -595,9 +656,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nmemory under churn: {json.dumps(results['memory'])}")
     print("\nms/event: the controller's CPU per event less its idle rate ('busy': it used as much idle, see gross: "
           "all its CPU over the events' window per event)")
-    print("first/last CF: from the last pod's creation to the first/last CreateFleet; seen: from its creation to the "
-          "controller's state showing it (the in-process API server's watch delivery); seen→CF: the controller's part;"
-          " bound: from the last pod's creation to every pod of the burst bound")
+    print("first/last CF: from the last pod's creation to the first/last CreateFleet; recv: from its creation to the "
+          "pods informer receiving it; seen: to the controller's state showing it (the in-process API server's watch "
+          "delivery); seen→CF: the controller's part; bound: from the last pod's creation to every pod of the burst "
+          "bound; JSON: informer_watch/apply_cpu_ms_per_event, the informer thread's CPU per event in the API "
+          "server's watch and in the controller's handling")
     print(f"\ngoals: ≤ {GOAL_EVENT_MS:g} ms/event at 5,000 nodes; first CreateFleet ≤ idle + "
           f"{GOAL_FIRST * 1000:.0f} ms, "
           f"every one ≤ idle + {GOAL_EVERY * 1000:.0f} ms; RSS ≤ {GOAL_RSS_MIB:.0f} MiB at 5,000 / 100,000; a "

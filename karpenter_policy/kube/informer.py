@@ -105,6 +105,16 @@ class Synced:
     deleted: int
 
 
+def _strip(obj: Obj) -> None:
+    """Drop what no reader of the cache looks at before the object is kept: its ``metadata.managedFields`` (the
+    server-side apply bookkeeping, a third of a typical pod's decoded size — 29 → 18 KiB — and as many dicts and
+    key strings again per object), as controller-runtime's ``TransformStripManagedFields`` (pkg/cache/cache.go)
+    does for a cache. The object is the informer's own (decoded or copied for it) and ``shape`` checked its
+    metadata is a map. An update built from a cached object leaves the server's managedFields as they are (an
+    absent field is not a change)."""
+    obj["metadata"].pop("managedFields", None)
+
+
 class _ShortWatch(Unavailable):
     """The server ended a watch within MIN_HEALTHY_WATCH seconds without sending anything."""
 
@@ -302,6 +312,7 @@ class Informer:
             raise Malformed(f"{what}: not an ObjectList: {type(snapshot).__name__}", shape.NOT_AN_OBJECT)
         for obj in snapshot.items:
             shape.check_object(obj, what)
+            _strip(obj)
         self._replace(snapshot)
 
     def _watch(self) -> None:
@@ -370,6 +381,7 @@ class Informer:
     def _apply(self, event: WatchEvent) -> bool:
         """Apply a watch event to the cache; True if it changed an object (not a BOOKMARK)."""
         shape.check_event(event, f"watch {self.kind.plural}")
+        _strip(event.object)
         with self._changed:
             if event.type != "BOOKMARK":
                 if event.type == "DELETED":

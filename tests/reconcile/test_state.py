@@ -142,6 +142,42 @@ def test_a_malformed_object_is_counted_once_and_the_last_good_record_stays() -> 
     assert state.malformed[("pods", "not an object but list")] == 1
 
 
+def _with_uid(obj: dict[str, Any], uid: str) -> dict[str, Any]:
+    obj["metadata"]["uid"] = uid
+    return obj
+
+
+def test_a_deleted_pod_that_cannot_be_read_is_counted_and_its_record_stays() -> None:
+    """A deletion reads only the pod's uid, checked as a record would be: the same objects are refused."""
+    state = ClusterState()
+    state.apply(objects.POD, "ADDED", _with_uid(pod("p1", nodeName="n1"), "u1"))
+    for bad in ({"metadata": {"name": "p1", "namespace": "default"}},  # no uid
+                {"metadata": {"name": "p1", "uid": "u1"}, "spec": {"nodeName": 3}}):
+        state.apply(objects.POD, "DELETED", bad)
+    assert [r.uid for r in state.pods()] == ["u1"]
+    assert state.malformed[("pods", "metadata.uid is missing")] == 1
+    assert state.malformed[("pods", "spec.nodeName is not a string")] == 1
+    state.apply(objects.POD, "DELETED", _with_uid(pod("p1", nodeName="n1"), "u1"))
+    assert state.pods() == [] and state.pods_on("n1") == []
+
+
+def test_a_record_shares_its_objects_labels_and_annotations() -> None:
+    """Records are kept as long as their pods and nodes: a copy of each map was a second pair of dicts per pod."""
+    state = ClusterState()
+    obj = _with_uid(pod("p1", nodeName="n1", labels={"app": "web"}), "u1")
+    obj["metadata"]["annotations"] = {"a": "b"}
+    bare = _with_uid(pod("p2"), "u2")
+    bare["metadata"].pop("labels", None)
+    state.apply(objects.POD, "ADDED", obj)
+    state.apply(objects.POD, "ADDED", bare)
+    state.apply(objects.NODE, "ADDED", node("n1"))
+    shared, empty, on_node = state.pod("u1"), state.pod("u2"), state.node("n1")
+    assert shared is not None and empty is not None and on_node is not None
+    assert shared.labels is obj["metadata"]["labels"] and shared.annotations is obj["metadata"]["annotations"]
+    assert on_node.labels is on_node.obj["metadata"]["labels"]
+    assert dict(empty.labels) == {} and dict(empty.annotations) == {}
+
+
 def test_listeners_see_a_pod_become_pending_and_leave_when_bound() -> None:
     cluster = MemoryCluster()
     state = ClusterState()

@@ -43,7 +43,14 @@ from karpenter_policy.model.selectors import LabelSelector
 from karpenter_policy.model.taints import untolerated
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.pods import UNSCHEDULABLE_TAINT, ShapeCache
-from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord, UnreadableObject, node_record, pod_record
+from karpenter_policy.reconcile.state.records import (
+    NodeRecord,
+    PodRecord,
+    UnreadableObject,
+    node_record,
+    pod_record,
+    pod_uid,
+)
 from karpenter_policy.scheduling import ClusterPod, ExistingNode, Pod, RunningPods
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.running import PodsForTopology
@@ -189,17 +196,20 @@ class ClusterState:
     # --- pods ----------------------------------------------------------------------------------------------
 
     def _apply_pod(self, event_type: str, obj: Obj) -> None:
-        record = pod_record(obj)
-        before = self._pods.get(record.uid)
-        after: PodRecord | None = None if event_type == "DELETED" else record
+        if event_type == "DELETED":  # only the uid is read of a deleted pod (checked as a record would be)
+            before = self._pods.get(pod_uid(obj))
+            if before is None:
+                return  # never known: nothing to undo
+            self._unindex_pod(before, keep_scheduling=False)
+            self._notify(Change("pod", before, None))
+            return
+        after = pod_record(obj)
+        before = self._pods.get(after.uid)
         if before is not None:
-            self._unindex_pod(before, keep_scheduling=after is not None and _same_spec(before, after))
-        if after is not None:
-            self._pods[after.uid] = after
-            self._uid_by_key[after.key] = after.uid
-            self._index_pod(after)
-        elif before is None and event_type == "DELETED":
-            return  # never known: nothing to undo
+            self._unindex_pod(before, keep_scheduling=_same_spec(before, after))
+        self._pods[after.uid] = after
+        self._uid_by_key[after.key] = after.uid
+        self._index_pod(after)
         self._notify(Change("pod", before, after))
 
     def _unindex_pod(self, record: PodRecord, keep_scheduling: bool) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from karpenter_policy.api.workloads import DAEMON_SET
@@ -52,8 +53,14 @@ def _metadata(obj: Any) -> dict[str, Any]:
     return meta
 
 
-def _string_map(value: Any) -> dict[str, str]:
-    return dict(value) if isinstance(value, dict) else {}
+#: The labels or annotations of an object that has none: one shared, read-only map.
+_NONE: Mapping[str, str] = MappingProxyType({})
+
+
+def _string_map(value: Any) -> Mapping[str, str]:
+    """The object's own map (`_metadata` checked it is one of strings), shared as the whole object is, not copied: a
+    copy per pod was a second dict of every pod's labels and annotations, kept as long as the pod."""
+    return value if isinstance(value, dict) else _NONE
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -129,20 +136,32 @@ class PodRecord:
         return self.marked_unschedulable if unschedulable_only else True
 
 
-def pod_record(obj: Any) -> PodRecord:
-    """The record of a pod object; UnreadableObject says why there is none."""
+def _pod_identity(obj: Any) -> tuple[dict[str, Any], str, str, str]:
+    """What every pod record needs, checked: the metadata, the uid, the node (spec.nodeName, "" while pending) and
+    the namespace; UnreadableObject says why not."""
     meta = _metadata(obj)
     uid = meta.get("uid")
     if not isinstance(uid, str) or not uid:
         raise UnreadableObject("metadata.uid is missing")
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    node = spec.get("nodeName") or ""
+    node = (obj.get("spec") or {}).get("nodeName") or ""
     if not isinstance(node, str):
         raise UnreadableObject("spec.nodeName is not a string")
     namespace = meta.get("namespace") or "default"
     if not isinstance(namespace, str):
         raise UnreadableObject("metadata.namespace is not a string")
+    return meta, uid, node, namespace
+
+
+def pod_uid(obj: Any) -> str:
+    """The uid of a pod object checked as :func:`pod_record` checks it (UnreadableObject for the same objects),
+    without reading the rest: what a deletion needs to find the pod's record."""
+    return _pod_identity(obj)[1]
+
+
+def pod_record(obj: Any) -> PodRecord:
+    """The record of a pod object; UnreadableObject says why there is none."""
+    meta, uid, node, namespace = _pod_identity(obj)
+    status = obj.get("status") or {}
     return PodRecord(
         uid=uid,
         namespace=namespace,
@@ -265,4 +284,4 @@ def node_record(obj: Any) -> NodeRecord:
 _NODE_FIELDS_READ = tuple(f.name for f in fields(NodeRecord) if f.name != "obj")
 
 
-__all__ = ["UnreadableObject", "NodeRecord", "PodRecord", "node_record", "pod_record"]
+__all__ = ["UnreadableObject", "NodeRecord", "PodRecord", "node_record", "pod_record", "pod_uid"]
