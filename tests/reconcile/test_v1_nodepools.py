@@ -186,7 +186,7 @@ def test_a_nodepool_set_a_hand_edit_broke_is_refused_naming_the_field(
     assert "nodepool.batch.json" in str(refused.value) and named in str(refused.value)
 
 
-def test_the_sets_as_compiled_are_read_by_the_controllers_reader_and_refused_by_a_provisioner_only_reader(compiled: Path) -> None:
+def test_compiled_sets_are_run_by_the_controller_and_refused_by_a_provisioner_only_reader(compiled: Path) -> None:
     _, sets = read_compiled(compiled, kinds=ALL_SETS)
     assert sorted(s.pool for s in sets) == ["NodePool/batch", "NodePool/default", "default"]
     with pytest.raises(ConstraintSetError, match='NodePool "batch"'):
