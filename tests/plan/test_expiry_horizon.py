@@ -120,4 +120,4 @@ def test_a_long_bad_horizon_is_echoed_shortened(tmp_path: Path) -> None:
 
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == ('karpenter-policy plan: --horizon "' + "9" * 56 + '... is not a duration of 0 or more '
-                             "(a Go duration: 24h, 90m, 0s)\n")
+                             "(a Go duration up to 2562047h: 24h, 90m, 0s)\n")

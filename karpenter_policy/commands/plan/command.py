@@ -101,16 +101,16 @@ def plan_command(
     horizon = _duration(options.horizon)
     if horizon is None or horizon < dt.timedelta(0):
         return CommandOutput(2, "", f"karpenter-policy plan: --horizon {show_value(options.horizon)} is not a "
-                             "duration of 0 or more (a Go duration: 24h, 90m, 0s)\n")
+                             "duration of 0 or more (a Go duration up to 2562047h: 24h, 90m, 0s)\n")
     request_timeout = _duration(options.request_timeout)
     if request_timeout is None or request_timeout <= dt.timedelta(0):
         return CommandOutput(2, "", f"karpenter-policy plan: --request-timeout {show_value(options.request_timeout)} "
-                             "is not a duration of more than 0 (a Go duration: 30s, 2m)\n")
+                             "is not a duration of more than 0 (a Go duration up to 2562047h: 30s, 2m)\n")
     consolidation_timeout = _duration(options.consolidation_timeout)
     if consolidation_timeout is None or consolidation_timeout < dt.timedelta(0):
         return CommandOutput(2, "", "karpenter-policy plan: --consolidation-timeout "
                              f"{show_value(options.consolidation_timeout)} is not a duration of 0 or more (a Go "
-                             "duration: 60s, 5m, 0s)\n")
+                             "duration up to 2562047h: 60s, 5m, 0s)\n")
     try:
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
