@@ -10,7 +10,8 @@ a watch that ends within a second with nothing in it, and 410s that repeat (the 
 thread survives anything, a bug of its own included, and says how it fares: :meth:`Informer.health` and
 :attr:`Informer.stats`. Consumers read the cache (:meth:`get`, :meth:`items`, or without copies
 :meth:`get_shared`, :meth:`items_shared`), wait on :meth:`wait_for_change` or :meth:`wait_until`, or pass
-``on_event`` and ``on_sync``.
+``on_event`` and ``on_sync``. Every object is trimmed before it is cached: its ``managedFields`` dropped, then
+whatever ``transform`` drops (as controller-runtime's cache transforms), so the cache holds only what is read.
 """
 
 from __future__ import annotations
@@ -136,8 +137,10 @@ class Informer:
         watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
         backoff: Backoff | None = None,
         on_sync: Callable[[Synced], None] | None = None,
+        transform: Callable[[Obj], None] | None = None,
     ) -> None:
         self.kind = kind
+        self._transform = transform
         self._cluster = cluster
         self._selection = (namespace, label_selector, field_selector)
         self._on_event = on_event
@@ -312,7 +315,7 @@ class Informer:
             raise Malformed(f"{what}: not an ObjectList: {type(snapshot).__name__}", shape.NOT_AN_OBJECT)
         for obj in snapshot.items:
             shape.check_object(obj, what)
-            _strip(obj)
+            self._own(obj)
         self._replace(snapshot)
 
     def _watch(self) -> None:
@@ -381,7 +384,7 @@ class Informer:
     def _apply(self, event: WatchEvent) -> bool:
         """Apply a watch event to the cache; True if it changed an object (not a BOOKMARK)."""
         shape.check_event(event, f"watch {self.kind.plural}")
-        _strip(event.object)
+        self._own(event.object)
         with self._changed:
             if event.type != "BOOKMARK":
                 if event.type == "DELETED":
@@ -395,6 +398,17 @@ class Informer:
             return False
         self._notify(event)
         return True
+
+    def _own(self, obj: Obj) -> None:
+        """Make a checked object the cache's: managedFields dropped, then the consumer's ``transform`` (what it
+        never reads dropped too, in place), before anything keeps or sees it."""
+        _strip(obj)
+        if self._transform is not None:
+            try:
+                self._transform(obj)
+            except Exception as error:  # a consumer's bug keeps the object whole rather than failing the watch
+                self._log_limited("transform", logging.ERROR, "%s: the cache's transform failed; the object is kept "
+                                  "whole", self.kind.plural, exc_info=error)
 
     def _key(self, obj: Obj) -> _Key:
         return (objects.namespace(obj) if self.kind.namespaced else None, objects.name(obj))

@@ -4,6 +4,8 @@
   namespaces call :meth:`ClusterState.apply` from their own threads for every event — the initial list and every
   relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows the cluster without the controllers
   asking. :meth:`InformerFeed.health` says whether the state can be trusted (every informer synced, none failing).
+  A pod is trimmed of what no reader looks at (`pods.trim_pod`) before the informer caches it; the step-driven
+  feeds below trim theirs the same way.
 * :class:`WatchFeed` (step-driven: tests and simulations, on a cluster that answers a watch at once — the
   in-memory one): :meth:`sync` drains each kind's changes since the last version it saw; a history that is gone
   is listed again. Deterministic: changes are applied in the cluster's order, when the caller says.
@@ -16,7 +18,7 @@ pod-affinity terms with a namespaceSelector then seeing namespaces without label
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +28,7 @@ from karpenter_policy.kube.errors import ClusterError, Gone
 from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.pods import trim_pod
 
 KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE)
 REQUIRED: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET)
@@ -95,13 +98,13 @@ class WatchFeed:
             except Gone:
                 pass
         listed = self.cluster.list(kind)
-        replace(self.state, kind, listed.items)
+        replace(self.state, kind, _owned(kind, listed.items))
         self._versions[kind] = listed.resource_version
 
     def _apply(self, kind: Kind, event: WatchEvent) -> None:
         if event.resource_version:
             self._versions[kind] = event.resource_version
-        self.state.apply(kind, event.type, event.object)
+        self.state.apply(kind, event.type, _owned(kind, [event.object])[0])
 
     def health(self) -> FeedHealth:
         """Synced once every required kind was listed; what failed at the last sync."""
@@ -123,7 +126,7 @@ class ListFeed:
         """Replace the state's objects with a fresh list of each kind (a kind that fails is noted, the others go on)."""
         for kind in self.kinds:
             try:
-                replace(self.state, kind, self.cluster.list(kind).items)
+                replace(self.state, kind, _owned(kind, self.cluster.list(kind).items))
             except ClusterError as error:
                 self._failing[kind.plural] = str(error)
                 continue
@@ -142,7 +145,8 @@ class InformerFeed:
     def __init__(self, cluster: Cluster, state: ClusterState, kinds: Sequence[Kind] = KINDS) -> None:
         self.state = state
         self.informers: dict[Kind, Informer] = {
-            kind: Informer(cluster, kind, on_event=self._apply_to_state(kind)) for kind in kinds
+            kind: Informer(cluster, kind, on_event=self._apply_to_state(kind), transform=_TRANSFORMS.get(kind))
+            for kind in kinds
         }
 
     def _apply_to_state(self, kind: Kind):  # type: ignore[no-untyped-def]
@@ -195,6 +199,20 @@ class InformerFeed:
             for problem, count in health.malformed.items():
                 found[(health.kind, problem)] = count
         return found
+
+
+#: What each kind's objects lose before the state keeps them (the pods' unread fields: `trim_pod`).
+_TRANSFORMS: dict[Kind, Callable[[Obj], None]] = {objects.POD: trim_pod}
+
+
+def _owned(kind: Kind, items: Sequence[Obj]) -> Sequence[Obj]:
+    """`items` (the feed's own copies, as a cluster hands them out) trimmed in place as the informers trim theirs."""
+    transform = _TRANSFORMS.get(kind)
+    if transform is not None:
+        for obj in items:
+            if isinstance(obj, dict):
+                transform(obj)
+    return items
 
 
 def replace(state: ClusterState, kind: Kind, items: Sequence[Obj]) -> None:

@@ -12,6 +12,11 @@ is a static pod's mirror (:func:`is_owned_by_node`), critical to the node (:func
 content to stay on a cordoned node (:func:`tolerates_unschedulable`), or stuck terminating
 (:func:`is_stuck_terminating`).
 
+What the state keeps of a pod (:func:`trim_pod`, applied by every feed before a pod is cached or applied): its
+containers only with the fields a shape reads (name kept for messages), without `spec.volumes` and the status's
+container statuses, which no reader here looks at — half a typical pod's decoded size. A reader of another
+container field, of volumes or of container statuses must be added here first.
+
 Shapes are what the scheduler reads of a pod spec (requests, node selection, tolerations, topology, host
 ports). Replicas share one: :class:`ShapeCache` keys them by those fields alone (not by the pod's own volume
 names or environment), so converting a thousand replicas parses one spec.
@@ -49,6 +54,34 @@ CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
 #: Distinct shapes kept (least recently used dropped first): replicas share one, but a StatefulSet's pods differ by
 #: their pod-name label, and every bound pod of the cluster is converted too (topology counts it).
 _CACHE_LIMIT = 16384
+
+
+#: What :func:`trim_pod` keeps of each container (CONTAINER_FIELDS, and the name for messages).
+KEPT_CONTAINER_FIELDS = frozenset({"name", *CONTAINER_FIELDS})
+#: What :func:`trim_pod` drops of a pod's spec and status.
+DROPPED_SPEC_FIELDS = ("volumes",)
+DROPPED_STATUS_FIELDS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def trim_pod(pod: Obj) -> None:
+    """Drop in place what no reader of the state looks at (see the module docstring). Total: a part of another
+    shape than Kubernetes gives is left as it is, for the readers to judge."""
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        for field in DROPPED_SPEC_FIELDS:
+            spec.pop(field, None)
+        for field in _CONTAINER_LISTS:
+            containers = spec.get(field)
+            if isinstance(containers, list):
+                spec[field] = [
+                    {k: v for k, v in c.items() if k in KEPT_CONTAINER_FIELDS} if isinstance(c, dict) else c
+                    for c in containers
+                ]
+    status = pod.get("status")
+    if isinstance(status, dict):
+        for field in DROPPED_STATUS_FIELDS:
+            status.pop(field, None)
 
 
 def controller_of(pod: Obj) -> tuple[str, str] | None:
