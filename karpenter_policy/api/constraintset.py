@@ -14,10 +14,9 @@ A Karpenter v1 NodePool compiles to a set too (`origin` NodePool): its schedulin
 requirements, labels, taints and limits (`nodes` included), its EC2NodeClass as the provider (`nodeClassRef`), and
 what v1 adds in `nodePool` (minValues, disruption, expireAfter, terminationGracePeriod). It is stored under its own
 key (`nodepool.<name>.json`: a Provisioner and a NodePool of one name, as while migrating, never collide) and its
-index entry says `kind: NodePool`. A reader says which kinds of set it runs (`kinds`: `PROVISIONER_SETS`, the
-default, or `ALL_SETS`); `read_wire_data`, `read_compiled` and `ConstraintSet.from_json` refuse a NodePool's set
-to a reader of Provisioner sets, naming the NodePool (`nodepool_refusal`) — never skip it — and check one they
-accept as Karpenter v1.14.1 admits the NodePool (`api.constraintcheck.nodepool_set_problems`). A Provisioner's set
+index entry says `kind: NodePool`. Every reader (`read_wire_data`, `read_compiled`, `ConstraintSet.from_json`)
+reads both kinds and checks a NodePool's set as Karpenter v1.14.1 admits the NodePool
+(`api.constraintcheck.nodepool_set_problems`). A Provisioner's set
 and index entry are as before (no new field: their hashes are unchanged).
 
 `resolve_instance_types` computes the offerings with the model's requirement algebra (Karpenter's
@@ -43,7 +42,7 @@ from karpenter_policy.api.constraintcheck import V1ALPHA5_ONLY_FIELDS, nodepool_
 from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.schema import show_value
-from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.v1.launchsettings import launch_settings
 from karpenter_policy.api.v1.objects import EC2NodeClass
 from karpenter_policy.model import labels as wk
@@ -304,20 +303,6 @@ def set_key(name: str, kind: str = PROVISIONER_KIND) -> str:
     return f"{NODEPOOL_KEY_PREFIX if kind == NODEPOOL_KIND else ''}{name}.json"
 
 
-#: The kinds of set a reader runs: Provisioners' only (the default), or NodePools' as well.
-PROVISIONER_SETS: frozenset[str] = frozenset({PROVISIONER_KIND})
-ALL_SETS: frozenset[str] = frozenset({PROVISIONER_KIND, NODEPOOL_KIND})
-
-
-def nodepool_refusal(name: object) -> str:
-    """Why a reader that runs Provisioner sets only (`kinds` `PROVISIONER_SETS`) refuses one compiled from the
-    NodePool `name`. The controller, `simulate` and the webhook run both kinds (`ALL_SETS`)."""
-    return (
-        f"NodePool {show_value(name)} ({NODEPOOL_API_VERSION}) was compiled into these sets, and this reader runs "
-        "sets of v1alpha5 Provisioners only: compile the Provisioners without the NodePools' files (--exclude) for it"
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ProviderSettings:
     """The launch settings of a provisioner: the AWSNodeTemplate it references (`source` providerRef, `spec`
@@ -567,11 +552,10 @@ class ConstraintSet(_Hashed):
 
     @classmethod
     def from_json(
-        cls, data: Mapping[str, Any], verify: bool = True, kinds: frozenset[str] = PROVISIONER_SETS
+        cls, data: Mapping[str, Any], verify: bool = True
     ) -> ConstraintSet:
         """Read a set written by `to_json` (or a wire set whose admitted names and node template were filled in
-        by `read_wire_data`); `verify` checks the hash; `kinds` are the kinds of set the reader runs (a NodePool's
-        set to a reader of Provisioner sets: `nodepool_refusal`). Raises ConstraintSetError."""
+        by `read_wire_data`), a Provisioner's or a NodePool's; `verify` checks the hash. Raises ConstraintSetError."""
         if not isinstance(data, Mapping):
             raise ConstraintSetError("a constraint set must be a JSON object")
         version = data.get("schemaVersion")
@@ -583,8 +567,6 @@ class ConstraintSet(_Hashed):
         if data.get("kind") != SET_KIND:
             raise ConstraintSetError(f"not a {SET_KIND}: kind is {show_value(data.get('kind'))}")
         of_nodepool = data.get("origin") == NODEPOOL_KIND or "nodePool" in data
-        if of_nodepool and NODEPOOL_KIND not in kinds:
-            raise ConstraintSetError(nodepool_refusal(data.get("name")))
         problems = nodepool_set_problems(data) if of_nodepool else set_problems(data)
         if problems:
             raise ConstraintSetError(_first(problems))
@@ -623,14 +605,14 @@ class ConstraintSet(_Hashed):
         return built
 
     @classmethod
-    def loads(cls, text: str | bytes, verify: bool = True, kinds: frozenset[str] = PROVISIONER_SETS) -> ConstraintSet:
-        """A constraint set from its JSON text (`verify`: its hash checked; `kinds` as `from_json`);
+    def loads(cls, text: str | bytes, verify: bool = True) -> ConstraintSet:
+        """A constraint set from its JSON text (`verify`: its hash checked);
         ConstraintSetError when it is not one."""
         try:
             data = parse_json(text)
         except ValueError as error:
             raise ConstraintSetError(f"not JSON: {error}") from None
-        return cls.from_json(data, verify, kinds)
+        return cls.from_json(data, verify)
 
 
 #: The label naming a NodePool's node class on its nodes (`NodeClassLabelKey` of the EC2NodeClass group and kind, core
@@ -678,12 +660,9 @@ ENTRY_FIELDS = frozenset({"name", "version", "hash", "weight", "key"})
 MAX_WEIGHT = 100
 
 
-def _entry_problems(index: int, entry: Any, seen: set[tuple[str, str]], kinds: frozenset[str]) -> Iterator[str]:
+def _entry_problems(index: int, entry: Any, seen: set[tuple[str, str]]) -> Iterator[str]:
     where = f"sets[{index}]"
     of_nodepool = isinstance(entry, Mapping) and entry.get("kind") == NODEPOOL_KIND
-    if of_nodepool and NODEPOOL_KIND not in kinds:
-        yield f"{where}: {nodepool_refusal(entry.get('name'))}"
-        return
     fields = ENTRY_FIELDS | {"kind"} if of_nodepool else ENTRY_FIELDS
     if not isinstance(entry, Mapping) or entry.keys() != fields:
         yield f"{where} must be a mapping of {', '.join(sorted(fields))}"
@@ -709,10 +688,10 @@ def _entry_problems(index: int, entry: Any, seen: set[tuple[str, str]], kinds: f
         yield f"{where}.weight must be an integer of 0 to {MAX_WEIGHT}, not {show_value(weight)}"
 
 
-def index_problems(data: Mapping[str, Any], kinds: frozenset[str] = PROVISIONER_SETS) -> list[str]:
+def index_problems(data: Mapping[str, Any]) -> list[str]:
     """Why an index (its compact wire extras removed) cannot be used, first problem first: a field it does not
     have, an entry of another shape, a name twice or not a Provisioner (or NodePool) name, a key that is not the
-    name's, a weight beyond Karpenter's, a NodePool's set when `kinds` has no NodePool."""
+    name's, a weight beyond Karpenter's."""
     problems = [f"unknown field {show_value(key)}" for key in sorted(map(str, data)) if key not in INDEX_FIELDS]
     problems += [f"missing required field {key!r}" for key in sorted(INDEX_FIELDS - data.keys())]
     catalog = data.get("catalog")
@@ -724,7 +703,7 @@ def index_problems(data: Mapping[str, Any], kinds: frozenset[str] = PROVISIONER_
         return problems
     seen: set[tuple[str, str]] = set()
     for index, entry in enumerate(entries):
-        problems += _entry_problems(index, entry, seen, kinds)
+        problems += _entry_problems(index, entry, seen)
     return problems
 
 
@@ -772,9 +751,9 @@ class ConstraintSetIndex(_Hashed):
 
     @classmethod
     def from_json(
-        cls, data: Mapping[str, Any], verify: bool = True, kinds: frozenset[str] = PROVISIONER_SETS
+        cls, data: Mapping[str, Any], verify: bool = True
     ) -> ConstraintSetIndex:
-        """An index from its JSON form (`verify`: its hash checked; `kinds`: the kinds of set the reader runs);
+        """An index from its JSON form (`verify`: its hash checked);
         ConstraintSetError when it is not one."""
         if not isinstance(data, Mapping) or data.get("kind") != INDEX_KIND:
             raise ConstraintSetError(f"not a {INDEX_KIND}")
@@ -782,7 +761,7 @@ class ConstraintSetIndex(_Hashed):
             raise ConstraintSetError(
                 f"unsupported index schemaVersion {show_value(data.get('schemaVersion'))} (expected {SCHEMA_VERSION})"
             )
-        problems = index_problems(data, kinds)
+        problems = index_problems(data)
         if problems:
             raise ConstraintSetError(_first(problems))
         entries = tuple(
@@ -848,7 +827,7 @@ def wire_data(sets: Sequence[ConstraintSet], index: ConstraintSetIndex) -> dict[
     return data
 
 
-def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any], kinds: frozenset[str]) -> ConstraintSet:
+def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any]) -> ConstraintSet:
     """A set of the compact wire form, its admitted names and node template filled in from the index's table."""
     try:
         content = parse_json(raw)
@@ -870,7 +849,7 @@ def _wire_set(raw: str, table: Sequence[str], templates: Mapping[str, Any], kind
         if provider.get("spec") is not None:
             raise ConstraintSetError("provider has both spec and specRef")
         provider["spec"] = templates[ref]
-    return ConstraintSet.from_json(content, kinds=kinds)
+    return ConstraintSet.from_json(content)
 
 
 def _checked_against(entry: IndexEntry, constraint_set: ConstraintSet) -> ConstraintSet:
@@ -881,12 +860,11 @@ def _checked_against(entry: IndexEntry, constraint_set: ConstraintSet) -> Constr
 
 
 def read_wire_data(
-    data: Mapping[str, str], kinds: frozenset[str] = PROVISIONER_SETS
+    data: Mapping[str, str]
 ) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
     """The index and sets of a ConfigMap's data written by `wire_data`, every set checked (`ConstraintSet.from_json`)
     and every hash verified (the index's own, and each set's against its content and the index's entry, which
-    must also name it, with its kind, version and weight); `kinds`: the kinds of set the reader runs. Raises
-    ConstraintSetError naming the key."""
+    must also name it, with its kind, version and weight). Raises ConstraintSetError naming the key."""
     raw_index = data.get(INDEX_KEY)
     if raw_index is None:
         raise ConstraintSetError(f"no {INDEX_KEY} key: is it the ConfigMap `compile` writes?")
@@ -903,7 +881,7 @@ def read_wire_data(
     if not all(isinstance(name, str) for name in table):
         raise ConstraintSetError(f"{INDEX_KEY}: {WIRE_TYPES} must be a list of instance-type names")
     try:
-        index = ConstraintSetIndex.from_json(index_json, kinds=kinds)
+        index = ConstraintSetIndex.from_json(index_json)
     except ConstraintSetError as error:
         raise ConstraintSetError(f"{INDEX_KEY}: {error}") from None
     sets = []
@@ -912,7 +890,7 @@ def read_wire_data(
         if raw is None:
             raise ConstraintSetError(f"{entry.key}: listed in the index but missing")
         try:
-            sets.append(_checked_against(entry, _wire_set(raw, table, templates, kinds)))
+            sets.append(_checked_against(entry, _wire_set(raw, table, templates)))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{entry.key}: {error}") from None
     return index, sets
@@ -946,11 +924,11 @@ def _read(path: Path) -> str:
 
 
 def read_compiled(
-    directory: str | os.PathLike[str], kinds: frozenset[str] = PROVISIONER_SETS
+    directory: str | os.PathLike[str]
 ) -> tuple[ConstraintSetIndex, list[ConstraintSet]]:
     """The index and sets `compile -o DIR` wrote (DIR, or its `constraintsets/`), or the constraint-set ConfigMap
     mounted as a directory (one file per key, the wire form): every set checked and every hash verified, as
-    `read_wire_data` (`kinds`: the kinds of set the reader runs). Raises ConstraintSetError naming the file."""
+    `read_wire_data`. Raises ConstraintSetError naming the file."""
     base = Path(directory)
     folder = next((d for d in (base / "constraintsets", base) if (d / INDEX_KEY).is_file()), None)
     if folder is None:
@@ -961,18 +939,18 @@ def read_compiled(
         raise ConstraintSetError(f"{folder / INDEX_KEY}: not JSON: {error}") from None
     if isinstance(index_json, dict) and WIRE_TYPES in index_json:  # a mounted ConfigMap
         try:
-            return read_wire_data(_Files(folder), kinds)
+            return read_wire_data(_Files(folder))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder}: {error}") from None
     try:
-        index = ConstraintSetIndex.from_json(index_json, kinds=kinds)
+        index = ConstraintSetIndex.from_json(index_json)
     except ConstraintSetError as error:
         raise ConstraintSetError(f"{folder / INDEX_KEY}: {error}") from None
     sets = []
     for entry in index.entries:
         text = _read(folder / entry.key)
         try:
-            sets.append(_checked_against(entry, ConstraintSet.loads(text, kinds=kinds)))
+            sets.append(_checked_against(entry, ConstraintSet.loads(text)))
         except ConstraintSetError as error:
             raise ConstraintSetError(f"{folder / entry.key}: {error}") from None
     return index, sets

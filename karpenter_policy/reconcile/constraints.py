@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Protocol
 
 from karpenter_policy.api.constraintset import (
-    ALL_SETS,
     INDEX_KEY,
     ConstraintSet,
     ConstraintSetError,
@@ -112,7 +111,7 @@ class DirectorySource:
             return None
         self._fingerprint = fingerprint
         try:
-            index, sets = read_compiled(self.directory, kinds=ALL_SETS)
+            index, sets = read_compiled(self.directory)
         except ConstraintSetError as error:
             return Refused(str(error))
         return Loaded(index, tuple(sets), str(self.directory))
@@ -161,7 +160,7 @@ class ConfigMapSource:
         if not isinstance(data, dict):
             return Refused(f"{self.description}: no data", configmap)
         try:
-            index, sets = read_wire_data({str(k): str(v) for k, v in data.items()}, kinds=ALL_SETS)
+            index, sets = read_wire_data({str(k): str(v) for k, v in data.items()})
         except ConstraintSetError as error:
             return Refused(f"{self.description}: {error}", configmap)
         return Loaded(index, tuple(sets), f"{self.description}@{objects.resource_version(configmap)}")

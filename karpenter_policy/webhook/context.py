@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from karpenter_policy.api.constraintset import ALL_SETS, PROVIDER_REF, ConstraintSetError, read_compiled
+from karpenter_policy.api.constraintset import PROVIDER_REF, ConstraintSetError, read_compiled
 from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.checks.reporters import render_text
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
@@ -79,7 +79,7 @@ def load_constraints(directory: str, region: str | None = None) -> PolicyContext
     """The context of compiled constraint sets, Provisioners' and NodePools' (every set checked and every hash
     verified); `region` must match theirs when given. Raises ContextError."""
     try:
-        index, sets = read_compiled(directory, ALL_SETS)
+        index, sets = read_compiled(directory)
     except ConstraintSetError as error:
         raise ContextError(str(error)) from None
     for entry, constraint_set in zip(index.entries, sets, strict=True):

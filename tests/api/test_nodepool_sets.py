@@ -1,8 +1,7 @@
-"""A Karpenter v1 NodePool's constraint set read back by a reader that runs NodePool sets (`kinds=ALL_SETS`: the
-webhook's pinning): every set compile writes of the v1 examples is read, in the file and the ConfigMap form; one
-edited by hand *with its hashes fixed* is refused with one line naming the field, as Karpenter v1.14.1 would refuse
-the NodePool it stands for (`api.constraintcheck.nodepool_set_problems`); a reader of Provisioner sets still
-refuses it, naming the NodePool."""
+"""A Karpenter v1 NodePool's constraint set read back as the webhook, the controller and `simulate` read it: every set
+compile writes of the v1 examples is read, in the file and the ConfigMap form; one edited by hand *with its hashes
+fixed* is refused with one line naming the field, as Karpenter v1.14.1 would refuse the NodePool it stands for
+(`api.constraintcheck.nodepool_set_problems`)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from karpenter_policy.api.constraintset import ALL_SETS, ConstraintSetError, read_compiled, read_wire_data
+from karpenter_policy.api.constraintset import ConstraintSetError, read_compiled, read_wire_data
 from karpenter_policy.commands.compile.compiler import compile_command
 from karpenter_policy.commands.flags import CompileFlags
 
@@ -39,18 +38,18 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("example", V1_EXAMPLES)
 def test_every_nodepool_set_compile_writes_is_read_back(example: str, tmp_path: Path) -> None:
     out = _compile(ROOT / "examples" / "v1" / example, tmp_path / "out")
-    index, sets = read_compiled(out, ALL_SETS)
+    index, sets = read_compiled(out)
     on_disk = {p.name: json.loads(p.read_text()) for p in (out / "constraintsets").glob("*.json")}
     assert [(s.origin, s.name) for s in sets] == [(e.kind, e.name) for e in index.entries]
     assert all(s.hash == on_disk[s.key]["hash"] and s.to_json() == on_disk[s.key] for s in sets)
     assert any(s.origin == "NodePool" for s in sets)
     (configmap,) = (out / "manifests").glob("configmap-*.yaml")
-    wire_index, wire_sets = read_wire_data(yaml.safe_load(configmap.read_text())["data"], ALL_SETS)
+    wire_index, wire_sets = read_wire_data(yaml.safe_load(configmap.read_text())["data"])
     assert wire_index == index and [s.hash for s in wire_sets] == [s.hash for s in sets]
 
 
 def test_a_mixed_directory_keeps_a_provisioner_and_a_nodepool_of_one_name_apart(mixed: Path) -> None:
-    _, sets = read_compiled(mixed, ALL_SETS)
+    _, sets = read_compiled(mixed)
     assert [(s.origin, s.name, s.key) for s in sets] == [
         ("NodePool", "batch", "nodepool.batch.json"),
         ("Provisioner", "default", "default.json"),
@@ -59,11 +58,6 @@ def test_a_mixed_directory_keeps_a_provisioner_and_a_nodepool_of_one_name_apart(
     batch = sets[0]
     assert [str(t) for t in batch.taints] == ["example.com/batch:NoSchedule"]
     assert batch.nodepool is not None and batch.nodepool["minValues"] == {"karpenter.k8s.aws/instance-family": 3}
-
-
-def test_a_reader_of_provisioner_sets_still_refuses_them_naming_the_nodepool(mixed: Path) -> None:
-    with pytest.raises(ConstraintSetError, match=r'sets\[0\]: NodePool "batch" \(karpenter.sh/v1\) was compiled'):
-        read_compiled(mixed)
 
 
 def _setting(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -145,7 +139,7 @@ def test_a_nodepool_set_karpenter_would_refuse_is_refused_with_one_line(
     shutil.copytree(mixed, build)
     _tamper(build, name, edit)
     with pytest.raises(ConstraintSetError) as refused:
-        read_compiled(build, ALL_SETS)
+        read_compiled(build)
     message = str(refused.value)
     assert message.startswith(f"{build / 'constraintsets' / f'nodepool.{name}.json'}: "), message
     assert expected in message, message
@@ -161,4 +155,4 @@ def test_an_index_entry_naming_a_nodepool_set_under_a_provisioners_key_is_refuse
     rehash(index)
     index_file.write_text(json.dumps(index))
     with pytest.raises(ConstraintSetError, match=r"sets\[0\]\.key \"batch\.json\" is not 'nodepool\.batch\.json'"):
-        read_compiled(build, ALL_SETS)
+        read_compiled(build)

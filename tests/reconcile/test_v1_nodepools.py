@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_policy.api.constraintset import ALL_SETS, ConstraintSetError, content_hash, read_compiled
+from karpenter_policy.api.constraintset import ConstraintSetError, content_hash, read_compiled
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
 from karpenter_policy.testing import Scene, compile_policies
@@ -182,15 +182,13 @@ def test_a_nodepool_set_a_hand_edit_broke_is_refused_naming_the_field(
 ) -> None:
     tampered = _tampered(compiled, tmp_path / "build", change)
     with pytest.raises(ConstraintSetError) as refused:
-        read_compiled(tampered, kinds=ALL_SETS)
+        read_compiled(tampered)
     assert "nodepool.batch.json" in str(refused.value) and named in str(refused.value)
 
 
-def test_compiled_sets_are_run_by_the_controller_and_refused_by_a_provisioner_only_reader(compiled: Path) -> None:
-    _, sets = read_compiled(compiled, kinds=ALL_SETS)
+def test_compiled_sets_of_both_kinds_are_read_each_under_its_pool_key(compiled: Path) -> None:
+    _, sets = read_compiled(compiled)
     assert sorted(s.pool for s in sets) == ["NodePool/batch", "NodePool/default", "default"]
-    with pytest.raises(ConstraintSetError, match='NodePool "batch"'):
-        read_compiled(compiled)
 
 
 def test_node_counters_name_the_nodepool_under_its_label(compiled: Path) -> None:

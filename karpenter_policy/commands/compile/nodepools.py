@@ -12,8 +12,8 @@ taints, weight, kubelet settings and admitted instance types are the ones every 
   policy, consolidateAfter, budgets), `expireAfter`, `terminationGracePeriod`.
 
 Its version is its own `karpenter-policy/version` annotation, else compile's; its sources the NodePool's file and
-its EC2NodeClass's. The webhook's pinning reads such a set; the controller and `simulate` refuse it
-(`api.constraintset.nodepool_refusal`).
+its EC2NodeClass's. The webhook's pinning, the controller and `simulate` read such a set, each checking it as
+Karpenter v1.14.1 admits its NodePool (`api.constraintcheck.nodepool_set_problems`).
 """
 
 from __future__ import annotations
