@@ -1,8 +1,11 @@
 """Which AMI each instance type boots: the node template's ``amiSelector``, else its AMI family's default.
 
 Defaults are the public SSM parameters EKS, Bottlerocket, Canonical and Windows publish for the cluster's
-Kubernetes version (Karpenter v0.31's ``DefaultAMIs``), chosen by the type's architecture and accelerators:
+Kubernetes version (Karpenter v0.31's ``DefaultAMIs``; AL2023 and Windows2025 as v1.14.1's `DescribeImageQuery`
+in aws pkg/providers/amifamily/al2023.go and windows.go), chosen by the type's architecture and accelerators:
 AL2 uses the ``-gpu`` image for x86 types with GPUs or Inferentia and has no image for Arm GPU types,
+AL2023 its ``nvidia`` variant for GPU types, ``neuron`` for x86 types with Inferentia or Trainium (none on Arm),
+``standard`` otherwise,
 Bottlerocket uses ``-nvidia`` for GPU types, Windows is x86 only. With ``amiSelector`` (ids, owners, name or
 tags, every entry must match) each type gets the newest matching image of its architecture. A type with no
 image cannot launch and is dropped by the caller. Answers are cached for five minutes.
@@ -51,12 +54,21 @@ def default_parameter(family: str, kubernetes_version: str, instance_type: Insta
         else:
             variant = "amazon-linux-2-gpu" if _accelerated(instance_type) else "amazon-linux-2"
         return f"/aws/service/eks/optimized-ami/{v}/{variant}/recommended/image_id"
+    if family == "AL2023":
+        if _accelerated(instance_type):
+            if instance_type.gpu_count == 0 and arch == "arm64":
+                return None
+            variant = "nvidia" if instance_type.gpu_count > 0 else "neuron"
+        else:
+            variant = "standard"
+        machine = "arm64" if arch == "arm64" else "x86_64"
+        return f"/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{machine}/{variant}/recommended/image_id"
     if family == "Bottlerocket":
         flavour = f"aws-k8s-{v}-nvidia" if instance_type.gpu_count > 0 else f"aws-k8s-{v}"
         return f"/aws/service/bottlerocket/{flavour}/{'arm64' if arch == 'arm64' else 'x86_64'}/latest/image_id"
     if family == "Ubuntu":
         return f"/aws/service/canonical/ubuntu/eks/20.04/{v}/stable/current/{arch}/hvm/ebs-gp2/ami-id"
-    if family in ("Windows2019", "Windows2022"):
+    if family in ("Windows2019", "Windows2022", "Windows2025"):
         if arch != "amd64":
             return None
         year = family.removeprefix("Windows")
