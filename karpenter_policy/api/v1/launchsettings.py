@@ -17,8 +17,10 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
                                                      instanceProfile, else its --default-instance-profile (it does
                                                      not create instance profiles as Karpenter v1 does from a role)
 
-An AMI family the launcher does not boot (AL2023, Windows2025: `LAUNCHED_FAMILIES`) and what those fields cannot say
-are refused with the reason (`LaunchSettingsError`), never launched differently: several
+Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
+cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
+`CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
+never launched differently: several
 tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a security group selected by name, an alias pinned
 to a version (`al2023@v20240807`: the controller resolves only the latest), a capacity reservation, IP options
 or an instance-store policy.
@@ -41,11 +43,12 @@ _NOT_CARRIED: Final = (
 )  # fmt: skip
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"
-#: The AMI families the launcher boots (v0.31's user data: bootstrap.sh, Bottlerocket's TOML, Windows' script).
-#: AL2023 boots with nodeadm, whose NodeConfig needs the cluster's service CIDR (Karpenter v1 reads it from EKS:
-#: `Nodeadm.getNodeConfigYAML` in aws pkg/providers/amifamily/bootstrap/nodeadm.go at v1.14.1), which the controller
-#: is not given; Windows2025 has no v0.31 bootstrap either.
-LAUNCHED_FAMILIES: Final = frozenset({"AL2", "Bottlerocket", "Windows2019", "Windows2022", "Custom"})
+#: The AMI families the launcher boots (`cloud.aws.userdata`: bootstrap.sh, nodeadm's NodeConfig for AL2023 as
+#: `Nodeadm.getNodeConfigYAML` in aws pkg/providers/amifamily/bootstrap/nodeadm.go at v1.14.1, Bottlerocket's TOML,
+#: Windows' script).
+LAUNCHED_FAMILIES: Final = frozenset(
+    {"AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Windows2025", "Custom"}
+)
 
 
 class LaunchSettingsError(ValueError):
@@ -127,9 +130,7 @@ def _ami(terms: Any, family: Any) -> dict[str, Any]:
 def _launched(family: str, field: str) -> str:
     if family not in LAUNCHED_FAMILIES:
         raise LaunchSettingsError(
-            f"{field}: the controller does not boot {family} nodes (it boots {', '.join(sorted(LAUNCHED_FAMILIES))}"
-            "; AL2023's nodeadm needs the cluster's service CIDR, which it is not given): use al2@latest or "
-            "bottlerocket@latest for the controller and simulate"
+            f"{field}: the controller does not boot {family} nodes (it boots {', '.join(sorted(LAUNCHED_FAMILIES))})"
         )
     return family
 
