@@ -134,17 +134,20 @@ def test_min_values_hold_under_the_controllers_policy(compiled: Path, policy: st
         assert any("minValues requirement is not met" in m for m in messages), messages
 
 
-def _with_alias(tmp_path: Path, alias: str) -> Path:
-    """examples/v1/controller compiled with its EC2NodeClass's alias changed to `alias`."""
+def _with_alias(tmp_path: Path, alias: str, *, also: tuple[str, str] = ("", "")) -> Path:
+    """examples/v1/controller compiled with its EC2NodeClass's alias changed to `alias` (and `also` replaced)."""
     policies = tmp_path / "policies"
     shutil.copytree(EXAMPLE / "policies", policies)
     manifest = policies / "nodepools.yaml"
-    manifest.write_text(manifest.read_text().replace("alias: al2@latest", f"alias: {alias}"))
+    text = manifest.read_text().replace("alias: al2@latest", f"alias: {alias}")
+    manifest.write_text(text.replace(*also) if also[0] else text)
     return compile_policies(policies, tmp_path / "build")
 
 
 def test_a_nodepool_whose_ec2nodeclass_the_launcher_cannot_boot_is_left_out_saying_why(tmp_path: Path) -> None:
-    scene = Scene(_with_alias(tmp_path, "al2023@v20240807"))
+    one_term = "  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: demo\n"
+    two_terms = one_term + "    - tags:\n        tier: private\n"  # v1 ORs them: the launcher reads one
+    scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, two_terms)))
     scene.add_pod("report", cpu="2", nodeSelector={wk.NODEPOOL: "batch"}, tolerations=[BATCH_TOLERATION])
     scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
     controller = scene.controller()

@@ -7,7 +7,9 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
   subnetSelectorTerms / securityGroupSelectorTerms   {id} terms → `aws-ids: a,b`; one {tags} term → its tags
   amiSelectorTerms                                   `{alias: <family>@latest}` → amiFamily (the family's latest
                                                      EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
-                                                     aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); {id} terms →
+                                                     aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); `<family>@<version>`
+                                                     (AL2, AL2023, Bottlerocket) → amiFamily and `amiVersion`, the
+                                                     release the SSM parameters of that version name; {id} terms →
                                                      `aws-ids`; one {tags}/{name}/{owner} term → amiSelector tags,
                                                      `aws::name`, `aws::owners`
   amiFamily, instanceProfile, userData, tags,
@@ -21,9 +23,8 @@ Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm,
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
 never launched differently: several
-tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a security group selected by name, an alias pinned
-to a version (`al2023@v20240807`: the controller resolves only the latest), a capacity reservation, IP options
-or an instance-store policy.
+tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a security group selected by name, a capacity
+reservation, IP options or an instance-store policy.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ _NOT_CARRIED: Final = (
 )  # fmt: skip
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"
+#: The launch settings' key of an alias's pinned version (`al2023@v20240807` → `v20240807`).
+AMI_VERSION: Final = "amiVersion"
+#: The families whose alias may name a version (v1.14.1's CEL rule keeps Windows to `latest`).
+PINNED_FAMILIES: Final = frozenset({"AL2", "AL2023", "Bottlerocket"})
 #: The AMI families the launcher boots (`cloud.aws.userdata`: bootstrap.sh, nodeadm's NodeConfig for AL2023 as
 #: `Nodeadm.getNodeConfigYAML` in aws pkg/providers/amifamily/bootstrap/nodeadm.go at v1.14.1, Bottlerocket's TOML,
 #: Windows' script).
@@ -96,12 +101,14 @@ def _ami(terms: Any, family: Any) -> dict[str, Any]:
         aliased = AMI_ALIAS_FAMILIES.get(name.lower())
         if aliased is None:
             raise LaunchSettingsError(f"amiSelectorTerms[0].alias: {alias!r} names no AMI family")
-        if version.lower() != LATEST:
+        family = _launched(aliased, "amiSelectorTerms[0].alias")
+        if version.lower() == LATEST:
+            return {"amiFamily": family}
+        if family not in PINNED_FAMILIES:
             raise LaunchSettingsError(
-                f"amiSelectorTerms[0].alias: {alias!r} pins an AMI version; the controller launches the family's "
-                f"latest AMI only ({name}@latest)"
+                f"amiSelectorTerms[0].alias: {alias!r} pins an AMI version; {family} has its latest AMI only"
             )
-        return {"amiFamily": _launched(aliased, "amiSelectorTerms[0].alias")}
+        return {"amiFamily": family, AMI_VERSION: version}
     out: dict[str, Any] = {} if family is None else {"amiFamily": _launched(str(family), "amiFamily")}
     try:
         ids = _ids(terms)
@@ -149,4 +156,4 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-__all__ = ["LATEST", "LAUNCHED_FAMILIES", "LaunchSettingsError", "launch_settings"]
+__all__ = ["AMI_VERSION", "LATEST", "LAUNCHED_FAMILIES", "PINNED_FAMILIES", "LaunchSettingsError", "launch_settings"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import node_configuration_of
+from karpenter_policy.api.v1.launchsettings import AMI_VERSION
 from karpenter_policy.api.v1.objects import arithmetic_family
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
@@ -208,7 +209,9 @@ class AwsCloudProvider:
         if it is None:
             return None
         try:
-            images = self._amis.images(spec.get("amiFamily") or None, spec.get("amiSelector"), [it])
+            images = self._amis.images(
+                spec.get("amiFamily") or None, spec.get("amiSelector"), [it], spec.get(AMI_VERSION)
+            )
         except CloudError:
             return None
         return images.get(instance_type)
@@ -312,7 +315,7 @@ class AwsCloudProvider:
                 "AWSNodeTemplate", "no instanceProfile in the node template and no default instance profile set"
             )
         types = [self._catalog[name] for name in names]
-        images = self._amis.images(family, spec.get("amiSelector"), types)
+        images = self._amis.images(family, spec.get("amiSelector"), types, spec.get(AMI_VERSION))
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
