@@ -4,7 +4,9 @@ The controller launches with one provider (`cloud.aws`), which reads a v1alpha5 
 constraint set carries its EC2NodeClass's stored spec; `launch_settings` says the same in those fields — the
 inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 
-  subnetSelectorTerms / securityGroupSelectorTerms   {id} terms → `aws-ids: a,b`; one {tags} term → its tags
+  subnetSelectorTerms / securityGroupSelectorTerms   {id} terms → `aws-ids: a,b`; one {tags} term → its tags;
+                                                     a security group's {name} term (with tags or not) →
+                                                     `aws::name` beside them
   amiSelectorTerms                                   `{alias: <family>@latest}` → amiFamily (the family's latest
                                                      EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
                                                      aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); `<family>@<version>`
@@ -23,8 +25,8 @@ Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm,
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
 never launched differently: several
-tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a security group selected by name, a capacity
-reservation, IP options or an instance-store policy.
+tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a capacity reservation, IP options or an
+instance-store policy.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ _NOT_CARRIED: Final = (
 )  # fmt: skip
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"
+#: The selector key of a security group's name (`cloud.aws.discovery` matches it as EC2's `group-name` filter).
+SECURITY_GROUP_NAME: Final = "aws::name"
 #: The launch settings' key of an alias's pinned version (`al2023@v20240807` → `v20240807`).
 AMI_VERSION: Final = "amiVersion"
 #: The families whose alias may name a version (v1.14.1's CEL rule keeps Windows to `latest`).
@@ -86,9 +90,15 @@ def _selector(terms: Any, field: str) -> dict[str, str]:
             "launches with one term"
         )
     term = terms[0]
-    if set(term) != {"tags"} or not isinstance(term["tags"], Mapping):
-        raise LaunchSettingsError(f"{field}[0]: selects by {', '.join(sorted(term))}; the controller reads id or tags")
-    return {str(key): str(value) for key, value in sorted(term["tags"].items())}
+    by_name = field == "securityGroupSelectorTerms" and isinstance(term.get("name"), str)
+    known = {"tags", "name"} if by_name else {"tags"}
+    if not term or set(term) - known or not isinstance(term.get("tags", {}), Mapping):
+        read = "id, name or tags" if field == "securityGroupSelectorTerms" else "id or tags"
+        raise LaunchSettingsError(f"{field}[0]: selects by {', '.join(sorted(term))}; the controller reads {read}")
+    selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
+    if by_name:
+        selector[SECURITY_GROUP_NAME] = str(term["name"])
+    return selector
 
 
 def _ami(terms: Any, family: Any) -> dict[str, Any]:
@@ -156,4 +166,12 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-__all__ = ["AMI_VERSION", "LATEST", "LAUNCHED_FAMILIES", "PINNED_FAMILIES", "LaunchSettingsError", "launch_settings"]
+__all__ = [
+    "AMI_VERSION",
+    "LATEST",
+    "LAUNCHED_FAMILIES",
+    "PINNED_FAMILIES",
+    "SECURITY_GROUP_NAME",
+    "LaunchSettingsError",
+    "launch_settings",
+]
