@@ -197,6 +197,13 @@ class CloudProvider(Protocol):
         """
         ...
 
+    def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
+        """Why nodes of these provider settings (an AWSNodeTemplate spec) cannot be launched now although the
+        settings are valid — a fact of the cluster the cloud has not told (AL2023's service CIDR) — or None when
+        they can. Never raises: the node claim templates leave such a set out with this reason, as Karpenter v1
+        holds a node class that is not ready."""
+        ...
+
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         """Make the offering unavailable for :data:`UNAVAILABLE_OFFERING_TTL` seconds (e.g. after a spot
         interruption warning or an insufficient-capacity error)."""

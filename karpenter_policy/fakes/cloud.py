@@ -56,6 +56,9 @@ class FakeCloudProvider:
     ) -> None:
         self.region = region
         self.image_id = image_id
+        #: amiFamily → why its node templates cannot launch now (`unlaunchable`): a test sets it, e.g. AL2023's
+        #: service CIDR that EKS has not told.
+        self.not_ready: dict[str, str] = {}
         self.unavailable = UnavailableOfferings(clock, unavailable_ttl)
         self._types = sorted(instance_types, key=lambda it: it.name)
         self._offered = {(it.name, o.zone, o.capacity_type) for it in self._types for o in it.offerings if o.available}
@@ -189,6 +192,10 @@ class FakeCloudProvider:
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         """`image_id`, the one image every launch gets (a test sets another to publish a new AMI)."""
         return self.image_id or None
+
+    def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
+        """`not_ready`'s reason for the settings' AMI family (none by default: every node template launches)."""
+        return self.not_ready.get(str((provider or {}).get("amiFamily") or ""))
 
     def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
         """No launch templates here: nothing to delete."""

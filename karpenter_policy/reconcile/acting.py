@@ -181,6 +181,9 @@ class ActingCloud:
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         return self.inner.current_image(instance_type, provider)
 
+    def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
+        return self.inner.unlaunchable(provider)
+
     def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
         self._check("collect_launch_templates")  # it deletes launch templates: a change like any other
         return self.inner.collect_launch_templates(cluster_name)

@@ -120,6 +120,10 @@ class MeasuredCloud:
         """The inner provider's current image for the type, measured as Karpenter's `IsDrifted`."""
         return self._measure("IsDrifted", lambda: self.inner.current_image(instance_type, provider))
 
+    def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
+        """The inner provider's answer (a cached fact, not a call Karpenter's metrics name: not measured)."""
+        return self.inner.unlaunchable(provider)
+
     def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
         """The inner provider's launch-template collection (no Karpenter metric names it: not measured)."""
         return self.inner.collect_launch_templates(cluster_name)  # not a call Karpenter's metrics name

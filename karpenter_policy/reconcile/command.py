@@ -190,6 +190,7 @@ def build(options: ReconcileOptions) -> Reconciler:
             kubernetes_version=options.kubernetes_version,
             dns_cluster_ip=options.dns_cluster_ip,
             default_instance_profile=options.default_instance_profile,
+            name=options.cluster_name,
         ),
         list(catalog.instance_types),
     )

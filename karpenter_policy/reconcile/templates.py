@@ -10,7 +10,9 @@ words `check --workloads` uses). A table (and each set's template) is rebuilt on
 
 A set compiled for another region than the cloud's is left out, with the reason (its admitted names and
 offerings would be another region's); so is a NodePool's set whose EC2NodeClass the launcher cannot carry out
-(`api.v1.launchsettings`). Sets and templates are keyed by their pool key (`ConstraintSet.pool`: a Provisioner's
+(`api.v1.launchsettings`), and a set whose node template cannot launch now for a fact of the cluster the cloud
+has not told (`CloudProvider.unlaunchable`: AL2023's service CIDR), until it can — as Karpenter v1 holds such an
+EC2NodeClass not ready. Sets and templates are keyed by their pool key (`ConstraintSet.pool`: a Provisioner's
 name, `NodePool/<name>`), so a Provisioner and a NodePool of one name run side by side. A NodePool's template keeps
 its `minValues` under the controller's policy (`--min-values-policy`, Karpenter's operator flag), and a version
 holding a NodePool plans with Karpenter v1.14.1's topology rules (`Templates.topology`), as `check` does.
@@ -85,6 +87,11 @@ class TemplateBuilder:
             except LaunchSettingsError as error:
                 name = constraint_set.provider.name if constraint_set.provider is not None else None
                 out.left_out[constraint_set.pool] = f"its EC2NodeClass {name} cannot be launched: {error}"
+                continue
+            unlaunchable = self.cloud.unlaunchable(launch_spec)
+            if unlaunchable is not None:
+                name = constraint_set.provider.name if constraint_set.provider is not None else None
+                out.left_out[constraint_set.pool] = f"its node template {name} cannot launch now: {unlaunchable}"
                 continue
             key = _provider_key(launch_spec)
             specs[key] = launch_spec

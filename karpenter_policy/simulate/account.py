@@ -4,7 +4,7 @@ For every node template (a set's AWSNodeTemplate or inline `provider`):
 
 * `subnetSelector`: one subnet per availability zone of the region, tagged to match (a `*` value gets the tag
   with the value `simulated`; a list of values, its first). All subnets are /22s of one VPC, 10.0.0.0/16;
-* `securityGroupSelector`: one security group in that VPC, tagged to match;
+* `securityGroupSelector`: one security group in that VPC, tagged to match (and named as it names one);
 * `amiSelector` with tags: the two images the account uses (an x86-64 and an Arm64 image of moto's) get the
   tags; the default-AMI SSM parameters name those same images (see `server`);
 * `launchTemplate`: a launch template of that name, on the x86-64 image.
@@ -25,7 +25,7 @@ from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError
 from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
-from karpenter_policy.cloud.aws.discovery import ID_KEYS
+from karpenter_policy.cloud.aws.discovery import GROUP_NAME_KEY, ID_KEYS
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
 
 VPC_CIDR = "10.0.0.0/16"
@@ -150,14 +150,15 @@ class AccountBuilder:
     def _security_group(self, provisioner: str, selector: Mapping[str, Any] | None) -> None:
         if not selector:
             return
-        tags = matching_tags(selector)
+        named = selector.get(GROUP_NAME_KEY)
+        tags = matching_tags({k: v for k, v in selector.items() if k != GROUP_NAME_KEY})
         if tags is None:
             self.account.notes.append(f"{provisioner}: securityGroupSelector selects by id: no group can match it")
             return
         key = canonical_json(selector)
         if key in self.account.security_groups:
             return
-        name = f"simulated-nodes-{len(self.account.security_groups) + 1}"
+        name = str(named) if named else f"simulated-nodes-{len(self.account.security_groups) + 1}"
         group = self.api.call(
             "ec2",
             "create_security_group",

@@ -2,9 +2,10 @@
 AWS provider — the code `reconcile` runs — pointed at it, every time source on the given clock.
 
 :class:`MotoCloud` builds, in this order: moto's server (`server`), the account the constraint sets' node
-templates select (`account`: subnets, security groups, images, launch templates), the AWS provider over HTTP to
-the loopback server with dummy credentials given to its boto3 session only; then seeds moto's random ids again, so
-that the same scenario gets the same instance ids.
+templates select (`account`: subnets, security groups, images, launch templates), the cluster in moto's EKS
+(`SERVICE_CIDR`, which AL2023 nodes' NodeConfig names: the provider asks EKS for it, as against AWS), the AWS
+provider over HTTP to the loopback server with dummy credentials given to its boto3 session only; then seeds moto's
+random ids again, so that the same scenario gets the same instance ids.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ KUBERNETES_VERSION = "1.27"
 API_SERVER = "https://kubernetes.simulated.invalid"
 CA_BUNDLE = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"
 INSTANCE_PROFILE = "KarpenterNodeInstanceProfile-simulated"
+#: The simulated cluster's service CIDR (Karpenter's test environment's, aws pkg/test/environment.go at v1.14.1).
+SERVICE_CIDR = "10.100.0.0/16"
+#: The role moto's EKS wants for a cluster (never assumed: nothing runs in it).
+CLUSTER_ROLE = "arn:aws:iam::123456789012:role/simulated-eks"
 #: Given to the boto3 session of the simulation only (never to the environment): moto accepts any.
 DUMMY_CREDENTIALS = ("simulated", "simulated", "simulated")
 
@@ -41,6 +46,7 @@ class MotoCloud:
         region: str,
         spot_prices: Mapping[tuple[str, str], float] | None = None,
         seed: int = 42,
+        cluster_name: str = "simulated",
     ) -> None:
         self.region = region
         self.server = MotoServer(spot_prices, seed)
@@ -51,16 +57,20 @@ class MotoCloud:
                 session_token=token, max_attempts=2,
             )
             self.api = AwsApi(connection)
-            for service in ("ec2", "ssm"):  # whatever the environment configures, only the loopback server
+            for service in ("ec2", "ssm", "eks"):  # whatever the environment configures, only the loopback server
                 require_loopback(self.api.endpoint(service))
             self.account_builder = AccountBuilder(self.api)
             self.account: Account = self.account_builder.build(sets)
+            self.api.call(
+                "eks", "create_cluster", name=cluster_name, roleArn=CLUSTER_ROLE, resourcesVpcConfig={},
+                kubernetesNetworkConfig={"serviceIpv4Cidr": SERVICE_CIDR},
+            )
             self.server.front.images.update(self.account.images)
             self.provider = AwsCloudProvider(
                 connection,
                 ClusterSettings(
                     endpoint=API_SERVER, ca_bundle=CA_BUNDLE, kubernetes_version=KUBERNETES_VERSION,
-                    default_instance_profile=INSTANCE_PROFILE,
+                    default_instance_profile=INSTANCE_PROFILE, name=cluster_name,
                 ),
                 list(catalog.instance_types),
                 clock=clock,
@@ -91,4 +101,4 @@ class MotoCloud:
         self.close()
 
 
-__all__ = ["API_SERVER", "CA_BUNDLE", "INSTANCE_PROFILE", "KUBERNETES_VERSION", "MotoCloud"]
+__all__ = ["API_SERVER", "CA_BUNDLE", "INSTANCE_PROFILE", "KUBERNETES_VERSION", "SERVICE_CIDR", "MotoCloud"]

@@ -192,7 +192,7 @@ class Simulation:
         clock = VirtualClock()
         self.moto = MotoCloud(
             loaded.sets, catalog, clock, region=self.region, spot_prices=self.options.spot_prices,
-            seed=self.options.seed,
+            seed=self.options.seed, cluster_name=self.options.cluster_name,
         )
         self.account, self.cloud = self.moto.account, self.moto.provider
         self.scene = Scene(

@@ -60,6 +60,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from karpenter_policy.api.v1.statichash import NODEPOOL_HASH
 from karpenter_policy.api.workloads import WORKLOAD_KINDS
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.errors import CloudError, InsufficientCapacity
@@ -276,8 +277,10 @@ class Scene:
                 meta["annotations"].pop(key, None)
             else:
                 meta["annotations"][key] = value
-        if drifted:
+        if drifted:  # a Provisioner's node by v0.31's node hash, a NodePool's by v1's static hash
             meta["annotations"][node_info.ANNOTATION_NODE_HASH] = "drifted"
+            if NODEPOOL_HASH in meta["annotations"]:
+                meta["annotations"][NODEPOOL_HASH] = "drifted"
         if finalizers:
             meta["finalizers"] = [*meta.get("finalizers", []), *finalizers]
         if not finalizer:

@@ -109,6 +109,7 @@ class AwsEnv:
             kubernetes_version=K8S_VERSION,
             dns_cluster_ip="10.100.0.10",
             default_instance_profile="KarpenterNodeInstanceProfile-blue",
+            name=CLUSTER,
         )
         types = catalog_types(SMALL_CATALOG) if catalog is None else catalog
         return AwsCloudProvider(connection, cluster, types, clock=self.clock, sleep=lambda _: None, **options)

@@ -29,6 +29,7 @@ from typing import Any
 _CREDENTIAL_SCOPE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request")
 _OVERRIDE_KEY = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _CONFIG_KEY = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.(.+)$")
+_EKS_CLUSTER = re.compile(r"^/clusters/([^/?]+)$")
 _HOP_HEADERS = {"connection", "transfer-encoding", "content-length", "keep-alive", "server", "date"}
 
 
@@ -183,7 +184,7 @@ class FaultProxy:
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
         headers = {k: v for k, v in handler.headers.items()}
-        call = _parse(headers, body)
+        call = _parse(headers, body, handler.command, handler.path)
         with self._lock:
             self.calls.append(call)
             rule = next((r for r in reversed(self._rules) if r.operation == call.operation), None)
@@ -257,10 +258,13 @@ class FaultProxy:
         return answer
 
 
-def _parse(headers: dict[str, str], body: bytes) -> Call:
+def _parse(headers: dict[str, str], body: bytes, method: str = "POST", path: str = "/") -> Call:
     lowered = {k.lower(): v for k, v in headers.items()}
     match = _CREDENTIAL_SCOPE.search(lowered.get("authorization", ""))
     service = match[1] if match else ""
+    cluster = _EKS_CLUSTER.match(path)
+    if service == "eks" and method == "GET" and cluster:  # EKS is REST: the operation is the method and path
+        return Call(service, "DescribeCluster", {"name": urllib.parse.unquote(cluster[1])}, headers)
     target = lowered.get("x-amz-target")
     if target:
         try:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 AWS_ADAPTER = ROOT / "karpenter_policy" / "cloud" / "aws"
 POLICY = ROOT / "deploy" / "iam-policy.json"
 #: The services the adapter talks to (boto3's names).
-SERVICES = ("ec2", "sqs", "ssm", "pricing", "sts")
+SERVICES = ("ec2", "eks", "sqs", "ssm", "pricing", "sts")
 #: The adapter's wrappers that take the service first: api.call(service, operation), api.paginate(...).
 SERVICE_FIRST = {"call", "paginate"}
 #: What CreateFleet needs besides ec2:CreateFleet: launching, tagging at launch, passing the node role.

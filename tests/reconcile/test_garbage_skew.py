@@ -101,6 +101,9 @@ class LaggingCloud:
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         return self.inner.current_image(instance_type, provider)
 
+    def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
+        return self.inner.unlaunchable(provider)
+
     def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
         return self.inner.collect_launch_templates(cluster_name)
 

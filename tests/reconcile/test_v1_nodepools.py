@@ -8,12 +8,14 @@ reason. Each through `karpenter_policy.testing`'s Scene (the in-memory cluster a
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
 import pytest
 
 from karpenter_policy.api.constraintset import ConstraintSetError, content_hash, read_compiled
+from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
 from karpenter_policy.testing import Scene, compile_policies
@@ -132,18 +134,53 @@ def test_min_values_hold_under_the_controllers_policy(compiled: Path, policy: st
         assert any("minValues requirement is not met" in m for m in messages), messages
 
 
-def test_a_nodepool_whose_ec2nodeclass_the_launcher_cannot_boot_is_left_out_saying_why(tmp_path: Path) -> None:
+def _with_alias(tmp_path: Path, alias: str, *, also: tuple[str, str] = ("", "")) -> Path:
+    """examples/v1/controller compiled with its EC2NodeClass's alias changed to `alias` (and `also` replaced)."""
     policies = tmp_path / "policies"
     shutil.copytree(EXAMPLE / "policies", policies)
     manifest = policies / "nodepools.yaml"
-    manifest.write_text(manifest.read_text().replace("alias: al2@latest", "alias: al2023@latest"))
-    scene = Scene(compile_policies(policies, tmp_path / "build"))
+    text = manifest.read_text().replace("alias: al2@latest", f"alias: {alias}")
+    manifest.write_text(text.replace(*also) if also[0] else text)
+    return compile_policies(policies, tmp_path / "build")
+
+
+def test_a_nodepool_whose_ec2nodeclass_the_launcher_cannot_boot_is_left_out_saying_why(tmp_path: Path) -> None:
+    one_term = "  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: demo\n"
+    two_terms = one_term + "    - tags:\n        tier: private\n"  # v1 ORs them: the launcher reads one
+    scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, two_terms)))
     scene.add_pod("report", cpu="2", nodeSelector={wk.NODEPOOL: "batch"}, tolerations=[BATCH_TOLERATION])
     scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
     controller = scene.controller()
     scene.run(controller, 60)
     assert scene.unbound() == ["default/report"]
     assert all(wk.NODEPOOL not in objects.labels(n) for n in scene.nodes().values())
+
+
+def test_an_al2023_nodepool_waits_for_the_service_cidr_then_launches(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Karpenter v1.14.1 holds an AL2023 EC2NodeClass not ready until its cluster CIDR resolves
+    # (aws pkg/controllers/nodeclass/validation.go:116-130; launchtemplate/suite_test.go:2111 "should fail to
+    # create launch templates if cluster CIDR is unresolved"): its NodePools launch nothing meanwhile
+    scene = Scene(_with_alias(tmp_path, "al2023@latest"))
+    assert isinstance(scene.cloud, FakeCloudProvider)
+    scene.cloud.not_ready["AL2023"] = "the cluster's service CIDR is unknown"
+    scene.add_pod("report", cpu="2", nodeSelector={wk.NODEPOOL: "batch"}, tolerations=[BATCH_TOLERATION])
+    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+    controller = scene.controller()
+    with caplog.at_level(logging.ERROR):
+        scene.run(controller, 60)
+    assert scene.unbound() == ["default/report"]
+    left_out = [r.getMessage() for r in caplog.records if "NodePool/batch left out" in r.getMessage()]
+    assert left_out == [
+        "constraint set NodePool/batch left out: its node template default cannot launch now: the cluster's "
+        "service CIDR is unknown"
+    ]  # once, not every pass
+
+    del scene.cloud.not_ready["AL2023"]
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    assert scene.unbound() == []
+    assert objects.labels(_node_of(scene, "report"))[wk.NODEPOOL] == "batch"
 
 
 def _tampered(compiled: Path, target: Path, change: object) -> Path:

@@ -4,10 +4,14 @@ The controller launches with one provider (`cloud.aws`), which reads a v1alpha5 
 constraint set carries its EC2NodeClass's stored spec; `launch_settings` says the same in those fields — the
 inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 
-  subnetSelectorTerms / securityGroupSelectorTerms   {id} terms → `aws-ids: a,b`; one {tags} term → its tags
+  subnetSelectorTerms / securityGroupSelectorTerms   {id} terms → `aws-ids: a,b`; one {tags} term → its tags;
+                                                     a security group's {name} term (with tags or not) →
+                                                     `aws::name` beside them
   amiSelectorTerms                                   `{alias: <family>@latest}` → amiFamily (the family's latest
                                                      EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
-                                                     aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); {id} terms →
+                                                     aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); `<family>@<version>`
+                                                     (AL2, AL2023, Bottlerocket) → amiFamily and `amiVersion`, the
+                                                     release the SSM parameters of that version name; {id} terms →
                                                      `aws-ids`; one {tags}/{name}/{owner} term → amiSelector tags,
                                                      `aws::name`, `aws::owners`
   amiFamily, instanceProfile, userData, tags,
@@ -17,11 +21,12 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
                                                      instanceProfile, else its --default-instance-profile (it does
                                                      not create instance profiles as Karpenter v1 does from a role)
 
-An AMI family the launcher does not boot (AL2023, Windows2025: `LAUNCHED_FAMILIES`) and what those fields cannot say
-are refused with the reason (`LaunchSettingsError`), never launched differently: several
-tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a security group selected by name, an alias pinned
-to a version (`al2023@v20240807`: the controller resolves only the latest), a capacity reservation, IP options
-or an instance-store policy.
+Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
+cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
+`CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
+never launched differently: several
+tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a capacity reservation, IP options or an
+instance-store policy.
 """
 
 from __future__ import annotations
@@ -41,11 +46,18 @@ _NOT_CARRIED: Final = (
 )  # fmt: skip
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"
-#: The AMI families the launcher boots (v0.31's user data: bootstrap.sh, Bottlerocket's TOML, Windows' script).
-#: AL2023 boots with nodeadm, whose NodeConfig needs the cluster's service CIDR (Karpenter v1 reads it from EKS:
-#: `Nodeadm.getNodeConfigYAML` in aws pkg/providers/amifamily/bootstrap/nodeadm.go at v1.14.1), which the controller
-#: is not given; Windows2025 has no v0.31 bootstrap either.
-LAUNCHED_FAMILIES: Final = frozenset({"AL2", "Bottlerocket", "Windows2019", "Windows2022", "Custom"})
+#: The selector key of a security group's name (`cloud.aws.discovery` matches it as EC2's `group-name` filter).
+SECURITY_GROUP_NAME: Final = "aws::name"
+#: The launch settings' key of an alias's pinned version (`al2023@v20240807` → `v20240807`).
+AMI_VERSION: Final = "amiVersion"
+#: The families whose alias may name a version (v1.14.1's CEL rule keeps Windows to `latest`).
+PINNED_FAMILIES: Final = frozenset({"AL2", "AL2023", "Bottlerocket"})
+#: The AMI families the launcher boots (`cloud.aws.userdata`: bootstrap.sh, nodeadm's NodeConfig for AL2023 as
+#: `Nodeadm.getNodeConfigYAML` in aws pkg/providers/amifamily/bootstrap/nodeadm.go at v1.14.1, Bottlerocket's TOML,
+#: Windows' script).
+LAUNCHED_FAMILIES: Final = frozenset(
+    {"AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Windows2025", "Custom"}
+)
 
 
 class LaunchSettingsError(ValueError):
@@ -78,9 +90,15 @@ def _selector(terms: Any, field: str) -> dict[str, str]:
             "launches with one term"
         )
     term = terms[0]
-    if set(term) != {"tags"} or not isinstance(term["tags"], Mapping):
-        raise LaunchSettingsError(f"{field}[0]: selects by {', '.join(sorted(term))}; the controller reads id or tags")
-    return {str(key): str(value) for key, value in sorted(term["tags"].items())}
+    by_name = field == "securityGroupSelectorTerms" and isinstance(term.get("name"), str)
+    known = {"tags", "name"} if by_name else {"tags"}
+    if not term or set(term) - known or not isinstance(term.get("tags", {}), Mapping):
+        read = "id, name or tags" if field == "securityGroupSelectorTerms" else "id or tags"
+        raise LaunchSettingsError(f"{field}[0]: selects by {', '.join(sorted(term))}; the controller reads {read}")
+    selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
+    if by_name:
+        selector[SECURITY_GROUP_NAME] = str(term["name"])
+    return selector
 
 
 def _ami(terms: Any, family: Any) -> dict[str, Any]:
@@ -93,12 +111,14 @@ def _ami(terms: Any, family: Any) -> dict[str, Any]:
         aliased = AMI_ALIAS_FAMILIES.get(name.lower())
         if aliased is None:
             raise LaunchSettingsError(f"amiSelectorTerms[0].alias: {alias!r} names no AMI family")
-        if version.lower() != LATEST:
+        family = _launched(aliased, "amiSelectorTerms[0].alias")
+        if version.lower() == LATEST:
+            return {"amiFamily": family}
+        if family not in PINNED_FAMILIES:
             raise LaunchSettingsError(
-                f"amiSelectorTerms[0].alias: {alias!r} pins an AMI version; the controller launches the family's "
-                f"latest AMI only ({name}@latest)"
+                f"amiSelectorTerms[0].alias: {alias!r} pins an AMI version; {family} has its latest AMI only"
             )
-        return {"amiFamily": _launched(aliased, "amiSelectorTerms[0].alias")}
+        return {"amiFamily": family, AMI_VERSION: version}
     out: dict[str, Any] = {} if family is None else {"amiFamily": _launched(str(family), "amiFamily")}
     try:
         ids = _ids(terms)
@@ -127,9 +147,7 @@ def _ami(terms: Any, family: Any) -> dict[str, Any]:
 def _launched(family: str, field: str) -> str:
     if family not in LAUNCHED_FAMILIES:
         raise LaunchSettingsError(
-            f"{field}: the controller does not boot {family} nodes (it boots {', '.join(sorted(LAUNCHED_FAMILIES))}"
-            "; AL2023's nodeadm needs the cluster's service CIDR, which it is not given): use al2@latest or "
-            "bottlerocket@latest for the controller and simulate"
+            f"{field}: the controller does not boot {family} nodes (it boots {', '.join(sorted(LAUNCHED_FAMILIES))})"
         )
     return family
 
@@ -148,4 +166,12 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-__all__ = ["LATEST", "LAUNCHED_FAMILIES", "LaunchSettingsError", "launch_settings"]
+__all__ = [
+    "AMI_VERSION",
+    "LATEST",
+    "LAUNCHED_FAMILIES",
+    "PINNED_FAMILIES",
+    "SECURITY_GROUP_NAME",
+    "LaunchSettingsError",
+    "launch_settings",
+]

@@ -41,6 +41,7 @@ __all__ = [
     "NodeClassRef",
     "NodePool",
     "NodePoolRequirement",
+    "arithmetic_family",
     "nodepool_path",
     "provisioner_document",
 ]
@@ -65,6 +66,11 @@ AMI_ALIAS_FAMILIES: Final[Mapping[str, str]] = {
 #: what matters most (a Windows2025 node runs Windows); AL2023's v1.14 arithmetic is not modelled, and like any
 #: family `model.amifamily` does not know it reads as AL2 (docs/v1.md).
 _ARITHMETIC_FAMILIES: Final[Mapping[str, str]] = {"Windows2025": "Windows2022"}
+
+
+def arithmetic_family(family: str | None) -> str | None:
+    """The family whose node arithmetic (`model.amifamily`) a node of `family` is counted with (see above)."""
+    return None if family is None else _ARITHMETIC_FAMILIES.get(family, family)
 
 #: Where each field of the Provisioner-shaped document is in the NodePool (longest prefix first). The kubelet
 #: and the node template are the EC2NodeClass's: a finding on them is placed at the NodePool's nodeClassRef.
@@ -274,7 +280,7 @@ class EC2NodeClass:
         the AMI family and the block device mappings (and the instance-store policy, carried for later)."""
         template: dict[str, Any] = {"blockDeviceMappings": [dict(m) for m in self.block_device_mappings]}
         if self.ami_family is not None:
-            template["amiFamily"] = _ARITHMETIC_FAMILIES.get(self.ami_family, self.ami_family)
+            template["amiFamily"] = arithmetic_family(self.ami_family)
         if self.instance_store_policy is not None:
             template["instanceStorePolicy"] = self.instance_store_policy
         return template

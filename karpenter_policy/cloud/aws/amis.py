@@ -1,8 +1,11 @@
 """Which AMI each instance type boots: the node template's ``amiSelector``, else its AMI family's default.
 
 Defaults are the public SSM parameters EKS, Bottlerocket, Canonical and Windows publish for the cluster's
-Kubernetes version (Karpenter v0.31's ``DefaultAMIs``), chosen by the type's architecture and accelerators:
+Kubernetes version (Karpenter v0.31's ``DefaultAMIs``; AL2023 and Windows2025 as v1.14.1's `DescribeImageQuery`
+in aws pkg/providers/amifamily/al2023.go and windows.go), chosen by the type's architecture and accelerators:
 AL2 uses the ``-gpu`` image for x86 types with GPUs or Inferentia and has no image for Arm GPU types,
+AL2023 its ``nvidia`` variant for GPU types, ``neuron`` for x86 types with Inferentia or Trainium (none on Arm),
+``standard`` otherwise,
 Bottlerocket uses ``-nvidia`` for GPU types, Windows is x86 only. With ``amiSelector`` (ids, owners, name or
 tags, every entry must match) each type gets the newest matching image of its architecture. A type with no
 image cannot launch and is dropped by the caller. Answers are cached for five minutes.
@@ -39,24 +42,45 @@ def _accelerated(instance_type: InstanceType) -> bool:
     return instance_type.gpu_count > 0 or instance_type.accelerator_count > 0
 
 
-def default_parameter(family: str, kubernetes_version: str, instance_type: InstanceType) -> str | None:
-    """The SSM parameter naming the default image of ``family`` for this type, or None when there is none."""
+def default_parameter(
+    family: str, kubernetes_version: str, instance_type: InstanceType, version: str | None = None
+) -> str | None:
+    """The SSM parameter naming the default image of ``family`` for this type, or None when there is none.
+    ``version``: a release an alias pins (``al2023@v20240807``), named as v1.14.1's `resolvePath` names it (AL2,
+    AL2023, Bottlerocket: aws pkg/providers/amifamily/al2.go, al2023.go, bottlerocket.go); None or ``latest``: the
+    recommended (latest) image."""
     arch = instance_type.architectures[0] if len(instance_type.architectures) == 1 else "amd64"
     v = kubernetes_version
+    pinned = version if version and version.lower() != "latest" else None
     if family == "AL2":
         if arch == "arm64":
             if _accelerated(instance_type):
                 return None
-            variant = "amazon-linux-2-arm64"
+            variant, release = "amazon-linux-2-arm64", f"amazon-eks-arm64-node-{v}-{pinned}"
+        elif _accelerated(instance_type):
+            variant, release = "amazon-linux-2-gpu", f"amazon-eks-gpu-node-{v}-{pinned}"
         else:
-            variant = "amazon-linux-2-gpu" if _accelerated(instance_type) else "amazon-linux-2"
-        return f"/aws/service/eks/optimized-ami/{v}/{variant}/recommended/image_id"
+            variant, release = "amazon-linux-2", f"amazon-eks-node-{v}-{pinned}"
+        return f"/aws/service/eks/optimized-ami/{v}/{variant}/{release if pinned else 'recommended'}/image_id"
+    if family == "AL2023":
+        if _accelerated(instance_type):
+            if instance_type.gpu_count == 0 and arch == "arm64":
+                return None
+            variant = "nvidia" if instance_type.gpu_count > 0 else "neuron"
+        else:
+            variant = "standard"
+        machine = "arm64" if arch == "arm64" else "x86_64"
+        name = f"amazon-eks-node-al2023-{machine}-{variant}-{v}-{pinned}" if pinned else "recommended"
+        return f"/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{machine}/{variant}/{name}/image_id"
     if family == "Bottlerocket":
         flavour = f"aws-k8s-{v}-nvidia" if instance_type.gpu_count > 0 else f"aws-k8s-{v}"
-        return f"/aws/service/bottlerocket/{flavour}/{'arm64' if arch == 'arm64' else 'x86_64'}/latest/image_id"
+        release = pinned.lstrip("v") if pinned else "latest"  # SSM names Bottlerocket's releases without the v
+        return f"/aws/service/bottlerocket/{flavour}/{'arm64' if arch == 'arm64' else 'x86_64'}/{release}/image_id"
+    if pinned:
+        return None  # no other family's alias names a version
     if family == "Ubuntu":
         return f"/aws/service/canonical/ubuntu/eks/20.04/{v}/stable/current/{arch}/hvm/ebs-gp2/ami-id"
-    if family in ("Windows2019", "Windows2022"):
+    if family in ("Windows2019", "Windows2022", "Windows2025"):
         if arch != "amd64":
             return None
         year = family.removeprefix("Windows")
@@ -98,9 +122,11 @@ class AmiResolver:
         self._selected: TtlCache[tuple[Image, ...]] = TtlCache(clock, ttl)
 
     def images(
-        self, family: str | None, selector: Mapping[str, str] | None, instance_types: Sequence[InstanceType]
+        self, family: str | None, selector: Mapping[str, str] | None, instance_types: Sequence[InstanceType],
+        version: str | None = None,
     ) -> dict[str, str]:
-        """instance type name -> image id, for the types that have an image.
+        """instance type name -> image id, for the types that have an image (``version``: the release an alias
+        pins, see :func:`default_parameter`).
 
         Raises :class:`ConfigurationError` when no type has one (naming what was looked up).
         """
@@ -124,7 +150,7 @@ class AmiResolver:
             raise ConfigurationError("AWSNodeTemplate", "amiFamily Custom needs an amiSelector", "resolve AMI")
         looked_up: set[str] = set()
         for it in instance_types:
-            parameter = default_parameter(family, self._version, it)
+            parameter = default_parameter(family, self._version, it, version)
             if parameter is None:
                 continue
             looked_up.add(parameter)

@@ -1,7 +1,9 @@
 """Subnets and security groups chosen by an AWSNodeTemplate's selectors (Karpenter v0.31 semantics).
 
-A selector is a map. ``aws-ids`` / ``aws::ids`` lists ids (comma-separated) and stands alone; any other key is
-a tag: value ``*`` matches any resource carrying the tag key, otherwise the value is a comma-separated list of
+A selector is a map. ``aws-ids`` / ``aws::ids`` lists ids (comma-separated) and stands alone; ``aws::name`` (a
+security group's name: a Karpenter v1 EC2NodeClass's `securityGroupSelectorTerms` `name`, matched as its
+`group-name` filter) is ANDed with the tags beside it; any other key is a tag:
+value ``*`` matches any resource carrying the tag key, otherwise the value is a comma-separated list of
 accepted tag values. Every entry must match (AND). For each zone the launch uses the matching subnet with the
 most free IP addresses (ties: the smallest id). Answers are cached for a minute.
 """
@@ -18,6 +20,8 @@ from karpenter_policy.cloud.errors import NotFound
 from karpenter_policy.cloud.provider import Clock
 
 ID_KEYS = ("aws-ids", "aws::ids")
+#: A security group's name (v1's `securityGroupSelectorTerms[].name`).
+GROUP_NAME_KEY = "aws::name"
 DISCOVERY_TTL = 60.0
 
 
@@ -38,6 +42,8 @@ def selector_filters(selector: Mapping[str, str], id_filter: str) -> list[dict[s
     for key, value in sorted(selector.items()):
         if key in ID_KEYS:
             filters.append({"Name": id_filter, "Values": _split(value)})
+        elif key == GROUP_NAME_KEY and id_filter == "group-id":
+            filters.append({"Name": "group-name", "Values": [str(value)]})
         elif value == "*":
             filters.append({"Name": "tag-key", "Values": [key]})
         else:
@@ -104,4 +110,4 @@ class Discovery:
         return tuple(sorted({str(g["GroupId"]) for g in found}))
 
 
-__all__ = ["ID_KEYS", "Discovery", "Subnet", "selector_filters"]
+__all__ = ["GROUP_NAME_KEY", "ID_KEYS", "Discovery", "Subnet", "selector_filters"]

@@ -53,13 +53,16 @@ TEMPLATE_TTL = 3600.0
 GIB = 1 << 30
 ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 
-#: Root volumes per AMI family when the node template has no blockDeviceMappings (Karpenter v0.31).
+#: Root volumes per AMI family when the node template has no blockDeviceMappings (Karpenter v0.31; AL2023 and
+#: Windows2025 as v1.14.1's `DefaultBlockDeviceMappings`, aws pkg/providers/amifamily/al2023.go and windows.go).
 DEFAULT_BLOCK_DEVICES: dict[str, tuple[tuple[str, int], ...]] = {
     "AL2": (("/dev/xvda", 20),),
+    "AL2023": (("/dev/xvda", 20),),
     "Ubuntu": (("/dev/sda1", 20),),
     "Bottlerocket": (("/dev/xvda", 4), ("/dev/xvdb", 20)),
     "Windows2019": (("/dev/sda1", 50),),
     "Windows2022": (("/dev/sda1", 50),),
+    "Windows2025": (("/dev/sda1", 50),),
     "Custom": (),
 }
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import node_configuration_of
+from karpenter_policy.api.v1.launchsettings import AMI_VERSION
+from karpenter_policy.api.v1.objects import arithmetic_family
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
 from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, AmiResolver
@@ -42,6 +44,7 @@ from karpenter_policy.cloud.aws.launchtemplates import (
     template_data,
     template_name,
 )
+from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
 from karpenter_policy.cloud.errors import (
     CloudError,
     ConfigurationError,
@@ -77,6 +80,8 @@ FILTERED_QUERY_LIMIT = 200
 #: EC2 is eventually consistent: an instance CreateFleet just returned may not be described yet.
 DESCRIBE_ATTEMPTS = 3
 _LAUNCH_TEMPLATE_TAG = "aws:ec2launchtemplate:id"
+#: The AMI family whose nodes boot with nodeadm (and so need the cluster's service CIDR).
+NODEADM_FAMILY = "AL2023"
 
 
 def _utc_now() -> dt.datetime:
@@ -87,7 +92,8 @@ def _utc_now() -> dt.datetime:
 class ClusterSettings:
     """The cluster nodes join: API server endpoint, CA bundle (base64), Kubernetes version (for the default
     AMIs), the cluster DNS IP, the instance profile used when a node template names none, and tags put on every
-    instance (node templates' tags override them)."""
+    instance (node templates' tags override them); its EKS name, of which AL2023 nodes' service CIDR is asked
+    (`servicecidr`), unless `service_cidr` gives it."""
 
     endpoint: str
     ca_bundle: str
@@ -95,6 +101,8 @@ class ClusterSettings:
     dns_cluster_ip: str | None = None
     default_instance_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    name: str | None = None
+    service_cidr: str | None = None
 
 
 @dataclass
@@ -137,6 +145,7 @@ class AwsCloudProvider:
         self._discovery = Discovery(self.api, clock)
         self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version)
         self._templates = LaunchTemplates(self.api, clock)
+        self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
         self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._lock = threading.Lock()
@@ -200,10 +209,24 @@ class AwsCloudProvider:
         if it is None:
             return None
         try:
-            images = self._amis.images(spec.get("amiFamily") or None, spec.get("amiSelector"), [it])
+            images = self._amis.images(
+                spec.get("amiFamily") or None, spec.get("amiSelector"), [it], spec.get(AMI_VERSION)
+            )
         except CloudError:
             return None
         return images.get(instance_type)
+
+    def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
+        """Why nodes of these settings cannot launch now: an AL2023 node's NodeConfig needs the cluster's service
+        CIDR, which EKS has not told (Karpenter v1 holds such an EC2NodeClass not ready). None: they can."""
+        spec = provider or {}
+        if spec.get("amiFamily") != NODEADM_FAMILY or spec.get("launchTemplate"):
+            return None
+        try:
+            self._service_cidr.get()
+        except CloudError as error:
+            return f"AL2023's nodeadm needs the cluster's service CIDR, which EKS did not tell: {error}"
+        return None
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         log.info("offering %s %s in %s unavailable: %s", instance_type, capacity_type, zone, reason)
@@ -292,11 +315,18 @@ class AwsCloudProvider:
                 "AWSNodeTemplate", "no instanceProfile in the node template and no default instance profile set"
             )
         types = [self._catalog[name] for name in names]
-        images = self._amis.images(family, spec.get("amiSelector"), types)
+        images = self._amis.images(family, spec.get("amiSelector"), types, spec.get(AMI_VERSION))
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
-        node = node_configuration_of(request.kubelet, str(family) if family else None)
+        node = node_configuration_of(request.kubelet, arithmetic_family(family))
+        cidr = None
+        if family == NODEADM_FAMILY:
+            try:
+                cidr = self._service_cidr.get()
+            except CloudError as error:
+                reason = f"the cluster's service CIDR: {error.reason}"
+                raise ConfigurationError(error.endpoint, reason, error.operation) from None
         for it in types:
             image = images.get(it.name)
             if image is None:
@@ -314,6 +344,7 @@ class AwsCloudProvider:
                     max_pods=pods or None,
                     dns_cluster_ip=self.cluster.dns_cluster_ip,
                     custom=spec.get("userData"),
+                    cluster_cidr=cidr,
                 )
                 try:
                     text = userdata.render(family, bootstrap)

@@ -3,8 +3,11 @@
 - AL2 and Ubuntu: a MIME multipart document whose last part runs ``/etc/eks/bootstrap.sh`` with the cluster
   endpoint and CA, ``--use-max-pods false`` and kubelet flags (labels, taints, max pods, reserved resources,
   eviction thresholds, image GC); the template's own ``userData`` (a shell script or MIME parts) runs first.
+- AL2023: a MIME multipart document whose last part is nodeadm's ``NodeConfig`` (the cluster's name, endpoint, CA
+  and service CIDR; kubelet configuration inline, labels as a flag), after the template's own parts (MIME parts,
+  a NodeConfig document or a shell script), as Karpenter v1.14.1 writes it (see :func:`al2023`).
 - Bottlerocket: TOML settings (``[settings.kubernetes]``) merged over the template's own TOML.
-- Windows2019/2022: PowerShell calling ``Start-EKSBootstrap.ps1``, after the template's own script.
+- Windows2019/2022/2025: PowerShell calling ``Start-EKSBootstrap.ps1``, after the template's own script.
 - Custom: the template's ``userData`` verbatim (the AMI joins the cluster its own way).
 
 The same inputs always give the same bytes (sorted labels and flags), so launch templates named by content
@@ -13,6 +16,8 @@ hash are reused. Bad template userData raises ``ValueError`` naming the problem.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import email
 import email.message
 import json
@@ -21,6 +26,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
 from karpenter_policy.api.userdata import SHELL_PART_TYPE, UserDataError, is_mime, mime_parts, toml_settings
@@ -51,6 +58,8 @@ class Bootstrap:
     max_pods: int | None = None
     dns_cluster_ip: str | None = None
     custom: str | None = None
+    #: The cluster's service CIDR (AL2023's NodeConfig needs it; the other families do not).
+    cluster_cidr: str | None = None
 
     @property
     def cluster_dns(self) -> str | None:
@@ -164,6 +173,96 @@ def al2(b: Bootstrap) -> str:
         lines += [f"--{boundary}", f"Content-Type: {content_type}", "", body.rstrip("\n")]
     lines.append(f"--{boundary}--")
     return "\n".join(lines) + "\n"
+
+
+# --- AL2023 (nodeadm) ---------------------------------------------------------------------------------------
+
+NODECONFIG_PART_TYPE = "application/node.eks.aws"
+NODEADM_BOUNDARY = "//"
+#: kubeletConfiguration fields of v1alpha5 that Karpenter v1's KubeletConfiguration no longer has.
+_NOT_V1_KUBELET = frozenset({"containerRuntime"})
+
+
+def _nodeadm_custom_parts(custom: str) -> list[tuple[str, str]]:
+    """The template's userData as entries of nodeadm's archive, as `Nodeadm.parseUserData` reads it (aws
+    pkg/providers/amifamily/bootstrap/nodeadm.go at v1.14.1): a MIME document's parts (a last part with neither
+    header nor body, left by an archive without its closing boundary, is none, as Go's multipart reader ends
+    there); else a YAML mapping (or an empty document) is a NodeConfig, anything else a shell script."""
+    if is_mime(custom):
+        message = email.message_from_string(custom.strip())
+        if not message.is_multipart():
+            raise ValueError("userData is a MIME document but not multipart")
+        parts: list[tuple[str, str]] = []
+        for part in message.walk():
+            if part.is_multipart():
+                continue
+            payload = part.get_payload(decode=True)
+            body = payload.decode("utf-8") if isinstance(payload, bytes) else str(part.get_payload())
+            content_type = part.get("Content-Type")
+            if content_type is None and not body:
+                continue
+            parts.append((str(content_type or SHELL_PART_TYPE), body))
+        return parts
+    try:
+        document = yaml.safe_load(custom)
+    except yaml.YAMLError:
+        document = custom
+    if document is None or isinstance(document, dict):
+        return [(NODECONFIG_PART_TYPE, custom)]
+    return [(SHELL_PART_TYPE, custom)]
+
+
+def _go_quoted(text: str) -> str:
+    """Go's `%q` of a label or taint list (printable ASCII: JSON's quoting is the same)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def node_config(b: Bootstrap) -> str:
+    """nodeadm's NodeConfig for the node, as `Nodeadm.getNodeConfigYAML` writes it (nodeadm.go at v1.14.1): the
+    cluster (name, endpoint, CA decoded and encoded again, service CIDR), the kubelet configuration inline (the
+    template's kubelet settings, maxPods, clusterDNS, registerWithTaints) and the node's labels as a flag; keys
+    sorted, as `sigs.k8s.io/yaml` writes them. Raises ValueError without the CIDR or with a CA that is not
+    base64 (Karpenter: the node class is not ready, "resolving cluster CIDR"; "decoding CABundle")."""
+    if not b.cluster_cidr:
+        raise ValueError("the cluster's service CIDR is not known: AL2023's NodeConfig needs it")
+    cluster: dict[str, Any] = {"apiServerEndpoint": b.cluster_endpoint, "cidr": b.cluster_cidr, "name": b.cluster_name}
+    if b.ca_bundle:
+        try:
+            ca = base64.b64decode(b.ca_bundle, validate=True)
+        except binascii.Error:
+            raise ValueError("the cluster CA bundle is not base64") from None
+        cluster["certificateAuthority"] = base64.b64encode(ca).decode("ascii")
+    config: dict[str, Any] = {
+        key: value for key, value in (b.kubelet or {}).items() if key not in _NOT_V1_KUBELET and value is not None
+    }
+    if b.max_pods is not None:
+        config["maxPods"] = b.max_pods
+    if b.cluster_dns and not config.get("clusterDNS"):
+        config["clusterDNS"] = [b.cluster_dns]
+    config["registerWithTaints"] = [taint.to_api() for taint in b.taints]
+    kubelet: dict[str, Any] = {"config": config}
+    if b.labels:
+        kubelet["flags"] = [f"--node-labels={_go_quoted(_joined(b.labels, '='))}"]
+    document = {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "metadata": {},
+        "spec": {"cluster": cluster, "containerd": {}, "instance": {"localStorage": {}}, "kubelet": kubelet},
+    }
+    text = yaml.safe_dump(document, sort_keys=True, default_flow_style=False, width=1 << 30, allow_unicode=True)
+    return "# Karpenter Generated NodeConfig\n" + text
+
+
+def al2023(b: Bootstrap) -> str:
+    """MIME multipart: the template's entries, then Karpenter's NodeConfig (`Nodeadm.Script`; the archive as
+    `mime.Archive.Serialize` writes it, aws pkg/providers/amifamily/bootstrap/mime/mime.go at v1.14.1: boundary
+    `//`, carriage returns removed; the caller base64-encodes it)."""
+    entries = (_nodeadm_custom_parts(b.custom) if b.custom else []) + [(NODECONFIG_PART_TYPE, node_config(b))]
+    out = ["MIME-Version: 1.0\n", f'Content-Type: multipart/mixed; boundary="{NODEADM_BOUNDARY}"\n\n']
+    for index, (content_type, content) in enumerate(entries):
+        out.append(("\n" if index else "") + f"--{NODEADM_BOUNDARY}\nContent-Type: {content_type}\n\n{content}")
+    out.append(f"\n--{NODEADM_BOUNDARY}--\n")
+    return "".join(out)
 
 
 # --- Bottlerocket -------------------------------------------------------------------------------------------
@@ -290,11 +389,21 @@ def render(family: str, b: Bootstrap) -> str:
         return al2(b)
     if family == "Bottlerocket":
         return bottlerocket(b)
-    if family in ("Windows2019", "Windows2022"):
+    if family == "AL2023":
+        return al2023(b)
+    if family in ("Windows2019", "Windows2022", "Windows2025"):
         return windows(b)
     if family == "Custom":
         return b.custom or ""
     raise ValueError(f"unknown amiFamily {family!r}")
 
 
-__all__ = ["Bootstrap", "bootstrap_labels", "kubelet_flags", "render", "toml_dumps"]
+__all__ = [
+    "NODECONFIG_PART_TYPE",
+    "Bootstrap",
+    "bootstrap_labels",
+    "kubelet_flags",
+    "node_config",
+    "render",
+    "toml_dumps",
+]

@@ -19,8 +19,9 @@ stated so that a snapshot and the two revisions suffice.
   what the policies do not hold (the cluster's CA bundle, hashed into the class's hash).
 * **hash versions** (`nodepool/hash/controller.go`, `updateNodeClaimHash`; aws `nodeclass/hash/controller.go`): a
   NodeClaim must carry the hash and a hash version equal to the running Karpenter's (:data:`NODEPOOL_HASH_VERSION`,
-  :data:`EC2NODECLASS_HASH_VERSION`): a missing or stale one means no static drift — Karpenter re-annotates such a
-  NodeClaim with the current hash instead — and a note says how many.
+  :data:`EC2NODECLASS_HASH_VERSION`, defined in `api.v1.statichash` with the annotations' names, which the
+  controller stamps on its NodePool nodes): a missing or stale one means no static drift — Karpenter re-annotates
+  such a NodeClaim with the current hash instead — and a note says how many.
 * **requirement drift** (`areRequirementsDrifted`): the NodeClaim's labels (the Node's without a NodeClaim in the
   snapshot) no longer compatible with HEAD's `spec.template.spec.requirements` — v1 passes no option to
   `Compatible`, so a key the node lacks drifts it, well-known or not (v0.31 allowed the well-known ones).
@@ -49,6 +50,15 @@ from typing import Any, Final
 
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
+from karpenter_policy.api.v1.statichash import (
+    EC2NODECLASS_HASH,
+    EC2NODECLASS_HASH_VERSION,
+    EC2NODECLASS_HASH_VERSION_KEY,
+    NODEPOOL_HASH,
+    NODEPOOL_HASH_VERSION,
+    NODEPOOL_HASH_VERSION_KEY,
+    UNHASHED_CLASS_FIELDS,
+)
 from karpenter_policy.commands.plan.amidrift import AMI_DRIFT, AmiDriftRules
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
@@ -65,21 +75,9 @@ __all__ = [
     "nodepool_changes",
 ]
 
-NODEPOOL_HASH: Final = "karpenter.sh/nodepool-hash"
-NODEPOOL_HASH_VERSION_KEY: Final = "karpenter.sh/nodepool-hash-version"
-#: `NodePoolHashVersion` in core v1.14.1 `pkg/apis/v1/nodepool.go`.
-NODEPOOL_HASH_VERSION: Final = "v3"
-EC2NODECLASS_HASH: Final = "karpenter.k8s.aws/ec2nodeclass-hash"
-EC2NODECLASS_HASH_VERSION_KEY: Final = "karpenter.k8s.aws/ec2nodeclass-hash-version"
-#: `EC2NodeClassHashVersion` in aws v1.14.1 `pkg/apis/v1/ec2nodeclass.go`.
-EC2NODECLASS_HASH_VERSION: Final = "v5"
 #: The template spec fields whose values are durations (hashed as their value).
 _DURATIONS: Final = frozenset({"expireAfter", "terminationGracePeriod"})
-#: The EC2NodeClass spec fields tagged `hash:"ignore"`.
-_UNHASHED_CLASS_FIELDS: Final = frozenset({
-    "subnetSelectorTerms", "securityGroupSelectorTerms", "capacityReservationSelectorTerms", "ipPrefixCount",
-    "amiSelectorTerms", "amiFamily",
-})
+_UNHASHED_CLASS_FIELDS: Final = UNHASHED_CLASS_FIELDS
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

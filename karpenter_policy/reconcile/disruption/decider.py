@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1 import budgets as v1budgets
 from karpenter_policy.api.v1.goduration import parse_go_duration
+from karpenter_policy.api.v1.statichash import static_drift, static_hash_annotations
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
@@ -496,6 +497,7 @@ class Decider:
         templates = inputs.templates
         requirements: dict[str, Requirements] = {}  # by provisioner: parsed once per decision
         hashes: dict[str, str] = {}  # by provisioner: its node hash, computed once per decision
+        statics: dict[str, dict[str, str]] = {}  # by NodePool: its static-drift hashes, once per decision
         seen: dict[str, dt.datetime] = {}
         reasons: dict[str, str] = {}
         for name, node in inputs.view.nodes.items():
@@ -505,9 +507,12 @@ class Decider:
             constraint_set = templates.sets.get(provisioner)
             if constraint_set is not None and provisioner not in requirements:
                 requirements[provisioner] = Requirements.from_node_selector(constraint_set.requirements)
-                hashes[provisioner] = constraint_set.node_hash
+                if constraint_set.is_nodepool:
+                    statics[provisioner] = static_hash_annotations(constraint_set)
+                else:
+                    hashes[provisioner] = constraint_set.node_hash
             why = drift_reason(node.obj, constraint_set, templates, provisioner, requirements.get(provisioner),
-                               hashes.get(provisioner))
+                               hashes.get(provisioner), statics.get(provisioner))
             if not why and node_info.ANNOTATION_IMAGE in node.annotations:
                 why = image_drift(node.obj, inputs.images(provisioner, node.labels.get(wk.INSTANCE_TYPE, "")))
             if why:
@@ -657,13 +662,19 @@ def drift_reason(
     provisioner: str,
     requirements: Requirements | None = None,
     node_hash: str | None = None,
+    static: Mapping[str, str] | None = None,
 ) -> str:
-    """Why a node of ours has drifted from the constraint sets in force ("" when it has not). `requirements` and
-    `node_hash`: the set's, when the caller has them (computed here when not given)."""
+    """Why a node of ours has drifted from the constraint sets in force ("" when it has not). `requirements`,
+    `node_hash` and (a NodePool's) `static` hashes: the set's, when the caller has them (computed here when not).
+    A NodePool's node drifts as Karpenter v1.14.1 decides (`_nodepool_drift`), a Provisioner's as v0.31."""
     if constraint_set is None:
         if provisioner in templates.left_out:
             return ""  # its set is there but cannot be used now: not a policy change
         return f"provisioner {provisioner} is no longer in the constraint sets"
+    if requirements is None:
+        requirements = Requirements.from_node_selector(constraint_set.requirements)
+    if constraint_set.is_nodepool:
+        return _nodepool_drift(node, constraint_set, requirements, static)
     annotations = objects.metadata(node).get("annotations") or {}
     stamped = annotations.get(node_info.ANNOTATION_NODE_HASH)
     if stamped is not None and stamped != (node_hash if node_hash is not None else constraint_set.node_hash):
@@ -672,9 +683,27 @@ def drift_reason(
     instance_type = labels.get(wk.INSTANCE_TYPE, "")
     if constraint_set.admitted and instance_type not in constraint_set.admitted:
         return f"instance type {instance_type} is no longer admitted by provisioner {provisioner}"
-    if requirements is None:
-        requirements = Requirements.from_node_selector(constraint_set.requirements)
     return _unsatisfied(requirements, labels)
+
+
+def _nodepool_drift(
+    node: Obj, constraint_set: ConstraintSet, requirements: Requirements, static: Mapping[str, str] | None
+) -> str:
+    """Karpenter v1.14.1's drift of a NodePool's node (core pkg/controllers/nodeclaim/disruption/drift.go
+    `isDrifted`), static drift first: the node's NodePool or EC2NodeClass hash differs from its set's now under the
+    same hash version (`api.v1.statichash.static_drift`; a missing or stale version is none), then requirement
+    drift — the node's labels no longer compatible with the NodePool's requirements, a key the node lacks included
+    whether well-known or not (`areRequirementsDrifted`: `Compatible` with no options). Cloud drift (the image) is
+    the caller's."""
+    annotations = objects.annotations(node)
+    why = static_drift(annotations, static if static is not None else static_hash_annotations(constraint_set))
+    if why:
+        return why
+    labels = objects.labels(node)
+    incompatible = Requirements.from_labels(dict(labels)).incompatibilities(requirements, frozenset())
+    if incompatible:
+        return f"RequirementsDrifted: {incompatible[0]} (NodePool {constraint_set.name}'s requirements)"
+    return ""
 
 
 def image_drift(node: Obj, current: str | None) -> str:

@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.api.v1.statichash import static_hash_annotations
 from karpenter_policy.cloud.provider import Instance
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
@@ -225,6 +226,7 @@ def node_object(
         ANNOTATION_NODE_HASH: constraint_set.node_hash,
         ANNOTATION_INSTANCE: instance.id,
         ANNOTATION_STARTUP_TAINTS: json.dumps([t.to_api() for t in constraint_set.startup_taints], sort_keys=True),
+        **static_hash_annotations(constraint_set),  # a NodePool's node: Karpenter v1's static-drift hashes
     }
     if instance.image_id:
         annotations[ANNOTATION_IMAGE] = instance.image_id
