@@ -1,6 +1,6 @@
 """`compile` on Karpenter v1 input: NodePools and EC2NodeClasses compile to constraint sets beside the Provisioners'
 (`commands/compile/nodepools.py`), byte-identical on re-run; their manifests are written as they are; the readers
-of sets that run Provisioner sets only (the webhook's) refuse a NodePool's set naming it, simulate runs it;
+of sets read both kinds (a NodePool's set listed as a Provisioner's is refused, naming it), simulate runs them;
 `--api v1` refuses a conversion that would write a second NodePool of a NodePool's name. All through the CLI on
 examples/v1/."""
 
@@ -142,9 +142,9 @@ def test_a_nodepool_with_a_proof_error_stops_compile_and_nothing_is_written(tmp_
     assert not out.exists()
 
 
-def test_a_reader_of_provisioner_sets_only_refuses_a_nodepool_naming_it_and_simulate_runs_them(mixed: Path) -> None:
-    with pytest.raises(ConstraintSetError, match=r'NodePool "batch" \(karpenter.sh/v1\) was compiled into these sets'):
-        read_compiled(mixed)
+def test_the_sets_of_both_kinds_are_read_and_simulate_runs_them(mixed: Path) -> None:
+    _, sets = read_compiled(mixed)
+    assert sorted(s.pool for s in sets) == ["NodePool/batch", "NodePool/default", "default"]
     workloads = ROOT / "examples" / "v1" / "mixed" / "apps"
     run = cli("simulate", "--constraints", str(mixed), "--workloads", str(workloads))
     # the NodePools' EC2NodeClass boots AL2023: the simulated cluster's service CIDR comes from moto's EKS, so
@@ -155,19 +155,19 @@ def test_a_reader_of_provisioner_sets_only_refuses_a_nodepool_naming_it_and_simu
     assert "Traceback" not in run.stderr
 
 
-def test_the_configmap_with_a_nodepool_set_is_refused_naming_it(mixed: Path) -> None:
+def test_the_configmap_holds_both_kinds_and_a_nodepool_set_listed_as_a_provisioners_is_refused(mixed: Path) -> None:
     configmap = yaml.safe_load((mixed / "manifests" / "configmap-karpenter-policy-constraints.yaml").read_text())
     assert sorted(configmap["data"]) == ["default.json", "index.json", "nodepool.batch.json", "nodepool.default.json"]
-    with pytest.raises(ConstraintSetError, match=r'sets\[0\]: NodePool "batch" \(karpenter.sh/v1\)'):
-        read_wire_data(configmap["data"])
-    # the set alone, should a hand-made index list it as a Provisioner's, is refused too
+    _, sets = read_wire_data(configmap["data"])
+    assert sorted(s.pool for s in sets) == ["NodePool/batch", "NodePool/default", "default"]
+    # a NodePool's set under a Provisioner's key, should a hand-made index list it as a Provisioner's, is refused
     data = dict(configmap["data"])
     index = json.loads(data["index.json"])
     index["sets"] = [entry for entry in index["sets"] if entry.get("kind") != "NodePool"]
     index["hash"] = content_hash({k: v for k, v in index.items() if k not in ("hash", "types", "nodeTemplates")})
     data["index.json"] = json.dumps(index)
     data["default.json"] = data["nodepool.default.json"]
-    with pytest.raises(ConstraintSetError, match=r'NodePool "default" \(karpenter.sh/v1\) was compiled'):
+    with pytest.raises(ConstraintSetError, match=r'default.json: kind "NodePool" is not the index\'s "Provisioner"'):
         read_wire_data(data)
 
 
