@@ -14,11 +14,13 @@ Each pass the controller calls :meth:`Deprovisioner.step`:
   the next decision). A cluster that stops being quiet meanwhile drops the held command. Expiry and drift act at
   once;
 * a command without replacements deletes its nodes at once: the termination finalizer cordons and drains them;
-* a command with replacements cordons its nodes (no new pod lands on them), launches the replacements (their Nodes
-  are registered; no pod is bound to them) and waits until every one is initialized, then deletes its nodes, whose
-  evicted pods the provisioner (or kube-scheduler) puts on the replacements. A replacement that fails to launch,
-  or is not initialized within `replacement_timeout`, abandons the command: its nodes are uncordoned and nothing
-  is deleted (the replacements left are empty nodes, for consolidation or emptiness);
+* a command with replacements cordons its nodes (no new pod lands on them; a NodePool's nodes are tainted
+  `karpenter.sh/disrupted:NoSchedule` instead, before any command of theirs, as Karpenter v1.14.1), launches the
+  replacements (their Nodes are registered; no pod is bound to them) and waits until every one is initialized,
+  then deletes its nodes, whose evicted pods the provisioner (or kube-scheduler) puts on the replacements. A
+  replacement that fails to launch, or is not initialized within `replacement_timeout`, abandons the command: its
+  nodes are uncordoned (untainted) and nothing is deleted (the replacements left are empty nodes, for consolidation or
+  emptiness);
 * once its nodes are deleted, the command waits until they are gone from the cluster (at most
   `replacement_timeout`) before the next decision (Karpenter's `waitForDeletion`).
 
@@ -44,6 +46,9 @@ from dataclasses import dataclass
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import is_nodepool, pool_of_labels
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.disruption.decider import (
     CONSOLIDATION,
@@ -59,6 +64,7 @@ from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL
 from karpenter_policy.reconcile.options import DEFAULT_REPLACEMENT_TIMEOUT, DEFAULT_VALIDATION
 from karpenter_policy.reconcile.result import Disrupted
+from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
 
 DEPROVISIONING = logs.logger("deprovisioning")
@@ -115,6 +121,7 @@ class Deprovisioner:
         self._held: _Held | None = None
         self._next_decision = 0.0
         self._told: dict[str, str] = {}  # node → the blocked reason last logged
+        self._taint_scan_at = 0.0  # when nodes left tainted are next looked for
 
     @property
     def holding(self) -> bool:
@@ -135,6 +142,7 @@ class Deprovisioner:
         module docstring). `inputs` builds the decision's inputs (only called when deciding or validating)."""
         done = Disrupted()
         now = self.clock()
+        self._clear_stale_taints(done)
         if self.underway is not None:
             self._follow(self.underway, done)
             return done
@@ -211,6 +219,7 @@ class Deprovisioner:
         self.metrics.deprovisioned(command.method, command.action)
         if not command.replacements:
             self.underway = _Underway(command, [], self.clock())
+            self._cordon(command, True, done, nodepools_only=True)  # v1 taints every command's nodes first
             self._delete(self.underway, done)
             return
         self._cordon(command, True, done)  # no new pod lands on a node about to go
@@ -293,21 +302,54 @@ class Deprovisioner:
             underway.deleted = self.clock()  # now wait for them to be gone
         done.due = self.clock() + FOLLOW_SECONDS
 
-    def _cordon(self, command: Command, unschedulable: bool, done: Disrupted) -> None:
+    def _cordon(self, command: Command, unschedulable: bool, done: Disrupted, nodepools_only: bool = False) -> None:
         """Cordon (or uncordon) the command's nodes, as the API shows them now (the state may not have seen the
-        cordon of this very pass); a node being deleted is left as it is."""
+        cordon of this very pass); a node being deleted is left as it is. A NodePool's node is tainted
+        `karpenter.sh/disrupted:NoSchedule` instead (untainted when the command is abandoned), as Karpenter v1.14.1's
+        queue does (`StartCommand` and its failure path, core pkg/controllers/disruption/queue.go)."""
         for name in command.names:
             try:
                 node = self.cluster.get(objects.NODE, name)
                 if node is None or objects.is_deleting(node):
                     continue
-                if bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
+                if is_nodepool(pool_of_labels(objects.labels(node)) or ""):
+                    self._taint(node, unschedulable)
+                    continue
+                if nodepools_only or bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
                     continue
                 self.cluster.patch(objects.NODE, name, {"spec": {"unschedulable": unschedulable}})
             except NotFound:
                 continue
             except ClusterError as error:
                 done.errors.append(f"could not {'cordon' if unschedulable else 'uncordon'} node {name}, {error}")
+
+    def _taint(self, node: Obj, present: bool) -> None:
+        patch = node_info.disrupted_taint_patch(node, present)
+        if patch is not None:
+            self.cluster.patch(objects.NODE, objects.name(node), patch)
+            DEPROVISIONING.info("%s node", "tainted" if present else "untainted",
+                                extra=self.fields(node=objects.name(node), taint=f"{wk.TAINT_DISRUPTED}:NoSchedule"))
+
+    def _clear_stale_taints(self, done: Disrupted) -> None:
+        """Untaint the NodePool nodes left with `karpenter.sh/disrupted` that no command under way holds and that are
+        not being deleted (a restart mid-command): Karpenter v1.14.1's disruption controller does so at every pass
+        (core pkg/controllers/disruption/controller.go, `Reconcile`)."""
+        now = self.clock()
+        if now < self._taint_scan_at:
+            return
+        self._taint_scan_at = now + FOLLOW_SECONDS
+        held = set(self.underway.command.names) if self.underway is not None else set()
+        for node in self.state.nodes():
+            if node.deleting or node.name in held or not any(t.key == wk.TAINT_DISRUPTED for t in node.taints):
+                continue
+            if not is_nodepool(node.provisioner or ""):
+                continue
+            try:
+                self._taint(node.obj, False)
+            except NotFound:
+                continue
+            except ClusterError as error:
+                done.errors.append(f"could not untaint node {node.name}, {error}")
 
     def _record(self, decision: Decision) -> None:
         """Karpenter's metrics of a decision."""

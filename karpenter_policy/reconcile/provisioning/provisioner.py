@@ -45,6 +45,7 @@ from collections.abc import Sequence
 
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError, InsufficientCapacity, Throttled
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims import objects as claim_objects
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.provisioning import registration
 from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
@@ -494,6 +495,10 @@ class Provisioner:
         node = node_info.node_object(instance, template, constraint_set, claim.requirements)
         planned = {pod.uid: pod for pod in claim.pods} if bind else {}
         entry = InFlightNode(instance, node, claim.template, context.clock(), planned)
+        if constraint_set.is_nodepool:
+            requests = node_info.format_resource_vector(claim.requests)
+            entry.claim = claim_objects.nodeclaim_object(constraint_set, instance, node, claim.requirements, requests)
+            entry.claim_status = claim_objects.launched_status(node, instance)
         context.inflight.add(entry)
         launched_offering = (instance.instance_type, instance.zone)
         price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), None)
@@ -522,7 +527,7 @@ class Provisioner:
                 self.context.events.publish(events.nominated(record.obj, node))
 
     def register(self, entry: InFlightNode, result: ReconcileResult) -> None:
-        error = registration.register(self.context.cluster, entry)
+        error = registration.register(self.context.cluster, entry, self.context.claims)
         if error is not None:  # retried on the next pass
             self.context.error(result.errors, NODE, f"could not register node {entry.name}, {error}", node=entry.name)
         else:

@@ -3,7 +3,10 @@ through the ``karpenter.sh/termination`` finalizer, as Karpenter v0.31.1's termi
 (`pkg/controllers/termination/controller.go`, `terminator/terminator.go`) does:
 
 1. **cordon**: ``spec.unschedulable`` and the label ``node.kubernetes.io/exclude-from-external-load-balancers:
-   karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node");
+   karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node"); a
+   NodePool's node is tainted ``karpenter.sh/disrupted:NoSchedule`` instead of cordoned (Karpenter v1.14.1's
+   `Terminator.Taint`, core pkg/controllers/node/termination/terminator/terminator.go), and its drain leaves the
+   pods that tolerate that taint instead of those tolerating the cordon;
 2. **drain**: the pods it waits for are those bound to the node that are not finished, not stuck terminating
    (deleted more than a minute ago: a kubelet that no longer answers), not content to stay (they tolerate the
    ``node.kubernetes.io/unschedulable:NoSchedule`` taint — DaemonSets' pods do — so evicted they would come
@@ -20,6 +23,11 @@ A node still draining is taken a step further at least every second (Karpenter r
 became stuck, an instance that vanished, a budget that allows an eviction now. Each step is idempotent, so a
 controller that died half-way resumes where the cluster shows it stopped. Nodes without the finalizer, or not
 ours, are left alone.
+
+A NodePool's node names its NodeClaim as owner (`reconcile.claims`): its first step asks for the claim's deletion
+(the claim's `karpenter.sh/termination` finalizer keeps it), and once the Node is released the claim's finalizer is
+removed as soon as the cloud no longer knows the instance (Karpenter v1.14.1's NodeClaim `finalize`, core
+pkg/controllers/nodeclaim/lifecycle/controller.go: only when `CloudProvider.Delete` says it is not found).
 
 As Karpenter's, each eviction is an Event `Evicted` on the pod and one a budget refused a Warning `FailedDraining`
 on the node (`evicting pod … violates a PDB`), as is every step that leaves pods to wait for; every eviction asked
@@ -41,10 +49,13 @@ from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import is_nodepool
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.metrics import TERMINATION as LABEL
 from karpenter_policy.reconcile.result import ReconcileResult, Terminated
+from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.termination.eviction import Evictions
@@ -58,11 +69,14 @@ EXCLUDED_BY = "karpenter"
 REQUEUE_SECONDS = 1.0
 
 
-def waited_for(pods: Sequence[PodRecord], now: dt.datetime) -> list[PodRecord]:
-    """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock."""
+def waited_for(pods: Sequence[PodRecord], now: dt.datetime, nodepool: bool = False) -> list[PodRecord]:
+    """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock; on
+    a NodePool's node (`nodepool`) a pod tolerating the disrupted taint is left instead of one tolerating the
+    cordon."""
     return [
         p for p in pods
-        if not p.terminal and not p.daemon and not p.static and not p.tolerates_unschedulable
+        if not p.terminal and not p.daemon and not p.static
+        and not (p.tolerates_disrupted if nodepool else p.tolerates_unschedulable)
         and not p.stuck_terminating(now)
     ]
 
@@ -91,6 +105,8 @@ class Terminator:
         self._terminating: set[str] = set()
         self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
         self._looked_up: dict[str, float] = {}  # node name → when its instance was last looked up
+        self._claims_asked: set[str] = set()  # NodeClaims whose deletion was asked
+        self._claims_waiting: dict[str, str] = {}  # NodeClaim → its instance: released once the instance is gone
         self._lock = threading.Lock()
         self.wake = threading.Event()
         self.state.subscribe(self._on_change)
@@ -154,17 +170,34 @@ class Terminator:
             except (ClusterError, CloudError) as error:
                 done.errors.append(f"terminating node {name}: {error}")
         self.evictions.keep_only(waiting)
-        if self.draining:
+        self._finish_claims(done)
+        if self.draining or self._claims_waiting:
             done.due = self.context.clock() + REQUEUE_SECONDS
         return done
+
+    def _finish_claims(self, done: Terminated) -> None:
+        """Remove the finalizer of each NodeClaim whose Node is released once its instance is gone."""
+        for claim, instance in sorted(self._claims_waiting.items()):
+            try:
+                if instance and self.cloud.get(instance) is not None:
+                    continue
+                if self.context.claims.release(claim):
+                    del self._claims_waiting[claim]
+                    self._claims_asked.discard(claim)
+            except (ClusterError, CloudError) as error:
+                done.errors.append(f"releasing nodeclaim {claim}: {error}")
 
     def _step(self, node: NodeRecord, done: Terminated) -> list[PodRecord]:
         """One step for one node; the pods it still waits for."""
         self._cordon(node, done)
+        claim = claim_of_node(node.obj)
+        if claim is not None and claim not in self._claims_asked:
+            self.context.claims.delete(claim)
+            self._claims_asked.add(claim)
         now = self.context.wall_clock()
         on_node = self.state.pods_on(node.name)
         self._note_stuck(node, on_node, now)
-        pods = waited_for(on_node, now)
+        pods = waited_for(on_node, now, is_nodepool(node.provisioner or ""))
         for pod in to_evict(pods):
             self._evict(node, pod, done)
         if pods:
@@ -184,6 +217,16 @@ class Terminator:
 
     def _cordon(self, node: NodeRecord, done: Terminated) -> None:
         label = wk.EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS
+        if is_nodepool(node.provisioner or ""):  # v1.14.1's `Terminator.Taint`: the disrupted taint, no cordon
+            taint = node_info.disrupted_taint_patch(node.obj, True)
+            if taint is None and node.labels.get(label) == EXCLUDED_BY:
+                return
+            patch = taint or {"metadata": {}}
+            patch["metadata"]["labels"] = {label: EXCLUDED_BY}
+            self.cluster.patch(objects.NODE, node.name, patch)
+            done.cordoned.append(node.name)
+            self._once("cordon", node.name, "tainted node", node=node.name, taint=f"{wk.TAINT_DISRUPTED}:NoSchedule")
+            return
         if node.unschedulable and node.labels.get(label) == EXCLUDED_BY:
             return
         patch = {"spec": {"unschedulable": True}, "metadata": {"labels": {label: EXCLUDED_BY}}}
@@ -228,6 +271,9 @@ class Terminator:
 
     def _release(self, node: NodeRecord, done: Terminated) -> None:
         remove_finalizer(self.cluster, node.name)
+        claim = claim_of_node(node.obj)
+        if claim is not None:
+            self._claims_waiting[claim] = node.instance_id
         with self._lock:
             self._terminating.discard(node.name)  # done: the state showing it a moment longer changes nothing
             self._finished.add(node.uid)
