@@ -149,6 +149,13 @@ class ClaimWriter:
             return True
         return False
 
+    def annotate(self, name: str, annotations: dict[str, str]) -> None:
+        """Add annotations to the claim (a merge patch); gone already is fine. Raises ClusterError."""
+        try:
+            self.cluster.patch(NODE_CLAIM, name, {"metadata": {"annotations": annotations}})
+        except NotFound:
+            return
+
     def delete(self, name: str) -> None:
         """Ask for the claim's deletion (its finalizer keeps it until `release`); gone already is fine."""
         try:

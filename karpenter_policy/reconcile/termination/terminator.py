@@ -24,6 +24,10 @@ became stuck, an instance that vanished, a budget that allows an eviction now. E
 controller that died half-way resumes where the cluster shows it stopped. Nodes without the finalizer, or not
 ours, are left alone.
 
+A NodePool's node whose NodeClaim has a `terminationGracePeriod` drains until its termination time at most: its pods
+are deleted, their grace shortened, when their time before it comes, whatever their PodDisruptionBudgets and
+`karpenter.sh/do-not-disrupt` say (`graceperiod`); such pods are not evicted meanwhile.
+
 A NodePool's node names its NodeClaim as owner (`reconcile.claims`): its first step asks for the claim's deletion
 (the claim's `karpenter.sh/termination` finalizer keeps it), and once the Node is released the claim's finalizer is
 removed as soon as the cloud no longer knows the instance (Karpenter v1.14.1's NodeClaim `finalize`, core
@@ -47,7 +51,7 @@ from collections.abc import Sequence
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool
 from karpenter_policy.reconcile import events, logs
@@ -58,6 +62,7 @@ from karpenter_policy.reconcile.result import ReconcileResult, Terminated
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+from karpenter_policy.reconcile.termination import graceperiod as grace
 from karpenter_policy.reconcile.termination.eviction import Evictions
 from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
 
@@ -107,6 +112,7 @@ class Terminator:
         self._looked_up: dict[str, float] = {}  # node name → when its instance was last looked up
         self._claims_asked: set[str] = set()  # NodeClaims whose deletion was asked
         self._claims_waiting: dict[str, str] = {}  # NodeClaim → its instance: released once the instance is gone
+        self._deadlines: dict[str, dt.datetime | None] = {}  # node uid → its termination time (`graceperiod`)
         self._lock = threading.Lock()
         self.wake = threading.Event()
         self.state.subscribe(self._on_change)
@@ -197,8 +203,12 @@ class Terminator:
         now = self.context.wall_clock()
         on_node = self.state.pods_on(node.name)
         self._note_stuck(node, on_node, now)
-        pods = waited_for(on_node, now, is_nodepool(node.provisioner or ""))
-        for pod in to_evict(pods):
+        nodepool = is_nodepool(node.provisioner or "")
+        pods = waited_for(on_node, now, nodepool)
+        deadline = self._termination_time(node, claim) if claim is not None else None
+        deleted = self._delete_expiring(pods, deadline, now, done) if deadline is not None else set()
+        evictable = [p for p in pods if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))]
+        for pod in to_evict(evictable):
             self._evict(node, pod, done)
         if pods:
             if self._instance_gone(node):
@@ -214,6 +224,51 @@ class Terminator:
                 self.cloud.delete(instance)
         self._release(node, done)
         return []
+
+    def _termination_time(self, node: NodeRecord, claim: str) -> dt.datetime | None:
+        """The node's termination time from its NodeClaim (`graceperiod`), written on the claim once and remembered
+        per node; None when the claim has no terminationGracePeriod (or is gone)."""
+        if node.uid in self._deadlines:
+            return self._deadlines[node.uid]
+        found = self.context.claims.read(claim)
+        deadline = None
+        if found is not None:
+            asked = objects.deletion_timestamp(found) or node.deletion_timestamp
+            try:
+                requested = objects.parse_time(asked) if asked else self.context.wall_clock()
+            except ValueError:
+                requested = self.context.wall_clock()
+            deadline = grace.termination_time(found, requested)
+            if deadline is not None:
+                stamp = objects.format_time(deadline)
+                if grace.TERMINATION_TIMESTAMP not in objects.annotations(found):
+                    self.context.claims.annotate(claim, {grace.TERMINATION_TIMESTAMP: stamp})
+                self.events.publish(events.termination_grace_period_expiring(node.obj, stamp))
+                self._once("deadline", node.name, "all pods of node %s will be deleted by %s", node.name, stamp,
+                           node=node.name, nodeclaim=claim)
+        if len(self._deadlines) > 100_000:
+            self._deadlines.clear()
+        self._deadlines[node.uid] = deadline
+        return deadline
+
+    def _delete_expiring(
+        self, pods: Sequence[PodRecord], deadline: dt.datetime, now: dt.datetime, done: Terminated
+    ) -> set[str]:
+        """Delete the pods whose time has come before the termination time (`graceperiod`); their uids."""
+        deleted = set()
+        stamp = objects.format_time(deadline)
+        for pod in pods:
+            if not grace.due_for_deletion(pod, deadline, now):
+                continue
+            seconds = grace.shortened_grace(deadline, now)
+            with contextlib.suppress(NotFound):
+                self.cluster.delete(objects.POD, pod.name, pod.namespace, grace_period_seconds=seconds)
+            deleted.add(pod.uid)
+            done.evicted.append(pod.key)
+            self.events.publish(events.disrupt_pod_delete(pod.obj, seconds, grace.pod_grace_seconds(pod.obj), stamp))
+            self._once("graceperiod", pod.key, "deleting pod %s with %ds of grace: its node terminates at %s",
+                       pod.key, seconds, stamp, pod=pod.key)
+        return deleted
 
     def _cordon(self, node: NodeRecord, done: Terminated) -> None:
         label = wk.EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS
@@ -274,6 +329,7 @@ class Terminator:
         claim = claim_of_node(node.obj)
         if claim is not None:
             self._claims_waiting[claim] = node.instance_id
+        self._deadlines.pop(node.uid, None)
         with self._lock:
             self._terminating.discard(node.name)  # done: the state showing it a moment longer changes nothing
             self._finished.add(node.uid)
