@@ -48,7 +48,7 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.pools import is_nodepool, pool_of_labels
+from karpenter_policy.model.pools import is_nodepool, pool_name, pool_of_labels
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.disruption.decider import (
     CONSOLIDATION,
@@ -216,7 +216,7 @@ class Deprovisioner:
             reason=command.method, action=command.action, nodes=list(command.names),
             savings=command.savings,
         ))
-        self.metrics.deprovisioned(command.method, command.action)
+        self._count_decision(command)
         if not command.replacements:
             self.underway = _Underway(command, [], self.clock())
             self._cordon(command, True, done, nodepools_only=True)  # v1 taints every command's nodes first
@@ -297,10 +297,30 @@ class Deprovisioner:
                 failed = True
                 continue
             done.deleted.append(name)
-            self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
+            if is_nodepool(candidate.provisioner):  # v1.14.1's queue.go: the claim disrupted, with v1's reason
+                capacity = node.labels.get(wk.CAPACITY_TYPE, "") if node is not None else ""
+                self.metrics.nodeclaims_disrupted.labels(
+                    command.v1_reason, pool_name(candidate.provisioner), capacity
+                ).inc()
+            else:
+                self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
         if not failed:
             underway.deleted = self.clock()  # now wait for them to be gone
         done.due = self.clock() + FOLLOW_SECONDS
+
+    def _count_decision(self, command: Command) -> None:
+        """A command carried out: v0.31's `…_actions_performed` when it disrupts a Provisioner's node, v1.14.1's
+        `karpenter_voluntary_disruption_decisions_total` (and `…_by_nodepool_total` per NodePool) when it disrupts a
+        NodePool's (core pkg/controllers/disruption/queue.go)."""
+        pools = {c.provisioner for c in command.candidates}
+        if any(not is_nodepool(pool) for pool in pools):
+            self.metrics.deprovisioned(command.method, command.action)
+        nodepools = sorted(pool_name(pool) for pool in pools if is_nodepool(pool))
+        if nodepools:
+            labels = (command.action, command.v1_reason, command.consolidation_type)
+            self.metrics.voluntary_disruption_decisions.labels(*labels).inc()
+            for nodepool in nodepools:
+                self.metrics.voluntary_disruption_decisions_by_nodepool.labels(nodepool, *labels).inc()
 
     def _cordon(self, command: Command, unschedulable: bool, done: Disrupted, nodepools_only: bool = False) -> None:
         """Cordon (or uncordon) the command's nodes, as the API shows them now (the state may not have seen the

@@ -401,7 +401,7 @@ class Provisioner:
             template = templates.template(claim.template)
             request = launch_request(context.options.cluster_name, claim, template, templates.sets[claim.template])
             requests.append(request)
-            context.metrics.machines_created.labels(PROVISIONING, claim.template).inc()
+            context.metrics.claim_created(claim.template, PROVISIONING, PROVISIONING, claim.min_values_relaxed)
             PROVISIONER.info(
                 "launching node with %d pod(s) requesting %s from types %s",
                 len(claim.pods),
@@ -420,12 +420,12 @@ class Provisioner:
         return retry
 
     def launch_replacements(
-        self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult, reason: str = ""
+        self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult, reason: str = "", v1_reason: str = ""
     ) -> list[str] | str:
         """Launch a disruption command's replacements and register their Nodes; no pod is bound to them (their
         pods still run on the nodes they replace). The names, or why a launch failed. `salt` makes the launches'
         client tokens the command's own; `reason` is the command's (`consolidation/replace`: the machines it
-        creates are counted with it)."""
+        creates are counted with it; a NodePool's NodeClaims with `v1_reason`, v1's: `underutilized`, `drifted`)."""
         context = self.context
         templates = context.template_sets()
         salted = []
@@ -439,7 +439,7 @@ class Provisioner:
             for c in salted
         ]
         for claim in salted:
-            context.metrics.machines_created.labels(reason, claim.template).inc()
+            context.metrics.claim_created(claim.template, reason, v1_reason, claim.min_values_relaxed)
         names: list[str] = []
         failed: list[str] = []
         for claim, outcome in zip(salted, self.launcher.launch(requests), strict=True):

@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
@@ -111,7 +111,8 @@ class Terminator:
         self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
         self._looked_up: dict[str, float] = {}  # node name → when its instance was last looked up
         self._claims_asked: set[str] = set()  # NodeClaims whose deletion was asked
-        self._claims_waiting: dict[str, str] = {}  # NodeClaim → its instance: released once the instance is gone
+        #: NodeClaim → its instance and its node's labels: released (and counted) once the instance is gone
+        self._claims_waiting: dict[str, tuple[str, Mapping[str, str]]] = {}
         self._deadlines: dict[str, dt.datetime | None] = {}  # node uid → its termination time (`graceperiod`)
         self._lock = threading.Lock()
         self.wake = threading.Event()
@@ -183,13 +184,16 @@ class Terminator:
 
     def _finish_claims(self, done: Terminated) -> None:
         """Remove the finalizer of each NodeClaim whose Node is released once its instance is gone."""
-        for claim, instance in sorted(self._claims_waiting.items()):
+        for claim, (instance, labels) in sorted(self._claims_waiting.items()):
             try:
                 if instance and self.cloud.get(instance) is not None:
                     continue
                 if self.context.claims.release(claim):
                     del self._claims_waiting[claim]
                     self._claims_asked.discard(claim)
+                    self.metrics.nodeclaims_terminated.labels(  # v1.14.1's lifecycle controller.go `finalize`
+                        labels.get(wk.NODEPOOL, ""), labels.get(wk.CAPACITY_TYPE, ""), labels.get(wk.ZONE, "")
+                    ).inc()
             except (ClusterError, CloudError) as error:
                 done.errors.append(f"releasing nodeclaim {claim}: {error}")
 
@@ -328,7 +332,7 @@ class Terminator:
         remove_finalizer(self.cluster, node.name)
         claim = claim_of_node(node.obj)
         if claim is not None:
-            self._claims_waiting[claim] = node.instance_id
+            self._claims_waiting[claim] = (node.instance_id, dict(node.labels))
         self._deadlines.pop(node.uid, None)
         with self._lock:
             self._terminating.discard(node.name)  # done: the state showing it a moment longer changes nothing
