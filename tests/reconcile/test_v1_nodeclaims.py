@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from karpenter_policy.api.v1.admission import admit
 from karpenter_policy.cloud.provider import STATE_SHUTTING_DOWN, STATE_TERMINATED
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.kube import objects
@@ -78,6 +79,9 @@ def test_a_nodepool_launch_makes_a_nodeclaim_that_follows_its_node_to_ready(comp
     claim = scene.nodeclaims()[name]
     assert claim["status"]["nodeName"] == node_name
     assert _conditions(claim) == {"Launched": "True", "Registered": "True", "Initialized": "True", "Ready": "True"}
+    admission = admit(claim)  # as Karpenter v1.14.1's CRD admits it: its schema and CEL rules
+    assert admission.admitted, admission.refusals
+    assert {r["key"] for r in spec["requirements"]}.isdisjoint({wk.PROVISIONER_NAME, wk.HOSTNAME})
 
 
 def test_a_provisioners_nodes_have_no_nodeclaim(compiled: Path) -> None:

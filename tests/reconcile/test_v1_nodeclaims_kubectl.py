@@ -75,3 +75,24 @@ def test_kubectl_get_nodeclaims_shows_the_controllers_claims_with_the_crds_colum
     kubectl("delete", "node", node, "--wait=false")
     scene.run(controller, 60, until=lambda: not kubectl("get", "nodeclaims", "-o", "name").stdout.strip())
     assert kubectl("get", "nodeclaims", "-o", "name").stdout.strip() == ""
+
+
+def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_path: Path) -> None:
+    """A cluster that does not serve NodeClaims (404 on create): the node is registered and its pod bound, without a
+    claim — never a launch left hanging for want of one."""
+    with EmulatorThread(seed_namespaces=True) as server:
+        config = server.write_kubeconfig(tmp_path / "kubeconfig")
+        cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
+        try:
+            kubectl = Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
+            scene = Scene(compile_policies(EXAMPLE / "policies", tmp_path / "build"), cluster=cluster)  # type: ignore[arg-type]
+            kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+            controller = scene.controller()
+            scene.run(controller, 120, until=lambda: not scene.unbound())
+            assert scene.unbound() == []
+            (node,) = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+            assert objects.labels(node)[wk.NODEPOOL] == "default"
+            assert "ownerReferences" not in objects.metadata(node)
+            assert kubectl("get", "nodeclaims", check=False).returncode != 0
+        finally:
+            cluster.close()

@@ -10,8 +10,10 @@ launch.go) for what the launch resolved.
   `karpenter.k8s.aws/ec2nodeclass`, the instance's type, zone, capacity type, …), less the hostname;
 - **finalizer** `karpenter.sh/termination`; an **ownerReference** to the NodePool when the cluster serves it
   (`ownerReferences` need the NodePool's uid; without it the claim has none, as `writer` logs);
-- **spec**: the claim's requirements (the pods' and topology's, as scheduled), its resource requests, the template's
-  taints and startup taints, `nodeClassRef`, `expireAfter` and `terminationGracePeriod`;
+- **spec**: the claim's requirements (the pods' and topology's, as scheduled; the launch's instance types, at most
+  60, as `node.kubernetes.io/instance-type`; never a key that only steers the scheduler; minValues left out), its
+  resource requests, the template's taints and startup taints, `nodeClassRef`, `expireAfter` and
+  `terminationGracePeriod` — an object Karpenter v1.14.1's CRD admits (schema and CEL rules);
 - **status** once launched: `providerID`, `imageID`, capacity and allocatable; `nodeName` once registered.
 
 The Node names its claim by an ownerReference (`UpdateNodeOwnerReferences` in pkg/utils/nodeclaim): `claim_of_node`
@@ -21,7 +23,7 @@ reads it back.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.api.constraintset import NODE_CLASS_LABEL, ConstraintSet
@@ -35,6 +37,12 @@ from karpenter_policy.model.requirements import Requirements
 #: `k8s.io/apimachinery/pkg/util/rand`'s alphabet, which generateName's suffix is drawn from.
 NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LENGTH: Final = 5
+#: Requirement keys that only steer the scheduler (a NodePool's view refuses v0.31's owner label; Karpenter's
+#: `schedulingSimulationKeys`; the placeholder hostname): never in a NodeClaim's requirements, which the CRD's CEL
+#: rules would refuse.
+SCHEDULING_ONLY: Final = frozenset({wk.HOSTNAME, wk.PROVISIONER_NAME, wk.INITIALIZED, "karpenter.sh/registered"})
+#: Karpenter passes at most 60 instance types (`MaxInstanceTypes`).
+MAX_INSTANCE_TYPES: Final = 60
 NODE_CLASS_GROUP: Final = "karpenter.k8s.aws"
 NODE_CLASS_KIND: Final = "EC2NodeClass"
 
@@ -55,14 +63,25 @@ def _optional(settings: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def nodeclaim_object(
-    constraint_set: ConstraintSet, instance: Instance, node: Obj, requirements: Requirements, requests: dict[str, str]
+    constraint_set: ConstraintSet,
+    instance: Instance,
+    node: Obj,
+    requirements: Requirements,
+    requests: dict[str, str],
+    instance_types: Sequence[str] = (),
 ) -> Obj:
-    """The NodeClaim of a NodePool's launch (see the module docstring); its status is written after it is created."""
+    """The NodeClaim of a NodePool's launch (see the module docstring); its status is written after it is created.
+    `instance_types`: the launch's options, cheapest first (`ToNodeClaim` puts the first 60 in the requirements)."""
     nodepool = pool_name(constraint_set.pool)
     labels = {key: value for key, value in objects.labels(node).items() if key != wk.HOSTNAME}
     settings = constraint_set.nodepool or {}
+    terms = [term for term in requirements.to_node_selector() if term.get("key") not in SCHEDULING_ONLY]
+    if instance_types:
+        chosen = list(dict.fromkeys(instance_types))[:MAX_INSTANCE_TYPES]
+        terms = [t for t in terms if t.get("key") != wk.INSTANCE_TYPE]
+        terms.append({"key": wk.INSTANCE_TYPE, "operator": "In", "values": sorted(chosen)})
     spec: dict[str, Any] = {
-        "requirements": [term for term in requirements.to_node_selector() if term.get("key") != wk.HOSTNAME],
+        "requirements": sorted(terms, key=lambda term: str(term.get("key"))),
         "resources": {"requests": dict(sorted(requests.items()))},
         "nodeClassRef": {
             "group": NODE_CLASS_GROUP,

@@ -6,7 +6,8 @@ controller.go `finalize`: the finalizer goes only when `CloudProvider.Delete` sa
 What comes back is not trusted: a claim whose metadata, status or conditions are not of the expected shape is
 skipped with a log line (once per claim and problem) and left alone — never an exception out of a controller's
 step. A NodePool that cannot be read (not served: its CRD is not installed; unavailable) leaves the claim without an
-ownerReference, logged once per NodePool.
+ownerReference, logged once per NodePool; a cluster that does not serve NodeClaims at all (no CRD) gets none, logged
+once — the node is registered all the same.
 """
 
 from __future__ import annotations
@@ -90,9 +91,10 @@ class ClaimWriter:
             return None
         return nodepool_reference(found)
 
-    def create(self, claim: Obj, status: dict[str, Any]) -> Obj:
+    def create(self, claim: Obj, status: dict[str, Any]) -> Obj | None:
         """Create the claim (owned by its NodePool when readable), then write its status with Launched True; the
-        claim as stored. A claim of that name created before (a retried registration) is taken as it is.
+        claim as stored. A claim of that name created before (a retried registration) is taken as it is. None when
+        the cluster does not serve NodeClaims (their CRD is not installed: the node goes without one, logged once).
         Raises ClusterError (the caller retries)."""
         nodepool = objects.labels(claim).get(wk.NODEPOOL, "")
         owner = self._owner(nodepool) if nodepool else None
@@ -101,6 +103,10 @@ class ClaimWriter:
             body["metadata"]["ownerReferences"] = [owner]
         try:
             created = self.cluster.create(NODE_CLAIM, body)
+        except NotFound:
+            self._once("", "not served", "the cluster does not serve NodeClaims (%s): NodePools' nodes have none",
+                       NODE_CLAIM)
+            return None
         except AlreadyExists:
             existing = self.read(objects.name(claim))
             if existing is None:

@@ -497,7 +497,9 @@ class Provisioner:
         entry = InFlightNode(instance, node, claim.template, context.clock(), planned)
         if constraint_set.is_nodepool:
             requests = node_info.format_resource_vector(claim.requests)
-            entry.claim = claim_objects.nodeclaim_object(constraint_set, instance, node, claim.requirements, requests)
+            entry.claim = claim_objects.nodeclaim_object(
+                constraint_set, instance, node, claim.requirements, requests, [o.instance_type for o in claim.options]
+            )
             entry.claim_status = claim_objects.launched_status(node, instance)
         context.inflight.add(entry)
         launched_offering = (instance.instance_type, instance.zone)

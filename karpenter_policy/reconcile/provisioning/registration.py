@@ -33,7 +33,8 @@ def register(cluster: Cluster, entry: InFlightNode, claims: ClaimWriter | None =
         except ClusterError as error:
             return error
         entry.claim_created = True
-        entry.node["metadata"]["ownerReferences"] = [claim_objects.node_reference(stored)]
+        if stored is not None:
+            entry.node["metadata"]["ownerReferences"] = [claim_objects.node_reference(stored)]
     try:
         cluster.create(objects.NODE, entry.node)
     except AlreadyExists:
