@@ -51,7 +51,9 @@ def status_of(conditions: Sequence[Mapping[str, Any]], kind: str) -> str | None:
 def _set(conditions: list[Condition], kind: str, status: str, reason: str, message: str, now: dt.datetime) -> bool:
     for condition in conditions:
         if condition.get("type") == kind:
-            if condition.get("status") == status and condition.get("reason") == reason:
+            if (condition.get("status"), condition.get("reason"), condition.get("message", "")) == (
+                status, reason, message
+            ):
                 return False
             if condition.get("status") != status:
                 condition["lastTransitionTime"] = format_time(now)
@@ -72,10 +74,13 @@ def _ready(conditions: list[Condition], now: dt.datetime) -> None:
         _set(conditions, READY, "True", READY, "", now)
 
 
-def set_true(conditions: Sequence[Mapping[str, Any]], kind: str, now: dt.datetime) -> list[Condition] | None:
-    """The conditions with `kind` True (and Ready recomputed); None when nothing changes."""
+def set_true(
+    conditions: Sequence[Mapping[str, Any]], kind: str, now: dt.datetime, message: str = ""
+) -> list[Condition] | None:
+    """The conditions with `kind` True (its reason its type; `message` as given) and Ready recomputed; None when
+    nothing changes."""
     changed = [dict(c) for c in conditions]
-    if not _set(changed, kind, "True", kind, "", now):
+    if not _set(changed, kind, "True", kind, message, now):
         return None
     _ready(changed, now)
     return changed

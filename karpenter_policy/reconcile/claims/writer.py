@@ -118,10 +118,12 @@ class ClaimWriter:
         CLAIMS.info("created nodeclaim", extra=self.fields(nodeclaim=objects.name(created), nodepool=nodepool))
         return self.cluster.update(NODE_CLAIM, created, subresource="status")
 
-    def set_true(self, name: str, kind: str, node_name: str | None = None) -> bool:
-        """Set condition `kind` True on the claim (and `status.nodeName`); False when the claim is gone, unreadable or
-        already so. Raises ClusterError."""
-        return self._write(name, lambda found: conditions.set_true(found, kind, self.wall_clock()), node_name)
+    def set_true(self, name: str, kind: str, node_name: str | None = None, message: str = "") -> bool:
+        """Set condition `kind` True on the claim (with `message`; and `status.nodeName`); False when the claim is
+        gone, unreadable or already so. Raises ClusterError."""
+        return self._write(
+            name, lambda found: conditions.set_true(found, kind, self.wall_clock(), message[:300]), node_name
+        )
 
     def clear(self, name: str, kind: str) -> bool:
         """Remove condition `kind` from the claim; False when it had none (or is gone). Raises ClusterError."""

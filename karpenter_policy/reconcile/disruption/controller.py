@@ -100,6 +100,7 @@ class Disruption:
             context.cluster, context.state, decider, context.clock,
             context.fields, interval=options.disruption_interval, validation=options.consolidation_validation,
             replacement_timeout=options.replacement_timeout, metrics=context.metrics, recorder=context.events,
+            claims=context.claims,
         )
         self.wake = threading.Event()
         self._lock = threading.Lock()  # one step at a time, whichever thread asks

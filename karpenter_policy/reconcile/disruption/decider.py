@@ -530,6 +530,10 @@ class Decider:
                 reasons[name] = why
         self._drifted_since, self._drift_reasons = seen, reasons
 
+    def drift_reasons(self) -> dict[str, str]:
+        """The nodes the last decision saw drifted, with why."""
+        return dict(self._drift_reasons)
+
     def _drift(
         self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]
     ) -> Command | None:

@@ -50,6 +50,8 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool, pool_name, pool_of_labels
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims.writer import ClaimWriter
+from karpenter_policy.reconcile.disruption.claimconditions import ClaimConditions
 from karpenter_policy.reconcile.disruption.decider import (
     CONSOLIDATION,
     SINGLE_NODE,
@@ -106,6 +108,7 @@ class Deprovisioner:
         replacement_timeout: float = DEFAULT_REPLACEMENT_TIMEOUT,
         metrics: Metrics | None = None,
         recorder: Recorder | None = None,
+        claims: ClaimWriter | None = None,
     ) -> None:
         self.metrics = metrics or Metrics(clock)
         self.events = recorder or Recorder(cluster, clock, fields)
@@ -122,6 +125,7 @@ class Deprovisioner:
         self._next_decision = 0.0
         self._told: dict[str, str] = {}  # node → the blocked reason last logged
         self._taint_scan_at = 0.0  # when nodes left tainted are next looked for
+        self.claim_conditions = ClaimConditions(claims) if claims is not None else None
 
     @property
     def holding(self) -> bool:
@@ -185,6 +189,8 @@ class Deprovisioner:
         now = self.clock()
         self._next_decision = now + self.interval
         decision = self.decider.decide(inputs, after)
+        if self.claim_conditions is not None:  # before any command: its nodes are as the decision saw them
+            done.errors.extend(self.claim_conditions.update(inputs, self.decider.drift_reasons()))
         self._record(decision)
         self._log_blocked(decision.blocked)
         if decision.stopped:
