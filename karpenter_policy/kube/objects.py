@@ -52,6 +52,7 @@ DAEMON_SET = Kind("apps/v1", "DaemonSet", "daemonsets", namespaced=True, status_
 KINDS: tuple[Kind, ...] = (POD, NODE, CONFIG_MAP, EVENT, NAMESPACE, LEASE, POD_DISRUPTION_BUDGET, DAEMON_SET)
 #: Karpenter's own kinds, served only where its CRDs are installed (what `plan --kubeconfig` reads of them).
 NODE_CLAIM = Kind("karpenter.sh/v1", "NodeClaim", "nodeclaims", namespaced=False, status_subresource=True)
+NODE_POOL = Kind("karpenter.sh/v1", "NodePool", "nodepools", namespaced=False, status_subresource=True)
 MACHINE = Kind("karpenter.sh/v1alpha5", "Machine", "machines", namespaced=False, status_subresource=True)
 EC2_NODE_CLASS = Kind("karpenter.k8s.aws/v1", "EC2NodeClass", "ec2nodeclasses", namespaced=False,
                       status_subresource=True)

@@ -43,6 +43,10 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 #: The finalizer Karpenter puts on its nodes and machines: termination drains the node before it goes.
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 
+#: The taint Karpenter v1 puts on a node it disrupts (`DisruptedNoScheduleTaint`, NoSchedule; core pkg/apis/v1/taints.go
+#: at v1.14.1) where v0.31 cordons it.
+TAINT_DISRUPTED = "karpenter.sh/disrupted"
+
 # Taint keys Kubernetes sets on nodes.
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"

@@ -16,7 +16,8 @@ provisioner}`); here a collector reads the controller's :class:`~karpenter_polic
 * per provisioner in force, `karpenter_provisioner_limit{resource_type, provisioner}` (its limits),
   `karpenter_provisioner_usage{resource_type, provisioner}` (the capacity of its nodes not being deleted, the
   state's index) and `karpenter_provisioner_usage_pct` (usage over limit, in percent, as an integer; 100 for a
-  limit of 0).
+  limit of 0); per NodePool in force, Karpenter v1.14.1's `karpenter_nodepools_limit{resource_type, nodepool}` and
+  `karpenter_nodepools_usage{resource_type, nodepool}` instead (the same numbers; v1 has no percentage).
 
 cpu is in cores, every other resource in its unit (bytes, counts), `resource_type` the resource's name in lower
 case with `_` for `-` (`ephemeral_storage`). Each pod's requests and limits are read once per version of the pod
@@ -40,6 +41,7 @@ from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pods import PodSpecError, pod_limits, pod_requests
+from karpenter_policy.model.pools import pool_name
 from karpenter_policy.model.resources import ResourceList, parse_quantity
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.state.cluster import Change, ClusterState
@@ -64,6 +66,7 @@ POD_LABELS = [
     "phase",
 ]
 PROVISIONER_LABELS = ["resource_type", "provisioner"]
+NODEPOOL_LABELS = ["resource_type", "nodepool"]
 
 
 def resource_label(name: str) -> str:
@@ -277,9 +280,24 @@ class ClusterMetrics(Collector):
             "name and resource type.",
             labels=PROVISIONER_LABELS,
         )
+        nodepool_limit = GaugeMetricFamily(
+            "karpenter_nodepools_limit",
+            "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by "
+            "nodepool name and resource type.",
+            labels=NODEPOOL_LABELS,
+        )
+        nodepool_usage = GaugeMetricFamily(
+            "karpenter_nodepools_usage",
+            "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and "
+            "resource type.",
+            labels=NODEPOOL_LABELS,
+        )
         for constraint_set in sorted(self.sets(), key=lambda s: s.pool):
             name = constraint_set.pool  # a NodePool's `NodePool/<name>`: apart from a Provisioner of its name
             vector = used.get(name)
+            if constraint_set.is_nodepool:
+                self._nodepool(constraint_set, vector, nodepool_limit, nodepool_usage)
+                continue
             provisioned = {
                 resource: (count / 1000 if i == CPU_I else float(count))
                 for i, (resource, count) in enumerate(zip(RESOURCES, vector or (), strict=False))
@@ -297,7 +315,26 @@ class ClusterMetrics(Collector):
                 usage_pct.add_metric(
                     [resource_label(resource), name], float(int(in_use / limited * 100)) if limited else 100.0
                 )
-        return limit, usage, usage_pct
+        return limit, usage, usage_pct, nodepool_limit, nodepool_usage
+
+    def _nodepool(
+        self,
+        constraint_set: ConstraintSet,
+        vector: tuple[int, ...] | None,
+        limit: GaugeMetricFamily,
+        usage: GaugeMetricFamily,
+    ) -> None:
+        """A NodePool's `karpenter_nodepools_limit` and `…_usage` (Karpenter v1.14.1's, core pkg/controllers/metrics/
+        nodepool/controller.go: no usage percentage)."""
+        name = pool_name(constraint_set.pool)
+        for i, (resource, count) in enumerate(zip(RESOURCES, vector or (), strict=False)):
+            if count:
+                usage.add_metric([resource_label(resource), name], count / 1000 if i == CPU_I else float(count))
+        for resource, raw in sorted(constraint_set.limits.items()):
+            try:
+                limit.add_metric([resource_label(resource), name], value(resource, parse_quantity(raw)))
+            except ValueError:
+                continue
 
 
 def _owner_path(pod: PodRecord) -> str:

@@ -45,6 +45,9 @@ DEPROVISIONING_BLOCKED = "DeprovisioningBlocked"
 UNCONSOLIDATABLE = "Unconsolidatable"
 EVICTED = "Evicted"
 FAILED_DRAINING = "FailedDraining"
+#: Karpenter v1.14.1's (`events.Disrupted`, `events.TerminationGracePeriodExpiring`, core pkg/events/reason.go).
+DISRUPTED = "Disrupted"
+TERMINATION_GRACE_PERIOD_EXPIRING = "TerminationGracePeriodExpiring"
 
 #: Karpenter's default dedupe timeout (`events.defaultDedupeTimeout`).
 DEDUPE_SECONDS = 120.0
@@ -107,6 +110,24 @@ def evicted(pod: Obj) -> Event:
 def failed_draining(node: Obj, why: str) -> Event:
     """Karpenter's `FailedDraining` Warning on a node whose drain failed, with why."""
     return Event(node, "Warning", FAILED_DRAINING, f"Failed to drain node, {why}", (objects.name(node),))
+
+
+def disrupt_pod_delete(pod: Obj, grace: int, pod_grace: int, termination_time: str) -> Event:
+    """Karpenter v1's `Disrupted` Event on a pod deleted for its node's terminationGracePeriod
+    (terminator/events/events.go `DisruptPodDelete`)."""
+    message = (
+        f"Deleting the pod to accommodate the terminationTime {termination_time} of the node. The pod was granted "
+        f"{grace} seconds of grace-period of its {pod_grace} terminationGracePeriodSeconds. This bypasses the PDB of "
+        "the pod and the do-not-disrupt annotation."
+    )
+    return Event(pod, "Normal", DISRUPTED, message, (objects.name(pod),))
+
+
+def termination_grace_period_expiring(node: Obj, termination_time: str) -> Event:
+    """Karpenter v1's `TerminationGracePeriodExpiring` Warning on a draining node with a termination time
+    (`NodeTerminationGracePeriodExpiring`)."""
+    message = f"All pods will be deleted by {termination_time}"
+    return Event(node, "Warning", TERMINATION_GRACE_PERIOD_EXPIRING, message, (objects.name(node),))
 
 
 class Recorder:

@@ -28,6 +28,13 @@ lists each one, where it is recorded, and the ones that do not apply here:
   requests and limits, pods' state, provisioners' limits and usage) are read from the cluster state at each
   scrape (`clustermetrics`).
 
+**Karpenter v1.14.1's**, for a NodePool's nodes instead of v0.31's where v1 has them (:meth:`Metrics._nodeclaims`):
+`karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`, `karpenter_nodeclaims_disrupted_total
+{reason, nodepool, capacity_type}`, `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`,
+`karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}` and
+`…_decisions_by_nodepool_total`; `karpenter_nodepools_limit` and `…_usage{resource_type, nodepool}` are read from
+the state at each scrape (`clustermetrics`).
+
 The process's own (`process_*`, `python_info`, `python_gc_*`: `karpenter_policy.processmetrics`), as a Go
 controller has its client's `process_*` and `go_*`.
 
@@ -191,6 +198,7 @@ class Metrics:
         self._nodes_and_machines(self.registry)
         self._scheduling_and_deprovisioning(self.registry)
         self._interruption(self.registry)
+        self._nodeclaims(self.registry)
         register_process_metrics(self.registry)  # process_* and python_*, as Karpenter has process_* and go_*
 
     # --- the project's own -----------------------------------------------------------------------------------
@@ -424,7 +432,49 @@ class Metrics:
             ["action_type"], registry,
         )
 
+    def _nodeclaims(self, registry: CollectorRegistry) -> None:
+        """Karpenter v1.14.1's, for a NodePool's nodes (core pkg/metrics/metrics.go, pkg/controllers/disruption/
+        metrics.go); a Provisioner's nodes keep v0.31's above."""
+        self.nodeclaims_created = ExactCounter(
+            "karpenter_nodeclaims_created_total",
+            "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created and the "
+            "owning nodepool.",
+            ["reason", "nodepool", "min_values_relaxed"], registry,
+        )
+        self.nodeclaims_terminated = ExactCounter(
+            "karpenter_nodeclaims_terminated_total",
+            "Number of nodeclaims terminated in total by Karpenter. Labeled by the owning nodepool.",
+            ["nodepool", "capacity_type", "zone"], registry,
+        )
+        self.nodeclaims_disrupted = ExactCounter(
+            "karpenter_nodeclaims_disrupted_total",
+            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and "
+            "the owning nodepool.",
+            ["reason", "nodepool", "capacity_type"], registry,
+        )
+        self.voluntary_disruption_decisions = ExactCounter(
+            "karpenter_voluntary_disruption_decisions_total",
+            "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation "
+            "type.",
+            ["decision", "reason", "consolidation_type"], registry,
+        )
+        self.voluntary_disruption_decisions_by_nodepool = ExactCounter(
+            "karpenter_voluntary_disruption_decisions_by_nodepool_total",
+            "Number of disruption decisions performed by nodepool. Labeled by nodepool name, disruption decision, "
+            "reason, and consolidation type.",
+            ["nodepool", "decision", "reason", "consolidation_type"], registry,
+        )
+
     # --- recording -------------------------------------------------------------------------------------------
+
+    def claim_created(self, pool: str, reason: str, v1_reason: str, min_values_relaxed: bool = False) -> None:
+        """A node is being launched for `pool`: a NodePool's as a NodeClaim created (v1's `v1_reason`), a
+        Provisioner's as a machine created (v0.31's `reason`)."""
+        if is_nodepool(pool):
+            relaxed = "true" if min_values_relaxed else "false"
+            self.nodeclaims_created.labels(v1_reason, pool_name(pool), relaxed).inc()
+        else:
+            self.machines_created.labels(reason, pool).inc()
 
     def step(self, controller: str) -> Step:
         """One reconcile of a controller, measured in one or more segments (see :class:`Step`)."""

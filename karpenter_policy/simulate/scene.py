@@ -659,6 +659,10 @@ class Scene:
         """The Node, None when there is none."""
         return self.cluster.get(objects.NODE, name)
 
+    def nodeclaims(self) -> dict[str, Obj]:
+        """Every NodeClaim (`karpenter.sh/v1`: the controller makes one per launch for a NodePool), by name."""
+        return {objects.name(c): c for c in self.cluster.list(objects.NODE_CLAIM).items}
+
     def pods(self, namespace: str | None = None) -> list[Obj]:
         """Every pod (of `namespace` when given)."""
         return self.cluster.list(objects.POD, namespace).items

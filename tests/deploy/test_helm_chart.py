@@ -149,6 +149,9 @@ CONTROLLER_CALLS = {
     ("", "nodes", "get"), ("", "nodes", "list"), ("", "nodes", "watch"),
     ("", "nodes", "create"), ("", "nodes", "patch"), ("", "nodes", "update"), ("", "nodes", "delete"),
     ("", "namespaces", "list"), ("", "namespaces", "watch"),          # namespaceSelector of affinity terms
+    ("karpenter.sh", "nodeclaims", "get"), ("karpenter.sh", "nodeclaims", "create"),  # a NodePool's NodeClaims
+    ("karpenter.sh", "nodeclaims", "patch"), ("karpenter.sh", "nodeclaims", "delete"),
+    ("karpenter.sh", "nodeclaims/status", "update"), ("karpenter.sh", "nodepools", "get"),  # the claim's owner
     ("apps", "daemonsets", "list"), ("apps", "daemonsets", "watch"),  # DaemonSet overhead
     ("policy", "poddisruptionbudgets", "list"), ("policy", "poddisruptionbudgets", "watch"),
     ("", "events", "create"), ("", "events", "get"), ("", "events", "patch"),

@@ -64,6 +64,7 @@ RESOURCES = {
         Resource(kinds.CLUSTER_ROLE_BINDING, "clusterrolebinding"),
         Resource(kinds.SELF_SUBJECT_ACCESS_REVIEW, "selfsubjectaccessreview"),
         Resource(objects.NODE_CLAIM, "nodeclaim", (), ("status",)),
+        Resource(objects.NODE_POOL, "nodepool", (), ("status",)),
         Resource(objects.MACHINE, "machine", (), ("status",)),
         Resource(objects.EC2_NODE_CLASS, "ec2nodeclass", (), ("status",)),
     )

@@ -37,7 +37,8 @@ every API URL):
   (``rbac``; then over HTTPS, ``tls``, and the SelfSubjectAccessReview kubectl sends in protobuf,
   ``protobuf``), and, with :class:`EmulatorThread`'s ``control_plane``, the workload controllers, a
   kube-scheduler stand-in and kubelets beside the server (``controlplane``).
-- Karpenter's custom resources (``kinds.CRD_KINDS``: NodeClaims, Machines) stored and listed as any kind, but
+- Karpenter's custom resources (``kinds.CRD_KINDS``: NodeClaims, NodePools, Machines, EC2NodeClasses) stored and
+  listed as any kind (a Table GET answered with their CRD's printer columns: tests/kube/tables.py), but
   only those given in ``crds``: the others are 404 and absent from discovery, as on a cluster without their CRD.
 - fault injection: ``fail_next(n)`` answers the next n requests with 503; ``watch_outage()`` cuts open
   watches and answers lists and watches with 503 while it lasts (writes still work, so a test can change
@@ -115,7 +116,7 @@ class ApiEmulator(kmock.KubernetesEmulator):
     #: Authenticate requests by token and authorize them with RBAC (tests/kube/apiserver/rbac.py); off, every
     #: request is allowed, whatever its token.
     authorize: bool = False
-    #: The custom resources served (of ``kinds.CRD_KINDS``: Karpenter's NodeClaims and Machines), as if their CRDs
+    #: The custom resources served (of ``kinds.CRD_KINDS``: Karpenter's NodeClaims, NodePools, …), as if their CRDs
     #: were installed; the others are 404, as on a cluster without them.
     crds: frozenset[Kind] = frozenset()
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)

@@ -1,6 +1,9 @@
 """The Table form of a GET (``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``), which ``kubectl get``
 asks for and prints as is: the test API server's columns for the kinds kubectl users look at (pods, nodes,
-namespaces, events, deployments, replicasets; every other kind gets Name and Age), close to a real server's.
+namespaces, events, deployments, replicasets; every other kind gets Name and Age), close to a real server's;
+a custom resource whose CRD the package ships (``karpenter_policy/schemas/crds``: NodeClaims, NodePools) gets the
+CRD's ``additionalPrinterColumns``, as the API server serves them — their JSONPath read by :func:`_json_path`, which
+knows the forms those CRDs use (fields with escaped dots, ``[?(@.type=="Ready")]`` filters).
 
 Each row carries the object's metadata (``PartialObjectMetadata``), or the whole object with
 ``includeObject=Object``, so kubectl can add its NAMESPACE column and print labels.
@@ -9,8 +12,13 @@ Each row carries the object's metadata (``PartialObjectMetadata``), or the whole
 from __future__ import annotations
 
 import datetime
+import functools
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Kind, Obj
@@ -25,7 +33,7 @@ def wants_table(accept: str) -> bool:
 def table(kind: Kind, body: Obj, include_object: str, now: datetime.datetime) -> Obj:
     """The Table of a list answer (``items``) or of a single object."""
     items = body.get("items", [body])
-    columns = _COLUMNS.get(kind.kind, _DEFAULT)
+    columns = _COLUMNS.get(kind.kind) or _crd_columns(kind) or _DEFAULT
     rows = []
     for item in items:
         obj = objects.with_kind(kind, dict(item))
@@ -37,8 +45,9 @@ def table(kind: Kind, body: Obj, include_object: str, now: datetime.datetime) ->
             shown = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata")}
         rows.append({"cells": [cell(obj, now) for _, _, cell in columns],
                      "object": shown})
-    definitions = [{"name": name, "type": "string", "format": "name" if name == "Name" else "", "description": "",
-                    "priority": priority} for name, priority, _ in columns]
+    definitions = [{"name": name, "type": "date" if name == "Age" else "string",
+                    "format": "name" if name == "Name" else "", "description": "", "priority": priority}
+                   for name, priority, _ in columns]
     metadata = {"resourceVersion": objects.resource_version(body) or str(body.get("metadata", {}).get(
         "resourceVersion", ""))}
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": definitions,
@@ -148,3 +157,47 @@ _COLUMNS: dict[str, list[Column]] = {
         ("Message", 0, _cell(lambda event: event.get("message", ""))),
     ],
 }
+
+
+CRDS = Path(objects.__file__).resolve().parents[1] / "schemas" / "crds"
+_FILTER = re.compile(r'\[\?\(@\.(\w+)=="([^"]*)"\)\]')
+
+
+def _json_path(path: str, obj: Any) -> Any:
+    """The value at a CRD printer column's JSONPath (None when absent): `.a.b\\.c` fields, `[?(@.k=="v")]`
+    filters."""
+    parts = re.findall(r'\.((?:\\\.|[^.\[])+)|(\[\?\(@\.\w+=="[^"]*"\)\])', path)
+    value = obj
+    for field, selector in parts:
+        if field:
+            value = value.get(field.replace("\\.", ".")) if isinstance(value, dict) else None
+        else:
+            key, wanted = _FILTER.fullmatch(selector).groups()  # type: ignore[union-attr]
+            matched = [item for item in value if isinstance(item, dict) and str(item.get(key)) == wanted] \
+                if isinstance(value, list) else []
+            value = matched[0] if matched else None
+    return value
+
+
+@functools.cache
+def _crd_columns(kind: Kind) -> list[Column] | None:
+    """Name, then the CRD's additionalPrinterColumns (an Age column by creationTimestamp as kubectl shows one)."""
+    for path in CRDS.glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        spec = crd.get("spec") or {}
+        if spec.get("group") != kind.group or (spec.get("names") or {}).get("kind") != kind.kind:
+            continue
+        version = next((v for v in spec.get("versions") or [] if v.get("name") == kind.version), None)
+        if version is None:
+            return None
+        columns: list[Column] = [_NAME]
+        for column in version.get("additionalPrinterColumns") or []:
+            json_path, priority = str(column["jsonPath"]), int(column.get("priority", 0))
+            if column.get("type") == "date":
+                columns.append((column["name"], priority,
+                                lambda obj, now, p=json_path: _since(_json_path(p, obj), now)))
+            else:
+                columns.append((column["name"], priority,
+                                lambda obj, _now, p=json_path: None if (v := _json_path(p, obj)) is None else str(v)))
+        return columns
+    return None

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import pool_name
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.disruption.decider import Command, Decider, Inputs
@@ -98,6 +100,7 @@ class Disruption:
             context.cluster, context.state, decider, context.clock,
             context.fields, interval=options.disruption_interval, validation=options.consolidation_validation,
             replacement_timeout=options.replacement_timeout, metrics=context.metrics, recorder=context.events,
+            claims=context.claims,
         )
         self.wake = threading.Event()
         self._lock = threading.Lock()  # one step at a time, whichever thread asks
@@ -200,7 +203,9 @@ class Disruption:
                 continue
             fields = context.fields(node=node.name)
             NODE.info("deleting expired node (expireAfter of %s)", node.provisioner, extra=fields)
-            context.metrics.machines_terminated.labels("expiration", node.provisioner or "").inc()
+            context.metrics.nodeclaims_disrupted.labels(
+                "expired", pool_name(node.provisioner or ""), node.labels.get(wk.CAPACITY_TYPE, "")
+            ).inc()
         return None if found.next_in is None else now + found.next_in
 
     def poll(self) -> float | None:
@@ -243,7 +248,9 @@ class Disruption:
 
         def launch(command: Command) -> list[str] | str:
             salt = f"{command.method}:{','.join(command.names)}"
-            return self.provisioner.launch_replacements(command.replacements, salt, result, command.reason)
+            return self.provisioner.launch_replacements(
+                command.replacements, salt, result, command.reason, command.v1_reason
+            )
 
         try:
             done = deprovisioner.step(self.quiet(), inputs, launch)

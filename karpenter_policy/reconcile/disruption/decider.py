@@ -127,6 +127,21 @@ class Command:
         """Karpenter's reason for the command (its metrics' and Events'): `<method>/<action>`."""
         return f"{self.method}/{self.action}"
 
+    @property
+    def v1_reason(self) -> str:
+        """Karpenter v1.14.1's reason for the command as its metrics label it (`pretty.ToSnakeCase` of `Empty`,
+        `Underutilized`, `Drifted`; forceful expiry's `expired`)."""
+        if self.method == CONSOLIDATION:
+            return "empty" if self.stage == EMPTY else "underutilized"
+        return "drifted" if self.method == DRIFT else "expired"
+
+    @property
+    def consolidation_type(self) -> str:
+        """Karpenter v1.14.1's `ConsolidationType()`: `empty`, `multi`, `single`, or none (drift)."""
+        if self.method != CONSOLIDATION:
+            return ""
+        return {EMPTY: "empty", MULTI_NODE: "multi", SINGLE_NODE: "single"}.get(self.stage, "")
+
     def message(self) -> str:
         """Karpenter's log line for the command, with why and the saving."""
         machines = ", ".join(c.describe() for c in self.candidates)
@@ -519,6 +534,10 @@ class Decider:
                 seen[name] = self._drifted_since.get(name, inputs.now)
                 reasons[name] = why
         self._drifted_since, self._drift_reasons = seen, reasons
+
+    def drift_reasons(self) -> dict[str, str]:
+        """The nodes the last decision saw drifted, with why."""
+        return dict(self._drift_reasons)
 
     def _drift(
         self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]

@@ -14,11 +14,13 @@ Each pass the controller calls :meth:`Deprovisioner.step`:
   the next decision). A cluster that stops being quiet meanwhile drops the held command. Expiry and drift act at
   once;
 * a command without replacements deletes its nodes at once: the termination finalizer cordons and drains them;
-* a command with replacements cordons its nodes (no new pod lands on them), launches the replacements (their Nodes
-  are registered; no pod is bound to them) and waits until every one is initialized, then deletes its nodes, whose
-  evicted pods the provisioner (or kube-scheduler) puts on the replacements. A replacement that fails to launch,
-  or is not initialized within `replacement_timeout`, abandons the command: its nodes are uncordoned and nothing
-  is deleted (the replacements left are empty nodes, for consolidation or emptiness);
+* a command with replacements cordons its nodes (no new pod lands on them; a NodePool's nodes are tainted
+  `karpenter.sh/disrupted:NoSchedule` instead, before any command of theirs, as Karpenter v1.14.1), launches the
+  replacements (their Nodes are registered; no pod is bound to them) and waits until every one is initialized,
+  then deletes its nodes, whose evicted pods the provisioner (or kube-scheduler) puts on the replacements. A
+  replacement that fails to launch, or is not initialized within `replacement_timeout`, abandons the command: its
+  nodes are uncordoned (untainted) and nothing is deleted (the replacements left are empty nodes, for consolidation or
+  emptiness);
 * once its nodes are deleted, the command waits until they are gone from the cluster (at most
   `replacement_timeout`) before the next decision (Karpenter's `waitForDeletion`).
 
@@ -44,7 +46,12 @@ from dataclasses import dataclass
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import is_nodepool, pool_name, pool_of_labels
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims.writer import ClaimWriter
+from karpenter_policy.reconcile.disruption.claimconditions import ClaimConditions
 from karpenter_policy.reconcile.disruption.decider import (
     CONSOLIDATION,
     SINGLE_NODE,
@@ -59,6 +66,7 @@ from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL
 from karpenter_policy.reconcile.options import DEFAULT_REPLACEMENT_TIMEOUT, DEFAULT_VALIDATION
 from karpenter_policy.reconcile.result import Disrupted
+from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
 
 DEPROVISIONING = logs.logger("deprovisioning")
@@ -100,6 +108,7 @@ class Deprovisioner:
         replacement_timeout: float = DEFAULT_REPLACEMENT_TIMEOUT,
         metrics: Metrics | None = None,
         recorder: Recorder | None = None,
+        claims: ClaimWriter | None = None,
     ) -> None:
         self.metrics = metrics or Metrics(clock)
         self.events = recorder or Recorder(cluster, clock, fields)
@@ -115,6 +124,8 @@ class Deprovisioner:
         self._held: _Held | None = None
         self._next_decision = 0.0
         self._told: dict[str, str] = {}  # node → the blocked reason last logged
+        self._taint_scan_at = 0.0  # when nodes left tainted are next looked for
+        self.claim_conditions = ClaimConditions(claims) if claims is not None else None
 
     @property
     def holding(self) -> bool:
@@ -135,6 +146,7 @@ class Deprovisioner:
         module docstring). `inputs` builds the decision's inputs (only called when deciding or validating)."""
         done = Disrupted()
         now = self.clock()
+        self._clear_stale_taints(done)
         if self.underway is not None:
             self._follow(self.underway, done)
             return done
@@ -177,6 +189,8 @@ class Deprovisioner:
         now = self.clock()
         self._next_decision = now + self.interval
         decision = self.decider.decide(inputs, after)
+        if self.claim_conditions is not None:  # before any command: its nodes are as the decision saw them
+            done.errors.extend(self.claim_conditions.update(inputs, self.decider.drift_reasons()))
         self._record(decision)
         self._log_blocked(decision.blocked)
         if decision.stopped:
@@ -208,9 +222,10 @@ class Deprovisioner:
             reason=command.method, action=command.action, nodes=list(command.names),
             savings=command.savings,
         ))
-        self.metrics.deprovisioned(command.method, command.action)
+        self._count_decision(command)
         if not command.replacements:
             self.underway = _Underway(command, [], self.clock())
+            self._cordon(command, True, done, nodepools_only=True)  # v1 taints every command's nodes first
             self._delete(self.underway, done)
             return
         self._cordon(command, True, done)  # no new pod lands on a node about to go
@@ -288,26 +303,79 @@ class Deprovisioner:
                 failed = True
                 continue
             done.deleted.append(name)
-            self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
+            if is_nodepool(candidate.provisioner):  # v1.14.1's queue.go: the claim disrupted, with v1's reason
+                capacity = node.labels.get(wk.CAPACITY_TYPE, "") if node is not None else ""
+                self.metrics.nodeclaims_disrupted.labels(
+                    command.v1_reason, pool_name(candidate.provisioner), capacity
+                ).inc()
+            else:
+                self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
         if not failed:
             underway.deleted = self.clock()  # now wait for them to be gone
         done.due = self.clock() + FOLLOW_SECONDS
 
-    def _cordon(self, command: Command, unschedulable: bool, done: Disrupted) -> None:
+    def _count_decision(self, command: Command) -> None:
+        """A command carried out: v0.31's `…_actions_performed` when it disrupts a Provisioner's node, v1.14.1's
+        `karpenter_voluntary_disruption_decisions_total` (and `…_by_nodepool_total` per NodePool) when it disrupts a
+        NodePool's (core pkg/controllers/disruption/queue.go)."""
+        pools = {c.provisioner for c in command.candidates}
+        if any(not is_nodepool(pool) for pool in pools):
+            self.metrics.deprovisioned(command.method, command.action)
+        nodepools = sorted(pool_name(pool) for pool in pools if is_nodepool(pool))
+        if nodepools:
+            labels = (command.action, command.v1_reason, command.consolidation_type)
+            self.metrics.voluntary_disruption_decisions.labels(*labels).inc()
+            for nodepool in nodepools:
+                self.metrics.voluntary_disruption_decisions_by_nodepool.labels(nodepool, *labels).inc()
+
+    def _cordon(self, command: Command, unschedulable: bool, done: Disrupted, nodepools_only: bool = False) -> None:
         """Cordon (or uncordon) the command's nodes, as the API shows them now (the state may not have seen the
-        cordon of this very pass); a node being deleted is left as it is."""
+        cordon of this very pass); a node being deleted is left as it is. A NodePool's node is tainted
+        `karpenter.sh/disrupted:NoSchedule` instead (untainted when the command is abandoned), as Karpenter v1.14.1's
+        queue does (`StartCommand` and its failure path, core pkg/controllers/disruption/queue.go)."""
         for name in command.names:
             try:
                 node = self.cluster.get(objects.NODE, name)
                 if node is None or objects.is_deleting(node):
                     continue
-                if bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
+                if is_nodepool(pool_of_labels(objects.labels(node)) or ""):
+                    self._taint(node, unschedulable)
+                    continue
+                if nodepools_only or bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
                     continue
                 self.cluster.patch(objects.NODE, name, {"spec": {"unschedulable": unschedulable}})
             except NotFound:
                 continue
             except ClusterError as error:
                 done.errors.append(f"could not {'cordon' if unschedulable else 'uncordon'} node {name}, {error}")
+
+    def _taint(self, node: Obj, present: bool) -> None:
+        patch = node_info.disrupted_taint_patch(node, present)
+        if patch is not None:
+            self.cluster.patch(objects.NODE, objects.name(node), patch)
+            DEPROVISIONING.info("%s node", "tainted" if present else "untainted",
+                                extra=self.fields(node=objects.name(node), taint=f"{wk.TAINT_DISRUPTED}:NoSchedule"))
+
+    def _clear_stale_taints(self, done: Disrupted) -> None:
+        """Untaint the NodePool nodes left with `karpenter.sh/disrupted` that no command under way holds and that are
+        not being deleted (a restart mid-command): Karpenter v1.14.1's disruption controller does so at every pass
+        (core pkg/controllers/disruption/controller.go, `Reconcile`)."""
+        now = self.clock()
+        if now < self._taint_scan_at:
+            return
+        self._taint_scan_at = now + FOLLOW_SECONDS
+        held = set(self.underway.command.names) if self.underway is not None else set()
+        for node in self.state.nodes():
+            if node.deleting or node.name in held or not any(t.key == wk.TAINT_DISRUPTED for t in node.taints):
+                continue
+            if not is_nodepool(node.provisioner or ""):
+                continue
+            try:
+                self._taint(node.obj, False)
+            except NotFound:
+                continue
+            except ClusterError as error:
+                done.errors.append(f"could not untaint node {node.name}, {error}")
 
     def _record(self, decision: Decision) -> None:
         """Karpenter's metrics of a decision."""

@@ -10,7 +10,9 @@
   registration picks its instance up instead of launching another (counted as a machine registered, not as a node
   created: it was launched before);
 * **initialization**: a node of ours that is Ready with every startup taint gone is labelled
-  `karpenter.sh/initialized=true` (Karpenter's rule), once.
+  `karpenter.sh/initialized=true` (Karpenter's rule), once;
+* **NodeClaim conditions** of a NodePool's nodes: Registered and Initialized as their Nodes reach them
+  (`claimstatus`).
 
 Counted as Karpenter's machine lifecycle counts them: `karpenter_machines_initialized`, and a launch whose Node never
 showed up as a machine terminated for `liveness` (`karpenter_machines_terminated`).
@@ -27,7 +29,9 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.claims import objects as claim_objects
 from karpenter_policy.reconcile.context import Context
+from karpenter_policy.reconcile.provisioning.claimstatus import ClaimLifecycle
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state import nodes as node_info
@@ -52,6 +56,7 @@ class NodeLifecycle:
         self.on_dirty: Callable[[], None] = provisioner.wake.set
         self._lock = threading.Lock()
         context.state.subscribe(self._on_change)
+        self.claims = ClaimLifecycle(context, lambda: self.on_dirty())
 
     def _on_change(self, change: Change) -> None:
         if change.kind != "node":
@@ -146,6 +151,9 @@ class NodeLifecycle:
             template = templates.template(name)
             node = node_info.node_object(instance, template, constraint_set, template.requirements)
             entry = InFlightNode(instance, node, name, context.clock(), adopted=True)
+            if constraint_set.is_nodepool:
+                entry.claim = claim_objects.nodeclaim_object(constraint_set, instance, node, template.requirements, {})
+                entry.claim_status = claim_objects.launched_status(node, instance)
             context.inflight.add(entry)
             self.provisioner.register(entry, result)
             NODE.info(
@@ -179,11 +187,12 @@ class NodeLifecycle:
                 self._labelled.add(node.uid)
             context.metrics.machines_initialized.labels(node.provisioner or "").inc()
             NODE.info("initialized node %s", node.name, extra=context.fields(node=node.name))
+        self.claims.sync()
 
     @property
     def pending_initialization(self) -> bool:
-        """Some node waits to be labelled again (a write failed)."""
-        return bool(self._dirty)
+        """Some node waits to be labelled again (a write failed), or a NodeClaim for its conditions."""
+        return bool(self._dirty) or self.claims.pending
 
 
 __all__ = ["NodeLifecycle"]

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError, InsufficientCapacity, Throttled
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims import objects as claim_objects
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.provisioning import registration
 from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
@@ -400,7 +401,7 @@ class Provisioner:
             template = templates.template(claim.template)
             request = launch_request(context.options.cluster_name, claim, template, templates.sets[claim.template])
             requests.append(request)
-            context.metrics.machines_created.labels(PROVISIONING, claim.template).inc()
+            context.metrics.claim_created(claim.template, PROVISIONING, PROVISIONING, claim.min_values_relaxed)
             PROVISIONER.info(
                 "launching node with %d pod(s) requesting %s from types %s",
                 len(claim.pods),
@@ -419,12 +420,12 @@ class Provisioner:
         return retry
 
     def launch_replacements(
-        self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult, reason: str = ""
+        self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult, reason: str = "", v1_reason: str = ""
     ) -> list[str] | str:
         """Launch a disruption command's replacements and register their Nodes; no pod is bound to them (their
         pods still run on the nodes they replace). The names, or why a launch failed. `salt` makes the launches'
         client tokens the command's own; `reason` is the command's (`consolidation/replace`: the machines it
-        creates are counted with it)."""
+        creates are counted with it; a NodePool's NodeClaims with `v1_reason`, v1's: `underutilized`, `drifted`)."""
         context = self.context
         templates = context.template_sets()
         salted = []
@@ -438,7 +439,7 @@ class Provisioner:
             for c in salted
         ]
         for claim in salted:
-            context.metrics.machines_created.labels(reason, claim.template).inc()
+            context.metrics.claim_created(claim.template, reason, v1_reason, claim.min_values_relaxed)
         names: list[str] = []
         failed: list[str] = []
         for claim, outcome in zip(salted, self.launcher.launch(requests), strict=True):
@@ -494,6 +495,12 @@ class Provisioner:
         node = node_info.node_object(instance, template, constraint_set, claim.requirements)
         planned = {pod.uid: pod for pod in claim.pods} if bind else {}
         entry = InFlightNode(instance, node, claim.template, context.clock(), planned)
+        if constraint_set.is_nodepool:
+            requests = node_info.format_resource_vector(claim.requests)
+            entry.claim = claim_objects.nodeclaim_object(
+                constraint_set, instance, node, claim.requirements, requests, [o.instance_type for o in claim.options]
+            )
+            entry.claim_status = claim_objects.launched_status(node, instance)
         context.inflight.add(entry)
         launched_offering = (instance.instance_type, instance.zone)
         price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), None)
@@ -522,7 +529,7 @@ class Provisioner:
                 self.context.events.publish(events.nominated(record.obj, node))
 
     def register(self, entry: InFlightNode, result: ReconcileResult) -> None:
-        error = registration.register(self.context.cluster, entry)
+        error = registration.register(self.context.cluster, entry, self.context.claims)
         if error is not None:  # retried on the next pass
             self.context.error(result.errors, NODE, f"could not register node {entry.name}, {error}", node=entry.name)
         else:

@@ -1,11 +1,11 @@
 """Node registration and initialization: the controller's writes to Nodes.
 
 :func:`register` creates the Node of a launched instance (:func:`~karpenter_policy.reconcile.nodes.node_object`),
-before the kubelet joins — the kubelet then adopts it. When the kubelet was first (or an earlier attempt's answer
-was lost), the Node exists: it gets the controller's labels, annotations and finalizer by a strategic-merge
-patch. :func:`initialize` labels a node of ours `karpenter.sh/initialized=true` once it is Ready with every startup
-taint gone (Karpenter's rule: until then its startup taints are ignored for scheduling). Nodes the controller did
-not register are never written to.
+before the kubelet joins (a NodePool's after its NodeClaim, `reconcile.claims`, which the Node names as owner) —
+the kubelet then adopts it. When the kubelet was first (or an earlier attempt's answer was lost), the Node exists:
+it gets the controller's labels, annotations and finalizer by a strategic-merge patch. :func:`initialize` labels a
+node of ours `karpenter.sh/initialized=true` once it is Ready with every startup taint gone (Karpenter's rule: until
+then its startup taints are ignored for scheduling). Nodes the controller did not register are never written to.
 """
 
 from __future__ import annotations
@@ -18,12 +18,23 @@ from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import AlreadyExists, ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.claims import objects as claim_objects
+from karpenter_policy.reconcile.claims.writer import ClaimWriter
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.inflight import InFlightNode
 
 
-def register(cluster: Cluster, entry: InFlightNode) -> ClusterError | None:
-    """Register the entry's Node (marking the entry registered); the error that prevented it, if any."""
+def register(cluster: Cluster, entry: InFlightNode, claims: ClaimWriter | None = None) -> ClusterError | None:
+    """Register the entry's Node (marking the entry registered); the error that prevented it, if any. A NodePool's
+    launch (`entry.claim`) gets its NodeClaim first (`claims`), and the Node names it as its owner."""
+    if entry.claim is not None and not entry.claim_created and claims is not None:
+        try:
+            stored = claims.create(entry.claim, entry.claim_status)
+        except ClusterError as error:
+            return error
+        entry.claim_created = True
+        if stored is not None:
+            entry.node["metadata"]["ownerReferences"] = [claim_objects.node_reference(stored)]
     try:
         cluster.create(objects.NODE, entry.node)
     except AlreadyExists:

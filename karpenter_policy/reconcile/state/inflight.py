@@ -38,6 +38,10 @@ class InFlightNode:
     bound: set[str] = field(default_factory=set)  # uids bound by the controller (or found bound elsewhere)
     seen: bool = False  # the cluster showed the Node once
     adopted: bool = False  # launched before a restart or a take-over: its Node is registered here, not created
+    #: a NodePool's launch: the NodeClaim to create before the Node (`reconcile.claims`), and what its status says
+    claim: Obj | None = None
+    claim_status: Obj = field(default_factory=dict)
+    claim_created: bool = False
 
     @property
     def name(self) -> str:

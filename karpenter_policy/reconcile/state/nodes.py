@@ -249,15 +249,34 @@ def node_object(
 
 def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
     """The strategic-merge patch that gives a Node the kubelet registered first the controller's labels,
-    annotations and finalizer."""
+    annotations and finalizer (and a NodePool's node its NodeClaim as owner)."""
     meta = objects.metadata(registered)
-    return {
+    patch: dict[str, Any] = {
         "metadata": {
             "labels": {k: v for k, v in meta["labels"].items() if objects.labels(existing).get(k) != v},
             "annotations": meta["annotations"],
             "finalizers": sorted({*objects.finalizers(existing), wk.TERMINATION_FINALIZER}),
         }
     }
+    if meta.get("ownerReferences"):
+        patch["metadata"]["ownerReferences"] = meta["ownerReferences"]
+    return patch
+
+
+def disrupted_taint_patch(node: Obj, present: bool) -> dict[str, Any] | None:
+    """The merge patch that adds (`present`) or removes Karpenter v1's `karpenter.sh/disrupted:NoSchedule` taint
+    (`RequireNoScheduleTaint`, core pkg/controllers/state/statenode.go at v1.14.1: another effect under that key is
+    replaced), the node's resourceVersion as its precondition (a merge patch replaces the whole list); None when the
+    node is already so."""
+    taints = [t for t in _listed(_part(node, "spec").get("taints")) if isinstance(t, dict)]
+    matching = [t for t in taints if t.get("key") == wk.TAINT_DISRUPTED]
+    has = any(t.get("effect") == "NoSchedule" for t in matching)
+    if has == present and (not present or len(matching) == 1):
+        return None
+    kept = [t for t in taints if t.get("key") != wk.TAINT_DISRUPTED]
+    if present:
+        kept.append({"key": wk.TAINT_DISRUPTED, "effect": "NoSchedule"})
+    return {"metadata": {"resourceVersion": objects.resource_version(node)}, "spec": {"taints": kept or None}}
 
 
 def provider_ids(nodes: Iterable[Obj]) -> set[str]:

@@ -46,6 +46,8 @@ DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 #: The taint of a cordoned node; a pod that tolerates it would be put back on the node it is evicted from.
 UNSCHEDULABLE_TAINT = Taint(wk.TAINT_UNSCHEDULABLE, NO_SCHEDULE)
+#: Karpenter v1's `DisruptedNoScheduleTaint`, on a NodePool's node being disrupted or drained.
+DISRUPTED_TAINT = Taint(wk.TAINT_DISRUPTED, NO_SCHEDULE)
 #: A pod deleted longer ago than this is stuck terminating (its kubelet no longer answers): nothing waits for it.
 STUCK_TERMINATING_AFTER = dt.timedelta(minutes=1)
 #: The pod-spec fields a shape depends on (what `shape_of` reads); for containers only these of their fields.
@@ -116,12 +118,21 @@ def tolerates_unschedulable(pod: Obj) -> bool:
     """It tolerates `node.kubernetes.io/unschedulable:NoSchedule` (Karpenter's `ToleratesUnschedulableTaint`):
     evicted, it could be scheduled back onto the cordoned node, so a drain leaves it (DaemonSets' pods carry this
     toleration). A toleration that is not a map is ignored."""
+    return _tolerates(pod, UNSCHEDULABLE_TAINT)
+
+
+def tolerates_disrupted(pod: Obj) -> bool:
+    """It tolerates `karpenter.sh/disrupted:NoSchedule` (Karpenter v1.14.1's `ToleratesDisruptedNoScheduleTaint`,
+    core pkg/utils/pod/scheduling.go): the drain of a NodePool's node leaves it, as v0.31's leaves a pod tolerating
+    the cordon."""
+    return _tolerates(pod, DISRUPTED_TAINT)
+
+
+def _tolerates(pod: Obj, taint: Taint) -> bool:
     tolerations = (pod.get("spec") or {}).get("tolerations")
     if not isinstance(tolerations, list):
         return False
-    return any(
-        isinstance(t, dict) and Toleration.from_api(t).tolerates(UNSCHEDULABLE_TAINT) for t in tolerations
-    )
+    return any(isinstance(t, dict) and Toleration.from_api(t).tolerates(taint) for t in tolerations)
 
 
 def is_stuck_terminating(deletion_timestamp: str | None, now: dt.datetime) -> bool:

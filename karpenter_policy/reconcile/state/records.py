@@ -117,6 +117,12 @@ class PodRecord:
         """It tolerates a cordoned node's taint (`pods.tolerates_unschedulable`): termination leaves it."""
         return pod_info.tolerates_unschedulable(self.obj)
 
+    @property
+    def tolerates_disrupted(self) -> bool:
+        """It tolerates Karpenter v1's disrupted taint (`pods.tolerates_disrupted`): a NodePool node's drain leaves
+        it."""
+        return pod_info.tolerates_disrupted(self.obj)
+
     def stuck_terminating(self, now: dt.datetime) -> bool:
         """Deleted more than a minute before `now` (`pods.is_stuck_terminating`)."""
         return pod_info.is_stuck_terminating(self.deletion_timestamp, now)

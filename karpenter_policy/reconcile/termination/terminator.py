@@ -3,7 +3,10 @@ through the ``karpenter.sh/termination`` finalizer, as Karpenter v0.31.1's termi
 (`pkg/controllers/termination/controller.go`, `terminator/terminator.go`) does:
 
 1. **cordon**: ``spec.unschedulable`` and the label ``node.kubernetes.io/exclude-from-external-load-balancers:
-   karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node");
+   karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node"); a
+   NodePool's node is tainted ``karpenter.sh/disrupted:NoSchedule`` instead of cordoned (Karpenter v1.14.1's
+   `Terminator.Taint`, core pkg/controllers/node/termination/terminator/terminator.go), and its drain leaves the
+   pods that tolerate that taint instead of those tolerating the cordon;
 2. **drain**: the pods it waits for are those bound to the node that are not finished, not stuck terminating
    (deleted more than a minute ago: a kubelet that no longer answers), not content to stay (they tolerate the
    ``node.kubernetes.io/unschedulable:NoSchedule`` taint — DaemonSets' pods do — so evicted they would come
@@ -21,6 +24,15 @@ became stuck, an instance that vanished, a budget that allows an eviction now. E
 controller that died half-way resumes where the cluster shows it stopped. Nodes without the finalizer, or not
 ours, are left alone.
 
+A NodePool's node whose NodeClaim has a `terminationGracePeriod` drains until its termination time at most: its pods
+are deleted, their grace shortened, when their time before it comes, whatever their PodDisruptionBudgets and
+`karpenter.sh/do-not-disrupt` say (`graceperiod`); such pods are not evicted meanwhile.
+
+A NodePool's node names its NodeClaim as owner (`reconcile.claims`): its first step asks for the claim's deletion
+(the claim's `karpenter.sh/termination` finalizer keeps it), and once the Node is released the claim's finalizer is
+removed as soon as the cloud no longer knows the instance (Karpenter v1.14.1's NodeClaim `finalize`, core
+pkg/controllers/nodeclaim/lifecycle/controller.go: only when `CloudProvider.Delete` says it is not found).
+
 As Karpenter's, each eviction is an Event `Evicted` on the pod and one a budget refused a Warning `FailedDraining`
 on the node (`evicting pod … violates a PDB`), as is every step that leaves pods to wait for; every eviction asked
 of the API is counted by its outcome (`karpenter_policy_evictions_total{outcome}`: evicted, gone, refused,
@@ -34,19 +46,23 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import is_nodepool
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.metrics import TERMINATION as LABEL
 from karpenter_policy.reconcile.result import ReconcileResult, Terminated
+from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+from karpenter_policy.reconcile.termination import graceperiod as grace
 from karpenter_policy.reconcile.termination.eviction import Evictions
 from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
 
@@ -58,11 +74,14 @@ EXCLUDED_BY = "karpenter"
 REQUEUE_SECONDS = 1.0
 
 
-def waited_for(pods: Sequence[PodRecord], now: dt.datetime) -> list[PodRecord]:
-    """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock."""
+def waited_for(pods: Sequence[PodRecord], now: dt.datetime, nodepool: bool = False) -> list[PodRecord]:
+    """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock; on
+    a NodePool's node (`nodepool`) a pod tolerating the disrupted taint is left instead of one tolerating the
+    cordon."""
     return [
         p for p in pods
-        if not p.terminal and not p.daemon and not p.static and not p.tolerates_unschedulable
+        if not p.terminal and not p.daemon and not p.static
+        and not (p.tolerates_disrupted if nodepool else p.tolerates_unschedulable)
         and not p.stuck_terminating(now)
     ]
 
@@ -91,6 +110,10 @@ class Terminator:
         self._terminating: set[str] = set()
         self._finished: set[str] = set()  # uids whose finalizer we removed (a late event must not drain them again)
         self._looked_up: dict[str, float] = {}  # node name → when its instance was last looked up
+        self._claims_asked: set[str] = set()  # NodeClaims whose deletion was asked
+        #: NodeClaim → its instance and its node's labels: released (and counted) once the instance is gone
+        self._claims_waiting: dict[str, tuple[str, Mapping[str, str]]] = {}
+        self._deadlines: dict[str, dt.datetime | None] = {}  # node uid → its termination time (`graceperiod`)
         self._lock = threading.Lock()
         self.wake = threading.Event()
         self.state.subscribe(self._on_change)
@@ -154,18 +177,42 @@ class Terminator:
             except (ClusterError, CloudError) as error:
                 done.errors.append(f"terminating node {name}: {error}")
         self.evictions.keep_only(waiting)
-        if self.draining:
+        self._finish_claims(done)
+        if self.draining or self._claims_waiting:
             done.due = self.context.clock() + REQUEUE_SECONDS
         return done
+
+    def _finish_claims(self, done: Terminated) -> None:
+        """Remove the finalizer of each NodeClaim whose Node is released once its instance is gone."""
+        for claim, (instance, labels) in sorted(self._claims_waiting.items()):
+            try:
+                if instance and self.cloud.get(instance) is not None:
+                    continue
+                if self.context.claims.release(claim):
+                    del self._claims_waiting[claim]
+                    self._claims_asked.discard(claim)
+                    self.metrics.nodeclaims_terminated.labels(  # v1.14.1's lifecycle controller.go `finalize`
+                        labels.get(wk.NODEPOOL, ""), labels.get(wk.CAPACITY_TYPE, ""), labels.get(wk.ZONE, "")
+                    ).inc()
+            except (ClusterError, CloudError) as error:
+                done.errors.append(f"releasing nodeclaim {claim}: {error}")
 
     def _step(self, node: NodeRecord, done: Terminated) -> list[PodRecord]:
         """One step for one node; the pods it still waits for."""
         self._cordon(node, done)
+        claim = claim_of_node(node.obj)
+        if claim is not None and claim not in self._claims_asked:
+            self.context.claims.delete(claim)
+            self._claims_asked.add(claim)
         now = self.context.wall_clock()
         on_node = self.state.pods_on(node.name)
         self._note_stuck(node, on_node, now)
-        pods = waited_for(on_node, now)
-        for pod in to_evict(pods):
+        nodepool = is_nodepool(node.provisioner or "")
+        pods = waited_for(on_node, now, nodepool)
+        deadline = self._termination_time(node, claim) if claim is not None else None
+        deleted = self._delete_expiring(pods, deadline, now, done) if deadline is not None else set()
+        evictable = [p for p in pods if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))]
+        for pod in to_evict(evictable):
             self._evict(node, pod, done)
         if pods:
             if self._instance_gone(node):
@@ -182,8 +229,63 @@ class Terminator:
         self._release(node, done)
         return []
 
+    def _termination_time(self, node: NodeRecord, claim: str) -> dt.datetime | None:
+        """The node's termination time from its NodeClaim (`graceperiod`), written on the claim once and remembered
+        per node; None when the claim has no terminationGracePeriod (or is gone)."""
+        if node.uid in self._deadlines:
+            return self._deadlines[node.uid]
+        found = self.context.claims.read(claim)
+        deadline = None
+        if found is not None:
+            asked = objects.deletion_timestamp(found) or node.deletion_timestamp
+            try:
+                requested = objects.parse_time(asked) if asked else self.context.wall_clock()
+            except ValueError:
+                requested = self.context.wall_clock()
+            deadline = grace.termination_time(found, requested)
+            if deadline is not None:
+                stamp = objects.format_time(deadline)
+                if grace.TERMINATION_TIMESTAMP not in objects.annotations(found):
+                    self.context.claims.annotate(claim, {grace.TERMINATION_TIMESTAMP: stamp})
+                self.events.publish(events.termination_grace_period_expiring(node.obj, stamp))
+                self._once("deadline", node.name, "all pods of node %s will be deleted by %s", node.name, stamp,
+                           node=node.name, nodeclaim=claim)
+        if len(self._deadlines) > 100_000:
+            self._deadlines.clear()
+        self._deadlines[node.uid] = deadline
+        return deadline
+
+    def _delete_expiring(
+        self, pods: Sequence[PodRecord], deadline: dt.datetime, now: dt.datetime, done: Terminated
+    ) -> set[str]:
+        """Delete the pods whose time has come before the termination time (`graceperiod`); their uids."""
+        deleted = set()
+        stamp = objects.format_time(deadline)
+        for pod in pods:
+            if not grace.due_for_deletion(pod, deadline, now):
+                continue
+            seconds = grace.shortened_grace(deadline, now)
+            with contextlib.suppress(NotFound):
+                self.cluster.delete(objects.POD, pod.name, pod.namespace, grace_period_seconds=seconds)
+            deleted.add(pod.uid)
+            done.evicted.append(pod.key)
+            self.events.publish(events.disrupt_pod_delete(pod.obj, seconds, grace.pod_grace_seconds(pod.obj), stamp))
+            self._once("graceperiod", pod.key, "deleting pod %s with %ds of grace: its node terminates at %s",
+                       pod.key, seconds, stamp, pod=pod.key)
+        return deleted
+
     def _cordon(self, node: NodeRecord, done: Terminated) -> None:
         label = wk.EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS
+        if is_nodepool(node.provisioner or ""):  # v1.14.1's `Terminator.Taint`: the disrupted taint, no cordon
+            taint = node_info.disrupted_taint_patch(node.obj, True)
+            if taint is None and node.labels.get(label) == EXCLUDED_BY:
+                return
+            patch = taint or {"metadata": {}}
+            patch["metadata"]["labels"] = {label: EXCLUDED_BY}
+            self.cluster.patch(objects.NODE, node.name, patch)
+            done.cordoned.append(node.name)
+            self._once("cordon", node.name, "tainted node", node=node.name, taint=f"{wk.TAINT_DISRUPTED}:NoSchedule")
+            return
         if node.unschedulable and node.labels.get(label) == EXCLUDED_BY:
             return
         patch = {"spec": {"unschedulable": True}, "metadata": {"labels": {label: EXCLUDED_BY}}}
@@ -228,6 +330,10 @@ class Terminator:
 
     def _release(self, node: NodeRecord, done: Terminated) -> None:
         remove_finalizer(self.cluster, node.name)
+        claim = claim_of_node(node.obj)
+        if claim is not None:
+            self._claims_waiting[claim] = (node.instance_id, dict(node.labels))
+        self._deadlines.pop(node.uid, None)
         with self._lock:
             self._terminating.discard(node.name)  # done: the state showing it a moment longer changes nothing
             self._finished.add(node.uid)

@@ -28,7 +28,7 @@ EXTRA_KINDS: tuple[Kind, ...] = (
 ALL_KINDS: tuple[Kind, ...] = (*objects.KINDS, *EXTRA_KINDS)
 #: Custom resources (Karpenter's), served only by a server given them (``ApiEmulator.crds``): a cluster without
 #: their CRD answers 404 for them and leaves them out of discovery.
-CRD_KINDS: tuple[Kind, ...] = (objects.NODE_CLAIM, objects.MACHINE, objects.EC2_NODE_CLASS)
+CRD_KINDS: tuple[Kind, ...] = (objects.NODE_CLAIM, objects.NODE_POOL, objects.MACHINE, objects.EC2_NODE_CLASS)
 #: Kinds that are answered (create only) and never stored.
 REVIEWS: frozenset[Kind] = frozenset({SELF_SUBJECT_ACCESS_REVIEW})
 #: Kinds whose ``metadata.generation`` counts changes to their spec (what ``kubectl rollout status`` compares with

@@ -1,0 +1,92 @@
+"""The lifecycle conditions of a NodePool's NodeClaims, from what the cluster shows of their Nodes, as Karpenter
+v1.14.1's NodeClaim lifecycle controller sets them (core pkg/controllers/nodeclaim/lifecycle/): `Registered` (and
+`status.nodeName`) once the Node's kubelet joined (`registration.go`), `Initialized` once the Node is labelled
+`karpenter.sh/initialized` — Ready, its startup taints gone (`initialization.go`) —, and with the three (`Launched`
+is set at creation, `reconcile.claims.writer`) `Ready`.
+
+It follows the state: a Node of ours that names a NodeClaim as owner and whose joined or initialized changed is
+looked at in the next provisioning step; a write that failed is tried again at the next one. A claim written once
+is not written again for the same stage, however late the state shows the change.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.reconcile.claims import conditions
+from karpenter_policy.reconcile.claims.objects import claim_of_node
+from karpenter_policy.reconcile.claims.writer import CLAIMS
+from karpenter_policy.reconcile.context import Context
+from karpenter_policy.reconcile.state.cluster import Change
+from karpenter_policy.reconcile.state.records import NodeRecord
+
+#: What a claim's Node showed: (kubelet joined, labelled initialized).
+Stage = tuple[bool, bool]
+
+
+class ClaimLifecycle:
+    """See the module docstring. `on_dirty` wakes the provisioning thread (set by its owner)."""
+
+    def __init__(self, context: Context, on_dirty: Callable[[], None]) -> None:
+        self.context = context
+        self.on_dirty = on_dirty
+        self._lock = threading.Lock()
+        self._dirty: dict[str, tuple[str, Stage]] = {}  # claim → (node, stage seen)
+        self._written: dict[str, Stage] = {}  # claim → stage written
+        context.state.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        if change.kind != "node":
+            return
+        after = change.after
+        if not isinstance(after, NodeRecord):
+            before = change.before
+            if isinstance(before, NodeRecord) and (claim := claim_of_node(before.obj)) is not None:
+                with self._lock:
+                    self._written.pop(claim, None)
+                    self._dirty.pop(claim, None)
+            return
+        if not after.ours or after.deleting:
+            return
+        claim = claim_of_node(after.obj)
+        if claim is None:
+            return
+        stage = (after.joined, after.labelled_initialized)
+        with self._lock:
+            if self._written.get(claim) == stage or stage == (False, False):
+                return
+            self._dirty[claim] = (after.name, stage)
+        self.on_dirty()
+
+    @property
+    def pending(self) -> bool:
+        """Some claim waits for its conditions to be written."""
+        return bool(self._dirty)
+
+    def sync(self) -> None:
+        """Write the conditions of the claims whose Node changed."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, {}
+        writer = self.context.claims
+        for claim, (node, stage) in sorted(dirty.items()):
+            joined, initialized = stage
+            try:
+                if joined or initialized:
+                    writer.set_true(claim, conditions.REGISTERED, node_name=node)
+                if initialized:
+                    writer.set_true(claim, conditions.INITIALIZED)
+            except ClusterError as error:
+                CLAIMS.warning(
+                    "could not write the conditions of nodeclaim %s, %s", claim, error,
+                    extra=self.context.fields(nodeclaim=claim, node=node),
+                )
+                with self._lock:
+                    self._dirty.setdefault(claim, (node, stage))
+                continue
+            with self._lock:
+                self._written[claim] = stage
+
+
+__all__ = ["ClaimLifecycle"]

@@ -1,0 +1,76 @@
+"""Karpenter v1.14.1's metric names for a NodePool's nodes, scraped over HTTP from the controller's real /metrics
+(`tests/promscrape.py`): `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`,
+`…_disrupted_total{reason, nodepool, capacity_type}`, `…_terminated_total{nodepool, capacity_type, zone}`,
+`karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}` (and `…_by_nodepool_total`),
+`karpenter_nodepools_limit` and `karpenter_nodepools_usage{resource_type, nodepool}` (core pkg/metrics/metrics.go,
+pkg/controllers/disruption/metrics.go, pkg/controllers/metrics/nodepool/controller.go) — beside v0.31's names, which a
+Provisioner's nodes keep and a NodePool's no longer get."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from promscrape import scrape, serving
+
+from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
+from karpenter_policy.testing import Scene, compile_policies
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "v1" / "controller" / "policies"
+CONSOLIDATION = Path(__file__).resolve().parent / "data" / "v1consolidation"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_policies(EXAMPLE, tmp_path_factory.mktemp("v1metrics") / "build")
+
+
+@pytest.fixture(scope="module")
+def consolidation(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_policies(CONSOLIDATION, tmp_path_factory.mktemp("v1metrics-c") / "build")
+
+
+def test_launches_are_counted_under_v1_names_for_nodepools_and_v031_names_for_provisioners(example: Path) -> None:
+    scene = Scene(example)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+    controller = scene.controller()
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        controller.feed.sync()
+        found = scrape(port)
+    assert found.types["karpenter_nodeclaims_created_total"] == "counter"
+    assert found.value("karpenter_nodeclaims_created_total", reason="provisioning", nodepool="default",
+                       min_values_relaxed="false") == 1
+    assert found.value("karpenter_machines_created", reason="provisioning", provisioner="default") == 1
+    assert not found.of("karpenter_machines_created", provisioner="NodePool/default")
+    assert found.value("karpenter_nodepools_limit", resource_type="nodes", nodepool="batch") == 2
+    assert found.value("karpenter_nodepools_usage", resource_type="cpu", nodepool="default") > 0
+    assert not any(s.labels.get("provisioner", "").startswith("NodePool/")
+                   for s in found.of("karpenter_provisioner_usage"))
+
+
+def test_a_consolidation_is_a_voluntary_disruption_decision_and_its_claim_is_disrupted_then_terminated(
+    consolidation: Path,
+) -> None:
+    """An empty node of `under` (consolidateAfter 0s): launched for a pod that then goes, consolidated as empty."""
+    scene = Scene(consolidation, types=["m5.large", "m5.xlarge", "m5.2xlarge"])
+    scene.add_pod("app", cpu="100m", nodeSelector={wk.NODEPOOL: "under"})
+    controller = scene.controller(consolidation_validation=0)
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        (node,) = scene.nodes()
+        zone = objects.labels(scene.nodes()[node])[wk.ZONE]
+        scene.cluster.delete(objects.POD, "app", "default")
+        scene.run(controller, 180, until=lambda: node not in scene.nodes() and not scene.nodeclaims())
+        found = scrape(port)
+    labels = {"decision": "delete", "reason": "empty", "consolidation_type": "empty"}
+    assert found.value("karpenter_voluntary_disruption_decisions_total", **labels) == 1
+    assert found.value("karpenter_voluntary_disruption_decisions_by_nodepool_total", nodepool="under", **labels) == 1
+    assert found.value("karpenter_nodeclaims_disrupted_total", reason="empty", nodepool="under",
+                       capacity_type="on-demand") == 1
+    assert found.value("karpenter_nodeclaims_terminated_total", nodepool="under", capacity_type="on-demand",
+                       zone=zone) == 1
+    assert found.total("karpenter_deprovisioning_actions_performed") == 0

@@ -1,0 +1,98 @@
+"""NodeClaims over real HTTP: the controller (on `Scene`, virtual time) writes through `KubeCluster` to the test API
+server, which serves NodeClaims and NodePools as their CRDs do (tests/kube/emulator.py), and `kubectl get
+nodeclaims` — a client nobody here wrote — shows them with the CRD's printer columns (Type, Capacity, Zone, Node,
+Ready, Age; with -o wide ImageID, ID, NodePool, NodeClass, Drifted), as on a Karpenter v1.14.1 cluster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kube.conftest import FAST_BACKOFF, Kubectl, kubectl_binary
+from kube.emulator import EmulatorThread
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.client import KubeCluster
+from karpenter_policy.model import labels as wk
+from karpenter_policy.testing import Scene, compile_policies
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "v1" / "controller"
+
+
+POD = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"nodeSelector": {wk.NODEPOOL: "default"},
+             "containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]},
+}
+
+
+@pytest.fixture()
+def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
+    crds = frozenset({objects.NODE_CLAIM, objects.NODE_POOL})
+    with EmulatorThread(seed_namespaces=True, crds=crds) as server:
+        config = server.write_kubeconfig(tmp_path / "kubeconfig")
+        cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
+        try:
+            yield Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
+        finally:
+            cluster.close()
+
+
+def test_kubectl_get_nodeclaims_shows_the_controllers_claims_with_the_crds_columns(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
+    kubectl.cluster.create(objects.NODE_POOL, {"metadata": {"name": "default"}, "spec": {}})
+    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    scene.run(controller, 30)  # the kubelets' stand-in joins and initializes the node
+    (claim,) = json.loads(kubectl("get", "nodeclaims", "-o", "json").stdout)["items"]
+    name = objects.name(claim)
+    node = claim["status"]["nodeName"]
+    labels = objects.labels(claim)
+
+    table = kubectl("get", "nodeclaims").stdout.splitlines()
+    assert table[0].split() == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    row = table[1].split()
+    assert row[:6] == [name, labels[wk.INSTANCE_TYPE], "on-demand", labels[wk.ZONE], node, "True"]
+
+    wide = kubectl("get", "nodeclaims", "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE", "IMAGEID", "ID",
+                               "NODEPOOL", "NODECLASS", "DRIFTED"]
+    cells = wide[1].split()
+    # ImageID, ID, NodePool, NodeClass; Drifted is blank (no such condition: the node has not drifted)
+    assert cells[7:] == [claim["status"]["imageID"], claim["status"]["providerID"], "default", "default"]
+    owners = objects.metadata(claim)["ownerReferences"]
+    assert [(o["kind"], o["name"]) for o in owners] == [("NodePool", "default")]
+    shown = kubectl("get", "node", node, "-o", "json").stdout
+    assert [(o["kind"], o["name"]) for o in json.loads(shown)["metadata"]["ownerReferences"]] == [("NodeClaim", name)]
+
+    kubectl("delete", "node", node, "--wait=false")
+    scene.run(controller, 60, until=lambda: not kubectl("get", "nodeclaims", "-o", "name").stdout.strip())
+    assert kubectl("get", "nodeclaims", "-o", "name").stdout.strip() == ""
+
+
+def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_path: Path) -> None:
+    """A cluster that does not serve NodeClaims (404 on create): the node is registered and its pod bound, without a
+    claim — never a launch left hanging for want of one."""
+    with EmulatorThread(seed_namespaces=True) as server:
+        config = server.write_kubeconfig(tmp_path / "kubeconfig")
+        cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
+        try:
+            kubectl = Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
+            scene = Scene(compile_policies(EXAMPLE / "policies", tmp_path / "build"), cluster=cluster)  # type: ignore[arg-type]
+            kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+            controller = scene.controller()
+            scene.run(controller, 120, until=lambda: not scene.unbound())
+            assert scene.unbound() == []
+            (node,) = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+            assert objects.labels(node)[wk.NODEPOOL] == "default"
+            assert "ownerReferences" not in objects.metadata(node)
+            assert kubectl("get", "nodeclaims", check=False).returncode != 0
+        finally:
+            cluster.close()
