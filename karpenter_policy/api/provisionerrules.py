@@ -15,9 +15,11 @@ import yaml
 
 from karpenter_policy.api import aws
 from karpenter_policy.api.metadata import metadata_violations
+from karpenter_policy.api.v1.goduration import MAX_DURATION_SECONDS
 from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
     DEPRECATED_PROVIDER,
+    DURATION_OVERFLOW,
     INVALID_REQUIREMENT,
     INVALID_SPEC,
     QUANTITY_OUT_OF_RANGE,
@@ -223,10 +225,21 @@ def _taints(spec: Mapping[str, Any]) -> Iterator[Violation]:
 
 
 def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
+    consolidation = spec.get("consolidation") or {}
     for field in ("ttlSecondsAfterEmpty", "ttlSecondsUntilExpired"):
         value = spec.get(field)
         if isinstance(value, int) and value < 0:
             yield Violation(INVALID_SPEC, ("spec", field), f"{field} cannot be negative ({value})")
+        converted = field == "ttlSecondsUntilExpired" or not (
+            isinstance(consolidation, Mapping) and consolidation.get("enabled") is True)
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_DURATION_SECONDS and converted:
+            # core pkg/utils/nodepool/nodepool.go New: lo.Must(time.ParseDuration(fmt.Sprintf("%ds", ttl)))
+            yield Violation(
+                DURATION_OVERFLOW, ("spec", field),
+                f"{field} {value} is more seconds than Go's time.Duration holds ({MAX_DURATION_SECONDS}, about 292 "
+                "years): Karpenter v0.31 converts it with time.ParseDuration under lo.Must, which panics in every "
+                "controller that reads this Provisioner; leave the field out for no limit",
+            )
     expiry = spec.get("ttlSecondsUntilExpired")
     if isinstance(expiry, int) and not isinstance(expiry, bool) and 0 <= expiry < CHURNING_EXPIRY_SECONDS:
         yield Violation(
@@ -237,8 +250,8 @@ def _ttls(spec: Mapping[str, Any]) -> Iterator[Violation]:
             "take minutes, and evict every pod), and a replacement that expires before it is ready is replaced "
             "in turn, without end; use hours or days (2592000 is 30 days), or leave it out",
         )
-    consolidation = spec.get("consolidation") or {}
-    if consolidation.get("enabled") is True and spec.get("ttlSecondsAfterEmpty") is not None:
+    if isinstance(consolidation, Mapping) and consolidation.get("enabled") is True and (
+            spec.get("ttlSecondsAfterEmpty") is not None):
         yield Violation(
             INVALID_SPEC,
             ("spec", "ttlSecondsAfterEmpty"),

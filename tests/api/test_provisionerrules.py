@@ -16,6 +16,7 @@ from karpenter_policy.api.provisionerrules import validate_provisioner
 from karpenter_policy.api.violations import (
     DEPRECATED_LABEL,
     DEPRECATED_PROVIDER,
+    DURATION_OVERFLOW,
     INVALID_REQUIREMENT,
     INVALID_SPEC,
     RESTRICTED_LABEL,
@@ -402,6 +403,25 @@ TTL_CASES = [
     Case(
         "ttl-until-expired-negative", {("spec", "ttlSecondsUntilExpired"): -30},
         (Expect(INVALID_SPEC, ("spec", "ttlSecondsUntilExpired"), "cannot be negative (-30)"),),
+    ),
+    # core v0.31.1 pkg/utils/nodepool/nodepool.go New: lo.Must(time.ParseDuration("<n>s")) panics past int64 ns
+    Case("ttl-until-expired-go-max", {("spec", "ttlSecondsUntilExpired"): 9_223_372_036}),
+    Case(
+        "ttl-until-expired-past-go-max", {("spec", "ttlSecondsUntilExpired"): 9_223_372_037},
+        (Expect(DURATION_OVERFLOW, ("spec", "ttlSecondsUntilExpired"), "lo.Must, which panics"),),
+    ),
+    Case(
+        "ttl-until-expired-int64-max", {("spec", "ttlSecondsUntilExpired"): 2**63 - 1},
+        (Expect(DURATION_OVERFLOW, ("spec", "ttlSecondsUntilExpired"), "holds (9223372036, about 292 years)"),),
+    ),
+    Case("ttl-after-empty-go-max", {CONSOLIDATION: DELETE, AFTER_EMPTY: 9_223_372_036}),
+    Case(
+        "ttl-after-empty-past-go-max", {CONSOLIDATION: DELETE, AFTER_EMPTY: 9_223_372_037},
+        (Expect(DURATION_OVERFLOW, AFTER_EMPTY, "ttlSecondsAfterEmpty 9223372037 is more seconds"),),
+    ),
+    Case(  # with consolidation Karpenter never converts ttlSecondsAfterEmpty: only the webhook's own refusal
+        "ttl-after-empty-past-go-max-with-consolidation", {AFTER_EMPTY: 9_223_372_037},
+        (Expect(INVALID_SPEC, AFTER_EMPTY, "mutually exclusive"),),
     ),
 ]
 

@@ -1,6 +1,7 @@
 """The rules of Karpenter v1 objects (NodePool, NodeClaim, EC2NodeClass at v1.14.1): what the API server's CEL
-rules and Karpenter's runtime validation refuse (`api/v1/`). Neither can be silenced: Karpenter refuses the object,
-or never makes it Ready, whatever a directive says.
+rules and Karpenter's runtime validation refuse (`api/v1/`), and a duration Karpenter's Go cannot hold (in a v1 object
+or a v1alpha5 Provisioner's TTL). None can be silenced: Karpenter refuses the object, never makes it Ready, or cannot
+read it, whatever a directive says.
 
 One declaration per rule (`rule.Rule`); `index.py` collects them.
 """
@@ -60,4 +61,25 @@ MIN_VALUES = Rule(
 )
 
 
-RULES = (CEL_RULE, RUNTIME_VALIDATION, MIN_VALUES)
+DURATION_OVERFLOW = Rule(
+    id="duration-overflow",
+    severity=ERROR,
+    summary="A duration the CRD admits but Go's time.Duration cannot hold (over 2562047h47m16.854775807s).",
+    description=(
+        "Karpenter keeps every duration in Go's time.Duration, an int64 of nanoseconds: at most "
+        "2562047h47m16.854775807s, about 292 years. The CRDs' patterns bound the digits of neither. In v1, "
+        "consolidateAfter and expireAfter (NillableDuration), terminationGracePeriod and a budget's duration "
+        "(metav1.Duration) are decoded with time.ParseDuration, which refuses a longer value: the API server stores "
+        "the object, but Karpenter's controller cannot decode it. In v1alpha5, Karpenter v0.31 converts "
+        "ttlSecondsUntilExpired (and ttlSecondsAfterEmpty without consolidation) with "
+        "time.ParseDuration(\"<n>s\") under lo.Must, which panics beyond 9223372036 seconds. It cannot be silenced."
+    ),
+    karpenter=(
+        "core-v1 pkg/apis/v1/duration.go: NillableDuration.UnmarshalJSON; "
+        "core pkg/utils/nodepool/nodepool.go: New"
+    ),
+    silenceable=False,
+)
+
+
+RULES = (CEL_RULE, RUNTIME_VALIDATION, MIN_VALUES, DURATION_OVERFLOW)

@@ -27,7 +27,7 @@ from karpenter_policy.checks.source.workloads import LocatedWorkload
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import price_key
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Pod, Scheduler
-from karpenter_policy.scheduling.evaluate import evaluate
+from karpenter_policy.scheduling.evaluate import Evaluator
 
 __all__ = ["LandingNode", "LandingSet", "NodeDifference", "compare_landings", "landing_sets"]
 
@@ -83,7 +83,7 @@ def landing_sets(
     checked: Sequence[CheckedProvisioner], workloads: Sequence[LocatedWorkload], catalog: Catalog
 ) -> list[LandingSet]:
     """The landing set of each workload (DaemonSets left out) on the pools `checked` (module doc)."""
-    scheduler = Scheduler(templates_for(checked, InstanceTable.of_catalog(catalog)))
+    evaluator = Evaluator(Scheduler(templates_for(checked, InstanceTable.of_catalog(catalog))))
     pools = {c.key: c for c in checked}
     found: list[LandingSet] = []
     for workload in workloads:
@@ -92,7 +92,7 @@ def landing_sets(
         if workload.shape.refused:
             found.append(LandingSet(workload, {}, "Karpenter refuses its pods"))
             continue
-        evaluation = evaluate(Pod(workload.name, workload.shape, owner=workload.ref), scheduler)
+        evaluation = evaluator.evaluate(Pod(workload.name, workload.shape, owner=workload.ref))
         nodes: dict[LandingNode, CheckedProvisioner] = {}
         for candidate in evaluation.candidates:
             labels, taints = _node_of(candidate.template)

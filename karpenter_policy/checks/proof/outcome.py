@@ -22,6 +22,7 @@ from karpenter_policy.api.workloads import scale_key
 from karpenter_policy.checks.source.workloads import LocatedWorkload
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.pools import owner_labels
 from karpenter_policy.model.requirements import Operator
 from karpenter_policy.scheduling import (
     ClaimPlan,
@@ -137,7 +138,10 @@ def plan_passes(
 
 def _in_flight(claim: ClaimPlan, template: NodeClaimTemplate, index: int) -> ExistingNode:
     """The node a claim launches, in flight: the launch's instance type, zone and capacity type, its labels (the
-    type's, the template's, the claim's single-valued requirements), its pods and the DaemonSet pods."""
+    type's, the template's, the claim's single-valued requirements, and its pool's owner label as Karpenter sets
+    it: `karpenter.sh/provisioner-name` for a Provisioner; `karpenter.sh/nodepool`, never the former, for a
+    NodePool, as core-v1 pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go `NewNodeClaimTemplate`
+    labels its NodeClaims), its pods and the DaemonSet pods."""
     table = template.table
     launch = claim.launch
     assert launch is not None
@@ -149,7 +153,7 @@ def _in_flight(claim: ClaimPlan, template: NodeClaimTemplate, index: int) -> Exi
         if found.operator() == Operator.IN and len(found.values) == 1 and not wk.is_restricted_node_label(key):
             labels.setdefault(key, next(iter(found.values)))
     labels.update(template.labels)
-    labels[wk.PROVISIONER_NAME] = template.name
+    labels.update(owner_labels(template.name))  # a NodePool's node: karpenter.sh/nodepool, never provisioner-name
     name = f"planned-node-{index:04d}"
     labels[wk.HOSTNAME] = name
     return ExistingNode(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
@@ -57,7 +57,7 @@ from karpenter_policy.scheduling import (
     SchedulerOptions,
     TopologyRules,
 )
-from karpenter_policy.scheduling.evaluate import Candidate, Evaluation, evaluate
+from karpenter_policy.scheduling.evaluate import Candidate, Evaluation, Evaluator, evaluation_key
 from karpenter_policy.scheduling.plan import ClaimPlan, ranked_refusals, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
 from karpenter_policy.scheduling.reasons import format_resource
@@ -312,10 +312,10 @@ class _Alone:
     could: tuple[str, ...]
 
 
-def _alone(workload: LocatedWorkload, scheduler: Scheduler) -> _Alone:
+def _alone(workload: LocatedWorkload, evaluator: Evaluator) -> _Alone:
     if workload.shape.refused:
         return _Alone(None, ())
-    evaluation = evaluate(Pod(workload.name, workload.shape, owner=workload.ref), scheduler)
+    evaluation = evaluator.evaluate(Pod(workload.name, workload.shape, owner=workload.ref))
     return _Alone(evaluation, tuple(c.template.name for c in evaluation.candidates))
 
 
@@ -413,9 +413,19 @@ def schedule(
     if priced is not None and priced is not catalog:
         pricing = templates_for(checked, InstanceTable.of_catalog(priced), min_values_policy)
     alone: dict[PodShape, _Alone] = {}
+    alike: dict[Hashable, _Alone] = {}  # by `evaluation_key`: pod templates that only differ in names and labels
+    evaluator = Evaluator(scheduler)
     for workload in workloads:  # each pod template alone first: the plan's many claims would crowd the caches
-        if not workload.is_daemon_set and workload.shape not in alone:
-            alone[workload.shape] = _alone(workload, scheduler)
+        if workload.is_daemon_set or workload.shape in alone:
+            continue
+        key = evaluation_key(workload.shape)
+        known = alike.get(key)
+        if known is None:
+            known = alike[key] = _alone(workload, evaluator)
+        elif known.evaluation is not None:
+            known = _Alone(known.evaluation.for_pod(workload.shape, scheduler.tolerate_prefer_no_schedule),
+                           known.could)
+        alone[workload.shape] = known
     plan = plan_of(pricing, workloads, replicas, options)
     templates = {t.name: t for t in scheduler.templates}
     found = outcomes(plan, replicas, list(templates))
