@@ -30,6 +30,7 @@ from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import pool_key
 from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
 
@@ -46,8 +47,6 @@ def is_true(value: str | None) -> bool:
     return value == "true"
 
 
-#: How the scheduler names a NodePool's template (`CheckedProvisioner.key`): a Provisioner of the same name stays apart.
-NODEPOOL_PREFIX = "NodePool/"
 #: `spec.expireAfter: Never` (Karpenter's NillableDuration without a duration).
 NEVER = "Never"
 
@@ -96,7 +95,7 @@ class FleetNode:
     def owner(self) -> str | None:
         """What the node belongs to as the scheduler names it: a Provisioner's name, `NodePool/<name>` (None: not
         Karpenter's)."""
-        return f"{NODEPOOL_PREFIX}{self.nodepool}" if self.nodepool is not None else self.provisioner
+        return pool_key(self.nodepool, True) if self.nodepool is not None else self.provisioner
 
 
 @dataclass(frozen=True, slots=True)
