@@ -209,7 +209,7 @@ def _candidate(rollout: Rollout, fleet: Fleet, name: str, drift: NodeDrift, pdbs
     if drain.blocked is not None:
         rollout.blocked.append(drain.blocked)
         return None
-    _, failures = replacements.place([p.pod for p in pods if p.pod is not None])
+    failures = replacements.place([p.pod for p in pods if p.pod is not None]).failures
     if failures:
         movable = [p for p in pods if p.pod is not None]
         for index, why in sorted(failures.items()):
@@ -294,7 +294,7 @@ def _expire_waiting(waiting: dict[str, deque[tuple[int, _Candidate]]], now: floa
 
 def _start(rollout: Rollout, candidate: _Candidate, pools: _Pools, moment: dt.datetime, now: float,
            timing: Timing, replacements: Replacements) -> None:
-    launched, _ = replacements.place([p.pod for p in candidate.pods if p.pod is not None])
+    launched = replacements.place([p.pod for p in candidate.pods if p.pod is not None]).replacements
     startup = timing.node_startup if launched else 0.0
     wave = Wave(len(rollout.waves), moment, DRIFT, [candidate.name], launched,
                 Counter(p.workload for p in candidate.pods), candidate.drain.seconds, dict(candidate.drain.slowed))
