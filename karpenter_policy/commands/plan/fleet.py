@@ -72,6 +72,8 @@ class Claim:
     drifted_since: dt.datetime | None = None
     #: the AMI it was launched with (`status.imageID`; None: not there)
     image_id: str | None = None
+    #: when a pod was last bound to it or left it (`status.lastPodEventTime`; None: not there)
+    last_pod_event: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +289,7 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             drifted=drifted is not None,
             drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
             image_id=status.get("imageID") or None,
+            last_pod_event=_time(status.get("lastPodEventTime")),
         )
     return by_node
 
