@@ -261,8 +261,7 @@ class _Run:
                 if target is None:  # a DaemonSet's or a finished pod: it goes with its node
                     self.state.apply(objects.POD, "DELETED", record.obj)
                     continue
-                moved = copy.deepcopy(record.obj)
-                moved["spec"]["nodeName"] = target
+                moved = {**record.obj, "spec": {**record.obj["spec"], "nodeName": target}}  # the rest shared
                 self.pod_events[target] = self.now
                 self.state.apply(objects.POD, "MODIFIED", moved)
             node = self.state.node(name)
