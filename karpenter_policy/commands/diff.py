@@ -170,10 +170,12 @@ def load_side(
     values: Mapping[str, Any] | None = None,
     workload_paths: Sequence[str] = (),
     today: date | None = None,
+    min_values_policy: str = STRICT,
 ) -> Side:
     """Check one side: a directory (PATHS relative to it) or a git revision (PATHS relative to the current
     directory, read as of that revision into `scratch`). The v1 NodePools' budgets are looked at over the week
-    holding `today` (the current day when None), in UTC."""
+    holding `today` (the current day when None), in UTC; their unmet minValues judged under `min_values_policy`
+    (the `min-values` rule: an error under Strict, a warning under BestEffort, as `check`)."""
     repository = None if os.path.isdir(spec) else find_repository(os.curdir)
     if os.path.isdir(spec):
         root, kind = spec, "directory"
@@ -191,7 +193,8 @@ def load_side(
         raise DiffError(f"{spec!r} is neither a directory nor a git revision{shallow_hint(repository)}")
     targets = [os.path.normpath(os.path.join(root, p)) for p in present]
     policies = (
-        load_repository(targets, values, prove=True, catalog=catalog, timeout_ms=timeout_ms)
+        load_repository(targets, values, prove=True, catalog=catalog, timeout_ms=timeout_ms,
+                        min_values_policy=min_values_policy)
         if targets
         else PolicyRepository(Report())
     )
@@ -1127,6 +1130,7 @@ def diff_command(
                     values=values,
                     workload_paths=workload_paths,
                     today=today,
+                    min_values_policy=flags.min_values_policy,
                 )
                 for label, spec in (("base", base), ("head", head))
             ]

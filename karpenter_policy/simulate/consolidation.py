@@ -12,12 +12,21 @@ the catalog when the snapshot has none. Whether it is initialized is what the sn
 not initialized — never a candidate, and no room for the pods of one (Karpenter v0.31 takes and counts only
 initialized nodes).
 
+A NodePool's node follows Karpenter v1.14.1 as the controller decides for it (`consolidationPolicy`, budgets per
+reason — `Empty`, `Underutilized` —, `do-not-disrupt` only when "true"): it is consolidatable once the NodePool's
+`consolidateAfter` has passed since its NodeClaim's `status.lastPodEventTime` (else since its creation; `Never`:
+never), and a node that takes pods in a move has a pod event then — it is not consolidatable again within the moves
+(`consolidateAfter` has not passed; `0s` excepted). Why such a node is not a candidate reads in v1.14.1's words
+(`disruption/consolidation.go` `ShouldDisrupt`, `disruption/emptiness.go`, `state/statenode.go`
+`ValidateNodeDisruptable`, `disruption/events/events.go`). What differs from v1.14.1: multi-node consolidation
+takes candidates by disruption cost, as v0.31 (v1.14.1 sorts by price over disruption cost), and one command runs
+at a time.
+
 A command is carried out as the controller ends it: the pods of the nodes it removes go where its scheduling
 simulation put them (room on other nodes, or the new node it launches, the cheapest offering of the command's
 options), and the nodes are gone. A replacement is a candidate of a later command only once initialized: here, at
 once (the move is complete when its replacement is up). Expiry and drift are left out (decided from the consolidation
-stages on: BASE = HEAD changes nothing), and so are v1 NodePools' nodes (a note says so): Karpenter v1.14.1's
-`consolidationPolicy`, `consolidateAfter` and budgets are not what this controller decides on.
+stages on: BASE = HEAD changes nothing).
 
 The work is bounded by a budget in seconds over all the moves (`plan --consolidation-timeout`), passed to each
 decision as its multi-node and single-node budgets (the controller's, Karpenter's 1 and 3 minutes, per decision):
@@ -36,8 +45,11 @@ from collections.abc import Mapping
 
 from karpenter_policy.api.constraintset import ConstraintSet, provider_settings
 from karpenter_policy.api.objects import Provisioner
+from karpenter_policy.api.v1 import budgets as v1budgets
+from karpenter_policy.api.v1.objects import NodePool
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
+from karpenter_policy.commands.compile.nodepools import nodepool_constraint_set
 from karpenter_policy.commands.plan.consolidation import Consolidation, Move, NotCandidate
 from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet
@@ -47,11 +59,24 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import allocatable
 from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.pools import owner_labels, pool_name
 from karpenter_policy.model.resources import CPU
-from karpenter_policy.reconcile.disruption.decider import DRIFT, Command, Decider, Decision, Inputs
+from karpenter_policy.reconcile.disruption.budgets import budget_mapping
+from karpenter_policy.reconcile.disruption.decider import (
+    DRIFT,
+    WHEN_EMPTY,
+    Command,
+    Decider,
+    Decision,
+    Inputs,
+    consolidatable_in,
+    consolidation_policy,
+    movable,
+)
 from karpenter_policy.reconcile.disruption.view import disruption_view
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.records import NodeRecord
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
@@ -61,17 +86,27 @@ __all__ = ["MAX_MOVES", "consolidate_now"]
 
 #: Commands looked for at most (each one removes a node at least, so a fleet of this many nodes is never cut short).
 MAX_MOVES = 1000
-V1_NOTE = ("consolidation of v1 NodePools' nodes is not modelled (Karpenter v1.14.1's consolidationPolicy, "
-           "consolidateAfter and disruption budgets): {count} left out")
 #: Karpenter v0.31.1's words for the nodes it does not take (`deprovisioning/types.go` `NewCandidate`,
 #: `deprovisioning/consolidation.go` `ShouldDeprovision`).
 NOT_INITIALIZED = "state node isn't initialized"
+#: Karpenter v1.14.1's (`state/statenode.go` `ValidateNodeDisruptable`).
+V1_NOT_INITIALIZED = "node isn't initialized"
 
 
 def _constraint_sets(head: PolicySide, catalog: Catalog, notes: list[str]) -> dict[str, ConstraintSet]:
     """HEAD's Provisioners as the controller would run them (their sets, as `compile` makes them); one that cannot
     be made is a note, and its nodes are not the controller's."""
-    sets = {}
+    sets: dict[str, ConstraintSet] = {}
+    for name, document in sorted(head.nodepools.items()):
+        try:
+            pool = NodePool.from_document(document)
+            ref = pool.node_class_ref
+            node_class = head.node_classes.get(ref.name) if ref is not None and ref.is_ec2_node_class else None
+            constraint_set = nodepool_constraint_set(pool, node_class, version="plan", sources=(), catalog=catalog)
+        except ValueError as error:
+            notes.append(f"nodepool {name} cannot be run by the controller ({error}): its nodes are left out")
+            continue
+        sets[constraint_set.pool] = constraint_set
     for name, document in sorted(head.provisioners.items()):
         try:
             provisioner = Provisioner.from_document(document)
@@ -92,7 +127,8 @@ def _templates(sets: Mapping[str, ConstraintSet], catalog: Catalog) -> tuple[Tem
         try:
             out.templates.append(NodeClaimTemplate.from_constraint_set(table, constraint_set))
         except ValueError as error:  # a kubelet setting the node arithmetic cannot read
-            notes.append(f"provisioner {name} cannot launch ({error}): its nodes are not consolidated")
+            kind = "nodepool" if constraint_set.is_nodepool else "provisioner"
+            notes.append(f"{kind} {pool_name(name)} cannot launch ({error}): its nodes are not consolidated")
             continue
         out.sets[name] = constraint_set
     out.templates.sort(key=lambda t: (-t.weight, t.name))
@@ -127,7 +163,7 @@ def _launched(name: str, claim: ClaimPlan, constraint_set: ConstraintSet, types:
     labels = {**constraint_set.labels, wk.HOSTNAME: name, wk.INSTANCE_TYPE: instance_type,
               wk.ZONE: launch.zone if launch is not None else "", wk.CAPACITY_TYPE:
               launch.capacity_type if launch is not None else wk.CAPACITY_ON_DEMAND,
-              wk.PROVISIONER_NAME: constraint_set.name, wk.INITIALIZED: "true",
+              **owner_labels(constraint_set.pool), wk.INITIALIZED: "true",
               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
     resources = {k: str(v) for k, v in as_resources(claim.allocatable).items()}  # its template's node arithmetic
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {},
@@ -149,21 +185,18 @@ class _Run:
         self.pdbs = list(snapshot.pdbs)
         self.decider = Decider(SchedulerOptions())
         self.workload = {p.key: p.workload for pods in fleet.pods_on.values() for p in pods}
-        v1 = 0
+        #: when a pod was last bound to or left each node (Karpenter v1's consolidateAfter counts from it)
+        self.pod_events = {name: node.claim.last_pod_event for name, node in fleet.nodes.items()
+                           if node.claim is not None and node.claim.last_pod_event is not None}
         for node in snapshot.nodes:
             fleet_node = fleet.nodes.get(objects.name(node))
-            constraint_set = None
-            if fleet_node is not None and fleet_node.nodepool is not None:
-                v1 += 1
-            elif fleet_node is not None and fleet_node.provisioner is not None:
-                constraint_set = self.sets.get(fleet_node.provisioner)
+            owner = fleet_node.owner if fleet_node is not None else None
+            constraint_set = self.sets.get(owner) if owner is not None else None
             adopted = _adopted(node, constraint_set, self.types) if constraint_set is not None else node
             self.state.apply(objects.NODE, "ADDED", adopted)
         for kind, items in ((objects.DAEMON_SET, snapshot.daemon_sets), (objects.POD, snapshot.pods)):
             for item in items:
                 self.state.apply(kind, "ADDED", item)
-        if v1:
-            self.result.notes.append(V1_NOTE.format(count=f"{v1} node{'s' if v1 != 1 else ''}"))
         self._launches = 0
 
     def inputs(self) -> Inputs:
@@ -174,16 +207,23 @@ class _Run:
                 pending.append(self.state.scheduling_pod(record))
             except PodSpecError:
                 continue
-        return Inputs(view, self.templates, self.pdbs, self.now, pending=pending)
+        return Inputs(view, self.templates, self.pdbs, self.now, pending=pending, pod_events=self.pod_events)
 
     def not_candidates(self, blocked: Mapping[str, str]) -> None:
         """Why each Karpenter node left after the moves is not taken: the last decision's reasons (a budget,
-        do-not-evict, what a single-node attempt found …), else Karpenter v0.31.1's own words for it."""
+        do-not-evict, what a single-node attempt found …), else Karpenter's own words for it (v0.31.1's for a
+        Provisioner's node, v1.14.1's for a NodePool's)."""
         found = dict(blocked)
+        inputs = self.inputs()
         for record in self.state.nodes():
             if not record.ours or record.name in found:
                 continue
             constraint_set = self.sets.get(record.provisioner or "")
+            if constraint_set is not None and constraint_set.is_nodepool:
+                why = _nodepool_reason(inputs, record, constraint_set, bool(movable(self.state.pods_on(record.name))))
+                if why:
+                    found[record.name] = why
+                continue
             if not record.initialized:
                 found[record.name] = NOT_INITIALIZED
             elif constraint_set is not None and not constraint_set.consolidation_enabled:
@@ -196,7 +236,8 @@ class _Run:
         self.result.not_candidates = [NotCandidate(n, why) for n, why in sorted(found.items())]
 
     def carry_out(self, command: Command, inputs: Inputs) -> None:
-        """The command's pods where its simulation puts them, its replacements up, its nodes gone."""
+        """The command's pods where its simulation puts them, its replacements up, its nodes gone; a node that
+        takes pods has a pod event now."""
         plan = self.decider.simulate(inputs, command.candidates)
         removed = set(command.names)
         moving = {pod.uid for c in command.candidates for pod in c.pods}
@@ -220,8 +261,8 @@ class _Run:
                 if target is None:  # a DaemonSet's or a finished pod: it goes with its node
                     self.state.apply(objects.POD, "DELETED", record.obj)
                     continue
-                moved = copy.deepcopy(record.obj)
-                moved["spec"]["nodeName"] = target
+                moved = {**record.obj, "spec": {**record.obj["spec"], "nodeName": target}}  # the rest shared
+                self.pod_events[target] = self.now
                 self.state.apply(objects.POD, "MODIFIED", moved)
             node = self.state.node(name)
             if node is not None:
@@ -263,6 +304,27 @@ def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog:
     run.result.placement = run.placement()
     run.result.nodes = sorted(record.name for record in run.state.nodes())
     return run.result
+
+
+def _nodepool_reason(inputs: Inputs, record: NodeRecord, constraint_set: ConstraintSet, busy: bool) -> str:
+    """Why Karpenter v1.14.1 does not take a NodePool's node left after the moves, in its words ("" when it
+    would: the last decision found nothing to do with it)."""
+    name = pool_name(constraint_set.pool)
+    if not record.initialized:
+        return V1_NOT_INITIALIZED
+    if consolidatable_in(inputs, record, constraint_set) is None:  # consolidateAfter: Never
+        return f'NodePool "{name}" has consolidation disabled'
+    if busy and consolidation_policy(constraint_set) == WHEN_EMPTY:
+        return f'NodePool "{name}" has consolidation policy WhenEmpty, but node is not empty'
+    wait = consolidatable_in(inputs, record, constraint_set)
+    if wait is not None and wait > 0:
+        return (f"not Consolidatable: consolidateAfter has not passed since its last pod event "
+                f"({math.ceil(wait):g}s left)")
+    reason = v1budgets.UNDERUTILIZED if busy else v1budgets.EMPTY
+    allowance = budget_mapping(inputs.view.nodes.values(), inputs.templates.sets, reason, inputs.now)
+    if allowance.get(constraint_set.pool, 1) <= 0:
+        return f"No allowed disruptions for disruption reason {reason} due to blocking budget"
+    return ""
 
 
 def _stopped(moves: int, budget: float) -> str:

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 HASH = {"karpenter.sh/provisioner-hash": "4412951235461528301"}
+#: A pod that fills an m5.large (its 1,930m of allocatable cpu hold no second pod of the plan's tests beside it): a
+#: plan whose each command must launch a replacement, as no other node has room for its pods.
+FULL = "1500m"
 
 
 def node(name: str, provisioner: str | None = "default", instance_type: str = "m5.large", zone: str = "us-east-1a",

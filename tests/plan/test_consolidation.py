@@ -28,7 +28,6 @@ from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.snapshot import Snapshot
 from karpenter_policy.simulate.consolidation import consolidate_now
 from tests.plan.snapshots import node, pdb, pod, policies, provisioner, write
-from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 from tests.profiles import deterministic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,20 +136,6 @@ def test_the_consolidation_timeout_bounds_it_and_0s_turns_it_off(tmp_path: Path)
     assert "consolidation" not in off
     assert "BASE = HEAD: what consolidation would do now is not worked out (--consolidation-timeout 0s)" in off["notes"]
     assert refused.exit_code == 2 and "--consolidation-timeout \"soon\" is not a duration" in refused.stderr
-
-
-def test_nodepools_nodes_are_left_out_with_a_note(tmp_path: Path) -> None:
-    same = v1_policies(tmp_path / "p", nodepool())
-    file = write(tmp_path / "s.json", pool_node("ip-10-0-1-1"), claim("ip-10-0-1-1"))
-
-    result = plan_command(PlanOptions(snapshot=(file,), start=START, base=same, head=same, output="json"),
-                          load_catalog(), consolidate=consolidate_now)
-
-    consolidation = json.loads(result.stdout)["consolidation"]
-    assert consolidation["moves"] == []
-    assert consolidation["notes"] == [
-        "consolidation of v1 NodePools' nodes is not modelled (Karpenter v1.14.1's consolidationPolicy, "
-        "consolidateAfter and disruption budgets): 1 node left out"]
 
 
 def test_text_and_the_markdown_comment(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.options import PlanOptions
-from tests.plan.snapshots import node, pod, policies, provisioner, write
+from tests.plan.snapshots import FULL, node, pod, policies, provisioner, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 
 START = "2026-11-30T09:00:00Z"
@@ -61,10 +61,11 @@ def test_a_shorter_horizon_leaves_it_out(tmp_path: Path) -> None:
 def test_an_expiry_during_a_drift_rollout_takes_the_next_command_before_the_drift_left(tmp_path: Path) -> None:
     base = policies(tmp_path / "base", provisioner(extra=TTL))
     head = policies(tmp_path / "head", provisioner(labels="team: platform", extra=TTL))
-    # a and c drift (they carry the hash); b carries none and expires at 09:01:00, while a's command runs
+    # a and c drift (they carry the hash); b carries none and expires at 09:01:00, while a's command runs; each pod
+    # fills its node (no other node has room for it: each command launches a replacement)
     items = [node("a", created="2026-11-20T08:00:00Z"), node("c", created="2026-11-20T09:00:00Z"),
              node("b", annotations={}, created="2026-10-31T09:01:00Z"),
-             pod("web-1", "a", "web"), pod("web-2", "b", "web"), pod("web-3", "c", "web")]
+             pod("web-1", "a", "web", cpu=FULL), pod("web-2", "b", "web", cpu=FULL), pod("web-3", "c", "web", cpu=FULL)]
 
     _, doc = run(base, head, tmp_path, *items)
 

@@ -13,7 +13,7 @@ import pytest
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.options import PlanOptions
-from tests.plan.snapshots import daemon_set, node, pdb, pod, policies, provisioner, write
+from tests.plan.snapshots import FULL, daemon_set, node, pdb, pod, policies, provisioner, write
 
 START = "2026-11-30T09:00:00Z"
 M5_LARGE_MONTHLY = 0.096 * 730
@@ -43,8 +43,8 @@ def test_drifted_nodes_go_one_at_a_time_replacement_first_and_the_json_has_the_i
     sides: tuple[str, str], tmp_path: Path
 ) -> None:
     code, doc, _ = plan(sides, tmp_path, node("a", created="2026-11-20T08:00:00Z"),
-                        node("b", created="2026-11-20T09:00:00Z"), pod("web-1", "a", "web"), pod("web-2", "b", "web"),
-                        node("c", annotations={}), pod("api-1", "c", "api"))
+                        node("b", created="2026-11-20T09:00:00Z"), pod("web-1", "a", "web", cpu=FULL),
+                        pod("web-2", "b", "web", cpu=FULL), node("c", annotations={}), pod("api-1", "c", "api"))
 
     assert code == 0
     keys = ("name", "provisioner", "drifted", "reasons", "expires", "wave")
@@ -138,7 +138,7 @@ def test_a_removed_provisioners_nodes_go_at_once_and_their_pods_find_new_nodes(
 ) -> None:
     code, doc, _ = plan(sides, tmp_path, node("o1", provisioner="old", instance_type="t3.medium"),
                         node("o2", provisioner="old", instance_type="t3.medium"), pod("cache", "o1", "cache"),
-                        node("keep", annotations={}), drift_disabled=True)
+                        node("keep", annotations={}), pod("filler", "keep", "filler", cpu=FULL), drift_disabled=True)
 
     (wave,) = doc["waves"]
     assert code == 0 and (wave["method"], wave["start"], wave["nodes"]) == ("removed", START, ["o1", "o2"])
@@ -263,3 +263,29 @@ def test_spot_prices_price_the_spot_nodes_and_a_bad_file_is_refused(sides: tuple
     assert priced["cost"]["before_monthly"] == pytest.approx(0.04 * 730, abs=0.01)
     assert priced["notes"][0].startswith(f"priced with spot prices from {prices} (6489 spot offerings without a price")
     assert code == 2 and "not JSON" in stderr
+
+
+def test_evicted_pods_go_onto_nodes_with_room_before_any_new_node(sides: tuple[str, str], tmp_path: Path) -> None:
+    """Karpenter's `simulateScheduling` offers every other node first: a's pod fits beside b's, so a goes without a
+    replacement; b then carries both, which fill more than room elsewhere holds, so b's wave launches one node for
+    the two — and a pod moved onto a drifted node moves again with it."""
+    code, doc, _ = plan(sides, tmp_path, node("a", created="2026-11-20T08:00:00Z"),
+                        node("b", created="2026-11-20T09:00:00Z"), pod("web-1", "a", "web"), pod("web-2", "b", "web"),
+                        node("c", annotations={}), pod("api-1", "c", "api", cpu=FULL))
+
+    assert code == 0
+    assert [(w["nodes"], len(w["replacements"]), w["evicted"]) for w in doc["waves"]] == [
+        (["a"], 0, {"default/Deployment/web": 1}),
+        (["b"], 1, {"default/Deployment/web": 2}),
+    ]
+    assert doc["waves"][0]["seconds"] == 15  # no node to wait for: the drain alone
+    assert doc["cost"]["after_monthly"] == pytest.approx(2 * M5_LARGE_MONTHLY, abs=0.01)
+
+
+def test_a_removed_provisioners_pods_go_onto_a_node_with_room(sides: tuple[str, str], tmp_path: Path) -> None:
+    code, doc, _ = plan(sides, tmp_path, node("o1", provisioner="old", instance_type="t3.medium"),
+                        pod("cache", "o1", "cache"), node("keep", annotations={}), drift_disabled=True)
+
+    (wave,) = doc["waves"]
+    assert code == 0 and (wave["method"], wave["nodes"], wave["replacements"]) == ("removed", ["o1"], [])
+    assert doc["pending"] == [] and [r["provisioner"] for r in doc["cost"]["provisioners"]] == ["default", "old"]

@@ -4,10 +4,9 @@ ends in the fleet the plan announced — the nodes per provisioner and the pods 
 Hypothesis: drifted nodes (stamped with another node hash than HEAD's provisioner), each empty or running a replica
 of a deployment that replaces its evicted pods.
 
-What the plan does not model yet bounds the property: evicted pods landing on an existing node with room (the
-plan's replacements are always new nodes; Karpenter's `simulateScheduling` and this controller use the room). So
-each busy node runs one pod of 3 CPU: its replacement, an m5.xlarge, has no room for another; and a strict
-xfail keeps the counterexample where the controller packs a later node's pod beside an earlier replacement."""
+Evicted pods go where the controller puts them: onto existing nodes with room first (Karpenter's
+`simulateScheduling`; the plan's `commands/plan/room.py`), a new node only for the rest — the fleets mix pods that
+fit beside others with pods of 3 CPU that fill a node."""
 
 from __future__ import annotations
 
@@ -107,16 +106,19 @@ def test_a_planned_drift_rollout_replayed_by_the_controller_ends_in_the_planned_
     check([["3000m"], [], ["3000m"]], tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="the plan does not move pods onto existing nodes with room (docs/plan.md)")
 def test_pods_the_controller_packs_beside_an_earlier_replacement(tmp_path: Path) -> None:
-    """The controller ends with one node (it moves evicted pods onto room left on a node it launched before); the
-    plan launches a new node per wave and ends with two."""
+    """The first busy node's pods fit beside the last one's pod, on that drifted node with room: the first goes
+    without a replacement, the last is replaced by one node for all three pods. One node at the end, not two."""
     check([["500m", "1000m"], [], ["250m"]], tmp_path)
+
+
+def test_evicted_pods_fill_an_earlier_replacement_before_a_new_node(tmp_path: Path) -> None:
+    check([["3000m"], ["250m"], ["500m"]], tmp_path)
 
 
 @pytest.mark.slow
 @deterministic(15)
-@given(st.lists(st.sampled_from([[], ["3000m"]]), min_size=1, max_size=4))
+@given(st.lists(st.sampled_from([[], ["3000m"], ["250m"], ["500m", "1000m"], ["1500m"]]), min_size=1, max_size=4))
 def test_any_small_drift_rollout_replayed_ends_in_the_planned_fleet(fleet: Fleet) -> None:
     with tempfile.TemporaryDirectory() as root:
         check(fleet, Path(root))

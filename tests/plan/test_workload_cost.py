@@ -16,7 +16,7 @@ from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.fleet import FleetPod
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.workloadcost import shares
-from tests.plan.snapshots import node, pod, policies, provisioner, write
+from tests.plan.snapshots import FULL, node, pod, policies, provisioner, write
 from tests.profiles import deterministic
 
 START = "2026-11-30T09:00:00Z"
@@ -52,8 +52,8 @@ def test_a_node_is_shared_by_requests_and_each_workload_peaks_while_old_and_new_
 
 
 def test_a_workload_on_a_node_the_change_keeps_costs_the_same_throughout(tmp_path: Path) -> None:
-    doc = run(tmp_path, node("a"), pod("web-1", "a", "web"), node("b", annotations={}), pod("db-0", "b", "db",
-              owner=("StatefulSet", "db")))
+    doc = run(tmp_path, node("a"), pod("web-1", "a", "web", cpu=FULL), node("b", annotations={}),
+              pod("db-0", "b", "db", owner=("StatefulSet", "db")))
 
     assert by_workload(doc)["default/StatefulSet/db"] == pytest.approx((M5_LARGE_MONTHLY,) * 3, abs=0.01)
 
@@ -91,3 +91,15 @@ def test_the_shares_of_a_node_sum_to_one_and_follow_the_requests(requests: list[
         parts += [sum(r[2] for r in mine) / memory_total] if memory_total else []
         expected = sum(parts) / len(parts) if parts else len(mine) / len(requests)
         assert share == pytest.approx(expected)
+
+
+def test_a_pod_moved_onto_a_node_with_room_takes_its_share_of_that_node(tmp_path: Path) -> None:
+    """web's pod leaves the drifted a for b, which has room (no replacement): b's price is then shared by both."""
+    doc = run(tmp_path, node("a"), pod("web-1", "a", "web"), node("b", annotations={}),
+              pod("db-0", "b", "db", owner=("StatefulSet", "db")))
+
+    costs = by_workload(doc)
+    assert doc["waves"][0]["replacements"] == []
+    assert costs["default/Deployment/web"][2] == pytest.approx(M5_LARGE_MONTHLY / 2, abs=0.01)
+    assert costs["default/StatefulSet/db"] == pytest.approx((M5_LARGE_MONTHLY, M5_LARGE_MONTHLY,
+                                                             M5_LARGE_MONTHLY / 2), abs=0.01)

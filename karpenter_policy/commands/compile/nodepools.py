@@ -13,12 +13,13 @@ taints, weight, kubelet settings and admitted instance types are the ones every 
 
 Its version is its own `karpenter-policy/version` annotation, else compile's; its sources the NodePool's file and
 its EC2NodeClass's. The webhook's pinning, the controller and `simulate` read such a set, each checking it as
-Karpenter v1.14.1 admits its NodePool (`api.constraintcheck.nodepool_set_problems`).
+Karpenter v1.14.1 admits its NodePool (`api.constraintcheck.nodepool_set_problems`); `plan`'s consolidation builds
+HEAD's the same way (`nodepool_constraint_set`, from a NodePool and its EC2NodeClass as stored).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from karpenter_policy.api.v1.objects import EC2NodeClass, NodePool
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.source.loader import Document
 
-__all__ = ["NodePoolSource", "nodepool_set", "nodepool_sources"]
+__all__ = ["NodePoolSource", "nodepool_constraint_set", "nodepool_set", "nodepool_sources"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,22 +70,36 @@ def nodepool_set(
     catalog: Catalog,
 ) -> ConstraintSet:
     """The constraint set of one NodePool (see the module docstring); `relative` makes a file a source path."""
-    pool = source.pool
-    class_spec: dict[str, Any] | None = None
-    node_class: EC2NodeClass | None = None
     sources = [relative(source.doc.file)]
     if source.node_class is not None:
-        stored = stored_form(source.node_class.data)
+        sources.append(relative(source.node_class.file))
+    return nodepool_constraint_set(source.pool, source.node_class.data if source.node_class is not None else None,
+                                   version=version, sources=sources, catalog=catalog)
+
+
+def nodepool_constraint_set(
+    pool: NodePool,
+    node_class_document: Mapping[str, Any] | None,
+    *,
+    version: str,
+    sources: Sequence[str],
+    catalog: Catalog,
+) -> ConstraintSet:
+    """The constraint set of `pool` with the EC2NodeClass document its nodeClassRef names (None: not known), as
+    :func:`nodepool_set` makes it — what `plan`'s consolidation runs for a snapshot's NodePools too."""
+    class_spec: dict[str, Any] | None = None
+    node_class: EC2NodeClass | None = None
+    if node_class_document is not None:
+        stored = stored_form(node_class_document)
         class_spec = dict(stored.get("spec") or {})
         node_class = EC2NodeClass.from_document(stored)
-        sources.append(relative(source.node_class.file))
     view = pool.provisioner(node_class)
     family = (view.provider or {}).get("amiFamily")
     ref_name = pool.node_class_ref.name if pool.node_class_ref is not None else None
     return ConstraintSet.of(
         view,
         version=version,
-        sources=sources,
+        sources=list(sources),
         region=catalog.region,
         provider=ProviderSettings(PROVIDER_NODE_CLASS, ref_name, class_spec),
         instance_types=catalog,

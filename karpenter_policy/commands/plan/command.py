@@ -58,7 +58,7 @@ def _duration(text: str) -> dt.timedelta | None:
 
 
 def _load(spec: str, paths: Sequence[str], catalog: Catalog, scratch: str, values: Mapping[str, Any] | None,
-          timeout_ms: int, prove: bool) -> PolicyRepository:
+          timeout_ms: int, prove: bool, min_values_policy: str) -> PolicyRepository:
     if os.path.isdir(spec):
         root, wanted = spec, list(paths) or ["."]
     else:
@@ -70,7 +70,8 @@ def _load(spec: str, paths: Sequence[str], catalog: Catalog, scratch: str, value
     targets = [os.path.normpath(os.path.join(root, p)) for p in wanted if os.path.exists(os.path.join(root, p))]
     if not targets:
         return PolicyRepository(Report())
-    return load_repository(targets, values, prove=prove, catalog=catalog, timeout_ms=timeout_ms)
+    return load_repository(targets, values, prove=prove, catalog=catalog, timeout_ms=timeout_ms,
+                           min_values_policy=min_values_policy)
 
 
 def _side(label: str, policies: PolicyRepository) -> PolicySide:
@@ -139,9 +140,9 @@ def plan_command(
     try:
         try:
             base = _load(options.base, options.paths, catalog, os.path.join(scratch, "base"), values,
-                         options.timeout_ms, prove=False)
+                         options.timeout_ms, prove=False, min_values_policy=options.min_values_policy)
             head = _load(options.head, options.paths, catalog, os.path.join(scratch, "head"), values,
-                         options.timeout_ms, prove=True)
+                         options.timeout_ms, prove=True, min_values_policy=options.min_values_policy)
         except DiffError as error:
             return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     finally:

@@ -30,8 +30,12 @@ from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import pool_key
+from karpenter_policy.model.resources import parse_quantity
+from karpenter_policy.model.taints import Taint
 from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.vectors import ZERO, Vector, to_vector
 
 __all__ = ["Claim", "Fleet", "FleetNode", "FleetPod", "fleet_of", "is_true"]
 
@@ -46,8 +50,6 @@ def is_true(value: str | None) -> bool:
     return value == "true"
 
 
-#: How the scheduler names a NodePool's template (`CheckedProvisioner.key`): a Provisioner of the same name stays apart.
-NODEPOOL_PREFIX = "NodePool/"
 #: `spec.expireAfter: Never` (Karpenter's NillableDuration without a duration).
 NEVER = "Never"
 
@@ -70,6 +72,8 @@ class Claim:
     drifted_since: dt.datetime | None = None
     #: the AMI it was launched with (`status.imageID`; None: not there)
     image_id: str | None = None
+    #: when a pod was last bound to it or left it (`status.lastPodEventTime`; None: not there)
+    last_pod_event: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +95,16 @@ class FleetNode:
     claim: Claim | None = None
     #: False when the Node's Ready condition is there and not "True" (a node without conditions counts as Ready)
     ready: bool = True
+    #: `spec.taints`, and `node.kubernetes.io/unschedulable` when the node is cordoned (what keeps pods off it)
+    taints: tuple[Taint, ...] = ()
+    #: `status.allocatable` (None: the snapshot does not say; the room the plan gives it comes from its type)
+    allocatable: Vector | None = None
 
     @property
     def owner(self) -> str | None:
         """What the node belongs to as the scheduler names it: a Provisioner's name, `NodePool/<name>` (None: not
         Karpenter's)."""
-        return f"{NODEPOOL_PREFIX}{self.nodepool}" if self.nodepool is not None else self.provisioner
+        return pool_key(self.nodepool, True) if self.nodepool is not None else self.provisioner
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +123,8 @@ class FleetPod:
     pod: Pod | None = field(default=None, repr=False)
     #: `karpenter.sh/do-not-disrupt: "true"` alone: what holds a pod in Karpenter v1 (do-not-evict is v1alpha5's)
     do_not_disrupt: bool = False
+    #: what it takes of its node (one pod slot included; a finished pod: nothing)
+    requests: Vector = ZERO
 
 
 @dataclass(slots=True)
@@ -211,6 +221,35 @@ def _ready(node: Obj) -> bool:
     return True
 
 
+#: The taint the node controller puts on a cordoned node (`spec.unschedulable`).
+UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "NoSchedule")
+
+
+def _taints(node: Obj) -> tuple[Taint, ...]:
+    spec = node.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    listed = spec.get("taints")
+    taints = tuple(Taint.from_api(t) for t in listed if isinstance(t, dict)) if isinstance(listed, list) else ()
+    if spec.get("unschedulable") is True and UNSCHEDULABLE not in taints:
+        taints = (*taints, UNSCHEDULABLE)
+    return taints
+
+
+def _allocatable(node: Obj) -> Vector | None:
+    """`status.allocatable` as a vector (None: absent or empty; an entry that is no quantity counts 0)."""
+    status = node.get("status")
+    listed = status.get("allocatable") if isinstance(status, dict) else None
+    if not isinstance(listed, dict) or not listed:
+        return None
+    parsed = {}
+    for name, value in listed.items():
+        try:
+            parsed[str(name)] = parse_quantity(value)
+        except ValueError:
+            continue
+    return to_vector(parsed)[0]
+
+
 def _time(value: object) -> dt.datetime | None:
     """An RFC 3339 time of a condition (not checked at the edge: one that does not parse is no time)."""
     if not isinstance(value, str):
@@ -250,6 +289,7 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             drifted=drifted is not None,
             drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
             image_id=status.get("imageID") or None,
+            last_pod_event=_time(status.get("lastPodEventTime")),
         )
     return by_node
 
@@ -275,6 +315,8 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
             nodepool=labels.get(wk.NODEPOOL),
             claim=v1_claims.get(name),
             ready=_ready(node),
+            taints=_taints(node),
+            allocatable=_allocatable(node),
         )
     shapes = _Shapes()
     pods_on: dict[str, list[FleetPod]] = defaultdict(list)
@@ -293,6 +335,7 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
         namespace = objects.namespace(obj) or "default"
         workload = workload_of(obj)
         pod: Pod | None = None
+        requests = ZERO
         if moved:
             try:
                 shape = shapes.shape(spec, namespace, objects.labels(obj))
@@ -300,6 +343,12 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
                 snapshot.problems.append(Problem(file, None, "error", f"Pod {namespace}/{objects.name(obj)}: {error}"))
                 continue
             pod = Pod(objects.name(obj), shape, owner=workload, order=order, uid=objects.uid(obj))
+            requests = pod.requests
+        elif phase not in wk.TERMINAL_PHASES:  # a DaemonSet's or mirror pod takes room too; the plan never moves it
+            try:
+                requests = shapes.shape(spec, namespace, objects.labels(obj)).requests
+            except PodSpecError:
+                requests = ZERO  # not the plan's to read: it is never scheduled
         pods_on[node].append(FleetPod(
             key=f"{namespace}/{objects.name(obj)}",
             node=node,
@@ -309,6 +358,7 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
             obj=obj,
             pod=pod,
             do_not_disrupt=is_true(annotations.get(wk.DO_NOT_DISRUPT)),
+            requests=requests,
         ))
     fleet.pods_on = dict(pods_on)
     for daemon_set in snapshot.daemon_sets:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 from karpenter_policy.api.v1.budgets import DRIFTED, UNBOUNDED, Budget, allowance, budgets_of
 from karpenter_policy.api.v1.budgettimeline import horizon, spans
 from karpenter_policy.commands.plan.drift import NodeDrift
-from karpenter_policy.commands.plan.fleet import NODEPOOL_PREFIX, Fleet, FleetNode, FleetPod
+from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
 from karpenter_policy.commands.plan.waves import (
     DRIFT,
     EXPIRATION,
@@ -67,6 +67,7 @@ from karpenter_policy.commands.plan.waves import (
     finish_wave,
 )
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import is_nodepool, pool_key, pool_name
 
 __all__ = ["nodepool_budgets", "plan_nodepool_waves"]
 
@@ -125,8 +126,7 @@ class _Pools:
 
     def launch(self, launched: Sequence[Replacement], ready_at: float) -> None:
         """Replacements count toward their NodePool's total once initialized (a Provisioner's: not counted)."""
-        self.events += [(ready_at, "ready", r.provisioner.removeprefix(NODEPOOL_PREFIX)) for r in launched
-                        if r.provisioner.startswith(NODEPOOL_PREFIX)]
+        self.events += [(ready_at, "ready", pool_name(r.provisioner)) for r in launched if is_nodepool(r.provisioner)]
 
     def advance(self, now: float) -> None:
         due = [e for e in self.events if e[0] <= now]
@@ -209,7 +209,7 @@ def _candidate(rollout: Rollout, fleet: Fleet, name: str, drift: NodeDrift, pdbs
     if drain.blocked is not None:
         rollout.blocked.append(drain.blocked)
         return None
-    _, failures = replacements.place([p.pod for p in pods if p.pod is not None])
+    failures = replacements.place([p.pod for p in pods if p.pod is not None]).failures
     if failures:
         movable = [p for p in pods if p.pod is not None]
         for index, why in sorted(failures.items()):
@@ -269,7 +269,7 @@ def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequ
         if not wake and not started:
             for candidate in sorted(rest, key=lambda c: c.name):
                 rollout.blocked.append(Blocked(candidate.name, _never_why(candidate.pool, budgets, pools, moment),
-                                               f"NodePool/{candidate.pool}", True))
+                                               pool_key(candidate.pool, True), True))
             return
         polls = math.ceil((min(wake) - now) / POLLING_SECONDS) if wake else 1
         now += max(polls, 1) * POLLING_SECONDS
@@ -294,7 +294,7 @@ def _expire_waiting(waiting: dict[str, deque[tuple[int, _Candidate]]], now: floa
 
 def _start(rollout: Rollout, candidate: _Candidate, pools: _Pools, moment: dt.datetime, now: float,
            timing: Timing, replacements: Replacements) -> None:
-    launched, _ = replacements.place([p.pod for p in candidate.pods if p.pod is not None])
+    launched = replacements.place([p.pod for p in candidate.pods if p.pod is not None]).replacements
     startup = timing.node_startup if launched else 0.0
     wave = Wave(len(rollout.waves), moment, DRIFT, [candidate.name], launched,
                 Counter(p.workload for p in candidate.pods), candidate.drain.seconds, dict(candidate.drain.slowed))

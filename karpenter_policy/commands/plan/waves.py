@@ -15,6 +15,9 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
   "true", or while the node has the `karpenter.sh/do-not-disrupt` annotation (`helpers.go`, `filterCandidates`;
   `types.go`, `NewCandidate`), and when its pods would not all schedule (`simulateScheduling`): Karpenter keeps
   the node, and the plan lists those pods as what would be left pending;
+* a command's pods go onto the other nodes with room first, new nodes only for the rest (`simulateScheduling`;
+  :mod:`~karpenter_policy.commands.plan.room`): a command whose pods all fit elsewhere launches nothing, and a pod
+  moved onto a node that is a candidate later moves again with it;
 * replace before delete (`executeCommand`): the replacements are launched and must be initialized
   (`node_startup` seconds) before the candidate is deleted; the drain evicts through the Eviction API, which lets
   as many pods of a budget go at once as it allows, the next ones once the evicted pods' replacements are Ready
@@ -23,8 +26,9 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
 * a removed Provisioner's nodes are deleted at once (their Machines' owner reference), drained, and their pods
   provisioned for afterwards: no replacement first.
 
-What this does not model yet: pods moving onto existing nodes with room (replacements are always new nodes), the
-PDBs' state between waves (each wave sees the snapshot's steady state: the pods evicted before are Ready again).
+What this does not model yet: the PDBs' state between waves (each wave sees the snapshot's steady state: the pods
+evicted before are Ready again); Karpenter v1's waves (`nodepoolwaves.py`) still place evicted pods on new nodes
+only.
 """
 
 from __future__ import annotations
@@ -32,16 +36,17 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
+from karpenter_policy.commands.plan.room import Room
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.scheduling import NodeClaimTemplate, Pod, Scheduler
+from karpenter_policy.scheduling import ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
 
 __all__ = [
     "GRACED",
@@ -49,8 +54,10 @@ __all__ = [
     "WAIT_FOR_DELETION_SECONDS",
     "Blocked",
     "Drain",
+    "Landing",
     "PdbBudgets",
     "Pending",
+    "Placed",
     "Replacement",
     "Replacements",
     "Rollout",
@@ -90,6 +97,26 @@ class Replacement:
     price: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """Where some of a wave's evicted pods go: an existing node with room, or a `replacement` the wave launches
+    (`node` is then its name in the plan's room, never shown)."""
+
+    node: str
+    pods: tuple[FleetPod, ...]
+    replacement: Replacement | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """What placing a wave's pods gave: the new nodes, the pods (by position) that fit nowhere with why, and where
+    the others went (None: not followed — every pod placed went to the new nodes)."""
+
+    replacements: list[Replacement]
+    failures: dict[int, str]
+    landings: list[Landing] | None = None
+
+
 @dataclass(slots=True)
 class Wave:
     """One command: its `index`, `start`, `method` (expiration, drift, removed), the nodes it deletes, the
@@ -108,6 +135,8 @@ class Wave:
     seconds: float = 0.0
     #: replace before delete (False: the nodes go first, their pods provisioned for afterwards)
     replaced_first: bool = True
+    #: where its evicted pods go (None: onto its replacements, not followed pod by pod)
+    landings: list[Landing] | None = None
 
     @property
     def evicted_pods(self) -> int:
@@ -259,30 +288,49 @@ def drain_of(node: FleetNode, pods: Sequence[FleetPod], pdbs: PdbBudgets, timing
 
 
 class Replacements:
-    """The new nodes HEAD's provisioners launch for a set of pods (one scheduling run per distinct set of shapes)."""
+    """The new nodes HEAD's provisioners launch for a set of pods (one scheduling run per distinct set of shapes
+    when no existing node is offered), and, given the fleet's :class:`~karpenter_policy.commands.plan.room.Room`,
+    where pods go with existing nodes offered first."""
 
     def __init__(self, templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod]) -> None:
         self.templates = list(templates)
         self.daemons = list(daemons)
-        self._cache: dict[tuple[int, ...], tuple[list[Replacement], dict[int, str]]] = {}
+        self._cache: dict[tuple[int, ...], Plan] = {}
 
-    def place(self, pods: Sequence[Pod]) -> tuple[list[Replacement], dict[int, str]]:
-        """The replacements, and the pods (by position) that fit nowhere with why."""
-        shapes = [id(p.shape) for p in pods]
-        key = tuple(sorted(shapes))
+    def solve(self, pods: Sequence[Pod], existing: Sequence[ExistingNode] = (), room: Room | None = None) -> Plan:
+        """The scheduler's plan for `pods` over `existing` nodes (from `room`) and HEAD's templates."""
+        if room is not None:  # a plan of these very pods: the room follows each one
+            return room.scheduler(self.templates, self.daemons, existing).solve(list(pods))
+        key = tuple(sorted(id(p.shape) for p in pods))
         cached = self._cache.get(key)
         if cached is None:
-            plan = Scheduler(self.templates, daemons=self.daemons).solve(list(pods))
-            replacements = [
-                Replacement(c.template, c.launch.instance_type, c.launch.zone, c.launch.capacity_type, c.launch.price)
-                for c in plan.claims if c.launch is not None
-            ]
-            position = {p.key: i for i, p in enumerate(pods)}
-            failures = {position[k]: f.message() for k, f in plan.failures.items() if k in position}
-            cached = (replacements, failures)
-            if not failures:
+            cached = Scheduler(self.templates, daemons=self.daemons).solve(list(pods))
+            if not cached.failures:
                 self._cache[key] = cached
         return cached
+
+    def place(self, pods: Sequence[Pod], room: Room | None = None, without: Collection[str] = (),
+              keep_partial: bool = False) -> Placed:
+        """The replacements, and the pods (by position) that fit nowhere with why. With `room`, existing nodes but
+        `without` are offered first, and the plan is carried out on the room when every pod was placed (or,
+        `keep_partial`, whatever was placed)."""
+        if room is None:
+            plan = self.solve(pods)
+        else:
+            plan = room.plan(pods, without, lambda existing: self.solve(pods, existing, room))
+        new = {i: Replacement(c.template, c.launch.instance_type, c.launch.zone, c.launch.capacity_type,
+                              c.launch.price)
+               for i, c in enumerate(plan.claims) if c.launch is not None}
+        replacements = list(new.values())
+        failures: dict[int, str] = {}
+        if plan.failures:  # the plan is of these very pods (a plan with failures is never cached)
+            position = {p.key: i for i, p in enumerate(pods)}
+            failures = {position[k]: f.message() for k, f in plan.failures.items() if k in position}
+        if room is None or (failures and not keep_partial):
+            return Placed(replacements, failures)
+        landings = [Landing(node, tuple(moved), new.get(index) if index is not None else None)
+                    for node, moved, index in room.carry_out(plan)]
+        return Placed(replacements, failures, landings)
 
 
 def _timestamp(start: dt.datetime, seconds: float) -> dt.datetime:
@@ -305,13 +353,19 @@ def plan_waves(
     replacements = replacements if replacements is not None else Replacements(templates, fleet.daemons)
     clock = 0.0
     drift = {n: d for n, d in drift.items() if not fleet.nodes[n].deleting}  # going already: not a candidate
+    room = Room(fleet, templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16)
     removed = sorted(n for n, d in drift.items() if d.removed)
     if removed:
-        clock = _removed_wave(rollout, fleet, removed, pdbs, replacements, start, timing)
-    expiring = sorted((n for n, d in drift.items() if d.expires and not d.removed),
-                      key=lambda n: (drift[n].expires_at or start, n))
-    drifted = sorted((n for n, d in drift.items() if d.drifted and not d.removed),
-                     key=lambda n: (fleet.nodes[n].created or start, n))
+        clock = _removed_wave(rollout, fleet, removed, pdbs, replacements, start, timing, room)
+
+    def _expiry_rank(name: str) -> tuple[dt.datetime, str]:
+        return drift[name].expires_at or start, name
+
+    def _drift_rank(name: str) -> tuple[dt.datetime, str]:
+        return fleet.nodes[name].created or start, name
+
+    expiring = sorted((n for n, d in drift.items() if d.expires and not d.removed), key=_expiry_rank)
+    drifted = sorted((n for n, d in drift.items() if d.drifted and not d.removed), key=_drift_rank)
     settled: set[str] = set()  # replaced, or found blocked: no candidate any more
     # each method's candidates in order, the empty ones apart (they go together); the expiring ones join as they expire
     due: tuple[deque[str], deque[str]] = (deque(), deque())
@@ -321,7 +375,7 @@ def plan_waves(
         now = _timestamp(start, clock)
         while later and (drift[later[0]].expires_at or start) <= now:
             name = later.popleft()
-            due[bool(fleet.moved_pods(name))].append(name)
+            due[bool(room.moved_pods(name))].append(name)
         for line in (*due, *waiting):
             while line and line[0] in settled:
                 line.popleft()
@@ -334,19 +388,27 @@ def plan_waves(
             continue
         else:
             return rollout
-        clock = _command(rollout, fleet, method, lines, settled, pdbs, replacements, start, clock, timing)
+        rank = _expiry_rank if method == EXPIRATION else _drift_rank
+        clock = _command(rollout, fleet, method, lines, settled, pdbs, replacements, start, clock, timing, room,
+                         rank)
 
 
 def _command(rollout: Rollout, fleet: Fleet, method: str, lines: tuple[deque[str], deque[str]], settled: set[str],
-             pdbs: PdbBudgets, replacements: Replacements, start: dt.datetime, clock: float, timing: Timing) -> float:
+             pdbs: PdbBudgets, replacements: Replacements, start: dt.datetime, clock: float, timing: Timing,
+             room: Room, rank: Callable[[str], tuple[dt.datetime, str]]) -> float:
     """Karpenter v0.31's next command of `method` among its candidates (`lines`: the empty ones, the others, each in
-    order): every empty one in one wave, else the first other that is not blocked; those taken or found blocked are
-    settled. The clock after it."""
+    order): every empty one in one wave, else the first other that is not blocked, its pods onto the room of the
+    other nodes first (`room`, which the command changes); those taken or found blocked are settled. The clock
+    after it."""
     empties, names = lines
     empty = []
+    busy = []  # given pods by an earlier wave since: no longer empty
     while empties:
         name = empties.popleft()
         if name in settled:
+            continue
+        if room.moved_pods(name):
+            busy.append(name)
             continue
         settled.add(name)
         held = drain_of(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
@@ -354,7 +416,10 @@ def _command(rollout: Rollout, fleet: Fleet, method: str, lines: tuple[deque[str
             rollout.blocked.append(held)
         else:
             empty.append(name)
+    if busy:
+        lines[1].extendleft(reversed(sorted(busy, key=rank)))  # before the others: Karpenter's order is by time
     if empty:
+        room.remove(empty)
         clock += POLLING_SECONDS
         add_wave(rollout, Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS))
         return clock
@@ -363,12 +428,13 @@ def _command(rollout: Rollout, fleet: Fleet, method: str, lines: tuple[deque[str
         if name in settled:
             continue
         settled.add(name)
-        node, pods = fleet.nodes[name], fleet.moved_pods(name)
+        node, pods = fleet.nodes[name], room.moved_pods(name)
         drain = drain_of(node, pods, pdbs, timing)
         if drain.blocked is not None:
             rollout.blocked.append(drain.blocked)
             continue
-        launched, failures = replacements.place([p.pod for p in pods if p.pod is not None])
+        placed = replacements.place([p.pod for p in pods if p.pod is not None], room, {name})
+        launched, failures = placed.replacements, placed.failures
         if failures:
             movable = [p for p in pods if p.pod is not None]
             for index, why in sorted(failures.items()):
@@ -377,10 +443,12 @@ def _command(rollout: Rollout, fleet: Fleet, method: str, lines: tuple[deque[str
             rollout.blocked.append(Blocked(name, f"{len(failures)} of its pods would not schedule on HEAD's "
                                            "provisioners", "scheduling", True))
             continue
+        room.remove([name])
         clock += POLLING_SECONDS
         wave = Wave(len(rollout.waves), _timestamp(start, clock), method, [name], launched,
                     Counter(p.workload for p in pods), drain.seconds, drain.slowed)
         wave.seconds = (timing.node_startup if launched else 0.0) + drain.seconds
+        wave.landings = placed.landings
         add_wave(rollout, wave)
         return clock + (timing.node_startup if launched else 0.0) + min(drain.seconds, WAIT_FOR_DELETION_SECONDS)
     return clock
@@ -393,10 +461,17 @@ def finish_wave(
     replacements: Replacements,
     drain_seconds: float,
     timing: Timing,
+    room: Room | None = None,
 ) -> list[Replacement]:
     """Place the wave's `movable` pods on replacements (those that fit nowhere become pending), and set what the
-    wave launches, evicts and takes: the drain, then a node's start-up when anything was launched."""
-    launched, failures = replacements.place([p.pod for p in movable if p.pod is not None])
+    wave launches, evicts and takes: the drain, then a node's start-up when anything was launched. With `room`,
+    on the other nodes' room first, and the wave's nodes are gone from it."""
+    placed = replacements.place([p.pod for p in movable if p.pod is not None], room, set(wave.nodes),
+                                keep_partial=True)
+    launched, failures = placed.replacements, placed.failures
+    wave.landings = placed.landings
+    if room is not None:
+        room.remove(wave.nodes)
     scheduled = [p for p in movable if p.pod is not None]
     for index, why in sorted(failures.items()):
         pod = scheduled[index]
@@ -422,9 +497,10 @@ def _removed_wave(
     replacements: Replacements,
     start: dt.datetime,
     timing: Timing,
+    room: Room,
 ) -> float:
     """The nodes of removed provisioners, deleted at once: drained (PDBs slow it, nothing holds it), their pods
-    provisioned for afterwards; a pod no provisioner takes stays pending."""
+    provisioned for afterwards (onto the other nodes' room first); a pod no provisioner takes stays pending."""
     wave = Wave(0, start, REMOVED, list(names), replaced_first=False)
     movable: list[FleetPod] = [p for n in names for p in fleet.moved_pods(n)]
     seconds = 0.0
@@ -435,6 +511,6 @@ def _removed_wave(
             continue
         seconds = max(seconds, drain.seconds)
         wave.slowed.update(drain.slowed)
-    finish_wave(rollout, wave, movable, replacements, seconds, timing)
+    finish_wave(rollout, wave, movable, replacements, seconds, timing, room)
     add_wave(rollout, wave)
     return min(wave.seconds, WAIT_FOR_DELETION_SECONDS)

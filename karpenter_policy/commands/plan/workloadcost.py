@@ -4,8 +4,10 @@ month before the rollout, at its own peak and after — the fleet's cost (`comma
 The attribution rule: a node's $/month is shared by the pods bound to it (DaemonSet pods included), each by its
 requests — the mean of its share of the CPU and of the memory the node's pods request (a resource none of them
 requests is left out of the mean; a node whose pods request nothing splits evenly). A node without pods is
-attributed to no workload. A wave's replacements are shared the same way by the pods the wave moves (the DaemonSet
-pods they will run are not in the snapshot); a pod left pending costs nothing after. The timeline is the fleet
+attributed to no workload. A pod a wave moves onto a node with room takes its share of that node (the node's other
+pods pay less); a wave's replacements are shared the same way by the pods they take (the DaemonSet pods they will
+run are not in the snapshot) — for Karpenter v1's waves, whose pods are not followed one by one, by all the pods
+the wave moves; a pod left pending costs nothing after. The timeline is the fleet
 cost's (`wave_moments`): a workload's peak is the most it costs at any moment of the rollout, its old node and its
 new one side by side when a wave replaces first.
 """
@@ -13,13 +15,14 @@ new one side by side when a wave replaces first.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
+from functools import partial
 
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.commands.plan.cost import WorkloadCost, monthly, node_price, wave_moments
 from karpenter_policy.commands.plan.fleet import Fleet, FleetPod
-from karpenter_policy.commands.plan.waves import Rollout
+from karpenter_policy.commands.plan.waves import Landing, Rollout
 from karpenter_policy.model.pods import PodSpecError, pod_requests
 from karpenter_policy.model.resources import CPU, MEMORY
 
@@ -53,34 +56,74 @@ def shares(pods: Sequence[FleetPod]) -> dict[str, float]:
     return dict(out)
 
 
+class _Shares:
+    """The running cost of each workload while nodes take pods, come and go: each node's $/month shared by its pods
+    (re-shared whenever pods join it)."""
+
+    def __init__(self) -> None:
+        self.running: defaultdict[str, float] = defaultdict(float)
+        self._pods: dict[str, list[FleetPod]] = {}
+        self._price: dict[str, float] = {}
+        self._share: dict[str, dict[str, float]] = {}
+
+    def _drop(self, node: str) -> set[str]:
+        dropped = self._share.pop(node, {})
+        for workload, cost in dropped.items():
+            self.running[workload] -= cost
+        return set(dropped)
+
+    def join(self, node: str, pods: Sequence[FleetPod], price: float | None = None) -> set[str]:
+        """`pods` join `node` (a new node: at `price`); the workloads whose cost changed."""
+        touched = self._drop(node)
+        self._pods[node] = self._pods.get(node, []) + list(pods)
+        if price is not None or node not in self._price:
+            self._price[node] = price or 0.0
+        self._share[node] = {w: share * self._price[node] for w, share in shares(self._pods[node]).items()}
+        for workload, cost in self._share[node].items():
+            self.running[workload] += cost
+        return touched | set(self._share[node])
+
+    def go(self, node: str) -> set[str]:
+        self._pods.pop(node, None)
+        return self._drop(node)
+
+
 def workload_costs(catalog: Catalog, fleet: Fleet, rollout: Rollout) -> list[WorkloadCost]:
     """Each workload's cost before, at its peak and after `rollout`, most expensive before first (then by name)."""
-    running: defaultdict[str, float] = defaultdict(float)
-    on_node: dict[str, dict[str, float]] = {}
+    state = _Shares()
     for name, node in fleet.nodes.items():
-        price = monthly(node_price(catalog, node))
-        on_node[name] = {w: share * price for w, share in shares(fleet.pods_on.get(name, [])).items()}
-        for workload, cost in on_node[name].items():
-            running[workload] += cost
-    before = dict(running)
-    peak = dict(running)
+        state.join(name, fleet.pods_on.get(name, []), monthly(node_price(catalog, node)))
+    before = {w: c for w, c in state.running.items()}
+    peak = dict(before)
     pending = {p.pod for p in rollout.pending}
-    # (seconds from the first wave, 0 = goes / 1 = comes, workload, $/month): at a tie, going first
-    changes: list[tuple[float, int, str, float]] = []
+    # (seconds from the first wave, 0 = goes / 1 = comes, order, what happens): at a tie, going first
+    changes: list[tuple[float, int, int, Callable[[], set[str]]]] = []
     first = rollout.waves[0].start if rollout.waves else None
-    for wave in rollout.waves:
+    for index, wave in enumerate(rollout.waves):
         comes, goes = wave_moments(wave, first or wave.start)
-        moved = [p for n in wave.nodes for p in fleet.moved_pods(n) if p.key not in pending]
-        launched = sum(monthly(r.price) for r in wave.replacements)
-        changes += [(comes, 1, w, share * launched) for w, share in shares(moved).items()]
-        changes += [(goes, 0, w, -cost) for n in wave.nodes for w, cost in on_node.get(n, {}).items()]
-    changes.sort(key=lambda c: (c[0], c[1]))
-    for index, (moment, _, workload, change) in enumerate(changes):
-        running[workload] += change
+        landings = wave.landings
+        if landings is None:  # onto its replacements together, not followed pod by pod
+            moved = tuple(p for n in wave.nodes for p in fleet.moved_pods(n) if p.key not in pending)
+            landings = [Landing(f"wave {index}", moved)]
+            prices = {landings[0].node: sum(monthly(r.price) for r in wave.replacements)}
+        else:
+            prices = {landing.node: monthly(landing.replacement.price) for landing in landings
+                      if landing.replacement is not None}
+        for landing in landings:
+            changes.append((comes, 1, len(changes), partial(state.join, landing.node, landing.pods,
+                                                            prices.get(landing.node))))
+        for name in wave.nodes:
+            changes.append((goes, 0, len(changes), partial(state.go, name)))
+    changes.sort(key=lambda c: (c[0], c[1], c[2]))
+    touched: set[str] = set()
+    for index, (moment, _, _, change) in enumerate(changes):
+        touched |= change()
         if index + 1 == len(changes) or changes[index + 1][0] != moment:  # every change of this moment made
-            for name in {c[2] for c in changes[_first_of(changes, index):index + 1]}:
-                peak[name] = max(peak.get(name, 0.0), running[name])
-    rows = [WorkloadCost(w, before.get(w, 0.0), peak.get(w, 0.0), max(running[w], 0.0)) for w in running]
+            for name in touched:
+                peak[name] = max(peak.get(name, 0.0), state.running[name])
+            touched = set()
+    rows = [WorkloadCost(w, before.get(w, 0.0), peak.get(w, 0.0), max(state.running[w], 0.0))
+            for w in state.running]
     return sorted(rows, key=lambda r: (-r.before, -r.after, r.workload))
 
 

@@ -302,7 +302,8 @@ class Decider:
         """Our initialized nodes that may be disrupted; the others that are blocked go to `decision.blocked`."""
         view = inputs.view
         exhausted = [  # the budgets that allow no disruption now (each computed once, not once per pod)
-            pdb for pdb in inputs.budgets if budgets.disruption_budget(pdb, view.pods).disruptions_allowed < 1
+            pdb for pdb, budget in zip(inputs.budgets, budgets.disruption_budgets(inputs.budgets, view.pods),
+                                       strict=True) if budget.disruptions_allowed < 1
         ] if inputs.budgets else []
         found = []
         for name, node in sorted(view.nodes.items()):

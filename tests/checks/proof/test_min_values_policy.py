@@ -114,3 +114,41 @@ def test_the_static_rule_is_a_warning_naming_the_policy_under_best_effort() -> N
     strict = cli("check", *PROOFS, "--min-values-policy", "BestEffort", "--strict")
     assert strict.returncode == 1  # --strict still fails the warning
 
+
+
+def _proof_sides(tmp_path: Path) -> tuple[Path, Path]:
+    """BASE: the node class alone; HEAD: the NodePools whose minValues the types cannot meet, beside it."""
+    base, head = tmp_path / "base", tmp_path / "head"
+    for side in (base, head):
+        side.mkdir()
+        shutil.copy(ROOT / PROOFS[1], side / "node-class.yaml")
+    shutil.copy(ROOT / PROOFS[0], head / "min-values.yaml")
+    return base, head
+
+
+@pytest.mark.parametrize(("policy", "code", "severity"), [("Strict", 1, "error"), ("BestEffort", 0, "warning")])
+def test_diff_judges_the_static_rule_under_the_policy(tmp_path: Path, policy: str, code: int, severity: str) -> None:
+    base, head = _proof_sides(tmp_path)
+    done = cli("diff", str(base), str(head), "--output", "json", "--min-values-policy", policy)
+    assert done.returncode == code, done.stdout + done.stderr
+    findings = [f for f in json.loads(done.stdout)["head"]["findings"] if f["rule"] == "min-values"]
+    assert findings and {f["severity"] for f in findings} == {severity}
+    assert all(f"under the {policy} minValues policy" in f["message"] for f in findings
+               if "instance-category" in f["message"])
+
+
+def test_plan_refuses_a_head_with_unmet_min_values_only_under_strict(tmp_path: Path) -> None:
+    base, head = _proof_sides(tmp_path)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {
+        "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "us-east-1a"}},
+        "spec": {}, "status": {}}
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node]}))
+    args = ("plan", str(base), str(head), "--snapshot", str(snapshot), "--start", "2026-11-30T09:00:00Z")
+    strict = cli(*args)
+    assert strict.returncode == 1 and strict.stdout == ""
+    assert "has 2 error(s); fix them first" in strict.stderr and "[min-values]" not in strict.stderr
+    assert "min-values: karpenter.k8s.aws/instance-category minValues 3" in strict.stderr
+    best_effort = cli(*args, "--min-values-policy", "BestEffort", "--output", "json")
+    assert best_effort.returncode == 0, best_effort.stdout + best_effort.stderr
+    assert json.loads(best_effort.stdout)["nodes"][0]["name"] == "n1"

@@ -1,0 +1,196 @@
+"""The room on the fleet's nodes between the plan's waves, and where a wave's evicted pods go: onto existing nodes
+with room first, onto new nodes only for the rest — as Karpenter v0.31.1's deprovisioning decides a command
+(`pkg/controllers/deprovisioning/helpers.go`, `simulateScheduling`: the provisioning scheduler over every active
+state node but the candidates, then new machines for what is left) and as its provisioner places the evicted pods
+(`pkg/controllers/provisioning/scheduling/scheduler.go`, `Solve`: existing nodes before new ones).
+
+:class:`Room` keeps every node the plan has not deleted — the snapshot's, then the replacements the plan launched,
+in that order — with what its pods request (`FleetPod.requests`, DaemonSet pods included) against its allocatable
+(`status.allocatable`, else its instance type's under a HEAD template's node arithmetic; a node of a type no
+template knows offers no room). A node the snapshot shows deleting offers none either. It keeps too which pods a
+node's replacement would move (:meth:`Room.moved_pods`): its own, and those an earlier wave put there — a pod
+moved onto a drifted node moves again when that node is replaced. :meth:`Room.plan` runs the
+scheduler (`scheduling.Scheduler`) with those nodes, less the wave's own, as existing nodes; :meth:`Room.carry_out`
+moves the pods onto the nodes the scheduler chose, the rest onto the new nodes it launches, which join the room.
+
+The scheduler asks existing nodes first fit, in its order (by name); a replacement is offered after the
+snapshot's nodes (its name is made to sort last: the controller's names are not known before). Offering every
+node to every wave would copy the whole fleet per wave, so the nodes are offered as a growing prefix of that order
+(those with room for the wave's smallest pod, found by `scheduling.firstfit.FirstFit` over free cpu, memory and
+pod slots): a run that puts every pod on the prefix is the run over all of them — each pod takes the first node
+that accepts it, and the prefix's nodes are asked first and in the same state — and a run that does not is made
+again with a prefix four times longer, up to every node. Topology domains are every node's labels whatever the
+prefix (`node_domains`).
+
+What it does not model: the running pods' topology spread and affinity (as the plan's replacements never did), the
+DaemonSet pods a replacement will run beyond their requests (the template's overhead), and limits counting the
+fleet (HEAD's limits are checked against the replacements alone, as before).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterator, Sequence
+
+from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import owner_labels
+from karpenter_policy.scheduling import ClaimPlan, ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
+from karpenter_policy.scheduling.firstfit import FirstFit
+from karpenter_policy.scheduling.vectors import ZERO, Vector, add
+
+__all__ = ["FIRST_OFFER", "Room"]
+
+#: How many nodes with room a wave is offered first (then four times more, until every node).
+FIRST_OFFER = 16
+#: Sorts after every node name (a DNS subdomain: lowercase letters, digits, '-' and '.').
+_LAST = "~"
+
+
+class Room:
+    """The nodes the plan has not deleted and what their pods request (see the module docstring)."""
+
+    def __init__(self, fleet: Fleet, templates: Sequence[NodeClaimTemplate], extra: int) -> None:
+        """`extra`: how many replacements are offered room at most (slots kept for them in first-fit order; later ones
+        take no more pods)."""
+        self._templates = {t.name: t for t in templates}
+        self._nodes: list[ExistingNode | None] = []
+        self._position: dict[str, int] = {}
+        self._domains: dict[str, Counter[str]] = defaultdict(Counter)
+        #: the pods a wave would move off each node: the snapshot's, then those earlier waves put there
+        self._moved: dict[str, list[FleetPod]] = {}
+        self._fleet_pod = {id(p.pod): p for pods in fleet.pods_on.values() for p in pods if p.pod is not None}
+        for name in sorted(fleet.nodes):
+            node = fleet.nodes[name]
+            allocatable = node.allocatable if node.allocatable is not None else self._type_allocatable(node)
+            if node.deleting or allocatable is None:
+                continue
+            requested = ZERO
+            for pod in fleet.pods_on.get(name, ()):
+                requested = add(requested, pod.requests)
+            self._append(ExistingNode(name=name, labels=node.labels, taints=node.taints, allocatable=allocatable,
+                                      requested=requested, template=node.owner))
+            self._moved[name] = fleet.moved_pods(name)
+        capacities = [(n.allocatable, n.requested) if n is not None else (ZERO, ZERO) for n in self._nodes]
+        self._first_fit = FirstFit(capacities + [(ZERO, ZERO)] * max(extra, 0))
+        self._launched = 0
+
+    def _type_allocatable(self, node: FleetNode) -> Vector | None:
+        """The node's type's allocatable under its own template's node arithmetic, else the first template's
+        that knows the type (None: no template knows it)."""
+        own = self._templates.get(node.owner or "")
+        for template in ([own] if own is not None else []) + list(self._templates.values()):
+            position = template.table.position.get(node.instance_type)
+            if position is not None:
+                return template.shapes.allocatable[position]
+        return None
+
+    def _append(self, node: ExistingNode) -> None:
+        self._position[node.name] = len(self._nodes)
+        self._nodes.append(node)
+        for key, value in node.labels.items():
+            self._domains[key][value] += 1
+
+    def _domain_values(self, key: str) -> Collection[str]:
+        return [value for value, count in self._domains.get(key, Counter()).items() if count > 0]
+
+    def _set(self, node: ExistingNode) -> None:
+        position = self._position[node.name]
+        if position < self._first_fit.size:
+            self._first_fit.update(position, node.allocatable, node.requested)
+
+    def moved_pods(self, name: str) -> list[FleetPod]:
+        """The pods on the node that its replacement would move: the snapshot's (a node the room does not hold:
+        those alone) and those earlier waves put there."""
+        return list(self._moved.get(name, ()))
+
+    def remove(self, names: Collection[str]) -> None:
+        """The nodes are gone (deleted by a wave): no room any more, their labels no topology domain."""
+        for name in names:
+            position = self._position.get(name)
+            node = self._nodes[position] if position is not None else None
+            if position is None or node is None:
+                continue
+            self._nodes[position] = None
+            self._moved.pop(name, None)
+            for key, value in node.labels.items():
+                self._domains[key][value] -= 1
+            if position < self._first_fit.size:
+                self._first_fit.update(position, ZERO, ZERO)
+
+    def _offers(self, pods: Sequence[Pod], without: Collection[str]) -> Iterator[ExistingNode]:
+        """The nodes, in first-fit order, with room for the smallest of `pods` (cpu, memory, pod slots), but
+        `without`."""
+        if not pods:
+            return
+        smallest = pods[0].requests
+        for pod in pods[1:]:
+            smallest = tuple(map(min, smallest, pod.requests))
+        for position in self._first_fit.candidates(smallest):
+            node = self._nodes[position] if position < len(self._nodes) else None
+            if node is not None and node.name not in without:
+                yield node
+
+    def plan(self, pods: Sequence[Pod], without: Collection[str],
+             solve: Callable[[Sequence[ExistingNode]], Plan]) -> Plan:
+        """Where `pods` would go with the nodes `without` gone (see the module docstring): `solve` runs the
+        scheduler over the existing nodes it is given (:meth:`scheduler`). Nothing moves until :meth:`carry_out`."""
+        offers = self._offers(pods, without)
+        offered: list[ExistingNode] = []
+        size = FIRST_OFFER
+        while True:
+            offered += [node for _, node in zip(range(size - len(offered)), offers, strict=False)]
+            plan = solve(offered)
+            if (not plan.claims and not plan.failures) or len(offered) < size:
+                return plan  # every pod on the prefix, or every node with room offered
+            size *= 4
+
+    def scheduler(self, templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod],
+                  existing: Sequence[ExistingNode]) -> Scheduler:
+        """The scheduler over `existing` (HEAD's limits counted against the new nodes alone; every room node's
+        labels as topology domains)."""
+        return Scheduler(templates, existing, daemons, used={}, node_counts={}, node_domains=self._domain_values)
+
+    def carry_out(self, plan: Plan) -> list[tuple[str, list[FleetPod], int | None]]:
+        """The plan's pods onto the existing nodes it chose, its new claims into the room as nodes: each node that
+        takes pods, with them and, for a new one, its claim's index in the plan."""
+        landed: list[tuple[str, list[FleetPod], int | None]] = []
+        for name, pods in plan.existing.items():
+            node = self._nodes[self._position[name]]
+            assert node is not None
+            requested = node.requested
+            for pod in pods:
+                requested = add(requested, pod.requests)
+            node.requested = requested
+            self._set(node)
+            joined = [self._fleet_pod[id(pod)] for pod in pods if id(pod) in self._fleet_pod]
+            self._moved[name] += joined
+            landed.append((name, joined, None))
+        for index, claim in enumerate(plan.claims):
+            name = self._launch(claim)
+            self._moved[name] = [self._fleet_pod[id(pod)] for pod in claim.pods if id(pod) in self._fleet_pod]
+            landed.append((name, list(self._moved[name]), index))
+        return landed
+
+    def _launch(self, claim: ClaimPlan) -> str:
+        """A replacement joins the room: its launch's type, zone and capacity type, its template's labels and
+        taints, what the scheduler put on it (DaemonSet overhead included)."""
+        self._launched += 1
+        name = f"{_LAST}replacement-{self._launched:06d}"
+        template = self._templates.get(claim.template)
+        launch = claim.launch
+        labels: dict[str, str] = {}
+        if template is not None and launch is not None:
+            position = template.table.position.get(launch.instance_type)
+            if position is not None:
+                labels.update(template.table.types[position].labels(template.os))
+            labels.update(template.labels)
+        if launch is not None:
+            labels.update({wk.ZONE: launch.zone, wk.CAPACITY_TYPE: launch.capacity_type})
+        labels.update(owner_labels(claim.template))
+        labels[wk.HOSTNAME] = name
+        node = ExistingNode(name=name, labels=labels, taints=template.taints if template is not None else (),
+                            allocatable=claim.allocatable, requested=claim.requests, template=claim.template)
+        self._append(node)
+        self._set(node)
+        return name
