@@ -642,11 +642,13 @@ class _Run:
         return heapq.merge(*lists, key=lambda claim: created[id(claim)])
 
     def _open_holding(self, requests: Vector, candidates: int) -> Iterator[NodeClaim]:
-        """The open claims of the candidate templates with room for `requests` (:class:`OpenClaims`), in creation
-        order: every open claim a scan would find accepting a pod of these requests, lazily."""
-        walks = [index.holding(requests) for p, index in self.open.items() if candidates >> p & 1]
-        if len(walks) == 1:
-            return (claim for _, claim in walks[0])
+        """The open claims of the candidate templates that may have room for `requests` (:class:`OpenClaims`: all of
+        a template's while it has few), in creation order: every open claim a scan would find accepting a pod of
+        these requests, lazily."""
+        indexes = [index for p, index in self.open.items() if candidates >> p & 1]
+        if len(indexes) == 1:
+            return indexes[0].claims(requests)
+        walks = [index.holding(requests) for index in indexes]
         return (claim for _, claim in heapq.merge(*walks))  # creation numbers are unique: claims never compared
 
     def _best_fit(self, pod: Pod, attempt: Attempt, candidates: int) -> bool:

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from profiles import deterministic
 
 from karpenter_policy.model import labels as wk
-from karpenter_policy.scheduling import COST, NodeClaimTemplate, Plan, Pod, Scheduler, SchedulerOptions
+from karpenter_policy.scheduling import COST, NodeClaimTemplate, Plan, Pod, Scheduler, SchedulerOptions, openclaims
 from karpenter_policy.scheduling import scheduler as scheduler_module
 from karpenter_policy.scheduling.nodes import NodeClaim
-from karpenter_policy.scheduling.openclaims import OpenClaims, room
+from karpenter_policy.scheduling.openclaims import INDEX_FROM, OpenClaims, room
 from karpenter_policy.scheduling.pods import Attempt
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, PODS_I, RESOURCES, Vector
 
@@ -117,21 +117,27 @@ def assert_best_fit_chooses_as_the_scan(made: list[NodeClaimTemplate], pods: lis
     assert indexed == scanned
 
 
+#: When a template's claims are indexed: from the first (the index on every claim), after a few, as shipped.
+INDEXED_FROM = st.sampled_from([0, 0, 3, INDEX_FROM])
+
+
 @deterministic(20)
-@given(made=templates(), pods=workloads())
+@given(made=templates(), pods=workloads(), index_from=INDEXED_FROM)
 def test_best_fit_chooses_what_a_scan_of_every_open_claim_chooses(
-    made: list[NodeClaimTemplate], pods: list[Pod]
+    made: list[NodeClaimTemplate], pods: list[Pod], index_from: int
 ) -> None:
-    assert_best_fit_chooses_as_the_scan(made, pods)
+    with mock.patch.object(openclaims, "INDEX_FROM", index_from):
+        assert_best_fit_chooses_as_the_scan(made, pods)
 
 
 @pytest.mark.slow
 @deterministic(300)
-@given(made=templates(), pods=workloads())
+@given(made=templates(), pods=workloads(), index_from=INDEXED_FROM)
 def test_best_fit_chooses_what_a_scan_of_every_open_claim_chooses_on_many_scenes(
-    made: list[NodeClaimTemplate], pods: list[Pod]
+    made: list[NodeClaimTemplate], pods: list[Pod], index_from: int
 ) -> None:
-    assert_best_fit_chooses_as_the_scan(made, pods)
+    with mock.patch.object(openclaims, "INDEX_FROM", index_from):
+        assert_best_fit_chooses_as_the_scan(made, pods)
 
 
 def vector(cpu: int, memory: int, pods: int) -> Vector:
@@ -153,13 +159,15 @@ operations = st.lists(
 
 
 @PROPERTIES
-@given(steps=operations)
-def test_the_tree_yields_the_open_claims_with_room_in_creation_order(
-    steps: list[tuple[str, int, tuple[int, int, int]]],
+@given(steps=operations, index_from=st.integers(0, 20))
+def test_the_index_yields_the_open_claims_with_room_in_creation_order(
+    steps: list[tuple[str, int, tuple[int, int, int]]], index_from: int
 ) -> None:
     """Claims opened, filled and closed in any order (past several doublings of the tree): asked for a request, the
-    index gives exactly the open claims whose room holds it, in creation order."""
-    index = OpenClaims()
+    index gives every open claim in creation order while at most `index_from` were made, and from then on exactly
+    the open claims whose room holds it, in creation order (the claims filled and closed before it was built
+    included)."""
+    index = OpenClaims(index_from)
     claims: list[NodeClaim] = []
     slots: list[int] = []
     closed: set[int] = set()
@@ -185,15 +193,19 @@ def test_the_tree_yields_the_open_claims_with_room_in_creation_order(
             expected = [
                 (k, claim)
                 for k, claim in enumerate(claims)
-                if k not in closed and all(free >= want for free, want in zip(room(claim), wanted, strict=True))
+                if k not in closed
+                and (not index.indexed or all(free >= want for free, want in zip(room(claim), wanted, strict=True)))
             ]
+            assert index.indexed == (len(claims) > index_from)
             assert list(index.holding(requests)) == expected
+            assert list(index.claims(requests)) == [claim for _, claim in expected]
     assert len(index) == len(claims) - len(closed)
 
 
 def test_a_pod_is_not_offered_the_claims_too_full_for_it() -> None:
     """Nodes sized for pods of 1.5 vCPU keep some room, so with a few 0.1 vCPU pods in the run they stay open: a scan
-    offers each 1.5 vCPU pod every claim made before it (quadratic), the index only those with room for it."""
+    offers each 1.5 vCPU pod every claim made before it (quadratic), the index only those with room for it (indexed
+    from the first claim here; as shipped, from the :data:`INDEX_FROM`-th)."""
     pods = [make_pod("100m", "64Mi", {"app": "small"}) for _ in range(3)]
     pods += [make_pod("1500m", "1Gi", {"app": "medium"}) for _ in range(120)]
     made = [template(FAKE_TABLE, "default")]
@@ -216,7 +228,8 @@ def test_a_pod_is_not_offered_the_claims_too_full_for_it() -> None:
             plan = Scheduler(made, options=SchedulerOptions(COST)).solve(pods)
         return offered, summary(plan)
 
-    indexed, plan = run()
+    with mock.patch.object(openclaims, "INDEX_FROM", 0):
+        indexed, plan = run()
     with mock.patch.object(Run, "_open_holding", every_open_claim):
         scanned, scanned_plan = run()
     assert plan == scanned_plan
