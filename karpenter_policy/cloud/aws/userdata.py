@@ -132,16 +132,26 @@ def _mime_parts(custom: str) -> list[tuple[str, str]]:
     if not is_mime(custom):
         return [(SHELL_PART_TYPE, custom)]
     mime_parts(custom)  # read as Karpenter reads it: its problems, at their line
-    message = email.message_from_string(custom.lstrip())
+    return [
+        (SHELL_PART_TYPE if content_type is None else content_type, body)
+        for content_type, body in _leaf_parts(custom.lstrip(), "mixed")
+    ]
+
+
+def _leaf_parts(document: str, kind: str) -> list[tuple[str | None, str]]:
+    """(Content-Type or None, decoded body) of each leaf part of a MIME `document`; ValueError when it is not
+    multipart (`kind` names what was expected)."""
+    message = email.message_from_string(document)
     if not message.is_multipart():
-        raise ValueError("userData is a MIME document but not multipart/mixed")
-    parts: list[tuple[str, str]] = []
+        raise ValueError(f"userData is a MIME document but not multipart{'/' + kind if kind else ''}")
+    parts: list[tuple[str | None, str]] = []
     for part in message.walk():
         if part.is_multipart():
             continue
         payload = part.get_payload(decode=True)
         body = payload.decode("utf-8") if isinstance(payload, bytes) else str(part.get_payload())
-        parts.append((str(part.get("Content-Type", SHELL_PART_TYPE)), body))
+        content_type = part.get("Content-Type")
+        parts.append((None if content_type is None else str(content_type), body))
     return parts
 
 
@@ -189,20 +199,11 @@ def _nodeadm_custom_parts(custom: str) -> list[tuple[str, str]]:
     header nor body, left by an archive without its closing boundary, is none, as Go's multipart reader ends
     there); else a YAML mapping (or an empty document) is a NodeConfig, anything else a shell script."""
     if is_mime(custom):
-        message = email.message_from_string(custom.strip())
-        if not message.is_multipart():
-            raise ValueError("userData is a MIME document but not multipart")
-        parts: list[tuple[str, str]] = []
-        for part in message.walk():
-            if part.is_multipart():
-                continue
-            payload = part.get_payload(decode=True)
-            body = payload.decode("utf-8") if isinstance(payload, bytes) else str(part.get_payload())
-            content_type = part.get("Content-Type")
-            if content_type is None and not body:
-                continue
-            parts.append((str(content_type or SHELL_PART_TYPE), body))
-        return parts
+        return [
+            (content_type or SHELL_PART_TYPE, body)
+            for content_type, body in _leaf_parts(custom.strip(), "")
+            if content_type is not None or body
+        ]
     try:
         document = yaml.safe_load(custom)
     except yaml.YAMLError:
