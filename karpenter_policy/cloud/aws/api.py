@@ -3,7 +3,9 @@
 :class:`AwsConnection` says where to talk to (region, an endpoint URL for every service or per service, e.g.
 moto's server in tests, credentials) and how (botocore ``standard`` retries, which back off on throttling and
 5xx answers, and timeouts). :class:`AwsApi` makes the clients once and runs calls and paginations, turning
-every botocore failure into a :class:`~karpenter_policy.cloud.CloudError` naming the endpoint and operation.
+every botocore failure into a :class:`~karpenter_policy.cloud.CloudError` naming the endpoint and operation —
+an answer whose JSON has a shape botocore's parser trips on (``{"cluster": []}`` raises AttributeError inside it)
+included: a cloud error, never an exception that reaches a controller's thread.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class AwsApi:
             return getattr(client, operation)(**kwargs)
         except SDK_ERRORS as exc:
             raise translate(exc, str(client.meta.endpoint_url), _api_name(client, operation)) from None
+        except PARSER_SLIPS as exc:
+            raise _misshapen(exc, client, operation) from None
 
     def paginate(
         self, service: str, operation: str, key: str, *, max_attempts: int | None = None, **kwargs: Any
@@ -106,6 +110,18 @@ class AwsApi:
                 yield from page.get(key, [])
         except SDK_ERRORS as exc:
             raise translate(exc, str(client.meta.endpoint_url), _api_name(client, operation)) from None
+        except PARSER_SLIPS as exc:
+            raise _misshapen(exc, client, operation) from None
+
+
+#: What botocore's response parsers raise on a JSON answer of another shape than the operation's (not wrapped in
+#: its own ResponseParserError).
+PARSER_SLIPS = (AttributeError, TypeError, KeyError, ValueError)
+
+
+def _misshapen(exc: BaseException, client: Any, operation: str) -> CloudError:
+    return CloudError(str(client.meta.endpoint_url), f"an answer of another shape: {type(exc).__name__}",
+                      _api_name(client, operation))
 
 
 def _api_name(client: Any, operation: str) -> str:

@@ -85,13 +85,7 @@ class ServiceCidr:
     def _describe(self) -> str:
         if not self._name:
             raise CloudError("EKS", "the cluster's name is not known: its service CIDR cannot be asked", OPERATION)
-        try:
-            answer = self._api.call("eks", "describe_cluster", name=self._name)
-        except (AttributeError, TypeError, KeyError, ValueError) as error:
-            # botocore's parser fails this way on an answer whose JSON has another shape ({"cluster": []})
-            raise CloudError(
-                self._api.endpoint("eks"), f"an answer of another shape: {type(error).__name__}", OPERATION
-            ) from None
+        answer = self._api.call("eks", "describe_cluster", name=self._name)  # a misshapen answer: CloudError
         value = service_cidr_of(answer)
         if value is None:
             cluster = answer.get("cluster") if isinstance(answer, dict) else None
