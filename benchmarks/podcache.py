@@ -204,10 +204,17 @@ def run_child(tree: Path, pods: int, trace: bool, cpu: int) -> dict[str, Any]:
     return result
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pods", type=_positive, default=5000)
+    parser.add_argument("--repeat", type=_positive, default=3)
     parser.add_argument("--baseline-ref", default=None, help="a git revision measured alternately with this tree")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
