@@ -145,7 +145,9 @@ def _adopted(node: Obj, constraint_set: ConstraintSet, types: Mapping[str, Insta
     adopted = copy.deepcopy(node)
     metadata = adopted.setdefault("metadata", {})
     metadata["annotations"] = {**(metadata.get("annotations") or {}), node_info.ANNOTATION_HASH: constraint_set.hash}
-    status = adopted.setdefault("status", {})
+    if not isinstance(adopted.get("status"), dict):  # a status of another shape tells nothing: none, as the state's
+        adopted["status"] = {}
+    status = adopted["status"]
     if objects.labels(node).get(wk.INITIALIZED) != "true":
         status["conditions"] = []  # Karpenter has not initialized it: to the controller, not yet initialized either
     elif not status.get("conditions"):

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -204,3 +205,17 @@ def test_the_moves_never_take_a_protected_pod_and_leave_every_pod_placed(nodes: 
     for p in pods:
         if p["metadata"]["labels"]["app"] == "db":  # the PDB allows no disruption: never moved
             assert consolidation.placement[f"default/{p['metadata']['name']}"] == p["spec"]["nodeName"]
+
+
+@pytest.mark.parametrize("status", ["x", None, [], [1], True, -1])
+def test_a_node_whose_status_is_not_a_map_is_read_as_saying_nothing(tmp_path: Path, status: Any) -> None:
+    """A snapshot's Node whose `status` is of another shape (a hostile probe's find: the consolidation's copy of it
+    raised TypeError) reads as a Node that reports nothing: the plan goes on, and the other nodes' moves are made."""
+    items = _fleet([["300m"], ["300m"], []])
+    items[0]["status"] = status
+
+    result = _plan(tmp_path, items)
+
+    assert result.exit_code == 0, result.stderr
+    consolidation = json.loads(result.stdout)["consolidation"]
+    assert "n2" in {name for move in consolidation["moves"] for name in move["removed"]}

@@ -110,11 +110,11 @@ def kubelet_joined(node: Obj) -> bool:
     or Unknown for another reason than :data:`NEVER_UPDATED` (a kubelet that posted once, then stopped), or
     `status.nodeInfo.kubeletVersion` set. The Node the controller registers at launch has neither, and the node
     lifecycle controller only ever marks it Unknown (`NodeStatusNeverUpdated`): until then it has not joined."""
-    status = node.get("status") or {}
+    status = _part(node, "status")
     info = status.get("nodeInfo")
     if isinstance(info, dict) and info.get("kubeletVersion"):
         return True
-    for condition in status.get("conditions") or []:
+    for condition in _listed(status.get("conditions")):
         if isinstance(condition, dict) and condition.get("type") == "Ready":
             state = condition.get("status")
             return state in ("True", "False") or (state == "Unknown" and condition.get("reason") != NEVER_UPDATED)
