@@ -94,3 +94,20 @@ def test_fmt_formats_provisioners_and_nodepools_side_by_side(tmp_path: Path) -> 
     assert run("fmt", "--write", str(policies)).returncode == 0
     assert run("fmt", "--check", str(policies)).returncode == 0
     assert run("check", str(policies)).returncode == 0
+
+
+def test_fmt_leaves_a_document_whose_kind_or_api_version_is_not_a_string(tmp_path: Path) -> None:
+    """A hostile probe's find: `kind: [1]` or `apiVersion: {}` made fmt end in "internal error: TypeError". Such a
+    document is no object fmt formats: left byte for byte, and the run goes on to the next one."""
+    odd = tmp_path / "odd.yaml"
+    odd.write_bytes(b"apiVersion: karpenter.sh/v1\nkind: [1]\nmetadata: {name: a}\n---\n"
+                    b"apiVersion: {}\nkind: Provisioner\nmetadata: {name: b}\n")
+    shutil.copy(V1 / "mixed" / "policies" / "nodepools.yaml", tmp_path / "nodepools.yaml")
+    before = odd.read_bytes()
+
+    done = run("fmt", "--write", str(tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr
+    assert odd.read_bytes() == before
+    assert run("fmt", "--check", str(tmp_path)).returncode == 0

@@ -119,11 +119,13 @@ def _policy_kind(data: Any) -> str | None:
     if not isinstance(data, Mapping):
         return None
     kind, api_version = data.get("kind"), data.get("apiVersion")
-    if (api_version, kind) in V1_KINDS:
-        return str(kind)
-    if kind not in (PROVISIONER_KIND, NODE_TEMPLATE_KIND) or not isinstance(api_version, str):
+    if not isinstance(kind, str) or not isinstance(api_version, str):  # not an object fmt formats: left as it is
         return None
-    return str(kind) if schema_file_for(api_version, str(kind)) is not None else None
+    if (api_version, kind) in V1_KINDS:
+        return kind
+    if kind not in (PROVISIONER_KIND, NODE_TEMPLATE_KIND):
+        return None
+    return kind if schema_file_for(api_version, kind) is not None else None
 
 
 def _format_document(file: str, chunk: str, first_line: int, result: Formatted) -> str:
