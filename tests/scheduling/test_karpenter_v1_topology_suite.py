@@ -18,20 +18,19 @@ all, with the line each starts on, and `test_every_it_is_accounted_for` holds th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from karpenter_policy.model import labels as wk
-from karpenter_policy.scheduling import NodeClaimTemplate, TopologyRules
 
-from . import cluster as world_module
 from . import test_karpenter_topology as v0_31_suite
 from . import test_karpenter_v1_affinity_domains as v1_affinity
 from . import test_karpenter_v1_topology as v1_topology
+from . import v1_replay
 from .cluster import LABELS, Z1, Z2, Z3, ZONE, make_pod, make_pods, requirement, spread, term, zones
-from .test_karpenter_v1_topology import nodepool
+from .v1_replay import v1_cluster, v1_nodepool
 
 GO_FILE = "kubernetes-sigs/karpenter v1.14.1 pkg/controllers/provisioning/scheduling/topology_test.go"
 
@@ -248,29 +247,13 @@ def test_every_it_is_accounted_for() -> None:
 # --- replays of the v0.31 suite on v1.14.1's rules --------------------------------------------------------------------
 
 
-def _v1_cluster(strategy: str, *templates: NodeClaimTemplate, **options: Any) -> world_module.Cluster:
-    """The suites' cluster on v1.14.1's rules, its default template v1.14.1's default NodePool."""
-    options.setdefault("topology", TopologyRules.V1_14)
-    return world_module.cluster(strategy, *(templates or (_v1_nodepool(),)), **options)
-
-
-def _v1_nodepool(name: str = "default", *terms: dict[str, Any], **options: Any) -> NodeClaimTemplate:
-    """`test.NodePool` as topology_test.go's `BeforeEach` makes it: without terms, capacity type Exists."""
-    return nodepool(name, *(terms or (requirement(wk.CAPACITY_TYPE, "Exists"),)), **options)
-
-
 @pytest.fixture()
 def on_v1_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(v0_31_suite, "cluster", _v1_cluster)
-    monkeypatch.setattr(v0_31_suite, "provisioner", _v1_nodepool)
+    v1_replay.on_v1_rules(monkeypatch, v0_31_suite)
 
 
 def _replay(name: str, *args: Any, strategy: str, line: int) -> None:
-    test: Callable[..., None] = getattr(v0_31_suite, name)
-    try:
-        test(strategy, *args)
-    except AssertionError as error:
-        raise AssertionError(f"{GO_FILE}:{line} {TOPOLOGY_ITS[line]}: {error}") from error
+    v1_replay.replay(v0_31_suite, name, *args, strategy=strategy, where=f"{GO_FILE}:{line} {TOPOLOGY_ITS[line]}")
 
 
 @pytest.mark.parametrize("name", sorted(REPLAYED), ids=lambda n: "+".join(f"L{line}" for line in REPLAYED[n]))
@@ -305,7 +288,7 @@ def test_v1_topology_one_round_replay(entry: tuple[Any, ...], strategy: str, on_
 def test_l92_a_constraint_without_a_label_selector_does_not_spread(strategy: str) -> None:
     """topology_test.go:92 "should not spread when a nil label selector is defined": the constraint selects no pod,
     so it never counts one; both pods go to one node (`ExpectSkew` over all pods: 2 in one zone)."""
-    world = _v1_cluster(strategy)
+    world = v1_cluster(strategy)
     pods = make_pods(2, labels=LABELS, spread_constraints=[spread(ZONE, labels=None)])
     world.provision(*pods)
     assert world.skew(ZONE, labels=None) == [2], f"{GO_FILE}:92"
@@ -315,9 +298,9 @@ def test_l204_zonal_labels_across_nodepools(strategy: str) -> None:
     """topology_test.go:204 "... (subset) with labels across NodePools": v1.14.1 gives the first NodePool zone
     requirements (test-zone-1, -2) besides its zone label test-zone-1 (v0.31's had the label only); the second
     labels its nodes test-zone-2. Four spreading pods: two per zone."""
-    first = _v1_nodepool("default", requirement(wk.CAPACITY_TYPE, "Exists"), zones(Z1, Z2), labels={ZONE: Z1})
-    second = _v1_nodepool("second", labels={ZONE: Z2})
-    world = _v1_cluster(strategy, first, second)
+    first = v1_nodepool("default", requirement(wk.CAPACITY_TYPE, "Exists"), zones(Z1, Z2), labels={ZONE: Z1})
+    second = v1_nodepool("second", labels={ZONE: Z2})
+    world = v1_cluster(strategy, first, second)
     world.provision(*make_pods(4, labels=LABELS, spread_constraints=[spread(ZONE)]))
     assert world.skew(ZONE) == [2, 2], f"{GO_FILE}:204"
 
@@ -329,7 +312,7 @@ def test_l2178_two_self_affine_pods_with_incompatible_zones_get_two_nodes(strate
     aff = {"security": "s1"}
     first = make_pod(labels=aff, pod_requirements=[term(ZONE, aff)], node_requirements=[zones(Z2)])
     second = make_pod(labels=aff, pod_requirements=[term(ZONE, aff)], node_requirements=[zones(Z3)])
-    world = _v1_cluster(strategy)
+    world = v1_cluster(strategy)
     world.provision(first, second)
     one, two = world.scheduled(first), world.scheduled(second)
     assert (one.labels[ZONE], two.labels[ZONE]) == (Z2, Z3), f"{GO_FILE}:2178"
