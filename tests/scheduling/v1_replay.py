@@ -42,3 +42,23 @@ def replay(suite: ModuleType, name: str, *args: Any, strategy: str, where: str) 
         test(strategy, *args)
     except AssertionError as error:
         raise AssertionError(f"{where}: {error}") from error
+
+
+def parametrized_arguments(test: Callable[..., None]) -> list[tuple[Any, ...]]:
+    """The argument tuples (after `strategy`) of a test's one `pytest.mark.parametrize` that is not on `strategy`,
+    in the order written; `[()]` for a test without one."""
+    marks: list[pytest.Mark] = getattr(test, "pytestmark", [])
+    found = [mark for mark in marks if mark.name == "parametrize" and mark.args[0] != "strategy"]
+    if not found:
+        return [()]
+    (mark,) = found
+    single = isinstance(mark.args[0], str) and "," not in mark.args[0]
+    values = [getattr(value, "values", value) for value in mark.args[1]]
+    return [(value,) if single else tuple(value) for value in values]
+
+
+def strategies_of(test: Callable[..., None]) -> tuple[str, ...] | None:
+    """The packing strategies a test is parametrized on itself (`KARPENTER_ONLY`), or None: the fixture's."""
+    marks: list[pytest.Mark] = getattr(test, "pytestmark", [])
+    found = [tuple(mark.args[1]) for mark in marks if mark.name == "parametrize" and mark.args[0] == "strategy"]
+    return found[0] if found else None
