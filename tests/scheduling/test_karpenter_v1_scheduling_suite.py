@@ -1,18 +1,21 @@
-"""Karpenter v1.14.1's scheduling `suite_test.go`: its `It`s shared with v0.31 replayed on v1.14.1's rules, the ones
-v1 adds that the model expresses, and the contexts it cannot express, each with its reason.
+"""Karpenter v1.14.1's scheduling `suite_test.go`, every `It`: those shared with v0.31 replayed on v1.14.1's rules,
+the ones v1 adds that the model expresses, and those it cannot express, each with its reason.
 
-The reference is `pkg/controllers/provisioning/scheduling/suite_test.go` (kubernetes-sigs/karpenter v1.14.1; 187
-`It`s and 29 table entries). `test_karpenter_v1_suite.py` ports the cases where v1 changed the semantics (`Gt`/`Lt`/
-`Gte`/`Lte`, the narrower restricted labels, kubernetes.io labels on NodePools). Here:
+The reference is `pkg/controllers/provisioning/scheduling/suite_test.go` (kubernetes-sigs/karpenter v1.14.1; 182
+`It`s, `SUITE_IT_LINES`, and 29 table entries). `test_every_it_is_accounted_for` holds that each `It` is in exactly
+one of:
 
-* `REPLAYED`: an `It` that v0.31.1's `provisioner_test.go` has with the same pods and assertion is replayed from
+* `REPLAYED`: an `It` that v0.31.1's `provisioner_test.go` has with the same pods and assertion, replayed from
   `test_karpenter_scheduling.py` with the cluster on v1.14.1's rules and its templates NodePools (`v1_replay.py`):
-  (the line of the v1.14.1 `It`, the v0.31 test, which of its parametrized cases). The v0.31 tests whose cases mix
-  `It`s that v1 changed (`CONSTRAINTS`, whose restricted-domain cases v1 inverts) are not replayed wholesale: the
-  `It`s v1 changed are in `test_karpenter_v1_suite.py`.
-* `test_l1694_...`, `test_l2593_...`, `test_l5197_...` ff.: `It`s new in v1.14.1.
-* `NOT_PORTED`: whole contexts the model cannot express, with their line range, their count of `It`s and entries,
-  and the reason (reported as skips).
+  (the line of the v1.14.1 `It`, the v0.31 test, which of its parametrized cases). v1.14.1 repeats its "Well Known
+  Labels", "Constraints Validation" and "Scheduling Logic" contexts (lines 204-677 again at 678-1125, as v0.31
+  did): both copies name the same case. `REPLAYED_TOPOLOGY`: the in-flight topology `It`s, from
+  `test_karpenter_topology.py`.
+* `IN_V1_SUITE` and its copies `COPIES_OF_V1_SUITE`: the `It`s v1 changed (`Gt`/`Lt`/`Gte`/`Lte`, the narrower
+  restricted labels, kubernetes.io labels on NodePools), ported in `test_karpenter_v1_suite.py`.
+* `WRITTEN_HERE`: `It`s new in v1.14.1 (host ports; NodePool requirements that filter out every instance type).
+* `NOT_PORTED_ITS` and `NOT_PORTED` (whole contexts, with their line range and size): what the model cannot
+  express, with the reason, reported as skips.
 
 Adaptation: "NodePool requirements instance filtering" asserts Karpenter's error "nodepool requirements filtered
 out all available instance types"; ours is the refusal of kind `unavailable` ("its requirements admit no instance
@@ -30,14 +33,308 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.scheduling import COST, KARPENTER
 
 from . import test_karpenter_scheduling as v0_31_suite
+from . import test_karpenter_topology as v0_31_topology
 from . import v1_replay
 from .cluster import make_pod, make_pods, requirement
 from .v1_replay import v1_cluster, v1_nodepool
 
 GO_FILE = "kubernetes-sigs/karpenter v1.14.1 pkg/controllers/provisioning/scheduling/suite_test.go"
 
+_CONSTRAINTS = "test_custom_and_well_known_constraints"
+_NEGATIVE = "test_should_schedule_pods_with_negative_operators_and_undefined_key"
+_ONE_POD = "test_binpacking_one_pod_instance_type"
+_TOO_LARGE = "test_binpacking_too_large"
+_BATCHES = "test_binpacking_batches"
+
+#: Every `It` of suite_test.go at v1.14.1, by the line it starts on (182; its 29 table entries are all in contexts
+#: `NOT_PORTED` lists).
+SUITE_IT_LINES = (
+    155,
+    163,
+    172,
+    180,
+    192,
+    205,
+    214,
+    225,
+    233,
+    243,
+    253,
+    264,
+    273,
+    282,
+    291,
+    300,
+    310,
+    321,
+    332,
+    346,
+    359,
+    373,
+    386,
+    401,
+    426,
+    442,
+    453,
+    467,
+    481,
+    502,
+    509,
+    518,
+    528,
+    537,
+    547,
+    556,
+    568,
+    579,
+    591,
+    603,
+    614,
+    626,
+    646,
+    666,
+    679,
+    688,
+    699,
+    707,
+    717,
+    727,
+    738,
+    747,
+    756,
+    766,
+    777,
+    788,
+    802,
+    815,
+    829,
+    842,
+    857,
+    882,
+    893,
+    904,
+    918,
+    932,
+    953,
+    962,
+    972,
+    981,
+    991,
+    1000,
+    1012,
+    1023,
+    1035,
+    1047,
+    1058,
+    1070,
+    1090,
+    1111,
+    1128,
+    1144,
+    1168,
+    1187,
+    1214,
+    1235,
+    1248,
+    1259,
+    1284,
+    1305,
+    1327,
+    1342,
+    1367,
+    1392,
+    1417,
+    1446,
+    1465,
+    1478,
+    1495,
+    1507,
+    1522,
+    1534,
+    1546,
+    1574,
+    1593,
+    1613,
+    1645,
+    1671,
+    1683,
+    1694,
+    1716,
+    1741,
+    1763,
+    1830,
+    1847,
+    1896,
+    1915,
+    1932,
+    1959,
+    1990,
+    2018,
+    2040,
+    2078,
+    2110,
+    2143,
+    2174,
+    2203,
+    2275,
+    2364,
+    2492,
+    2531,
+    2553,
+    2593,
+    2607,
+    2633,
+    2662,
+    2695,
+    2729,
+    2788,
+    2818,
+    2860,
+    2903,
+    2955,
+    3009,
+    3047,
+    3118,
+    3165,
+    3204,
+    3318,
+    3414,
+    3534,
+    3586,
+    3629,
+    3662,
+    3684,
+    3707,
+    3749,
+    3899,
+    3958,
+    4061,
+    4087,
+    4114,
+    4171,
+    4215,
+    4318,
+    4355,
+    4390,
+    4419,
+    4715,
+    4767,
+    4824,
+    4894,
+    4976,
+    5059,
+    5142,
+    5197,
+    5242,
+    5273,
+    5302,
+    5469,
+    5524,
+    5568,
+)
+
+#: The `It`s `test_karpenter_v1_suite.py` ports (v1 changed them), and their verbatim copies in the second "Well
+#: Known Labels" / "Constraints Validation" contexts (v1.14.1 repeats lines 204-677 at 678-1125, as v0.31 did).
+IN_V1_SUITE = (264, 273, 282, 291, 426, 442, 453, 467)
+COPIES_OF_V1_SUITE = {738: 264, 747: 273, 882: 426, 893: 442, 904: 453, 918: 467}
+
+#: (the line of the v1.14.1 `It`, the v0.31 topology suite's test replaying it): the in-flight topology cases.
+REPLAYED_TOPOLOGY: list[tuple[int, str]] = [
+    (1959, "test_in_flight_should_balance_pods_across_zones"),
+    (1990, "test_in_flight_should_balance_pods_across_hostnames"),
+]
+
+_CLUSTER_STATE = (
+    "what a node offers before it initializes (ephemeral and startup taints, DaemonSet pods still to come, "
+    "allocatable the kubelet reports, a terminating node) is cluster state the caller hands the scheduler "
+    "(ExistingNode), not scheduling (as for the v0.31 port)"
+)
+#: The line of a single `It` the model cannot express → why.
+NOT_PORTED_ITS: dict[int, str] = {
+    502: "a NodePool that is not ready (its status conditions): the templates are the NodePools the caller hands "
+    "the scheduler, ready ones",
+    1342: "a node's operating system is its template's (the EC2NodeClass's AMI), not the instance type's",
+    1932: _CLUSTER_STATE,
+    2040: _CLUSTER_STATE,
+    2110: _CLUSTER_STATE,
+    2143: _CLUSTER_STATE,
+    2174: _CLUSTER_STATE,
+    2203: _CLUSTER_STATE,
+    2275: _CLUSTER_STATE,
+    2364: _CLUSTER_STATE,
+    2531: _CLUSTER_STATE,
+    2818: _CLUSTER_STATE,
+}
+
 #: (the line of the v1.14.1 `It`, the v0.31 suite test replaying it, the index of its parametrized case).
 REPLAYED: list[tuple[int, str, int]] = [
+    (155, _CONSTRAINTS, 0),
+    (163, _CONSTRAINTS, 1),
+    (172, _CONSTRAINTS, 2),
+    (180, _CONSTRAINTS, 3),
+    (192, _CONSTRAINTS, 4),
+    (205, _CONSTRAINTS, 5),
+    (214, _CONSTRAINTS, 6),
+    (225, _CONSTRAINTS, 7),
+    (233, _CONSTRAINTS, 8),
+    (243, _CONSTRAINTS, 9),
+    (253, _CONSTRAINTS, 10),
+    (300, _CONSTRAINTS, 13),
+    (310, _CONSTRAINTS, 14),
+    (321, _CONSTRAINTS, 15),
+    (332, _CONSTRAINTS, 16),
+    (346, _CONSTRAINTS, 17),
+    (359, _CONSTRAINTS, 18),
+    (373, _CONSTRAINTS, 19),
+    (386, _CONSTRAINTS, 20),
+    (509, _CONSTRAINTS, 21),
+    (528, _CONSTRAINTS, 22),
+    (547, _CONSTRAINTS, 23),
+    (556, _CONSTRAINTS, 24),
+    (568, _CONSTRAINTS, 25),
+    (579, _CONSTRAINTS, 26),
+    (591, _CONSTRAINTS, 27),
+    (603, _CONSTRAINTS, 28),
+    (614, _CONSTRAINTS, 29),
+    (666, _CONSTRAINTS, 30),
+    (679, _CONSTRAINTS, 5),
+    (688, _CONSTRAINTS, 6),
+    (699, _CONSTRAINTS, 7),
+    (707, _CONSTRAINTS, 8),
+    (717, _CONSTRAINTS, 9),
+    (727, _CONSTRAINTS, 10),
+    (756, _CONSTRAINTS, 13),
+    (766, _CONSTRAINTS, 14),
+    (777, _CONSTRAINTS, 15),
+    (788, _CONSTRAINTS, 16),
+    (802, _CONSTRAINTS, 17),
+    (815, _CONSTRAINTS, 18),
+    (829, _CONSTRAINTS, 19),
+    (842, _CONSTRAINTS, 20),
+    (953, _CONSTRAINTS, 21),
+    (972, _CONSTRAINTS, 22),
+    (991, _CONSTRAINTS, 23),
+    (1000, _CONSTRAINTS, 24),
+    (1012, _CONSTRAINTS, 25),
+    (1023, _CONSTRAINTS, 26),
+    (1035, _CONSTRAINTS, 27),
+    (1047, _CONSTRAINTS, 28),
+    (1058, _CONSTRAINTS, 29),
+    (1111, _CONSTRAINTS, 30),
+    (518, _NEGATIVE, 0),
+    (962, _NEGATIVE, 0),
+    (537, _NEGATIVE, 1),
+    (981, _NEGATIVE, 1),
+    (1522, _ONE_POD, 0),
+    (1534, _ONE_POD, 1),
+    (1546, _ONE_POD, 2),
+    (1716, _ONE_POD, 3),
+    (1683, _TOO_LARGE, 0),
+    (1741, _TOO_LARGE, 1),
+    (1574, _BATCHES, 0),
+    (1593, _BATCHES, 1),
+    (1613, _BATCHES, 2),
+    (1694, _BATCHES, 3),
     (401, "test_should_combine_multidimensional_node_selectors_preferences_and_requirements", 0),
     (857, "test_should_combine_multidimensional_node_selectors_preferences_and_requirements", 0),
     (481, "test_should_schedule_pods_that_have_node_selectors_with_label_in_wellknown_label_list", 0),
@@ -86,7 +383,7 @@ REPLAYED: list[tuple[int, str, int]] = [
 ]
 
 #: The `It`s new in v1.14.1 written below.
-WRITTEN_HERE = (1694, 2593, 5197, 5242, 5273, 5302)
+WRITTEN_HERE = (2593, 5197, 5242, 5273, 5302)
 
 #: (first line, last line, `It`s, table entries, context) → why the model cannot express it.
 NOT_PORTED: dict[tuple[int, int, int, int, str], str] = {
@@ -108,15 +405,28 @@ def _test(name: str) -> Callable[..., None]:
     return found
 
 
-def test_the_data_names_real_tests_and_distinct_lines() -> None:
-    """Every replay names a v0.31 test and an existing parametrized case; no line is ported twice, and none falls in
-    a context listed as not ported."""
-    lines = [line for line, _, _ in REPLAYED] + list(WRITTEN_HERE)
-    assert len(lines) == len(set(lines))
+def test_every_it_is_accounted_for() -> None:
+    """Each `It` of suite_test.go is replayed, written here, ported in test_karpenter_v1_suite.py (or a copy of
+    one that is), or not ported (alone or in a context) — exactly once; every replay names a real parametrized
+    case."""
+    contexts = [(first, last) for first, last, *_ in NOT_PORTED]
+    in_contexts = [line for line in SUITE_IT_LINES if any(first <= line <= last for first, last in contexts)]
+    places = [
+        *(line for line, _, _ in REPLAYED),
+        *(line for line, _ in REPLAYED_TOPOLOGY),
+        *WRITTEN_HERE,
+        *IN_V1_SUITE,
+        *COPIES_OF_V1_SUITE,
+        *NOT_PORTED_ITS,
+        *in_contexts,
+    ]
+    assert sorted(places) == sorted(SUITE_IT_LINES), "an It is missing or accounted for twice"
+    assert len(SUITE_IT_LINES) == 182
+    assert len(in_contexts) == sum(its for _, _, its, _, _ in NOT_PORTED)
     for _, name, index in REPLAYED:
         assert index < len(v1_replay.parametrized_arguments(_test(name))), name
-    for first, last, *_ in NOT_PORTED:
-        assert not [line for line in lines if first <= line <= last]
+    for _, name in REPLAYED_TOPOLOGY:
+        assert callable(getattr(v0_31_topology, name))
 
 
 @pytest.fixture()
@@ -143,17 +453,6 @@ def test_v1_scheduling_replay(line: int, name: str, index: int, strategy: str, o
 # --- It's new in v1.14.1 ----------------------------------------------------------------------------------------------
 
 
-def test_l1694_pod_slots_per_node_open_new_nodes(strategy: str) -> None:
-    """suite_test.go:1694 "should create new nodes when a node is at capacity due to pod limits per node": 25 tiny
-    amd64 pods, every fake type holding 5 pods: five nodes of the smallest type."""
-    world = v1_cluster(strategy)
-    pods = make_pods(25, cpu="1m", memory="1m", node_selector={wk.ARCH: "amd64"})
-    world.provision(*pods)
-    nodes = {world.scheduled(pod).name for pod in pods}
-    assert len(nodes) == 5, f"{GO_FILE}:1694"
-    assert {world.scheduled(pod).instance_type for pod in pods} == {"small-instance-type"}, f"{GO_FILE}:1694"
-
-
 def test_l2593_pods_with_the_same_host_port_go_to_different_nodes(strategy: str) -> None:
     """suite_test.go:2593 "should schedule pods with the same host port to different nodes"."""
     world = v1_cluster(strategy)
@@ -169,6 +468,14 @@ FILTERED: list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]] = [
     (5273, [requirement(wk.ARCH, "In", "amd64"), requirement(wk.ARCH, "In", "arm64")], [{"cpu": "1"}]),
     (5302, [requirement(wk.ZONE, "In", "non-existent-zone-1", "non-existent-zone-2")], [{"cpu": "1"}]),
 ]
+
+
+@pytest.mark.parametrize(("line", "name"), REPLAYED_TOPOLOGY, ids=[f"L{c[0]}" for c in REPLAYED_TOPOLOGY])
+def test_v1_in_flight_topology_replay(line: int, name: str, strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """suite_test.go (v1.14.1), In-Flight Nodes / Topology: the `It` at `line`, as the v0.31 topology suite asserts
+    it."""
+    v1_replay.on_v1_rules(monkeypatch, v0_31_topology)
+    v1_replay.replay(v0_31_topology, name, strategy=strategy, where=f"{GO_FILE}:{line}")
 
 
 @pytest.mark.parametrize(("line", "terms", "pods"), FILTERED, ids=[f"L{c[0]}" for c in FILTERED])
@@ -190,6 +497,12 @@ def test_nodepool_requirements_filtering_out_every_instance_type(
         world.not_scheduled(pod)
         refusal = plan.failures[pod.key].reasons["default"]
         assert refusal.kind == "unavailable", f"{GO_FILE}:{line}: {refusal}"
+
+
+@pytest.mark.parametrize("line", sorted(NOT_PORTED_ITS), ids=lambda line: f"L{line}")
+def test_not_ported_it(line: int) -> None:
+    """The single `It`s the model cannot express, reported as skips with their reason."""
+    pytest.skip(f"{GO_FILE}:{line}: {NOT_PORTED_ITS[line]}")
 
 
 @pytest.mark.parametrize("context", sorted(NOT_PORTED), ids=lambda c: f"L{c[0]}-L{c[1]}")
