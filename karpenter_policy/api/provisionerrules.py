@@ -76,7 +76,7 @@ def requirement_violations(requirement: Mapping[str, Any], path: Path) -> Iterat
     key = wk.normalize_key(raw_key)
     operator = requirement.get("operator", "")
     values: Sequence[str] = requirement.get("values") or []
-    if raw_key != key:
+    if raw_key in wk.DEPRECATED_LABELS:
         yield Violation(
             DEPRECATED_LABEL,
             (*path, "key"),

@@ -139,13 +139,21 @@ LABEL_DOMAIN_EXCEPTIONS: tuple[str, ...] = ("kops.k8s.io", "node-restriction.kub
 RESTRICTED_LABELS: frozenset[str] = frozenset({EMPTINESS_TIMESTAMP, HOSTNAME})
 
 #: Deprecated (beta) keys and the stable key Karpenter reads them as.
-NORMALIZED_LABELS: dict[str, str] = {
+DEPRECATED_LABELS: dict[str, str] = {
     "failure-domain.beta.kubernetes.io/zone": ZONE,
     "failure-domain.beta.kubernetes.io/region": REGION,
     "beta.kubernetes.io/arch": ARCH,
     "beta.kubernetes.io/os": OS,
     "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
 }
+
+#: The EBS CSI driver's zone key, which is not deprecated.
+EBS_CSI_ZONE = "topology.ebs.csi.aws.com/zone"
+
+#: Every key Karpenter on AWS reads as another (`NormalizedLabels`): the deprecated ones, and the EBS CSI driver's
+#: zone key, which aws/karpenter-provider-aws adds at start (v0.31.1 `pkg/cloudprovider/cloudprovider.go` `init`,
+#: v1.14.1 `pkg/operator/operator.go` `init`).
+NORMALIZED_LABELS: dict[str, str] = {**DEPRECATED_LABELS, EBS_CSI_ZONE: ZONE}
 
 #: Labels Karpenter ignores when it schedules.
 IGNORED_LABELS: frozenset[str] = frozenset({REGION})

@@ -16,7 +16,6 @@ Affinity/Anti-Affinity cases use untainted NodePools), so:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,8 +24,8 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.taints import NO_SCHEDULE, Taint
 from karpenter_policy.scheduling import NodeClaimTemplate, TopologyRules
 
-from . import cluster as world_module
 from . import test_karpenter_topology as v0_31_suite
+from . import v1_replay
 from .cluster import ZONE, Cluster, cluster, make_pod, requirement, term
 from .test_karpenter_v1_topology import nodepool
 
@@ -148,30 +147,23 @@ V1_PARAMETRIZED: dict[tuple[str, tuple[Any, ...]], tuple[str, int]] = {
 }  # fmt: skip
 
 
-def _v1_cluster(strategy: str, *templates: NodeClaimTemplate, **options: Any) -> Cluster:
-    """The suites' cluster on v1.14.1's rules, its default template a NodePool's."""
-    options.setdefault("topology", TopologyRules.V1_14)
-    return world_module.cluster(strategy, *(templates or (nodepool(),)), **options)
-
-
 @pytest.fixture()
 def on_v1_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(v0_31_suite, "cluster", _v1_cluster)
+    v1_replay.on_v1_rules(monkeypatch, v0_31_suite)
 
 
-def _run(name: str, *args: Any, strategy: str) -> None:
-    test: Callable[..., None] = getattr(v0_31_suite, name)
-    test(strategy, *args)
+def _run(name: str, *args: Any, strategy: str, it: tuple[str, int]) -> None:
+    v1_replay.replay(v0_31_suite, name, *args, strategy=strategy, where=f"{GO_FILE}:{it[1]} {it[0]}")
 
 
 @pytest.mark.parametrize("name", sorted(V1_CASES), ids=lambda n: f"L{V1_CASES[n][1]}")
 def test_v1_pod_affinity_case(name: str, strategy: str, on_v1_rules: None) -> None:
     """topology_test.go (v1.14.1), `Context("Pod Affinity/Anti-Affinity")`, the `It` V1_CASES names."""
-    _run(name, strategy=strategy)
+    _run(name, strategy=strategy, it=V1_CASES[name])
 
 
 @pytest.mark.parametrize("key", sorted(V1_PARAMETRIZED), ids=lambda k: f"L{V1_PARAMETRIZED[k][1]}")
 def test_v1_pod_anti_affinity_inverse_case(key: tuple[str, tuple[Any, ...]], strategy: str, on_v1_rules: None) -> None:
     """topology_test.go (v1.14.1), the inverse anti-affinity `It`s V1_PARAMETRIZED names."""
     name, args = key
-    _run(name, *args, strategy=strategy)
+    _run(name, *args, strategy=strategy, it=V1_PARAMETRIZED[key])

@@ -42,7 +42,7 @@ from karpenter_policy.api.violations import (
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.source.loader import Document
-from karpenter_policy.model.labels import ZONE
+from karpenter_policy.model.labels import EBS_CSI_ZONE, ZONE
 from karpenter_policy.model.pods import PodSpecError, node_selector_term
 from karpenter_policy.model.requirements import Requirement, Requirements
 
@@ -53,7 +53,7 @@ KINDS = {PERSISTENT_VOLUME: frozenset({"v1"}), PERSISTENT_VOLUME_CLAIM: frozense
          STORAGE_CLASS: frozenset({"storage.k8s.io/v1", "storage.k8s.io/v1beta1"})}  # fmt: skip
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 #: The EBS CSI driver's zone key, read as the zone (karpenter-provider-aws v0.31.1 cloudprovider.go `init`).
-EBS_ZONE = "topology.ebs.csi.aws.com/zone"
+EBS_ZONE = EBS_CSI_ZONE
 
 
 @dataclass(frozen=True, slots=True)
