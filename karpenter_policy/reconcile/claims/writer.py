@@ -118,11 +118,13 @@ class ClaimWriter:
         CLAIMS.info("created nodeclaim", extra=self.fields(nodeclaim=objects.name(created), nodepool=nodepool))
         return self.cluster.update(NODE_CLAIM, created, subresource="status")
 
-    def set_true(self, name: str, kind: str, node_name: str | None = None, message: str = "") -> bool:
-        """Set condition `kind` True on the claim (with `message`; and `status.nodeName`); False when the claim is
-        gone, unreadable or already so. Raises ClusterError."""
+    def set_true(
+        self, name: str, kind: str, node_name: str | None = None, message: str = "", reason: str = ""
+    ) -> bool:
+        """Set condition `kind` True on the claim (with `message` and `reason`, else its type as reason; and
+        `status.nodeName`); False when the claim is gone, unreadable or already so. Raises ClusterError."""
         return self._write(
-            name, lambda found: conditions.set_true(found, kind, self.wall_clock(), message[:300]), node_name
+            name, lambda found: conditions.set_true(found, kind, self.wall_clock(), message[:300], reason), node_name
         )
 
     def clear(self, name: str, kind: str) -> bool:
