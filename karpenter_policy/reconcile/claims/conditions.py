@@ -26,6 +26,8 @@ CONSOLIDATABLE: Final = "Consolidatable"
 #: The dependents of `Ready` (`NewReadyConditions(Launched, Registered, Initialized)`).
 LIFECYCLE: Final = (LAUNCHED, REGISTERED, INITIALIZED)
 AWAITING = "AwaitingReconciliation"
+#: Launched's reason after a launch that failed for another reason than capacity (launch.go `launchNodeClaim`).
+LAUNCH_FAILED = "LaunchFailed"
 AWAITING_MESSAGE = "object is awaiting reconciliation"
 
 Condition = dict[str, Any]
@@ -109,6 +111,17 @@ def set_true(
     return changed
 
 
+def set_unknown(
+    conditions: Sequence[Mapping[str, Any]], kind: str, reason: str, message: str, now: dt.datetime
+) -> list[Condition] | None:
+    """The conditions with `kind` Unknown (`reason`, `message`) and Ready recomputed; None when nothing changes."""
+    changed = [dict(c) for c in conditions]
+    if not _set(changed, kind, "Unknown", reason, message, now):
+        return None
+    _ready(changed, now)
+    return changed
+
+
 def cleared(conditions: Sequence[Mapping[str, Any]], kind: str) -> list[Condition] | None:
     """The conditions without `kind` (Drifted, Consolidatable); None when there was none."""
     kept = [dict(c) for c in conditions if c.get("type") != kind]
@@ -117,5 +130,5 @@ def cleared(conditions: Sequence[Mapping[str, Any]], kind: str) -> list[Conditio
 
 __all__ = [
     "CONSOLIDATABLE", "DRIFTED", "DRIFT_REASONS", "INITIALIZED", "LAUNCHED", "LIFECYCLE", "READY", "REGISTERED",
-    "cleared", "drift_reason", "initial", "set_true", "status_of",
+    "LAUNCH_FAILED", "cleared", "drift_reason", "initial", "set_true", "set_unknown", "status_of",
 ]
