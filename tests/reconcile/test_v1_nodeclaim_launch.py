@@ -126,3 +126,40 @@ def test_another_launch_failure_is_recorded_launch_failed_then_the_claim_goes(co
     scene.run(controller, 5)
     assert all(objects.is_deleting(c) for c in scene.nodeclaims().values()) or scene.nodeclaims() == {}
     assert scene.nodes() == {}
+
+
+def _orphan_claim(scene: Scene, name: str) -> dict[str, Any]:
+    """A claim as a controller that stopped right after writing it (before its launch) left it."""
+    return scene.cluster.create(objects.NODE_CLAIM, {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {wk.NODEPOOL: "default"}, "finalizers": [wk.TERMINATION_FINALIZER]},
+        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                      "name": "default"}},
+    })
+
+
+def test_a_claim_never_launched_is_deleted_after_the_launch_timeout(compiled: Path) -> None:
+    """liveness.go: a NodeClaim not Launched within `LaunchTimeout` (5 minutes) is deleted; without an instance or a
+    Node, its finalizer goes at once."""
+    scene = Scene(compiled)
+    _orphan_claim(scene, "default-bbbbb")
+    controller = scene.controller()
+    scene.run(controller, 240)
+    assert "default-bbbbb" in scene.nodeclaims()  # not before its time
+    scene.run(controller, 120, until=lambda: "default-bbbbb" not in scene.nodeclaims())
+    assert "default-bbbbb" not in scene.nodeclaims()
+
+
+def test_a_claim_whose_node_names_it_is_never_deleted_for_want_of_a_status(compiled: Path) -> None:
+    """A claim whose launch happened but whose status write was lost (its Node names it as owner): the instance has
+    a Node, so the claim is kept, and with it the node."""
+    scene = Scene(compiled)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    (name, claim), = scene.nodeclaims().items()
+    node = next(objects.name(n) for n in scene.nodes().values() if claim_of_node(n) == name)
+    scene.cluster.update(objects.NODE_CLAIM, {**claim, "status": {}}, subresource="status")
+    scene.run(controller, 600)
+    assert name in scene.nodeclaims() and not objects.is_deleting(scene.nodeclaims()[name])
+    assert node in scene.nodes()
