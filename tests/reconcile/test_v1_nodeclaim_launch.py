@@ -163,3 +163,22 @@ def test_a_claim_whose_node_names_it_is_never_deleted_for_want_of_a_status(compi
     scene.run(controller, 600)
     assert name in scene.nodeclaims() and not objects.is_deleting(scene.nodeclaims()[name])
     assert node in scene.nodes()
+
+
+def test_a_claim_whose_instance_is_gone_without_a_node_is_garbage_collected(compiled: Path) -> None:
+    """nodeclaim/garbagecollection/controller.go: a launched NodeClaim whose instance the cloud no longer lists is
+    deleted — here once its instance was missing from three reads over five minutes, and only without a Node."""
+    scene = Scene(compiled)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    (name, claim), = scene.nodeclaims().items()
+    node = next(objects.name(n) for n in scene.nodes().values() if claim_of_node(n) == name)
+    instance = claim["status"]["providerID"].rpartition("/")[2]
+    scene.cluster.patch(objects.NODE, node, {"metadata": {"finalizers": None}})
+    scene.cluster.delete(objects.NODE, node)
+    _cloud(scene).set_state(instance, "terminated")  # the instance went from the console
+    scene.run(controller, 120)
+    assert name in scene.nodeclaims()  # one read is no proof
+    scene.run(controller, 900, until=lambda: name not in scene.nodeclaims())
+    assert name not in scene.nodeclaims()
