@@ -6,7 +6,8 @@ seconds without one (1 s) or `batch_max` after it opened (10 s). Then every pod 
 read from the state when the window closes, not when it opened — goes to the scheduler with the nodes that have
 room, the nodes being launched, the DaemonSets and the node claim templates of the constraint sets in force (their
 admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
-launched (all at once), its Node registered and its pods bound; pods the plan puts on existing nodes are bound
+launched (all at once) — a NodePool's after its NodeClaim is written (v1.14.1's provisioner `Create`; the launch
+fills it, insufficient capacity deletes it, `launch_failed`) —, its Node registered and its pods bound; pods the plan puts on existing nodes are bound
 (no kube-scheduler) or nominated. Only a launch's own batch is bound to a node whose kubelet has not joined yet
 (`nodes.kubelet_joined`): pods a later batch plans onto such a node are nominated and *held* — retried every
 `retry_interval`, and at once when its kubelet joins — so that a node that never joins (`liveness` deletes it)
