@@ -7,13 +7,13 @@ read from the state when the window closes, not when it opened — goes to the s
 room, the nodes being launched, the DaemonSets and the node claim templates of the constraint sets in force (their
 admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
 launched (all at once) — a NodePool's after its NodeClaim is written (v1.14.1's provisioner `Create`; the launch
-fills it, insufficient capacity deletes it, `launch_failed`) —, its Node registered and its pods bound; pods the plan puts on existing nodes are bound
-(no kube-scheduler) or nominated. Only a launch's own batch is bound to a node whose kubelet has not joined yet
-(`nodes.kubelet_joined`): pods a later batch plans onto such a node are nominated and *held* — retried every
-`retry_interval`, and at once when its kubelet joins — so that a node that never joins (`liveness` deletes it)
-takes no more pods than it was launched for. A claim whose every offering lacked capacity has its pods scheduled
-again in the same pass without the offerings the cloud just refused. Pods no provisioner can take get a Warning
-Event `FailedScheduling` with the scheduler's reason, once per reason.
+fills it, insufficient capacity deletes it, `launch_failed`) —, its Node registered and its pods bound; pods the
+plan puts on existing nodes are bound (no kube-scheduler) or nominated. Only a launch's own batch is bound to a
+node whose kubelet has not joined yet (`nodes.kubelet_joined`): pods a later batch plans onto such a node are
+nominated and *held* — retried every `retry_interval`, and at once when its kubelet joins — so that a node that
+never joins (`liveness` deletes it) takes no more pods than it was launched for. A claim whose every offering
+lacked capacity has its pods scheduled again in the same pass without the offerings the cloud just refused. Pods no
+provisioner can take get a Warning Event `FailedScheduling` with the scheduler's reason, once per reason.
 
 **No pod is lost** — the invariant the tests hold it to: a provisionable pod that is not planned onto a launch in
 flight is always either in an open batch window or covered by a retry that is due. A pod that becomes pending
