@@ -16,8 +16,10 @@ from karpenter_policy.cloud.errors import ConfigurationError, InsufficientCapaci
 from karpenter_policy.cloud.provider import Instance, LaunchRequest
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims.objects import claim_of_node
+from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.testing import Scene, compile_policies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,3 +184,31 @@ def test_a_claim_whose_instance_is_gone_without_a_node_is_garbage_collected(comp
     assert name in scene.nodeclaims()  # one read is no proof
     scene.run(controller, 900, until=lambda: name not in scene.nodeclaims())
     assert name not in scene.nodeclaims()
+
+
+def test_after_a_restart_between_the_launch_and_the_node_the_launched_claim_is_the_nodes(compiled: Path) -> None:
+    """The controller stopped after filling the claim and before its Node was written: the next one adopts the
+    instance with a Node that names that claim — one claim, never a second for the same instance."""
+    scene = Scene(compiled)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    create = scene.cluster.create
+
+    def refusing(kind: Any, obj: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if kind == objects.NODE:
+            raise Unavailable("the API server went away")
+        return create(kind, obj, *args, **kwargs)
+
+    scene.cluster.create = refusing  # type: ignore[method-assign]
+    first = scene.controller()
+    scene.run(first, 5, until=lambda: any(c.get("status", {}).get("providerID") for c in scene.nodeclaims().values()))
+    (name, claim), = scene.nodeclaims().items()
+    assert claim["status"]["providerID"] and scene.nodes() == {}
+    scene.cluster.create = create  # type: ignore[method-assign]
+    scene.source = DirectorySource(compiled)  # a new process reads the constraint sets afresh
+    restarted = scene.controller()
+    scene.run(restarted, 120, until=lambda: bool(scene.nodes()))
+    (node,) = scene.nodes().values()
+    assert claim_of_node(node) == name
+    assert node["spec"]["providerID"] == claim["status"]["providerID"]
+    scene.run(restarted, 60)
+    assert list(scene.nodeclaims()) == [name]
