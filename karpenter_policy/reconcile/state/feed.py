@@ -1,11 +1,11 @@
 """How the cluster state is kept up to date: watch events in, one change at a time.
 
-* :class:`InformerFeed` (the threaded runner, a real API server): informers on pods, nodes, DaemonSets and
-  namespaces call :meth:`ClusterState.apply` from their own threads for every event — the initial list and every
-  relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows the cluster without the controllers
-  asking. :meth:`InformerFeed.health` says whether the state can be trusted (every informer synced, none failing).
-  A pod is trimmed of what no reader looks at (`pods.trim_pod`) before the informer caches it; the step-driven
-  feeds below trim theirs the same way.
+* :class:`InformerFeed` (the threaded runner, a real API server): informers on pods, nodes, DaemonSets,
+  namespaces and NodeClaims call :meth:`ClusterState.apply` from their own threads for every event — the initial
+  list and every relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows the cluster without the
+  controllers asking. :meth:`InformerFeed.health` says whether the state can be trusted (every informer synced,
+  none failing). A pod is trimmed of what no reader looks at (`pods.trim_pod`) before the informer caches it; the
+  step-driven feeds below trim theirs the same way.
 * :class:`WatchFeed` (step-driven: tests and simulations, on a cluster that answers a watch at once — the
   in-memory one): :meth:`sync` drains each kind's changes since the last version it saw; a history that is gone
   is listed again. Deterministic: changes are applied in the cluster's order, when the caller says.
