@@ -6,6 +6,7 @@ test_v1_nodeclaims_kubectl.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -141,3 +142,31 @@ def test_a_claim_of_another_shape_is_counted_and_skipped_and_the_controller_goes
     scene.run(controller, 60, until=lambda: name not in scene.nodeclaims())
     assert name not in scene.nodeclaims()
     assert scene.node(node) is None
+
+
+def test_a_deleted_claim_naming_an_instance_of_another_cluster_never_terminates_it(compiled: Path) -> None:
+    """What a claim names is not proof the instance is ours: one not tagged for this cluster is left running, and
+    the claim released."""
+    scene = Scene(compiled)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    _, _, instance = _launched(scene)
+    cloud = _cloud(scene)
+    foreign = cloud.get(instance)
+    assert foreign is not None
+    claim = scene.cluster.create(objects.NODE_CLAIM, {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-zzzzz", "labels": {wk.NODEPOOL: "default"},
+                     "finalizers": [wk.TERMINATION_FINALIZER]},
+        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                      "name": "default"}},
+    })
+    scene.cluster.update(objects.NODE_CLAIM, {**claim, "status": {"providerID": "aws:///us-east-1a/i-0ffffffffffffffff"}},
+                         subresource="status")
+    other = dataclasses.replace(foreign, id="i-0ffffffffffffffff", tags={"kubernetes.io/cluster/other": "owned"})
+    cloud._instances[other.id] = other  # an instance of another cluster
+    scene.cluster.delete(objects.NODE_CLAIM, "default-zzzzz")
+    scene.run(controller, 30, until=lambda: "default-zzzzz" not in scene.nodeclaims())
+    assert "default-zzzzz" not in scene.nodeclaims()
+    assert cloud.get(other.id) is not None  # still running

@@ -38,11 +38,12 @@ Karpenter v1.14.1's lifecycle controller `finalize` does: its Nodes (those on it
 `status.nodeName` names, or — before a providerID is known — those naming it as owner) are deleted and go through
 the steps above (drained, the instance terminated, released); then, once the cloud no longer knows the instance, its
 finalizer goes. A claim without a Node has its instance terminated at once (`CloudProvider.Delete`), then the same;
-a claim without a providerID and without a Node (its launch never completed) is released at once. Where v1.14.1
-deletes the Nodes only of a claim that is `Registered` (a kubelet-created Node), this controller writes the Node at
-launch and so deletes it whether registered or not: an instance with a Node is never terminated from under it. The
-claims come from the state's NodeClaim informer (`state.feed`); a claim of another shape is counted and skipped
-there.
+a claim without a providerID and without a Node (its launch never completed) is released at once, and so is one
+whose instance is not tagged for this cluster (never terminated: a claim naming an instance proves nothing).
+Where v1.14.1 deletes the Nodes only of a claim that is `Registered` (a kubelet-created Node), this controller
+writes the Node at launch and so deletes it whether registered or not: an instance with a Node is never terminated
+from under it. The claims come from the state's NodeClaim informer (`state.feed`); a claim of another shape is
+counted and skipped there.
 
 As Karpenter's, each eviction is an Event `Evicted` on the pod and one a budget refused a Warning `FailedDraining`
 on the node (`evicting pod … violates a PDB`), as is every step that leaves pods to wait for; every eviction asked
@@ -61,6 +62,7 @@ from collections.abc import Mapping, Sequence
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
+from karpenter_policy.cloud.provider import cluster_tag
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.kube.objects import NODE
@@ -245,7 +247,12 @@ class Terminator:
         if claim.node_name and self.cluster.get(NODE, claim.node_name) is not None:
             return  # the state has not seen its Node yet: never terminate an instance from under a Node
         instance = claim.instance_id
-        if instance:
+        found = self.cloud.get(instance) if instance else None
+        if found is not None and found.tags.get(cluster_tag(self.context.options.cluster_name)) != "owned":
+            self._once("claim-foreign", name, "instance %s of deleted nodeclaim %s is not this cluster's: not "
+                       "terminated", instance, name, nodeclaim=name, instance=instance)
+            instance = ""  # what a claim names is not proof that the instance is ours: released, never terminated
+        elif found is not None:
             with contextlib.suppress(InstanceNotFound):
                 self.cloud.delete(instance)
             self._once("claim-instance", name, "terminating instance %s of deleted nodeclaim %s", instance, name,
