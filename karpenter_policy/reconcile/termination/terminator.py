@@ -34,12 +34,13 @@ removed as soon as the cloud no longer knows the instance (Karpenter v1.14.1's N
 pkg/controllers/nodeclaim/lifecycle/controller.go: only when `CloudProvider.Delete` says it is not found).
 
 A NodeClaim deleted by hand (`kubectl delete nodeclaim`, or by anything but this controller) is finalized as
-Karpenter v1.14.1's lifecycle controller `finalize` does: its Nodes (those on its instance, the one its
-`status.nodeName` names, or — before a providerID is known — those naming it as owner) are deleted and go through
-the steps above (drained, the instance terminated, released); then, once the cloud no longer knows the instance, its
-finalizer goes. A claim without a Node has its instance terminated at once (`CloudProvider.Delete`), then the same;
-a claim without a providerID and without a Node (its launch never completed) is released at once, and so is one
-whose instance is not tagged for this cluster (never terminated: a claim naming an instance proves nothing).
+Karpenter v1.14.1's lifecycle controller `finalize` does: its Nodes (those on its instance that name no other claim
+as owner, or naming it as owner) are deleted and go through the steps above (drained, the instance terminated,
+released); then, once the cloud no longer knows the instance, its finalizer goes. A claim without a Node has its
+instance terminated at once (`CloudProvider.Delete`), then the same; a claim whose instance has another claim's
+Node is released without touching either; a claim without a providerID and without a Node (its launch never
+completed) is released at once, and so is one whose instance is not tagged for this cluster (never terminated: a
+claim naming an instance proves nothing).
 Where v1.14.1 deletes the Nodes only of a claim that is `Registered` (a kubelet-created Node), this controller
 writes the Node at launch and so deletes it whether registered or not: an instance with a Node is never terminated
 from under it. The claims come from the state's NodeClaim informer (`state.feed`); a claim of another shape is
@@ -244,9 +245,14 @@ class Terminator:
                     self._once("claim-node", f"{name}/{node.name}", "deleting node %s of deleted nodeclaim %s",
                                node.name, name, node=node.name, nodeclaim=name)
             return  # their termination releases the claim (`_release`)
-        if claim.node_name and self.cluster.get(NODE, claim.node_name) is not None:
+        late = self.cluster.get(NODE, claim.node_name) if claim.node_name else None
+        if late is not None and claim_of_node(late) == name:
             return  # the state has not seen its Node yet: never terminate an instance from under a Node
         instance = claim.instance_id
+        if instance and self.state.node_of_instance(instance) is not None:
+            self._once("claim-other", name, "instance %s of deleted nodeclaim %s has another claim's node: not "
+                       "terminated", instance, name, nodeclaim=name, instance=instance)
+            instance = ""  # never an instance from under a Node
         found = self.cloud.get(instance) if instance else None
         if found is not None and found.tags.get(cluster_tag(self.context.options.cluster_name)) != "owned":
             self._once("claim-foreign", name, "instance %s of deleted nodeclaim %s is not this cluster's: not "
@@ -263,13 +269,17 @@ class Terminator:
             self._claims_deleted.discard(name)
 
     def _nodes_of(self, claim: ClaimRecord) -> list[NodeRecord]:
-        """The Nodes of a NodeClaim: on its instance, named by its status, or (no instance known) naming it as
-        owner."""
+        """The Nodes of a NodeClaim: on its instance (`AllNodesForNodeClaim`: by providerID), the one its status
+        names if that Node names it as owner, or (no instance known) any naming it as owner — never a Node only
+        because a claim names it."""
+        name = claim.name
+        named = self.state.node(claim.node_name) if claim.node_name else None
+        on_instance = self.state.node_of_instance(claim.instance_id) if claim.instance_id else None
         found = {
             node.name: node
             for node in (
-                self.state.node_of_instance(claim.instance_id) if claim.instance_id else None,
-                self.state.node(claim.node_name) if claim.node_name else None,
+                on_instance if on_instance is not None and claim_of_node(on_instance.obj) in (None, name) else None,
+                named if named is not None and claim_of_node(named.obj) == name else None,
             )
             if node is not None
         }
