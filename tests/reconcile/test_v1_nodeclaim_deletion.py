@@ -170,3 +170,26 @@ def test_a_deleted_claim_naming_an_instance_of_another_cluster_never_terminates_
     scene.run(controller, 30, until=lambda: "default-zzzzz" not in scene.nodeclaims())
     assert "default-zzzzz" not in scene.nodeclaims()
     assert cloud.get(other.id) is not None  # still running
+
+
+def test_a_deleted_claim_naming_another_claims_instance_touches_neither_node_nor_instance(compiled: Path) -> None:
+    scene = Scene(compiled)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    name, node, instance = _launched(scene)
+    impostor = scene.cluster.create(objects.NODE_CLAIM, {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-yyyyy", "labels": {wk.NODEPOOL: "default"},
+                     "finalizers": [wk.TERMINATION_FINALIZER]},
+        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                      "name": "default"}},
+    })
+    status = {"providerID": scene.nodeclaims()[name]["status"]["providerID"], "nodeName": node}
+    scene.cluster.update(objects.NODE_CLAIM, {**impostor, "status": status}, subresource="status")
+    scene.cluster.delete(objects.NODE_CLAIM, "default-yyyyy")
+    scene.run(controller, 30, until=lambda: "default-yyyyy" not in scene.nodeclaims())
+    assert "default-yyyyy" not in scene.nodeclaims()
+    assert scene.node(node) is not None and not objects.is_deleting(scene.node(node) or {})
+    assert _cloud(scene).get(instance) is not None
+    assert name in scene.nodeclaims()
