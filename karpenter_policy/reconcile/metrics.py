@@ -68,8 +68,8 @@ quantiles (`exposition`).
 * the watches (`watch_counters`): `karpenter_policy_watch_malformed_answers_total{kind, problem}` and
   `karpenter_policy_malformed_objects_total{kind, reason}`.
 * garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
-  for having no Node (`instance`), Nodes deleted for having no instance (`node`), unused launch templates
-  deleted (`launch_template`).
+  for having no Node (`instance`), Nodes deleted for having no instance (`node`), NodeClaims deleted for having
+  no instance and no Node (`nodeclaim`), unused launch templates deleted (`launch_template`).
 """
 
 from __future__ import annotations
@@ -286,6 +286,7 @@ class Metrics:
         self.garbage_collected = Counter(
             "karpenter_policy_garbage_collected",
             "Instances terminated for having no Node (instance), Nodes deleted for having no instance (node), "
+            "NodeClaims deleted for having no instance and no Node (nodeclaim), "
             "unused launch templates deleted (launch_template).",
             ["object"],
             registry=registry,

@@ -32,6 +32,9 @@ class ClaimPlan:
     #: a v1 NodePool's minValues was lowered to launch it (the BestEffort policy; Karpenter annotates the NodeClaim
     #: `karpenter.sh/nodeclaim-min-values-relaxed: "true"`)
     min_values_relaxed: bool = False
+    #: a v1 NodePool's minValues by key, as the launch keeps them (lowered when BestEffort relaxed them): its
+    #: NodeClaim's requirements carry them
+    min_values: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def launch(self) -> ChosenOffering | None:

@@ -900,6 +900,7 @@ class _Run:
             allocatable=allocatable,
             template_hash=template.hash,
             min_values_relaxed=claim.min_values_relaxed,
+            min_values=dict(claim.min_values),
         )
 
 

@@ -150,6 +150,7 @@ CONTROLLER_CALLS = {
     ("", "nodes", "create"), ("", "nodes", "patch"), ("", "nodes", "update"), ("", "nodes", "delete"),
     ("", "namespaces", "list"), ("", "namespaces", "watch"),          # namespaceSelector of affinity terms
     ("karpenter.sh", "nodeclaims", "get"), ("karpenter.sh", "nodeclaims", "create"),  # a NodePool's NodeClaims
+    ("karpenter.sh", "nodeclaims", "list"), ("karpenter.sh", "nodeclaims", "watch"),  # a claim deleted by hand
     ("karpenter.sh", "nodeclaims", "patch"), ("karpenter.sh", "nodeclaims", "delete"),
     ("karpenter.sh", "nodeclaims/status", "update"), ("karpenter.sh", "nodepools", "get"),  # the claim's owner
     ("apps", "daemonsets", "list"), ("apps", "daemonsets", "watch"),  # DaemonSet overhead

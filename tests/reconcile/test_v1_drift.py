@@ -27,7 +27,9 @@ from karpenter_policy.api.v1.statichash import (
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.reconcile.disruption.decider import drift_reason
+from karpenter_policy.reconcile.claims.conditions import drift_reason as drift_condition_reason
+from karpenter_policy.reconcile.disruption.decider import drift_reason, image_drift
+from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.testing import Scene, compile_policies
 
@@ -109,7 +111,9 @@ STATIC = {
 @pytest.mark.parametrize("change", list(STATIC.values()), ids=list(STATIC))
 def test_a_change_to_a_static_field_drifts_the_node(launched: Any, change: Any) -> None:
     constraint_set, node = launched
-    assert drift(node, change(constraint_set)).startswith("NodePoolDrifted")
+    why = drift(node, change(constraint_set))
+    assert why.startswith("NodePoolDrifted")
+    assert drift_condition_reason(why) == "NodePoolDrifted"  # the NodeClaim's Drifted reason, as drift.go sets it
 
 
 def test_the_same_duration_written_otherwise_and_reordered_taints_do_not_drift(launched: Any) -> None:
@@ -154,7 +158,9 @@ CLASS_STATIC = {
 @pytest.mark.parametrize("changes", list(CLASS_STATIC.values()), ids=list(CLASS_STATIC))
 def test_a_change_to_a_hashed_ec2nodeclass_field_drifts_the_node(launched: Any, changes: dict[str, Any]) -> None:
     constraint_set, node = launched
-    assert drift(node, _class(constraint_set, **changes)).startswith("NodeClassDrifted")
+    why = drift(node, _class(constraint_set, **changes))
+    assert why.startswith("NodeClassDrifted")
+    assert drift_condition_reason(why) == "NodeClassDrift"  # aws pkg/cloudprovider/drift.go `areStaticFieldsDrifted`
 
 
 @pytest.mark.parametrize(
@@ -229,6 +235,8 @@ def test_requirement_drift_is_karpenter_v1s(
     assert drift(node, dataclasses.replace(constraint_set, requirements=tuple(old))) == ""
     why = drift(node, dataclasses.replace(constraint_set, requirements=tuple(new)))
     assert why.startswith("RequirementsDrifted") if drifted else why == "", why
+    if drifted:
+        assert drift_condition_reason(why) == "RequirementsDrifted"
 
 
 def test_a_changed_nodepool_replaces_its_nodes_in_the_controller(compiled: Path, tmp_path: Path) -> None:
@@ -252,3 +260,11 @@ def test_a_changed_nodepool_replaces_its_nodes_in_the_controller(compiled: Path,
     (second,) = [node for node in scene.nodes().values() if objects.labels(node).get(wk.NODEPOOL) == "default"]
     assert objects.labels(second)["team"] == "shop"
     assert scene.unbound() == []
+
+
+def test_an_image_drift_is_the_claims_amidrift() -> None:
+    """aws pkg/cloudprovider/drift.go `isAMIDrifted` returns `AMIDrift`: the Drifted condition's reason."""
+    node = {"metadata": {"name": "n", "annotations": {node_info.ANNOTATION_IMAGE: "ami-0aaaaaaaaaaaaaaaa"}}}
+    why = image_drift(node, "ami-0bbbbbbbbbbbbbbbb")
+    assert why and drift_condition_reason(why) == "AMIDrift"
+    assert drift_condition_reason("something else") == "Drifted"

@@ -182,6 +182,7 @@ def test_a_claim_is_marked_consolidatable_and_drifted_as_the_disruption_controll
     scene.run(controller, 60, until=lambda: _condition(scene.nodeclaims()[name], "Drifted") is not None)
     drifted = _condition(scene.nodeclaims()[name], "Drifted")
     assert drifted is not None and drifted["status"] == "True" and drifted["message"]
+    assert drifted["reason"] == "NodePoolDrifted"  # drift.go `areStaticFieldsDrifted`: the template's labels
     assert node in scene.nodes()
 
     (policies / "nodepools.yaml").write_text(source)

@@ -96,3 +96,28 @@ def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_
             assert kubectl("get", "nodeclaims", check=False).returncode != 0
         finally:
             cluster.close()
+
+
+def test_kubectl_delete_nodeclaim_drains_and_deletes_its_node_and_terminates_its_instance(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """`kubectl delete nodeclaim X --wait=false`, as on a Karpenter v1.14.1 cluster (lifecycle controller.go
+    `finalize`): the Node goes (drained through termination), the instance is terminated, then the claim."""
+    compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
+    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    (claim,) = json.loads(kubectl("get", "nodeclaims", "-o", "json").stdout)["items"]
+    name = objects.name(claim)
+    instance = claim["status"]["providerID"].rpartition("/")[2]
+    (node,) = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    assert scene.cloud.get(instance) is not None
+
+    kubectl("delete", "nodeclaim", name, "--wait=false")
+    scene.run(controller, 120, until=lambda: not kubectl("get", "nodeclaims", "-o", "name").stdout.strip())
+    assert kubectl("get", "nodeclaims", "-o", "name").stdout.strip() == ""
+    assert kubectl("get", "node", objects.name(node), check=False).returncode != 0
+    assert kubectl("get", "nodes", "-o", "name").stdout.strip() == ""
+    assert scene.cloud.get(instance) is None
+    assert kubectl("get", "pod", "web", check=False).returncode != 0  # evicted on the way

@@ -4,7 +4,8 @@ set `NodeClaim.StatusConditions` declares in core pkg/apis/v1/nodeclaim_status.g
 `Launched`, `Registered` and `Initialized` are the dependents of the root condition `Ready`: each starts Unknown
 (reason `AwaitingReconciliation`), is set True (its reason its own type, no message) by the lifecycle step that
 reaches it, and `Ready` is True once all three are, Unknown (`UnhealthyDependents`) until then. `Drifted` and
-`Consolidatable` are set True when the disruption controller decides so and removed when it no longer does (as
+`Consolidatable` are set True (Drifted with the kind of drift as its reason: `drift_reason`) when the disruption
+controller decides so and removed when it no longer does (as
 Karpenter clears them). A condition's `lastTransitionTime` changes only when its status does.
 """
 
@@ -25,6 +26,8 @@ CONSOLIDATABLE: Final = "Consolidatable"
 #: The dependents of `Ready` (`NewReadyConditions(Launched, Registered, Initialized)`).
 LIFECYCLE: Final = (LAUNCHED, REGISTERED, INITIALIZED)
 AWAITING = "AwaitingReconciliation"
+#: Launched's reason after a launch that failed for another reason than capacity (launch.go `launchNodeClaim`).
+LAUNCH_FAILED = "LaunchFailed"
 AWAITING_MESSAGE = "object is awaiting reconciliation"
 
 Condition = dict[str, Any]
@@ -38,6 +41,28 @@ def initial(now: dt.datetime) -> list[Condition]:
          "lastTransitionTime": stamp}
         for kind in (*LIFECYCLE, READY)
     ]
+
+
+#: The kinds of drift v1.14.1 names as the Drifted condition's reason (core pkg/controllers/nodeclaim/disruption/
+#: drift.go `NodePoolDrifted`, `RequirementsDrifted`; aws pkg/cloudprovider/drift.go `NodeClassDrift`, `AMIDrift`),
+#: by how the disruption controller's explanation (`reconcile.disruption.decider.drift_reason`, `image_drift`)
+#: begins.
+DRIFT_REASONS: Final = (
+    ("NodePoolDrifted", "NodePoolDrifted"),
+    ("RequirementsDrifted", "RequirementsDrifted"),
+    ("NodeClassDrifted", "NodeClassDrift"),
+    ("its image ", "AMIDrift"),
+    ("provisioner ", "NodePoolDrifted"),  # its NodePool is gone from the constraint sets
+)
+
+
+def drift_reason(why: str) -> str:
+    """The Drifted condition's reason, as Karpenter v1.14.1 names the kind of drift, for the disruption controller's
+    explanation `why` (its message); `Drifted` for an explanation of no known kind."""
+    for start, reason in DRIFT_REASONS:
+        if why.startswith(start):
+            return reason
+    return DRIFTED
 
 
 def status_of(conditions: Sequence[Mapping[str, Any]], kind: str) -> str | None:
@@ -75,12 +100,23 @@ def _ready(conditions: list[Condition], now: dt.datetime) -> None:
 
 
 def set_true(
-    conditions: Sequence[Mapping[str, Any]], kind: str, now: dt.datetime, message: str = ""
+    conditions: Sequence[Mapping[str, Any]], kind: str, now: dt.datetime, message: str = "", reason: str = ""
 ) -> list[Condition] | None:
-    """The conditions with `kind` True (its reason its type; `message` as given) and Ready recomputed; None when
-    nothing changes."""
+    """The conditions with `kind` True (its reason `reason`, else its type; `message` as given) and Ready
+    recomputed; None when nothing changes."""
     changed = [dict(c) for c in conditions]
-    if not _set(changed, kind, "True", kind, message, now):
+    if not _set(changed, kind, "True", reason or kind, message, now):
+        return None
+    _ready(changed, now)
+    return changed
+
+
+def set_unknown(
+    conditions: Sequence[Mapping[str, Any]], kind: str, reason: str, message: str, now: dt.datetime
+) -> list[Condition] | None:
+    """The conditions with `kind` Unknown (`reason`, `message`) and Ready recomputed; None when nothing changes."""
+    changed = [dict(c) for c in conditions]
+    if not _set(changed, kind, "Unknown", reason, message, now):
         return None
     _ready(changed, now)
     return changed
@@ -93,6 +129,6 @@ def cleared(conditions: Sequence[Mapping[str, Any]], kind: str) -> list[Conditio
 
 
 __all__ = [
-    "CONSOLIDATABLE", "DRIFTED", "INITIALIZED", "LAUNCHED", "LIFECYCLE", "READY", "REGISTERED", "cleared", "initial",
-    "set_true", "status_of",
+    "CONSOLIDATABLE", "DRIFTED", "DRIFT_REASONS", "INITIALIZED", "LAUNCHED", "LIFECYCLE", "READY", "REGISTERED",
+    "LAUNCH_FAILED", "cleared", "drift_reason", "initial", "set_true", "set_unknown", "status_of",
 ]

@@ -4,14 +4,16 @@ nodeclaimtemplate.go) for the spec and labels, `PopulateNodeClaimDetails` (pkg/c
 launch.go) for what the launch resolved.
 
 - **name**: `<nodepool>-<5 characters>` as the API server's `generateName` makes it from Karpenter's
-  `<nodepool>-` prefix; ours are derived from the instance id (Kubernetes' random-string alphabet), so a retried
-  registration names the same claim;
-- **labels**: the Node's (the template's labels, each requirement pinned to one value, `karpenter.sh/nodepool`,
-  `karpenter.k8s.aws/ec2nodeclass`, the instance's type, zone, capacity type, …), less the hostname;
+  `<nodepool>-` prefix; ours are derived from the launch's client token (Kubernetes' random-string alphabet), so a
+  retried pass names the same claim — an instance adopted after a restart without a claim, from its instance id;
+- **labels**: written before the launch (`planned_claim`), the template's labels, the custom labels its
+  requirements pin to one value and `karpenter.sh/nodepool`; once launched, the Node's too (`karpenter.k8s.aws/
+  ec2nodeclass`, the instance's type, zone, capacity type, …), less the hostname;
 - **finalizer** `karpenter.sh/termination`; an **ownerReference** to the NodePool when the cluster serves it
   (`ownerReferences` need the NodePool's uid; without it the claim has none, as `writer` logs);
 - **spec**: the claim's requirements (the pods' and topology's, as scheduled; the launch's instance types, at most
-  60, as `node.kubernetes.io/instance-type`; never a key that only steers the scheduler; minValues left out), its
+  60, as `node.kubernetes.io/instance-type`; never a key that only steers the scheduler; `minValues` as the launch
+  keeps them, on the instance types too, as `ToNodeClaim` writes them), its
   resource requests, the template's taints and startup taints, `nodeClassRef`, `expireAfter` and
   `terminationGracePeriod` — an object Karpenter v1.14.1's CRD admits (schema and CEL rules);
 - **status** once launched: `providerID`, `imageID`, capacity and allocatable; `nodeName` once registered.
@@ -32,7 +34,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import NODE_CLAIM, NODE_POOL, Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import pool_name
-from karpenter_policy.model.requirements import Requirements
+from karpenter_policy.model.requirements import Operator, Requirements
 
 #: `k8s.io/apimachinery/pkg/util/rand`'s alphabet, which generateName's suffix is drawn from.
 NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
@@ -47,9 +49,9 @@ NODE_CLASS_GROUP: Final = "karpenter.k8s.aws"
 NODE_CLASS_KIND: Final = "EC2NodeClass"
 
 
-def claim_name(nodepool: str, instance_id: str) -> str:
-    """`<nodepool>-<suffix>`, the suffix drawn from the instance id."""
-    number = int.from_bytes(hashlib.sha256(instance_id.encode()).digest()[:8], "big")
+def claim_name(nodepool: str, seed: str) -> str:
+    """`<nodepool>-<suffix>`, the suffix drawn from `seed` (a launch's client token; an adopted instance's id)."""
+    number = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
     suffix = []
     for _ in range(SUFFIX_LENGTH):
         number, index = divmod(number, len(NAME_ALPHABET))
@@ -70,16 +72,64 @@ def nodeclaim_object(
     requests: dict[str, str],
     instance_types: Sequence[str] = (),
 ) -> Obj:
-    """The NodeClaim of a NodePool's launch (see the module docstring); its status is written after it is created.
-    `instance_types`: the launch's options, cheapest first (`ToNodeClaim` puts the first 60 in the requirements)."""
+    """The NodeClaim of an instance found without one (adopted after a restart: see the module docstring), named
+    from its instance id, labelled as its Node; its status is written after it is created. `instance_types`: the
+    launch's options, cheapest first (`ToNodeClaim` puts the first 60 in the requirements)."""
     nodepool = pool_name(constraint_set.pool)
-    labels = {key: value for key, value in objects.labels(node).items() if key != wk.HOSTNAME}
+    return _claim(constraint_set, claim_name(nodepool, instance.id), node_labels(node), requirements, requests,
+                  instance_types)
+
+
+def planned_claim(
+    constraint_set: ConstraintSet,
+    seed: str,
+    requirements: Requirements,
+    requests: dict[str, str],
+    instance_types: Sequence[str] = (),
+    min_values: Mapping[str, int] | None = None,
+) -> Obj:
+    """The NodeClaim written before its launch, as v1.14.1's provisioner `Create` writes it from `ToNodeClaim`:
+    named from `seed` (the launch's client token: a retried pass names the same claim); labelled with the template's
+    labels, the custom labels its requirements pin to one value (`resolveCustomLabelsFromRequirements`) and
+    `karpenter.sh/nodepool` — the instance's labels come with the launch (`launched_labels`); its requirements carry
+    `min_values` (`minValues`) as the launch keeps them."""
+    nodepool = pool_name(constraint_set.pool)
+    labels = dict(constraint_set.labels)
+    for key in requirements:
+        requirement = requirements[key]
+        values = requirement.values if requirement.operator() == Operator.IN else ()
+        if len(values) == 1 and key not in wk.WELL_KNOWN_LABELS and key not in SCHEDULING_ONLY:
+            labels[key] = next(iter(values))
+    labels[wk.NODEPOOL] = nodepool
+    return _claim(constraint_set, claim_name(nodepool, seed), labels, requirements, requests, instance_types,
+                  min_values or {})
+
+
+def node_labels(node: Obj) -> dict[str, str]:
+    """The labels a NodeClaim takes from its Node (the instance's resolved labels; `PopulateNodeClaimDetails`): all
+    but the hostname."""
+    return {key: value for key, value in objects.labels(node).items() if key != wk.HOSTNAME}
+
+
+def _claim(
+    constraint_set: ConstraintSet,
+    name: str,
+    labels: Mapping[str, str],
+    requirements: Requirements,
+    requests: dict[str, str],
+    instance_types: Sequence[str],
+    min_values: Mapping[str, int] | None = None,
+) -> Obj:
     settings = constraint_set.nodepool or {}
     terms = [term for term in requirements.to_node_selector() if term.get("key") not in SCHEDULING_ONLY]
     if instance_types:
         chosen = list(dict.fromkeys(instance_types))[:MAX_INSTANCE_TYPES]
         terms = [t for t in terms if t.get("key") != wk.INSTANCE_TYPE]
         terms.append({"key": wk.INSTANCE_TYPE, "operator": "In", "values": sorted(chosen)})
+    for term in terms:
+        wanted = (min_values or {}).get(str(term.get("key")))
+        if wanted and term.get("operator") == "In":
+            term["minValues"] = wanted
     spec: dict[str, Any] = {
         "requirements": sorted(terms, key=lambda term: str(term.get("key"))),
         "resources": {"requests": dict(sorted(requests.items()))},
@@ -99,7 +149,7 @@ def nodeclaim_object(
         "apiVersion": NODE_CLAIM.api_version,
         "kind": NODE_CLAIM.kind,
         "metadata": {
-            "name": claim_name(nodepool, instance.id),
+            "name": name,
             "labels": dict(sorted(labels.items())),
             "finalizers": [wk.TERMINATION_FINALIZER],
         },
@@ -158,6 +208,6 @@ def claim_of_node(node: Obj) -> str | None:
 
 
 __all__ = [
-    "NAME_ALPHABET", "claim_name", "claim_of_node", "launched_status", "node_reference", "nodeclaim_object",
-    "nodepool_reference",
+    "NAME_ALPHABET", "claim_name", "claim_of_node", "launched_status", "node_labels", "node_reference",
+    "nodeclaim_object", "nodepool_reference", "planned_claim",
 ]

@@ -91,11 +91,12 @@ class ClaimWriter:
             return None
         return nodepool_reference(found)
 
-    def create(self, claim: Obj, status: dict[str, Any]) -> Obj | None:
-        """Create the claim (owned by its NodePool when readable), then write its status with Launched True; the
-        claim as stored. A claim of that name created before (a retried registration) is taken as it is. None when
-        the cluster does not serve NodeClaims (their CRD is not installed: the node goes without one, logged once).
-        Raises ClusterError (the caller retries)."""
+    def create(self, claim: Obj, status: dict[str, Any] | None = None) -> Obj | None:
+        """Create the claim (owned by its NodePool when readable), then write its status: with Launched True when
+        `status` (what the launch resolved) is given, else (a claim written before its launch) the lifecycle
+        conditions Unknown; the claim as stored. A claim of that name created before (a retried pass) is taken as
+        it is. None when the cluster does not serve NodeClaims (their CRD is not installed: the node goes without
+        one, logged once). Raises ClusterError (the caller retries)."""
         nodepool = objects.labels(claim).get(wk.NODEPOOL, "")
         owner = self._owner(nodepool) if nodepool else None
         body = {**claim, "metadata": dict(objects.metadata(claim))}
@@ -113,16 +114,48 @@ class ClaimWriter:
                 raise NotFound(f"nodeclaim {objects.name(claim)} exists but cannot be read") from None
             return existing
         now = self.wall_clock()
-        found = conditions.set_true(conditions.initial(now), conditions.LAUNCHED, now) or []
-        created["status"] = {**status, "conditions": found}
+        if status is None:
+            created["status"] = {"conditions": conditions.initial(now)}
+        else:
+            found = conditions.set_true(conditions.initial(now), conditions.LAUNCHED, now) or []
+            created["status"] = {**status, "conditions": found}
         CLAIMS.info("created nodeclaim", extra=self.fields(nodeclaim=objects.name(created), nodepool=nodepool))
         return self.cluster.update(NODE_CLAIM, created, subresource="status")
 
-    def set_true(self, name: str, kind: str, node_name: str | None = None, message: str = "") -> bool:
-        """Set condition `kind` True on the claim (with `message`; and `status.nodeName`); False when the claim is
-        gone, unreadable or already so. Raises ClusterError."""
+    def launched(self, name: str, status: dict[str, Any], labels: dict[str, str]) -> bool:
+        """Fill a claim written before its launch with what the launch resolved (`PopulateNodeClaimDetails`): the
+        instance's labels (the claim's own win), then `status` with Launched True. False when the claim is gone or
+        unreadable. Raises ClusterError."""
+        claim = self.read(name)
+        if claim is None:
+            return False
+        added = {key: value for key, value in labels.items() if key not in objects.labels(claim)}
+        if added:
+            try:
+                self.cluster.patch(NODE_CLAIM, name, {"metadata": {"labels": added}})
+            except NotFound:
+                return False
+        now = self.wall_clock()
+
+        def fill(found: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            return conditions.set_true(found or conditions.initial(now), conditions.LAUNCHED, now)
+
+        return self._write(name, fill, extra=status)
+
+    def launch_failed(self, name: str, message: str) -> bool:
+        """Record a failed launch as v1.14.1's launch.go does: Launched Unknown, reason `LaunchFailed`, the error as
+        message. Raises ClusterError."""
+        now = self.wall_clock()
+        return self._write(name, lambda found: conditions.set_unknown(
+            found or conditions.initial(now), conditions.LAUNCHED, conditions.LAUNCH_FAILED, message[:300], now))
+
+    def set_true(
+        self, name: str, kind: str, node_name: str | None = None, message: str = "", reason: str = ""
+    ) -> bool:
+        """Set condition `kind` True on the claim (with `message` and `reason`, else its type as reason; and
+        `status.nodeName`); False when the claim is gone, unreadable or already so. Raises ClusterError."""
         return self._write(
-            name, lambda found: conditions.set_true(found, kind, self.wall_clock(), message[:300]), node_name
+            name, lambda found: conditions.set_true(found, kind, self.wall_clock(), message[:300], reason), node_name
         )
 
     def clear(self, name: str, kind: str) -> bool:
@@ -134,6 +167,7 @@ class ClaimWriter:
         name: str,
         change: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
         node_name: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> bool:
         for _ in range(CONFLICT_RETRIES):
             claim = self.read(name)
@@ -142,8 +176,9 @@ class ClaimWriter:
             status = dict(claim.get("status") or {})
             changed = change(list(status.get("conditions") or []))
             name_changed = node_name is not None and status.get("nodeName") != node_name
-            if changed is None and not name_changed:
+            if changed is None and not name_changed and not extra:
                 return False
+            status.update(extra or {})
             if changed is not None:
                 status["conditions"] = changed
             if node_name is not None:

@@ -2,10 +2,12 @@
 Karpenter v1.14.1 marks a claim Drifted while it has drifted (core pkg/controllers/nodeclaim/disruption/drift.go)
 and Consolidatable once `consolidateAfter` has passed since its node's last pod event (consolidation.go), and
 removes either when it no longer holds. Here both are what a disruption decision found: after each decision, the
-claim of every NodePool node of ours not being deleted gets Drifted when the decision saw it drifted (the message
-says why: the changed hash, a requirement, the image, …) and Consolidatable when its consolidateAfter has passed
-(`decider.consolidatable_in`; never under `Never`); a condition that no longer holds is removed. A claim is written
-only when what it shows changes; a write that fails is tried again after the next decision.
+claim of every NodePool node of ours not being deleted gets Drifted when the decision saw it drifted — its reason
+the kind of drift as v1.14.1 names it (`NodePoolDrifted`, `RequirementsDrifted`, `NodeClassDrift`, `AMIDrift`:
+`claims.conditions.drift_reason`), its message why (the changed hash, the requirement, the image, …) — and
+Consolidatable when its consolidateAfter has passed (`decider.consolidatable_in`; never under `Never`); a condition
+that no longer holds is removed. A claim is written only when what it shows changes (a new kind of drift too); a
+write that fails is tried again after the next decision.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.claims.writer import ClaimWriter
 from karpenter_policy.reconcile.disruption.decider import Inputs, consolidatable_in
 
-#: What a claim shows: (drifted, consolidatable).
-Shown = tuple[bool, bool]
+#: What a claim shows: (why it drifted, "" when it has not; consolidatable).
+Shown = tuple[str, bool]
 
 
 class ClaimConditions:
@@ -44,16 +46,19 @@ class ClaimConditions:
             present.add(claim)
             constraint_set = inputs.templates.sets.get(pool)
             wait = consolidatable_in(inputs, node, constraint_set) if constraint_set is not None else None
-            shown = (name in drifted, node.initialized and wait is not None and wait <= 0)
+            shown = (drifted.get(name, ""), node.initialized and wait is not None and wait <= 0)
             if self._shown.get(claim) == shown:
                 continue
             try:
-                for kind, holds in zip((conditions.DRIFTED, conditions.CONSOLIDATABLE), shown, strict=True):
-                    if holds:
-                        message = drifted.get(name, "") if kind == conditions.DRIFTED else ""
-                        self.writer.set_true(claim, kind, message=message)
-                    else:
-                        self.writer.clear(claim, kind)
+                why, consolidatable = shown
+                if why:
+                    self.writer.set_true(claim, conditions.DRIFTED, message=why, reason=conditions.drift_reason(why))
+                else:
+                    self.writer.clear(claim, conditions.DRIFTED)
+                if consolidatable:
+                    self.writer.set_true(claim, conditions.CONSOLIDATABLE)
+                else:
+                    self.writer.clear(claim, conditions.CONSOLIDATABLE)
             except ClusterError as error:
                 errors.append(f"could not write the conditions of nodeclaim {claim}, {error}")
                 self._shown.pop(claim, None)

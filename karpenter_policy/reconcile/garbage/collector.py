@@ -36,6 +36,12 @@ Karpenter v0.31.1 instead compares the NodeClaim's creation time with its clock 
 first time ``List`` misses it (core `pkg/controllers/nodeclaim/garbagecollection/controller.go`: 10 s after
 launch); both leave a lagging DescribeInstances or a skewed clock room to remove something live.
 
+* **a NodeClaim whose instance is gone and that has no Node** — launched (a providerID), not being deleted, no Node
+  of the state on its instance, its instance missing from ``MISSING_READS`` reads in a row over ``node_grace``
+  seconds as a Node's is — is **deleted** (Karpenter v1.14.1's core `pkg/controllers/nodeclaim/garbagecollection/
+  controller.go` deletes a launched NodeClaim whose instance `List` no longer shows); termination finalizes it
+  (nothing to drain, the instance already gone). A claim with a Node is left to the Node's path above.
+
 A Node released this way counts as Karpenter counts a machine garbage collected (`karpenter_machines_terminated
 {reason="garbage_collected"}`) and a node terminated (`karpenter_nodes_terminated`).
 
@@ -57,15 +63,15 @@ from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import STATE_SHUTTING_DOWN, CloudProvider, Instance
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
-from karpenter_policy.kube.errors import ClusterError
-from karpenter_policy.kube.objects import Kind, Obj
+from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.kube.objects import NODE_CLAIM, Kind, Obj
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_GC_INTERVAL as DEFAULT_INTERVAL
 from karpenter_policy.reconcile.options import DEFAULT_INSTANCE_GRACE, DEFAULT_NODE_GRACE
 from karpenter_policy.reconcile.result import Collected
 from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state.records import NodeRecord, UnreadableObject, node_record
+from karpenter_policy.reconcile.state.records import ClaimRecord, NodeRecord, UnreadableObject, node_record
 from karpenter_policy.reconcile.termination.nodedeletion import release
 
 GARBAGE = logs.logger("garbagecollection")
@@ -126,6 +132,7 @@ class GarbageCollector:
         self._next: float | None = None  # None: at the next pass
         self._missing_since: dict[str, float] = {}  # instance id → when a healthy look first found no Node for it
         self._node_missing: dict[tuple[str, str, str], _Missing] = {}  # (node, uid, instance id) → reads
+        self._claim_missing: dict[tuple[str, str, str], _Missing] = {}  # (claim, uid, instance id) → reads
 
     def due(self) -> bool:
         return self.interval > 0 and (self._next is None or self.clock() >= self._next)
@@ -136,13 +143,15 @@ class GarbageCollector:
         self._next = None
         self._missing_since.clear()
         self._node_missing.clear()
+        self._claim_missing.clear()
 
     def collect(
-        self, nodes: Sequence[NodeRecord], in_flight: Collection[str], healthy: bool = True
+        self, nodes: Sequence[NodeRecord], in_flight: Collection[str], healthy: bool = True,
+        claims: Sequence[ClaimRecord] = (),
     ) -> Collected:
         """One collection. ``nodes``: the Nodes as the state shows them; ``in_flight``: the provider IDs of the
         controller's launches not settled yet (never collected, either way); ``healthy``: the state follows the
-        cluster (else no instance is terminated)."""
+        cluster (else no instance is terminated); ``claims``: the NodeClaims as the state shows them."""
         now = self.clock()
         result = Collected()
         self._next = now + self.interval
@@ -160,6 +169,7 @@ class GarbageCollector:
                     result, "the cluster state is not synced or a watch is failing: no instance is terminated"
                 )
             self._nodes_without_instance(nodes, {i.id for i in instances}, flying, result)
+            self._claims_without_instance(claims, nodes, {i.id for i in instances}, flying, result)
         self._launch_templates(result)
         if result.errors:
             self._next = now + min(self.interval, RETRY_INTERVAL)
@@ -254,6 +264,47 @@ class GarbageCollector:
             ends = missing.since + self.node_grace
             if missing.reads + 1 >= MISSING_READS and self._next is not None and now < ends < self._next:
                 self._next = ends
+
+    def _claims_without_instance(
+        self, claims: Sequence[ClaimRecord], nodes: Sequence[NodeRecord], listed: set[str], in_flight: set[str],
+        result: Collected,
+    ) -> None:
+        now = self.clock()
+        with_node = {n.instance_id for n in nodes if n.instance_id}
+        watched: dict[tuple[str, str, str], _Missing] = {}
+        for claim in claims:
+            instance_id = claim.instance_id
+            if (not instance_id or claim.deletion_timestamp is not None or instance_id in listed
+                    or instance_id in in_flight or instance_id in with_node):
+                continue
+            key = (claim.name, claim.uid, instance_id)
+            try:
+                if self.cloud.get(instance_id) is not None:
+                    continue
+            except CloudError as error:
+                self._error(result, f"could not look up instance {instance_id}, {error}", nodeclaim=claim.name)
+                if key in self._claim_missing:
+                    watched[key] = self._claim_missing[key]
+                continue
+            missing = watched[key] = self._claim_missing.get(key) or _Missing(now)
+            missing.reads += 1
+            if missing.reads < MISSING_READS or now - missing.since < self.node_grace:
+                continue
+            try:
+                self.cluster.delete(NODE_CLAIM, claim.name)
+            except NotFound:
+                pass
+            except ClusterError as error:
+                self._error(result, f"could not delete nodeclaim {claim.name}, {error}", nodeclaim=claim.name)
+                continue
+            del watched[key]
+            result.deleted.append(claim.name)
+            self.metrics.garbage_collected.labels("nodeclaim").inc()
+            GARBAGE.info(
+                "garbage collected nodeclaim %s, its instance %s missing from %d reads over %.0fs", claim.name,
+                instance_id, MISSING_READS, now - missing.since, extra=self._fields(nodeclaim=claim.name),
+            )
+        self._claim_missing = watched
 
     def _release(self, node: NodeRecord, instance_id: str, missing_for: float, result: Collected) -> bool:
         """Delete the Node if the API server still shows the same Node on the same instance; whether it is done

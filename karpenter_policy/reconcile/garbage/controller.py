@@ -38,7 +38,8 @@ class GarbageCollection:
         """Collect when due, after adoption."""
         if self.lifecycle.adopted and self.collector.due():
             collected = self.collector.collect(
-                self.context.state.nodes(), self.context.inflight.provider_ids(), self.steady()
+                self.context.state.nodes(), self.context.inflight.provider_ids(), self.steady(),
+                self.context.state.claims(),
             )
             result.garbage = collected
             result.errors.extend(collected.errors)

@@ -8,7 +8,8 @@
 * **adoption** (at start-up and at every leader take-over): each instance of ours (tagged for the cluster by a
   provisioner) that no Node names gets its Node registered — a controller that stopped between CreateFleet and
   registration picks its instance up instead of launching another (counted as a machine registered, not as a node
-  created: it was launched before);
+  created: it was launched before); a NodePool's instance whose NodeClaim was written and launched before (its
+  providerID names the instance) gets a Node naming that claim, else a new claim;
 * **initialization**: a node of ours that is Ready with every startup taint gone is labelled
   `karpenter.sh/initialized=true` (Karpenter's rule), once;
 * **NodeClaim conditions** of a NodePool's nodes: Registered and Initialized as their Nodes reach them
@@ -151,7 +152,11 @@ class NodeLifecycle:
             template = templates.template(name)
             node = node_info.node_object(instance, template, constraint_set, template.requirements)
             entry = InFlightNode(instance, node, name, context.clock(), adopted=True)
-            if constraint_set.is_nodepool:
+            written = next((c for c in context.state.claims() if c.instance_id == instance.id), None)
+            if written is not None:  # its claim was written and launched before the restart: the Node names it
+                entry.claim_created = True
+                node["metadata"]["ownerReferences"] = [claim_objects.node_reference(written.obj)]
+            elif constraint_set.is_nodepool:
                 entry.claim = claim_objects.nodeclaim_object(constraint_set, instance, node, template.requirements, {})
                 entry.claim_status = claim_objects.launched_status(node, instance)
             context.inflight.add(entry)

@@ -30,6 +30,7 @@ from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.context import Context
+from karpenter_policy.reconcile.provisioning.launchliveness import LaunchLiveness
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import NodeRecord
@@ -51,6 +52,8 @@ class Liveness:
         self._since: dict[str, tuple[str, float]] = {}  # unjoined node → (its uid, when its age started)
         self._joined: set[str] = set()  # uids of the nodes of ours that joined once (never timed again)
         self._lock = threading.Lock()
+        #: a NodePool's NodeClaims not launched in time (v1.14.1's launch timeout: `launchliveness`)
+        self.launches = LaunchLiveness(context)
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
@@ -77,14 +80,18 @@ class Liveness:
             self._since[after.name] = (after.uid, since)
 
     def next_due(self) -> float | None:
-        """When the oldest node not joined yet runs out of time (None: every node of ours joined)."""
+        """When the oldest node not joined yet (or claim not launched) runs out of time (None: none waits)."""
         with self._lock:
-            if not self._since:
-                return None
-            return min(since for _, since in self._since.values()) + self.context.options.registration_ttl
+            nodes = min(since for _, since in self._since.values()) if self._since else None
+        dues = [due for due in (
+            nodes + self.context.options.registration_ttl if nodes is not None else None, self.launches.next_due()
+        ) if due is not None]
+        return min(dues) if dues else None
 
     def reconcile(self, result: ReconcileResult) -> None:
-        """Delete the nodes whose kubelet has not joined within the registration TTL (see the module docstring)."""
+        """Delete the nodes whose kubelet has not joined within the registration TTL (see the module docstring), and
+        the NodeClaims not launched in time (`launchliveness`)."""
+        self.launches.reconcile(result)
         context = self.context
         ttl = context.options.registration_ttl
         now = context.clock()

@@ -6,13 +6,14 @@ seconds without one (1 s) or `batch_max` after it opened (10 s). Then every pod 
 read from the state when the window closes, not when it opened — goes to the scheduler with the nodes that have
 room, the nodes being launched, the DaemonSets and the node claim templates of the constraint sets in force (their
 admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
-launched (all at once), its Node registered and its pods bound; pods the plan puts on existing nodes are bound
-(no kube-scheduler) or nominated. Only a launch's own batch is bound to a node whose kubelet has not joined yet
-(`nodes.kubelet_joined`): pods a later batch plans onto such a node are nominated and *held* — retried every
-`retry_interval`, and at once when its kubelet joins — so that a node that never joins (`liveness` deletes it)
-takes no more pods than it was launched for. A claim whose every offering lacked capacity has its pods scheduled
-again in the same pass without the offerings the cloud just refused. Pods no provisioner can take get a Warning
-Event `FailedScheduling` with the scheduler's reason, once per reason.
+launched (all at once) — a NodePool's after its NodeClaim is written (v1.14.1's provisioner `Create`; the launch
+fills it, insufficient capacity deletes it, `launch_failed`) —, its Node registered and its pods bound; pods the
+plan puts on existing nodes are bound (no kube-scheduler) or nominated. Only a launch's own batch is bound to a
+node whose kubelet has not joined yet (`nodes.kubelet_joined`): pods a later batch plans onto such a node are
+nominated and *held* — retried every `retry_interval`, and at once when its kubelet joins — so that a node that
+never joins (`liveness` deletes it) takes no more pods than it was launched for. A claim whose every offering
+lacked capacity has its pods scheduled again in the same pass without the offerings the cloud just refused. Pods no
+provisioner can take get a Warning Event `FailedScheduling` with the scheduler's reason, once per reason.
 
 **No pod is lost** — the invariant the tests hold it to: a provisionable pod that is not planned onto a launch in
 flight is always either in an open batch window or covered by a retry that is due. A pod that becomes pending
@@ -44,6 +45,10 @@ import time
 from collections.abc import Sequence
 
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError, InsufficientCapacity, Throttled
+from karpenter_policy.cloud.provider import Instance, LaunchRequest
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.claims import objects as claim_objects
 from karpenter_policy.reconcile.context import Context
@@ -409,15 +414,44 @@ class Provisioner:
                 logs.options_text([o.instance_type for o in claim.options]),
                 extra=context.fields(provisioner=claim.template),
             )
-        outcomes = self.launcher.launch(requests)
+        written = self._write_claims(claims, requests, templates, result)
+        kept = [(c, r, stored) for c, r, (ok, stored) in zip(claims, requests, written, strict=True) if ok]
+        outcomes = self.launcher.launch([r for _, r, _ in kept])
         retry = []
-        for claim, outcome in zip(claims, outcomes, strict=True):
+        for (claim, _, stored), outcome in zip(kept, outcomes, strict=True):
             if outcome.instance is None:
-                if self.launch_failed(claim, outcome, result):
+                if self.launch_failed(claim, outcome, result, stored):
                     retry.append(claim)
                 continue
-            self.launched(claim, outcome, templates, result)
+            self.launched(claim, outcome, templates, result, stored=stored)
         return retry
+
+    def _write_claims(
+        self, claims: Sequence[ClaimPlan], requests: Sequence[LaunchRequest], templates: Templates,
+        result: ReconcileResult,
+    ) -> list[tuple[bool, Obj | None]]:
+        """The NodeClaim of each NodePool launch, written before the launch as v1.14.1's provisioner `Create` does
+        (`claims.objects.planned_claim`): (True, the claim as stored); (True, None) for a Provisioner's launch or a
+        cluster that does not serve NodeClaims (launched without one); (False, None) when the write failed (not
+        launched: its pods are planned again at the next pass)."""
+        written: list[tuple[bool, Obj | None]] = []
+        for claim, request in zip(claims, requests, strict=True):
+            constraint_set = templates.sets[claim.template]
+            if not constraint_set.is_nodepool:
+                written.append((True, None))
+                continue
+            planned = claim_objects.planned_claim(
+                constraint_set, request.client_token, claim.requirements,
+                node_info.format_resource_vector(claim.requests), [o.instance_type for o in claim.options],
+                claim.min_values,
+            )
+            try:
+                written.append((True, self.context.claims.create(planned)))
+            except ClusterError as error:
+                self.context.error(result.errors, PROVISIONER, f"could not create nodeclaim, {error}",
+                                   provisioner=claim.template, nodeclaim=objects.name(planned))
+                written.append((False, None))
+        return written
 
     def launch_replacements(
         self, claims: Sequence[ClaimPlan], salt: str, result: ReconcileResult, reason: str = "", v1_reason: str = ""
@@ -440,20 +474,51 @@ class Provisioner:
         ]
         for claim in salted:
             context.metrics.claim_created(claim.template, reason, v1_reason, claim.min_values_relaxed)
+        written = self._write_claims(salted, requests, templates, result)
+        if not all(ok for ok, _ in written):
+            for _, stored in written:
+                if stored is not None:
+                    self._drop_claim(objects.name(stored))
+            return "could not create the replacements' nodeclaims"
         names: list[str] = []
         failed: list[str] = []
-        for claim, outcome in zip(salted, self.launcher.launch(requests), strict=True):
+        outcomes = self.launcher.launch(requests)
+        for claim, outcome, (_, stored) in zip(salted, outcomes, written, strict=True):
             if outcome.instance is None:
-                self.launch_failed(claim, outcome, result)
+                self.launch_failed(claim, outcome, result, stored)
                 failed.append(str(outcome.error))
                 continue
-            names.append(self.launched(claim, outcome, templates, result, bind=False))
+            names.append(self.launched(claim, outcome, templates, result, bind=False, stored=stored))
         return "; ".join(failed) if failed else names
 
-    def launch_failed(self, claim: ClaimPlan, outcome: LaunchOutcome, result: ReconcileResult) -> bool:
-        """Log and count a failed launch; whether it failed for capacity alone (worth re-planning)."""
+    def _drop_claim(self, name: str) -> None:
+        """Delete a NodeClaim whose launch did not happen and let it go at once (no instance: `finalize` removes the
+        finalizer of a claim without a providerID); a failure is logged (termination finalizes it later)."""
+        try:
+            self.context.claims.delete(name)
+            self.context.claims.release(name)
+        except ClusterError as error:
+            PROVISIONER.warning("could not delete nodeclaim %s, %s", name, error,
+                                extra=self.context.fields(nodeclaim=name))
+
+    def launch_failed(
+        self, claim: ClaimPlan, outcome: LaunchOutcome, result: ReconcileResult, stored: Obj | None = None
+    ) -> bool:
+        """Log and count a failed launch; whether it failed for capacity alone (worth re-planning). Its NodeClaim
+        (`stored`) goes as v1.14.1's launch.go has it: deleted on insufficient capacity; otherwise Launched Unknown
+        `LaunchFailed` is written, then it is deleted too (here the pods are planned again, not the claim
+        relaunched)."""
         error = outcome.error
         assert error is not None
+        if stored is not None:
+            name = objects.name(stored)
+            if not isinstance(error, InsufficientCapacity):
+                try:
+                    self.context.claims.launch_failed(name, str(error))
+                except ClusterError as failure:
+                    PROVISIONER.warning("could not write nodeclaim %s, %s", name, failure,
+                                        extra=self.context.fields(nodeclaim=name))
+            self._drop_claim(name)
         metrics = self.context.metrics
         reason = "cloud"
         if isinstance(error, InsufficientCapacity):
@@ -473,9 +538,11 @@ class Provisioner:
         return isinstance(error, InsufficientCapacity)
 
     def launched(
-        self, claim: ClaimPlan, outcome: LaunchOutcome, templates: Templates, result: ReconcileResult, bind: bool = True
+        self, claim: ClaimPlan, outcome: LaunchOutcome, templates: Templates, result: ReconcileResult,
+        bind: bool = True, stored: Obj | None = None,
     ) -> str:
-        """Register the Node of a launched instance and (`bind`) bind the claim's pods to it; the Node's name."""
+        """Fill its NodeClaim (`stored`, written before the launch) with what the launch resolved, register the Node
+        of a launched instance and (`bind`) bind the claim's pods to it; the Node's name."""
         context = self.context
         metrics = context.metrics
         instance = outcome.instance
@@ -495,12 +562,10 @@ class Provisioner:
         node = node_info.node_object(instance, template, constraint_set, claim.requirements)
         planned = {pod.uid: pod for pod in claim.pods} if bind else {}
         entry = InFlightNode(instance, node, claim.template, context.clock(), planned)
-        if constraint_set.is_nodepool:
-            requests = node_info.format_resource_vector(claim.requests)
-            entry.claim = claim_objects.nodeclaim_object(
-                constraint_set, instance, node, claim.requirements, requests, [o.instance_type for o in claim.options]
-            )
-            entry.claim_status = claim_objects.launched_status(node, instance)
+        if stored is not None:
+            self._fill_claim(stored, node, instance)
+            entry.claim_created = True
+            node["metadata"]["ownerReferences"] = [claim_objects.node_reference(stored)]
         context.inflight.add(entry)
         launched_offering = (instance.instance_type, instance.zone)
         price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), None)
@@ -520,6 +585,17 @@ class Provisioner:
                 self._nominate(entry.name, claim.pods)
                 self.bind(entry.name, claim.pods, entry, result)
         return entry.name
+
+    def _fill_claim(self, stored: Obj, node: Obj, instance: Instance) -> None:
+        """Write what the launch resolved on its NodeClaim (launch.go `PopulateNodeClaimDetails`, Launched True);
+        a failure is logged: the claim stays Launched Unknown while its Node registers."""
+        name = objects.name(stored)
+        try:
+            self.context.claims.launched(name, claim_objects.launched_status(node, instance),
+                                         claim_objects.node_labels(node))
+        except ClusterError as error:
+            PROVISIONER.warning("could not write the launch on nodeclaim %s, %s", name, error,
+                                extra=self.context.fields(nodeclaim=name))
 
     def _nominate(self, node: str, pods: Sequence[Pod]) -> None:
         """Karpenter's `Nominated` Event for pods planned onto a node being launched for them."""

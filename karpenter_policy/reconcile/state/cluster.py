@@ -14,7 +14,8 @@ What it keeps, besides the records:
   and kept until the node, its pods or the DaemonSets change;
 * the **running pods** indexed for topology (:class:`~karpenter_policy.scheduling.RunningPods`) and the label
   values of every node (topology domains);
-* DaemonSets (one pod each: their overhead) and the namespaces' labels.
+* DaemonSets (one pod each: their overhead) and the namespaces' labels;
+* the NodeClaims (`ClaimRecord`: termination finalizes those being deleted; a cluster without their CRD has none).
 
 Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is applied — the controllers use it to
 wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
@@ -44,9 +45,11 @@ from karpenter_policy.model.taints import untolerated
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.pods import UNSCHEDULABLE_TAINT, ShapeCache
 from karpenter_policy.reconcile.state.records import (
+    ClaimRecord,
     NodeRecord,
     PodRecord,
     UnreadableObject,
+    claim_record,
     node_record,
     pod_record,
     pod_uid,
@@ -60,7 +63,7 @@ log = logging.getLogger(__name__)
 
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
 #: A cordoned node (`spec.unschedulable`) takes only pods that tolerate this (kube-scheduler's NodeUnschedulable).
-ChangeKind = Literal["pod", "node", "daemonset", "namespace"]
+ChangeKind = Literal["pod", "node", "daemonset", "namespace", "nodeclaim"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +71,8 @@ class Change:
     """One applied change: `before` and `after` records (None: absent before, or deleted)."""
 
     kind: ChangeKind
-    before: PodRecord | NodeRecord | None
-    after: PodRecord | NodeRecord | None
+    before: PodRecord | NodeRecord | ClaimRecord | None
+    after: PodRecord | NodeRecord | ClaimRecord | None
 
 
 @dataclass(slots=True)
@@ -140,6 +143,7 @@ class ClusterState:
         self._daemon_sets: dict[tuple[str, str], Obj] = {}
         self._daemons: list[Pod] | None = None
         self._namespaces: dict[str, dict[str, str]] = {}
+        self._claims: dict[str, ClaimRecord] = {}
         self._label_values: dict[str, Counter[str]] = {}
         self._used: dict[str, Vector] = {}  # provisioner → the capacity of its nodes not being deleted
         self._counts: Counter[str] = Counter()  # pool → how many nodes it runs, not being deleted
@@ -171,6 +175,8 @@ class ClusterState:
                     self._apply_daemon_set(event_type, obj)
                 elif kind == objects.NAMESPACE:
                     self._apply_namespace(event_type, obj)
+                elif kind == objects.NODE_CLAIM:
+                    self._apply_claim(event_type, obj)
             except UnreadableObject as error:
                 self.count_malformed(kind, str(error))
 
@@ -339,16 +345,45 @@ class ClusterState:
             self._namespaces[objects.name(obj)] = objects.labels(obj)
         self._notify(Change("namespace", None, None))
 
+    def _apply_claim(self, event_type: str, obj: Obj) -> None:
+        record = claim_record(obj)
+        before = self._claims.get(record.name)
+        after = None if event_type == "DELETED" else record
+        if before is not None and after is not None and objects.resource_version(before.obj) and (
+            objects.resource_version(before.obj) == objects.resource_version(after.obj)
+        ):
+            self._claims[record.name] = after  # a relist's copy of what is held: nothing changed
+            return
+        if after is None:
+            if before is None:
+                return
+            del self._claims[record.name]
+        else:
+            self._claims[record.name] = after
+        self._notify(Change("nodeclaim", before, after))
+
     # --- reading -------------------------------------------------------------------------------------------
 
     def keys_of(self, kind: Kind) -> list[tuple[str | None, str]]:
-        """(namespace, name) of the DaemonSets or namespaces held (what a relist compares against)."""
+        """(namespace, name) of the DaemonSets, namespaces or NodeClaims held (what a relist compares against)."""
         with self.lock:
             if kind == objects.DAEMON_SET:
                 return [(namespace, name) for namespace, name in self._daemon_sets]
             if kind == objects.NAMESPACE:
                 return [(None, name) for name in self._namespaces]
+            if kind == objects.NODE_CLAIM:
+                return [(None, name) for name in self._claims]
             return []
+
+    def claim(self, name: str) -> ClaimRecord | None:
+        """The NodeClaim of that name, as last read (None: none)."""
+        with self.lock:
+            return self._claims.get(name)
+
+    def claims(self) -> list[ClaimRecord]:
+        """Every NodeClaim held, by name."""
+        with self.lock:
+            return [self._claims[name] for name in sorted(self._claims)]
 
     def pod(self, uid: str) -> PodRecord | None:
         """The record of the pod of that uid, None when there is none."""

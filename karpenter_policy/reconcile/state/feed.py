@@ -1,18 +1,20 @@
 """How the cluster state is kept up to date: watch events in, one change at a time.
 
-* :class:`InformerFeed` (the threaded runner, a real API server): informers on pods, nodes, DaemonSets and
-  namespaces call :meth:`ClusterState.apply` from their own threads for every event — the initial list and every
-  relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows the cluster without the controllers
-  asking. :meth:`InformerFeed.health` says whether the state can be trusted (every informer synced, none failing).
-  A pod is trimmed of what no reader looks at (`pods.trim_pod`) before the informer caches it; the step-driven
-  feeds below trim theirs the same way.
+* :class:`InformerFeed` (the threaded runner, a real API server): informers on pods, nodes, DaemonSets,
+  namespaces and NodeClaims call :meth:`ClusterState.apply` from their own threads for every event — the initial
+  list and every relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows the cluster without the
+  controllers asking. :meth:`InformerFeed.health` says whether the state can be trusted (every informer synced,
+  none failing). A pod is trimmed of what no reader looks at (`pods.trim_pod`) before the informer caches it; the
+  step-driven feeds below trim theirs the same way.
 * :class:`WatchFeed` (step-driven: tests and simulations, on a cluster that answers a watch at once — the
   in-memory one): :meth:`sync` drains each kind's changes since the last version it saw; a history that is gone
   is listed again. Deterministic: changes are applied in the cluster's order, when the caller says.
 * :class:`ListFeed` (step-driven, any cluster): :meth:`sync` lists each kind and applies the difference.
 
-Namespaces are optional: a controller that may not list them (or an API that does not serve them) still runs,
-pod-affinity terms with a namespaceSelector then seeing namespaces without labels.
+Namespaces and NodeClaims are optional: a controller that may not list them (or an API that does not serve them)
+still runs, pod-affinity terms with a namespaceSelector then seeing namespaces without labels, a cluster without
+Karpenter v1's CRDs no NodeClaims. A step-driven feed counts an optional kind the API does not serve (404) as not
+failing: only the required kinds make the state unhealthy.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from typing import Protocol
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, WatchEvent
-from karpenter_policy.kube.errors import ClusterError, Gone
+from karpenter_policy.kube.errors import ClusterError, Gone, NotFound
 from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.pods import trim_pod
 
-KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE)
+KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE, objects.NODE_CLAIM)
 REQUIRED: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET)
 #: A watch failing this long makes the state unhealthy (readiness lost, no instance garbage collected).
 FAILING_AFTER = 30.0
@@ -83,7 +85,10 @@ class WatchFeed:
             try:
                 self._sync(kind)
             except ClusterError as error:
-                self._failing[kind.plural] = str(error)
+                if not _unserved_optional(kind, error):
+                    self._failing[kind.plural] = str(error)
+                    continue
+                self._failing.pop(kind.plural, None)
             else:
                 self._failing.pop(kind.plural, None)
 
@@ -128,7 +133,8 @@ class ListFeed:
             try:
                 replace(self.state, kind, _owned(kind, self.cluster.list(kind).items))
             except ClusterError as error:
-                self._failing[kind.plural] = str(error)
+                if not _unserved_optional(kind, error):
+                    self._failing[kind.plural] = str(error)
                 continue
             self._listed.add(kind)
             self._failing.pop(kind.plural, None)
@@ -203,6 +209,11 @@ class InformerFeed:
 
 #: What each kind's objects lose before the state keeps them (the pods' unread fields: `trim_pod`).
 _TRANSFORMS: dict[Kind, Callable[[Obj], None]] = {objects.POD: trim_pod}
+
+
+def _unserved_optional(kind: Kind, error: ClusterError) -> bool:
+    """An optional kind the API does not serve (404 on its list: its CRD is not installed): not a failure."""
+    return kind not in REQUIRED and isinstance(error, NotFound)
 
 
 def _owned(kind: Kind, items: Sequence[Obj]) -> Sequence[Obj]:

@@ -1,4 +1,4 @@
-"""Pods and Nodes as typed, validated records: what the controllers read of an object, read once per change.
+"""Pods, Nodes and NodeClaims as typed, validated records: what the controllers read of an object, read once per change.
 
 An object from a watch or a list crosses a boundary: its shape is checked here, once, when it arrives. A record is
 immutable and shares the object it came from (never copied; callers treat it as read-only), so passing records
@@ -286,8 +286,58 @@ def node_record(obj: Any) -> NodeRecord:
     )
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ClaimRecord:
+    """A NodeClaim (`karpenter.sh/v1`), as termination reads it: whether it is being deleted and held by the
+    termination finalizer, and which Node and instance are its (`status.nodeName`, `status.providerID`)."""
+
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    deletion_timestamp: str | None
+    finalizers: tuple[str, ...]
+    node_name: str
+    provider_id: str
+    obj: Obj = field(repr=False)
+
+    @property
+    def instance_id(self) -> str:
+        """The instance its launch made ("" before the launch)."""
+        return node_info.instance_id_of(self.provider_id)
+
+    @property
+    def terminating(self) -> bool:
+        """Being deleted and held by the termination finalizer: the termination controller's to finalize."""
+        return self.deletion_timestamp is not None and wk.TERMINATION_FINALIZER in self.finalizers
+
+
+def claim_record(obj: Any) -> ClaimRecord:
+    """The record of a NodeClaim object; UnreadableObject says why there is none."""
+    meta = _metadata(obj)
+    status = obj.get("status") or {}
+    finalizers = meta.get("finalizers") or []
+    if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
+        raise UnreadableObject("metadata.finalizers is not a list of strings")
+    for part in ("nodeName", "providerID"):
+        if status.get(part) is not None and not isinstance(status[part], str):
+            raise UnreadableObject(f"status.{part} is not a string")
+    return ClaimRecord(
+        name=meta["name"],
+        uid=str(meta.get("uid") or ""),
+        labels=_string_map(meta.get("labels")),
+        deletion_timestamp=objects.deletion_timestamp(obj),
+        finalizers=tuple(finalizers),
+        node_name=str(status.get("nodeName") or ""),
+        provider_id=str(status.get("providerID") or ""),
+        obj=obj,
+    )
+
+
 #: The fields of a :class:`NodeRecord` the controllers read (every one but the raw object).
 _NODE_FIELDS_READ = tuple(f.name for f in fields(NodeRecord) if f.name != "obj")
 
 
-__all__ = ["UnreadableObject", "NodeRecord", "PodRecord", "node_record", "pod_record", "pod_uid"]
+__all__ = [
+    "ClaimRecord", "UnreadableObject", "NodeRecord", "PodRecord", "claim_record", "node_record", "pod_record",
+    "pod_uid",
+]

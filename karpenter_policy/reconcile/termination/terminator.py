@@ -33,6 +33,19 @@ A NodePool's node names its NodeClaim as owner (`reconcile.claims`): its first s
 removed as soon as the cloud no longer knows the instance (Karpenter v1.14.1's NodeClaim `finalize`, core
 pkg/controllers/nodeclaim/lifecycle/controller.go: only when `CloudProvider.Delete` says it is not found).
 
+A NodeClaim deleted by hand (`kubectl delete nodeclaim`, or by anything but this controller) is finalized as
+Karpenter v1.14.1's lifecycle controller `finalize` does: its Nodes (those on its instance that name no other claim
+as owner, or naming it as owner) are deleted and go through the steps above (drained, the instance terminated,
+released); then, once the cloud no longer knows the instance, its finalizer goes. A claim without a Node has its
+instance terminated at once (`CloudProvider.Delete`), then the same; a claim whose instance has another claim's
+Node is released without touching either; a claim without a providerID and without a Node (its launch never
+completed) is released at once, and so is one whose instance is not tagged for this cluster (never terminated: a
+claim naming an instance proves nothing).
+Where v1.14.1 deletes the Nodes only of a claim that is `Registered` (a kubelet-created Node), this controller
+writes the Node at launch and so deletes it whether registered or not: an instance with a Node is never terminated
+from under it. The claims come from the state's NodeClaim informer (`state.feed`); a claim of another shape is
+counted and skipped there.
+
 As Karpenter's, each eviction is an Event `Evicted` on the pod and one a budget refused a Warning `FailedDraining`
 on the node (`evicting pod … violates a PDB`), as is every step that leaves pods to wait for; every eviction asked
 of the API is counted by its outcome (`karpenter_policy_evictions_total{outcome}`: evicted, gone, refused,
@@ -50,8 +63,10 @@ from collections.abc import Mapping, Sequence
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
+from karpenter_policy.cloud.provider import cluster_tag
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError, NotFound
+from karpenter_policy.kube.objects import NODE
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool
 from karpenter_policy.reconcile import events, logs
@@ -61,10 +76,10 @@ from karpenter_policy.reconcile.metrics import TERMINATION as LABEL
 from karpenter_policy.reconcile.result import ReconcileResult, Terminated
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
-from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+from karpenter_policy.reconcile.state.records import ClaimRecord, NodeRecord, PodRecord
 from karpenter_policy.reconcile.termination import graceperiod as grace
 from karpenter_policy.reconcile.termination.eviction import Evictions
-from karpenter_policy.reconcile.termination.nodedeletion import remove_finalizer
+from karpenter_policy.reconcile.termination.nodedeletion import delete_node, remove_finalizer
 
 TERMINATION = logs.logger("termination")
 #: The value of the load-balancer exclusion label on a node Karpenter drains.
@@ -113,6 +128,7 @@ class Terminator:
         self._claims_asked: set[str] = set()  # NodeClaims whose deletion was asked
         #: NodeClaim → its instance and its node's labels: released (and counted) once the instance is gone
         self._claims_waiting: dict[str, tuple[str, Mapping[str, str]]] = {}
+        self._claims_deleted: set[str] = set()  # NodeClaims deleted (not through their Node) being finalized
         self._deadlines: dict[str, dt.datetime | None] = {}  # node uid → its termination time (`graceperiod`)
         self._lock = threading.Lock()
         self.wake = threading.Event()
@@ -130,6 +146,15 @@ class Terminator:
                     self._terminating.discard(change.before.name)
                     if after is None:
                         self._finished.discard(change.before.uid)
+        elif change.kind == "nodeclaim":
+            claim = change.after
+            with self._lock:
+                if isinstance(claim, ClaimRecord) and claim.terminating:
+                    if claim.name not in self._claims_deleted:
+                        self._claims_deleted.add(claim.name)
+                        self.wake.set()
+                elif isinstance(change.before, ClaimRecord):
+                    self._claims_deleted.discard(change.before.name)
         elif change.kind == "pod":
             before, after = change.before, change.after
             node = (before.node if isinstance(before, PodRecord) else "") or (
@@ -177,8 +202,15 @@ class Terminator:
             except (ClusterError, CloudError) as error:
                 done.errors.append(f"terminating node {name}: {error}")
         self.evictions.keep_only(waiting)
+        with self._lock:
+            deleted = sorted(self._claims_deleted)
+        for claim in deleted:
+            try:
+                self._finalize_claim(claim, done)
+            except (ClusterError, CloudError) as error:
+                done.errors.append(f"finalizing nodeclaim {claim}: {error}")
         self._finish_claims(done)
-        if self.draining or self._claims_waiting:
+        if self.draining or self._claims_waiting or self._claims_deleted:
             done.due = self.context.clock() + REQUEUE_SECONDS
         return done
 
@@ -196,6 +228,64 @@ class Terminator:
                     ).inc()
             except (ClusterError, CloudError) as error:
                 done.errors.append(f"releasing nodeclaim {claim}: {error}")
+
+    def _finalize_claim(self, name: str, done: Terminated) -> None:
+        """One step of a deleted NodeClaim's finalization (see the module docstring): delete its Nodes, or, with
+        none left, terminate its instance and hand it to `_finish_claims`."""
+        claim = self.state.claim(name)
+        if claim is None or not claim.terminating or name in self._claims_waiting:
+            with self._lock:
+                self._claims_deleted.discard(name)
+            return
+        nodes = self._nodes_of(claim)
+        if nodes:
+            for node in nodes:
+                if not node.deleting:
+                    delete_node(self.cluster, node.obj)
+                    self._once("claim-node", f"{name}/{node.name}", "deleting node %s of deleted nodeclaim %s",
+                               node.name, name, node=node.name, nodeclaim=name)
+            return  # their termination releases the claim (`_release`)
+        late = self.cluster.get(NODE, claim.node_name) if claim.node_name else None
+        if late is not None and claim_of_node(late) == name:
+            return  # the state has not seen its Node yet: never terminate an instance from under a Node
+        instance = claim.instance_id
+        if instance and self.state.node_of_instance(instance) is not None:
+            self._once("claim-other", name, "instance %s of deleted nodeclaim %s has another claim's node: not "
+                       "terminated", instance, name, nodeclaim=name, instance=instance)
+            instance = ""  # never an instance from under a Node
+        found = self.cloud.get(instance) if instance else None
+        if found is not None and found.tags.get(cluster_tag(self.context.options.cluster_name)) != "owned":
+            self._once("claim-foreign", name, "instance %s of deleted nodeclaim %s is not this cluster's: not "
+                       "terminated", instance, name, nodeclaim=name, instance=instance)
+            instance = ""  # what a claim names is not proof that the instance is ours: released, never terminated
+        elif found is not None:
+            with contextlib.suppress(InstanceNotFound):
+                self.cloud.delete(instance)
+            self._once("claim-instance", name, "terminating instance %s of deleted nodeclaim %s", instance, name,
+                       nodeclaim=name, instance=instance)
+        self._claims_asked.add(name)
+        self._claims_waiting[name] = (instance, dict(claim.labels))
+        with self._lock:
+            self._claims_deleted.discard(name)
+
+    def _nodes_of(self, claim: ClaimRecord) -> list[NodeRecord]:
+        """The Nodes of a NodeClaim: on its instance (`AllNodesForNodeClaim`: by providerID), the one its status
+        names if that Node names it as owner, or (no instance known) any naming it as owner — never a Node only
+        because a claim names it."""
+        name = claim.name
+        named = self.state.node(claim.node_name) if claim.node_name else None
+        on_instance = self.state.node_of_instance(claim.instance_id) if claim.instance_id else None
+        found = {
+            node.name: node
+            for node in (
+                on_instance if on_instance is not None and claim_of_node(on_instance.obj) in (None, name) else None,
+                named if named is not None and claim_of_node(named.obj) == name else None,
+            )
+            if node is not None
+        }
+        if not found and not claim.instance_id:
+            found = {node.name: node for node in self.state.nodes() if claim_of_node(node.obj) == claim.name}
+        return [found[name] for name in sorted(found)]
 
     def _step(self, node: NodeRecord, done: Terminated) -> list[PodRecord]:
         """One step for one node; the pods it still waits for."""
