@@ -76,10 +76,10 @@ def trim_pod(pod: Obj) -> None:
         for field in _CONTAINER_LISTS:
             containers = spec.get(field)
             if isinstance(containers, list):
-                spec[field] = [
-                    {k: v for k, v in c.items() if k in KEPT_CONTAINER_FIELDS} if isinstance(c, dict) else c
-                    for c in containers
-                ]
+                for container in containers:  # in place, and only what is there to drop: this runs per event
+                    if isinstance(container, dict) and not container.keys() <= KEPT_CONTAINER_FIELDS:
+                        for key in container.keys() - KEPT_CONTAINER_FIELDS:
+                            del container[key]
     status = pod.get("status")
     if isinstance(status, dict):
         for field in DROPPED_STATUS_FIELDS:
