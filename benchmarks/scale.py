@@ -31,7 +31,8 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
    churn (rate 0); `recv` (and `informer_*_cpu_ms_per_event` in the JSON, here and in 3.) splits the delivery
-   between the API server and the controller (`DeliveryProbe`);
+   between the API server and the controller (`DeliveryProbe`); `recv→CF` is the controller's own time from
+   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`);
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
