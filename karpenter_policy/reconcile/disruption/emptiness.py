@@ -48,13 +48,13 @@ def _parse(value: str) -> dt.datetime | None:
 
 
 def touched(change: Change, workload_pods_on: Callable[[str], int]) -> list[str]:
-    """The nodes of ours whose emptiness `change` may have altered — what wakes a pass (an index of who counts,
-    not a look at every node a pod event names): a node of ours that came, went or changed in what is read of it
-    (`NodeRecord.same_as_read`: not a status heartbeat); for a pod (not a DaemonSet's) the node it left or joined
-    only when that node now runs at most one workload pod. One pod changes a node's count by one, so the count
-    crosses zero only if it is 0 or 1 after the change: a bound pod replaced on a full node (created there, then
-    the old one deleted) wakes nothing. `workload_pods_on` reads the state after the change (listeners run once it
-    is applied)."""
+    """The nodes of ours whose emptiness `change` may have altered — what wakes a pass, decided in O(1) from the
+    state's count of each node's workload pods (an index kept anyway): a node of ours that came, went or changed in
+    what is read of it (`NodeRecord.same_as_read`: not a status heartbeat); for a pod (not a DaemonSet's) the node
+    it left or joined only when that node now runs at most one workload pod. One pod changes a node's count by
+    one, so the count crosses zero only if it is 0 or 1 after the change: a bound pod replaced on a full node
+    (created there, then the old one deleted) wakes nothing. `workload_pods_on` reads the state after the change
+    (listeners run once it is applied)."""
     before, after = change.before, change.after
     if change.kind == "node":
         if isinstance(before, NodeRecord) and isinstance(after, NodeRecord) and before.same_as_read(after):
@@ -71,8 +71,9 @@ def touched(change: Change, workload_pods_on: Callable[[str], int]) -> list[str]
 
 
 class Emptiness:
-    """See the module docstring. It looks at a node of ours when the node or its pods change, when its TTL runs
-    out, and at every node when the TTLs or the protected nodes change — never at every node on every pass."""
+    """See the module docstring. It looks at a node of ours when a change may have emptied or filled it
+    (:func:`touched`), when its TTL runs out, and at every node when the TTLs or the protected nodes change — never
+    at every node on every pass, nor at a full node whose pods are replaced."""
 
     def __init__(
         self,
