@@ -31,7 +31,8 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    old one deleted) for 12 s, then the burst of 1,000 pending pods — from the last pod's
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
    churn (rate 0); `recv` (and `informer_*_cpu_ms_per_event` in the JSON, here and in 3.) splits the delivery
-   between the API server and the controller (`DeliveryProbe`);
+   between the API server and the controller (`DeliveryProbe`); `recv→CF` is the controller's own time from
+   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`);
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
@@ -250,6 +251,22 @@ def measure_size(nodes: int) -> dict[str, Any]:
     return result
 
 
+def churn_cost(used: float, probe: DeliveryProbe) -> dict[str, Any]:
+    """The controller's CPU per pods-informer event while bound pods are replaced (before the burst); `used` is
+    the CPU of every thread but the benchmark's and the churn thread's (`Churn.cpu`: its writes into the in-process
+    API server). `gross` divides it by the events; `own` leaves out what the informer's thread spent inside the
+    in-process API server's watch (its copy of each event for this watcher: a real API server's work, in its own
+    process), so it is the controller's work alone per event. CPU time: a loaded machine inflates it far less than
+    it stretches every wall-clock figure."""
+    if not probe.probing or not probe.events:
+        return {}
+    return {
+        "churn_events": probe.events,
+        "churn_cpu_ms_per_event_gross": round(used / probe.events * 1000, 4),
+        "churn_cpu_ms_per_event_own": round((used - probe.cpu["watch"]) / probe.events * 1000, 4),
+    }
+
+
 def event_cost(used: float, idle: float, elapsed: float, events: int) -> dict[str, Any]:
     """The controller's CPU per watch event: `gross` is all its threads used over the events' window divided by
     the events (an upper bound: it includes whatever the controller does anyway); `net` subtracts the idle rate
@@ -337,6 +354,7 @@ class Churn:
             pod for pod in fleet.cluster.list(objects.POD).items if pod["spec"].get("nodeName")
         ]
         self.done = 0
+        self.cpu = 0.0  # the churn thread's CPU seconds so far (harness work, left out of the controller's)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="churn", daemon=True)
 
@@ -366,6 +384,7 @@ class Churn:
             self.slots[index] = self.fleet.cluster.create(objects.POD, new)
             self.fleet.cluster.delete(objects.POD, metadata["name"], namespace=metadata["namespace"])
             self.done += 1
+            self.cpu = time.thread_time()
             delay = began + self.done / self.rate - time.monotonic()
             if delay > 0:
                 self.stopping.wait(delay)
@@ -417,7 +436,9 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
         churn.start()
         churn_began = time.monotonic()
         probe = DeliveryProbe(fleet)
+        cpu_before, churn_before = controller_cpu(), churn.cpu
         time.sleep(settle)  # decisions run under churn
+        result.update(churn_cost(controller_cpu() - cpu_before - (churn.cpu - churn_before), probe))
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
         probe.reset()
@@ -436,6 +457,9 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
             if len(seen) == BURST:
                 result["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
                 result["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
+            received = [when for name, when in probe.received.items() if name.startswith("burst-")]
+            if len(received) == BURST:  # the controller's own part: from reading the last pod to the launch
+                result["first_create_after_last_received"] = round(creates[0] - max(received), 3)
         result["churn_achieved_per_second"] = round(churn.done / (time.monotonic() - churn_began), 1)
         result["plans_ahead"] = plans_ahead(fleet)
         finished = list(decisions)
@@ -638,7 +662,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, row in data["consolidation"].items():
             print(f"{label:<12} consolidation {name}: {json.dumps(row)}")
     header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'recv':>6} {'seen':>6} " \
-             f"{'seen→CF':>8} {'CF calls':>8} {'bound':>6} {'decisions':>9} {'decision CPU s':>14} {'unbound@60s':>11}"
+             f"{'seen→CF':>8} {'recv→CF':>8} {'ms/ev own':>9} {'CF calls':>8} {'bound':>6} {'decisions':>9} " \
+             f"{'decision CPU s':>14} {'unbound@60s':>11}"
     print(f"\nconsolidation on (full nodes, {UNDERUTILIZED} of them underutilized), bound pods replaced (churn/s), "
           "then the burst:")
     print(header)
@@ -649,6 +674,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row.get('first_create_after_last_pod', '-'):>9} {row.get('last_create_after_last_pod', '-'):>8} "
                   f"{row.get('last_pod_received_after_created', '-'):>6} "
                   f"{row.get('last_pod_seen_after_created', '-'):>6} {row.get('first_create_after_last_seen', '-'):>8} "
+                  f"{row.get('first_create_after_last_received', '-'):>8} "
+                  f"{row.get('churn_cpu_ms_per_event_own', '-'):>9} "
                   f"{row.get('create_fleet_calls', '-'):>8} {row.get('all_bound_after_last_pod', '-'):>6} "
                   f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
                   f"{row.get('burst_unbound_after_60s', '-'):>11}")
@@ -658,7 +685,10 @@ def main(argv: list[str] | None = None) -> int:
           "all its CPU over the events' window per event)")
     print("first/last CF: from the last pod's creation to the first/last CreateFleet; recv: from its creation to the "
           "pods informer receiving it; seen: to the controller's state showing it (the in-process API server's watch "
-          "delivery); seen→CF: the controller's part; bound: from the last pod's creation to every pod of the burst "
+          "delivery); seen→CF: the controller's part; recv→CF: the controller's own time from reading the last "
+          "pod (state, plan, CreateFleet); ms/ev own: the controller's CPU per pods-informer event under churn, the "
+          "API server's watch and the churn thread left out (JSON: churn_cpu_ms_per_event_gross/own); "
+          "bound: from the last pod's creation to every pod of the burst "
           "bound; JSON: informer_watch/apply_cpu_ms_per_event, the informer thread's CPU per event in the API "
           "server's watch and in the controller's handling")
     print(f"\ngoals: ≤ {GOAL_EVENT_MS:g} ms/event at 5,000 nodes; first CreateFleet ≤ idle + "

@@ -25,6 +25,12 @@ Probes and their baselines:
 - `churn`: provisioning's planning (CPU of its scheduling runs, virtual time) for 200 pending pods on 200 nodes
   with consolidation on while 200 bound pods a second are replaced, vs the same without churn: churn of bound
   pods must not make provisioning plan again (it keeps its plan made ahead);
+- `churn-events`: the controller's work per churn event, without wall time: 2,000 events of bound pods created
+  and deleted on the full nodes of a 200-node consolidating fleet, applied through the feed's per-event path into
+  the controller's state (every listener: disruption's re-arming, emptiness, provisioning, metrics, NodeClaims)
+  vs into a bare state, and vs deep copies of the same events (fixed work no controller code shares: a state
+  path twice as dear fails it); and a count: emptiness's wake-ups per event, 0 since they are indexed
+  (`emptiness.touched`; every event woke it before);
 - `shapes`: the shapes that once grew quadratically (issue #27): `check` of one Provisioner with 20,000 values of
   one requirement vs 5,000 (catalog loaded before: growth, linear is 4×; a healthy tree reads about 6, quadratic
   16), and `fmt --check` of 120 Provisioner files vs 30.
@@ -362,6 +368,99 @@ def probe_churn(work: Path) -> list[Ratio]:
                   churning, quiet, 2.5)]
 
 
+def _churn_events(bound: list[dict[str, Any]], replacements: int) -> list[tuple[str, dict[str, Any]]]:
+    """The watch events of `replacements` bound pods on the scene's full nodes each created bound to its node and
+    then deleted (ADDED, DELETED): a replacement's two events, each node going from 5 pods to 6 and back, and the
+    state left as it was, so the same events can be applied again."""
+    import copy
+
+    counts: dict[str, int] = {}
+    for pod in bound:
+        counts[pod["spec"]["nodeName"]] = counts.get(pod["spec"]["nodeName"], 0) + 1
+    full = [pod for pod in bound if counts[pod["spec"]["nodeName"]] > 1]
+    events: list[tuple[str, dict[str, Any]]] = []
+    for number in range(replacements):
+        new = copy.deepcopy(full[number % len(full)])
+        new["metadata"].update(name=f"{new['metadata']['name']}-c{number}", uid=f"churn-{number}",
+                               resourceVersion=str(10**6 + number))
+        events += [("ADDED", new), ("DELETED", new)]
+    return events
+
+
+def _apply_cpu(state: Any, events: list[tuple[str, dict[str, Any]]]) -> float:
+    """CPU seconds of the feed's path for `events` into `state` (trim, records, indexes, every listener)."""
+    import copy
+
+    from karpenter_policy.kube import objects
+    from karpenter_policy.kube.cluster import WatchEvent
+    from karpenter_policy.reconcile.state.feed import WatchFeed
+
+    feed = WatchFeed(None, state)  # type: ignore[arg-type]  (only its per-event path is used)
+    fresh = [WatchEvent(kind, copy.deepcopy(obj)) for kind, obj in events]
+    gc.collect()
+    start = time.process_time()
+    for event in fresh:
+        feed._apply(objects.POD, event)
+    return time.process_time() - start
+
+
+def _copy_cpu(events: list[tuple[str, dict[str, Any]]]) -> float:
+    """CPU seconds of deep-copying `events` twice: fixed work of the events' size that no controller code shares."""
+    import copy
+
+    gc.collect()
+    start = time.process_time()
+    for _ in range(2):
+        copy.deepcopy(events)
+    return time.process_time() - start
+
+
+#: This tree reads 1.01–1.52 (load 8–12 on 2 cores, benchmarks/README.md); its per-event work doubled reads 2.4.
+LIMIT_CHURN_EVENTS_VS_COPY = 2.0
+
+
+def probe_churn_events(work: Path) -> list[Ratio]:
+    """The controller's work per churn event, counted and timed against the bare state's in the same run."""
+    from _fleet import compiled_policy
+
+    from karpenter_policy.kube import objects
+    from karpenter_policy.reconcile.state.cluster import ClusterState
+    from karpenter_policy.reconcile.state.feed import replace
+
+    compiled = compiled_policy("  consolidation:\n    enabled: true", work / "churn-events")
+    scene, controller, bound = _churn_fleet(compiled, 200)
+    events = _churn_events(bound, 1000)
+    wakes = 0
+    original_set = controller.emptiness.wake.set
+
+    def counted() -> None:
+        nonlocal wakes
+        wakes += 1
+        original_set()
+
+    controller.emptiness.wake.set = counted
+    controlled, bare, copying = [], [], []
+    for _ in range(3):  # alternating, best of 3 each: a shared machine's noise falls on both sides
+        copying.append(_copy_cpu(events))
+        bare_state = ClusterState()
+        for kind in (objects.NODE, objects.POD):
+            replace(bare_state, kind, scene.cluster.list(kind).items)
+        bare.append(_apply_cpu(bare_state, events))
+        wakes = 0
+        state_before = controller.state.version
+        controlled.append(_apply_cpu(controller.state, events))
+        if controller.state.version - state_before != len(events):
+            raise AssertionError("the controller's state did not apply every churn event")
+    return [
+        Ratio("churn-events", "2,000 churn events into the controller's state (listeners included) vs into a bare "
+              "state (CPU)", min(controlled), min(bare), 2.5),
+        Ratio("churn-events", "the same into the controller's state vs deep copies of the events (CPU)",
+              min(controlled), min(copying), LIMIT_CHURN_EVENTS_VS_COPY),
+        Ratio("churn-events", "emptiness wake-ups per churn event on full nodes (0 when indexed)", wakes,
+              len(events), 0.05),
+    ]
+
+
 def probe_shapes(work: Path) -> list[Ratio]:
     from karpenter_policy.catalog import load_catalog
     from karpenter_policy.checks.repository import check_paths
@@ -407,6 +506,7 @@ PROBES: dict[str, Callable[[Path], list[Ratio]]] = {
     "schedule": probe_schedule,
     "controller": probe_controller,
     "churn": probe_churn,
+    "churn-events": probe_churn_events,
     "shapes": probe_shapes,
 }
 

@@ -34,3 +34,20 @@ def test_at_500_nodes_the_scenario_is_the_one_measured_before() -> None:
 
 def test_a_fleet_smaller_than_the_underutilized_count_is_all_underutilized() -> None:
     assert list(scale.underutilized_indexes(20)) == list(range(20))
+
+
+class _Probe:
+    """What `scale.churn_cost` reads of a `DeliveryProbe`."""
+
+    def __init__(self, probing: bool, events: int, watch: float) -> None:
+        self.probing, self.events, self.cpu = probing, events, {"watch": watch, "apply": 0.0}
+
+
+def test_the_controllers_own_cost_per_churn_event_leaves_the_api_servers_watch_out() -> None:
+    found = scale.churn_cost(0.05, _Probe(True, 100, 0.02))  # type: ignore[arg-type]
+    assert found == {"churn_events": 100, "churn_cpu_ms_per_event_gross": 0.5, "churn_cpu_ms_per_event_own": 0.3}
+
+
+def test_no_churn_cost_is_reported_without_an_informer_to_probe_or_an_event() -> None:
+    assert scale.churn_cost(0.05, _Probe(False, 100, 0.0)) == {}  # type: ignore[arg-type]
+    assert scale.churn_cost(0.05, _Probe(True, 0, 0.0)) == {}  # type: ignore[arg-type]

@@ -47,9 +47,33 @@ def _parse(value: str) -> dt.datetime | None:
         return None
 
 
+def touched(change: Change, workload_pods_on: Callable[[str], int]) -> list[str]:
+    """The nodes of ours whose emptiness `change` may have altered — what wakes a pass, decided in O(1) from the
+    state's count of each node's workload pods (an index kept anyway): a node of ours that came, went or changed in
+    what is read of it (`NodeRecord.same_as_read`: not a status heartbeat); for a pod (not a DaemonSet's) the node
+    it left or joined only when that node now runs at most one workload pod. One pod changes a node's count by
+    one, so the count crosses zero only if it is 0 or 1 after the change: a bound pod replaced on a full node
+    (created there, then the old one deleted) wakes nothing. `workload_pods_on` reads the state after the change
+    (listeners run once it is applied)."""
+    before, after = change.before, change.after
+    if change.kind == "node":
+        if isinstance(before, NodeRecord) and isinstance(after, NodeRecord) and before.same_as_read(after):
+            return []
+        return sorted({r.name for r in (before, after) if isinstance(r, NodeRecord) and r.ours})
+    names: list[str] = []
+    for record in (before, after):
+        if (
+            isinstance(record, PodRecord) and record.node and not record.daemon and record.node not in names
+            and workload_pods_on(record.node) <= 1
+        ):
+            names.append(record.node)
+    return names
+
+
 class Emptiness:
-    """See the module docstring. It looks at a node of ours when the node or its pods change, when its TTL runs
-    out, and at every node when the TTLs or the protected nodes change — never at every node on every pass."""
+    """See the module docstring. It looks at a node of ours when a change may have emptied or filled it
+    (:func:`touched`), when its TTL runs out, and at every node when the TTLs or the protected nodes change — never
+    at every node on every pass, nor at a full node whose pods are replaced."""
 
     def __init__(
         self,
@@ -83,12 +107,8 @@ class Emptiness:
         state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
-        names = []
-        for record in (change.before, change.after):
-            if isinstance(record, NodeRecord) and record.ours:
-                names.append(record.name)
-            elif isinstance(record, PodRecord) and record.node and not record.daemon:
-                names.append(record.node)
+        """Note the nodes whose verdict this change may alter (see :func:`touched`); wake only for those."""
+        names = touched(change, self.state.workload_pods_on)
         if names:
             with self._lock:
                 self._dirty.update(names)
@@ -184,4 +204,4 @@ class Emptiness:
         self.events.publish(events.deprovisioning_terminating(node.obj, reason))
 
 
-__all__ = ["Emptiness"]
+__all__ = ["Emptiness", "touched"]

@@ -109,7 +109,7 @@ class WatchFeed:
     def _apply(self, kind: Kind, event: WatchEvent) -> None:
         if event.resource_version:
             self._versions[kind] = event.resource_version
-        self.state.apply(kind, event.type, _owned(kind, [event.object])[0])
+        self.state.apply(kind, event.type, _own(kind, event.object))
 
     def health(self) -> FeedHealth:
         """Synced once every required kind was listed; what failed at the last sync."""
@@ -216,13 +216,19 @@ def _unserved_optional(kind: Kind, error: ClusterError) -> bool:
     return kind not in REQUIRED and isinstance(error, NotFound)
 
 
-def _owned(kind: Kind, items: Sequence[Obj]) -> Sequence[Obj]:
-    """`items` (the feed's own copies, as a cluster hands them out) trimmed in place as the informers trim theirs."""
+def _own(kind: Kind, obj: Obj) -> Obj:
+    """`obj` (the feed's own copy, as a cluster hands it out) trimmed in place as the informers trim theirs: one
+    object, no list built for it (this runs for every watch event)."""
     transform = _TRANSFORMS.get(kind)
-    if transform is not None:
-        for obj in items:
-            if isinstance(obj, dict):
-                transform(obj)
+    if transform is not None and isinstance(obj, dict):
+        transform(obj)
+    return obj
+
+
+def _owned(kind: Kind, items: Sequence[Obj]) -> Sequence[Obj]:
+    """`items` (a fresh list) each made the feed's own (:func:`_own`)."""
+    for obj in items:
+        _own(kind, obj)
     return items
 
 
