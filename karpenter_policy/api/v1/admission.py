@@ -22,7 +22,7 @@ from karpenter_policy.api.v1.cel import cel_violations
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND, CrdVersion, crd_version
 from karpenter_policy.api.v1.durations import duration_violations
 from karpenter_policy.api.v1.nodepool import runtime_violations
-from karpenter_policy.api.v1.structural import defaulted, schema_problems, unknown_fields
+from karpenter_policy.api.v1.structural import defaulted, defaulted_and_unknown, schema_problems
 from karpenter_policy.api.violations import ERROR, SCHEMA, Violation
 
 #: What the API server adds when a schema error kept it from running the CEL rules.
@@ -60,7 +60,7 @@ def json_form(value: Any) -> Any:
     strings, an unquoted date or time as its text, any other scalar JSON has no type for as its text."""
     if value is None or type(value) in _JSON_SCALARS:
         return value
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return {_key_text(key): json_form(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [json_form(item) for item in value]
@@ -93,8 +93,7 @@ def admit(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Admis
     if crd is None:
         raise LookupError(f"no Karpenter v1 CRD for apiVersion {doc.get('apiVersion')!r} kind {doc.get('kind')!r}")
     body = _body(doc, crd)
-    problems = unknown_fields(body, crd.schema)
-    stored: dict[str, Any] = defaulted(body, crd.schema)
+    stored, problems = defaulted_and_unknown(body, crd.schema)
     problems.extend(schema_problems(stored, crd.schema))
     refusals = [problem.violation for problem in problems]
     if any(problem.blocking for problem in problems):

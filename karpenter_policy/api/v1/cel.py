@@ -26,12 +26,11 @@ evaluates the rest, and gives an evaluation error its text.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 import celpy
@@ -173,31 +172,40 @@ def compiled_rule(rule: str, message: str) -> CelRule:
 
 def _evaluate(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
     """(passed, evaluation error): a rule that evaluates to anything but true fails. A rule's verdict depends on
-    its inputs only, and objects repeat the same keys and terms: verdicts are remembered by their inputs' JSON
-    (celpy interprets its syntax tree: some milliseconds a rule). The inputs are made as small as the rule
-    allows, so that they repeat: only the fields a rule reads of `self` (`CelRule.fields`: the rest cannot change
-    its verdict), and a rule `self.all(x, P)` is P on each item (each map key, as CEL's `all` iterates a map),
-    remembered per item — false if P is false on any item, else an error if P fails on one, else true, as CEL's
-    `all` absorbs errors."""
+    its inputs only, and objects repeat the same keys and terms: verdicts are remembered by their inputs
+    (`_frozen`; celpy interprets its syntax tree: some milliseconds a rule). The inputs are made as small as the
+    rule allows, so that they repeat: only the fields a rule reads of `self` (`CelRule.fields`: the rest cannot
+    change its verdict), and a rule `self.all(x, P)` is P on each item (each map key, as CEL's `all` iterates a
+    map), remembered per item — false if P is false on any item, else an error if P fails on one, else true, as
+    CEL's `all` absorbs errors."""
     if compiled.item_program is not None and isinstance(value, Mapping | list):
         return _all_items(compiled, list(value))
-    if compiled.fields is not None and isinstance(value, Mapping):
+    if compiled.fields is not None and (type(value) is dict or isinstance(value, Mapping)):
         value = {key: item for key, item in value.items() if key in compiled.fields}
     try:
-        inputs = json.dumps([value, old] if compiled.transition else value, sort_keys=True)
-    except (TypeError, ValueError):
+        inputs = (_frozen(value), _frozen(old)) if compiled.transition else _frozen(value)
+    except _NotJson:
         return _run(compiled, value, old)
-    return _remembered(compiled, inputs)
+    key = (compiled, inputs)
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        verdict = _run(compiled, value, old)
+        _remember(_VERDICTS, key, verdict)
+    return verdict
 
 
 def _all_items(compiled: CelRule, items: list[Any]) -> tuple[bool, str | None]:
     error: str | None = None
     for item in items:
         try:
-            inputs = json.dumps(item, sort_keys=True)
-        except (TypeError, ValueError):
+            key = (compiled, item if type(item) is str else _frozen(item))
+        except _NotJson:
             return _run(compiled, items, None)
-        passed, failure = _remembered_item(compiled, inputs)
+        verdict = _ITEM_VERDICTS.get(key)
+        if verdict is None:
+            verdict = _run_item(compiled, item)
+            _remember(_ITEM_VERDICTS, key, verdict)
+        passed, failure = verdict
         if not passed and failure is None:
             return False, None
         if failure is not None and error is None:
@@ -205,15 +213,56 @@ def _all_items(compiled: CelRule, items: list[Any]) -> tuple[bool, str | None]:
     return (False, error) if error is not None else (True, None)
 
 
-@lru_cache(maxsize=16384)
-def _remembered(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
-    decoded = json.loads(inputs)
-    return _run(compiled, *(decoded if compiled.transition else (decoded, None)))
+class _NotJson(Exception):
+    """A value with something JSON does not carry: its verdict is not remembered."""
 
 
-@lru_cache(maxsize=16384)
-def _remembered_item(compiled: CelRule, inputs: str) -> tuple[bool, str | None]:
-    item = json.loads(inputs)
+def _frozen(value: Any) -> Any:
+    """`value` (JSON data: what the API server decodes) as a hashable key that tells apart exactly what JSON tells
+    apart: a string is itself; any other value is tagged with its type (1, 1.0 and true are three keys, as
+    `1`, `1.0` and `true` are three JSON texts; a float by its repr, so 0.0 and -0.0 differ too), an object's
+    members sorted by key. Raises `_NotJson` for anything else (a non-string key, a tuple, a date)."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict:
+        members = []
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotJson
+            members.append((key, _frozen(item)))
+        members.sort(key=_member_key)
+        return (dict, tuple(members))
+    if kind is list:
+        return (list, tuple(_frozen(item) for item in value))
+    if kind is float:
+        return (float, repr(value))
+    if value is None or kind is bool or kind is int:
+        return (kind, value)
+    raise _NotJson
+
+
+def _member_key(member: tuple[str, Any]) -> str:
+    return member[0]
+
+
+#: Bound of each table of verdicts (cleared when full: a hostile stream of distinct values cannot grow it).
+_VERDICTS_MAX = 16_384
+#: Verdicts of whole rules (`_evaluate`) and of `self.all` predicates on one item (`_all_items`), by the compiled
+#: rule and its inputs' `_frozen` key.
+_VERDICTS: dict[tuple[CelRule, Any], tuple[bool, str | None]] = {}
+_ITEM_VERDICTS: dict[tuple[CelRule, Any], tuple[bool, str | None]] = {}
+
+
+def _remember(table: dict[tuple[CelRule, Any], tuple[bool, str | None]], key: tuple[CelRule, Any],
+              verdict: tuple[bool, str | None]) -> None:
+    if len(table) >= _VERDICTS_MAX:
+        table.clear()
+    table[key] = verdict
+
+
+def _run_item(compiled: CelRule, item: Any) -> tuple[bool, str | None]:
+    """The `self.all` predicate of `compiled` on one item: the closure's verdict where it is sure, else celpy's."""
     if compiled.item_closure is not None and compiled.item_variable is not None:
         verdict = _closure_verdict(compiled.item_closure, {compiled.item_variable: item})
         if verdict is not None:
@@ -317,16 +366,19 @@ def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violatio
         if not passed:
             message = compiled.message if error is None else f"{compiled.message} (evaluation error: {error})"
             found.append(Violation(CEL_RULE, path, message))
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         properties: Mapping[str, Schema] = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
-        old_map = old if isinstance(old, Mapping) else {}
+        old_map = old if type(old) is dict or isinstance(old, Mapping) else {}
+        extra_is_schema = type(extra) is dict or isinstance(extra, Mapping)
         for key, item in value.items():
-            sub = properties.get(key) if key in properties else extra if isinstance(extra, Mapping) else None
-            if sub is not None:
+            sub = properties.get(key) if key in properties else extra if extra_is_schema else None
+            if sub is not None and _has_rules(sub):  # asked here: no call, no path for a rule-less subtree
                 _walk(item, sub, old_map.get(key, _ABSENT), (*path, key), found)
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         items: Schema = schema["items"]
+        if not _has_rules(items):
+            return
         old_items = _correlated_items(value, schema, old)
         for index, item in enumerate(value):
             _walk(item, items, old_items[index], (*path, index), found)

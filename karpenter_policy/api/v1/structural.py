@@ -84,7 +84,7 @@ def _type_name(value: object) -> str:
         return "string"
     if isinstance(value, list):
         return "array"
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return "object"
     return type(value).__name__
 
@@ -117,11 +117,31 @@ def defaulted(value: Any, schema: Schema) -> Any:
     """A deep copy of `value` with the schema's defaults applied and non-nullable nulls pruned, as the API server
     stores it. Unknown fields are left out (the API server prunes them); values of the wrong type are kept as
     they are (validation reports them)."""
+    return _prune(value, schema, (), None)
+
+
+def unknown_fields(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
+    """A problem at each field of `value` its schema does not know (what the API server prunes and
+    `kubectl apply`'s strict field validation refuses), looked for before pruning."""
+    found: list[SchemaProblem] = []
+    _prune(value, schema, path, found)
+    return found
+
+
+def defaulted_and_unknown(value: Any, schema: Schema) -> tuple[Any, list[SchemaProblem]]:
+    """`defaulted(value, schema)` and `unknown_fields(value, schema)` in one walk of `value`."""
+    found: list[SchemaProblem] = []
+    return _prune(value, schema, (), found), found
+
+
+def _prune(value: Any, schema: Schema, path: Path, found: list[SchemaProblem] | None) -> Any:
+    """`defaulted`'s copy of `value`; each unknown field a problem in `found` too, unless it is None."""
     if value is None or type(value) in _SCALARS:
         return value  # immutable: its own copy
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         properties: Mapping[str, Schema] = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
+        extra_schema: Schema | None = extra if type(extra) is dict or isinstance(extra, Mapping) else None
         keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
         out: dict[str, Any] = {}
         for key, item in value.items():
@@ -129,41 +149,25 @@ def defaulted(value: Any, schema: Schema) -> Any:
                 sub = properties[key]
                 if item is None and not sub.get("nullable"):
                     continue  # a default below fills it, as for an absent field
-                out[key] = defaulted(item, sub)
-            elif isinstance(extra, Mapping):
-                out[key] = defaulted(item, extra)
+                out[key] = _prune(item, sub, (*path, key) if found is not None else path, found)
+            elif extra_schema is not None:
+                out[key] = _prune(item, extra_schema, (*path, key) if found is not None else path, found)
             elif extra is True or keep_unknown or (not properties and "additionalProperties" not in schema):
                 out[key] = copy.deepcopy(item)
+            elif found is not None and properties:
+                _problem(found, (*path, key), f"unknown field {_quoted(_where((*path, key)))}", at_key=True)
         for key, sub in properties.items():
             if key not in out and "default" in sub:
-                out[key] = defaulted(copy.deepcopy(sub["default"]), sub)
+                out[key] = _prune(copy.deepcopy(sub["default"]), sub, path, None)
         return out
     if isinstance(value, list):
         items = schema.get("items")
-        return [defaulted(item, items) if isinstance(items, Mapping) else copy.deepcopy(item) for item in value]
+        if type(items) is dict or isinstance(items, Mapping):
+            if found is None:
+                return [_prune(item, items, path, None) for item in value]
+            return [_prune(item, items, (*path, index), found) for index, item in enumerate(value)]
+        return [copy.deepcopy(item) for item in value]
     return copy.deepcopy(value)
-
-
-def unknown_fields(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
-    """A problem at each field of `value` its schema does not know (what the API server prunes and
-    `kubectl apply`'s strict field validation refuses), looked for before pruning."""
-    found: list[SchemaProblem] = []
-    if value is None or type(value) in _SCALARS:
-        return found
-    if isinstance(value, Mapping):
-        properties: Mapping[str, Schema] = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        for key, item in value.items():
-            if key in properties:
-                found.extend(unknown_fields(item, properties[key], (*path, key)))
-            elif isinstance(extra, Mapping):
-                found.extend(unknown_fields(item, extra, (*path, key)))
-            elif properties and extra is not True and not schema.get("x-kubernetes-preserve-unknown-fields"):
-                _problem(found, (*path, key), f"unknown field {_quoted(_where((*path, key)))}", at_key=True)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            found.extend(unknown_fields(item, schema["items"], (*path, index)))
-    return found
 
 
 def schema_problems(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
@@ -198,7 +202,7 @@ def _check(value: Any, schema: Schema, path: Path, found: list[SchemaProblem]) -
         _check_number(value, schema, path, found)
     elif isinstance(value, list):
         _check_list(value, schema, path, found)
-    elif isinstance(value, Mapping):
+    elif type(value) is dict or isinstance(value, Mapping):
         _check_object(value, schema, path, found)
 
 
@@ -242,7 +246,7 @@ def _check_list(value: list[Any], schema: Schema, path: Path, found: list[Schema
         _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
                  f"{schema['minItems']} items")
     items = schema.get("items")
-    if isinstance(items, Mapping):
+    if type(items) is dict or isinstance(items, Mapping):
         for index, item in enumerate(value):
             _check(item, items, (*path, index), found)
     list_type = schema.get("x-kubernetes-list-type")
@@ -257,7 +261,7 @@ def _check_list(value: list[Any], schema: Schema, path: Path, found: list[Schema
         keys = schema.get("x-kubernetes-list-map-keys") or []
         seen_keys: set[str] = set()
         for index, item in enumerate(value):
-            if not isinstance(item, Mapping):
+            if not (type(item) is dict or isinstance(item, Mapping)):
                 continue
             marker = json.dumps([item.get(key) for key in keys], default=str)
             if marker in seen_keys:
@@ -280,5 +284,5 @@ def _check_object(value: Mapping[str, Any], schema: Schema, path: Path, found: l
     for key, item in value.items():
         if key in properties:
             _check(item, properties[key], (*path, key), found)
-        elif isinstance(extra, Mapping):
+        elif type(extra) is dict or isinstance(extra, Mapping):
             _check(item, extra, (*path, key), found)

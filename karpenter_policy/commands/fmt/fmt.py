@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -44,9 +44,10 @@ from karpenter_policy.api.v1.crds import (
     NODEPOOL_KIND,
 )
 from karpenter_policy.api.violations import render_path
-from karpenter_policy.checks.source.loader import Document, parse
+from karpenter_policy.checks.source.loader import Document, LoadError, parse
 from karpenter_policy.commands.fmt.comments import canonical_keys, put_trailing_lines, reorder, take_trailing_lines
 from karpenter_policy.commands.fmt.order import ORDERS
+from karpenter_policy.commands.fmt.setaside import set_aside
 
 _DOCUMENT_START = re.compile(r"^---(?=[ \t]|\r?$)", re.MULTILINE)
 _CRLF = "\r\n"
@@ -148,19 +149,72 @@ def _format_document(file: str, chunk: str, first_line: int, result: Formatted) 
         return chunk
     if _already_formatted(chunk, data, kind):
         return chunk
+
+    def edit(document: Any) -> list[str]:
+        changes = _defaults(document) if kind == PROVISIONER_KIND else []
+        if _canonical_order(document, ORDERS[kind]):
+            changes.append("keys in canonical order")
+        return changes
+
+    expected = default_provisioner(data) if kind == PROVISIONER_KIND else data
+    return _round_trip_edit(chunk, (file, name), first_line, edit, expected, result)
+
+
+def _round_trip_edit(
+    chunk: str, where: tuple[str, str], first_line: int, edit: Callable[[Any], list[str]], expected: Any,
+    result: Formatted,
+) -> str:
+    """`chunk` loaded with ruamel.yaml's round-trip loader, changed by `edit` (which says what it changed) and
+    written back (`_rewritten`); `chunk` itself when nothing changed or ruamel refuses it. Long runs of plain list
+    items are first set aside (`setaside`), when the result then reads back as `expected`."""
+    quick = _edited_without_long_runs(chunk, where, edit, expected)
+    if quick is not None:
+        updated, changes = quick
+        result.changes += [f"{where[1]}: {change}" for change in changes]
+        return updated
     yaml = _round_trip(chunk)
     try:
         document = yaml.load(chunk)
     except YAMLError as error:  # read by the loader, refused by ruamel: leave it as it is
-        result.notes.append(f"{file}:{first_line}: {name} not formatted: {error}")
+        result.notes.append(f"{where[0]}:{first_line}: {where[1]} not formatted: {error}")
         return chunk
-    changes = _defaults(document) if kind == PROVISIONER_KIND else []
-    if _canonical_order(document, ORDERS[kind]):
-        changes.append("keys in canonical order")
+    changes = edit(document)
     if not changes:
         return chunk
-    expected = default_provisioner(data) if kind == PROVISIONER_KIND else data
-    return _rewritten(yaml, document, chunk, (file, name), expected, changes, result)
+    return _rewritten(yaml, document, chunk, where, expected, changes, result)
+
+
+def _edited_without_long_runs(
+    chunk: str, where: tuple[str, str], edit: Callable[[Any], list[str]], expected: Any
+) -> tuple[str, list[str]] | None:
+    """`_round_trip_edit`'s text and changes with the long runs of `chunk` set aside during the round trip; None
+    when it has none, or when anything differs from what the whole round trip would give — no change, a refusal,
+    a placeholder moved, data that does not read back as `expected` (the caller then does the whole round
+    trip)."""
+    aside = set_aside(chunk)
+    if aside is None:
+        return None
+    yaml = _round_trip(chunk)
+    try:
+        document = yaml.load(aside.text)
+    except YAMLError:
+        return None
+    changes = edit(document)
+    if not changes:
+        return None
+    out = io.StringIO()
+    yaml.dump(document, out)
+    restored = aside.restore(out.getvalue())
+    if restored is None:
+        return None
+    updated = restored.rstrip("\n") + chunk[len(chunk.rstrip("\n")) :]
+    try:
+        reread = parse(where[0], updated, expand_lists=False)
+    except LoadError:
+        return None
+    if len(reread) != 1 or reread[0].data != expected:
+        return None
+    return updated, changes
 
 
 def _rewritten(
@@ -197,21 +251,17 @@ def _format_v1(file: str, chunk: str, first_line: int, result: Formatted, docume
     expected = with_defaults(data, admission.stored)
     if expected == data and _in_order(chunk, data, kind):
         return chunk
-    yaml = _round_trip(chunk)
-    try:
-        loaded = yaml.load(chunk)
-    except YAMLError as error:
-        result.notes.append(f"{file}:{first_line}: {name} not formatted: {error}")
-        return chunk
-    changes = [
-        f"Karpenter v1's default {render_path(path)}: {_shown(value)} made explicit"
-        for path, value in _add_defaults(loaded, admission.stored, ())
-    ]
-    if _canonical_order(loaded, ORDERS[kind]):
-        changes.append("keys in canonical order")
-    if not changes:
-        return chunk
-    return _rewritten(yaml, loaded, chunk, (file, name), expected, changes, result)
+
+    def edit(loaded: Any) -> list[str]:
+        changes = [
+            f"Karpenter v1's default {render_path(path)}: {_shown(value)} made explicit"
+            for path, value in _add_defaults(loaded, admission.stored, ())
+        ]
+        if _canonical_order(loaded, ORDERS[kind]):
+            changes.append("keys in canonical order")
+        return changes
+
+    return _round_trip_edit(chunk, (file, name), first_line, edit, expected, result)
 
 
 def with_defaults(data: Any, stored: Any) -> Any:
