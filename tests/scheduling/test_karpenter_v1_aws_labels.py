@@ -25,12 +25,16 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
 from karpenter_policy.api.provisionerrules import requirement_violations
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.scheduling import KARPENTER, InstanceTable, NodeClaimTemplate, TopologyRules
+from karpenter_policy.scheduling.instances import V1_TYPE_KEYS
 
 from .cluster import Cluster, make_pod
 
@@ -179,3 +183,37 @@ def test_an_affinity_on_a_new_label_is_scheduled_on_a_nodepool() -> None:
     pod = make_pod(requests={"cpu": "100m"}, required_terms=[[selector]])
     world.provision(pod)
     assert pod.key in world.node_of
+
+
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+@deterministic(200)
+@given(
+    key=st.sampled_from(sorted(wk.V1_INSTANCE_LABELS)),
+    operator=st.sampled_from(_OPERATORS),
+    picks=st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=3),
+)
+def test_a_v1_requirement_keeps_exactly_the_types_whose_v1_label_it_admits(
+    key: str, operator: str, picks: list[int]
+) -> None:
+    """For any of the new labels and any operator, the types a NodePool keeps are those whose v1.14.1 value (or
+    its absence; both tenancies on every type) the requirement admits, as Karpenter's `Requirements.Compatible`
+    of the type's requirements decides: counted type by type."""
+    table = _table()
+    carried = sorted({it.v1_labels[key] for it in table.types if key in it.v1_labels} | set(wk.TENANCIES))
+    values = [carried[p % len(carried)] for p in picks] if operator in ("In", "NotIn") else []
+    requirement = Requirement.new(key, operator, values)
+    kept = table.type_mask(Requirements([requirement]), type_keys=V1_TYPE_KEYS)
+    for i, it in enumerate(table.types):
+        theirs = {it.v1_labels[key]} if key in it.v1_labels else set()
+        if key == wk.INSTANCE_TENANCY:
+            theirs = set(wk.TENANCIES)
+        if operator == "In":
+            expected = bool(theirs & set(values))
+        elif operator == "NotIn":
+            expected = not theirs or bool(theirs - set(values))
+        else:
+            expected = bool(theirs) == (operator == "Exists")
+        assert bool(kept >> i & 1) == expected, (it.name, key, operator, values)
+    assert table.type_mask(Requirements([requirement])) == table.everything  # a Provisioner's types: unconstrained
