@@ -5,11 +5,13 @@ records per type and fact, see `Catalog.provenance`):
 
 * [karpenter] Karpenter's published instance-type table (``karpenter-instance-types-YYYY-MM.json``, generated from
   the EC2 API): the label values of every current type — vCPU, memory, architecture, GPUs and accelerators with
-  their names and manufacturers, local NVMe, hypervisor, network bandwidth, encryption in transit. Its month is
+  their names and manufacturers, local NVMe, hypervisor, network bandwidth, encryption in transit, and (labels of
+  Karpenter v1 only) the CPU manufacturer, sustained clock speed and EBS bandwidth. Its month is
   the catalog's date. Karpenter v0.31's one hard-coded rule (trn1 as accelerator "inferentia") is kept, as
   `catalog refresh` keeps it.
 * [karpenter-v0.31] Karpenter v0.31's table (``karpenter-v0.31-instance-types.json``): the same facts of the types
-  Karpenter no longer lists (p2, p3, g3, f1, dl1, u-*tb1 ...) — they are marked previous-generation.
+  Karpenter no longer lists (p2, p3, g3, f1, dl1, u-*tb1 ...) — they are marked previous-generation; their CPU
+  and EBS facts, which that table predates, are EC2's where it describes them.
 * [ec2] DescribeInstanceTypes as AWS returned it (moto's ``instance_types.json.gz``): the facts of types neither
   table has (newer than the table), the network limits the VPC table lacks, and which types sell as spot.
 * [vpc-limits] Karpenter's VPC limits (``karpenter-vpc-limits-YYYY-MM.json``): ENIs of the default network card
@@ -320,6 +322,9 @@ def type_from_labels(name: str, labels: Mapping[str, str]) -> InstanceType | Non
         hypervisor=labels.get(wk.INSTANCE_HYPERVISOR, ""),
         network_bandwidth_mbps=_int_label(labels, wk.INSTANCE_NETWORK_BANDWIDTH, name),
         encryption_in_transit=labels.get(wk.INSTANCE_ENCRYPTION_IN_TRANSIT) == "true",
+        cpu_manufacturer=labels.get(wk.INSTANCE_CPU_MANUFACTURER, ""),
+        cpu_sustained_clock_mhz=_int_label(labels, wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, name),
+        ebs_bandwidth_mbps=_int_label(labels, wk.INSTANCE_EBS_BANDWIDTH, name),
     )
 
 
@@ -377,6 +382,13 @@ def _join_type(name: str, sources: Sources) -> JoinedType | None:
         raise CatalogError(VPC_LIMITS, f"{name}: {exc}") from None
     usage = info.get("SupportedUsageClasses") if info is not None else None
     spot = wk.CAPACITY_SPOT in usage if isinstance(usage, list) else True
+    if facts_source == KARPENTER_V031 and described is not None:  # v0.31's table predates v1's CPU and EBS labels
+        facts = dataclasses.replace(
+            facts,
+            cpu_manufacturer=described.cpu_manufacturer,
+            cpu_sustained_clock_mhz=described.cpu_sustained_clock_mhz,
+            ebs_bandwidth_mbps=described.ebs_bandwidth_mbps,
+        )
     facts = dataclasses.replace(facts, **network, previous_generation=facts_source == KARPENTER_V031)
     return JoinedType(facts, facts_source, network_source, spot)
 

@@ -218,7 +218,13 @@ class Catalog:
 
 #: Fields added since format 1: written only when they differ from their default, read as it when absent, so
 #: files without them stay valid and byte-identical.
-_OPTIONAL_FIELDS: dict[str, Any] = {"branch_enis": 0, "previous_generation": False}
+_OPTIONAL_FIELDS: dict[str, Any] = {
+    "branch_enis": 0,
+    "previous_generation": False,
+    "cpu_manufacturer": "",
+    "cpu_sustained_clock_mhz": 0,
+    "ebs_bandwidth_mbps": 0,
+}
 _INSTANCE_TYPE_FIELDS = tuple(f.name for f in fields(InstanceType) if f.name not in _OPTIONAL_FIELDS)
 
 
@@ -342,6 +348,11 @@ def _instance_type_from_dict(raw: Any, where: str) -> InstanceType:
         price_on_demand=None if price is None else _number(price, f"{where}.price_on_demand"),
         branch_enis=_non_negative_int(data.get("branch_enis", 0), f"{where}.branch_enis"),
         previous_generation=_expect(data.get("previous_generation", False), bool, f"{where}.previous_generation"),
+        cpu_manufacturer=_expect(data.get("cpu_manufacturer", ""), str, f"{where}.cpu_manufacturer"),
+        cpu_sustained_clock_mhz=_non_negative_int(
+            data.get("cpu_sustained_clock_mhz", 0), f"{where}.cpu_sustained_clock_mhz"
+        ),
+        ebs_bandwidth_mbps=_non_negative_int(data.get("ebs_bandwidth_mbps", 0), f"{where}.ebs_bandwidth_mbps"),
     )
     if it.vcpu == 0 or it.memory_mib == 0:
         raise _Invalid(f"{where}: vcpu and memory_mib must be > 0")

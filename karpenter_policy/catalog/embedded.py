@@ -69,6 +69,9 @@ COLUMNS: tuple[str, ...] = (
     "ipv4_per_eni",
     "branch_enis",
     "encryption_in_transit",
+    "cpu_manufacturer",
+    "cpu_sustained_clock_mhz",
+    "ebs_bandwidth_mbps",
     "previous_generation",
     "spot",
     "facts",
@@ -78,7 +81,7 @@ COLUMNS: tuple[str, ...] = (
 _BOOLEANS = frozenset({"bare_metal", "encryption_in_transit", "previous_generation", "spot"})
 _STRINGS = frozenset(
     {"name", "architectures", "gpu_name", "gpu_manufacturer", "accelerator_name", "accelerator_manufacturer",
-     "hypervisor", "facts", "network"}
+     "hypervisor", "facts", "network", "cpu_manufacturer"}
 )  # fmt: skip
 
 

@@ -193,6 +193,8 @@ def _instance_type(
     ]
     bandwidth_mbps = round(sum(baselines) * 1000) if baselines else 0
 
+    manufacturer, clock_mhz, ebs_mbps = _processor_and_ebs(info)
+
     usage_classes = {u for u in info.get("SupportedUsageClasses") or [] if isinstance(u, str)}
     capacity_types = [ct for ct in SUPPORTED_CAPACITY_TYPES if ct in usage_classes]
     offerings: list[Offering] = []
@@ -224,7 +226,26 @@ def _instance_type(
         encryption_in_transit=network.get("EncryptionInTransitSupported") is True,
         offerings=tuple(offerings),
         price_on_demand=on_demand_price,
+        cpu_manufacturer=manufacturer,
+        cpu_sustained_clock_mhz=clock_mhz,
+        ebs_bandwidth_mbps=ebs_mbps,
     )
+
+
+def _processor_and_ebs(info: Mapping[str, Any]) -> tuple[str, int, int]:
+    """The CPU manufacturer (lower kebab case), sustained clock speed (MHz, rounded) and EBS bandwidth (Mbps, of a
+    type EBS-optimized by default) as aws/karpenter-provider-aws v1.14.1 `computeRequirements` reads them
+    (pkg/providers/instancetype/types.go); "" and 0 where EC2 does not say."""
+    manufacturer = lower_kebab_case(_str(_get(info, "ProcessorInfo", "Manufacturer")))
+    clock = _gbps(_get(info, "ProcessorInfo", "SustainedClockSpeedInGhz"), "ProcessorInfo.SustainedClockSpeedInGhz")
+    ebs = 0
+    if _get(info, "EbsInfo", "EbsOptimizedSupport") == "default":
+        ebs = _int(
+            _get(info, "EbsInfo", "EbsOptimizedInfo", "MaximumBandwidthInMbps"),
+            "EbsInfo.EbsOptimizedInfo.MaximumBandwidthInMbps",
+            0,
+        )
+    return manufacturer, 0 if clock is None else math.floor(clock * 1000 + 0.5), ebs  # Go's math.Round
 
 
 # --- the catalog --------------------------------------------------------------------------------------------

@@ -151,6 +151,12 @@ class InstanceType:
     #: A type EC2 no longer lists among its current types (p3, g3, ...): the embedded catalog leaves it out
     #: unless asked (``--allow-previous-generation``), for accounts that still launch it.
     previous_generation: bool = False
+    #: The processor's maker as Karpenter v1.14.1 spells it (`intel`, `amd`, `aws`), "" when the catalog does not say.
+    cpu_manufacturer: str = ""
+    #: The processor's sustained clock speed in MHz (rounded, as v1.14.1), 0 when unknown.
+    cpu_sustained_clock_mhz: int = 0
+    #: The EBS-optimized maximum bandwidth in Mbps of a type EBS-optimized by default, 0 when not or unknown.
+    ebs_bandwidth_mbps: int = 0
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.offerings, key=lambda o: (o.zone, o.capacity_type)))
@@ -272,6 +278,22 @@ class InstanceType:
             labels[wk.INSTANCE_ACCELERATOR_NAME] = self.accelerator_name
             labels[wk.INSTANCE_ACCELERATOR_MANUFACTURER] = self.accelerator_manufacturer
             labels[wk.INSTANCE_ACCELERATOR_COUNT] = str(self.accelerator_count)
+        return dict(sorted(labels.items()))
+
+    @cached_property
+    def v1_labels(self) -> dict[str, str]:
+        """The labels of `model.labels.V1_INSTANCE_LABELS` that Karpenter v1.14.1 (AWS) sets from this type
+        (pkg/providers/instancetype/types.go `computeRequirements`), but the tenancy, which every type offers both
+        of (`model.labels.TENANCIES`): the CPU manufacturer, sustained clock speed and EBS bandwidth when known,
+        and whether the family is a flex one (`-flex` in it, as v1.14.1 decides). Not in :meth:`labels`: v0.31
+        knew none of them."""
+        labels = {wk.INSTANCE_CAPABILITY_FLEX: "true" if "-flex" in self.family else "false"}
+        if self.cpu_manufacturer:
+            labels[wk.INSTANCE_CPU_MANUFACTURER] = self.cpu_manufacturer
+        if self.cpu_sustained_clock_mhz > 0:
+            labels[wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ] = str(self.cpu_sustained_clock_mhz)
+        if self.ebs_bandwidth_mbps > 0:
+            labels[wk.INSTANCE_EBS_BANDWIDTH] = str(self.ebs_bandwidth_mbps)
         return dict(sorted(labels.items()))
 
 

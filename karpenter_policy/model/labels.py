@@ -87,6 +87,17 @@ INSTANCE_GPU_MEMORY = f"{AWS}/instance-gpu-memory"
 INSTANCE_ACCELERATOR_NAME = f"{AWS}/instance-accelerator-name"
 INSTANCE_ACCELERATOR_MANUFACTURER = f"{AWS}/instance-accelerator-manufacturer"
 INSTANCE_ACCELERATOR_COUNT = f"{AWS}/instance-accelerator-count"
+# Labels Karpenter v1.14.1 (AWS, pkg/apis/v1/labels.go) sets on every node that v0.31 did not know; only v1
+# NodePools schedule on them (`V1_INSTANCE_LABELS`).
+INSTANCE_CPU_MANUFACTURER = f"{AWS}/instance-cpu-manufacturer"
+INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ = f"{AWS}/instance-cpu-sustained-clock-speed-mhz"
+INSTANCE_EBS_BANDWIDTH = f"{AWS}/instance-ebs-bandwidth"
+INSTANCE_CAPABILITY_FLEX = f"{AWS}/instance-capability-flex"
+INSTANCE_TENANCY = f"{AWS}/instance-tenancy"
+#: The account's id of a zone (`use1-az6`); v1.14.1 reads it from the EC2NodeClass's subnets.
+ZONE_ID = "topology.k8s.aws/zone-id"
+#: The tenancies every v1.14.1 instance type offers (`computeRequirements`: `In [default dedicated]`).
+TENANCIES: tuple[str, ...] = ("dedicated", "default")
 
 ARCH_AMD64 = "amd64"
 ARCH_ARM64 = "arm64"
@@ -128,6 +139,23 @@ WELL_KNOWN_LABELS: frozenset[str] = frozenset(
         INSTANCE_ACCELERATOR_COUNT,
     }
 )
+
+#: The instance-type labels of Karpenter v1.14.1 that v0.31 did not have (aws/karpenter-provider-aws v1.14.1
+#: pkg/providers/instancetype/types.go `computeRequirements`), which the catalog can give: a v1 NodePool's types
+#: carry them and a pod may select them; a v1alpha5 Provisioner's do not, as in v0.31. `ZONE_ID` is not among
+#: them: which id a zone name has differs from one AWS account to the next.
+V1_INSTANCE_LABELS: frozenset[str] = frozenset(
+    {
+        INSTANCE_CPU_MANUFACTURER,
+        INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+        INSTANCE_EBS_BANDWIDTH,
+        INSTANCE_CAPABILITY_FLEX,
+        INSTANCE_TENANCY,
+    }
+)
+#: The well-known labels a v1 NodePool's scheduling allows a pod to select though its requirements do not name
+#: them (Karpenter's `AllowUndefinedWellKnownLabels`): v0.31's and `V1_INSTANCE_LABELS`.
+V1_WELL_KNOWN_LABELS: frozenset[str] = WELL_KNOWN_LABELS | V1_INSTANCE_LABELS
 
 #: Domains owned by the kubelet, Kubernetes or Karpenter (matched as a suffix of the key's prefix).
 RESTRICTED_LABEL_DOMAINS: tuple[str, ...] = ("k8s.io", "karpenter.k8s.aws", "karpenter.sh", "kubernetes.io")

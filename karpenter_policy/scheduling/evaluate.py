@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.requirements import Requirement, Requirements
-from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN
 from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape
 from karpenter_policy.scheduling.reasons import Refusal
 from karpenter_policy.scheduling.scheduler import Scheduler, cheapest_launch, fresh_claim
@@ -109,7 +108,8 @@ class Evaluator:
         if new:
             templates = self.scheduler.templates
             for position in range(new.bit_length()):
-                if new >> position & 1 and templates[position].requirements.admits(requirements, ALLOW_WELL_KNOWN):
+                template = templates[position] if new >> position & 1 else None
+                if template is not None and template.requirements.admits(requirements, template.well_known):
                     admitting |= 1 << position
             asked |= new
             self._asked[requirements] = (asked, admitting)

@@ -30,6 +30,9 @@ OFFERING_KEYS = (wk.ZONE, wk.CAPACITY_TYPE)
 #: The label keys every type has a requirement on (a type without the label: DoesNotExist). The OS and region are
 #: the same for every type of a node claim template and are matched as such.
 TYPE_KEYS: frozenset[str] = INSTANCE_TYPE_KEYS - {wk.OS, wk.REGION}
+#: The type labels of a v1 NodePool's types (Karpenter v1.14.1): v0.31's and `model.labels.V1_INSTANCE_LABELS`,
+#: which a v1alpha5 Provisioner's types do not carry (v0.31 knew none of them). Every type offers both tenancies.
+V1_TYPE_KEYS: frozenset[str] = TYPE_KEYS | wk.V1_INSTANCE_LABELS
 _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 _CACHE_LIMIT = 65536
 
@@ -150,16 +153,16 @@ class InstanceTable:
         self.position = {name: i for i, name in enumerate(self.names)}
         self.everything = (1 << len(self.types)) - 1
         labels = [it.labels() for it in self.types]
+        #: per v0.31 type label, its values (`V1_TYPE_KEYS`' others are in `_v1_domains`)
         self.domains: dict[str, tuple[str, ...]] = {}
         self._value_masks: dict[str, list[int]] = {}
-        for key in sorted(TYPE_KEYS):
-            domain = tuple(sorted({lab[key] for lab in labels if key in lab}))
-            where = {v: j for j, v in enumerate(domain)}
-            masks = [0] * (len(domain) + 1)  # the last: types without the label
-            for i, lab in enumerate(labels):
-                masks[where[lab[key]] if key in lab else len(domain)] |= 1 << i
-            self.domains[key] = domain
-            self._value_masks[key] = masks
+        self._index_values(TYPE_KEYS, labels, self.domains, self._value_masks)
+        self._v1_domains: dict[str, tuple[str, ...]] = {}
+        self._v1_value_masks: dict[str, list[int]] = {}
+        self._index_values(V1_TYPE_KEYS - TYPE_KEYS - {wk.INSTANCE_TENANCY}, [it.v1_labels for it in self.types],
+                           self._v1_domains, self._v1_value_masks)  # fmt: skip
+        self._v1_domains[wk.INSTANCE_TENANCY] = wk.TENANCIES
+        self._v1_value_masks[wk.INSTANCE_TENANCY] = [self.everything] * len(wk.TENANCIES) + [0]
         self.zones = tuple(sorted({o.zone for it in self.types for o in it.offerings if o.available}))
         self.capacity_types = tuple(sorted({o.capacity_type for it in self.types for o in it.offerings if o.available}))
         zone_at = {z: j for j, z in enumerate(self.zones)}
@@ -193,6 +196,24 @@ class InstanceTable:
         self._names: dict[int, tuple[str, ...]] = {}
         self._by_value: dict[str, tuple[tuple[str, int], ...]] = {}
 
+    @staticmethod
+    def _index_values(
+        keys: Iterable[str],
+        labels: Sequence[Mapping[str, str]],
+        domains: dict[str, tuple[str, ...]],
+        value_masks: dict[str, list[int]],
+    ) -> None:
+        """Per key, the values the types' `labels` carry (sorted) and the mask of each, the last mask the types
+        without the label."""
+        for key in sorted(keys):
+            domain = tuple(sorted({lab[key] for lab in labels if key in lab}))
+            where = {v: j for j, v in enumerate(domain)}
+            masks = [0] * (len(domain) + 1)
+            for i, lab in enumerate(labels):
+                masks[where[lab[key]] if key in lab else len(domain)] |= 1 << i
+            domains[key] = domain
+            value_masks[key] = masks
+
     @classmethod
     def of_catalog(cls, catalog: Catalog) -> InstanceTable:
         """The table of a catalog, built once and kept on it."""
@@ -216,12 +237,18 @@ class InstanceTable:
             cached = self._names[mask] = tuple(self.names[i] for i in indices(mask))
         return cached
 
-    def label_values(self, mask: int) -> dict[str, set[str]]:
-        """Per instance-type label key, the values the types of `mask` carry."""
-        return {
-            key: {value for value, found in zip(values, self._value_masks[key], strict=False) if found & mask}
+    def label_values(self, mask: int, keys: frozenset[str] = TYPE_KEYS) -> dict[str, set[str]]:
+        """Per instance-type label key (of `keys`: `V1_TYPE_KEYS` for a v1 NodePool), the values the types of
+        `mask` carry."""
+        found = {
+            key: {value for value, types in zip(values, self._value_masks[key], strict=False) if types & mask}
             for key, values in self.domains.items()
         }
+        for key in keys:
+            if key in self._v1_domains:
+                values = zip(self._v1_domains[key], self._v1_value_masks[key], strict=False)
+                found[key] = {value for value, types in values if types & mask}
+        return found
 
     def offered_pairs(self, mask: int) -> Iterator[tuple[str, str]]:
         """The (zone, capacity type) pairs in which some type of `mask` has an available offering."""
@@ -247,6 +274,8 @@ class InstanceTable:
                 cached = tuple(zip(values, masks, strict=True))
             elif key in self._value_masks:
                 cached = tuple(zip(self.domains[key], self._value_masks[key], strict=False))
+            elif key in self._v1_value_masks:
+                cached = tuple(zip(self._v1_domains[key], self._v1_value_masks[key], strict=False))
             else:
                 cached = ()
             self._by_value[key] = cached
@@ -276,9 +305,10 @@ class InstanceTable:
         return unmet
 
     @staticmethod
-    def is_type_key(key: str) -> bool:
-        """Whether `key` is a label the instance table decides (an instance-type label, the OS and region aside)."""
-        return key in TYPE_KEYS
+    def is_type_key(key: str, keys: frozenset[str] = TYPE_KEYS) -> bool:
+        """Whether `key` is a label the instance table decides (an instance-type label of `keys`, the OS and region
+        aside)."""
+        return key in keys
 
     def requirement_mask(self, requirement: Requirement) -> int:
         """The types whose label value the requirement accepts (an absent label: only NotIn / DoesNotExist); every
@@ -286,11 +316,15 @@ class InstanceTable:
         cached = self._requirement_masks.get(requirement)
         if cached is None:
             masks = self._value_masks.get(requirement.key)
+            domain = self.domains.get(requirement.key)
             if masks is None:
+                masks = self._v1_value_masks.get(requirement.key)
+                domain = self._v1_domains.get(requirement.key)
+            if masks is None or domain is None:
                 cached = self.everything
             else:
                 cached = 0
-                for j, value in enumerate(self.domains[requirement.key]):
+                for j, value in enumerate(domain):
                     if requirement.has(value):
                         cached |= masks[j]
                 if requirement.operator() in _NEGATIVE:
@@ -314,12 +348,19 @@ class InstanceTable:
             self._offering_masks[key] = cached
         return cached
 
-    def type_mask(self, requirements: Requirements, keys: Iterable[str] | None = None, os: str = "linux") -> int:
+    def type_mask(
+        self,
+        requirements: Requirements,
+        keys: Iterable[str] | None = None,
+        os: str = "linux",
+        type_keys: frozenset[str] = TYPE_KEYS,
+    ) -> int:
         """The types whose labels satisfy `requirements` (only `keys` of them when given), for nodes running `os`
-        in the table's region; offerings aside."""
+        in the table's region; offerings aside. `type_keys`: the labels the types carry (`V1_TYPE_KEYS` for a
+        v1 NodePool)."""
         mask = self.everything
         for key in requirements if keys is None else keys:
-            if key in TYPE_KEYS:
+            if key in type_keys:
                 mask &= self.requirement_mask(requirements[key])
             elif key == wk.OS:
                 mask &= self.everything if requirements[key].has(os) else 0
@@ -329,10 +370,16 @@ class InstanceTable:
                 return 0
         return mask
 
-    def mask_of(self, requirements: Requirements, keys: Iterable[str] | None = None, os: str = "linux") -> int:
+    def mask_of(
+        self,
+        requirements: Requirements,
+        keys: Iterable[str] | None = None,
+        os: str = "linux",
+        type_keys: frozenset[str] = TYPE_KEYS,
+    ) -> int:
         """The offered types that satisfy `requirements` (only `keys` of them when given), offerings included."""
         wanted = list(requirements) if keys is None else list(keys)
-        mask = self.offered & self.type_mask(requirements, wanted, os)
+        mask = self.offered & self.type_mask(requirements, wanted, os, type_keys)
         if mask and any(k in OFFERING_KEYS for k in wanted):
             zone = (
                 requirements[wk.ZONE] if wk.ZONE in wanted and wk.ZONE in requirements else Requirement.exists(wk.ZONE)

@@ -36,6 +36,7 @@ from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
 
+#: The keys a Provisioner (v0.31) lets a pod leave undefined; a template's own is `NodeClaimTemplate.well_known`.
 ALLOW_WELL_KNOWN: frozenset[str] = wk.WELL_KNOWN_LABELS
 _NO_ROOM = Refusal("resources", "no instance type has room for the pods together")
 _NO_DOMAIN = Refusal("topology", "the topology leaves the node no domain")
@@ -197,7 +198,7 @@ class NodeClaim:
         table = template.table
         return self.options | (
             self.launchable
-            & table.type_mask(self.requirements, os=template.os)
+            & table.type_mask(self.requirements, os=template.os, type_keys=template.type_keys)
             & table.offering_mask(self._zone, self._capacity_type)
             & template.shapes.fitting(self.requests)
         )
@@ -259,17 +260,20 @@ class NodeClaim:
             key = id(attempt)
             admitted = self._admits.get(key)
             if admitted is None:
-                admitted = self._admits[key] = self.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN)
+                admitted = self._admits[key] = self.requirements.admits(attempt.requirements, template.well_known)
             if not admitted:
                 requirements = self.requirements
-                return Refusal("requirements", lambda: requirements_text(requirements, attempt.requirements))
+                well_known = template.well_known
+                return Refusal(
+                    "requirements", lambda: requirements_text(requirements, attempt.requirements, well_known)
+                )
         merged = self.requirements.intersection(attempt.requirements) if constrained else self.requirements
         table = template.table
         narrowed: list[str] = []
         if involved:
             before = merged
             try:
-                merged = topology.add_requirements(pod, attempt, merged, ALLOW_WELL_KNOWN)
+                merged = topology.add_requirements(pod, attempt, merged, template.well_known)
             except TopologyError as error:
                 return Refusal("topology", str(error))
             if merged is not self.requirements and _emptied(merged, self.requirements):
@@ -277,12 +281,13 @@ class NodeClaim:
             if merged is not before:
                 # A domain of an instance-type label (arch, instance type ...) limits the types as Karpenter's
                 # `filterInstanceTypesByRequirements` does with the topology requirements added in `NodeClaim.Add`.
-                narrowed = [k for k, r in merged.unordered() if table.is_type_key(k) and r != before.get(k)]
+                keys = template.type_keys
+                narrowed = [k for k, r in merged.unordered() if table.is_type_key(k, keys) and r != before.get(k)]
         mask = self.options
         if constrained:
-            mask &= table.type_mask(attempt.requirements, os=template.os)
+            mask &= table.type_mask(attempt.requirements, os=template.os, type_keys=template.type_keys)
         if narrowed:
-            mask &= table.type_mask(merged, narrowed, os=template.os)
+            mask &= table.type_mask(merged, narrowed, os=template.os, type_keys=template.type_keys)
         if merged is self.requirements:  # nothing narrowed: the claim's own zones and capacity types
             zone, capacity_type = self._zone, self._capacity_type
         else:
@@ -322,7 +327,7 @@ class NodeClaim:
             self.requirements = fit.requirements
             self._admits.clear()
             self._zone, self._capacity_type = fit.zone, fit.capacity_type
-        topology.record(fit.pod, fit.requirements, ALLOW_WELL_KNOWN, self.template.taints)
+        topology.record(fit.pod, fit.requirements, self.template.well_known, self.template.taints)
         ports = fit.pod.shape.topology.host_ports
         if ports:
             self.host_ports.extend(ports)

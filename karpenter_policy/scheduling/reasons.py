@@ -121,14 +121,15 @@ def untolerated_text(taints: Sequence[Taint], tolerations: Sequence[Toleration])
 # --- the pod's requirements against a template's, in the user's words ----------------------------------------
 
 
-def requirements_text(mine: Requirements, pod: Requirements) -> str:
+def requirements_text(mine: Requirements, pod: Requirements, well_known: frozenset[str] = wk.WELL_KNOWN_LABELS) -> str:
     """Why a pod with requirements `pod` cannot run on a node with requirements `mine`, one phrase per key joined
     by " and " — Karpenter's rules (`Requirements.incompatibilities`), told in the user's terms: a label the pod
     requires that the nodes never have is said so, with Karpenter's own sentence in quotes after it (`label team
     does not have known values`, from `scheduling.Requirements.Compatible`, karpenter-core
-    pkg/scheduling/requirements.go); a value the nodes do not have names the nearest one they have."""
+    pkg/scheduling/requirements.go); a value the nodes do not have names the nearest one they have. `well_known`:
+    the labels the nodes' pool lets a pod leave undefined (`NodeClaimTemplate.well_known`)."""
     phrases: list[str] = []
-    for key in sorted(pod.keys() - wk.WELL_KNOWN_LABELS):
+    for key in sorted(pod.keys() - well_known):
         if key in mine or pod[key].operator() in (Operator.NOT_IN, Operator.DOES_NOT_EXIST):
             continue
         karpenter = f"label {key} does not have known values{wk.typo_hint(key, mine)}"
@@ -155,12 +156,12 @@ def _nearest_value(mine: Requirements, pod: Requirements, key: str) -> str | Non
 
 def requirements_refusal(template: NodeClaimTemplate, attempt: Attempt, requests: Vector) -> Refusal:
     """`requirements`: the template's requirements and the attempt's are incompatible (`requirements_text`)."""
-    mine, pod = template.requirements, attempt.requirements
+    mine, pod, well_known = template.requirements, attempt.requirements, template.well_known
     return Refusal(
         "requirements",
-        lambda: requirements_text(mine, pod),
+        lambda: requirements_text(mine, pod, well_known),
         (template, attempt, requests),
-        lambda: " and ".join(mine.incompatibilities(pod, wk.WELL_KNOWN_LABELS)),
+        lambda: " and ".join(mine.incompatibilities(pod, well_known)),
     )
 
 
@@ -180,7 +181,7 @@ def targets(template: NodeClaimTemplate, attempt: Attempt) -> bool:
     if tolerations and any(t.tolerates(taint) for taint in template.taints for t in tolerations):
         return True
     return any(
-        key == wk.PROVISIONER_NAME or (key in template.requirements and key not in wk.WELL_KNOWN_LABELS)
+        key == wk.PROVISIONER_NAME or (key in template.requirements and key not in template.well_known)
         for key in attempt.requirements
     )
 
@@ -188,11 +189,11 @@ def targets(template: NodeClaimTemplate, attempt: Attempt) -> bool:
 def _takes(template: NodeClaimTemplate, requirements: Requirements, requests: Vector) -> bool:
     """Whether a new node of `template` could hold a pod with `requirements` and `requests` (taints aside): the
     requirements are compatible and some admitted type satisfies them with room for the pod and the DaemonSets."""
-    if not template.requirements.admits(requirements, wk.WELL_KNOWN_LABELS):
+    if not template.requirements.admits(requirements, template.well_known):
         return False
     merged = template.requirements.intersection(requirements)
     fitting = template.shapes.fitting(add(template.overhead, requests))
-    return bool(template.types & fitting & template.table.mask_of(merged, None, template.os))
+    return bool(template.types & fitting & template.table.mask_of(merged, None, template.os, template.type_keys))
 
 
 def _yaml_scalar(value: str) -> str:
@@ -235,7 +236,7 @@ def fix_for(kind: str, template: NodeClaimTemplate, attempt: Attempt, requests: 
     mine, pod = template.requirements, attempt.requirements
     conflicts = mine.disjoint(pod)
     undefined = [
-        k for k in pod.keys() - wk.WELL_KNOWN_LABELS
+        k for k in pod.keys() - template.well_known
         if k not in mine and pod[k].operator() not in (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
     ]
     if not conflicts or undefined:
@@ -265,7 +266,7 @@ def explain(
     that leaves no type — with the requests `total`, when given — in words."""
     table = template.table
     merged = template.requirements.intersection(pod_requirements)
-    relevant = [k for k in merged if table.is_type_key(k) or k in OFFERING_KEYS]
+    relevant = [k for k in merged if table.is_type_key(k, template.type_keys) or k in OFFERING_KEYS]
     limited = within_limits != table.everything
     # Deleted first: the template's own keys, then the limits, then the keys the pod constrains.
     members: list[str] = [k for k in relevant if k not in pod_requirements] + [_LIMITS] * limited
@@ -273,7 +274,7 @@ def explain(
     fit = template.shapes.fitting(total) if total is not None else -1
 
     def admitted(subset: Sequence[str]) -> int:
-        mask = table.mask_of(merged, [k for k in subset if k != _LIMITS], template.os) & fit
+        mask = table.mask_of(merged, [k for k in subset if k != _LIMITS], template.os, template.type_keys) & fit
         return mask & within_limits if _LIMITS in subset else mask
 
     core = list(members)
@@ -288,7 +289,7 @@ def explain(
     under = " and ".join(phrases)
     if total is None:
         return f"no instance type satisfies {under}" if under else "no instance type is offered"
-    without_fit = table.mask_of(merged, [k for k in core if k != _LIMITS], template.os)
+    without_fit = table.mask_of(merged, [k for k in core if k != _LIMITS], template.os, template.type_keys)
     if _LIMITS in core:
         without_fit &= within_limits
     needs = _needs(template, total, without_fit)

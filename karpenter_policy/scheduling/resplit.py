@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_policy.scheduling.instances import indices
-from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, NodeClaim
+from karpenter_policy.scheduling.nodes import NodeClaim
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ZERO, Vector, add, subtract
 
@@ -171,7 +171,7 @@ def _keeps(claim: NodeClaim, attempt: Attempt) -> bool:
     requirements = claim.requirements
     if not attempt.requirements:
         return True
-    return requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN) and (
+    return requirements.admits(attempt.requirements, claim.template.well_known) and (
         requirements.intersection(attempt.requirements) == requirements
     )
 
@@ -182,7 +182,7 @@ def _base(claim: NodeClaim) -> int:
     table = template.table
     return (
         template.types
-        & table.type_mask(claim.requirements, os=template.os)
+        & table.type_mask(claim.requirements, os=template.os, type_keys=template.type_keys)
         & table.offering_mask(claim.zone, claim.capacity_type)
     )
 

@@ -47,7 +47,7 @@ from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling.firstfit import FirstFit
 from karpenter_policy.scheduling.floor import CostFloor
 from karpenter_policy.scheduling.instances import InstanceTable, indices
-from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN, ExistingNode, Fit, NodeClaim
+from karpenter_policy.scheduling.nodes import ExistingNode, Fit, NodeClaim
 from karpenter_policy.scheduling.openclaims import OpenClaims
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
 from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
@@ -193,7 +193,7 @@ class Scheduler:
         #: the topology domains of the templates alone (a run adds the existing nodes' labels)
         self.template_domains = topology_domains(self.templates, [])
         #: which templates may take a pod at all, by the custom labels they define
-        self.index = TemplateIndex(self.templates, ALLOW_WELL_KNOWN)
+        self.index = TemplateIndex(self.templates, frozenset().union(*(t.well_known for t in self.templates)))
         self.node_domains = node_domains
         # every run's topology groups are keyed alike: their keys made once
         self.group_keys = GroupKeys(self.options.topology)
@@ -231,7 +231,7 @@ class Scheduler:
             attempt = pod.shape.attempts(False)[0]
             if template.taints and untolerated(template.taints, attempt.tolerations):
                 continue
-            if not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+            if not template.requirements.admits(attempt.requirements, template.well_known):
                 continue
             total = add(total, pod.requests)
             names.append(pod.owner or pod.name)
@@ -339,7 +339,7 @@ def fresh_claim(
         return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return taint_refusal(template, attempt, pod.requests)
-    if ruled_out or not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+    if ruled_out or not template.requirements.admits(attempt.requirements, template.well_known):
         return requirements_refusal(template, attempt, pod.requests)
     if template.node_limit is not None and nodes >= template.node_limit:
         return node_limit_refusal(template.node_limit, nodes)
@@ -717,7 +717,7 @@ class _Run:
             table = template.table
             widened = (
                 claim.uncapped
-                & table.type_mask(claim.requirements, os=template.os)
+                & table.type_mask(claim.requirements, os=template.os, type_keys=template.type_keys)
                 & table.offering_mask(claim.zone, claim.capacity_type)
                 & template.shapes.fitting(claim.requests)
             )

@@ -28,7 +28,7 @@ from karpenter_policy.model.pools import owner_label
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import NODES, parse_quantity
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.scheduling.instances import InstanceTable, NodeShapes, ShapeFunction
+from karpenter_policy.scheduling.instances import TYPE_KEYS, V1_TYPE_KEYS, InstanceTable, NodeShapes, ShapeFunction
 from karpenter_policy.scheduling.shapes import configuration_key, shape_function
 from karpenter_policy.scheduling.vectors import INDEX, ZERO, Vector, amount
 
@@ -56,6 +56,11 @@ class NodeClaimTemplate:
     #: v1 `minValues` by key (a NodePool's; empty for a Provisioner) and how the scheduler keeps it
     min_values: Mapping[str, int] = field(default_factory=dict)
     min_values_policy: str = STRICT
+    #: The labels its types carry (`instances.V1_TYPE_KEYS` for a v1 NodePool) and those a pod may select though
+    #: its requirements do not name them (`model.labels.V1_WELL_KNOWN_LABELS` for a v1 NodePool): v0.31's for a
+    #: Provisioner, whose nodes never had v1.14.1's new labels.
+    type_keys: frozenset[str] = TYPE_KEYS
+    well_known: frozenset[str] = wk.WELL_KNOWN_LABELS
     _zone: Requirement = field(init=False)
     _capacity_type: Requirement = field(init=False)
     _domains: dict[str, frozenset[str]] | None = field(default=None, init=False, repr=False)
@@ -76,7 +81,7 @@ class NodeClaimTemplate:
                 if self._zone.has(zone) and self._capacity_type.has(capacity):
                     found[wk.ZONE].add(zone)
                     found[wk.CAPACITY_TYPE].add(capacity)
-            for key, values in self.table.label_values(self.types).items():
+            for key, values in self.table.label_values(self.types, self.type_keys).items():
                 found.setdefault(key, set()).update(values)
             found.setdefault(wk.OS, set()).add(self.os)
             for key in self.requirements:
@@ -150,7 +155,9 @@ class NodeClaimTemplate:
             *(Requirement.new(k, Operator.IN, [v]) for k, v in sorted(labels.items())),
             *owner_requirements(owner_label, name if owner is None else owner),
         )
-        types = table.mask_of(full, os=os)
+        v1 = owner_label != wk.PROVISIONER_NAME
+        type_keys, well_known = (V1_TYPE_KEYS, wk.V1_WELL_KNOWN_LABELS) if v1 else (TYPE_KEYS, wk.WELL_KNOWN_LABELS)
+        types = table.mask_of(full, os=os, type_keys=type_keys)
         if admitted is not None:
             types &= table.mask_of_names(admitted)
         shapes = node_shapes(table, node) if shape is None else table.shapes(shape[0], shape[1])
@@ -181,6 +188,8 @@ class NodeClaimTemplate:
             unavailable=unavailable,
             min_values=min_values,
             min_values_policy=min_values_policy,
+            type_keys=type_keys,
+            well_known=well_known,
         )
 
     @classmethod

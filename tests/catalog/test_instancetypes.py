@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from karpenter_policy.catalog import Catalog, catalog_from_json, catalog_to_json
 from karpenter_policy.catalog.refresh import instance_type_from_ec2
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import (
     InstanceType,
     Offering,
@@ -283,3 +285,33 @@ def test_label_keys_are_defined_once_in_model_labels() -> None:
     from karpenter_policy.model import instancetypes
 
     assert not [name for name in vars(instancetypes) if name.startswith(("LABEL_", "CAPACITY_TYPE"))]
+
+
+def test_the_cpu_and_ebs_facts_of_a_description_are_read_as_karpenter_v1_reads_them() -> None:
+    """aws/karpenter-provider-aws v1.14.1 `computeRequirements`: the maker in lower kebab case, the sustained clock
+    in MHz rounded half away from zero, the EBS maximum bandwidth only of a type EBS-optimized by default; they are
+    v1 labels (`v1_labels`), never v0.31's (`labels()`), and a catalog file keeps them."""
+    info = ec2_info(
+        "m5.large",
+        ProcessorInfo={
+            "SupportedArchitectures": ["x86_64"], "Manufacturer": "Intel", "SustainedClockSpeedInGhz": 3.1005
+        },  # fmt: skip
+        EbsInfo={"EbsOptimizedSupport": "default", "EbsOptimizedInfo": {"MaximumBandwidthInMbps": 4750}},
+    )
+    it = instance_type_from_ec2(info, ["us-east-1a"], 0.096)
+    assert it is not None
+    assert it.v1_labels == {
+        wk.INSTANCE_CAPABILITY_FLEX: "false",
+        wk.INSTANCE_CPU_MANUFACTURER: "intel",
+        wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: "3101",
+        wk.INSTANCE_EBS_BANDWIDTH: "4750",
+    }
+    assert not set(it.labels()) & wk.V1_INSTANCE_LABELS
+    supported = ec2_info("m5.large", EbsInfo={"EbsOptimizedSupport": "supported", "EbsOptimizedInfo": {
+        "MaximumBandwidthInMbps": 4750}})  # fmt: skip
+    described = instance_type_from_ec2(supported, ["us-east-1a"], 0.096)
+    assert described is not None and wk.INSTANCE_EBS_BANDWIDTH not in described.v1_labels
+    catalog = Catalog(region="us-east-1", instance_types=(it,))
+    assert catalog_from_json(catalog_to_json(catalog)) == catalog
+    flex = instance_type_from_ec2(ec2_info("m7i-flex.large"), ["us-east-1a"], 0.1)
+    assert flex is not None and flex.v1_labels[wk.INSTANCE_CAPABILITY_FLEX] == "true"

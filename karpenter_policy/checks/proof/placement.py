@@ -43,6 +43,7 @@ from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.proof.workloadhints import label_hint_findings, topology_key_findings
 from karpenter_policy.checks.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.model.resources import ResourceList
@@ -922,7 +923,8 @@ def check_workloads(
     finally:
         gc.unfreeze()
     report.findings.extend(workload_findings(result))
-    report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog)))
+    v1_labels = wk.V1_INSTANCE_LABELS if any(c.provisioner.kind == NODEPOOL_KIND for c in checked) else frozenset()
+    report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog), v1_labels))
     report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
     report.findings.extend(multi_arch_findings(result.placements, InstanceTable.of_catalog(catalog)))
     capacity = capacity_of(result.plan, pricing, estimated, priced.region)

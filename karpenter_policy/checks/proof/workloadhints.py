@@ -21,12 +21,15 @@ from karpenter_policy.model.spelling import nearest_name
 __all__ = ["label_hint_findings", "topology_key_findings"]
 
 
-def label_hint_findings(uses: Iterable[LabelUse], table: CatalogTable) -> list[Finding]:
-    """The key and value hints of every label constraint the workloads write."""
+def label_hint_findings(
+    uses: Iterable[LabelUse], table: CatalogTable, v1_labels: Collection[str] = frozenset()
+) -> list[Finding]:
+    """The key and value hints of every label constraint the workloads write; `v1_labels`: the labels of Karpenter
+    v1 that v0.31 did not know (`model.labels.V1_INSTANCE_LABELS`), no typo when a NodePool is checked."""
     findings: list[Finding] = []
     for use in uses:
         key = wk.normalize_key(use.key)
-        message = unknown_key_message(key)
+        message = None if key in v1_labels else unknown_key_message(key)
         # a restricted key in an affinity term: the workload's refusal already names it, with the same hint
         if message is not None and not (use.affinity and wk.restricted_label_reason(key) is not None):
             findings.append(Finding(UNKNOWN_LABEL_KEY, WARNING, message, use.file, use.line, use.column, use.workload))
