@@ -3,7 +3,8 @@ consolidation decisions — this tree next to a baseline tree, measured one righ
 
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
                                          [--no-consolidation] [--no-churn] [--churn-rate 200]
-                                         [--memory-seconds 600 [--tracemalloc]]
+                                         [--memory-seconds 600 [--tracemalloc]] [--server-process]
+    .venv/bin/python benchmarks/scale.py --in-process --what churn --server-process --size 500 --rate 200
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
 running pods each (350m cpu, 1 GiB: nodes nearly full) is put into an in-memory cluster, their instances into the
@@ -32,7 +33,11 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
    churn (rate 0); `recv` (and `informer_*_cpu_ms_per_event` in the JSON, here and in 3.) splits the delivery
    between the API server and the controller (`DeliveryProbe`); `recv→CF` is the controller's own time from
-   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`);
+   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`).
+   `--server-process` (`measure_churn_server`): the same scenario with the test API server (tests/kube/emulator.py)
+   in a process of its own (benchmarks/scale_server.py: the fleet seeded at once, the churn and the burst written
+   there), the controller reading it over HTTP through its kube adapter: this process holds only the controller,
+   and `recv` is the server's delivery from creation to the controller's informer;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
@@ -555,7 +560,7 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
         probe.reset()
-        last_created = float(server.ask(f"burst {burst} burst-")["last_created"])
+        last_created = float(server.ask(f"burst {burst} burst")["last_created"])
         if wait_for(lambda: server.ask("unbound burst-")["unbound"] == 0, 60.0, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
         result.update(probe.report(last_created, burst))
@@ -760,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr, flush=True)
                     served.append(run_tree(script, None, ["--size", str(size), "--what", "churn", "--rate",
                                                           str(rate), "--server-process"], timeout=1800))
-            results["trees"]["server process"] = {"fleet": [], "consolidation": {}, "churn": served}
+            results["trees"]["server-proc"] = {"fleet": [], "consolidation": {}, "churn": served}
     if args.memory_seconds > 0:
         print(f"[scale] this tree: memory under churn for {args.memory_seconds:g} s", file=sys.stderr, flush=True)
         extra = ["--tracemalloc"] if args.tracemalloc else []

@@ -11,9 +11,9 @@ JSON line per command read from stdin:
 
 - `churn RATE`: bound pods replaced at RATE a second from now on (each replacement created bound to the node of
   the pod it replaces, then the old one deleted, as `scale.Churn` does in-process) → {"ok": true};
-- `burst N PREFIX`: N pending pods (`_fleet.pending_pods`) created one after the other → {"last_created": t},
-  t the time of the last creation on CLOCK_MONOTONIC, which every process of the machine shares (the
-  controller's process times its reads against it);
+- `burst N PREFIX`: N pending pods (`_fleet.pending_pods`: PREFIX-0, PREFIX-1, …) created one after the other
+  → {"last_created": t}, t the time of the last creation on CLOCK_MONOTONIC, which every process of the machine
+  shares (the controller's process times its reads against it);
 - `unbound PREFIX`: how many pods named PREFIX… have no node yet → {"unbound": n};
 - `stop`: {"churn_done": n, "churn_seconds": s, "churn_cpu_seconds": c}, then the server exits.
 """
