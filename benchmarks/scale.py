@@ -3,7 +3,8 @@ consolidation decisions — this tree next to a baseline tree, measured one righ
 
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
                                          [--no-consolidation] [--no-churn] [--churn-rate 200]
-                                         [--memory-seconds 600 [--tracemalloc]]
+                                         [--memory-seconds 600 [--tracemalloc]] [--server-process]
+    .venv/bin/python benchmarks/scale.py --in-process --what churn --server-process --size 500 --rate 200
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
 running pods each (350m cpu, 1 GiB: nodes nearly full) is put into an in-memory cluster, their instances into the
@@ -32,7 +33,11 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
    churn (rate 0); `recv` (and `informer_*_cpu_ms_per_event` in the JSON, here and in 3.) splits the delivery
    between the API server and the controller (`DeliveryProbe`); `recv→CF` is the controller's own time from
-   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`);
+   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`).
+   `--server-process` (`measure_churn_server`): the same scenario with the test API server (tests/kube/emulator.py)
+   in a process of its own (benchmarks/scale_server.py: the fleet seeded at once, the churn and the burst written
+   there), the controller reading it over HTTP through its kube adapter: this process holds only the controller,
+   and `recv` is the server's delivery from creation to the controller's informer;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
@@ -58,6 +63,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import REPOSITORY  # noqa: E402
 from _fleet import (  # noqa: E402
     BASELINE_TREE,
     WORK,
@@ -162,7 +168,7 @@ class DeliveryProbe:
         self.cpu = {"apply": 0.0, "watch": 0.0}
         self.events = 0
 
-    def report(self, last_created: float) -> dict[str, Any]:
+    def report(self, last_created: float, burst: int = BURST) -> dict[str, Any]:
         if not self.probing or not self.events:
             return {}
         found: dict[str, Any] = {
@@ -170,7 +176,7 @@ class DeliveryProbe:
             "informer_watch_cpu_ms_per_event": round(self.cpu["watch"] / self.events * 1000, 3),
             "informer_events": self.events,
         }
-        if len(self.received) == BURST:
+        if len(self.received) == burst:
             found["last_pod_received_after_created"] = round(max(self.received.values()) - last_created, 3)
         return found
 
@@ -251,19 +257,22 @@ def measure_size(nodes: int) -> dict[str, Any]:
     return result
 
 
-def churn_cost(used: float, probe: DeliveryProbe) -> dict[str, Any]:
+def churn_cost(used: float, probe: DeliveryProbe, server_in_process: bool = True) -> dict[str, Any]:
     """The controller's CPU per pods-informer event while bound pods are replaced (before the burst); `used` is
     the CPU of every thread but the benchmark's and the churn thread's (`Churn.cpu`: its writes into the in-process
     API server). `gross` divides it by the events; `own` leaves out what the informer's thread spent inside the
     in-process API server's watch (its copy of each event for this watcher: a real API server's work, in its own
     process), so it is the controller's work alone per event. CPU time: a loaded machine inflates it far less than
-    it stretches every wall-clock figure."""
+    it stretches every wall-clock figure. With the API server in its own process (`server_in_process` False:
+    `--server-process`), what the informer's thread does between two events is the controller's own (reading the
+    watch's HTTP stream and decoding it), so `own` is `gross`."""
     if not probe.probing or not probe.events:
         return {}
+    outside = probe.cpu["watch"] if server_in_process else 0.0
     return {
         "churn_events": probe.events,
         "churn_cpu_ms_per_event_gross": round(used / probe.events * 1000, 4),
-        "churn_cpu_ms_per_event_own": round((used - probe.cpu["watch"]) / probe.events * 1000, 4),
+        "churn_cpu_ms_per_event_own": round((used - outside) / probe.events * 1000, 4),
     }
 
 
@@ -473,6 +482,114 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
     return result
 
 
+class ServerProcess:
+    """The API server of `--server-process` (benchmarks/scale_server.py) in a process of its own, seeded with a
+    fleet's nodes and pods in one go; :meth:`ask` sends it one command and reads its JSON answer."""
+
+    def __init__(self, cluster: Any, work: Path) -> None:
+        import subprocess
+
+        from karpenter_policy.kube import objects
+
+        work.mkdir(parents=True, exist_ok=True)
+        seed = work / f"server-seed-{os.getpid()}.json"
+        seed.write_text(json.dumps({"nodes": cluster.list(objects.NODE).items,
+                                    "pods": cluster.list(objects.POD).items}), encoding="utf-8")
+        environment = dict(os.environ)
+        environment["PYTHONPATH"] = f"{REPOSITORY}{os.pathsep}{environment.get('PYTHONPATH', '')}"
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve().parent / "scale_server.py"), "--seed", str(seed)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
+        )
+        try:
+            started = self._read()
+        finally:
+            seed.unlink()
+        self.url = str(started["url"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the API server process ended (exit {self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def ask(self, command: str) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def stop(self) -> dict[str, Any]:
+        try:
+            return self.ask("stop") if self.process.poll() is None else {}
+        finally:
+            try:
+                self.process.wait(30)
+            except Exception:  # noqa: BLE001 - a server that does not stop is killed, whatever went wrong
+                self.process.kill()
+                self.process.wait()
+
+
+def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: int = BURST) -> dict[str, Any]:
+    """`measure_churn`'s scenario with the API server in a process of its own (issue #23): the fleet is built as
+    in-process, then handed to the test API server (tests/kube/emulator.py, `benchmarks/scale_server.py`) in one
+    go; the controller talks to it over HTTP through its kube adapter (`KubeCluster`), and the churn and the burst
+    are written by the server's process. This process holds the controller alone, so its CPU is the controller's
+    and every delay from a pod's creation to the controller's read is the server's delivery (`recv`)."""
+    from karpenter_policy.kube.client import KubeCluster
+
+    compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
+    decisions = _decide_timer()
+    fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
+    _underutilize(fleet, KEPT)
+    server = ServerProcess(fleet.cluster, WORK / "scale")
+    fleet.cluster = KubeCluster.from_url(server.url)  # the in-memory copy is dropped: this process holds no server
+    result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0, "api_server": "process"}
+    try:
+        fleet.start()
+        if not _synced(fleet, 600):
+            raise SystemExit("the controller did not sync in 600 s")
+        time.sleep(3.0)
+        server.ask(f"churn {rate}")
+        probe = DeliveryProbe(fleet)
+        cpu_before = controller_cpu()
+        time.sleep(settle)  # decisions run under churn
+        result.update(churn_cost(controller_cpu() - cpu_before, probe, server_in_process=False))
+        creates_before = len(fleet.cloud.creates)
+        seen = _watch_burst(fleet)
+        probe.reset()
+        last_created = float(server.ask(f"burst {burst} burst")["last_created"])
+        if wait_for(lambda: server.ask("unbound burst-")["unbound"] == 0, 60.0, 0.05):
+            result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
+        result.update(probe.report(last_created, burst))
+        creates = fleet.cloud.creates[creates_before:]
+        result["burst_unbound_after_60s"] = server.ask("unbound burst-")["unbound"]
+        result["create_fleet_calls"] = len(creates)
+        if creates:
+            result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
+            result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
+            if len(seen) == burst:
+                result["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
+                result["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
+            received = [when for name, when in probe.received.items() if name.startswith("burst-")]
+            if len(received) == burst:
+                result["first_create_after_last_received"] = round(creates[0] - max(received), 3)
+        result["plans_ahead"] = plans_ahead(fleet)
+        finished = list(decisions)
+        result["decisions"] = len(finished)
+        result["decision_cpu_seconds"] = round(sum(cpu for _, _, cpu in finished), 3)
+        result["longest_decision_seconds"] = round(max(d for d, _, _ in finished), 3) if finished else None
+        result["rss_mib"] = round(rss_mib(), 1)
+    finally:
+        fleet.stop()
+        stopped = server.stop()
+    if stopped.get("churn_seconds"):
+        result["churn_achieved_per_second"] = round(stopped["churn_done"] / stopped["churn_seconds"], 1)
+    return result
+
+
 def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: float = 60.0) -> dict[str, Any]:
     """RSS every `every` seconds while bound pods are replaced at `rate` a second for `seconds` (consolidation on);
     with `trace`, tracemalloc's snapshots once caches are warm (after a fifth of the run) and at the end, and the
@@ -565,13 +682,19 @@ def in_process(argv: list[str]) -> int:
     parser.add_argument("--tracemalloc", action="store_true")
     parser.add_argument("--every", type=float, default=60.0, help="memory: seconds between RSS samples")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--server-process", action="store_true",
+                        help="churn: the API server in a process of its own, over HTTP (scale_server.py)")
+    parser.add_argument("--settle", type=float, default=12.0, help="churn: seconds of churn before the burst")
+    parser.add_argument("--burst", type=int, default=BURST, help="churn --server-process: pending pods in the burst")
     args = parser.parse_args(argv)
     if args.what == "fleet":
         result = measure_size(args.size)
     elif args.what == "consolidation":
         result = measure_consolidation(args.size, 2, with_burst=False, timeout=args.timeout)
+    elif args.what == "churn" and args.server_process:
+        result = measure_churn_server(args.size, args.rate, args.settle, args.burst)
     elif args.what == "churn":
-        result = measure_churn(args.size, args.rate)
+        result = measure_churn(args.size, args.rate, args.settle)
     elif args.what == "memory":
         result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc, args.every)
     elif args.what == "consolidation-full":
@@ -601,6 +724,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-seconds", type=float, default=0.0,
                         help="also run the memory scenario at the largest size for this long (this tree only)")
     parser.add_argument("--tracemalloc", action="store_true", help="with --memory-seconds: trace allocations")
+    parser.add_argument("--server-process", action="store_true",
+                        help="also run this tree's churn rows with the API server in a process of its own")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -632,6 +757,15 @@ def main(argv: list[str] | None = None) -> int:
                     churn.append(run_tree(script, tree, ["--size", str(size), "--what", "churn", "--rate", str(rate)],
                                           timeout=1800))
         results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
+        if args.server_process and tree is None and not args.no_churn:
+            served = []
+            for size in sizes:
+                for rate in (0.0, args.churn_rate):
+                    print(f"[scale] {label}, API server in its own process: {size} nodes, churn {rate:g}/s",
+                          file=sys.stderr, flush=True)
+                    served.append(run_tree(script, None, ["--size", str(size), "--what", "churn", "--rate",
+                                                          str(rate), "--server-process"], timeout=1800))
+            results["trees"]["server-proc"] = {"fleet": [], "consolidation": {}, "churn": served}
     if args.memory_seconds > 0:
         print(f"[scale] this tree: memory under churn for {args.memory_seconds:g} s", file=sys.stderr, flush=True)
         extra = ["--tracemalloc"] if args.tracemalloc else []

@@ -51,3 +51,18 @@ def test_the_controllers_own_cost_per_churn_event_leaves_the_api_servers_watch_o
 def test_no_churn_cost_is_reported_without_an_informer_to_probe_or_an_event() -> None:
     assert scale.churn_cost(0.05, _Probe(False, 100, 0.0)) == {}  # type: ignore[arg-type]
     assert scale.churn_cost(0.05, _Probe(True, 0, 0.0)) == {}  # type: ignore[arg-type]
+
+
+def test_with_the_api_server_in_its_own_process_the_churn_row_times_a_launch_from_the_pods_creation() -> None:
+    """`scale.py --in-process --what churn --server-process` at a tiny size: the fleet is seeded into the test API
+    server in a process of its own, the controller reads it over HTTP, the churn and the burst are written by the
+    server's process — and the row has what the in-process row has, plus the server's delivery (`recv`)."""
+    found = scale.measure_churn_server(10, 50.0, settle=1.0, burst=100)  # 10 nodes hold < 100 pods: launches
+    assert found["api_server"] == "process"
+    assert found["create_fleet_calls"] >= 1
+    assert 0 < found["first_create_after_last_pod"] < 30
+    assert 0 <= found["last_pod_received_after_created"] <= found["first_create_after_last_pod"]
+    assert found["first_create_after_last_received"] > 0
+    assert found["churn_events"] > 0 and found["churn_cpu_ms_per_event_own"] > 0
+    assert found["churn_achieved_per_second"] > 0
+    assert found["burst_unbound_after_60s"] == 0
