@@ -13,8 +13,10 @@ count). In this order, the first stage that finds something decides (one command
 2. **drift** — a node whose provisioner is gone from the constraint sets, whose node hash (labels, taints,
    kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
    its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
-   is no longer the one its node template resolves (a new AMI release): the empty ones all at once, else one at a
-   time, the earliest drifted first (when this controller first saw it drifted);
+   is no longer the one its node template resolves (a new AMI release) — a NodePool's node by v1.14.1's rules
+   (`drift_reason`), then its instance's subnet or security groups no longer its class's (`network_drift`): the
+   empty ones all at once, else one at a time, the earliest drifted first (when this controller first saw it
+   drifted);
 3. **consolidation** (provisioners with `consolidation.enabled`, nodes without `karpenter.sh/do-not-consolidate`)
    — *empty*: every empty node at once; *multi-node*: the most nodes (at least 2, up to 100, lowest disruption
    cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A node
@@ -49,6 +51,7 @@ from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1 import budgets as v1budgets
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.v1.statichash import static_drift, static_hash_annotations
+from karpenter_policy.cloud.provider import Instance, Network
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
@@ -216,6 +219,10 @@ class Inputs:
     nominated: frozenset[str] = frozenset()
     #: By node, when a pod last started or stopped using it (a NodePool's `consolidateAfter` counts from then).
     pod_events: Mapping[str, dt.datetime] = field(default_factory=dict)
+    #: Instance id → the instance as the cloud reports it now (None: unknown), for a NodePool node's network drift.
+    instances: Callable[[str], Instance | None] = lambda instance_id: None
+    #: Provisioner → the subnets and security groups its node class resolves to now (None: cannot tell).
+    networks: Callable[[str], Network | None] = lambda provisioner: None
 
 
 #: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
@@ -531,6 +538,8 @@ class Decider:
                                hashes.get(provisioner), statics.get(provisioner))
             if not why and node_info.ANNOTATION_IMAGE in node.annotations:
                 why = image_drift(node.obj, inputs.images(provisioner, node.labels.get(wk.INSTANCE_TYPE, "")))
+            if not why and constraint_set is not None and constraint_set.is_nodepool and node.instance_id:
+                why = network_drift(inputs.instances(node.instance_id), inputs.networks(provisioner))
             if why:
                 seen[name] = self._drifted_since.get(name, inputs.now)
                 reasons[name] = why
@@ -735,6 +744,25 @@ def image_drift(node: Obj, current: str | None) -> str:
     return f"its image {launched} is no longer the node template's ({current})"
 
 
+def network_drift(instance: Instance | None, network: Network | None) -> str:
+    """Why a NodePool node's instance has drifted from the subnets and security groups its EC2NodeClass resolves to
+    now ("" when it has not, or when either side cannot be told), as aws v1.14.1's pkg/cloudprovider/drift.go
+    `isNodeClassDrifted` decides after the AMI: `areSecurityGroupsDrifted` first — the instance's set of groups is
+    not the class's (more, fewer or others) —, then `isSubnetDrifted` — the instance's subnet is not among the
+    class's. Nothing resolving (Karpenter's "no subnets are discovered" / "no security groups" errors), an instance
+    the cloud does not know, or a field it did not report decide nothing."""
+    if instance is None or network is None:
+        return ""
+    groups = instance.security_groups
+    if groups is not None and network.security_groups and frozenset(groups) != network.security_groups:
+        return (f"SecurityGroupDrift: its security groups {', '.join(sorted(groups)) or '(none)'} are not its "
+                f"EC2NodeClass's ({', '.join(sorted(network.security_groups))})")
+    if instance.subnet_id and network.subnets and instance.subnet_id not in network.subnets:
+        return (f"SubnetDrift: its subnet {instance.subnet_id} is not among its EC2NodeClass's "
+                f"({', '.join(sorted(network.subnets))})")
+    return ""
+
+
 def _unsatisfied(requirements: Requirements, labels: Mapping[str, str]) -> str:
     for key in requirements:
         requirement = requirements[key]
@@ -769,4 +797,5 @@ __all__ = [
     "image_drift",
     "lifetime_remaining",
     "movable",
+    "network_drift",
 ]
