@@ -93,6 +93,13 @@ class FakeCloudProvider:
         with self._lock:
             self._no_capacity.pop((instance_type, zone, capacity_type), None)
 
+    def stop_selling(self, instance_type: str) -> None:
+        """The cloud no longer offers `instance_type` (retired, or no longer in any zone): it is gone from
+        `instance_types` and launches."""
+        with self._lock:
+            self._types = [it for it in self._types if it.name != instance_type]
+            self._offered = {key for key in self._offered if key[0] != instance_type}
+
     def fail_next(self, operation: str, error: CloudError) -> None:
         """The next call of ``operation`` (create, delete, get, list, instance_types) raises ``error``."""
         with self._lock:

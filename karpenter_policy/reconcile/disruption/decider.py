@@ -56,6 +56,7 @@ from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.reconcile.disruption import pricing
 from karpenter_policy.reconcile.disruption.budgets import budget_mapping, within_budgets
@@ -223,6 +224,8 @@ class Inputs:
     instances: Callable[[str], Instance | None] = lambda instance_id: None
     #: Provisioner → the subnets and security groups its node class resolves to now (None: cannot tell).
     networks: Callable[[str], Network | None] = lambda provisioner: None
+    #: Provisioner → the instance types its node class offers now, offerings available or not (None: cannot tell).
+    instance_types: Callable[[str], Sequence[InstanceType] | None] = lambda provisioner: None
 
 
 #: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
@@ -302,6 +305,8 @@ class Decider:
         self.on_simulation = on_simulation  # the seconds of each scheduling simulation (a metric)
         self._drifted_since: dict[str, dt.datetime] = {}
         self._drift_reasons: dict[str, str] = {}
+        #: Node uid → when its instance type was last found offered (checked again after TYPE_CHECK_INTERVAL).
+        self._type_found: dict[str, dt.datetime] = {}
 
     # --- candidates ----------------------------------------------------------------------------------------
 
@@ -536,6 +541,8 @@ class Decider:
                     hashes[provisioner] = constraint_set.node_hash
             why = drift_reason(node.obj, constraint_set, templates, provisioner, requirements.get(provisioner),
                                hashes.get(provisioner), statics.get(provisioner))
+            if not why and constraint_set is not None and constraint_set.is_nodepool:
+                why = self._instance_type_drift(inputs, node, provisioner)
             if not why and node_info.ANNOTATION_IMAGE in node.annotations:
                 why = image_drift(node.obj, inputs.images(provisioner, node.labels.get(wk.INSTANCE_TYPE, "")))
             if not why and constraint_set is not None and constraint_set.is_nodepool and node.instance_id:
@@ -544,6 +551,26 @@ class Decider:
                 seen[name] = self._drifted_since.get(name, inputs.now)
                 reasons[name] = why
         self._drifted_since, self._drift_reasons = seen, reasons
+        uids = {node.uid for node in inputs.view.nodes.values()}
+        self._type_found = {uid: at for uid, at in self._type_found.items() if uid in uids}
+
+    def _instance_type_drift(self, inputs: Inputs, node: NodeRecord, provisioner: str) -> str:
+        """Core v1.14.1's instance-type-not-found drift (pkg/controllers/nodeclaim/disruption/drift.go `isDrifted`):
+        looked at only once the node is an hour old, and then at most every half hour while its type is found (a
+        type found is remembered, a type not found or an unknown answer is looked at again at the next decision)."""
+        created = _created(node.obj)
+        if created is None or inputs.now - created <= TYPE_CHECK_AGE:
+            return ""
+        found = self._type_found.get(node.uid)
+        if found is not None and inputs.now - found < TYPE_CHECK_INTERVAL:
+            return ""
+        types = inputs.instance_types(provisioner)
+        if types is None:
+            return ""
+        why = instance_type_not_found(node.labels, types)
+        if not why:
+            self._type_found[node.uid] = inputs.now
+        return why
 
     def drift_reasons(self) -> dict[str, str]:
         """The nodes the last decision saw drifted, with why."""
@@ -744,6 +771,29 @@ def image_drift(node: Obj, current: str | None) -> str:
     return f"its image {launched} is no longer the node template's ({current})"
 
 
+#: Instance-type-not-found drift looks at a node once it is this old, then at most this often while its type is
+#: found (core v1.14.1 drift.go: `time.Hour` and its check cache's 30 minutes).
+TYPE_CHECK_AGE = dt.timedelta(hours=1)
+TYPE_CHECK_INTERVAL = dt.timedelta(minutes=30)
+
+
+def instance_type_not_found(labels: Mapping[str, str], types: Sequence[InstanceType]) -> str:
+    """Why a NodePool node has drifted because its instance type is no longer offered ("" when it has not), as core
+    v1.14.1's drift.go `instanceTypeNotFound`: its `node.kubernetes.io/instance-type` label names none of the types
+    its node class offers now (no label included), or none of that type's offerings — available or not — is
+    compatible with the node's zone and capacity-type labels (a label the node lacks is no constraint)."""
+    name = labels.get(wk.INSTANCE_TYPE)
+    offered = next((t for t in types if t.name == name), None) if name else None
+    if offered is None:
+        return f"InstanceTypeNotFound: its instance type {name or '(no label)'} is no longer offered"
+    zone, capacity = labels.get(wk.ZONE), labels.get(wk.CAPACITY_TYPE)
+    if not any((zone is None or o.zone == zone) and (capacity is None or o.capacity_type == capacity)
+               for o in offered.offerings):
+        return (f"InstanceTypeNotFound: {name} is no longer offered in {zone or 'any zone'} as "
+                f"{capacity or 'any capacity type'}")
+    return ""
+
+
 def network_drift(instance: Instance | None, network: Network | None) -> str:
     """Why a NodePool node's instance has drifted from the subnets and security groups its EC2NodeClass resolves to
     now ("" when it has not, or when either side cannot be told), as aws v1.14.1's pkg/cloudprovider/drift.go
@@ -795,6 +845,7 @@ __all__ = [
     "Inputs",
     "drift_reason",
     "image_drift",
+    "instance_type_not_found",
     "lifetime_remaining",
     "movable",
     "network_drift",
