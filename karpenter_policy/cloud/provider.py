@@ -108,6 +108,8 @@ class Instance:
     ``provider_id`` is what the node's ``spec.providerID`` will be (``aws:///<zone>/<instance id>``).
     ``failed_offerings`` are the offerings :meth:`CloudProvider.create` tried first and the cloud refused for lack
     of capacity (now marked unavailable) before this instance launched.
+    ``subnet_id`` (empty when the cloud did not say) and ``security_groups`` (their ids; None when the cloud did not
+    say, or said it in an unexpected shape) are what subnet and security-group drift compare with :class:`Network`.
     """
 
     id: str
@@ -122,6 +124,8 @@ class Instance:
     launch_template: str = ""
     provider_id: str = ""
     failed_offerings: tuple[FailedOffering, ...] = ()
+    subnet_id: str = ""
+    security_groups: tuple[str, ...] | None = None
 
     @property
     def provisioner(self) -> str | None:
@@ -131,6 +135,16 @@ class Instance:
     @property
     def constraint_set_hash(self) -> str | None:
         return self.tags.get(TAG_CONSTRAINT_SET_HASH)
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    """The subnets and security groups (ids) a node class's selectors resolve to now: what Karpenter v1.14.1 keeps
+    in an EC2NodeClass's `status.subnets` and `status.securityGroups`, and what subnet and security-group drift
+    compare an instance with (aws pkg/cloudprovider/drift.go). Either may be empty: nothing resolves."""
+
+    subnets: frozenset[str]
+    security_groups: frozenset[str]
 
 
 def launch_tags(request: LaunchRequest, global_tags: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -215,6 +229,12 @@ class CloudProvider(Protocol):
         resolves, the cloud could not be asked): no drift is concluded then. Answers are cached like launches'."""
         ...
 
+    def network(self, provider: Mapping[str, Any] | None) -> Network | None:
+        """The subnets and security groups these provider settings (an AWSNodeTemplate spec) select now, or None
+        when the cloud cannot tell (it failed): no network drift is concluded then. Answers are cached like
+        launches'."""
+        ...
+
     def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
         """Delete the launch templates this provider made for ``cluster_name`` that no launch has needed for their
         time to live (templates of old images and settings, of node templates since deleted), never one a launch
@@ -238,6 +258,7 @@ __all__ = [
     "CloudProvider",
     "Instance",
     "LaunchRequest",
+    "Network",
     "cluster_tag",
     "launch_tags",
 ]

@@ -26,6 +26,7 @@ from karpenter_policy.cloud.provider import (
     Clock,
     Instance,
     LaunchRequest,
+    Network,
     cluster_tag,
     launch_tags,
 )
@@ -59,6 +60,11 @@ class FakeCloudProvider:
         #: amiFamily → why its node templates cannot launch now (`unlaunchable`): a test sets it, e.g. AL2023's
         #: service CIDR that EKS has not told.
         self.not_ready: dict[str, str] = {}
+        #: The subnet every launch goes into and the security groups it gets; `network` answers with them (a test
+        #: changes them to model a selector that now resolves otherwise; None: the cloud cannot tell).
+        self.subnet_id = "subnet-0fake0000000000001"
+        self.security_groups: tuple[str, ...] = ("sg-0fake0000000000001",)
+        self.resolved: Network | None = None
         self.unavailable = UnavailableOfferings(clock, unavailable_ttl)
         self._types = sorted(instance_types, key=lambda it: it.name)
         self._offered = {(it.name, o.zone, o.capacity_type) for it in self._types for o in it.offerings if o.available}
@@ -86,6 +92,13 @@ class FakeCloudProvider:
         """Launching this offering succeeds again (after :meth:`fail_capacity`)."""
         with self._lock:
             self._no_capacity.pop((instance_type, zone, capacity_type), None)
+
+    def stop_selling(self, instance_type: str) -> None:
+        """The cloud no longer offers `instance_type` (retired, or no longer in any zone): it is gone from
+        `instance_types` and launches."""
+        with self._lock:
+            self._types = [it for it in self._types if it.name != instance_type]
+            self._offered = {key for key in self._offered if key[0] != instance_type}
 
     def fail_next(self, operation: str, error: CloudError) -> None:
         """The next call of ``operation`` (create, delete, get, list, instance_types) raises ``error``."""
@@ -146,6 +159,8 @@ class FakeCloudProvider:
             launch_template="fake",
             provider_id=f"aws:///{option.zone}/{instance_id}",
             failed_offerings=tuple(failed),
+            subnet_id=self.subnet_id,
+            security_groups=tuple(sorted(self.security_groups)),
         )
         self._instances[instance_id] = instance
         self._by_token[request.client_token] = instance_id
@@ -192,6 +207,12 @@ class FakeCloudProvider:
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         """`image_id`, the one image every launch gets (a test sets another to publish a new AMI)."""
         return self.image_id or None
+
+    def network(self, provider: Mapping[str, Any] | None) -> Network | None:
+        """`resolved` when a test set it, else the subnet and security groups launches get now."""
+        if self.resolved is not None:
+            return self.resolved
+        return Network(frozenset({self.subnet_id}), frozenset(self.security_groups))
 
     def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
         """`not_ready`'s reason for the settings' AMI family (none by default: every node template launches)."""

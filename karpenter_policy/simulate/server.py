@@ -9,7 +9,10 @@ two things the AWS provider reads:
 * the **spot price history**: moto answers $0.00001 for every type, which would make every spot type equally
   cheap. The front answers with the prices it is given (``spot_prices``: the latest price per type and zone of
   a DescribeSpotPriceHistory output), and with an empty history otherwise — the provider then prices spot at the
-  on-demand price, as `check --workloads` does without `--spot-prices`.
+  on-demand price, as `check --workloads` does without `--spot-prices`;
+* the **security groups of a fleet's instances**: moto's CreateFleet gives them the VPC's default group, not the
+  launch template's `SecurityGroupIds` (it reads a `GroupSet` no template has). The front gives each instance the
+  template's groups once moto answered, as EC2 does — security-group drift compares them with the node class's.
 
 Everything else goes to moto unchanged. The server listens on 127.0.0.1 only; :func:`require_loopback` is how
 callers make sure an endpoint is that server and not AWS. moto's random ids are seeded (``seed``) so the same
@@ -23,6 +26,7 @@ import io
 import ipaddress
 import json
 import logging
+import re
 import threading
 import urllib.parse
 import uuid
@@ -102,6 +106,8 @@ class Front:
                 return answered
         elif str(environ.get("CONTENT_TYPE") or "").startswith("application/x-www-form-urlencoded"):
             form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+            if form.get("Action") == ["CreateFleet"]:
+                return self._fleet(environ, body, form, start_response)
             if form.get("Action") == ["DescribeSpotPriceHistory"]:
                 types = [v[0] for k, v in sorted(form.items()) if k.startswith("InstanceType.")]
                 xml = spot_price_history_xml(self.spot_prices, types or None)
@@ -109,6 +115,29 @@ class Front:
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         return self.moto(environ, start_response)
+
+    def _fleet(
+        self, environ: Environ, body: bytes, form: Mapping[str, list[str]], start_response: StartResponse
+    ) -> Iterable[bytes]:
+        """CreateFleet through moto, then its instances given their launch template's security groups."""
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        answer = b"".join(self.moto(environ, start_response))
+        template = (form.get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName") or [""])[0]
+        scope = _REGION.search(str(environ.get("HTTP_AUTHORIZATION") or ""))
+        if template and scope is not None:
+            from moto.core.models import DEFAULT_ACCOUNT_ID
+            from moto.ec2.models import ec2_backends
+
+            backend = ec2_backends[DEFAULT_ACCOUNT_ID][scope.group(1)]
+            try:
+                groups = backend.get_launch_template_by_name(template).latest_version().data.get("SecurityGroupIds")
+                for instance_id in sorted(set(_INSTANCE_ID.findall(answer.decode("utf-8", "replace")))):
+                    if groups:
+                        backend.modify_instance_security_groups(instance_id, list(groups))
+            except Exception:  # noqa: BLE001 (moto's own answer stands: the groups stay moto's)
+                logging.getLogger(__name__).debug("fleet security groups left as moto made them", exc_info=True)
+        return [answer]
 
     @staticmethod
     def _body(environ: Environ) -> bytes:
@@ -135,6 +164,9 @@ class Front:
 
 
 _JSON = "application/x-amz-json-1.1"
+#: The region of a SigV4 request (its credential scope) and the instance ids of a CreateFleet answer.
+_REGION = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
+_INSTANCE_ID = re.compile(r">(i-[0-9a-f]+)<")
 
 
 class MotoServer:

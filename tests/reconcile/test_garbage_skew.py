@@ -28,7 +28,14 @@ from hypothesis import strategies as st
 from profiles import deterministic
 
 from karpenter_policy.cloud.errors import CloudError
-from karpenter_policy.cloud.provider import STATE_PENDING, STATE_RUNNING, STATE_TERMINATED, Instance, LaunchRequest
+from karpenter_policy.cloud.provider import (
+    STATE_PENDING,
+    STATE_RUNNING,
+    STATE_TERMINATED,
+    Instance,
+    LaunchRequest,
+    Network,
+)
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
@@ -100,6 +107,9 @@ class LaggingCloud:
 
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         return self.inner.current_image(instance_type, provider)
+
+    def network(self, provider: Mapping[str, Any] | None) -> Network | None:
+        return self.inner.network(provider)
 
     def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
         return self.inner.unlaunchable(provider)

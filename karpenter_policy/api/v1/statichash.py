@@ -15,7 +15,8 @@ The hashes here cover those same fields, read from the constraint set (what the 
 Karpenter's `hashstructure` options read them: taints as sets, empty maps and lists as absent, durations as their
 length (`1h` is `60m`, `expireAfter: Never` absent). The value is this project's (`content_hash`, SHA-256), not Go's
 FNV bits: only nodes the controller launched carry it. `commands/plan` compares the same fields of two revisions and
-reads these annotation names and versions from here.
+reads these annotation names and versions from here. A node stamped under another version is re-stamped
+(`restamped`) as Karpenter's hash controllers do after a version bump, so later changes drift it.
 """
 
 from __future__ import annotations
@@ -116,6 +117,23 @@ def static_drift(annotations: Mapping[str, str], current: Mapping[str, str]) -> 
     return ""
 
 
+def restamped(annotations: Mapping[str, str], current: Mapping[str, str], drifted: bool) -> dict[str, str]:
+    """The annotations to write on a node whose stamped hash version is not `current`'s (missing or stale), as
+    Karpenter's hash controllers re-stamp a NodeClaim after a hash-version bump (core pkg/controllers/nodepool/hash/
+    controller.go `updateNodeClaimHash`, aws pkg/controllers/nodeclass/hash/controller.go `updateNodeClaimHash`):
+    the current version, and the current hash unless the node is already drifted (then it stays drifted: its old
+    hash now differs under the current version). Empty when every stamped version is current."""
+    out: dict[str, str] = {}
+    for hash_key, version_key in ((NODEPOOL_HASH, NODEPOOL_HASH_VERSION_KEY),
+                                  (EC2NODECLASS_HASH, EC2NODECLASS_HASH_VERSION_KEY)):
+        if hash_key not in current or annotations.get(version_key) == current.get(version_key):
+            continue
+        out[version_key] = current[version_key]
+        if not drifted:
+            out[hash_key] = current[hash_key]
+    return out
+
+
 __all__ = [
     "EC2NODECLASS_HASH",
     "EC2NODECLASS_HASH_VERSION",
@@ -126,6 +144,7 @@ __all__ = [
     "UNHASHED_CLASS_FIELDS",
     "node_class_hashed_fields",
     "nodepool_hashed_fields",
+    "restamped",
     "static_drift",
     "static_hash_annotations",
 ]

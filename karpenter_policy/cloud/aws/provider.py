@@ -63,6 +63,7 @@ from karpenter_policy.cloud.provider import (
     Clock,
     Instance,
     LaunchRequest,
+    Network,
     cluster_tag,
     launch_tags,
 )
@@ -215,6 +216,17 @@ class AwsCloudProvider:
         except CloudError:
             return None
         return images.get(instance_type)
+
+    def network(self, provider: Mapping[str, Any] | None) -> Network | None:
+        """The subnets and security groups the settings' selectors match now, as a launch reads them (Karpenter
+        v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`); None when EC2 could not be asked."""
+        spec = provider or {}
+        try:
+            subnets = self._discovery.subnets(spec.get("subnetSelector") or {})
+            groups = self._discovery.security_groups(spec.get("securityGroupSelector") or {})
+        except CloudError:
+            return None
+        return Network(frozenset(s.id for s in subnets), frozenset(groups))
 
     def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
         """Why nodes of these settings cannot launch now: an AL2023 node's NodeConfig needs the cluster's service
@@ -525,7 +537,20 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         image_id=str(raw.get("ImageId") or ""),
         launch_template=tags.get(_LAUNCH_TEMPLATE_TAG, ""),
         provider_id=f"aws:///{zone}/{instance_id}",
+        subnet_id=subnet_id if isinstance(subnet_id := raw.get("SubnetId"), str) else "",
+        security_groups=_group_ids(raw.get("SecurityGroups")),
     )
+
+
+def _group_ids(raw: Any) -> tuple[str, ...] | None:
+    """The ids of a DescribeInstances entry's `SecurityGroups` (a list of `{GroupId, GroupName}`), sorted; None
+    when it is absent or in any other shape (unknown: no security-group drift is concluded from it)."""
+    if not isinstance(raw, list):
+        return None
+    ids = [group.get("GroupId") for group in raw if isinstance(group, dict)]
+    if len(ids) != len(raw) or not all(isinstance(i, str) and i for i in ids):
+        return None
+    return tuple(sorted({str(i) for i in ids}))
 
 
 __all__ = ["AwsCloudProvider", "ClusterSettings"]

@@ -44,14 +44,18 @@ def initial(now: dt.datetime) -> list[Condition]:
 
 
 #: The kinds of drift v1.14.1 names as the Drifted condition's reason (core pkg/controllers/nodeclaim/disruption/
-#: drift.go `NodePoolDrifted`, `RequirementsDrifted`; aws pkg/cloudprovider/drift.go `NodeClassDrift`, `AMIDrift`),
+#: drift.go `NodePoolDrifted`, `RequirementsDrifted`, `InstanceTypeNotFound`; aws pkg/cloudprovider/drift.go
+#: `NodeClassDrift`, `AMIDrift`, `SubnetDrift`, `SecurityGroupDrift`),
 #: by how the disruption controller's explanation (`reconcile.disruption.decider.drift_reason`, `image_drift`)
 #: begins.
 DRIFT_REASONS: Final = (
     ("NodePoolDrifted", "NodePoolDrifted"),
     ("RequirementsDrifted", "RequirementsDrifted"),
+    ("InstanceTypeNotFound", "InstanceTypeNotFound"),
     ("NodeClassDrifted", "NodeClassDrift"),
     ("its image ", "AMIDrift"),
+    ("SubnetDrift", "SubnetDrift"),
+    ("SecurityGroupDrift", "SecurityGroupDrift"),
     ("provisioner ", "NodePoolDrifted"),  # its NodePool is gone from the constraint sets
 )
 

@@ -31,12 +31,14 @@ from __future__ import annotations
 import datetime as dt
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from karpenter_policy.cloud.errors import CloudError
+from karpenter_policy.cloud.provider import Instance, Network
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.pools import pool_name
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.context import Context
@@ -244,6 +246,7 @@ class Disruption:
                 context.options.single_node_budget, context.options.multi_node_budget,
                 lambda: self.provisioning(settled), self._pending_pods(),
                 frozenset(self.provisioner.nominations().values()), self._pod_events_now(),
+                *self._network_facts(templates), instance_types=self._offered_types(templates),
             )
 
         def launch(command: Command) -> list[str] | str:
@@ -279,6 +282,55 @@ class Disruption:
     def _template_sets(self) -> Templates:
         loaded = self.context.loaded
         return self.templates.build(loaded.sets if loaded is not None else ())
+
+    def _network_facts(
+        self, templates: Templates
+    ) -> tuple[Callable[[str], Instance | None], Callable[[str], Network | None]]:
+        """For network drift, asked only when a NodePool node has no other drift: instance id → the instance (one
+        list of the cluster's instances per decision; none known when the cloud fails) and provisioner → the
+        subnets and security groups its node class resolves to (one answer per provisioner and decision)."""
+        cloud = self.context.cloud
+        listed: dict[str, Instance] | None = None
+        resolved: dict[str, Network | None] = {}
+
+        def instance(instance_id: str) -> Instance | None:
+            nonlocal listed
+            if listed is None:
+                try:
+                    listed = {i.id: i for i in cloud.list(self.context.options.cluster_name)}
+                except CloudError:
+                    listed = {}
+            return listed.get(instance_id)
+
+        def network(provisioner: str) -> Network | None:
+            if provisioner not in resolved:
+                constraint_set = templates.sets.get(provisioner)
+                spec = constraint_set.launch_spec if constraint_set is not None else None
+                try:
+                    resolved[provisioner] = cloud.network(spec) if spec is not None else None
+                except CloudError:
+                    resolved[provisioner] = None
+            return resolved[provisioner]
+
+        return instance, network
+
+    def _offered_types(self, templates: Templates) -> Callable[[str], Sequence[InstanceType] | None]:
+        """Provisioner → the instance types its node class offers now (one answer per provisioner and decision;
+        None when the cloud cannot tell), for instance-type-not-found drift."""
+        known: dict[str, Sequence[InstanceType] | None] = {}
+        cloud = self.context.cloud
+
+        def offered(provisioner: str) -> Sequence[InstanceType] | None:
+            if provisioner not in known:
+                constraint_set = templates.sets.get(provisioner)
+                spec = constraint_set.launch_spec if constraint_set is not None else None
+                try:
+                    known[provisioner] = cloud.instance_types(provider=spec) if spec is not None else None
+                except CloudError:
+                    known[provisioner] = None
+            return known[provisioner]
+
+        return offered
 
     def _current_images(self, templates: Templates) -> Callable[[str, str], str | None]:
         """(provisioner, instance type) → the image a node launched now would get (one answer per pair and

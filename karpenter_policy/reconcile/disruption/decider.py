@@ -13,8 +13,10 @@ count). In this order, the first stage that finds something decides (one command
 2. **drift** — a node whose provisioner is gone from the constraint sets, whose node hash (labels, taints,
    kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
    its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
-   is no longer the one its node template resolves (a new AMI release): the empty ones all at once, else one at a
-   time, the earliest drifted first (when this controller first saw it drifted);
+   is no longer the one its node template resolves (a new AMI release) — a NodePool's node by v1.14.1's rules
+   (`drift_reason`), then its instance's subnet or security groups no longer its class's (`network_drift`): the
+   empty ones all at once, else one at a time, the earliest drifted first (when this controller first saw it
+   drifted);
 3. **consolidation** (provisioners with `consolidation.enabled`, nodes without `karpenter.sh/do-not-consolidate`)
    — *empty*: every empty node at once; *multi-node*: the most nodes (at least 2, up to 100, lowest disruption
    cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A node
@@ -49,10 +51,12 @@ from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1 import budgets as v1budgets
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.v1.statichash import static_drift, static_hash_annotations
+from karpenter_policy.cloud.provider import Instance, Network
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.reconcile.disruption import pricing
 from karpenter_policy.reconcile.disruption.budgets import budget_mapping, within_budgets
@@ -216,6 +220,12 @@ class Inputs:
     nominated: frozenset[str] = frozenset()
     #: By node, when a pod last started or stopped using it (a NodePool's `consolidateAfter` counts from then).
     pod_events: Mapping[str, dt.datetime] = field(default_factory=dict)
+    #: Instance id → the instance as the cloud reports it now (None: unknown), for a NodePool node's network drift.
+    instances: Callable[[str], Instance | None] = lambda instance_id: None
+    #: Provisioner → the subnets and security groups its node class resolves to now (None: cannot tell).
+    networks: Callable[[str], Network | None] = lambda provisioner: None
+    #: Provisioner → the instance types its node class offers now, offerings available or not (None: cannot tell).
+    instance_types: Callable[[str], Sequence[InstanceType] | None] = lambda provisioner: None
 
 
 #: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
@@ -295,6 +305,8 @@ class Decider:
         self.on_simulation = on_simulation  # the seconds of each scheduling simulation (a metric)
         self._drifted_since: dict[str, dt.datetime] = {}
         self._drift_reasons: dict[str, str] = {}
+        #: Node uid → when its instance type was last found offered (checked again after TYPE_CHECK_INTERVAL).
+        self._type_found: dict[str, dt.datetime] = {}
 
     # --- candidates ----------------------------------------------------------------------------------------
 
@@ -529,12 +541,36 @@ class Decider:
                     hashes[provisioner] = constraint_set.node_hash
             why = drift_reason(node.obj, constraint_set, templates, provisioner, requirements.get(provisioner),
                                hashes.get(provisioner), statics.get(provisioner))
+            if not why and constraint_set is not None and constraint_set.is_nodepool:
+                why = self._instance_type_drift(inputs, node, provisioner)
             if not why and node_info.ANNOTATION_IMAGE in node.annotations:
                 why = image_drift(node.obj, inputs.images(provisioner, node.labels.get(wk.INSTANCE_TYPE, "")))
+            if not why and constraint_set is not None and constraint_set.is_nodepool and node.instance_id:
+                why = network_drift(inputs.instances(node.instance_id), inputs.networks(provisioner))
             if why:
                 seen[name] = self._drifted_since.get(name, inputs.now)
                 reasons[name] = why
         self._drifted_since, self._drift_reasons = seen, reasons
+        uids = {node.uid for node in inputs.view.nodes.values()}
+        self._type_found = {uid: at for uid, at in self._type_found.items() if uid in uids}
+
+    def _instance_type_drift(self, inputs: Inputs, node: NodeRecord, provisioner: str) -> str:
+        """Core v1.14.1's instance-type-not-found drift (pkg/controllers/nodeclaim/disruption/drift.go `isDrifted`):
+        looked at only once the node is an hour old, and then at most every half hour while its type is found (a
+        type found is remembered, a type not found or an unknown answer is looked at again at the next decision)."""
+        created = _created(node.obj)
+        if created is None or inputs.now - created <= TYPE_CHECK_AGE:
+            return ""
+        found = self._type_found.get(node.uid)
+        if found is not None and inputs.now - found < TYPE_CHECK_INTERVAL:
+            return ""
+        types = inputs.instance_types(provisioner)
+        if types is None:
+            return ""
+        why = instance_type_not_found(node.labels, types)
+        if not why:
+            self._type_found[node.uid] = inputs.now
+        return why
 
     def drift_reasons(self) -> dict[str, str]:
         """The nodes the last decision saw drifted, with why."""
@@ -735,6 +771,48 @@ def image_drift(node: Obj, current: str | None) -> str:
     return f"its image {launched} is no longer the node template's ({current})"
 
 
+#: Instance-type-not-found drift looks at a node once it is this old, then at most this often while its type is
+#: found (core v1.14.1 drift.go: `time.Hour` and its check cache's 30 minutes).
+TYPE_CHECK_AGE = dt.timedelta(hours=1)
+TYPE_CHECK_INTERVAL = dt.timedelta(minutes=30)
+
+
+def instance_type_not_found(labels: Mapping[str, str], types: Sequence[InstanceType]) -> str:
+    """Why a NodePool node has drifted because its instance type is no longer offered ("" when it has not), as core
+    v1.14.1's drift.go `instanceTypeNotFound`: its `node.kubernetes.io/instance-type` label names none of the types
+    its node class offers now (no label included), or none of that type's offerings — available or not — is
+    compatible with the node's zone and capacity-type labels (a label the node lacks is no constraint)."""
+    name = labels.get(wk.INSTANCE_TYPE)
+    offered = next((t for t in types if t.name == name), None) if name else None
+    if offered is None:
+        return f"InstanceTypeNotFound: its instance type {name or '(no label)'} is no longer offered"
+    zone, capacity = labels.get(wk.ZONE), labels.get(wk.CAPACITY_TYPE)
+    if not any((zone is None or o.zone == zone) and (capacity is None or o.capacity_type == capacity)
+               for o in offered.offerings):
+        return (f"InstanceTypeNotFound: {name} is no longer offered in {zone or 'any zone'} as "
+                f"{capacity or 'any capacity type'}")
+    return ""
+
+
+def network_drift(instance: Instance | None, network: Network | None) -> str:
+    """Why a NodePool node's instance has drifted from the subnets and security groups its EC2NodeClass resolves to
+    now ("" when it has not, or when either side cannot be told), as aws v1.14.1's pkg/cloudprovider/drift.go
+    `isNodeClassDrifted` decides after the AMI: `areSecurityGroupsDrifted` first — the instance's set of groups is
+    not the class's (more, fewer or others) —, then `isSubnetDrifted` — the instance's subnet is not among the
+    class's. Nothing resolving (Karpenter's "no subnets are discovered" / "no security groups" errors), an instance
+    the cloud does not know, or a field it did not report decide nothing."""
+    if instance is None or network is None:
+        return ""
+    groups = instance.security_groups
+    if groups is not None and network.security_groups and frozenset(groups) != network.security_groups:
+        return (f"SecurityGroupDrift: its security groups {', '.join(sorted(groups)) or '(none)'} are not its "
+                f"EC2NodeClass's ({', '.join(sorted(network.security_groups))})")
+    if instance.subnet_id and network.subnets and instance.subnet_id not in network.subnets:
+        return (f"SubnetDrift: its subnet {instance.subnet_id} is not among its EC2NodeClass's "
+                f"({', '.join(sorted(network.subnets))})")
+    return ""
+
+
 def _unsatisfied(requirements: Requirements, labels: Mapping[str, str]) -> str:
     for key in requirements:
         requirement = requirements[key]
@@ -767,6 +845,8 @@ __all__ = [
     "Inputs",
     "drift_reason",
     "image_drift",
+    "instance_type_not_found",
     "lifetime_remaining",
     "movable",
+    "network_drift",
 ]

@@ -61,6 +61,7 @@ from karpenter_policy.reconcile.disruption.decider import (
     Inputs,
 )
 from karpenter_policy.reconcile.disruption.recheck import invalid
+from karpenter_policy.reconcile.disruption.restamp import restamp
 from karpenter_policy.reconcile.events import Recorder
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_DISRUPTION_INTERVAL as DEFAULT_INTERVAL
@@ -191,6 +192,7 @@ class Deprovisioner:
         decision = self.decider.decide(inputs, after)
         if self.claim_conditions is not None:  # before any command: its nodes are as the decision saw them
             done.errors.extend(self.claim_conditions.update(inputs, self.decider.drift_reasons()))
+        done.errors.extend(restamp(self.cluster, inputs, self.decider.drift_reasons()))  # a stale hash version
         self._record(decision)
         self._log_blocked(decision.blocked)
         if decision.stopped:
