@@ -30,6 +30,7 @@ v1.14.1 (the NodePool's reading; `validateKarpenterManagedLabelCanExist`, `valid
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from karpenter_policy.api.provisionerrules import requirement_violations
@@ -122,7 +123,7 @@ def _reasons_v1(spec: Mapping[str, Any]) -> Iterator[str]:
                        f"{NODEPOOL_LABEL} DoesNotExist requirement")
     for key, value in sorted(_mapping(spec.get("nodeSelector")).items()):
         if isinstance(key, str) and isinstance(value, str):
-            for error in requirement_errors({"key": key, "operator": "In", "values": [value]}):
+            for error in _v1_errors(key, "In", (value,)):
                 yield f"nodeSelector {key}: {error}"
     for kind, term in _terms(spec):
         if kind != "required":
@@ -132,5 +133,12 @@ def _reasons_v1(spec: Mapping[str, Any]) -> Iterator[str]:
         for expression in _list(term.get("matchExpressions")):
             expression = _mapping(expression)
             if _well_typed(expression):
-                for error in requirement_errors(expression):
+                values = tuple(expression.get("values") or ())
+                for error in _v1_errors(str(expression.get("key", "")), str(expression.get("operator", "")), values):
                     yield f"a required node affinity term: {error}"
+
+
+@lru_cache(maxsize=4096)
+def _v1_errors(key: str, operator: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """v1's `ValidateRequirement` of one pod requirement, remembered: pods repeat the same few requirements."""
+    return tuple(requirement_errors({"key": key, "operator": operator, "values": list(values)}))
