@@ -189,6 +189,8 @@ class Scheduler:
         #: out (`refusal`); one refused by one kind only is refused by that kind's templates (`fresh_claim`)
         self.nodepools = any(t.v1 for t in self.templates)
         self.provisioners = not self.templates or not all(t.v1 for t in self.templates)
+        self._v1_templates = sum(1 << p for p, t in enumerate(self.templates) if t.v1)
+        self._v031_templates = sum(1 << p for p, t in enumerate(self.templates) if not t.v1)
         self.tolerate_prefer_no_schedule = any(
             t.effect == PREFER_NO_SCHEDULE for template in self.templates for t in template.taints
         )
@@ -248,6 +250,12 @@ class Scheduler:
         """Why Karpenter never provisions for `pod` on any template kind present (`PodShape.refusal`), None when
         one kind may."""
         return pod.shape.refusal(self.provisioners, self.nodepools)
+
+    def ignoring(self, pod: Pod) -> int:
+        """The templates (bits of the order) whose kind's Karpenter ignores `pod` (`PodShape.refused_by`): neither
+        their in-flight claims nor new ones take it."""
+        shape = pod.shape
+        return (self._v031_templates if shape.refused else 0) | (self._v1_templates if shape.refused_v1 else 0)
 
     def solve(self, pods: Sequence[Pod]) -> Plan:
         """Place `pods` (not DaemonSet pods: they only add overhead; not the pods Karpenter refuses, `refusal`:
@@ -433,7 +441,7 @@ def cheapest_launch(
 #: A kind of pods (the cost strategy's caps): the requirements and tolerations they are written with.
 _Kind = tuple[Requirements, tuple[object, ...]]
 #: Refusals that hold for every claim of the template, whatever it already holds.
-_TEMPLATE_WIDE = frozenset({"unavailable", "taint", "requirements"})
+_TEMPLATE_WIDE = frozenset({"unavailable", "refused", "taint", "requirements"})
 
 
 class _Run:
@@ -600,7 +608,7 @@ class _Run:
             if node.try_add(pod, attempt, self.topology) is None:
                 self.first_fit.update(position, node.allocatable, node.requests)
                 return None
-        candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
+        candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations) & ~self.s.ignoring(pod)
         if self.strategy == KARPENTER:
             self._fewest_pods_first()
             topology = self.topology

@@ -121,3 +121,14 @@ def test_a_template_refuses_a_pod_its_kind_ignores_with_that_kinds_words() -> No
     reason = plan.failures[pod.key].reasons["new"]
     assert reason.kind == "refused"
     assert "nodeSelector kubernetes.io/hostname: using label" in str(reason)
+
+
+def test_a_pod_a_kind_ignores_never_joins_a_claim_of_that_kind(strategy: str) -> None:
+    """A first pod opens a Provisioner's claim; a second, small enough to share it but ignored by v0.31 (a preferred
+    hostname term), goes to the NodePool instead."""
+    world = cluster(strategy, provisioner("old", weight=100), nodepool("new"))
+    first = make_pod(cpu="100m")
+    second = make_pod(cpu="100m", node_preferences=[HOSTNAME_IN])
+    world.provision(first, second)
+    assert world.scheduled(first).template == "old"
+    assert world.scheduled(second).template == "new"
