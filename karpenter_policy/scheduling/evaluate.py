@@ -82,7 +82,7 @@ def evaluation_key(shape: PodShape) -> Hashable:
     """What `evaluate` depends on of a pod's shape: the scheduling part (requirements, tolerations, requests; why
     Karpenter refuses the pod) when the pod has no topology terms and no host ports — a fresh claim on an empty
     cluster then never looks at its name, namespace or labels — else the whole shape."""
-    return (shape.scheduling, shape.refused) if shape.topology.empty else shape
+    return (shape.scheduling, shape.refused, shape.refused_v1) if shape.topology.empty else shape
 
 
 def evaluate(pod: Pod, scheduler: Scheduler) -> Evaluation:

@@ -68,11 +68,13 @@ class PodFailure:
     pod: Pod
     reasons: Mapping[str, Refusal]
     relaxed: tuple[str, ...] = ()
+    #: why Karpenter ignores the pod on every kind of template present (`Scheduler.refusal`), when it does
+    refused: str | None = None
 
     def message(self) -> str:
         """Why the pod fits nowhere: its own refusal (a spec the scheduler cannot read), or the reason per template."""
-        if self.pod.shape.refused:
-            return refused_message(self.pod.shape.refused)
+        if self.refused:
+            return refused_message(self.refused)
         return refusals_message(self.reasons, self.relaxed)
 
 

@@ -22,7 +22,7 @@ from karpenter_policy.model.pods import TOLERATE_PREFER_NO_SCHEDULE, PodScheduli
 from karpenter_policy.model.podtopology import AffinityTerm, HostPort, PodTopology, SpreadConstraint, pod_topology
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.taints import Toleration
-from karpenter_policy.scheduling.refusal import provisioning_refusal
+from karpenter_policy.scheduling.refusal import provisioning_refusal, provisioning_refusal_v1
 from karpenter_policy.scheduling.vectors import ONE_POD, Vector, add, to_vector
 
 __all__ = ["Attempt", "Pod", "PodShape", "PodSpecError", "shape_of"]
@@ -64,8 +64,28 @@ class PodShape:
     topology: PodTopology = PodTopology()
     namespace: str = "default"
     labels: tuple[tuple[str, str], ...] = ()
-    #: why Karpenter never provisions a node for the pod (`refusal`), None when it does
+    #: why Karpenter v0.31 never provisions a node for the pod (`refusal`: a Provisioner's reading), None when it
+    #: does; `refused_v1`: Karpenter v1.14.1's (a NodePool's reading)
     refused: str | None = None
+    refused_v1: str | None = None
+
+    def refused_by(self, v1: bool) -> str | None:
+        """Why a template of one kind (a v1 NodePool: `v1`; a Provisioner) never provisions for the pod."""
+        return self.refused_v1 if v1 else self.refused
+
+    def refusal(self, provisioners: bool, nodepools: bool) -> str | None:
+        """Why no template of the kinds present (Provisioners, v1 NodePools; no template at all reads as
+        Provisioners) ever provisions for the pod, None when one kind may: the refusal of the one kind present, or
+        both when both kinds refuse it (the same words once)."""
+        if not nodepools:
+            return self.refused
+        if not provisioners:
+            return self.refused_v1
+        if self.refused is None or self.refused_v1 is None:
+            return None
+        if self.refused == self.refused_v1:
+            return self.refused
+        return f"{self.refused} (Karpenter v0.31, Provisioners); {self.refused_v1} (Karpenter v1.14.1, NodePools)"
 
     def __hash__(self) -> int:  # computed once: shapes key many caches, and hashing one walks all its parts
         cached: int | None = self.__dict__.get("_hash")
@@ -175,6 +195,7 @@ def shape_of(spec: Mapping[str, Any], namespace: str = "default", labels: Mappin
         namespace=namespace,
         labels=tuple(sorted((str(k), str(v)) for k, v in (labels or {}).items())),
         refused=provisioning_refusal(spec),
+        refused_v1=provisioning_refusal_v1(spec),
     )
 
 

@@ -1,5 +1,8 @@
-"""The pods Karpenter refuses to provision for, and why: v0.31's `Provisioner.Validate`
-(`pkg/controllers/provisioning/provisioner.go`), which logs "ignoring pod" and never launches a node for them.
+"""The pods Karpenter refuses to provision for, and why, per API version: v0.31's `Provisioner.Validate`
+(`provisioning_refusal`) and v1.14.1's (`provisioning_refusal_v1`), both in `pkg/controllers/provisioning/
+provisioner.go`; Karpenter logs "ignoring pod" and never launches a node for them.
+
+v0.31.1 (the Provisioner's reading):
 
 * a `karpenter.sh/provisioner-name DoesNotExist` requirement (the pod asks not to run on a Karpenter node), or
   `karpenter.sh/nodepool DoesNotExist` (v1.14.1's `validateKarpenterManagedLabelCanExist`);
@@ -13,23 +16,41 @@ A pod may constrain `karpenter.sh/nodepool`, v1's pool label (well-known in v1.1
 as it may `karpenter.sh/provisioner-name`: Karpenter v0.31 would refuse the former as a restricted label, but no
 Provisioner's node carries it, so such a pod lands on NodePools only — and a repository holding both kinds (a
 migration under way) keeps one reading of its pods.
+
+v1.14.1 (the NodePool's reading; `validateKarpenterManagedLabelCanExist`, `validateNodeSelector`,
+`validateAffinity`, `validateNodeSelectorTerm`):
+
+* a `karpenter.sh/nodepool DoesNotExist` requirement (`karpenter.sh/provisioner-name` means nothing to v1);
+* each **nodeSelector** entry, read as an `In [value]` requirement, and each **required** node-affinity term
+  (preferred terms are not validated): `matchFields`, or what v1's `ValidateRequirement`
+  (`api.v1.nodepool.requirement_errors`: v1's restricted domains and well-known labels, the AWS provider's
+  included) rejects, in v1.14.1's words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from karpenter_policy.api.provisionerrules import requirement_violations
+from karpenter_policy.api.v1.nodepool import NODEPOOL_LABEL, requirement_errors
 from karpenter_policy.api.violations import ERROR, RESTRICTED_LABEL
 from karpenter_policy.model import labels as wk
 
-__all__ = ["provisioning_refusal"]
+__all__ = ["provisioning_refusal", "provisioning_refusal_v1"]
 
 
 def provisioning_refusal(spec: Mapping[str, Any]) -> str | None:
     """Why Karpenter ignores a pod with this spec (its words, joined by "; "), None when it provisions for it."""
     reasons = list(_reasons(spec))
+    return "; ".join(dict.fromkeys(reasons)) if reasons else None
+
+
+def provisioning_refusal_v1(spec: Mapping[str, Any]) -> str | None:
+    """Why Karpenter v1.14.1 ignores a pod with this spec (its words, joined by "; "), None when it provisions for
+    it (see the module docstring)."""
+    reasons = list(_reasons_v1(spec))
     return "; ".join(dict.fromkeys(reasons)) if reasons else None
 
 
@@ -91,3 +112,33 @@ def _reasons(spec: Mapping[str, Any]) -> Iterator[str]:
                 own = expression.get("key") in (wk.PROVISIONER_NAME, wk.NODEPOOL) and violation.rule == RESTRICTED_LABEL
                 if violation.severity == ERROR and not own:
                     yield f"a {kind} node affinity term: {violation.message}"
+
+
+def _reasons_v1(spec: Mapping[str, Any]) -> Iterator[str]:
+    for term in _first_terms(spec):
+        for expression in _list(term.get("matchExpressions")):
+            expression = _mapping(expression)
+            if expression.get("key") == NODEPOOL_LABEL and expression.get("operator") == "DoesNotExist":
+                yield ("configured to not run on a Karpenter provisioned node via "
+                       f"{NODEPOOL_LABEL} DoesNotExist requirement")
+    for key, value in sorted(_mapping(spec.get("nodeSelector")).items()):
+        if isinstance(key, str) and isinstance(value, str):
+            for error in _v1_errors(key, "In", (value,)):
+                yield f"nodeSelector {key}: {error}"
+    for kind, term in _terms(spec):
+        if kind != "required":
+            continue
+        if term.get("matchFields") is not None:
+            yield "node selector term with matchFields is not supported"
+        for expression in _list(term.get("matchExpressions")):
+            expression = _mapping(expression)
+            if _well_typed(expression):
+                values = tuple(expression.get("values") or ())
+                for error in _v1_errors(str(expression.get("key", "")), str(expression.get("operator", "")), values):
+                    yield f"a required node affinity term: {error}"
+
+
+@lru_cache(maxsize=4096)
+def _v1_errors(key: str, operator: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """v1's `ValidateRequirement` of one pod requirement, remembered: pods repeat the same few requirements."""
+    return tuple(requirement_errors({"key": key, "operator": operator, "values": list(values)}))

@@ -50,7 +50,7 @@ from karpenter_policy.scheduling.instances import InstanceTable, indices
 from karpenter_policy.scheduling.nodes import ExistingNode, Fit, NodeClaim
 from karpenter_policy.scheduling.openclaims import OpenClaims
 from karpenter_policy.scheduling.packing import balanced_order, follow_dependencies, targets_first
-from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
+from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure, refused_message
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import (
     Refusal,
@@ -185,6 +185,12 @@ class Scheduler:
         self.existing = sorted(existing, key=lambda n: (not n.initialized, n.name))
         self.cluster_pods = cluster_pods
         self.namespace_labels = namespace_labels or {}
+        #: the kinds of template present (no template reads as Provisioners): a pod every kind refuses is left
+        #: out (`refusal`); one refused by one kind only is refused by that kind's templates (`fresh_claim`)
+        self.nodepools = any(t.v1 for t in self.templates)
+        self.provisioners = not self.templates or not all(t.v1 for t in self.templates)
+        self._v1_templates = sum(1 << p for p, t in enumerate(self.templates) if t.v1)
+        self._v031_templates = sum(1 << p for p, t in enumerate(self.templates) if not t.v1)
         self.tolerate_prefer_no_schedule = any(
             t.effect == PREFER_NO_SCHEDULE for template in self.templates for t in template.taints
         )
@@ -240,13 +246,25 @@ class Scheduler:
 
     # --- the run -----------------------------------------------------------------------------------------------
 
+    def refusal(self, pod: Pod) -> str | None:
+        """Why Karpenter never provisions for `pod` on any template kind present (`PodShape.refusal`), None when
+        one kind may."""
+        return pod.shape.refusal(self.provisioners, self.nodepools)
+
+    def ignoring(self, pod: Pod) -> int:
+        """The templates (bits of the order) whose kind's Karpenter ignores `pod` (`PodShape.refused_by`): neither
+        their in-flight claims nor new ones take it."""
+        shape = pod.shape
+        return (self._v031_templates if shape.refused else 0) | (self._v1_templates if shape.refused_v1 else 0)
+
     def solve(self, pods: Sequence[Pod]) -> Plan:
         """Place `pods` (not DaemonSet pods: they only add overhead; not the pods Karpenter refuses, `refusal`:
         they are failures without a template's reason)."""
-        plan = self._solve([p for p in pods if not p.daemon and not p.shape.refused])
+        refused = {pod.key: reason for pod in pods if not pod.daemon and (reason := self.refusal(pod))}
+        plan = self._solve([p for p in pods if not p.daemon and p.key not in refused])
         for pod in pods:
-            if pod.shape.refused and not pod.daemon:
-                plan.failures[pod.key] = PodFailure(pod, {})
+            if pod.key in refused:
+                plan.failures[pod.key] = PodFailure(pod, {}, refused=refused[pod.key])
         return plan
 
     def _solve(self, pods: Sequence[Pod]) -> Plan:
@@ -337,6 +355,8 @@ def fresh_claim(
     nodes of the template run or are planned (against its `node_limit`, checked with the other limits)."""
     if not template.types:
         return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
+    if (refused := pod.shape.refused_by(template.v1)) is not None:  # this kind's Karpenter ignores the pod
+        return Refusal("refused", refused_message(refused))
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return taint_refusal(template, attempt, pod.requests)
     if ruled_out or not template.requirements.admits(attempt.requirements, template.well_known):
@@ -421,7 +441,7 @@ def cheapest_launch(
 #: A kind of pods (the cost strategy's caps): the requirements and tolerations they are written with.
 _Kind = tuple[Requirements, tuple[object, ...]]
 #: Refusals that hold for every claim of the template, whatever it already holds.
-_TEMPLATE_WIDE = frozenset({"unavailable", "taint", "requirements"})
+_TEMPLATE_WIDE = frozenset({"unavailable", "refused", "taint", "requirements"})
 
 
 class _Run:
@@ -588,7 +608,7 @@ class _Run:
             if node.try_add(pod, attempt, self.topology) is None:
                 self.first_fit.update(position, node.allocatable, node.requests)
                 return None
-        candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations)
+        candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations) & ~self.s.ignoring(pod)
         if self.strategy == KARPENTER:
             self._fewest_pods_first()
             topology = self.topology

@@ -61,6 +61,8 @@ class NodeClaimTemplate:
     #: Provisioner, whose nodes never had v1.14.1's new labels.
     type_keys: frozenset[str] = TYPE_KEYS
     well_known: frozenset[str] = wk.WELL_KNOWN_LABELS
+    #: a v1 NodePool's (Karpenter v1.14.1 reads the pods it refuses: `PodShape.refused_v1`), not a Provisioner's
+    v1: bool = False
     _zone: Requirement = field(init=False)
     _capacity_type: Requirement = field(init=False)
     _domains: dict[str, frozenset[str]] | None = field(default=None, init=False, repr=False)
@@ -190,6 +192,7 @@ class NodeClaimTemplate:
             min_values_policy=min_values_policy,
             type_keys=type_keys,
             well_known=well_known,
+            v1=v1,
         )
 
     @classmethod

@@ -170,14 +170,9 @@ def test_a_pod_selecting_amd_lands_on_an_amd_type_of_a_nodepool() -> None:
     assert {it.name: it for it in _table().types}[chosen].cpu_manufacturer == "amd"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a node-affinity expression on a key Karpenter v0.31 held restricted is refused for the pod whatever "
-    "pool it may land on (scheduling/refusal.py, v0.31's ValidateRequirement); v1.14.1 validates it against its own "
-    "well-known labels (docs/v1.md)",
-)
 def test_an_affinity_on_a_new_label_is_scheduled_on_a_nodepool() -> None:
-    """The same selection as a required node-affinity `NotIn [intel aws]`: Karpenter v1.14.1 schedules it on AMD."""
+    """The same selection as a required node-affinity `NotIn [intel aws]`: Karpenter v1.14.1 schedules it on AMD
+    (its `ValidateRequirement` holds the label well-known; v0.31's held it restricted: `scheduling/refusal.py`)."""
     selector = {"key": wk.INSTANCE_CPU_MANUFACTURER, "operator": "NotIn", "values": ["intel", "aws"]}
     world = _world()
     pod = make_pod(requests={"cpu": "100m"}, required_terms=[[selector]])

@@ -89,10 +89,11 @@ def landing_sets(
     for workload in workloads:
         if workload.is_daemon_set:
             continue
-        if workload.shape.refused:
+        pod = Pod(workload.name, workload.shape, owner=workload.ref)
+        if evaluator.scheduler.refusal(pod):
             found.append(LandingSet(workload, {}, "Karpenter refuses its pods"))
             continue
-        evaluation = evaluator.evaluate(Pod(workload.name, workload.shape, owner=workload.ref))
+        evaluation = evaluator.evaluate(pod)
         nodes: dict[LandingNode, CheckedProvisioner] = {}
         for candidate in evaluation.candidates:
             labels, taints = _node_of(candidate.template)

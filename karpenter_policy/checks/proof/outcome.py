@@ -73,8 +73,8 @@ class WorkloadOutcome:
         to say when there is no provisioner."""
         failure = self.failure
         assert failure is not None
-        if failure.pod.shape.refused:
-            text = refused_message(failure.pod.shape.refused)
+        if failure.refused:
+            text = refused_message(failure.refused)
         else:
             text = refusals_message(failure.reasons, failure.relaxed, nothing)
         if self.replicas == 1:

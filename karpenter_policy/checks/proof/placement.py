@@ -144,11 +144,9 @@ class Placement:
     outcome: WorkloadOutcome | None = None
     #: what the pod alone decided (the claim's options, zones and capacity types: what PlacementTests compare)
     chosen: Candidate | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def refused(self) -> str | None:
-        """Why Karpenter ignores the workload's pods (never provisions for them), None when it does not."""
-        return self.workload.shape.refused
+    #: why Karpenter ignores the workload's pods on every kind of pool present (`Scheduler.refusal`: v0.31's
+    #: words for Provisioners, v1.14.1's for NodePools), None when it provisions for them
+    refused: str | None = None
 
     @property
     def ref(self) -> str:
@@ -309,14 +307,17 @@ class Schedule:
 class _Alone:
     """A pod template evaluated on its own (`evaluate`), shared by the workloads with that template."""
 
-    evaluation: Evaluation | None  # None: Karpenter refuses the pod
+    evaluation: Evaluation | None  # None: Karpenter refuses the pod (`refused`: why)
     could: tuple[str, ...]
+    refused: str | None = None
 
 
 def _alone(workload: LocatedWorkload, evaluator: Evaluator) -> _Alone:
-    if workload.shape.refused:
-        return _Alone(None, ())
-    evaluation = evaluator.evaluate(Pod(workload.name, workload.shape, owner=workload.ref))
+    pod = Pod(workload.name, workload.shape, owner=workload.ref)
+    refused = evaluator.scheduler.refusal(pod)
+    if refused:
+        return _Alone(None, (), refused)
+    evaluation = evaluator.evaluate(pod)
     return _Alone(evaluation, tuple(c.template.name for c in evaluation.candidates))
 
 
@@ -332,7 +333,7 @@ def _placement(
     requests = workload.shape.scheduling.resource_requests
     evaluation = alone.evaluation
     if evaluation is None:
-        return Placement(workload, None, requests=requests, outcome=outcome)
+        return Placement(workload, None, requests=requests, outcome=outcome, refused=alone.refused)
     failure = outcome.failure if outcome is not None else None
     chosen = evaluation.chosen
     relaxed = evaluation.attempt.relaxed if outcome is None else (failure or outcome).relaxed
