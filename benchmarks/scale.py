@@ -58,6 +58,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -459,27 +460,42 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
         result.update(probe.report(last_created))
         creates = fleet.cloud.creates[creates_before:]
         result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
-        result["create_fleet_calls"] = len(creates)
-        if creates:
-            result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
-            result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
-            if len(seen) == BURST:
-                result["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
-                result["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
-            received = [when for name, when in probe.received.items() if name.startswith("burst-")]
-            if len(received) == BURST:  # the controller's own part: from reading the last pod to the launch
-                result["first_create_after_last_received"] = round(creates[0] - max(received), 3)
+        result.update(burst_timing(creates, last_created, seen, probe, BURST))
         result["churn_achieved_per_second"] = round(churn.done / (time.monotonic() - churn_began), 1)
-        result["plans_ahead"] = plans_ahead(fleet)
-        finished = list(decisions)
-        result["decisions"] = len(finished)
-        result["decision_cpu_seconds"] = round(sum(cpu for _, _, cpu in finished), 3)
-        result["longest_decision_seconds"] = round(max(d for d, _, _ in finished), 3) if finished else None
-        result["rss_mib"] = round(rss_mib(), 1)
+        result.update(run_summary(fleet, decisions))
     finally:
         churn.stop()
         fleet.stop()
     return result
+
+
+def burst_timing(creates: list[float], last_created: float, seen: list[float], probe: DeliveryProbe,
+                 burst: int) -> dict[str, Any]:
+    """A burst's CreateFleet calls and when they came, from the last pod's creation, from the state seeing it
+    (`seen`) and from the controller's informer reading it (the controller's own part)."""
+    found: dict[str, Any] = {"create_fleet_calls": len(creates)}
+    if creates:
+        found["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
+        found["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
+        if len(seen) == burst:
+            found["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
+            found["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
+        received = [when for name, when in probe.received.items() if name.startswith("burst-")]
+        if len(received) == burst:  # the controller's own part: from reading the last pod to the launch
+            found["first_create_after_last_received"] = round(creates[0] - max(received), 3)
+    return found
+
+
+def run_summary(fleet: Fleet, decisions: Sequence[tuple[float, str, float]]) -> dict[str, Any]:
+    """What a churn run leaves: plans made ahead, the consolidation decisions finished and their CPU, RSS."""
+    finished = list(decisions)
+    return {
+        "plans_ahead": plans_ahead(fleet),
+        "decisions": len(finished),
+        "decision_cpu_seconds": round(sum(cpu for _, _, cpu in finished), 3),
+        "longest_decision_seconds": round(max(d for d, _, _ in finished), 3) if finished else None,
+        "rss_mib": round(rss_mib(), 1),
+    }
 
 
 class ServerProcess:
@@ -566,22 +582,8 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
         result.update(probe.report(last_created, burst))
         creates = fleet.cloud.creates[creates_before:]
         result["burst_unbound_after_60s"] = server.ask("unbound burst-")["unbound"]
-        result["create_fleet_calls"] = len(creates)
-        if creates:
-            result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
-            result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
-            if len(seen) == burst:
-                result["last_pod_seen_after_created"] = round(max(seen) - last_created, 3)
-                result["first_create_after_last_seen"] = round(creates[0] - max(seen), 3)
-            received = [when for name, when in probe.received.items() if name.startswith("burst-")]
-            if len(received) == burst:
-                result["first_create_after_last_received"] = round(creates[0] - max(received), 3)
-        result["plans_ahead"] = plans_ahead(fleet)
-        finished = list(decisions)
-        result["decisions"] = len(finished)
-        result["decision_cpu_seconds"] = round(sum(cpu for _, _, cpu in finished), 3)
-        result["longest_decision_seconds"] = round(max(d for d, _, _ in finished), 3) if finished else None
-        result["rss_mib"] = round(rss_mib(), 1)
+        result.update(burst_timing(creates, last_created, seen, probe, burst))
+        result.update(run_summary(fleet, decisions))
     finally:
         fleet.stop()
         stopped = server.stop()
