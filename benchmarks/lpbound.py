@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from karpenter_policy.model.resources import EPHEMERAL_STORAGE, MEMORY
 from karpenter_policy.model.taints import untolerated
 from karpenter_policy.scheduling.instances import indices
-from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN
 from karpenter_policy.scheduling.plan import Plan
 from karpenter_policy.scheduling.pods import Pod
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
@@ -43,7 +42,7 @@ def _usable(pod: Pod, template: NodeClaimTemplate, tolerate: bool) -> int:
     attempt = pod.shape.attempts(tolerate)[-1]
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return 0
-    if not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+    if not template.requirements.admits(attempt.requirements, template.well_known):
         return 0
     table = template.table
     merged = template.requirements.intersection(attempt.requirements)

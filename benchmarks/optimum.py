@@ -35,7 +35,6 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.model.taints import untolerated
 from karpenter_policy.scheduling.instances import indices
-from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN
 from karpenter_policy.scheduling.plan import Plan
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
@@ -335,7 +334,7 @@ def _usable(template: NodeClaimTemplate, attempt: Attempt) -> tuple[int, Require
     """The instance types of `template` a pod of `attempt` may use, and its zone and capacity-type requirements."""
     if template.taints and untolerated(template.taints, attempt.tolerations):
         return None
-    if not template.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+    if not template.requirements.admits(attempt.requirements, template.well_known):
         return None
     merged = template.requirements.intersection(attempt.requirements)
     mask = template.types & template.table.type_mask(merged, os=template.os)

@@ -36,8 +36,6 @@ from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
 
-#: The keys a Provisioner (v0.31) lets a pod leave undefined; a template's own is `NodeClaimTemplate.well_known`.
-ALLOW_WELL_KNOWN: frozenset[str] = wk.WELL_KNOWN_LABELS
 _NO_ROOM = Refusal("resources", "no instance type has room for the pods together")
 _NO_DOMAIN = Refusal("topology", "the topology leaves the node no domain")
 NOTHING_UNDEFINED: frozenset[str] = frozenset()

@@ -45,7 +45,6 @@ from karpenter_policy.scheduling import (
     Scheduler,
     SchedulerOptions,
 )
-from karpenter_policy.scheduling.nodes import ALLOW_WELL_KNOWN
 from karpenter_policy.scheduling.vectors import ZERO, add, fits
 
 from .cluster import FAKE_TABLE, HOSTNAME, ZONE, make_pod, requirement, spread, term
@@ -199,7 +198,7 @@ def expected_overhead(template_: NodeClaimTemplate, daemons: Sequence[Pod]) -> t
         attempt = daemon.shape.attempts(False)[0]
         if untolerated(template_.taints, attempt.tolerations):
             continue
-        if not template_.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+        if not template_.requirements.admits(attempt.requirements, template_.well_known):
             continue
         total = add(total, daemon.requests)
     return total
@@ -310,7 +309,7 @@ def fresh_node_fits(owner: NodeClaimTemplate, pod: Pod, attempt: Attempt, overhe
     """Could `owner` launch a fresh node for this pod (no limits, no topology to consult)?"""
     if untolerated(owner.taints, attempt.tolerations):
         return False
-    if not owner.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+    if not owner.requirements.admits(attempt.requirements, owner.well_known):
         return False
     merged = owner.requirements.intersection(attempt.requirements)
     mask = owner.types & TABLE.type_mask(merged, os=owner.os)
@@ -401,5 +400,5 @@ def test_the_template_index_never_rules_out_a_template_that_takes_the_pod(scenar
             candidates = scheduler.index.candidates(attempt.requirements, attempt.tolerations)
             for position, template_ in enumerate(scheduler.templates):
                 tolerated = not (template_.taints and untolerated(template_.taints, attempt.tolerations))
-                if tolerated and template_.requirements.admits(attempt.requirements, ALLOW_WELL_KNOWN):
+                if tolerated and template_.requirements.admits(attempt.requirements, template_.well_known):
                     assert candidates >> position & 1, f"{template_.name} ruled out for {attempt.requirements}"
