@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.minvalues import RELAXED_ANNOTATION, unmet_text
 from karpenter_policy.model.podtopology import HostPort
+from karpenter_policy.model.pools import is_nodepool, pool_of_labels
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.taints import Taint, untolerated
 from karpenter_policy.scheduling.pods import Attempt, Pod
@@ -54,7 +55,9 @@ class ExistingNode:
     """A node of the cluster (or an in-flight claim the controller launched): see the module docstring.
 
     `requested` is what the pods already on it request; `daemon_remaining` what the DaemonSets that will run
-    there but have no pod there yet request; `template` the provisioner that launched it (None: not ours).
+    there but have no pod there yet request; `template` the provisioner that launched it (None: not ours). `v1`,
+    set from its owner label (`model.pools.pool_of_labels`): a NodePool's node (True), a Provisioner's (False),
+    neither's (None) — a pod the kind's Karpenter ignores never joins that kind's node (`Scheduler.ignored_nodes`).
     """
 
     name: str
@@ -74,6 +77,8 @@ class ExistingNode:
     def __post_init__(self) -> None:
         hostname = self.labels.get(wk.HOSTNAME, self.name)
         self.hostname = hostname
+        pool = pool_of_labels(self.labels)
+        self.v1: bool | None = None if pool is None else is_nodepool(pool)
         self.requirements = Requirements.from_labels(self.labels).add(
             Requirement.new(wk.HOSTNAME, Operator.IN, [hostname])
         )

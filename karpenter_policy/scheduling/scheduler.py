@@ -191,6 +191,9 @@ class Scheduler:
         self.provisioners = not self.templates or not all(t.v1 for t in self.templates)
         self._v1_templates = sum(1 << p for p, t in enumerate(self.templates) if t.v1)
         self._v031_templates = sum(1 << p for p, t in enumerate(self.templates) if not t.v1)
+        #: the existing nodes (positions in `existing`) of each kind of pool, by their owner label (`ignored_nodes`)
+        self._v1_nodes = frozenset(p for p, n in enumerate(self.existing) if n.v1 is True)
+        self._v031_nodes = frozenset(p for p, n in enumerate(self.existing) if n.v1 is False)
         self.tolerate_prefer_no_schedule = any(
             t.effect == PREFER_NO_SCHEDULE for template in self.templates for t in template.taints
         )
@@ -256,6 +259,18 @@ class Scheduler:
         their in-flight claims nor new ones take it."""
         shape = pod.shape
         return (self._v031_templates if shape.refused else 0) | (self._v1_templates if shape.refused_v1 else 0)
+
+    def ignored_nodes(self, pod: Pod) -> frozenset[int]:
+        """The existing nodes (positions in `existing`) the pod never joins: those of the kinds of pool whose
+        Karpenter ignores it (`PodShape.refused_by`; a node's kind is its owner label, `ExistingNode.v1`). That
+        version's Karpenter never schedules the pod anywhere — kube-scheduler may bind it there, but the plan
+        predicts Karpenter's placement; a node of neither kind (not Karpenter's) stays open to it."""
+        shape = pod.shape
+        if shape.refused is None and shape.refused_v1 is None:
+            return frozenset()
+        if shape.refused is not None and shape.refused_v1 is not None:
+            return self._v031_nodes | self._v1_nodes
+        return self._v031_nodes if shape.refused is not None else self._v1_nodes
 
     def solve(self, pods: Sequence[Pod]) -> Plan:
         """Place `pods` (not DaemonSet pods: they only add overhead; not the pods Karpenter refuses, `refusal`:
@@ -603,7 +618,10 @@ class _Run:
 
     def add(self, pod: Pod, attempt: Attempt) -> dict[str, Refusal] | None:
         """Place the pod (None) or give each template's reason."""
+        ignored = self.s.ignored_nodes(pod)
         for position in self.first_fit.candidates(pod.requests):  # the first existing node that takes it
+            if ignored and position in ignored:
+                continue  # a node of a kind whose Karpenter ignores the pod
             node = self.existing[position]
             if node.try_add(pod, attempt, self.topology) is None:
                 self.first_fit.update(position, node.allocatable, node.requests)

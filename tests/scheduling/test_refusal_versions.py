@@ -132,3 +132,75 @@ def test_a_pod_a_kind_ignores_never_joins_a_claim_of_that_kind(strategy: str) ->
     world.provision(first, second)
     assert world.scheduled(first).template == "old"
     assert world.scheduled(second).template == "new"
+
+
+def test_a_pod_a_kind_ignores_never_joins_an_existing_node_of_that_kind(strategy: str) -> None:
+    """A Provisioner's node runs with room to spare; a pod v0.31 ignores (a preferred hostname term) that would fit
+    there goes to the NodePool: Karpenter v0.31 never schedules it anywhere, its existing nodes included."""
+    world = cluster(strategy, provisioner("old", weight=100), nodepool("new"))
+    first = make_pod(cpu="100m")
+    world.provision(first)
+    assert world.scheduled(first).template == "old"
+    second = make_pod(cpu="100m", node_preferences=[HOSTNAME_IN])
+    world.provision(second)
+    assert world.scheduled(second).template == "new"
+    assert len(world.nodes) == 2
+
+
+def test_a_pod_v1_ignores_never_joins_a_nodepools_node_but_may_join_a_node_of_neither_kind(strategy: str) -> None:
+    """A nodeSelector on `kubernetes.io/hostname` (v1.14.1's `validateNodeSelector` ignores the pod; v0.31 reads it
+    as a requirement): pinned to a NodePool's running node it stays pending — no Provisioner's node is so named;
+    pinned to a node no Karpenter launched, v0.31's reading places it there."""
+    world = cluster(strategy, provisioner("old"), nodepool("new"))
+    room = {"cpu": "4", "memory": "8Gi", "pods": "10"}
+    ours = world.add_node({wk.HOSTNAME: "np-node", wk.NODEPOOL: "new"}, room, template="new", name="np-node")
+    world.add_node({wk.HOSTNAME: "byo-node"}, room, name="byo-node")
+    pinned = make_pod(cpu="100m", node_selector={wk.HOSTNAME: ours.name})
+    elsewhere = make_pod(cpu="100m", node_selector={wk.HOSTNAME: "byo-node"})
+    plan = world.provision(pinned, elsewhere)
+    world.not_scheduled(pinned)
+    assert plan.failures[pinned.key].reasons["new"].kind == "refused"
+    assert world.scheduled(elsewhere).name == "byo-node"
+
+
+_NODE_LABELS = {"kubernetes.io/test": "x", "karpenter.sh/test": "x"}
+#: pod specs by the kinds whose Karpenter ignores them: none, v0.31 (a required `kubernetes.io/…` term, restricted
+#: in v0.31 only), v1.14.1 (a `karpenter.sh/…` nodeSelector, validated by v1 only), both; every node carries both
+#: labels, so a node's kind alone decides whether the pod may join it
+_IGNORED_BY: dict[tuple[bool, bool], dict[str, Any]] = {
+    (False, False): {},
+    (True, False): {"node_requirements": [requirement("kubernetes.io/test", "In", "x")]},
+    (False, True): {"node_selector": {"karpenter.sh/test": "x"}},
+    (True, True): {"node_requirements": [requirement("kubernetes.io/test", "In", "x")],
+                   "node_selector": {"karpenter.sh/test": "x"}},
+}  # fmt: skip
+
+
+@deterministic(100)
+@given(
+    kinds=st.lists(st.sampled_from([None, False, True]), min_size=1, max_size=6),
+    pods=st.lists(st.sampled_from(sorted(_IGNORED_BY)), min_size=1, max_size=8),
+    karpenter=st.booleans(),
+)
+def test_no_pod_joins_an_existing_node_of_a_kind_that_ignores_it(
+    kinds: list[bool | None], pods: list[tuple[bool, bool]], karpenter: bool
+) -> None:
+    """Whatever the mix of nodes (a Provisioner's, a NodePool's, neither's) and of pods: a pod placed on an existing
+    node is one that node's kind provisions for, and a pod no node's kind ignores takes an existing node (they all
+    have room for every pod)."""
+    owner = {None: {}, False: {wk.PROVISIONER_NAME: "old"}, True: {wk.NODEPOOL: "new"}}
+    world = cluster("karpenter" if karpenter else "cost", provisioner("old"), nodepool("new"))
+    room = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+    for i, kind in enumerate(kinds):
+        template = None if kind is None else ("new" if kind else "old")
+        world.add_node({**_NODE_LABELS, **owner[kind]}, room, template=template, name=f"node-{i}")
+    made = [(make_pod(cpu="100m", **_IGNORED_BY[ignored]), ignored) for ignored in pods]
+    plan = world.provision(*(pod for pod, _ in made))
+    kind_of = dict(zip((f"node-{i}" for i in range(len(kinds))), kinds, strict=True))
+    for pod, (v031, v1) in made:
+        node = next((name for name, placed in plan.existing.items() if pod.key in {p.key for p in placed}), None)
+        open_kinds = {k for k in kinds if k is None or (k is False and not v031) or (k is True and not v1)}
+        if node is None:
+            assert not open_kinds or (v031 and v1), f"{pod.key} ({v031}, {v1}) left existing nodes {kinds} unused"
+        else:
+            assert kind_of[node] in open_kinds, f"{pod.key} ({v031}, {v1}) joined {node} of kind {kind_of[node]}"

@@ -24,6 +24,16 @@ A claim, PersistentVolume or StorageClass that is not among the files is an `unr
 volume adds nothing (Karpenter refuses to schedule such a pod; the object may live in the cluster). Volumes whose
 requirements leave no value of a key (PersistentVolumes in different zones) are a `volume-zones-conflict` error
 naming the volumes, and the workload is not scheduled further (it never fits).
+
+Karpenter v1.14.1 also ignores a pod whose claims fail its `ValidatePersistentVolumeClaims` (core
+pkg/controllers/provisioning/scheduling/volumetopology.go; v0.31.1 only checks that the objects exist):
+`ignored_v1` says so, for a NodePool (`PodShape.refused_v1`), from the objects among the files — a claim being
+deleted or `Lost`, a bound claim whose PersistentVolume is being deleted; and, for a claim copied from a cluster
+(it has a `status`: it is read as it is), an unbound one without a class or of an `Immediate` class
+(`volumeBindingMode` unset defaults to it), a bound one without the `pv.kubernetes.io/bind-completed` annotation.
+A claim as written (no `status`) is read as Kubernetes makes it: bound by its provisioner or the PersistentVolume
+controller, annotated when bound, so those three say nothing of it. An object not among the files is not judged
+missing (the warning above; docs/v1.md, "PersistentVolumeClaims").
 """
 
 from __future__ import annotations
@@ -52,18 +62,29 @@ STORAGE_CLASS = "StorageClass"
 KINDS = {PERSISTENT_VOLUME: frozenset({"v1"}), PERSISTENT_VOLUME_CLAIM: frozenset({"v1"}),
          STORAGE_CLASS: frozenset({"storage.k8s.io/v1", "storage.k8s.io/v1beta1"})}  # fmt: skip
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+#: What the PersistentVolume controller annotates a claim with once bound (k8s.io/component-helpers storage/volume
+#: `AnnBindCompleted`); a claim's `Lost` phase; the volumeBindingMode the API server defaults a StorageClass to.
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+LOST = "Lost"
+IMMEDIATE = "Immediate"
 #: The EBS CSI driver's zone key, read as the zone (karpenter-provider-aws v0.31.1 cloudprovider.go `init`).
 EBS_ZONE = EBS_CSI_ZONE
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A PersistentVolumeClaim: the volume it is bound to ("" unbound) and its storageClassName (None: unset)."""
+    """A PersistentVolumeClaim: the volume it is bound to ("" unbound) and its storageClassName (None: unset); what
+    Karpenter v1.14.1's validation reads of it (`ignored_v1`): a deletionTimestamp (`deleting`), `status.phase:
+    Lost`, whether it is a cluster's copy (`observed`: it has a status) and bears `pv.kubernetes.io/bind-completed`."""
 
     name: str
     namespace: str
     volume_name: str
     storage_class: str | None
+    deleting: bool = False
+    lost: bool = False
+    observed: bool = False
+    bind_completed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +97,10 @@ class Volumes:
     storage_classes: dict[str, Requirements] = field(default_factory=dict)
     #: default classes: (creationTimestamp, name); the newest wins
     defaults: list[tuple[str, str]] = field(default_factory=list)
+    #: PersistentVolumes with a deletionTimestamp, and StorageClasses whose volumeBindingMode is Immediate (unset:
+    #: the API server's default) — what Karpenter v1.14.1's validation reads of them (`ignored_v1`)
+    deleting_volumes: set[str] = field(default_factory=set)
+    immediate_classes: set[str] = field(default_factory=set)
 
     @property
     def default_class(self) -> str:
@@ -119,9 +144,14 @@ def read_volume_object(doc: Document, into: Volumes) -> str | Finding | None:
     if kind == PERSISTENT_VOLUME_CLAIM:
         namespace = _str(metadata.get("namespace")) or "default"
         storage_class = spec.get("storageClassName")
+        status = data.get("status")
         into.claims[(namespace, name)] = Claim(
-            name, namespace, _str(spec.get("volumeName")), storage_class if isinstance(storage_class, str) else None
-        )
+            name, namespace, _str(spec.get("volumeName")), storage_class if isinstance(storage_class, str) else None,
+            deleting=bool(metadata.get("deletionTimestamp")),
+            lost=isinstance(status, Mapping) and status.get("phase") == LOST,
+            observed=isinstance(status, Mapping) and bool(status),
+            bind_completed=BIND_COMPLETED in _mapping(metadata.get("annotations")),
+        )  # fmt: skip
     elif kind == PERSISTENT_VOLUME:
         at: FieldPath = ("spec", "nodeAffinity", "required", "nodeSelectorTerms")
         affinity = spec.get("nodeAffinity")
@@ -132,6 +162,8 @@ def read_volume_object(doc: Document, into: Volumes) -> str | Finding | None:
         except PodSpecError as error:
             return invalid(error.path, error.message)
         into.persistent_volumes[name] = _normalized(first)
+        if metadata.get("deletionTimestamp"):
+            into.deleting_volumes.add(name)
     else:
         topologies = data.get("allowedTopologies")
         expressions = []
@@ -149,6 +181,8 @@ def read_volume_object(doc: Document, into: Volumes) -> str | Finding | None:
         annotations = _mapping(metadata.get("annotations"))
         if str(annotations.get(DEFAULT_CLASS_ANNOTATION, "")) == "true":
             into.defaults.append((str(metadata.get("creationTimestamp") or ""), name))
+        if data.get("volumeBindingMode", IMMEDIATE) in (IMMEDIATE, None):
+            into.immediate_classes.add(name)
     return kind
 
 
@@ -242,6 +276,36 @@ def requirements_of(volumes: Sequence[PodVolume], namespace: str, known: Volumes
     return VolumeRequirements(tuple(per_volume), tuple(missing))
 
 
+def ignored_v1(volumes: Sequence[PodVolume], namespace: str, known: Volumes) -> str | None:
+    """Why Karpenter v1.14.1 ignores a pod with these volumes (`ValidatePersistentVolumeClaims`, core
+    pkg/controllers/provisioning/scheduling/volumetopology.go: the first volume that fails, in its words, the
+    objects named after them), None when the files show nothing it refuses. Only claims among the files are read
+    (see the module docstring): a claim not among them, or still to be made from a template, is not judged."""
+    for volume in volumes:
+        claim = known.claims.get((namespace, volume.claim)) if volume.claim else None
+        if claim is None:
+            continue
+        named = f"PersistentVolumeClaim {namespace}/{claim.name}"
+        if claim.deleting:
+            return f"persistentvolumeclaim is being deleted ({named})"
+        if claim.lost:
+            return f"persistentvolumeclaim bound to non-existent persistentvolume ({named})"
+        if claim.volume_name:
+            if claim.volume_name in known.deleting_volumes:
+                return (f"failed to validate pvc, persistentvolume is being deleted ({named}, PersistentVolume "
+                        f"{claim.volume_name})")  # fmt: skip
+            if claim.observed and not claim.bind_completed:
+                return (f"pvc is considered unbound because it does not contain annotation {BIND_COMPLETED} "
+                        f"({named})")  # fmt: skip
+        elif claim.observed:
+            if not claim.storage_class:  # a cluster's copy: the admission plugin gave it the default class already
+                return f"unbound pvc must define a storage class ({named})"
+            if claim.storage_class in known.immediate_classes:
+                return (f"failed to validate pvc, pvc with immediate volume binding mode must be bound ({named}, "
+                        f"StorageClass {claim.storage_class})")  # fmt: skip
+    return None
+
+
 def conflict_message(found: VolumeRequirements) -> str | None:
     """The `volume-zones-conflict` message when the volumes' requirements, each satisfiable, leave no value of a key
     together, else None (a volume's own `DoesNotExist` is no conflict)."""
@@ -282,6 +346,7 @@ __all__ = [
     "Volumes",
     "conflict_finding",
     "conflict_message",
+    "ignored_v1",
     "pod_volumes",
     "read_volume_object",
     "requirements_of",

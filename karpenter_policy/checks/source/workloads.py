@@ -56,6 +56,7 @@ from karpenter_policy.checks.source.volumes import (
     Volumes,
     conflict_finding,
     conflict_message,
+    ignored_v1,
     pod_volumes,
     read_volume_object,
     requirements_of,
@@ -447,7 +448,8 @@ MAX_ORDINALS = 1000
 def resolve_volumes(found: WorkloadSet) -> None:
     """Add each pod's volume topology to its required node affinity (`volumes`, Karpenter's `VolumeTopology.Inject`):
     a claim, PersistentVolume or StorageClass not among the files is a warning (the volume adds nothing); volumes that
-    leave no zone are a `volume-zones-conflict` error, and the workload is not scheduled further. A StatefulSet's
+    leave no zone are a `volume-zones-conflict` error, and the workload is not scheduled further; a claim Karpenter
+    v1.14.1's validation refuses (`volumes.ignored_v1`) makes NodePools ignore the pod. A StatefulSet's
     pods have a claim each (`<template>-<name>-<ordinal>`): when their requirements differ the pods are read as
     ordinal 0's and the docs say so."""
     conflicting: set[int] = set()
@@ -462,6 +464,11 @@ def resolve_volumes(found: WorkloadSet) -> None:
             requirements_of(pod_volumes(spec, pod_name, templates, workload.name, i), namespace, found.volumes)
             for i in range(ordinals)
         ]
+        ignored = ignored_v1(pod_volumes(spec, pod_name, templates, workload.name, 0), namespace, found.volumes)
+        if ignored is not None:  # Karpenter v1.14.1 ignores the pod: a NodePool refuses it (`PodShape.refused_v1`)
+            shape = workload.shape
+            refused_v1 = f"{shape.refused_v1}; {ignored}" if shape.refused_v1 else ignored
+            workload = found.workloads[index] = replace(workload, shape=replace(shape, refused_v1=refused_v1))
         wanted = per_pod[0]
         if not wanted.per_volume and not wanted.missing:
             continue
