@@ -153,3 +153,16 @@ def test_diff_reports_a_tenancy_change_though_the_offerings_are_the_same(tmp_pat
     assert (change["dimension"], change["added"], change["removed"]) == (TENANCY, ["dedicated"], [])
     assert change["added_witness"]["labels"] == {TENANCY: "dedicated"}
     assert change["added_witness"]["proven"] is True
+
+
+def test_compile_admits_only_the_types_the_nodepools_v1_labels_allow(tmp_path: Path) -> None:
+    """The constraint set lists what the proof admitted (the controller launches nothing else): c5a's AMD types,
+    not c5's Intel ones, as Karpenter v1.14.1 would launch."""
+    path = tmp_path / "pools.yaml"
+    path.write_text(nodepool("amd", (FAMILY, "In", ["c5", "c5a"]), (MAKER, "In", ["amd"])))
+    done = run_cli("compile", path, "-o", tmp_path / "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    admitted = json.loads((tmp_path / "out" / "constraintsets" / "nodepool.amd.json").read_text())["admitted"]
+    assert admitted and all(name.startswith("c5a.") for name in admitted)
+    assert admitted == json.loads(check(tmp_path, path.read_text(), "--output", "json").stdout)[
+        "provisioners"][0]["instance_types"]
