@@ -200,12 +200,17 @@ class ResolvedInstanceType:
 
 
 def _label_values(instance_type: InstanceType, key: str) -> tuple[str, ...] | None:
-    """The values of `key` (one of INSTANCE_TYPE_KEYS) a node of this type has (None: the label is absent); pods,
-    region and OS are decided per provisioner and filled in by the caller. One key at a time: a provisioner's
-    requirements name a few keys, and this is asked of every catalog type for every provisioner."""
+    """The values of `key` (one of INSTANCE_TYPE_KEYS, or for a NodePool of `model.labels.V1_INSTANCE_LABELS`) a
+    node of this type has (None: the label is absent); pods, region and OS are decided per provisioner and filled
+    in by the caller. One key at a time: a provisioner's requirements name a few keys, and this is asked of every
+    catalog type for every provisioner."""
     value = instance_type.linux_labels.get(key)
     if value is not None:
         return (value,)
+    if key in wk.V1_INSTANCE_LABELS:  # asked for a NodePool only
+        launched = wk.V1_LAUNCH_LABELS.get(key)
+        v1_value = instance_type.v1_labels.get(key)
+        return launched if launched is not None else (v1_value,) if v1_value is not None else None
     if key == wk.ARCH and instance_type.architectures:
         return tuple(instance_type.architectures)
     return None
@@ -234,16 +239,20 @@ def resolve_instance_types(
     region: str,
     kubelet: Mapping[str, Any] | None = None,
     ami_family: str | None = None,
+    v1: bool = False,
 ) -> tuple[ResolvedInstanceType, ...]:
     """Every instance type (sorted by name) whose labels satisfy `requirements` and that has at least one
     available offering in an allowed zone and capacity type, with those offerings.
 
     `kubelet` and the node template's `ami_family` decide the pods (and so the instance-pods label: one
-    max-pods rule, `model.allocatable.max_pods`) and the nodes' OS (``windows`` for the Windows families).
+    max-pods rule, `model.allocatable.max_pods`) and the nodes' OS (``windows`` for the Windows families). `v1`
+    (a NodePool's): the types carry the labels Karpenter v1.14.1 added too (`model.labels.V1_INSTANCE_LABELS`;
+    every type both tenancies), which a v1alpha5 Provisioner's do not.
     """
     node = node_configuration_of(kubelet, ami_family)
     os = node_os(node.ami_family)
-    checked = [(key, requirements[key]) for key in requirements if key in INSTANCE_TYPE_KEYS]
+    keys = INSTANCE_TYPE_KEYS | wk.V1_INSTANCE_LABELS if v1 else INSTANCE_TYPE_KEYS
+    checked = [(key, requirements[key]) for key in requirements if key in keys]
     zone = requirements.get_or_exists(wk.ZONE)
     capacity = requirements.get_or_exists(wk.CAPACITY_TYPE)
     resolved: list[ResolvedInstanceType] = []
@@ -521,8 +530,9 @@ class ConstraintSet(_Hashed):
         family = str((provider.spec or {}).get("amiFamily") or "") if provider is not None else ""
         family = ami_family or family
         resolved = resolve_instance_types(
-            provisioner.requirements, instance_types, region, provisioner.kubelet, family or None
-        )
+            provisioner.requirements, instance_types, region, provisioner.kubelet, family or None,
+            v1=provisioner.kind == NODEPOOL_KIND,
+        )  # fmt: skip
         return cls(
             name=provisioner.name,
             version=version,

@@ -1,6 +1,7 @@
 """The catalog as columns, for the solver and for naming what exists: per label, its distinct values; per type,
 the index of its value; the distinct sets of available offerings. Pure and solver-free (z3 stays in the solver);
-built once per catalog and node OS and kept on the catalog (`Catalog.derived`).
+built once per catalog, node OS and API version (v0.31's labels for a v1alpha5 Provisioner, v1.14.1's for a v1
+NodePool: `catalog_keys`, the one list of them) and kept on the catalog (`Catalog.derived`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
+from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
 from karpenter_policy.catalog.catalog import Catalog
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType, price_key
@@ -17,31 +20,27 @@ from karpenter_policy.model.requirements import Operator, Requirement
 _MAX_CACHED_CLASSES = 4096
 _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 
-CATALOG_KEYS: frozenset[str] = frozenset(
-    {
-        wk.INSTANCE_TYPE,
-        wk.ARCH,
-        wk.OS,
-        wk.INSTANCE_CPU,
-        wk.INSTANCE_MEMORY,
-        wk.INSTANCE_NETWORK_BANDWIDTH,
-        wk.INSTANCE_PODS,
-        wk.INSTANCE_CATEGORY,
-        wk.INSTANCE_FAMILY,
-        wk.INSTANCE_GENERATION,
-        wk.INSTANCE_LOCAL_NVME,
-        wk.INSTANCE_SIZE,
-        wk.INSTANCE_GPU_NAME,
-        wk.INSTANCE_GPU_MANUFACTURER,
-        wk.INSTANCE_GPU_COUNT,
-        wk.INSTANCE_GPU_MEMORY,
-        wk.INSTANCE_ACCELERATOR_NAME,
-        wk.INSTANCE_ACCELERATOR_MANUFACTURER,
-        wk.INSTANCE_ACCELERATOR_COUNT,
-        wk.INSTANCE_HYPERVISOR,
-        wk.INSTANCE_ENCRYPTION_IN_TRANSIT,
-    }
-)
+#: The instance-type labels the proofs read of a v1alpha5 Provisioner: Karpenter v0.31's (`api.constraintset`'s
+#: `INSTANCE_TYPE_KEYS`, but the region, which Karpenter ignores when it schedules).
+CATALOG_KEYS: frozenset[str] = INSTANCE_TYPE_KEYS - {wk.REGION}
+#: The instance-type labels the proofs read of a v1 NodePool: v0.31's and `model.labels.V1_INSTANCE_LABELS`.
+V1_CATALOG_KEYS: frozenset[str] = CATALOG_KEYS | wk.V1_INSTANCE_LABELS
+_NO_LAUNCH_LABELS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+
+
+def catalog_keys(v1: bool) -> frozenset[str]:
+    """The instance-type labels of one API version (`v1`: a Karpenter v1 NodePool; else a v1alpha5 Provisioner):
+    the one list the solver's projection (`CatalogTable`) and `diff`'s per-label comparison read. A label of the
+    other version is a custom label there, as Karpenter v0.31 knows none of v1's."""
+    return V1_CATALOG_KEYS if v1 else CATALOG_KEYS
+
+
+def launch_labels(v1: bool) -> Mapping[str, tuple[str, ...]]:
+    """The labels of one API version whose value a node takes from its launch rather than its instance type, each
+    with the values every type offers (`model.labels.V1_LAUNCH_LABELS` for a v1 NodePool; none for v0.31)."""
+    return wk.V1_LAUNCH_LABELS if v1 else _NO_LAUNCH_LABELS
+
+
 #: Labels that come from the offering, not the type.
 OFFERING_KEYS: frozenset[str] = frozenset({wk.ZONE, wk.CAPACITY_TYPE})
 
@@ -50,7 +49,9 @@ OFFERING_KEYS: frozenset[str] = frozenset({wk.ZONE, wk.CAPACITY_TYPE})
 class CatalogTable:
     """The catalog as columns: for each label, its distinct values (`domains`) and, per type, the index of the
     type's value in them (`len(domain)`: the type does not have the label); the distinct sets of available
-    offerings, as (zone index, capacity-type index) pairs, and which one each type has."""
+    offerings, as (zone index, capacity-type index) pairs, and which one each type has. Built for one API version
+    (`v1`): its labels are `catalog_keys(v1)`, and its `launch_values` the labels a node takes from its launch
+    (`launch_labels(v1)`: a v1 NodePool's tenancy), which are no column: every type offers each of their values."""
 
     region: str
     types: tuple[InstanceType, ...]
@@ -66,12 +67,15 @@ class CatalogTable:
     _gather: Mapping[str, Callable[[Sequence[int]], tuple[int, ...]]] = field(repr=False)
     _gather_offer_sets: Callable[[Sequence[int]], tuple[int, ...]] = field(repr=False)
     _classes: dict[tuple[str, tuple[Requirement, ...]], KeyClasses] = field(default_factory=dict, repr=False)
+    v1: bool = False
+    launch_values: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_LAUNCH_LABELS)
 
     @classmethod
-    def build(cls, catalog: Catalog, os: str = "linux") -> CatalogTable:
+    def build(cls, catalog: Catalog, os: str = "linux", v1: bool = False) -> CatalogTable:
         types = catalog.instance_types
-        labels = [it.labels(os) for it in types]
-        keys = sorted(CATALOG_KEYS | {k for lab in labels for k in lab if k not in OFFERING_KEYS})
+        labels = [{**it.labels(os), **it.v1_labels} if v1 else it.labels(os) for it in types]
+        columns = catalog_keys(v1) - launch_labels(v1).keys()
+        keys = sorted(columns | {k for lab in labels for k in lab if k not in OFFERING_KEYS})
         domains: dict[str, tuple[str, ...]] = {}
         value_index: dict[str, tuple[int, ...]] = {}
         for key in keys:
@@ -109,10 +113,18 @@ class CatalogTable:
             offerings=tuple(offerings),
             _gather={k: _gatherer(idx) for k, idx in value_index.items()},
             _gather_offer_sets=_gatherer(tuple(offer_set_of)),
+            v1=v1,
+            launch_values=launch_labels(v1),
         )
 
     def is_catalog_key(self, key: str) -> bool:
+        """Whether `key` is a column: a label of this version's instance types (a launch label is not one)."""
         return key in self.domains
+
+    def defines(self, key: str) -> bool:
+        """Whether this version's catalog gives `key` its values (a column or a launch label); the other keys of a
+        pool's requirements are its custom labels."""
+        return key in self.domains or key in self.launch_values
 
     def key_classes(self, key: str, requirements: tuple[Requirement, ...]) -> KeyClasses:
         """The classes of `key`'s values (the catalog's values, then "absent") under `requirements` (cached:
@@ -143,9 +155,11 @@ def _gatherer(indices: tuple[int, ...]) -> Callable[[Sequence[int]], tuple[int, 
     return lambda values: getter(values)
 
 
-def table_for(catalog: Catalog, os: str = "linux") -> CatalogTable:
-    """The table of `catalog` for nodes running `os`, built on first use and kept as long as the catalog lives."""
-    return catalog.derived(("catalog-table", os), lambda: CatalogTable.build(catalog, os))
+def table_for(catalog: Catalog, os: str = "linux", v1: bool = False) -> CatalogTable:
+    """The table of `catalog` for nodes running `os`, of one API version (`v1`: a Karpenter v1 NodePool's labels),
+    built on first use and kept as long as the catalog lives."""
+    key = ("catalog-table", os, "v1") if v1 else ("catalog-table", os)
+    return catalog.derived(key, lambda: CatalogTable.build(catalog, os, v1))
 
 
 def _intersect(sets: Iterable[frozenset[int]], everything: Iterable[int]) -> set[int]:

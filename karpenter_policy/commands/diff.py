@@ -46,7 +46,7 @@ from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.violations import ERROR, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog
-from karpenter_policy.catalog.table import CATALOG_KEYS, table_for
+from karpenter_policy.catalog.table import CatalogTable, launch_labels, table_for
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
 from karpenter_policy.checks.options import BudgetView, OptionError
 from karpenter_policy.checks.proof.placement import (
@@ -243,15 +243,19 @@ class Offering:
     capacity_type: str
     proven: bool | None = field(default=None, compare=False)
     region: str = field(default="", compare=False)
+    #: The label (key, value) the node has, for a v1 NodePool's change in one of v1.14.1's labels: proven with it.
+    label: tuple[str, str] | None = field(default=None, compare=False)
 
     @property
     def price(self) -> float | None:
         return known_price(self.rank)
 
     def __str__(self) -> str:
-        """`c6g.medium (us-east-1a, spot, $0.0340/h)`; an example the solver could not confirm on both sides says
-        so (it may be wrong)."""
-        text = f"{self.instance_type} ({self.zone}, {self.capacity_type}, {price_text(self.price, self.region)})"
+        """`c6g.medium (us-east-1a, spot, $0.0340/h)`, with its `label` when it has one (`…, $0.0770/h;
+        karpenter.k8s.aws/instance-cpu-manufacturer=amd)`); an example the solver could not confirm on both sides
+        says so (it may be wrong)."""
+        label = f"; {self.label[0]}={self.label[1]}" if self.label is not None else ""
+        text = f"{self.instance_type} ({self.zone}, {self.capacity_type}, {price_text(self.price, self.region)}{label})"
         return text + (" (unconfirmed)" if self.proven is False else "")
 
     def to_json(self) -> dict[str, object]:
@@ -261,6 +265,8 @@ class Offering:
             "capacity_type": self.capacity_type,
             "price": self.price,
         }
+        if self.label is not None:
+            data["labels"] = {self.label[0]: self.label[1]}
         if self.proven is not None:
             data["proven"] = self.proven
         return data
@@ -594,22 +600,25 @@ def admitted(checked: CheckedProvisioner, catalog: Catalog) -> dict[tuple[str, s
 
 
 class _Prover:
-    """Proves witnesses with Z3: the offering is admitted by one side's requirements and not the other's."""
+    """Proves witnesses with Z3: the offering (and its label, if any) is admitted by one side's requirements and not
+    the other's, each read with the labels of its API version."""
 
     def __init__(self, catalog: Catalog, timeout_ms: int) -> None:
         self.catalog, self.timeout_ms = catalog, timeout_ms
-        self.solvers: dict[str, Solver] = {}
+        self.solvers: dict[tuple[str, bool], Solver] = {}
 
     def admits(self, document: Mapping[str, Any], os: str, offering: Offering) -> Verdict:
-        solver = self.solvers.get(os) or self.solvers.setdefault(os, Solver(self.catalog, self.timeout_ms, os))
-        pinned = [
-            Term(Requirement.new(key, "In", [value]), (), Origin.REQUIREMENT)
-            for key, value in (
-                (wk.INSTANCE_TYPE, offering.instance_type),
-                (wk.ZONE, offering.zone),
-                (wk.CAPACITY_TYPE, offering.capacity_type),
-            )
+        v1 = document.get("kind") == NODEPOOL_KIND
+        solver = self.solvers.get((os, v1)) or self.solvers.setdefault(
+            (os, v1), Solver(self.catalog, self.timeout_ms, os, v1=v1)
+        )
+        pins = [
+            (wk.INSTANCE_TYPE, offering.instance_type),
+            (wk.ZONE, offering.zone),
+            (wk.CAPACITY_TYPE, offering.capacity_type),
+            *([offering.label] if offering.label is not None else []),
         ]
+        pinned = [Term(Requirement.new(key, "In", [value]), (), Origin.REQUIREMENT) for key, value in pins]
         return solver.solve([*terms_of(document), *pinned]).verdict
 
     def prove(
@@ -737,17 +746,17 @@ def _q(value: Decimal | None) -> str:
     return "none" if value is None else format_quantity(value)
 
 
-def _custom_keys(requirements: Requirements, solver_keys: frozenset[str]) -> set[str]:
-    return {k for k in requirements if k not in solver_keys and k not in (wk.ZONE, wk.CAPACITY_TYPE)}
+def _custom_keys(requirements: Requirements, table: CatalogTable) -> set[str]:
+    return {k for k in requirements if not table.defines(k) and k not in (wk.ZONE, wk.CAPACITY_TYPE)}
 
 
-def _label_deltas(base: CheckedProvisioner, head: CheckedProvisioner, catalog_keys: frozenset[str]) -> list[Delta]:
-    """Custom node labels (labels, and requirements on keys the catalog does not define): the values a pod's
-    nodeSelector may ask for on each side."""
+def _label_deltas(base: CheckedProvisioner, head: CheckedProvisioner, table: CatalogTable) -> list[Delta]:
+    """Custom node labels (labels, and requirements on keys the catalog of their API version does not define:
+    `table`'s): the values a pod's nodeSelector may ask for on each side."""
     b, h = base.provisioner.requirements, head.provisioner.requirements
     added: list[str] = []
     removed: list[str] = []
-    for key in sorted(_custom_keys(b, catalog_keys) | _custom_keys(h, catalog_keys)):
+    for key in sorted(_custom_keys(b, table) | _custom_keys(h, table)):
         rb, rh = b.get(key), h.get(key)
         if rb == rh:
             continue
@@ -774,19 +783,86 @@ def _other_value(*requirements: Requirement) -> str:
     return other
 
 
-def compare(
+def _v1_label_values(
+    checked: CheckedProvisioner, offerings: Iterable[tuple[str, str, str]], key: str, catalog: Catalog
+) -> dict[str, list[tuple[str, str, str]]]:
+    """Each value of `key` (one of `model.labels.V1_INSTANCE_LABELS`) a node of a NodePool's `offerings` may carry,
+    with the offerings that carry it: its type's value, or for a launch label (the tenancy) each value the type
+    offers that the NodePool's requirements allow."""
+    requirement = checked.provisioner.requirements.get(key)
+    launched = launch_labels(True).get(key)
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for offering in offerings:
+        if launched is not None:
+            values: tuple[str, ...] = launched
+        else:
+            it = catalog.get(offering[0])
+            value = it.v1_labels.get(key) if it is not None else None
+            values = (value,) if value is not None else ()
+        for value in values:
+            if requirement is None or requirement.has(value):
+                found.setdefault(value, []).append(offering)
+    return found
+
+
+def _v1_label_deltas(
     base: CheckedProvisioner,
     head: CheckedProvisioner,
+    before: Mapping[tuple[str, str, str], float | None],
+    after: Mapping[tuple[str, str, str], float | None],
     catalog: Catalog,
-    catalog_keys: frozenset[str],
 ) -> list[Delta]:
-    """Every dimension in which HEAD's provisioner admits other things than BASE's (witnesses not yet proven)."""
-    deltas = _offering_deltas(admitted(base, catalog), admitted(head, catalog), catalog)
+    """A NodePool's change in each label Karpenter v1.14.1 added (`model.labels.V1_INSTANCE_LABELS`): the values
+    HEAD's nodes may carry that BASE's could not, and the reverse, each with the cheapest offering carrying one
+    (its `label` pinned when the solver proves it). None for a Provisioner: v0.31's nodes carry none of them."""
+    if head.kind != NODEPOOL_KIND:
+        return []
+    deltas: list[Delta] = []
+    for key in sorted(wk.V1_INSTANCE_LABELS):
+        values_before = _v1_label_values(base, before, key, catalog)
+        values_after = _v1_label_values(head, after, key, catalog)
+        added, removed = sorted(values_after.keys() - values_before), sorted(values_before.keys() - values_after)
+        if not added and not removed:
+            continue
+        deltas.append(
+            Delta(
+                key,
+                added,
+                removed,
+                _label_witness(key, added, values_after, after, catalog.region),
+                _label_witness(key, removed, values_before, before, catalog.region),
+            )
+        )
+    return deltas
+
+
+def _label_witness(
+    key: str,
+    values: Sequence[str],
+    carried: Mapping[str, list[tuple[str, str, str]]],
+    offerings: Mapping[tuple[str, str, str], float | None],
+    region: str,
+) -> Offering | None:
+    """The cheapest of the `offerings` that carry one of `values` of `key` (ties: the first value), with its label."""
+    cheapest = min(
+        ((Offering(price_key(offerings[o]), *o, region=region), value) for value in values for o in carried[value]),
+        default=None,
+    )
+    return None if cheapest is None else replace(cheapest[0], label=(key, cheapest[1]))
+
+
+def compare(base: CheckedProvisioner, head: CheckedProvisioner, catalog: Catalog) -> list[Delta]:
+    """Every dimension in which HEAD's provisioner admits other things than BASE's (witnesses not yet proven), each
+    read with the labels of its API version (`catalog.table.catalog_keys`: a NodePool's include v1.14.1's)."""
+    table = table_for(catalog, v1=head.kind == NODEPOOL_KIND)
+    before, after = admitted(base, catalog), admitted(head, catalog)
+    deltas = _offering_deltas(before, after, catalog)
     if base.verdict != head.verdict:
         deltas.insert(0, Delta("verdict", [head.verdict.value], [base.verdict.value]))
+    deltas += _v1_label_deltas(base, head, before, after, catalog)
     deltas += _taint_deltas(base, head)
     deltas += _limit_deltas(base, head)
-    deltas += _label_deltas(base, head, catalog_keys)
+    deltas += _label_deltas(base, head, table)
     b, h = base.provisioner.weight, head.provisioner.weight
     if b != h:
         deltas.append(Delta("weight", [f"{h} (was {b}; tried {'earlier' if h > b else 'later'})"]))
@@ -797,8 +873,6 @@ def diff_sides(
     base: Side, head: Side, catalog: Catalog, timeout_ms: int = DEFAULT_TIMEOUT_MS, paths: Sequence[str] = ()
 ) -> DiffResult:
     """Compare two checked sides provisioner by provisioner; prove the witnesses."""
-    table = table_for(catalog)
-    catalog_keys = frozenset(CATALOG_KEYS | set(table.domains))
     prover = _Prover(catalog, timeout_ms)
     names = sorted({c.key for c in base.checked} | {c.key for c in head.checked})
     invalid = {label: _invalid_provisioners(side.report) for label, side in (("BASE", base), ("HEAD", head))}
@@ -814,7 +888,7 @@ def diff_sides(
             note = "not checked within the time limit on one side; raise --timeout-ms"
             diffs.append(ProvisionerDiff(name, "undecided", b, h, [Delta("verdict", note=note)]))
             continue
-        deltas = compare(b, h, catalog, catalog_keys)
+        deltas = compare(b, h, catalog)
         proofs = 0
         for delta in deltas:
             if proofs >= MAX_PROVEN_WITNESSES:

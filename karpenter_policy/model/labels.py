@@ -8,8 +8,9 @@ Pure data and predicates: no I/O, nothing else of the package imported.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from types import MappingProxyType
 
 from karpenter_policy.model.spelling import edit_distance, nearest_name
 
@@ -153,6 +154,10 @@ V1_INSTANCE_LABELS: frozenset[str] = frozenset(
         INSTANCE_TENANCY,
     }
 )
+#: The labels of `V1_INSTANCE_LABELS` a node takes from its launch rather than its instance type, with the values
+#: every type offers (a node has one of them): the tenancy (`computeRequirements`: `In [default dedicated]`). Terms
+#: on one are met together by some value they all accept, whatever the type.
+V1_LAUNCH_LABELS: Mapping[str, tuple[str, ...]] = MappingProxyType({INSTANCE_TENANCY: TENANCIES})
 #: The well-known labels a v1 NodePool's scheduling allows a pod to select though its requirements do not name
 #: them (Karpenter's `AllowUndefinedWellKnownLabels`): v0.31's and `V1_INSTANCE_LABELS`.
 V1_WELL_KNOWN_LABELS: frozenset[str] = WELL_KNOWN_LABELS | V1_INSTANCE_LABELS
@@ -186,7 +191,7 @@ NORMALIZED_LABELS: dict[str, str] = {**DEPRECATED_LABELS, EBS_CSI_ZONE: ZONE}
 #: Labels Karpenter ignores when it schedules.
 IGNORED_LABELS: frozenset[str] = frozenset({REGION})
 
-#: Well-known labels whose values are integers (Gt/Lt make sense on them).
+#: Well-known labels whose values are integers (Gt/Lt make sense on them), v1.14.1's among them.
 INTEGER_LABELS: frozenset[str] = frozenset(
     {
         INSTANCE_GENERATION,
@@ -198,6 +203,8 @@ INTEGER_LABELS: frozenset[str] = frozenset(
         INSTANCE_GPU_COUNT,
         INSTANCE_GPU_MEMORY,
         INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+        INSTANCE_EBS_BANDWIDTH,
     }
 )
 

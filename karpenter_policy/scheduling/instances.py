@@ -18,8 +18,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from karpenter_policy.api.constraintset import INSTANCE_TYPE_KEYS
 from karpenter_policy.catalog import Catalog
+from karpenter_policy.catalog.table import catalog_keys
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, known_price, price_key
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
@@ -27,12 +27,13 @@ from karpenter_policy.scheduling.vectors import RESOURCES, Vector
 
 #: Keys matched against offerings (per zone × capacity type) rather than a type's labels.
 OFFERING_KEYS = (wk.ZONE, wk.CAPACITY_TYPE)
-#: The label keys every type has a requirement on (a type without the label: DoesNotExist). The OS and region are
-#: the same for every type of a node claim template and are matched as such.
-TYPE_KEYS: frozenset[str] = INSTANCE_TYPE_KEYS - {wk.OS, wk.REGION}
+#: The label keys every type has a requirement on (a type without the label: DoesNotExist): a v1alpha5
+#: Provisioner's (`catalog.table.catalog_keys`, the one list per API version). The OS and region are the same for
+#: every type of a node claim template and are matched as such.
+TYPE_KEYS: frozenset[str] = catalog_keys(v1=False) - {wk.OS}
 #: The type labels of a v1 NodePool's types (Karpenter v1.14.1): v0.31's and `model.labels.V1_INSTANCE_LABELS`,
 #: which a v1alpha5 Provisioner's types do not carry (v0.31 knew none of them). Every type offers both tenancies.
-V1_TYPE_KEYS: frozenset[str] = TYPE_KEYS | wk.V1_INSTANCE_LABELS
+V1_TYPE_KEYS: frozenset[str] = catalog_keys(v1=True) - {wk.OS}
 _NEGATIVE = (Operator.NOT_IN, Operator.DOES_NOT_EXIST)
 _CACHE_LIMIT = 65536
 

@@ -111,6 +111,9 @@ class CheckedProvisioner:
     region: str = ""  # the catalog's
     #: `Provisioner`, or `NodePool` for a v1 NodePool proven through its scheduling view (`proof.nodepools`).
     kind: str = PROVISIONER_KIND
+    #: A NodePool's: the witness's values of the labels of Karpenter v1.14.1 that its requirements name
+    #: (`model.labels.V1_INSTANCE_LABELS`), by key (`witness_labels`); a Provisioner's are always empty.
+    witness_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def object_ref(self) -> str:
@@ -139,17 +142,24 @@ class CheckedProvisioner:
             "capacity_types": list(self.capacity_types),
         }
         if self.witness is not None:
-            data["witness"] = self.witness.to_json()
+            witness = self.witness.to_json()
+            if self.witness_labels:
+                witness["labels"] = dict(self.witness_labels)
+            data["witness"] = witness
         return data
 
     def summary(self) -> str:
-        """`Provisioner/default: 123 instance types, e.g. c5.large (us-east-1a, spot)`."""
+        """`Provisioner/default: 123 instance types, e.g. c5.large (us-east-1a, spot)`; a NodePool's witness with
+        its values of the v1 labels its requirements name (`NodePool/amd: 58 instance types, e.g. c5a.large
+        (us-east-1a, spot; karpenter.k8s.aws/instance-cpu-manufacturer=amd)`)."""
         count = len(self.instance_types)
         text = f"{self.object_ref}: {count} instance type{'s' if count != 1 else ''}"
         if self.witness is not None:
             w = self.witness
             text += f", e.g. {w.instance_type} ({w.zone}, {w.capacity_type}"
-            text += f"; {price_text(None, self.region)})" if w.price is None else ")"
+            notes = [price_text(None, self.region)] if w.price is None else []
+            notes += [f"{key}={value}" for key, value in self.witness_labels]
+            text += f"; {', '.join(notes)})" if notes else ")"
         return text
 
 
@@ -172,13 +182,14 @@ def prove_provisioners(
         return [], []
     catalog = catalog if catalog is not None else load_catalog()
     table = InstanceTable.of_catalog(catalog)
-    solvers: dict[str, Solver] = {}
+    solvers: dict[tuple[str, bool], Solver] = {}
     findings: list[Finding] = []
     checked: list[CheckedProvisioner] = []
     for doc in documents:
         template = node_template_of(doc.data, node_templates)
         os = provisioner_os(doc.data, node_templates)
-        solver = solvers.get(os) or solvers.setdefault(os, Solver(catalog, timeout_ms, os))
+        v1 = doc.data.get("kind") == NODEPOOL_KIND
+        solver = solvers.get((os, v1)) or solvers.setdefault((os, v1), Solver(catalog, timeout_ms, os, v1=v1))
         found, result = check_provisioner(doc, solver)
         result = replace(result, node_template=template)
         findings.extend(found)
@@ -212,11 +223,14 @@ def node_template_of(
 
 
 def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], CheckedProvisioner]:
-    """The solver's findings for one valid Provisioner document, and what it proved."""
+    """The solver's findings for one valid Provisioner document (or NodePool view), and what it proved. The
+    solver reads the document's API version's labels (`Solver(v1=True)` for a NodePool: ValueError otherwise)."""
     terms = terms_of(doc.data)
     table = solver.table
     name = str((doc.data.get("metadata") or {}).get("name"))
     kind = NODEPOOL_KIND if doc.data.get("kind") == NODEPOOL_KIND else PROVISIONER_KIND
+    if solver.v1 != (kind == NODEPOOL_KIND):
+        raise ValueError(f"a {kind} is proven with the labels of its own API version: Solver(v1={not solver.v1})")
     ref = object_ref(kind, name)
     line, column = doc.position(("metadata", "name"))
     findings, dead = _unknown_names(doc, terms, table, ref)
@@ -239,8 +253,28 @@ def check_provisioner(doc: Document, solver: Solver) -> tuple[list[Finding], Che
         seconds=outcome.seconds,
         region=table.region,
         kind=kind,
+        witness_labels=witness_labels(terms, outcome.witness, table),
     )
     return findings, result
+
+
+def witness_labels(terms: Sequence[Term], witness: Witness | None, table: CatalogTable) -> tuple[tuple[str, str], ...]:
+    """The witness's values of the labels of Karpenter v1.14.1 (`model.labels.V1_INSTANCE_LABELS`) that `terms`
+    name, by key, when `table` reads them (a v1 NodePool's): its type's value, or for a launch label (the tenancy)
+    the first value every term on it accepts. Empty for a v1alpha5 Provisioner, whose nodes carry none of them."""
+    if witness is None or not table.v1:
+        return ()
+    instance_type = table.catalog.get(witness.instance_type)
+    found: list[tuple[str, str]] = []
+    for key in sorted({t.key for t in terms} & wk.V1_INSTANCE_LABELS):
+        if key in table.launch_values:
+            on_key = [t.requirement for t in terms if t.key == key]
+            value = next((v for v in table.launch_values[key] if all(r.has(v) for r in on_key)), None)
+        else:
+            value = instance_type.v1_labels.get(key) if instance_type is not None else None
+        if value is not None:
+            found.append((key, value))
+    return tuple(found)
 
 
 # --- findings -----------------------------------------------------------------------------------------------
@@ -446,6 +480,8 @@ _UNITS: dict[str, str] = {
     wk.INSTANCE_GPU_COUNT: "GPUs",
     wk.INSTANCE_GPU_MEMORY: "MiB of GPU memory",
     wk.INSTANCE_ACCELERATOR_COUNT: "accelerators",
+    wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: "MHz of sustained CPU clock speed",
+    wk.INSTANCE_EBS_BANDWIDTH: "Mbps of EBS bandwidth",
 }
 _GPU_KEYS = {wk.INSTANCE_GPU_NAME, wk.INSTANCE_GPU_MANUFACTURER, wk.INSTANCE_GPU_COUNT, wk.INSTANCE_GPU_MEMORY}
 _ACCELERATOR_KEYS = {wk.INSTANCE_ACCELERATOR_NAME, wk.INSTANCE_ACCELERATOR_MANUFACTURER, wk.INSTANCE_ACCELERATOR_COUNT}
@@ -497,6 +533,7 @@ def predicate(term: Term) -> str:
             wk.INSTANCE_CATEGORY: f"is {not_}of category {_one_of(values)}",
             wk.INSTANCE_SIZE: f"is {not_}of size {_one_of(values)}",
             wk.INSTANCE_GENERATION: f"is {not_}of generation {_one_of(values)}",
+            wk.INSTANCE_CPU_MANUFACTURER: f"{'has no' if negated else 'has a'} CPU by {_one_of(values)}",
             wk.INSTANCE_HYPERVISOR: f"does {not_}run on hypervisor {_one_of(values)}"
             if negated
             else f"runs on hypervisor {_one_of(values)}",

@@ -4,7 +4,10 @@ What is proven: some instance type of the catalog, in some zone, with some capac
 offering), carries label values that every requirement term of the provisioner accepts — its requirements as
 written, its labels (each `key In [value]`) and the requirements Karpenter's webhook adds by default — with
 Karpenter v0.31's matching rule per key: a type that lacks a label satisfies only NotIn / DoesNotExist, and a
-custom label (one the catalog does not define) only has to agree with the provisioner's other terms.
+custom label (one the catalog does not define) only has to agree with the provisioner's other terms. Which labels
+the catalog defines depends on the API version (`Solver(v1=...)`, `catalog.table.catalog_keys`): a v1 NodePool's
+types carry the labels Karpenter v1.14.1 added (`model.labels.V1_INSTANCE_LABELS`), a v1alpha5 Provisioner's do
+not (there they are custom labels, as in v0.31).
 
 Encoding (one small Z3 problem per provisioner, over a catalog table built once per catalog):
 
@@ -15,7 +18,8 @@ Encoding (one small Z3 problem per provisioner, over a catalog table built once 
 * `z` and `c` (Int) are the class of the zone and of the capacity type (the zones, resp. capacity types, that
   the terms cannot tell apart); each row allows exactly the (zone, capacity type) pairs its types are offered in.
 * `v<k>` (Int) is the class of label `k`'s value on the chosen type (the table: `t = r -> v<k> = class`);
-  `u<k>` (Int) is the class of a custom label's value (no table: one representative value per class).
+  `u<k>` (Int) is the class of a custom label's value (no table: one representative value per class), or of a
+  launch label's (a v1 NodePool's tenancy: every type offers each of its values, `CatalogTable.launch_values`).
 * every term is a tracked assertion `p -> constraint on v<k> / z / c / u<k>`, checked under the assumptions
   `p...` — what `assert_and_track` does, except that a subset can be re-checked in the same scope, which is how
   unsat cores are minimised (deletion: drop a member, re-check) and further, disjoint cores found.
@@ -198,7 +202,9 @@ class _Problem:
         self.classes: dict[str, KeyClasses] = {k: self._classes(k) for k in self.catalog_keys}
         for k in self.custom_keys:
             requirements = self._requirements(k)
-            self.classes[k] = KeyClasses.of(custom_representatives(requirements), requirements)
+            launched = table.launch_values.get(k)  # a launch label's values; a custom label's are any
+            values = custom_representatives(requirements) if launched is None else launched
+            self.classes[k] = KeyClasses.of(values, requirements)
         self.zone = KeyClasses.of(table.zones, self._requirements(wk.ZONE))
         self.capacity = KeyClasses.of(table.capacity_types, self._requirements(wk.CAPACITY_TYPE))
         # The catalog's offering sets as sets of (zone class, capacity-type class) pairs.
@@ -328,6 +334,7 @@ class Solver:
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         os: str = "linux",
         *,
+        v1: bool = False,
         fast_path: bool | None = None,
         own_context: bool | None = None,
     ) -> None:
@@ -336,7 +343,8 @@ class Solver:
         baseline = bool(environ.get(BASELINE_ENV))
         self.catalog = catalog
         self.os = os
-        self.table = table_for(catalog, os)
+        self.v1 = v1
+        self.table = table_for(catalog, os, v1)
         self.instances = InstanceTable.of_catalog(catalog)
         self.timeout_ms = timeout_ms
         self.fast_path = not baseline if fast_path is None else fast_path
@@ -349,7 +357,7 @@ class Solver:
         """Prove `terms` (see `terms_of`) satisfiable against the catalog, or find why not."""
         start = time.perf_counter()
         if self.fast_path:
-            found = satisfying(self.instances, [term.requirement for term in terms], self.os)
+            found = satisfying(self.instances, [term.requirement for term in terms], self.os, self.v1)
             if found is not None:
                 return SolverResult(
                     Verdict.SAT,
@@ -379,7 +387,7 @@ class Solver:
         requirements = [term.requirement for term in terms]
 
         def unsatisfiable(subset: Sequence[int]) -> bool:
-            return satisfying(self.instances, [requirements[j] for j in subset], self.os) is None
+            return satisfying(self.instances, [requirements[j] for j in subset], self.os, self.v1) is None
 
         cores: list[list[int]] = []
         if unsatisfiable([]):  # the catalog alone admits nothing
@@ -489,8 +497,8 @@ class Solver:
 
 @dataclass(frozen=True, slots=True)
 class Difference:
-    """An offering (instance type, zone, capacity type) with the custom label values of the node that exactly one
-    of two term sets admits; `first` says which (True: the first set admits it, the second does not)."""
+    """An offering (instance type, zone, capacity type) with the custom (and launch) label values of the node that
+    exactly one of two term sets admits; `first` says which (True: the first set admits it, the second does not)."""
 
     first: bool
     instance_type: str
