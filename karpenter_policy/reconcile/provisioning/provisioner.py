@@ -49,6 +49,7 @@ from karpenter_policy.cloud.provider import Instance, LaunchRequest
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.claims import objects as claim_objects
 from karpenter_policy.reconcile.context import Context
@@ -525,7 +526,9 @@ class Provisioner:
             reason = "insufficient_capacity"
             for failed in error.failed:
                 metrics.insufficient_capacity.labels(claim.template, failed.capacity_type).inc()
-            metrics.machines_terminated.labels(reason, claim.template).inc()  # as Karpenter deletes the machine
+            # as Karpenter deletes the machine (v0.31) or the NodeClaim (v1.14.1's launch.go)
+            capacity = objects.labels(stored).get(wk.CAPACITY_TYPE, "") if stored is not None else ""
+            metrics.claim_disrupted(claim.template, reason, "insufficient_capacity", capacity)
         elif isinstance(error, ConfigurationError):
             reason = "configuration"
         elif isinstance(error, Throttled):
