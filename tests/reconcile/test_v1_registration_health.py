@@ -17,6 +17,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from karpenter_policy.cloud.errors import ConfigurationError
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import error_for_status
@@ -311,6 +312,29 @@ def test_launch_timeouts_are_failures_with_the_launch_condition_as_reason(compil
     controller = scene.controller()
     scene.run(controller, 420, until=lambda: not scene.nodeclaims())
     assert _status(_health(scene)) == ("False", *failure)
+    assert _disrupted(scene, controller, "launch_timeout", "") == 2
+
+
+def test_launches_failing_for_the_launch_timeout_make_the_nodepool_unhealthy(compiled: Path) -> None:
+    """liveness_test.go:354 as v1.14.1 gets there: two claims whose launches keep failing (not for capacity) are
+    deleted at the launch timeout — here the same pods' claims failing for 5 minutes since their first failure —,
+    False with the LaunchFailed reason and the launch's error; nothing before."""
+    scene = Scene(compiled, types=[TYPE])
+    _apply(scene.cluster)
+    apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": wk.HOSTNAME}]}}
+    for name in ("web-0", "web-1"):
+        scene.add_pod(name, cpu="1", labels={"app": "web"}, affinity=apart, nodeSelector={wk.NODEPOOL: "default"})
+    cloud = scene.cloud
+    cloud.create = lambda request: (_ for _ in ()).throw(  # type: ignore[method-assign]
+        ConfigurationError("fake", "no subnet matches"))
+    controller = scene.controller()
+    scene.run(controller, 240)
+    assert _status(_health(scene))[0] == "Unknown"  # type: ignore[index]
+    scene.run(controller, 300, until=lambda: (_health(scene) or {}).get("status") == "False")
+    found = _health(scene) or {}
+    assert (found["status"], found["reason"]) == ("False", "LaunchFailed")
+    assert "no subnet matches" in found["message"]
     assert _disrupted(scene, controller, "launch_timeout", "") == 2
 
 
