@@ -232,6 +232,24 @@ def test_a_changed_nodepool_resets_the_condition_to_unknown() -> None:
     assert health.state.status(objects.uid(nodepool)) is Status.UNKNOWN
 
 
+@given(st.one_of(st.none(), st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2),
+                 st.dictionaries(st.sampled_from(["conditions", "nodeClassObservedGeneration"]),
+                                 st.one_of(st.none(), st.integers(), st.text(max_size=3),
+                                           st.lists(st.one_of(st.integers(), st.dictionaries(
+                                               st.sampled_from(["type", "status", "observedGeneration"]),
+                                               st.sampled_from(["NodeRegistrationHealthy", "True", 1, None]))),
+                                               max_size=3)), max_size=2)))
+def test_a_nodepool_status_of_any_shape_is_replaced_never_raised_on(status: Any) -> None:
+    """What the API answers is not trusted: a NodePool whose status is of another shape gets a readable one."""
+    cluster = MemoryCluster()
+    health, nodepool = _observed(cluster)
+    cluster.update(NODE_POOL, {**nodepool, "status": status}, subresource="status")
+    health.observe("default")
+    found = cluster.get(NODE_POOL, "default") or {}
+    assert found["status"]["nodeClassObservedGeneration"] == 1
+    assert (condition_of(found) or {}).get("status") in ("Unknown", "True", "False")
+
+
 @pytest.mark.parametrize(("status", "expected"), [("True", Status.HEALTHY), ("False", Status.UNHEALTHY)])
 def test_an_unchanged_nodepool_keeps_its_condition_and_it_stands_for_the_results(status: str, expected: Status) -> None:
     """suite_test.go:124 and :133 "should not set NodeRegistrationHealthy … as Unknown if it is already set to

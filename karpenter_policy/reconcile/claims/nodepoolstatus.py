@@ -61,9 +61,15 @@ REFUSED, CONFLICT, PRUNED = "refused", "conflict", "pruned"
 Change = Callable[[Obj], bool]
 
 
+def _status(obj: Obj) -> dict[str, Any]:
+    """The object's status, {} when it has none or one of another shape (what the API answers is not trusted)."""
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
 def condition_of(nodepool: Obj) -> dict[str, Any] | None:
     """The NodePool's NodeRegistrationHealthy condition (None: it has none)."""
-    found = (nodepool.get("status") or {}).get("conditions")
+    found = _status(nodepool).get("conditions")
     for condition in found if isinstance(found, list) else ():
         if isinstance(condition, dict) and condition.get("type") == NODE_REGISTRATION_HEALTHY:
             return condition
@@ -77,9 +83,7 @@ def _generation(obj: Obj) -> int:
 
 def set_registration_health(nodepool: Obj, status: str, reason: str, message: str, now: dt.datetime) -> bool:
     """Set the NodePool's condition in place (observedGeneration its generation); whether anything changed."""
-    state = nodepool.setdefault("status", {})
-    if not isinstance(state, dict):
-        state = nodepool["status"] = {}
+    state = nodepool["status"] = _status(nodepool)
     found = state.get("conditions")
     kept = [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
     changed = conditions.set_condition(kept, NODE_REGISTRATION_HEALTHY, status, reason, message, now,
@@ -99,7 +103,7 @@ def owner_uid(claim: Obj) -> str:
 
 def failure_reason(claim: Obj) -> tuple[str, str]:
     """False's reason and message for a claim that did not register (see the module docstring)."""
-    found = (claim.get("status") or {}).get("conditions")
+    found = _status(claim).get("conditions")
     launched = next((c for c in found if isinstance(c, dict) and c.get("type") == conditions.LAUNCHED), None) \
         if isinstance(found, list) else None
     if launched is None:
@@ -161,7 +165,7 @@ class RegistrationHealth:
                 self.state.set_status(uid, Status.HEALTHY)
             elif condition.get("status") == "False":
                 self.state.set_status(uid, Status.UNHEALTHY)
-        status = nodepool.setdefault("status", {})
+        status = nodepool["status"] = _status(nodepool)
         class_generation = _generation(node_class)
         changed = False
         if (
