@@ -16,6 +16,8 @@ from promscrape import scrape, serving
 from karpenter_policy.fakes import eventbridge
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.interruption.eventbridge import parse
+from karpenter_policy.reconcile.interruption.handler import disrupted_reason
 from karpenter_policy.testing import Scene, compile_policies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,3 +128,16 @@ def test_a_nodepools_node_whose_instance_is_gone_is_garbage_collected_under_v1s_
                         nodepool="default", capacity_type="on-demand") == 1
     for name in ("karpenter_machines_terminated", "karpenter_machines_terminated_total"):
         assert scene.metric(controller, name, reason="garbage_collected", provisioner="NodePool/default") is None
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (eventbridge.spot_interruption("i-0a"), "spot_interrupted"),
+    (eventbridge.scheduled_change("i-0a"), "scheduled_change"),
+    (eventbridge.state_change("i-0a", "stopping"), "instance_stopped"),
+    (eventbridge.state_change("i-0a", "stopped"), "instance_stopped"),
+    (eventbridge.state_change("i-0a", "shutting-down"), "instance_terminated"),
+    (eventbridge.state_change("i-0a", "terminated"), "instance_terminated"),
+])
+def test_an_interruptions_disrupted_reason_is_its_v1_kind(body: str, reason: str) -> None:
+    """aws messages/types.go and statechange/model.go `Kind()`: what `deleteNodeClaim` counts a claim under."""
+    assert disrupted_reason(parse(body)) == reason
