@@ -7,7 +7,8 @@ a version older than the window (or than a :meth:`MemoryCluster.compact`) raises
 finalizers (``deletionTimestamp`` first, removal once the last finalizer goes); Binding, Eviction (with
 PodDisruptionBudgets), Events and Leases behave as on a real cluster. Thread-safe: one lock guards the
 state, and watchers wait on its condition. Pods are deleted at once (there is no kubelet to honour a
-grace period); create keeps the status it is given so tests can seed running pods and ready nodes. Calls answer
+grace period); create keeps the status it is given so tests can seed running pods and ready nodes. A NodePool's and an
+EC2NodeClass's ``metadata.generation`` is counted as the API server counts it. Calls answer
 at once: a ``timeout`` is accepted and has nothing to bound. A test sees the writes made to it as they happen
 (:meth:`MemoryCluster.observe`: each create, update, patch, delete, bind and eviction, with its answer), to record
 them or to act in the middle of a controller's pass.
@@ -242,6 +243,8 @@ class MemoryCluster:
                 meta["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{key}/{version}"))
                 meta["creationTimestamp"] = objects.format_time(self._clock())
                 meta["resourceVersion"] = str(version)
+                if kind in _GENERATIONS:
+                    meta["generation"] = 1
                 self._store(kind)[key] = new
                 self._record(_Change(version, kind, "ADDED", copy.deepcopy(new), None))
                 return copy.deepcopy(new)
@@ -370,6 +373,8 @@ class MemoryCluster:
                 meta[immutable] = current["metadata"][immutable]
             else:
                 meta.pop(immutable, None)
+        if kind in _GENERATIONS and _spec_part(new) != _spec_part(current):
+            meta["generation"] = int(meta.get("generation") or 0) + 1
         _check_writable(kind, new)
         if objects.is_deleting(new) and not objects.finalizers(new):
             self._remove(kind, new)
@@ -421,8 +426,17 @@ class MemoryCluster:
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_OWNED_METADATA = (
-    "name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"
+    "name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"
 )  # what the API server draws generateName suffixes from
+#: Kinds whose ``metadata.generation`` the API server counts: 1 at creation, one more at each change of anything
+#: but their metadata and status (Karpenter's NodePool and EC2NodeClass, whose `NodeRegistrationHealthy` compares
+#: generations: ``reconcile.claims.nodepoolstatus``).
+_GENERATIONS = frozenset({objects.NODE_POOL, objects.EC2_NODE_CLASS})
+
+
+def _spec_part(obj: Obj) -> dict[str, Any]:
+    """What a change of bumps the generation: all but metadata and status."""
+    return {key: value for key, value in obj.items() if key not in ("metadata", "status", "apiVersion", "kind")}
 
 
 def _check_writable(kind: Kind, obj: Obj) -> None:

@@ -1,5 +1,6 @@
 """What every controller of the reconciler shares: the cluster and the cloud, the cluster state, the launches in
-flight, the constraint sets in force, the clocks, the writer of NodePools' NodeClaims (`claims`), the metrics (and
+flight, the constraint sets in force, the clocks, the writer of NodePools' NodeClaims (`claims`) and of their
+`NodeRegistrationHealthy` (`registration_health`), the metrics (and
 the gauges read from the state at each scrape: `clustermetrics`), and the helpers that log and record Events (`events`).
 
 One :class:`Context` per controller process; the controllers (`provisioning`, `termination`, `disruption`,
@@ -21,6 +22,7 @@ from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.claims.nodepoolstatus import RegistrationHealth
 from karpenter_policy.reconcile.claims.writer import ClaimWriter
 from karpenter_policy.reconcile.clustermetrics import ClusterMetrics
 from karpenter_policy.reconcile.constraints import Loaded
@@ -60,6 +62,7 @@ class Context:
         self.events = Recorder(self.cluster, self.clock, self.fields)
         self.cluster_metrics = ClusterMetrics(self.state, self.metrics, self._sets, self.wall_clock)
         self.claims = ClaimWriter(self.cluster, self.wall_clock, self.fields)
+        self.registration_health = RegistrationHealth(self.cluster, self.wall_clock, self.fields, self.metrics)
 
     def _sets(self) -> tuple[ConstraintSet, ...]:
         loaded = self.loaded

@@ -70,6 +70,9 @@ quantiles (`exposition`).
 * garbage collection (see `garbage`): `karpenter_policy_garbage_collected_total{object}` — instances terminated
   for having no Node (`instance`), Nodes deleted for having no instance (`node`), NodeClaims deleted for having
   no instance and no Node (`nodeclaim`), unused launch templates deleted (`launch_template`).
+* `karpenter_policy_nodepool_status_failures_total{reason}` — writes of a NodePool's `NodeRegistrationHealthy`
+  (`claims.nodepoolstatus`) that did not take: `refused` by the API, still in `conflict` after retries, or `pruned`
+  (the API stored the NodePool without the field: its CRD is older than v1.14.1's).
 """
 
 from __future__ import annotations
@@ -283,6 +286,13 @@ class Metrics:
             ["operation"],
             registry=registry,
         )
+        self.nodepool_status_failures = Counter(
+            "karpenter_policy_nodepool_status_failures",
+            "NodePool status writes (NodeRegistrationHealthy) that did not take, by reason (refused: the API refused "
+            "it; conflict: still conflicting after retries; pruned: stored without the field).",
+            ["reason"],
+            registry=registry,
+        )
         self.garbage_collected = Counter(
             "karpenter_policy_garbage_collected",
             "Instances terminated for having no Node (instance), Nodes deleted for having no instance (node), "
@@ -476,6 +486,15 @@ class Metrics:
             self.nodeclaims_created.labels(v1_reason, pool_name(pool), relaxed).inc()
         else:
             self.machines_created.labels(reason, pool).inc()
+
+    def claim_disrupted(self, pool: str, reason: str, v1_reason: str, capacity_type: str) -> None:
+        """A node of `pool` deleted by the controller (not by a disruption command: those count themselves): a
+        NodePool's as v1.14.1 counts a NodeClaim disrupted (`karpenter_nodeclaims_disrupted_total`, its
+        `v1_reason`), a Provisioner's as v0.31 counts a machine terminated (`reason`)."""
+        if is_nodepool(pool):
+            self.nodeclaims_disrupted.labels(v1_reason, pool_name(pool), capacity_type).inc()
+        else:
+            self.machines_terminated.labels(reason, pool).inc()
 
     def step(self, controller: str) -> Step:
         """One reconcile of a controller, measured in one or more segments (see :class:`Step`)."""

@@ -153,6 +153,7 @@ CONTROLLER_CALLS = {
     ("karpenter.sh", "nodeclaims", "list"), ("karpenter.sh", "nodeclaims", "watch"),  # a claim deleted by hand
     ("karpenter.sh", "nodeclaims", "patch"), ("karpenter.sh", "nodeclaims", "delete"),
     ("karpenter.sh", "nodeclaims/status", "update"), ("karpenter.sh", "nodepools", "get"),  # the claim's owner
+    ("karpenter.sh", "nodepools/status", "update"), ("karpenter.k8s.aws", "ec2nodeclasses", "get"),  # registration
     ("apps", "daemonsets", "list"), ("apps", "daemonsets", "watch"),  # DaemonSet overhead
     ("policy", "poddisruptionbudgets", "list"), ("policy", "poddisruptionbudgets", "watch"),
     ("", "events", "create"), ("", "events", "get"), ("", "events", "patch"),

@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 from promscrape import scrape, serving
 
+from karpenter_policy.fakes import eventbridge
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.interruption.eventbridge import parse
+from karpenter_policy.reconcile.interruption.handler import disrupted_reason
 from karpenter_policy.testing import Scene, compile_policies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +77,67 @@ def test_a_consolidation_is_a_voluntary_disruption_decision_and_its_claim_is_dis
     assert found.value("karpenter_nodeclaims_terminated_total", nodepool="under", capacity_type="on-demand",
                        zone=zone) == 1
     assert found.total("karpenter_deprovisioning_actions_performed") == 0
+
+
+def _instance(scene: Scene, node: str) -> str:
+    return str(scene.nodes()[node]["spec"]["providerID"]).rpartition("/")[2]
+
+
+def test_the_controllers_other_deletions_of_a_nodepools_claims_are_disrupted_with_v1_reasons(example: Path) -> None:
+    """Where v1.14.1 deletes a NodeClaim outside a disruption command it counts `karpenter_nodeclaims_disrupted_total`
+    with its reason (nodeclaim/lifecycle/launch.go `insufficient_capacity`; aws interruption/utils.go the message's
+    v1 kind: `spot_interrupted`, `instance_stopped`, `instance_terminated`) — a Provisioner's node keeps v0.31's
+    `karpenter_machines_terminated`."""
+    scene = Scene(example)
+    queue = scene.queue
+    apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": wk.HOSTNAME}]}}
+    for name in ("web-0", "web-1"):  # a node each
+        scene.add_pod(name, cpu="1", labels={"app": "web"}, affinity=apart, nodeSelector={wk.NODEPOOL: "default"})
+    scene.fail_next_launch()  # the NodePool's first launch: no capacity, its claim deleted
+    controller = scene.controller()
+    with serving(controller) as port:
+        scene.run(controller, 180, until=lambda: not scene.unbound())
+        scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+        scene.run(controller, 180, until=lambda: not scene.unbound())
+        ours = sorted(n for n, node in scene.nodes().items() if objects.labels(node).get(wk.NODEPOOL) == "default")
+        legacy = next(n for n in scene.nodes() if n not in ours)
+        queue.send(eventbridge.spot_interruption(_instance(scene, ours[0])))
+        queue.send(eventbridge.state_change(_instance(scene, ours[1]), "stopped"))
+        queue.send(eventbridge.state_change(_instance(scene, legacy), "terminated"))
+        scene.run(controller, 5)
+        found = scrape(port)
+    disrupted = {s.labels["reason"]: (s.labels["nodepool"], s.labels["capacity_type"], s.value)
+                 for s in found.of("karpenter_nodeclaims_disrupted_total")}
+    assert disrupted == {"insufficient_capacity": ("default", "", 1), "spot_interrupted": ("default", "on-demand", 1),
+                         "instance_stopped": ("default", "on-demand", 1)}
+    assert [(s.labels, s.value) for s in found.of("karpenter_machines_terminated")] == [
+        ({"reason": "interruption", "provisioner": "default"}, 1)]
+
+
+def test_a_nodepools_node_whose_instance_is_gone_is_garbage_collected_under_v1s_reason(example: Path) -> None:
+    """nodeclaim/garbagecollection/controller.go: `garbage_collected`."""
+    scene = Scene(example)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    (node,) = scene.nodes()
+    scene.stop_instance(node)
+    scene.run(controller, 900, until=lambda: node not in scene.nodes())
+    assert scene.metric(controller, "karpenter_nodeclaims_disrupted_total", reason="garbage_collected",
+                        nodepool="default", capacity_type="on-demand") == 1
+    for name in ("karpenter_machines_terminated", "karpenter_machines_terminated_total"):
+        assert scene.metric(controller, name, reason="garbage_collected", provisioner="NodePool/default") is None
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (eventbridge.spot_interruption("i-0a"), "spot_interrupted"),
+    (eventbridge.scheduled_change("i-0a"), "scheduled_change"),
+    (eventbridge.state_change("i-0a", "stopping"), "instance_stopped"),
+    (eventbridge.state_change("i-0a", "stopped"), "instance_stopped"),
+    (eventbridge.state_change("i-0a", "shutting-down"), "instance_terminated"),
+    (eventbridge.state_change("i-0a", "terminated"), "instance_terminated"),
+])
+def test_an_interruptions_disrupted_reason_is_its_v1_kind(body: str, reason: str) -> None:
+    """aws messages/types.go and statechange/model.go `Kind()`: what `deleteNodeClaim` counts a claim under."""
+    assert disrupted_reason(parse(body)) == reason

@@ -31,7 +31,7 @@ POD = {
 
 @pytest.fixture()
 def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
-    crds = frozenset({objects.NODE_CLAIM, objects.NODE_POOL})
+    crds = frozenset({objects.NODE_CLAIM, objects.NODE_POOL, objects.EC2_NODE_CLASS})
     with EmulatorThread(seed_namespaces=True, crds=crds) as server:
         config = server.write_kubeconfig(tmp_path / "kubeconfig")
         cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
@@ -75,6 +75,35 @@ def test_kubectl_get_nodeclaims_shows_the_controllers_claims_with_the_crds_colum
     kubectl("delete", "node", node, "--wait=false")
     scene.run(controller, 60, until=lambda: not kubectl("get", "nodeclaims", "-o", "name").stdout.strip())
     assert kubectl("get", "nodeclaims", "-o", "name").stdout.strip() == ""
+
+
+def _registration_health(kubectl: Kubectl) -> dict[str, object]:
+    nodepool = json.loads(kubectl("get", "nodepool", "default", "-o", "json").stdout)
+    status = nodepool.get("status") or {}
+    found = [c for c in status.get("conditions") or [] if c["type"] == "NodeRegistrationHealthy"]
+    return {"generation": nodepool["metadata"]["generation"], "class": status.get("nodeClassObservedGeneration"),
+            **(found[0] if found else {})}
+
+
+def test_kubectl_shows_the_nodepools_registration_health_written_through_its_status(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """NodeRegistrationHealthy over HTTP (registrationhealth/controller.go, registration.go): the NodePools and their
+    EC2NodeClass applied with kubectl as GitOps applies them; the controller writes the condition through
+    /status — Unknown at its first step with the class's generation observed, True once a claim registered."""
+    compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
+    kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "policies" / "nodepools.yaml"))  # no CRD schema served
+    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    controller = scene.controller()
+    scene.step(controller)
+    first = _registration_health(kubectl)
+    assert (first["status"], first["reason"], first["observedGeneration"]) == ("Unknown", "AwaitingReconciliation", 1)
+    assert first["class"] == 1 and first["generation"] == 1
+    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    scene.run(controller, 180, until=lambda: _registration_health(kubectl).get("status") == "True")
+    healthy = _registration_health(kubectl)
+    assert (healthy["status"], healthy["reason"], healthy["message"]) == ("True", "NodeRegistrationHealthy", "")
+    assert scene.metric(controller, "karpenter_policy_nodepool_status_failures_total", reason="refused") is None
 
 
 def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_path: Path) -> None:

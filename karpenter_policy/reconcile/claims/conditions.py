@@ -6,7 +6,8 @@ set `NodeClaim.StatusConditions` declares in core pkg/apis/v1/nodeclaim_status.g
 reaches it, and `Ready` is True once all three are, Unknown (`UnhealthyDependents`) until then. `Drifted` and
 `Consolidatable` are set True (Drifted with the kind of drift as its reason: `drift_reason`) when the disruption
 controller decides so and removed when it no longer does (as
-Karpenter clears them). A condition's `lastTransitionTime` changes only when its status does.
+Karpenter clears them). A condition's `lastTransitionTime` changes only when its status does (`set_condition`, which
+the NodePool's `NodeRegistrationHealthy` is written with too: `nodepoolstatus`).
 """
 
 from __future__ import annotations
@@ -77,30 +78,39 @@ def status_of(conditions: Sequence[Mapping[str, Any]], kind: str) -> str | None:
     return None
 
 
-def _set(conditions: list[Condition], kind: str, status: str, reason: str, message: str, now: dt.datetime) -> bool:
+def set_condition(
+    conditions: list[Condition], kind: str, status: str, reason: str, message: str, now: dt.datetime,
+    generation: int | None = None,
+) -> bool:
+    """Set condition `kind` in place, as operatorpkg's `ConditionSet.Set` does: its lastTransitionTime changes only
+    with its status; `generation` (the object's `metadata.generation`) is written as its `observedGeneration` when
+    given. Whether anything changed."""
+    observed = {} if generation is None else {"observedGeneration": generation}
     for condition in conditions:
         if condition.get("type") == kind:
             if (condition.get("status"), condition.get("reason"), condition.get("message", "")) == (
                 status, reason, message
-            ):
+            ) and all(condition.get(key) == value for key, value in observed.items()):
                 return False
             if condition.get("status") != status:
                 condition["lastTransitionTime"] = format_time(now)
-            condition.update(status=status, reason=reason, message=message)
+            condition.update(status=status, reason=reason, message=message, **observed)
             return True
     conditions.append(
-        {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": format_time(now)}
+        {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": format_time(now),
+         **observed}
     )
     return True
+
 
 
 def _ready(conditions: list[Condition], now: dt.datetime) -> None:
     unhealthy = [kind for kind in LIFECYCLE if status_of(conditions, kind) != "True"]
     if unhealthy:
         message = ", ".join(f"{kind}={status_of(conditions, kind) or 'Unknown'}" for kind in unhealthy)
-        _set(conditions, READY, "Unknown", "UnhealthyDependents", message, now)
+        set_condition(conditions, READY, "Unknown", "UnhealthyDependents", message, now)
     else:
-        _set(conditions, READY, "True", READY, "", now)
+        set_condition(conditions, READY, "True", READY, "", now)
 
 
 def set_true(
@@ -109,7 +119,7 @@ def set_true(
     """The conditions with `kind` True (its reason `reason`, else its type; `message` as given) and Ready
     recomputed; None when nothing changes."""
     changed = [dict(c) for c in conditions]
-    if not _set(changed, kind, "True", reason or kind, message, now):
+    if not set_condition(changed, kind, "True", reason or kind, message, now):
         return None
     _ready(changed, now)
     return changed
@@ -120,7 +130,7 @@ def set_unknown(
 ) -> list[Condition] | None:
     """The conditions with `kind` Unknown (`reason`, `message`) and Ready recomputed; None when nothing changes."""
     changed = [dict(c) for c in conditions]
-    if not _set(changed, kind, "Unknown", reason, message, now):
+    if not set_condition(changed, kind, "Unknown", reason, message, now):
         return None
     _ready(changed, now)
     return changed
@@ -134,5 +144,5 @@ def cleared(conditions: Sequence[Mapping[str, Any]], kind: str) -> list[Conditio
 
 __all__ = [
     "CONSOLIDATABLE", "DRIFTED", "DRIFT_REASONS", "INITIALIZED", "LAUNCHED", "LIFECYCLE", "READY", "REGISTERED",
-    "LAUNCH_FAILED", "cleared", "drift_reason", "initial", "set_true", "set_unknown", "status_of",
+    "LAUNCH_FAILED", "cleared", "drift_reason", "initial", "set_condition", "set_true", "set_unknown", "status_of",
 ]

@@ -43,7 +43,9 @@ launch); both leave a lagging DescribeInstances or a skewed clock room to remove
   (nothing to drain, the instance already gone). A claim with a Node is left to the Node's path above.
 
 A Node released this way counts as Karpenter counts a machine garbage collected (`karpenter_machines_terminated
-{reason="garbage_collected"}`) and a node terminated (`karpenter_nodes_terminated`).
+{reason="garbage_collected"}`; a NodePool's node as v1.14.1 counts its NodeClaim, `karpenter_nodeclaims_disrupted_total
+{reason="garbage_collected"}`, as a claim deleted without a Node is too) and a node terminated
+(`karpenter_nodes_terminated`).
 
 Nodes that are not ours (no constraint-set-hash annotation) are never written to, and only instances carrying the
 cluster's and a provisioner's tags are ever terminated. Each pass also lets the cloud delete the launch
@@ -65,6 +67,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.kube.objects import NODE_CLAIM, Kind, Obj
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import DEFAULT_GC_INTERVAL as DEFAULT_INTERVAL
@@ -75,6 +78,8 @@ from karpenter_policy.reconcile.state.records import ClaimRecord, NodeRecord, Un
 from karpenter_policy.reconcile.termination.nodedeletion import release
 
 GARBAGE = logs.logger("garbagecollection")
+#: Karpenter's reason for what it garbage collects (v0.31's machines, v1.14.1's NodeClaims).
+GARBAGE_COLLECTED = "garbage_collected"
 
 
 #: After a failed collection (the cloud or the API could not be read), try again this soon.
@@ -300,6 +305,9 @@ class GarbageCollector:
             del watched[key]
             result.deleted.append(claim.name)
             self.metrics.garbage_collected.labels("nodeclaim").inc()
+            self.metrics.nodeclaims_disrupted.labels(  # v1.14.1's garbagecollection/controller.go
+                GARBAGE_COLLECTED, claim.labels.get(wk.NODEPOOL, ""), claim.labels.get(wk.CAPACITY_TYPE, "")
+            ).inc()
             GARBAGE.info(
                 "garbage collected nodeclaim %s, its instance %s missing from %d reads over %.0fs", claim.name,
                 instance_id, MISSING_READS, now - missing.since, extra=self._fields(nodeclaim=claim.name),
@@ -331,7 +339,9 @@ class GarbageCollector:
             return False
         result.deleted.append(name)
         self.metrics.garbage_collected.labels("node").inc()
-        self.metrics.machines_terminated.labels("garbage_collected", node.provisioner or "").inc()
+        self.metrics.claim_disrupted(
+            node.provisioner or "", GARBAGE_COLLECTED, GARBAGE_COLLECTED, node.labels.get(wk.CAPACITY_TYPE, "")
+        )
         self.metrics.node_terminated(node.provisioner or "", None)  # released at once: nothing to time
         GARBAGE.info(
             "garbage collected node %s, its instance %s missing from %d reads over %.0fs", name, instance_id,

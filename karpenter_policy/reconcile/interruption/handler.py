@@ -16,7 +16,10 @@ interruption controller).
 the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while the controller's termination step
 cordons it, evicts its pods and terminates its instance — the same path as every other disruption). It is
 logged (``initiating delete from interruption message``) with a Warning Event `TerminatingOnInterruption`. A Node
-already being deleted is left to termination, without a second log line or Event.
+already being deleted is left to termination, without a second log line or Event. The deletion is counted as
+Karpenter counts it: a Provisioner's node as v0.31's machine terminated (`karpenter_machines_terminated
+{reason="interruption"}`), a NodePool's as v1.14.1's NodeClaim disrupted (`karpenter_nodeclaims_disrupted_total`),
+its reason the message's v1 kind (:func:`disrupted_reason`).
 
 Each message is deleted once handled; one that cannot be read (malformed) or is about something else (no-op: an
 event of another kind, an instance that is not ours, a state not acted on) is deleted too, and counted — it
@@ -107,6 +110,19 @@ def notice(message: InterruptionMessage) -> Notice | None:
             return Notice("InstanceStopping", "Instance is stopping", "Warning")
         return Notice("InstanceTerminating", "Instance is terminating", "Warning")
     return None
+
+
+def disrupted_reason(message: InterruptionMessage) -> str:
+    """The reason v1.14.1 counts a NodeClaim deleted on the message under (`karpenter_nodeclaims_disrupted_total`:
+    aws pkg/controllers/interruption/utils.go `deleteNodeClaim` names the message's v1 `Kind()`, messages/types.go;
+    a state change is `instance_stopped` or `instance_terminated` by its state, statechange/model.go)."""
+    if message.kind is MessageKind.SPOT_INTERRUPTION:
+        return "spot_interrupted"
+    if message.kind is MessageKind.SCHEDULED_CHANGE:
+        return "scheduled_change"
+    if message.kind is MessageKind.STATE_CHANGE:
+        return "instance_stopped" if message.state in STOPPING_STATES else "instance_terminated"
+    return "no_op"
 
 
 @dataclass(slots=True)
@@ -305,7 +321,7 @@ class InterruptionHandler:
             result.acted[name] = action
             if message.kind is MessageKind.SPOT_INTERRUPTION:
                 self._mark_unavailable(node, message)
-            if action == CORDON_AND_DRAIN and not self._drain(node, fields, result):
+            if action == CORDON_AND_DRAIN and not self._drain(node, fields, result, disrupted_reason(message)):
                 handled = False
         if message.time is not None and handled:
             self.metrics.interruption_latency.observe(max(0.0, (self.wall_clock() - message.time).total_seconds()))
@@ -317,7 +333,7 @@ class InterruptionHandler:
         if instance_type and zone:
             self.cloud.mark_unavailable(instance_type, zone, wk.CAPACITY_SPOT, message.kind.value)
 
-    def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult) -> bool:
+    def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult, v1_reason: str) -> bool:
         """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes
         back and this is tried again: every step is idempotent)."""
         name = objects.name(node)
@@ -333,7 +349,8 @@ class InterruptionHandler:
             INTERRUPTION.error(message, extra=self._fields(**fields))
             return False
         if first:
-            self.metrics.machines_terminated.labels("interruption", node_info.template_of(node) or "").inc()
+            capacity = objects.labels(node).get(wk.CAPACITY_TYPE, "")
+            self.metrics.claim_disrupted(node_info.template_of(node) or "", "interruption", v1_reason, capacity)
             self._observe(name)
         result.draining.append(name)
         return True
@@ -375,6 +392,7 @@ class InterruptionHandler:
 
 __all__ = [
     "CORDON_AND_DRAIN",
+    "disrupted_reason",
     "NO_ACTION",
     "REASON_TERMINATING",
     "InterruptionHandler",

@@ -2,7 +2,8 @@
 v1.14.1's NodeClaim lifecycle controller sets them (core pkg/controllers/nodeclaim/lifecycle/): `Registered` (and
 `status.nodeName`) once the Node's kubelet joined (`registration.go`), `Initialized` once the Node is labelled
 `karpenter.sh/initialized` — Ready, its startup taints gone (`initialization.go`) —, and with the three (`Launched`
-is set at creation, `reconcile.claims.writer`) `Ready`.
+is set at creation, `reconcile.claims.writer`) `Ready`. A claim turning Registered is a success for its NodePool's
+`NodeRegistrationHealthy` (`reconcile.claims.nodepoolstatus`).
 
 It follows the state: a Node of ours that names a NodeClaim as owner and whose joined or initialized changed is
 looked at in the next provisioning step; a write that failed is tried again at the next one. A claim written once
@@ -73,8 +74,8 @@ class ClaimLifecycle:
         for claim, (node, stage) in sorted(dirty.items()):
             joined, initialized = stage
             try:
-                if joined or initialized:
-                    writer.set_true(claim, conditions.REGISTERED, node_name=node)
+                if (joined or initialized) and writer.set_true(claim, conditions.REGISTERED, node_name=node):
+                    self._registered(claim)
                 if initialized:
                     writer.set_true(claim, conditions.INITIALIZED)
             except ClusterError as error:
@@ -87,6 +88,14 @@ class ClaimLifecycle:
                 continue
             with self._lock:
                 self._written[claim] = stage
+
+    def _registered(self, name: str) -> None:
+        """The claim just turned Registered: a success for its NodePool's registration health (registration.go
+        `updateNodePoolRegistrationHealth`)."""
+        record = self.context.state.claim(name)
+        claim = record.obj if record is not None else self.context.claims.read(name)
+        if claim is not None:
+            self.context.registration_health.registered(claim)
 
 
 __all__ = ["ClaimLifecycle"]

@@ -3,7 +3,9 @@ claim that has not launched: a NodeClaim of ours (held by the `karpenter.sh/term
 `karpenter.sh/nodepool`) without a providerID for `LaunchTimeout` (5 minutes) is deleted — a claim written before a
 launch that never completed (the controller stopped between writing the claim and launching, or between the launch
 and writing its status). Termination then finalizes it (`termination.terminator`): with neither an instance nor a
-Node, it goes at once.
+Node, it goes at once. It is counted as v1.14.1 counts it (`karpenter_nodeclaims_disrupted_total{reason=
+"launch_timeout"}`) and is a failure for its NodePool's `NodeRegistrationHealthy` (`reconcile.claims.nodepoolstatus`:
+False's reason and message are the claim's `Launched` condition's).
 
 A claim that some Node of ours names as owner is never deleted here: its launch happened (only its status write
 was lost), and an instance with a Node is never terminated from under it. As `liveness`, a claim's age is this
@@ -26,6 +28,8 @@ from karpenter_policy.reconcile.state.records import ClaimRecord
 CLAIMS = logs.logger("nodeclaim")
 #: v1.14.1's `LaunchTimeout`.
 LAUNCH_TIMEOUT = 300.0
+#: v1.14.1's reason for a NodeClaim deleted this way (liveness.go `launchTimeoutReason`).
+LAUNCH_TIMEOUT_REASON = "launch_timeout"
 
 
 def _unlaunched(claim: ClaimRecord) -> bool:
@@ -87,6 +91,10 @@ class LaunchLiveness:
                 self._since.pop(name, None)
             CLAIMS.error("nodeclaim %s did not launch within %ds: deleting it", name, int(LAUNCH_TIMEOUT),
                          extra=context.fields(nodeclaim=name))
+            context.metrics.nodeclaims_disrupted.labels(
+                LAUNCH_TIMEOUT_REASON, claim.labels.get(wk.NODEPOOL, ""), claim.labels.get(wk.CAPACITY_TYPE, "")
+            ).inc()
+            context.registration_health.failed(claim.obj)
 
 
-__all__ = ["LAUNCH_TIMEOUT", "LaunchLiveness"]
+__all__ = ["LAUNCH_TIMEOUT", "LAUNCH_TIMEOUT_REASON", "LaunchLiveness"]

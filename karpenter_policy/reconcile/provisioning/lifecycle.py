@@ -16,7 +16,9 @@
   (`claimstatus`).
 
 Counted as Karpenter's machine lifecycle counts them: `karpenter_machines_initialized`, and a launch whose Node never
-showed up as a machine terminated for `liveness` (`karpenter_machines_terminated`).
+showed up as a machine terminated for `liveness` (`karpenter_machines_terminated`) — a NodePool's as v1.14.1 counts a
+claim that did not register (`karpenter_nodeclaims_disrupted_total{reason="registration_timeout"}`), its claim a
+failure for the NodePool's `NodeRegistrationHealthy`.
 """
 
 from __future__ import annotations
@@ -122,7 +124,12 @@ class NodeLifecycle:
                     result.errors, NODE, f"node {entry.name} of instance {entry.instance.id} never showed up",
                     node=entry.name,
                 )
-                context.metrics.machines_terminated.labels("liveness", entry.template).inc()
+                context.metrics.claim_disrupted(
+                    entry.template, "liveness", "registration_timeout", entry.instance.capacity_type
+                )
+                claim = context.state.claim(objects.name(entry.claim)) if entry.claim is not None else None
+                if claim is not None:
+                    context.registration_health.failed(claim.obj)
             self.provisioner.relaunch(list(entry.pods))
 
     def _adopt(self, result: ReconcileResult) -> None:

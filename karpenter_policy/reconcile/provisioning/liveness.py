@@ -18,7 +18,9 @@ Once `registration_ttl` (`ControllerOptions`, 15 minutes by default) has passed,
 termination path — the `karpenter.sh/termination` finalizer holds it while termination drains it (its pods never
 ran: their owners recreate them and they are provisioned again), terminates the instance and lets the Node go —
 with a Warning Event `RegistrationTimeout` on the Node, an error log line and `karpenter_machines_terminated{reason=
-"liveness"}`. A deletion the API refused is tried again at the next pass.
+"liveness"}` — a NodePool's node as v1.14.1's liveness counts its NodeClaim, `karpenter_nodeclaims_disrupted_total
+{reason="registration_timeout"}`, and its NodeClaim a failure for the NodePool's `NodeRegistrationHealthy`
+(`reconcile.claims.nodepoolstatus`). A deletion the API refused is tried again at the next pass.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.provisioning.launchliveness import LaunchLiveness
 from karpenter_policy.reconcile.result import ReconcileResult
@@ -39,6 +42,8 @@ NODE = logs.logger("node")
 
 #: Karpenter's reason for the machines it terminates this way (`metrics.ReasonLabel`).
 LIVENESS = "liveness"
+#: v1.14.1's reason for a NodeClaim deleted this way (liveness.go `registrationTimeoutReason`).
+REGISTRATION_TIMEOUT = "registration_timeout"
 #: The Warning Event on a Node deleted because its kubelet never joined.
 REASON_REGISTRATION_TIMEOUT = "RegistrationTimeout"
 
@@ -123,7 +128,12 @@ class Liveness:
             f"{', type ' + kind if kind else ''}) did not join within {_duration(ttl)}: deleting it"
         )
         result.unregistered.append(node.name)
-        context.metrics.machines_terminated.labels(LIVENESS, node.provisioner or "").inc()
+        pool = node.provisioner or ""
+        context.metrics.claim_disrupted(pool, LIVENESS, REGISTRATION_TIMEOUT, node.labels.get(wk.CAPACITY_TYPE, ""))
+        claim_name = claim_of_node(node.obj)
+        claim = context.state.claim(claim_name) if claim_name is not None else None
+        if claim is not None:
+            context.registration_health.failed(claim.obj)
         NODE.error(message, extra=context.fields(node=node.name, provisioner=node.provisioner or ""))
         context.event(node.obj, REASON_REGISTRATION_TIMEOUT, message, "Warning")
 
@@ -134,4 +144,4 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
-__all__ = ["LIVENESS", "REASON_REGISTRATION_TIMEOUT", "Liveness"]
+__all__ = ["LIVENESS", "REASON_REGISTRATION_TIMEOUT", "REGISTRATION_TIMEOUT", "Liveness"]

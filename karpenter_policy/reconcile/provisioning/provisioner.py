@@ -49,8 +49,10 @@ from karpenter_policy.cloud.provider import Instance, LaunchRequest
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.claims import objects as claim_objects
+from karpenter_policy.reconcile.claims.conditions import LAUNCH_FAILED, LAUNCHED
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.provisioning import registration
 from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
@@ -58,6 +60,7 @@ from karpenter_policy.reconcile.provisioning.batcher import Batcher
 from karpenter_policy.reconcile.provisioning.binder import Binder, Binding
 from karpenter_policy.reconcile.provisioning.inputs import SchedulingInputs, inputs_version, scheduling_inputs
 from karpenter_policy.reconcile.provisioning.launcher import Launcher, LaunchOutcome, launch_request
+from karpenter_policy.reconcile.provisioning.launchliveness import LAUNCH_TIMEOUT, LAUNCH_TIMEOUT_REASON
 from karpenter_policy.reconcile.result import BatchWindow, LaunchedNode, ReconcileResult
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
@@ -101,6 +104,7 @@ class Provisioner:
         self._reported: dict[str, str] = {}  # pod uid → the reason last reported (Event and log once per reason)
         self._nominated: dict[str, str] = {}  # pod uid → the node it was nominated to
         self._announced: set[str] = set()  # pods `notify` announced before the state saw them (not triggered twice)
+        self._failing: dict[str, float] = {}  # NodeClaim name → when its launches began failing (not for capacity)
         self.wake = wake or threading.Event()  # set when the provisioning thread has something to do
         context.state.subscribe(self._on_change)
 
@@ -507,7 +511,7 @@ class Provisioner:
         """Log and count a failed launch; whether it failed for capacity alone (worth re-planning). Its NodeClaim
         (`stored`) goes as v1.14.1's launch.go has it: deleted on insufficient capacity; otherwise Launched Unknown
         `LaunchFailed` is written, then it is deleted too (here the pods are planned again, not the claim
-        relaunched)."""
+        relaunched; failing for `LAUNCH_TIMEOUT`, it is v1.14.1's launch timeout: `_launch_timed_out`)."""
         error = outcome.error
         assert error is not None
         if stored is not None:
@@ -518,6 +522,9 @@ class Provisioner:
                 except ClusterError as failure:
                     PROVISIONER.warning("could not write nodeclaim %s, %s", name, failure,
                                         extra=self.context.fields(nodeclaim=name))
+                self._launch_timed_out(stored, str(error))
+            else:
+                self._failing.pop(name, None)  # a new claim for v1.14.1 (it deletes this one): timed afresh
             self._drop_claim(name)
         metrics = self.context.metrics
         reason = "cloud"
@@ -525,7 +532,9 @@ class Provisioner:
             reason = "insufficient_capacity"
             for failed in error.failed:
                 metrics.insufficient_capacity.labels(claim.template, failed.capacity_type).inc()
-            metrics.machines_terminated.labels(reason, claim.template).inc()  # as Karpenter deletes the machine
+            # as Karpenter deletes the machine (v0.31) or the NodeClaim (v1.14.1's launch.go)
+            capacity = objects.labels(stored).get(wk.CAPACITY_TYPE, "") if stored is not None else ""
+            metrics.claim_disrupted(claim.template, reason, "insufficient_capacity", capacity)
         elif isinstance(error, ConfigurationError):
             reason = "configuration"
         elif isinstance(error, Throttled):
@@ -536,6 +545,27 @@ class Provisioner:
             pods=len(claim.pods),
         )
         return isinstance(error, InsufficientCapacity)
+
+    def _launch_timed_out(self, stored: Obj, message: str) -> None:
+        """v1.14.1 keeps a claim whose launch failed (not for capacity) and launches it again until `LaunchTimeout`
+        (liveness.go): then it is deleted, a failure for its NodePool's `NodeRegistrationHealthy` with the
+        `LaunchFailed` reason and message. Here the claim is deleted at each failure and the same pods planned again
+        name the same claim: a claim of that name failing `LAUNCH_TIMEOUT` after its first failure, with no launch
+        between, is that timeout."""
+        context = self.context
+        name, now = objects.name(stored), context.clock()
+        if len(self._failing) > 10_000:
+            self._failing.clear()
+        since = self._failing.setdefault(name, now)
+        if now - since < LAUNCH_TIMEOUT:
+            return
+        del self._failing[name]
+        labels = objects.labels(stored)
+        context.metrics.nodeclaims_disrupted.labels(
+            LAUNCH_TIMEOUT_REASON, labels.get(wk.NODEPOOL, ""), labels.get(wk.CAPACITY_TYPE, "")
+        ).inc()
+        launched = {"type": LAUNCHED, "status": "Unknown", "reason": LAUNCH_FAILED, "message": message[:300]}
+        context.registration_health.failed({**stored, "status": {"conditions": [launched]}})
 
     def launched(
         self, claim: ClaimPlan, outcome: LaunchOutcome, templates: Templates, result: ReconcileResult,
@@ -563,6 +593,7 @@ class Provisioner:
         planned = {pod.uid: pod for pod in claim.pods} if bind else {}
         entry = InFlightNode(instance, node, claim.template, context.clock(), planned)
         if stored is not None:
+            self._failing.pop(objects.name(stored), None)
             self._fill_claim(stored, node, instance)
             entry.claim_created = True
             node["metadata"]["ownerReferences"] = [claim_objects.node_reference(stored)]

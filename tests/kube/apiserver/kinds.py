@@ -32,7 +32,7 @@ CRD_KINDS: tuple[Kind, ...] = (objects.NODE_CLAIM, objects.NODE_POOL, objects.MA
 #: Kinds that are answered (create only) and never stored.
 REVIEWS: frozenset[Kind] = frozenset({SELF_SUBJECT_ACCESS_REVIEW})
 #: Kinds whose ``metadata.generation`` counts changes to their spec (what ``kubectl rollout status`` compares with
-#: ``status.observedGeneration``).
-GENERATIONS: frozenset[Kind] = frozenset({DEPLOYMENT, REPLICA_SET})
+#: ``status.observedGeneration``; what a NodePool's `NodeRegistrationHealthy` compares, its EC2NodeClass's too).
+GENERATIONS: frozenset[Kind] = frozenset({DEPLOYMENT, REPLICA_SET, objects.NODE_POOL, objects.EC2_NODE_CLASS})
 #: Kinds with a ``/scale`` subresource (``kubectl scale``).
 SCALABLE: frozenset[Kind] = frozenset({DEPLOYMENT, REPLICA_SET})
