@@ -577,6 +577,8 @@ def main() -> None:
 
     pods_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
     pods_file.write_text(json.dumps(_pods(600)))
+    from _common import environment
+
     load_before = os.getloadavg()
     results: list[tuple[str, dict[str, Any]]] = []
     print(
@@ -585,6 +587,7 @@ def main() -> None:
         f"load average {' '.join(f'{x:.2f}' for x in load_before)}",
         file=sys.stderr,
     )
+    print(f"environment: {environment()}", file=sys.stderr)
     header = (
         f"{'run':<46} {'conns':>5} {'requests':>8} {'errors':>6} {'req/s':>9} {'p50 ms':>7} {'p95 ms':>7} "
         f"{'p99 ms':>7} {'max ms':>8} {'srv CPU ms/req':>9}"
