@@ -33,7 +33,7 @@ at 16 connections (`--updates-labelled`: each UPDATE also moves a label, which t
 checks it in full); with `--baseline-ref REF` (repeatable) the same runs go, alternately, to a server running the
 tree of each REF (`git archive`, under benchmarks/.work/), so that before and after are measured side by side in
 one session on the same core. Since issue #27 a tree's whole-check cache leaves the resourceVersion out of its key
-(`webhook.checks.cache_view`): these UPDATEs then hit it, as a cluster's metadata and status writes do.
+(`webhook.checks.cache_view`): these UPDATEs then hit it, as a cluster's do when only server-set fields moved.
 
 Then the new-requirements comparison (issue #12): `--fresh-requests` (50,000) validate CREATEs whose
 requirements no earlier request had (a team label of their own; `--unsat-share` of them unsatisfiable, so Z3 is

@@ -21,8 +21,9 @@ Provisioner, a GitOps sync — costs a hash instead of the schema, the rules and
 Checking is a pure function of the object (the catalog is fixed), except for a solver timeout, which is never
 cached. Of a Provisioner, the key leaves out the values that the API server writes on every update and that no
 check reads beyond their JSON type (`cache_view`: `metadata.uid`, `resourceVersion`, `generation`,
-`creationTimestamp`, the scalars of `metadata.managedFields`' entries and of `status`): an UPDATE that only moves
-them — a new resourceVersion, a status write — costs a hash too, and gets the answer a full check of it gives.
+`creationTimestamp`, the scalars of `metadata.managedFields`' entries and of `status`): an UPDATE whose object
+differs from one seen before only in those (a new resourceVersion, managedFields' times, the status the controller
+wrote in between) costs a hash too, and gets the answer a full check of it gives.
 """
 
 from __future__ import annotations
