@@ -5,12 +5,17 @@ Nothing here imports `karpenter_policy`: a benchmark decides itself what it meas
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import os
+import platform
 import resource
 import shutil
+import ssl
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
@@ -196,3 +201,38 @@ def baseline_tree(ref: str, work: Path) -> Path:
             with tarfile.open(fileobj=handle) as tar:
                 tar.extractall(tree, filter="data")
     return tree
+
+
+#: The libraries whose versions `environment` names (the webhook's request path and the checks).
+ENVIRONMENT_PACKAGES = ("cryptography", "prometheus-client", "PyYAML", "fastjsonschema", "jsonschema", "z3-solver")
+
+
+def environment() -> str:
+    """One line naming what a figure depends on besides the code: the interpreter (version, path, whether it was
+    built with PGO/LTO), OpenSSL, the libraries of `ENVIRONMENT_PACKAGES`, the CPU model and the hypervisor. Figures
+    taken on different days compare only when this line is the same."""
+    flags = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
+    build = ", ".join(
+        name
+        for name, flag in (("PGO", "--enable-optimizations"), ("LTO", "--with-lto"), ("shared", "--enable-shared"))
+        if flag in flags
+    )
+    versions = []
+    for package in ENVIRONMENT_PACKAGES:
+        try:
+            versions.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{package} absent")
+    model = hypervisor = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "?":
+                model = value.strip()
+            if key.strip() == "flags":
+                hypervisor = "virtual machine" if " hypervisor" in value else "bare metal"
+    return (
+        f"Python {platform.python_version()} ({sys.executable} → {Path(sys.executable).resolve()}; built with "
+        f"{build or 'no PGO, no LTO'}); {ssl.OPENSSL_VERSION}; {'; '.join(versions)}; CPU {model} ({hypervisor}, "
+        f"{os.cpu_count()} cores)"
+    )

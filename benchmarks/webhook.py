@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/webhook.py [--duration 5] [--rate 500] [--cold] [--json] [--flood-only]
         [--fresh-only] [--fresh-requests 50000] [--window 10000] [--unsat-share 0.02] [--no-baseline]
-        [--updates-only [--baseline-ref REF]]
+        [--updates-only [--updates-labelled] [--baseline-ref REF ...]]
 
 The server is `karpenter-policy webhook --self-signed DIR` started as its own process (pinned to one core when
 the machine has two or more); the load comes from a SEPARATE process (this script with `--load`, pinned to
@@ -13,7 +13,8 @@ generated CA, sending AdmissionReviews back to back (closed loop) at 1, 16 and 6
 hidden). The request
 bodies cycle through every Provisioner of examples/ (valid and invalid: about half are denied with messages).
 Then the same for validate with UPDATE reviews that each carry a new resourceVersion (what a cluster sends when
-a Provisioner's metadata or status moves: the whole-check cache never hits, the solver's verdicts do), and for
+a Provisioner's metadata or status moves: before issue #27 the whole-check cache never hit them, the solver's
+verdicts did; now the cache leaves the server-set fields out of its key), and for
 `/mutate/pods` with 600 pods (two thirds pinned by examples/pinning/policies, a third matched by no rule).
 Latency is from sending the request to reading the whole answer. Server CPU per request is the server process's
 user + system time over the run divided by the requests answered. `--cold` adds closed-loop runs of validate
@@ -28,9 +29,11 @@ keep-alive connection was closed to make room reconnects and resends (counted as
 `--flood-only` runs only this comparison.
 
 `--updates-only` (issue #19) runs only the UPDATE reviews, open loop at `--rate` (`--repeat` runs) and closed loop
-at 16 connections; with `--baseline-ref REF` the same runs go, alternately, to a second server running the tree
-of REF (`git archive`, under benchmarks/.work/), so that before and after are measured side by side in one
-session on the same core.
+at 16 connections (`--updates-labelled`: each UPDATE also moves a label, which the checks read, so every tree
+checks it in full); with `--baseline-ref REF` (repeatable) the same runs go, alternately, to a server running the
+tree of each REF (`git archive`, under benchmarks/.work/), so that before and after are measured side by side in
+one session on the same core. Since issue #27 a tree's whole-check cache leaves the resourceVersion out of its key
+(`webhook.checks.cache_view`): these UPDATEs then hit it, as a cluster's do when only server-set fields moved.
 
 Then the new-requirements comparison (issue #12): `--fresh-requests` (50,000) validate CREATEs whose
 requirements no earlier request had (a team label of their own; `--unsat-share` of them unsatisfiable, so Z3 is
@@ -262,10 +265,11 @@ def _bodies() -> list[str]:
     ]
 
 
-def _updates(bodies: list[str], copies: int, run: int) -> list[str]:
+def _updates(bodies: list[str], copies: int, run: int, labelled: bool = False) -> list[str]:
     """`copies` versions of each review, as UPDATEs of the stored object (a new resourceVersion each, and none
-    that an earlier `run` sent): the whole-check cache misses every time, the solver's verdicts (keyed by
-    requirements) still hit."""
+    that an earlier `run` sent): a tree whose whole-check cache is keyed by every field (before issue #27) misses
+    it every time, the solver's verdicts (keyed by requirements) still hit. `labelled`: each version also carries
+    a label of its own (`benchmark/version`), a field the checks read: every tree's whole-check cache misses."""
     out = []
     for version in range(run * copies, (run + 1) * copies):
         for index, body in enumerate(bodies):
@@ -275,6 +279,10 @@ def _updates(bodies: list[str], copies: int, run: int) -> list[str]:
             if isinstance(metadata, dict):
                 metadata["resourceVersion"] = str(100000 + version)
                 metadata["uid"] = f"00000000-0000-0000-0000-{index:012d}"
+                if labelled:
+                    labels = metadata.setdefault("labels", {})
+                    if isinstance(labels, dict):
+                        labels["benchmark/version"] = str(version)
             request.update(uid=f"bench-{version}-{index}", operation="UPDATE", oldObject=request["object"])
             out.append(json.dumps(review))
     return out
@@ -524,7 +532,14 @@ def main() -> None:
     parser.add_argument("--unsat-share", type=float, default=0.02, help="Unsatisfiable share of new requirements.")
     parser.add_argument("--no-baseline", action="store_true", help="Skip the before-issue-#12 run.")
     parser.add_argument("--updates-only", action="store_true", help="Run only the UPDATE reviews (issue #19).")
-    parser.add_argument("--baseline-ref", help="With --updates-only: a git ref served beside this tree.")
+    parser.add_argument(
+        "--updates-labelled",
+        action="store_true",
+        help="With --updates-only: each UPDATE also moves a label (the whole-check cache misses on every tree).",
+    )
+    parser.add_argument(
+        "--baseline-ref", action="append", default=[], help="With --updates-only: a git ref served beside this tree."
+    )
     parser.add_argument("--flood-idle", type=int, default=300, help="Idle TLS connections of the flood.")
     parser.add_argument("--flood-silent", type=int, default=300, help="Silent TCP connections of the flood.")
     # the load and flood processes' own arguments
@@ -562,6 +577,8 @@ def main() -> None:
 
     pods_file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
     pods_file.write_text(json.dumps(_pods(600)))
+    from _common import environment
+
     load_before = os.getloadavg()
     results: list[tuple[str, dict[str, Any]]] = []
     print(
@@ -570,6 +587,7 @@ def main() -> None:
         f"load average {' '.join(f'{x:.2f}' for x in load_before)}",
         file=sys.stderr,
     )
+    print(f"environment: {environment()}", file=sys.stderr)
     header = (
         f"{'run':<46} {'conns':>5} {'requests':>8} {'errors':>6} {'req/s':>9} {'p50 ms':>7} {'p95 ms':>7} "
         f"{'p99 ms':>7} {'max ms':>8} {'srv CPU ms/req':>9}"
@@ -709,21 +727,22 @@ def updates_comparison(
     load_cpu: int | None,
     record: Any,
 ) -> dict[str, list[float]]:
-    """UPDATE reviews only (issue #19): for this tree and, with `--baseline-ref`, the baseline tree, alternately on
+    """UPDATE reviews only (issue #19): for this tree and, with `--baseline-ref`, each baseline tree, alternately on
     the same core: one closed-loop run at 16 connections, then `--repeat` open-loop runs at `--rate`. Each run's
     reviews carry resourceVersions no earlier run sent. Prints and returns each tree's open-loop p99s."""
     from _common import baseline_tree
 
     trees: dict[str, Path | None] = {"this tree": None}
-    if args.baseline_ref:
-        trees[f"baseline {args.baseline_ref}"] = baseline_tree(args.baseline_ref, args.work)
+    for ref in args.baseline_ref:
+        trees[f"baseline {ref}"] = baseline_tree(ref, args.work)
     runs = iter(range(1_000_000))
     servers: dict[str, Server] = {}
     p99s: dict[str, list[float]] = {label: [] for label in trees}
+    cpu: dict[str, list[float]] = {label: [] for label in trees}
 
     def updates() -> Path:
         file = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
-        file.write_text(json.dumps(_updates(bodies, 200, next(runs))))
+        file.write_text(json.dumps(_updates(bodies, 200, next(runs), args.updates_labelled)))
         return file
 
     warm = Path(tempfile.mkstemp(dir=args.work, suffix=".json")[1])
@@ -747,13 +766,17 @@ def updates_comparison(
                 file.unlink()
                 record(f"{label}: UPDATEs {args.rate:g}/s ({repeat + 1})", result)
                 p99s[label].append(result["p99"])
+                cpu[label].append(result["server_cpu_ms_per_request"])
     finally:
         warm.unlink()
         for server in servers.values():
             server.stop()
     for label, values in p99s.items():
         shown = " / ".join(f"{x:.2f}" for x in values)
-        print(f"  {label}: UPDATE p99 at {args.rate:g}/s {shown} ms (median {statistics.median(values):.2f})")
+        print(
+            f"  {label}: UPDATE p99 at {args.rate:g}/s {shown} ms (median {statistics.median(values):.2f}); server CPU "
+            f"{' / '.join(f'{x:.3f}' for x in cpu[label])} ms/request (median {statistics.median(cpu[label]):.3f})"
+        )
     return p99s
 
 

@@ -16,10 +16,14 @@ that transition rules run and a refusal the update did not introduce is a warnin
 
 One `Checker` serves every request thread: the Z3 solvers are not thread-safe, so solving is serialised by a
 lock (the GIL serialises the rest anyway); their verdicts are cached (`solvercache`). The result of a whole
-check is cached too, keyed by a digest of the object's canonical JSON (every field, metadata included), so an
-object seen before — a re-applied Provisioner, a GitOps sync — costs a hash instead of the schema, the rules and
-the name suggestions again. Checking is a pure function of the object (the catalog is fixed), except for a
-solver timeout, which is never cached.
+check is cached too, keyed by a digest of the object's canonical JSON, so an object seen before — a re-applied
+Provisioner, a GitOps sync — costs a hash instead of the schema, the rules and the name suggestions again.
+Checking is a pure function of the object (the catalog is fixed), except for a solver timeout, which is never
+cached. Of a Provisioner, the key leaves out the values that the API server writes on every update and that no
+check reads beyond their JSON type (`cache_view`: `metadata.uid`, `resourceVersion`, `generation`,
+`creationTimestamp`, the scalars of `metadata.managedFields`' entries and of `status`): an UPDATE whose object
+differs from one seen before only in those (a new resourceVersion, managedFields' times, the status the controller
+wrote in between) costs a hash too, and gets the answer a full check of it gives.
 """
 
 from __future__ import annotations
@@ -73,6 +77,61 @@ class CheckResult:
     def denial(self) -> str:
         """`status.message` of a denial: one line per error."""
         return "\n".join(self.errors)
+
+
+#: Server-set metadata of a Provisioner that the checks read only the JSON type of (the schema's `objectMeta`;
+#: no rule reads them): in the whole-check cache's key, this value stands for every other of its type.
+_SERVER_SET_METADATA: Final[Mapping[str, str | int]] = {
+    "uid": "",
+    "resourceVersion": "",
+    "generation": 0,
+    "creationTimestamp": "",
+}
+
+
+def cache_view(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the whole-check cache keys a Provisioner by: `obj` with the values the API server rewrites on every
+    update, and no check reads, replaced by one value of the same JSON type — the server-set metadata above, the
+    scalars inside each mapping of `metadata.managedFields` and inside `status` (the schema takes any mapping
+    there). Keys, lengths and nesting are kept, so a finding is placed where it would be on `obj` itself (a
+    position is a rank in document order: `jsondoc`), and a value a check could name in a message — one of
+    another type than the schema's, a `managedFields` entry that is not a mapping — is kept as it is. Another
+    kind is keyed as it is (a v1 object's CEL rules may read any field)."""
+    if obj.get("apiVersion") != PROVISIONER_API_VERSION or obj.get("kind") != PROVISIONER_KIND:
+        return obj
+    view = dict(obj)
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        kept = dict(metadata)
+        for key, blank in _SERVER_SET_METADATA.items():
+            if type(kept.get(key)) is type(blank):  # `type is`: a boolean is not the integer the schema asks for
+                kept[key] = blank
+        entries = kept.get("managedFields")
+        if isinstance(entries, list):
+            kept["managedFields"] = [_shape(e) if isinstance(e, Mapping) else e for e in entries]
+        view["metadata"] = kept
+    status = obj.get("status")
+    if isinstance(status, Mapping):
+        view["status"] = _shape(status)
+    return view
+
+
+def _shape(value: Any) -> Any:
+    """`value` with every string, integer and float replaced by the empty one of its type: its keys, lengths and
+    nesting (and its booleans and nulls) kept."""
+    if isinstance(value, Mapping):
+        return {key: _shape(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_shape(child) for child in value]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, int):
+        return 0
+    if isinstance(value, float):
+        return 0.0
+    return value
 
 
 def _digest(obj: Mapping[str, Any]) -> bytes:
@@ -152,7 +211,7 @@ class Checker:
 
     def check(self, obj: Mapping[str, Any], solve: bool = True) -> CheckResult:
         """Check one object as `karpenter-policy check` (or, with `solve=False`, `validate`) checks a document."""
-        return self._cached((_digest(obj), b"", solve), lambda: self._check(obj, solve))
+        return self._cached((_digest(cache_view(obj)), b"", solve), lambda: self._check(obj, solve))
 
     def check_v1(self, obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> CheckResult:
         """Check one Karpenter v1 object (NodePool, EC2NodeClass) created, or with `old` updated from `old`, as
