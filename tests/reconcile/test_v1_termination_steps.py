@@ -237,3 +237,40 @@ def test_a_provisioners_node_keeps_v0_31s_termination(tmp_path: Path) -> None:
     scene.cluster.delete(objects.NODE, node)
     scene.step(controller)
     assert node not in scene.nodes()
+
+
+def _evicting(scene: Scene, pod: str) -> bool:
+    found = scene.cluster.get(objects.POD, pod, "default")
+    assert found is not None, f"{pod} should still exist"
+    return objects.is_deleting(found)
+
+
+def test_should_evict_pods_in_order_and_wait_until_pods_are_fully_deleted(compiled: Path) -> None:
+    """Termination > should evict pods in order and wait until pods are fully deleted — suite_test.go:415: a NodePool
+    node's drain evicts its DaemonSets' pods too, in four groups — non-critical pods, non-critical DaemonSets' pods,
+    critical pods, critical DaemonSets' pods —, each only once every pod of the groups before it is gone (not merely
+    terminating); then the node goes."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, _ = _launched(scene)
+    selector = {wk.NODEPOOL: "patient"}
+    daemon = {"owner": ("DaemonSet", "logs")}
+    scene.add_pod("evict", node=node, nodeSelector=selector, lingers=True)
+    scene.add_pod("daemon-evict", node=node, lingers=True, **daemon)  # type: ignore[arg-type]
+    for critical in ("system-node-critical", "system-cluster-critical"):
+        scene.add_pod(f"pod-{critical}", node=node, nodeSelector=selector, priority_class=critical, lingers=True)
+        scene.add_pod(f"daemon-{critical}", node=node, priority_class=critical, lingers=True,
+                      **daemon)  # type: ignore[arg-type]
+    groups = [["evict"], ["daemon-evict"], ["pod-system-node-critical", "pod-system-cluster-critical"],
+              ["daemon-system-node-critical", "daemon-system-cluster-critical"]]
+    scene.cluster.delete(objects.NODE, node)
+    for index, group in enumerate(groups):
+        scene.step(controller)
+        scene.step(controller)
+        assert node in scene.nodes()
+        assert all(_evicting(scene, pod) for pod in group), group
+        for later in groups[index + 1:]:
+            assert not any(_evicting(scene, pod) for pod in later), (group, later)
+        for pod in group:
+            scene.finish_pod(pod)
+    scene.run(controller, 2 * MIN_DRAIN_SECONDS, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()

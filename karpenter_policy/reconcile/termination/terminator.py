@@ -6,7 +6,8 @@ through the ``karpenter.sh/termination`` finalizer, as Karpenter v0.31.1's termi
    karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node"); a
    NodePool's node is tainted ``karpenter.sh/disrupted:NoSchedule`` instead of cordoned (Karpenter v1.14.1's
    `Terminator.Taint`, core pkg/controllers/node/termination/terminator/terminator.go), and its drain leaves the
-   pods that tolerate that taint instead of those tolerating the cordon;
+   pods that tolerate that taint instead of those tolerating the cordon, and drains DaemonSets' pods too, in
+   v1.14.1's four groups (`to_evict`);
 2. **drain**: the pods it waits for are those bound to the node that are not finished, not stuck terminating
    (deleted more than a minute ago: a kubelet that no longer answers), not content to stay (they tolerate the
    ``node.kubernetes.io/unschedulable:NoSchedule`` taint — DaemonSets' pods do — so evicted they would come
@@ -108,18 +109,26 @@ INSTANCE_REQUEUE_SECONDS = 5.0
 def waited_for(pods: Sequence[PodRecord], now: dt.datetime, nodepool: bool = False) -> list[PodRecord]:
     """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock; on
     a NodePool's node (`nodepool`) a pod tolerating the disrupted taint is left instead of one tolerating the
-    cordon."""
+    cordon, and a DaemonSet's pod is drained too (v1.14.1's `IsWaitingEviction`)."""
     return [
         p for p in pods
-        if not p.terminal and not p.daemon and not p.static
+        if not p.terminal and (nodepool or not p.daemon) and not p.static
         and not (p.tolerates_disrupted if nodepool else p.tolerates_unschedulable)
         and not p.stuck_terminating(now)
     ]
 
 
-def to_evict(pods: Sequence[PodRecord]) -> list[PodRecord]:
+def to_evict(pods: Sequence[PodRecord], nodepool: bool = False) -> list[PodRecord]:
     """Of the pods waited for, those to evict now: not being deleted yet, the non-critical ones first — the
-    critical ones only once no other is left to evict."""
+    critical ones only once no other is left to evict. On a NodePool's node, v1.14.1's groups (terminator.go
+    `groupPodsByPriority`): non-critical pods, non-critical DaemonSets' pods, critical pods, critical DaemonSets'
+    pods — a group's pods only once every pod of the groups before it is gone (not merely being deleted)."""
+    if nodepool:
+        for group in ((False, False), (False, True), (True, False), (True, True)):
+            members = [p for p in pods if (p.critical, p.daemon) == group]
+            if members:
+                return [p for p in members if not p.deleting]
+        return []
     pending = [p for p in pods if not p.deleting]
     ordinary = [p for p in pending if not p.critical]
     return ordinary or pending
@@ -324,8 +333,11 @@ class Terminator:
             self._drain_began[node.uid] = self._begin_drain(claim, now)
         deadline = self._termination_time(node, claim) if claim is not None else None
         deleted = self._delete_expiring(pods, deadline, now, done) if deadline is not None else set()
-        evictable = [p for p in pods if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))]
-        for pod in to_evict(evictable):
+        evictable = [  # v1.14.1's groups are of the pods waited for; those it evicts, of one group
+            p for p in to_evict(pods, nodepool)
+            if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))
+        ]
+        for pod in evictable:
             self._evict(node, pod, done)
         if pods:
             if self._instance_gone(node):

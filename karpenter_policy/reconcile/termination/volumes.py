@@ -4,11 +4,10 @@ its instance is terminated only once the node's attachments are deleted (by the 
 the pods using them are gone), so that a pod's PersistentVolume moves with it smoothly.
 
 An attachment holds the node unless it attaches no PersistentVolume (an inline volume) or the volume of a pod the
-drain does not move: a pod tolerating the disrupted taint, stuck terminating, a static pod's mirror — those of
-`IsDrainable` —, and here a DaemonSet's pod too, which this controller's drain leaves (Karpenter's evicts it;
-docs/reconcile.md). A pod's claims are those its volumes name (`state.pods.volume_claims`); a claim that does not
-exist is skipped, as Karpenter skips it. Pure, but for the claims it is handed a reader of
-(`kube.volumes.bound_volume`).
+drain does not move: a pod tolerating the disrupted taint, stuck terminating, a static pod's mirror (those of
+`IsDrainable`; a DaemonSet's pod is drained, so its volumes are waited for). A pod's claims are those its volumes
+name (`state.pods.volume_claims`); a claim that does not exist is skipped, as Karpenter skips it. Pure, but for the
+claims it is handed a reader of (`kube.volumes.bound_volume`).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ BoundVolume = Callable[[str, str], "str | None"]
 
 def stays(pod: PodRecord, now: dt.datetime) -> bool:
     """A pod the drain does not move (see the module docstring), `now` by the wall clock."""
-    return pod.tolerates_disrupted or pod.stuck_terminating(now) or pod.static or pod.daemon
+    return pod.tolerates_disrupted or pod.stuck_terminating(now) or pod.static
 
 
 def pending(
