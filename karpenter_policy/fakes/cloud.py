@@ -21,6 +21,7 @@ from karpenter_policy.cloud.offerings import with_unavailable
 from karpenter_policy.cloud.provider import (
     POOL_TAGS,
     STATE_RUNNING,
+    STATE_SHUTTING_DOWN,
     STATE_TERMINATED,
     UNAVAILABLE_OFFERING_TTL,
     Clock,
@@ -65,6 +66,10 @@ class FakeCloudProvider:
         self.subnet_id = "subnet-0fake0000000000001"
         self.security_groups: tuple[str, ...] = ("sg-0fake0000000000001",)
         self.resolved: Network | None = None
+        #: Seconds (of `clock`) a terminated instance spends shutting-down first, as EC2's do (0: terminated at once).
+        self.shutting_down = 0.0
+        self._clock = clock
+        self._ends: dict[str, float] = {}  # instance shutting down → when it is terminated
         self.unavailable = UnavailableOfferings(clock, unavailable_ttl)
         self._types = sorted(instance_types, key=lambda it: it.name)
         self._offered = {(it.name, o.zone, o.capacity_type) for it in self._types for o in it.offerings if o.available}
@@ -171,13 +176,27 @@ class FakeCloudProvider:
         with self._lock:
             self._injected("delete")
             instance = self._instances.get(instance_id)
-            if instance is not None:
+            if instance is None or instance.state in (STATE_TERMINATED, STATE_SHUTTING_DOWN):
+                return
+            if self.shutting_down > 0:
+                self._instances[instance_id] = _replace_state(instance, STATE_SHUTTING_DOWN)
+                self._ends[instance_id] = self._clock() + self.shutting_down
+            else:
                 self._instances[instance_id] = _replace_state(instance, STATE_TERMINATED)
+
+    def _shut_down(self) -> None:
+        """Instances whose shutting-down has lasted `shutting_down` are terminated (with the lock held)."""
+        now = self._clock()
+        for instance_id, end in list(self._ends.items()):
+            if now >= end:
+                del self._ends[instance_id]
+                self._instances[instance_id] = _replace_state(self._instances[instance_id], STATE_TERMINATED)
 
     def get(self, instance_id: str) -> Instance | None:
         """The instance, None when it is unknown or terminated."""
         with self._lock:
             self._injected("get")
+            self._shut_down()
             instance = self._instances.get(instance_id)
             return None if instance is None or instance.state == STATE_TERMINATED else instance
 
@@ -185,6 +204,7 @@ class FakeCloudProvider:
         """The cluster's live instances launched for a provisioner, by id."""
         with self._lock:
             self._injected("list")
+            self._shut_down()
             key = cluster_tag(cluster_name)
             return sorted(
                 (

@@ -56,6 +56,11 @@ NODE_POOL = Kind("karpenter.sh/v1", "NodePool", "nodepools", namespaced=False, s
 MACHINE = Kind("karpenter.sh/v1alpha5", "Machine", "machines", namespaced=False, status_subresource=True)
 EC2_NODE_CLASS = Kind("karpenter.k8s.aws/v1", "EC2NodeClass", "ec2nodeclasses", namespaced=False,
                       status_subresource=True)
+#: Read by termination only (`kube.volumes`), never watched: a v1 node's VolumeAttachments and the claims of its pods.
+VOLUME_ATTACHMENT = Kind("storage.k8s.io/v1", "VolumeAttachment", "volumeattachments", namespaced=False,
+                         status_subresource=True)
+PERSISTENT_VOLUME_CLAIM = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims", namespaced=True,
+                               status_subresource=True)
 
 
 def metadata(obj: Obj) -> dict[str, Any]:

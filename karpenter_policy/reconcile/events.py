@@ -48,6 +48,8 @@ FAILED_DRAINING = "FailedDraining"
 #: Karpenter v1.14.1's (`events.Disrupted`, `events.TerminationGracePeriodExpiring`, core pkg/events/reason.go).
 DISRUPTED = "Disrupted"
 TERMINATION_GRACE_PERIOD_EXPIRING = "TerminationGracePeriodExpiring"
+#: Karpenter v1.14.1's (terminator/events/events.go `NodeAwaitingVolumeDetachmentEvent`).
+AWAITING_VOLUME_DETACHMENT = "AwaitingVolumeDetachment"
 
 #: Karpenter's default dedupe timeout (`events.defaultDedupeTimeout`).
 DEDUPE_SECONDS = 120.0
@@ -130,6 +132,13 @@ def termination_grace_period_expiring(node: Obj, termination_time: str) -> Event
     return Event(node, "Warning", TERMINATION_GRACE_PERIOD_EXPIRING, message, (objects.name(node),))
 
 
+def awaiting_volume_detachment(node: Obj, attachments: list[str]) -> Event:
+    """Karpenter v1's `AwaitingVolumeDetachment` Event on a drained node whose VolumeAttachments hold its instance
+    (`NodeAwaitingVolumeDetachmentEvent`: the first five named)."""
+    message = f"Awaiting deletion of bound volumeattachments ({logs.options_text(attachments)})"
+    return Event(node, "Normal", AWAITING_VOLUME_DETACHMENT, message, (objects.name(node),))
+
+
 class Recorder:
     """See the module docstring. `clock`: monotonic seconds (the controller's); `fields` makes a log line's
     structured fields."""
@@ -176,6 +185,7 @@ class Recorder:
 
 
 __all__ = [
+    "AWAITING_VOLUME_DETACHMENT",
     "DEPROVISIONING_BLOCKED",
     "DEPROVISIONING_TERMINATING",
     "EVICTED",
@@ -185,6 +195,7 @@ __all__ = [
     "UNCONSOLIDATABLE",
     "Event",
     "Recorder",
+    "awaiting_volume_detachment",
     "deprovisioning_blocked",
     "deprovisioning_terminating",
     "evicted",

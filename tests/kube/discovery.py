@@ -63,6 +63,8 @@ RESOURCES = {
         Resource(kinds.CLUSTER_ROLE, "clusterrole"),
         Resource(kinds.CLUSTER_ROLE_BINDING, "clusterrolebinding"),
         Resource(kinds.SELF_SUBJECT_ACCESS_REVIEW, "selfsubjectaccessreview"),
+        Resource(objects.VOLUME_ATTACHMENT, "volumeattachment", (), ("status",)),
+        Resource(objects.PERSISTENT_VOLUME_CLAIM, "persistentvolumeclaim", ("pvc",), ("status",)),
         Resource(objects.NODE_CLAIM, "nodeclaim", (), ("status",)),
         Resource(objects.NODE_POOL, "nodepool", (), ("status",)),
         Resource(objects.MACHINE, "machine", (), ("status",)),

@@ -56,7 +56,13 @@ def real_pod(name: str = "app-1", node: str | None = "node-a") -> Obj:
             "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
                                            "whenUnsatisfiable": "DoNotSchedule",
                                            "labelSelector": {"matchLabels": {"app": "web"}}}],
-            "volumes": [{"name": "config", "configMap": {"name": "web"}}],
+            "volumes": [{"name": "config", "configMap": {"name": "web"}},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "web-data", "readOnly": False}},
+                        {"name": "kube-api-access-7xk2p", "projected": {"defaultMode": 420, "sources": [  # every pod's
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+                                "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}],
         },
         "status": {"phase": "Running" if node else "Pending",
                    "conditions": [{"type": "Ready", "status": "True"},
@@ -84,7 +90,7 @@ def answers(pod: Obj) -> dict[str, Any]:
         "critical": state_pods.is_critical(pod), "tolerates_cordon": state_pods.tolerates_unschedulable(pod),
         "controller": state_pods.controller_of(pod), "mirror": state_pods.is_owned_by_node(pod),
         "cost": state_pods.disruption_cost(pod), "ready": disruption.is_ready(pod),
-        "healthy": disruption.is_healthy(pod),
+        "healthy": disruption.is_healthy(pod), "claims": state_pods.volume_claims(pod),
     }
 
 
@@ -102,7 +108,8 @@ def test_a_trimmed_pod_is_half_the_size_and_answers_every_question_the_same() ->
         assert len(json.dumps(small)) < 0.6 * len(json.dumps(pod))
         (app,), (sidecar,) = small["spec"]["containers"], small["spec"]["initContainers"]
         assert set(app) == {"name", "ports", "resources"} and set(sidecar) == {"name", "resources", "restartPolicy"}
-        assert "volumes" not in small["spec"] and "containerStatuses" not in small["status"]
+        assert small["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "web-data"}}]
+        assert "containerStatuses" not in small["status"]
         assert small["status"]["conditions"] == pod["status"]["conditions"]
 
 
@@ -119,10 +126,19 @@ _container = st.fixed_dictionaries(
 )
 
 
+_volume = st.fixed_dictionaries(
+    {"name": st.sampled_from(["data", "", 3])},
+    optional={"persistentVolumeClaim": st.fixed_dictionaries({"claimName": st.sampled_from(["c", "", None, 1])},
+                                                             optional={"readOnly": st.booleans()}) | _json,
+              "ephemeral": st.just({"volumeClaimTemplate": {"spec": {}}}) | _json, "configMap": _json},
+)
+
+
 @deterministic(300)
 @given(
     containers=st.lists(_container | _json, max_size=3), inits=st.lists(_container, max_size=2) | _json,
-    volumes=_json, statuses=_json, phase=st.sampled_from(["Running", "Pending", "Succeeded"]),
+    volumes=st.lists(_volume | _json, max_size=3) | _json, statuses=_json,
+    phase=st.sampled_from(["Running", "Pending", "Succeeded"]),
     node=st.sampled_from([None, "node-a"]), spec_extra=st.dictionaries(st.sampled_from(["nodeSelector", "x"]), _json),
 )
 def test_trimming_never_changes_an_answer_and_never_fails(
@@ -191,7 +207,8 @@ def test_the_informers_cache_holds_the_trimmed_pod_and_the_state_schedules_it_as
     try:
         assert applied.wait(10)
         (cached,) = feed.informers[objects.POD].items_shared()
-        assert "env" not in cached["spec"]["containers"][0] and "volumes" not in cached["spec"]
+        assert "env" not in cached["spec"]["containers"][0]
+        assert cached["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "web-data"}}]
         assert answers(cached) == answers(pending)
     finally:
         feed.stop()

@@ -6,8 +6,11 @@ set `NodeClaim.StatusConditions` declares in core pkg/apis/v1/nodeclaim_status.g
 reaches it, and `Ready` is True once all three are, Unknown (`UnhealthyDependents`) until then. `Drifted` and
 `Consolidatable` are set True (Drifted with the kind of drift as its reason: `drift_reason`) when the disruption
 controller decides so and removed when it no longer does (as
-Karpenter clears them). A condition's `lastTransitionTime` changes only when its status does (`set_condition`, which
-the NodePool's `NodeRegistrationHealthy` is written with too: `nodepoolstatus`).
+Karpenter clears them). Node termination writes `Drained`, `VolumesDetached` and `InstanceTerminating` (each True with
+its type as reason; Drained Unknown `Draining`, VolumesDetached Unknown `AwaitingVolumeDetachment` or False
+`TerminationGracePeriodElapsed`, the reason as message too, as v1.14.1 writes them). A condition's
+`lastTransitionTime` changes only when its status does (`set_condition`, which the NodePool's
+`NodeRegistrationHealthy` is written with too: `nodepoolstatus`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from karpenter_policy.kube.objects import format_time
+from karpenter_policy.kube.objects import format_time, parse_time
 
 LAUNCHED: Final = "Launched"
 REGISTERED: Final = "Registered"
@@ -24,6 +27,16 @@ INITIALIZED: Final = "Initialized"
 READY: Final = "Ready"
 DRIFTED: Final = "Drifted"
 CONSOLIDATABLE: Final = "Consolidatable"
+#: What node termination writes while it terminates a claim's Node (core pkg/controllers/node/termination/
+#: controller.go at v1.14.1: `awaitDrain`, `awaitVolumeDetachment`, `awaitInstanceTermination`).
+DRAINED: Final = "Drained"
+VOLUMES_DETACHED: Final = "VolumesDetached"
+INSTANCE_TERMINATING: Final = "InstanceTerminating"
+#: Their reasons other than their own type: Drained Unknown while draining, VolumesDetached Unknown while
+#: attachments are left, False when the termination time came first.
+DRAINING: Final = "Draining"
+AWAITING_VOLUME_DETACHMENT: Final = "AwaitingVolumeDetachment"
+TERMINATION_GRACE_PERIOD_ELAPSED: Final = "TerminationGracePeriodElapsed"
 #: The dependents of `Ready` (`NewReadyConditions(Launched, Registered, Initialized)`).
 LIFECYCLE: Final = (LAUNCHED, REGISTERED, INITIALIZED)
 AWAITING = "AwaitingReconciliation"
@@ -136,6 +149,29 @@ def set_unknown(
     return changed
 
 
+def set_false(
+    conditions: Sequence[Mapping[str, Any]], kind: str, reason: str, message: str, now: dt.datetime
+) -> list[Condition] | None:
+    """The conditions with `kind` False (`reason`, `message`) and Ready recomputed; None when nothing changes."""
+    changed = [dict(c) for c in conditions]
+    if not set_condition(changed, kind, "False", reason, message, now):
+        return None
+    _ready(changed, now)
+    return changed
+
+
+def transition_time(conditions: Sequence[Mapping[str, Any]], kind: str) -> dt.datetime | None:
+    """When condition `kind` last changed status (its `lastTransitionTime`); None without one or unreadable."""
+    for condition in conditions:
+        if condition.get("type") == kind:
+            stamp = condition.get("lastTransitionTime")
+            try:
+                return parse_time(stamp) if isinstance(stamp, str) else None
+            except ValueError:
+                return None
+    return None
+
+
 def cleared(conditions: Sequence[Mapping[str, Any]], kind: str) -> list[Condition] | None:
     """The conditions without `kind` (Drifted, Consolidatable); None when there was none."""
     kept = [dict(c) for c in conditions if c.get("type") != kind]
@@ -143,6 +179,8 @@ def cleared(conditions: Sequence[Mapping[str, Any]], kind: str) -> list[Conditio
 
 
 __all__ = [
-    "CONSOLIDATABLE", "DRIFTED", "DRIFT_REASONS", "INITIALIZED", "LAUNCHED", "LIFECYCLE", "READY", "REGISTERED",
-    "LAUNCH_FAILED", "cleared", "drift_reason", "initial", "set_condition", "set_true", "set_unknown", "status_of",
+    "AWAITING_VOLUME_DETACHMENT", "CONSOLIDATABLE", "DRAINED", "DRAINING", "DRIFTED", "DRIFT_REASONS", "INITIALIZED",
+    "INSTANCE_TERMINATING", "LAUNCHED", "LAUNCH_FAILED", "LIFECYCLE", "READY", "REGISTERED",
+    "TERMINATION_GRACE_PERIOD_ELAPSED", "VOLUMES_DETACHED", "cleared", "drift_reason", "initial", "set_condition",
+    "set_false", "set_true", "set_unknown", "status_of", "transition_time",
 ]

@@ -158,6 +158,15 @@ class ClaimWriter:
             name, lambda found: conditions.set_true(found, kind, self.wall_clock(), message[:300], reason), node_name
         )
 
+    def set_unknown(self, name: str, kind: str, reason: str) -> bool:
+        """Set condition `kind` Unknown with `reason` (as message too, as v1.14.1's termination writes it); False
+        when the claim is gone, unreadable or already so. Raises ClusterError."""
+        return self._write(name, lambda found: conditions.set_unknown(found, kind, reason, reason, self.wall_clock()))
+
+    def set_false(self, name: str, kind: str, reason: str) -> bool:
+        """Set condition `kind` False with `reason` (as message too); as `set_unknown`."""
+        return self._write(name, lambda found: conditions.set_false(found, kind, reason, reason, self.wall_clock()))
+
     def clear(self, name: str, kind: str) -> bool:
         """Remove condition `kind` from the claim; False when it had none (or is gone). Raises ClusterError."""
         return self._write(name, lambda found: conditions.cleared(found, kind))

@@ -28,9 +28,11 @@ count). In this order, the first stage that finds something decides (one command
 Expiry and drift replace with as many new nodes as the pods need (none when they fit on the others) and skip a node
 whose pods would not all schedule. A node is never a candidate while being deleted, before it is initialized,
 with the `karpenter.sh/do-not-disrupt` annotation, while nominated for a pending pod, when a pod on it is annotated
-`karpenter.sh/do-not-evict` or `karpenter.sh/do-not-disrupt`, or when a PodDisruptionBudget allows no disruption of
-one of its pods (an unhealthy pod under `unhealthyPodEvictionPolicy: AlwaysAllow` aside). Pods that would be placed
-on a node not yet initialized do not count as placed. A candidate's disruption cost is its pods' (Karpenter's
+`karpenter.sh/do-not-evict` or `karpenter.sh/do-not-disrupt` (a NodePool's node: any running pod, a DaemonSet's or
+a mirror too, with `karpenter.sh/do-not-disrupt`, as v1.14.1's `ValidatePodsDisruptable`; v1 ignores
+`do-not-evict`), or when a PodDisruptionBudget allows no disruption of one of its pods (an unhealthy pod under
+`unhealthyPodEvictionPolicy: AlwaysAllow` aside). Pods that would be placed on a node not yet initialized do not
+count as placed. A candidate's disruption cost is its pods' (Karpenter's
 eviction cost) scaled by the fraction of its lifetime left before it expires (`lifetimeRemaining`).
 
 This module decides; :mod:`~karpenter_policy.reconcile.disruption.recheck` checks a consolidation again after its
@@ -323,8 +325,9 @@ class Decider:
                 continue
             if not node.initialized:
                 continue
-            pods = movable(view.pods_on(name))
-            why = self._blocked(node, pods, exhausted, inputs.nominated)
+            on_node = view.pods_on(name)
+            pods = movable(on_node)
+            why = self._blocked(node, pods, on_node, exhausted, inputs.nominated)
             if why:
                 decision.blocked[name] = why
                 continue
@@ -373,7 +376,8 @@ class Decider:
 
     @staticmethod
     def _blocked(
-        node: NodeRecord, pods: Iterable[PodRecord], exhausted: Sequence[Obj], nominated: frozenset[str]
+        node: NodeRecord, pods: Iterable[PodRecord], on_node: Iterable[PodRecord], exhausted: Sequence[Obj],
+        nominated: frozenset[str],
     ) -> str:
         value = node.annotations.get(wk.DO_NOT_DISRUPT)
         # v0.31 reads the node's annotation whatever its value; v1.14.1 only "true" (a NodePool's node: its
@@ -382,10 +386,18 @@ class Decider:
             return f"the node has the {wk.DO_NOT_DISRUPT} annotation"
         if node.name in nominated:
             return "nominated for a pending pod"
+        if wk.NODEPOOL in node.labels:
+            # v1.14.1's `ValidatePodsDisruptable` (core pkg/controllers/state/statenode.go): every active pod, a
+            # DaemonSet's or a mirror too, `do-not-disrupt` only — `do-not-evict` is v0.31's (v1 reads it nowhere)
+            for pod in on_node:
+                if not pod.terminal and not pod.deleting and pod.annotations.get(wk.DO_NOT_DISRUPT) == "true":
+                    return f"pod {pod.key} has the {wk.DO_NOT_DISRUPT} annotation"
+        else:
+            for pod in pods:
+                for annotation in (wk.DO_NOT_EVICT, wk.DO_NOT_DISRUPT):
+                    if pod.annotations.get(annotation) == "true":
+                        return f"pod {pod.key} has the {annotation} annotation"
         for pod in pods:
-            for annotation in (wk.DO_NOT_EVICT, wk.DO_NOT_DISRUPT):
-                if pod.annotations.get(annotation) == "true":
-                    return f"pod {pod.key} has the {annotation} annotation"
             for pdb in exhausted:
                 if budgets.selects(pdb, pod.obj) and not budgets.evicts_unhealthy(pdb, pod.obj):
                     return f"PodDisruptionBudget {objects.namespace(pdb)}/{objects.name(pdb)} prevents pod evictions"

@@ -13,9 +13,11 @@ content to stay on a cordoned node (:func:`tolerates_unschedulable`), or stuck t
 (:func:`is_stuck_terminating`).
 
 What the state keeps of a pod (:func:`trim_pod`, applied by every feed before a pod is cached or applied): its
-containers only with the fields a shape reads (name kept for messages), without `spec.volumes` and the status's
-container statuses, which no reader here looks at — half a typical pod's decoded size. A reader of another
-container field, of volumes or of container statuses must be added here first.
+containers only with the fields a shape reads (name kept for messages), of `spec.volumes` only the claims
+termination reads (:func:`volume_claims`: a volume's name and its `persistentVolumeClaim.claimName` or that it is
+`ephemeral`), without the status's container statuses, which no reader here looks at — half a typical pod's
+decoded size. A reader of another container field, of other volume fields or of container statuses must be added
+here first.
 
 Shapes are what the scheduler reads of a pod spec (requests, node selection, tolerations, topology, host
 ports). Replicas share one: :class:`ShapeCache` keys them by those fields alone (not by the pod's own volume
@@ -65,13 +67,30 @@ DROPPED_STATUS_FIELDS = ("containerStatuses", "initContainerStatuses", "ephemera
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
+def _claim_volume(volume: Any) -> Any:
+    """What `volume_claims` reads of one volume (None: nothing, a volume of no claim). Total."""
+    if not isinstance(volume, dict):
+        return volume  # another shape: left for the reader to judge
+    claim = volume.get("persistentVolumeClaim")
+    if claim is not None:
+        kept = {"claimName": claim.get("claimName")} if isinstance(claim, dict) else claim
+        return {"name": volume.get("name"), "persistentVolumeClaim": kept}
+    if volume.get("ephemeral") is not None:
+        return {"name": volume.get("name"), "ephemeral": {}}
+    return None
+
+
 def trim_pod(pod: Obj) -> None:
     """Drop in place what no reader of the state looks at (see the module docstring). Total: a part of another
     shape than Kubernetes gives is left as it is, for the readers to judge."""
     spec = pod.get("spec")
     if isinstance(spec, dict):
+        volumes = spec.get("volumes")
+        claims = [v for v in map(_claim_volume, volumes) if v is not None] if isinstance(volumes, list) else None
         for field in DROPPED_SPEC_FIELDS:
             spec.pop(field, None)
+        if claims or (volumes is not None and not isinstance(volumes, list)):
+            spec["volumes"] = claims if claims is not None else volumes
         for field in _CONTAINER_LISTS:
             containers = spec.get(field)
             if isinstance(containers, list):
@@ -132,6 +151,26 @@ def _tolerates(pod: Obj, taint: Taint) -> bool:
     if not isinstance(tolerations, list):
         return False
     return any(isinstance(t, dict) and Toleration.from_api(t).tolerates(taint) for t in tolerations)
+
+
+def volume_claims(pod: Obj) -> list[str]:
+    """The PersistentVolumeClaims the pod's volumes use, as Karpenter v1.14.1's `GetPersistentVolumeClaim` (core
+    pkg/utils/volume/volume.go) names them: a `persistentVolumeClaim` volume's `claimName`, a generic `ephemeral`
+    volume's `<pod>-<volume>` (the claim Kubernetes makes for it). A volume of another shape names none."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    found: list[str] = []
+    for volume in volumes if isinstance(volumes, list) else []:
+        if not isinstance(volume, dict):
+            continue
+        claim = volume.get("persistentVolumeClaim")
+        name = volume.get("name")
+        if claim is not None:
+            if isinstance(claim, dict) and isinstance(claim.get("claimName"), str) and claim["claimName"]:
+                found.append(claim["claimName"])
+        elif volume.get("ephemeral") is not None and isinstance(name, str) and name:
+            found.append(f"{objects.name(pod)}-{name}")
+    return found
 
 
 def is_stuck_terminating(deletion_timestamp: str | None, now: dt.datetime) -> bool:
@@ -263,6 +302,7 @@ __all__ = [
     "is_owned_by_node",
     "is_stuck_terminating",
     "is_terminal",
+    "volume_claims",
     "marked_unschedulable",
     "node_name",
     "owner_text",

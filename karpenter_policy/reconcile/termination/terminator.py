@@ -6,7 +6,8 @@ through the ``karpenter.sh/termination`` finalizer, as Karpenter v0.31.1's termi
    karpenter`` (load balancers stop sending it traffic while it drains), logged once ("Cordoned node"); a
    NodePool's node is tainted ``karpenter.sh/disrupted:NoSchedule`` instead of cordoned (Karpenter v1.14.1's
    `Terminator.Taint`, core pkg/controllers/node/termination/terminator/terminator.go), and its drain leaves the
-   pods that tolerate that taint instead of those tolerating the cordon;
+   pods that tolerate that taint instead of those tolerating the cordon, and drains DaemonSets' pods too, in
+   v1.14.1's four groups (`to_evict`);
 2. **drain**: the pods it waits for are those bound to the node that are not finished, not stuck terminating
    (deleted more than a minute ago: a kubelet that no longer answers), not content to stay (they tolerate the
    ``node.kubernetes.io/unschedulable:NoSchedule`` taint — DaemonSets' pods do — so evicted they would come
@@ -27,6 +28,14 @@ ours, are left alone.
 A NodePool's node whose NodeClaim has a `terminationGracePeriod` drains until its termination time at most: its pods
 are deleted, their grace shortened, when their time before it comes, whatever their PodDisruptionBudgets and
 `karpenter.sh/do-not-disrupt` say (`graceperiod`); such pods are not evicted meanwhile.
+
+A NodePool's node goes through Karpenter v1.14.1's steps after its drain (core pkg/controllers/node/termination/
+controller.go `awaitDrain`, `awaitVolumeDetachment`, `awaitInstanceTermination`), each written on its NodeClaim
+once: Drained Unknown (`Draining`) at its first step and True no sooner than `MIN_DRAIN_SECONDS` after; then its
+VolumeAttachments must be deleted (`volumes`; VolumesDetached Unknown `AwaitingVolumeDetachment` with an Event,
+True, or False `TerminationGracePeriodElapsed` past its termination time — attachments that cannot be read hold it
+as unknown until then, never as none); then its instance's termination is asked (InstanceTerminating True) and the
+Node's finalizer goes only once the cloud no longer knows the instance. A Provisioner's node keeps v0.31.1's steps.
 
 A NodePool's node names its NodeClaim as owner (`reconcile.claims`): its first step asks for the claim's deletion
 (the claim's `karpenter.sh/termination` finalizer keeps it), and once the Node is released the claim's finalizer is
@@ -63,13 +72,15 @@ from collections.abc import Mapping, Sequence
 
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
-from karpenter_policy.cloud.provider import cluster_tag
+from karpenter_policy.cloud.provider import STATE_SHUTTING_DOWN, cluster_tag
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.kube.objects import NODE
+from karpenter_policy.kube.volumes import Attachment, attachments_on, bound_volume
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims import conditions as cond
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.metrics import TERMINATION as LABEL
@@ -78,6 +89,7 @@ from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import ClaimRecord, NodeRecord, PodRecord
 from karpenter_policy.reconcile.termination import graceperiod as grace
+from karpenter_policy.reconcile.termination import volumes
 from karpenter_policy.reconcile.termination.eviction import Evictions
 from karpenter_policy.reconcile.termination.nodedeletion import delete_node, remove_finalizer
 
@@ -87,23 +99,36 @@ EXCLUDED_BY = "karpenter"
 #: A node still draining is looked at again this soon (Karpenter's RequeueAfter), and its instance looked up at
 #: most this often.
 REQUEUE_SECONDS = 1.0
+#: v1.14.1's `MinDrainTime`: a NodeClaim's node is drained no sooner than this after its Drained condition turned
+#: Unknown (pods the scheduler bound before it saw the taint are drained too).
+MIN_DRAIN_SECONDS = 5.0
+#: An instance being terminated is looked at again this often (v1.14.1's `awaitInstanceTermination` requeue).
+INSTANCE_REQUEUE_SECONDS = 5.0
 
 
 def waited_for(pods: Sequence[PodRecord], now: dt.datetime, nodepool: bool = False) -> list[PodRecord]:
     """The pods on a draining node that its drain waits for (see the module docstring), `now` by the wall clock; on
     a NodePool's node (`nodepool`) a pod tolerating the disrupted taint is left instead of one tolerating the
-    cordon."""
+    cordon, and a DaemonSet's pod is drained too (v1.14.1's `IsWaitingEviction`)."""
     return [
         p for p in pods
-        if not p.terminal and not p.daemon and not p.static
+        if not p.terminal and (nodepool or not p.daemon) and not p.static
         and not (p.tolerates_disrupted if nodepool else p.tolerates_unschedulable)
         and not p.stuck_terminating(now)
     ]
 
 
-def to_evict(pods: Sequence[PodRecord]) -> list[PodRecord]:
+def to_evict(pods: Sequence[PodRecord], nodepool: bool = False) -> list[PodRecord]:
     """Of the pods waited for, those to evict now: not being deleted yet, the non-critical ones first — the
-    critical ones only once no other is left to evict."""
+    critical ones only once no other is left to evict. On a NodePool's node, v1.14.1's groups (terminator.go
+    `groupPodsByPriority`): non-critical pods, non-critical DaemonSets' pods, critical pods, critical DaemonSets'
+    pods — a group's pods only once every pod of the groups before it is gone (not merely being deleted)."""
+    if nodepool:
+        for group in ((False, False), (False, True), (True, False), (True, True)):
+            members = [p for p in pods if (p.critical, p.daemon) == group]
+            if members:
+                return [p for p in members if not p.deleting]
+        return []
     pending = [p for p in pods if not p.deleting]
     ordinary = [p for p in pending if not p.critical]
     return ordinary or pending
@@ -130,6 +155,10 @@ class Terminator:
         self._claims_waiting: dict[str, tuple[str, Mapping[str, str]]] = {}
         self._claims_deleted: set[str] = set()  # NodeClaims deleted (not through their Node) being finalized
         self._deadlines: dict[str, dt.datetime | None] = {}  # node uid → its termination time (`graceperiod`)
+        self._drain_began: dict[str, dt.datetime | None] = {}  # node uid → its claim's Drained Unknown since
+        self._written: dict[str, dict[str, tuple[str, str]]] = {}  # node uid → claim condition → (status, reason)
+        self._instance_asked: dict[str, float] = {}  # node name → when its instance's termination was last asked
+        self._attachments: dict[str, list[Attachment]] | ClusterError | None = None  # this pass's one list
         self._lock = threading.Lock()
         self.wake = threading.Event()
         self.state.subscribe(self._on_change)
@@ -190,6 +219,7 @@ class Terminator:
     def reconcile(self) -> Terminated:
         """Take every node being deleted one step further; `due` says when the next step is needed."""
         done = Terminated()
+        self._attachments = None
         with self._lock:
             names = sorted(self._terminating)
         waiting: set[str] = set()
@@ -299,10 +329,15 @@ class Terminator:
         self._note_stuck(node, on_node, now)
         nodepool = is_nodepool(node.provisioner or "")
         pods = waited_for(on_node, now, nodepool)
+        if nodepool and claim is not None and node.uid not in self._drain_began:
+            self._drain_began[node.uid] = self._begin_drain(claim, now)
         deadline = self._termination_time(node, claim) if claim is not None else None
         deleted = self._delete_expiring(pods, deadline, now, done) if deadline is not None else set()
-        evictable = [p for p in pods if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))]
-        for pod in to_evict(evictable):
+        evictable = [  # v1.14.1's groups are of the pods waited for; those it evicts, of one group
+            p for p in to_evict(pods, nodepool)
+            if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))
+        ]
+        for pod in evictable:
             self._evict(node, pod, done)
         if pods:
             if self._instance_gone(node):
@@ -312,12 +347,132 @@ class Terminator:
                 return []
             self.events.publish(events.failed_draining(node.obj, f"{len(pods)} pods are waiting to be evicted"))
             return pods
+        if nodepool:
+            v1_claim = claim if node.uid in self._drain_began else None
+            if not self._drained(node, v1_claim, now) or not self._volumes_detached(node, v1_claim, deadline,
+                                                                                     on_node, now, done):
+                return []
+            if v1_claim is not None:  # v1.14.1: the instance gone first, then the finalizer
+                if self._instance_terminated(node, v1_claim):
+                    self._release(node, done)
+                return []
         instance = node.instance_id
         if instance:
             with contextlib.suppress(InstanceNotFound):
                 self.cloud.delete(instance)
         self._release(node, done)
         return []
+
+    # --- v1.14.1's steps after the drain (core pkg/controllers/node/termination/controller.go) -----------------
+
+    def _begin_drain(self, claim: str, now: dt.datetime) -> dt.datetime | None:
+        """Mark the claim Drained Unknown (`Draining`) unless it has a Drained condition already; when the drain
+        began (None: the claim is gone or was drained before — nothing to wait for)."""
+        found = self.context.claims.read(claim)
+        if found is None:
+            return None
+        status = found.get("status")
+        held = status.get("conditions") if isinstance(status, dict) else None
+        held = held if isinstance(held, list) else []
+        drained = cond.status_of(held, cond.DRAINED)
+        if drained is None:
+            self.context.claims.set_unknown(claim, cond.DRAINED, cond.DRAINING)
+            return now
+        return (cond.transition_time(held, cond.DRAINED) or now) if drained == "Unknown" else None
+
+    def _condition(self, node: NodeRecord, claim: str | None, kind: str, status: str, reason: str = "") -> None:
+        """Write a condition on the node's claim once (None: no claim, nothing written)."""
+        if claim is None:
+            return
+        written = self._written.setdefault(node.uid, {})
+        if written.get(kind) == (status, reason):
+            return
+        if status == "True":
+            self.context.claims.set_true(claim, kind)
+        elif status == "Unknown":
+            self.context.claims.set_unknown(claim, kind, reason)
+        else:
+            self.context.claims.set_false(claim, kind, reason)
+        written[kind] = (status, reason)
+
+    def _drained(self, node: NodeRecord, claim: str | None, now: dt.datetime) -> bool:
+        """`awaitDrain`'s end: no pod waited for, and MinDrainTime since the drain began; the claim Drained."""
+        began = self._drain_began.get(node.uid)
+        if began is not None and (now - began).total_seconds() < MIN_DRAIN_SECONDS:
+            return False
+        self._condition(node, claim, cond.DRAINED, "True")
+        return True
+
+    def _volumes_detached(
+        self, node: NodeRecord, claim: str | None, deadline: dt.datetime | None, on_node: Sequence[PodRecord],
+        now: dt.datetime, done: Terminated,
+    ) -> bool:
+        """`awaitVolumeDetachment`: no VolumeAttachment holds the node (`volumes`), or its termination time has
+        passed; unknown attachments (the list forbidden, failing or of another shape) hold it until then too."""
+        pending = self._pending_volumes(node, on_node, now, done)
+        if pending == []:
+            self._condition(node, claim, cond.VOLUMES_DETACHED, "True")
+            return True
+        if deadline is not None and now > deadline:
+            self._condition(node, claim, cond.VOLUMES_DETACHED, "False", cond.TERMINATION_GRACE_PERIOD_ELAPSED)
+            self._once("volumes-elapsed", node.name, "node %s reached its termination time: not waiting for its "
+                       "volume attachments", node.name, node=node.name)
+            return True
+        if pending is not None:
+            names = sorted(a.name for a in pending)
+            self.events.publish(events.awaiting_volume_detachment(node.obj, names))
+            self._condition(node, claim, cond.VOLUMES_DETACHED, "Unknown", cond.AWAITING_VOLUME_DETACHMENT)
+            self._once("volumes", node.name, "waiting for %d volume attachment(s) of node %s to be deleted",
+                       len(names), node.name, node=node.name)
+        return False
+
+    def _pending_volumes(
+        self, node: NodeRecord, on_node: Sequence[PodRecord], now: dt.datetime, done: Terminated
+    ) -> list[Attachment] | None:
+        """The VolumeAttachments that hold the node (one list per pass); None when they cannot be known."""
+        try:
+            if self._attachments is None:
+                with self._lock:
+                    names = set(self._terminating)
+                try:
+                    self._attachments = attachments_on(self.cluster, names)
+                except ClusterError as error:
+                    self._attachments = error
+            if isinstance(self._attachments, ClusterError):
+                raise self._attachments
+            found = self._attachments.get(node.name, [])
+            return volumes.pending(found, on_node, now, lambda ns, claim: bound_volume(self.cluster, ns, claim))
+        except ClusterError as error:
+            message = f"the volume attachments of node {node.name} cannot be read ({error}): not terminating it"
+            done.errors.append(message)
+            if ("volumes-unknown", node.name) not in self._told:
+                self._told.add(("volumes-unknown", node.name))
+                TERMINATION.error(message, extra=self.context.fields(node=node.name))
+            return None
+
+    def _instance_terminated(self, node: NodeRecord, claim: str) -> bool:
+        """`awaitInstanceTermination`: ask for the instance's termination (unless it is shutting down already), the
+        claim InstanceTerminating; True once the cloud no longer knows it (looked at again every
+        INSTANCE_REQUEUE_SECONDS)."""
+        instance = node.instance_id
+        if not instance:
+            return True
+        now = self.context.clock()
+        last = self._instance_asked.get(node.name)
+        if last is not None and now - last < INSTANCE_REQUEUE_SECONDS:
+            return False
+        found = self.cloud.get(instance)
+        if found is not None and found.state != STATE_SHUTTING_DOWN:  # once: as aws's Delete skips a shutting-down one
+            with contextlib.suppress(InstanceNotFound):
+                self.cloud.delete(instance)
+            found = self.cloud.get(instance)
+        self._condition(node, claim, cond.INSTANCE_TERMINATING, "True")
+        if found is None:
+            return True
+        self._instance_asked[node.name] = now
+        self._once("instance", node.name, "waiting for instance %s of node %s to terminate", instance, node.name,
+                   node=node.name, instance=instance)
+        return False
 
     def _termination_time(self, node: NodeRecord, claim: str) -> dt.datetime | None:
         """The node's termination time from its NodeClaim (`graceperiod`), written on the claim once and remembered
@@ -424,6 +579,9 @@ class Terminator:
         if claim is not None:
             self._claims_waiting[claim] = (node.instance_id, dict(node.labels))
         self._deadlines.pop(node.uid, None)
+        self._drain_began.pop(node.uid, None)
+        self._written.pop(node.uid, None)
+        self._instance_asked.pop(node.name, None)
         with self._lock:
             self._terminating.discard(node.name)  # done: the state showing it a moment longer changes nothing
             self._finished.add(node.uid)
@@ -440,4 +598,7 @@ class Terminator:
             return None
 
 
-__all__ = ["EXCLUDED_BY", "REQUEUE_SECONDS", "Terminator", "to_evict", "waited_for"]
+__all__ = [
+    "EXCLUDED_BY", "INSTANCE_REQUEUE_SECONDS", "MIN_DRAIN_SECONDS", "REQUEUE_SECONDS", "Terminator", "to_evict",
+    "waited_for",
+]

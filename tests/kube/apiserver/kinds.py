@@ -1,6 +1,7 @@
 """The kinds the test API server serves besides the package's own (``karpenter_policy.kube.objects.KINDS``): what
 kubectl users and the Helm chart's RBAC need — Deployments and ReplicaSets, ServiceAccounts and Secrets, RBAC's
-four kinds, and SelfSubjectAccessReview (``kubectl auth can-i``; answered, never stored)."""
+four kinds, VolumeAttachments and PersistentVolumeClaims (what node termination reads), and
+SelfSubjectAccessReview (``kubectl auth can-i``; answered, never stored)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ SELF_SUBJECT_ACCESS_REVIEW = Kind(
 
 EXTRA_KINDS: tuple[Kind, ...] = (
     DEPLOYMENT, REPLICA_SET, SERVICE_ACCOUNT, SECRET, ROLE, ROLE_BINDING, CLUSTER_ROLE, CLUSTER_ROLE_BINDING,
-    SELF_SUBJECT_ACCESS_REVIEW,
+    SELF_SUBJECT_ACCESS_REVIEW, objects.VOLUME_ATTACHMENT, objects.PERSISTENT_VOLUME_CLAIM,
 )
 #: Every kind the server serves.
 ALL_KINDS: tuple[Kind, ...] = (*objects.KINDS, *EXTRA_KINDS)

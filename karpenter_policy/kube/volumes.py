@@ -1,0 +1,85 @@
+"""What termination reads of storage: the VolumeAttachments (`storage.k8s.io/v1`) on a node and the
+PersistentVolume a PersistentVolumeClaim is bound to, through the `Cluster` protocol, checked at the edge.
+
+Karpenter v1.14.1's node termination waits for the VolumeAttachments of a node to be deleted before it terminates
+the instance (core pkg/utils/node/node.go `GetVolumeAttachments`, pkg/utils/volume/volume.go
+`GetPersistentVolumeClaim`). Only the fields it reads are checked: an attachment's `spec.nodeName` (a non-empty
+string) and `spec.source.persistentVolumeName` (a string, or absent: an inline volume), a claim's
+`spec.volumeName` (a string, or absent: not bound yet). An answer of another shape is
+:class:`~karpenter_policy.kube.errors.Malformed` — the caller's "unknown", never "none" — as is every other
+:class:`~karpenter_policy.kube.errors.ClusterError` (a 403 where the role lacks the verb, an API server down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Final
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.cluster import Cluster
+from karpenter_policy.kube.errors import Malformed
+from karpenter_policy.kube.objects import PERSISTENT_VOLUME_CLAIM, VOLUME_ATTACHMENT
+
+#: `Malformed.problem` of a spec this module cannot read.
+BAD_SPEC: Final = "bad-spec"
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """One VolumeAttachment: its name, its node, and the PersistentVolume it attaches (None: an inline volume)."""
+
+    name: str
+    node: str
+    volume: str | None
+
+
+def _spec(obj: Any, what: str) -> dict[str, Any]:
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        raise Malformed(f"{what}: spec is not an object", BAD_SPEC)
+    return spec
+
+
+def attachment(obj: Any) -> Attachment:
+    """The attachment an object read back says; Malformed when a field read is of another shape."""
+    name = objects.name(obj) if isinstance(obj, dict) else ""
+    what = f"volumeattachment {name or '?'}"
+    spec = _spec(obj, what)
+    node = spec.get("nodeName")
+    if not isinstance(node, str) or not node:
+        raise Malformed(f"{what}: spec.nodeName is not a node name: {str(node)[:80]}", BAD_SPEC)
+    source = spec.get("source")
+    if not isinstance(source, dict):
+        raise Malformed(f"{what}: spec.source is not an object", BAD_SPEC)
+    volume = source.get("persistentVolumeName")
+    if volume is not None and not isinstance(volume, str):
+        raise Malformed(f"{what}: spec.source.persistentVolumeName is not a string", BAD_SPEC)
+    return Attachment(name, node, volume or None)
+
+
+def attachments_on(cluster: Cluster, nodes: Collection[str]) -> dict[str, list[Attachment]]:
+    """The VolumeAttachments on each of `nodes` (by node; a node without any is absent), from one list — the API
+    server has no field selector on `spec.nodeName` for them (Karpenter indexes its cache). Raises ClusterError,
+    Malformed for an attachment of another shape."""
+    found: dict[str, list[Attachment]] = {}
+    for obj in cluster.list(VOLUME_ATTACHMENT).items:
+        read = attachment(obj)
+        if read.node in nodes:
+            found.setdefault(read.node, []).append(read)
+    return found
+
+
+def bound_volume(cluster: Cluster, namespace: str, claim: str) -> str | None:
+    """The PersistentVolume claim `namespace/claim` is bound to (`spec.volumeName`); None when the claim does not
+    exist or is not bound. Raises ClusterError, Malformed for a claim of another shape."""
+    obj = cluster.get(PERSISTENT_VOLUME_CLAIM, claim, namespace)
+    if obj is None:
+        return None
+    volume = _spec(obj, f"persistentvolumeclaim {namespace}/{claim}").get("volumeName")
+    if volume is not None and not isinstance(volume, str):
+        raise Malformed(f"persistentvolumeclaim {namespace}/{claim}: spec.volumeName is not a string", BAD_SPEC)
+    return volume or None
+
+
+__all__ = ["BAD_SPEC", "Attachment", "attachment", "attachments_on", "bound_volume"]

@@ -1,0 +1,276 @@
+"""What a Karpenter v1 NodePool's node goes through after its drain, as v1.14.1's node termination
+(core pkg/controllers/node/termination/controller.go): `MinDrainTime` (its NodeClaim's `Drained` condition is
+Unknown `Draining` at least 5 s before it turns True), the wait for the node's VolumeAttachments to be deleted
+(`VolumesDetached`: Unknown `AwaitingVolumeDetachment` while they are left, True once gone, False
+`TerminationGracePeriodElapsed` when the termination time comes first; the attachments of pods the drain leaves do
+not count), then the instance's termination (`InstanceTerminating` True) — the Node's finalizer goes only once the
+cloud no longer knows the instance. Each test names the Go test it follows (kubernetes-sigs/karpenter v1.14.1,
+pkg/controllers/node/termination/suite_test.go) and its line; the nodes are launched by the controller (so they
+have their NodeClaim) from tests/reconcile/data/v1termination: `graceful` (terminationGracePeriod 300s) and
+`patient` (none)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import NODE_CLAIM, PERSISTENT_VOLUME_CLAIM, VOLUME_ATTACHMENT
+from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.claims import conditions as cond
+from karpenter_policy.reconcile.controller import Controller
+from karpenter_policy.reconcile.termination.graceperiod import TERMINATION_TIMESTAMP
+from karpenter_policy.reconcile.termination.terminator import MIN_DRAIN_SECONDS
+from karpenter_policy.testing import Scene, compile_policies
+
+POLICIES = Path(__file__).resolve().parent / "data" / "v1termination"
+#: A finalizer of someone else's that keeps a released NodeClaim readable after termination is done with it.
+KEEP = "example.com/keep"
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_policies(POLICIES, tmp_path_factory.mktemp("v1steps") / "build")
+
+
+def _launched(scene: Scene, pool: str = "patient") -> tuple[Controller, str, str]:
+    """A node of `pool` launched by the controller for a seed pod, the seed gone; its NodeClaim held by `KEEP`
+    too, so that its conditions can be read once termination has released it."""
+    scene.add_pod("seed", cpu="100m", nodeSelector={wk.NODEPOOL: pool})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    scene.run(controller, 10)
+    (node,) = scene.nodes()
+    scene.cluster.delete(objects.POD, "seed", "default")
+    (claim,) = scene.nodeclaims()
+    scene.cluster.patch(NODE_CLAIM, claim, {"metadata": {"finalizers": [wk.TERMINATION_FINALIZER, KEEP]}})
+    return controller, node, claim
+
+
+def _condition(scene: Scene, claim: str, kind: str) -> dict[str, Any] | None:
+    found = scene.cluster.get(NODE_CLAIM, claim)
+    assert found is not None
+    return next((c for c in found["status"]["conditions"] if c["type"] == kind), None)
+
+
+def _status(scene: Scene, claim: str, kind: str) -> tuple[str, str] | None:
+    found = _condition(scene, claim, kind)
+    return (found["status"], found["reason"]) if found is not None else None
+
+
+def _attachment(scene: Scene, name: str, node: str, volume: str | None) -> None:
+    source = {"persistentVolumeName": volume} if volume is not None else {"inlineVolumeSpec": {}}
+    scene.cluster.create(VOLUME_ATTACHMENT, {
+        "metadata": {"name": name},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": source},
+    })
+
+
+def test_should_delete_nodes(compiled: Path) -> None:
+    """Termination > should delete nodes — suite_test.go:112: the first step taints the node and starts the drain
+    (Drained Unknown, `Draining`); 2×MinDrainTime later the node is gone, its claim Drained, VolumesDetached and
+    InstanceTerminating True and its instance terminated."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene)
+    (instance,) = scene.instances()
+    scene.cluster.delete(objects.NODE, node)
+    scene.step(controller)
+    assert node in scene.nodes()
+    assert {"key": wk.TAINT_DISRUPTED, "effect": "NoSchedule"} in scene.nodes()[node]["spec"]["taints"]
+    assert _status(scene, claim, cond.DRAINED) == ("Unknown", "Draining")
+    scene.run(controller, 2 * MIN_DRAIN_SECONDS, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+    assert scene.instances() == []
+    for kind in (cond.DRAINED, cond.VOLUMES_DETACHED, cond.INSTANCE_TERMINATING):
+        assert _status(scene, claim, kind) == ("True", kind)
+    assert objects.finalizers(scene.nodeclaims()[claim]) == [KEEP], "its finalizer released once the instance went"
+    assert instance.id not in {i.id for i in scene.instances()}
+
+
+def test_should_not_finish_draining_until_min_drain_time_has_passed(compiled: Path) -> None:
+    """Termination > should not finish draining until minDrainTime has passed — suite_test.go:845: an empty node's
+    claim stays Drained Unknown and the node stays (its instance too) for MinDrainTime after the drain began, then
+    Drained turns True and the node goes."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene)
+    scene.cluster.delete(objects.NODE, node)
+    began = scene.clock.wall()
+    scene.step(controller)
+    assert _status(scene, claim, cond.DRAINED) == ("Unknown", "Draining")
+    transition = objects.parse_time(_condition(scene, claim, cond.DRAINED)["lastTransitionTime"])  # type: ignore[index]
+    assert abs((transition - began).total_seconds()) < 1
+    scene.run(controller, MIN_DRAIN_SECONDS - 2)
+    assert node in scene.nodes() and len(scene.instances()) == 1
+    assert _status(scene, claim, cond.DRAINED) == ("Unknown", "Draining")
+    scene.run(controller, MIN_DRAIN_SECONDS, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+    assert (scene.clock.wall() - began).total_seconds() >= MIN_DRAIN_SECONDS
+    assert _status(scene, claim, cond.DRAINED) == ("True", "Drained")
+
+
+def test_should_delete_nodeclaims_associated_with_nodes(compiled: Path) -> None:
+    """Termination > should delete nodeclaims associated with nodes — suite_test.go:152: after the drain the
+    instance's termination is asked and the claim is InstanceTerminating, but the Node keeps its finalizer while
+    the instance shuts down (30 s here, as EC2's `shutting-down`); once the cloud no longer knows it the Node goes
+    and the claim's finalizer is removed."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene)
+    scene.cloud.shutting_down = 30.0  # type: ignore[attr-defined]
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 2 * MIN_DRAIN_SECONDS)
+    assert _status(scene, claim, cond.INSTANCE_TERMINATING) == ("True", "InstanceTerminating")
+    assert node in scene.nodes(), "the Node stays while its instance shuts down"
+    assert wk.TERMINATION_FINALIZER in objects.finalizers(scene.nodes()[node])
+    assert wk.TERMINATION_FINALIZER in objects.finalizers(scene.nodeclaims()[claim])
+    scene.run(controller, 40, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+    scene.run(controller, 2)
+    assert objects.finalizers(scene.nodeclaims()[claim]) == [KEEP]
+
+
+def test_should_wait_for_volume_attachments(compiled: Path) -> None:
+    """Termination > VolumeAttachments > should wait for volume attachments — suite_test.go:874: drained, the node
+    stays while an attachment of it is left (VolumesDetached Unknown `AwaitingVolumeDetachment`, an
+    `AwaitingVolumeDetachment` Event naming it); deleted, the node goes and VolumesDetached is True."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene)
+    _attachment(scene, "csi-foo", node, "foo")
+    _attachment(scene, "csi-elsewhere", "another-node", "baz")  # another node's: never waited for
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 4 * MIN_DRAIN_SECONDS)
+    assert node in scene.nodes() and len(scene.instances()) == 1
+    assert _status(scene, claim, cond.DRAINED) == ("True", "Drained")
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("Unknown", "AwaitingVolumeDetachment")
+    assert _status(scene, claim, cond.INSTANCE_TERMINATING) is None
+    assert [e["message"] for e in scene.events("AwaitingVolumeDetachment")] == [
+        "Awaiting deletion of bound volumeattachments (csi-foo)"]
+    scene.cluster.delete(VOLUME_ATTACHMENT, "csi-foo")
+    scene.run(controller, 3, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes() and scene.instances() == []
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("True", "VolumesDetached")
+
+
+def test_should_only_wait_for_volume_attachments_associated_with_drainable_pods(compiled: Path) -> None:
+    """Termination > VolumeAttachments > should only wait for volume attachments associated with drainable pods —
+    suite_test.go:900: a pod tolerating the disrupted taint stays on the node and its claim's volume (`bar`) stays
+    attached; only the other attachment (`foo`) is waited for, and an inline volume's attachment not at all."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene)
+    _attachment(scene, "csi-foo", node, "foo")
+    _attachment(scene, "csi-bar", node, "bar")
+    _attachment(scene, "csi-inline", node, None)
+    scene.cluster.create(PERSISTENT_VOLUME_CLAIM, {
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"volumeName": "bar", "accessModes": ["ReadWriteOnce"]},
+    })
+    scene.add_pod("stays", node=node, nodeSelector={wk.NODEPOOL: "patient"},
+                  tolerations=[{"key": wk.TAINT_DISRUPTED, "operator": "Exists"}],
+                  volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 4 * MIN_DRAIN_SECONDS)
+    assert node in scene.nodes() and "stays" in scene.pods_on(node)
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("Unknown", "AwaitingVolumeDetachment")
+    assert [e["message"] for e in scene.events("AwaitingVolumeDetachment")] == [
+        "Awaiting deletion of bound volumeattachments (csi-foo)"]
+    scene.cluster.delete(VOLUME_ATTACHMENT, "csi-foo")
+    scene.run(controller, 3, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("True", "VolumesDetached")
+
+
+def test_should_wait_for_volume_attachments_until_the_termination_grace_period_expires(compiled: Path) -> None:
+    """Termination > VolumeAttachments > should wait for volume attachments until the nodeclaim's termination grace
+    period expires — suite_test.go:943: the claim's termination time is a minute away; the attachment holds the
+    node until then, then VolumesDetached is False `TerminationGracePeriodElapsed` and the node goes."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene, "graceful")
+    _attachment(scene, "csi-foo", node, "foo")
+    ends = scene.clock.wall() + dt.timedelta(minutes=1)
+    scene.cluster.patch(NODE_CLAIM, claim, {"metadata": {"annotations": {TERMINATION_TIMESTAMP:
+                                                                           objects.format_time(ends)}}})
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 4 * MIN_DRAIN_SECONDS)
+    assert node in scene.nodes()
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("Unknown", "AwaitingVolumeDetachment")
+    scene.run(controller, 5 * 60, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes() and scene.instances() == []
+    assert scene.clock.wall() >= ends
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("False", "TerminationGracePeriodElapsed")
+
+
+@pytest.mark.parametrize("spec", [
+    {"attacher": "ebs.csi.aws.com", "nodeName": 7, "source": {"persistentVolumeName": "foo"}},
+    {"attacher": "ebs.csi.aws.com", "nodeName": "x", "source": "foo"},
+    {"attacher": "ebs.csi.aws.com", "source": {"persistentVolumeName": ["foo"]}},
+])
+def test_attachments_that_cannot_be_read_hold_the_node_as_unknown_never_as_none(
+    compiled: Path, spec: dict[str, Any]
+) -> None:
+    """An attachment of another shape than storage.k8s.io/v1's makes the node's attachments unknown: the node is
+    not terminated (an error says why) — until its termination time, past which v1.14.1 does not wait for
+    attachments either."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene, "graceful")
+    scene.cluster.create(VOLUME_ATTACHMENT, {"metadata": {"name": "odd"}, "spec": spec})
+    scene.cluster.delete(objects.NODE, node)
+    results = scene.run(controller, 60)
+    assert node in scene.nodes() and len(scene.instances()) == 1
+    assert any("volume attachments of node" in e and "cannot be read" in e for r in results for e in r.errors)
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) is None
+    scene.run(controller, 300, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+    assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("False", "TerminationGracePeriodElapsed")
+
+
+def test_a_provisioners_node_keeps_v0_31s_termination(tmp_path: Path) -> None:
+    """A Provisioner's node (v1alpha5) is terminated as v0.31.1 does: no MinDrainTime, no wait for attachments —
+    an empty node goes at the first step."""
+    from .support import POLICIES as V1ALPHA5
+
+    scene = Scene(compile_policies(V1ALPHA5, tmp_path / "build"), types=["m5.large"])
+    node = scene.add_node("default", "m5.large")
+    _attachment(scene, "csi-foo", node, "foo")
+    controller = scene.controller()
+    scene.cluster.delete(objects.NODE, node)
+    scene.step(controller)
+    assert node not in scene.nodes()
+
+
+def _evicting(scene: Scene, pod: str) -> bool:
+    found = scene.cluster.get(objects.POD, pod, "default")
+    assert found is not None, f"{pod} should still exist"
+    return objects.is_deleting(found)
+
+
+def test_should_evict_pods_in_order_and_wait_until_pods_are_fully_deleted(compiled: Path) -> None:
+    """Termination > should evict pods in order and wait until pods are fully deleted — suite_test.go:415: a NodePool
+    node's drain evicts its DaemonSets' pods too, in four groups — non-critical pods, non-critical DaemonSets' pods,
+    critical pods, critical DaemonSets' pods —, each only once every pod of the groups before it is gone (not merely
+    terminating); then the node goes."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, _ = _launched(scene)
+    selector = {wk.NODEPOOL: "patient"}
+    daemon = {"owner": ("DaemonSet", "logs")}
+    scene.add_pod("evict", node=node, nodeSelector=selector, lingers=True)
+    scene.add_pod("daemon-evict", node=node, lingers=True, **daemon)  # type: ignore[arg-type]
+    for critical in ("system-node-critical", "system-cluster-critical"):
+        scene.add_pod(f"pod-{critical}", node=node, nodeSelector=selector, priority_class=critical, lingers=True)
+        scene.add_pod(f"daemon-{critical}", node=node, priority_class=critical, lingers=True,
+                      **daemon)  # type: ignore[arg-type]
+    groups = [["evict"], ["daemon-evict"], ["pod-system-node-critical", "pod-system-cluster-critical"],
+              ["daemon-system-node-critical", "daemon-system-cluster-critical"]]
+    scene.cluster.delete(objects.NODE, node)
+    for index, group in enumerate(groups):
+        scene.step(controller)
+        scene.step(controller)
+        assert node in scene.nodes()
+        assert all(_evicting(scene, pod) for pod in group), group
+        for later in groups[index + 1:]:
+            assert not any(_evicting(scene, pod) for pod in later), (group, later)
+        for pod in group:
+            scene.finish_pod(pod)
+    scene.run(controller, 2 * MIN_DRAIN_SECONDS, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
