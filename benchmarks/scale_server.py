@@ -14,7 +14,7 @@ JSON line per command read from stdin:
 - `burst N PREFIX`: N pending pods (`_fleet.pending_pods`: PREFIX-0, PREFIX-1, …) created one after the other
   → {"last_created": t}, t the time of the last creation on CLOCK_MONOTONIC, which every process of the machine
   shares (the controller's process times its reads against it);
-- `unbound PREFIX`: how many pods named PREFIX… have no node yet → {"unbound": n};
+- `unbound PREFIX`: how many pods of the burst PREFIX (or PREFIX-) have no node yet → {"unbound": n};
 - `stop`: {"churn_done": n, "churn_seconds": s, "churn_cpu_seconds": c}, then the server exits.
 """
 
@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import kmock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -88,25 +90,35 @@ class ServerChurn:
                 self.stopping.wait(delay)
 
 
-def burst(emulator: ApiEmulator, count: int, prefix: str) -> float:
+def burst(emulator: ApiEmulator, count: int, prefix: str) -> tuple[float, list[str]]:
     """`count` pending pods created one after the other, each woken to the watches as it is stored; the time of
-    the last creation."""
+    the last creation and the pods' names."""
+    names = []
     for pod in pending_pods(count, prefix=prefix):
         with emulator._state:
-            emulator._create(objects.POD, "default", pod)
+            names.append(objects.name(emulator._create(objects.POD, "default", pod)))
         emulator._wake_threadsafe()
-    return time.monotonic()
+    return time.monotonic(), names
 
 
-def unbound(emulator: ApiEmulator, prefix: str) -> int:
+def unbound(emulator: ApiEmulator, names: list[str]) -> int:
+    """How many of the pods `names` (in default) have no node: looked up by name, not by a scan of every pod (the
+    harness asks 20 times a second, and a scan of a 100,000-pod store would hold the server's lock each time)."""
     with emulator._state:
-        return sum(1 for pod in emulator._stored(objects.POD)
-                   if objects.name(pod).startswith(prefix) and not (pod.get("spec") or {}).get("nodeName"))
+        return sum(1 for name in names if not (_stored_pod(emulator, name).get("spec") or {}).get("nodeName"))
+
+
+def _stored_pod(emulator: ApiEmulator, name: str) -> objects.Obj:
+    try:
+        return emulator._current(objects.POD, "default", name)
+    except kmock.KubernetesError:  # gone: never bound by us, count it as unbound
+        return {}
 
 
 def serve(seed: Path) -> int:
     fleet = json.loads(seed.read_text(encoding="utf-8"))
     churn: ServerChurn | None = None
+    bursts: dict[str, list[str]] = {}  # the pods of each burst, by its prefix
     with EmulatorThread(history_window=HISTORY, crds=frozenset(CRD_KINDS)) as server:  # as the in-memory cluster
         version = 0
         for kind, key in ((objects.NODE, "nodes"), (objects.POD, "pods")):
@@ -120,9 +132,10 @@ def serve(seed: Path) -> int:
                 churn = ServerChurn(server.emulator, float(arguments[0])).start()
                 answer = {"ok": True}
             elif command == "burst":
-                answer = {"last_created": burst(server.emulator, int(arguments[0]), arguments[1])}
+                last_created, bursts[arguments[1]] = burst(server.emulator, int(arguments[0]), arguments[1])
+                answer = {"last_created": last_created}
             elif command == "unbound":
-                answer = {"unbound": unbound(server.emulator, arguments[0])}
+                answer = {"unbound": unbound(server.emulator, bursts.get(arguments[0].rstrip("-"), []))}
             elif command == "stop":
                 if churn is not None:
                     churn.stop()
