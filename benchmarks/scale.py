@@ -73,8 +73,10 @@ from _fleet import (  # noqa: E402
     build_fleet,
     compiled_policy,
     controller_cpu,
+    export_server_tree,
     export_tree,
     pending_pods,
+    pod_namespace,
     rss_mib,
     run_tree,
     wait_for,
@@ -218,7 +220,7 @@ def measure_size(nodes: int) -> dict[str, Any]:
         before = controller_cpu()
         time.sleep(window)
         idle = (controller_cpu() - before) / window
-        names = [(f"team-{i % 20}", f"{fleet.nodes[i % nodes]}-p{(i // nodes) % PODS_PER_NODE}") for i in range(EVENTS)]
+        names = event_targets(fleet.nodes, EVENTS)
         before = controller_cpu()
         began = time.monotonic()
         for index, (namespace, name) in enumerate(names):
@@ -256,6 +258,14 @@ def measure_size(nodes: int) -> dict[str, Any]:
     finally:
         fleet.stop()
     return result
+
+
+def event_targets(nodes: Sequence[str], events: int) -> list[tuple[str, str]]:
+    """The (namespace, name) of the bound pod each of `events` status updates goes to: the nodes' pods in turn,
+    each in its node's namespace (`pod_namespace`), so a fleet of any size — under `NAMESPACES` nodes too — has
+    every pod named."""
+    count = len(nodes)
+    return [(pod_namespace(i % count), f"{nodes[i % count]}-p{(i // count) % PODS_PER_NODE}") for i in range(events)]
 
 
 def churn_cost(used: float, probe: DeliveryProbe, server_in_process: bool = True) -> dict[str, Any]:
@@ -423,7 +433,7 @@ def _underutilize(fleet: Fleet, keep: int) -> None:
     for index in underutilized_indexes(len(fleet.nodes)):
         node = fleet.nodes[index]
         for i in range(keep, PODS_PER_NODE):
-            fleet.cluster.delete(objects.POD, f"{node}-p{i}", namespace=f"team-{index % 20}")
+            fleet.cluster.delete(objects.POD, f"{node}-p{i}", namespace=pod_namespace(index))
 
 
 def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, Any]:
@@ -502,7 +512,9 @@ class ServerProcess:
     """The API server of `--server-process` (benchmarks/scale_server.py) in a process of its own, seeded with a
     fleet's nodes and pods in one go; :meth:`ask` sends it one command and reads its JSON answer."""
 
-    def __init__(self, cluster: Any, work: Path) -> None:
+    def __init__(self, cluster: Any, work: Path, tree: Path | None = None) -> None:
+        """`tree`: where the server's code comes from (`export_server_tree`: an earlier commit's tests/ and
+        benchmarks/, for `--server-baseline`); None, this repository's."""
         import subprocess
 
         from karpenter_policy.kube import objects
@@ -511,10 +523,11 @@ class ServerProcess:
         seed = work / f"server-seed-{os.getpid()}.json"
         seed.write_text(json.dumps({"nodes": cluster.list(objects.NODE).items,
                                     "pods": cluster.list(objects.POD).items}), encoding="utf-8")
+        root = tree or REPOSITORY
         environment = dict(os.environ)
-        environment["PYTHONPATH"] = f"{REPOSITORY}{os.pathsep}{environment.get('PYTHONPATH', '')}"
+        environment["PYTHONPATH"] = f"{root}{os.pathsep}{environment.get('PYTHONPATH', '')}"
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve().parent / "scale_server.py"), "--seed", str(seed)],
+            [sys.executable, str(root / "benchmarks" / "scale_server.py"), "--seed", str(seed)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
         )
         try:
@@ -548,19 +561,21 @@ class ServerProcess:
                 self.process.wait()
 
 
-def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: int = BURST) -> dict[str, Any]:
+def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: int = BURST,
+                         server_tree: Path | None = None) -> dict[str, Any]:
     """`measure_churn`'s scenario with the API server in a process of its own (issue #23): the fleet is built as
     in-process, then handed to the test API server (tests/kube/emulator.py, `benchmarks/scale_server.py`) in one
     go; the controller talks to it over HTTP through its kube adapter (`KubeCluster`), and the churn and the burst
     are written by the server's process. This process holds the controller alone, so its CPU is the controller's
-    and every delay from a pod's creation to the controller's read is the server's delivery (`recv`)."""
+    and every delay from a pod's creation to the controller's read is the server's delivery (`recv`). `server_tree`:
+    the server of an earlier commit (`--server-baseline`), next to the same controller."""
     from karpenter_policy.kube.client import KubeCluster
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
     decisions = _decide_timer()
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
     _underutilize(fleet, KEPT)
-    server = ServerProcess(fleet.cluster, WORK / "scale")
+    server = ServerProcess(fleet.cluster, WORK / "scale", server_tree)
     fleet.cluster = KubeCluster.from_url(server.url)  # the in-memory copy is dropped: this process holds no server
     result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0, "api_server": "process"}
     try:
@@ -688,13 +703,14 @@ def in_process(argv: list[str]) -> int:
                         help="churn: the API server in a process of its own, over HTTP (scale_server.py)")
     parser.add_argument("--settle", type=float, default=12.0, help="churn: seconds of churn before the burst")
     parser.add_argument("--burst", type=int, default=BURST, help="churn --server-process: pending pods in the burst")
+    parser.add_argument("--server-tree", type=Path, help="churn --server-process: the server's code from there")
     args = parser.parse_args(argv)
     if args.what == "fleet":
         result = measure_size(args.size)
     elif args.what == "consolidation":
         result = measure_consolidation(args.size, 2, with_burst=False, timeout=args.timeout)
     elif args.what == "churn" and args.server_process:
-        result = measure_churn_server(args.size, args.rate, args.settle, args.burst)
+        result = measure_churn_server(args.size, args.rate, args.settle, args.burst, args.server_tree)
     elif args.what == "churn":
         result = measure_churn(args.size, args.rate, args.settle)
     elif args.what == "memory":
@@ -728,21 +744,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracemalloc", action="store_true", help="with --memory-seconds: trace allocations")
     parser.add_argument("--server-process", action="store_true",
                         help="also run this tree's churn rows with the API server in a process of its own")
+    parser.add_argument("--server-only", action="store_true",
+                        help="with --server-process: only the server-process churn rows (no fleet, consolidation "
+                             "nor in-process rows, no baseline package)")
+    parser.add_argument("--server-baseline", metavar="REF",
+                        help="with --server-process: each row also with the test API server of REF (its tests/ and "
+                             "benchmarks/) next to this tree's controller, the two one right after the other")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     script = Path(__file__).resolve()
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
-    if not args.no_baseline:
+    only_served = args.server_only and args.server_process
+    if not args.no_baseline and not only_served:
         trees.append((args.baseline_ref, export_tree(args.baseline_ref)))
     results: dict[str, Any] = {"date": dt.date.today().isoformat(), "sizes": sizes, "trees": {}}
     for label, tree in trees:
         rows = []
-        for size in sizes:
+        for size in sizes if not only_served else ():
             print(f"[scale] {label}: {size} nodes", file=sys.stderr, flush=True)
             rows.append(run_tree(script, tree, ["--size", str(size)], timeout=1800))
         consolidation = {}
-        if not args.no_consolidation:
+        if not args.no_consolidation and not only_served:
             print(f"[scale] {label}: consolidation", file=sys.stderr, flush=True)
             consolidation["underutilized_1000"] = run_tree(
                 script, tree, ["--size", "1000", "--what", "consolidation", "--timeout", "120"], timeout=1800)
@@ -752,22 +775,30 @@ def main(argv: list[str] | None = None) -> int:
                 script, tree, ["--size", str(sizes[-1]), "--what", "consolidation-burst", "--timeout", "60"],
                 timeout=1800)
         churn = []
-        if not args.no_churn:
+        if not args.no_churn and not only_served:
             for size in sizes:
                 for rate in (0.0, args.churn_rate):
                     print(f"[scale] {label}: {size} nodes, churn {rate:g}/s", file=sys.stderr, flush=True)
                     churn.append(run_tree(script, tree, ["--size", str(size), "--what", "churn", "--rate", str(rate)],
                                           timeout=1800))
-        results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
+        if not only_served:
+            results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
         if args.server_process and tree is None and not args.no_churn:
-            served = []
+            servers: list[tuple[str, list[str]]] = [("server-proc", [])]
+            if args.server_baseline:  # the baseline's server first, then this tree's, row by row
+                servers.insert(0, (f"srv {args.server_baseline}"[:12],
+                                   ["--server-tree", str(export_server_tree(args.server_baseline))]))
+            served: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in servers}
             for size in sizes:
                 for rate in (0.0, args.churn_rate):
-                    print(f"[scale] {label}, API server in its own process: {size} nodes, churn {rate:g}/s",
-                          file=sys.stderr, flush=True)
-                    served.append(run_tree(script, None, ["--size", str(size), "--what", "churn", "--rate",
-                                                          str(rate), "--server-process"], timeout=1800))
-            results["trees"]["server-proc"] = {"fleet": [], "consolidation": {}, "churn": served}
+                    for name, extra in servers:
+                        print(f"[scale] {label}, API server in its own process ({name}): {size} nodes, churn "
+                              f"{rate:g}/s", file=sys.stderr, flush=True)
+                        served[name].append(run_tree(script, None, ["--size", str(size), "--what", "churn", "--rate",
+                                                                    str(rate), "--server-process", *extra],
+                                                     timeout=1800))
+            for name, rows in served.items():
+                results["trees"][name] = {"fleet": [], "consolidation": {}, "churn": rows}
     if args.memory_seconds > 0:
         print(f"[scale] this tree: memory under churn for {args.memory_seconds:g} s", file=sys.stderr, flush=True)
         extra = ["--tracemalloc"] if args.tracemalloc else []
