@@ -550,6 +550,12 @@ class ServerProcess:
         self.process.stdin.flush()
         return self._read()
 
+    def cpu(self) -> float:
+        """The server process's CPU seconds so far (user and system, every thread), read from /proc: a figure a
+        shared machine does not inflate, and one any server's code gives (`--server-baseline`'s too)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
     def stop(self) -> dict[str, Any]:
         try:
             return self.ask("stop") if self.process.poll() is None else {}
@@ -567,7 +573,8 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
     in-process, then handed to the test API server (tests/kube/emulator.py, `benchmarks/scale_server.py`) in one
     go; the controller talks to it over HTTP through its kube adapter (`KubeCluster`), and the churn and the burst
     are written by the server's process. This process holds the controller alone, so its CPU is the controller's
-    and every delay from a pod's creation to the controller's read is the server's delivery (`recv`). `server_tree`:
+    and every delay from a pod's creation to the controller's read is delivery (`recv`), of which `sent` is the
+    server's part: its watches picking the last pod up to write it (`scale_server.SentProbe`). `server_tree`:
     the server of an earlier commit (`--server-baseline`), next to the same controller."""
     from karpenter_policy.kube.client import KubeCluster
 
@@ -583,18 +590,25 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
         if not _synced(fleet, 600):
             raise SystemExit("the controller did not sync in 600 s")
         time.sleep(3.0)
+        server_cpu = server.cpu()
         server.ask(f"churn {rate}")
         probe = DeliveryProbe(fleet)
         cpu_before = controller_cpu()
         time.sleep(settle)  # decisions run under churn
         result.update(churn_cost(controller_cpu() - cpu_before, probe, server_in_process=False))
+        result["server_cpu_seconds_settle"] = round(server.cpu() - server_cpu, 3)
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
         probe.reset()
+        server_cpu = server.cpu()
         last_created = float(server.ask(f"burst {burst} burst")["last_created"])
         if wait_for(lambda: server.ask("unbound burst-")["unbound"] == 0, 60.0, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
+        result["server_cpu_seconds_burst"] = round(server.cpu() - server_cpu, 3)  # until all bound (or 60 s)
         result.update(probe.report(last_created, burst))
+        last_sent = server.ask("sent burst-").get("last_sent")  # a server without the probe: an error, no figure
+        if last_sent is not None:
+            result["last_pod_sent_after_created"] = round(float(last_sent) - last_created, 3)
         creates = fleet.cloud.creates[creates_before:]
         result["burst_unbound_after_60s"] = server.ask("unbound burst-")["unbound"]
         result.update(burst_timing(creates, last_created, seen, probe, burst))
@@ -723,6 +737,13 @@ def in_process(argv: list[str]) -> int:
     return 0
 
 
+def _server_cpu(row: dict[str, Any]) -> str:
+    """The server process's CPU seconds over the churn before the burst / over the burst (--server-process)."""
+    if "server_cpu_seconds_settle" not in row:
+        return "-"
+    return f"{row['server_cpu_seconds_settle']:g}/{row.get('server_cpu_seconds_burst', '-')}"
+
+
 def _ratio(values: list[float | None]) -> str:
     pairs = [(a, b) for a, b in zip(values, values[1:], strict=False) if a and b]
     return " → ".join(f"{b / a:.2f}×" for a, b in pairs) or "n/a"
@@ -828,9 +849,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{_ratio([r.get('first_create_after_last_pod') for r in fleet])}")
         for name, row in data["consolidation"].items():
             print(f"{label:<12} consolidation {name}: {json.dumps(row)}")
-    header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'recv':>6} {'seen':>6} " \
+    header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'sent':>6} {'recv':>6} " \
+             f"{'seen':>6} " \
              f"{'seen→CF':>8} {'recv→CF':>8} {'ms/ev own':>9} {'CF calls':>8} {'bound':>6} {'decisions':>9} " \
-             f"{'decision CPU s':>14} {'unbound@60s':>11}"
+             f"{'decision CPU s':>14} {'unbound@60s':>11} {'server CPU s':>12}"
     print(f"\nconsolidation on (full nodes, {UNDERUTILIZED} of them underutilized), bound pods replaced (churn/s), "
           "then the burst:")
     print(header)
@@ -839,17 +861,22 @@ def main(argv: list[str] | None = None) -> int:
         for row in data.get("churn", []):
             print(f"{label:<12} {row['nodes']:>6} {row.get('churn_achieved_per_second', '-'):>8} "
                   f"{row.get('first_create_after_last_pod', '-'):>9} {row.get('last_create_after_last_pod', '-'):>8} "
+                  f"{row.get('last_pod_sent_after_created', '-'):>6} "
                   f"{row.get('last_pod_received_after_created', '-'):>6} "
                   f"{row.get('last_pod_seen_after_created', '-'):>6} {row.get('first_create_after_last_seen', '-'):>8} "
                   f"{row.get('first_create_after_last_received', '-'):>8} "
                   f"{row.get('churn_cpu_ms_per_event_own', '-'):>9} "
                   f"{row.get('create_fleet_calls', '-'):>8} {row.get('all_bound_after_last_pod', '-'):>6} "
                   f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
-                  f"{row.get('burst_unbound_after_60s', '-'):>11}")
+                  f"{row.get('burst_unbound_after_60s', '-'):>11} "
+                  f"{_server_cpu(row):>12}")
     if "memory" in results:
         print(f"\nmemory under churn: {json.dumps(results['memory'])}")
     print("\nms/event: the controller's CPU per event less its idle rate ('busy': it used as much idle, see gross: "
           "all its CPU over the events' window per event)")
+    print("sent (--server-process): from the last pod's creation to the server's watch picking it up to write it; "
+          "server CPU s: the API server process's CPU over the churn before the burst (the settle seconds) / from "
+          "the burst until every pod is bound (or 60 s)")
     print("first/last CF: from the last pod's creation to the first/last CreateFleet; recv: from its creation to the "
           "pods informer receiving it; seen: to the controller's state showing it (the in-process API server's watch "
           "delivery); seen→CF: the controller's part; recv→CF: the controller's own time from reading the last "

@@ -15,6 +15,8 @@ JSON line per command read from stdin:
   → {"last_created": t}, t the time of the last creation on CLOCK_MONOTONIC, which every process of the machine
   shares (the controller's process times its reads against it);
 - `unbound PREFIX`: how many pods of the burst PREFIX (or PREFIX-) have no node yet → {"unbound": n};
+- `sent PREFIX`: when the server's watches picked up the last pod of that burst to write it to their streams
+  (`SentProbe`) → {"last_sent": t} on CLOCK_MONOTONIC, or null;
 - `stop`: {"churn_done": n, "churn_seconds": s, "churn_cpu_seconds": c}, then the server exits.
 """
 
@@ -36,7 +38,7 @@ from _fleet import pending_pods  # noqa: E402
 
 from karpenter_policy.kube import objects  # noqa: E402
 from tests.kube.apiserver.kinds import CRD_KINDS  # noqa: E402
-from tests.kube.emulator import ApiEmulator, EmulatorThread  # noqa: E402
+from tests.kube.emulator import ApiEmulator, Change, EmulatorThread  # noqa: E402
 
 #: Change-log length: at 200 replacements a second (two changes each) and a burst, a watcher a few seconds behind
 #: must still resume rather than start over from a list.
@@ -101,6 +103,33 @@ def burst(emulator: ApiEmulator, count: int, prefix: str) -> tuple[float, list[s
     return time.monotonic(), names
 
 
+class SentProbe:
+    """When the server's watches first picked up each pod of a burst, to write it to their streams (the first
+    encoding of its ADDED change: `Change.line` encodes a change once, for every watcher): the server's part of the
+    delivery, from the pod's creation to its watch stream; what comes after (the socket, the controller's reading
+    and its informer's queue) is the controller's process."""
+
+    def __init__(self) -> None:
+        self.expected: set[str] = set()
+        self.sent: dict[str, float] = {}
+        original = Change.line
+        probe = self
+
+        def line(change: Change, event_type: str) -> bytes:
+            if change._encoded is None and change.type == "ADDED" and change.kind == objects.POD:
+                name = objects.name(change.object)
+                if name in probe.expected:
+                    probe.sent.setdefault(name, time.monotonic())
+            return original(change, event_type)
+
+        Change.line = line  # type: ignore[method-assign]
+
+    def last_sent(self, names: list[str]) -> float | None:
+        """When the last of `names` was picked up by a watch (None: not all of them yet)."""
+        times = [self.sent.get(name) for name in names]
+        return max(t for t in times if t is not None) if times and None not in times else None
+
+
 def unbound(emulator: ApiEmulator, names: list[str]) -> int:
     """How many of the pods `names` (in default) have no node: looked up by name, not by a scan of every pod (the
     harness asks 20 times a second, and a scan of a 100,000-pod store would hold the server's lock each time)."""
@@ -119,6 +148,7 @@ def serve(seed: Path) -> int:
     fleet = json.loads(seed.read_text(encoding="utf-8"))
     churn: ServerChurn | None = None
     bursts: dict[str, list[str]] = {}  # the pods of each burst, by its prefix
+    sent = SentProbe()
     with EmulatorThread(history_window=HISTORY, crds=frozenset(CRD_KINDS)) as server:  # as the in-memory cluster
         version = 0
         for kind, key in ((objects.NODE, "nodes"), (objects.POD, "pods")):
@@ -132,8 +162,11 @@ def serve(seed: Path) -> int:
                 churn = ServerChurn(server.emulator, float(arguments[0])).start()
                 answer = {"ok": True}
             elif command == "burst":
+                sent.expected.update(objects.name(pod) for pod in pending_pods(int(arguments[0]), prefix=arguments[1]))
                 last_created, bursts[arguments[1]] = burst(server.emulator, int(arguments[0]), arguments[1])
                 answer = {"last_created": last_created}
+            elif command == "sent":
+                answer = {"last_sent": sent.last_sent(bursts.get(arguments[0].rstrip("-"), []))}
             elif command == "unbound":
                 answer = {"unbound": unbound(server.emulator, bursts.get(arguments[0].rstrip("-"), []))}
             elif command == "stop":
