@@ -3,7 +3,8 @@ consolidation decisions — this tree next to a baseline tree, measured one righ
 
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
                                          [--no-consolidation] [--no-churn] [--churn-rate 200]
-                                         [--memory-seconds 600 [--tracemalloc]] [--server-process]
+                                         [--memory-seconds 600 [--tracemalloc]] [--server-process
+                                         [--server-only] [--server-baseline REF]]
     .venv/bin/python benchmarks/scale.py --in-process --what churn --server-process --size 500 --rate 200
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
@@ -37,7 +38,11 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `--server-process` (`measure_churn_server`): the same scenario with the test API server (tests/kube/emulator.py)
    in a process of its own (benchmarks/scale_server.py: the fleet seeded at once, the churn and the burst written
    there), the controller reading it over HTTP through its kube adapter: this process holds only the controller,
-   and `recv` is the server's delivery from creation to the controller's informer;
+   `recv` is the delivery from creation to the controller's informer, and `sent` its server's part (to the
+   server's watch picking the pod up to write it), with the server process's CPU over the churn and the burst;
+   `--server-baseline REF` runs each of those rows with REF's test API server too (its tests/ and benchmarks/,
+   `export_server_tree`), next to this tree's controller, one right after the other; `--server-only` keeps to
+   them;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
@@ -601,7 +606,9 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
         seen = _watch_burst(fleet)
         probe.reset()
         server_cpu = server.cpu()
+        asked = time.monotonic()
         last_created = float(server.ask(f"burst {burst} burst")["last_created"])
+        result["burst_write_seconds"] = round(last_created - asked, 3)  # how fast the server took the burst in
         if wait_for(lambda: server.ask("unbound burst-")["unbound"] == 0, 60.0, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
         result["server_cpu_seconds_burst"] = round(server.cpu() - server_cpu, 3)  # until all bound (or 60 s)
