@@ -155,12 +155,22 @@ class Fleet:
             self.thread.join(60)
 
 
+#: The namespaces the fleet's pods are spread over (a node's pods share one: `pod_namespace`).
+NAMESPACES = 20
+
+
+def pod_namespace(index: int) -> str:
+    """The namespace of the pods of the fleet's `index`-th node."""
+    return f"team-{index % NAMESPACES}"
+
+
 def node_pods(node: str, count: int, cpu: str, memory: str, index: int) -> list[dict[str, Any]]:
+    """The `count` running pods of the fleet's `index`-th node, `node`: `{node}-p0…`, in `pod_namespace(index)`."""
     owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"app-{index % 50}-7c9b4",
              "uid": f"rs-{index % 50}", "controller": True}
     return [
         {
-            "metadata": {"name": f"{node}-p{i}", "namespace": f"team-{index % 20}",
+            "metadata": {"name": f"{node}-p{i}", "namespace": pod_namespace(index),
                          "labels": {"app": f"app-{index % 50}"}, "ownerReferences": [owner]},
             "spec": {"nodeName": node, "containers": [
                 {"name": "app", "image": "registry.example/app:1",
@@ -287,6 +297,21 @@ def controller_cpu() -> float:
 
 
 # --- running a baseline tree ------------------------------------------------------------------------------
+
+
+def export_server_tree(ref: str) -> Path:
+    """The test API server of `ref` (tests/ and benchmarks/, where scale_server.py lives) in a directory of its own
+    (reused): `scale.py --server-baseline` runs it against this tree's controller."""
+    target = WORK / f"server-{ref}"
+    if (target / "benchmarks" / "scale_server.py").is_file():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    archive = target / "tree.tar"
+    subprocess.run(["git", "archive", "-o", str(archive), ref, "tests", "benchmarks"], cwd=REPOSITORY, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")
+    archive.unlink()
+    return target
 
 
 def export_tree(ref: str) -> Path:

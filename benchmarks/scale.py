@@ -3,7 +3,8 @@ consolidation decisions — this tree next to a baseline tree, measured one righ
 
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
                                          [--no-consolidation] [--no-churn] [--churn-rate 200]
-                                         [--memory-seconds 600 [--tracemalloc]] [--server-process]
+                                         [--memory-seconds 600 [--tracemalloc]] [--server-process
+                                         [--server-only] [--server-baseline REF]]
     .venv/bin/python benchmarks/scale.py --in-process --what churn --server-process --size 500 --rate 200
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
@@ -37,7 +38,11 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `--server-process` (`measure_churn_server`): the same scenario with the test API server (tests/kube/emulator.py)
    in a process of its own (benchmarks/scale_server.py: the fleet seeded at once, the churn and the burst written
    there), the controller reading it over HTTP through its kube adapter: this process holds only the controller,
-   and `recv` is the server's delivery from creation to the controller's informer;
+   `recv` is the delivery from creation to the controller's informer, and `sent` its server's part (to the
+   server's watch picking the pod up to write it), with the server process's CPU over the churn and the burst;
+   `--server-baseline REF` runs each of those rows with REF's test API server too (its tests/ and benchmarks/,
+   `export_server_tree`), next to this tree's controller, one right after the other; `--server-only` keeps to
+   them;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
    seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
@@ -73,8 +78,10 @@ from _fleet import (  # noqa: E402
     build_fleet,
     compiled_policy,
     controller_cpu,
+    export_server_tree,
     export_tree,
     pending_pods,
+    pod_namespace,
     rss_mib,
     run_tree,
     wait_for,
@@ -218,7 +225,7 @@ def measure_size(nodes: int) -> dict[str, Any]:
         before = controller_cpu()
         time.sleep(window)
         idle = (controller_cpu() - before) / window
-        names = [(f"team-{i % 20}", f"{fleet.nodes[i % nodes]}-p{(i // nodes) % PODS_PER_NODE}") for i in range(EVENTS)]
+        names = event_targets(fleet.nodes, EVENTS)
         before = controller_cpu()
         began = time.monotonic()
         for index, (namespace, name) in enumerate(names):
@@ -256,6 +263,14 @@ def measure_size(nodes: int) -> dict[str, Any]:
     finally:
         fleet.stop()
     return result
+
+
+def event_targets(nodes: Sequence[str], events: int) -> list[tuple[str, str]]:
+    """The (namespace, name) of the bound pod each of `events` status updates goes to: the nodes' pods in turn,
+    each in its node's namespace (`pod_namespace`), so a fleet of any size — under `NAMESPACES` nodes too — has
+    every pod named."""
+    count = len(nodes)
+    return [(pod_namespace(i % count), f"{nodes[i % count]}-p{(i // count) % PODS_PER_NODE}") for i in range(events)]
 
 
 def churn_cost(used: float, probe: DeliveryProbe, server_in_process: bool = True) -> dict[str, Any]:
@@ -423,7 +438,7 @@ def _underutilize(fleet: Fleet, keep: int) -> None:
     for index in underutilized_indexes(len(fleet.nodes)):
         node = fleet.nodes[index]
         for i in range(keep, PODS_PER_NODE):
-            fleet.cluster.delete(objects.POD, f"{node}-p{i}", namespace=f"team-{index % 20}")
+            fleet.cluster.delete(objects.POD, f"{node}-p{i}", namespace=pod_namespace(index))
 
 
 def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, Any]:
@@ -502,7 +517,9 @@ class ServerProcess:
     """The API server of `--server-process` (benchmarks/scale_server.py) in a process of its own, seeded with a
     fleet's nodes and pods in one go; :meth:`ask` sends it one command and reads its JSON answer."""
 
-    def __init__(self, cluster: Any, work: Path) -> None:
+    def __init__(self, cluster: Any, work: Path, tree: Path | None = None) -> None:
+        """`tree`: where the server's code comes from (`export_server_tree`: an earlier commit's tests/ and
+        benchmarks/, for `--server-baseline`); None, this repository's."""
         import subprocess
 
         from karpenter_policy.kube import objects
@@ -511,10 +528,11 @@ class ServerProcess:
         seed = work / f"server-seed-{os.getpid()}.json"
         seed.write_text(json.dumps({"nodes": cluster.list(objects.NODE).items,
                                     "pods": cluster.list(objects.POD).items}), encoding="utf-8")
+        root = tree or REPOSITORY
         environment = dict(os.environ)
-        environment["PYTHONPATH"] = f"{REPOSITORY}{os.pathsep}{environment.get('PYTHONPATH', '')}"
+        environment["PYTHONPATH"] = f"{root}{os.pathsep}{environment.get('PYTHONPATH', '')}"
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve().parent / "scale_server.py"), "--seed", str(seed)],
+            [sys.executable, str(root / "benchmarks" / "scale_server.py"), "--seed", str(seed)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
         )
         try:
@@ -537,6 +555,12 @@ class ServerProcess:
         self.process.stdin.flush()
         return self._read()
 
+    def cpu(self) -> float:
+        """The server process's CPU seconds so far (user and system, every thread), read from /proc: a figure a
+        shared machine does not inflate, and one any server's code gives (`--server-baseline`'s too)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
     def stop(self) -> dict[str, Any]:
         try:
             return self.ask("stop") if self.process.poll() is None else {}
@@ -548,19 +572,22 @@ class ServerProcess:
                 self.process.wait()
 
 
-def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: int = BURST) -> dict[str, Any]:
+def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: int = BURST,
+                         server_tree: Path | None = None) -> dict[str, Any]:
     """`measure_churn`'s scenario with the API server in a process of its own (issue #23): the fleet is built as
     in-process, then handed to the test API server (tests/kube/emulator.py, `benchmarks/scale_server.py`) in one
     go; the controller talks to it over HTTP through its kube adapter (`KubeCluster`), and the churn and the burst
     are written by the server's process. This process holds the controller alone, so its CPU is the controller's
-    and every delay from a pod's creation to the controller's read is the server's delivery (`recv`)."""
+    and every delay from a pod's creation to the controller's read is delivery (`recv`), of which `sent` is the
+    server's part: its watches picking the last pod up to write it (`scale_server.SentProbe`). `server_tree`:
+    the server of an earlier commit (`--server-baseline`), next to the same controller."""
     from karpenter_policy.kube.client import KubeCluster
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
     decisions = _decide_timer()
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
     _underutilize(fleet, KEPT)
-    server = ServerProcess(fleet.cluster, WORK / "scale")
+    server = ServerProcess(fleet.cluster, WORK / "scale", server_tree)
     fleet.cluster = KubeCluster.from_url(server.url)  # the in-memory copy is dropped: this process holds no server
     result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0, "api_server": "process"}
     try:
@@ -568,18 +595,27 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
         if not _synced(fleet, 600):
             raise SystemExit("the controller did not sync in 600 s")
         time.sleep(3.0)
+        server_cpu = server.cpu()
         server.ask(f"churn {rate}")
         probe = DeliveryProbe(fleet)
         cpu_before = controller_cpu()
         time.sleep(settle)  # decisions run under churn
         result.update(churn_cost(controller_cpu() - cpu_before, probe, server_in_process=False))
+        result["server_cpu_seconds_settle"] = round(server.cpu() - server_cpu, 3)
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
         probe.reset()
+        server_cpu = server.cpu()
+        asked = time.monotonic()
         last_created = float(server.ask(f"burst {burst} burst")["last_created"])
+        result["burst_write_seconds"] = round(last_created - asked, 3)  # how fast the server took the burst in
         if wait_for(lambda: server.ask("unbound burst-")["unbound"] == 0, 60.0, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
+        result["server_cpu_seconds_burst"] = round(server.cpu() - server_cpu, 3)  # until all bound (or 60 s)
         result.update(probe.report(last_created, burst))
+        last_sent = server.ask("sent burst-").get("last_sent")  # a server without the probe: an error, no figure
+        if last_sent is not None:
+            result["last_pod_sent_after_created"] = round(float(last_sent) - last_created, 3)
         creates = fleet.cloud.creates[creates_before:]
         result["burst_unbound_after_60s"] = server.ask("unbound burst-")["unbound"]
         result.update(burst_timing(creates, last_created, seen, probe, burst))
@@ -688,13 +724,14 @@ def in_process(argv: list[str]) -> int:
                         help="churn: the API server in a process of its own, over HTTP (scale_server.py)")
     parser.add_argument("--settle", type=float, default=12.0, help="churn: seconds of churn before the burst")
     parser.add_argument("--burst", type=int, default=BURST, help="churn --server-process: pending pods in the burst")
+    parser.add_argument("--server-tree", type=Path, help="churn --server-process: the server's code from there")
     args = parser.parse_args(argv)
     if args.what == "fleet":
         result = measure_size(args.size)
     elif args.what == "consolidation":
         result = measure_consolidation(args.size, 2, with_burst=False, timeout=args.timeout)
     elif args.what == "churn" and args.server_process:
-        result = measure_churn_server(args.size, args.rate, args.settle, args.burst)
+        result = measure_churn_server(args.size, args.rate, args.settle, args.burst, args.server_tree)
     elif args.what == "churn":
         result = measure_churn(args.size, args.rate, args.settle)
     elif args.what == "memory":
@@ -705,6 +742,13 @@ def in_process(argv: list[str]) -> int:
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=True, timeout=args.timeout)
     print(json.dumps(result))
     return 0
+
+
+def _server_cpu(row: dict[str, Any]) -> str:
+    """The server process's CPU seconds over the churn before the burst / over the burst (--server-process)."""
+    if "server_cpu_seconds_settle" not in row:
+        return "-"
+    return f"{row['server_cpu_seconds_settle']:g}/{row.get('server_cpu_seconds_burst', '-')}"
 
 
 def _ratio(values: list[float | None]) -> str:
@@ -728,21 +772,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracemalloc", action="store_true", help="with --memory-seconds: trace allocations")
     parser.add_argument("--server-process", action="store_true",
                         help="also run this tree's churn rows with the API server in a process of its own")
+    parser.add_argument("--server-only", action="store_true",
+                        help="with --server-process: only the server-process churn rows (no fleet, consolidation "
+                             "nor in-process rows, no baseline package)")
+    parser.add_argument("--server-baseline", metavar="REF",
+                        help="with --server-process: each row also with the test API server of REF (its tests/ and "
+                             "benchmarks/) next to this tree's controller, the two one right after the other")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     script = Path(__file__).resolve()
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
-    if not args.no_baseline:
+    only_served = args.server_only and args.server_process
+    if not args.no_baseline and not only_served:
         trees.append((args.baseline_ref, export_tree(args.baseline_ref)))
     results: dict[str, Any] = {"date": dt.date.today().isoformat(), "sizes": sizes, "trees": {}}
     for label, tree in trees:
         rows = []
-        for size in sizes:
+        for size in sizes if not only_served else ():
             print(f"[scale] {label}: {size} nodes", file=sys.stderr, flush=True)
             rows.append(run_tree(script, tree, ["--size", str(size)], timeout=1800))
         consolidation = {}
-        if not args.no_consolidation:
+        if not args.no_consolidation and not only_served:
             print(f"[scale] {label}: consolidation", file=sys.stderr, flush=True)
             consolidation["underutilized_1000"] = run_tree(
                 script, tree, ["--size", "1000", "--what", "consolidation", "--timeout", "120"], timeout=1800)
@@ -752,22 +803,30 @@ def main(argv: list[str] | None = None) -> int:
                 script, tree, ["--size", str(sizes[-1]), "--what", "consolidation-burst", "--timeout", "60"],
                 timeout=1800)
         churn = []
-        if not args.no_churn:
+        if not args.no_churn and not only_served:
             for size in sizes:
                 for rate in (0.0, args.churn_rate):
                     print(f"[scale] {label}: {size} nodes, churn {rate:g}/s", file=sys.stderr, flush=True)
                     churn.append(run_tree(script, tree, ["--size", str(size), "--what", "churn", "--rate", str(rate)],
                                           timeout=1800))
-        results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
+        if not only_served:
+            results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
         if args.server_process and tree is None and not args.no_churn:
-            served = []
+            servers: list[tuple[str, list[str]]] = [("server-proc", [])]
+            if args.server_baseline:  # the baseline's server first, then this tree's, row by row
+                servers.insert(0, (f"srv {args.server_baseline}"[:12],
+                                   ["--server-tree", str(export_server_tree(args.server_baseline))]))
+            served: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in servers}
             for size in sizes:
                 for rate in (0.0, args.churn_rate):
-                    print(f"[scale] {label}, API server in its own process: {size} nodes, churn {rate:g}/s",
-                          file=sys.stderr, flush=True)
-                    served.append(run_tree(script, None, ["--size", str(size), "--what", "churn", "--rate",
-                                                          str(rate), "--server-process"], timeout=1800))
-            results["trees"]["server-proc"] = {"fleet": [], "consolidation": {}, "churn": served}
+                    for name, extra in servers:
+                        print(f"[scale] {label}, API server in its own process ({name}): {size} nodes, churn "
+                              f"{rate:g}/s", file=sys.stderr, flush=True)
+                        served[name].append(run_tree(script, None, ["--size", str(size), "--what", "churn", "--rate",
+                                                                    str(rate), "--server-process", *extra],
+                                                     timeout=1800))
+            for name, rows in served.items():
+                results["trees"][name] = {"fleet": [], "consolidation": {}, "churn": rows}
     if args.memory_seconds > 0:
         print(f"[scale] this tree: memory under churn for {args.memory_seconds:g} s", file=sys.stderr, flush=True)
         extra = ["--tracemalloc"] if args.tracemalloc else []
@@ -797,9 +856,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{_ratio([r.get('first_create_after_last_pod') for r in fleet])}")
         for name, row in data["consolidation"].items():
             print(f"{label:<12} consolidation {name}: {json.dumps(row)}")
-    header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'recv':>6} {'seen':>6} " \
+    header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'sent':>6} {'recv':>6} " \
+             f"{'seen':>6} " \
              f"{'seen→CF':>8} {'recv→CF':>8} {'ms/ev own':>9} {'CF calls':>8} {'bound':>6} {'decisions':>9} " \
-             f"{'decision CPU s':>14} {'unbound@60s':>11}"
+             f"{'decision CPU s':>14} {'unbound@60s':>11} {'server CPU s':>12}"
     print(f"\nconsolidation on (full nodes, {UNDERUTILIZED} of them underutilized), bound pods replaced (churn/s), "
           "then the burst:")
     print(header)
@@ -808,17 +868,22 @@ def main(argv: list[str] | None = None) -> int:
         for row in data.get("churn", []):
             print(f"{label:<12} {row['nodes']:>6} {row.get('churn_achieved_per_second', '-'):>8} "
                   f"{row.get('first_create_after_last_pod', '-'):>9} {row.get('last_create_after_last_pod', '-'):>8} "
+                  f"{row.get('last_pod_sent_after_created', '-'):>6} "
                   f"{row.get('last_pod_received_after_created', '-'):>6} "
                   f"{row.get('last_pod_seen_after_created', '-'):>6} {row.get('first_create_after_last_seen', '-'):>8} "
                   f"{row.get('first_create_after_last_received', '-'):>8} "
                   f"{row.get('churn_cpu_ms_per_event_own', '-'):>9} "
                   f"{row.get('create_fleet_calls', '-'):>8} {row.get('all_bound_after_last_pod', '-'):>6} "
                   f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
-                  f"{row.get('burst_unbound_after_60s', '-'):>11}")
+                  f"{row.get('burst_unbound_after_60s', '-'):>11} "
+                  f"{_server_cpu(row):>12}")
     if "memory" in results:
         print(f"\nmemory under churn: {json.dumps(results['memory'])}")
     print("\nms/event: the controller's CPU per event less its idle rate ('busy': it used as much idle, see gross: "
           "all its CPU over the events' window per event)")
+    print("sent (--server-process): from the last pod's creation to the server's watch picking it up to write it; "
+          "server CPU s: the API server process's CPU over the churn before the burst (the settle seconds) / from "
+          "the burst until every pod is bound (or 60 s)")
     print("first/last CF: from the last pod's creation to the first/last CreateFleet; recv: from its creation to the "
           "pods informer receiving it; seen: to the controller's state showing it (the in-process API server's watch "
           "delivery); seen→CF: the controller's part; recv→CF: the controller's own time from reading the last "

@@ -14,7 +14,9 @@ JSON line per command read from stdin:
 - `burst N PREFIX`: N pending pods (`_fleet.pending_pods`: PREFIX-0, PREFIX-1, …) created one after the other
   → {"last_created": t}, t the time of the last creation on CLOCK_MONOTONIC, which every process of the machine
   shares (the controller's process times its reads against it);
-- `unbound PREFIX`: how many pods named PREFIX… have no node yet → {"unbound": n};
+- `unbound PREFIX`: how many pods of the burst PREFIX (or PREFIX-) have no node yet → {"unbound": n};
+- `sent PREFIX`: when the server's watches picked up the last pod of that burst to write it to their streams
+  (`SentProbe`) → {"last_sent": t} on CLOCK_MONOTONIC, or null;
 - `stop`: {"churn_done": n, "churn_seconds": s, "churn_cpu_seconds": c}, then the server exits.
 """
 
@@ -28,13 +30,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import kmock
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fleet import pending_pods  # noqa: E402
 
 from karpenter_policy.kube import objects  # noqa: E402
 from tests.kube.apiserver.kinds import CRD_KINDS  # noqa: E402
-from tests.kube.emulator import ApiEmulator, EmulatorThread  # noqa: E402
+from tests.kube.emulator import ApiEmulator, Change, EmulatorThread  # noqa: E402
 
 #: Change-log length: at 200 replacements a second (two changes each) and a burst, a watcher a few seconds behind
 #: must still resume rather than start over from a list.
@@ -88,25 +92,63 @@ class ServerChurn:
                 self.stopping.wait(delay)
 
 
-def burst(emulator: ApiEmulator, count: int, prefix: str) -> float:
+def burst(emulator: ApiEmulator, count: int, prefix: str) -> tuple[float, list[str]]:
     """`count` pending pods created one after the other, each woken to the watches as it is stored; the time of
-    the last creation."""
+    the last creation and the pods' names."""
+    names = []
     for pod in pending_pods(count, prefix=prefix):
         with emulator._state:
-            emulator._create(objects.POD, "default", pod)
+            names.append(objects.name(emulator._create(objects.POD, "default", pod)))
         emulator._wake_threadsafe()
-    return time.monotonic()
+    return time.monotonic(), names
 
 
-def unbound(emulator: ApiEmulator, prefix: str) -> int:
+class SentProbe:
+    """When the server's watches first picked up each pod of a burst, to write it to their streams (the first
+    encoding of its ADDED change: `Change.line` encodes a change once, for every watcher): the server's part of the
+    delivery, from the pod's creation to its watch stream; what comes after (the socket, the controller's reading
+    and its informer's queue) is the controller's process."""
+
+    def __init__(self) -> None:
+        self.expected: set[str] = set()
+        self.sent: dict[str, float] = {}
+        original = Change.line
+        probe = self
+
+        def line(change: Change, event_type: str) -> bytes:
+            if change._encoded is None and change.type == "ADDED" and change.kind == objects.POD:
+                name = objects.name(change.object)
+                if name in probe.expected:
+                    probe.sent.setdefault(name, time.monotonic())
+            return original(change, event_type)
+
+        Change.line = line  # type: ignore[method-assign]
+
+    def last_sent(self, names: list[str]) -> float | None:
+        """When the last of `names` was picked up by a watch (None: not all of them yet)."""
+        times = [self.sent.get(name) for name in names]
+        return max(t for t in times if t is not None) if times and None not in times else None
+
+
+def unbound(emulator: ApiEmulator, names: list[str]) -> int:
+    """How many of the pods `names` (in default) have no node: looked up by name, not by a scan of every pod (the
+    harness asks 20 times a second, and a scan of a 100,000-pod store would hold the server's lock each time)."""
     with emulator._state:
-        return sum(1 for pod in emulator._stored(objects.POD)
-                   if objects.name(pod).startswith(prefix) and not (pod.get("spec") or {}).get("nodeName"))
+        return sum(1 for name in names if not (_stored_pod(emulator, name).get("spec") or {}).get("nodeName"))
+
+
+def _stored_pod(emulator: ApiEmulator, name: str) -> objects.Obj:
+    try:
+        return emulator._current(objects.POD, "default", name)
+    except kmock.KubernetesError:  # gone: never bound by us, count it as unbound
+        return {}
 
 
 def serve(seed: Path) -> int:
     fleet = json.loads(seed.read_text(encoding="utf-8"))
     churn: ServerChurn | None = None
+    bursts: dict[str, list[str]] = {}  # the pods of each burst, by its prefix
+    sent = SentProbe()
     with EmulatorThread(history_window=HISTORY, crds=frozenset(CRD_KINDS)) as server:  # as the in-memory cluster
         version = 0
         for kind, key in ((objects.NODE, "nodes"), (objects.POD, "pods")):
@@ -120,9 +162,13 @@ def serve(seed: Path) -> int:
                 churn = ServerChurn(server.emulator, float(arguments[0])).start()
                 answer = {"ok": True}
             elif command == "burst":
-                answer = {"last_created": burst(server.emulator, int(arguments[0]), arguments[1])}
+                sent.expected.update(objects.name(pod) for pod in pending_pods(int(arguments[0]), prefix=arguments[1]))
+                last_created, bursts[arguments[1]] = burst(server.emulator, int(arguments[0]), arguments[1])
+                answer = {"last_created": last_created}
+            elif command == "sent":
+                answer = {"last_sent": sent.last_sent(bursts.get(arguments[0].rstrip("-"), []))}
             elif command == "unbound":
-                answer = {"unbound": unbound(server.emulator, arguments[0])}
+                answer = {"unbound": unbound(server.emulator, bursts.get(arguments[0].rstrip("-"), []))}
             elif command == "stop":
                 if churn is not None:
                     churn.stop()

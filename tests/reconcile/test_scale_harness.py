@@ -15,7 +15,7 @@ from karpenter_policy.catalog import load_catalog
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import scale  # noqa: E402
-from _fleet import NODE_TYPE  # noqa: E402
+from _fleet import NODE_TYPE, node_pods  # noqa: E402
 
 
 @pytest.mark.parametrize("nodes", [500, 2000, 5000, 100_000])
@@ -66,3 +66,26 @@ def test_with_the_api_server_in_its_own_process_the_churn_row_times_a_launch_fro
     assert found["churn_events"] > 0 and found["churn_cpu_ms_per_event_own"] > 0
     assert found["churn_achieved_per_second"] > 0
     assert found["burst_unbound_after_60s"] == 0
+
+
+@pytest.mark.parametrize("nodes", [1, 7, 19, 20, 30, 500])
+def test_every_status_update_of_the_fleet_row_names_a_pod_the_fleet_has(nodes: int) -> None:
+    """`measure_size`'s 2,000 status updates go to pods that exist, whatever the fleet's size: they named each
+    pod's namespace by the update's number (`team-{i % 20}`) where the pods are in their node's (`team-{node %
+    20}`), which agree only when the fleet is a multiple of 20 nodes — under 20 every patch after the first nodes'
+    was a 404 and the row failed."""
+    names = [f"node-{index}" for index in range(nodes)]
+    fleet = {(pod["metadata"]["namespace"], pod["metadata"]["name"])
+             for index, node in enumerate(names) for pod in node_pods(node, scale.PODS_PER_NODE, "1", "1Gi", index)}
+    targets = scale.event_targets(names, scale.EVENTS)
+    assert len(targets) == scale.EVENTS
+    assert set(targets) <= fleet
+    assert len(set(targets)) == min(scale.EVENTS, len(fleet))  # spread over the fleet, each pod once at most
+
+
+@pytest.mark.slow
+def test_the_fleet_row_runs_on_a_fleet_of_a_few_nodes() -> None:
+    """`scale.py --in-process --size 5`: the row is measured end to end (it raised a 404 on the updates before)."""
+    found = scale.measure_size(5)
+    assert found["nodes"] == 5 and found["pods"] == 5 * scale.PODS_PER_NODE
+    assert found["create_fleet_calls"] >= 1 and found["burst_unbound_after_60s"] == 0
