@@ -42,6 +42,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import sys
 import time
 from collections import Counter
@@ -50,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import BENCHMARKS_DIR, Timing, pinned_cpu, render_table, run_pinned
+from _common import BENCHMARKS_DIR, REPOSITORY, Timing, baseline_tree, pinned_cpu, render_table, run_pinned
 
 SEED = 20261123
 ERROR_SHARE = 0.05
@@ -665,6 +666,8 @@ def workloads_main(args: argparse.Namespace, generated: Corpus, catalog: Any, cp
     log(f"generated {args.workloads} workloads (+{len(DAEMON_SETS)} DaemonSets) in {workloads.directory}; planted "
         f"{len(workloads.planted)} unschedulable ({', '.join(sorted({p.kind for p in workloads.planted}))})")
     argv = [str(CLI), "check", str(corpus.directory), "--workloads", str(workloads.directory), "--output", "json"]
+    if args.baseline_ref:
+        return baseline_main(args, argv[1:], cpu, log)
     run_pinned(argv, cpu)  # warm-up
     cli, in_process, stages = Timing(), Timing(), Stages()
     summary: dict[str, Any] = {}
@@ -736,6 +739,52 @@ def workloads_main(args: argparse.Namespace, generated: Corpus, catalog: Any, cp
           f"{WORKLOAD_GOAL_SECONDS:g} s (CLI, best wall time): {'met' if met else 'not met'} ({cli.best:.3f} s; "
           f"median {cli.median:.3f} s; CPU {cli.cpu_best:.3f} s)")
     return 0
+
+
+def baseline_main(args: argparse.Namespace, command: list[str], cpu: int, log: Callable[[str], None]) -> int:
+    """`--baseline-ref REF`: `karpenter-policy COMMAND` through the CLI of this tree and of REF's (`git archive`,
+    its sources first on the path), alternately — REF first in odd rounds, this tree first in even ones —, `--repeat`
+    times each, pinned: CPU seconds (user + system of the child) and the load average after each run, and the
+    SHA-256 of each output, which must be the same for both trees (a speed-up changes no byte)."""
+    import hashlib
+
+    work = args.work.resolve()
+    tree = baseline_tree(args.baseline_ref, work)
+    cli = [sys.executable, "-m", "karpenter_policy.cli", *command]  # both trees alike, each its sources first
+    trees = {"this tree": cli, args.baseline_ref: cli}
+    environments = {"this tree": {"PYTHONPATH": str(REPOSITORY)}, args.baseline_ref: {"PYTHONPATH": str(tree)}}
+    for name, argv in trees.items():  # warm-up: byte code, page cache; and which sources the child imports
+        run_pinned(argv, cpu, cwd=work, env=environments[name])
+        where = [sys.executable, "-c", "import karpenter_policy; print(karpenter_policy.__file__)"]
+        imported = run_pinned(where, cpu, cwd=work, env=environments[name]).stdout.strip()
+        if not imported.startswith(environments[name]["PYTHONPATH"] + "/"):
+            fail(f"the {name} run", [f"imports {imported}, not {environments[name]['PYTHONPATH']}"])
+    rows: list[tuple[str, ...]] = []
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in trees}
+    digests: dict[str, set[str]] = {name: set() for name in trees}
+    for round_ in range(1, args.repeat + 1):
+        order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+        for name in order:
+            log(f"round {round_}/{args.repeat}: {name}")
+            done = run_pinned(trees[name], cpu, cwd=work, env=environments[name])
+            if done.returncode not in (0, 1):
+                fail(f"karpenter-policy {' '.join(command[:1])} ({name})", [f"exit code {done.returncode}"],
+                     done.stderr)
+            load = os.getloadavg()[0]
+            digest = hashlib.sha256(done.stdout.encode("utf-8")).hexdigest()
+            digests[name].add(digest)
+            cpu_seconds[name].append(done.cpu)
+            rows.append((str(round_), name, f"{done.cpu:.2f}", f"{done.wall:.2f}", f"{load:.1f}", digest[:16]))
+    same = len(set().union(*digests.values())) == 1
+    print(f"karpenter-policy {' '.join(Path(a).name if a.startswith('/') else a for a in command)}: this tree "
+          f"against {args.baseline_ref}, alternately, pinned to CPU {cpu} of {os.cpu_count()}; CPU = user + system of "
+          "the child (the figure to trust on a shared machine), load average (1 min) after each run")
+    print(render_table(("round", "tree", "CPU s", "wall s", "load", "SHA-256 of the output"), rows,
+                       right=frozenset({2, 3, 4})))
+    for name, seconds in cpu_seconds.items():
+        print(f"{name}: CPU s best {min(seconds):.2f}, median {statistics.median(seconds):.2f}")
+    print("outputs: byte-identical" if same else f"outputs DIFFER: {digests}")
+    return 0 if same else 1
 
 
 #: `--shapes`: (name, goal in seconds or None) of each shape; the files are written by `generate_shapes`.
@@ -824,6 +873,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api", choices=(V1ALPHA5, V1), default=V1ALPHA5,
                         help="check the corpus as v1alpha5 Provisioners (default) or as its v1 twin: NodePools and "
                         "EC2NodeClasses made by `migrate`")
+    parser.add_argument("--baseline-ref", metavar="REF", default=None,
+                        help="with --workloads: time the CLI of this tree and of REF (git archive) alternately, CLI "
+                        "only, and check that their outputs are byte-identical")
     parser.add_argument("--shapes", action="store_true",
                         help="time 2,000 Provisioners, 10,000 requirements and 10,000 values instead")
     args = parser.parse_args(argv)
