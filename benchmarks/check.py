@@ -25,6 +25,13 @@ the CLI (`validate`, `check`, `compile -o`, `fmt`), CPU seconds best of `--repea
 (`--provisioners` is ignored; `fmt` on them once formatted, the pre-commit case), one Provisioner with 10,000
 requirements, and one with 10,000 values of one requirement. Goals: 2,000 Provisioners ≤ 5 s, 10,000 values
 ≤ 2 s (per command).
+
+With `--api v1` (issue 27), the same corpus is checked as Karpenter v1 NodePools and EC2NodeClasses: the
+Provisioners and AWSNodeTemplates generated as above are turned into them by the project's own `migrate` (into
+`--work`/check-v1, `--node-role KarpenterNodeRole-bench`; every Provisioner is migrated, the planted ones too), so
+the v1 twin is built reproducibly from the same seed; the workloads are the same files. A planted error is then
+expected as one error of its file (v1's rules word and place some of them otherwise: the mistyped capacity type is
+the CRD's `runtime-validation`). The v1 twin of 100 × 1,000: goal < 5 s.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import sys
 import time
 from collections import Counter
@@ -43,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import BENCHMARKS_DIR, Timing, pinned_cpu, render_table, run_pinned
+from _common import BENCHMARKS_DIR, REPOSITORY, Timing, baseline_tree, pinned_cpu, render_table, run_pinned
 
 SEED = 20261123
 ERROR_SHARE = 0.05
@@ -83,6 +91,50 @@ class Corpus:
     directory: Path
     files: list[Path]
     planted: list[Planted] = field(default_factory=list)
+
+
+#: `--api`: the Karpenter API the checked policies are written in.
+V1ALPHA5, V1 = "v1alpha5", "v1"
+#: The IAM role the v1 twin's EC2NodeClasses get (migrate needs one for node templates without an instance profile).
+NODE_ROLE = "KarpenterNodeRole-bench"
+
+
+def migrate_corpus(corpus: Corpus, directory: Path) -> Corpus:
+    """`corpus` as Karpenter v1 NodePools and EC2NodeClasses in `directory` (emptied first), by the project's own
+    `migrate` (every Provisioner migrated, the planted ones too): the v1 twin of the generated corpus. Its planted
+    errors are expected by file only (`Planted.line` 0, `rule` empty): v1 reports some with other rules and lines."""
+    import shutil
+
+    from karpenter_policy.commands.migrate.command import MigrateOptions, migrate_command
+
+    shutil.rmtree(directory, ignore_errors=True)
+    done = migrate_command([str(corpus.directory)], MigrateOptions(out=str(directory), node_role=NODE_ROLE))
+    if done.exit_code != 0:
+        fail("migrate --to v1", [f"exit code {done.exit_code}"], done.stderr + done.stdout)
+    files = sorted(directory.glob("*.yaml"))
+    if len(files) != len(corpus.files) or any("kind: Provisioner" in f.read_text(encoding="utf-8") for f in files):
+        fail("migrate --to v1", [f"{len(files)} files for {len(corpus.files)}, or a Provisioner left"])
+    return Corpus(directory, files, [Planted(p.kind, "", p.file, 0) for p in corpus.planted])
+
+
+ErrorKey = tuple[str, int, str]  # (file name, line, rule) of an error finding
+
+
+def _matched(found: Counter[ErrorKey], planted: list[Planted]) -> tuple[list[str], Counter[ErrorKey]]:
+    """The planted errors not among the errors `found` (file, line, rule), and the errors left once each planted one
+    took its own: at its file, line and rule, or (line 0: the v1 twin) any one error of its file."""
+    left = Counter(found)
+    missing: list[str] = []
+    for p in sorted(planted, key=lambda p: (p.line == 0, p.file, p.line, p.rule)):
+        if p.line:
+            key = (p.file, p.line, p.rule)
+        else:
+            key = next((k for k in sorted(left.elements()) if k[0] == p.file), (p.file, 0, ""))
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            missing.append(f"missing: {p.rule or 'an error'} at {p.file}:{p.line or '?'} ({p.kind})")
+    return missing, +left
 
 
 class _Writer:
@@ -260,10 +312,9 @@ def check_report(report: dict[str, Any], corpus: Corpus, provisioners: int, retu
         problems.append(f"exit code {returncode}, expected {expected_code}")
     errors = [f for f in report.get("findings", []) if f.get("severity") == "error"]
     found = Counter((Path(f["file"]).name, f["line"], f["rule"]) for f in errors)
-    wanted = Counter((p.file, p.line, p.rule) for p in corpus.planted)
-    for file, line, rule in sorted((wanted - found).elements()):
-        problems.append(f"missing: {rule} at {file}:{line}")
-    for file, line, rule in sorted((found - wanted).elements()):
+    missing, unexpected = _matched(found, corpus.planted)
+    problems += missing
+    for file, line, rule in sorted(unexpected.elements()):
         problems.append(f"unexpected: {rule} at {file}:{line}")
     # dead-value: the generator's random requirements leave genuine dead values (`instance-size In [large, ...]` next
     # to `instance-memory Gt 65535`): real findings of the tree under test, their extra solves timed with the rest
@@ -580,11 +631,10 @@ def check_workload_report(report: dict[str, Any], corpus: Corpus, workloads: Wor
         problems.append(f"exit code {returncode}, expected 1")
     errors = [f for f in report.get("findings", []) if f.get("severity") == "error"]
     found = Counter((Path(f["file"]).name, f["line"], f["rule"]) for f in errors)
-    wanted = Counter((p.file, p.line, p.rule) for p in [*corpus.planted, *workloads.planted])
-    for file, line, rule in sorted((wanted - found).elements()):
-        problems.append(f"missing: {rule} at {file}:{line}")
+    missing, unexpected = _matched(found, [*corpus.planted, *workloads.planted])
+    problems += missing
     shared_limits = 0
-    for file, line, rule in sorted((found - wanted).elements()):
+    for file, line, rule in sorted(unexpected.elements()):
         message = next(f["message"] for f in errors if (Path(f["file"]).name, f["line"]) == (file, line))
         if rule == "workload-unschedulable" and SHARED_LIMITS in message:
             shared_limits += 1  # the plan of every replica: the workloads before it used up the limits it needs
@@ -601,18 +651,23 @@ def check_workload_report(report: dict[str, Any], corpus: Corpus, workloads: Wor
     return problems
 
 
-def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: int,
-                   log: Callable[[str], None]) -> int:
+def workloads_main(args: argparse.Namespace, generated: Corpus, catalog: Any, cpu: int,
+                   log: Callable[[str], None], corpus: Corpus | None = None) -> int:
+    """`--workloads N`: the workloads are aimed at the `generated` Provisioners; the policies checked are `corpus`
+    (default: those; with `--api v1`, their v1 twin)."""
+    corpus = corpus if corpus is not None else generated
     from karpenter_policy.catalog import clear_catalog_cache
     from karpenter_policy.checks.proof.placement import check_workloads, schedule
     from karpenter_policy.checks.repository import check_paths
     from karpenter_policy.checks.source.workloads import read_workloads
     from karpenter_policy.commands.check import render_check
 
-    workloads = generate_workloads(args.work.resolve() / "check-workloads", corpus, args.workloads)
+    workloads = generate_workloads(args.work.resolve() / "check-workloads", generated, args.workloads)
     log(f"generated {args.workloads} workloads (+{len(DAEMON_SETS)} DaemonSets) in {workloads.directory}; planted "
         f"{len(workloads.planted)} unschedulable ({', '.join(sorted({p.kind for p in workloads.planted}))})")
     argv = [str(CLI), "check", str(corpus.directory), "--workloads", str(workloads.directory), "--output", "json"]
+    if args.baseline_ref:
+        return baseline_main(args, argv[1:], cpu, log)
     run_pinned(argv, cpu)  # warm-up
     cli, in_process, stages = Timing(), Timing(), Stages()
     summary: dict[str, Any] = {}
@@ -664,7 +719,8 @@ def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: 
             "goal": {"seconds": WORKLOAD_GOAL_SECONDS, "measured_cli_best": round(cli.best, 3), "met": met},
         }, indent=2))
         return 0
-    print(f"check --workloads: {args.provisioners} Provisioner files × {args.workloads} workloads (+"
+    policies = "Provisioner files" if args.api == V1ALPHA5 else "NodePool files (the v1 twin, migrated)"
+    print(f"check --workloads: {args.provisioners} {policies} × {args.workloads} workloads (+"
           f"{len(DAEMON_SETS)} DaemonSets) × {len(catalog)} catalog types ({catalog.region}); "
           f"{len(corpus.planted) + len(workloads.planted)} planted errors, each found at its file:line; best / "
           f"median of {args.repeat}, pinned to CPU {cpu} of {os.cpu_count()}; load average "
@@ -683,6 +739,52 @@ def workloads_main(args: argparse.Namespace, corpus: Corpus, catalog: Any, cpu: 
           f"{WORKLOAD_GOAL_SECONDS:g} s (CLI, best wall time): {'met' if met else 'not met'} ({cli.best:.3f} s; "
           f"median {cli.median:.3f} s; CPU {cli.cpu_best:.3f} s)")
     return 0
+
+
+def baseline_main(args: argparse.Namespace, command: list[str], cpu: int, log: Callable[[str], None]) -> int:
+    """`--baseline-ref REF`: `karpenter-policy COMMAND` through the CLI of this tree and of REF's (`git archive`,
+    its sources first on the path), alternately — REF first in odd rounds, this tree first in even ones —, `--repeat`
+    times each, pinned: CPU seconds (user + system of the child) and the load average after each run, and the
+    SHA-256 of each output, which must be the same for both trees (a speed-up changes no byte)."""
+    import hashlib
+
+    work = args.work.resolve()
+    tree = baseline_tree(args.baseline_ref, work)
+    cli = [sys.executable, "-m", "karpenter_policy.cli", *command]  # both trees alike, each its sources first
+    trees = {"this tree": cli, args.baseline_ref: cli}
+    environments = {"this tree": {"PYTHONPATH": str(REPOSITORY)}, args.baseline_ref: {"PYTHONPATH": str(tree)}}
+    for name, argv in trees.items():  # warm-up: byte code, page cache; and which sources the child imports
+        run_pinned(argv, cpu, cwd=work, env=environments[name])
+        where = [sys.executable, "-c", "import karpenter_policy; print(karpenter_policy.__file__)"]
+        imported = run_pinned(where, cpu, cwd=work, env=environments[name]).stdout.strip()
+        if not imported.startswith(environments[name]["PYTHONPATH"] + "/"):
+            fail(f"the {name} run", [f"imports {imported}, not {environments[name]['PYTHONPATH']}"])
+    rows: list[tuple[str, ...]] = []
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in trees}
+    digests: dict[str, set[str]] = {name: set() for name in trees}
+    for round_ in range(1, args.repeat + 1):
+        order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+        for name in order:
+            log(f"round {round_}/{args.repeat}: {name}")
+            done = run_pinned(trees[name], cpu, cwd=work, env=environments[name])
+            if done.returncode not in (0, 1):
+                fail(f"karpenter-policy {' '.join(command[:1])} ({name})", [f"exit code {done.returncode}"],
+                     done.stderr)
+            load = os.getloadavg()[0]
+            digest = hashlib.sha256(done.stdout.encode("utf-8")).hexdigest()
+            digests[name].add(digest)
+            cpu_seconds[name].append(done.cpu)
+            rows.append((str(round_), name, f"{done.cpu:.2f}", f"{done.wall:.2f}", f"{load:.1f}", digest[:16]))
+    same = len(set().union(*digests.values())) == 1
+    print(f"karpenter-policy {' '.join(Path(a).name if a.startswith('/') else a for a in command)}: this tree "
+          f"against {args.baseline_ref}, alternately, pinned to CPU {cpu} of {os.cpu_count()}; CPU = user + system of "
+          "the child (the figure to trust on a shared machine), load average (1 min) after each run")
+    print(render_table(("round", "tree", "CPU s", "wall s", "load", "SHA-256 of the output"), rows,
+                       right=frozenset({2, 3, 4})))
+    for name, seconds in cpu_seconds.items():
+        print(f"{name}: CPU s best {min(seconds):.2f}, median {statistics.median(seconds):.2f}")
+    print("outputs: byte-identical" if same else f"outputs DIFFER: {digests}")
+    return 0 if same else 1
 
 
 #: `--shapes`: (name, goal in seconds or None) of each shape; the files are written by `generate_shapes`.
@@ -768,6 +870,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument("--workloads", type=int, default=0, metavar="N",
                         help="generate N workloads as well and time `check --workloads` instead (goal < 5 s)")
+    parser.add_argument("--api", choices=(V1ALPHA5, V1), default=V1ALPHA5,
+                        help="check the corpus as v1alpha5 Provisioners (default) or as its v1 twin: NodePools and "
+                        "EC2NodeClasses made by `migrate`")
+    parser.add_argument("--baseline-ref", metavar="REF", default=None,
+                        help="with --workloads: time the CLI of this tree and of REF (git archive) alternately, CLI "
+                        "only, and check that their outputs are byte-identical")
     parser.add_argument("--shapes", action="store_true",
                         help="time 2,000 Provisioners, 10,000 requirements and 10,000 values instead")
     args = parser.parse_args(argv)
@@ -791,8 +899,12 @@ def main(argv: list[str] | None = None) -> int:
     log(f"generated {args.provisioners} Provisioners in {work} (seed {SEED}); planted {len(corpus.planted)} errors "
         f"({', '.join(f'{k}: {n}' for k, n in kinds)}); catalog {catalog.region}, {len(catalog)} types; "
         f"pinned to CPU {cpu}")
+    generated = corpus
+    if args.api == V1:
+        corpus = migrate_corpus(generated, work.parent / "check-v1")
+        log(f"migrated them to v1 NodePools and EC2NodeClasses in {corpus.directory} (--node-role {NODE_ROLE})")
     if args.workloads:
-        return workloads_main(args, corpus, catalog, cpu, log)
+        return workloads_main(args, generated, catalog, cpu, log, corpus)
     run_pinned([str(CLI), "check", str(corpus.directory), "--output", "json"], cpu)  # warm-up: byte code, page cache
 
     cli, in_process, stages = Timing(), Timing(), Stages()
@@ -800,7 +912,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"round {round_}/{args.repeat}")
         cli.add(*run_cli(corpus, args.provisioners, cpu))
         in_process.add(*run_in_process(corpus, args.provisioners, cpu))
-        run_stages(corpus, args.provisioners, cpu, stages)
+        if args.api == V1ALPHA5:  # (the stages read Provisioners: the v1 twin is timed whole)
+            run_stages(corpus, args.provisioners, cpu, stages)
 
     met = cli.best < GOAL_SECONDS
     rows = [(name, t) for name, t in stages.timings.items()]

@@ -142,6 +142,7 @@ class _Ranked:
     prices: dict[int, float]  # type → its cheapest allowed price (priced types only)
     first: dict[int, int] = field(default_factory=dict)  # mask → the first j whose prefix meets it (asked before)
     offers: list[ChosenOffering] = field(default_factory=list)  # entries[j] as a ChosenOffering (made when asked)
+    rank_of: dict[int, int] = field(default_factory=dict)  # type → its j in entries (made when asked)
 
 
 class InstanceTable:
@@ -476,7 +477,14 @@ class InstanceTable:
                 ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price))
                 for price, i, z, c in ranked.entries
             ]
-        return [offers[j] for j, (_, i, _, _) in enumerate(ranked.entries) if (mask >> i) & 1]
+        entries = ranked.entries
+        if mask.bit_count() * 8 >= len(entries):  # most of the types: one pass over the ranking
+            return [offers[j] for j, (_, i, _, _) in enumerate(entries) if (mask >> i) & 1]
+        rank_of = ranked.rank_of  # a few (a claim's types): their ranks, sorted
+        if not rank_of:
+            rank_of.update((i, j) for j, (_, i, _, _) in enumerate(entries))
+        ranks = sorted(rank for i in indices(mask) if (rank := rank_of.get(i, -1)) >= 0)
+        return [offers[j] for j in ranks]
 
     def prices(self, zone: Requirement, capacity_type: Requirement) -> Mapping[int, float]:
         """Type → its cheapest price within the zones and capacity types (offered types with a price only)."""

@@ -212,6 +212,10 @@ class Scheduler:
             if self.options.topology is TopologyRules.V1_14
             else None
         )
+        #: each template's `template_refusal` of a pod, by (template position, id of the pod's attempt, ruled out by
+        #: the index), with the attempt (kept alive: its id stays its own): a pod that fits nowhere is refused by
+        #: every template again at each retry, and its replicas share their shape's attempts
+        self._refusals: dict[tuple[int, int, bool], tuple[Attempt, Refusal | None]] = {}
         self.remaining: dict[str, dict[int, int]] = {t.name: t.limited for t in self.templates}
         #: the existing nodes of each template (its `node_limit` counts them)
         self.nodes: dict[str, int] = dict(node_counts or {})
@@ -253,6 +257,15 @@ class Scheduler:
         """Why Karpenter never provisions for `pod` on any template kind present (`PodShape.refusal`), None when
         one kind may."""
         return pod.shape.refusal(self.provisioners, self.nodepools)
+
+    def template_refusal(self, position: int, pod: Pod, attempt: Attempt, ruled_out: bool = False) -> Refusal | None:
+        """`template_refusal` of the template at `position`, remembered per attempt (the same answer, the same
+        object: a refusal's words are worked out once for every pod of the shape)."""
+        key = (position, id(attempt), ruled_out)
+        found = self._refusals.get(key)
+        if found is None:
+            found = self._refusals[key] = (attempt, template_refusal(self.templates[position], pod, attempt, ruled_out))
+        return found[1]
 
     def ignoring(self, pod: Pod) -> int:
         """The templates (bits of the order) whose kind's Karpenter ignores `pod` (`PodShape.refused_by`): neither
@@ -350,6 +363,32 @@ def _cheapest_holding(types: Sequence[tuple[int, float, int]]) -> Callable[[int]
     return lambda n: suffix[bisect.bisect_left(helds, n)]
 
 
+class _Ask:
+    """The type of :data:`_ASK`."""
+
+
+#: `fresh_claim`'s `wide` when the caller has not asked `template_refusal` itself.
+_ASK = _Ask()
+
+
+def template_refusal(
+    template: NodeClaimTemplate, pod: Pod, attempt: Attempt, ruled_out: bool = False
+) -> Refusal | None:
+    """Why `template` refuses a pod at `attempt` whatever its claims already hold, in `fresh_claim`'s order — it
+    admits no type, its kind's Karpenter ignores the pod, taints, requirements (`ruled_out`: the
+    :class:`TemplateIndex` says they are incompatible; not checked again) —, None when none of these refuses it.
+    Depends only on the template and the pod's shape (its refusals, requests and this attempt of it)."""
+    if not template.types:
+        return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
+    if (refused := pod.shape.refused_by(template.v1)) is not None:  # this kind's Karpenter ignores the pod
+        return Refusal("refused", refused_message(refused))
+    if template.taints and untolerated(template.taints, attempt.tolerations):
+        return taint_refusal(template, attempt, pod.requests)
+    if ruled_out or not template.requirements.admits(attempt.requirements, template.well_known):
+        return requirements_refusal(template, attempt, pod.requests)
+    return None
+
+
 def fresh_claim(
     template: NodeClaimTemplate,
     pod: Pod,
@@ -360,6 +399,7 @@ def fresh_claim(
     number: int,
     ruled_out: bool = False,
     nodes: int = 0,
+    wide: Refusal | None | _Ask = _ASK,
 ) -> NodeClaim | Refusal:
     """A new claim of `template` holding `pod`, or why the template cannot launch a node for it — checked in
     Karpenter's order (taints and requirements reported first, as the more lasting reasons): the template admits
@@ -367,15 +407,12 @@ def fresh_claim(
     on the claim (the last two explained by a deletion-minimal set of requirements). `initial_limits` tells "the
     limits exclude every type" from "the nodes planned before used them up". `ruled_out`: the
     :class:`TemplateIndex` says the requirements are incompatible (they are not checked again). `nodes`: how many
-    nodes of the template run or are planned (against its `node_limit`, checked with the other limits)."""
-    if not template.types:
-        return Refusal("unavailable", template.unavailable or "its requirements admit no instance type")
-    if (refused := pod.shape.refused_by(template.v1)) is not None:  # this kind's Karpenter ignores the pod
-        return Refusal("refused", refused_message(refused))
-    if template.taints and untolerated(template.taints, attempt.tolerations):
-        return taint_refusal(template, attempt, pod.requests)
-    if ruled_out or not template.requirements.admits(attempt.requirements, template.well_known):
-        return requirements_refusal(template, attempt, pod.requests)
+    nodes of the template run or are planned (against its `node_limit`, checked with the other limits). `wide`:
+    what `template_refusal` answered for this template, pod, attempt and `ruled_out`, when the caller remembered
+    it."""
+    refusal = template_refusal(template, pod, attempt, ruled_out) if isinstance(wide, _Ask) else wide
+    if refusal is not None:
+        return refusal
     if template.node_limit is not None and nodes >= template.node_limit:
         return node_limit_refusal(template.node_limit, nodes)
     within = template.shapes.capacity_within(limits) if limits else template.table.everything
@@ -799,7 +836,7 @@ class _Run:
         base = self._hostnames
         for position, template in enumerate(self.s.templates):
             if candidates >> position & 1:
-                claim = self._fresh_claim(template, pod, attempt, base + position + 1)
+                claim = self._fresh_claim(position, template, pod, attempt, base + position + 1)
                 if not isinstance(claim, Refusal):
                     self._commit_claim(position, claim, pod, base + position + 1)
                     return None
@@ -809,19 +846,20 @@ class _Run:
         for position, template in enumerate(self.s.templates):
             refusal = refused.get(position)
             if refusal is None:  # ruled out by the index: its reason, in the order fresh_claim checks them
-                ruled_out = self._fresh_claim(template, pod, attempt, base + position + 1, ruled_out=True)
-                assert isinstance(ruled_out, Refusal)
-                refusal = ruled_out
+                refusal = self.s.template_refusal(position, pod, attempt, ruled_out=True)
+                assert refusal is not None
             errors[template.name] = refusal
         return errors
 
     def _fresh_claim(
-        self, template: NodeClaimTemplate, pod: Pod, attempt: Attempt, number: int, ruled_out: bool = False
+        self, position: int, template: NodeClaimTemplate, pod: Pod, attempt: Attempt, number: int
     ) -> NodeClaim | Refusal:
         limits = self.remaining[template.name]
         nodes = self.nodes.get(template.name, 0)
+        wide = self.s.template_refusal(position, pod, attempt)
         return fresh_claim(
-            template, pod, attempt, self.topology, limits, self.s.remaining[template.name], number, ruled_out, nodes
+            template, pod, attempt, self.topology, limits, self.s.remaining[template.name], number, nodes=nodes,
+            wide=wide,
         )
 
     def _commit_claim(self, position: int, claim: NodeClaim, pod: Pod, number: int) -> None:

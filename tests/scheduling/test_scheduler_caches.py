@@ -9,14 +9,17 @@ Issue #23 (the scheduler's rate at 5,000 pods) added caches on the paths every c
   (`InstanceTable._rank`);
 * the keys of a pod's topology groups are made once per scheduling, one object per key (`GroupKeys`);
 * an affinity group remembers the domains holding a selected pod while its counts stand (`_next_affinity`);
-* a ranking builds its offerings once (`InstanceTable.ranked`);
+* a ranking builds its offerings once (`InstanceTable.ranked`), and lists the few types of a claim by their ranks
+  (remembered per ranking) instead of a pass over every type (issue #27);
 * Karpenter's rule keeps its claims in fewest-pods order by moving the one claim that changed
   (`_Run._fewest_pods_first`), where Karpenter sorts them all before each pod.
 
 With each cache taken away — selection keyed by the shape itself, every cheapest type searched again, every
-ranking looked up by value, group keys and offerings made afresh for every question, affinity domains worked out
-again, the claims sorted (stably) before each pod — every plan of both strategies is the same: every pod on the
-same claim, each claim with the same types in the same order, the same failures and relaxations.
+ranking looked up by value, group keys and offerings made afresh for every question (a claim's types found by a
+pass over the whole ranking), affinity domains worked out again, the claims sorted (stably) before each pod — every
+plan of both strategies is the same: every pod on the same claim, each claim with the same types in the same order,
+the same failures and relaxations. A claim's types listed by their ranks are, for any mask of the catalog's types,
+what a pass over a ranking made afresh lists.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from profiles import deterministic
 
-from karpenter_policy.model.requirements import Requirement
+from karpenter_policy.catalog import load_catalog
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import ChosenOffering, known_price
+from karpenter_policy.model.requirements import Operator, Requirement
 from karpenter_policy.scheduling import COST, KARPENTER, InstanceTable, Pod
 from karpenter_policy.scheduling import instances as instances_module
 from karpenter_policy.scheduling import scheduler as scheduler_module
@@ -51,13 +58,16 @@ def _uncached_cheapest(
     return ranked.entries[instances_module._first_meeting(ranked.prefixes, mask)]
 
 
-_ranked = InstanceTable.ranked
 _next_affinity = topology_module.TopologyGroup._next_affinity
 
 
 def _ranked_afresh(self: InstanceTable, mask: int, zone: Requirement, capacity_type: Requirement) -> Any:
-    self._rank(zone, capacity_type).offers.clear()
-    return _ranked(self, mask, zone, capacity_type)
+    """Every type of the mask in the order of a ranking made afresh, its offerings made afresh: one pass over it."""
+    return [
+        ChosenOffering(self.names[i], self.zones[z], self.capacity_types[c], known_price(price))
+        for price, i, z, c in self._rank_sets(zone, capacity_type).entries
+        if mask >> i & 1
+    ]
 
 
 def _affinity_afresh(self: topology_module.TopologyGroup, *args: Any) -> Requirement:
@@ -95,3 +105,27 @@ def test_the_caches_change_no_plan(types: list[Any], pods: list[Pod]) -> None:
         expected = {strategy: _layout(_solve(table, pods, strategy)) for strategy in (COST, KARPENTER)}
     table = InstanceTable(types)
     assert {strategy: _layout(_solve(table, pods, strategy)) for strategy in (COST, KARPENTER)} == expected
+
+
+CATALOG_TABLE = InstanceTable.of_catalog(load_catalog())
+
+
+@PROPERTY
+@given(picked=st.lists(st.sets(st.integers(0, len(CATALOG_TABLE.types) - 1), max_size=40), min_size=1, max_size=6),
+       zones=st.sets(st.sampled_from(CATALOG_TABLE.zones)),
+       capacity=st.sampled_from(((), ("spot",), ("on-demand",), ("spot", "on-demand"))))
+def test_a_claims_types_listed_by_their_ranks_are_the_whole_rankings_pass(
+    picked: list[set[int]], zones: set[str], capacity: tuple[str, ...]
+) -> None:
+    """`InstanceTable.ranked` of the catalog's types — a claim's few (listed by their ranks) or most of them (one
+    pass), asked again and again of one ranking — lists what a pass over a ranking made afresh lists, in its
+    order."""
+    table = CATALOG_TABLE
+    zone = Requirement.new(wk.ZONE, Operator.IN, sorted(zones)) if zones else Requirement.new(wk.ZONE, Operator.EXISTS)
+    capacity_type = (
+        Requirement.new(wk.CAPACITY_TYPE, Operator.IN, list(capacity))
+        if capacity else Requirement.new(wk.CAPACITY_TYPE, Operator.EXISTS)
+    )
+    masks = [sum(1 << i for i in bits) for bits in picked]
+    for mask in [*masks, table.everything, 0, table.everything >> 7, *masks]:
+        assert table.ranked(mask, zone, capacity_type) == _ranked_afresh(table, mask, zone, capacity_type)
