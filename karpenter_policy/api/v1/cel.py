@@ -40,6 +40,7 @@ from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
 from karpenter_policy.api.v1.celcompile import GO_DECIMAL, CelError, Closure, Unsure, compile_rule, fits_int64
+from karpenter_policy.api.v1.celparser import install_parser
 from karpenter_policy.api.violations import CEL_RULE, Path, Violation
 
 Schema = Mapping[str, Any]
@@ -99,9 +100,11 @@ def _environment() -> Any:
     celpy.Environment() raises the whole process's recursion limit to 2,500; the limit is put back, so that
     checking a v1 object never changes how the rest of the process behaves (the YAML loader's refusal of a
     document nested too deeply, which must not depend on whether a NodePool was read before it). Karpenter's
-    rules nest a few levels, far inside the default limit."""
+    rules nest a few levels, far inside the default limit. Its parser comes from the cache directory when an
+    earlier run built it (`celparser`)."""
     limit = sys.getrecursionlimit()
     try:
+        install_parser()
         return celpy.Environment()
     finally:
         sys.setrecursionlimit(limit)
