@@ -1,4 +1,5 @@
-"""The fastjsonschema validators of the schemas, compiled once and kept in a cache directory.
+"""The fastjsonschema validators of the schemas, compiled once and kept in a cache directory; and the cache
+directory itself (`cache_directory`, `load_trusted`, `store`), which `api.v1.celparser` keeps CEL's parser in too.
 
 Compiling a schema into a validator (fastjsonschema generates Python source, then Python compiles it) takes
 ~60 ms for the three schemas — more than the rest of `validate` on one file. The compiled code object is therefore
@@ -56,41 +57,52 @@ def compiled_validator(name: str, schema_bytes: bytes, schema: Callable[[], dict
     when it holds it, else compiled (and stored for the next run)."""
     directory = cache_directory()
     path = os.path.join(directory, f"{name}.{cache_key(schema_bytes)[:32]}.code") if directory else None
-    if path is not None and (cached := _load(path)) is not None:
+    if path is not None and (cached := _load_code(path)) is not None:
         return _instantiate(*cached)
     definition = schema()
     source = fastjsonschema.compile_to_code(definition)
     entry = RefResolver.from_schema(definition, handlers={}, store={}).get_scope_name()
     code = compile(source, f"<validator of {name}>", "exec")
     if path is not None:
-        _store(path, marshal.dumps((entry, code)))
+        store(path, marshal.dumps((entry, code)))
     return _instantiate(entry, code)
 
 
 def _instantiate(entry: str, code: CodeType) -> Validator:
     namespace: dict[str, Any] = {}
-    exec(code, namespace)  # the code fastjsonschema generated for our own schema (see `_load` for the file's trust)
+    exec(code, namespace)  # the code fastjsonschema generated for our own schema (`load_trusted`: the file's trust)
     validate: Validator = namespace[entry]
     return validate
 
 
-def _load(path: str) -> tuple[str, CodeType] | None:
+def _load_code(path: str) -> tuple[str, CodeType] | None:
     """The cached (entry point, code) at `path`, or None: absent, unreadable, corrupt, or writable by others."""
+    data = load_trusted(path)
+    if data is None:
+        return None
     try:
-        with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                return None
-            data = handle.read()
         entry, code = marshal.loads(data)
-    except (OSError, EOFError, ValueError, TypeError):
+    except (EOFError, ValueError, TypeError):
         return None
     if not isinstance(entry, str) or not isinstance(code, CodeType):
         return None
     return entry, code
 
 
-def _store(path: str, data: bytes) -> None:
+def load_trusted(path: str) -> bytes | None:
+    """The bytes of the cache file at `path`, or None: absent, unreadable, or not the running user's own file that
+    nobody else may write to (a cache file holds what is run: code, a pickled parser)."""
+    try:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                return None
+            return handle.read()
+    except OSError:
+        return None
+
+
+def store(path: str, data: bytes) -> None:
     """Write `data` to `path` atomically; any failure leaves no file behind and is ignored (a cache)."""
     import tempfile  # only when a validator was compiled: tempfile's imports cost more than loading one
 

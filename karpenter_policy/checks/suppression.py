@@ -17,8 +17,9 @@ those rules — and silencing the finding would only move the failure to the clu
 store (`reserved-name`, `configmap-too-large`) leaves nothing to write. Every other finding silenced counts as if
 its rule had not fired: the object goes on to the solver and the compiler.
 
-A file's directives are read when a finding in it is first looked at (most files have none), from the text the
-run read (`loader.read_text`: the same bounds; standard input is kept by the loader).
+A file's directives are taken from the text the run read (`Suppression.read`; `validate` hands over each file's
+text as it reads it), else read when a finding in it is first looked at (`loader.read_text`: the same bounds;
+standard input is kept by the loader).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class Suppression:
         if not finding.line:
             return False
         return finding.rule in self._directives(finding.file).get(finding.line, frozenset())
+
+    def read(self, file: str, text: str) -> None:
+        """Take `file`'s directives from its `text`, as the run read it: a finding there does not read it again."""
+        self._by_file[file] = directives(text)
 
     def _directives(self, file: str) -> dict[int, frozenset[str]]:
         known = self._by_file.get(file)

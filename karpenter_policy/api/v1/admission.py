@@ -57,14 +57,35 @@ _JSON_SCALARS = frozenset({str, int, float, bool})
 
 def json_form(value: Any) -> Any:
     """`value` as kubectl sends a YAML document to the API server (sigs.k8s.io/yaml: YAML to JSON): mapping keys as
-    strings, an unquoted date or time as its text, any other scalar JSON has no type for as its text."""
+    strings, an unquoted date or time as its text, any other scalar JSON has no type for as its text. A value that
+    is in that form already (what the loader reads: string keys, JSON's scalars) is returned as it is, not copied:
+    the API server's steps after it (`structural`) build their own copy."""
+    if value is None or type(value) in _JSON_SCALARS:
+        return value
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str or json_form(item) is not item:
+                break
+        else:
+            return value
+    elif type(value) is list:
+        for item in value:
+            if json_form(item) is not item:
+                break
+        else:
+            return value
+    return _converted(value)
+
+
+def _converted(value: Any) -> Any:
+    """`json_form(value)` as a new value (lists and mappings copied)."""
     if value is None or type(value) in _JSON_SCALARS:
         return value
     if type(value) is dict or isinstance(value, Mapping):
-        return {_key_text(key): json_form(item) for key, item in value.items()}
+        return {_key_text(key): _converted(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [json_form(item) for item in value]
-    if value is None or isinstance(value, bool | int | float | str):
+        return [_converted(item) for item in value]
+    if isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, datetime.date):
         return value.isoformat()
@@ -80,10 +101,12 @@ def _key_text(key: Any) -> str:
 
 
 def _body(doc: Mapping[str, Any], crd: CrdVersion) -> dict[str, Any]:
+    """The object the API server goes on with: its JSON form, without the status of a status subresource (a
+    mapping of its own: `doc` is never changed)."""
     body: dict[str, Any] = json_form(doc)
     if crd.status_subresource:
-        body.pop("status", None)
-    return body
+        return {key: item for key, item in body.items() if key != "status"}
+    return dict(body) if body is doc else body
 
 
 def admit(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Admission:

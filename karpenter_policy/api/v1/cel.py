@@ -40,6 +40,7 @@ from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
 from karpenter_policy.api.v1.celcompile import GO_DECIMAL, CelError, Closure, Unsure, compile_rule, fits_int64
+from karpenter_policy.api.v1.celparser import install_parser
 from karpenter_policy.api.violations import CEL_RULE, Path, Violation
 
 Schema = Mapping[str, Any]
@@ -99,9 +100,11 @@ def _environment() -> Any:
     celpy.Environment() raises the whole process's recursion limit to 2,500; the limit is put back, so that
     checking a v1 object never changes how the rest of the process behaves (the YAML loader's refusal of a
     document nested too deeply, which must not depend on whether a NodePool was read before it). Karpenter's
-    rules nest a few levels, far inside the default limit."""
+    rules nest a few levels, far inside the default limit. Its parser comes from the cache directory when an
+    earlier run built it (`celparser`)."""
     limit = sys.getrecursionlimit()
     try:
+        install_parser()
         return celpy.Environment()
     finally:
         sys.setrecursionlimit(limit)
@@ -170,20 +173,24 @@ def compiled_rule(rule: str, message: str) -> CelRule:
     )
 
 
-def _evaluate(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None]:
+def _evaluate(compiled: CelRule, value: Any, old: Any, kept: dict[int, Any] | None = None) -> tuple[bool, str | None]:
     """(passed, evaluation error): a rule that evaluates to anything but true fails. A rule's verdict depends on
     its inputs only, and objects repeat the same keys and terms: verdicts are remembered by their inputs
     (`_frozen`; celpy interprets its syntax tree: some milliseconds a rule). The inputs are made as small as the
     rule allows, so that they repeat: only the fields a rule reads of `self` (`CelRule.fields`: the rest cannot
     change its verdict), and a rule `self.all(x, P)` is P on each item (each map key, as CEL's `all` iterates a
     map), remembered per item — false if P is false on any item, else an error if P fails on one, else true, as
-    CEL's `all` absorbs errors."""
-    if compiled.item_program is not None and isinstance(value, Mapping | list):
-        return _all_items(compiled, list(value))
-    if compiled.fields is not None and (type(value) is dict or isinstance(value, Mapping)):
+    CEL's `all` absorbs errors. `kept` (one walk's) holds the `_frozen` key of the walked object's lists and
+    mappings by their id, so that the rules on one node, and the `all` rules over one list, make it once."""
+    kind = type(value)
+    if compiled.item_program is not None and (kind is list or kind is dict or isinstance(value, Mapping | list)):
+        return _all_items(compiled, list(value), kept)
+    mapping = kind is dict or (kind is not list and kind is not str and isinstance(value, Mapping))
+    if compiled.fields is not None and mapping:
         value = {key: item for key, item in value.items() if key in compiled.fields}
+        kept = None  # a mapping of this call's own: its id may be another's after it
     try:
-        inputs = (_frozen(value), _frozen(old)) if compiled.transition else _frozen(value)
+        inputs = (_frozen(value), _frozen(old)) if compiled.transition else _frozen_kept(value, kept)
     except _NotJson:
         return _run(compiled, value, old)
     key = (compiled, inputs)
@@ -194,11 +201,11 @@ def _evaluate(compiled: CelRule, value: Any, old: Any) -> tuple[bool, str | None
     return verdict
 
 
-def _all_items(compiled: CelRule, items: list[Any]) -> tuple[bool, str | None]:
+def _all_items(compiled: CelRule, items: list[Any], kept: dict[int, Any] | None = None) -> tuple[bool, str | None]:
     error: str | None = None
     for item in items:
         try:
-            key = (compiled, item if type(item) is str else _frozen(item))
+            key = (compiled, item if type(item) is str else _frozen_kept(item, kept))
         except _NotJson:
             return _run(compiled, items, None)
         verdict = _ITEM_VERDICTS.get(key)
@@ -211,6 +218,17 @@ def _all_items(compiled: CelRule, items: list[Any]) -> tuple[bool, str | None]:
         if failure is not None and error is None:
             error = failure
     return (False, error) if error is not None else (True, None)
+
+
+def _frozen_kept(value: Any, kept: dict[int, Any] | None) -> Any:
+    """`_frozen(value)`, taken from `kept` (by the id of a list or mapping that lives as long as `kept`) when made
+    before, and kept there."""
+    if kept is None or (type(value) is not dict and type(value) is not list):
+        return _frozen(value)
+    frozen = kept.get(id(value))
+    if frozen is None:
+        frozen = kept[id(value)] = _frozen(value)
+    return frozen
 
 
 class _NotJson(Exception):
@@ -332,7 +350,7 @@ def cel_violations(value: Any, schema: Schema, old: Any = _ABSENT, path: Path = 
     """Every rule of `schema` and its sub-schemas that `value` fails, at the path of the node the rule is on.
     `old` is the object before an update (omit it for a create: transition rules are not run)."""
     found: list[Violation] = []
-    _walk(value, schema, old, path, found)
+    _walk(value, schema, old, path, found, {})
     return found
 
 
@@ -355,18 +373,21 @@ def _has_rules(schema: Schema) -> bool:
     return ruled
 
 
-def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violation]) -> None:
+def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violation], kept: dict[int, Any]) -> None:
+    """The rules at `value` (its schema's), then the walk below it; `kept`: `_evaluate`'s keys of this walk (the
+    object walked lives as long as the walk, so an id stands for one list or mapping)."""
     if not _has_rules(schema):
         return
     for entry in schema.get("x-kubernetes-validations") or ():
         compiled = compiled_rule(entry["rule"], entry.get("message", ""))
         if compiled.transition and old is _ABSENT:
             continue
-        passed, error = _evaluate(compiled, value, None if old is _ABSENT else old)
+        passed, error = _evaluate(compiled, value, None if old is _ABSENT else old, kept)
         if not passed:
             message = compiled.message if error is None else f"{compiled.message} (evaluation error: {error})"
             found.append(Violation(CEL_RULE, path, message))
-    if type(value) is dict or isinstance(value, Mapping):
+    kind = type(value)
+    if kind is dict or (kind is not list and kind is not str and isinstance(value, Mapping)):
         properties: Mapping[str, Schema] = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         old_map = old if type(old) is dict or isinstance(old, Mapping) else {}
@@ -374,14 +395,14 @@ def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violatio
         for key, item in value.items():
             sub = properties.get(key) if key in properties else extra if extra_is_schema else None
             if sub is not None and _has_rules(sub):  # asked here: no call, no path for a rule-less subtree
-                _walk(item, sub, old_map.get(key, _ABSENT), (*path, key), found)
+                _walk(item, sub, old_map.get(key, _ABSENT), (*path, key), found, kept)
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         items: Schema = schema["items"]
         if not _has_rules(items):
             return
         old_items = _correlated_items(value, schema, old)
         for index, item in enumerate(value):
-            _walk(item, items, old_items[index], (*path, index), found)
+            _walk(item, items, old_items[index], (*path, index), found, kept)
 
 
 def _correlated_items(value: list[Any], schema: Schema, old: Any) -> list[Any]:

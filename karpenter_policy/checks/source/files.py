@@ -12,7 +12,12 @@ from karpenter_policy.checks.source.loader import MAX_FILE_BYTES, TEMPLATE_SUFFI
 def load_file(file: str, max_bytes: int = MAX_FILE_BYTES, values: Mapping[str, Any] | None = None) -> list[Document]:
     """Read and parse one file; raises LoadError. A `*.yaml.j2` template is rendered first with `values`
     (an empty mapping when None), see `templating`."""
-    text = read_text(file, max_bytes)
+    return load_text(file, read_text(file, max_bytes), max_bytes, values)
+
+
+def load_text(file: str, text: str, max_bytes: int = MAX_FILE_BYTES,
+              values: Mapping[str, Any] | None = None) -> list[Document]:
+    """`load_file` of a file whose `text` was read already (`loader.read_text`); raises LoadError."""
     if file.endswith(TEMPLATE_SUFFIX):
         from karpenter_policy.checks.source.templating import load_template  # jinja2 only for templates
 

@@ -45,7 +45,40 @@ _TEXT_TAGS = frozenset({_STR, _TIMESTAMP, _BINARY})
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 _SCALARS = yaml.constructor.SafeConstructor()
 _SCALAR_CONSTRUCTORS = _SCALARS.yaml_constructors
-_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SEQ: str = _BaseLoader.DEFAULT_SEQUENCE_TAG
+_MAP: str = _BaseLoader.DEFAULT_MAPPING_TAG
+#: Bound of the remembered tags of plain scalars (cleared when full: distinct scalars cannot grow it).
+_PLAIN_TAGS_MAX = 16_384
+_plain_tags: dict[str, str] = {}
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc]
+    """PyYAML's safe loader (libyaml's when built with it) with its tag resolution as it is for a safe loader,
+    which has no path resolvers, but cheaper: the composer asks it for every node (`resolve`, and
+    `descend_resolver` / `ascend_resolver` around each), and files repeat the same keys and values. A plain
+    scalar's tag is a function of its text alone (YAML 1.1's implicit resolvers: int, float, bool, null,
+    timestamp, ...), so it is remembered by its text; any other scalar is a string, a sequence or mapping the
+    default collection tag, as `BaseResolver.resolve` answers without path resolvers."""
+
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode:
+            if not implicit[0]:
+                return _STR
+            tag = _plain_tags.get(value)
+            if tag is None:
+                tag = str(_BaseLoader.resolve(self, kind, value, implicit))
+                if len(_plain_tags) >= _PLAIN_TAGS_MAX:
+                    _plain_tags.clear()
+                _plain_tags[value] = tag
+            return tag
+        return _SEQ if kind is SequenceNode else _MAP
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        """Nothing to do: a safe loader has no path resolvers."""
+
+    def ascend_resolver(self) -> None:
+        """Nothing to do: a safe loader has no path resolvers."""
 
 
 class LoadError(Exception):

@@ -41,8 +41,15 @@ from karpenter_policy.api.violations import (
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.checks.findings import Finding, Location, Report
 from karpenter_policy.checks.selection import EVERYTHING, Selection
-from karpenter_policy.checks.source.files import load_file
-from karpenter_policy.checks.source.loader import MAX_FILE_BYTES, Document, LoadError, UnreadableFile, discover
+from karpenter_policy.checks.source.files import load_text
+from karpenter_policy.checks.source.loader import (
+    MAX_FILE_BYTES,
+    Document,
+    LoadError,
+    UnreadableFile,
+    discover,
+    read_text,
+)
 from karpenter_policy.checks.suppression import Suppression
 from karpenter_policy.checks.validation.v1 import karpenter_object, node_class_ref
 
@@ -338,7 +345,9 @@ def validate_paths(
         report.file_names.append(file)
         try:
             limit = MAX_FILE_BYTES if max_file_bytes is None else max_file_bytes
-            documents = load_file(file, limit, values)
+            text = read_text(file, limit)
+            suppression.read(file, text)  # its findings' directives, without reading the file again
+            documents = load_text(file, text, limit, values)
         except LoadError as error:
             report.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
             report.could_not_run |= isinstance(error, UnreadableFile)

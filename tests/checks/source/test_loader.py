@@ -8,9 +8,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
+from karpenter_policy.checks.source import loader
 from karpenter_policy.checks.source.files import load_file
 from karpenter_policy.checks.source.loader import MAX_NODES_PER_FILE, LoadError, UnreadableFile, discover, parse
 from tests.unprivileged import ROOT, Unprivileged, unprivileged  # noqa: F401  (the fixture)
@@ -166,3 +172,41 @@ def test_symbolic_links_that_lead_nowhere_are_errors(tmp_path: Path) -> None:
     findings = _findings(done.stdout)
     assert findings["gone.yaml"] == "cannot read file: No such file or directory"
     assert findings["loop.yaml"] == "cannot read file: Too many levels of symbolic links"
+
+
+def _tags(node: Any) -> list[tuple[str, str]]:
+    """Every node's tag and text (a scalar's), depth first: what the conversion reads of a composed tree."""
+    if isinstance(node, yaml.ScalarNode):
+        return [(node.tag, node.value)]
+    children = [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else node.value
+    return [(node.tag, ""), *(tag for child in children for tag in _tags(child))]
+
+
+_SCALAR_TEXTS = st.one_of(
+    st.sampled_from(["yes", "No", "on", "OFF", "~", "null", "", "0x1F", "0o17", "017", "1_000", "+1", "-0", "1.5e3",
+                     ".inf", "-.Inf", ".nan", "1:30", "190:20:30", "2001-12-14", "2001-12-14t21:59:43.10-05:00",
+                     "=", "<<", "true", "8Gi", "1h30m", "karpenter.sh/v1", "us-east-1a", "0.5", "1e3", "12e03"]),
+    st.text(alphabet="0123456789.:+-_eExXoObB:tTyYnN~", min_size=1, max_size=8),
+)
+
+
+@given(st.lists(st.tuples(_SCALAR_TEXTS, st.sampled_from(["plain", "single", "double", "block"])), min_size=1,
+                max_size=30))
+@deterministic(300)
+def test_tags_are_resolved_as_pyyamls_safe_loader_resolves_them(items: list[tuple[str, str]]) -> None:
+    """The loader's tag resolution (each plain scalar's remembered by its text) tags every node of a document as
+    PyYAML's safe loader does, repeated scalars too: plain scalars by YAML 1.1's implicit resolvers, quoted and
+    block scalars as strings."""
+    lines = []
+    for index, (text, style) in enumerate(items):
+        written = {"plain": text, "single": "'" + text.replace("'", "''") + "'", "double": json.dumps(text),
+                   "block": "|-\n    " + text}[style]
+        lines.append(f"k{index}: {written}")
+        lines.append(f"l{index}: [{written if style != 'block' else json.dumps(text)}]")
+    text = "\n".join(lines) + "\n"
+    try:
+        expected = _tags(yaml.compose(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return  # not YAML at all (a plain scalar such as `:` alone): nothing to compare
+    for _ in range(2):  # the second time from what the loader remembered
+        assert _tags(yaml.compose(text, Loader=loader._Loader)) == expected

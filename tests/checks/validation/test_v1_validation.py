@@ -9,7 +9,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
+from pytest import MonkeyPatch
 
+from karpenter_policy.checks import suppression
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.source.loader import parse
 from karpenter_policy.checks.validation.policies import check_document, validate_paths
@@ -135,3 +137,19 @@ def test_no_object_of_a_karpenter_group_is_ever_skipped(group: str, version: str
 def test_kinds_of_other_groups_are_still_skipped() -> None:
     findings, report = _finding_of("cluster.x-k8s.io/v1beta1", "NodePool")
     assert findings == [] and report.skipped == {"NodePool": 1}
+
+
+def test_a_files_directives_come_from_the_text_the_run_read(tmp_path: Path, monkeypatch: MonkeyPatch) -> None:
+    """The unresolved nodeClassRef silenced by a comment: the directive is taken from the text `validate` read and
+    checked, not from a second reading of the file when the finding is looked at (every NodePool of a repository
+    whose classes live elsewhere has such a finding: a second read a file)."""
+    silenced = POOL.format(group="karpenter.k8s.aws", kind="EC2NodeClass").replace(
+        "name: al2023", "name: al2023  # karpenter-policy: disable=unresolved-reference")
+
+    def second_read(file: str, max_bytes: int = 0) -> str:
+        raise AssertionError(f"{file} read again")
+
+    monkeypatch.setattr(suppression, "read_text", second_read)
+    report = run(tmp_path, pool=silenced)
+    assert [(f.rule, f.line) for f in report.findings] == [("unresolved-reference", 11)]  # found, and silenced:
+    assert described(report) == [] and report.exit_code(fail_on_warn=True) == 0
