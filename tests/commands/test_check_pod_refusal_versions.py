@@ -12,6 +12,7 @@ from textwrap import dedent
 from typing import Any
 
 from tests.clirun import run_cli
+from tests.v1documents import EC2_NODE_CLASS
 
 _NODEPOOL = dedent("""\
     apiVersion: karpenter.sh/v1
@@ -29,22 +30,7 @@ _NODEPOOL = dedent("""\
             group: karpenter.k8s.aws
             kind: EC2NodeClass
             name: default
-    ---
-    apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata:
-      name: default
-    spec:
-      role: KarpenterNodeRole-demo
-      subnetSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      securityGroupSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      amiSelectorTerms:
-        - alias: al2023@latest
-    """)
+    """) + EC2_NODE_CLASS
 _PROVISIONER = dedent("""\
     apiVersion: karpenter.sh/v1alpha5
     kind: Provisioner

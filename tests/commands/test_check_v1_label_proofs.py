@@ -14,24 +14,7 @@ from pathlib import Path
 from textwrap import dedent
 
 from tests.clirun import run_cli
-
-NODE_CLASS = dedent("""\
-    ---
-    apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata:
-      name: default
-    spec:
-      role: KarpenterNodeRole-demo
-      subnetSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      securityGroupSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      amiSelectorTerms:
-        - alias: al2023@latest
-    """)
+from tests.v1documents import EC2_NODE_CLASS
 
 
 def nodepool(name: str, *requirements: tuple[str, str, list[str]]) -> str:
@@ -45,7 +28,7 @@ def nodepool(name: str, *requirements: tuple[str, str, list[str]]) -> str:
             lines.append(f"          values: {json.dumps(values)}")
     lines += ["      nodeClassRef:", "        group: karpenter.k8s.aws", "        kind: EC2NodeClass",
               "        name: default"]
-    return "\n".join(lines) + "\n" + NODE_CLASS
+    return "\n".join(lines) + "\n" + EC2_NODE_CLASS
 
 
 MAKER = "karpenter.k8s.aws/instance-cpu-manufacturer"

@@ -10,24 +10,8 @@ from pathlib import Path
 from textwrap import dedent
 
 from tests.clirun import run_cli
+from tests.v1documents import EC2_NODE_CLASS
 
-_NODE_CLASS = dedent("""\
-    ---
-    apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata:
-      name: default
-    spec:
-      role: KarpenterNodeRole-demo
-      subnetSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      securityGroupSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      amiSelectorTerms:
-        - alias: al2023@latest
-    """)
 _NODEPOOL = dedent("""\
     apiVersion: karpenter.sh/v1
     kind: NodePool
@@ -44,7 +28,7 @@ _NODEPOOL = dedent("""\
             group: karpenter.k8s.aws
             kind: EC2NodeClass
             name: default
-    """) + _NODE_CLASS
+    """) + EC2_NODE_CLASS
 _PROVISIONER = dedent("""\
     apiVersion: karpenter.sh/v1alpha5
     kind: Provisioner

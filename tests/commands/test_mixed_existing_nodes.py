@@ -20,6 +20,7 @@ from textwrap import dedent
 import pytest
 
 from tests.clirun import run_cli
+from tests.v1documents import EC2_NODE_CLASS
 
 _POOLS = dedent("""\
     apiVersion: karpenter.sh/v1alpha5
@@ -63,22 +64,7 @@ _POOLS = dedent("""\
             group: karpenter.k8s.aws
             kind: EC2NodeClass
             name: default
-    ---
-    apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata:
-      name: default
-    spec:
-      role: KarpenterNodeRole-demo
-      subnetSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      securityGroupSelectorTerms:
-        - tags:
-            karpenter.sh/discovery: demo
-      amiSelectorTerms:
-        - alias: al2023@latest
-    """)
+    """) + EC2_NODE_CLASS
 
 #: v0.31.1 ignores a pod with this term ("a preferred node affinity term: label kubernetes.io/hostname is
 #: restricted"); v1.14.1 validates required terms only, and relaxes the preference away

@@ -131,33 +131,21 @@ def set_true(
 ) -> list[Condition] | None:
     """The conditions with `kind` True (its reason `reason`, else its type; `message` as given) and Ready
     recomputed; None when nothing changes."""
-    changed = [dict(c) for c in conditions]
-    if not set_condition(changed, kind, "True", reason or kind, message, now):
-        return None
-    _ready(changed, now)
-    return changed
+    return _changed(conditions, kind, "True", reason or kind, message, now)
 
 
 def set_unknown(
     conditions: Sequence[Mapping[str, Any]], kind: str, reason: str, message: str, now: dt.datetime
 ) -> list[Condition] | None:
     """The conditions with `kind` Unknown (`reason`, `message`) and Ready recomputed; None when nothing changes."""
-    changed = [dict(c) for c in conditions]
-    if not set_condition(changed, kind, "Unknown", reason, message, now):
-        return None
-    _ready(changed, now)
-    return changed
+    return _changed(conditions, kind, "Unknown", reason, message, now)
 
 
 def set_false(
     conditions: Sequence[Mapping[str, Any]], kind: str, reason: str, message: str, now: dt.datetime
 ) -> list[Condition] | None:
     """The conditions with `kind` False (`reason`, `message`) and Ready recomputed; None when nothing changes."""
-    changed = [dict(c) for c in conditions]
-    if not set_condition(changed, kind, "False", reason, message, now):
-        return None
-    _ready(changed, now)
-    return changed
+    return _changed(conditions, kind, "False", reason, message, now)
 
 
 def transition_time(conditions: Sequence[Mapping[str, Any]], kind: str) -> dt.datetime | None:
@@ -176,6 +164,17 @@ def cleared(conditions: Sequence[Mapping[str, Any]], kind: str) -> list[Conditio
     """The conditions without `kind` (Drifted, Consolidatable); None when there was none."""
     kept = [dict(c) for c in conditions if c.get("type") != kind]
     return kept if len(kept) != len(conditions) else None
+
+
+def _changed(
+    conditions: Sequence[Mapping[str, Any]], kind: str, status: str, reason: str, message: str, now: dt.datetime
+) -> list[Condition] | None:
+    """A copy of the conditions with `kind` set (`set_condition`) and Ready recomputed; None when nothing changes."""
+    changed = [dict(c) for c in conditions]
+    if not set_condition(changed, kind, status, reason, message, now):
+        return None
+    _ready(changed, now)
+    return changed
 
 
 __all__ = [
