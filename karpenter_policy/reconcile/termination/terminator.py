@@ -335,7 +335,7 @@ class Terminator:
         deleted = self._delete_expiring(pods, deadline, now, done) if deadline is not None else set()
         evictable = [  # v1.14.1's groups are of the pods waited for; those it evicts, of one group
             p for p in to_evict(pods, nodepool)
-            if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))
+            if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p, now))
         ]
         for pod in evictable:
             self._evict(node, pod, done)
