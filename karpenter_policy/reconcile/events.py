@@ -13,6 +13,8 @@ Karpenter's; docs/metrics.md lists them with the ones that do not apply):
 * Node, Normal `Unconsolidatable` — consolidation cannot remove or replace it (why);
 * Pod, Normal `Evicted` — termination evicted it;
 * Node, Warning `FailedDraining` — termination could not drain it yet (pods left, an eviction a budget refused).
+* Pod, Warning `InvalidDoNotDisruptAnnotation` (Karpenter v1.14.1's, a NodePool node's pod) — its
+  `karpenter.sh/do-not-disrupt` is neither "true" nor a positive Go duration, and is ignored.
 
 The interruption handler's (`SpotInterrupted`, …, `TerminatingOnInterruption`) are in `interruption`.
 
@@ -30,6 +32,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from karpenter_policy.api.v1.donotdisrupt import invalid_message
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.errors import ClusterError
@@ -50,6 +53,8 @@ DISRUPTED = "Disrupted"
 TERMINATION_GRACE_PERIOD_EXPIRING = "TerminationGracePeriodExpiring"
 #: Karpenter v1.14.1's (terminator/events/events.go `NodeAwaitingVolumeDetachmentEvent`).
 AWAITING_VOLUME_DETACHMENT = "AwaitingVolumeDetachment"
+#: Karpenter v1.14.1's (core pkg/utils/pod/events.go `InvalidDoNotDisruptAnnotationEvent`).
+INVALID_DO_NOT_DISRUPT = "InvalidDoNotDisruptAnnotation"
 
 #: Karpenter's default dedupe timeout (`events.defaultDedupeTimeout`).
 DEDUPE_SECONDS = 120.0
@@ -132,6 +137,12 @@ def termination_grace_period_expiring(node: Obj, termination_time: str) -> Event
     return Event(node, "Warning", TERMINATION_GRACE_PERIOD_EXPIRING, message, (objects.name(node),))
 
 
+def invalid_do_not_disrupt(pod: Obj, error: str) -> Event:
+    """Karpenter v1.14.1's `InvalidDoNotDisruptAnnotation` Warning on a pod whose `karpenter.sh/do-not-disrupt` is
+    neither "true" nor a positive duration (ignored), with Go's error; deduped per pod and error."""
+    return Event(pod, "Warning", INVALID_DO_NOT_DISRUPT, invalid_message(error), (objects.uid(pod), error))
+
+
 def awaiting_volume_detachment(node: Obj, attachments: list[str]) -> Event:
     """Karpenter v1's `AwaitingVolumeDetachment` Event on a drained node whose VolumeAttachments hold its instance
     (`NodeAwaitingVolumeDetachmentEvent`: the first five named)."""
@@ -191,6 +202,7 @@ __all__ = [
     "EVICTED",
     "FAILED_DRAINING",
     "FAILED_SCHEDULING",
+    "INVALID_DO_NOT_DISRUPT",
     "NOMINATED",
     "UNCONSOLIDATABLE",
     "Event",
@@ -201,6 +213,7 @@ __all__ = [
     "evicted",
     "failed_draining",
     "failed_scheduling",
+    "invalid_do_not_disrupt",
     "nominated",
     "unconsolidatable",
 ]

@@ -100,6 +100,12 @@ def owner_label_values(pool: str) -> tuple[str, str]:
     return (pool_name(pool), "") if is_nodepool(pool) else ("", pool)
 
 LAUNCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+_HOUR, _DAY = 3600.0, 86400.0
+#: v1.14.1's `karpenter_nodes_lifetime_duration_seconds` buckets (node/termination/metrics.go): 15 minutes to 10 days.
+LIFETIME_BUCKETS = (
+    900.0, 1800.0, 2700.0, _HOUR, 2 * _HOUR, 4 * _HOUR, 6 * _HOUR, 8 * _HOUR, 10 * _HOUR, 12 * _HOUR, 16 * _HOUR,
+    20 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, 5 * _DAY, 10 * _DAY,
+)
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: controller-runtime v0.14's reconcile-time buckets (Karpenter v0.31 runs on it).
 RECONCILE_BUCKETS = (
@@ -469,6 +475,13 @@ class Metrics:
             "type.",
             ["decision", "reason", "consolidation_type"], registry,
         )
+        self.nodes_drained = ExactCounter(
+            "karpenter_nodes_drained_total", "The total number of nodes drained by Karpenter", ["nodepool"], registry,
+        )
+        self.nodes_lifetime = Histogram(
+            "karpenter_nodes_lifetime_duration_seconds", "The lifetime duration of the nodes since creation.",
+            ["nodepool"], buckets=LIFETIME_BUCKETS, registry=registry,
+        )
         self.voluntary_disruption_decisions_by_nodepool = ExactCounter(
             "karpenter_voluntary_disruption_decisions_by_nodepool_total",
             "Number of disruption decisions performed by nodepool. Labeled by nodepool name, disruption decision, "
@@ -528,10 +541,18 @@ class Metrics:
         if created:
             self.nodes_created.labels(*owner_label_values(provisioner)).inc()
 
-    def node_terminated(self, provisioner: str, seconds: float | None) -> None:
-        """The termination finalizer of a Node was removed, `seconds` after its deletion was requested (None: not
-        known)."""
+    def node_drained(self, nodepool: str) -> None:
+        """A NodePool's Node drained: its claim's Drained condition written True (v1.14.1's
+        `NodesDrainedTotal`, node/termination/controller.go:172; `nodepool`: the Node's label)."""
+        self.nodes_drained.labels(nodepool).inc()
+
+    def node_terminated(self, provisioner: str, seconds: float | None, lifetime: float | None = None) -> None:
+        """The termination finalizer of a Node was removed, `seconds` after its deletion was requested and
+        `lifetime` after its creation (None: not known; a NodePool's node observes it in
+        `karpenter_nodes_lifetime_duration_seconds`, v1.14.1's node/termination/controller.go:383)."""
         self.nodes_terminated.labels(*owner_label_values(provisioner)).inc()
+        if lifetime is not None and is_nodepool(provisioner):
+            self.nodes_lifetime.labels(pool_name(provisioner)).observe(max(lifetime, 0.0))
         if seconds is not None:
             self.termination_time.labels(provisioner).observe(max(seconds, 0.0))
 

@@ -358,6 +358,7 @@ class Scene:
         lingers: bool = False,
         ready: bool | None = None,
         unschedulable: bool = False,
+        started: float | None = None,
         **spec: Any,
     ) -> Obj:
         """A pod: pending (`unschedulable`: marked so by kube-scheduler, `PodScheduled=False`), or bound to `node`
@@ -371,7 +372,9 @@ class Scene:
         it terminating — a deletionTimestamp, still bound — as a real pod is while its kubelet stops it, until
         :meth:`finish_pod` (the kubelet saying it stopped); never finished, it stays terminating for ever, as
         behind a kubelet that no longer answers. (The scene holds it with a finalizer of its own,
-        :data:`LINGER_FINALIZER`.)"""
+        :data:`LINGER_FINALIZER`.)
+
+        `started`: a bound pod's `status.startTime`, that many seconds before now (none unless given)."""
         requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
         meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {}),
                      "annotations": dict(annotations or {})}
@@ -396,6 +399,9 @@ class Scene:
             is_ready = running if ready is None else ready
             pod["status"] = {"phase": phase or "Running",
                              "conditions": [{"type": "Ready", "status": "True" if is_ready else "False"}]}
+            if started is not None:
+                began = self.clock.wall() - dt.timedelta(seconds=started)
+                pod["status"]["startTime"] = began.strftime("%Y-%m-%dT%H:%M:%SZ")
         elif unschedulable:
             pod["status"] = {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}

@@ -202,3 +202,24 @@ def test_nodeclaims_already_drifted_go_first_in_the_order_they_drifted(tmp_path:
     _, doc = plan(sides(tmp_path, '[{nodes: "1"}]'), tmp_path, *items)
 
     assert [w["nodes"][0] for w in doc["waves"]] == ["early", "late", "n0", "n1"]
+
+
+def test_a_pods_do_not_disrupt_duration_holds_its_node_while_it_runs_at_the_start(tmp_path: Path) -> None:
+    """v1.14.1's `IsDoNotDisruptActive` (pkg/utils/pod/scheduling.go:210) at the rollout's start (09:00), each pod
+    started at 08:30: "1h" holds its node (blocked), "10m" has run out, "5 minutes" is no duration (ignored) — those
+    two nodes drift as any other."""
+    def started(item: dict[str, Any]) -> dict[str, Any]:
+        item["status"]["startTime"] = "2026-11-30T08:30:00Z"
+        return item
+
+    items: list[dict[str, Any]] = []
+    for name, value in (("held", "1h"), ("over", "10m"), ("typo", "5 minutes")):
+        items += [pool_node(name), claim(name),
+                  started(pod(f"{name}-0", name, name, annotations={"karpenter.sh/do-not-disrupt": value}))]
+
+    code, doc = plan(sides(tmp_path, '[{nodes: "100%"}]'), tmp_path, *items)
+
+    assert sorted(w["nodes"][0] for w in doc["waves"]) == ["over", "typo"]
+    assert [(b["node"], b["reason"]) for b in doc["blocked"]] == [
+        ("held", "pod default/held-0 has karpenter.sh/do-not-disrupt")]
+    assert code == 1

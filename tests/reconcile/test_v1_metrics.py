@@ -2,8 +2,10 @@
 (`tests/promscrape.py`): `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`,
 `…_disrupted_total{reason, nodepool, capacity_type}`, `…_terminated_total{nodepool, capacity_type, zone}`,
 `karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}` (and `…_by_nodepool_total`),
-`karpenter_nodepools_limit` and `karpenter_nodepools_usage{resource_type, nodepool}` (core pkg/metrics/metrics.go,
-pkg/controllers/disruption/metrics.go, pkg/controllers/metrics/nodepool/controller.go) — beside v0.31's names, which a
+`karpenter_nodepools_limit` and `karpenter_nodepools_usage{resource_type, nodepool}`, `karpenter_nodes_drained_total
+{nodepool}` and `karpenter_nodes_lifetime_duration_seconds{nodepool}` (core pkg/metrics/metrics.go,
+pkg/controllers/disruption/metrics.go, pkg/controllers/metrics/nodepool/controller.go,
+pkg/controllers/node/termination/metrics.go) — beside v0.31's names, which a
 Provisioner's nodes keep and a NodePool's no longer get."""
 
 from __future__ import annotations
@@ -77,6 +79,35 @@ def test_a_consolidation_is_a_voluntary_disruption_decision_and_its_claim_is_dis
     assert found.value("karpenter_nodeclaims_terminated_total", nodepool="under", capacity_type="on-demand",
                        zone=zone) == 1
     assert found.total("karpenter_deprovisioning_actions_performed") == 0
+
+
+
+def test_a_deleted_nodepool_node_is_counted_drained_once_and_its_lifetime_observed(example: Path) -> None:
+    """node/termination/suite_test.go:989 "should fire the nodesTerminated counter metric when deleting nodes"
+    (`NodesDrainedTotal` 1 for the node's NodePool) and :1003 "should fire the lifetime duration histogram metric
+    when deleting nodes" (one sample), as metrics.go and controller.go:172, :383 record them: a NodePool's node,
+    launched, left to live an hour, then deleted; a Provisioner's node deleted too is counted in neither."""
+    scene = Scene(example)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+    controller = scene.controller()
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        nodes = list(scene.nodes())
+        scene.run(controller, 3600)
+        for name in nodes:
+            scene.cluster.delete(objects.NODE, name)
+        scene.run(controller, 120, until=lambda: not scene.nodes())
+        found = scrape(port)
+    assert not scene.nodes()
+    assert found.types["karpenter_nodes_drained_total"] == "counter"
+    assert [(s.labels, s.value) for s in found.of("karpenter_nodes_drained_total")] == [({"nodepool": "default"}, 1)]
+    assert found.types["karpenter_nodes_lifetime_duration_seconds"] == "histogram"
+    assert [s.labels for s in found.of("karpenter_nodes_lifetime_duration_seconds_count")] == [{"nodepool": "default"}]
+    assert found.value("karpenter_nodes_lifetime_duration_seconds_count", nodepool="default") == 1
+    assert 3600 < found.value("karpenter_nodes_lifetime_duration_seconds_sum", nodepool="default") < 3800
+    assert found.value("karpenter_nodes_lifetime_duration_seconds_bucket", nodepool="default", le="3600.0") == 0
+    assert found.value("karpenter_nodes_lifetime_duration_seconds_bucket", nodepool="default", le="7200.0") == 1
 
 
 def _instance(scene: Scene, node: str) -> str:

@@ -1,10 +1,12 @@
 """A pod's `karpenter.sh/do-not-disrupt` on a Karpenter v1 NodePool's node, read by disruption as v1.14.1 reads it
 (core pkg/controllers/state/statenode.go `ValidatePodsDisruptable`, pkg/utils/pod/scheduling.go `IsDisruptable`):
 every active pod counts — a DaemonSet's and a static pod's mirror too —, and `karpenter.sh/do-not-evict`, v0.31's
-annotation, is read nowhere in v1 (a Provisioner's node keeps v0.31's reading). Termination does the same: such a pod
-is waited for, not evicted (tests/reconcile/test_v1_termination_grace.py). The nodes are a WhenEmptyOrUnderutilized
-NodePool's (`under`, consolidateAfter 0s, tests/reconcile/data/v1consolidation); each test names the Go test it
-follows (kubernetes-sigs/karpenter v1.14.1) and its line."""
+annotation, is read nowhere in v1 (a Provisioner's node keeps v0.31's reading). Its value is "true" or a positive Go
+duration, counted from the pod's startTime (`IsDoNotDisruptActive`); anything else is ignored with a Warning.
+Termination does the same: such a pod is waited for, not evicted (tests/reconcile/test_v1_termination_grace.py). The
+nodes are a WhenEmptyOrUnderutilized NodePool's (`under`, consolidateAfter 0s,
+tests/reconcile/data/v1consolidation); each test names the Go test it follows (kubernetes-sigs/karpenter v1.14.1)
+and its line."""
 
 from __future__ import annotations
 
@@ -69,3 +71,44 @@ def test_do_not_evict_is_v0_31s_and_does_not_keep_a_nodepools_node(compiled: Pat
     scene.run(controller, 120, until=lambda: second not in scene.nodes())
     assert second not in scene.nodes() and first in scene.nodes()
     assert [(call.name, call.allowed) for call in evictions] == [("old-style", True)]
+
+
+def test_a_duration_keeps_the_node_until_it_runs_out_and_the_controller_wakes_up_then(compiled: Path) -> None:
+    """v1.14.1's `IsDoNotDisruptActive` (pkg/utils/pod/scheduling.go:210; its Go tests are
+    tests/api/v1/test_donotdisrupt.py): `do-not-disrupt: "10m"` on a pod started 500 s ago keeps its node for 100
+    s more, and the node is consolidated right after — the decision that found it held wakes up when the
+    duration runs out, well before its 300 s recheck, with nothing changing in the cluster meanwhile. (The other
+    node's pod is held for good, so the held node is the only one that may go, onto it.)"""
+    scene = Scene(compiled, types=["m5.large"])
+    kept, held = _node(scene), _node(scene)
+    scene.add_pod("kept", cpu="100m", node=kept, nodeSelector={wk.NODEPOOL: "under"},
+                  annotations={wk.DO_NOT_DISRUPT: "true"})
+    scene.add_pod("guarded", cpu="100m", node=held, nodeSelector={wk.NODEPOOL: "under"},
+                  annotations={wk.DO_NOT_DISRUPT: "10m"}, started=500)
+    controller = scene.controller()
+    start = scene.clock.now
+    scene.run(controller, 95)
+    assert held in scene.nodes()  # held for the 100 s left
+    scene.run(controller, 600, until=lambda: held not in scene.nodes())
+    assert held not in scene.nodes() and kept in scene.nodes()
+    assert 100 <= scene.clock.now - start < 130  # out at 100 s, not at the next 300 s recheck
+
+
+def test_an_invalid_value_is_ignored_with_karpenters_warning(compiled: Path) -> None:
+    """v1.14.1 ignores a `do-not-disrupt` that is neither "true" nor a positive duration and says so on the pod
+    (pkg/utils/pod/events.go `InvalidDoNotDisruptAnnotationEvent`): the node is consolidated, and the pod has the
+    Warning with Go's error."""
+    scene = Scene(compiled, types=["m5.large"])
+    first, second = _node(scene), _node(scene)
+    scene.add_pod("kept", cpu="100m", node=first, nodeSelector={wk.NODEPOOL: "under"},
+                  annotations={wk.DO_NOT_DISRUPT: "true"})
+    scene.add_pod("typo", cpu="100m", node=second, nodeSelector={wk.NODEPOOL: "under"},
+                  annotations={wk.DO_NOT_DISRUPT: "5 minutes"}, started=60)
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: second not in scene.nodes())
+    assert second not in scene.nodes() and first in scene.nodes()
+    warnings = [(e["type"], e["involvedObject"]["name"], e["message"])
+                for e in scene.events("InvalidDoNotDisruptAnnotation")]
+    assert warnings == [("Warning", "typo", 'Invalid karpenter.sh/do-not-disrupt annotation: failed to parse '
+                         '"5 minutes" as a duration: time: unknown unit " minutes" in duration "5 minutes", '
+                         "ignoring annotation")]

@@ -116,3 +116,18 @@ def test_a_pdb_holds_the_drain_only_until_the_termination_time(compiled: Path) -
     patient.run(controller, 400)
     assert node in patient.nodes() and "held" in patient.pods_on(node)
     assert claim_of_node(patient.nodes()[node]) is not None
+
+
+def test_a_do_not_disrupt_duration_holds_the_drain_until_it_runs_out(compiled: Path) -> None:
+    """v1.14.1's `IsEvictable` reads `IsDoNotDisruptActive` (pkg/utils/pod/scheduling.go:58, :210): on a node of
+    `patient` (no terminationGracePeriod) a pod annotated `do-not-disrupt: "10m"`, started 540 s ago, is not evicted
+    for the 60 s left, then evicted, and the node goes."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node = _launched(scene, "patient")
+    _pod(scene, "guarded", node, "patient", 30, annotations={wk.DO_NOT_DISRUPT: "10m"}, started=540)
+    evictions = scene.record_evictions()
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 50)
+    assert evictions == [] and node in scene.nodes()
+    scene.run(controller, 60, until=lambda: node not in scene.nodes())
+    assert [call.name for call in evictions] == ["guarded"] and node not in scene.nodes()

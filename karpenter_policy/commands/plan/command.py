@@ -131,7 +131,7 @@ def plan_command(
         snapshot = read_snapshots(options.snapshot, stdin)
     if options.redact:
         snapshot = redact_snapshot(snapshot)
-    fleet = fleet_of(snapshot) if not snapshot.errors else None
+    fleet = fleet_of(snapshot, start) if not snapshot.errors else None
     if snapshot.errors or fleet is None:
         lines = [str(p) for p in snapshot.problems]
         return CommandOutput(2, "", "".join(f"karpenter-policy plan: {line}\n" for line in lines)

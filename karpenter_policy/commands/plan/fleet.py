@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.workloads import template_labels
 from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
@@ -121,7 +122,8 @@ class FleetPod:
     do_not_evict: bool
     obj: Obj = field(repr=False)
     pod: Pod | None = field(default=None, repr=False)
-    #: `karpenter.sh/do-not-disrupt: "true"` alone: what holds a pod in Karpenter v1 (do-not-evict is v1alpha5's)
+    #: `karpenter.sh/do-not-disrupt` "true", or a positive duration not run out at the rollout's start
+    #: (`api.v1.donotdisrupt`): what holds a pod in Karpenter v1 (do-not-evict is v1alpha5's)
     do_not_disrupt: bool = False
     #: what it takes of its node (one pod slot included; a finished pod: nothing)
     requests: Vector = ZERO
@@ -294,8 +296,10 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
     return by_node
 
 
-def fleet_of(snapshot: Snapshot) -> Fleet:
-    """The fleet of a snapshot that has no errors; a pod spec the scheduler cannot read is added to its problems."""
+def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
+    """The fleet of a snapshot that has no errors; a pod spec the scheduler cannot read is added to its problems.
+    `now` (the rollout's start) is when a pod's do-not-disrupt duration is read (None: a valid duration holds, as
+    for a pod without a startTime)."""
     fleet = Fleet(pdbs=list(snapshot.pdbs))
     claims = _claim_annotations(snapshot)
     v1_claims = _claims(snapshot)
@@ -357,7 +361,9 @@ def fleet_of(snapshot: Snapshot) -> Fleet:
             do_not_evict=is_true(annotations.get(wk.DO_NOT_EVICT)) or is_true(annotations.get(wk.DO_NOT_DISRUPT)),
             obj=obj,
             pod=pod,
-            do_not_disrupt=is_true(annotations.get(wk.DO_NOT_DISRUPT)),
+            do_not_disrupt=do_not_disrupt(
+                annotations, start_time(obj) if now is not None else None, now or dt.datetime.min.replace(tzinfo=dt.UTC)
+            ).active,
             requests=requests,
         ))
     fleet.pods_on = dict(pods_on)

@@ -15,7 +15,8 @@ The snapshot is rewritten in memory before the plan reads it (it is never writte
 * a pod spec keeps what the scheduler reads (`nodeName`, `nodeSelector`, `affinity`, `tolerations`,
   `topologySpreadConstraints`, `overhead`, `resources`, `priority`, `hostNetwork`) and of each container its name,
   resources, ports and restart policy: no image, env, command, args or volume; a Node's status keeps its conditions
-  (type and status), capacity and allocatable — not its images, addresses or node info, nor its `providerID`;
+  (type and status), capacity and allocatable — not its images, addresses or node info, nor its `providerID`; a
+  pod's its phase, conditions and `startTime` (a do-not-disrupt duration runs from it);
 * labels and everything else the plan computes with stay (a PodDisruptionBudget selects pods by label).
 
 The snapshot problems (`Problem`) are reported with their names hashed the same way and quoted values withheld.
@@ -145,7 +146,7 @@ def _node(obj: Obj, names: _Names) -> Obj:
 
 def _pod(obj: Obj, names: _Names) -> Obj:
     status = _map(obj.get("status"))
-    kept: dict[str, Any] = {k: status[k] for k in ("phase",) if k in status}
+    kept: dict[str, Any] = {k: status[k] for k in ("phase", "startTime") if k in status}
     if isinstance(status.get("conditions"), list):
         kept["conditions"] = [{k: c[k] for k in ("type", "status") if k in c} if isinstance(c, Mapping) else c
                               for c in status["conditions"]]

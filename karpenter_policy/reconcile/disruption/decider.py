@@ -26,14 +26,15 @@ count). In this order, the first stage that finds something decides (one command
    them (deleting fewer nodes does that with less disruption).
 
 Expiry and drift replace with as many new nodes as the pods need (none when they fit on the others) and skip a node
-whose pods would not all schedule. A node is never a candidate while being deleted, before it is initialized,
-with the `karpenter.sh/do-not-disrupt` annotation, while nominated for a pending pod, when a pod on it is annotated
-`karpenter.sh/do-not-evict` or `karpenter.sh/do-not-disrupt` (a NodePool's node: any running pod, a DaemonSet's or
-a mirror too, with `karpenter.sh/do-not-disrupt`, as v1.14.1's `ValidatePodsDisruptable`; v1 ignores
-`do-not-evict`), or when a PodDisruptionBudget allows no disruption of one of its pods (an unhealthy pod under
-`unhealthyPodEvictionPolicy: AlwaysAllow` aside). Pods that would be placed on a node not yet initialized do not
-count as placed. A candidate's disruption cost is its pods' (Karpenter's
-eviction cost) scaled by the fraction of its lifetime left before it expires (`lifetimeRemaining`).
+whose pods would not all schedule. A node is never a candidate while being deleted, before it is initialized, with
+the `karpenter.sh/do-not-disrupt` annotation, while nominated for a pending pod, when a pod on it is annotated
+`karpenter.sh/do-not-evict` or `karpenter.sh/do-not-disrupt` (a NodePool's node: any running pod, a DaemonSet's or a
+mirror too, whose `karpenter.sh/do-not-disrupt` holds it — "true", or a positive duration not yet run out since its
+startTime, the decision waking up when it does (`api.v1.donotdisrupt`) —, as v1.14.1's `ValidatePodsDisruptable`; v1
+ignores `do-not-evict`), or when a PodDisruptionBudget allows no disruption of one of its pods (an unhealthy pod
+under `unhealthyPodEvictionPolicy: AlwaysAllow` aside). Pods that would be placed on a node not yet initialized do
+not count as placed. A candidate's disruption cost is its pods' (Karpenter's eviction cost) scaled by the fraction
+of its lifetime left before it expires (`lifetimeRemaining`).
 
 This module decides; :mod:`~karpenter_policy.reconcile.disruption.recheck` checks a consolidation again after its
 wait, and :mod:`~karpenter_policy.reconcile.disruption.deprovisioner` carries a decision out (candidates cordoned,
@@ -51,6 +52,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1 import budgets as v1budgets
+from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.v1.statichash import static_drift, static_hash_annotations
 from karpenter_policy.cloud.provider import Instance, Network
@@ -171,8 +173,11 @@ class Decision:
     command: Command | None = None
     #: node name → why it cannot be disrupted now (a budget, do-not-evict, pods that would not schedule …).
     blocked: dict[str, str] = field(default_factory=dict)
-    #: seconds until the next node expires (None: none will).
+    #: seconds until the next node expires or a pod's do-not-disrupt duration runs out (None: none will).
     expires_in: float | None = None
+    #: pods whose `karpenter.sh/do-not-disrupt` Karpenter v1.14.1 ignores as invalid → Go's error (its
+    #: `InvalidDoNotDisruptAnnotation` Warning).
+    invalid_do_not_disrupt: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
     #: why the decision stopped before it looked at everything ("": it did not): a budget that ran out, or
     #: something more urgent.
     stopped: str = ""
@@ -327,7 +332,7 @@ class Decider:
                 continue
             on_node = view.pods_on(name)
             pods = movable(on_node)
-            why = self._blocked(node, pods, on_node, exhausted, inputs.nominated)
+            why = self._blocked(node, pods, on_node, exhausted, inputs.nominated, inputs.now, decision)
             if why:
                 decision.blocked[name] = why
                 continue
@@ -377,7 +382,7 @@ class Decider:
     @staticmethod
     def _blocked(
         node: NodeRecord, pods: Iterable[PodRecord], on_node: Iterable[PodRecord], exhausted: Sequence[Obj],
-        nominated: frozenset[str],
+        nominated: frozenset[str], now: dt.datetime, decision: Decision,
     ) -> str:
         value = node.annotations.get(wk.DO_NOT_DISRUPT)
         # v0.31 reads the node's annotation whatever its value; v1.14.1 only "true" (a NodePool's node: its
@@ -389,8 +394,18 @@ class Decider:
         if wk.NODEPOOL in node.labels:
             # v1.14.1's `ValidatePodsDisruptable` (core pkg/controllers/state/statenode.go): every active pod, a
             # DaemonSet's or a mirror too, `do-not-disrupt` only — `do-not-evict` is v0.31's (v1 reads it nowhere)
+            # `IsDoNotDisruptActive`: "true", or a duration not yet run out since the pod's startTime (decide
+            # again when it runs out); an invalid value is ignored, with its Warning
             for pod in on_node:
-                if not pod.terminal and not pod.deleting and pod.annotations.get(wk.DO_NOT_DISRUPT) == "true":
+                if pod.terminal or pod.deleting:
+                    continue
+                held = do_not_disrupt(pod.annotations, start_time(pod.obj), now)
+                if held.invalid:
+                    decision.invalid_do_not_disrupt[pod.uid] = (pod, held.invalid)
+                if held.active:
+                    if held.until is not None:
+                        wait = (held.until - now).total_seconds()
+                        decision.expires_in = wait if decision.expires_in is None else min(decision.expires_in, wait)
                     return f"pod {pod.key} has the {wk.DO_NOT_DISRUPT} annotation"
         else:
             for pod in pods:

@@ -195,6 +195,8 @@ class Deprovisioner:
         done.errors.extend(restamp(self.cluster, inputs, self.decider.drift_reasons()))  # a stale hash version
         self._record(decision)
         self._log_blocked(decision.blocked)
+        for pod, error in decision.invalid_do_not_disrupt.values():  # Karpenter v1.14.1's Warning, deduped
+            self.events.publish(events.invalid_do_not_disrupt(pod.obj, error))
         if decision.stopped:
             DEPROVISIONING.info("%s", decision.stopped, extra=self.fields())
         done.stopped = decision.stopped

@@ -6,7 +6,8 @@ pkg/controllers/node/termination/controller.go `nodeTerminationTime`, terminator
 The node's **termination time** is when its NodeClaim's deletion was asked plus the claim's
 `spec.terminationGracePeriod`; Karpenter writes it on the claim (`karpenter.sh/nodeclaim-termination-timestamp`,
 RFC 3339) and reads it from there. Until then the drain goes as any other — evictions that PodDisruptionBudgets may
-refuse, pods annotated `karpenter.sh/do-not-disrupt: "true"` not evicted (the drain waits for them) — but each pod
+refuse, pods whose `karpenter.sh/do-not-disrupt` holds them ("true", or a duration not yet run out
+since the pod started: `api.v1.donotdisrupt`) not evicted (the drain waits for them) — but each pod
 still waited for is *deleted* (no eviction: neither its PDB nor do-not-disrupt holds it) once the termination time
 less its own `terminationGracePeriodSeconds` (30 when unset, as Kubernetes defaults it) has come, with its grace
 shortened to what is left before the termination time (at least 1 s), so that it ends by then. A pod already
@@ -20,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Final
 
+from karpenter_policy.api.v1 import donotdisrupt
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
@@ -74,10 +76,10 @@ def shortened_grace(deadline: dt.datetime, now: dt.datetime) -> int:
     return max(int((deadline - now).total_seconds()), 1)
 
 
-def do_not_disrupt(pod: PodRecord) -> bool:
-    """Annotated `karpenter.sh/do-not-disrupt: "true"`: a NodePool node's drain does not evict it (v1.14.1's
-    `IsEvictable`; a duration as the value, which v1.14.1 also reads, is not modelled and counts as absent)."""
-    return objects.annotations(pod.obj).get("karpenter.sh/do-not-disrupt") == "true"
+def do_not_disrupt(pod: PodRecord, now: dt.datetime) -> bool:
+    """Its `karpenter.sh/do-not-disrupt` holds it at `now` ("true", or a positive duration not yet run out since its
+    startTime): a NodePool node's drain does not evict it (v1.14.1's `IsEvictable`, `IsDoNotDisruptActive`)."""
+    return donotdisrupt.do_not_disrupt(pod.annotations, donotdisrupt.start_time(pod.obj), now).active
 
 
 __all__ = [

@@ -335,7 +335,7 @@ class Terminator:
         deleted = self._delete_expiring(pods, deadline, now, done) if deadline is not None else set()
         evictable = [  # v1.14.1's groups are of the pods waited for; those it evicts, of one group
             p for p in to_evict(pods, nodepool)
-            if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p))
+            if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p, now))
         ]
         for pod in evictable:
             self._evict(node, pod, done)
@@ -400,6 +400,10 @@ class Terminator:
         began = self._drain_began.get(node.uid)
         if began is not None and (now - began).total_seconds() < MIN_DRAIN_SECONDS:
             return False
+        # v1.14.1 counts it once, when the claim turns Drained (controller.go:172): `began` is None for a claim
+        # found Drained already (before a restart) or gone
+        if began is not None and self._written.get(node.uid, {}).get(cond.DRAINED) != ("True", ""):
+            self.metrics.node_drained(node.labels.get(wk.NODEPOOL, ""))
         self._condition(node, claim, cond.DRAINED, "True")
         return True
 
@@ -587,7 +591,8 @@ class Terminator:
             self._finished.add(node.uid)
         self._looked_up.pop(node.name, None)
         done.deleted.append(node.name)
-        self.metrics.node_terminated(node.provisioner or "", self._since(node.deletion_timestamp))
+        self.metrics.node_terminated(node.provisioner or "", self._since(node.deletion_timestamp),
+                                     self._since(objects.creation_timestamp(node.obj)))
         TERMINATION.info("Deleted node", extra=self.context.fields(node=node.name, instance=node.instance_id))
 
     def _since(self, stamp: str | None) -> float | None:

@@ -1,0 +1,78 @@
+"""A pod's `karpenter.sh/do-not-disrupt` as Karpenter v1.14.1 reads it (`pkg/utils/pod/scheduling.go`
+`IsDoNotDisruptActive`, `parseDoNotDisrupt`): "true" holds the pod for ever; a positive Go duration ("5m", "1h")
+holds it while its age from `status.startTime` is under the duration (no startTime: held, failing safe); any other
+value — not a duration, zero or negative — is ignored, with the `InvalidDoNotDisruptAnnotation` Warning's text
+(`pkg/utils/pod/events.go`). Karpenter v0.31 (Provisioners) reads only "true"; that reading is not here. Pure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_policy.api.v1.goduration import GoDurationError, go_duration_nanoseconds
+from karpenter_policy.model.labels import DO_NOT_DISRUPT
+
+__all__ = ["DoNotDisrupt", "do_not_disrupt", "invalid_message", "start_time"]
+
+
+@dataclass(frozen=True, slots=True)
+class DoNotDisrupt:
+    """What the annotation says now: `active` (the pod is held), `until` (a duration's end while it holds, None
+    otherwise) and `invalid` (Go's error for a value Karpenter ignores, "" otherwise)."""
+
+    active: bool
+    until: dt.datetime | None = None
+    invalid: str = ""
+
+
+_ABSENT = DoNotDisrupt(False)
+_FOR_EVER = DoNotDisrupt(True)
+
+
+def _parse(value: str) -> int:
+    """`parseDoNotDisrupt`: the duration in nanoseconds; GoDurationError with Go's wrapped text."""
+    try:
+        nanoseconds = go_duration_nanoseconds(value)
+    except GoDurationError as error:
+        raise GoDurationError(f'failed to parse "{value}" as a duration: {error}') from None
+    if nanoseconds <= 0:
+        raise GoDurationError(f'duration "{value}" must be positive')
+    return nanoseconds
+
+
+def do_not_disrupt(annotations: Mapping[str, str], start_time: str | None, now: dt.datetime) -> DoNotDisrupt:
+    """`IsDoNotDisruptActive` for a pod with these annotations and `status.startTime` (RFC 3339), at `now`."""
+    value = annotations.get(DO_NOT_DISRUPT)
+    if value is None:
+        return _ABSENT
+    if value == "true":
+        return _FOR_EVER
+    try:
+        nanoseconds = _parse(value)
+    except GoDurationError as error:
+        return DoNotDisrupt(False, invalid=str(error))
+    if not start_time:
+        return _FOR_EVER
+    try:
+        started = dt.datetime.fromisoformat(start_time.replace("Z", "+00:00"))
+    except ValueError:
+        return _FOR_EVER  # a startTime the API server would not have written: no start known, fail safe
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=dt.UTC)
+    until = started + dt.timedelta(microseconds=nanoseconds // 1_000)
+    return DoNotDisrupt(True, until) if now < until else _ABSENT
+
+
+def start_time(pod: Mapping[str, Any]) -> str | None:
+    """A pod's `status.startTime` (None: not set, or not a string)."""
+    status = pod.get("status")
+    value = status.get("startTime") if isinstance(status, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def invalid_message(error: str) -> str:
+    """The `InvalidDoNotDisruptAnnotation` Warning's message for Go's error text."""
+    return f"Invalid karpenter.sh/do-not-disrupt annotation: {error}, ignoring annotation"

@@ -1,0 +1,111 @@
+"""A pod's `karpenter.sh/do-not-disrupt` as Karpenter v1.14.1 reads it (`api.v1.donotdisrupt`): the Go tests of
+`IsDoNotDisruptActive`, kubernetes-sigs/karpenter v1.14.1 pkg/utils/pod/suite_test.go (Describe
+"IsDoNotDisruptActive", lines 50–175), each named with its line, and the rule as a property. Each Go test that
+checks an Event checks here the text the `InvalidDoNotDisruptAnnotation` Warning carries (`invalid_message`); the
+two Normal Events (`DoNotDisruptUntil`, `DoNotDisruptGracePeriodElapsed`) are not emitted by this controller."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
+
+from karpenter_policy.api.v1.donotdisrupt import DoNotDisrupt, do_not_disrupt, invalid_message, start_time
+from karpenter_policy.model.labels import DO_NOT_DISRUPT
+
+NOW = dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC)
+TEN_MINUTES_AGO = "2026-11-30T09:50:00Z"
+
+
+def _read(value: str | None, started: str | None = TEN_MINUTES_AGO) -> DoNotDisrupt:
+    annotations = {} if value is None else {DO_NOT_DISRUPT: value}
+    return do_not_disrupt(annotations, started, NOW)
+
+
+def test_should_return_false_when_no_annotation_exists() -> None:
+    """should return false when no annotation exists — suite_test.go:51."""
+    assert not _read(None).active
+
+
+def test_should_return_true_for_true_annotation() -> None:
+    """should return true for 'true' annotation — suite_test.go:60."""
+    held = _read("true")
+    assert held.active and held.until is None and not held.invalid
+
+
+def test_should_return_false_and_emit_event_for_invalid_duration_format() -> None:
+    """should return false and emit event for invalid duration format — suite_test.go:72."""
+    held = _read("invalid-format")
+    assert not held.active
+    assert invalid_message(held.invalid) == (
+        'Invalid karpenter.sh/do-not-disrupt annotation: failed to parse "invalid-format" as a duration: '
+        'time: invalid duration "invalid-format", ignoring annotation'
+    )
+
+
+def test_should_return_false_and_emit_event_for_zero_duration() -> None:
+    """should return false and emit event for zero duration — suite_test.go:87."""
+    held = _read("0s")
+    assert not held.active
+    assert invalid_message(held.invalid) == (
+        'Invalid karpenter.sh/do-not-disrupt annotation: duration "0s" must be positive, ignoring annotation'
+    )
+
+
+def test_should_return_false_and_emit_event_for_negative_duration() -> None:
+    """should return false and emit event for negative duration — suite_test.go:102."""
+    held = _read("-5m")
+    assert not held.active
+    assert invalid_message(held.invalid) == (
+        'Invalid karpenter.sh/do-not-disrupt annotation: duration "-5m" must be positive, ignoring annotation'
+    )
+
+
+def test_should_return_true_when_duration_has_not_expired() -> None:
+    """should return true and emit disruptable-at event when duration has not expired — suite_test.go:117: held
+    until the start plus the duration (the Event's time; here what the controller wakes up for)."""
+    held = _read("15m")
+    assert held.active and held.until == dt.datetime(2026, 11, 30, 10, 5, tzinfo=dt.UTC)
+
+
+def test_should_return_false_when_duration_has_expired() -> None:
+    """should return false and emit grace period elapsed event when duration has expired — suite_test.go:133."""
+    held = _read("5m")
+    assert not held.active and held.until is None and not held.invalid
+
+
+def test_should_fail_safe_when_start_time_is_nil() -> None:
+    """should fail safe when start time is nil — suite_test.go:150."""
+    held = _read("5m", started=None)
+    assert held.active and held.until is None
+
+
+def test_should_not_emit_disruptable_at_event_for_indefinite_protection() -> None:
+    """should not emit disruptable-at event for indefinite protection — suite_test.go:162: "true" has no end."""
+    assert _read("true").until is None
+
+
+def test_a_value_other_than_true_is_not_true() -> None:
+    """Karpenter compares the string: "True" and "false" are not "true"; neither is a duration, so both are ignored
+    as invalid (the Warning), not read as a boolean."""
+    for value in ("True", "false", "yes", ""):
+        held = _read(value)
+        assert not held.active and held.invalid
+
+
+def test_start_time_reads_the_status() -> None:
+    """`status.startTime` when a string; None otherwise (no status, a pending pod)."""
+    assert start_time({"status": {"startTime": TEN_MINUTES_AGO}}) == TEN_MINUTES_AGO
+    assert start_time({"status": {}}) is None and start_time({}) is None and start_time({"status": 3}) is None
+
+
+@given(duration=st.integers(min_value=1, max_value=10**7), age=st.integers(min_value=0, max_value=10**7))
+@deterministic(200)
+def test_a_duration_holds_while_the_pods_age_is_under_it(duration: int, age: int) -> None:
+    """For any positive duration (seconds) and any age: held exactly while age < duration, until start + duration."""
+    started = NOW - dt.timedelta(seconds=age)
+    held = do_not_disrupt({DO_NOT_DISRUPT: f"{duration}s"}, started.strftime("%Y-%m-%dT%H:%M:%SZ"), NOW)
+    assert held.active == (age < duration)
+    assert held.until == (started + dt.timedelta(seconds=duration) if age < duration else None)
