@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from karpenter_policy import __version__
+from karpenter_policy import installed_version
 from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.checks.reporters import displayable, render
 from karpenter_policy.checks.selection import Selection
@@ -164,12 +164,22 @@ def _finish(result: CommandOutput) -> NoReturn:
     sys.exit(result.exit_code)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, asked: bool) -> None:
+    """`--version`: click's `version_option` prints the same line, but takes the version when the module is
+    imported — reading the distribution's metadata on every start-up; here it is read only when asked for."""
+    if not asked or ctx.resilient_parsing:
+        return
+    click.echo(version_line(installed_version()), color=ctx.color)
+    ctx.exit()
+
+
 @click.group(
     cls=_Group,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": _HELP_WIDTH},
     epilog=EPILOGS["main"],
 )
-@click.version_option(__version__, prog_name="karpenter-policy", message=version_line(__version__))
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, help="Show the version and exit.",
+              callback=_print_version)
 def main() -> None:
     """Validate, prove and compile Karpenter Provisioner policies kept in Git."""
     if click.get_current_context().invoked_subcommand not in SERVING_COMMANDS:

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from karpenter_policy import __version__
+from karpenter_policy import installed_version
 
 TEXT = "text"
 JSON = "json"
@@ -52,7 +52,7 @@ def logger_name(record: logging.LogRecord) -> str:
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     values = getattr(record, "fields", None)
-    out: dict[str, Any] = {"commit": __version__}
+    out: dict[str, Any] = {"commit": installed_version()}
     if isinstance(values, Mapping):
         out.update(values)
     if record.exc_info:

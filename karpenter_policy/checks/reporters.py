@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import PurePath
 from typing import Any
 
-from karpenter_policy import __version__
+from karpenter_policy import installed_version
 from karpenter_policy.api.rules import ERROR, RULE_IDS, rule_named
 from karpenter_policy.checks.findings import Finding, Report
 from karpenter_policy.checks.prettyjson import pretty_json
@@ -213,7 +213,7 @@ def render_sarif(report: Report) -> str:
                 "tool": {
                     "driver": {
                         "name": "karpenter-policy",
-                        "version": __version__,
+                        "version": installed_version(),
                         "rules": [sarif_rule(r, docs) for r in rule_ids],
                     }
                 },

@@ -6,6 +6,7 @@ Each test runs the real CLI in a subprocess with its own cache directory (`KARPE
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
 import subprocess
@@ -122,3 +123,25 @@ def test_without_a_usable_cache_directory_it_validates_all_the_same(tmp_path: Pa
         assert done.returncode == 1, done.stderr
         assert "did you mean ttlSecondsAfterEmpty?" in done.stdout
         assert "Traceback" not in done.stderr
+
+
+def test_validate_reads_no_distribution_metadata_yet_sarif_carries_the_installed_version(tmp_path: Path) -> None:
+    """importlib.metadata (and its search of sys.path for the version, ≈ 0.07 s) used to be imported by every
+    start-up, for `--version`; `validate` of a Provisioner file and of v1 NodePools (celpy's parser from the cache)
+    needs none of it, and SARIF still names the installed version."""
+    nodepools = ROOT / "examples" / "v1" / "positive"
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: print('metadata:', 'importlib.metadata' in sys.modules, file=sys.stderr))\n")
+    for path in (POLICY, nodepools):
+        validate(tmp_path / "cache", path)  # the first run builds and stores celpy's parser
+        done = validate(tmp_path / "cache", path, extra=probe)
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "metadata: False" in done.stderr
+
+    from importlib.metadata import version
+
+    sarif = subprocess.run([sys.executable, "-m", "karpenter_policy.cli", "validate", str(nodepools), "--output",
+                            "sarif"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert sarif.returncode == 0, sarif.stderr
+    assert json.loads(sarif.stdout)["runs"][0]["tool"]["driver"]["version"] == version("karpenter-policy")

@@ -4,7 +4,10 @@ celpy builds its parser (lark's LALR tables for the CEL grammar) once per proces
 more than the rest of `validate` on a hundred NodePools. Built once, the parser is kept in the cache directory of
 `api.validatorcache` (same place, same rules: the running user's own file, nobody else may write to it, written
 atomically; an unusable directory or file means building it as before, never an error), keyed by lark's version,
-celpy's version and grammar, and Python's byte-code version. A later run loads it in milliseconds.
+celpy's grammar and the source of the celpy module that builds the parser from it (`celpy/celparser.py`: its
+options to lark), and Python's byte-code version — read from the files, not from the distributions' metadata,
+whose lookup (importlib.metadata and a search of sys.path) would cost more than loading the parser.
+A later run loads it in milliseconds.
 
 The parser is lark's own serialized form (`Lark.save`, a pickle), with one correction: lark's serialization turns
 the rule names that celpy's parser holds as `Token('RULE', name)` into plain strings, and celpy puts a tree node's
@@ -16,7 +19,6 @@ restored — the loaded parser's trees are those of a fresh one, node for node, 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import importlib.util
 import io
 import os
@@ -25,6 +27,7 @@ from typing import Any
 
 import celpy
 import lark
+from celpy import celparser as celparser_module
 from celpy.celparser import CELParser
 from lark import Lark, Token
 
@@ -40,11 +43,17 @@ def _grammar() -> bytes:
         return handle.read()
 
 
+def _builder() -> bytes:
+    """The source of celpy's `celparser` module, which builds the parser from the grammar."""
+    with open(celparser_module.__file__, "rb") as handle:
+        return handle.read()
+
+
 def cache_key(grammar: bytes) -> str:
-    """What the stored parser depends on: lark's and celpy's versions, the grammar, Python's byte code."""
+    """What the stored parser depends on: lark's version, the grammar, the celpy code that builds the parser from
+    it (celpy's `celparser.py`), Python's byte code."""
     digest = hashlib.sha256(_FORMAT)
-    parts = (lark.__version__.encode(), importlib.metadata.version("cel-python").encode(),
-             importlib.util.MAGIC_NUMBER, grammar)
+    parts = (lark.__version__.encode(), _builder(), importlib.util.MAGIC_NUMBER, grammar)
     for part in parts:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()

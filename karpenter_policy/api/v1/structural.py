@@ -25,7 +25,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 import re2  # type: ignore[import-untyped]  # RE2, the engine of Go's regexp and of the CRD patterns
 
@@ -94,13 +94,102 @@ def _type_name(value: object) -> str:
 _EXACT_TYPES: dict[str, type] = {"string": str, "boolean": bool, "object": dict, "array": list}
 
 
-def _has_type(value: object, schema: Schema) -> bool:
-    if schema.get("x-kubernetes-int-or-string"):
-        return isinstance(value, str) or _is_integer(value)
+@dataclass(slots=True, eq=False)
+class _Node:
+    """What the walks need of one schema node, looked up once per schema (`_node`) instead of once per value:
+    each field as the schema gives it (None where absent), and the node of each sub-schema."""
+
+    schema: Schema
+    nullable: bool
+    int_or_string: bool
+    wanted: str | None
+    exact: type | None
+    enum: Any
+    max_length: Any
+    min_length: Any
+    pattern: str | None
+    date_time: bool
+    maximum: Any
+    minimum: Any
+    max_items: Any
+    min_items: Any
+    list_type: Any
+    list_map_keys: Any
+    max_properties: Any
+    min_properties: Any
+    required: Any
+    properties: dict[str, _Node]
+    #: `additionalProperties` as given (True, False, a schema or None) and, when a schema, its node.
+    extra: Any
+    extra_node: _Node | None
+    #: Whether a field neither in `properties` nor under an `additionalProperties` schema is kept by pruning.
+    keep_unknown: bool
+    items: _Node | None
+    #: (key, default, node) of each property with a `default`, in the order of `properties`.
+    defaults: tuple[tuple[str, Any, _Node], ...]
+
+
+#: id(schema) → (schema, its node): the schema is kept so that its id is not reused by another.
+_NODES: dict[int, tuple[Schema, _Node]] = {}
+
+
+def _is_mapping(value: object) -> TypeGuard[Schema]:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _node(schema: Schema) -> _Node:
+    """`schema`'s node, made once."""
+    known = _NODES.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    properties: Mapping[str, Schema] = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    items = schema.get("items")
     wanted = schema.get("type")
+    node = _Node(
+        schema=schema,
+        nullable=bool(schema.get("nullable")),
+        int_or_string=bool(schema.get("x-kubernetes-int-or-string")),
+        wanted=wanted,
+        exact=_EXACT_TYPES.get(wanted) if isinstance(wanted, str) else None,
+        enum=schema.get("enum"),
+        max_length=schema.get("maxLength"),
+        min_length=schema.get("minLength"),
+        pattern=schema.get("pattern"),
+        date_time=schema.get("format") == "date-time",
+        maximum=schema.get("maximum"),
+        minimum=schema.get("minimum"),
+        max_items=schema.get("maxItems"),
+        min_items=schema.get("minItems"),
+        list_type=schema.get("x-kubernetes-list-type"),
+        list_map_keys=schema.get("x-kubernetes-list-map-keys") or [],
+        max_properties=schema.get("maxProperties"),
+        min_properties=schema.get("minProperties"),
+        required=schema.get("required") or (),
+        properties={},
+        extra=extra,
+        extra_node=None,
+        keep_unknown=extra is True or bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        or (not properties and "additionalProperties" not in schema),
+        items=None,
+        defaults=(),
+    )
+    _NODES[id(schema)] = (schema, node)  # before the sub-schemas: a schema that holds itself ends
+    node.properties = {key: _node(sub) for key, sub in properties.items()}
+    node.extra_node = _node(extra) if _is_mapping(extra) else None
+    node.items = _node(items) if _is_mapping(items) else None
+    node.defaults = tuple((key, sub["default"], node.properties[key]) for key, sub in properties.items()
+                          if "default" in sub)
+    return node
+
+
+def _has_type(value: object, node: _Node) -> bool:
+    if node.int_or_string:
+        return isinstance(value, str) or _is_integer(value)
+    wanted = node.wanted
     if wanted is None:
         return True
-    if type(value) is _EXACT_TYPES.get(wanted):
+    if type(value) is node.exact:
         return True  # the common case, without the checks below
     if wanted == "integer":
         return _is_integer(value)
@@ -117,52 +206,50 @@ def defaulted(value: Any, schema: Schema) -> Any:
     """A deep copy of `value` with the schema's defaults applied and non-nullable nulls pruned, as the API server
     stores it. Unknown fields are left out (the API server prunes them); values of the wrong type are kept as
     they are (validation reports them)."""
-    return _prune(value, schema, (), None)
+    return _prune(value, _node(schema), (), None)
 
 
 def unknown_fields(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
     """A problem at each field of `value` its schema does not know (what the API server prunes and
     `kubectl apply`'s strict field validation refuses), looked for before pruning."""
     found: list[SchemaProblem] = []
-    _prune(value, schema, path, found)
+    _prune(value, _node(schema), path, found)
     return found
 
 
 def defaulted_and_unknown(value: Any, schema: Schema) -> tuple[Any, list[SchemaProblem]]:
     """`defaulted(value, schema)` and `unknown_fields(value, schema)` in one walk of `value`."""
     found: list[SchemaProblem] = []
-    return _prune(value, schema, (), found), found
+    return _prune(value, _node(schema), (), found), found
 
 
-def _prune(value: Any, schema: Schema, path: Path, found: list[SchemaProblem] | None) -> Any:
+def _prune(value: Any, node: _Node, path: Path, found: list[SchemaProblem] | None) -> Any:
     """`defaulted`'s copy of `value`; each unknown field a problem in `found` too, unless it is None."""
     if value is None or type(value) in _SCALARS:
         return value  # immutable: its own copy
     if type(value) is dict or isinstance(value, Mapping):
-        properties: Mapping[str, Schema] = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        extra_schema: Schema | None = extra if type(extra) is dict or isinstance(extra, Mapping) else None
-        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        properties = node.properties
+        extra_node = node.extra_node
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if key in properties:
-                sub = properties[key]
-                if item is None and not sub.get("nullable"):
+            sub = properties.get(key)
+            if sub is not None:
+                if item is None and not sub.nullable:
                     continue  # a default below fills it, as for an absent field
                 out[key] = _prune(item, sub, (*path, key) if found is not None else path, found)
-            elif extra_schema is not None:
-                out[key] = _prune(item, extra_schema, (*path, key) if found is not None else path, found)
-            elif extra is True or keep_unknown or (not properties and "additionalProperties" not in schema):
+            elif extra_node is not None:
+                out[key] = _prune(item, extra_node, (*path, key) if found is not None else path, found)
+            elif node.keep_unknown:
                 out[key] = copy.deepcopy(item)
             elif found is not None and properties:
                 _problem(found, (*path, key), f"unknown field {_quoted(_where((*path, key)))}", at_key=True)
-        for key, sub in properties.items():
-            if key not in out and "default" in sub:
-                out[key] = _prune(copy.deepcopy(sub["default"]), sub, path, None)
+        for key, default, sub in node.defaults:
+            if key not in out:
+                out[key] = _prune(copy.deepcopy(default), sub, path, None)
         return out
     if isinstance(value, list):
-        items = schema.get("items")
-        if type(items) is dict or isinstance(items, Mapping):
+        items = node.items
+        if items is not None:
             if found is None:
                 return [_prune(item, items, path, None) for item in value]
             return [_prune(item, items, (*path, index), found) for index, item in enumerate(value)]
@@ -173,7 +260,7 @@ def _prune(value: Any, schema: Schema, path: Path, found: list[SchemaProblem] | 
 def schema_problems(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
     """Every violation of `schema` by `value` (already defaulted), each at its field's path."""
     found: list[SchemaProblem] = []
-    _check(value, schema, path, found)
+    _check(value, _node(schema), path, found)
     return found
 
 
@@ -182,74 +269,74 @@ def _problem(found: list[SchemaProblem], path: Path, message: str, *, blocking: 
     found.append(SchemaProblem(Violation(SCHEMA, path, message, at_key=at_key), blocking))
 
 
-def _check(value: Any, schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
+def _check(value: Any, node: _Node, path: Path, found: list[SchemaProblem]) -> None:
     if value is None:
-        if not schema.get("nullable"):
+        if not node.nullable:
             _problem(found, path, f"Invalid value: \"null\": {_where(path)} in body must be of type "
-                     f"{_wanted(schema)}", blocking=True)
+                     f"{_wanted(node)}", blocking=True)
         return
-    if not _has_type(value, schema):
+    if not _has_type(value, node):
         _problem(found, path, f"Invalid value: \"{_type_name(value)}\": {_where(path)} in body must be of type "
-                 f"{_wanted(schema)}: \"{_type_name(value)}\"", blocking=True)
+                 f"{_wanted(node)}: \"{_type_name(value)}\"", blocking=True)
         return
-    enum = schema.get("enum")
+    enum = node.enum
     if enum is not None and value not in enum:
         supported = ", ".join(_quoted(option) for option in enum)
         _problem(found, path, f"Unsupported value: {_quoted(value)}: supported values: {supported}", blocking=True)
     if isinstance(value, str):
-        _check_string(value, schema, path, found)
+        _check_string(value, node, path, found)
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        _check_number(value, schema, path, found)
+        _check_number(value, node, path, found)
     elif isinstance(value, list):
-        _check_list(value, schema, path, found)
+        _check_list(value, node, path, found)
     elif type(value) is dict or isinstance(value, Mapping):
-        _check_object(value, schema, path, found)
+        _check_object(value, node, path, found)
 
 
 def _where(path: Path) -> str:
     return render_path(path) or "<root>"
 
 
-def _wanted(schema: Schema) -> str:
-    if schema.get("x-kubernetes-int-or-string"):
+def _wanted(node: _Node) -> str:
+    if node.int_or_string:
         return "integer or string"
-    return str(schema.get("type", "any"))
+    return str(node.schema.get("type", "any"))
 
 
-def _check_string(value: str, schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
-        _problem(found, path, f"Too long: may not be more than {schema['maxLength']} bytes", blocking=True)
-    if "minLength" in schema and len(value) < schema["minLength"]:
+def _check_string(value: str, node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    if node.max_length is not None and len(value) > node.max_length:
+        _problem(found, path, f"Too long: may not be more than {node.max_length} bytes", blocking=True)
+    if node.min_length is not None and len(value) < node.min_length:
         _problem(found, path, f"Invalid value: {_quoted(value)}: {_where(path)} in body should be at least "
-                 f"{schema['minLength']} chars long")
-    pattern = schema.get("pattern")
+                 f"{node.min_length} chars long")
+    pattern = node.pattern
     if pattern is not None and not _matches(pattern, value):
         _problem(found, path, f"Invalid value: {_quoted(value)}: {_where(path)} in body should match '{pattern}'")
-    if schema.get("format") == "date-time" and not _matches(_DATE_TIME, value):
+    if node.date_time and not _matches(_DATE_TIME, value):
         _problem(found, path, f"Invalid value: {_quoted(value)}: {_where(path)} in body must be of type "
                  "date-time")
 
 
-def _check_number(value: float, schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
-    if "maximum" in schema and value > schema["maximum"]:
+def _check_number(value: float, node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    if node.maximum is not None and value > node.maximum:
         _problem(found, path, f"Invalid value: {value}: {_where(path)} in body should be less than or equal to "
-                 f"{schema['maximum']}")
-    if "minimum" in schema and value < schema["minimum"]:
+                 f"{node.maximum}")
+    if node.minimum is not None and value < node.minimum:
         _problem(found, path, f"Invalid value: {value}: {_where(path)} in body should be greater than or equal "
-                 f"to {schema['minimum']}")
+                 f"to {node.minimum}")
 
 
-def _check_list(value: list[Any], schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
-        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxItems']} items", blocking=True)
-    if "minItems" in schema and len(value) < schema["minItems"]:
+def _check_list(value: list[Any], node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    if node.max_items is not None and len(value) > node.max_items:
+        _problem(found, path, f"Too many: {len(value)}: must have at most {node.max_items} items", blocking=True)
+    if node.min_items is not None and len(value) < node.min_items:
         _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
-                 f"{schema['minItems']} items")
-    items = schema.get("items")
-    if type(items) is dict or isinstance(items, Mapping):
+                 f"{node.min_items} items")
+    items = node.items
+    if items is not None:
         for index, item in enumerate(value):
             _check(item, items, (*path, index), found)
-    list_type = schema.get("x-kubernetes-list-type")
+    list_type = node.list_type
     if list_type == "set":
         seen: set[str] = set()
         for index, item in enumerate(value):
@@ -258,7 +345,7 @@ def _check_list(value: list[Any], schema: Schema, path: Path, found: list[Schema
                 _problem(found, (*path, index), f"Duplicate value: {_quoted(item)}")
             seen.add(marker)
     elif list_type == "map":
-        keys = schema.get("x-kubernetes-list-map-keys") or []
+        keys = node.list_map_keys
         seen_keys: set[str] = set()
         for index, item in enumerate(value):
             if not (type(item) is dict or isinstance(item, Mapping)):
@@ -269,20 +356,21 @@ def _check_list(value: list[Any], schema: Schema, path: Path, found: list[Schema
             seen_keys.add(marker)
 
 
-def _check_object(value: Mapping[str, Any], schema: Schema, path: Path, found: list[SchemaProblem]) -> None:
-    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        _problem(found, path, f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
+def _check_object(value: Mapping[str, Any], node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    if node.max_properties is not None and len(value) > node.max_properties:
+        _problem(found, path, f"Too many: {len(value)}: must have at most {node.max_properties} items",
                  blocking=True)
-    if "minProperties" in schema and len(value) < schema["minProperties"]:
+    if node.min_properties is not None and len(value) < node.min_properties:
         _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
-                 f"{schema['minProperties']} properties")
-    for key in schema.get("required") or ():
+                 f"{node.min_properties} properties")
+    for key in node.required:
         if key not in value:
             _problem(found, (*path, key), "Required value", blocking=True)
-    properties: Mapping[str, Schema] = schema.get("properties") or {}
-    extra = schema.get("additionalProperties")
+    properties = node.properties
+    extra = node.extra_node
     for key, item in value.items():
-        if key in properties:
-            _check(item, properties[key], (*path, key), found)
-        elif type(extra) is dict or isinstance(extra, Mapping):
+        sub = properties.get(key)
+        if sub is not None:
+            _check(item, sub, (*path, key), found)
+        elif extra is not None:
             _check(item, extra, (*path, key), found)
