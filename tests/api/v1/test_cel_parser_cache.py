@@ -4,6 +4,7 @@ cache file is trusted as the validator cache's are (the user's own file, written
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,9 @@ def _signature(tree: lark.Tree[Any]) -> list[Any]:
 
 @pytest.fixture
 def fresh_parser() -> Iterator[lark.Lark]:
-    """celpy's parser built as celpy builds it; the process's parser put back afterwards."""
-    kept = CELParser.CEL_PARSER
+    """celpy's parser built as celpy builds it; the process's parser put back afterwards, and the recursion limit
+    that `celpy.Environment()` raises (tests/api/v1/test_process_state.py holds the process to its own)."""
+    kept, limit = CELParser.CEL_PARSER, sys.getrecursionlimit()
     CELParser.CEL_PARSER = None
     try:
         CELParser()
@@ -54,6 +56,7 @@ def fresh_parser() -> Iterator[lark.Lark]:
         yield CELParser.CEL_PARSER
     finally:
         CELParser.CEL_PARSER = kept
+        sys.setrecursionlimit(limit)
 
 
 def _install_from(cache: Path, monkeypatch: pytest.MonkeyPatch) -> lark.Lark:
