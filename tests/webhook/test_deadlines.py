@@ -25,22 +25,30 @@ from karpenter_policy.webhook.server import Limits
 from .support import ROOT, Client, cases, review_body
 
 VALID = next(c.data for c in cases() if c.id == "check/positive/gpu-a10g.yaml#0")
-#: ~100 KB of unknown instance-type names: each gets "did you mean" suggestions — about 15 s of checks.
-MANY_UNKNOWN_NAMES: dict[str, Any] = {
-    "apiVersion": "karpenter.sh/v1alpha5",
-    "kind": "Provisioner",
-    "metadata": {"name": "slow"},
-    "spec": {
-        "providerRef": {"name": "default"},
-        "requirements": [
-            {
-                "key": "node.kubernetes.io/instance-type",
-                "operator": "In",
-                "values": [f"zz{i}.bogus{i}" for i in range(50_000)],
-            }
-        ],
-    },
-}
+
+
+def many_unknown_names(name: str, count: int = 50_000) -> dict[str, Any]:
+    """`count` unknown instance-type names (50,000: ~700 KB): each gets "did you mean" suggestions — seconds of
+    checks. Each test sends its own `name`: a result one test's worker finished (and cached) must not answer
+    another's."""
+    return {
+        "apiVersion": "karpenter.sh/v1alpha5",
+        "kind": "Provisioner",
+        "metadata": {"name": name},
+        "spec": {
+            "providerRef": {"name": "default"},
+            "requirements": [
+                {
+                    "key": "node.kubernetes.io/instance-type",
+                    "operator": "In",
+                    "values": [f"zz{i}.bogus{i}" for i in range(count)],
+                }
+            ],
+        },
+    }
+
+
+MANY_UNKNOWN_NAMES = many_unknown_names("slow")
 #: The issue's body: converting this memory limit to an integer holds the GIL for hours.
 HUGE_MEMORY: dict[str, Any] = copy.deepcopy(VALID)
 HUGE_MEMORY["metadata"]["name"] = "huge-memory"
@@ -123,9 +131,9 @@ def test_the_deadline_is_the_api_servers_timeout_capped(one_worker: Webhook, cer
     ca = cert_dir / "ca.crt"
     slow = Client(one_worker.port, ca, timeout=30)
     answers: list[Any] = []
-    holder = threading.Thread(
-        target=lambda: answers.append(slow.post("/validate/provisioners?timeout=6s", review_body(MANY_UNKNOWN_NAMES)))
-    )
+    # far slower than the pod's 1 s deadline on a fast machine too (~2 MB: inside the body bound)
+    holding = review_body(many_unknown_names("slow-holder", 150_000))
+    holder = threading.Thread(target=lambda: answers.append(slow.post("/validate/provisioners?timeout=6s", holding)))
     holder.start()
     eventually(one_worker.pool._idle.empty, GENEROUS, "the slow Provisioner holding the only worker")
     pods = Client(one_worker.port, ca, timeout=30)
