@@ -62,7 +62,10 @@ def do_not_disrupt(annotations: Mapping[str, str], start_time: str | None, now: 
         return _FOR_EVER  # a startTime the API server would not have written: no start known, fail safe
     if started.tzinfo is None:
         started = started.replace(tzinfo=dt.UTC)
-    until = started + dt.timedelta(microseconds=nanoseconds // 1_000)
+    try:
+        until = started + dt.timedelta(microseconds=nanoseconds // 1_000)
+    except OverflowError:  # a startTime near year 9999 (a clock that disagrees): the end is past any date held here
+        return _FOR_EVER
     return DoNotDisrupt(True, until) if now < until else _ABSENT
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
@@ -109,3 +110,12 @@ def test_a_duration_holds_while_the_pods_age_is_under_it(duration: int, age: int
     held = do_not_disrupt({DO_NOT_DISRUPT: f"{duration}s"}, started.strftime("%Y-%m-%dT%H:%M:%SZ"), NOW)
     assert held.active == (age < duration)
     assert held.until == (started + dt.timedelta(seconds=duration) if age < duration else None)
+
+
+@pytest.mark.parametrize("value", ["5m", "2562047h", "9223372036854775807ns"])
+def test_a_start_time_whose_end_no_date_can_hold_keeps_the_pod_held(value: str) -> None:
+    """A `status.startTime` in year 9999 (a clock that disagrees) plus the duration is past any date: the pod is held,
+    as Go's negative age is under any duration — never an OverflowError out of the disruption pass."""
+    now = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+    held = do_not_disrupt({DO_NOT_DISRUPT: value}, "9999-12-31T23:59:59Z", now)
+    assert held.active and held.until is None and not held.invalid
