@@ -197,8 +197,10 @@ class LeaderElector:
             self._observed_at = received
 
     def _note_malformed(self, reason: str, detail: str, version: str | None) -> None:
-        """Count a malformed version once (an unreadable answer each time) and log the first of a streak."""
+        """Stop acting (nothing proves the lease ours), then count a malformed version once (an unreadable answer
+        each time) and log the first of a streak: whoever sees the count sees :attr:`is_leader` false."""
         with self._changed:
+            self._held_until = 0.0
             if version is not None and self._malformed_version == version:
                 return
             self._malformed_version = version
