@@ -63,6 +63,20 @@ def evicts_unhealthy(pdb: Obj, pod: Obj) -> bool:
     return policy == "AlwaysAllow" and not is_healthy(pod)
 
 
+def fully_blocking(pdb: Obj) -> bool:
+    """Whether the budget never lets one of its pods go: ``maxUnavailable`` 0 or "0%", or ``minAvailable`` "100%"
+    (Karpenter v1.14.1's `isFullyBlocking`, core pkg/utils/pdb/pdb.go `newPdb`; an int ``minAvailable`` is not)."""
+    spec = pdb.get("spec")
+    if not isinstance(spec, dict):
+        return False
+    unavailable, available = spec.get("maxUnavailable"), spec.get("minAvailable")
+    return (
+        (isinstance(unavailable, int) and not isinstance(unavailable, bool) and unavailable == 0)
+        or unavailable == "0%"
+        or available == "100%"
+    )
+
+
 def budget_selector(pdb: Obj) -> LabelSelector:
     """The budget's selector: an absent one selects nothing, an empty one every pod (policy/v1); a malformed one
     (an unknown operator, …) selects nothing, as the eviction subresource skips a budget whose selector

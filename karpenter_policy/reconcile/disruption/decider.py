@@ -32,7 +32,10 @@ the `karpenter.sh/do-not-disrupt` annotation, while nominated for a pending pod,
 mirror too, whose `karpenter.sh/do-not-disrupt` holds it — "true", or a positive duration not yet run out since its
 startTime, the decision waking up when it does (`api.v1.donotdisrupt`) —, as v1.14.1's `ValidatePodsDisruptable`; v1
 ignores `do-not-evict`), or when a PodDisruptionBudget allows no disruption of one of its pods (an unhealthy pod
-under `unhealthyPodEvictionPolicy: AlwaysAllow` aside). Pods that would be placed on a node not yet initialized do
+under `unhealthyPodEvictionPolicy: AlwaysAllow` aside) — except that drift takes a NodePool's node those pods block
+when its NodeClaim has a `terminationGracePeriod` (v1.14.1's eventual disruption class: the period bounds the
+drain), planning no replacement for the pods Karpenter cannot tell when they will go (`Decider._reschedulable`).
+Pods that would be placed on a node not yet initialized do
 not count as placed. A candidate's disruption cost is its pods' (Karpenter's eviction cost) scaled by the fraction
 of its lifetime left before it expires (`lifetimeRemaining`).
 
@@ -62,6 +65,7 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.requirements import Operator, Requirements
+from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.disruption import pricing
 from karpenter_policy.reconcile.disruption.budgets import budget_mapping, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
@@ -104,6 +108,10 @@ class Candidate:
     consolidatable: bool  # its provisioner consolidates and the node is not annotated do-not-consolidate
     #: it may be consolidated while it runs pods (a NodePool's `WhenEmpty` policy: only once empty)
     underutilized: bool = True
+    #: Why expiry and consolidation may not take it — a pod whose `do-not-disrupt` holds it, or a PodDisruptionBudget
+    #: that allows no eviction — when drift may all the same: its NodeClaim has a `terminationGracePeriod`, which
+    #: bounds the drain (v1.14.1's eventual disruption class); "" for every other candidate.
+    eventual: str = ""
 
     def describe(self) -> str:
         """As Karpenter logs a machine: `name/type/capacity-type`."""
@@ -330,13 +338,19 @@ class Decider:
                 continue
             if not node.initialized:
                 continue
-            on_node = view.pods_on(name)
-            pods = movable(on_node)
-            why = self._blocked(node, pods, on_node, exhausted, inputs.nominated, inputs.now, decision)
+            why = self._node_blocked(node, inputs.nominated)
             if why:
                 decision.blocked[name] = why
                 continue
-            candidate = self._candidate(inputs, node, pods)
+            on_node = view.pods_on(name)
+            pods = movable(on_node)
+            why = self._pods_blocked(node, pods, on_node, exhausted, inputs.now, decision)
+            if why:
+                decision.blocked[name] = why  # for expiry and consolidation (Karpenter's graceful class)
+                if not self._eventual(view, node):
+                    continue
+                pods = [p for p in pods if self._reschedulable(p, inputs.budgets, inputs.now)]
+            candidate = self._candidate(inputs, node, pods, eventual=why)
             constraint_set = inputs.templates.sets.get(candidate.provisioner)
             if constraint_set is not None and not candidate.consolidatable and constraint_set.is_nodepool:
                 wait = consolidatable_in(inputs, node, constraint_set)  # decide again once it is
@@ -346,7 +360,31 @@ class Decider:
         return found
 
     @staticmethod
-    def _candidate(inputs: Inputs, node: NodeRecord, pods: list[PodRecord]) -> Candidate:
+    def _eventual(view: DisruptionView, node: NodeRecord) -> bool:
+        """Whether drift may take the node although a pod blocks it: a NodePool's node whose NodeClaim has a
+        `terminationGracePeriod` (v1.14.1's `NewCandidate` with the eventual disruption class)."""
+        if wk.NODEPOOL not in node.labels:
+            return False
+        name = claim_of_node(node.obj)
+        claim = view.state.claim(name) if name is not None else None
+        spec = claim.obj.get("spec") if claim is not None else None
+        return isinstance(spec, dict) and isinstance(spec.get("terminationGracePeriod"), str)
+
+    @staticmethod
+    def _reschedulable(pod: PodRecord, pdbs: Sequence[Obj], now: dt.datetime) -> bool:
+        """Whether a replacement is planned for the pod of an eventual candidate (v1.14.1's
+        `IsCurrentlyReschedulable`, core pkg/utils/pdb/pdb.go): not while its `do-not-disrupt` holds it, nor while a
+        budget that never allows an eviction (`fully_blocking`), or two budgets, cover it — Karpenter does not know
+        when such a pod will go, so it launches nothing for it; the drain deletes it at the grace period's end."""
+        if do_not_disrupt(pod.annotations, start_time(pod.obj), now).active:
+            return False
+        covering = [pdb for pdb in pdbs if budgets.selects(pdb, pod.obj)]
+        if len(covering) > 1:  # the Eviction API refuses a pod two budgets cover
+            return False
+        return not covering or budgets.evicts_unhealthy(covering[0], pod.obj) or not budgets.fully_blocking(covering[0])
+
+    @staticmethod
+    def _candidate(inputs: Inputs, node: NodeRecord, pods: list[PodRecord], eventual: str = "") -> Candidate:
         labels = node.labels
         provisioner = node.provisioner or ""
         constraint_set = inputs.templates.sets.get(provisioner)
@@ -377,13 +415,12 @@ class Decider:
             created=created,
             consolidatable=consolidatable,
             underutilized=underutilized,
+            eventual=eventual,
         )
 
     @staticmethod
-    def _blocked(
-        node: NodeRecord, pods: Iterable[PodRecord], on_node: Iterable[PodRecord], exhausted: Sequence[Obj],
-        nominated: frozenset[str], now: dt.datetime, decision: Decision,
-    ) -> str:
+    def _node_blocked(node: NodeRecord, nominated: frozenset[str]) -> str:
+        """Why no method may take the node (v1.14.1's `ValidateNodeDisruptable`), "" when one may."""
         value = node.annotations.get(wk.DO_NOT_DISRUPT)
         # v0.31 reads the node's annotation whatever its value; v1.14.1 only "true" (a NodePool's node: its
         # `karpenter.sh/nodepool` label; emptiness_test.go:433 "…annotation set to false" is deleted)
@@ -391,6 +428,14 @@ class Decider:
             return f"the node has the {wk.DO_NOT_DISRUPT} annotation"
         if node.name in nominated:
             return "nominated for a pending pod"
+        return ""
+
+    @staticmethod
+    def _pods_blocked(
+        node: NodeRecord, pods: Iterable[PodRecord], on_node: Iterable[PodRecord], exhausted: Sequence[Obj],
+        now: dt.datetime, decision: Decision,
+    ) -> str:
+        """Why a pod keeps the node (v1.14.1's `ValidatePodsDisruptable`, v0.31's pod checks), "" when none does."""
         if wk.NODEPOOL in node.labels:
             # v1.14.1's `ValidatePodsDisruptable` (core pkg/controllers/state/statenode.go): every active pod, a
             # DaemonSet's or a mirror too, `do-not-disrupt` only — `do-not-evict` is v0.31's (v1 reads it nowhere)
@@ -516,7 +561,7 @@ class Decider:
         self, inputs: Inputs, candidates: list[Candidate], decision: Decision, stages: Sequence[str]
     ) -> Command | None:
         expired: list[tuple[float, Candidate, int]] = []
-        for candidate in candidates:
+        for candidate in (c for c in candidates if not c.eventual):
             constraint_set = inputs.templates.sets.get(candidate.provisioner)
             ttl = constraint_set.ttl_seconds_until_expired if constraint_set is not None else None
             if ttl is None or candidate.created is None:
@@ -635,7 +680,8 @@ class Decider:
     ) -> Command | None:
         if not any(stage in stages for stage in (EMPTY, MULTI_NODE, SINGLE_NODE)):
             return None
-        eligible = sorted((c for c in candidates if c.consolidatable), key=lambda c: (c.disruption_cost, c.name))
+        eligible = sorted((c for c in candidates if c.consolidatable and not c.eventual),
+                          key=lambda c: (c.disruption_cost, c.name))
         decision.eligible[CONSOLIDATION] = len(eligible)
         empty = within_budgets([c for c in eligible if not c.pods], self._allowance(inputs, v1budgets.EMPTY))
         if EMPTY in stages and empty:

@@ -30,7 +30,7 @@ def invalid(decider: Decider, command: Command, inputs: Inputs) -> str:
     candidates = []
     for name in command.names:
         candidate = current.get(name)
-        if candidate is None:
+        if candidate is None or candidate.eventual:
             return f"node {name} can no longer be disrupted ({decision.blocked.get(name) or 'gone or being deleted'})"
         if not candidate.consolidatable:
             return f"node {name} can no longer be consolidated"
