@@ -1,5 +1,5 @@
-"""What termination reads of storage: the VolumeAttachments (`storage.k8s.io/v1`) on a node and the
-PersistentVolume a PersistentVolumeClaim is bound to, through the `Cluster` protocol, checked at the edge.
+"""What termination reads of storage: a VolumeAttachment (`storage.k8s.io/v1`: its node and volume; kept by node in
+`kube.attachments`) and the PersistentVolume a PersistentVolumeClaim is bound to, checked at the edge.
 
 Karpenter v1.14.1's node termination waits for the VolumeAttachments of a node to be deleted before it terminates
 the instance (core pkg/utils/node/node.go `GetVolumeAttachments`, pkg/utils/volume/volume.go
@@ -12,14 +12,13 @@ string) and `spec.source.persistentVolumeName` (a string, or absent: an inline v
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import Malformed
-from karpenter_policy.kube.objects import PERSISTENT_VOLUME_CLAIM, VOLUME_ATTACHMENT
+from karpenter_policy.kube.objects import PERSISTENT_VOLUME_CLAIM
 
 #: `Malformed.problem` of a spec this module cannot read.
 BAD_SPEC: Final = "bad-spec"
@@ -58,18 +57,6 @@ def attachment(obj: Any) -> Attachment:
     return Attachment(name, node, volume or None)
 
 
-def attachments_on(cluster: Cluster, nodes: Collection[str]) -> dict[str, list[Attachment]]:
-    """The VolumeAttachments on each of `nodes` (by node; a node without any is absent), from one list — the API
-    server has no field selector on `spec.nodeName` for them (Karpenter indexes its cache). Raises ClusterError,
-    Malformed for an attachment of another shape."""
-    found: dict[str, list[Attachment]] = {}
-    for obj in cluster.list(VOLUME_ATTACHMENT).items:
-        read = attachment(obj)
-        if read.node in nodes:
-            found.setdefault(read.node, []).append(read)
-    return found
-
-
 def bound_volume(cluster: Cluster, namespace: str, claim: str) -> str | None:
     """The PersistentVolume claim `namespace/claim` is bound to (`spec.volumeName`); None when the claim does not
     exist or is not bound. Raises ClusterError, Malformed for a claim of another shape."""
@@ -82,4 +69,4 @@ def bound_volume(cluster: Cluster, namespace: str, claim: str) -> str | None:
     return volume or None
 
 
-__all__ = ["BAD_SPEC", "Attachment", "attachment", "attachments_on", "bound_volume"]
+__all__ = ["BAD_SPEC", "Attachment", "attachment", "bound_volume"]

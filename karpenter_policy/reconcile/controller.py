@@ -46,6 +46,7 @@ from collections.abc import Callable
 
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.cloud.queue import InterruptionQueue
+from karpenter_policy.kube.attachments import attachment_index
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.acting import ActingCloud, ActingCluster
@@ -66,7 +67,7 @@ from karpenter_policy.reconcile.provisioning.liveness import Liveness
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import LaunchedNode, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import ClusterState
-from karpenter_policy.reconcile.state.feed import ListFeed, StateFeed, WatchFeed
+from karpenter_policy.reconcile.state.feed import InformerFeed, ListFeed, StateFeed, WatchFeed
 from karpenter_policy.reconcile.state.inflight import InFlight
 from karpenter_policy.reconcile.steps import Reconciler
 from karpenter_policy.reconcile.termination.terminator import Terminator
@@ -138,7 +139,10 @@ class Controller:
             cluster, self.state, self.context.fields, metrics=metrics, recorder=self.context.events,
             ttls=self._ttls, protected=lambda: self.disruption.protected(), clock=clock, wall_clock=wall_clock,
         )
-        self.terminator = Terminator(self.context)
+        # VolumeAttachments by node: an informer under the threaded runner (started when a node first needs them),
+        # a watch drained at each pass when driven step by step on the in-memory cluster
+        attachments = attachment_index(cluster, isinstance(self.feed, InformerFeed), self.state.count_malformed)
+        self.terminator = Terminator(self.context, attachments)
         self.disruption = Disruption(
             self.context, self.provisioner, self.terminator, synced=lambda: self.feed.health().synced
         )

@@ -14,7 +14,9 @@ Karpenter's; docs/metrics.md lists them with the ones that do not apply):
 * Pod, Normal `Evicted` — termination evicted it;
 * Node, Warning `FailedDraining` — termination could not drain it yet (pods left, an eviction a budget refused).
 * Pod, Warning `InvalidDoNotDisruptAnnotation` (Karpenter v1.14.1's, a NodePool node's pod) — its
-  `karpenter.sh/do-not-disrupt` is neither "true" nor a positive Go duration, and is ignored.
+  `karpenter.sh/do-not-disrupt` is neither "true" nor a positive Go duration, and is ignored; Normal
+  `DoNotDisruptUntil` — a duration holds it until then; Normal `DoNotDisruptGracePeriodElapsed` — its duration has
+  run out (each where v1.14.1's `IsDoNotDisruptActive` is given a recorder: `do_not_disrupt`).
 
 The interruption handler's (`SpotInterrupted`, …, `TerminatingOnInterruption`) are in `interruption`.
 
@@ -32,7 +34,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from karpenter_policy.api.v1.donotdisrupt import invalid_message
+from karpenter_policy.api.v1.donotdisrupt import (
+    ELAPSED_MESSAGE,
+    DoNotDisrupt,
+    go_rfc3339,
+    invalid_message,
+    until_message,
+)
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.errors import ClusterError
@@ -53,8 +61,11 @@ DISRUPTED = "Disrupted"
 TERMINATION_GRACE_PERIOD_EXPIRING = "TerminationGracePeriodExpiring"
 #: Karpenter v1.14.1's (terminator/events/events.go `NodeAwaitingVolumeDetachmentEvent`).
 AWAITING_VOLUME_DETACHMENT = "AwaitingVolumeDetachment"
-#: Karpenter v1.14.1's (core pkg/utils/pod/events.go `InvalidDoNotDisruptAnnotationEvent`).
+#: Karpenter v1.14.1's (core pkg/utils/pod/events.go `InvalidDoNotDisruptAnnotationEvent`, `DoNotDisruptUntilEvent`,
+#: `DoNotDisruptGracePeriodElapsedEvent`).
 INVALID_DO_NOT_DISRUPT = "InvalidDoNotDisruptAnnotation"
+DO_NOT_DISRUPT_UNTIL = "DoNotDisruptUntil"
+DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED = "DoNotDisruptGracePeriodElapsed"
 
 #: Karpenter's default dedupe timeout (`events.defaultDedupeTimeout`).
 DEDUPE_SECONDS = 120.0
@@ -143,6 +154,20 @@ def invalid_do_not_disrupt(pod: Obj, error: str) -> Event:
     return Event(pod, "Warning", INVALID_DO_NOT_DISRUPT, invalid_message(error), (objects.uid(pod), error))
 
 
+def do_not_disrupt(pod: Obj, held: DoNotDisrupt) -> Event | None:
+    """The Event v1.14.1's `IsDoNotDisruptActive` publishes for a pod's reading (`held`), if any: the
+    `InvalidDoNotDisruptAnnotation` Warning; `DoNotDisruptUntil` while a duration holds it (deduped per pod and
+    end); `DoNotDisruptGracePeriodElapsed` once it ran out (deduped per pod). "true", absent or no startTime: none."""
+    if held.invalid:
+        return invalid_do_not_disrupt(pod, held.invalid)
+    if held.until is not None:
+        return Event(pod, "Normal", DO_NOT_DISRUPT_UNTIL, until_message(held.until),
+                     (objects.uid(pod), go_rfc3339(held.until)))
+    if held.elapsed:
+        return Event(pod, "Normal", DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED, ELAPSED_MESSAGE, (objects.uid(pod),))
+    return None
+
+
 def awaiting_volume_detachment(node: Obj, attachments: list[str]) -> Event:
     """Karpenter v1's `AwaitingVolumeDetachment` Event on a drained node whose VolumeAttachments hold its instance
     (`NodeAwaitingVolumeDetachmentEvent`: the first five named)."""
@@ -199,6 +224,8 @@ __all__ = [
     "AWAITING_VOLUME_DETACHMENT",
     "DEPROVISIONING_BLOCKED",
     "DEPROVISIONING_TERMINATING",
+    "DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED",
+    "DO_NOT_DISRUPT_UNTIL",
     "EVICTED",
     "FAILED_DRAINING",
     "FAILED_SCHEDULING",
@@ -210,6 +237,7 @@ __all__ = [
     "awaiting_volume_detachment",
     "deprovisioning_blocked",
     "deprovisioning_terminating",
+    "do_not_disrupt",
     "evicted",
     "failed_draining",
     "failed_scheduling",

@@ -91,8 +91,11 @@ class ExactCounter(Collector):
             return self.values.get(tuple(values), 0.0)
 
     def describe(self) -> Iterable[Metric]:
-        """The family, for the registry."""
-        return [_ExactFamily(self.name, self.documentation, "counter")]
+        """The family, for the registry's check of duplicate names: its own name only, as exposed — not the
+        `_total` and `_created` a prometheus-client counter would also take, so that v0.31's
+        `karpenter_nodes_terminated` and v1.14.1's `karpenter_nodes_terminated_total` are two metrics, as Karpenter's
+        two versions have them."""
+        return [_ExactFamily(self.name, self.documentation, "unknown")]
 
     def collect(self) -> Iterable[Metric]:
         """The family with a sample per label set, exactly as counted."""

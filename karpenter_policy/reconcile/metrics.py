@@ -32,8 +32,10 @@ lists each one, where it is recorded, and the ones that do not apply here:
 `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`, `karpenter_nodeclaims_disrupted_total
 {reason, nodepool, capacity_type}`, `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`,
 `karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}` and
-`…_decisions_by_nodepool_total`; `karpenter_nodepools_limit` and `…_usage{resource_type, nodepool}` are read from
-the state at each scrape (`clustermetrics`).
+`…_decisions_by_nodepool_total`, `karpenter_nodes_terminated_total{nodepool, zone}`,
+`karpenter_nodes_termination_duration_seconds{nodepool}` (summary), `karpenter_nodes_drained_total{nodepool}` and
+`karpenter_nodes_lifetime_duration_seconds{nodepool}`; `karpenter_nodepools_limit` and `…_usage{resource_type,
+nodepool}` are read from the state at each scrape (`clustermetrics`).
 
 The process's own (`process_*`, `python_info`, `python_gc_*`: `karpenter_policy.processmetrics`), as a Go
 controller has its client's `process_*` and `go_*`.
@@ -101,10 +103,10 @@ def owner_label_values(pool: str) -> tuple[str, str]:
 
 LAUNCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 _HOUR, _DAY = 3600.0, 86400.0
-#: v1.14.1's `karpenter_nodes_lifetime_duration_seconds` buckets (node/termination/metrics.go): 15 minutes to 10 days.
+#: v1.14.1's `karpenter_nodes_lifetime_duration_seconds` buckets (node/termination/metrics.go): 15 minutes to 30 days.
 LIFETIME_BUCKETS = (
     900.0, 1800.0, 2700.0, _HOUR, 2 * _HOUR, 4 * _HOUR, 6 * _HOUR, 8 * _HOUR, 10 * _HOUR, 12 * _HOUR, 16 * _HOUR,
-    20 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, 5 * _DAY, 10 * _DAY,
+    20 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, 5 * _DAY, 10 * _DAY, 15 * _DAY, 20 * _DAY, 25 * _DAY, 30 * _DAY,
 )
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: controller-runtime v0.14's reconcile-time buckets (Karpenter v0.31 runs on it).
@@ -475,6 +477,16 @@ class Metrics:
             "type.",
             ["decision", "reason", "consolidation_type"], registry,
         )
+        self.nodes_terminated_v1 = ExactCounter(
+            "karpenter_nodes_terminated_total",
+            "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and zone.",
+            ["nodepool", "zone"], registry,
+        )
+        self.termination_duration = WindowedSummary(
+            "karpenter_nodes_termination_duration_seconds",
+            "The time taken between a node's deletion request and the removal of its finalizer",
+            ["nodepool"], registry, clock=lambda: self.clock(),
+        )
         self.nodes_drained = ExactCounter(
             "karpenter_nodes_drained_total", "The total number of nodes drained by Karpenter", ["nodepool"], registry,
         )
@@ -546,13 +558,25 @@ class Metrics:
         `NodesDrainedTotal`, node/termination/controller.go:172; `nodepool`: the Node's label)."""
         self.nodes_drained.labels(nodepool).inc()
 
-    def node_terminated(self, provisioner: str, seconds: float | None, lifetime: float | None = None) -> None:
+    def node_terminated(
+        self, provisioner: str, seconds: float | None, lifetime: float | None = None, zone: str = ""
+    ) -> None:
         """The termination finalizer of a Node was removed, `seconds` after its deletion was requested and
-        `lifetime` after its creation (None: not known; a NodePool's node observes it in
-        `karpenter_nodes_lifetime_duration_seconds`, v1.14.1's node/termination/controller.go:383)."""
+        `lifetime` after its creation (None: not known). A NodePool's node (`provisioner` its pool key) is counted
+        under v1.14.1's names (node/termination/controller.go:371 `removeFinalizer`):
+        `karpenter_nodes_terminated_total{nodepool, zone}` (`zone`: the Node's label),
+        `karpenter_nodes_termination_duration_seconds{nodepool}` and `karpenter_nodes_lifetime_duration_seconds
+        {nodepool}`; a Provisioner's under v0.31.1's, `karpenter_nodes_terminated{provisioner}` and
+        `karpenter_nodes_termination_time_seconds{provisioner}`."""
+        if is_nodepool(provisioner):
+            nodepool = pool_name(provisioner)
+            self.nodes_terminated_v1.labels(nodepool, zone).inc()
+            if seconds is not None:
+                self.termination_duration.labels(nodepool).observe(max(seconds, 0.0))
+            if lifetime is not None:
+                self.nodes_lifetime.labels(nodepool).observe(max(lifetime, 0.0))
+            return
         self.nodes_terminated.labels(*owner_label_values(provisioner)).inc()
-        if lifetime is not None and is_nodepool(provisioner):
-            self.nodes_lifetime.labels(pool_name(provisioner)).observe(max(lifetime, 0.0))
         if seconds is not None:
             self.termination_time.labels(provisioner).observe(max(seconds, 0.0))
 

@@ -288,6 +288,7 @@ class Runner:
         finally:
             for informer in self._informers():
                 informer.stop()
+            self.controller.terminator.attachments.stop()  # its informer, if termination started it
 
 
 def run_in_thread(runner: Runner) -> threading.Thread:

@@ -155,6 +155,7 @@ CONTROLLER_CALLS = {
     ("karpenter.sh", "nodeclaims/status", "update"), ("karpenter.sh", "nodepools", "get"),  # the claim's owner
     ("karpenter.sh", "nodepools/status", "update"), ("karpenter.k8s.aws", "ec2nodeclasses", "get"),  # registration
     ("storage.k8s.io", "volumeattachments", "list"),  # a NodePool's node waits for its attachments' deletion
+    ("storage.k8s.io", "volumeattachments", "watch"),  # …read from an informer indexed by node
     ("", "persistentvolumeclaims", "get"),  # …less those of the pods its drain leaves
     ("apps", "daemonsets", "list"), ("apps", "daemonsets", "watch"),  # DaemonSet overhead
     ("policy", "poddisruptionbudgets", "list"), ("policy", "poddisruptionbudgets", "watch"),

@@ -5,7 +5,8 @@
 `karpenter_nodepools_limit` and `karpenter_nodepools_usage{resource_type, nodepool}`, `karpenter_nodes_drained_total
 {nodepool}` and `karpenter_nodes_lifetime_duration_seconds{nodepool}` (core pkg/metrics/metrics.go,
 pkg/controllers/disruption/metrics.go, pkg/controllers/metrics/nodepool/controller.go,
-pkg/controllers/node/termination/metrics.go) — beside v0.31's names, which a
+pkg/controllers/node/termination/metrics.go), `karpenter_nodes_terminated_total{nodepool, zone}` and
+`karpenter_nodes_termination_duration_seconds{nodepool}` — beside v0.31's names, which a
 Provisioner's nodes keep and a NodePool's no longer get."""
 
 from __future__ import annotations
@@ -108,6 +109,41 @@ def test_a_deleted_nodepool_node_is_counted_drained_once_and_its_lifetime_observ
     assert 3600 < found.value("karpenter_nodes_lifetime_duration_seconds_sum", nodepool="default") < 3800
     assert found.value("karpenter_nodes_lifetime_duration_seconds_bucket", nodepool="default", le="3600.0") == 0
     assert found.value("karpenter_nodes_lifetime_duration_seconds_bucket", nodepool="default", le="7200.0") == 1
+    # metrics.go's buckets run to 30 days (15, 20, 25 and 30 days after 10)
+    assert [s.labels["le"] for s in found.of("karpenter_nodes_lifetime_duration_seconds_bucket")][-6:] == [
+        "864000.0", "1.296e+06", "1.728e+06", "2.16e+06", "2.592e+06", "+Inf"]
+
+
+def test_a_deleted_nodepool_node_is_counted_terminated_and_timed_under_v1_names(example: Path) -> None:
+    """node/termination/suite_test.go:975 "should fire the terminationSummary metric when deleting nodes"
+    (`karpenter_nodes_termination_duration_seconds{nodepool}`: one sample, a summary) and :989 "should fire the
+    nodesTerminated counter metric when deleting nodes" (`karpenter_nodes_terminated_total{nodepool}`: 1), with
+    v1.14.1's labels (metrics.go: nodepool; pkg/metrics/metrics.go: nodepool and zone); a Provisioner's node, deleted
+    too, keeps v0.31.1's `karpenter_nodes_terminated{provisioner}` and `…_termination_time_seconds`, and a NodePool's
+    node is in neither of those."""
+    scene = Scene(example)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+    controller = scene.controller()
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        zones = {objects.labels(n).get(wk.NODEPOOL, ""): objects.labels(n)[wk.ZONE] for n in scene.nodes().values()}
+        for name in list(scene.nodes()):
+            scene.cluster.delete(objects.NODE, name)
+        scene.run(controller, 120, until=lambda: not scene.nodes())
+        found = scrape(port)
+    assert found.types["karpenter_nodes_terminated_total"] == "counter"
+    assert [(s.labels, s.value) for s in found.of("karpenter_nodes_terminated_total")] == [
+        ({"nodepool": "default", "zone": zones["default"]}, 1)]
+    assert found.types["karpenter_nodes_termination_duration_seconds"] == "summary"
+    assert [s.labels for s in found.of("karpenter_nodes_termination_duration_seconds_count")] == [
+        {"nodepool": "default"}]
+    assert found.value("karpenter_nodes_termination_duration_seconds_count", nodepool="default") == 1
+    assert found.value("karpenter_nodes_termination_duration_seconds", nodepool="default", quantile="0.5") >= 5
+    assert [(s.labels, s.value) for s in found.of("karpenter_nodes_terminated")] == [
+        ({"nodepool": "", "provisioner": "default"}, 1)]
+    assert [s.labels for s in found.of("karpenter_nodes_termination_time_seconds_count")] == [
+        {"provisioner": "default"}]
 
 
 def _instance(scene: Scene, node: str) -> str:

@@ -10,10 +10,12 @@ and its line."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
 
+from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
 from karpenter_policy.testing import Scene, compile_policies
 
@@ -112,3 +114,71 @@ def test_an_invalid_value_is_ignored_with_karpenters_warning(compiled: Path) -> 
     assert warnings == [("Warning", "typo", 'Invalid karpenter.sh/do-not-disrupt annotation: failed to parse '
                          '"5 minutes" as a duration: time: unknown unit " minutes" in duration "5 minutes", '
                          "ignoring annotation")]
+
+
+def _events(scene: Scene, reason: str) -> list[tuple[str, str, str, int]]:
+    return [(e["type"], e["involvedObject"]["name"], e["message"], e.get("count", 1)) for e in scene.events(reason)]
+
+
+def _start(scene: Scene, pod: str) -> dt.datetime:
+    (found,) = [p for p in scene.pods() if objects.name(p) == pod]
+    return objects.parse_time(found["status"]["startTime"])
+
+
+def test_a_duration_is_announced_while_it_holds_and_once_it_has_elapsed(compiled: Path) -> None:
+    """v1.14.1's `IsDoNotDisruptActive`, given the disruption controller's recorder (statenode.go:252
+    `ValidatePodsDisruptable` → `IsDisruptable`), publishes on a pod held by a duration the Normal `DoNotDisruptUntil`
+    (pkg/utils/pod/events.go `DoNotDisruptUntilEvent`: the end in RFC 3339, deduped per pod and end — one Event
+    over the many decisions that find it held) and, once the duration has run out, `DoNotDisruptGracePeriodElapsed`
+    (`DoNotDisruptGracePeriodElapsedEvent`); "true" publishes neither. The pod is the one of
+    `test_a_duration_keeps_the_node_until_it_runs_out…`: "10m", started 500 s ago."""
+    scene = Scene(compiled, types=["m5.large"])
+    kept, held = _node(scene), _node(scene)
+    scene.add_pod("kept", cpu="100m", node=kept, nodeSelector={wk.NODEPOOL: "under"},
+                  annotations={wk.DO_NOT_DISRUPT: "true"})
+    scene.add_pod("guarded", cpu="100m", node=held, nodeSelector={wk.NODEPOOL: "under"},
+                  annotations={wk.DO_NOT_DISRUPT: "10m"}, started=500)
+    ends = _start(scene, "guarded") + dt.timedelta(minutes=10)
+    controller = scene.controller()
+    scene.run(controller, 95)
+    assert _events(scene, "DoNotDisruptUntil") == [("Normal", "guarded", "The karpenter.sh/do-not-disrupt grace "
+                                                    f"period will elapse at {ends.strftime('%Y-%m-%dT%H:%M:%SZ')}", 1)]
+    assert _events(scene, "DoNotDisruptGracePeriodElapsed") == []
+    scene.run(controller, 600, until=lambda: held not in scene.nodes())
+    assert held not in scene.nodes()
+    assert _events(scene, "DoNotDisruptGracePeriodElapsed") == [
+        ("Normal", "guarded", "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable", 1)]
+    assert len(_events(scene, "DoNotDisruptUntil")) == 1
+    assert not any(name == "kept" for _, name, _, _ in _events(scene, "DoNotDisruptUntil"))
+
+
+def test_termination_announces_a_duration_and_evicts_the_pod_once_it_has_elapsed(tmp_path: Path) -> None:
+    """The drain reads do-not-disrupt with its recorder too (terminator.go:112 `IsEvictable`): on a NodePool node
+    being deleted, a pod held by "2m" (started 60 s ago) gets `DoNotDisruptUntil` and is not evicted; once the
+    duration has run out it gets `DoNotDisruptGracePeriodElapsed` and is evicted; a pod whose value is invalid gets
+    the `InvalidDoNotDisruptAnnotation` Warning from termination too, and is evicted at once."""
+    from .test_v1_termination_steps import POLICIES as TERMINATION
+
+    scene = Scene(compile_policies(TERMINATION, tmp_path / "build"), types=["m5.large"])
+    scene.add_pod("seed", cpu="100m", nodeSelector={wk.NODEPOOL: "patient"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    (node,) = scene.nodes()
+    scene.cluster.delete(objects.POD, "seed", "default")
+    scene.add_pod("guarded", node=node, nodeSelector={wk.NODEPOOL: "patient"},
+                  annotations={wk.DO_NOT_DISRUPT: "2m"}, started=60)
+    scene.add_pod("typo", node=node, nodeSelector={wk.NODEPOOL: "patient"}, annotations={wk.DO_NOT_DISRUPT: "0s"})
+    ends = _start(scene, "guarded") + dt.timedelta(minutes=2)
+    evictions = scene.record_evictions()
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 30)
+    assert [call.name for call in evictions] == ["typo"]
+    assert _events(scene, "InvalidDoNotDisruptAnnotation") == [
+        ("Warning", "typo", 'Invalid karpenter.sh/do-not-disrupt annotation: duration "0s" must be positive, '
+         "ignoring annotation", 1)]
+    assert _events(scene, "DoNotDisruptUntil") == [("Normal", "guarded", "The karpenter.sh/do-not-disrupt grace "
+                                                    f"period will elapse at {ends.strftime('%Y-%m-%dT%H:%M:%SZ')}", 1)]
+    scene.run(controller, 120, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+    assert [call.name for call in evictions] == ["typo", "guarded"]
+    assert [(t, name) for t, name, _, _ in _events(scene, "DoNotDisruptGracePeriodElapsed")] == [("Normal", "guarded")]

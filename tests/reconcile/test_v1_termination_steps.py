@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.attachments import InformedAttachments
 from karpenter_policy.kube.objects import NODE_CLAIM, PERSISTENT_VOLUME_CLAIM, VOLUME_ATTACHMENT
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims import conditions as cond
@@ -203,17 +204,18 @@ def test_should_wait_for_volume_attachments_until_the_termination_grace_period_e
 
 @pytest.mark.parametrize("spec", [
     {"attacher": "ebs.csi.aws.com", "nodeName": 7, "source": {"persistentVolumeName": "foo"}},
-    {"attacher": "ebs.csi.aws.com", "nodeName": "x", "source": "foo"},
+    {"attacher": "ebs.csi.aws.com", "nodeName": "<the node>", "source": "foo"},
     {"attacher": "ebs.csi.aws.com", "source": {"persistentVolumeName": ["foo"]}},
 ])
 def test_attachments_that_cannot_be_read_hold_the_node_as_unknown_never_as_none(
     compiled: Path, spec: dict[str, Any]
 ) -> None:
-    """An attachment of another shape than storage.k8s.io/v1's makes the node's attachments unknown: the node is
-    not terminated (an error says why) — until its termination time, past which v1.14.1 does not wait for
-    attachments either."""
+    """An attachment of another shape than storage.k8s.io/v1's makes the node's attachments unknown (its own node's
+    when its `spec.nodeName` names it, every node's when that cannot be read): the node is not terminated (an error
+    says why) — until its termination time, past which v1.14.1 does not wait for attachments either."""
     scene = Scene(compiled, types=["m5.large"])
     controller, node, claim = _launched(scene, "graceful")
+    spec = {**spec, "nodeName": node} if spec.get("nodeName") == "<the node>" else spec
     scene.cluster.create(VOLUME_ATTACHMENT, {"metadata": {"name": "odd"}, "spec": spec})
     scene.cluster.delete(objects.NODE, node)
     results = scene.run(controller, 60)
@@ -223,6 +225,123 @@ def test_attachments_that_cannot_be_read_hold_the_node_as_unknown_never_as_none(
     scene.run(controller, 300, until=lambda: node not in scene.nodes())
     assert node not in scene.nodes()
     assert _status(scene, claim, cond.VOLUMES_DETACHED) == ("False", "TerminationGracePeriodElapsed")
+
+
+def test_a_pass_over_several_terminating_nodes_lists_the_attachments_once_not_per_node_per_pass(
+    compiled: Path,
+) -> None:
+    """Issue #26: three NodePool nodes held past their drain by an attachment each, for 20 passes: the
+    VolumeAttachments are listed once (then their watch is drained at each pass), where the old code listed them
+    at every pass; each node still waits for its own attachment only, and goes once it is deleted."""
+    scene = Scene(compiled, types=["m5.large"])
+    for i in range(3):  # 1.5 CPU each: one m5.large per pod
+        scene.add_pod(f"seed-{i}", cpu="1500m", nodeSelector={wk.NODEPOOL: "patient"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    nodes = sorted(scene.nodes())
+    assert len(nodes) == 3
+    for i, node in enumerate(nodes):
+        scene.cluster.delete(objects.POD, f"seed-{i}", "default")
+        _attachment(scene, f"csi-{node}", node, f"pv-{i}")
+    lists: list[str] = []
+    listing = scene.cluster.list
+
+    def counted(kind: Any, *args: Any, **kwargs: Any) -> Any:
+        lists.append(kind.plural)
+        return listing(kind, *args, **kwargs)
+
+    scene.cluster.list = counted  # type: ignore[method-assign]
+    for node in nodes:
+        scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 20)
+    assert sorted(scene.nodes()) == nodes
+    assert lists.count("volumeattachments") == 1
+    scene.cluster.delete(VOLUME_ATTACHMENT, f"csi-{nodes[1]}")
+    scene.run(controller, 3, until=lambda: nodes[1] not in scene.nodes())
+    assert sorted(scene.nodes()) == [nodes[0], nodes[2]]
+    assert lists.count("volumeattachments") == 1
+
+
+def test_the_threaded_runner_reads_attachments_from_an_informer_it_starts_when_a_node_first_needs_them(
+    compiled: Path,
+) -> None:
+    """In real time (the production runner): no VolumeAttachment informer until a NodePool node is past its drain;
+    then the node waits for its attachment (the `AwaitingVolumeDetachment` Event says so) and goes once the
+    informer sees it deleted."""
+    scene = Scene(compiled, types=["m5.large"], real_time=True)
+    node = scene.add_node("NodePool/patient", "m5.large")
+    _attachment(scene, "csi-foo", node, "foo")
+    with scene.runner() as runner:
+        attachments = runner.controller.terminator.attachments
+        assert isinstance(attachments, InformedAttachments)
+        assert scene.wait(lambda: runner.health().ready, 10)
+        assert not attachments.informer.health().alive, "not started before a node needs it"
+        scene.cluster.delete(objects.NODE, node)
+        assert scene.wait(lambda: bool(scene.events("AwaitingVolumeDetachment")), 10)
+        assert attachments.informer.health().alive and node in scene.nodes()
+        scene.cluster.delete(VOLUME_ATTACHMENT, "csi-foo")
+        assert scene.wait(lambda: node not in scene.nodes(), 10)
+    assert not attachments.informer.health().alive, "stopped with the runner"
+
+
+def test_should_delete_nodes_without_nodeclaims(compiled: Path) -> None:
+    """Termination > should delete nodes without nodeclaims — suite_test.go:123: a NodePool's node with no NodeClaim
+    (here: registered without one, as on a cluster that did not serve the CRD) is drained and released in one step
+    — no MinDrainTime, nothing written — and, as v1.14.1's `awaitInstanceTermination` does nothing without a claim,
+    its instance is not terminated by termination: garbage collection terminates it once no Node names it (where
+    the old code terminated it with the Node)."""
+    scene = Scene(compiled, types=["m5.large"])
+    node = scene.add_node("NodePool/patient", "m5.large")
+    (instance,) = scene.instances()
+    controller = scene.controller()
+    scene.cluster.delete(objects.NODE, node)
+    scene.step(controller)
+    assert node not in scene.nodes()
+    assert [i.id for i in scene.instances()] == [instance.id], "left to garbage collection"
+    scene.run(controller, 600, until=lambda: not scene.instances())
+    assert scene.instances() == []
+
+
+def _with_two_pods(scene: Scene, node: str) -> None:
+    for name in ("pod-0", "pod-1"):
+        scene.add_pod(name, node=node, nodeSelector={wk.NODEPOOL: "patient"}, lingers=True)
+
+
+def test_should_delete_nodes_with_no_underlying_instance_even_if_not_fully_drained(compiled: Path) -> None:
+    """Termination > should delete nodes with no underlying instance even if not fully drained — suite_test.go:609:
+    a NotReady node (its kubelet never joined) draining, one of its pods still being evicted; its instance gone,
+    the node is released at the next step, whatever is left on it."""
+    scene = Scene(compiled, types=["m5.large"], never_join=["m5.large"])
+    controller, node, _ = _launched(scene)
+    _with_two_pods(scene, node)
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 2 * MIN_DRAIN_SECONDS)
+    assert node in scene.nodes()
+    scene.finish_pod("pod-1")
+    scene.stop_instance(node)
+    scene.run(controller, 2, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+
+
+def test_should_not_delete_nodes_with_no_underlying_instance_if_the_node_is_still_ready(compiled: Path) -> None:
+    """Termination > should not delete nodes with no underlying instance if the node is still Ready —
+    suite_test.go:643: the same, but the node is Ready (a kubelet still posts: something runs there), so it stays
+    while a pod is being evicted (the old code released it at once); then, as v1.14.1 goes on, once its pods are
+    gone it is drained and released — its instance already gone, InstanceTerminating True."""
+    scene = Scene(compiled, types=["m5.large"])
+    controller, node, claim = _launched(scene)
+    _with_two_pods(scene, node)
+    scene.cluster.delete(objects.NODE, node)
+    scene.run(controller, 2 * MIN_DRAIN_SECONDS)
+    assert node in scene.nodes()
+    scene.finish_pod("pod-1")
+    scene.stop_instance(node)
+    scene.run(controller, 20)
+    assert node in scene.nodes() and "pod-0" in scene.pods_on(node)
+    scene.finish_pod("pod-0")
+    scene.run(controller, 4 * MIN_DRAIN_SECONDS, until=lambda: node not in scene.nodes())
+    assert node not in scene.nodes()
+    assert _status(scene, claim, cond.INSTANCE_TERMINATING) == ("True", "InstanceTerminating")
 
 
 def test_a_provisioners_node_keeps_v0_31s_termination(tmp_path: Path) -> None:

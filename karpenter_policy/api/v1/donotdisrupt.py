@@ -2,7 +2,9 @@
 `IsDoNotDisruptActive`, `parseDoNotDisrupt`): "true" holds the pod for ever; a positive Go duration ("5m", "1h")
 holds it while its age from `status.startTime` is under the duration (no startTime: held, failing safe); any other
 value — not a duration, zero or negative — is ignored, with the `InvalidDoNotDisruptAnnotation` Warning's text
-(`pkg/utils/pod/events.go`). Karpenter v0.31 (Provisioners) reads only "true"; that reading is not here. Pure.
+(`pkg/utils/pod/events.go`); a duration's reading carries the texts of the Normal `DoNotDisruptUntil` (while it holds)
+and `DoNotDisruptGracePeriodElapsed` (once it ran out) Events. Karpenter v0.31 (Provisioners) reads only "true";
+that reading is not here. Pure.
 """
 
 from __future__ import annotations
@@ -15,21 +17,26 @@ from typing import Any
 from karpenter_policy.api.v1.goduration import GoDurationError, go_duration_nanoseconds
 from karpenter_policy.model.labels import DO_NOT_DISRUPT
 
-__all__ = ["DoNotDisrupt", "do_not_disrupt", "invalid_message", "start_time"]
+__all__ = [
+    "ELAPSED_MESSAGE", "DoNotDisrupt", "do_not_disrupt", "go_rfc3339", "invalid_message", "start_time", "until_message",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class DoNotDisrupt:
     """What the annotation says now: `active` (the pod is held), `until` (a duration's end while it holds, None
-    otherwise) and `invalid` (Go's error for a value Karpenter ignores, "" otherwise)."""
+    otherwise), `invalid` (Go's error for a value Karpenter ignores, "" otherwise) and `elapsed` (a duration that has
+    run out since the pod's startTime: what v1.14.1's `DoNotDisruptGracePeriodElapsed` Event says)."""
 
     active: bool
     until: dt.datetime | None = None
     invalid: str = ""
+    elapsed: bool = False
 
 
 _ABSENT = DoNotDisrupt(False)
 _FOR_EVER = DoNotDisrupt(True)
+_ELAPSED = DoNotDisrupt(False, elapsed=True)
 
 
 def _parse(value: str) -> int:
@@ -66,7 +73,7 @@ def do_not_disrupt(annotations: Mapping[str, str], start_time: str | None, now: 
         until = started + dt.timedelta(microseconds=nanoseconds // 1_000)
     except OverflowError:  # a startTime near year 9999 (a clock that disagrees): the end is past any date held here
         return _FOR_EVER
-    return DoNotDisrupt(True, until) if now < until else _ABSENT
+    return DoNotDisrupt(True, until) if now < until else _ELAPSED
 
 
 def start_time(pod: Mapping[str, Any]) -> str | None:
@@ -79,3 +86,17 @@ def start_time(pod: Mapping[str, Any]) -> str | None:
 def invalid_message(error: str) -> str:
     """The `InvalidDoNotDisruptAnnotation` Warning's message for Go's error text."""
     return f"Invalid karpenter.sh/do-not-disrupt annotation: {error}, ignoring annotation"
+
+
+def go_rfc3339(moment: dt.datetime) -> str:
+    """`moment` as Go's `Format(time.RFC3339)` writes a time read from the API (UTC): whole seconds, `Z`."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def until_message(until: dt.datetime) -> str:
+    """The `DoNotDisruptUntil` Event's message (pkg/utils/pod/events.go `DoNotDisruptUntilEvent`)."""
+    return f"The karpenter.sh/do-not-disrupt grace period will elapse at {go_rfc3339(until)}"
+
+
+#: The `DoNotDisruptGracePeriodElapsed` Event's message (pkg/utils/pod/events.go).
+ELAPSED_MESSAGE = "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable"

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1 import budgets as v1budgets
-from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
+from karpenter_policy.api.v1.donotdisrupt import DoNotDisrupt, do_not_disrupt, start_time
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.v1.statichash import static_drift, static_hash_annotations
 from karpenter_policy.cloud.provider import Instance, Network
@@ -183,9 +183,9 @@ class Decision:
     blocked: dict[str, str] = field(default_factory=dict)
     #: seconds until the next node expires or a pod's do-not-disrupt duration runs out (None: none will).
     expires_in: float | None = None
-    #: pods whose `karpenter.sh/do-not-disrupt` Karpenter v1.14.1 ignores as invalid → Go's error (its
-    #: `InvalidDoNotDisruptAnnotation` Warning).
-    invalid_do_not_disrupt: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
+    #: pod uid → the pod and its `karpenter.sh/do-not-disrupt` as read, for each pod whose reading v1.14.1 publishes
+    #: an Event of (`events.do_not_disrupt`: invalid, a duration holding it, a duration run out).
+    do_not_disrupt_read: dict[str, tuple[PodRecord, DoNotDisrupt]] = field(default_factory=dict)
     #: why the decision stopped before it looked at everything ("": it did not): a budget that ran out, or
     #: something more urgent.
     stopped: str = ""
@@ -445,8 +445,8 @@ class Decider:
                 if pod.terminal or pod.deleting:
                     continue
                 held = do_not_disrupt(pod.annotations, start_time(pod.obj), now)
-                if held.invalid:
-                    decision.invalid_do_not_disrupt[pod.uid] = (pod, held.invalid)
+                if held.invalid or held.until is not None or held.elapsed:
+                    decision.do_not_disrupt_read[pod.uid] = (pod, held)
                 if held.active:
                     if held.until is not None:
                         wait = (held.until - now).total_seconds()

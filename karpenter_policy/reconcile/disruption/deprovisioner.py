@@ -195,8 +195,10 @@ class Deprovisioner:
         done.errors.extend(restamp(self.cluster, inputs, self.decider.drift_reasons()))  # a stale hash version
         self._record(decision)
         self._log_blocked(decision.blocked)
-        for pod, error in decision.invalid_do_not_disrupt.values():  # Karpenter v1.14.1's Warning, deduped
-            self.events.publish(events.invalid_do_not_disrupt(pod.obj, error))
+        for pod, held in decision.do_not_disrupt_read.values():  # v1.14.1's `IsDoNotDisruptActive` Events, deduped
+            event = events.do_not_disrupt(pod.obj, held)
+            if event is not None:
+                self.events.publish(event)
         if decision.stopped:
             DEPROVISIONING.info("%s", decision.stopped, extra=self.fields())
         done.stopped = decision.stopped

@@ -342,7 +342,8 @@ class GarbageCollector:
         self.metrics.claim_disrupted(
             node.provisioner or "", GARBAGE_COLLECTED, GARBAGE_COLLECTED, node.labels.get(wk.CAPACITY_TYPE, "")
         )
-        self.metrics.node_terminated(node.provisioner or "", None)  # released at once: nothing to time
+        # released at once: nothing to time
+        self.metrics.node_terminated(node.provisioner or "", None, zone=node.labels.get(wk.ZONE, ""))
         GARBAGE.info(
             "garbage collected node %s, its instance %s missing from %d reads over %.0fs", name, instance_id,
             MISSING_READS, missing_for, extra=self._fields(node=name, instance=instance_id),

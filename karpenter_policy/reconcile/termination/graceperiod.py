@@ -76,10 +76,11 @@ def shortened_grace(deadline: dt.datetime, now: dt.datetime) -> int:
     return max(int((deadline - now).total_seconds()), 1)
 
 
-def do_not_disrupt(pod: PodRecord, now: dt.datetime) -> bool:
-    """Its `karpenter.sh/do-not-disrupt` holds it at `now` ("true", or a positive duration not yet run out since its
-    startTime): a NodePool node's drain does not evict it (v1.14.1's `IsEvictable`, `IsDoNotDisruptActive`)."""
-    return donotdisrupt.do_not_disrupt(pod.annotations, donotdisrupt.start_time(pod.obj), now).active
+def do_not_disrupt(pod: PodRecord, now: dt.datetime) -> donotdisrupt.DoNotDisrupt:
+    """Its `karpenter.sh/do-not-disrupt` at `now`; `active`: it holds the pod ("true", or a positive duration not yet
+    run out since its startTime), which a NodePool node's drain does not evict (v1.14.1's `IsEvictable`,
+    `IsDoNotDisruptActive`)."""
+    return donotdisrupt.do_not_disrupt(pod.annotations, donotdisrupt.start_time(pod.obj), now)
 
 
 __all__ = [

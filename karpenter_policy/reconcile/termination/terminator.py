@@ -32,10 +32,15 @@ are deleted, their grace shortened, when their time before it comes, whatever th
 A NodePool's node goes through Karpenter v1.14.1's steps after its drain (core pkg/controllers/node/termination/
 controller.go `awaitDrain`, `awaitVolumeDetachment`, `awaitInstanceTermination`), each written on its NodeClaim
 once: Drained Unknown (`Draining`) at its first step and True no sooner than `MIN_DRAIN_SECONDS` after; then its
-VolumeAttachments must be deleted (`volumes`; VolumesDetached Unknown `AwaitingVolumeDetachment` with an Event,
-True, or False `TerminationGracePeriodElapsed` past its termination time — attachments that cannot be read hold it
-as unknown until then, never as none); then its instance's termination is asked (InstanceTerminating True) and the
-Node's finalizer goes only once the cloud no longer knows the instance. A Provisioner's node keeps v0.31.1's steps.
+VolumeAttachments must be deleted (`volumes`, read from the `kube.attachments` index, brought up to date once per
+pass; VolumesDetached Unknown `AwaitingVolumeDetachment` with an Event, True, or False
+`TerminationGracePeriodElapsed` past its termination time — attachments that cannot be read hold it as unknown until
+then, never as none); then its instance's termination is asked (InstanceTerminating True) and the Node's finalizer
+goes only once the cloud no longer knows the instance. Unlike a Provisioner's node (step 3), it is released at once
+for an instance gone only while the Node is not Ready (controller.go:114); without a NodeClaim it is released after
+its attachments without its instance being terminated (`awaitInstanceTermination` does nothing without a claim):
+garbage collection terminates that instance. Its pods' `karpenter.sh/do-not-disrupt` durations are announced as
+v1.14.1's `IsEvictable` does (`events.do_not_disrupt`). A Provisioner's node keeps v0.31.1's steps.
 
 A NodePool's node names its NodeClaim as owner (`reconcile.claims`): its first step asks for the claim's deletion
 (the claim's `karpenter.sh/termination` finalizer keeps it), and once the Node is released the claim's finalizer is
@@ -59,7 +64,9 @@ As Karpenter's, each eviction is an Event `Evicted` on the pod and one a budget 
 on the node (`evicting pod … violates a PDB`), as is every step that leaves pods to wait for; every eviction asked
 of the API is counted by its outcome (`karpenter_policy_evictions_total{outcome}`: evicted, gone, refused,
 failed); the removal of the finalizer counts `karpenter_nodes_terminated` and observes
-`karpenter_nodes_termination_time_seconds` (since the deletion was requested). The metrics and the recorder are
+`karpenter_nodes_termination_time_seconds` (since the deletion was requested) — a NodePool's node v1.14.1's
+`karpenter_nodes_terminated_total{nodepool, zone}` and `karpenter_nodes_termination_duration_seconds{nodepool}`
+instead (`Metrics.node_terminated`). The metrics and the recorder are
 the `Context`'s.
 """
 
@@ -74,9 +81,10 @@ from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.errors import NotFound as InstanceNotFound
 from karpenter_policy.cloud.provider import STATE_SHUTTING_DOWN, cluster_tag
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.attachments import AttachmentIndex
 from karpenter_policy.kube.errors import ClusterError, NotFound
 from karpenter_policy.kube.objects import NODE
-from karpenter_policy.kube.volumes import Attachment, attachments_on, bound_volume
+from karpenter_policy.kube.volumes import Attachment, bound_volume
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool
 from karpenter_policy.reconcile import events, logs
@@ -138,8 +146,11 @@ class Terminator:
     """See the module docstring. It follows the state: a node of ours that gets a deletionTimestamp joins the
     nodes it drains (and `wake` is set), one that leaves the cluster leaves them."""
 
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, attachments: AttachmentIndex) -> None:
         self.context = context
+        #: The VolumeAttachments by node (`kube.attachments`: an informer, or a watch drained step by step), brought
+        #: up to date once per pass, the first time a node needs them.
+        self.attachments = attachments
         self.cluster = context.cluster
         self.cloud = context.cloud
         self.state = context.state
@@ -158,7 +169,7 @@ class Terminator:
         self._drain_began: dict[str, dt.datetime | None] = {}  # node uid → its claim's Drained Unknown since
         self._written: dict[str, dict[str, tuple[str, str]]] = {}  # node uid → claim condition → (status, reason)
         self._instance_asked: dict[str, float] = {}  # node name → when its instance's termination was last asked
-        self._attachments: dict[str, list[Attachment]] | ClusterError | None = None  # this pass's one list
+        self._attachments_synced = False  # this pass has brought `attachments` up to date
         self._lock = threading.Lock()
         self.wake = threading.Event()
         self.state.subscribe(self._on_change)
@@ -219,7 +230,7 @@ class Terminator:
     def reconcile(self) -> Terminated:
         """Take every node being deleted one step further; `due` says when the next step is needed."""
         done = Terminated()
-        self._attachments = None
+        self._attachments_synced = False
         with self._lock:
             names = sorted(self._terminating)
         waiting: set[str] = set()
@@ -324,23 +335,38 @@ class Terminator:
         if claim is not None and claim not in self._claims_asked:
             self.context.claims.delete(claim)
             self._claims_asked.add(claim)
+        nodepool = is_nodepool(node.provisioner or "")
+        if nodepool and not node.ready and self._instance_gone(node):
+            # v1.14.1 (controller.go:114): a NotReady node whose instance is gone is released at once, drained or
+            # not; a Ready one is not — its kubelet still posts, something runs there — and goes through every step
+            self._once("gone", node.name, "instance %s of node %s is already gone and the node is not Ready: "
+                       "releasing it", node.instance_id, node.name, node=node.name, instance=node.instance_id)
+            self._release(node, done)
+            return []
         now = self.context.wall_clock()
         on_node = self.state.pods_on(node.name)
         self._note_stuck(node, on_node, now)
-        nodepool = is_nodepool(node.provisioner or "")
         pods = waited_for(on_node, now, nodepool)
         if nodepool and claim is not None and node.uid not in self._drain_began:
             self._drain_began[node.uid] = self._begin_drain(claim, now)
         deadline = self._termination_time(node, claim) if claim is not None else None
         deleted = self._delete_expiring(pods, deadline, now, done) if deadline is not None else set()
-        evictable = [  # v1.14.1's groups are of the pods waited for; those it evicts, of one group
-            p for p in to_evict(pods, nodepool)
-            if p.uid not in deleted and not (nodepool and grace.do_not_disrupt(p, now))
-        ]
+        evictable = []  # v1.14.1's groups are of the pods waited for; those it evicts, of one group
+        for pod in to_evict(pods, nodepool):
+            if pod.uid in deleted:
+                continue
+            if nodepool:  # `IsEvictable`: do-not-disrupt read with the recorder, its Event published (deduped)
+                held = grace.do_not_disrupt(pod, now)
+                event = events.do_not_disrupt(pod.obj, held)
+                if event is not None:
+                    self.events.publish(event)
+                if held.active:
+                    continue
+            evictable.append(pod)
         for pod in evictable:
             self._evict(node, pod, done)
         if pods:
-            if self._instance_gone(node):
+            if not nodepool and self._instance_gone(node):
                 self._once("gone", node.name, "instance %s of node %s is already gone: not waiting for %d pod(s)",
                            node.instance_id, node.name, len(pods), node=node.name, instance=node.instance_id)
                 self._release(node, done)
@@ -356,6 +382,12 @@ class Terminator:
                 if self._instance_terminated(node, v1_claim):
                     self._release(node, done)
                 return []
+            # v1.14.1's `awaitInstanceTermination` does nothing without a claim: the finalizer goes, the instance is
+            # left to garbage collection (an instance no Node names; the aws provider's, one no NodeClaim names)
+            self._once("claimless", node.name, "node %s has no NodeClaim: its instance %s is left to garbage "
+                       "collection", node.name, node.instance_id, node=node.name, instance=node.instance_id)
+            self._release(node, done)
+            return []
         instance = node.instance_id
         if instance:
             with contextlib.suppress(InstanceNotFound):
@@ -433,18 +465,13 @@ class Terminator:
     def _pending_volumes(
         self, node: NodeRecord, on_node: Sequence[PodRecord], now: dt.datetime, done: Terminated
     ) -> list[Attachment] | None:
-        """The VolumeAttachments that hold the node (one list per pass); None when they cannot be known."""
+        """The VolumeAttachments that hold the node (the index, brought up to date once per pass: no list per node);
+        None when they cannot be known."""
         try:
-            if self._attachments is None:
-                with self._lock:
-                    names = set(self._terminating)
-                try:
-                    self._attachments = attachments_on(self.cluster, names)
-                except ClusterError as error:
-                    self._attachments = error
-            if isinstance(self._attachments, ClusterError):
-                raise self._attachments
-            found = self._attachments.get(node.name, [])
+            if not self._attachments_synced:
+                self._attachments_synced = True
+                self.attachments.sync()
+            found = self.attachments.on(node.name)
             return volumes.pending(found, on_node, now, lambda ns, claim: bound_volume(self.cluster, ns, claim))
         except ClusterError as error:
             message = f"the volume attachments of node {node.name} cannot be read ({error}): not terminating it"
@@ -592,7 +619,7 @@ class Terminator:
         self._looked_up.pop(node.name, None)
         done.deleted.append(node.name)
         self.metrics.node_terminated(node.provisioner or "", self._since(node.deletion_timestamp),
-                                     self._since(objects.creation_timestamp(node.obj)))
+                                     self._since(objects.creation_timestamp(node.obj)), node.labels.get(wk.ZONE, ""))
         TERMINATION.info("Deleted node", extra=self.context.fields(node=node.name, instance=node.instance_id))
 
     def _since(self, stamp: str | None) -> float | None:

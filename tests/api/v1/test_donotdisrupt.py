@@ -1,8 +1,9 @@
 """A pod's `karpenter.sh/do-not-disrupt` as Karpenter v1.14.1 reads it (`api.v1.donotdisrupt`): the Go tests of
 `IsDoNotDisruptActive`, kubernetes-sigs/karpenter v1.14.1 pkg/utils/pod/suite_test.go (Describe
 "IsDoNotDisruptActive", lines 50–175), each named with its line, and the rule as a property. Each Go test that
-checks an Event checks here the text the `InvalidDoNotDisruptAnnotation` Warning carries (`invalid_message`); the
-two Normal Events (`DoNotDisruptUntil`, `DoNotDisruptGracePeriodElapsed`) are not emitted by this controller."""
+checks an Event checks here what the Event carries: the `InvalidDoNotDisruptAnnotation` Warning's text
+(`invalid_message`), the end a `DoNotDisruptUntil` names (`until`, `until_message`) and the `elapsed` that makes a
+`DoNotDisruptGracePeriodElapsed` (published by the controller: tests/reconcile/test_v1_pod_do_not_disrupt.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
 
-from karpenter_policy.api.v1.donotdisrupt import DoNotDisrupt, do_not_disrupt, invalid_message, start_time
+from karpenter_policy.api.v1.donotdisrupt import (
+    DoNotDisrupt,
+    do_not_disrupt,
+    invalid_message,
+    start_time,
+    until_message,
+)
 from karpenter_policy.model.labels import DO_NOT_DISRUPT
 
 NOW = dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC)
@@ -119,3 +126,18 @@ def test_a_start_time_whose_end_no_date_can_hold_keeps_the_pod_held(value: str) 
     now = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
     held = do_not_disrupt({DO_NOT_DISRUPT: value}, "9999-12-31T23:59:59Z", now)
     assert held.active and held.until is None and not held.invalid
+
+
+def test_a_durations_events_carry_its_end_in_go_rfc3339_and_whether_it_elapsed() -> None:
+    """pkg/utils/pod/events.go `DoNotDisruptUntilEvent` formats the end with `time.RFC3339` (whole seconds, `Z` for a
+    time read from the API): "90s" and "1.5s" from a start ten minutes ago; "1h" still holds, "5m" has elapsed;
+    "true", absent or invalid values have elapsed nothing."""
+    held = _read("1h")
+    assert held.active and held.until is not None and not held.elapsed
+    assert until_message(held.until) == (
+        "The karpenter.sh/do-not-disrupt grace period will elapse at 2026-11-30T10:50:00Z")
+    late = do_not_disrupt({DO_NOT_DISRUPT: "1.5s"}, "2026-11-30T09:59:59Z", NOW)
+    assert late.active and late.until is not None
+    assert until_message(late.until).endswith("at 2026-11-30T10:00:00Z")  # 10:00:00.5 written without its fraction
+    assert _read("5m") == DoNotDisrupt(False, elapsed=True)
+    assert not any(_read(value).elapsed for value in ("true", None, "0s", "soon"))
