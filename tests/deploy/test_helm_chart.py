@@ -154,6 +154,8 @@ CONTROLLER_CALLS = {
     ("karpenter.sh", "nodeclaims", "patch"), ("karpenter.sh", "nodeclaims", "delete"),
     ("karpenter.sh", "nodeclaims/status", "update"), ("karpenter.sh", "nodepools", "get"),  # the claim's owner
     ("karpenter.sh", "nodepools/status", "update"), ("karpenter.k8s.aws", "ec2nodeclasses", "get"),  # registration
+    ("karpenter.sh", "nodepools", "list"), ("karpenter.sh", "nodepools", "watch"),  # readiness: their changes
+    ("karpenter.k8s.aws", "ec2nodeclasses", "list"), ("karpenter.k8s.aws", "ec2nodeclasses", "watch"),
     ("storage.k8s.io", "volumeattachments", "list"),  # a NodePool's node waits for its attachments' deletion
     ("", "persistentvolumeclaims", "get"),  # …less those of the pods its drain leaves
     ("apps", "daemonsets", "list"), ("apps", "daemonsets", "watch"),  # DaemonSet overhead
