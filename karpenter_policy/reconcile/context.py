@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings
+from karpenter_policy.api.v1.statichash import NODEPOOL_HASH, NODEPOOL_HASH_VERSION_KEY, static_hash_annotations
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
@@ -71,8 +72,21 @@ class Context:
         self.cluster_metrics = ClusterMetrics(self.state, self.metrics, self._sets, self.wall_clock)
         self.claims = ClaimWriter(self.cluster, self.wall_clock, self.fields)
         self.registration_health = RegistrationHealth(
-            self.cluster, self.wall_clock, self.fields, self.metrics, self.node_class_ready, self.nodepool_counts
+            self.cluster, self.wall_clock, self.fields, self.metrics, self.node_class_ready, self.nodepool_counts,
+            self.nodepool_hash,
         )
+
+    def nodepool_hash(self, name: str) -> dict[str, str] | None:
+        """The `karpenter.sh/nodepool-hash` annotations of the NodePool as its constraint set in force runs it (None:
+        no set of that NodePool)."""
+        found = self._sets_by_pool().get(pool_key(name, True))
+        if found is None:
+            return None
+        stamped = static_hash_annotations(found)
+        return {key: stamped[key] for key in (NODEPOOL_HASH, NODEPOOL_HASH_VERSION_KEY) if key in stamped}
+
+    def _sets_by_pool(self) -> dict[str, ConstraintSet]:
+        return {s.pool: s for s in self._sets()}
 
     def nodepool_counts(self, name: str) -> dict[str, str]:
         """The NodePool's `status.resources` now, from the state (`claims.counter.resources`)."""

@@ -329,3 +329,40 @@ def test_the_counts_are_spelled_as_go_prints_the_sums(used: tuple[int, ...], exp
     """counter.go's `BaseResources` always present; the quantities as Go's `resource.Quantity` prints them."""
     vector = tuple(used) + ZERO[len(used):]
     assert counter.resources(vector, 2) == dict(sorted({**expected, "nodes": "2"}.items()))
+
+
+# --- hash/suite_test.go ------------------------------------------------------------------------------------------
+
+
+def _annotations(scene: Scene) -> dict[str, str]:
+    return dict(objects.metadata(scene.cluster.get(NODE_POOL, "default") or {}).get("annotations") or {})
+
+
+def test_a_nodepool_without_its_hash_annotation_gets_the_one_its_nodes_are_stamped_with(compiled: Path) -> None:
+    """hash/controller.go: the NodePool carries `karpenter.sh/nodepool-hash` and its version (`v3`), the value its
+    nodes are stamped with (this project's hash of the NodePool as its constraint set runs it); a value already there
+    is left (Karpenter's own, Go's FNV, is not this project's to overwrite)."""
+    scene = Scene(compiled, types=[TYPE])
+    _apply(scene.cluster)
+    controller = scene.controller()
+    _pod(scene, "web")
+    scene.run(controller, 60, until=lambda: not scene.unbound())
+    (node,) = scene.nodes().values()
+    stamped = objects.metadata(node)["annotations"]
+    found = _annotations(scene)
+    assert found["karpenter.sh/nodepool-hash"] == stamped["karpenter.sh/nodepool-hash"]
+    assert found["karpenter.sh/nodepool-hash-version"] == "v3"
+    nodepool = scene.cluster.get(NODE_POOL, "default") or {}
+    nodepool["metadata"]["annotations"]["karpenter.sh/nodepool-hash"] = "1234567890"
+    scene.cluster.update(NODE_POOL, nodepool)
+    scene.step(controller)
+    assert _annotations(scene)["karpenter.sh/nodepool-hash"] == "1234567890"
+
+
+def test_a_nodepool_of_an_unmanaged_node_class_gets_no_hash_annotation(compiled: Path) -> None:
+    """hash/suite_test.go:96 "should ignore NodePools which aren't managed by this instance of Karpenter"."""
+    scene = Scene(compiled, types=[TYPE])
+    _apply(scene.cluster, nodeClassRef={"group": "karpenter.test.sh", "kind": "UnmanagedNodeClass",
+                                        "name": "default"})
+    scene.step(scene.controller())
+    assert "karpenter.sh/nodepool-hash" not in _annotations(scene)

@@ -31,8 +31,11 @@ NodePool manifests together) and for a NodePool, or every NodePool, when it or a
 The same read-and-write sets the NodePool's readiness (`readiness`: ValidationSucceeded, NodeClassReady, Ready) and
 its `status.resources` and `status.nodes` (`counter`; provisioning observes a NodePool again when they change), and
 remembers its readiness: a NodePool of the cluster that is not Ready, or is being deleted, is `not_ready` —
-provisioning leaves its constraint set out, as v1.14.1's provisioner skips it. A NodePool known True is not read again
-for a success that leaves it True.
+provisioning leaves its constraint set out, as v1.14.1's provisioner skips it. `observe` then gives a NodePool without
+them the hash controller's `karpenter.sh/nodepool-hash` and `-hash-version` annotations (core
+pkg/controllers/nodepool/hash/controller.go), this project's hash of the NodePool as its constraint set runs it
+(`api.v1.statichash`): Karpenter overwrites a different value, this controller only writes a missing one, its hash not
+being Go's. A NodePool known True is not read again for a success that leaves it True.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ Change = Callable[[Obj], bool]
 ClassReady = Callable[[Obj], Verdict]
 #: A NodePool's `status.resources` now (`counter.resources`), by its name; None: not known (nothing written).
 Counts = Callable[[str], dict[str, str] | None]
+#: The `karpenter.sh/nodepool-hash` annotations of a NodePool as it runs (`statichash`), by name; None: not known.
+Hashes = Callable[[str], dict[str, str] | None]
 #: The gate of a NodePool being deleted.
 TERMINATING: Final = Verdict("False", "NodePoolTerminating", "NodePool is being deleted")
 
@@ -143,10 +148,12 @@ class RegistrationHealth:
         metrics: Metrics,
         class_ready: ClassReady = _always_ready,
         counts: Counts = _uncounted,
+        hashes: Hashes = _uncounted,
     ) -> None:
         self.cluster = cluster
         self.class_ready = class_ready
         self.counts = counts
+        self.hashes = hashes
         self.wall_clock = wall_clock
         self.fields = fields
         self.metrics = metrics
@@ -164,9 +171,31 @@ class RegistrationHealth:
             self.observe(name)
 
     def observe(self, name: str) -> None:
-        """Set the NodePool's readiness, and reset its NodeRegistrationHealthy to Unknown when it has none or its spec
-        or class changed (see the module docstring)."""
+        """Set the NodePool's readiness and counts, reset its NodeRegistrationHealthy to Unknown when it has none or
+        its spec or class changed, and annotate its hash if it has none (see the module docstring)."""
         self._write(name, self._reconcile)
+        self._annotate(name)
+
+    def _annotate(self, name: str) -> None:
+        """The hash controller's annotations (`karpenter.sh/nodepool-hash` and its version) on a managed NodePool of
+        the cluster that lacks one of them, by a merge patch of its metadata; a refusal logged once and counted."""
+        wanted = self.hashes(name)
+        if not wanted:
+            return
+        try:
+            nodepool = self.cluster.get(NODE_POOL, name)
+            if nodepool is None or readiness.node_class_name(nodepool) is None:
+                return
+            annotations = objects.metadata(nodepool).get("annotations")
+            present = annotations if isinstance(annotations, dict) else {}
+            if all(key in present for key in wanted):
+                return
+            self.cluster.patch(NODE_POOL, name, {"metadata": {"annotations": {
+                key: value for key, value in wanted.items() if key not in present}}})
+        except NotFound:
+            return
+        except ClusterError as error:
+            self._failure(name, REFUSED, f"its hash annotation not written, {error}")
 
     def not_ready(self) -> dict[str, Verdict]:
         """The NodePools of the cluster last seen not Ready or being deleted, by name: why (their Ready)."""
