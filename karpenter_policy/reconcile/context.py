@@ -1,6 +1,8 @@
 """What every controller of the reconciler shares: the cluster and the cloud, the cluster state, the launches in
 flight, the constraint sets in force, the clocks, the writer of NodePools' NodeClaims (`claims`) and of their
-`NodeRegistrationHealthy` (`registration_health`), the metrics (and
+status (`registration_health`: NodeRegistrationHealthy, readiness and counts, with an EC2NodeClass's Ready from what
+the cloud resolves of its selectors, `node_class_ready`, and the counts from the state, `nodepool_counts`), the
+metrics (and
 the gauges read from the state at each scrape: `clustermetrics`), and the helpers that log and record Events (`events`).
 
 One :class:`Context` per controller process; the controllers (`provisioning`, `termination`, `disruption`,
@@ -18,10 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
+from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings
+from karpenter_policy.api.v1.statichash import NODEPOOL_HASH, NODEPOOL_HASH_VERSION_KEY, static_hash_annotations
+from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model.pools import is_nodepool, pool_key, pool_name
 from karpenter_policy.reconcile import logs
+from karpenter_policy.reconcile.claims import counter, readiness
 from karpenter_policy.reconcile.claims.nodepoolstatus import RegistrationHealth
 from karpenter_policy.reconcile.claims.writer import ClaimWriter
 from karpenter_policy.reconcile.clustermetrics import ClusterMetrics
@@ -56,13 +64,54 @@ class Context:
     loaded: Loaded | None = None
     _left_out: dict[str, str] = field(default_factory=dict)
     _templates_lock: threading.Lock = field(default_factory=threading.Lock)
+    _class_ready: dict[str, readiness.Verdict] = field(default_factory=dict)  # EC2NodeClass → its Ready last told
 
     def __post_init__(self) -> None:
         self.templates = TemplateBuilder(self.cloud, self.region, self.options.min_values_policy)
         self.events = Recorder(self.cluster, self.clock, self.fields)
         self.cluster_metrics = ClusterMetrics(self.state, self.metrics, self._sets, self.wall_clock)
         self.claims = ClaimWriter(self.cluster, self.wall_clock, self.fields)
-        self.registration_health = RegistrationHealth(self.cluster, self.wall_clock, self.fields, self.metrics)
+        self.registration_health = RegistrationHealth(
+            self.cluster, self.wall_clock, self.fields, self.metrics, self.node_class_ready, self.nodepool_counts,
+            self.nodepool_hash,
+        )
+
+    def nodepool_hash(self, name: str) -> dict[str, str] | None:
+        """The `karpenter.sh/nodepool-hash` annotations of the NodePool as its constraint set in force runs it (None:
+        no set of that NodePool)."""
+        found = self._sets_by_pool().get(pool_key(name, True))
+        if found is None:
+            return None
+        stamped = static_hash_annotations(found)
+        return {key: stamped[key] for key in (NODEPOOL_HASH, NODEPOOL_HASH_VERSION_KEY) if key in stamped}
+
+    def _sets_by_pool(self) -> dict[str, ConstraintSet]:
+        return {s.pool: s for s in self._sets()}
+
+    def nodepool_counts(self, name: str) -> dict[str, str]:
+        """The NodePool's `status.resources` now, from the state (`claims.counter.resources`)."""
+        pool = pool_key(name, True)
+        with self.state.lock:
+            return counter.resources(self.state.used().get(pool), self.state.node_counts().get(pool, 0))
+
+    def node_class_ready(self, node_class: Obj) -> readiness.Verdict:
+        """The EC2NodeClass's Ready as aws v1.14.1 would write it, from the subnets and security groups its
+        selectors resolve to in the cloud now (`readiness.class_ready`); a cloud that cannot tell leaves the last
+        answer (Unknown before one). A spec the launcher cannot carry out counts as resolved here: its NodePools'
+        sets are left out by the templates, with that reason."""
+        name = objects.name(node_class)
+        spec = node_class.get("spec")
+        try:
+            network = self.cloud.network(launch_settings(spec if isinstance(spec, dict) else {}))
+        except LaunchSettingsError:
+            return readiness.Verdict("True", readiness.READY)
+        except CloudError:
+            network = None
+        if network is None:
+            return self._class_ready.get(name) or readiness.class_ready(None, None)
+        verdict = readiness.class_ready(len(network.subnets), len(network.security_groups))
+        self._class_ready[name] = verdict
+        return verdict
 
     def _sets(self) -> tuple[ConstraintSet, ...]:
         loaded = self.loaded
@@ -83,11 +132,17 @@ class Context:
 
     def template_sets(self) -> Templates:
         """The node claim templates of the constraint sets in force, at the cloud's live offerings (raises CloudError);
-        a set left out (another region, no offering) is logged once per reason."""
+        a set left out (another region, no offering, a NodePool of the cluster that is not Ready) is logged once per
+        reason."""
         loaded = self.loaded
         sets = loaded.sets if loaded is not None else ()
+        not_ready = self.registration_health.not_ready()
+        gated = {s.pool: not_ready[pool_name(s.pool)] for s in sets
+                 if is_nodepool(s.pool) and pool_name(s.pool) in not_ready}
         with self._templates_lock:
-            templates = self.templates.build(sets)
+            templates = self.templates.build([s for s in sets if s.pool not in gated])
+            for pool, ready in gated.items():  # v1.14.1's provisioner: "ignoring nodepool, not ready"
+                templates.left_out[pool] = f"NodePool {pool_name(pool)} is not ready ({ready.reason}: {ready.message})"
             for name, why in sorted(templates.left_out.items()):
                 if self._left_out.get(name) != why:
                     CONSTRAINTS.error(

@@ -154,6 +154,9 @@ CONTROLLER_CALLS = {
     ("karpenter.sh", "nodeclaims", "patch"), ("karpenter.sh", "nodeclaims", "delete"),
     ("karpenter.sh", "nodeclaims/status", "update"), ("karpenter.sh", "nodepools", "get"),  # the claim's owner
     ("karpenter.sh", "nodepools/status", "update"), ("karpenter.k8s.aws", "ec2nodeclasses", "get"),  # registration
+    ("karpenter.sh", "nodepools", "list"), ("karpenter.sh", "nodepools", "watch"),  # readiness: their changes
+    ("karpenter.sh", "nodepools", "patch"),  # the nodepool-hash annotation
+    ("karpenter.k8s.aws", "ec2nodeclasses", "list"), ("karpenter.k8s.aws", "ec2nodeclasses", "watch"),
     ("storage.k8s.io", "volumeattachments", "list"),  # a NodePool's node waits for its attachments' deletion
     ("storage.k8s.io", "volumeattachments", "watch"),  # …read from an informer indexed by node
     ("", "persistentvolumeclaims", "get"),  # …less those of the pods its drain leaves

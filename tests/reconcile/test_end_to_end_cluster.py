@@ -33,6 +33,8 @@ import yaml
 from kube.apiserver.controlplane import ControlPlaneOptions
 from kube.emulator import EmulatorThread
 
+from karpenter_policy.kube import objects
+
 from .conftest import CLUSTER, AwsWorkloads
 from .support import POLICIES, ROOT, compile_policies, configmap_manifest
 from .test_end_to_end_kubectl import GENEROUS, Kubectl, free_port, probe, until
@@ -94,7 +96,8 @@ def _rbac(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.fixture()
 def cluster(compiled_for_cluster: Path, aws_workloads: AwsWorkloads, tmp_path: Path) -> Iterator[Cluster]:
     options = ControlPlaneOptions(join_after=1.0, never_join=frozenset({NEVER_JOINS}))
-    with EmulatorThread(seed_namespaces=True, authorize=True, control_plane=options) as server:
+    crds = frozenset({objects.NODE_CLAIM, objects.NODE_POOL, objects.EC2_NODE_CLASS})  # Karpenter v1's, installed
+    with EmulatorThread(seed_namespaces=True, authorize=True, control_plane=options, crds=crds) as server:
         kubectl = Kubectl(server.write_kubeconfig(tmp_path / "admin.kubeconfig"), tmp_path / "kubectl-cache", GENEROUS)
         documents = chart.render(_chart_values())
         kubectl("apply", "-f", "-", stdin=yaml.safe_dump(
@@ -149,13 +152,15 @@ def test_kubectl_drives_the_chart_rbac_controller_in_production_mode_through_dep
              for verb in ("list pods", "create pods --subresource=binding", "create pods --subresource=eviction",
                           "delete nodes", "list volumeattachments.storage.k8s.io", "get persistentvolumeclaims",
                           "create pods", "delete deployments.apps", "watch volumeattachments.storage.k8s.io",
-                          "delete volumeattachments.storage.k8s.io")}
+                          "delete volumeattachments.storage.k8s.io", "watch nodepools.karpenter.sh",
+                          "watch ec2nodeclasses.karpenter.k8s.aws")}
     assert asked == {"list pods": "yes", "create pods --subresource=binding": "yes",
                      "create pods --subresource=eviction": "yes", "delete nodes": "yes",
                      "list volumeattachments.storage.k8s.io": "yes", "get persistentvolumeclaims": "yes",
                      "create pods": "no", "delete deployments.apps": "no",
                      "watch volumeattachments.storage.k8s.io": "yes",
-                     "delete volumeattachments.storage.k8s.io": "no"}
+                     "delete volumeattachments.storage.k8s.io": "no", "watch nodepools.karpenter.sh": "yes",
+                     "watch ec2nodeclasses.karpenter.k8s.aws": "yes"}
 
     # A Deployment: the scheduler marks its pods Unschedulable, the controller launches a node and binds them,
     # the kubelet joins, the rollout completes.

@@ -6,6 +6,7 @@ Ready, Age; with -o wide ImageID, ID, NodePool, NodeClass, Drifted), as on a Kar
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from kube.emulator import EmulatorThread
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.feed import InformerFeed
 from karpenter_policy.testing import Scene, compile_policies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,3 +153,50 @@ def test_kubectl_delete_nodeclaim_drains_and_deletes_its_node_and_terminates_its
     assert kubectl("get", "nodes", "-o", "name").stdout.strip() == ""
     assert scene.cloud.get(instance) is None
     assert kubectl("get", "pod", "web", check=False).returncode != 0  # evicted on the way
+
+
+def _condition(kubectl: Kubectl, kind: str) -> tuple[str, str]:
+    nodepool = json.loads(kubectl("get", "nodepool", "default", "-o", "json").stdout)
+    found = [c for c in (nodepool.get("status") or {}).get("conditions") or [] if c["type"] == kind]
+    return (found[0]["status"], found[0]["reason"]) if found else ("", "")
+
+
+def test_a_nodepool_edited_with_kubectl_becomes_not_ready_and_provisioning_stops_for_it(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """provisioner.go's `StatusConditions().IsTrue(Ready)` filter over HTTP: the NodePools applied with kubectl are
+    Ready (written through /status) and provision; `kubectl patch` gives `default` a label v1.14.1's RuntimeValidate
+    refuses (`karpenter.sh/nodepool` in its template): the controller's watch sees it, writes ValidationSucceeded and
+    Ready False, and a new pod of that NodePool stays pending."""
+    compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
+    kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "policies" / "nodepools.yaml"))
+    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    controller = scene.controller()
+    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    assert _condition(kubectl, "Ready") == ("True", "Ready")
+    kubectl("patch", "nodepool", "default", "--type=merge", "-p",
+            json.dumps({"spec": {"template": {"metadata": {"labels": {wk.NODEPOOL: "other"}}}}}))
+    scene.step(controller)
+    assert _condition(kubectl, "ValidationSucceeded") == ("False", "NodePoolValidationFailed")
+    assert _condition(kubectl, "Ready") == ("False", "UnhealthyDependents")
+    kubectl("apply", "-f", "-", stdin=json.dumps({**POD, "metadata": {"name": "second", "namespace": "default"}}))
+    scene.run(controller, 60)
+    assert scene.unbound() == ["default/second"]
+
+
+def test_the_informers_see_a_nodepool_edited_with_kubectl_within_a_second(kubectl: Kubectl) -> None:
+    """The watch through the kube adapter (`InformerFeed`, as the threaded controller runs it): an edit of a NodePool
+    reaches the state's listeners within a second of `kubectl patch` returning."""
+    kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "policies" / "nodepools.yaml"))
+    state = ClusterState()
+    edited = threading.Event()
+    state.subscribe(lambda change: edited.set() if change.kind == "nodepool" and change.name == "default" else None)
+    feed = InformerFeed(kubectl.cluster, state, kinds=(objects.NODE_POOL, objects.EC2_NODE_CLASS)).start()
+    try:
+        assert all(informer.wait_synced(10) for informer in feed.informers.values())
+        edited.clear()
+        kubectl("patch", "nodepool", "default", "--type=merge", "-p", json.dumps({"spec": {"weight": 7}}))
+        assert edited.wait(1.0), "the NodePool's change did not reach the state within a second"
+    finally:
+        feed.stop()

@@ -25,16 +25,24 @@ conflicting after retries, and one the API stored without the field (a NodePool 
 are logged once per NodePool and reason and counted (`karpenter_policy_nodepool_status_failures_total{reason}`),
 never raised: the controller goes on, and the next result or change writes again.
 
-Here the controller does not watch NodePools and EC2NodeClasses: `observe` runs for every NodePool of the constraint
-sets in force when they change (compile writes the sets and the NodePool manifests together), where v1.14.1 runs it on
-each NodePool or class event. A NodePool known True is not read again for a success that leaves it True.
+`observe` runs for every NodePool of the constraint sets in force when they change (compile writes the sets and the
+NodePool manifests together) and for a NodePool, or every NodePool, when it or an EC2NodeClass changes in the cluster
+(the state's watch of them: provisioning's listener), as v1.14.1 runs its controllers on each NodePool or class event.
+The same read-and-write sets the NodePool's readiness (`readiness`: ValidationSucceeded, NodeClassReady, Ready) and
+its `status.resources` and `status.nodes` (`counter`; provisioning observes a NodePool again when they change), and
+remembers its readiness: a NodePool of the cluster that is not Ready, or is being deleted, is `not_ready` —
+provisioning leaves its constraint set out, as v1.14.1's provisioner skips it. `observe` then gives a NodePool without
+them the hash controller's `karpenter.sh/nodepool-hash` and `-hash-version` annotations (core
+pkg/controllers/nodepool/hash/controller.go), this project's hash of the NodePool as its constraint set runs it
+(`api.v1.statichash`): Karpenter overwrites a different value, this controller only writes a missing one, its hash not
+being Go's. A NodePool known True is not read again for a success that leaves it True.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from karpenter_policy.kube import objects
@@ -43,8 +51,9 @@ from karpenter_policy.kube.errors import ClusterError, Conflict, NotFound
 from karpenter_policy.kube.objects import EC2_NODE_CLASS, NODE_POOL, Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.claims import conditions
+from karpenter_policy.reconcile.claims import conditions, counter, readiness
 from karpenter_policy.reconcile.claims.health import HealthState, Status
+from karpenter_policy.reconcile.claims.readiness import Verdict
 from karpenter_policy.reconcile.metrics import Metrics
 
 NODEPOOL = logs.logger("nodepool")
@@ -52,13 +61,28 @@ NODE_REGISTRATION_HEALTHY: Final = "NodeRegistrationHealthy"
 #: The reason and message of False for a claim that launched and did not register (liveness.go).
 REGISTRATION_FAILED: Final = "RegistrationFailed"
 REGISTRATION_FAILED_MESSAGE: Final = "Failed to register node"
-NODE_CLASS_GROUP: Final = "karpenter.k8s.aws"
 #: Conflicting writes of one NodePool's status are tried this many times.
 CONFLICT_RETRIES: Final = 3
 #: Reasons of `karpenter_policy_nodepool_status_failures_total`.
 REFUSED, CONFLICT, PRUNED = "refused", "conflict", "pruned"
 
 Change = Callable[[Obj], bool]
+#: The EC2NodeClass's Ready, from the class (`readiness.class_ready` of what the cloud resolves of it).
+ClassReady = Callable[[Obj], Verdict]
+#: A NodePool's `status.resources` now (`counter.resources`), by its name; None: not known (nothing written).
+Counts = Callable[[str], dict[str, str] | None]
+#: The `karpenter.sh/nodepool-hash` annotations of a NodePool as it runs (`statichash`), by name; None: not known.
+Hashes = Callable[[str], dict[str, str] | None]
+#: The gate of a NodePool being deleted.
+TERMINATING: Final = Verdict("False", "NodePoolTerminating", "NodePool is being deleted")
+
+
+def _always_ready(_: Obj) -> Verdict:
+    return Verdict("True", readiness.READY)
+
+
+def _uncounted(_: str) -> dict[str, str] | None:
+    return None
 
 
 def _status(obj: Obj) -> dict[str, Any]:
@@ -122,14 +146,21 @@ class RegistrationHealth:
         wall_clock: Callable[[], dt.datetime],
         fields: Callable[..., dict[str, object]],
         metrics: Metrics,
+        class_ready: ClassReady = _always_ready,
+        counts: Counts = _uncounted,
+        hashes: Hashes = _uncounted,
     ) -> None:
         self.cluster = cluster
+        self.class_ready = class_ready
+        self.counts = counts
+        self.hashes = hashes
         self.wall_clock = wall_clock
         self.fields = fields
         self.metrics = metrics
         self.state = HealthState()
         self._true: set[str] = set()  # uids of the NodePools this controller last saw or left True
         self._told: set[tuple[str, str]] = set()
+        self._not_ready: dict[str, Verdict] = {}  # NodePools of the cluster not Ready (or being deleted), by name
         self._lock = threading.Lock()
 
     # --- the registrationhealth controller ------------------------------------------------------------------
@@ -140,24 +171,61 @@ class RegistrationHealth:
             self.observe(name)
 
     def observe(self, name: str) -> None:
-        """Reset the NodePool's condition to Unknown when it has none or its spec or class changed (see the module
-        docstring)."""
+        """Set the NodePool's readiness and counts, reset its NodeRegistrationHealthy to Unknown when it has none or
+        its spec or class changed, and annotate its hash if it has none (see the module docstring)."""
         self._write(name, self._reconcile)
+        self._annotate(name)
 
-    def _node_class(self, nodepool: Obj) -> Obj | None:
-        spec = nodepool.get("spec")
-        template = spec.get("template") if isinstance(spec, dict) else None
-        inner = template.get("spec") if isinstance(template, dict) else None
-        reference = inner.get("nodeClassRef") if isinstance(inner, dict) else None
-        if not isinstance(reference, Mapping) or reference.get("group") != NODE_CLASS_GROUP or \
-                reference.get("kind") != EC2_NODE_CLASS.kind or not isinstance(reference.get("name"), str):
-            return None  # not a class this controller manages
-        return self.cluster.get(EC2_NODE_CLASS, reference["name"])
+    def _annotate(self, name: str) -> None:
+        """The hash controller's annotations (`karpenter.sh/nodepool-hash` and its version) on a managed NodePool of
+        the cluster that lacks one of them, by a merge patch of its metadata; a refusal logged once and counted."""
+        wanted = self.hashes(name)
+        if not wanted:
+            return
+        try:
+            nodepool = self.cluster.get(NODE_POOL, name)
+            if nodepool is None or readiness.node_class_name(nodepool) is None:
+                return
+            annotations = objects.metadata(nodepool).get("annotations")
+            present = annotations if isinstance(annotations, dict) else {}
+            if all(key in present for key in wanted):
+                return
+            self.cluster.patch(NODE_POOL, name, {"metadata": {"annotations": {
+                key: value for key, value in wanted.items() if key not in present}}})
+        except NotFound:
+            return
+        except ClusterError as error:
+            self._failure(name, REFUSED, f"its hash annotation not written, {error}")
+
+    def not_ready(self) -> dict[str, Verdict]:
+        """The NodePools of the cluster last seen not Ready or being deleted, by name: why (their Ready)."""
+        with self._lock:
+            return dict(self._not_ready)
+
+    def _gate(self, name: str, verdict: Verdict | None) -> None:
+        with self._lock:
+            if verdict is None or verdict.true:
+                self._not_ready.pop(name, None)
+            else:
+                self._not_ready[name] = verdict
 
     def _reconcile(self, nodepool: Obj) -> bool:
-        node_class = self._node_class(nodepool)
+        class_name = readiness.node_class_name(nodepool)
+        if class_name is None:
+            self._gate(objects.name(nodepool), None)
+            return False  # not a class this controller manages
+        node_class = self.cluster.get(EC2_NODE_CLASS, class_name)
+        changed = readiness.set_readiness(
+            nodepool, node_class, self.class_ready(node_class) if node_class is not None else readiness.UNKNOWN,
+            self.wall_clock(),
+        )
+        deleting = bool(objects.metadata(nodepool).get("deletionTimestamp"))
+        self._gate(objects.name(nodepool), TERMINATING if deleting else readiness.ready_of(nodepool))
+        counted = self.counts(objects.name(nodepool))
+        if counted is not None:
+            changed |= counter.set_counts(nodepool, counted)
         if node_class is None:
-            return False
+            return changed
         uid = objects.uid(nodepool)
         condition = condition_of(nodepool)
         if self.state.status(uid) is Status.UNKNOWN and condition is not None:
@@ -167,13 +235,12 @@ class RegistrationHealth:
                 self.state.set_status(uid, Status.UNHEALTHY)
         status = nodepool["status"] = _status(nodepool)
         class_generation = _generation(node_class)
-        changed = False
         if (
             condition is None
             or status.get("nodeClassObservedGeneration") != class_generation
             or condition.get("observedGeneration") != _generation(nodepool)
         ):
-            changed = set_registration_health(
+            changed |= set_registration_health(
                 nodepool, "Unknown", conditions.AWAITING, conditions.AWAITING_MESSAGE, self.wall_clock()
             )
             self.state.set_status(uid, Status.UNKNOWN)
@@ -234,6 +301,8 @@ class RegistrationHealth:
             except ClusterError as error:
                 self._failure(name, REFUSED, f"could not be read, {error}")
                 return False
+            if nodepool is None and not owner:
+                self._gate(name, None)  # not in the cluster: the constraint set is what runs
             if nodepool is None or (owner and objects.uid(nodepool) != owner):
                 return False
             try:
@@ -254,12 +323,15 @@ class RegistrationHealth:
                 return True
             wanted = condition_of(nodepool)
             kept = condition_of(stored)
+            ready = readiness.ready_of(nodepool)
             if wanted is not None and (kept is None or kept.get("status") != wanted.get("status")):
                 self._failure(name, PRUNED, "the API stored it without status.conditions' NodeRegistrationHealthy")
             else:
                 NODEPOOL.info(
-                    "NodeRegistrationHealthy %s", (wanted or {}).get("status", "unchanged"),
-                    extra=self.fields(nodepool=name, reason=(wanted or {}).get("reason", "")),
+                    "NodeRegistrationHealthy %s, Ready %s", (wanted or {}).get("status", "unchanged"),
+                    ready.status if ready is not None else "unchanged",
+                    extra=self.fields(nodepool=name, reason=(wanted or {}).get("reason", ""),
+                                      ready=ready.reason if ready is not None else ""),
                 )
             self._remember(stored)
             return True
@@ -285,7 +357,7 @@ class RegistrationHealth:
                     self._told.clear()
                 self._told.add((name, reason))
         if first:
-            NODEPOOL.warning("NodePool %s: NodeRegistrationHealthy not written: %s", name, message,
+            NODEPOOL.warning("NodePool %s: status not written: %s", name, message,
                              extra=self.fields(nodepool=name))
 
 

@@ -1,5 +1,7 @@
 """Provisioning as a controller (`reconcile.steps.Reconciler`): one step takes a new version of the constraint sets
-if there is one (and, when there is, looks at its NodePools' `NodeRegistrationHealthy`: `claims.nodepoolstatus`),
+if there is one (and, when there is, or when a NodePool or EC2NodeClass changed in the cluster, writes its NodePools'
+readiness and `NodeRegistrationHealthy`: `claims.nodepoolstatus`; a NodePool that is not Ready is not provisioned
+from),
 follows the launches in flight (registration, settling — `lifecycle`), deletes the nodes whose
 kubelet never joined (`liveness`), labels the nodes initialized, then schedules and launches for the pending pods
 when their batch window closes (`provisioner`). Woken by the provisioner's `wake`: a pod becomes pending, a node
@@ -22,6 +24,7 @@ from karpenter_policy.reconcile.provisioning.lifecycle import NodeLifecycle
 from karpenter_policy.reconcile.provisioning.liveness import Liveness
 from karpenter_policy.reconcile.provisioning.provisioner import WARM_INTERVAL, Provisioner
 from karpenter_policy.reconcile.result import ReconcileResult
+from karpenter_policy.reconcile.state.cluster import Change
 
 #: While launches are in flight (or nodes wait to be initialized), its thread looks at them this often.
 INFLIGHT_CHECK = 1.0
@@ -47,6 +50,19 @@ class Provisioning:
         self.liveness = liveness
         self.refresh = refresh
         self._observed: Loaded | None = None  # the constraint sets whose NodePools' health was last observed
+        self._changed: set[str] = set()  # NodePools changed in the cluster since the last step ("": every one)
+        self._changed_lock = threading.Lock()
+        self._counted: dict[str, dict[str, str]] = {}  # NodePool → its status.resources when last observed
+        context.state.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        """A NodePool (that one) or an EC2NodeClass (every NodePool) changed in the cluster: observe at the next
+        step, at once (under the state's lock: only take note)."""
+        if change.kind not in ("nodepool", "ec2nodeclass"):
+            return
+        with self._changed_lock:
+            self._changed.add(change.name if change.kind == "nodepool" else "")
+        self.provisioner.wake.set()
 
     @property
     def wake(self) -> threading.Event:
@@ -65,13 +81,24 @@ class Provisioning:
         return self.next_due()
 
     def _observe_nodepools(self) -> None:
-        """When the constraint sets in force changed (and at the first step), the NodePools of theirs get
-        `NodeRegistrationHealthy` Unknown if they have none or changed (`claims.nodepoolstatus.observe`)."""
+        """When the constraint sets in force changed (and at the first step), each NodePool of theirs, and when a
+        NodePool or EC2NodeClass changed in the cluster or a NodePool's nodes changed its counts, the NodePools of the
+        sets it concerns: their readiness and counts are written and `NodeRegistrationHealthy` set Unknown if they
+        have none or changed (`claims.nodepoolstatus.observe`)."""
         loaded = self.context.loaded
-        if loaded is None or loaded is self._observed:
+        if loaded is None:
             return
-        self._observed = loaded
-        self.context.registration_health.observe_all(pool_name(s.pool) for s in loaded.sets if is_nodepool(s.pool))
+        with self._changed_lock:
+            changed, self._changed = self._changed, set()
+        names = {pool_name(s.pool) for s in loaded.sets if is_nodepool(s.pool)}
+        counts = {name: self.context.nodepool_counts(name) for name in names}
+        recounted = {name for name, counted in counts.items() if self._counted.get(name) != counted}
+        self._counted = counts
+        if loaded is not self._observed or "" in changed:
+            self._observed = loaded
+        else:
+            names &= changed | recounted
+        self.context.registration_health.observe_all(names)
 
     def next_due(self) -> float | None:
         dues = [due for due in (self.provisioner.next_due(), self.liveness.next_due()) if due is not None]

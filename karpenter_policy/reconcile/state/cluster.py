@@ -15,7 +15,9 @@ What it keeps, besides the records:
 * the **running pods** indexed for topology (:class:`~karpenter_policy.scheduling.RunningPods`) and the label
   values of every node (topology domains);
 * DaemonSets (one pod each: their overhead) and the namespaces' labels;
-* the NodeClaims (`ClaimRecord`: termination finalizes those being deleted; a cluster without their CRD has none).
+* the NodeClaims (`ClaimRecord`: termination finalizes those being deleted; a cluster without their CRD has none);
+* the names and resourceVersions of the NodePools and EC2NodeClasses: a change of one is a `Change` naming it
+  (provisioning writes its readiness then: `claims.nodepoolstatus`).
 
 Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is applied — the controllers use it to
 wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
@@ -63,7 +65,7 @@ log = logging.getLogger(__name__)
 
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
 #: A cordoned node (`spec.unschedulable`) takes only pods that tolerate this (kube-scheduler's NodeUnschedulable).
-ChangeKind = Literal["pod", "node", "daemonset", "namespace", "nodeclaim"]
+ChangeKind = Literal["pod", "node", "daemonset", "namespace", "nodeclaim", "nodepool", "ec2nodeclass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,7 @@ class Change:
     kind: ChangeKind
     before: PodRecord | NodeRecord | ClaimRecord | None
     after: PodRecord | NodeRecord | ClaimRecord | None
+    name: str = ""  # the NodePool or EC2NodeClass that changed (their changes carry no record)
 
 
 @dataclass(slots=True)
@@ -117,8 +120,8 @@ def reshapes(change: Change) -> bool:
     names of the nodes, the room, labels and taints of the nodes it places pods on, what every provisioner uses —
     so pods bound (a burst's earlier batch onto its launches), bound pods replaced, nodes registered, joining or
     sending heartbeats never make it plan again by themselves."""
-    if change.kind in ("daemonset", "namespace"):
-        return True
+    if change.kind in ("daemonset", "namespace", "nodepool", "ec2nodeclass"):
+        return True  # a NodePool's readiness may have changed: its template may be left out
     if change.kind != "pod":
         return False
     return any(isinstance(r, PodRecord) and _keeps_others_away(r) for r in (change.before, change.after))
@@ -144,6 +147,8 @@ class ClusterState:
         self._daemons: list[Pod] | None = None
         self._namespaces: dict[str, dict[str, str]] = {}
         self._claims: dict[str, ClaimRecord] = {}
+        #: NodePools and EC2NodeClasses by kind and name: their resourceVersion (what a relist compares against)
+        self._watched: dict[str, dict[str, str]] = {objects.NODE_POOL.plural: {}, objects.EC2_NODE_CLASS.plural: {}}
         self._label_values: dict[str, Counter[str]] = {}
         self._used: dict[str, Vector] = {}  # provisioner → the capacity of its nodes not being deleted
         self._counts: Counter[str] = Counter()  # pool → how many nodes it runs, not being deleted
@@ -177,6 +182,8 @@ class ClusterState:
                     self._apply_namespace(event_type, obj)
                 elif kind == objects.NODE_CLAIM:
                     self._apply_claim(event_type, obj)
+                elif kind in (objects.NODE_POOL, objects.EC2_NODE_CLASS):
+                    self._apply_watched(kind, event_type, obj)
             except UnreadableObject as error:
                 self.count_malformed(kind, str(error))
 
@@ -345,6 +352,26 @@ class ClusterState:
             self._namespaces[objects.name(obj)] = objects.labels(obj)
         self._notify(Change("namespace", None, None))
 
+    def _apply_watched(self, kind: Kind, event_type: str, obj: Obj) -> None:
+        """A NodePool or EC2NodeClass changed: only its name and resourceVersion are kept (its readiness is read from
+        the cluster when written: `claims.nodepoolstatus`); listeners are told which one, unless a relist brought
+        the same version again. One whose spec is not an object is malformed (counted, logged once, skipped)."""
+        name = objects.name(obj) if isinstance(obj, dict) else ""
+        if not isinstance(name, str) or not name:
+            raise UnreadableObject("metadata.name is missing")
+        if event_type != "DELETED" and not isinstance(obj.get("spec", {}), dict):
+            raise UnreadableObject("spec is not an object")
+        known = self._watched[kind.plural]
+        version = objects.resource_version(obj)
+        if event_type == "DELETED":
+            if known.pop(name, None) is None:
+                return
+        elif version and known.get(name) == version:
+            return
+        else:
+            known[name] = version
+        self._notify(Change("nodepool" if kind == objects.NODE_POOL else "ec2nodeclass", None, None, name))
+
     def _apply_claim(self, event_type: str, obj: Obj) -> None:
         record = claim_record(obj)
         before = self._claims.get(record.name)
@@ -373,6 +400,8 @@ class ClusterState:
                 return [(None, name) for name in self._namespaces]
             if kind == objects.NODE_CLAIM:
                 return [(None, name) for name in self._claims]
+            if kind.plural in self._watched:
+                return [(None, name) for name in self._watched[kind.plural]]
             return []
 
     def claim(self, name: str) -> ClaimRecord | None:

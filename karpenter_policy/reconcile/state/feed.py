@@ -1,19 +1,20 @@
 """How the cluster state is kept up to date: watch events in, one change at a time.
 
 * :class:`InformerFeed` (the threaded runner, a real API server): informers on pods, nodes, DaemonSets,
-  namespaces and NodeClaims call :meth:`ClusterState.apply` from their own threads for every event — the initial
-  list and every relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows the cluster without the
-  controllers asking. :meth:`InformerFeed.health` says whether the state can be trusted (every informer synced,
-  none failing). A pod is trimmed of what no reader looks at (`pods.trim_pod`) before the informer caches it; the
-  step-driven feeds below trim theirs the same way.
+  namespaces, NodeClaims, NodePools and EC2NodeClasses call :meth:`ClusterState.apply` from their own threads for
+  every event — the initial list and every relist arrive as ADDED/MODIFIED/DELETED events too — so the state follows
+  the cluster without the controllers asking. :meth:`InformerFeed.health` says whether the state can be trusted
+  (every informer synced, none failing). A pod is trimmed of what no reader looks at (`pods.trim_pod`) before the
+  informer caches it; the step-driven feeds below trim theirs the same way.
 * :class:`WatchFeed` (step-driven: tests and simulations, on a cluster that answers a watch at once — the
   in-memory one): :meth:`sync` drains each kind's changes since the last version it saw; a history that is gone
   is listed again. Deterministic: changes are applied in the cluster's order, when the caller says.
 * :class:`ListFeed` (step-driven, any cluster): :meth:`sync` lists each kind and applies the difference.
 
-Namespaces and NodeClaims are optional: a controller that may not list them (or an API that does not serve them)
-still runs, pod-affinity terms with a namespaceSelector then seeing namespaces without labels, a cluster without
-Karpenter v1's CRDs no NodeClaims. A step-driven feed counts an optional kind the API does not serve (404) as not
+Namespaces, NodeClaims, NodePools and EC2NodeClasses are optional: a controller that may not list them (or an API
+that does not serve them) still runs, pod-affinity terms with a namespaceSelector then seeing namespaces without
+labels, a cluster without Karpenter v1's CRDs no NodeClaims and no NodePool readiness written on a NodePool's change
+(only when the constraint sets change). A step-driven feed counts an optional kind the API does not serve (404) as not
 failing: only the required kinds make the state unhealthy.
 """
 
@@ -32,7 +33,10 @@ from karpenter_policy.kube.objects import Kind, Obj
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.pods import trim_pod
 
-KINDS: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE, objects.NODE_CLAIM)
+KINDS: tuple[Kind, ...] = (
+    objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE, objects.NODE_CLAIM, objects.NODE_POOL,
+    objects.EC2_NODE_CLASS,
+)
 REQUIRED: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET)
 #: A watch failing this long makes the state unhealthy (readiness lost, no instance garbage collected).
 FAILING_AFTER = 30.0
