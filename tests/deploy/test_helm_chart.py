@@ -156,6 +156,9 @@ CONTROLLER_CALLS = {
     ("karpenter.sh", "nodepools/status", "update"), ("karpenter.k8s.aws", "ec2nodeclasses", "get"),  # registration
     ("storage.k8s.io", "volumeattachments", "list"),  # a NodePool's node waits for its attachments' deletion
     ("", "persistentvolumeclaims", "get"),  # …less those of the pods its drain leaves
+    ("", "persistentvolumeclaims", "list"), ("", "persistentvolumeclaims", "watch"),  # a pending pod's claims,
+    ("", "persistentvolumes", "list"), ("", "persistentvolumes", "watch"),  # their volumes' zones
+    ("storage.k8s.io", "storageclasses", "list"), ("storage.k8s.io", "storageclasses", "watch"),  # and classes
     ("apps", "daemonsets", "list"), ("apps", "daemonsets", "watch"),  # DaemonSet overhead
     ("policy", "poddisruptionbudgets", "list"), ("policy", "poddisruptionbudgets", "watch"),
     ("", "events", "create"), ("", "events", "get"), ("", "events", "patch"),

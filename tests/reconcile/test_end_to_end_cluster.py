@@ -148,12 +148,18 @@ def test_kubectl_drives_the_chart_rbac_controller_in_production_mode_through_dep
     asked = {verb: kubectl.run("auth", "can-i", *verb.split(), f"--as={cluster.service_account}").stdout.strip()
              for verb in ("list pods", "create pods --subresource=binding", "create pods --subresource=eviction",
                           "delete nodes", "list volumeattachments.storage.k8s.io", "get persistentvolumeclaims",
-                          "create pods", "delete deployments.apps", "watch volumeattachments.storage.k8s.io")}
+                          "create pods", "delete deployments.apps", "watch volumeattachments.storage.k8s.io",
+                          "list persistentvolumeclaims", "watch persistentvolumeclaims", "watch persistentvolumes",
+                          "list storageclasses.storage.k8s.io", "watch storageclasses.storage.k8s.io",
+                          "delete persistentvolumeclaims")}
     assert asked == {"list pods": "yes", "create pods --subresource=binding": "yes",
                      "create pods --subresource=eviction": "yes", "delete nodes": "yes",
                      "list volumeattachments.storage.k8s.io": "yes", "get persistentvolumeclaims": "yes",
                      "create pods": "no", "delete deployments.apps": "no",
-                     "watch volumeattachments.storage.k8s.io": "no"}
+                     "watch volumeattachments.storage.k8s.io": "no",
+                     "list persistentvolumeclaims": "yes", "watch persistentvolumeclaims": "yes",
+                     "watch persistentvolumes": "yes", "list storageclasses.storage.k8s.io": "yes",
+                     "watch storageclasses.storage.k8s.io": "yes", "delete persistentvolumeclaims": "no"}
 
     # A Deployment: the scheduler marks its pods Unschedulable, the controller launches a node and binds them,
     # the kubelet joins, the rollout completes.
