@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kube.apiserver.kinds import CLUSTER_ROLE, CLUSTER_ROLE_BINDING
 from kube.conftest import FAST_BACKOFF
 from kube.emulator import EmulatorThread
 
@@ -214,3 +215,59 @@ def test_a_claim_made_later_lets_the_pod_be_provisioned(nodepools: Path) -> None
 
     found = node_of(scene, "late")
     assert found is not None and objects.labels(found)[wk.ZONE] == "us-east-1c"
+
+
+#: Everything the controller calls in this test, but the StorageClasses (a chart from before they were read).
+WITHOUT_CLASSES = [
+    {"apiGroups": [""], "resources": ["pods", "pods/binding", "pods/eviction", "nodes", "namespaces", "events",
+                                      "configmaps", "persistentvolumeclaims", "persistentvolumes"], "verbs": ["*"]},
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["*"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["*"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["*"]},
+    {"apiGroups": ["karpenter.sh", "karpenter.k8s.aws", "coordination.k8s.io"], "resources": ["*"], "verbs": ["*"]},
+]
+CLASSES = {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]}
+
+
+def test_a_pod_with_a_claim_is_held_while_the_classes_cannot_be_listed_never_read_as_none(
+    nodepools: Path, tmp_path: Path
+) -> None:
+    """A role that may not list StorageClasses (403): the pod with a claim is held — an error naming the cause in
+    the step's result — while the pod without one gets its node; once the role allows it, the held pod is
+    provisioned in its class's zone."""
+    with EmulatorThread(seed_namespaces=True, authorize=True) as server:
+        admin = KubeCluster.from_kubeconfig(str(server.write_kubeconfig(tmp_path / "admin")), backoff=FAST_BACKOFF)
+        token = server.emulator._bearer_tokens.issue("karpenter", "controller")
+        role = admin.create(CLUSTER_ROLE, {"metadata": {"name": "controller"}, "rules": WITHOUT_CLASSES})
+        admin.create(CLUSTER_ROLE_BINDING, {
+            "metadata": {"name": "controller"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                            "kind": "ClusterRole", "name": "controller"},
+            "subjects": [{"kind": "ServiceAccount", "name": "controller", "namespace": "karpenter"}]})
+        admin.create(STORAGE_CLASS, storage_class("wffc", ["us-east-1c"]))
+        made = admin.create(PERSISTENT_VOLUME_CLAIM, claim("data", storage_class_name="wffc"))
+        with_status(admin, made, "Pending")
+        admin.create(objects.POD, pod("db", claims("data")))
+        admin.create(objects.POD, pod("web"))
+        controller_cluster = KubeCluster.from_kubeconfig(
+            str(server.write_kubeconfig(tmp_path / "controller", token=token)), backoff=FAST_BACKOFF)
+        try:
+            scene = Scene(nodepools, cluster=controller_cluster)  # type: ignore[arg-type]
+            controller = scene.controller()
+            errors: list[str] = []
+            for _ in range(40):
+                errors += scene.step(controller).errors
+                scene.advance(1.0)
+                if node_of(scene, "web") is not None:
+                    break
+            assert node_of(scene, "web") is not None and node_of(scene, "db") is None
+            assert any(e.startswith("holding 1 pod(s) with claims (default/db): cannot list storageclasses:")
+                       and "403" in e for e in errors), errors
+
+            role["rules"] = [*WITHOUT_CLASSES, CLASSES]
+            admin.update(CLUSTER_ROLE, role)
+            scene.run(controller, 120, until=lambda: node_of(scene, "db") is not None)
+            found = node_of(scene, "db")
+            assert found is not None and objects.labels(found)[wk.ZONE] == "us-east-1c"
+        finally:
+            controller_cluster.close()
+            admin.close()
