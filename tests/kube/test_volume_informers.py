@@ -1,5 +1,5 @@
-"""The provisioner's claims, PersistentVolumes and StorageClasses through the real informers (`InformerFeed`, over
-HTTP from the hostile API server, tests/kube/hostile.py): started only once a pod with a claim is seen; read into
+"""The provisioner's claims, PersistentVolumes and StorageClasses through the real informers (`InformerFeed`, over HTTP
+from the hostile API server, tests/kube/hostile.py): started only once a pending pod with a claim is seen; read into
 the state's index by key; an object of another shape (checked at the edge, `kube.volumes.volume_object`) skipped,
 counted and logged once while the others are read; a list that is refused (403) leaves the volumes *unavailable*,
 never "no claims"."""

@@ -19,8 +19,8 @@ What it keeps, besides the records:
 * the PersistentVolumeClaims, PersistentVolumes and StorageClasses the provisioner reads of a pod's volumes
   (:attr:`ClusterState.volumes`, `model.volumes.Volumes`, by key), and whether they can be trusted
   (:meth:`ClusterState.volumes_unavailable`: each kind listed once and not failing — a kind that cannot be listed
-  is *unavailable*, never "none"); whether any pod has a claim (:attr:`ClusterState.wants_volumes`: their informers
-  start only then).
+  is *unavailable*, never "none"); whether any pod not bound yet has a claim (:attr:`ClusterState.wants_volumes`:
+  their informers start only then).
 
 Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is applied — the controllers use it to
 wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
@@ -263,7 +263,7 @@ class ClusterState:
             self._notify(Change("pod", before, None))
             return
         after = pod_record(obj)
-        if not self.wants_volumes.is_set() and after.claims:
+        if not after.node and not self.wants_volumes.is_set() and after.claims:  # only a pending pod's are read
             self.wants_volumes.set()
         before = self._pods.get(after.uid)
         if before is not None:

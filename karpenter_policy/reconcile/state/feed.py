@@ -12,7 +12,7 @@
 * :class:`ListFeed` (step-driven, any cluster): :meth:`sync` lists each kind and applies the difference.
 
 The PersistentVolumeClaims, PersistentVolumes and StorageClasses (what the provisioner reads of a pod's volumes) are
-read only once a pod with a claim has been seen (`ClusterState.wants_volumes`): the informers start then, the
+read only once a pending pod with a claim has been seen (`ClusterState.wants_volumes`): the informers start then, the
 step-driven feeds list them from then on. Each feed tells the state when a volume kind was listed and when its list
 failed (`ClusterState.volumes_listed`, `volumes_failing`): a kind that cannot be listed is unavailable, never empty.
 They are optional kinds for the state's health.
@@ -205,7 +205,7 @@ class InformerFeed:
         return apply
 
     def start(self) -> InformerFeed:
-        """Start every informer (the feed, for chaining); the volume kinds' once a pod with a claim is seen."""
+        """Start every informer (the feed, for chaining); the volume kinds' once a pending pod with a claim is seen."""
         self._start([kind for kind in self.informers if kind not in VOLUME_KINDS])
         if self.state.wants_volumes.is_set():
             self._start(VOLUME_KINDS)
@@ -256,7 +256,7 @@ _TRANSFORMS: dict[Kind, Callable[[Obj], None]] = {objects.POD: trim_pod}
 
 
 def _wanted(state: ClusterState, kind: Kind) -> bool:
-    """Whether a step-driven feed reads `kind` now (a volume kind only once a pod with a claim was seen)."""
+    """Whether a step-driven feed reads `kind` now (a volume kind only once a pending pod with a claim was seen)."""
     return kind not in VOLUME_KINDS or state.wants_volumes.is_set()
 
 
