@@ -232,7 +232,10 @@ class InformerFeed:
     def health(self) -> FeedHealth:
         """Synced: every required informer listed once; alive: every informer's thread runs; failing: the kinds
         whose list or watch has failed for longer than :data:`FAILING_AFTER` seconds."""
-        healths = {kind: informer.health() for kind, informer in self.informers.items() if kind in self._started}
+        healths = {  # the volume kinds' informers count once started (they start only when needed)
+            kind: informer.health() for kind, informer in self.informers.items()
+            if kind not in VOLUME_KINDS or kind in self._started
+        }
         synced = all(healths[kind].synced for kind in REQUIRED if kind in healths)
         alive = all(h.alive for h in healths.values())
         required = [h for kind, h in healths.items() if kind in REQUIRED]
