@@ -581,7 +581,7 @@ def simulate(options: SimulateOptions) -> None:
         sys.exit(2)
     result = simulate_command(
         constraints, found.workloads, steps, report, strategy=options.strategy,
-        min_values_policy=options.min_values_policy,
+        min_values_policy=options.min_values_policy, volume_objects=found.volume_objects,
     )
     click.echo(result.stdout, nl=False)
     click.echo(result.stderr, nl=False, err=True)

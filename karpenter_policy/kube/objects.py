@@ -61,6 +61,8 @@ VOLUME_ATTACHMENT = Kind("storage.k8s.io/v1", "VolumeAttachment", "volumeattachm
                          status_subresource=True)
 PERSISTENT_VOLUME_CLAIM = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims", namespaced=True,
                                status_subresource=True)
+PERSISTENT_VOLUME = Kind("v1", "PersistentVolume", "persistentvolumes", namespaced=False, status_subresource=True)
+STORAGE_CLASS = Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False)
 
 
 def metadata(obj: Obj) -> dict[str, Any]:

@@ -1,5 +1,12 @@
-"""What termination reads of storage: a VolumeAttachment (`storage.k8s.io/v1`: its node and volume; kept by node in
-`kube.attachments`) and the PersistentVolume a PersistentVolumeClaim is bound to, checked at the edge.
+"""What the controller reads of storage, checked at the edge.
+
+* The PersistentVolumeClaims, PersistentVolumes and StorageClasses the provisioner reads of a pod's volumes (their
+  informers feed the state's index): :func:`volume_object` reads one as `model/volumes.py` defines (the reading
+  `check --workloads` shares), and an object of another shape (`spec.volumeName` not a string, a node-affinity
+  term that is no term …) is :class:`~karpenter_policy.kube.errors.Malformed` (`bad-spec`): the state skips it,
+  counts it and logs it once.
+* What termination reads: a VolumeAttachment (`storage.k8s.io/v1`: its node and volume; kept by node in
+  `kube.attachments`) and the PersistentVolume a PersistentVolumeClaim is bound to.
 
 Karpenter v1.14.1's node termination waits for the VolumeAttachments of a node to be deleted before it terminates
 the instance (core pkg/utils/node/node.go `GetVolumeAttachments`, pkg/utils/volume/volume.go
@@ -18,7 +25,15 @@ from typing import Any, Final
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.kube.errors import Malformed
-from karpenter_policy.kube.objects import PERSISTENT_VOLUME_CLAIM
+from karpenter_policy.kube.objects import (
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    Kind,
+    Obj,
+)
+from karpenter_policy.model.pods import PodSpecError
+from karpenter_policy.model.volumes import READERS, Claim, PersistentVolume, StorageClass
 
 #: `Malformed.problem` of a spec this module cannot read.
 BAD_SPEC: Final = "bad-spec"
@@ -69,4 +84,19 @@ def bound_volume(cluster: Cluster, namespace: str, claim: str) -> str | None:
     return volume or None
 
 
-__all__ = ["BAD_SPEC", "Attachment", "attachment", "bound_volume"]
+#: The kinds the provisioner reads of a pod's volumes, each with its reader.
+VOLUME_KINDS: Final = (PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS)
+
+
+def volume_object(kind: Kind, obj: Obj) -> Claim | PersistentVolume | StorageClass:
+    """What the provisioner reads of a claim, a PersistentVolume or a StorageClass (`kind`: one of
+    :data:`VOLUME_KINDS`); Malformed when a field read is of another shape."""
+    try:
+        return READERS[kind.kind](obj)
+    except PodSpecError as error:
+        where = ".".join(map(str, error.path))
+        name = objects.name(obj) if isinstance(obj, dict) else "?"
+        raise Malformed(f"{kind.kind.lower()} {name}: {where}: {error.message}", BAD_SPEC) from None
+
+
+__all__ = ["BAD_SPEC", "VOLUME_KINDS", "Attachment", "attachment", "bound_volume", "volume_object"]

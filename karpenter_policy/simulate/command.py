@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from karpenter_policy.api.workloads import Workload, scale_key
 from karpenter_policy.catalog import Catalog, CatalogError, load_catalog
@@ -77,8 +78,10 @@ def simulate_command(
     catalog: Catalog | None = None,
     strategy: str | None = None,
     min_values_policy: str | None = None,
+    volume_objects: Sequence[Mapping[str, Any]] = (),
 ) -> SimulateOutput:
-    """Run the scenario: the workloads as their manifests say, then each `--scale` in order (one step each)."""
+    """Run the scenario: the workloads as their manifests say (with the claims, PersistentVolumes and
+    StorageClasses among its files, `volume_objects`), then each `--scale` in order (one step each)."""
     try:
         loaded = _load(constraints)
         region = launch_region(loaded)
@@ -100,7 +103,7 @@ def simulate_command(
             options.strategy = strategy
         if min_values_policy is not None:
             options.min_values_policy = min_values_policy
-        with Simulation(loaded, workloads, catalog, options) as simulation:
+        with Simulation(loaded, workloads, catalog, options, volume_objects) as simulation:
             result = simulation.run(steps)
     except (SimulationError, SimulationUnavailable) as error:
         return SimulateOutput(2, "", f"karpenter-policy simulate: {error}\n")

@@ -31,14 +31,17 @@ time per pod, nodes launched and deleted, the dollars spent. `run(steps, until=â
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from karpenter_policy.api.workloads import Workload, scale_key
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import AlreadyExists
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.reconcile import logs
@@ -59,8 +62,10 @@ from karpenter_policy.simulate.workloads import (
     ORDINAL_ANNOTATION,
     WORKLOAD_ANNOTATION,
     daemon_set_object,
+    ephemeral_claims,
     replica_pod,
     run_time_of,
+    volume_kind,
 )
 
 LOG = logging.getLogger("karpenter_policy.simulation")
@@ -182,9 +187,12 @@ class Simulation:
         workloads: Sequence[Workload],
         catalog: Catalog,
         options: SimulationOptions | None = None,
+        volume_objects: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.loaded = loaded
         self.workloads = list(workloads)
+        #: the scenario's claims, PersistentVolumes and StorageClasses, created with the workloads
+        self.volume_objects = list(volume_objects)
         self.options = options or SimulationOptions()
         self.region = launch_region(loaded)
         if catalog.region != self.region:
@@ -359,8 +367,17 @@ class Simulation:
         self.source.replace(new)
 
     def _create_workloads(self) -> None:
-        for namespace in sorted({w.pod_namespace for w in self.workloads}):
+        namespaces = {w.pod_namespace for w in self.workloads}
+        for obj in self.volume_objects:
+            kind = volume_kind(obj)
+            if kind is not None and kind.namespaced:
+                namespaces.add(objects.namespace(dict(obj)) or "default")
+        for namespace in sorted(namespaces):
             self.cluster.create(objects.NAMESPACE, {"metadata": {"name": namespace}})
+        for obj in self.volume_objects:
+            kind = volume_kind(obj)
+            if kind is not None:
+                self.cluster.create(kind, dict(obj))
         for workload in self.workloads:
             if workload.is_daemon_set:
                 self.cluster.create(objects.DAEMON_SET, daemon_set_object(workload))
@@ -395,6 +412,9 @@ class Simulation:
                 while str(ordinal) in used:
                     ordinal += 1
                 created = self.cluster.create(objects.POD, replica_pod(workload, ordinal, wanted))
+                for claim in ephemeral_claims(created):  # Kubernetes' ephemeral volume controller
+                    with contextlib.suppress(AlreadyExists):
+                        self.cluster.create(objects.PERSISTENT_VOLUME_CLAIM, claim)
                 self.timeline.created(created, workload.ref, self.clock.now)
                 self.controller.notify(objects.uid(created))  # what the runner's pod watch does
                 ordinal += 1

@@ -10,6 +10,10 @@ workload it belongs to (:data:`WORKLOAD_ANNOTATION`), which is what the report g
 
 DaemonSets are created as DaemonSet objects: the controller takes their pods' requests from every node (the
 DaemonSet overhead), as it does on a real cluster.
+
+The scenario's PersistentVolumeClaims, PersistentVolumes and StorageClasses are created as they are written
+(:func:`volume_kind` names the kind of each); a pod's generic `ephemeral` volume gets the claim Kubernetes' ephemeral
+volume controller makes for it (:func:`ephemeral_claims`: `<pod>-<volume>`, from its `volumeClaimTemplate`).
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.api.workloads import WORKLOAD_KINDS, Workload
-from karpenter_policy.kube.objects import Obj
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Kind, Obj
 
 WORKLOAD_ANNOTATION = "karpenter-policy/simulated-workload"
 ORDINAL_ANNOTATION = "karpenter-policy/simulated-ordinal"
 #: The characters Kubernetes' generated name suffixes are made of (no vowels, no confusable digits).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _UID_PREFIX = "simulated"
+_VOLUME_KINDS = {kind.kind: kind for kind in (objects.PERSISTENT_VOLUME_CLAIM, objects.PERSISTENT_VOLUME,
+                                              objects.STORAGE_CLASS)}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +148,29 @@ def replica_pod(workload: Workload, ordinal: int, count: int) -> Obj:
     return {"metadata": metadata, "spec": dict(spec)}
 
 
+def volume_kind(obj: Mapping[str, Any]) -> Kind | None:
+    """The kind of a scenario's volume object (a claim, a PersistentVolume, a StorageClass), None for another."""
+    return _VOLUME_KINDS.get(str(obj.get("kind")))
+
+
+def ephemeral_claims(pod: Obj) -> list[Obj]:
+    """The claims Kubernetes makes for the pod's generic ephemeral volumes: `<pod>-<volume>` in its namespace, the
+    template's metadata and spec, owned by the pod (its volume_claim_template, as written: no status)."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
+    made: list[Obj] = []
+    for volume in volumes if isinstance(volumes, list) else []:
+        ephemeral = volume.get("ephemeral") if isinstance(volume, Mapping) else None
+        template = ephemeral.get("volumeClaimTemplate") if isinstance(ephemeral, Mapping) else None
+        if not isinstance(template, Mapping) or not isinstance(volume.get("name"), str):
+            continue
+        found_meta = template.get("metadata")
+        meta = dict(found_meta) if isinstance(found_meta, Mapping) else {}
+        meta.update(name=f"{objects.name(pod)}-{volume['name']}", namespace=objects.namespace(pod) or "default")
+        made.append({"metadata": meta, "spec": copy.deepcopy(template.get("spec") or {})})
+    return made
+
+
 def daemon_set_object(workload: Workload) -> Obj:
     """The DaemonSet object of a DaemonSet workload."""
     template = copy.deepcopy(dict(workload.template))
@@ -155,7 +185,9 @@ __all__ = [
     "WORKLOAD_ANNOTATION",
     "ScenarioWorkload",
     "daemon_set_object",
+    "ephemeral_claims",
     "pod_name",
     "replica_pod",
     "run_time_of",
+    "volume_kind",
 ]

@@ -34,7 +34,19 @@ from karpenter_policy.fakes import eventbridge
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.cluster import ClusterCall, MemoryCluster
 from karpenter_policy.fakes.queue import FakeQueue
-from karpenter_policy.kube.objects import DAEMON_SET, EVENT, LEASE, NODE, POD, POD_DISRUPTION_BUDGET, Kind, Obj
+from karpenter_policy.kube.objects import (
+    DAEMON_SET,
+    EVENT,
+    LEASE,
+    NODE,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    POD,
+    POD_DISRUPTION_BUDGET,
+    STORAGE_CLASS,
+    Kind,
+    Obj,
+)
 from karpenter_policy.model.instancetypes import InstanceType, Offering
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.options import ControllerOptions
@@ -78,6 +90,8 @@ __all__ = [
     "MIRROR_ANNOTATION",
     "NEVER_INITIALIZED_TAINT",
     "NODE",
+    "PERSISTENT_VOLUME",
+    "PERSISTENT_VOLUME_CLAIM",
     "POD",
     "POD_DISRUPTION_BUDGET",
     "REGION",
@@ -86,6 +100,7 @@ __all__ = [
     "STATE_STOPPED",
     "STATE_STOPPING",
     "STATE_TERMINATED",
+    "STORAGE_CLASS",
     "CloudError",
     "ClusterCall",
     "Controller",

@@ -160,6 +160,9 @@ CONTROLLER_CALLS = {
     ("storage.k8s.io", "volumeattachments", "list"),  # a NodePool's node waits for its attachments' deletion
     ("storage.k8s.io", "volumeattachments", "watch"),  # …read from an informer indexed by node
     ("", "persistentvolumeclaims", "get"),  # …less those of the pods its drain leaves
+    ("", "persistentvolumeclaims", "list"), ("", "persistentvolumeclaims", "watch"),  # a pending pod's claims,
+    ("", "persistentvolumes", "list"), ("", "persistentvolumes", "watch"),  # their volumes' zones
+    ("storage.k8s.io", "storageclasses", "list"), ("storage.k8s.io", "storageclasses", "watch"),  # and classes
     ("apps", "daemonsets", "list"), ("apps", "daemonsets", "watch"),  # DaemonSet overhead
     ("policy", "poddisruptionbudgets", "list"), ("policy", "poddisruptionbudgets", "watch"),
     ("", "events", "create"), ("", "events", "get"), ("", "events", "patch"),

@@ -65,6 +65,8 @@ RESOURCES = {
         Resource(kinds.SELF_SUBJECT_ACCESS_REVIEW, "selfsubjectaccessreview"),
         Resource(objects.VOLUME_ATTACHMENT, "volumeattachment", (), ("status",)),
         Resource(objects.PERSISTENT_VOLUME_CLAIM, "persistentvolumeclaim", ("pvc",), ("status",)),
+        Resource(objects.PERSISTENT_VOLUME, "persistentvolume", ("pv",), ("status",)),
+        Resource(objects.STORAGE_CLASS, "storageclass", ("sc",)),
         Resource(objects.NODE_CLAIM, "nodeclaim", (), ("status",)),
         Resource(objects.NODE_POOL, "nodepool", (), ("status",)),
         Resource(objects.MACHINE, "machine", (), ("status",)),

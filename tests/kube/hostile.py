@@ -13,7 +13,8 @@ replays, bookmarks, timeouts and 410 for a version older than the log — until 
   sent over a window.
 
 Only what the informer and the client adapter's reads need is served (GET on pods, nodes and the other kinds
-of ``karpenter_policy.kube.objects``); other methods answer 405.
+of ``karpenter_policy.kube.objects``, and the claims, PersistentVolumes and StorageClasses the provisioner
+reads); other methods answer 405.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from urllib.parse import parse_qs, urlsplit
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Kind, Obj
+from karpenter_policy.kube.volumes import VOLUME_KINDS
 
 Verb = Literal["list", "watch", "get"]
 Then = Literal["end", "hang", "serve"]
 
-KINDS_BY_PLURAL = {kind.plural: kind for kind in objects.KINDS}
+KINDS_BY_PLURAL = {kind.plural: kind for kind in (*objects.KINDS, *VOLUME_KINDS)}
 
 
 @dataclass(frozen=True)

@@ -153,14 +153,20 @@ def test_kubectl_drives_the_chart_rbac_controller_in_production_mode_through_dep
                           "delete nodes", "list volumeattachments.storage.k8s.io", "get persistentvolumeclaims",
                           "create pods", "delete deployments.apps", "watch volumeattachments.storage.k8s.io",
                           "delete volumeattachments.storage.k8s.io", "watch nodepools.karpenter.sh",
-                          "watch ec2nodeclasses.karpenter.k8s.aws")}
+                          "watch ec2nodeclasses.karpenter.k8s.aws",
+                          "list persistentvolumeclaims", "watch persistentvolumeclaims", "watch persistentvolumes",
+                          "list storageclasses.storage.k8s.io", "watch storageclasses.storage.k8s.io",
+                          "delete persistentvolumeclaims")}
     assert asked == {"list pods": "yes", "create pods --subresource=binding": "yes",
                      "create pods --subresource=eviction": "yes", "delete nodes": "yes",
                      "list volumeattachments.storage.k8s.io": "yes", "get persistentvolumeclaims": "yes",
                      "create pods": "no", "delete deployments.apps": "no",
                      "watch volumeattachments.storage.k8s.io": "yes",
                      "delete volumeattachments.storage.k8s.io": "no", "watch nodepools.karpenter.sh": "yes",
-                     "watch ec2nodeclasses.karpenter.k8s.aws": "yes"}
+                     "watch ec2nodeclasses.karpenter.k8s.aws": "yes",
+                     "list persistentvolumeclaims": "yes", "watch persistentvolumeclaims": "yes",
+                     "watch persistentvolumes": "yes", "list storageclasses.storage.k8s.io": "yes",
+                     "watch storageclasses.storage.k8s.io": "yes", "delete persistentvolumeclaims": "no"}
 
     # A Deployment: the scheduler marks its pods Unschedulable, the controller launches a node and binds them,
     # the kubelet joins, the rollout completes.

@@ -63,7 +63,9 @@ from karpenter_policy.checks.source.volumes import (
     unresolved_finding,
 )
 from karpenter_policy.model.pods import PodSpecError
+from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.scheduling.pods import PodShape, shape_of
+from karpenter_policy.scheduling.volumes import with_volumes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -318,6 +320,8 @@ class WorkloadSet:
     #: the PersistentVolumes, PersistentVolumeClaims and StorageClasses read (`volumes`), and (file, kind) of each
     volumes: Volumes = field(default_factory=Volumes)
     volume_files: list[tuple[str, str]] = field(default_factory=list)
+    #: each volume object read as it is written (what `simulate` creates in its cluster), in file order
+    volume_objects: list[Mapping[str, Any]] = field(default_factory=list)
     #: a StatefulSet's spec.volumeClaimTemplates, by the workload's ref and file
     claim_templates: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
 
@@ -340,6 +344,8 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
             if isinstance(volume_kind, Finding):
                 found.findings.append(volume_kind)
                 volume_kind = str(doc.data.get("kind"))
+            else:
+                found.volume_objects.append(doc.data)
             found.kinds[volume_kind] += 1
             found.volume_files.append((doc.file, volume_kind))
             continue
@@ -466,9 +472,8 @@ def resolve_volumes(found: WorkloadSet) -> None:
         ]
         ignored = ignored_v1(pod_volumes(spec, pod_name, templates, workload.name, 0), namespace, found.volumes)
         if ignored is not None:  # Karpenter v1.14.1 ignores the pod: a NodePool refuses it (`PodShape.refused_v1`)
-            shape = workload.shape
-            refused_v1 = f"{shape.refused_v1}; {ignored}" if shape.refused_v1 else ignored
-            workload = found.workloads[index] = replace(workload, shape=replace(shape, refused_v1=refused_v1))
+            workload = found.workloads[index] = replace(workload, shape=with_volumes(workload.shape, Requirements(),
+                                                                                     ignored))  # fmt: skip
         wanted = per_pod[0]
         if not wanted.per_volume and not wanted.missing:
             continue
@@ -483,10 +488,6 @@ def resolve_volumes(found: WorkloadSet) -> None:
         combined = wanted.combined
         if not combined:
             continue
-        scheduling = workload.shape.scheduling
-        terms = scheduling.required_terms or (type(combined)(),)
-        required = tuple(term.intersection(combined) for term in terms)
-        shape = replace(workload.shape, scheduling=replace(scheduling, required_terms=required))
-        found.workloads[index] = replace(workload, shape=shape)
+        found.workloads[index] = replace(workload, shape=with_volumes(workload.shape, combined))
     if conflicting:
         found.workloads = [w for i, w in enumerate(found.workloads) if i not in conflicting]

@@ -2,7 +2,11 @@
 
 * **pending pods**: the state's provisionable pods, less those planned onto a launch in flight and those this
   pass already placed on existing nodes (`assigned`), in Karpenter's queue order (creation time); pods whose spec
-  the scheduler cannot read are set aside with the reason (an Event says why);
+  the scheduler cannot read are set aside with the reason (an Event says why); a pod with a claim carries its
+  volumes (`volumed`): their topology in its required terms, and the reason Karpenter v1.14.1 ignores it in its
+  NodePools' refusal (`model.volumes`, `scheduling.volumes.with_volumes`: what `check --workloads` applies, on the
+  cluster's claims, volumes and classes, where an object the cluster lacks is missing); while those cannot be
+  read (not listed yet, a list forbidden or failing) the pod is held (`held`), never read as having no claims;
 * **existing nodes**: only those with room for the smallest pending pod (Karpenter's scheduler tries every node
   for every pod; at 5,000 full nodes that is millions of refusals) — plus the nodes being launched, with the pods
   planned onto them; what every node of a provisioner holds still counts against its limits (`used`; how many
@@ -20,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
+from karpenter_policy.model.volumes import Volumes, ignored_v1, pod_volumes, requirements_of
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.inflight import InFlight
 from karpenter_policy.reconcile.state.records import PodRecord, node_record
@@ -28,6 +33,7 @@ from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.running import PodsForTopology
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import ZERO, Vector, add, fits
+from karpenter_policy.scheduling.volumes import with_volumes
 
 
 @dataclass(slots=True)
@@ -37,6 +43,10 @@ class SchedulingInputs:
     pending: list[Pod] = field(default_factory=list)
     records: dict[str, PodRecord] = field(default_factory=dict)  # uid → the pending pod's record
     unreadable: list[tuple[PodRecord, str]] = field(default_factory=list)
+    #: pods with a claim held while the volume kinds cannot be read: (record, why)
+    held: list[tuple[PodRecord, str]] = field(default_factory=list)
+    #: uid → why Karpenter v1.14.1 ignores the pod for its volumes (`model.volumes.ignored_v1`)
+    volume_ignored: dict[str, str] = field(default_factory=dict)
     existing: list[ExistingNode] = field(default_factory=list)
     daemons: list[Pod] = field(default_factory=list)
     running: PodsForTopology | None = None
@@ -93,6 +103,14 @@ def scheduling_inputs(
             except PodSpecError as error:
                 inputs.unreadable.append((record, f"{error.message} (at spec.{'.'.join(map(str, error.path))})"))
                 continue
+            if record.claims:
+                unavailable = state.volumes_unavailable()
+                if unavailable is not None:
+                    inputs.held.append((record, unavailable))
+                    continue
+                pod, ignored = volumed(pod, record, state.volumes)
+                if ignored is not None:
+                    inputs.volume_ignored[record.uid] = ignored
             order += 1
             inputs.pending.append(pod)
             inputs.records[record.uid] = record
@@ -127,6 +145,16 @@ def scheduling_inputs(
         inputs.structure = (state.structure_version, placed)
         inputs.nodes = frozenset(shown.union(launching_names))
     return inputs
+
+
+def volumed(pod: Pod, record: PodRecord, volumes: Volumes) -> tuple[Pod, str | None]:
+    """The pod with its volumes applied (their topology, v1.14.1's refusal: `scheduling.volumes.with_volumes`),
+    and why v1.14.1 ignores it (None: it does not). The index is the cluster's: an object it lacks is missing."""
+    spec = record.obj.get("spec")
+    found = pod_volumes(spec if isinstance(spec, Mapping) else {}, record.name)
+    ignored = ignored_v1(found, record.namespace, volumes, complete=True)
+    shape = with_volumes(pod.shape, requirements_of(found, record.namespace, volumes).combined, ignored)
+    return (pod if shape == pod.shape else replace(pod, shape=shape)), ignored
 
 
 def inputs_version(state: ClusterState, inflight: InFlight) -> object:
@@ -165,4 +193,4 @@ def _with_pods(node: ExistingNode, pods: list[Pod]) -> ExistingNode:
     return replace(node, requested=requested, extended_requested=extended, host_ports=ports, pods=[])
 
 
-__all__ = ["SchedulingInputs", "scheduling_inputs"]
+__all__ = ["SchedulingInputs", "scheduling_inputs", "volumed"]

@@ -13,7 +13,11 @@ node whose kubelet has not joined yet (`nodes.kubelet_joined`): pods a later bat
 nominated and *held* — retried every `retry_interval`, and at once when its kubelet joins — so that a node that
 never joins (`liveness` deletes it) takes no more pods than it was launched for. A claim whose every offering
 lacked capacity has its pods scheduled again in the same pass without the offerings the cloud just refused. Pods no
-provisioner can take get a Warning Event `FailedScheduling` with the scheduler's reason, once per reason.
+provisioner can take get a Warning Event `FailedScheduling` with the scheduler's reason, once per reason — a pod
+Karpenter v1.14.1 ignores for its claims (`inputs.volumed`) on NodePools alone in v1.14.1's words ("Failed to
+schedule pod, persistentvolumeclaim bound to non-existent persistentvolume (…)", `PodFailedToScheduleEvent`). A pod
+with a claim is held while the claims, volumes and classes cannot be read (an error in the step's result, logged
+once per reason), and looked at again every `retry_interval`.
 
 **No pod is lost** — the invariant the tests hold it to: a provisionable pod that is not planned onto a launch in
 flight is always either in an open batch window or covered by a retry that is due. A pod that becomes pending
@@ -302,6 +306,7 @@ class Provisioner:
             context.error(result.errors, PROVISIONER, f"could not read the cloud's offerings, {error}")
             self._retry_at = context.clock() + context.options.retry_interval
             return
+        self._report_held(inputs.held, result)
         pods = inputs.pending
         assigned: dict[str, tuple[str, Pod]] = {}  # uid → (existing node, pod), this pass
         retry: list[ClaimPlan] = []
@@ -333,7 +338,7 @@ class Provisioner:
             pods = [pod for claim in retry for pod in claim.pods]
         context.metrics.pods_unschedulable.set(len(result.unschedulable))
         # Pods still pending (held for a node not joined yet among them): try again later.
-        left = bool(result.unschedulable or result.errors or retry or result.held)
+        left = bool(result.unschedulable or result.errors or retry or result.held or inputs.held)
         self._retry_at = context.clock() + context.options.retry_interval if left else None
 
     # --- reporting -----------------------------------------------------------------------------------------
@@ -341,6 +346,8 @@ class Provisioner:
     def _report_failures(self, plan: Plan, inputs: SchedulingInputs, result: ReconcileResult) -> None:
         for failure in plan.failures.values():
             message = failure.message()
+            if failure.pod.uid in inputs.volume_ignored and failure.refused == failure.pod.shape.refused_v1:
+                message = f"Failed to schedule pod, {failure.refused}"  # v1.14.1's PodFailedToScheduleEvent
             result.unschedulable[failure.pod.key] = message
             self._report_pod(inputs.records.get(failure.pod.uid), failure, message)
 
@@ -362,6 +369,18 @@ class Provisioner:
                 self._reported[record.uid] = message
                 PROVISIONER.error("could not schedule pod, %s", message, extra=self.context.fields(pod=record.key))
                 self.context.events.publish(events.failed_scheduling(record.obj, message))
+
+    def _report_held(self, held: list[tuple[PodRecord, str]], result: ReconcileResult) -> None:
+        """Pods with a claim held while the volume kinds cannot be read: one error a reason in the result (logged
+        once per pod and reason)."""
+        for why in dict.fromkeys(why for _, why in held):
+            pods = [record.key for record, reason in held if reason == why]
+            result.errors.append(f"holding {len(pods)} pod(s) with claims ({', '.join(pods[:5])}): {why}")
+        for record, why in held:
+            message = f"cannot read its claims' volumes: {why}"
+            if self._reported.get(record.uid) != message:
+                self._reported[record.uid] = message
+                PROVISIONER.error("holding pod, %s", message, extra=self.context.fields(pod=record.key))
 
     # --- acting on the plan --------------------------------------------------------------------------------
 

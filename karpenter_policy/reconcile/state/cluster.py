@@ -18,6 +18,11 @@ What it keeps, besides the records:
 * the NodeClaims (`ClaimRecord`: termination finalizes those being deleted; a cluster without their CRD has none);
 * the names and resourceVersions of the NodePools and EC2NodeClasses: a change of one is a `Change` naming it
   (provisioning writes its readiness then: `claims.nodepoolstatus`).
+* the PersistentVolumeClaims, PersistentVolumes and StorageClasses the provisioner reads of a pod's volumes
+  (:attr:`ClusterState.volumes`, `model.volumes.Volumes`, by key), and whether they can be trusted
+  (:meth:`ClusterState.volumes_unavailable`: each kind listed once and not failing — a kind that cannot be listed
+  is *unavailable*, never "none"); whether any pod not bound yet has a claim (:attr:`ClusterState.wants_volumes`:
+  their informers start only then).
 
 Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is applied — the controllers use it to
 wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
@@ -39,11 +44,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import Malformed
 from karpenter_policy.kube.objects import Kind, Obj
+from karpenter_policy.kube.volumes import VOLUME_KINDS, volume_object
 from karpenter_policy.model.podtopology import HostPort, NamespaceScope
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.selectors import LabelSelector
 from karpenter_policy.model.taints import untolerated
+from karpenter_policy.model.volumes import Volumes
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.pods import UNSCHEDULABLE_TAINT, ShapeCache
 from karpenter_policy.reconcile.state.records import (
@@ -65,7 +73,7 @@ log = logging.getLogger(__name__)
 
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
 #: A cordoned node (`spec.unschedulable`) takes only pods that tolerate this (kube-scheduler's NodeUnschedulable).
-ChangeKind = Literal["pod", "node", "daemonset", "namespace", "nodeclaim", "nodepool", "ec2nodeclass"]
+ChangeKind = Literal["pod", "node", "daemonset", "namespace", "nodeclaim", "nodepool", "ec2nodeclass", "volume"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +163,11 @@ class ClusterState:
         self.running = RunningPods()
         self._listeners: list[Callable[[Change], None]] = []
         self.malformed: Counter[tuple[str, str]] = Counter()
+        self.volumes = Volumes()
+        self._volumes_listed: set[str] = set()  # the volume kinds (plural) listed at least once
+        self._volumes_failing: dict[str, str] = {}  # a volume kind (plural) whose last list failed → why
+        #: a pod with a claim was seen (`volumes_wanted`): what starts the volume kinds' informers
+        self.wants_volumes = threading.Event()
         self.version = 0  # increases with every applied change
         #: increases with every change a plan made ahead cannot check for itself (:func:`reshapes`)
         self.structure_version = 0
@@ -184,7 +197,9 @@ class ClusterState:
                     self._apply_claim(event_type, obj)
                 elif kind in (objects.NODE_POOL, objects.EC2_NODE_CLASS):
                     self._apply_watched(kind, event_type, obj)
-            except UnreadableObject as error:
+                elif kind in VOLUME_KINDS:
+                    self._apply_volume(kind, event_type, obj)
+            except (UnreadableObject, Malformed) as error:
                 self.count_malformed(kind, str(error))
 
     def count_malformed(self, kind: Kind, reason: str) -> None:
@@ -206,6 +221,44 @@ class ClusterState:
             except Exception:  # a listener's bug must not stop the state from following the cluster
                 log.exception("a state listener failed on a %s change", change.kind)
 
+    # --- volumes -------------------------------------------------------------------------------------------
+
+    def _apply_volume(self, kind: Kind, event_type: str, obj: Obj) -> None:
+        """One claim, PersistentVolume or StorageClass in or out of the index (O(1)); one of another shape is
+        Malformed (counted, its last good reading stays)."""
+        if event_type == "DELETED":
+            name = objects.name(obj) if isinstance(obj, dict) else ""
+            if kind == objects.PERSISTENT_VOLUME_CLAIM:
+                self.volumes.drop_claim(objects.namespace(obj) or "default", name)
+            elif kind == objects.PERSISTENT_VOLUME:
+                self.volumes.drop_volume(name)
+            else:
+                self.volumes.drop_class(name)
+        else:
+            self.volumes.put(volume_object(kind, obj))
+        self._notify(Change("volume", None, None))
+
+    def volumes_listed(self, kind: Kind) -> None:
+        """A feed listed `kind` (a volume kind): its objects in the index are the cluster's."""
+        with self.lock:
+            self._volumes_listed.add(kind.plural)
+            self._volumes_failing.pop(kind.plural, None)
+
+    def volumes_failing(self, kind: Kind, why: str) -> None:
+        """A feed's list of `kind` (a volume kind) failed: what the index holds of it cannot be trusted."""
+        with self.lock:
+            self._volumes_failing[kind.plural] = why
+
+    def volumes_unavailable(self) -> str | None:
+        """Why the volume index cannot be trusted (a kind not listed yet, or failing), None when it can."""
+        with self.lock:
+            for kind in VOLUME_KINDS:
+                if kind.plural in self._volumes_failing:
+                    return f"cannot list {kind.plural}: {self._volumes_failing[kind.plural]}"
+                if kind.plural not in self._volumes_listed:
+                    return f"{kind.plural} not listed yet"
+            return None
+
     # --- pods ----------------------------------------------------------------------------------------------
 
     def _apply_pod(self, event_type: str, obj: Obj) -> None:
@@ -217,6 +270,8 @@ class ClusterState:
             self._notify(Change("pod", before, None))
             return
         after = pod_record(obj)
+        if not after.node and not self.wants_volumes.is_set() and after.claims:  # only a pending pod's are read
+            self.wants_volumes.set()
         before = self._pods.get(after.uid)
         if before is not None:
             self._unindex_pod(before, keep_scheduling=_same_spec(before, after))
@@ -402,6 +457,12 @@ class ClusterState:
                 return [(None, name) for name in self._claims]
             if kind.plural in self._watched:
                 return [(None, name) for name in self._watched[kind.plural]]
+            if kind == objects.PERSISTENT_VOLUME_CLAIM:
+                return [(namespace, name) for namespace, name in self.volumes.claims]
+            if kind == objects.PERSISTENT_VOLUME:
+                return [(None, name) for name in self.volumes.volumes]
+            if kind == objects.STORAGE_CLASS:
+                return [(None, name) for name in self.volumes.classes]
             return []
 
     def claim(self, name: str) -> ClaimRecord | None:

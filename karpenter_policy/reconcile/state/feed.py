@@ -11,6 +11,12 @@
   is listed again. Deterministic: changes are applied in the cluster's order, when the caller says.
 * :class:`ListFeed` (step-driven, any cluster): :meth:`sync` lists each kind and applies the difference.
 
+The PersistentVolumeClaims, PersistentVolumes and StorageClasses (what the provisioner reads of a pod's volumes) are
+read only once a pending pod with a claim has been seen (`ClusterState.wants_volumes`): the informers start then, the
+step-driven feeds list them from then on. Each feed tells the state when a volume kind was listed and when its list
+failed (`ClusterState.volumes_listed`, `volumes_failing`): a kind that cannot be listed is unavailable, never empty.
+They are optional kinds for the state's health.
+
 Namespaces, NodeClaims, NodePools and EC2NodeClasses are optional: a controller that may not list them (or an API
 that does not serve them) still runs, pod-affinity terms with a namespaceSelector then seeing namespaces without
 labels, a cluster without Karpenter v1's CRDs no NodeClaims and no NodePool readiness written on a NodePool's change
@@ -20,6 +26,7 @@ failing: only the required kinds make the state unhealthy.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,12 +37,13 @@ from karpenter_policy.kube.cluster import Cluster, WatchEvent
 from karpenter_policy.kube.errors import ClusterError, Gone, NotFound
 from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.objects import Kind, Obj
-from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.kube.volumes import VOLUME_KINDS
+from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.pods import trim_pod
 
 KINDS: tuple[Kind, ...] = (
     objects.POD, objects.NODE, objects.DAEMON_SET, objects.NAMESPACE, objects.NODE_CLAIM, objects.NODE_POOL,
-    objects.EC2_NODE_CLASS,
+    objects.EC2_NODE_CLASS, *VOLUME_KINDS,
 )
 REQUIRED: tuple[Kind, ...] = (objects.POD, objects.NODE, objects.DAEMON_SET)
 #: A watch failing this long makes the state unhealthy (readiness lost, no instance garbage collected).
@@ -86,14 +94,18 @@ class WatchFeed:
     def sync(self) -> None:
         """Apply every change since the last sync, kind by kind (a kind that fails is noted, the others go on)."""
         for kind in self.kinds:
+            if not _wanted(self.state, kind):
+                continue
             try:
                 self._sync(kind)
             except ClusterError as error:
+                _volumes_failing(self.state, kind, error)
                 if not _unserved_optional(kind, error):
                     self._failing[kind.plural] = str(error)
                     continue
                 self._failing.pop(kind.plural, None)
             else:
+                _volumes_listed(self.state, kind)
                 self._failing.pop(kind.plural, None)
 
     def _sync(self, kind: Kind) -> None:
@@ -134,12 +146,16 @@ class ListFeed:
     def sync(self) -> None:
         """Replace the state's objects with a fresh list of each kind (a kind that fails is noted, the others go on)."""
         for kind in self.kinds:
+            if not _wanted(self.state, kind):
+                continue
             try:
                 replace(self.state, kind, _owned(kind, self.cluster.list(kind).items))
             except ClusterError as error:
+                _volumes_failing(self.state, kind, error)
                 if not _unserved_optional(kind, error):
                     self._failing[kind.plural] = str(error)
                 continue
+            _volumes_listed(self.state, kind)
             self._listed.add(kind)
             self._failing.pop(kind.plural, None)
 
@@ -155,9 +171,34 @@ class InformerFeed:
     def __init__(self, cluster: Cluster, state: ClusterState, kinds: Sequence[Kind] = KINDS) -> None:
         self.state = state
         self.informers: dict[Kind, Informer] = {
-            kind: Informer(cluster, kind, on_event=self._apply_to_state(kind), transform=_TRANSFORMS.get(kind))
+            kind: Informer(
+                cluster, kind, on_event=self._apply_to_state(kind), transform=_TRANSFORMS.get(kind),
+                on_sync=self._listed(kind) if kind in VOLUME_KINDS else None,
+            )
             for kind in kinds
         }
+        self._started: set[Kind] = set()
+        self._start_lock = threading.Lock()
+        state.subscribe(self._on_change)
+
+    def _listed(self, kind: Kind):  # type: ignore[no-untyped-def]
+        def listed(_: object) -> None:
+            self.state.volumes_listed(kind)
+
+        return listed
+
+    def _on_change(self, change: Change) -> None:
+        """A pod with a claim was seen: start the volume kinds' informers (a thread each; nothing else here)."""
+        if change.kind == "pod" and self._started and self.state.wants_volumes.is_set():
+            self._start(VOLUME_KINDS)
+
+    def _start(self, kinds: Sequence[Kind]) -> None:
+        with self._start_lock:
+            for kind in kinds:
+                informer = self.informers.get(kind)
+                if informer is not None and kind not in self._started:
+                    self._started.add(kind)
+                    informer.start()
 
     def _apply_to_state(self, kind: Kind):  # type: ignore[no-untyped-def]
         def apply(event: WatchEvent) -> None:
@@ -166,9 +207,10 @@ class InformerFeed:
         return apply
 
     def start(self) -> InformerFeed:
-        """Start every informer (the feed, for chaining)."""
-        for informer in self.informers.values():
-            informer.start()
+        """Start every informer (the feed, for chaining); the volume kinds' once a pending pod with a claim is seen."""
+        self._start([kind for kind in self.informers if kind not in VOLUME_KINDS])
+        if self.state.wants_volumes.is_set():
+            self._start(VOLUME_KINDS)
         return self
 
     def stop(self) -> None:
@@ -192,7 +234,10 @@ class InformerFeed:
     def health(self) -> FeedHealth:
         """Synced: every required informer listed once; alive: every informer's thread runs; failing: the kinds
         whose list or watch has failed for longer than :data:`FAILING_AFTER` seconds."""
-        healths = {kind: informer.health() for kind, informer in self.informers.items()}
+        healths = {  # the volume kinds' informers count once started (they start only when needed)
+            kind: informer.health() for kind, informer in self.informers.items()
+            if kind not in VOLUME_KINDS or kind in self._started
+        }
         synced = all(healths[kind].synced for kind in REQUIRED if kind in healths)
         alive = all(h.alive for h in healths.values())
         required = [h for kind, h in healths.items() if kind in REQUIRED]
@@ -213,6 +258,21 @@ class InformerFeed:
 
 #: What each kind's objects lose before the state keeps them (the pods' unread fields: `trim_pod`).
 _TRANSFORMS: dict[Kind, Callable[[Obj], None]] = {objects.POD: trim_pod}
+
+
+def _wanted(state: ClusterState, kind: Kind) -> bool:
+    """Whether a step-driven feed reads `kind` now (a volume kind only once a pending pod with a claim was seen)."""
+    return kind not in VOLUME_KINDS or state.wants_volumes.is_set()
+
+
+def _volumes_listed(state: ClusterState, kind: Kind) -> None:
+    if kind in VOLUME_KINDS:
+        state.volumes_listed(kind)
+
+
+def _volumes_failing(state: ClusterState, kind: Kind, error: ClusterError) -> None:
+    if kind in VOLUME_KINDS:
+        state.volumes_failing(kind, str(error))
 
 
 def _unserved_optional(kind: Kind, error: ClusterError) -> bool:

@@ -98,6 +98,11 @@ class PodRecord:
         return self.phase in wk.TERMINAL_PHASES
 
     @property
+    def claims(self) -> bool:
+        """Whether a volume of the pod goes through a PersistentVolumeClaim (`pods.volume_claims`)."""
+        return bool(pod_info.volume_claims(self.obj))
+
+    @property
     def daemon(self) -> bool:
         """Whether a DaemonSet controls the pod."""
         return self.owner is not None and self.owner[0] == DAEMON_SET

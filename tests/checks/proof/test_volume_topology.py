@@ -355,6 +355,16 @@ def test_a_persistent_volume_with_an_unreadable_node_affinity_is_an_error_at_the
     assert warning.rule == "unresolved-reference" and warning.message.startswith("PersistentVolume pv is not among")
 
 
+def test_a_claim_whose_class_is_not_a_string_is_an_error_at_the_field(tmp_path: Path) -> None:
+    """`storageClassName: 5` was read as unset (the default class) before the reading was shared with the controller
+    (`model/volumes.py`); it is an `invalid-workload` error at its line, as a volume's unreadable field is."""
+    found = read(tmp_path, (pod("p", claim_volume("c")), claim("c", storage_class="5")))
+    error = next(f for f in found.findings if f.rule == "invalid-workload")
+    assert (error.severity, error.object_ref) == ("error", "PersistentVolumeClaim/c")
+    assert error.message == "spec.storageClassName must be a string"
+    assert "storageClassName" in (tmp_path / "a.yaml").read_text().splitlines()[error.line - 1]
+
+
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
