@@ -373,36 +373,83 @@ def _has_rules(schema: Schema) -> bool:
     return ruled
 
 
+class _Plan:
+    """What the walk needs of one schema that carries a rule at or under it, looked up once per schema: its rules
+    (`compiled_rule`'s, compiled when first run), the plan of each property (None: no rule at or under it, the
+    walk does not descend; a property the schema names never falls to `additionalProperties`), of its additional
+    properties and of its items (None likewise). Made by `_plan`; the schema is kept for `_correlated_items`."""
+
+    __slots__ = ("schema", "entries", "rules", "properties", "extra", "items")
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.entries: tuple[Mapping[str, Any], ...] = tuple(schema.get("x-kubernetes-validations") or ())
+        self.rules: tuple[CelRule, ...] | None = None if self.entries else ()
+        self.properties: dict[str, _Plan | None] = {}
+        self.extra: _Plan | None = None
+        self.items: _Plan | None = None
+
+    def compiled(self) -> tuple[CelRule, ...]:
+        rules = self.rules
+        if rules is None:
+            rules = self.rules = tuple(compiled_rule(entry["rule"], entry.get("message", ""))
+                                       for entry in self.entries)
+        return rules
+
+
+#: The plan of each schema with a rule at or under it (None: no rule there), by the schema's id (the schema kept
+#: in the plan or beside None, so that its id is never reused for another while remembered), as `_RULED`.
+_PLANS: dict[int, tuple[Schema, _Plan | None]] = {}
+
+
+def _plan(schema: Schema) -> _Plan | None:
+    """`schema`'s plan, None when no rule is at or under it (`_has_rules`): the walk does not descend there."""
+    known = _PLANS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    plan: _Plan | None = None
+    if _has_rules(schema):
+        plan = _Plan(schema)
+        _PLANS[id(schema)] = (schema, plan)  # before the sub-schemas: a schema that holds itself ends here
+        properties = schema.get("properties") or {}
+        plan.properties = {key: _plan(sub) if isinstance(sub, Mapping) else None for key, sub in properties.items()}
+        extra, items = schema.get("additionalProperties"), schema.get("items")
+        plan.extra = _plan(extra) if isinstance(extra, Mapping) else None
+        plan.items = _plan(items) if isinstance(items, Mapping) else None
+    _PLANS[id(schema)] = (schema, plan)
+    return plan
+
+
 def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violation], kept: dict[int, Any]) -> None:
     """The rules at `value` (its schema's), then the walk below it; `kept`: `_evaluate`'s keys of this walk (the
     object walked lives as long as the walk, so an id stands for one list or mapping)."""
-    if not _has_rules(schema):
-        return
-    for entry in schema.get("x-kubernetes-validations") or ():
-        compiled = compiled_rule(entry["rule"], entry.get("message", ""))
-        if compiled.transition and old is _ABSENT:
-            continue
-        passed, error = _evaluate(compiled, value, None if old is _ABSENT else old, kept)
-        if not passed:
-            message = compiled.message if error is None else f"{compiled.message} (evaluation error: {error})"
-            found.append(Violation(CEL_RULE, path, message))
+    plan = _plan(schema)
+    if plan is not None:
+        _walk_plan(value, plan, old, path, found, kept)
+
+
+def _walk_plan(value: Any, plan: _Plan, old: Any, path: Path, found: list[Violation], kept: dict[int, Any]) -> None:
+    """`_walk` on a schema's plan: only the sub-schemas with a rule at or under them are descended into."""
+    if plan.entries:
+        for compiled in plan.compiled():
+            if compiled.transition and old is _ABSENT:
+                continue
+            passed, error = _evaluate(compiled, value, None if old is _ABSENT else old, kept)
+            if not passed:
+                message = compiled.message if error is None else f"{compiled.message} (evaluation error: {error})"
+                found.append(Violation(CEL_RULE, path, message))
     kind = type(value)
     if kind is dict or (kind is not list and kind is not str and isinstance(value, Mapping)):
-        properties: Mapping[str, Schema] = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
+        properties, extra = plan.properties, plan.extra
         old_map = old if type(old) is dict or isinstance(old, Mapping) else {}
-        extra_is_schema = type(extra) is dict or isinstance(extra, Mapping)
         for key, item in value.items():
-            sub = properties.get(key) if key in properties else extra if extra_is_schema else None
-            if sub is not None and _has_rules(sub):  # asked here: no call, no path for a rule-less subtree
-                _walk(item, sub, old_map.get(key, _ABSENT), (*path, key), found, kept)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        items: Schema = schema["items"]
-        if not _has_rules(items):
-            return
-        old_items = _correlated_items(value, schema, old)
+            sub = properties.get(key, extra)  # a named property never falls to additionalProperties
+            if sub is not None:  # asked here: no call, no path for a rule-less subtree
+                _walk_plan(item, sub, old_map.get(key, _ABSENT), (*path, key), found, kept)
+    elif (items := plan.items) is not None and isinstance(value, list):
+        old_items = _correlated_items(value, plan.schema, old)
         for index, item in enumerate(value):
-            _walk(item, items, old_items[index], (*path, index), found, kept)
+            _walk_plan(item, items, old_items[index], (*path, index), found, kept)
 
 
 def _correlated_items(value: list[Any], schema: Schema, old: Any) -> list[Any]:

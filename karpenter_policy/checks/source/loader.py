@@ -51,6 +51,11 @@ _MAP: str = _BaseLoader.DEFAULT_MAPPING_TAG
 #: Bound of the remembered tags of plain scalars (cleared when full: distinct scalars cannot grow it).
 _PLAIN_TAGS_MAX = 16_384
 _plain_tags: dict[str, str] = {}
+#: The values of scalars that are not text (int, float, bool, null), by their tag and text: a function of the two
+#: (`SafeConstructor`'s), immutable, and files repeat them (`cpu: 1000`, `true`); bounded as `_plain_tags`.
+_scalar_values: dict[tuple[str, str], Any] = {}
+_VALUE_TAGS = frozenset({f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "null")})
+_UNKNOWN = object()
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc]
@@ -74,11 +79,11 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
             return tag
         return _SEQ if kind is SequenceNode else _MAP
 
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        """Nothing to do: a safe loader has no path resolvers."""
-
-    def ascend_resolver(self) -> None:
-        """Nothing to do: a safe loader has no path resolvers."""
+    # A safe loader has no path resolvers: nothing to do around each node. The composer calls these twice a node,
+    # so they are no-ops of C (`slice(parent, index)`, `tuple()`: an object made and dropped), not Python
+    # functions: a Python call costs more than the node's own scalar (docs/architecture.md, "Design notes").
+    descend_resolver = slice
+    ascend_resolver = tuple
 
 
 class LoadError(Exception):
@@ -360,14 +365,22 @@ class _Converter:
             tag = node.tag
             if tag in _TEXT_TAGS:  # timestamps and binary stay text, as in JSON
                 return node.value
+            known = _scalar_values.get((tag, node.value), _UNKNOWN)
+            if known is not _UNKNOWN:
+                return known
             constructor = _SCALAR_CONSTRUCTORS.get(tag)
             if constructor is None:
                 raise self._error(node, f"unsupported YAML tag {tag}: Kubernetes manifests use plain YAML")
             try:
-                return constructor(_SCALARS, node)
+                value = constructor(_SCALARS, node)
             except (ValueError, KeyError, IndexError, TypeError, ArithmeticError):
                 what = tag.rsplit(":", 1)[-1]
                 raise self._error(node, f"{_short(node.value)} is not a valid YAML {what}") from None
+            if tag in _VALUE_TAGS:
+                if len(_scalar_values) >= _PLAIN_TAGS_MAX:
+                    _scalar_values.clear()
+                _scalar_values[(tag, node.value)] = value
+            return value
         if node.tag not in _COLLECTION_TAGS:
             raise self._error(node, f"unsupported YAML tag {node.tag}: Kubernetes manifests use plain YAML")
         if cls is MappingNode:

@@ -1,7 +1,8 @@
-"""The CEL walk's pruning (`api/v1/cel.py` `_has_rules`: no descent below a schema without a rule at or under it)
-and the remembered RE2 searches (`_matches` of the structural schema, `_found` / `_first_match` of the compiled
-rules) change no verdict: every rule violation of Karpenter's ported CEL cases is the same with the pruning taken
-away, a rule deep under rule-less schemas is still run, and an invalid pattern still errs on every call."""
+"""The CEL walk's pruning (`api/v1/cel.py` `_has_rules`, held in each schema's `_plan`: no descent below a schema
+without a rule at or under it) and the remembered RE2 searches (`_matches` of the structural schema, `_found` /
+`_first_match` of the compiled rules) change no verdict: every rule violation of Karpenter's ported CEL cases is the
+same with the pruning taken away, a rule deep under rule-less schemas is still run, and an invalid pattern still errs
+on every call."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def test_every_case_has_the_same_rule_violations_without_the_pruning(monkeypatch
         assert crd is not None
         pruned.append(cel_violations(obj, crd.schema))
     monkeypatch.setattr(cel_module, "_has_rules", lambda schema: True)
+    monkeypatch.setattr(cel_module, "_PLANS", {})  # the walk's plans, made again without the pruning
     whole = []
     for obj in objects:
         crd = crd_version(obj["apiVersion"], obj["kind"])

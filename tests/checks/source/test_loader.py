@@ -210,3 +210,46 @@ def test_tags_are_resolved_as_pyyamls_safe_loader_resolves_them(items: list[tupl
         return  # not YAML at all (a plain scalar such as `:` alone): nothing to compare
     for _ in range(2):  # the second time from what the loader remembered
         assert _tags(yaml.compose(text, Loader=loader._Loader)) == expected
+
+
+class _TimestampsAsText(yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader, with the two changes the loader makes: timestamps and binary stay text."""
+
+
+_TimestampsAsText.add_constructor("tag:yaml.org,2002:timestamp", lambda _, node: node.value)
+_TimestampsAsText.add_constructor("tag:yaml.org,2002:binary", lambda _, node: node.value)
+
+
+@given(st.lists(st.tuples(_SCALAR_TEXTS, st.sampled_from(["", "!!int ", "!!float ", "!!bool ", "!!null ", "!!str "]),
+                          st.sampled_from(["plain", "double"])), min_size=1, max_size=30))
+@deterministic(300)
+def test_scalar_values_are_pyyamls_and_each_tags_own(items: list[tuple[str, str, str]]) -> None:
+    """The values of scalars that are not text, remembered by their tag and text (`loader._scalar_values`), are the
+    values PyYAML's safe loader constructs, each for its own tag — the same text as an int, a float, a string —,
+    the second time from what was remembered too; text its tag cannot hold (`!!int yes`) is a parse error each time."""
+    lines = []
+    for index, (text, tag, style) in enumerate(items):
+        written = text if style == "plain" else json.dumps(text)
+        lines.append(f"k{index}: {tag}{written}")
+    text = "\n".join(lines) + "\n"
+    try:
+        expected: Any = yaml.load(text, Loader=_TimestampsAsText)
+    except (yaml.constructor.ConstructorError, ValueError, TypeError, KeyError, IndexError, ArithmeticError):
+        expected = None  # a tag that cannot hold the text
+    except yaml.YAMLError:
+        return  # not YAML at all: nothing to compare
+    for _ in range(2):
+        if expected is None:
+            with pytest.raises(LoadError):
+                parse("f.yaml", text)
+        else:
+            assert repr(parse("f.yaml", text)[0].data) == repr(expected)  # repr: 1, 1.0, True and nan told apart
+
+
+def test_the_same_text_under_each_tag_keeps_its_own_value() -> None:
+    text = 'a: 1\nb: !!float 1\nc: "1"\nd: !!str 1\ne: !!bool yes\nf: yes\ng: !!null ""\nh: 0o17\ni: 017\n'
+    for _ in range(2):
+        data = parse("f.yaml", text)[0].data
+        assert [(key, type(value).__name__, value) for key, value in data.items()] == [
+            ("a", "int", 1), ("b", "float", 1.0), ("c", "str", "1"), ("d", "str", "1"), ("e", "bool", True),
+            ("f", "bool", True), ("g", "NoneType", None), ("h", "str", "0o17"), ("i", "int", 15)]
