@@ -20,10 +20,12 @@ option holds the claim's requests and the pod's together, so none holds them on 
 either way the claims offered are a subsequence of the scan that keeps every claim that could accept: the first
 five that accept are the scan's first five, and the plan is the scan's.
 
-(Until issue #27's item 6 each template kept a tree of its own, indexed past 16 claims of that template, and best
-fit merged the walks of the templates asked by creation number: at 100 Provisioners × 1,000 workloads few templates
-made more than 16 claims, so most claims offered were scanned — 26,070 refused for room at once against 4,943 that
-took the pod — and every pod started a walk per template asked.)
+The room counts every resource instance types offer, not only cpu, memory and pod slots: GPU nodes fill up on GPUs
+while cpu and memory are left, and stay open for the batch's small pods. (Until issue #27's item 6 each template
+kept a tree of cpu, memory and pod slots of its own, indexed past 16 claims of that template, and best fit merged
+the walks of the templates asked by creation number: at 100 Provisioners × 1,000 workloads few templates made more
+than 16 claims, so most were scanned, GPU nodes out of GPUs were offered to GPU pods, and every pod started a walk
+per template asked — best fit met 24,959 claims without room for the pod against 4,024 that took it; now 45.)
 
 The scheduler gives a claim's new room with :meth:`OpenClaims.update` whenever its requests or options change (a
 pod joined it, its price cap was lifted), and :meth:`OpenClaims.close` removes it.
