@@ -11,6 +11,12 @@ room holds the request, in order — a subsequence of the scan that keeps every 
 A position's room is set with :meth:`RoomTree.set` (O(log n): the ranges above it again, stopping where nothing
 changed); the tree doubles its positions with :meth:`RoomTree.grow` (amortised O(1) a position). A position that
 holds nothing has :data:`NO_ROOM`, below any request.
+
+Two options serve the open claims of every template of a run in one tree. `extra` resources (vector indexes:
+ephemeral storage, GPUs …) are kept after the three, and a request for one of them skips the ranges without room
+for it too — a run's GPU nodes fill up on GPUs long before cpu or memory. `tags` keep a tag per position (bits:
+one per template) and, for every range, the union of its positions' tags; :meth:`RoomTree.holding` given `among`
+then skips a range whose tags share no bit with it, so one walk yields the positions of the templates asked.
 """
 
 from __future__ import annotations
@@ -22,75 +28,116 @@ from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, PODS_I, Vector
 #: The room of a position that holds nothing: below any request.
 NO_ROOM = -(1 << 80)
 
-#: Free cpu, memory and pod slots.
-Room = tuple[int, int, int]
+#: Free cpu, memory and pod slots (then the tree's `extra` resources, in its order).
+Room = tuple[int, ...]
 
 
 class RoomTree:
-    """Free cpu, memory and pod slots of positions 0 … `capacity` - 1 (see the module docstring)."""
+    """Free cpu, memory and pod slots (and `extra` resources) of positions 0 … `capacity` - 1, with their tags when
+    tagged (see the module docstring)."""
 
-    __slots__ = ("_cpu", "_memory", "_pods", "capacity")
+    __slots__ = ("_cpu", "_extra", "_memory", "_pods", "_rest", "_tags", "capacity")
 
-    def __init__(self, rooms: Iterable[Room] = ()) -> None:
+    def __init__(
+        self, rooms: Iterable[Room] = (), tags: Iterable[int] | None = None, extra: tuple[int, ...] = ()
+    ) -> None:
         """A tree of the given rooms, at positions 0, 1, … (built bottom-up, O(n)); the other positions up to a
-        power of two hold nothing."""
+        power of two hold nothing. `tags` (one per room): a tagged tree. `extra`: the vector indexes of the resources
+        each room gives after cpu, memory and pod slots."""
         given = list(rooms)
         capacity = 1
         while capacity < len(given):
             capacity *= 2
         #: how many positions the tree has (a power of two)
         self.capacity = capacity
-        self._cpu = [NO_ROOM] * (2 * capacity)
-        self._memory = [NO_ROOM] * (2 * capacity)
-        self._pods = [NO_ROOM] * (2 * capacity)
-        for position, (cpu, memory, pods) in enumerate(given):
+        self._extra = extra
+        width = 3 + len(extra)
+        columns = [[NO_ROOM] * (2 * capacity) for _ in range(width)]
+        for position, room in enumerate(given):
             leaf = capacity + position
-            self._cpu[leaf], self._memory[leaf], self._pods[leaf] = cpu, memory, pods
+            for column, amount in zip(columns, room, strict=True):
+                column[leaf] = amount
+        self._cpu, self._memory, self._pods, *self._rest = columns
+        self._tags: list[int] | None = None
+        if tags is not None:
+            self._tags = [0] * (2 * capacity)
+            for position, tag in enumerate(tags):
+                self._tags[capacity + position] = tag
         self._build()
 
     def _build(self) -> None:
-        cpu, memory, pods = self._cpu, self._memory, self._pods
+        cpu, memory, pods, rest, tags = self._cpu, self._memory, self._pods, self._rest, self._tags
         for i in range(self.capacity - 1, 0, -1):
             left, right = 2 * i, 2 * i + 1
             cpu[i] = max(cpu[left], cpu[right])
             memory[i] = max(memory[left], memory[right])
             pods[i] = max(pods[left], pods[right])
+            for column in rest:
+                column[i] = max(column[left], column[right])
+            if tags is not None:
+                tags[i] = tags[left] | tags[right]
 
-    def set(self, position: int, room: Room) -> None:
-        """The room of `position` is now `room`."""
-        cpu, memory, pods = self._cpu, self._memory, self._pods
+    def set(self, position: int, room: Room, tag: int = 0) -> None:
+        """The room of `position` is now `room` (and, in a tagged tree, its tag `tag`)."""
+        cpu, memory, pods, rest, tags = self._cpu, self._memory, self._pods, self._rest, self._tags
         i = self.capacity + position
-        cpu[i], memory[i], pods[i] = room
+        cpu[i], memory[i], pods[i] = room[0], room[1], room[2]
+        for column, amount in zip(rest, room[3:], strict=True):
+            column[i] = amount
+        if tags is not None:
+            tags[i] = tag
         i //= 2
         while i:
             left, right = 2 * i, 2 * i + 1
             c, m, p = max(cpu[left], cpu[right]), max(memory[left], memory[right]), max(pods[left], pods[right])
-            if cpu[i] == c and memory[i] == m and pods[i] == p:
-                break  # the ranges above are unchanged too
+            same = cpu[i] == c and memory[i] == m and pods[i] == p
             cpu[i], memory[i], pods[i] = c, m, p
+            for column in rest:
+                e = max(column[left], column[right])
+                if column[i] != e:
+                    same = False
+                    column[i] = e
+            if tags is not None:
+                t = tags[left] | tags[right]
+                if tags[i] != t:
+                    same = False
+                    tags[i] = t
+            if same:
+                break  # the ranges above are unchanged too
             i //= 2
 
     def grow(self) -> None:
         """Twice the positions: the new ones hold nothing (the tree built again, O(n))."""
         old = self.capacity
         capacity = self.capacity = old * 2
-        trees = []
-        for tree in (self._cpu, self._memory, self._pods):
-            grown = [NO_ROOM] * (2 * capacity)
-            grown[capacity:capacity + old] = tree[old:2 * old]
-            trees.append(grown)
-        self._cpu, self._memory, self._pods = trees
+
+        def grown(tree: list[int], empty: int) -> list[int]:
+            bigger = [empty] * (2 * capacity)
+            bigger[capacity:capacity + old] = tree[old:2 * old]
+            return bigger
+
+        self._cpu, self._memory, self._pods = (grown(tree, NO_ROOM) for tree in (self._cpu, self._memory, self._pods))
+        self._rest = [grown(column, NO_ROOM) for column in self._rest]
+        if self._tags is not None:
+            self._tags = grown(self._tags, 0)
         self._build()
 
-    def holding(self, requests: Vector) -> Iterator[int]:
-        """The positions whose free cpu, memory and pod slots each hold `requests`, in order. Lazy: the caller
-        stops when it has enough (and changes no room while it walks)."""
+    def holding(self, requests: Vector, among: int = 0) -> Iterator[int]:
+        """The positions whose free cpu, memory, pod slots and `extra` resources each hold `requests` — in a tagged
+        tree, of those whose tag shares a bit with `among` —, in order. Lazy: the caller stops when it has enough
+        (and changes no room while it walks)."""
         want_cpu, want_memory, want_pods = requests[CPU_I], requests[MEMORY_I], requests[PODS_I]
-        cpu, memory, pods, leaves = self._cpu, self._memory, self._pods, self.capacity
+        cpu, memory, pods, tags, leaves = self._cpu, self._memory, self._pods, self._tags, self.capacity
+        # the extra resources asked for (most pods ask none: their walk is the three resources')
+        wanted = [(column, requests[r]) for column, r in zip(self._rest, self._extra, strict=True) if requests[r] > 0]
         stack = [1]
         while stack:
             i = stack.pop()
             if cpu[i] < want_cpu or memory[i] < want_memory or pods[i] < want_pods:
+                continue
+            if tags is not None and not tags[i] & among:
+                continue
+            if wanted and any(column[i] < amount for column, amount in wanted):
                 continue
             if i >= leaves:
                 yield i - leaves

@@ -508,10 +508,10 @@ class _Run:
         self.claims: list[NodeClaim] = []
         self._grown: int | None = None  # Karpenter's rule: the claim that took the last pod (`_fewest_pods_first`)
         self._ordered = 0  # Karpenter's rule: how many claims `_fewest_pods_first` has put in order
-        # cost strategy: the claims that may still take a pod, per template position, in creation order and
-        # indexed by their room (`openclaims.py`)
-        self.open: dict[int, OpenClaims] = {}
-        self._slot: dict[int, int] = {}  # id(claim) → its slot in `open` of its template
+        # cost strategy: the claims that may still take a pod, of every template, in creation order and indexed by
+        # their room and template (`openclaims.py`)
+        self.open = OpenClaims()
+        self._slot: dict[int, int] = {}  # id(claim) → its slot in `open`
         self.capped: dict[int, list[NodeClaim]] = {}  # cost strategy: every claim made with a price cap
         self._created: dict[int, int] = {}  # id(claim) → its creation number (the order open claims are tried in)
         self.remaining = {name: dict(limits) for name, limits in scheduler.remaining.items()}
@@ -718,13 +718,9 @@ class _Run:
 
     def _open_holding(self, requests: Vector, candidates: int) -> Iterator[NodeClaim]:
         """The open claims of the candidate templates that may have room for `requests` (:class:`OpenClaims`: all of
-        a template's while it has few), in creation order: every open claim a scan would find accepting a pod of
+        theirs while the run has few), in creation order: every open claim a scan would find accepting a pod of
         these requests, lazily."""
-        indexes = [index for p, index in self.open.items() if candidates >> p & 1]
-        if len(indexes) == 1:
-            return indexes[0].claims(requests)
-        walks = [index.holding(requests) for index in indexes]
-        return (claim for _, claim in heapq.merge(*walks))  # creation numbers are unique: claims never compared
+        return self.open.claims(requests, candidates)
 
     def _best_fit(self, pod: Pod, attempt: Attempt, candidates: int) -> bool:
         """A pod nothing else depends on joins the open claim it leaves most evenly used (cpu against memory, at
@@ -816,17 +812,16 @@ class _Run:
         """Stop offering a claim that cannot take even the smallest pod of the run any more; else keep its room in
         the index up to date (it took a pod)."""
         smallest = self._smallest or ONE_POD
-        index = self.open[self.s.index.position[id(claim.template)]]
         if not claim.options & claim.template.shapes.fitting(add(claim.requests, smallest)):
-            index.close(self._slot[id(claim)])
+            self.open.close(self._slot[id(claim)])
         else:
-            index.update(self._slot[id(claim)], claim)
+            self.open.update(self._slot[id(claim)], claim)
 
     def _moved(self, claim: NodeClaim) -> None:
         """A claim's requests or options changed outside best fit (its cap lifted): its room again, if open."""
-        index = self.open.get(self.s.index.position[id(claim.template)])
-        if index is not None:
-            index.update(self._slot[id(claim)], claim)
+        slot = self._slot.get(id(claim))
+        if slot is not None:
+            self.open.update(slot, claim)
 
     def _new_claim(self, pod: Pod, attempt: Attempt, candidates: int) -> dict[str, Refusal] | None:
         """A new claim of the first template that can launch a node for the pod (None), or each template's
@@ -867,11 +862,8 @@ class _Run:
         self._hostnames = number
         if self.strategy == COST:
             self._cap(claim, pod)
-            created = self._created[id(claim)] = len(self._created)
-            index = self.open.get(position)
-            if index is None:
-                index = self.open[position] = OpenClaims()
-            self._slot[id(claim)] = index.add(claim, created)
+            self._created[id(claim)] = len(self._created)
+            self._slot[id(claim)] = self.open.add(claim, 1 << position)
             if claim.price_cap is not None:
                 self.capped.setdefault(position, []).append(claim)
             self._maybe_close(claim)
