@@ -81,7 +81,11 @@ def _json_run(path: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module", autouse=True)
 def _run_selected_examples_in_parallel(request: pytest.FixtureRequest) -> None:
-    """Each CLI run is a subprocess of about half a second: start those of the selected examples together."""
+    """Each CLI run is a subprocess of about half a second: start those of the selected examples together. Not in
+    a pytest-xdist worker: its session lists every test, so each worker would run every example (CI ran them all
+    twice), and the other workers keep the cores busy; there each test runs its own example (`_json_run`)."""
+    if hasattr(request.config, "workerinput"):
+        return
     paths = set()
     for item in request.session.items:
         callspec = getattr(item, "callspec", None)

