@@ -202,7 +202,8 @@ def memory_lines(result: dict[str, Any], every: float = 60.0) -> list[str]:
     samples = result.get("samples") or []
     lines = [f"memory under churn: {result['nodes']} nodes, {result['pods']} pods, {result['replacements']} "
              f"replacements in {result['seconds']:g} s ({result['churn_achieved_per_second']} a second of "
-             f"{result['churn_per_second']:g} asked), RSS sampled every {result['every']:g} s"]
+             f"{result['churn_per_second']:g} asked), RSS sampled every {result['every']:g} s; answer check: "
+             f"{result.get('answer_check', '-')}"]
     shown, mark = [], 0.0
     for sample in samples:  # the first sample at or after each multiple of `every`, and the last
         if sample["at_seconds"] >= mark or sample is samples[-1]:

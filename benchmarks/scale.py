@@ -107,6 +107,9 @@ GOAL_EVENT_MS = 10.0
 GOAL_RSS_MIB = 1536.0
 GOAL_DECISION = 1.0
 CHURN_RATE = 200.0
+#: Seconds the memory scenario waits, after its churn, for the controller's state to hold the API server's pods
+#: (a relist of 100,000 pods on a loaded machine takes minutes).
+ANSWER_WAIT = 300.0
 TTL = "  ttlSecondsAfterEmpty: 30"
 CONSOLIDATION = "  consolidation:\n    enabled: true"
 
@@ -641,7 +644,8 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
     server's history and the decisions finished so far, so a step in RSS can be read against what happened. With
     `trace`, tracemalloc from `trace_after` seconds into the churn (caches warm) and a snapshot every
     `snapshot_every` seconds from then on, `frames` frames per allocation (`_memtrace.WarmTracer`). The answer
-    check: at the end the controller's state holds exactly the API server's pods (it kept up with the churn)."""
+    check (`answer_check`, "ok" or what failed; the run exits 1 when it failed, its figures printed all the same):
+    within `ANSWER_WAIT` seconds of the churn's end the controller's state holds exactly the API server's pods."""
     import tracemalloc
 
     from karpenter_policy.kube import objects
@@ -665,7 +669,9 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
             "api_server_history": len(getattr(fleet.cluster, "_history", ())), "decisions": len(decisions),
             "traced_mib": tracer.traced_mib() if tracer is not None else None,
         })
-        print(f"[memory] {elapsed:.0f} s: RSS {rss} MiB, {churn.done} replacements", file=sys.stderr, flush=True)
+        print(f"[memory] {elapsed:.0f} s: RSS {rss} MiB, {churn.done} replacements, informer lists "
+              f"{result['samples'][-1].get('lists', '-')}, gc {result['samples'][-1]['gc_collections']}",
+              file=sys.stderr, flush=True)
 
     try:
         if not _synced(fleet, 600):
@@ -696,10 +702,11 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
             result.update(tracer.report(len(churn.slots)))
         state = fleet.controller.state
         served = {objects.uid(pod) for pod in fleet.cluster.list(objects.POD).items}
-        if not wait_for(lambda: {record.uid for record in state.pods()} == served, 60.0, 0.5):
-            raise SystemExit("answer check: 60 s after the churn stopped the controller's state still does not "
-                             "hold exactly the API server's pods")
-        result["state_pods"] = len(served)
+        caught_up = wait_for(lambda: {record.uid for record in state.pods()} == served, ANSWER_WAIT, 0.5)
+        result["state_pods"] = len(state.pods())
+        result["answer_check"] = "ok" if caught_up else (
+            f"failed: {ANSWER_WAIT:g} s after the churn stopped the controller's state holds {result['state_pods']} "
+            f"pods, not exactly the API server's {len(served)}")
     finally:
         churn.stop()
         fleet.stop()
@@ -748,7 +755,7 @@ def in_process(argv: list[str]) -> int:
     else:
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=True, timeout=args.timeout)
     print(json.dumps(result))
-    return 0
+    return 0 if result.get("answer_check", "ok") == "ok" else 1
 
 
 def _server_cpu(row: dict[str, Any]) -> str:

@@ -81,6 +81,7 @@ def test_the_memory_scenario_samples_and_traces_a_small_fleet_under_churn() -> N
     traced = found["tracemalloc"]
     assert traced["started_at_seconds"] >= 1.0
     assert traced["snapshots"] and all(s["at_seconds"] > traced["started_at_seconds"] for s in traced["snapshots"])
+    assert found["answer_check"] == "ok"
     assert found["state_pods"] == 10 * scale.KEPT  # under 50 nodes every node is left with its 2 pods
     assert any("tracemalloc" in line for line in memory_lines(found))
     assert not tracemalloc.is_tracing()
