@@ -44,10 +44,14 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `export_server_tree`), next to this tree's controller, one right after the other; `--server-only` keeps to
    them;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
-   --seconds S [--every 60] [--tracemalloc]`): RSS every minute while bound pods are replaced at the rate for S
-   seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods after 10 minutes); `--tracemalloc` adds tracemalloc's
-   snapshots once caches are warm (a fifth of the run) and at the end, the growth split between the controller
-   and the harness (the in-process API server, the churn thread) with the sites that grew most (`_attributed`).
+   --seconds S [--every 10] [--tracemalloc [--trace-after 60] [--snapshot-every 60] [--frames 20]]`): RSS every
+   10 s while bound pods are replaced at the rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods
+   after 10 minutes), each sample with the garbage collections, the informers' lists and 410s, the API server's
+   history and the decisions so far; `--tracemalloc` starts tracing only once caches are warm (a minute into the
+   churn: the build and the first list are never traced), takes a snapshot every minute from then on and reports
+   the traced total at each and, between the first and the last, the sites that grew most, split between the
+   controller and the harness (`_memtrace`); the answer check: the controller's state holds the API server's pods
+   at the end.
 
 The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
 run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
@@ -87,6 +91,7 @@ from _fleet import (  # noqa: E402
     wait_for,
     without_editable_install,
 )
+from _memtrace import TRACE_FRAMES, WarmTracer, gc_collections, informer_counts, memory_lines  # noqa: E402
 
 BURST = 1000
 BURST_CPU_MILLI = 1000  # each burst pod's request (`pending_pods`' default: 1 cpu, 1 GiB)
@@ -102,6 +107,9 @@ GOAL_EVENT_MS = 10.0
 GOAL_RSS_MIB = 1536.0
 GOAL_DECISION = 1.0
 CHURN_RATE = 200.0
+#: Seconds the memory scenario waits, after its churn, for the controller's state to hold the API server's pods
+#: (a relist of 100,000 pods on a loaded machine takes minutes).
+ANSWER_WAIT = 300.0
 TTL = "  ttlSecondsAfterEmpty: 30"
 CONSOLIDATION = "  consolidation:\n    enabled: true"
 
@@ -628,84 +636,83 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
     return result
 
 
-def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: float = 60.0) -> dict[str, Any]:
-    """RSS every `every` seconds while bound pods are replaced at `rate` a second for `seconds` (consolidation on);
-    with `trace`, tracemalloc's snapshots once caches are warm (after a fifth of the run) and at the end, and the
-    sites whose allocations grew most in between, split by who holds them (`_attributed`)."""
+def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: float = 10.0,
+                   trace_after: float = 60.0, snapshot_every: float = 60.0,
+                   frames: int = TRACE_FRAMES) -> dict[str, Any]:
+    """RSS every `every` seconds while bound pods are replaced at `rate` a second for `seconds` (consolidation on,
+    decisions every 10 s): each sample with the garbage collections, the informers' lists and 410s, the API
+    server's history and the decisions finished so far, so a step in RSS can be read against what happened. With
+    `trace`, tracemalloc from `trace_after` seconds into the churn (caches warm) and a snapshot every
+    `snapshot_every` seconds from then on, `frames` frames per allocation (`_memtrace.WarmTracer`). The answer
+    check (`answer_check`, "ok" or what failed; the run exits 1 when it failed, its figures printed all the same):
+    within `ANSWER_WAIT` seconds of the churn's end the controller's state holds exactly the API server's pods."""
     import tracemalloc
 
+    from karpenter_policy.kube import objects
+
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
+    decisions = _decide_timer()
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
     _underutilize(fleet, KEPT)
-    if trace:
-        tracemalloc.start(TRACE_FRAMES)
     fleet.start()
     result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "churn_per_second": rate,
-                              "seconds": seconds, "rss_mib": []}
+                              "seconds": seconds, "every": every, "rss_mib": [], "samples": []}
     churn = Churn(fleet, rate)
+    tracer = WarmTracer(trace_after, snapshot_every, frames) if trace else None
+
+    def sample(elapsed: float) -> None:
+        rss = round(rss_mib(), 1)
+        result["rss_mib"].append((round(elapsed), rss))
+        result["samples"].append({
+            "at_seconds": round(elapsed, 1), "rss_mib": rss, "replacements": churn.done,
+            "gc_collections": gc_collections(), **informer_counts(fleet),
+            "api_server_history": len(getattr(fleet.cluster, "_history", ())), "decisions": len(decisions),
+            "traced_mib": tracer.traced_mib() if tracer is not None else None,
+        })
+        print(f"[memory] {elapsed:.0f} s: RSS {rss} MiB, {churn.done} replacements, informer lists "
+              f"{result['samples'][-1].get('lists', '-')}, gc {result['samples'][-1]['gc_collections']}",
+              file=sys.stderr, flush=True)
+
     try:
         if not _synced(fleet, 600):
             raise SystemExit("the controller did not sync in 600 s")
         began = time.monotonic()
-        result["rss_mib"].append((0, round(rss_mib(), 1)))
+        sample(0.0)
         churn.start()
-        warm: Any = None
+        next_sample = every
         while (elapsed := time.monotonic() - began) < seconds:
-            time.sleep(min(every, seconds - elapsed))
+            due = min(next_sample, seconds, tracer.due() if tracer is not None else seconds)
+            time.sleep(max(0.0, due - elapsed))
+            if tracer is not None:
+                tracer.tick(time.monotonic() - began, churn.done)
             elapsed = time.monotonic() - began
-            result["rss_mib"].append((round(elapsed), round(rss_mib(), 1)))
-            print(f"[memory] {elapsed:.0f} s: RSS {result['rss_mib'][-1][1]} MiB, {churn.done} replacements",
-                  file=sys.stderr, flush=True)
-            if trace and warm is None and elapsed >= seconds / 5:
-                warm = _attributed(tracemalloc.take_snapshot())
+            if next_sample <= elapsed < seconds:
+                sample(elapsed)
+                next_sample = (int(elapsed / every) + 1) * every  # a late sample does not shift the grid
+        elapsed = time.monotonic() - began
+        sample(elapsed)  # the end's, always
+        if tracer is not None:
+            tracer.finish(elapsed, churn.done)
+        churn.stop()
         result["replacements"] = churn.done
+        result["churn_achieved_per_second"] = round(churn.done / elapsed, 1)
         result["api_server_history"] = len(getattr(fleet.cluster, "_history", ()))
-        if trace and warm is not None:
-            end = _attributed(tracemalloc.take_snapshot())
-            for owner in ("controller", "harness"):
-                result[f"traced_mib_{owner}"] = [round(sum(size for size, _ in totals[owner].values()) / 2**20, 1)
-                                                 for totals in (warm, end)]
-                before, after = warm[owner], end[owner]
-                growth = sorted(((after.get(site, (0, 0))[0] - before.get(site, (0, 0))[0],
-                                  after.get(site, (0, 0))[1] - before.get(site, (0, 0))[1], site)
-                                 for site in before.keys() | after.keys()), reverse=True)
-                result[f"top_growth_{owner}"] = [f"{site} {size / 1024:+.0f} KiB ({count:+d})"
-                                                 for size, count, site in growth[:10]]
+        result["decisions"] = len(decisions)
+        if tracer is not None:
+            result.update(tracer.report(len(churn.slots)))
+        state = fleet.controller.state
+        served = {objects.uid(pod) for pod in fleet.cluster.list(objects.POD).items}
+        caught_up = wait_for(lambda: {record.uid for record in state.pods()} == served, ANSWER_WAIT, 0.5)
+        result["state_pods"] = len(state.pods())
+        result["answer_check"] = "ok" if caught_up else (
+            f"failed: {ANSWER_WAIT:g} s after the churn stopped the controller's state holds {result['state_pods']} "
+            f"pods, not exactly the API server's {len(served)}")
     finally:
         churn.stop()
         fleet.stop()
-        if trace:
+        if tracemalloc.is_tracing():
             tracemalloc.stop()
     return result
-
-
-#: Frames kept per allocation: enough to reach a thread's first frame through a deep copy of a pod.
-TRACE_FRAMES = 64
-#: Where the in-process API server and the benchmark live: what they hold is not the controller's memory.
-HARNESS_PARTS = ("/karpenter_policy/fakes/", "/karpenter_policy/testing/", "/karpenter_policy/simulate/",
-                 "/benchmarks/")
-
-
-def _attributed(snapshot: Any) -> dict[str, dict[str, tuple[int, int]]]:
-    """The snapshot's allocations, by owner and site: the owner is the harness when the thread that allocated
-    started in the benchmark or the in-process API server (the churn thread's writes: the API server's objects and
-    watch history), the controller otherwise (its informers, state and passes — the copies the API server makes
-    for a watch the controller reads count as the controller's); the site is the innermost frame of the
-    controller's own code (or of the harness, for the harness) — `file:line`, the line that made the object kept."""
-    found: dict[str, dict[str, tuple[int, int]]] = {"controller": {}, "harness": {}}
-    for stat in snapshot.statistics("traceback"):  # grouped by whole traceback in C: far fewer than the traces
-        frames = [frame for frame in stat.traceback if "/karpenter_policy/" in frame.filename
-                  or "/benchmarks/" in frame.filename]  # oldest first
-        if not frames:
-            owner, site = "controller", str(stat.traceback[-1])
-        else:
-            owner = "harness" if any(part in frames[0].filename for part in HARNESS_PARTS) else "controller"
-            own = [f for f in frames if (owner == "harness") == any(p in f.filename for p in HARNESS_PARTS)]
-            frame = (own or frames)[-1]
-            site = f"{frame.filename.split('/karpenter_policy/')[-1].split('/benchmarks/')[-1]}:{frame.lineno}"
-        size, count = found[owner].get(site, (0, 0))
-        found[owner][site] = (size + stat.size, count + stat.count)
-    return found
 
 
 def in_process(argv: list[str]) -> int:
@@ -718,7 +725,13 @@ def in_process(argv: list[str]) -> int:
     parser.add_argument("--rate", type=float, default=CHURN_RATE)
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--tracemalloc", action="store_true")
-    parser.add_argument("--every", type=float, default=60.0, help="memory: seconds between RSS samples")
+    parser.add_argument("--every", type=float, default=10.0, help="memory: seconds between RSS samples")
+    parser.add_argument("--trace-after", type=float, default=60.0,
+                        help="memory --tracemalloc: seconds of churn before tracing starts (caches warm)")
+    parser.add_argument("--snapshot-every", type=float, default=60.0,
+                        help="memory --tracemalloc: seconds between snapshots once tracing")
+    parser.add_argument("--frames", type=int, default=TRACE_FRAMES,
+                        help="memory --tracemalloc: frames kept per allocation (tracing costs in proportion)")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--server-process", action="store_true",
                         help="churn: the API server in a process of its own, over HTTP (scale_server.py)")
@@ -735,13 +748,14 @@ def in_process(argv: list[str]) -> int:
     elif args.what == "churn":
         result = measure_churn(args.size, args.rate, args.settle)
     elif args.what == "memory":
-        result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc, args.every)
+        result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc, args.every, args.trace_after,
+                                args.snapshot_every, args.frames)
     elif args.what == "consolidation-full":
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=False, timeout=args.timeout)
     else:
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=True, timeout=args.timeout)
     print(json.dumps(result))
-    return 0
+    return 0 if result.get("answer_check", "ok") == "ok" else 1
 
 
 def _server_cpu(row: dict[str, Any]) -> str:
@@ -770,6 +784,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-seconds", type=float, default=0.0,
                         help="also run the memory scenario at the largest size for this long (this tree only)")
     parser.add_argument("--tracemalloc", action="store_true", help="with --memory-seconds: trace allocations")
+    parser.add_argument("--trace-after", type=float, default=60.0,
+                        help="with --tracemalloc: seconds of churn before tracing starts (caches warm)")
+    parser.add_argument("--snapshot-every", type=float, default=60.0,
+                        help="with --tracemalloc: seconds between tracemalloc's snapshots")
+    parser.add_argument("--frames", type=int, default=TRACE_FRAMES,
+                        help="with --tracemalloc: frames kept per allocation (tracing costs in proportion)")
     parser.add_argument("--server-process", action="store_true",
                         help="also run this tree's churn rows with the API server in a process of its own")
     parser.add_argument("--server-only", action="store_true",
@@ -829,7 +849,8 @@ def main(argv: list[str] | None = None) -> int:
                 results["trees"][name] = {"fleet": [], "consolidation": {}, "churn": rows}
     if args.memory_seconds > 0:
         print(f"[scale] this tree: memory under churn for {args.memory_seconds:g} s", file=sys.stderr, flush=True)
-        extra = ["--tracemalloc"] if args.tracemalloc else []
+        extra = ["--tracemalloc", "--trace-after", str(args.trace_after), "--snapshot-every",
+                 str(args.snapshot_every), "--frames", str(args.frames)] if args.tracemalloc else []
         results["memory"] = run_tree(script, None, ["--size", str(sizes[-1]), "--what", "memory", "--rate",
                                                     str(args.churn_rate), "--seconds", str(args.memory_seconds),
                                                     *extra], timeout=args.memory_seconds * 3 + 1800)
@@ -878,7 +899,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row.get('burst_unbound_after_60s', '-'):>11} "
                   f"{_server_cpu(row):>12}")
     if "memory" in results:
-        print(f"\nmemory under churn: {json.dumps(results['memory'])}")
+        print()
+        print("\n".join(memory_lines(results["memory"])))
     print("\nms/event: the controller's CPU per event less its idle rate ('busy': it used as much idle, see gross: "
           "all its CPU over the events' window per event)")
     print("sent (--server-process): from the last pod's creation to the server's watch picking it up to write it; "

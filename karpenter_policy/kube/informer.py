@@ -353,6 +353,12 @@ class Informer:
             raise _ShortWatch(f"watch {self.kind.plural}: the server ended it at once, with no change in it")
 
     def _replace(self, snapshot: ObjectList) -> None:
+        """The list becomes the cache, the difference handed to ``on_event``. An object whose resourceVersion did
+        not change keeps its cached copy (the one the handlers were given and may keep, as the cluster state's
+        records do): caching the list's copy instead left two copies of every unchanged object alive after a
+        relist, the handlers' and the cache's — at 100,000 pods, RSS up by hundreds of MiB after each 410. An
+        object without a resourceVersion (a server that breaks the API's contract) is taken from the list, as
+        nothing says it is unchanged."""
         fresh = {self._key(obj): obj for obj in snapshot.items}
         with self._changed:
             previous = self._cache
@@ -360,11 +366,14 @@ class Informer:
             deleted = len(events)
             added = 0
             for key, obj in fresh.items():
-                if key not in previous:
+                kept = previous.get(key)
+                if kept is None:
                     events.append(WatchEvent("ADDED", obj))
                     added += 1
-                elif objects.resource_version(previous[key]) != objects.resource_version(obj):
+                elif objects.resource_version(kept) != objects.resource_version(obj):
                     events.append(WatchEvent("MODIFIED", obj))
+                elif objects.resource_version(obj):  # unchanged: keep the object every handler holds, drop the copy
+                    fresh[key] = kept
             self._cache = fresh
             self._resource_version = snapshot.resource_version
             self._version += 1

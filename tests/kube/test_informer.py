@@ -242,3 +242,35 @@ def test_an_unexpected_exception_or_a_malformed_event_from_any_cluster_does_not_
         assert health.alive and health.stats.internal == 3 and health.malformed == {"bad-metadata": 3}
     errors = [r for r in caplog.records if r.name == "karpenter_policy.kube.informer" and r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info is not None and "KeyError" in errors[0].getMessage()
+
+
+def test_after_a_relist_an_unchanged_object_is_still_the_one_every_handler_holds(backend: Backend) -> None:
+    """A relist (410 Gone) keeps the cached copy of each object whose resourceVersion did not change, so the
+    cache and a handler that keeps what it is given (the cluster state's pod records) hold one object between
+    them. The cache took the list's fresh copy of every object: after each relist every unchanged pod was held
+    twice, the handler's copy and the cache's (issue #23: at 5,000 nodes / 100,000 pods under churn on a loaded
+    machine, `scale.py --what memory` saw five relists in ten minutes take RSS from 1,010 to 1,450 MiB)."""
+    cluster = backend.cluster
+    for name in ("a", "b"):
+        cluster.create(POD, pod(name))
+    held: dict[str, Any] = {}
+
+    def keep(event: WatchEvent) -> None:  # what ClusterState does with a pod: keeps the object it is given
+        if event.type == "DELETED":
+            held.pop(objects.name(event.object), None)
+        else:
+            held[objects.name(event.object)] = event.object
+
+    with Informer(cluster, POD, on_event=keep, backoff=FAST_BACKOFF) as informer:
+        assert informer.wait_until(lambda items: names(items) == ["a", "b"], GENEROUS)
+        unchanged = informer.get_shared("a", "default")
+        with backend.watch_outage():
+            eventually(lambda: informer.stats.errors >= 1, what="the informer meeting the outage")
+            cluster.patch(POD, "b", {"metadata": {"labels": {"v": "2"}}}, "default")
+            backend.compact()
+        assert informer.wait_until(lambda items: objects.labels(items[1]) == {"v": "2"}, GENEROUS)
+        assert informer.stats.gone >= 1 and informer.stats.lists >= 2
+
+        assert unchanged is not None and informer.get_shared("a", "default") is unchanged
+        assert all(held[name] is informer.get_shared(name, "default") for name in ("a", "b"))
+        assert objects.labels(held["b"]) == {"v": "2"}

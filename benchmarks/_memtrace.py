@@ -1,0 +1,231 @@
+"""What `scale.py --what memory` watches while bound pods are replaced (issue #23): a sample of the process every
+few seconds (RSS, garbage collections, informer relists, the API server's history) and tracemalloc started only
+once caches are warm, with a snapshot at intervals and the sites that grew most between the first and the last.
+
+Tracing starts after the fleet is built, the controller synced and the first minute of churn has run, so the
+100,000 pods of the build are never traced (tracing them made the run at 5,000 nodes last over 20 minutes) and
+what tracemalloc sees is only what was allocated after that point and is still alive: growth once warm — with one
+caveat the report states. A pod replaced after tracing started is traced, the one it replaced was not: until every
+churned pod has been replaced once since tracing began, the traced heap grows by the pods turned over even when the
+process does not grow at all. `WarmTracer.report` gives how many pods were first replaced between the first and the
+last snapshot (`pods_first_traced_between`) and each site's count per such pod, so a site that grows as pods are
+turned over (one object per pod, three …) is told apart from one that grows without bound.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Frames kept per allocation. Tracing costs in proportion to them (a pod's deep copy: 4.5× slower traced with
+#: 1 frame, 34× with 16, 70× with 64, on this machine), and at 64 the churn at 500 nodes fell from ~190
+#: replacements a second to ~14; 20 reach the innermost line of the package's own code through a pod's deep
+#: copy, though not always a thread's first frame (see `attributed`).
+TRACE_FRAMES = 20
+#: The tracer's own work (snapshots and their reduction): not the process's growth.
+OWN = ("/benchmarks/_memtrace.py", "/tracemalloc.py")
+#: Where the in-process API server and the benchmark live: what they hold is not the controller's memory.
+HARNESS_PARTS = ("/karpenter_policy/fakes/", "/karpenter_policy/testing/", "/karpenter_policy/simulate/",
+                 "/benchmarks/")
+#: Sites listed per owner in the growth table.
+TOP_SITES = 12
+
+Attributed = dict[str, dict[str, tuple[int, int]]]
+OWNERS = ("controller", "harness", "unattributed")
+
+
+def attributed(snapshot: tracemalloc.Snapshot) -> Attributed:
+    """The snapshot's allocations, by owner and site: the owner is the harness when the oldest frame of the
+    package's or the benchmark's code kept is the benchmark's or the in-process API server's (the churn thread's
+    writes: the API server's objects and watch history), the controller otherwise (its informers, state and
+    passes); the site is the innermost frame of the owner's own code — `file:line`, the line that made the object
+    kept. With every frame kept, the oldest is the thread's first, and the copies the API server makes for a
+    watch the controller reads count as the controller's; a stack deeper than the frames kept is cut at its old
+    end, and such a copy counts as the harness's (its innermost frame is the API server's). An allocation whose
+    frames kept show no code of the package nor of the benchmark is `unattributed` (its innermost line is the
+    site). The tracer's own allocations are left out."""
+    found: Attributed = {"controller": {}, "harness": {}, "unattributed": {}}
+    for stat in snapshot.statistics("traceback"):
+        if any(frame.filename.endswith(OWN) for frame in stat.traceback):
+            continue
+        frames = [frame for frame in stat.traceback if "/karpenter_policy/" in frame.filename
+                  or "/benchmarks/" in frame.filename]  # oldest first
+        if not frames:
+            owner, site = "unattributed", str(stat.traceback[-1])
+        else:
+            owner = "harness" if any(part in frames[0].filename for part in HARNESS_PARTS) else "controller"
+            own = [f for f in frames if (owner == "harness") == any(p in f.filename for p in HARNESS_PARTS)]
+            frame = (own or frames)[-1]
+            site = f"{frame.filename.split('/karpenter_policy/')[-1].split('/benchmarks/')[-1]}:{frame.lineno}"
+        size, count = found[owner].get(site, (0, 0))
+        found[owner][site] = (size + stat.size, count + stat.count)
+    return found
+
+
+def first_replaced(replacements: int, slots: int) -> int:
+    """How many of the churn's `slots` bound pods have been replaced at least once after `replacements`
+    replacements made in turn (the churn goes through its slots in order): the pods whose objects are traced."""
+    return min(max(replacements, 0), slots)
+
+
+def growth(first: dict[str, tuple[int, int]], last: dict[str, tuple[int, int]], new_pods: int,
+           top: int = TOP_SITES) -> list[dict[str, Any]]:
+    """The `top` sites whose traced size grew most from `first` to `last` (ties by site, so the table is the same
+    for the same snapshots): size and count differences, and the count per pod first traced in between
+    (`new_pods`; None when there were none — then any growth is growth)."""
+    rows = []
+    for site in first.keys() | last.keys():
+        size = last.get(site, (0, 0))[0] - first.get(site, (0, 0))[0]
+        count = last.get(site, (0, 0))[1] - first.get(site, (0, 0))[1]
+        rows.append((-size, site, count))
+    rows.sort()
+    return [{"site": site, "size_kib": round(-negative / 1024, 1), "count": count,
+             "count_per_new_pod": round(count / new_pods, 2) if new_pods else None}
+            for negative, site, count in rows[:top]]
+
+
+def growth_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The growth table as text, one site a line."""
+    return [f"{row['site']} {row['size_kib']:+.0f} KiB ({row['count']:+d}"
+            + (f", {row['count_per_new_pod']:+g}/new pod)" if row["count_per_new_pod"] is not None else ")")
+            for row in rows]
+
+
+@dataclass
+class Snapshot:
+    """One warm snapshot, reduced to what the report needs (the snapshot itself is dropped at once)."""
+
+    at: float  # seconds since the churn began
+    replacements: int  # made since the churn began
+    traced_mib: float
+    owners: Attributed
+    seconds: float  # how long taking and reducing it took (the churn waited as long)
+
+
+@dataclass
+class WarmTracer:
+    """tracemalloc started `after` seconds into the churn, a snapshot every `every` seconds from then on (the
+    first one `every` seconds after the start), and one at the end (:meth:`finish`)."""
+
+    after: float
+    every: float
+    frames: int = TRACE_FRAMES
+    started_at: float | None = None
+    started_replacements: int = 0
+    snapshots: list[Snapshot] = field(default_factory=list)
+
+    def due(self) -> float:
+        """When (seconds since the churn began) the tracer next has something to do."""
+        if self.started_at is None:
+            return self.after
+        return self.started_at + self.every * (len(self.snapshots) + 1)
+
+    def tick(self, elapsed: float, replacements: int) -> None:
+        """Start tracing, or take a snapshot, when it is due."""
+        if elapsed < self.due():
+            return
+        if self.started_at is None:
+            tracemalloc.start(self.frames)
+            self.started_at, self.started_replacements = elapsed, replacements
+            return
+        self._snapshot(elapsed, replacements)
+
+    def finish(self, elapsed: float, replacements: int) -> None:
+        """The last snapshot (unless one was just taken), then tracing stops."""
+        if self.started_at is None:
+            return
+        if not self.snapshots or self.snapshots[-1].at < elapsed - 1.0:
+            self._snapshot(elapsed, replacements)
+        tracemalloc.stop()
+
+    def traced_mib(self) -> float | None:
+        """The traced heap now (None: not tracing)."""
+        return round(tracemalloc.get_traced_memory()[0] / 2**20, 1) if tracemalloc.is_tracing() else None
+
+    def _snapshot(self, elapsed: float, replacements: int) -> None:
+        began = time.monotonic()
+        traced = tracemalloc.get_traced_memory()[0]
+        snapshot = tracemalloc.take_snapshot()
+        owners = attributed(snapshot)
+        del snapshot
+        self.snapshots.append(Snapshot(round(elapsed, 1), replacements, round(traced / 2**20, 1), owners,
+                                       round(time.monotonic() - began, 1)))
+
+    def report(self, slots: int) -> dict[str, Any]:
+        """The traced totals at each snapshot (in all and by owner) and, between the first snapshot and the last,
+        each owner's sites that grew most; `slots`: the bound pods the churn replaces in turn."""
+        if self.started_at is None or not self.snapshots:
+            return {"tracemalloc": None}
+        first, last = self.snapshots[0], self.snapshots[-1]
+        since = self.started_replacements
+        new_pods = (first_replaced(last.replacements - since, slots)
+                    - first_replaced(first.replacements - since, slots))
+        found: dict[str, Any] = {
+            "started_at_seconds": round(self.started_at, 1),
+            "replacements_before_tracing": since,
+            "frames": self.frames,
+            "churned_pods": slots,
+            "pods_first_traced_between": new_pods,
+            "snapshots": [
+                {"at_seconds": s.at, "replacements_since_tracing": s.replacements - since, "traced_mib": s.traced_mib,
+                 **{f"{owner}_mib": round(sum(size for size, _ in sites.values()) / 2**20, 1)
+                    for owner, sites in s.owners.items()},
+                 "took_seconds": s.seconds}
+                for s in self.snapshots
+            ],
+        }
+        for owner in OWNERS:
+            found[f"growth_{owner}"] = growth(first.owners[owner], last.owners[owner], new_pods)
+        return {"tracemalloc": found}
+
+
+def gc_collections() -> list[int]:
+    """The garbage collector's collections so far, by generation (0, 1, 2)."""
+    return [int(generation["collections"]) for generation in gc.get_stats()]
+
+
+def informer_counts(fleet: Any) -> dict[str, int]:
+    """Lists (the first of each informer and every relist) and 410s so far, over the controller's informers."""
+    informers = getattr(getattr(fleet.runner, "feed", None), "informers", None)
+    if not isinstance(informers, dict):
+        return {}
+    stats = [getattr(informer, "stats", None) for informer in informers.values()]
+    return {"lists": sum(s.lists for s in stats if s is not None), "gone": sum(s.gone for s in stats if s is not None)}
+
+
+def memory_lines(result: dict[str, Any], every: float = 60.0) -> list[str]:
+    """The memory scenario's result as text: the churn reached, RSS every `every` seconds (and its highest sample,
+    when) and, traced, the totals at each snapshot and each owner's growth table."""
+    samples = result.get("samples") or []
+    lines = [f"memory under churn: {result['nodes']} nodes, {result['pods']} pods, {result['replacements']} "
+             f"replacements in {result['seconds']:g} s ({result['churn_achieved_per_second']} a second of "
+             f"{result['churn_per_second']:g} asked), RSS sampled every {result['every']:g} s; answer check: "
+             f"{result.get('answer_check', '-')}"]
+    shown, mark = [], 0.0
+    for sample in samples:  # the first sample at or after each multiple of `every`, and the last
+        if sample["at_seconds"] >= mark or sample is samples[-1]:
+            shown.append(sample)
+            mark = (sample["at_seconds"] // every + 1) * every
+    lines.append("  RSS MiB: " + ", ".join(f"{s['at_seconds']:.0f} s {s['rss_mib']}" for s in shown))
+    if samples:
+        top = max(samples, key=lambda s: s["rss_mib"])
+        lines.append(f"  highest sample: {top['rss_mib']} MiB at {top['at_seconds']:.0f} s")
+    traced = result.get("tracemalloc")
+    if traced:
+        lines.append(f"  tracemalloc ({traced['frames']} frames) from {traced['started_at_seconds']:g} s "
+                     f"({traced['replacements_before_tracing']} replacements before); pods first traced between the "
+                     f"first and the last snapshot: {traced['pods_first_traced_between']} of "
+                     f"{traced['churned_pods']}")
+        for snap in traced["snapshots"]:
+            lines.append(f"    {snap['at_seconds']:.0f} s: traced {snap['traced_mib']} MiB (controller "
+                         f"{snap['controller_mib']}, harness {snap['harness_mib']}, unattributed "
+                         f"{snap['unattributed_mib']}), "
+                         f"{snap['replacements_since_tracing']} replacements since tracing, "
+                         f"took {snap['took_seconds']} s")
+        for owner in OWNERS:
+            lines.append(f"  growth, {owner}, first snapshot → last:")
+            lines.extend(f"    {line}" for line in growth_lines(traced[f"growth_{owner}"]))
+    return lines
