@@ -224,13 +224,11 @@ def test_the_index_yields_the_open_claims_with_room_in_creation_order(
     assert len(index) == len(claims) - len(closed)
 
 
-def test_a_pod_is_not_offered_the_claims_too_full_for_it() -> None:
-    """Nodes sized for pods of 1.5 vCPU keep some room, so with a few 0.1 vCPU pods in the run they stay open: a scan
-    offers each 1.5 vCPU pod every claim made before it (quadratic), the index only those with room for it (indexed
-    from the first claim here; as shipped, from the :data:`INDEX_FROM`-th)."""
-    pods = [make_pod("100m", "64Mi", {"app": "small"}) for _ in range(3)]
-    pods += [make_pod("1500m", "1Gi", {"app": "medium"}) for _ in range(120)]
-    made = [template(FAKE_TABLE, "default")]
+def _offered_indexed_and_scanned(
+    made: list[NodeClaimTemplate], pods: list[Pod]
+) -> tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]]:
+    """The cost strategy's plan of `pods` and how many open claims best fit was offered in all, with the index of
+    open claims (from the first claim) and with the scan of every open claim."""
     original = Run._choose
     offered = 0
 
@@ -251,9 +249,20 @@ def test_a_pod_is_not_offered_the_claims_too_full_for_it() -> None:
         return offered, summary(plan)
 
     with mock.patch.object(openclaims, "INDEX_FROM", 0):
-        indexed, plan = run()
+        indexed = run()
     with mock.patch.object(Run, "_open_holding", every_open_claim):
-        scanned, scanned_plan = run()
+        scanned = run()
+    return indexed, scanned
+
+
+def test_a_pod_is_not_offered_the_claims_too_full_for_it() -> None:
+    """Nodes sized for pods of 1.5 vCPU keep some room, so with a few 0.1 vCPU pods in the run they stay open: a scan
+    offers each 1.5 vCPU pod every claim made before it (quadratic), the index only those with room for it (indexed
+    from the first claim here; as shipped, from the :data:`INDEX_FROM`-th)."""
+    pods = [make_pod("100m", "64Mi", {"app": "small"}) for _ in range(3)]
+    pods += [make_pod("1500m", "1Gi", {"app": "medium"}) for _ in range(120)]
+    made = [template(FAKE_TABLE, "default")]
+    (indexed, plan), (scanned, scanned_plan) = _offered_indexed_and_scanned(made, pods)
     assert plan == scanned_plan
     assert not plan["failures"]
     assert indexed < len(pods), f"the index offered {indexed} claims to {len(pods)} pods"
@@ -290,29 +299,7 @@ def test_a_gpu_pod_is_not_offered_the_claims_out_of_gpus() -> None:
     made = [template(FAKE_TABLE, "gpu", gpu_types)]
     pods = [make_pod("100m", "64Mi", {"app": "small"}) for _ in range(3)]
     pods += [make_pod("100m", "64Mi", {"app": "trainer"}, limits={wk.NVIDIA_GPU: "1"}) for _ in range(120)]
-    original = Run._choose
-    offered = 0
-
-    def counted(self: Any, pod: Pod, attempt: Attempt, claims: Iterator[NodeClaim]) -> Any:
-        def each() -> Iterator[NodeClaim]:
-            nonlocal offered
-            for claim in claims:
-                offered += 1
-                yield claim
-
-        return original(self, pod, attempt, each())
-
-    def run() -> tuple[int, dict[str, Any]]:
-        nonlocal offered
-        offered = 0
-        with mock.patch.object(Run, "_choose", counted):
-            plan = Scheduler(made, options=SchedulerOptions(COST)).solve(pods)
-        return offered, summary(plan)
-
-    with mock.patch.object(openclaims, "INDEX_FROM", 0):
-        indexed, plan = run()
-    with mock.patch.object(Run, "_open_holding", every_open_claim):
-        scanned, scanned_plan = run()
+    (indexed, plan), (scanned, scanned_plan) = _offered_indexed_and_scanned(made, pods)
     assert plan == scanned_plan
     assert not plan["failures"]
     assert len(plan["claims"]) >= 60, "each node holds two GPU pods"
