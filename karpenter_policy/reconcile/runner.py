@@ -53,7 +53,7 @@ from karpenter_policy.reconcile.options import ControllerOptions
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import InformerFeed
-from karpenter_policy.reconcile.steps import Reconciler
+from karpenter_policy.reconcile.steps import Abandoning, Reconciler
 
 RUNNER = logs.logger("runner")
 DEFAULT_RESYNC = 10.0
@@ -283,8 +283,12 @@ class Runner:
             while not self.stopping.is_set():
                 self.leading()  # a take-over is noticed here too, even while every worker sleeps
                 self.stopping.wait(0.2)
+            for worker in self.workers:  # a step waiting on a long poll acts on nothing more: not waited for
+                if isinstance(worker.controller, Abandoning):
+                    worker.controller.abandon()
             for worker in self.workers:
-                worker.thread.join(30)
+                if not isinstance(worker.controller, Abandoning):
+                    worker.thread.join(30)
         finally:
             for informer in self._informers():
                 informer.stop()

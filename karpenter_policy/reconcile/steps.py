@@ -9,12 +9,15 @@ is woken or due — the same steps, the same order of construction, in both.
 A step returns the monotonic time of its next step (None: only when woken). What a thread does besides — look again
 every so often while launches are in flight, poll a queue — is :meth:`Reconciler.poll`: virtual time has no such
 looking (nothing changes between its events), so it is kept apart from the due time, which both honour.
+
+A controller whose step may wait long on something outside (the interruption queue's long poll) is also
+:class:`Abandoning`: when the runner stops it asks that one to act on nothing more instead of waiting for its step.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from karpenter_policy.reconcile.result import ReconcileResult
 
@@ -42,4 +45,13 @@ class Reconciler(Protocol):
         ...
 
 
-__all__ = ["Reconciler"]
+@runtime_checkable
+class Abandoning(Protocol):
+    """A controller whose step may wait long on something outside (a queue's long poll)."""
+
+    def abandon(self) -> None:
+        """Act on nothing more; return once what is being acted on is done (not what is still being waited for)."""
+        ...
+
+
+__all__ = ["Abandoning", "Reconciler"]

@@ -5,12 +5,14 @@ failed action leaves the message to be delivered again. Then the same over HTTP 
 from __future__ import annotations
 
 import io
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from karpenter_policy.cloud.errors import CloudError, NotFound
+from karpenter_policy.cloud.queue import QueueMessage
 from karpenter_policy.fakes import eventbridge as events
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
@@ -385,3 +387,54 @@ def test_the_nodes_of_an_interrupted_instance_are_replaced_for_their_pods(interr
     assert h.unbound() == []
     replaced = {(*offering_of(n), objects.labels(n)["karpenter.sh/capacity-type"]) for n in h.nodes()}
     assert on_victim and (*offering, "spot") not in replaced
+
+
+class LongPolling:
+    """The queue, except that a receive waits like SQS's 20 s long poll — until the test lets it answer — and says
+    when it started waiting."""
+
+    def __init__(self, inner: FakeQueue) -> None:
+        self.inner = inner
+        self.waiting = threading.Event()
+        self.answer = threading.Event()
+
+    def receive(self) -> list[QueueMessage]:
+        self.waiting.set()
+        self.answer.wait(60)
+        return self.inner.receive()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_stopping_does_not_wait_for_the_long_poll_and_what_it_receives_then_is_left_for_the_next_leader(
+    interrupted: Interrupted, compiled: Path
+) -> None:
+    """A replica told to stop (a rolling update, SIGTERM) must let the Lease go at once, as Karpenter's cancelled
+    context ends its SQS poll: the runner no longer waits up to 20 s for the interruption controller's receive.
+    The messages that receive brings back after the stop are not acted on (no node deleted, none deleted from the
+    queue): they come back after their visibility timeout for the next leader. (Failed before: `run` returned only
+    once the receive did.)"""
+    h = interrupted.harness
+    queue = LongPolling(interrupted.queue)
+    runner = assemble(
+        h.cluster, h.cloud, DirectorySource(compiled), h.controller.options, region=REGION, resync=1.0,
+        clock=h.clock, wall_clock=h.controller.wall_clock, interruption_queue=queue,
+    )
+    thread = run_in_thread(runner)
+    try:
+        assert queue.waiting.wait(GENEROUS), "the interruption controller polls the queue"
+        victim = interrupted.node_names()[0]
+        interrupted.queue.send(events.spot_interruption(interrupted.instance_of(victim)))
+        runner.stop()
+        thread.join(GENEROUS / 2)
+        assert not thread.is_alive(), "the runner returned while the receive still waited"
+    finally:
+        runner.stop()
+        queue.answer.set()
+        thread.join(GENEROUS)
+    (worker,) = [w for w in runner.workers if w.name == "interruption"]
+    worker.thread.join(GENEROUS)
+    assert not worker.thread.is_alive(), "its receive answered, and the controller's thread ended"
+    assert interrupted.queue.visible() == 1, "the message stays in the queue for the next leader"
+    assert victim in interrupted.node_names() and not objects.is_deleting(h.node(victim))

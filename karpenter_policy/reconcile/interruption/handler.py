@@ -189,6 +189,16 @@ class InterruptionHandler:
         self.clock = clock
         self.wake = threading.Event()  # nothing wakes it: it polls the queue (a long poll paces it)
         self._pause = 0.0
+        self._handling = threading.Lock()  # held while a received batch is acted on
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        """Act on nothing more (the runner stops): returns once a batch being acted on is done — not when a receive
+        still waits (SQS's long poll, up to 20 s), which then acts on nothing; its messages come back after their
+        visibility timeout, for the replica that leads next. So the runner releases the Lease at once, as
+        Karpenter's cancelled context ends its poll, rather than up to 20 s later."""
+        with self._handling:
+            self._abandoned = True
 
     # --- as a controller (`reconcile.steps.Reconciler`) ------------------------------------------------------
 
@@ -219,6 +229,8 @@ class InterruptionHandler:
         """Receive and handle one batch of messages. When ``acting()`` is false once they are received (this
         replica stopped, or lost the lease), nothing is done and they come back after their visibility timeout."""
         result = InterruptionResult()
+        if self._abandoned:
+            return result
         try:
             received = self.queue.receive()
         except CloudError as error:
@@ -229,19 +241,23 @@ class InterruptionHandler:
         result.received = len(received)
         if not received:
             return result
-        if not acting():
-            result.kept = len(received)
-            return result
+        with self._handling:
+            if self._abandoned or not acting():
+                result.kept = len(received)
+                return result
+            self._act_on(received, result)
+        return result
+
+    def _act_on(self, received: list[QueueMessage], result: InterruptionResult) -> None:
         try:
             by_instance = self._our_nodes()
         except ClusterError as error:
             result.kept = len(received)
             result.error = f"could not list nodes, {error}"
             INTERRUPTION.error(result.error, extra=self._fields(queue=self.queue.name))
-            return result
+            return
         for raw in received:
             self._one(raw, by_instance, result)
-        return result
 
     def _our_nodes(self) -> Callable[[str], Obj | None]:
         """Instance id → the Node of ours that runs it (None: none)."""
