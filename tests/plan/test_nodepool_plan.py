@@ -16,7 +16,7 @@ import pytest
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.options import PlanOptions
-from tests.plan.snapshots import node, pdb, pod, policies, provisioner, write
+from tests.plan.snapshots import FULL, node, pdb, pod, policies, provisioner, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 
 START = "2026-11-30T09:00:00Z"
@@ -32,10 +32,12 @@ def sides(root: Path, budgets: str | None = None, *, extra: str = "", base_extra
 
 
 def fleet(count: int, **claim_options: Any) -> list[dict[str, Any]]:
+    """`count` nodes, each full (no other node has room for its pod: each command launches a replacement)."""
     items: list[dict[str, Any]] = []
     for i in range(count):
         items += [pool_node(f"n{i}", created=f"2026-11-20T08:0{i}:00Z"),
-                  claim(f"n{i}", created=f"2026-11-20T08:0{i}:00Z", **claim_options), pod(f"web-{i}", f"n{i}", "web")]
+                  claim(f"n{i}", created=f"2026-11-20T08:0{i}:00Z", **claim_options),
+                  pod(f"web-{i}", f"n{i}", "web", cpu=FULL)]
     return items
 
 

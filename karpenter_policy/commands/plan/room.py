@@ -11,7 +11,12 @@ template knows offers no room). A node the snapshot shows deleting offers none e
 node's replacement would move (:meth:`Room.moved_pods`): its own, and those an earlier wave put there — a pod
 moved onto a drifted node moves again when that node is replaced. :meth:`Room.plan` runs the
 scheduler (`scheduling.Scheduler`) with those nodes, less the wave's own, as existing nodes; :meth:`Room.carry_out`
-moves the pods onto the nodes the scheduler chose, the rest onto the new nodes it launches, which join the room.
+moves the pods onto the nodes the scheduler chose, the rest onto the new nodes it launches, which join the room
+with the time they are initialized at. A disruption command's plan that puts a pod on a node not initialized yet
+(:meth:`Room.uninitialized`) is not carried out: Karpenter's simulation refuses it (v0.31.1
+`deprovisioning/helpers.go:115`, "would schedule against a non-initialized node"; v1.14.1
+`disruption/helpers.go:138`, `UninitializedNodeError`) and the candidate waits. The snapshot's nodes count as
+initialized.
 
 The scheduler asks existing nodes first fit, in its order (by name); a replacement is offered after the
 snapshot's nodes (its name is made to sort last: the controller's names are not known before). Offering every
@@ -62,18 +67,22 @@ class Room:
         self._fleet_pod = {id(p.pod): p for pods in fleet.pods_on.values() for p in pods if p.pod is not None}
         for name in sorted(fleet.nodes):
             node = fleet.nodes[name]
+            if node.deleting:
+                continue
+            self._moved[name] = fleet.moved_pods(name)  # a node offering no room still has pods to move
             allocatable = node.allocatable if node.allocatable is not None else self._type_allocatable(node)
-            if node.deleting or allocatable is None:
+            if allocatable is None:
                 continue
             requested = ZERO
             for pod in fleet.pods_on.get(name, ()):
                 requested = add(requested, pod.requests)
             self._append(ExistingNode(name=name, labels=node.labels, taints=node.taints, allocatable=allocatable,
                                       requested=requested, template=node.owner))
-            self._moved[name] = fleet.moved_pods(name)
         capacities = [(n.allocatable, n.requested) if n is not None else (ZERO, ZERO) for n in self._nodes]
         self._first_fit = FirstFit(capacities + [(ZERO, ZERO)] * max(extra, 0))
         self._launched = 0
+        #: when each replacement is initialized (seconds from the plan's start; the snapshot's nodes: not here)
+        self._ready: dict[str, float] = {}
 
     def _type_allocatable(self, node: FleetNode) -> Vector | None:
         """The node's type's allocatable under its own template's node arithmetic, else the first template's
@@ -100,19 +109,23 @@ class Room:
             self._first_fit.update(position, node.allocatable, node.requested)
 
     def moved_pods(self, name: str) -> list[FleetPod]:
-        """The pods on the node that its replacement would move: the snapshot's (a node the room does not hold:
-        those alone) and those earlier waves put there."""
+        """The pods on the node that its replacement would move: the snapshot's (a node that offers no room, of a
+        type no template knows: those alone) and those earlier waves put there; none once it is gone."""
         return list(self._moved.get(name, ()))
+
+    def moves_pods(self, name: str) -> bool:
+        """Whether the node's replacement would move any pod (:meth:`moved_pods` is not empty)."""
+        return bool(self._moved.get(name))
 
     def remove(self, names: Collection[str]) -> None:
         """The nodes are gone (deleted by a wave): no room any more, their labels no topology domain."""
         for name in names:
+            self._moved.pop(name, None)
             position = self._position.get(name)
             node = self._nodes[position] if position is not None else None
             if position is None or node is None:
                 continue
             self._nodes[position] = None
-            self._moved.pop(name, None)
             for key, value in node.labels.items():
                 self._domains[key][value] -= 1
             if position < self._first_fit.size:
@@ -151,9 +164,17 @@ class Room:
         labels as topology domains)."""
         return Scheduler(templates, existing, daemons, used={}, node_counts={}, node_domains=self._domain_values)
 
-    def carry_out(self, plan: Plan) -> list[tuple[str, list[FleetPod], int | None]]:
-        """The plan's pods onto the existing nodes it chose, its new claims into the room as nodes: each node that
-        takes pods, with them and, for a new one, its claim's index in the plan."""
+    def uninitialized(self, plan: Plan, at: float) -> float | None:
+        """When the last node `plan` puts pods on that is not initialized at `at` (seconds from the start) will be;
+        None: every node it puts pods on is initialized by then."""
+        later = [self._ready.get(name, 0.0) for name, pods in plan.existing.items() if pods]
+        waited = [ready for ready in later if ready > at]
+        return max(waited) if waited else None
+
+    def carry_out(self, plan: Plan, ready_at: float = 0.0) -> list[tuple[str, list[FleetPod], int | None]]:
+        """The plan's pods onto the existing nodes it chose, its new claims into the room as nodes initialized at
+        `ready_at` (seconds from the start): each node that takes pods, with them and, for a new one, its claim's
+        index in the plan."""
         landed: list[tuple[str, list[FleetPod], int | None]] = []
         for name, pods in plan.existing.items():
             node = self._nodes[self._position[name]]
@@ -168,6 +189,7 @@ class Room:
             landed.append((name, joined, None))
         for index, claim in enumerate(plan.claims):
             name = self._launch(claim)
+            self._ready[name] = ready_at
             self._moved[name] = [self._fleet_pod[id(pod)] for pod in claim.pods if id(pod) in self._fleet_pod]
             landed.append((name, list(self._moved[name]), index))
         return landed
