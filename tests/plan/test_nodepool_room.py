@@ -209,3 +209,16 @@ def test_no_pod_is_lost_or_placed_twice_and_the_end_places_what_a_fresh_scheduli
     assert not set(placement) & set(drift)  # none left on a drifted node
     fresh = Scheduler(templates).solve([p.pod for p in moved if p.pod is not None])
     assert len(placed) == len(moved) - len(fresh.failures)
+
+
+def test_a_node_of_a_type_no_template_knows_still_has_its_pods_moved(tmp_path: Path) -> None:
+    """`SimulateScheduling` (helpers.go:53) reschedules the candidate's pods whatever its instance type; a node of
+    a type no template knows (and no `status.allocatable`) offers no room, yet its pod goes onto `spare`."""
+    items = [pool_node("odd", instance_type="m99.large"), claim("odd", instance_type="m99.large"),
+             pod("web-0", "odd", "web"), *member("spare", "other")]
+
+    doc = plan(sides(tmp_path, '[{nodes: "1"}]'), tmp_path, *items)
+
+    (wave,) = doc["waves"]
+    assert (wave["nodes"], wave["evicted_pods"], wave["replacements"]) == (["odd"], 1, [])
+    assert doc["pending"] == []
