@@ -225,3 +225,21 @@ def test_a_pods_do_not_disrupt_duration_holds_its_node_while_it_runs_at_the_star
     assert [(b["node"], b["reason"]) for b in doc["blocked"]] == [
         ("held", "pod default/held-0 has karpenter.sh/do-not-disrupt")]
     assert code == 1
+
+
+def test_the_replacements_of_both_models_are_shared_by_their_own_pods(tmp_path: Path) -> None:
+    """Provisioners' and NodePools' waves each keep a room of their own; their replacements are two nodes, not one
+    of the same name: each workload pays for the node that took its pods (named alike, as the two rooms first named
+    them, `api` and `web` shared one node's price)."""
+    base = policies(tmp_path / "base", provisioner())
+    head = policies(tmp_path / "head", provisioner(labels="team: platform"))
+    v1_policies(tmp_path / "base", nodepool(budgets='[{nodes: "1"}]'))
+    v1_policies(tmp_path / "head", nodepool(labels="team: platform", budgets='[{nodes: "1"}]'))
+    items = [node("a"), pod("api-0", "a", "api", cpu=FULL), *fleet(2)]
+
+    _, doc = plan((base, head), tmp_path, *items)
+
+    price = {w["nodes"][0]: sum(r["price"] for r in w["replacements"]) * 730 for w in doc["waves"]}
+    after = {w["workload"]: w["after_monthly"] for w in doc["cost"]["workloads"]}
+    assert after["default/Deployment/api"] == pytest.approx(price["a"], abs=0.01)
+    assert after["default/Deployment/web"] == pytest.approx(price["n0"] + price["n1"], abs=0.01)

@@ -246,7 +246,8 @@ class _Planner:
         self.fleet, self.drift, self.budgets, self.start = fleet, drift, budgets, start
         self.timing, self.pdbs, self.replacements = timing, pdbs, replacements
         self.pools = _Pools(fleet)
-        self.room = Room(fleet, replacements.templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16)
+        self.room = Room(fleet, replacements.templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16,
+                         "nodeclaim")
         #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
         self.expiring: dict[str, float] = {}
 

@@ -55,10 +55,13 @@ _LAST = "~"
 class Room:
     """The nodes the plan has not deleted and what their pods request (see the module docstring)."""
 
-    def __init__(self, fleet: Fleet, templates: Sequence[NodeClaimTemplate], extra: int) -> None:
+    def __init__(self, fleet: Fleet, templates: Sequence[NodeClaimTemplate], extra: int,
+                 kind: str = "replacement") -> None:
         """`extra`: how many replacements are offered room at most (slots kept for them in first-fit order; later ones
-        take no more pods)."""
+        take no more pods); `kind`: how their names begin (a plan with two rooms — Provisioners' and NodePools' —
+        names their replacements apart)."""
         self._templates = {t.name: t for t in templates}
+        self._kind = kind
         self._nodes: list[ExistingNode | None] = []
         self._position: dict[str, int] = {}
         self._domains: dict[str, Counter[str]] = defaultdict(Counter)
@@ -198,7 +201,7 @@ class Room:
         """A replacement joins the room: its launch's type, zone and capacity type, its template's labels and
         taints, what the scheduler put on it (DaemonSet overhead included)."""
         self._launched += 1
-        name = f"{_LAST}replacement-{self._launched:06d}"
+        name = f"{_LAST}{self._kind}-{self._launched:06d}"
         template = self._templates.get(claim.template)
         launch = claim.launch
         labels: dict[str, str] = {}
