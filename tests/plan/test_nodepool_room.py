@@ -57,9 +57,10 @@ def member(name: str, nodepool_name: str = "default", created: str = "2026-11-20
 
 
 def test_evicted_pods_fit_on_an_untouched_node_and_no_node_is_launched(tmp_path: Path) -> None:
-    """`Drift.ComputeCommands` (drift.go:63) → `SimulateScheduling` (helpers.go:53): the scheduler is given every
-    active node but the candidate; `spare` (NodePool `other`, not drifted) has room for the drifted node's pod, so
-    the command launches nothing — the old plan launched an m5.large for it."""
+    """v1.14.1 pkg/controllers/disruption/drift_test.go:752, "should delete drifted nodes": a drifted node's pod fits
+    on another, undrifted node, so the drifted NodeClaim is deleted without a replacement (one NodeClaim left).
+    `Drift.ComputeCommands` (drift.go:63) → `SimulateScheduling` (helpers.go:53) gives the scheduler every active
+    node but the candidate; `spare` (NodePool `other`) has room — the old plan launched a node for the pod."""
     items = [*member("d0"), pod("web-0", "d0", "web"), *member("spare", "other")]
 
     doc = plan(sides(tmp_path, '[{nodes: "1"}]'), tmp_path, *items)
