@@ -250,6 +250,8 @@ class _Planner:
                          "nodeclaim")
         #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
         self.expiring: dict[str, float] = {}
+        #: candidates whose pods would go onto nodes not initialized yet: the room's version then, and until when
+        self.waiting: dict[str, tuple[int, float]] = {}
 
     def at_once(self, names: Sequence[str], method: str, at: float) -> None:
         """Nodes deleted without a budget `at` seconds from the start (a removed NodePool's, expired ones): drained
@@ -335,6 +337,7 @@ class _Planner:
                        for i, why in sorted(placed.failures.items())])
             return False
         if placed.waiting_until is not None:
+            self.waiting[name] = (self.room.version, placed.waiting_until)
             return placed.waiting_until
         self.room.remove([name])
         launched = placed.replacements
@@ -407,6 +410,10 @@ class _Planner:
             if not firsts:
                 return started, list(skipped.values())
             chosen = min(firsts, key=lambda c: (self.room.moves_pods(c.name), c.order))
+            version, until = self.waiting.get(chosen.name, (-1, 0.0))
+            if version == self.room.version and until > now:  # the room as then: the same plan, still waiting
+                skipped[chosen.name] = until
+                continue
             outcome = self.command(chosen, now)
             if not isinstance(outcome, bool):
                 skipped[chosen.name] = outcome

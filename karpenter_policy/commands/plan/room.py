@@ -62,6 +62,9 @@ class Room:
         names their replacements apart)."""
         self._templates = {t.name: t for t in templates}
         self._kind = kind
+        #: how many times the room changed (nodes gone, pods moved, nodes launched): a plan made at the same count is
+        #: the same plan
+        self.version = 0
         self._nodes: list[ExistingNode | None] = []
         self._position: dict[str, int] = {}
         self._domains: dict[str, Counter[str]] = defaultdict(Counter)
@@ -122,6 +125,7 @@ class Room:
 
     def remove(self, names: Collection[str]) -> None:
         """The nodes are gone (deleted by a wave): no room any more, their labels no topology domain."""
+        self.version += 1
         for name in names:
             self._moved.pop(name, None)
             position = self._position.get(name)
@@ -178,6 +182,7 @@ class Room:
         """The plan's pods onto the existing nodes it chose, its new claims into the room as nodes initialized at
         `ready_at` (seconds from the start): each node that takes pods, with them and, for a new one, its claim's
         index in the plan."""
+        self.version += 1
         landed: list[tuple[str, list[FleetPod], int | None]] = []
         for name, pods in plan.existing.items():
             node = self._nodes[self._position[name]]
