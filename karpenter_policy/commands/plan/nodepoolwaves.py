@@ -47,10 +47,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import time
 from bisect import insort
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from heapq import merge
 from itertools import chain
 
 from karpenter_policy.api.v1.budgets import DRIFTED, UNBOUNDED, Budget, allowance, budgets_of
@@ -165,11 +167,13 @@ def plan_nodepool_waves(
     timing: Timing,
     pdbs: PdbBudgets,
     replacements: Replacements,
+    timeout: float | None = None,
 ) -> Rollout:
     """The waves that carry out `drift` on the NodePools' nodes of `fleet` from `start` under HEAD's `budgets`
-    (see the module docstring)."""
+    (see the module docstring). Planning them may take `timeout` seconds (None: no limit); past it, the waves
+    planned so far, the nodes not planned blocked by `--rollout-timeout` and a note saying how far it got."""
     drift = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None and not fleet.nodes[n].deleting}
-    planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements)
+    planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, _Clock(timeout))
     removed = sorted(n for n, d in drift.items() if d.removed)
     if removed:
         planner.at_once(removed, REMOVED, 0.0)
@@ -182,8 +186,27 @@ def plan_nodepool_waves(
     drifted.sort(key=lambda n: (_drifted_since(fleet.nodes[n], start), fleet.nodes[n].created or start, n))
     queue = [_Candidate(name, fleet.nodes[name].nodepool or "", order, drift[name].termination_grace,
                         later.get(name)) for order, name in enumerate(drifted)]
-    planner.run(queue, {n: at for n, at in later.items() if n not in set(drifted)})
+    try:
+        planner.run(queue, {n: at for n, at in later.items() if n not in set(drifted)})
+    except _OutOfTime:
+        planner.stopped(queue, timeout or 0.0)
     return Rollout().merged(planner.rollout)
+
+
+class _OutOfTime(Exception):
+    """The rollout's planning took longer than its budget."""
+
+
+class _Clock:
+    """The planning's budget: :meth:`check` raises :class:`_OutOfTime` once `seconds` (None: no limit) have passed
+    since it was made (monotonic time: what the user waits)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def check(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _OutOfTime
 
 
 def _offset(drift: NodeDrift, start: dt.datetime) -> float:
@@ -218,14 +241,13 @@ class _Line:
     def add(self, candidate: _Candidate, room: Room) -> None:
         insort(self.busy if room.moves_pods(candidate.name) else self.empty, candidate, key=_order)
 
-    def first(self, room: Room, skipped: Collection[str]) -> _Candidate | None:
-        """The first candidate not `skipped`, the empty ones first."""
+    def refresh(self, room: Room) -> None:
+        """The empty candidates that earlier waves gave pods join the others."""
         filled = [c for c in self.empty if room.moves_pods(c.name)]
         if filled:
             self.empty = [c for c in self.empty if not room.moves_pods(c.name)]
             for candidate in filled:
                 insort(self.busy, candidate, key=_order)
-        return next((c for c in self if c.name not in skipped), None)
 
     def remove(self, candidate: _Candidate) -> None:
         (self.empty if candidate in self.empty else self.busy).remove(candidate)
@@ -241,8 +263,12 @@ class _Planner:
     expire."""
 
     def __init__(self, fleet: Fleet, drift: Mapping[str, NodeDrift], budgets: Mapping[str, Sequence[Budget]],
-                 start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements) -> None:
+                 start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements,
+                 clock: _Clock) -> None:
         self.rollout = Rollout()
+        self.clock = clock
+        #: virtual time reached (seconds from the start)
+        self.now = 0.0
         self.fleet, self.drift, self.budgets, self.start = fleet, drift, budgets, start
         self.timing, self.pdbs, self.replacements = timing, pdbs, replacements
         self.pools = _Pools(fleet)
@@ -250,6 +276,8 @@ class _Planner:
                          "nodeclaim")
         #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
         self.expiring: dict[str, float] = {}
+        #: each candidate's drain: the room's stamp of its node then, the drain
+        self.drains: dict[str, tuple[int, Drain]] = {}
         #: candidates whose pods would go onto nodes not initialized yet: the room's version then, and until when
         self.waiting: dict[str, tuple[int, float]] = {}
 
@@ -312,9 +340,15 @@ class _Planner:
             self.rollout.pending += pending
 
     def drain(self, candidate: _Candidate) -> Drain:
-        node = self.fleet.nodes[candidate.name]
-        return _graced(drain_of(node, self.room.moved_pods(candidate.name), self.pdbs, self.timing, v1=True),
-                       candidate.grace)
+        """The candidate's drain with the pods it has now (remembered until pods land on it)."""
+        stamp = self.room.stamp(candidate.name)
+        found = self.drains.get(candidate.name)
+        if found is None or found[0] != stamp:
+            node = self.fleet.nodes[candidate.name]
+            drain = _graced(drain_of(node, self.room.moved_pods(candidate.name), self.pdbs, self.timing, v1=True),
+                            candidate.grace)
+            found = self.drains[candidate.name] = (stamp, drain)
+        return found[1]
 
     def command(self, candidate: _Candidate, now: float) -> float | bool:
         """Karpenter's drift command for `candidate` at `now` (`Drift.ComputeCommands`): held (False) when its
@@ -328,17 +362,21 @@ class _Planner:
             return False
         pods = self.room.moved_pods(name)
         movable = [p for p in pods if p.pod is not None]
-        placed = self.replacements.place([p.pod for p in movable if p.pod is not None], self.room, {name},
-                                         at=now, ready_at=now + self.timing.node_startup)
+        wanted = [p.pod for p in movable if p.pod is not None]
+        surely = self.room.would_wait(wanted, {name}, now)  # without a scheduling run when the room tells
+        if surely is not None:
+            self.waiting[name] = (self.room.version, surely)
+            return surely
+        placed = self.replacements.place(wanted, self.room, {name}, at=now, ready_at=now + self.timing.node_startup)
+        if placed.waiting_until is not None:
+            self.waiting[name] = (self.room.version, placed.waiting_until)
+            return placed.waiting_until
         if placed.failures:
             self.held(candidate, Blocked(name, f"{len(placed.failures)} of its pods would not schedule on HEAD's "
                                          "NodePools", "scheduling", True),
                       [Pending(movable[i].key, movable[i].workload, name, why, held=True)
                        for i, why in sorted(placed.failures.items())])
             return False
-        if placed.waiting_until is not None:
-            self.waiting[name] = (self.room.version, placed.waiting_until)
-            return placed.waiting_until
         self.room.remove([name])
         launched = placed.replacements
         startup = self.timing.node_startup if launched else 0.0
@@ -374,6 +412,8 @@ class _Planner:
                 + (f" ({disrupting} disrupting already)" if disrupting else ""))
         now = POLLING_SECONDS
         while lines:
+            self.now = now
+            self.clock.check()
             self.expire_due(lines, now)
             if not lines:
                 break
@@ -396,35 +436,59 @@ class _Planner:
             now += max(polls, 1) * POLLING_SECONDS
         self.expire_due({}, math.inf)
 
+    def stopped(self, queue: Sequence[_Candidate], timeout: float) -> None:
+        """Planning ran out of its budget: every drifted or expiring node not deleted by a wave yet is blocked by
+        it, with a note of how far the plan got."""
+        planned = {name for wave in self.rollout.waves for name in wave.nodes}
+        held = {b.node for b in self.rollout.blocked}
+        left = sorted(name for name in {c.name for c in queue} | set(self.expiring)
+                      if name not in planned and name not in held)
+        reached = self.start + dt.timedelta(seconds=self.now)
+        self.rollout.notes.append(
+            f"the v1 NodePools' rollout was not planned to its end: planning took longer than --rollout-timeout "
+            f"{timeout:g}s; {len(self.rollout.waves)} waves planned up to {reached:%Y-%m-%dT%H:%M:%SZ}, "
+            f"{len(left)} drifted or expiring nodes not planned")
+        for name in left:
+            self.rollout.blocked.append(Blocked(name, "not planned: the plan took longer than --rollout-timeout",
+                                                "--rollout-timeout", True))
+
     def poll(self, lines: dict[str, _Line], now: float) -> tuple[bool, list[float]]:
         """One poll at `now`: commands start while a budget allows one — Karpenter looks again at once after a
-        command (`controller.go`: `RequeueImmediately`). Whether any started, and when the candidates waiting on
-        nodes not initialized yet could go."""
+        command (`controller.go`: `RequeueImmediately`), in `ComputeCommands`' order over the NodePools with room
+        in their budgets. Whether any started, and when the candidates waiting on nodes not initialized yet could
+        go."""
         moment = self.start + dt.timedelta(seconds=now)
         room = {pool: _room(self.budgets.get(pool, ()), self.pools, pool, moment) for pool in lines}
         started = False
-        skipped: dict[str, float] = {}  # waiting on nodes not initialized: until when
         while True:
-            firsts = [c for pool, line in lines.items() if room[pool] > 0
-                      for c in [line.first(self.room, skipped)] if c is not None]
-            if not firsts:
+            skipped: dict[str, float] = {}  # waiting on nodes not initialized: until when
+            held: list[_Candidate] = []
+            chosen: _Candidate | None = None
+            for line in lines.values():
+                line.refresh(self.room)
+            for candidate in merge(*(line for pool, line in lines.items() if room[pool] > 0),
+                                   key=lambda c: (self.room.moves_pods(c.name), c.order)):
+                self.clock.check()
+                version, until = self.waiting.get(candidate.name, (-1, 0.0))
+                if version == self.room.version and until > now:  # the room as then: the same plan, still waiting
+                    skipped[candidate.name] = until
+                    continue
+                outcome = self.command(candidate, now)
+                if isinstance(outcome, bool) and not outcome:
+                    held.append(candidate)
+                elif outcome is True:
+                    chosen = candidate
+                    break
+                else:
+                    skipped[candidate.name] = outcome
+            for candidate in held + ([chosen] if chosen is not None else []):
+                lines[candidate.pool].remove(candidate)
+                if not lines[candidate.pool]:
+                    del lines[candidate.pool]
+            if chosen is None:
                 return started, list(skipped.values())
-            chosen = min(firsts, key=lambda c: (self.room.moves_pods(c.name), c.order))
-            version, until = self.waiting.get(chosen.name, (-1, 0.0))
-            if version == self.room.version and until > now:  # the room as then: the same plan, still waiting
-                skipped[chosen.name] = until
-                continue
-            outcome = self.command(chosen, now)
-            if not isinstance(outcome, bool):
-                skipped[chosen.name] = outcome
-                continue
-            lines[chosen.pool].remove(chosen)
-            if not lines[chosen.pool]:
-                del lines[chosen.pool]
-            if outcome:
-                room[chosen.pool] -= 1
-                started = True
-                skipped.clear()  # the room changed: Karpenter simulates them again
+            room[chosen.pool] -= 1
+            started = True  # the room changed: Karpenter simulates the others again
 
 
 def _budget_opens(queue: Sequence[_Candidate], budgets: Mapping[str, Sequence[Budget]], pools: _Pools,

@@ -40,14 +40,17 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import owner_labels
-from karpenter_policy.scheduling import ClaimPlan, ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
+from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
+from karpenter_policy.scheduling import Attempt, ClaimPlan, ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
 from karpenter_policy.scheduling.firstfit import FirstFit
-from karpenter_policy.scheduling.vectors import ZERO, Vector, add
+from karpenter_policy.scheduling.vectors import ZERO, Vector, add, fits
 
 __all__ = ["FIRST_OFFER", "Room"]
 
 #: How many nodes with room a wave is offered first (then four times more, until every node).
 FIRST_OFFER = 16
+#: How many nodes with room for a pod :meth:`Room.would_wait` asks before it leaves the answer to the scheduler.
+_ASKED = 64
 #: Sorts after every node name (a DNS subdomain: lowercase letters, digits, '-' and '.').
 _LAST = "~"
 
@@ -61,10 +64,16 @@ class Room:
         take no more pods); `kind`: how their names begin (a plan with two rooms — Provisioners' and NodePools' —
         names their replacements apart)."""
         self._templates = {t.name: t for t in templates}
+        #: whether the scheduler over these templates relaxes a pod into tolerating PreferNoSchedule taints
+        self._tolerate = any(t.effect == PREFER_NO_SCHEDULE for template in templates for t in template.taints)
         self._kind = kind
         #: how many times the room changed (nodes gone, pods moved, nodes launched): a plan made at the same count is
         #: the same plan
         self.version = 0
+        #: the room's version when each node last changed (pods onto it, gone, launched; not here: never)
+        self._stamp: dict[str, int] = {}
+        #: whether a node takes a pod's shape (`_takes`), by node and id of the shape: the node's stamp then, the answer
+        self._taken: dict[tuple[str, int], tuple[int, bool]] = {}
         self._nodes: list[ExistingNode | None] = []
         self._position: dict[str, int] = {}
         self._domains: dict[str, Counter[str]] = defaultdict(Counter)
@@ -119,6 +128,10 @@ class Room:
         type no template knows: those alone) and those earlier waves put there; none once it is gone."""
         return list(self._moved.get(name, ()))
 
+    def stamp(self, name: str) -> int:
+        """The room's :attr:`version` when the node last changed (pods onto it, gone); 0: never."""
+        return self._stamp.get(name, 0)
+
     def moves_pods(self, name: str) -> bool:
         """Whether the node's replacement would move any pod (:meth:`moved_pods` is not empty)."""
         return bool(self._moved.get(name))
@@ -127,6 +140,7 @@ class Room:
         """The nodes are gone (deleted by a wave): no room any more, their labels no topology domain."""
         self.version += 1
         for name in names:
+            self._stamp[name] = self.version
             self._moved.pop(name, None)
             position = self._position.get(name)
             node = self._nodes[position] if position is not None else None
@@ -178,6 +192,78 @@ class Room:
         waited = [ready for ready in later if ready > at]
         return max(waited) if waited else None
 
+    def would_wait(self, pods: Sequence[Pod], without: Collection[str], at: float) -> float | None:
+        """A lower bound of :meth:`uninitialized` for the plan of `pods` with `without` gone, found without running
+        the scheduler when that plan surely puts a pod on a node not initialized at `at`; None: not known (run it).
+
+        A run (whichever of the scheduler's orders) only ever fills nodes, and a pod tries the existing nodes
+        before new ones; while no pod is on a node not initialized, those are as the room has them now. So the plan
+        puts a pod on one when some pod fits no initialized node now but fits one not initialized (at its turn
+        every initialized node is full for it), or when every pod fits a node not initialized and the pods
+        together request more of some resource than the initialized nodes that take any of them have free (some
+        pod finds them full). Asked only of pods that the scheduler places in one attempt by their requirements,
+        tolerations and requests alone (no preferences to relax, no topology terms, host ports or other extended
+        resources, no kind of Karpenter refusing them). The bound: the soonest such node any pod fits is
+        initialized."""
+        waiting = [(name, ready) for name, ready in self._ready.items() if ready > at and name in self._moved]
+        if not waiting:
+            return None
+        shapes = {id(pod.shape): pod for pod in pods if not pod.daemon}
+        if not shapes or not all(_plain(pod, self._tolerate) for pod in shapes.values()):
+            return None
+        plain = [(pod, pod.shape.attempts(self._tolerate)[0]) for pod in shapes.values()]
+        late = {name for name, _ in waiting}
+        readies = [[ready for name, ready in waiting if (node := self._node(name)) is not None
+                    and self._takes(node, pod, attempt)] for pod, attempt in plain]
+        found = [ready for fitting in readies for ready in fitting]
+        if not found:
+            return None
+        soonest = min(found)
+        for (pod, attempt), fitting in zip(plain, readies, strict=True):
+            if fitting and self._initialized_takers([(pod, attempt)], without, late, pod.requests) is False:
+                return soonest
+        if not all(readies):
+            return None
+        total = ZERO
+        for pod in pods:
+            if not pod.daemon:
+                total = add(total, pod.requests)
+        return soonest if self._initialized_takers(plain, without, late, total) is False else None
+
+    def _takes(self, node: ExistingNode, pod: Pod, attempt: Attempt) -> bool:
+        """`_takes`, remembered until the node changes."""
+        key = (node.name, id(pod.shape))
+        stamp = self._stamp.get(node.name, 0)
+        found = self._taken.get(key)
+        if found is None or found[0] != stamp:
+            found = self._taken[key] = (stamp, _takes(node, pod, attempt))
+        return found[1]
+
+    def _node(self, name: str) -> ExistingNode | None:
+        position = self._position.get(name)
+        return self._nodes[position] if position is not None else None
+
+    def _initialized_takers(self, plain: Sequence[tuple[Pod, Attempt]], without: Collection[str],
+                            late: Collection[str], wanted: Vector) -> bool | None:
+        """Whether the initialized nodes but `without` that take one of the `plain` pods as the room is now have
+        `wanted` free together, in every resource (None: not known after :data:`_ASKED` nodes with room for the
+        smallest of them)."""
+        smallest = plain[0][0].requests
+        for pod, _ in plain[1:]:
+            smallest = tuple(map(min, smallest, pod.requests))
+        free = ZERO
+        for asked, position in enumerate(self._first_fit.candidates(smallest)):
+            if asked >= _ASKED:
+                return None
+            node = self._nodes[position] if position < len(self._nodes) else None
+            if node is None or node.name in without or node.name in late:
+                continue
+            if any(self._takes(node, pod, attempt) for pod, attempt in plain):
+                free = add(free, tuple(max(0, a - r) for a, r in zip(node.allocatable, node.requested, strict=True)))
+                if fits(wanted, free):
+                    return True
+        return False
+
     def carry_out(self, plan: Plan, ready_at: float = 0.0) -> list[tuple[str, list[FleetPod], int | None]]:
         """The plan's pods onto the existing nodes it chose, its new claims into the room as nodes initialized at
         `ready_at` (seconds from the start): each node that takes pods, with them and, for a new one, its claim's
@@ -192,11 +278,13 @@ class Room:
                 requested = add(requested, pod.requests)
             node.requested = requested
             self._set(node)
+            self._stamp[name] = self.version
             joined = [self._fleet_pod[id(pod)] for pod in pods if id(pod) in self._fleet_pod]
             self._moved[name] += joined
             landed.append((name, joined, None))
         for index, claim in enumerate(plan.claims):
             name = self._launch(claim)
+            self._stamp[name] = self.version
             self._ready[name] = ready_at
             self._moved[name] = [self._fleet_pod[id(pod)] for pod in claim.pods if id(pod) in self._fleet_pod]
             landed.append((name, list(self._moved[name]), index))
@@ -224,3 +312,21 @@ class Room:
         self._append(node)
         self._set(node)
         return name
+
+
+def _plain(pod: Pod, tolerate: bool) -> bool:
+    """The scheduler (relaxing into tolerating PreferNoSchedule taints or not: `tolerate`) places the pod in one
+    attempt by its requirements, tolerations and requests alone."""
+    shape = pod.shape
+    attempts = shape.attempts(tolerate)
+    return (shape.refused is None and shape.refused_v1 is None and not shape.extended and not shape.host_ports
+            and len(attempts) == 1 and not attempts[0].has_topology)
+
+
+def _takes(node: ExistingNode, pod: Pod, attempt: Attempt) -> bool:
+    """`ExistingNode.try_add` of a plain pod (`_plain`) onto the node as the room has it, without placing it."""
+    if node.taints and untolerated(node.taints, attempt.tolerations):
+        return False
+    if not fits(add(node.requested, pod.requests), node.allocatable):
+        return False
+    return not node.requirements.incompatibilities(attempt.requirements, frozenset())

@@ -317,7 +317,7 @@ class Replacements:
         `without` are offered first, and the plan is carried out on the room when every pod was placed (or,
         `keep_partial`, whatever was placed), its new nodes initialized at `ready_at`; with `at` too (a disruption
         command's time, seconds from the start), not when it puts a pod on a node not initialized by then
-        (`Placed.waiting_until`)."""
+        (`Placed.waiting_until`, whether or not some pod fits nowhere)."""
         if room is None:
             plan = self.solve(pods)
         else:
@@ -330,11 +330,13 @@ class Replacements:
         if plan.failures:  # the plan is of these very pods (a plan with failures is never cached)
             position = {p.key: i for i, p in enumerate(pods)}
             failures = {position[k]: f.message() for k, f in plan.failures.items() if k in position}
-        if room is None or (failures and not keep_partial):
+        if room is None:
             return Placed(replacements, failures)
         waiting = room.uninitialized(plan, at) if at is not None else None
-        if waiting is not None:
+        if waiting is not None:  # first: Karpenter skips the candidate for either, and this one may pass
             return Placed(replacements, failures, waiting_until=waiting)
+        if failures and not keep_partial:
+            return Placed(replacements, failures)
         landings = [Landing(node, tuple(moved), new.get(index) if index is not None else None)
                     for node, moved, index in room.carry_out(plan, ready_at)]
         return Placed(replacements, failures, landings)
