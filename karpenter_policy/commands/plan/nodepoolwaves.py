@@ -205,7 +205,7 @@ class _Clock:
         self.deadline = None if seconds is None else time.monotonic() + seconds
 
     def check(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
             raise _OutOfTime
 
 
@@ -444,10 +444,11 @@ class _Planner:
         left = sorted(name for name in {c.name for c in queue} | set(self.expiring)
                       if name not in planned and name not in held)
         reached = self.start + dt.timedelta(seconds=self.now)
+        shown = f"{timeout:.6f}".rstrip("0").rstrip(".")
         self.rollout.notes.append(
             f"the v1 NodePools' rollout was not planned to its end: planning took longer than --rollout-timeout "
-            f"{timeout:g}s; {len(self.rollout.waves)} waves planned up to {reached:%Y-%m-%dT%H:%M:%SZ}, "
-            f"{len(left)} drifted or expiring nodes not planned")
+            f"{shown}s; {len(self.rollout.waves)} waves planned up to {reached:%Y-%m-%dT%H:%M:%SZ}, {len(left)} "
+            "drifted or expiring nodes not planned")
         for name in left:
             self.rollout.blocked.append(Blocked(name, "not planned: the plan took longer than --rollout-timeout",
                                                 "--rollout-timeout", True))
