@@ -27,7 +27,9 @@ the order of its time — the nodes that expire between two polls go before the 
   earlier waves' replacements, in-flight or not —, new nodes for the rest (`helpers.go:53`, `SimulateScheduling`:
   the scheduler over the active nodes but the candidate; a candidate is marked for deletion when its command starts,
   `queue.go:346`, and offers no room after); a plan that puts a pod on a replacement not initialized yet is refused
-  (`helpers.go:138`, `UninitializedNodeError`): the candidate waits, the next one is tried. Replace before delete:
+  (`helpers.go:138`, `UninitializedNodeError`; before a pod that fits nowhere: both skip the candidate): the
+  candidate waits, the next one is tried — told by the room without a scheduling run when it surely would
+  (`Room.would_wait`). Replace before delete:
   the replacements are initialized (`node_startup`) before the node drains (`queue.go:218`). A replacement counts
   toward its NodePool's total once initialized, a drained node leaves it;
 * a candidate is **blocked** by the node's `karpenter.sh/do-not-disrupt: "true"` (`ValidateNodeDisruptable`), by a
@@ -36,6 +38,9 @@ the order of its time — the nodes that expire between two polls go before the 
   its drain ends after that period at the latest —, when its pods would not all schedule (drift.go:93), or by a
   budget that allows no `Drifted` disruption for as far ahead as the budgets' schedules repeat (a week, or a year):
   the rollout never finishes. A blocked candidate that expires later goes by expiry.
+
+Planning has a budget (`--rollout-timeout`): past it, the waves so far, the nodes not planned blocked by it, a
+note saying how far it got.
 
 What this does not model: nodes being deleted in the snapshot (assumed gone), the PDBs' state between waves,
 consolidation (`Underutilized`, `Empty`: with BASE = HEAD, NodePools' nodes are left out of

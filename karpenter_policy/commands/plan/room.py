@@ -16,7 +16,9 @@ with the time they are initialized at. A disruption command's plan that puts a p
 (:meth:`Room.uninitialized`) is not carried out: Karpenter's simulation refuses it (v0.31.1
 `deprovisioning/helpers.go:115`, "would schedule against a non-initialized node"; v1.14.1
 `disruption/helpers.go:138`, `UninitializedNodeError`) and the candidate waits. The snapshot's nodes count as
-initialized.
+initialized. :meth:`Room.would_wait` tells, without a scheduling run, that a command's plan surely puts a pod on
+a node not initialized (a run only fills nodes: a pod that the initialized nodes cannot take goes onto one not
+initialized that takes it), so a dense fleet's waiting candidates cost no run each.
 
 The scheduler asks existing nodes first fit, in its order (by name); a replacement is offered after the
 snapshot's nodes (its name is made to sort last: the controller's names are not known before). Offering every
@@ -205,7 +207,8 @@ class Room:
         tolerations and requests alone (no preferences to relax, no topology terms, host ports or other extended
         resources, no kind of Karpenter refusing them). The bound: the soonest such node any pod fits is
         initialized."""
-        waiting = [(name, ready) for name, ready in self._ready.items() if ready > at and name in self._moved]
+        waiting = [(name, ready) for name, ready in self._ready.items()  # those offered room: first-fit slots
+                   if ready > at and name in self._moved and self._position[name] < self._first_fit.size]
         if not waiting:
             return None
         shapes = {id(pod.shape): pod for pod in pods if not pod.daemon}
