@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
+from itertools import islice
 
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
 from karpenter_policy.model import labels as wk
@@ -76,6 +77,10 @@ class Room:
         self._stamp: dict[str, int] = {}
         #: whether a node takes a pod's shape (`_takes`), by node and id of the shape: the node's stamp then, the answer
         self._taken: dict[tuple[str, int], tuple[int, bool]] = {}
+        #: `_holding`'s walks: the version they were made at, the positions by requests
+        self._walked: tuple[int, dict[Vector, list[int]]] = (-1, {})
+        #: `_plain` by id of the shape
+        self._plains: dict[int, bool] = {}
         self._nodes: list[ExistingNode | None] = []
         self._position: dict[str, int] = {}
         self._domains: dict[str, Counter[str]] = defaultdict(Counter)
@@ -212,7 +217,7 @@ class Room:
         if not waiting:
             return None
         shapes = {id(pod.shape): pod for pod in pods if not pod.daemon}
-        if not shapes or not all(_plain(pod, self._tolerate) for pod in shapes.values()):
+        if not shapes or not all(self._plain(pod) for pod in shapes.values()):
             return None
         plain = [(pod, pod.shape.attempts(self._tolerate)[0]) for pod in shapes.values()]
         late = {name for name, _ in waiting}
@@ -242,6 +247,23 @@ class Room:
             found = self._taken[key] = (stamp, _takes(node, pod, attempt))
         return found[1]
 
+    def _holding(self, requests: Vector) -> list[int]:
+        """The first :data:`_ASKED` + 1 positions with room for `requests` in first-fit order, remembered until the
+        room changes (the candidates of one poll ask alike)."""
+        if self._walked[0] != self.version:
+            self._walked = (self.version, {})
+        found = self._walked[1].get(requests)
+        if found is None:
+            found = self._walked[1][requests] = list(islice(self._first_fit.candidates(requests), _ASKED + 1))
+        return found
+
+    def _plain(self, pod: Pod) -> bool:
+        """`_plain`, remembered per shape."""
+        found = self._plains.get(id(pod.shape))
+        if found is None:
+            found = self._plains[id(pod.shape)] = _plain(pod, self._tolerate)
+        return found
+
     def _node(self, name: str) -> ExistingNode | None:
         position = self._position.get(name)
         return self._nodes[position] if position is not None else None
@@ -255,7 +277,7 @@ class Room:
         for pod, _ in plain[1:]:
             smallest = tuple(map(min, smallest, pod.requests))
         free = ZERO
-        for asked, position in enumerate(self._first_fit.candidates(smallest)):
+        for asked, position in enumerate(self._holding(smallest)):
             if asked >= _ASKED:
                 return None
             node = self._nodes[position] if position < len(self._nodes) else None
