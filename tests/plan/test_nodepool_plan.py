@@ -16,7 +16,7 @@ import pytest
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.options import PlanOptions
-from tests.plan.snapshots import node, pdb, pod, policies, provisioner, write
+from tests.plan.snapshots import FULL, node, pdb, pod, policies, provisioner, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 
 START = "2026-11-30T09:00:00Z"
@@ -32,10 +32,12 @@ def sides(root: Path, budgets: str | None = None, *, extra: str = "", base_extra
 
 
 def fleet(count: int, **claim_options: Any) -> list[dict[str, Any]]:
+    """`count` nodes, each full (no other node has room for its pod: each command launches a replacement)."""
     items: list[dict[str, Any]] = []
     for i in range(count):
         items += [pool_node(f"n{i}", created=f"2026-11-20T08:0{i}:00Z"),
-                  claim(f"n{i}", created=f"2026-11-20T08:0{i}:00Z", **claim_options), pod(f"web-{i}", f"n{i}", "web")]
+                  claim(f"n{i}", created=f"2026-11-20T08:0{i}:00Z", **claim_options),
+                  pod(f"web-{i}", f"n{i}", "web", cpu=FULL)]
     return items
 
 
@@ -223,3 +225,21 @@ def test_a_pods_do_not_disrupt_duration_holds_its_node_while_it_runs_at_the_star
     assert [(b["node"], b["reason"]) for b in doc["blocked"]] == [
         ("held", "pod default/held-0 has karpenter.sh/do-not-disrupt")]
     assert code == 1
+
+
+def test_the_replacements_of_both_models_are_shared_by_their_own_pods(tmp_path: Path) -> None:
+    """Provisioners' and NodePools' waves each keep a room of their own; their replacements are two nodes, not one
+    of the same name: each workload pays for the node that took its pods (named alike, as the two rooms first named
+    them, `api` and `web` shared one node's price)."""
+    base = policies(tmp_path / "base", provisioner())
+    head = policies(tmp_path / "head", provisioner(labels="team: platform"))
+    v1_policies(tmp_path / "base", nodepool(budgets='[{nodes: "1"}]'))
+    v1_policies(tmp_path / "head", nodepool(labels="team: platform", budgets='[{nodes: "1"}]'))
+    items = [node("a"), pod("api-0", "a", "api", cpu=FULL), *fleet(2)]
+
+    _, doc = plan((base, head), tmp_path, *items)
+
+    price = {w["nodes"][0]: sum(r["price"] for r in w["replacements"]) * 730 for w in doc["waves"]}
+    after = {w["workload"]: w["after_monthly"] for w in doc["cost"]["workloads"]}
+    assert after["default/Deployment/api"] == pytest.approx(price["a"], abs=0.01)
+    assert after["default/Deployment/web"] == pytest.approx(price["n0"] + price["n1"], abs=0.01)

@@ -289,3 +289,15 @@ def test_a_removed_provisioners_pods_go_onto_a_node_with_room(sides: tuple[str, 
     (wave,) = doc["waves"]
     assert code == 0 and (wave["method"], wave["nodes"], wave["replacements"]) == ("removed", ["o1"], [])
     assert doc["pending"] == [] and [r["provisioner"] for r in doc["cost"]["provisioners"]] == ["default", "old"]
+
+
+def test_a_node_of_a_type_no_template_knows_still_has_its_pods_moved(sides: tuple[str, str], tmp_path: Path) -> None:
+    """A drifted node without `status.allocatable` whose instance type no HEAD template knows offers no room, but
+    its pods are still the command's to move (`simulateScheduling` takes the candidate's pods whatever its type):
+    they were dropped from its wave, which evicted nothing and launched nothing."""
+    code, doc, _ = plan(sides, tmp_path, node("odd", instance_type="m99.large"), pod("web-1", "odd", "web"))
+
+    (wave,) = doc["waves"]
+    assert (wave["nodes"], wave["evicted_pods"], wave["evicted"]) == (["odd"], 1, {"default/Deployment/web": 1})
+    assert [r["instance_type"] for r in wave["replacements"]] == ["m5.large"]
+    assert code == 0 and doc["pending"] == []

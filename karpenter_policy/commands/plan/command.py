@@ -2,7 +2,8 @@
 read and checked, drift, waves and cost computed, the result rendered, and the exit code: 0; 1 when HEAD has error
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
 (an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read within `--request-timeout`, an
-unknown revision, a bad `--start`, `--horizon`, `--request-timeout` or `--consolidation-timeout`)."""
+unknown revision, a bad `--start`, `--horizon`, `--request-timeout`, `--consolidation-timeout` or
+`--rollout-timeout`); a v1 rollout not planned to its end within `--rollout-timeout` is exit 1 too."""
 
 from __future__ import annotations
 
@@ -112,6 +113,10 @@ def plan_command(
         return CommandOutput(2, "", "karpenter-policy plan: --consolidation-timeout "
                              f"{show_value(options.consolidation_timeout)} is not a duration of 0 or more (a Go "
                              "duration up to 2562047h: 60s, 5m, 0s)\n")
+    rollout_timeout = _duration(options.rollout_timeout)
+    if rollout_timeout is None or rollout_timeout <= dt.timedelta(0):
+        return CommandOutput(2, "", f"karpenter-policy plan: --rollout-timeout {show_value(options.rollout_timeout)} "
+                             "is not a duration of more than 0 (a Go duration up to 2562047h: 120s, 5m)\n")
     try:
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
@@ -165,7 +170,8 @@ def plan_command(
     rollout = plan_waves(fleet, v1alpha5, templates, start, timing, pdbs, replacements)
     if v1:
         budgets = nodepool_budgets(head_side.nodepools)
-        rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements))
+        rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements,
+                                                                 rollout_timeout.total_seconds()))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
     notes = rules.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]

@@ -1,52 +1,70 @@
 """The replacement waves of Karpenter v1 NodePools' nodes: Karpenter v1.14.1's disruption in virtual time, with the
-pieces the v0.31 waves use (`waves`: PodDisruptionBudget arithmetic, the scheduler on HEAD's NodePools) and the
-NodePools' disruption budgets as Karpenter computes them (`api.v1.budgets`).
+pieces the v0.31 waves use (`waves`: PodDisruptionBudget arithmetic, the scheduler on HEAD's NodePools, the room on
+the nodes not deleted — `room`) and the NodePools' disruption budgets as Karpenter computes them (`api.v1.budgets`).
 
-Karpenter v1.14.1 (core `pkg/controllers/disruption/`, `nodeclaim/expiration/`, `node/termination/`):
+Karpenter v1.14.1 (core `pkg/controllers/disruption/`, `nodeclaim/expiration/`, `node/termination/`), every event in
+the order of its time — the nodes that expire between two polls go before the next poll's commands:
 
 * **removed NodePools**: their NodeClaims go at once (owner references), drained, their pods provisioned for
   afterwards;
 * **forceful expiry** (`nodeclaim/expiration/controller.go`, `Reconcile`): an expired NodeClaim is deleted at once,
   one that expires later within the plan's horizon at its expiry time (the controller requeues until then) — no
-  budget,
-  no replacement first, the node's `do-not-disrupt` annotation ignored; its drain honours PDBs and pods'
+  budget, no replacement first, the node's `do-not-disrupt` annotation ignored; its drain honours PDBs and pods'
   `karpenter.sh/do-not-disrupt` until its `terminationGracePeriod` ends, then the pods go regardless; without one a
-  blocked drain never ends. Its pods are provisioned for as they go. A drifted node still waiting for its budget
-  when it expires goes by expiry instead; an expiring node holds its NodePool's budget from its expiry until gone;
-* **drift** (`drift.go`, `Drift.ComputeCommands`): one candidate per command, empty ones first, then in the order
-  they drifted — NodeClaims already `Drifted` in the snapshot by their condition's time, then the others by
-  creation (their conditions all turn true at the merge); a command starts only while the candidate's NodePool
-  allows a `Drifted` disruption: `MustGetAllowedDisruptions` at that moment (budgets with their reasons and cron
-  windows; percentages of the NodePool's initialized nodes, rounded up) less its nodes disrupting — deleting,
-  marked for deletion or NotReady (`helpers.go`, `BuildDisruptionBudgetMapping`). After a command the controller
-  looks again at once (`controller.go`: `RequeueImmediately`), else every :data:`POLLING_SECONDS`; so commands run
-  side by side, as many as the budget allows. Replace before delete: the replacements are initialized
-  (`node_startup`) before the node drains. A replacement counts toward its NodePool's total once initialized, a
-  drained node leaves it;
+  blocked drain never ends. Its pods are provisioned for as they go: onto nodes with room first, in-flight ones
+  too (`provisioning/scheduling/scheduler.go:594`, `add`: "first try to schedule against an in-flight real
+  node"), new nodes for the rest. A drifted node still waiting for its budget when it expires goes by expiry
+  instead; an expiring node holds its NodePool's budget from its expiry until gone;
+* **drift** (`drift.go:63`, `Drift.ComputeCommands`): one candidate per command, empty ones first (a node given
+  pods by an earlier wave is empty no more), then in the order they drifted — NodeClaims already `Drifted` in the
+  snapshot by their condition's time, then the others by creation (their conditions all turn true at the merge); a
+  command starts only while the candidate's NodePool allows a `Drifted` disruption: `MustGetAllowedDisruptions` at
+  that moment (budgets with their reasons and cron windows; percentages of the NodePool's initialized nodes, rounded
+  up) less its nodes disrupting — deleting, marked for deletion or NotReady (`helpers.go`,
+  `BuildDisruptionBudgetMapping`). After a command the controller looks again at once (`controller.go:177`:
+  `RequeueImmediately`), else every :data:`POLLING_SECONDS`; so commands run side by side, as many as the budget
+  allows. Each command's pods go onto the nodes that are not candidates and have room first — the snapshot's and
+  earlier waves' replacements, in-flight or not —, new nodes for the rest (`helpers.go:53`, `SimulateScheduling`:
+  the scheduler over the active nodes but the candidate; a candidate is marked for deletion when its command starts,
+  `queue.go:346`, and offers no room after); a plan that puts a pod on a replacement not initialized yet is refused
+  (`helpers.go:138`, `UninitializedNodeError`; before a pod that fits nowhere: both skip the candidate): the
+  candidate waits, the next one is tried — told by the room without a scheduling run when it surely would
+  (`Room.would_wait`). Replace before delete:
+  the replacements are initialized (`node_startup`) before the node drains (`queue.go:218`). A replacement counts
+  toward its NodePool's total once initialized, a drained node leaves it;
 * a candidate is **blocked** by the node's `karpenter.sh/do-not-disrupt: "true"` (`ValidateNodeDisruptable`), by a
   pod's `do-not-disrupt` or a PDB allowing no eviction (`ValidatePodsDisruptable`) — unless its NodeClaim has a
   `terminationGracePeriod`: then it is a candidate all the same (`NewCandidate`, the eventual disruption class) and
-  its drain ends after that period at the latest —, when its pods would not all schedule, or by a budget that
-  allows no `Drifted` disruption for as far ahead as the budgets' schedules repeat (a week, or a year): the rollout
-  never finishes.
+  its drain ends after that period at the latest —, when its pods would not all schedule (drift.go:93), or by a
+  budget that allows no `Drifted` disruption for as far ahead as the budgets' schedules repeat (a week, or a year):
+  the rollout never finishes. A blocked candidate that expires later goes by expiry.
 
-What this does not model: nodes being deleted in the snapshot (assumed gone), pods landing on existing nodes, the
-PDBs' state between waves, consolidation (`Underutilized`, `Empty`: with BASE = HEAD, NodePools' nodes are left out
-of `simulate/consolidation.py`'s answer with a note), static NodePools (`replicas`).
+Planning has a budget (`--rollout-timeout`): past it, the waves so far, the nodes not planned blocked by it, a
+note saying how far it got.
+
+What this does not model: nodes being deleted in the snapshot (assumed gone), the PDBs' state between waves,
+consolidation (`Underutilized`, `Empty`: with BASE = HEAD, NodePools' nodes are left out of
+`simulate/consolidation.py`'s answer with a note), static NodePools (`replicas`); in a snapshot of Provisioners'
+nodes too, each model's waves see the other's nodes as the snapshot has them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
-from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+import time
+from bisect import insort
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from heapq import merge
+from itertools import chain
 
 from karpenter_policy.api.v1.budgets import DRIFTED, UNBOUNDED, Budget, allowance, budgets_of
 from karpenter_policy.api.v1.budgettimeline import horizon, spans
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
+from karpenter_policy.commands.plan.room import Room
 from karpenter_policy.commands.plan.waves import (
     DRIFT,
     EXPIRATION,
@@ -90,15 +108,16 @@ def _graced(drain: Drain, grace: float | None) -> Drain:
     return Drain(grace, {**drain.slowed, f"{blocked.by}{GRACED}": grace}, None)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Candidate:
-    """A drifted node Karpenter would replace: its NodePool, the pods it moves and its drain."""
+    """A drifted node: its NodePool, its place in Karpenter's order (by when it drifted), its NodeClaim's
+    terminationGracePeriod (seconds; None: not set) and when it expires (seconds from the start; None: not within
+    the plan's horizon)."""
 
     name: str
     pool: str
-    pods: list[FleetPod]
-    drain: Drain
-    #: when it expires (seconds from the start; None: not within the plan's horizon)
+    order: int
+    grace: float | None
     expires: float | None = None
 
 
@@ -153,42 +172,46 @@ def plan_nodepool_waves(
     timing: Timing,
     pdbs: PdbBudgets,
     replacements: Replacements,
+    timeout: float | None = None,
 ) -> Rollout:
     """The waves that carry out `drift` on the NodePools' nodes of `fleet` from `start` under HEAD's `budgets`
-    (see the module docstring)."""
-    rollout = Rollout()
-    pools = _Pools(fleet)
+    (see the module docstring). Planning them may take `timeout` seconds (None: no limit); past it, the waves
+    planned so far, the nodes not planned blocked by `--rollout-timeout` and a note saying how far it got."""
     drift = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None and not fleet.nodes[n].deleting}
+    planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, _Clock(timeout))
     removed = sorted(n for n, d in drift.items() if d.removed)
     if removed:
-        _at_once(rollout, fleet, removed, drift, pools, REMOVED, start, timing, pdbs, replacements)
+        planner.at_once(removed, REMOVED, 0.0)
     expired = sorted((n for n, d in drift.items() if d.expires and not d.removed and _offset(d, start) <= 0),
                      key=lambda n: (drift[n].expires_at or start, n))
     if expired:
-        _at_once(rollout, fleet, expired, drift, pools, EXPIRATION, start, timing, pdbs, replacements)
-    later = {n for n, d in drift.items() if d.expires and not d.removed and n not in expired}
+        planner.at_once(expired, EXPIRATION, 0.0)
+    later = {n: _offset(d, start) for n, d in drift.items() if d.expires and not d.removed and n not in expired}
     drifted = [n for n, d in drift.items() if d.drifted and not d.removed and n not in expired]
-    drifted.sort(key=lambda n: (bool(fleet.moved_pods(n)), _drifted_since(fleet.nodes[n], start),
-                                fleet.nodes[n].created or start, n))
-    queue = []
-    for name in drifted:
-        candidate = _candidate(rollout, fleet, name, drift[name], pdbs, replacements, timing)
-        if candidate is not None:
-            candidate.expires = _offset(drift[name], start) if name in later else None
-            queue.append(candidate)
-        elif name in later:  # held from drift, but its expiry deletes it all the same
-            rollout.blocked = [b for b in rollout.blocked if b.node != name]
-            rollout.pending = [p for p in rollout.pending if p.node != name or not p.held]
-    expiring = sorted(later - {c.name for c in queue}, key=lambda n: (_offset(drift[n], start), n))
-    for at in sorted({_offset(drift[n], start) for n in expiring}):
-        names = [n for n in expiring if _offset(drift[n], start) == at]
-        _at_once(rollout, fleet, names, drift, pools, EXPIRATION, start, timing, pdbs, replacements, at)
+    drifted.sort(key=lambda n: (_drifted_since(fleet.nodes[n], start), fleet.nodes[n].created or start, n))
+    queue = [_Candidate(name, fleet.nodes[name].nodepool or "", order, drift[name].termination_grace,
+                        later.get(name)) for order, name in enumerate(drifted)]
+    try:
+        planner.run(queue, {n: at for n, at in later.items() if n not in set(drifted)})
+    except _OutOfTime:
+        planner.stopped(queue, timeout or 0.0)
+    return Rollout().merged(planner.rollout)
 
-    def expire(names: list[str], at: float) -> None:
-        _at_once(rollout, fleet, names, drift, pools, EXPIRATION, start, timing, pdbs, replacements, at)
 
-    _drift(rollout, queue, budgets, pools, start, timing, replacements, expire)
-    return Rollout().merged(rollout)  # the waves by start: expiring ones were planned first
+class _OutOfTime(Exception):
+    """The rollout's planning took longer than its budget."""
+
+
+class _Clock:
+    """The planning's budget: :meth:`check` raises :class:`_OutOfTime` once `seconds` (None: no limit) have passed
+    since it was made (monotonic time: what the user waits)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def check(self) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _OutOfTime
 
 
 def _offset(drift: NodeDrift, start: dt.datetime) -> float:
@@ -202,106 +225,276 @@ def _drifted_since(node: FleetNode, start: dt.datetime) -> dt.datetime:
     return claim.drifted_since if claim is not None and claim.drifted_since is not None else start
 
 
-def _candidate(rollout: Rollout, fleet: Fleet, name: str, drift: NodeDrift, pdbs: PdbBudgets,
-               replacements: Replacements, timing: Timing) -> _Candidate | None:
-    node, pods = fleet.nodes[name], fleet.moved_pods(name)
-    drain = _graced(drain_of(node, pods, pdbs, timing, v1=True), drift.termination_grace)
-    if drain.blocked is not None:
-        rollout.blocked.append(drain.blocked)
-        return None
-    failures = replacements.place([p.pod for p in pods if p.pod is not None]).failures
-    if failures:
-        movable = [p for p in pods if p.pod is not None]
-        for index, why in sorted(failures.items()):
-            rollout.pending.append(Pending(movable[index].key, movable[index].workload, name, why, held=True))
-        rollout.blocked.append(Blocked(name, f"{len(failures)} of its pods would not schedule on HEAD's "
-                                       "NodePools", "scheduling", True))
-        return None
-    return _Candidate(name, node.nodepool or "", pods, drain)
-
-
 def _room(budgets: Sequence[Budget], pools: _Pools, pool: str, moment: dt.datetime) -> int:
     return allowance(budgets, DRIFTED, moment, pools.total[pool]).enforced - pools.disrupting[pool]
 
 
-def _drift(rollout: Rollout, queue: list[_Candidate], budgets: Mapping[str, Sequence[Budget]], pools: _Pools,
-           start: dt.datetime, timing: Timing, replacements: Replacements,
-           expire: Callable[[list[str], float], None]) -> None:
-    """The drift commands of `queue` as budgets allow; a candidate still waiting when it expires goes by `expire`
-    (names, seconds from the start) instead."""
-    waiting: dict[str, deque[tuple[int, _Candidate]]] = {}
-    for order, candidate in enumerate(queue):
-        waiting.setdefault(candidate.pool, deque()).append((order, candidate))
-    for pool in sorted(waiting):
-        answer = allowance(budgets.get(pool, ()), DRIFTED, start, pools.total[pool])
-        allowed = "any number" if answer.enforced >= UNBOUNDED else str(answer.enforced)
-        rollout.notes.append(f"nodepool {pool}: HEAD's budgets allow {allowed} of its {pools.total[pool]} nodes "
-                             f"to be disrupted for drift at {start:%Y-%m-%dT%H:%M:%SZ}"
-                             + (f" ({pools.disrupting[pool]} disrupting already)" if pools.disrupting[pool] else ""))
-    now = POLLING_SECONDS
-    expiring = any(c.expires is not None for c in queue)  # else no need to look for expiries at each turn
-    while waiting:
-        if expiring:
-            _expire_waiting(waiting, now, expire)
-            if not waiting:
-                return
-        pools.advance(now)
-        moment = start + dt.timedelta(seconds=now)
-        room = {pool: _room(budgets.get(pool, ()), pools, pool, moment) for pool in waiting}
-        started = False
-        while True:  # Karpenter looks again at once after a command: as many start now as the budgets allow
-            open_pools = [pool for pool in waiting if room[pool] > 0]
-            if not open_pools:
-                break
-            pool = min(open_pools, key=lambda p: waiting[p][0][0])
-            _, chosen = waiting[pool].popleft()
-            if not waiting[pool]:
-                del waiting[pool]
-            _start(rollout, chosen, pools, moment, now, timing, replacements)
-            room[pool] -= 1
-            started = True
-        if not waiting:
-            return
-        rest = [c for line in waiting.values() for _, c in line]
-        expiries = [c.expires for c in rest if c.expires is not None] if expiring else []
-        wake = [t for t in (pools.next_event(now), _budget_opens(rest, budgets, pools, start, now),
-                            min(expiries, default=None)) if t is not None]
-        if not wake and not started:
-            for candidate in sorted(rest, key=lambda c: c.name):
-                rollout.blocked.append(Blocked(candidate.name, _never_why(candidate.pool, budgets, pools, moment),
-                                               pool_key(candidate.pool, True), True))
-            return
-        polls = math.ceil((min(wake) - now) / POLLING_SECONDS) if wake else 1
-        now += max(polls, 1) * POLLING_SECONDS
+class _Line:
+    """A NodePool's drift candidates still waiting, in `ComputeCommands`' order: the empty ones, then the others,
+    each by when they drifted (a candidate given pods by an earlier wave is no longer empty)."""
+
+    def __init__(self) -> None:
+        self.empty: list[_Candidate] = []
+        self.busy: list[_Candidate] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.empty or self.busy)
+
+    def __iter__(self) -> Iterator[_Candidate]:
+        return chain(self.empty, self.busy)
+
+    def add(self, candidate: _Candidate, room: Room) -> None:
+        insort(self.busy if room.moves_pods(candidate.name) else self.empty, candidate, key=_order)
+
+    def refresh(self, room: Room) -> None:
+        """The empty candidates that earlier waves gave pods join the others."""
+        filled = [c for c in self.empty if room.moves_pods(c.name)]
+        if filled:
+            self.empty = [c for c in self.empty if not room.moves_pods(c.name)]
+            for candidate in filled:
+                insort(self.busy, candidate, key=_order)
+
+    def remove(self, candidate: _Candidate) -> None:
+        (self.empty if candidate in self.empty else self.busy).remove(candidate)
 
 
-def _expire_waiting(waiting: dict[str, deque[tuple[int, _Candidate]]], now: float,
-                    expire: Callable[[list[str], float], None]) -> None:
-    """Take out of `waiting` the candidates expired by `now`, and have them expire at their times."""
-    gone: dict[float, list[str]] = {}
-    for pool in list(waiting):
-        kept = deque(e for e in waiting[pool] if e[1].expires is None or e[1].expires > now)
-        for _, candidate in waiting[pool]:
-            if candidate.expires is not None and candidate.expires <= now:
-                gone.setdefault(candidate.expires, []).append(candidate.name)
-        if kept:
-            waiting[pool] = kept
+def _order(candidate: _Candidate) -> int:
+    return candidate.order
+
+
+class _Planner:
+    """The rollout being planned in virtual time (seconds from the start): the waves so far, each NodePool's counts,
+    the room on the nodes not deleted (`commands.plan.room`, one for the whole rollout) and the nodes still to
+    expire."""
+
+    def __init__(self, fleet: Fleet, drift: Mapping[str, NodeDrift], budgets: Mapping[str, Sequence[Budget]],
+                 start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements,
+                 clock: _Clock) -> None:
+        self.rollout = Rollout()
+        self.clock = clock
+        #: virtual time reached (seconds from the start)
+        self.now = 0.0
+        self.fleet, self.drift, self.budgets, self.start = fleet, drift, budgets, start
+        self.timing, self.pdbs, self.replacements = timing, pdbs, replacements
+        self.pools = _Pools(fleet)
+        self.room = Room(fleet, replacements.templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16,
+                         "nodeclaim")
+        #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
+        self.expiring: dict[str, float] = {}
+        #: each candidate's drain: the room's stamp of its node then, the drain
+        self.drains: dict[str, tuple[int, Drain]] = {}
+        #: candidates whose pods would go onto nodes not initialized yet: the room's version then, and until when
+        self.waiting: dict[str, tuple[int, float]] = {}
+
+    def at_once(self, names: Sequence[str], method: str, at: float) -> None:
+        """Nodes deleted without a budget `at` seconds from the start (a removed NodePool's, expired ones): drained
+        — PDBs and do-not-disrupt pods hold a drain until the terminationGracePeriod, for ever without one —,
+        their pods provisioned for afterwards, onto the room of the nodes not deleted first (the provisioner's
+        `Solve`: in-flight nodes too), then new nodes."""
+        wave = Wave(len(self.rollout.waves), self.start + dt.timedelta(seconds=at), method, list(names),
+                    replaced_first=False)
+        movable: list[FleetPod] = []
+        seconds = 0.0
+        for name in names:
+            node, pods = self.fleet.nodes[name], self.room.moved_pods(name)
+            plain = drain_of(node, pods, self.pdbs, self.timing, v1=True)
+            if plain.blocked is not None and plain.blocked.by.startswith("Node/"):  # it holds no deletion
+                plain = drain_of(_without_annotation(node), pods, self.pdbs, self.timing, v1=True)
+            drain = _graced(plain, self.drift[name].termination_grace)
+            pool = node.nodepool or ""
+            if drain.blocked is not None:
+                blocked = drain.blocked
+                self.rollout.blocked.append(Blocked(
+                    name, f"deleting ({method}), but its drain never ends: {blocked.reason} and its NodeClaim has "
+                    "no terminationGracePeriod", blocked.by, blocked.forever))
+                if method != REMOVED:
+                    self.pools.disrupt(pool, None, at)  # deleting for ever: it holds its NodePool's budget
+                continue
+            movable += pods
+            seconds = max(seconds, drain.seconds)
+            wave.slowed.update(drain.slowed)
+            if method != REMOVED:
+                self.pools.disrupt(pool, at + drain.seconds, at)
+        launched = finish_wave(self.rollout, wave, movable, self.replacements, seconds, self.timing, self.room, at)
+        self.pools.launch(launched, at + wave.seconds)
+        add_wave(self.rollout, wave)
+
+    def expire_due(self, lines: dict[str, _Line], now: float) -> None:
+        """The nodes that expire by `now` — drift candidates still waiting among them — deleted at their times."""
+        due: dict[float, list[str]] = {}
+        for pool, line in list(lines.items()):
+            for candidate in [c for c in line if c.expires is not None and c.expires <= now]:
+                line.remove(candidate)
+                due.setdefault(candidate.expires or 0.0, []).append(candidate.name)
+            if not line:
+                del lines[pool]
+        for name, at in list(self.expiring.items()):
+            if at <= now:
+                del self.expiring[name]
+                due.setdefault(at, []).append(name)
+        for at in sorted(due):
+            self.at_once(sorted(due[at]), EXPIRATION, at)
+
+    def held(self, candidate: _Candidate, blocked: Blocked, pending: Sequence[Pending] = ()) -> None:
+        """A candidate Karpenter does not drift: blocked — unless it expires later: its expiry deletes it all the
+        same."""
+        if candidate.expires is not None:
+            self.expiring[candidate.name] = candidate.expires
         else:
-            del waiting[pool]
-    for at in sorted(gone):
-        expire(sorted(gone[at]), at)
+            self.rollout.blocked.append(blocked)
+            self.rollout.pending += pending
 
+    def drain(self, candidate: _Candidate) -> Drain:
+        """The candidate's drain with the pods it has now (remembered until pods land on it)."""
+        stamp = self.room.stamp(candidate.name)
+        found = self.drains.get(candidate.name)
+        if found is None or found[0] != stamp:
+            node = self.fleet.nodes[candidate.name]
+            drain = _graced(drain_of(node, self.room.moved_pods(candidate.name), self.pdbs, self.timing, v1=True),
+                            candidate.grace)
+            found = self.drains[candidate.name] = (stamp, drain)
+        return found[1]
 
-def _start(rollout: Rollout, candidate: _Candidate, pools: _Pools, moment: dt.datetime, now: float,
-           timing: Timing, replacements: Replacements) -> None:
-    launched = replacements.place([p.pod for p in candidate.pods if p.pod is not None]).replacements
-    startup = timing.node_startup if launched else 0.0
-    wave = Wave(len(rollout.waves), moment, DRIFT, [candidate.name], launched,
-                Counter(p.workload for p in candidate.pods), candidate.drain.seconds, dict(candidate.drain.slowed))
-    wave.seconds = startup + candidate.drain.seconds
-    pools.disrupt(candidate.pool, now + wave.seconds)
-    pools.launch(launched, now + startup)
-    add_wave(rollout, wave)
+    def command(self, candidate: _Candidate, now: float) -> float | bool:
+        """Karpenter's drift command for `candidate` at `now` (`Drift.ComputeCommands`): held (False) when its
+        drain is blocked or its pods would not all schedule; when its pods would go onto nodes not initialized yet,
+        the time they will be (it waits: `UninitializedNodeError`); else started (True) — replace before delete,
+        its pods onto the other nodes' room first, new nodes for the rest (`SimulateScheduling`)."""
+        name = candidate.name
+        drain = self.drain(candidate)
+        if drain.blocked is not None:
+            self.held(candidate, drain.blocked)
+            return False
+        pods = self.room.moved_pods(name)
+        movable = [p for p in pods if p.pod is not None]
+        wanted = [p.pod for p in movable if p.pod is not None]
+        surely = self.room.would_wait(wanted, {name}, now)  # without a scheduling run when the room tells
+        if surely is not None:
+            self.waiting[name] = (self.room.version, surely)
+            return surely
+        placed = self.replacements.place(wanted, self.room, {name}, at=now, ready_at=now + self.timing.node_startup)
+        if placed.waiting_until is not None:
+            self.waiting[name] = (self.room.version, placed.waiting_until)
+            return placed.waiting_until
+        if placed.failures:
+            self.held(candidate, Blocked(name, f"{len(placed.failures)} of its pods would not schedule on HEAD's "
+                                         "NodePools", "scheduling", True),
+                      [Pending(movable[i].key, movable[i].workload, name, why, held=True)
+                       for i, why in sorted(placed.failures.items())])
+            return False
+        self.room.remove([name])
+        launched = placed.replacements
+        startup = self.timing.node_startup if launched else 0.0
+        wave = Wave(len(self.rollout.waves), self.start + dt.timedelta(seconds=now), DRIFT, [name], launched,
+                    Counter(p.workload for p in pods), drain.seconds, dict(drain.slowed))
+        wave.seconds = startup + drain.seconds
+        wave.landings = placed.landings
+        self.pools.disrupt(candidate.pool, now + wave.seconds)
+        self.pools.launch(launched, now + startup)
+        add_wave(self.rollout, wave)
+        return True
+
+    def run(self, queue: Sequence[_Candidate], expiring: Mapping[str, float]) -> None:
+        """The drift commands of `queue` (in Karpenter's order) as budgets allow, interleaved in time with the
+        nodes that expire (`expiring`: names, seconds from the start); a candidate still waiting when it expires
+        goes by expiry instead."""
+        self.expiring.update(expiring)
+        lines: dict[str, _Line] = {}
+        for candidate in queue:  # blocked ones are no candidates (`GetCandidates`), whatever the budgets
+            blocked = self.drain(candidate).blocked
+            if blocked is not None:
+                self.held(candidate, blocked)
+            else:
+                lines.setdefault(candidate.pool, _Line()).add(candidate, self.room)
+        start = self.start
+        for pool in sorted(lines):
+            answer = allowance(self.budgets.get(pool, ()), DRIFTED, start, self.pools.total[pool])
+            allowed = "any number" if answer.enforced >= UNBOUNDED else str(answer.enforced)
+            disrupting = self.pools.disrupting[pool]
+            self.rollout.notes.append(
+                f"nodepool {pool}: HEAD's budgets allow {allowed} of its {self.pools.total[pool]} nodes to be "
+                f"disrupted for drift at {start:%Y-%m-%dT%H:%M:%SZ}"
+                + (f" ({disrupting} disrupting already)" if disrupting else ""))
+        now = POLLING_SECONDS
+        while lines:
+            self.now = now
+            self.clock.check()
+            self.expire_due(lines, now)
+            if not lines:
+                break
+            self.pools.advance(now)
+            started, waits = self.poll(lines, now)
+            if not lines:
+                break
+            rest = [c for line in lines.values() for c in line]
+            expiries = [c.expires for c in rest if c.expires is not None] + list(self.expiring.values())
+            wake = [t for t in (self.pools.next_event(now), _budget_opens(rest, self.budgets, self.pools, start, now),
+                                min(expiries, default=None), min(waits, default=None)) if t is not None]
+            if not wake and not started:
+                moment = start + dt.timedelta(seconds=now)
+                for candidate in sorted(rest, key=lambda c: c.name):
+                    self.rollout.blocked.append(Blocked(
+                        candidate.name, _never_why(candidate.pool, self.budgets, self.pools, moment),
+                        pool_key(candidate.pool, True), True))
+                break
+            polls = math.ceil((min(wake) - now) / POLLING_SECONDS) if wake else 1
+            now += max(polls, 1) * POLLING_SECONDS
+        self.expire_due({}, math.inf)
+
+    def stopped(self, queue: Sequence[_Candidate], timeout: float) -> None:
+        """Planning ran out of its budget: every drifted or expiring node not deleted by a wave yet is blocked by
+        it, with a note of how far the plan got."""
+        planned = {name for wave in self.rollout.waves for name in wave.nodes}
+        held = {b.node for b in self.rollout.blocked}
+        left = sorted(name for name in {c.name for c in queue} | set(self.expiring)
+                      if name not in planned and name not in held)
+        reached = self.start + dt.timedelta(seconds=self.now)
+        shown = f"{timeout:.6f}".rstrip("0").rstrip(".")
+        self.rollout.notes.append(
+            f"the v1 NodePools' rollout was not planned to its end: planning took longer than --rollout-timeout "
+            f"{shown}s; {len(self.rollout.waves)} waves planned up to {reached:%Y-%m-%dT%H:%M:%SZ}, {len(left)} "
+            "drifted or expiring nodes not planned")
+        for name in left:
+            self.rollout.blocked.append(Blocked(name, "not planned: the plan took longer than --rollout-timeout",
+                                                "--rollout-timeout", True))
+
+    def poll(self, lines: dict[str, _Line], now: float) -> tuple[bool, list[float]]:
+        """One poll at `now`: commands start while a budget allows one — Karpenter looks again at once after a
+        command (`controller.go`: `RequeueImmediately`), in `ComputeCommands`' order over the NodePools with room
+        in their budgets. Whether any started, and when the candidates waiting on nodes not initialized yet could
+        go."""
+        moment = self.start + dt.timedelta(seconds=now)
+        room = {pool: _room(self.budgets.get(pool, ()), self.pools, pool, moment) for pool in lines}
+        started = False
+        while True:
+            skipped: dict[str, float] = {}  # waiting on nodes not initialized: until when
+            held: list[_Candidate] = []
+            chosen: _Candidate | None = None
+            for line in lines.values():
+                line.refresh(self.room)
+            for candidate in merge(*(line for pool, line in lines.items() if room[pool] > 0),
+                                   key=lambda c: (self.room.moves_pods(c.name), c.order)):
+                self.clock.check()
+                version, until = self.waiting.get(candidate.name, (-1, 0.0))
+                if version == self.room.version and until > now:  # the room as then: the same plan, still waiting
+                    skipped[candidate.name] = until
+                    continue
+                outcome = self.command(candidate, now)
+                if isinstance(outcome, bool) and not outcome:
+                    held.append(candidate)
+                elif outcome is True:
+                    chosen = candidate
+                    break
+                else:
+                    skipped[candidate.name] = outcome
+            for candidate in held + ([chosen] if chosen is not None else []):
+                lines[candidate.pool].remove(candidate)
+                if not lines[candidate.pool]:
+                    del lines[candidate.pool]
+            if chosen is None:
+                return started, list(skipped.values())
+            room[chosen.pool] -= 1
+            started = True  # the room changed: Karpenter simulates the others again
 
 
 def _budget_opens(queue: Sequence[_Candidate], budgets: Mapping[str, Sequence[Budget]], pools: _Pools,
@@ -329,40 +522,6 @@ def _never_why(pool: str, budgets: Mapping[str, Sequence[Budget]], pools: _Pools
     disrupting = pools.disrupting[pool]
     held = f"; {disrupting} of its nodes stay disrupting" if disrupting else ""
     return f"nodepool {pool}'s disruption budgets allow no Drifted disruption ({shown}){held}"
-
-
-def _at_once(rollout: Rollout, fleet: Fleet, names: Sequence[str], drift: Mapping[str, NodeDrift], pools: _Pools,
-             method: str, start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements,
-             at: float = 0.0) -> None:
-    """Nodes deleted without a budget `at` seconds from the start (a removed NodePool's, expired ones): drained —
-    PDBs and do-not-disrupt pods hold a drain until the terminationGracePeriod, for ever without one —, their pods
-    provisioned for afterwards."""
-    wave = Wave(len(rollout.waves), start + dt.timedelta(seconds=at), method, list(names), replaced_first=False)
-    movable: list[FleetPod] = []
-    seconds = 0.0
-    for name in names:
-        node, pods = fleet.nodes[name], fleet.moved_pods(name)
-        plain = drain_of(node, pods, pdbs, timing, v1=True)
-        if plain.blocked is not None and plain.blocked.by.startswith("Node/"):  # the annotation holds no deletion
-            plain = drain_of(_without_annotation(node), pods, pdbs, timing, v1=True)
-        drain = _graced(plain, drift[name].termination_grace)
-        pool = node.nodepool or ""
-        if drain.blocked is not None:
-            blocked = drain.blocked
-            rollout.blocked.append(Blocked(name, f"deleting ({method}), but its drain never ends: {blocked.reason} "
-                                           "and its NodeClaim has no terminationGracePeriod", blocked.by,
-                                           blocked.forever))
-            if method != REMOVED:
-                pools.disrupt(pool, None, at)  # deleting for ever: it holds its NodePool's budget
-            continue
-        movable += pods
-        seconds = max(seconds, drain.seconds)
-        wave.slowed.update(drain.slowed)
-        if method != REMOVED:
-            pools.disrupt(pool, at + drain.seconds, at)
-    launched = finish_wave(rollout, wave, movable, replacements, seconds, timing)
-    pools.launch(launched, at + wave.seconds)
-    add_wave(rollout, wave)
 
 
 def _without_annotation(node: FleetNode) -> FleetNode:

@@ -54,6 +54,11 @@ class PlanOptions:
         help="With BASE = HEAD: how long working out what consolidation would do now may take (a Go duration; 0s: "
         "not at all). Past it, the moves found so far, with a note.",
     )
+    rollout_timeout: str = option(
+        "120s", "--rollout-timeout", metavar="DURATION", show_default=True,
+        help="How long planning the v1 NodePools' rollout may take (a Go duration, more than 0). Past it, the waves "
+        "planned so far, the other nodes blocked, with a note (exit 1 unless --allow-stranded).",
+    )
     output: str = option("text", "--output", choices=FORMATS, show_default=True,
                          help="text, json, or markdown (a pull-request comment).")
     drift_disabled: bool = option(

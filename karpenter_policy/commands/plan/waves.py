@@ -27,8 +27,7 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
   provisioned for afterwards: no replacement first.
 
 What this does not model yet: the PDBs' state between waves (each wave sees the snapshot's steady state: the pods
-evicted before are Ready again); Karpenter v1's waves (`nodepoolwaves.py`) still place evicted pods on new nodes
-only.
+evicted before are Ready again).
 """
 
 from __future__ import annotations
@@ -109,12 +108,15 @@ class Landing:
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """What placing a wave's pods gave: the new nodes, the pods (by position) that fit nowhere with why, and where
-    the others went (None: not followed — every pod placed went to the new nodes)."""
+    """What placing a wave's pods gave: the new nodes, the pods (by position) that fit nowhere with why, where the
+    others went (None: not followed — every pod placed went to the new nodes), and, for a command's plan that put
+    pods on nodes not initialized at its time, when they will be (`waiting_until`, seconds from the start; nothing
+    was carried out)."""
 
     replacements: list[Replacement]
     failures: dict[int, str]
     landings: list[Landing] | None = None
+    waiting_until: float | None = None
 
 
 @dataclass(slots=True)
@@ -310,10 +312,12 @@ class Replacements:
         return cached
 
     def place(self, pods: Sequence[Pod], room: Room | None = None, without: Collection[str] = (),
-              keep_partial: bool = False) -> Placed:
+              keep_partial: bool = False, at: float | None = None, ready_at: float = 0.0) -> Placed:
         """The replacements, and the pods (by position) that fit nowhere with why. With `room`, existing nodes but
         `without` are offered first, and the plan is carried out on the room when every pod was placed (or,
-        `keep_partial`, whatever was placed)."""
+        `keep_partial`, whatever was placed), its new nodes initialized at `ready_at`; with `at` too (a disruption
+        command's time, seconds from the start), not when it puts a pod on a node not initialized by then
+        (`Placed.waiting_until`, whether or not some pod fits nowhere)."""
         if room is None:
             plan = self.solve(pods)
         else:
@@ -326,10 +330,15 @@ class Replacements:
         if plan.failures:  # the plan is of these very pods (a plan with failures is never cached)
             position = {p.key: i for i, p in enumerate(pods)}
             failures = {position[k]: f.message() for k, f in plan.failures.items() if k in position}
-        if room is None or (failures and not keep_partial):
+        if room is None:
+            return Placed(replacements, failures)
+        waiting = room.uninitialized(plan, at) if at is not None else None
+        if waiting is not None:  # first: Karpenter skips the candidate for either, and this one may pass
+            return Placed(replacements, failures, waiting_until=waiting)
+        if failures and not keep_partial:
             return Placed(replacements, failures)
         landings = [Landing(node, tuple(moved), new.get(index) if index is not None else None)
-                    for node, moved, index in room.carry_out(plan)]
+                    for node, moved, index in room.carry_out(plan, ready_at)]
         return Placed(replacements, failures, landings)
 
 
@@ -462,12 +471,14 @@ def finish_wave(
     drain_seconds: float,
     timing: Timing,
     room: Room | None = None,
+    at: float = 0.0,
 ) -> list[Replacement]:
     """Place the wave's `movable` pods on replacements (those that fit nowhere become pending), and set what the
     wave launches, evicts and takes: the drain, then a node's start-up when anything was launched. With `room`,
-    on the other nodes' room first, and the wave's nodes are gone from it."""
+    on the other nodes' room first (the new nodes join it initialized when the wave, started `at` seconds from the
+    plan's start, ends), and the wave's nodes are gone from it."""
     placed = replacements.place([p.pod for p in movable if p.pod is not None], room, set(wave.nodes),
-                                keep_partial=True)
+                                keep_partial=True, ready_at=at + drain_seconds + timing.node_startup)
     launched, failures = placed.replacements, placed.failures
     wave.landings = placed.landings
     if room is not None:

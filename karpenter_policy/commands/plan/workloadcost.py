@@ -6,8 +6,7 @@ requests — the mean of its share of the CPU and of the memory the node's pods 
 requests is left out of the mean; a node whose pods request nothing splits evenly). A node without pods is
 attributed to no workload. A pod a wave moves onto a node with room takes its share of that node (the node's other
 pods pay less); a wave's replacements are shared the same way by the pods they take (the DaemonSet pods they will
-run are not in the snapshot) — for Karpenter v1's waves, whose pods are not followed one by one, by all the pods
-the wave moves; a pod left pending costs nothing after. The timeline is the fleet
+run are not in the snapshot); a pod left pending costs nothing after. The timeline is the fleet
 cost's (`wave_moments`): a workload's peak is the most it costs at any moment of the rollout, its old node and its
 new one side by side when a wave replaces first.
 """
@@ -22,7 +21,7 @@ from functools import partial
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.commands.plan.cost import WorkloadCost, monthly, node_price, wave_moments
 from karpenter_policy.commands.plan.fleet import Fleet, FleetPod
-from karpenter_policy.commands.plan.waves import Landing, Rollout
+from karpenter_policy.commands.plan.waves import Rollout
 from karpenter_policy.model.pods import PodSpecError, pod_requests
 from karpenter_policy.model.resources import CPU, MEMORY
 
@@ -95,20 +94,14 @@ def workload_costs(catalog: Catalog, fleet: Fleet, rollout: Rollout) -> list[Wor
         state.join(name, fleet.pods_on.get(name, []), monthly(node_price(catalog, node)))
     before = {w: c for w, c in state.running.items()}
     peak = dict(before)
-    pending = {p.pod for p in rollout.pending}
     # (seconds from the first wave, 0 = goes / 1 = comes, order, what happens): at a tie, going first
     changes: list[tuple[float, int, int, Callable[[], set[str]]]] = []
     first = rollout.waves[0].start if rollout.waves else None
-    for index, wave in enumerate(rollout.waves):
+    for wave in rollout.waves:
         comes, goes = wave_moments(wave, first or wave.start)
-        landings = wave.landings
-        if landings is None:  # onto its replacements together, not followed pod by pod
-            moved = tuple(p for n in wave.nodes for p in fleet.moved_pods(n) if p.key not in pending)
-            landings = [Landing(f"wave {index}", moved)]
-            prices = {landings[0].node: sum(monthly(r.price) for r in wave.replacements)}
-        else:
-            prices = {landing.node: monthly(landing.replacement.price) for landing in landings
-                      if landing.replacement is not None}
+        landings = wave.landings or []
+        prices = {landing.node: monthly(landing.replacement.price) for landing in landings
+                  if landing.replacement is not None}
         for landing in landings:
             changes.append((comes, 1, len(changes), partial(state.join, landing.node, landing.pods,
                                                             prices.get(landing.node))))
