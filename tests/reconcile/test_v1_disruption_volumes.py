@@ -21,6 +21,8 @@ from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.objects import PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
+from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.nodes import ANNOTATION_HASH
 from karpenter_policy.testing import Scene, compile_policies
 
 POLICIES = Path(__file__).resolve().parent / "data" / "v1consolidation"
@@ -218,3 +220,30 @@ def test_a_node_whose_pod_has_a_claim_is_blocked_while_the_classes_cannot_be_lis
         finally:
             controller_cluster.close()
             admin.close()
+
+
+def _bound_pod(name: str, node: str | None) -> Obj:
+    spec: dict[str, Any] = {"containers": [{"name": "app", "image": "pause"}], "volumes": CLAIMED}
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec}
+
+
+@pytest.mark.parametrize(("node", "ours", "wanted"), [
+    (None, False, True),  # pending: provisioning reads its claims
+    ("ip-ours", True, True),  # on a node of ours: disruption may move it
+    ("ip-unseen", None, True),  # its node not seen yet (at start pods are listed before nodes)
+    ("ip-theirs", False, False),  # on a node we never disrupt: nothing reads its claims
+], ids=["pending", "on a node of ours", "on a node not seen yet", "on another's node"])
+def test_the_volume_kinds_are_wanted_for_a_pod_with_a_claim_pending_or_on_a_node_of_ours(
+    node: str | None, ours: bool | None, wanted: bool
+) -> None:
+    """What starts the volume informers (`ClusterState.wants_volumes`, one dictionary look-up a pod event). The
+    running cases fail on the old code (only a pending pod's claim started them)."""
+    state = ClusterState()
+    if node is not None and ours is not None:
+        annotations = {ANNOTATION_HASH: "h"} if ours else {}
+        state.apply(objects.NODE, "ADDED", {"metadata": {"name": node, "uid": f"uid-{node}",
+                                                         "annotations": annotations}})
+    state.apply(objects.POD, "ADDED", _bound_pod("db", node))
+    assert state.wants_volumes.is_set() is wanted
