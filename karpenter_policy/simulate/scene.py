@@ -548,8 +548,13 @@ class Scene:
         return self._queue
 
     def _backdated(self, age: float) -> contextlib.AbstractContextManager[None]:
-        """Objects created inside are stamped `age` seconds before now."""
+        """Objects created inside are stamped `age` seconds before now (a cluster over HTTP stamps its own time:
+        only an age of 0 there)."""
         wall = self.clock.wall
+        if not hasattr(self.cluster, "stamping"):
+            if age:
+                raise ValueError("a cluster over HTTP stamps its own creation times: no age")
+            return contextlib.nullcontext()
         return self.cluster.stamping(lambda: wall() - dt.timedelta(seconds=age))
 
     # --- controllers ---------------------------------------------------------------------------------------

@@ -35,8 +35,10 @@ ignores `do-not-evict`), or when a PodDisruptionBudget allows no disruption of o
 under `unhealthyPodEvictionPolicy: AlwaysAllow` aside) — except that drift takes a NodePool's node those pods block
 when its NodeClaim has a `terminationGracePeriod` (v1.14.1's eventual disruption class: the period bounds the
 drain), planning no replacement for the pods Karpenter cannot tell when they will go (`Decider._reschedulable`).
-Pods that would be placed on a node not yet initialized do
-not count as placed. A candidate's disruption cost is its pods' (Karpenter's eviction cost) scaled by the fraction
+Pods that would be placed on a node not yet initialized do not count as placed. A pod with a claim moves with its
+volumes (their zone in its required terms, as Karpenter's simulation injects volume topology: `view.volumed_pod`);
+while the volume kinds cannot be listed, its node is not a candidate ("cannot read its pods' volumes: …" — unknown,
+never "no volumes"). A candidate's disruption cost is its pods' (Karpenter's eviction cost) scaled by the fraction
 of its lifetime left before it expires (`lifetimeRemaining`).
 
 This module decides; :mod:`~karpenter_policy.reconcile.disruption.recheck` checks a consolidation again after its
@@ -344,6 +346,11 @@ class Decider:
                 continue
             on_node = view.pods_on(name)
             pods = movable(on_node)
+            if any(p.claims for p in pods):  # their volumes' zones bind where they may go: unknown is not "none"
+                unavailable = view.volumes_unavailable()
+                if unavailable is not None:
+                    decision.blocked[name] = f"cannot read its pods' volumes: {unavailable}"
+                    continue
             why = self._pods_blocked(node, pods, on_node, exhausted, inputs.now, decision)
             if why:
                 decision.blocked[name] = why  # for expiry and consolidation (Karpenter's graceful class)

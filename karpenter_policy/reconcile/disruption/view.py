@@ -8,6 +8,13 @@ when a PodDisruptionBudget must be counted (a decision that moves nothing at 100
 running pods for topology are read through :meth:`ClusterState.running_view`, which takes the lock for each
 question. A decision that acts is validated again later, so the small skew between what it read first and last
 changes nothing it does.
+
+A pod with a claim — a candidate's or a pending one — is simulated with its volumes, as Karpenter's disruption
+simulation runs the provisioner's scheduler on them (v0.31.1 `VolumeTopology.Inject`, v1.14.1
+`getVolumeTopologyRequirements`): its PersistentVolume's zone, or its unbound claim's StorageClass topology, in its
+required terms (:meth:`DisruptionView.scheduling_pod`, the provisioner's `inputs.volumed`, on the state's volume
+index). While the volume kinds cannot be read (:meth:`DisruptionView.volumes_unavailable`), such a pod's volumes
+are unknown, never "none": the decider does not disrupt its node.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.reconcile.provisioning.inputs import volumed
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.scheduling import ExistingNode, Pod
@@ -47,11 +55,17 @@ class DisruptionView:
         return found
 
     def scheduling_pod(self, record: PodRecord) -> Pod | None:
-        """The scheduler's pod of a record (None: a spec it cannot read)."""
+        """The scheduler's pod of a record, with its volumes' topology when it has a claim (None: a spec it cannot
+        read). The caller checks :meth:`volumes_unavailable` first for a pod with a claim."""
         try:
-            return self.state.scheduling_pod(record)
+            pod = self.state.scheduling_pod(record)
         except PodSpecError:
             return None
+        return volumed_pod(self.state, record, pod)
+
+    def volumes_unavailable(self) -> str | None:
+        """Why the state's volume index cannot be trusted now (None: it can)."""
+        return self.state.volumes_unavailable()
 
     @property
     def pods(self) -> list[Obj]:
@@ -62,6 +76,16 @@ class DisruptionView:
 
     def domains(self, key: str) -> Collection[str]:
         return self.label_values.get(key, ())
+
+
+def volumed_pod(state: ClusterState, record: PodRecord, pod: Pod, pending: bool = False) -> Pod:
+    """`pod` with its volumes' topology when it has a claim. A running pod gets its volumes' requirements only
+    (v1.14.1's `ValidatePersistentVolumeClaims` filters the pending pods alone; an object the index lacks adds
+    none, as Karpenter logs the lookup's error and goes on); a `pending` one also v1.14.1's refusal."""
+    if not record.claims:
+        return pod
+    with state.lock:
+        return volumed(pod, record, state.volumes, ignore=pending)[0]
 
 
 def disruption_view(state: ClusterState) -> DisruptionView:
@@ -83,4 +107,4 @@ def disruption_view(state: ClusterState) -> DisruptionView:
     return view
 
 
-__all__ = ["DisruptionView", "disruption_view"]
+__all__ = ["DisruptionView", "disruption_view", "volumed_pod"]

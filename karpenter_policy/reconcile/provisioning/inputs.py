@@ -147,12 +147,13 @@ def scheduling_inputs(
     return inputs
 
 
-def volumed(pod: Pod, record: PodRecord, volumes: Volumes) -> tuple[Pod, str | None]:
+def volumed(pod: Pod, record: PodRecord, volumes: Volumes, ignore: bool = True) -> tuple[Pod, str | None]:
     """The pod with its volumes applied (their topology, v1.14.1's refusal: `scheduling.volumes.with_volumes`),
-    and why v1.14.1 ignores it (None: it does not). The index is the cluster's: an object it lacks is missing."""
+    and why v1.14.1 ignores it (None: it does not; not looked at unless `ignore` — a pending pod's, not a running
+    one's that disruption moves). The index is the cluster's: an object it lacks is missing."""
     spec = record.obj.get("spec")
     found = pod_volumes(spec if isinstance(spec, Mapping) else {}, record.name)
-    ignored = ignored_v1(found, record.namespace, volumes, complete=True)
+    ignored = ignored_v1(found, record.namespace, volumes, complete=True) if ignore else None
     shape = with_volumes(pod.shape, requirements_of(found, record.namespace, volumes).combined, ignored)
     return (pod if shape == pod.shape else replace(pod, shape=shape)), ignored
 

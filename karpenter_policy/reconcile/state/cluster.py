@@ -21,8 +21,8 @@ What it keeps, besides the records:
 * the PersistentVolumeClaims, PersistentVolumes and StorageClasses the provisioner reads of a pod's volumes
   (:attr:`ClusterState.volumes`, `model.volumes.Volumes`, by key), and whether they can be trusted
   (:meth:`ClusterState.volumes_unavailable`: each kind listed once and not failing — a kind that cannot be listed
-  is *unavailable*, never "none"); whether any pod not bound yet has a claim (:attr:`ClusterState.wants_volumes`:
-  their informers start only then).
+  is *unavailable*, never "none"); whether any pod pending or on a node of ours (or one not seen yet) has a claim
+  (:attr:`ClusterState.wants_volumes`: their informers start only then — provisioning and disruption read them).
 
 Listeners (:meth:`ClusterState.subscribe`) see every :class:`Change` as it is applied — the controllers use it to
 wake on what concerns them (a pod became pending, a node is being deleted, a node lost its last pod). They run
@@ -238,6 +238,14 @@ class ClusterState:
             self.volumes.put(volume_object(kind, obj))
         self._notify(Change("volume", None, None))
 
+    def _volumes_read_for(self, node: str | None) -> bool:
+        """Whether a pod with a claim bound to `node` has its volumes read (O(1)): pending (provisioning), or on a
+        node of ours or one not seen yet (disruption moves our nodes' pods; at start pods are listed before nodes)."""
+        if not node:
+            return True
+        record = self._nodes.get(node)
+        return record is None or record.ours
+
     def volumes_listed(self, kind: Kind) -> None:
         """A feed listed `kind` (a volume kind): its objects in the index are the cluster's."""
         with self.lock:
@@ -270,7 +278,7 @@ class ClusterState:
             self._notify(Change("pod", before, None))
             return
         after = pod_record(obj)
-        if not after.node and not self.wants_volumes.is_set() and after.claims:  # only a pending pod's are read
+        if not self.wants_volumes.is_set() and after.claims and self._volumes_read_for(after.node):
             self.wants_volumes.set()
         before = self._pods.get(after.uid)
         if before is not None:

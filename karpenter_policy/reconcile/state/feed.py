@@ -11,11 +11,12 @@
   is listed again. Deterministic: changes are applied in the cluster's order, when the caller says.
 * :class:`ListFeed` (step-driven, any cluster): :meth:`sync` lists each kind and applies the difference.
 
-The PersistentVolumeClaims, PersistentVolumes and StorageClasses (what the provisioner reads of a pod's volumes) are
-read only once a pending pod with a claim has been seen (`ClusterState.wants_volumes`): the informers start then, the
-step-driven feeds list them from then on. Each feed tells the state when a volume kind was listed and when its list
-failed (`ClusterState.volumes_listed`, `volumes_failing`): a kind that cannot be listed is unavailable, never empty.
-They are optional kinds for the state's health.
+The PersistentVolumeClaims, PersistentVolumes and StorageClasses (what provisioning and disruption read of a pod's
+volumes) are read only once a pod with a claim, pending or on a node of ours, has been seen
+(`ClusterState.wants_volumes`): the informers start then, the step-driven feeds list them from then on. Each feed
+tells the state when a volume kind was listed and when its list failed (`ClusterState.volumes_listed`,
+`volumes_failing`): a kind that cannot be listed is unavailable, never empty. They are optional kinds for the
+state's health.
 
 Namespaces, NodeClaims, NodePools and EC2NodeClasses are optional: a controller that may not list them (or an API
 that does not serve them) still runs, pod-affinity terms with a namespaceSelector then seeing namespaces without
@@ -207,7 +208,7 @@ class InformerFeed:
         return apply
 
     def start(self) -> InformerFeed:
-        """Start every informer (the feed, for chaining); the volume kinds' once a pending pod with a claim is seen."""
+        """Start every informer (the feed, for chaining); the volume kinds' once a pod with a claim is seen."""
         self._start([kind for kind in self.informers if kind not in VOLUME_KINDS])
         if self.state.wants_volumes.is_set():
             self._start(VOLUME_KINDS)
