@@ -9,14 +9,17 @@ asks EC2 and SSM) and `plan` (which reads what the user saved of them), so no SD
   otherwise, Bottlerocket ``-nvidia`` for GPU types, Windows is x86 only (v0.31's ``DefaultAMIs``; AL2023 and
   Windows2025 as v1.14.1's `DescribeImageQuery`).
 * **``amiSelector``** (ids, owners, name with ``*``/``?`` wildcards, tags; every entry must match): the images it
-  selects (:func:`selector_matches`, as EC2's DescribeImages filters them), newest first (:func:`newest_first`),
-  and each type gets the newest of its architecture (:func:`image_for`).
+  selects (:func:`selector_matches`, as EC2's DescribeImages filters them), newest first (:func:`newest_first`;
+  created in the same second: the greater name), and each type gets the newest of its architecture
+  (:func:`image_for`). v0.31.1 also keeps apart images tagged with well-known labels (their tags become
+  requirements); here only the architecture does.
 
 A type with no image cannot launch.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +31,7 @@ __all__ = [
     "NAME_KEY",
     "OWNERS_KEY",
     "Image",
+    "created_at",
     "default_parameter",
     "image_for",
     "newest_first",
@@ -39,6 +43,8 @@ __all__ = [
 ID_KEYS = ("aws-ids", "aws::ids")
 OWNERS_KEY = "aws::owners"
 NAME_KEY = "aws::name"
+#: Go's zero time in Unix seconds (0001-01-01T00:00:00Z).
+_GO_ZERO_TIME = -62135596800
 #: The owners a selector by name alone is given (a name alone could match anyone's public image).
 DEFAULT_NAME_OWNERS = ("self", "amazon")
 
@@ -158,10 +164,22 @@ def selector_matches(selector: Mapping[str, str], image: Image) -> bool:
     return not owners or _owned(owners, image)
 
 
+def created_at(image: Image) -> int:
+    """An image's creation time in Unix seconds, as Go's `time.Parse(time.RFC3339, …)` reads it: a date that does
+    not parse is the zero time (older than any)."""
+    try:
+        moment = dt.datetime.fromisoformat(image.creation_date)
+    except ValueError:
+        return _GO_ZERO_TIME
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)).timestamp())
+
+
 def newest_first(images: Iterable[Image]) -> tuple[Image, ...]:
-    """Images of a known architecture, newest first (ties: by id)."""
+    """Images of a known architecture, newest first by creation time (to the second); of two created in the same
+    second the one of the greater name first, as v0.31.1's `getAMIs` keeps it (then by id)."""
     ordered = sorted((i for i in images if i.architecture), key=lambda i: i.id)
-    ordered.sort(key=lambda i: i.creation_date, reverse=True)
+    ordered.sort(key=lambda i: i.name, reverse=True)
+    ordered.sort(key=created_at, reverse=True)
     return tuple(ordered)
 
 

@@ -172,6 +172,20 @@ def test_an_ami_selector_maps_the_newest_image_of_the_types_architecture(tmp_pat
         assert NEWER in reasons[0] and "amiSelector {'team': 'platform'}" in reasons[0]
 
 
+def test_of_two_images_created_in_the_same_second_the_greater_name_is_mapped() -> None:
+    """v0.31.1 `getAMIs` (ami.go:211-217): a candidate of the same creation time and a smaller name is skipped; the
+    dates compared as RFC 3339 times, not as text (`.000Z` or not); an unreadable date is Go's zero time."""
+    m5 = load_catalog().get("m5.large")
+    assert m5 is not None
+    images = [Image("ami-1", "amd64", "2026-10-01T00:00:00Z", "eks-b"),
+              Image("ami-2", "amd64", "2026-10-01T00:00:00.000Z", "eks-a"),
+              Image("ami-3", "amd64", "someday", "eks-z")]
+    for order in (images, images[::-1]):
+        assert newest_first(order)[0].id == "ami-1"
+        assert image_for(newest_first(order), m5) == images[0]
+    assert newest_first(images)[-1].id == "ami-3"
+
+
 def test_an_ami_selector_without_images_is_counted(tmp_path: Path) -> None:
     reasons, notes = ami_reasons(tmp_path, side(provisioner(), template(SELECTOR)), with_instance(node("n1")),
                                  instances=instances_json((INSTANCE, OTHER)))
