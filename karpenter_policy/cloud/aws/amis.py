@@ -1,91 +1,32 @@
-"""Which AMI each instance type boots: the node template's ``amiSelector``, else its AMI family's default.
-
-Defaults are the public SSM parameters EKS, Bottlerocket, Canonical and Windows publish for the cluster's
-Kubernetes version (Karpenter v0.31's ``DefaultAMIs``; AL2023 and Windows2025 as v1.14.1's `DescribeImageQuery`
-in aws pkg/providers/amifamily/al2023.go and windows.go), chosen by the type's architecture and accelerators:
-AL2 uses the ``-gpu`` image for x86 types with GPUs or Inferentia and has no image for Arm GPU types,
-AL2023 its ``nvidia`` variant for GPU types, ``neuron`` for x86 types with Inferentia or Trainium (none on Arm),
-``standard`` otherwise,
-Bottlerocket uses ``-nvidia`` for GPU types, Windows is x86 only. With ``amiSelector`` (ids, owners, name or
-tags, every entry must match) each type gets the newest matching image of its architecture. A type with no
-image cannot launch and is dropped by the caller. Answers are cached for five minutes.
+"""Which AMI each instance type boots, asked of EC2 and SSM: the node template's ``amiSelector``, else its AMI
+family's default. What a selector or family gives a type is `cloud/amiselection.py`'s (shared with `plan`, which
+reads saved answers instead); here the DescribeImages filters of a selector, the calls, and a five-minute cache. A
+type with no image cannot launch and is dropped by the caller.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from karpenter_policy.cloud.amiselection import (
+    ID_KEYS,
+    NAME_KEY,
+    OWNERS_KEY,
+    Image,
+    default_parameter,
+    image_for,
+    newest_first,
+    selector_values,
+)
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.cache import TtlCache
-from karpenter_policy.cloud.aws.discovery import ID_KEYS
 from karpenter_policy.cloud.errors import ConfigurationError, NotFound
 from karpenter_policy.cloud.provider import Clock
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES, InstanceType
 
 AMI_TTL = 300.0
 DEFAULT_FAMILY = "AL2"
-OWNERS_KEY = "aws::owners"
-NAME_KEY = "aws::name"
-
-
-@dataclass(frozen=True, slots=True)
-class Image:
-    id: str
-    architecture: str  # Kubernetes name: amd64, arm64
-    creation_date: str
-    name: str = ""
-
-
-def _accelerated(instance_type: InstanceType) -> bool:
-    return instance_type.gpu_count > 0 or instance_type.accelerator_count > 0
-
-
-def default_parameter(
-    family: str, kubernetes_version: str, instance_type: InstanceType, version: str | None = None
-) -> str | None:
-    """The SSM parameter naming the default image of ``family`` for this type, or None when there is none.
-    ``version``: a release an alias pins (``al2023@v20240807``), named as v1.14.1's `resolvePath` names it (AL2,
-    AL2023, Bottlerocket: aws pkg/providers/amifamily/al2.go, al2023.go, bottlerocket.go); None or ``latest``: the
-    recommended (latest) image."""
-    arch = instance_type.architectures[0] if len(instance_type.architectures) == 1 else "amd64"
-    v = kubernetes_version
-    pinned = version if version and version.lower() != "latest" else None
-    if family == "AL2":
-        if arch == "arm64":
-            if _accelerated(instance_type):
-                return None
-            variant, release = "amazon-linux-2-arm64", f"amazon-eks-arm64-node-{v}-{pinned}"
-        elif _accelerated(instance_type):
-            variant, release = "amazon-linux-2-gpu", f"amazon-eks-gpu-node-{v}-{pinned}"
-        else:
-            variant, release = "amazon-linux-2", f"amazon-eks-node-{v}-{pinned}"
-        return f"/aws/service/eks/optimized-ami/{v}/{variant}/{release if pinned else 'recommended'}/image_id"
-    if family == "AL2023":
-        if _accelerated(instance_type):
-            if instance_type.gpu_count == 0 and arch == "arm64":
-                return None
-            variant = "nvidia" if instance_type.gpu_count > 0 else "neuron"
-        else:
-            variant = "standard"
-        machine = "arm64" if arch == "arm64" else "x86_64"
-        name = f"amazon-eks-node-al2023-{machine}-{variant}-{v}-{pinned}" if pinned else "recommended"
-        return f"/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{machine}/{variant}/{name}/image_id"
-    if family == "Bottlerocket":
-        flavour = f"aws-k8s-{v}-nvidia" if instance_type.gpu_count > 0 else f"aws-k8s-{v}"
-        release = pinned.lstrip("v") if pinned else "latest"  # SSM names Bottlerocket's releases without the v
-        return f"/aws/service/bottlerocket/{flavour}/{'arm64' if arch == 'arm64' else 'x86_64'}/{release}/image_id"
-    if pinned:
-        return None  # no other family's alias names a version
-    if family == "Ubuntu":
-        return f"/aws/service/canonical/ubuntu/eks/20.04/{v}/stable/current/{arch}/hvm/ebs-gp2/ami-id"
-    if family in ("Windows2019", "Windows2022", "Windows2025"):
-        if arch != "amd64":
-            return None
-        year = family.removeprefix("Windows")
-        return f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{v}/image_id"
-    return None
 
 
 def image_filters(selector: Mapping[str, str]) -> dict[str, Any]:
@@ -93,7 +34,7 @@ def image_filters(selector: Mapping[str, str]) -> dict[str, Any]:
     filters: list[dict[str, Any]] = []
     owners: list[str] = []
     for key, value in sorted(selector.items()):
-        values = [part.strip() for part in str(value).split(",") if part.strip()]
+        values = selector_values(value)
         if key in ID_KEYS:
             filters.append({"Name": "image-id", "Values": values})
         elif key == OWNERS_KEY:
@@ -135,7 +76,7 @@ class AmiResolver:
         if selector:
             images = self.selected(selector)
             for it in instance_types:
-                image = next((i for i in images if i.architecture in it.architectures), None)
+                image = image_for(images, it)
                 if image is not None:
                     chosen[it.name] = image.id
             if not chosen:
@@ -174,7 +115,7 @@ class AmiResolver:
             found = list(self._api.paginate("ec2", "describe_images", "Images", **image_filters(selector)))
         except NotFound:
             return ()
-        images = [
+        return newest_first(
             Image(
                 str(i["ImageId"]),
                 EC2_TO_KUBE_ARCHITECTURES.get(str(i.get("Architecture", "")), ""),
@@ -183,10 +124,7 @@ class AmiResolver:
             )
             for i in found
             if i.get("State", "available") == "available"
-        ]
-        images.sort(key=lambda i: i.id)
-        images.sort(key=lambda i: i.creation_date, reverse=True)
-        return tuple(i for i in images if i.architecture)
+        )
 
     def _parameter(self, name: str) -> str | None:
         def load() -> str | None:
@@ -200,4 +138,6 @@ class AmiResolver:
         return self._parameters.get_or_load(name, load)
 
 
-__all__ = ["AmiResolver", "Image", "default_parameter", "image_filters"]
+__all__ = [
+    "AMI_TTL", "DEFAULT_FAMILY", "NAME_KEY", "OWNERS_KEY", "AmiResolver", "Image", "default_parameter", "image_filters",
+]

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from karpenter_policy.cloud.amiselection import ID_KEYS
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.errors import NotFound
 from karpenter_policy.cloud.provider import Clock
 
-ID_KEYS = ("aws-ids", "aws::ids")
 #: A security group's name (v1's `securityGroupSelectorTerms[].name`).
 GROUP_NAME_KEY = "aws::name"
 DISCOVERY_TTL = 60.0

@@ -27,13 +27,15 @@ from karpenter_policy.commands.diff import DiffError, is_revision, materialise, 
 from karpenter_policy.commands.plan.consolidation import Consolidate
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
+from karpenter_policy.commands.plan.ec2answers import Ec2FileError, instance_id, read_ec2_answers
 from karpenter_policy.commands.plan.fleet import fleet_of
 from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_nodepool_waves
 from karpenter_policy.commands.plan.options import PlanOptions
-from karpenter_policy.commands.plan.redact import redact_snapshot
+from karpenter_policy.commands.plan.redact import hashed, redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
-from karpenter_policy.commands.plan.snapshot import read_snapshots
+from karpenter_policy.commands.plan.snapshot import Snapshot, read_snapshots
+from karpenter_policy.commands.plan.templateamidrift import TemplateAmiDrift
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
 from karpenter_policy.commands.plan.workloadcost import workload_costs
 from karpenter_policy.kube.objects import parse_time
@@ -85,6 +87,17 @@ def _side(label: str, policies: PolicyRepository) -> PolicySide:
     )
 
 
+def _instance_ids(snapshot: Snapshot, redact: bool) -> dict[str, str]:
+    """Node (as the plan names it) → its EC2 instance (`spec.providerID`), read before `--redact` drops it."""
+    out: dict[str, str] = {}
+    for node in snapshot.nodes:
+        spec, name = node.get("spec"), (node.get("metadata") or {}).get("name")
+        found = instance_id(spec.get("providerID")) if isinstance(spec, Mapping) else None
+        if found is not None and isinstance(name, str):
+            out[hashed("node", name) if redact else name] = found
+    return out
+
+
 def plan_command(
     options: PlanOptions,
     catalog: Catalog,
@@ -121,6 +134,10 @@ def plan_command(
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
+    try:
+        answers = read_ec2_answers(options.instances, options.images, options.ssm_parameters)
+    except Ec2FileError as error:
+        return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     if bool(options.snapshot) == bool(options.kubeconfig):
         return CommandOutput(2, "", "karpenter-policy plan: give the cluster as --snapshot FILE or --kubeconfig FILE "
                              "(one of them)\n")
@@ -134,6 +151,7 @@ def plan_command(
                                 request_timeout=request_timeout.total_seconds())
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
+    instance_ids = _instance_ids(snapshot, options.redact) if answers.given else {}
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot, start) if not snapshot.errors else None
@@ -158,7 +176,9 @@ def plan_command(
         return CommandOutput(1, "", f"karpenter-policy plan: HEAD ({options.head}) has {head.report.errors} "
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
-    rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon)
+    ami = TemplateAmiDrift(head_side, answers, pricing.catalog, instance_ids, redact=options.redact)
+    rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon,
+                       ami=ami)
     v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
@@ -174,7 +194,7 @@ def plan_command(
                                                                  rollout_timeout.total_seconds()))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
-    notes = rules.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
+    notes = rules.notes() + ami.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")
     elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):

@@ -24,7 +24,11 @@ and the two revisions suffice.
 * **removed**: a node whose Provisioner BASE has and HEAD does not. Karpenter v0.31 deletes a Provisioner's Machines
   with it (their owner reference): every such node goes at once, whether drift is enabled or not.
 
-Cloud drift (an AMI release, subnets, security groups) needs the cloud's answers, not the policies: not planned.
+* **AMI drift** (aws v0.31.1 `pkg/cloudprovider/drift.go`, `isAMIDrifted`): with the EC2 and SSM answers the user
+  saved, a node whose instance's AMI is not the one HEAD's AWSNodeTemplate maps to its type (`templateamidrift`,
+  given as `ami`).
+
+Subnet and security-group drift need the cloud's answers of the instance's network: not planned.
 Karpenter v1 NodePools' nodes follow v1.14.1's rules instead (`nodepooldrift`).
 """
 
@@ -34,7 +38,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from karpenter_policy.api.defaults import default_provisioner
 from karpenter_policy.api.objects import Provisioner
@@ -43,6 +47,7 @@ from karpenter_policy.model.requirements import Requirements
 
 __all__ = [
     "HASH_ANNOTATIONS",
+    "AmiCheck",
     "NODE_TEMPLATE_HASH_ANNOTATION",
     "DriftRules",
     "NodeDrift",
@@ -62,6 +67,12 @@ NODE_TEMPLATE_HASH_ANNOTATION = "karpenter.k8s.aws/nodetemplate-hash"
 HASHED_PROVISIONER_FIELDS = ("annotations", "labels", "taints", "startupTaints", "kubeletConfiguration")
 #: The AWSNodeTemplate spec fields its hash ignores.
 UNHASHED_TEMPLATE_FIELDS = frozenset({"amiSelector", "subnetSelector", "securityGroupSelector", "launchTemplate"})
+
+
+class AmiCheck(Protocol):
+    """A node's AMI drift (`templateamidrift.TemplateAmiDrift`): its reason, or None."""
+
+    def __call__(self, node_name: str, instance_type: str, template_name: str | None) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +173,10 @@ class DriftRules:
     once (a fleet has thousands of nodes and a few provisioners)."""
 
     def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime, *, drift_enabled: bool = True,
-                 horizon: dt.timedelta = dt.timedelta(0)) -> None:
+                 horizon: dt.timedelta = dt.timedelta(0), ami: AmiCheck | None = None) -> None:
         self.base, self.head, self.start, self.drift_enabled = base, head, start, drift_enabled
+        #: AMI drift from the user's EC2 and SSM answers (None: not assessed)
+        self.ami = ami
         #: nodes expiring until `start + horizon` are planned (at their expiry time)
         self.horizon = horizon
         self._static: dict[str, list[str]] = {}
@@ -223,6 +236,12 @@ class DriftRules:
                 changed = self._template_changes(name, base_doc)
                 fields += changed
                 reasons += changed
+            if self.ami is not None:
+                template = _provider_ref(head_doc)
+                why = self.ami(node.name, node.instance_type, template)
+                if why is not None:
+                    fields.append(f"AWSNodeTemplate {template}: {why.split(':', 1)[0]}")
+                    reasons.append(why)
             requirements = self._head_requirements(name, head_doc)
             for why in Requirements.from_labels(dict(node.labels)).incompatibilities(requirements):
                 reasons.append(f"requirement drift: {why} (provisioner {name}'s spec.requirements)")

@@ -1,0 +1,160 @@
+"""What the user saved of EC2 and SSM for `plan`'s Karpenter v0.31 AMI drift, read and checked at the edge.
+
+* `--instances FILE` (repeatable): what `aws ec2 describe-instances --output json` prints — each instance's
+  `ImageId` by its `InstanceId` (a node's `spec.providerID` names its instance);
+* `--images FILE` (repeatable): what `aws ec2 describe-images --output json` prints — the images an AWSNodeTemplate's
+  `amiSelector` may select (id, architecture, creation date, name, owner, tags, state);
+* `--ssm-parameters FILE` (repeatable): what `aws ssm get-parameters --names … --output json` prints — the default
+  AMIs' parameters (`Name` → `Value`) a template without `amiSelector` resolves.
+
+Nothing is trusted: a file is bounded (1 GiB) and must be JSON of that shape; a field of the wrong type is an
+:class:`Ec2FileError` naming the file and the field's path (`instances.json: Reservations[0].Instances[1].ImageId:
+not a string: 7`), never a traceback. Several files of a kind merge (a later answer for an id replaces an earlier).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_policy.api.schema import show_value
+from karpenter_policy.cloud.amiselection import Image
+from karpenter_policy.commands.plan.snapshot import MAX_BYTES
+from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
+
+__all__ = ["Ec2Answers", "Ec2FileError", "instance_id", "read_ec2_answers"]
+
+
+class Ec2FileError(ValueError):
+    """A file of `--instances`, `--images` or `--ssm-parameters` that cannot be read as its command's output."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ec2Answers:
+    """The saved answers: `images_of` (instance id → ImageId; None: no --instances), `images` (None: no --images),
+    `parameters` (SSM name → value; None: no --ssm-parameters)."""
+
+    image_of: Mapping[str, str] | None = None
+    images: tuple[Image, ...] | None = None
+    parameters: Mapping[str, str] | None = field(default=None)
+
+    @property
+    def given(self) -> bool:
+        """Whether any file was given (without any, AMI drift is not assessed, as before)."""
+        return self.image_of is not None or self.images is not None or self.parameters is not None
+
+
+def instance_id(provider_id: object) -> str | None:
+    """The EC2 instance id of a node's `spec.providerID` (`aws:///us-east-1a/i-0abc…`), or None."""
+    if not isinstance(provider_id, str) or not provider_id.startswith("aws://"):
+        return None
+    last = provider_id.rsplit("/", 1)[-1]
+    return last if last.startswith("i-") else None
+
+
+def _load(file: str) -> Any:
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise Ec2FileError(f"{file}: cannot read: {error.strerror or error}") from None
+    if len(data) > MAX_BYTES:
+        raise Ec2FileError(f"{file}: larger than {MAX_BYTES // 1024**2} MiB")
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise Ec2FileError(f"{file}: not JSON: {error}") from None
+
+
+def _list(file: str, path: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise Ec2FileError(f"{file}: {path}: not a list: {show_value(value)}")
+    return value
+
+
+def _object(file: str, path: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise Ec2FileError(f"{file}: {path}: not an object: {show_value(value)}")
+    return value
+
+
+def _string(file: str, path: str, item: Mapping[str, Any], key: str, *, required: bool = True) -> str:
+    value = item.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        what = "missing" if value is None else f"not a string: {show_value(value)}" if not isinstance(
+            value, str) else "empty"
+        raise Ec2FileError(f"{file}: {path}.{key}: {what}")
+    return value
+
+
+def _top(file: str, data: Any, key: str, command: str) -> list[Any]:
+    if not isinstance(data, Mapping) or key not in data:
+        raise Ec2FileError(f"{file}: not what `{command} --output json` prints (no {key} list)")
+    return _list(file, key, data[key])
+
+
+def _instances(file: str, into: dict[str, str]) -> None:
+    for r, reservation in enumerate(_top(file, _load(file), "Reservations", "aws ec2 describe-instances")):
+        where = f"Reservations[{r}]"
+        for i, instance in enumerate(_list(file, f"{where}.Instances",
+                                           _object(file, where, reservation).get("Instances", []))):
+            path = f"{where}.Instances[{i}]"
+            item = _object(file, path, instance)
+            into[_string(file, path, item, "InstanceId")] = _string(file, path, item, "ImageId")
+
+
+def _tags(file: str, path: str, value: Any) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for t, tag in enumerate(_list(file, f"{path}.Tags", value if value is not None else [])):
+        where = f"{path}.Tags[{t}]"
+        item = _object(file, where, tag)
+        tags[_string(file, where, item, "Key")] = _string(file, where, item, "Value", required=False)
+    return tags
+
+
+def _images(file: str, into: dict[str, Image]) -> None:
+    for i, image in enumerate(_top(file, _load(file), "Images", "aws ec2 describe-images")):
+        path = f"Images[{i}]"
+        item = _object(file, path, image)
+        read = Image(
+            id=_string(file, path, item, "ImageId"),
+            architecture=EC2_TO_KUBE_ARCHITECTURES.get(_string(file, path, item, "Architecture"), ""),
+            creation_date=_string(file, path, item, "CreationDate", required=False),
+            name=_string(file, path, item, "Name", required=False),
+            owner_id=_string(file, path, item, "OwnerId", required=False),
+            owner_alias=_string(file, path, item, "ImageOwnerAlias", required=False),
+            tags=_tags(file, path, item.get("Tags")),
+            state=_string(file, path, item, "State", required=False) or "available",
+        )
+        into[read.id] = read
+
+
+def _parameters(file: str, into: dict[str, str]) -> None:
+    for p, parameter in enumerate(_top(file, _load(file), "Parameters", "aws ssm get-parameters")):
+        path = f"Parameters[{p}]"
+        item = _object(file, path, parameter)
+        into[_string(file, path, item, "Name")] = _string(file, path, item, "Value")
+
+
+def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (),
+                     parameters: Sequence[str] = ()) -> Ec2Answers:
+    """The answers of the files given (none of a kind: None). Raises :class:`Ec2FileError`."""
+    image_of: dict[str, str] = {}
+    found: dict[str, Image] = {}
+    values: dict[str, str] = {}
+    for file in instances:
+        _instances(file, image_of)
+    for file in images:
+        _images(file, found)
+    for file in parameters:
+        _parameters(file, values)
+    return Ec2Answers(
+        image_of if instances else None,
+        tuple(found[k] for k in sorted(found)) if images else None,
+        values if parameters else None,
+    )
+
