@@ -44,7 +44,8 @@ def test_discovery_names_each_group_version_and_its_resources(kubectl: Kubectl) 
     assert versions == ["apps/v1", "authorization.k8s.io/v1", "coordination.k8s.io/v1", "policy/v1",
                         "rbac.authorization.k8s.io/v1", "storage.k8s.io/v1", "v1"]
     assert {"pods", "nodes", "namespaces", "events", "configmaps", "serviceaccounts", "secrets",
-            "persistentvolumeclaims", "volumeattachments.storage.k8s.io",
+            "persistentvolumeclaims", "persistentvolumes", "storageclasses.storage.k8s.io",
+            "volumeattachments.storage.k8s.io",
             "leases.coordination.k8s.io", "poddisruptionbudgets.policy", "daemonsets.apps", "deployments.apps",
             "replicasets.apps", "selfsubjectaccessreviews.authorization.k8s.io",
             "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
