@@ -17,6 +17,7 @@ import pytest
 
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.simulate.scene import Scene
 from karpenter_policy.testing import compile_policies
 
@@ -142,3 +143,21 @@ def test_consolidation_never_takes_a_node_only_drift_may(tmp_path: Path, caplog:
     assert not rollout.pod_deleting("held")
     proposed = [r.getMessage() for r in caplog.records if "consolidation" in r.getMessage()]
     assert not [m for m in proposed if rollout.node in m], proposed[:2]
+
+
+def test_a_claim_whose_grace_period_cannot_be_read_keeps_its_blocked_node(tmp_path: Path) -> None:
+    """A hostile write: the NodeClaim's `terminationGracePeriod` is no Go duration (`1e99999999h`; v1.14.1's CRD
+    refuses it). Termination could never force the drain, so drift must not take the blocked node: it stays, as a
+    node without the field does (was: taken, then held in its drain for ever)."""
+    rollout = Rollout(tmp_path, "graceful")
+    name = claim_of_node(rollout.scene.node(rollout.node) or {})
+    assert name is not None
+    claim = rollout.scene.cluster.get(objects.NODE_CLAIM, name)
+    assert claim is not None
+    rollout.scene.cluster.update(objects.NODE_CLAIM, {**claim, "spec": {**claim["spec"],
+                                                                        "terminationGracePeriod": "1e99999999h"}})
+    rollout.pod("held", annotations={wk.DO_NOT_DISRUPT: "true"})
+    rollout.drift()
+    rollout.scene.run(rollout.controller, 300, until=rollout.deleting)
+    assert not rollout.deleting()
+    assert not rollout.pod_deleting("held")

@@ -369,13 +369,22 @@ class Decider:
     @staticmethod
     def _eventual(view: DisruptionView, node: NodeRecord) -> bool:
         """Whether drift may take the node although a pod blocks it: a NodePool's node whose NodeClaim has a
-        `terminationGracePeriod` (v1.14.1's `NewCandidate` with the eventual disruption class)."""
+        `terminationGracePeriod` (v1.14.1's `NewCandidate` with the eventual disruption class) — one that termination
+        can read (a Go duration): a claim whose field is anything else (written by hand; v1.14.1's CRD refuses it)
+        would hold the drain for ever, so its node stays blocked as any other."""
         if wk.NODEPOOL not in node.labels:
             return False
         name = claim_of_node(node.obj)
         claim = view.state.claim(name) if name is not None else None
         spec = claim.obj.get("spec") if claim is not None else None
-        return isinstance(spec, dict) and isinstance(spec.get("terminationGracePeriod"), str)
+        period = spec.get("terminationGracePeriod") if isinstance(spec, dict) else None
+        if not isinstance(period, str):
+            return False
+        try:
+            parse_go_duration(period)
+        except ValueError:
+            return False
+        return True
 
     @staticmethod
     def _reschedulable(pod: PodRecord, pdbs: Sequence[Obj], now: dt.datetime) -> bool:
