@@ -79,13 +79,14 @@ def one_worker(cert_dir: Path) -> Iterator[Webhook]:
 def _poll_healthz(port: int, ca: Path, stop: threading.Event, statuses: list[int]) -> None:
     client = Client(port, ca, timeout=5)
     try:
-        while not stop.is_set():
+        while True:  # at least one probe, even when the request is answered before the first one is sent
             try:
                 statuses.append(client.get("/healthz").status)
             except OSError:
                 statuses.append(0)
                 client.close()
-            time.sleep(0.1)  # the probes' own pace
+            if stop.wait(0.1):  # the probes' own pace
+                break
     finally:
         client.close()
 
