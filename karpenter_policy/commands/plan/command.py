@@ -24,6 +24,7 @@ from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
+from karpenter_policy.commands.plan.amidrift import AmiDriftRules
 from karpenter_policy.commands.plan.consolidation import Consolidate
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
@@ -179,7 +180,9 @@ def plan_command(
     ami = TemplateAmiDrift(head_side, answers, pricing.catalog, instance_ids, redact=options.redact)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon,
                        ami=ami)
-    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon)
+    v1_ami = AmiDriftRules(base_side, head_side, snapshot.node_classes, answers, pricing.catalog, instance_ids, start,
+                           redact=options.redact)
+    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon, ami=v1_ami)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog), options.min_values_policy)
