@@ -344,8 +344,8 @@ def term_matches(term: Mapping[str, Any], image: Image) -> bool:
     if name and not _any_matches([str(name)], image.name):
         return False
     for key, value in (term.get("tags") or {}).items():
-        if value == "*":
-            if key not in image.tags:
+        if value == "*":  # a `tag-key` filter, its wildcards too: `{"*": "*"}` selects every tagged image
+            if not any(_wildcard(str(key)).fullmatch(k) for k in image.tags):
                 return False
         elif not _any_matches([str(value)], image.tags.get(key)):
             return False

@@ -104,6 +104,8 @@ class AmiDriftRules:
         self.now = int((start or dt.datetime.now(dt.UTC)).timestamp())
         self.version = kubernetes_version([*(self.answers.parameters or {}), *self.answers.absent])
         self._resolved: dict[str, TermResolution] = {}
+        #: EC2NodeClass → its terms as text, where the saved answers resolved them
+        self._answered_terms: dict[str, str] = {}
         #: EC2NodeClass → nodes whose AMI drift could not be assessed (HEAD changed its non-id terms)
         self.unassessed: Counter[str] = Counter()
         #: (EC2NodeClass, why) → nodes the saved answers could not assess
@@ -126,6 +128,14 @@ class AmiDriftRules:
                 f"{' '.join(sorted(ids))} --output json` as --images"
                 for name, ids in sorted(self.image_ids.items())]
         return out
+
+    def field(self, node_class: str) -> str:
+        """What changed for the plan's table of fields, when a node of `node_class` drifted on its AMI."""
+        terms = self._answered_terms.get(node_class)
+        if terms is None:
+            return f"EC2NodeClass {node_class}: {AMI_DRIFT} (status.imageID not the AMI it resolves to)"
+        shown = "" if self.redact else f" ({terms})"
+        return f"EC2NodeClass {node_class}: {AMI_DRIFT} (not the AMI spec.amiSelectorTerms{shown} resolve to)"
 
     def _resolution(self, node_class: str, head: Mapping[str, Any]) -> TermResolution:
         if node_class not in self._resolved:
@@ -170,6 +180,7 @@ class AmiDriftRules:
         if mapped is not None and mapped.id == running:
             return None
         terms = "; ".join(term_text(t) for t in _terms(head) if isinstance(t, Mapping))
+        self._answered_terms[node_class] = terms
         if self.redact:
             return (f"{AMI_DRIFT}: {whose} is not the AMI EC2NodeClass {node_class}'s spec.amiSelectorTerms resolve "
                     f"to for {node.instance_type}")

@@ -59,7 +59,7 @@ from karpenter_policy.api.v1.statichash import (
     NODEPOOL_HASH_VERSION_KEY,
     UNHASHED_CLASS_FIELDS,
 )
-from karpenter_policy.commands.plan.amidrift import AMI_DRIFT, AmiDriftRules
+from karpenter_policy.commands.plan.amidrift import AmiDriftRules
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
 from karpenter_policy.kube.objects import Obj
@@ -230,7 +230,7 @@ class NodePoolDriftRules:
                 reasons += changed
             ami = self.ami(node_class, claim, node)
             if ami is not None:
-                fields.append(f"EC2NodeClass {node_class}: {AMI_DRIFT} (status.imageID not the AMI it resolves to)")
+                fields.append(self.ami.field(node_class))
                 reasons.append(ami)
         labels = claim.labels if claim is not None else node.labels
         requirements = self._head_requirements(name, head_doc)
