@@ -91,13 +91,15 @@ class AmiDriftRules:
     """AMI drift (the module docstring) of one BASE → HEAD change, each class's terms read once; `cluster` holds
     the snapshot's EC2NodeClasses (their `status.amis`); `answers` the saved EC2 and SSM answers, `instance_ids`
     each node's instance (by the plan's name for it), `start` the time deprecation is judged at; `redact`: reasons
-    name no AMI id."""
+    name no AMI id, and `claim_images` holds each node's NodeClaim's `status.imageID`, read before the redaction
+    dropped it."""
 
     def __init__(self, base: PolicySide, head: PolicySide, cluster: Sequence[Obj] = (),
                  answers: Ec2Answers | None = None, catalog: Catalog | None = None,
                  instance_ids: Mapping[str, str] | None = None, start: dt.datetime | None = None,
-                 *, redact: bool = False) -> None:
+                 *, redact: bool = False, claim_images: Mapping[str, str] | None = None) -> None:
         self.base, self.head = base, head
+        self.claim_images = claim_images or {}
         self.cluster = {objects.name(c): c for c in cluster}
         self.answers = answers if answers is not None else Ec2Answers()
         self.catalog, self.instance_ids, self.redact = catalog, instance_ids or {}, redact
@@ -165,9 +167,11 @@ class AmiDriftRules:
         instance_type = self.catalog.get(node.instance_type) if self.catalog is not None else None
         if not resolution.amis or instance_type is None:
             return None  # Karpenter: "no amis exist given constraints" / "finding node instance type": no drift
-        running: str | None
-        if claim is not None and claim.image_id:
-            running, whose = claim.image_id, f"NodeClaim {claim.name}'s status.imageID"
+        running: str | None = claim.image_id if claim is not None else None
+        if claim is not None and not running:
+            running = self.claim_images.get(node.name)
+        if claim is not None and running:
+            whose = f"NodeClaim {claim.name}'s status.imageID"
         else:
             instance = self.instance_ids.get(node.name)
             running = (self.answers.image_of or {}).get(instance) if instance is not None else None

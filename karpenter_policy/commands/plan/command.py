@@ -99,6 +99,19 @@ def _instance_ids(snapshot: Snapshot, redact: bool) -> dict[str, str]:
     return out
 
 
+def _claim_images(snapshot: Snapshot, redact: bool) -> dict[str, str]:
+    """Node (as the plan names it) → its NodeClaim's `status.imageID`, read before `--redact` drops it."""
+    out: dict[str, str] = {}
+    for claim in snapshot.node_claims:
+        status = claim.get("status")
+        if not isinstance(status, Mapping):
+            continue
+        node, image = status.get("nodeName"), status.get("imageID")
+        if isinstance(node, str) and node and isinstance(image, str) and image:
+            out[hashed("node", node) if redact else node] = image
+    return out
+
+
 def plan_command(
     options: PlanOptions,
     catalog: Catalog,
@@ -153,6 +166,7 @@ def plan_command(
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
     instance_ids = _instance_ids(snapshot, options.redact) if answers.given else {}
+    claim_images = _claim_images(snapshot, options.redact) if answers.given and options.redact else {}
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot, start) if not snapshot.errors else None
@@ -181,7 +195,7 @@ def plan_command(
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon,
                        ami=ami)
     v1_ami = AmiDriftRules(base_side, head_side, snapshot.node_classes, answers, pricing.catalog, instance_ids, start,
-                           redact=options.redact)
+                           redact=options.redact, claim_images=claim_images)
     v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon, ami=v1_ami)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
