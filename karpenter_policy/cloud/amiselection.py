@@ -95,46 +95,20 @@ def default_parameter(
     family: str, kubernetes_version: str, instance_type: InstanceType, version: str | None = None
 ) -> str | None:
     """The SSM parameter naming the default image of ``family`` for this type, or None when there is none.
-    ``version``: a release an alias pins (``al2023@v20240807``), named as v1.14.1's `resolvePath` names it (AL2,
-    AL2023, Bottlerocket: aws pkg/providers/amifamily/al2.go, al2023.go, bottlerocket.go); None or ``latest``: the
-    recommended (latest) image."""
+    ``version``: a release an alias pins (``al2023@v20240807``); None or ``latest``: the recommended (latest)
+    image. For AL2, AL2023, Bottlerocket and Windows it is the one of :func:`alias_parameters` (v1.14.1's names)
+    whose architecture and variant the type has; Ubuntu (v0.31 only) is named here."""
+    pinned = version if version and version.lower() != _LATEST else None
+    if family in ("AL2", "AL2023", "Bottlerocket") or family.startswith("Windows"):
+        if pinned and family.startswith("Windows"):
+            return None  # no Windows alias names a version
+        return next((p.name for p in alias_parameters(family, kubernetes_version, pinned or _LATEST)
+                     if p.architecture in instance_type.architectures
+                     and any(all(_meets(r, instance_type) for r in known) for known in p.requirements)), None)
+    if pinned or family != "Ubuntu":
+        return None
     arch = instance_type.architectures[0] if len(instance_type.architectures) == 1 else "amd64"
-    v = kubernetes_version
-    pinned = version if version and version.lower() != "latest" else None
-    if family == "AL2":
-        if arch == "arm64":
-            if _accelerated(instance_type):
-                return None
-            variant, release = "amazon-linux-2-arm64", f"amazon-eks-arm64-node-{v}-{pinned}"
-        elif _accelerated(instance_type):
-            variant, release = "amazon-linux-2-gpu", f"amazon-eks-gpu-node-{v}-{pinned}"
-        else:
-            variant, release = "amazon-linux-2", f"amazon-eks-node-{v}-{pinned}"
-        return f"/aws/service/eks/optimized-ami/{v}/{variant}/{release if pinned else 'recommended'}/image_id"
-    if family == "AL2023":
-        if _accelerated(instance_type):
-            if instance_type.gpu_count == 0 and arch == "arm64":
-                return None
-            variant = "nvidia" if instance_type.gpu_count > 0 else "neuron"
-        else:
-            variant = "standard"
-        machine = "arm64" if arch == "arm64" else "x86_64"
-        name = f"amazon-eks-node-al2023-{machine}-{variant}-{v}-{pinned}" if pinned else "recommended"
-        return f"/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{machine}/{variant}/{name}/image_id"
-    if family == "Bottlerocket":
-        flavour = f"aws-k8s-{v}-nvidia" if instance_type.gpu_count > 0 else f"aws-k8s-{v}"
-        release = pinned.lstrip("v") if pinned else "latest"  # SSM names Bottlerocket's releases without the v
-        return f"/aws/service/bottlerocket/{flavour}/{'arm64' if arch == 'arm64' else 'x86_64'}/{release}/image_id"
-    if pinned:
-        return None  # no other family's alias names a version
-    if family == "Ubuntu":
-        return f"/aws/service/canonical/ubuntu/eks/20.04/{v}/stable/current/{arch}/hvm/ebs-gp2/ami-id"
-    if family in ("Windows2019", "Windows2022", "Windows2025"):
-        if arch != "amd64":
-            return None
-        year = family.removeprefix("Windows")
-        return f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{v}/image_id"
-    return None
+    return f"/aws/service/canonical/ubuntu/eks/20.04/{kubernetes_version}/stable/current/{arch}/hvm/ebs-gp2/ami-id"
 
 
 def selector_values(value: object) -> list[str]:
