@@ -4,7 +4,8 @@ where HEAD's EC2NodeClass names its AMIs by `id` or keeps the terms the cluster'
 `pkg/cloudprovider/suite_test.go` that a snapshot can state, as data naming their line; a plan whose HEAD pins a
 new AMI replaces the nodes on the old one, naming both; a change of alias the plan cannot resolve is a note, never
 a silent "no drift"; a NodeClaim whose `status.imageID` is not a string is refused; and, as a property, the AMI
-mapped from the cluster's `status.amis` is the first whose requirements the labels meet, and another (or none) drifts."""
+mapped from the cluster's `status.amis` is the first whose requirements the labels meet, and another (or none)
+drifts."""
 
 from __future__ import annotations
 
