@@ -282,3 +282,23 @@ def test_a_malformed_answer_is_exit_2_naming_the_file_and_field(tmp_path: Path, 
     result = plan(tmp_path, **{flag: (dump(tmp_path, "bad.json", data),)})
     assert result.exit_code == 2 and result.stdout == ""
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_where_the_answers_cannot_tell_the_clusters_resolved_amis_still_do(tmp_path: Path) -> None:
+    """Only v0.31's --instances given: the alias's parameters are missing, but the snapshot's EC2NodeClass resolved
+    the very terms HEAD keeps — its status.amis decides, and no note calls the node unassessed."""
+    classes = side(node_class(alias="al2023@latest"))
+    resolved = stored_form(yaml.safe_load(node_class(alias="al2023@latest")))
+    resolved["status"] = {"amis": [{"id": NEW, "requirements": [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}
+    items = [pool_node("n1"), with_image(claim("n1"), OLD), resolved]
+
+    reasons, notes = ami_drift(tmp_path, classes, classes, items, instances={"Reservations": []})
+    unresolved, unresolved_notes = ami_drift(tmp_path, classes, classes, items[:2], instances={"Reservations": []})
+
+    assert reasons["n1"] and "status.amis maps to its instance type in the snapshot" in reasons["n1"][0]
+    assert notes == []
+    assert unresolved["n1"] == () and unresolved_notes[0] == (
+        "1 node of EC2NodeClass default: AMI drift not assessed: its terms' SSM parameters are not in "
+        "--ssm-parameters")
+    assert "/<kubernetes-version>/amazon-linux-2023/" in unresolved_notes[1]

@@ -42,6 +42,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from karpenter_policy.catalog import Catalog
@@ -106,6 +107,7 @@ class AmiDriftRules:
         self.now = int((start or dt.datetime.now(dt.UTC)).timestamp())
         self.version = kubernetes_version([*(self.answers.parameters or {}), *self.answers.absent])
         self._resolved: dict[str, TermResolution] = {}
+        self._known_ids: frozenset[str] | None = None
         #: EC2NodeClass → its terms as text, where the saved answers resolved them
         self._answered_terms: dict[str, str] = {}
         #: EC2NodeClass → nodes whose AMI drift could not be assessed (HEAD changed its non-id terms)
@@ -139,6 +141,20 @@ class AmiDriftRules:
         shown = "" if self.redact else f" ({terms})"
         return f"EC2NodeClass {node_class}: {AMI_DRIFT} (not the AMI spec.amiSelectorTerms{shown} resolve to)"
 
+    def _record(self, node_class: str, unanswered: _Unanswered) -> None:
+        for why in unanswered.whys:
+            self.missing[(node_class, why)] += 1
+        if unanswered.parameters:
+            self.parameters[node_class].update(unanswered.parameters)
+        if unanswered.images:
+            self.image_ids[node_class].update(unanswered.images)
+
+    def _images_known(self, ids: Sequence[str]) -> bool:
+        """Whether `--images` describes every one of `ids` (else a class of id terms is judged by its ids alone)."""
+        if self._known_ids is None:
+            self._known_ids = frozenset(image.id for image in self.answers.images or ())
+        return all(i in self._known_ids for i in ids)
+
     def _resolution(self, node_class: str, head: Mapping[str, Any]) -> TermResolution:
         if node_class not in self._resolved:
             terms = [t for t in _terms(head) if isinstance(t, Mapping)]
@@ -147,23 +163,18 @@ class AmiDriftRules:
         return self._resolved[node_class]
 
     def _answered(self, node_class: str, head: Mapping[str, Any], claim: Claim | None,
-                  node: FleetNode) -> str | None:
-        """The AMIDrift reason from the saved answers (None: no drift; :data:`_UNANSWERED`: they do not tell)."""
+                  node: FleetNode) -> str | _Unanswered | None:
+        """The AMIDrift reason from the saved answers (None: no drift; :class:`_Unanswered`: they do not tell)."""
         resolution = self._resolution(node_class, head)
         if resolution.error is not None:
             self.missing[(node_class, f"Karpenter resolves no AMI: {resolution.error}")] += 1
             return None
         if not resolution.complete:
-            if resolution.missing_parameters:
-                self.parameters[node_class].update(resolution.missing_parameters)
-                self.missing[(node_class, "its terms' SSM parameters are not in --ssm-parameters")] += 1
-            if resolution.missing_images:
-                self.image_ids[node_class].update(resolution.missing_images)
-                self.missing[(node_class, "its terms' images are not in --images")] += 1
-            if resolution.needs_images:
-                self.missing[(node_class, "its name, tags or owner terms need --images (`aws ec2 describe-images "
-                              "--owners self amazon --output json`)")] += 1
-            return _UNANSWERED
+            whys = (["its terms' SSM parameters are not in --ssm-parameters"] if resolution.missing_parameters else [])
+            whys += ["its terms' images are not in --images"] if resolution.missing_images else []
+            whys += ["its name, tags or owner terms need --images (`aws ec2 describe-images --owners self amazon "
+                     "--output json`)"] if resolution.needs_images else []
+            return _Unanswered(tuple(whys), resolution.missing_parameters, resolution.missing_images)
         instance_type = self.catalog.get(node.instance_type) if self.catalog is not None else None
         if not resolution.amis or instance_type is None:
             return None  # Karpenter: "no amis exist given constraints" / "finding node instance type": no drift
@@ -177,9 +188,8 @@ class AmiDriftRules:
             running = (self.answers.image_of or {}).get(instance) if instance is not None else None
             whose = f"node {node.name}'s instance (--instances)"
             if running is None:
-                self.missing[(node_class, "no NodeClaim status.imageID and its instance's ImageId is not in "
-                              "--instances (found by the node's spec.providerID)")] += 1
-                return _UNANSWERED
+                return _Unanswered(("no NodeClaim status.imageID and its instance's ImageId is not in --instances "
+                                    "(found by the node's spec.providerID)",))
         mapped = ami_for(resolution.amis, instance_type)
         if mapped is not None and mapped.id == running:
             return None
@@ -201,11 +211,17 @@ class AmiDriftRules:
         if head is None or (claim is None and node is None):
             return None
         ids = selected_ami_ids(head)
-        by_ids = ids is not None and not all(i in {image.id for image in self.answers.images or ()} for i in ids)
-        if node is not None and self.answers.given and not by_ids:
+        unanswered = None
+        if node is not None and self.answers.given and not (ids is not None and not self._images_known(ids)):
             answered = self._answered(node_class, head, claim, node)
-            if answered is not _UNANSWERED:
+            if not isinstance(answered, _Unanswered):
                 return answered
+            unanswered = answered
+        resolved = self.cluster.get(node_class)
+        amis = ((resolved.get("status") or {}).get("amis") or []) if resolved is not None else []
+        from_status = bool(amis) and _terms(resolved or {}) == _terms(head)
+        if unanswered is not None and (claim is None or (ids is None and not from_status)):
+            self._record(node_class, unanswered)
         if claim is None:
             return None
         if ids is not None:
@@ -213,9 +229,7 @@ class AmiDriftRules:
                 return None
             return (f"{AMI_DRIFT}: NodeClaim {claim.name}'s status.imageID {claim.image_id} is not among "
                     f"EC2NodeClass {node_class}'s spec.amiSelectorTerms ids ({', '.join(ids)})")
-        resolved = self.cluster.get(node_class)
-        amis = ((resolved.get("status") or {}).get("amis") or []) if resolved is not None else []
-        if amis and _terms(resolved or {}) == _terms(head):
+        if from_status:
             if not claim.image_id:
                 return None
             mapped = mapped_ami(amis, claim.labels)
@@ -232,5 +246,11 @@ class AmiDriftRules:
         return None
 
 
-#: What `_answered` returns when the saved answers cannot tell (the snapshot's status may).
-_UNANSWERED: Final = "\0unanswered"
+@dataclass(frozen=True, slots=True)
+class _Unanswered:
+    """What `_answered` returns when the saved answers cannot tell (the snapshot's status may): why, and the SSM
+    parameters and images to give."""
+
+    whys: tuple[str, ...]
+    parameters: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()
