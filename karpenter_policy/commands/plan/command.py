@@ -24,6 +24,7 @@ from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
+from karpenter_policy.commands.plan.amidrift import AmiDriftRules
 from karpenter_policy.commands.plan.consolidation import Consolidate
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
@@ -98,6 +99,19 @@ def _instance_ids(snapshot: Snapshot, redact: bool) -> dict[str, str]:
     return out
 
 
+def _claim_images(snapshot: Snapshot, redact: bool) -> dict[str, str]:
+    """Node (as the plan names it) → its NodeClaim's `status.imageID`, read before `--redact` drops it."""
+    out: dict[str, str] = {}
+    for claim in snapshot.node_claims:
+        status = claim.get("status")
+        if not isinstance(status, Mapping):
+            continue
+        node, image = status.get("nodeName"), status.get("imageID")
+        if isinstance(node, str) and node and isinstance(image, str) and image:
+            out[hashed("node", node) if redact else node] = image
+    return out
+
+
 def plan_command(
     options: PlanOptions,
     catalog: Catalog,
@@ -152,6 +166,7 @@ def plan_command(
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
     instance_ids = _instance_ids(snapshot, options.redact) if answers.given else {}
+    claim_images = _claim_images(snapshot, options.redact) if answers.given and options.redact else {}
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot, start) if not snapshot.errors else None
@@ -179,7 +194,9 @@ def plan_command(
     ami = TemplateAmiDrift(head_side, answers, pricing.catalog, instance_ids, redact=options.redact)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon,
                        ami=ami)
-    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon)
+    v1_ami = AmiDriftRules(base_side, head_side, snapshot.node_classes, answers, pricing.catalog, instance_ids, start,
+                           redact=options.redact, claim_images=claim_images)
+    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon, ami=v1_ami)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog), options.min_values_policy)

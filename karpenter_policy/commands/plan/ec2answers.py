@@ -1,30 +1,37 @@
-"""What the user saved of EC2 and SSM for `plan`'s Karpenter v0.31 AMI drift, read and checked at the edge.
+"""What the user saved of EC2 and SSM for `plan`'s AMI drift (Karpenter v0.31's and v1's), read and checked at the
+edge.
 
 * `--instances FILE` (repeatable): what `aws ec2 describe-instances --output json` prints — each instance's
   `ImageId` by its `InstanceId` (a node's `spec.providerID` names its instance);
 * `--images FILE` (repeatable): what `aws ec2 describe-images --output json` prints — the images an AWSNodeTemplate's
-  `amiSelector` may select (id, architecture, creation date, name, owner, tags, state);
+  `amiSelector` or an EC2NodeClass's `amiSelectorTerms` may select (id, architecture, creation date, name, owner,
+  tags, state, deprecation time);
 * `--ssm-parameters FILE` (repeatable): what `aws ssm get-parameters --names … --output json` prints — the default
-  AMIs' parameters (`Name` → `Value`) a template without `amiSelector` resolves.
+  AMIs' parameters (`Name` → `Value`) a template without `amiSelector` resolves, the ones an EC2NodeClass's alias
+  or `ssmParameter` term reads, and the names SSM does not have (`InvalidParameters`).
 
-Nothing is trusted: a file is bounded (1 GiB) and must be JSON of that shape; a field of the wrong type is an
-:class:`Ec2FileError` naming the file and the field's path (`instances.json: Reservations[0].Instances[1].ImageId:
-not a string: 7`), never a traceback. Several files of a kind merge (a later answer for an id replaces an earlier).
+Nothing is trusted: a file is bounded (1 GiB, read as a snapshot file is: `snapshot.read_bytes`) and must be JSON
+of that shape; a field of the wrong type is an :class:`Ec2FileError` naming the file and the field's path
+(`instances.json: Reservations[0].Instances[1].ImageId: not a string: 7`), never a traceback. Several files of a
+kind merge (a later answer for an id replaces an earlier).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.cloud.amiselection import Image
-from karpenter_policy.commands.plan.snapshot import MAX_BYTES
+from karpenter_policy.commands.plan.snapshot import read_bytes
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
 
-__all__ = ["Ec2Answers", "Ec2FileError", "instance_id", "read_ec2_answers"]
+__all__ = ["Ec2Answers", "Ec2FileError", "instance_id", "kubernetes_version", "read_ec2_answers"]
+
+_VERSION = re.compile(r"(?<![\d.])1\.\d{1,3}(?![\d.])")
 
 
 class Ec2FileError(ValueError):
@@ -34,16 +41,25 @@ class Ec2FileError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Ec2Answers:
     """The saved answers: `images_of` (instance id → ImageId; None: no --instances), `images` (None: no --images),
-    `parameters` (SSM name → value; None: no --ssm-parameters)."""
+    `parameters` (SSM name → value; None: no --ssm-parameters) and `absent` (the names SSM answered it does not
+    have: `InvalidParameters`)."""
 
     image_of: Mapping[str, str] | None = None
     images: tuple[Image, ...] | None = None
     parameters: Mapping[str, str] | None = field(default=None)
+    absent: frozenset[str] = frozenset()
 
     @property
     def given(self) -> bool:
         """Whether any file was given (without any, AMI drift is not assessed, as before)."""
         return self.image_of is not None or self.images is not None or self.parameters is not None
+
+
+def kubernetes_version(names: Iterable[str]) -> str | None:
+    """The Kubernetes version SSM parameter names carry (`/aws/service/eks/optimized-ami/1.28/…`,
+    `aws-k8s-1.31`), when they carry exactly one; else None."""
+    found = {m.group(0) for name in names for m in _VERSION.finditer(name)}
+    return found.pop() if len(found) == 1 else None
 
 
 def instance_id(provider_id: object) -> str | None:
@@ -56,12 +72,11 @@ def instance_id(provider_id: object) -> str | None:
 
 def _load(file: str) -> Any:
     try:
-        with open(file, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+        data = read_bytes(file)
     except OSError as error:
         raise Ec2FileError(f"{file}: cannot read: {error.strerror or error}") from None
-    if len(data) > MAX_BYTES:
-        raise Ec2FileError(f"{file}: larger than {MAX_BYTES // 1024**2} MiB")
+    except ValueError as error:
+        raise Ec2FileError(f"{file}: {error}") from None
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as error:
@@ -129,15 +144,21 @@ def _images(file: str, into: dict[str, Image]) -> None:
             owner_alias=_string(file, path, item, "ImageOwnerAlias", required=False),
             tags=_tags(file, path, item.get("Tags")),
             state=_string(file, path, item, "State", required=False) or "available",
+            deprecation_time=_string(file, path, item, "DeprecationTime", required=False),
         )
         into[read.id] = read
 
 
-def _parameters(file: str, into: dict[str, str]) -> None:
-    for p, parameter in enumerate(_top(file, _load(file), "Parameters", "aws ssm get-parameters")):
+def _parameters(file: str, into: dict[str, str], absent: set[str]) -> None:
+    data = _load(file)
+    for p, parameter in enumerate(_top(file, data, "Parameters", "aws ssm get-parameters")):
         path = f"Parameters[{p}]"
         item = _object(file, path, parameter)
         into[_string(file, path, item, "Name")] = _string(file, path, item, "Value")
+    for n, name in enumerate(_list(file, "InvalidParameters", data.get("InvalidParameters") or [])):
+        if not isinstance(name, str) or not name:
+            raise Ec2FileError(f"{file}: InvalidParameters[{n}]: not a parameter name: {show_value(name)}")
+        absent.add(name)
 
 
 def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (),
@@ -146,15 +167,17 @@ def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (),
     image_of: dict[str, str] = {}
     found: dict[str, Image] = {}
     values: dict[str, str] = {}
+    absent: set[str] = set()
     for file in instances:
         _instances(file, image_of)
     for file in images:
         _images(file, found)
     for file in parameters:
-        _parameters(file, values)
+        _parameters(file, values, absent)
     return Ec2Answers(
         image_of if instances else None,
         tuple(found[k] for k in sorted(found)) if images else None,
         values if parameters else None,
+        frozenset(absent - set(values)),
     )
 

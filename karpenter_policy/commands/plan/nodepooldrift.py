@@ -33,12 +33,12 @@ stated so that a snapshot and the two revisions suffice.
 * **already drifted**: a NodeClaim whose `Drifted` condition is true in the snapshot is replaced whatever the change.
 * **removed**: a NodePool BASE has and HEAD does not — its NodeClaims go with it (owner references), at once.
 
-* **AMI drift** (aws `pkg/cloudprovider/drift.go`, `isAMIDrifted`) where HEAD's EC2NodeClass names its AMIs by
-  `id` (`amidrift`).
+* **AMI drift** (aws `pkg/cloudprovider/drift.go`, `isAMIDrifted`): HEAD's EC2NodeClass's `amiSelectorTerms`
+  resolved from the EC2 and SSM answers the user saved, else its `id` terms or the cluster's `status.amis`
+  (`amidrift`).
 
 Drift has no feature gate in v1: `--drift-disabled` (v0.31's gate) leaves these nodes alone. The rest of cloud drift
-(AMIs selected by alias, tags or name; subnets, security groups, capacity reservations) needs the cloud's answers:
-not planned.
+(subnets, security groups, capacity reservations, placement groups) compares the EC2 instance: not planned.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from karpenter_policy.api.v1.statichash import (
     NODEPOOL_HASH_VERSION_KEY,
     UNHASHED_CLASS_FIELDS,
 )
-from karpenter_policy.commands.plan.amidrift import AMI_DRIFT, AmiDriftRules
+from karpenter_policy.commands.plan.amidrift import AmiDriftRules
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
 from karpenter_policy.kube.objects import Obj
@@ -150,7 +150,8 @@ class NodePoolDriftRules:
     EC2NodeClass computed once."""
 
     def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime,
-                 cluster_classes: Sequence[Obj] = (), *, horizon: dt.timedelta = dt.timedelta(0)) -> None:
+                 cluster_classes: Sequence[Obj] = (), *, horizon: dt.timedelta = dt.timedelta(0),
+                 ami: AmiDriftRules | None = None) -> None:
         self.base, self.head, self.start = base, head, start
         #: NodeClaims expiring until `start + horizon` are planned (at their expiry time)
         self.horizon = horizon
@@ -159,7 +160,8 @@ class NodePoolDriftRules:
         self._requirements: dict[str, Requirements] = {}
         #: (nodepool, why) → nodes whose hashed fields changed but that cannot drift statically
         self.skipped: Counter[tuple[str, str]] = Counter()
-        self.ami = AmiDriftRules(base, head, cluster_classes)
+        #: AMI drift (`amidrift`; given with the saved EC2 and SSM answers, or from the snapshot alone)
+        self.ami = ami if ami is not None else AmiDriftRules(base, head, cluster_classes, start=start)
 
     def notes(self) -> list[str]:
         """What the reader should know of the nodes static drift skipped."""
@@ -226,9 +228,9 @@ class NodePoolDriftRules:
                                   EC2NODECLASS_HASH_VERSION, bool(changed)):
                 fields += changed
                 reasons += changed
-            ami = self.ami(node_class, claim)
+            ami = self.ami(node_class, claim, node)
             if ami is not None:
-                fields.append(f"EC2NodeClass {node_class}: {AMI_DRIFT} (status.imageID not the AMI it resolves to)")
+                fields.append(self.ami.field(node_class))
                 reasons.append(ami)
         labels = claim.labels if claim is not None else node.labels
         requirements = self._head_requirements(name, head_doc)

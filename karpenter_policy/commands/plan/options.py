@@ -89,18 +89,18 @@ class PlanOptions:
     )
     instances: tuple[str, ...] = option(
         (), "--instances", multiple=True, path="file", metavar="FILE",
-        help="For Karpenter v0.31's AMI drift: what `aws ec2 describe-instances --output json` printed (each node's "
-        "ImageId, by its providerID; repeatable).",
+        help="For AMI drift: what `aws ec2 describe-instances --output json` printed (each node's ImageId, by its "
+        "providerID; repeatable).",
     )
     images: tuple[str, ...] = option(
         (), "--images", multiple=True, path="file", metavar="FILE",
-        help="For AMI drift: what `aws ec2 describe-images --output json` printed (what an amiSelector selects; "
-        "repeatable).",
+        help="For AMI drift: what `aws ec2 describe-images --output json` printed (what an amiSelector or "
+        "amiSelectorTerms select; repeatable).",
     )
     ssm_parameters: tuple[str, ...] = option(
         (), "--ssm-parameters", multiple=True, path="file", metavar="FILE",
-        help="For AMI drift without amiSelector: what `aws ssm get-parameters --names ... --output json` printed "
-        "(the default AMIs; a note names the parameters; repeatable).",
+        help="For AMI drift: what `aws ssm get-parameters --names ... --output json` printed (the default AMIs, "
+        "an alias's or ssmParameter term's; a note names the parameters; repeatable).",
     )
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")

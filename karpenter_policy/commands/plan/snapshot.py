@@ -38,6 +38,7 @@ __all__ = [
     "Seen",
     "Snapshot",
     "checked_snapshot",
+    "read_bytes",
     "read_objects",
     "read_snapshot",
     "read_snapshots",
@@ -355,7 +356,9 @@ def _without_where(message: str, file: str, index: int) -> str:
     return message[len(prefix):] if message.startswith(prefix) else message
 
 
-def _read_bytes(file: str, stdin: BinaryIO | None) -> bytes:
+def read_bytes(file: str, stdin: BinaryIO | None = None) -> bytes:
+    """A file's content (`-`: standard input), at most :data:`MAX_BYTES`: OSError when it cannot be read,
+    ValueError when it is larger — the one bounded read of every file `plan` is given."""
     if file == STDIN:
         stream = stdin if stdin is not None else sys.stdin.buffer
         data = stream.read(MAX_BYTES + 1)
@@ -413,7 +416,7 @@ def read_snapshots(files: Iterable[str], stdin: BinaryIO | None = None) -> Snaps
                 continue
             read_stdin = True
         try:
-            data = _read_bytes(file, stdin)
+            data = read_bytes(file, stdin)
         except (OSError, ValueError) as error:
             snapshot.problems.append(Problem(file, None, "error", f"cannot read: {error}"))
             continue

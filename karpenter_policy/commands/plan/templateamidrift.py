@@ -20,7 +20,6 @@ the SSM parameter names included; without any of the three files AMI drift is no
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any, Final
@@ -28,7 +27,7 @@ from typing import Any, Final
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.cloud.amiselection import default_parameter, image_for, newest_first, selector_matches
 from karpenter_policy.commands.plan.drift import PolicySide
-from karpenter_policy.commands.plan.ec2answers import Ec2Answers
+from karpenter_policy.commands.plan.ec2answers import Ec2Answers, kubernetes_version
 
 __all__ = ["AMI_DRIFT", "DEFAULT_FAMILY", "TemplateAmiDrift", "kubernetes_version"]
 
@@ -36,16 +35,8 @@ __all__ = ["AMI_DRIFT", "DEFAULT_FAMILY", "TemplateAmiDrift", "kubernetes_versio
 AMI_DRIFT: Final = "AMIDrift"
 #: v0.31's AMI family when a template names none.
 DEFAULT_FAMILY: Final = "AL2"
-_VERSION = re.compile(r"(?<![\d.])1\.\d{1,3}(?![\d.])")
 #: Written where the note names a parameter and the Kubernetes version is not known.
 VERSION_PLACEHOLDER: Final = "<kubernetes-version>"
-
-
-def kubernetes_version(parameters: Mapping[str, str] | None) -> str | None:
-    """The Kubernetes version the default-AMI parameters' names carry (`/aws/service/eks/optimized-ami/1.28/…`),
-    when they carry exactly one; else None."""
-    found = {m.group(0) for name in (parameters or {}) for m in _VERSION.finditer(name)}
-    return found.pop() if len(found) == 1 else None
 
 
 class TemplateAmiDrift:
@@ -55,7 +46,7 @@ class TemplateAmiDrift:
                  *, redact: bool = False) -> None:
         self.head, self.answers, self.catalog, self.instance_ids = head, answers, catalog, instance_ids
         self.redact = redact
-        self.version = kubernetes_version(answers.parameters)
+        self.version = kubernetes_version(answers.parameters or {})
         #: (template, what is missing) → nodes not assessed
         self.unassessed: Counter[tuple[str, str]] = Counter()
         #: template → SSM parameters its unassessed nodes need
