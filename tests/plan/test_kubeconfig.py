@@ -117,7 +117,7 @@ def _shipped_rules() -> list[dict[str, Any]]:
 def test_the_plan_read_from_the_cluster_is_the_plan_of_what_kubectl_prints(v1_cluster: Kubectl,
                                                                           tmp_path: Path) -> None:
     _fleet(v1_cluster, with_claims=True)
-    printed = v1_cluster("get", "nodes,pods,pdb,daemonsets,nodeclaims", "-A", "-o", "json").stdout
+    printed = v1_cluster("get", "nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass", "-A", "-o", "json").stdout
     (tmp_path / "snapshot.json").write_text(printed)
 
     live = _plan(tmp_path, kubeconfig=str(v1_cluster.kubeconfig))
@@ -149,6 +149,9 @@ def test_the_shipped_read_only_role_reads_all_the_plan_needs(v1_cluster: Kubectl
     ("pods", "may not list pods (apiGroups: [\"\"]) in every namespace"),
     ("poddisruptionbudgets", "may not list poddisruptionbudgets (apiGroups: [policy]) in every namespace"),
     ("daemonsets", "may not list daemonsets (apiGroups: [apps]) in every namespace"),
+    ("persistentvolumeclaims", "may not list persistentvolumeclaims (apiGroups: [\"\"]) in every namespace"),
+    ("persistentvolumes", "may not list persistentvolumes (apiGroups: [\"\"])"),
+    ("storageclasses", "may not list storageclasses (apiGroups: [storage.k8s.io])"),
     ("nodeclaims", "may not list nodeclaims (apiGroups: [karpenter.sh])"),
     ("ec2nodeclasses", "may not list ec2nodeclasses (apiGroups: [karpenter.k8s.aws])"),
     ("machines", None),  # no Machine CRD in this cluster: its rule is not needed

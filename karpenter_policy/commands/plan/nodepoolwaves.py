@@ -42,6 +42,10 @@ the order of its time — the nodes that expire between two polls go before the 
 Planning has a budget (`--rollout-timeout`): past it, the waves so far, the nodes not planned blocked by it, a
 note saying how far it got.
 
+A pod with a claim is placed with its volumes' zones in its required terms wherever it goes, and one v1.14.1 ignores
+for its claims is left pending when a forceful deletion's pods are provisioned for (`FleetPod.provisioned`;
+`commands/plan/volumes.py`).
+
 What this does not model: nodes being deleted in the snapshot (assumed gone), the PDBs' state between waves,
 consolidation (`Underutilized`, `Empty`: with BASE = HEAD, NodePools' nodes are left out of
 `simulate/consolidation.py`'s answer with a note), static NodePools (`replicas`); in a snapshot of Provisioners'
