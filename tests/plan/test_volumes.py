@@ -13,6 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.checks.proof.placement import templates_for
@@ -25,10 +29,11 @@ from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.redact import hashed, redact_snapshot
 from karpenter_policy.commands.plan.snapshot import read_snapshot
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing
-from karpenter_policy.scheduling import InstanceTable
+from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate
 from karpenter_policy.simulate.consolidation import consolidate_now
 from tests.plan.snapshots import FULL, node, pod, policies, provisioner, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
+from tests.profiles import deterministic
 
 START = "2026-11-30T09:00:00Z"
 ZONE = "topology.kubernetes.io/zone"
@@ -315,3 +320,63 @@ def test_a_malformed_claim_and_class_are_exit_2_too(tmp_path: Path) -> None:
     assert "item 1: error: PersistentVolumeClaim default/data-db-0: spec.volumeName must be a string" in result.stderr
     assert "item 2: error: StorageClass gp3: allowedTopologies[0]: matchLabelExpressions must be a list" in (
         result.stderr)
+
+
+# --- the property: wherever the waves move a pod, it stays in its volume's zone -----------------------------------
+
+ZONES = ("us-east-1a", "us-east-1b")
+CPUS = ("100m", "500m", "900m", FULL)
+
+
+@pytest.fixture(scope="module")
+def pool_templates(tmp_path_factory: pytest.TempPathFactory) -> list[NodeClaimTemplate]:
+    directory = v1_policies(tmp_path_factory.mktemp("pool"), nodepool(), nodepool("other", labels="team: other"))
+    repository = load_repository([directory], prove=True, catalog=load_catalog())
+    return templates_for(repository.checked, InstanceTable.of_catalog(load_catalog()))
+
+
+@deterministic(40)
+@given(fleet_shape=st.lists(st.tuples(st.sampled_from(ZONES), st.lists(
+           st.tuples(st.sampled_from(CPUS), st.sampled_from((None, *ZONES))), max_size=3)), min_size=1, max_size=5),
+       spares=st.lists(st.sampled_from(ZONES), max_size=3),
+       expiring=st.sets(st.integers(0, 4), max_size=2))
+def test_every_pod_the_waves_move_stays_in_its_volumes_zone(
+        pool_templates: list[NodeClaimTemplate], fleet_shape: list[tuple[str, list[tuple[str, str | None]]]],
+        spares: list[str], expiring: set[int]) -> None:
+    """Drifted nodes (some expired at the start: deleted forcefully, their pods provisioned for) in either zone,
+    their pods each with no volume or one in either zone, and untouched spare nodes with room in either zone:
+    across Karpenter v1.14.1's waves, every landing of a pod with a volume — onto a spare, another drifted node, an
+    earlier wave's replacement or its own wave's — is in its volume's zone, and no such pod is left pending (HEAD
+    launches in both zones)."""
+    items: list[dict[str, Any]] = [storage_class("gp3")]
+    volume_zone: dict[str, str] = {}
+    for i, (zone, pods) in enumerate(fleet_shape):
+        items += [pool_node(f"n{i}", zone=zone, created=f"2026-11-20T08:{i:02d}:00Z"),
+                  claim(f"n{i}", zone=zone, created=f"2026-11-20T08:{i:02d}:00Z")]
+        for j, (cpu, volume) in enumerate(pods):
+            made = pod(f"p{i}-{j}", f"n{i}", f"app{j}", cpu=cpu, memory="256Mi", owner=("StatefulSet", f"app{j}"))
+            if volume is not None:
+                items += [with_claim(made, f"data-{i}-{j}"), pvc(f"data-{i}-{j}", volume=f"pv-{i}-{j}"),
+                          pv(f"pv-{i}-{j}", volume)]
+                volume_zone[f"default/p{i}-{j}"] = volume
+            else:
+                items.append(made)
+    for i, zone in enumerate(spares):
+        items += [pool_node(f"spare{i}", "other", zone=zone), claim(f"spare{i}", "other", zone=zone)]
+    fleet = fleet_of(read_snapshot(json.dumps({"kind": "List", "items": items}).encode(), "s.json"))
+    start = dt.datetime(2026, 11, 30, 9, tzinfo=dt.UTC)
+    drift = {f"n{i}": NodeDrift(drifted=True, reasons=("x",), expires=i in expiring,
+                                expires_at=start if i in expiring else None) for i in range(len(fleet_shape))}
+
+    rollout = plan_nodepool_waves(fleet, drift, nodepool_budgets({"default": {"spec": {}}}), start, Timing(),
+                                  PdbBudgets([], fleet.pod_objects), Replacements(pool_templates, fleet.daemons))
+
+    zone_of = {name: node.zone for name, node in fleet.nodes.items()}
+    for wave in rollout.waves:
+        for landing in wave.landings or []:
+            if landing.replacement is not None:
+                zone_of[landing.node] = landing.replacement.zone
+            for moved in landing.pods:
+                if moved.key in volume_zone:
+                    assert zone_of[landing.node] == volume_zone[moved.key], (moved.key, landing.node)
+    assert not [p for p in rollout.pending if p.pod in volume_zone]
