@@ -31,7 +31,19 @@ from karpenter_policy.commands.plan.snapshot import read_snapshot
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate
 from karpenter_policy.simulate.consolidation import consolidate_now
-from tests.plan.snapshots import FULL, node, pod, policies, provisioner, pv, pvc, storage_class, with_claim, write
+from tests.plan.snapshots import (
+    EBS_ZONE,
+    FULL,
+    node,
+    pod,
+    policies,
+    provisioner,
+    pv,
+    pvc,
+    storage_class,
+    with_claim,
+    write,
+)
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 from tests.profiles import deterministic
 
@@ -337,3 +349,35 @@ def test_every_pod_the_waves_move_stays_in_its_volumes_zone(
                 if moved.key in volume_zone:
                     assert zone_of[landing.node] == volume_zone[moved.key], (moved.key, landing.node)
     assert not [p for p in rollout.pending if p.pod in volume_zone]
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(("", "a", "In", EBS_ZONE)),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                        st.sampled_from(("key", "operator", "values", "matchExpressions", "matchLabelExpressions",
+                                         "nodeSelectorTerms", "required", "phase", "x")), inner, max_size=3),
+                    max_leaves=12)
+
+
+@deterministic(200)
+@given(kind=st.sampled_from(("PersistentVolumeClaim", "PersistentVolume", "StorageClass")),
+       field=st.sampled_from(("spec", "status", "allowedTopologies", "volumeBindingMode")), value=JSON)
+def test_a_hostile_volume_object_is_an_error_naming_it_or_read_never_a_traceback(kind: str, field: str,
+                                                                                 value: object) -> None:
+    """Whatever a claim's, volume's or class's fields hold, the snapshot either refuses the item (an error naming
+    its kind and name) or reads it, and a pod whose claim names it is planned — never an exception."""
+    hostile: dict[str, Any] = {"apiVersion": "v1", "kind": kind,
+                               "metadata": {"name": "data-db-0" if kind == "PersistentVolumeClaim" else "gp3",
+                                            "namespace": "default"},
+                               field: value}
+    if kind == "PersistentVolume":
+        hostile["metadata"]["name"] = "pv-db-0"
+    items = [node("d0"), with_claim(pod("db-0", "d0", "db"), "data-db-0"), pvc("data-db-0", volume="pv-db-0"),
+             pv("pv-db-0", "us-east-1a"), storage_class("gp3"), hostile]
+    snapshot = read_snapshot(json.dumps({"kind": "List", "items": items}).encode(), "s.json")
+
+    errors = snapshot.errors
+    if errors:
+        assert [(e.index, e.message.split(":")[0]) for e in errors] == [
+            (5, f"{kind} {'default/' if kind == 'PersistentVolumeClaim' else ''}{hostile['metadata']['name']}")]
+    else:
+        fleet_of(snapshot)
