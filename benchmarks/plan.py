@@ -3,8 +3,10 @@ of them relabelled in HEAD (half the fleet drifts statically) and another narrow
 of a third of its nodes), PDBs over every deployment, three DaemonSets. Prints the time of each phase and of the
 whole command on one core (the process pins itself to one), and what the plan found. With `--v1`, the same fleet
 on Karpenter v1 NodePools (each node with its NodeClaim; HEAD's budgets the default 10 %, drift side by side).
+With `--volumes`, every node's first pod has a PersistentVolumeClaim bound to an EBS PersistentVolume in the node's
+zone (and a StorageClass): the pods a wave moves keep to their volumes' zones (docs/plan.md, "The pods' volumes").
 
-    PYTHONPATH=. .venv/bin/python benchmarks/plan.py [--nodes 5000] [--pods-per-node 10] [--repeat 1] [--v1]
+    PYTHONPATH=. .venv/bin/python benchmarks/plan.py [--nodes 5000] [--pods-per-node 10] [--repeat 1] [--v1] [--volumes]
 
 Goal (issue #26): 5,000 nodes / 50,000 pods in ≤ 30 s on one core. Figures: benchmarks/README.md.
 """
@@ -102,8 +104,21 @@ def policies(directory: Path, head: bool, v1: bool = False) -> str:
     return str(directory)
 
 
-def snapshot(nodes: int, per_node: int, v1: bool = False) -> dict[str, Any]:
+def _volume(claim: str, zone: str) -> list[dict[str, Any]]:
+    """A bound claim and its EBS PersistentVolume in `zone`."""
+    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+                "name": claim, "namespace": "default", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {"volumeName": f"pv-{claim}", "storageClassName": "gp3"}, "status": {"phase": "Bound"}},
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{claim}"},
+             "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                 {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [zone]}]}]}}}}]
+
+
+def snapshot(nodes: int, per_node: int, v1: bool = False, volumes: bool = False) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
+    if volumes:
+        items.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
+                      "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"})
     apps = max(1, nodes * per_node // 250)
     for n in range(nodes):
         pool, family, types = POOLS[n % len(POOLS)]
@@ -127,6 +142,9 @@ def snapshot(nodes: int, per_node: int, v1: bool = False) -> dict[str, Any]:
         mix = random.Random(n).sample(range(apps), min(per_node, apps))  # no two nodes alike: a plan per node
         for p in range(per_node):
             app = f"app-{mix[p % len(mix)]}"
+            claimed = volumes and p == 0
+            if claimed:
+                items += _volume(f"data-{n}", ZONES[(n // 3) % 3])
             items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": f"{app}-5d9c7b-{n}-{p}", "namespace": "default", "uid": f"{n}-{p}",
                 "labels": {"app": app, "pod-template-hash": "5d9c7b"},
@@ -134,7 +152,9 @@ def snapshot(nodes: int, per_node: int, v1: bool = False) -> dict[str, Any]:
                                      "controller": True, "uid": app}]},
                 "spec": {"nodeName": name, "containers": [{"name": "main", "image": "app:1", "env": [
                     {"name": "A", "value": "x" * 40}], "resources": {"requests": {
-                        "cpu": f"{100 + 50 * (int(app[4:]) % 8)}m", "memory": "512Mi"}}}]},
+                        "cpu": f"{100 + 50 * (int(app[4:]) % 8)}m", "memory": "512Mi"}}}],
+                    **({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{n}"}}]}
+                       if claimed else {})},
                 "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
     for a in range(apps):
         items.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -154,19 +174,21 @@ def main() -> None:
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--v1", action="store_true", help="the fleet on Karpenter v1 NodePools")
+    parser.add_argument("--volumes", action="store_true", help="every node's first pod with a zonal volume")
     args = parser.parse_args()
     os.sched_setaffinity(0, {pinned_cpu()})
     WORK.mkdir(parents=True, exist_ok=True)
     kind = "v1-" if args.v1 else ""
-    file = WORK / f"snapshot-{kind}v3-{args.nodes}x{args.pods_per_node}.json"
+    volumes = "-vol" if args.volumes else ""
+    file = WORK / f"snapshot-{kind}v3-{args.nodes}x{args.pods_per_node}{volumes}.json"
     if not file.exists():
-        file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node, args.v1)))
+        file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node, args.v1, args.volumes)))
     base = policies(WORK / f"{kind}base", head=False, v1=args.v1)
     head = policies(WORK / f"{kind}head", head=True, v1=args.v1)
     catalog = load_catalog()
     options = PlanOptions(snapshot=(str(file),), start="2026-11-30T09:00:00Z", output="json", base=base, head=head,
                           allow_stranded=True)
-    print(f"plan{' (v1 NodePools)' if args.v1 else ''}: {args.nodes:,} nodes, "
+    print(f"plan{' (v1 NodePools)' if args.v1 else ''}{', volumes' if args.volumes else ''}: {args.nodes:,} nodes, "
           f"{args.nodes * args.pods_per_node:,} pods, snapshot "
           f"{file.stat().st_size / 1024**2:.0f} MiB, one core (cpu {pinned_cpu()}), load {os.getloadavg()[0]:.1f}")
     for _ in range(args.repeat):

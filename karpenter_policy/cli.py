@@ -439,10 +439,10 @@ def diff(flags: DiffFlags) -> None:
 @with_options(PlanOptions, "plan")
 def plan(options: PlanOptions) -> None:
     """What merging HEAD does to the running fleet: from a cluster snapshot (kubectl get
-    nodes,pods,pdb,daemonsets,nodeclaims -A -o json), the nodes that drift or expire and why, the replacement waves
-    and their timing, the PDBs that block, the pods left pending, and the fleet's $/month before, at the peak and
-    after (Karpenter v0.31, v1alpha5); with BASE = HEAD, what consolidation would do now. Exit 1 when pods would be
-    stranded or the rollout never finishes."""
+    nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json), the nodes that drift or expire and why, the
+    replacement waves and their timing, the PDBs that block, the pods left pending, and the fleet's $/month before, at
+    the peak and after (Karpenter v0.31, v1alpha5); with BASE = HEAD, what consolidation would do now. Exit 1 when pods
+    would be stranded or the rollout never finishes."""
     from karpenter_policy.commands.plan.command import plan_command
     from karpenter_policy.simulate.consolidation import consolidate_now
 

@@ -123,7 +123,7 @@ EPILOGS: dict[str, str] = {
     ),
     "plan": _epilog(
         [
-            "kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json > snapshot.json",
+            "kubectl get nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json > snapshot.json",
             "karpenter-policy plan origin/main HEAD policies/ --snapshot snapshot.json",
             "karpenter-policy plan origin/main HEAD --snapshot - --output markdown < snapshot.json",
             "karpenter-policy plan origin/main HEAD policies/ --kubeconfig plan-reader.kubeconfig",

@@ -28,6 +28,11 @@ options), and the nodes are gone. A replacement is a candidate of a later comman
 once (the move is complete when its replacement is up). Expiry and drift are left out (decided from the consolidation
 stages on: BASE = HEAD changes nothing).
 
+The snapshot's PersistentVolumeClaims, PersistentVolumes and StorageClasses feed the state's volume index, each kind
+the snapshot read marked listed (`commands.plan.volumes.kinds_read`): the controller's simulation keeps a pod in its
+volume's zone, so a move that would take it out is not offered. A kind the snapshot did not read is not listed:
+the controller does not disrupt a node whose pods' volumes it cannot read ("cannot read its pods' volumes").
+
 The work is bounded by a budget in seconds over all the moves (`plan --consolidation-timeout`), passed to each
 decision as its multi-node and single-node budgets (the controller's, Karpenter's 1 and 3 minutes, per decision):
 past it, the moves found so far, with a note.
@@ -54,8 +59,10 @@ from karpenter_policy.commands.plan.consolidation import Consolidation, Move, No
 from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet
 from karpenter_policy.commands.plan.snapshot import Snapshot
+from karpenter_policy.commands.plan.volumes import kinds_read
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.kube.volumes import VOLUME_KINDS
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import allocatable
 from karpenter_policy.model.instancetypes import InstanceType
@@ -196,6 +203,12 @@ class _Run:
             constraint_set = self.sets.get(owner) if owner is not None else None
             adopted = _adopted(node, constraint_set, self.types) if constraint_set is not None else node
             self.state.apply(objects.NODE, "ADDED", adopted)
+        read = kinds_read(snapshot)
+        for volume_kind in VOLUME_KINDS:  # a kind read is the cluster's; one not read is unknown, never "none"
+            for item in snapshot.of_kind(volume_kind.kind):
+                self.state.apply(volume_kind, "ADDED", item)
+            if volume_kind.kind in read:
+                self.state.volumes_listed(volume_kind)
         for kind, items in ((objects.DAEMON_SET, snapshot.daemon_sets), (objects.POD, snapshot.pods)):
             for item in items:
                 self.state.apply(kind, "ADDED", item)

@@ -96,7 +96,8 @@ def test_the_snapshot_is_read_with_the_kubeconfig_secret_which_is_not_kept(tmp_p
                     RUNNER_TEMP=str(temp), KUBECTL_LOG=str(log),
                     PATH=os.pathsep.join([str(stand_ins(tmp_path)), os.environ["PATH"]]))
     assert done.returncode == 0, done.stderr
-    assert log.read_text() == (f"KUBECONFIG={temp}/kubeconfig get nodes,pods,pdb,daemonsets -A -o json\n"
+    assert log.read_text() == (f"KUBECONFIG={temp}/kubeconfig get nodes,pods,pdb,daemonsets,pvc,pv,storageclass -A "
+                               "-o json\n"
                                f"KUBECONFIG={temp}/kubeconfig get nodeclaims -A -o json\n"
                                f"KUBECONFIG={temp}/kubeconfig get ec2nodeclasses -A -o json\n")
     assert Path(f"{log}.kubeconfig").read_text() == "apiVersion: v1\nkind: Config\n"

@@ -1,5 +1,5 @@
-"""Snapshot objects as `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` prints them, and the small
-policy repositories the plan tests compare."""
+"""Snapshot objects as `kubectl get nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json` prints
+them, and the small policy repositories the plan tests compare."""
 
 from __future__ import annotations
 
@@ -69,6 +69,50 @@ def daemon_set(name: str, namespace: str = "kube-system", cpu: str = "100m") -> 
                                   "spec": {"tolerations": [{"operator": "Exists"}],
                                            "containers": [{"name": "d", "image": "d:1",
                                                            "resources": {"requests": {"cpu": cpu}}}]}}}}
+
+
+EBS_ZONE = "topology.ebs.csi.aws.com/zone"
+
+
+def with_claim(item: dict[str, Any], claim_name: str, volume: str = "data") -> dict[str, Any]:
+    """The pod with a volume through the claim `claim_name`."""
+    item["spec"]["volumes"] = [{"name": volume, "persistentVolumeClaim": {"claimName": claim_name}},
+                               {"name": "cache", "emptyDir": {}}]
+    return item
+
+
+def pvc(name: str, *, volume: str = "", storage_class: str | None = "gp3", namespace: str = "default",
+        deleting: bool = False) -> dict[str, Any]:
+    """A claim as the cluster holds it: bound to `volume` (annotated bind-completed) or pending."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "annotations": {"pv.kubernetes.io/bind-completed": "yes"} if volume else {}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-30T08:00:00Z"
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    if volume:
+        spec["volumeName"] = volume
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec,
+            "status": {"phase": "Bound" if volume else "Pending"}}
+
+
+def pv(name: str, zone: str, key: str = EBS_ZONE) -> dict[str, Any]:
+    """An EBS volume in `zone` (the CSI driver's zone key: read as the zone)."""
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "10Gi"}, "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0abc"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                         {"matchExpressions": [{"key": key, "operator": "In", "values": [zone]}]}]}}},
+            "status": {"phase": "Bound"}}
+
+
+def storage_class(name: str, zones: list[str] | None = None, mode: str = "WaitForFirstConsumer") -> dict[str, Any]:
+    made: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                            "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                            "provisioner": "ebs.csi.aws.com", "volumeBindingMode": mode}
+    if zones is not None:
+        made["allowedTopologies"] = [{"matchLabelExpressions": [{"key": EBS_ZONE, "values": zones}]}]
+    return made
 
 
 def listing(*items: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,8 @@ plan it makes is the plan of what the real kubectl prints of the same cluster (o
 ServiceAccount of examples/ci/plan-reader-rbac.yaml may read all it needs; a token whose role lacks `list nodes`
 (or `list nodeclaims` where that CRD is served) is refused with exit 2 and the rule it needs — never a plan of 0
 nodes; a cluster without Karpenter's CRDs is read without them; its EC2NodeClasses give the AMIs their status
-resolved; an unreachable server is a refusal too."""
+resolved, its PersistentVolumeClaims, PersistentVolumes and StorageClasses the pods' volume zones; an unreachable
+server is a refusal too."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from karpenter_policy.kube.backoff import Backoff
 from karpenter_policy.kube.client import KubeCluster
 from tests.kube.conftest import Kubectl, kubectl_binary
 from tests.kube.emulator import EmulatorThread
-from tests.plan.snapshots import daemon_set, pdb, pod
+from tests.plan.snapshots import daemon_set, pdb, pod, pv, pvc, storage_class, with_claim
 from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node, v1_policies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ def _shipped_rules() -> list[dict[str, Any]]:
 def test_the_plan_read_from_the_cluster_is_the_plan_of_what_kubectl_prints(v1_cluster: Kubectl,
                                                                           tmp_path: Path) -> None:
     _fleet(v1_cluster, with_claims=True)
-    printed = v1_cluster("get", "nodes,pods,pdb,daemonsets,nodeclaims", "-A", "-o", "json").stdout
+    printed = v1_cluster("get", "nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass", "-A", "-o", "json").stdout
     (tmp_path / "snapshot.json").write_text(printed)
 
     live = _plan(tmp_path, kubeconfig=str(v1_cluster.kubeconfig))
@@ -149,6 +150,9 @@ def test_the_shipped_read_only_role_reads_all_the_plan_needs(v1_cluster: Kubectl
     ("pods", "may not list pods (apiGroups: [\"\"]) in every namespace"),
     ("poddisruptionbudgets", "may not list poddisruptionbudgets (apiGroups: [policy]) in every namespace"),
     ("daemonsets", "may not list daemonsets (apiGroups: [apps]) in every namespace"),
+    ("persistentvolumeclaims", "may not list persistentvolumeclaims (apiGroups: [\"\"]) in every namespace"),
+    ("persistentvolumes", "may not list persistentvolumes (apiGroups: [\"\"])"),
+    ("storageclasses", "may not list storageclasses (apiGroups: [storage.k8s.io])"),
     ("nodeclaims", "may not list nodeclaims (apiGroups: [karpenter.sh])"),
     ("ec2nodeclasses", "may not list ec2nodeclasses (apiGroups: [karpenter.k8s.aws])"),
     ("machines", None),  # no Machine CRD in this cluster: its rule is not needed
@@ -169,6 +173,32 @@ def test_a_role_that_cannot_list_a_kind_is_refused_never_a_plan_of_what_it_could
     assert f"listing {missing}: forbidden (403): the kubeconfig's user {rule}" in refused.stderr
     assert "examples/ci/plan-reader-rbac.yaml" in refused.stderr
     assert refused.stderr.endswith("the snapshot cannot be trusted: no plan\n")
+
+
+def test_the_live_read_lists_the_volume_kinds_and_a_pod_keeps_to_its_volumes_zone(v1_cluster: Kubectl,
+                                                                                  tmp_path: Path) -> None:
+    """The cluster's PersistentVolumeClaims, PersistentVolumes and StorageClasses are listed with the rest: `db-0`
+    on `ip-10-0-1-1` (us-east-1a) has its volume in us-east-1b, so its drift command launches its replacement there
+    rather than moving it onto `ip-10-0-1-2`'s room in us-east-1a — the same plan as of what kubectl prints with
+    `pvc,pv,storageclass`. The old read listed none of them and moved the pod onto the room."""
+    _fleet(v1_cluster, with_claims=True)
+    client = v1_cluster.cluster
+    client.create(objects.STORAGE_CLASS, storage_class("gp3"))
+    client.create(objects.PERSISTENT_VOLUME, pv("pv-db-0", "us-east-1b"))
+    client.create(objects.PERSISTENT_VOLUME_CLAIM, pvc("data-db-0", volume="pv-db-0"))
+    client.create(objects.POD, with_claim(pod("db-0", "ip-10-0-1-1", "db", owner=("StatefulSet", "db")),
+                                          "data-db-0"))
+    printed = v1_cluster("get", "nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass", "-A", "-o", "json").stdout
+    (tmp_path / "snapshot.json").write_text(printed)
+
+    live = _plan(tmp_path, kubeconfig=str(v1_cluster.kubeconfig))
+    from_file = _plan(tmp_path, snapshot=(str(tmp_path / "snapshot.json"),))
+
+    assert live.exit_code == 0, live.stderr
+    assert json.loads(live.stdout) == json.loads(from_file.stdout)
+    waves = json.loads(live.stdout)["waves"]
+    first = next(w for w in waves if w["nodes"] == ["ip-10-0-1-1"])
+    assert [r["zone"] for r in first["replacements"]] == ["us-east-1b"]
 
 
 def test_a_cluster_without_karpenters_crds_is_read_without_them(bare_cluster: Kubectl, tmp_path: Path) -> None:

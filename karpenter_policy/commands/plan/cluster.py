@@ -1,11 +1,13 @@
 """Reading the snapshot from a running cluster (`plan --kubeconfig FILE`): the objects `kubectl get
-nodes,pods,pdb,daemonsets,nodeclaims -A -o json` prints, listed read-only through the cluster adapter
-(`kube.client.KubeCluster`: its kubeconfig handling, paging, retries and shape checks), then checked item by item
-exactly as a snapshot file's items are (`snapshot.read_objects`): one code path after reading.
+nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json` prints, listed read-only through the cluster
+adapter (`kube.client.KubeCluster`: its kubeconfig handling, paging, retries and shape checks), then checked item by
+item exactly as a snapshot file's items are (`snapshot.read_objects`): one code path after reading.
 
 What may be missing and what may not:
 
-- Nodes, pods, PodDisruptionBudgets and DaemonSets must all be read. Any failure — 401, 403 (the user may not
+- Nodes, pods, PodDisruptionBudgets, DaemonSets, PersistentVolumeClaims, PersistentVolumes and StorageClasses (the
+  zones of the pods' volumes) must all be read; once they are, a volume kind without objects has none
+  (`Snapshot.volumes_listed`). Any failure — 401, 403 (the user may not
   `list` them cluster-wide), an unreachable server, a malformed answer — is an error, and the plan refuses to run
   (exit 2) with a message naming the resource and the RBAC rule it needs: a plan of the nodes that could be read
   would be a plan of the wrong fleet.
@@ -39,7 +41,8 @@ __all__ = ["CORE_KINDS", "DEFAULT_REQUEST_TIMEOUT", "OPTIONAL_KINDS", "read_clus
 DEFAULT_REQUEST_TIMEOUT = 30.0
 
 #: The kinds every plan needs (each a refusal when it cannot be listed).
-CORE_KINDS: tuple[Kind, ...] = (objects.NODE, objects.POD, objects.POD_DISRUPTION_BUDGET, objects.DAEMON_SET)
+CORE_KINDS: tuple[Kind, ...] = (objects.NODE, objects.POD, objects.POD_DISRUPTION_BUDGET, objects.DAEMON_SET,
+                                 objects.PERSISTENT_VOLUME_CLAIM, objects.PERSISTENT_VOLUME, objects.STORAGE_CLASS)
 #: Karpenter's kinds, read where their CRD is served.
 OPTIONAL_KINDS: tuple[Kind, ...] = (objects.NODE_CLAIM, objects.MACHINE, objects.EC2_NODE_CLASS)
 _RBAC_HINT = "grant it the read-only ClusterRole of examples/ci/plan-reader-rbac.yaml (docs/plan.md)"
@@ -114,4 +117,5 @@ def read_cluster(kubeconfig: str, context: str | None = None, retries: int = 3,
                 break
     finally:
         cluster.close()
+    snapshot.volumes_listed = not snapshot.errors  # every volume kind listed (any failure is an error)
     return checked_snapshot(snapshot)

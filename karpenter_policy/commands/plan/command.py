@@ -212,6 +212,8 @@ def plan_command(
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
     notes = rules.notes() + ami.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
+    if fleet.volume_note is not None:
+        notes.append(fleet.volume_note)
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")
     elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):

@@ -6,8 +6,9 @@ A pod is *moved* by a node's replacement when it is neither a DaemonSet's (the D
 nor a static pod's mirror (owned by its Node), nor finished, nor being deleted — Karpenter v0.31's
 `IsReschedulable`/`IsOwnedBy…`
 (`pkg/utils/pod/scheduling.go`). Its scheduling shape is what the scheduler reads (`scheduling.shape_of`),
-converted once per distinct spec: replicas share one. A pod spec the scheduler cannot read is a snapshot
-:class:`~karpenter_policy.commands.plan.snapshot.Problem` (an error), never a pod left out.
+converted once per distinct spec: replicas share one. A moved pod with a claim carries its volumes' topology, and
+its pending form Karpenter v1.14.1's refusal of its claims (`commands/plan/volumes.py`). A pod spec the scheduler
+cannot read is a snapshot :class:`~karpenter_policy.commands.plan.snapshot.Problem` (an error), never a pod left out.
 
 A node's Karpenter annotations are its own and those of the NodeClaim or Machine whose `status.nodeName` names it
 (Karpenter v0.31 copies a Machine's annotations to its Node at registration; a snapshot may hold either). A node of
@@ -28,6 +29,7 @@ from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.workloads import template_labels
 from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
+from karpenter_policy.commands.plan.volumes import SnapshotVolumes
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
@@ -127,6 +129,14 @@ class FleetPod:
     do_not_disrupt: bool = False
     #: what it takes of its node (one pod slot included; a finished pod: nothing)
     requests: Vector = ZERO
+    #: the pod as the provisioner reads it once evicted, when that differs from `pod`: with the reason Karpenter
+    #: v1.14.1 ignores it for its claims (`commands.plan.volumes`)
+    pending_pod: Pod | None = field(default=None, repr=False)
+
+    @property
+    def provisioned(self) -> Pod | None:
+        """The pod as provisioning reads it, pending after its node went (None: not moved)."""
+        return self.pending_pod if self.pending_pod is not None else self.pod
 
 
 @dataclass(slots=True)
@@ -139,6 +149,8 @@ class Fleet:
     pod_objects: list[Obj] = field(default_factory=list)
     pdbs: list[Obj] = field(default_factory=list)
     daemons: list[Pod] = field(default_factory=list)
+    #: what the plan says of the pods' volumes (None: nothing; `SnapshotVolumes.note`)
+    volume_note: str | None = None
 
     def moved_pods(self, node: str) -> list[FleetPod]:
         return [p for p in self.pods_on.get(node, []) if p.moved]
@@ -323,6 +335,7 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
             allocatable=_allocatable(node),
         )
     shapes = _Shapes()
+    volumes = SnapshotVolumes.of(snapshot)
     pods_on: dict[str, list[FleetPod]] = defaultdict(list)
     file = ", ".join(snapshot.files)
     for order, obj in enumerate(snapshot.pods):
@@ -339,6 +352,7 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
         namespace = objects.namespace(obj) or "default"
         workload = workload_of(obj)
         pod: Pod | None = None
+        pending: Pod | None = None
         requests = ZERO
         if moved:
             try:
@@ -347,6 +361,7 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
                 snapshot.problems.append(Problem(file, None, "error", f"Pod {namespace}/{objects.name(obj)}: {error}"))
                 continue
             pod = Pod(objects.name(obj), shape, owner=workload, order=order, uid=objects.uid(obj))
+            pod, pending = volumes.volumed(pod, spec, objects.name(obj), namespace)
             requests = pod.requests
         elif phase not in wk.TERMINAL_PHASES:  # a DaemonSet's or mirror pod takes room too; the plan never moves it
             try:
@@ -365,8 +380,10 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
                 annotations, start_time(obj) if now is not None else None, now or dt.datetime.min.replace(tzinfo=dt.UTC)
             ).active,
             requests=requests,
+            pending_pod=pending,
         ))
     fleet.pods_on = dict(pods_on)
+    fleet.volume_note = volumes.note()
     for daemon_set in snapshot.daemon_sets:
         template = daemon_set["spec"]["template"]
         namespace = objects.namespace(daemon_set) or "default"

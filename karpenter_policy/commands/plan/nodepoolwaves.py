@@ -39,6 +39,10 @@ the order of its time — the nodes that expire between two polls go before the 
   budget that allows no `Drifted` disruption for as far ahead as the budgets' schedules repeat (a week, or a year):
   the rollout never finishes. A blocked candidate that expires later goes by expiry.
 
+A pod with a claim is placed with its volumes' zones in its required terms wherever it goes, and one v1.14.1 ignores
+for its claims is left pending when a forceful deletion's pods are provisioned for (`FleetPod.provisioned`;
+`commands/plan/volumes.py`).
+
 Planning has a budget (`--rollout-timeout`): past it, the waves so far, the nodes not planned blocked by it, a
 note saying how far it got.
 

@@ -27,8 +27,8 @@ class PlanOptions:
         "--snapshot",
         multiple=True,
         metavar="FILE",
-        help="What `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` printed (repeatable; - for stdin). "
-        "This or --kubeconfig.",
+        help="What `kubectl get nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json` printed "
+        "(repeatable; - for stdin). This or --kubeconfig.",
     )
     kubeconfig: str | None = option(
         None, "--kubeconfig", path="file",

@@ -3,18 +3,27 @@ of it beyond what the plan needs.
 
 The snapshot is rewritten in memory before the plan reads it (it is never written anywhere, redacted or not):
 
-* node, pod, namespace, workload (the owner a pod or DaemonSet names), PodDisruptionBudget and NodeClaim names
-  become `node-…`, `pod-…`, `ns-…`, `wl-…`, `pdb-…`, `claim-…`: the first 10 hex digits of the name's SHA-256, so two
+* node, pod, namespace, workload (the owner a pod or DaemonSet names), PodDisruptionBudget, NodeClaim,
+  PersistentVolumeClaim, PersistentVolume, StorageClass and pod-volume names become `node-…`, `pod-…`, `ns-…`,
+  `wl-…`, `pdb-…`, `claim-…`, `pvc-…`, `pv-…`, `sc-…`, `vol-…`: the first 10 hex digits of the name's SHA-256, so two
   runs (and two snapshots) name the same object alike — and a reader who guesses a name (`default`, `kube-system`)
   can check the guess: the hash hides names, not that two objects share one. References follow their object: a
   pod's `spec.nodeName`, a NodeClaim's `status.nodeName`, the `kubernetes.io/hostname` label and node selector, a
   pod-affinity term's `namespaces`, a ReplicaSet owner (hashed as its Deployment, its `pod-template-hash` kept so
-  the workload is still the Deployment);
+  the workload is still the Deployment), a pod's claim (`claimName`) and a claim's `spec.volumeName` and
+  `storageClassName`, a PersistentVolume's node affinity on `kubernetes.io/hostname`; a generic ephemeral volume's
+  claim (`<pod>-<volume>`, owned by its pod) as `<pod's hash>-<volume's hash>`, the name the pod's redacted volume
+  makes;
 * annotations: only Karpenter's and this project's (`karpenter.sh/…`, `karpenter.k8s.aws/…`, `karpenter-policy/…`)
   are kept, the ones drift, expiry and do-not-disrupt read;
 * a pod spec keeps what the scheduler reads (`nodeName`, `nodeSelector`, `affinity`, `tolerations`,
   `topologySpreadConstraints`, `overhead`, `resources`, `priority`, `hostNetwork`) and of each container its name,
-  resources, ports and restart policy: no image, env, command, args or volume; a Node's status keeps its conditions
+  resources, ports and restart policy, and of its volumes only those through a claim (their names hashed, an
+  ephemeral one's template's `storageClassName`): no image, env, command, args or other volume; of a
+  PersistentVolumeClaim its volume, class, deletion and phase (and the `pv.kubernetes.io/bind-completed`
+  annotation), of a PersistentVolume its node affinity (the zones kept) and deletion, of a StorageClass its
+  `allowedTopologies`, `volumeBindingMode`, creation time and default-class annotation — what a pod's volume topology
+  and Karpenter v1.14.1's validation read; a Node's status keeps its conditions
   (type and status), capacity and allocatable — not its images, addresses or node info, nor its `providerID`; a
   pod's its phase, conditions and `startTime` (a do-not-disrupt duration runs from it);
 * labels and everything else the plan computes with stay (a PodDisruptionBudget selects pods by label).
@@ -31,6 +40,7 @@ from typing import Any
 
 from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model.volumes import BIND_COMPLETED, DEFAULT_CLASS_ANNOTATION
 
 __all__ = ["hashed", "redact_snapshot"]
 
@@ -67,16 +77,19 @@ class _Names:
         return out
 
 
-def _metadata(obj: Obj, names: _Names, kind: str, *, namespaced: bool) -> dict[str, Any]:
+def _metadata(obj: Obj, names: _Names, kind: str, *, namespaced: bool, kept: tuple[str, ...] = (),
+              name: Any = None) -> dict[str, Any]:
+    """The kept metadata, `name` (when given) or the name hashed as `kind`; `kept`: annotations kept besides
+    Karpenter's and this project's."""
     meta = _map(obj.get("metadata"))
     out: dict[str, Any] = {k: meta[k] for k in ("labels", "creationTimestamp", "deletionTimestamp", "uid") if k in meta}
-    out["name"] = names(kind, meta.get("name"))
+    out["name"] = name if name is not None else names(kind, meta.get("name"))
     if namespaced and "namespace" in meta:
         out["namespace"] = names("ns", meta.get("namespace"))
     annotations = meta.get("annotations")
     if isinstance(annotations, Mapping):
         out["annotations"] = {k: v for k, v in annotations.items()
-                              if isinstance(k, str) and k.startswith(KEPT_ANNOTATIONS)}
+                              if isinstance(k, str) and (k.startswith(KEPT_ANNOTATIONS) or k in kept)}
     elif annotations is not None:
         out["annotations"] = annotations  # malformed: the shape checks refuse it
     labels = out.get("labels")
@@ -121,7 +134,84 @@ def _pod_spec(spec: Any, names: _Names) -> Any:
             out[part] = [{k: c[k] for k in _CONTAINER if k in c} if isinstance(c, Mapping) else c for c in containers]
         elif part in spec:
             out[part] = containers
+    volumes = spec.get("volumes")
+    if isinstance(volumes, list):
+        out["volumes"] = [kept for v in volumes if (kept := _volume(v, names)) is not None]
     return out
+
+
+def _volume(volume: Any, names: _Names) -> dict[str, Any] | None:
+    """A pod's volume through a claim, its names hashed (None: another kind of volume, which the plan never reads)."""
+    if not isinstance(volume, Mapping):
+        return None
+    claim, ephemeral = volume.get("persistentVolumeClaim"), volume.get("ephemeral")
+    if isinstance(claim, Mapping) and isinstance(claim.get("claimName"), str) and claim["claimName"]:
+        return {"name": names("vol", volume.get("name")),
+                "persistentVolumeClaim": {"claimName": names("pvc", claim["claimName"])}}
+    if isinstance(ephemeral, Mapping):
+        template = _map(ephemeral.get("volumeClaimTemplate"))
+        spec = _map(template.get("spec"))
+        kept = {"storageClassName": _class_name(spec["storageClassName"], names)} if "storageClassName" in spec else {}
+        return {"name": names("vol", volume.get("name")), "ephemeral": {"volumeClaimTemplate": {"spec": kept}}}
+    return None
+
+
+def _class_name(value: Any, names: _Names) -> Any:
+    """A storageClassName hashed ("" — no class — and a malformed one stay)."""
+    return names("sc", value)
+
+
+def _persistent_volume_claim(obj: Obj, names: _Names) -> Obj:
+    meta = _map(obj.get("metadata"))
+    name = meta.get("name")
+    owner = next((o.get("name") for o in meta.get("ownerReferences") or [] if isinstance(o, Mapping)
+                  and o.get("kind") == "Pod" and isinstance(o.get("name"), str)), None)
+    if isinstance(name, str) and isinstance(owner, str) and owner and name.startswith(owner + "-"):
+        hashed_name: Any = f"{names('pod', owner)}-{names('vol', name[len(owner) + 1:])}"  # a generic ephemeral claim
+    else:
+        hashed_name = names("pvc", name)
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        kept = {k: spec[k] for k in ("volumeName", "storageClassName") if k in spec}
+        if isinstance(kept.get("volumeName"), str):
+            kept["volumeName"] = names("pv", kept["volumeName"])
+        if "storageClassName" in kept:
+            kept["storageClassName"] = _class_name(kept["storageClassName"], names)
+        spec = kept
+    status = obj.get("status")
+    if isinstance(status, Mapping):
+        status = {k: status[k] for k in ("phase",) if k in status}
+    out = {**_top(obj), "metadata": _metadata({"metadata": {k: v for k, v in meta.items() if k != "ownerReferences"}},
+                                              names, "pvc", namespaced=True, kept=(BIND_COMPLETED,),
+                                              name=hashed_name)}
+    return {**out, **({"spec": spec} if "spec" in obj else {}), **({"status": status} if "status" in obj else {})}
+
+
+def _persistent_volume(obj: Obj, names: _Names) -> Obj:
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        spec = {"nodeAffinity": _hostnames(spec["nodeAffinity"], names)} if "nodeAffinity" in spec else {}
+    return {**_top(obj), "metadata": _metadata(obj, names, "pv", namespaced=False),
+            **({"spec": spec} if "spec" in obj else {})}
+
+
+def _hostnames(value: Any, names: _Names) -> Any:
+    """A node-affinity's `kubernetes.io/hostname` values hashed as the nodes' names are."""
+    if isinstance(value, Mapping):
+        if value.get("key") == _HOSTNAME and isinstance(value.get("values"), list):
+            return {**value, "values": [names("node", v) for v in value["values"]]}
+        return {k: _hostnames(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hostnames(v, names) for v in value]
+    return value
+
+
+def _storage_class(obj: Obj, names: _Names) -> Obj:
+    kept: dict[str, Any] = {k: obj[k] for k in ("allowedTopologies", "volumeBindingMode") if k in obj}
+    if "allowedTopologies" in kept:
+        kept["allowedTopologies"] = _hostnames(kept["allowedTopologies"], names)
+    return {**_top(obj), "metadata": _metadata(obj, names, "sc", namespaced=False,
+                                               kept=(DEFAULT_CLASS_ANNOTATION,)), **kept}
 
 
 def _affinity(value: Any, names: _Names) -> Any:
@@ -184,7 +274,7 @@ def _top(obj: Obj) -> dict[str, Any]:
 
 #: The hash prefix of an object's name by its kind (other kinds: `obj`).
 _PREFIX = {"Node": "node", "Pod": "pod", "PodDisruptionBudget": "pdb", "DaemonSet": "wl", "NodeClaim": "claim",
-           "Machine": "claim"}
+           "Machine": "claim", "PersistentVolumeClaim": "pvc", "PersistentVolume": "pv", "StorageClass": "sc"}
 
 
 def _problem(problem: Problem, names: _Names, pattern: re.Pattern[str] | None) -> Problem:
@@ -205,9 +295,13 @@ def redact_snapshot(snapshot: Snapshot) -> Snapshot:
     names = _Names()
     kinds: list[tuple[list[Obj], Callable[[Obj, _Names], Obj]]] = [
         (snapshot.nodes, _node), (snapshot.pods, _pod), (snapshot.pdbs, _pdb), (snapshot.daemon_sets, _daemon_set),
-        (snapshot.node_claims, _claim)]
-    nodes, pods, pdbs, daemon_sets, claims = ([rewrite(o, names) for o in objects] for objects, rewrite in kinds)
+        (snapshot.node_claims, _claim), (snapshot.persistent_volume_claims, _persistent_volume_claim),
+        (snapshot.persistent_volumes, _persistent_volume), (snapshot.storage_classes, _storage_class)]
+    nodes, pods, pdbs, daemon_sets, claims, pvcs, pvs, classes = (
+        [rewrite(o, names) for o in objects] for objects, rewrite in kinds)
     raw = sorted(names.given, key=len, reverse=True) if snapshot.problems else []
     pattern = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(n) for n in raw) + r")(?![\w.-])") if raw else None
     problems = [_problem(p, names, pattern) for p in snapshot.problems]
-    return Snapshot(nodes, pods, pdbs, daemon_sets, claims, problems=problems, files=list(snapshot.files))
+    return Snapshot(nodes, pods, pdbs, daemon_sets, claims, persistent_volume_claims=pvcs, persistent_volumes=pvs,
+                    storage_classes=classes, volumes_listed=snapshot.volumes_listed, problems=problems,
+                    files=list(snapshot.files))

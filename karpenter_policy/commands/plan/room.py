@@ -86,7 +86,8 @@ class Room:
         self._domains: dict[str, Counter[str]] = defaultdict(Counter)
         #: the pods a wave would move off each node: the snapshot's, then those earlier waves put there
         self._moved: dict[str, list[FleetPod]] = {}
-        self._fleet_pod = {id(p.pod): p for pods in fleet.pods_on.values() for p in pods if p.pod is not None}
+        self._fleet_pod = {id(form): p for pods in fleet.pods_on.values() for p in pods  # either form it is placed in
+                           for form in (p.pod, p.pending_pod) if form is not None}
         for name in sorted(fleet.nodes):
             node = fleet.nodes[name]
             if node.deleting:

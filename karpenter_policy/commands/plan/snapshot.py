@@ -1,4 +1,5 @@
-"""Reading a cluster snapshot: what `kubectl get nodes,pods,pdb,daemonsets,nodeclaims -A -o json` prints.
+"""Reading a cluster snapshot: what `kubectl get nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json`
+prints.
 
 That is a `v1` `List` whose items carry their `apiVersion` and `kind`; one object (`kubectl get node x -o json`) is
 read as a list of one. Several files may be given (their objects are merged; a later file's object of the same
@@ -8,7 +9,8 @@ Nothing in a snapshot is trusted: every file is bounded in size (:data:`MAX_BYTE
 must be an object with well-formed metadata (`kube.shape.check_object`, the check the informers make) and, for
 the kinds the plan reads, the fields it reads of the right type (a node's labels, a pod's spec and node name, a
 PodDisruptionBudget's `minAvailable`/`maxUnavailable`, a DaemonSet's pod template, a NodeClaim's node name,
-`expireAfter` and `terminationGracePeriod`). Anything else is a
+`expireAfter` and `terminationGracePeriod`; of a PersistentVolumeClaim, PersistentVolume and StorageClass what the
+controller's reading reads, `model.volumes`). Anything else is a
 :class:`Problem` naming the file and the item's index — never a traceback, and never read as "no objects": the
 plan refuses to run on a snapshot with an error (`command`). Items of other kinds (Services, Events, …) are left
 out with a warning. The snapshot is read into memory only; nothing of it is written anywhere.
@@ -28,12 +30,16 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import Malformed
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.kube.shape import check_object
+from karpenter_policy.model.pods import PodSpecError
 from karpenter_policy.model.selectors import SelectorError, parse_selector
+from karpenter_policy.model.volumes import READERS
 
 __all__ = [
+    "KUBECTL_GET",
     "MAX_BYTES",
     "READ_KINDS",
     "STDIN",
+    "VOLUME_KINDS",
     "Problem",
     "Seen",
     "Snapshot",
@@ -51,8 +57,13 @@ STDIN = "-"
 NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE, EC2_NODE_CLASS = (
     "Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodeClaim", "Machine", "EC2NodeClass"
 )
+PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS = "PersistentVolumeClaim", "PersistentVolume", "StorageClass"
+#: The kinds of a pod's volumes (what `kubectl get pvc,pv,storageclass` lists), in that order.
+VOLUME_KINDS = (PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS)
 #: The kinds a plan reads.
-READ_KINDS = (NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE, EC2_NODE_CLASS)
+READ_KINDS = (NODE, POD, PDB, DAEMON_SET, NODE_CLAIM, MACHINE, EC2_NODE_CLASS, *VOLUME_KINDS)
+#: The command that takes a snapshot with every kind the plan reads.
+KUBECTL_GET = "kubectl get nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json"
 _INT_OR_PERCENT = re.compile(r"^(0|[1-9][0-9]{0,8})%?$")
 _SNIPPET = 80
 
@@ -88,6 +99,12 @@ class Snapshot:
     node_claims: list[Obj] = field(default_factory=list)
     #: the cluster's EC2NodeClasses (karpenter.k8s.aws/v1), for the AMIs their status resolved
     node_classes: list[Obj] = field(default_factory=list)
+    #: PersistentVolumeClaims, PersistentVolumes and StorageClasses (the zones of the pods' volumes)
+    persistent_volume_claims: list[Obj] = field(default_factory=list)
+    persistent_volumes: list[Obj] = field(default_factory=list)
+    storage_classes: list[Obj] = field(default_factory=list)
+    #: the volume kinds were listed from the cluster (`--kubeconfig`): a kind without objects has none, not unread
+    volumes_listed: bool = False
     problems: list[Problem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
@@ -97,7 +114,9 @@ class Snapshot:
 
     def of_kind(self, kind: str) -> list[Obj]:
         lists = {NODE: self.nodes, POD: self.pods, PDB: self.pdbs, DAEMON_SET: self.daemon_sets,
-                 NODE_CLAIM: self.node_claims, MACHINE: self.node_claims, EC2_NODE_CLASS: self.node_classes}
+                 NODE_CLAIM: self.node_claims, MACHINE: self.node_claims, EC2_NODE_CLASS: self.node_classes,
+                 PERSISTENT_VOLUME_CLAIM: self.persistent_volume_claims, PERSISTENT_VOLUME: self.persistent_volumes,
+                 STORAGE_CLASS: self.storage_classes}
         return lists[kind]
 
 
@@ -266,6 +285,23 @@ def _node_class_problem(item: Obj) -> str | None:
     return None
 
 
+def _volume_problem(kind: str) -> Callable[[Obj], str | None]:
+    """A PersistentVolumeClaim, PersistentVolume or StorageClass: what the controller's reading reads of it
+    (`model.volumes`, one reading) — a claim's `spec.volumeName`, `spec.storageClassName` and `status`, a volume's
+    `spec.nodeAffinity.required` terms, a class's `allowedTopologies` —, the field named when it cannot."""
+    read = READERS[kind]
+
+    def problem(item: Obj) -> str | None:
+        try:
+            read(item)
+        except PodSpecError as error:
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path).lstrip(".")
+            return f"{path}: {error.message}" if path and not error.message.startswith(path) else error.message
+        return None
+
+    return problem
+
+
 _CHECKS: Mapping[str, Callable[[Obj], str | None]] = {
     NODE: _node_problem,
     POD: _pod_problem,
@@ -274,6 +310,7 @@ _CHECKS: Mapping[str, Callable[[Obj], str | None]] = {
     NODE_CLAIM: _node_claim_problem,
     MACHINE: _node_claim_problem,
     EC2_NODE_CLASS: _node_class_problem,
+    **{kind: _volume_problem(kind) for kind in VOLUME_KINDS},
 }
 
 
@@ -399,8 +436,7 @@ def checked_snapshot(snapshot: Snapshot) -> Snapshot:
     """`snapshot`, with an error when it holds no Node (and no error already says why)."""
     if not snapshot.nodes and not snapshot.errors:
         snapshot.problems.append(Problem(", ".join(snapshot.files) or "(none)", None, "error",
-                                         "no Node in the snapshot: nothing to plan (take it with `kubectl get "
-                                         "nodes,pods,pdb,daemonsets,nodeclaims -A -o json`)"))
+                                         f"no Node in the snapshot: nothing to plan (take it with `{KUBECTL_GET}`)"))
     return snapshot
 
 

@@ -473,12 +473,14 @@ def finish_wave(
     room: Room | None = None,
     at: float = 0.0,
 ) -> list[Replacement]:
-    """Place the wave's `movable` pods on replacements (those that fit nowhere become pending), and set what the
-    wave launches, evicts and takes: the drain, then a node's start-up when anything was launched. With `room`,
-    on the other nodes' room first (the new nodes join it initialized when the wave, started `at` seconds from the
-    plan's start, ends), and the wave's nodes are gone from it."""
-    placed = replacements.place([p.pod for p in movable if p.pod is not None], room, set(wave.nodes),
-                                keep_partial=True, ready_at=at + drain_seconds + timing.node_startup)
+    """Place the wave's `movable` pods, as the provisioner reads them once pending (`FleetPod.provisioned`), on
+    replacements (those that fit nowhere, or that Karpenter v1.14.1 ignores for their claims, become pending), and
+    set what the wave launches, evicts and takes: the drain, then a node's start-up when anything was launched.
+    With `room`, on the other nodes' room first (the new nodes join it initialized when the wave, started `at`
+    seconds from the plan's start, ends), and the wave's nodes are gone from it."""
+    pending = [p.provisioned for p in movable if p.provisioned is not None]
+    placed = replacements.place(pending, room, set(wave.nodes), keep_partial=True,
+                                ready_at=at + drain_seconds + timing.node_startup)
     launched, failures = placed.replacements, placed.failures
     wave.landings = placed.landings
     if room is not None:
