@@ -102,7 +102,10 @@ def read_volume_object(doc: Document, into: Volumes) -> str | Finding | None:
 
 def conflict_message(found: VolumeRequirements) -> str | None:
     """The `volume-zones-conflict` message when the volumes' requirements, each satisfiable, leave no value of a key
-    together, else None (a volume's own `DoesNotExist` is no conflict)."""
+    together, else None (a volume's own `DoesNotExist` is no conflict). None too when Karpenter v1.14.1's
+    alternatives leave one (a volume with several terms: a NodePool's node may be in another term's zone)."""
+    if found.differs_v1 and not found.alternatives_conflict:
+        return None
     combined = found.combined
     for key in combined:
         if not combined[key].is_empty() or any(r[key].is_empty() for _, _, r in found.per_volume if key in r):
