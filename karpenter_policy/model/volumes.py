@@ -367,17 +367,21 @@ def requirements_of(volumes: Sequence[PodVolume], namespace: str, known: Volumes
                 per_volume.append((volume.volume, f"PersistentVolume {claim.volume_name}", pv.requirements))
             alternatives.append(pv.alternatives)
             continue
-        class_name = claim.storage_class if claim is not None else volume.template_class
-        class_name = class_name if class_name is not None else known.default_class
-        if not class_name:
-            continue
-        storage_class = known.classes.get(class_name)
-        if storage_class is None:
+        declared = claim.storage_class if claim is not None else volume.template_class
+        # unset: the admission plugin gives the claim the default class; "" (no class) is read as the default
+        # class by v0.31.1 (`getRequirements`: `storageClassName == ""` → `DiscoverDefaultStorageClassName`), as
+        # none by v1.14.1 (`if sc := lo.FromPtr(…); sc != ""`)
+        class_name = declared if declared is not None else known.default_class
+        class_v031 = declared or known.default_class
+        storage_class = known.classes.get(class_name) if class_name else None
+        if class_name and storage_class is None:
             missing.append(f"StorageClass {class_name}")
             continue
-        if storage_class.topology:
-            per_volume.append((volume.volume, f"StorageClass {class_name}", storage_class.topology))
-        alternatives.append(storage_class.alternatives)
+        if storage_class is not None:
+            alternatives.append(storage_class.alternatives)
+        read_v031 = known.classes.get(class_v031) if class_v031 else None
+        if read_v031 is not None and read_v031.topology:
+            per_volume.append((volume.volume, f"StorageClass {class_v031}", read_v031.topology))
     return VolumeRequirements(tuple(per_volume), tuple(missing), tuple(alternatives))
 
 

@@ -157,3 +157,17 @@ def test_requirements_of_gives_both_readings() -> None:
     assert found.combined == zones("us-east-1a")
     assert found.alternatives == (zones("us-east-1a"), zones("us-east-1b"))
     assert found.differs_v1
+
+
+def test_an_unbound_claim_of_class_empty_is_read_as_the_default_class_by_v031_only() -> None:
+    """v0.31.1 `getRequirements` reads `storageClassName: ""` as the default class (`DiscoverDefaultStorageClassName`);
+    v1.14.1 reads no class (`sc != ""`)."""
+    default = storage_class_of({"metadata": {"name": "gp3", "creationTimestamp": "2026-01-01T00:00:00Z",
+                                             "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                                "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE,
+                                                                                   "values": ["us-east-1c"]}]}]})
+    index = _known(default, _claim("data", storage_class=""))
+    found = requirements_of([PodVolume("v", "data")], "default", index)
+    assert found.combined == zones("us-east-1c")
+    assert found.alternatives == ()
+    assert found.differs_v1
