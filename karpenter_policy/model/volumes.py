@@ -8,16 +8,21 @@ controller and `simulate` share (docs/scheduling.md "Volume topology", docs/v1.m
 * **An index** (:class:`Volumes`) of what was read, by key, updated one object at a time (O(1) an event).
 * **A pod's volumes** (:func:`pod_volumes`): `persistentVolumeClaim` (the claim named), `ephemeral` (claim
   `<pod>-<volume>`) and a StatefulSet's `volumeClaimTemplates` (`<template>-<statefulset>-<ordinal>`).
-* **Their topology** (:func:`requirements_of`, Karpenter v0.31.1's `VolumeTopology.getRequirements`, core
-  pkg/controllers/provisioning/scheduling/volumetopology.go): a bound claim brings the first term of its
-  PersistentVolume's `spec.nodeAffinity.required`, an unbound one the first term of its StorageClass's
-  `allowedTopologies` as `In` requirements (no `storageClassName`: the default class, the newest annotated
-  `storageclass.kubernetes.io/is-default-class: "true"`; `""`: none). The EBS CSI driver's zone key is read as
-  the zone (karpenter-provider-aws cloudprovider.go `init`).
-* **Which pods v1.14.1 ignores** (:func:`ignored_v1`, its `ValidatePersistentVolumeClaims`).
+* **Their topology** (:func:`requirements_of`, core pkg/controllers/provisioning/scheduling/volumetopology.go),
+  as each version reads it: a bound claim brings its PersistentVolume's `spec.nodeAffinity.required` terms, an
+  unbound one its StorageClass's `allowedTopologies` terms as `In` requirements (no `storageClassName`: the
+  default class, the newest annotated `storageclass.kubernetes.io/is-default-class: "true"`). Karpenter v0.31.1
+  (`getRequirements`, a Provisioner's reading: `VolumeRequirements.combined`) takes the first term of each and
+  reads `""` as the default class; v1.14.1 (`GetRequirements`, a NodePool's: `VolumeRequirements.alternatives`)
+  keeps every term as an alternative, drops `kubernetes.io/hostname` from a local or hostPath volume's terms,
+  reads `""` as no class, and takes the cross product across the volumes, incompatible branches pruned
+  (:func:`merge_alternatives`). The EBS CSI driver's zone key is read as the zone (karpenter-provider-aws
+  cloudprovider.go `init`).
+* **Which pods each version ignores** (:func:`ignored_v1`, v1.14.1's `ValidatePersistentVolumeClaims`;
+  :func:`ignored_v031`, v0.31.1's, and its `injectTopology`).
 
 `complete` says whether the index is the whole cluster (the controller, `simulate`): an object it lacks is then
-missing, and v1.14.1 ignores the pod ("… not found"). A repository's files are not the cluster (`check
+missing, and both versions ignore the pod ("… not found"). A repository's files are not the cluster (`check
 --workloads`): an object they lack is not judged, and a claim as written (no `status`) is read as Kubernetes
 makes it (bound by its provisioner, annotated once bound).
 """
