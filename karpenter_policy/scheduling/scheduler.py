@@ -685,7 +685,7 @@ class _Run:
         if self.strategy == KARPENTER:
             self._fewest_pods_first()
             topology = self.topology
-            refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None  # as in `_best_fit`
+            refuses = self._quick_refusal(pod, attempt)  # as in `_best_fit`
             index = self.s.index
             for position, claim in enumerate(self.claims):
                 if refuses is not None and claim.pods and refuses(claim.requirements):
@@ -763,7 +763,7 @@ class _Run:
         topology = self.topology
         # the claims whose domains the pod's groups leave nothing, refused first: the counts do not change during
         # the scan, so what they allow is worked out once (most claims a pod with topology is offered end here)
-        refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None
+        refuses = self._quick_refusal(pod, attempt)
         # The claims come in creation order, so a tie in evenness goes to the one found first: only a strictly more
         # even claim replaces it.
         for claim in claims:  # lazily: the scan stops at the 5th that fits
@@ -789,6 +789,14 @@ class _Run:
             if chosen is None or evenness < best:
                 best, chosen = evenness, (claim, fit)
         return chosen
+
+    def _quick_refusal(self, pod: Pod, attempt: Attempt) -> Callable[[Requirements], bool] | None:
+        """`Topology.refusal` of the pod's groups, asked of each claim before the full check; None when the pod
+        takes part in none — or has v1.14.1's volume alternatives: the attempt's domains are v0.31.1's reading
+        then, narrower than what a NodePool's claim tries (the full check decides, with each alternative)."""
+        if pod.shape.volume_alternatives is not None or not self.topology.involves(pod):
+            return None
+        return self.topology.refusal(pod, attempt)
 
     def _beyond_caps(self, pod: Pod, attempt: Attempt, refusals: Mapping[str, Refusal]) -> bool:
         """A pod no claim and no template takes within the price caps may still fit a claim grown past its cap

@@ -221,3 +221,22 @@ def test_a_provisioner_schedules_a_pod_whose_unbound_claim_has_an_empty_class(co
     scene.run(scene.controller(), 120, until=lambda: node_of(scene, "db") is not None)
 
     assert node_of(scene, "db") is not None
+
+
+def test_a_pod_with_zone_affinity_joins_a_claim_in_its_volumes_second_term(nodepools: Path) -> None:
+    """v1.14.1's `NodeClaim.CanAdd` tries each alternative at each open claim, topology checked with the pod's own
+    affinity: `web` (us-east-1b) opens a claim; `db`, whose volume allows us-east-1a or us-east-1b and which must
+    share a zone with `web`, joins that claim — one node. Fails without the guard on the claims' quick topology
+    refusal, which read the first term's zone and launched a second node."""
+    scene = Scene(nodepools)
+    scene.cluster.create(STORAGE_CLASS, storage_class("multi-zone-sc", ["us-east-1a", "us-east-1b"]))
+    scene.cluster.create(PERSISTENT_VOLUME_CLAIM, claim("data", storage_class_name="multi-zone-sc"))
+    scene.add_pod("web", cpu="1", labels={"app": "web"}, nodeSelector={wk.ZONE: "us-east-1b"})
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": wk.ZONE}]}}
+    scene.add_pod("db", cpu="1", affinity=affinity, volumes=claims("data"))
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: all(node_of(scene, p) is not None for p in ("web", "db")))
+
+    assert zone_of(scene, "db") == "us-east-1b"
+    assert len(scene.nodes()) == 1
