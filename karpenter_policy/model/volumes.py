@@ -8,16 +8,21 @@ controller and `simulate` share (docs/scheduling.md "Volume topology", docs/v1.m
 * **An index** (:class:`Volumes`) of what was read, by key, updated one object at a time (O(1) an event).
 * **A pod's volumes** (:func:`pod_volumes`): `persistentVolumeClaim` (the claim named), `ephemeral` (claim
   `<pod>-<volume>`) and a StatefulSet's `volumeClaimTemplates` (`<template>-<statefulset>-<ordinal>`).
-* **Their topology** (:func:`requirements_of`, Karpenter v0.31.1's `VolumeTopology.getRequirements`, core
-  pkg/controllers/provisioning/scheduling/volumetopology.go): a bound claim brings the first term of its
-  PersistentVolume's `spec.nodeAffinity.required`, an unbound one the first term of its StorageClass's
-  `allowedTopologies` as `In` requirements (no `storageClassName`: the default class, the newest annotated
-  `storageclass.kubernetes.io/is-default-class: "true"`; `""`: none). The EBS CSI driver's zone key is read as
-  the zone (karpenter-provider-aws cloudprovider.go `init`).
-* **Which pods v1.14.1 ignores** (:func:`ignored_v1`, its `ValidatePersistentVolumeClaims`).
+* **Their topology** (:func:`requirements_of`, core pkg/controllers/provisioning/scheduling/volumetopology.go),
+  as each version reads it: a bound claim brings its PersistentVolume's `spec.nodeAffinity.required` terms, an
+  unbound one its StorageClass's `allowedTopologies` terms as `In` requirements (no `storageClassName`: the
+  default class, the newest annotated `storageclass.kubernetes.io/is-default-class: "true"`). Karpenter v0.31.1
+  (`getRequirements`, a Provisioner's reading: `VolumeRequirements.combined`) takes the first term of each and
+  reads `""` as the default class; v1.14.1 (`GetRequirements`, a NodePool's: `VolumeRequirements.alternatives`)
+  keeps every term as an alternative, drops `kubernetes.io/hostname` from a local or hostPath volume's terms,
+  reads `""` as no class, and takes the cross product across the volumes, incompatible branches pruned
+  (:func:`merge_alternatives`). The EBS CSI driver's zone key is read as the zone (karpenter-provider-aws
+  cloudprovider.go `init`).
+* **Which pods each version ignores** (:func:`ignored_v1`, v1.14.1's `ValidatePersistentVolumeClaims`;
+  :func:`ignored_v031`, v0.31.1's, and its `injectTopology`).
 
 `complete` says whether the index is the whole cluster (the controller, `simulate`): an object it lacks is then
-missing, and v1.14.1 ignores the pod ("… not found"). A repository's files are not the cluster (`check
+missing, and both versions ignore the pod ("… not found"). A repository's files are not the cluster (`check
 --workloads`): an object they lack is not judged, and a claim as written (no `status`) is read as Kubernetes
 makes it (bound by its provisioner, annotated once bound).
 """
@@ -28,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from karpenter_policy.model.labels import EBS_CSI_ZONE, ZONE
+from karpenter_policy.model.labels import EBS_CSI_ZONE, HOSTNAME, ZONE
 from karpenter_policy.model.pods import PodSpecError, node_selector_term
 from karpenter_policy.model.requirements import Requirement, Requirements
 
@@ -58,22 +63,50 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class PersistentVolume:
-    """A PersistentVolume: the first term of its required node affinity, and whether it is being deleted."""
+    """A PersistentVolume: the first term of its required node affinity (`requirements`, v0.31.1's reading),
+    whether it is being deleted, every term (`terms`: ORed, v1.14.1's alternatives) and whether it is a `local` or
+    `hostPath` volume (`local`: v1.14.1 ignores the hostname in its terms)."""
 
     name: str
     requirements: Requirements
     deleting: bool = False
+    terms: tuple[Requirements, ...] | None = None  # None: the first term alone (`requirements`, when not empty)
+    local: bool = False
+
+    @property
+    def alternatives(self) -> tuple[Requirements, ...]:
+        """Karpenter v1.14.1's `getPersistentVolumeRequirements`: each term an alternative; a local or hostPath
+        volume's terms without `kubernetes.io/hostname` (a term of the hostname alone: one that allows any node)."""
+        terms = self.terms if self.terms is not None else ((self.requirements,) if self.requirements else ())
+        if not self.local:
+            return tuple(term for term in terms if term)
+        kept = []
+        for term in terms:
+            without = Requirements(r for r in term.values() if r.key != HOSTNAME)
+            if without or term:
+                kept.append(without)
+        return tuple(kept)
 
 
 @dataclass(frozen=True, slots=True)
 class StorageClass:
-    """A StorageClass: the first term of its allowedTopologies, whether its volumeBindingMode is Immediate (unset:
-    the API server's default), and its creationTimestamp when it is annotated the default class (None: it is not)."""
+    """A StorageClass: the first term of its allowedTopologies (`topology`, v0.31.1's reading), whether its
+    volumeBindingMode is Immediate (unset: the API server's default), its creationTimestamp when it is annotated
+    the default class (None: it is not), and each term with expressions (`topologies`: ORed, v1.14.1's
+    alternatives, `getStorageClassRequirements`)."""
 
     name: str
     topology: Requirements
     immediate: bool
     default_since: str | None = None
+    topologies: tuple[Requirements, ...] | None = None  # None: the first term alone (`topology`, when not empty)
+
+    @property
+    def alternatives(self) -> tuple[Requirements, ...]:
+        """Each term with expressions, an alternative (v1.14.1)."""
+        if self.topologies is not None:
+            return self.topologies
+        return (self.topology,) if self.topology else ()
 
 
 @dataclass(slots=True)
@@ -156,38 +189,52 @@ def claim_of(data: Mapping[str, Any]) -> Claim:
 
 
 def persistent_volume_of(data: Mapping[str, Any]) -> PersistentVolume:
-    """What is read of a PersistentVolume: the first required node-affinity term. Raises PodSpecError."""
+    """What is read of a PersistentVolume: every required node-affinity term (the first is v0.31.1's reading),
+    and whether it is `local` or `hostPath`. Raises PodSpecError."""
     metadata = _mapping(data.get("metadata"))
     spec = _mapping(data.get("spec"))
     at: tuple[str | int, ...] = ("spec", "nodeAffinity", "required", "nodeSelectorTerms")
     affinity = spec.get("nodeAffinity")
     required = affinity.get("required") if isinstance(affinity, Mapping) else None
-    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
-    first = node_selector_term(terms[0], (*at, 0)) if isinstance(terms, list) and terms else Requirements()
-    return PersistentVolume(_str(metadata.get("name")), _normalized(first), bool(metadata.get("deletionTimestamp")))
+    raw = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    terms = tuple(_normalized(node_selector_term(term, (*at, i))) for i, term in enumerate(raw)) if isinstance(
+        raw, list) else ()  # fmt: skip
+    local = spec.get("local") is not None or spec.get("hostPath") is not None
+    first = terms[0] if terms else Requirements()
+    return PersistentVolume(_str(metadata.get("name")), first, bool(metadata.get("deletionTimestamp")),
+                            terms if len(terms) > 1 else None, local)  # fmt: skip
 
 
-def storage_class_of(data: Mapping[str, Any]) -> StorageClass:
-    """What is read of a StorageClass: the first allowed topology as `In` requirements. Raises PodSpecError."""
-    metadata = _mapping(data.get("metadata"))
-    at: tuple[str | int, ...] = ("allowedTopologies", 0)
-    topologies = data.get("allowedTopologies")
+def _allowed_topology(term: object, at: tuple[str | int, ...]) -> Requirements:
+    """One allowedTopologies term as `In` requirements (a term of another shape: none)."""
     expressions = []
-    if isinstance(topologies, list) and topologies and isinstance(topologies[0], Mapping):
-        raw = topologies[0].get("matchLabelExpressions") or []
+    if isinstance(term, Mapping):
+        raw = term.get("matchLabelExpressions") or []
         if not isinstance(raw, list):
             raise PodSpecError(at, "matchLabelExpressions must be a list")
         expressions = [{"key": e.get("key"), "operator": "In", "values": e.get("values")} if isinstance(e, Mapping)
                        else e for e in raw]  # fmt: skip
     try:
-        topology = node_selector_term({"matchExpressions": expressions}, at)
+        return _normalized(node_selector_term({"matchExpressions": expressions}, at))
     except PodSpecError as error:
         raise PodSpecError(at, error.message) from None
+
+
+def storage_class_of(data: Mapping[str, Any]) -> StorageClass:
+    """What is read of a StorageClass: each allowed topology as `In` requirements (the first is v0.31.1's
+    reading). Raises PodSpecError."""
+    metadata = _mapping(data.get("metadata"))
+    raw = data.get("allowedTopologies")
+    terms = [_allowed_topology(term, ("allowedTopologies", i)) for i, term in enumerate(raw)] if isinstance(
+        raw, list) else []  # fmt: skip
     annotations = _mapping(metadata.get("annotations"))
     default = str(annotations.get(DEFAULT_CLASS_ANNOTATION, "")) == "true"
     immediate = data.get("volumeBindingMode", IMMEDIATE) in (IMMEDIATE, None)
     since = str(metadata.get("creationTimestamp") or "") if default else None
-    return StorageClass(_str(metadata.get("name")), _normalized(topology), immediate, since)
+    first = terms[0] if terms else Requirements()
+    alternatives = tuple(term for term in terms if term)
+    several = alternatives if alternatives != ((first,) if first else ()) else None
+    return StorageClass(_str(metadata.get("name")), first, immediate, since, several)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,24 +284,79 @@ def _template_class(template: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class VolumeRequirements:
-    """What a pod's volumes require of its node: each volume's requirements (with what they come from), and the
-    names of objects not among those read (claims, PersistentVolumes, StorageClasses)."""
+    """What a pod's volumes require of its node: each volume's requirements as v0.31.1 reads them (`per_volume`,
+    with what they come from), each volume's alternatives as v1.14.1 reads them (`alternatives_per_volume`), and
+    the names of objects not among those read (claims, PersistentVolumes, StorageClasses)."""
 
     per_volume: tuple[tuple[str, str, Requirements], ...] = ()  # (volume, "PersistentVolume pv-a", requirements)
     missing: tuple[str, ...] = ()
+    alternatives_per_volume: tuple[tuple[Requirements, ...], ...] = ()
 
     @property
     def combined(self) -> Requirements:
+        """v0.31.1's `Inject`: every volume's requirements ANDed."""
         combined = Requirements()
         for _, _, requirements in self.per_volume:
             combined = combined.intersection(requirements)
         return combined
 
+    @property
+    def alternatives(self) -> tuple[Requirements, ...]:
+        """v1.14.1's `GetRequirements`: the cross product of the volumes' alternatives (see
+        :func:`merge_alternatives`); () when no volume constrains the node."""
+        return self._merged()[0]
+
+    @property
+    def alternatives_conflict(self) -> bool:
+        """Whether some volume's alternatives were compatible with none so far (v1.14.1 then keeps every branch,
+        and no node holds the pod)."""
+        return self._merged()[1]
+
+    def _merged(self) -> tuple[tuple[Requirements, ...], bool]:
+        merged: tuple[Requirements | None, ...] = (None,)
+        conflict = False
+        for alternatives in self.alternatives_per_volume:
+            if alternatives:
+                conflict = conflict or not _compatible(merged, alternatives)
+                merged = merge_alternatives(merged, alternatives)
+        return (() if merged == (None,) else tuple(Requirements() if a is None else a for a in merged)), conflict
+
+    @property
+    def differs_v1(self) -> bool:
+        """Whether v1.14.1's alternatives say something else than v0.31.1's requirements (several terms, a local
+        volume's hostname): the scheduler then reads them per kind of pool."""
+        alternatives = self.alternatives
+        return alternatives != ((self.combined,) if self.combined else ())
+
+
+def merge_alternatives(alternatives: Sequence[Requirements | None],
+                       volume: Sequence[Requirements]) -> tuple[Requirements | None, ...]:  # fmt: skip
+    """Karpenter v1.14.1's `mergeVolumeRequirementAlternatives` (core pkg/controllers/provisioning/scheduling/
+    volumetopology.go): each alternative so far with each of a volume's, in that order, only the compatible pairs
+    (`Intersects`: no key shared without a common value); every pair when none is (the all-pruned case is kept, and
+    the pod fits nowhere). None: the empty start, compatible with everything."""
+    compatible = [
+        _merged(existing, requirements) for existing in alternatives for requirements in volume
+        if existing is None or not existing.disjoint(requirements)
+    ]  # fmt: skip
+    if compatible:
+        return tuple(compatible)
+    return tuple(_merged(existing, requirements) for existing in alternatives for requirements in volume)
+
+
+def _compatible(alternatives: Sequence[Requirements | None], volume: Sequence[Requirements]) -> bool:
+    return any(existing is None or not existing.disjoint(r) for existing in alternatives for r in volume)
+
+
+def _merged(existing: Requirements | None, requirements: Requirements) -> Requirements:
+    return requirements if existing is None else existing.intersection(requirements)
+
 
 def requirements_of(volumes: Sequence[PodVolume], namespace: str, known: Volumes) -> VolumeRequirements:
-    """Karpenter's `getRequirements` for each volume; a claim made from a template that is not among those read is
-    read as the template (unbound), not as missing."""
+    """Karpenter's `getRequirements` for each volume, v0.31.1's reading and v1.14.1's; a claim made from a template
+    that is not among those read is read as the template (unbound), not as missing."""
     per_volume: list[tuple[str, str, Requirements]] = []
+    alternatives: list[tuple[Requirements, ...]] = []
     missing: list[str] = []
     for volume in volumes:
         claim = known.claims.get((namespace, volume.claim)) if volume.claim else None
@@ -265,19 +367,27 @@ def requirements_of(volumes: Sequence[PodVolume], namespace: str, known: Volumes
             pv = known.volumes.get(claim.volume_name)
             if pv is None:
                 missing.append(f"PersistentVolume {claim.volume_name}")
-            elif pv.requirements:
+                continue
+            if pv.requirements:
                 per_volume.append((volume.volume, f"PersistentVolume {claim.volume_name}", pv.requirements))
+            alternatives.append(pv.alternatives)
             continue
-        class_name = claim.storage_class if claim is not None else volume.template_class
-        class_name = class_name if class_name is not None else known.default_class
-        if not class_name:
-            continue
-        storage_class = known.classes.get(class_name)
-        if storage_class is None:
+        declared = claim.storage_class if claim is not None else volume.template_class
+        # unset: the admission plugin gives the claim the default class; "" (no class) is read as the default
+        # class by v0.31.1 (`getRequirements`: `storageClassName == ""` → `DiscoverDefaultStorageClassName`), as
+        # none by v1.14.1 (`if sc := lo.FromPtr(…); sc != ""`)
+        class_name = declared if declared is not None else known.default_class
+        class_v031 = declared or known.default_class
+        storage_class = known.classes.get(class_name) if class_name else None
+        if class_name and storage_class is None:
             missing.append(f"StorageClass {class_name}")
-        elif storage_class.topology:
-            per_volume.append((volume.volume, f"StorageClass {class_name}", storage_class.topology))
-    return VolumeRequirements(tuple(per_volume), tuple(missing))
+            continue
+        if storage_class is not None:
+            alternatives.append(storage_class.alternatives)
+        read_v031 = known.classes.get(class_v031) if class_v031 else None
+        if read_v031 is not None and read_v031.topology:
+            per_volume.append((volume.volume, f"StorageClass {class_v031}", read_v031.topology))
+    return VolumeRequirements(tuple(per_volume), tuple(missing), tuple(alternatives))
 
 
 def ignored_v1(volumes: Sequence[PodVolume], namespace: str, known: Volumes, complete: bool = False) -> str | None:
@@ -322,6 +432,48 @@ def ignored_v1(volumes: Sequence[PodVolume], namespace: str, known: Volumes, com
     return None
 
 
+def ignored_v031(volumes: Sequence[PodVolume], namespace: str, known: Volumes, complete: bool = False) -> str | None:
+    """Why Karpenter v0.31.1 leaves a pod with these volumes out (None: it does not), in its words: its
+    `ValidatePersistentVolumeClaims` (core pkg/controllers/provisioning/scheduling/volumetopology.go; provisioner.go
+    `GetPendingPods` logs "ignoring pod, …") asks only that a `persistentVolumeClaim`'s claim, its
+    `storageClassName` and its volume, and an ephemeral volume's template class, exist; then `injectTopology` drops
+    a pod whose topology it cannot read ("getting volume topology requirements, …": an ephemeral volume's claim
+    missing, or its volume or class). Only `complete` (a cluster) judges: an object the files lack is not missing."""
+    if not complete:
+        return None
+    for volume in volumes:  # Validate: every volume, class then volume, before any topology is read
+        claim = known.claims.get((namespace, volume.claim)) if volume.claim else None
+        if not volume.from_template:
+            if claim is None:
+                return (f"getting persistent volume claim \"{volume.claim}\", persistentvolumeclaims "
+                        f"\"{volume.claim}\" not found")  # fmt: skip
+            class_name, volume_name = claim.storage_class or "", claim.volume_name
+        else:
+            class_name, volume_name = volume.template_class or "", ""
+        if class_name and class_name not in known.classes:
+            return f"storageclasses.storage.k8s.io \"{class_name}\" not found"
+        if volume_name and volume_name not in known.volumes:
+            return f"persistentvolumes \"{volume_name}\" not found"
+    prefix = "getting volume topology requirements, "
+    for volume in volumes:  # Inject: an ephemeral volume's claim, its volume or its class
+        if not volume.from_template or not volume.claim:
+            continue
+        claim = known.claims.get((namespace, volume.claim))
+        if claim is None:
+            return (f"{prefix}discovering persistent volume claim for ephemeral volume, persistentvolumeclaims "
+                    f"\"{volume.claim}\" not found")  # fmt: skip
+        if claim.volume_name:
+            if claim.volume_name not in known.volumes:
+                return (f"{prefix}getting existing requirements, getting persistent volume \"{claim.volume_name}\", "
+                        f"persistentvolumes \"{claim.volume_name}\" not found")  # fmt: skip
+            continue
+        class_name = claim.storage_class or known.default_class
+        if class_name and class_name not in known.classes:
+            return (f"{prefix}getting storage class \"{class_name}\", storageclasses.storage.k8s.io "
+                    f"\"{class_name}\" not found")  # fmt: skip
+    return None
+
+
 #: What reads one object of a volume kind (by its `kind`).
 Reader = Callable[[Mapping[str, Any]], "Claim | PersistentVolume | StorageClass"]
 READERS: dict[str, Reader] = {"PersistentVolumeClaim": claim_of, "PersistentVolume": persistent_volume_of,
@@ -341,7 +493,9 @@ __all__ = [
     "VolumeRequirements",
     "Volumes",
     "claim_of",
+    "ignored_v031",
     "ignored_v1",
+    "merge_alternatives",
     "persistent_volume_of",
     "pod_volumes",
     "requirements_of",

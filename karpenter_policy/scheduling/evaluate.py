@@ -81,8 +81,13 @@ class Evaluation:
 def evaluation_key(shape: PodShape) -> Hashable:
     """What `evaluate` depends on of a pod's shape: the scheduling part (requirements, tolerations, requests; why
     Karpenter refuses the pod) when the pod has no topology terms and no host ports — a fresh claim on an empty
-    cluster then never looks at its name, namespace or labels — else the whole shape."""
-    return (shape.scheduling, shape.refused, shape.refused_v1) if shape.topology.empty else shape
+    cluster then never looks at its name, namespace or labels; v1.14.1's volume alternatives when it has them) —
+    else the whole shape."""
+    if not shape.topology.empty:
+        return shape
+    if shape.volume_alternatives is None:
+        return (shape.scheduling, shape.refused, shape.refused_v1)
+    return (shape.scheduling, shape.refused, shape.refused_v1, shape.volume_alternatives, shape.unvolumed)
 
 
 def evaluate(pod: Pod, scheduler: Scheduler) -> Evaluation:
@@ -131,9 +136,15 @@ class Evaluator:
             maybe = self._admitted(attempt.requirements, maybe)
             for number, template in enumerate(templates, start=1):
                 limits = scheduler.remaining[template.name]
-                ruled_out = not maybe >> (number - 1) & 1
                 nodes = scheduler.nodes.get(template.name, 0)
-                claim = fresh_claim(template, pod, attempt, topology, limits, limits, number, ruled_out, nodes)
+                for variant in scheduler.variants(pod, attempt, template.v1):  # v1.14.1: the first alternative
+                    if variant is attempt:
+                        ruled_out = not maybe >> (number - 1) & 1
+                    else:
+                        ruled_out = not template.requirements.admits(variant.requirements, template.well_known)
+                    claim = fresh_claim(template, pod, variant, topology, limits, limits, number, ruled_out, nodes)
+                    if not isinstance(claim, Refusal):
+                        break
                 if isinstance(claim, Refusal):
                     refusals[template.name] = claim
                     continue

@@ -68,6 +68,11 @@ class PodShape:
     #: does; `refused_v1`: Karpenter v1.14.1's (a NodePool's reading)
     refused: str | None = None
     refused_v1: str | None = None
+    #: Karpenter v1.14.1's volume topology when it says something else than v0.31.1's, whose requirements
+    #: `scheduling` holds (`scheduling.volumes.with_volumes`): the alternatives a NodePool's node or claim tries in
+    #: turn (`attempts_v1`), and the pod's scheduling without v0.31.1's (`unvolumed`); None: one reading for both
+    volume_alternatives: tuple[Requirements, ...] | None = None
+    unvolumed: PodScheduling | None = None
 
     def refused_by(self, v1: bool) -> str | None:
         """Why a template of one kind (a v1 NodePool: `v1`; a Provisioner) never provisions for the pod."""
@@ -126,6 +131,28 @@ class PodShape:
         found = cache.get(tolerate_prefer_no_schedule)
         if found is None:
             found = cache[tolerate_prefer_no_schedule] = self._relaxations(tolerate_prefer_no_schedule)
+        return found
+
+    def attempts_v1(self, tolerate_prefer_no_schedule: bool, index: int) -> tuple[Attempt, ...]:
+        """What a v1 NodePool's node or claim tries for relaxation step `index`, first that fits wins (Karpenter
+        v1.14.1's `CanAdd` over `PodData.VolumeRequirements`): the step's attempt with each volume alternative in
+        its requirements — not in `strict`, the pod's own, which topology counts (v1.14.1 adds the alternative to the
+        node claim's requirements, not to the pod's affinity). Without alternatives: the step's attempt."""
+        attempts = self.attempts(tolerate_prefer_no_schedule)
+        alternatives, unvolumed = self.volume_alternatives, self.unvolumed
+        if alternatives is None or unvolumed is None:
+            return (attempts[index],)
+        cache: dict[tuple[bool, int], tuple[Attempt, ...]] = self.__dict__.setdefault("_attempts_v1", {})
+        found = cache.get((tolerate_prefer_no_schedule, index))
+        if found is None:
+            plain = PodShape(unvolumed, self.topology, self.namespace, self.labels)
+            base = plain.attempts(tolerate_prefer_no_schedule)[index]
+            found = tuple(
+                Attempt(base.index, base.requirements.intersection(alternative), base.strict, base.tolerations,
+                        base.spread, base.affinity, base.anti_affinity, base.relaxed)
+                for alternative in alternatives
+            ) or (base,)  # fmt: skip
+            cache[(tolerate_prefer_no_schedule, index)] = found
         return found
 
     def _relaxations(self, tolerate_prefer_no_schedule: bool) -> tuple[Attempt, ...]:

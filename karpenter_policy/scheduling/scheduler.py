@@ -273,6 +273,24 @@ class Scheduler:
         shape = pod.shape
         return (self._v031_templates if shape.refused else 0) | (self._v1_templates if shape.refused_v1 else 0)
 
+    def variants(self, pod: Pod, attempt: Attempt, v1: bool | None) -> tuple[Attempt, ...]:
+        """What a node or claim of a kind (`v1`: a NodePool's) tries for `attempt`, first that fits wins: on a
+        NodePool's, v1.14.1's volume alternatives in turn (`PodShape.attempts_v1`), else the attempt itself."""
+        if v1 and pod.shape.volume_alternatives is not None:
+            return pod.shape.attempts_v1(self.tolerate_prefer_no_schedule, attempt.index)
+        return (attempt,)
+
+    def candidates(self, pod: Pod, attempt: Attempt) -> int:
+        """The templates (bits of the order) that may take `pod` at `attempt` (:class:`TemplateIndex`): a v1
+        NodePool's when one of the pod's volume alternatives may be taken."""
+        found = self.index.candidates(attempt.requirements, attempt.tolerations)
+        if pod.shape.volume_alternatives is None or not self._v1_templates:
+            return found
+        found &= ~self._v1_templates
+        for variant in self.variants(pod, attempt, True):
+            found |= self.index.candidates(variant.requirements, variant.tolerations) & self._v1_templates
+        return found
+
     def ignored_nodes(self, pod: Pod) -> frozenset[int]:
         """The existing nodes (positions in `existing`) the pod never joins: those of the kinds of pool whose
         Karpenter ignores it (`PodShape.refused_by`; a node's kind is its owner label, `ExistingNode.v1`). That
@@ -660,20 +678,21 @@ class _Run:
             if ignored and position in ignored:
                 continue  # a node of a kind whose Karpenter ignores the pod
             node = self.existing[position]
-            if node.try_add(pod, attempt, self.topology) is None:
+            if any(node.try_add(pod, a, self.topology) is None for a in self.s.variants(pod, attempt, node.v1)):
                 self.first_fit.update(position, node.allocatable, node.requests)
                 return None
-        candidates = self.s.index.candidates(attempt.requirements, attempt.tolerations) & ~self.s.ignoring(pod)
+        candidates = self.s.candidates(pod, attempt) & ~self.s.ignoring(pod)
         if self.strategy == KARPENTER:
             self._fewest_pods_first()
             topology = self.topology
-            refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None  # as in `_best_fit`
+            refuses = self._quick_refusal(pod, attempt)  # as in `_best_fit`
             index = self.s.index
             for position, claim in enumerate(self.claims):
                 if refuses is not None and claim.pods and refuses(claim.requirements):
                     continue
                 maybe = index.admits_maybe(claim.template, candidates)
-                if maybe and claim.try_add(pod, attempt, topology, refusal_asked=True) is None:
+                if maybe and any(claim.try_add(pod, a, topology, refusal_asked=True) is None
+                                 for a in self.s.variants(pod, attempt, claim.template.v1)):  # fmt: skip
                     self._grown = position
                     return None
         elif self._best_fit(pod, attempt, candidates):
@@ -744,7 +763,7 @@ class _Run:
         topology = self.topology
         # the claims whose domains the pod's groups leave nothing, refused first: the counts do not change during
         # the scan, so what they allow is worked out once (most claims a pod with topology is offered end here)
-        refuses = topology.refusal(pod, attempt) if topology.involves(pod) else None
+        refuses = self._quick_refusal(pod, attempt)
         # The claims come in creation order, so a tie in evenness goes to the one found first: only a strictly more
         # even claim replaces it.
         for claim in claims:  # lazily: the scan stops at the 5th that fits
@@ -752,7 +771,10 @@ class _Run:
                 break
             if refuses is not None and claim.pods and refuses(claim.requirements):
                 continue
-            fit = claim.check(pod, attempt, topology, refusal_asked=True)
+            for variant in self.s.variants(pod, attempt, claim.template.v1):  # v1.14.1: the first alternative
+                fit = claim.check(pod, variant, topology, refusal_asked=True)
+                if not isinstance(fit, Refusal):
+                    break
             if isinstance(fit, Refusal):
                 continue
             feasible += 1
@@ -767,6 +789,14 @@ class _Run:
             if chosen is None or evenness < best:
                 best, chosen = evenness, (claim, fit)
         return chosen
+
+    def _quick_refusal(self, pod: Pod, attempt: Attempt) -> Callable[[Requirements], bool] | None:
+        """`Topology.refusal` of the pod's groups, asked of each claim before the full check; None when the pod
+        takes part in none — or has v1.14.1's volume alternatives: the attempt's domains are v0.31.1's reading
+        then, narrower than what a NodePool's claim tries (the full check decides, with each alternative)."""
+        if pod.shape.volume_alternatives is not None or not self.topology.involves(pod):
+            return None
+        return self.topology.refusal(pod, attempt)
 
     def _beyond_caps(self, pod: Pod, attempt: Attempt, refusals: Mapping[str, Refusal]) -> bool:
         """A pod no claim and no template takes within the price caps may still fit a claim grown past its cap
@@ -799,7 +829,8 @@ class _Run:
             before = (claim.options, claim.launchable, claim.price_cap)
             claim.set_options(widened)
             claim.launchable, claim.price_cap = -1, None
-            if claim.try_add(pod, attempt, self.topology) is None:
+            if any(claim.try_add(pod, a, self.topology) is None
+                   for a in self.s.variants(pod, attempt, template.v1)):  # fmt: skip
                 if limits:
                     self._charge(limits, claim)
                 self._moved(claim)
@@ -831,11 +862,12 @@ class _Run:
         base = self._hostnames
         for position, template in enumerate(self.s.templates):
             if candidates >> position & 1:
-                claim = self._fresh_claim(position, template, pod, attempt, base + position + 1)
-                if not isinstance(claim, Refusal):
-                    self._commit_claim(position, claim, pod, base + position + 1)
-                    return None
-                refused[position] = claim
+                for variant in self.s.variants(pod, attempt, template.v1):  # v1.14.1: the first alternative
+                    claim = self._fresh_claim(position, template, pod, variant, base + position + 1)
+                    if not isinstance(claim, Refusal):
+                        self._commit_claim(position, claim, pod, base + position + 1)
+                        return None
+                    refused[position] = claim
         self._hostnames = base + len(self.s.templates)
         errors: dict[str, Refusal] = {}
         for position, template in enumerate(self.s.templates):

@@ -161,6 +161,38 @@ def test_drift_replaces_the_node_in_its_volumes_zone(compiled: Path) -> None:
     assert zones[False] != "us-east-1c"  # the control: the volume is what keeps the zone
 
 
+def local_volume(name: str, hostname: str) -> Obj:
+    """A local volume: usable on one node only (required node affinity on its hostname)."""
+    return {"metadata": {"name": name}, "spec": {
+        "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "local": {"path": "/mnt/disks/a"},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": wk.HOSTNAME, "operator": "In", "values": [hostname]}]}]}}}}
+
+
+def test_consolidation_replaces_a_node_whose_pod_has_a_local_volume_ignoring_its_hostname(compiled: Path) -> None:
+    """Ported: disruption/suite_test.go:374 (v1.14.1), "can replace node with a local PV (ignoring hostname
+    affinity)": the pod's local volume names its node; v1.14.1 drops the hostname of a local or hostPath volume
+    (volumetopology.go `getPersistentVolumeRequirements`), so the node is replaced by a cheaper one. Fails on the
+    old code (the hostname kept: no other node could hold the pod, the node stayed)."""
+    scene = Scene(compiled, types=M5)
+    big = scene.add_node("NodePool/under", "m5.2xlarge", zone="us-east-1a", age=HOUR)
+    scene.cluster.create(STORAGE_CLASS, {"metadata": {"name": "local-path"},
+                                         "provisioner": "kubernetes.io/no-provisioner",
+                                         "volumeBindingMode": "WaitForFirstConsumer"})
+    scene.cluster.create(PERSISTENT_VOLUME, local_volume("pv-local", big))
+    made = bound_claim("data", "pv-local")
+    made["spec"]["storageClassName"] = "local-path"
+    scene.cluster.create(PERSISTENT_VOLUME_CLAIM, made)
+    scene.add_pod("db", cpu="500m", node=big, nodeSelector={wk.NODEPOOL: "under"}, volumes=CLAIMED)
+    results = _run(scene, scene.controller(), 120, until=big)
+
+    zones = _zones(scene)
+    assert big not in zones and len(zones) == 1
+    (replacement,) = zones
+    assert objects.labels(scene.node(replacement) or {})[wk.INSTANCE_TYPE] == "m5.large"
+    assert [m.split(",")[0] for m in _decided(results)] == ["deprovisioning via consolidation replace"]
+
+
 #: Everything the controller calls in this test, but the StorageClasses.
 WITHOUT_CLASSES = [
     {"apiGroups": [""], "resources": ["pods", "pods/binding", "pods/eviction", "nodes", "namespaces", "events",

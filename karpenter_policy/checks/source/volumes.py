@@ -1,14 +1,14 @@
 """PersistentVolumes, PersistentVolumeClaims and StorageClasses among the workloads (`check --workloads`): each
 document read into the index the controller shares (`model/volumes.py` defines the reading, the topology and
-v1.14.1's validation once; this module adds the files' findings). Karpenter v0.31.1 reads a pod's volumes before
-it schedules the pod (karpenter-core `pkg/controllers/provisioning/scheduling/volumetopology.go`,
-`VolumeTopology.Inject` / `getRequirements`).
+v1.14.1's validation once; this module adds the files' findings). Karpenter reads a pod's volumes before it
+schedules the pod (core `pkg/controllers/provisioning/scheduling/volumetopology.go`: v0.31.1's
+`VolumeTopology.Inject` / `getRequirements` for a Provisioner, v1.14.1's `GetRequirements` for a NodePool).
 
 Which volumes count: `persistentVolumeClaim` (the claim named), `ephemeral` (claim `<pod>-<volume>` of a Pod when
 it is among the files; else the claim Kubernetes creates from its `volumeClaimTemplate`, unbound until the pod is
 scheduled) and a StatefulSet's `volumeClaimTemplates` (claim `<template>-<statefulset>-<ordinal>`: the one among the
 files when there is one, else the template, unbound).
-What a claim adds to the pod's node requirements:
+What a claim adds to the pod's node requirements, for a Provisioner (v0.31.1):
 
 - bound (`spec.volumeName`): the first term of its PersistentVolume's `spec.nodeAffinity.required` (terms are ORed;
   Karpenter takes the first, `getPersistentVolumeRequirements`);
@@ -16,6 +16,10 @@ What a claim adds to the pod's node requirements:
   (`getStorageClassRequirements`); no `storageClassName` means the default class (annotation
   `storageclass.kubernetes.io/is-default-class: "true"`, the newest by creationTimestamp, as
   `DiscoverDefaultStorageClassName`). Karpenter v0.31.1 does not look at `volumeBindingMode`; neither does this.
+
+For a NodePool (v1.14.1) every term is an alternative, a local or hostPath volume's hostname is ignored, and the
+alternatives of the pod's volumes are crossed (`model.volumes.VolumeRequirements.alternatives`); the shape keeps
+them beside v0.31.1's requirements when they differ (`scheduling.volumes.with_volumes`).
 
 The EBS CSI driver's key `topology.ebs.csi.aws.com/zone` is read as `topology.kubernetes.io/zone` (the AWS
 provider adds it to Karpenter's normalized labels, `pkg/cloudprovider/cloudprovider.go` `init`). The requirements
@@ -25,7 +29,8 @@ drops them (`Inject`).
 A claim, PersistentVolume or StorageClass that is not among the files is an `unresolved-reference` warning and the
 volume adds nothing (Karpenter refuses to schedule such a pod; the object may live in the cluster). Volumes whose
 requirements leave no value of a key (PersistentVolumes in different zones) are a `volume-zones-conflict` error
-naming the volumes, and the workload is not scheduled further (it never fits).
+naming the volumes, and the workload is not scheduled further (it never fits) — unless v1.14.1's alternatives
+leave one (`VolumeRequirements.alternatives_conflict`): a NodePool may take it, a Provisioner refuses it.
 
 Karpenter v1.14.1 also ignores a pod whose claims fail its `ValidatePersistentVolumeClaims` (core
 pkg/controllers/provisioning/scheduling/volumetopology.go; v0.31.1 only checks that the objects exist):
@@ -102,7 +107,10 @@ def read_volume_object(doc: Document, into: Volumes) -> str | Finding | None:
 
 def conflict_message(found: VolumeRequirements) -> str | None:
     """The `volume-zones-conflict` message when the volumes' requirements, each satisfiable, leave no value of a key
-    together, else None (a volume's own `DoesNotExist` is no conflict)."""
+    together, else None (a volume's own `DoesNotExist` is no conflict). None too when Karpenter v1.14.1's
+    alternatives leave one (a volume with several terms: a NodePool's node may be in another term's zone)."""
+    if found.differs_v1 and not found.alternatives_conflict:
+        return None
     combined = found.combined
     for key in combined:
         if not combined[key].is_empty() or any(r[key].is_empty() for _, _, r in found.per_volume if key in r):

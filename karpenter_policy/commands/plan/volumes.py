@@ -36,6 +36,7 @@ from karpenter_policy.commands.plan.snapshot import (
 )
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.model.volumes import READERS, Volumes, ignored_v1, pod_volumes, requirements_of
+from karpenter_policy.model.volumes import ignored_v031 as ignored_v031_of
 from karpenter_policy.scheduling import Pod, PodShape
 from karpenter_policy.scheduling.volumes import with_volumes
 
@@ -65,7 +66,9 @@ class SnapshotVolumes:
     #: the pods with claims read with their volumes
     claimed: int = 0
     #: shapes with volume requirements (and a v1.14.1 refusal) applied, by the shape's id and what was applied
-    _shapes: dict[tuple[int, Requirements, str | None], PodShape] = field(default_factory=dict)
+    _shapes: dict[tuple[int, Requirements, tuple[Requirements, ...] | None, str | None, str | None], PodShape] = field(
+        default_factory=dict
+    )
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> SnapshotVolumes:
@@ -92,18 +95,25 @@ class SnapshotVolumes:
             self.unread += 1
             return pod, None
         self.claimed += 1
-        requirements = requirements_of(found, namespace, self.index).combined
+        wanted = requirements_of(found, namespace, self.index)
+        alternatives = wanted.alternatives if wanted.differs_v1 else None  # v1.14.1's reading, as the controller's
         ignored = ignored_v1(found, namespace, self.index, complete=self.complete)
-        moved = self._with(pod, requirements, None)
-        return moved, (self._with(pod, requirements, ignored) if ignored is not None else None)
+        ignored_v031 = ignored_v031_of(found, namespace, self.index, complete=self.complete)
+        moved = self._with(pod, wanted.combined, alternatives, None, None)
+        if ignored is None and ignored_v031 is None:
+            return moved, None
+        return moved, self._with(pod, wanted.combined, alternatives, ignored, ignored_v031)
 
-    def _with(self, pod: Pod, requirements: Requirements, ignored: str | None) -> Pod:
-        if not requirements and ignored is None:
+    def _with(
+        self, pod: Pod, requirements: Requirements, alternatives: tuple[Requirements, ...] | None,
+        ignored: str | None, ignored_v031: str | None,
+    ) -> Pod:
+        if not requirements and alternatives is None and ignored is None and ignored_v031 is None:
             return pod
-        key = (id(pod.shape), requirements, ignored)
+        key = (id(pod.shape), requirements, alternatives, ignored, ignored_v031)
         shape = self._shapes.get(key)
         if shape is None:
-            shape = self._shapes[key] = with_volumes(pod.shape, requirements, ignored)
+            shape = self._shapes[key] = with_volumes(pod.shape, requirements, ignored, alternatives, ignored_v031)
         return replace(pod, shape=shape)
 
     def note(self) -> str | None:

@@ -3,7 +3,8 @@
 * **pending pods**: the state's provisionable pods, less those planned onto a launch in flight and those this
   pass already placed on existing nodes (`assigned`), in Karpenter's queue order (creation time); pods whose spec
   the scheduler cannot read are set aside with the reason (an Event says why); a pod with a claim carries its
-  volumes (`volumed`): their topology in its required terms, and the reason Karpenter v1.14.1 ignores it in its
+  volumes (`volumed`): their topology in its required terms (v1.14.1's alternatives beside them when they differ),
+  the reason Karpenter v0.31.1 leaves it out in its Provisioners' refusal and the one v1.14.1 ignores it for in its
   NodePools' refusal (`model.volumes`, `scheduling.volumes.with_volumes`: what `check --workloads` applies, on the
   cluster's claims, volumes and classes, where an object the cluster lacks is missing); while those cannot be
   read (not listed yet, a list forbidden or failing) the pod is held (`held`), never read as having no claims;
@@ -25,6 +26,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from karpenter_policy.model.volumes import Volumes, ignored_v1, pod_volumes, requirements_of
+from karpenter_policy.model.volumes import ignored_v031 as ignored_v031_of
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.inflight import InFlight
 from karpenter_policy.reconcile.state.records import PodRecord, node_record
@@ -148,13 +150,17 @@ def scheduling_inputs(
 
 
 def volumed(pod: Pod, record: PodRecord, volumes: Volumes, ignore: bool = True) -> tuple[Pod, str | None]:
-    """The pod with its volumes applied (their topology, v1.14.1's refusal: `scheduling.volumes.with_volumes`),
-    and why v1.14.1 ignores it (None: it does not; not looked at unless `ignore` — a pending pod's, not a running
-    one's that disruption moves). The index is the cluster's: an object it lacks is missing."""
+    """The pod with its volumes applied (their topology as v0.31.1 and v1.14.1 read it, the refusals of both:
+    `scheduling.volumes.with_volumes`), and why v1.14.1 ignores it (None: it does not). Neither version's refusal
+    is looked at unless `ignore` (a pending pod's, not a running one's that disruption moves). The index is the
+    cluster's: an object it lacks is missing."""
     spec = record.obj.get("spec")
     found = pod_volumes(spec if isinstance(spec, Mapping) else {}, record.name)
     ignored = ignored_v1(found, record.namespace, volumes, complete=True) if ignore else None
-    shape = with_volumes(pod.shape, requirements_of(found, record.namespace, volumes).combined, ignored)
+    ignored_v031 = ignored_v031_of(found, record.namespace, volumes, complete=True) if ignore else None
+    wanted = requirements_of(found, record.namespace, volumes)
+    alternatives = wanted.alternatives if wanted.differs_v1 else None
+    shape = with_volumes(pod.shape, wanted.combined, ignored, alternatives, ignored_v031)
     return (pod if shape == pod.shape else replace(pod, shape=shape)), ignored
 
 
