@@ -3,7 +3,7 @@ read and checked, drift, waves and cost computed, the result rendered, and the e
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
 (an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read within `--request-timeout`, an
 unknown revision, a bad `--start`, `--horizon`, `--request-timeout`, `--consolidation-timeout` or
-`--rollout-timeout`); a v1 rollout not planned to its end within `--rollout-timeout` is exit 1 too."""
+`--rollout-timeout`); a rollout (v0.31 or v1) not planned to its end within `--rollout-timeout` is exit 1 too."""
 
 from __future__ import annotations
 

@@ -42,10 +42,16 @@ the order of its time — the nodes that expire between two polls go before the 
 Planning has a budget (`--rollout-timeout`): past it, the waves so far, the nodes not planned blocked by it, a
 note saying how far it got.
 
-What this does not model: nodes being deleted in the snapshot (assumed gone), the PDBs' state between waves,
-consolidation (`Underutilized`, `Empty`: with BASE = HEAD, NodePools' nodes are left out of
-`simulate/consolidation.py`'s answer with a note), static NodePools (`replicas`); in a snapshot of Provisioners'
-nodes too, each model's waves see the other's nodes as the snapshot has them.
+PodDisruptionBudgets are those of the pods healthy at each moment (`pdbstate`, shared with v0.31's waves): a
+command's drain, and a candidate's check (`ValidatePodsDisruptable`), see what drains side by side have evicted and
+not seen Ready again; a candidate whose budget allows none then waits for those pods (with a
+terminationGracePeriod it is taken all the same and its drain waits).
+
+What this does not model: nodes being deleted in the snapshot (assumed gone), consolidation (`Underutilized`,
+`Empty`: with BASE = HEAD, NodePools' nodes are left out of `simulate/consolidation.py`'s answer with a note),
+static NodePools (`replicas`), the nodes deleted at once sharing a budget while they drain (each drains as though
+alone); in a snapshot of Provisioners' nodes too, each model's waves see the other's nodes as the snapshot has
+them (and their budgets' evictions apart).
 """
 
 from __future__ import annotations

@@ -19,15 +19,27 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
   :mod:`~karpenter_policy.commands.plan.room`): a command whose pods all fit elsewhere launches nothing, and a pod
   moved onto a node that is a candidate later moves again with it;
 * replace before delete (`executeCommand`): the replacements are launched and must be initialized
-  (`node_startup` seconds) before the candidate is deleted; the drain evicts through the Eviction API, which lets
-  as many pods of a budget go at once as it allows, the next ones once the evicted pods' replacements are Ready
-  (`pod_startup` seconds each round); the controller waits for the node to go (`waitForDeletion`), at most
-  :data:`WAIT_SECONDS`, before its next command.
+  (`node_startup` seconds) before the candidate is deleted (`launchReplacementMachines`, `waitForReadiness`); the
+  controller waits for that at most :data:`WAIT_SECONDS` (`waitRetryOptions`) — past it the command fails, the
+  candidate is uncordoned and kept, and the loop goes on; the plan deletes the node once its replacement is up
+  (the wave lasts the start-up and the drain) and takes the next command when the wait gave up. The drain evicts
+  through the Eviction API, which lets as many pods of a budget go at once as it allows at that moment
+  (`pdbstate`: the pods healthy then, earlier waves' evicted pods included), the next ones once the evicted pods'
+  replacements are Ready (`pod_startup` seconds each round); the controller waits for the node to go
+  (`waitForDeletion`), at most :data:`WAIT_SECONDS`, before its next command;
+* the loop runs in virtual time over one room: a candidate whose simulation puts a pod on a replacement not
+  initialized at the command's time (`helpers.go:115`, "would schedule against a non-initialized node") or whose
+  budget allows no eviction then because pods evicted before are not Ready yet (`filterCandidates`) waits — the next
+  candidate is tried, and the loop polls again once one could go;
 * a removed Provisioner's nodes are deleted at once (their Machines' owner reference), drained, and their pods
   provisioned for afterwards: no replacement first.
 
-What this does not model yet: the PDBs' state between waves (each wave sees the snapshot's steady state: the pods
-evicted before are Ready again).
+Planning has a budget (`--rollout-timeout`, `rolloutbudget`, shared with v1's waves): past it, the waves so far,
+the nodes not planned blocked by it, a note saying how far it got (:func:`cut_short`).
+
+What this does not model: a readiness wait that gave up holds no later poll (Karpenter retries the candidate at its
+polls; the plan deletes it when its replacement is up), and the nodes a wave deletes at once (a removed
+Provisioner's) drain each as though alone against their budgets.
 """
 
 from __future__ import annotations
@@ -69,7 +81,8 @@ __all__ = [
 
 #: Karpenter v0.31's deprovisioning loop period (`pkg/controllers/deprovisioning/controller.go`, `pollingPeriod`).
 POLLING_SECONDS = 10.0
-#: How long it waits for a candidate to be gone before its next command (`waitRetryOptions`: "~9.5 minutes").
+#: How long it waits for a replacement to be initialized (`waitForReadiness`), and for a candidate to be gone before its
+#: next command (`waitForDeletion`): `waitRetryOptions`, "~9.5 minutes".
 WAIT_SECONDS = 570.0
 EXPIRATION, DRIFT, REMOVED = "expiration", "drift", "removed"
 #: The suffix of a `Wave.slowed` key whose drain a terminationGracePeriod ends (Karpenter v1): what held it first.
