@@ -97,11 +97,14 @@ class PdbState:
 
     def _allowed(self, name: str, at: float, own: Sequence[tuple[float, float]]) -> int:
         budget = self.pdbs.budget[name]
-        down = sum(1 for since, until in (*self._down.get(name, ()), *own) if since <= at < until)
+        down = 0
+        for spans in (self._down.get(name, ()), own):
+            for since, until in spans:
+                down += since <= at < until
         return max(0, budget.healthy - down - budget.desired_healthy)
 
     def _comes_back(self, name: str, at: float, own: Sequence[tuple[float, float]]) -> float | None:
-        ends = [until for since, until in (*self._down.get(name, ()), *own) if since <= at < until]
+        ends = [until for spans in (self._down.get(name, ()), own) for since, until in spans if since <= at < until]
         return min(ends) if ends else None
 
     def evictions(self, groups: Mapping[str, int], at: float, pod_startup: float, *, wait: bool = True) -> Evictions:
@@ -152,5 +155,9 @@ class PdbState:
 
     def forget(self, before: float) -> None:
         """Pods healthy again by `before` matter no more (the planner asks nothing earlier any more)."""
-        for name, down in self._down.items():
-            self._down[name] = [span for span in down if span[1] > before]
+        for name in [name for name, down in self._down.items() if down and min(s[1] for s in down) <= before]:
+            kept = [span for span in self._down[name] if span[1] > before]
+            if kept:
+                self._down[name] = kept
+            else:
+                del self._down[name]
