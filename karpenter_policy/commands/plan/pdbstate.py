@@ -15,6 +15,7 @@ another's) is healthy again; a budget that allows none at the start because of p
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -85,8 +86,12 @@ class PdbState:
 
     def __init__(self, pdbs: PdbBudgets) -> None:
         self.pdbs = pdbs
-        #: each budget's evicted pods: (evicted at, healthy again at), seconds from the plan's start
-        self._down: dict[str, list[tuple[float, float]]] = {}
+        #: each budget's evicted pods, seconds from the plan's start: when each was evicted, when each is healthy
+        #: again (both sorted: the pods down at `t` are those evicted by `t` less those healthy again by `t`), and the
+        #: pairs (healthy again at, evicted at) by the former
+        self._since: dict[str, list[float]] = {}
+        self._until: dict[str, list[float]] = {}
+        self._spans: dict[str, list[tuple[float, float]]] = {}
         #: how many times an eviction was recorded (a plan made at the same count saw the same budgets)
         self.version = 0
 
@@ -97,14 +102,20 @@ class PdbState:
 
     def _allowed(self, name: str, at: float, own: Sequence[tuple[float, float]]) -> int:
         budget = self.pdbs.budget[name]
-        down = 0
-        for spans in (self._down.get(name, ()), own):
-            for since, until in spans:
-                down += since <= at < until
+        down = bisect_right(self._since.get(name, ()), at) - bisect_right(self._until.get(name, ()), at)
+        for since, until in own:
+            down += since <= at < until
         return max(0, budget.healthy - down - budget.desired_healthy)
 
     def _comes_back(self, name: str, at: float, own: Sequence[tuple[float, float]]) -> float | None:
-        ends = [until for spans in (self._down.get(name, ()), own) for since, until in spans if since <= at < until]
+        """When the first pod down at `at` is healthy again (None: none is down)."""
+        ends = [until for since, until in own if since <= at < until]
+        spans = self._spans.get(name, ())
+        for index in range(bisect_right(self._until.get(name, ()), at), len(spans)):
+            until, since = spans[index]
+            if since <= at:  # by when they are healthy again: the first down then is the soonest
+                ends.append(until)
+                break
         return min(ends) if ends else None
 
     def evictions(self, groups: Mapping[str, int], at: float, pod_startup: float, *, wait: bool = True) -> Evictions:
@@ -150,14 +161,14 @@ class PdbState:
         for name, went in evictions.at.items():
             ready = sorted((returns or {}).get(name, ()))
             starts = [0.0] * (len(went) - len(ready)) + ready[-len(went):] if ready else [0.0] * len(went)
-            self._down.setdefault(name, []).extend(
-                (moment, max(moment, up) + pod_startup) for moment, up in zip(went, starts, strict=True))
+            for moment, up in zip(went, starts, strict=True):
+                until = max(moment, up) + pod_startup
+                insort(self._since.setdefault(name, []), moment)
+                insort(self._until.setdefault(name, []), until)
+                insort(self._spans.setdefault(name, []), (until, moment))
 
     def forget(self, before: float) -> None:
         """Pods healthy again by `before` matter no more (the planner asks nothing earlier any more)."""
-        for name in [name for name, down in self._down.items() if down and min(s[1] for s in down) <= before]:
-            kept = [span for span in self._down[name] if span[1] > before]
-            if kept:
-                self._down[name] = kept
-            else:
-                del self._down[name]
+        for name in [name for name, until in self._until.items() if until and until[0] <= before]:
+            gone = bisect_right(self._until[name], before)  # as many evictions, all by then: the first ones
+            del self._until[name][:gone], self._spans[name][:gone], self._since[name][:gone]
