@@ -25,6 +25,7 @@ from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import fleet_of
 from karpenter_policy.commands.plan.options import PlanOptions
+from karpenter_policy.commands.plan.pdbstate import PdbState
 from karpenter_policy.commands.plan.snapshot import read_snapshot
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Scheduler
@@ -208,3 +209,43 @@ def test_no_pod_is_lost_or_placed_twice_and_the_end_places_what_a_fresh_scheduli
     assert not set(placement) & set(drift)  # none left on a drifted node
     fresh = Scheduler(templates).solve([p.pod for p in moved if p.pod is not None])
     assert len(placed) == len(moved) - len(fresh.failures)
+
+
+# --- the budgets' arithmetic over time -----------------------------------------------------------------------------
+
+@deterministic(60)
+@given(pods=st.integers(1, 12), unavailable=st.integers(1, 4),
+       drains=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 6), st.sampled_from((0.0, 90.0))), min_size=1,
+                       max_size=8),
+       startup=st.sampled_from((0.0, 15.0, 30.0)))
+def test_drains_never_have_more_pods_of_a_budget_down_at_once_than_it_allows(
+        pods: int, unavailable: int, drains: list[tuple[int, int, float]], startup: float) -> None:
+    """Drains one after another in time (`PdbState.evictions`, then `record`; some pods Ready again only after a
+    late node is initialized): at every eviction, the pods of the budget down then — counted from the record by
+    brute force — stay within `maxUnavailable` (the Eviction API's `disruptionsAllowed` = currentHealthy −
+    desiredHealthy), every pod asked is evicted, and a drain told to wait waits for a pod down then."""
+    items = [pod(f"web-{i}", "n", "web", cpu="10m") for i in range(pods)]
+    budget_doc = pdb("web", "web", maxUnavailable=unavailable)
+    state = PdbState(PdbBudgets([budget_doc], items))
+    spans: list[tuple[float, float]] = []
+
+    def down(at: float) -> int:
+        return sum(1 for since, until in spans if since <= at < until)
+
+    desired = max(0, pods - unavailable)
+    for at, asked, late in sorted(drains):
+        count = min(asked, pods)
+        found = state.evictions({"default/web": count}, float(at), startup)
+        if found.waiting_until is not None:
+            assert pods - down(at) <= desired and any(until == found.waiting_until for _, until in spans)
+            continue
+        assert found.stuck is None
+        went = found.at["default/web"]
+        assert len(went) == count and min(went) == at
+        returns = {"default/web": [at + late]} if late else None
+        state.record(found, returns, startup)
+        spans += [(moment, max(moment, at + late if late and i == len(went) - 1 else 0.0) + startup)
+                  for i, moment in enumerate(sorted(went))]
+        for moment in went:
+            assert pods - down(moment) >= desired  # never fewer healthy than the budget keeps
+        assert state.allowed("default/web", float(at)) == max(0, pods - down(at) - desired)

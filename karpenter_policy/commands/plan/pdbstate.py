@@ -132,15 +132,14 @@ class PdbState:
             own: list[tuple[float, float]] = []
             went: list[float] = []
             moment, left = at, count
-            while True:
+            while left:
                 allowed = self._allowed(name, moment, own)
                 if allowed > 0:
                     taken = min(left, allowed)
                     own += [(moment, moment + pod_startup)] * taken
                     went += [moment] * taken
                     left -= taken
-                if not left:
-                    break
+                    continue  # the budget again at the same moment: with no start-up the pods are back already
                 back = self._comes_back(name, moment, own)
                 if back is None:
                     return Evictions(stuck=name)
