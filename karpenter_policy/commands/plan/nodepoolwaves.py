@@ -39,8 +39,8 @@ the order of its time — the nodes that expire between two polls go before the 
   budget that allows no `Drifted` disruption for as far ahead as the budgets' schedules repeat (a week, or a year):
   the rollout never finishes. A blocked candidate that expires later goes by expiry.
 
-Planning has a budget (`--rollout-timeout`): past it, the waves so far, the nodes not planned blocked by it, a
-note saying how far it got.
+Planning has a budget (`--rollout-timeout`, `rolloutbudget`: one for both models' waves): past it, the waves so
+far, the nodes not planned blocked by it, a note saying how far it got.
 
 PodDisruptionBudgets are those of the pods healthy at each moment (`pdbstate`, shared with v0.31's waves): a
 command's drain, and a candidate's check (`ValidatePodsDisruptable`), see what drains side by side have evicted and
@@ -187,7 +187,7 @@ def plan_nodepool_waves(
     """The waves that carry out `drift` on the NodePools' nodes of `fleet` from `start` under HEAD's `budgets`
     (see the module docstring). Planning them may take what is left of `clock`'s budget (None: no limit); past it,
     the waves planned so far, the nodes not planned blocked by `--rollout-timeout` and a note saying how far it got
-    (`rolloutbudget.cut_short`)."""
+    (`waves.cut_short`)."""
     drift = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None and not fleet.nodes[n].deleting}
     planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, clock or RolloutClock(None))
     removed = sorted(n for n, d in drift.items() if d.removed)
