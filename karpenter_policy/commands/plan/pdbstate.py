@@ -124,26 +124,28 @@ class PdbState:
         (:meth:`record`)."""
         seconds, slowed, times = 0.0, {}, {}
         for name, count in sorted(groups.items()):
-            if wait and self._allowed(name, at, ()) <= 0:
+            allowed = self._allowed(name, at, ())
+            if allowed >= count:  # all at once (most drains: no need to follow rounds)
+                went = [at] * count
+            elif allowed <= 0 and wait:
                 back = self._comes_back(name, at, ())
-                if back is None:
-                    return Evictions(stuck=name)
-                return Evictions(waiting_until=back)
-            own: list[tuple[float, float]] = []
-            went: list[float] = []
-            moment, left = at, count
-            while left:
-                allowed = self._allowed(name, moment, own)
-                if allowed > 0:
-                    taken = min(left, allowed)
-                    own += [(moment, moment + pod_startup)] * taken
-                    went += [moment] * taken
-                    left -= taken
-                    continue  # the budget again at the same moment: with no start-up the pods are back already
-                back = self._comes_back(name, moment, own)
-                if back is None:
-                    return Evictions(stuck=name)
-                moment = back
+                return Evictions(stuck=name) if back is None else Evictions(waiting_until=back)
+            else:
+                own: list[tuple[float, float]] = []
+                went = []
+                moment, left = at, count
+                while left:
+                    if allowed > 0:
+                        taken = min(left, allowed)
+                        own += [(moment, moment + pod_startup)] * taken
+                        went += [moment] * taken
+                        left -= taken
+                    else:
+                        back = self._comes_back(name, moment, own)
+                        if back is None:
+                            return Evictions(stuck=name)
+                        moment = back
+                    allowed = self._allowed(name, moment, own)  # with no start-up the pods are back already
             took = went[-1] - at + pod_startup
             if went[-1] > went[0]:
                 slowed[name] = took
