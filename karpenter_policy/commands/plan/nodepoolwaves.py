@@ -366,6 +366,17 @@ class _Planner:
         the time they will be (it waits: `UninitializedNodeError`); else started (True) — replace before delete,
         its pods onto the other nodes' room first, new nodes for the rest (`SimulateScheduling`)."""
         name = candidate.name
+        drain = self.drain(candidate)  # the snapshot's steady state: blocked for good
+        if drain.blocked is not None:
+            self.held(candidate, drain.blocked)
+            return False
+        pods = self.room.moved_pods(name)
+        movable = [p for p in pods if p.pod is not None]
+        wanted = [p.pod for p in movable if p.pod is not None]
+        surely = self.room.would_wait(wanted, {name}, now)  # without a scheduling run when the room tells
+        if surely is not None:  # it waits whatever its budgets allow now: they are asked when it could go
+            self.waiting[name] = (self.room.version, surely)
+            return surely
         drain = self.drain(candidate, now)
         if drain.blocked is not None:
             self.held(candidate, drain.blocked)
@@ -373,13 +384,6 @@ class _Planner:
         if drain.waiting_until is not None:  # a budget allows no eviction until pods evicted before are Ready
             self.waiting[name] = (self.room.version, drain.waiting_until)
             return drain.waiting_until
-        pods = self.room.moved_pods(name)
-        movable = [p for p in pods if p.pod is not None]
-        wanted = [p.pod for p in movable if p.pod is not None]
-        surely = self.room.would_wait(wanted, {name}, now)  # without a scheduling run when the room tells
-        if surely is not None:
-            self.waiting[name] = (self.room.version, surely)
-            return surely
         placed = self.replacements.place(wanted, self.room, {name}, at=now, ready_at=now + self.timing.node_startup)
         if placed.waiting_until is not None:
             self.waiting[name] = (self.room.version, placed.waiting_until)
