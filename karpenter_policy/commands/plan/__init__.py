@@ -7,6 +7,8 @@ topology, read as the controller reads it); `drift` says which nodes drift or ex
 why, naming the field; `waves` orders
 their replacement as Karpenter v0.31's deprovisioning does and times it; `nodepooldrift` and `nodepoolwaves` do
 the same for Karpenter v1 NodePools' nodes (v1.14.1's rules: hash versions, disruption budgets, forceful expiry,
-terminationGracePeriod); `cost` prices the fleet before, at the peak and after; `render` writes text, JSON and
-markdown; `command` ties them to BASE and HEAD and picks the exit code; `options` holds the command's flags.
+terminationGracePeriod) — both in virtual time over one `room`, with `pdbstate`'s PodDisruptionBudgets at each
+moment and `rolloutbudget`'s `--rollout-timeout`; `cost` prices the fleet before, at the peak and after; `render`
+writes text, JSON and markdown; `command` ties them to BASE and HEAD and picks the exit code; `options` holds the
+command's flags.
 """

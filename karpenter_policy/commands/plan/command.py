@@ -3,7 +3,7 @@ read and checked, drift, waves and cost computed, the result rendered, and the e
 findings, or the plan leaves pods pending or can never finish (unless `--allow-stranded`); 2 when it cannot run
 (an unreadable or malformed snapshot, a cluster `--kubeconfig` cannot fully read within `--request-timeout`, an
 unknown revision, a bad `--start`, `--horizon`, `--request-timeout`, `--consolidation-timeout` or
-`--rollout-timeout`); a v1 rollout not planned to its end within `--rollout-timeout` is exit 1 too."""
+`--rollout-timeout`); a rollout (v0.31 or v1) not planned to its end within `--rollout-timeout` is exit 1 too."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.redact import hashed, redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
+from karpenter_policy.commands.plan.rolloutbudget import RolloutClock
 from karpenter_policy.commands.plan.snapshot import Snapshot, read_snapshots
 from karpenter_policy.commands.plan.templateamidrift import TemplateAmiDrift
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
@@ -204,11 +205,11 @@ def plan_command(
     pdbs, replacements = PdbBudgets(fleet.pdbs, fleet.pod_objects), Replacements(templates, fleet.daemons)
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}
     v1 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None}
-    rollout = plan_waves(fleet, v1alpha5, templates, start, timing, pdbs, replacements)
+    planning = RolloutClock(rollout_timeout.total_seconds())  # one for both models' waves
+    rollout = plan_waves(fleet, v1alpha5, templates, start, timing, pdbs, replacements, planning)
     if v1:
         budgets = nodepool_budgets(head_side.nodepools)
-        rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements,
-                                                                 rollout_timeout.total_seconds()))
+        rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements, planning))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
     notes = rules.notes() + ami.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]

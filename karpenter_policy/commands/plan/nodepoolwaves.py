@@ -43,20 +43,25 @@ A pod with a claim is placed with its volumes' zones in its required terms where
 for its claims is left pending when a forceful deletion's pods are provisioned for (`FleetPod.provisioned`;
 `commands/plan/volumes.py`).
 
-Planning has a budget (`--rollout-timeout`): past it, the waves so far, the nodes not planned blocked by it, a
-note saying how far it got.
+Planning has a budget (`--rollout-timeout`, `rolloutbudget`: one for both models' waves): past it, the waves so
+far, the nodes not planned blocked by it, a note saying how far it got.
 
-What this does not model: nodes being deleted in the snapshot (assumed gone), the PDBs' state between waves,
-consolidation (`Underutilized`, `Empty`: with BASE = HEAD, NodePools' nodes are left out of
-`simulate/consolidation.py`'s answer with a note), static NodePools (`replicas`); in a snapshot of Provisioners'
-nodes too, each model's waves see the other's nodes as the snapshot has them.
+PodDisruptionBudgets are those of the pods healthy at each moment (`pdbstate`, shared with v0.31's waves): a
+command's drain, and a candidate's check (`ValidatePodsDisruptable`), see what drains side by side have evicted and
+not seen Ready again; a candidate whose budget allows none then waits for those pods (with a
+terminationGracePeriod it is taken all the same and its drain waits).
+
+What this does not model: nodes being deleted in the snapshot (assumed gone), consolidation (`Underutilized`,
+`Empty`: with BASE = HEAD, NodePools' nodes are left out of `simulate/consolidation.py`'s answer with a note),
+static NodePools (`replicas`), the nodes deleted at once sharing a budget while they drain (each drains as though
+alone); in a snapshot of Provisioners' nodes too, each model's waves see the other's nodes as the snapshot has
+them (and their budgets' evictions apart).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
-import time
 from bisect import insort
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -68,6 +73,8 @@ from karpenter_policy.api.v1.budgets import DRIFTED, UNBOUNDED, Budget, allowanc
 from karpenter_policy.api.v1.budgettimeline import horizon, spans
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
+from karpenter_policy.commands.plan.pdbstate import PdbState
+from karpenter_policy.commands.plan.rolloutbudget import OutOfTime, RolloutClock
 from karpenter_policy.commands.plan.room import Room
 from karpenter_policy.commands.plan.waves import (
     DRIFT,
@@ -85,8 +92,11 @@ from karpenter_policy.commands.plan.waves import (
     Timing,
     Wave,
     add_wave,
+    cut_short,
+    drain_at,
     drain_of,
     finish_wave,
+    record_drains,
 )
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool, pool_key, pool_name
@@ -176,13 +186,14 @@ def plan_nodepool_waves(
     timing: Timing,
     pdbs: PdbBudgets,
     replacements: Replacements,
-    timeout: float | None = None,
+    clock: RolloutClock | None = None,
 ) -> Rollout:
     """The waves that carry out `drift` on the NodePools' nodes of `fleet` from `start` under HEAD's `budgets`
-    (see the module docstring). Planning them may take `timeout` seconds (None: no limit); past it, the waves
-    planned so far, the nodes not planned blocked by `--rollout-timeout` and a note saying how far it got."""
+    (see the module docstring). Planning them may take what is left of `clock`'s budget (None: no limit); past it,
+    the waves planned so far, the nodes not planned blocked by `--rollout-timeout` and a note saying how far it got
+    (`waves.cut_short`)."""
     drift = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None and not fleet.nodes[n].deleting}
-    planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, _Clock(timeout))
+    planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, clock or RolloutClock(None))
     removed = sorted(n for n, d in drift.items() if d.removed)
     if removed:
         planner.at_once(removed, REMOVED, 0.0)
@@ -197,25 +208,10 @@ def plan_nodepool_waves(
                         later.get(name)) for order, name in enumerate(drifted)]
     try:
         planner.run(queue, {n: at for n, at in later.items() if n not in set(drifted)})
-    except _OutOfTime:
-        planner.stopped(queue, timeout or 0.0)
+    except OutOfTime:
+        cut_short(planner.rollout, "v1 NodePools'", [c.name for c in queue] + sorted(planner.expiring),
+                  planner.clock, start + dt.timedelta(seconds=planner.now))
     return Rollout().merged(planner.rollout)
-
-
-class _OutOfTime(Exception):
-    """The rollout's planning took longer than its budget."""
-
-
-class _Clock:
-    """The planning's budget: :meth:`check` raises :class:`_OutOfTime` once `seconds` (None: no limit) have passed
-    since it was made (monotonic time: what the user waits)."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.deadline = None if seconds is None else time.monotonic() + seconds
-
-    def check(self) -> None:
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise _OutOfTime
 
 
 def _offset(drift: NodeDrift, start: dt.datetime) -> float:
@@ -273,7 +269,7 @@ class _Planner:
 
     def __init__(self, fleet: Fleet, drift: Mapping[str, NodeDrift], budgets: Mapping[str, Sequence[Budget]],
                  start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements,
-                 clock: _Clock) -> None:
+                 clock: RolloutClock) -> None:
         self.rollout = Rollout()
         self.clock = clock
         #: virtual time reached (seconds from the start)
@@ -281,6 +277,7 @@ class _Planner:
         self.fleet, self.drift, self.budgets, self.start = fleet, drift, budgets, start
         self.timing, self.pdbs, self.replacements = timing, pdbs, replacements
         self.pools = _Pools(fleet)
+        self.state = PdbState(pdbs)
         self.room = Room(fleet, replacements.templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16,
                          "nodeclaim")
         #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
@@ -299,11 +296,13 @@ class _Planner:
                     replaced_first=False)
         movable: list[FleetPod] = []
         seconds = 0.0
+        drains = []
         for name in names:
             node, pods = self.fleet.nodes[name], self.room.moved_pods(name)
             plain = drain_of(node, pods, self.pdbs, self.timing, v1=True)
             if plain.blocked is not None and plain.blocked.by.startswith("Node/"):  # it holds no deletion
                 plain = drain_of(_without_annotation(node), pods, self.pdbs, self.timing, v1=True)
+            plain = drain_at(name, plain, self.state, at, self.timing, wait=False)
             drain = _graced(plain, self.drift[name].termination_grace)
             pool = node.nodepool or ""
             if drain.blocked is not None:
@@ -317,9 +316,11 @@ class _Planner:
             movable += pods
             seconds = max(seconds, drain.seconds)
             wave.slowed.update(drain.slowed)
+            drains.append(drain)
             if method != REMOVED:
                 self.pools.disrupt(pool, at + drain.seconds, at)
         launched = finish_wave(self.rollout, wave, movable, self.replacements, seconds, self.timing, self.room, at)
+        record_drains(self.state, self.pdbs, drains, wave, self.timing, at)
         self.pools.launch(launched, at + wave.seconds)
         add_wave(self.rollout, wave)
 
@@ -348,16 +349,20 @@ class _Planner:
             self.rollout.blocked.append(blocked)
             self.rollout.pending += pending
 
-    def drain(self, candidate: _Candidate) -> Drain:
-        """The candidate's drain with the pods it has now (remembered until pods land on it)."""
+    def drain(self, candidate: _Candidate, at: float | None = None, *, wait: bool = True) -> Drain:
+        """The candidate's drain with the pods it has now (`drain_of`, remembered until pods land on it); timed
+        `at` a moment with the budgets' pods evicted so far (`drain_at`; None: the snapshot's steady state), ended
+        by its terminationGracePeriod when it has one."""
         stamp = self.room.stamp(candidate.name)
         found = self.drains.get(candidate.name)
         if found is None or found[0] != stamp:
             node = self.fleet.nodes[candidate.name]
-            drain = _graced(drain_of(node, self.room.moved_pods(candidate.name), self.pdbs, self.timing, v1=True),
-                            candidate.grace)
+            drain = drain_of(node, self.room.moved_pods(candidate.name), self.pdbs, self.timing, v1=True)
             found = self.drains[candidate.name] = (stamp, drain)
-        return found[1]
+        drain = found[1]
+        if at is not None:  # with a terminationGracePeriod Karpenter takes it whatever its budgets allow now
+            drain = drain_at(candidate.name, drain, self.state, at, self.timing, wait=wait and candidate.grace is None)
+        return _graced(drain, candidate.grace)
 
     def command(self, candidate: _Candidate, now: float) -> float | bool:
         """Karpenter's drift command for `candidate` at `now` (`Drift.ComputeCommands`): held (False) when its
@@ -365,7 +370,7 @@ class _Planner:
         the time they will be (it waits: `UninitializedNodeError`); else started (True) — replace before delete,
         its pods onto the other nodes' room first, new nodes for the rest (`SimulateScheduling`)."""
         name = candidate.name
-        drain = self.drain(candidate)
+        drain = self.drain(candidate)  # the snapshot's steady state: blocked for good
         if drain.blocked is not None:
             self.held(candidate, drain.blocked)
             return False
@@ -373,9 +378,16 @@ class _Planner:
         movable = [p for p in pods if p.pod is not None]
         wanted = [p.pod for p in movable if p.pod is not None]
         surely = self.room.would_wait(wanted, {name}, now)  # without a scheduling run when the room tells
-        if surely is not None:
+        if surely is not None:  # it waits whatever its budgets allow now: they are asked when it could go
             self.waiting[name] = (self.room.version, surely)
             return surely
+        drain = self.drain(candidate, now)
+        if drain.blocked is not None:
+            self.held(candidate, drain.blocked)
+            return False
+        if drain.waiting_until is not None:  # a budget allows no eviction until pods evicted before are Ready
+            self.waiting[name] = (self.room.version, drain.waiting_until)
+            return drain.waiting_until
         placed = self.replacements.place(wanted, self.room, {name}, at=now, ready_at=now + self.timing.node_startup)
         if placed.waiting_until is not None:
             self.waiting[name] = (self.room.version, placed.waiting_until)
@@ -386,9 +398,14 @@ class _Planner:
                       [Pending(movable[i].key, movable[i].workload, name, why, held=True)
                        for i, why in sorted(placed.failures.items())])
             return False
-        self.room.remove([name])
         launched = placed.replacements
         startup = self.timing.node_startup if launched else 0.0
+        later = self.drain(candidate, now + startup, wait=False)  # it drains once its replacements are initialized
+        if later.blocked is None:
+            drain = later
+        self.room.remove([name])
+        if drain.evictions is not None:
+            self.state.record(drain.evictions, pod_startup=self.timing.pod_startup)
         wave = Wave(len(self.rollout.waves), self.start + dt.timedelta(seconds=now), DRIFT, [name], launched,
                     Counter(p.workload for p in pods), drain.seconds, dict(drain.slowed))
         wave.seconds = startup + drain.seconds
@@ -421,6 +438,7 @@ class _Planner:
                 + (f" ({disrupting} disrupting already)" if disrupting else ""))
         now = POLLING_SECONDS
         while lines:
+            self.state.forget(self.now)  # nothing is asked before the last poll any more
             self.now = now
             self.clock.check()
             self.expire_due(lines, now)
@@ -444,23 +462,6 @@ class _Planner:
             polls = math.ceil((min(wake) - now) / POLLING_SECONDS) if wake else 1
             now += max(polls, 1) * POLLING_SECONDS
         self.expire_due({}, math.inf)
-
-    def stopped(self, queue: Sequence[_Candidate], timeout: float) -> None:
-        """Planning ran out of its budget: every drifted or expiring node not deleted by a wave yet is blocked by
-        it, with a note of how far the plan got."""
-        planned = {name for wave in self.rollout.waves for name in wave.nodes}
-        held = {b.node for b in self.rollout.blocked}
-        left = sorted(name for name in {c.name for c in queue} | set(self.expiring)
-                      if name not in planned and name not in held)
-        reached = self.start + dt.timedelta(seconds=self.now)
-        shown = f"{timeout:.6f}".rstrip("0").rstrip(".")
-        self.rollout.notes.append(
-            f"the v1 NodePools' rollout was not planned to its end: planning took longer than --rollout-timeout "
-            f"{shown}s; {len(self.rollout.waves)} waves planned up to {reached:%Y-%m-%dT%H:%M:%SZ}, {len(left)} "
-            "drifted or expiring nodes not planned")
-        for name in left:
-            self.rollout.blocked.append(Blocked(name, "not planned: the plan took longer than --rollout-timeout",
-                                                "--rollout-timeout", True))
 
     def poll(self, lines: dict[str, _Line], now: float) -> tuple[bool, list[float]]:
         """One poll at `now`: commands start while a budget allows one — Karpenter looks again at once after a

@@ -56,8 +56,8 @@ class PlanOptions:
     )
     rollout_timeout: str = option(
         "120s", "--rollout-timeout", metavar="DURATION", show_default=True,
-        help="How long planning the v1 NodePools' rollout may take (a Go duration, more than 0). Past it, the waves "
-        "planned so far, the other nodes blocked, with a note (exit 1 unless --allow-stranded).",
+        help="How long planning the rollout may take (a Go duration, more than 0; v0.31's and v1's waves together). "
+        "Past it, the waves planned so far, the other nodes blocked, with a note (exit 1 unless --allow-stranded).",
     )
     output: str = option("text", "--output", choices=FORMATS, show_default=True,
                          help="text, json, or markdown (a pull-request comment).")

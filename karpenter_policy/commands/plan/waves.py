@@ -19,15 +19,27 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
   :mod:`~karpenter_policy.commands.plan.room`): a command whose pods all fit elsewhere launches nothing, and a pod
   moved onto a node that is a candidate later moves again with it;
 * replace before delete (`executeCommand`): the replacements are launched and must be initialized
-  (`node_startup` seconds) before the candidate is deleted; the drain evicts through the Eviction API, which lets
-  as many pods of a budget go at once as it allows, the next ones once the evicted pods' replacements are Ready
-  (`pod_startup` seconds each round); the controller waits for the node to go (`waitForDeletion`), at most
-  :data:`WAIT_FOR_DELETION_SECONDS`, before its next command.
+  (`node_startup` seconds) before the candidate is deleted (`launchReplacementMachines`, `waitForReadiness`); the
+  controller waits for that at most :data:`WAIT_SECONDS` (`waitRetryOptions`) — past it the command fails, the
+  candidate is uncordoned and kept, and the loop goes on; the plan deletes the node once its replacement is up
+  (the wave lasts the start-up and the drain) and takes the next command when the wait gave up. The drain evicts
+  through the Eviction API, which lets as many pods of a budget go at once as it allows at that moment
+  (`pdbstate`: the pods healthy then, earlier waves' evicted pods included), the next ones once the evicted pods'
+  replacements are Ready (`pod_startup` seconds each round); the controller waits for the node to go
+  (`waitForDeletion`), at most :data:`WAIT_SECONDS`, before its next command;
+* the loop runs in virtual time over one room: a candidate whose simulation puts a pod on a replacement not
+  initialized at the command's time (`helpers.go:115`, "would schedule against a non-initialized node") or whose
+  budget allows no eviction then because pods evicted before are not Ready yet (`filterCandidates`) waits — the next
+  candidate is tried, and the loop polls again once one could go;
 * a removed Provisioner's nodes are deleted at once (their Machines' owner reference), drained, and their pods
   provisioned for afterwards: no replacement first.
 
-What this does not model yet: the PDBs' state between waves (each wave sees the snapshot's steady state: the pods
-evicted before are Ready again).
+Planning has a budget (`--rollout-timeout`, `rolloutbudget`, shared with v1's waves): past it, the waves so far,
+the nodes not planned blocked by it, a note saying how far it got (:func:`cut_short`).
+
+What this does not model: a readiness wait that gave up holds no later poll (Karpenter retries the candidate at its
+polls; the plan deletes it when its replacement is up), and the nodes a wave deletes at once (a removed
+Provisioner's) drain each as though alone against their budgets.
 """
 
 from __future__ import annotations
@@ -40,17 +52,16 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
+from karpenter_policy.commands.plan.pdbstate import Evictions, PdbBudgets, PdbState
+from karpenter_policy.commands.plan.rolloutbudget import BY, OutOfTime, RolloutClock
 from karpenter_policy.commands.plan.room import Room
-from karpenter_policy.kube import disruption as budgets
-from karpenter_policy.kube import objects
-from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.scheduling import ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
 
 __all__ = [
     "GRACED",
     "POLLING_SECONDS",
-    "WAIT_FOR_DELETION_SECONDS",
+    "WAIT_SECONDS",
     "Blocked",
     "Drain",
     "Landing",
@@ -70,8 +81,9 @@ __all__ = [
 
 #: Karpenter v0.31's deprovisioning loop period (`pkg/controllers/deprovisioning/controller.go`, `pollingPeriod`).
 POLLING_SECONDS = 10.0
-#: How long it waits for a candidate to be gone before its next command (`waitRetryOptions`: "~9.5 minutes").
-WAIT_FOR_DELETION_SECONDS = 570.0
+#: How long it waits for a replacement to be initialized (`waitForReadiness`), and for a candidate to be gone before its
+#: next command (`waitForDeletion`): `waitRetryOptions`, "~9.5 minutes".
+WAIT_SECONDS = 570.0
 EXPIRATION, DRIFT, REMOVED = "expiration", "drift", "removed"
 #: The suffix of a `Wave.slowed` key whose drain a terminationGracePeriod ends (Karpenter v1): what held it first.
 GRACED = " (until terminationGracePeriod)"
@@ -201,50 +213,18 @@ class Rollout:
         return any(b.forever for b in self.blocked)
 
 
-class PdbBudgets:
-    """Each PodDisruptionBudget's allowance in the snapshot's steady state (`kube.disruption`), and which budgets
-    cover a pod (by namespace and labels, computed once per distinct label set)."""
-
-    def __init__(self, pdbs: Sequence[Obj], pods: Sequence[Obj]) -> None:
-        self.pdbs = list(pdbs)
-        self._selectors = [(pdb, budgets.budget_selector(pdb)) for pdb in self.pdbs]
-        self._covering: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
-        groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[Obj]] = {}
-        for pod in pods:  # pods of the same namespace and labels: a budget selects all of them or none
-            groups.setdefault(_group(pod), []).append(pod)
-        selected: dict[str, list[Obj]] = {_key(pdb): [] for pdb in self.pdbs}
-        for group, members in groups.items():
-            for name in self._covering_group(group, members[0]):
-                selected[name].extend(members)
-        self.budget = {_key(pdb): budgets.disruption_budget(pdb, selected[_key(pdb)]) for pdb in self.pdbs}
-
-    def _covering_group(self, group: tuple[str, tuple[tuple[str, str], ...]], pod: Obj) -> list[str]:
-        found = self._covering.get(group)
-        if found is None:
-            labels = objects.labels(pod)
-            found = [_key(pdb) for pdb, selector in self._selectors
-                     if (objects.namespace(pdb) or "default") == group[0] and selector.matches(labels)]
-            self._covering[group] = found
-        return found
-
-    def covering(self, pod: Obj) -> list[str]:
-        """The budgets that select `pod`."""
-        return self._covering_group(_group(pod), pod)
-
-
-def _group(pod: Obj) -> tuple[str, tuple[tuple[str, str], ...]]:
-    return objects.namespace(pod) or "default", tuple(sorted(objects.labels(pod).items()))
-
-
-def _key(pdb: Obj) -> str:
-    return f"{objects.namespace(pdb) or 'default'}/{objects.name(pdb)}"
-
-
 @dataclass(frozen=True, slots=True)
 class Drain:
+    """How long a node's drain takes (`seconds`), the budgets that make it longer (`slowed`), or what blocks it;
+    the node's pods per budget (`groups`); timed at a moment of the rollout (:func:`drain_at`), its evictions, or
+    when budgets that allow none then will allow one again (`waiting_until`)."""
+
     seconds: float
     slowed: dict[str, float]
     blocked: Blocked | None
+    groups: tuple[tuple[str, int], ...] = ()
+    evictions: Evictions | None = None
+    waiting_until: float | None = None
 
 
 def drain_of(node: FleetNode, pods: Sequence[FleetPod], pdbs: PdbBudgets, timing: Timing, *,
@@ -273,12 +253,7 @@ def drain_of(node: FleetNode, pods: Sequence[FleetPod], pdbs: PdbBudgets, timing
         budget = pdbs.budget[name]
         allowed = budget.disruptions_allowed
         if allowed <= 0:
-            forever = budget.desired_healthy >= budget.expected
-            why = (f"PDB {name} allows no disruption (needs {budget.desired_healthy} healthy of "
-                   f"{budget.expected})" if forever else
-                   f"PDB {name} allows no disruption now ({budget.healthy} healthy, needs "
-                   f"{budget.desired_healthy}): until its pods are Ready")
-            return Drain(0, {}, Blocked(node.name, why, f"PodDisruptionBudget/{name}", forever))
+            return Drain(0, {}, _stuck(node.name, name, pdbs))
         rounds = math.ceil(count / allowed)
         took = rounds * timing.pod_startup
         if rounds > 1:
@@ -286,7 +261,33 @@ def drain_of(node: FleetNode, pods: Sequence[FleetPod], pdbs: PdbBudgets, timing
         seconds = max(seconds, took)
     if pods and seconds == 0:
         seconds = timing.pod_startup
-    return Drain(seconds, slowed, None)
+    return Drain(seconds, slowed, None, tuple(sorted(groups.items())))
+
+
+def _stuck(node: str, name: str, pdbs: PdbBudgets) -> Blocked:
+    """The node's drain held by budget `name`, which allows no eviction and will not by itself (for ever when it
+    keeps every expected pod healthy; else until the snapshot's pods not Ready are)."""
+    budget = pdbs.budget[name]
+    forever = budget.desired_healthy >= budget.expected
+    why = (f"PDB {name} allows no disruption (needs {budget.desired_healthy} healthy of {budget.expected})"
+           if forever else f"PDB {name} allows no disruption now ({budget.healthy} healthy, needs "
+           f"{budget.desired_healthy}): until its pods are Ready")
+    return Blocked(node, why, f"PodDisruptionBudget/{name}", forever)
+
+
+def drain_at(node: str, drain: Drain, state: PdbState, at: float, timing: Timing, *, wait: bool = True) -> Drain:
+    """`drain` (:func:`drain_of`, of `node`) timed `at` seconds from the start, with the budgets as the rollout's
+    evictions so far leave them (`state`): as many pods of a budget go at once as it allows then, the next ones
+    as evicted pods are Ready again; with `wait`, a budget that allows none then because of earlier evictions makes
+    the drain wait (`Drain.waiting_until`: Karpenter does not take the candidate now, `filterCandidates`)."""
+    if drain.blocked is not None or not drain.groups:
+        return drain
+    found = state.evictions(dict(drain.groups), at, timing.pod_startup, wait=wait)
+    if found.stuck is not None:
+        return Drain(0, {}, _stuck(node, found.stuck, state.pdbs), drain.groups)
+    if found.waiting_until is not None:
+        return Drain(0, {}, None, drain.groups, waiting_until=found.waiting_until)
+    return Drain(found.seconds, found.slowed, None, drain.groups, found)
 
 
 class Replacements:
@@ -354,113 +355,206 @@ def plan_waves(
     timing: Timing = Timing(),
     pdbs: PdbBudgets | None = None,
     replacements: Replacements | None = None,
+    budget: RolloutClock | None = None,
 ) -> Rollout:
     """The waves that carry out `drift` on `fleet` from `start` (see the module docstring); `pdbs` and
-    `replacements` when the caller has them already."""
-    rollout = Rollout()
-    pdbs = pdbs if pdbs is not None else PdbBudgets(fleet.pdbs, fleet.pod_objects)
-    replacements = replacements if replacements is not None else Replacements(templates, fleet.daemons)
-    clock = 0.0
+    `replacements` when the caller has them already. Planning them may take what is left of `budget`
+    (`--rollout-timeout`; None: no limit); past it, the waves planned so far, the nodes not planned blocked by it
+    and a note saying how far it got (:func:`cut_short`)."""
     drift = {n: d for n, d in drift.items() if not fleet.nodes[n].deleting}  # going already: not a candidate
-    room = Room(fleet, templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16)
-    removed = sorted(n for n, d in drift.items() if d.removed)
-    if removed:
-        clock = _removed_wave(rollout, fleet, removed, pdbs, replacements, start, timing, room)
-
-    def _expiry_rank(name: str) -> tuple[dt.datetime, str]:
-        return drift[name].expires_at or start, name
-
-    def _drift_rank(name: str) -> tuple[dt.datetime, str]:
-        return fleet.nodes[name].created or start, name
-
-    expiring = sorted((n for n, d in drift.items() if d.expires and not d.removed), key=_expiry_rank)
-    drifted = sorted((n for n, d in drift.items() if d.drifted and not d.removed), key=_drift_rank)
-    settled: set[str] = set()  # replaced, or found blocked: no candidate any more
-    # each method's candidates in order, the empty ones apart (they go together); the expiring ones join as they expire
-    due: tuple[deque[str], deque[str]] = (deque(), deque())
-    waiting = (deque(n for n in drifted if not fleet.moved_pods(n)), deque(n for n in drifted if fleet.moved_pods(n)))
-    later = deque(expiring)
-    while True:
-        now = _timestamp(start, clock)
-        while later and (drift[later[0]].expires_at or start) <= now:
-            name = later.popleft()
-            due[bool(room.moved_pods(name))].append(name)
-        for line in (*due, *waiting):
-            while line and line[0] in settled:
-                line.popleft()
-        if any(due):
-            method, lines = EXPIRATION, due
-        elif any(waiting):
-            method, lines = DRIFT, waiting
-        elif later:  # nothing to do until the next node expires: the loop notices it at its next poll
-            clock = max(clock, ((drift[later[0]].expires_at or start) - start).total_seconds())
-            continue
-        else:
-            return rollout
-        rank = _expiry_rank if method == EXPIRATION else _drift_rank
-        clock = _command(rollout, fleet, method, lines, settled, pdbs, replacements, start, clock, timing, room,
-                         rank)
+    loop = _Deprovisioning(fleet, drift, start, timing, pdbs if pdbs is not None else PdbBudgets(
+        fleet.pdbs, fleet.pod_objects), replacements if replacements is not None else Replacements(
+        templates, fleet.daemons), templates, budget or RolloutClock(None))
+    try:
+        loop.run()
+    except OutOfTime:
+        cut_short(loop.rollout, "v0.31 Provisioners'", [n for n, d in drift.items() if d.disrupted], loop.budget,
+                  _timestamp(start, loop.clock))
+    return loop.rollout
 
 
-def _command(rollout: Rollout, fleet: Fleet, method: str, lines: tuple[deque[str], deque[str]], settled: set[str],
-             pdbs: PdbBudgets, replacements: Replacements, start: dt.datetime, clock: float, timing: Timing,
-             room: Room, rank: Callable[[str], tuple[dt.datetime, str]]) -> float:
-    """Karpenter v0.31's next command of `method` among its candidates (`lines`: the empty ones, the others, each in
-    order): every empty one in one wave, else the first other that is not blocked, its pods onto the room of the
-    other nodes first (`room`, which the command changes); those taken or found blocked are settled. The clock
-    after it."""
-    empties, names = lines
-    empty = []
-    busy = []  # given pods by an earlier wave since: no longer empty
-    while empties:
-        name = empties.popleft()
-        if name in settled:
-            continue
-        if room.moved_pods(name):
-            busy.append(name)
-            continue
-        settled.add(name)
-        held = drain_of(fleet.nodes[name], [], pdbs, timing).blocked  # only the node's own annotation applies
-        if held is not None:
-            rollout.blocked.append(held)
-        else:
-            empty.append(name)
-    if busy:
-        lines[1].extendleft(reversed(sorted(busy, key=rank)))  # before the others: Karpenter's order is by time
-    if empty:
-        room.remove(empty)
-        clock += POLLING_SECONDS
-        add_wave(rollout, Wave(len(rollout.waves), _timestamp(start, clock), method, empty, seconds=POLLING_SECONDS))
-        return clock
-    while names:
-        name = names.popleft()
-        if name in settled:
-            continue
-        settled.add(name)
-        node, pods = fleet.nodes[name], room.moved_pods(name)
-        drain = drain_of(node, pods, pdbs, timing)
+def cut_short(rollout: Rollout, model: str, candidates: Collection[str], budget: RolloutClock,
+              reached: dt.datetime) -> None:
+    """The planning of `model`'s rollout ("v1 NodePools'", "v0.31 Provisioners'") ran out of `budget` at virtual
+    time `reached`: every node of `candidates` neither in a wave nor blocked yet is blocked by `--rollout-timeout`
+    (for ever: the plan cannot say it finishes), and a note says how far the plan got."""
+    planned = {name for wave in rollout.waves for name in wave.nodes}
+    held = {b.node for b in rollout.blocked}
+    left = sorted(name for name in set(candidates) if name not in planned and name not in held)
+    shown = f"{budget.seconds or 0.0:.6f}".rstrip("0").rstrip(".")
+    rollout.notes.append(
+        f"the {model} rollout was not planned to its end: planning took longer than {BY} {shown}s; "
+        f"{len(rollout.waves)} waves planned up to {reached:%Y-%m-%dT%H:%M:%SZ}, {len(left)} drifted or expiring "
+        "nodes not planned")
+    for name in left:
+        rollout.blocked.append(Blocked(name, f"not planned: the plan took longer than {BY}", BY, True))
+
+
+class _Deprovisioning:
+    """Karpenter v0.31's deprovisioning loop in virtual time (`clock`: seconds from the start when its last command
+    was taken): the waves so far, the room on the nodes not deleted, the budgets' evicted pods (`state`)."""
+
+    def __init__(self, fleet: Fleet, drift: Mapping[str, NodeDrift], start: dt.datetime, timing: Timing,
+                 pdbs: PdbBudgets, replacements: Replacements, templates: Sequence[NodeClaimTemplate],
+                 budget: RolloutClock) -> None:
+        self.fleet, self.drift, self.start, self.timing = fleet, drift, start, timing
+        self.pdbs, self.replacements, self.budget = pdbs, replacements, budget
+        self.rollout = Rollout()
+        self.state = PdbState(pdbs)
+        self.room = Room(fleet, templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16)
+        self.clock = 0.0
+        #: replaced, or found blocked: no candidate any more
+        self.settled: set[str] = set()
+        self.timed_out = False
+
+    def expiry_rank(self, name: str) -> tuple[dt.datetime, str]:
+        return self.drift[name].expires_at or self.start, name
+
+    def drift_rank(self, name: str) -> tuple[dt.datetime, str]:
+        return self.fleet.nodes[name].created or self.start, name
+
+    def run(self) -> None:
+        drift, start = self.drift, self.start
+        removed = sorted(n for n, d in drift.items() if d.removed)
+        if removed:
+            self.clock = _removed_wave(self.rollout, self.fleet, removed, self.pdbs, self.replacements, start,
+                                       self.timing, self.room, self.state)
+        expiring = sorted((n for n, d in drift.items() if d.expires and not d.removed), key=self.expiry_rank)
+        drifted = sorted((n for n, d in drift.items() if d.drifted and not d.removed), key=self.drift_rank)
+        # each method's candidates in order, the empty ones apart (they go together); the expiring ones join as
+        # they expire
+        due: tuple[deque[str], deque[str]] = (deque(), deque())
+        waiting = (deque(n for n in drifted if not self.fleet.moved_pods(n)),
+                   deque(n for n in drifted if self.fleet.moved_pods(n)))
+        later = deque(expiring)
+        while True:
+            now = _timestamp(start, self.clock)
+            while later and (drift[later[0]].expires_at or start) <= now:
+                name = later.popleft()
+                due[bool(self.room.moved_pods(name))].append(name)
+            for line in (*due, *waiting):
+                while line and line[0] in self.settled:
+                    line.popleft()
+            expires = ((drift[later[0]].expires_at or start) - start).total_seconds() if later else None
+            if not any(due) and not any(waiting):
+                if expires is None:
+                    return
+                self.clock = max(self.clock, expires)  # idle until the next node expires: noticed at the next poll
+                continue
+            self.budget.check()
+            self.state.forget(self.clock)
+            at = self.clock + POLLING_SECONDS
+            waits: list[float] = []
+            after = None
+            for method, lines, rank in ((EXPIRATION, due, self.expiry_rank), (DRIFT, waiting, self.drift_rank)):
+                if any(lines):
+                    after, waited = self.command(method, lines, at, rank)
+                    waits += waited
+                    if after is not None:
+                        break
+            if after is not None:
+                self.clock = after
+            elif waits:  # every candidate left waits: the first poll once one can go
+                polls = max(1, math.ceil((min(waits) - at) / POLLING_SECONDS))
+                self.clock = at + (polls - 1) * POLLING_SECONDS
+                if expires is not None:  # a node expiring before then is noticed at the poll after its expiry
+                    self.clock = min(self.clock, expires)
+
+    def command(self, method: str, lines: tuple[deque[str], deque[str]], at: float,
+                rank: Callable[[str], tuple[dt.datetime, str]]) -> tuple[float | None, list[float]]:
+        """Karpenter v0.31's next command of `method` at `at` among its candidates (`lines`: the empty ones, the
+        others, each in order): every empty one in one wave, else the first other that is neither blocked nor
+        waiting, its pods onto the room of the other nodes first (which the command changes); those taken or
+        found blocked are settled. When the loop takes its next command after it (None: no command), and when the
+        candidates that wait could go — on a replacement not initialized yet (`helpers.go:115`, "would schedule
+        against a non-initialized node"), or on a budget whose evicted pods are not Ready yet (`filterCandidates`)."""
+        empties, names = lines
+        empty = []
+        busy = []  # given pods by an earlier wave since: no longer empty
+        while empties:
+            name = empties.popleft()
+            if name in self.settled:
+                continue
+            if self.room.moved_pods(name):
+                busy.append(name)
+                continue
+            self.settled.add(name)
+            held = drain_of(self.fleet.nodes[name], [], self.pdbs, self.timing).blocked  # the node's annotation
+            if held is not None:
+                self.rollout.blocked.append(held)
+            else:
+                empty.append(name)
+        if busy:
+            names.extendleft(reversed(sorted(busy, key=rank)))  # before the others: Karpenter's order is by time
+        if empty:
+            self.room.remove(empty)
+            add_wave(self.rollout, Wave(len(self.rollout.waves), _timestamp(self.start, at), method, empty,
+                                        seconds=POLLING_SECONDS, landings=[]))
+            return at, []
+        skipped: list[str] = []
+        waits: list[float] = []
+        try:
+            while names:
+                self.budget.check()
+                name = names.popleft()
+                if name in self.settled:
+                    continue
+                outcome = self.candidate(method, name, at)
+                if isinstance(outcome, tuple):
+                    skipped.append(name)
+                    waits.append(outcome[0])
+                elif outcome is not None:
+                    return outcome, waits
+        finally:
+            names.extendleft(reversed(skipped))  # waiting ones keep their place
+        return None, waits
+
+    def candidate(self, method: str, name: str, at: float) -> float | tuple[float] | None:
+        """Candidate `name`'s command at `at`: when the loop goes on after it; (when it could go,): it waits; None:
+        it is settled without a command (blocked, or its pods would not all schedule)."""
+        timing, room = self.timing, self.room
+        node, pods = self.fleet.nodes[name], room.moved_pods(name)
+        steady = drain_of(node, pods, self.pdbs, timing)
+        drain = drain_at(name, steady, self.state, at, timing)
         if drain.blocked is not None:
-            rollout.blocked.append(drain.blocked)
-            continue
-        placed = replacements.place([p.pod for p in pods if p.pod is not None], room, {name})
-        launched, failures = placed.replacements, placed.failures
-        if failures:
-            movable = [p for p in pods if p.pod is not None]
-            for index, why in sorted(failures.items()):
+            self.settled.add(name)
+            self.rollout.blocked.append(drain.blocked)
+            return None
+        if drain.waiting_until is not None:
+            return (drain.waiting_until,)
+        movable = [p for p in pods if p.pod is not None]
+        placed = self.replacements.place([p.pod for p in movable if p.pod is not None], room, {name}, at=at,
+                                         ready_at=at + timing.node_startup)
+        if placed.waiting_until is not None:
+            return (placed.waiting_until,)
+        self.settled.add(name)
+        if placed.failures:
+            for index, why in sorted(placed.failures.items()):
                 pod = movable[index]
-                rollout.pending.append(Pending(pod.key, pod.workload, name, why, held=True))
-            rollout.blocked.append(Blocked(name, f"{len(failures)} of its pods would not schedule on HEAD's "
-                                           "provisioners", "scheduling", True))
-            continue
+                self.rollout.pending.append(Pending(pod.key, pod.workload, name, why, held=True))
+            self.rollout.blocked.append(Blocked(name, f"{len(placed.failures)} of its pods would not schedule on "
+                                                "HEAD's provisioners", "scheduling", True))
+            return None
         room.remove([name])
-        clock += POLLING_SECONDS
-        wave = Wave(len(rollout.waves), _timestamp(start, clock), method, [name], launched,
+        launched = placed.replacements
+        startup = timing.node_startup if launched else 0.0
+        drain = drain_at(name, steady, self.state, at + startup, timing, wait=False)  # once they are initialized
+        if drain.evictions is not None:
+            self.state.record(drain.evictions, pod_startup=timing.pod_startup)
+        wave = Wave(len(self.rollout.waves), _timestamp(self.start, at), method, [name], launched,
                     Counter(p.workload for p in pods), drain.seconds, drain.slowed)
-        wave.seconds = (timing.node_startup if launched else 0.0) + drain.seconds
+        wave.seconds = startup + drain.seconds
         wave.landings = placed.landings
-        add_wave(rollout, wave)
-        return clock + (timing.node_startup if launched else 0.0) + min(drain.seconds, WAIT_FOR_DELETION_SECONDS)
-    return clock
+        add_wave(self.rollout, wave)
+        if startup > WAIT_SECONDS:  # `waitForReadiness` gave up: the command failed, the loop goes on
+            if not self.timed_out:
+                self.timed_out = True
+                self.rollout.notes.append(
+                    f"a replacement takes {startup:.0f}s to be initialized (--node-startup), longer than Karpenter "
+                    f"v0.31 waits for it ({WAIT_SECONDS:.0f}s, waitForReadiness): its command fails, the next "
+                    "one starts, and the node is deleted once its replacement is up")
+            return at + WAIT_SECONDS
+        return at + startup + min(drain.seconds, WAIT_SECONDS)
 
 
 def finish_wave(
@@ -511,19 +605,44 @@ def _removed_wave(
     start: dt.datetime,
     timing: Timing,
     room: Room,
+    state: PdbState,
 ) -> float:
     """The nodes of removed provisioners, deleted at once: drained (PDBs slow it, nothing holds it), their pods
     provisioned for afterwards (onto the other nodes' room first); a pod no provisioner takes stays pending."""
     wave = Wave(0, start, REMOVED, list(names), replaced_first=False)
     movable: list[FleetPod] = [p for n in names for p in fleet.moved_pods(n)]
     seconds = 0.0
+    drains = []
     for name in names:
-        drain = drain_of(fleet.nodes[name], fleet.moved_pods(name), pdbs, timing)
+        drain = drain_at(name, drain_of(fleet.nodes[name], fleet.moved_pods(name), pdbs, timing), state, 0.0,
+                         timing, wait=False)
         if drain.blocked is not None:
             rollout.blocked.append(drain.blocked)
             continue
         seconds = max(seconds, drain.seconds)
         wave.slowed.update(drain.slowed)
+        drains.append(drain)
     finish_wave(rollout, wave, movable, replacements, seconds, timing, room)
+    record_drains(state, pdbs, drains, wave, timing, 0.0)
     add_wave(rollout, wave)
-    return min(wave.seconds, WAIT_FOR_DELETION_SECONDS)
+    return min(wave.seconds, WAIT_SECONDS)
+
+
+def record_drains(state: PdbState, pdbs: PdbBudgets, drains: Sequence[Drain], wave: Wave, timing: Timing,
+                  at: float) -> None:
+    """The evictions of a wave that deletes its nodes first (`drains`, started `at`): its pods that went onto the
+    nodes it launched are Ready again only once those are initialized (`at` + the drain + `node_startup`)."""
+    late: Counter[str] = Counter()  # per budget: its pods that went onto the wave's new nodes
+    for landing in wave.landings or ():
+        if landing.replacement is not None:
+            late.update(name for pod in landing.pods for name in pdbs.covering(pod.obj)[:1])
+    ready = at + wave.drain_seconds + timing.node_startup
+    for drain in drains:
+        if drain.evictions is None:
+            continue
+        returns = {}
+        for name, went in drain.evictions.at.items():
+            taken = min(len(went), late[name])
+            late[name] -= taken
+            returns[name] = [ready] * taken
+        state.record(drain.evictions, returns, timing.pod_startup)
