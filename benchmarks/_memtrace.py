@@ -195,6 +195,7 @@ class GcPauses:
         self.longest = [0.0, 0.0, 0.0]
         self.longest_cpu = [0.0, 0.0, 0.0]
         self.total = [0.0, 0.0, 0.0]
+        self.total_cpu = [0.0, 0.0, 0.0]
         self._began: tuple[float, float] | None = None
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
@@ -208,6 +209,7 @@ class GcPauses:
         generation = min(int(info.get("generation", 2)), 2)
         self.count[generation] += 1
         self.total[generation] += wall
+        self.total_cpu[generation] += cpu
         if wall > self.longest[generation]:
             self.longest[generation], self.longest_cpu[generation] = wall, cpu
 
@@ -220,12 +222,13 @@ class GcPauses:
             gc.callbacks.remove(self._callback)
 
     def report(self) -> dict[str, Any]:
-        """Per generation 0, 1, 2: collections, longest pause and its CPU, total (seconds), and the objects frozen
-        out of collection now (`gc.get_freeze_count`)."""
+        """Per generation 0, 1, 2: collections, longest pause and its CPU, total wall and CPU (seconds), and the
+        objects frozen out of collection now (`gc.get_freeze_count`)."""
         return {"gc_pauses": {"collections": list(self.count),
                               "longest_seconds": [round(x, 4) for x in self.longest],
                               "longest_cpu_seconds": [round(x, 4) for x in self.longest_cpu],
-                              "total_seconds": [round(x, 3) for x in self.total]},
+                              "total_seconds": [round(x, 3) for x in self.total],
+                              "total_cpu_seconds": [round(x, 3) for x in self.total_cpu]},
                 "gc_frozen_objects": gc.get_freeze_count()}
 
 
@@ -264,7 +267,8 @@ def memory_lines(result: dict[str, Any], every: float = 60.0) -> list[str]:
     if pauses:
         lines.append(f"  garbage collections (gen 0/1/2): {'/'.join(map(str, pauses['collections']))}; longest "
                      f"gen-2 pause {pauses['longest_seconds'][2]:g} s wall ({pauses['longest_cpu_seconds'][2]:g} s "
-                     f"CPU), gen-2 total {pauses['total_seconds'][2]:g} s; objects frozen "
+                     f"CPU), gen-2 total {pauses['total_seconds'][2]:g} s ({pauses['total_cpu_seconds'][2]:g} s CPU); "
+                     f"objects frozen "
                      f"{result.get('gc_frozen_objects', '-')} (gc.freeze after the first sync: "
                      f"{result.get('gc_freeze', '-')})")
     traced = result.get("tracemalloc")

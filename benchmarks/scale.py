@@ -4,7 +4,7 @@ consolidation decisions — this tree next to a baseline tree, measured one righ
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
                                          [--no-consolidation] [--no-churn] [--churn-rate 200]
                                          [--memory-seconds 600 [--tracemalloc]] [--server-process
-                                         [--server-only] [--server-baseline REF]]
+                                         [--server-only] [--server-baseline REF] [--controller-baseline REF]]
     .venv/bin/python benchmarks/scale.py --in-process --what churn --server-process --size 500 --rate 200
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
@@ -41,17 +41,23 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `recv` is the delivery from creation to the controller's informer, and `sent` its server's part (to the
    server's watch picking the pod up to write it), with the server process's CPU over the churn and the burst;
    `--server-baseline REF` runs each of those rows with REF's test API server too (its tests/ and benchmarks/,
-   `export_server_tree`), next to this tree's controller, one right after the other; `--server-only` keeps to
-   them;
+   `export_server_tree`), next to this tree's controller, one right after the other; `--controller-baseline REF`
+   runs each with REF's controller (its package, `export_tree`, as `--baseline-ref`; driven through what it had:
+   `_controllers`) against this tree's server, REF's row first, then this tree's, printed side by side with the
+   ratio (`side_by_side`; a row REF cannot run reads "n/a (why)"); every server-process row has the same answer
+   check for either controller (`_controllers.launch_answer`: every burst pod bound, no instance without a Node,
+   no Node without an instance); `--server-only` keeps to these rows;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
-   --seconds S [--every 10] [--tracemalloc [--trace-after 60] [--snapshot-every 60] [--frames 20]]`): RSS every
-   10 s while bound pods are replaced at the rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods
-   after 10 minutes), each sample with the garbage collections, the informers' lists and 410s, the API server's
-   history and the decisions so far; `--tracemalloc` starts tracing only once caches are warm (a minute into the
-   churn: the build and the first list are never traced), takes a snapshot every minute from then on and reports
-   the traced total at each and, between the first and the last, the sites that grew most, split between the
-   controller and the harness (`_memtrace`); the answer check: the controller's state holds the API server's pods
-   at the end.
+   --seconds S [--every 10] [--no-gc-freeze] [--tracemalloc [--trace-after 60] [--snapshot-every 60] [--frames
+   20]]`): RSS every 10 s while bound pods are replaced at the rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes /
+   100,000 pods after 10 minutes), each sample with the garbage collections, the informers' lists and 410s, the API
+   server's history and the decisions so far; every collection from the controllers' start to the churn's end is
+   timed (`_memtrace.GcPauses`: the longest generation-2 pause, wall and CPU); `--no-gc-freeze` runs the
+   controller without its freeze of the warm heap after the first sync (the A/B; production always freezes);
+   `--tracemalloc` starts tracing only once caches are warm (a minute into the churn: the build and the first list
+   are never traced), takes a snapshot every minute from then on and reports the traced total at each and, between
+   the first and the last, the sites that grew most, split between the controller and the harness (`_memtrace`);
+   the answer check: the controller's state holds the API server's pods at the end.
 
 The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
 run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
