@@ -29,8 +29,8 @@ that fails unexpectedly is logged with its traceback and retried after a pause: 
 `api_silence_limit`; a standby is ready without leading). Once the informers have listed, what they hold (every
 object of the cluster, the state's indexes: the bulk of the heap, alive as long as the process) is frozen out of
 the cyclic garbage collector's generations (`gc.freeze`, after one full collection), so a full collection walks
-only what was made since — at 5,000 nodes a full collection of the warm heap stalled every thread for seconds
-(benchmarks/README.md). The freeze is undone when the runner stops. Each step of a controller is measured as
+only what was made since, not every pod of the cluster each time (benchmarks/README.md, "gc.freeze after the first
+sync"). The freeze is undone when the runner stops. Each step of a controller is measured as
 controller-runtime measures a reconcile (`Metrics.reconciling`), and only a replica that acts exports the gauges
 that describe the cluster (`Metrics.leading`); leader election's own metrics are `leadermetrics`.
 """
