@@ -55,7 +55,7 @@ def running(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClus
             ControllerOptions(cluster_name=CLUSTER, **options),
             region=REGION,
             resync=1.0,
-            freeze=freeze,
+            **({} if freeze else {"freeze": False}),  # the default, production's, unless told
         )
         controller = runner.controller
         thread = threading.Thread(target=runner.run, daemon=True)
