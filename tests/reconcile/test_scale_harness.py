@@ -157,6 +157,7 @@ def test_a_run_whose_answer_check_failed_still_gives_its_figures(tmp_path: Path)
         run_tree(script, None, [], timeout=60)
 
 
+@pytest.mark.slow
 def test_the_server_rows_run_2947bfcs_controller_against_this_trees_api_server() -> None:
     """`scale.py --server-process --controller-baseline 2947bfc` at a tiny size: the controller of 2947bfc (its
     package exported with git archive, driven through `_controllers`: its runner's `view` where this tree's has a
