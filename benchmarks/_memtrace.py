@@ -1,6 +1,7 @@
 """What `scale.py --what memory` watches while bound pods are replaced (issue #23): a sample of the process every
-few seconds (RSS, garbage collections, informer relists, the API server's history) and tracemalloc started only
-once caches are warm, with a snapshot at intervals and the sites that grew most between the first and the last.
+few seconds (RSS, garbage collections, informer relists, the API server's history), how long each garbage
+collection stopped the process (`GcPauses`), and tracemalloc started only once caches are warm, with a snapshot at
+intervals and the sites that grew most between the first and the last.
 
 Tracing starts after the fleet is built, the controller synced and the first minute of churn has run, so the
 100,000 pods of the build are never traced (tracing them made the run at 5,000 nodes last over 20 minutes) and
@@ -182,6 +183,55 @@ class WarmTracer:
         return {"tracemalloc": found}
 
 
+class GcPauses:
+    """How long each garbage collection held the interpreter (`gc.callbacks`: the collector calls back on the
+    collecting thread at its start and its stop, every other thread of the process waiting meanwhile): per
+    generation the count, the longest pause (wall, and the collecting thread's CPU: on a loaded machine the wall
+    figure includes time the process was not even scheduled) and the total, from :meth:`start` to :meth:`stop`.
+    What a full collection of a 100,000-pod heap costs every thread is the longest generation-2 pause."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.longest = [0.0, 0.0, 0.0]
+        self.longest_cpu = [0.0, 0.0, 0.0]
+        self.total = [0.0, 0.0, 0.0]
+        self.total_cpu = [0.0, 0.0, 0.0]
+        self._began: tuple[float, float] | None = None
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = (time.perf_counter(), time.thread_time())
+            return
+        if self._began is None:  # registered while a collection ran
+            return
+        wall, cpu = time.perf_counter() - self._began[0], time.thread_time() - self._began[1]
+        self._began = None
+        generation = min(int(info.get("generation", 2)), 2)
+        self.count[generation] += 1
+        self.total[generation] += wall
+        self.total_cpu[generation] += cpu
+        if wall > self.longest[generation]:
+            self.longest[generation], self.longest_cpu[generation] = wall, cpu
+
+    def start(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def stop(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def report(self) -> dict[str, Any]:
+        """Per generation 0, 1, 2: collections, longest pause and its CPU, total wall and CPU (seconds), and the
+        objects frozen out of collection now (`gc.get_freeze_count`)."""
+        return {"gc_pauses": {"collections": list(self.count),
+                              "longest_seconds": [round(x, 4) for x in self.longest],
+                              "longest_cpu_seconds": [round(x, 4) for x in self.longest_cpu],
+                              "total_seconds": [round(x, 3) for x in self.total],
+                              "total_cpu_seconds": [round(x, 3) for x in self.total_cpu]},
+                "gc_frozen_objects": gc.get_freeze_count()}
+
+
 def gc_collections() -> list[int]:
     """The garbage collector's collections so far, by generation (0, 1, 2)."""
     return [int(generation["collections"]) for generation in gc.get_stats()]
@@ -213,6 +263,14 @@ def memory_lines(result: dict[str, Any], every: float = 60.0) -> list[str]:
     if samples:
         top = max(samples, key=lambda s: s["rss_mib"])
         lines.append(f"  highest sample: {top['rss_mib']} MiB at {top['at_seconds']:.0f} s")
+    pauses = result.get("gc_pauses")
+    if pauses:
+        lines.append(f"  garbage collections (gen 0/1/2): {'/'.join(map(str, pauses['collections']))}; longest "
+                     f"gen-2 pause {pauses['longest_seconds'][2]:g} s wall ({pauses['longest_cpu_seconds'][2]:g} s "
+                     f"CPU), gen-2 total {pauses['total_seconds'][2]:g} s ({pauses['total_cpu_seconds'][2]:g} s CPU); "
+                     f"objects frozen "
+                     f"{result.get('gc_frozen_objects', '-')} (gc.freeze after the first sync: "
+                     f"{result.get('gc_freeze', '-')})")
     traced = result.get("tracemalloc")
     if traced:
         lines.append(f"  tracemalloc ({traced['frames']} frames) from {traced['started_at_seconds']:g} s "

@@ -4,7 +4,7 @@ consolidation decisions — this tree next to a baseline tree, measured one righ
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
                                          [--no-consolidation] [--no-churn] [--churn-rate 200]
                                          [--memory-seconds 600 [--tracemalloc]] [--server-process
-                                         [--server-only] [--server-baseline REF]]
+                                         [--server-only] [--server-baseline REF] [--controller-baseline REF]]
     .venv/bin/python benchmarks/scale.py --in-process --what churn --server-process --size 500 --rate 200
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
@@ -41,17 +41,23 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `recv` is the delivery from creation to the controller's informer, and `sent` its server's part (to the
    server's watch picking the pod up to write it), with the server process's CPU over the churn and the burst;
    `--server-baseline REF` runs each of those rows with REF's test API server too (its tests/ and benchmarks/,
-   `export_server_tree`), next to this tree's controller, one right after the other; `--server-only` keeps to
-   them;
+   `export_server_tree`), next to this tree's controller, one right after the other; `--controller-baseline REF`
+   runs each with REF's controller (its package, `export_tree`, as `--baseline-ref`; driven through what it had:
+   `_controllers`) against this tree's server, REF's row first, then this tree's, printed side by side with the
+   ratio (`side_by_side`; a row REF cannot run reads "n/a (why)"); every server-process row has the same answer
+   check for either controller (`_controllers.launch_answer`: every burst pod bound, no instance without a Node,
+   no Node without an instance); `--server-only` keeps to these rows;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
-   --seconds S [--every 10] [--tracemalloc [--trace-after 60] [--snapshot-every 60] [--frames 20]]`): RSS every
-   10 s while bound pods are replaced at the rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes / 100,000 pods
-   after 10 minutes), each sample with the garbage collections, the informers' lists and 410s, the API server's
-   history and the decisions so far; `--tracemalloc` starts tracing only once caches are warm (a minute into the
-   churn: the build and the first list are never traced), takes a snapshot every minute from then on and reports
-   the traced total at each and, between the first and the last, the sites that grew most, split between the
-   controller and the harness (`_memtrace`); the answer check: the controller's state holds the API server's pods
-   at the end.
+   --seconds S [--every 10] [--no-gc-freeze] [--tracemalloc [--trace-after 60] [--snapshot-every 60] [--frames
+   20]]`): RSS every 10 s while bound pods are replaced at the rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes /
+   100,000 pods after 10 minutes), each sample with the garbage collections, the informers' lists and 410s, the API
+   server's history and the decisions so far; every collection from the controllers' start to the churn's end is
+   timed (`_memtrace.GcPauses`: the longest generation-2 pause, wall and CPU); `--no-gc-freeze` runs the
+   controller without its freeze of the warm heap after the first sync (the A/B; production always freezes);
+   `--tracemalloc` starts tracing only once caches are warm (a minute into the churn: the build and the first list
+   are never traced), takes a snapshot every minute from then on and reports the traced total at each and, between
+   the first and the last, the sites that grew most, split between the controller and the harness (`_memtrace`);
+   the answer check: the controller's state holds the API server's pods at the end.
 
 The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
 run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
@@ -74,6 +80,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REPOSITORY  # noqa: E402
+from _controllers import launch_answer, pod_informer  # noqa: E402
 from _fleet import (  # noqa: E402
     BASELINE_TREE,
     WORK,
@@ -91,7 +98,14 @@ from _fleet import (  # noqa: E402
     wait_for,
     without_editable_install,
 )
-from _memtrace import TRACE_FRAMES, WarmTracer, gc_collections, informer_counts, memory_lines  # noqa: E402
+from _memtrace import (  # noqa: E402
+    TRACE_FRAMES,
+    GcPauses,
+    WarmTracer,
+    gc_collections,
+    informer_counts,
+    memory_lines,
+)
 
 BURST = 1000
 BURST_CPU_MILLI = 1000  # each burst pod's request (`pending_pods`' default: 1 cpu, 1 GiB)
@@ -158,8 +172,7 @@ class DeliveryProbe:
         self.cpu = {"apply": 0.0, "watch": 0.0}
         self.events = 0
         self._last_end: float | None = None
-        informers = getattr(getattr(fleet.runner, "feed", None), "informers", None)
-        informer = informers.get(objects.POD) if isinstance(informers, dict) else None
+        informer = pod_informer(fleet.runner, objects.POD)
         self.probing = informer is not None and hasattr(informer, "_apply")
         if self.probing:
             original = informer._apply
@@ -580,6 +593,14 @@ class ServerProcess:
                 self.process.wait()
 
 
+def controller_package() -> str:
+    """Where the measured controller's package was imported from (this tree's or a baseline's export): the row
+    says which controller it timed."""
+    import karpenter_policy
+
+    return str(Path(karpenter_policy.__file__).resolve().parent)
+
+
 def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: int = BURST,
                          server_tree: Path | None = None) -> dict[str, Any]:
     """`measure_churn`'s scenario with the API server in a process of its own (issue #23): the fleet is built as
@@ -589,6 +610,7 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
     and every delay from a pod's creation to the controller's read is delivery (`recv`), of which `sent` is the
     server's part: its watches picking the last pod up to write it (`scale_server.SentProbe`). `server_tree`:
     the server of an earlier commit (`--server-baseline`), next to the same controller."""
+    from karpenter_policy.kube import objects
     from karpenter_policy.kube.client import KubeCluster
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
@@ -597,7 +619,8 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
     _underutilize(fleet, KEPT)
     server = ServerProcess(fleet.cluster, WORK / "scale", server_tree)
     fleet.cluster = KubeCluster.from_url(server.url)  # the in-memory copy is dropped: this process holds no server
-    result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0, "api_server": "process"}
+    result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0, "api_server": "process",
+                              "controller_package": controller_package()}
     try:
         fleet.start()
         if not _synced(fleet, 600):
@@ -628,6 +651,8 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
         result["burst_unbound_after_60s"] = server.ask("unbound burst-")["unbound"]
         result.update(burst_timing(creates, last_created, seen, probe, burst))
         result.update(run_summary(fleet, decisions))
+        result["answer_check"] = launch_answer(lambda: int(server.ask("unbound burst-")["unbound"]), fleet.cloud,
+                                               lambda: list(fleet.cluster.list(objects.NODE).items))
     finally:
         fleet.stop()
         stopped = server.stop()
@@ -636,16 +661,29 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
     return result
 
 
+def _running(fleet: Fleet, timeout: float) -> bool:
+    """The runner's controllers have started: after its first sync and what it does then (the warm heap frozen out
+    of garbage collection: `Runner._freeze_warm_heap`), so a figure taken from here leaves that start-up work out.
+    A tree whose runner has no worker threads (2947bfc's single loop) counts as started."""
+    workers = getattr(fleet.runner, "workers", None)
+    if workers is None:
+        return True
+    return wait_for(lambda: all(worker.thread.ident is not None for worker in workers), timeout, 0.05)
+
+
 def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: float = 10.0,
                    trace_after: float = 60.0, snapshot_every: float = 60.0,
-                   frames: int = TRACE_FRAMES) -> dict[str, Any]:
+                   frames: int = TRACE_FRAMES, freeze: bool = True) -> dict[str, Any]:
     """RSS every `every` seconds while bound pods are replaced at `rate` a second for `seconds` (consolidation on,
     decisions every 10 s): each sample with the garbage collections, the informers' lists and 410s, the API
     server's history and the decisions finished so far, so a step in RSS can be read against what happened. With
     `trace`, tracemalloc from `trace_after` seconds into the churn (caches warm) and a snapshot every
     `snapshot_every` seconds from then on, `frames` frames per allocation (`_memtrace.WarmTracer`). The answer
     check (`answer_check`, "ok" or what failed; the run exits 1 when it failed, its figures printed all the same):
-    within `ANSWER_WAIT` seconds of the churn's end the controller's state holds exactly the API server's pods."""
+    within `ANSWER_WAIT` seconds of the churn's end the controller's state holds exactly the API server's pods.
+    From the runner's start-up on, every garbage collection is timed (`GcPauses`: the longest generation-2 pause);
+    `freeze` False runs the controller without its freeze of the warm heap after the first sync (the A/B of
+    `--no-gc-freeze`; production always freezes)."""
     import tracemalloc
 
     from karpenter_policy.kube import objects
@@ -654,11 +692,12 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
     decisions = _decide_timer()
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
     _underutilize(fleet, KEPT)
-    fleet.start()
+    fleet.start(freeze=freeze)
     result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "churn_per_second": rate,
-                              "seconds": seconds, "every": every, "rss_mib": [], "samples": []}
+                              "seconds": seconds, "every": every, "rss_mib": [], "samples": [], "gc_freeze": freeze}
     churn = Churn(fleet, rate)
     tracer = WarmTracer(trace_after, snapshot_every, frames) if trace else None
+    pauses = GcPauses()
 
     def sample(elapsed: float) -> None:
         rss = round(rss_mib(), 1)
@@ -668,14 +707,16 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
             "gc_collections": gc_collections(), **informer_counts(fleet),
             "api_server_history": len(getattr(fleet.cluster, "_history", ())), "decisions": len(decisions),
             "traced_mib": tracer.traced_mib() if tracer is not None else None,
+            "gc_longest_gen2_seconds": round(pauses.longest[2], 4),
         })
         print(f"[memory] {elapsed:.0f} s: RSS {rss} MiB, {churn.done} replacements, informer lists "
-              f"{result['samples'][-1].get('lists', '-')}, gc {result['samples'][-1]['gc_collections']}",
-              file=sys.stderr, flush=True)
+              f"{result['samples'][-1].get('lists', '-')}, gc {result['samples'][-1]['gc_collections']}, longest "
+              f"gen-2 pause {pauses.longest[2]:.3f} s", file=sys.stderr, flush=True)
 
     try:
-        if not _synced(fleet, 600):
+        if not _synced(fleet, 600) or not _running(fleet, 600):
             raise SystemExit("the controller did not sync in 600 s")
+        pauses.start()  # the runner's start-up (its collection before the freeze) left out
         began = time.monotonic()
         sample(0.0)
         churn.start()
@@ -694,6 +735,8 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
         if tracer is not None:
             tracer.finish(elapsed, churn.done)
         churn.stop()
+        pauses.stop()  # the churn's collections; not the answer check's wait
+        result.update(pauses.report())
         result["replacements"] = churn.done
         result["churn_achieved_per_second"] = round(churn.done / elapsed, 1)
         result["api_server_history"] = len(getattr(fleet.cluster, "_history", ()))
@@ -708,6 +751,7 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
             f"failed: {ANSWER_WAIT:g} s after the churn stopped the controller's state holds {result['state_pods']} "
             f"pods, not exactly the API server's {len(served)}")
     finally:
+        pauses.stop()
         churn.stop()
         fleet.stop()
         if tracemalloc.is_tracing():
@@ -738,6 +782,8 @@ def in_process(argv: list[str]) -> int:
     parser.add_argument("--settle", type=float, default=12.0, help="churn: seconds of churn before the burst")
     parser.add_argument("--burst", type=int, default=BURST, help="churn --server-process: pending pods in the burst")
     parser.add_argument("--server-tree", type=Path, help="churn --server-process: the server's code from there")
+    parser.add_argument("--no-gc-freeze", action="store_true",
+                        help="memory: the controller without its gc.freeze after the first sync (the A/B)")
     args = parser.parse_args(argv)
     if args.what == "fleet":
         result = measure_size(args.size)
@@ -749,7 +795,7 @@ def in_process(argv: list[str]) -> int:
         result = measure_churn(args.size, args.rate, args.settle)
     elif args.what == "memory":
         result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc, args.every, args.trace_after,
-                                args.snapshot_every, args.frames)
+                                args.snapshot_every, args.frames, freeze=not args.no_gc_freeze)
     elif args.what == "consolidation-full":
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=False, timeout=args.timeout)
     else:
@@ -768,6 +814,57 @@ def _server_cpu(row: dict[str, Any]) -> str:
 def _ratio(values: list[float | None]) -> str:
     pairs = [(a, b) for a, b in zip(values, values[1:], strict=False) if a and b]
     return " → ".join(f"{b / a:.2f}×" for a, b in pairs) or "n/a"
+
+
+#: The label of the server-process rows of this tree's controller and server.
+SERVER_ROWS = "server-proc"
+
+
+def controller_label(ref: str) -> str:
+    """The label of the server-process rows of `ref`'s controller (`--controller-baseline`)."""
+    return f"ctl {ref}"[:12]
+
+
+def server_row(script: Path, tree: Path | None, size: int, rate: float, extra: list[str]) -> dict[str, Any]:
+    """One server-process churn row, run in a process of its own with `tree`'s controller (None: this tree's). A
+    baseline's controller that cannot run the row at all gives a row that says why ("n/a"), not an end to the
+    comparison; this tree's failing ends it."""
+    arguments = ["--size", str(size), "--what", "churn", "--rate", str(rate), "--server-process", *extra]
+    if tree is None:
+        return run_tree(script, None, arguments, timeout=1800)
+    try:
+        return run_tree(script, tree, arguments, timeout=1800)
+    except SystemExit as failed:
+        lines = [line for line in str(failed.code).splitlines() if line.strip()]
+        return {"nodes": size, "churn_per_second": rate, "n/a": lines[-1].strip()[:200] if lines else "failed"}
+
+
+def _figure(row: dict[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def side_by_side(baseline: list[dict[str, Any]], ours: list[dict[str, Any]], ref: str) -> list[str]:
+    """The server-process rows of `ref`'s controller and of this tree's, row by row (same size and churn, run one
+    right after the other): first and last CreateFleet and every pod bound from the last pod's creation, each
+    `ref / this tree (ratio this ÷ ref)`, and each side's answer check; a row `ref` could not run reads "n/a
+    (why)"."""
+    header = (f"{'nodes':>6} {'churn/s':>7}  {'first CF ' + ref + ' / this (×)':<34} "
+              f"{'last CF':<26} {'all bound':<26} {'answer check (' + ref + ' | this)'}")
+    lines = [header, "-" * len(header)]
+    for base, row in zip(baseline, ours, strict=False):
+        size, rate = row.get("nodes", base.get("nodes")), row.get("churn_per_second", base.get("churn_per_second"))
+        if "n/a" in base:
+            lines.append(f"{size:>6} {rate:>7g}  n/a ({base['n/a']})")
+            continue
+        cells = []
+        for key in ("first_create_after_last_pod", "last_create_after_last_pod", "all_bound_after_last_pod"):
+            old, new = _figure(base, key), _figure(row, key)
+            ratio = f"{new / old:.2f}×" if old and new is not None and old > 0 else "-"
+            cells.append(f"{'-' if old is None else f'{old:g}'} / {'-' if new is None else f'{new:g}'} ({ratio})")
+        lines.append(f"{size:>6} {rate:>7g}  {cells[0]:<34} {cells[1]:<26} {cells[2]:<26} "
+                     f"{base.get('answer_check', '-')} | {row.get('answer_check', '-')}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -798,6 +895,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-baseline", metavar="REF",
                         help="with --server-process: each row also with the test API server of REF (its tests/ and "
                              "benchmarks/) next to this tree's controller, the two one right after the other")
+    parser.add_argument("--controller-baseline", metavar="REF",
+                        help="with --server-process: each row also with REF's controller (its karpenter_policy, "
+                             "driven through benchmarks/_controllers.py) against this tree's API server, the two one "
+                             "right after the other, printed side by side with their ratio")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -832,21 +933,25 @@ def main(argv: list[str] | None = None) -> int:
         if not only_served:
             results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
         if args.server_process and tree is None and not args.no_churn:
-            servers: list[tuple[str, list[str]]] = [("server-proc", [])]
-            if args.server_baseline:  # the baseline's server first, then this tree's, row by row
-                servers.insert(0, (f"srv {args.server_baseline}"[:12],
+            # (name, the controller's tree, extra arguments): the baselines first, then this tree's, row by row
+            servers: list[tuple[str, Path | None, list[str]]] = [(SERVER_ROWS, None, [])]
+            if args.server_baseline:  # REF's API server, this tree's controller
+                servers.insert(0, (f"srv {args.server_baseline}"[:12], None,
                                    ["--server-tree", str(export_server_tree(args.server_baseline))]))
-            served: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in servers}
+            if args.controller_baseline:  # REF's controller, this tree's API server
+                servers.insert(0, (controller_label(args.controller_baseline), export_tree(args.controller_baseline),
+                                   []))
+            served: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in servers}
             for size in sizes:
                 for rate in (0.0, args.churn_rate):
-                    for name, extra in servers:
+                    for name, tree_of, extra in servers:
                         print(f"[scale] {label}, API server in its own process ({name}): {size} nodes, churn "
                               f"{rate:g}/s", file=sys.stderr, flush=True)
-                        served[name].append(run_tree(script, None, ["--size", str(size), "--what", "churn", "--rate",
-                                                                    str(rate), "--server-process", *extra],
-                                                     timeout=1800))
+                        served[name].append(server_row(script, tree_of, size, rate, extra))
             for name, rows in served.items():
                 results["trees"][name] = {"fleet": [], "consolidation": {}, "churn": rows}
+            if args.controller_baseline:
+                results["controller_baseline"] = controller_label(args.controller_baseline)
     if args.memory_seconds > 0:
         print(f"[scale] this tree: memory under churn for {args.memory_seconds:g} s", file=sys.stderr, flush=True)
         extra = ["--tracemalloc", "--trace-after", str(args.trace_after), "--snapshot-every",
@@ -898,6 +1003,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
                   f"{row.get('burst_unbound_after_60s', '-'):>11} "
                   f"{_server_cpu(row):>12}")
+    for name in (results.get("controller_baseline"),):
+        if name and name in results["trees"] and SERVER_ROWS in results["trees"]:
+            print(f"\nthe API server in its own process (this tree's), {name}'s controller beside this tree's "
+                  "(seconds from the last pod's creation):")
+            print("\n".join(side_by_side(results["trees"][name]["churn"], results["trees"][SERVER_ROWS]["churn"],
+                                         name.removeprefix("ctl "))))
     if "memory" in results:
         print()
         print("\n".join(memory_lines(results["memory"])))

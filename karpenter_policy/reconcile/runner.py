@@ -26,7 +26,11 @@ that fails unexpectedly is logged with its traceback and retried after a pause: 
 
 :meth:`Runner.health` tells `/healthz` (every thread alive: the controllers', the informers', the elector's) and
 `/readyz` (the state synced and healthy, the constraint sets loaded, the API server answering the elector within
-`api_silence_limit`; a standby is ready without leading). Each step of a controller is measured as
+`api_silence_limit`; a standby is ready without leading). Once the informers have listed, what they hold (every
+object of the cluster, the state's indexes: the bulk of the heap, alive as long as the process) is frozen out of
+the cyclic garbage collector's generations (`gc.freeze`, after one full collection), so a full collection walks
+only what was made since, not every pod of the cluster each time (benchmarks/README.md, "gc.freeze after the first
+sync"). The freeze is undone when the runner stops. Each step of a controller is measured as
 controller-runtime measures a reconcile (`Metrics.reconciling`), and only a replica that acts exports the gauges
 that describe the cluster (`Metrics.leading`); leader election's own metrics are `leadermetrics`.
 """
@@ -34,6 +38,7 @@ that describe the cluster (`Metrics.leading`); leader election's own metrics are
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -147,11 +152,12 @@ def assemble(
     wall_clock: Callable[[], dt.datetime] = utc_now,
     interruption_queue: InterruptionQueue | None = None,
     account: str | None = None,
+    freeze: bool = True,
 ) -> Runner:
     """THE place that wires a controller to run on threads, each piece built complete before the next: the
     leadership (`elector`), the metrics that ask it, the informers that feed the state, the controller on them
     (its changes made only while the Lease is held), then the runner. The controller's parameters are
-    :class:`Controller`'s; the runner's `resync` and `api_silence_limit` are :class:`Runner`'s."""
+    :class:`Controller`'s; the runner's `resync`, `api_silence_limit` and `freeze` are :class:`Runner`'s."""
     leadership = Leadership(elector)
     metrics = Metrics(clock, leading=leadership.acting)
     state = ClusterState(unschedulable_only=options.unschedulable_only)
@@ -163,7 +169,7 @@ def assemble(
         cluster, cloud, constraints, options, region=region, feed=feed, clock=clock, wall_clock=wall_clock,
         metrics=metrics, interruption_queue=interruption_queue, account=account, acting=leadership.holds_lease,
     )
-    return Runner(controller, feed, leadership, resync=resync, api_silence_limit=api_silence_limit)
+    return Runner(controller, feed, leadership, resync=resync, api_silence_limit=api_silence_limit, freeze=freeze)
 
 
 class Runner:
@@ -179,6 +185,7 @@ class Runner:
         *,
         resync: float = DEFAULT_RESYNC,
         api_silence_limit: float | None = None,
+        freeze: bool = True,
     ) -> None:
         self.controller = controller
         self.feed = feed
@@ -188,6 +195,8 @@ class Runner:
         #: a replica that cannot reach it can neither lead nor take over).
         self.api_silence_limit = api_silence_limit or (elector.lease_duration if elector is not None else 0.0)
         self.resync = resync
+        #: Freeze the warm heap after the first sync (`_freeze_warm_heap`); False only for a benchmark's A/B.
+        self.freeze = freeze
         self.clock = controller.clock
         self.stopping = leadership.stopping
         self._took_over = False
@@ -275,9 +284,11 @@ class Runner:
 
     def run(self) -> None:
         """Start the informers, wait until they have listed, then run the controllers until :meth:`stop`."""
+        frozen = False
         try:
             if not self._synced():
                 return
+            frozen = self._freeze_warm_heap()
             for worker in self.workers:
                 worker.start()
             while not self.stopping.is_set():
@@ -293,6 +304,22 @@ class Runner:
             for informer in self._informers():
                 informer.stop()
             self.controller.terminator.attachments.stop()  # its informer, if termination started it
+            if frozen:  # a process that runs runners again (the tests) can collect this one's objects
+                gc.unfreeze()
+
+    def _freeze_warm_heap(self) -> bool:
+        """Move what the first sync built out of the collector's generations (see the module docstring): a full
+        collection first, so no garbage is frozen; then every object alive now is left out of later collections
+        (still freed by reference counting). `freeze` False (`benchmarks/scale.py --no-gc-freeze`: the A/B of
+        the freeze) leaves the collector as it is."""
+        if not self.freeze:
+            return False
+        started = time.monotonic()
+        gc.collect()
+        gc.freeze()
+        RUNNER.info("state synced; %d objects frozen out of garbage collection (%.2f s)", gc.get_freeze_count(),
+                    time.monotonic() - started, extra=logs.fields())
+        return True
 
 
 def run_in_thread(runner: Runner) -> threading.Thread:

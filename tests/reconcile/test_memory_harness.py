@@ -6,6 +6,7 @@ the table compared one snapshot with another and could not tell pods turned over
 
 from __future__ import annotations
 
+import gc
 import sys
 import tracemalloc
 from pathlib import Path
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import scale  # noqa: E402
-from _memtrace import WarmTracer, first_replaced, growth, growth_lines, memory_lines  # noqa: E402
+from _memtrace import GcPauses, WarmTracer, first_replaced, growth, growth_lines, memory_lines  # noqa: E402
 
 
 @given(st.integers(-5, 10_000), st.integers(-5, 10_000), st.integers(1, 5_000))
@@ -61,6 +62,27 @@ def test_the_tracer_starts_when_due_and_names_the_line_that_keeps_growing() -> N
     assert len(kept) == 2100
 
 
+def test_every_full_collection_between_start_and_stop_is_timed_and_none_after() -> None:
+    """`GcPauses`: the memory scenario's longest generation-2 pause (what a full collection of the warm heap stops
+    every thread for) comes from the collector's own callbacks, one per collection."""
+    pauses = GcPauses().start()
+    try:
+        kept = [[index] for index in range(200_000)]  # a heap to walk
+        gc.collect(2)
+        gc.collect(2)
+    finally:
+        pauses.stop()
+    gc.collect(2)  # not counted: stopped
+    found = pauses.report()["gc_pauses"]
+    assert found["collections"][2] >= 2
+    assert 0 < found["longest_seconds"][2] <= found["total_seconds"][2] + 0.001
+    assert 0 < found["longest_cpu_seconds"][2] <= found["total_cpu_seconds"][2] + 0.001
+    assert len(kept) == 200_000
+    assert any("longest gen-2 pause" in line for line in memory_lines(
+        {"nodes": 1, "pods": 1, "replacements": 0, "seconds": 1.0, "churn_achieved_per_second": 0.0,
+         "churn_per_second": 0.0, "every": 1.0, "samples": [], **pauses.report(), "gc_freeze": True}))
+
+
 def test_a_tracer_that_never_started_reports_no_trace() -> None:
     tracer = WarmTracer(after=60.0, every=60.0)
     tracer.tick(10.0, 5)
@@ -82,6 +104,8 @@ def test_the_memory_scenario_samples_and_traces_a_small_fleet_under_churn() -> N
     assert traced["started_at_seconds"] >= 1.0
     assert traced["snapshots"] and all(s["at_seconds"] > traced["started_at_seconds"] for s in traced["snapshots"])
     assert found["answer_check"] == "ok"
+    assert found["gc_freeze"] and found["gc_frozen_objects"] > 0  # the runner froze its warm heap after its sync
+    assert len(found["gc_pauses"]["collections"]) == 3 and found["gc_pauses"]["collections"][0] > 0
     assert found["state_pods"] == 10 * scale.KEPT  # under 50 nodes every node is left with its 2 pods
     assert any("tracemalloc" in line for line in memory_lines(found))
     assert not tracemalloc.is_tracing()

@@ -3,6 +3,7 @@ while it runs, and stop() ends it. Bounds are generous: these tests check behavi
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.runner import Runner, assemble, run_in_thread
 
 from .conftest import CLUSTER, REGION, fake_cloud
-from .support import FakeClock, create_all, inflate
+from .support import FakeClock, create_all, daemon_set, inflate
 
 GENEROUS = 20.0
 
@@ -43,7 +44,7 @@ def running(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClus
     started: list[tuple[Runner, threading.Thread]] = []
 
     def start(
-        source: Any = None, cluster: MemoryCluster | None = None, **options: Any
+        source: Any = None, cluster: MemoryCluster | None = None, freeze: bool = True, **options: Any
     ) -> tuple[MemoryCluster, Controller, Runner]:
         cluster = cluster or MemoryCluster()
         options.setdefault("batch_idle", 0.3)
@@ -54,6 +55,7 @@ def running(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClus
             ControllerOptions(cluster_name=CLUSTER, **options),
             region=REGION,
             resync=1.0,
+            **({} if freeze else {"freeze": False}),  # the default, production's, unless told
         )
         controller = runner.controller
         thread = threading.Thread(target=runner.run, daemon=True)
@@ -85,6 +87,39 @@ def test_the_runner_gives_a_thread_to_each_controller_of_the_one_list_in_its_ord
     assert [w.name for w in runner.workers] == names
     assert eventually(lambda: all(w.thread.name == f"controller-{w.name}" and w.thread.is_alive()
                                   for w in runner.workers))
+
+
+def _frozen(obj: object) -> bool:
+    """`obj` is in no generation of the collector (`gc.get_objects` lists every tracked object but the frozen)."""
+    return not any(found is obj for found in gc.get_objects())
+
+
+def test_after_its_first_sync_the_runner_freezes_what_the_informers_read_out_of_garbage_collection(
+    running: Any,
+) -> None:
+    """What the first sync read (every object of the cluster, the state built from it) lives as long as the
+    process; a full collection walked all of it again and again — at 5,000 nodes under churn each one stalled every
+    thread for seconds (benchmarks/README.md, "gc.freeze after the first sync"). The runner freezes the warm heap
+    once its informers have listed (`gc.freeze`, after a full collection), before its controllers start, and undoes
+    it when it stops."""
+    gc.unfreeze()  # what an earlier test of this process froze (the CLI's batch commands freeze for good)
+    cluster = MemoryCluster()
+    cluster.create(objects.DAEMON_SET, daemon_set("agent", "kube-system", "100m", "128Mi"))
+    _, _, runner = running(cluster=cluster)
+    assert eventually(lambda: all(worker.thread.ident is not None for worker in runner.workers))
+    assert gc.get_freeze_count() > 0
+    (cached,) = runner.feed.informers[objects.DAEMON_SET].items_shared()  # read by the first list
+    assert _frozen(cached)
+    runner.stop()
+    assert eventually(lambda: gc.get_freeze_count() == 0)
+
+
+def test_a_runner_told_not_to_freeze_leaves_the_collector_as_it_is(running: Any) -> None:
+    """`freeze=False` is the benchmark's A/B (`scale.py --in-process --what memory --no-gc-freeze`)."""
+    gc.unfreeze()
+    _, _, runner = running(freeze=False)
+    assert eventually(lambda: all(worker.thread.ident is not None for worker in runner.workers))
+    assert gc.get_freeze_count() == 0
 
 
 def test_a_configmap_change_is_taken_while_running(running: Any, configmap: dict[str, Any]) -> None:

@@ -89,3 +89,91 @@ def test_the_fleet_row_runs_on_a_fleet_of_a_few_nodes() -> None:
     found = scale.measure_size(5)
     assert found["nodes"] == 5 and found["pods"] == 5 * scale.PODS_PER_NODE
     assert found["create_fleet_calls"] >= 1 and found["burst_unbound_after_60s"] == 0
+
+
+def test_the_side_by_side_table_gives_each_figure_of_both_controllers_and_their_ratio() -> None:
+    """`scale.py --server-process --controller-baseline REF` prints REF's row and this tree's, size by size and
+    churn by churn, with this tree's figure over REF's; a row REF could not run says why."""
+    baseline = [
+        {"nodes": 500, "churn_per_second": 0.0, "first_create_after_last_pod": 2.0, "last_create_after_last_pod": 4.0,
+         "all_bound_after_last_pod": 10.0, "answer_check": "ok"},
+        {"nodes": 500, "churn_per_second": 200.0, "n/a": "AttributeError: 'Runner' object has no attribute 'x'"},
+    ]
+    ours = [
+        {"nodes": 500, "churn_per_second": 0.0, "first_create_after_last_pod": 1.0, "last_create_after_last_pod": 3.0,
+         "answer_check": "failed: 3 pods of the burst unbound"},
+        {"nodes": 500, "churn_per_second": 200.0, "first_create_after_last_pod": 1.1, "answer_check": "ok"},
+    ]
+    header, _, quiet, churned = scale.side_by_side(baseline, ours, "2947bfc")
+    assert "2947bfc" in header
+    assert "2 / 1 (0.50×)" in quiet and "4 / 3 (0.75×)" in quiet and "10 / - (-)" in quiet
+    assert quiet.rstrip().endswith("ok | failed: 3 pods of the burst unbound")
+    assert churned.split()[:2] == ["500", "200"]
+    assert "n/a (AttributeError: 'Runner' object has no attribute 'x')" in churned
+
+
+def test_the_launch_answer_check_finds_an_instance_without_a_node_and_a_node_without_an_instance(
+    tmp_path: Path,
+) -> None:
+    """The answer check of a server-process row (`_controllers.launch_answer`), asked the same of either tree's
+    controller: every burst pod bound, every instance of the cluster named by a Node and every Node's instance
+    live."""
+    from _controllers import launch_answer, orphans
+    from _fleet import CLUSTER
+
+    from karpenter_policy.kube import objects
+    from karpenter_policy.testing import Scene
+
+    scene = Scene(scale.compiled_policy(scale.TTL, tmp_path), cluster_name=CLUSTER)
+    first, second = (scene.add_node("fleet", NODE_TYPE) for _ in range(2))
+    nodes = lambda: list(scene.cluster.list(objects.NODE).items)  # noqa: E731
+    assert orphans(scene.cloud, nodes()) == ([], [])
+    assert launch_answer(lambda: 0, scene.cloud, nodes, settle=0.0) == "ok"
+    gone = scene.cluster.get(objects.NODE, first)
+    assert gone is not None
+    scene.cluster.patch(objects.NODE, first, {"metadata": {"finalizers": None}})  # gone at once, not terminated
+    scene.cluster.delete(objects.NODE, first)
+    assert scene.cluster.get(objects.NODE, first) is None
+    provider = scene.cluster.get(objects.NODE, second)["spec"]["providerID"]  # type: ignore[index]
+    scene.cloud.delete(provider.rsplit("/", 1)[1])
+    without_node, without_instance = orphans(scene.cloud, nodes())
+    assert without_node == [gone["spec"]["providerID"]] and without_instance == [provider]
+    assert launch_answer(lambda: 3, scene.cloud, nodes, settle=0.0) == (
+        f"failed: 3 pods of the burst unbound; 1 instances without a Node (e.g. {without_node[0]}); 1 Nodes without "
+        f"an instance (e.g. {provider})")
+
+
+def test_a_run_whose_answer_check_failed_still_gives_its_figures(tmp_path: Path) -> None:
+    """`run_tree` returns the JSON of a row that exits 1 because its answer check failed (the table shows the
+    failure beside the figures); any other failure ends the harness with the run's error."""
+    from _fleet import run_tree
+
+    script = tmp_path / "row.py"
+    script.write_text("import json, sys\nprint(json.dumps({'first': 1.5, 'answer_check': 'failed: 2 pods unbound'}))\n"
+                      "sys.exit(1)\n", encoding="utf-8")
+    assert run_tree(script, None, [], timeout=60) == {"first": 1.5, "answer_check": "failed: 2 pods unbound"}
+    script.write_text("raise RuntimeError('broken')\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="broken"):
+        run_tree(script, None, [], timeout=60)
+
+
+@pytest.mark.slow
+def test_the_server_rows_run_2947bfcs_controller_against_this_trees_api_server() -> None:
+    """`scale.py --server-process --controller-baseline 2947bfc` at a tiny size: the controller of 2947bfc (its
+    package exported with git archive, driven through `_controllers`: its runner's `view` where this tree's has a
+    `feed`) reads this tree's test API server over HTTP in the same scenario, times its CreateFleet from the burst's
+    creation and passes the same answer check as this tree's controller."""
+    script = Path(scale.__file__).resolve()
+    tree = scale.export_tree("2947bfc")
+    extra = ["--settle", "1", "--burst", "100"]
+    found = scale.server_row(script, tree, 10, 50.0, extra)  # 10 nodes hold < 100 pods: launches
+    assert "n/a" not in found, found
+    assert found["controller_package"] == str(tree / "karpenter_policy")  # 2947bfc's, not this tree's
+    assert found["api_server"] == "process"
+    assert found["create_fleet_calls"] >= 1 and 0 < found["first_create_after_last_pod"] < 30
+    assert found["last_pod_received_after_created"] >= 0  # the probe found 2947bfc's pods informer in its view
+    assert found["answer_check"] == "ok"
+    ours = scale.server_row(script, None, 10, 50.0, extra)
+    assert ours["answer_check"] == "ok" and ours["controller_package"] == str(scale.REPOSITORY / "karpenter_policy")
+    lines = scale.side_by_side([found], [ours], "2947bfc")
+    assert "n/a" not in lines[2] and "×" in lines[2]
