@@ -54,6 +54,7 @@ FAILED_SCHEDULING = "FailedScheduling"
 DEPROVISIONING_TERMINATING = "DeprovisioningTerminating"
 DEPROVISIONING_BLOCKED = "DeprovisioningBlocked"
 UNCONSOLIDATABLE = "Unconsolidatable"
+CONSOLIDATION_APPROVED = "ConsolidationApproved"
 EVICTED = "Evicted"
 FAILED_DRAINING = "FailedDraining"
 #: Karpenter v1.14.1's (`events.Disrupted`, `events.TerminationGracePeriodExpiring`, core pkg/events/reason.go).
@@ -113,6 +114,12 @@ def deprovisioning_terminating(node: Obj, reason: str) -> Event:
 def unconsolidatable(node: Obj, why: str) -> Event:
     """Karpenter's `Unconsolidatable` Event on a node, with why (a repeat within 15 minutes dropped)."""
     return Event(node, "Normal", UNCONSOLIDATABLE, why[:1].upper() + why[1:], (objects.uid(node),), 15 * 60.0)
+
+
+def consolidation_approved(obj: Obj, message: str) -> Event:
+    """v1.14.1's `ConsolidationApproved` Event — on a node and its NodeClaim (single-node) or on the NodePool
+    (multi-node) — with the Balanced score's message (deduped by the object's uid)."""
+    return Event(obj, "Normal", CONSOLIDATION_APPROVED, message, (objects.uid(obj),))
 
 
 def deprovisioning_blocked(node: Obj, why: str) -> Event:
@@ -222,6 +229,7 @@ class Recorder:
 
 __all__ = [
     "AWAITING_VOLUME_DETACHMENT",
+    "CONSOLIDATION_APPROVED",
     "DEPROVISIONING_BLOCKED",
     "DEPROVISIONING_TERMINATING",
     "DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED",

@@ -104,6 +104,8 @@ def owner_label_values(pool: str) -> tuple[str, str]:
 LAUNCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 _HOUR, _DAY = 3600.0, 86400.0
 #: v1.14.1's `karpenter_nodes_lifetime_duration_seconds` buckets (node/termination/metrics.go): 15 minutes to 30 days.
+#: v1.14.1's `karpenter_consolidation_score` buckets (core pkg/controllers/disruption/metrics.go).
+CONSOLIDATION_SCORE_BUCKETS = (0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0)
 LIFETIME_BUCKETS = (
     900.0, 1800.0, 2700.0, _HOUR, 2 * _HOUR, 4 * _HOUR, 6 * _HOUR, 8 * _HOUR, 10 * _HOUR, 12 * _HOUR, 16 * _HOUR,
     20 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, 5 * _DAY, 10 * _DAY, 15 * _DAY, 20 * _DAY, 25 * _DAY, 30 * _DAY,
@@ -499,6 +501,16 @@ class Metrics:
             "Number of disruption decisions performed by nodepool. Labeled by nodepool name, disruption decision, "
             "reason, and consolidation type.",
             ["nodepool", "decision", "reason", "consolidation_type"], registry,
+        )
+        self.consolidation_moves = ExactCounter(
+            "karpenter_consolidation_moves_total",
+            "Number of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            ["decision", "nodepool", "policy"], registry,
+        )
+        self.consolidation_score = Histogram(
+            "karpenter_consolidation_score",
+            "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            ["decision", "nodepool", "policy"], buckets=CONSOLIDATION_SCORE_BUCKETS, registry=registry,
         )
 
     # --- recording -------------------------------------------------------------------------------------------

@@ -19,7 +19,10 @@ count). In this order, the first stage that finds something decides (one command
    drifted);
 3. **consolidation** (provisioners with `consolidation.enabled`, nodes without `karpenter.sh/do-not-consolidate`)
    — *empty*: every empty node at once; *multi-node*: the most nodes (at least 2, up to 100, lowest disruption
-   cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A node
+   cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A
+   NodePool's nodes by v1.14.1's rules (:mod:`~karpenter_policy.reconcile.disruption.balanced`): empty when no pod's
+   eviction cost is positive, highest price per unit of reschedule cost first, single-node one pool at a time in
+   turn, and a `Balanced` pool's moves scored. A node
    is deleted when its pods fit on the others, replaced when one node whose every type's worst launch price is
    below the price of what goes takes them (:mod:`~karpenter_policy.reconcile.disruption.pricing`); never a
    spot node by a node that may be spot; several nodes never by a type among them that costs as much as one of
@@ -54,6 +57,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1 import budgets as v1budgets
@@ -68,7 +72,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.reconcile.claims.objects import claim_of_node
-from karpenter_policy.reconcile.disruption import pricing
+from karpenter_policy.reconcile.disruption import balanced, pricing
 from karpenter_policy.reconcile.disruption.budgets import budget_mapping, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
@@ -114,6 +118,16 @@ class Candidate:
     #: that allows no eviction — when drift may all the same: its NodeClaim has a `terminationGracePeriod`, which
     #: bounds the drain (v1.14.1's eventual disruption class); "" for every other candidate.
     eventual: str = ""
+    #: a NodePool's node (Karpenter v1.14.1's consolidation rules), not a Provisioner's (v0.31.1's)
+    nodepool: bool = False
+    #: 1 plus its reschedulable pods' positive eviction costs (v1.14.1 `RescheduleDisruptionCost`; a NodePool's node)
+    reschedule_cost: float = balanced.PER_NODE_BASE_DISRUPTION_COST
+
+    @property
+    def empty(self) -> bool:
+        """Whether consolidation's emptiness takes it: a Provisioner's node without pods to move (v0.31.1); a
+        NodePool's without a pod whose eviction cost is positive (v1.14.1 `Candidate.IsEmpty`)."""
+        return balanced.is_empty(self.reschedule_cost) if self.nodepool else not self.pods
 
     def describe(self) -> str:
         """As Karpenter logs a machine: `name/type/capacity-type`."""
@@ -178,6 +192,19 @@ class Command:
         return text
 
 
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A consolidation move a Balanced NodePool scored: by `stage` (single- or multi-node), the nodes, whether every
+    Balanced pool approved it, and each one's score."""
+
+    stage: str
+    names: tuple[str, ...]
+    approved: bool
+    scores: tuple[balanced.Score, ...]
+    #: (NodePool, its consolidation policy) of each pool among the nodes
+    pools: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(slots=True)
 class Decision:
     command: Command | None = None
@@ -199,6 +226,9 @@ class Decision:
     eligible: dict[str, int] = field(default_factory=dict)
     evaluated: dict[str, float] = field(default_factory=dict)
     timeouts: list[str] = field(default_factory=list)
+    #: the consolidation moves a Balanced NodePool scored (v1.14.1's `consolidation_moves_total`, its score
+    #: histogram and `ConsolidationApproved` Events)
+    moves: list[Move] = field(default_factory=list)
 
     def interrupted(self, inputs: Inputs) -> bool:
         """Whether the decision must stop now (something more urgent happened); notes why once."""
@@ -324,6 +354,8 @@ class Decider:
         self._drift_reasons: dict[str, str] = {}
         #: Node uid → when its instance type was last found offered (checked again after TYPE_CHECK_INTERVAL).
         self._type_found: dict[str, dt.datetime] = {}
+        #: The NodePools single-node consolidation did not reach when its budget last ran out: first next time.
+        self._unseen_pools: frozenset[str] = frozenset()
 
     # --- candidates ----------------------------------------------------------------------------------------
 
@@ -418,7 +450,7 @@ class Decider:
         if constraint_set is not None and constraint_set.is_nodepool:  # Karpenter v1.14.1's rules
             wait = consolidatable_in(inputs, node, constraint_set)
             consolidatable = wait is not None and wait <= 0
-            underutilized = consolidation_policy(constraint_set) == WHEN_EMPTY_OR_UNDERUTILIZED
+            underutilized = consolidation_policy(constraint_set) != WHEN_EMPTY  # Balanced too
         return Candidate(
             name=node.name,
             provisioner=provisioner,
@@ -432,6 +464,8 @@ class Decider:
             consolidatable=consolidatable,
             underutilized=underutilized,
             eventual=eventual,
+            nodepool=constraint_set is not None and constraint_set.is_nodepool,
+            reschedule_cost=balanced.reschedule_cost(p.disruption_cost for p in pods),
         )
 
     @staticmethod
@@ -696,47 +730,116 @@ class Decider:
     ) -> Command | None:
         if not any(stage in stages for stage in (EMPTY, MULTI_NODE, SINGLE_NODE)):
             return None
-        eligible = sorted((c for c in candidates if c.consolidatable and not c.eventual),
-                          key=lambda c: (c.disruption_cost, c.name))
+        eligible = [c for c in candidates if c.consolidatable and not c.eventual]
+        # v0.31.1: lowest disruption cost first; v1.14.1: highest price per unit of disruption first.
+        v031 = sorted((c for c in eligible if not c.nodepool), key=lambda c: (c.disruption_cost, c.name))
+        v1 = cast(list[Candidate], balanced.ordered(c for c in eligible if c.nodepool))
+        eligible = v031 + v1
         decision.eligible[CONSOLIDATION] = len(eligible)
-        empty = within_budgets([c for c in eligible if not c.pods], self._allowance(inputs, v1budgets.EMPTY))
+        empty = within_budgets([c for c in eligible if c.empty], self._allowance(inputs, v1budgets.EMPTY))
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
             return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings, stage=EMPTY)
-        eligible = [c for c in eligible if c.underutilized]  # a WhenEmpty NodePool's nodes go only empty
+        # A WhenEmpty NodePool's nodes go only empty; a NodePool's empty node only through emptiness (v1.14.1).
+        eligible = [c for c in eligible if c.underutilized and not (c.nodepool and c.empty)]
         allowance = self._allowance(inputs, v1budgets.UNDERUTILIZED)
         eligible = [c for c in eligible if allowance.get(c.provisioner, 1) > 0]
+        evaluator = self._evaluator(inputs, [c for c in eligible if c.nodepool])
         if MULTI_NODE in stages:
             deadline = inputs.clock() + inputs.multi_node_budget
-            batch = within_budgets(eligible, allowance)[:MULTI_NODE_LIMIT]  # at most each NodePool's allowance
-            command = self._multi_node(inputs, batch, decision, deadline)
-            if command is not None:
-                return command
+            for group in ([c for c in eligible if not c.nodepool], [c for c in eligible if c.nodepool]):
+                batch = within_budgets(group, allowance)[:MULTI_NODE_LIMIT]  # at most each NodePool's allowance
+                command = self._multi_node(inputs, batch, decision, deadline, evaluator)
+                if command is not None:
+                    return command
+                if decision.cut_short or "multi-machine" in decision.timeouts:
+                    break
         if SINGLE_NODE not in stages:
             return None
+        single = [c for c in eligible if not c.nodepool] + cast(
+            list[Candidate], balanced.interleaved([c for c in eligible if c.nodepool], self._unseen_pools)
+        )
         deadline = inputs.clock() + inputs.single_node_budget
-        for position, candidate in enumerate(eligible):
+        for position, candidate in enumerate(single):
             if decision.interrupted(inputs):
                 return None
             if inputs.clock() > deadline:
                 decision.stop(
-                    f"single-node consolidation stopped after {position} of {len(eligible)} candidates: "
+                    f"single-node consolidation stopped after {position} of {len(single)} candidates: "
                     f"its {inputs.single_node_budget:g}s budget ran out"
                 )
                 decision.timeouts.append("single-machine")
+                # v1.14.1 `PreviouslyUnseenNodePools`: the pools it did not reach go first next time.
+                self._unseen_pools = frozenset(c.provisioner for c in single[position:] if c.nodepool)
                 return None
+            if not evaluator.can_pass(candidate):
+                decision.blocked[candidate.name] = (
+                    "consolidation: even deleting it would not pass its NodePool's Balanced score ("
+                    + self._best_case(evaluator, candidate) + ")"
+                )
+                continue
             command = self.consolidate(inputs, [candidate], decision)
-            if command is not None:
-                return command
+            if command is None:
+                continue
+            if candidate.nodepool:
+                approved, scores = evaluator.evaluate([candidate], command.savings)
+                pools = evaluator.pools_of([candidate])
+                decision.moves.append(Move(SINGLE_NODE, command.names, approved, scores, pools))
+                if not approved:
+                    decision.blocked[candidate.name] = "consolidation: its NodePool's Balanced score refuses the move ("
+                    decision.blocked[candidate.name] += "; ".join(s.message() for s in scores if not s.approved) + ")"
+                    continue
+            return command
+        self._unseen_pools = frozenset()
         return None
 
+    @staticmethod
+    def _best_case(evaluator: balanced.Evaluator, candidate: Candidate) -> str:
+        totals = evaluator.totals.get(candidate.provisioner, balanced.PoolTotals(0.0, 0.0))
+        return balanced.score_move(
+            candidate.provisioner, balanced.price_of(candidate), candidate.reschedule_cost, totals
+        ).message()
+
+    def _evaluator(self, inputs: Inputs, candidates: Sequence[Candidate]) -> balanced.Evaluator:
+        """The Balanced scoring of this decision: each Balanced NodePool's totals over all its nodes (computed only
+        when a candidate's pool is Balanced)."""
+        sets = inputs.templates.sets
+        policies = {
+            c.provisioner: consolidation_policy(constraint_set)
+            for c in candidates
+            if (constraint_set := sets.get(c.provisioner)) is not None
+        }
+        pools = sorted(pool for pool, policy in policies.items() if policy == balanced.BALANCED)
+        if not pools:
+            return balanced.Evaluator(policies, {})
+        view = inputs.view
+        wanted = set(pools)
+        nodes = [
+            (
+                name,
+                node.provisioner or "",
+                pricing.offering_price(
+                    inputs.templates, node.provisioner or "", node.labels.get(wk.INSTANCE_TYPE, ""),
+                    node.labels.get(wk.ZONE, ""), node.labels.get(wk.CAPACITY_TYPE, ""),
+                ),
+                balanced.reschedule_cost(p.disruption_cost for p in view.pods_on(name) if not p.daemon),
+            )
+            for name, node in sorted(view.nodes.items())
+            if node.ours and node.provisioner in wanted
+        ]
+        return balanced.Evaluator(policies, balanced.pool_totals(pools, nodes, candidates))
+
     def _multi_node(
-        self, inputs: Inputs, eligible: list[Candidate], decision: Decision, deadline: float
+        self, inputs: Inputs, eligible: list[Candidate], decision: Decision, deadline: float,
+        evaluator: balanced.Evaluator | None = None,
     ) -> Command | None:
-        """The most candidates (at least 2), first in disruption-cost order, that can go (binary search, until
-        `deadline`: then the best found so far)."""
+        """The most candidates (at least 2), first in consolidation order, that can go (binary search, until
+        `deadline`: then the best found so far); a NodePool's Balanced score may refuse a batch (v1.14.1
+        `firstNConsolidationOption`)."""
         low, high = 2, len(eligible)
         best = None
+        best_scores: tuple[balanced.Score, ...] = ()
+        rejected: Move | None = None
         while low <= high:
             if decision.interrupted(inputs):
                 return None
@@ -746,11 +849,22 @@ class Decider:
                 break
             middle = (low + high) // 2
             command = self.consolidate(inputs, eligible[:middle], Decision())
+            if command is not None and evaluator is not None:
+                approved, scores = evaluator.evaluate(command.candidates, command.savings)
+                if not approved:
+                    rejected = Move(MULTI_NODE, command.names, False, scores, evaluator.pools_of(command.candidates))
+                    command = None
+                else:
+                    best_scores = scores
             if command is not None:
                 best = command
                 low = middle + 1
             else:
                 high = middle - 1
+        if best is not None and best_scores and evaluator is not None:
+            decision.moves.append(Move(MULTI_NODE, best.names, True, best_scores, evaluator.pools_of(best.candidates)))
+        elif best is None and rejected is not None:  # once, for the last batch refused
+            decision.moves.append(rejected)
         return best
 
     def consolidate(self, inputs: Inputs, candidates: Sequence[Candidate], decision: Decision) -> Command | None:
@@ -932,6 +1046,7 @@ __all__ = [
     "Decider",
     "Decision",
     "Inputs",
+    "Move",
     "drift_reason",
     "image_drift",
     "instance_type_not_found",

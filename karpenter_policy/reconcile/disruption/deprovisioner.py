@@ -50,15 +50,18 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool, pool_name, pool_of_labels
 from karpenter_policy.reconcile import events, logs
+from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.claims.writer import ClaimWriter
 from karpenter_policy.reconcile.disruption.claimconditions import ClaimConditions
 from karpenter_policy.reconcile.disruption.decider import (
     CONSOLIDATION,
+    MULTI_NODE,
     SINGLE_NODE,
     Command,
     Decider,
     Decision,
     Inputs,
+    Move,
 )
 from karpenter_policy.reconcile.disruption.recheck import invalid
 from karpenter_policy.reconcile.disruption.restamp import restamp
@@ -392,6 +395,37 @@ class Deprovisioner:
             metrics.deprovisioning_evaluation.labels(method).observe(seconds)
         for kind in decision.timeouts:
             metrics.deprovisioning_timeouts.labels(kind).inc()
+        for move in decision.moves:  # v1.14.1's `ApproveCommand` / `EmitMultiNodeEvents`
+            self._record_move(move)
+
+    def _record_move(self, move: Move) -> None:
+        """A scored consolidation move's metrics and, approved, its `ConsolidationApproved` Events."""
+        scores = {score.pool: score for score in move.scores}
+        for key, policy in move.pools:
+            score, pool = scores.get(key), pool_name(key)  # the NodePool's name, not its constraint set's key
+            decision = "rejected" if not move.approved or (score is not None and not score.approved) else "approved"
+            if move.stage == MULTI_NODE:
+                decision = "approved" if move.approved else "rejected"
+            self.metrics.consolidation_moves.labels(decision, pool, policy).inc()
+            if score is None:
+                continue
+            pool_decision = "approved" if score.approved else "rejected"
+            self.metrics.consolidation_score.labels(pool_decision, pool, policy).observe(score.score)
+            if not score.approved:
+                continue
+            if move.stage == MULTI_NODE:  # on the NodePool (the state keeps its name, not its object)
+                reference = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool}}
+                self.events.publish(events.consolidation_approved(reference, score.message()))
+                continue
+            for name in move.names:
+                node = self.state.node(name)
+                if node is None:
+                    continue
+                self.events.publish(events.consolidation_approved(node.obj, score.message()))
+                claim_name = claim_of_node(node.obj)
+                claim = self.state.claim(claim_name) if claim_name is not None else None
+                if claim is not None:
+                    self.events.publish(events.consolidation_approved(claim.obj, score.message()))
 
     def _log_blocked(self, blocked: dict[str, str]) -> None:
         for name, why in sorted(blocked.items()):

@@ -36,7 +36,7 @@ def invalid(decider: Decider, command: Command, inputs: Inputs) -> str:
             return f"node {name} can no longer be consolidated"
         candidates.append(candidate)
     if command.stage == EMPTY:
-        busy = [c.name for c in candidates if c.pods]
+        busy = [c.name for c in candidates if not c.empty]
         return f"node {busy[0]} is no longer empty" if busy else ""
     plan = decider.simulate(inputs, candidates)
     unplaceable = decider.unplaceable(inputs, plan, candidates)
