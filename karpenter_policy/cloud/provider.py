@@ -147,6 +147,20 @@ class Network:
     security_groups: frozenset[str]
 
 
+@dataclass(frozen=True, slots=True)
+class NodeClassResolution:
+    """What a node class's AMI selection and instance profile resolve to now: what Karpenter v1.14.1 keeps in an
+    EC2NodeClass's `status.amis` and `status.instanceProfile` (aws pkg/controllers/nodeclass/ami.go,
+    instanceprofile.go). `images`: the AMI ids its selector (or its family's SSM parameters) give the instance types
+    of the catalog — empty when none matches, None when the cloud could not tell; `instance_profile`: the profile its
+    launches use (its own, else the provider's default; "" when there is none); `instance_profile_found`: whether the
+    cloud has that profile (None: it could not tell)."""
+
+    images: frozenset[str] | None
+    instance_profile: str
+    instance_profile_found: bool | None
+
+
 def launch_tags(request: LaunchRequest, global_tags: Mapping[str, str] | None = None) -> dict[str, str]:
     """The tags of an instance launched for ``request``, as Karpenter v0.31 computes them: ``Name``
     (``karpenter.sh/provisioner-name/<provisioner>``) can be overridden by the global tags and the node
@@ -235,6 +249,12 @@ class CloudProvider(Protocol):
         launches'."""
         ...
 
+    def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
+        """The images and the instance profile these provider settings (an AWSNodeTemplate spec, or an EC2NodeClass's
+        launch settings) resolve to now (an EC2NodeClass's `AMIsReady` and `InstanceProfileReady`). Answers are
+        cached like launches'."""
+        ...
+
     def collect_launch_templates(self, cluster_name: str) -> builtins.list[str]:
         """Delete the launch templates this provider made for ``cluster_name`` that no launch has needed for their
         time to live (templates of old images and settings, of node templates since deleted), never one a launch
@@ -259,6 +279,7 @@ __all__ = [
     "Instance",
     "LaunchRequest",
     "Network",
+    "NodeClassResolution",
     "cluster_tag",
     "launch_tags",
 ]

@@ -28,6 +28,7 @@ from karpenter_policy.cloud.provider import (
     Instance,
     LaunchRequest,
     Network,
+    NodeClassResolution,
     cluster_tag,
     launch_tags,
 )
@@ -66,6 +67,9 @@ class FakeCloudProvider:
         self.subnet_id = "subnet-0fake0000000000001"
         self.security_groups: tuple[str, ...] = ("sg-0fake0000000000001",)
         self.resolved: Network | None = None
+        #: What `node_class` answers when a test set it (images none or None, an instance profile missing); else the
+        #: one image launches get and the settings' instance profile (or `default`), found.
+        self.node_class_resolution: NodeClassResolution | None = None
         #: Seconds (of `clock`) a terminated instance spends shutting-down first, as EC2's do (0: terminated at once).
         self.shutting_down = 0.0
         self._clock = clock
@@ -233,6 +237,13 @@ class FakeCloudProvider:
         if self.resolved is not None:
             return self.resolved
         return Network(frozenset({self.subnet_id}), frozenset(self.security_groups))
+
+    def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
+        """`node_class_resolution` when a test set it, else `image_id` and the settings' instance profile, found."""
+        if self.node_class_resolution is not None:
+            return self.node_class_resolution
+        profile = str((provider or {}).get("instanceProfile") or "default")
+        return NodeClassResolution(frozenset({self.image_id}) if self.image_id else frozenset(), profile, True)
 
     def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
         """`not_ready`'s reason for the settings' AMI family (none by default: every node template launches)."""

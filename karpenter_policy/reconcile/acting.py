@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from karpenter_policy.cloud.errors import CloudError
-from karpenter_policy.cloud.provider import CloudProvider, Instance, LaunchRequest, Network
+from karpenter_policy.cloud.provider import CloudProvider, Instance, LaunchRequest, Network, NodeClassResolution
 from karpenter_policy.kube.cluster import (
     DEFAULT_EVENT_SOURCE,
     DEFAULT_WATCH_TIMEOUT,
@@ -180,6 +180,9 @@ class ActingCloud:
 
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         return self.inner.current_image(instance_type, provider)
+
+    def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
+        return self.inner.node_class(provider)
 
     def network(self, provider: Mapping[str, Any] | None) -> Network | None:
         return self.inner.network(provider)

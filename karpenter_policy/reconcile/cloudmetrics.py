@@ -35,7 +35,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from karpenter_policy.cloud.errors import ConfigurationError, InsufficientCapacity, NotFound
-from karpenter_policy.cloud.provider import CloudProvider, Instance, LaunchRequest, Network
+from karpenter_policy.cloud.provider import CloudProvider, Instance, LaunchRequest, Network, NodeClassResolution
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.reconcile.exposition import ExactCounter
@@ -119,6 +119,11 @@ class MeasuredCloud:
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         """The inner provider's current image for the type, measured as Karpenter's `IsDrifted`."""
         return self._measure("IsDrifted", lambda: self.inner.current_image(instance_type, provider))
+
+    def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
+        """The inner provider's answer (Karpenter's node class status controller does not call its cloud provider:
+        not measured)."""
+        return self.inner.node_class(provider)
 
     def network(self, provider: Mapping[str, Any] | None) -> Network | None:
         """The inner provider's subnets and security groups, measured as Karpenter's `IsDrifted`."""

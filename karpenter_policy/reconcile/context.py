@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings
-from karpenter_policy.api.v1.statichash import NODEPOOL_HASH, NODEPOOL_HASH_VERSION_KEY, static_hash_annotations
+from karpenter_policy.api.v1.statichash import static_hash_annotations
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.kube import objects
@@ -42,6 +42,9 @@ from karpenter_policy.reconcile.state.inflight import InFlight
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 
 CONSTRAINTS = logs.logger("constraints")
+#: What the cloud last told of an EC2NodeClass's dependents: its subnets, security groups and AMIs (how many), and
+#: whether its instance profile exists; None: never told.
+ClassAnswers = tuple[int | None, int | None, int | None, bool | None]
 
 
 def _utc_now() -> dt.datetime:
@@ -64,7 +67,7 @@ class Context:
     loaded: Loaded | None = None
     _left_out: dict[str, str] = field(default_factory=dict)
     _templates_lock: threading.Lock = field(default_factory=threading.Lock)
-    _class_ready: dict[str, readiness.Verdict] = field(default_factory=dict)  # EC2NodeClass → its Ready last told
+    _class_answers: dict[str, ClassAnswers] = field(default_factory=dict)  # EC2NodeClass → its dependents last told
 
     def __post_init__(self) -> None:
         self.templates = TemplateBuilder(self.cloud, self.region, self.options.min_values_policy)
@@ -77,13 +80,11 @@ class Context:
         )
 
     def nodepool_hash(self, name: str) -> dict[str, str] | None:
-        """The `karpenter.sh/nodepool-hash` annotations of the NodePool as its constraint set in force runs it (None:
-        no set of that NodePool)."""
+        """The static-drift hash annotations of the NodePool's nodes as its constraint set in force runs it (its
+        `karpenter.sh/nodepool-hash`, and its EC2NodeClass's when the set carries the class; None: no set of that
+        NodePool)."""
         found = self._sets_by_pool().get(pool_key(name, True))
-        if found is None:
-            return None
-        stamped = static_hash_annotations(found)
-        return {key: stamped[key] for key in (NODEPOOL_HASH, NODEPOOL_HASH_VERSION_KEY) if key in stamped}
+        return None if found is None else static_hash_annotations(found)
 
     def _sets_by_pool(self) -> dict[str, ConstraintSet]:
         return {s.pool: s for s in self._sets()}
@@ -95,23 +96,37 @@ class Context:
             return counter.resources(self.state.used().get(pool), self.state.node_counts().get(pool, 0))
 
     def node_class_ready(self, node_class: Obj) -> readiness.Verdict:
-        """The EC2NodeClass's Ready as aws v1.14.1 would write it, from the subnets and security groups its
-        selectors resolve to in the cloud now (`readiness.class_ready`); a cloud that cannot tell leaves the last
-        answer (Unknown before one). A spec the launcher cannot carry out counts as resolved here: its NodePools'
-        sets are left out by the templates, with that reason."""
+        """The EC2NodeClass's Ready as aws v1.14.1 would write it, from the AMIs, subnets and security groups it
+        resolves to in the cloud now and whether its instance profile exists (`readiness.class_ready`); a dependent
+        the cloud cannot tell keeps its last answer (Unknown before one). A spec the launcher cannot carry out counts
+        as resolved here: its NodePools' sets are left out by the templates, with that reason."""
         name = objects.name(node_class)
         spec = node_class.get("spec")
         try:
-            network = self.cloud.network(launch_settings(spec if isinstance(spec, dict) else {}))
+            settings = launch_settings(spec if isinstance(spec, dict) else {})
         except LaunchSettingsError:
             return readiness.Verdict("True", readiness.READY)
+        try:
+            network = self.cloud.network(settings)
         except CloudError:
             network = None
-        if network is None:
-            return self._class_ready.get(name) or readiness.class_ready(None, None)
-        verdict = readiness.class_ready(len(network.subnets), len(network.security_groups))
-        self._class_ready[name] = verdict
-        return verdict
+        try:
+            resolved = self.cloud.node_class(settings)
+        except CloudError:
+            resolved = None
+        now: ClassAnswers = (
+            None if network is None else len(network.subnets),
+            None if network is None else len(network.security_groups),
+            None if resolved is None or resolved.images is None else len(resolved.images),
+            None if resolved is None else resolved.instance_profile_found,
+        )
+        last = self._class_answers.get(name, (None, None, None, None))
+        answers: ClassAnswers = (
+            now[0] if now[0] is not None else last[0], now[1] if now[1] is not None else last[1],
+            now[2] if now[2] is not None else last[2], now[3] if now[3] is not None else last[3],
+        )
+        self._class_answers[name] = answers
+        return readiness.class_ready(*answers)
 
     def _sets(self) -> tuple[ConstraintSet, ...]:
         loaded = self.loaded

@@ -8,11 +8,11 @@ lists each one, where it is recorded, and the ones that do not apply here:
   `controller_runtime_reconcile_total{controller, result}`, `controller_runtime_reconcile_errors_total
   {controller}`, `controller_runtime_reconcile_time_seconds{controller}`, `controller_runtime_active_workers
   {controller}`, `controller_runtime_max_concurrent_reconciles{controller}` (:meth:`Metrics.reconciling`);
-* nodes and machines: `karpenter_nodes_created{nodepool, provisioner}`, `karpenter_nodes_terminated{nodepool,
-  provisioner}`, `karpenter_nodes_termination_time_seconds{provisioner}` (summary), `karpenter_machines_created
-  {reason, provisioner}`, `karpenter_machines_launched{provisioner}`, `karpenter_machines_registered
-  {provisioner}`, `karpenter_machines_initialized{provisioner}`, `karpenter_machines_terminated{reason,
-  provisioner}`, `karpenter_machines_disrupted{type, provisioner}`;
+* nodes and machines: `karpenter_nodes_created{nodepool, provisioner}` (`nodepool` always ""),
+  `karpenter_nodes_terminated{nodepool, provisioner}`, `karpenter_nodes_termination_time_seconds{provisioner}`
+  (summary), `karpenter_machines_created{reason, provisioner}`, `karpenter_machines_launched{provisioner}`,
+  `karpenter_machines_registered{provisioner}`, `karpenter_machines_initialized{provisioner}`,
+  `karpenter_machines_terminated{reason, provisioner}`, `karpenter_machines_disrupted{type, provisioner}`;
 * provisioning: `karpenter_provisioner_scheduling_duration_seconds`,
   `karpenter_provisioner_scheduling_simulation_duration_seconds`;
 * deprovisioning: `karpenter_deprovisioning_actions_performed{action, deprovisioner}`,
@@ -32,7 +32,8 @@ lists each one, where it is recorded, and the ones that do not apply here:
 `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`, `karpenter_nodeclaims_disrupted_total
 {reason, nodepool, capacity_type}`, `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`,
 `karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}` and
-`…_decisions_by_nodepool_total`, `karpenter_nodes_terminated_total{nodepool, zone}`,
+`…_decisions_by_nodepool_total`, `karpenter_nodes_created_total{nodepool, zone}`, `karpenter_nodes_terminated_total
+{nodepool, zone}`,
 `karpenter_nodes_termination_duration_seconds{nodepool}` (summary), `karpenter_nodes_drained_total{nodepool}` and
 `karpenter_nodes_lifetime_duration_seconds{nodepool}`; `karpenter_nodepools_limit` and `…_usage{resource_type,
 nodepool}` are read from the state at each scrape (`clustermetrics`).
@@ -97,8 +98,9 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` seri
 
 
 def owner_label_values(pool: str) -> tuple[str, str]:
-    """The (nodepool, provisioner) label values of a pool's node counters: a NodePool's name under `nodepool` (as
-    Karpenter v1's `karpenter_nodes_created{nodepool}`), a Provisioner's under `provisioner`."""
+    """The (nodepool, provisioner) label values of v0.31.1's node counters (`karpenter_nodes_created`,
+    `karpenter_nodes_terminated`): a NodePool's name under `nodepool`, a Provisioner's under `provisioner` (a NodePool's
+    nodes are counted under v1.14.1's names instead: `karpenter_nodes_created_total`, …)."""
     return (pool_name(pool), "") if is_nodepool(pool) else ("", pool)
 
 LAUNCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
@@ -479,6 +481,11 @@ class Metrics:
             "type.",
             ["decision", "reason", "consolidation_type"], registry,
         )
+        self.nodes_created_v1 = ExactCounter(
+            "karpenter_nodes_created_total",
+            "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone.",
+            ["nodepool", "zone"], registry,
+        )
         self.nodes_terminated_v1 = ExactCounter(
             "karpenter_nodes_terminated_total",
             "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and zone.",
@@ -560,10 +567,18 @@ class Metrics:
 
     def registered(self, provisioner: str, created: bool = True) -> None:
         """The Node of a launched instance was registered (created, or the kubelet's given our labels); `created`
-        false: an instance launched before a restart or a take-over, adopted — not a node created now."""
+        false: an instance launched before a restart or a take-over, adopted — not a node created now. A
+        Provisioner's node is a node created (v0.31.1's `karpenter_nodes_created{provisioner}`); a NodePool's is
+        counted when its NodeClaim turns Registered (`node_created`)."""
         self.machines_registered.labels(provisioner).inc()
-        if created:
+        if created and not is_nodepool(provisioner):
             self.nodes_created.labels(*owner_label_values(provisioner)).inc()
+
+    def node_created(self, nodepool: str, zone: str) -> None:
+        """A NodePool's NodeClaim turned Registered — its kubelet joined —, as v1.14.1 counts a node created
+        (`NodesCreatedTotal`, core pkg/controllers/nodeclaim/lifecycle/registration.go:122; `nodepool` and `zone`: the
+        claim's labels): `karpenter_nodes_created_total{nodepool, zone}`."""
+        self.nodes_created_v1.labels(nodepool, zone).inc()
 
     def node_drained(self, nodepool: str) -> None:
         """A NodePool's Node drained: its claim's Drained condition written True (v1.14.1's

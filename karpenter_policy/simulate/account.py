@@ -7,7 +7,8 @@ For every node template (a set's AWSNodeTemplate or inline `provider`):
 * `securityGroupSelector`: one security group in that VPC, tagged to match (and named as it names one);
 * `amiSelector` with tags: the two images the account uses (an x86-64 and an Arm64 image of moto's) get the
   tags; the default-AMI SSM parameters name those same images (see `server`);
-* `launchTemplate`: a launch template of that name, on the x86-64 image.
+* `launchTemplate`: a launch template of that name, on the x86-64 image;
+* `instanceProfile` (and the controller's default one): an IAM instance profile of that name.
 
 Selectors by id (`aws-ids`), AMI names and owners cannot be reproduced (moto makes its own ids): they are
 reported as notes, and launches from such a template fail as they would against an account without them.
@@ -37,7 +38,7 @@ NAME_TAG = "Name"
 @dataclass(slots=True)
 class Account:
     """What was created: subnets by (selector, zone), security groups by selector, the images by architecture,
-    launch templates by name, and notes about what could not be reproduced."""
+    launch templates by name, instance profiles, and notes about what could not be reproduced."""
 
     vpc: str = ""
     zones: tuple[str, ...] = ()
@@ -45,6 +46,7 @@ class Account:
     security_groups: dict[str, str] = field(default_factory=dict)
     images: dict[str, str] = field(default_factory=dict)
     launch_templates: dict[str, str] = field(default_factory=dict)
+    instance_profiles: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
 
@@ -82,9 +84,10 @@ def node_template_specs(sets: Iterable[ConstraintSet]) -> list[tuple[str, Mappin
 class AccountBuilder:
     """Creates the account's resources (see the module docstring) with `api` (the loopback server's)."""
 
-    def __init__(self, api: AwsApi) -> None:
+    def __init__(self, api: AwsApi, default_instance_profile: str | None = None) -> None:
         self.api = api
         self.account = Account()
+        self.default_instance_profile = default_instance_profile
         self._blocks = iter(ipaddress.ip_network(VPC_CIDR).subnets(new_prefix=SUBNET_PREFIX))
 
     def build(self, sets: Sequence[ConstraintSet]) -> Account:
@@ -96,6 +99,7 @@ class AccountBuilder:
             account.zones = tuple(sorted(available))
             account.vpc = self.api.call("ec2", "create_vpc", CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
             account.images = self._images()
+            self._instance_profile(self.default_instance_profile)
         return self.add(sets)
 
     def add(self, sets: Sequence[ConstraintSet]) -> Account:
@@ -107,9 +111,17 @@ class AccountBuilder:
             self._security_group(provisioner, spec.get("securityGroupSelector"))
             self._ami_tags(provisioner, spec.get("amiSelector"))
             self._launch_template(spec.get("launchTemplate"))
+            self._instance_profile(spec.get("instanceProfile"))
         if not node_template_specs(sets):
             account.notes.append("no constraint set names a node template: nothing can be launched")
         return account
+
+    def _instance_profile(self, name: object) -> None:
+        """The IAM instance profile of that name (the node templates' `instanceProfile`, the default one)."""
+        if not isinstance(name, str) or not name or name in self.account.instance_profiles:
+            return
+        self.api.call("iam", "create_instance_profile", InstanceProfileName=name)
+        self.account.instance_profiles.add(name)
 
     def _images(self) -> dict[str, str]:
         """An image of moto's per architecture (the first by id: reproducible)."""

@@ -57,9 +57,9 @@ class MotoCloud:
                 session_token=token, max_attempts=2,
             )
             self.api = AwsApi(connection)
-            for service in ("ec2", "ssm", "eks"):  # whatever the environment configures, only the loopback server
+            for service in ("ec2", "ssm", "eks", "iam"):  # whatever the environment configures, only loopback
                 require_loopback(self.api.endpoint(service))
-            self.account_builder = AccountBuilder(self.api)
+            self.account_builder = AccountBuilder(self.api, INSTANCE_PROFILE)
             self.account: Account = self.account_builder.build(sets)
             self.api.call(
                 "eks", "create_cluster", name=cluster_name, roleArn=CLUSTER_ROLE, resourcesVpcConfig={},

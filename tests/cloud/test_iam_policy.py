@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 AWS_ADAPTER = ROOT / "karpenter_policy" / "cloud" / "aws"
 POLICY = ROOT / "deploy" / "iam-policy.json"
 #: The services the adapter talks to (boto3's names).
-SERVICES = ("ec2", "eks", "sqs", "ssm", "pricing", "sts")
+SERVICES = ("ec2", "eks", "sqs", "ssm", "pricing", "sts", "iam")
 #: The adapter's wrappers that take the service first: api.call(service, operation), api.paginate(...).
 SERVICE_FIRST = {"call", "paginate"}
 #: What CreateFleet needs besides ec2:CreateFleet: launching, tagging at launch, passing the node role.
@@ -117,6 +117,7 @@ def test_the_scan_finds_every_kind_of_call() -> None:
     assert {"sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:DeleteMessage"} <= called  # through SqsQueue._call
     assert "ec2:DescribeInstanceTypes" in called  # the catalog source's _collect("describe_instance_types")
     assert {"pricing:GetProducts", "ssm:GetParameter", "sts:GetCallerIdentity"} <= called
+    assert "iam:GetInstanceProfile" in called  # an EC2NodeClass's InstanceProfileReady (instanceprofiles.py)
 
 
 def test_every_call_the_adapter_can_make_is_allowed_by_the_controllers_policy() -> None:

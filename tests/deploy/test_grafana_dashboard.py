@@ -1,8 +1,8 @@
 """deploy/grafana/karpenter-policy.json works with the controller's metrics: loaded as Grafana loads it, every query
 of every panel (and of the template variables) selects only metrics that a scrape of a simulation — `karpenter-policy
 simulate`'s engine: the real controller, an in-memory cluster and moto's EC2, in virtual time, with a spot
-interruption and nodes emptied — exposes over the controller's /metrics endpoint, with series matching each literal
-label matcher: no panel would show nothing."""
+interruption and nodes emptied, or on Karpenter v1 NodePools — exposes over the controller's /metrics endpoint, with
+series matching each literal label matcher: no panel would show nothing."""
 
 from __future__ import annotations
 
@@ -101,6 +101,23 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> Scrape:
             return scrape(port)
 
 
+@pytest.fixture(scope="module")
+def simulated_v1(tmp_path_factory: pytest.TempPathFactory) -> Scrape:
+    """The same after a simulation on Karpenter v1 NodePools beside a Provisioner (examples/v1/mixed): its workloads
+    placed, then `web` and `report` scaled to 0 — their NodePools' nodes emptied, consolidated and terminated."""
+    pytest.importorskip("moto", reason="the simulation serves EC2 with moto")
+    example = ROOT / "examples" / "v1" / "mixed"
+    built = compile_policies(example / "policies", tmp_path_factory.mktemp("simv1") / "build")
+    loaded = DirectorySource(str(built)).poll()
+    assert isinstance(loaded, Loaded)
+    found = read_workloads([str(example / "apps" / "workloads.yaml")])
+    with Simulation(loaded, found.workloads, load_catalog(region="us-east-1")) as simulation:
+        result = simulation.run([Step("create"), Step("scale to 0", {"deployment/web": 0, "deployment/report": 0})])
+        assert result.nodes and not result.unschedulable
+        with serving(simulation.controller) as port:
+            return scrape(port)
+
+
 def test_the_dashboard_loads_as_grafana_reads_it() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     assert dashboard["uid"] == "karpenter-policy" and dashboard["schemaVersion"] >= 36
@@ -117,16 +134,28 @@ def test_the_dashboard_loads_as_grafana_reads_it() -> None:
     assert names == ["datasource", "provisioner"]
 
 
-def test_every_query_selects_metrics_a_simulation_exposes(simulated: Scrape) -> None:
+def test_every_query_selects_metrics_a_simulation_exposes(simulated: Scrape, simulated_v1: Scrape) -> None:
+    """Each query against the scrape of one simulation: a Provisioners' one, or a NodePools' one (v1.14.1's names,
+    which only a NodePool's nodes are counted under)."""
     dashboard = json.loads(DASHBOARD.read_text())
-    exposed = simulated.names()
     checked = 0
     for where, expr in queries(dashboard):
         names = metric_names(expr)
         assert names, f"{where}: no metric in {expr}"
-        missing = names - exposed
-        assert not missing, f"{where}: {sorted(missing)} not in a scrape of a simulation"
+        found = [s for s in (simulated, simulated_v1) if names <= s.names()]
+        assert found, f"{where}: {sorted(names)} not all in a scrape of a simulation"
         for name, labels in literal_matchers(expr):
-            assert simulated.of(name, **labels), f"{where}: no series of {name} with {labels}"
+            assert any(s.of(name, **labels) for s in found), f"{where}: no series of {name} with {labels}"
         checked += 1
-    assert checked >= 30
+    assert checked >= 34
+
+
+def test_the_nodepool_panels_show_v1s_node_terminations(simulated_v1: Scrape) -> None:
+    """The panels for a NodePool's nodes read v1.14.1's `karpenter_nodes_terminated_total` and
+    `karpenter_nodes_termination_duration_seconds`, which the NodePools' simulation counts under each NodePool."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    selected = set().union(*(metric_names(expr) for _, expr in queries(dashboard)))
+    assert {"karpenter_nodes_created_total", "karpenter_nodes_terminated_total",
+            "karpenter_nodes_termination_duration_seconds"} <= selected
+    assert {s.labels["nodepool"] for s in simulated_v1.of("karpenter_nodes_terminated_total")} & {"default", "batch"}
+    assert simulated_v1.of("karpenter_nodes_termination_duration_seconds", quantile="1")

@@ -157,6 +157,7 @@ CONTROLLER_CALLS = {
     ("karpenter.sh", "nodepools", "list"), ("karpenter.sh", "nodepools", "watch"),  # readiness: their changes
     ("karpenter.sh", "nodepools", "patch"),  # the nodepool-hash annotation
     ("karpenter.k8s.aws", "ec2nodeclasses", "list"), ("karpenter.k8s.aws", "ec2nodeclasses", "watch"),
+    ("karpenter.k8s.aws", "ec2nodeclasses", "patch"),  # the ec2nodeclass-hash annotation
     ("storage.k8s.io", "volumeattachments", "list"),  # a NodePool's node waits for its attachments' deletion
     ("storage.k8s.io", "volumeattachments", "watch"),  # …read from an informer indexed by node
     ("", "persistentvolumeclaims", "get"),  # …less those of the pods its drain leaves

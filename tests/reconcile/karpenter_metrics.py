@@ -1,7 +1,7 @@
 """Karpenter v0.31's metrics as its sources define them (kubernetes-sigs/karpenter and aws/karpenter-provider-aws at
 v0.31.1, with controller-runtime v0.14.6's): name → (type, label names, histogram buckets). Written out here, not
 read from the controller, so that a test comparing the controller's scrape with this table checks the controller
-against Karpenter, not against itself."""
+against Karpenter, not against itself. `KARPENTER_V1`: v1.14.1's, which a NodePool's nodes are counted under."""
 
 from __future__ import annotations
 
@@ -91,6 +91,34 @@ KARPENTER: dict[str, Definition] = {
     ),
 }
 
+#: pkg/controllers/node/termination/metrics.go at v1.14.1 `NodeLifetimeDurationSeconds`: 15 minutes to 30 days.
+_H, _D = 3600.0, 86400.0
+LIFETIME = (900.0, 1800.0, 2700.0, _H, 2 * _H, 4 * _H, 6 * _H, 8 * _H, 10 * _H, 12 * _H, 16 * _H, 20 * _H, _D, 2 * _D,
+            3 * _D, 5 * _D, 10 * _D, 15 * _D, 20 * _D, 25 * _D, 30 * _D)
+
+#: Karpenter v1.14.1's metrics that this controller exports for a NodePool's nodes, as core v1.14.1 defines them
+#: (a Provisioner's nodes keep v0.31's, above).
+KARPENTER_V1: dict[str, Definition] = {
+    # pkg/metrics/metrics.go
+    "karpenter_nodeclaims_created_total": ("counter", ("reason", "nodepool", "min_values_relaxed"), None),
+    "karpenter_nodeclaims_terminated_total": ("counter", ("nodepool", "capacity_type", "zone"), None),
+    "karpenter_nodeclaims_disrupted_total": ("counter", ("reason", "nodepool", "capacity_type"), None),
+    "karpenter_nodes_created_total": ("counter", ("nodepool", "zone"), None),
+    "karpenter_nodes_terminated_total": ("counter", ("nodepool", "zone"), None),
+    # pkg/controllers/node/termination/metrics.go
+    "karpenter_nodes_termination_duration_seconds": ("summary", ("nodepool",), None),
+    "karpenter_nodes_drained_total": ("counter", ("nodepool",), None),
+    "karpenter_nodes_lifetime_duration_seconds": ("histogram", ("nodepool",), LIFETIME),
+    # pkg/controllers/disruption/metrics.go
+    "karpenter_voluntary_disruption_decisions_total": ("counter", ("decision", "reason", "consolidation_type"), None),
+    "karpenter_voluntary_disruption_decisions_by_nodepool_total": (
+        "counter", ("nodepool", "decision", "reason", "consolidation_type"), None,
+    ),
+    # pkg/controllers/metrics/nodepool/controller.go
+    "karpenter_nodepools_limit": ("gauge", ("resource_type", "nodepool"), None),
+    "karpenter_nodepools_usage": ("gauge", ("resource_type", "nodepool"), None),
+}
+
 #: Karpenter v0.31 metrics (website/content/en/docs/concepts/metrics.md at v0.31.1) this controller has no use
 #: for; docs/metrics.md says why for each.
 NOT_APPLICABLE = (
@@ -101,4 +129,4 @@ NOT_APPLICABLE = (
     "karpenter_cloudprovider_batcher_batch_time_seconds",
 )
 
-__all__ = ["KARPENTER", "NOT_APPLICABLE"]
+__all__ = ["KARPENTER", "KARPENTER_V1", "NOT_APPLICABLE"]

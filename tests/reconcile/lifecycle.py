@@ -23,7 +23,7 @@ from typing import Any
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.errors import CloudError, Throttled
-from karpenter_policy.cloud.provider import STATE_TERMINATED, Instance, LaunchRequest, Network
+from karpenter_policy.cloud.provider import STATE_TERMINATED, Instance, LaunchRequest, Network, NodeClassResolution
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
@@ -195,6 +195,9 @@ class FaultyCloud:
 
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         return self.inner.current_image(instance_type, provider)
+
+    def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
+        return self.inner.node_class(provider)
 
     def network(self, provider: Mapping[str, Any] | None) -> Network | None:
         return self.inner.network(provider)

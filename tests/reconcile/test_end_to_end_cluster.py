@@ -153,7 +153,8 @@ def test_kubectl_drives_the_chart_rbac_controller_in_production_mode_through_dep
                           "delete nodes", "list volumeattachments.storage.k8s.io", "get persistentvolumeclaims",
                           "create pods", "delete deployments.apps", "watch volumeattachments.storage.k8s.io",
                           "delete volumeattachments.storage.k8s.io", "watch nodepools.karpenter.sh",
-                          "watch ec2nodeclasses.karpenter.k8s.aws",
+                          "watch ec2nodeclasses.karpenter.k8s.aws", "patch ec2nodeclasses.karpenter.k8s.aws",
+                          "delete ec2nodeclasses.karpenter.k8s.aws", "patch nodeclaims.karpenter.sh",
                           "list persistentvolumeclaims", "watch persistentvolumeclaims", "watch persistentvolumes",
                           "list storageclasses.storage.k8s.io", "watch storageclasses.storage.k8s.io",
                           "delete persistentvolumeclaims")}
@@ -163,7 +164,8 @@ def test_kubectl_drives_the_chart_rbac_controller_in_production_mode_through_dep
                      "create pods": "no", "delete deployments.apps": "no",
                      "watch volumeattachments.storage.k8s.io": "yes",
                      "delete volumeattachments.storage.k8s.io": "no", "watch nodepools.karpenter.sh": "yes",
-                     "watch ec2nodeclasses.karpenter.k8s.aws": "yes",
+                     "watch ec2nodeclasses.karpenter.k8s.aws": "yes", "patch ec2nodeclasses.karpenter.k8s.aws": "yes",
+                     "delete ec2nodeclasses.karpenter.k8s.aws": "no", "patch nodeclaims.karpenter.sh": "yes",
                      "list persistentvolumeclaims": "yes", "watch persistentvolumeclaims": "yes",
                      "watch persistentvolumes": "yes", "list storageclasses.storage.k8s.io": "yes",
                      "watch storageclasses.storage.k8s.io": "yes", "delete persistentvolumeclaims": "no"}

@@ -35,6 +35,7 @@ from karpenter_policy.cloud.provider import (
     Instance,
     LaunchRequest,
     Network,
+    NodeClassResolution,
 )
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
@@ -107,6 +108,9 @@ class LaggingCloud:
 
     def current_image(self, instance_type: str, provider: Mapping[str, Any] | None = None) -> str | None:
         return self.inner.current_image(instance_type, provider)
+
+    def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
+        return self.inner.node_class(provider)
 
     def network(self, provider: Mapping[str, Any] | None) -> Network | None:
         return self.inner.network(provider)

@@ -7,6 +7,7 @@ Go test it follows and its line."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,6 +194,12 @@ def test_balanced_replaces_an_oversized_node_and_says_why(compiled: Path) -> Non
     exposed = controller.metrics.exposition().decode()
     assert ('karpenter_consolidation_moves_total{decision="approved",nodepool="balanced",policy="Balanced"}'
             in exposed)
+    # v1.14.1's ConsolidationScoreHistogram: its labels and buckets (pkg/controllers/disruption/metrics.go:132)
+    edges = re.findall(
+        r'karpenter_consolidation_score_bucket\{decision="approved",le="([^"]+)",nodepool="balanced",policy="Balanced"\}',
+        exposed,
+    )
+    assert edges == ["0.1", "0.25", "0.33", "0.5", "1.0", "2.0", "5.0", "10.0", "+Inf"], edges
 
 
 def test_balanced_keeps_a_well_packed_node(compiled: Path) -> None:

@@ -6,11 +6,13 @@
 {nodepool}` and `karpenter_nodes_lifetime_duration_seconds{nodepool}` (core pkg/metrics/metrics.go,
 pkg/controllers/disruption/metrics.go, pkg/controllers/metrics/nodepool/controller.go,
 pkg/controllers/node/termination/metrics.go), `karpenter_nodes_terminated_total{nodepool, zone}` and
-`karpenter_nodes_termination_duration_seconds{nodepool}` — beside v0.31's names, which a
+`karpenter_nodes_termination_duration_seconds{nodepool}`, `karpenter_nodes_created_total{nodepool, zone}` — each
+held to v1.14.1's name, type and labels (`karpenter_metrics.KARPENTER_V1`) — beside v0.31's names, which a
 Provisioner's nodes keep and a NodePool's no longer get."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,8 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.interruption.eventbridge import parse
 from karpenter_policy.reconcile.interruption.handler import disrupted_reason
 from karpenter_policy.testing import Scene, compile_policies
+
+from .karpenter_metrics import KARPENTER_V1
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller" / "policies"
@@ -144,6 +148,61 @@ def test_a_deleted_nodepool_node_is_counted_terminated_and_timed_under_v1_names(
         ({"nodepool": "", "provisioner": "default"}, 1)]
     assert [s.labels for s in found.of("karpenter_nodes_termination_time_seconds_count")] == [
         {"provisioner": "default"}]
+
+
+def test_a_nodepools_node_is_created_under_v1s_name_when_its_claim_registers(example: Path) -> None:
+    """pkg/metrics/metrics.go `NodesCreatedTotal` as nodeclaim/lifecycle/registration.go:122 counts it: the claim
+    turning Registered (its kubelet joined) is `karpenter_nodes_created_total{nodepool, zone}` (the claim's labels);
+    a Provisioner's node keeps v0.31.1's `karpenter_nodes_created{provisioner}`, and a NodePool's is not in it."""
+    scene = Scene(example)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+    controller = scene.controller()
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        scene.run(controller, 30)  # the kubelets join
+        (claim,) = scene.nodeclaims().values()
+        found = scrape(port)
+    assert found.types["karpenter_nodes_created_total"] == "counter"
+    assert [(s.labels, s.value) for s in found.of("karpenter_nodes_created_total")] == [
+        ({"nodepool": "default", "zone": objects.labels(claim)[wk.ZONE]}, 1)]
+    assert [(s.labels, s.value) for s in found.of("karpenter_nodes_created")] == [
+        ({"nodepool": "", "provisioner": "default"}, 1)]
+
+
+def test_every_v1_metric_has_v1141s_name_type_labels_and_buckets(consolidation: Path, example: Path) -> None:
+    """Each metric of `KARPENTER_V1` (written from core v1.14.1's sources: tests/reconcile/karpenter_metrics.py) as
+    the controller exposes it after a NodePool's node was launched, registered, consolidated and terminated (and,
+    for `karpenter_nodepools_limit` and `_usage`, the example's NodePools with a node running and `batch`'s limits):
+    its type, its label names (a summary's `quantile` besides) and a histogram's buckets."""
+    limited = Scene(example)
+    limited.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    limited_controller = limited.controller()
+    with serving(limited_controller) as port:
+        limited.run(limited_controller, 120, until=lambda: not limited.unbound())
+        limited_controller.feed.sync()
+        limits = scrape(port)
+    assert limits.label_names("karpenter_nodepools_limit") == {frozenset({"resource_type", "nodepool"})}
+    scene = Scene(consolidation, types=["m5.large", "m5.xlarge", "m5.2xlarge"])
+    scene.add_pod("app", cpu="100m", nodeSelector={wk.NODEPOOL: "under"})
+    controller = scene.controller(consolidation_validation=0)
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        scene.run(controller, 30)
+        (node,) = scene.nodes()
+        scene.cluster.delete(objects.POD, "app", "default")
+        scene.run(controller, 180, until=lambda: node not in scene.nodes() and not scene.nodeclaims())
+        controller.feed.sync()
+        found = scrape(port)
+    for name, (kind, labels, buckets) in KARPENTER_V1.items():
+        assert found.types.get(name) == kind, (name, found.types.get(name))
+        series = f"{name}_count" if kind == "histogram" else name
+        expected = {*labels, "quantile"} if kind == "summary" else set(labels)
+        seen = found.label_names(series) | limits.label_names(series)
+        assert seen == {frozenset(expected)}, (name, seen)
+        if buckets is not None:
+            edges = {float(s.labels["le"]) for s in found.of(f"{name}_bucket")}
+            assert edges == {*map(float, buckets), math.inf}, name
 
 
 def _instance(scene: Scene, node: str) -> str:

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpenter_policy.cloud.provider import Network
+from karpenter_policy.cloud.provider import Network, NodeClassResolution
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import EC2_NODE_CLASS, NODE_POOL, Obj
@@ -366,3 +366,78 @@ def test_a_nodepool_of_an_unmanaged_node_class_gets_no_hash_annotation(compiled:
                                         "name": "default"})
     scene.step(scene.controller())
     assert "karpenter.sh/nodepool-hash" not in _annotations(scene)
+
+
+# --- the EC2NodeClass's AMIsReady and InstanceProfileReady (aws pkg/controllers/nodeclass/ami.go, instanceprofile.go)
+
+
+def _touch_class(scene: Scene) -> None:
+    """An edit of the EC2NodeClass (a label): its event makes provisioning write its NodePools' status again."""
+    node_class = scene.cluster.get(EC2_NODE_CLASS, "default") or {}
+    labels = node_class["metadata"].setdefault("labels", {})
+    labels["touched"] = str(int(labels.get("touched", "0")) + 1)
+    scene.cluster.update(EC2_NODE_CLASS, node_class)
+
+
+def test_a_nodepool_whose_amis_resolve_to_none_is_not_provisioned_from_until_they_do(compiled: Path) -> None:
+    """ami.go: an `amiSelectorTerms` that matches no AMI is AMIsReady False (`AMINotFound`), the class's Ready False
+    `UnhealthyDependents` "AMIsReady=False", which the NodePool's NodeClassReady repeats: its pods stay pending. A
+    cloud that then cannot tell keeps that answer; once images resolve, the NodePool is Ready and the pod placed."""
+    scene = Scene(compiled, types=[TYPE])
+    _apply(scene.cluster)
+    scene.cloud.node_class_resolution = NodeClassResolution(frozenset(), "default", True)  # type: ignore[attr-defined]
+    controller = scene.controller()
+    _pod(scene, "web")
+    scene.run(controller, 30)
+    assert scene.unbound() == ["default/web"]
+    assert _conditions(scene.cluster)["NodeClassReady"] == ("False", "UnhealthyDependents", "AMIsReady=False")
+    scene.cloud.node_class_resolution = NodeClassResolution(None, "default", None)  # type: ignore[attr-defined]
+    _touch_class(scene)
+    scene.run(controller, 30)
+    assert scene.unbound() == ["default/web"]
+    assert _conditions(scene.cluster)["NodeClassReady"] == ("False", "UnhealthyDependents", "AMIsReady=False")
+    scene.cloud.node_class_resolution = None  # type: ignore[attr-defined]
+    _touch_class(scene)
+    scene.run(controller, 60, until=lambda: not scene.unbound())
+    assert scene.unbound() == []
+    assert _conditions(scene.cluster)["Ready"] == ("True", "Ready", "")
+
+
+def test_a_nodepool_whose_instance_profile_is_missing_is_not_ready(compiled: Path) -> None:
+    """instanceprofile.go's InstanceProfileReady, False here when IAM has no profile of the name the class's nodes
+    launch with (this controller creates none: docs/reconcile.md): NodeClassReady False "InstanceProfileReady=False",
+    its pods pending, until the profile exists."""
+    scene = Scene(compiled, types=[TYPE])
+    _apply(scene.cluster)
+    scene.cloud.node_class_resolution = NodeClassResolution(  # type: ignore[attr-defined]
+        frozenset({"ami-1"}), "KarpenterNodeInstanceProfile", False)
+    controller = scene.controller()
+    _pod(scene, "web")
+    scene.run(controller, 30)
+    assert scene.unbound() == ["default/web"]
+    assert _conditions(scene.cluster)["NodeClassReady"] == (
+        "False", "UnhealthyDependents", "InstanceProfileReady=False")
+    scene.cloud.node_class_resolution = NodeClassResolution(  # type: ignore[attr-defined]
+        frozenset({"ami-1"}), "KarpenterNodeInstanceProfile", True)
+    _touch_class(scene)
+    scene.run(controller, 60, until=lambda: not scene.unbound())
+    assert scene.unbound() == []
+
+
+@given(st.lists(st.sampled_from([None, 0, 1, 2]), min_size=3, max_size=3), st.sampled_from([None, False, True]))
+def test_the_class_is_ready_only_when_every_dependent_is(counts: list[int | None], profile: bool | None) -> None:
+    """operatorpkg's root over v1.14.1's dependents in their order (AMIsReady, SubnetsReady, SecurityGroupsReady,
+    InstanceProfileReady): True when all are; False `UnhealthyDependents` when one is False (none resolved, the
+    profile missing); else Unknown `ReconcilingDependents`; the message names every dependent not True."""
+    images, subnets, groups = counts
+    verdict = readiness.class_ready(subnets, groups, images, profile)
+    states = {"AMIsReady": images, "SubnetsReady": subnets, "SecurityGroupsReady": groups}
+    named = [f"{k}={'Unknown' if v is None else 'False'}" for k, v in states.items() if not v]
+    if profile is not True:
+        named.append(f"InstanceProfileReady={'Unknown' if profile is None else 'False'}")
+    if not named:
+        assert verdict == Verdict("True", "Ready")
+    elif any(v == 0 for v in states.values()) or profile is False:
+        assert verdict == Verdict("False", "UnhealthyDependents", ", ".join(named))
+    else:
+        assert verdict == Verdict("Unknown", "ReconcilingDependents", ", ".join(named))

@@ -234,5 +234,9 @@ def test_node_counters_name_the_nodepool_under_its_label(compiled: Path) -> None
     scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
     controller = scene.controller()
     scene.run(controller, 60, until=lambda: not scene.unbound())
-    assert Scene.metric(controller, "karpenter_nodes_created", nodepool="batch", provisioner="") == 1
+    scene.run(controller, 30)  # the kubelets join: the NodePool's claim turns Registered
+    (claim,) = scene.nodeclaims().values()
+    zone = objects.labels(claim)[wk.ZONE]
+    assert Scene.metric(controller, "karpenter_nodes_created_total", nodepool="batch", zone=zone) == 1
+    assert not Scene.metric(controller, "karpenter_nodes_created", nodepool="batch", provisioner="")
     assert Scene.metric(controller, "karpenter_nodes_created", nodepool="", provisioner="default") == 1

@@ -47,8 +47,9 @@ def error_code(exc: BaseException) -> str:
 
 
 def is_not_found(code: str) -> bool:
-    """EC2/SSM spell "does not exist" many ways: InvalidInstanceID.NotFound, ParameterNotFound, ..."""
-    return "NotFound" in code
+    """EC2/SSM spell "does not exist" many ways: InvalidInstanceID.NotFound, ParameterNotFound, ...; IAM says
+    NoSuchEntity."""
+    return "NotFound" in code or code == "NoSuchEntity"
 
 
 def reason(exc: BaseException) -> str:

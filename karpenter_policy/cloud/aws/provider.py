@@ -37,6 +37,7 @@ from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, AmiResolver
 from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.aws.discovery import Discovery, Subnet
+from karpenter_policy.cloud.aws.instanceprofiles import InstanceProfiles
 from karpenter_policy.cloud.aws.launchtemplates import (
     LaunchTemplates,
     block_device_mappings,
@@ -64,6 +65,7 @@ from karpenter_policy.cloud.provider import (
     Instance,
     LaunchRequest,
     Network,
+    NodeClassResolution,
     cluster_tag,
     launch_tags,
 )
@@ -145,6 +147,7 @@ class AwsCloudProvider:
         self._use_pricing_api = use_pricing_api
         self._discovery = Discovery(self.api, clock)
         self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version)
+        self._profiles = InstanceProfiles(self.api, clock)
         self._templates = LaunchTemplates(self.api, clock)
         self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
         self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
@@ -227,6 +230,23 @@ class AwsCloudProvider:
         except CloudError:
             return None
         return Network(frozenset(s.id for s in subnets), frozenset(groups))
+
+    def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
+        """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's
+        images, or the family's SSM parameters; none: an empty set), and whether IAM has the instance profile its
+        launches use (its `instanceProfile`, else the default; this controller creates none from a `role`)."""
+        spec = provider or {}
+        try:
+            images: frozenset[str] | None = frozenset(self._amis.images(
+                spec.get("amiFamily") or None, spec.get("amiSelector"), list(self._catalog.values()),
+                spec.get(AMI_VERSION),
+            ).values())
+        except ConfigurationError:
+            images = frozenset()
+        except CloudError:
+            images = None
+        profile = str(spec.get("instanceProfile") or self.cluster.default_instance_profile or "")
+        return NodeClassResolution(images, profile, self._profiles.exists(profile) if profile else False)
 
     def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
         """Why nodes of these settings cannot launch now: an AL2023 node's NodeConfig needs the cluster's service

@@ -31,11 +31,9 @@ NodePool manifests together) and for a NodePool, or every NodePool, when it or a
 The same read-and-write sets the NodePool's readiness (`readiness`: ValidationSucceeded, NodeClassReady, Ready) and
 its `status.resources` and `status.nodes` (`counter`; provisioning observes a NodePool again when they change), and
 remembers its readiness: a NodePool of the cluster that is not Ready, or is being deleted, is `not_ready` —
-provisioning leaves its constraint set out, as v1.14.1's provisioner skips it. `observe` then gives a NodePool without
-them the hash controller's `karpenter.sh/nodepool-hash` and `-hash-version` annotations (core
-pkg/controllers/nodepool/hash/controller.go), this project's hash of the NodePool as its constraint set runs it
-(`api.v1.statichash`): Karpenter overwrites a different value, this controller only writes a missing one, its hash not
-being Go's. A NodePool known True is not read again for a success that leaves it True.
+provisioning leaves its constraint set out, as v1.14.1's provisioner skips it. `observe` then runs the hash
+controllers on the NodePool and its EC2NodeClass (`hashes`: their hash annotations, and the NodeClaims re-stamped
+after a hash-version bump). A NodePool known True is not read again for a success that leaves it True.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ from karpenter_policy.kube.errors import ClusterError, Conflict, NotFound
 from karpenter_policy.kube.objects import EC2_NODE_CLASS, NODE_POOL, Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile import logs
-from karpenter_policy.reconcile.claims import conditions, counter, readiness
+from karpenter_policy.reconcile.claims import conditions, counter, hashes, readiness
 from karpenter_policy.reconcile.claims.health import HealthState, Status
 from karpenter_policy.reconcile.claims.readiness import Verdict
 from karpenter_policy.reconcile.metrics import Metrics
@@ -71,7 +69,7 @@ Change = Callable[[Obj], bool]
 ClassReady = Callable[[Obj], Verdict]
 #: A NodePool's `status.resources` now (`counter.resources`), by its name; None: not known (nothing written).
 Counts = Callable[[str], dict[str, str] | None]
-#: The `karpenter.sh/nodepool-hash` annotations of a NodePool as it runs (`statichash`), by name; None: not known.
+#: The static-drift hash annotations of a NodePool's nodes as its set runs (`statichash`), by name; None: not known.
 Hashes = Callable[[str], dict[str, str] | None]
 #: The gate of a NodePool being deleted.
 TERMINATING: Final = Verdict("False", "NodePoolTerminating", "NodePool is being deleted")
@@ -177,25 +175,24 @@ class RegistrationHealth:
         self._annotate(name)
 
     def _annotate(self, name: str) -> None:
-        """The hash controller's annotations (`karpenter.sh/nodepool-hash` and its version) on a managed NodePool of
-        the cluster that lacks one of them, by a merge patch of its metadata; a refusal logged once and counted."""
+        """The hash controllers (`hashes`) on a managed NodePool of the cluster and on its EC2NodeClass: their hash
+        annotations, and the NodeClaims re-stamped after a hash-version bump; an error logged once and counted."""
         wanted = self.hashes(name)
         if not wanted:
             return
         try:
             nodepool = self.cluster.get(NODE_POOL, name)
-            if nodepool is None or readiness.node_class_name(nodepool) is None:
+            class_name = readiness.node_class_name(nodepool) if nodepool is not None else None
+            if nodepool is None or class_name is None:
                 return
-            annotations = objects.metadata(nodepool).get("annotations")
-            present = annotations if isinstance(annotations, dict) else {}
-            if all(key in present for key in wanted):
-                return
-            self.cluster.patch(NODE_POOL, name, {"metadata": {"annotations": {
-                key: value for key, value in wanted.items() if key not in present}}})
-        except NotFound:
-            return
-        except ClusterError as error:
-            self._failure(name, REFUSED, f"its hash annotation not written, {error}")
+            errors = hashes.annotate_nodepool(self.cluster, nodepool, wanted)
+            node_class = self.cluster.get(EC2_NODE_CLASS, class_name)
+            if node_class is not None:
+                errors += hashes.annotate_node_class(self.cluster, node_class, wanted)
+        except ClusterError as failure:
+            errors = [f"could not be read, {failure}"]
+        for error in errors:
+            self._failure(name, REFUSED, f"hash controller: {error}")
 
     def not_ready(self) -> dict[str, Verdict]:
         """The NodePools of the cluster last seen not Ready or being deleted, by name: why (their Ready)."""

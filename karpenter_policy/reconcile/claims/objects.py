@@ -6,6 +6,9 @@ launch.go) for what the launch resolved.
 - **name**: `<nodepool>-<5 characters>` as the API server's `generateName` makes it from Karpenter's
   `<nodepool>-` prefix; ours are derived from the launch's client token (Kubernetes' random-string alphabet), so a
   retried pass names the same claim — an instance adopted after a restart without a claim, from its instance id;
+- **annotations**: the static-drift hashes its Node is stamped with (`api.v1.statichash`: `karpenter.sh/nodepool-hash`
+  as `NodeClaimTemplate` writes it, `karpenter.k8s.aws/ec2nodeclass-hash` as the aws `Create` does, each with its
+  version), re-stamped after a hash-version bump (`hashes`);
 - **labels**: written before the launch (`planned_claim`), the template's labels, the custom labels its
   requirements pin to one value and `karpenter.sh/nodepool`; once launched, the Node's too (`karpenter.k8s.aws/
   ec2nodeclass`, the instance's type, zone, capacity type, …), less the hostname;
@@ -29,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.api.constraintset import NODE_CLASS_LABEL, ConstraintSet
+from karpenter_policy.api.v1.statichash import static_hash_annotations
 from karpenter_policy.cloud.provider import Instance
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import NODE_CLAIM, NODE_POOL, Obj
@@ -151,6 +155,7 @@ def _claim(
         "metadata": {
             "name": name,
             "labels": dict(sorted(labels.items())),
+            "annotations": static_hash_annotations(constraint_set),
             "finalizers": [wk.TERMINATION_FINALIZER],
         },
         "spec": spec,

@@ -15,15 +15,19 @@ the root condition as awslabs/operatorpkg's status/condition_set.go `recomputeRo
   not True (`ValidationSucceeded=False, NodeClassReady=Unknown`).
 
 The **EC2NodeClass's Ready** is what aws v1.14.1's nodeclass status controller (pkg/controllers/nodeclass/) would
-write, for the dependents this controller can tell (`class_ready`): `SubnetsReady` False `SubnetsNotFound`
-"SubnetSelector did not match any Subnets" (subnet.go) and `SecurityGroupsReady` False `SecurityGroupsNotFound`
-"SecurityGroupSelector did not match any SecurityGroups" (securitygroup.go) when the class's selector terms resolve
-to none in EC2 now (`CloudProvider.network`); its Ready is then False `UnhealthyDependents` with the dependents in
-its message, as operatorpkg computes a root. The other dependents (AMIs, instance profile, its own validation,
-placement group) are taken as True here: the launcher resolves the image at launch, uses the class's instance
-profile or `--default-instance-profile` and creates none. A cloud that cannot answer leaves the class's readiness
-as last told (Unknown before any answer). The class's stored status is not read: no AWS controller writes it in a
-cluster this controller runs.
+write, for the dependents this controller can tell (`class_ready`), in v1.14.1's order: `AMIsReady` False
+`AMINotFound` "AMISelector did not match any AMIs" (ami.go) when its `amiSelectorTerms` resolve to no image for the
+catalog's instance types (`CloudProvider.node_class`: DescribeImages, or the alias's SSM parameters); `SubnetsReady`
+False `SubnetsNotFound` "SubnetSelector did not match any Subnets" (subnet.go) and `SecurityGroupsReady` False
+`SecurityGroupsNotFound` "SecurityGroupSelector did not match any SecurityGroups" (securitygroup.go) when its selector
+terms resolve to none in EC2 now (`CloudProvider.network`); `InstanceProfileReady` False `InstanceProfileNotFound`
+when IAM has no instance profile of the name its launches use (its `instanceProfile`, else
+`--default-instance-profile`; none at all is not found either) — v1.14.1 creates a role's profile and takes a named
+one as given, so it never writes that False: this controller creates none, and says so before a launch fails. Its
+Ready is then False `UnhealthyDependents` with the dependents that are not True in its message, as operatorpkg
+computes a root. The other dependents (its own validation's dry runs, placement group) are taken as True here. A
+cloud that cannot answer leaves each dependent as last told (Unknown before any answer). The class's stored status is
+not read: no AWS controller writes it in a cluster this controller runs.
 
 Only a NodePool whose `nodeClassRef` is `karpenter.k8s.aws`/`EC2NodeClass` is managed (v1.14.1's `IsManaged`);
 another is left alone. Pure: `nodepoolstatus.RegistrationHealth` reads and writes.
@@ -58,6 +62,10 @@ SUBNETS_READY: Final = ("SubnetsReady", "SubnetsNotFound", "SubnetSelector did n
 SECURITY_GROUPS_READY: Final = (
     "SecurityGroupsReady", "SecurityGroupsNotFound", "SecurityGroupSelector did not match any SecurityGroups",
 )
+AMIS_READY: Final = ("AMIsReady", "AMINotFound", "AMISelector did not match any AMIs")
+#: v1.14.1 sets InstanceProfileReady True only (it creates a role's profile and takes a named one as given); its
+#: False here is this controller's: the profile launches would use does not exist.
+INSTANCE_PROFILE_READY: Final = ("InstanceProfileReady", "InstanceProfileNotFound", "Instance profile not found")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +104,20 @@ def validation(nodepool: Obj) -> Verdict:
     return Verdict("True", VALIDATION_SUCCEEDED)
 
 
-def class_ready(network_subnets: int | None, network_groups: int | None) -> Verdict:
-    """The EC2NodeClass's Ready from how many subnets and security groups its selectors resolve to (None: the cloud
-    could not tell: Unknown)."""
-    if network_subnets is None or network_groups is None:
-        return Verdict("Unknown", RECONCILING_DEPENDENTS, "SubnetsReady=Unknown, SecurityGroupsReady=Unknown")
-    unhealthy = [kind for (kind, _, _), count in ((SUBNETS_READY, network_subnets),
-                                                  (SECURITY_GROUPS_READY, network_groups)) if count == 0]
-    if unhealthy:
-        return Verdict("False", UNHEALTHY_DEPENDENTS, ", ".join(f"{kind}=False" for kind in unhealthy))
-    return Verdict("True", READY)
+def class_ready(network_subnets: int | None, network_groups: int | None, images: int | None = 1,
+                instance_profile: bool | None = True) -> Verdict:
+    """The EC2NodeClass's Ready from how many AMIs, subnets and security groups it resolves to and whether its
+    instance profile exists (None: the cloud could not tell: that dependent Unknown), as operatorpkg computes the
+    root of v1.14.1's dependents (see the module docstring)."""
+    found = [(kind, None if count is None else count > 0) for kind, count in (
+        (AMIS_READY[0], images), (SUBNETS_READY[0], network_subnets), (SECURITY_GROUPS_READY[0], network_groups),
+    )] + [(INSTANCE_PROFILE_READY[0], instance_profile)]
+    if all(ok for _, ok in found):
+        return Verdict("True", READY)
+    named = ", ".join(f"{kind}={'Unknown' if ok is None else ok}" for kind, ok in found if not ok)
+    if any(ok is False for _, ok in found):
+        return Verdict("False", UNHEALTHY_DEPENDENTS, named)
+    return Verdict("Unknown", RECONCILING_DEPENDENTS, named)
 
 
 def node_class_ready(node_class: Obj | None, ready: Verdict) -> Verdict:

@@ -2,8 +2,9 @@
 v1.14.1's NodeClaim lifecycle controller sets them (core pkg/controllers/nodeclaim/lifecycle/): `Registered` (and
 `status.nodeName`) once the Node's kubelet joined (`registration.go`), `Initialized` once the Node is labelled
 `karpenter.sh/initialized` — Ready, its startup taints gone (`initialization.go`) —, and with the three (`Launched`
-is set at creation, `reconcile.claims.writer`) `Ready`. A claim turning Registered is a success for its NodePool's
-`NodeRegistrationHealthy` (`reconcile.claims.nodepoolstatus`).
+is set at creation, `reconcile.claims.writer`) `Ready`. A claim turning Registered is a node created
+(`karpenter_nodes_created_total{nodepool, zone}`) and a success for its NodePool's `NodeRegistrationHealthy`
+(`reconcile.claims.nodepoolstatus`).
 
 It follows the state: a Node of ours that names a NodeClaim as owner and whose joined or initialized changed is
 looked at in the next provisioning step; a write that failed is tried again at the next one. A claim written once
@@ -15,7 +16,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims import conditions
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.claims.writer import CLAIMS
@@ -90,11 +93,14 @@ class ClaimLifecycle:
                 self._written[claim] = stage
 
     def _registered(self, name: str) -> None:
-        """The claim just turned Registered: a success for its NodePool's registration health (registration.go
+        """The claim just turned Registered: a node created (`karpenter_nodes_created_total{nodepool, zone}`) and a
+        success for its NodePool's registration health (registration.go `NodesCreatedTotal`,
         `updateNodePoolRegistrationHealth`)."""
         record = self.context.state.claim(name)
         claim = record.obj if record is not None else self.context.claims.read(name)
         if claim is not None:
+            labels = objects.labels(claim)
+            self.context.metrics.node_created(labels.get(wk.NODEPOOL, ""), labels.get(wk.ZONE, ""))
             self.context.registration_health.registered(claim)
 
 
