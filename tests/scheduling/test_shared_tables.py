@@ -10,6 +10,8 @@ index of the others.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
@@ -77,6 +79,8 @@ def test_the_index_and_its_node_shapes_are_built_once_and_each_table_keeps_its_o
     assert first.mask_of(Requirements()) == second.mask_of(Requirements())
     assert first._requirement_masks is not second._requirement_masks
     assert other.shapes._fit_cache is not template.shapes._fit_cache
+    copies = [dataclasses.replace(it) for it in TYPES[:50]]  # equal types, other objects (a cloud's new answer)
+    assert InstanceTable.shared(copies, REGION).names is InstanceTable.shared(TYPES[:50], REGION).names
 
 
 def test_only_the_last_few_indexes_are_kept() -> None:
