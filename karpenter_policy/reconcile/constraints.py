@@ -111,9 +111,13 @@ class DirectorySource:
             return None
         self._fingerprint = fingerprint
         try:
-            index, sets = read_compiled(self.directory)
+            return self.read()
         except ConstraintSetError as error:
             return Refused(str(error))
+
+    def read(self) -> Loaded:
+        """The version the directory holds now, every set checked (ConstraintSetError: it does not load)."""
+        index, sets = read_compiled(self.directory)
         return Loaded(index, tuple(sets), str(self.directory))
 
 

@@ -6,7 +6,9 @@ its node template's subnets, without the offerings that recently failed for lack
 template share one :class:`~karpenter_policy.scheduling.InstanceTable` of every type the cloud offers there (each
 set's template masks it to the types the set admits; the whole table is what explains why a pod fits nowhere, in the
 words `check --workloads` uses). A table (and each set's template) is rebuilt only when the cloud's answer changed
-(the providers cache theirs for a refresh period), so a pass costs a comparison when nothing moved.
+(the providers cache theirs for a refresh period), so a pass costs a comparison when nothing moved; its index is
+built once per process for the same answer (`InstanceTable.shared`: the provisioner's and the disruption decisions'
+builders, and a scene's, each have their own table and templates over it).
 
 A set compiled for another region than the cloud's is left out, with the reason (its admitted names and
 offerings would be another region's); so is a NodePool's set whose EC2NodeClass the launcher cannot carry out
@@ -103,7 +105,7 @@ class TemplateBuilder:
             used.add(key)
             cached = self._tables.get(key)
             if cached is None or cached.types != types:  # identical objects compare at once, copies by value
-                cached = self._tables[key] = _Table(types, InstanceTable(types, self.region))
+                cached = self._tables[key] = _Table(types, InstanceTable.shared(types, self.region))
             for constraint_set in members:
                 built = f"{constraint_set.hash}/{self.min_values_policy}"
                 template = cached.templates.get(built)

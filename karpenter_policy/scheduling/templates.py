@@ -268,7 +268,7 @@ def owner_requirements(owner_label: str, name: str) -> tuple[Requirement, ...]:
 
 def node_shapes(table: InstanceTable, node: NodeConfiguration) -> NodeShapes:
     """Every type's capacity and allocatable on nodes configured as `node` (cached by the table)."""
-    return table.shapes(configuration_key(node), shape_function(node))
+    return table.shapes(configuration_key(node), shape_function(node), shareable=True)
 
 
 def limited_amounts(limits: Mapping[str, Decimal]) -> dict[int, int]:

@@ -60,6 +60,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from karpenter_policy.api.constraintset import ConstraintSetError
 from karpenter_policy.api.v1.statichash import NODEPOOL_HASH
 from karpenter_policy.api.workloads import WORKLOAD_KINDS
 from karpenter_policy.catalog import load_catalog
@@ -83,6 +84,7 @@ from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 from karpenter_policy.simulate.clock import VirtualClock
 from karpenter_policy.simulate.kubelet import FakeKubelet
+from karpenter_policy.simulate.versions import SceneSource, read_version
 
 CLUSTER = "testing"
 REGION = "us-east-1"
@@ -190,7 +192,7 @@ class Scene:
             self.source: ConstraintSource = FixedSource(constraints)
             self._loaded: Loaded | None = constraints
         else:
-            self.source = DirectorySource(constraints)
+            self.source = SceneSource(constraints)
             self._loaded = None
         self.region = region
         self.cluster_name = cluster_name
@@ -217,10 +219,10 @@ class Scene:
         """The constraint sets of the scene, as the controller loads them."""
         if self._loaded is None:
             assert isinstance(self.source, DirectorySource)
-            found = DirectorySource(self.source.directory).poll()
-            if not isinstance(found, Loaded):
-                raise ValueError(f"{self.source.directory}: the constraint sets do not load: {found}")
-            self._loaded = found
+            try:
+                self._loaded = read_version(self.source.directory)
+            except ConstraintSetError as error:
+                raise ValueError(f"{self.source.directory}: the constraint sets do not load: {error}") from None
         return self._loaded
 
     # --- builders ------------------------------------------------------------------------------------------

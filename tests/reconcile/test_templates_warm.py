@@ -5,10 +5,11 @@ took 0.3–0.7 s of the window's close to the first CreateFleet (`benchmarks/sca
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from karpenter_policy.kube import objects
-from karpenter_policy.reconcile import templates as reconcile_templates
 from karpenter_policy.reconcile.provisioning.provisioner import WARM_INTERVAL
 from karpenter_policy.scheduling import InstanceTable
 
@@ -20,12 +21,13 @@ from .support import create_all, inflate
 def tables_built(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """One entry per instance table built, by any of the controller's template builders."""
     built: list[float] = []
+    shared = InstanceTable.shared
 
-    def counting(*args: object, **kwargs: object) -> InstanceTable:
+    def counting(cls: type[InstanceTable], *args: Any, **kwargs: Any) -> InstanceTable:
         built.append(1.0)
-        return InstanceTable(*args, **kwargs)  # type: ignore[arg-type]
+        return shared(*args, **kwargs)
 
-    monkeypatch.setattr(reconcile_templates, "InstanceTable", counting)
+    monkeypatch.setattr(InstanceTable, "shared", classmethod(counting))
     return built
 
 
@@ -77,3 +79,16 @@ def test_without_speculation_nothing_is_built_ahead(make_harness: MakeHarness, t
     create_all(h.cluster, objects.POD, inflate(0, 3))
     assert h.batch().launched
     assert len(tables_built) > started, "without speculation the window's close builds them"
+
+
+def test_provisioning_and_disruption_share_one_index_but_not_their_templates(make_harness: MakeHarness) -> None:
+    """Both builders of a controller make their tables over one index of the cloud's answer (built once), while a
+    disruption decision keeps templates of its own (a scheduling run adjusts a template: disruption/controller.py)."""
+    h = make_harness(disruption_interval=0)
+    h.step()
+    provisioning = h.controller.context.template_sets().templates
+    disruption = h.controller.disruption._template_sets().templates
+    assert provisioning and [t.name for t in disruption] == [t.name for t in provisioning]
+    for mine, theirs in zip(provisioning, disruption, strict=True):
+        assert mine is not theirs and mine.table is not theirs.table
+        assert mine.table.names is theirs.table.names and mine.shapes.allocatable is theirs.shapes.allocatable
