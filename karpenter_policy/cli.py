@@ -218,7 +218,12 @@ def validate(flags: ValidateFlags) -> None:
         except ValuesError as error:
             click.echo(f"karpenter-policy validate: {error}", err=True)
             sys.exit(2)
-    report = validate_paths(paths, values=values, selection=selection)
+    from karpenter_policy.checks.validation.workers import WorkerFailed
+
+    try:
+        report = validate_paths(paths, values=values, selection=selection, jobs=flags.jobs)
+    except WorkerFailed as error:  # a bug met in a worker process: the same exit as one met here
+        _finish(CommandOutput(2, "", f"karpenter-policy: internal error: {error}\n"))
     _finish(CommandOutput(report.exit_code(flags.fail_on_warn), render(report, flags.output, quiet=flags.quiet), ""))
 
 
