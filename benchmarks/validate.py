@@ -605,7 +605,9 @@ def main(argv: list[str] | None = None) -> int:
 
     binary = tool_venv(CHECK_JSONSCHEMA_VENV, "check-jsonschema", "check-jsonschema", log)
     baseline_version = run_pinned([str(binary), "--version"], cpu).stdout.strip().split()[-1]
-    own_version = run_pinned([str(CLI), "--version"], cpu).stdout.strip().split()[-1]
+    # "karpenter-policy, version V (what the build is)": the word after "version"
+    own_words = run_pinned([str(CLI), "--version"], cpu).stdout.split()
+    own_version = own_words[own_words.index("version") + 1] if "version" in own_words[:-1] else " ".join(own_words)
     commands = check_jsonschema_commands(binary, corpus)
     log(f"check-jsonschema {baseline_version} ({len(commands)} command line(s)); karpenter-policy {own_version}; "
         f"pinned to CPU {cpu}")

@@ -1,6 +1,7 @@
 """How many processes a run checks its files in (`validate --jobs N|auto`): read from the command line, and
 decided from the run's size and the CPUs this process may use. No processes here (`validation.workers` runs
-them): this module is light enough for the option sets and for runs that need no worker."""
+them), but what a worker's failure is (`WorkerFailed`): this module is light enough for the option sets and for
+runs that need no worker."""
 
 from __future__ import annotations
 
@@ -42,3 +43,15 @@ def jobs_for(requested: int, files: int) -> int:
     if requested == 0:
         requested = usable_cpus() if files > AUTO_THRESHOLD else 1
     return max(1, min(requested, files))
+
+
+class WorkerFailed(Exception):
+    """A worker process failed while checking `file`: an exception in it (`error`: its type and message), or the
+    process ended (`ended`; `error`: how)."""
+
+    def __init__(self, file: str, error: str, *, ended: bool = False) -> None:
+        self.file = file
+        self.error = error
+        self.ended = ended
+        where = f"while checking {file}" if ended else f"(in a worker process, checking {file})"
+        super().__init__(f"{error} {where}")

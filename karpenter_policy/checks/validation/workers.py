@@ -1,16 +1,17 @@
 """`validate --jobs N`: the files of a run checked in N worker processes, as flake8's and pylint's `-j` do.
 
-The parent hands each idle worker a chunk of consecutive files over its own pipe and takes back one
-`FileResult` per file; `check_files` yields them in the files' order, so the report merged from them is the one a
-single process makes (findings, counters, directives, the rules across objects). A worker holds one chunk at a
-time and the parent one result per file (what a single process keeps of it too): memory stays bounded by the
-chunk, not the run.
+The parent hands each idle worker a chunk of consecutive files over its own pipe and takes back the chunk's
+`FileResult`s (one per file) in one message; `check_files` yields them in the files' order, so the report merged
+from them is the one a single process makes (findings, counters, directives, the rules across objects). A worker
+holds one chunk at a time and the parent one result per file (what a single process keeps of it too): memory
+stays bounded by the chunk, not the run.
 
 What can go wrong, and what the user sees:
 - A worker's exception (a bug) stops the run: `WorkerFailed`, naming the file and the error; the CLI prints it
   as an internal error and exits 2, as it does for the same exception in one process.
 - A worker that dies (killed, out of memory, a crash in C code) is noticed by its process sentinel: `WorkerFailed`
-  names the file it was checking and how it ended. The parent never waits on a worker that is gone.
+  names the file it was checking (each worker writes the index of its file in shared memory before it starts on
+  it) and how it ended. The parent never waits on a worker that is gone.
 - Ctrl-C: workers ignore SIGINT, the parent ends them and the CLI says "interrupted" (exit 130). A parent that
   dies closes the pipes: each worker ends at its next read or write.
 
@@ -28,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from karpenter_policy.checks.jobs import WorkerFailed
 from karpenter_policy.checks.source.loader import STDIN
 from karpenter_policy.checks.validation.policies import FileResult, FileTask
 
@@ -39,18 +41,6 @@ if TYPE_CHECKING:  # multiprocessing is imported when workers start, not by a ru
 #: The most files a worker is given at once: small enough that the workers finish together, large enough that a
 #: chunk's round trip through the pipes is a small share of its work.
 MAX_CHUNK = 16
-
-
-class WorkerFailed(Exception):
-    """A worker process failed while checking `file`: an exception in it (`error`: its type and message), or the
-    process ended (`ended`; `error`: how)."""
-
-    def __init__(self, file: str, error: str, *, ended: bool = False) -> None:
-        self.file = file
-        self.error = error
-        self.ended = ended
-        where = f"while checking {file}" if ended else f"(in a worker process, checking {file})"
-        super().__init__(f"{error} {where}")
 
 
 def _context() -> ForkContext | SpawnContext:
@@ -66,6 +56,8 @@ def _work(connection: Connection, task: FileTask, current: Any, slot: int) -> No
     or a failure (which it reports first). `current[slot]` is the index of the file it is checking, for the parent
     to name if this process dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if hasattr(signal, "pthread_sigmask"):  # blocked by the parent until now (`_Pool.start`)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         while (chunk := connection.recv()) is not None:
             results: list[FileResult] = []
@@ -87,6 +79,19 @@ def _work(connection: Connection, task: FileTask, current: Any, slot: int) -> No
         return  # the parent is gone or ending the run
     finally:
         connection.close()
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held back in this thread meanwhile (delivered when it ends), where the platform can."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _described(error: BaseException) -> str:
@@ -123,7 +128,8 @@ class _Pool:
                 target=_work, args=(child_end, task, self.current, slot), daemon=True, name="validate-worker"
             )
             try:
-                process.start()
+                with _sigint_blocked():  # a Ctrl-C between the fork and the worker's SIG_IGN waits for the latter
+                    process.start()
             finally:
                 child_end.close()
             self.workers.append(_Worker(process, parent_end, slot))

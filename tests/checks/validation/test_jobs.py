@@ -21,11 +21,10 @@ from kube.support import GENEROUS, eventually
 from profiles import deterministic
 from pytest import MonkeyPatch
 
-from karpenter_policy.checks.jobs import AUTO_THRESHOLD, jobs_for, read_jobs, usable_cpus
+from karpenter_policy.checks.jobs import AUTO_THRESHOLD, WorkerFailed, jobs_for, read_jobs, usable_cpus
 from karpenter_policy.checks.reporters import render
 from karpenter_policy.checks.validation import policies
 from karpenter_policy.checks.validation.policies import validate_paths
-from karpenter_policy.checks.validation.workers import WorkerFailed
 from karpenter_policy.cli import main
 
 REPOSITORY = Path(__file__).resolve().parents[3]
