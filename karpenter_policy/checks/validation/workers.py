@@ -51,13 +51,16 @@ def _context() -> ForkContext | SpawnContext:
     return multiprocessing.get_context("spawn")
 
 
-def _work(connection: Connection, task: FileTask, current: Any, slot: int) -> None:
+def _work(connection: Connection, task: FileTask, current: Any, slot: int, inherited: list[Connection]) -> None:
     """A worker's loop: take a chunk of (index, file), answer with the chunk's results; end on None, a closed pipe
     or a failure (which it reports first). `current[slot]` is the index of the file it is checking, for the parent
-    to name if this process dies."""
+    to name if this process dies. `inherited`: the parent's ends of the pipes, which a forked worker holds too and
+    closes, so that a parent that dies leaves no one at the other end of its pipe (its next read or write ends it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if hasattr(signal, "pthread_sigmask"):  # blocked by the parent until now (`_Pool.start`)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    for end in inherited:
+        end.close()
     try:
         while (chunk := connection.recv()) is not None:
             results: list[FileResult] = []
@@ -120,12 +123,16 @@ class _Pool:
     def start(self, task: FileTask, count: int) -> None:
         """Start `count` workers, each with its first chunk."""
         context = _context()
+        forked = context.get_start_method() == "fork"
         #: Each worker's file in progress (its index in `files`), written by the worker before it starts on it.
         self.current = context.RawArray("q", count)
         for slot in range(count):
             parent_end, child_end = context.Pipe(duplex=True)
+            # a forked child holds every descriptor of the parent: the parent's ends of its pipe and the earlier ones
+            inherited = [*(w.connection for w in self.workers), parent_end] if forked else []
             process = context.Process(
-                target=_work, args=(child_end, task, self.current, slot), daemon=True, name="validate-worker"
+                target=_work, args=(child_end, task, self.current, slot, inherited), daemon=True,
+                name="validate-worker",
             )
             try:
                 with _sigint_blocked():  # a Ctrl-C between the fork and the worker's SIG_IGN waits for the latter

@@ -209,3 +209,32 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+def _workers_of(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+@pytest.mark.slow
+def test_workers_end_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """A parent killed outright (SIGKILL, the OOM killer) cannot end its workers: they end on their own, at the
+    closed pipe. A forked worker holds copies of the parent's ends of the pipes; before they were closed in the
+    worker, the workers waited for ever."""
+    for n in range(600):  # many files: the workers are still at work when the parent is killed
+        shutil.copyfile(REPOSITORY / "examples/v1/positive/general-purpose.yaml", tmp_path / f"n{n:03d}.yaml")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "karpenter_policy.cli", "validate", str(tmp_path), "-j", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=REPOSITORY,
+    )
+    workers: list[int] = []
+    try:
+        eventually(lambda: run.poll() is not None or len(_workers_of(run.pid)) == 2, what="two workers")
+        workers = _workers_of(run.pid)
+    finally:
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+    assert len(workers) == 2, "the run ended before its workers could be seen"
+    eventually(lambda: not any(_alive(worker) for worker in workers), what="the workers ended")
