@@ -5,6 +5,7 @@ parallel")."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -237,4 +238,9 @@ def test_workers_end_when_their_parent_is_killed(tmp_path: Path) -> None:
         os.kill(run.pid, signal.SIGKILL)
         run.wait()
     assert len(workers) == 2, "the run ended before its workers could be seen"
-    eventually(lambda: not any(_alive(worker) for worker in workers), what="the workers ended")
+    try:
+        eventually(lambda: not any(_alive(worker) for worker in workers), what="the workers ended")
+    finally:  # a failure leaves no orphan behind
+        for worker in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
