@@ -197,11 +197,12 @@ def test_ctrl_c_ends_the_run_and_its_workers(corpus: Path, tmp_path_factory: pyt
         worker = int(marker.read_text())
         os.killpg(run.pid, signal.SIGINT)
         stdout, stderr = run.communicate(timeout=GENEROUS)
-    finally:
-        if run.poll() is None:
+        assert (run.returncode, stdout, stderr) == (130, "", "interrupted\n")
+        eventually(lambda: not _alive(worker), what="the blocked worker ended")
+    finally:  # whatever failed, nothing of the run is left (its workers are in its process group)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
-    assert (run.returncode, stdout, stderr) == (130, "", "interrupted\n")
-    eventually(lambda: not _alive(worker), what="the blocked worker ended")
+        run.wait()
 
 
 def _alive(pid: int) -> bool:
