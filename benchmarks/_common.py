@@ -33,13 +33,19 @@ def pinned_cpu() -> int:
     return min(os.sched_getaffinity(0))
 
 
-def pin_to(cpu: int) -> Callable[[], None]:
-    """A `preexec_fn` that pins the child (and everything it starts) to `cpu` before it runs."""
+def pin_to(cpu: int | frozenset[int]) -> Callable[[], None]:
+    """A `preexec_fn` that pins the child (and everything it starts) to `cpu` (or to a set of CPUs) before it runs."""
+    cpus = {cpu} if isinstance(cpu, int) else set(cpu)
 
     def pin() -> None:
-        os.sched_setaffinity(0, {cpu})
+        os.sched_setaffinity(0, cpus)
 
     return pin
+
+
+def usable_cpus() -> frozenset[int]:
+    """Every CPU this process may use (a run that spreads over them: `validate --jobs auto`)."""
+    return frozenset(os.sched_getaffinity(0))
 
 
 @dataclass(slots=True)
@@ -96,10 +102,10 @@ def _children_cpu() -> float:
 
 
 def run_pinned(
-    argv: Sequence[str], cpu: int, cwd: Path | None = None, env: dict[str, str] | None = None
+    argv: Sequence[str], cpu: int | frozenset[int], cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> Completed:
-    """Run `argv` pinned to `cpu` (with `env` added to its environment), capturing its output; wall and CPU time
-    measured around the child only."""
+    """Run `argv` pinned to `cpu` (or a set of CPUs; with `env` added to its environment), capturing its output;
+    wall and CPU time (its children's included) measured around the child only."""
     cpu_before = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(

@@ -26,6 +26,7 @@ import click
 
 from karpenter_policy import installed_version
 from karpenter_policy.checks.findings import CommandOutput
+from karpenter_policy.checks.jobs import WorkerFailed
 from karpenter_policy.checks.reporters import displayable, render
 from karpenter_policy.checks.selection import Selection
 from karpenter_policy.cli_help import EPILOGS, version_line
@@ -218,7 +219,10 @@ def validate(flags: ValidateFlags) -> None:
         except ValuesError as error:
             click.echo(f"karpenter-policy validate: {error}", err=True)
             sys.exit(2)
-    report = validate_paths(paths, values=values, selection=selection)
+    try:
+        report = validate_paths(paths, values=values, selection=selection, jobs=flags.jobs)
+    except WorkerFailed as error:  # a bug met in a worker process: the same exit as one met here
+        _finish(CommandOutput(2, "", f"karpenter-policy: internal error: {error}\n"))
     _finish(CommandOutput(report.exit_code(flags.fail_on_warn), render(report, flags.output, quiet=flags.quiet), ""))
 
 

@@ -74,6 +74,14 @@ class Suppression:
         """Take `file`'s directives from its `text`, as the run read it: a finding there does not read it again."""
         self._by_file[file] = directives(text)
 
+    def taken(self, file: str) -> dict[int, frozenset[str]] | None:
+        """`file`'s directives if they were taken already (None: not yet)."""
+        return self._by_file.get(file)
+
+    def remember(self, file: str, found: dict[int, frozenset[str]]) -> None:
+        """`file`'s directives as another process took them from its text (`taken`)."""
+        self._by_file[file] = found
+
     def _directives(self, file: str) -> dict[int, frozenset[str]]:
         known = self._by_file.get(file)
         if known is None:

@@ -17,6 +17,7 @@ from datetime import date, datetime
 from typing import Any
 
 from karpenter_policy.catalog import DEFAULT_REGION
+from karpenter_policy.checks.jobs import AUTO_THRESHOLD, read_jobs, show_jobs
 from karpenter_policy.checks.options import BudgetView, PolicyOptions
 from karpenter_policy.checks.reporters import FORMATS
 from karpenter_policy.checks.selection import Selection
@@ -112,6 +113,17 @@ class ValidateFlags:
     exclude: tuple[str, ...] = exclude_option()
     disabled: tuple[str, ...] = disable_option()
     quiet: bool = quiet_option()
+    jobs: int = option(
+        0,
+        "-j",
+        "--jobs",
+        metavar="N|auto",
+        read=read_jobs,
+        show=show_jobs,
+        show_default=True,
+        help=f"Check the files in N processes; auto: one per usable CPU when there are more than {AUTO_THRESHOLD} "
+        "files, else one. The report is the same whatever N.",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

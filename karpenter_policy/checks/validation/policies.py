@@ -40,6 +40,7 @@ from karpenter_policy.api.violations import (
 )
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.checks.findings import Finding, Location, Report
+from karpenter_policy.checks.jobs import jobs_for
 from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.files import load_text
 from karpenter_policy.checks.source.loader import (
@@ -321,6 +322,7 @@ def validate_paths(
     values: Mapping[str, Any] | None = None,
     selection: Selection = EVERYTHING,
     on_checkable: Callable[[Document], None] | None = None,
+    jobs: int = 1,
 ) -> Report:
     """Validate every policy file under `paths`.
 
@@ -332,6 +334,10 @@ def validate_paths(
     files (an empty mapping when None). `on_checkable` receives the policy documents whose errors (if any) leave
     scheduling untouched (`_SCHEDULING_FIELDS`): the solver proves them all the same, so one run shows every
     independent problem.
+
+    `jobs` above 1 checks the files in that many worker processes, 0 as many as there are usable CPUs when the
+    files are many (`checks.jobs.jobs_for`); not with `on_valid` or `on_checkable`, which need each document
+    in this process. The report is the same as with one.
     """
     suppression = Suppression(selection.disabled)
     report = Report(suppression=suppression)
@@ -339,32 +345,119 @@ def validate_paths(
     for path in missing:
         report.findings.append(Finding(PARSE_ERROR, ERROR, f"no such file or directory: {path}", path, 0, 0))
         report.could_not_run = True
+    limit = MAX_FILE_BYTES if max_file_bytes is None else max_file_bytes
     named: list[_Named] = []
-    for file in files:
-        report.files += 1
-        report.file_names.append(file)
-        try:
-            limit = MAX_FILE_BYTES if max_file_bytes is None else max_file_bytes
-            text = read_text(file, limit)
-            suppression.read(file, text)  # its findings' directives, without reading the file again
-            documents = load_text(file, text, limit, values)
-        except LoadError as error:
-            report.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
-            report.could_not_run |= isinstance(error, UnreadableFile)
-            continue
-        if all(not is_kubernetes_object(doc.data) for doc in documents):
-            report.without_objects.add(file)
-        for doc in documents:
-            findings, is_policy, blocks = _check_document(doc, report)
-            report.findings.extend(findings)
-            if not is_policy:
-                continue
-            if (entry := _named(doc)) is not None:
-                named.append(entry)
-            errors = [f for f in findings if f.severity == ERROR and not suppression.suppresses(f)]
-            if on_valid is not None and not errors:
-                on_valid(doc)
-            if on_checkable is not None and not any(blocks(f) for f in errors):
-                on_checkable(doc)
+    if jobs != 1 and (on_valid is not None or on_checkable is not None):
+        raise ValueError("validate_paths: only one process can hand documents to on_valid or on_checkable")
+    if (count := jobs_for(jobs, len(files))) > 1:
+        from karpenter_policy.checks.validation.workers import check_files  # processes only when they are used
+
+        for result in check_files(files, FileTask(limit, values, selection.disabled), count):
+            result.merge_into(report, suppression, named)
+    else:
+        for file in files:
+            report.files += 1
+            report.file_names.append(file)
+            check_file(file, limit, values, report, suppression, named, on_valid, on_checkable)
     report.findings.extend(_cross_object(named))
     return report
+
+
+def check_file(
+    file: str,
+    limit: int,
+    values: Mapping[str, Any] | None,
+    report: Report,
+    suppression: Suppression,
+    named: list[_Named],
+    on_valid: Callable[[Document], None] | None = None,
+    on_checkable: Callable[[Document], None] | None = None,
+) -> None:
+    """Read and check one file: its findings and counts into `report`, its directives into `suppression`, what the
+    rules across objects need of each of its objects onto `named`."""
+    try:
+        text = read_text(file, limit)
+        suppression.read(file, text)  # its findings' directives, without reading the file again
+        documents = load_text(file, text, limit, values)
+    except LoadError as error:
+        report.findings.append(Finding(error.rule, ERROR, error.message, file, error.line, error.column))
+        report.could_not_run |= isinstance(error, UnreadableFile)
+        return
+    if all(not is_kubernetes_object(doc.data) for doc in documents):
+        report.without_objects.add(file)
+    for doc in documents:
+        findings, is_policy, blocks = _check_document(doc, report)
+        report.findings.extend(findings)
+        if not is_policy:
+            continue
+        if (entry := _named(doc)) is not None:
+            named.append(entry)
+        if on_valid is None and on_checkable is None:
+            continue
+        errors = [f for f in findings if f.severity == ERROR and not suppression.suppresses(f)]
+        if on_valid is not None and not errors:
+            on_valid(doc)
+        if on_checkable is not None and not any(blocks(f) for f in errors):
+            on_checkable(doc)
+
+
+@dataclass(frozen=True, slots=True)
+class FileTask:
+    """What checking a file needs besides its name, as a worker process receives it."""
+
+    limit: int
+    values: Mapping[str, Any] | None
+    disabled: frozenset[str]
+
+    def run(self, file: str) -> FileResult:
+        """Check `file` on its own: what it adds to a run's report."""
+        report = Report()
+        suppression = Suppression(self.disabled)
+        named: list[_Named] = []
+        check_file(file, self.limit, self.values, report, suppression, named)
+        return FileResult(
+            file,
+            report.findings,
+            tuple(report.kinds.items()),
+            tuple(report.skipped.items()),
+            tuple(report.not_kubernetes.items()),
+            bool(report.without_objects),
+            report.could_not_run,
+            suppression.taken(file),
+            named,
+        )
+
+
+@dataclass(slots=True)
+class FileResult:
+    """What one file adds to a run's report (a worker's answer): merged in the files' order, the report is the one
+    a single process makes."""
+
+    file: str
+    findings: list[Finding]
+    #: (key, count) in the order first seen: what the file adds to `Report.kinds`, `.skipped`, `.not_kubernetes`.
+    kinds: tuple[tuple[str, int], ...]
+    skipped: tuple[tuple[str, int], ...]
+    not_kubernetes: tuple[tuple[str, int], ...]
+    without_objects: bool
+    could_not_run: bool
+    directives: dict[int, frozenset[str]] | None
+    named: list[_Named]
+
+    def merge_into(self, report: Report, suppression: Suppression, named: list[_Named]) -> None:
+        """Add this file to `report` as `check_file` would have (counters keep their first-seen order)."""
+        report.files += 1
+        report.file_names.append(self.file)
+        report.findings.extend(self.findings)
+        for kind, count in self.kinds:
+            report.kinds[kind] += count
+        for kind, count in self.skipped:
+            report.skipped[kind] += count
+        for file, count in self.not_kubernetes:
+            report.not_kubernetes[file] += count
+        if self.without_objects:
+            report.without_objects.add(self.file)
+        report.could_not_run |= self.could_not_run
+        if self.directives is not None:
+            suppression.remember(self.file, self.directives)
+        named.extend(self.named)
