@@ -28,7 +28,7 @@ from karpenter_policy.commands.plan.fleet import fleet_of
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.snapshot import read_snapshot
 from karpenter_policy.commands.plan.templateamidrift import TemplateAmiDrift
-from tests.plan.snapshots import listing, node, provisioner, write
+from tests.plan.snapshots import NODE_TEMPLATE, listing, node, provisioner, write
 from tests.profiles import deterministic
 
 START = "2026-11-30T09:00:00Z"
@@ -38,19 +38,8 @@ NEWER, ARM = "ami-0newer00000000003", "ami-0arm000000000004"
 INSTANCE = "i-0aaaaaaaaaaaaaaa1"
 #: The SSM parameter of AL2's default image for an m5.large under Kubernetes 1.28 (`default_parameter`).
 AL2_M5 = "/aws/service/eks/optimized-ami/1.28/amazon-linux-2/recommended/image_id"
-TEMPLATE = """\
-apiVersion: karpenter.k8s.aws/v1alpha1
-kind: AWSNodeTemplate
-metadata:
-  name: default
-spec:
-  subnetSelector: {karpenter.sh/discovery: prod}
-  securityGroupSelector: {karpenter.sh/discovery: prod}
-"""
-
-
 def template(extra: str = "") -> str:
-    return TEMPLATE + extra
+    return NODE_TEMPLATE + extra
 
 
 def with_instance(item: dict[str, Any], instance: str | None = INSTANCE) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from karpenter_policy.model import labels as wk
-from karpenter_policy.reconcile.controller import Controller, ReconcileResult
 from karpenter_policy.reconcile.disruption import balanced
 from karpenter_policy.reconcile.disruption.balanced import Evaluator, PoolTotals, score_move
 from karpenter_policy.testing import Scene, compile_policies
@@ -163,15 +162,6 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_policies(POLICIES, tmp_path_factory.mktemp("v1balanced") / "build")
 
 
-def _run(scene: Scene, controller: Controller, seconds: float) -> list[ReconcileResult]:
-    results = []
-    end = scene.clock.now + seconds
-    while scene.clock.now <= end:
-        results.append(scene.step(controller))
-        scene.advance(1.0)
-    return results
-
-
 def _node(scene: Scene, pool: str, instance_type: str) -> str:
     return scene.add_node(f"NodePool/{pool}", instance_type, age=HOUR)
 
@@ -184,7 +174,7 @@ def test_balanced_replaces_an_oversized_node_and_says_why(compiled: Path) -> Non
     node = _node(scene, "balanced", "m5.2xlarge")
     scene.add_pod("app", cpu="500m", node=node, nodeSelector={wk.NODEPOOL: "balanced"})
     controller = scene.controller(consolidation_validation=15)
-    results = _run(scene, controller, 120)
+    results = scene.run(controller, 120)
     assert node not in scene.nodes()
     held = [r.disrupted.held for r in results if r.disrupted is not None and r.disrupted.held]
     assert held and "consolidation replace" in held[0] and "from types m5.large" in held[0], held
@@ -209,7 +199,7 @@ def test_balanced_keeps_a_well_packed_node(compiled: Path) -> None:
     scene = Scene(compiled, types=M5)
     node = _node(scene, "balanced", "m5.large")
     scene.add_pod("app", cpu="1500m", node=node, nodeSelector={wk.NODEPOOL: "balanced"})
-    _run(scene, scene.controller(consolidation_validation=15), 90)
+    scene.run(scene.controller(consolidation_validation=15), 90)
     assert list(scene.nodes()) == [node]
     assert scene.events("ConsolidationApproved") == []
 
@@ -229,7 +219,7 @@ def test_balanced_refuses_a_move_whose_savings_do_not_pay_for_its_disruption(
     scene.add_pod("precious", cpu="1500m", node=costly, priority=1_000_000_000, nodeSelector={wk.NODEPOOL: pool})
     scene.add_pod("big", cpu="3000m", node=full, nodeSelector={wk.NODEPOOL: pool})
     controller = scene.controller(consolidation_validation=15)
-    results = _run(scene, controller, 120)
+    results = scene.run(controller, 120)
     assert (costly not in scene.nodes()) is replaced
     assert full in scene.nodes()
     if not replaced:
@@ -247,7 +237,7 @@ def test_an_empty_node_by_eviction_cost_goes_through_emptiness(compiled: Path) -
     scene = Scene(compiled, types=M5)
     node = _node(scene, "under", "m5.2xlarge")
     scene.add_pod("expendable", cpu="6", node=node, priority=-1_000_000_000, nodeSelector={wk.NODEPOOL: "under"})
-    results = _run(scene, scene.controller(), 60)
+    results = scene.run(scene.controller(), 60)
     assert node not in scene.nodes()
     held = [r.disrupted.held for r in results if r.disrupted is not None and r.disrupted.held]
     assert any("consolidation delete" in h and "(empty)" in h for h in held), held
@@ -264,7 +254,7 @@ def test_multi_node_consolidation_tries_the_highest_savings_ratio_first(compiled
     for node, count in ((a, 10), (b, 1), (c, 8)):
         for i in range(count):
             scene.add_pod(f"{node}-{i}", cpu="100m", node=node, nodeSelector={wk.NODEPOOL: "under"})
-    results = _run(scene, scene.controller(consolidation_validation=15), 60)
+    results = scene.run(scene.controller(consolidation_validation=15), 60)
     held = [r.disrupted.held for r in results if r.disrupted is not None and r.disrupted.held]
     assert held and "consolidation delete, terminating 2 machines" in held[0], held
     assert a in held[0] and b in held[0] and c not in held[0]

@@ -25,6 +25,8 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.nodes import ANNOTATION_HASH
 from karpenter_policy.testing import Scene, compile_policies
 
+from .volumesupport import CLASSES, WITHOUT_CLASSES
+
 POLICIES = Path(__file__).resolve().parent / "data" / "v1consolidation"
 M5 = ["m5.large", "m5.xlarge", "m5.2xlarge"]
 HOUR = 3600.0
@@ -193,16 +195,6 @@ def test_consolidation_replaces_a_node_whose_pod_has_a_local_volume_ignoring_its
     assert [m.split(",")[0] for m in _decided(results)] == ["deprovisioning via consolidation replace"]
 
 
-#: Everything the controller calls in this test, but the StorageClasses.
-WITHOUT_CLASSES = [
-    {"apiGroups": [""], "resources": ["pods", "pods/binding", "pods/eviction", "nodes", "namespaces", "events",
-                                      "configmaps", "persistentvolumeclaims", "persistentvolumes"], "verbs": ["*"]},
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["*"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["*"]},
-    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["*"]},
-    {"apiGroups": ["karpenter.sh", "karpenter.k8s.aws", "coordination.k8s.io"], "resources": ["*"], "verbs": ["*"]},
-]
-CLASSES = {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]}
 
 
 def test_a_node_whose_pod_has_a_claim_is_blocked_while_the_classes_cannot_be_listed(

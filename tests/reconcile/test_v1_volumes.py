@@ -8,7 +8,6 @@ never reads as none."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,19 +21,15 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.objects import PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.testing import Scene, compile_policies
+from karpenter_policy.testing import Scene
 
-ROOT = Path(__file__).resolve().parents[2]
-NODEPOOLS = ROOT / "examples" / "v1" / "controller" / "policies" / "nodepools.yaml"
-BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+from .volumesupport import BIND_COMPLETED, CLASSES, WITHOUT_CLASSES, example_nodepools
 
 
 @pytest.fixture(scope="module")
 def nodepools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example's NodePools alone (no Provisioner beside them): what v1.14.1 alone provisions for."""
-    policies = tmp_path_factory.mktemp("policies")
-    shutil.copy(NODEPOOLS, policies / "nodepools.yaml")
-    return compile_policies(policies, tmp_path_factory.mktemp("build") / "build")
+    return example_nodepools(tmp_path_factory.mktemp("policies"), tmp_path_factory.mktemp("build") / "build")
 
 
 @pytest.fixture()
@@ -217,16 +212,6 @@ def test_a_claim_made_later_lets_the_pod_be_provisioned(nodepools: Path) -> None
     assert found is not None and objects.labels(found)[wk.ZONE] == "us-east-1c"
 
 
-#: Everything the controller calls in this test, but the StorageClasses (a chart from before they were read).
-WITHOUT_CLASSES = [
-    {"apiGroups": [""], "resources": ["pods", "pods/binding", "pods/eviction", "nodes", "namespaces", "events",
-                                      "configmaps", "persistentvolumeclaims", "persistentvolumes"], "verbs": ["*"]},
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["*"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["*"]},
-    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["*"]},
-    {"apiGroups": ["karpenter.sh", "karpenter.k8s.aws", "coordination.k8s.io"], "resources": ["*"], "verbs": ["*"]},
-]
-CLASSES = {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]}
 
 
 def test_a_pod_with_a_claim_is_held_while_the_classes_cannot_be_listed_never_read_as_none(

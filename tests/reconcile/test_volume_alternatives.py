@@ -8,7 +8,6 @@ the example NodePools alone (v1.14.1) or the example Provisioners (examples/work
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,17 @@ import pytest
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, Obj
 from karpenter_policy.model import labels as wk
-from karpenter_policy.testing import Scene, compile_policies
+from karpenter_policy.testing import Scene
 
-ROOT = Path(__file__).resolve().parents[2]
-NODEPOOLS = ROOT / "examples" / "v1" / "controller" / "policies" / "nodepools.yaml"
-BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+from .volumesupport import BIND_COMPLETED, example_nodepools
+
 SCHEDULING = "kubernetes-sigs/karpenter v1.14.1 pkg/controllers/provisioning/scheduling/suite_test.go"
 
 
 @pytest.fixture(scope="module")
 def nodepools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example's NodePools alone (no Provisioner beside them): what v1.14.1 alone provisions for."""
-    policies = tmp_path_factory.mktemp("policies")
-    shutil.copy(NODEPOOLS, policies / "nodepools.yaml")
-    return compile_policies(policies, tmp_path_factory.mktemp("build") / "build")
+    return example_nodepools(tmp_path_factory.mktemp("policies"), tmp_path_factory.mktemp("build") / "build")
 
 
 def zone_term(zone: str) -> dict[str, Any]:
