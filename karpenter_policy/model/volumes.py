@@ -29,6 +29,7 @@ makes it (bound by its provisioner, annotated once bound).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -282,6 +283,9 @@ def _template_class(template: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: At most this many alternatives are crossed from a pod's volumes (`VolumeRequirements.too_many`).
+MAX_VOLUME_ALTERNATIVES = 256
+
 @dataclass(frozen=True, slots=True)
 class VolumeRequirements:
     """What a pod's volumes require of its node: each volume's requirements as v0.31.1 reads them (`per_volume`,
@@ -312,21 +316,45 @@ class VolumeRequirements:
         and no node holds the pod)."""
         return self._merged()[1]
 
-    def _merged(self) -> tuple[tuple[Requirements, ...], bool]:
+    @property
+    def too_many(self) -> str | None:
+        """Why the pod is not provisioned for on a NodePool when crossing its volumes' alternatives would pass
+        :data:`MAX_VOLUME_ALTERNATIVES` (None: it does not) — a bound of this project's: v1.14.1 crosses them all,
+        and a pod of a few volumes whose PersistentVolumes each have several terms would hold every provisioning
+        pass for minutes (eight volumes of eight terms: 16.7 million)."""
+        return self._merged()[2]
+
+    def v1_reading(self) -> tuple[tuple[Requirements, ...] | None, str | None]:
+        """What a NodePool reads of the volumes: their alternatives when they differ from v0.31.1's reading (None:
+        they do not), and :attr:`too_many`."""
+        alternatives, _, too_many = self._merged()
+        if too_many is not None:
+            return None, too_many
+        return (alternatives if alternatives != ((self.combined,) if self.combined else ()) else None), None
+
+    def _merged(self) -> tuple[tuple[Requirements, ...], bool, str | None]:
         merged: tuple[Requirements | None, ...] = (None,)
         conflict = False
         for alternatives in self.alternatives_per_volume:
-            if alternatives:
-                conflict = conflict or not _compatible(merged, alternatives)
-                merged = merge_alternatives(merged, alternatives)
-        return (() if merged == (None,) else tuple(Requirements() if a is None else a for a in merged)), conflict
+            if not alternatives:
+                continue
+            if len(merged) * len(alternatives) > MAX_VOLUME_ALTERNATIVES:
+                bound = math.prod(max(len(a), 1) for a in self.alternatives_per_volume)
+                return (), False, (
+                    f"its volumes' topology terms cross into {bound} alternatives, more than the "
+                    f"{MAX_VOLUME_ALTERNATIVES} this controller tries (each PersistentVolume's nodeAffinity and "
+                    "StorageClass's allowedTopologies term is one alternative; Karpenter v1.14.1 would try them all)"
+                )
+            conflict = conflict or not _compatible(merged, alternatives)
+            merged = merge_alternatives(merged, alternatives)
+        return (() if merged == (None,) else tuple(Requirements() if a is None else a for a in merged)), conflict, None
 
     @property
     def differs_v1(self) -> bool:
         """Whether v1.14.1's alternatives say something else than v0.31.1's requirements (several terms, a local
         volume's hostname): the scheduler then reads them per kind of pool."""
-        alternatives = self.alternatives
-        return alternatives != ((self.combined,) if self.combined else ())
+        alternatives, too_many = self.v1_reading()
+        return alternatives is not None or too_many is not None
 
 
 def merge_alternatives(alternatives: Sequence[Requirements | None],
@@ -495,6 +523,7 @@ __all__ = [
     "claim_of",
     "ignored_v031",
     "ignored_v1",
+    "MAX_VOLUME_ALTERNATIVES",
     "merge_alternatives",
     "persistent_volume_of",
     "pod_volumes",

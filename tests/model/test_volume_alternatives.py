@@ -18,6 +18,7 @@ from profiles import deterministic
 from karpenter_policy.model.labels import HOSTNAME, ZONE
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.volumes import (
+    MAX_VOLUME_ALTERNATIVES,
     PodVolume,
     VolumeRequirements,
     Volumes,
@@ -80,6 +81,20 @@ def test_the_pruned_cross_product_of_scheduling_suite_test_3165() -> None:
     found = VolumeRequirements(alternatives_per_volume=(a, b))
     assert found.alternatives == (b[1], b[0])
     assert not found.alternatives_conflict
+
+
+def test_crossing_stops_at_the_bound_and_says_why() -> None:
+    """`MAX_VOLUME_ALTERNATIVES` (a bound of this project's, not v1.14.1's): volumes whose terms would cross into
+    more alternatives are not crossed — the NodePool reading is a refusal naming the count — and up to it they are."""
+    def keyed(volume: int, count: int) -> tuple[Requirements, ...]:
+        return tuple(Requirements([Requirement.new(f"example.com/k{volume}", "In", [f"x{j}"])]) for j in range(count))
+
+    at_bound = VolumeRequirements(alternatives_per_volume=(keyed(0, 16), keyed(1, 16)))
+    assert len(at_bound.alternatives) == MAX_VOLUME_ALTERNATIVES == 256 and at_bound.too_many is None
+    past = VolumeRequirements(alternatives_per_volume=(keyed(0, 16), keyed(1, 16), keyed(2, 2)))
+    assert past.alternatives == () and past.v1_reading()[0] is None
+    assert past.too_many is not None and "cross into 512 alternatives, more than the 256" in past.too_many
+    assert past.differs_v1
 
 
 _alternative = st.lists(st.sampled_from(ZONES), min_size=1, max_size=2, unique=True).map(lambda z: zones(*z))

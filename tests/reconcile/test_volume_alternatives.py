@@ -236,3 +236,24 @@ def test_a_pod_with_zone_affinity_joins_a_claim_in_its_volumes_second_term(nodep
 
     assert zone_of(scene, "db") == "us-east-1b"
     assert len(scene.nodes()) == 1
+
+
+def test_a_pod_whose_volumes_cross_into_too_many_alternatives_is_refused_in_bounded_time(nodepools: Path) -> None:
+    """A hostile probe's finding: eight claims whose PersistentVolumes each have eight terms (on keys of their own)
+    cross into 8⁸ = 16,777,216 alternatives — v1.14.1 would try them all, and every provisioning pass held the
+    controller for minutes (six such volumes: 23 CPU s over 30 passes). Past `MAX_VOLUME_ALTERNATIVES` the pod is
+    refused on NodePools, saying why, in bounded time; a pod beside it gets its node."""
+    scene = Scene(nodepools)
+    for v in range(8):
+        terms = [{"matchExpressions": [{"key": f"example.com/k{v}", "operator": "In", "values": [f"x{j}"]}]}
+                 for j in range(8)]  # fmt: skip
+        scene.cluster.create(PERSISTENT_VOLUME, volume(f"pv{v}", terms))
+        scene.cluster.create(PERSISTENT_VOLUME_CLAIM, claim(f"pvc{v}", volume_name=f"pv{v}"))
+    scene.add_pod("victim", cpu="1", volumes=claims(*[f"pvc{v}" for v in range(8)]))
+    scene.add_pod("bystander", cpu="1")
+    controller = scene.controller()
+    scene.run(controller, 30, until=lambda: node_of(scene, "bystander") is not None and bool(
+        scene.events("FailedScheduling")))
+    assert node_of(scene, "bystander") is not None and node_of(scene, "victim") is None
+    messages = [e["message"] for e in scene.events("FailedScheduling")]
+    assert any("cross into 16777216 alternatives, more than the 256" in m for m in messages), messages

@@ -486,10 +486,10 @@ def resolve_volumes(found: WorkloadSet) -> None:
             conflicting.add(index)
             continue
         combined = wanted.combined
-        alternatives = wanted.alternatives if wanted.differs_v1 else None
-        if not combined and alternatives is None:
+        alternatives, too_many = wanted.v1_reading()  # too many: a NodePool refuses it, saying why
+        if not combined and alternatives is None and too_many is None:
             continue
-        found.workloads[index] = replace(workload, shape=with_volumes(workload.shape, combined,
+        found.workloads[index] = replace(workload, shape=with_volumes(workload.shape, combined, too_many,
                                                                       alternatives=alternatives))  # fmt: skip
     if conflicting:
         found.workloads = [w for i, w in enumerate(found.workloads) if i not in conflicting]

@@ -96,8 +96,10 @@ class SnapshotVolumes:
             return pod, None
         self.claimed += 1
         wanted = requirements_of(found, namespace, self.index)
-        alternatives = wanted.alternatives if wanted.differs_v1 else None  # v1.14.1's reading, as the controller's
+        alternatives, too_many = wanted.v1_reading()  # v1.14.1's reading, as the controller's
         ignored = ignored_v1(found, namespace, self.index, complete=self.complete)
+        if too_many is not None:  # a moved pod keeps v0.31.1's reading; a pending one is refused, as the controller's
+            ignored = f"{ignored}; {too_many}" if ignored else too_many
         ignored_v031 = ignored_v031_of(found, namespace, self.index, complete=self.complete)
         moved = self._with(pod, wanted.combined, alternatives, None, None)
         if ignored is None and ignored_v031 is None:

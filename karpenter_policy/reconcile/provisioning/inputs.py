@@ -159,7 +159,9 @@ def volumed(pod: Pod, record: PodRecord, volumes: Volumes, ignore: bool = True) 
     ignored = ignored_v1(found, record.namespace, volumes, complete=True) if ignore else None
     ignored_v031 = ignored_v031_of(found, record.namespace, volumes, complete=True) if ignore else None
     wanted = requirements_of(found, record.namespace, volumes)
-    alternatives = wanted.alternatives if wanted.differs_v1 else None
+    alternatives, too_many = wanted.v1_reading()  # too many: a running pod keeps v0.31.1's reading, a pending one
+    if ignore and too_many is not None:  # is refused on NodePools with why
+        ignored = f"{ignored}; {too_many}" if ignored else too_many
     shape = with_volumes(pod.shape, wanted.combined, ignored, alternatives, ignored_v031)
     return (pod if shape == pod.shape else replace(pod, shape=shape)), ignored
 
