@@ -110,14 +110,19 @@ def test_pods_that_arrive_while_a_step_launches_for_an_older_batch_get_a_batch_o
 # --- (b) a burst of 1,000 pods during a slow launch, threaded ------------------------------------------------
 
 
-class SlowCloud(FakeCloudProvider):
-    """Each launch takes `delay` seconds (CreateFleet under load)."""
+class HeldCloud(FakeCloudProvider):
+    """A CreateFleet under load: each launch is held while the test holds it (`release`), then takes `delay` seconds.
+    `launching` is set when the first launch has started — the test's signal that a launch is in flight."""
 
     def __init__(self, inner: FakeCloudProvider, delay: float) -> None:
         self.__dict__.update(inner.__dict__)
         self.delay = delay
+        self.launching = threading.Event()
+        self.release = threading.Event()
 
     def create(self, request: LaunchRequest) -> Instance:
+        self.launching.set()
+        self.release.wait(GENEROUS)  # held until the test lets it go (bounded: a broken test cannot hang the run)
         time.sleep(self.delay)  # the scenario's own pace: a slow CreateFleet, not a wait for anything
         return super().create(request)
 
@@ -164,13 +169,15 @@ def runner(compiled: Path, log: Any) -> Iterator[Callable[..., tuple[MemoryClust
 
 @pytest.mark.slow
 def test_a_burst_of_a_thousand_pods_during_a_slow_launch_is_all_provisioned(runner: Any) -> None:
-    cluster, controller, _ = runner(cloud=SlowCloud(fake_cloud(FakeClock()), delay=1.0))
+    cloud = HeldCloud(fake_cloud(FakeClock()), delay=1.0)
+    cluster, _, _ = runner(cloud=cloud)
     create_all(cluster, objects.POD, inflate(0, 10))
-    assert eventually(lambda: controller.provisioner.batcher.due() is None and len(controller.inflight) > 0, 20)
-    # the first batch is launching (a second per CreateFleet): a thousand pods arrive meanwhile
+    assert cloud.launching.wait(20), "the first batch was never launched"
+    # the first batch is launching (held, then a second per CreateFleet): a thousand pods arrive meanwhile
     burst = [pod(f"burst-{i}", labels={"app": "burst"}, containers=[container("250m", "256Mi")],
                  owner=("ReplicaSet", "burst-5d8f")) for i in range(1000)]
     create_all(cluster, objects.POD, burst)
+    cloud.release.set()
     assert eventually(lambda: not unbound(cluster), 120), f"{len(unbound(cluster))} pods left pending"
 
 
