@@ -176,3 +176,5 @@ def test_a_budget_that_is_no_duration_of_more_than_0_is_exit_2_naming_the_flag(t
     code, out, err = _example(tmp_path, "text", value)
     assert (code, out) == (2, "")
     assert err.startswith(f'karpenter-policy plan: --rollout-timeout "{value}" is not a duration of more than 0')
+    # a value below the microsecond is told why it counts as 0; a zero or a negative one is not
+    assert ("it rounds to 0: durations are kept to the microsecond" in err) == (value == "1ns")

@@ -54,12 +54,20 @@ def parse_start(text: str | None, now: dt.datetime | None = None) -> dt.datetime
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
-def _duration(text: str) -> dt.timedelta | None:
-    """A Go duration flag's value, or None when it is not one."""
+def _duration_flag(flag: str, text: str, zero_allowed: bool, examples: str) -> dt.timedelta | str:
+    """A Go duration flag's value, or what is wrong with it. Durations are kept to the microsecond: a value
+    below one (`1ns`) rounds to 0, and the message says so rather than calling it "not more than 0"."""
+    wanted = "0 or more" if zero_allowed else "more than 0"
     try:
-        return parse_go_duration(text)
+        value = parse_go_duration(text)
     except GoDurationError:
-        return None
+        value = None
+    if value is not None and (value > dt.timedelta(0) or (zero_allowed and value == dt.timedelta(0))):
+        return value
+    rounded = value == dt.timedelta(0) and any(digit in text for digit in "123456789")
+    why = " — it rounds to 0: durations are kept to the microsecond (1us is the least)" if rounded else ""
+    return (f"{flag} {show_value(text)} is not a duration of {wanted} (a Go duration up to 2562047h: {examples})"
+            f"{why}")
 
 
 def _load(spec: str, paths: Sequence[str], catalog: Catalog, scratch: str, values: Mapping[str, Any] | None,
@@ -128,23 +136,21 @@ def plan_command(
     except ValueError:
         return CommandOutput(2, "", f"karpenter-policy plan: --start {show_value(options.start)} is not an RFC 3339 "
                              "time\n")
-    horizon = _duration(options.horizon)
-    if horizon is None or horizon < dt.timedelta(0):
-        return CommandOutput(2, "", f"karpenter-policy plan: --horizon {show_value(options.horizon)} is not a "
-                             "duration of 0 or more (a Go duration up to 2562047h: 24h, 90m, 0s)\n")
-    request_timeout = _duration(options.request_timeout)
-    if request_timeout is None or request_timeout <= dt.timedelta(0):
-        return CommandOutput(2, "", f"karpenter-policy plan: --request-timeout {show_value(options.request_timeout)} "
-                             "is not a duration of more than 0 (a Go duration up to 2562047h: 30s, 2m)\n")
-    consolidation_timeout = _duration(options.consolidation_timeout)
-    if consolidation_timeout is None or consolidation_timeout < dt.timedelta(0):
-        return CommandOutput(2, "", "karpenter-policy plan: --consolidation-timeout "
-                             f"{show_value(options.consolidation_timeout)} is not a duration of 0 or more (a Go "
-                             "duration up to 2562047h: 60s, 5m, 0s)\n")
-    rollout_timeout = _duration(options.rollout_timeout)
-    if rollout_timeout is None or rollout_timeout <= dt.timedelta(0):
-        return CommandOutput(2, "", f"karpenter-policy plan: --rollout-timeout {show_value(options.rollout_timeout)} "
-                             "is not a duration of more than 0 (a Go duration up to 2562047h: 120s, 5m)\n")
+    durations: dict[str, dt.timedelta] = {}
+    for flag, text, zero_allowed, examples in (
+        ("--horizon", options.horizon, True, "24h, 90m, 0s"),
+        ("--request-timeout", options.request_timeout, False, "30s, 2m"),
+        ("--consolidation-timeout", options.consolidation_timeout, True, "60s, 5m, 0s"),
+        ("--rollout-timeout", options.rollout_timeout, False, "120s, 5m"),
+    ):
+        value = _duration_flag(flag, text, zero_allowed, examples)
+        if isinstance(value, str):
+            return CommandOutput(2, "", f"karpenter-policy plan: {value}\n")
+        durations[flag] = value
+    horizon = durations["--horizon"]
+    request_timeout = durations["--request-timeout"]
+    consolidation_timeout = durations["--consolidation-timeout"]
+    rollout_timeout = durations["--rollout-timeout"]
     try:
         pricing = spot_prices_option(catalog, options.spot_prices_file)
     except OptionError as error:
