@@ -10,6 +10,7 @@ import subprocess
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from karpenter_policy.fakes.cluster import MemoryCluster
+from karpenter_policy.kube import objects
 from karpenter_policy.kube.backoff import Backoff
 from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.cluster import Cluster, WatchStream
@@ -120,12 +122,23 @@ class Kubectl:
         return done
 
 
-@pytest.fixture()
-def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
-    with EmulatorThread(seed_namespaces=True) as server:
+#: The CRDs of Karpenter v1 the emulated API server serves when asked (NodeClaims, NodePools, EC2NodeClasses).
+KARPENTER_V1_CRDS = frozenset({objects.NODE_CLAIM, objects.NODE_POOL, objects.EC2_NODE_CLASS})
+
+
+@contextmanager
+def kubectl_against(tmp_path: Path, crds: frozenset[str] | None = None) -> Iterator[Kubectl]:
+    """kubectl and a KubeCluster against a fresh emulated API server (serving `crds` too, when given)."""
+    with EmulatorThread(seed_namespaces=True, **({} if crds is None else {"crds": crds})) as server:
         config = server.write_kubeconfig(tmp_path / "kubeconfig")
         cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
         try:
             yield Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
         finally:
             cluster.close()
+
+
+@pytest.fixture()
+def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
+    with kubectl_against(tmp_path) as client:
+        yield client

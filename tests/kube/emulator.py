@@ -867,7 +867,11 @@ class EmulatorThread:
             self.control_plane.stop()
         self.emulator.drop_watches()
         self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
+        # the server's shutdown waits for its handlers (a client's connection not closed yet): on a loaded machine
+        # that can pass 30 s; a loop is never closed while its thread still runs it
+        self._thread.join(150)
+        if self._thread.is_alive():
+            raise RuntimeError("the API emulator did not stop within 150 s")
         self._loop.close()
         if self.certificate is not None:
             self.certificate.close()

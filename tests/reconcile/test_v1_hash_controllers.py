@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube.conftest import FAST_BACKOFF, Kubectl, kubectl_binary
-from kube.emulator import EmulatorThread
+from kube.conftest import KARPENTER_V1_CRDS, Kubectl, kubectl_against
 
 from karpenter_policy.api.v1.statichash import (
     EC2NODECLASS_HASH,
@@ -29,7 +28,6 @@ from karpenter_policy.api.v1.statichash import (
 )
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.objects import EC2_NODE_CLASS, NODE_CLAIM, NODE_POOL, Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims.nodepoolstatus import RegistrationHealth
@@ -206,14 +204,8 @@ def test_a_claim_of_another_class_is_not_restamped() -> None:
 
 @pytest.fixture()
 def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
-    crds = frozenset({objects.NODE_CLAIM, objects.NODE_POOL, objects.EC2_NODE_CLASS})
-    with EmulatorThread(seed_namespaces=True, crds=crds) as server:
-        config = server.write_kubeconfig(tmp_path / "kubeconfig")
-        cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
-        try:
-            yield Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
-        finally:
-            cluster.close()
+    with kubectl_against(tmp_path, KARPENTER_V1_CRDS) as client:
+        yield client
 
 
 def _kubectl_annotations(kubectl: Kubectl, resource: str) -> dict[str, str]:

@@ -11,11 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube.conftest import FAST_BACKOFF, Kubectl, kubectl_binary
-from kube.emulator import EmulatorThread
+from kube.conftest import KARPENTER_V1_CRDS, Kubectl, kubectl_against
 
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import InformerFeed
@@ -34,14 +32,8 @@ POD = {
 
 @pytest.fixture()
 def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
-    crds = frozenset({objects.NODE_CLAIM, objects.NODE_POOL, objects.EC2_NODE_CLASS})
-    with EmulatorThread(seed_namespaces=True, crds=crds) as server:
-        config = server.write_kubeconfig(tmp_path / "kubeconfig")
-        cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
-        try:
-            yield Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
-        finally:
-            cluster.close()
+    with kubectl_against(tmp_path, KARPENTER_V1_CRDS) as client:
+        yield client
 
 
 def test_kubectl_get_nodeclaims_shows_the_controllers_claims_with_the_crds_columns(
@@ -112,22 +104,16 @@ def test_kubectl_shows_the_nodepools_registration_health_written_through_its_sta
 def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_path: Path) -> None:
     """A cluster that does not serve NodeClaims (404 on create): the node is registered and its pod bound, without a
     claim — never a launch left hanging for want of one."""
-    with EmulatorThread(seed_namespaces=True) as server:
-        config = server.write_kubeconfig(tmp_path / "kubeconfig")
-        cluster = KubeCluster.from_kubeconfig(str(config), backoff=FAST_BACKOFF)
-        try:
-            kubectl = Kubectl(kubectl_binary(), config, tmp_path / "kubectl-cache", server, cluster)
-            scene = Scene(compile_policies(EXAMPLE / "policies", tmp_path / "build"), cluster=cluster)  # type: ignore[arg-type]
-            kubectl("apply", "-f", "-", stdin=json.dumps(POD))
-            controller = scene.controller()
-            scene.run(controller, 120, until=lambda: not scene.unbound())
-            assert scene.unbound() == []
-            (node,) = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
-            assert objects.labels(node)[wk.NODEPOOL] == "default"
-            assert "ownerReferences" not in objects.metadata(node)
-            assert kubectl("get", "nodeclaims", check=False).returncode != 0
-        finally:
-            cluster.close()
+    with kubectl_against(tmp_path) as kubectl:
+        scene = Scene(compile_policies(EXAMPLE / "policies", tmp_path / "build"), cluster=kubectl.cluster)  # type: ignore[arg-type]
+        kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+        controller = scene.controller()
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        assert scene.unbound() == []
+        (node,) = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        assert objects.labels(node)[wk.NODEPOOL] == "default"
+        assert "ownerReferences" not in objects.metadata(node)
+        assert kubectl("get", "nodeclaims", check=False).returncode != 0
 
 
 def test_kubectl_delete_nodeclaim_drains_and_deletes_its_node_and_terminates_its_instance(
