@@ -349,13 +349,13 @@ def test_drift_disabled_leaves_v031_network_drift_alone(tmp_path: Path) -> None:
 # --- the CLI ---------------------------------------------------------------------------------------------------
 
 
-def plan(tmp_path: Path, output: str = "json", **options: Any) -> Any:
+def plan(tmp_path: Path, output: str = "json", cluster: tuple[dict[str, Any], ...] = (), **options: Any) -> Any:
     base = v1_policies(tmp_path / "base", nodepool(budgets='[{nodes: "1"}]'), node_classes=(node_class(),))
     head = v1_policies(tmp_path / "head", nodepool(budgets='[{nodes: "1"}]'), node_classes=(private_class(),))
     items = [dict(pool_node("n1"), spec={"providerID": "aws:///us-east-1a/i-n1"}), claim("n1"),
              pod("web-1", "n1", "web"),
              dict(pool_node("n2"), spec={"providerID": "aws:///us-east-1a/i-n2"}), claim("n2"),
-             pod("web-2", "n2", "web")]
+             pod("web-2", "n2", "web"), *cluster]
     return plan_command(PlanOptions(snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z",
                                     output=output, base=base, head=head, consolidation_timeout="0s", **options),
                         load_catalog())
@@ -424,3 +424,19 @@ def test_a_malformed_cluster_class_status_is_a_snapshot_problem(status: dict[str
     made["status"] = status
     snapshot = read_snapshot(json.dumps(listing(made)).encode(), "s.json")
     assert any(message in str(p) for p in snapshot.errors), snapshot.errors
+
+
+def test_redact_keeps_the_cluster_class_status_that_decides(tmp_path: Path) -> None:
+    """The cluster's EC2NodeClass survives `--redact` (its name, terms and resolved status only): the security groups
+    its status lists still decide, and the verdicts are the unredacted plan's."""
+    status = cluster_class([SUBNET_1], [FAKE_GROUP], private_class())
+    plain = json.loads(plan(tmp_path, cluster=(status,), **answers(tmp_path)).stdout)
+    redacted = plan(tmp_path, cluster=(status,), redact=True, **answers(tmp_path))
+
+    hidden = json.loads(redacted.stdout)
+    names = {hashed("node", n["name"]): n for n in plain["nodes"]}
+    assert {n["name"]: (n["drifted"], len(n["reasons"])) for n in hidden["nodes"]} == {
+        name: (n["drifted"], len(n["reasons"])) for name, n in names.items()}
+    assert any(r.startswith("SecurityGroupDrift") and f"(status.securityGroups: {hashed('sg', FAKE_GROUP)})" in r
+               for n in hidden["nodes"] for r in n["reasons"])
+    assert FAKE_GROUP not in redacted.stdout and GROUP not in redacted.stdout
