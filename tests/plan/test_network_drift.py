@@ -66,6 +66,14 @@ def groups_json(*groups: tuple[str, str, dict[str, str]]) -> dict[str, Any]:
                                 "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]} for i, n, tags in groups]}
 
 
+def imaged(node_name: str) -> dict[str, Any]:
+    """The NodeClaim of `node_name` with the BeforeEach's `status.imageID` (suite_test.go:810: Karpenter's AMI check,
+    which runs before subnets and security groups, errors without one)."""
+    made = claim(node_name)
+    made["status"]["imageID"] = "ami-0amd000000000000a2"
+    return made
+
+
 def side(*classes: str) -> PolicySide:
     made = [stored_form(yaml.safe_load(d)) for d in classes]
     pool = stored_form(yaml.safe_load(nodepool()))
@@ -127,7 +135,7 @@ def test_karpenters_nodeclaim_drift_cases_from_the_clusters_status(
     groups: tuple[str, ...], kind: str | None,
 ) -> None:
     classes = side(node_class())
-    items = [pool_node("n1"), claim("n1"), cluster_class(status_subnets, status_groups)]
+    items = [pool_node("n1"), imaged("n1"), cluster_class(status_subnets, status_groups)]
 
     reasons, notes, _ = network_drift(tmp_path, classes, classes, items, instances_answer=instances(subnet, groups))
 
@@ -177,7 +185,7 @@ def private_class() -> str:
 
 def test_a_changed_subnet_selector_drifts_the_nodes_it_no_longer_selects(tmp_path: Path) -> None:
     base, head = side(node_class()), side(private_class())
-    items = [pool_node("n1"), claim("n1"), pool_node("n2"), claim("n2"),
+    items = [pool_node("n1"), imaged("n1"), pool_node("n2"), imaged("n2"),
              cluster_class([SUBNET_1, SUBNET_2, "subnet-0valid0000000004"], [GROUP])]
     answer = {"Reservations": [*instances(SUBNET_1)["Reservations"],
                                *instances(SUBNET_2, instance="i-n2")["Reservations"]]}
@@ -193,7 +201,7 @@ def test_a_changed_subnet_selector_drifts_the_nodes_it_no_longer_selects(tmp_pat
 
 def test_a_changed_selector_without_answers_is_counted_with_the_exact_calls_to_run(tmp_path: Path) -> None:
     base, head = side(node_class()), side(private_class())
-    items = [pool_node("n1"), claim("n1"), pool_node("n2"), claim("n2")]
+    items = [pool_node("n1"), imaged("n1"), pool_node("n2"), imaged("n2")]
 
     reasons, notes, _ = network_drift(tmp_path, base, head, items)
 
@@ -207,9 +215,23 @@ def test_a_changed_selector_without_answers_is_counted_with_the_exact_calls_to_r
         "Name=tag:karpenter.sh/discovery,Values=prod Name=tag:tier,Values=private --output json` as --subnets"]
 
 
+def test_a_nodeclaim_without_image_id_is_not_judged_as_karpenters_ami_check_errors_first(tmp_path: Path) -> None:
+    """suite_test.go:999 ("should error if the NodeClaim doesn't have ImageID"): `isAMIDrifted` errors and
+    `isNodeClassDrifted` returns before the security groups and the subnet are compared — counted, no drift."""
+    classes = side(node_class())
+    items = [pool_node("n1"), claim("n1"), cluster_class([SUBNET_1], [GROUP])]
+
+    reasons, notes, _ = network_drift(tmp_path, classes, classes, items,
+                                      instances_answer=instances(FAKE_SUBNET, (FAKE_GROUP,)))
+
+    assert reasons == {"n1": ()}
+    assert notes[-1] == ("1 node of EC2NodeClass default: no NodeClaim status.imageID: Karpenter's AMI drift check "
+                         "errors before security groups and subnets are compared: no drift of either")
+
+
 def test_nothing_given_and_nothing_changed_says_nothing(tmp_path: Path) -> None:
     classes = side(node_class())
-    reasons, notes, _ = network_drift(tmp_path, classes, classes, [pool_node("n1"), claim("n1")])
+    reasons, notes, _ = network_drift(tmp_path, classes, classes, [pool_node("n1"), imaged("n1")])
     assert reasons == {"n1": ()} and notes == []
 
 
@@ -221,7 +243,7 @@ def test_security_group_terms_or_ids_names_and_star_tags(tmp_path: Path) -> None
                                      terms))
     groups = groups_json(("sg-a", "a", {}), ("sg-b", "nodes-web", {}), ("sg-c", "c", {"team": "x"}),
                          ("sg-d", "d", {"other": "x"}))
-    items = [pool_node("n1"), claim("n1"), pool_node("n2"), claim("n2")]
+    items = [pool_node("n1"), imaged("n1"), pool_node("n2"), imaged("n2")]
     answer = {"Reservations": [*instances(groups=("sg-a", "sg-b", "sg-c"))["Reservations"],
                                *instances(groups=("sg-a", "sg-b"), instance="i-n2")["Reservations"]]}
 
@@ -352,9 +374,9 @@ def test_drift_disabled_leaves_v031_network_drift_alone(tmp_path: Path) -> None:
 def plan(tmp_path: Path, output: str = "json", cluster: tuple[dict[str, Any], ...] = (), **options: Any) -> Any:
     base = v1_policies(tmp_path / "base", nodepool(budgets='[{nodes: "1"}]'), node_classes=(node_class(),))
     head = v1_policies(tmp_path / "head", nodepool(budgets='[{nodes: "1"}]'), node_classes=(private_class(),))
-    items = [dict(pool_node("n1"), spec={"providerID": "aws:///us-east-1a/i-n1"}), claim("n1"),
+    items = [dict(pool_node("n1"), spec={"providerID": "aws:///us-east-1a/i-n1"}), imaged("n1"),
              pod("web-1", "n1", "web"),
-             dict(pool_node("n2"), spec={"providerID": "aws:///us-east-1a/i-n2"}), claim("n2"),
+             dict(pool_node("n2"), spec={"providerID": "aws:///us-east-1a/i-n2"}), imaged("n2"),
              pod("web-2", "n2", "web"), *cluster]
     return plan_command(PlanOptions(snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z",
                                     output=output, base=base, head=head, consolidation_timeout="0s", **options),

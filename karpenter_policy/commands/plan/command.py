@@ -169,7 +169,8 @@ def plan_command(
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
     instance_ids = _instance_ids(snapshot, options.redact) if answers.given or answers.network_given else {}
-    claim_images = _claim_images(snapshot, options.redact) if answers.given and options.redact else {}
+    claim_images = (_claim_images(snapshot, options.redact) if (answers.given or answers.network_given)
+                    and options.redact else {})
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot, start) if not snapshot.errors else None

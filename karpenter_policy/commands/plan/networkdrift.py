@@ -22,7 +22,9 @@ What the class resolves to, for HEAD:
   calls whose answers to give, never a verdict.
 
 The node's side is its instance's `SubnetId` and `SecurityGroups[].GroupId` from `--instances` (by its
-`spec.providerID`); without them the node is counted, not judged. The check runs when any of `--instances`,
+`spec.providerID`); without them the node is counted, not judged. A v1 NodeClaim without `status.imageID` is not
+judged either: v1.14.1's AMI check, which runs first, errors for it ("no ami ID found in nodeClaim status") and
+nothing after it is checked (a note counts it). The check runs when any of `--instances`,
 `--subnets`, `--security-groups` is given, or when BASE → HEAD changes a class's selector (the terms are outside
 the class's hash: nothing else would show it); otherwise it stays silent, as before. With `--redact`, subnet and
 security-group ids are named by a stable hash (`subnet-…`, `sg-…`, `redact.hashed`).
@@ -123,6 +125,8 @@ class NetworkDriftRules:
         self.commands: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
         #: (owner, what, source) → nodes of a class whose selector resolves to nothing (Karpenter's check errors)
         self.empty: Counter[tuple[str, str, str]] = Counter()
+        #: (owner, why) → nodes whose AMI check errors first (v1.14.1 checks nothing after it)
+        self.skipped: Counter[tuple[str, str]] = Counter()
 
     def notes(self) -> list[str]:
         out = [f"{_plural(count)} of {owner}: {what} drift not assessed: {why}"
@@ -131,6 +135,8 @@ class NetworkDriftRules:
                 for (owner, field, flag), calls in sorted(self.commands.items())]
         out += [f"{_plural(count)} of {owner}: it resolves no {what} ({source}): Karpenter's drift check errors "
                 "and drifts nothing" for (owner, what, source), count in sorted(self.empty.items())]
+        out += [f"{_plural(count)} of {owner}: {why}: Karpenter's AMI drift check errors before security groups and "
+                "subnets are compared: no drift of either" for (owner, why), count in sorted(self.skipped.items())]
         return out
 
     def _show(self, kind: _Kind, ids: Sequence[str]) -> str:
@@ -182,10 +188,11 @@ class NetworkDriftRules:
 
     # --- the nodes -----------------------------------------------------------------------------------------------
 
-    def node_class(self, name: str, node: FleetNode) -> list[tuple[str, str]]:
-        """The (field, reason) pairs of a node of EC2NodeClass `name`, in Karpenter's order (none: no drift)."""
+    def node_class(self, name: str, node: FleetNode, *, ami_error: str | None = None) -> list[tuple[str, str]]:
+        """The (field, reason) pairs of a node of EC2NodeClass `name`, in Karpenter's order (none: no drift);
+        `ami_error`: why v1.14.1's AMI check, which runs first, errors for it (then nothing else is checked)."""
         return self._check(f"EC2NodeClass {name}", node, lambda kind: self._class_resolution(name, kind),
-                           lambda kind: f"spec.{kind.terms}") or []
+                           lambda kind: f"spec.{kind.terms}", ami_error) or []
 
     def template(self, name: str | None, node: FleetNode) -> list[tuple[str, str]] | None:
         """The same for a node of a Provisioner referencing AWSNodeTemplate `name`; None when Karpenter v0.31.1's
@@ -197,12 +204,15 @@ class NetworkDriftRules:
                            lambda kind: f"spec.{kind.selector}")
 
     def _check(self, owner: str, node: FleetNode, resolve: Callable[[_Kind], _Resolution | None],
-               field: Callable[[_Kind], str]) -> list[tuple[str, str]] | None:
+               field: Callable[[_Kind], str], ami_error: str | None = None) -> list[tuple[str, str]] | None:
         out: list[tuple[str, str]] = []
         instance = self.instance_ids.get(node.name)
         network = (self.answers.network_of or {}).get(instance) if instance is not None else None
         checked = [(kind, r) for kind in _KINDS if (r := resolve(kind)) is not None
                    and (self.answers.network_given or r.changed)]
+        if checked and ami_error is not None:
+            self.skipped[(owner, ami_error)] += 1
+            return out
         errored = [(kind, r) for kind, r in checked if r.ids == ()]
         for kind, resolution in errored:
             self.empty[(owner, kind.what, resolution.source)] += 1

@@ -241,7 +241,9 @@ class NodePoolDriftRules:
             if ami is not None:
                 fields.append(self.ami.field(node_class))
                 reasons.append(ami)
-            for field, reason in self.network.node_class(node_class, node) if self.network is not None else ():
+            imaged = claim is None or bool(claim.image_id or self.ami.claim_images.get(node.name))
+            error = None if imaged else "no NodeClaim status.imageID"
+            for field, reason in self.network.node_class(node_class, node, ami_error=error) if self.network else ():
                 fields.append(field)
                 reasons.append(reason)
         labels = claim.labels if claim is not None else node.labels
