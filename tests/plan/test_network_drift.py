@@ -29,7 +29,7 @@ from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.redact import hashed
 from karpenter_policy.commands.plan.snapshot import read_snapshot
-from tests.plan.snapshots import NODE_TEMPLATE, listing, node, pod, provisioner, write
+from tests.plan.snapshots import NODE_TEMPLATE, listing, node, pod, policies, provisioner, write
 from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node, v1_policies
 from tests.profiles import deterministic
 
@@ -462,3 +462,24 @@ def test_redact_keeps_the_cluster_class_status_that_decides(tmp_path: Path) -> N
     assert any(r.startswith("SecurityGroupDrift") and f"(status.securityGroups: {hashed('sg', FAKE_GROUP)})" in r
                for n in hidden["nodes"] for r in n["reasons"])
     assert FAKE_GROUP not in redacted.stdout and GROUP not in redacted.stdout
+
+
+def test_the_v031_plan_drifts_a_node_its_templates_new_subnet_selector_leaves(tmp_path: Path) -> None:
+    """The CLI on Provisioner nodes: HEAD's AWSNodeTemplate narrows `subnetSelector`; the node's instance sits in a
+    subnet it no longer selects (--instances, --subnets) — drifted, in a wave, the reason naming both sides."""
+    base = policies(tmp_path / "base", provisioner())
+    head_dir = tmp_path / "head"
+    head_dir.mkdir()
+    (head_dir / "policies.yaml").write_text("---\n".join([provisioner(), NODE_TEMPLATE.replace(
+        "subnetSelector: {karpenter.sh/discovery: prod}", "subnetSelector: {tier: private}")]))
+    items = [dict(node("n1"), spec={"providerID": "aws:///us-east-1a/i-n1"}), pod("web-1", "n1", "web")]
+    result = plan_command(PlanOptions(
+        snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z", output="json", base=base,
+        head=str(head_dir), consolidation_timeout="0s", instances=(dump(tmp_path, "i.json", instances(SUBNET_2)),),
+        subnets=(dump(tmp_path, "sn.json", SUBNETS),)), load_catalog())
+
+    assert result.exit_code == 0, result.stderr
+    (n1,) = json.loads(result.stdout)["nodes"]
+    assert n1["drifted"] and n1["wave"] is not None
+    assert n1["reasons"] == [f"SubnetDrift: AWSNodeTemplate default's spec.subnetSelector changed → subnet {SUBNET_2} "
+                             f"of node n1 is no longer selected (now: {SUBNET_1}, subnet-0valid0000000004)"]
