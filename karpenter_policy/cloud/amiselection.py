@@ -48,6 +48,7 @@ __all__ = [
     "ResolvedAmi",
     "TermResolution",
     "alias_parameters",
+    "any_matches",
     "ami_for",
     "created_at",
     "default_parameter",
@@ -121,7 +122,8 @@ def _wildcard(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.DOTALL)
 
 
-def _any_matches(patterns: Iterable[str], value: str | None) -> bool:
+def any_matches(patterns: Iterable[str], value: str | None) -> bool:
+    """Whether `value` matches one of `patterns`, EC2 filter values with their wildcards (None: no value)."""
     return value is not None and any(_wildcard(p).fullmatch(value) for p in patterns)
 
 
@@ -148,12 +150,12 @@ def selector_matches(selector: Mapping[str, str], image: Image) -> bool:
         elif key == OWNERS_KEY:
             owners = values
         elif key == NAME_KEY:
-            if not _any_matches(values, image.name):
+            if not any_matches(values, image.name):
                 return False
         elif value == "*":
             if key not in image.tags:
                 return False
-        elif not _any_matches(values, image.tags.get(key)):
+        elif not any_matches(values, image.tags.get(key)):
             return False
     if not owners and NAME_KEY in selector and not any(key in selector for key in ID_KEYS):
         owners = list(DEFAULT_NAME_OWNERS)
@@ -315,13 +317,13 @@ def term_matches(term: Mapping[str, Any], image: Image) -> bool:
     if image.state != "available":
         return False
     name, owner = term.get("name") or "", term.get("owner") or ""
-    if name and not _any_matches([str(name)], image.name):
+    if name and not any_matches([str(name)], image.name):
         return False
     for key, value in (term.get("tags") or {}).items():
         if value == "*":  # a `tag-key` filter, its wildcards too: `{"*": "*"}` selects every tagged image
             if not any(_wildcard(str(key)).fullmatch(k) for k in image.tags):
                 return False
-        elif not _any_matches([str(value)], image.tags.get(key)):
+        elif not any_matches([str(value)], image.tags.get(key)):
             return False
     owners = [str(owner)] if owner else (list(DEFAULT_NAME_OWNERS) if name else [])
     return not owners or _owned(owners, image)

@@ -4,7 +4,8 @@ A selector is a map. ``aws-ids`` / ``aws::ids`` lists ids (comma-separated) and 
 security group's name: a Karpenter v1 EC2NodeClass's `securityGroupSelectorTerms` `name`, matched as its
 `group-name` filter) is ANDed with the tags beside it; any other key is a tag:
 value ``*`` matches any resource carrying the tag key, otherwise the value is a comma-separated list of
-accepted tag values. Every entry must match (AND). For each zone the launch uses the matching subnet with the
+accepted tag values. Every entry must match (AND): the filters of `cloud/networkselection.selector_filters`, which
+`plan` applies to saved answers too. For each zone the launch uses the matching subnet with the
 most free IP addresses (ties: the smallest id). Answers are cached for a minute.
 """
 
@@ -12,16 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from karpenter_policy.cloud.amiselection import ID_KEYS
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.errors import NotFound
+from karpenter_policy.cloud.networkselection import GROUP_NAME_KEY, selector_filters
 from karpenter_policy.cloud.provider import Clock
 
-#: A security group's name (v1's `securityGroupSelectorTerms[].name`).
-GROUP_NAME_KEY = "aws::name"
 DISCOVERY_TTL = 60.0
 
 
@@ -30,25 +29,6 @@ class Subnet:
     id: str
     zone: str
     available_ips: int
-
-
-def _split(value: str) -> list[str]:
-    return [part.strip() for part in str(value).split(",") if part.strip()]
-
-
-def selector_filters(selector: Mapping[str, str], id_filter: str) -> list[dict[str, Any]]:
-    """EC2 Describe* filters for a selector (``id_filter`` is ``subnet-id`` or ``group-id``), sorted."""
-    filters: list[dict[str, Any]] = []
-    for key, value in sorted(selector.items()):
-        if key in ID_KEYS:
-            filters.append({"Name": id_filter, "Values": _split(value)})
-        elif key == GROUP_NAME_KEY and id_filter == "group-id":
-            filters.append({"Name": "group-name", "Values": [str(value)]})
-        elif value == "*":
-            filters.append({"Name": "tag-key", "Values": [key]})
-        else:
-            filters.append({"Name": f"tag:{key}", "Values": _split(value)})
-    return filters
 
 
 def _key(selector: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -33,8 +33,9 @@ NodeClaim is the first whose `requirements` its labels meet (`MapToInstanceTypes
 drifts — a new release of `al2023@latest` the cluster has already resolved — as does one no AMI fits. Otherwise
 their AMI drift is not planned, and when BASE → HEAD changes those terms (`amiSelectorTerms` is outside the class's
 hash, so nothing else would show it) a note says how many nodes that leaves unassessed.
-Subnet, security-group, capacity-reservation and placement-group drift compare the EC2 *instance* with the class's
-resolved status: neither is in a snapshot, so they are not planned either.
+Security-group and subnet drift, which Karpenter checks after this one, are `networkdrift`'s; capacity-reservation and
+placement-group drift compare the EC2 *instance* with the class's resolved status: neither is in a snapshot, so they
+are not planned.
 """
 
 from __future__ import annotations

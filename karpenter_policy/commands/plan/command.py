@@ -30,6 +30,7 @@ from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
 from karpenter_policy.commands.plan.ec2answers import Ec2FileError, instance_id, read_ec2_answers
 from karpenter_policy.commands.plan.fleet import fleet_of
+from karpenter_policy.commands.plan.networkdrift import NetworkDriftRules
 from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_nodepool_waves
 from karpenter_policy.commands.plan.options import PlanOptions
@@ -156,7 +157,8 @@ def plan_command(
     except OptionError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     try:
-        answers = read_ec2_answers(options.instances, options.images, options.ssm_parameters)
+        answers = read_ec2_answers(options.instances, options.images, options.ssm_parameters, options.subnets,
+                                   options.security_groups)
     except Ec2FileError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     if bool(options.snapshot) == bool(options.kubeconfig):
@@ -172,8 +174,9 @@ def plan_command(
                                 request_timeout=request_timeout.total_seconds())
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
-    instance_ids = _instance_ids(snapshot, options.redact) if answers.given else {}
-    claim_images = _claim_images(snapshot, options.redact) if answers.given and options.redact else {}
+    instance_ids = _instance_ids(snapshot, options.redact) if answers.given or answers.network_given else {}
+    claim_images = (_claim_images(snapshot, options.redact) if (answers.given or answers.network_given)
+                    and options.redact else {})
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot, start) if not snapshot.errors else None
@@ -199,11 +202,14 @@ def plan_command(
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
     ami = TemplateAmiDrift(head_side, answers, pricing.catalog, instance_ids, redact=options.redact)
+    network = NetworkDriftRules(base_side, head_side, snapshot.node_classes, answers, instance_ids,
+                                redact=options.redact)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon,
-                       ami=ami)
+                       ami=ami, network=network)
     v1_ami = AmiDriftRules(base_side, head_side, snapshot.node_classes, answers, pricing.catalog, instance_ids, start,
                            redact=options.redact, claim_images=claim_images)
-    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon, ami=v1_ami)
+    v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon, ami=v1_ami,
+                                  network=network)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog), options.min_values_policy)

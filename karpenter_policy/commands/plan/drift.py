@@ -28,7 +28,11 @@ and the two revisions suffice.
   saved, a node whose instance's AMI is not the one HEAD's AWSNodeTemplate maps to its type (`templateamidrift`,
   given as `ami`).
 
-Subnet and security-group drift need the cloud's answers of the instance's network: not planned.
+* **security-group and subnet drift** (aws v0.31.1 `areSecurityGroupsDrifted`, `isSubnetDrifted`, after AMI
+  drift, security groups first): the instance's network (`--instances`) against what HEAD's AWSNodeTemplate's
+  `securityGroupSelector` / `subnetSelector` select of `--security-groups` / `--subnets` (`networkdrift`, given as
+  `network`); a template with `launchTemplate` never drifts its security groups.
+
 Karpenter v1 NodePools' nodes follow v1.14.1's rules instead (`nodepooldrift`).
 """
 
@@ -48,6 +52,7 @@ from karpenter_policy.model.requirements import Requirements
 __all__ = [
     "HASH_ANNOTATIONS",
     "AmiCheck",
+    "NetworkCheck",
     "NODE_TEMPLATE_HASH_ANNOTATION",
     "DriftRules",
     "NodeDrift",
@@ -73,6 +78,12 @@ class AmiCheck(Protocol):
     """A node's AMI drift (`templateamidrift.TemplateAmiDrift`): its reason, or None."""
 
     def __call__(self, node_name: str, instance_type: str, template_name: str | None) -> str | None: ...
+
+
+class NetworkCheck(Protocol):
+    """A node's security-group and subnet drift (`networkdrift.NetworkDriftRules`): (field, reason) pairs."""
+
+    def template(self, name: str | None, node: FleetNode) -> list[tuple[str, str]] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +184,13 @@ class DriftRules:
     once (a fleet has thousands of nodes and a few provisioners)."""
 
     def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime, *, drift_enabled: bool = True,
-                 horizon: dt.timedelta = dt.timedelta(0), ami: AmiCheck | None = None) -> None:
+                 horizon: dt.timedelta = dt.timedelta(0), ami: AmiCheck | None = None,
+                 network: NetworkCheck | None = None) -> None:
         self.base, self.head, self.start, self.drift_enabled = base, head, start, drift_enabled
         #: AMI drift from the user's EC2 and SSM answers (None: not assessed)
         self.ami = ami
+        #: security-group and subnet drift from the user's EC2 answers (None: not assessed)
+        self.network = network
         #: nodes expiring until `start + horizon` are planned (at their expiry time)
         self.horizon = horizon
         self._static: dict[str, list[str]] = {}
@@ -236,12 +250,16 @@ class DriftRules:
                 changed = self._template_changes(name, base_doc)
                 fields += changed
                 reasons += changed
-            if self.ami is not None:
-                template = _provider_ref(head_doc)
+            template = _provider_ref(head_doc)
+            network = self.network.template(template, node) if self.network is not None else []
+            if self.ami is not None and network is not None:  # None: v0.31.1's cloud drift check errors
                 why = self.ami(node.name, node.instance_type, template)
                 if why is not None:
                     fields.append(f"AWSNodeTemplate {template}: {why.split(':', 1)[0]}")
                     reasons.append(why)
+            for which, why in network or ():
+                fields.append(which)
+                reasons.append(why)
             requirements = self._head_requirements(name, head_doc)
             for why in Requirements.from_labels(dict(node.labels)).incompatibilities(requirements):
                 reasons.append(f"requirement drift: {why} (provisioner {name}'s spec.requirements)")

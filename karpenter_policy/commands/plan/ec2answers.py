@@ -1,8 +1,12 @@
-"""What the user saved of EC2 and SSM for `plan`'s AMI drift (Karpenter v0.31's and v1's), read and checked at the
-edge.
+"""What the user saved of EC2 and SSM for `plan`'s AMI, subnet and security-group drift (Karpenter v0.31's and v1's),
+read and checked at the edge.
 
 * `--instances FILE` (repeatable): what `aws ec2 describe-instances --output json` prints — each instance's
-  `ImageId` by its `InstanceId` (a node's `spec.providerID` names its instance);
+  `ImageId`, `SubnetId` and `SecurityGroups[].GroupId` by its `InstanceId` (a node's `spec.providerID` names its
+  instance);
+* `--subnets FILE` / `--security-groups FILE` (repeatable): what `aws ec2 describe-subnets --output json` /
+  `aws ec2 describe-security-groups --output json` print — the subnets (`SubnetId`, `Tags`) and security groups
+  (`GroupId`, `GroupName`, `Tags`) a class's selector terms may select (`cloud/networkselection.py`);
 * `--images FILE` (repeatable): what `aws ec2 describe-images --output json` prints — the images an AWSNodeTemplate's
   `amiSelector` or an EC2NodeClass's `amiSelectorTerms` may select (id, architecture, creation date, name, owner,
   tags, state, deprecation time);
@@ -26,33 +30,54 @@ from typing import Any
 
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.cloud.amiselection import Image
+from karpenter_policy.cloud.networkselection import Described
 from karpenter_policy.commands.plan.snapshot import read_bytes
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
 
-__all__ = ["Ec2Answers", "Ec2FileError", "instance_id", "kubernetes_version", "read_ec2_answers"]
+__all__ = ["Ec2Answers", "Ec2FileError", "InstanceNetwork", "instance_id", "kubernetes_version", "read_ec2_answers"]
 
 _VERSION = re.compile(r"(?<![\d.])1\.\d{1,3}(?![\d.])")
 
 
 class Ec2FileError(ValueError):
-    """A file of `--instances`, `--images` or `--ssm-parameters` that cannot be read as its command's output."""
+    """A file of `--instances`, `--images`, `--ssm-parameters`, `--subnets` or `--security-groups` that cannot be
+    read as its command's output."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceNetwork:
+    """An instance's network as DescribeInstances answers: its `SubnetId` ("" when it has none, as a terminated
+    instance) and its security groups' ids (`SecurityGroups[].GroupId`, sorted)."""
+
+    subnet_id: str
+    security_group_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Ec2Answers:
     """The saved answers: `images_of` (instance id → ImageId; None: no --instances), `images` (None: no --images),
     `parameters` (SSM name → value; None: no --ssm-parameters) and `absent` (the names SSM answered it does not
-    have: `InvalidParameters`)."""
+    have: `InvalidParameters`); `network_of` (instance id → its network; None: no --instances), `subnets` and
+    `security_groups` (None: no --subnets, no --security-groups)."""
 
     image_of: Mapping[str, str] | None = None
     images: tuple[Image, ...] | None = None
     parameters: Mapping[str, str] | None = field(default=None)
     absent: frozenset[str] = frozenset()
+    network_of: Mapping[str, InstanceNetwork] | None = None
+    subnets: tuple[Described, ...] | None = None
+    security_groups: tuple[Described, ...] | None = None
 
     @property
     def given(self) -> bool:
-        """Whether any file was given (without any, AMI drift is not assessed, as before)."""
+        """Whether a file AMI drift reads was given (without any, AMI drift is not assessed, as before)."""
         return self.image_of is not None or self.images is not None or self.parameters is not None
+
+    @property
+    def network_given(self) -> bool:
+        """Whether a file subnet and security-group drift read was given (`--instances`, `--subnets`,
+        `--security-groups`)."""
+        return self.network_of is not None or self.subnets is not None or self.security_groups is not None
 
 
 def kubernetes_version(names: Iterable[str]) -> str | None:
@@ -112,14 +137,31 @@ def _top(file: str, data: Any, key: str, command: str) -> list[Any]:
     return _list(file, key, data[key])
 
 
-def _instances(file: str, into: dict[str, str]) -> None:
+def _instances(file: str, into: dict[str, str], networks: dict[str, InstanceNetwork]) -> None:
     for r, reservation in enumerate(_top(file, _load(file), "Reservations", "aws ec2 describe-instances")):
         where = f"Reservations[{r}]"
         for i, instance in enumerate(_list(file, f"{where}.Instances",
                                            _object(file, where, reservation).get("Instances", []))):
             path = f"{where}.Instances[{i}]"
             item = _object(file, path, instance)
-            into[_string(file, path, item, "InstanceId")] = _string(file, path, item, "ImageId")
+            key = _string(file, path, item, "InstanceId")
+            into[key] = _string(file, path, item, "ImageId")
+            groups = []
+            for g, group in enumerate(_list(file, f"{path}.SecurityGroups", item.get("SecurityGroups") or [])):
+                groups.append(_string(file, f"{path}.SecurityGroups[{g}]",
+                                      _object(file, f"{path}.SecurityGroups[{g}]", group), "GroupId"))
+            networks[key] = InstanceNetwork(_string(file, path, item, "SubnetId", required=False),
+                                            tuple(sorted(set(groups))))
+
+
+def _described(file: str, into: dict[str, Described], key: str, id_key: str, command: str) -> None:
+    for i, found in enumerate(_top(file, _load(file), key, command)):
+        path = f"{key}[{i}]"
+        item = _object(file, path, found)
+        read = Described(_string(file, path, item, id_key),
+                         _string(file, path, item, "GroupName", required=False) if key == "SecurityGroups" else "",
+                         _tags(file, path, item.get("Tags")))
+        into[read.id] = read
 
 
 def _tags(file: str, path: str, value: Any) -> dict[str, str]:
@@ -161,15 +203,22 @@ def _parameters(file: str, into: dict[str, str], absent: set[str]) -> None:
         absent.add(name)
 
 
-def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (),
-                     parameters: Sequence[str] = ()) -> Ec2Answers:
+def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (), parameters: Sequence[str] = (),
+                     subnets: Sequence[str] = (), security_groups: Sequence[str] = ()) -> Ec2Answers:
     """The answers of the files given (none of a kind: None). Raises :class:`Ec2FileError`."""
     image_of: dict[str, str] = {}
+    network_of: dict[str, InstanceNetwork] = {}
     found: dict[str, Image] = {}
     values: dict[str, str] = {}
     absent: set[str] = set()
+    described: dict[str, Described] = {}
+    groups: dict[str, Described] = {}
     for file in instances:
-        _instances(file, image_of)
+        _instances(file, image_of, network_of)
+    for file in subnets:
+        _described(file, described, "Subnets", "SubnetId", "aws ec2 describe-subnets")
+    for file in security_groups:
+        _described(file, groups, "SecurityGroups", "GroupId", "aws ec2 describe-security-groups")
     for file in images:
         _images(file, found)
     for file in parameters:
@@ -179,5 +228,8 @@ def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (),
         tuple(found[k] for k in sorted(found)) if images else None,
         values if parameters else None,
         frozenset(absent - set(values)),
+        network_of if instances else None,
+        tuple(described[k] for k in sorted(described)) if subnets else None,
+        tuple(groups[k] for k in sorted(groups)) if security_groups else None,
     )
 

@@ -36,9 +36,14 @@ stated so that a snapshot and the two revisions suffice.
 * **AMI drift** (aws `pkg/cloudprovider/drift.go`, `isAMIDrifted`): HEAD's EC2NodeClass's `amiSelectorTerms`
   resolved from the EC2 and SSM answers the user saved, else its `id` terms or the cluster's `status.amis`
   (`amidrift`).
+* **security-group and subnet drift** (`areSecurityGroupsDrifted`, `isSubnetDrifted`): the instance's security
+  groups and subnet (`--instances`) against what HEAD's class resolves to — the cluster's `status.securityGroups` /
+  `status.subnets` when HEAD keeps its terms, else its terms applied to `--security-groups` / `--subnets`
+  (`networkdrift`). Karpenter checks them after AMI drift, security groups first; the plan lists every reason found
+  in that order.
 
 Drift has no feature gate in v1: `--drift-disabled` (v0.31's gate) leaves these nodes alone. The rest of cloud drift
-(subnets, security groups, capacity reservations, placement groups) compares the EC2 instance: not planned.
+(capacity reservations, placement groups) is not planned.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from karpenter_policy.api.v1.statichash import (
 from karpenter_policy.commands.plan.amidrift import AmiDriftRules
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
+from karpenter_policy.commands.plan.networkdrift import NetworkDriftRules
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model.requirements import Requirements
 
@@ -151,7 +157,7 @@ class NodePoolDriftRules:
 
     def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime,
                  cluster_classes: Sequence[Obj] = (), *, horizon: dt.timedelta = dt.timedelta(0),
-                 ami: AmiDriftRules | None = None) -> None:
+                 ami: AmiDriftRules | None = None, network: NetworkDriftRules | None = None) -> None:
         self.base, self.head, self.start = base, head, start
         #: NodeClaims expiring until `start + horizon` are planned (at their expiry time)
         self.horizon = horizon
@@ -162,12 +168,15 @@ class NodePoolDriftRules:
         self.skipped: Counter[tuple[str, str]] = Counter()
         #: AMI drift (`amidrift`; given with the saved EC2 and SSM answers, or from the snapshot alone)
         self.ami = ami if ami is not None else AmiDriftRules(base, head, cluster_classes, start=start)
+        #: security-group and subnet drift (`networkdrift`; None: not assessed)
+        self.network = network
 
     def notes(self) -> list[str]:
         """What the reader should know of the nodes static drift skipped."""
         return [f"{count} node{'s' if count != 1 else ''} of nodepool {pool}: {why}: Karpenter does not drift "
                 f"{'them' if count != 1 else 'it'} statically (it re-annotates the NodeClaim with the current hash)"
-                for (pool, why), count in sorted(self.skipped.items())] + self.ami.notes()
+                for (pool, why), count in sorted(self.skipped.items())] + self.ami.notes() + (
+                    self.network.notes() if self.network is not None else [])
 
     def _static_changes(self, name: str, base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
         if name not in self._static:
@@ -232,6 +241,11 @@ class NodePoolDriftRules:
             if ami is not None:
                 fields.append(self.ami.field(node_class))
                 reasons.append(ami)
+            imaged = claim is None or bool(claim.image_id or self.ami.claim_images.get(node.name))
+            error = None if imaged else "no NodeClaim status.imageID"
+            for field, reason in self.network.node_class(node_class, node, ami_error=error) if self.network else ():
+                fields.append(field)
+                reasons.append(reason)
         labels = claim.labels if claim is not None else node.labels
         requirements = self._head_requirements(name, head_doc)
         for why in Requirements.from_labels(dict(labels)).incompatibilities(requirements, frozenset()):

@@ -89,8 +89,8 @@ class PlanOptions:
     )
     instances: tuple[str, ...] = option(
         (), "--instances", multiple=True, path="file", metavar="FILE",
-        help="For AMI drift: what `aws ec2 describe-instances --output json` printed (each node's ImageId, by its "
-        "providerID; repeatable).",
+        help="For AMI, subnet and security-group drift: what `aws ec2 describe-instances --output json` printed (each "
+        "node's ImageId, SubnetId and security groups, by its providerID; repeatable).",
     )
     images: tuple[str, ...] = option(
         (), "--images", multiple=True, path="file", metavar="FILE",
@@ -101,6 +101,16 @@ class PlanOptions:
         (), "--ssm-parameters", multiple=True, path="file", metavar="FILE",
         help="For AMI drift: what `aws ssm get-parameters --names ... --output json` printed (the default AMIs, "
         "an alias's or ssmParameter term's; a note names the parameters; repeatable).",
+    )
+    subnets: tuple[str, ...] = option(
+        (), "--subnets", multiple=True, path="file", metavar="FILE",
+        help="For subnet drift: what `aws ec2 describe-subnets --output json` printed (what HEAD's subnetSelectorTerms "
+        "or subnetSelector select; a note names the filters; repeatable).",
+    )
+    security_groups: tuple[str, ...] = option(
+        (), "--security-groups", multiple=True, path="file", metavar="FILE",
+        help="For security-group drift: what `aws ec2 describe-security-groups --output json` printed (what HEAD's "
+        "securityGroupSelectorTerms or securityGroupSelector select; a note names the filters; repeatable).",
     )
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")

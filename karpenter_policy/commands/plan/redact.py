@@ -26,6 +26,9 @@ The snapshot is rewritten in memory before the plan reads it (it is never writte
   and Karpenter v1.14.1's validation read; a Node's status keeps its conditions
   (type and status), capacity and allocatable — not its images, addresses or node info, nor its `providerID`; a
   pod's its phase, conditions and `startTime` (a do-not-disrupt duration runs from it);
+* an EC2NodeClass keeps its name (the repository's, as a NodePool's), its selector terms and what they resolved
+  (`status.amis`, `status.subnets`, `status.securityGroups`): nothing else — the reasons name no AMI id, and subnet
+  and security-group ids by a stable hash (`subnet-…`, `sg-…`);
 * labels and everything else the plan computes with stay (a PodDisruptionBudget selects pods by label).
 
 The snapshot problems (`Problem`) are reported with their names hashed the same way and quoted values withheld.
@@ -214,6 +217,19 @@ def _storage_class(obj: Obj, names: _Names) -> Obj:
                                                kept=(DEFAULT_CLASS_ANNOTATION,)), **kept}
 
 
+#: What the plan reads of a cluster EC2NodeClass (`amidrift`, `networkdrift`): its selector terms, what they resolved.
+_CLASS_SPEC = ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms")
+_CLASS_STATUS = ("amis", "subnets", "securityGroups")
+
+
+def _node_class(obj: Obj, _names: _Names) -> Obj:
+    """A cluster EC2NodeClass: its name (the repository's, as a NodePool's), selector terms and their resolution."""
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    return {**_top(obj), "metadata": {"name": _map(obj.get("metadata")).get("name")},
+            "spec": {k: spec[k] for k in _CLASS_SPEC if k in spec},
+            "status": {k: status[k] for k in _CLASS_STATUS if k in status}}
+
+
 def _affinity(value: Any, names: _Names) -> Any:
     """Pod (anti-)affinity terms' `namespaces` hashed as the pods' namespaces are."""
     if isinstance(value, Mapping):
@@ -296,12 +312,14 @@ def redact_snapshot(snapshot: Snapshot) -> Snapshot:
     kinds: list[tuple[list[Obj], Callable[[Obj, _Names], Obj]]] = [
         (snapshot.nodes, _node), (snapshot.pods, _pod), (snapshot.pdbs, _pdb), (snapshot.daemon_sets, _daemon_set),
         (snapshot.node_claims, _claim), (snapshot.persistent_volume_claims, _persistent_volume_claim),
-        (snapshot.persistent_volumes, _persistent_volume), (snapshot.storage_classes, _storage_class)]
-    nodes, pods, pdbs, daemon_sets, claims, pvcs, pvs, classes = (
+        (snapshot.persistent_volumes, _persistent_volume), (snapshot.storage_classes, _storage_class),
+        (snapshot.node_classes, _node_class)]
+    nodes, pods, pdbs, daemon_sets, claims, pvcs, pvs, classes, node_classes = (
         [rewrite(o, names) for o in objects] for objects, rewrite in kinds)
     raw = sorted(names.given, key=len, reverse=True) if snapshot.problems else []
     pattern = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(n) for n in raw) + r")(?![\w.-])") if raw else None
     problems = [_problem(p, names, pattern) for p in snapshot.problems]
     return Snapshot(nodes, pods, pdbs, daemon_sets, claims, persistent_volume_claims=pvcs, persistent_volumes=pvs,
-                    storage_classes=classes, volumes_listed=snapshot.volumes_listed, problems=problems,
+                    storage_classes=classes, node_classes=node_classes, volumes_listed=snapshot.volumes_listed,
+                    problems=problems,
                     files=list(snapshot.files))

@@ -263,14 +263,23 @@ def _requirement_problem(requirement: Any) -> bool:
 
 
 def _node_class_problem(item: Obj) -> str | None:
-    """An EC2NodeClass: what the plan reads of it — `spec.amiSelectorTerms` (a list of objects) and `status.amis`
-    (each an `id` and its `requirements`, node selector requirements)."""
+    """An EC2NodeClass: what the plan reads of it — `spec.amiSelectorTerms`, `spec.subnetSelectorTerms` and
+    `spec.securityGroupSelectorTerms` (lists of objects), `status.amis` (each an `id` and its `requirements`, node
+    selector requirements), `status.subnets` and `status.securityGroups` (each an `id`)."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
-    terms = (item.get("spec") or {}).get("amiSelectorTerms")
-    if terms is not None and not (isinstance(terms, list) and all(isinstance(t, dict) for t in terms)):
-        return f"spec.amiSelectorTerms is not a list of objects: {_quote(terms)}"
+    for key in ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms"):
+        terms = (item.get("spec") or {}).get(key)
+        if terms is not None and not (isinstance(terms, list) and all(isinstance(t, dict) for t in terms)):
+            return f"spec.{key} is not a list of objects: {_quote(terms)}"
+    for key in ("subnets", "securityGroups"):
+        listed = (item.get("status") or {}).get(key)
+        if listed is not None and not isinstance(listed, list):
+            return f"status.{key} is not a list: {_quote(listed)}"
+        for index, entry in enumerate(listed or []):
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or not entry["id"]:
+                return f"status.{key}[{index}] has no id: {_quote(entry)}"
     amis = (item.get("status") or {}).get("amis")
     if amis is None:
         return None
