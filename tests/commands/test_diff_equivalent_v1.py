@@ -133,3 +133,16 @@ def test_narrowing_through_the_cpu_manufacturer_label_is_a_difference_naming_it(
     assert found is not None and found.family == "m5"
     named = f"{CPU_MANUFACTURER}={found.v1_labels[CPU_MANUFACTURER]}"
     assert changed["message"].endswith(f"head does not ({instance_type}: {named}, v1.14.1's labels its NodePools name)")
+
+
+def test_a_min_values_the_types_cannot_meet_leaves_the_workload_nowhere(tmp_path: Path, catalog: Catalog) -> None:
+    """Under Karpenter's default Strict minValues policy a NodePool whose types carry two families cannot meet
+    `minValues: 3` and launches nothing: the workload loses every node."""
+    base = _node_pool(_requirement("karpenter.k8s.aws/instance-family", "In", ["m5", "m5a"]))
+    head = base + "          minValues: 3\n"
+
+    result = _equivalent(tmp_path, base, head, catalog)
+
+    assert result.exit_code == 1, result.stdout
+    (changed,) = json.loads(result.stdout)["changed"]
+    assert changed["admitted_by"] == str(tmp_path / "base") and changed["message"].endswith("head does not")
