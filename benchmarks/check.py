@@ -26,6 +26,10 @@ the CLI (`validate`, `check`, `compile -o`, `fmt`), CPU seconds best of `--repea
 requirements, and one with 10,000 values of one requirement. Goals: 2,000 Provisioners ≤ 5 s, 10,000 values
 ≤ 2 s (per command).
 
+With `--migrate --baseline-ref REF` (issue 25), `migrate --to v1` of the corpus is timed instead, through this
+tree's CLI and REF's alternately (`baseline_main`): every Provisioner proven against its NodePool with Z3, the
+diff on stdout, which must be byte-identical.
+
 With `--api v1` (issue 27), the same corpus is checked as Karpenter v1 NodePools and EC2NodeClasses: the
 Provisioners and AWSNodeTemplates generated as above are turned into them by the project's own `migrate` (into
 `--work`/check-v1, `--node-role KarpenterNodeRole-bench`; every Provisioner is migrated, the planted ones too), so
@@ -878,6 +882,9 @@ def main(argv: list[str] | None = None) -> int:
                         "only, and check that their outputs are byte-identical")
     parser.add_argument("--shapes", action="store_true",
                         help="time 2,000 Provisioners, 10,000 requirements and 10,000 values instead")
+    parser.add_argument("--migrate", action="store_true",
+                        help="with --baseline-ref: time `migrate --to v1` of the corpus (every Provisioner proven "
+                        "against its NodePool; the diff on stdout) through this tree's CLI and REF's")
     args = parser.parse_args(argv)
     if args.provisioners < 1 or args.repeat < 1 or args.workloads < 0:
         parser.error("--provisioners and --repeat must be at least 1, --workloads at least 0")
@@ -903,6 +910,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.api == V1:
         corpus = migrate_corpus(generated, work.parent / "check-v1")
         log(f"migrated them to v1 NodePools and EC2NodeClasses in {corpus.directory} (--node-role {NODE_ROLE})")
+    if args.migrate:
+        if not args.baseline_ref or args.api != V1ALPHA5:
+            parser.error("--migrate needs --baseline-ref REF, and reads the v1alpha5 corpus")
+        command = ["migrate", str(corpus.directory), "--to", "v1", "--node-role", NODE_ROLE]
+        return baseline_main(args, command, cpu, log)
     if args.workloads:
         return workloads_main(args, generated, catalog, cpu, log, corpus)
     run_pinned([str(CLI), "check", str(corpus.directory), "--output", "json"], cpu)  # warm-up: byte code, page cache

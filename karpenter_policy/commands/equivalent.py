@@ -11,8 +11,10 @@ either.
 
 For each workload whose set changes, a counter-example: the cheapest node one side admits and the other does not,
 with the admitting pool at file:line, and Z3's verdict that the pool's requirements admit that offering
-(`diff`'s prover, `checks.proof.solver`). Exit 0 with a one-line summary when every workload is unchanged; 1 when
-one changes, a workload is on one side only, or HEAD has error findings; 2 when it cannot run.
+(`diff`'s prover, `checks.proof.solver`); when the other side's NodePools name labels only Karpenter v1.14.1 sets
+(both sides are read as `check` reads them: a NodePool with v1.14.1's labels, operators and `minValues`), the
+node's values of them (`landingset.named_v1_labels`). Exit 0 with a one-line summary when every workload is
+unchanged; 1 when one changes, a workload is on one side only, or HEAD has error findings; 2 when it cannot run.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from typing import Any
 
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput
-from karpenter_policy.checks.proof.landingset import LandingSet, NodeDifference, compare_landings, landing_sets
+from karpenter_policy.checks.proof.landingset import (
+    LandingSet,
+    NodeDifference,
+    compare_landings,
+    landing_sets,
+    named_v1_labels,
+)
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
 from karpenter_policy.checks.source.workloads import read_workloads
@@ -121,6 +129,7 @@ def _verdict(
     difference: NodeDifference,
     sides: tuple[Side, Side],
     prover: _Prover,
+    catalog: Catalog,
 ) -> WorkloadVerdict:
     side = sides[0] if difference.first else sides[1]
     other = sides[1] if difference.first else sides[0]
@@ -135,7 +144,9 @@ def _verdict(
     theirs = (head if difference.first else base).nodes
     offering_of = (node.instance_type, node.zone, node.capacity_type)
     same_offering = sorted(n for n in theirs if (n.instance_type, n.zone, n.capacity_type) == offering_of)
-    refusal = f"{other.label} does not" if not same_offering else (
+    named = named_v1_labels(node, other.checked, catalog)
+    because = f" ({node.instance_type}: {', '.join(named)}, v1.14.1's labels its NodePools name)" if named else ""
+    refusal = f"{other.label} does not{because}" if not same_offering else (
         f"{other.label}'s node there is {same_offering[0].describe()}"
     )
     message = f"{side.label} lets it land on {node.describe()} (through {_where(difference.pool)}); {refusal}"
@@ -175,7 +186,7 @@ def prove_equivalent(
             continue
         difference = compare_landings(before[ref], after[ref], catalog)
         if difference is not None:
-            result.changed.append(_verdict(ref, before[ref], after[ref], difference, (base, head), prover))
+            result.changed.append(_verdict(ref, before[ref], after[ref], difference, (base, head), prover, catalog))
     return result
 
 

@@ -12,7 +12,9 @@ taints and startup taints as written. Each offering keeps the pool that admits i
 order), for the report's file:line.
 
 `compare_landings` says, per workload, whether both sides' sets are equal, and otherwise gives a counter-example:
-the cheapest node one side admits and the other does not.
+the cheapest node one side admits and the other does not; `named_v1_labels` gives that node's values of the labels
+only Karpenter v1.14.1 sets (`model.labels.V1_INSTANCE_LABELS`) that the other side's NodePools name — a label with
+no v0.31 counterpart is a function of the instance type, not one of the node's labels above.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from dataclasses import dataclass
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.proof.placement import templates_for
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
+from karpenter_policy.checks.proof.solver import terms_of
 from karpenter_policy.checks.source.workloads import LocatedWorkload
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import price_key
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Pod, Scheduler
 from karpenter_policy.scheduling.evaluate import Evaluator
 
-__all__ = ["LandingNode", "LandingSet", "NodeDifference", "compare_landings", "landing_sets"]
+__all__ = ["LandingNode", "LandingSet", "NodeDifference", "compare_landings", "landing_sets", "named_v1_labels"]
 
 #: The labels that name the pool: a rename changes them and nothing else.
 POOL_NAME_LABELS = frozenset({wk.PROVISIONER_NAME, "karpenter.sh/nodepool"})
@@ -135,3 +138,16 @@ def compare_landings(first: LandingSet, second: LandingSet, catalog: Catalog) ->
     _, node, in_first = min(candidates)
     pool = first.nodes[node] if in_first else second.nodes[node]
     return NodeDifference(node, in_first, pool)
+
+
+def named_v1_labels(node: LandingNode, pools: Sequence[CheckedProvisioner], catalog: Catalog) -> tuple[str, ...]:
+    """`key=value` of the node's instance type for each label of Karpenter v1.14.1 (`V1_INSTANCE_LABELS`, but the
+    tenancy, which a node takes from its launch) that a requirement of `pools` names, by key; `key` alone ("no
+    <key>") when the type lacks it."""
+    keys = {t.key for pool in pools for t in terms_of(pool.document)} & wk.V1_INSTANCE_LABELS
+    instance_type = catalog.get(node.instance_type)
+    values = instance_type.v1_labels if instance_type is not None else {}
+    return tuple(
+        f"{key}={values[key]}" if key in values else f"no {key}"
+        for key in sorted(keys - wk.V1_LAUNCH_LABELS.keys())
+    )

@@ -9,9 +9,10 @@ rewritten as Karpenter v1 NodePools and EC2NodeClasses, each NodePool proven to 
    Provisioners of a node template that stays, and a node template some of whose Provisioners stay (their
    `providerRef` must keep resolving). A document in a template file (`*.yaml.j2`) or inside a `kind: List` is
    not rewritten (`migration-not-written`).
-3. **Prove** each Provisioner against its NodePool with Z3 (`checks.proof.equivalence`): the same instance type ×
-   zone × capacity-type offerings of the catalog, custom label values, labels and taints — "proven equivalent",
-   or a counter-example (`migration-not-equivalent`, and the Provisioner stays).
+3. **Prove** each Provisioner against its NodePool with Z3 (`checks.proof.equivalence`, `migration_solver`): the
+   same instance type × zone × capacity-type offerings of the catalog, custom label values, labels and taints, the
+   Provisioner read as Karpenter v0.31.1 and the NodePool as v1.14.1 (its labels, operators, `minValues`) —
+   "proven equivalent", or a counter-example (`migration-not-equivalent`, and the Provisioner stays).
 4. **Note** what no field carries over (`notes`: budgets, emptiness, expiry, drift, kubelet, AMI alias, inline
    provider), each a warning with its mitigation.
 5. **Workloads** (`--workloads APPS`, `workloads`): `karpenter.sh/provisioner-name` selectors and node
@@ -246,7 +247,7 @@ def _prove(
         return
     # the solver (z3) and the catalog are loaded only when there is something to prove
     from karpenter_policy.catalog import load_catalog
-    from karpenter_policy.checks.proof.equivalence import prove_migration
+    from karpenter_policy.checks.proof.equivalence import migration_solver, prove_migration
     from karpenter_policy.checks.proof.provisioners import provisioner_os
     from karpenter_policy.checks.proof.solver import Solver
 
@@ -256,7 +257,7 @@ def _prove(
     for name in to_prove:
         doc = provisioners[name]
         os_name = provisioner_os(doc.data, template_specs)
-        solver = solvers.get(os_name) or solvers.setdefault(os_name, Solver(catalog, os=os_name))
+        solver = solvers.get(os_name) or solvers.setdefault(os_name, migration_solver(catalog, os_name))
         verdict = prove_migration(doc.data, pools[name], solver)
         if verdict.proven:
             plan.proofs.append(
