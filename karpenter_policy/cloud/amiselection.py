@@ -20,7 +20,8 @@ A type with no image cannot launch.
 types.go; al2.go, al2023.go, bottlerocket.go, windows.go; pkg/apis/v1/ec2nodeclass.go `AMISelectorTerm`):
 :func:`resolve_terms` turns an EC2NodeClass's terms into what its `status.amis` would hold, from the images and SSM
 parameters given to it — terms OR'd, a term's fields AND'd: an ``alias`` (exclusive) reads the SSM parameters
-:func:`alias_parameters` names (each with the requirements its variant knows: GPU, Neuron, Windows build); ``id``
+:func:`alias_parameters` names (each with the requirements its variant knows: GPU, Neuron, Windows build) and
+describes their values as DescribeImages does (an image not among those given is missing, as an ``id``'s); ``id``
 and ``ssmParameter`` terms (a value not ``ami-…`` skipped) gather into one image-id query; ``name`` (owners ``self``
 and ``amazon`` unless ``owner`` says), ``owner`` and ``tags`` (``*``: the key only) select as DescribeImages
 filters. Of the images a requirement set gets, the one kept is not deprecated before a deprecated one, then the
@@ -285,9 +286,9 @@ class ResolvedAmi:
 @dataclass(frozen=True, slots=True)
 class TermResolution:
     """What :func:`resolve_terms` made of the answers: the AMIs (newest first, then by id), and what it lacked —
-    SSM parameters in neither the found nor the invalid ones given (`missing_parameters`), image ids an id or
-    `ssmParameter` term names that the images given lack (`missing_images`), `needs_images` (a name, tags or
-    owner term and no images given) — or why Karpenter resolves nothing (`error`)."""
+    SSM parameters in neither the found nor the invalid ones given (`missing_parameters`), image ids an alias's
+    parameters, an id or `ssmParameter` term name that the images given lack (`missing_images`), `needs_images` (a
+    name, tags or owner term and no images given) — or why Karpenter resolves nothing (`error`)."""
 
     amis: tuple[ResolvedAmi, ...] = ()
     missing_parameters: tuple[str, ...] = ()
@@ -392,11 +393,14 @@ def resolve_terms(terms: Sequence[Mapping[str, Any]], images: Sequence[Image] | 
             elif parameter.name in found:
                 image_id = found[parameter.name]
                 image = by_id.get(image_id)
-                offer(image_id, image, image.architecture if image else parameter.architecture,
-                      parameter.requirements, f"alias {alias} (SSM {parameter.name})")
-        if not missing_parameters and not kept:
+                if image is None:  # v1.14.1 describes it (DescribeImages): not saved, its state and age unknown
+                    missing_images.append(image_id)
+                    continue
+                offer(image_id, image, image.architecture, parameter.requirements,
+                      f"alias {alias} (SSM {parameter.name})")
+        if not missing_parameters and not missing_images and not kept:
             return TermResolution(error=f"failed to discover any AMIs for alias {alias}")
-        return _resolution(kept, missing_parameters, (), False)
+        return _resolution(kept, missing_parameters, missing_images, False)
     for term in terms:
         if term.get("id") or term.get("ssmParameter"):
             name = str(term.get("ssmParameter") or "")

@@ -69,9 +69,10 @@ def test_an_expiry_during_a_drift_rollout_takes_the_next_command_before_the_drif
 
     _, doc = run(base, head, tmp_path, *items)
 
-    # a: 10 s poll + 60 s replacement + 15 s drain → 09:01:25; b is due by then: expiration before drift
-    assert waves(doc) == [("09:00:10", "drift", ["a"]), ("09:01:35", "expiration", ["b"]),
-                          ("09:03:00", "drift", ["c"])]
+    # a: 10 s poll + 60 s replacement + 15 s drain → 09:01:25, and the loop looks again at once (v0.31.1
+    # controller.go:134, `RequeueAfter: immediately`); b is due by then: expiration before drift
+    assert waves(doc) == [("09:00:10", "drift", ["a"]), ("09:01:25", "expiration", ["b"]),
+                          ("09:02:40", "drift", ["c"])]
     assert expiry(doc, "b") == (True, "2026-11-30T09:01:00Z")
 
 

@@ -53,6 +53,10 @@ SUITE_IMAGES = {"Images": [image(ARM, "arm64", {"ami-key-1": "ami-value-1"}),
 SUITE_TERMS = "[{tags: {ami-key-1: ami-value-1}}, {tags: {ami-key-2: ami-value-2}}]"
 
 
+#: the images of both releases, as `aws ec2 describe-images --image-ids` prints them
+BOTH = {"Images": [image(OLD, created="2026-09-01T00:00:00.000Z"), image(NEW)]}
+
+
 def al2023_parameters(x86_standard: str, *, pinned: bool = False) -> dict[str, Any]:
     """What `aws ssm get-parameters --names <the five al2023 names>` prints when only x86 standard exists."""
     names = [f"{X86}/{v}/" + (f"amazon-eks-node-al2023-x86_64-{v}-1.31-v20241011" if pinned else "recommended")
@@ -132,23 +136,43 @@ def test_karpenters_nodeclaim_drift_cases_from_saved_answers(tmp_path: Path, lin
             f"spec.amiSelectorTerms resolve to for m5.large (tags ami-key-2=ami-value-2)")
 
 
-def test_a_nodeclaim_without_image_id_is_judged_by_its_instance_or_counted(tmp_path: Path) -> None:
-    """suite_test.go:999 ("should error if the NodeClaim doesn't have ImageID"): Karpenter errors; the plan takes
-    the instance's ImageId from --instances when given, and otherwise counts the node as not assessed."""
+def test_a_nodeclaim_without_image_id_is_not_assessed_whatever_its_instance_runs(tmp_path: Path) -> None:
+    """suite_test.go:999 ("should error if the NodeClaim doesn't have ImageID"): Karpenter's `isAMIDrifted` errors
+    (drift.go:98, "no ami ID found in nodeClaim status") and decides nothing, so the plan gives no verdict either —
+    not even from the instance's ImageId in --instances (the old plan drifted it by that) —: the node is counted as
+    not assessed, and the note says how to get the answer. A node whose NodeClaim the snapshot lacks is still read by
+    its instance (the id the NodeClaim's status copies at launch)."""
     classes = side(terms_class(SUITE_TERMS))
+    items = [pool_node("n1"), with_image(claim("n1"), None), pool_node("n2")]
+
+    instances = {"Reservations": [{"Instances": [{"InstanceId": "i-n1", "ImageId": FAKE},
+                                                 {"InstanceId": "i-n2", "ImageId": FAKE}]}]}
+    with_instances, notes = ami_drift(tmp_path, classes, classes, items, images=SUITE_IMAGES, instances=instances,
+                                      instance_ids={"n1": "i-n1", "n2": "i-n2"})
+    without, notes_without = ami_drift(tmp_path, classes, classes, items[:2], images=SUITE_IMAGES)
+
+    assert with_instances["n1"] == () and without["n1"] == ()
+    assert with_instances["n2"] == (
+        f"AMIDrift: node n2's instance (--instances) {FAKE} is not {AMD}, the AMI EC2NodeClass default's "
+        "spec.amiSelectorTerms resolve to for m5.large (tags ami-key-2=ami-value-2)",)
+    expected = ("1 node of EC2NodeClass default: AMI drift not assessed: its NodeClaim has no status.imageID: "
+                "Karpenter's check errors (\"no ami ID found in nodeClaim status\") and decides nothing until the "
+                "NodeClaim is launched (snapshot it again: `kubectl get nodeclaims -o json`)")
+    assert notes == notes_without == [expected]
+
+
+def test_a_nodeclaim_without_image_id_is_not_assessed_by_id_terms_or_the_clusters_status(tmp_path: Path) -> None:
+    """The same Karpenter error (drift.go:98) without saved answers: HEAD's class of id terms, or the snapshot's
+    EC2NodeClass `status.amis`, decides nothing for a NodeClaim without `status.imageID` — counted, not "no drift"
+    as the old plan said silently."""
+    classes = side(terms_class([{"id": AMD}]))
     items = [pool_node("n1"), with_image(claim("n1"), None)]
 
-    instances = {"Reservations": [{"Instances": [{"InstanceId": "i-n1", "ImageId": FAKE}]}]}
-    with_instances, _ = ami_drift(tmp_path, classes, classes, items, images=SUITE_IMAGES, instances=instances,
-                                  instance_ids={"n1": "i-n1"})
-    without, notes = ami_drift(tmp_path, classes, classes, items, images=SUITE_IMAGES)
+    reasons, notes = ami_drift(tmp_path, classes, classes, items)
 
-    assert with_instances["n1"] == (
-        f"AMIDrift: node n1's instance (--instances) {FAKE} is not {AMD}, the AMI EC2NodeClass default's "
-        "spec.amiSelectorTerms resolve to for m5.large (tags ami-key-2=ami-value-2)",)
-    assert without["n1"] == ()
-    assert notes == ["1 node of EC2NodeClass default: AMI drift not assessed: no NodeClaim status.imageID and its "
-                     "instance's ImageId is not in --instances (found by the node's spec.providerID)"]
+    assert reasons["n1"] == ()
+    assert len(notes) == 1 and notes[0].startswith(
+        "1 node of EC2NodeClass default: AMI drift not assessed: its NodeClaim has no status.imageID")
 
 
 def test_pinning_the_alias_drifts_the_nodes_on_the_latest_release_naming_both_amis_and_the_parameter(
@@ -157,7 +181,7 @@ def test_pinning_the_alias_drifts_the_nodes_on_the_latest_release_naming_both_am
     base, head = side(node_class(alias="al2023@latest")), side(node_class(alias="al2023@v20241011"))
     items = [pool_node("n1"), with_image(claim("n1"), NEW), pool_node("n2"), with_image(claim("n2"), OLD)]
 
-    reasons, notes = ami_drift(tmp_path, base, head, items, ssm=al2023_parameters(OLD, pinned=True))
+    reasons, notes = ami_drift(tmp_path, base, head, items, ssm=al2023_parameters(OLD, pinned=True), images=BOTH)
 
     assert reasons == {"n1": (
         f"AMIDrift: NodeClaim default-n1's status.imageID {NEW} is not {OLD}, the AMI EC2NodeClass default's "
@@ -169,9 +193,28 @@ def test_a_new_release_of_latest_drifts_the_nodes_on_the_old_one(tmp_path: Path)
     classes = side(node_class(alias="al2023@latest"))
     items = [pool_node("n1"), with_image(claim("n1"), OLD)]
 
-    reasons, _ = ami_drift(tmp_path, classes, classes, items, ssm=al2023_parameters(NEW))
+    reasons, _ = ami_drift(tmp_path, classes, classes, items, ssm=al2023_parameters(NEW), images=BOTH)
 
     assert reasons["n1"] and f"is not {NEW}" in reasons["n1"][0] and f"(SSM {LATEST})" in reasons["n1"][0]
+
+
+def test_an_alias_whose_image_is_not_in_images_is_not_assessed_and_the_note_names_the_image(tmp_path: Path) -> None:
+    """v1.14.1 describes the images an alias's SSM parameters name (ami.go `amis`: DescribeImages on the values)
+    before it keeps one — available or not, deprecated or not. With the parameter saved but its image missing from
+    --images (or no --images at all) the plan cannot tell either: not assessed, counted, the note gives the
+    describe-images command (the old plan took the image as available and not deprecated, and drifted `n1`)."""
+    classes = side(node_class(alias="al2023@latest"))
+    items = [pool_node("n1"), with_image(claim("n1"), OLD)]
+
+    missing, notes = ami_drift(tmp_path, classes, classes, items, ssm=al2023_parameters(NEW),
+                               images={"Images": [image(OLD)]})
+    none, notes_none = ami_drift(tmp_path, classes, classes, items, ssm=al2023_parameters(NEW))
+
+    assert missing["n1"] == () and none["n1"] == ()
+    expected = ["1 node of EC2NodeClass default: AMI drift not assessed: its terms' images are not in --images",
+                f"EC2NodeClass default's spec.amiSelectorTerms: give `aws ec2 describe-images --image-ids {NEW} "
+                "--output json` as --images"]
+    assert notes == notes_none == expected
 
 
 def test_missing_parameters_are_counted_and_the_note_names_them_exactly(tmp_path: Path) -> None:
@@ -237,9 +280,10 @@ def plan(tmp_path: Path, output: str = "json", **options: Any) -> Any:
 
 def test_the_plan_json_and_markdown_show_the_alias_drift(tmp_path: Path) -> None:
     ssm = (dump(tmp_path, "ssm.json", al2023_parameters(OLD, pinned=True)),)
+    images = (dump(tmp_path, "images.json", BOTH),)
 
-    result = plan(tmp_path, ssm_parameters=ssm)
-    markdown = plan(tmp_path, "markdown", ssm_parameters=ssm)
+    result = plan(tmp_path, ssm_parameters=ssm, images=images)
+    markdown = plan(tmp_path, "markdown", ssm_parameters=ssm, images=images)
 
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
@@ -263,7 +307,7 @@ def test_the_plan_without_answers_notes_the_unassessed_alias_change(tmp_path: Pa
 
 def test_redact_finds_the_drift_and_names_no_ami(tmp_path: Path) -> None:
     result = plan(tmp_path, ssm_parameters=(dump(tmp_path, "ssm.json", al2023_parameters(OLD, pinned=True)),),
-                  redact=True)
+                  images=(dump(tmp_path, "images.json", BOTH),), redact=True)
     document = json.loads(result.stdout)
     assert sum(n["drifted"] for n in document["nodes"]) == 1
     for secret in (NEW, OLD):

@@ -55,7 +55,8 @@ def test_drifted_nodes_go_one_at_a_time_replacement_first_and_the_json_has_the_i
     ]
     assert [(w["start"], w["nodes"], w["evicted_pods"], w["evicted"]) for w in doc["waves"]] == [
         ("2026-11-30T09:00:10Z", ["a"], 1, {"default/Deployment/web": 1}),
-        ("2026-11-30T09:01:35Z", ["b"], 1, {"default/Deployment/web": 1}),  # 10 s + 60 s startup + 15 s drain + 10 s
+        # 10 s + 60 s startup + 15 s drain, then at once (v0.31.1 controller.go:134, `RequeueAfter: immediately`)
+        ("2026-11-30T09:01:25Z", ["b"], 1, {"default/Deployment/web": 1}),
     ]
     assert [r["instance_type"] for w in doc["waves"] for r in w["replacements"]] == ["m5.large", "m5.large"]
     assert doc["drift"] == [{"field": "spec.labels.team changed (provisioner default)", "nodes": 2}]

@@ -27,11 +27,12 @@ from karpenter_policy.commands.plan.fleet import fleet_of
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.pdbstate import PdbState
 from karpenter_policy.commands.plan.snapshot import read_snapshot
-from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
+from karpenter_policy.commands.plan.waves import Drain, PdbBudgets, Replacements, Timing, drains_together, plan_waves
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, Scheduler
 from tests.plan import test_nodepool_room as v1
 from tests.plan.snapshots import FULL, listing, node, pdb, pod, policies, provisioner, write
 from tests.plan.test_nodepool_room import START_TIME, _replay
+from tests.plan.v1snapshots import nodepool, v1_policies
 from tests.profiles import deterministic
 
 START = "2026-11-30T09:00:00Z"
@@ -58,38 +59,48 @@ def _shown(doc: dict[str, Any]) -> list[tuple[str, list[str], int]]:
     return [(w["start"][11:19], w["nodes"], len(w["replacements"])) for w in doc["waves"]]
 
 
-def test_a_replacement_slower_than_waitForReadiness_fails_its_command_and_the_loop_goes_on(
+def test_a_replacement_slower_than_waitForReadiness_fails_its_command_and_the_candidate_is_retried(
         sides: tuple[str, str], tmp_path: Path) -> None:
     """v0.31.1 controller.go `launchReplacementMachines` waits for the replacement to be initialized
     (`waitForReadiness`, machine_drift_test.go:235 "can replace drifted nodes": "deprovisioning won't delete the
     old machine until the new machine is ready") at most `waitRetryOptions`' ~9.5 minutes (570 s); past it the
     command fails, the candidate is uncordoned and kept (machine_expiration_test.go:341, "should uncordon nodes when
-    expiration replacement fails") and the next command comes. With `--node-startup 900`, `a`'s replacement is up
-    at 910 s; the loop takes `b` at 590 s (its pod fits on `c`) — the old plan held the loop until `a` was gone
-    (935 s). `a` itself goes once its replacement is up: its wave lasts the start-up and the drain."""
+    expiration replacement fails"), the machine it launched stays, and the loop looks again at once (the error's
+    requeue, controller.go:128). With `--node-startup 900`: `a`'s command at 10 s fails at 580 s (a wave that
+    deletes nothing, `kept: ["a"]`, its launch in `replacements`); `a` is a candidate again, but its pod would go
+    onto that replacement, not initialized before 910 s (helpers.go:115): it waits, and `b` goes at 580 s (its pod
+    fits on `c`); `a` goes at the first poll after 910 s (595 s + 32 × 10 s = 915 s) onto its replacement,
+    launching nothing. The old plan deleted `a` in its first wave and took `b` at 590 s."""
     doc = plan(sides, tmp_path, node("a", created="2026-11-20T08:00:00Z"), pod("api", "a", "api", cpu=FULL),
                node("b", created="2026-11-20T09:00:00Z"), pod("web", "b", "web"),
                node("c", annotations={}), pod("cache", "c", "cache"), node_startup=900.0)
 
-    assert _shown(doc) == [("09:00:10", ["a"], 1), ("09:09:50", ["b"], 0)]
-    assert doc["waves"][0]["seconds"] == 915.0
-    assert any("longer than Karpenter v0.31 waits for it (570s, waitForReadiness)" in n for n in doc["notes"])
+    assert _shown(doc) == [("09:00:10", [], 1), ("09:09:40", ["b"], 0), ("09:15:15", ["a"], 0)]
+    assert [w["kept"] for w in doc["waves"]] == [["a"], [], []]
+    assert doc["waves"][0]["seconds"] == 570.0 and doc["waves"][0]["evicted_pods"] == 0
+    assert {n["name"]: n["wave"] for n in doc["nodes"]}["a"] == 2
+    assert any("the candidate is kept and the launched node stays; the candidate is tried again" in n
+               for n in doc["notes"])
     assert doc["finishes"] and doc["blocked"] == [] and doc["pending"] == []
+    # the node the failed command launched stays: a's and b's nodes go, c and it are left
+    assert doc["cost"]["after_monthly"] == doc["cost"]["before_monthly"] * 2 / 3
 
 
 def test_a_command_whose_pod_would_go_onto_a_replacement_not_initialized_waits_for_it(
         sides: tuple[str, str], tmp_path: Path) -> None:
     """v0.31.1 helpers.go:115 (`simulateScheduling`): a plan that puts a pod on a node not initialized is a pod
     error ("would schedule against a non-initialized node"), and drift.go's `ComputeCommand` skips the candidate
-    ("cannot terminate drifted machine since scheduling simulation failed"). After `a`'s command failed at 580 s
-    (its replacement takes 900 s), `b`'s small pod fits only on that replacement: `b` waits until it is up (910 s)
-    and goes onto it, launching nothing. The old plan put it there at 935 s, after a wait Karpenter does not make.
-    (`b` is of a type HEAD's template does not know: it offers `a`'s pod no room.)"""
+    ("cannot terminate drifted machine since scheduling simulation failed"). `a`'s command fails at 580 s (its
+    replacement takes 900 s) and `a`, kept and uncordoned, has room: `b`'s small pod goes onto `a` at 580 s, and
+    `a`, retried, waits for its replacement, then goes onto it at 915 s with `b`'s pod, which moves again. (`b` is
+    of a type HEAD's template does not know: it offers `a`'s pod no room.) The old plan had `a` gone in its first
+    wave, so `b` waited for `a`'s replacement."""
     doc = plan(sides, tmp_path, node("a", created="2026-11-20T08:00:00Z"), pod("api", "a", "api", cpu=FULL),
                node("b", instance_type="m99.large", created="2026-11-20T09:00:00Z"),
                pod("web", "b", "web", cpu="250m"), node_startup=900.0)
 
-    assert _shown(doc) == [("09:00:10", ["a"], 1), ("09:15:10", ["b"], 0)]
+    assert _shown(doc) == [("09:00:10", [], 1), ("09:09:40", ["b"], 0), ("09:15:15", ["a"], 0)]
+    assert doc["waves"][2]["evicted"] == {"default/Deployment/api": 1, "default/Deployment/web": 1}
     assert doc["pending"] == [] and doc["finishes"]
 
 
@@ -97,9 +108,10 @@ def test_a_budget_with_pods_still_coming_back_from_the_last_drain_holds_the_next
         sides: tuple[str, str], tmp_path: Path) -> None:
     """A drain longer than `waitForDeletion`'s 570 s: `a`'s 20 `web` pods go one at a time (`maxUnavailable: 1`,
     30 s each: evicted from 10 s to 580 s onto `a-room`, which the scheduler asks before `b`; the last Ready at
-    610 s) while the loop takes its next command at 590 s. Then one `web` pod is not healthy: the budget allows 0
-    (`currentHealthy − desiredHealthy` = 20 − 20), so `filterCandidates` (helpers.go:44) skips `b` ("PDB prevents
-    pod evictions") until 610 s. The old plan computed the budget once from the snapshot and took `b` at 590 s."""
+    610 s) while the loop looks for its next command at 580 s (`waitForDeletion` gave up, then at once). Then one
+    `web` pod is not healthy: the budget allows 0 (`currentHealthy − desiredHealthy` = 20 − 20), so
+    `filterCandidates` (helpers.go:44) skips `b` ("PDB prevents pod evictions") until the poll at 610 s. An older
+    plan computed the budget once from the snapshot and took `b` at 590 s."""
     items = [node("a", created="2026-11-20T08:00:00Z"),
              *(pod(f"web-{i}", "a", "web", cpu="50m", memory="64Mi") for i in range(20)),
              node("b", created="2026-11-20T09:00:00Z"), pod("web-b", "b", "web", cpu="50m", memory="64Mi"),
@@ -127,6 +139,62 @@ def test_v1_commands_side_by_side_share_a_budget_their_drains_use(tmp_path: Path
 
     assert _shown(doc) == [("09:00:10", ["n0"], 0), ("09:00:40", ["n1"], 0)]
     assert [w["drain_seconds"] for w in doc["waves"]] == [30.0, 30.0]
+
+
+def _removed_pair(tmp_path: Path, v1_pools: bool) -> tuple[str, str]:
+    """BASE: `default` and `legacy`; HEAD removes `legacy` (Provisioners, or with `v1_pools` NodePools)."""
+    if v1_pools:
+        return (v1_policies(tmp_path / "base", nodepool(), nodepool("legacy", labels="team: legacy")),
+                v1_policies(tmp_path / "head", nodepool()))
+    return (policies(tmp_path / "base", provisioner(), provisioner("legacy", labels="team: legacy")),
+            policies(tmp_path / "head", provisioner()))
+
+
+@pytest.mark.parametrize("v1_pools", [False, True], ids=["v0.31 Provisioner", "v1 NodePool"])
+def test_nodes_removed_at_once_share_a_pdb_while_they_drain(tmp_path: Path, v1_pools: bool) -> None:
+    """A removed Provisioner's (NodePool's) nodes are deleted at once and drain together; their `web` pods, one on
+    each, share a PDB of `maxUnavailable: 1` (2 healthy: 1 allowed). Kubernetes' Eviction API checks each pod
+    against the budget's `disruptionsAllowed` at that moment, whichever node it is on: one pod goes at once, the
+    other once the first's replacement is Ready (`--pod-startup` 15 s) — the evictions alternate and the drain
+    takes 30 s, the PDB named. The old plan drained each node as though alone against the steady budget: both pods
+    at once, 15 s, the budget exceeded."""
+    if v1_pools:
+        items = [*v1.member("l0", "legacy"), *v1.member("l1", "legacy"), *v1.member("spare")]
+    else:
+        items = [node("l0", "legacy"), node("l1", "legacy"), node("spare", annotations={})]
+    items += [pod("web-0", "l0", "web", cpu="100m"), pod("web-1", "l1", "web", cpu="100m"),
+              pdb("web", "web", maxUnavailable=1)]
+    file = write(tmp_path / "snapshot.json", *items)
+
+    result = plan_command(PlanOptions(snapshot=(file,), start=START, output="json",
+                                      base=_removed_pair(tmp_path, v1_pools)[0],
+                                      head=_removed_pair(tmp_path, v1_pools)[1]), load_catalog())
+    doc = json.loads(result.stdout)
+
+    removed = doc["waves"][0]
+    assert (removed["method"], removed["nodes"], removed["evicted_pods"]) == ("removed", ["l0", "l1"], 2)
+    assert removed["drain_seconds"] == 30.0 and removed["slowed_by"] == {"default/web": 30.0}
+    assert doc["blocked"] == [] and doc["pending"] == []
+
+
+def test_drains_together_hand_a_shared_budget_out_in_turn_and_keep_its_allowance() -> None:
+    """`drains_together` on three nodes with 2, 2 and 1 pods of one budget allowing 2 at a time: at every moment at
+    most 2 of them are down, the nodes take turns (l0 and l1 first, then l2 and l0, then l1), and each drain ends
+    when its own last pod is Ready again."""
+    pods = [pod(f"web-{i}", f"l{n}", "web") for i, n in enumerate((0, 0, 1, 1, 2))]
+    budgets = PdbBudgets([pdb("web", "web", maxUnavailable=2)],
+                         [*pods, *(pod(f"other-{i}", None, "web") for i in range(3))])
+    groups = {"l0": 2, "l1": 2, "l2": 1}
+    steady = [(name, Drain(15.0, {}, None, (("default/web", count),))) for name, count in groups.items()]
+
+    drains = drains_together(steady, PdbState(budgets), 0.0, Timing(pod_startup=15.0))
+
+    went = {name: drain.evictions.at["default/web"] for (name, _), drain in zip(steady, drains, strict=True)
+            if drain.evictions is not None}
+    assert went == {"l0": [0.0, 15.0], "l1": [0.0, 30.0], "l2": [15.0]}
+    assert [d.seconds for d in drains] == [30.0, 45.0, 30.0]
+    moments = sorted(t for times in went.values() for t in times)
+    assert all(sum(1 for t in moments if t <= at < t + 15.0) <= 2 for at in moments)
 
 
 def _example(output: str, timeout: str, allow: bool = False) -> tuple[int, str, str]:

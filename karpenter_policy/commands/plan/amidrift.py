@@ -12,18 +12,20 @@ kind is resolved without EC2: **`id` terms** name the AMIs themselves. So, for H
 * one whose `status.imageID` is among them does not. That is exact for one id per architecture; with several ids
   that fit the same instance type, Karpenter keeps the newest (EC2's creation dates, `compareAMI`), which the plan
   cannot see, and assumes the node's;
-* a NodeClaim without `status.imageID` is not drifted: Karpenter's check errors ("no ami ID found in nodeClaim
-  status") and drifts nothing.
+* a NodeClaim without `status.imageID` is not assessed (counted, a note): Karpenter's check errors ("no ami ID
+  found in nodeClaim status", drift.go:98) and decides nothing — neither drift nor no drift — until it has one.
 
 **With the EC2 and SSM answers the user saved** (`--instances`, `--images`, `--ssm-parameters`: `ec2answers`), HEAD's
 `amiSelectorTerms` are resolved as v1.14.1's AMI provider resolves them (`cloud/amiselection.resolve_terms`: an
 alias through its SSM parameters, named exactly as v1.14.1 names them; ids; `ssmParameter`; name, tags and owner
 against `--images`; newest per requirement set, deprecated images last) and the node's AMI — its NodeClaim's
-`status.imageID`, else its instance's `ImageId` (`--instances`, by `spec.providerID`) — drifts when it is not the
+`status.imageID`; for a node whose NodeClaim the snapshot lacks, its instance's `ImageId` (`--instances`, by
+`spec.providerID`: the id the NodeClaim's status copies at launch) — drifts when it is not the
 AMI they map to its instance type (`MapToInstanceTypes`; none mapped drifts too, as `lo.Contains` of no keys is
 false). An instance type the catalog does not know, or terms that resolve to nothing (Karpenter: "no amis exist"),
 drift nothing. A node whose answers are missing (an SSM parameter in neither `Parameters` nor `InvalidParameters`,
-an id or `ssmParameter` image not in `--images`, name/tags/owner terms without `--images`, no AMI of its own) is
+an image an alias's parameter, an id or an `ssmParameter` names that is not in `--images`, name/tags/owner terms
+without `--images`, no AMI of its own — a NodeClaim without `status.imageID` whatever its instance runs) is
 counted, and a note names what to give.
 
 Without answers for a class, where the snapshot holds the cluster's EC2NodeClass of that name with the very terms
@@ -59,6 +61,10 @@ __all__ = ["AMI_DRIFT", "AmiDriftRules", "mapped_ami", "selected_ami_ids"]
 
 #: Karpenter's drift reason (aws v1.14.1 `pkg/cloudprovider/drift.go`, `AMIDrift`).
 AMI_DRIFT: Final = "AMIDrift"
+#: Why a NodeClaim without `status.imageID` is not assessed: v1.14.1's `isAMIDrifted` errors for it (drift.go:98).
+NO_IMAGE_ID: Final = ("its NodeClaim has no status.imageID: Karpenter's check errors (\"no ami ID found in nodeClaim "
+                      "status\") and decides nothing until the NodeClaim is launched (snapshot it again: `kubectl get "
+                      "nodeclaims -o json`)")
 
 
 def _terms(node_class: Mapping[str, Any]) -> list[Any]:
@@ -182,7 +188,9 @@ class AmiDriftRules:
         running: str | None = claim.image_id if claim is not None else None
         if claim is not None and not running:
             running = self.claim_images.get(node.name)
-        if claim is not None and running:
+        if claim is not None:
+            if not running:  # Karpenter errors (drift.go:98): its instance's image is no answer
+                return _Unanswered((NO_IMAGE_ID,))
             whose = f"NodeClaim {claim.name}'s status.imageID"
         else:
             instance = self.instance_ids.get(node.name)
@@ -225,14 +233,16 @@ class AmiDriftRules:
             self._record(node_class, unanswered)
         if claim is None:
             return None
+        own = claim.image_id or (self.claim_images.get(node.name) if node is not None else None)
+        if (ids is not None or from_status) and not own:
+            self.missing[(node_class, NO_IMAGE_ID)] += 1  # Karpenter's check errors: no verdict (drift.go:98)
+            return None
         if ids is not None:
-            if not claim.image_id or claim.image_id in ids:
+            if claim.image_id in ids:
                 return None
             return (f"{AMI_DRIFT}: NodeClaim {claim.name}'s status.imageID {claim.image_id} is not among "
                     f"EC2NodeClass {node_class}'s spec.amiSelectorTerms ids ({', '.join(ids)})")
         if from_status:
-            if not claim.image_id:
-                return None
             mapped = mapped_ami(amis, claim.labels)
             if claim.image_id == mapped:
                 return None

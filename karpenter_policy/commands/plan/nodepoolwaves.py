@@ -6,7 +6,9 @@ Karpenter v1.14.1 (core `pkg/controllers/disruption/`, `nodeclaim/expiration/`, 
 the order of its time — the nodes that expire between two polls go before the next poll's commands:
 
 * **removed NodePools**: their NodeClaims go at once (owner references), drained, their pods provisioned for
-  afterwards;
+  afterwards; nodes deleted at the same moment (these, or expiring together) drain against the budgets together
+  (`waves.drains_together`: the Eviction API checks each pod against its budget's allowance then, whichever node
+  it is on);
 * **forceful expiry** (`nodeclaim/expiration/controller.go`, `Reconcile`): an expired NodeClaim is deleted at once,
   one that expires later within the plan's horizon at its expiry time (the controller requeues until then) — no
   budget, no replacement first, the node's `do-not-disrupt` annotation ignored; its drain honours PDBs and pods'
@@ -51,11 +53,11 @@ command's drain, and a candidate's check (`ValidatePodsDisruptable`), see what d
 not seen Ready again; a candidate whose budget allows none then waits for those pods (with a
 terminationGracePeriod it is taken all the same and its drain waits).
 
-What this does not model: nodes being deleted in the snapshot (assumed gone), consolidation (`Underutilized`,
-`Empty`: with BASE = HEAD, NodePools' nodes are left out of `simulate/consolidation.py`'s answer with a note),
-static NodePools (`replicas`), the nodes deleted at once sharing a budget while they drain (each drains as though
-alone); in a snapshot of Provisioners' nodes too, each model's waves see the other's nodes as the snapshot has
-them (and their budgets' evictions apart).
+What this does not model: nodes being deleted in the snapshot (assumed gone), consolidation *during* a rollout
+(`Underutilized`, `Empty` commands between drift commands; with BASE = HEAD, NodePool consolidation is planned on
+its own: `simulate/consolidation.py`, handed to `plan` through `commands/plan/consolidation.py`), static NodePools
+(`replicas`); in a snapshot of Provisioners' nodes too, each model's waves see the other's nodes as the snapshot
+has them (and their budgets' evictions apart).
 """
 
 from __future__ import annotations
@@ -95,8 +97,10 @@ from karpenter_policy.commands.plan.waves import (
     cut_short,
     drain_at,
     drain_of,
+    drains_together,
     finish_wave,
     record_drains,
+    slowed_by,
 )
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool, pool_key, pool_name
@@ -297,12 +301,15 @@ class _Planner:
         movable: list[FleetPod] = []
         seconds = 0.0
         drains = []
+        steady = []
         for name in names:
             node, pods = self.fleet.nodes[name], self.room.moved_pods(name)
             plain = drain_of(node, pods, self.pdbs, self.timing, v1=True)
             if plain.blocked is not None and plain.blocked.by.startswith("Node/"):  # it holds no deletion
                 plain = drain_of(_without_annotation(node), pods, self.pdbs, self.timing, v1=True)
-            plain = drain_at(name, plain, self.state, at, self.timing, wait=False)
+            steady.append((name, plain))
+        for name, plain in zip(names, drains_together(steady, self.state, at, self.timing), strict=True):
+            node, pods = self.fleet.nodes[name], self.room.moved_pods(name)
             drain = _graced(plain, self.drift[name].termination_grace)
             pool = node.nodepool or ""
             if drain.blocked is not None:
@@ -315,7 +322,7 @@ class _Planner:
                 continue
             movable += pods
             seconds = max(seconds, drain.seconds)
-            wave.slowed.update(drain.slowed)
+            slowed_by(wave, drain)
             drains.append(drain)
             if method != REMOVED:
                 self.pools.disrupt(pool, at + drain.seconds, at)

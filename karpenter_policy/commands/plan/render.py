@@ -105,6 +105,7 @@ def _wave_json(wave: Wave) -> dict[str, object]:
         "drain_seconds": wave.drain_seconds,
         "slowed_by": dict(sorted(wave.slowed.items())),
         "seconds": wave.seconds,
+        "kept": list(wave.kept),
     }
 
 
@@ -180,6 +181,9 @@ def _wave_line(wave: Wave) -> str:
                      if name.endswith(GRACED) else f"; PDB {name} makes the drain {_duration(s)}"
                      for name, s in sorted(wave.slowed.items()))
     nodes = ", ".join(wave.nodes[:3]) + ("" if len(wave.nodes) <= 3 else f" +{len(wave.nodes) - 3} more")
+    if wave.kept:  # a command that failed: it launched, deleted nothing
+        return (f"{_time(wave.start)}  {wave.method:<10}  {', '.join(wave.kept)} kept (its replacement not up within "
+                f"Karpenter's readiness wait) → {new} launched, stays")
     return f"{_time(wave.start)}  {wave.method:<10}  {nodes} → {new} · {evicted}{slowed}"
 
 
@@ -323,8 +327,9 @@ def render_markdown(result: PlanResult) -> str:
                 "|---:|---|---|---|---|---:|"]
         for wave in rollout.waves[:_SHOWN]:
             new = ", ".join(sorted(r.instance_type for r in wave.replacements)) or "—"
+            shown = ', '.join(wave.nodes[:5]) if not wave.kept else f"{', '.join(wave.kept)} kept (command failed)"
             out.append(f"| {wave.index} | {_time(wave.start)} | {wave.method} | "
-                       f"{markdown_text(', '.join(wave.nodes[:5]))}{' …' if len(wave.nodes) > 5 else ''} | "
+                       f"{markdown_text(shown)}{' …' if len(wave.nodes) > 5 else ''} | "
                        f"{markdown_text(new)} | {wave.evicted_pods} |")
         if len(rollout.waves) > _SHOWN:
             out.append(f"\n… {len(rollout.waves) - _SHOWN} more waves (`--output json` lists them all)")

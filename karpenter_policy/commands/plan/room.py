@@ -46,7 +46,7 @@ from karpenter_policy.model.pools import owner_labels
 from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
 from karpenter_policy.scheduling import Attempt, ClaimPlan, ExistingNode, NodeClaimTemplate, Plan, Pod, Scheduler
 from karpenter_policy.scheduling.firstfit import FirstFit
-from karpenter_policy.scheduling.vectors import ZERO, Vector, add, fits
+from karpenter_policy.scheduling.vectors import ZERO, Vector, add, fits, subtract
 
 __all__ = ["FIRST_OFFER", "Room"]
 
@@ -316,9 +316,26 @@ class Room:
             landed.append((name, list(self._moved[name]), index))
         return landed
 
-    def _launch(self, claim: ClaimPlan) -> str:
+    def launch(self, plan: Plan, ready_at: float) -> list[str]:
+        """The plan's new claims into the room without the plan's pods, initialized at `ready_at` (a command that
+        failed: Karpenter keeps the nodes it launched, and the pods stay where they were): their names, in the
+        plan's order."""
+        self.version += 1
+        names = []
+        for claim in plan.claims:
+            requested = claim.requests
+            for pod in claim.pods:
+                requested = subtract(requested, pod.requests)
+            name = self._launch(claim, requested)
+            self._stamp[name] = self.version
+            self._ready[name] = ready_at
+            self._moved[name] = []
+            names.append(name)
+        return names
+
+    def _launch(self, claim: ClaimPlan, requested: Vector | None = None) -> str:
         """A replacement joins the room: its launch's type, zone and capacity type, its template's labels and
-        taints, what the scheduler put on it (DaemonSet overhead included)."""
+        taints, what the scheduler put on it (DaemonSet overhead included), or `requested`."""
         self._launched += 1
         name = f"{_LAST}{self._kind}-{self._launched:06d}"
         template = self._templates.get(claim.template)
@@ -334,7 +351,8 @@ class Room:
         labels.update(owner_labels(claim.template))
         labels[wk.HOSTNAME] = name
         node = ExistingNode(name=name, labels=labels, taints=template.taints if template is not None else (),
-                            allocatable=claim.allocatable, requested=claim.requests, template=claim.template)
+                            allocatable=claim.allocatable,
+                            requested=claim.requests if requested is None else requested, template=claim.template)
         self._append(node)
         self._set(node)
         return name

@@ -4,7 +4,10 @@ pods schedule?": the provisioning scheduler on HEAD's Provisioners, `scheduling.
 
 Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
 
-* one command at a time, every :data:`POLLING_SECONDS` (`controller.go`, `pollingPeriod`), expiration before drift
+* one command at a time (`controller.go:114-140`, `Reconcile`): after a command the loop looks again at once
+  (`RequeueAfter: immediately`; after a failed one, the rate limiter's milliseconds), after a poll that took none
+  :data:`POLLING_SECONDS` later (`pollingPeriod`) — the next command starts as the previous one ends, its
+  synchronous wait for the replacements and the deletion over; expiration before drift
   (`controller.go`'s deprovisioner order; `expiration.go`, `drift.go`); the empty candidates of a method all in one
   command, else one candidate per command — expired ones the most expired first, drifted ones in the order they
   drifted (all at the merge here: by creation, then name). A node that expires later within the plan's horizon
@@ -21,8 +24,9 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
 * replace before delete (`executeCommand`): the replacements are launched and must be initialized
   (`node_startup` seconds) before the candidate is deleted (`launchReplacementMachines`, `waitForReadiness`); the
   controller waits for that at most :data:`WAIT_SECONDS` (`waitRetryOptions`) — past it the command fails, the
-  candidate is uncordoned and kept, and the loop goes on; the plan deletes the node once its replacement is up
-  (the wave lasts the start-up and the drain) and takes the next command when the wait gave up. The drain evicts
+  candidate is uncordoned and kept, the launched nodes stay, and the loop goes on: a wave that deletes nothing
+  (`Wave.kept`), and the candidate is a candidate again at the next polls, its pods going onto the node its failed
+  command launched once that is initialized (before, the simulation refuses it: it waits). The drain evicts
   through the Eviction API, which lets as many pods of a budget go at once as it allows at that moment
   (`pdbstate`: the pods healthy then, earlier waves' evicted pods included), the next ones once the evicted pods'
   replacements are Ready (`pod_startup` seconds each round); the controller waits for the node to go
@@ -32,14 +36,14 @@ Karpenter v0.31.1's deprovisioning (`pkg/controllers/deprovisioning/`):
   budget allows no eviction then because pods evicted before are not Ready yet (`filterCandidates`) waits — the next
   candidate is tried, and the loop polls again once one could go;
 * a removed Provisioner's nodes are deleted at once (their Machines' owner reference), drained, and their pods
-  provisioned for afterwards: no replacement first.
+  provisioned for afterwards: no replacement first. Their drains share the budgets (:func:`drains_together`: the
+  Eviction API checks each pod against its budget's allowance at that moment, whichever node it is on).
 
 Planning has a budget (`--rollout-timeout`, `rolloutbudget`, shared with v1's waves): past it, the waves so far,
 the nodes not planned blocked by it, a note saying how far it got (:func:`cut_short`).
 
-What this does not model: a readiness wait that gave up holds no later poll (Karpenter retries the candidate at its
-polls; the plan deletes it when its replacement is up), and the nodes a wave deletes at once (a removed
-Provisioner's) drain each as though alone against their budgets.
+What this does not model: how long deleting empty nodes takes (their wave counts one polling period, and the next
+command starts after it).
 """
 
 from __future__ import annotations
@@ -76,7 +80,10 @@ __all__ = [
     "add_wave",
     "finish_wave",
     "drain_of",
+    "drains_together",
     "plan_waves",
+    "record_drains",
+    "slowed_by",
 ]
 
 #: Karpenter v0.31's deprovisioning loop period (`pkg/controllers/deprovisioning/controller.go`, `pollingPeriod`).
@@ -84,6 +91,9 @@ POLLING_SECONDS = 10.0
 #: How long it waits for a replacement to be initialized (`waitForReadiness`), and for a candidate to be gone before its
 #: next command (`waitForDeletion`): `waitRetryOptions`, "~9.5 minutes".
 WAIT_SECONDS = 570.0
+#: How many failed commands of one candidate the plan follows before it calls the candidate blocked (Karpenter
+#: retries for ever; a candidate whose pods fit on a node its failed command launched goes at its first retry).
+MAX_FAILURES = 8
 EXPIRATION, DRIFT, REMOVED = "expiration", "drift", "removed"
 #: The suffix of a `Wave.slowed` key whose drain a terminationGracePeriod ends (Karpenter v1): what held it first.
 GRACED = " (until terminationGracePeriod)"
@@ -123,20 +133,24 @@ class Placed:
     """What placing a wave's pods gave: the new nodes, the pods (by position) that fit nowhere with why, where the
     others went (None: not followed — every pod placed went to the new nodes), and, for a command's plan that put
     pods on nodes not initialized at its time, when they will be (`waiting_until`, seconds from the start; nothing
-    was carried out)."""
+    was carried out), and whether the command failed (`failed`: launched, nothing moved)."""
 
     replacements: list[Replacement]
     failures: dict[int, str]
     landings: list[Landing] | None = None
     waiting_until: float | None = None
+    #: the command failed (its new nodes not initialized within Karpenter's wait): they joined the room empty,
+    #: `landings` names them with no pods, and nothing moved
+    failed: bool = False
 
 
 @dataclass(slots=True)
 class Wave:
     """One command: its `index`, `start`, `method` (expiration, drift, removed), the nodes it deletes, the
     replacements, the pods evicted per workload, how long the drain takes (`drain_seconds`), the budgets that
-    made it take longer (`slowed`: PDB → seconds), how long it lasts (`seconds`) and whether the replacements come
-    first (`replaced_first`)."""
+    made it take longer (`slowed`: PDB → seconds), how long it lasts (`seconds`), whether the replacements come
+    first (`replaced_first`), and, for a v0.31 command that failed, the candidates it kept (`kept`: it deletes
+    nothing)."""
 
     index: int
     start: dt.datetime
@@ -151,6 +165,9 @@ class Wave:
     replaced_first: bool = True
     #: where its evicted pods go (None: onto its replacements, not followed pod by pod)
     landings: list[Landing] | None = None
+    #: a command that failed (Karpenter v0.31's readiness wait gave up): the candidates it kept — `nodes` is empty,
+    #: its `replacements` were launched and stay
+    kept: list[str] = field(default_factory=list)
 
     @property
     def evicted_pods(self) -> int:
@@ -290,6 +307,51 @@ def drain_at(node: str, drain: Drain, state: PdbState, at: float, timing: Timing
     return Drain(found.seconds, found.slowed, None, drain.groups, found)
 
 
+def drains_together(drains: Sequence[tuple[str, Drain]], state: PdbState, at: float, timing: Timing) -> list[Drain]:
+    """The drains (:func:`drain_of`, each with its node's name) of nodes deleted at once, started `at`, timed against
+    the budgets together: the Eviction API checks each pod against its budget's `disruptionsAllowed` at that moment
+    whichever node it is on, so a budget lets as many of all those nodes' pods go at once as it allows, the next
+    ones as evicted pods are Ready again — handed out in turn, node by node in the given order (the evictions
+    alternate). Each drain comes back timed (`Drain.evictions`: its own pods' times), or blocked by a budget that
+    allows none and never will by itself; a drain blocked already, or without pods of any budget, as it was."""
+    out: dict[str, Drain] = {name: drain for name, drain in drains if drain.blocked is not None or not drain.groups}
+    while True:
+        timed = [(name, dict(drain.groups)) for name, drain in drains if name not in out]
+        together: Counter[str] = Counter()
+        for _, groups in timed:
+            together.update(groups)
+        if not together:
+            break
+        found = state.evictions(dict(together), at, timing.pod_startup, wait=False)
+        if found.stuck is not None:  # every drain with a pod of it is held, the others are timed again without them
+            for name, groups in timed:
+                if found.stuck in groups:
+                    out[name] = Drain(0, {}, _stuck(name, found.stuck, state.pdbs), tuple(sorted(groups.items())))
+            continue
+        mine: dict[str, dict[str, list[float]]] = {name: {} for name, _ in timed}
+        for budget, times in found.at.items():
+            left = {name: groups[budget] for name, groups in timed if budget in groups}
+            turn = deque(left)
+            for moment in times:  # in turn: the next node that still has a pod of it
+                while not left[turn[0]]:
+                    turn.popleft()
+                name = turn[0]
+                mine[name].setdefault(budget, []).append(moment)
+                left[name] -= 1
+                turn.rotate(-1)
+        for name, groups in timed:
+            seconds, slowed = 0.0, {}
+            for budget, went in sorted(mine[name].items()):
+                took = went[-1] - at + timing.pod_startup
+                if went[-1] > found.at[budget][0]:  # a round later than the budget's first eviction: it waited
+                    slowed[budget] = took
+                seconds = max(seconds, took)
+            out[name] = Drain(seconds, slowed, None, tuple(sorted(groups.items())),
+                              Evictions(seconds, slowed, mine[name]))
+        break
+    return [out[name] for name, _ in drains]
+
+
 class Replacements:
     """The new nodes HEAD's provisioners launch for a set of pods (one scheduling run per distinct set of shapes
     when no existing node is offered), and, given the fleet's :class:`~karpenter_policy.commands.plan.room.Room`,
@@ -313,12 +375,15 @@ class Replacements:
         return cached
 
     def place(self, pods: Sequence[Pod], room: Room | None = None, without: Collection[str] = (),
-              keep_partial: bool = False, at: float | None = None, ready_at: float = 0.0) -> Placed:
+              keep_partial: bool = False, at: float | None = None, ready_at: float = 0.0,
+              readiness_wait: float | None = None) -> Placed:
         """The replacements, and the pods (by position) that fit nowhere with why. With `room`, existing nodes but
         `without` are offered first, and the plan is carried out on the room when every pod was placed (or,
         `keep_partial`, whatever was placed), its new nodes initialized at `ready_at`; with `at` too (a disruption
         command's time, seconds from the start), not when it puts a pod on a node not initialized by then
-        (`Placed.waiting_until`, whether or not some pod fits nowhere)."""
+        (`Placed.waiting_until`, whether or not some pod fits nowhere); with `readiness_wait` too, a plan that
+        launches nodes initialized more than that after `at` fails: its new nodes join the room empty
+        (`Placed.failed`; v0.31.1 `launchReplacementMachines` keeps them when `waitForReadiness` gives up)."""
         if room is None:
             plan = self.solve(pods)
         else:
@@ -338,6 +403,10 @@ class Replacements:
             return Placed(replacements, failures, waiting_until=waiting)
         if failures and not keep_partial:
             return Placed(replacements, failures)
+        if readiness_wait is not None and at is not None and plan.claims and ready_at - at > readiness_wait:
+            launched = room.launch(plan, ready_at)
+            return Placed(replacements, failures, [Landing(node, (), new.get(index))
+                                                   for index, node in enumerate(launched)], failed=True)
         landings = [Landing(node, tuple(moved), new.get(index) if index is not None else None)
                     for node, moved, index in room.carry_out(plan, ready_at)]
         return Placed(replacements, failures, landings)
@@ -403,9 +472,16 @@ class _Deprovisioning:
         self.state = PdbState(pdbs)
         self.room = Room(fleet, templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16)
         self.clock = 0.0
+        #: how long after `clock` the loop polls next: at once after a command (`controller.go:134`, `RequeueAfter:
+        #: immediately`; a failed one too: the rate limiter's milliseconds), :data:`POLLING_SECONDS` after a poll
+        #: that took none (`controller.go:139`, `pollingPeriod`) — and, as before, after the merge, an expiry or a
+        #: removed Provisioner's wave
+        self.lag = POLLING_SECONDS
         #: replaced, or found blocked: no candidate any more
         self.settled: set[str] = set()
         self.timed_out = False
+        #: each candidate's failed commands (`failed`)
+        self.failures: Counter[str] = Counter()
 
     def expiry_rank(self, name: str) -> tuple[dt.datetime, str]:
         return self.drift[name].expires_at or self.start, name
@@ -440,10 +516,11 @@ class _Deprovisioning:
                 if expires is None:
                     return
                 self.clock = max(self.clock, expires)  # idle until the next node expires: noticed at the next poll
+                self.lag = POLLING_SECONDS
                 continue
             self.budget.check()
             self.state.forget(self.clock)
-            at = self.clock + POLLING_SECONDS
+            at = self.clock + self.lag
             waits: list[float] = []
             after = None
             for method, lines, rank in ((EXPIRATION, due, self.expiry_rank), (DRIFT, waiting, self.drift_rank)):
@@ -453,10 +530,10 @@ class _Deprovisioning:
                     if after is not None:
                         break
             if after is not None:
-                self.clock = after
+                self.clock, self.lag = after, 0.0
             elif waits:  # every candidate left waits: the first poll once one can go
                 polls = max(1, math.ceil((min(waits) - at) / POLLING_SECONDS))
-                self.clock = at + (polls - 1) * POLLING_SECONDS
+                self.clock, self.lag = at + (polls - 1) * POLLING_SECONDS, POLLING_SECONDS
                 if expires is not None:  # a node expiring before then is noticed at the poll after its expiry
                     self.clock = min(self.clock, expires)
 
@@ -490,7 +567,7 @@ class _Deprovisioning:
             self.room.remove(empty)
             add_wave(self.rollout, Wave(len(self.rollout.waves), _timestamp(self.start, at), method, empty,
                                         seconds=POLLING_SECONDS, landings=[]))
-            return at, []
+            return at + POLLING_SECONDS, []  # the empty nodes' deletion counted as a poll's time, as before
         skipped: list[str] = []
         waits: list[float] = []
         try:
@@ -504,6 +581,8 @@ class _Deprovisioning:
                     skipped.append(name)
                     waits.append(outcome[0])
                 elif outcome is not None:
+                    if name not in self.settled:  # its command failed: a candidate again, in its place
+                        skipped.append(name)
                     return outcome, waits
         finally:
             names.extendleft(reversed(skipped))  # waiting ones keep their place
@@ -524,9 +603,11 @@ class _Deprovisioning:
             return (drain.waiting_until,)
         movable = [p for p in pods if p.pod is not None]
         placed = self.replacements.place([p.pod for p in movable if p.pod is not None], room, {name}, at=at,
-                                         ready_at=at + timing.node_startup)
+                                         ready_at=at + timing.node_startup, readiness_wait=WAIT_SECONDS)
         if placed.waiting_until is not None:
             return (placed.waiting_until,)
+        if placed.failed:
+            return self.failed(method, name, at, placed)
         self.settled.add(name)
         if placed.failures:
             for index, why in sorted(placed.failures.items()):
@@ -546,15 +627,33 @@ class _Deprovisioning:
         wave.seconds = startup + drain.seconds
         wave.landings = placed.landings
         add_wave(self.rollout, wave)
-        if startup > WAIT_SECONDS:  # `waitForReadiness` gave up: the command failed, the loop goes on
-            if not self.timed_out:
-                self.timed_out = True
-                self.rollout.notes.append(
-                    f"a replacement takes {startup:.0f}s to be initialized (--node-startup), longer than Karpenter "
-                    f"v0.31 waits for it ({WAIT_SECONDS:.0f}s, waitForReadiness): its command fails, the next "
-                    "one starts, and the node is deleted once its replacement is up")
-            return at + WAIT_SECONDS
         return at + startup + min(drain.seconds, WAIT_SECONDS)
+
+    def failed(self, method: str, name: str, at: float, placed: Placed) -> float:
+        """Candidate `name`'s command at `at` launched nodes that are not initialized within Karpenter's wait
+        (`launchReplacementMachines`: `waitForReadiness` gives up after :data:`WAIT_SECONDS`): the command fails,
+        the candidate is uncordoned and kept — a candidate again at the next polls, when its pods may go onto the
+        nodes it launched once they are initialized (`helpers.go:115` refuses them before) —, and the launched
+        nodes stay (in the room, empty). A wave that deletes nothing records the launch (`Wave.kept`); the loop
+        polls again at once (the failed reconcile is requeued by the rate limiter, milliseconds)."""
+        startup = self.timing.node_startup
+        self.failures[name] += 1
+        if self.failures[name] >= MAX_FAILURES:  # the plan's bound, not Karpenter's: it would go on retrying
+            self.settled.add(name)
+            self.rollout.blocked.append(Blocked(
+                name, f"its command failed {MAX_FAILURES} times: each replacement takes longer than Karpenter v0.31 "
+                "waits for it and its pods fit on none launched before", "waitForReadiness", True))
+        if not self.timed_out:
+            self.timed_out = True
+            self.rollout.notes.append(
+                f"a replacement takes {startup:.0f}s to be initialized (--node-startup), longer than Karpenter "
+                f"v0.31 waits for it ({WAIT_SECONDS:.0f}s, waitForReadiness): its command fails, the candidate is "
+                "kept and the launched node stays; the candidate is tried again at the next polls, its pods going "
+                "onto that node once it is up")
+        wave = Wave(len(self.rollout.waves), _timestamp(self.start, at), method, [], placed.replacements,
+                    seconds=WAIT_SECONDS, landings=placed.landings, kept=[name])
+        add_wave(self.rollout, wave)
+        return at + WAIT_SECONDS
 
 
 def finish_wave(
@@ -613,19 +712,24 @@ def _removed_wave(
     movable: list[FleetPod] = [p for n in names for p in fleet.moved_pods(n)]
     seconds = 0.0
     drains = []
-    for name in names:
-        drain = drain_at(name, drain_of(fleet.nodes[name], fleet.moved_pods(name), pdbs, timing), state, 0.0,
-                         timing, wait=False)
+    steady = [(name, drain_of(fleet.nodes[name], fleet.moved_pods(name), pdbs, timing)) for name in names]
+    for drain in drains_together(steady, state, 0.0, timing):
         if drain.blocked is not None:
             rollout.blocked.append(drain.blocked)
             continue
         seconds = max(seconds, drain.seconds)
-        wave.slowed.update(drain.slowed)
+        slowed_by(wave, drain)
         drains.append(drain)
     finish_wave(rollout, wave, movable, replacements, seconds, timing, room)
     record_drains(state, pdbs, drains, wave, timing, 0.0)
     add_wave(rollout, wave)
     return min(wave.seconds, WAIT_SECONDS)
+
+
+def slowed_by(wave: Wave, drain: Drain) -> None:
+    """The budgets that slowed one of the wave's drains slowed the wave: each for its longest drain."""
+    for name, seconds in drain.slowed.items():
+        wave.slowed[name] = max(wave.slowed.get(name, 0.0), seconds)
 
 
 def record_drains(state: PdbState, pdbs: PdbBudgets, drains: Sequence[Drain], wave: Wave, timing: Timing,
