@@ -122,14 +122,14 @@ def _decisions(controller: Controller, reason: str = "drifted") -> float:
     ) or 0.0
 
 
-def _rollout(compiled: Path, pool: str, count: int) -> tuple[Scene, Controller, list[str]]:
+def _rollout(compiled: Path, pool: str, count: int, **options: object) -> tuple[Scene, Controller, list[str]]:
     """A deployment of `count` pods that each fill an m5.large, provisioned on the NodePool (or the Provisioner
     `legacy`); then the NodePool changes (its static hash; a Provisioner's node hash): every node drifted, as a pull
-    request rolls it. The scene, its controller and the nodes."""
+    request rolls it. The scene, its controller (of these `options`) and the nodes."""
     scene = Scene(compiled, types=["m5.large"], node_startup=STARTUP)
     selector = {wk.PROVISIONER_NAME: pool} if pool == "legacy" else {wk.NODEPOOL: pool}
     scene.add_deployment("web", count, cpu=FULL, nodeSelector=selector)
-    controller = scene.controller()
+    controller = scene.controller(**options)
     scene.run(controller, 300, until=lambda: not scene.unbound() and all(
         objects.labels(n).get(wk.INITIALIZED) == "true" for n in scene.nodes().values()))
     names = sorted(scene.nodes())
@@ -220,6 +220,27 @@ def test_a_failing_replacement_abandons_only_its_own_command(compiled: Path) -> 
         if scene.node(first[0]) is None:
             break
     assert scene.node(first[0]) is None  # the first command carried on
+
+
+def test_replacements_that_never_initialize_abandon_each_command_and_are_counted(compiled: Path) -> None:
+    """Two commands under way whose replacements never join: each is abandoned at its own timeout (its node
+    untainted), each replacement not initialized counted in `karpenter_voluntary_disruption_queue_failures_total`
+    as v1.14.1's queue.go counts its failed launches (decision, reason, and the decision again as its
+    consolidation_type)."""
+    scene, controller, drifted = _rollout(compiled, "twenty", 10, replacement_timeout=60)
+    scene.kubelet.never_join = frozenset({"m5.large"})
+    for _ in _steps(scene, controller, 5):
+        pass
+    first = _tainted(scene, drifted)
+    assert len(first) == 2
+    for _ in _steps(scene, controller, 70):
+        if not set(first) & set(_tainted(scene, drifted)):
+            break
+    assert not set(first) & set(_tainted(scene, drifted))  # both abandoned, nothing of them deleted
+    assert set(first) <= set(scene.nodes())
+    failures = Scene.metric(controller, "karpenter_voluntary_disruption_queue_failures_total",
+                            decision="replace", reason="drifted", consolidation_type="replace")
+    assert failures == 2
 
 
 def test_should_disrupt_3_nodes_taking_into_account_commands_in_progress(compiled: Path) -> None:

@@ -26,7 +26,8 @@ Each pass the controller calls :meth:`Deprovisioner.step`, which follows every c
   nodes are uncordoned (untainted) and nothing is deleted (the replacements left are empty nodes, for consolidation or
   emptiness);
 * once its nodes are deleted, the command waits until they are gone from the cluster (at most
-  `replacement_timeout`; Karpenter's `waitForDeletion`) — before the next decision when it is a Provisioner's.
+  `replacement_timeout`; Karpenter's `waitForDeletion`) — before the next decision when it is a Provisioner's; a
+  NodePool's that ends so lets the next decision come at once (its budget is free again).
 
 Each command carries on by itself: a failure abandons that one only. A Provisioner's command starts only when none
 is under way. While a command is under way its replacements are *protected*: emptiness does not count them empty
@@ -291,6 +292,8 @@ class Deprovisioner:
             left = [name for name in command.names if self.state.node(name) is not None]
             if not left:
                 self.underway.finish(underway)
+                if underway.nodepools:  # its budget is free again: the next decision at once, not at the next poll
+                    self._next_decision = min(self._next_decision, now)
                 return
             if now - underway.deleted > self.replacement_timeout:
                 DEPROVISIONING.error(
