@@ -190,6 +190,24 @@ def test_a_budget_of_one_still_rolls_one_node_at_a_time(compiled: Path) -> None:
     assert not set(drifted) & set(scene.nodes())
 
 
+def test_consolidation_runs_beside_drift_commands_under_way(compiled: Path) -> None:
+    """Two drift commands under way, their replacements still starting: an empty node of another NodePool is
+    consolidated meanwhile (its 15 s validation held and passed while they run) — before, it waited for them."""
+    scene, controller, drifted = _rollout(compiled, "twenty", 10)
+    empty = scene.add_node("NodePool/consolidating", "m5.large", age=3600)
+    launched: set[str] = set()
+    for _ in _steps(scene, controller, 60):
+        launched |= set(scene.nodes()) - set(drifted) - {empty}
+        node = scene.node(empty)
+        if node is None or objects.is_deleting(node):
+            break
+    node = scene.node(empty)
+    assert node is None or objects.is_deleting(node)
+    starting = [n for n in launched if (replacement := scene.node(n)) is not None
+                and objects.labels(replacement).get(wk.INITIALIZED) != "true"]
+    assert len(launched) == 2 and len(starting) == 2, (launched, starting)  # both drift commands still under way
+
+
 def test_a_provisioners_drifted_nodes_still_roll_one_at_a_time(compiled: Path) -> None:
     """A Provisioner's commands keep v0.31.1's one at a time: never two of its drifted nodes held at once, whatever
     NodePools do beside it."""
