@@ -136,11 +136,6 @@ class Deprovisioner:
         """A consolidation waits for its validation."""
         return self._held is not None
 
-    @property
-    def busy(self) -> bool:
-        """A command is under way."""
-        return bool(self.underway)
-
     def protected(self) -> frozenset[str]:
         """The replacements of the commands under way."""
         return self.underway.protected()
