@@ -31,8 +31,10 @@ lists each one, where it is recorded, and the ones that do not apply here:
 **Karpenter v1.14.1's**, for a NodePool's nodes instead of v0.31's where v1 has them (:meth:`Metrics._nodeclaims`):
 `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`, `karpenter_nodeclaims_disrupted_total
 {reason, nodepool, capacity_type}`, `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`,
-`karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}` and
-`…_decisions_by_nodepool_total`, `karpenter_nodes_created_total{nodepool, zone}`, `karpenter_nodes_terminated_total
+`karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}`,
+`…_decisions_by_nodepool_total` and `…_queue_failures_total` (a command under way whose replacements did not
+initialize), `karpenter_nodepools_allowed_disruptions{nodepool, reason}` and `…_nodes_consuming_budgets` (set by each
+decision for the reasons it read), `karpenter_nodes_created_total{nodepool, zone}`, `karpenter_nodes_terminated_total
 {nodepool, zone}`,
 `karpenter_nodes_termination_duration_seconds{nodepool}` (summary), `karpenter_nodes_drained_total{nodepool}` and
 `karpenter_nodes_lifetime_duration_seconds{nodepool}`; `karpenter_nodepools_limit` and `…_usage{resource_type,
@@ -508,6 +510,23 @@ class Metrics:
             "Number of disruption decisions performed by nodepool. Labeled by nodepool name, disruption decision, "
             "reason, and consolidation type.",
             ["nodepool", "decision", "reason", "consolidation_type"], registry,
+        )
+        self.nodepool_allowed_disruptions = Gauge(
+            "karpenter_nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled "
+            "by NodePool. Note that allowed disruptions can change very rapidly, as new nodes may be created and "
+            "others may be deleted at any point.",
+            ["nodepool", "reason"], registry=registry,
+        )
+        self.nodepool_nodes_consuming_budgets = Gauge(
+            "karpenter_nodepools_nodes_consuming_budgets",
+            "The number of nodes consuming the budget of a nodepool at a point in time. Labeled by NodePool.",
+            ["nodepool", "reason"], registry=registry,
+        )
+        self.voluntary_disruption_queue_failures = ExactCounter(
+            "karpenter_voluntary_disruption_queue_failures_total",
+            "The number of times that an enqueued disruption decision failed. Labeled by disruption method.",
+            ["decision", "reason", "consolidation_type"], registry,
         )
         self.consolidation_moves = ExactCounter(
             "karpenter_consolidation_moves_total",

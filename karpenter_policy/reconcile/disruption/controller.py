@@ -1,7 +1,9 @@
-"""The disruption controller: expiry, drift and consolidation decided and carried out one command at a time.
+"""The disruption controller: expiry, drift and consolidation decided and carried out — a Provisioner's commands one
+at a time, NodePools' side by side within their budgets (:class:`Deprovisioner`).
 
 It decides only while the cluster is quiet — no pod that provisioning is still working on, no launch in flight, no
-node of ours being drained — and at most every `disruption_interval` seconds (:class:`Deprovisioner`). Pods the
+node of ours being drained, NodePools' commands under way aside (their replacements launching, their nodes
+draining) — and at most every `disruption_interval` seconds, at once after a NodePool's command started. Pods the
 last batch found no place for, and pods planned onto an existing node for kube-scheduler to bind, do not keep it
 waiting: Karpenter disrupts while unschedulable pods stay pending; every decision places them too (they take
 room), and the nodes they were planned onto are not disrupted. A decision reads the
@@ -160,16 +162,20 @@ class Disruption:
         provisioner = self.provisioner
         return provisioner.unschedulable() | frozenset(provisioner.nominations())
 
-    def provisioning(self, settled: frozenset[str]) -> bool:
-        """Provisioning has work: a pod pending that is not `settled`, or a launch in flight."""
+    def provisioning(self, settled: frozenset[str], own: frozenset[str] = frozenset()) -> bool:
+        """Provisioning has work: a pod pending that is not `settled`, or a launch in flight (but the `own`
+        replacements of NodePools' commands under way)."""
         context = self.context
-        if len(context.inflight) > 0:
+        if any(entry.name not in own for entry in context.inflight):
             return True
         return any(p.uid not in settled for p in context.state.pending())
 
     def quiet(self) -> bool:
-        """Nothing else moves: no pod being provisioned, no launch in flight, no node of ours drained."""
-        return not (self.provisioning(self.settled_pods()) or self.terminator.draining)
+        """Nothing else moves: no pod being provisioned, no launch in flight, no node of ours drained — the
+        replacements launching and the candidates draining of NodePools' commands under way aside (Karpenter
+        v1.14.1's queue: its commands run side by side)."""
+        own, draining = self.deprovisioner.protected(), self.deprovisioner.disrupting()
+        return not (self.provisioning(self.settled_pods(), own) or self.terminator.draining_other_than(draining))
 
     # --- as a controller (`reconcile.steps.Reconciler`) ------------------------------------------------------
 
@@ -222,15 +228,15 @@ class Disruption:
     def _step(self, result: ReconcileResult) -> Disrupted:
         context = self.context
         deprovisioner = self.deprovisioner
-        if context.loaded is None and deprovisioner.underway is None:
+        if context.loaded is None and not deprovisioner.underway:
             return Disrupted()
         now = context.clock()
-        idle = deprovisioner.underway is None and not deprovisioner.holding
+        idle = not deprovisioner.underway and not deprovisioner.holding
         if idle and not self._changed and self._decided is context.loaded and now < self._recheck_at:
             return Disrupted(due=self._recheck_at)  # nothing changed since a decision that found nothing
         if idle and (settling := self._settling(now)) is not None:
             return Disrupted(due=settling)
-        protected = self.protected()
+        protected, disrupting = self.protected(), deprovisioner.disrupting()
 
         def inputs() -> Inputs:
             self._changed = False  # a change from now on is seen by the next decision
@@ -244,9 +250,10 @@ class Disruption:
                 disruption_view(context.state), templates, budgets, context.wall_clock(), protected,
                 self._current_images(templates), context.clock,
                 context.options.single_node_budget, context.options.multi_node_budget,
-                lambda: self.provisioning(settled), self._pending_pods(),
+                lambda: self.provisioning(settled, protected), self._pending_pods(),
                 frozenset(self.provisioner.nominations().values()), self._pod_events_now(),
                 *self._network_facts(templates), instance_types=self._offered_types(templates),
+                disrupting=disrupting,
             )
 
         def launch(command: Command) -> list[str] | str:

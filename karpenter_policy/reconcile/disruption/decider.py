@@ -3,7 +3,7 @@
 Karpenter v0.31's deprovisioning, on the scheduling core that provisions (`scheduling/`): every "would these pods
 fit elsewhere?" is a scheduling run with the candidate nodes taken out and their pods pending, together with the
 pods still pending in the cluster (Karpenter's `simulateScheduling`: they take room too; their own failures do not
-count). In this order, the first stage that finds something decides (one command at a time):
+count). In this order, the first stage that finds something decides (one command a decision):
 
 1. **expiration** — nodes whose creation plus their provisioner's `ttlSecondsUntilExpired` has passed (Karpenter
    v0.31's machine expiration: `GetExpirationTime`, creation timestamp + TTL, whatever the TTL — compile warns
@@ -14,9 +14,9 @@ count). In this order, the first stage that finds something decides (one command
    kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
    its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
    is no longer the one its node template resolves (a new AMI release) — a NodePool's node by v1.14.1's rules
-   (`drift_reason`), then its instance's subnet or security groups no longer its class's (`network_drift`): the
-   empty ones all at once, else one at a time, the earliest drifted first (when this controller first saw it
-   drifted);
+   (`drift_reason`), then its instance's subnet or security groups no longer its class's (`network_drift`): a
+   Provisioner's empty ones all at once, else one at a time, the earliest drifted first (when this controller first
+   saw it drifted); a NodePool's one a command, the empty ones first (v1.14.1: its commands run side by side);
 3. **consolidation** (provisioners with `consolidation.enabled`, nodes without `karpenter.sh/do-not-consolidate`)
    — *empty*: every empty node at once; *multi-node*: the most nodes (at least 2, up to 100, lowest disruption
    cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A
@@ -70,10 +70,11 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.pools import pool_name
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.disruption import balanced, pricing
-from karpenter_policy.reconcile.disruption.budgets import budget_mapping, within_budgets
+from karpenter_policy.reconcile.disruption.budgets import allowances, budget_figures, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state import pods as pod_info
@@ -229,6 +230,9 @@ class Decision:
     #: the consolidation moves a Balanced NodePool scored (v1.14.1's `consolidation_moves_total`, its score
     #: histogram and `ConsolidationApproved` Events)
     moves: list[Move] = field(default_factory=list)
+    #: (NodePool, reason) → its budgets' allowed disruptions and its nodes disrupting, for each reason a method
+    #: read (v1.14.1's `karpenter_nodepools_allowed_disruptions` and `…_nodes_consuming_budgets`)
+    budgets: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
     def interrupted(self, inputs: Inputs) -> bool:
         """Whether the decision must stop now (something more urgent happened); notes why once."""
@@ -273,6 +277,9 @@ class Inputs:
     networks: Callable[[str], Network | None] = lambda provisioner: None
     #: Provisioner → the instance types its node class offers now, offerings available or not (None: cannot tell).
     instance_types: Callable[[str], Sequence[InstanceType] | None] = lambda provisioner: None
+    #: The nodes NodePools' commands under way disrupt: not candidates, not offered to a simulation, and each uses up
+    #: its NodePool's budget (v1.14.1's `MarkedForDeletion`, core pkg/controllers/disruption/helpers.go).
+    disrupting: frozenset[str] = frozenset()
 
 
 #: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
@@ -368,7 +375,7 @@ class Decider:
         ] if inputs.budgets else []
         found = []
         for name, node in sorted(view.nodes.items()):
-            if not node.ours or node.deleting or name in inputs.protected:
+            if not node.ours or node.deleting or name in inputs.protected or name in inputs.disrupting:
                 continue
             if not node.initialized:
                 continue
@@ -539,10 +546,15 @@ class Decider:
         return decision
 
     @staticmethod
-    def _allowance(inputs: Inputs, reason: str) -> dict[str, int]:
+    def _allowance(inputs: Inputs, reason: str, decision: Decision) -> dict[str, int]:
         """By NodePool, how many more of its nodes may be disrupted for `reason` now (Karpenter v1's budgets:
-        `disruption.budgets`); a Provisioner's nodes are not limited."""
-        return budget_mapping(inputs.view.nodes.values(), inputs.templates.sets, reason, inputs.now)
+        `disruption.budgets`, less the nodes disrupting — commands under way among them); a Provisioner's nodes are
+        not limited. The figures go to `decision.budgets`."""
+        view, sets = inputs.view, inputs.templates.sets
+        figures = budget_figures(view.nodes.values(), sets, reason, inputs.now, inputs.disrupting)
+        for pool, counted in figures.items():
+            decision.budgets[pool_name(pool), reason] = counted
+        return allowances(figures)
 
     def simulate(self, inputs: Inputs, candidates: Sequence[Candidate]) -> Plan:
         """Where the candidates' pods, and the pods still pending, would go with the candidates gone (new claims where
@@ -554,9 +566,10 @@ class Decider:
         smallest: Vector | None = None
         for pod in pods:
             smallest = pod.requests if smallest is None else tuple(map(min, smallest, pod.requests))
+        taken = names | inputs.protected | inputs.disrupting  # commands under way keep their replacements
         existing = [
             n for name, n in view.existing.items()
-            if name not in names and (smallest is None or fits(add(n.requests, smallest), n.allocatable))
+            if name not in taken and (smallest is None or fits(add(n.requests, smallest), n.allocatable))
         ]
         used = dict(view.used)
         for name in names:
@@ -708,14 +721,16 @@ class Decider:
             key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
         )
         decision.eligible[DRIFT] = len(drifted)
-        allowance = self._allowance(inputs, v1budgets.DRIFTED)
+        allowance = self._allowance(inputs, v1budgets.DRIFTED, decision)
         drifted = [(c, why) for c, why in drifted if allowance.get(c.provisioner, 1) > 0]
-        kept = within_budgets([c for c, _ in drifted if not c.pods], allowance)
-        empty = [(c, why) for c, why in drifted if c in kept]
-        if empty:
+        empty = [(c, why) for c, why in drifted if not c.pods and not c.nodepool]
+        if empty:  # v0.31.1: a Provisioner's empty drifted nodes all at once
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})),
                            stage=DRIFT)
-        for candidate, why in drifted:
+        # v1.14.1 (drift.go `ComputeCommands`): one candidate a command, the empty ones first; the next command
+        # comes at once, side by side, while the NodePool's budget allows (`deprovisioner`).
+        ordered = [e for e in drifted if not e[0].pods] + [e for e in drifted if e[0].pods]
+        for candidate, why in ordered:
             if decision.interrupted(inputs):
                 return None
             command = self._replacing(DRIFT, inputs, candidate, why, decision)
@@ -736,13 +751,13 @@ class Decider:
         v1 = cast(list[Candidate], balanced.ordered(c for c in eligible if c.nodepool))
         eligible = v031 + v1
         decision.eligible[CONSOLIDATION] = len(eligible)
-        empty = within_budgets([c for c in eligible if c.empty], self._allowance(inputs, v1budgets.EMPTY))
+        empty = within_budgets([c for c in eligible if c.empty], self._allowance(inputs, v1budgets.EMPTY, decision))
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
             return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings, stage=EMPTY)
         # A WhenEmpty NodePool's nodes go only empty; a NodePool's empty node only through emptiness (v1.14.1).
         eligible = [c for c in eligible if c.underutilized and not (c.nodepool and c.empty)]
-        allowance = self._allowance(inputs, v1budgets.UNDERUTILIZED)
+        allowance = self._allowance(inputs, v1budgets.UNDERUTILIZED, decision)
         eligible = [c for c in eligible if allowance.get(c.provisioner, 1) > 0]
         evaluator = self._evaluator(inputs, [c for c in eligible if c.nodepool])
         if MULTI_NODE in stages:

@@ -1,9 +1,13 @@
-"""Carrying out disruption decisions (`disruption`): one command at a time, replacements before deletions.
+"""Carrying out disruption decisions (`disruption`): replacements before deletions; a Provisioner's commands one
+at a time (v0.31.1), NodePools' side by side within their budgets (v1.14.1's orchestration queue).
 
-Each pass the controller calls :meth:`Deprovisioner.step`:
+Each pass the controller calls :meth:`Deprovisioner.step`, which follows every command under way, then:
 
-* with no command under way, and the cluster quiet (no pod being provisioned, no launch in flight, no node of
-  ours being drained), at most every `interval` seconds, it asks the
+* with no command under way, or only NodePools' (the nodes of those are neither candidates nor offered to the
+  decision's simulations, and use up their NodePool's budget: `Inputs.disrupting`), and the cluster quiet (no pod
+  being provisioned, no launch in flight, no node of ours being drained — those commands' replacements and drains
+  aside), at most every `interval` seconds — at once after a NodePool's command started (v1.14.1's
+  `RequeueImmediately`) —, it asks the
   :class:`~karpenter_policy.reconcile.disruption.decider.Decider` for the next command. It asks for a pass of its
   own when a node will expire or while the cluster is not quiet; otherwise the controller's next pass (a change,
   or the runner's resync every 10 s) brings it back;
@@ -22,11 +26,14 @@ Each pass the controller calls :meth:`Deprovisioner.step`:
   nodes are uncordoned (untainted) and nothing is deleted (the replacements left are empty nodes, for consolidation or
   emptiness);
 * once its nodes are deleted, the command waits until they are gone from the cluster (at most
-  `replacement_timeout`) before the next decision (Karpenter's `waitForDeletion`).
+  `replacement_timeout`; Karpenter's `waitForDeletion`) — before the next decision when it is a Provisioner's; a
+  NodePool's that ends so lets the next decision come at once (its budget is free again).
 
-While a command is under way its replacements are *protected*: emptiness does not count them empty and no other
-decision takes them. Everything is logged with the command's reason and saving; a restarted controller simply
-decides again from what the cluster shows.
+Each command carries on by itself: a failure abandons that one only. A Provisioner's command starts only when none
+is under way. While a command is under way its replacements are *protected*: emptiness does not count them empty
+and no other decision takes them (:mod:`~karpenter_policy.reconcile.disruption.queue` holds them). Everything is
+logged with the command's reason and saving; a restarted controller simply decides again from what the cluster
+shows.
 
 What Karpenter's deprovisioning controller records, it records: per decision the candidates each method found
 (`karpenter_deprovisioning_eligible_machines`), its time (`…_evaluation_duration_seconds`) and consolidations its
@@ -63,6 +70,7 @@ from karpenter_policy.reconcile.disruption.decider import (
     Inputs,
     Move,
 )
+from karpenter_policy.reconcile.disruption.queue import Commands, Underway, runs_side_by_side
 from karpenter_policy.reconcile.disruption.recheck import invalid
 from karpenter_policy.reconcile.disruption.restamp import restamp
 from karpenter_policy.reconcile.events import Recorder
@@ -80,14 +88,6 @@ FOLLOW_SECONDS = 1.0
 
 #: Launches the replacements of a command: the names of the Nodes registered, or why it failed.
 LaunchReplacements = Callable[[Command], "list[str] | str"]
-
-
-@dataclass(slots=True)
-class _Underway:
-    command: Command
-    replacements: list[str]
-    started: float
-    deleted: float | None = None  # when its nodes were deleted (then it waits for them to be gone)
 
 
 @dataclass(slots=True)
@@ -124,7 +124,7 @@ class Deprovisioner:
         self.interval = interval
         self.validation = validation
         self.replacement_timeout = replacement_timeout
-        self.underway: _Underway | None = None
+        self.underway = Commands()
         self._held: _Held | None = None
         self._next_decision = 0.0
         self._told: dict[str, str] = {}  # node → the blocked reason last logged
@@ -137,8 +137,12 @@ class Deprovisioner:
         return self._held is not None
 
     def protected(self) -> frozenset[str]:
-        """The replacements of the command under way."""
-        return frozenset(self.underway.replacements) if self.underway is not None else frozenset()
+        """The replacements of the commands under way."""
+        return self.underway.protected()
+
+    def disrupting(self) -> frozenset[str]:
+        """The nodes the commands under way disrupt (they are not candidates, and use up their NodePool's budget)."""
+        return self.underway.disrupting()
 
     def step(
         self,
@@ -146,31 +150,42 @@ class Deprovisioner:
         inputs: Callable[[], Inputs],
         launch: LaunchReplacements,
     ) -> Disrupted:
-        """One pass: follow the command under way, else validate the held one or decide when `quiet` (see the
-        module docstring). `inputs` builds the decision's inputs (only called when deciding or validating)."""
+        """One pass: follow the commands under way, then validate the held one or decide when `quiet` and no
+        Provisioner's command is under way (see the module docstring). `inputs` builds the decision's inputs (only
+        called when deciding or validating)."""
         done = Disrupted()
-        now = self.clock()
         self._clear_stale_taints(done)
-        if self.underway is not None:
-            self._follow(self.underway, done)
-            return done
+        alone = not self.underway.side_by_side()  # a Provisioner's command: nothing else this pass, as v0.31.1
+        for underway in self.underway:
+            self._follow(underway, done)
+        follow = done.due
+        done.due = None
+        if not alone and self.underway.side_by_side():
+            self._next(quiet, inputs, launch, done)
+        if follow is not None:
+            done.due = follow if done.due is None else min(done.due, follow)
+        return done
+
+    def _next(self, quiet: bool, inputs: Callable[[], Inputs], launch: LaunchReplacements, done: Disrupted) -> None:
+        """Validate the held command, else decide (see :meth:`step`)."""
+        now = self.clock()
         if not quiet:
             self._held = None  # the cluster moved: a held consolidation is decided again
             done.due = now + self.interval  # look again once it has settled
-            return done
+            return
         after = None
         held = self._held
         if held is not None:
             if now - held.since < self.validation:
                 done.held = held.command.message()
                 done.due = held.since + self.validation
-                return done
+                return
             self._held = None
             current = inputs()
             why = invalid(self.decider, held.command, current)
             if not why:
                 self._act(held.command, launch, done)
-                return done
+                return
             done.abandoned = f"the command is no longer valid: {why}"
             DEPROVISIONING.info(
                 "abandoning %s consolidation, the command is no longer valid (%s): %s", held.command.stage, why,
@@ -179,15 +194,14 @@ class Deprovisioner:
             if held.command.stage == SINGLE_NODE:
                 self._next_decision = now + self.interval
                 done.due = self._next_decision
-                return done
+                return
             after = held.command.stage  # Karpenter goes on to its next deprovisioner at once
             self._decide(current, after, launch, done)
-            return done
+            return
         if now < self._next_decision:
             done.due = self._next_decision
-            return done
+            return
         self._decide(inputs(), after, launch, done)
-        return done
 
     def _decide(self, inputs: Inputs, after: str | None, launch: LaunchReplacements, done: Disrupted) -> None:
         now = self.clock()
@@ -225,6 +239,8 @@ class Deprovisioner:
         self._act(command, launch, done)
 
     def _act(self, command: Command, launch: LaunchReplacements, done: Disrupted) -> None:
+        if self.underway and not runs_side_by_side(command):
+            return  # a Provisioner's command waits until none is under way (v0.31.1: one at a time)
         message = command.message()
         done.decided = message
         DEPROVISIONING.info(message, extra=self.fields(
@@ -232,10 +248,11 @@ class Deprovisioner:
             savings=command.savings,
         ))
         self._count_decision(command)
+        underway = Underway(command, [], self.clock())
         if not command.replacements:
-            self.underway = _Underway(command, [], self.clock())
+            self._started(underway, done)
             self._cordon(command, True, done, nodepools_only=True)  # v1 taints every command's nodes first
-            self._delete(self.underway, done)
+            self._delete(underway, done)
             return
         self._cordon(command, True, done)  # no new pod lands on a node about to go
         launched = launch(command)
@@ -246,30 +263,41 @@ class Deprovisioner:
             DEPROVISIONING.error("abandoned %s %s, %s", command.method, command.action, done.abandoned,
                                  extra=self.fields(nodes=list(command.names)))
             return
-        done.replacements = launched
-        self.underway = _Underway(command, launched, self.clock())
+        done.replacements.extend(launched)
+        underway.replacements, underway.started = launched, self.clock()
+        self._started(underway, done)
         DEPROVISIONING.info(
             "waiting on %d replacement node(s) to initialize: %s", len(launched), ", ".join(launched),
             extra=self.fields(nodes=list(command.names)),
         )
-        done.due = self.clock() + FOLLOW_SECONDS
+        done.due = _sooner(done.due, self.clock() + FOLLOW_SECONDS)
 
-    def _follow(self, underway: _Underway, done: Disrupted) -> None:
+    def _started(self, underway: Underway, done: Disrupted) -> None:
+        """A command is under way; a NodePool's lets the next decision come at once (v1.14.1's `StartCommand` then
+        `RequeueImmediately`, core pkg/controllers/disruption/controller.go)."""
+        self.underway.start(underway)
+        if underway.nodepools:
+            self._next_decision = self.clock()
+            done.due = self._next_decision
+
+    def _follow(self, underway: Underway, done: Disrupted) -> None:
         command = underway.command
         now = self.clock()
         if underway.deleted is not None:
             left = [name for name in command.names if self.state.node(name) is not None]
             if not left:
-                self.underway = None
+                self.underway.finish(underway)
+                if underway.nodepools:  # its budget is free again: the next decision at once, not at the next poll
+                    self._next_decision = min(self._next_decision, now)
                 return
             if now - underway.deleted > self.replacement_timeout:
                 DEPROVISIONING.error(
                     "waiting on node deletion, node(s) %s still there after %.0fs", ", ".join(left),
                     self.replacement_timeout, extra=self.fields(nodes=left),
                 )
-                self.underway = None
+                self.underway.finish(underway)
                 return
-            done.due = now + FOLLOW_SECONDS
+            done.due = _sooner(done.due, now + FOLLOW_SECONDS)
             return
         ready = [n for n in underway.replacements if (node := self.state.node(n)) is not None and node.initialized]
         if len(ready) == len(underway.replacements):
@@ -289,12 +317,16 @@ class Deprovisioner:
             DEPROVISIONING.error("abandoned %s %s, %s", command.method, command.action,
                                  done.abandoned, extra=self.fields(nodes=list(command.names)))
             self.metrics.deprovisioning_launch_failures.labels(command.reason).inc()
+            if underway.nodepools:  # v1.14.1's queue.go `waitOrTerminate`: the replacements not initialized
+                self.metrics.voluntary_disruption_queue_failures.labels(
+                    command.action, command.v1_reason, command.action  # its consolidation_type is the decision
+                ).inc(len(waiting))
             self._cordon(command, False, done)
-            self.underway = None
+            self.underway.finish(underway)
             return
-        done.due = now + FOLLOW_SECONDS
+        done.due = _sooner(done.due, now + FOLLOW_SECONDS)
 
-    def _delete(self, underway: _Underway, done: Disrupted) -> None:
+    def _delete(self, underway: Underway, done: Disrupted) -> None:
         command = underway.command
         reason = command.reason
         failed = False
@@ -321,7 +353,7 @@ class Deprovisioner:
                 self.metrics.machines_terminated.labels(reason, candidate.provisioner).inc()
         if not failed:
             underway.deleted = self.clock()  # now wait for them to be gone
-        done.due = self.clock() + FOLLOW_SECONDS
+        done.due = _sooner(done.due, self.clock() + FOLLOW_SECONDS)
 
     def _count_decision(self, command: Command) -> None:
         """A command carried out: v0.31's `…_actions_performed` when it disrupts a Provisioner's node, v1.14.1's
@@ -373,7 +405,7 @@ class Deprovisioner:
         if now < self._taint_scan_at:
             return
         self._taint_scan_at = now + FOLLOW_SECONDS
-        held = set(self.underway.command.names) if self.underway is not None else set()
+        held = self.disrupting()
         for node in self.state.nodes():
             if node.deleting or node.name in held or not any(t.key == wk.TAINT_DISRUPTED for t in node.taints):
                 continue
@@ -395,6 +427,9 @@ class Deprovisioner:
             metrics.deprovisioning_evaluation.labels(method).observe(seconds)
         for kind in decision.timeouts:
             metrics.deprovisioning_timeouts.labels(kind).inc()
+        for (nodepool, reason), (allowed, disrupting) in sorted(decision.budgets.items()):
+            metrics.nodepool_allowed_disruptions.labels(nodepool, reason).set(allowed)
+            metrics.nodepool_nodes_consuming_budgets.labels(nodepool, reason).set(disrupting)
         for move in decision.moves:  # v1.14.1's `ApproveCommand` / `EmitMultiNodeEvents`
             self._record_move(move)
 
@@ -439,6 +474,10 @@ class Deprovisioner:
                     else events.deprovisioning_blocked(node.obj, why)
                 )
         self._told = dict(blocked)
+
+
+def _sooner(due: float | None, other: float) -> float:
+    return other if due is None else min(due, other)
 
 
 __all__ = [

@@ -207,6 +207,10 @@ class Terminator:
     def draining(self) -> bool:
         return bool(self._terminating)
 
+    def draining_other_than(self, names: frozenset[str]) -> bool:
+        """A node is draining that is not one of `names`."""
+        return not self._terminating <= names  # one comparison: the set is changed by another thread
+
     def _once(self, what: str, whom: str, message: str, *args: object, **extra: object) -> None:
         if (what, whom) not in self._told:
             self._told.add((what, whom))
