@@ -565,17 +565,20 @@ class BurstTimeline:
     (`Decided`: its thread competes with the informer's and the provisioner's for the interpreter lock), each
     read against two spans of the burst — `delivery`, from the burst's first write to the pods informer reading
     its last pod, and `controller`, from then to the first CreateFleet — as the seconds of either span they
-    covered."""
+    covered; of the collections also how many of each generation fell in the span and their CPU (the collecting
+    thread's: what a loaded machine does not stretch)."""
 
     def __init__(self) -> None:
-        self.collections: list[tuple[float, float]] = []
-        self._began: float | None = None
+        self.collections: list[tuple[float, float, int, float]] = []  # began, ended, generation, CPU seconds
+        self._began: tuple[float, float] | None = None
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._began = time.monotonic()
+            self._began = (time.monotonic(), time.thread_time())
         elif self._began is not None:
-            self.collections.append((self._began, time.monotonic()))
+            began, cpu = self._began
+            self.collections.append((began, time.monotonic(), min(int(info.get("generation", 2)), 2),
+                                     time.thread_time() - cpu))
             self._began = None
 
     def start(self) -> BurstTimeline:
@@ -601,7 +604,11 @@ class BurstTimeline:
         for name, (start, end) in spans.items():
             if end is None:
                 continue
-            found[f"burst_{name}_gc_seconds"] = round(sum(_overlap(b, e, start, end) for b, e in self.collections), 3)
+            inside = [(b, e, generation, cpu) for b, e, generation, cpu in self.collections
+                      if _overlap(b, e, start, end) > 0]
+            found[f"burst_{name}_gc_seconds"] = round(sum(_overlap(b, e, start, end) for b, e, _, _ in inside), 3)
+            found[f"burst_{name}_gc_cpu_seconds"] = round(sum(cpu for _, _, _, cpu in inside), 3)
+            found[f"burst_{name}_gc_collections"] = [sum(1 for c in inside if c[2] == g) for g in range(3)]
             found[f"burst_{name}_decision_seconds"] = round(
                 sum(_overlap(d.began, d.began + d.seconds, start, end) for d in decisions), 3)
         return found

@@ -227,3 +227,23 @@ def test_the_server_rows_run_2947bfcs_controller_against_this_trees_api_server()
     assert ours["answer_check"] == "ok" and ours["controller_package"] == str(scale.REPOSITORY / "karpenter_policy")
     lines = scale.side_by_side([found], [ours], "2947bfc")
     assert "n/a" not in lines[2] and "×" in lines[2]
+
+
+def test_the_burst_timeline_counts_what_held_the_process_in_each_span_of_the_burst() -> None:
+    """`BurstTimeline.report`: the garbage collections and the consolidation decisions that overlapped the burst's
+    delivery (its first write → the informer reading its last pod) and the controller's part (→ the first
+    CreateFleet), as seconds of each span — a collection or decision across the boundary counted in both, partly
+    — with the collections' count per generation and CPU; a span without an end (no CreateFleet) is left out."""
+    timeline = scale.BurstTimeline()
+    timeline.collections = [(9.0, 10.5, 0, 0.01), (11.0, 11.5, 2, 0.4), (11.9, 12.3, 1, 0.1), (20.0, 21.0, 2, 0.5)]
+    decided = [scale.Decided(1.0, "complete", 0.9, 11.5), scale.Decided(2.0, "pods pending", 1.5, 30.0)]
+    found = timeline.report(10.0, 12.0, 13.0, decided)
+    assert found == {
+        "burst_delivery_gc_seconds": 1.1, "burst_delivery_gc_cpu_seconds": 0.51,
+        "burst_delivery_gc_collections": [1, 1, 1], "burst_delivery_decision_seconds": 0.5,
+        "burst_controller_gc_seconds": 0.3, "burst_controller_gc_cpu_seconds": 0.1,
+        "burst_controller_gc_collections": [0, 1, 0], "burst_controller_decision_seconds": 0.5,
+    }
+    assert set(timeline.report(10.0, 12.0, None, decided)) == {
+        "burst_delivery_gc_seconds", "burst_delivery_gc_cpu_seconds", "burst_delivery_gc_collections",
+        "burst_delivery_decision_seconds"}
