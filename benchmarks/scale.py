@@ -215,6 +215,10 @@ class DeliveryProbe:
         }
         if len(self.received) == burst:
             found["last_pod_received_after_created"] = round(max(self.received.values()) - last_created, 3)
+            # a gap as long as the batch idle closes the window mid-burst: the burst is planned in two batches
+            times = sorted(self.received.values())
+            gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+            found["burst_received_longest_gap"] = round(max(gaps, default=0.0), 3)
         return found
 
 

@@ -247,3 +247,17 @@ def test_the_burst_timeline_counts_what_held_the_process_in_each_span_of_the_bur
     assert set(timeline.report(10.0, 12.0, None, decided)) == {
         "burst_delivery_gc_seconds", "burst_delivery_gc_cpu_seconds", "burst_delivery_gc_collections",
         "burst_delivery_decision_seconds"}
+
+
+def test_the_delivery_probe_names_the_longest_gap_between_two_pods_of_the_burst_read() -> None:
+    """A gap as long as the batch idle (1 s) in the informer's reading of a burst closes the window mid-burst (the
+    burst is then planned in two batches, the first CreateFleet before the last pod's creation): the row says how
+    long the longest gap was (`burst_received_longest_gap`)."""
+    probe = scale.DeliveryProbe.__new__(scale.DeliveryProbe)
+    probe.probing, probe.events, probe.cpu = True, 4, {"apply": 0.004, "watch": 0.002}
+    probe.received = {"burst-0": 10.0, "burst-1": 10.1, "burst-2": 11.3, "burst-3": 11.35}
+    found = probe.report(11.2, burst=4)
+    assert found["burst_received_longest_gap"] == 1.2
+    assert found["last_pod_received_after_created"] == 0.15
+    probe.received.pop("burst-3")  # not every pod read: no gap, no delivery figure
+    assert "burst_received_longest_gap" not in probe.report(11.2, burst=4)
