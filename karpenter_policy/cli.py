@@ -56,8 +56,7 @@ if TYPE_CHECKING:
     from karpenter_policy.catalog import Catalog
 
 DEFAULT_PATHS = ("policies/",)
-#: The commands that serve until stopped: the CLI leaves their collector at Python's defaults (short pauses); the
-#: controller's runner makes young collections rarer itself once its warm heap is frozen (`runner.YOUNG_THRESHOLD`).
+#: The commands that serve until stopped: they keep Python's default collector settings (short pauses).
 SERVING_COMMANDS = frozenset({"webhook", "reconcile", "simulate"})
 #: Allocations between two young-generation collections in a one-shot command (Python's default is 700).
 BATCH_GC_THRESHOLD = 100_000

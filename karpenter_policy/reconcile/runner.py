@@ -30,9 +30,7 @@ that fails unexpectedly is logged with its traceback and retried after a pause: 
 object of the cluster, the state's indexes: the bulk of the heap, alive as long as the process) is frozen out of
 the cyclic garbage collector's generations (`gc.freeze`, after one full collection), so a full collection walks
 only what was made since, not every pod of the cluster each time (benchmarks/README.md, "gc.freeze after the first
-sync"); and young collections are made rarer (:data:`YOUNG_THRESHOLD` allocations apart, not Python's 700), so churn
-— every watch event decoded into new objects — no longer runs tens of them, and a full one, while a burst of pending
-pods is read. Both are undone when the runner stops. Each step of a controller is measured as
+sync"). The freeze is undone when the runner stops. Each step of a controller is measured as
 controller-runtime measures a reconcile (`Metrics.reconciling`), and only a replica that acts exports the gauges
 that describe the cluster (`Metrics.leading`); leader election's own metrics are `leadermetrics`.
 """
@@ -65,11 +63,6 @@ from karpenter_policy.reconcile.steps import Abandoning, Reconciler
 RUNNER = logs.logger("runner")
 DEFAULT_RESYNC = 10.0
 FAILURE_PAUSE = 5.0
-#: Allocations between two young-generation collections once the warm heap is frozen (Python's default: 700). At
-#: 200 pod replacements a second the default ran ~45 young, 4 middle and a full collection while a burst of 1,000
-#: pending pods was read (benchmarks/README.md, "`--burst-wait`"); one young collection at this threshold walks at
-#: most this many objects (milliseconds), and full ones come as rarely in proportion.
-YOUNG_THRESHOLD = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,11 +284,11 @@ class Runner:
 
     def run(self) -> None:
         """Start the informers, wait until they have listed, then run the controllers until :meth:`stop`."""
-        collector: tuple[int, int, int] | None = None  # the collector's thresholds before the freeze
+        frozen = False
         try:
             if not self._synced():
                 return
-            collector = self._freeze_warm_heap()
+            frozen = self._freeze_warm_heap()
             for worker in self.workers:
                 worker.start()
             while not self.stopping.is_set():
@@ -311,26 +304,22 @@ class Runner:
             for informer in self._informers():
                 informer.stop()
             self.controller.terminator.attachments.stop()  # its informer, if termination started it
-            if collector is not None:  # a process that runs runners again (the tests) can collect this one's objects
+            if frozen:  # a process that runs runners again (the tests) can collect this one's objects
                 gc.unfreeze()
-                gc.set_threshold(*collector)
 
-    def _freeze_warm_heap(self) -> tuple[int, int, int] | None:
+    def _freeze_warm_heap(self) -> bool:
         """Move what the first sync built out of the collector's generations (see the module docstring): a full
         collection first, so no garbage is frozen; then every object alive now is left out of later collections
-        (still freed by reference counting), and young collections are made :data:`YOUNG_THRESHOLD` allocations
-        apart. The collector's thresholds before, to put back at the stop. `freeze` False (`benchmarks/scale.py
-        --no-gc-freeze`: the A/B of the freeze) leaves the collector as it is (None)."""
+        (still freed by reference counting). `freeze` False (`benchmarks/scale.py --no-gc-freeze`: the A/B of
+        the freeze) leaves the collector as it is."""
         if not self.freeze:
-            return None
+            return False
         started = time.monotonic()
         gc.collect()
         gc.freeze()
-        before = gc.get_threshold()
-        gc.set_threshold(YOUNG_THRESHOLD, *before[1:])
         RUNNER.info("state synced; %d objects frozen out of garbage collection (%.2f s)", gc.get_freeze_count(),
                     time.monotonic() - started, extra=logs.fields())
-        return before
+        return True
 
 
 def run_in_thread(runner: Runner) -> threading.Thread:

@@ -1,8 +1,7 @@
 """The cyclic garbage collector's settings per command (cli.py `_collect_for_batch`): a one-shot command
 freezes what it imported and collects its young generation less often (a third of `check`'s CPU on 2,000
 Provisioners went to rescanning the files' node trees), with the same output; a command that serves until stopped
-starts with Python's defaults, whose pauses are short (the controller's runner sets its own once synced: its tests,
-tests/reconcile/test_runner.py).
+keeps Python's defaults, whose pauses are short.
 
 Each test runs the real CLI in a subprocess, so the test process's own collector is left as it is.
 """

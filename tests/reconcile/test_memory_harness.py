@@ -105,9 +105,7 @@ def test_the_memory_scenario_samples_and_traces_a_small_fleet_under_churn() -> N
     assert traced["snapshots"] and all(s["at_seconds"] > traced["started_at_seconds"] for s in traced["snapshots"])
     assert found["answer_check"] == "ok"
     assert found["gc_freeze"] and found["gc_frozen_objects"] > 0  # the runner froze its warm heap after its sync
-    # reported per generation; a 4-second churn at 10 nodes may run no collection at all since the runner collects
-    # the young generation YOUNG_THRESHOLD allocations apart (the timing itself: the GcPauses test above)
-    assert len(found["gc_pauses"]["collections"]) == 3 and min(found["gc_pauses"]["collections"]) >= 0
+    assert len(found["gc_pauses"]["collections"]) == 3 and found["gc_pauses"]["collections"][0] > 0
     assert found["state_pods"] == 10 * scale.KEPT  # under 50 nodes every node is left with its 2 pods
     assert any("tracemalloc" in line for line in memory_lines(found))
     assert not tracemalloc.is_tracing()

@@ -18,7 +18,7 @@ from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile.constraints import ConfigMapSource, DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
-from karpenter_policy.reconcile.runner import YOUNG_THRESHOLD, Runner, assemble, run_in_thread
+from karpenter_policy.reconcile.runner import Runner, assemble, run_in_thread
 
 from .conftest import CLUSTER, REGION, fake_cloud
 from .support import FakeClock, create_all, daemon_set, inflate
@@ -103,7 +103,6 @@ def test_after_its_first_sync_the_runner_freezes_what_the_informers_read_out_of_
     once its informers have listed (`gc.freeze`, after a full collection), before its controllers start, and undoes
     it when it stops."""
     gc.unfreeze()  # what an earlier test of this process froze (the CLI's batch commands freeze for good)
-    gc.set_threshold(700, 10, 10)  # Python's defaults, as `reconcile` starts with them (conftest puts back any other)
     cluster = MemoryCluster()
     cluster.create(objects.DAEMON_SET, daemon_set("agent", "kube-system", "100m", "128Mi"))
     _, _, runner = running(cluster=cluster)
@@ -113,33 +112,14 @@ def test_after_its_first_sync_the_runner_freezes_what_the_informers_read_out_of_
     assert _frozen(cached)
     runner.stop()
     assert eventually(lambda: gc.get_freeze_count() == 0)
-    assert gc.get_threshold() == (700, 10, 10)
-
-
-def test_once_synced_the_runner_makes_young_collections_rarer_and_puts_the_collector_back_at_its_stop(
-    running: Any,
-) -> None:
-    """Under churn every watch event is decoded into new objects: with Python's young-generation threshold (700
-    allocations) the controller ran ~45 young collections, 4 middle ones and a full one while a burst of 1,000
-    pending pods was read at 500 nodes (benchmarks/README.md, "`--burst-wait`"). Once the warm heap is frozen the
-    runner collects the young generation `YOUNG_THRESHOLD` allocations apart, the older generations' settings
-    kept; its stop puts the collector back as it found it."""
-    gc.unfreeze()
-    gc.set_threshold(700, 10, 10)
-    _, _, runner = running()
-    assert eventually(lambda: all(worker.thread.ident is not None for worker in runner.workers))
-    assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10) and YOUNG_THRESHOLD > 700
-    runner.stop()
-    assert eventually(lambda: gc.get_freeze_count() == 0 and gc.get_threshold() == (700, 10, 10))
 
 
 def test_a_runner_told_not_to_freeze_leaves_the_collector_as_it_is(running: Any) -> None:
     """`freeze=False` is the benchmark's A/B (`scale.py --in-process --what memory --no-gc-freeze`)."""
     gc.unfreeze()
-    gc.set_threshold(700, 10, 10)
     _, _, runner = running(freeze=False)
     assert eventually(lambda: all(worker.thread.ident is not None for worker in runner.workers))
-    assert gc.get_freeze_count() == 0 and gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
 
 
 def test_a_configmap_change_is_taken_while_running(running: Any, configmap: dict[str, Any]) -> None:
