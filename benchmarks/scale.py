@@ -3,8 +3,9 @@ consolidation decisions — this tree next to a baseline tree, measured one righ
 
     .venv/bin/python benchmarks/scale.py [--sizes 500,2000,5000] [--baseline-ref 2947bfc] [--no-baseline] [--json]
                                          [--no-consolidation] [--no-churn] [--churn-rate 200]
-                                         [--memory-seconds 600 [--tracemalloc]] [--server-process
-                                         [--server-only] [--server-baseline REF] [--controller-baseline REF]]
+                                         [--memory-seconds 600 [--tracemalloc]] [--burst-wait 60]
+                                         [--server-process [--server-only] [--server-baseline REF]
+                                         [--controller-baseline REF]]
     .venv/bin/python benchmarks/scale.py --in-process --what churn --server-process --size 500 --rate 200
 
 For each size N, a fleet of N m5.2xlarge nodes of ours (Ready, initialized, an hour old, over three zones) with 20
@@ -18,10 +19,10 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    after, less what the same threads use idle over as long, divided by the events;
 3. **provisioning**: 1,000 pending pods (1 cpu, 1 GiB) created in one burst; from the last pod's creation to the
    first CreateFleet call and to the last one (goal: first ≤ idle + 200 ms, every one ≤ idle + 500 ms), and how
-   many pods are bound after 60 s; apart, how long the in-process API server took to deliver the last pod to the
-   controller's state (`seen`: its creations, deep copies and watch events run in this process, under the same
-   interpreter lock) and the controller's own part, from its state showing the last pod to the first CreateFleet
-   (`seen→CF`);
+   many pods are bound after the burst wait (`--burst-wait`, 60 s unless told); apart, how long the in-process API
+   server took to deliver the last pod to the controller's state (`seen`: its creations, deep copies and watch
+   events run in this process, under the same interpreter lock) and the controller's own part, from its state
+   showing the last pod to the first CreateFleet (`seen→CF`);
 4. **consolidation** (N = 1,000 and the largest N, consolidation enabled): the time of one consolidation
    decision over 1,000 underutilized nodes (2 pods each; goal ≤ 1 s), and at the largest N full nodes, a decision
    under way while 1,000 pods arrive: whether the decision stops at its budget and how long the pods wait.
@@ -44,9 +45,13 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `export_server_tree`), next to this tree's controller, one right after the other; `--controller-baseline REF`
    runs each with REF's controller (its package, `export_tree`, as `--baseline-ref`; driven through what it had:
    `_controllers`) against this tree's server, REF's row first, then this tree's, printed side by side with the
-   ratio (`side_by_side`; a row REF cannot run reads "n/a (why)"); every server-process row has the same answer
-   check for either controller (`_controllers.launch_answer`: every burst pod bound, no instance without a Node,
-   no Node without an instance); `--server-only` keeps to these rows;
+   ratio (`side_by_side`; a figure that did not come within the burst wait reads "none in N s", a row REF cannot
+   run "n/a (why)"); `--burst-wait S` gives every burst row, either controller's, S seconds to bind the burst
+   (default 60: an earlier controller may need more to launch at all; the JSON names the wait); every
+   server-process row has the same answer check for either controller (`_controllers.launch_answer`: every burst
+   pod bound, no instance without a Node, no Node without an instance); each also says what else held the
+   controller's process while the burst was read and planned (`BurstTimeline`: garbage collections and
+   consolidation decisions, as seconds of each span); `--server-only` keeps to these rows;
 6. **memory** (`--memory-seconds S`, this tree, the largest N; alone: `--in-process --what memory --size N
    --seconds S [--every 10] [--no-gc-freeze] [--tracemalloc [--trace-after 60] [--snapshot-every 60] [--frames
    20]]`): RSS every 10 s while bound pods are replaced at the rate for S seconds (goal: ≤ 1.5 GiB at 5,000 nodes /
@@ -75,7 +80,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -121,6 +126,9 @@ GOAL_EVENT_MS = 10.0
 GOAL_RSS_MIB = 1536.0
 GOAL_DECISION = 1.0
 CHURN_RATE = 200.0
+#: Seconds a burst row waits for every pod of its burst to be bound (`--burst-wait`): long enough for this tree's
+#: controller; an earlier controller (`--controller-baseline 2947bfc`) may need more to launch at all.
+BURST_WAIT = 60.0
 #: Seconds the memory scenario waits, after its churn, for the controller's state to hold the API server's pods
 #: (a relist of 100,000 pods on a loaded machine takes minutes).
 ANSWER_WAIT = 300.0
@@ -207,6 +215,10 @@ class DeliveryProbe:
         }
         if len(self.received) == burst:
             found["last_pod_received_after_created"] = round(max(self.received.values()) - last_created, 3)
+            # a gap as long as the batch idle closes the window mid-burst: the burst is planned in two batches
+            times = sorted(self.received.values())
+            gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+            found["burst_received_longest_gap"] = round(max(gaps, default=0.0), 3)
         return found
 
 
@@ -227,7 +239,7 @@ def _unbound(fleet: Fleet, prefix: str) -> int:
     return sum(1 for p in pods if objects.name(p).startswith(prefix) and not p["spec"].get("nodeName"))
 
 
-def measure_size(nodes: int) -> dict[str, Any]:
+def measure_size(nodes: int, burst_wait: float = BURST_WAIT) -> dict[str, Any]:
     from karpenter_policy.kube import objects
 
     compiled = compiled_policy(TTL, WORK / "scale")
@@ -267,10 +279,11 @@ def measure_size(nodes: int) -> dict[str, Any]:
         for pod in pending_pods(BURST):
             fleet.cluster.create(objects.POD, pod)
         last_created = time.monotonic()
-        wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05)
+        wait_for(lambda: _unbound(fleet, "burst-") == 0, burst_wait, 0.05)
         result.update(probe.report(last_created))
         creates = fleet.cloud.creates[creates_before:]
-        result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
+        result["burst_wait_seconds"] = burst_wait
+        result["burst_unbound_after_wait"] = _unbound(fleet, "burst-")
         result["create_fleet_calls"] = len(creates)
         if creates:
             result["first_create_after_last_pod"] = round(creates[0] - last_created, 3)
@@ -327,11 +340,20 @@ def event_cost(used: float, idle: float, elapsed: float, events: int) -> dict[st
     }
 
 
-def _decide_timer() -> list[tuple[float, str, float]]:
-    """Time every consolidation decision (wrapping the decider the tree has): (duration, how it ended, the CPU
-    time of its thread) of each, appended as one item once the decision returns, so a reader never sees a
-    duration without its ending. The CPU time is what a shared machine does not inflate."""
-    decisions: list[tuple[float, str, float]] = []
+class Decided(NamedTuple):
+    """One consolidation decision, timed: its duration, how it ended, its thread's CPU time (what a shared machine
+    does not inflate), and when it began (CLOCK_MONOTONIC: `BurstTimeline` reads it against the burst)."""
+
+    seconds: float
+    ending: str
+    cpu: float
+    began: float
+
+
+def _decide_timer() -> list[Decided]:
+    """Time every consolidation decision (wrapping the decider the tree has), each appended as one item once the
+    decision returns, so a reader never sees a duration without its ending."""
+    decisions: list[Decided] = []
     module = _compat("karpenter_policy.reconcile.disruption.decider", "karpenter_policy.reconcile.disruption")
     decider = module.Decider
     original = decider.decide
@@ -339,8 +361,8 @@ def _decide_timer() -> list[tuple[float, str, float]]:
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
         start, cpu = time.monotonic(), time.thread_time()
         decision = original(self, *args, **kwargs)
-        decisions.append((time.monotonic() - start, str(getattr(decision, "stopped", "") or "complete"),
-                          time.thread_time() - cpu))
+        decisions.append(Decided(time.monotonic() - start, str(getattr(decision, "stopped", "") or "complete"),
+                                 time.thread_time() - cpu, start))
         return decision
 
     decider.decide = timed
@@ -380,8 +402,8 @@ def measure_consolidation(nodes: int, pods_per_node: int, with_burst: bool, time
             result["last_create_after_last_pod"] = round(creates[-1] - last_created, 3)
         finished = list(decisions)
         result["decisions_finished"] = len(finished)
-        result["decision_endings"] = sorted({ending for _, ending, _ in finished})
-        result["longest_decision_seconds"] = round(max(d for d, _, _ in finished), 3) if finished else None
+        result["decision_endings"] = sorted({d.ending for d in finished})
+        result["longest_decision_seconds"] = round(max(d.seconds for d in finished), 3) if finished else None
     finally:
         fleet.stop()
     return result
@@ -462,10 +484,11 @@ def _underutilize(fleet: Fleet, keep: int) -> None:
             fleet.cluster.delete(objects.POD, f"{node}-p{i}", namespace=pod_namespace(index))
 
 
-def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, Any]:
+def measure_churn(nodes: int, rate: float, settle: float = 12.0, burst_wait: float = BURST_WAIT) -> dict[str, Any]:
     """Consolidation on (decisions every 10 s, never acted on), full nodes and 50 underutilized, bound pods
     replaced at `rate` a second (0: none, the quiet scenario) for `settle` seconds, then a burst of pending pods:
-    from the last pod's creation to the first and to the last CreateFleet."""
+    from the last pod's creation to the first and to the last CreateFleet, and to every pod bound if that came
+    within `burst_wait` seconds."""
     from karpenter_policy.kube import objects
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
@@ -491,11 +514,12 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0) -> dict[str, An
         for pod in pending_pods(BURST):
             fleet.cluster.create(objects.POD, pod)
         last_created = time.monotonic()
-        if wait_for(lambda: _unbound(fleet, "burst-") == 0, 60.0, 0.05):
+        if wait_for(lambda: _unbound(fleet, "burst-") == 0, burst_wait, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
         result.update(probe.report(last_created))
         creates = fleet.cloud.creates[creates_before:]
-        result["burst_unbound_after_60s"] = _unbound(fleet, "burst-")
+        result["burst_wait_seconds"] = burst_wait
+        result["burst_unbound_after_wait"] = _unbound(fleet, "burst-")
         result.update(burst_timing(creates, last_created, seen, probe, BURST))
         result["churn_achieved_per_second"] = round(churn.done / (time.monotonic() - churn_began), 1)
         result.update(run_summary(fleet, decisions))
@@ -522,16 +546,76 @@ def burst_timing(creates: list[float], last_created: float, seen: list[float], p
     return found
 
 
-def run_summary(fleet: Fleet, decisions: Sequence[tuple[float, str, float]]) -> dict[str, Any]:
+def run_summary(fleet: Fleet, decisions: Sequence[Decided]) -> dict[str, Any]:
     """What a churn run leaves: plans made ahead, the consolidation decisions finished and their CPU, RSS."""
     finished = list(decisions)
     return {
         "plans_ahead": plans_ahead(fleet),
         "decisions": len(finished),
-        "decision_cpu_seconds": round(sum(cpu for _, _, cpu in finished), 3),
-        "longest_decision_seconds": round(max(d for d, _, _ in finished), 3) if finished else None,
+        "decision_cpu_seconds": round(sum(d.cpu for d in finished), 3),
+        "longest_decision_seconds": round(max(d.seconds for d in finished), 3) if finished else None,
         "rss_mib": round(rss_mib(), 1),
     }
+
+
+def _overlap(began: float, ended: float, start: float, end: float) -> float:
+    return max(0.0, min(ended, end) - max(began, start))
+
+
+class BurstTimeline:
+    """What else held the controller's process while a burst went from its creation to the first CreateFleet
+    (issue #23: is a slow row noise or a cause?): every garbage collection (`gc.callbacks`, as `GcPauses`: the
+    collecting thread holds the interpreter, every other thread waits) and every consolidation decision
+    (`Decided`: its thread competes with the informer's and the provisioner's for the interpreter lock), each
+    read against two spans of the burst — `delivery`, from the burst's first write to the pods informer reading
+    its last pod, and `controller`, from then to the first CreateFleet — as the seconds of either span they
+    covered; of the collections also how many of each generation fell in the span and their CPU (the collecting
+    thread's: what a loaded machine does not stretch)."""
+
+    def __init__(self) -> None:
+        self.collections: list[tuple[float, float, int, float]] = []  # began, ended, generation, CPU seconds
+        self._began: tuple[float, float] | None = None
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = (time.monotonic(), time.thread_time())
+        elif self._began is not None:
+            began, cpu = self._began
+            self.collections.append((began, time.monotonic(), min(int(info.get("generation", 2)), 2),
+                                     time.thread_time() - cpu))
+            self._began = None
+
+    def start(self) -> BurstTimeline:
+        import gc
+
+        gc.callbacks.append(self._callback)
+        return self
+
+    def stop(self) -> None:
+        import gc
+
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def report(self, first_write: float, received: float | None, first_create: float | None,
+               decisions: Sequence[Decided]) -> dict[str, Any]:
+        """The seconds of each span covered by collections and by decisions (a span whose end is unknown — the
+        last pod never read, no CreateFleet — is left out)."""
+        spans = {"delivery": (first_write, received)}
+        if received is not None:
+            spans["controller"] = (received, first_create)
+        found: dict[str, Any] = {}
+        for name, (start, end) in spans.items():
+            if end is None:
+                continue
+            inside = [(b, e, generation, cpu) for b, e, generation, cpu in self.collections
+                      if _overlap(b, e, start, end) > 0]
+            found[f"burst_{name}_gc_seconds"] = round(sum(_overlap(b, e, start, end) for b, e, _, _ in inside), 3)
+            found[f"burst_{name}_gc_cpu_seconds"] = round(sum(cpu for _, _, _, cpu in inside), 3)
+            found[f"burst_{name}_gc_collections"] = [sum(1 for c in inside if c[2] == g) for g in range(3)]
+            found[f"burst_{name}_decision_seconds"] = round(
+                sum(_overlap(d.began, d.began + d.seconds, start, end) for d in decisions), 3)
+        return found
 
 
 class ServerProcess:
@@ -602,14 +686,16 @@ def controller_package() -> str:
 
 
 def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: int = BURST,
-                         server_tree: Path | None = None) -> dict[str, Any]:
+                         server_tree: Path | None = None, burst_wait: float = BURST_WAIT) -> dict[str, Any]:
     """`measure_churn`'s scenario with the API server in a process of its own (issue #23): the fleet is built as
     in-process, then handed to the test API server (tests/kube/emulator.py, `benchmarks/scale_server.py`) in one
     go; the controller talks to it over HTTP through its kube adapter (`KubeCluster`), and the churn and the burst
     are written by the server's process. This process holds the controller alone, so its CPU is the controller's
     and every delay from a pod's creation to the controller's read is delivery (`recv`), of which `sent` is the
     server's part: its watches picking the last pod up to write it (`scale_server.SentProbe`). `server_tree`:
-    the server of an earlier commit (`--server-baseline`), next to the same controller."""
+    the server of an earlier commit (`--server-baseline`), next to the same controller. The burst is given
+    `burst_wait` seconds to be bound (`--burst-wait`): a controller that takes longer has no `all_bound…` figure,
+    its CreateFleet figures are whatever came by then, and its answer check says how many pods were left."""
     from karpenter_policy.kube import objects
     from karpenter_policy.kube.client import KubeCluster
 
@@ -621,6 +707,7 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
     fleet.cluster = KubeCluster.from_url(server.url)  # the in-memory copy is dropped: this process holds no server
     result: dict[str, Any] = {"nodes": nodes, "churn_per_second": rate, "batch_idle": 1.0, "api_server": "process",
                               "controller_package": controller_package()}
+    timeline = BurstTimeline()
     try:
         fleet.start()
         if not _synced(fleet, 600):
@@ -637,23 +724,29 @@ def measure_churn_server(nodes: int, rate: float, settle: float = 12.0, burst: i
         seen = _watch_burst(fleet)
         probe.reset()
         server_cpu = server.cpu()
+        timeline.start()
         asked = time.monotonic()
         last_created = float(server.ask(f"burst {burst} burst")["last_created"])
         result["burst_write_seconds"] = round(last_created - asked, 3)  # how fast the server took the burst in
-        if wait_for(lambda: server.ask("unbound burst-")["unbound"] == 0, 60.0, 0.05):
+        if wait_for(lambda: server.ask("unbound burst-")["unbound"] == 0, burst_wait, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
-        result["server_cpu_seconds_burst"] = round(server.cpu() - server_cpu, 3)  # until all bound (or 60 s)
+        result["server_cpu_seconds_burst"] = round(server.cpu() - server_cpu, 3)  # until all bound (or the wait)
         result.update(probe.report(last_created, burst))
         last_sent = server.ask("sent burst-").get("last_sent")  # a server without the probe: an error, no figure
         if last_sent is not None:
             result["last_pod_sent_after_created"] = round(float(last_sent) - last_created, 3)
         creates = fleet.cloud.creates[creates_before:]
-        result["burst_unbound_after_60s"] = server.ask("unbound burst-")["unbound"]
+        result["burst_wait_seconds"] = burst_wait
+        result["burst_unbound_after_wait"] = server.ask("unbound burst-")["unbound"]
         result.update(burst_timing(creates, last_created, seen, probe, burst))
+        timeline.stop()
+        received = max(probe.received.values()) if len(probe.received) == burst else None
+        result.update(timeline.report(asked, received, creates[0] if creates else None, decisions))
         result.update(run_summary(fleet, decisions))
         result["answer_check"] = launch_answer(lambda: int(server.ask("unbound burst-")["unbound"]), fleet.cloud,
                                                lambda: list(fleet.cluster.list(objects.NODE).items))
     finally:
+        timeline.stop()
         fleet.stop()
         stopped = server.stop()
     if stopped.get("churn_seconds"):
@@ -782,17 +875,20 @@ def in_process(argv: list[str]) -> int:
     parser.add_argument("--settle", type=float, default=12.0, help="churn: seconds of churn before the burst")
     parser.add_argument("--burst", type=int, default=BURST, help="churn --server-process: pending pods in the burst")
     parser.add_argument("--server-tree", type=Path, help="churn --server-process: the server's code from there")
+    parser.add_argument("--burst-wait", type=float, default=BURST_WAIT,
+                        help="fleet, churn: seconds the burst is given to be bound")
     parser.add_argument("--no-gc-freeze", action="store_true",
                         help="memory: the controller without its gc.freeze after the first sync (the A/B)")
     args = parser.parse_args(argv)
     if args.what == "fleet":
-        result = measure_size(args.size)
+        result = measure_size(args.size, args.burst_wait)
     elif args.what == "consolidation":
         result = measure_consolidation(args.size, 2, with_burst=False, timeout=args.timeout)
     elif args.what == "churn" and args.server_process:
-        result = measure_churn_server(args.size, args.rate, args.settle, args.burst, args.server_tree)
+        result = measure_churn_server(args.size, args.rate, args.settle, args.burst, args.server_tree,
+                                      args.burst_wait)
     elif args.what == "churn":
-        result = measure_churn(args.size, args.rate, args.settle)
+        result = measure_churn(args.size, args.rate, args.settle, args.burst_wait)
     elif args.what == "memory":
         result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc, args.every, args.trace_after,
                                 args.snapshot_every, args.frames, freeze=not args.no_gc_freeze)
@@ -811,6 +907,15 @@ def _server_cpu(row: dict[str, Any]) -> str:
     return f"{row['server_cpu_seconds_settle']:g}/{row.get('server_cpu_seconds_burst', '-')}"
 
 
+def _or_none(row: dict[str, Any], key: str) -> str:
+    """A figure of a burst row for the wide tables: the figure, "none" when it did not come within the burst
+    wait, "-" for a row that ran no burst (an n/a row)."""
+    if "n/a" in row:
+        return "-"
+    value = _figure(row, key)
+    return "none" if value is None else f"{value:g}"
+
+
 def _ratio(values: list[float | None]) -> str:
     pairs = [(a, b) for a, b in zip(values, values[1:], strict=False) if a and b]
     return " → ".join(f"{b / a:.2f}×" for a, b in pairs) or "n/a"
@@ -825,15 +930,22 @@ def controller_label(ref: str) -> str:
     return f"ctl {ref}"[:12]
 
 
+def row_timeout(arguments: list[str]) -> float:
+    """How long a row run in its own process may take: 30 minutes, plus its burst wait when longer than the
+    default (`--burst-wait` in `arguments`)."""
+    wait = float(arguments[arguments.index("--burst-wait") + 1]) if "--burst-wait" in arguments else BURST_WAIT
+    return 1800.0 + max(0.0, wait - BURST_WAIT)
+
+
 def server_row(script: Path, tree: Path | None, size: int, rate: float, extra: list[str]) -> dict[str, Any]:
     """One server-process churn row, run in a process of its own with `tree`'s controller (None: this tree's). A
     baseline's controller that cannot run the row at all gives a row that says why ("n/a"), not an end to the
     comparison; this tree's failing ends it."""
     arguments = ["--size", str(size), "--what", "churn", "--rate", str(rate), "--server-process", *extra]
     if tree is None:
-        return run_tree(script, None, arguments, timeout=1800)
+        return run_tree(script, None, arguments, timeout=row_timeout(arguments))
     try:
-        return run_tree(script, tree, arguments, timeout=1800)
+        return run_tree(script, tree, arguments, timeout=row_timeout(arguments))
     except SystemExit as failed:
         lines = [line for line in str(failed.code).splitlines() if line.strip()]
         return {"nodes": size, "churn_per_second": rate, "n/a": lines[-1].strip()[:200] if lines else "failed"}
@@ -844,13 +956,22 @@ def _figure(row: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def burst_figure(row: dict[str, Any], key: str) -> str:
+    """A burst row's figure `key` (seconds from the last pod's creation), or "none in N s" when it did not come
+    within the row's burst wait (`burst_wait_seconds`; a row without it waited the default)."""
+    value = _figure(row, key)
+    if value is not None:
+        return f"{value:g}"
+    return f"none in {_figure(row, 'burst_wait_seconds') or BURST_WAIT:g} s"
+
+
 def side_by_side(baseline: list[dict[str, Any]], ours: list[dict[str, Any]], ref: str) -> list[str]:
     """The server-process rows of `ref`'s controller and of this tree's, row by row (same size and churn, run one
     right after the other): first and last CreateFleet and every pod bound from the last pod's creation, each
-    `ref / this tree (ratio this ÷ ref)`, and each side's answer check; a row `ref` could not run reads "n/a
-    (why)"."""
+    `ref / this tree (ratio this ÷ ref)` — the ratio when both have the figure, "none in N s" for a side that had
+    none within its burst wait — and each side's answer check; a row `ref` could not run reads "n/a (why)"."""
     header = (f"{'nodes':>6} {'churn/s':>7}  {'first CF ' + ref + ' / this (×)':<34} "
-              f"{'last CF':<26} {'all bound':<26} {'answer check (' + ref + ' | this)'}")
+              f"{'last CF':<34} {'all bound':<34} {'answer check (' + ref + ' | this)'}")
     lines = [header, "-" * len(header)]
     for base, row in zip(baseline, ours, strict=False):
         size, rate = row.get("nodes", base.get("nodes")), row.get("churn_per_second", base.get("churn_per_second"))
@@ -861,8 +982,8 @@ def side_by_side(baseline: list[dict[str, Any]], ours: list[dict[str, Any]], ref
         for key in ("first_create_after_last_pod", "last_create_after_last_pod", "all_bound_after_last_pod"):
             old, new = _figure(base, key), _figure(row, key)
             ratio = f"{new / old:.2f}×" if old and new is not None and old > 0 else "-"
-            cells.append(f"{'-' if old is None else f'{old:g}'} / {'-' if new is None else f'{new:g}'} ({ratio})")
-        lines.append(f"{size:>6} {rate:>7g}  {cells[0]:<34} {cells[1]:<26} {cells[2]:<26} "
+            cells.append(f"{burst_figure(base, key)} / {burst_figure(row, key)} ({ratio})")
+        lines.append(f"{size:>6} {rate:>7g}  {cells[0]:<34} {cells[1]:<34} {cells[2]:<34} "
                      f"{base.get('answer_check', '-')} | {row.get('answer_check', '-')}")
     return lines
 
@@ -899,20 +1020,28 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --server-process: each row also with REF's controller (its karpenter_policy, "
                              "driven through benchmarks/_controllers.py) against this tree's API server, the two one "
                              "right after the other, printed side by side with their ratio")
+    parser.add_argument("--burst-wait", type=float, default=BURST_WAIT, metavar="SECONDS",
+                        help="seconds every burst row (either controller's, in-process and server-process) gives "
+                             "the burst to be bound before it reads its figures (default %(default)g)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.burst_wait <= 0:
+        parser.error("--burst-wait: a number of seconds above 0")
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    waiting = ["--burst-wait", f"{args.burst_wait:g}"]
     script = Path(__file__).resolve()
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
     only_served = args.server_only and args.server_process
     if not args.no_baseline and not only_served:
         trees.append((args.baseline_ref, export_tree(args.baseline_ref)))
-    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "sizes": sizes, "trees": {}}
+    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "sizes": sizes,
+                               "burst_wait_seconds": args.burst_wait, "trees": {}}
     for label, tree in trees:
         rows = []
         for size in sizes if not only_served else ():
             print(f"[scale] {label}: {size} nodes", file=sys.stderr, flush=True)
-            rows.append(run_tree(script, tree, ["--size", str(size)], timeout=1800))
+            arguments = ["--size", str(size), *waiting]
+            rows.append(run_tree(script, tree, arguments, timeout=row_timeout(arguments)))
         consolidation = {}
         if not args.no_consolidation and not only_served:
             print(f"[scale] {label}: consolidation", file=sys.stderr, flush=True)
@@ -928,8 +1057,8 @@ def main(argv: list[str] | None = None) -> int:
             for size in sizes:
                 for rate in (0.0, args.churn_rate):
                     print(f"[scale] {label}: {size} nodes, churn {rate:g}/s", file=sys.stderr, flush=True)
-                    churn.append(run_tree(script, tree, ["--size", str(size), "--what", "churn", "--rate", str(rate)],
-                                          timeout=1800))
+                    arguments = ["--size", str(size), "--what", "churn", "--rate", str(rate), *waiting]
+                    churn.append(run_tree(script, tree, arguments, timeout=row_timeout(arguments)))
         if not only_served:
             results["trees"][label] = {"fleet": rows, "consolidation": consolidation, "churn": churn}
         if args.server_process and tree is None and not args.no_churn:
@@ -947,7 +1076,7 @@ def main(argv: list[str] | None = None) -> int:
                     for name, tree_of, extra in servers:
                         print(f"[scale] {label}, API server in its own process ({name}): {size} nodes, churn "
                               f"{rate:g}/s", file=sys.stderr, flush=True)
-                        served[name].append(server_row(script, tree_of, size, rate, extra))
+                        served[name].append(server_row(script, tree_of, size, rate, [*extra, *waiting]))
             for name, rows in served.items():
                 results["trees"][name] = {"fleet": [], "consolidation": {}, "churn": rows}
             if args.controller_baseline:
@@ -964,8 +1093,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"scale.py, {results['date']}: {PODS_PER_NODE} pods per node, bursts of {BURST} pending pods, "
           f"{EVENTS} pod status updates\n")
+    unbound_header = f"unbound@{args.burst_wait:g}s"
     header = f"{'tree':<12} {'nodes':>6} {'RSS MiB':>8} {'ms/event':>9} {'gross':>6} {'idle cpu/s':>10} " \
-             f"{'first CF':>9} {'last CF':>8} {'seen':>6} {'seen→CF':>8} {'unbound@60s':>11}"
+             f"{'first CF':>9} {'last CF':>8} {'seen':>6} {'seen→CF':>8} {unbound_header:>11}"
     print(header)
     print("-" * len(header))
     for label, data in results["trees"].items():
@@ -975,7 +1105,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row.get('event_ms_gross', '-'):>6} "
                   f"{row['idle_cpu_per_second']:>10} {row.get('first_create_after_last_pod', '-'):>9} "
                   f"{row.get('last_create_after_last_pod', '-'):>8} {row.get('last_pod_seen_after_created', '-'):>6} "
-                  f"{row.get('first_create_after_last_seen', '-'):>8} {row['burst_unbound_after_60s']:>11}")
+                  f"{row.get('first_create_after_last_seen', '-'):>8} {row['burst_unbound_after_wait']:>11}")
         fleet = data["fleet"]
         print(f"{label:<12} growth: ms/event {_ratio([r.get('event_ms') for r in fleet])}; RSS "
               f"{_ratio([r['rss_mib'] for r in fleet])}; first CreateFleet "
@@ -985,7 +1115,7 @@ def main(argv: list[str] | None = None) -> int:
     header = f"{'tree':<12} {'nodes':>6} {'churn/s':>8} {'first CF':>9} {'last CF':>8} {'sent':>6} {'recv':>6} " \
              f"{'seen':>6} " \
              f"{'seen→CF':>8} {'recv→CF':>8} {'ms/ev own':>9} {'CF calls':>8} {'bound':>6} {'decisions':>9} " \
-             f"{'decision CPU s':>14} {'unbound@60s':>11} {'server CPU s':>12}"
+             f"{'decision CPU s':>14} {unbound_header:>11} {'server CPU s':>12}"
     print(f"\nconsolidation on (full nodes, {UNDERUTILIZED} of them underutilized), bound pods replaced (churn/s), "
           "then the burst:")
     print(header)
@@ -993,20 +1123,20 @@ def main(argv: list[str] | None = None) -> int:
     for label, data in results["trees"].items():
         for row in data.get("churn", []):
             print(f"{label:<12} {row['nodes']:>6} {row.get('churn_achieved_per_second', '-'):>8} "
-                  f"{row.get('first_create_after_last_pod', '-'):>9} {row.get('last_create_after_last_pod', '-'):>8} "
+                  f"{_or_none(row, 'first_create_after_last_pod'):>9} {_or_none(row, 'last_create_after_last_pod'):>8} "
                   f"{row.get('last_pod_sent_after_created', '-'):>6} "
                   f"{row.get('last_pod_received_after_created', '-'):>6} "
                   f"{row.get('last_pod_seen_after_created', '-'):>6} {row.get('first_create_after_last_seen', '-'):>8} "
                   f"{row.get('first_create_after_last_received', '-'):>8} "
                   f"{row.get('churn_cpu_ms_per_event_own', '-'):>9} "
-                  f"{row.get('create_fleet_calls', '-'):>8} {row.get('all_bound_after_last_pod', '-'):>6} "
+                  f"{row.get('create_fleet_calls', '-'):>8} {_or_none(row, 'all_bound_after_last_pod'):>6} "
                   f"{row.get('decisions', '-'):>9} {row.get('decision_cpu_seconds', '-'):>14} "
-                  f"{row.get('burst_unbound_after_60s', '-'):>11} "
+                  f"{row.get('burst_unbound_after_wait', '-'):>11} "
                   f"{_server_cpu(row):>12}")
     for name in (results.get("controller_baseline"),):
         if name and name in results["trees"] and SERVER_ROWS in results["trees"]:
             print(f"\nthe API server in its own process (this tree's), {name}'s controller beside this tree's "
-                  "(seconds from the last pod's creation):")
+                  f"(seconds from the last pod's creation; burst wait {args.burst_wait:g} s):")
             print("\n".join(side_by_side(results["trees"][name]["churn"], results["trees"][SERVER_ROWS]["churn"],
                                          name.removeprefix("ctl "))))
     if "memory" in results:
@@ -1016,8 +1146,9 @@ def main(argv: list[str] | None = None) -> int:
           "all its CPU over the events' window per event)")
     print("sent (--server-process): from the last pod's creation to the server's watch picking it up to write it; "
           "server CPU s: the API server process's CPU over the churn before the burst (the settle seconds) / from "
-          "the burst until every pod is bound (or 60 s)")
-    print("first/last CF: from the last pod's creation to the first/last CreateFleet; recv: from its creation to the "
+          f"the burst until every pod is bound (or the burst wait, {args.burst_wait:g} s)")
+    print("first/last CF: from the last pod's creation to the first/last CreateFleet ('none': none within the "
+          f"burst wait, {args.burst_wait:g} s); recv: from its creation to the "
           "pods informer receiving it; seen: to the controller's state showing it (the in-process API server's watch "
           "delivery); seen→CF: the controller's part; recv→CF: the controller's own time from reading the last "
           "pod (state, plan, CreateFleet); ms/ev own: the controller's CPU per pods-informer event under churn, the "
