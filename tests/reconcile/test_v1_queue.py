@@ -348,3 +348,23 @@ def test_should_only_allow_3_nodes_to_be_deleted_in_single_node_consolidation_de
     for _ in _steps(scene, controller, 120):
         pass
     assert len(_tainted(scene, names)) == 3
+
+
+def test_a_provisioners_next_command_comes_at_once_after_one_succeeded(compiled: Path) -> None:
+    """v0.31.1 deprovisioning/controller.go:134: after a command succeeded (its replacements initialized, its node
+    deleted and gone: `executeCommand` waits for both) the loop requeues at once; only a pass that found nothing waits
+    its `pollingPeriod`. With a poll of 300 s, the second drifted node is taken right after the first is gone, not
+    300 s after the first decision."""
+    scene, controller, drifted = _rollout(compiled, "legacy", 2, disruption_interval=300.0)
+    first_gone: float | None = None
+    second_taken: float | None = None
+    for _ in _steps(scene, controller, 600):
+        gone = [name for name in drifted if scene.node(name) is None]
+        if first_gone is None and gone:
+            first_gone = scene.clock.now
+        held = set(_tainted(scene, drifted)) - set(gone)
+        if first_gone is not None and held:
+            second_taken = scene.clock.now
+            break
+    assert first_gone is not None and second_taken is not None
+    assert second_taken - first_gone <= 5.0, (first_gone, second_taken)

@@ -26,8 +26,10 @@ Each pass the controller calls :meth:`Deprovisioner.step`, which follows every c
   nodes are uncordoned (untainted) and nothing is deleted (the replacements left are empty nodes, for consolidation or
   emptiness);
 * once its nodes are deleted, the command waits until they are gone from the cluster (at most
-  `replacement_timeout`; Karpenter's `waitForDeletion`) — before the next decision when it is a Provisioner's; a
-  NodePool's that ends so lets the next decision come at once (its budget is free again).
+  `replacement_timeout`; Karpenter's `waitForDeletion`) — before the next decision when it is a Provisioner's —,
+  then the next decision comes at once, not `interval` after the last one: a NodePool's budget is free again, and
+  v0.31.1 requeues at once after a command that succeeded (`deprovisioning/controller.go:134`; only a pass that
+  found nothing waits its 10 s `pollingPeriod`).
 
 Each command carries on by itself: a failure abandons that one only. A Provisioner's command starts only when none
 is under way. While a command is under way its replacements are *protected*: emptiness does not count them empty
@@ -287,8 +289,9 @@ class Deprovisioner:
             left = [name for name in command.names if self.state.node(name) is not None]
             if not left:
                 self.underway.finish(underway)
-                if underway.nodepools:  # its budget is free again: the next decision at once, not at the next poll
-                    self._next_decision = min(self._next_decision, now)
+                # the next decision at once, not at the next poll: a NodePool's budget is free again; a Provisioner's
+                # command succeeded, and v0.31.1 requeues at once after one (deprovisioning/controller.go:134)
+                self._next_decision = min(self._next_decision, now)
                 return
             if now - underway.deleted > self.replacement_timeout:
                 DEPROVISIONING.error(
@@ -296,6 +299,7 @@ class Deprovisioner:
                     self.replacement_timeout, extra=self.fields(nodes=left),
                 )
                 self.underway.finish(underway)
+                self._next_decision = min(self._next_decision, now)  # v0.31.1: `waitForDeletion` only logs
                 return
             done.due = _sooner(done.due, now + FOLLOW_SECONDS)
             return
