@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import node_configuration_of
-from karpenter_policy.api.v1.launchsettings import AMI_VERSION, described, selectors
+from karpenter_policy.api.v1.launchsettings import AMI_VERSION, PUBLIC_IP, described, selectors
 from karpenter_policy.api.v1.objects import arithmetic_family
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
@@ -396,6 +396,7 @@ class AwsCloudProvider:
                     block_devices=block_device_mappings(spec.get("blockDeviceMappings"), family),
                     metadata=metadata_options(spec.get("metadataOptions")),
                     detailed_monitoring=bool(spec.get("detailedMonitoring")),
+                    public_ip=public_ip if isinstance(public_ip := spec.get(PUBLIC_IP), bool) else None,
                 )
                 name = template_name(request.cluster_name, data)
                 if name not in templates.data:
