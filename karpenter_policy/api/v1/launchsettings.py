@@ -24,7 +24,8 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
                                                      `amiSelector`, several → `amiSelectors`
   amiFamily, instanceProfile, userData, tags,
   blockDeviceMappings, metadataOptions,
-  detailedMonitoring, associatePublicIPAddress       the same fields
+  detailedMonitoring, associatePublicIPAddress,
+  instanceStorePolicy                                the same fields
   role                                               not carried: the controller launches with the class's
                                                      instanceProfile, else its --default-instance-profile (it does
                                                      not create instance profiles as Karpenter v1 does from a role)
@@ -32,7 +33,7 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
-never launched differently: a capacity reservation, `ipPrefixCount`, an instance-store policy, an AMI term by
+never launched differently: a capacity reservation, `ipPrefixCount`, an AMI term by
 `ssmParameter`.
 """
 
@@ -46,13 +47,13 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 #: Fields the launch settings keep as they are.
 _SAME_FIELDS: Final = (
     "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring",
-    "associatePublicIPAddress",
+    "associatePublicIPAddress", "instanceStorePolicy",
 )  # fmt: skip
 #: Whether the primary network interface gets a public IPv4 address (unset: the subnet's setting decides).
 PUBLIC_IP: Final = "associatePublicIPAddress"
 #: Fields the controller does not launch with: a value (other than Karpenter's default) is refused.
 _NOT_CARRIED: Final = (
-    "capacityReservationSelectorTerms", "instanceStorePolicy", "ipPrefixCount"
+    "capacityReservationSelectorTerms", "ipPrefixCount"
 )  # fmt: skip
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"

@@ -33,7 +33,7 @@ from karpenter_policy.api.v1.launchsettings import AMI_VERSION, PUBLIC_IP, descr
 from karpenter_policy.api.v1.objects import arithmetic_family
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
-from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, AmiResolver
+from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, NAME_KEY, AmiResolver
 from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.aws.discovery import Discovery, Subnet
@@ -71,7 +71,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.allocatable import max_pods
+from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,19 @@ def _or_every(spec: Mapping[str, Any] | None, key: str) -> tuple[Mapping[str, st
     """The settings' selectors of `key`; none: one empty selector, which matches every subnet or group (EC2's
     answer to no filter) as before EC2NodeClasses' terms."""
     return selectors(spec, key) or ({},)
+
+
+def _bottlerocket_release(spec: Mapping[str, Any]) -> str:
+    """The Bottlerocket release the settings boot, as v1.14.1's `resolveAMIVersion` reads it (aws
+    pkg/providers/amifamily/bottlerocket.go): an alias's version (`latest` when it pins none), else the version a
+    name term says; empty when unknown (ids and the resolved images' names are not read here: then the older
+    `bind --dirs …`, which every release takes)."""
+    if spec.get(AMI_VERSION):
+        return str(spec[AMI_VERSION])
+    found = selectors(spec, AMIS)
+    if not found:
+        return "latest"
+    return userdata.bottlerocket_version([str(s[NAME_KEY]) for s in found if s.get(NAME_KEY)])
 
 
 def _utc_now() -> dt.datetime:
@@ -383,6 +396,8 @@ class AwsCloudProvider:
                     dns_cluster_ip=self.cluster.dns_cluster_ip,
                     custom=spec.get("userData"),
                     cluster_cidr=cidr,
+                    raid0=spec.get(INSTANCE_STORE_POLICY) == RAID0,
+                    default_mount_paths=userdata.supports_default_bind(_bottlerocket_release(spec)),
                 )
                 try:
                     text = userdata.render(family, bootstrap)
