@@ -7,8 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
-from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings
+from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings, selectors
 
 BASE: dict[str, Any] = {
     "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -37,3 +40,22 @@ def test_what_is_launched_now_is_carried(field: str, value: Any) -> None:
     settings = launch_settings({**BASE, field: value})
     assert settings.get(field, settings.get("subnetSelectors")) == (
         value if field != "subnetSelectorTerms" else [{"Name": "a"}, {"Name": "b"}])
+
+
+_TAGS = st.dictionaries(st.sampled_from(["Name", "tier", "karpenter.sh/discovery"]), st.sampled_from(["a", "b", "*"]),
+                        min_size=1, max_size=2)
+_TERMS = st.lists(st.one_of(st.builds(lambda tags: {"tags": tags}, _TAGS),
+                            st.builds(lambda n: {"id": f"subnet-{n}"}, st.integers(0, 3))), min_size=1, max_size=5)
+
+
+@deterministic(200)
+@given(terms=_TERMS)
+def test_terms_become_one_selector_each_and_the_ids_one_together(terms: list[dict[str, Any]]) -> None:
+    """`getFilterSets` (aws pkg/providers/subnet/subnet.go at v1.14.1): each tag term its own query, in order (a
+    repeated one once), then every id together; the selectors read back are those, however many terms there are."""
+    found = selectors(launch_settings({**BASE, "subnetSelectorTerms": terms}), "subnetSelector")
+    tagged = [dict(t["tags"]) for t in terms if "tags" in t]
+    ids = list(dict.fromkeys(str(t["id"]) for t in terms if "id" in t))
+    expected = [tags for i, tags in enumerate(tagged) if tags not in tagged[:i]]
+    expected += [{"aws-ids": ",".join(ids)}] if ids else []
+    assert [dict(s) for s in found] == expected
