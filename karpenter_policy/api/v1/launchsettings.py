@@ -7,8 +7,10 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
   subnetSelectorTerms / securityGroupSelectorTerms   terms ORed, each a selector of v0.31 (its fields ANDed), as
                                                      v1.14.1's `getFilterSets` (aws pkg/providers/subnet/subnet.go,
                                                      securitygroup/securitygroup.go) queries them: a {tags} term →
-                                                     its tags; a security group's {name} term (with tags or not) →
-                                                     `aws::name` beside them; every {id} term together → one
+                                                     its tags; a security group's {name} term → `aws::name` (its
+                                                     tags not read, as v1.14.1 queries the name alone; admission
+                                                     refuses a class whose every term has both); every {id} term
+                                                     together → one
                                                      `aws-ids: a,b`. One selector → `subnetSelector` /
                                                      `securityGroupSelector`; several → `subnetSelectors` /
                                                      `securityGroupSelectors`, a list (`SELECTORS`), whose matches
@@ -114,10 +116,10 @@ def _selectors(terms: Any, field: str) -> list[dict[str, str]]:
             raise LaunchSettingsError(
                 f"{field}[{index}]: selects by {', '.join(sorted(term))}; the controller reads {read}"
             )
-        selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
-        if by_name:
-            selector[SECURITY_GROUP_NAME] = str(term["name"])
-        selectors.append(selector)
+        if by_name:  # `getFilterSets` asks by the name alone: a name term's tags are not read
+            selectors.append({SECURITY_GROUP_NAME: str(term["name"])})
+            continue
+        selectors.append({str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())})
     return _or(selectors, ids)
 
 
