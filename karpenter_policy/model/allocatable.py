@@ -6,10 +6,12 @@ One copy of the arithmetic of Karpenter v0.31.1's AWS provider (``pkg/providers/
 standard library and ``model/`` only, no I/O.
 
 A :class:`NodeConfiguration` is what a provisioner decides about its nodes: the kubelet configuration
-(``spec.kubeletConfiguration``), the AMI family and block device mappings of its node template, and Karpenter's
-global settings (:class:`GlobalSettings`). :func:`node_resources` gives, for one instance type under it, the
-capacity, the three overheads and the allocatable (capacity minus kube-reserved, system-reserved and the
-eviction threshold, per resource of the capacity, as Karpenter core's ``InstanceType.Allocatable``).
+(``spec.kubeletConfiguration``), the AMI family and block device mappings of its node template (and an
+EC2NodeClass's ``instanceStorePolicy: RAID0``, whose nodes' ephemeral storage is the instance store, as v1.14.1's
+``ephemeralStorage``), and Karpenter's global settings (:class:`GlobalSettings`). :func:`node_resources` gives,
+for one instance type under it, the capacity, the three overheads and the allocatable (capacity minus
+kube-reserved, system-reserved and the eviction threshold, per resource of the capacity, as Karpenter core's
+``InstanceType.Allocatable``).
 :func:`max_pods` is the one pods-per-node rule and :func:`node_labels` the labels a node gets.
 
 Units are integers: cpu in millicores, memory and ephemeral-storage in bytes, the rest in counts. Quantities
@@ -23,6 +25,7 @@ Karpenter's to the byte. Allocatable may be negative (overhead larger than the n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -52,6 +55,10 @@ NODE_RESOURCES: tuple[str, ...] = (
 
 MIB = 2**20
 GIB = 2**30
+#: A decimal gigabyte: EC2's `TotalSizeInGB`, which Karpenter writes as `"<n>G"`.
+GB = 10**9
+#: An EC2NodeClass's field naming how the instance store is used, and its one value.
+INSTANCE_STORE_POLICY, RAID0 = "instanceStorePolicy", "RAID0"
 #: The kubelet's own default maxPods: the pods of a type when its ENI data is unknown (see :func:`max_pods`).
 DEFAULT_MAX_PODS = 110
 #: Graviton (arm64) types keep 64 MiB for the kernel's contiguous memory allocator (CMA).
@@ -174,6 +181,8 @@ class NodeConfiguration:
     ami_family: AMIFamily = DEFAULT_AMI_FAMILY
     block_device_mappings: tuple[BlockDeviceMapping, ...] = ()
     settings: GlobalSettings = DEFAULT_SETTINGS
+    #: An EC2NodeClass's `instanceStorePolicy: RAID0`: the instance store, striped, is the kubelet's storage.
+    instance_store_raid0: bool = False
 
     @classmethod
     def of(
@@ -210,19 +219,31 @@ class NodeConfiguration:
                 return device.volume_size
         return family.default_ephemeral_size
 
+    def ephemeral_storage_of(self, instance_type: InstanceType) -> int:
+        """A node's ephemeral storage in bytes (v1.14.1's `ephemeralStorage`, aws
+        pkg/providers/instancetype/types.go): under `instanceStorePolicy: RAID0` the type's instance store
+        (`TotalSizeInGB` as decimal gigabytes, `"%dG"`) when it has one, else the root volume's
+        (:attr:`ephemeral_storage`)."""
+        if self.instance_store_raid0 and instance_type.local_nvme_gib > 0:
+            return instance_type.local_nvme_gib * GB
+        return self.ephemeral_storage
+
 
 DEFAULT_NODE = NodeConfiguration()
 
 
 def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping[str, Any] | None) -> NodeConfiguration:
-    """The node configuration of a provisioner's kubelet settings and its node template's spec (AMI family and
-    block device mappings). ValueError names the bad field."""
+    """The node configuration of a provisioner's kubelet settings and its node template's spec (AMI family, block
+    device mappings, an EC2NodeClass's `instanceStorePolicy`). ValueError names the bad field."""
     spec = node_template or {}
     mappings = spec.get("blockDeviceMappings")
     family = spec.get("amiFamily")
-    return NodeConfiguration.of(
+    node = NodeConfiguration.of(
         kubelet, str(family) if family else None, mappings if isinstance(mappings, list) else None
     )
+    if spec.get(INSTANCE_STORE_POLICY) == RAID0:
+        return dataclasses.replace(node, instance_store_raid0=True)
+    return node
 
 
 # --- the arithmetic ------------------------------------------------------------------------------------------
@@ -303,7 +324,7 @@ def capacity(instance_type: InstanceType, node: NodeConfiguration = DEFAULT_NODE
     out: Units = {
         CPU: instance_type.vcpu * 1000,
         MEMORY: memory_capacity(instance_type, settings),
-        EPHEMERAL_STORAGE: node.ephemeral_storage,
+        EPHEMERAL_STORAGE: node.ephemeral_storage_of(instance_type),
         PODS: max_pods(instance_type, node),
         wk.POD_ENI: instance_type.branch_enis if settings.enable_pod_eni else 0,
         wk.NVIDIA_GPU: gpus if manufacturer == "nvidia" else 0,

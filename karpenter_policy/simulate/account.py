@@ -7,6 +7,7 @@ For every node template (a set's AWSNodeTemplate or inline `provider`):
 * `securityGroupSelector`: one security group in that VPC, tagged to match (and named as it names one);
 * `amiSelector` with tags: the two images the account uses (an x86-64 and an Arm64 image of moto's) get the
   tags; the default-AMI SSM parameters name those same images (see `server`);
+* an EC2NodeClass's several terms (`subnetSelectors`, … of `api.v1.launchsettings.selectors`): each as above;
 * `launchTemplate`: a launch template of that name, on the x86-64 image;
 * `instanceProfile` (and the controller's default one): an IAM instance profile of that name.
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
-from karpenter_policy.api.v1.launchsettings import LaunchSettingsError
+from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, selectors
 from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.discovery import GROUP_NAME_KEY, ID_KEYS
@@ -107,9 +108,12 @@ class AccountBuilder:
         its resources): a policy that changes mid-scenario finds its subnets and security groups."""
         account = self.account
         for provisioner, spec in node_template_specs(sets):
-            self._subnets(provisioner, spec.get("subnetSelector"))
-            self._security_group(provisioner, spec.get("securityGroupSelector"))
-            self._ami_tags(provisioner, spec.get("amiSelector"))
+            for selector in selectors(spec, "subnetSelector"):
+                self._subnets(provisioner, selector)
+            for selector in selectors(spec, "securityGroupSelector"):
+                self._security_group(provisioner, selector)
+            for selector in selectors(spec, "amiSelector"):
+                self._ami_tags(provisioner, selector)
             self._launch_template(spec.get("launchTemplate"))
             self._instance_profile(spec.get("instanceProfile"))
         if not node_template_specs(sets):

@@ -11,7 +11,8 @@ two things the AWS provider reads:
   a DescribeSpotPriceHistory output), and with an empty history otherwise — the provider then prices spot at the
   on-demand price, as `check --workloads` does without `--spot-prices`;
 * the **security groups of a fleet's instances**: moto's CreateFleet gives them the VPC's default group, not the
-  launch template's `SecurityGroupIds` (it reads a `GroupSet` no template has). The front gives each instance the
+  launch template's `SecurityGroupIds` (it reads a `GroupSet` no template has), or its primary network
+  interface's `Groups` (where a template saying `associatePublicIPAddress` has them). The front gives each instance the
   template's groups once moto answered, as EC2 does — security-group drift compares them with the node class's.
 
 Everything else goes to moto unchanged. The server listens on 127.0.0.1 only; :func:`require_loopback` is how
@@ -44,6 +45,17 @@ SPOT_PRICE_TIMESTAMP = "2024-01-01T00:00:00.000Z"
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+
+def _template_groups(data: Mapping[str, Any]) -> list[str]:
+    """The security groups a launch template's data gives its instances: `SecurityGroupIds`, else the primary
+    network interface's `Groups`."""
+    groups = data.get("SecurityGroupIds")
+    if not groups:
+        interfaces = data.get("NetworkInterfaces") or []
+        primary = [i for i in interfaces if isinstance(i, Mapping) and i.get("DeviceIndex", 0) == 0]
+        groups = primary[0].get("Groups") if primary else None
+    return [str(group) for group in groups or []]
 
 
 class SimulationUnavailable(RuntimeError):
@@ -131,7 +143,7 @@ class Front:
 
             backend = ec2_backends[DEFAULT_ACCOUNT_ID][scope.group(1)]
             try:
-                groups = backend.get_launch_template_by_name(template).latest_version().data.get("SecurityGroupIds")
+                groups = _template_groups(backend.get_launch_template_by_name(template).latest_version().data)
                 for instance_id in sorted(set(_INSTANCE_ID.findall(answer.decode("utf-8", "replace")))):
                     if groups:
                         backend.modify_instance_security_groups(instance_id, list(groups))

@@ -1,5 +1,7 @@
-"""A Karpenter v1 EC2NodeClass's security group selected by name (`securityGroupSelectorTerms: [{name: …}]`, alone or
-with tags in the same term, which v1 ANDs) launches with that group — against moto's server over HTTP."""
+"""A Karpenter v1 EC2NodeClass's security group selected by name (`securityGroupSelectorTerms: [{name: …}]`) launches
+with that group — against moto's server over HTTP. A name term's tags are not read: v1.14.1's `getFilterSets` (aws
+pkg/providers/securitygroup/securitygroup.go) asks by the name alone (its admission refuses a class whose every term
+has both; one of several terms may)."""
 
 from __future__ import annotations
 
@@ -36,8 +38,12 @@ def test_a_group_selected_by_name_alone(aws: AwsEnv) -> None:
     assert groups_of_launch(aws, node_class({"name": "karpenter-nodes"})) == [named]
 
 
-def test_name_and_tags_in_one_term_must_both_match(aws: AwsEnv) -> None:
-    assert groups_of_launch(aws, node_class({"name": "nodes", "tags": DISCOVERY})) == [aws.security_group]
+def test_a_name_terms_tags_are_not_read(aws: AwsEnv) -> None:
+    """securitygroup suite_test.go:258 "should discover security groups by names intersected with tags": the group
+    of the name, whatever tags the term names (`getFilterSets` puts a name term's name in the `group-name` filter and
+    nothing else)."""
+    assert groups_of_launch(aws, node_class({"name": "nodes", "tags": {"absent": "x"}}, {"tags": {"Name": "no"}})) == [
+        aws.security_group]
     with pytest.raises(ConfigurationError, match="no security group matches"):
         groups_of_launch(aws, node_class({"name": "other", "tags": DISCOVERY}), token="claim-other")
     assert len(aws.instances()) == 1  # the first launch's only

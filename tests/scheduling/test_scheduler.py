@@ -409,3 +409,22 @@ def test_ephemeral_storage_is_checked_against_the_node_templates_root_volume(tab
     }
     roomy = NodeClaimTemplate.from_provisioner(table, provisioner("default", {}), node_template=big_root)
     assert not solve([roomy], pods("scratch", 1, **spec)).failures
+
+
+def test_ephemeral_storage_is_the_instance_store_under_raid0(table: InstanceTable) -> None:
+    """aws instancetype suite_test.go:845 "should pack pods if the pod's ephemeral-storage exceeds node capacity and
+    instance storage is mounted": a 5000Gi request fits no root volume, and under an EC2NodeClass's
+    `instanceStorePolicy: RAID0` lands on a type whose instance store holds it (the test's fake types give
+    m6idn.32xlarge; the catalog's cheapest such type here)."""
+    spec = requests("1", **{"ephemeral-storage": "5000Gi"})
+    spec["containers"][0]["resources"]["limits"] = {}
+    plain = NodeClaimTemplate.from_provisioner(table, provisioner("default", {}), node_template={"amiFamily": "AL2023"})
+    assert "default/scratch-0" in solve([plain], pods("scratch", 1, **spec)).failures
+    raid0 = {"amiFamily": "AL2023", "instanceStorePolicy": "RAID0"}
+    striped = NodeClaimTemplate.from_provisioner(table, provisioner("default", {}), node_template=raid0)
+    plan = solve([striped], pods("scratch", 1, **spec))
+    assert not plan.failures
+    assert_valid(plan, table)
+    (claim,) = plan.claims
+    launched = load_catalog().get(claim.instance_type)
+    assert launched is not None and launched.local_nvme_gib * 10**9 > 5000 * 2**30

@@ -4,19 +4,30 @@ The controller launches with one provider (`cloud.aws`), which reads a v1alpha5 
 constraint set carries its EC2NodeClass's stored spec; `launch_settings` says the same in those fields — the
 inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 
-  subnetSelectorTerms / securityGroupSelectorTerms   {id} terms → `aws-ids: a,b`; one {tags} term → its tags;
-                                                     a security group's {name} term (with tags or not) →
-                                                     `aws::name` beside them
+  subnetSelectorTerms / securityGroupSelectorTerms   terms ORed, each a selector of v0.31 (its fields ANDed), as
+                                                     v1.14.1's `getFilterSets` (aws pkg/providers/subnet/subnet.go,
+                                                     securitygroup/securitygroup.go) queries them: a {tags} term →
+                                                     its tags; a security group's {name} term → `aws::name` (its
+                                                     tags not read, as v1.14.1 queries the name alone; admission
+                                                     refuses a class whose every term has both); every {id} term
+                                                     together → one
+                                                     `aws-ids: a,b`. One selector → `subnetSelector` /
+                                                     `securityGroupSelector`; several → `subnetSelectors` /
+                                                     `securityGroupSelectors`, a list (`SELECTORS`), whose matches
+                                                     are unioned by id (`selectors` reads either)
   amiSelectorTerms                                   `{alias: <family>@latest}` → amiFamily (the family's latest
                                                      EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
                                                      aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); `<family>@<version>`
                                                      (AL2, AL2023, Bottlerocket) → amiFamily and `amiVersion`, the
-                                                     release the SSM parameters of that version name; {id} terms →
-                                                     `aws-ids`; one {tags}/{name}/{owner} term → amiSelector tags,
-                                                     `aws::name`, `aws::owners`
+                                                     release the SSM parameters of that version name; other terms as
+                                                     the subnets' (`DescribeImageQueries`, amifamily/ami.go): each
+                                                     {tags}/{name}/{owner} term → a selector of tags, `aws::name`,
+                                                     `aws::owners`, the {id} terms → one `aws-ids`; one →
+                                                     `amiSelector`, several → `amiSelectors`
   amiFamily, instanceProfile, userData, tags,
   blockDeviceMappings, metadataOptions,
-  detailedMonitoring                                 the same fields
+  detailedMonitoring, associatePublicIPAddress,
+  instanceStorePolicy                                the same fields
   role                                               not carried: the controller launches with the class's
                                                      instanceProfile, else its --default-instance-profile (it does
                                                      not create instance profiles as Karpenter v1 does from a role)
@@ -24,9 +35,8 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
-never launched differently: several
-tag terms (v1 ORs its terms; a v0.31 selector is one conjunction), a capacity reservation, IP options or an
-instance-store policy.
+never launched differently: a capacity reservation, `ipPrefixCount`, an AMI term by
+`ssmParameter`.
 """
 
 from __future__ import annotations
@@ -38,11 +48,14 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 
 #: Fields the launch settings keep as they are.
 _SAME_FIELDS: Final = (
-    "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring"
+    "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring",
+    "associatePublicIPAddress", "instanceStorePolicy",
 )  # fmt: skip
+#: Whether the primary network interface gets a public IPv4 address (unset: the subnet's setting decides).
+PUBLIC_IP: Final = "associatePublicIPAddress"
 #: Fields the controller does not launch with: a value (other than Karpenter's default) is refused.
 _NOT_CARRIED: Final = (
-    "capacityReservationSelectorTerms", "associatePublicIPAddress", "instanceStorePolicy", "ipPrefixCount"
+    "capacityReservationSelectorTerms", "ipPrefixCount"
 )  # fmt: skip
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"
@@ -50,6 +63,12 @@ LATEST: Final = "latest"
 SECURITY_GROUP_NAME: Final = "aws::name"
 #: The launch settings' key of an alias's pinned version (`al2023@v20240807` → `v20240807`).
 AMI_VERSION: Final = "amiVersion"
+#: The launch settings' key of several selectors (an EC2NodeClass's terms, ORed) beside v0.31's key of one.
+SELECTORS: Final = {
+    "subnetSelector": "subnetSelectors",
+    "securityGroupSelector": "securityGroupSelectors",
+    "amiSelector": "amiSelectors",
+}
 #: The families whose alias may name a version (v1.14.1's CEL rule keeps Windows to `latest`).
 PINNED_FAMILIES: Final = frozenset({"AL2", "AL2023", "Bottlerocket"})
 #: The AMI families the launcher boots (`cloud.aws.userdata`: bootstrap.sh, nodeadm's NodeConfig for AL2023 as
@@ -64,47 +83,76 @@ class LaunchSettingsError(ValueError):
     """An EC2NodeClass spec the controller's launcher cannot carry out as Karpenter v1 would: ``field: why``."""
 
 
-def _ids(terms: Sequence[Mapping[str, Any]]) -> str | None:
-    """`a,b` when every term is an {id} term; None when none is."""
-    ids = [str(term["id"]) for term in terms if set(term) == {"id"}]
-    if not ids:
-        return None
-    if len(ids) != len(terms):
-        raise ValueError("mixes {id} terms with other terms")
-    return ",".join(ids)
-
-
-def _selector(terms: Any, field: str) -> dict[str, str]:
-    """A subnet or security-group selector of v0.31 for the terms of `field` (see the module docstring)."""
+def _terms(terms: Any, field: str) -> list[Mapping[str, Any]]:
     if not isinstance(terms, list) or not terms or not all(isinstance(term, Mapping) for term in terms):
         raise LaunchSettingsError(f"{field}: must be a non-empty list of terms")
-    try:
-        ids = _ids(terms)
-    except ValueError as error:
-        raise LaunchSettingsError(f"{field}: {error}") from None
-    if ids is not None:
-        return {"aws-ids": ids}
-    if len(terms) > 1:
-        raise LaunchSettingsError(
-            f"{field}: {len(terms)} terms of tags (Karpenter v1 selects what any term matches); the controller "
-            "launches with one term"
-        )
-    term = terms[0]
-    by_name = field == "securityGroupSelectorTerms" and isinstance(term.get("name"), str)
-    known = {"tags", "name"} if by_name else {"tags"}
-    if not term or set(term) - known or not isinstance(term.get("tags", {}), Mapping):
-        read = "id, name or tags" if field == "securityGroupSelectorTerms" else "id or tags"
-        raise LaunchSettingsError(f"{field}[0]: selects by {', '.join(sorted(term))}; the controller reads {read}")
-    selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
-    if by_name:
-        selector[SECURITY_GROUP_NAME] = str(term["name"])
-    return selector
+    return terms
+
+
+def _or(selectors: list[dict[str, str]], ids: list[str]) -> list[dict[str, str]]:
+    """The selectors of the terms (in their order, a repeated one once), then one of every {id} term's id
+    (`getFilterSets` queries the ids together, after the other terms)."""
+    if ids:
+        selectors.append({"aws-ids": ",".join(dict.fromkeys(ids))})
+    unique: list[dict[str, str]] = []
+    for selector in selectors:
+        if selector not in unique:
+            unique.append(selector)
+    return unique
+
+
+def _selectors(terms: Any, field: str) -> list[dict[str, str]]:
+    """The subnet or security-group selectors of v0.31 for the terms of `field` (see the module docstring)."""
+    ids: list[str] = []
+    selectors: list[dict[str, str]] = []
+    for index, term in enumerate(_terms(terms, field)):
+        if term.get("id"):
+            ids.append(str(term["id"]))
+            continue
+        by_name = field == "securityGroupSelectorTerms" and isinstance(term.get("name"), str)
+        known = {"tags", "name"} if by_name else {"tags"}
+        if not term or set(term) - known or not isinstance(term.get("tags", {}), Mapping):
+            read = "id, name or tags" if field == "securityGroupSelectorTerms" else "id or tags"
+            raise LaunchSettingsError(
+                f"{field}[{index}]: selects by {', '.join(sorted(term))}; the controller reads {read}"
+            )
+        if by_name:  # `getFilterSets` asks by the name alone: a name term's tags are not read
+            selectors.append({SECURITY_GROUP_NAME: str(term["name"])})
+            continue
+        selectors.append({str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())})
+    return _or(selectors, ids)
+
+
+def _put(settings: dict[str, Any], key: str, selectors: list[dict[str, str]]) -> None:
+    """One selector under `key` (v0.31's field), several under its `SELECTORS` key."""
+    if len(selectors) == 1:
+        settings[key] = selectors[0]
+    else:
+        settings[SELECTORS[key]] = selectors
+
+
+def selectors(settings: Mapping[str, Any] | None, key: str) -> tuple[Mapping[str, str], ...]:
+    """The selectors of `key` (`subnetSelector`, `securityGroupSelector`, `amiSelector`) the launch settings carry,
+    ORed: an EC2NodeClass's several terms, or the one selector (an AWSNodeTemplate's, or one term's); () when
+    none."""
+    spec = settings or {}
+    several = spec.get(SELECTORS[key])
+    if isinstance(several, list):
+        return tuple(several)
+    one = spec.get(key)
+    return (one,) if isinstance(one, Mapping) and one else ()
+
+
+def described(key: str, found: Sequence[Mapping[str, str]]) -> str:
+    """Selectors as a reason names them: ``subnetSelector {…}``, or ``any of subnetSelectors [{…}, {…}]``."""
+    if len(found) == 1:
+        return f"{key} {dict(found[0])}"
+    return f"any of {SELECTORS[key]} {[dict(one) for one in found]}"
 
 
 def _ami(terms: Any, family: Any) -> dict[str, Any]:
     """amiFamily and amiSelector for `amiSelectorTerms` (see the module docstring)."""
-    if not isinstance(terms, list) or not terms or not all(isinstance(term, Mapping) for term in terms):
-        raise LaunchSettingsError("amiSelectorTerms: must be a non-empty list of terms")
+    terms = _terms(terms, "amiSelectorTerms")
     alias = terms[0].get("alias")
     if alias is not None:
         name, _, version = str(alias).partition("@")
@@ -120,28 +168,24 @@ def _ami(terms: Any, family: Any) -> dict[str, Any]:
             )
         return {"amiFamily": family, AMI_VERSION: version}
     out: dict[str, Any] = {} if family is None else {"amiFamily": _launched(str(family), "amiFamily")}
-    try:
-        ids = _ids(terms)
-    except ValueError as error:
-        raise LaunchSettingsError(f"amiSelectorTerms: {error}") from None
-    if ids is not None:
-        return {**out, "amiSelector": {"aws-ids": ids}}
-    if len(terms) > 1:
-        raise LaunchSettingsError(
-            f"amiSelectorTerms: {len(terms)} terms (Karpenter v1 selects what any term matches); the controller "
-            "launches with one term"
-        )
-    term = terms[0]
-    unknown = sorted(set(term) - {"tags", "name", "owner"})
-    if unknown:
-        raise LaunchSettingsError(f"amiSelectorTerms[0]: selects by {', '.join(unknown)}; the controller reads id, "
-                                  "name, owner or tags")
-    selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
-    if term.get("name") is not None:
-        selector["aws::name"] = str(term["name"])
-    if term.get("owner") is not None:
-        selector["aws::owners"] = str(term["owner"])
-    return {**out, "amiSelector": selector}
+    ids: list[str] = []
+    found: list[dict[str, str]] = []
+    for index, term in enumerate(terms):
+        if term.get("id"):
+            ids.append(str(term["id"]))
+            continue
+        unknown = sorted(set(term) - {"tags", "name", "owner"})
+        if unknown or not term:
+            raise LaunchSettingsError(f"amiSelectorTerms[{index}]: selects by {', '.join(unknown) or 'nothing'}; "
+                                      "the controller reads id, name, owner or tags")
+        selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
+        if term.get("name") is not None:
+            selector["aws::name"] = str(term["name"])
+        if term.get("owner") is not None:
+            selector["aws::owners"] = str(term["owner"])
+        found.append(selector)
+    _put(out, "amiSelector", _or(found, ids))
+    return out
 
 
 def _launched(family: str, field: str) -> str:
@@ -160,8 +204,9 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
         if value not in (None, [], False):
             raise LaunchSettingsError(f"{field}: the controller does not launch with it")
     settings: dict[str, Any] = {field: spec[field] for field in _SAME_FIELDS if spec.get(field) is not None}
-    settings["subnetSelector"] = _selector(spec.get("subnetSelectorTerms"), "subnetSelectorTerms")
-    settings["securityGroupSelector"] = _selector(spec.get("securityGroupSelectorTerms"), "securityGroupSelectorTerms")
+    _put(settings, "subnetSelector", _selectors(spec.get("subnetSelectorTerms"), "subnetSelectorTerms"))
+    _put(settings, "securityGroupSelector",
+         _selectors(spec.get("securityGroupSelectorTerms"), "securityGroupSelectorTerms"))
     settings.update(_ami(spec.get("amiSelectorTerms"), spec.get("amiFamily")))
     return settings
 
@@ -171,7 +216,11 @@ __all__ = [
     "LATEST",
     "LAUNCHED_FAMILIES",
     "PINNED_FAMILIES",
+    "PUBLIC_IP",
     "SECURITY_GROUP_NAME",
+    "SELECTORS",
     "LaunchSettingsError",
+    "described",
     "launch_settings",
+    "selectors",
 ]

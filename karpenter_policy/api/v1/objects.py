@@ -277,7 +277,8 @@ class EC2NodeClass:
 
     def node_template(self) -> dict[str, Any]:
         """What the engine's node arithmetic reads of a node template (`model.allocatable.node_configuration`):
-        the AMI family and the block device mappings (and the instance-store policy, carried for later)."""
+        the AMI family, the block device mappings and the instance-store policy (RAID0: the nodes' ephemeral storage
+        is the instance store, `NodeConfiguration.ephemeral_storage_of`)."""
         template: dict[str, Any] = {"blockDeviceMappings": [dict(m) for m in self.block_device_mappings]}
         if self.ami_family is not None:
             template["amiFamily"] = arithmetic_family(self.ami_family)

@@ -1,7 +1,9 @@
-"""Which AMI each instance type boots, asked of EC2 and SSM: the node template's ``amiSelector``, else its AMI
-family's default. What a selector or family gives a type is `cloud/amiselection.py`'s (shared with `plan`, which
-reads saved answers instead); here the DescribeImages filters of a selector, the calls, and a five-minute cache. A
-type with no image cannot launch and is dropped by the caller.
+"""Which AMI each instance type boots, asked of EC2 and SSM: the node template's ``amiSelector`` (or an
+EC2NodeClass's several terms' selectors: each asked on its own, the images unioned by id and the newest of an
+architecture kept of all of them, as v1.14.1's `amis` keeps one per requirement set, aws
+pkg/providers/amifamily/ami.go), else its AMI family's default. What a selector or family gives a type is
+`cloud/amiselection.py`'s (shared with `plan`, which reads saved answers instead); here the DescribeImages filters
+of a selector, the calls, and a five-minute cache. A type with no image cannot launch and is dropped by the caller.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from karpenter_policy.api.v1.launchsettings import described
 from karpenter_policy.cloud.amiselection import (
     ID_KEYS,
     NAME_KEY,
@@ -63,18 +66,19 @@ class AmiResolver:
         self._selected: TtlCache[tuple[Image, ...]] = TtlCache(clock, ttl)
 
     def images(
-        self, family: str | None, selector: Mapping[str, str] | None, instance_types: Sequence[InstanceType],
+        self, family: str | None, selectors: Sequence[Mapping[str, str]], instance_types: Sequence[InstanceType],
         version: str | None = None,
     ) -> dict[str, str]:
-        """instance type name -> image id, for the types that have an image (``version``: the release an alias
-        pins, see :func:`default_parameter`).
+        """instance type name -> image id, for the types that have an image: of the images any selector matches,
+        else the family's default (``version``: the release an alias pins, see :func:`default_parameter`).
 
         Raises :class:`ConfigurationError` when no type has one (naming what was looked up).
         """
         family = family or DEFAULT_FAMILY
         chosen: dict[str, str] = {}
-        if selector:
-            images = self.selected(selector)
+        if selectors:
+            by_id = {image.id: image for selector in selectors for image in self.selected(selector)}
+            images = newest_first(by_id.values())
             for it in instance_types:
                 image = image_for(images, it)
                 if image is not None:
@@ -82,7 +86,7 @@ class AmiResolver:
             if not chosen:
                 raise ConfigurationError(
                     self._api.endpoint("ec2"),
-                    f"amiSelector {dict(selector)} matches no image for the architectures "
+                    f"{described('amiSelector', selectors)} matches no image for the architectures "
                     f"{sorted({a for it in instance_types for a in it.architectures})}",
                     "DescribeImages",
                 )

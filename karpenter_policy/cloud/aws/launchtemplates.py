@@ -133,15 +133,24 @@ def template_data(
     block_devices: Sequence[Mapping[str, Any]],
     metadata: Mapping[str, Any],
     detailed_monitoring: bool,
+    public_ip: bool | None = None,
 ) -> dict[str, Any]:
-    """CreateLaunchTemplate's LaunchTemplateData (userData base64-encoded, as EC2 wants it)."""
+    """CreateLaunchTemplate's LaunchTemplateData (userData base64-encoded, as EC2 wants it). ``public_ip`` (an
+    EC2NodeClass's `associatePublicIPAddress`, None: unset) is said on the primary network interface, which then
+    carries the security groups (EC2 takes them there or at the top, not both): v1.14.1's
+    `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go) for one ENA interface."""
     data: dict[str, Any] = {
         "ImageId": image_id,
         "IamInstanceProfile": {"Name": instance_profile},
-        "SecurityGroupIds": sorted(security_groups),
         "MetadataOptions": dict(metadata),
         "Monitoring": {"Enabled": detailed_monitoring},
     }
+    if public_ip is None:
+        data["SecurityGroupIds"] = sorted(security_groups)
+    else:
+        data["NetworkInterfaces"] = [
+            {"AssociatePublicIpAddress": public_ip, "DeviceIndex": 0, "Groups": sorted(security_groups)}
+        ]
     if block_devices:
         data["BlockDeviceMappings"] = [dict(m) for m in block_devices]
     if user_data:

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import node_configuration_of
-from karpenter_policy.api.v1.launchsettings import AMI_VERSION
+from karpenter_policy.api.v1.launchsettings import AMI_VERSION, PUBLIC_IP, described, selectors
 from karpenter_policy.api.v1.objects import arithmetic_family
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
-from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, AmiResolver
+from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, NAME_KEY, AmiResolver
 from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.aws.discovery import Discovery, Subnet
@@ -71,7 +71,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.allocatable import max_pods
+from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,27 @@ DESCRIBE_ATTEMPTS = 3
 _LAUNCH_TEMPLATE_TAG = "aws:ec2launchtemplate:id"
 #: The AMI family whose nodes boot with nodeadm (and so need the cluster's service CIDR).
 NODEADM_FAMILY = "AL2023"
+#: The launch settings' selector keys (`api.v1.launchsettings.selectors`).
+SUBNETS, GROUPS, AMIS = "subnetSelector", "securityGroupSelector", "amiSelector"
+
+
+def _or_every(spec: Mapping[str, Any] | None, key: str) -> tuple[Mapping[str, str], ...]:
+    """The settings' selectors of `key`; none: one empty selector, which matches every subnet or group (EC2's
+    answer to no filter) as before EC2NodeClasses' terms."""
+    return selectors(spec, key) or ({},)
+
+
+def _bottlerocket_release(spec: Mapping[str, Any]) -> str:
+    """The Bottlerocket release the settings boot, as v1.14.1's `resolveAMIVersion` reads it (aws
+    pkg/providers/amifamily/bottlerocket.go): an alias's version (`latest` when it pins none), else the version a
+    name term says; empty when unknown (ids and the resolved images' names are not read here: then the older
+    `bind --dirs …`, which every release takes)."""
+    if spec.get(AMI_VERSION):
+        return str(spec[AMI_VERSION])
+    found = selectors(spec, AMIS)
+    if not found:
+        return "latest"
+    return userdata.bottlerocket_version([str(s[NAME_KEY]) for s in found if s.get(NAME_KEY)])
 
 
 def _utc_now() -> dt.datetime:
@@ -164,8 +185,9 @@ class AwsCloudProvider:
         if region is not None and region != self.region:
             raise ValueError(f"this provider serves region {self.region}, not {region}")
         types = self._live_types()
-        if provider is not None and provider.get("subnetSelector"):
-            zones = set(self._discovery.subnet_per_zone(provider["subnetSelector"]))
+        subnet_selectors = selectors(provider, SUBNETS)
+        if subnet_selectors:
+            zones = set(self._discovery.subnet_per_zone(subnet_selectors))
             types = [
                 dataclasses.replace(it, offerings=tuple(o for o in it.offerings if o.zone in zones))
                 for it in types
@@ -213,9 +235,8 @@ class AwsCloudProvider:
         if it is None:
             return None
         try:
-            images = self._amis.images(
-                spec.get("amiFamily") or None, spec.get("amiSelector"), [it], spec.get(AMI_VERSION)
-            )
+            family = spec.get("amiFamily") or None
+            images = self._amis.images(family, selectors(spec, AMIS), [it], spec.get(AMI_VERSION))
         except CloudError:
             return None
         return images.get(instance_type)
@@ -225,8 +246,8 @@ class AwsCloudProvider:
         v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`); None when EC2 could not be asked."""
         spec = provider or {}
         try:
-            subnets = self._discovery.subnets(spec.get("subnetSelector") or {})
-            groups = self._discovery.security_groups(spec.get("securityGroupSelector") or {})
+            subnets = self._discovery.subnets(_or_every(spec, SUBNETS))
+            groups = self._discovery.security_groups(_or_every(spec, GROUPS))
         except CloudError:
             return None
         return Network(frozenset(s.id for s in subnets), frozenset(groups))
@@ -238,7 +259,7 @@ class AwsCloudProvider:
         spec = provider or {}
         try:
             images: frozenset[str] | None = frozenset(self._amis.images(
-                spec.get("amiFamily") or None, spec.get("amiSelector"), list(self._catalog.values()),
+                spec.get("amiFamily") or None, selectors(spec, AMIS), list(self._catalog.values()),
                 spec.get(AMI_VERSION),
             ).values())
         except ConfigurationError:
@@ -280,12 +301,11 @@ class AwsCloudProvider:
         options = self._launchable(request)
         if not options:
             raise InsufficientCapacity(self.api.endpoint("ec2"), [])
-        subnets = self._discovery.subnet_per_zone(spec.get("subnetSelector") or {})
+        subnet_selectors = _or_every(spec, SUBNETS)
+        subnets = self._discovery.subnet_per_zone(subnet_selectors)
         if not subnets:
             raise ConfigurationError(
-                self.api.endpoint("ec2"),
-                f"no subnet matches subnetSelector {spec.get('subnetSelector')}",
-                "DescribeSubnets",
+                self.api.endpoint("ec2"), f"no subnet matches {described(SUBNETS, subnet_selectors)}", "DescribeSubnets"
             )
         placed = [o for o in options if o.zone in subnets]
         if not placed:
@@ -336,18 +356,17 @@ class AwsCloudProvider:
             return
         family = str(spec.get("amiFamily") or DEFAULT_FAMILY)
         endpoint = self.api.endpoint("ec2")
-        groups = self._discovery.security_groups(spec.get("securityGroupSelector") or {})
+        group_selectors = _or_every(spec, GROUPS)
+        groups = self._discovery.security_groups(group_selectors)
         if not groups:
-            raise ConfigurationError(
-                endpoint, f"no security group matches securityGroupSelector {spec.get('securityGroupSelector')}"
-            )
+            raise ConfigurationError(endpoint, f"no security group matches {described(GROUPS, group_selectors)}")
         profile = spec.get("instanceProfile") or self.cluster.default_instance_profile
         if not profile:
             raise ConfigurationError(
                 "AWSNodeTemplate", "no instanceProfile in the node template and no default instance profile set"
             )
         types = [self._catalog[name] for name in names]
-        images = self._amis.images(family, spec.get("amiSelector"), types, spec.get(AMI_VERSION))
+        images = self._amis.images(family, selectors(spec, AMIS), types, spec.get(AMI_VERSION))
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
@@ -377,6 +396,8 @@ class AwsCloudProvider:
                     dns_cluster_ip=self.cluster.dns_cluster_ip,
                     custom=spec.get("userData"),
                     cluster_cidr=cidr,
+                    raid0=spec.get(INSTANCE_STORE_POLICY) == RAID0,
+                    default_mount_paths=userdata.supports_default_bind(_bottlerocket_release(spec)),
                 )
                 try:
                     text = userdata.render(family, bootstrap)
@@ -390,6 +411,7 @@ class AwsCloudProvider:
                     block_devices=block_device_mappings(spec.get("blockDeviceMappings"), family),
                     metadata=metadata_options(spec.get("metadataOptions")),
                     detailed_monitoring=bool(spec.get("detailedMonitoring")),
+                    public_ip=public_ip if isinstance(public_ip := spec.get(PUBLIC_IP), bool) else None,
                 )
                 name = template_name(request.cluster_name, data)
                 if name not in templates.data:

@@ -60,6 +60,12 @@ class Bootstrap:
     custom: str | None = None
     #: The cluster's service CIDR (AL2023's NodeConfig needs it; the other families do not).
     cluster_cidr: str | None = None
+    #: An EC2NodeClass's `instanceStorePolicy: RAID0`: the instance store striped and used for the kubelet's and
+    #: the container runtime's storage (AL2's `--local-disks raid0`, nodeadm's `localStorage.strategy: RAID0`,
+    #: Bottlerocket's `ephemeral-storage` bootstrap command), as v1.14.1's bootstrap package writes it.
+    raid0: bool = False
+    #: Bottlerocket 1.46.0 and later bind the default directories (`SupportsDefaultBind`): `bind` without `--dirs`.
+    default_mount_paths: bool = False
 
     @property
     def cluster_dns(self) -> str | None:
@@ -168,6 +174,8 @@ def al2(b: Bootstrap) -> str:
     flags = kubelet_flags(b)
     if flags:
         command.append(["--kubelet-extra-args", " ".join(flags)])
+    if b.raid0:  # last, as eksbootstrap.go writes it
+        command.append(["--local-disks", "raid0"])
     script = (
         "#!/bin/bash -xe\n"
         "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n"
@@ -244,11 +252,12 @@ def node_config(b: Bootstrap) -> str:
     kubelet: dict[str, Any] = {"config": config}
     if b.labels:
         kubelet["flags"] = [f"--node-labels={_go_quoted(_joined(b.labels, '='))}"]
+    local_storage = {"strategy": "RAID0"} if b.raid0 else {}
     document = {
         "apiVersion": "node.eks.aws/v1alpha1",
         "kind": "NodeConfig",
         "metadata": {},
-        "spec": {"cluster": cluster, "containerd": {}, "instance": {"localStorage": {}}, "kubelet": kubelet},
+        "spec": {"cluster": cluster, "containerd": {}, "instance": {"localStorage": local_storage}, "kubelet": kubelet},
     }
     text = yaml.safe_dump(document, sort_keys=True, default_flow_style=False, width=1 << 30, allow_unicode=True)
     return "# Karpenter Generated NodeConfig\n" + text
@@ -267,6 +276,10 @@ def al2023(b: Bootstrap) -> str:
 
 
 # --- Bottlerocket -------------------------------------------------------------------------------------------
+
+#: The bootstrap command v1.14.1 adds for RAID0 (bottlerocket.go), and the directories an older release binds.
+MOUNT_INSTANCE_STORAGE = "000-mount-instance-storage"
+BIND_DIRS = ["--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]
 
 
 def bottlerocket(b: Bootstrap) -> str:
@@ -310,7 +323,40 @@ def bottlerocket(b: Bootstrap) -> str:
             kubernetes[setting] = int(kubelet[key])
     if kubelet.get("cpuCFSQuota") is not None:
         kubernetes["cpu-cfs-quota-enforced"] = bool(kubelet["cpuCFSQuota"])
+    if b.raid0:
+        commands = settings.setdefault("bootstrap-commands", {})
+        if not isinstance(commands, dict):
+            raise ValueError("userData: settings.bootstrap-commands must be a TOML table")
+        commands[MOUNT_INSTANCE_STORAGE] = {
+            "commands": [["apiclient", "ephemeral-storage", "init"],
+                         ["apiclient", "ephemeral-storage", "bind"] + ([] if b.default_mount_paths else BIND_DIRS)],
+            "mode": "always",
+            "essential": True,
+        }
     return toml_dumps(document)
+
+
+def supports_default_bind(version: str) -> bool:
+    """Whether a Bottlerocket release binds the default directories (v1.14.1's `SupportsDefaultBind`, aws
+    pkg/providers/version/version.go): `latest`, or 1.46.0 and later; an unknown version (empty) does not."""
+    if version == "latest":
+        return True
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 3 or not all(part.isdigit() for part in parts[:2]):
+        return False
+    major, minor = int(parts[0]), int(parts[1])
+    return major > 1 or (major == 1 and minor >= 46)
+
+
+def bottlerocket_version(names: Sequence[str]) -> str:
+    """The release a Bottlerocket image name says (`bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a` → v1.46.0:
+    `extractVersionFromName`, aws pkg/providers/amifamily/bottlerocket.go), of the first name saying one; empty
+    when none does."""
+    for name in names:
+        for part in name.split("-"):
+            if part.startswith("v") and "." in part:
+                return part
+    return ""
 
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -403,8 +449,10 @@ __all__ = [
     "NODECONFIG_PART_TYPE",
     "Bootstrap",
     "bootstrap_labels",
+    "bottlerocket_version",
     "kubelet_flags",
     "node_config",
     "render",
+    "supports_default_bind",
     "toml_dumps",
 ]

@@ -1,0 +1,83 @@
+"""The controller launches a NodePool whose EC2NodeClass has several subnet terms, `associatePublicIPAddress: false`
+and `instanceStorePolicy: RAID0` (issue #26) — the production AWS adapter against moto's EC2 over HTTP, the
+simulated account made from the class's terms (`simulate.account`): the NodePool is no longer left out, its pod is
+bound to a node in a subnet of either term, launched from a template saying both settings."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from karpenter_policy.catalog import load_catalog
+from karpenter_policy.model import labels as wk
+from karpenter_policy.testing import EPOCH, MotoCloud, Scene, VirtualClock, compile_policies
+
+POLICY = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+        - key: kubernetes.io/arch
+          operator: In
+          values: ["amd64"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms:
+    - alias: al2@latest
+  subnetSelectorTerms:
+    - tags:
+        Name: private-a
+    - tags:
+        Name: private-b
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: demo
+  associatePublicIPAddress: false
+  instanceStorePolicy: RAID0
+"""
+
+
+@pytest.mark.slow
+def test_a_class_of_several_subnet_terms_public_ip_and_raid0_launches(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "nodepools.yaml").write_text(POLICY)
+    compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
+    clock = VirtualClock(EPOCH)
+    scene0 = Scene(compiled)
+    with MotoCloud(scene0.loaded.sets, load_catalog(), clock, region="us-east-1") as moto:
+        scene = Scene(scene0.loaded, cloud=moto.provider, clock=clock)
+        scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+        controller = scene.controller()
+        scene.run(controller, 300, until=lambda: not scene.unbound())
+        assert not scene.unbound()
+        (launched,) = moto.provider.list(scene.options().cluster_name)
+        named = {
+            str(s["SubnetId"]): {t["Key"]: t["Value"] for t in s.get("Tags") or []}.get("Name")
+            for s in moto.api.call("ec2", "describe_subnets")["Subnets"]
+        }
+        assert {"private-a", "private-b"} <= set(named.values())  # the account has subnets of both terms
+        assert named[launched.subnet_id] in {"private-a", "private-b"}
+        name = moto.api.call("ec2", "describe_launch_templates")["LaunchTemplates"][0]["LaunchTemplateName"]
+        data = moto.api.call("ec2", "describe_launch_template_versions", LaunchTemplateName=name,
+                             Versions=["$Latest"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        (interface,) = data["NetworkInterfaces"]
+        assert interface["AssociatePublicIpAddress"] is False and interface["Groups"]
+        assert "--local-disks raid0" in base64.b64decode(data["UserData"]).decode()
