@@ -446,8 +446,8 @@ def _too_deep(text: str) -> tuple[int, int] | None:
     so a file that *could* nest that deep — it needs one indicator character per level — is first walked as an
     event stream, which is not recursive. Ordinary files have far fewer indicators and skip the walk.
     """
-    if sum(text.count(c) for c in "[{-:?") < 4 * MAX_DEPTH:
-        return None
+    if len(text) < 4 * MAX_DEPTH or sum(text.count(c) for c in "[{-:?") < 4 * MAX_DEPTH:
+        return None  # a text shorter than that has fewer indicators: not counted
     depth = 0
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
