@@ -51,8 +51,13 @@ def _parent(document: dict[str, Any], path: tuple[Any, ...]) -> Any:
 @st.composite
 def broken_documents(draw: st.DrawFn) -> dict[str, Any]:
     document = copy.deepcopy(draw(st.sampled_from(DOCUMENTS)))
+    # Most breaks land in one object or list and its fields, so that its own problems (a required field, its
+    # bounds) meet its fields' in one walk, where their order is decided.
+    focus = draw(st.sampled_from([path for path in _paths(document) if len(path) > 1]))
     for _ in range(draw(st.integers(0, 6))):
         paths = [path for path in _paths(document) if len(path) > 1]  # apiVersion and kind stay
+        if draw(st.booleans()):
+            paths = [path for path in paths if path[:len(focus)] == focus] or paths
         if not paths:
             break
         path = draw(st.sampled_from(paths))
