@@ -22,7 +22,7 @@ from karpenter_policy.api.v1.cel import cel_violations
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND, CrdVersion, crd_version
 from karpenter_policy.api.v1.durations import duration_violations
 from karpenter_policy.api.v1.nodepool import runtime_violations
-from karpenter_policy.api.v1.structural import defaulted, defaulted_and_unknown, schema_problems
+from karpenter_policy.api.v1.structural import defaulted, defaulted_and_problems
 from karpenter_policy.api.violations import ERROR, SCHEMA, Violation
 
 #: What the API server adds when a schema error kept it from running the CEL rules.
@@ -64,13 +64,15 @@ def json_form(value: Any) -> Any:
         return value
     if type(value) is dict:
         for key, item in value.items():
-            if type(key) is not str or json_form(item) is not item:
+            if type(key) is not str:
                 break
+            if item is not None and type(item) not in _JSON_SCALARS and json_form(item) is not item:
+                break  # a scalar is its own JSON form: asked without a call
         else:
             return value
     elif type(value) is list:
         for item in value:
-            if json_form(item) is not item:
+            if item is not None and type(item) not in _JSON_SCALARS and json_form(item) is not item:
                 break
         else:
             return value
@@ -116,8 +118,7 @@ def admit(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Admis
     if crd is None:
         raise LookupError(f"no Karpenter v1 CRD for apiVersion {doc.get('apiVersion')!r} kind {doc.get('kind')!r}")
     body = _body(doc, crd)
-    stored, problems = defaulted_and_unknown(body, crd.schema)
-    problems.extend(schema_problems(stored, crd.schema))
+    stored, problems = defaulted_and_problems(body, crd.schema)  # unknown fields, then the schema's problems
     refusals = [problem.violation for problem in problems]
     if any(problem.blocking for problem in problems):
         refusals.append(Violation(SCHEMA, (), RULES_NOT_CHECKED))  # the API server lists it among its errors

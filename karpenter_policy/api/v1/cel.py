@@ -249,7 +249,7 @@ def _frozen(value: Any) -> Any:
             if type(key) is not str:
                 raise _NotJson
             members.append((key, _frozen(item)))
-        members.sort(key=_member_key)
+        members.sort()  # by key alone: the keys differ, so no member's value is ever compared
         return (dict, tuple(members))
     if kind is list:
         return (list, tuple(_frozen(item) for item in value))
@@ -258,10 +258,6 @@ def _frozen(value: Any) -> Any:
     if value is None or kind is bool or kind is int:
         return (kind, value)
     raise _NotJson
-
-
-def _member_key(member: tuple[str, Any]) -> str:
-    return member[0]
 
 
 #: Bound of each table of verdicts (cleared when full: a hostile stream of distinct values cannot grow it).
@@ -428,6 +424,10 @@ def _walk(value: Any, schema: Schema, old: Any, path: Path, found: list[Violatio
         _walk_plan(value, plan, old, path, found, kept)
 
 
+#: The types a value of a JSON object has that are no Mapping (asked before the ABC's check).
+_NOT_MAPPINGS = frozenset({list, str, int, float, bool, type(None)})
+
+
 def _walk_plan(value: Any, plan: _Plan, old: Any, path: Path, found: list[Violation], kept: dict[int, Any]) -> None:
     """`_walk` on a schema's plan: only the sub-schemas with a rule at or under them are descended into."""
     if plan.entries:
@@ -439,7 +439,7 @@ def _walk_plan(value: Any, plan: _Plan, old: Any, path: Path, found: list[Violat
                 message = compiled.message if error is None else f"{compiled.message} (evaluation error: {error})"
                 found.append(Violation(CEL_RULE, path, message))
     kind = type(value)
-    if kind is dict or (kind is not list and kind is not str and isinstance(value, Mapping)):
+    if kind is dict or (kind not in _NOT_MAPPINGS and isinstance(value, Mapping)):
         properties, extra = plan.properties, plan.extra
         old_map = old if type(old) is dict or isinstance(old, Mapping) else {}
         for key, item in value.items():

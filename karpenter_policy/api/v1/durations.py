@@ -46,7 +46,7 @@ def duration_violations(stored: Mapping[str, Any]) -> list[Violation]:
     if kind == NODEPOOL_KIND:
         budgets = (_at(stored, ("spec", "disruption")) or {}).get("budgets")
         for index, budget in enumerate(budgets if isinstance(budgets, list) else ()):
-            if isinstance(budget, Mapping):
+            if type(budget) is dict or isinstance(budget, Mapping):
                 found.extend(_refused(budget.get("duration"), ("spec", "disruption", "budgets", index, "duration"),
                                       False))
     return found
@@ -55,8 +55,8 @@ def duration_violations(stored: Mapping[str, Any]) -> list[Violation]:
 def _at(document: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
     node: Any = document
     for key in path:
-        node = node.get(key) if isinstance(node, Mapping) else None
-    return node if isinstance(node, Mapping) else None
+        node = node.get(key) if type(node) is dict or isinstance(node, Mapping) else None
+    return node if type(node) is dict or isinstance(node, Mapping) else None
 
 
 def _refused(value: Any, path: Path, never: bool) -> Iterator[Violation]:

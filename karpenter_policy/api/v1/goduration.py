@@ -59,8 +59,32 @@ def parse_go_duration(text: str) -> timedelta:
     return timedelta(microseconds=_to_microseconds(go_duration_nanoseconds(text)))
 
 
+#: Bound of `_PARSED` (cleared when full: distinct texts cannot grow it).
+_PARSED_MAX: Final = 4096
+#: `go_duration_nanoseconds`' answers by text (objects repeat the same durations): the nanoseconds, or the message
+#: of the GoDurationError it raises; only texts of at most `_REMEMBERED_LENGTH` characters.
+_PARSED: dict[str, int | str] = {}
+_REMEMBERED_LENGTH: Final = 64
+
+
 def go_duration_nanoseconds(text: str) -> int:
     """`time.ParseDuration(text)` in nanoseconds, exactly as Go's int64 holds it; raises GoDurationError."""
+    parsed = _PARSED.get(text)
+    if parsed is None:
+        try:
+            parsed = _nanoseconds(text)
+        except GoDurationError as error:
+            parsed = str(error)
+        if len(text) <= _REMEMBERED_LENGTH:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[text] = parsed
+    if isinstance(parsed, str):
+        raise GoDurationError(parsed)
+    return parsed
+
+
+def _nanoseconds(text: str) -> int:
     invalid = GoDurationError(f'time: invalid duration "{text}"')
     rest = text
     negative = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from karpenter_policy.api.violations import RUNTIME_VALIDATION, Path, Violation
 from karpenter_policy.model.labels import label_value_errors, qualified_name_errors
@@ -91,14 +91,34 @@ def _go_atoi(text: str) -> int | None:
     return number if -_INT64_MAX - 1 <= number <= _INT64_MAX else None
 
 
+#: Bound of `_REQUIREMENT_ERRORS` (cleared when full: distinct requirements cannot grow it).
+_REQUIREMENT_ERRORS_MAX: Final = 4096
+#: `requirement_errors`' answers by what it reads of a requirement (NodePools repeat the same requirements).
+_REQUIREMENT_ERRORS: dict[tuple[str, str, tuple[str, ...], int | None, type], tuple[str, ...]] = {}
+
+
 def requirement_errors(requirement: Mapping[str, Any]) -> list[str]:
-    """`ValidateRequirement`: the problems of one requirement (its key normalised first)."""
+    """`ValidateRequirement`: the problems of one requirement (its key normalised first). A function of the
+    requirement's key, operator, values (as text) and an integer minValues (a bool is one) alone: remembered by
+    them."""
     key = str(requirement.get("key", ""))
-    key = NORMALIZED_LABELS.get(key, key)
     operator = str(requirement.get("operator", ""))
     raw_values = requirement.get("values") or []
-    values = [str(value) for value in raw_values] if isinstance(raw_values, list) else []
+    values = tuple(str(value) for value in raw_values) if isinstance(raw_values, list) else ()
     min_values = requirement.get("minValues")
+    minimum = min_values if isinstance(min_values, int) else None
+    remembered = (key, operator, values, minimum, type(minimum))  # True is 1 to a dict, not to a message
+    errors = _REQUIREMENT_ERRORS.get(remembered)
+    if errors is None:
+        errors = tuple(_requirement_errors(key, operator, list(values), minimum))
+        if len(_REQUIREMENT_ERRORS) >= _REQUIREMENT_ERRORS_MAX:
+            _REQUIREMENT_ERRORS.clear()
+        _REQUIREMENT_ERRORS[remembered] = errors
+    return list(errors)
+
+
+def _requirement_errors(key: str, operator: str, values: list[str], min_values: int | None) -> list[str]:
+    key = NORMALIZED_LABELS.get(key, key)
     errors: list[str] = []
     if operator not in SUPPORTED_OPERATORS:
         errors.append(f"key {key} has an unsupported operator {operator} not in {_go_list(SUPPORTED_OPERATORS)}")
@@ -130,20 +150,25 @@ def requirement_errors(requirement: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """isinstance(value, Mapping), a dict (what objects are made of) asked without the ABC's check."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def runtime_violations(nodepool: Mapping[str, Any]) -> list[Violation]:
     """`NodePool.RuntimeValidate` of a (defaulted) NodePool: labels, taints and startup taints, requirements."""
     spec = nodepool.get("spec")
-    template = spec.get("template") if isinstance(spec, Mapping) else None
-    if not isinstance(template, Mapping):
+    template = spec.get("template") if _is_mapping(spec) else None
+    if not _is_mapping(template):
         return []
     base: Path = ("spec", "template")
     found: list[Violation] = []
     metadata = template.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    if isinstance(labels, Mapping):
+    labels = metadata.get("labels") if _is_mapping(metadata) else None
+    if _is_mapping(labels):
         found.extend(_label_violations(labels, (*base, "metadata", "labels")))
     template_spec = template.get("spec")
-    if isinstance(template_spec, Mapping):
+    if _is_mapping(template_spec):
         seen: set[tuple[str, str]] = set()
         for field in ("taints", "startupTaints"):
             taints = template_spec.get(field)
@@ -198,7 +223,7 @@ def _taint_violations(taints: list[Any], field: str, seen: set[tuple[str, str]],
 def _requirement_violations(requirements: list[Any], path: Path) -> list[Violation]:
     found: list[Violation] = []
     for index, requirement in enumerate(requirements):
-        if not isinstance(requirement, Mapping):
+        if not _is_mapping(requirement):
             continue
         at = (*path, index)
         found.extend(Violation(RUNTIME_VALIDATION, at, f"invalid value: {error} in requirements, restricted")

@@ -127,6 +127,11 @@ class _Node:
     items: _Node | None
     #: (key, default, node) of each property with a `default`, in the order of `properties`.
     defaults: tuple[tuple[str, Any, _Node], ...]
+    #: Whether a string here has a length, pattern or date-time to check (`_check_string`).
+    string_checks: bool
+    #: Whether a string here is right as it is, whatever it says: a string is the type wanted (not int-or-string),
+    #: without enum and without `string_checks`. The walks take such a string without a call.
+    plain_string: bool
 
 
 #: id(schema) → (schema, its node): the schema is kept so that its id is not reused by another.
@@ -173,7 +178,13 @@ def _node(schema: Schema) -> _Node:
         or (not properties and "additionalProperties" not in schema),
         items=None,
         defaults=(),
+        string_checks=False,
+        plain_string=False,
     )
+    node.string_checks = (node.max_length is not None or node.min_length is not None or node.pattern is not None
+                          or node.date_time)
+    node.plain_string = (node.exact is str and not node.int_or_string and node.enum is None
+                         and not node.string_checks)
     _NODES[id(schema)] = (schema, node)  # before the sub-schemas: a schema that holds itself ends
     node.properties = {key: _node(sub) for key, sub in properties.items()}
     node.extra_node = _node(extra) if _is_mapping(extra) else None
@@ -206,55 +217,113 @@ def defaulted(value: Any, schema: Schema) -> Any:
     """A deep copy of `value` with the schema's defaults applied and non-nullable nulls pruned, as the API server
     stores it. Unknown fields are left out (the API server prunes them); values of the wrong type are kept as
     they are (validation reports them)."""
-    return _prune(value, _node(schema), (), None)
+    return _walk(value, _node(schema), (), None, None)
 
 
 def unknown_fields(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
     """A problem at each field of `value` its schema does not know (what the API server prunes and
     `kubectl apply`'s strict field validation refuses), looked for before pruning."""
     found: list[SchemaProblem] = []
-    _prune(value, _node(schema), path, found)
+    _walk(value, _node(schema), path, found, None)
     return found
 
 
 def defaulted_and_unknown(value: Any, schema: Schema) -> tuple[Any, list[SchemaProblem]]:
     """`defaulted(value, schema)` and `unknown_fields(value, schema)` in one walk of `value`."""
     found: list[SchemaProblem] = []
-    return _prune(value, _node(schema), (), found), found
+    return _walk(value, _node(schema), (), found, None), found
 
 
-def _prune(value: Any, node: _Node, path: Path, found: list[SchemaProblem] | None) -> Any:
-    """`defaulted`'s copy of `value`; each unknown field a problem in `found` too, unless it is None."""
-    if value is None or type(value) in _SCALARS:
-        return value  # immutable: its own copy
-    if type(value) is dict or isinstance(value, Mapping):
-        properties = node.properties
-        extra_node = node.extra_node
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            sub = properties.get(key)
-            if sub is not None:
-                if item is None and not sub.nullable:
-                    continue  # a default below fills it, as for an absent field
-                out[key] = _prune(item, sub, (*path, key) if found is not None else path, found)
-            elif extra_node is not None:
-                out[key] = _prune(item, extra_node, (*path, key) if found is not None else path, found)
-            elif node.keep_unknown:
-                out[key] = copy.deepcopy(item)
-            elif found is not None and properties:
-                _problem(found, (*path, key), f"unknown field {_quoted(_where((*path, key)))}", at_key=True)
-        for key, default, sub in node.defaults:
-            if key not in out:
-                out[key] = _prune(copy.deepcopy(default), sub, path, None)
-        return out
-    if isinstance(value, list):
-        items = node.items
-        if items is not None:
-            if found is None:
-                return [_prune(item, items, path, None) for item in value]
-            return [_prune(item, items, (*path, index), found) for index, item in enumerate(value)]
-        return [copy.deepcopy(item) for item in value]
-    return copy.deepcopy(value)
+def defaulted_and_problems(value: Any, schema: Schema) -> tuple[Any, list[SchemaProblem]]:
+    """`defaulted(value, schema)`, and `unknown_fields(value, schema)` followed by the `schema_problems` of the
+    defaulted value — the same problems in the same order — in one walk of `value` (admission's steps)."""
+    unknown: list[SchemaProblem] = []
+    problems: list[SchemaProblem] = []
+    stored = _walk(value, _node(schema), (), unknown, problems)
+    unknown.extend(problems)
+    return stored, unknown
+
+
+def _walk(value: Any, node: _Node, path: Path, unknown: list[SchemaProblem] | None,
+          problems: list[SchemaProblem] | None) -> Any:
+    """`defaulted`'s copy of `value`; each unknown field a problem in `unknown`, and the problems `_check` finds
+    in the copy in `problems`, in `_check`'s order (either list None: not looked for)."""
+    kind = type(value)
+    if value is None or kind in _SCALARS:  # immutable: its own copy
+        if problems is not None and not (kind is str and node.plain_string):
+            _check(value, node, path, problems)
+        return value
+    if kind is list:
+        return _walk_list(value, node, path, unknown, problems)
+    if kind is dict or isinstance(value, Mapping):
+        return _walk_object(value, node, path, unknown, problems)
+    out = copy.deepcopy(value)
+    if problems is not None:
+        _check(out, node, path, problems)
+    return out
+
+
+def _walk_object(value: Mapping[str, Any], node: _Node, path: Path, unknown: list[SchemaProblem] | None,
+                 problems: list[SchemaProblem] | None) -> dict[str, Any]:
+    checks = problems if problems is not None and _has_type(value, node) else None  # `_check` descends
+    mark = len(problems) if problems is not None else 0
+    tracked = unknown is not None or checks is not None
+    properties = node.properties
+    extra_node = node.extra_node
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        sub = properties.get(key)
+        if sub is not None:
+            if item is None and not sub.nullable:
+                continue  # a default below fills it, as for an absent field
+            if type(item) is str and sub.plain_string:
+                out[key] = item
+            else:
+                out[key] = _walk(item, sub, (*path, key) if tracked else path, unknown, checks)
+        elif extra_node is not None:
+            out[key] = _walk(item, extra_node, (*path, key) if tracked else path, unknown, checks)
+        elif node.keep_unknown:
+            out[key] = copy.deepcopy(item)
+        elif unknown is not None and properties:
+            _problem(unknown, (*path, key), f"unknown field {_quoted(_where((*path, key)))}", at_key=True)
+    for key, default, sub in node.defaults:
+        if key not in out:  # the default walked as it is: the walk copies it
+            out[key] = _walk(default, sub, (*path, key), None, checks) if checks is not None else \
+                _walk(default, sub, path, None, None)
+    if problems is not None:  # this object's own problems come before its fields'
+        own: list[SchemaProblem] = []
+        if _check_head(out, node, path, own):
+            _check_object_own(out, node, path, own)
+        if own:
+            problems[mark:mark] = own
+    return out
+
+
+def _walk_list(value: list[Any], node: _Node, path: Path, unknown: list[SchemaProblem] | None,
+               problems: list[SchemaProblem] | None) -> list[Any]:
+    checks = problems if problems is not None and _has_type(value, node) else None  # `_check` descends
+    mark = len(problems) if problems is not None else 0
+    items = node.items
+    out: list[Any]
+    if items is None:
+        out = [copy.deepcopy(item) for item in value]
+    elif unknown is None and checks is None:
+        out = [_walk(item, items, path, None, None) for item in value]
+    elif items.plain_string:
+        out = [item if type(item) is str else _walk(item, items, (*path, index), unknown, checks)
+               for index, item in enumerate(value)]
+    else:
+        out = [_walk(item, items, (*path, index), unknown, checks) for index, item in enumerate(value)]
+    if problems is not None:  # this list's own problems come before its items', its duplicates after them
+        own: list[SchemaProblem] = []
+        if _check_head(out, node, path, own):
+            _check_list_own(out, node, path, own)
+            if own:
+                problems[mark:mark] = own
+            _check_list_duplicates(out, node, path, problems)
+        elif own:
+            problems[mark:mark] = own
+    return out
 
 
 def schema_problems(value: Any, schema: Schema, path: Path = ()) -> list[SchemaProblem]:
@@ -270,27 +339,36 @@ def _problem(found: list[SchemaProblem], path: Path, message: str, *, blocking: 
 
 
 def _check(value: Any, node: _Node, path: Path, found: list[SchemaProblem]) -> None:
-    if value is None:
-        if not node.nullable:
-            _problem(found, path, f"Invalid value: \"null\": {_where(path)} in body must be of type "
-                     f"{_wanted(node)}", blocking=True)
+    if not _check_head(value, node, path, found):
         return
-    if not _has_type(value, node):
-        _problem(found, path, f"Invalid value: \"{_type_name(value)}\": {_where(path)} in body must be of type "
-                 f"{_wanted(node)}: \"{_type_name(value)}\"", blocking=True)
-        return
-    enum = node.enum
-    if enum is not None and value not in enum:
-        supported = ", ".join(_quoted(option) for option in enum)
-        _problem(found, path, f"Unsupported value: {_quoted(value)}: supported values: {supported}", blocking=True)
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str or isinstance(value, str):
         _check_string(value, node, path, found)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         _check_number(value, node, path, found)
     elif isinstance(value, list):
         _check_list(value, node, path, found)
-    elif type(value) is dict or isinstance(value, Mapping):
+    elif kind is dict or isinstance(value, Mapping):
         _check_object(value, node, path, found)
+
+
+def _check_head(value: Any, node: _Node, path: Path, found: list[SchemaProblem]) -> bool:
+    """The null, type and enum problems of `value`; whether the checks of its type apply (not after a null or a
+    wrong type)."""
+    if value is None:
+        if not node.nullable:
+            _problem(found, path, f"Invalid value: \"null\": {_where(path)} in body must be of type "
+                     f"{_wanted(node)}", blocking=True)
+        return False
+    if not _has_type(value, node):
+        _problem(found, path, f"Invalid value: \"{_type_name(value)}\": {_where(path)} in body must be of type "
+                 f"{_wanted(node)}: \"{_type_name(value)}\"", blocking=True)
+        return False
+    enum = node.enum
+    if enum is not None and value not in enum:
+        supported = ", ".join(_quoted(option) for option in enum)
+        _problem(found, path, f"Unsupported value: {_quoted(value)}: supported values: {supported}", blocking=True)
+    return True
 
 
 def _where(path: Path) -> str:
@@ -304,6 +382,8 @@ def _wanted(node: _Node) -> str:
 
 
 def _check_string(value: str, node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    if not node.string_checks:
+        return
     if node.max_length is not None and len(value) > node.max_length:
         _problem(found, path, f"Too long: may not be more than {node.max_length} bytes", blocking=True)
     if node.min_length is not None and len(value) < node.min_length:
@@ -327,15 +407,25 @@ def _check_number(value: float, node: _Node, path: Path, found: list[SchemaProbl
 
 
 def _check_list(value: list[Any], node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    _check_list_own(value, node, path, found)
+    items = node.items
+    if items is not None:
+        for index, item in enumerate(value):
+            _check(item, items, (*path, index), found)
+    _check_list_duplicates(value, node, path, found)
+
+
+def _check_list_own(value: list[Any], node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    """A list's size against its bounds (before its items' problems)."""
     if node.max_items is not None and len(value) > node.max_items:
         _problem(found, path, f"Too many: {len(value)}: must have at most {node.max_items} items", blocking=True)
     if node.min_items is not None and len(value) < node.min_items:
         _problem(found, path, f"Invalid value: {len(value)}: {_where(path)} in body should have at least "
                  f"{node.min_items} items")
-    items = node.items
-    if items is not None:
-        for index, item in enumerate(value):
-            _check(item, items, (*path, index), found)
+
+
+def _check_list_duplicates(value: list[Any], node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    """The duplicates of a `set` or `map` list (after its items' problems)."""
     list_type = node.list_type
     if list_type == "set":
         seen: set[str] = set()
@@ -357,6 +447,19 @@ def _check_list(value: list[Any], node: _Node, path: Path, found: list[SchemaPro
 
 
 def _check_object(value: Mapping[str, Any], node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    _check_object_own(value, node, path, found)
+    properties = node.properties
+    extra = node.extra_node
+    for key, item in value.items():
+        sub = properties.get(key)
+        if sub is not None:
+            _check(item, sub, (*path, key), found)
+        elif extra is not None:
+            _check(item, extra, (*path, key), found)
+
+
+def _check_object_own(value: Mapping[str, Any], node: _Node, path: Path, found: list[SchemaProblem]) -> None:
+    """An object's size against its bounds and its required fields (before its fields' problems)."""
     if node.max_properties is not None and len(value) > node.max_properties:
         _problem(found, path, f"Too many: {len(value)}: must have at most {node.max_properties} items",
                  blocking=True)
@@ -366,11 +469,3 @@ def _check_object(value: Mapping[str, Any], node: _Node, path: Path, found: list
     for key in node.required:
         if key not in value:
             _problem(found, (*path, key), "Required value", blocking=True)
-    properties = node.properties
-    extra = node.extra_node
-    for key, item in value.items():
-        sub = properties.get(key)
-        if sub is not None:
-            _check(item, sub, (*path, key), found)
-        elif extra is not None:
-            _check(item, extra, (*path, key), found)

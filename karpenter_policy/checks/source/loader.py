@@ -114,7 +114,10 @@ class Document:
         """The (key, value) nodes of `key` in `mapping`; large mappings get an index, so that placing many
         findings in one mapping stays linear."""
         if len(mapping.value) <= 16:
-            return next(((k, v) for k, v in mapping.value if k.value == key), None)
+            for entry in mapping.value:
+                if entry[0].value == key:
+                    return entry  # type: ignore[no-any-return]
+            return None
         index = self._keys.get(id(mapping))
         if index is None:
             index = self._keys[id(mapping)] = {}
@@ -396,7 +399,13 @@ class _Converter:
                 if key in result:
                     first = next(k for k, _ in node.value if k.value == key)
                     raise self._error(key_node, f"duplicate key {key!r} (first at line {first.start_mark.line + 1})")
-                result[key] = self.convert(value_node)
+                if value_node.__class__ is ScalarNode and value_node.tag in _TEXT_TAGS:  # `convert`'s first case,
+                    self.budget -= 1  # without a call: most values are text
+                    if self.budget < 0:
+                        raise _OverBudget
+                    result[key] = value_node.value
+                else:
+                    result[key] = self.convert(value_node)
             return {**merged, **result} if merged else result
         return [self.convert(item) for item in node.value]
 
@@ -446,8 +455,8 @@ def _too_deep(text: str) -> tuple[int, int] | None:
     so a file that *could* nest that deep — it needs one indicator character per level — is first walked as an
     event stream, which is not recursive. Ordinary files have far fewer indicators and skip the walk.
     """
-    if sum(text.count(c) for c in "[{-:?") < 4 * MAX_DEPTH:
-        return None
+    if len(text) < 4 * MAX_DEPTH or sum(text.count(c) for c in "[{-:?") < 4 * MAX_DEPTH:
+        return None  # a text shorter than that has fewer indicators: not counted
     depth = 0
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):

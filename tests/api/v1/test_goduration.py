@@ -83,3 +83,15 @@ def test_integer_terms_are_read_exactly_or_refused_past_int64(terms: list[tuple[
     else:
         with pytest.raises(GoDurationError):
             go_duration_nanoseconds(text)
+
+
+def test_a_remembered_answer_is_the_same_answer() -> None:
+    """Answers are remembered by text (short ones only): asked again, a duration reads the same and a refusal is
+    raised again with Go's message, a new error each time."""
+    for _ in range(2):
+        assert go_duration_nanoseconds("720h") == 720 * 3600 * 10**9
+        with pytest.raises(GoDurationError, match='unknown unit "d" in duration "30d"') as refused:
+            go_duration_nanoseconds("30d")
+        with pytest.raises(GoDurationError, match="invalid duration") as long:
+            go_duration_nanoseconds("9" * 100 + "s")  # not remembered: refused as the first time
+    assert refused.value is not long.value

@@ -8,6 +8,7 @@ from typing import Any
 
 from karpenter_policy.api.v1.cel import cel_violations
 from karpenter_policy.api.v1.crds import NODEPOOL_API_VERSION, NODEPOOL_KIND, crd_version
+from karpenter_policy.api.v1.nodepool import requirement_errors
 from karpenter_policy.api.v1.structural import defaulted, defaulted_and_unknown, unknown_fields
 
 _TEXT = {"x-kubernetes-validations": [{"rule": 'string(self) == "1" || string(self) == "0.0"', "message": "m"}]}
@@ -53,3 +54,20 @@ def test_one_walk_gives_the_stored_form_and_every_unknown_field_at_its_path() ->
     assert problems == unknown_fields(body, crd.schema)
     assert "typo" not in stored["spec"] and "consolidateAfter" not in stored["spec"]["disruption"]  # null: pruned
     assert stored["spec"]["disruption"]["budgets"] == [{"nodes": "1"}, {"nodes": "2"}]
+
+
+def test_a_remembered_requirement_answer_is_given_only_to_the_same_requirement() -> None:
+    """`nodepool.requirement_errors` remembers its answers: minValues true and 1 are one key to a dict but two
+    answers (Karpenter's message prints the value), and a requirement asked twice gets its answer twice, each a
+    list of its own."""
+    known = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+    as_one, as_true = requirement_errors({**known, "minValues": 2}), requirement_errors({**known, "minValues": True})
+    assert as_one == ["not enough valid values found in [spot] for karpenter.sh/capacity-type, expected at least 2 "
+                      "valid values from: [on-demand reserved spot], got: 1", "key karpenter.sh/capacity-type with "
+                      "operator In must have at least minimum number of values defined in 'values' field"]
+    assert as_true == []  # one valid value: true (1) is met
+    first = requirement_errors({**known, "minValues": 2})
+    first.append("changed by a caller")
+    assert requirement_errors({**known, "minValues": 2}) == as_one
+    assert requirement_errors({**known, "values": [1], "minValues": 1.0}) == requirement_errors(
+        {**known, "values": ["1"]})  # values are read as text, a float minValues not at all
