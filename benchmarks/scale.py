@@ -57,7 +57,11 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `--tracemalloc` starts tracing only once caches are warm (a minute into the churn: the build and the first list
    are never traced), takes a snapshot every minute from then on and reports the traced total at each and, between
    the first and the last, the sites that grew most, split between the controller and the harness (`_memtrace`);
-   the answer check: the controller's state holds the API server's pods at the end.
+   `--snapshot-every-turnover [--warm-turnovers 2] [--turnovers N]` traces from before the build instead and takes
+   the snapshots at turnover boundaries (the churn replaces its pods in turn: one turnover replaces each once;
+   the churn holds at each boundary), with per turnover the traced total, its growth and sites, and the verdict
+   "no growth once warm" against `_memtrace.VERDICT_*`; the answer check: the controller's state holds the API
+   server's pods at the end.
 
 The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
 run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
@@ -708,7 +712,7 @@ def _caught_up(fleet: Fleet) -> bool:
 def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: float = 10.0,
                    trace_after: float = 60.0, snapshot_every: float = 60.0,
                    frames: int = TRACE_FRAMES, freeze: bool = True, by_turnover: bool = False,
-                   warm_turnovers: int = 1, turnovers: int = 0) -> dict[str, Any]:
+                   warm_turnovers: int = 2, turnovers: int = 0) -> dict[str, Any]:
     """RSS every `every` seconds while bound pods are replaced at `rate` a second for `seconds` (consolidation on,
     decisions every 10 s): each sample with the garbage collections, the informers' lists and 410s, the API
     server's history and the decisions finished so far, so a step in RSS can be read against what happened. With
@@ -719,10 +723,10 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
     From the runner's start-up on, every garbage collection is timed (`GcPauses`: the longest generation-2 pause);
     `freeze` False runs the controller without its freeze of the warm heap after the first sync (the A/B of
     `--no-gc-freeze`; production always freezes). With `trace` and `by_turnover`, the snapshots follow turnovers
-    instead (`_memtrace.TurnoverTracer`): the churn holds at the end of each turnover (every churned pod replaced
-    once, in turn), the controller is let catch up (`CATCH_UP`), the API server's history is trimmed to
-    `HISTORY_KEPT` changes and garbage collected, then tracing starts (the end of turnover `warm_turnovers`) or a
-    snapshot is taken (every turnover after); `turnovers` > 0 ends the churn at the end of that turnover (or at
+    instead (`_memtrace.TurnoverTracer`), tracing from before the fleet is built: the churn holds at the end of
+    each turnover (every churned pod replaced once, in turn), the controller is let catch up (`CATCH_UP`), the API
+    server's history is trimmed to `HISTORY_KEPT` changes and garbage collected, and from the end of turnover
+    `warm_turnovers` on a snapshot is taken; `turnovers` > 0 ends the churn at the end of that turnover (or at
     `seconds`, whichever comes first)."""
     import gc
     import tracemalloc
@@ -731,12 +735,12 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
     decisions = _decide_timer()
+    turner = TurnoverTracer(warm_turnovers, frames).start() if trace and by_turnover else None
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
     _underutilize(fleet, KEPT)
     fleet.start(freeze=freeze)
     result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "churn_per_second": rate,
                               "seconds": seconds, "every": every, "rss_mib": [], "samples": [], "gc_freeze": freeze}
-    turner = TurnoverTracer(warm_turnovers, frames) if trace and by_turnover else None
     churn = Churn(fleet, rate, hold=turner is not None)
     tracer = WarmTracer(trace_after, snapshot_every, frames) if trace and turner is None else None
     pauses = GcPauses()
@@ -852,8 +856,8 @@ def in_process(argv: list[str]) -> int:
     parser.add_argument("--snapshot-every-turnover", action="store_true",
                         help="memory --tracemalloc: tracing from the end of a warm-up turnover (every churned pod "
                              "replaced once, in turn), a snapshot at the end of every turnover after, and the verdict")
-    parser.add_argument("--warm-turnovers", type=int, default=1,
-                        help="memory --snapshot-every-turnover: turnovers before tracing starts")
+    parser.add_argument("--warm-turnovers", type=int, default=2,
+                        help="memory --snapshot-every-turnover: the first turnover whose end is snapshotted")
     parser.add_argument("--turnovers", type=int, default=0,
                         help="memory --snapshot-every-turnover: end the churn at the end of this turnover (0: at "
                              "--seconds only)")
@@ -861,7 +865,7 @@ def in_process(argv: list[str]) -> int:
     if args.snapshot_every_turnover and not (args.what == "memory" and args.tracemalloc):
         parser.error("--snapshot-every-turnover goes with --what memory --tracemalloc")
     if args.warm_turnovers < 1:
-        parser.error("--warm-turnovers must be at least 1 (the build's pods are never traced)")
+        parser.error("--warm-turnovers must be at least 1 (the first snapshot after a whole turnover)")
     if args.what == "fleet":
         result = measure_size(args.size)
     elif args.what == "consolidation":

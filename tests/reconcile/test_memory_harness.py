@@ -172,16 +172,16 @@ def test_the_verdict_holds_the_traced_total_to_its_stated_bounds() -> None:
 
 
 def test_snapshots_at_turnover_boundaries_name_the_line_that_grew_in_its_turnover_only() -> None:
-    """`TurnoverTracer`: nothing before the warm-up's end, tracing from it, a snapshot per boundary after; each
-    turnover's row has its growth against the boundary before and the sites that grew, and the verdict weighs the
-    first boundary traced against the last."""
-    tracer = TurnoverTracer(warm=1)
+    """`TurnoverTracer`: tracing from its start, no snapshot before the warm-up's end, one per boundary after;
+    each turnover's row has its growth against the boundary before and the sites that grew, and the verdict
+    weighs the first boundary snapshotted against the last."""
+    tracer = TurnoverTracer(warm=2)
     kept: list[bytes] = []
     try:
-        tracer.boundary(0, 1.0, 0)
-        assert not tracemalloc.is_tracing()
-        tracer.boundary(1, 2.0, 10_000)  # the warm-up's end: tracing from here
-        assert tracemalloc.is_tracing() and not tracer.snapshots
+        tracer.start()
+        assert tracemalloc.is_tracing()
+        tracer.boundary(1, 2.0, 10_000)  # the warm-up: no snapshot
+        assert not tracer.snapshots
         gc.collect()
         tracer.boundary(2, 3.0, 20_000, rss_mib=100.0, caught_up=True)
         kept.extend(bytes([i % 256]) * 1000 for i in range(2000))  # turnover 3 keeps 2,000 objects of 1 kB
@@ -191,6 +191,7 @@ def test_snapshots_at_turnover_boundaries_name_the_line_that_grew_in_its_turnove
         tracer.boundary(4, 5.0, 40_000, rss_mib=102.0, caught_up=True)  # turnover 4 keeps nothing more
     finally:
         tracer.stop()
+    assert not tracemalloc.is_tracing()
     found = tracer.report(slots=10_000)["tracemalloc"]
     rows = found["turnovers"]
     assert [row["turnover"] for row in rows] == [2, 3, 4] and "growth_kib" not in rows[0]
@@ -211,15 +212,15 @@ def test_snapshots_at_turnover_boundaries_name_the_line_that_grew_in_its_turnove
 @pytest.mark.slow
 def test_the_memory_scenario_snapshots_at_turnover_boundaries_and_gives_its_verdict() -> None:
     """`scale.py --in-process --what memory --size 10 --tracemalloc --snapshot-every-turnover --turnovers 3`:
-    tracing from the end of turnover 1, a snapshot at the end of turnovers 2 and 3 (each exactly at its
-    boundary: a whole number of turnovers made, the controller caught up), the verdict over 2..3, and the answer
-    check (the controller's state holds the API server's pods)."""
-    found = scale.measure_memory(10, 200.0, 300.0, trace=True, every=5.0, by_turnover=True, warm_turnovers=1,
+    tracing from before the build, a snapshot at the end of turnovers 2 and 3 (each exactly at its boundary: a
+    whole number of turnovers made, the controller caught up), the verdict over 2..3, and the answer check (the
+    controller's state holds the API server's pods)."""
+    found = scale.measure_memory(10, 200.0, 300.0, trace=True, every=5.0, by_turnover=True, warm_turnovers=2,
                                  turnovers=3)
     traced = found["tracemalloc"]
     slots = traced["churned_pods"]
     assert slots == 10 * scale.KEPT and found["turnovers_completed"] == 3 and found["replacements"] == 3 * slots
-    assert traced["started_at_turnover"] == 1 and traced["replacements_before_tracing"] == slots
+    assert traced["traced_from"] == "before the build" and traced["warm_turnovers"] == 2
     assert [(row["turnover"], row["replacements"]) for row in traced["turnovers"]] == [(2, 2 * slots),
                                                                                        (3, 3 * slots)]
     assert all(row["caught_up"] for row in traced["turnovers"])
