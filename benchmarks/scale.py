@@ -62,7 +62,11 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    `--tracemalloc` starts tracing only once caches are warm (a minute into the churn: the build and the first list
    are never traced), takes a snapshot every minute from then on and reports the traced total at each and, between
    the first and the last, the sites that grew most, split between the controller and the harness (`_memtrace`);
-   the answer check: the controller's state holds the API server's pods at the end.
+   `--snapshot-every-turnover [--warm-turnovers 2] [--turnovers N]` traces from before the build instead and takes
+   the snapshots at turnover boundaries (the churn replaces its pods in turn: one turnover replaces each once;
+   the churn holds at each boundary), with per turnover the traced total, its growth and sites, and the verdict
+   "no growth once warm" against `_memtrace.VERDICT_*`; the answer check: the controller's state holds the API
+   server's pods at the end.
 
 The baseline is the package of `--baseline-ref` (default 2947bfc, before issue #17) exported with git archive and
 run with the same script; growth ratios between sizes are printed for both. Each measurement runs in a fresh
@@ -106,6 +110,7 @@ from _fleet import (  # noqa: E402
 from _memtrace import (  # noqa: E402
     TRACE_FRAMES,
     GcPauses,
+    TurnoverTracer,
     WarmTracer,
     gc_collections,
     informer_counts,
@@ -129,6 +134,10 @@ CHURN_RATE = 200.0
 #: Seconds a burst row waits for every pod of its burst to be bound (`--burst-wait`): long enough for this tree's
 #: controller; an earlier controller (`--controller-baseline 2947bfc`) may need more to launch at all.
 BURST_WAIT = 60.0
+#: Seconds the memory scenario waits, at a turnover boundary, for the controller's state to hold the API server's
+#: pods before its snapshot (`--snapshot-every-turnover`), and the changes of the API server's history kept then.
+CATCH_UP = 120.0
+HISTORY_KEPT = 1000
 #: Seconds the memory scenario waits, after its churn, for the controller's state to hold the API server's pods
 #: (a relist of 100,000 pods on a loaded machine takes minutes).
 ANSWER_WAIT = 300.0
@@ -412,19 +421,33 @@ def measure_consolidation(nodes: int, pods_per_node: int, with_burst: bool, time
 class Churn:
     """Bound pods replaced at `rate` a second, on a thread of its own: each replacement is created already bound to
     the node of the pod it replaces (a ReplicaSet's new pod that kube-scheduler bound at once), then the old pod is
-    deleted — what a busy cluster's rollouts and restarts send. `done` counts the replacements made."""
+    deleted — what a busy cluster's rollouts and restarts send. `done` counts the replacements made. The pods are
+    replaced in turn (round-robin over `slots`, the bound pods at the start), so one turnover — `len(slots)`
+    replacements — replaces every one of them exactly once. With `hold` the churn stops at the end of each
+    turnover (`at_boundary` set) until `resume`, and does not rush to catch up afterwards."""
 
-    def __init__(self, fleet: Fleet, rate: float) -> None:
+    def __init__(self, fleet: Fleet, rate: float, hold: bool = False) -> None:
         from karpenter_policy.kube import objects
 
-        self.fleet, self.rate = fleet, rate
+        self.fleet, self.rate, self.hold = fleet, rate, hold
         self.slots: list[dict[str, Any]] = [
             pod for pod in fleet.cluster.list(objects.POD).items if pod["spec"].get("nodeName")
         ]
         self.done = 0
         self.cpu = 0.0  # the churn thread's CPU seconds so far (harness work, left out of the controller's)
         self.stopping = threading.Event()
+        self.at_boundary = threading.Event()
+        self._resume = threading.Event()
         self.thread = threading.Thread(target=self._run, name="churn", daemon=True)
+
+    def turnovers(self) -> int:
+        """The turnovers completed: every pod of `slots` replaced once per turnover."""
+        return self.done // len(self.slots) if self.slots else 0
+
+    def resume(self) -> None:
+        """Go on past the turnover boundary the churn holds at."""
+        self.at_boundary.clear()
+        self._resume.set()
 
     def start(self) -> Churn:
         if self.rate > 0 and self.slots:
@@ -433,6 +456,7 @@ class Churn:
 
     def stop(self) -> None:
         self.stopping.set()
+        self._resume.set()
         if self.thread.is_alive():
             self.thread.join(30)
 
@@ -453,6 +477,12 @@ class Churn:
             self.fleet.cluster.delete(objects.POD, metadata["name"], namespace=metadata["namespace"])
             self.done += 1
             self.cpu = time.thread_time()
+            if self.hold and self.done % len(self.slots) == 0:
+                self._resume.clear()
+                self.at_boundary.set()
+                self._resume.wait()
+                began = time.monotonic() - self.done / self.rate  # the pace from here, no rush for the hold
+                continue
             delay = began + self.done / self.rate - time.monotonic()
             if delay > 0:
                 self.stopping.wait(delay)
@@ -764,9 +794,18 @@ def _running(fleet: Fleet, timeout: float) -> bool:
     return wait_for(lambda: all(worker.thread.ident is not None for worker in workers), timeout, 0.05)
 
 
+def _caught_up(fleet: Fleet) -> bool:
+    """The controller's state holds exactly the API server's pods (by uid)."""
+    from karpenter_policy.kube import objects
+
+    served = {objects.uid(pod) for pod in fleet.cluster.list(objects.POD).items}
+    return {record.uid for record in fleet.controller.state.pods()} == served
+
+
 def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: float = 10.0,
                    trace_after: float = 60.0, snapshot_every: float = 60.0,
-                   frames: int = TRACE_FRAMES, freeze: bool = True) -> dict[str, Any]:
+                   frames: int = TRACE_FRAMES, freeze: bool = True, by_turnover: bool = False,
+                   warm_turnovers: int = 2, turnovers: int = 0) -> dict[str, Any]:
     """RSS every `every` seconds while bound pods are replaced at `rate` a second for `seconds` (consolidation on,
     decisions every 10 s): each sample with the garbage collections, the informers' lists and 410s, the API
     server's history and the decisions finished so far, so a step in RSS can be read against what happened. With
@@ -776,21 +815,40 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
     within `ANSWER_WAIT` seconds of the churn's end the controller's state holds exactly the API server's pods.
     From the runner's start-up on, every garbage collection is timed (`GcPauses`: the longest generation-2 pause);
     `freeze` False runs the controller without its freeze of the warm heap after the first sync (the A/B of
-    `--no-gc-freeze`; production always freezes)."""
+    `--no-gc-freeze`; production always freezes). With `trace` and `by_turnover`, the snapshots follow turnovers
+    instead (`_memtrace.TurnoverTracer`), tracing from before the fleet is built: the churn holds at the end of
+    each turnover (every churned pod replaced once, in turn), the controller is let catch up (`CATCH_UP`), the API
+    server's history is trimmed to `HISTORY_KEPT` changes and garbage collected, and from the end of turnover
+    `warm_turnovers` on a snapshot is taken; `turnovers` > 0 ends the churn at the end of that turnover (or at
+    `seconds`, whichever comes first)."""
+    import gc
     import tracemalloc
 
     from karpenter_policy.kube import objects
 
     compiled = compiled_policy(CONSOLIDATION, WORK / "scale")
     decisions = _decide_timer()
+    turner = TurnoverTracer(warm_turnovers, frames).start() if trace and by_turnover else None
     fleet = build_fleet(nodes, PODS_PER_NODE, "350m", "1Gi", compiled, {"consolidation_validation": 3600.0})
     _underutilize(fleet, KEPT)
     fleet.start(freeze=freeze)
     result: dict[str, Any] = {"nodes": nodes, "pods": nodes * PODS_PER_NODE, "churn_per_second": rate,
                               "seconds": seconds, "every": every, "rss_mib": [], "samples": [], "gc_freeze": freeze}
-    churn = Churn(fleet, rate)
-    tracer = WarmTracer(trace_after, snapshot_every, frames) if trace else None
+    churn = Churn(fleet, rate, hold=turner is not None)
+    tracer = WarmTracer(trace_after, snapshot_every, frames) if trace and turner is None else None
     pauses = GcPauses()
+
+    def boundary(elapsed: float) -> bool:
+        """At a turnover's end, the churn holding: the tracer's turn; True when the run is over."""
+        assert turner is not None
+        turnover = churn.turnovers()
+        caught = wait_for(lambda: _caught_up(fleet), CATCH_UP, 0.1)
+        fleet.cluster.trim_history(HISTORY_KEPT)
+        gc.collect()
+        turner.boundary(turnover, time.monotonic() - began, churn.done, round(rss_mib(), 1), caught)
+        print(f"[memory] {elapsed:.0f} s: end of turnover {turnover} ({churn.done} replacements), caught up "
+              f"{caught}, traced {turner.traced_kib()} KiB", file=sys.stderr, flush=True)
+        return 0 < turnovers <= turnover
 
     def sample(elapsed: float) -> None:
         rss = round(rss_mib(), 1)
@@ -816,7 +874,13 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
         next_sample = every
         while (elapsed := time.monotonic() - began) < seconds:
             due = min(next_sample, seconds, tracer.due() if tracer is not None else seconds)
-            time.sleep(max(0.0, due - elapsed))
+            if turner is not None:
+                if churn.at_boundary.wait(max(0.0, due - elapsed)):
+                    if boundary(time.monotonic() - began):
+                        break
+                    churn.resume()
+            else:
+                time.sleep(max(0.0, due - elapsed))
             if tracer is not None:
                 tracer.tick(time.monotonic() - began, churn.done)
             elapsed = time.monotonic() - began
@@ -827,6 +891,8 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
         sample(elapsed)  # the end's, always
         if tracer is not None:
             tracer.finish(elapsed, churn.done)
+        if turner is not None:
+            turner.stop()
         churn.stop()
         pauses.stop()  # the churn's collections; not the answer check's wait
         result.update(pauses.report())
@@ -836,9 +902,12 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
         result["decisions"] = len(decisions)
         if tracer is not None:
             result.update(tracer.report(len(churn.slots)))
+        if turner is not None:
+            result["turnovers_completed"] = churn.turnovers()
+            result.update(turner.report(len(churn.slots)))
         state = fleet.controller.state
         served = {objects.uid(pod) for pod in fleet.cluster.list(objects.POD).items}
-        caught_up = wait_for(lambda: {record.uid for record in state.pods()} == served, ANSWER_WAIT, 0.5)
+        caught_up = wait_for(lambda: _caught_up(fleet), ANSWER_WAIT, 0.5)
         result["state_pods"] = len(state.pods())
         result["answer_check"] = "ok" if caught_up else (
             f"failed: {ANSWER_WAIT:g} s after the churn stopped the controller's state holds {result['state_pods']} "
@@ -879,7 +948,19 @@ def in_process(argv: list[str]) -> int:
                         help="fleet, churn: seconds the burst is given to be bound")
     parser.add_argument("--no-gc-freeze", action="store_true",
                         help="memory: the controller without its gc.freeze after the first sync (the A/B)")
+    parser.add_argument("--snapshot-every-turnover", action="store_true",
+                        help="memory --tracemalloc: tracing from the end of a warm-up turnover (every churned pod "
+                             "replaced once, in turn), a snapshot at the end of every turnover after, and the verdict")
+    parser.add_argument("--warm-turnovers", type=int, default=2,
+                        help="memory --snapshot-every-turnover: the first turnover whose end is snapshotted")
+    parser.add_argument("--turnovers", type=int, default=0,
+                        help="memory --snapshot-every-turnover: end the churn at the end of this turnover (0: at "
+                             "--seconds only)")
     args = parser.parse_args(argv)
+    if args.snapshot_every_turnover and not (args.what == "memory" and args.tracemalloc):
+        parser.error("--snapshot-every-turnover goes with --what memory --tracemalloc")
+    if args.warm_turnovers < 1:
+        parser.error("--warm-turnovers must be at least 1 (the first snapshot after a whole turnover)")
     if args.what == "fleet":
         result = measure_size(args.size, args.burst_wait)
     elif args.what == "consolidation":
@@ -891,7 +972,9 @@ def in_process(argv: list[str]) -> int:
         result = measure_churn(args.size, args.rate, args.settle, args.burst_wait)
     elif args.what == "memory":
         result = measure_memory(args.size, args.rate, args.seconds, args.tracemalloc, args.every, args.trace_after,
-                                args.snapshot_every, args.frames, freeze=not args.no_gc_freeze)
+                                args.snapshot_every, args.frames, freeze=not args.no_gc_freeze,
+                                by_turnover=args.snapshot_every_turnover, warm_turnovers=args.warm_turnovers,
+                                turnovers=args.turnovers)
     elif args.what == "consolidation-full":
         result = measure_consolidation(args.size, PODS_PER_NODE, with_burst=False, timeout=args.timeout)
     else:

@@ -337,6 +337,16 @@ class MemoryCluster:
             self._forgotten = self._version
             self._changed.notify_all()
 
+    def trim_history(self, keep: int) -> None:
+        """Forget all but the last ``keep`` changes now (as the batch trim of a full history does): two moments
+        trimmed alike hold as many changes, so a memory measurement compares them without the history's swing
+        between its window and twice that. A watch from a forgotten version gets Gone, as after compaction."""
+        with self._changed:
+            if len(self._history) > keep:
+                self._forgotten = self._history[-keep - 1].version
+                del self._history[: len(self._history) - keep]
+            self._changed.notify_all()
+
     # -- internals (called with the lock held) ---------------------------------------------------------
 
     def _store(self, kind: Kind) -> dict[_Key, Obj]:

@@ -440,3 +440,24 @@ def test_events_about_nodes_go_to_the_default_namespace(backend: Backend) -> Non
 
     assert objects.namespace(event) == "default"
     assert event["involvedObject"]["kind"] == "Node"
+
+
+def test_trimming_the_history_keeps_the_last_changes_replayable_and_forgets_the_rest() -> None:
+    """`MemoryCluster.trim_history`: the memory benchmark trims at each turnover boundary so every snapshot holds
+    as many changes; a watch from a kept version misses nothing, one from before gets Gone as after compaction."""
+    from karpenter_policy.fakes.cluster import MemoryCluster
+
+    cluster = MemoryCluster()
+    after_a = objects.resource_version(cluster.create(POD, pod("a")))
+    after_b = objects.resource_version(cluster.create(POD, pod("b")))
+    cluster.create(POD, pod("c"))
+    cluster.trim_history(1)
+
+    with pytest.raises(Gone):
+        list(cluster.watch(POD, after_a, timeout_seconds=5))
+    with cluster.watch(POD, after_b, timeout_seconds=10) as stream:
+        replayed = take(stream, 1)
+    assert [(e.type, objects.name(e.object)) for e in replayed] == [("ADDED", "c")]
+    cluster.trim_history(5)  # fewer than kept: nothing forgotten
+    with cluster.watch(POD, after_b, timeout_seconds=10) as stream:
+        assert [objects.name(e.object) for e in take(stream, 1)] == ["c"]

@@ -2,7 +2,9 @@
 names the lines that kept what they allocated, and the run's samples say what happened at each RSS reading.
 
 Tracing from the start (before the fleet's 100,000 pods were read) made the 5,000-node run last over 20 minutes;
-the table compared one snapshot with another and could not tell pods turned over from growth."""
+the table compared one snapshot with another and could not tell pods turned over from growth. With the snapshots
+at turnover boundaries (every churned pod replaced once, in turn, between two of them) it can, and a verdict says
+whether the traced total grew."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import gc
 import sys
 import tracemalloc
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -18,7 +21,19 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import scale  # noqa: E402
-from _memtrace import GcPauses, WarmTracer, first_replaced, growth, growth_lines, memory_lines  # noqa: E402
+from _memtrace import (  # noqa: E402
+    GcPauses,
+    TurnoverTracer,
+    WarmTracer,
+    first_replaced,
+    growth,
+    growth_lines,
+    memory_lines,
+    verdict,
+)
+
+from karpenter_policy.fakes.cluster import MemoryCluster  # noqa: E402
+from karpenter_policy.kube import objects  # noqa: E402
 
 
 @given(st.integers(-5, 10_000), st.integers(-5, 10_000), st.integers(1, 5_000))
@@ -108,4 +123,109 @@ def test_the_memory_scenario_samples_and_traces_a_small_fleet_under_churn() -> N
     assert len(found["gc_pauses"]["collections"]) == 3 and found["gc_pauses"]["collections"][0] > 0
     assert found["state_pods"] == 10 * scale.KEPT  # under 50 nodes every node is left with its 2 pods
     assert any("tracemalloc" in line for line in memory_lines(found))
+    assert not tracemalloc.is_tracing()
+
+
+def _bound_pods(cluster: MemoryCluster, count: int) -> None:
+    for index in range(count):
+        cluster.create(objects.POD, {
+            "metadata": {"name": f"p{index}", "namespace": "default", "labels": {"app": "a"}},
+            "spec": {"nodeName": f"node-{index % 2}", "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"phase": "Running"}})
+
+
+def test_the_churn_replaces_every_pod_once_per_turnover_in_turn_and_holds_at_its_end() -> None:
+    """One turnover of `scale.Churn` is every bound pod replaced exactly once, in the slots' order; with `hold` the
+    churn stops at the turnover's end until resumed (where `--snapshot-every-turnover` takes its snapshot)."""
+    cluster = MemoryCluster()
+    _bound_pods(cluster, 5)
+    churn = scale.Churn(SimpleNamespace(cluster=cluster), rate=10_000.0, hold=True)  # type: ignore[arg-type]
+    names = lambda: sorted(objects.name(p) for p in cluster.list(objects.POD).items)  # noqa: E731
+    churn.start()
+    try:
+        assert churn.at_boundary.wait(30)
+        assert churn.done == 5 and churn.turnovers() == 1  # held: not one replacement past the boundary
+        assert names() == [f"p{i}-r{i}" for i in range(5)]  # each pod once, in turn
+        churn.resume()
+        assert churn.at_boundary.wait(30)
+        assert churn.done == 10 and churn.turnovers() == 2
+        assert names() == [f"p{i}-r{5 + i}" for i in range(5)]
+        assert all(p["spec"]["nodeName"] == f"node-{i % 2}"
+                   for i, p in enumerate(sorted(cluster.list(objects.POD).items, key=objects.name)))
+    finally:
+        churn.stop()
+    assert not churn.thread.is_alive() and churn.done == 10  # stopped at the boundary it held
+
+
+def test_the_verdict_holds_the_traced_total_to_its_stated_bounds() -> None:
+    mib = 2**20
+    flat = verdict(2, 6, 40 * mib, 40 * mib + 44_000, 4_400, (180.0, 181.5))
+    assert flat["no_growth"] and flat["bytes_per_replacement"] == 10.0
+    assert flat["line"].startswith("no growth once warm: the traced total moved +43.0 KiB (+0.10 %) over turnovers "
+                                   "2..6, +10.0 B per replacement of 4400")
+    assert flat["line"].endswith("RSS 180.0 → 181.5 MiB")
+    per_pod = verdict(2, 6, 40 * mib, 40 * mib + 4_400 * 28, 4_400)  # one int kept per pod replaced: 0.29 %
+    assert not per_pod["no_growth"] and per_pod["line"].startswith("GROWTH once warm")
+    share = verdict(2, 3, mib, mib + 20_000, 10_000)  # 2 B per replacement, but 1.9 % of the total
+    assert not share["no_growth"]
+    assert verdict(2, 6, 40 * mib, 39 * mib, 4_400)["no_growth"]  # a fall is no growth
+
+
+def test_snapshots_at_turnover_boundaries_name_the_line_that_grew_in_its_turnover_only() -> None:
+    """`TurnoverTracer`: tracing from its start, no snapshot before the warm-up's end, one per boundary after;
+    each turnover's row has its growth against the boundary before and the sites that grew, and the verdict
+    weighs the first boundary snapshotted against the last."""
+    tracer = TurnoverTracer(warm=2)
+    kept: list[bytes] = []
+    try:
+        tracer.start()
+        assert tracemalloc.is_tracing()
+        tracer.boundary(1, 2.0, 10_000)  # the warm-up: no snapshot
+        assert not tracer.snapshots
+        gc.collect()
+        tracer.boundary(2, 3.0, 20_000, rss_mib=100.0, caught_up=True)
+        kept.extend(bytes([i % 256]) * 1000 for i in range(2000))  # turnover 3 keeps 2,000 objects of 1 kB
+        gc.collect()
+        tracer.boundary(3, 4.0, 30_000, rss_mib=102.0, caught_up=True)
+        gc.collect()
+        tracer.boundary(4, 5.0, 40_000, rss_mib=102.0, caught_up=True)  # turnover 4 keeps nothing more
+    finally:
+        tracer.stop()
+    assert not tracemalloc.is_tracing()
+    found = tracer.report(slots=10_000)["tracemalloc"]
+    rows = found["turnovers"]
+    assert [row["turnover"] for row in rows] == [2, 3, 4] and "growth_kib" not in rows[0]
+    assert rows[1]["growth_kib"] >= 1900 and rows[1]["bytes_per_replacement"] >= 190
+    assert rows[1]["top_sites"][0]["site"].startswith(f"unattributed {__file__}:")
+    assert rows[1]["top_sites"][0]["count_per_new_pod"] >= 0.2  # 2,000 objects over 10,000 replacements
+    assert rows[2]["bytes_per_replacement"] <= 24  # the next turnover: flat
+    assert found["verdict"]["first_turnover"] == 2 and found["verdict"]["last_turnover"] == 4
+    assert not found["verdict"]["no_growth"]
+    text = memory_lines({"nodes": 1, "pods": 1, "replacements": 40_000, "seconds": 5.0,
+                         "churn_achieved_per_second": 1.0, "churn_per_second": 1.0, "every": 1.0, "samples": [],
+                         "tracemalloc": found})
+    assert any(line.strip().startswith("turnover 3 (4 s): traced") for line in text)
+    assert text[-1].strip().startswith("GROWTH once warm: the traced total moved +")
+    assert len(kept) == 2000
+
+
+@pytest.mark.slow
+def test_the_memory_scenario_snapshots_at_turnover_boundaries_and_gives_its_verdict() -> None:
+    """`scale.py --in-process --what memory --size 10 --tracemalloc --snapshot-every-turnover --turnovers 3`:
+    tracing from before the build, a snapshot at the end of turnovers 2 and 3 (each exactly at its boundary: a
+    whole number of turnovers made, the controller caught up), the verdict over 2..3, and the answer check (the
+    controller's state holds the API server's pods)."""
+    found = scale.measure_memory(10, 200.0, 300.0, trace=True, every=5.0, by_turnover=True, warm_turnovers=2,
+                                 turnovers=3)
+    traced = found["tracemalloc"]
+    slots = traced["churned_pods"]
+    assert slots == 10 * scale.KEPT and found["turnovers_completed"] == 3 and found["replacements"] == 3 * slots
+    assert traced["traced_from"] == "before the build" and traced["warm_turnovers"] == 2
+    assert [(row["turnover"], row["replacements"]) for row in traced["turnovers"]] == [(2, 2 * slots),
+                                                                                       (3, 3 * slots)]
+    assert all(row["caught_up"] for row in traced["turnovers"])
+    assert traced["verdict"]["first_turnover"] == 2 and traced["verdict"]["last_turnover"] == 3
+    assert traced["verdict"]["line"].split(":")[0] in ("no growth once warm", "GROWTH once warm")
+    assert found["answer_check"] == "ok"
+    assert memory_lines(found)[-1].strip() == traced["verdict"]["line"]
     assert not tracemalloc.is_tracing()
