@@ -274,8 +274,13 @@ class Scheduler:
         return (self._v031_templates if shape.refused else 0) | (self._v1_templates if shape.refused_v1 else 0)
 
     def variants(self, pod: Pod, attempt: Attempt, v1: bool | None) -> tuple[Attempt, ...]:
-        """What a node or claim of a kind (`v1`: a NodePool's) tries for `attempt`, first that fits wins: on a
-        NodePool's, v1.14.1's volume alternatives in turn (`PodShape.attempts_v1`), else the attempt itself."""
+        """What a node or claim of a kind (`v1`: a NodePool's; None: a node of no pool) tries for `attempt`, first
+        that fits wins: on a NodePool's, v1.14.1's volume alternatives in turn (`PodShape.attempts_v1`), else the
+        attempt itself. A node of no pool is read by the Karpenter that runs: v1.14.1's alternatives when every
+        template is a NodePool's (v1.14.1 schedules onto every active node, `provisioner.go` `nodes.Active()`),
+        v0.31.1's first term when a Provisioner is among them."""
+        if v1 is None:
+            v1 = self.nodepools and not self.provisioners
         if v1 and pod.shape.volume_alternatives is not None:
             return pod.shape.attempts_v1(self.tolerate_prefer_no_schedule, attempt.index)
         return (attempt,)

@@ -257,3 +257,21 @@ def test_a_pod_whose_volumes_cross_into_too_many_alternatives_is_refused_in_boun
     assert node_of(scene, "bystander") is not None and node_of(scene, "victim") is None
     messages = [e["message"] for e in scene.events("FailedScheduling")]
     assert any("cross into 16777216 alternatives, more than the 256" in m for m in messages), messages
+
+
+def test_a_pod_joins_a_node_of_no_pool_in_its_volumes_second_term_when_only_nodepools_run(nodepools: Path) -> None:
+    """v1.14.1 schedules onto every active node (provisioner.go `nodes.Active()`), a node no Karpenter launched (a
+    managed node group's) included, and its `ExistingNode.CanAdd` tries each volume alternative: with NodePools alone,
+    the pod whose volume allows us-east-1a or us-east-1b joins that node in us-east-1b and nothing is launched. Fails
+    on the old code (a node of no pool was read with v0.31.1's first term: a new node in us-east-1a)."""
+    scene = Scene(nodepools)
+    static = scene.add_unmanaged_node("static-b", zone="us-east-1b")
+    scene.cluster.create(PERSISTENT_VOLUME, volume("pv-a", [zone_term("us-east-1a"), zone_term("us-east-1b")]))
+    scene.cluster.create(PERSISTENT_VOLUME_CLAIM, claim("data", volume_name="pv-a"))
+    scene.add_pod("db", cpu="1", volumes=claims("data"))
+    controller = scene.controller()
+    scene.run(controller, 60, until=lambda: node_of(scene, "db") is not None)
+
+    found = node_of(scene, "db")
+    assert found is not None and objects.name(found) == static
+    assert list(scene.nodes()) == [static]
