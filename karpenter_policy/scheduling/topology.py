@@ -121,10 +121,12 @@ class GroupKey:
         return self._hash
 
 
-def node_filter_of(shape: PodShape) -> tuple[Requirements, ...]:
+def node_filter_of(shape: PodShape, own: bool = False) -> tuple[Requirements, ...]:
     """Karpenter's TopologyNodeFilter: a spread constraint counts only nodes that match the pod's nodeSelector
-    and one of its required node-affinity terms."""
-    pod = shape.scheduling
+    and one of its required node-affinity terms. `own` (a v1.14.1 group): the pod's own terms, without the first
+    terms of its volumes that v0.31.1's reading puts in them (v1.14.1's `MakeTopologyNodeFilter` reads
+    `pod.Spec.Affinity` alone; its volumes' topology goes to the claim's requirements)."""
+    pod = shape.unvolumed if own and shape.unvolumed is not None else shape.scheduling
     if not pod.required_terms:
         return (pod.node_selector,)
     return tuple(pod.node_selector.intersection(term) for term in pod.required_terms)
@@ -642,7 +644,7 @@ def _spread_key_v1(shape: PodShape, attempt: Attempt, constraint: SpreadConstrai
         selector,
         constraint.max_skew,
         constraint.min_domains,
-        node_filter_of(shape) if affinity == HONOR else (),
+        node_filter_of(shape, own=True) if affinity == HONOR else (),
         attempt.tolerations if taints == HONOR else None,
         v1=True,
     )

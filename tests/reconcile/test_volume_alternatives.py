@@ -275,3 +275,30 @@ def test_a_pod_joins_a_node_of_no_pool_in_its_volumes_second_term_when_only_node
     found = node_of(scene, "db")
     assert found is not None and objects.name(found) == static
     assert list(scene.nodes()) == [static]
+
+
+def test_a_spread_counts_nodes_by_the_pods_own_affinity_not_its_volumes_first_term(nodepools: Path) -> None:
+    """v1.14.1's `MakeTopologyNodeFilter` (scheduling/topologynodefilter.go:38) builds a spread group's node filter
+    from the pod's nodeSelector and node affinity alone; its volumes' topology goes to the claim. A zone spread of
+    maxSkew 1 with one `web` pod in each zone the NodePool allows: the next pod, whose volume allows 1a or 1b, may
+    take its first alternative, 1a (a skew of 2 − 1 = 1). Fails on the old code, whose filter held the volume's first
+    term (1a): the group counted the pods in 1a only, read the other zones as empty and refused 1a (2 − 0)."""
+    scene = Scene(nodepools)
+    zones = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"]
+    spread = [{"maxSkew": 1, "topologyKey": wk.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    nodes = {}
+    for index, zone in enumerate(zones):
+        nodes[zone] = scene.add_node("NodePool/default", "m6i.xlarge", zone=zone)
+        scene.add_pod(f"web-{index}", cpu="100m", node=nodes[zone], labels={"app": "web"},
+                      topologySpreadConstraints=spread)
+    scene.cluster.create(PERSISTENT_VOLUME, volume("pv-a", [zone_term("us-east-1a"), zone_term("us-east-1b")]))
+    scene.cluster.create(PERSISTENT_VOLUME_CLAIM, claim("data", volume_name="pv-a"))
+    scene.add_pod("web-new", cpu="100m", labels={"app": "web"}, topologySpreadConstraints=spread,
+                  volumes=claims("data"))
+    controller = scene.controller()
+    scene.run(controller, 60, until=lambda: node_of(scene, "web-new") is not None)
+
+    found = node_of(scene, "web-new")
+    assert found is not None and objects.name(found) == nodes["us-east-1a"]
+    assert sorted(scene.nodes()) == sorted(nodes.values())
