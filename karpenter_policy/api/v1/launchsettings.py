@@ -16,8 +16,8 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
                                                      EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
                                                      aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); `<family>@<version>`
                                                      (AL2, AL2023, Bottlerocket) → amiFamily and `amiVersion`, the
-                                                     release the SSM parameters of that version name; other terms as
-                                                     the subnets' (`DescribeImageQueries`, amifamily/ami.go): each
+                                                     release the SSM parameters of that version name; other terms
+                                                     ORed (`DescribeImageQueries`, amifamily/ami.go): each
                                                      {tags}/{name}/{owner} term → a selector of tags, `aws::name`,
                                                      `aws::owners`, the {id} terms → one `aws-ids`; one →
                                                      `amiSelector`, several → `amiSelectors`
