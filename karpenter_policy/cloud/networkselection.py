@@ -3,10 +3,9 @@ the pure part of the subnet and security-group providers, shared by the controll
 (`cloud/aws/discovery.py`, which sends the filters to EC2) and `plan` (which applies them to what the user saved of
 those calls), so no SDK here.
 
-* **A v0.31 selector** (an AWSNodeTemplate's `subnetSelector` / `securityGroupSelector`, and the controller's launch
-  settings): one conjunction, :func:`selector_filters` — ``aws-ids`` / ``aws::ids`` a comma-separated id list,
-  ``aws::name`` a security group's name (the launch settings' spelling of v1's `name` term), any other key a tag: value
-  ``*`` the key only (`tag-key`), else its comma-separated values (`tag:<key>`). Karpenter v0.31.1 reads a template's
+* **A v0.31 selector** (an AWSNodeTemplate's `subnetSelector` / `securityGroupSelector`): one conjunction,
+  :func:`selector_filters` — ``aws-ids`` / ``aws::ids`` a comma-separated id list, any other key a tag: value ``*``
+  the key only (`tag-key`), else its comma-separated values (`tag:<key>`). Karpenter v0.31.1 reads a template's
   selector the same way (aws `pkg/utils/nodeclass/nodeclass.go` `NewSubnetSelectorTerms`, then `getFilterSets` of
   `pkg/providers/subnet/subnet.go` and `pkg/providers/securitygroup/securitygroup.go`; an id list stands alone, as
   validation requires).
@@ -15,6 +14,10 @@ those calls), so no SDK here.
   set, their answers united (terms OR'd, a term's tags AND'd), :func:`term_filter_sets` — every `id` term gathered
   into one `subnet-id` / `group-id` set, every security group `name` term into one `group-name` set, a tags term its
   own set (``*`` the key only, any other value one `tag:<key>` value, not split at commas).
+
+:func:`filter_sets` is the one reading of both for the controller's launch settings (`api.v1.launchsettings`
+carries an EC2NodeClass's terms as they are, an AWSNodeTemplate's selector as it is): the controller's discovery
+(`cloud/aws/discovery.py`) asks EC2 exactly the sets `plan` applies to saved answers.
 
 :func:`matches` is EC2's reading of a filter set against a described resource (every filter met, a filter met by any
 of its values, values with EC2's ``*`` / ``?`` wildcards: `amiselection.any_matches`); :func:`select` the ids of the
@@ -32,22 +35,26 @@ from karpenter_policy.cloud.amiselection import ID_KEYS, any_matches
 
 __all__ = [
     "GROUP_ID",
-    "GROUP_NAME_KEY",
     "SUBNET_ID",
     "Described",
     "describe_command",
+    "filter_sets",
     "matches",
     "select",
+    "selection",
     "selector_filters",
     "term_filter_sets",
 ]
 
-#: A security group's name in a v0.31-shaped selector (v1's `securityGroupSelectorTerms[].name`).
-GROUP_NAME_KEY: Final = "aws::name"
 #: The id filters of DescribeSubnets and DescribeSecurityGroups.
 SUBNET_ID: Final = "subnet-id"
 GROUP_ID: Final = "group-id"
 _COMMANDS: Final = {SUBNET_ID: "describe-subnets", GROUP_ID: "describe-security-groups"}
+#: The launch settings' fields of each kind: an EC2NodeClass's terms, an AWSNodeTemplate's v0.31 selector.
+_FIELDS: Final = {
+    SUBNET_ID: ("subnetSelectorTerms", "subnetSelector"),
+    GROUP_ID: ("securityGroupSelectorTerms", "securityGroupSelector"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +77,6 @@ def selector_filters(selector: Mapping[str, str], id_filter: str) -> list[dict[s
     for key, value in sorted(selector.items()):
         if key in ID_KEYS:
             filters.append({"Name": id_filter, "Values": _split(value)})
-        elif key == GROUP_NAME_KEY and id_filter == GROUP_ID:
-            filters.append({"Name": "group-name", "Values": [str(value)]})
         elif value == "*":
             filters.append({"Name": "tag-key", "Values": [key]})
         else:
@@ -100,6 +105,33 @@ def term_filter_sets(terms: Sequence[Mapping[str, Any]], id_filter: str) -> list
     if names:
         out.append([{"Name": "group-name", "Values": names}])
     return out
+
+
+def filter_sets(settings: Mapping[str, Any] | None, id_filter: str) -> list[list[dict[str, Any]]]:
+    """The filter sets the controller's launch settings select subnets (``subnet-id``) or security groups
+    (``group-id``) by: an EC2NodeClass's terms' (:func:`term_filter_sets`), an AWSNodeTemplate's selector's (one set,
+    :func:`selector_filters`); neither: one set of no filter, which EC2 answers with every resource."""
+    terms_field, selector_field = _FIELDS[id_filter]
+    spec = settings or {}
+    terms = spec.get(terms_field)
+    if isinstance(terms, Sequence) and not isinstance(terms, str) and terms:
+        return term_filter_sets(terms, id_filter)
+    selector = spec.get(selector_field)
+    if isinstance(selector, Mapping) and selector:
+        return [selector_filters({str(k): str(v) for k, v in selector.items()}, id_filter)]
+    return [[]]
+
+
+def selection(settings: Mapping[str, Any] | None, id_filter: str) -> str:
+    """What the launch settings select `id_filter`'s resources by, as a reason names it: ``subnetSelectorTerms
+    [{…}, …]``, ``subnetSelector {…}``, or ``no subnetSelector`` (every resource)."""
+    terms_field, selector_field = _FIELDS[id_filter]
+    spec = settings or {}
+    if spec.get(terms_field):
+        return f"{terms_field} {[dict(term) for term in spec[terms_field]]}"
+    if spec.get(selector_field):
+        return f"{selector_field} {dict(spec[selector_field])}"
+    return f"no {selector_field}"
 
 
 def _met(name: str, values: Sequence[str], resource: Described, id_filter: str) -> bool:

@@ -2,12 +2,15 @@
 
 For every node template (a set's AWSNodeTemplate or inline `provider`):
 
-* `subnetSelector`: one subnet per availability zone of the region, tagged to match (a `*` value gets the tag
-  with the value `simulated`; a list of values, its first). All subnets are /22s of one VPC, 10.0.0.0/16;
-* `securityGroupSelector`: one security group in that VPC, tagged to match (and named as it names one);
+* its subnets, for each filter set the controller asks EC2 (`cloud.networkselection.filter_sets`: an
+  AWSNodeTemplate's `subnetSelector`, an EC2NodeClass's `subnetSelectorTerms`): one subnet per availability zone of
+  the region, tagged to match (a `tag-key` filter gets the tag with the value `simulated`; a list of values, its
+  first). All subnets are /22s of one VPC, 10.0.0.0/16;
+* its security groups, for each such filter set: one security group in that VPC, tagged to match (one per name of
+  a `group-name` filter, named so);
 * `amiSelector` with tags: the two images the account uses (an x86-64 and an Arm64 image of moto's) get the
-  tags; the default-AMI SSM parameters name those same images (see `server`);
-* an EC2NodeClass's several terms (`subnetSelectors`, … of `api.v1.launchsettings.selectors`): each as above;
+  tags; the default-AMI SSM parameters name those same images (see `server`); an EC2NodeClass's several AMI terms
+  (`amiSelectors` of `api.v1.launchsettings.selectors`): each so;
 * `launchTemplate`: a launch template of that name, on the x86-64 image;
 * `instanceProfile` (and the controller's default one): an IAM instance profile of that name.
 
@@ -25,9 +28,10 @@ from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, selectors
+from karpenter_policy.cloud.amiselection import ID_KEYS
 from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
-from karpenter_policy.cloud.aws.discovery import GROUP_NAME_KEY, ID_KEYS
+from karpenter_policy.cloud.networkselection import GROUP_ID, SUBNET_ID, filter_sets
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
 
 VPC_CIDR = "10.0.0.0/16"
@@ -60,6 +64,21 @@ def matching_tags(selector: Mapping[str, Any]) -> dict[str, str] | None:
         values = [part.strip() for part in str(value).split(",") if part.strip()]
         tags[str(key)] = MATCH_ANY_VALUE if str(value) == "*" or not values else values[0]
     return tags
+
+
+def _filter_tags(filters: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+    """Tags that make a resource match a filter set's tag filters (None: it selects by id, which cannot be
+    reproduced)."""
+    tags = {}
+    for f in filters:
+        name, values = str(f["Name"]), [str(v) for v in f["Values"]]
+        if name in (SUBNET_ID, GROUP_ID):
+            return None
+        if name == "tag-key":
+            tags.update(dict.fromkeys(values, MATCH_ANY_VALUE))
+        elif name.startswith("tag:"):
+            tags[name[4:]] = values[0] if values else MATCH_ANY_VALUE
+    return dict(sorted(tags.items()))
 
 
 def _tag_specification(resource: str, tags: Mapping[str, str], name: str) -> list[dict[str, Any]]:
@@ -108,10 +127,10 @@ class AccountBuilder:
         its resources): a policy that changes mid-scenario finds its subnets and security groups."""
         account = self.account
         for provisioner, spec in node_template_specs(sets):
-            for selector in selectors(spec, "subnetSelector"):
-                self._subnets(provisioner, selector)
-            for selector in selectors(spec, "securityGroupSelector"):
-                self._security_group(provisioner, selector)
+            for filters in filter_sets(spec, SUBNET_ID):
+                self._subnets(provisioner, filters)
+            for filters in filter_sets(spec, GROUP_ID):
+                self._security_groups(provisioner, filters)
             for selector in selectors(spec, "amiSelector"):
                 self._ami_tags(provisioner, selector)
             self._launch_template(spec.get("launchTemplate"))
@@ -138,14 +157,14 @@ class AccountBuilder:
                 chosen[arch] = str(image["ImageId"])
         return chosen
 
-    def _subnets(self, provisioner: str, selector: Mapping[str, Any] | None) -> None:
-        if not selector:
+    def _subnets(self, provisioner: str, filters: Sequence[Mapping[str, Any]]) -> None:
+        if not filters:
             return
-        tags = matching_tags(selector)
+        tags = _filter_tags(filters)
         if tags is None:
-            self.account.notes.append(f"{provisioner}: subnetSelector selects by id: no subnet can match it")
+            self.account.notes.append(f"{provisioner}: its subnets are selected by id: no subnet can match them")
             return
-        key = canonical_json(selector)
+        key = canonical_json([dict(f) for f in filters])
         for zone in self.account.zones:
             if (key, zone) in self.account.subnets:
                 continue
@@ -163,27 +182,29 @@ class AccountBuilder:
             )
             self.account.subnets[(key, zone)] = str(subnet["Subnet"]["SubnetId"])
 
-    def _security_group(self, provisioner: str, selector: Mapping[str, Any] | None) -> None:
-        if not selector:
+    def _security_groups(self, provisioner: str, filters: Sequence[Mapping[str, Any]]) -> None:
+        if not filters:
             return
-        named = selector.get(GROUP_NAME_KEY)
-        tags = matching_tags({k: v for k, v in selector.items() if k != GROUP_NAME_KEY})
+        names: list[str | None] = [str(v) for f in filters if f["Name"] == "group-name" for v in f["Values"]]
+        tags = _filter_tags(filters)
         if tags is None:
-            self.account.notes.append(f"{provisioner}: securityGroupSelector selects by id: no group can match it")
+            self.account.notes.append(f"{provisioner}: its security groups are selected by id: no group can match")
             return
-        key = canonical_json(selector)
-        if key in self.account.security_groups:
-            return
-        name = str(named) if named else f"simulated-nodes-{len(self.account.security_groups) + 1}"
-        group = self.api.call(
-            "ec2",
-            "create_security_group",
-            GroupName=name,
-            Description="nodes of the simulation",
-            VpcId=self.account.vpc,
-            TagSpecifications=_tag_specification("security-group", tags, name),
-        )
-        self.account.security_groups[key] = str(group["GroupId"])
+        key = canonical_json([dict(f) for f in filters])
+        for named in names or [None]:
+            at = f"{key}/{named}" if named else key
+            if at in self.account.security_groups:
+                continue
+            name = named or f"simulated-nodes-{len(self.account.security_groups) + 1}"
+            group = self.api.call(
+                "ec2",
+                "create_security_group",
+                GroupName=name,
+                Description="nodes of the simulation",
+                VpcId=self.account.vpc,
+                TagSpecifications=_tag_specification("security-group", tags, name),
+            )
+            self.account.security_groups[at] = str(group["GroupId"])
 
     def _ami_tags(self, provisioner: str, selector: Mapping[str, Any] | None) -> None:
         if not selector:

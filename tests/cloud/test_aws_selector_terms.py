@@ -2,7 +2,9 @@
 `securityGroupSelectorTerms` and `amiSelectorTerms` is asked of EC2 on its own (its fields ANDed) and what the terms
 match is unioned by id, as Karpenter v1.14.1's `List` (aws pkg/providers/subnet/subnet.go, securitygroup/
 securitygroup.go: `getFilterSets`) and `DescribeImageQueries` (amifamily/ami.go) do — against moto's server over HTTP.
-The launch settings carry the terms as a list of selectors; an AWSNodeTemplate keeps its one selector."""
+The launch settings carry the subnet and security-group terms as they are, and the controller asks EC2 with
+`networkselection.filter_sets` of them (a tag value literal); an AWSNodeTemplate keeps its one selector (a tag value
+split at commas); AMI terms are carried as a list of selectors."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings, selectors
 from karpenter_policy.cloud import ConfigurationError
+from karpenter_policy.cloud.networkselection import GROUP_ID, SUBNET_ID, filter_sets
 from karpenter_policy.cloud.provider import Network
 
 from .conftest import DISCOVERY, AwsEnv
@@ -47,22 +50,17 @@ def group(aws: AwsEnv, name: str, **tags: str) -> str:
 # --- the launch settings -----------------------------------------------------------------------------------------
 
 
-def test_several_terms_are_carried_as_terms_and_one_term_as_v031s_one_selector() -> None:
-    settings = node_class(subnetSelectorTerms=[{"tags": {"Name": "a"}}, {"tags": {"Name": "b", "tier": "private"}}])
-    assert "subnetSelector" not in settings
-    assert settings["subnetSelectors"] == [{"Name": "a"}, {"Name": "b", "tier": "private"}]
-    assert selectors(settings, "subnetSelector") == ({"Name": "a"}, {"Name": "b", "tier": "private"})
-    assert settings["securityGroupSelector"] == DISCOVERY and "securityGroupSelectors" not in settings
-    assert selectors(settings, "securityGroupSelector") == (DISCOVERY,)
-
-
-def test_id_terms_are_asked_together_after_the_other_terms_as_get_filter_sets_builds_them() -> None:
-    """subnet.go / securitygroup.go `getFilterSets`: every {id} term into one `subnet-id` filter, appended after the
-    tag terms' filter sets — a mix of id and tag terms is no longer refused."""
-    settings = node_class(subnetSelectorTerms=[{"id": "subnet-1"}, {"tags": {"Name": "a"}}, {"id": "subnet-2"}])
-    assert settings["subnetSelectors"] == [{"Name": "a"}, {"aws-ids": "subnet-1,subnet-2"}]
-    only_ids = node_class(securityGroupSelectorTerms=[{"id": "sg-1"}, {"id": "sg-2"}])
-    assert only_ids["securityGroupSelector"] == {"aws-ids": "sg-1,sg-2"}
+def test_network_terms_are_carried_as_terms_and_asked_as_get_filter_sets_builds_them() -> None:
+    """subnet.go / securitygroup.go `getFilterSets`: each tags term its own set, in order, then every {id} term in
+    one `subnet-id` / `group-id` filter (a mix of id and tag terms is not refused), every {name} one `group-name`."""
+    settings = node_class(subnetSelectorTerms=[{"id": "subnet-1"}, {"tags": {"Name": "a"}}, {"id": "subnet-2"}],
+                          securityGroupSelectorTerms=[{"name": "n", "tags": {"x": "y"}}, {"tags": {"k": "*"}}])
+    assert settings["subnetSelectorTerms"] == [{"id": "subnet-1"}, {"tags": {"Name": "a"}}, {"id": "subnet-2"}]
+    assert "subnetSelector" not in settings and "subnetSelectors" not in settings
+    assert filter_sets(settings, SUBNET_ID) == [
+        [{"Name": "tag:Name", "Values": ["a"]}], [{"Name": "subnet-id", "Values": ["subnet-1", "subnet-2"]}]]
+    assert filter_sets(settings, GROUP_ID) == [
+        [{"Name": "tag-key", "Values": ["k"]}], [{"Name": "group-name", "Values": ["n"]}]]
 
 
 def test_several_ami_terms_are_carried_as_terms() -> None:
@@ -186,7 +184,8 @@ def test_group_tags_of_one_term_are_anded_and_of_two_terms_ored(aws: AwsEnv) -> 
 
 def test_no_group_matching_any_term_is_a_configuration_error_naming_the_terms(aws: AwsEnv) -> None:
     settings = node_class(securityGroupSelectorTerms=[{"tags": {"Name": "x"}}, {"tags": {"Name": "y"}}])
-    named = r"no security group matches any of securityGroupSelectors \[\{'Name': 'x'\}, \{'Name': 'y'\}\]"
+    named = (r"no security group matches securityGroupSelectorTerms "
+             r"\[\{'tags': \{'Name': 'x'\}\}, \{'tags': \{'Name': 'y'\}\}\]")
     with pytest.raises(ConfigurationError, match=named):
         aws.provider().create(request(settings, [offer("m5.large", "us-east-1a")]))
     assert aws.instances() == []
@@ -225,3 +224,27 @@ def test_the_network_of_one_term_is_what_it_was(aws: AwsEnv) -> None:
     provider = aws.provider()
     assert provider.network(node_class()) == provider.network(aws.spec()) == Network(
         frozenset(aws.subnets.values()), frozenset({aws.security_group}))
+
+
+# --- one reading of a tag value (issue #26) ----------------------------------------------------------------------
+
+
+def test_a_tag_value_with_a_comma_is_literal_for_a_node_class_and_split_for_a_node_template(aws: AwsEnv) -> None:
+    """v1.14.1's `getFilterSets` (aws pkg/providers/subnet/subnet.go) puts a term's tag value in one filter value
+    (`Values: []string{v}`), so `Name: "a,b"` selects the subnet tagged `a,b` and not the one tagged `a`, as `plan`
+    reads it; v0.31.1 splits an AWSNodeTemplate's `subnetSelector` value at commas (`a` or `b`)."""
+    tag(aws, aws.subnets["us-east-1a"], Name="a,b")
+    tag(aws, aws.subnets["us-east-1b"], Name="a")
+    provider = aws.provider()
+    by_class = provider.network(node_class(subnetSelectorTerms=[{"tags": {"Name": "a,b"}}]))
+    by_template = provider.network({**aws.spec(), "subnetSelector": {"Name": "a,b"}})
+    assert by_class is not None and by_class.subnets == {aws.subnets["us-east-1a"]}
+    assert by_template is not None and by_template.subnets == {aws.subnets["us-east-1b"]}
+
+
+def test_a_group_tag_value_with_a_comma_is_literal_for_a_node_class(aws: AwsEnv) -> None:
+    """securitygroup.go `getFilterSets` at v1.14.1: the same literal tag value for security groups."""
+    literal = group(aws, "sg-literal", team="red,blue")
+    group(aws, "sg-red", team="red")
+    network = aws.provider().network(node_class(securityGroupSelectorTerms=[{"tags": {"team": "red,blue"}}]))
+    assert network is not None and network.security_groups == {literal}

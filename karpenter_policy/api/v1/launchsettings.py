@@ -4,23 +4,20 @@ The controller launches with one provider (`cloud.aws`), which reads a v1alpha5 
 constraint set carries its EC2NodeClass's stored spec; `launch_settings` says the same in those fields — the
 inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 
-  subnetSelectorTerms / securityGroupSelectorTerms   terms ORed, each a selector of v0.31 (its fields ANDed), as
+  subnetSelectorTerms / securityGroupSelectorTerms   the same fields, each term as the controller reads it: {id},
+                                                     a security group's {name} (its tags not read, as v1.14.1's
+                                                     `getFilterSets` queries the name alone; admission refuses a
+                                                     class whose every term has both), or {tags}. The controller
+                                                     asks EC2 with `cloud.networkselection.filter_sets` of them —
                                                      v1.14.1's `getFilterSets` (aws pkg/providers/subnet/subnet.go,
-                                                     securitygroup/securitygroup.go) queries them: a {tags} term →
-                                                     its tags; a security group's {name} term → `aws::name` (its
-                                                     tags not read, as v1.14.1 queries the name alone; admission
-                                                     refuses a class whose every term has both); every {id} term
-                                                     together → one
-                                                     `aws-ids: a,b`. One selector → `subnetSelector` /
-                                                     `securityGroupSelector`; several → `subnetSelectors` /
-                                                     `securityGroupSelectors`, a list (`SELECTORS`), whose matches
-                                                     are unioned by id (`selectors` reads either)
+                                                     securitygroup/securitygroup.go), a tag value literal — the one
+                                                     reading `plan` shares
   amiSelectorTerms                                   `{alias: <family>@latest}` → amiFamily (the family's latest
                                                      EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
                                                      aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); `<family>@<version>`
                                                      (AL2, AL2023, Bottlerocket) → amiFamily and `amiVersion`, the
-                                                     release the SSM parameters of that version name; other terms as
-                                                     the subnets' (`DescribeImageQueries`, amifamily/ami.go): each
+                                                     release the SSM parameters of that version name; other terms
+                                                     ORed (`DescribeImageQueries`, amifamily/ami.go): each
                                                      {tags}/{name}/{owner} term → a selector of tags, `aws::name`,
                                                      `aws::owners`, the {id} terms → one `aws-ids`; one →
                                                      `amiSelector`, several → `amiSelectors`
@@ -59,16 +56,12 @@ _NOT_CARRIED: Final = (
 )  # fmt: skip
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"
-#: The selector key of a security group's name (`cloud.aws.discovery` matches it as EC2's `group-name` filter).
-SECURITY_GROUP_NAME: Final = "aws::name"
 #: The launch settings' key of an alias's pinned version (`al2023@v20240807` → `v20240807`).
 AMI_VERSION: Final = "amiVersion"
-#: The launch settings' key of several selectors (an EC2NodeClass's terms, ORed) beside v0.31's key of one.
-SELECTORS: Final = {
-    "subnetSelector": "subnetSelectors",
-    "securityGroupSelector": "securityGroupSelectors",
-    "amiSelector": "amiSelectors",
-}
+#: The launch settings' key of several AMI selectors (an EC2NodeClass's terms, ORed) beside v0.31's key of one.
+SELECTORS: Final = {"amiSelector": "amiSelectors"}
+#: The EC2NodeClass fields the launch settings carry as terms (`cloud.networkselection.filter_sets` reads them).
+NETWORK_TERMS: Final = ("subnetSelectorTerms", "securityGroupSelectorTerms")
 #: The families whose alias may name a version (v1.14.1's CEL rule keeps Windows to `latest`).
 PINNED_FAMILIES: Final = frozenset({"AL2", "AL2023", "Bottlerocket"})
 #: The AMI families the launcher boots (`cloud.aws.userdata`: bootstrap.sh, nodeadm's NodeConfig for AL2023 as
@@ -101,15 +94,14 @@ def _or(selectors: list[dict[str, str]], ids: list[str]) -> list[dict[str, str]]
     return unique
 
 
-def _selectors(terms: Any, field: str) -> list[dict[str, str]]:
-    """The subnet or security-group selectors of v0.31 for the terms of `field` (see the module docstring)."""
-    ids: list[str] = []
-    selectors: list[dict[str, str]] = []
+def _network_terms(terms: Any, field: str) -> list[dict[str, Any]]:
+    """The subnet or security-group terms of `field` as the controller reads them (see the module docstring)."""
+    out: list[dict[str, Any]] = []
     for index, term in enumerate(_terms(terms, field)):
         if term.get("id"):
-            ids.append(str(term["id"]))
+            out.append({"id": str(term["id"])})
             continue
-        by_name = field == "securityGroupSelectorTerms" and isinstance(term.get("name"), str)
+        by_name = field == "securityGroupSelectorTerms" and isinstance(term.get("name"), str) and bool(term["name"])
         known = {"tags", "name"} if by_name else {"tags"}
         if not term or set(term) - known or not isinstance(term.get("tags", {}), Mapping):
             read = "id, name or tags" if field == "securityGroupSelectorTerms" else "id or tags"
@@ -117,10 +109,10 @@ def _selectors(terms: Any, field: str) -> list[dict[str, str]]:
                 f"{field}[{index}]: selects by {', '.join(sorted(term))}; the controller reads {read}"
             )
         if by_name:  # `getFilterSets` asks by the name alone: a name term's tags are not read
-            selectors.append({SECURITY_GROUP_NAME: str(term["name"])})
+            out.append({"name": str(term["name"])})
             continue
-        selectors.append({str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())})
-    return _or(selectors, ids)
+        out.append({"tags": {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}})
+    return out
 
 
 def _put(settings: dict[str, Any], key: str, selectors: list[dict[str, str]]) -> None:
@@ -132,11 +124,11 @@ def _put(settings: dict[str, Any], key: str, selectors: list[dict[str, str]]) ->
 
 
 def selectors(settings: Mapping[str, Any] | None, key: str) -> tuple[Mapping[str, str], ...]:
-    """The selectors of `key` (`subnetSelector`, `securityGroupSelector`, `amiSelector`) the launch settings carry,
-    ORed: an EC2NodeClass's several terms, or the one selector (an AWSNodeTemplate's, or one term's); () when
-    none."""
+    """The selectors of `key` (an AWSNodeTemplate's `subnetSelector`, `securityGroupSelector`, `amiSelector`; an
+    EC2NodeClass's `amiSelector(s)`) the launch settings carry, ORed: the several of an EC2NodeClass's AMI terms, or
+    the one selector; () when none."""
+    several = (settings or {}).get(SELECTORS[key]) if key in SELECTORS else None
     spec = settings or {}
-    several = spec.get(SELECTORS[key])
     if isinstance(several, list):
         return tuple(several)
     one = spec.get(key)
@@ -144,7 +136,7 @@ def selectors(settings: Mapping[str, Any] | None, key: str) -> tuple[Mapping[str
 
 
 def described(key: str, found: Sequence[Mapping[str, str]]) -> str:
-    """Selectors as a reason names them: ``subnetSelector {…}``, or ``any of subnetSelectors [{…}, {…}]``."""
+    """Selectors as a reason names them: ``amiSelector {…}``, or ``any of amiSelectors [{…}, {…}]``."""
     if len(found) == 1:
         return f"{key} {dict(found[0])}"
     return f"any of {SELECTORS[key]} {[dict(one) for one in found]}"
@@ -204,9 +196,8 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
         if value not in (None, [], False):
             raise LaunchSettingsError(f"{field}: the controller does not launch with it")
     settings: dict[str, Any] = {field: spec[field] for field in _SAME_FIELDS if spec.get(field) is not None}
-    _put(settings, "subnetSelector", _selectors(spec.get("subnetSelectorTerms"), "subnetSelectorTerms"))
-    _put(settings, "securityGroupSelector",
-         _selectors(spec.get("securityGroupSelectorTerms"), "securityGroupSelectorTerms"))
+    for field in NETWORK_TERMS:
+        settings[field] = _network_terms(spec.get(field), field)
     settings.update(_ami(spec.get("amiSelectorTerms"), spec.get("amiFamily")))
     return settings
 
@@ -215,9 +206,9 @@ __all__ = [
     "AMI_VERSION",
     "LATEST",
     "LAUNCHED_FAMILIES",
+    "NETWORK_TERMS",
     "PINNED_FAMILIES",
     "PUBLIC_IP",
-    "SECURITY_GROUP_NAME",
     "SELECTORS",
     "LaunchSettingsError",
     "described",

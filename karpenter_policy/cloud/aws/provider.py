@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import node_configuration_of
-from karpenter_policy.api.v1.launchsettings import AMI_VERSION, PUBLIC_IP, described, selectors
+from karpenter_policy.api.v1.launchsettings import AMI_VERSION, PUBLIC_IP, selectors
 from karpenter_policy.api.v1.objects import arithmetic_family
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
@@ -53,6 +53,7 @@ from karpenter_policy.cloud.errors import (
     InsufficientCapacity,
     NotFound,
 )
+from karpenter_policy.cloud.networkselection import GROUP_ID, SUBNET_ID, filter_sets, selection
 from karpenter_policy.cloud.offerings import live_instance_types, with_unavailable
 from karpenter_policy.cloud.provider import (
     LIVE_STATES,
@@ -85,14 +86,8 @@ DESCRIBE_ATTEMPTS = 3
 _LAUNCH_TEMPLATE_TAG = "aws:ec2launchtemplate:id"
 #: The AMI family whose nodes boot with nodeadm (and so need the cluster's service CIDR).
 NODEADM_FAMILY = "AL2023"
-#: The launch settings' selector keys (`api.v1.launchsettings.selectors`).
-SUBNETS, GROUPS, AMIS = "subnetSelector", "securityGroupSelector", "amiSelector"
-
-
-def _or_every(spec: Mapping[str, Any] | None, key: str) -> tuple[Mapping[str, str], ...]:
-    """The settings' selectors of `key`; none: one empty selector, which matches every subnet or group (EC2's
-    answer to no filter) as before EC2NodeClasses' terms."""
-    return selectors(spec, key) or ({},)
+#: The launch settings' AMI selector key (`api.v1.launchsettings.selectors`).
+AMIS = "amiSelector"
 
 
 def _bottlerocket_release(spec: Mapping[str, Any]) -> str:
@@ -185,9 +180,8 @@ class AwsCloudProvider:
         if region is not None and region != self.region:
             raise ValueError(f"this provider serves region {self.region}, not {region}")
         types = self._live_types()
-        subnet_selectors = selectors(provider, SUBNETS)
-        if subnet_selectors:
-            zones = set(self._discovery.subnet_per_zone(subnet_selectors))
+        if filter_sets(provider, SUBNET_ID) != [[]]:  # the settings select subnets
+            zones = set(self._discovery.subnet_per_zone(provider))
             types = [
                 dataclasses.replace(it, offerings=tuple(o for o in it.offerings if o.zone in zones))
                 for it in types
@@ -246,8 +240,8 @@ class AwsCloudProvider:
         v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`); None when EC2 could not be asked."""
         spec = provider or {}
         try:
-            subnets = self._discovery.subnets(_or_every(spec, SUBNETS))
-            groups = self._discovery.security_groups(_or_every(spec, GROUPS))
+            subnets = self._discovery.subnets(spec)
+            groups = self._discovery.security_groups(spec)
         except CloudError:
             return None
         return Network(frozenset(s.id for s in subnets), frozenset(groups))
@@ -301,11 +295,10 @@ class AwsCloudProvider:
         options = self._launchable(request)
         if not options:
             raise InsufficientCapacity(self.api.endpoint("ec2"), [])
-        subnet_selectors = _or_every(spec, SUBNETS)
-        subnets = self._discovery.subnet_per_zone(subnet_selectors)
+        subnets = self._discovery.subnet_per_zone(spec)
         if not subnets:
             raise ConfigurationError(
-                self.api.endpoint("ec2"), f"no subnet matches {described(SUBNETS, subnet_selectors)}", "DescribeSubnets"
+                self.api.endpoint("ec2"), f"no subnet matches {selection(spec, SUBNET_ID)}", "DescribeSubnets"
             )
         placed = [o for o in options if o.zone in subnets]
         if not placed:
@@ -356,10 +349,9 @@ class AwsCloudProvider:
             return
         family = str(spec.get("amiFamily") or DEFAULT_FAMILY)
         endpoint = self.api.endpoint("ec2")
-        group_selectors = _or_every(spec, GROUPS)
-        groups = self._discovery.security_groups(group_selectors)
+        groups = self._discovery.security_groups(spec)
         if not groups:
-            raise ConfigurationError(endpoint, f"no security group matches {described(GROUPS, group_selectors)}")
+            raise ConfigurationError(endpoint, f"no security group matches {selection(spec, GROUP_ID)}")
         profile = spec.get("instanceProfile") or self.cluster.default_instance_profile
         if not profile:
             raise ConfigurationError(

@@ -42,8 +42,8 @@ from karpenter_policy.cloud.networkselection import (
     SUBNET_ID,
     Described,
     describe_command,
+    filter_sets,
     select,
-    selector_filters,
     term_filter_sets,
 )
 from karpenter_policy.commands.plan.drift import PolicySide
@@ -176,7 +176,7 @@ class NetworkDriftRules:
             else:
                 base = _spec(self.base.node_templates.get(name)).get(kind.selector)
                 changed = name in self.base.node_templates and base != selector
-                sets = [selector_filters({str(k): str(v) for k, v in selector.items()}, kind.id_filter)]
+                sets = filter_sets(spec, kind.id_filter)  # the template's one selector, as the controller asks
                 self._resolved[key] = self._from_answers(kind, sets, changed)
         return self._resolved[key]
 

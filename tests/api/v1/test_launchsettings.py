@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
 
-from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings, selectors
+from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings
+from karpenter_policy.cloud.networkselection import SUBNET_ID, filter_sets
 
 BASE: dict[str, Any] = {
     "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -38,24 +39,23 @@ def test_what_is_not_launched_is_refused_naming_the_field(field: str, value: Any
 ])
 def test_what_is_launched_now_is_carried(field: str, value: Any) -> None:
     settings = launch_settings({**BASE, field: value})
-    assert settings.get(field, settings.get("subnetSelectors")) == (
-        value if field != "subnetSelectorTerms" else [{"Name": "a"}, {"Name": "b"}])
+    assert settings[field] == value
 
 
-_TAGS = st.dictionaries(st.sampled_from(["Name", "tier", "karpenter.sh/discovery"]), st.sampled_from(["a", "b", "*"]),
-                        min_size=1, max_size=2)
+_TAGS = st.dictionaries(st.sampled_from(["Name", "tier", "karpenter.sh/discovery"]),
+                        st.sampled_from(["a", "b", "a,b", "*"]), min_size=1, max_size=2)
 _TERMS = st.lists(st.one_of(st.builds(lambda tags: {"tags": tags}, _TAGS),
                             st.builds(lambda n: {"id": f"subnet-{n}"}, st.integers(0, 3))), min_size=1, max_size=5)
 
 
 @deterministic(200)
 @given(terms=_TERMS)
-def test_terms_become_one_selector_each_and_the_ids_one_together(terms: list[dict[str, Any]]) -> None:
-    """`getFilterSets` (aws pkg/providers/subnet/subnet.go at v1.14.1): each tag term its own query, in order (a
-    repeated one once), then every id together; the selectors read back are those, however many terms there are."""
-    found = selectors(launch_settings({**BASE, "subnetSelectorTerms": terms}), "subnetSelector")
-    tagged = [dict(t["tags"]) for t in terms if "tags" in t]
-    ids = list(dict.fromkeys(str(t["id"]) for t in terms if "id" in t))
-    expected = [tags for i, tags in enumerate(tagged) if tags not in tagged[:i]]
-    expected += [{"aws-ids": ",".join(ids)}] if ids else []
-    assert [dict(s) for s in found] == expected
+def test_subnet_terms_are_asked_as_get_filter_sets_builds_them(terms: list[dict[str, Any]]) -> None:
+    """`getFilterSets` (aws pkg/providers/subnet/subnet.go at v1.14.1): each tag term its own set, in order, its
+    values literal (`a,b` is one value), then every id together — what the controller asks EC2, however many terms."""
+    found = filter_sets(launch_settings({**BASE, "subnetSelectorTerms": terms}), SUBNET_ID)
+    expected = [[{"Name": "tag-key", "Values": [k]} if v == "*" else {"Name": f"tag:{k}", "Values": [v]}
+                 for k, v in sorted(t["tags"].items())] for t in terms if "tags" in t]
+    ids = [str(t["id"]) for t in terms if "id" in t]
+    expected += [[{"Name": "subnet-id", "Values": ids}]] if ids else []
+    assert found == expected
