@@ -146,8 +146,8 @@ def _with_alias(tmp_path: Path, alias: str, *, also: tuple[str, str] = ("", ""))
 
 def test_a_nodepool_whose_ec2nodeclass_the_launcher_cannot_boot_is_left_out_saying_why(tmp_path: Path) -> None:
     one_term = "  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: demo\n"
-    two_terms = one_term + "    - tags:\n        tier: private\n"  # v1 ORs them: the launcher reads one
-    scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, two_terms)))
+    with_prefixes = "  ipPrefixCount: 2\n" + one_term  # IPv4 prefixes on the interface: the launcher sets none
+    scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, with_prefixes)))
     scene.add_pod("report", cpu="2", nodeSelector={wk.NODEPOOL: "batch"}, tolerations=[BATCH_TOLERATION])
     scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
     controller = scene.controller()
