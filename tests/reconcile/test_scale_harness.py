@@ -221,7 +221,9 @@ def test_the_server_rows_run_2947bfcs_controller_against_this_trees_api_server()
     assert found["controller_package"] == str(tree / "karpenter_policy")  # 2947bfc's, not this tree's
     assert found["api_server"] == "process"
     assert found["create_fleet_calls"] >= 1 and 0 < found["first_create_after_last_pod"] < 30
-    assert found["last_pod_received_after_created"] >= 0  # the probe found 2947bfc's pods informer in its view
+    # the probe found 2947bfc's pods informer in its view; the server stamps a pod's creation when its create
+    # returns, and its watch may hand the pod over a moment before that (a CI run read -0.001 s)
+    assert found["last_pod_received_after_created"] > -0.05
     assert found["answer_check"] == "ok"
     ours = scale.server_row(script, None, 10, 50.0, extra)
     assert ours["answer_check"] == "ok" and ours["controller_package"] == str(scale.REPOSITORY / "karpenter_policy")
