@@ -134,6 +134,8 @@ CHURN_RATE = 200.0
 #: Seconds a burst row waits for every pod of its burst to be bound (`--burst-wait`): long enough for this tree's
 #: controller; an earlier controller (`--controller-baseline 2947bfc`) may need more to launch at all.
 BURST_WAIT = 60.0
+#: The longest `--burst-wait` a run takes (a day): a row's own time limit grows with it.
+MAX_BURST_WAIT = 86400.0
 #: Seconds the memory scenario waits, at a turnover boundary, for the controller's state to hold the API server's
 #: pods before its snapshot (`--snapshot-every-turnover`), and the changes of the API server's history kept then.
 CATCH_UP = 120.0
@@ -1108,8 +1110,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the burst to be bound before it reads its figures (default %(default)g)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.burst_wait <= 0:
-        parser.error("--burst-wait: a number of seconds above 0")
+    if not 0 < args.burst_wait <= MAX_BURST_WAIT:  # NaN, infinity and 1e99999999 too: never a wait for ever
+        parser.error(f"--burst-wait: a number of seconds above 0 and at most {MAX_BURST_WAIT:g}")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     waiting = ["--burst-wait", f"{args.burst_wait:g}"]
     script = Path(__file__).resolve()

@@ -87,7 +87,10 @@ def test_a_burst_wait_that_is_not_a_positive_number_of_seconds_is_refused_by_nam
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     for wait, why in (("0", "a number of seconds above 0"), ("-5", "a number of seconds above 0"),
-                      ("abc", "invalid float value: 'abc'")):
+                      ("abc", "invalid float value: 'abc'"), ("1e99999999", "a number of seconds above 0"),
+                      ("nan", "a number of seconds above 0"), ("inf", "a number of seconds above 0"),
+                      ("9" * 4000, "a number of seconds above 0"),
+                      ("86401", "a number of seconds above 0 and at most 86400")):
         with pytest.raises(SystemExit) as stopped:
             scale.main(["--burst-wait", wait])
         assert stopped.value.code == 2
