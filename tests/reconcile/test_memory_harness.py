@@ -184,7 +184,7 @@ def test_snapshots_at_turnover_boundaries_name_the_line_that_grew_in_its_turnove
         assert not tracer.snapshots
         gc.collect()
         tracer.boundary(2, 3.0, 20_000, rss_mib=100.0, caught_up=True)
-        kept.extend(bytes([i % 256]) * 1000 for i in range(2000))  # turnover 3 keeps 2,000 objects of 1 kB
+        kept.extend(bytes([i % 256]) * 1000 for i in range(30_000))  # turnover 3 keeps 30,000 objects of 1 kB
         gc.collect()
         tracer.boundary(3, 4.0, 30_000, rss_mib=102.0, caught_up=True)
         gc.collect()
@@ -195,18 +195,25 @@ def test_snapshots_at_turnover_boundaries_name_the_line_that_grew_in_its_turnove
     found = tracer.report(slots=10_000)["tracemalloc"]
     rows = found["turnovers"]
     assert [row["turnover"] for row in rows] == [2, 3, 4] and "growth_kib" not in rows[0]
-    assert rows[1]["growth_kib"] >= 1900 and rows[1]["bytes_per_replacement"] >= 190
-    assert rows[1]["top_sites"][0]["site"].startswith(f"unattributed {__file__}:")
-    assert rows[1]["top_sites"][0]["count_per_new_pod"] >= 0.2  # 2,000 objects over 10,000 replacements
-    assert rows[2]["bytes_per_replacement"] <= 24  # the next turnover: flat
+    # The traced total is the whole process's (an xdist worker's other threads allocate and free beside this
+    # test: a CI run read -7.5 MB): each row's growth is its total against the row before, and the planted line is
+    # named with its own growth, whatever else moved.
+    for before, row in zip(rows, rows[1:], strict=False):
+        assert row["growth_kib"] == pytest.approx(row["traced_kib"] - before["traced_kib"], abs=0.2)
+        assert row["bytes_per_replacement"] == pytest.approx(row["growth_kib"] * 1024 / 10_000, abs=0.2)
+    planted = f"unattributed {__file__}:"
+    grew = [site for site in rows[1]["top_sites"] if site["site"].startswith(planted)]
+    assert grew and grew[0]["size_kib"] >= 29_000 and grew[0]["count_per_new_pod"] >= 2.9  # 30,000 over 10,000
+    assert rows[1]["top_sites"][0] == grew[0]  # 30 MB: no other line grew as much
+    assert not [site for site in rows[2]["top_sites"] if site["site"].startswith(planted) and site["size_kib"] > 1]
     assert found["verdict"]["first_turnover"] == 2 and found["verdict"]["last_turnover"] == 4
-    assert not found["verdict"]["no_growth"]
+    assert not found["verdict"]["no_growth"]  # 30 MB kept between the first boundary and the last
     text = memory_lines({"nodes": 1, "pods": 1, "replacements": 40_000, "seconds": 5.0,
                          "churn_achieved_per_second": 1.0, "churn_per_second": 1.0, "every": 1.0, "samples": [],
                          "tracemalloc": found})
     assert any(line.strip().startswith("turnover 3 (4 s): traced") for line in text)
     assert text[-1].strip().startswith("GROWTH once warm: the traced total moved +")
-    assert len(kept) == 2000
+    assert len(kept) == 30_000
 
 
 @pytest.mark.slow
