@@ -182,7 +182,8 @@ def _print_version(ctx: click.Context, _param: click.Parameter, asked: bool) -> 
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, help="Show the version and exit.",
               callback=_print_version)
 def main() -> None:
-    """Validate, prove and compile Karpenter Provisioner policies kept in Git."""
+    """Validate, prove and compile Karpenter node policies kept in Git: v1 NodePools and EC2NodeClasses, v1alpha5
+    Provisioners and AWSNodeTemplates."""
     if click.get_current_context().invoked_subcommand not in SERVING_COMMANDS:
         _collect_for_batch()
 
@@ -229,7 +230,7 @@ def validate(flags: ValidateFlags) -> None:
 @main.command(epilog=EPILOGS["check"])
 @with_options(CheckFlags, "check")
 def check(flags: CheckFlags) -> None:
-    """Validate, then prove each Provisioner satisfiable against the instance-type catalog (Z3).
+    """Validate, then prove each NodePool and Provisioner satisfiable against the instance-type catalog (Z3).
 
     Reports conflicting requirements (with the minimal set of lines), requirements no instance type meets, and
     unknown instance types, families, sizes and zones; lists the instance types of each satisfiable Provisioner.
@@ -445,8 +446,8 @@ def plan(options: PlanOptions) -> None:
     """What merging HEAD does to the running fleet: from a cluster snapshot (kubectl get
     nodes,pods,pdb,daemonsets,nodeclaims,pvc,pv,storageclass -A -o json), the nodes that drift or expire and why, the
     replacement waves and their timing, the PDBs that block, the pods left pending, and the fleet's $/month before, at
-    the peak and after (Karpenter v0.31, v1alpha5); with BASE = HEAD, what consolidation would do now. Exit 1 when pods
-    would be stranded or the rollout never finishes."""
+    the peak and after (NodePools as Karpenter v1.14.1, Provisioners as v0.31.1); with BASE = HEAD, what consolidation
+    would do now. Exit 1 when pods would be stranded or the rollout never finishes."""
     from karpenter_policy.commands.plan.command import plan_command
     from karpenter_policy.simulate.consolidation import consolidate_now
 
