@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
 from karpenter_policy.checks.options import (
     OptionError,
@@ -163,6 +164,17 @@ def render_check(
     return text
 
 
+def _pools_noun(checked: Sequence[CheckedProvisioner]) -> str:
+    """What the summary counts: provisioners (v1alpha5, and none checked), NodePools, or both."""
+    kinds = {c.kind for c in checked}
+    plural = "s" if len(checked) != 1 else ""
+    if kinds == {NODEPOOL_KIND}:
+        return f"NodePool{plural}"
+    if NODEPOOL_KIND in kinds:
+        return "NodePools and Provisioners"
+    return f"provisioner{plural}"
+
+
 def render_markdown(
     report: Report,
     checked: Sequence[CheckedProvisioner],
@@ -184,7 +196,7 @@ def render_markdown(
             else f": the workloads' nodes' cost is unknown (no price data for {capacity.region or 'the region'})"
         )
     launching = sum(1 for c in checked if c.verdict == Verdict.SAT)
-    summary = f"{launching} of {len(checked)} provisioner{'s' if len(checked) != 1 else ''} can launch nodes"
+    summary = f"{launching} of {len(checked)} {_pools_noun(checked)} can launch nodes"
     if workloads is not None:
         placed = sum(1 for p in workloads.placements if p.schedulable)
         summary += f"; {placed} of {len(workloads.placements)} workloads schedulable"
