@@ -24,7 +24,7 @@ from karpenter_policy.model.requirements import Operator, Requirement, Requireme
 from karpenter_policy.model.resources import CPU, MEMORY, PODS, format_quantity
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.model.taints import Taint, Toleration, untolerated
-from karpenter_policy.scheduling.instances import OFFERING_KEYS
+from karpenter_policy.scheduling.instances import OFFERING_KEYS, indices
 from karpenter_policy.scheduling.pods import Attempt
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import INDEX, PODS_I, RESOURCES, STORAGE_I, Vector, add, as_resources
@@ -293,9 +293,10 @@ def explain(
     if _LIMITS in core:
         without_fit &= within_limits
     needs = _needs(template, total, without_fit)
+    reserved = _reserved_away(template, total, without_fit)
     if not under:
-        return f"no instance type in {table.region or 'the catalog'} has {needs}"
-    return f"no instance type has {needs} under {under}"
+        return f"no instance type in {table.region or 'the catalog'} has {needs}{reserved}"
+    return f"no instance type has {needs} under {under}{reserved}"
 
 
 def _needs(template: NodeClaimTemplate, total: Vector, candidates: int) -> str:
@@ -323,6 +324,25 @@ def _needs(template: NodeClaimTemplate, total: Vector, candidates: int) -> str:
         )
         text += f" (of which DaemonSets {names} take {describe_requests(daemons)})"
     return text
+
+
+def _reserved_away(template: NodeClaimTemplate, total: Vector, candidates: int) -> str:
+    """When some of the `candidates` have the capacity for `total` but not the allocatable: the kubelet's
+    reservations are what is missing (a large kubeReserved, systemReserved or eviction threshold), not the types."""
+    capacity = template.shapes.capacity
+    roomy = [
+        i for i in indices(candidates & template.types)
+        if all(c >= t for c, t in zip(capacity[i], total, strict=True))
+    ]
+    if not roomy:
+        return ""
+    example = template.table.names[roomy[0]]
+    count = f"{len(roomy):,} type{'s' if len(roomy) != 1 else ''} ({example}{', …' if len(roomy) > 1 else ''})"
+    return (
+        f"; {count} {'have' if len(roomy) != 1 else 'has'} that capacity, but less allocatable once the kubelet's"
+        " reservations are taken (kube-reserved, system-reserved, eviction thresholds: Karpenter's defaults or the"
+        " kubelet settings')"
+    )
 
 
 def no_type_refusal(

@@ -161,6 +161,33 @@ def test_every_reason_of_the_issue_in_its_words(tmp_path: Path) -> None:
     assert "provisioner default: kubernetes.io/arch In [arm64] not in [amd64]" in arm.message
 
 
+def test_a_pod_that_fits_the_capacity_but_not_what_the_kubelet_leaves_says_the_reservations_are_the_cause(
+    tmp_path: Path,
+) -> None:
+    """A kubeReserved memory of 900Gi leaves no type the 1Gi a pod asks, though every type of the family has that
+    capacity: the reason names the kubelet's reservations, not a missing instance type."""
+    policies = [
+        provisioner(
+            "reserved",
+            "kubeletConfiguration: {kubeReserved: {memory: 900Gi}}\n"
+            + requirements(
+                "karpenter.k8s.aws/instance-family In m5", "karpenter.k8s.aws/instance-size In large,xlarge"
+            ),
+        )
+    ]
+    workloads = [deployment("web", "containers: [{name: c, resources: {requests: {cpu: 1, memory: 1Gi}}}]")]
+    _, _, [placement] = run(tmp_path, policies, workloads)
+    assert reasons(placement)["reserved"] == (
+        "no instance type has 1 vCPU and 1Gi memory under karpenter.k8s.aws/instance-size In [large, xlarge]; 2 types"
+        " (m5.large, …) have that capacity, but less allocatable once the kubelet's reservations are taken"
+        " (kube-reserved, system-reserved, eviction thresholds: Karpenter's defaults or the kubelet settings')"
+    )
+    # The same pod asking more than any m5 large or xlarge has: the types are what is missing, no such note.
+    workloads = [deployment("big", "containers: [{name: c, resources: {requests: {cpu: 1, memory: 100Gi}}}]")]
+    _, _, [placement] = run(tmp_path, policies, workloads)
+    assert "kubelet's reservations" not in reasons(placement)["reserved"]
+
+
 def test_requirements_that_no_type_satisfies_together_are_named(tmp_path: Path) -> None:
     policies = [provisioner("amd", requirements("kubernetes.io/arch In amd64"))]
     workloads = [deployment("graviton", "nodeSelector: {karpenter.k8s.aws/instance-family: c7g}\ncontainers: []")]
@@ -330,7 +357,9 @@ def test_daemonset_overhead_counts_only_where_the_daemonset_runs(tmp_path: Path)
     assert not web.schedulable
     assert reasons(web)["small"] == (
         "no instance type has 2 vCPU (of which DaemonSets agent take 0.5 vCPU) under "
-        "node.kubernetes.io/instance-type In [m5.large]"
+        "node.kubernetes.io/instance-type In [m5.large]; 1 type (m5.large) has that capacity, but less allocatable"
+        " once the kubelet's reservations are taken (kube-reserved, system-reserved, eviction thresholds: Karpenter's"
+        " defaults or the kubelet settings')"
     )
     assert tolerant.provisioner == "tainted"  # the agent does not tolerate the taint: no overhead there
     assert tolerant.overhead == {} and tolerant.daemon_sets == ()
