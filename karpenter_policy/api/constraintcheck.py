@@ -301,6 +301,8 @@ def set_problems(data: Mapping[str, Any]) -> list[str]:
 V1ALPHA5_ONLY_FIELDS = frozenset({"ttlSecondsAfterEmpty", "ttlSecondsUntilExpired", "consolidation"})
 NODEPOOL_CONTENT_FIELDS = (CONTENT_FIELDS - V1ALPHA5_ONLY_FIELDS) | {"origin", "nodePool"}
 NODEPOOL_FIELDS = frozenset({"minValues", "disruption", "expireAfter", "terminationGracePeriod"})
+#: The `nodePool` field only a static NodePool's set has (`spec.replicas`): a dynamic NodePool's set is as before.
+NODEPOOL_OPTIONAL_FIELDS = frozenset({"replicas"})
 #: The NodePool fields a set keeps as its own (the others are mapped in `_nodepool_set_path`).
 _TEMPLATE_SPEC_FIELDS = frozenset({"requirements", "taints", "startupTaints"})
 
@@ -316,7 +318,7 @@ def _nodepool_set_path(path: Path) -> Path:
         if field in _TEMPLATE_SPEC_FIELDS:
             return (field, *rest)
         return ("provider", "name") if field == "nodeClassRef" else ("nodePool", field, *rest)
-    if path[:2] == ("spec", "disruption"):
+    if path[:2] in (("spec", "disruption"), ("spec", "replicas")):
         return ("nodePool", *path[1:])
     return path[1:] if path[:1] == ("spec",) and len(path) > 1 else ("nodePool",)
 
@@ -324,8 +326,8 @@ def _nodepool_set_path(path: Path) -> Path:
 def nodepool_document(data: Mapping[str, Any]) -> dict[str, Any]:
     """The NodePool a NodePool set's content stands for: its scheduling view's requirements (labels folded in, as
     compile writes them, each with the `minValues` of its key), labels, annotations, taints, startup taints, the
-    nodeClassRef, limits (`nodes` included), weight, and `nodePool`'s disruption, expireAfter and
-    terminationGracePeriod (values as they are: the CRD's schema and CEL rules judge them)."""
+    nodeClassRef, limits (`nodes` included), weight, and `nodePool`'s disruption, expireAfter,
+    terminationGracePeriod and replicas (values as they are: the CRD's schema and CEL rules judge them)."""
     extra = data.get("nodePool")
     extra = extra if isinstance(extra, Mapping) else {}
     wanted = extra.get("minValues")
@@ -363,6 +365,8 @@ def nodepool_document(data: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "disruption" in extra:
         spec["disruption"] = extra["disruption"]
+    if "replicas" in extra:
+        spec["replicas"] = extra["replicas"]
     weight = data.get("weight")
     if not (type(weight) is int and weight == 0):  # compile writes 0 for a NodePool without a weight
         spec["weight"] = weight
@@ -388,8 +392,10 @@ def _v1_errors(doc: Mapping[str, Any], to_set: Callable[[Path], Path]) -> Iterat
 def _nodepool_own_problems(data: Mapping[str, Any]) -> Iterator[str]:
     """`nodePool` and the provider of a NodePool's set (its EC2NodeClass)."""
     extra = data.get("nodePool")
-    if not isinstance(extra, Mapping) or extra.keys() != NODEPOOL_FIELDS:
-        yield f"nodePool must be a mapping of {', '.join(sorted(NODEPOOL_FIELDS))}"
+    allowed = NODEPOOL_FIELDS | NODEPOOL_OPTIONAL_FIELDS
+    if not isinstance(extra, Mapping) or not NODEPOOL_FIELDS <= extra.keys() <= allowed:
+        yield (f"nodePool must be a mapping of {', '.join(sorted(NODEPOOL_FIELDS))} (and, for a static NodePool, "
+               f"{', '.join(sorted(NODEPOOL_OPTIONAL_FIELDS))})")
     elif not isinstance(extra["minValues"], Mapping) or not all(
         isinstance(key, str) and type(count) is int for key, count in extra["minValues"].items()
     ):

@@ -12,7 +12,8 @@ The wire format is JSON with a `schemaVersion`; `hash` is ``sha256:`` + the SHA-
 
 A Karpenter v1 NodePool compiles to a set too (`origin` NodePool): its scheduling view (`api.v1.objects`) as
 requirements, labels, taints and limits (`nodes` included), its EC2NodeClass as the provider (`nodeClassRef`), and
-what v1 adds in `nodePool` (minValues, disruption, expireAfter, terminationGracePeriod). It is stored under its own
+what v1 adds in `nodePool` (minValues, disruption, expireAfter, terminationGracePeriod; `replicas` only for a static
+NodePool, so a dynamic NodePool's set and hash are as before). It is stored under its own
 key (`nodepool.<name>.json`: a Provisioner and a NodePool of one name, as while migrating, never collide) and its
 index entry says `kind: NodePool`. Every reader (`read_wire_data`, `read_compiled`, `ConstraintSet.from_json`)
 reads both kinds and checks a NodePool's set as Karpenter v1.14.1 admits the NodePool
@@ -44,7 +45,7 @@ from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.v1.launchsettings import launch_settings
-from karpenter_policy.api.v1.objects import EC2NodeClass
+from karpenter_policy.api.v1.objects import EC2NodeClass, is_static
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import NodeConfiguration, max_pods
 from karpenter_policy.model.amifamily import node_os
@@ -430,6 +431,12 @@ class ConstraintSet(_Hashed):
     def is_nodepool(self) -> bool:
         """Compiled from a Karpenter v1 NodePool."""
         return self.origin == NODEPOOL_KIND
+
+    @property
+    def is_static(self) -> bool:
+        """Compiled from a static NodePool (`nodePool.replicas`: `api.v1.objects.is_static`), which the controller
+        and `simulate` leave out of scheduling as Karpenter v1.14.1 does with the StaticCapacity gate off."""
+        return self.is_nodepool and is_static(self.nodepool or {})
 
     @property
     def pool(self) -> str:

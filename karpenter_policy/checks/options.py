@@ -14,6 +14,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from karpenter_policy.api.v1.featuregates import FEATURE_GATES_HELP, read_feature_gates
 from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load_catalog
 from karpenter_policy.catalog.embedded import embedded_regions
 from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
@@ -79,6 +80,9 @@ class PolicyOptions:
         show_default=True,
         help="How the scheduler keeps a v1 NodePool's minValues, as Karpenter's operator flag: Strict (no node "
         "whose instance types miss it) or BestEffort (lowered to what is left; the node says so).",
+    )
+    feature_gates: str = option(
+        "", "--feature-gates", metavar="NAME=BOOL,...", read=read_feature_gates, help=FEATURE_GATES_HELP
     )
     previous_generation: bool = option(
         False,

@@ -38,13 +38,14 @@ as `pinning-violation`.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
 from karpenter_policy.api.kinds import PINNING_POLICY_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
+from karpenter_policy.api.v1.static import LEFT_OUT
 from karpenter_policy.api.violations import (
     ERROR,
     INVALID_SPEC,
@@ -180,11 +181,14 @@ def bind_provisioners(
     rules: Sequence[Rule],
     taints: Mapping[str, Sequence[Taint]],
     nodepool_taints: Mapping[str, Sequence[Taint]] | None = None,
+    static_nodepools: Collection[str] = (),
 ) -> tuple[list[Rule], list[Finding]]:
     """Rules that name a `provisioner` (or a `nodePool`), with its pins spelt out (`karpenter.sh/provisioner-name`,
     or `karpenter.sh/nodepool`, and a toleration of each of its taints, before the rule's own); `taints` maps each
     Provisioner of the policies to its spec.taints, `nodepool_taints` each NodePool to its template's taints. One
-    that is not among them is a `pinning-conflict` error (the rule then pins nothing more than it spells)."""
+    that is not among them is a `pinning-conflict` error (the rule then pins nothing more than it spells); so is a
+    NodePool of `static_nodepools` (`spec.replicas`): Karpenter v1.14.1 with its StaticCapacity gate off (the default,
+    `api.v1.static`) provisions no pod to it, so the pods pinned there would stay pending."""
     bound: list[Rule] = []
     findings: list[Finding] = []
     pools: Mapping[str, Sequence[Taint]] = nodepool_taints or {}
@@ -195,6 +199,12 @@ def bind_provisioners(
             continue
         v1 = rule.provisioner is None
         known_taints = pools if v1 else taints
+        if v1 and named in static_nodepools:
+            at = rule.at or Location("", 0, 0)
+            message = f"{rule.ref} names NodePool {named!r}, a {LEFT_OUT}: the pods it pins would stay pending"
+            findings.append(Finding(PINNING_CONFLICT, ERROR, message, at.file, at.line, at.column))
+            bound.append(rule)
+            continue
         if named not in known_taints:
             known = ", ".join(sorted(known_taints)) or "none"
             at = rule.at or Location("", 0, 0)
@@ -701,7 +711,8 @@ def check_pinning(
     provisioners = list(provisioners)
     taints = {p.name: list(p.provisioner.taints) for p in provisioners if p.kind == PROVISIONER_KIND}
     pools = {p.name: list(p.provisioner.taints) for p in provisioners if p.kind == NODEPOOL_KIND}
-    rules, findings = bind_provisioners(rules_from_documents(documents), taints, pools)
+    static = {p.name for p in provisioners if p.kind == NODEPOOL_KIND and p.static}
+    rules, findings = bind_provisioners(rules_from_documents(documents), taints, pools, static)
     files, _ = discover(workload_paths)
     for file in files:
         try:

@@ -36,6 +36,7 @@ from karpenter_policy.api.v1.crds import (
     NODEPOOL_API_VERSION,
     NODEPOOL_KIND,
 )
+from karpenter_policy.api.v1.objects import is_static
 from karpenter_policy.checks.findings import Report
 from karpenter_policy.checks.selection import EVERYTHING, Selection
 from karpenter_policy.checks.source.loader import Document
@@ -66,6 +67,9 @@ class PolicyRepository:
     nodepools: Mapping[str, Document] = field(default_factory=dict)
     #: The taints of each of those NodePools (`spec.template.spec.taints`): what a pinning rule naming it tolerates.
     nodepool_taints: Mapping[str, tuple[Taint, ...]] = field(default_factory=dict)
+    #: The names of those NodePools that are static (`spec.replicas`: `api.v1.objects.is_static`), which a pinning
+    #: rule may not name (`pinning.bind_provisioners`).
+    static_nodepools: frozenset[str] = frozenset()
     node_classes: Mapping[str, Document] = field(default_factory=dict)
     checked: tuple[CheckedProvisioner, ...] = ()
     proven: bool = False
@@ -86,6 +90,11 @@ def _is_v1(doc: Document, api_version: str) -> bool:
 
 def _spec(doc: Document) -> dict[str, Any]:
     return dict(doc.data.get("spec") or {})
+
+
+def _is_static(doc: Document) -> bool:
+    spec = doc.data.get("spec")
+    return isinstance(spec, Mapping) and is_static(spec)
 
 
 def _template_spec(doc: Document) -> dict[str, Any]:
@@ -181,6 +190,7 @@ def load_repository(
         placement_tests=tuple(gathered.of_kind(PLACEMENT_TEST_KIND)),
         nodepools=nodepools,
         nodepool_taints={name: taints_of(_template_spec(doc)) for name, doc in nodepools.items()},
+        static_nodepools=frozenset(name for name, doc in nodepools.items() if _is_static(doc)),
         node_classes={
             _name(doc): doc for doc in gathered.of_kind(EC2NODECLASS_KIND) if _is_v1(doc, EC2NODECLASS_API_VERSION)
         },

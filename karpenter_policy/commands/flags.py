@@ -175,6 +175,7 @@ class CheckFlags:
     quiet: bool = quiet_option()
     previous_generation: bool = like(PolicyOptions, "previous_generation")
     min_values_policy: str = like(PolicyOptions, "min_values_policy")
+    feature_gates: str = like(PolicyOptions, "feature_gates")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,6 +209,7 @@ class TestFlags:
     quiet: bool = quiet_option()
     previous_generation: bool = like(PolicyOptions, "previous_generation")
     min_values_policy: str = like(PolicyOptions, "min_values_policy")
+    feature_gates: str = like(PolicyOptions, "feature_gates")
 
 
 def policy_options(given: CheckFlags | TestFlags, scale: Mapping[str, int], selection: Selection) -> PolicyOptions:

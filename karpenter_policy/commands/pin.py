@@ -593,7 +593,8 @@ def load_policies(
     repository = load_repository(paths, values, prove=solve, catalog=catalog)
     report = repository.report
     rules, findings = bind_provisioners(
-        rules_from_documents(repository.pinning_documents), repository.taints, repository.nodepool_taints
+        rules_from_documents(repository.pinning_documents), repository.taints, repository.nodepool_taints,
+        repository.static_nodepools,
     )
     report.findings += findings
     return Policies(report, rules, list(repository.checked), solve, catalog)

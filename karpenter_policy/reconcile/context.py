@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, launch_settings
+from karpenter_policy.api.v1.static import LEFT_OUT
 from karpenter_policy.api.v1.statichash import static_hash_annotations
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import CloudProvider
@@ -148,21 +149,24 @@ class Context:
     def template_sets(self) -> Templates:
         """The node claim templates of the constraint sets in force, at the cloud's live offerings (raises CloudError);
         a set left out (another region, no offering, a NodePool of the cluster that is not Ready) is logged once per
-        reason."""
+        reason; a static NodePool's set is left out too (v1.14.1's provisioner with the StaticCapacity gate off, its
+        default: `api.v1.static`), logged once as information, not as an error."""
         loaded = self.loaded
         sets = loaded.sets if loaded is not None else ()
+        static = {s.pool for s in sets if s.is_static}
         not_ready = self.registration_health.not_ready()
         gated = {s.pool: not_ready[pool_name(s.pool)] for s in sets
-                 if is_nodepool(s.pool) and pool_name(s.pool) in not_ready}
+                 if is_nodepool(s.pool) and pool_name(s.pool) in not_ready and s.pool not in static}
         with self._templates_lock:
-            templates = self.templates.build([s for s in sets if s.pool not in gated])
+            templates = self.templates.build([s for s in sets if s.pool not in gated and s.pool not in static])
             for pool, ready in gated.items():  # v1.14.1's provisioner: "ignoring nodepool, not ready"
                 templates.left_out[pool] = f"NodePool {pool_name(pool)} is not ready ({ready.reason}: {ready.message})"
+            for pool in static:  # NewScheduler: `if nodepoolutils.IsStatic(np) { return false }`
+                templates.left_out[pool] = LEFT_OUT
             for name, why in sorted(templates.left_out.items()):
                 if self._left_out.get(name) != why:
-                    CONSTRAINTS.error(
-                        "constraint set %s left out: %s", name, why, extra=self.fields(provisioner=name)
-                    )
+                    log = CONSTRAINTS.info if name in static else CONSTRAINTS.error
+                    log("constraint set %s left out: %s", name, why, extra=self.fields(provisioner=name))
             self._left_out = dict(templates.left_out)
         return templates
 

@@ -52,6 +52,7 @@ from karpenter_policy.api.constraintset import ConstraintSet, provider_settings
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.v1 import budgets as v1budgets
 from karpenter_policy.api.v1.objects import NodePool
+from karpenter_policy.api.v1.static import LEFT_OUT
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
 from karpenter_policy.commands.compile.nodepools import nodepool_constraint_set
@@ -131,6 +132,10 @@ def _templates(sets: Mapping[str, ConstraintSet], catalog: Catalog) -> tuple[Tem
     table = InstanceTable.of_catalog(catalog)
     out, notes = Templates(), []
     for name, constraint_set in sets.items():
+        if constraint_set.is_static:  # as the controller's templates (`Context.template_sets`): never consolidated
+            out.left_out[name] = LEFT_OUT
+            notes.append(f"nodepool {pool_name(name)} is static: its nodes are not consolidated")
+            continue
         try:
             out.templates.append(NodeClaimTemplate.from_constraint_set(table, constraint_set))
         except ValueError as error:  # a kubelet setting the node arithmetic cannot read

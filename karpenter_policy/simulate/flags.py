@@ -28,6 +28,7 @@ class SimulateOptions:
     report: str | None = option(None, "--report", path="file", help="Write a self-contained HTML report here.")
     strategy: str = option(STRATEGY_NAMES[0], "--strategy", choices=STRATEGY_NAMES, show_default=True)
     min_values_policy: str = like(ReconcileOptions, "min_values_policy")
+    feature_gates: str = like(ReconcileOptions, "feature_gates")
 
 
 __all__ = ["SimulateOptions"]

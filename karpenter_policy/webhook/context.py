@@ -47,6 +47,8 @@ class PolicyContext:
     #: Taints per Karpenter v1 NodePool name (a rule naming a `nodePool`), from the repository or the NodePools'
     #: compiled sets.
     nodepool_taints: Mapping[str, Sequence[Taint]] = field(default_factory=dict)
+    #: The static ones among them (`spec.replicas`), which a pinning rule may not name.
+    static_nodepools: frozenset[str] = frozenset()
 
 
 def _load(paths: Sequence[str], values: Mapping[str, Any] | None) -> PolicyRepository:
@@ -72,6 +74,7 @@ def load_policies(paths: Sequence[str], values: Mapping[str, Any] | None = None)
         repository.pinning_documents,
         ", ".join(paths),
         repository.nodepool_taints,
+        repository.static_nodepools,
     )
 
 
@@ -95,7 +98,8 @@ def load_constraints(directory: str, region: str | None = None) -> PolicyContext
             node_templates[provider.name] = dict(provider.spec)
     taints = {s.name: tuple(s.taints) for s in sets if s.origin == PROVISIONER_KIND}
     pools = {s.name: tuple(s.taints) for s in sets if s.origin != PROVISIONER_KIND}
-    return PolicyContext(node_templates, taints, (), directory, pools)
+    static = frozenset(s.name for s in sets if s.is_static)
+    return PolicyContext(node_templates, taints, (), directory, pools, static)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +123,9 @@ class ContextSource:
             context = load_constraints(self.constraints, self.region)
         documents = load_pinning_documents(self.pinning, self.values) if self.pinning else context.pinning_documents
         try:
-            return context, PolicyPinner.from_documents(documents, context.provisioner_taints, context.nodepool_taints)
+            return context, PolicyPinner.from_documents(
+                documents, context.provisioner_taints, context.nodepool_taints, context.static_nodepools
+            )
         except PinningError as error:
             raise ContextError(str(error)) from None
 

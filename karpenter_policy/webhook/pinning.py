@@ -18,7 +18,7 @@ pod that has Deployment's `pod-template-hash` label counts as a Deployment's. A 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,10 +89,13 @@ class PolicyPinner:
         documents: Iterable[Document],
         provisioner_taints: Mapping[str, Sequence[Taint]],
         nodepool_taints: Mapping[str, Sequence[Taint]] | None = None,
+        static_nodepools: Collection[str] = (),
     ) -> PolicyPinner:
         """The rules of the valid PinningPolicy documents given; a rule that names an unknown provisioner (or
-        NodePool) raises PinningError (the CLI's `pinning-conflict` message)."""
-        bound, findings = bind_provisioners(rules_from_documents(documents), provisioner_taints, nodepool_taints)
+        NodePool), or a static NodePool, raises PinningError (the CLI's `pinning-conflict` message)."""
+        bound, findings = bind_provisioners(
+            rules_from_documents(documents), provisioner_taints, nodepool_taints, static_nodepools
+        )
         if findings:
             raise PinningError("; ".join(f"{f.file}:{f.line}:{f.column}: {f.message}" for f in findings))
         return cls(bound)

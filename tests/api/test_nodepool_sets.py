@@ -109,6 +109,22 @@ CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None], str]] = {
     "EC2NodeClass without a role": (
         "batch", lambda d: d["provider"]["spec"].pop("role"), "provider",
     ),
+    # a static NodePool's set (`nodePool.replicas`) is held to the CRD's rules on replicas (karpenter.sh_nodepools.yaml
+    # at v1.14.1; nodepool_validation_cel_test.go:786, :818, :798)
+    "replicas negative": (
+        "default", _in_nodepool("replicas", -1),
+        "nodePool.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+    ),
+    "replicas beside a weight": (
+        "default", lambda d: (d["nodePool"].__setitem__("replicas", 3), d.__setitem__("weight", 5)),
+        "'weight' is not supported on static NodePools",
+    ),
+    "replicas beside limits.cpu": (
+        "batch", _in_nodepool("replicas", 3), "only 'limits.nodes' is supported on static NodePools",
+    ),
+    "nodePool with a misspelt replicas": (
+        "default", _in_nodepool("replica", 3), "(and, for a static NodePool, replicas)",
+    ),
     "v1alpha5 TTL in a NodePool's set": (
         "batch", _setting("ttlSecondsAfterEmpty", 30), 'unknown field "ttlSecondsAfterEmpty"',
     ),

@@ -1,14 +1,15 @@
 """The rules of Karpenter v1 objects (NodePool, NodeClaim, EC2NodeClass at v1.14.1): what the API server's CEL
 rules and Karpenter's runtime validation refuse (`api/v1/`), and a duration Karpenter's Go cannot hold (in a v1 object
-or a v1alpha5 Provisioner's TTL). None can be silenced: Karpenter refuses the object, never makes it Ready, or cannot
-read it, whatever a directive says.
+or a v1alpha5 Provisioner's TTL). None of these can be silenced: Karpenter refuses the object, never makes it Ready,
+or cannot read it, whatever a directive says. And a NodePool Karpenter admits but, by default, gives no node: a
+static one (`spec.replicas`), a warning.
 
 One declaration per rule (`rule.Rule`); `index.py` collects them.
 """
 
 from __future__ import annotations
 
-from karpenter_policy.api.rules.rule import ERROR, Rule
+from karpenter_policy.api.rules.rule import ERROR, WARNING, Rule
 
 CEL_RULE = Rule(
     id="cel-rule",
@@ -82,4 +83,26 @@ DURATION_OVERFLOW = Rule(
 )
 
 
-RULES = (CEL_RULE, RUNTIME_VALIDATION, MIN_VALUES, DURATION_OVERFLOW)
+STATIC_NODEPOOL = Rule(
+    id="static-nodepool",
+    severity=WARNING,
+    summary="A static NodePool (spec.replicas): Karpenter v1.14.1 gives it nodes only with the StaticCapacity "
+            "feature gate, alpha and off by default.",
+    description=(
+        "A NodePool with spec.replicas is static: Karpenter keeps that many nodes of it whatever the pods ask, but "
+        "only when its StaticCapacity feature gate is on (alpha in v1.14.1, off by default: FEATURE_GATES or "
+        "--feature-gates StaticCapacity=true). With the gate off, the static controllers do not run and the "
+        "provisioner leaves every static NodePool out, so the NodePool gets no node at all and no pod is "
+        "provisioned to it; disruption never consolidates or empties its nodes. This tool models the default: "
+        "`check --workloads`, `plan`, the controller and `simulate` place no pod on a static NodePool, and a pod "
+        "that only a static NodePool admits stays pending (`no dynamic nodepools found` when no other NodePool is "
+        "there). The finding is at spec.replicas."
+    ),
+    karpenter=(
+        "core-v1 pkg/utils/nodepool/nodepool.go: IsStatic; core-v1 pkg/controllers/provisioning/provisioner.go: "
+        "NewScheduler; core-v1 pkg/operator/options/options.go: FeatureGates; core-v1 pkg/controllers/controllers.go: NewControllers"
+    ),
+)
+
+
+RULES = (CEL_RULE, RUNTIME_VALIDATION, MIN_VALUES, DURATION_OVERFLOW, STATIC_NODEPOOL)

@@ -18,7 +18,9 @@ v1 changes, the view says:
   `limits` warning (`proof.limits`).
 
 `minValues`, disruption, expiry and termination grace are carried as they are (`NodePool.min_values`,
-`NodePool.disruption`); the view does not need them.
+`NodePool.disruption`); the view does not need them. `spec.replicas` makes a NodePool static (`is_static`, v1.14.1's
+`IsStatic`): the view carries it (`spec.replicas`) so that every reader of the view can leave such a NodePool out of
+placement, as v1.14.1's provisioner does with the StaticCapacity feature gate off (docs/v1.md, "Static NodePools").
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "NodePool",
     "NodePoolRequirement",
     "arithmetic_family",
+    "is_static",
     "nodepool_path",
     "provisioner_document",
 ]
@@ -85,6 +88,12 @@ _PATHS: Final[tuple[tuple[Path, Path], ...]] = (
     (("spec", "provider"), ("spec", "template", "spec", "nodeClassRef")),
     (("spec",), ("spec", "template", "spec")),
 )
+
+
+def is_static(spec: Mapping[str, Any]) -> bool:
+    """Whether a NodePool's spec (or its scheduling view's) makes it static: `spec.replicas` set — core
+    pkg/utils/nodepool/nodepool.go `IsStatic` at v1.14.1 (`Spec.Replicas != nil`; 0 is static too)."""
+    return spec.get("replicas") is not None
 
 
 def nodepool_path(path: Sequence[str | int]) -> Path:
@@ -165,6 +174,13 @@ class NodePool:
     expire_after: str | None = "720h"
     termination_grace_period: str | None = None
     weight: int = 0
+    #: `spec.replicas`: the node count of a static NodePool (None: a dynamic one).
+    replicas: int | None = None
+
+    @property
+    def is_static(self) -> bool:
+        """`IsStatic` (see `is_static`)."""
+        return self.replicas is not None
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> NodePool:
@@ -204,6 +220,7 @@ class NodePool:
             expire_after=_optional_str(template_spec.get("expireAfter")),
             termination_grace_period=_optional_str(template_spec.get("terminationGracePeriod")),
             weight=int(spec.get("weight") or 0),
+            replicas=int(spec["replicas"]) if is_static(spec) else None,
         )
 
     @property
@@ -327,6 +344,8 @@ def provisioner_document(nodepool: NodePool, node_class: EC2NodeClass | None = N
         "limits": {"resources": _view_limits(nodepool)},
         "weight": nodepool.weight,
     }
+    if nodepool.replicas is not None:
+        spec["replicas"] = nodepool.replicas
     if node_class is not None and node_class.kubelet is not None:
         spec["kubeletConfiguration"] = dict(node_class.kubelet)
     if node_class is not None:

@@ -27,9 +27,10 @@ from __future__ import annotations
 import gc
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
+from karpenter_policy.api.v1.static import LEFT_OUT, NO_DYNAMIC_NODEPOOLS
 from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.api.workloads import scale_key
 from karpenter_policy.catalog import Catalog, load_catalog
@@ -79,9 +80,12 @@ def templates_for(
     checked: Sequence[CheckedProvisioner], table: InstanceTable, min_values_policy: str = STRICT
 ) -> list[NodeClaimTemplate]:
     """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
-    why when it takes nothing); a NodePool's keeps its minValues under `min_values_policy`."""
+    why when it takes nothing); a NodePool's keeps its minValues under `min_values_policy`. A static NodePool has
+    none: Karpenter v1.14.1 leaves it out of scheduling with the StaticCapacity gate off (`api.v1.static`)."""
     templates = []
     for c in checked:
+        if c.static:
+            continue
         admitted = c.instance_types if c.verdict == Verdict.SAT else ()
         unavailable = (
             "its requirements could not be checked within the time limit (solver-timeout)"
@@ -147,6 +151,8 @@ class Placement:
     #: why Karpenter ignores the workload's pods on every kind of pool present (`Scheduler.refusal`: v0.31's
     #: words for Provisioners, v1.14.1's for NodePools), None when it provisions for them
     refused: str | None = None
+    #: what is said when there is no provisioner to refuse it (`nothing_to_place`)
+    nothing: str = _NO_PROVISIONER
 
     @property
     def ref(self) -> str:
@@ -174,8 +180,8 @@ class Placement:
         if self.refused:
             return refused_message(self.refused)
         if self.outcome is not None and self.outcome.failure is not None:
-            return self.outcome.message(_NO_PROVISIONER)
-        return refusals_message(self.reasons, self.relaxed, _NO_PROVISIONER)
+            return self.outcome.message(self.nothing)
+        return refusals_message(self.reasons, self.relaxed, self.nothing)
 
     @property
     def stranded(self) -> tuple[int, int]:
@@ -204,7 +210,7 @@ class Placement:
             return refused_message(self.refused)
         ranked = self.ranked_reasons()
         if not ranked:
-            return _NO_PROVISIONER
+            return self.nothing
         name, refusal = ranked[0]
         return f"provisioner {name}: {refusal}"
 
@@ -384,6 +390,16 @@ def plan_of(
     return plan_passes(templates, daemon_pods(workloads), [pod for pods in replicas for pod in pods], options)
 
 
+def nothing_to_place(checked: Sequence[CheckedProvisioner], templates: Sequence[NodeClaimTemplate]) -> str:
+    """What a pod that no template refused (there is none) is told: Karpenter v1.14.1's `no dynamic nodepools
+    found` when the static NodePools left out (`templates_for`) were all there was, else that no provisioner
+    admits an instance type."""
+    static = [c.key for c in checked if c.static]
+    if templates or not static:
+        return _NO_PROVISIONER
+    return f"{NO_DYNAMIC_NODEPOOLS}: {', '.join(static)}: {LEFT_OUT}"
+
+
 def scheduler_options(checked: Sequence[CheckedProvisioner]) -> SchedulerOptions:
     """The options workloads are planned with: Karpenter v1.14.1's topology rules when the repository holds a
     NodePool — also beside Provisioners (a repository mid-migration is checked as the v1 Karpenter that will read
@@ -430,6 +446,7 @@ def schedule(
         alone[workload.shape] = known
     plan = plan_of(pricing, workloads, replicas, options)
     templates = {t.name: t for t in scheduler.templates}
+    nothing = nothing_to_place(checked, made)
     found = outcomes(plan, replicas, list(templates))
     placements: list[Placement] = []
     could_take: list[tuple[str, ...]] = []
@@ -437,7 +454,7 @@ def schedule(
         if workload.is_daemon_set:
             continue
         known = alone[workload.shape]
-        placements.append(_placement(workload, known, outcome, templates))
+        placements.append(replace(_placement(workload, known, outcome, templates), nothing=nothing))
         could_take.append(known.could)
     return Schedule(placements, could_take, list(checked), plan, frozenset(scheduler.template_domains))
 

@@ -36,6 +36,7 @@ from typing import Any
 from karpenter_policy.api.kinds import PROVISIONER_KIND, object_ref
 from karpenter_policy.api.objects import Provisioner
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
+from karpenter_policy.api.v1.objects import is_static
 from karpenter_policy.api.violations import (
     DEAD_VALUE,
     ERROR,
@@ -124,6 +125,13 @@ class CheckedProvisioner:
         """Its name to the scheduler and in placements: a Provisioner's name, `NodePool/<name>` for a NodePool
         (an object name has no `/`: a NodePool and a Provisioner of one name side by side stay apart)."""
         return self.name if self.kind == PROVISIONER_KIND else self.object_ref
+
+    @property
+    def static(self) -> bool:
+        """A static NodePool (its view has `spec.replicas`: `api.v1.objects.is_static`), which Karpenter v1.14.1
+        leaves out of scheduling with the StaticCapacity gate off (`api.v1.static`)."""
+        spec = self.document.get("spec")
+        return self.kind == NODEPOOL_KIND and isinstance(spec, Mapping) and is_static(spec)
 
     @property
     def provisioner(self) -> Provisioner:

@@ -9,7 +9,9 @@ taints, weight, kubelet settings and admitted instance types are the ones every 
 * `provider`: `{source: nodeClassRef, name, spec}` — the EC2NodeClass's stored spec (None when the repository does
   not hold it: `unresolved-reference` says so);
 * `nodePool`: what v1 adds and a Provisioner has no field for — `minValues` per key, `disruption` (consolidation
-  policy, consolidateAfter, budgets), `expireAfter`, `terminationGracePeriod`.
+  policy, consolidateAfter, budgets), `expireAfter`, `terminationGracePeriod`; and `replicas` for a static NodePool
+  only (the controller leaves its set out of scheduling, `ConstraintSet.is_static`; a dynamic NodePool's set has no
+  such key, and its hash is as before).
 
 Its version is its own `karpenter-policy/version` annotation, else compile's; its sources the NodePool's file and
 its EC2NodeClass's. The webhook's pinning, the controller and `simulate` read such a set, each checking it as
@@ -113,5 +115,6 @@ def nodepool_constraint_set(
             },
             "expireAfter": pool.expire_after,
             "terminationGracePeriod": pool.termination_grace_period,
+            **({"replicas": pool.replicas} if pool.replicas is not None else {}),
         },
     )

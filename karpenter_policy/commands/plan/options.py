@@ -115,3 +115,4 @@ class PlanOptions:
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")
     min_values_policy: str = like(PolicyOptions, "min_values_policy")
+    feature_gates: str = like(PolicyOptions, "feature_gates")

@@ -35,6 +35,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 
+from karpenter_policy.api.v1.static import LEFT_OUT
 from karpenter_policy.cloud.errors import CloudError
 from karpenter_policy.cloud.provider import Instance, Network
 from karpenter_policy.kube import objects
@@ -295,8 +296,14 @@ class Disruption:
         return pods
 
     def _template_sets(self) -> Templates:
+        """The templates of the sets in force; a static NodePool's set left out, as the provisioner's
+        (`Context.template_sets`): its nodes are no candidates for consolidation, emptiness or drift (v1.14.1's
+        `OwnedByStaticNodePool`) and no replacement launches on it."""
         loaded = self.context.loaded
-        return self.templates.build(loaded.sets if loaded is not None else ())
+        sets = loaded.sets if loaded is not None else ()
+        templates = self.templates.build([s for s in sets if not s.is_static])
+        templates.left_out.update((s.pool, LEFT_OUT) for s in sets if s.is_static)
+        return templates
 
     def _network_facts(
         self, templates: Templates

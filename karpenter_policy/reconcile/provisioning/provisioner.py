@@ -48,6 +48,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from karpenter_policy.api.v1.static import LEFT_OUT, NO_DYNAMIC_NODEPOOLS
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError, InsufficientCapacity, Throttled
 from karpenter_policy.cloud.provider import Instance, LaunchRequest
 from karpenter_policy.kube import objects
@@ -329,7 +330,7 @@ class Provisioner:
                 plan = self._solve(inputs, templates, pods)
             context.metrics.scheduling_duration.observe(time.perf_counter() - scheduling)
             result.plans.append(plan)
-            self._report_failures(plan, inputs, result)
+            self._report_failures(plan, inputs, result, templates)
             # launches first: binding hundreds of pods to existing nodes must not hold the CreateFleet calls back
             retry = self._launch(plan.claims, templates, result)
             self._place_on_existing(plan, inputs, assigned, result)
@@ -343,9 +344,17 @@ class Provisioner:
 
     # --- reporting -----------------------------------------------------------------------------------------
 
-    def _report_failures(self, plan: Plan, inputs: SchedulingInputs, result: ReconcileResult) -> None:
+    def _report_failures(
+        self, plan: Plan, inputs: SchedulingInputs, result: ReconcileResult, templates: Templates
+    ) -> None:
+        static = sorted(pool for pool, why in templates.left_out.items() if why == LEFT_OUT)
+        no_dynamic = not templates.templates and bool(static) and bool(plan.failures)
+        if no_dynamic:  # v1.14.1's Schedule on ErrNodePoolsNotFound: one line, every pending pod marked with it
+            PROVISIONER.info(NO_DYNAMIC_NODEPOOLS, extra=self.context.fields(nodepools=static))
         for failure in plan.failures.values():
             message = failure.message()
+            if no_dynamic and not failure.reasons and not failure.refused:
+                message = f"{NO_DYNAMIC_NODEPOOLS}: {', '.join(static)}: {LEFT_OUT}"
             if failure.pod.uid in inputs.volume_ignored and failure.refused == failure.pod.shape.refused_v1:
                 message = f"Failed to schedule pod, {failure.refused}"  # v1.14.1's PodFailedToScheduleEvent
             result.unschedulable[failure.pod.key] = message

@@ -1,0 +1,101 @@
+"""Karpenter v1.14.1's `--feature-gates` (`FEATURE_GATES`), read as its operator reads it, and what this tool
+models of them: Karpenter's defaults only.
+
+Karpenter parses the flag with Kubernetes' `cliflag.MapStringBool` (comma-separated `Name=bool` pairs, each trimmed;
+a bool as Go's `strconv.ParseBool`) over its defaults, and ignores a name it does not know (core
+pkg/operator/options/options.go `ParseFeatureGates`). This project models each gate at its default
+(`DEFAULTS`): a value that differs is refused by name (`unmodelled`), never run as if it were the default — with
+one exception, `ReservedCapacity=false`, which changes nothing here (no capacity reservation is modelled: an
+EC2NodeClass with one is left out, docs/reconcile.md). `StaticCapacity=true` would start v1.14.1's static
+provisioning and deprovisioning controllers, which are not modelled (`api.v1.static`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+__all__ = [
+    "DEFAULTS", "FEATURE_GATES_HELP", "FeatureGateError", "parse_feature_gates", "read_feature_gates", "unmodelled",
+]
+
+#: v1.14.1's defaults (options.go:134, `FEATURE_GATES`), in its order.
+DEFAULTS: Final[Mapping[str, bool]] = MappingProxyType({
+    "NodeRepair": False,
+    "ReservedCapacity": True,
+    "SpotToSpotConsolidation": False,
+    "NodeOverlay": False,
+    "StaticCapacity": False,
+    "CapacityBuffer": False,
+})
+
+#: What each gate turned away from its default would need, that this tool does not do.
+_NOT_MODELLED: Final[Mapping[str, str]] = MappingProxyType({
+    "NodeRepair": "node repair (pkg/controllers/node/health) is not modelled",
+    "SpotToSpotConsolidation": "spot-to-spot consolidation is not modelled",
+    "NodeOverlay": "NodeOverlays (pkg/controllers/nodeoverlay) are not modelled",
+    "StaticCapacity": (
+        "static NodePools' provisioning and deprovisioning (pkg/controllers/static/) and static drift are not "
+        "modelled: a static NodePool (spec.replicas) gets no node here, as in Karpenter with the gate off"
+    ),
+    "CapacityBuffer": "CapacityBuffers (pkg/controllers/capacitybuffer) are not modelled",
+})
+
+#: The gates a value of which other than the default changes nothing this tool models.
+_INDIFFERENT: Final = frozenset({"ReservedCapacity"})
+
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+class FeatureGateError(ValueError):
+    """A `--feature-gates` value Karpenter would refuse, or one this tool does not model; the message says which."""
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """The gates `text` sets over the defaults, as Karpenter's `ParseFeatureGates` reads it: every gate it knows,
+    by name (an unknown name is ignored, as Karpenter ignores it). FeatureGateError with Karpenter's reason for a
+    malformed pair or bool."""
+    gates = dict(DEFAULTS)
+    for pair in text.split(",") if text else ():
+        if not pair.strip():
+            continue  # MapStringBool skips an empty item
+        name, equals, value = pair.partition("=")
+        if not equals:
+            raise FeatureGateError(f"malformed pair, expect string=bool: {pair!r}")
+        name, value = name.strip(), value.strip()
+        if value in _TRUE or value in _FALSE:
+            if name in gates:
+                gates[name] = value in _TRUE
+            continue
+        raise FeatureGateError(f'invalid value of {name}: {value}, err: strconv.ParseBool: parsing "{value}": '
+                               "invalid syntax")
+    return gates
+
+
+def unmodelled(text: str) -> str | None:
+    """Why this tool cannot run as Karpenter v1.14.1 with `--feature-gates text` (None: it can — every gate at its
+    default, or `ReservedCapacity=false`). Raises FeatureGateError for a value Karpenter refuses."""
+    gates = parse_feature_gates(text)
+    changed = [name for name, on in gates.items() if on != DEFAULTS[name] and name not in _INDIFFERENT]
+    if not changed:
+        return None
+    said = "; ".join(f"{name}={str(gates[name]).lower()}: {_NOT_MODELLED[name]}" for name in changed)
+    return f"{said} (this tool models Karpenter v1.14.1's defaults: docs/v1.md, \"Feature gates\")"
+
+
+#: The `--feature-gates` flag's help, one text for every command that takes it.
+FEATURE_GATES_HELP: Final = (
+    "Karpenter's --feature-gates (Name=bool,…): only its defaults are modelled, so a gate turned away from its "
+    "default (StaticCapacity=true …) is refused by name; ReservedCapacity=false is accepted."
+)
+
+
+def read_feature_gates(text: str) -> str:
+    """The flag's value as given when this tool can run as Karpenter with it; ValueError (after the flag's name:
+    `optionspec`) naming the gate it cannot model, or Karpenter's reason for a malformed value."""
+    why = unmodelled(text)
+    if why is not None:
+        raise FeatureGateError(why)
+    return text
