@@ -207,15 +207,28 @@ def test_the_moves_never_take_a_protected_pod_and_leave_every_pod_placed(nodes: 
             assert consolidation.placement[f"default/{p['metadata']['name']}"] == p["spec"]["nodeName"]
 
 
-@pytest.mark.parametrize("status", ["x", None, [], [1], True, -1])
-def test_a_node_whose_status_is_not_a_map_is_read_as_saying_nothing(tmp_path: Path, status: Any) -> None:
-    """A snapshot's Node whose `status` is of another shape (a hostile probe's find: the consolidation's copy of it
-    raised TypeError) reads as a Node that reports nothing: the plan goes on, and the other nodes' moves are made."""
+def test_a_node_without_status_is_read_as_saying_nothing(tmp_path: Path) -> None:
+    """A snapshot's Node with no `status` reads as a Node that reports nothing: the plan goes on, and the other
+    nodes' moves are made."""
     items = _fleet([["300m"], ["300m"], []])
-    items[0]["status"] = status
+    items[0]["status"] = None
 
     result = _plan(tmp_path, items)
 
     assert result.exit_code == 0, result.stderr
     consolidation = json.loads(result.stdout)["consolidation"]
     assert "n2" in {name for move in consolidation["moves"] for name in move["removed"]}
+
+
+@pytest.mark.parametrize("status", ["x", [], [1], True, -1])
+def test_a_node_whose_status_is_not_a_map_is_refused_naming_it(tmp_path: Path, status: Any) -> None:
+    """A snapshot's Node whose `status` is of another shape (a hostile probe's find: the consolidation's copy of it
+    raised TypeError) is an error naming the item, as any field the plan reads of another shape: no plan is made on
+    a node whose room and readiness cannot be read."""
+    items = _fleet([["300m"], ["300m"], []])
+    items[0]["status"] = status
+
+    result = _plan(tmp_path, items)
+
+    assert result.exit_code == 2, result.stderr
+    assert ": status is not an object: " in result.stderr and "the snapshot cannot be trusted: no plan" in result.stderr

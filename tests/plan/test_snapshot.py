@@ -74,6 +74,30 @@ def test_an_item_of_a_bad_shape_is_an_error_naming_the_file_and_its_index(tmp_pa
     ]
 
 
+def test_a_node_whose_room_or_conditions_cannot_be_read_is_an_error_never_an_empty_or_full_node(
+    tmp_path: Path,
+) -> None:
+    """The plan takes a node's room from its `status.allocatable` (and capacity) and its readiness from its
+    conditions: a quantity it cannot read is refused, not counted 0 (a node that looks full)."""
+    shapes: list[dict[str, Any]] = [{"capacity": "x"}, {"allocatable": {"cpu": "abc", "memory": "1Gi"}},
+                                    {"conditions": [1]}, "Ready"]
+    items = []
+    for index, status in enumerate(shapes):
+        bad = node(f"n{index}")
+        bad["status"] = status
+        items.append(bad)
+    file = write(tmp_path / "s.json", *items, node("fine"))
+
+    problems = [str(p) for p in read_snapshots([file]).problems]
+
+    assert problems == [
+        f"{file}: item 0: error: Node n0: status.capacity is not a map of quantities: 'x'",
+        f"{file}: item 1: error: Node n1: status.allocatable[cpu] is not a quantity: 'abc'",
+        f"{file}: item 2: error: Node n2: status.conditions is not a list of objects: [1]",
+        f"{file}: item 3: error: Node n3: status is not an object: 'Ready'",
+    ]
+
+
 def test_what_is_not_a_snapshot_is_an_error_never_an_empty_fleet(tmp_path: Path) -> None:
     cases = {"empty.json": "", "yaml.json": "items: []\n", "number.json": "7", "status.json": json.dumps(
         {"kind": "Status", "message": "Unauthorized"}), "items.json": json.dumps({"kind": "List", "items": {}}),

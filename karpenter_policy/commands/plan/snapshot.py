@@ -7,7 +7,8 @@ kind, namespace and name replaces an earlier one's, and a warning says so), `-` 
 
 Nothing in a snapshot is trusted: every file is bounded in size (:data:`MAX_BYTES`) and must be JSON; every item
 must be an object with well-formed metadata (`kube.shape.check_object`, the check the informers make) and, for
-the kinds the plan reads, the fields it reads of the right type (a node's labels, a pod's spec and node name, a
+the kinds the plan reads, the fields it reads of the right type (a node's labels, its `status.capacity`,
+`allocatable` (quantities) and conditions, a pod's spec and node name, a
 PodDisruptionBudget's `minAvailable`/`maxUnavailable`, a DaemonSet's pod template, a NodeClaim's node name,
 `expireAfter` and `terminationGracePeriod`; of a PersistentVolumeClaim, PersistentVolume and StorageClass what the
 controller's reading reads, `model.volumes`). Anything else is a
@@ -31,6 +32,7 @@ from karpenter_policy.kube.errors import Malformed
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.kube.shape import check_object
 from karpenter_policy.model.pods import PodSpecError
+from karpenter_policy.model.resources import parse_quantity
 from karpenter_policy.model.selectors import SelectorError, parse_selector
 from karpenter_policy.model.volumes import READERS
 
@@ -139,6 +141,25 @@ def _node_problem(item: Obj) -> str | None:
     spec = item.get("spec")
     if spec is not None and not isinstance(spec, dict):
         return f"spec is not an object: {_quote(spec)}"
+    status = item.get("status")
+    if status is None:
+        return None
+    if not isinstance(status, dict):
+        return f"status is not an object: {_quote(status)}"
+    for name in ("capacity", "allocatable"):  # what the plan takes as the node's room
+        listed = status.get(name)
+        if listed is None:
+            continue
+        if not isinstance(listed, dict):
+            return f"status.{name} is not a map of quantities: {_quote(listed)}"
+        for resource, value in listed.items():
+            try:
+                parse_quantity(value)
+            except ValueError:
+                return f"status.{name}[{resource}] is not a quantity: {_quote(value)}"
+    conditions = status.get("conditions")
+    if conditions is not None and not (isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)):
+        return f"status.conditions is not a list of objects: {_quote(conditions)}"
     return None
 
 
