@@ -1,7 +1,14 @@
 """What consolidation would do now to a snapshot's fleet (`plan` with BASE = HEAD): this project's controller's own
 disruption decisions (`reconcile/disruption/decider.py`, Karpenter v0.31's consolidation deprovisioners: empty,
-multi-node, single-node) run on the snapshot, one command after another, each command carried out on the state
-before the next is decided — Karpenter's ordered moves.
+multi-node, single-node) run on the snapshot — Karpenter's ordered moves. A Provisioner's command runs alone, carried
+out on the state before the next is decided (v0.31.1); NodePools' commands run side by side as the controller's
+queue holds them (`reconcile/disruption/queue.py`, Karpenter v1.14.1's orchestration queue): a command started, the
+next is decided at once, with the nodes of the commands under way left out and counted in their NodePool's budget
+(`Inputs.disrupting`) and their replacements neither room nor candidates (`Inputs.protected`); a Provisioner's
+command waits until none is under way. In virtual seconds from the plan's start, a command starts once held for
+validation (the controller's 15 s) and is done once its replacements are initialized (`Timing.node_startup`) and
+its nodes drained (`waves.drain_of`); when nothing more can start, time moves to the next command done (the moves
+started after it are of the next `wave`). A command's pods are counted on the nodes that take them from its start.
 
 The snapshot is fed to the controller's :class:`~karpenter_policy.reconcile.state.cluster.ClusterState` as its
 informers would feed it, after one translation: a node of a HEAD Provisioner is *adopted* — annotated with its
@@ -18,15 +25,14 @@ reason — `Empty`, `Underutilized` —, `do-not-disrupt` only when "true"): it 
 never), and a node that takes pods in a move has a pod event then — it is not consolidatable again within the moves
 (`consolidateAfter` has not passed; `0s` excepted). Why such a node is not a candidate reads in v1.14.1's words
 (`disruption/consolidation.go` `ShouldDisrupt`, `disruption/emptiness.go`, `state/statenode.go`
-`ValidateNodeDisruptable`, `disruption/events/events.go`). What differs from v1.14.1: multi-node consolidation
-takes candidates by disruption cost, as v0.31 (v1.14.1 sorts by price over disruption cost), and one command runs
-at a time.
+`ValidateNodeDisruptable`, `disruption/events/events.go`). Its candidates go by price over reschedule cost, highest
+first, as v1.14.1's `sortCandidates` (the decider's `balanced.ordered`; single-node one NodePool at a time in turn).
 
 A command is carried out as the controller ends it: the pods of the nodes it removes go where its scheduling
 simulation put them (room on other nodes, or the new node it launches, the cheapest offering of the command's
-options), and the nodes are gone. A replacement is a candidate of a later command only once initialized: here, at
-once (the move is complete when its replacement is up). Expiry and drift are left out (decided from the consolidation
-stages on: BASE = HEAD changes nothing).
+options), and the nodes are gone. A replacement is a candidate of a later command only once initialized: a
+Provisioner's at once (its move is complete when its replacement is up), a NodePool's once its command is done.
+Expiry and drift are left out (decided from the consolidation stages on: BASE = HEAD changes nothing).
 
 The snapshot's PersistentVolumeClaims, PersistentVolumes and StorageClasses feed the state's volume index, each kind
 the snapshot read marked listed (`commands.plan.volumes.kinds_read`): the controller's simulation keeps a pod in its
