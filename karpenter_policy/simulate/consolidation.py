@@ -381,8 +381,8 @@ def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog:
     """See the module docstring. `budget`: seconds the moves may take to work out, as the controller bounds each
     decision (Karpenter's multi-node and single-node consolidation budgets), here over all of them together: past
     it, the moves found so far and a note. `timing` times the commands that run side by side."""
+    deadline = time.monotonic() + budget  # reading the snapshot into the state counts too
     run = _Run(snapshot, fleet, head, catalog, now, timing)
-    deadline = time.monotonic() + budget
     while True:
         if len(run.result.moves) >= MAX_MOVES:
             run.drain()

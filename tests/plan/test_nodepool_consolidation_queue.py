@@ -8,8 +8,13 @@ together; a Provisioner's move has none (v0.31.1: one command at a time, tests/p
 from __future__ import annotations
 
 import json
+import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
@@ -17,6 +22,7 @@ from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.simulate.consolidation import consolidate_now
 from tests.plan.snapshots import node, pod, policies, provisioner, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
+from tests.profiles import deterministic
 
 START = "2026-11-30T09:00:00Z"
 INITIALIZED = {"karpenter.sh/initialized": "true"}
@@ -142,3 +148,45 @@ def test_a_provisioners_command_waits_for_the_nodepools_commands_under_way(tmp_p
     assert moves[1]["removed"] == ["n0", "n1"] and "wave" not in moves[1] and "start" not in moves[1]
     assert [m["removed"] for m in moves[2:]] == [["a0"]]
     assert moves[2]["wave"] == 2  # the empty node's command ended (wave 1), then the Provisioner's
+
+
+FLEETS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["m5.large", "m5.xlarge"]),
+                            st.lists(st.sampled_from(["250m", "1000m"]), max_size=3)), min_size=1, max_size=6)
+
+
+@deterministic(15)
+@given(fleet=FLEETS, allowed=st.integers(min_value=1, max_value=3))
+def test_a_wave_never_takes_more_of_a_nodepool_than_its_budget(fleet: list[tuple[str, str, list[str]]],
+                                                               allowed: int) -> None:
+    """Within a wave no command has finished, so every command of the wave is under way at its end: the nodes a
+    wave removes of a NodePool are at most its budget (`nodes: k`, helpers.go `BuildDisruptionBudgetMapping` less
+    the nodes marked for deletion); a node goes in one move at most, and never in the wave its replacement was
+    launched in (a replacement under way is no candidate, consolidation_test.go:4706)."""
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        documents = [nodepool(f"team-{t}", labels=f"team: {t}", extra=disruption(f"[{{nodes: '{allowed}'}}]"))
+                     for t in ("a", "b")]
+        items: list[dict[str, Any]] = []
+        for i, (team, instance_type, requests) in enumerate(fleet):
+            pods = [team_pod(f"web-{i}-{j}", f"n{i}", team, cpu) for j, cpu in enumerate(requests)]
+            items += pool_items(f"n{i}", f"team-{team}", instance_type, pods)
+        found = plan(root, documents, items)
+
+    pool_of = {f"n{i}": f"team-{team}" for i, (team, _, _) in enumerate(fleet)}
+    removed: Counter[tuple[int, str]] = Counter()
+    launched_in: dict[str, int] = {}
+    seen: list[str] = []
+    for move in found["moves"]:
+        pools = {pool_of.get(name) for name in move["removed"]}
+        for name in move["removed"]:
+            assert launched_in.get(name, -1) < move["wave"], f"{name} taken while its command is under way"
+            removed[move["wave"], pool_of.get(name) or "?"] += 1
+        for _ in move["launched"]:  # the moves' replacements are named consolidation-1, -2, … as launched
+            name = f"consolidation-{len(launched_in) + 1}"
+            launched_in[name] = move["wave"]
+            only = next(iter(pools)) if len(pools) == 1 else None
+            if only is not None:
+                pool_of[name] = only
+        seen += move["removed"]
+    assert len(seen) == len(set(seen))
+    assert all(count <= allowed for (_, pool), count in removed.items() if pool != "?")
