@@ -49,6 +49,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
+import functools
 import math
 import time
 from collections import Counter
@@ -212,7 +213,6 @@ class _Run:
         self.finishes: dict[int, float] = {}
         self.clock, self.wave = 0.0, 0
         self.fleet_pods = {p.key: p for pods in fleet.pods_on.values() for p in pods}
-        self.pdb_budgets = PdbBudgets(fleet.pdbs, fleet.pod_objects)
         self.types = {t.name: t for t in catalog}
         self.result = Consolidation()
         self.sets = _constraint_sets(head, catalog, self.result.notes)
@@ -318,6 +318,11 @@ class _Run:
         underway = Underway(command, names, self.clock)
         self.underway.start(underway)
         self.finishes[id(underway)] = self.clock + self.seconds(command, bool(names))
+
+    @functools.cached_property
+    def pdb_budgets(self) -> PdbBudgets:
+        """The snapshot's PodDisruptionBudgets, as the waves read them (worked out once, when a drain is timed)."""
+        return PdbBudgets(self.fleet.pdbs, self.fleet.pod_objects)
 
     def seconds(self, command: Command, launches: bool) -> float:
         """How long a command takes from its start until its nodes are gone: its replacements initialized
