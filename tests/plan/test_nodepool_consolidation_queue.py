@@ -97,6 +97,26 @@ def test_a_budget_of_one_node_holds_the_next_move_until_the_first_finishes(tmp_p
     ]
 
 
+def test_a_budget_of_30_percent_takes_three_of_ten_nodes_at_a_time(tmp_path: Path) -> None:
+    """consolidation_test.go:476 "should only allow 3 nodes to be deleted in single node consolidation delete": ten
+    nodes of one NodePool whose budget is 30 %, each with one pod of which two fit a node — the reconciles before
+    the queue runs its commands disrupt three nodes, no more. Here the first wave deletes three nodes (the
+    decider finds them in one multi-node delete where Karpenter's test, its multi-node skipped, enqueues three
+    single-node ones), and no later wave takes more than three (this catalog then has cheaper nodes for the
+    pods, Karpenter's test none)."""
+    items: list[dict[str, Any]] = []
+    for i in range(10):
+        items += pool_items(f"n{i}", "team-a", "m5.2xlarge", [team_pod(f"web-{i}", f"n{i}", "a", cpu="3500m")])
+    found = plan(tmp_path, [nodepool("team-a", labels="team: a", extra=disruption("[{nodes: '30%'}]"))], items)
+
+    by_wave: Counter[int] = Counter()
+    for move in found["moves"]:
+        by_wave[move["wave"]] += len(move["removed"])
+    assert [m["action"] for m in found["moves"] if m["wave"] == 0] == ["delete"]
+    assert by_wave[0] == 3
+    assert max(by_wave.values()) == 3
+
+
 def test_nodepool_candidates_go_by_price_over_reschedule_cost(tmp_path: Path) -> None:
     """consolidation.go:138 `sortCandidates` (by `SavingsRatio`, price / reschedule disruption cost, highest first;
     singlenodeconsolidation.go:141 `SortCandidates`), not v0.31's lowest disruption cost first: n1 (m5.xlarge,
