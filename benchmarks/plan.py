@@ -5,8 +5,12 @@ whole command on one core (the process pins itself to one), and what the plan fo
 on Karpenter v1 NodePools (each node with its NodeClaim; HEAD's budgets the default 10 %, drift side by side).
 With `--volumes`, every node's first pod has a PersistentVolumeClaim bound to an EBS PersistentVolume in the node's
 zone (and a StorageClass): the pods a wave moves keep to their volumes' zones (docs/plan.md, "The pods' volumes").
+With `--consolidate`, every node is initialized and BASE = HEAD: what consolidation would do now (the controller's
+decisions, `simulate/consolidation.py`; with `--v1`, NodePools' commands side by side), within
+`--consolidation-timeout` (default 600s here) — its moves, waves and saving are the answer.
 
     PYTHONPATH=. .venv/bin/python benchmarks/plan.py [--nodes 5000] [--pods-per-node 10] [--repeat 1] [--v1] [--volumes]
+        [--consolidate [--consolidation-timeout 600s]]
 
 Goal (issue #26): 5,000 nodes / 50,000 pods in ≤ 30 s on one core. Figures: benchmarks/README.md.
 """
@@ -30,6 +34,7 @@ from benchmarks._common import pinned_cpu  # noqa: E402
 from karpenter_policy.catalog import load_catalog  # noqa: E402
 from karpenter_policy.commands.plan.command import plan_command  # noqa: E402
 from karpenter_policy.commands.plan.options import PlanOptions  # noqa: E402
+from karpenter_policy.simulate.consolidation import consolidate_now  # noqa: E402
 
 WORK = Path(__file__).resolve().parent / ".work" / "plan"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -114,7 +119,8 @@ def _volume(claim: str, zone: str) -> list[dict[str, Any]]:
                  {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [zone]}]}]}}}}]
 
 
-def snapshot(nodes: int, per_node: int, v1: bool = False, volumes: bool = False) -> dict[str, Any]:
+def snapshot(nodes: int, per_node: int, v1: bool = False, volumes: bool = False,
+             initialized: bool = False) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     if volumes:
         items.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
@@ -126,7 +132,8 @@ def snapshot(nodes: int, per_node: int, v1: bool = False, volumes: bool = False)
         labels = {"karpenter.sh/nodepool" if v1 else "karpenter.sh/provisioner-name": pool,
                   "node.kubernetes.io/instance-type": types[n % 2], "topology.kubernetes.io/zone": ZONES[(n // 3) % 3],
                   "karpenter.sh/capacity-type": "on-demand", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-                  "karpenter.k8s.aws/instance-family": family, "team": "web"}
+                  "karpenter.k8s.aws/instance-family": family, "team": "web",
+                  **({"karpenter.sh/initialized": "true"} if initialized else {})}
         items.append({"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": name, "creationTimestamp": "2026-11-01T00:00:00Z",
             "annotations": {} if v1 else {"karpenter.sh/provisioner-hash": "1"},
@@ -175,25 +182,29 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--v1", action="store_true", help="the fleet on Karpenter v1 NodePools")
     parser.add_argument("--volumes", action="store_true", help="every node's first pod with a zonal volume")
+    parser.add_argument("--consolidate", action="store_true", help="BASE = HEAD, every node initialized")
+    parser.add_argument("--consolidation-timeout", default="600s")
     args = parser.parse_args()
     os.sched_setaffinity(0, {pinned_cpu()})
     WORK.mkdir(parents=True, exist_ok=True)
     kind = "v1-" if args.v1 else ""
     volumes = "-vol" if args.volumes else ""
-    file = WORK / f"snapshot-{kind}v3-{args.nodes}x{args.pods_per_node}{volumes}.json"
+    initialized = "-init" if args.consolidate else ""
+    file = WORK / f"snapshot-{kind}v3-{args.nodes}x{args.pods_per_node}{volumes}{initialized}.json"
     if not file.exists():
-        file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node, args.v1, args.volumes)))
-    base = policies(WORK / f"{kind}base", head=False, v1=args.v1)
+        file.write_text(json.dumps(snapshot(args.nodes, args.pods_per_node, args.v1, args.volumes, args.consolidate)))
     head = policies(WORK / f"{kind}head", head=True, v1=args.v1)
+    base = head if args.consolidate else policies(WORK / f"{kind}base", head=False, v1=args.v1)
     catalog = load_catalog()
     options = PlanOptions(snapshot=(str(file),), start="2026-11-30T09:00:00Z", output="json", base=base, head=head,
-                          allow_stranded=True)
+                          allow_stranded=True, consolidation_timeout=args.consolidation_timeout)
+    consolidate = consolidate_now if args.consolidate else None
     print(f"plan{' (v1 NodePools)' if args.v1 else ''}{', volumes' if args.volumes else ''}: {args.nodes:,} nodes, "
           f"{args.nodes * args.pods_per_node:,} pods, snapshot "
           f"{file.stat().st_size / 1024**2:.0f} MiB, one core (cpu {pinned_cpu()}), load {os.getloadavg()[0]:.1f}")
     for _ in range(args.repeat):
         wall, cpu = time.perf_counter(), time.process_time()
-        result = plan_command(options, catalog, now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC))
+        result = plan_command(options, catalog, now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC), consolidate=consolidate)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         document = json.loads(result.stdout)
         drifted = sum(1 for n in document["nodes"] if n["drifted"])
@@ -201,6 +212,13 @@ def main() -> None:
               f"{len(document['waves']):,} waves, {len(document['blocked'])} blocked, {len(document['pending'])} "
               f"pending, ${document['cost']['before_monthly']:,.0f} → peak ${document['cost']['peak_monthly']:,.0f}"
               f" → ${document['cost']['after_monthly']:,.0f} a month")
+        if "consolidation" in document:
+            found = document["consolidation"]
+            moves = found["moves"]
+            waves = len({m["wave"] for m in moves if "wave" in m})
+            print(f"  consolidation: {len(moves)} moves ({sum(len(m['removed']) for m in moves)} nodes removed, "
+                  f"{waves} waves), saves ${found['saved_monthly']:,.2f} a month, {found['evicted_pods']} pods "
+                  f"evicted; notes: {found['notes']}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  peak RSS {peak:,.0f} MiB; goal: ≤ 30 s on one core")
 

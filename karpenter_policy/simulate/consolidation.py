@@ -1,7 +1,14 @@
 """What consolidation would do now to a snapshot's fleet (`plan` with BASE = HEAD): this project's controller's own
 disruption decisions (`reconcile/disruption/decider.py`, Karpenter v0.31's consolidation deprovisioners: empty,
-multi-node, single-node) run on the snapshot, one command after another, each command carried out on the state
-before the next is decided — Karpenter's ordered moves.
+multi-node, single-node) run on the snapshot — Karpenter's ordered moves. A Provisioner's command runs alone, carried
+out on the state before the next is decided (v0.31.1); NodePools' commands run side by side as the controller's
+queue holds them (`reconcile/disruption/queue.py`, Karpenter v1.14.1's orchestration queue): a command started, the
+next is decided at once, with the nodes of the commands under way left out and counted in their NodePool's budget
+(`Inputs.disrupting`) and their replacements neither room nor candidates (`Inputs.protected`); a Provisioner's
+command waits until none is under way. In virtual seconds from the plan's start, a command starts once held for
+validation (the controller's 15 s) and is done once its replacements are initialized (`Timing.node_startup`) and
+its nodes drained (`waves.drain_of`); when nothing more can start, time moves to the next command done (the moves
+started after it are of the next `wave`). A command's pods are counted on the nodes that take them from its start.
 
 The snapshot is fed to the controller's :class:`~karpenter_policy.reconcile.state.cluster.ClusterState` as its
 informers would feed it, after one translation: a node of a HEAD Provisioner is *adopted* — annotated with its
@@ -18,15 +25,14 @@ reason — `Empty`, `Underutilized` —, `do-not-disrupt` only when "true"): it 
 never), and a node that takes pods in a move has a pod event then — it is not consolidatable again within the moves
 (`consolidateAfter` has not passed; `0s` excepted). Why such a node is not a candidate reads in v1.14.1's words
 (`disruption/consolidation.go` `ShouldDisrupt`, `disruption/emptiness.go`, `state/statenode.go`
-`ValidateNodeDisruptable`, `disruption/events/events.go`). What differs from v1.14.1: multi-node consolidation
-takes candidates by disruption cost, as v0.31 (v1.14.1 sorts by price over disruption cost), and one command runs
-at a time.
+`ValidateNodeDisruptable`, `disruption/events/events.go`). Its candidates go by price over reschedule cost, highest
+first, as v1.14.1's `sortCandidates` (the decider's `balanced.ordered`; single-node one NodePool at a time in turn).
 
 A command is carried out as the controller ends it: the pods of the nodes it removes go where its scheduling
 simulation put them (room on other nodes, or the new node it launches, the cheapest offering of the command's
-options), and the nodes are gone. A replacement is a candidate of a later command only once initialized: here, at
-once (the move is complete when its replacement is up). Expiry and drift are left out (decided from the consolidation
-stages on: BASE = HEAD changes nothing).
+options), and the nodes are gone. A replacement is a candidate of a later command only once initialized: a
+Provisioner's at once (its move is complete when its replacement is up), a NodePool's once its command is done.
+Expiry and drift are left out (decided from the consolidation stages on: BASE = HEAD changes nothing).
 
 The snapshot's PersistentVolumeClaims, PersistentVolumes and StorageClasses feed the state's volume index, each kind
 the snapshot read marked listed (`commands.plan.volumes.kinds_read`): the controller's simulation keeps a pod in its
@@ -43,6 +49,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
+import functools
 import math
 import time
 from collections import Counter
@@ -58,9 +65,11 @@ from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
 from karpenter_policy.commands.compile.nodepools import nodepool_constraint_set
 from karpenter_policy.commands.plan.consolidation import Consolidation, Move, NotCandidate
 from karpenter_policy.commands.plan.drift import PolicySide
-from karpenter_policy.commands.plan.fleet import Fleet
+from karpenter_policy.commands.plan.fleet import Fleet, FleetNode
+from karpenter_policy.commands.plan.pdbstate import PdbBudgets
 from karpenter_policy.commands.plan.snapshot import Snapshot
 from karpenter_policy.commands.plan.volumes import kinds_read
+from karpenter_policy.commands.plan.waves import Timing, drain_of
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.kube.volumes import VOLUME_KINDS
@@ -81,7 +90,9 @@ from karpenter_policy.reconcile.disruption.decider import (
     consolidation_policy,
     movable,
 )
+from karpenter_policy.reconcile.disruption.queue import Commands, Underway, runs_side_by_side
 from karpenter_policy.reconcile.disruption.view import disruption_view
+from karpenter_policy.reconcile.options import DEFAULT_VALIDATION
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord
@@ -99,6 +110,8 @@ MAX_MOVES = 1000
 NOT_INITIALIZED = "state node isn't initialized"
 #: Karpenter v1.14.1's (`state/statenode.go` `ValidateNodeDisruptable`).
 V1_NOT_INITIALIZED = "node isn't initialized"
+#: The plan's default timing (`plan --node-startup`, `--pod-startup`).
+TIMING = Timing()
 
 
 def _constraint_sets(head: PolicySide, catalog: Catalog, notes: list[str]) -> dict[str, ConstraintSet]:
@@ -170,14 +183,16 @@ def _adopted(node: Obj, constraint_set: ConstraintSet, types: Mapping[str, Insta
     return adopted
 
 
-def _launched(name: str, claim: ClaimPlan, constraint_set: ConstraintSet, types: Mapping[str, InstanceType]) -> Obj:
-    """The Node a command's replacement becomes: its launch choice's type, zone and capacity type, initialized."""
+def _launched(name: str, claim: ClaimPlan, constraint_set: ConstraintSet, types: Mapping[str, InstanceType], *,
+              initialized: bool) -> Obj:
+    """The Node a command's replacement becomes: its launch choice's type, zone and capacity type; `initialized`
+    (Karpenter's `karpenter.sh/initialized` label) or not yet."""
     launch = claim.launch
     instance_type = launch.instance_type if launch is not None else ""
     labels = {**constraint_set.labels, wk.HOSTNAME: name, wk.INSTANCE_TYPE: instance_type,
               wk.ZONE: launch.zone if launch is not None else "", wk.CAPACITY_TYPE:
               launch.capacity_type if launch is not None else wk.CAPACITY_ON_DEMAND,
-              **owner_labels(constraint_set.pool), wk.INITIALIZED: "true",
+              **owner_labels(constraint_set.pool), **({wk.INITIALIZED: "true"} if initialized else {}),
               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
     resources = {k: str(v) for k, v in as_resources(claim.allocatable).items()}  # its template's node arithmetic
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {},
@@ -185,11 +200,24 @@ def _launched(name: str, claim: ClaimPlan, constraint_set: ConstraintSet, types:
     return _adopted(node, constraint_set, types)
 
 
+def _initialized(node: Obj) -> Obj:
+    """A launched node once Karpenter has initialized it: labelled so, and Ready."""
+    metadata = node["metadata"]
+    return {**node, "metadata": {**metadata, "labels": {**metadata["labels"], wk.INITIALIZED: "true"}},
+            "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
 class _Run:
     """One run: the state, the decider, and the moves so far."""
 
-    def __init__(self, snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime) -> None:
-        self.fleet, self.now = fleet, now
+    def __init__(self, snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
+                 timing: Timing) -> None:
+        self.fleet, self.now, self.timing = fleet, now, timing
+        #: the commands under way (the controller's queue) and when each finishes, in seconds from `now`
+        self.underway = Commands()
+        self.finishes: dict[int, float] = {}
+        self.clock, self.wave = 0.0, 0
+        self.fleet_pods = {p.key: p for pods in fleet.pods_on.values() for p in pods}
         self.types = {t.name: t for t in catalog}
         self.result = Consolidation()
         self.sets = _constraint_sets(head, catalog, self.result.notes)
@@ -227,7 +255,8 @@ class _Run:
                 pending.append(self.state.scheduling_pod(record))
             except PodSpecError:
                 continue
-        return Inputs(view, self.templates, self.pdbs, self.now, pending=pending, pod_events=self.pod_events)
+        return Inputs(view, self.templates, self.pdbs, self.now, self.underway.protected(), pending=pending,
+                      pod_events=self.pod_events, disrupting=self.underway.disrupting())
 
     def not_candidates(self, blocked: Mapping[str, str]) -> None:
         """Why each Karpenter node left after the moves is not taken: the last decision's reasons (a budget,
@@ -255,11 +284,11 @@ class _Run:
                 found.setdefault(name, f'provisioner "{node.provisioner}" can\'t be resolved for state node')
         self.result.not_candidates = [NotCandidate(n, why) for n, why in sorted(found.items())]
 
-    def carry_out(self, command: Command, inputs: Inputs) -> None:
-        """The command's pods where its simulation puts them, its replacements up, its nodes gone; a node that
-        takes pods has a pod event now."""
+    def start(self, command: Command, inputs: Inputs) -> None:
+        """The command under way: its pods given the room its simulation found (on the other nodes, or on the
+        nodes it launches — initialized later when it runs beside others, at once when alone), so that the next
+        decision counts them there; a node that takes pods has a pod event now. Its nodes stay until it finishes."""
         plan = self.decider.simulate(inputs, command.candidates)
-        removed = set(command.names)
         moving = {pod.uid for c in command.candidates for pod in c.pods}
         evicted: Counter[str] = Counter()
         for candidate in command.candidates:
@@ -268,28 +297,89 @@ class _Run:
         targets: dict[str, str] = {}
         for existing, pods in plan.existing.items():
             targets.update({pod.uid: existing for pod in pods if pod.uid in moving})
-        launched = []
+        side_by_side = runs_side_by_side(command)
+        launched, names = [], []
         for claim in command.replacements:
             self._launches += 1
             name = f"consolidation-{self._launches}"
-            self.state.apply(objects.NODE, "ADDED", _launched(name, claim, self.sets[claim.template], self.types))
+            node = _launched(name, claim, self.sets[claim.template], self.types, initialized=not side_by_side)
+            self.state.apply(objects.NODE, "ADDED", node)
             targets.update({pod.uid: name for pod in claim.pods if pod.uid in moving})
             launched.append(claim.instance_type)
-        for name in sorted(removed):
+            names.append(name)
+        for name in sorted(command.names):
             for record in self.state.pods_on(name):
                 target = targets.get(record.uid)
                 if target is None:  # a DaemonSet's or a finished pod: it goes with its node
-                    self.state.apply(objects.POD, "DELETED", record.obj)
                     continue
                 moved = {**record.obj, "spec": {**record.obj["spec"], "nodeName": target}}  # the rest shared
                 self.pod_events[target] = self.now
                 self.state.apply(objects.POD, "MODIFIED", moved)
+        saved = command.savings * HOURS_PER_MONTH if command.savings is not None else None
+        self.clock += DEFAULT_VALIDATION  # each consolidation is held 15 s and checked again before it starts
+        start = self.now + dt.timedelta(seconds=self.clock) if side_by_side else None
+        self.result.moves.append(Move(command.stage, command.action, command.names, tuple(launched), saved,
+                                      dict(evicted), command.why, self.wave if side_by_side else None, start))
+        underway = Underway(command, names, self.clock)
+        self.underway.start(underway)
+        self.finishes[id(underway)] = self.clock + self.seconds(command, bool(names))
+
+    @functools.cached_property
+    def pdb_budgets(self) -> PdbBudgets:
+        """The snapshot's PodDisruptionBudgets, as the waves read them (worked out once, when a drain is timed)."""
+        return PdbBudgets(self.fleet.pdbs, self.fleet.pod_objects)
+
+    def seconds(self, command: Command, launches: bool) -> float:
+        """How long a command takes from its start until its nodes are gone: its replacements initialized
+        (`--node-startup`), then its nodes drained — the longest drain of its nodes, PodDisruptionBudgets taking
+        their pods a few at a time (`waves.drain_of`, as the rollout's waves)."""
+        drain = 0.0
+        for candidate in command.candidates:
+            node = self.fleet.nodes.get(candidate.name) or FleetNode(  # one the moves launched: no annotation
+                candidate.name, candidate.provisioner, candidate.instance_type, candidate.zone,
+                candidate.capacity_type, None, {}, {})
+            pods = [self.fleet_pods[pod.key] for pod in candidate.pods if pod.key in self.fleet_pods]
+            found = drain_of(node, pods, self.pdb_budgets, self.timing, v1=True)
+            # a drain something blocks is no candidate of the decider's (do-not-disrupt, a PDB allowing none)
+            drain = max(drain, found.seconds if found.blocked is None else self.timing.pod_startup)
+        return (self.timing.node_startup if launches else 0.0) + drain
+
+    def finish(self, underway: Underway) -> None:
+        """The command ends as the controller's does: its replacements initialized, its nodes (and what is left on
+        them: DaemonSets' pods) gone."""
+        self.underway.finish(underway)
+        del self.finishes[id(underway)]
+        for name in underway.replacements:
+            launched = self.state.node(name)
+            if launched is not None and not launched.initialized:
+                self.state.apply(objects.NODE, "MODIFIED", _initialized(launched.obj))
+        for name in sorted(underway.command.names):
+            for pod in self.state.pods_on(name):
+                self.state.apply(objects.POD, "DELETED", pod.obj)
             node = self.state.node(name)
             if node is not None:
                 self.state.apply(objects.NODE, "DELETED", node.obj)
-        saved = command.savings * HOURS_PER_MONTH if command.savings is not None else None
-        self.result.moves.append(Move(command.stage, command.action, command.names, tuple(launched), saved,
-                                      dict(evicted), command.why))
+
+    def finish_before(self, moment: float, *, until: bool = False) -> None:
+        """Every command under way that finished before `moment` (with `until`: by then) finishes; the moves
+        started from now on are of the next wave when one did. A command that ends as the next decision starts is
+        still under way for it (Karpenter decides again as soon as a command starts, before its queue has looked
+        at it)."""
+        done = [u for u in self.underway if self.finishes[id(u)] < moment or (until and self.finishes[id(u)] <= moment)]
+        for underway in done:
+            self.finish(underway)
+        if done:
+            self.wave += 1
+
+    def finish_next(self) -> None:
+        """Virtual time moves on to when the first command under way finishes, and those done by then finish."""
+        self.clock = max(self.clock, min(self.finishes.values()))
+        self.finish_before(self.clock, until=True)
+
+    def drain(self) -> None:
+        """Every command under way finishes (the moves stop here)."""
+        while self.underway:
+            self.finish_next()
 
     def placement(self) -> dict[str, str]:
         """Every live pod's node at the end (pending pods aside)."""
@@ -297,30 +387,41 @@ class _Run:
 
 
 def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
-                    budget: float = math.inf) -> Consolidation:
+                    budget: float = math.inf, timing: Timing = TIMING) -> Consolidation:
     """See the module docstring. `budget`: seconds the moves may take to work out, as the controller bounds each
     decision (Karpenter's multi-node and single-node consolidation budgets), here over all of them together: past
-    it, the moves found so far and a note."""
-    run = _Run(snapshot, fleet, head, catalog, now)
-    deadline = time.monotonic() + budget
-    for _ in range(MAX_MOVES):
+    it, the moves found so far and a note. `timing` times the commands that run side by side."""
+    deadline = time.monotonic() + budget  # reading the snapshot into the state counts too
+    run = _Run(snapshot, fleet, head, catalog, now, timing)
+    while True:
+        if len(run.result.moves) >= MAX_MOVES:
+            run.drain()
+            run.result.notes.append(f"consolidation stopped after {MAX_MOVES} moves")
+            break
         left = deadline - time.monotonic()
         if left <= 0:
+            run.drain()  # the commands under way end as planned
             blocked = Decision()
             run.decider.candidates(run.inputs(), blocked)  # no simulation: why nodes are not candidates at all
             run.not_candidates(blocked.blocked)
             run.result.notes.append(_stopped(len(run.result.moves), budget))
             break
+        run.finish_before(run.clock)  # what is done when the decision starts
         inputs = dataclasses.replace(run.inputs(), single_node_budget=left, multi_node_budget=left)
         decision = run.decider.decide(inputs, after=DRIFT)
-        if decision.command is None:
-            run.not_candidates(decision.blocked)  # the last decision looked at every stage, on the fleet left
-            if decision.timeouts:
-                run.result.notes.append(_stopped(len(run.result.moves), budget))
-            break
-        run.carry_out(decision.command, inputs)
-    else:
-        run.result.notes.append(f"consolidation stopped after {MAX_MOVES} moves")
+        command = decision.command
+        if command is not None and (runs_side_by_side(command) or not run.underway):
+            run.start(command, inputs)
+            if not runs_side_by_side(command):  # a Provisioner's: alone, carried out before the next decision
+                run.finish_next()
+            continue  # v1.14.1 decides again at once after a command starts (`RequeueImmediately`)
+        if run.underway:  # nothing more now (or a Provisioner's command, which waits until none is under way)
+            run.finish_next()
+            continue
+        run.not_candidates(decision.blocked)  # the last decision looked at every stage, on the fleet left
+        if decision.timeouts:
+            run.result.notes.append(_stopped(len(run.result.moves), budget))
+        break
     run.result.placement = run.placement()
     run.result.nodes = sorted(record.name for record in run.state.nodes())
     return run.result

@@ -27,7 +27,8 @@ from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.snapshot import Snapshot
-from karpenter_policy.simulate.consolidation import consolidate_now
+from karpenter_policy.commands.plan.waves import Timing
+from karpenter_policy.simulate.consolidation import TIMING, consolidate_now
 from tests.plan.snapshots import node, pdb, pod, policies, provisioner, write
 from tests.profiles import deterministic
 
@@ -178,8 +179,8 @@ def _captured(root: Path, nodes: Nodes) -> tuple[Consolidation, list[dict[str, A
     seen: list[Consolidation] = []
 
     def capture(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
-                budget: float) -> Consolidation:
-        seen.append(consolidate_now(snapshot, fleet, head, catalog, now, budget))
+                budget: float, timing: Timing = TIMING) -> Consolidation:
+        seen.append(consolidate_now(snapshot, fleet, head, catalog, now, budget, timing))
         return seen[-1]
 
     same = policies(root / "p", CONSOLIDATING)

@@ -239,7 +239,7 @@ def plan_command(
     budget = consolidation_timeout.total_seconds()
     consolidation = None
     if same and consolidate is not None and budget > 0:
-        consolidation = consolidate(snapshot, fleet, head_side, pricing.catalog, start, budget)
+        consolidation = consolidate(snapshot, fleet, head_side, pricing.catalog, start, budget, timing)
     elif same and consolidate is not None:
         notes.append("BASE = HEAD: what consolidation would do now is not worked out (--consolidation-timeout 0s)")
     result = PlanResult(options.base, options.head, start, not options.drift_disabled, fleet, drift, rollout, cost,

@@ -2,7 +2,8 @@
 the protocol of what computes it.
 
 The answer is computed by this project's controller's own disruption decisions (`reconcile/disruption/decider.py`,
-Karpenter v0.31's deprovisioners) run on the snapshot's fleet, one command after another — not by a second model
+Karpenter v0.31's deprovisioners for Provisioners' nodes, v1.14.1's for NodePools') run on the snapshot's fleet —
+a Provisioner's command alone, NodePools' side by side as the controller's queue runs them — not by a second model
 of consolidation. The controller may not be imported by a command (docs/architecture.md), so `plan` is handed the
 computation (:class:`Consolidate`) by its caller: the CLI gives it `simulate/consolidation.py`'s.
 """
@@ -18,6 +19,7 @@ from karpenter_policy.catalog import Catalog
 from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet
 from karpenter_policy.commands.plan.snapshot import Snapshot
+from karpenter_policy.commands.plan.waves import Timing
 
 __all__ = ["Consolidate", "Consolidation", "Move", "NotCandidate"]
 
@@ -26,7 +28,10 @@ __all__ = ["Consolidate", "Consolidation", "Move", "NotCandidate"]
 class Move:
     """One consolidation command, in the order the controller takes them: `stage` (empty, multi-node, single-node),
     `action` (delete, replace), the nodes `removed` and the instance types `launched` in their place, the $/month
-    it saves (None: no price data), and the pods it evicts per workload."""
+    it saves (None: no price data), and the pods it evicts per workload. A NodePool's command runs beside others
+    (Karpenter v1.14.1's orchestration queue): `wave` numbers the moves started while the same commands were under
+    way — a move of wave 1 starts once a command of wave 0 has finished —, and `start` is when it starts; both None
+    for a Provisioner's (v0.31.1: one command at a time, each carried out before the next is decided)."""
 
     stage: str
     action: str
@@ -35,15 +40,23 @@ class Move:
     saved_monthly: float | None
     evicted: Mapping[str, int]
     why: str
+    wave: int | None = None
+    start: dt.datetime | None = None
 
     @property
     def evicted_pods(self) -> int:
         return sum(self.evicted.values())
 
     def to_json(self, index: int) -> dict[str, object]:
-        return {"index": index, "stage": self.stage, "action": self.action, "removed": list(self.removed),
-                "launched": list(self.launched), "saved_monthly": self.saved_monthly,
-                "evicted_pods": self.evicted_pods, "evicted": dict(sorted(self.evicted.items())), "why": self.why}
+        found: dict[str, object] = {
+            "index": index, "stage": self.stage, "action": self.action, "removed": list(self.removed),
+            "launched": list(self.launched), "saved_monthly": self.saved_monthly, "evicted_pods": self.evicted_pods,
+            "evicted": dict(sorted(self.evicted.items())), "why": self.why}
+        if self.wave is not None:  # a NodePool's move (a Provisioner's JSON is v0.31's, unchanged)
+            found["wave"] = self.wave
+        if self.start is not None:
+            found["start"] = self.start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # as waves[]
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +98,9 @@ class Consolidation:
 
 class Consolidate(Protocol):
     """What consolidation would do now on `fleet` (of `snapshot`) under `head`'s policies, priced by `catalog`,
-    worked out within about `budget` seconds (past them: the moves found so far, with a note)."""
+    worked out within about `budget` seconds (past them: the moves found so far, with a note); `timing`: how long
+    a new node takes to be initialized and an evicted pod to be Ready again (`plan --node-startup`, `--pod-startup`),
+    which times NodePools' commands side by side."""
 
     def __call__(self, snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
-                 budget: float) -> Consolidation: ...
+                 budget: float, timing: Timing = ...) -> Consolidation: ...

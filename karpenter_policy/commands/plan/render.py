@@ -252,7 +252,12 @@ def _move_line(move: Move) -> str:
     more = "" if len(move.evicted) <= 3 else f", +{len(move.evicted) - 3} more"
     evicted = f"{_plural(move.evicted_pods, 'pod')} evicted" + (f" ({workloads}{more})" if workloads else "")
     nodes = ", ".join(move.removed[:3]) + ("" if len(move.removed) <= 3 else f" +{len(move.removed) - 3} more")
-    return f"{move.stage} {move.action}: {nodes}{new} · saves {saved} a month · {evicted}"
+    return f"{move.stage} {move.action}: {nodes}{new} · saves {saved} a month · {evicted}{_wave(move)}"
+
+
+def _wave(move: Move) -> str:
+    """A NodePool's move: the wave it starts in and when (moves of one wave run side by side)."""
+    return "" if move.wave is None else f" · wave {move.wave}, starts {_time(move.start)}"
 
 
 def _consolidation_headline(consolidation: Consolidation) -> str:
@@ -359,7 +364,8 @@ def _consolidation_markdown(consolidation: Consolidation) -> list[str]:
                 "|---:|---|---|---|---|---:|---:|"]
         for i, move in enumerate(consolidation.moves[:_SHOWN], 1):
             saved = money(move.saved_monthly) if move.saved_monthly is not None else "unpriced"
-            out.append(f"| {i} | {move.stage} | {move.action} | {markdown_text(', '.join(move.removed))} | "
+            stage = move.stage if move.wave is None else f"{move.stage} (wave {move.wave})"
+            out.append(f"| {i} | {stage} | {move.action} | {markdown_text(', '.join(move.removed))} | "
                        f"{markdown_text(', '.join(move.launched)) or '—'} | {saved} | {move.evicted_pods} |")
         if len(consolidation.moves) > _SHOWN:
             out.append(f"\n… {len(consolidation.moves) - _SHOWN} more moves (`--output json` lists them all)")
