@@ -441,7 +441,8 @@ def _walk_plan(value: Any, plan: _Plan, old: Any, path: Path, found: list[Violat
     kind = type(value)
     if kind is dict or (kind not in _NOT_MAPPINGS and isinstance(value, Mapping)):
         properties, extra = plan.properties, plan.extra
-        old_map = old if type(old) is dict or isinstance(old, Mapping) else {}
+        # on a create (`old` absent, most walks) nothing is asked of it: the ABC's check costs a call a node
+        old_map = old if type(old) is dict or (old is not _ABSENT and isinstance(old, Mapping)) else {}
         for key, item in value.items():
             sub = properties.get(key, extra)  # a named property never falls to additionalProperties
             if sub is not None:  # asked here: no call, no path for a rule-less subtree

@@ -151,8 +151,9 @@ def _requirement_errors(key: str, operator: str, values: list[str], min_values: 
 
 
 def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
-    """isinstance(value, Mapping), a dict (what objects are made of) asked without the ABC's check."""
-    return type(value) is dict or isinstance(value, Mapping)
+    """isinstance(value, Mapping), a dict (what objects are made of) and None (an absent field) asked without the
+    ABC's check."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 def runtime_violations(nodepool: Mapping[str, Any]) -> list[Violation]:
@@ -202,7 +203,7 @@ def _label_violations(labels: Mapping[str, Any], path: Path) -> list[Violation]:
 def _taint_violations(taints: list[Any], field: str, seen: set[tuple[str, str]], path: Path) -> list[Violation]:
     found: list[Violation] = []
     for index, taint in enumerate(taints):
-        if not isinstance(taint, Mapping):
+        if not _is_mapping(taint):
             continue
         key, value, effect = (str(taint.get(name, "")) for name in ("key", "value", "effect"))
         problems: list[str] = []

@@ -2,11 +2,11 @@
 the repository that holds the link.
 
 The repository of a link is the git work tree at or above the directory the link is in (`gitrepo.find_repository`,
-found without running git), or, outside git, that directory itself. `loader.read_text` asks `escaping_link` before
-it opens anything, so a link such as `policies/x.yaml -> /etc/shadow` or `-> ../../../secrets.yaml` is refused by
-every reader (validate, check, compile, diff, pin, fmt, `--workloads`, `--values`, the webhook's policy files): a
-finding naming the link and the repository, never the content. The writers never write through a link at all
-(`filestaging`).
+found without running git), or, outside git, that directory itself. `loader.read_text` asks `escaping_link` of a
+symbolic link (the `lstat` that gives a file's type and size tells one) before it opens anything, so a link such
+as `policies/x.yaml -> /etc/shadow` or `-> ../../../secrets.yaml` is refused by every reader (validate, check,
+compile, diff, pin, fmt, `--workloads`, `--values`, the webhook's policy files): a finding naming the link and the
+repository, never the content. The writers never write through a link at all (`filestaging`).
 
 Only the last component of a path is a link a repository can plant: directory links found while searching a
 directory are not followed (`os.walk`), and a path named on the command line is the user's choice.

@@ -272,23 +272,51 @@ def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     repository (`confinement`). `STDIN` is standard input."""
     if file == STDIN:
         return _decode(file, _read_stdin(max_bytes), max_bytes)
-    if (root := escaping_link(file)) is not None:  # never opened: nothing of it is parsed or printed
-        raise UnreadableFile(
-            file, f"not read: a symbolic link to a file outside the repository {root} (docs/hardening-inputs.md)", 0, 0
-        )
     try:
-        mode = os.stat(file).st_mode
+        status = os.lstat(file)  # the file itself: whether it is a link, and otherwise its type and size
+        if stat.S_ISLNK(status.st_mode):
+            if (root := escaping_link(file)) is not None:  # never opened: nothing of it is parsed or printed
+                raise UnreadableFile(
+                    file,
+                    f"not read: a symbolic link to a file outside the repository {root} (docs/hardening-inputs.md)",
+                    0,
+                    0,
+                )
+            status = os.stat(file)
+        mode = status.st_mode
         if stat.S_ISDIR(mode):  # a directory `discover` could not list: say why
             os.scandir(file).close()
             raise UnreadableFile(file, "cannot read directory", 0, 0)
         if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
             raise UnreadableFile(file, "not a regular file", 0, 0)
-        with open(file, "rb") as handle:
-            raw = handle.read(max_bytes + 1)
+        raw = _read_bounded(file, status.st_size, max_bytes)
     except OSError as error:
         what = "directory" if os.path.isdir(file) else "file"
         raise UnreadableFile(file, f"cannot read {what}: {error.strerror or error}", 0, 0) from None
     return _decode(file, raw, max_bytes)
+
+
+def _read_bounded(file: str, size: int, max_bytes: int) -> bytes:
+    """The first `max_bytes + 1` bytes of `file` (all of it when shorter), asked for in a buffer of the `size` it
+    was seen to have: a read of `max_bytes + 1` allocates that much (4 MiB, each file; mapped and unmapped), which
+    cost more than the reading. A file that grew since is read on to the bound, so the bytes are those of one read
+    of `max_bytes + 1`."""
+    limit = max_bytes + 1
+    descriptor = os.open(file, os.O_RDONLY)
+    try:
+        parts: list[bytes] = []
+        total = 0
+        request = min(size, max_bytes) + 1  # one more than seen: a file that grew since shows in it
+        while total < limit:
+            part = os.read(descriptor, min(request, limit - total))
+            if not part:
+                break
+            parts.append(part)
+            total += len(part)
+            request *= 2  # the end (an empty read), or more than was seen: in growing steps
+    finally:
+        os.close(descriptor)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _decode(file: str, raw: bytes, max_bytes: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from karpenter_policy.api.aws import validate_node_template
 from karpenter_policy.api.kinds import (
@@ -72,6 +72,12 @@ _RULES: dict[str, Callable[[Mapping[str, Any]], list[Violation]]] = {
 }
 
 
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """isinstance(value, Mapping), a dict (what the loader makes) and None (an absent field) asked without the
+    ABC's check: a few times a document, each a Python call of its own."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
+
+
 def place(doc: Document, violation: Violation) -> Finding:
     """Turn a path-based violation into a finding at the node's line and column."""
     if violation.in_text is not None:
@@ -79,9 +85,9 @@ def place(doc: Document, violation: Violation) -> Finding:
     else:
         line, column = doc.position(violation.path, violation.at_key)
     related = tuple(Location(doc.file, *doc.position(path)) for path in violation.related)
-    data = doc.data if isinstance(doc.data, Mapping) else {}
+    data = doc.data if _is_mapping(doc.data) else {}
     metadata = data.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    name = metadata.get("name") if _is_mapping(metadata) else None
     return Finding(
         violation.rule,
         violation.severity,
@@ -97,7 +103,7 @@ def place(doc: Document, violation: Violation) -> Finding:
 def _identify(doc: Document) -> tuple[str | None, list[Violation]]:
     """The schema file for the document, or why it is not a policy object we can check (None, [] = skip)."""
     data = doc.data
-    if not isinstance(data, Mapping):
+    if not _is_mapping(data):
         return None, [Violation(SCHEMA, (), f"expected a Kubernetes object (a mapping), found a {type(data).__name__}")]
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
@@ -127,7 +133,7 @@ def is_kubernetes_object(data: Any) -> bool:
     """Whether a YAML document is (meant to be) a Kubernetes object: a mapping with an `apiVersion` or a `kind`, or
     with both `metadata` and `spec` (a manifest that lost its type, which is reported). A values file, a CI
     workflow or a list is not."""
-    if not isinstance(data, Mapping):
+    if not _is_mapping(data):
         return False
     return "apiVersion" in data or "kind" in data or ("metadata" in data and "spec" in data)
 
@@ -241,12 +247,12 @@ class _Named:
 def _named(doc: Document) -> _Named | None:
     data = doc.data
     metadata = data.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    name = metadata.get("name") if _is_mapping(metadata) else None
     if not isinstance(name, str):
         return None
     spec = data.get("spec")
-    ref = spec.get("providerRef") if isinstance(spec, Mapping) else None
-    ref_name = ref.get("name") if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) else None
+    ref = spec.get("providerRef") if _is_mapping(spec) else None
+    ref_name = ref.get("name") if _is_mapping(ref) and isinstance(ref.get("name"), str) else None
     ref_path: FieldPath = ("spec", "providerRef", "name")
     if (class_ref := node_class_ref(data)) is not None:
         ref_name, ref_path = class_ref.name, class_ref.path

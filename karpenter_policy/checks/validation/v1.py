@@ -79,7 +79,7 @@ def _name_problems(data: Mapping[str, Any]) -> list[Violation]:
     """The one metadata check the API server makes that the rules across files need: a name. (`api.v1` leaves
     object metadata alone: docs/v1.md.) A `generateName` stands in for it, as in the API server."""
     metadata = data.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    metadata = metadata if type(metadata) is dict or isinstance(metadata, Mapping) else {}
     name, generate = metadata.get("name"), metadata.get("generateName")
     if isinstance(name, str) and name:
         return []
@@ -131,8 +131,8 @@ def node_class_ref(data: Mapping[str, Any]) -> NodeClassRef | None:
         return None
     node: Any = data
     for part in NODE_CLASS_REF_PATH:
-        node = node.get(part) if isinstance(node, Mapping) else None
-    if not isinstance(node, Mapping) or not isinstance(node.get("name"), str):
+        node = node.get(part) if type(node) is dict or isinstance(node, Mapping) else None
+    if not (type(node) is dict or isinstance(node, Mapping)) or not isinstance(node.get("name"), str):
         return None
     group, kind = node.get("group"), node.get("kind")
     if group != EC2NODECLASS_API_VERSION.split("/")[0] or kind != EC2NODECLASS_KIND:
