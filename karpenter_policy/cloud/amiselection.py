@@ -16,17 +16,18 @@ asks EC2 and SSM) and `plan` (which reads what the user saved of them), so no SD
 
 A type with no image cannot launch.
 
-**Karpenter v1.14.1's `amiSelectorTerms`** (aws pkg/providers/amifamily/ami.go `DescribeImageQueries`, `amis`;
-types.go; al2.go, al2023.go, bottlerocket.go, windows.go; pkg/apis/v1/ec2nodeclass.go `AMISelectorTerm`):
-:func:`resolve_terms` turns an EC2NodeClass's terms into what its `status.amis` would hold, from the images and SSM
-parameters given to it — terms OR'd, a term's fields AND'd: an ``alias`` (exclusive) reads the SSM parameters
-:func:`alias_parameters` names (each with the requirements its variant knows: GPU, Neuron, Windows build) and
-describes their values as DescribeImages does (an image not among those given is missing, as an ``id``'s); ``id``
-and ``ssmParameter`` terms (a value not ``ami-…`` skipped) gather into one image-id query; ``name`` (owners ``self``
-and ``amazon`` unless ``owner`` says), ``owner`` and ``tags`` (``*``: the key only) select as DescribeImages
-filters. Of the images a requirement set gets, the one kept is not deprecated before a deprecated one, then the
-newest, then the greater name (`compareAMI`); the list is ordered newest first, then by id (`AMIs.Sort`).
-:func:`ami_for` is `MapToInstanceTypes` for one type: the first whose requirements the type meets.
+**Karpenter v1.14.1's `amiSelectorTerms`** (aws pkg/providers/amifamily/ami.go `DescribeImageQueries`, `amis`; types.go;
+al2.go, al2023.go, bottlerocket.go, windows.go; pkg/apis/v1/ec2nodeclass.go `AMISelectorTerm`): :func:`resolve_terms`
+turns an EC2NodeClass's terms into what its `status.amis` would hold, from the images and SSM parameters given to it —
+the one reading of the terms: the controller's AWS adapter (`cloud/aws/amis.py`) gives it the answers of the calls
+v1.14.1 makes, `plan` the answers the user saved. Terms OR'd, a term's fields AND'd: an ``alias`` (exclusive) reads the
+SSM parameters :func:`alias_parameters` names (each with the requirements its variant knows: GPU, Neuron, Windows build)
+and describes their values as DescribeImages does (an image not among those given is missing, as an ``id``'s); ``id``
+and ``ssmParameter`` terms (a value not ``ami-…`` skipped) gather into one image-id query; ``name`` (owners ``self`` and
+``amazon`` unless ``owner`` says), ``owner`` and ``tags`` (``*``: the key only) select as DescribeImages filters. Of the
+images a requirement set gets, the one kept is not deprecated before a deprecated one, then the newest, then the greater
+name (`compareAMI`); the list is ordered newest first, then by id (`AMIs.Sort`). :func:`ami_for` is `MapToInstanceTypes`
+for one type: the first whose requirements the type meets.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 from karpenter_policy.model.instancetypes import InstanceType
 
 __all__ = [
+    "DEFAULT_NAME_OWNERS",
     "ID_KEYS",
     "NAME_KEY",
     "OWNERS_KEY",
