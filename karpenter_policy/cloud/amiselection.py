@@ -355,11 +355,13 @@ def _created(date: str) -> int:
 
 def resolve_terms(terms: Sequence[Mapping[str, Any]], images: Sequence[Image] | None,
                   parameters: Mapping[str, str] | None, absent: Iterable[str], kubernetes_version: str | None,
-                  now: int) -> TermResolution:
+                  now: int, answered: Mapping[int, Sequence[Image]] | None = None) -> TermResolution:
     """What v1.14.1 resolves ``terms`` to (the module docstring) with the images (`describe-images`; None: none
     given), the SSM parameters found (name → value) and those known `absent` (`InvalidParameters`), for the
     cluster's Kubernetes version (None: unknown — an alias's parameters are then all missing, named with
-    ``<kubernetes-version>``), at ``now`` (Unix seconds: deprecation)."""
+    ``<kubernetes-version>``), at ``now`` (Unix seconds: deprecation). ``answered``: what EC2 answered each
+    name/owner/tags term's own query (by the term's index: the controller asks EC2 live); a term it does not name is
+    read with :func:`term_matches` over ``images`` (`plan`'s saved answers)."""
     by_id = {i.id: i for i in images or ()}
     found, gone = parameters or {}, frozenset(absent)
     kept: dict[frozenset[Requirement], ResolvedAmi] = {}
@@ -403,7 +405,7 @@ def resolve_terms(terms: Sequence[Mapping[str, Any]], images: Sequence[Image] | 
         if not missing_parameters and not missing_images and not kept:
             return TermResolution(error=f"failed to discover any AMIs for alias {alias}")
         return _resolution(kept, missing_parameters, missing_images, False)
-    for term in terms:
+    for index, term in enumerate(terms):
         if term.get("id") or term.get("ssmParameter"):
             name = str(term.get("ssmParameter") or "")
             if name and name not in found:
@@ -418,6 +420,9 @@ def resolve_terms(terms: Sequence[Mapping[str, Any]], images: Sequence[Image] | 
                 missing_images.append(image_id)
                 continue
             offer(image_id, image, image.architecture, (), term_text(term))
+        elif answered is not None and index in answered:
+            for image in answered[index]:
+                offer(image.id, image, image.architecture, (), term_text(term))
         elif images is None:
             needs_images = True
         else:

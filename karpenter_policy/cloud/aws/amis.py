@@ -1,17 +1,17 @@
 """Which AMI each instance type boots, asked of EC2 and SSM, with a five-minute cache of each call's answer.
 
-* **An EC2NodeClass's `amiSelectorTerms`** (the launch settings carry them: `api.v1.launchsettings.ami_terms`):
-  the calls Karpenter v1.14.1 makes (aws pkg/providers/amifamily/ami.go `DescribeImageQueries`, `amis`; types.go
-  `DescribeImagesInput`) — an alias's SSM parameters (`amiselection.alias_parameters`) and one DescribeImages of
-  the images they name; else a GetParameter per `ssmParameter` term, one DescribeImages of every `id` term and
-  parameter value together, and one per name/owner/tags term (:func:`term_query`: owners ``self`` and ``amazon``
-  for a name without an owner, a tag value literal, ``*`` the key only) — every query also filtered to
-  ``available`` images, deprecated ones included. What they answer is resolved by `amiselection.resolve_terms`, the
-  reading `plan` applies to saved answers: one image per requirement set (not deprecated first, then the newest,
-  then the greater name), each type the first its requirements meet (`ami_for`). A parameter SSM says does not
-  exist is skipped (v1.14.1 logs and continues); one SSM cannot answer now (throttled, 5xx) makes the answer
-  unknown (:class:`CloudError`), where v1.14.1 skips an alias's — a deliberate difference: an AMI missing for a
-  moment would read as drift (docs/cloud.md).
+* **An EC2NodeClass's `amiSelectorTerms`** (the launch settings carry them: `api.v1.launchsettings.ami_terms`): the
+  calls Karpenter v1.14.1 makes (aws pkg/providers/amifamily/ami.go `DescribeImageQueries`, `amis`; types.go
+  `DescribeImagesInput`) — an alias's SSM parameters (`amiselection.alias_parameters`) and one DescribeImages of the
+  images they name; else a GetParameter per `ssmParameter` term, one DescribeImages of every `id` term and parameter
+  value together, and one per name/owner/tags term (:func:`term_query`: owners ``self`` and ``amazon`` for a name
+  without an owner, a tag value literal, ``*`` the key only) — every query also filtered to ``available`` images,
+  deprecated ones included. What they answer is resolved by `amiselection.resolve_terms`, the reading `plan` applies
+  to saved answers (a term's query answer taken as EC2 gave it, not filtered again): one image per requirement set
+  (not deprecated first, then the newest, then the greater name), each type the first its requirements meet
+  (`ami_for`). A parameter SSM says does not exist is skipped (v1.14.1 logs and continues); one SSM cannot answer now
+  (throttled, 5xx) makes the answer unknown (:class:`CloudError`), where v1.14.1 skips an alias's — a deliberate
+  difference: an AMI missing for a moment would read as drift (docs/cloud.md).
 * **An AWSNodeTemplate's one ``amiSelector``** (v0.31.1's reading, its values split at commas:
   :func:`image_filters`), else its AMI family's default SSM parameter per type (`amiselection.default_parameter`);
   the newest image of a type's architecture (`amiselection.image_for`).
@@ -202,7 +202,7 @@ class AmiResolver:
                 found[name] = value
             return value
 
-        queries: list[dict[str, Any]] = []
+        answered: dict[int, tuple[Image, ...]] = {}
         ids: list[str] = []
         alias = next((str(t["alias"]) for t in terms if t.get("alias")), None)
         if alias is not None:
@@ -212,7 +212,7 @@ class AmiResolver:
                 if value is not None:
                     ids.append(value)
         else:
-            for term in terms:
+            for index, term in enumerate(terms):
                 if term.get("id"):
                     ids.append(str(term["id"]))
                 elif term.get("ssmParameter"):
@@ -220,11 +220,9 @@ class AmiResolver:
                     if value is not None and value.startswith("ami-"):
                         ids.append(value)
                 else:
-                    queries.append(term_query(term))
-        if ids:
-            queries.append(ids_query(ids))
-        by_id = {image.id: image for query in queries for image in self._described_by(query)}
-        return resolve_terms(terms, list(by_id.values()), found, absent, self._version, now), absent
+                    answered[index] = self._described_by(term_query(term))
+        described = self._described_by(ids_query(ids)) if ids else ()
+        return resolve_terms(terms, described, found, absent, self._version, now, answered), absent
 
     def _of_terms(self, terms: Sequence[Mapping[str, Any]], instance_types: Sequence[InstanceType]) -> dict[str, str]:
         resolution, absent = self._resolve(terms)
