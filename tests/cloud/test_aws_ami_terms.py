@@ -8,6 +8,7 @@ holds the images and the parameters (put_parameter); only AWS's public `/aws/ser
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import boto3
@@ -16,9 +17,10 @@ import pytest
 from karpenter_policy.api.v1.launchsettings import launch_settings
 from karpenter_policy.cloud import ConfigurationError
 from karpenter_policy.cloud.amiselection import Image, resolve_terms
-from karpenter_policy.cloud.aws.launchtemplates import template_data
+from karpenter_policy.cloud.aws.api import AwsConnection
+from karpenter_policy.cloud.aws.provider import AwsCloudProvider
 
-from .conftest import DISCOVERY, K8S_VERSION, REGION, AwsEnv
+from .conftest import DISCOVERY, K8S_VERSION, REGION, SMALL_CATALOG, AwsEnv, catalog_types
 from .support import launch_template, offer, request
 
 PARAMETER = "/my/custom/ami/parameter"
@@ -183,11 +185,17 @@ def test_ip_prefix_count_is_the_primary_interfaces_ipv4_prefix_count(aws: AwsEnv
     assert "SecurityGroupIds" not in data and "AssociatePublicIpAddress" not in interface
 
 
-def test_ip_prefix_count_is_the_ipv6_prefix_count_of_an_ipv6_cluster() -> None:
-    """launchtemplate suite_test.go:2370 "should set 'IPv6PrefixCount' based on EC2NodeClass"."""
-    data = template_data(image_id="ami-1", user_data="", security_groups=["sg-1"], instance_profile="p",
-                         block_devices=[], metadata={}, detailed_monitoring=False, ip_prefix_count=10, ipv6=True)
-    assert data["NetworkInterfaces"] == [{"DeviceIndex": 0, "Groups": ["sg-1"], "Ipv6PrefixCount": 10}]
+def test_ip_prefix_count_is_the_ipv6_prefix_count_of_an_ipv6_cluster(aws: AwsEnv) -> None:
+    """launchtemplate suite_test.go:2370 "should set 'IPv6PrefixCount' based on EC2NodeClass": a cluster whose DNS IP
+    is an IPv6 address is an IPv6 cluster (v1.14.1's `ClusterIPFamily`); its interface gets `Ipv6PrefixCount`."""
+    ipv4 = aws.provider()
+    connection = AwsConnection(REGION, endpoint_url=aws.proxy.url, max_attempts=3)
+    provider = AwsCloudProvider(connection, dataclasses.replace(ipv4.cluster, dns_cluster_ip="fd00:10:100::a"),
+                                catalog_types(SMALL_CATALOG), clock=aws.clock, sleep=lambda _: None)
+    provider.create(request(node_class(ipPrefixCount=10), [offer("m5.large", "us-east-1a")]))
+    (template,) = aws.ec2.describe_launch_templates()["LaunchTemplates"]
+    (interface,) = launch_template(aws.ec2, template["LaunchTemplateName"])["NetworkInterfaces"]
+    assert interface["Ipv6PrefixCount"] == 10 and "Ipv4PrefixCount" not in interface
 
 
 # --- connectionTracking --------------------------------------------------------------------------------------------
