@@ -27,6 +27,8 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
   detailedMonitoring, associatePublicIPAddress,
   ipPrefixCount, connectionTracking,
   instanceStorePolicy                                the same fields
+  kubelet                                            not here: the constraint set's kubelet settings (node
+                                                     arithmetic and bootstrap)
   role                                               not carried: the controller launches with the class's
                                                      instanceProfile, else its --default-instance-profile (it does
                                                      not create instance profiles as Karpenter v1 does from a role)
