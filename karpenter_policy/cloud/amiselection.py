@@ -16,17 +16,18 @@ asks EC2 and SSM) and `plan` (which reads what the user saved of them), so no SD
 
 A type with no image cannot launch.
 
-**Karpenter v1.14.1's `amiSelectorTerms`** (aws pkg/providers/amifamily/ami.go `DescribeImageQueries`, `amis`;
-types.go; al2.go, al2023.go, bottlerocket.go, windows.go; pkg/apis/v1/ec2nodeclass.go `AMISelectorTerm`):
-:func:`resolve_terms` turns an EC2NodeClass's terms into what its `status.amis` would hold, from the images and SSM
-parameters given to it — terms OR'd, a term's fields AND'd: an ``alias`` (exclusive) reads the SSM parameters
-:func:`alias_parameters` names (each with the requirements its variant knows: GPU, Neuron, Windows build) and
-describes their values as DescribeImages does (an image not among those given is missing, as an ``id``'s); ``id``
-and ``ssmParameter`` terms (a value not ``ami-…`` skipped) gather into one image-id query; ``name`` (owners ``self``
-and ``amazon`` unless ``owner`` says), ``owner`` and ``tags`` (``*``: the key only) select as DescribeImages
-filters. Of the images a requirement set gets, the one kept is not deprecated before a deprecated one, then the
-newest, then the greater name (`compareAMI`); the list is ordered newest first, then by id (`AMIs.Sort`).
-:func:`ami_for` is `MapToInstanceTypes` for one type: the first whose requirements the type meets.
+**Karpenter v1.14.1's `amiSelectorTerms`** (aws pkg/providers/amifamily/ami.go `DescribeImageQueries`, `amis`; types.go;
+al2.go, al2023.go, bottlerocket.go, windows.go; pkg/apis/v1/ec2nodeclass.go `AMISelectorTerm`): :func:`resolve_terms`
+turns an EC2NodeClass's terms into what its `status.amis` would hold, from the images and SSM parameters given to it —
+the one reading of the terms: the controller's AWS adapter (`cloud/aws/amis.py`) gives it the answers of the calls
+v1.14.1 makes, `plan` the answers the user saved. Terms OR'd, a term's fields AND'd: an ``alias`` (exclusive) reads the
+SSM parameters :func:`alias_parameters` names (each with the requirements its variant knows: GPU, Neuron, Windows build)
+and describes their values as DescribeImages does (an image not among those given is missing, as an ``id``'s); ``id``
+and ``ssmParameter`` terms (a value not ``ami-…`` skipped) gather into one image-id query; ``name`` (owners ``self`` and
+``amazon`` unless ``owner`` says), ``owner`` and ``tags`` (``*``: the key only) select as DescribeImages filters. Of the
+images a requirement set gets, the one kept is not deprecated before a deprecated one, then the newest, then the greater
+name (`compareAMI`); the list is ordered newest first, then by id (`AMIs.Sort`). :func:`ami_for` is `MapToInstanceTypes`
+for one type: the first whose requirements the type meets.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 from karpenter_policy.model.instancetypes import InstanceType
 
 __all__ = [
+    "DEFAULT_NAME_OWNERS",
     "ID_KEYS",
     "NAME_KEY",
     "OWNERS_KEY",
@@ -353,11 +355,13 @@ def _created(date: str) -> int:
 
 def resolve_terms(terms: Sequence[Mapping[str, Any]], images: Sequence[Image] | None,
                   parameters: Mapping[str, str] | None, absent: Iterable[str], kubernetes_version: str | None,
-                  now: int) -> TermResolution:
+                  now: int, answered: Mapping[int, Sequence[Image]] | None = None) -> TermResolution:
     """What v1.14.1 resolves ``terms`` to (the module docstring) with the images (`describe-images`; None: none
     given), the SSM parameters found (name → value) and those known `absent` (`InvalidParameters`), for the
     cluster's Kubernetes version (None: unknown — an alias's parameters are then all missing, named with
-    ``<kubernetes-version>``), at ``now`` (Unix seconds: deprecation)."""
+    ``<kubernetes-version>``), at ``now`` (Unix seconds: deprecation). ``answered``: what EC2 answered each
+    name/owner/tags term's own query (by the term's index: the controller asks EC2 live); a term it does not name is
+    read with :func:`term_matches` over ``images`` (`plan`'s saved answers)."""
     by_id = {i.id: i for i in images or ()}
     found, gone = parameters or {}, frozenset(absent)
     kept: dict[frozenset[Requirement], ResolvedAmi] = {}
@@ -401,7 +405,7 @@ def resolve_terms(terms: Sequence[Mapping[str, Any]], images: Sequence[Image] | 
         if not missing_parameters and not missing_images and not kept:
             return TermResolution(error=f"failed to discover any AMIs for alias {alias}")
         return _resolution(kept, missing_parameters, missing_images, False)
-    for term in terms:
+    for index, term in enumerate(terms):
         if term.get("id") or term.get("ssmParameter"):
             name = str(term.get("ssmParameter") or "")
             if name and name not in found:
@@ -416,6 +420,9 @@ def resolve_terms(terms: Sequence[Mapping[str, Any]], images: Sequence[Image] | 
                 missing_images.append(image_id)
                 continue
             offer(image_id, image, image.architecture, (), term_text(term))
+        elif answered is not None and index in answered:
+            for image in answered[index]:
+                offer(image.id, image, image.architecture, (), term_text(term))
         elif images is None:
             needs_images = True
         else:

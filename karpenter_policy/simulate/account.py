@@ -9,8 +9,10 @@ For every node template (a set's AWSNodeTemplate or inline `provider`):
 * its security groups, for each such filter set: one security group in that VPC, tagged to match (one per name of
   a `group-name` filter, named so);
 * `amiSelector` with tags: the two images the account uses (an x86-64 and an Arm64 image of moto's) get the
-  tags; the default-AMI SSM parameters name those same images (see `server`); an EC2NodeClass's several AMI terms
-  (`amiSelectors` of `api.v1.launchsettings.selectors`): each so;
+  tags (a value split at commas: its first); the default-AMI SSM parameters name those same images (see `server`);
+  an EC2NodeClass's `amiSelectorTerms` (`api.v1.launchsettings.ami_terms`): a tags term so (a value literal), an
+  `ssmParameter` term's parameter put in moto's SSM naming the x86-64 image (a public `/aws/service/` one is the
+  server's);
 * `launchTemplate`: a launch template of that name, on the x86-64 image;
 * `instanceProfile` (and the controller's default one): an IAM instance profile of that name.
 
@@ -27,12 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
-from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, selectors
+from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, ami_terms, selectors
 from karpenter_policy.cloud.amiselection import ID_KEYS
 from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.networkselection import GROUP_ID, SUBNET_ID, filter_sets
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
+from karpenter_policy.simulate.server import PUBLIC_PARAMETERS
 
 VPC_CIDR = "10.0.0.0/16"
 SUBNET_PREFIX = 22
@@ -133,6 +136,8 @@ class AccountBuilder:
                 self._security_groups(provisioner, filters)
             for selector in selectors(spec, "amiSelector"):
                 self._ami_tags(provisioner, selector)
+            for term in ami_terms(spec):
+                self._ami_term(provisioner, term)
             self._launch_template(spec.get("launchTemplate"))
             self._instance_profile(spec.get("instanceProfile"))
         if not node_template_specs(sets):
@@ -219,6 +224,19 @@ class AccountBuilder:
             resources = sorted(self.account.images.values())
             pairs = [{"Key": k, "Value": v} for k, v in tags.items()]
             self.api.call("ec2", "create_tags", Resources=resources, Tags=pairs)
+
+    def _ami_term(self, provisioner: str, term: Mapping[str, Any]) -> None:
+        """What makes an `amiSelectorTerms` entry select the account's images (an alias: the server's parameters)."""
+        tags, parameter = term.get("tags"), str(term.get("ssmParameter") or "")
+        if parameter and not parameter.startswith(PUBLIC_PARAMETERS) and "amd64" in self.account.images:
+            self.api.call("ssm", "put_parameter", Name=parameter, Value=self.account.images["amd64"], Type="String",
+                          Overwrite=True)
+        elif term.get("id") or term.get("name") or term.get("owner"):
+            self.account.notes.append(
+                f"{provisioner}: amiSelectorTerms selects by id, name or owner: moto's images do not match it")
+        elif isinstance(tags, Mapping) and tags and self.account.images:
+            pairs = [{"Key": str(k), "Value": MATCH_ANY_VALUE if v == "*" else str(v)} for k, v in sorted(tags.items())]
+            self.api.call("ec2", "create_tags", Resources=sorted(self.account.images.values()), Tags=pairs)
 
     def _launch_template(self, name: Any) -> None:
         if not name or str(name) in self.account.launch_templates:

@@ -154,9 +154,17 @@ def fault_proxy(moto_url: str) -> Iterator[FaultProxy]:
     proxy.close()
 
 
+#: The prefix of AWS's public SSM parameters (moto does not serve the EKS ones: the stub does).
+PUBLIC_PARAMETERS = "/aws/service/"
+
+
 def _ssm_stub(parameters: Mapping[str, str]) -> Any:
-    def respond(call: Call) -> Answer:
+    """GetParameter of the public parameters `parameters` names (others: ParameterNotFound); any other parameter is
+    moto's (put_parameter)."""
+    def respond(call: Call) -> Answer | None:
         name = str(call.params.get("Name", ""))
+        if name not in parameters and not name.startswith(PUBLIC_PARAMETERS):
+            return None
         if name not in parameters:
             return error_answer(call, 400, "ParameterNotFound", "")
         value = parameters[name]

@@ -62,7 +62,7 @@ class Answer:
 @dataclass
 class _Rule:
     operation: str
-    respond: Callable[[Call], Answer]
+    respond: Callable[[Call], Answer | None]
     times: int | None
     after_forwarding: bool = False
 
@@ -131,9 +131,9 @@ class FaultProxy:
             self._fleet_answers.clear()
             self.calls.clear()
 
-    def serve(self, operation: str, respond: Callable[[Call], Answer], times: int | None = None) -> None:
-        """Answer calls of ``operation`` with ``respond(call)`` (every call, or the next ``times``); the rule
-        added last wins."""
+    def serve(self, operation: str, respond: Callable[[Call], Answer | None], times: int | None = None) -> None:
+        """Answer calls of ``operation`` with ``respond(call)`` (every call, or the next ``times``; None: the call
+        goes on to moto); the rule added last wins."""
         with self._lock:
             self._rules.append(_Rule(operation, respond, times))
 
@@ -192,14 +192,14 @@ class FaultProxy:
                 rule.times -= 1
                 if rule.times <= 0:
                     self._rules.remove(rule)
-        if rule is not None and not rule.after_forwarding:
-            answer = rule.respond(call)
-        elif call.operation == "CreateFleet":
-            answer = self._create_fleet(handler, call, body, headers)
-        else:
-            answer = self._forward(handler.command, handler.path, headers, body)
+        answer = rule.respond(call) if rule is not None and not rule.after_forwarding else None
+        if answer is None:  # no rule, a rule after forwarding, or a rule that lets this call through
+            if call.operation == "CreateFleet":
+                answer = self._create_fleet(handler, call, body, headers)
+            else:
+                answer = self._forward(handler.command, handler.path, headers, body)
         if rule is not None and rule.after_forwarding:
-            answer = rule.respond(call)
+            answer = rule.respond(call) or answer
         handler.send_response(answer.status)
         for key, value in answer.headers.items():
             handler.send_header(key, value)

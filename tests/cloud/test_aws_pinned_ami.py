@@ -61,7 +61,7 @@ def test_a_pinned_al2_alias_launches_its_release_not_the_latest(aws: AwsEnv) -> 
     aws.proxy.serve("GetParameter", _ssm_stub({AL2_PINNED: pinned, SSM_AL2: aws.ami_amd64}))
     provider = aws.provider()
     spec = node_class("al2@v20240807")
-    assert spec["amiVersion"] == "v20240807"
+    assert spec["amiSelectorTerms"] == [{"alias": "al2@v20240807"}] and spec["amiFamily"] == "AL2"
 
     instance = provider.create(request(spec, [offer("m5.large", "us-east-1a")]))
 

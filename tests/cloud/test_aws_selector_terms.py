@@ -4,7 +4,8 @@ match is unioned by id, as Karpenter v1.14.1's `List` (aws pkg/providers/subnet/
 securitygroup.go: `getFilterSets`) and `DescribeImageQueries` (amifamily/ami.go) do — against moto's server over HTTP.
 The launch settings carry the subnet and security-group terms as they are, and the controller asks EC2 with
 `networkselection.filter_sets` of them (a tag value literal); an AWSNodeTemplate keeps its one selector (a tag value
-split at commas); AMI terms are carried as a list of selectors."""
+split at commas); AMI terms are carried as terms too, resolved by `amiselection.resolve_terms`
+(test_aws_ami_terms.py)."""
 
 from __future__ import annotations
 
@@ -66,16 +67,16 @@ def test_network_terms_are_carried_as_terms_and_asked_as_get_filter_sets_builds_
 def test_several_ami_terms_are_carried_as_terms() -> None:
     settings = node_class(amiFamily="AL2", amiSelectorTerms=[
         {"tags": {"tag-key-1": "tag-value-1"}}, {"name": "eks-*", "owner": "self"}, {"id": "ami-1"}])
-    assert settings["amiSelectors"] == [
-        {"tag-key-1": "tag-value-1"}, {"aws::name": "eks-*", "aws::owners": "self"}, {"aws-ids": "ami-1"}]
-    assert settings["amiFamily"] == "AL2" and "amiSelector" not in settings
+    assert settings["amiSelectorTerms"] == [
+        {"tags": {"tag-key-1": "tag-value-1"}}, {"name": "eks-*", "owner": "self"}, {"id": "ami-1"}]
+    assert settings["amiFamily"] == "AL2" and "amiSelector" not in settings and "amiSelectors" not in settings
 
 
 def test_a_term_the_controller_cannot_read_is_refused_naming_its_index() -> None:
     with pytest.raises(LaunchSettingsError, match=r"subnetSelectorTerms\[1\]: selects by name"):
         node_class(subnetSelectorTerms=[{"tags": {"Name": "a"}}, {"name": "b"}])
-    with pytest.raises(LaunchSettingsError, match=r"amiSelectorTerms\[1\]: selects by ssmParameter"):
-        node_class(amiSelectorTerms=[{"tags": {"a": "b"}}, {"ssmParameter": "/my/ami"}])
+    with pytest.raises(LaunchSettingsError, match=r"amiSelectorTerms\[1\]: selects by nothing"):
+        node_class(amiSelectorTerms=[{"tags": {"a": "b"}}, {}])
 
 
 def test_an_aws_node_templates_one_selector_is_read_unchanged() -> None:

@@ -81,3 +81,52 @@ def test_a_class_of_several_subnet_terms_public_ip_and_raid0_launches(tmp_path: 
         (interface,) = data["NetworkInterfaces"]
         assert interface["AssociatePublicIpAddress"] is False and interface["Groups"]
         assert "--local-disks raid0" in base64.b64decode(data["UserData"]).decode()
+
+
+SSM_POLICY = POLICY.replace("""  amiSelectorTerms:
+    - alias: al2@latest
+""", """  amiFamily: AL2
+  amiSelectorTerms:
+    - ssmParameter: /platform/eks/node-ami
+  ipPrefixCount: 2
+""")
+
+
+@pytest.mark.slow
+def test_an_ssm_parameter_class_launches_its_image_with_ip_prefixes_and_drifts_when_the_parameter_moves(
+    tmp_path: Path,
+) -> None:
+    """A NodePool whose EC2NodeClass names its AMI by `ssmParameter` and asks for `ipPrefixCount: 2` (both refused
+    until s13-amiterms) launches on moto's EC2 and SSM over HTTP: the node boots the image the parameter names (the
+    simulated account puts it), its launch template's primary interface has 2 IPv4 prefixes. The parameter then
+    names another image: once the 5-minute cache lapses, AMI drift (`current_image`, the same resolution as the
+    launch: aws pkg/cloudprovider/drift.go `isAMIDrifted`) replaces the node with one of the new image."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "nodepools.yaml").write_text(SSM_POLICY)
+    compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
+    clock = VirtualClock(EPOCH)
+    scene0 = Scene(compiled)
+    with MotoCloud(scene0.loaded.sets, load_catalog(), clock, region="us-east-1") as moto:
+        scene = Scene(scene0.loaded, cloud=moto.provider, clock=clock)
+        scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+        controller = scene.controller()
+        scene.run(controller, 300, until=lambda: not scene.unbound())
+        assert not scene.unbound()
+        named = moto.api.call("ssm", "get_parameter", Name="/platform/eks/node-ami")["Parameter"]["Value"]
+        (first,) = moto.provider.list(scene.options().cluster_name)
+        assert first.image_id == named == moto.account.images["amd64"]
+        template = moto.api.call("ec2", "describe_launch_templates")["LaunchTemplates"][0]["LaunchTemplateName"]
+        data = moto.api.call("ec2", "describe_launch_template_versions", LaunchTemplateName=template,
+                             Versions=["$Latest"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        (interface,) = data["NetworkInterfaces"]
+        assert interface["Ipv4PrefixCount"] == 2 and interface["Groups"]
+
+        moved = moto.api.call("ec2", "copy_image", SourceImageId=named, SourceRegion="us-east-1",
+                              Name="platform-node-2")["ImageId"]
+        moto.api.call("ssm", "put_parameter", Name="/platform/eks/node-ami", Value=moved, Type="String",
+                      Overwrite=True)
+        scene.run(controller, 1800, until=lambda: first.id not in {i.id for i in moto.provider.list(
+            scene.options().cluster_name)} and not scene.unbound())
+        (now,) = moto.provider.list(scene.options().cluster_name)
+        assert now.id != first.id and now.image_id == moved
+        assert scene.unbound() == []

@@ -146,8 +146,9 @@ def _with_alias(tmp_path: Path, alias: str, *, also: tuple[str, str] = ("", ""))
 
 def test_a_nodepool_whose_ec2nodeclass_the_launcher_cannot_boot_is_left_out_saying_why(tmp_path: Path) -> None:
     one_term = "  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: demo\n"
-    with_prefixes = "  ipPrefixCount: 2\n" + one_term  # IPv4 prefixes on the interface: the launcher sets none
-    scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, with_prefixes)))
+    # a capacity reservation: the launcher launches into none (ipPrefixCount, refused until s13-amiterms, launches)
+    reserved = "  capacityReservationSelectorTerms:\n    - id: cr-0123456789abcdef0\n" + one_term
+    scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, reserved)))
     scene.add_pod("report", cpu="2", nodeSelector={wk.NODEPOOL: "batch"}, tolerations=[BATCH_TOLERATION])
     scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
     controller = scene.controller()

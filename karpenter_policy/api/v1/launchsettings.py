@@ -12,19 +12,23 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
                                                      v1.14.1's `getFilterSets` (aws pkg/providers/subnet/subnet.go,
                                                      securitygroup/securitygroup.go), a tag value literal — the one
                                                      reading `plan` shares
-  amiSelectorTerms                                   `{alias: <family>@latest}` → amiFamily (the family's latest
-                                                     EKS-optimised AMI, as v1 resolves an alias: `AMIFamilyFromAlias`,
-                                                     aws pkg/apis/v1/ec2nodeclass.go at v1.14.1); `<family>@<version>`
-                                                     (AL2, AL2023, Bottlerocket) → amiFamily and `amiVersion`, the
-                                                     release the SSM parameters of that version name; other terms
-                                                     ORed (`DescribeImageQueries`, amifamily/ami.go): each
-                                                     {tags}/{name}/{owner} term → a selector of tags, `aws::name`,
-                                                     `aws::owners`, the {id} terms → one `aws-ids`; one →
-                                                     `amiSelector`, several → `amiSelectors`
+  amiSelectorTerms                                   the same field, each term's alias, id, ssmParameter, name,
+                                                     owner and tags as they are (`AMI_TERMS`), and amiFamily: the
+                                                     alias's family (`AMIFamilyFromAlias`, aws
+                                                     pkg/apis/v1/ec2nodeclass.go at v1.14.1), else the class's. The
+                                                     controller resolves the terms with
+                                                     `cloud.amiselection.resolve_terms` — v1.14.1's
+                                                     `DescribeImageQueries` and `amis` (amifamily/ami.go): an
+                                                     alias's SSM parameters, ssmParameter terms' GetParameter, ids
+                                                     together, a name/owner/tags term its own DescribeImages query
+                                                     (a tag value literal) — the one reading `plan` shares
   amiFamily, instanceProfile, userData, tags,
   blockDeviceMappings, metadataOptions,
   detailedMonitoring, associatePublicIPAddress,
+  ipPrefixCount, connectionTracking,
   instanceStorePolicy                                the same fields
+  kubelet                                            not here: the constraint set's kubelet settings (node
+                                                     arithmetic and bootstrap)
   role                                               not carried: the controller launches with the class's
                                                      instanceProfile, else its --default-instance-profile (it does
                                                      not create instance profiles as Karpenter v1 does from a role)
@@ -32,8 +36,8 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
-never launched differently: a capacity reservation, `ipPrefixCount`, an AMI term by
-`ssmParameter`.
+never launched differently (`NOT_CARRIED`, docs/reconcile.md): a capacity reservation, a placement group, several
+network interfaces (EFA), CPU options, an ODCR `context`.
 """
 
 from __future__ import annotations
@@ -46,20 +50,28 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 #: Fields the launch settings keep as they are.
 _SAME_FIELDS: Final = (
     "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring",
-    "associatePublicIPAddress", "instanceStorePolicy",
+    "associatePublicIPAddress", "ipPrefixCount", "connectionTracking", "instanceStorePolicy",
 )  # fmt: skip
 #: Whether the primary network interface gets a public IPv4 address (unset: the subnet's setting decides).
 PUBLIC_IP: Final = "associatePublicIPAddress"
-#: Fields the controller does not launch with: a value (other than Karpenter's default) is refused.
-_NOT_CARRIED: Final = (
-    "capacityReservationSelectorTerms", "ipPrefixCount"
-)  # fmt: skip
+#: How many IPv4 prefixes (/28) EC2 assigns the primary network interface (unset: none).
+IP_PREFIX_COUNT: Final = "ipPrefixCount"
+#: The primary network interface's connection-tracking timeouts (unset: EC2's defaults).
+CONNECTION_TRACKING: Final = "connectionTracking"
+#: Fields the controller does not launch with, and why: a value (other than Karpenter's default) is refused.
+NOT_CARRIED: Final = {
+    "capacityReservationSelectorTerms": "the controller does not launch into capacity reservations",
+    "placementGroupSelector": "the controller does not launch into placement groups",
+    "networkInterfaces": "the controller launches with one network interface (no EFA interfaces)",
+    "cpuOptions": "the controller does not set CPU options",
+    "context": "the controller does not launch with an ODCR context",
+}
+#: The launch settings' key of an EC2NodeClass's AMI terms (`cloud.amiselection.resolve_terms` reads them).
+AMI_TERMS: Final = "amiSelectorTerms"
+#: The fields of an AMI term the controller reads (v1.14.1's `AMISelectorTerm`).
+_AMI_TERM_FIELDS: Final = ("alias", "id", "ssmParameter", "name", "owner", "tags")
 #: The alias version that means the family's latest AMI.
 LATEST: Final = "latest"
-#: The launch settings' key of an alias's pinned version (`al2023@v20240807` → `v20240807`).
-AMI_VERSION: Final = "amiVersion"
-#: The launch settings' key of several AMI selectors (an EC2NodeClass's terms, ORed) beside v0.31's key of one.
-SELECTORS: Final = {"amiSelector": "amiSelectors"}
 #: The EC2NodeClass fields the launch settings carry as terms (`cloud.networkselection.filter_sets` reads them).
 NETWORK_TERMS: Final = ("subnetSelectorTerms", "securityGroupSelectorTerms")
 #: The families whose alias may name a version (v1.14.1's CEL rule keeps Windows to `latest`).
@@ -80,18 +92,6 @@ def _terms(terms: Any, field: str) -> list[Mapping[str, Any]]:
     if not isinstance(terms, list) or not terms or not all(isinstance(term, Mapping) for term in terms):
         raise LaunchSettingsError(f"{field}: must be a non-empty list of terms")
     return terms
-
-
-def _or(selectors: list[dict[str, str]], ids: list[str]) -> list[dict[str, str]]:
-    """The selectors of the terms (in their order, a repeated one once), then one of every {id} term's id
-    (`getFilterSets` queries the ids together, after the other terms)."""
-    if ids:
-        selectors.append({"aws-ids": ",".join(dict.fromkeys(ids))})
-    unique: list[dict[str, str]] = []
-    for selector in selectors:
-        if selector not in unique:
-            unique.append(selector)
-    return unique
 
 
 def _network_terms(terms: Any, field: str) -> list[dict[str, Any]]:
@@ -115,69 +115,54 @@ def _network_terms(terms: Any, field: str) -> list[dict[str, Any]]:
     return out
 
 
-def _put(settings: dict[str, Any], key: str, selectors: list[dict[str, str]]) -> None:
-    """One selector under `key` (v0.31's field), several under its `SELECTORS` key."""
-    if len(selectors) == 1:
-        settings[key] = selectors[0]
-    else:
-        settings[SELECTORS[key]] = selectors
-
-
 def selectors(settings: Mapping[str, Any] | None, key: str) -> tuple[Mapping[str, str], ...]:
-    """The selectors of `key` (an AWSNodeTemplate's `subnetSelector`, `securityGroupSelector`, `amiSelector`; an
-    EC2NodeClass's `amiSelector(s)`) the launch settings carry, ORed: the several of an EC2NodeClass's AMI terms, or
-    the one selector; () when none."""
-    several = (settings or {}).get(SELECTORS[key]) if key in SELECTORS else None
-    spec = settings or {}
-    if isinstance(several, list):
-        return tuple(several)
-    one = spec.get(key)
+    """The one v0.31 selector of `key` (an AWSNodeTemplate's `subnetSelector`, `securityGroupSelector`,
+    `amiSelector`) the launch settings carry; () when none (an EC2NodeClass's settings carry terms instead)."""
+    one = (settings or {}).get(key)
     return (one,) if isinstance(one, Mapping) and one else ()
 
 
-def described(key: str, found: Sequence[Mapping[str, str]]) -> str:
-    """Selectors as a reason names them: ``amiSelector {…}``, or ``any of amiSelectors [{…}, {…}]``."""
-    if len(found) == 1:
-        return f"{key} {dict(found[0])}"
-    return f"any of {SELECTORS[key]} {[dict(one) for one in found]}"
+def ami_terms(settings: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], ...]:
+    """The `amiSelectorTerms` an EC2NodeClass's launch settings carry; () for an AWSNodeTemplate's."""
+    terms = (settings or {}).get(AMI_TERMS)
+    return tuple(t for t in terms if isinstance(t, Mapping)) if isinstance(terms, list) else ()
+
+
+def alias_version(terms: Sequence[Mapping[str, Any]]) -> str | None:
+    """The version an `alias` term names (`al2023@v20240807` → `v20240807`, `…@latest` → `latest`); None: no alias."""
+    alias = next((str(t["alias"]) for t in terms if t.get("alias")), None)
+    if alias is None:
+        return None
+    return alias.partition("@")[2] or None
 
 
 def _ami(terms: Any, family: Any) -> dict[str, Any]:
-    """amiFamily and amiSelector for `amiSelectorTerms` (see the module docstring)."""
-    terms = _terms(terms, "amiSelectorTerms")
-    alias = terms[0].get("alias")
-    if alias is not None:
-        name, _, version = str(alias).partition("@")
-        aliased = AMI_ALIAS_FAMILIES.get(name.lower())
-        if aliased is None:
-            raise LaunchSettingsError(f"amiSelectorTerms[0].alias: {alias!r} names no AMI family")
-        family = _launched(aliased, "amiSelectorTerms[0].alias")
-        if version.lower() == LATEST:
-            return {"amiFamily": family}
-        if family not in PINNED_FAMILIES:
-            raise LaunchSettingsError(
-                f"amiSelectorTerms[0].alias: {alias!r} pins an AMI version; {family} has its latest AMI only"
-            )
-        return {"amiFamily": family, AMI_VERSION: version}
-    out: dict[str, Any] = {} if family is None else {"amiFamily": _launched(str(family), "amiFamily")}
-    ids: list[str] = []
-    found: list[dict[str, str]] = []
+    """amiFamily and amiSelectorTerms (see the module docstring)."""
+    terms = _terms(terms, AMI_TERMS)
+    carried = []
     for index, term in enumerate(terms):
-        if term.get("id"):
-            ids.append(str(term["id"]))
-            continue
-        unknown = sorted(set(term) - {"tags", "name", "owner"})
-        if unknown or not term:
-            raise LaunchSettingsError(f"amiSelectorTerms[{index}]: selects by {', '.join(unknown) or 'nothing'}; "
-                                      "the controller reads id, name, owner or tags")
-        selector = {str(key): str(value) for key, value in sorted((term.get("tags") or {}).items())}
-        if term.get("name") is not None:
-            selector["aws::name"] = str(term["name"])
-        if term.get("owner") is not None:
-            selector["aws::owners"] = str(term["owner"])
-        found.append(selector)
-    _put(out, "amiSelector", _or(found, ids))
-    return out
+        unknown = sorted(set(term) - set(_AMI_TERM_FIELDS))
+        if unknown or not any(term.get(key) for key in _AMI_TERM_FIELDS):
+            raise LaunchSettingsError(f"{AMI_TERMS}[{index}]: selects by {', '.join(unknown) or 'nothing'}; "
+                                      f"the controller reads {', '.join(_AMI_TERM_FIELDS)}")
+        kept: dict[str, Any] = {key: str(term[key]) for key in _AMI_TERM_FIELDS[:-1] if term.get(key)}
+        if term.get("tags"):
+            kept["tags"] = {str(key): str(value) for key, value in sorted(term["tags"].items())}
+        carried.append(kept)
+    alias = terms[0].get("alias")
+    if alias is None:
+        out: dict[str, Any] = {} if family is None else {"amiFamily": _launched(str(family), "amiFamily")}
+        return {**out, AMI_TERMS: carried}
+    name, _, version = str(alias).partition("@")
+    aliased = AMI_ALIAS_FAMILIES.get(name.lower())
+    if aliased is None:
+        raise LaunchSettingsError(f"{AMI_TERMS}[0].alias: {alias!r} names no AMI family")
+    family = _launched(aliased, f"{AMI_TERMS}[0].alias")
+    if version.lower() != LATEST and family not in PINNED_FAMILIES:
+        raise LaunchSettingsError(
+            f"{AMI_TERMS}[0].alias: {alias!r} pins an AMI version; {family} has its latest AMI only"
+        )
+    return {"amiFamily": family, AMI_TERMS: carried}
 
 
 def _launched(family: str, field: str) -> str:
@@ -191,10 +176,9 @@ def _launched(family: str, field: str) -> str:
 def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The launch settings of an (admitted, stored) EC2NodeClass spec; LaunchSettingsError says what cannot be
     carried (see the module docstring)."""
-    for field in _NOT_CARRIED:
-        value = spec.get(field)
-        if value not in (None, [], False):
-            raise LaunchSettingsError(f"{field}: the controller does not launch with it")
+    for field, why in NOT_CARRIED.items():
+        if spec.get(field) not in (None, [], {}, "", False):
+            raise LaunchSettingsError(f"{field}: {why}")
     settings: dict[str, Any] = {field: spec[field] for field in _SAME_FIELDS if spec.get(field) is not None}
     for field in NETWORK_TERMS:
         settings[field] = _network_terms(spec.get(field), field)
@@ -203,15 +187,18 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "AMI_VERSION",
+    "AMI_TERMS",
+    "CONNECTION_TRACKING",
+    "IP_PREFIX_COUNT",
     "LATEST",
     "LAUNCHED_FAMILIES",
     "NETWORK_TERMS",
+    "NOT_CARRIED",
     "PINNED_FAMILIES",
     "PUBLIC_IP",
-    "SELECTORS",
     "LaunchSettingsError",
-    "described",
+    "alias_version",
+    "ami_terms",
     "launch_settings",
     "selectors",
 ]

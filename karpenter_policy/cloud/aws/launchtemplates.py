@@ -134,28 +134,54 @@ def template_data(
     metadata: Mapping[str, Any],
     detailed_monitoring: bool,
     public_ip: bool | None = None,
+    ip_prefix_count: int | None = None,
+    ipv6: bool = False,
+    connection_tracking: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """CreateLaunchTemplate's LaunchTemplateData (userData base64-encoded, as EC2 wants it). ``public_ip`` (an
-    EC2NodeClass's `associatePublicIPAddress`, None: unset) is said on the primary network interface, which then
-    carries the security groups (EC2 takes them there or at the top, not both): v1.14.1's
-    `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go) for one ENA interface."""
+    EC2NodeClass's `associatePublicIPAddress`, None: unset) and ``ip_prefix_count`` (its `ipPrefixCount`: the
+    `Ipv4PrefixCount` of an IPv4 cluster's interface, an IPv6 cluster's `Ipv6PrefixCount`; None: unset) and
+    ``connection_tracking`` (its `connectionTracking`, :func:`connection_tracking`; None: unset) are said on the
+    primary network interface, which then carries the security groups (EC2 takes them there or at the top, not
+    both): v1.14.1's `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go:368-380) for
+    one ENA interface."""
     data: dict[str, Any] = {
         "ImageId": image_id,
         "IamInstanceProfile": {"Name": instance_profile},
         "MetadataOptions": dict(metadata),
         "Monitoring": {"Enabled": detailed_monitoring},
     }
-    if public_ip is None:
+    if public_ip is None and ip_prefix_count is None and connection_tracking is None:
         data["SecurityGroupIds"] = sorted(security_groups)
     else:
-        data["NetworkInterfaces"] = [
-            {"AssociatePublicIpAddress": public_ip, "DeviceIndex": 0, "Groups": sorted(security_groups)}
-        ]
+        interface: dict[str, Any] = {"DeviceIndex": 0, "Groups": sorted(security_groups)}
+        if public_ip is not None:
+            interface["AssociatePublicIpAddress"] = public_ip
+        if ip_prefix_count is not None:
+            interface["Ipv6PrefixCount" if ipv6 else "Ipv4PrefixCount"] = ip_prefix_count
+        if connection_tracking is not None:
+            interface["ConnectionTrackingSpecification"] = dict(connection_tracking)
+        data["NetworkInterfaces"] = [dict(sorted(interface.items()))]
     if block_devices:
         data["BlockDeviceMappings"] = [dict(m) for m in block_devices]
     if user_data:
         data["UserData"] = base64.b64encode(user_data.encode("utf-8")).decode("ascii")
     return data
+
+
+_TRACKING_FIELDS = {
+    "tcpEstablishedTimeout": "TcpEstablishedTimeout", "udpStreamTimeout": "UdpStreamTimeout",
+    "udpTimeout": "UdpTimeout",
+}  # fmt: skip
+
+
+def connection_tracking(spec: Any) -> dict[str, int] | None:
+    """An EC2NodeClass's `connectionTracking` as the interface's ConnectionTrackingSpecification; None when it sets
+    no timeout (v1.14.1's `connectionTrackingSpec`, launchtemplate.go)."""
+    if not isinstance(spec, Mapping):
+        return None
+    found = {ec2: spec[key] for key, ec2 in _TRACKING_FIELDS.items() if isinstance(spec.get(key), int)}
+    return dict(sorted(found.items())) or None
 
 
 def template_name(cluster_name: str, data: Mapping[str, Any]) -> str:
@@ -345,6 +371,7 @@ __all__ = [
     "NAME_PREFIX",
     "LaunchTemplates",
     "block_device_mappings",
+    "connection_tracking",
     "metadata_options",
     "template_data",
     "template_name",

@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import node_configuration_of
-from karpenter_policy.api.v1.launchsettings import AMI_VERSION, PUBLIC_IP, selectors
+from karpenter_policy.api.v1.launchsettings import (
+    CONNECTION_TRACKING,
+    IP_PREFIX_COUNT,
+    PUBLIC_IP,
+    alias_version,
+    ami_terms,
+    selectors,
+)
 from karpenter_policy.api.v1.objects import arithmetic_family
 from karpenter_policy.cloud.aws import fleet as fleets
 from karpenter_policy.cloud.aws import pricing, userdata
@@ -41,6 +48,7 @@ from karpenter_policy.cloud.aws.instanceprofiles import InstanceProfiles
 from karpenter_policy.cloud.aws.launchtemplates import (
     LaunchTemplates,
     block_device_mappings,
+    connection_tracking,
     metadata_options,
     template_data,
     template_name,
@@ -93,14 +101,20 @@ AMIS = "amiSelector"
 def _bottlerocket_release(spec: Mapping[str, Any]) -> str:
     """The Bottlerocket release the settings boot, as v1.14.1's `resolveAMIVersion` reads it (aws
     pkg/providers/amifamily/bottlerocket.go): an alias's version (`latest` when it pins none), else the version a
-    name term says; empty when unknown (ids and the resolved images' names are not read here: then the older
-    `bind --dirs …`, which every release takes)."""
-    if spec.get(AMI_VERSION):
-        return str(spec[AMI_VERSION])
+    name term says (an AWSNodeTemplate: its selector's name; none: the family's latest); empty when unknown (ids and
+    the resolved images' names are not read here: then the older `bind --dirs …`, which every release takes)."""
+    terms = ami_terms(spec)
+    if terms:
+        return alias_version(terms) or userdata.bottlerocket_version([str(t["name"]) for t in terms if t.get("name")])
     found = selectors(spec, AMIS)
     if not found:
         return "latest"
     return userdata.bottlerocket_version([str(s[NAME_KEY]) for s in found if s.get(NAME_KEY)])
+
+
+def _prefixes(value: Any) -> int | None:
+    """An EC2NodeClass's `ipPrefixCount` (admission: an integer ≥ 0); None when unset."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _utc_now() -> dt.datetime:
@@ -162,9 +176,11 @@ class AwsCloudProvider:
         self._offerings_refresh = offerings_refresh
         self._use_pricing_api = use_pricing_api
         self._discovery = Discovery(self.api, clock)
-        self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version)
+        self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version, wall_clock=wall_clock)
         self._profiles = InstanceProfiles(self.api, clock)
         self._templates = LaunchTemplates(self.api, clock)
+        #: v1.14.1's `ClusterIPFamily`: IPv6 when the cluster DNS IP is an IPv6 address (aws pkg/operator).
+        self._ipv6 = ":" in (cluster.dns_cluster_ip or "")
         self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
         self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
@@ -230,7 +246,7 @@ class AwsCloudProvider:
             return None
         try:
             family = spec.get("amiFamily") or None
-            images = self._amis.images(family, selectors(spec, AMIS), [it], spec.get(AMI_VERSION))
+            images = self._amis.images(family, selectors(spec, AMIS), [it], ami_terms(spec))
         except CloudError:
             return None
         return images.get(instance_type)
@@ -253,8 +269,7 @@ class AwsCloudProvider:
         spec = provider or {}
         try:
             images: frozenset[str] | None = frozenset(self._amis.images(
-                spec.get("amiFamily") or None, selectors(spec, AMIS), list(self._catalog.values()),
-                spec.get(AMI_VERSION),
+                spec.get("amiFamily") or None, selectors(spec, AMIS), list(self._catalog.values()), ami_terms(spec),
             ).values())
         except ConfigurationError:
             images = frozenset()
@@ -358,7 +373,7 @@ class AwsCloudProvider:
                 "AWSNodeTemplate", "no instanceProfile in the node template and no default instance profile set"
             )
         types = [self._catalog[name] for name in names]
-        images = self._amis.images(family, selectors(spec, AMIS), types, spec.get(AMI_VERSION))
+        images = self._amis.images(family, selectors(spec, AMIS), types, ami_terms(spec))
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
@@ -404,6 +419,9 @@ class AwsCloudProvider:
                     metadata=metadata_options(spec.get("metadataOptions")),
                     detailed_monitoring=bool(spec.get("detailedMonitoring")),
                     public_ip=public_ip if isinstance(public_ip := spec.get(PUBLIC_IP), bool) else None,
+                    ip_prefix_count=_prefixes(spec.get(IP_PREFIX_COUNT)),
+                    ipv6=self._ipv6,
+                    connection_tracking=connection_tracking(spec.get(CONNECTION_TRACKING)),
                 )
                 name = template_name(request.cluster_name, data)
                 if name not in templates.data:
