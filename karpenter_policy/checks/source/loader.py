@@ -274,7 +274,8 @@ def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
         return _decode(file, _read_stdin(max_bytes), max_bytes)
     try:
         status = os.lstat(file)  # the file itself: whether it is a link, and otherwise its type and size
-        if stat.S_ISLNK(status.st_mode):
+        linked = stat.S_ISLNK(status.st_mode)
+        if linked:
             if (root := escaping_link(file)) is not None:  # never opened: nothing of it is parsed or printed
                 raise UnreadableFile(
                     file,
@@ -289,20 +290,21 @@ def read_text(file: str, max_bytes: int = MAX_FILE_BYTES) -> str:
             raise UnreadableFile(file, "cannot read directory", 0, 0)
         if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
             raise UnreadableFile(file, "not a regular file", 0, 0)
-        raw = _read_bounded(file, status.st_size, max_bytes)
+        raw = _read_bounded(file, status.st_size, max_bytes, follow=linked)
     except OSError as error:
         what = "directory" if os.path.isdir(file) else "file"
         raise UnreadableFile(file, f"cannot read {what}: {error.strerror or error}", 0, 0) from None
     return _decode(file, raw, max_bytes)
 
 
-def _read_bounded(file: str, size: int, max_bytes: int) -> bytes:
+def _read_bounded(file: str, size: int, max_bytes: int, *, follow: bool = False) -> bytes:
     """The first `max_bytes + 1` bytes of `file` (all of it when shorter), asked for in a buffer of the `size` it
     was seen to have: a read of `max_bytes + 1` allocates that much (4 MiB, each file; mapped and unmapped), which
     cost more than the reading. A file that grew since is read on to the bound, so the bytes are those of one read
-    of `max_bytes + 1`."""
+    of `max_bytes + 1`. `follow` False: the file was no link when looked at, and one put in its place since is not
+    followed (O_NOFOLLOW: an error, never a file outside the repository read)."""
     limit = max_bytes + 1
-    descriptor = os.open(file, os.O_RDONLY)
+    descriptor = os.open(file, os.O_RDONLY | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
     try:
         parts: list[bytes] = []
         total = 0

@@ -283,3 +283,15 @@ def test_the_same_text_under_each_tag_keeps_its_own_value() -> None:
         assert [(key, type(value).__name__, value) for key, value in data.items()] == [
             ("a", "int", 1), ("b", "float", 1.0), ("c", "str", "1"), ("d", "str", "1"), ("e", "bool", True),
             ("f", "bool", True), ("g", "NoneType", None), ("h", "str", "0o17"), ("i", "int", 15)]
+
+
+def test_a_link_put_in_place_of_a_file_after_it_was_looked_at_is_not_followed(tmp_path: Path) -> None:
+    """`read_text` looks at a file (lstat) and then opens it: a symbolic link swapped in between — to a file outside
+    the repository — is an error, never read (O_NOFOLLOW on a file that was no link)."""
+    outside = tmp_path / "secret.yaml"
+    outside.write_text("password: x\n")
+    link = tmp_path / "repo.yaml"
+    link.symlink_to(outside)
+    with pytest.raises(OSError):
+        loader._read_bounded(str(link), 10, 100)  # as if lstat had seen a regular file of 10 bytes
+    assert loader._read_bounded(str(link), 10, 100, follow=True) == b"password: x\n"
