@@ -838,7 +838,10 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
                               "seconds": seconds, "every": every, "rss_mib": [], "samples": [], "gc_freeze": freeze}
     churn = Churn(fleet, rate, hold=turner is not None)
     tracer = WarmTracer(trace_after, snapshot_every, frames) if trace and turner is None else None
-    pauses = GcPauses()
+    batcher = fleet.controller.batcher
+    heap = getattr(fleet.runner, "heap", None)  # the runner's own full collections (this tree's; not a baseline's)
+    pauses = GcPauses(inside=lambda: getattr(batcher, "_opened", None) is not None,  # no lock in a gc callback
+                      ours=lambda: bool(getattr(heap, "collecting", False)))
 
     def boundary(elapsed: float) -> bool:
         """At a turnover's end, the churn holding: the tracer's turn; True when the run is over."""
@@ -898,6 +901,9 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
         churn.stop()
         pauses.stop()  # the churn's collections; not the answer check's wait
         result.update(pauses.report())
+        print(f"[memory] full collections: {pauses.full} ({pauses.full_in_batch} begun in a batch window), longest "
+              f"gen-2 {pauses.longest[2]:.3f} s ({pauses.longest_cpu[2]:.3f} s CPU), longest of Python's "
+              f"{pauses.python_longest[0]:.3f} s ({pauses.python_longest[1]:.3f} s CPU)", file=sys.stderr, flush=True)
         result["replacements"] = churn.done
         result["churn_achieved_per_second"] = round(churn.done / elapsed, 1)
         result["api_server_history"] = len(getattr(fleet.cluster, "_history", ()))

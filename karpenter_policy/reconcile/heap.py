@@ -106,11 +106,18 @@ class HeapCollector:
         self._thresholds: tuple[int, int, int] | None = None  # Python's, before start(); None: not started
         self._collected_at = 0.0
         self._thawed_at = 0.0
+        self._collecting = False
         self._lock = threading.Lock()  # one collection at a time (tick runs on the runner's thread; tests call too)
 
     @property
     def started(self) -> bool:
         return self._thresholds is not None
+
+    @property
+    def collecting(self) -> bool:
+        """One of this collector's collections runs now (what a `gc.callbacks` observer asks to tell them from
+        Python's own: `benchmarks/scale.py --what memory`)."""
+        return self._collecting
 
     def start(self) -> Collection:
         """After the first sync: one full collection, everything alive frozen, Python's full collections made rare."""
@@ -170,6 +177,7 @@ class HeapCollector:
     def _collect(self, reason: str, heap: str, now: float) -> Collection:
         self._collected_at = now
         started, cpu = time.perf_counter(), time.thread_time()
+        self._collecting = True
         try:
             if heap == ALL:
                 gc.unfreeze()
@@ -177,6 +185,7 @@ class HeapCollector:
             unreachable = gc.collect()
         finally:
             gc.freeze()  # even after a failure: what is alive stays out of Python's collections
+            self._collecting = False
         collection = Collection(reason, heap, time.perf_counter() - started, time.thread_time() - cpu, unreachable,
                                 gc.get_freeze_count())
         self.last = collection
