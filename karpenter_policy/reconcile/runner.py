@@ -296,7 +296,10 @@ class Runner:
     def idle(self) -> bool:
         """Whether the provisioner is idle — no batch window open, neither the provisioning thread (a batch being
         scheduled, its launches) nor the disruption thread (a decision mid-simulation, its replacements) in a step:
-        when the runner makes its full garbage collections (`heap`)."""
+        when the runner makes its full garbage collections (`heap`). A standby is idle: its batch windows (the state
+        it keeps warm sees pods become pending) are not closed by a provisioning step until it leads."""
+        if not self.leadership.acting():
+            return True
         if self.controller.batcher.due() is not None:
             return False
         return not any(worker.stepping for worker in self._quiet_for)

@@ -26,6 +26,7 @@ from karpenter_policy.cloud.provider import Instance, LaunchRequest
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import ControllerOptions
 from karpenter_policy.reconcile.heap import (
@@ -279,3 +280,23 @@ def test_no_collection_while_a_launch_is_under_way_one_once_the_provisioner_is_i
         runner.stop()
         thread.join(30.0)
     assert not thread.is_alive() and gc.get_freeze_count() == 0
+
+
+def test_a_standby_is_idle_whatever_its_batch_windows(compiled: Path, clock: FakeClock, log: Any,
+                                                      quiet_collector: None) -> None:
+    """A standby keeps its state warm — pods it sees become pending open windows — but no provisioning step of its
+    closes them until it leads: it is idle all the same, so its heap is collected at its idle pace, not only at the
+    backstop."""
+    cluster = MemoryCluster()
+    elector = LeaderElector(cluster, "default", "karpenter-policy-reconcile", "standby")  # never started: not leading
+    runner = assemble(cluster, fake_cloud(clock), DirectorySource(compiled), ControllerOptions(cluster_name=CLUSTER),
+                      region=REGION, clock=clock, elector=elector, gc_pacing=PACING)
+    runner.heap.start()
+    try:
+        runner.controller.notify("pod-1")
+        assert runner.controller.batcher.due() is not None and runner.idle()
+        clock.advance(PACING.interval)
+        collection = runner.heap.tick()
+        assert collection is not None and collection.reason == IDLE
+    finally:
+        runner.heap.stop()
