@@ -352,7 +352,9 @@ class GcPauses:
         self.full = {"runner": 0, "python": 0}
         self.full_in_batch = {"runner": 0, "python": 0}
         self.python_longest = (0.0, 0.0)  # wall, CPU
+        self.full_times: list[tuple[str, float, float]] = []  # whose, began (time.monotonic), wall seconds
         self._whose: tuple[str, bool] = ("python", False)
+        self._began_monotonic = 0.0
         self.count = [0, 0, 0]
         self.longest = [0.0, 0.0, 0.0]
         self.longest_cpu = [0.0, 0.0, 0.0]
@@ -364,6 +366,7 @@ class GcPauses:
         if phase == "start":
             self._whose = ("runner" if self.ours() else "python", self.inside())
             self._began = (time.perf_counter(), time.thread_time())
+            self._began_monotonic = time.monotonic()
             return
         if self._began is None:  # registered while a collection ran
             return
@@ -379,6 +382,7 @@ class GcPauses:
             whose, in_batch = self._whose
             self.full[whose] += 1
             self.full_in_batch[whose] += in_batch
+            self.full_times.append((whose, self._began_monotonic, wall))
             if whose == "python" and wall > self.python_longest[0]:
                 self.python_longest = (wall, cpu)
 

@@ -37,7 +37,8 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    between the API server and the controller (`DeliveryProbe`); `recv→CF` is the controller's own time from
    reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`);
    `burst_gc_pauses` in the JSON times the collections from the burst's first pod until it is bound, the full
-   ones told apart (the runner's own or Python's, begun in the batch window or not: `full_collections`).
+   ones told apart (the runner's own or Python's, begun in the batch window or not: `full_collections`), and
+   `burst_full_collections` says when each full one began, from the last pod's creation.
    `--server-process` (`measure_churn_server`): the same scenario with the test API server (tests/kube/emulator.py)
    in a process of its own (benchmarks/scale_server.py: the fleet seeded at once, the churn and the burst written
    there), the controller reading it over HTTP through its kube adapter: this process holds only the controller,
@@ -553,6 +554,8 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0, burst_wait: flo
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
         pauses.stop()
         result["burst_gc_pauses"] = pauses.report()["gc_pauses"]
+        result["burst_full_collections"] = [  # whose, when it began from the last pod's creation, its wall seconds
+            (whose, round(began - last_created, 3), round(wall, 3)) for whose, began, wall in pauses.full_times]
         result.update(probe.report(last_created))
         creates = fleet.cloud.creates[creates_before:]
         result["burst_wait_seconds"] = burst_wait
