@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -338,9 +339,22 @@ class GcPauses:
     collecting thread at its start and its stop, every other thread of the process waiting meanwhile): per
     generation the count, the longest pause (wall, and the collecting thread's CPU: on a loaded machine the wall
     figure includes time the process was not even scheduled) and the total, from :meth:`start` to :meth:`stop`.
-    What a full collection of a 100,000-pod heap costs every thread is the longest generation-2 pause."""
+    What a full collection of a 100,000-pod heap costs every thread is the longest generation-2 pause.
 
-    def __init__(self) -> None:
+    Of the generation-2 collections, also: which were the runner's own (`ours`, asked at each collection's start:
+    `reconcile.heap.HeapCollector.collecting`; a tree without it has none) and which Python's, the longest of
+    Python's, and how many of each began while `inside` said a batch was open (both probes are read inside the
+    collector's callback: they must take no lock)."""
+
+    def __init__(self, inside: Callable[[], bool] | None = None, ours: Callable[[], bool] | None = None) -> None:
+        self.inside = inside or (lambda: False)
+        self.ours = ours or (lambda: False)
+        self.full = {"runner": 0, "python": 0}
+        self.full_in_batch = {"runner": 0, "python": 0}
+        self.python_longest = (0.0, 0.0)  # wall, CPU
+        self.full_times: list[tuple[str, float, float]] = []  # whose, began (time.monotonic), wall seconds
+        self._whose: tuple[str, bool] = ("python", False)
+        self._began_monotonic = 0.0
         self.count = [0, 0, 0]
         self.longest = [0.0, 0.0, 0.0]
         self.longest_cpu = [0.0, 0.0, 0.0]
@@ -350,7 +364,9 @@ class GcPauses:
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
+            self._whose = ("runner" if self.ours() else "python", self.inside())
             self._began = (time.perf_counter(), time.thread_time())
+            self._began_monotonic = time.monotonic()
             return
         if self._began is None:  # registered while a collection ran
             return
@@ -362,6 +378,13 @@ class GcPauses:
         self.total_cpu[generation] += cpu
         if wall > self.longest[generation]:
             self.longest[generation], self.longest_cpu[generation] = wall, cpu
+        if generation == 2:
+            whose, in_batch = self._whose
+            self.full[whose] += 1
+            self.full_in_batch[whose] += in_batch
+            self.full_times.append((whose, self._began_monotonic, wall))
+            if whose == "python" and wall > self.python_longest[0]:
+                self.python_longest = (wall, cpu)
 
     def start(self) -> GcPauses:
         gc.callbacks.append(self._callback)
@@ -372,13 +395,18 @@ class GcPauses:
             gc.callbacks.remove(self._callback)
 
     def report(self) -> dict[str, Any]:
-        """Per generation 0, 1, 2: collections, longest pause and its CPU, total wall and CPU (seconds), and the
-        objects frozen out of collection now (`gc.get_freeze_count`)."""
+        """Per generation 0, 1, 2: collections, longest pause and its CPU, total wall and CPU (seconds); the full
+        ones by whose they were (`full_by`: the runner's, Python's), those begun while a batch was open
+        (`full_in_batch_by`) and the longest of Python's; and the objects frozen out of collection now
+        (`gc.get_freeze_count`)."""
         return {"gc_pauses": {"collections": list(self.count),
                               "longest_seconds": [round(x, 4) for x in self.longest],
                               "longest_cpu_seconds": [round(x, 4) for x in self.longest_cpu],
                               "total_seconds": [round(x, 3) for x in self.total],
-                              "total_cpu_seconds": [round(x, 3) for x in self.total_cpu]},
+                              "total_cpu_seconds": [round(x, 3) for x in self.total_cpu],
+                              "full_by": dict(self.full), "full_in_batch_by": dict(self.full_in_batch),
+                              "python_full_longest_seconds": round(self.python_longest[0], 4),
+                              "python_full_longest_cpu_seconds": round(self.python_longest[1], 4)},
                 "gc_frozen_objects": gc.get_freeze_count()}
 
 

@@ -35,7 +35,10 @@ fake cloud, and the controller's threaded runner started on it in real time (inf
    creation to the first and last CreateFleet, the decisions taken and their CPU time — next to the same without
    churn (rate 0); `recv` (and `informer_*_cpu_ms_per_event` in the JSON, here and in 3.) splits the delivery
    between the API server and the controller (`DeliveryProbe`); `recv→CF` is the controller's own time from
-   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`).
+   reading the last pod to the first CreateFleet, and `ms/ev own` its CPU per event under churn (`churn_cost`);
+   `burst_gc_pauses` in the JSON times the collections from the burst's first pod until it is bound, the full
+   ones told apart (the runner's own or Python's, begun in the batch window or not: `full_collections`), and
+   `burst_full_collections` says when each full one began, from the last pod's creation.
    `--server-process` (`measure_churn_server`): the same scenario with the test API server (tests/kube/emulator.py)
    in a process of its own (benchmarks/scale_server.py: the fleet seeded at once, the churn and the burst written
    there), the controller reading it over HTTP through its kube adapter: this process holds only the controller,
@@ -543,11 +546,16 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0, burst_wait: flo
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)
         probe.reset()
+        pauses = full_collections(fleet).start()  # from the burst's first pod until it is bound
         for pod in pending_pods(BURST):
             fleet.cluster.create(objects.POD, pod)
         last_created = time.monotonic()
         if wait_for(lambda: _unbound(fleet, "burst-") == 0, burst_wait, 0.05):
             result["all_bound_after_last_pod"] = round(time.monotonic() - last_created, 3)
+        pauses.stop()
+        result["burst_gc_pauses"] = pauses.report()["gc_pauses"]
+        result["burst_full_collections"] = [  # whose, when it began from the last pod's creation, its wall seconds
+            (whose, round(began - last_created, 3), round(wall, 3)) for whose, began, wall in pauses.full_times]
         result.update(probe.report(last_created))
         creates = fleet.cloud.creates[creates_before:]
         result["burst_wait_seconds"] = burst_wait
@@ -559,6 +567,15 @@ def measure_churn(nodes: int, rate: float, settle: float = 12.0, burst_wait: flo
         churn.stop()
         fleet.stop()
     return result
+
+
+def full_collections(fleet: Fleet) -> GcPauses:
+    """Every collection timed, the full ones told apart: the runner's own (`HeapCollector.collecting`; a baseline
+    tree without it has none) or Python's, begun while the batch window was open or not."""
+    batcher = fleet.controller.batcher
+    heap = getattr(fleet.runner, "heap", None)
+    return GcPauses(inside=lambda: getattr(batcher, "_opened", None) is not None,  # no lock in a gc callback
+                    ours=lambda: bool(getattr(heap, "collecting", False)))
 
 
 def burst_timing(creates: list[float], last_created: float, seen: list[float], probe: DeliveryProbe,
@@ -838,7 +855,7 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
                               "seconds": seconds, "every": every, "rss_mib": [], "samples": [], "gc_freeze": freeze}
     churn = Churn(fleet, rate, hold=turner is not None)
     tracer = WarmTracer(trace_after, snapshot_every, frames) if trace and turner is None else None
-    pauses = GcPauses()
+    pauses = full_collections(fleet)
 
     def boundary(elapsed: float) -> bool:
         """At a turnover's end, the churn holding: the tracer's turn; True when the run is over."""
@@ -898,6 +915,9 @@ def measure_memory(nodes: int, rate: float, seconds: float, trace: bool, every: 
         churn.stop()
         pauses.stop()  # the churn's collections; not the answer check's wait
         result.update(pauses.report())
+        print(f"[memory] full collections: {pauses.full} ({pauses.full_in_batch} begun in a batch window), longest "
+              f"gen-2 {pauses.longest[2]:.3f} s ({pauses.longest_cpu[2]:.3f} s CPU), longest of Python's "
+              f"{pauses.python_longest[0]:.3f} s ({pauses.python_longest[1]:.3f} s CPU)", file=sys.stderr, flush=True)
         result["replacements"] = churn.done
         result["churn_achieved_per_second"] = round(churn.done / elapsed, 1)
         result["api_server_history"] = len(getattr(fleet.cluster, "_history", ()))

@@ -78,6 +78,9 @@ quantiles (`exposition`).
 * `karpenter_policy_nodepool_status_failures_total{reason}` — writes of a NodePool's `NodeRegistrationHealthy`
   (`claims.nodepoolstatus`) that did not take: `refused` by the API, still in `conflict` after retries, or `pruned`
   (the API stored the NodePool without the field: its CRD is older than v1.14.1's).
+* the runner's full garbage collections (`heap`, every replica's, leading or not):
+  `karpenter_policy_gc_full_collections_total{reason, heap}`, `karpenter_policy_gc_last_full_collection_seconds`
+  and `karpenter_policy_gc_frozen_objects`.
 """
 
 from __future__ import annotations
@@ -313,6 +316,24 @@ class Metrics:
             "NodeClaims deleted for having no instance and no Node (nodeclaim), "
             "unused launch templates deleted (launch_template).",
             ["object"],
+            registry=registry,
+        )
+        self.gc_full_collections = Counter(
+            "karpenter_policy_gc_full_collections",
+            "Full garbage collections the runner made, by reason (synced: after the first sync; idle: the "
+            "provisioner idle; backstop: the longest interval passed) and heap (unfrozen: what was not frozen; all: "
+            "everything, unfrozen first).",
+            ["reason", "heap"],
+            registry=registry,
+        )
+        self.gc_last_full_collection = Gauge(
+            "karpenter_policy_gc_last_full_collection_seconds",
+            "How long the last full garbage collection the runner made held the process (wall seconds).",
+            registry=registry,
+        )
+        self.gc_frozen_objects = Gauge(
+            "karpenter_policy_gc_frozen_objects",
+            "Objects frozen out of garbage collection after the last full collection the runner made.",
             registry=registry,
         )
 

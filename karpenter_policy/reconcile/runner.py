@@ -30,7 +30,10 @@ that fails unexpectedly is logged with its traceback and retried after a pause: 
 object of the cluster, the state's indexes: the bulk of the heap, alive as long as the process) is frozen out of
 the cyclic garbage collector's generations (`gc.freeze`, after one full collection), so a full collection walks
 only what was made since, not every pod of the cluster each time (benchmarks/README.md, "gc.freeze after the first
-sync"). The freeze is undone when the runner stops. Each step of a controller is measured as
+sync"); from then on the runner's loop makes the full collections itself (`heap.HeapCollector`), when the
+provisioner is idle (:meth:`Runner.idle`: no batch window open, neither the provisioning nor the disruption thread
+in a step) and at least every minute, each freezing what survived — Python's own are made rare, so none lands in
+a burst of pending pods. Both are undone when the runner stops. Each step of a controller is measured as
 controller-runtime measures a reconcile (`Metrics.reconciling`), and only a replica that acts exports the gauges
 that describe the cluster (`Metrics.leading`); leader election's own metrics are `leadermetrics`.
 """
@@ -38,7 +41,6 @@ that describe the cluster (`Metrics.leading`); leader election's own metrics are
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +54,7 @@ from karpenter_policy.kube.lease import LeaderElector
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.constraints import ConfigMapSource, ConstraintSource
 from karpenter_policy.reconcile.controller import Controller, utc_now
+from karpenter_policy.reconcile.heap import HeapCollector, Pacing
 from karpenter_policy.reconcile.leadermetrics import LeaderElectionMetrics
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.options import ControllerOptions
@@ -87,6 +90,8 @@ class _Worker:
         self.wake = controller.wake
         self.idle = idle  # the longest it sleeps with nothing due
         self.thread = threading.Thread(target=self._run, name=f"controller-{self.name}", daemon=True)
+        #: In a step now (what :meth:`Runner.idle` asks of the provisioning and disruption threads).
+        self.stepping = False
 
     def start(self) -> None:
         self.thread.start()
@@ -100,6 +105,7 @@ class _Worker:
                 runner.wait_for_leadership(1.0)
                 continue
             timeout = self.idle
+            self.stepping = True
             try:
                 with runner.controller.metrics.reconciling(controller.label) as outcome:
                     result = ReconcileResult(started=clock())
@@ -115,6 +121,8 @@ class _Worker:
                     timeout = min(poll, timeout)
                 if due is not None:
                     timeout = min(max(due - clock(), 0.0), timeout)
+            finally:
+                self.stepping = False
             if timeout > 0:
                 self.wake.wait(timeout)
             self.wake.clear()
@@ -153,11 +161,13 @@ def assemble(
     interruption_queue: InterruptionQueue | None = None,
     account: str | None = None,
     freeze: bool = True,
+    gc_pacing: Pacing | None = None,
 ) -> Runner:
     """THE place that wires a controller to run on threads, each piece built complete before the next: the
     leadership (`elector`), the metrics that ask it, the informers that feed the state, the controller on them
     (its changes made only while the Lease is held), then the runner. The controller's parameters are
-    :class:`Controller`'s; the runner's `resync`, `api_silence_limit` and `freeze` are :class:`Runner`'s."""
+    :class:`Controller`'s; the runner's `resync`, `api_silence_limit`, `freeze` and `gc_pacing` are
+    :class:`Runner`'s."""
     leadership = Leadership(elector)
     metrics = Metrics(clock, leading=leadership.acting)
     state = ClusterState(unschedulable_only=options.unschedulable_only)
@@ -169,7 +179,8 @@ def assemble(
         cluster, cloud, constraints, options, region=region, feed=feed, clock=clock, wall_clock=wall_clock,
         metrics=metrics, interruption_queue=interruption_queue, account=account, acting=leadership.holds_lease,
     )
-    return Runner(controller, feed, leadership, resync=resync, api_silence_limit=api_silence_limit, freeze=freeze)
+    return Runner(controller, feed, leadership, resync=resync, api_silence_limit=api_silence_limit, freeze=freeze,
+                  gc_pacing=gc_pacing)
 
 
 class Runner:
@@ -186,6 +197,7 @@ class Runner:
         resync: float = DEFAULT_RESYNC,
         api_silence_limit: float | None = None,
         freeze: bool = True,
+        gc_pacing: Pacing | None = None,
     ) -> None:
         self.controller = controller
         self.feed = feed
@@ -195,9 +207,11 @@ class Runner:
         #: a replica that cannot reach it can neither lead nor take over).
         self.api_silence_limit = api_silence_limit or (elector.lease_duration if elector is not None else 0.0)
         self.resync = resync
-        #: Freeze the warm heap after the first sync (`_freeze_warm_heap`); False only for a benchmark's A/B.
+        #: Freeze the warm heap after the first sync and make the full collections (`heap`, paced by `gc_pacing`);
+        #: False only for a benchmark's A/B (`scale.py --no-gc-freeze`: Python's collector left as it is).
         self.freeze = freeze
         self.clock = controller.clock
+        self.heap = HeapCollector(self.idle, controller.metrics, self.clock, gc_pacing)
         self.stopping = leadership.stopping
         self._took_over = False
         self._lock = threading.Lock()
@@ -205,6 +219,8 @@ class Runner:
         #: The constraint-set ConfigMap's own informer (its source's), started and stopped with the others.
         self.configmap: Informer | None = source.informer if isinstance(source, ConfigMapSource) else None
         self.workers = [_Worker(self, c, resync) for c in controller.controllers]  # a thread per controller
+        #: The threads a full collection waits for (:meth:`idle`): provisioning's, and disruption's decisions.
+        self._quiet_for = [w for w in self.workers if w.controller in (controller.provisioning, controller.disruption)]
 
     # --- leadership ----------------------------------------------------------------------------------------
 
@@ -277,6 +293,17 @@ class Runner:
         leading = self.elector.is_leader if self.elector is not None else not self.stopping.is_set()
         return Health(alive, ready and feed.healthy and loaded, leading, tuple(reasons))
 
+    def idle(self) -> bool:
+        """Whether the provisioner is idle — no batch window open, neither the provisioning thread (a batch being
+        scheduled, its launches) nor the disruption thread (a decision mid-simulation, its replacements) in a step:
+        when the runner makes its full garbage collections (`heap`). A standby is idle: its batch windows (the state
+        it keeps warm sees pods become pending) are not closed by a provisioning step until it leads."""
+        if not self.leadership.acting():
+            return True
+        if self.controller.batcher.due() is not None:
+            return False
+        return not any(worker.stepping for worker in self._quiet_for)
+
     def stop(self) -> None:
         self.stopping.set()
         for worker in self.workers:
@@ -284,16 +311,16 @@ class Runner:
 
     def run(self) -> None:
         """Start the informers, wait until they have listed, then run the controllers until :meth:`stop`."""
-        frozen = False
         try:
             if not self._synced():
                 return
-            frozen = self._freeze_warm_heap()
+            self._freeze_warm_heap()
             for worker in self.workers:
                 worker.start()
             while not self.stopping.is_set():
                 self.leading()  # a take-over is noticed here too, even while every worker sleeps
                 self.stopping.wait(0.2)
+                self.heap.tick()  # a full collection if one is due (never raises)
             for worker in self.workers:  # a step waiting on a long poll acts on nothing more: not waited for
                 if isinstance(worker.controller, Abandoning):
                     worker.controller.abandon()
@@ -304,22 +331,19 @@ class Runner:
             for informer in self._informers():
                 informer.stop()
             self.controller.terminator.attachments.stop()  # its informer, if termination started it
-            if frozen:  # a process that runs runners again (the tests) can collect this one's objects
-                gc.unfreeze()
+            self.heap.stop()  # a process that runs runners again (the tests) can collect this one's objects
 
-    def _freeze_warm_heap(self) -> bool:
+    def _freeze_warm_heap(self) -> None:
         """Move what the first sync built out of the collector's generations (see the module docstring): a full
         collection first, so no garbage is frozen; then every object alive now is left out of later collections
-        (still freed by reference counting). `freeze` False (`benchmarks/scale.py --no-gc-freeze`: the A/B of
-        the freeze) leaves the collector as it is."""
+        (still freed by reference counting), and the full collections are the runner's from now on
+        (`HeapCollector.start`). `freeze` False (`benchmarks/scale.py --no-gc-freeze`: the A/B of the freeze)
+        leaves the collector as it is."""
         if not self.freeze:
-            return False
-        started = time.monotonic()
-        gc.collect()
-        gc.freeze()
-        RUNNER.info("state synced; %d objects frozen out of garbage collection (%.2f s)", gc.get_freeze_count(),
-                    time.monotonic() - started, extra=logs.fields())
-        return True
+            return
+        collection = self.heap.start()
+        RUNNER.info("state synced; %d objects frozen out of garbage collection (%.2f s)", collection.frozen,
+                    collection.seconds, extra=logs.fields())
 
 
 def run_in_thread(runner: Runner) -> threading.Thread:

@@ -98,6 +98,25 @@ def test_every_full_collection_between_start_and_stop_is_timed_and_none_after() 
          "churn_per_second": 0.0, "every": 1.0, "samples": [], **pauses.report(), "gc_freeze": True}))
 
 
+def test_the_full_collections_are_told_apart_by_whose_they_were_and_whether_a_batch_was_open() -> None:
+    """The memory scenario says whether a full collection was the runner's own (`HeapCollector.collecting` at its
+    start) or Python's, and whether it began while a batch window was open: the question of issue #23's item 5."""
+    state = {"ours": False, "batch": False}
+    pauses = GcPauses(inside=lambda: state["batch"], ours=lambda: state["ours"]).start()
+    try:
+        gc.collect(2)  # Python's (as an automatic one), no batch
+        state["batch"] = True
+        gc.collect(2)  # Python's, in a batch
+        state["ours"] = True
+        gc.collect(2)  # the runner's, in a batch
+    finally:
+        pauses.stop()
+    found = pauses.report()["gc_pauses"]
+    assert found["full_by"] == {"runner": 1, "python": 2}
+    assert found["full_in_batch_by"] == {"runner": 1, "python": 1}
+    assert 0 < found["python_full_longest_seconds"] <= found["longest_seconds"][2]
+
+
 def test_a_tracer_that_never_started_reports_no_trace() -> None:
     tracer = WarmTracer(after=60.0, every=60.0)
     tracer.tick(10.0, 5)
