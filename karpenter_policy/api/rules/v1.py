@@ -100,7 +100,8 @@ STATIC_NODEPOOL = Rule(
     ),
     karpenter=(
         "core-v1 pkg/utils/nodepool/nodepool.go: IsStatic; core-v1 pkg/controllers/provisioning/provisioner.go: "
-        "NewScheduler; core-v1 pkg/operator/options/options.go: FeatureGates; core-v1 pkg/controllers/controllers.go: NewControllers"
+        "NewScheduler; core-v1 pkg/operator/options/options.go: FeatureGates; "
+        "core-v1 pkg/controllers/controllers.go: NewControllers"
     ),
 )
 
