@@ -137,7 +137,8 @@ def test_a_repository_of_both_kinds_speaks_of_pools(tmp_path: Path) -> None:
 
 
 def test_a_v031_repository_keeps_its_words() -> None:
-    """The words of v0.31 (the same bytes as before this change: /work/tmp/v1words-compare.sh compared them)."""
+    """The words of v0.31, as before NodePools had their own: provisioners, `provisioner gpu: …`, a `provisioner`
+    column."""
     done = cli("check", "examples/workloads/policies", "--workloads",
                "examples/workloads/negative/gpu-without-toleration.yaml")
     lines = done.stdout.splitlines()
