@@ -151,3 +151,15 @@ def test_a_v031_repository_keeps_its_words() -> None:
     header = next(line for line in placed.splitlines() if line.endswith("$/month"))
     assert header.split()[:3] == ["provisioner", "instance", "type"]
     assert "NodePool" not in placed
+
+
+def test_a_shadowed_nodepool_is_called_a_nodepool(tmp_path: Path) -> None:
+    """The `shadowed` scenario's Provisioners migrated to NodePools: the warning names NodePools on both sides."""
+    scenario = "examples/workloads/scenarios/shadowed"
+    migrated = cli("migrate", f"{scenario}/provisioners.yaml", "--to", "v1", "-o", str(tmp_path / "v1"),
+                   "--node-role", "KarpenterNodeRole")
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    done = cli("check", str(tmp_path / "v1"), "--workloads", f"{scenario}/apps.yaml")
+    (warning,) = [line for line in done.stdout.splitlines() if line.endswith("[shadowed]")]
+    assert "NodePool/compute: no workload reaches this NodePool (weight 10): every workload it could" in warning
+    assert "goes to a higher-weight NodePool: NodePool/spot-all (weight 50) takes 2 [shadowed]" in warning
