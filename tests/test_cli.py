@@ -107,9 +107,8 @@ def test_the_command_list_gives_each_description_whole() -> None:
     commands = result.stdout.split("Commands:", 1)[1].split("Examples:", 1)[0]
     assert "..." not in commands and "\u2026" not in commands
     listed = " ".join(commands.split())
-    assert "Validate, then prove each NodePool and Provisioner satisfiable against the instance-type catalog (Z3)." in (
-        listed
-    )
+    assert ("Validate, then prove each NodePool and Provisioner satisfiable against the instance-type catalog "
+            "(Z3).") in listed
     assert "Exit 1 when pods stay pending." in listed  # simulate's, at the end of a long paragraph
     assert "Examples:" in result.stdout and "Exit codes:" in result.stdout
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
 from karpenter_policy.checks.options import (
     OptionError,
@@ -28,6 +27,7 @@ from karpenter_policy.checks.source.loader import Document, discover
 from karpenter_policy.checks.validation.budgets import BudgetReport, check_budgets
 from karpenter_policy.commands.budgetcomment import budget_lines
 from karpenter_policy.commands.costcomment import check_cost_lines, markdown_text
+from karpenter_policy.model.pools import pools_noun
 
 #: `check` as its flags' defaults run it.
 DEFAULTS = PolicyOptions()
@@ -164,17 +164,6 @@ def render_check(
     return text
 
 
-def _pools_noun(checked: Sequence[CheckedProvisioner]) -> str:
-    """What the summary counts: provisioners (v1alpha5, and none checked), NodePools, or both."""
-    kinds = {c.kind for c in checked}
-    plural = "s" if len(checked) != 1 else ""
-    if kinds == {NODEPOOL_KIND}:
-        return f"NodePool{plural}"
-    if NODEPOOL_KIND in kinds:
-        return "NodePools and Provisioners"
-    return f"provisioner{plural}"
-
-
 def render_markdown(
     report: Report,
     checked: Sequence[CheckedProvisioner],
@@ -196,7 +185,7 @@ def render_markdown(
             else f": the workloads' nodes' cost is unknown (no price data for {capacity.region or 'the region'})"
         )
     launching = sum(1 for c in checked if c.verdict == Verdict.SAT)
-    summary = f"{launching} of {len(checked)} {_pools_noun(checked)} can launch nodes"
+    summary = f"{launching} of {len(checked)} {pools_noun(c.key for c in checked)} can launch nodes"
     if workloads is not None:
         placed = sum(1 for p in workloads.placements if p.schedulable)
         summary += f"; {placed} of {len(workloads.placements)} workloads schedulable"

@@ -73,6 +73,7 @@ from karpenter_policy.commands.flags import DiffFlags
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import known_price, price_key, price_text
 from karpenter_policy.model.minvalues import STRICT
+from karpenter_policy.model.pools import pool_ref, pools_noun
 from karpenter_policy.model.requirements import Requirement, Requirements
 from karpenter_policy.model.resources import format_quantity
 
@@ -952,7 +953,7 @@ def _summary_line(result: DiffResult) -> str:
     for p in result.provisioners:
         counts[p.status] = counts.get(p.status, 0) + 1
     parts = [f"{counts[s]} {s}" for s in ("changed", "added", "removed", "undecided", "unchanged") if counts.get(s)]
-    text = f"provisioners: {', '.join(parts) or 'none'}"
+    text = f"{pools_noun((p.name for p in result.provisioners), 2)}: {', '.join(parts) or 'none'}"
     if result.workloads_checked is not None:
         moved = {s: sum(1 for w in result.workloads if w.status == s) for s in _WORKLOAD_STATUSES}
         text += f"; workloads: {result.workloads_checked} checked"
@@ -1125,11 +1126,13 @@ def render_markdown(result: DiffResult) -> str:
             removed = md(_cell(d.removed, d.removed_witness, "-", d.dimension))
             note = f" ({md(d.note)})" if d.note else ""
             rows.append(f"| `{md(p.name)}` | {_dimension(d.dimension)}{note} | {added} | {removed} |")
+    noun = pools_noun((p.name for p in result.provisioners), 1)  # the column's heading: Provisioner, NodePool, Pool
     if rows:
-        out += ["", "| Provisioner | Change | HEAD admits, BASE did not | BASE admitted, HEAD does not |"]
+        out += ["", f"| {noun[:1].upper()}{noun[1:]} | Change | HEAD admits, BASE did not | "
+                    "BASE admitted, HEAD does not |"]
         out += ["|---|---|---|---|", *rows]
     else:
-        out += ["", "No change to what the provisioners admit."]
+        out += ["", f"No change to what the {pools_noun((p.name for p in result.provisioners), 2)} admit."]
     if result.workloads:
         out += ["", "| Workload | Change | BASE | HEAD | Why |", "|---|---|---|---|---|"]
         for w in result.workloads:
@@ -1317,12 +1320,13 @@ def _compare_workloads(
             continue
         if head_stranded > base_stranded:
             refusal = after.reasons.get(base_name) if base_name is not None else None
-            reason = f"provisioner {base_name}: {refusal}" if refusal is not None else after.leading_reason()
+            reason = (f"{pool_ref(base_name)}: {refusal}" if base_name is not None and refusal is not None
+                      else after.leading_reason())
         elif head_stranded < base_stranded:
             reason = after.summary()
         elif head_name is not None and base_name is not None:
             refusal = after.reasons.get(base_name)
-            reason = f"provisioner {base_name}: {refusal}" if refusal is not None else f"{head_name} is tried first now"
+            reason = f"{pool_ref(base_name)}: {refusal}" if refusal is not None else f"{head_name} is tried first now"
         else:
             reason = after.summary()
         change = WorkloadChange(

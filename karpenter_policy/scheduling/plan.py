@@ -5,10 +5,11 @@ node claim template.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.model.instancetypes import ChosenOffering
+from karpenter_policy.model.pools import pool_ref, pools_noun
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.scheduling.pods import Pod
 from karpenter_policy.scheduling.reasons import Refusal
@@ -109,8 +110,9 @@ INDENT = "  "
 
 
 def refusal_lines(name: str, refusal: Refusal) -> list[str]:
-    """`provisioner gpu: taint … not tolerated`, and under it the fix when there is one (`  fix: add …`)."""
-    lines = [f"provisioner {name}: {refusal}"]
+    """`provisioner gpu: taint … not tolerated` (`NodePool/gpu: …` for a NodePool, `pool_ref`), and under it the fix
+    when there is one (`  fix: add …`)."""
+    lines = [f"{pool_ref(name)}: {refusal}"]
     fix = refusal.fix
     if fix is not None:
         lines.append(f"{INDENT}fix: {fix}")
@@ -121,14 +123,17 @@ def refusals_message(
     reasons: Mapping[str, Refusal],
     relaxed: Sequence[str] = (),
     nothing: str = "there is no provisioner that admits an instance type",
+    pools: Iterable[str] = (),
 ) -> str:
-    """Why each template refused a pod, one provisioner per line under `no provisioner can launch a node for it:`,
-    the most relevant first (`ranked_refusals`), each with the change to the pod that would make it take the pod
-    when there is one; what Karpenter relaxed first on the last line. `nothing`: what to say when there is no
-    template."""
+    """Why each template refused a pod, one pool per line under `no provisioner can launch a node for it:` (`no
+    NodePool …` when every template is a NodePool's, `no pool …` for both kinds: `pools_noun`), the most relevant
+    first (`ranked_refusals`), each with the change to the pod that would make it take the pod when there is one;
+    what Karpenter relaxed first on the last line. `nothing`: what to say when there is no template; `pools`: the
+    pools the repository holds then (whose kind names them)."""
+    noun = pools_noun(reasons or pools, 1)
     if not reasons:
-        return f"no provisioner can launch a node for it: {nothing}"
-    lines = ["no provisioner can launch a node for it:"]
+        return f"no {noun} can launch a node for it: {nothing}"
+    lines = [f"no {noun} can launch a node for it:"]
     for name, reason in ranked_refusals(reasons):
         lines += [INDENT + line for line in refusal_lines(name, reason)]
     if relaxed:

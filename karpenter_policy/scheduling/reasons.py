@@ -20,6 +20,7 @@ from decimal import Decimal
 
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pods import describe_quantity, describe_requests, format_bytes
+from karpenter_policy.model.pools import pools_noun
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import CPU, MEMORY, PODS, format_quantity
 from karpenter_policy.model.spelling import nearest_name
@@ -219,8 +220,9 @@ def fix_for(kind: str, template: NodeClaimTemplate, attempt: Attempt, requests: 
     """The one change to the pod spec that makes `template` take it, in words, None when there is none:
     a `taint` refusal — the tolerations of the untolerated taints (and the template's labels as a nodeSelector
     that keeps the pod on its nodes); a `requirements` refusal whose every conflict is a value the nodes spell
-    otherwise — the nodeSelector with the nearest values. Checked: with the change the requirements are compatible
-    and an admitted type has room for the pod (limits and topology aside)."""
+    otherwise — the nodeSelector with the nearest values; `this provisioner then takes it` (`this NodePool …`).
+    Checked: with the change the requirements are compatible and an admitted type has room for the pod (limits and
+    topology aside)."""
     if kind == "taint":
         missing = untolerated(template.taints, attempt.tolerations)
         if not missing or not _takes(template, attempt.requirements, requests):
@@ -230,7 +232,7 @@ def fix_for(kind: str, template: NodeClaimTemplate, attempt: Attempt, requests: 
         if labels:
             selector = ", ".join(f"{_yaml_scalar(k)}: {_yaml_scalar(v)}" for k, v in labels.items())
             text += f" (and nodeSelector: {{{selector}}} to keep it on these nodes)"
-        return text + "; this provisioner then takes it"
+        return f"{text}; this {pools_noun((template.name,))} then takes it"
     if kind != "requirements":
         return None
     mine, pod = template.requirements, attempt.requirements
@@ -253,7 +255,7 @@ def fix_for(kind: str, template: NodeClaimTemplate, attempt: Attempt, requests: 
     if untolerated(template.taints, attempt.tolerations) or not _takes(template, fixed, requests):
         return None
     selector = ", ".join(f"{_yaml_scalar(k)}: {_yaml_scalar(v)}" for k, v in replaced.items())
-    return f"set nodeSelector: {{{selector}}} in the pod spec; this provisioner then takes it"
+    return f"set nodeSelector: {{{selector}}} in the pod spec; this {pools_noun((template.name,))} then takes it"
 
 
 def explain(

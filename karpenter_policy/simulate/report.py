@@ -23,7 +23,7 @@ from html import escape
 from karpenter_policy.simulate.charts import WIDTH, Dot, Line, Marker, chart, legend
 from karpenter_policy.simulate.driver import SimulationResult
 from karpenter_policy.simulate.measure import NodeRow
-from karpenter_policy.simulate.table import price_text
+from karpenter_policy.simulate.table import header, price_text
 
 #: One colour per series, told apart by people with the commoner colour-vision deficiencies (Okabe and Ito's).
 COLOURS = {
@@ -161,8 +161,7 @@ def _figures(result: SimulationResult) -> str:
 
 
 def _node_table(nodes: Sequence[NodeRow]) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("node", "provisioner", "type", "zone", "capacity", "pods", "cpu",
-                                             "memory", "$/h"))
+    head = "".join(f"<th>{h}</th>" for h in header(nodes))
     rows = "".join(
         "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in (
             n.name, n.provisioner, n.instance_type, n.zone, n.capacity_type, str(n.pods), f"{n.cpu:.0%}",

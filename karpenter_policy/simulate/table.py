@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from karpenter_policy.model.pools import pools_noun
 from karpenter_policy.simulate.driver import SimulationResult
 from karpenter_policy.simulate.measure import NodeRow
 
-HEADER = ("node", "provisioner", "type", "zone", "capacity", "pods", "cpu", "memory", "$/h")
+
+def header(nodes: Sequence[NodeRow]) -> tuple[str, ...]:
+    """The columns; the second headed `provisioner`, `nodepool` (every node a NodePool's) or `pool` (`pools_noun`)."""
+    pool = pools_noun((n.provisioner for n in nodes), 1).lower()
+    return ("node", pool, "type", "zone", "capacity", "pods", "cpu", "memory", "$/h")
 
 
 def price_text(price: float | None) -> str:
@@ -21,22 +26,22 @@ def _row(node: NodeRow) -> tuple[str, ...]:
     )
 
 
-def _render(rows: Sequence[tuple[str, ...]]) -> list[str]:
+def _render(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     right = {5, 6, 7, 8}
-    widths = [max(len(r[i]) for r in (HEADER, *rows)) for i in range(len(HEADER))]
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
 
     def line(cells: Sequence[str]) -> str:
         padded = zip(cells, widths, strict=True)
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(padded))
 
-    return [line(HEADER).rstrip(), "  ".join("-" * w for w in widths), *(line(r).rstrip() for r in rows)]
+    return [line(head).rstrip(), "  ".join("-" * w for w in widths), *(line(r).rstrip() for r in rows)]
 
 
 def node_table(result: SimulationResult) -> str:
     """The nodes at the end with their packing and price, then the fleet's $/h and what is left pending."""
     out: list[str] = []
     if result.nodes:
-        out += _render([_row(n) for n in result.nodes])
+        out += _render(header(result.nodes), [_row(n) for n in result.nodes])
     else:
         out.append("no nodes")
     unpriced = sum(1 for n in result.nodes if n.price is None)
@@ -51,4 +56,4 @@ def node_table(result: SimulationResult) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["node_table", "price_text"]
+__all__ = ["header", "node_table", "price_text"]

@@ -54,7 +54,8 @@ def test_a_nodepool_change_is_shown_with_proven_witnesses(sides: tuple[Path, Pat
     assert "cpu: limit lowered from 1000 to 500" in changes
     # the Provisioner `default` and the NodePool `default` are two objects: neither changed
     assert "Provisioner default" not in changes and "NodePool default" not in changes
-    assert lines[-1] == "provisioners: 1 changed, 2 unchanged; HEAD: 0 errors, 0 warnings"
+    # a Provisioner beside the NodePools: the summary counts pools (docs/v1.md, "Words")
+    assert lines[-1] == "pools: 1 changed, 2 unchanged; HEAD: 0 errors, 0 warnings"
 
 
 def test_the_json_names_the_nodepool_and_its_kind(sides: tuple[Path, Path]) -> None:

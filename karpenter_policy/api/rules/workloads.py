@@ -35,13 +35,13 @@ INVALID_REPLICAS = Rule(
 WORKLOAD_UNSCHEDULABLE = Rule(
     id="workload-unschedulable",
     severity=ERROR,
-    summary="No provisioner can launch a node for a workload (the reason per provisioner).",
+    summary="No provisioner or NodePool can launch a node for a workload (the reason per pool).",
     description=(
-        "check --workloads: no provisioner can launch a node for the workload's pods; the message gives the reason "
-        "per provisioner (requirements, a taint not tolerated, an unknown label, resources too large, limits). A "
-        "pod Karpenter ignores (v0.31 Provisioner.Validate: node affinity with matchFields, a required or preferred"
-        " term on a restricted label such as kubernetes.io/hostname, a karpenter.sh/provisioner-name DoesNotExist "
-        "requirement) is refused with Karpenter's reason."
+        "check --workloads: no provisioner (or NodePool) can launch a node for the workload's pods; the message "
+        "gives the reason per pool (requirements, a taint not tolerated, an unknown label, resources too large, "
+        "limits). A pod Karpenter ignores (v0.31 Provisioner.Validate: node affinity with matchFields, a required or "
+        "preferred term on a restricted label such as kubernetes.io/hostname, a karpenter.sh/provisioner-name "
+        "DoesNotExist requirement) is refused with Karpenter's reason."
     ),
     karpenter=(
         "core pkg/controllers/provisioning/scheduling/scheduler.go: Scheduler.Solve; core "

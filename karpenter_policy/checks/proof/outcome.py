@@ -68,15 +68,15 @@ class WorkloadOutcome:
         """The first node's launch."""
         return self.nodes[0].launch if self.nodes else None
 
-    def message(self, nothing: str) -> str:
+    def message(self, nothing: str, pools: Iterable[str] = ()) -> str:
         """The `workload-unschedulable` message (only meaningful when some replica is left pending); `nothing`: what
-        to say when there is no provisioner."""
+        to say when there is no provisioner, `pools`: the repository's pool keys then (`refusals_message`)."""
         failure = self.failure
         assert failure is not None
         if failure.refused:
             text = refused_message(failure.refused)
         else:
-            text = refusals_message(failure.reasons, failure.relaxed, nothing)
+            text = refusals_message(failure.reasons, failure.relaxed, nothing, pools)
         if self.replicas == 1:
             return text
         if self.unscheduled == self.replicas:

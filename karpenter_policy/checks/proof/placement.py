@@ -47,6 +47,7 @@ from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workl
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.minvalues import STRICT
+from karpenter_policy.model.pools import PROVISIONER_NOUN, pool_ref, pools_noun
 from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.scheduling import (
@@ -153,6 +154,8 @@ class Placement:
     refused: str | None = None
     #: what is said when there is no provisioner to refuse it (`nothing_to_place`)
     nothing: str = _NO_PROVISIONER
+    #: the pool keys of the repository (whose kind names the pools in the message: `pools_noun`)
+    pools: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -180,8 +183,8 @@ class Placement:
         if self.refused:
             return refused_message(self.refused)
         if self.outcome is not None and self.outcome.failure is not None:
-            return self.outcome.message(self.nothing)
-        return refusals_message(self.reasons, self.relaxed, self.nothing)
+            return self.outcome.message(self.nothing, self.pools)
+        return refusals_message(self.reasons, self.relaxed, self.nothing, self.pools)
 
     @property
     def stranded(self) -> tuple[int, int]:
@@ -199,20 +202,21 @@ class Placement:
 
     def lead(self) -> str:
         """`Job/model-training (1 of its 2 replicas) — provisioner gpu: …`: the line a report leads with when the
-        workload cannot be placed (the most relevant provisioner's reason)."""
+        workload cannot be placed (the most relevant pool's reason: `NodePool/gpu: …` for a NodePool)."""
         pending, replicas = self.stranded
         text = self.ref + (f" ({pending} of its {replicas} replicas)" if 0 < pending < replicas else "")
         return f"{text} — {self.leading_reason()}"
 
     def leading_reason(self) -> str:
-        """`provisioner gpu: …`: why the most relevant provisioner (`ranked_reasons`) refuses the workload."""
+        """`provisioner gpu: …` (`NodePool/gpu: …`): why the most relevant pool (`ranked_reasons`) refuses the
+        workload."""
         if self.refused:
             return refused_message(self.refused)
         ranked = self.ranked_reasons()
         if not ranked:
             return self.nothing
         name, refusal = ranked[0]
-        return f"provisioner {name}: {refusal}"
+        return f"{pool_ref(name)}: {refusal}"
 
     def planned(self) -> list[tuple[str, int]]:
         """(provisioner, pods of this workload) of the plan's nodes, most pods first then the scheduler's order;
@@ -392,11 +396,12 @@ def plan_of(
 
 def nothing_to_place(checked: Sequence[CheckedProvisioner], templates: Sequence[NodeClaimTemplate]) -> str:
     """What a pod that no template refused (there is none) is told: Karpenter v1.14.1's `no dynamic nodepools
-    found` when the static NodePools left out (`templates_for`) were all there was, else that no provisioner
-    admits an instance type."""
+    found` when the static NodePools left out (`templates_for`) were all there was, else that no provisioner (no
+    NodePool, no pool: `pools_noun`) admits an instance type."""
     static = [c.key for c in checked if c.static]
     if templates or not static:
-        return _NO_PROVISIONER
+        noun = pools_noun((c.key for c in checked), 1)
+        return _NO_PROVISIONER if noun == PROVISIONER_NOUN else f"no {noun} among the policies admits an instance type"
     return f"{NO_DYNAMIC_NODEPOOLS}: {', '.join(static)}: {LEFT_OUT}"
 
 
@@ -447,6 +452,7 @@ def schedule(
     plan = plan_of(pricing, workloads, replicas, options)
     templates = {t.name: t for t in scheduler.templates}
     nothing = nothing_to_place(checked, made)
+    pools = tuple(c.key for c in checked)
     found = outcomes(plan, replicas, list(templates))
     placements: list[Placement] = []
     could_take: list[tuple[str, ...]] = []
@@ -454,7 +460,7 @@ def schedule(
         if workload.is_daemon_set:
             continue
         known = alone[workload.shape]
-        placements.append(replace(_placement(workload, known, outcome, templates), nothing=nothing))
+        placements.append(replace(_placement(workload, known, outcome, templates), nothing=nothing, pools=pools))
         could_take.append(known.could)
     return Schedule(placements, could_take, list(checked), plan, frozenset(scheduler.template_domains))
 
@@ -671,17 +677,19 @@ class Capacity:
 
     def table(self, markdown: bool = False) -> list[str]:
         """The grouped nodes as text table lines, or as a Markdown table narrow enough for a pull-request comment
-        (cpu and memory in one column, $/month without $/h)."""
+        (cpu and memory in one column, $/month without $/h). The first column is headed `provisioner`, `nodepool`
+        (every node a NodePool's) or `pool` (both: `pools_noun`)."""
         groups = self.groups()
+        pool = pools_noun((node.provisioner for node in self.nodes), 1).lower()
         if markdown:
-            lines = ["| provisioner | instance type | zone | capacity | nodes | pods | cpu · memory | $/month |",
+            lines = [f"| {pool} | instance type | zone | capacity | nodes | pods | cpu · memory | $/month |",
                      "|---|---|---|---|---:|---:|---:|---:|"]
             return lines + [
                 f"| {p} | {t} | {z} | {c} | {n} | {pods} | {cpu:.0%} · {memory:.0%} | "
                 f"{'?' if price is None else money(price * HOURS_PER_MONTH)} |"
                 for p, t, z, c, n, pods, cpu, memory, price in groups
             ]
-        header = ["provisioner", "instance type", "zone", "capacity", "nodes", "pods", "cpu", "memory", "$/h",
+        header = [pool, "instance type", "zone", "capacity", "nodes", "pods", "cpu", "memory", "$/h",
                   "$/month"]
         rows = [
             [p, t, z, c, str(n), str(pods), f"{cpu:.0%}", f"{memory:.0%}", "?" if price is None else f"{price:.3f}",
@@ -880,8 +888,9 @@ def _shadowed_findings(result: Schedule) -> list[Finding]:
         if len(ranked) > _SHOWN:
             listed += f" and {len(ranked) - _SHOWN} others"
         message = (
-            f"no workload reaches this provisioner (weight {weight}): every workload it could launch a node for "
-            f"({len(taken)}, e.g. {taken[0].ref}) goes to a higher-weight provisioner: {listed}"
+            f"no workload reaches this {pools_noun((name,))} (weight {weight}): every workload it could launch a node "
+            f"for ({len(taken)}, e.g. {taken[0].ref}) goes to a higher-weight "
+            f"{pools_noun((w for w, _ in ranked), 1)}: {listed}"
         )
         related = tuple(_provisioner_location(by_name[w]) for w, _ in ranked[:_SHOWN])
         findings.append(

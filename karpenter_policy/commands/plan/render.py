@@ -16,6 +16,7 @@ from karpenter_policy.commands.plan.cost import Cost
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet
 from karpenter_policy.commands.plan.waves import GRACED, Rollout, Wave
+from karpenter_policy.model.pools import MIXED_NOUN, NODEPOOL_NOUN, PROVISIONER_NOUN
 
 __all__ = ["PlanResult", "plan_json", "render_plan"]
 
@@ -158,7 +159,9 @@ def _counts(result: PlanResult) -> dict[str, int]:
 
 
 def _owners(result: PlanResult) -> str:
-    return {MODEL: "provisioner", MODEL_V1: "nodepool"}.get(result.model, "provisioner or nodepool")
+    """What the plan's lines call the pools of its model: as every message does (`pools_noun`), a mix of both
+    kinds `pool`."""
+    return {MODEL: PROVISIONER_NOUN, MODEL_V1: NODEPOOL_NOUN.lower()}.get(result.model, MIXED_NOUN)
 
 
 def _gate(result: PlanResult) -> str:

@@ -55,6 +55,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.pools import pool_ref
 from karpenter_policy.reconcile import events, logs
 from karpenter_policy.reconcile.claims import objects as claim_objects
 from karpenter_policy.reconcile.claims.conditions import LAUNCH_FAILED, LAUNCHED
@@ -497,7 +498,7 @@ class Provisioner:
         salted = []
         for claim in claims:
             if claim.template not in templates.sets:
-                return f"provisioner {claim.template} is no longer in the constraint sets"
+                return f"{pool_ref(claim.template)} is no longer in the constraint sets"
             # A token of its own: the same pods may later need a launch of their own, which must not get this one.
             salted.append(dataclasses.replace(claim, template_hash=f"{claim.template_hash}/{salt}"))
         requests = [

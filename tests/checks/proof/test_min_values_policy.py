@@ -29,10 +29,10 @@ def test_strict_is_the_default_and_refuses_the_pod_that_narrows_the_families_in_
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == (
-        "examples/v1/min-values/apps/apps.yaml:31:3: error: Deployment/pinned: no provisioner can launch a node for "
+        "examples/v1/min-values/apps/apps.yaml:31:3: error: Deployment/pinned: no NodePool can launch a node for "
         "it: [workload-unschedulable]"
     )
-    assert lines[1].startswith(f"    provisioner NodePool/diverse: {KARPENTER_WORDS}: ")
+    assert lines[1].startswith(f"    NodePool/diverse: {KARPENTER_WORDS}: ")
     assert "carry only 1 karpenter.k8s.aws/instance-family (minValues 3)" in lines[1]
     assert len(lines) == 2  # `web`, free to use any c family, is placed
     explicit = cli("check", POLICIES, "--workloads", APPS, "-q", "--min-values-policy", "Strict")

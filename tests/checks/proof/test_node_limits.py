@@ -34,9 +34,9 @@ def test_the_nodes_limit_leaves_the_third_one_per_node_replica_unplaced_and_node
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
         "examples/v1/limits/apps/spread.yaml:11:3: error: Deployment/spread: 1 of its 3 replicas cannot be placed: "
-        "no provisioner can launch a node for it: [workload-unschedulable]",
-        "    provisioner NodePool/frozen: pool In [capped] not in [frozen]",
-        "    provisioner NodePool/capped: its limits.nodes 2 is used up (2 nodes running or planned)",
+        "no NodePool can launch a node for it: [workload-unschedulable]",
+        "    NodePool/frozen: pool In [capped] not in [frozen]",
+        "    NodePool/capped: its limits.nodes 2 is used up (2 nodes running or planned)",
         "examples/v1/limits/policies/nodepools.yaml:48:12: warning: NodePool/frozen: limits nodes: 0: Karpenter "
         "never launches a node for it (node limits are exhausted from the start) [limits]",
     ]

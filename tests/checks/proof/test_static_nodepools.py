@@ -78,7 +78,7 @@ def test_with_only_the_static_nodepool_the_workload_is_unschedulable_in_karpente
     assert code == 1
     (error,) = [line for line in lines if "[workload-unschedulable]" in line]
     assert error.endswith(
-        "apps/web.yaml:8:3: error: Deployment/web: none of its 2 replicas can be placed: no provisioner can launch a "
+        "apps/web.yaml:8:3: error: Deployment/web: none of its 2 replicas can be placed: no NodePool can launch a "
         "node for it: no dynamic nodepools found: NodePool/a-reserved: static NodePool (spec.replicas): Karpenter "
         "v1.14.1 provisions it only with the StaticCapacity feature gate (alpha, off by default), and leaves it out "
         "of scheduling otherwise [workload-unschedulable]"
