@@ -124,9 +124,12 @@ SOLVER_TIMEOUT = Rule(
 LIMITS = Rule(
     id="limits",
     severity=WARNING,
-    summary="A provisioner's limits.resources are below its smallest instance type: it can never launch a node.",
+    summary=(
+        "A provisioner's or NodePool's limits are below its smallest instance type: it can never launch a node."
+    ),
     description=(
-        "A provisioner's limits.resources are below its smallest instance type: it can never launch a node. A warning."
+        "A provisioner's or NodePool's limits are below its smallest instance type: it can never launch a node. "
+        "A warning."
     ),
     karpenter="core pkg/apis/v1alpha5/limits.go: Limits.ExceededBy",
 )

@@ -68,7 +68,7 @@ VOLUME_ZONES_CONFLICT = Rule(
 UNKNOWN_TOPOLOGY_KEY = Rule(
     id="unknown-topology-key",
     severity=WARNING,
-    summary="A workload's topology key that no node the provisioners launch has: probably a typo.",
+    summary="A workload's topology key that no node the provisioners or NodePools launch has: probably a typo.",
     description=(
         "A topologyKey of a workload's topology spread constraint or pod (anti-)affinity term that no node the "
         "provisioners launch has (neither a label of their instance types, zones and capacity types, nor one of "
@@ -85,7 +85,10 @@ UNKNOWN_TOPOLOGY_KEY = Rule(
 OVERLAP = Rule(
     id="overlap",
     severity=WARNING,
-    summary="Provisioners of equal weight both match a workload: Karpenter's choice between them is arbitrary.",
+    summary=(
+        "Provisioners or NodePools of equal weight both match a workload: Karpenter's choice between them is "
+        "arbitrary."
+    ),
     description=(
         "check --workloads: two provisioners of equal weight both match a workload, so Karpenter's choice between "
         "them is arbitrary. A warning: give them different weights."
@@ -97,7 +100,7 @@ OVERLAP = Rule(
 SHADOWED = Rule(
     id="shadowed",
     severity=WARNING,
-    summary="Higher-weight provisioners take every workload a provisioner could launch a node for.",
+    summary="Higher-weight pools take every workload a provisioner or NodePool could launch a node for.",
     description=(
         "check --workloads: every workload the provisioner could launch a node for goes to a provisioner of higher "
         "weight. A warning."
