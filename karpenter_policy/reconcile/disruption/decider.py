@@ -581,7 +581,7 @@ class Decider:
     def deleting_nodes(inputs: Inputs) -> frozenset[str]:
         """The nodes being deleted (v1.14.1's `MarkedForDeletion`): the commands under way's and those with a
         deletion timestamp."""
-        return inputs.disrupting | {name for name, node in inputs.view.nodes.items() if node.deleting}
+        return inputs.disrupting | inputs.view.deleting
 
     @staticmethod
     def deleting_pods(inputs: Inputs, nodes: Iterable[str]) -> list[Pod]:
