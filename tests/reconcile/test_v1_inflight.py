@@ -9,10 +9,12 @@ test names its Go test (kubernetes-sigs/karpenter v1.14.1 or v0.31.1) and line."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.testing import Scene, compile_policies
@@ -155,3 +157,30 @@ def test_a_node_being_deleted_gets_room_for_its_pods(compiled: Path, pool: str) 
     assert len(launched) == 1, launched  # once, not once a pass
     assert scene.pods_on(launched[0]) == []  # nothing bound to it: the pod runs until evicted
     assert objects.labels(scene.nodes()[launched[0]]).get(wk.INITIALIZED) == "true"
+
+
+def test_budgets_that_cannot_be_read_place_every_pod_of_a_node_being_deleted(
+    compiled: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The PodDisruptionBudgets are read (outside the state's lock) only when a NodePool's node being deleted runs
+    pods; a list that fails reads as no budget — the pod is placed again and a node launched for it, with a warning —
+    never an exception that ends the provisioning pass, never no room."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    going = scene.add_node("NodePool/steady", "m5.large", age=3600)
+    scene.add_pod("web", cpu="1500m", node=going, labels={"app": "web"})
+    scene.add_pdb("web", {"app": "web"}, min_available=1)
+    controller = scene.controller()
+    scene.run(controller, 5)
+    listing = scene.cluster.list
+
+    def refusing(kind: Any, *args: Any, **kwargs: Any) -> Any:
+        if kind == objects.POD_DISRUPTION_BUDGET:
+            raise ClusterError("poddisruptionbudgets is forbidden")
+        return listing(kind, *args, **kwargs)
+
+    monkeypatch.setattr(scene.cluster, "list", refusing)
+    scene.cluster.delete(objects.NODE, going)
+    scene.run(controller, 120)
+    launched = sorted(set(scene.nodes()) - {going})
+    assert len(launched) == 1, launched
+    assert "PodDisruptionBudgets unavailable" in caplog.text

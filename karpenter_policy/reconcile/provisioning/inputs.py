@@ -28,7 +28,7 @@ compares besides the pods and nodes themselves (`ahead.py`).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from karpenter_policy.kube.objects import Obj
@@ -91,12 +91,13 @@ def scheduling_inputs(
     inflight: InFlight,
     assigned: Mapping[str, tuple[str, Pod]] | None = None,
     only_room: bool = True,
-    pdbs: Callable[[], Sequence[Obj]] = tuple,
+    pdbs: Sequence[Obj] = (),
     now: dt.datetime | None = None,
 ) -> SchedulingInputs:
     """The inputs of one scheduling run (see the module docstring). `assigned`: pod uid → (node, pod) placed on
     existing nodes this pass, which the state may not show yet. `only_room` False offers every node. `pdbs` (read
-    only when a NodePool's node being deleted has pods) and `now` tell which pods of such a node are placed again."""
+    by the caller, outside the state's lock, only when a NodePool's node being deleted has pods:
+    :func:`budgets_needed`) and `now` tell which pods of such a node are placed again."""
     assigned = assigned or {}
     inputs = SchedulingInputs(state=state)
     with state.lock:
@@ -164,21 +165,22 @@ def scheduling_inputs(
     return inputs
 
 
-def _moving(
-    state: ClusterState, pdbs: Callable[[], Sequence[Obj]], now: dt.datetime | None, order: int
-) -> list[Pod]:
+def budgets_needed(state: ClusterState) -> bool:
+    """Whether a scheduling run needs the cluster's PodDisruptionBudgets: a NodePool's node being deleted runs
+    pods other than DaemonSets' (v1.14.1 leaves out of its simulation those a budget never lets go)."""
+    return any(wk.NODEPOOL in node.labels and state.workload_pods_on(node.name) for node in state.deleting_nodes())
+
+
+def _moving(state: ClusterState, pdbs: Sequence[Obj], now: dt.datetime | None, order: int) -> list[Pod]:
     """The pods of the nodes being deleted a scheduling run places again (see the module docstring), in node order
     after the pending pods; one whose spec cannot be read, or whose volumes cannot be read, is left out (its
     successor is reported when it is pending)."""
     found: list[Pod] = []
-    read: Sequence[Obj] | None = None
     when = now or dt.datetime.now(dt.UTC)
-    for node in state.nodes():
-        if not node.deleting or not state.workload_pods_on(node.name):
+    for node in state.deleting_nodes():
+        if not state.workload_pods_on(node.name):
             continue
-        if read is None and wk.NODEPOOL in node.labels:
-            read = pdbs()
-        for record in rescheduled(node, state.pods_on(node.name), read or (), when):
+        for record in rescheduled(node, state.pods_on(node.name), pdbs, when):
             try:
                 pod = state.scheduling_pod(record, order=order)
             except PodSpecError:

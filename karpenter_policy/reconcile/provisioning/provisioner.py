@@ -63,7 +63,12 @@ from karpenter_policy.reconcile.provisioning import registration
 from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
 from karpenter_policy.reconcile.provisioning.batcher import Batcher
 from karpenter_policy.reconcile.provisioning.binder import Binder, Binding
-from karpenter_policy.reconcile.provisioning.inputs import SchedulingInputs, inputs_version, scheduling_inputs
+from karpenter_policy.reconcile.provisioning.inputs import (
+    SchedulingInputs,
+    budgets_needed,
+    inputs_version,
+    scheduling_inputs,
+)
 from karpenter_policy.reconcile.provisioning.launcher import Launcher, LaunchOutcome, launch_request
 from karpenter_policy.reconcile.provisioning.launchliveness import LAUNCH_TIMEOUT, LAUNCH_TIMEOUT_REASON
 from karpenter_policy.reconcile.result import BatchWindow, LaunchedNode, ReconcileResult
@@ -279,14 +284,29 @@ class Provisioner:
     def _deleting_pods(self) -> bool:
         """Whether a node being deleted runs pods other than DaemonSets' (their room is provisioned for)."""
         state = self.context.state
-        return any(node.deleting and state.workload_pods_on(node.name) for node in state.nodes())
+        return any(state.workload_pods_on(node.name) for node in state.deleting_nodes())
 
     def _inputs(self, assigned: dict[str, tuple[str, Pod]] | None = None) -> SchedulingInputs:
         context = self.context
         return scheduling_inputs(
-            context.state, context.inflight, assigned,
-            pdbs=lambda: context.cluster.list(objects.POD_DISRUPTION_BUDGET).items, now=context.wall_clock(),
+            context.state, context.inflight, assigned, pdbs=self._budgets(), now=context.wall_clock(),
         )
+
+    def _budgets(self) -> Sequence[Obj]:
+        """The PodDisruptionBudgets, read (outside the state's lock: a LIST must never hold the informers back) only
+        when a NodePool's node being deleted runs pods. A list that fails reads as no budget: every such pod is
+        placed again — room provisioned for a pod a budget would have kept, never none for one that moves; logged."""
+        context = self.context
+        if not budgets_needed(context.state):
+            return ()
+        try:
+            return context.cluster.list(objects.POD_DISRUPTION_BUDGET).items
+        except ClusterError as error:
+            PROVISIONER.warning(
+                "PodDisruptionBudgets unavailable (%s): the pods of nodes being deleted are all placed again", error,
+                extra=context.fields(),
+            )
+            return ()
 
     def _plan_ahead(self) -> None:
         def plan(templates: Templates, inputs: SchedulingInputs) -> Plan:
