@@ -1,14 +1,15 @@
 """What consolidation would do now to a snapshot's fleet (`plan` with BASE = HEAD): this project's controller's own
 disruption decisions (`reconcile/disruption/decider.py`, Karpenter v0.31's consolidation deprovisioners: empty,
-multi-node, single-node) run on the snapshot — Karpenter's ordered moves. A Provisioner's command runs alone, carried
-out on the state before the next is decided (v0.31.1); NodePools' commands run side by side as the controller's
-queue holds them (`reconcile/disruption/queue.py`, Karpenter v1.14.1's orchestration queue): a command started, the
-next is decided at once, with the nodes of the commands under way left out and counted in their NodePool's budget
-(`Inputs.disrupting`) and their replacements neither room nor candidates (`Inputs.protected`); a Provisioner's
-command waits until none is under way. In virtual seconds from the plan's start, a command starts once held for
-validation (the controller's 15 s) and is done once its replacements are initialized (`Timing.node_startup`) and
-its nodes drained (`waves.drain_of`); when nothing more can start, time moves to the next command done (the moves
-started after it are of the next `wave`). A command's pods are counted on the nodes that take them from its start.
+multi-node, single-node) run on the snapshot — Karpenter's ordered moves. A Provisioner's command runs alone,
+carried out on the state before the next is decided (v0.31.1); NodePools' commands run side by side as the
+controller's queue holds them (`reconcile/disruption/queue.py`, Karpenter v1.14.1's orchestration queue): a command
+started, the next is decided at once, with the nodes of the commands under way left out and counted in their
+NodePool's budget (`Inputs.disrupting`) and their replacements no candidates (`Inputs.protected`; not initialized,
+no room for a candidate's pods); a Provisioner's command waits until none is under way. In virtual seconds from the
+plan's start, a command starts once held for validation (the controller's 15 s) and is done once its replacements
+are initialized (`Timing.node_startup`) and its nodes drained (`waves.drain_of`); when nothing more can start, time
+moves to the next command done (the moves started after it are of the next `wave`). A command's pods are counted on
+the nodes that take them from its start.
 
 The snapshot is fed to the controller's :class:`~karpenter_policy.reconcile.state.cluster.ClusterState` as its
 informers would feed it, after one translation: a node of a HEAD Provisioner is *adopted* — annotated with its
@@ -88,7 +89,6 @@ from karpenter_policy.reconcile.disruption.decider import (
     Inputs,
     consolidatable_in,
     consolidation_policy,
-    movable,
 )
 from karpenter_policy.reconcile.disruption.queue import Commands, Underway, runs_side_by_side
 from karpenter_policy.reconcile.disruption.view import disruption_view
@@ -96,6 +96,7 @@ from karpenter_policy.reconcile.options import DEFAULT_VALIDATION
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord
+from karpenter_policy.reconcile.state.rescheduled import movable
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError

@@ -3,7 +3,10 @@
 Karpenter v0.31's deprovisioning, on the scheduling core that provisions (`scheduling/`): every "would these pods
 fit elsewhere?" is a scheduling run with the candidate nodes taken out and their pods pending, together with the
 pods still pending in the cluster (Karpenter's `simulateScheduling`: they take room too; their own failures do not
-count). In this order, the first stage that finds something decides (one command a decision):
+count) and the pods of the nodes being deleted — the commands under way and any node with a deletion timestamp —
+(v1.14.1's `deletingNodes.CurrentlyReschedulablePods`: the room they will take is not offered twice; they may count
+on a replacement not yet initialized; their failures count, as `AllNonPendingPodsScheduled`). In this order, the
+first stage that finds something decides (one command a decision):
 
 1. **expiration** — nodes whose creation plus their provisioner's `ttlSecondsUntilExpired` has passed (Karpenter
    v0.31's machine expiration: `GetExpirationTime`, creation timestamp + TTL, whatever the TTL — compile warns
@@ -37,7 +40,7 @@ startTime, the decision waking up when it does (`api.v1.donotdisrupt`) —, as v
 ignores `do-not-evict`), or when a PodDisruptionBudget allows no disruption of one of its pods (an unhealthy pod
 under `unhealthyPodEvictionPolicy: AlwaysAllow` aside) — except that drift takes a NodePool's node those pods block
 when its NodeClaim has a `terminationGracePeriod` (v1.14.1's eventual disruption class: the period bounds the
-drain), planning no replacement for the pods Karpenter cannot tell when they will go (`Decider._reschedulable`).
+drain), planning no replacement for the pods Karpenter cannot tell when they will go (`state.rescheduled.replaceable`).
 Pods that would be placed on a node not yet initialized do not count as placed. A pod with a claim moves with its
 volumes (their zone in its required terms, as Karpenter's simulation injects volume topology: `view.volumed_pod`);
 while the volume kinds cannot be listed, its node is not a candidate ("cannot read its pods' volumes: …" — unknown,
@@ -77,8 +80,8 @@ from karpenter_policy.reconcile.disruption import balanced, pricing
 from karpenter_policy.reconcile.disruption.budgets import allowances, budget_figures, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state import pods as pod_info
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+from karpenter_policy.reconcile.state.rescheduled import movable, replaceable, rescheduled
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.running import WithoutNodes
@@ -338,16 +341,6 @@ def lifetime_remaining(ttl: int | None, created: dt.datetime | None, now: dt.dat
     return min(max(left / ttl, 0.0), 1.0)
 
 
-def movable(pods: Iterable[PodRecord]) -> list[PodRecord]:
-    """The pods of a node that would move if it went (Karpenter's `GetNodePods`): not DaemonSets' or static (owned
-    by the Node), not finished, not terminating."""
-    return [
-        p for p in pods
-        if not p.daemon and not p.deleting and not p.terminal
-        and not (p.owner is not None and p.owner[0] == pod_info.NODE)
-    ]
-
-
 class Decider:
     """Finds the next command (see the module docstring). It remembers when it first saw each node drifted (the
     order drift goes in)."""
@@ -395,7 +388,7 @@ class Decider:
                 decision.blocked[name] = why  # for expiry and consolidation (Karpenter's graceful class)
                 if not self._eventual(view, node):
                     continue
-                pods = [p for p in pods if self._reschedulable(p, inputs.budgets, inputs.now)]
+                pods = [p for p in pods if replaceable(p, inputs.budgets, inputs.now)]
             candidate = self._candidate(inputs, node, pods, eventual=why)
             constraint_set = inputs.templates.sets.get(candidate.provisioner)
             if constraint_set is not None and not candidate.consolidatable and constraint_set.is_nodepool:
@@ -424,19 +417,6 @@ class Decider:
         except ValueError:
             return False
         return True
-
-    @staticmethod
-    def _reschedulable(pod: PodRecord, pdbs: Sequence[Obj], now: dt.datetime) -> bool:
-        """Whether a replacement is planned for the pod of an eventual candidate (v1.14.1's
-        `IsCurrentlyReschedulable`, core pkg/utils/pdb/pdb.go): not while its `do-not-disrupt` holds it, nor while a
-        budget that never allows an eviction (`fully_blocking`), or two budgets, cover it — Karpenter does not know
-        when such a pod will go, so it launches nothing for it; the drain deletes it at the grace period's end."""
-        if do_not_disrupt(pod.annotations, start_time(pod.obj), now).active:
-            return False
-        covering = [pdb for pdb in pdbs if budgets.selects(pdb, pod.obj)]
-        if len(covering) > 1:  # the Eviction API refuses a pod two budgets cover
-            return False
-        return not covering or budgets.evicts_unhealthy(covering[0], pod.obj) or not budgets.fully_blocking(covering[0])
 
     @staticmethod
     def _candidate(inputs: Inputs, node: NodeRecord, pods: list[PodRecord], eventual: str = "") -> Candidate:
@@ -557,16 +537,22 @@ class Decider:
         return allowances(figures)
 
     def simulate(self, inputs: Inputs, candidates: Sequence[Candidate]) -> Plan:
-        """Where the candidates' pods, and the pods still pending, would go with the candidates gone (new claims where
-        nothing has room). Only the nodes with room for the smallest of those pods are offered; every other node
+        """Where the candidates' pods, the pods of the nodes being deleted and the pods still pending would go with
+        the candidates gone (new claims where nothing has room), as v1.14.1's `SimulateScheduling` (core
+        pkg/controllers/disruption/helpers.go): the nodes being deleted — those of the commands under way
+        (`Inputs.disrupting`) and any node with a deletion timestamp — are not offered, their pods
+        (:meth:`deleting_pods`) are placed again, so that the room they will take is not offered twice; the
+        commands' replacements are offered (not initialized yet, only those pods may count on them:
+        :meth:`unplaceable`). Only the nodes with room for the smallest of those pods are offered; every other node
         still counts against its provisioner's limits and gives its labels as topology domains."""
         names = {c.name for c in candidates}
         view = inputs.view
-        pods = [pod for c in candidates for pod in c.pods] + list(inputs.pending)
+        deleting = self.deleting_nodes(inputs) - names
+        pods = [pod for c in candidates for pod in c.pods] + self.deleting_pods(inputs, deleting) + list(inputs.pending)
         smallest: Vector | None = None
         for pod in pods:
             smallest = pod.requests if smallest is None else tuple(map(min, smallest, pod.requests))
-        taken = names | inputs.protected | inputs.disrupting  # commands under way keep their replacements
+        taken = names | deleting
         existing = [
             n for name, n in view.existing.items()
             if name not in taken and (smallest is None or fits(add(n.requests, smallest), n.allocatable))
@@ -581,7 +567,7 @@ class Decider:
             inputs.templates.templates,
             existing,
             view.daemons,
-            WithoutNodes(view.running or RunningPods(), names),
+            WithoutNodes(view.running or RunningPods(), names | deleting),
             view.namespace_labels,
             dataclasses.replace(self.scheduler_options, topology=inputs.templates.topology),
             used=used,
@@ -592,13 +578,37 @@ class Decider:
         return plan
 
     @staticmethod
+    def deleting_nodes(inputs: Inputs) -> frozenset[str]:
+        """The nodes being deleted (v1.14.1's `MarkedForDeletion`): the commands under way's and those with a
+        deletion timestamp."""
+        return inputs.disrupting | inputs.view.deleting
+
+    @staticmethod
+    def deleting_pods(inputs: Inputs, nodes: Iterable[str]) -> list[Pod]:
+        """The pods of `nodes` (being deleted) a simulation places again (`state.rescheduled.rescheduled`: v1.14.1's
+        `CurrentlyReschedulablePods` on a NodePool's node, v0.31.1's `GetNodePods` on another), in node order."""
+        view = inputs.view
+        found = []
+        for name in sorted(nodes):
+            node = view.nodes.get(name)
+            if node is None:
+                continue
+            for record in rescheduled(node, view.pods_on(name), inputs.budgets, inputs.now):
+                pod = view.scheduling_pod(record)
+                if pod is not None:
+                    found.append(pod)
+        return found
+
+    @staticmethod
     def unplaceable(inputs: Inputs, plan: Plan, candidates: Sequence[Candidate]) -> str:
-        """Why the plan does not place every pod of the candidates on capacity that is there or will be launched
-        ("" if it does; the pending pods' own failures do not count, as in Karpenter's
-        `AllNonPendingPodsScheduled`)."""
+        """Why the plan does not place every pod of the candidates and of the nodes being deleted on capacity that
+        is there or will be launched ("" if it does; the pending pods' own failures do not count, as in Karpenter's
+        `AllNonPendingPodsScheduled`). A candidate's pod may not count on a node not initialized yet; a pod of a
+        node being deleted may (v1.14.1: the replacement of a command under way is assumed to come up for it)."""
         moving = {pod.uid for c in candidates for pod in c.pods}
+        pending = {pod.uid for pod in inputs.pending}
         for failure in plan.failures.values():
-            if failure.pod.uid in moving:
+            if failure.pod.uid not in pending:
                 return f"pod {failure.pod.key} would not schedule: {failure.message()}"
         existing = inputs.view.existing
         for node, pods in plan.existing.items():
@@ -1066,6 +1076,5 @@ __all__ = [
     "image_drift",
     "instance_type_not_found",
     "lifetime_remaining",
-    "movable",
     "network_drift",
 ]

@@ -4,7 +4,8 @@ at a time (v0.31.1), NodePools' side by side within their budgets (v1.14.1's orc
 Each pass the controller calls :meth:`Deprovisioner.step`, which follows every command under way, then:
 
 * with no command under way, or only NodePools' (the nodes of those are neither candidates nor offered to the
-  decision's simulations, and use up their NodePool's budget: `Inputs.disrupting`), and the cluster quiet (no pod
+  decision's simulations, which place their pods again, and use up their NodePool's budget: `Inputs.disrupting`),
+  and the cluster quiet (no pod
   being provisioned, no launch in flight, no node of ours being drained — those commands' replacements and drains
   aside), at most every `interval` seconds — at once after a NodePool's command started (v1.14.1's
   `RequeueImmediately`) —, it asks the

@@ -1,7 +1,8 @@
 """The disruption commands under way, as Karpenter v1.14.1's orchestration queue holds them (core
 pkg/controllers/disruption/queue.go): each command with its replacements, when it started and when its nodes were
 deleted. NodePools' commands run side by side; a Provisioner's runs alone (v0.31.1's one command at a time). The
-nodes the commands disrupt and their replacements are what the next decision leaves alone
+nodes the commands disrupt are no candidates nor room for the next decision, which places their pods again; their
+replacements are no candidates but room (a candidate's pods may not count on one not initialized yet)
 (:mod:`~karpenter_policy.reconcile.disruption.deprovisioner` carries the commands out)."""
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ class DisruptionView:
     state: ClusterState
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     existing: dict[str, ExistingNode] = field(default_factory=dict)  # the nodes not being deleted
+    deleting: frozenset[str] = frozenset()  # the nodes with a deletion timestamp
     running: PodsForTopology | None = None
     daemons: list[Pod] = field(default_factory=list)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -98,6 +99,7 @@ def disruption_view(state: ClusterState) -> DisruptionView:
             existing = state.existing(record.name)
             if existing is not None:
                 view.existing[record.name] = existing
+        view.deleting = frozenset(name for name, record in view.nodes.items() if record.deleting)
         view.running = state.running_view()
         view.daemons = state.daemons()
         view.namespace_labels = state.namespace_labels()

@@ -71,7 +71,7 @@ class PlannedAhead:
             return True
         if then.structure != inputs.structure or then.nodes != inputs.nodes:
             return False
-        if not _same_pods(then.pending, inputs.pending):
+        if not _same_pods(then.pending, inputs.pending) or not _same_pods(then.moving, inputs.moving):
             return False
         if any(not pod.shape.topology.empty for pod in then.pending):
             return False

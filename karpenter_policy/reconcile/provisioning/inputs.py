@@ -8,7 +8,12 @@
   NodePools' refusal (`model.volumes`, `scheduling.volumes.with_volumes`: what `check --workloads` applies, on the
   cluster's claims, volumes and classes, where an object the cluster lacks is missing); while those cannot be
   read (not listed yet, a list forbidden or failing) the pod is held (`held`), never read as having no claims;
-* **existing nodes**: only those with room for the smallest pending pod (Karpenter's scheduler tries every node
+* **pods of nodes being deleted** (`moving`): the pods a node with a deletion timestamp will see evicted, placed
+  again beside the pending pods so that room is there for them (Karpenter's provisioner `Schedule` adds
+  `nodes.Deleting()`'s pods: v1.14.1's `CurrentlyReschedulablePods` on a NodePool's node, v0.31.1's `Pods` —
+  `GetNodePods` — on a Provisioner's; `state.rescheduled`); never bound nor nominated (they run until drained);
+  the node's own room is not offered (it is no existing node: `ClusterState.existing_nodes`);
+* **existing nodes**: only those with room for the smallest pod to place (Karpenter's scheduler tries every node
   for every pod; at 5,000 full nodes that is millions of refusals) — plus the nodes being launched, with the pods
   planned onto them; what every node of a provisioner holds still counts against its limits (`used`; how many
   nodes it runs, `node_counts`, against a NodePool's `limits.nodes`) and every node's labels are still topology
@@ -22,14 +27,18 @@ compares besides the pods and nodes themselves (`ahead.py`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import datetime as dt
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
 from karpenter_policy.model.volumes import Volumes, ignored_v1, pod_volumes, requirements_of
 from karpenter_policy.model.volumes import ignored_v031 as ignored_v031_of
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.inflight import InFlight
 from karpenter_policy.reconcile.state.records import PodRecord, node_record
+from karpenter_policy.reconcile.state.rescheduled import rescheduled
 from karpenter_policy.scheduling import ExistingNode, Pod, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.running import PodsForTopology
@@ -43,6 +52,8 @@ class SchedulingInputs:
     """See the module docstring."""
 
     pending: list[Pod] = field(default_factory=list)
+    #: the pods of nodes being deleted, placed again beside the pending ones (never bound: they still run)
+    moving: list[Pod] = field(default_factory=list)
     records: dict[str, PodRecord] = field(default_factory=dict)  # uid → the pending pod's record
     unreadable: list[tuple[PodRecord, str]] = field(default_factory=list)
     #: pods with a claim held while the volume kinds cannot be read: (record, why)
@@ -80,9 +91,13 @@ def scheduling_inputs(
     inflight: InFlight,
     assigned: Mapping[str, tuple[str, Pod]] | None = None,
     only_room: bool = True,
+    pdbs: Sequence[Obj] = (),
+    now: dt.datetime | None = None,
 ) -> SchedulingInputs:
     """The inputs of one scheduling run (see the module docstring). `assigned`: pod uid → (node, pod) placed on
-    existing nodes this pass, which the state may not show yet. `only_room` False offers every node."""
+    existing nodes this pass, which the state may not show yet. `only_room` False offers every node. `pdbs` (read
+    by the caller, outside the state's lock, only when a NodePool's node being deleted has pods:
+    :func:`budgets_needed`) and `now` tell which pods of such a node are placed again."""
     assigned = assigned or {}
     inputs = SchedulingInputs(state=state)
     with state.lock:
@@ -116,13 +131,14 @@ def scheduling_inputs(
             order += 1
             inputs.pending.append(pod)
             inputs.records[record.uid] = record
+        inputs.moving = _moving(state, pdbs, now, order)
         inputs.daemons = state.daemons()
         inputs.running = state.running_view()
         inputs.namespace_labels = state.namespace_labels()
         inputs.used = state.used()
         inputs.node_counts = state.node_counts()
         shown = set()
-        smallest = _smallest(inputs.pending)
+        smallest = _smallest([*inputs.pending, *inputs.moving])
         for node in state.existing_nodes():
             shown.add(node.name)
             extra = overlay.get(node.name)
@@ -147,6 +163,35 @@ def scheduling_inputs(
         inputs.structure = (state.structure_version, placed)
         inputs.nodes = frozenset(shown.union(launching_names))
     return inputs
+
+
+def budgets_needed(state: ClusterState) -> bool:
+    """Whether a scheduling run needs the cluster's PodDisruptionBudgets: a NodePool's node being deleted runs
+    pods other than DaemonSets' (v1.14.1 leaves out of its simulation those a budget never lets go)."""
+    return any(wk.NODEPOOL in node.labels and state.workload_pods_on(node.name) for node in state.deleting_nodes())
+
+
+def _moving(state: ClusterState, pdbs: Sequence[Obj], now: dt.datetime | None, order: int) -> list[Pod]:
+    """The pods of the nodes being deleted a scheduling run places again (see the module docstring), in node order
+    after the pending pods; one whose spec cannot be read, or whose volumes cannot be read, is left out (its
+    successor is reported when it is pending)."""
+    found: list[Pod] = []
+    when = now or dt.datetime.now(dt.UTC)
+    for node in state.deleting_nodes():
+        if not state.workload_pods_on(node.name):
+            continue
+        for record in rescheduled(node, state.pods_on(node.name), pdbs, when):
+            try:
+                pod = state.scheduling_pod(record, order=order)
+            except PodSpecError:
+                continue
+            if record.claims:
+                if state.volumes_unavailable() is not None:
+                    continue
+                pod = volumed(pod, record, state.volumes, ignore=False)[0]
+            order += 1
+            found.append(pod)
+    return found
 
 
 def volumed(pod: Pod, record: PodRecord, volumes: Volumes, ignore: bool = True) -> tuple[Pod, str | None]:

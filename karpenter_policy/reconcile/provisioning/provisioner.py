@@ -64,7 +64,12 @@ from karpenter_policy.reconcile.provisioning import registration
 from karpenter_policy.reconcile.provisioning.ahead import PlanAhead
 from karpenter_policy.reconcile.provisioning.batcher import Batcher
 from karpenter_policy.reconcile.provisioning.binder import Binder, Binding
-from karpenter_policy.reconcile.provisioning.inputs import SchedulingInputs, inputs_version, scheduling_inputs
+from karpenter_policy.reconcile.provisioning.inputs import (
+    SchedulingInputs,
+    budgets_needed,
+    inputs_version,
+    scheduling_inputs,
+)
 from karpenter_policy.reconcile.provisioning.launcher import Launcher, LaunchOutcome, launch_request
 from karpenter_policy.reconcile.provisioning.launchliveness import LAUNCH_TIMEOUT, LAUNCH_TIMEOUT_REASON
 from karpenter_policy.reconcile.result import BatchWindow, LaunchedNode, ReconcileResult
@@ -117,10 +122,16 @@ class Provisioner:
     # --- what wakes it -------------------------------------------------------------------------------------
 
     def _on_change(self, change: Change) -> None:
-        """The state saw a pod become pending, or the kubelet of a node pods wait for join: open or extend the batch
-        window (runs under the state's lock)."""
+        """The state saw a pod become pending, a node with pods begin to be deleted, or the kubelet of a node pods
+        wait for join: open or extend the batch window (runs under the state's lock)."""
         if change.kind == "node":
             after = change.after
+            if isinstance(after, NodeRecord) and after.deleting and not (
+                isinstance(change.before, NodeRecord) and change.before.deleting
+            ):
+                if self.context.state.workload_pods_on(after.name):
+                    self._trigger()  # its pods are placed again (`inputs.moving`): room for them, launched if need be
+                return
             if isinstance(after, NodeRecord) and after.joined and not (
                 isinstance(change.before, NodeRecord) and change.before.joined
             ) and after.name in self._nominated.copy().values():
@@ -266,17 +277,41 @@ class Provisioner:
         if not pending:
             self._retry_at = None
         window = self.batcher.take()
-        if window is not None and not pending:
+        if window is not None and not pending and not self._deleting_pods():
             self.ahead.take()
             return None  # the pods that opened it are gone (deleted, or bound by someone else)
         return window
 
+    def _deleting_pods(self) -> bool:
+        """Whether a node being deleted runs pods other than DaemonSets' (their room is provisioned for)."""
+        state = self.context.state
+        return any(state.workload_pods_on(node.name) for node in state.deleting_nodes())
+
     def _inputs(self, assigned: dict[str, tuple[str, Pod]] | None = None) -> SchedulingInputs:
-        return scheduling_inputs(self.context.state, self.context.inflight, assigned)
+        context = self.context
+        return scheduling_inputs(
+            context.state, context.inflight, assigned, pdbs=self._budgets(), now=context.wall_clock(),
+        )
+
+    def _budgets(self) -> Sequence[Obj]:
+        """The PodDisruptionBudgets, read (outside the state's lock: a LIST must never hold the informers back) only
+        when a NodePool's node being deleted runs pods. A list that fails reads as no budget: every such pod is
+        placed again — room provisioned for a pod a budget would have kept, never none for one that moves; logged."""
+        context = self.context
+        if not budgets_needed(context.state):
+            return ()
+        try:
+            return context.cluster.list(objects.POD_DISRUPTION_BUDGET).items
+        except ClusterError as error:
+            PROVISIONER.warning(
+                "PodDisruptionBudgets unavailable (%s): the pods of nodes being deleted are all placed again", error,
+                extra=context.fields(),
+            )
+            return ()
 
     def _plan_ahead(self) -> None:
         def plan(templates: Templates, inputs: SchedulingInputs) -> Plan:
-            return self._solve(inputs, templates, inputs.pending)
+            return self._solve(inputs, templates, [*inputs.pending, *inputs.moving])
 
         try:
             self.ahead.maybe(self._inputs, self.context.loaded, self.context.template_sets, plan)
@@ -309,7 +344,8 @@ class Provisioner:
             self._retry_at = context.clock() + context.options.retry_interval
             return
         self._report_held(inputs.held, result)
-        pods = inputs.pending
+        pods = [*inputs.pending, *inputs.moving]
+        moving = frozenset(pod.uid for pod in inputs.moving)  # placed, never bound: they run until drained
         assigned: dict[str, tuple[str, Pod]] = {}  # uid → (existing node, pod), this pass
         retry: list[ClaimPlan] = []
         for round_ in range(1 + context.options.replans):
@@ -322,7 +358,7 @@ class Provisioner:
                     break
                 again = {pod.uid for pod in pods}
                 inputs = self._inputs(assigned)
-                pods = [pod for pod in inputs.pending if pod.uid in again]
+                pods = [pod for pod in [*inputs.pending, *inputs.moving] if pod.uid in again]
                 if not pods:
                     break
             if round_ == 0 and ahead is not None and planned_ahead:
@@ -331,10 +367,10 @@ class Provisioner:
                 plan = self._solve(inputs, templates, pods)
             context.metrics.scheduling_duration.observe(time.perf_counter() - scheduling)
             result.plans.append(plan)
-            self._report_failures(plan, inputs, result, templates)
+            self._report_failures(plan, inputs, result, templates, moving)
             # launches first: binding hundreds of pods to existing nodes must not hold the CreateFleet calls back
-            retry = self._launch(plan.claims, templates, result)
-            self._place_on_existing(plan, inputs, assigned, result)
+            retry = self._launch(plan.claims, templates, result, moving)
+            self._place_on_existing(plan, inputs, assigned, result, moving)
             if not retry:
                 break
             pods = [pod for claim in retry for pod in claim.pods]
@@ -346,13 +382,17 @@ class Provisioner:
     # --- reporting -----------------------------------------------------------------------------------------
 
     def _report_failures(
-        self, plan: Plan, inputs: SchedulingInputs, result: ReconcileResult, templates: Templates
+        self, plan: Plan, inputs: SchedulingInputs, result: ReconcileResult, templates: Templates,
+        moving: frozenset[str] = frozenset(),
     ) -> None:
+        """The pending pods the plan found no place for (a pod of a node being deleted is not reported: it runs)."""
         static = sorted(pool for pool, why in templates.left_out.items() if why == LEFT_OUT)
         no_dynamic = not templates.templates and bool(static) and bool(plan.failures)
         if no_dynamic:  # v1.14.1's Schedule on ErrNodePoolsNotFound: one line, every pending pod marked with it
             PROVISIONER.info(NO_DYNAMIC_NODEPOOLS, extra=self.context.fields(nodepools=static))
         for failure in plan.failures.values():
+            if failure.pod.uid in moving:
+                continue
             message = failure.message()
             if no_dynamic and not failure.reasons and not failure.refused:
                 message = f"{NO_DYNAMIC_NODEPOOLS}: {', '.join(static)}: {LEFT_OUT}"
@@ -395,10 +435,14 @@ class Provisioner:
     # --- acting on the plan --------------------------------------------------------------------------------
 
     def _place_on_existing(
-        self, plan: Plan, inputs: SchedulingInputs, assigned: dict[str, tuple[str, Pod]], result: ReconcileResult
+        self, plan: Plan, inputs: SchedulingInputs, assigned: dict[str, tuple[str, Pod]], result: ReconcileResult,
+        moving: frozenset[str] = frozenset(),
     ) -> None:
         context = self.context
-        for node_name, pods in sorted(plan.existing.items()):
+        for node_name, placed in sorted(plan.existing.items()):
+            pods = [pod for pod in placed if pod.uid not in moving]  # the room a running pod keeps: nothing to do
+            if not pods:
+                continue
             for pod in pods:
                 assigned[pod.uid] = (node_name, pod)
             entry = context.inflight.get(node_name)
@@ -425,8 +469,12 @@ class Provisioner:
                 if record is not None:
                     self.context.events.publish(events.nominated(record.obj, node_name))
 
-    def _launch(self, claims: Sequence[ClaimPlan], templates: Templates, result: ReconcileResult) -> list[ClaimPlan]:
-        """Launch every claim, register and bind; the claims that found no capacity at all."""
+    def _launch(
+        self, claims: Sequence[ClaimPlan], templates: Templates, result: ReconcileResult,
+        moving: frozenset[str] = frozenset(),
+    ) -> list[ClaimPlan]:
+        """Launch every claim, register and bind (but the `moving` pods: they run on a node being deleted, and go
+        to the node once evicted and pending again); the claims that found no capacity at all."""
         if not claims:
             return []
         context = self.context
@@ -437,7 +485,11 @@ class Provisioner:
         requests = []
         for claim in claims:
             template = templates.template(claim.template)
-            request = launch_request(context.options.cluster_name, claim, template, templates.sets[claim.template])
+            # A token of its own for pods of a node being deleted: the same pods' first launch (when they were
+            # pending) had the token of their uids, and EC2 would answer it with that instance — the node going.
+            tokened = (dataclasses.replace(claim, template_hash=f"{claim.template_hash}/moving")
+                       if any(pod.uid in moving for pod in claim.pods) else claim)
+            request = launch_request(context.options.cluster_name, tokened, template, templates.sets[claim.template])
             requests.append(request)
             context.metrics.claim_created(claim.template, PROVISIONING, PROVISIONING, claim.min_values_relaxed)
             PROVISIONER.info(
@@ -456,7 +508,7 @@ class Provisioner:
                 if self.launch_failed(claim, outcome, result, stored):
                     retry.append(claim)
                 continue
-            self.launched(claim, outcome, templates, result, stored=stored)
+            self.launched(claim, outcome, templates, result, stored=stored, moving=moving)
         return retry
 
     def _write_claims(
@@ -598,7 +650,7 @@ class Provisioner:
 
     def launched(
         self, claim: ClaimPlan, outcome: LaunchOutcome, templates: Templates, result: ReconcileResult,
-        bind: bool = True, stored: Obj | None = None,
+        bind: bool = True, stored: Obj | None = None, moving: frozenset[str] = frozenset(),
     ) -> str:
         """Fill its NodeClaim (`stored`, written before the launch) with what the launch resolved, register the Node
         of a launched instance and (`bind`) bind the claim's pods to it; the Node's name."""
@@ -619,7 +671,7 @@ class Provisioner:
                 extra=context.fields(provisioner=claim.template, refused=len(instance.failed_offerings)),
             )
         node = node_info.node_object(instance, template, constraint_set, claim.requirements)
-        planned = {pod.uid: pod for pod in claim.pods} if bind else {}
+        planned = {pod.uid: pod for pod in claim.pods if pod.uid not in moving} if bind else {}
         entry = InFlightNode(instance, node, claim.template, context.clock(), planned)
         if stored is not None:
             self._failing.pop(objects.name(stored), None)
@@ -631,7 +683,7 @@ class Provisioner:
         price = next((o.price for o in outcome.request.options if (o.instance_type, o.zone) == launched_offering), None)
         result.launched.append(LaunchedNode(
             entry.name, instance.id, instance.instance_type, instance.zone, instance.capacity_type, claim.template,
-            tuple(p.key for p in claim.pods) if bind else (), price,
+            tuple(p.key for p in claim.pods if p.uid not in moving) if bind else (), price,
         ))
         text = (
             f"launched instance {instance.id}, type {instance.instance_type}, zone {instance.zone}, "

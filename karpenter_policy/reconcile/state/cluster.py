@@ -149,6 +149,8 @@ class ClusterState:
         self._loads: dict[str, _Load] = {}
         self._pending: dict[str, None] = {}
         self._nodes: dict[str, NodeRecord] = {}
+        #: the names of the nodes being deleted (a deletion timestamp): what provisioning places the pods of again
+        self._deleting: set[str] = set()
         self._by_instance: dict[str, str] = {}
         self._existing: dict[str, ExistingNode] = {}
         self._daemon_sets: dict[tuple[str, str], Obj] = {}
@@ -356,6 +358,10 @@ class ClusterState:
                 self._by_instance[after.instance_id] = after.name
         else:
             del self._nodes[record.name]
+        if after is not None and after.deleting:
+            self._deleting.add(record.name)
+        else:
+            self._deleting.discard(record.name)
         self._existing.pop(record.name, None)
         if before is None or after is None or before.labels != after.labels:
             self._refresh_running(record.name, after)
@@ -514,6 +520,11 @@ class ClusterState:
         """Every node, by name."""
         with self.lock:
             return [self._nodes[name] for name in sorted(self._nodes)]
+
+    def deleting_nodes(self) -> list[NodeRecord]:
+        """The nodes being deleted (a deletion timestamp), by name — from an index, not a scan of every node."""
+        with self.lock:
+            return [self._nodes[name] for name in sorted(self._deleting)]
 
     def node_names(self) -> list[str]:
         """The names of the nodes, sorted."""

@@ -1,0 +1,209 @@
+"""The pods of nodes being deleted in every scheduling simulation, as Karpenter v1.14.1: a disruption decision places
+them again beside the candidates' pods (core pkg/controllers/disruption/helpers.go `SimulateScheduling`,
+`deletingNodes.CurrentlyReschedulablePods`), so that while NodePools' commands run side by side a second command
+is never planned onto the room the first one's pods are about to take; and provisioning places them beside the
+pending pods (pkg/controllers/provisioning/provisioner.go `Schedule`: v1.14.1 for a NodePool's node, v0.31.1 — the
+same, with `GetNodePods` — for a Provisioner's), launching a node for them when nothing else has room. Each ported
+test names its Go test (kubernetes-sigs/karpenter v1.14.1 or v0.31.1) and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.controller import Controller
+from karpenter_policy.testing import Scene, compile_policies
+
+#: A replacement node initializes this long after its launch (the commands under way are seen meanwhile).
+STARTUP = 30.0
+
+_POOL = """apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: {name}
+spec:
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: {after}
+    budgets:
+      - nodes: "{nodes}"
+  template:
+    spec:
+      expireAfter: Never
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
+        - {{key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+---
+"""
+#: A Provisioner beside them (v0.31.1's semantics for its nodes).
+_PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: legacy
+spec:
+  requirements:
+    - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+    - {key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}
+  provider:
+    subnetSelector: {karpenter.sh/discovery: test}
+    securityGroupSelector: {karpenter.sh/discovery: test}
+---
+"""
+_CLASS = """apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms:
+    - alias: al2@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: test}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: test}
+"""
+#: NodePool → (consolidateAfter, budget nodes): `roll` drifts two nodes at a time, `steady` never moves.
+POOLS = {"roll": ("Never", "2"), "steady": ("Never", "0")}
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("v1inflight")
+    policies = root / "policies"
+    policies.mkdir()
+    text = "".join(_POOL.format(name=name, after=after, nodes=nodes) for name, (after, nodes) in POOLS.items())
+    (policies / "nodepools.yaml").write_text(text + _PROVISIONER + _CLASS)
+    return compile_policies(policies, root / "build")
+
+
+def _decisions(controller: Controller, decision: str) -> float:
+    return Scene.metric(
+        controller, "karpenter_voluntary_disruption_decisions_total",
+        decision=decision, reason="drifted", consolidation_type="",
+    ) or 0.0
+
+
+def _held(scene: Scene, names: list[str]) -> list[str]:
+    """Those of `names` a command holds (tainted `karpenter.sh/disrupted`, or being deleted)."""
+    found = []
+    for name in names:
+        node = scene.node(name)
+        if node is None:
+            continue
+        taints = (node.get("spec") or {}).get("taints") or []
+        if objects.is_deleting(node) or any(t.get("key") == wk.TAINT_DISRUPTED for t in taints):
+            found.append(name)
+    return found
+
+
+def test_the_second_command_does_not_count_on_the_room_the_first_ones_pod_takes(compiled: Path) -> None:
+    """Two commands side by side never plan the same room. Node B (another NodePool's m5.xlarge, 1.5 of its 3.92
+    vCPU used) has room for one pod of 1.3 vCPU, not two; two drifted nodes of NodePool `roll` (budget 2) hold one
+    such pod each. The first command deletes its node, its pod planned onto B; the next decision comes at once
+    (v1.14.1's `RequeueImmediately`) while that pod still runs on the node being deleted, and places it again
+    (`SimulateScheduling`'s `deletingNodes.CurrentlyReschedulablePods`, core pkg/controllers/disruption/helpers.go:99):
+    the second node's pod has no room left on B, so its command launches a replacement. Before, B's room was offered
+    twice: the second node was deleted onto it too, and one of the two pods found no room once both moved. (The
+    first pod lingers terminating once evicted, holding its command under way while the test looks.)"""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    room = scene.add_node("NodePool/steady", "m5.xlarge", age=7200)
+    scene.add_pod("b", cpu="1500m", node=room)
+    first = scene.add_node("NodePool/roll", "m5.large", age=7200, drifted=True)
+    scene.add_pod("first", cpu="1300m", node=first, lingers=True)
+    second = scene.add_node("NodePool/roll", "m5.large", age=3600, drifted=True)
+    scene.add_pod("second", cpu="1300m", node=second)
+    controller = scene.controller()
+    for _ in range(30):
+        scene.step(controller)
+        if _held(scene, [first, second]) == [first, second]:
+            break
+        scene.advance(1.0)
+    assert _held(scene, [first, second]) == [first, second]  # both commands under way, side by side
+    assert _decisions(controller, "delete") == 1  # the first: its pod fits on B
+    assert _decisions(controller, "replace") == 1  # the second: B's room is the first's pod's
+    launched = sorted(set(scene.nodes()) - {room, first, second})
+    assert len(launched) == 1, launched
+
+
+@pytest.mark.parametrize("pool", ["NodePool/steady", "legacy"])
+def test_a_node_being_deleted_gets_room_for_its_pods(compiled: Path, pool: str) -> None:
+    """Provisioning places the pods of a node being deleted beside the pending ones and launches a node for them when
+    nothing else has room — scheduling/suite_test.go:4061 (v1.14.1) "should re-schedule pods from a deleting node
+    when pods are active": the node deleted (`kubectl delete node`), a second node comes up for its pod, the pod
+    still running where it was (it moves once evicted). Its eviction is refused here (a PodDisruptionBudget allowing
+    none, not a fully blocking one: `minAvailable: 1`), so the pod stays on the node being deleted while the test
+    looks, and no more nodes are launched for it pass after pass. A Provisioner's node as v0.31.1's provisioner
+    (`nodes.Deleting().Pods`, pkg/controllers/provisioning/provisioner.go:317). Before, nothing was launched until
+    the pod was evicted and pending again."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    going = scene.add_node(pool, "m5.large", age=3600)
+    scene.add_pod("web", cpu="1500m", node=going, labels={"app": "web"})
+    scene.add_pdb("web", {"app": "web"}, min_available=1)
+    controller = scene.controller()
+    scene.run(controller, 5)
+    assert set(scene.nodes()) == {going}  # nothing to provision while it runs where it is
+    scene.cluster.delete(objects.NODE, going)
+    scene.run(controller, 120)
+    node = scene.node(going)
+    assert node is not None and objects.is_deleting(node)  # its drain waits on the budget
+    assert scene.pods_on(going) == ["web"]
+    launched = sorted(set(scene.nodes()) - {going})
+    assert len(launched) == 1, launched  # once, not once a pass
+    assert scene.pods_on(launched[0]) == []  # nothing bound to it: the pod runs until evicted
+    assert objects.labels(scene.nodes()[launched[0]]).get(wk.INITIALIZED) == "true"
+
+
+def test_budgets_that_cannot_be_read_place_every_pod_of_a_node_being_deleted(
+    compiled: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The PodDisruptionBudgets are read (outside the state's lock) only when a NodePool's node being deleted runs
+    pods; a list that fails reads as no budget — the pod is placed again and a node launched for it, with a warning —
+    never an exception that ends the provisioning pass, never no room."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    going = scene.add_node("NodePool/steady", "m5.large", age=3600)
+    scene.add_pod("web", cpu="1500m", node=going, labels={"app": "web"})
+    scene.add_pdb("web", {"app": "web"}, min_available=1)
+    controller = scene.controller()
+    scene.run(controller, 5)
+    listing = scene.cluster.list
+
+    def refusing(kind: Any, *args: Any, **kwargs: Any) -> Any:
+        if kind == objects.POD_DISRUPTION_BUDGET:
+            raise ClusterError("poddisruptionbudgets is forbidden")
+        return listing(kind, *args, **kwargs)
+
+    monkeypatch.setattr(scene.cluster, "list", refusing)
+    scene.cluster.delete(objects.NODE, going)
+    scene.run(controller, 120)
+    launched = sorted(set(scene.nodes()) - {going})
+    assert len(launched) == 1, launched
+    assert "PodDisruptionBudgets unavailable" in caplog.text
+
+
+@pytest.mark.parametrize("pool", ["steady", "legacy"])
+def test_the_launch_for_a_deleted_nodes_pods_is_a_new_instance_not_their_first_launch(
+    compiled: Path, pool: str
+) -> None:
+    """A pod provisioned a node (a launch whose client token comes from its uid), then that node is deleted while a
+    PodDisruptionBudget holds the pod: the launch that makes room for it again must not carry the same token, or EC2
+    answers it with the first launch's instance — the node being deleted (the metrics story counted it launched
+    twice)."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    selector = {wk.NODEPOOL: pool} if pool != "legacy" else {wk.PROVISIONER_NAME: pool}
+    scene.add_pod("web", cpu="1500m", labels={"app": "web"}, nodeSelector=selector)
+    controller = scene.controller()
+    scene.run(controller, 60, until=lambda: not scene.unbound())
+    (first,) = scene.nodes()
+    scene.add_pdb("web", {"app": "web"}, min_available=1)
+    scene.cluster.delete(objects.NODE, first)
+    scene.run(controller, 120)
+    launched = sorted(set(scene.nodes()) - {first})
+    assert len(launched) == 1, launched
+    ids = {objects.name(n): (n.get("spec") or {}).get("providerID") for n in scene.nodes().values()}
+    assert ids[launched[0]] != ids[first] and ids[first], ids
