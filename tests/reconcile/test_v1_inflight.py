@@ -19,6 +19,8 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.testing import Scene, compile_policies
 
+from .v1moto import NODE_CLASS
+
 #: A replacement node initializes this long after its launch (the commands under way are seen meanwhile).
 STARTUP = 30.0
 
@@ -55,19 +57,6 @@ spec:
     securityGroupSelector: {karpenter.sh/discovery: test}
 ---
 """
-_CLASS = """apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: test}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: test}
-"""
 #: NodePool → (consolidateAfter, budget nodes): `roll` drifts two nodes at a time, `steady` never moves.
 POOLS = {"roll": ("Never", "2"), "steady": ("Never", "0")}
 
@@ -78,7 +67,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     policies = root / "policies"
     policies.mkdir()
     text = "".join(_POOL.format(name=name, after=after, nodes=nodes) for name, (after, nodes) in POOLS.items())
-    (policies / "nodepools.yaml").write_text(text + _PROVISIONER + _CLASS)
+    (policies / "nodepools.yaml").write_text(text + _PROVISIONER + NODE_CLASS)
     return compile_policies(policies, root / "build")
 
 

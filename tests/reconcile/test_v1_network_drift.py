@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_policy.catalog import load_catalog
 from karpenter_policy.cloud.provider import STATE_RUNNING, Instance, Network
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.kube import objects
@@ -18,7 +17,9 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims.conditions import drift_reason as drift_condition_reason
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.disruption.decider import network_drift
-from karpenter_policy.testing import EPOCH, MotoCloud, Scene, VirtualClock, compile_policies
+from karpenter_policy.testing import Scene, compile_policies
+
+from .v1moto import moto_scene
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller"
@@ -138,10 +139,7 @@ def test_a_drifted_security_group_replaces_the_node(compiled: Path) -> None:
 def test_on_motos_ec2_a_launched_node_has_its_class_network_and_does_not_drift(compiled: Path) -> None:
     """The production AWS adapter against moto's EC2 over HTTP: the node launched from the NodePool is in a subnet
     and has the groups its class selects, so a few decisions later it is still there, its claim not Drifted."""
-    clock = VirtualClock(EPOCH)
-    scene0 = Scene(compiled)
-    with MotoCloud(scene0.loaded.sets, load_catalog(), clock, region="us-east-1") as moto:
-        scene = Scene(scene0.loaded, cloud=moto.provider, clock=clock)
+    with moto_scene(compiled) as (scene, moto):
         scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
         controller = scene.controller()
         scene.run(controller, 300, until=lambda: not scene.unbound())

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_policy.catalog import load_catalog
 from karpenter_policy.model import labels as wk
-from karpenter_policy.testing import EPOCH, MotoCloud, Scene, VirtualClock, compile_policies
+from karpenter_policy.testing import compile_policies
+
+from .v1moto import launch_template_data, moto_scene
 
 POLICY = """\
 apiVersion: karpenter.sh/v1
@@ -60,10 +61,7 @@ def test_a_class_of_several_subnet_terms_public_ip_and_raid0_launches(tmp_path: 
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "nodepools.yaml").write_text(POLICY)
     compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
-    clock = VirtualClock(EPOCH)
-    scene0 = Scene(compiled)
-    with MotoCloud(scene0.loaded.sets, load_catalog(), clock, region="us-east-1") as moto:
-        scene = Scene(scene0.loaded, cloud=moto.provider, clock=clock)
+    with moto_scene(compiled) as (scene, moto):
         scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
         controller = scene.controller()
         scene.run(controller, 300, until=lambda: not scene.unbound())
@@ -75,9 +73,7 @@ def test_a_class_of_several_subnet_terms_public_ip_and_raid0_launches(tmp_path: 
         }
         assert {"private-a", "private-b"} <= set(named.values())  # the account has subnets of both terms
         assert named[launched.subnet_id] in {"private-a", "private-b"}
-        name = moto.api.call("ec2", "describe_launch_templates")["LaunchTemplates"][0]["LaunchTemplateName"]
-        data = moto.api.call("ec2", "describe_launch_template_versions", LaunchTemplateName=name,
-                             Versions=["$Latest"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        data = launch_template_data(moto)
         (interface,) = data["NetworkInterfaces"]
         assert interface["AssociatePublicIpAddress"] is False and interface["Groups"]
         assert "--local-disks raid0" in base64.b64decode(data["UserData"]).decode()
@@ -104,10 +100,7 @@ def test_an_ssm_parameter_class_launches_its_image_with_ip_prefixes_and_drifts_w
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "nodepools.yaml").write_text(SSM_POLICY)
     compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
-    clock = VirtualClock(EPOCH)
-    scene0 = Scene(compiled)
-    with MotoCloud(scene0.loaded.sets, load_catalog(), clock, region="us-east-1") as moto:
-        scene = Scene(scene0.loaded, cloud=moto.provider, clock=clock)
+    with moto_scene(compiled) as (scene, moto):
         scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
         controller = scene.controller()
         scene.run(controller, 300, until=lambda: not scene.unbound())
@@ -115,9 +108,7 @@ def test_an_ssm_parameter_class_launches_its_image_with_ip_prefixes_and_drifts_w
         named = moto.api.call("ssm", "get_parameter", Name="/platform/eks/node-ami")["Parameter"]["Value"]
         (first,) = moto.provider.list(scene.options().cluster_name)
         assert first.image_id == named == moto.account.images["amd64"]
-        template = moto.api.call("ec2", "describe_launch_templates")["LaunchTemplates"][0]["LaunchTemplateName"]
-        data = moto.api.call("ec2", "describe_launch_template_versions", LaunchTemplateName=template,
-                             Versions=["$Latest"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        data = launch_template_data(moto)
         (interface,) = data["NetworkInterfaces"]
         assert interface["Ipv4PrefixCount"] == 2 and interface["Groups"]
 

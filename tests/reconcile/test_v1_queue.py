@@ -22,6 +22,8 @@ from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.testing import Scene, compile_policies
 
+from .v1moto import NODE_CLASS
+
 M5 = ["m5.large", "m5.xlarge", "m5.2xlarge"]
 #: One pod of this size fills an m5.large (about 1.9 vCPU allocatable): a drifted node's pods need a replacement.
 FULL = "1500m"
@@ -58,19 +60,6 @@ spec:
     securityGroupSelector: {karpenter.sh/discovery: test}
 ---
 """
-_CLASS = """apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: test}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: test}
-"""
 #: NodePool name → its budget's nodes ("" none: Karpenter's default of 10 %), and its consolidateAfter.
 POOLS = {
     "twenty": ("20%", "Never"), "thirty": ("30%", "Never"), "one": ("1", "Never"), "default": ("", "Never"),
@@ -88,7 +77,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, (nodes, after) in POOLS.items():
         budgets = f"    budgets:\n      - nodes: \"{nodes}\"\n" if nodes else ""
         text += _POOL.format(name=name, consolidate_after=after, budgets=budgets)
-    (policies / "nodepools.yaml").write_text(text + _PROVISIONER + _CLASS)
+    (policies / "nodepools.yaml").write_text(text + _PROVISIONER + NODE_CLASS)
     return compile_policies(policies, root / "build")
 
 
