@@ -56,7 +56,7 @@ class AttachmentIndex(Protocol):
         """The attachments on `node`, sorted by name; raises ClusterError when they cannot be known now."""
 
     def stop(self) -> None:
-        """Stop following the cluster (nothing to do for a step-driven index)."""
+        """Stop following the cluster for good (nothing to do for a step-driven index)."""
 
 
 class _Index:
@@ -131,15 +131,17 @@ class InformedAttachments:
         self._index = _Index(count_malformed)
         self.informer = Informer(cluster, VOLUME_ATTACHMENT, on_event=self._index.apply)
         self._started = False
+        self._stopped = False
         self._lock = threading.Lock()
 
     def sync(self) -> None:
-        """Start the informer the first time, and wait a moment for its first list; nothing after."""
+        """Start the informer the first time, and wait a moment for its first list; nothing after, nor once
+        stopped (a pass still under way as its controller closes must not start a watch nobody stops)."""
         with self._lock:
-            if self._started:
+            if self._started or self._stopped:
                 return
             self._started = True
-        self.informer.start()
+            self.informer.start()
         self.informer.wait_synced(FIRST_LIST_WAIT)
 
     def on(self, node: str) -> list[Attachment]:
@@ -153,7 +155,9 @@ class InformedAttachments:
         return self._index.on(node)
 
     def stop(self) -> None:
+        """Stop the informer if it runs (its thread ended when this returns); it never starts after this."""
         with self._lock:
+            self._stopped = True
             started = self._started
         if started:
             self.informer.stop()
