@@ -75,6 +75,7 @@ from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.placeholders import FLUX_SUBSTITUTE, MATCHED_FIELDS, marked_for_flux
 from karpenter_policy.api.v1.crds import (
     EC2NODECLASS_API_VERSION,
+    EC2NODECLASS_GROUP,
     EC2NODECLASS_KIND,
     NODEPOOL_API_VERSION,
     NODEPOOL_KIND,
@@ -86,9 +87,8 @@ from karpenter_policy.model.resources import parse_quantity
 
 API_V1ALPHA5, API_V1 = API_VERSIONS  # compile --api
 
-NODECLASS_GROUP = "karpenter.k8s.aws"
 NODEPOOL_V1BETA1_API_VERSION = "karpenter.sh/v1beta1"
-NODECLASS_V1BETA1_API_VERSION = f"{NODECLASS_GROUP}/v1beta1"
+NODECLASS_V1BETA1_API_VERSION = f"{EC2NODECLASS_GROUP}/v1beta1"
 TARGET_V1 = "v1"
 TARGET_V1BETA1 = "v1beta1"
 
@@ -374,7 +374,7 @@ class _Converter:
             "requirements": requirements,
             "nodeClassRef": {"name": class_name}
             if v1beta1
-            else {"group": NODECLASS_GROUP, "kind": EC2NODECLASS_KIND, "name": class_name},
+            else {"group": EC2NODECLASS_GROUP, "kind": EC2NODECLASS_KIND, "name": class_name},
         }
         for key in ("taints", "startupTaints"):
             if spec.get(key):
