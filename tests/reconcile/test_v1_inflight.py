@@ -20,7 +20,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.testing import Scene, compile_policies
 
-from .v1moto import NODE_CLASS
+from .v1moto import NODE_CLASS, legacy_provisioner
 
 #: A replacement node initializes this long after its launch (the commands under way are seen meanwhile).
 STARTUP = 30.0
@@ -45,19 +45,7 @@ spec:
 ---
 """
 #: A Provisioner beside them (v0.31.1's semantics for its nodes).
-_PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
-kind: Provisioner
-metadata:
-  name: legacy
-spec:
-  requirements:
-    - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
-    - {key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}
-  provider:
-    subnetSelector: {karpenter.sh/discovery: test}
-    securityGroupSelector: {karpenter.sh/discovery: test}
----
-"""
+_PROVISIONER = legacy_provisioner(["m5.large", "m5.xlarge", "m5.2xlarge"])
 #: NodePool → (consolidateAfter, budget nodes): `roll` drifts two nodes at a time, `steady` never moves.
 POOLS = {"roll": ("Never", "2"), "steady": ("Never", "0")}
 

@@ -22,7 +22,7 @@ from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.testing import Scene, compile_policies
 
-from .v1moto import NODE_CLASS
+from .v1moto import NODE_CLASS, legacy_provisioner
 
 M5 = ["m5.large", "m5.xlarge", "m5.2xlarge"]
 #: One pod of this size fills an m5.large (about 1.9 vCPU allocatable): a drifted node's pods need a replacement.
@@ -48,18 +48,7 @@ spec:
 ---
 """
 #: A Provisioner beside them: its commands keep v0.31.1's one at a time.
-_PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
-kind: Provisioner
-metadata:
-  name: legacy
-spec:
-  requirements:
-    - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
-  provider:
-    subnetSelector: {karpenter.sh/discovery: test}
-    securityGroupSelector: {karpenter.sh/discovery: test}
----
-"""
+_PROVISIONER = legacy_provisioner()
 #: NodePool name → its budget's nodes ("" none: Karpenter's default of 10 %), and its consolidateAfter.
 POOLS = {
     "twenty": ("20%", "Never"), "thirty": ("30%", "Never"), "one": ("1", "Never"), "default": ("", "Never"),
