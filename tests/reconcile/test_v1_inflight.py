@@ -20,30 +20,11 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.testing import Scene, compile_policies
 
-from .v1moto import NODE_CLASS, legacy_provisioner
+from .v1moto import NODE_CLASS, drifting_nodepool, legacy_provisioner
 
 #: A replacement node initializes this long after its launch (the commands under way are seen meanwhile).
 STARTUP = 30.0
 
-_POOL = """apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: {name}
-spec:
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: {after}
-    budgets:
-      - nodes: "{nodes}"
-  template:
-    spec:
-      expireAfter: Never
-      requirements:
-        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}}
-      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
----
-"""
 #: A Provisioner beside them (v0.31.1's semantics for its nodes).
 _PROVISIONER = legacy_provisioner(["m5.large", "m5.xlarge", "m5.2xlarge"])
 #: NodePool → (consolidateAfter, budget nodes): `roll` drifts two nodes at a time, `steady` never moves.
@@ -55,7 +36,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("v1inflight")
     policies = root / "policies"
     policies.mkdir()
-    text = "".join(_POOL.format(name=name, after=after, nodes=nodes) for name, (after, nodes) in POOLS.items())
+    text = "".join(drifting_nodepool(name, after, nodes) for name, (after, nodes) in POOLS.items())
     (policies / "nodepools.yaml").write_text(text + _PROVISIONER + NODE_CLASS)
     return compile_policies(policies, root / "build")
 

@@ -30,6 +30,30 @@ spec:
 """
 
 
+def drifting_nodepool(name: str, consolidate_after: str = "Never", budget_nodes: str = "") -> str:
+    """A NodePool of on-demand m5.large to m5.2xlarge nodes of the `default` class that never expire (drift is what
+    rolls them), `budget_nodes` its one budget's nodes ("": none, Karpenter's default of 10 %). Ends with a document
+    separator."""
+    budgets = f'    budgets:\n      - nodes: "{budget_nodes}"\n' if budget_nodes else ""
+    return f"""apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: {name}
+spec:
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: {consolidate_after}
+{budgets}  template:
+    spec:
+      expireAfter: Never
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
+        - {{key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+---
+"""
+
+
 def legacy_provisioner(instance_types: Sequence[str] = ()) -> str:
     """A v0.31 Provisioner named `legacy` (on-demand, of `instance_types` when given) to put beside the NodePools: its
     nodes keep v0.31.1's semantics. Ends with a document separator."""
@@ -83,4 +107,6 @@ def launch_template_data(moto: MotoCloud) -> dict[str, Any]:
     return data
 
 
-__all__ = ["NODE_CLASS", "launch_template_data", "legacy_provisioner", "moto_launched", "moto_scene"]
+__all__ = [
+    "NODE_CLASS", "drifting_nodepool", "launch_template_data", "legacy_provisioner", "moto_launched", "moto_scene",
+]
