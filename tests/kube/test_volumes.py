@@ -23,6 +23,7 @@ from karpenter_policy.kube.volumes import Attachment, attachment, bound_volume
 
 from .apiserver.kinds import CLUSTER_ROLE, CLUSTER_ROLE_BINDING
 from .emulator import EmulatorThread
+from .support import eventually
 
 
 def _va(name: str, node: Any, volume: Any = None) -> Obj:
@@ -154,7 +155,8 @@ def test_a_role_without_the_verbs_is_unknown_never_no_attachments(
     index = InformedAttachments(client)
     try:
         index.sync()
-        assert index.informer.wait_until(lambda _: index.informer.health().consecutive_failures > 0, 10)
+        # a failure leaves the cache as it is: `wait_until`, woken by changes only, would sleep out its timeout
+        eventually(lambda: index.informer.health().consecutive_failures > 0, what="the refused list or watch")
         for node in ("n1", "n2"):
             with pytest.raises(ClusterError, match="403|[Ff]orbidden"):
                 index.on(node)
