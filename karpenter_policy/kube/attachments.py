@@ -35,7 +35,8 @@ from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.objects import VOLUME_ATTACHMENT, Kind, Obj
 from karpenter_policy.kube.volumes import Attachment, attachment
 
-#: Seconds the first sync of an informer waits for its first list (later syncs never wait).
+#: Seconds the first sync of an informer waits for its first list (later syncs never wait); a refused or failing
+#: list ends the wait at once (`Informer.wait_answered`): nothing would come by waiting.
 FIRST_LIST_WAIT: Final = 2.0
 
 #: `count_malformed(kind, reason)`: count an object that could not be read.
@@ -135,14 +136,14 @@ class InformedAttachments:
         self._lock = threading.Lock()
 
     def sync(self) -> None:
-        """Start the informer the first time, and wait a moment for its first list; nothing after, nor once
-        stopped (a pass still under way as its controller closes must not start a watch nobody stops)."""
+        """Start the informer the first time, and wait a moment for its first list (or its failure); nothing after,
+        nor once stopped (a pass still under way as its controller closes must not start a watch nobody stops)."""
         with self._lock:
             if self._started or self._stopped:
                 return
             self._started = True
             self.informer.start()
-        self.informer.wait_synced(FIRST_LIST_WAIT)
+        self.informer.wait_answered(FIRST_LIST_WAIT)
 
     def on(self, node: str) -> list[Attachment]:
         """See :meth:`AttachmentIndex.on`: unknown before the first list and while listing or watching fails."""
