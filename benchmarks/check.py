@@ -95,6 +95,8 @@ class Corpus:
     directory: Path
     files: list[Path]
     planted: list[Planted] = field(default_factory=list)
+    #: What its policies are: Provisioners (generated), or NodePools (`migrate_corpus`: the v1 twin).
+    pools: str = "Provisioners"
 
 
 #: `--api`: the Karpenter API the checked policies are written in.
@@ -118,7 +120,7 @@ def migrate_corpus(corpus: Corpus, directory: Path) -> Corpus:
     files = sorted(directory.glob("*.yaml"))
     if len(files) != len(corpus.files) or any("kind: Provisioner" in f.read_text(encoding="utf-8") for f in files):
         fail("migrate --to v1", [f"{len(files)} files for {len(corpus.files)}, or a Provisioner left"])
-    return Corpus(directory, files, [Planted(p.kind, "", p.file, 0) for p in corpus.planted])
+    return Corpus(directory, files, [Planted(p.kind, "", p.file, 0) for p in corpus.planted], pools="NodePools")
 
 
 ErrorKey = tuple[str, int, str]  # (file name, line, rule) of an error finding
@@ -309,7 +311,8 @@ def generate(directory: Path, count: int, seed: int = SEED) -> Corpus:
 
 
 def check_report(report: dict[str, Any], corpus: Corpus, provisioners: int, returncode: int | None) -> list[str]:
-    """Why a JSON report of `check` disagrees with what was generated (empty when it agrees)."""
+    """Why a JSON report of `check` disagrees with what was generated (empty when it agrees); `provisioners`: how
+    many policies (Provisioners, or NodePools of the v1 twin: the report lists both under `provisioners`)."""
     problems: list[str] = []
     expected_code = 1 if corpus.planted else 0
     if returncode is not None and returncode != expected_code:
@@ -326,10 +329,11 @@ def check_report(report: dict[str, Any], corpus: Corpus, provisioners: int, retu
     problems += [f"unexpected warning: {w['rule']} at {Path(w['file']).name}:{w['line']}: {w['message']}"
                  for w in warnings]
     proven = [p for p in report.get("provisioners", []) if p.get("verdict") == "sat"]
-    if len(proven) != provisioners - len(corpus.planted):
-        problems.append(f"{len(proven)} provisioners proven satisfiable, expected {provisioners - len(corpus.planted)}")
+    expected = provisioners - len(corpus.planted)
+    if len(proven) != expected:
+        problems.append(f"{len(proven)} {corpus.pools} proven satisfiable, expected {expected}")
     if any(not p.get("instance_types") or "witness" not in p for p in proven):
-        problems.append("a satisfiable provisioner without instance types or witness")
+        problems.append(f"one of the satisfiable {corpus.pools} without instance types or witness")
     return problems
 
 
@@ -708,7 +712,7 @@ def workloads_main(args: argparse.Namespace, generated: Corpus, catalog: Any, cp
             return schedule(checked, found.workloads, catalog)
 
         _, wall, cpu_s = pinned(cpu, place)
-        stages.add(f"place them ({len(checked)} provisioners × {len(catalog)} types)", wall, cpu_s)
+        stages.add(f"place them ({len(checked)} {corpus.pools} × {len(catalog)} types)", wall, cpu_s)
         groups = len({w.shape for w in found.workloads if not w.is_daemon_set})
         stages.notes["schedule"] = f"{groups} distinct pod templates among {workloads.count} workloads"
     met = cli.best < WORKLOAD_GOAL_SECONDS
@@ -739,7 +743,7 @@ def workloads_main(args: argparse.Namespace, generated: Corpus, catalog: Any, cp
     for stage, note in sorted(stages.notes.items()):
         print(f"{stage}: {note}")
     print(f"findings: {', '.join(f'{rule} {n}' for rule, n in summary.items())}")
-    print(f"goal: full check of {args.provisioners} provisioners × {args.workloads} workloads < "
+    print(f"goal: full check of {args.provisioners} {corpus.pools} × {args.workloads} workloads < "
           f"{WORKLOAD_GOAL_SECONDS:g} s (CLI, best wall time): {'met' if met else 'not met'} ({cli.best:.3f} s; "
           f"median {cli.median:.3f} s; CPU {cli.cpu_best:.3f} s)")
     return 0
@@ -942,7 +946,8 @@ def main(argv: list[str] | None = None) -> int:
             "goal": {"seconds": GOAL_SECONDS, "measured_cli_best": round(cli.best, 3), "met": met},
         }, indent=2))
         return 0
-    print(f"check: {args.provisioners} Provisioner files × {len(catalog)} catalog types ({catalog.region}); "
+    policies = "Provisioner files" if args.api == V1ALPHA5 else "NodePool files (the v1 twin, migrated)"
+    print(f"check: {args.provisioners} {policies} × {len(catalog)} catalog types ({catalog.region}); "
           f"{len(corpus.planted)} planted solver errors, each found at its file:line; best / median of "
           f"{args.repeat}, pinned to CPU {cpu} of {os.cpu_count()}; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -958,7 +963,7 @@ def main(argv: list[str] | None = None) -> int:
     for stage, note in sorted(stages.notes.items()):
         if note:
             print(f"{stage}: {note}")
-    print(f"goal: full check of {args.provisioners} provisioners < {GOAL_SECONDS:g} s (CLI, best wall time): "
+    print(f"goal: full check of {args.provisioners} {corpus.pools} < {GOAL_SECONDS:g} s (CLI, best wall time): "
           f"{'met' if met else 'not met'} ({cli.best:.3f} s; median {cli.median:.3f} s; CPU {cli.cpu_best:.3f} s)")
     return 0
 

@@ -253,8 +253,19 @@ def _unbound(fleet: Fleet, prefix: str) -> int:
     return sum(1 for p in pods if objects.name(p).startswith(prefix) and not p["spec"].get("nodeName"))
 
 
-def measure_size(nodes: int, burst_wait: float = BURST_WAIT) -> dict[str, Any]:
+#: `measure_size`'s windows, in seconds: the first passes settle, the idle CPU is sampled, the updates' cost is
+#: read after their last one.
+SIZE_WINDOWS = {"settle": 3.0, "idle": 4.0, "after_updates": 2.0}
+
+
+def measure_size(
+    nodes: int, burst_wait: float = BURST_WAIT, windows: dict[str, float] | None = None, events: int = EVENTS
+) -> dict[str, Any]:
+    """The fleet row at `nodes`; `windows` (`SIZE_WINDOWS`) and `events` (pod status updates at 1,000 a second)
+    shorter only where a row is run to see it run end to end, not for its figures (`tests/reconcile`)."""
     from karpenter_policy.kube import objects
+
+    windows = {**SIZE_WINDOWS, **(windows or {})}
 
     compiled = compiled_policy(TTL, WORK / "scale")
     started = time.monotonic()
@@ -265,14 +276,14 @@ def measure_size(nodes: int, burst_wait: float = BURST_WAIT) -> dict[str, Any]:
     try:
         if not _synced(fleet, 600):
             raise SystemExit("the controller did not sync in 600 s")
-        time.sleep(3.0)  # the first passes (adoption, garbage collection) settle
+        time.sleep(windows["settle"])  # the first passes (adoption, garbage collection) settle
         result["rss_mib"] = round(rss_mib(), 1)
         # --- idle, then pod status updates --------------------------------------------------------------
-        window = 4.0
+        window = windows["idle"]
         before = controller_cpu()
         time.sleep(window)
         idle = (controller_cpu() - before) / window
-        names = event_targets(fleet.nodes, EVENTS)
+        names = event_targets(fleet.nodes, events)
         before = controller_cpu()
         began = time.monotonic()
         for index, (namespace, name) in enumerate(names):
@@ -282,10 +293,10 @@ def measure_size(nodes: int, burst_wait: float = BURST_WAIT) -> dict[str, Any]:
             delay = target - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        time.sleep(2.0)
+        time.sleep(windows["after_updates"])
         elapsed = time.monotonic() - began
         used = controller_cpu() - before
-        result.update(event_cost(used, idle, elapsed, EVENTS))
+        result.update(event_cost(used, idle, elapsed, events))
         # --- a burst of pending pods ----------------------------------------------------------------------
         creates_before = len(fleet.cloud.creates)
         seen = _watch_burst(fleet)

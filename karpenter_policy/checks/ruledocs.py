@@ -9,6 +9,7 @@ example, how to fix it and how to silence it. The page's address is known when t
 from __future__ import annotations
 
 import os
+from functools import cache
 
 DOCS_URL_ENV = "KARPENTER_POLICY_DOCS_URL"
 
@@ -18,6 +19,13 @@ def docs_url() -> str | None:
     configured = os.environ.get(DOCS_URL_ENV)
     if configured:
         return configured.rstrip("/")
+    return _package_docs_url()
+
+
+@cache
+def _package_docs_url() -> str | None:
+    """The installed package's `Documentation` URL: its metadata read once per process (1.4 ms a read, at every
+    SARIF report before)."""
     from importlib import metadata  # only SARIF output needs it
 
     try:

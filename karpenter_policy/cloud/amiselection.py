@@ -40,6 +40,9 @@ from typing import Any
 
 from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.labels import ARCH as ARCH_LABEL
+from karpenter_policy.model.labels import OS as OS_LABEL
+from karpenter_policy.model.labels import WINDOWS_BUILD as WINDOWS_BUILD_LABEL
 
 __all__ = [
     "DEFAULT_NAME_OWNERS",
@@ -194,11 +197,8 @@ def image_for(images: Sequence[Image], instance_type: InstanceType) -> Image | N
 
 #: A node selector requirement as the AMIs carry it: key, operator, values.
 Requirement = tuple[str, str, tuple[str, ...]]
-ARCH_LABEL = "kubernetes.io/arch"
 GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
 ACCELERATOR_COUNT_LABEL = "karpenter.k8s.aws/instance-accelerator-count"
-OS_LABEL = "kubernetes.io/os"
-WINDOWS_BUILD_LABEL = "node.kubernetes.io/windows-build"
 #: v1.14.1's `Variant.Requirements` (types.go).
 VARIANT_REQUIREMENTS: Mapping[str, tuple[Requirement, ...]] = {
     "standard": ((ACCELERATOR_COUNT_LABEL, "DoesNotExist", ()), (GPU_COUNT_LABEL, "DoesNotExist", ())),

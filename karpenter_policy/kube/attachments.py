@@ -35,7 +35,8 @@ from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.objects import VOLUME_ATTACHMENT, Kind, Obj
 from karpenter_policy.kube.volumes import Attachment, attachment
 
-#: Seconds the first sync of an informer waits for its first list (later syncs never wait).
+#: Seconds the first sync of an informer waits for its first list (later syncs never wait); a refused or failing
+#: list ends the wait at once (`Informer.wait_answered`): nothing would come by waiting.
 FIRST_LIST_WAIT: Final = 2.0
 
 #: `count_malformed(kind, reason)`: count an object that could not be read.
@@ -56,7 +57,7 @@ class AttachmentIndex(Protocol):
         """The attachments on `node`, sorted by name; raises ClusterError when they cannot be known now."""
 
     def stop(self) -> None:
-        """Stop following the cluster (nothing to do for a step-driven index)."""
+        """Stop following the cluster for good (nothing to do for a step-driven index)."""
 
 
 class _Index:
@@ -131,16 +132,18 @@ class InformedAttachments:
         self._index = _Index(count_malformed)
         self.informer = Informer(cluster, VOLUME_ATTACHMENT, on_event=self._index.apply)
         self._started = False
+        self._stopped = False
         self._lock = threading.Lock()
 
     def sync(self) -> None:
-        """Start the informer the first time, and wait a moment for its first list; nothing after."""
+        """Start the informer the first time, and wait a moment for its first list (or its failure); nothing after,
+        nor once stopped (a pass still under way as its controller closes must not start a watch nobody stops)."""
         with self._lock:
-            if self._started:
+            if self._started or self._stopped:
                 return
             self._started = True
-        self.informer.start()
-        self.informer.wait_synced(FIRST_LIST_WAIT)
+            self.informer.start()
+        self.informer.wait_answered(FIRST_LIST_WAIT)
 
     def on(self, node: str) -> list[Attachment]:
         """See :meth:`AttachmentIndex.on`: unknown before the first list and while listing or watching fails."""
@@ -153,7 +156,9 @@ class InformedAttachments:
         return self._index.on(node)
 
     def stop(self) -> None:
+        """Stop the informer if it runs (its thread ended when this returns); it never starts after this."""
         with self._lock:
+            self._stopped = True
             started = self._started
         if started:
             self.informer.stop()

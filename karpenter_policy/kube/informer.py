@@ -229,6 +229,16 @@ class Informer:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self.synced.wait(timeout)
 
+    def wait_answered(self, timeout: float | None = None) -> bool:
+        """Block until the server has answered: the first list done (synced), or a list or watch failed (refused,
+        unreachable …), or the informer stopped; True once synced. What waits for a first list need not wait out its
+        timeout when no list can come."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self.synced.is_set() or self._failures > 0 or self._stopping.is_set(), timeout
+            )
+        return self.synced.is_set()
+
     def wait_for_change(self, after: int, timeout: float | None = None) -> int:
         """Block until the cache changed since ``after`` (a :attr:`version`); returns the current version."""
         with self._changed:
@@ -389,6 +399,8 @@ class Informer:
             self._call(lambda: on_sync(synced), "on_sync")
         # Synced once every handler has seen the list: a state fed by `on_event` is whole when waiters wake.
         self.synced.set()
+        with self._changed:
+            self._changed.notify_all()  # `wait_answered`
 
     def _apply(self, event: WatchEvent) -> bool:
         """Apply a watch event to the cache; True if it changed an object (not a BOOKMARK)."""
@@ -494,6 +506,7 @@ class Informer:
                 self._failing_since = now
             problem = f" ({error.problem})" if isinstance(error, Malformed) else ""
             self._last_error_text = f"{type(error).__name__}{problem}: {error}"
+            self._changed.notify_all()  # `wait_answered`
 
     def _log_limited(self, key: str, level: int, message: str, *args: object,
                      exc_info: BaseException | None = None) -> None:

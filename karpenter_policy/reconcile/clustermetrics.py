@@ -48,7 +48,6 @@ from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.scheduling.vectors import CPU_I, RESOURCES
 
-NODEPOOL = "karpenter.sh/nodepool"
 PENDING = "Pending"
 
 
@@ -59,7 +58,7 @@ def snake(key: str) -> str:
 
 
 #: Node label key → the metric label Karpenter gives it (v1alpha5's and v1beta1's well-known labels, with AWS's).
-WELL_KNOWN = {key: snake(key) for key in sorted({*wk.WELL_KNOWN_LABELS, NODEPOOL})}
+WELL_KNOWN = {key: snake(key) for key in sorted({*wk.WELL_KNOWN_LABELS, wk.NODEPOOL})}
 NODE_LABELS = [*sorted(set(WELL_KNOWN.values())), "resource_type", "node_name", "provisioner", "phase"]
 POD_LABELS = [
     "name", "namespace", "owner", "node", "provisioner", "nodepool", "zone", "arch", "capacity_type", "instance_type",
@@ -253,7 +252,7 @@ class ClusterMetrics(Collector):
             family.add_metric(
                 [
                     pod.name, pod.namespace, _owner_path(pod), pod.node, labels.get(wk.PROVISIONER_NAME, ""),
-                    labels.get(NODEPOOL, ""), labels.get(wk.ZONE, ""), labels.get(wk.ARCH, ""),
+                    labels.get(wk.NODEPOOL, ""), labels.get(wk.ZONE, ""), labels.get(wk.ARCH, ""),
                     labels.get(wk.CAPACITY_TYPE, ""), labels.get(wk.INSTANCE_TYPE, ""), pod.phase,
                 ],
                 1,

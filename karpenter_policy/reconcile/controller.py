@@ -34,7 +34,8 @@ Adding a controller: its package (a class with `name`, `label`, `wake`, `step` a
 :class:`Controller`'s constructor, and a line in :attr:`Controller.controllers` (docs/reconcile.md).
 
 Every time source is injected (`clock`: monotonic seconds for batching and retries; `wall_clock`: log times and
-ages).
+ages). :meth:`Controller.close` stops the threads it started (the runner closes it as it stops; a scene closes the
+controllers it made).
 """
 
 from __future__ import annotations
@@ -228,6 +229,13 @@ class Controller:
         """When provisioning has something to do on its own: a batch window closes, a plan can be made ahead, a
         retry, a node's registration TTL."""
         return self.provisioning.next_due()
+
+    def close(self) -> None:
+        """Stop every thread the controller started itself: the VolumeAttachment informer termination starts when a
+        node first needs it (on an API server over HTTP, driven step by step or threaded). Its state's informers
+        are its feed's owner's (the threaded runner's). A controller that shuts down must not leave one watching;
+        idempotent, and the informer is never started once closed."""
+        self.terminator.attachments.stop()
 
     # --- one step of every controller ----------------------------------------------------------------------
 

@@ -7,6 +7,10 @@ loggers of the package keep their dotted name without the ``karpenter_policy.`` 
 
 Structured fields travel in ``extra={"fields": {...}}``; the time of a line is the controller's injected wall
 clock when it passes one (``extra={"when": datetime}``: a simulation logs in simulated time), else the record's.
+
+Something read every pass that can be unavailable for a while (:class:`Outage`) is logged once when it fails and once
+when it works again, as the informers log a watch that fails and then works again (`kube.informer`): never a line
+per pass while it fails.
 """
 
 from __future__ import annotations
@@ -68,6 +72,23 @@ def resources_text(resources: Mapping[str, Decimal]) -> str:
     )
 
 
+class Outage:
+    """A run of failures of something read every pass: :meth:`failed` is True for the first failure of a run only
+    (log then), :meth:`worked` the number of failures of the run it ends (log "again" when not 0). Called from one
+    thread (its controller's)."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+
+    def failed(self) -> bool:
+        self.failures += 1
+        return self.failures == 1
+
+    def worked(self) -> int:
+        failures, self.failures = self.failures, 0
+        return failures
+
+
 __all__ = [
     "DEFAULT_LEVEL",
     "FORMATS",
@@ -75,6 +96,7 @@ __all__ = [
     "LEVELS",
     "TEXT",
     "KarpenterFormatter",
+    "Outage",
     "configure",
     "level_name",
     "level_of",

@@ -330,7 +330,7 @@ class Runner:
         finally:
             for informer in self._informers():
                 informer.stop()
-            self.controller.terminator.attachments.stop()  # its informer, if termination started it
+            self.controller.close()  # the informer termination started, if it did
             self.heap.stop()  # a process that runs runners again (the tests) can collect this one's objects
 
     def _freeze_warm_heap(self) -> None:

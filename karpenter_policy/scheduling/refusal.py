@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any
 
 from karpenter_policy.api.provisionerrules import requirement_violations
-from karpenter_policy.api.v1.nodepool import NODEPOOL_LABEL, requirement_errors
+from karpenter_policy.api.v1.nodepool import requirement_errors
 from karpenter_policy.api.violations import ERROR, RESTRICTED_LABEL
 from karpenter_policy.model import labels as wk
 
@@ -118,9 +118,9 @@ def _reasons_v1(spec: Mapping[str, Any]) -> Iterator[str]:
     for term in _first_terms(spec):
         for expression in _list(term.get("matchExpressions")):
             expression = _mapping(expression)
-            if expression.get("key") == NODEPOOL_LABEL and expression.get("operator") == "DoesNotExist":
+            if expression.get("key") == wk.NODEPOOL and expression.get("operator") == "DoesNotExist":
                 yield ("configured to not run on a Karpenter provisioned node via "
-                       f"{NODEPOOL_LABEL} DoesNotExist requirement")
+                       f"{wk.NODEPOOL} DoesNotExist requirement")
     for key, value in sorted(_mapping(spec.get("nodeSelector")).items()):
         if isinstance(key, str) and isinstance(value, str):
             for error in _v1_errors(key, "In", (value,)):

@@ -78,11 +78,6 @@ STEP_GAP = 30.0
 STEP_LIMIT_SECONDS = 3600.0
 STEP_LIMIT_PASSES = 10_000
 CLUSTER_NAME = "simulated"
-KUBERNETES_VERSION = "1.27"
-#: What nodes are told to join: an address that resolves nowhere, and a CA that is only a PEM header.
-API_SERVER = "https://kubernetes.simulated.invalid"
-CA_BUNDLE = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"
-INSTANCE_PROFILE = "KarpenterNodeInstanceProfile-simulated"
 #: Given to the boto3 session of the simulation only (never to the environment): moto accepts any.
 DUMMY_CREDENTIALS = ("simulated", "simulated", "simulated")
 

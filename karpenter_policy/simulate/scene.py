@@ -213,6 +213,7 @@ class Scene:
         self._names = itertools.count(1)
         self._templates: tuple[Loaded, Templates] | None = None
         self._queue: FakeQueue | None = None
+        self._controllers: list[Controller] = []  # those `controller()` made, closed by `close()`
 
     @property
     def loaded(self) -> Loaded:
@@ -578,7 +579,20 @@ class Scene:
             clock=self.clock, wall_clock=self.clock.wall, interruption_queue=queue,
         )
         controller.refresh_constraint_sets()
+        self._controllers.append(controller)
         return controller
+
+    def close(self) -> None:
+        """Close the controllers :meth:`controller` made (`Controller.close`: a scene over an API server on HTTP has
+        them start a VolumeAttachment informer when a node is terminated); also the end of a ``with Scene(...)``."""
+        for controller in self._controllers:
+            controller.close()
+
+    def __enter__(self) -> Scene:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def step(self, controller: Controller) -> ReconcileResult:
         """The kubelets, the deployments, one step of every controller (`Controller.reconcile_once`: the list

@@ -14,7 +14,7 @@ import pytest
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import ObjectList, WatchEvent, WatchStream
-from karpenter_policy.kube.errors import Invalid
+from karpenter_policy.kube.errors import ClusterError, Invalid
 from karpenter_policy.kube.informer import Informer
 from karpenter_policy.kube.objects import POD
 
@@ -186,6 +186,49 @@ def test_a_cluster_refuses_an_object_a_reader_could_not_trust(backend: Backend) 
     backend.cluster.create(POD, pod("c"))
     with pytest.raises(Invalid):
         backend.cluster.patch(POD, "c", {"metadata": {"annotations": {"n": 1}}}, "default")
+
+
+class _GatedCluster(MemoryCluster):
+    """A cluster whose lists wait for `gate`, then are refused (a role without `list`) or answered."""
+
+    def __init__(self, refuse: bool) -> None:
+        super().__init__()
+        self.refuse = refuse
+        self.gate = threading.Event()
+
+    def list(self, *args: Any, **kwargs: Any) -> ObjectList:
+        self.gate.wait(GENEROUS)
+        if self.refuse:
+            raise ClusterError("pods is forbidden", status=403)
+        return super().list(*args, **kwargs)
+
+
+def _answered(informer: Informer, gate: threading.Event) -> bool:
+    """Whether `wait_answered` with no timeout, begun before the first list is answered (`gate` opened once the
+    waiter is about to wait), returns: only a signal can end it (False after GENEROUS s)."""
+    waiting, done = threading.Event(), threading.Event()
+
+    def waiter() -> None:
+        waiting.set()
+        informer.wait_answered()
+        done.set()
+
+    threading.Thread(target=waiter, daemon=True).start()
+    waiting.wait(GENEROUS)
+    gate.set()
+    return done.wait(GENEROUS)
+
+
+@pytest.mark.parametrize("refuse", [True, False], ids=["refused", "listed"])
+def test_a_wait_for_the_first_list_ends_at_its_refusal_as_at_the_list(refuse: bool) -> None:
+    """Issue #26: what waits for a first list (the VolumeAttachment index's first sync) woke only once listed — a
+    refused list left it waiting out its timeout. `wait_answered` is woken by the first list's failure (not synced:
+    False) as by the list itself (True)."""
+    cluster = _GatedCluster(refuse)
+    with Informer(cluster, POD, backoff=FAST_BACKOFF) as informer:
+        assert _answered(informer, cluster.gate)
+        assert informer.wait_answered(0) is not refuse
+        assert (informer.health().consecutive_failures > 0) is refuse
 
 
 class _BuggyCluster(MemoryCluster):

@@ -23,6 +23,7 @@ from karpenter_policy.kube.volumes import Attachment, attachment, bound_volume
 
 from .apiserver.kinds import CLUSTER_ROLE, CLUSTER_ROLE_BINDING
 from .emulator import EmulatorThread
+from .support import eventually
 
 
 def _va(name: str, node: Any, volume: Any = None) -> Obj:
@@ -118,6 +119,26 @@ def test_a_pass_over_many_terminating_nodes_lists_attachments_once_then_follows_
         admin.close()
 
 
+def test_an_index_stopped_before_its_first_sync_never_starts_its_informer(
+    server: EmulatorThread, tmp_path: Path
+) -> None:
+    """Issue #26: `stop` is final — a controller closing while a termination pass is still under way must not have
+    that pass start a watch nobody will stop (before: `stop` did nothing to an index not started yet, and the
+    first `sync` after it started the informer for good). Nothing is listed; the attachments read as unknown."""
+    client = _grant(server, tmp_path, "list", "watch")
+    index = InformedAttachments(client)
+    try:
+        index.stop()
+        index.sync()
+        assert not index.informer.health().alive
+        assert _attachment_lists(server) == 0
+        with pytest.raises(ClusterError, match="have not been listed yet"):
+            index.on("n1")
+    finally:
+        index.stop()
+        client.close()
+
+
 @pytest.mark.parametrize("verbs", [(), ("list",)], ids=["no-role", "list-without-watch"])
 def test_a_role_without_the_verbs_is_unknown_never_no_attachments(
     server: EmulatorThread, tmp_path: Path, verbs: tuple[str, ...]
@@ -134,7 +155,8 @@ def test_a_role_without_the_verbs_is_unknown_never_no_attachments(
     index = InformedAttachments(client)
     try:
         index.sync()
-        assert index.informer.wait_until(lambda _: index.informer.health().consecutive_failures > 0, 10)
+        # a failure leaves the cache as it is: `wait_until`, woken by changes only, would sleep out its timeout
+        eventually(lambda: index.informer.health().consecutive_failures > 0, what="the refused list or watch")
         for node in ("n1", "n2"):
             with pytest.raises(ClusterError, match="403|[Ff]orbidden"):
                 index.on(node)

@@ -6,6 +6,8 @@
   talking to moto's server through the fault proxy of tests/cloud (started once per session), with the
   kubelets' stand-in and the Karpenter-format log in a buffer.
 * `aws_workloads`: the moto account the example policies launch into (tests/reconcile/awsaccount.py).
+* `closing`: `closing(scene)` closes the scene at teardown (its controllers' threads: on an API server over HTTP,
+  the VolumeAttachment informer termination starts).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySo
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions, always  # noqa: E402
 from karpenter_policy.reconcile.state.feed import StateFeed  # noqa: E402
 from karpenter_policy.simulate.kubelet import FakeKubelet  # noqa: E402
+from karpenter_policy.simulate.scene import Scene  # noqa: E402
 
 from .awsaccount import K8S_VERSION, REGION, ZONES, WorkloadsAccount  # noqa: E402
 from .support import POLICIES, FakeClock, Harness, compile_policies, configmap_manifest  # noqa: E402
@@ -54,6 +57,20 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def configmap(compiled: Path) -> dict[str, Any]:
     return configmap_manifest(compiled)
+
+
+@pytest.fixture()
+def closing() -> Iterator[Callable[[Scene], Scene]]:
+    """`closing(scene)` is the scene, closed at the test's teardown (`Scene.close`: no informer outlives the test)."""
+    scenes: list[Scene] = []
+
+    def close_later(scene: Scene) -> Scene:
+        scenes.append(scene)
+        return scene
+
+    yield close_later
+    for scene in scenes:
+        scene.close()
 
 
 @pytest.fixture()

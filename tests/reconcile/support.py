@@ -8,7 +8,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,14 @@ from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
 from karpenter_policy.simulate.kubelet import FakeKubelet
+from karpenter_policy.simulate.scene import Scene
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "workloads" / "policies"
 Obj = dict[str, Any]
+
+#: The `closing` fixture (tests/reconcile/conftest.py): `closing(scene)` is the scene, closed at teardown.
+Closing = Callable[[Scene], Scene]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -42,7 +42,7 @@ from .test_end_to_end_kubectl import GENEROUS, Kubectl, free_port, probe, until
 chart = pytest.importorskip("deploy.chart", reason="helm-python-sdk (Helm's Go SDK) is not installed")
 
 NEVER_JOINS = "m5.large"  # the kubelets of this instance type never join
-REGISTRATION_TTL = "20s"
+REGISTRATION_TTL = "10s"  # the never-joining node waits this out: short, yet far above a join (1 s)
 RELEASE_NAMESPACE = "karpenter-policy"
 PROFILE = "KarpenterNodeInstanceProfile-workloads"
 ROLLOUT = f"--timeout={GENEROUS - 10:g}s"  # within the time kubectl is given
@@ -73,7 +73,7 @@ def _chart_values() -> dict[str, Any]:
     return chart.merged(chart.REQUIRED, {
         "cluster": {"name": CLUSTER, "kubernetesVersion": "1.27"},
         "controller": {"defaultInstanceProfile": PROFILE, "batchIdleDuration": "200ms", "logFormat": "text",
-                       # registration liveness at a test's pace: the never-joining node goes after 20 s, not 15 min
+                       # registration liveness at a test's pace: the never-joining node goes after 10 s, not 15 min
                        "registrationTTL": REGISTRATION_TTL},
     })
 

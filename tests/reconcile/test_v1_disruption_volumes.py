@@ -25,6 +25,7 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.nodes import ANNOTATION_HASH
 from karpenter_policy.testing import Scene, compile_policies
 
+from .support import Closing
 from .volumesupport import CLASSES, WITHOUT_CLASSES
 
 POLICIES = Path(__file__).resolve().parent / "data" / "v1consolidation"
@@ -198,7 +199,7 @@ def test_consolidation_replaces_a_node_whose_pod_has_a_local_volume_ignoring_its
 
 
 def test_a_node_whose_pod_has_a_claim_is_blocked_while_the_classes_cannot_be_listed(
-    compiled: Path, tmp_path: Path
+    compiled: Path, tmp_path: Path, closing: Closing,
 ) -> None:
     """A role that may not list StorageClasses (403): the node running a pod with a claim is not disrupted — its
     pods' volumes are unknown, never "none" — and says why; once the role allows the list, the node's replacement
@@ -219,7 +220,7 @@ def test_a_node_whose_pod_has_a_claim_is_blocked_while_the_classes_cannot_be_lis
         controller_cluster = KubeCluster.from_kubeconfig(
             str(server.write_kubeconfig(tmp_path / "controller", token=token)), backoff=FAST_BACKOFF)
         try:
-            scene = Scene(compiled, cluster=controller_cluster, types=M5)  # type: ignore[arg-type]
+            scene = closing(Scene(compiled, cluster=controller_cluster, types=M5))  # type: ignore[arg-type]
             big, other = _two_zones(scene, with_volume=True, age=0.0)  # the API server stamps its own time
             controller = scene.controller()
             results = _run(scene, controller, 60)

@@ -35,6 +35,8 @@ from karpenter_policy.reconcile.claims.readiness import Verdict
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.testing import Scene, compile_policies
 
+from .support import Closing
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller" / "policies"
 CURRENT = {NODEPOOL_HASH: "np-now", NODEPOOL_HASH_VERSION_KEY: NODEPOOL_HASH_VERSION,
@@ -213,7 +215,7 @@ def _kubectl_annotations(kubectl: Kubectl, resource: str) -> dict[str, str]:
 
 
 def test_an_upgrade_that_bumps_the_hash_versions_restamps_the_controllers_claims_over_http(
-    kubectl: Kubectl, tmp_path: Path
+    kubectl: Kubectl, tmp_path: Path, closing: Closing,
 ) -> None:
     """The controller stamps its NodeClaim at launch with the hashes its Node carries, and the NodePool and class
     with theirs. `kubectl annotate` then makes every version stale, as a Karpenter whose hash computation changed
@@ -222,7 +224,7 @@ def test_an_upgrade_that_bumps_the_hash_versions_restamps_the_controllers_claims
     is never drifted by the upgrade."""
     compiled = compile_policies(EXAMPLE, tmp_path / "build")
     kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "nodepools.yaml"))
-    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
     controller = scene.controller()
     kubectl("apply", "-f", "-", stdin=json.dumps(POD))
     scene.run(controller, 120, until=lambda: not scene.unbound())

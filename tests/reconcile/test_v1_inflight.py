@@ -8,6 +8,7 @@ test names its Go test (kubernetes-sigs/karpenter v1.14.1 or v0.31.1) and line."
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,44 +20,13 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.testing import Scene, compile_policies
 
-from .v1moto import NODE_CLASS
+from .v1moto import NODE_CLASS, drifting_nodepool, legacy_provisioner
 
 #: A replacement node initializes this long after its launch (the commands under way are seen meanwhile).
 STARTUP = 30.0
 
-_POOL = """apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: {name}
-spec:
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: {after}
-    budgets:
-      - nodes: "{nodes}"
-  template:
-    spec:
-      expireAfter: Never
-      requirements:
-        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}}
-      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
----
-"""
 #: A Provisioner beside them (v0.31.1's semantics for its nodes).
-_PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
-kind: Provisioner
-metadata:
-  name: legacy
-spec:
-  requirements:
-    - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
-    - {key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}
-  provider:
-    subnetSelector: {karpenter.sh/discovery: test}
-    securityGroupSelector: {karpenter.sh/discovery: test}
----
-"""
+_PROVISIONER = legacy_provisioner(["m5.large", "m5.xlarge", "m5.2xlarge"])
 #: NodePool → (consolidateAfter, budget nodes): `roll` drifts two nodes at a time, `steady` never moves.
 POOLS = {"roll": ("Never", "2"), "steady": ("Never", "0")}
 
@@ -66,7 +36,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("v1inflight")
     policies = root / "policies"
     policies.mkdir()
-    text = "".join(_POOL.format(name=name, after=after, nodes=nodes) for name, (after, nodes) in POOLS.items())
+    text = "".join(drifting_nodepool(name, after, nodes) for name, (after, nodes) in POOLS.items())
     (policies / "nodepools.yaml").write_text(text + _PROVISIONER + NODE_CLASS)
     return compile_policies(policies, root / "build")
 
@@ -153,7 +123,10 @@ def test_budgets_that_cannot_be_read_place_every_pod_of_a_node_being_deleted(
 ) -> None:
     """The PodDisruptionBudgets are read (outside the state's lock) only when a NodePool's node being deleted runs
     pods; a list that fails reads as no budget — the pod is placed again and a node launched for it, with a warning —
-    never an exception that ends the provisioning pass, never no room."""
+    never an exception that ends the provisioning pass, never no room. The warning is logged once per outage, not
+    once per pass (issue #26: every pass logged it while the list failed), and the list working again is logged
+    once; a second outage is warned of again."""
+    caplog.set_level(logging.INFO, "karpenter_policy.reconcile.controller.provisioner")
     scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
     going = scene.add_node("NodePool/steady", "m5.large", age=3600)
     scene.add_pod("web", cpu="1500m", node=going, labels={"app": "web"})
@@ -161,18 +134,40 @@ def test_budgets_that_cannot_be_read_place_every_pod_of_a_node_being_deleted(
     controller = scene.controller()
     scene.run(controller, 5)
     listing = scene.cluster.list
+    refused: list[bool] = []  # each list of the budgets: refused or not
+    refuse = True
 
     def refusing(kind: Any, *args: Any, **kwargs: Any) -> Any:
         if kind == objects.POD_DISRUPTION_BUDGET:
-            raise ClusterError("poddisruptionbudgets is forbidden")
+            refused.append(refuse)
+            if refuse:
+                raise ClusterError("poddisruptionbudgets is forbidden")
         return listing(kind, *args, **kwargs)
+
+    def said(text: str) -> int:
+        return sum(text in record.getMessage() for record in caplog.records)
+
+    def provisioning_pass(name: str) -> None:  # a pending pod: a batch, whose pass lists the budgets again
+        lists = len(refused)
+        scene.add_pod(name, cpu="100m")
+        scene.run(controller, 60, until=lambda: len(refused) > lists and not scene.unbound())
 
     monkeypatch.setattr(scene.cluster, "list", refusing)
     scene.cluster.delete(objects.NODE, going)
     scene.run(controller, 120)
     launched = sorted(set(scene.nodes()) - {going})
     assert len(launched) == 1, launched
-    assert "PodDisruptionBudgets unavailable" in caplog.text
+    for name in ("late-0", "late-1", "late-2"):
+        provisioning_pass(name)
+    assert refused == [True] * 4, "the list failed at each pass"
+    assert said("PodDisruptionBudgets unavailable") == 1
+    refuse = False
+    provisioning_pass("late-3")
+    provisioning_pass("late-4")
+    assert refused[4:] == [False, False] and said("PodDisruptionBudgets listed again after 4 failed") == 1
+    refuse = True
+    provisioning_pass("late-5")
+    assert refused[-1] and said("PodDisruptionBudgets unavailable") == 2
 
 
 @pytest.mark.parametrize("pool", ["steady", "legacy"])

@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_policy.model import labels as wk
-from karpenter_policy.testing import compile_policies
-
-from .v1moto import launch_template_data, moto_scene
+from .v1moto import launch_template_data, moto_launched
 
 POLICY = """\
 apiVersion: karpenter.sh/v1
@@ -58,14 +55,7 @@ spec:
 
 @pytest.mark.slow
 def test_a_class_of_several_subnet_terms_public_ip_and_raid0_launches(tmp_path: Path) -> None:
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "nodepools.yaml").write_text(POLICY)
-    compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
-    with moto_scene(compiled) as (scene, moto):
-        scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
-        controller = scene.controller()
-        scene.run(controller, 300, until=lambda: not scene.unbound())
-        assert not scene.unbound()
+    with moto_launched(POLICY, tmp_path) as (scene, moto, _):
         (launched,) = moto.provider.list(scene.options().cluster_name)
         named = {
             str(s["SubnetId"]): {t["Key"]: t["Value"] for t in s.get("Tags") or []}.get("Name")
@@ -97,14 +87,7 @@ def test_an_ssm_parameter_class_launches_its_image_with_ip_prefixes_and_drifts_w
     simulated account puts it), its launch template's primary interface has 2 IPv4 prefixes. The parameter then
     names another image: once the 5-minute cache lapses, AMI drift (`current_image`, the same resolution as the
     launch: aws pkg/cloudprovider/drift.go `isAMIDrifted`) replaces the node with one of the new image."""
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "nodepools.yaml").write_text(SSM_POLICY)
-    compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
-    with moto_scene(compiled) as (scene, moto):
-        scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
-        controller = scene.controller()
-        scene.run(controller, 300, until=lambda: not scene.unbound())
-        assert not scene.unbound()
+    with moto_launched(SSM_POLICY, tmp_path) as (scene, moto, controller):
         named = moto.api.call("ssm", "get_parameter", Name="/platform/eks/node-ami")["Parameter"]["Value"]
         (first,) = moto.provider.list(scene.options().cluster_name)
         assert first.image_id == named == moto.account.images["amd64"]

@@ -19,6 +19,8 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import InformerFeed
 from karpenter_policy.testing import Scene, compile_policies
 
+from .support import Closing
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller"
 
@@ -37,11 +39,11 @@ def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
 
 
 def test_kubectl_get_nodeclaims_shows_the_controllers_claims_with_the_crds_columns(
-    kubectl: Kubectl, tmp_path: Path
+    kubectl: Kubectl, tmp_path: Path, closing: Closing,
 ) -> None:
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
     kubectl.cluster.create(objects.NODE_POOL, {"metadata": {"name": "default"}, "spec": {}})
-    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
     kubectl("apply", "-f", "-", stdin=json.dumps(POD))
     controller = scene.controller()
     scene.run(controller, 120, until=lambda: not scene.unbound())
@@ -81,14 +83,14 @@ def _registration_health(kubectl: Kubectl) -> dict[str, object]:
 
 
 def test_kubectl_shows_the_nodepools_registration_health_written_through_its_status(
-    kubectl: Kubectl, tmp_path: Path
+    kubectl: Kubectl, tmp_path: Path, closing: Closing,
 ) -> None:
     """NodeRegistrationHealthy over HTTP (registrationhealth/controller.go, registration.go): the NodePools and their
     EC2NodeClass applied with kubectl as GitOps applies them; the controller writes the condition through
     /status — Unknown at its first step with the class's generation observed, True once a claim registered."""
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
     kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "policies" / "nodepools.yaml"))  # no CRD schema served
-    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
     controller = scene.controller()
     scene.step(controller)
     first = _registration_health(kubectl)
@@ -101,11 +103,11 @@ def test_kubectl_shows_the_nodepools_registration_health_written_through_its_sta
     assert scene.metric(controller, "karpenter_policy_nodepool_status_failures_total", reason="refused") is None
 
 
-def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_path: Path) -> None:
+def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_path: Path, closing: Closing) -> None:
     """A cluster that does not serve NodeClaims (404 on create): the node is registered and its pod bound, without a
     claim — never a launch left hanging for want of one."""
     with kubectl_against(tmp_path) as kubectl:
-        scene = Scene(compile_policies(EXAMPLE / "policies", tmp_path / "build"), cluster=kubectl.cluster)  # type: ignore[arg-type]
+        scene = closing(Scene(compile_policies(EXAMPLE / "policies", tmp_path / "build"), cluster=kubectl.cluster))  # type: ignore[arg-type]
         kubectl("apply", "-f", "-", stdin=json.dumps(POD))
         controller = scene.controller()
         scene.run(controller, 120, until=lambda: not scene.unbound())
@@ -117,12 +119,12 @@ def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_
 
 
 def test_kubectl_delete_nodeclaim_drains_and_deletes_its_node_and_terminates_its_instance(
-    kubectl: Kubectl, tmp_path: Path
+    kubectl: Kubectl, tmp_path: Path, closing: Closing,
 ) -> None:
     """`kubectl delete nodeclaim X --wait=false`, as on a Karpenter v1.14.1 cluster (lifecycle controller.go
     `finalize`): the Node goes (drained through termination), the instance is terminated, then the claim."""
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
-    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
     kubectl("apply", "-f", "-", stdin=json.dumps(POD))
     controller = scene.controller()
     scene.run(controller, 120, until=lambda: not scene.unbound())
@@ -148,7 +150,7 @@ def _condition(kubectl: Kubectl, kind: str) -> tuple[str, str]:
 
 
 def test_a_nodepool_edited_with_kubectl_becomes_not_ready_and_provisioning_stops_for_it(
-    kubectl: Kubectl, tmp_path: Path
+    kubectl: Kubectl, tmp_path: Path, closing: Closing,
 ) -> None:
     """provisioner.go's `StatusConditions().IsTrue(Ready)` filter over HTTP: the NodePools applied with kubectl are
     Ready (written through /status) and provision; `kubectl patch` gives `default` a label v1.14.1's RuntimeValidate
@@ -156,7 +158,7 @@ def test_a_nodepool_edited_with_kubectl_becomes_not_ready_and_provisioning_stops
     Ready False, and a new pod of that NodePool stays pending."""
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
     kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "policies" / "nodepools.yaml"))
-    scene = Scene(compiled, cluster=kubectl.cluster)  # type: ignore[arg-type]
+    scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
     controller = scene.controller()
     kubectl("apply", "-f", "-", stdin=json.dumps(POD))
     scene.run(controller, 120, until=lambda: not scene.unbound())

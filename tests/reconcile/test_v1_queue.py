@@ -5,7 +5,7 @@ up their NodePool's allowance. Each ported test names its Go test (kubernetes-si
 pkg/controllers/disruption) and line; a "Drifted" NodeClaim there is a node stamped with a stale static hash here,
 "executing a command" is its replacements initializing, then its candidates deleted and drained.
 
-The NodePools (written per test module, `_POOL`) differ only in their budget and never consolidate unless told:
+The NodePools (`v1moto.drifting_nodepool`) differ only in their budget and never consolidate unless told:
 drift is what rolls."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.testing import Scene, compile_policies
 
-from .v1moto import NODE_CLASS
+from .v1moto import NODE_CLASS, drifting_nodepool, legacy_provisioner
 
 M5 = ["m5.large", "m5.xlarge", "m5.2xlarge"]
 #: One pod of this size fills an m5.large (about 1.9 vCPU allocatable): a drifted node's pods need a replacement.
@@ -30,36 +30,8 @@ FULL = "1500m"
 #: A replacement node initializes this long after its launch (the commands under way can be seen meanwhile).
 STARTUP = 30.0
 
-_POOL = """apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: {name}
-spec:
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: {consolidate_after}
-{budgets}  template:
-    spec:
-      expireAfter: Never
-      requirements:
-        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large", "m5.xlarge", "m5.2xlarge"]}}
-      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
----
-"""
 #: A Provisioner beside them: its commands keep v0.31.1's one at a time.
-_PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
-kind: Provisioner
-metadata:
-  name: legacy
-spec:
-  requirements:
-    - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
-  provider:
-    subnetSelector: {karpenter.sh/discovery: test}
-    securityGroupSelector: {karpenter.sh/discovery: test}
----
-"""
+_PROVISIONER = legacy_provisioner()
 #: NodePool name → its budget's nodes ("" none: Karpenter's default of 10 %), and its consolidateAfter.
 POOLS = {
     "twenty": ("20%", "Never"), "thirty": ("30%", "Never"), "one": ("1", "Never"), "default": ("", "Never"),
@@ -73,10 +45,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("v1queue")
     policies = root / "policies"
     policies.mkdir()
-    text = ""
-    for name, (nodes, after) in POOLS.items():
-        budgets = f"    budgets:\n      - nodes: \"{nodes}\"\n" if nodes else ""
-        text += _POOL.format(name=name, consolidate_after=after, budgets=budgets)
+    text = "".join(drifting_nodepool(name, after, nodes) for name, (nodes, after) in POOLS.items())
     (policies / "nodepools.yaml").write_text(text + _PROVISIONER + NODE_CLASS)
     return compile_policies(policies, root / "build")
 

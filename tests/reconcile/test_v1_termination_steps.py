@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kube.conftest import FAST_BACKOFF
+from kube.emulator import EmulatorThread
 
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.attachments import InformedAttachments
+from karpenter_policy.kube.client import KubeCluster
 from karpenter_policy.kube.objects import NODE_CLAIM, PERSISTENT_VOLUME_CLAIM, VOLUME_ATTACHMENT
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims import conditions as cond
@@ -260,6 +263,34 @@ def test_a_pass_over_several_terminating_nodes_lists_the_attachments_once_not_pe
     scene.run(controller, 3, until=lambda: nodes[1] not in scene.nodes())
     assert sorted(scene.nodes()) == [nodes[0], nodes[2]]
     assert lists.count("volumeattachments") == 1
+
+
+def test_a_step_driven_controller_over_http_stops_the_attachment_informer_it_started_when_closed(
+    compiled: Path, tmp_path: Path
+) -> None:
+    """Issue #26: a controller driven step by step on an API server over HTTP (the scenes of the kubectl tests)
+    starts the VolumeAttachment informer when a node is first past its drain, and had no way to stop it: after the
+    test's server stopped, the informer's thread went on retrying "Connection refused" for the rest of the run.
+    `Scene.close` (`Controller.close`) ends the thread — `Informer.stop` joins it, the signal waited on — and a
+    step after the close does not start it again (the attachments read as unknown: the node is held)."""
+    with EmulatorThread(seed_namespaces=True) as server:
+        cluster = KubeCluster.from_kubeconfig(str(server.write_kubeconfig(tmp_path / "kubeconfig")),
+                                              backoff=FAST_BACKOFF)
+        try:
+            scene = Scene(compiled, types=["m5.large"], cluster=cluster)  # type: ignore[arg-type]
+            node = scene.add_node("NodePool/patient", "m5.large")
+            controller = scene.controller()
+            attachments = controller.terminator.attachments
+            assert isinstance(attachments, InformedAttachments)
+            scene.cluster.delete(objects.NODE, node)
+            scene.run(controller, 30, until=lambda: attachments.informer.health().alive)
+            assert attachments.informer.health().alive, "started when the node needed its attachments"
+            scene.close()
+            assert not attachments.informer.health().alive, "stopped with its controller"
+            scene.step(controller)
+            assert not attachments.informer.health().alive, "never started again once closed"
+        finally:
+            cluster.close()
 
 
 def test_the_threaded_runner_reads_attachments_from_an_informer_it_starts_when_a_node_first_needs_them(

@@ -23,6 +23,7 @@ from karpenter_policy.kube.objects import PERSISTENT_VOLUME, PERSISTENT_VOLUME_C
 from karpenter_policy.model import labels as wk
 from karpenter_policy.testing import Scene
 
+from .support import Closing
 from .volumesupport import BIND_COMPLETED, CLASSES, WITHOUT_CLASSES, example_nodepools
 
 
@@ -94,14 +95,16 @@ def node_of(scene: Scene, pod: str) -> Obj | None:
     return scene.node(name) if name else None
 
 
-def test_a_pod_whose_claim_is_lost_gets_no_node_and_v1_14_1s_event(nodepools: Path, api: KubeCluster) -> None:
+def test_a_pod_whose_claim_is_lost_gets_no_node_and_v1_14_1s_event(
+    nodepools: Path, api: KubeCluster, closing: Closing
+) -> None:
     """Ported: provisioning/scheduling/suite_test.go:3749, "should not launch nodes for pod with Lost
     persistentVolumeClaim" (a WaitForFirstConsumer class, its claim `Lost`); with :2066's valid pod beside it,
     which gets its node. The Event is v1.14.1's `PodFailedToScheduleEvent` of the `Validate` error."""
     api.create(STORAGE_CLASS, storage_class("default-storage-class", ["us-east-1a"]))
     made = api.create(PERSISTENT_VOLUME_CLAIM, claim("tmp-ephemeral", storage_class_name="default-storage-class"))
     with_status(api, made, "Lost")
-    scene = Scene(nodepools, cluster=api)  # type: ignore[arg-type]
+    scene = closing(Scene(nodepools, cluster=api))  # type: ignore[arg-type]
     api.create(objects.POD, pod("lost", claims("tmp-ephemeral")))
     api.create(objects.POD, pod("valid"))
     controller = scene.controller()
@@ -115,7 +118,9 @@ def test_a_pod_whose_claim_is_lost_gets_no_node_and_v1_14_1s_event(nodepools: Pa
                                 "(PersistentVolumeClaim default/tmp-ephemeral)")
 
 
-def test_a_bound_claims_volume_zone_pins_the_new_nodes_zone(nodepools: Path, api: KubeCluster) -> None:
+def test_a_bound_claims_volume_zone_pins_the_new_nodes_zone(
+    nodepools: Path, api: KubeCluster, closing: Closing
+) -> None:
     """Ported: provisioning/suite_test.go:2171, "should schedule to volume zones if volume already bound": the
     claim bound (and annotated so) to a PersistentVolume in one zone; the node is launched there."""
     api.create(STORAGE_CLASS, storage_class("gp3", ["us-east-1b", "us-east-1c", "us-east-1d"]))
@@ -123,7 +128,7 @@ def test_a_bound_claims_volume_zone_pins_the_new_nodes_zone(nodepools: Path, api
     made = api.create(PERSISTENT_VOLUME_CLAIM, claim("data", storage_class_name="gp3", volume_name="pv-data",
                                                      bound=True))
     with_status(api, made, "Bound")
-    scene = Scene(nodepools, cluster=api)  # type: ignore[arg-type]
+    scene = closing(Scene(nodepools, cluster=api))  # type: ignore[arg-type]
     api.create(objects.POD, pod("db", claims("data")))
     controller = scene.controller()
     scene.run(controller, 120, until=lambda: node_of(scene, "db") is not None)
@@ -215,7 +220,7 @@ def test_a_claim_made_later_lets_the_pod_be_provisioned(nodepools: Path) -> None
 
 
 def test_a_pod_with_a_claim_is_held_while_the_classes_cannot_be_listed_never_read_as_none(
-    nodepools: Path, tmp_path: Path
+    nodepools: Path, tmp_path: Path, closing: Closing,
 ) -> None:
     """A role that may not list StorageClasses (403): the pod with a claim is held — an error naming the cause in
     the step's result — while the pod without one gets its node; once the role allows it, the held pod is
@@ -236,7 +241,7 @@ def test_a_pod_with_a_claim_is_held_while_the_classes_cannot_be_listed_never_rea
         controller_cluster = KubeCluster.from_kubeconfig(
             str(server.write_kubeconfig(tmp_path / "controller", token=token)), backoff=FAST_BACKOFF)
         try:
-            scene = Scene(nodepools, cluster=controller_cluster)  # type: ignore[arg-type]
+            scene = closing(Scene(nodepools, cluster=controller_cluster))  # type: ignore[arg-type]
             controller = scene.controller()
             errors: list[str] = []
             for _ in range(40):

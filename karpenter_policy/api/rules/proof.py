@@ -12,9 +12,9 @@ REQUIREMENTS_CONFLICT = Rule(
     severity=ERROR,
     summary="Requirements, labels and Karpenter defaults that no instance type satisfies together.",
     description=(
-        "The Provisioner's requirements, labels and Karpenter's defaults contradict each other: no instance type "
-        "can satisfy them together. The finding is placed at the first line of the smallest conflicting set, the "
-        "other lines are related locations. Karpenter would never launch a node for it."
+        "A Provisioner's or NodePool's requirements, labels and Karpenter's defaults contradict each other: no "
+        "instance type can satisfy them together. The finding is placed at the first line of the smallest "
+        "conflicting set, the other lines are related locations. Karpenter would never launch a node for it."
     ),
     karpenter=(
         "core pkg/scheduling/requirements.go: Requirements.Compatible; aws pkg/apis/v1alpha5/provisioner.go: "
@@ -99,9 +99,10 @@ DEAD_VALUE = Rule(
     summary="Values of an In requirement that no instance type can have under the other requirements and defaults.",
     description=(
         "Values of an In requirement on a catalog label (instance family, type, size, category, generation, ...) "
-        "that exist in the catalog, yet no instance type the provisioner admits has them: another requirement or "
-        "one of Karpenter's defaults (kubernetes.io/arch In [amd64] when arch is not required) rules them out. The "
-        "provisioner still launches the other values: a warning naming the dead values and what excludes them."
+        "that exist in the catalog, yet no instance type the provisioner or NodePool admits has them: another "
+        "requirement or one of Karpenter's defaults (kubernetes.io/arch In [amd64] when arch is not required) rules "
+        "them out. The provisioner or NodePool still launches the other values: a warning naming the dead values and "
+        "what excludes them."
     ),
     karpenter=(
         "core pkg/controllers/provisioning/scheduling/nodeclaim.go: filterInstanceTypesByRequirements; aws "
@@ -115,8 +116,8 @@ SOLVER_TIMEOUT = Rule(
     severity=WARNING,
     summary="The solver could not decide within its time limit; nothing was proven.",
     description=(
-        "The solver could not decide the Provisioner within --timeout-ms: nothing was proven about it. A "
-        "warning."
+        "The solver could not decide the Provisioner or NodePool within --timeout-ms: nothing was proven about it. "
+        "A warning."
     ),
 )
 

@@ -112,12 +112,13 @@ UNRESOLVED_REFERENCE = Rule(
         "A providerRef, a runtimeClassName or a pod's volume claim names an object that is not among the checked files."
     ),
     description=(
-        "A Provisioner's providerRef names an AWSNodeTemplate that is not among the files checked, or (check "
-        "--workloads) a pod's runtimeClassName names a RuntimeClass, or its volume a PersistentVolumeClaim, "
-        "PersistentVolume or StorageClass, that is not among the workloads read. A warning: it may live elsewhere; "
-        "Karpenter cannot launch nodes for the Provisioner until it exists, the pod's RuntimeClass overhead is not "
-        "counted (Kubernetes rejects the pod if the cluster has no such class), and the volume adds no zone to the "
-        "pod (Karpenter would not schedule the pod until the claim exists)."
+        "A Provisioner's providerRef names an AWSNodeTemplate (a NodePool's nodeClassRef an EC2NodeClass) that is "
+        "not among the files checked, or (check --workloads) a pod's runtimeClassName names a RuntimeClass, or its "
+        "volume a PersistentVolumeClaim, PersistentVolume or StorageClass, that is not among the workloads read. A "
+        "warning: it may live elsewhere; Karpenter cannot launch nodes for the Provisioner or NodePool until it "
+        "exists, the pod's RuntimeClass overhead is not counted (Kubernetes rejects the pod if the cluster has no "
+        "such class), and the volume adds no zone to the pod (Karpenter would not schedule the pod until the claim "
+        "exists)."
     ),
     karpenter=(
         "aws pkg/cloudprovider/cloudprovider.go: CloudProvider.resolveNodeTemplate; core "

@@ -20,7 +20,8 @@ CRD_SOURCE_TAG: Final = "v1.14.1"
 NODEPOOL_API_VERSION: Final = "karpenter.sh/v1"
 NODEPOOL_KIND: Final = "NodePool"
 NODECLAIM_KIND: Final = "NodeClaim"
-EC2NODECLASS_API_VERSION: Final = "karpenter.k8s.aws/v1"
+EC2NODECLASS_GROUP: Final = "karpenter.k8s.aws"
+EC2NODECLASS_API_VERSION: Final = f"{EC2NODECLASS_GROUP}/v1"
 EC2NODECLASS_KIND: Final = "EC2NodeClass"
 
 CRD_DIRECTORY: Final = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeGuard
 
 from karpenter_policy.api.violations import RUNTIME_VALIDATION, Path, Violation
+from karpenter_policy.model.labels import CAPACITY_TYPE as CAPACITY_TYPE_LABEL
+from karpenter_policy.model.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_policy.model.labels import label_value_errors, qualified_name_errors
 
-NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
-CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
 INSTANCE_TENANCY_LABEL: Final = "karpenter.k8s.aws/instance-tenancy"
 
 #: `WellKnownLabels` of core `labels.go`, with the AWS provider's `init` additions.

@@ -73,6 +73,13 @@ from karpenter_policy.api.aws import ID_SELECTOR_KEYS
 from karpenter_policy.api.defaults import default_provisioner
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND
 from karpenter_policy.api.placeholders import FLUX_SUBSTITUTE, MATCHED_FIELDS, marked_for_flux
+from karpenter_policy.api.v1.crds import (
+    EC2NODECLASS_API_VERSION,
+    EC2NODECLASS_GROUP,
+    EC2NODECLASS_KIND,
+    NODEPOOL_API_VERSION,
+    NODEPOOL_KIND,
+)
 from karpenter_policy.api.violations import ERROR, V1_CONVERSION, WARNING, Path, Violation
 from karpenter_policy.commands.flags import API_VERSIONS
 from karpenter_policy.model.labels import normalize_key
@@ -80,13 +87,8 @@ from karpenter_policy.model.resources import parse_quantity
 
 API_V1ALPHA5, API_V1 = API_VERSIONS  # compile --api
 
-NODEPOOL_API_VERSION = "karpenter.sh/v1"
-NODEPOOL_KIND = "NodePool"
-NODECLASS_GROUP = "karpenter.k8s.aws"
-NODECLASS_API_VERSION = f"{NODECLASS_GROUP}/v1"
-NODECLASS_KIND = "EC2NodeClass"
 NODEPOOL_V1BETA1_API_VERSION = "karpenter.sh/v1beta1"
-NODECLASS_V1BETA1_API_VERSION = f"{NODECLASS_GROUP}/v1beta1"
+NODECLASS_V1BETA1_API_VERSION = f"{EC2NODECLASS_GROUP}/v1beta1"
 TARGET_V1 = "v1"
 TARGET_V1BETA1 = "v1beta1"
 
@@ -331,8 +333,8 @@ class _Converter:
         for key in ("labels", "annotations"):
             if metadata and metadata.get(key):
                 meta[key] = dict(metadata[key])
-        api_version = NODECLASS_V1BETA1_API_VERSION if self.options.v1beta1 else NODECLASS_API_VERSION
-        return {"apiVersion": api_version, "kind": NODECLASS_KIND, "metadata": meta, "spec": out}
+        api_version = NODECLASS_V1BETA1_API_VERSION if self.options.v1beta1 else EC2NODECLASS_API_VERSION
+        return {"apiVersion": api_version, "kind": EC2NODECLASS_KIND, "metadata": meta, "spec": out}
 
     def block_device(self, mapping: Mapping[str, Any], path: Path, kind: str, name: str) -> dict[str, Any]:
         out = copy.deepcopy(dict(mapping))
@@ -372,7 +374,7 @@ class _Converter:
             "requirements": requirements,
             "nodeClassRef": {"name": class_name}
             if v1beta1
-            else {"group": NODECLASS_GROUP, "kind": NODECLASS_KIND, "name": class_name},
+            else {"group": EC2NODECLASS_GROUP, "kind": EC2NODECLASS_KIND, "name": class_name},
         }
         for key in ("taints", "startupTaints"):
             if spec.get(key):
@@ -699,7 +701,7 @@ def yaml_stream(objects: Iterable[Mapping[str, Any]]) -> str:
     return "".join("---\n" + dump_yaml(obj) for obj in objects)
 
 
-_ORDER = {"ConfigMap": 0, NODE_TEMPLATE_KIND: 1, NODECLASS_KIND: 1, PROVISIONER_KIND: 2, NODEPOOL_KIND: 2}
+_ORDER = {"ConfigMap": 0, NODE_TEMPLATE_KIND: 1, EC2NODECLASS_KIND: 1, PROVISIONER_KIND: 2, NODEPOOL_KIND: 2}
 
 
 def sort_objects(objects: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

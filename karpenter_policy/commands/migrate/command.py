@@ -40,6 +40,7 @@ from typing import Any
 
 from karpenter_policy.api.kinds import NODE_TEMPLATE_KIND, PROVISIONER_KIND, object_ref
 from karpenter_policy.api.rules.rule import ERROR
+from karpenter_policy.api.v1.crds import EC2NODECLASS_KIND, NODEPOOL_KIND
 from karpenter_policy.api.violations import (
     DUPLICATE_NAME,
     MIGRATION_NOT_EQUIVALENT,
@@ -62,8 +63,6 @@ from karpenter_policy.checks.source.loader import (
 )
 from karpenter_policy.checks.validation.policies import place
 from karpenter_policy.commands.compile.manifests import (
-    NODECLASS_KIND,
-    NODEPOOL_KIND,
     TARGET_V1,
     TARGET_V1BETA1,
     V1Options,
@@ -180,7 +179,7 @@ def _plan(
     plan.findings.extend(dict.fromkeys(placed))  # a template converted twice reports once
     refused |= {(i.kind, i.name) for i in issues if i.violation.severity == ERROR}
     pools = {str(o["metadata"]["name"]): o for o in objects if o["kind"] == NODEPOOL_KIND}
-    classes = {str(o["metadata"]["name"]): o for o in objects if o["kind"] == NODECLASS_KIND}
+    classes = {str(o["metadata"]["name"]): o for o in objects if o["kind"] == EC2NODECLASS_KIND}
     users: dict[str, list[str]] = {}
     for name in sorted(provisioners):
         template = _template_of(provisioners[name])

@@ -26,11 +26,11 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from karpenter_policy.checks.pinning import workload_of
 from karpenter_policy.checks.source.loader import LoadError, parse
 from karpenter_policy.commands.pin import render_scalar
+from karpenter_policy.model.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_policy.model.labels import PROVISIONER_NAME
 
 __all__ = ["NODEPOOL_LABEL", "RenamedFile", "rename_selectors"]
 
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
 _AFFINITY = ("affinity", "nodeAffinity")
 
 

@@ -50,7 +50,7 @@ from typing import Any, Final
 
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.cloud.amiselection import TermResolution, ami_for, resolve_terms, term_text
-from karpenter_policy.commands.plan.drift import PolicySide
+from karpenter_policy.commands.plan.drift import AMI_DRIFT, PolicySide
 from karpenter_policy.commands.plan.ec2answers import Ec2Answers, kubernetes_version
 from karpenter_policy.commands.plan.fleet import Claim, FleetNode
 from karpenter_policy.kube import objects
@@ -59,8 +59,6 @@ from karpenter_policy.model.requirements import Requirements
 
 __all__ = ["AMI_DRIFT", "AmiDriftRules", "mapped_ami", "selected_ami_ids"]
 
-#: Karpenter's drift reason (aws v1.14.1 `pkg/cloudprovider/drift.go`, `AMIDrift`).
-AMI_DRIFT: Final = "AMIDrift"
 #: Why a NodeClaim without `status.imageID` is not assessed: v1.14.1's `isAMIDrifted` errors for it (drift.go:98).
 NO_IMAGE_ID: Final = ("its NodeClaim has no status.imageID: Karpenter's check errors (\"no ami ID found in nodeClaim "
                       "status\") and decides nothing until the NodeClaim is launched (snapshot it again: `kubectl get "

@@ -42,7 +42,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from karpenter_policy.api.defaults import default_provisioner
 from karpenter_policy.api.objects import Provisioner
@@ -50,6 +50,7 @@ from karpenter_policy.commands.plan.fleet import FleetNode
 from karpenter_policy.model.requirements import Requirements
 
 __all__ = [
+    "AMI_DRIFT",
     "HASH_ANNOTATIONS",
     "AmiCheck",
     "NetworkCheck",
@@ -66,6 +67,9 @@ __all__ = [
 ]
 
 #: The annotations that carry the hash a node was launched with: Karpenter's, and this project's controller's.
+#: Karpenter's drift reason for an instance that does not run the AMI its template or class selects (aws v0.31.1
+#: and v1.14.1 `pkg/cloudprovider/drift.go`, `AMIDrift`).
+AMI_DRIFT: Final = "AMIDrift"
 HASH_ANNOTATIONS = ("karpenter.sh/provisioner-hash", "karpenter-policy/node-hash")
 NODE_TEMPLATE_HASH_ANNOTATION = "karpenter.k8s.aws/nodetemplate-hash"
 #: The Provisioner spec fields its hash covers (every field but those tagged `hash:"ignore"`).

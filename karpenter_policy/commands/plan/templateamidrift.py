@@ -26,13 +26,11 @@ from typing import Any, Final
 
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.cloud.amiselection import default_parameter, image_for, newest_first, selector_matches
-from karpenter_policy.commands.plan.drift import PolicySide
+from karpenter_policy.commands.plan.drift import AMI_DRIFT, PolicySide
 from karpenter_policy.commands.plan.ec2answers import Ec2Answers, kubernetes_version
 
 __all__ = ["AMI_DRIFT", "DEFAULT_FAMILY", "TemplateAmiDrift", "kubernetes_version"]
 
-#: Karpenter's drift reason (aws v0.31.1 `pkg/cloudprovider/drift.go`, `AMIDrift`).
-AMI_DRIFT: Final = "AMIDrift"
 #: v0.31's AMI family when a template names none.
 DEFAULT_FAMILY: Final = "AL2"
 #: Written where the note names a parameter and the Kubernetes version is not known.

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.api.constraintset import NODE_CLASS_LABEL, ConstraintSet
+from karpenter_policy.api.v1.crds import EC2NODECLASS_GROUP, EC2NODECLASS_KIND
 from karpenter_policy.api.v1.statichash import static_hash_annotations
 from karpenter_policy.cloud.provider import Instance
 from karpenter_policy.kube import objects
@@ -49,8 +50,6 @@ SUFFIX_LENGTH: Final = 5
 SCHEDULING_ONLY: Final = frozenset({wk.HOSTNAME, wk.PROVISIONER_NAME, wk.INITIALIZED, "karpenter.sh/registered"})
 #: Karpenter passes at most 60 instance types (`MaxInstanceTypes`).
 MAX_INSTANCE_TYPES: Final = 60
-NODE_CLASS_GROUP: Final = "karpenter.k8s.aws"
-NODE_CLASS_KIND: Final = "EC2NodeClass"
 
 
 def claim_name(nodepool: str, seed: str) -> str:
@@ -138,8 +137,8 @@ def _claim(
         "requirements": sorted(terms, key=lambda term: str(term.get("key"))),
         "resources": {"requests": dict(sorted(requests.items()))},
         "nodeClassRef": {
-            "group": NODE_CLASS_GROUP,
-            "kind": NODE_CLASS_KIND,
+            "group": EC2NODECLASS_GROUP,
+            "kind": EC2NODECLASS_KIND,
             "name": labels.get(NODE_CLASS_LABEL, constraint_set.provider.name if constraint_set.provider else "") or "",
         },
         **_optional(settings, "expireAfter"),

@@ -40,11 +40,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from karpenter_policy.api.v1.crds import EC2NODECLASS_GROUP
 from karpenter_policy.api.v1.nodepool import runtime_violations
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import EC2_NODE_CLASS, Obj
 from karpenter_policy.reconcile.claims import conditions
-from karpenter_policy.reconcile.claims.objects import NODE_CLASS_GROUP
 
 READY: Final = "Ready"
 VALIDATION_SUCCEEDED: Final = "ValidationSucceeded"
@@ -90,7 +90,7 @@ def node_class_name(nodepool: Obj) -> str | None:
     template = spec.get("template") if isinstance(spec, Mapping) else None
     inner = template.get("spec") if isinstance(template, Mapping) else None
     reference = inner.get("nodeClassRef") if isinstance(inner, Mapping) else None
-    if not isinstance(reference, Mapping) or reference.get("group") != NODE_CLASS_GROUP or \
+    if not isinstance(reference, Mapping) or reference.get("group") != EC2NODECLASS_GROUP or \
             reference.get("kind") != EC2_NODE_CLASS.kind or not isinstance(reference.get("name"), str):
         return None
     return str(reference["name"])

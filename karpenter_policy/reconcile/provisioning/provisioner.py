@@ -116,6 +116,7 @@ class Provisioner:
         self._nominated: dict[str, str] = {}  # pod uid → the node it was nominated to
         self._announced: set[str] = set()  # pods `notify` announced before the state saw them (not triggered twice)
         self._failing: dict[str, float] = {}  # NodeClaim name → when its launches began failing (not for capacity)
+        self._budgets_outage = logs.Outage()  # the PodDisruptionBudgets' list failing: logged once, and once back
         self.wake = wake or threading.Event()  # set when the provisioning thread has something to do
         context.state.subscribe(self._on_change)
 
@@ -296,18 +297,24 @@ class Provisioner:
     def _budgets(self) -> Sequence[Obj]:
         """The PodDisruptionBudgets, read (outside the state's lock: a LIST must never hold the informers back) only
         when a NodePool's node being deleted runs pods. A list that fails reads as no budget: every such pod is
-        placed again — room provisioned for a pod a budget would have kept, never none for one that moves; logged."""
+        placed again — room provisioned for a pod a budget would have kept, never none for one that moves; logged
+        once per outage (`logs.Outage`), and once when the list works again."""
         context = self.context
         if not budgets_needed(context.state):
             return ()
         try:
-            return context.cluster.list(objects.POD_DISRUPTION_BUDGET).items
+            budgets = context.cluster.list(objects.POD_DISRUPTION_BUDGET).items
         except ClusterError as error:
-            PROVISIONER.warning(
-                "PodDisruptionBudgets unavailable (%s): the pods of nodes being deleted are all placed again", error,
-                extra=context.fields(),
-            )
+            if self._budgets_outage.failed():
+                PROVISIONER.warning(
+                    "PodDisruptionBudgets unavailable (%s): the pods of nodes being deleted are all placed again",
+                    error, extra=context.fields(),
+                )
             return ()
+        if failures := self._budgets_outage.worked():
+            PROVISIONER.info("PodDisruptionBudgets listed again after %d failed list(s)", failures,
+                             extra=context.fields())
+        return budgets
 
     def _plan_ahead(self) -> None:
         def plan(templates: Templates, inputs: SchedulingInputs) -> Plan:
