@@ -31,7 +31,10 @@ from typing import Any
 from karpenter_policy.api.constraintset import node_configuration_of
 from karpenter_policy.api.v1.launchsettings import (
     CONNECTION_TRACKING,
+    CPU_OPTIONS,
     IP_PREFIX_COUNT,
+    NETWORK_INTERFACES,
+    PLACEMENT_GROUP,
     PUBLIC_IP,
     alias_version,
     ami_terms,
@@ -49,10 +52,13 @@ from karpenter_policy.cloud.aws.launchtemplates import (
     LaunchTemplates,
     block_device_mappings,
     connection_tracking,
+    cpu_options,
     metadata_options,
+    placement,
     template_data,
     template_name,
 )
+from karpenter_policy.cloud.aws.placementgroups import PARTITION, PlacementGroups
 from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
 from karpenter_policy.cloud.errors import (
     CloudError,
@@ -179,6 +185,7 @@ class AwsCloudProvider:
         self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version, wall_clock=wall_clock)
         self._profiles = InstanceProfiles(self.api, clock)
         self._templates = LaunchTemplates(self.api, clock)
+        self._placement_groups = PlacementGroups(self.api, clock)
         #: v1.14.1's `ClusterIPFamily`: IPv6 when the cluster DNS IP is an IPv6 address (aws pkg/operator).
         self._ipv6 = ":" in (cluster.dns_cluster_ip or "")
         self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
@@ -282,6 +289,9 @@ class AwsCloudProvider:
         """Why nodes of these settings cannot launch now: an AL2023 node's NodeConfig needs the cluster's service
         CIDR, which EKS has not told (Karpenter v1 holds such an EC2NodeClass not ready). None: they can."""
         spec = provider or {}
+        missing = self._missing_placement_group(spec)
+        if missing is not None:
+            return missing
         if spec.get("amiFamily") != NODEADM_FAMILY or spec.get("launchTemplate"):
             return None
         try:
@@ -289,6 +299,39 @@ class AwsCloudProvider:
         except CloudError as error:
             return f"AL2023's nodeadm needs the cluster's service CIDR, which EKS did not tell: {error}"
         return None
+
+    def _missing_placement_group(self, spec: Mapping[str, Any]) -> str | None:
+        """Why the class's placement group holds its nodes back (v1.14.1's `PlacementGroupReady` False, aws
+        pkg/controllers/nodeclass/placementgroup.go: not found, or its resolution failed); None: none named or found."""
+        selector = spec.get(PLACEMENT_GROUP)
+        if not selector:
+            return None
+        named = (selector.get("name") or selector.get("id")) if isinstance(selector, Mapping) else selector
+        try:
+            if self._placement_groups.get(selector) is None:
+                return f"placement group {str(named)!r} not found"
+        except CloudError as error:
+            return f"placement group {str(named)!r} could not be resolved: {error}"
+        return None
+
+    def _placement(self, request: LaunchRequest, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The launch template's Placement for the class's placement group (None: no selector). A partition group's
+        partition is the lowest the node's requirements name (v1.14.1's `EnsureAll`, launchtemplate.go:157-175: the
+        label's values sorted as strings, the first parsed; none: EC2 picks)."""
+        selector = spec.get(PLACEMENT_GROUP)
+        if not selector:
+            return None
+        why = self._missing_placement_group(spec)
+        if why is not None:
+            raise ConfigurationError(self.api.endpoint("ec2"), why, "DescribePlacementGroups")
+        group = self._placement_groups.get(selector)
+        assert group is not None  # found just now, and kept a minute
+        partition = 0
+        wanted = request.requirements.get(wk.PLACEMENT_GROUP_PARTITION)
+        if group.strategy == PARTITION and wanted is not None and wanted.values:
+            first = sorted(wanted.values)[0]
+            partition = int(first) if first.lstrip("-").isdigit() else 0
+        return placement(group.id, partition)
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         log.info("offering %s %s in %s unavailable: %s", instance_type, capacity_type, zone, reason)
@@ -373,6 +416,7 @@ class AwsCloudProvider:
                 "AWSNodeTemplate", "no instanceProfile in the node template and no default instance profile set"
             )
         types = [self._catalog[name] for name in names]
+        placed_in = self._placement(request, spec)
         images = self._amis.images(family, selectors(spec, AMIS), types, ami_terms(spec))
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
         taints = (*request.taints, *request.startup_taints)
@@ -422,6 +466,9 @@ class AwsCloudProvider:
                     ip_prefix_count=_prefixes(spec.get(IP_PREFIX_COUNT)),
                     ipv6=self._ipv6,
                     connection_tracking=connection_tracking(spec.get(CONNECTION_TRACKING)),
+                    interfaces=interfaces if isinstance(interfaces := spec.get(NETWORK_INTERFACES), list) else (),
+                    cpu=cpu_options(spec.get(CPU_OPTIONS)),
+                    placement=placed_in,
                 )
                 name = template_name(request.cluster_name, data)
                 if name not in templates.data:

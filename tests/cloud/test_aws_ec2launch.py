@@ -1,0 +1,214 @@
+"""An EC2NodeClass's `placementGroupSelector`, `networkInterfaces` and `cpuOptions` launch (issue #26) as Karpenter
+v1.14.1's launch template carries them (aws pkg/providers/launchtemplate/launchtemplate.go `generateNetworkInterfaces`
+and `cpuOptions`, types.go `buildPlacement`), read back from moto's server over HTTP (DescribeLaunchTemplateVersions).
+moto 5.2.5 has no placement groups: DescribePlacementGroups is answered by a stub in the test front, as EC2 answers
+it (the `state` filter, `GroupNames` / `GroupIds`, `InvalidPlacementGroup.Unknown` for a name it does not know)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from karpenter_policy.api.v1.launchsettings import launch_settings
+from karpenter_policy.cloud.errors import CloudError, ConfigurationError
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import Requirement, Requirements
+
+from .conftest import DISCOVERY, AwsEnv
+from .faultproxy import Answer, Call, error_answer
+from .support import launch_template, offer, request
+
+#: v1.14.1's launchtemplate suite_test.go:2675-2680 interfaces (two cards, an ENA and an EFA-only on each).
+FOUR_INTERFACES = [
+    {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+    {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"},
+    {"networkCardIndex": 1, "deviceIndex": 0, "interfaceType": "efa-only"},
+    {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "interface"},
+]
+CLUSTER_GROUP = {"GroupName": "training", "GroupId": "pg-0123456789abcdef0", "Strategy": "cluster"}
+PARTITION_GROUP = {"GroupName": "hdfs", "GroupId": "pg-0fedcba9876543210", "Strategy": "partition", "PartitionCount": 3}
+
+
+def node_class(**changes: Any) -> dict[str, Any]:
+    return launch_settings({
+        "amiSelectorTerms": [{"alias": "al2@latest"}],
+        "subnetSelectorTerms": [{"tags": DISCOVERY}],
+        "securityGroupSelectorTerms": [{"tags": DISCOVERY}],
+        **changes,
+    })
+
+
+def placement_groups(groups: Sequence[Mapping[str, Any]], asked: list[Call] | None = None) -> Any:
+    """DescribePlacementGroups as EC2 answers it: the groups named by GroupName.N or GroupId.N (an unknown name or
+    id: `InvalidPlacementGroup.Unknown`), only `available` ones under a `state` filter."""
+    def respond(call: Call) -> Answer:
+        if asked is not None:
+            asked.append(call)
+        names = [v for k, v in call.params.items() if k.startswith("GroupName.")]
+        ids = [v for k, v in call.params.items() if k.startswith("GroupId.")]
+        wanted = names or ids
+        field = "GroupName" if names else "GroupId"
+        found = [g for g in groups if not wanted or g[field] in wanted]
+        if wanted and len(found) < len(wanted):
+            unknown = f"The Placement Group {wanted[0]} is unknown"
+            return error_answer(call, 400, "InvalidPlacementGroup.Unknown", unknown)
+        items = "".join(
+            "<item>" + "".join(f"<{k[0].lower()}{k[1:]}>{v}</{k[0].lower()}{k[1:]}>" for k, v in g.items())
+            + "<state>available</state></item>"
+            for g in found
+        )
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<DescribePlacementGroupsResponse '
+            f'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>{uuid.uuid4()}</requestId>'
+            f"<placementGroupSet>{items}</placementGroupSet></DescribePlacementGroupsResponse>"
+        )
+        return Answer(200, body.encode(), {"Content-Type": "text/xml;charset=UTF-8"})
+
+    return respond
+
+
+def template_of_launch(
+    aws: AwsEnv, settings: dict[str, Any], requirements: Requirements | None = None
+) -> dict[str, Any]:
+    made = aws.provider().create(request(settings, [offer("m5.large", "us-east-1a")], requirements=requirements))
+    assert made.zone == "us-east-1a"
+    (template,) = aws.ec2.describe_launch_templates()["LaunchTemplates"]
+    return launch_template(aws.ec2, template["LaunchTemplateName"])
+
+
+# --- networkInterfaces ----------------------------------------------------------------------------------------------
+
+def test_the_class_interfaces_are_the_templates_in_its_order(aws: AwsEnv) -> None:
+    """launchtemplate suite_test.go:2674 "should configure network interfaces with same configuration as NodeClass"
+    (its entry "when pod does not request EFA", :2703): four interfaces, each with its card, device index and type,
+    the class's groups on each, and none at the top of the template."""
+    data = template_of_launch(aws, node_class(networkInterfaces=FOUR_INTERFACES))
+    assert [(i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in data["NetworkInterfaces"]] == [
+        (0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only"), (1, 1, "interface"),
+    ]  # fmt: skip
+    assert all(i["Groups"] == [aws.security_group] for i in data["NetworkInterfaces"])
+    assert "SecurityGroupIds" not in data
+
+
+def test_efa_only_interfaces_get_no_prefixes(aws: AwsEnv) -> None:
+    """launchtemplate suite_test.go:2709 "should not set prefix count on EFA-only interfaces": the ENA interfaces
+    carry the class's ipPrefixCount, the EFA-only one none (RunInstances refuses it there)."""
+    interfaces = [FOUR_INTERFACES[0], FOUR_INTERFACES[1], FOUR_INTERFACES[3]]
+    data = template_of_launch(aws, node_class(networkInterfaces=interfaces, ipPrefixCount=2))
+    assert [i.get("Ipv4PrefixCount") for i in data["NetworkInterfaces"]] == [2, None, 2]
+
+
+def test_efa_only_interfaces_get_no_connection_tracking_nor_public_address(aws: AwsEnv) -> None:
+    """launchtemplate suite_test.go:2649 "should apply ConnectionTracking to every user-configured NetworkInterface
+    in the launch template except efa-only"; the public address likewise (launchtemplate.go:326)."""
+    tracking = {"tcpEstablishedTimeout": 86400, "udpStreamTimeout": 120, "udpTimeout": 45}
+    expected = {"TcpEstablishedTimeout": 86400, "UdpStreamTimeout": 120, "UdpTimeout": 45}
+    data = template_of_launch(aws, node_class(
+        networkInterfaces=FOUR_INTERFACES, connectionTracking=tracking, associatePublicIPAddress=False))
+    interfaces = data["NetworkInterfaces"]
+    assert len(interfaces) == 4
+    for interface in interfaces:
+        efa_only = interface["InterfaceType"] == "efa-only"
+        assert interface.get("ConnectionTrackingSpecification") == (None if efa_only else expected)
+        assert interface.get("AssociatePublicIpAddress") == (None if efa_only else False)
+
+
+def test_efa_only_interfaces_get_no_ipv6(aws: AwsEnv) -> None:
+    """launchtemplate suite_test.go:2734 "should not set Ipv6 specs on EFA-only interfaces": in an IPv6 cluster the
+    ENA interface has PrimaryIpv6 and one IPv6 address, the EFA-only one neither (the template is built without
+    moto, which keeps IPv6 interfaces' fields as sent)."""
+    from karpenter_policy.cloud.aws.launchtemplates import network_interfaces
+
+    made = network_interfaces(FOUR_INTERFACES[:2], ["sg-1"], public_ip=None, ip_prefix_count=None, ipv6=True,
+                              connection_tracking=None)
+    assert made[0]["PrimaryIpv6"] is True and made[0]["Ipv6AddressCount"] == 1
+    assert "PrimaryIpv6" not in made[1] and "Ipv6AddressCount" not in made[1]
+
+
+# --- cpuOptions -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["enabled", "disabled"])
+def test_nested_virtualization_is_the_templates_cpu_options(aws: AwsEnv, value: str) -> None:
+    """cpuoptions_test.go:33 "should set NestedVirtualization when enabled" and :38 "… when disabled"."""
+    data = template_of_launch(aws, node_class(cpuOptions={"nestedVirtualization": value}))
+    assert data["CpuOptions"] == {"NestedVirtualization": value}
+
+
+@pytest.mark.parametrize("options", [None, {}])
+def test_no_nested_virtualization_no_cpu_options(aws: AwsEnv, options: dict[str, str] | None) -> None:
+    """cpuoptions_test.go:27 "should return nil for nil input" and :30 "… for empty CPUOptions"."""
+    changes = {} if options is None else {"cpuOptions": options}
+    assert "CpuOptions" not in template_of_launch(aws, node_class(**changes))
+
+
+# --- placementGroupSelector -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("selector", [{"name": "training"}, {"id": "pg-0123456789abcdef0"}])
+def test_the_template_is_placed_in_the_group(aws: AwsEnv, selector: dict[str, str]) -> None:
+    """placementgroup suite_test.go:135 "should return a placement group by name from the EC2 API" and :144 "… by
+    ID": the launch template's Placement names the group's id (types.go `buildPlacement`), asked by GroupNames for
+    a name, GroupIds for an id (suite_test.go:84, :93), only available groups (types.go `state` filter)."""
+    asked: list[Call] = []
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([CLUSTER_GROUP], asked))
+    data = template_of_launch(aws, node_class(placementGroupSelector=selector))
+    assert data["Placement"] == {"GroupId": "pg-0123456789abcdef0"}
+    key = "GroupName.1" if "name" in selector else "GroupId.1"
+    assert asked and all(c.params.get(key) == next(iter(selector.values())) for c in asked)
+    assert all(c.params.get("Filter.1.Name") == "state" and c.params.get("Filter.1.Value.1") == "available"
+               for c in asked)
+
+
+def test_a_partition_group_launches_into_the_lowest_partition_the_node_allows(aws: AwsEnv) -> None:
+    """launchtemplate.go:157-175 (`EnsureAll`): a partition group's partition is the lowest the NodeClaim's
+    `karpenter.k8s.aws/placement-group-partition` requirement names."""
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([PARTITION_GROUP]))
+    partitions = Requirements([Requirement.new(wk.PLACEMENT_GROUP_PARTITION, "In", ["3", "2"])])
+    data = template_of_launch(aws, node_class(placementGroupSelector={"name": "hdfs"}), partitions)
+    assert data["Placement"] == {"GroupId": "pg-0fedcba9876543210", "PartitionNumber": 2}
+
+
+def test_a_partition_group_without_a_partition_requirement_lets_ec2_pick(aws: AwsEnv) -> None:
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([PARTITION_GROUP]))
+    data = template_of_launch(aws, node_class(placementGroupSelector={"name": "hdfs"}))
+    assert data["Placement"] == {"GroupId": "pg-0fedcba9876543210"}
+
+
+def test_a_missing_group_holds_the_class_back_and_launches_nothing(aws: AwsEnv) -> None:
+    """placementgroup suite_test.go:151 "should return nil when placement group is not found" and nodeclass
+    placementgroup.go: `PlacementGroupReady` False, "Placement group %q not found" — the class is not ready, so
+    nothing launches (here: `unlaunchable` says why; a launch asked anyway is refused, never placed elsewhere)."""
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([CLUSTER_GROUP]))
+    settings = node_class(placementGroupSelector={"name": "absent"})
+    provider = aws.provider()
+    assert provider.unlaunchable(settings) == "placement group 'absent' not found"
+    with pytest.raises(ConfigurationError, match="placement group 'absent' not found"):
+        provider.create(request(settings, [offer("m5.large", "us-east-1a")]))
+    assert aws.instances() == []
+    assert provider.unlaunchable(node_class(placementGroupSelector={"name": "training"})) is None
+
+
+def test_the_answer_is_kept_a_minute_and_a_failure_answers_the_last_group(aws: AwsEnv) -> None:
+    """placementgroup suite_test.go:184 "should cache results and return from cache on subsequent calls" and :166
+    "should return an error and stale data when EC2 API returns an error" (here: the last group found, the failure
+    logged by the caller's next attempt)."""
+    from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
+    from karpenter_policy.cloud.aws.placementgroups import PlacementGroups
+
+    from .conftest import REGION
+
+    asked: list[Call] = []
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([CLUSTER_GROUP], asked))
+    api = AwsApi(AwsConnection(REGION, endpoint_url=aws.proxy.url, max_attempts=1))
+    groups = PlacementGroups(api, aws.clock)
+    first = groups.get({"name": "training"})
+    assert first is not None and first.id == "pg-0123456789abcdef0" and first.strategy == "cluster"
+    assert groups.get({"name": "training"}) == first and len(asked) == 1
+    aws.clock.advance(61)
+    aws.proxy.reset()
+    aws.proxy.serve("DescribePlacementGroups", lambda call: error_answer(call, 400, "UnauthorizedOperation", "denied"))
+    assert groups.get({"name": "training"}) == first
+    with pytest.raises(CloudError, match="denied"):
+        groups.get({"id": "pg-0123456789abcdef0"})  # never found: the error
