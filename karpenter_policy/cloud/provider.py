@@ -154,11 +154,13 @@ class NodeClassResolution:
     instanceprofile.go). `images`: the AMI ids its selector (or its family's SSM parameters) give the instance types
     of the catalog — empty when none matches, None when the cloud could not tell; `instance_profile`: the profile its
     launches use (its own, else the provider's default; "" when there is none); `instance_profile_found`: whether the
-    cloud has that profile (None: it could not tell)."""
+    cloud has that profile (None: it could not tell); `placement_group_found`: whether the cloud has the placement
+    group its `placementGroupSelector` names (True when it names none; None: it could not tell)."""
 
     images: frozenset[str] | None
     instance_profile: str
     instance_profile_found: bool | None
+    placement_group_found: bool | None = True
 
 
 def launch_tags(request: LaunchRequest, global_tags: Mapping[str, str] | None = None) -> dict[str, str]:

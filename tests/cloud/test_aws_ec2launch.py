@@ -30,6 +30,8 @@ FOUR_INTERFACES = [
 ]
 CLUSTER_GROUP = {"GroupName": "training", "GroupId": "pg-0123456789abcdef0", "Strategy": "cluster"}
 PARTITION_GROUP = {"GroupName": "hdfs", "GroupId": "pg-0fedcba9876543210", "Strategy": "partition", "PartitionCount": 3}
+SPREAD_GROUP = {"GroupName": "racks", "GroupId": "pg-0aaaaaaaaaaaaaaaa", "Strategy": "spread", "SpreadLevel": "rack"}
+PENDING_GROUP = {"GroupName": "new", "GroupId": "pg-0bbbbbbbbbbbbbbbb", "Strategy": "cluster", "State": "pending"}
 
 
 def node_class(**changes: Any) -> dict[str, Any]:
@@ -51,13 +53,15 @@ def placement_groups(groups: Sequence[Mapping[str, Any]], asked: list[Call] | No
         ids = [v for k, v in call.params.items() if k.startswith("GroupId.")]
         wanted = names or ids
         field = "GroupName" if names else "GroupId"
-        found = [g for g in groups if not wanted or g[field] in wanted]
-        if wanted and len(found) < len(wanted):
+        known = [g for g in groups if not wanted or g[field] in wanted]
+        if wanted and len(known) < len(wanted):
             unknown = f"The Placement Group {wanted[0]} is unknown"
             return error_answer(call, 400, "InvalidPlacementGroup.Unknown", unknown)
+        states = [v for k, v in call.params.items() if k.startswith("Filter.1.Value.")]
+        found = [{"State": "available", **g} for g in known]
+        found = [g for g in found if not states or g["State"] in states]
         items = "".join(
-            "<item>" + "".join(f"<{k[0].lower()}{k[1:]}>{v}</{k[0].lower()}{k[1:]}>" for k, v in g.items())
-            + "<state>available</state></item>"
+            "<item>" + "".join(f"<{k[0].lower()}{k[1:]}>{v}</{k[0].lower()}{k[1:]}>" for k, v in g.items()) + "</item>"
             for g in found
         )
         body = (
@@ -188,6 +192,40 @@ def test_a_missing_group_holds_the_class_back_and_launches_nothing(aws: AwsEnv) 
         provider.create(request(settings, [offer("m5.large", "us-east-1a")]))
     assert aws.instances() == []
     assert provider.unlaunchable(node_class(placementGroupSelector={"name": "training"})) is None
+
+
+@pytest.mark.parametrize(("selector", "ready"), [
+    (None, True),  # placementgroup_test.go:63 "… PlacementGroupReady condition set to true when no … selector"
+    ({"name": "training"}, True),  # :73 "should resolve a cluster placement group by name"
+    ({"id": "pg-0123456789abcdef0"}, True),  # :85 "should resolve a placement group by ID"
+    ({"name": "hdfs"}, True),  # :96 "should resolve a partition placement group with partition count"
+    ({"name": "racks"}, True),  # :109 "should resolve a spread placement group with spread level"
+    ({"name": "absent"}, False),  # :122 "should set condition false when placement group is not found"
+    ({"name": "new"}, False),  # :135 "should set condition false when placement group is not in available state"
+])
+def test_the_class_placement_group_readiness(aws: AwsEnv, selector: dict[str, str] | None, ready: bool) -> None:
+    """nodeclass placementgroup_test.go (v1.14.1): the EC2NodeClass's `PlacementGroupReady` — here
+    `CloudProvider.node_class`'s `placement_group_found`, which `reconcile.claims.readiness.class_ready` reads."""
+    aws.proxy.serve("DescribePlacementGroups", placement_groups(
+        [CLUSTER_GROUP, PARTITION_GROUP, SPREAD_GROUP, PENDING_GROUP]))
+    changes = {} if selector is None else {"placementGroupSelector": selector}
+    assert aws.provider().node_class(node_class(**changes)).placement_group_found is ready
+
+
+def test_the_resolved_group_says_its_strategy_partitions_and_spread_level(aws: AwsEnv) -> None:
+    """placementgroup_test.go:96 and :109: a partition group's count, a spread group's level (v1.14.1's
+    `PlacementGroupFromEC2`)."""
+    from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
+    from karpenter_policy.cloud.aws.placementgroups import PlacementGroup, PlacementGroups
+
+    from .conftest import REGION
+
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([PARTITION_GROUP, SPREAD_GROUP]))
+    groups = PlacementGroups(AwsApi(AwsConnection(REGION, endpoint_url=aws.proxy.url, max_attempts=1)), aws.clock)
+    assert groups.get({"name": "hdfs"}) == PlacementGroup("pg-0fedcba9876543210", "hdfs", "partition", 3)
+    assert groups.get({"id": "pg-0aaaaaaaaaaaaaaaa"}) == PlacementGroup(
+        "pg-0aaaaaaaaaaaaaaaa", "racks", "spread", spread_level="rack")
+    assert groups.get(None) is None and groups.get({}) is None  # suite_test.go:219 no selector: nil
 
 
 def test_the_answer_is_kept_a_minute_and_a_failure_answers_the_last_group(aws: AwsEnv) -> None:

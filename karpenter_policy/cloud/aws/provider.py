@@ -272,7 +272,8 @@ class AwsCloudProvider:
     def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
         """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's
         images, or the family's SSM parameters; none: an empty set), and whether IAM has the instance profile its
-        launches use (its `instanceProfile`, else the default; this controller creates none from a `role`)."""
+        launches use (its `instanceProfile`, else the default; this controller creates none from a `role`), and
+        whether EC2 has the placement group it names (v1.14.1's `PlacementGroupReady`)."""
         spec = provider or {}
         try:
             images: frozenset[str] | None = frozenset(self._amis.images(
@@ -283,7 +284,14 @@ class AwsCloudProvider:
         except CloudError:
             images = None
         profile = str(spec.get("instanceProfile") or self.cluster.default_instance_profile or "")
-        return NodeClassResolution(images, profile, self._profiles.exists(profile) if profile else False)
+        placement_group: bool | None = True
+        if spec.get(PLACEMENT_GROUP):
+            try:
+                placement_group = self._placement_groups.get(spec[PLACEMENT_GROUP]) is not None
+            except CloudError:
+                placement_group = None
+        found = self._profiles.exists(profile) if profile else False
+        return NodeClassResolution(images, profile, found, placement_group)
 
     def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
         """Why nodes of these settings cannot launch now: an AL2023 node's NodeConfig needs the cluster's service
