@@ -141,10 +141,14 @@ class Instance:
 class Network:
     """The subnets and security groups (ids) a node class's selectors resolve to now: what Karpenter v1.14.1 keeps
     in an EC2NodeClass's `status.subnets` and `status.securityGroups`, and what subnet and security-group drift
-    compare an instance with (aws pkg/cloudprovider/drift.go). Either may be empty: nothing resolves."""
+    compare an instance with (aws pkg/cloudprovider/drift.go). Either may be empty: nothing resolves.
+    `placement_group`: the id of the placement group the class's `placementGroupSelector` resolves to, what
+    placement-group drift compares a node's `karpenter.k8s.aws/placement-group-id` label with ("": it names none, or
+    none is found; None: the cloud could not tell)."""
 
     subnets: frozenset[str]
     security_groups: frozenset[str]
+    placement_group: str | None = ""
 
 
 @dataclass(frozen=True, slots=True)

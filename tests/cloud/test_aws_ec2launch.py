@@ -250,3 +250,29 @@ def test_the_answer_is_kept_a_minute_and_a_failure_answers_the_last_group(aws: A
     assert groups.get({"name": "training"}) == first
     with pytest.raises(CloudError, match="denied"):
         groups.get({"id": "pg-0123456789abcdef0"})  # never found: the error
+
+
+def test_a_node_in_a_group_registers_with_its_labels_and_the_class_network_names_the_group(aws: AwsEnv) -> None:
+    """cloudprovider.go:472-488 (`instanceToNodeClaim`): a node of a class with a placement group carries
+    `karpenter.k8s.aws/placement-group-id` (and, when launched into one, `…/placement-group-partition`) — here the
+    kubelet registers with them — and the class's network says the group's id, what placement-group drift compares
+    the label with (drift.go:167-180)."""
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([PARTITION_GROUP]))
+    settings = node_class(placementGroupSelector={"name": "hdfs"})
+    partitions = Requirements([Requirement.new(wk.PLACEMENT_GROUP_PARTITION, "In", ["2"])])
+    data = template_of_launch(aws, settings, partitions)
+    assert "karpenter.k8s.aws/placement-group-id=pg-0fedcba9876543210" in data["UserData"]
+    assert "karpenter.k8s.aws/placement-group-partition=2" in data["UserData"]
+    network = aws.provider().network(settings)
+    assert network is not None and network.placement_group == "pg-0fedcba9876543210"
+    nowhere = aws.provider().network(node_class(placementGroupSelector={"name": "absent"}))
+    assert nowhere is not None and nowhere.placement_group == ""
+    assert "placement-group-id" not in template_of_launch_again(aws, node_class())
+
+
+def template_of_launch_again(aws: AwsEnv, settings: dict[str, Any]) -> str:
+    """The userData of a second launch's template (another client token, the first template left aside)."""
+    before = {t["LaunchTemplateName"] for t in aws.ec2.describe_launch_templates()["LaunchTemplates"]}
+    aws.provider().create(request(settings, [offer("m5.large", "us-east-1b")], token="claim-default-fghij"))
+    (name,) = {t["LaunchTemplateName"] for t in aws.ec2.describe_launch_templates()["LaunchTemplates"]} - before
+    return str(launch_template(aws.ec2, name)["UserData"])

@@ -260,14 +260,23 @@ class AwsCloudProvider:
 
     def network(self, provider: Mapping[str, Any] | None) -> Network | None:
         """The subnets and security groups the settings' selectors match now, as a launch reads them (Karpenter
-        v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`); None when EC2 could not be asked."""
+        v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`), and the id of the placement group its
+        `placementGroupSelector` resolves to; None when EC2 could not be asked."""
         spec = provider or {}
         try:
             subnets = self._discovery.subnets(spec)
             groups = self._discovery.security_groups(spec)
         except CloudError:
             return None
-        return Network(frozenset(s.id for s in subnets), frozenset(groups))
+        placement_group: str | None = ""
+        if spec.get(PLACEMENT_GROUP):
+            try:
+                found = self._placement_groups.get(spec[PLACEMENT_GROUP])
+            except CloudError:
+                placement_group = None
+            else:
+                placement_group = found.id if found is not None else ""
+        return Network(frozenset(s.id for s in subnets), frozenset(groups), placement_group)
 
     def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
         """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's
@@ -427,6 +436,11 @@ class AwsCloudProvider:
         placed_in = self._placement(request, spec)
         images = self._amis.images(family, selectors(spec, AMIS), types, ami_terms(spec))
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
+        if placed_in is not None:  # v1.14.1's `instanceToNodeClaim` placement-group labels (cloudprovider.go:472-488)
+            labels[wk.PLACEMENT_GROUP_ID] = str(placed_in["GroupId"])
+            if placed_in.get("PartitionNumber"):
+                labels[wk.PLACEMENT_GROUP_PARTITION] = str(placed_in["PartitionNumber"])
+            labels = dict(sorted(labels.items()))
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
         node = node_configuration_of(request.kubelet, arithmetic_family(family))
