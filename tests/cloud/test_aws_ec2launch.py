@@ -276,3 +276,75 @@ def template_of_launch_again(aws: AwsEnv, settings: dict[str, Any]) -> str:
     aws.provider().create(request(settings, [offer("m5.large", "us-east-1b")], token="claim-default-fghij"))
     (name,) = {t["LaunchTemplateName"] for t in aws.ec2.describe_launch_templates()["LaunchTemplates"]} - before
     return str(launch_template(aws.ec2, name)["UserData"])
+
+
+# --- the instance types a class can launch ----------------------------------------------------------------------------
+
+#: Types moto describes as EC2 does: m7i.large has `nested-virtualization`; t3.micro no `cluster` strategy; c5n.18xlarge
+#: and g4dn.8xlarge one EFA interface on one card; p4d.24xlarge four cards and four EFA interfaces.
+COMPATIBILITY_CATALOG = ("c5n.18xlarge", "g4dn.8xlarge", "m5.large", "m7i.large", "p4d.24xlarge", "t3.micro")
+
+
+def launchable(aws: AwsEnv, settings: dict[str, Any]) -> set[str]:
+    """The names of the types with an available offering for these settings (the controller schedules on them)."""
+    from .conftest import catalog_types
+
+    provider = aws.provider(catalog_types(COMPATIBILITY_CATALOG))
+    return {it.name for it in provider.instance_types(provider=settings) if any(o.available for o in it.offerings)}
+
+
+@pytest.fixture()
+def everything(aws: AwsEnv) -> set[str]:
+    offered = launchable(aws, node_class())
+    assert offered == set(COMPATIBILITY_CATALOG)  # moto offers each of them in us-east-1
+    return offered
+
+
+@pytest.mark.parametrize(("value", "kept"), [
+    ("enabled", {"m7i.large"}),  # compatibility suite_test.go:162 "…=enabled + feature present" / :163 "… absent"
+    ("disabled", set(COMPATIBILITY_CATALOG)),  # :164 "nestedVirtualization=disabled passes regardless"
+])
+def test_nested_virtualization_keeps_the_types_that_support_it(
+    aws: AwsEnv, everything: set[str], value: str, kept: set[str]
+) -> None:
+    assert launchable(aws, node_class(cpuOptions={"nestedVirtualization": value})) == kept
+
+
+@pytest.mark.parametrize(("interfaces", "kept"), [
+    ([FOUR_INTERFACES[0]], set(COMPATIBILITY_CATALOG)),
+    # compatibility suite_test.go:61 "compatible instance with EFA support and single EFA interface", :87 "instance
+    # does not support with EFA"; instancetype suite_test.go:3179 (dl1.24xlarge kept with an EFA-only on card 0)
+    ([FOUR_INTERFACES[0], FOUR_INTERFACES[1]], {"c5n.18xlarge", "g4dn.8xlarge", "p4d.24xlarge"}),
+    # :69 "… multiple EFA interfaces", :103 "network card index exceeds available cards"
+    (FOUR_INTERFACES, {"p4d.24xlarge"}),
+    # instancetype suite_test.go:3205: five EFA-only interfaces over five cards — more than any type has
+    ([FOUR_INTERFACES[0], FOUR_INTERFACES[1],
+      *({"networkCardIndex": card, "deviceIndex": 0, "interfaceType": "efa-only"} for card in range(1, 5))], set()),
+    # :108 "device index exceeds maximum ENIs": t3.micro's card takes 2 interfaces, m5.large's 3
+    ([FOUR_INTERFACES[0], {"networkCardIndex": 0, "deviceIndex": 2, "interfaceType": "interface"}],
+     set(COMPATIBILITY_CATALOG) - {"t3.micro"}),
+])
+def test_network_interfaces_keep_the_types_with_the_cards_and_efa_they_need(
+    aws: AwsEnv, everything: set[str], interfaces: list[dict[str, Any]], kept: set[str]
+) -> None:
+    assert launchable(aws, node_class(networkInterfaces=interfaces)) == kept
+
+
+def test_a_cluster_group_keeps_the_types_that_support_the_strategy(aws: AwsEnv, everything: set[str]) -> None:
+    """compatibility suite_test.go:129 "cluster strategy supported" (m5.large) and :132 "… not supported" (t3's)."""
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([CLUSTER_GROUP, SPREAD_GROUP]))
+    assert launchable(aws, node_class(placementGroupSelector={"name": "training"})) == everything - {"t3.micro"}
+    assert launchable(aws, node_class(placementGroupSelector={"name": "racks"})) == everything  # :141 spread
+
+
+def test_an_incompatible_type_keeps_its_offerings_unavailable_not_removed(aws: AwsEnv) -> None:
+    """instancetype suite_test.go:3205 "should mark instance type offering as unavailable when it does not support
+    network interface configuration": the type stays listed (no InstanceTypeNotFound drift), every offering
+    unavailable."""
+    from .conftest import catalog_types
+
+    provider = aws.provider(catalog_types(COMPATIBILITY_CATALOG))
+    listed = {it.name: it for it in provider.instance_types(provider=node_class(networkInterfaces=FOUR_INTERFACES))}
+    assert set(listed) == set(COMPATIBILITY_CATALOG)
+    assert listed["m5.large"].offerings and not any(o.available for o in listed["m5.large"].offerings)
+    assert any(o.available for o in listed["p4d.24xlarge"].offerings)

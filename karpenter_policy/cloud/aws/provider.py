@@ -41,8 +41,8 @@ from karpenter_policy.api.v1.launchsettings import (
     selectors,
 )
 from karpenter_policy.api.v1.objects import arithmetic_family
+from karpenter_policy.cloud.aws import compatibility, pricing, userdata
 from karpenter_policy.cloud.aws import fleet as fleets
-from karpenter_policy.cloud.aws import pricing, userdata
 from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, NAME_KEY, AmiResolver
 from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.cache import TtlCache
@@ -191,6 +191,7 @@ class AwsCloudProvider:
         self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
         self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
+        self._described: TtlCache[dict[str, dict[str, Any]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._lock = threading.Lock()
         self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
         self._built: tuple[tuple[object, object, object], list[InstanceType]] | None = None
@@ -210,7 +211,49 @@ class AwsCloudProvider:
                 for it in types
                 if any(o.zone in zones for o in it.offerings)
             ]
+        types = self._compatible(types, provider or {})
         return with_unavailable(types, self.unavailable.active())
+
+    def _compatible(self, types: builtins.list[InstanceType], spec: Mapping[str, Any]) -> builtins.list[InstanceType]:
+        """The types with the offerings of those that cannot launch with the settings' `networkInterfaces`,
+        `cpuOptions` and placement group made unavailable, as v1.14.1's `IsCompatibleWithNodeClass` decides from
+        DescribeInstanceTypes (`cloud.aws.compatibility`; the answer kept as the offerings') and its offering resolver
+        marks them (instancetype suite_test.go:3205); unchanged when the settings set none of these. A type EC2 does
+        not describe is not compatible when a check applies."""
+        interfaces = spec.get(NETWORK_INTERFACES)
+        interfaces = interfaces if isinstance(interfaces, list) else None
+        cpu = spec.get(CPU_OPTIONS)
+        try:  # v1.14.1 reads the group ignoring the error: none found, no strategy check
+            group = self._placement_groups.get(spec[PLACEMENT_GROUP]) if spec.get(PLACEMENT_GROUP) else None
+        except CloudError:
+            group = None
+        strategy = group.strategy if group is not None else None
+        nested = isinstance(cpu, Mapping) and cpu.get("nestedVirtualization") == "enabled"
+        if interfaces is None and not nested and strategy is None:
+            return types
+        described = self._described.get_or_load("types", self._describe_types)
+
+        def fits(it: InstanceType) -> bool:
+            info = described.get(it.name)
+            return info is not None and compatibility.compatible(info, interfaces, cpu, strategy)
+
+        return [
+            it if fits(it) else dataclasses.replace(
+                it, offerings=tuple(dataclasses.replace(o, available=False) for o in it.offerings))
+            for it in types
+        ]
+
+    def _describe_types(self) -> dict[str, dict[str, Any]]:
+        """DescribeInstanceTypes of the catalog's types (100 a call, as EC2 takes them), by name."""
+        names = sorted(self._catalog)
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(names), 100):
+            for info in self.api.paginate(
+                "ec2", "describe_instance_types", "InstanceTypes", InstanceTypes=names[start:start + 100]
+            ):
+                if isinstance(info, dict) and isinstance(info.get("InstanceType"), str):
+                    found[info["InstanceType"]] = info
+        return found
 
     def on_demand_prices(self) -> dict[str, float]:
         """instance type -> on-demand USD/hour: the Price List API's, the catalog's where it has none (or when
