@@ -11,6 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from profiles import deterministic
 
 from karpenter_policy.api.v1.launchsettings import launch_settings
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError
@@ -130,6 +133,46 @@ def test_efa_only_interfaces_get_no_ipv6(aws: AwsEnv) -> None:
                               connection_tracking=None)
     assert made[0]["PrimaryIpv6"] is True and made[0]["Ipv6AddressCount"] == 1
     assert "PrimaryIpv6" not in made[1] and "Ipv6AddressCount" not in made[1]
+
+
+_INTERFACE = st.fixed_dictionaries({
+    "networkCardIndex": st.integers(0, 7), "deviceIndex": st.integers(0, 14),
+    "interfaceType": st.sampled_from(["interface", "efa-only"]),
+})  # fmt: skip
+
+
+@deterministic(200)
+@given(st.lists(_INTERFACE, max_size=8), st.sampled_from([None, True, False]), st.sampled_from([None, 0, 3]),
+       st.booleans(), st.sampled_from([None, {"UdpTimeout": 45}]))
+def test_each_interface_is_the_classs_and_only_ena_ones_carry_addresses(
+    interfaces: list[dict[str, Any]], public: bool | None, prefixes: int | None, ipv6: bool,
+    tracking: dict[str, int] | None,
+) -> None:
+    """generateNetworkInterfaces (launchtemplate.go:302-332) for any interfaces and settings: one interface each, in
+    the class's order, with its card, device index, type and every group; an `efa-only` one nothing more, an
+    `interface` one exactly the settings that are set (an IPv6 cluster's PrimaryIpv6, one address and its prefixes
+    as Ipv6PrefixCount)."""
+    from karpenter_policy.cloud.aws.launchtemplates import network_interfaces
+
+    made = network_interfaces(interfaces, ["sg-b", "sg-a"], public_ip=public, ip_prefix_count=prefixes, ipv6=ipv6,
+                              connection_tracking=tracking)
+    assert len(made) == len(interfaces)
+    for asked, out in zip(interfaces, made, strict=True):
+        base = {"NetworkCardIndex": asked["networkCardIndex"], "DeviceIndex": asked["deviceIndex"],
+                "InterfaceType": asked["interfaceType"], "Groups": ["sg-a", "sg-b"]}
+        extra = {k: v for k, v in out.items() if k not in base}
+        assert {k: out[k] for k in base} == base
+        if asked["interfaceType"] == "efa-only":
+            assert extra == {}
+            continue
+        expected: dict[str, Any] = {"PrimaryIpv6": True, "Ipv6AddressCount": 1} if ipv6 else {}
+        if prefixes is not None:
+            expected["Ipv6PrefixCount" if ipv6 else "Ipv4PrefixCount"] = prefixes
+        if public is not None:
+            expected["AssociatePublicIpAddress"] = public
+        if tracking is not None:
+            expected["ConnectionTrackingSpecification"] = tracking
+        assert extra == expected
 
 
 # --- cpuOptions -----------------------------------------------------------------------------------------------------
