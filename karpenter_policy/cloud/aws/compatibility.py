@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+#: The fields of a DescribeInstanceTypes entry the checks read (the rest need not be kept).
+READ: Final = ("NetworkInfo", "ProcessorInfo", "PlacementGroupInfo")
 #: v1.14.1's `InterfaceTypeEFAOnly`.
 EFA_ONLY: Final = "efa-only"
 NESTED_VIRTUALIZATION: Final = "nested-virtualization"
@@ -75,5 +77,5 @@ def compatible(
     )
 
 
-__all__ = ["EFA_ONLY", "NESTED_VIRTUALIZATION", "compatible", "interfaces_fit", "nested_virtualization_fits",
+__all__ = ["EFA_ONLY", "NESTED_VIRTUALIZATION", "READ", "compatible", "interfaces_fit", "nested_virtualization_fits",
            "strategy_fits"]

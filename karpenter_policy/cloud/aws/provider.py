@@ -217,9 +217,9 @@ class AwsCloudProvider:
     def _compatible(self, types: builtins.list[InstanceType], spec: Mapping[str, Any]) -> builtins.list[InstanceType]:
         """The types with the offerings of those that cannot launch with the settings' `networkInterfaces`,
         `cpuOptions` and placement group made unavailable, as v1.14.1's `IsCompatibleWithNodeClass` decides from
-        DescribeInstanceTypes (`cloud.aws.compatibility`; the answer kept as the offerings') and its offering resolver
-        marks them (instancetype suite_test.go:3205); unchanged when the settings set none of these. A type EC2 does
-        not describe is not compatible when a check applies."""
+        DescribeInstanceTypes (`cloud.aws.compatibility`; the region's answer kept as the offerings') and its
+        offering resolver marks them (instancetype suite_test.go:3205); unchanged when the settings set none of
+        these. A type EC2 does not describe is not compatible when a check applies."""
         interfaces = spec.get(NETWORK_INTERFACES)
         interfaces = interfaces if isinstance(interfaces, list) else None
         cpu = spec.get(CPU_OPTIONS)
@@ -244,15 +244,12 @@ class AwsCloudProvider:
         ]
 
     def _describe_types(self) -> dict[str, dict[str, Any]]:
-        """DescribeInstanceTypes of the catalog's types (100 a call, as EC2 takes them), by name."""
-        names = sorted(self._catalog)
+        """DescribeInstanceTypes of the region, by name: every page (EC2 refuses a list naming a type it does not
+        have, and the catalog names some no region sells any more), as v1.14.1's instance-type provider asks."""
         found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(names), 100):
-            for info in self.api.paginate(
-                "ec2", "describe_instance_types", "InstanceTypes", InstanceTypes=names[start:start + 100]
-            ):
-                if isinstance(info, dict) and isinstance(info.get("InstanceType"), str):
-                    found[info["InstanceType"]] = info
+        for info in self.api.paginate("ec2", "describe_instance_types", "InstanceTypes"):
+            if isinstance(info, dict) and isinstance(info.get("InstanceType"), str):
+                found[info["InstanceType"]] = {k: info[k] for k in compatibility.READ if k in info}
         return found
 
     def on_demand_prices(self) -> dict[str, float]:
