@@ -141,10 +141,14 @@ class Instance:
 class Network:
     """The subnets and security groups (ids) a node class's selectors resolve to now: what Karpenter v1.14.1 keeps
     in an EC2NodeClass's `status.subnets` and `status.securityGroups`, and what subnet and security-group drift
-    compare an instance with (aws pkg/cloudprovider/drift.go). Either may be empty: nothing resolves."""
+    compare an instance with (aws pkg/cloudprovider/drift.go). Either may be empty: nothing resolves.
+    `placement_group`: the id of the placement group the class's `placementGroupSelector` resolves to, what
+    placement-group drift compares a node's `karpenter.k8s.aws/placement-group-id` label with ("": it names none, or
+    none is found; None: the cloud could not tell)."""
 
     subnets: frozenset[str]
     security_groups: frozenset[str]
+    placement_group: str | None = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +158,13 @@ class NodeClassResolution:
     instanceprofile.go). `images`: the AMI ids its selector (or its family's SSM parameters) give the instance types
     of the catalog — empty when none matches, None when the cloud could not tell; `instance_profile`: the profile its
     launches use (its own, else the provider's default; "" when there is none); `instance_profile_found`: whether the
-    cloud has that profile (None: it could not tell)."""
+    cloud has that profile (None: it could not tell); `placement_group_found`: whether the cloud has the placement
+    group its `placementGroupSelector` names (True when it names none; None: it could not tell)."""
 
     images: frozenset[str] | None
     instance_profile: str
     instance_profile_found: bool | None
+    placement_group_found: bool | None = True
 
 
 def launch_tags(request: LaunchRequest, global_tags: Mapping[str, str] | None = None) -> dict[str, str]:

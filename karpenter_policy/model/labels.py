@@ -97,6 +97,10 @@ INSTANCE_CAPABILITY_FLEX = f"{AWS}/instance-capability-flex"
 INSTANCE_TENANCY = f"{AWS}/instance-tenancy"
 #: The account's id of a zone (`use1-az6`); v1.14.1 reads it from the EC2NodeClass's subnets.
 ZONE_ID = "topology.k8s.aws/zone-id"
+#: The placement group a node of an EC2NodeClass with a `placementGroupSelector` launched into, and its partition
+#: (v1.14.1's `LabelPlacementGroupID`, `LabelPlacementGroupPartition`).
+PLACEMENT_GROUP_ID = f"{AWS}/placement-group-id"
+PLACEMENT_GROUP_PARTITION = f"{AWS}/placement-group-partition"
 #: The tenancies every v1.14.1 instance type offers (`computeRequirements`: `In [default dedicated]`).
 TENANCIES: tuple[str, ...] = ("dedicated", "default")
 

@@ -45,7 +45,7 @@ from karpenter_policy.reconcile.templates import TemplateBuilder, Templates
 CONSTRAINTS = logs.logger("constraints")
 #: What the cloud last told of an EC2NodeClass's dependents: its subnets, security groups and AMIs (how many), and
 #: whether its instance profile exists; None: never told.
-ClassAnswers = tuple[int | None, int | None, int | None, bool | None]
+ClassAnswers = tuple[int | None, int | None, int | None, bool | None, bool | None]
 
 
 def _utc_now() -> dt.datetime:
@@ -98,9 +98,10 @@ class Context:
 
     def node_class_ready(self, node_class: Obj) -> readiness.Verdict:
         """The EC2NodeClass's Ready as aws v1.14.1 would write it, from the AMIs, subnets and security groups it
-        resolves to in the cloud now and whether its instance profile exists (`readiness.class_ready`); a dependent
-        the cloud cannot tell keeps its last answer (Unknown before one). A spec the launcher cannot carry out counts
-        as resolved here: its NodePools' sets are left out by the templates, with that reason."""
+        resolves to in the cloud now and whether its instance profile and placement group exist
+        (`readiness.class_ready`); a dependent the cloud cannot tell keeps its last answer (Unknown before one). A
+        spec the launcher cannot carry out counts as resolved here: its NodePools' sets are left out by the
+        templates, with that reason."""
         name = objects.name(node_class)
         spec = node_class.get("spec")
         try:
@@ -120,11 +121,13 @@ class Context:
             None if network is None else len(network.security_groups),
             None if resolved is None or resolved.images is None else len(resolved.images),
             None if resolved is None else resolved.instance_profile_found,
+            None if resolved is None else resolved.placement_group_found,
         )
-        last = self._class_answers.get(name, (None, None, None, None))
+        last = self._class_answers.get(name, (None, None, None, None, None))
         answers: ClassAnswers = (
             now[0] if now[0] is not None else last[0], now[1] if now[1] is not None else last[1],
             now[2] if now[2] is not None else last[2], now[3] if now[3] is not None else last[3],
+            now[4] if now[4] is not None else last[4],
         )
         self._class_answers[name] = answers
         return readiness.class_ready(*answers)

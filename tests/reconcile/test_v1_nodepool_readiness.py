@@ -424,20 +424,25 @@ def test_a_nodepool_whose_instance_profile_is_missing_is_not_ready(compiled: Pat
     assert scene.unbound() == []
 
 
-@given(st.lists(st.sampled_from([None, 0, 1, 2]), min_size=3, max_size=3), st.sampled_from([None, False, True]))
-def test_the_class_is_ready_only_when_every_dependent_is(counts: list[int | None], profile: bool | None) -> None:
+@given(st.lists(st.sampled_from([None, 0, 1, 2]), min_size=3, max_size=3), st.sampled_from([None, False, True]),
+       st.sampled_from([None, False, True]))
+def test_the_class_is_ready_only_when_every_dependent_is(
+    counts: list[int | None], profile: bool | None, placement_group: bool | None
+) -> None:
     """operatorpkg's root over v1.14.1's dependents in their order (AMIsReady, SubnetsReady, SecurityGroupsReady,
-    InstanceProfileReady): True when all are; False `UnhealthyDependents` when one is False (none resolved, the
-    profile missing); else Unknown `ReconcilingDependents`; the message names every dependent not True."""
+    InstanceProfileReady, PlacementGroupReady — aws pkg/apis/v1/ec2nodeclass_status.go `StatusConditions`): True
+    when all are; False `UnhealthyDependents` when one is False (none resolved, the profile or the placement group
+    missing); else Unknown `ReconcilingDependents`; the message names every dependent not True."""
     images, subnets, groups = counts
-    verdict = readiness.class_ready(subnets, groups, images, profile)
+    verdict = readiness.class_ready(subnets, groups, images, profile, placement_group)
     states = {"AMIsReady": images, "SubnetsReady": subnets, "SecurityGroupsReady": groups}
     named = [f"{k}={'Unknown' if v is None else 'False'}" for k, v in states.items() if not v]
-    if profile is not True:
-        named.append(f"InstanceProfileReady={'Unknown' if profile is None else 'False'}")
+    for kind, found in (("InstanceProfileReady", profile), ("PlacementGroupReady", placement_group)):
+        if found is not True:
+            named.append(f"{kind}={'Unknown' if found is None else 'False'}")
     if not named:
         assert verdict == Verdict("True", "Ready")
-    elif any(v == 0 for v in states.values()) or profile is False:
+    elif any(v == 0 for v in states.values()) or profile is False or placement_group is False:
         assert verdict == Verdict("False", "UnhealthyDependents", ", ".join(named))
     else:
         assert verdict == Verdict("Unknown", "ReconcilingDependents", ", ".join(named))

@@ -26,7 +26,9 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
   blockDeviceMappings, metadataOptions,
   detailedMonitoring, associatePublicIPAddress,
   ipPrefixCount, connectionTracking,
-  instanceStorePolicy                                the same fields
+  instanceStorePolicy, placementGroupSelector,
+  networkInterfaces, cpuOptions                      the same fields (the last three as v1.14.1's launch template
+                                                     builds them: `cloud.aws.launchtemplates`, docs/cloud.md)
   kubelet                                            not here: the constraint set's kubelet settings (node
                                                      arithmetic and bootstrap)
   role                                               not carried: the controller launches with the class's
@@ -36,8 +38,7 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
-never launched differently (`NOT_CARRIED`, docs/reconcile.md): a capacity reservation, a placement group, several
-network interfaces (EFA), CPU options, an ODCR `context`.
+never launched differently (`NOT_CARRIED`, docs/reconcile.md): a capacity reservation, an ODCR `context`.
 """
 
 from __future__ import annotations
@@ -51,9 +52,16 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 _SAME_FIELDS: Final = (
     "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring",
     "associatePublicIPAddress", "ipPrefixCount", "connectionTracking", "instanceStorePolicy",
+    "placementGroupSelector", "networkInterfaces", "cpuOptions",
 )  # fmt: skip
 #: Whether the primary network interface gets a public IPv4 address (unset: the subnet's setting decides).
 PUBLIC_IP: Final = "associatePublicIPAddress"
+#: The placement group the nodes launch into: {name} or {id} (`cloud.aws.placementgroups` resolves it).
+PLACEMENT_GROUP: Final = "placementGroupSelector"
+#: The network interfaces (network card, device index, `interface` or `efa-only`) the launch template carries.
+NETWORK_INTERFACES: Final = "networkInterfaces"
+#: The CPU options (`nestedVirtualization`) the launch template carries.
+CPU_OPTIONS: Final = "cpuOptions"
 #: How many IPv4 prefixes (/28) EC2 assigns the primary network interface (unset: none).
 IP_PREFIX_COUNT: Final = "ipPrefixCount"
 #: The primary network interface's connection-tracking timeouts (unset: EC2's defaults).
@@ -61,9 +69,6 @@ CONNECTION_TRACKING: Final = "connectionTracking"
 #: Fields the controller does not launch with, and why: a value (other than Karpenter's default) is refused.
 NOT_CARRIED: Final = {
     "capacityReservationSelectorTerms": "the controller does not launch into capacity reservations",
-    "placementGroupSelector": "the controller does not launch into placement groups",
-    "networkInterfaces": "the controller launches with one network interface (no EFA interfaces)",
-    "cpuOptions": "the controller does not set CPU options",
     "context": "the controller does not launch with an ODCR context",
 }
 #: The launch settings' key of an EC2NodeClass's AMI terms (`cloud.amiselection.resolve_terms` reads them).
@@ -189,12 +194,15 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
 __all__ = [
     "AMI_TERMS",
     "CONNECTION_TRACKING",
+    "CPU_OPTIONS",
     "IP_PREFIX_COUNT",
     "LATEST",
     "LAUNCHED_FAMILIES",
+    "NETWORK_INTERFACES",
     "NETWORK_TERMS",
     "NOT_CARRIED",
     "PINNED_FAMILIES",
+    "PLACEMENT_GROUP",
     "PUBLIC_IP",
     "LaunchSettingsError",
     "alias_version",

@@ -1,6 +1,6 @@
 """Launch templates: what a node boots with (AMI, userData, security groups, instance profile, volumes,
-instance metadata options), created once and reused, named by the hash of their content — and deleted once no
-launch needs them.
+instance metadata options, network interfaces, CPU options, placement group), created once and reused, named by the
+hash of their content — and deleted once no launch needs them.
 
 The name is ``karpenter-policy/<sha256 of the cluster name and the template data>``: the same settings always
 map to the same template, so a reconciler that restarts, or several replicas, reuse it instead of piling up
@@ -137,21 +137,31 @@ def template_data(
     ip_prefix_count: int | None = None,
     ipv6: bool = False,
     connection_tracking: Mapping[str, Any] | None = None,
+    interfaces: Sequence[Mapping[str, Any]] = (),
+    cpu: Mapping[str, Any] | None = None,
+    placement: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """CreateLaunchTemplate's LaunchTemplateData (userData base64-encoded, as EC2 wants it). ``public_ip`` (an
     EC2NodeClass's `associatePublicIPAddress`, None: unset) and ``ip_prefix_count`` (its `ipPrefixCount`: the
     `Ipv4PrefixCount` of an IPv4 cluster's interface, an IPv6 cluster's `Ipv6PrefixCount`; None: unset) and
     ``connection_tracking`` (its `connectionTracking`, :func:`connection_tracking`; None: unset) are said on the
     primary network interface, which then carries the security groups (EC2 takes them there or at the top, not
-    both): v1.14.1's `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go:368-380) for
-    one ENA interface."""
+    both): v1.14.1's `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go:355-367) for
+    one ENA interface. ``interfaces`` (an EC2NodeClass's `networkInterfaces`, :func:`network_interfaces`) replaces
+    that one interface; ``cpu`` (:func:`cpu_options`) is the template's CpuOptions and ``placement``
+    (:func:`placement`) its Placement."""
     data: dict[str, Any] = {
         "ImageId": image_id,
         "IamInstanceProfile": {"Name": instance_profile},
         "MetadataOptions": dict(metadata),
         "Monitoring": {"Enabled": detailed_monitoring},
     }
-    if public_ip is None and ip_prefix_count is None and connection_tracking is None:
+    if interfaces:
+        data["NetworkInterfaces"] = network_interfaces(
+            interfaces, security_groups, public_ip=public_ip, ip_prefix_count=ip_prefix_count, ipv6=ipv6,
+            connection_tracking=connection_tracking,
+        )  # fmt: skip
+    elif public_ip is None and ip_prefix_count is None and connection_tracking is None:
         data["SecurityGroupIds"] = sorted(security_groups)
     else:
         interface: dict[str, Any] = {"DeviceIndex": 0, "Groups": sorted(security_groups)}
@@ -166,7 +176,69 @@ def template_data(
         data["BlockDeviceMappings"] = [dict(m) for m in block_devices]
     if user_data:
         data["UserData"] = base64.b64encode(user_data.encode("utf-8")).decode("ascii")
+    if cpu:
+        data["CpuOptions"] = dict(cpu)
+    if placement:
+        data["Placement"] = dict(placement)
     return data
+
+
+#: An EC2NodeClass's interface type that carries EFA traffic only: no IP addresses, groups kept.
+EFA_ONLY = "efa-only"
+
+
+def network_interfaces(
+    interfaces: Sequence[Mapping[str, Any]],
+    security_groups: Sequence[str],
+    *,
+    public_ip: bool | None,
+    ip_prefix_count: int | None,
+    ipv6: bool,
+    connection_tracking: Mapping[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """An EC2NodeClass's `networkInterfaces` as the template's NetworkInterfaces, in the class's order: v1.14.1's
+    `generateNetworkInterfaces` (launchtemplate.go:302-332, `ipCounts` :371-383). Each interface has its network card,
+    device index, type and the security groups; an `efa-only` one nothing else (prefixes, a public address, IPv6 and
+    connection tracking make RunInstances fail there); the others the class's `associatePublicIPAddress`,
+    `connectionTracking` and `ipPrefixCount` (an IPv6 cluster's as Ipv6PrefixCount, with PrimaryIpv6 and one IPv6
+    address)."""
+    out = []
+    for interface in interfaces:
+        kind = str(interface.get("interfaceType") or "")
+        spec: dict[str, Any] = {
+            "NetworkCardIndex": int(interface.get("networkCardIndex") or 0),
+            "DeviceIndex": int(interface.get("deviceIndex") or 0),
+            "InterfaceType": kind,
+            "Groups": sorted(security_groups),
+        }
+        if kind != EFA_ONLY:
+            if ipv6:
+                spec.update({"PrimaryIpv6": True, "Ipv6AddressCount": 1})
+            if ip_prefix_count is not None:
+                spec["Ipv6PrefixCount" if ipv6 else "Ipv4PrefixCount"] = ip_prefix_count
+            if public_ip is not None:
+                spec["AssociatePublicIpAddress"] = public_ip
+            if connection_tracking is not None:
+                spec["ConnectionTrackingSpecification"] = dict(connection_tracking)
+        out.append(dict(sorted(spec.items())))
+    return out
+
+
+def cpu_options(spec: Any) -> dict[str, str] | None:
+    """An EC2NodeClass's `cpuOptions` as the template's CpuOptions; None when it sets no `nestedVirtualization`
+    (v1.14.1's `cpuOptions`, launchtemplate.go:433-440)."""
+    if not isinstance(spec, Mapping) or not spec.get("nestedVirtualization"):
+        return None
+    return {"NestedVirtualization": str(spec["nestedVirtualization"])}
+
+
+def placement(group_id: str, partition: int = 0) -> dict[str, Any]:
+    """The template's Placement for a placement group (and partition, 0: none): v1.14.1's `buildPlacement` (aws
+    pkg/providers/launchtemplate/types.go:184-195; its Tenancy `default` is EC2's default, not written here)."""
+    out: dict[str, Any] = {"GroupId": group_id}
+    if partition:
+        out["PartitionNumber"] = partition
+    return out
 
 
 _TRACKING_FIELDS = {
@@ -371,8 +443,12 @@ __all__ = [
     "NAME_PREFIX",
     "LaunchTemplates",
     "block_device_mappings",
+    "EFA_ONLY",
     "connection_tracking",
+    "cpu_options",
     "metadata_options",
+    "network_interfaces",
+    "placement",
     "template_data",
     "template_name",
     "volume_gib",

@@ -31,15 +31,18 @@ from typing import Any
 from karpenter_policy.api.constraintset import node_configuration_of
 from karpenter_policy.api.v1.launchsettings import (
     CONNECTION_TRACKING,
+    CPU_OPTIONS,
     IP_PREFIX_COUNT,
+    NETWORK_INTERFACES,
+    PLACEMENT_GROUP,
     PUBLIC_IP,
     alias_version,
     ami_terms,
     selectors,
 )
 from karpenter_policy.api.v1.objects import arithmetic_family
+from karpenter_policy.cloud.aws import compatibility, pricing, userdata
 from karpenter_policy.cloud.aws import fleet as fleets
-from karpenter_policy.cloud.aws import pricing, userdata
 from karpenter_policy.cloud.aws.amis import DEFAULT_FAMILY, NAME_KEY, AmiResolver
 from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.cache import TtlCache
@@ -49,10 +52,13 @@ from karpenter_policy.cloud.aws.launchtemplates import (
     LaunchTemplates,
     block_device_mappings,
     connection_tracking,
+    cpu_options,
     metadata_options,
+    placement,
     template_data,
     template_name,
 )
+from karpenter_policy.cloud.aws.placementgroups import PARTITION, PlacementGroups
 from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
 from karpenter_policy.cloud.errors import (
     CloudError,
@@ -179,11 +185,13 @@ class AwsCloudProvider:
         self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version, wall_clock=wall_clock)
         self._profiles = InstanceProfiles(self.api, clock)
         self._templates = LaunchTemplates(self.api, clock)
+        self._placement_groups = PlacementGroups(self.api, clock)
         #: v1.14.1's `ClusterIPFamily`: IPv6 when the cluster DNS IP is an IPv6 address (aws pkg/operator).
         self._ipv6 = ":" in (cluster.dns_cluster_ip or "")
         self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
         self._zones: TtlCache[dict[str, frozenset[str]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._spot: TtlCache[dict[str, dict[str, float]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
+        self._described: TtlCache[dict[str, dict[str, Any]]] = TtlCache(clock, offerings_refresh, keep_stale=True)
         self._lock = threading.Lock()
         self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
         self._built: tuple[tuple[object, object, object], list[InstanceType]] | None = None
@@ -203,7 +211,46 @@ class AwsCloudProvider:
                 for it in types
                 if any(o.zone in zones for o in it.offerings)
             ]
+        types = self._compatible(types, provider or {})
         return with_unavailable(types, self.unavailable.active())
+
+    def _compatible(self, types: builtins.list[InstanceType], spec: Mapping[str, Any]) -> builtins.list[InstanceType]:
+        """The types with the offerings of those that cannot launch with the settings' `networkInterfaces`,
+        `cpuOptions` and placement group made unavailable, as v1.14.1's `IsCompatibleWithNodeClass` decides from
+        DescribeInstanceTypes (`cloud.aws.compatibility`; the region's answer kept as the offerings') and its
+        offering resolver marks them (instancetype suite_test.go:3205); unchanged when the settings set none of
+        these. A type EC2 does not describe is not compatible when a check applies."""
+        interfaces = spec.get(NETWORK_INTERFACES)
+        interfaces = interfaces if isinstance(interfaces, list) else None
+        cpu = spec.get(CPU_OPTIONS)
+        try:  # v1.14.1 reads the group ignoring the error: none found, no strategy check
+            group = self._placement_groups.get(spec[PLACEMENT_GROUP]) if spec.get(PLACEMENT_GROUP) else None
+        except CloudError:
+            group = None
+        strategy = group.strategy if group is not None else None
+        nested = isinstance(cpu, Mapping) and cpu.get("nestedVirtualization") == "enabled"
+        if interfaces is None and not nested and strategy is None:
+            return types
+        described = self._described.get_or_load("types", self._describe_types)
+
+        def fits(it: InstanceType) -> bool:
+            info = described.get(it.name)
+            return info is not None and compatibility.compatible(info, interfaces, cpu, strategy)
+
+        return [
+            it if fits(it) else dataclasses.replace(
+                it, offerings=tuple(dataclasses.replace(o, available=False) for o in it.offerings))
+            for it in types
+        ]
+
+    def _describe_types(self) -> dict[str, dict[str, Any]]:
+        """DescribeInstanceTypes of the region, by name: every page (EC2 refuses a list naming a type it does not
+        have, and the catalog names some no region sells any more), as v1.14.1's instance-type provider asks."""
+        found: dict[str, dict[str, Any]] = {}
+        for info in self.api.paginate("ec2", "describe_instance_types", "InstanceTypes"):
+            if isinstance(info, dict) and isinstance(info.get("InstanceType"), str):
+                found[info["InstanceType"]] = {k: info[k] for k in compatibility.READ if k in info}
+        return found
 
     def on_demand_prices(self) -> dict[str, float]:
         """instance type -> on-demand USD/hour: the Price List API's, the catalog's where it has none (or when
@@ -253,19 +300,29 @@ class AwsCloudProvider:
 
     def network(self, provider: Mapping[str, Any] | None) -> Network | None:
         """The subnets and security groups the settings' selectors match now, as a launch reads them (Karpenter
-        v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`); None when EC2 could not be asked."""
+        v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`), and the id of the placement group its
+        `placementGroupSelector` resolves to; None when EC2 could not be asked."""
         spec = provider or {}
         try:
             subnets = self._discovery.subnets(spec)
             groups = self._discovery.security_groups(spec)
         except CloudError:
             return None
-        return Network(frozenset(s.id for s in subnets), frozenset(groups))
+        placement_group: str | None = ""
+        if spec.get(PLACEMENT_GROUP):
+            try:
+                found = self._placement_groups.get(spec[PLACEMENT_GROUP])
+            except CloudError:
+                placement_group = None
+            else:
+                placement_group = found.id if found is not None else ""
+        return Network(frozenset(s.id for s in subnets), frozenset(groups), placement_group)
 
     def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
         """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's
         images, or the family's SSM parameters; none: an empty set), and whether IAM has the instance profile its
-        launches use (its `instanceProfile`, else the default; this controller creates none from a `role`)."""
+        launches use (its `instanceProfile`, else the default; this controller creates none from a `role`), and
+        whether EC2 has the placement group it names (v1.14.1's `PlacementGroupReady`)."""
         spec = provider or {}
         try:
             images: frozenset[str] | None = frozenset(self._amis.images(
@@ -276,12 +333,22 @@ class AwsCloudProvider:
         except CloudError:
             images = None
         profile = str(spec.get("instanceProfile") or self.cluster.default_instance_profile or "")
-        return NodeClassResolution(images, profile, self._profiles.exists(profile) if profile else False)
+        placement_group: bool | None = True
+        if spec.get(PLACEMENT_GROUP):
+            try:
+                placement_group = self._placement_groups.get(spec[PLACEMENT_GROUP]) is not None
+            except CloudError:
+                placement_group = None
+        found = self._profiles.exists(profile) if profile else False
+        return NodeClassResolution(images, profile, found, placement_group)
 
     def unlaunchable(self, provider: Mapping[str, Any] | None) -> str | None:
         """Why nodes of these settings cannot launch now: an AL2023 node's NodeConfig needs the cluster's service
         CIDR, which EKS has not told (Karpenter v1 holds such an EC2NodeClass not ready). None: they can."""
         spec = provider or {}
+        missing = self._missing_placement_group(spec)
+        if missing is not None:
+            return missing
         if spec.get("amiFamily") != NODEADM_FAMILY or spec.get("launchTemplate"):
             return None
         try:
@@ -289,6 +356,39 @@ class AwsCloudProvider:
         except CloudError as error:
             return f"AL2023's nodeadm needs the cluster's service CIDR, which EKS did not tell: {error}"
         return None
+
+    def _missing_placement_group(self, spec: Mapping[str, Any]) -> str | None:
+        """Why the class's placement group holds its nodes back (v1.14.1's `PlacementGroupReady` False, aws
+        pkg/controllers/nodeclass/placementgroup.go: not found, or its resolution failed); None: none named or found."""
+        selector = spec.get(PLACEMENT_GROUP)
+        if not selector:
+            return None
+        named = (selector.get("name") or selector.get("id")) if isinstance(selector, Mapping) else selector
+        try:
+            if self._placement_groups.get(selector) is None:
+                return f"placement group {str(named)!r} not found"
+        except CloudError as error:
+            return f"placement group {str(named)!r} could not be resolved: {error}"
+        return None
+
+    def _placement(self, request: LaunchRequest, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The launch template's Placement for the class's placement group (None: no selector). A partition group's
+        partition is the lowest the node's requirements name (v1.14.1's `EnsureAll`, launchtemplate.go:157-175: the
+        label's values sorted as strings, the first parsed; none: EC2 picks)."""
+        selector = spec.get(PLACEMENT_GROUP)
+        if not selector:
+            return None
+        why = self._missing_placement_group(spec)
+        if why is not None:
+            raise ConfigurationError(self.api.endpoint("ec2"), why, "DescribePlacementGroups")
+        group = self._placement_groups.get(selector)
+        assert group is not None  # found just now, and kept a minute
+        partition = 0
+        wanted = request.requirements.get(wk.PLACEMENT_GROUP_PARTITION)
+        if group.strategy == PARTITION and wanted is not None and wanted.values:
+            first = sorted(wanted.values)[0]
+            partition = int(first) if first.lstrip("-").isdigit() else 0
+        return placement(group.id, partition)
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         log.info("offering %s %s in %s unavailable: %s", instance_type, capacity_type, zone, reason)
@@ -373,8 +473,14 @@ class AwsCloudProvider:
                 "AWSNodeTemplate", "no instanceProfile in the node template and no default instance profile set"
             )
         types = [self._catalog[name] for name in names]
+        placed_in = self._placement(request, spec)
         images = self._amis.images(family, selectors(spec, AMIS), types, ami_terms(spec))
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
+        if placed_in is not None:  # v1.14.1's `instanceToNodeClaim` placement-group labels (cloudprovider.go:472-488)
+            labels[wk.PLACEMENT_GROUP_ID] = str(placed_in["GroupId"])
+            if placed_in.get("PartitionNumber"):
+                labels[wk.PLACEMENT_GROUP_PARTITION] = str(placed_in["PartitionNumber"])
+            labels = dict(sorted(labels.items()))
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
         node = node_configuration_of(request.kubelet, arithmetic_family(family))
@@ -422,6 +528,9 @@ class AwsCloudProvider:
                     ip_prefix_count=_prefixes(spec.get(IP_PREFIX_COUNT)),
                     ipv6=self._ipv6,
                     connection_tracking=connection_tracking(spec.get(CONNECTION_TRACKING)),
+                    interfaces=interfaces if isinstance(interfaces := spec.get(NETWORK_INTERFACES), list) else (),
+                    cpu=cpu_options(spec.get(CPU_OPTIONS)),
+                    placement=placed_in,
                 )
                 name = template_name(request.cluster_name, data)
                 if name not in templates.data:

@@ -23,9 +23,11 @@ False `SubnetsNotFound` "SubnetSelector did not match any Subnets" (subnet.go) a
 terms resolve to none in EC2 now (`CloudProvider.network`); `InstanceProfileReady` False `InstanceProfileNotFound`
 when IAM has no instance profile of the name its launches use (its `instanceProfile`, else
 `--default-instance-profile`; none at all is not found either) — v1.14.1 creates a role's profile and takes a named
-one as given, so it never writes that False: this controller creates none, and says so before a launch fails. Its
-Ready is then False `UnhealthyDependents` with the dependents that are not True in its message, as operatorpkg
-computes a root. The other dependents (its own validation's dry runs, placement group) are taken as True here. A
+one as given, so it never writes that False: this controller creates none, and says so before a launch fails;
+`PlacementGroupReady` False when EC2 has no available placement group of its `placementGroupSelector`
+(placementgroup.go, `CloudProvider.node_class`). Its Ready is then False `UnhealthyDependents` with the dependents
+that are not True in its message, as operatorpkg computes a root. The other dependent (its own validation's dry
+runs) is taken as True here. A
 cloud that cannot answer leaves each dependent as last told (Unknown before any answer). The class's stored status is
 not read: no AWS controller writes it in a cluster this controller runs.
 
@@ -66,6 +68,9 @@ AMIS_READY: Final = ("AMIsReady", "AMINotFound", "AMISelector did not match any 
 #: v1.14.1 sets InstanceProfileReady True only (it creates a role's profile and takes a named one as given); its
 #: False here is this controller's: the profile launches would use does not exist.
 INSTANCE_PROFILE_READY: Final = ("InstanceProfileReady", "InstanceProfileNotFound", "Instance profile not found")
+#: False when EC2 has no available placement group of the class's `placementGroupSelector` (v1.14.1's
+#: pkg/controllers/nodeclass/placementgroup.go: `PlacementGroupNotFound`); True when it names none.
+PLACEMENT_GROUP_READY: Final = "PlacementGroupReady"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +110,13 @@ def validation(nodepool: Obj) -> Verdict:
 
 
 def class_ready(network_subnets: int | None, network_groups: int | None, images: int | None = 1,
-                instance_profile: bool | None = True) -> Verdict:
+                instance_profile: bool | None = True, placement_group: bool | None = True) -> Verdict:
     """The EC2NodeClass's Ready from how many AMIs, subnets and security groups it resolves to and whether its
-    instance profile exists (None: the cloud could not tell: that dependent Unknown), as operatorpkg computes the
-    root of v1.14.1's dependents (see the module docstring)."""
+    instance profile and placement group exist (None: the cloud could not tell: that dependent Unknown), as
+    operatorpkg computes the root of v1.14.1's dependents (see the module docstring)."""
     found = [(kind, None if count is None else count > 0) for kind, count in (
         (AMIS_READY[0], images), (SUBNETS_READY[0], network_subnets), (SECURITY_GROUPS_READY[0], network_groups),
-    )] + [(INSTANCE_PROFILE_READY[0], instance_profile)]
+    )] + [(INSTANCE_PROFILE_READY[0], instance_profile), (PLACEMENT_GROUP_READY, placement_group)]
     if all(ok for _, ok in found):
         return Verdict("True", READY)
     named = ", ".join(f"{kind}={'Unknown' if ok is None else ok}" for kind, ok in found if not ok)

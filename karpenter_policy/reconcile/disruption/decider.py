@@ -691,7 +691,7 @@ class Decider:
             if not why and node_info.ANNOTATION_IMAGE in node.annotations:
                 why = image_drift(node.obj, inputs.images(provisioner, node.labels.get(wk.INSTANCE_TYPE, "")))
             if not why and constraint_set is not None and constraint_set.is_nodepool and node.instance_id:
-                why = network_drift(inputs.instances(node.instance_id), inputs.networks(provisioner))
+                why = network_drift(inputs.instances(node.instance_id), inputs.networks(provisioner), node.labels)
             if why:
                 seen[name] = self._drifted_since.get(name, inputs.now)
                 reasons[name] = why
@@ -1022,13 +1022,15 @@ def instance_type_not_found(labels: Mapping[str, str], types: Sequence[InstanceT
     return ""
 
 
-def network_drift(instance: Instance | None, network: Network | None) -> str:
-    """Why a NodePool node's instance has drifted from the subnets and security groups its EC2NodeClass resolves to
-    now ("" when it has not, or when either side cannot be told), as aws v1.14.1's pkg/cloudprovider/drift.go
-    `isNodeClassDrifted` decides after the AMI: `areSecurityGroupsDrifted` first — the instance's set of groups is
-    not the class's (more, fewer or others) —, then `isSubnetDrifted` — the instance's subnet is not among the
-    class's. Nothing resolving (Karpenter's "no subnets are discovered" / "no security groups" errors), an instance
-    the cloud does not know, or a field it did not report decide nothing."""
+def network_drift(instance: Instance | None, network: Network | None, labels: Mapping[str, str] | None = None) -> str:
+    """Why a NodePool node's instance has drifted from the subnets, security groups and placement group its
+    EC2NodeClass resolves to now ("" when it has not, or when either side cannot be told), as aws v1.14.1's
+    pkg/cloudprovider/drift.go `isNodeClassDrifted` decides after the AMI: `areSecurityGroupsDrifted` first — the
+    instance's set of groups is not the class's (more, fewer or others) —, then `isSubnetDrifted` — the instance's
+    subnet is not among the class's —, then `isPlacementGroupDrifted` — the node's `placement-group-id` label (none:
+    "") is not the id of the group the class resolves to (none: ""): a selector added, removed or changed. Nothing
+    resolving (Karpenter's "no subnets are discovered" / "no security groups" errors), an instance the cloud does not
+    know, or a field it did not report decide nothing."""
     if instance is None or network is None:
         return ""
     groups = instance.security_groups
@@ -1038,6 +1040,11 @@ def network_drift(instance: Instance | None, network: Network | None) -> str:
     if instance.subnet_id and network.subnets and instance.subnet_id not in network.subnets:
         return (f"SubnetDrift: its subnet {instance.subnet_id} is not among its EC2NodeClass's "
                 f"({', '.join(sorted(network.subnets))})")
+    if labels is not None and network.placement_group is not None:
+        launched = labels.get(wk.PLACEMENT_GROUP_ID, "")
+        if launched != network.placement_group:
+            return (f"PlacementGroupDrift: its placement group {launched or '(none)'} is not its EC2NodeClass's "
+                    f"({network.placement_group or 'none'})")
     return ""
 
 

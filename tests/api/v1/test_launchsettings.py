@@ -2,7 +2,8 @@
 (`LaunchSettingsError`: the NodePool is left out, its pods pending, docs/reconcile.md "Not modelled yet"), never
 launched differently — every field of v1.14.1's `EC2NodeClassSpec` (aws pkg/apis/v1/ec2nodeclass.go) is either
 carried or refused; what it now carries is not refused (issue #26): `ipPrefixCount`, `connectionTracking` and
-`ssmParameter` AMI terms since s13-amiterms."""
+`ssmParameter` AMI terms since s13-amiterms; `placementGroupSelector`, `networkInterfaces` and `cpuOptions` since
+s14-ec2launch."""
 
 from __future__ import annotations
 
@@ -29,10 +30,6 @@ BASE: dict[str, Any] = {
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("capacityReservationSelectorTerms", [{"id": "cr-123"}],
      "capacityReservationSelectorTerms: the controller does not launch into capacity reservations"),
-    ("placementGroupSelector", {"name": "pg"}, "placementGroupSelector: the controller does not launch into placement"),
-    ("networkInterfaces", [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}],
-     "networkInterfaces: the controller launches with one network interface"),
-    ("cpuOptions", {"nestedVirtualization": "enabled"}, "cpuOptions: the controller does not set CPU options"),
     ("context", "arn:aws:ec2:us-east-1:123456789012:context/x", "context: the controller does not launch with an ODCR"),
     ("amiSelectorTerms", [{"ssmParameter": "/my/ami", "region": "x"}], r"amiSelectorTerms\[0\]: selects by region"),
 ])
@@ -50,6 +47,11 @@ def test_what_is_not_launched_is_refused_naming_the_field(field: str, value: Any
     ("amiSelectorTerms", [{"ssmParameter": "/my/ami"}]),
     ("amiSelectorTerms", [{"tags": {"team": "red,blue"}}, {"id": "ami-1"}, {"name": "eks-*", "owner": "self"}]),
     ("instanceStorePolicy", "RAID0"),
+    ("placementGroupSelector", {"name": "pg"}),
+    ("placementGroupSelector", {"id": "pg-0123456789abcdef0"}),
+    ("networkInterfaces", [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+                           {"networkCardIndex": 1, "deviceIndex": 0, "interfaceType": "efa-only"}]),
+    ("cpuOptions", {"nestedVirtualization": "enabled"}),
     ("subnetSelectorTerms", [{"tags": {"Name": "a"}}, {"tags": {"Name": "b"}}]),
 ])
 def test_what_is_launched_now_is_carried(field: str, value: Any) -> None:
@@ -61,7 +63,9 @@ _SAMPLES: dict[str, Any] = {
     "amiFamily": "AL2023", "amiSelectorTerms": [{"alias": "al2023@latest"}], "associatePublicIPAddress": True,
     "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "40Gi"}}], "detailedMonitoring": True,
     "instanceProfile": "nodes", "instanceStorePolicy": "RAID0", "ipPrefixCount": 2,
-    "connectionTracking": {"udpTimeout": 45},
+    "connectionTracking": {"udpTimeout": 45}, "placementGroupSelector": {"name": "pg"},
+    "networkInterfaces": [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}],
+    "cpuOptions": {"nestedVirtualization": "disabled"},
     "metadataOptions": {"httpTokens": "required"}, "securityGroupSelectorTerms": [{"id": "sg-1"}],
     "subnetSelectorTerms": [{"id": "subnet-1"}], "tags": {"team": "a"}, "userData": "echo hi",
 }
