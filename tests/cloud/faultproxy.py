@@ -10,7 +10,9 @@ answers it first. Rules emulate what AWS does and moto does not:
   they are removed from the request that goes upstream and reported in the answer's ``errorSet``, as EC2
   reports the pools an instant fleet could not use; with no pool left nothing is forwarded;
 - CreateFleet ``ClientToken`` idempotency: a request repeating a token gets the first answer again;
-- :meth:`FaultProxy.serve`: stub answers for APIs moto lacks (the Price List API, public SSM parameters).
+- :meth:`FaultProxy.serve`: stub answers for APIs moto lacks (the Price List API, public SSM parameters);
+- :meth:`FaultProxy.observe`: a callback seeing each call of an operation with the answer it got (the capacity
+  reservations' stand-in counts the instances CreateFleet launched into a reservation so).
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class FaultProxy:
         self._rules: list[_Rule] = []
         self._no_capacity: dict[tuple[str, str, str], str] = {}
         self._fleet_answers: dict[str, Answer] = {}
+        self._observers: list[tuple[str, Callable[[Call, Answer], None]]] = []
         self.calls: list[Call] = []
         proxy = self
 
@@ -129,6 +132,7 @@ class FaultProxy:
             self._rules.clear()
             self._no_capacity.clear()
             self._fleet_answers.clear()
+            self._observers.clear()
             self.calls.clear()
 
     def serve(self, operation: str, respond: Callable[[Call], Answer | None], times: int | None = None) -> None:
@@ -136,6 +140,12 @@ class FaultProxy:
         goes on to moto); the rule added last wins."""
         with self._lock:
             self._rules.append(_Rule(operation, respond, times))
+
+    def observe(self, operation: str, callback: Callable[[Call, Answer], None]) -> None:
+        """Call ``callback(call, answer)`` after each call of ``operation`` was answered (by a rule or upstream),
+        before the answer is sent back."""
+        with self._lock:
+            self._observers.append((operation, callback))
 
     def throttle(self, operation: str, times: int | None = 1, code: str = "RequestLimitExceeded") -> None:
         """The next ``times`` calls (every call: None) of ``operation`` are throttled (HTTP 503)."""
@@ -200,6 +210,10 @@ class FaultProxy:
                 answer = self._forward(handler.command, handler.path, headers, body)
         if rule is not None and rule.after_forwarding:
             answer = rule.respond(call) or answer
+        with self._lock:
+            observers = [callback for operation, callback in self._observers if operation == call.operation]
+        for callback in observers:
+            callback(call, answer)
         handler.send_response(answer.status)
         for key, value in answer.headers.items():
             handler.send_header(key, value)
