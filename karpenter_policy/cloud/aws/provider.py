@@ -53,7 +53,10 @@ from karpenter_policy.cloud.aws.launchtemplates import (
     template_data,
     template_name,
 )
+from karpenter_policy.cloud.aws.reservations import CapacityReservations
 from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
+from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
+from karpenter_policy.cloud.capacityreservations import CapacityReservation
 from karpenter_policy.cloud.errors import (
     CloudError,
     ConfigurationError,
@@ -179,6 +182,7 @@ class AwsCloudProvider:
         self._amis = AmiResolver(self.api, clock, cluster.kubernetes_version, wall_clock=wall_clock)
         self._profiles = InstanceProfiles(self.api, clock)
         self._templates = LaunchTemplates(self.api, clock)
+        self.reservations = CapacityReservations(self.api, clock, wall_clock)
         #: v1.14.1's `ClusterIPFamily`: IPv6 when the cluster DNS IP is an IPv6 address (aws pkg/operator).
         self._ipv6 = ":" in (cluster.dns_cluster_ip or "")
         self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
@@ -261,6 +265,17 @@ class AwsCloudProvider:
         except CloudError:
             return None
         return Network(frozenset(s.id for s in subnets), frozenset(groups))
+
+    def capacity_reservations(
+        self, provider: Mapping[str, Any] | None
+    ) -> tuple[CapacityReservation, ...] | None:
+        """The capacity reservations an EC2NodeClass's `capacityReservationSelectorTerms` select now, as v1.14.1's
+        class status lists them (`cloud/aws/reservations.py`); None when EC2 could not answer (unknown, not none)."""
+        try:
+            return self.reservations.list((provider or {}).get(RESERVATION_TERMS))
+        except CloudError as error:
+            log.warning("capacity reservations unknown: %s", error)
+            return None
 
     def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
         """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's
