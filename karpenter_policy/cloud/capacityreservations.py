@@ -15,12 +15,18 @@ Pure (no boto3): `cloud/aws/reservations.py` makes the calls and keeps the cache
   zone, type, owner), where v1.14.1 would panic.
 - `available_count`: `AvailableInstanceCount`, a count below 0 or not an integer read as 0 (nothing is launched into
   a reservation whose room is unknown).
+- `reserved_offerings`: v1.14.1's `ReservedCapacityResolver` (aws pkg/providers/instancetype/offering/
+  reserved_capacity_resolver.go): one offering per reservation of an instance type, in its zone, labelled with the
+  reservation's id, type and interruptibility; priced at the type's on-demand price / 10,000,000 (0 without one:
+  "free", its order kept for consolidation); available when the reservation has room, the type is offered in its zone
+  and it is not `expiring`; none with the `ReservedCapacity` gate off. Not read here: zonal shifts and the zone id
+  requirement (this project models neither) and `IsCompatibleWithNodeClass` (placement groups, EFA: refused).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,6 +44,13 @@ MATCH_CRITERIA: Final = ("open", "targeted")
 EXPIRATION_PERIOD: Final = dt.timedelta(minutes=40)
 #: `MaxResults` of a query by tags / owner / criteria (DescribeCapacityReservations' cap).
 MAX_RESULTS: Final = 1000
+#: A reserved offering costs the on-demand price divided by this (v1.14.1: "free", in the on-demand order).
+RESERVED_PRICE_DIVISOR: Final = 10_000_000.0
+#: The labels a reserved offering (and a node launched into it) carries (aws pkg/apis/v1/labels.go,
+#: core pkg/cloudprovider `ReservationIDLabel`).
+LABEL_RESERVATION_ID: Final = "karpenter.k8s.aws/capacity-reservation-id"
+LABEL_RESERVATION_TYPE: Final = "karpenter.k8s.aws/capacity-reservation-type"
+LABEL_RESERVATION_INTERRUPTIBLE: Final = "karpenter.k8s.aws/capacity-reservation-interruptible"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +161,63 @@ def available_count(raw: Mapping[str, Any]) -> int:
     return count
 
 
+@dataclass(frozen=True, slots=True)
+class ReservedOffering:
+    """One reserved offering of an instance type (v1.14.1's `Offering` with capacity type `reserved`)."""
+
+    instance_type: str
+    zone: str
+    reservation_id: str
+    reservation_type: str
+    interruptible: bool
+    price: float
+    available: bool
+    #: the reservation's room now (v1.14.1's `ReservationCapacity`)
+    capacity: int
+
+    def labels(self) -> dict[str, str]:
+        """The offering's requirements, each `In` one value, as labels."""
+        return {
+            "karpenter.sh/capacity-type": "reserved",
+            "topology.kubernetes.io/zone": self.zone,
+            LABEL_RESERVATION_ID: self.reservation_id,
+            LABEL_RESERVATION_TYPE: self.reservation_type,
+            LABEL_RESERVATION_INTERRUPTIBLE: "true" if self.interruptible else "false",
+        }
+
+
+def reserved_offerings(
+    reservations: Sequence[CapacityReservation],
+    zones_of: Mapping[str, frozenset[str]],
+    on_demand: Mapping[str, float],
+    room: Callable[[str], int],
+    *,
+    enabled: bool = True,
+) -> dict[str, tuple[ReservedOffering, ...]]:
+    """instance type -> its reserved offerings (see the module docstring), for the types of `zones_of` (each with the
+    zones it is offered in); `room(id)` is a reservation's available count now."""
+    if not enabled:
+        return {}
+    out: dict[str, list[ReservedOffering]] = {}
+    for found in reservations:
+        zones = zones_of.get(found.instance_type)
+        if zones is None:
+            continue
+        price = on_demand.get(found.instance_type)
+        capacity = room(found.id)
+        out.setdefault(found.instance_type, []).append(ReservedOffering(
+            instance_type=found.instance_type,
+            zone=found.zone,
+            reservation_id=found.id,
+            reservation_type=found.reservation_type,
+            interruptible=found.interruptible,
+            price=price / RESERVED_PRICE_DIVISOR if price is not None else 0.0,
+            available=capacity != 0 and found.zone in zones and found.state != STATE_EXPIRING,
+            capacity=capacity,
+        ))
+    return {name: tuple(offerings) for name, offerings in sorted(out.items())}
+
+
 def unexpired(raws: Sequence[Mapping[str, Any]], now: dt.datetime) -> list[Mapping[str, Any]]:
     """v1.14.1's `filterReservations`: each id once (the first), and none whose `EndDate` is past."""
     seen: set[str] = set()
@@ -166,7 +236,8 @@ def unexpired(raws: Sequence[Mapping[str, Any]], now: dt.datetime) -> list[Mappi
 
 
 __all__ = [
-    "EXPIRATION_PERIOD", "MATCH_CRITERIA", "MAX_RESULTS", "STATE_ACTIVE", "STATE_EXPIRING", "TERMS",
-    "TYPE_CAPACITY_BLOCK", "TYPE_DEFAULT", "CapacityReservation", "Query", "available_count", "queries",
-    "reservation", "unexpired",
+    "EXPIRATION_PERIOD", "LABEL_RESERVATION_ID", "LABEL_RESERVATION_INTERRUPTIBLE", "LABEL_RESERVATION_TYPE",
+    "MATCH_CRITERIA", "MAX_RESULTS", "RESERVED_PRICE_DIVISOR", "STATE_ACTIVE", "STATE_EXPIRING", "TERMS",
+    "TYPE_CAPACITY_BLOCK", "TYPE_DEFAULT", "CapacityReservation", "Query", "ReservedOffering", "available_count",
+    "queries", "reservation", "reserved_offerings", "unexpired",
 ]

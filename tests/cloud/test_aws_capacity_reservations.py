@@ -370,3 +370,64 @@ def test_any_shape_reads_or_is_left_out(raw: Any, terms: Any) -> None:
         assert read.match_criteria in ("open", "targeted")
     for query in queries(terms):
         assert query.arguments()["Filters"][0] == {"Name": "state", "Values": ["active"]}
+
+
+# --- reserved offerings (offering/reserved_capacity_resolver.go) -------------------------------------------------
+
+
+@pytest.mark.parametrize("end", [dt.timedelta(hours=24), dt.timedelta(minutes=40)], ids=["active", "expiring"])
+def test_a_capacity_block_offering(aws: AwsEnv, provider: AwsCloudProvider, end: dt.timedelta) -> None:
+    """instancetype/suite_test.go:3023 "should create an offering for a capacity block" (active, expiring): one
+    reserved offering of the type, in the reservation's zone, with its id and type, available unless expiring, its
+    room the reservation's; priced at the on-demand price / 10,000,000."""
+    aws.prices["c6g.large"] = 0.068
+    aws.reservations.declare(DeclaredReservation(
+        "cr-123", "c6g.large", "us-east-1a", 1, reservation_type=TYPE_CAPACITY_BLOCK, end_date=START + end,
+    ))
+    offerings = provider.reserved_offerings(
+        {**aws.spec(), "capacityReservationSelectorTerms": [{"id": "cr-123"}]}
+    )
+    assert offerings is not None
+    (offering,) = offerings["c6g.large"]
+    assert offering.labels() == {
+        "karpenter.sh/capacity-type": "reserved",
+        "topology.kubernetes.io/zone": "us-east-1a",
+        "karpenter.k8s.aws/capacity-reservation-id": "cr-123",
+        "karpenter.k8s.aws/capacity-reservation-type": "capacity-block",
+        "karpenter.k8s.aws/capacity-reservation-interruptible": "false",
+    }
+    assert offering.available is (end > dt.timedelta(minutes=40))
+    assert offering.capacity == 1
+    assert offering.price == pytest.approx(0.068 / 10_000_000)
+
+
+def test_reserved_offering_availability(aws: AwsEnv, provider: AwsCloudProvider) -> None:
+    """reserved_capacity_resolver.go: available only with room (`ReservationCapacity != 0`) and in a zone the type is
+    offered in for the class's subnets; one offering per reservation; none for a type the catalog lacks."""
+    aws.reservations.declare(DeclaredReservation("cr-room", "m5.large", "us-east-1a", 2))
+    aws.reservations.declare(DeclaredReservation("cr-full", "m5.large", "us-east-1b", 1,
+                                                 fields={"availableInstanceCount": "0"}))
+    aws.reservations.declare(DeclaredReservation("cr-elsewhere", "m5.large", "us-east-1d", 3))
+    aws.reservations.declare(DeclaredReservation("cr-unknown-type", "p5.48xlarge", "us-east-1a", 3))
+    spec = {**aws.spec(), "capacityReservationSelectorTerms": [{"instanceMatchCriteria": "targeted"}]}
+    offerings = provider.reserved_offerings(spec)
+    assert offerings is not None and sorted(offerings) == ["m5.large"]
+    assert [(o.reservation_id, o.available, o.capacity) for o in offerings["m5.large"]] == [
+        ("cr-elsewhere", False, 3), ("cr-full", False, 0), ("cr-room", True, 2),
+    ]
+    provider.reservations.mark_launched("cr-room")
+    provider.reservations.mark_launched("cr-room")
+    offerings = provider.reserved_offerings(spec)
+    assert offerings is not None
+    assert [(o.reservation_id, o.available) for o in offerings["m5.large"]][-1] == ("cr-room", False)
+
+
+def test_reserved_offerings_gate_off_and_unknown(aws: AwsEnv, provider: AwsCloudProvider) -> None:
+    """With the ReservedCapacity gate off there are none (the resolver returns the offerings as they are); with the
+    reservations unknown, they are unknown (None), never none."""
+    aws.reservations.declare(DeclaredReservation("cr-room", "m5.large", "us-east-1a", 2))
+    spec = {**aws.spec(), "capacityReservationSelectorTerms": [{"id": "cr-room"}]}
+    assert provider.reserved_offerings(spec, enabled=False) == {}
+    aws.proxy.fail("DescribeCapacityReservations", times=3)
+    assert provider.reserved_offerings(spec) is None
+    assert provider.reserved_offerings({**aws.spec()}) == {}  # no terms: no reservation

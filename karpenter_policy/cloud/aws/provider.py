@@ -56,7 +56,7 @@ from karpenter_policy.cloud.aws.launchtemplates import (
 from karpenter_policy.cloud.aws.reservations import CapacityReservations
 from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
 from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
-from karpenter_policy.cloud.capacityreservations import CapacityReservation
+from karpenter_policy.cloud.capacityreservations import CapacityReservation, ReservedOffering, reserved_offerings
 from karpenter_policy.cloud.errors import (
     CloudError,
     ConfigurationError,
@@ -276,6 +276,28 @@ class AwsCloudProvider:
         except CloudError as error:
             log.warning("capacity reservations unknown: %s", error)
             return None
+
+    def reserved_offerings(
+        self, provider: Mapping[str, Any] | None, *, enabled: bool = True
+    ) -> dict[str, tuple[ReservedOffering, ...]] | None:
+        """instance type -> the reserved offerings of the settings' capacity reservations, as v1.14.1's
+        `ReservedCapacityResolver` makes them (`capacityreservations.reserved_offerings`: the type's zones those its
+        live offerings are in for the settings' subnets; `enabled`: the ReservedCapacity gate); None when the
+        reservations, the subnets or the types' zones are unknown."""
+        if not enabled:
+            return {}
+        found = self.capacity_reservations(provider)
+        if found is None:
+            return None
+        if not found:
+            return {}
+        try:
+            types = self.instance_types(provider=provider)
+        except CloudError as error:
+            log.warning("reserved offerings unknown: %s", error)
+            return None
+        zones = {it.name: frozenset(o.zone for o in it.offerings) for it in types}
+        return reserved_offerings(found, zones, self.on_demand_prices(), self.reservations.available)
 
     def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
         """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's
