@@ -21,6 +21,11 @@ Pure (no boto3): `cloud/aws/reservations.py` makes the calls and keeps the cache
   "free", its order kept for consolidation); available when the reservation has room, the type is offered in its zone
   and it is not `expiring`; none with the `ReservedCapacity` gate off. Not read here: zonal shifts and the zone id
   requirement (this project models neither) and `IsCompatibleWithNodeClass` (placement groups, EFA: refused).
+- `launch_choices`: which reservation each reserved (type, zone) option of one launch goes into, as v1.14.1's launch
+  filters choose (aws pkg/providers/instance/filter/filter.go): one kind of reservation per CreateFleet
+  (`CapacityReservationTypeFilter`: the kind — default, capacity block, interruptible — of the cheapest offering,
+  ties in that order), a capacity block alone (`CapacityBlockFilter`: the cheapest one), and in each zone the
+  reservation with the most room (`ReservedOfferingFilter`; ties: the smaller id).
 """
 
 from __future__ import annotations
@@ -218,6 +223,31 @@ def reserved_offerings(
     return {name: tuple(offerings) for name, offerings in sorted(out.items())}
 
 
+#: `CapacityReservationTypeFilter`'s order among kinds of reservation of the same cheapest price.
+_KIND_ORDER: Final = {(TYPE_DEFAULT, False): 0, (TYPE_CAPACITY_BLOCK, False): 1, (TYPE_DEFAULT, True): 2}
+
+
+def launch_choices(
+    options: Sequence[tuple[str, str]], offerings: Sequence[ReservedOffering]
+) -> dict[tuple[str, str], ReservedOffering]:
+    """(instance type, zone) of the reserved options one launch may use -> the reservation it launches into (see the
+    module docstring); `offerings`: the available reserved offerings the node's requirements allow."""
+    wanted = set(options)
+    candidates = [o for o in offerings if o.available and (o.instance_type, o.zone) in wanted]
+    if not candidates:
+        return {}
+    kinds = {(o.reservation_type, o.interruptible) for o in candidates}
+    kind = min(kinds, key=lambda k: (min(o.price for o in candidates if (o.reservation_type, o.interruptible) == k),
+                                     _KIND_ORDER.get(k, len(_KIND_ORDER))))
+    candidates = [o for o in candidates if (o.reservation_type, o.interruptible) == kind]
+    if kind[0] == TYPE_CAPACITY_BLOCK:
+        candidates = [min(candidates, key=lambda o: (o.price, o.instance_type, o.zone, o.reservation_id))]
+    chosen: dict[tuple[str, str], ReservedOffering] = {}
+    for offering in sorted(candidates, key=lambda o: (-o.capacity, o.reservation_id)):
+        chosen.setdefault((offering.instance_type, offering.zone), offering)
+    return chosen
+
+
 def unexpired(raws: Sequence[Mapping[str, Any]], now: dt.datetime) -> list[Mapping[str, Any]]:
     """v1.14.1's `filterReservations`: each id once (the first), and none whose `EndDate` is past."""
     seen: set[str] = set()
@@ -239,5 +269,5 @@ __all__ = [
     "EXPIRATION_PERIOD", "LABEL_RESERVATION_ID", "LABEL_RESERVATION_INTERRUPTIBLE", "LABEL_RESERVATION_TYPE",
     "MATCH_CRITERIA", "MAX_RESULTS", "RESERVED_PRICE_DIVISOR", "STATE_ACTIVE", "STATE_EXPIRING", "TERMS",
     "TYPE_CAPACITY_BLOCK", "TYPE_DEFAULT", "CapacityReservation", "Query", "ReservedOffering", "available_count",
-    "queries", "reservation", "reserved_offerings", "unexpired",
+    "launch_choices", "queries", "reservation", "reserved_offerings", "unexpired",
 ]

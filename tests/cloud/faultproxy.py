@@ -9,7 +9,9 @@ answers it first. Rules emulate what AWS does and moto does not:
 - :meth:`FaultProxy.insufficient_capacity`: EC2 CreateFleet pools (instance type x subnet) that have no capacity:
   they are removed from the request that goes upstream and reported in the answer's ``errorSet``, as EC2
   reports the pools an instant fleet could not use; with no pool left nothing is forwarded;
-- CreateFleet ``ClientToken`` idempotency: a request repeating a token gets the first answer again;
+- CreateFleet ``ClientToken`` idempotency: a request repeating a token gets the first answer again; a capacity
+  block's or an interruptible reservation's target capacity type (`capacity-block`, `reserved-capacity`), which
+  moto does not fulfil, forwarded as `on-demand`;
 - :meth:`FaultProxy.serve`: stub answers for APIs moto lacks (the Price List API, public SSM parameters);
 - :meth:`FaultProxy.observe`: a callback seeing each call of an operation with the answer it got (the capacity
   reservations' stand-in counts the instances CreateFleet launched into a reservation so).
@@ -32,6 +34,8 @@ _CREDENTIAL_SCOPE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_reque
 _OVERRIDE_KEY = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _CONFIG_KEY = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.(.+)$")
 _EKS_CLUSTER = re.compile(r"^/clusters/([^/?]+)$")
+_TARGET_TYPE = "TargetCapacitySpecification.DefaultTargetCapacityType"
+_RESERVED_TARGETS = ("capacity-block", "reserved-capacity")
 _HOP_HEADERS = {"connection", "transfer-encoding", "content-length", "keep-alive", "server", "date"}
 
 
@@ -261,6 +265,9 @@ class FaultProxy:
             )
             answer = Answer(200, xml.encode(), {"Content-Type": "text/xml;charset=UTF-8"})
         else:
+            # moto fulfils spot and on-demand targets only: a reserved launch's (a capacity block's, an interruptible
+            # reservation's) goes on as on-demand, the instance EC2 would launch into the reservation
+            kept = [(k, "on-demand" if k == _TARGET_TYPE and v in _RESERVED_TARGETS else v) for k, v in kept]
             answer = self._forward(handler.command, handler.path, headers, urllib.parse.urlencode(kept).encode())
             if errors and answer.status == 200:
                 text = answer.body.decode()

@@ -41,6 +41,7 @@ from typing import Any
 from karpenter_policy.api.constraintset import canonical_json
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.cache import TtlCache
+from karpenter_policy.cloud.capacityreservations import TYPE_CAPACITY_BLOCK
 from karpenter_policy.cloud.errors import CloudError, NotFound
 from karpenter_policy.cloud.provider import TAG_MANAGED_BY, Clock, cluster_tag
 from karpenter_policy.model.resources import parse_quantity
@@ -137,6 +138,7 @@ def template_data(
     ip_prefix_count: int | None = None,
     ipv6: bool = False,
     connection_tracking: Mapping[str, Any] | None = None,
+    reservation: tuple[str, str, bool] | None = None,
 ) -> dict[str, Any]:
     """CreateLaunchTemplate's LaunchTemplateData (userData base64-encoded, as EC2 wants it). ``public_ip`` (an
     EC2NodeClass's `associatePublicIPAddress`, None: unset) and ``ip_prefix_count`` (its `ipPrefixCount`: the
@@ -144,7 +146,10 @@ def template_data(
     ``connection_tracking`` (its `connectionTracking`, :func:`connection_tracking`; None: unset) are said on the
     primary network interface, which then carries the security groups (EC2 takes them there or at the top, not
     both): v1.14.1's `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go:368-380) for
-    one ENA interface."""
+    one ENA interface. ``reservation`` (id, type, interruptible) targets a capacity reservation as v1.14.1's
+    `CreateLaunchTemplateInputBuilder` does for a reserved launch (aws pkg/providers/launchtemplate/types.go:153-180):
+    `capacity-reservations-only` with the reservation as target, a capacity block's or an interruptible reservation's
+    market type. (v1.14.1 also writes preference `none` on its other templates; these leave it unset: docs/cloud.md.)"""
     data: dict[str, Any] = {
         "ImageId": image_id,
         "IamInstanceProfile": {"Name": instance_profile},
@@ -166,6 +171,16 @@ def template_data(
         data["BlockDeviceMappings"] = [dict(m) for m in block_devices]
     if user_data:
         data["UserData"] = base64.b64encode(user_data.encode("utf-8")).decode("ascii")
+    if reservation is not None:
+        reservation_id, kind, interruptible = reservation
+        data["CapacityReservationSpecification"] = {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": reservation_id},
+        }
+        if kind == TYPE_CAPACITY_BLOCK:
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        elif interruptible:
+            data["InstanceMarketOptions"] = {"MarketType": "interruptible-capacity-reservation"}
     return data
 
 

@@ -56,7 +56,13 @@ from karpenter_policy.cloud.aws.launchtemplates import (
 from karpenter_policy.cloud.aws.reservations import CapacityReservations
 from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
 from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
-from karpenter_policy.cloud.capacityreservations import CapacityReservation, ReservedOffering, reserved_offerings
+from karpenter_policy.cloud.capacityreservations import (
+    TYPE_DEFAULT,
+    CapacityReservation,
+    ReservedOffering,
+    launch_choices,
+    reserved_offerings,
+)
 from karpenter_policy.cloud.errors import (
     CloudError,
     ConfigurationError,
@@ -147,6 +153,8 @@ class _Templates:
 
     by_type: dict[str, str] = field(default_factory=dict)
     data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: a reserved launch's template per capacity reservation (v1.14.1: one per reservation id)
+    by_reservation: dict[str, str] = field(default_factory=dict)
 
 
 class AwsCloudProvider:
@@ -345,6 +353,10 @@ class AwsCloudProvider:
         if existing is not None:
             return existing
         options = self._launchable(request)
+        reserved = self._reserved_choices(request, spec, options)
+        options = [
+            o for o in options if o.capacity_type != wk.CAPACITY_RESERVED or (o.instance_type, o.zone) in reserved
+        ]
         if not options:
             raise InsufficientCapacity(self.api.endpoint("ec2"), [])
         subnets = self._discovery.subnet_per_zone(spec)
@@ -362,9 +374,9 @@ class AwsCloudProvider:
             )
         templates = _Templates()
         try:  # the templates stay pinned (never deleted) until CreateFleet answered
-            self._launch_templates(request, spec, sorted({o.instance_type for o in placed}), templates)
+            self._launch_templates(request, spec, sorted({o.instance_type for o in placed}), templates, reserved)
             placed = [o for o in placed if o.instance_type in templates.by_type]
-            return self._launch(request, placed, subnets, templates)
+            return self._launch(request, placed, subnets, templates, reserved)
         finally:
             self._templates.release(templates.data)
 
@@ -386,8 +398,32 @@ class AwsCloudProvider:
                 launchable.append(option)
         return launchable
 
+    def _reserved_choices(
+        self, request: LaunchRequest, spec: Mapping[str, Any], options: Sequence[ChosenOffering]
+    ) -> dict[tuple[str, str], ReservedOffering]:
+        """The reservation each reserved option launches into (`capacityreservations.launch_choices` of the settings'
+        reserved offerings the node's requirements allow); a reserved option with none is dropped — the reservations
+        unknown, none is (never a launch into nothing)."""
+        wanted = [(o.instance_type, o.zone) for o in options if o.capacity_type == wk.CAPACITY_RESERVED]
+        if not wanted:
+            return {}
+        offerings = self.reserved_offerings(spec)
+        if offerings is None:
+            log.warning("skipping the reserved options: the capacity reservations are unknown")
+            return {}
+        allowed = [
+            o for found in offerings.values() for o in found
+            if all(request.requirements.get_or_exists(key).has(value) for key, value in o.labels().items())
+        ]
+        return launch_choices(wanted, allowed)
+
     def _launch_templates(
-        self, request: LaunchRequest, spec: Mapping[str, Any], names: Sequence[str], templates: _Templates
+        self,
+        request: LaunchRequest,
+        spec: Mapping[str, Any],
+        names: Sequence[str],
+        templates: _Templates,
+        reserved: Mapping[tuple[str, str], ReservedOffering] | None = None,
     ) -> None:
         """A launch template per (AMI, max pods) group of the instance types, created if missing and pinned for
         this launch (each one pinned is in ``templates.data`` as soon as it is)."""
@@ -414,6 +450,10 @@ class AwsCloudProvider:
         labels = userdata.bootstrap_labels(request.provisioner, request.labels, request.requirements)
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
+        arguments: dict[tuple[str, int], dict[str, Any]] = {}
+        reservations_of: dict[str, list[ReservedOffering]] = {}
+        for choice in (reserved or {}).values():
+            reservations_of.setdefault(choice.instance_type, []).append(choice)
         node = node_configuration_of(request.kubelet, arithmetic_family(family))
         cidr = None
         if family == NODEADM_FAMILY:
@@ -447,25 +487,33 @@ class AwsCloudProvider:
                     text = userdata.render(family, bootstrap)
                 except ValueError as error:
                     raise ConfigurationError("AWSNodeTemplate", f"userData: {error}") from None
-                data = template_data(
-                    image_id=image,
-                    user_data=text,
-                    security_groups=groups,
-                    instance_profile=str(profile),
-                    block_devices=block_device_mappings(spec.get("blockDeviceMappings"), family),
-                    metadata=metadata_options(spec.get("metadataOptions")),
-                    detailed_monitoring=bool(spec.get("detailedMonitoring")),
-                    public_ip=public_ip if isinstance(public_ip := spec.get(PUBLIC_IP), bool) else None,
-                    ip_prefix_count=_prefixes(spec.get(IP_PREFIX_COUNT)),
-                    ipv6=self._ipv6,
-                    connection_tracking=connection_tracking(spec.get(CONNECTION_TRACKING)),
-                )
-                name = template_name(request.cluster_name, data)
-                if name not in templates.data:
-                    self._templates.acquire(name, data, request.cluster_name)
-                    templates.data[name] = data
-                by_group[group] = name
+                arguments[group] = {
+                    "image_id": image,
+                    "user_data": text,
+                    "security_groups": groups,
+                    "instance_profile": str(profile),
+                    "block_devices": block_device_mappings(spec.get("blockDeviceMappings"), family),
+                    "metadata": metadata_options(spec.get("metadataOptions")),
+                    "detailed_monitoring": bool(spec.get("detailedMonitoring")),
+                    "public_ip": public_ip if isinstance(public_ip := spec.get(PUBLIC_IP), bool) else None,
+                    "ip_prefix_count": _prefixes(spec.get(IP_PREFIX_COUNT)),
+                    "ipv6": self._ipv6,
+                    "connection_tracking": connection_tracking(spec.get(CONNECTION_TRACKING)),
+                }
+                by_group[group] = self._acquire(request, templates, template_data(**arguments[group]))
             templates.by_type[it.name] = by_group[group]
+            for choice in reservations_of.get(it.name, ()):  # v1.14.1: a template per reservation
+                target = (choice.reservation_id, choice.reservation_type, choice.interruptible)
+                data = template_data(**arguments[group], reservation=target)
+                templates.by_reservation[choice.reservation_id] = self._acquire(request, templates, data)
+
+    def _acquire(self, request: LaunchRequest, templates: _Templates, data: dict[str, Any]) -> str:
+        """The name of the template of `data`, created if missing and pinned for this launch."""
+        name = template_name(request.cluster_name, data)
+        if name not in templates.data:
+            self._templates.acquire(name, data, request.cluster_name)
+            templates.data[name] = data
+        return name
 
     def _launch(
         self,
@@ -473,25 +521,42 @@ class AwsCloudProvider:
         options: Sequence[ChosenOffering],
         subnets: Mapping[str, Subnet],
         templates: _Templates,
+        reserved: Mapping[tuple[str, str], ReservedOffering] | None = None,
     ) -> Instance:
         endpoint = self.api.endpoint("ec2")
         tags = launch_tags(request, self.cluster.tags)
         zone_of_subnet = {s.id: s.zone for s in subnets.values()}
+        choices = reserved or {}
         remaining = list(options)
         failed: list[FailedOffering] = []
         while remaining:
             capacity_type = remaining[0].capacity_type
             batch = [o for o in remaining if o.capacity_type == capacity_type][: fleets.MAX_OVERRIDES]
-            overrides = [fleets.Override(o, subnets[o.zone].id, templates.by_type[o.instance_type]) for o in batch]
-            launched, errors = self._create_fleet(request, capacity_type, overrides, tags, zone_of_subnet, templates)
+            into = capacity_type == wk.CAPACITY_RESERVED
+            overrides = [
+                fleets.Override(o, subnets[o.zone].id, templates.by_reservation[choices[(o.instance_type, o.zone)]
+                                .reservation_id] if into else templates.by_type[o.instance_type])
+                for o in batch
+            ]
+            kind = next(((c.reservation_type, c.interruptible) for c in choices.values()), (TYPE_DEFAULT, False))
+            launched, errors = self._create_fleet(
+                request, capacity_type, overrides, tags, zone_of_subnet, templates, reservation_kind=kind
+            )
             for error in errors:
                 if error.unfulfillable:
-                    self.mark_unavailable(error.instance_type, error.zone, error.capacity_type, error.code)
+                    choice = choices.get((error.instance_type, error.zone)) if into else None
+                    if choice is not None:  # v1.14.1: the reservation is full until EC2 says otherwise
+                        self.reservations.mark_unavailable(choice.reservation_id)
+                    else:
+                        self.mark_unavailable(error.instance_type, error.zone, error.capacity_type, error.code)
                     failed.append(
-                        FailedOffering(error.instance_type, error.zone, error.capacity_type, error.code, error.message)
+                        FailedOffering(error.instance_type, error.zone, capacity_type if into else error.capacity_type,
+                                       error.code, error.message)
                     )
             if launched:
                 instance = self._launched_instance(launched[0], zone_of_subnet, tags)
+                if into:
+                    instance = self._into_reservation(instance, choices)
                 return dataclasses.replace(instance, failed_offerings=tuple(failed)) if failed else instance
             other = [e for e in errors if not e.unfulfillable]
             if other:
@@ -500,6 +565,20 @@ class AwsCloudProvider:
             tried = set(batch)
             remaining = [o for o in remaining if o not in tried]
         raise InsufficientCapacity(endpoint, failed)
+
+    def _into_reservation(
+        self, instance: Instance, choices: Mapping[tuple[str, str], ReservedOffering]
+    ) -> Instance:
+        """A reserved launch's instance: capacity type `reserved` and its reservation (v1.14.1's
+        `WithCapacityReservationDetails`), one instance fewer in the reservation (`MarkLaunched`)."""
+        choice = choices.get((instance.instance_type, instance.zone))
+        if choice is None:
+            return instance
+        self.reservations.mark_launched(choice.reservation_id)
+        return dataclasses.replace(
+            instance, capacity_type=wk.CAPACITY_RESERVED, reservation_id=choice.reservation_id,
+            reservation_type=choice.reservation_type, reservation_interruptible=choice.interruptible,
+        )
 
     def _create_fleet(
         self,
@@ -510,11 +589,15 @@ class AwsCloudProvider:
         zone_of_subnet: Mapping[str, str],
         templates: _Templates,
         retried: bool = False,
+        reservation_kind: tuple[str, bool] = (TYPE_DEFAULT, False),
     ) -> tuple[list[fleets.Launched], list[fleets.FleetError]]:
         """One CreateFleet; a launch template that vanished is created again and the request retried once (with
         a new client token: EC2 would answer the same token with the same failure)."""
-        arguments = fleets.fleet_request(capacity_type, overrides, tags, request.client_token, attempt=int(retried))
-        again = (request, capacity_type, overrides, tags, zone_of_subnet, templates, True)
+        arguments = fleets.fleet_request(
+            capacity_type, overrides, tags, request.client_token, attempt=int(retried),
+            reservation_kind=reservation_kind,
+        )
+        again = (request, capacity_type, overrides, tags, zone_of_subnet, templates, True, reservation_kind)
         try:
             answer = self.api.call("ec2", "create_fleet", **arguments)
         except NotFound as error:
