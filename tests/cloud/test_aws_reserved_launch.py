@@ -19,7 +19,7 @@ from karpenter_policy.cloud.capacityreservations import (
     ReservedOffering,
     launch_choices,
 )
-from karpenter_policy.cloud.errors import InsufficientCapacity
+from karpenter_policy.cloud.errors import InsufficientCapacity, Throttled
 from karpenter_policy.model.requirements import Requirement, Requirements
 
 from .conftest import AwsEnv
@@ -117,13 +117,48 @@ def test_a_full_reservation_falls_back_to_on_demand(aws: AwsEnv, provider: AwsCl
 
 
 def test_only_reserved_and_full_is_insufficient_capacity(aws: AwsEnv, provider: AwsCloudProvider) -> None:
-    """A node that may only run reserved, its reservation full: InsufficientCapacity, no instance."""
-    aws.reservations.declare(DeclaredReservation("cr-a", "m5.large", ZONE, 1))
+    """instance/suite_test.go:308 "should return an ICE error when all attempted instance types return a
+    ReservedCapacityReservation error": the adapter believes the reservation has room, EC2 has none; a node that may
+    only run reserved gets InsufficientCapacity, no instance, and the reservation is marked without room."""
+    aws.reservations.declare(DeclaredReservation("cr-m5.large-1a-1", "m5.large", ZONE, 1))
     provider.reserved_offerings(spec(aws))
-    aws.reservations.declare(DeclaredReservation("cr-a", "m5.large", ZONE, 0))
+    aws.reservations.declare(DeclaredReservation("cr-m5.large-1a-1", "m5.large", ZONE, 0))
+    assert provider.reservations.available("cr-m5.large-1a-1") == 1
     with pytest.raises(InsufficientCapacity):
         provider.create(request(spec(aws), [offer("m5.large", ZONE, "reserved", 0.0)]))
     assert aws.instances() == []
+    assert provider.reservations.available("cr-m5.large-1a-1") == 0
+
+
+def test_throttled_fleet_leaves_the_reservation(aws: AwsEnv, provider: AwsCloudProvider) -> None:
+    """instance/suite_test.go:354 "should not mark capacity reservations unavailable for RequestLimitExceeded
+    CreateFleet errors": the launch fails throttled, the reservation keeps its room."""
+    aws.reservations.declare(DeclaredReservation("cr-m5.large-1a-1", "m5.large", ZONE, 1))
+    aws.proxy.throttle("CreateFleet", times=None)
+    with pytest.raises(Throttled):
+        provider.create(request(spec(aws), [offer("m5.large", ZONE, "reserved", 0.0)]))
+    assert provider.reservations.available("cr-m5.large-1a-1") == 1
+
+
+def test_a_launch_template_per_reservation(aws: AwsEnv, provider: AwsCloudProvider) -> None:
+    """launchtemplate/suite_test.go:2780 "should generate a unique launch template per capacity reservation": a
+    reserved-only launch over four reservations makes three templates, one per zone's reservation with the most
+    room (1a's smaller one left out), each targeting its reservation — and none without a target."""
+    aws.reservations.declare(DeclaredReservation("cr-m5.large-1a-1", "m5.large", "us-east-1a", 10))
+    aws.reservations.declare(DeclaredReservation("cr-m5.large-1a-2", "m5.large", "us-east-1a", 15))
+    aws.reservations.declare(DeclaredReservation("cr-m5.large-1b-1", "m5.large", "us-east-1b", 10))
+    aws.reservations.declare(DeclaredReservation("cr-m5.xlarge-1b-1", "m5.xlarge", "us-east-1b", 15))
+    options = [offer("m5.large", "us-east-1a", "reserved", 0.0), offer("m5.large", "us-east-1b", "reserved", 0.0),
+               offer("m5.xlarge", "us-east-1b", "reserved", 0.0)]
+    provider.create(request(spec(aws), options))
+    created = [c.params["LaunchTemplateName"] for c in aws.proxy.calls_to("CreateLaunchTemplate")]
+    assert len(created) == 3
+    targets = sorted(
+        launch_template(aws.ec2, name)["CapacityReservationSpecification"]["CapacityReservationTarget"][
+            "CapacityReservationId"]
+        for name in created
+    )
+    assert targets == ["cr-m5.large-1a-2", "cr-m5.large-1b-1", "cr-m5.xlarge-1b-1"]
 
 
 def test_reservations_unknown_launch_no_reserved_option(aws: AwsEnv, provider: AwsCloudProvider) -> None:

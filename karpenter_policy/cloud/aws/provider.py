@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -374,8 +374,11 @@ class AwsCloudProvider:
             )
         templates = _Templates()
         try:  # the templates stay pinned (never deleted) until CreateFleet answered
-            self._launch_templates(request, spec, sorted({o.instance_type for o in placed}), templates, reserved)
-            placed = [o for o in placed if o.instance_type in templates.by_type]
+            unreserved = {o.instance_type for o in placed if o.capacity_type != wk.CAPACITY_RESERVED}
+            self._launch_templates(
+                request, spec, sorted({o.instance_type for o in placed}), templates, reserved, unreserved
+            )
+            placed = [o for o in placed if self._has_template(o, templates, reserved)]
             return self._launch(request, placed, subnets, templates, reserved)
         finally:
             self._templates.release(templates.data)
@@ -397,6 +400,15 @@ class AwsCloudProvider:
             elif (option.instance_type, option.zone, option.capacity_type) not in unavailable:
                 launchable.append(option)
         return launchable
+
+    @staticmethod
+    def _has_template(
+        option: ChosenOffering, templates: _Templates, reserved: Mapping[tuple[str, str], ReservedOffering]
+    ) -> bool:
+        if option.capacity_type != wk.CAPACITY_RESERVED:
+            return option.instance_type in templates.by_type
+        choice = reserved.get((option.instance_type, option.zone))
+        return choice is not None and choice.reservation_id in templates.by_reservation
 
     def _reserved_choices(
         self, request: LaunchRequest, spec: Mapping[str, Any], options: Sequence[ChosenOffering]
@@ -424,9 +436,12 @@ class AwsCloudProvider:
         names: Sequence[str],
         templates: _Templates,
         reserved: Mapping[tuple[str, str], ReservedOffering] | None = None,
+        unreserved: Set[str] | None = None,
     ) -> None:
-        """A launch template per (AMI, max pods) group of the instance types, created if missing and pinned for
-        this launch (each one pinned is in ``templates.data`` as soon as it is)."""
+        """A launch template per (AMI, max pods) group of the instance types (of `unreserved`, when given: the types
+        with options not reserved), and one per capacity reservation of `reserved` (v1.14.1's template per
+        reservation id), created if missing and pinned for this launch (each one pinned is in ``templates.data`` as
+        soon as it is)."""
         named = spec.get("launchTemplate")
         if named:
             try:
@@ -468,7 +483,7 @@ class AwsCloudProvider:
                 continue
             pods = max_pods(it, node)
             group = (image, pods)
-            if group not in by_group:
+            if group not in arguments:
                 bootstrap = userdata.Bootstrap(
                     cluster_name=request.cluster_name,
                     cluster_endpoint=self.cluster.endpoint,
@@ -500,8 +515,10 @@ class AwsCloudProvider:
                     "ipv6": self._ipv6,
                     "connection_tracking": connection_tracking(spec.get(CONNECTION_TRACKING)),
                 }
-                by_group[group] = self._acquire(request, templates, template_data(**arguments[group]))
-            templates.by_type[it.name] = by_group[group]
+            if unreserved is None or it.name in unreserved:
+                if group not in by_group:
+                    by_group[group] = self._acquire(request, templates, template_data(**arguments[group]))
+                templates.by_type[it.name] = by_group[group]
             for choice in reservations_of.get(it.name, ()):  # v1.14.1: a template per reservation
                 target = (choice.reservation_id, choice.reservation_type, choice.interruptible)
                 data = template_data(**arguments[group], reservation=target)
