@@ -561,9 +561,10 @@ class AwsCloudProvider:
             )
             for error in errors:
                 if error.unfulfillable:
-                    choice = choices.get((error.instance_type, error.zone)) if into else None
-                    if choice is not None:  # v1.14.1: the reservation is full until EC2 says otherwise
-                        self.reservations.mark_unavailable(choice.reservation_id)
+                    if into:  # v1.14.1: the reservation is full until EC2 says otherwise; no offering is marked
+                        choice = choices.get((error.instance_type, error.zone))
+                        if choice is not None:
+                            self.reservations.mark_unavailable(choice.reservation_id)
                     else:
                         self.mark_unavailable(error.instance_type, error.zone, error.capacity_type, error.code)
                     failed.append(
