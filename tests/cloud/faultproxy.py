@@ -145,6 +145,12 @@ class FaultProxy:
         with self._lock:
             self._rules.append(_Rule(operation, respond, times))
 
+    def forward(self, call: Call) -> Answer:
+        """Send a query-protocol call (its parameters) on to the upstream server as it is: a rule that changes what
+        moto answers."""
+        body = urllib.parse.urlencode(call.params).encode()
+        return self._forward("POST", "/", call.headers, body)
+
     def observe(self, operation: str, callback: Callable[[Call, Answer], None]) -> None:
         """Call ``callback(call, answer)`` after each call of ``operation`` was answered (by a rule or upstream),
         before the answer is sent back."""

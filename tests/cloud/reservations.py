@@ -12,7 +12,10 @@ runs: the stand-in watches CreateFleet through the proxy (`FaultProxy.observe`),
 launched instance from moto and counts the instance against the reservation its
 `CapacityReservationSpecification.CapacityReservationTarget` names (preference `capacity-reservations-only`). A
 CreateFleet whose templates all target full reservations is answered as EC2 answers it: no instance, each override
-in the `errorSet` with `ReservationCapacityExceeded`.
+in the `errorSet` with `ReservationCapacityExceeded`. DescribeInstances says of an instance launched into a reservation
+what EC2 says and moto does not: its `capacityReservationId`, the `capacityReservationSpecification` it launched with
+(`capacity-reservations-only`, the target) and, for a capacity block's or an interruptible reservation's, its
+`instanceLifecycle`.
 
 A declared reservation is written as given: `fields` overrides or removes (None) any element, so a test can send a
 hostile shape (a missing id, a count that is no number, a negative count).
@@ -103,6 +106,8 @@ class CapacityReservationStandIn:
         proxy.serve("DescribeCapacityReservations", self.respond)
         proxy.serve("CreateFleet", self._refuse_full)
         proxy.observe("CreateFleet", self._count_launches)
+        proxy.serve("DescribeInstances", self._describe_instances)
+        self._proxy = proxy
 
     def declare(self, reservation: DeclaredReservation) -> DeclaredReservation:
         with self._lock:
@@ -205,6 +210,23 @@ class CapacityReservationStandIn:
         )
         return Answer(200, xml.encode(), {"Content-Type": "text/xml;charset=UTF-8"})
 
+    def _describe_instances(self, call: Call) -> Answer | None:
+        with self._lock:
+            launched = dict(self._launched)
+            declared = dict(self._declared)
+        if not launched:
+            return None
+        answer = self._proxy.forward(call)
+        if answer.status != 200:
+            return answer
+        text = answer.body.decode()
+        for instance_id, reservation_id in launched.items():
+            reservation = declared.get(reservation_id)
+            marker = f"<instanceId>{instance_id}</instanceId>"
+            if reservation is not None and marker in text:
+                text = text.replace(marker, marker + _reserved_elements(reservation))
+        return Answer(answer.status, text.encode(), answer.headers)
+
     def _count_launches(self, call: Call, answer: Answer) -> None:
         with self._lock:
             if not self._declared or answer.status != 200:
@@ -227,6 +249,19 @@ class CapacityReservationStandIn:
                 for instance in item.iterfind(f"{_NS}instanceIds/{_NS}item"):
                     if instance.text:
                         self._launched[instance.text] = target
+
+
+def _reserved_elements(reservation: DeclaredReservation) -> str:
+    lifecycle = "capacity-block" if reservation.reservation_type == "capacity-block" else (
+        "interruptible-capacity-reservation" if reservation.interruptible else "")
+    return (
+        f"<capacityReservationId>{escape(reservation.id)}</capacityReservationId>"
+        "<capacityReservationSpecification><capacityReservationPreference>capacity-reservations-only"
+        "</capacityReservationPreference><capacityReservationTarget><capacityReservationId>"
+        f"{escape(reservation.id)}</capacityReservationId></capacityReservationTarget>"
+        "</capacityReservationSpecification>"
+        + (f"<instanceLifecycle>{lifecycle}</instanceLifecycle>" if lifecycle else "")
+    )
 
 
 def _numbered(item: tuple[str, str]) -> tuple[int, str]:

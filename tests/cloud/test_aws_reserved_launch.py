@@ -204,3 +204,41 @@ def test_one_kind_of_reservation_per_fleet() -> None:
     assert list(launch_choices(options, blocks)) == [("c5.large", ZONE)]
     unavailable = [ReservedOffering("m5.large", ZONE, "cr-x", TYPE_DEFAULT, False, 0.0, False, 0)]
     assert launch_choices(options, unavailable) == {}
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [
+        (DeclaredReservation("cr-a", "m5.large", ZONE, 2), (TYPE_DEFAULT, False)),
+        (DeclaredReservation("cr-a", "m5.large", ZONE, 2, reservation_type=TYPE_CAPACITY_BLOCK,
+                             end_date=NOW + dt.timedelta(days=1)), (TYPE_CAPACITY_BLOCK, False)),
+        (DeclaredReservation("cr-a", "m5.large", ZONE, 2, interruptible=True), (TYPE_DEFAULT, True)),
+    ],
+    ids=["default", "capacity-block", "interruptible"],
+)
+def test_described_reserved_instances(
+    aws: AwsEnv, provider: AwsCloudProvider, declared: DeclaredReservation, expected: tuple[str, bool]
+) -> None:
+    """instance/types.go:111-121 `capacityTypeFromInstance` / `NewInstance`: an instance EC2 describes with a
+    `CapacityReservationId` launched `capacity-reservations-only` is `reserved`, its type and interruptibility from
+    its lifecycle — what `get`, `list` and a launch's idempotent retry (the client token's instance) say."""
+    aws.reservations.declare(declared)
+    launched = provider.create(request(spec(aws), reserved_then_on_demand()))
+    for found in (provider.get(launched.id), provider.create(request(spec(aws), reserved_then_on_demand()))):
+        assert found is not None and found.id == launched.id
+        assert (found.capacity_type, found.reservation_id) == ("reserved", "cr-a")
+        assert (found.reservation_type, found.reservation_interruptible) == expected
+    plain = provider.create(request(aws.spec(), [offer("m5.large", ZONE, "on-demand", 0.096)], token="claim-plain"))
+    assert (provider.get(plain.id) or plain).capacity_type == "on-demand"
+
+
+def test_terminating_gives_the_room_back(aws: AwsEnv, provider: AwsCloudProvider) -> None:
+    """cloudprovider/suite_test.go:1575 "should mark capacity reservations as terminated": deleting an instance
+    launched into a reservation gives the reservation one back (before EC2's next answer says so)."""
+    aws.reservations.declare(DeclaredReservation("cr-a", "m5.large", ZONE, 2))
+    instance = provider.create(request(spec(aws), reserved_then_on_demand()))
+    assert provider.reservations.available("cr-a") == 1
+    provider.delete(instance.id)
+    assert provider.reservations.available("cr-a") == 2
+    provider.delete(instance.id)  # once only
+    assert provider.reservations.available("cr-a") == 2

@@ -57,6 +57,7 @@ from karpenter_policy.cloud.aws.reservations import CapacityReservations
 from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
 from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
 from karpenter_policy.cloud.capacityreservations import (
+    TYPE_CAPACITY_BLOCK,
     TYPE_DEFAULT,
     CapacityReservation,
     ReservedOffering,
@@ -199,6 +200,7 @@ class AwsCloudProvider:
         self._lock = threading.Lock()
         self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
         self._built: tuple[tuple[object, object, object], list[InstanceType]] | None = None
+        self._reserved_instances: dict[str, str] = {}  # instance id -> its capacity reservation
 
     # --- offerings ------------------------------------------------------------------------------------------
 
@@ -593,6 +595,7 @@ class AwsCloudProvider:
         if choice is None:
             return instance
         self.reservations.mark_launched(choice.reservation_id)
+        self._remember_reserved([dataclasses.replace(instance, reservation_id=choice.reservation_id)])
         return dataclasses.replace(
             instance, capacity_type=wk.CAPACITY_RESERVED, reservation_id=choice.reservation_id,
             reservation_type=choice.reservation_type, reservation_interruptible=choice.interruptible,
@@ -699,6 +702,10 @@ class AwsCloudProvider:
             self.api.call("ec2", "terminate_instances", InstanceIds=[instance_id])
         except NotFound:
             return
+        with self._lock:
+            reservation = self._reserved_instances.pop(instance_id, None)
+        if reservation:  # v1.14.1's cloudprovider Delete: `MarkTerminated` of the claim's reservation
+            self.reservations.mark_terminated(reservation)
 
     def _describe(self, **arguments: Any) -> builtins.list[Instance]:
         instances = [
@@ -706,7 +713,15 @@ class AwsCloudProvider:
             for reservation in self.api.paginate("ec2", "describe_instances", "Reservations", **arguments)
             for raw in reservation.get("Instances") or []
         ]
+        self._remember_reserved(instances)
         return sorted(instances, key=lambda i: i.id)
+
+    def _remember_reserved(self, instances: Sequence[Instance]) -> None:
+        """Which reservation each live reserved instance is in, for `delete` to give its room back."""
+        with self._lock:
+            for instance in instances:
+                if instance.reservation_id and instance.state != STATE_TERMINATED:
+                    self._reserved_instances[instance.id] = instance.reservation_id
 
 
 def _instance(raw: Mapping[str, Any]) -> Instance:
@@ -715,11 +730,21 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
     zone = str((raw.get("Placement") or {}).get("AvailabilityZone") or "")
     launch_time = raw.get("LaunchTime")
     instance_id = str(raw["InstanceId"])
+    lifecycle = raw.get("InstanceLifecycle")
+    reservation = _reservation_of(raw) if lifecycle != "spot" else ""
+    capacity_type = (
+        wk.CAPACITY_SPOT if lifecycle == "spot" else wk.CAPACITY_RESERVED if reservation else wk.CAPACITY_ON_DEMAND
+    )
     return Instance(
         id=instance_id,
         instance_type=str(raw.get("InstanceType") or ""),
         zone=zone,
-        capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
+        capacity_type=capacity_type,
+        reservation_id=reservation,
+        reservation_type=(
+            (TYPE_CAPACITY_BLOCK if lifecycle == "capacity-block" else TYPE_DEFAULT) if reservation else ""
+        ),
+        reservation_interruptible=bool(reservation) and lifecycle == "interruptible-capacity-reservation",
         state=str((raw.get("State") or {}).get("Name") or ""),
         private_dns_name=str(raw.get("PrivateDnsName") or ""),
         launch_time=launch_time.astimezone(dt.UTC) if isinstance(launch_time, dt.datetime) else None,
@@ -730,6 +755,19 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         subnet_id=subnet_id if isinstance(subnet_id := raw.get("SubnetId"), str) else "",
         security_groups=_group_ids(raw.get("SecurityGroups")),
     )
+
+
+def _reservation_of(raw: Mapping[str, Any]) -> str:
+    """The capacity reservation a DescribeInstances entry was launched into as v1.14.1's `capacityTypeFromInstance`
+    reads it (aws pkg/providers/instance/types.go:111-121): its `CapacityReservationId` when it launched with
+    preference `capacity-reservations-only` (a targeted launch; an open reservation's instance stays on-demand);
+    empty otherwise, or in another shape."""
+    reservation = raw.get("CapacityReservationId")
+    specification = raw.get("CapacityReservationSpecification")
+    preference = specification.get("CapacityReservationPreference") if isinstance(specification, Mapping) else None
+    if isinstance(reservation, str) and reservation and preference == "capacity-reservations-only":
+        return reservation
+    return ""
 
 
 def _group_ids(raw: Any) -> tuple[str, ...] | None:
