@@ -103,8 +103,9 @@ class LaunchRequest:
 class Instance:
     """A cloud instance as a provider reports it.
 
-    ``capacity_type`` is ``spot`` or ``on-demand``; ``state`` one of the ``STATE_*`` values; ``launch_template``
-    the template's name (its id when only the id is known, empty when the cloud does not say);
+    ``capacity_type`` is ``spot``, ``on-demand`` or (launched into a capacity reservation) ``reserved``; ``state``
+    one of the ``STATE_*`` values; ``launch_template`` the template's name (its id when only the id is known, empty
+    when the cloud does not say);
     ``provider_id`` is what the node's ``spec.providerID`` will be (``aws:///<zone>/<instance id>``).
     ``failed_offerings`` are the offerings :meth:`CloudProvider.create` tried first and the cloud refused for lack
     of capacity (now marked unavailable) before this instance launched.
@@ -126,6 +127,11 @@ class Instance:
     failed_offerings: tuple[FailedOffering, ...] = ()
     subnet_id: str = ""
     security_groups: tuple[str, ...] | None = None
+    #: a `reserved` instance's capacity reservation: its id, type (`default`, `capacity-block`) and interruptibility
+    #: (v1.14.1's `CapacityReservationDetails`); empty otherwise
+    reservation_id: str = ""
+    reservation_type: str = ""
+    reservation_interruptible: bool = False
 
     @property
     def provisioner(self) -> str | None:

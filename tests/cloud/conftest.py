@@ -1,6 +1,7 @@
 """Fixtures: moto's server (in a thread, on a free port) behind the fault proxy, started once per session;
 per test a fresh moto state with a VPC, subnets in three zones, a security group and AMIs, all tagged for
-discovery, and stubs for what moto does not serve (the Price List API, the EKS AMI SSM parameters)."""
+discovery, and stubs for what moto does not serve (the Price List API, the EKS AMI SSM parameters, EC2's
+DescribeCapacityReservations: `reservations.CapacityReservationStandIn`, at `AwsEnv.reservations`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSetting
 from karpenter_policy.model.instancetypes import InstanceType
 
 from .faultproxy import Answer, Call, FaultProxy, error_answer, json_answer
+from .reservations import CapacityReservationStandIn
 
 REGION = "us-east-1"
 CLUSTER = "blue"
@@ -90,6 +92,7 @@ class AwsEnv:
     security_group: str
     ami_amd64: str
     ami_arm64: str
+    reservations: CapacityReservationStandIn
     clock: FakeClock = field(default_factory=FakeClock)
     prices: dict[str, float] = field(default_factory=dict)  # what the Price List stub answers
 
@@ -223,7 +226,8 @@ def aws(fault_proxy: FaultProxy, moto_url: str, amis: tuple[str, str]) -> AwsEnv
     )["GroupId"]
     amd64, arm64 = amis
     ec2.create_tags(Resources=[amd64, arm64], Tags=tags)
-    env = AwsEnv(fault_proxy, moto_url, ec2, subnets, group, amd64, arm64)
+    reservations = CapacityReservationStandIn(fault_proxy, ec2)
+    env = AwsEnv(fault_proxy, moto_url, ec2, subnets, group, amd64, arm64, reservations)
     fault_proxy.serve("GetParameter", _ssm_stub({SSM_AL2: amd64, SSM_AL2_ARM64: arm64}))
     fault_proxy.serve("GetProducts", _pricing_stub(env))
     return env

@@ -9,8 +9,12 @@ answers it first. Rules emulate what AWS does and moto does not:
 - :meth:`FaultProxy.insufficient_capacity`: EC2 CreateFleet pools (instance type x subnet) that have no capacity:
   they are removed from the request that goes upstream and reported in the answer's ``errorSet``, as EC2
   reports the pools an instant fleet could not use; with no pool left nothing is forwarded;
-- CreateFleet ``ClientToken`` idempotency: a request repeating a token gets the first answer again;
-- :meth:`FaultProxy.serve`: stub answers for APIs moto lacks (the Price List API, public SSM parameters).
+- CreateFleet ``ClientToken`` idempotency: a request repeating a token gets the first answer again; a capacity
+  block's or an interruptible reservation's target capacity type (`capacity-block`, `reserved-capacity`), which
+  moto does not fulfil, forwarded as `on-demand`;
+- :meth:`FaultProxy.serve`: stub answers for APIs moto lacks (the Price List API, public SSM parameters);
+- :meth:`FaultProxy.observe`: a callback seeing each call of an operation with the answer it got (the capacity
+  reservations' stand-in counts the instances CreateFleet launched into a reservation so).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ _CREDENTIAL_SCOPE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_reque
 _OVERRIDE_KEY = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _CONFIG_KEY = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.(.+)$")
 _EKS_CLUSTER = re.compile(r"^/clusters/([^/?]+)$")
+_TARGET_TYPE = "TargetCapacitySpecification.DefaultTargetCapacityType"
+_RESERVED_TARGETS = ("capacity-block", "reserved-capacity")
 _HOP_HEADERS = {"connection", "transfer-encoding", "content-length", "keep-alive", "server", "date"}
 
 
@@ -96,6 +102,7 @@ class FaultProxy:
         self._rules: list[_Rule] = []
         self._no_capacity: dict[tuple[str, str, str], str] = {}
         self._fleet_answers: dict[str, Answer] = {}
+        self._observers: list[tuple[str, Callable[[Call, Answer], None]]] = []
         self.calls: list[Call] = []
         proxy = self
 
@@ -129,6 +136,7 @@ class FaultProxy:
             self._rules.clear()
             self._no_capacity.clear()
             self._fleet_answers.clear()
+            self._observers.clear()
             self.calls.clear()
 
     def serve(self, operation: str, respond: Callable[[Call], Answer | None], times: int | None = None) -> None:
@@ -136,6 +144,18 @@ class FaultProxy:
         goes on to moto); the rule added last wins."""
         with self._lock:
             self._rules.append(_Rule(operation, respond, times))
+
+    def forward(self, call: Call) -> Answer:
+        """Send a query-protocol call (its parameters) on to the upstream server as it is: a rule that changes what
+        moto answers."""
+        body = urllib.parse.urlencode(call.params).encode()
+        return self._forward("POST", "/", call.headers, body)
+
+    def observe(self, operation: str, callback: Callable[[Call, Answer], None]) -> None:
+        """Call ``callback(call, answer)`` after each call of ``operation`` was answered (by a rule or upstream),
+        before the answer is sent back."""
+        with self._lock:
+            self._observers.append((operation, callback))
 
     def throttle(self, operation: str, times: int | None = 1, code: str = "RequestLimitExceeded") -> None:
         """The next ``times`` calls (every call: None) of ``operation`` are throttled (HTTP 503)."""
@@ -200,6 +220,10 @@ class FaultProxy:
                 answer = self._forward(handler.command, handler.path, headers, body)
         if rule is not None and rule.after_forwarding:
             answer = rule.respond(call) or answer
+        with self._lock:
+            observers = [callback for operation, callback in self._observers if operation == call.operation]
+        for callback in observers:
+            callback(call, answer)
         handler.send_response(answer.status)
         for key, value in answer.headers.items():
             handler.send_header(key, value)
@@ -247,6 +271,9 @@ class FaultProxy:
             )
             answer = Answer(200, xml.encode(), {"Content-Type": "text/xml;charset=UTF-8"})
         else:
+            # moto fulfils spot and on-demand targets only: a reserved launch's (a capacity block's, an interruptible
+            # reservation's) goes on as on-demand, the instance EC2 would launch into the reservation
+            kept = [(k, "on-demand" if k == _TARGET_TYPE and v in _RESERVED_TARGETS else v) for k, v in kept]
             answer = self._forward(handler.command, handler.path, headers, urllib.parse.urlencode(kept).encode())
             if errors and answer.status == 200:
                 text = answer.body.decode()

@@ -5,9 +5,9 @@ Karpenter parses the flag with Kubernetes' `cliflag.MapStringBool` (comma-separa
 a bool as Go's `strconv.ParseBool`) over its defaults, and ignores a name it does not know (core
 pkg/operator/options/options.go `ParseFeatureGates`). This project models each gate at its default
 (`DEFAULTS`): a value that differs is refused by name (`unmodelled`), never run as if it were the default — with
-one exception, `ReservedCapacity=false`, which changes nothing here (no capacity reservation is modelled: an
-EC2NodeClass with one is left out, docs/reconcile.md). `StaticCapacity=true` would start v1.14.1's static
-provisioning and deprovisioning controllers, which are not modelled (`api.v1.static`).
+one exception, `ReservedCapacity=false`, which changes nothing here (nothing is launched into a capacity
+reservation yet: an EC2NodeClass with one is left out, docs/reconcile.md). `StaticCapacity=true` would start
+v1.14.1's static provisioning and deprovisioning controllers, which are not modelled (`api.v1.static`).
 """
 
 from __future__ import annotations

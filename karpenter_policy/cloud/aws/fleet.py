@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.api.constraintset import canonical_json
+from karpenter_policy.cloud.capacityreservations import TYPE_CAPACITY_BLOCK, TYPE_DEFAULT
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 
@@ -34,6 +35,8 @@ UNFULFILLABLE_CODES = frozenset(
         "UnfulfillableCapacity",
         "Unsupported",
         "InsufficientFreeAddressesInSubnet",
+        # a full capacity reservation (v1.14.1's `reservationCapacityExceededErrorCode`)
+        "ReservationCapacityExceeded",
     }
 )
 #: The error EC2 gives when a launch template vanished since it was created.
@@ -93,9 +96,18 @@ def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
 
 
 def fleet_request(
-    capacity_type: str, overrides: Sequence[Override], tags: Mapping[str, str], client_token: str, attempt: int = 0
+    capacity_type: str,
+    overrides: Sequence[Override],
+    tags: Mapping[str, str],
+    client_token: str,
+    attempt: int = 0,
+    reservation_kind: tuple[str, bool] = (TYPE_DEFAULT, False),
 ) -> dict[str, Any]:
-    """CreateFleet's arguments for one instance of ``capacity_type`` from ``overrides`` (at most 60)."""
+    """CreateFleet's arguments for one instance of ``capacity_type`` from ``overrides`` (at most 60). A `reserved`
+    launch's target capacity type and options are v1.14.1's `CreateFleetInputBuilder` (aws pkg/providers/instance/
+    types.go:205-245) for its ``reservation_kind`` (type, interruptible): a capacity block's `capacity-block` with no
+    options, an interruptible reservation's `reserved-capacity` with `ReservedCapacityOptions`, else `on-demand`
+    with the on-demand options."""
     if not overrides or len(overrides) > MAX_OVERRIDES:
         raise ValueError(f"CreateFleet takes 1 to {MAX_OVERRIDES} overrides, not {len(overrides)}")
     by_template: dict[str, list[dict[str, str]]] = {}
@@ -106,7 +118,10 @@ def fleet_request(
     request: dict[str, Any] = {
         "Type": "instant",
         "ClientToken": request_token(client_token, capacity_type, overrides, attempt),
-        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": _target_capacity_type(capacity_type, reservation_kind),
+        },
         "LaunchTemplateConfigs": [
             {
                 "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
@@ -118,11 +133,22 @@ def fleet_request(
             {"ResourceType": resource, "Tags": _tag_list(tags)} for resource in ("instance", "volume", "fleet")
         ],
     }
+    reserved = capacity_type == wk.CAPACITY_RESERVED
     if capacity_type == wk.CAPACITY_SPOT:
         request["SpotOptions"] = {"AllocationStrategy": SPOT_ALLOCATION_STRATEGY}
-    else:
+    elif reserved and reservation_kind[1]:
+        request["ReservedCapacityOptions"] = {"ReservationTypes": ["interruptible-capacity-reservation"]}
+    elif not (reserved and reservation_kind[0] == TYPE_CAPACITY_BLOCK):
         request["OnDemandOptions"] = {"AllocationStrategy": ON_DEMAND_ALLOCATION_STRATEGY}
     return request
+
+
+def _target_capacity_type(capacity_type: str, reservation_kind: tuple[str, bool]) -> str:
+    if capacity_type != wk.CAPACITY_RESERVED:
+        return capacity_type
+    if reservation_kind[0] == TYPE_CAPACITY_BLOCK:
+        return "capacity-block"
+    return "reserved-capacity" if reservation_kind[1] else wk.CAPACITY_ON_DEMAND
 
 
 def _template_name(entry: Mapping[str, Any]) -> str:

@@ -41,6 +41,7 @@ from typing import Any
 from karpenter_policy.api.constraintset import canonical_json
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.aws.cache import TtlCache
+from karpenter_policy.cloud.capacityreservations import TYPE_CAPACITY_BLOCK
 from karpenter_policy.cloud.errors import CloudError, NotFound
 from karpenter_policy.cloud.provider import TAG_MANAGED_BY, Clock, cluster_tag
 from karpenter_policy.model.resources import parse_quantity
@@ -140,6 +141,7 @@ def template_data(
     interfaces: Sequence[Mapping[str, Any]] = (),
     cpu: Mapping[str, Any] | None = None,
     placement: Mapping[str, Any] | None = None,
+    reservation: tuple[str, str, bool] | None = None,
 ) -> dict[str, Any]:
     """CreateLaunchTemplate's LaunchTemplateData (userData base64-encoded, as EC2 wants it). ``public_ip`` (an
     EC2NodeClass's `associatePublicIPAddress`, None: unset) and ``ip_prefix_count`` (its `ipPrefixCount`: the
@@ -149,7 +151,11 @@ def template_data(
     both): v1.14.1's `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go:355-367) for
     one ENA interface. ``interfaces`` (an EC2NodeClass's `networkInterfaces`, :func:`network_interfaces`) replaces
     that one interface; ``cpu`` (:func:`cpu_options`) is the template's CpuOptions and ``placement``
-    (:func:`placement`) its Placement."""
+    (:func:`placement`) its Placement. ``reservation`` (id, type, interruptible) targets a capacity reservation as
+    v1.14.1's `CreateLaunchTemplateInputBuilder` does for a reserved launch (aws
+    pkg/providers/launchtemplate/types.go:153-180): `capacity-reservations-only` with the reservation as target, a
+    capacity block's or an interruptible reservation's market type. (v1.14.1 also writes preference `none` on its
+    other templates; these leave it unset: docs/cloud.md.)"""
     data: dict[str, Any] = {
         "ImageId": image_id,
         "IamInstanceProfile": {"Name": instance_profile},
@@ -180,6 +186,16 @@ def template_data(
         data["CpuOptions"] = dict(cpu)
     if placement:
         data["Placement"] = dict(placement)
+    if reservation is not None:
+        reservation_id, kind, interruptible = reservation
+        data["CapacityReservationSpecification"] = {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": reservation_id},
+        }
+        if kind == TYPE_CAPACITY_BLOCK:
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        elif interruptible:
+            data["InstanceMarketOptions"] = {"MarketType": "interruptible-capacity-reservation"}
     return data
 
 

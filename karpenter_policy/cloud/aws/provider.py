@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,17 @@ from karpenter_policy.cloud.aws.launchtemplates import (
     template_name,
 )
 from karpenter_policy.cloud.aws.placementgroups import PARTITION, PlacementGroups
+from karpenter_policy.cloud.aws.reservations import CapacityReservations
 from karpenter_policy.cloud.aws.servicecidr import ServiceCidr
+from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
+from karpenter_policy.cloud.capacityreservations import (
+    TYPE_CAPACITY_BLOCK,
+    TYPE_DEFAULT,
+    CapacityReservation,
+    ReservedOffering,
+    launch_choices,
+    reserved_offerings,
+)
 from karpenter_policy.cloud.errors import (
     CloudError,
     ConfigurationError,
@@ -150,6 +160,8 @@ class _Templates:
 
     by_type: dict[str, str] = field(default_factory=dict)
     data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: a reserved launch's template per capacity reservation (v1.14.1: one per reservation id)
+    by_reservation: dict[str, str] = field(default_factory=dict)
 
 
 class AwsCloudProvider:
@@ -186,6 +198,7 @@ class AwsCloudProvider:
         self._profiles = InstanceProfiles(self.api, clock)
         self._templates = LaunchTemplates(self.api, clock)
         self._placement_groups = PlacementGroups(self.api, clock)
+        self.reservations = CapacityReservations(self.api, clock, wall_clock)
         #: v1.14.1's `ClusterIPFamily`: IPv6 when the cluster DNS IP is an IPv6 address (aws pkg/operator).
         self._ipv6 = ":" in (cluster.dns_cluster_ip or "")
         self._service_cidr = ServiceCidr(self.api, cluster.name, clock, cluster.service_cidr)
@@ -195,6 +208,7 @@ class AwsCloudProvider:
         self._lock = threading.Lock()
         self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
         self._built: tuple[tuple[object, object, object], list[InstanceType]] | None = None
+        self._reserved_instances: dict[str, str] = {}  # instance id -> its capacity reservation
 
     # --- offerings ------------------------------------------------------------------------------------------
 
@@ -318,6 +332,39 @@ class AwsCloudProvider:
                 placement_group = found.id if found is not None else ""
         return Network(frozenset(s.id for s in subnets), frozenset(groups), placement_group)
 
+    def capacity_reservations(
+        self, provider: Mapping[str, Any] | None
+    ) -> tuple[CapacityReservation, ...] | None:
+        """The capacity reservations an EC2NodeClass's `capacityReservationSelectorTerms` select now, as v1.14.1's
+        class status lists them (`cloud/aws/reservations.py`); None when EC2 could not answer (unknown, not none)."""
+        try:
+            return self.reservations.list((provider or {}).get(RESERVATION_TERMS))
+        except CloudError as error:
+            log.warning("capacity reservations unknown: %s", error)
+            return None
+
+    def reserved_offerings(
+        self, provider: Mapping[str, Any] | None, *, enabled: bool = True
+    ) -> dict[str, tuple[ReservedOffering, ...]] | None:
+        """instance type -> the reserved offerings of the settings' capacity reservations, as v1.14.1's
+        `ReservedCapacityResolver` makes them (`capacityreservations.reserved_offerings`: the type's zones those its
+        live offerings are in for the settings' subnets; `enabled`: the ReservedCapacity gate); None when the
+        reservations, the subnets or the types' zones are unknown."""
+        if not enabled:
+            return {}
+        found = self.capacity_reservations(provider)
+        if found is None:
+            return None
+        if not found:
+            return {}
+        try:
+            types = self.instance_types(provider=provider)
+        except CloudError as error:
+            log.warning("reserved offerings unknown: %s", error)
+            return None
+        zones = {it.name: frozenset(o.zone for o in it.offerings) for it in types}
+        return reserved_offerings(found, zones, self.on_demand_prices(), self.reservations.available)
+
     def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
         """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's
         images, or the family's SSM parameters; none: an empty set), and whether IAM has the instance profile its
@@ -408,6 +455,10 @@ class AwsCloudProvider:
         if existing is not None:
             return existing
         options = self._launchable(request)
+        reserved = self._reserved_choices(request, spec, options)
+        options = [
+            o for o in options if o.capacity_type != wk.CAPACITY_RESERVED or (o.instance_type, o.zone) in reserved
+        ]
         if not options:
             raise InsufficientCapacity(self.api.endpoint("ec2"), [])
         subnets = self._discovery.subnet_per_zone(spec)
@@ -425,9 +476,12 @@ class AwsCloudProvider:
             )
         templates = _Templates()
         try:  # the templates stay pinned (never deleted) until CreateFleet answered
-            self._launch_templates(request, spec, sorted({o.instance_type for o in placed}), templates)
-            placed = [o for o in placed if o.instance_type in templates.by_type]
-            return self._launch(request, placed, subnets, templates)
+            unreserved = {o.instance_type for o in placed if o.capacity_type != wk.CAPACITY_RESERVED}
+            self._launch_templates(
+                request, spec, sorted({o.instance_type for o in placed}), templates, reserved, unreserved
+            )
+            placed = [o for o in placed if self._has_template(o, templates, reserved)]
+            return self._launch(request, placed, subnets, templates, reserved)
         finally:
             self._templates.release(templates.data)
 
@@ -449,11 +503,47 @@ class AwsCloudProvider:
                 launchable.append(option)
         return launchable
 
+    @staticmethod
+    def _has_template(
+        option: ChosenOffering, templates: _Templates, reserved: Mapping[tuple[str, str], ReservedOffering]
+    ) -> bool:
+        if option.capacity_type != wk.CAPACITY_RESERVED:
+            return option.instance_type in templates.by_type
+        choice = reserved.get((option.instance_type, option.zone))
+        return choice is not None and choice.reservation_id in templates.by_reservation
+
+    def _reserved_choices(
+        self, request: LaunchRequest, spec: Mapping[str, Any], options: Sequence[ChosenOffering]
+    ) -> dict[tuple[str, str], ReservedOffering]:
+        """The reservation each reserved option launches into (`capacityreservations.launch_choices` of the settings'
+        reserved offerings the node's requirements allow); a reserved option with none is dropped — the reservations
+        unknown, none is (never a launch into nothing)."""
+        wanted = [(o.instance_type, o.zone) for o in options if o.capacity_type == wk.CAPACITY_RESERVED]
+        if not wanted:
+            return {}
+        offerings = self.reserved_offerings(spec)
+        if offerings is None:
+            log.warning("skipping the reserved options: the capacity reservations are unknown")
+            return {}
+        allowed = [
+            o for found in offerings.values() for o in found
+            if all(request.requirements.get_or_exists(key).has(value) for key, value in o.labels().items())
+        ]
+        return launch_choices(wanted, allowed)
+
     def _launch_templates(
-        self, request: LaunchRequest, spec: Mapping[str, Any], names: Sequence[str], templates: _Templates
+        self,
+        request: LaunchRequest,
+        spec: Mapping[str, Any],
+        names: Sequence[str],
+        templates: _Templates,
+        reserved: Mapping[tuple[str, str], ReservedOffering] | None = None,
+        unreserved: Set[str] | None = None,
     ) -> None:
-        """A launch template per (AMI, max pods) group of the instance types, created if missing and pinned for
-        this launch (each one pinned is in ``templates.data`` as soon as it is)."""
+        """A launch template per (AMI, max pods) group of the instance types (of `unreserved`, when given: the types
+        with options not reserved), and one per capacity reservation of `reserved` (v1.14.1's template per
+        reservation id), created if missing and pinned for this launch (each one pinned is in ``templates.data`` as
+        soon as it is)."""
         named = spec.get("launchTemplate")
         if named:
             try:
@@ -483,6 +573,10 @@ class AwsCloudProvider:
             labels = dict(sorted(labels.items()))
         taints = (*request.taints, *request.startup_taints)
         by_group: dict[tuple[str, int], str] = {}
+        arguments: dict[tuple[str, int], dict[str, Any]] = {}
+        reservations_of: dict[str, list[ReservedOffering]] = {}
+        for choice in (reserved or {}).values():
+            reservations_of.setdefault(choice.instance_type, []).append(choice)
         node = node_configuration_of(request.kubelet, arithmetic_family(family))
         cidr = None
         if family == NODEADM_FAMILY:
@@ -497,7 +591,7 @@ class AwsCloudProvider:
                 continue
             pods = max_pods(it, node)
             group = (image, pods)
-            if group not in by_group:
+            if group not in arguments:
                 bootstrap = userdata.Bootstrap(
                     cluster_name=request.cluster_name,
                     cluster_endpoint=self.cluster.endpoint,
@@ -516,28 +610,38 @@ class AwsCloudProvider:
                     text = userdata.render(family, bootstrap)
                 except ValueError as error:
                     raise ConfigurationError("AWSNodeTemplate", f"userData: {error}") from None
-                data = template_data(
-                    image_id=image,
-                    user_data=text,
-                    security_groups=groups,
-                    instance_profile=str(profile),
-                    block_devices=block_device_mappings(spec.get("blockDeviceMappings"), family),
-                    metadata=metadata_options(spec.get("metadataOptions")),
-                    detailed_monitoring=bool(spec.get("detailedMonitoring")),
-                    public_ip=public_ip if isinstance(public_ip := spec.get(PUBLIC_IP), bool) else None,
-                    ip_prefix_count=_prefixes(spec.get(IP_PREFIX_COUNT)),
-                    ipv6=self._ipv6,
-                    connection_tracking=connection_tracking(spec.get(CONNECTION_TRACKING)),
-                    interfaces=interfaces if isinstance(interfaces := spec.get(NETWORK_INTERFACES), list) else (),
-                    cpu=cpu_options(spec.get(CPU_OPTIONS)),
-                    placement=placed_in,
-                )
-                name = template_name(request.cluster_name, data)
-                if name not in templates.data:
-                    self._templates.acquire(name, data, request.cluster_name)
-                    templates.data[name] = data
-                by_group[group] = name
-            templates.by_type[it.name] = by_group[group]
+                arguments[group] = {
+                    "image_id": image,
+                    "user_data": text,
+                    "security_groups": groups,
+                    "instance_profile": str(profile),
+                    "block_devices": block_device_mappings(spec.get("blockDeviceMappings"), family),
+                    "metadata": metadata_options(spec.get("metadataOptions")),
+                    "detailed_monitoring": bool(spec.get("detailedMonitoring")),
+                    "public_ip": public_ip if isinstance(public_ip := spec.get(PUBLIC_IP), bool) else None,
+                    "ip_prefix_count": _prefixes(spec.get(IP_PREFIX_COUNT)),
+                    "ipv6": self._ipv6,
+                    "connection_tracking": connection_tracking(spec.get(CONNECTION_TRACKING)),
+                    "interfaces": interfaces if isinstance(interfaces := spec.get(NETWORK_INTERFACES), list) else (),
+                    "cpu": cpu_options(spec.get(CPU_OPTIONS)),
+                    "placement": placed_in,
+                }
+            if unreserved is None or it.name in unreserved:
+                if group not in by_group:
+                    by_group[group] = self._acquire(request, templates, template_data(**arguments[group]))
+                templates.by_type[it.name] = by_group[group]
+            for choice in reservations_of.get(it.name, ()):  # v1.14.1: a template per reservation
+                target = (choice.reservation_id, choice.reservation_type, choice.interruptible)
+                data = template_data(**arguments[group], reservation=target)
+                templates.by_reservation[choice.reservation_id] = self._acquire(request, templates, data)
+
+    def _acquire(self, request: LaunchRequest, templates: _Templates, data: dict[str, Any]) -> str:
+        """The name of the template of `data`, created if missing and pinned for this launch."""
+        name = template_name(request.cluster_name, data)
+        if name not in templates.data:
+            self._templates.acquire(name, data, request.cluster_name)
+            templates.data[name] = data
+        return name
 
     def _launch(
         self,
@@ -545,25 +649,43 @@ class AwsCloudProvider:
         options: Sequence[ChosenOffering],
         subnets: Mapping[str, Subnet],
         templates: _Templates,
+        reserved: Mapping[tuple[str, str], ReservedOffering] | None = None,
     ) -> Instance:
         endpoint = self.api.endpoint("ec2")
         tags = launch_tags(request, self.cluster.tags)
         zone_of_subnet = {s.id: s.zone for s in subnets.values()}
+        choices = reserved or {}
         remaining = list(options)
         failed: list[FailedOffering] = []
         while remaining:
             capacity_type = remaining[0].capacity_type
             batch = [o for o in remaining if o.capacity_type == capacity_type][: fleets.MAX_OVERRIDES]
-            overrides = [fleets.Override(o, subnets[o.zone].id, templates.by_type[o.instance_type]) for o in batch]
-            launched, errors = self._create_fleet(request, capacity_type, overrides, tags, zone_of_subnet, templates)
+            into = capacity_type == wk.CAPACITY_RESERVED
+            overrides = [
+                fleets.Override(o, subnets[o.zone].id, templates.by_reservation[choices[(o.instance_type, o.zone)]
+                                .reservation_id] if into else templates.by_type[o.instance_type])
+                for o in batch
+            ]
+            kind = next(((c.reservation_type, c.interruptible) for c in choices.values()), (TYPE_DEFAULT, False))
+            launched, errors = self._create_fleet(
+                request, capacity_type, overrides, tags, zone_of_subnet, templates, reservation_kind=kind
+            )
             for error in errors:
                 if error.unfulfillable:
-                    self.mark_unavailable(error.instance_type, error.zone, error.capacity_type, error.code)
+                    if into:  # v1.14.1: the reservation is full until EC2 says otherwise; no offering is marked
+                        choice = choices.get((error.instance_type, error.zone))
+                        if choice is not None:
+                            self.reservations.mark_unavailable(choice.reservation_id)
+                    else:
+                        self.mark_unavailable(error.instance_type, error.zone, error.capacity_type, error.code)
                     failed.append(
-                        FailedOffering(error.instance_type, error.zone, error.capacity_type, error.code, error.message)
+                        FailedOffering(error.instance_type, error.zone, capacity_type if into else error.capacity_type,
+                                       error.code, error.message)
                     )
             if launched:
                 instance = self._launched_instance(launched[0], zone_of_subnet, tags)
+                if into:
+                    instance = self._into_reservation(instance, choices)
                 return dataclasses.replace(instance, failed_offerings=tuple(failed)) if failed else instance
             other = [e for e in errors if not e.unfulfillable]
             if other:
@@ -572,6 +694,21 @@ class AwsCloudProvider:
             tried = set(batch)
             remaining = [o for o in remaining if o not in tried]
         raise InsufficientCapacity(endpoint, failed)
+
+    def _into_reservation(
+        self, instance: Instance, choices: Mapping[tuple[str, str], ReservedOffering]
+    ) -> Instance:
+        """A reserved launch's instance: capacity type `reserved` and its reservation (v1.14.1's
+        `WithCapacityReservationDetails`), one instance fewer in the reservation (`MarkLaunched`)."""
+        choice = choices.get((instance.instance_type, instance.zone))
+        if choice is None:
+            return instance
+        self.reservations.mark_launched(choice.reservation_id)
+        self._remember_reserved([dataclasses.replace(instance, reservation_id=choice.reservation_id)])
+        return dataclasses.replace(
+            instance, capacity_type=wk.CAPACITY_RESERVED, reservation_id=choice.reservation_id,
+            reservation_type=choice.reservation_type, reservation_interruptible=choice.interruptible,
+        )
 
     def _create_fleet(
         self,
@@ -582,11 +719,15 @@ class AwsCloudProvider:
         zone_of_subnet: Mapping[str, str],
         templates: _Templates,
         retried: bool = False,
+        reservation_kind: tuple[str, bool] = (TYPE_DEFAULT, False),
     ) -> tuple[list[fleets.Launched], list[fleets.FleetError]]:
         """One CreateFleet; a launch template that vanished is created again and the request retried once (with
         a new client token: EC2 would answer the same token with the same failure)."""
-        arguments = fleets.fleet_request(capacity_type, overrides, tags, request.client_token, attempt=int(retried))
-        again = (request, capacity_type, overrides, tags, zone_of_subnet, templates, True)
+        arguments = fleets.fleet_request(
+            capacity_type, overrides, tags, request.client_token, attempt=int(retried),
+            reservation_kind=reservation_kind,
+        )
+        again = (request, capacity_type, overrides, tags, zone_of_subnet, templates, True, reservation_kind)
         try:
             answer = self.api.call("ec2", "create_fleet", **arguments)
         except NotFound as error:
@@ -670,6 +811,10 @@ class AwsCloudProvider:
             self.api.call("ec2", "terminate_instances", InstanceIds=[instance_id])
         except NotFound:
             return
+        with self._lock:
+            reservation = self._reserved_instances.pop(instance_id, None)
+        if reservation:  # v1.14.1's cloudprovider Delete: `MarkTerminated` of the claim's reservation
+            self.reservations.mark_terminated(reservation)
 
     def _describe(self, **arguments: Any) -> builtins.list[Instance]:
         instances = [
@@ -677,7 +822,15 @@ class AwsCloudProvider:
             for reservation in self.api.paginate("ec2", "describe_instances", "Reservations", **arguments)
             for raw in reservation.get("Instances") or []
         ]
+        self._remember_reserved(instances)
         return sorted(instances, key=lambda i: i.id)
+
+    def _remember_reserved(self, instances: Sequence[Instance]) -> None:
+        """Which reservation each live reserved instance is in, for `delete` to give its room back."""
+        with self._lock:
+            for instance in instances:
+                if instance.reservation_id and instance.state != STATE_TERMINATED:
+                    self._reserved_instances[instance.id] = instance.reservation_id
 
 
 def _instance(raw: Mapping[str, Any]) -> Instance:
@@ -686,11 +839,21 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
     zone = str((raw.get("Placement") or {}).get("AvailabilityZone") or "")
     launch_time = raw.get("LaunchTime")
     instance_id = str(raw["InstanceId"])
+    lifecycle = raw.get("InstanceLifecycle")
+    reservation = _reservation_of(raw) if lifecycle != "spot" else ""
+    capacity_type = (
+        wk.CAPACITY_SPOT if lifecycle == "spot" else wk.CAPACITY_RESERVED if reservation else wk.CAPACITY_ON_DEMAND
+    )
     return Instance(
         id=instance_id,
         instance_type=str(raw.get("InstanceType") or ""),
         zone=zone,
-        capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
+        capacity_type=capacity_type,
+        reservation_id=reservation,
+        reservation_type=(
+            (TYPE_CAPACITY_BLOCK if lifecycle == "capacity-block" else TYPE_DEFAULT) if reservation else ""
+        ),
+        reservation_interruptible=bool(reservation) and lifecycle == "interruptible-capacity-reservation",
         state=str((raw.get("State") or {}).get("Name") or ""),
         private_dns_name=str(raw.get("PrivateDnsName") or ""),
         launch_time=launch_time.astimezone(dt.UTC) if isinstance(launch_time, dt.datetime) else None,
@@ -701,6 +864,19 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         subnet_id=subnet_id if isinstance(subnet_id := raw.get("SubnetId"), str) else "",
         security_groups=_group_ids(raw.get("SecurityGroups")),
     )
+
+
+def _reservation_of(raw: Mapping[str, Any]) -> str:
+    """The capacity reservation a DescribeInstances entry was launched into as v1.14.1's `capacityTypeFromInstance`
+    reads it (aws pkg/providers/instance/types.go:111-121): its `CapacityReservationId` when it launched with
+    preference `capacity-reservations-only` (a targeted launch; an open reservation's instance stays on-demand);
+    empty otherwise, or in another shape."""
+    reservation = raw.get("CapacityReservationId")
+    specification = raw.get("CapacityReservationSpecification")
+    preference = specification.get("CapacityReservationPreference") if isinstance(specification, Mapping) else None
+    if isinstance(reservation, str) and reservation and preference == "capacity-reservations-only":
+        return reservation
+    return ""
 
 
 def _group_ids(raw: Any) -> tuple[str, ...] | None:

@@ -2,7 +2,10 @@
 as the scheduler names it): $/month (`HOURS_PER_MONTH`
 hours) of each node at its catalog price — a node by the instance type, zone and capacity type of its labels,
 a replacement at its launch choice. Nodes of neither count under "(not Karpenter's)". A node whose
-offering has no price in the catalog counts nothing and is counted in `unpriced`.
+offering has no price in the catalog counts nothing and is counted in `unpriced`. A node of capacity type `reserved`
+(launched into a capacity reservation) is priced as Karpenter v1.14.1 prices a reserved offering: its type's on-demand
+price divided by 10,000,000 (aws pkg/providers/instancetype/offering/reserved_capacity_resolver.go) — the reservation is
+paid for whether it runs or not, so the plan counts it next to nothing.
 
 The timeline follows the waves, which may overlap (Karpenter v1 runs drift commands side by side): a wave that
 replaces first adds its replacements at its start and loses its nodes at its end (the peak); one that deletes first
@@ -18,8 +21,10 @@ from dataclasses import dataclass, field
 
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.proof.placement import HOURS_PER_MONTH
+from karpenter_policy.cloud.capacityreservations import RESERVED_PRICE_DIVISOR
 from karpenter_policy.commands.plan.fleet import FleetNode
 from karpenter_policy.commands.plan.waves import Rollout, Wave
+from karpenter_policy.model import labels as wk
 
 __all__ = ["UNMANAGED", "Cost", "WorkloadCost", "fleet_cost", "monthly", "node_price", "wave_moments"]
 
@@ -28,10 +33,17 @@ UNMANAGED = "(not Karpenter's)"
 
 
 def node_price(catalog: Catalog, node: FleetNode) -> float | None:
-    """$/h of a node's offering in the catalog (None: unknown type, zone or price)."""
+    """$/h of a node's offering in the catalog (None: unknown type, zone or price); a reserved node's: its type's
+    on-demand price (in its zone, else any zone's) / 10,000,000."""
     instance_type = catalog.get(node.instance_type)
     if instance_type is None:
         return None
+    if node.capacity_type == wk.CAPACITY_RESERVED:
+        prices = sorted(
+            (o.zone != node.zone, o.price) for o in instance_type.offerings
+            if o.capacity_type == wk.CAPACITY_ON_DEMAND and o.price is not None
+        )
+        return prices[0][1] / RESERVED_PRICE_DIVISOR if prices else None
     for offering in instance_type.offerings:
         if offering.zone == node.zone and offering.capacity_type == node.capacity_type:
             return offering.price

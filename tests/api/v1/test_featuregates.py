@@ -52,7 +52,7 @@ def test_a_value_karpenter_refuses_is_refused_with_its_reason(text: str, said: s
 def test_static_capacity_on_is_refused_naming_what_is_not_modelled() -> None:
     why = unmodelled("StaticCapacity=true")
     assert why is not None and why.startswith("StaticCapacity=true: static NodePools' provisioning and deprovisioning")
-    assert unmodelled("ReservedCapacity=false") is None  # no capacity reservation is modelled: nothing changes
+    assert unmodelled("ReservedCapacity=false") is None  # nothing launches into a reservation yet: nothing changes
 
 
 @deterministic(100)
