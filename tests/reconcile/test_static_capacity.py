@@ -382,3 +382,24 @@ def test_should_ignore_nodes_with_the_do_not_disrupt_annotation(tmp_path: Path) 
     _drift(policies, 1)
     scene.run(controller, 900)
     assert _static_nodes(scene) == [node]
+
+
+def test_should_prioritize_nodeclaims_that_have_unresolved_provider_id(tmp_path: Path) -> None:
+    """should prioritize nodeclaims that have unresolved providerID — static/deprovisioning/suite_test.go:438: beside
+    two launched nodes, a NodeClaim of the NodePool not launched yet (no `status.providerID`) is the excess that goes,
+    though the nodes are empty; the nodes stay."""
+    policies = Policies(tmp_path, _nodepool(2))
+    scene = Scene(policies.build, types=[TYPE])
+    controller = _gated(scene)
+    _settle(scene, controller, 2)
+    nodes = _static_nodes(scene)
+    scene.cluster.create(objects.NODE_CLAIM, {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "static-unresolved", "labels": {wk.NODEPOOL: "static"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": []},
+    })
+    scene.run(controller, 300, until=lambda: "static-unresolved" not in scene.nodeclaims())
+    assert "static-unresolved" not in scene.nodeclaims()
+    scene.run(controller, 120)
+    assert _static_nodes(scene) == nodes and len(_claims(scene)) == 2
