@@ -111,9 +111,9 @@ def _settle(scene: Scene, controller: Controller, count: int, seconds: float = 3
 # --- the gate ---------------------------------------------------------------------------------------------------
 
 
-def test_the_controller_accepts_the_gate_and_check_and_plan_still_refuse_it() -> None:
+def test_the_controller_accepts_the_gate_and_check_still_refuses_it() -> None:
     assert read_feature_gates("StaticCapacity=true") == "StaticCapacity=true"
-    with pytest.raises(FeatureGateError, match="StaticCapacity=true: .*not by check and plan"):
+    with pytest.raises(FeatureGateError, match="StaticCapacity=true: .*not by check and test"):
         read_policy_feature_gates("StaticCapacity=true")
     with pytest.raises(FeatureGateError, match="NodeRepair=true"):
         read_feature_gates("StaticCapacity=true,NodeRepair=true")
@@ -403,3 +403,22 @@ def test_should_prioritize_nodeclaims_that_have_unresolved_provider_id(tmp_path:
     assert "static-unresolved" not in scene.nodeclaims()
     scene.run(controller, 120)
     assert _static_nodes(scene) == nodes and len(_claims(scene)) == 2
+
+
+def test_simulate_takes_the_gate(tmp_path: Path) -> None:
+    """`simulate --feature-gates StaticCapacity=true` (on moto's EC2): the static NodePool's 2 replicas are launched
+    beside the dynamic NodePool's nodes for the pods, and none without the gate."""
+    from click.testing import CliRunner
+
+    from karpenter_policy.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    build = compile_policies(root / "tests" / "data" / "static-nodepools", tmp_path / "build")
+    apps = root / "examples" / "workloads" / "apps" / "inflate.yaml"
+    for gates, static in (("StaticCapacity=true", 2), ("", 0)):
+        result = CliRunner().invoke(main, ["simulate", "--constraints", str(build), "--workloads", str(apps),
+                                           "--scale", "deployment/inflate=2", "--feature-gates", gates])
+        assert result.exit_code == 0, result.output
+        rows = [line.split() for line in result.stdout.splitlines() if line.startswith("ip-")]
+        assert sum(1 for row in rows if row[1] == "NodePool/a-reserved") == static, result.stdout
+        assert any(row[1] == "NodePool/dynamic" for row in rows)

@@ -8,8 +8,9 @@ pkg/operator/options/options.go `ParseFeatureGates`). This project models each g
 two exceptions: `ReservedCapacity=false`, which changes nothing here (no capacity reservation is modelled: an
 EC2NodeClass with one is left out, docs/reconcile.md), and `StaticCapacity=true`, which the controller models
 (`reconcile` and `simulate` start v1.14.1's static provisioning and deprovisioning controllers: `reconcile.static`,
-read with `static_capacity`). `check` and `plan` read the flag with `read_policy_feature_gates`, which still
-refuses `StaticCapacity=true`: their plans do not model the static controllers yet.
+read with `static_capacity`), as `plan` does (`commands.plan.staticnodepools`: the nodes a change of `replicas`
+adds and removes). `check` and `test` read the flag with `read_policy_feature_gates`, which still refuses
+`StaticCapacity=true`: their placement does not depend on it, but their reports say what the gate off does.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from types import MappingProxyType
 from typing import Final
 
 __all__ = [
-    "DEFAULTS", "FEATURE_GATES_HELP", "FeatureGateError", "POLICY_FEATURE_GATES_HELP", "STATIC_CAPACITY",
+    "DEFAULTS", "FEATURE_GATES_HELP", "FeatureGateError", "PLAN_FEATURE_GATES_HELP", "POLICY_FEATURE_GATES_HELP",
+    "STATIC_CAPACITY",
     "parse_feature_gates", "read_feature_gates", "read_policy_feature_gates", "static_capacity", "unmodelled",
 ]
 
@@ -42,15 +44,15 @@ _NOT_MODELLED: Final[Mapping[str, str]] = MappingProxyType({
     "SpotToSpotConsolidation": "spot-to-spot consolidation is not modelled",
     "NodeOverlay": "NodeOverlays (pkg/controllers/nodeoverlay) are not modelled",
     "StaticCapacity": (
-        "static NodePools' provisioning and deprovisioning (pkg/controllers/static/) are modelled by the "
-        "controller (reconcile, simulate), not by check and plan"
+        "static NodePools' provisioning and deprovisioning (pkg/controllers/static/) are modelled by reconcile, "
+        "simulate and plan, not by check and test"
     ),
     "CapacityBuffer": "CapacityBuffers (pkg/controllers/capacitybuffer) are not modelled",
 })
 
 #: The gates a value of which other than the default changes nothing this tool models.
 _INDIFFERENT: Final = frozenset({"ReservedCapacity"})
-#: The gates the controller models away from their default too (`reconcile`, `simulate`).
+#: The gates the controller models away from their default too (`reconcile`, `simulate`, and `plan`).
 _CONTROLLER_MODELS: Final = frozenset({STATIC_CAPACITY})
 
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -84,8 +86,8 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
 
 def unmodelled(text: str, controller: bool = True) -> str | None:
     """Why this tool cannot run as Karpenter v1.14.1 with `--feature-gates text` (None: it can — every gate at its
-    default, `ReservedCapacity=false`, and for the controller, `controller`, `StaticCapacity=true`). Raises
-    FeatureGateError for a value Karpenter refuses."""
+    default, `ReservedCapacity=false`, and with `controller` — `reconcile`, `simulate` and `plan` —
+    `StaticCapacity=true`). Raises FeatureGateError for a value Karpenter refuses."""
     gates = parse_feature_gates(text)
     modelled = _INDIFFERENT | _CONTROLLER_MODELS if controller else _INDIFFERENT
     changed = [name for name, on in gates.items() if on != DEFAULTS[name] and name not in modelled]
@@ -107,7 +109,14 @@ FEATURE_GATES_HELP: Final = (
     "(NodeRepair=true …) is refused by name."
 )
 
-#: `check`'s and `plan`'s `--feature-gates` help.
+#: `plan`'s `--feature-gates` help.
+PLAN_FEATURE_GATES_HELP: Final = (
+    "Karpenter's --feature-gates (Name=bool,…): its defaults are modelled, and StaticCapacity=true (a static "
+    "NodePool's replicas change planned: nodes added and removed) and ReservedCapacity=false; another gate turned "
+    "away from its default (NodeRepair=true …) is refused by name."
+)
+
+#: `check`'s and `test`'s `--feature-gates` help.
 POLICY_FEATURE_GATES_HELP: Final = (
     "Karpenter's --feature-gates (Name=bool,…): only its defaults are modelled, so a gate turned away from its "
     "default (StaticCapacity=true …) is refused by name; ReservedCapacity=false is accepted."
@@ -115,9 +124,9 @@ POLICY_FEATURE_GATES_HELP: Final = (
 
 
 def read_feature_gates(text: str) -> str:
-    """The controller's reading (`reconcile`, `simulate`): the flag's value as given when the controller can run as
-    Karpenter with it; ValueError (after the flag's name: `optionspec`) naming the gate it cannot model, or
-    Karpenter's reason for a malformed value."""
+    """The controller's reading (`reconcile`, `simulate`, and `plan`'s): the flag's value as given when the
+    controller can run as Karpenter with it; ValueError (after the flag's name: `optionspec`) naming the gate it
+    cannot model, or Karpenter's reason for a malformed value."""
     why = unmodelled(text)
     if why is not None:
         raise FeatureGateError(why)
@@ -125,7 +134,7 @@ def read_feature_gates(text: str) -> str:
 
 
 def read_policy_feature_gates(text: str) -> str:
-    """`check`'s and `plan`'s reading: as `read_feature_gates`, but `StaticCapacity=true` is refused too."""
+    """`check`'s and `test`'s reading: as `read_feature_gates`, but `StaticCapacity=true` is refused too."""
     why = unmodelled(text, controller=False)
     if why is not None:
         raise FeatureGateError(why)

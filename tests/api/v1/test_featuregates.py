@@ -1,9 +1,9 @@
 """Karpenter v1.14.1's `--feature-gates`, read as its operator reads it (core pkg/operator/options/options.go
 `ParseFeatureGates` over Kubernetes' `cliflag.MapStringBool`), and refused by name where a gate is turned away from
-its default: this tool models the defaults, and `StaticCapacity=true` in the controller (`reconcile` and `simulate`
-start the static controllers, `reconcile.static`); `check` and `plan` still refuse it — their plans would give a
-static NodePool no node where Karpenter gives it `replicas`, a silent difference. The flag of `check`, `plan`,
-`reconcile` and `simulate`."""
+its default: this tool models the defaults, and `StaticCapacity=true` in `reconcile` and `simulate` (the static
+controllers, `reconcile.static`) and `plan` (a change of `replicas`, `commands.plan.staticnodepools`); `check` and
+`test` still refuse it — their reports say what the gate off does. The flag of `check`, `test`, `plan`, `reconcile`
+and `simulate`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from karpenter_policy.api.v1.featuregates import (
     static_capacity,
     unmodelled,
 )
-from karpenter_policy.commands.flags import CheckFlags
+from karpenter_policy.commands.flags import CheckFlags, TestFlags
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.optionspec import OptionValueError, from_flags
 from karpenter_policy.reconcile.flags import ReconcileOptions
@@ -59,7 +59,7 @@ def test_a_value_karpenter_refuses_is_refused_with_its_reason(text: str, said: s
 def test_static_capacity_on_runs_in_the_controller_and_is_refused_by_check_and_plan() -> None:
     assert unmodelled("StaticCapacity=true") is None  # reconcile, simulate: the static controllers (reconcile.static)
     assert static_capacity("StaticCapacity=true") and not static_capacity("") and not static_capacity("NodeRepair=f")
-    why = unmodelled("StaticCapacity=true", controller=False)
+    why = unmodelled("StaticCapacity=true", controller=False)  # check, test
     assert why is not None and why.startswith("StaticCapacity=true: static NodePools' provisioning and deprovisioning")
     assert unmodelled("ReservedCapacity=false") is None  # no capacity reservation is modelled: nothing changes
 
@@ -79,10 +79,10 @@ def test_a_gate_set_runs_exactly_when_every_modelled_gate_keeps_its_default(give
     ("options_type", "given"),
     [
         (CheckFlags, {}),
-        (PlanOptions, {"base": "a", "head": "b"}),
+        (TestFlags, {}),
     ],
 )
-def test_check_and_plan_refuse_static_capacity(options_type: type, given: dict[str, object]) -> None:
+def test_check_and_test_refuse_static_capacity(options_type: type, given: dict[str, object]) -> None:
     assert from_flags(options_type, {**given, "feature_gates": KARPENTER_DEFAULT}).feature_gates == KARPENTER_DEFAULT
     with pytest.raises(OptionValueError, match=r"^--feature-gates StaticCapacity=true: static NodePools'"):
         from_flags(options_type, {**given, "feature_gates": "StaticCapacity=true"})
@@ -93,9 +93,10 @@ def test_check_and_plan_refuse_static_capacity(options_type: type, given: dict[s
     [
         (ReconcileOptions, {"constraints": "build", "cluster_name": "c"}),
         (SimulateOptions, {"constraints": "build", "workload_paths": ("apps",)}),
+        (PlanOptions, {"base": "a", "head": "b"}),
     ],
 )
-def test_reconcile_and_simulate_take_static_capacity_and_refuse_the_others(
+def test_reconcile_simulate_and_plan_take_static_capacity_and_refuse_the_others(
     options_type: type, given: dict[str, object]
 ) -> None:
     assert from_flags(options_type, {**given, "feature_gates": "StaticCapacity=true"}).feature_gates == (
