@@ -28,8 +28,8 @@ GATE: Final = "StaticCapacity"
 
 #: Why a static NodePool takes no pod, wherever this tool leaves one out (the controller's templates, the plans).
 LEFT_OUT: Final = (
-    f"static NodePool (spec.replicas): Karpenter v1.14.1 provisions it only with the {GATE} feature gate (alpha, "
-    "off by default), and leaves it out of scheduling otherwise"
+    "static NodePool (spec.replicas): Karpenter v1.14.1 never schedules pods onto it; its nodes are its replicas, "
+    f"launched only with the {GATE} feature gate (alpha, off by default)"
 )
 
 #: What Karpenter v1.14.1 logs, and marks every pending pod with, when every NodePool is static (provisioner.go).
