@@ -422,3 +422,19 @@ def test_simulate_takes_the_gate(tmp_path: Path) -> None:
         rows = [line.split() for line in result.stdout.splitlines() if line.startswith("ip-")]
         assert sum(1 for row in rows if row[1] == "NodePool/a-reserved") == static, result.stdout
         assert any(row[1] == "NodePool/dynamic" for row in rows)
+
+
+def test_the_threaded_runner_launches_the_replicas_once_and_scales_down(tmp_path: Path) -> None:
+    """In real time, each controller on its thread: the replicas are launched once (a launch the state has not
+    shown yet counts: no second launch for one shortfall — v1.14.1's reservation, suite_test.go:394 and :527), and a
+    lower replicas is carried out by the static deprovisioning thread."""
+    policies = Policies(tmp_path, _nodepool(3))
+    scene = Scene(policies.build, types=[TYPE], real_time=True)
+    with scene.runner(static_capacity=True):
+        assert scene.wait(lambda: len(_claims(scene)) == 3 and len(_static_nodes(scene)) == 3, 60)
+        # every claim filled with its instance: the state shows all three launches (nothing more is due)
+        assert scene.wait(lambda: all(c.get("status", {}).get("providerID") for c in scene.nodeclaims().values()), 60)
+        assert len(scene.instances()) == 3  # never more launched
+        policies.write(_nodepool(1))
+        assert scene.wait(lambda: len(_claims(scene)) == 1 and len(_static_nodes(scene)) == 1, 60)
+    assert len([i for i in scene.instances() if i.state == "running"]) == 1
