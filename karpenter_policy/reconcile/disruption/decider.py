@@ -798,7 +798,8 @@ class Decider:
             template = inputs.static.template(candidate.provisioner)
             if node_limit_left(counts, template.node_limit, 1) < 1:
                 continue
-            replacement = static_claim(template, f"drift-{candidate.name}")
+            # its own client token: a node's name may come back (an IP's), the decision's time does not
+            replacement = static_claim(template, f"drift-{candidate.name}-{inputs.now:%Y%m%dT%H%M%S.%f}")
             return Command(DRIFT, (candidate,), (replacement,), why=why, stage=DRIFT)
         return None
 

@@ -58,7 +58,7 @@ class StaticProvisioning:
         self.synced = synced
         self.wake = threading.Event()
         self._launched: dict[str, set[str]] = {}  # NodePool → nodes launched that no claim of the state names yet
-        self._serial = 0  # each launch's client token its own
+        self._serial = 0  # each launch's client token its own (with the time: across restarts)
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
@@ -111,10 +111,12 @@ class StaticProvisioning:
                 "provisioning nodeclaims to satisfy replica count",
                 extra=context.fields(NodePool=name, current=active, desired=replicas, **{"provision-count": granted}),
             )
+            # a client token of each launch's own, across restarts too (EC2 answers a token it saw with that launch)
+            stamp = context.wall_clock().strftime("%Y%m%dT%H%M%S.%f")
             claims_ = []
             for _ in range(granted):
                 self._serial += 1
-                claims_.append(static_claim(template, f"static-{self._serial}"))
+                claims_.append(static_claim(template, f"static-{stamp}-{self._serial}"))
             launched = self.provisioner.launch_replacements(
                 claims_, "static", result, "provisioning", PROVISIONED
             )
