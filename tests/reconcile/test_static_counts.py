@@ -1,4 +1,4 @@
-"""`reconcile.static.counts`: a static NodePool's claims counted as Karpenter v1.14.1's `NodePoolState`
+"""`reconcile.state.nodepoolcounts`: a static NodePool's claims counted as Karpenter v1.14.1's `NodePoolState`
 (core pkg/controllers/state/statenodepool.go `GetNodeCount`, `ReserveNodeCount`), over many claim sets."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from profiles import deterministic
 
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.state.nodepoolcounts import NodeCounts, node_counts, node_limit_left
 from karpenter_policy.reconcile.state.records import ClaimRecord
-from karpenter_policy.reconcile.static.counts import NodeCounts, node_counts, node_limit_left
 
 _CLAIM = st.builds(
     lambda i, pool, deleted, node: ClaimRecord(

@@ -22,9 +22,10 @@ first stage that finds something decides (one command a decision):
    saw it drifted); a NodePool's one a command, the empty ones first (v1.14.1: its commands run side by side). A
    static NodePool's drifted node goes first, by v1.14.1's static drift (core pkg/controllers/disruption/
    staticdrift.go, whatever the StaticCapacity gate): one command a node, replaced one for one by a node of its
-   template (`static.claim`, no simulation), within its budget, never while its active and pending-disruption
+   template (`staticclaim`, no simulation), within its budget, never while its active and pending-disruption
    claims exceed `replicas` (a scale-down first), and only while `limits.nodes` leaves room for the replacement
-   (`static.counts`); its nodes are never drift-replaced by the simulation nor consolidated (`OwnedByStaticNodePool`);
+   (`state.nodepoolcounts`); its nodes are never drift-replaced by the simulation nor consolidated
+   (`OwnedByStaticNodePool`);
 3. **consolidation** (provisioners with `consolidation.enabled`, nodes without `karpenter.sh/do-not-consolidate`)
    — *empty*: every empty node at once; *multi-node*: the most nodes (at least 2, up to 100, lowest disruption
    cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A
@@ -85,10 +86,10 @@ from karpenter_policy.reconcile.disruption import balanced, pricing
 from karpenter_policy.reconcile.disruption.budgets import allowances, budget_figures, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.nodepoolcounts import node_counts, node_limit_left
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.state.rescheduled import movable, replaceable, rescheduled
-from karpenter_policy.reconcile.static.claim import static_claim
-from karpenter_policy.reconcile.static.counts import node_counts, node_limit_left
+from karpenter_policy.reconcile.staticclaim import static_claim
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.running import WithoutNodes

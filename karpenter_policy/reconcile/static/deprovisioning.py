@@ -1,6 +1,7 @@
-"""Static deprovisioning (Karpenter v1.14.1 core pkg/controllers/static/deprovisioning/controller.go), started with
-the `StaticCapacity` feature gate: a static NodePool with more active NodeClaims than `replicas` (`counts`: a
-node pending disruption does not count, so a static drift's replacement is no excess) has the excess deleted.
+"""Static deprovisioning (Karpenter v1.14.1 core pkg/controllers/static/deprovisioning/controller.go), started with the
+`StaticCapacity` feature gate: a static NodePool with more active NodeClaims than `replicas`
+(`state.nodepoolcounts`: a node pending disruption does not count, so a static drift's replacement is no excess) has
+the excess deleted.
 
 Which claims go, as `getDeprovisioningCandidates`: first those not launched yet (no `status.providerID`, not being
 deleted: by name, as the list returns them); then, of its nodes with a claim that are not being deleted nor a
@@ -34,8 +35,8 @@ from karpenter_policy.reconcile.disruption.expiry import expire_after
 from karpenter_policy.reconcile.metrics import STATIC_DEPROVISIONING
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state.cluster import Change
+from karpenter_policy.reconcile.state.nodepoolcounts import node_counts
 from karpenter_policy.reconcile.state.records import ClaimRecord, NodeRecord, PodRecord
-from karpenter_policy.reconcile.static.counts import node_counts
 
 __all__ = ["StaticDeprovisioning", "deprovisioning_candidates"]
 

@@ -1,16 +1,17 @@
 """Static provisioning (Karpenter v1.14.1 core pkg/controllers/static/provisioning/controller.go), started with the
 `StaticCapacity` feature gate: each static NodePool of the constraint sets in force gets NodeClaims launched up to
-its `replicas`, from its template (`claim.static_claim`), never through pod scheduling.
+its `replicas`, from its template (`reconcile.staticclaim`), never through pod scheduling.
 
-Per NodePool, as `Reconcile`: nothing while the NodePool is not Ready or the cluster state not synced (looked at again
-a second later); nothing when its active and pending-disruption claims (`counts`) reach `replicas` (lowering is the
-deprovisioning controller's); else `replicas - active` claims, bounded by `limits.nodes` (every claim counted
-against it, deleting ones too: `ReserveNodeCount`) — none granted logs `nodepool node limit reached` and looks again
-30 s later; some granted logs `provisioning nodeclaims to satisfy replica count` (current, desired,
-provision-count) and launches them at once, counted `karpenter_nodeclaims_created_total{reason="provisioned"}`. A
-launch this controller made and the state has not shown yet counts as active (Karpenter's `NodePoolState` is
-updated by its `Create`): under the threaded runner no NodePool is provisioned twice for one shortfall. It looks
-again every minute (`RequeueAfter: time.Minute`) and when a NodeClaim or Node changes.
+Per NodePool, as `Reconcile`: nothing while the NodePool is not Ready or the cluster state not synced (looked at
+again a second later); nothing when its active and pending-disruption claims (`state.nodepoolcounts`) reach
+`replicas` (lowering is the deprovisioning controller's); else `replicas - active` claims, bounded by `limits.nodes`
+(every claim counted against it, deleting ones too: `ReserveNodeCount`) — none granted logs `nodepool node limit
+reached` and looks again 30 s later; some granted logs `provisioning nodeclaims to satisfy replica count` (current,
+desired, provision-count) and launches them at once, counted
+`karpenter_nodeclaims_created_total{reason="provisioned"}`. A launch this controller made and the state has not
+shown yet counts as active (Karpenter's `NodePoolState` is updated by its `Create`): under the threaded runner no
+NodePool is provisioned twice for one shortfall. It looks again every minute (`RequeueAfter: time.Minute`) and when
+a NodeClaim or Node changes.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from karpenter_policy.reconcile.metrics import STATIC_PROVISIONING
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import ReconcileResult
 from karpenter_policy.reconcile.state.cluster import Change
-from karpenter_policy.reconcile.static.claim import static_claim
-from karpenter_policy.reconcile.static.counts import node_counts, node_limit_left
+from karpenter_policy.reconcile.state.nodepoolcounts import node_counts, node_limit_left
+from karpenter_policy.reconcile.staticclaim import static_claim
 
 __all__ = ["PROVISIONED", "StaticProvisioning"]
 

@@ -2,7 +2,8 @@
 pkg/controllers/state/statenodepool.go `GetNodeCount`): **active** (launched or launching, not being deleted),
 **deleting** (the claim or its Node being deleted), **pending disruption** (the node of a disruption command under
 way: static drift's candidate, `queue.go` `MarkNodeClaimPendingDisruption`). One reading for the static provisioning
-and deprovisioning controllers and static drift, from the cluster state's NodeClaims (`ClaimRecord`) and nodes.
+and deprovisioning controllers (`reconcile.static`) and static drift (`disruption.decider`), from the cluster
+state's NodeClaims (`ClaimRecord`) and nodes.
 """
 
 from __future__ import annotations
