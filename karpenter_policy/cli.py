@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import click
 
 from karpenter_policy import installed_version
+from karpenter_policy.api.v1.featuregates import static_capacity
 from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.checks.jobs import WorkerFailed
 from karpenter_policy.checks.reporters import displayable, render
@@ -587,6 +588,7 @@ def simulate(options: SimulateOptions) -> None:
     result = simulate_command(
         constraints, found.workloads, steps, report, strategy=options.strategy,
         min_values_policy=options.min_values_policy, volume_objects=found.volume_objects,
+        static_capacity=static_capacity(options.feature_gates),
     )
     click.echo(result.stdout, nl=False)
     click.echo(result.stderr, nl=False, err=True)

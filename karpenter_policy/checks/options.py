@@ -14,7 +14,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from karpenter_policy.api.v1.featuregates import FEATURE_GATES_HELP, read_feature_gates
+from karpenter_policy.api.v1.featuregates import POLICY_FEATURE_GATES_HELP, read_policy_feature_gates
 from karpenter_policy.catalog import DEFAULT_REGION, Catalog, CatalogError, load_catalog
 from karpenter_policy.catalog.embedded import embedded_regions
 from karpenter_policy.catalog.prices import latest_spot_prices, with_spot_prices
@@ -82,7 +82,7 @@ class PolicyOptions:
         "whose instance types miss it) or BestEffort (lowered to what is left; the node says so).",
     )
     feature_gates: str = option(
-        "", "--feature-gates", metavar="NAME=BOOL,...", read=read_feature_gates, help=FEATURE_GATES_HELP
+        "", "--feature-gates", metavar="NAME=BOOL,...", read=read_policy_feature_gates, help=POLICY_FEATURE_GATES_HELP
     )
     previous_generation: bool = option(
         False,

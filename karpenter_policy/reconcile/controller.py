@@ -13,7 +13,10 @@ The pieces (each in its room, each with its own bookkeeping, all sharing the `co
   - **emptiness** (`disruption/emptiness.py`, `ttlSecondsAfterEmpty`);
   - **disruption** (`disruption/`): expiry, drift and consolidation decided under a time budget and carried out
     one command at a time;
-  - **termination** (`termination/`): the finalizer of our nodes being deleted — cordon, drain, terminate.
+  - **termination** (`termination/`): the finalizer of our nodes being deleted — cordon, drain, terminate;
+  - with the `StaticCapacity` feature gate (`ControllerOptions.static_capacity`), **static provisioning** and
+    **static deprovisioning** (`static/`): static NodePools' NodeClaims kept at `replicas` (v1.14.1 core
+    pkg/controllers/static/, registered only with the gate: pkg/controllers/controllers.go).
 
 :attr:`Controller.controllers` is the one list. Karpenter registers the same controllers with its manager (core
 v0.31.1 `pkg/controllers/controllers.go` `NewControllers`: the provisioner, deprovisioning, provisioning, …,
@@ -24,11 +27,11 @@ the same — a thread per controller of the list, each woken by the events it ca
 (:meth:`Controller.reconcile_once`: `simulate`, the scenes of `karpenter_policy.testing`, the step-driven tests)
 runs one step of each, in the list's order, after bringing the state up to date (`feed.sync()`): the queue's
 messages first, then provisioning (new constraint sets, launches in flight, then the batch), garbage collection,
-emptiness, disruption, and termination last, which drains what the others deleted (interruption shows the state
-the deletions it requests at once). That is the order a pass had before the list (#24), but for the provisioner's
-batch, which came after termination and now closes provisioning's own step, and interruption, which `simulate`'s
-driver polled before the kubelets' sync: `simulate` prints the same bytes on the examples either way. It returns
-what they did (:class:`ReconcileResult`) and when the earliest wants the next step.
+emptiness, disruption, the static controllers (gate on), and termination last, which drains what the others deleted
+(interruption shows the state the deletions it requests at once). That is the order a pass had before the list
+(#24), but for the provisioner's batch, which came after termination and now closes provisioning's own step, and
+interruption, which `simulate`'s driver polled before the kubelets' sync: `simulate` prints the same bytes on the
+examples either way. It returns what they did (:class:`ReconcileResult`) and when the earliest wants the next step.
 
 Adding a controller: its package (a class with `name`, `label`, `wake`, `step` and `poll`), built in
 :class:`Controller`'s constructor, and a line in :attr:`Controller.controllers` (docs/reconcile.md).
@@ -70,6 +73,8 @@ from karpenter_policy.reconcile.result import LaunchedNode, ReconcileResult
 from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import InformerFeed, ListFeed, StateFeed, WatchFeed
 from karpenter_policy.reconcile.state.inflight import InFlight
+from karpenter_policy.reconcile.static.deprovisioning import StaticDeprovisioning
+from karpenter_policy.reconcile.static.provisioning import StaticProvisioning
 from karpenter_policy.reconcile.steps import Reconciler
 from karpenter_policy.reconcile.termination.terminator import Terminator
 
@@ -147,6 +152,13 @@ class Controller:
         self.disruption = Disruption(
             self.context, self.provisioner, self.terminator, synced=lambda: self.feed.health().synced
         )
+        self.static_provisioning: StaticProvisioning | None = None
+        self.static_deprovisioning: StaticDeprovisioning | None = None
+        if options.static_capacity:  # v1.14.1 registers them only with the gate (pkg/controllers/controllers.go)
+            self.static_provisioning = StaticProvisioning(
+                self.context, self.provisioner, self.disruption.disrupting, lambda: self.feed.health().synced
+            )
+            self.static_deprovisioning = StaticDeprovisioning(self.context, self.disruption.disrupting)
         self.garbage = GarbageCollector(
             cluster, cloud, options.cluster_name, metrics=metrics, clock=clock, wall_clock=wall_clock,
             interval=options.gc_interval, instance_grace=options.gc_instance_grace, node_grace=options.gc_node_grace,
@@ -171,6 +183,8 @@ class Controller:
             self.garbage_collection,
             self.emptiness,
             self.disruption,
+            self.static_provisioning,
+            self.static_deprovisioning,
             self.terminator,
         ) if c is not None)
 

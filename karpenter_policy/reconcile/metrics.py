@@ -135,6 +135,9 @@ TERMINATION = "termination"
 EMPTINESS = "emptiness"
 GARBAGE_COLLECTION = "garbagecollection"
 INTERRUPTION = "interruption"
+#: v1.14.1's static NodePools' controllers (`reconcile.static`), with the StaticCapacity feature gate.
+STATIC_PROVISIONING = "static.provisioning"
+STATIC_DEPROVISIONING = "static.deprovisioning"
 CONTROLLERS = (PROVISIONER, DEPROVISIONING, TERMINATION, EMPTINESS, GARBAGE_COLLECTION, INTERRUPTION)
 #: controller-runtime's `result` label values.
 RESULTS = ("error", "requeue", "requeue_after", "success")
@@ -715,6 +718,8 @@ __all__ = [
     "INTERRUPTION",
     "PROVISIONER",
     "RECONCILE_BUCKETS",
+    "STATIC_DEPROVISIONING",
+    "STATIC_PROVISIONING",
     "TERMINATION",
     "Metrics",
     "Reconcile",

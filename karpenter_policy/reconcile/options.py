@@ -74,6 +74,9 @@ class ControllerOptions:
     #: what it found so far (Karpenter's budgets).
     single_node_budget: float = DEFAULT_SINGLE_NODE_BUDGET
     multi_node_budget: float = DEFAULT_MULTI_NODE_BUDGET
+    #: Karpenter v1.14.1's StaticCapacity feature gate (`--feature-gates StaticCapacity=true`): static NodePools'
+    #: replicas kept by the static provisioning and deprovisioning controllers (`reconcile.static`).
+    static_capacity: bool = False
 
     def __post_init__(self) -> None:
         if not self.cluster_name:

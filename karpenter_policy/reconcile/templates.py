@@ -45,6 +45,13 @@ class Templates:
     def template(self, name: str) -> NodeClaimTemplate:
         return next(t for t in self.templates if t.name == name)
 
+    def with_sets_of(self, other: Templates) -> Templates:
+        """These templates and `other`'s side by side (a static NodePool's beside the others: what launches and the
+        facts of drift read, never a scheduling run)."""
+        return Templates(
+            [*self.templates, *other.templates], {**self.sets, **other.sets}, {**self.left_out, **other.left_out}
+        )
+
     @property
     def topology(self) -> TopologyRules:
         """Whose topology rules a run on these templates follows: v1.14.1's when a NodePool is among them (one

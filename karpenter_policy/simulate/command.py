@@ -79,9 +79,11 @@ def simulate_command(
     strategy: str | None = None,
     min_values_policy: str | None = None,
     volume_objects: Sequence[Mapping[str, Any]] = (),
+    static_capacity: bool = False,
 ) -> SimulateOutput:
     """Run the scenario: the workloads as their manifests say (with the claims, PersistentVolumes and
-    StorageClasses among its files, `volume_objects`), then each `--scale` in order (one step each)."""
+    StorageClasses among its files, `volume_objects`), then each `--scale` in order (one step each);
+    `static_capacity`: Karpenter's StaticCapacity feature gate (`--feature-gates StaticCapacity=true`)."""
     try:
         loaded = _load(constraints)
         region = launch_region(loaded)
@@ -103,6 +105,7 @@ def simulate_command(
             options.strategy = strategy
         if min_values_policy is not None:
             options.min_values_policy = min_values_policy
+        options.static_capacity = static_capacity
         with Simulation(loaded, workloads, catalog, options, volume_objects) as simulation:
             result = simulation.run(steps)
     except (SimulationError, SimulationUnavailable) as error:

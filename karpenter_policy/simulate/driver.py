@@ -116,6 +116,8 @@ class SimulationOptions:
     cluster_name: str = CLUSTER_NAME
     strategy: str = COST
     min_values_policy: str = STRICT
+    #: Karpenter's StaticCapacity feature gate (static NodePools' replicas kept: `reconcile.static`).
+    static_capacity: bool = False
     batch_idle: float = DEFAULT_IDLE_SECONDS
     batch_max: float = DEFAULT_MAX_SECONDS
     node_startup: float = NODE_STARTUP
@@ -214,6 +216,7 @@ class Simulation:
             bind_existing=True,
             strategy=self.options.strategy,
             min_values_policy=self.options.min_values_policy,
+            static_capacity=self.options.static_capacity,
         )
         assert isinstance(self.scene.source, FixedSource)
         self.source = self.scene.source

@@ -20,6 +20,7 @@ from profiles import deterministic
 
 from karpenter_policy.kube import disruption, objects
 from karpenter_policy.kube.cluster import ObjectList, WatchEvent
+from karpenter_policy.kube.evictioncost import DELETION_COST, disruption_cost
 from karpenter_policy.kube.informer import Informer
 from karpenter_policy.reconcile.state import pods as state_pods
 from karpenter_policy.reconcile.state.cluster import ClusterState
@@ -46,7 +47,7 @@ def real_pod(name: str = "app-1", node: str | None = "node-a") -> Obj:
     pod: Obj = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}", "resourceVersion": "7",
-                     "labels": {"app": "web"}, "annotations": {state_pods.DELETION_COST: "5"},
+                     "labels": {"app": "web"}, "annotations": {DELETION_COST: "5"},
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
                                           "uid": "rs", "controller": True}]},
         "spec": {
@@ -89,7 +90,7 @@ def answers(pod: Obj) -> dict[str, Any]:
         "record": fields, "shape": scheduling, "pending": [p.key for p in state.pending()],
         "critical": state_pods.is_critical(pod), "tolerates_cordon": state_pods.tolerates_unschedulable(pod),
         "controller": state_pods.controller_of(pod), "mirror": state_pods.is_owned_by_node(pod),
-        "cost": state_pods.disruption_cost(pod), "ready": disruption.is_ready(pod),
+        "cost": disruption_cost(pod), "ready": disruption.is_ready(pod),
         "healthy": disruption.is_healthy(pod), "claims": state_pods.volume_claims(pod),
     }
 

@@ -5,9 +5,12 @@ Karpenter parses the flag with Kubernetes' `cliflag.MapStringBool` (comma-separa
 a bool as Go's `strconv.ParseBool`) over its defaults, and ignores a name it does not know (core
 pkg/operator/options/options.go `ParseFeatureGates`). This project models each gate at its default
 (`DEFAULTS`): a value that differs is refused by name (`unmodelled`), never run as if it were the default — with
-one exception, `ReservedCapacity=false`, which changes nothing here (nothing is launched into a capacity
-reservation yet: an EC2NodeClass with one is left out, docs/reconcile.md). `StaticCapacity=true` would start
-v1.14.1's static provisioning and deprovisioning controllers, which are not modelled (`api.v1.static`).
+two exceptions: `ReservedCapacity=false`, which changes nothing here (nothing is launched into a capacity
+reservation yet: an EC2NodeClass with one is left out, docs/reconcile.md), and `StaticCapacity=true`, which the
+controller models (`reconcile` and `simulate` start v1.14.1's static provisioning and deprovisioning controllers:
+`reconcile.static`, read with `static_capacity`), as `plan` does (`commands.plan.staticnodepools`: the nodes a change
+of `replicas` adds and removes). `check` and `test` read the flag with `read_policy_feature_gates`, which still
+refuses `StaticCapacity=true`: their placement does not depend on it, but their reports say what the gate off does.
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ from types import MappingProxyType
 from typing import Final
 
 __all__ = [
-    "DEFAULTS", "FEATURE_GATES_HELP", "FeatureGateError", "parse_feature_gates", "read_feature_gates", "unmodelled",
+    "DEFAULTS", "FEATURE_GATES_HELP", "FeatureGateError", "PLAN_FEATURE_GATES_HELP", "POLICY_FEATURE_GATES_HELP",
+    "STATIC_CAPACITY",
+    "parse_feature_gates", "read_feature_gates", "read_policy_feature_gates", "static_capacity", "unmodelled",
 ]
+
+#: Karpenter's name of the static NodePools' gate.
+STATIC_CAPACITY: Final = "StaticCapacity"
 
 #: v1.14.1's defaults (options.go:134, `FEATURE_GATES`), in its order.
 DEFAULTS: Final[Mapping[str, bool]] = MappingProxyType({
@@ -36,14 +44,16 @@ _NOT_MODELLED: Final[Mapping[str, str]] = MappingProxyType({
     "SpotToSpotConsolidation": "spot-to-spot consolidation is not modelled",
     "NodeOverlay": "NodeOverlays (pkg/controllers/nodeoverlay) are not modelled",
     "StaticCapacity": (
-        "static NodePools' provisioning and deprovisioning (pkg/controllers/static/) and static drift are not "
-        "modelled: a static NodePool (spec.replicas) gets no node here, as in Karpenter with the gate off"
+        "static NodePools' provisioning and deprovisioning (pkg/controllers/static/) are modelled by reconcile, "
+        "simulate and plan, not by check and test"
     ),
     "CapacityBuffer": "CapacityBuffers (pkg/controllers/capacitybuffer) are not modelled",
 })
 
 #: The gates a value of which other than the default changes nothing this tool models.
 _INDIFFERENT: Final = frozenset({"ReservedCapacity"})
+#: The gates the controller models away from their default too (`reconcile`, `simulate`, and `plan`).
+_CONTROLLER_MODELS: Final = frozenset({STATIC_CAPACITY})
 
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -74,28 +84,58 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
     return gates
 
 
-def unmodelled(text: str) -> str | None:
+def unmodelled(text: str, controller: bool = True) -> str | None:
     """Why this tool cannot run as Karpenter v1.14.1 with `--feature-gates text` (None: it can — every gate at its
-    default, or `ReservedCapacity=false`). Raises FeatureGateError for a value Karpenter refuses."""
+    default, `ReservedCapacity=false`, and with `controller` — `reconcile`, `simulate` and `plan` —
+    `StaticCapacity=true`). Raises FeatureGateError for a value Karpenter refuses."""
     gates = parse_feature_gates(text)
-    changed = [name for name, on in gates.items() if on != DEFAULTS[name] and name not in _INDIFFERENT]
+    modelled = _INDIFFERENT | _CONTROLLER_MODELS if controller else _INDIFFERENT
+    changed = [name for name, on in gates.items() if on != DEFAULTS[name] and name not in modelled]
     if not changed:
         return None
     said = "; ".join(f"{name}={str(gates[name]).lower()}: {_NOT_MODELLED[name]}" for name in changed)
     return f"{said} (this tool models Karpenter v1.14.1's defaults: docs/v1.md, \"Feature gates\")"
 
 
-#: The `--feature-gates` flag's help, one text for every command that takes it.
+def static_capacity(text: str) -> bool:
+    """Whether `--feature-gates text` turns `StaticCapacity` on (Karpenter's reading; its default: off)."""
+    return parse_feature_gates(text)[STATIC_CAPACITY]
+
+
+#: The controller's `--feature-gates` help (`reconcile`, `simulate`).
 FEATURE_GATES_HELP: Final = (
+    "Karpenter's --feature-gates (Name=bool,…): its defaults are modelled, and StaticCapacity=true (static "
+    "NodePools' replicas kept) and ReservedCapacity=false; another gate turned away from its default "
+    "(NodeRepair=true …) is refused by name."
+)
+
+#: `plan`'s `--feature-gates` help.
+PLAN_FEATURE_GATES_HELP: Final = (
+    "Karpenter's --feature-gates (Name=bool,…): its defaults are modelled, and StaticCapacity=true (a static "
+    "NodePool's replicas change planned: nodes added and removed) and ReservedCapacity=false; another gate turned "
+    "away from its default (NodeRepair=true …) is refused by name."
+)
+
+#: `check`'s and `test`'s `--feature-gates` help.
+POLICY_FEATURE_GATES_HELP: Final = (
     "Karpenter's --feature-gates (Name=bool,…): only its defaults are modelled, so a gate turned away from its "
     "default (StaticCapacity=true …) is refused by name; ReservedCapacity=false is accepted."
 )
 
 
 def read_feature_gates(text: str) -> str:
-    """The flag's value as given when this tool can run as Karpenter with it; ValueError (after the flag's name:
-    `optionspec`) naming the gate it cannot model, or Karpenter's reason for a malformed value."""
+    """The controller's reading (`reconcile`, `simulate`, and `plan`'s): the flag's value as given when the
+    controller can run as Karpenter with it; ValueError (after the flag's name: `optionspec`) naming the gate it
+    cannot model, or Karpenter's reason for a malformed value."""
     why = unmodelled(text)
+    if why is not None:
+        raise FeatureGateError(why)
+    return text
+
+
+def read_policy_feature_gates(text: str) -> str:
+    """`check`'s and `test`'s reading: as `read_feature_gates`, but `StaticCapacity=true` is refused too."""
+    why = unmodelled(text, controller=False)
     if why is not None:
         raise FeatureGateError(why)
     return text

@@ -1,15 +1,16 @@
-"""Static NodePools (`spec.replicas`) as Karpenter v1.14.1 treats them with its `StaticCapacity` feature gate off —
-the gate's default (core pkg/operator/options/options.go: `StaticCapacity=false`, alpha).
+"""Static NodePools (`spec.replicas`) as Karpenter v1.14.1 leaves them out of pod scheduling, its `StaticCapacity`
+feature gate on or off (core pkg/operator/options/options.go: `StaticCapacity=false`, alpha, by default).
 
-With the gate off, the static provisioning and deprovisioning controllers are not started (core
-pkg/controllers/controllers.go) and the provisioner leaves every static NodePool out of its scheduler
-(pkg/controllers/provisioning/provisioner.go `NewScheduler`: `nodepoolutils.IsStatic`): such a NodePool gets no
-node, and no pod is provisioned to it. When no other NodePool remains, Karpenter marks every pending pod with
-`no dynamic nodepools found` (`Schedule`, the same line logged). What is static is decided by
-`api.v1.objects.is_static`; this module holds what is said of it: the `static-nodepool` finding at `spec.replicas`
-(`static_violations`), why the controller and the placement leave such a NodePool out (`LEFT_OUT`), and Karpenter's
-words for pods with no dynamic NodePool (`NO_DYNAMIC_NODEPOOLS`). The gate on is not modelled: `featuregates`
-refuses `--feature-gates StaticCapacity=true`. docs/v1.md, "Static NodePools".
+The provisioner leaves every static NodePool out of its scheduler (pkg/controllers/provisioning/provisioner.go
+`NewScheduler`: `nodepoolutils.IsStatic`): no pod is provisioned to it. With the gate off the static provisioning
+and deprovisioning controllers are not started (core pkg/controllers/controllers.go) and such a NodePool gets no
+node; with it on (the controller and `simulate` only: `reconcile.static`) it gets `replicas` nodes. When no other
+NodePool remains, Karpenter marks every pending pod with `no dynamic nodepools found` (`Schedule`, the same line
+logged). What is static is decided by `api.v1.objects.is_static`; this module holds what is said of it: the
+`static-nodepool` finding at `spec.replicas` (`static_violations`), why the controller and the placement leave such a
+NodePool out (`LEFT_OUT`), and Karpenter's words for pods with no dynamic NodePool (`NO_DYNAMIC_NODEPOOLS`). `check`
+and `plan` model the gate off only (`featuregates.read_policy_feature_gates` refuses it on). docs/v1.md, "Static
+NodePools".
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ GATE: Final = "StaticCapacity"
 
 #: Why a static NodePool takes no pod, wherever this tool leaves one out (the controller's templates, the plans).
 LEFT_OUT: Final = (
-    f"static NodePool (spec.replicas): Karpenter v1.14.1 provisions it only with the {GATE} feature gate (alpha, "
-    "off by default), and leaves it out of scheduling otherwise"
+    "static NodePool (spec.replicas): Karpenter v1.14.1 never schedules pods onto it; its nodes are its replicas, "
+    f"launched only with the {GATE} feature gate (alpha, off by default)"
 )
 
 #: What Karpenter v1.14.1 logs, and marks every pending pod with, when every NodePool is static (provisioner.go).

@@ -82,7 +82,7 @@ def templates_for(
 ) -> list[NodeClaimTemplate]:
     """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
     why when it takes nothing); a NodePool's keeps its minValues under `min_values_policy`. A static NodePool has
-    none: Karpenter v1.14.1 leaves it out of scheduling with the StaticCapacity gate off (`api.v1.static`)."""
+    none: Karpenter v1.14.1 leaves it out of scheduling, StaticCapacity gate on or off (`api.v1.static`)."""
     templates = []
     for c in checked:
         if c.static:

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.api.v1.featuregates import static_capacity
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput, Report
@@ -38,6 +39,7 @@ from karpenter_policy.commands.plan.redact import hashed, redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
 from karpenter_policy.commands.plan.rolloutbudget import RolloutClock
 from karpenter_policy.commands.plan.snapshot import Snapshot, read_snapshots
+from karpenter_policy.commands.plan.staticnodepools import static_nodepools, static_nodes
 from karpenter_policy.commands.plan.templateamidrift import TemplateAmiDrift
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
 from karpenter_policy.commands.plan.workloadcost import workload_costs
@@ -216,17 +218,25 @@ def plan_command(
     timing = Timing(options.node_startup, options.pod_startup)
     pdbs, replacements = PdbBudgets(fleet.pdbs, fleet.pod_objects), Replacements(templates, fleet.daemons)
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}
-    v1 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None}
+    # a static NodePool's drifted node is static drift's (`staticnodepools`), never a wave's; an expiring one is
+    static = static_nodes(fleet, head_side)
+    v1 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None
+          and not (n in static and d.drifted and not d.expires)}
     planning = RolloutClock(rollout_timeout.total_seconds())  # one for both models' waves
     rollout = plan_waves(fleet, v1alpha5, templates, start, timing, pdbs, replacements, planning)
     if v1:
         budgets = nodepool_budgets(head_side.nodepools)
         rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements, planning))
+    gate = static_capacity(options.feature_gates)
+    statics = static_nodepools(fleet, drift, base_side, head_side, gate)
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
     notes = rules.notes() + ami.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
     if fleet.volume_note is not None:
         notes.append(fleet.volume_note)
+    if any(s.added or s.removed or s.drift for s in statics):
+        notes.append("static NodePools: the nodes added, removed and replaced by static drift are not in the waves "
+                     "nor the cost (no pod is planned for them: Karpenter launches and drains them apart)")
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")
     elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):
@@ -243,7 +253,7 @@ def plan_command(
     elif same and consolidate is not None:
         notes.append("BASE = HEAD: what consolidation would do now is not worked out (--consolidation-timeout 0s)")
     result = PlanResult(options.base, options.head, start, not options.drift_disabled, fleet, drift, rollout, cost,
-                        notes, catalog.region, consolidation)
+                        notes, catalog.region, consolidation, statics)
     stranded = bool(rollout.pending) or rollout.never_finishes
     code = 1 if stranded and not options.allow_stranded else 0
     return CommandOutput(code, render_plan(result, options.output), "")

@@ -15,6 +15,7 @@ from karpenter_policy.commands.plan.consolidation import Consolidation, Move
 from karpenter_policy.commands.plan.cost import Cost
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet
+from karpenter_policy.commands.plan.staticnodepools import StaticNodePool
 from karpenter_policy.commands.plan.waves import GRACED, Rollout, Wave
 from karpenter_policy.model.pools import MIXED_NOUN, NODEPOOL_NOUN, PROVISIONER_NOUN
 
@@ -40,6 +41,8 @@ class PlanResult:
     region: str = ""
     #: what consolidation would do now (BASE = HEAD; None: not asked)
     consolidation: Consolidation | None = None
+    #: HEAD's static NodePools: nodes added and removed (the StaticCapacity gate on), static drift per node
+    static: list[StaticNodePool] = field(default_factory=list)
 
     def field_counts(self) -> list[tuple[str, int]]:
         """Each static field that drifts nodes, with how many, most first."""
@@ -142,6 +145,7 @@ def plan_json(result: PlanResult) -> dict[str, object]:
                     for p in rollout.pending],
         "cost": result.cost.to_json(),
         **({"consolidation": result.consolidation.to_json()} if result.consolidation is not None else {}),
+        **({"static": [s.to_json() for s in result.static]} if result.static else {}),
         "notes": list(result.notes),
     }
 
@@ -242,6 +246,8 @@ def render_text(result: PlanResult) -> str:
                   for w in cost.workloads[:_SHOWN]]
     if result.consolidation is not None:
         lines += _consolidation_text(result.consolidation)
+    for static in result.static:
+        lines += static.lines()
     lines += [f"note: {n}" for n in result.notes[:_SHOWN]]
     if len(result.notes) > _SHOWN:
         lines.append(f"note: … {len(result.notes) - _SHOWN} more (--output json lists them all)")
@@ -344,6 +350,14 @@ def render_markdown(result: PlanResult) -> str:
         out += ["", "</details>", ""]
     if result.consolidation is not None:
         out += _consolidation_markdown(result.consolidation)
+    if result.static:
+        out += ["| Static NodePool | Nodes | Replicas | Added | Removed | Static drift |",
+                "|---|---:|---|---:|---|---|"]
+        for s in result.static:
+            drift = "; ".join(f"{n}: {v}" for n, v in s.drift) or "—"
+            out.append(f"| `{markdown_text(s.name)}` | {s.nodes} | {s.replicas_text} | {s.added} | "
+                       f"{markdown_text(', '.join(s.removed)) or '—'} | {markdown_text(drift)} |")
+        out.append("")
     for note in result.notes[:_SHOWN]:
         out.append(f"> {markdown_text(note)}")
     if len(result.notes) > _SHOWN:

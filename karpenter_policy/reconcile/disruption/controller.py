@@ -157,6 +157,10 @@ class Disruption:
         """The replacements of the command under way (emptiness must not count them empty)."""
         return self.deprovisioner.protected()
 
+    def disrupting(self) -> frozenset[str]:
+        """The nodes of the commands under way (v1.14.1's pending disruption: the static controllers' counts)."""
+        return self.deprovisioner.disrupting()
+
     def settled_pods(self) -> frozenset[str]:
         """The pending pods (uids) provisioning is done with for now: the last batch found no place for them, or
         planned them onto an existing node for kube-scheduler to bind."""
@@ -246,15 +250,17 @@ class Disruption:
             self._recheck_at = context.clock() + RECHECK_SECONDS
             budgets = context.cluster.list(objects.POD_DISRUPTION_BUDGET).items
             templates = self._template_sets()
+            static = context.static_template_sets()  # static drift's (`decider`): never offered to a simulation
+            facts = templates.with_sets_of(static)
             settled = self.settled_pods()
             return Inputs(
                 disruption_view(context.state), templates, budgets, context.wall_clock(), protected,
-                self._current_images(templates), context.clock,
+                self._current_images(facts), context.clock,
                 context.options.single_node_budget, context.options.multi_node_budget,
                 lambda: self.provisioning(settled, protected), self._pending_pods(),
                 frozenset(self.provisioner.nominations().values()), self._pod_events_now(),
-                *self._network_facts(templates), instance_types=self._offered_types(templates),
-                disrupting=disrupting,
+                *self._network_facts(facts), instance_types=self._offered_types(facts),
+                disrupting=disrupting, static=static,
             )
 
         def launch(command: Command) -> list[str] | str:
@@ -298,7 +304,8 @@ class Disruption:
     def _template_sets(self) -> Templates:
         """The templates of the sets in force; a static NodePool's set left out, as the provisioner's
         (`Context.template_sets`): its nodes are no candidates for consolidation, emptiness or drift (v1.14.1's
-        `OwnedByStaticNodePool`) and no replacement launches on it."""
+        `OwnedByStaticNodePool`) and no replacement launches on it; static drift reads its set apart
+        (`Context.static_template_sets`, `Inputs.static`)."""
         loaded = self.context.loaded
         sets = loaded.sets if loaded is not None else ()
         templates = self.templates.build([s for s in sets if not s.is_static])

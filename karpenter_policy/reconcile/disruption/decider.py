@@ -19,7 +19,13 @@ first stage that finds something decides (one command a decision):
    is no longer the one its node template resolves (a new AMI release) — a NodePool's node by v1.14.1's rules
    (`drift_reason`), then its instance's subnet or security groups no longer its class's (`network_drift`): a
    Provisioner's empty ones all at once, else one at a time, the earliest drifted first (when this controller first
-   saw it drifted); a NodePool's one a command, the empty ones first (v1.14.1: its commands run side by side);
+   saw it drifted); a NodePool's one a command, the empty ones first (v1.14.1: its commands run side by side). A
+   static NodePool's drifted node goes first, by v1.14.1's static drift (core pkg/controllers/disruption/
+   staticdrift.go, whatever the StaticCapacity gate): one command a node, replaced one for one by a node of its
+   template (`staticclaim`, no simulation), within its budget, never while its active and pending-disruption
+   claims exceed `replicas` (a scale-down first), and only while `limits.nodes` leaves room for the replacement
+   (`state.nodepoolcounts`); its nodes are never drift-replaced by the simulation nor consolidated
+   (`OwnedByStaticNodePool`);
 3. **consolidation** (provisioners with `consolidation.enabled`, nodes without `karpenter.sh/do-not-consolidate`)
    — *empty*: every empty node at once; *multi-node*: the most nodes (at least 2, up to 100, lowest disruption
    cost first) whose pods fit on the others plus at most one new node; *single-node*: one node at a time. A
@@ -80,8 +86,10 @@ from karpenter_policy.reconcile.disruption import balanced, pricing
 from karpenter_policy.reconcile.disruption.budgets import allowances, budget_figures, within_budgets
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.reconcile.state.nodepoolcounts import node_counts, node_limit_left
 from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.state.rescheduled import movable, replaceable, rescheduled
+from karpenter_policy.reconcile.staticclaim import static_claim
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.running import WithoutNodes
@@ -126,6 +134,8 @@ class Candidate:
     nodepool: bool = False
     #: 1 plus its reschedulable pods' positive eviction costs (v1.14.1 `RescheduleDisruptionCost`; a NodePool's node)
     reschedule_cost: float = balanced.PER_NODE_BASE_DISRUPTION_COST
+    #: a static NodePool's node (v1.14.1 `OwnedByStaticNodePool`): static drift alone may take it
+    static: bool = False
 
     @property
     def empty(self) -> bool:
@@ -283,6 +293,8 @@ class Inputs:
     #: The nodes NodePools' commands under way disrupt: not candidates, not offered to a simulation, and each uses up
     #: its NodePool's budget (v1.14.1's `MarkedForDeletion`, core pkg/controllers/disruption/helpers.go).
     disrupting: frozenset[str] = frozenset()
+    #: The static NodePools' templates (`Context.static_template_sets`): static drift's, never a simulation's.
+    static: Templates = field(default_factory=Templates)
 
 
 #: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
@@ -422,6 +434,18 @@ class Decider:
     def _candidate(inputs: Inputs, node: NodeRecord, pods: list[PodRecord], eventual: str = "") -> Candidate:
         labels = node.labels
         provisioner = node.provisioner or ""
+        if provisioner in inputs.static.sets:  # static drift's alone: never consolidated (OwnedByStaticNodePool)
+            static_set = inputs.static.sets[provisioner]
+            created = _created(node.obj)
+            return Candidate(
+                name=node.name, provisioner=provisioner, instance_type=labels.get(wk.INSTANCE_TYPE, ""),
+                zone=labels.get(wk.ZONE, ""), capacity_type=labels.get(wk.CAPACITY_TYPE, ""), price=None,
+                pods=tuple(pod for p in pods if (pod := inputs.view.scheduling_pod(p)) is not None),
+                disruption_cost=sum(p.disruption_cost for p in pods) * lifetime_remaining(
+                    static_set.ttl_seconds_until_expired, created, inputs.now),
+                created=created, consolidatable=False, underutilized=False, eventual=eventual, nodepool=True,
+                reschedule_cost=balanced.reschedule_cost(p.disruption_cost for p in pods), static=True,
+            )
         constraint_set = inputs.templates.sets.get(provisioner)
         instance_type = labels.get(wk.INSTANCE_TYPE, "")
         zone = labels.get(wk.ZONE, "")
@@ -530,7 +554,7 @@ class Decider:
         """By NodePool, how many more of its nodes may be disrupted for `reason` now (Karpenter v1's budgets:
         `disruption.budgets`, less the nodes disrupting — commands under way among them); a Provisioner's nodes are
         not limited. The figures go to `decision.budgets`."""
-        view, sets = inputs.view, inputs.templates.sets
+        view, sets = inputs.view, {**inputs.templates.sets, **inputs.static.sets}
         figures = budget_figures(view.nodes.values(), sets, reason, inputs.now, inputs.disrupting)
         for pool, counted in figures.items():
             decision.budgets[pool_name(pool), reason] = counted
@@ -677,7 +701,7 @@ class Decider:
             if not node.ours or node.deleting or not node.initialized:
                 continue
             provisioner = node.provisioner or ""
-            constraint_set = templates.sets.get(provisioner)
+            constraint_set = templates.sets.get(provisioner) or inputs.static.sets.get(provisioner)
             if constraint_set is not None and provisioner not in requirements:
                 requirements[provisioner] = Requirements.from_node_selector(constraint_set.requirements)
                 if constraint_set.is_nodepool:
@@ -733,6 +757,10 @@ class Decider:
         decision.eligible[DRIFT] = len(drifted)
         allowance = self._allowance(inputs, v1budgets.DRIFTED, decision)
         drifted = [(c, why) for c, why in drifted if allowance.get(c.provisioner, 1) > 0]
+        static = self._static_drift(inputs, [e for e in drifted if e[0].static])
+        if static is not None:
+            return static
+        drifted = [e for e in drifted if not e[0].static]
         empty = [(c, why) for c, why in drifted if not c.pods and not c.nodepool]
         if empty:  # v0.31.1: a Provisioner's empty drifted nodes all at once
             return Command(DRIFT, tuple(c for c, _ in empty), why="; ".join(sorted({w for _, w in empty})),
@@ -746,6 +774,34 @@ class Decider:
             command = self._replacing(DRIFT, inputs, candidate, why, decision)
             if command is not None:
                 return command
+        return None
+
+    @staticmethod
+    def _static_drift(inputs: Inputs, drifted: list[tuple[Candidate, str]]) -> Command | None:
+        """v1.14.1's static drift (core pkg/controllers/disruption/staticdrift.go `ComputeCommands`; `drifted`: the
+        static NodePools' drifted candidates their budgets allow, in drift order): the first whose NodePool is not
+        over its replicas and whose `limits.nodes` leaves room for one more claim, replaced one for one from its
+        template. Karpenter computes a NodePool's commands in one go, its over-replicas check before any starts: here
+        they come one a decision, side by side, so that check leaves out the claims of the static drift commands
+        under way (their replacements, `protected`, and their candidates, pending disruption); the limit counts
+        them, as Karpenter's reservation does."""
+        if not drifted:
+            return None
+        claims = inputs.view.state.claims()
+        for candidate, why in drifted:
+            constraint_set = inputs.static.sets[candidate.provisioner]
+            nodepool = pool_name(candidate.provisioner)
+            counts = node_counts(claims, nodepool, inputs.view.deleting, inputs.disrupting)
+            replacing = sum(1 for c in claims if c.labels.get(wk.NODEPOOL) == nodepool
+                            and c.node_name in inputs.protected and c.deletion_timestamp is None)
+            if counts.active - replacing > int((constraint_set.nodepool or {})["replicas"]):
+                continue  # "We dont want to disrupt nodes until scale down is complete"
+            template = inputs.static.template(candidate.provisioner)
+            if node_limit_left(counts, template.node_limit, 1) < 1:
+                continue
+            # its own client token: a node's name may come back (an IP's), the decision's time does not
+            replacement = static_claim(template, f"drift-{candidate.name}-{inputs.now:%Y%m%dT%H%M%S.%f}")
+            return Command(DRIFT, (candidate,), (replacement,), why=why, stage=DRIFT)
         return None
 
     # --- consolidation ---------------------------------------------------------------------------------------

@@ -551,9 +551,13 @@ class Provisioner:
         """Launch a disruption command's replacements and register their Nodes; no pod is bound to them (their
         pods still run on the nodes they replace). The names, or why a launch failed. `salt` makes the launches'
         client tokens the command's own; `reason` is the command's (`consolidation/replace`: the machines it
-        creates are counted with it; a NodePool's NodeClaims with `v1_reason`, v1's: `underutilized`, `drifted`)."""
+        creates are counted with it; a NodePool's NodeClaims with `v1_reason`, v1's: `underutilized`, `drifted`). A
+        static NodePool's claims (static drift's replacement, the static provisioning's launches: `reconcile.static`)
+        launch from its template (`Context.static_template_sets`), which no scheduling run is offered."""
         context = self.context
         templates = context.template_sets()
+        if any(claim.template not in templates.sets for claim in claims):
+            templates = templates.with_sets_of(context.static_template_sets())
         salted = []
         for claim in claims:
             if claim.template not in templates.sets:

@@ -26,15 +26,14 @@ names or environment), so converting a thousand replicas parses one spec.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from karpenter_policy.api.workloads import DAEMON_SET, WORKLOAD_KINDS, get_path, template_labels
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.evictioncost import disruption_cost
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.taints import NO_SCHEDULE, Taint, Toleration
@@ -42,7 +41,6 @@ from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
 
 NODE = "Node"
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 #: The priority classes whose pods termination evicts last (Karpenter's `terminator.evict`).
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 #: The taint of a cordoned node; a pod that tolerates it would be put back on the node it is evicted from.
@@ -275,19 +273,6 @@ class ShapeCache:
         shape = self.shape(template.get("spec") or {}, namespace, template_labels(template))
         name = objects.name(daemon_set)
         return Pod(name, shape, owner=f"{DAEMON_SET}/{name}", daemon=True, uid=objects.uid(daemon_set))
-
-
-def disruption_cost(pod: Obj) -> float:
-    """Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down, within ±10."""
-    cost = 1.0
-    raw = objects.annotations(pod).get(DELETION_COST)
-    if raw is not None:
-        with contextlib.suppress(ValueError):
-            cost += float(raw) / 2**27
-    priority = (pod.get("spec") or {}).get("priority")
-    if isinstance(priority, int) and not isinstance(priority, bool):
-        cost += max(-(2**31), min(priority, 2**31 - 1)) / 2**25  # an int32 in the API: any int must not overflow
-    return max(-10.0, min(10.0, cost)) if math.isfinite(cost) else 1.0
 
 
 __all__ = [

@@ -1,8 +1,9 @@
 """Karpenter v1.14.1's `--feature-gates`, read as its operator reads it (core pkg/operator/options/options.go
 `ParseFeatureGates` over Kubernetes' `cliflag.MapStringBool`), and refused by name where a gate is turned away from
-its default: this tool models the defaults only (`StaticCapacity=true` would start the static controllers, which are
-not modelled — a static NodePool would get nodes in Karpenter and none here, a silent difference). The flag of
-`check`, `plan`, `reconcile` and `simulate`."""
+its default: this tool models the defaults, and `StaticCapacity=true` in `reconcile` and `simulate` (the static
+controllers, `reconcile.static`) and `plan` (a change of `replicas`, `commands.plan.staticnodepools`); `check` and
+`test` still refuse it — their reports say what the gate off does. The flag of `check`, `test`, `plan`, `reconcile`
+and `simulate`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpenter_policy.api.v1.featuregates import DEFAULTS, FeatureGateError, parse_feature_gates, unmodelled
-from karpenter_policy.commands.flags import CheckFlags
+from karpenter_policy.api.v1.featuregates import (
+    DEFAULTS,
+    FeatureGateError,
+    parse_feature_gates,
+    static_capacity,
+    unmodelled,
+)
+from karpenter_policy.commands.flags import CheckFlags, TestFlags
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.optionspec import OptionValueError, from_flags
 from karpenter_policy.reconcile.flags import ReconcileOptions
@@ -49,8 +56,10 @@ def test_a_value_karpenter_refuses_is_refused_with_its_reason(text: str, said: s
         parse_feature_gates(text)
 
 
-def test_static_capacity_on_is_refused_naming_what_is_not_modelled() -> None:
-    why = unmodelled("StaticCapacity=true")
+def test_static_capacity_on_runs_in_the_controller_and_is_refused_by_check_and_plan() -> None:
+    assert unmodelled("StaticCapacity=true") is None  # reconcile, simulate: the static controllers (reconcile.static)
+    assert static_capacity("StaticCapacity=true") and not static_capacity("") and not static_capacity("NodeRepair=f")
+    why = unmodelled("StaticCapacity=true", controller=False)  # check, test
     assert why is not None and why.startswith("StaticCapacity=true: static NodePools' provisioning and deprovisioning")
     assert unmodelled("ReservedCapacity=false") is None  # nothing launches into a reservation yet: nothing changes
 
@@ -59,25 +68,42 @@ def test_static_capacity_on_is_refused_naming_what_is_not_modelled() -> None:
 @given(st.dictionaries(st.sampled_from(sorted(DEFAULTS)), st.booleans()))
 def test_a_gate_set_runs_exactly_when_every_modelled_gate_keeps_its_default(given_gates: dict[str, bool]) -> None:
     text = ",".join(f"{name}={str(on).lower()}" for name, on in given_gates.items())
-    changed = sorted(n for n, on in given_gates.items() if on != DEFAULTS[n] and n != "ReservedCapacity")
-    why = unmodelled(text)
-    assert (why is None) == (not changed)
-    assert why is None or all(f"{name}=" in why for name in changed)
+    for controller, modelled in ((True, {"ReservedCapacity", "StaticCapacity"}), (False, {"ReservedCapacity"})):
+        changed = sorted(n for n, on in given_gates.items() if on != DEFAULTS[n] and n not in modelled)
+        why = unmodelled(text, controller=controller)
+        assert (why is None) == (not changed)
+        assert why is None or all(f"{name}=" in why for name in changed)
 
 
 @pytest.mark.parametrize(
     ("options_type", "given"),
     [
         (CheckFlags, {}),
-        (PlanOptions, {"base": "a", "head": "b"}),
-        (ReconcileOptions, {"constraints": "build", "cluster_name": "c"}),
-        (SimulateOptions, {"constraints": "build", "workload_paths": ("apps",)}),
+        (TestFlags, {}),
     ],
 )
-def test_every_command_with_the_flag_refuses_static_capacity(options_type: type, given: dict[str, object]) -> None:
+def test_check_and_test_refuse_static_capacity(options_type: type, given: dict[str, object]) -> None:
     assert from_flags(options_type, {**given, "feature_gates": KARPENTER_DEFAULT}).feature_gates == KARPENTER_DEFAULT
     with pytest.raises(OptionValueError, match=r"^--feature-gates StaticCapacity=true: static NodePools'"):
         from_flags(options_type, {**given, "feature_gates": "StaticCapacity=true"})
+
+
+@pytest.mark.parametrize(
+    ("options_type", "given"),
+    [
+        (ReconcileOptions, {"constraints": "build", "cluster_name": "c"}),
+        (SimulateOptions, {"constraints": "build", "workload_paths": ("apps",)}),
+        (PlanOptions, {"base": "a", "head": "b"}),
+    ],
+)
+def test_reconcile_simulate_and_plan_take_static_capacity_and_refuse_the_others(
+    options_type: type, given: dict[str, object]
+) -> None:
+    assert from_flags(options_type, {**given, "feature_gates": "StaticCapacity=true"}).feature_gates == (
+        "StaticCapacity=true"
+    )
+    with pytest.raises(OptionValueError, match=r"^--feature-gates NodeRepair=true: node repair"):
+        from_flags(options_type, {**given, "feature_gates": "StaticCapacity=true,NodeRepair=true"})
 
 
 def test_the_cli_exits_2_naming_the_gate() -> None:

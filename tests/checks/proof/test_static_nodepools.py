@@ -80,8 +80,8 @@ def test_with_only_the_static_nodepool_the_workload_is_unschedulable_in_karpente
     assert error.endswith(
         "apps/web.yaml:8:3: error: Deployment/web: none of its 2 replicas can be placed: no NodePool can launch a "
         "node for it: no dynamic nodepools found: NodePool/a-reserved: static NodePool (spec.replicas): Karpenter "
-        "v1.14.1 provisions it only with the StaticCapacity feature gate (alpha, off by default), and leaves it out "
-        "of scheduling otherwise [workload-unschedulable]"
+        "v1.14.1 never schedules pods onto it; its nodes are its replicas, launched only with the StaticCapacity "
+        "feature gate (alpha, off by default) [workload-unschedulable]"
     )
 
 
