@@ -107,7 +107,7 @@ def disruption_budgets(pdbs: Sequence[Obj], pods: Iterable[Obj]) -> list[Budget]
         selector, namespace = budget_selector(pdb), objects.namespace(pdb)
         members = [pod for (group, labels), grouped in groups.items()
                    if group == namespace and selector.matches(dict(labels)) for pod in grouped]
-        out.append(disruption_budget(pdb, members))
+        out.append(_budget(pdb, members))
     return out
 
 
@@ -121,11 +121,12 @@ def scaled_value(value: int | str, total: int) -> int:
 def disruption_budget(pdb: Obj, pods: Iterable[Obj]) -> Budget:
     """Compute the budget over ``pods`` (any pods: those the budget does not select are skipped)."""
     selector = budget_selector(pdb)
-    selected = [
-        pod
-        for pod in pods
-        if selects(pdb, pod, selector) and (pod.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES
-    ]
+    return _budget(pdb, [pod for pod in pods if selects(pdb, pod, selector)])
+
+
+def _budget(pdb: Obj, members: Iterable[Obj]) -> Budget:
+    """The budget over `members`, pods it selects (those finished left out)."""
+    selected = [pod for pod in members if (pod.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES]
     spec: dict[str, Any] = pdb.get("spec") or {}
     expected = max(len(selected), int((pdb.get("status") or {}).get("expectedPods") or 0))
     healthy = sum(1 for pod in selected if is_healthy(pod))

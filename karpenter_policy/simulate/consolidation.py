@@ -308,6 +308,7 @@ class _Run:
             targets.update({pod.uid: name for pod in claim.pods if pod.uid in moving})
             launched.append(claim.instance_type)
             names.append(name)
+        self.state.mark_for_deletion(command.names)  # as the controller's queue starts it (`MarkForDeletion`)
         for name in sorted(command.names):
             for record in self.state.pods_on(name):
                 target = targets.get(record.uid)

@@ -17,7 +17,9 @@ the driver moves the clock from one event to the next — a batch window closing
 (:data:`NODE_STARTUP` seconds after its launch), an empty node's TTL — running, at each, the kubelets, a
 controller pass and the kubelets again, and sampling the cluster. A step settles when nothing is left to happen
 or the next timed step is due; pods that a batch could not place (no provisioner takes them, a launch failed) are
-tried once more when the controller's retry comes, and the step settles if that changes nothing.
+tried once more when the controller's retry comes, and the step settles if that changes nothing (a disruption
+command decided, launching its replacements or deleting its nodes is a change: a batch that only placed its pods
+again — they run until drained — does not stop the step while the command goes on).
 
 The driver also stands in for the controllers of a cluster that the simulation has none of, at every event:
 workload controllers keep each workload at its wanted number of live pods (a pod evicted or lost with its node is
@@ -491,7 +493,9 @@ class Simulation:
             self.kubelet.sync()
             self._observe()
             self._measure(result)
-            if outcome.launched or outcome.bound or outcome.interrupted or changed:
+            disrupted = outcome.disrupted  # a command decided, launched or deleting nodes moves on too
+            acted = disrupted is not None and bool(disrupted.decided or disrupted.replacements or disrupted.deleted)
+            if outcome.launched or outcome.bound or outcome.interrupted or changed or acted:
                 stalled = False
             elif outcome.scheduled:
                 stalled = True  # a batch that placed nothing: its pods wait for the retry, which changes nothing

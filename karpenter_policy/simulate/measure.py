@@ -127,7 +127,7 @@ def measure(cluster: Cluster, at: float, prices: Mapping[str, float | None], sha
             continue
         on_node[node].append((workload, requests))
     rows = []
-    for existing in state.existing_nodes():
+    for existing in state.existing_nodes(marked=True):  # a command's nodes still run until deleted
         node_object = nodes.get(existing.name)
         if node_object is None or objects.is_deleting(node_object):
             continue

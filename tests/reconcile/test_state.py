@@ -14,6 +14,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.feed import WatchFeed, replace
+from karpenter_policy.scheduling.vectors import ZERO, subtract
 
 from .support import container, daemon_set, pod
 
@@ -196,3 +197,53 @@ def test_listeners_see_a_pod_become_pending_and_leave_when_bound() -> None:
     feed.sync()
     assert seen == [("web-0", True), ("web-0", False)]
     assert state.pending() == [] and [p.name for p in state.pods_on("n1")] == ["web-0"]
+
+
+MARKS = st.lists(
+    st.one_of(
+        OPERATIONS.flatmap(lambda ops: st.just(("ops", ops))),
+        st.tuples(st.just("mark"), st.sampled_from(NODES), st.booleans()),
+    ),
+    max_size=8,
+)
+
+
+def marked_view(state: ClusterState) -> dict[str, Any]:
+    return {**view(state), "deleting": [n.name for n in state.deleting_nodes()], "counts": state.node_counts()}
+
+
+@deterministic(100)
+@given(MARKS)
+def test_nodes_marked_for_deletion_are_what_a_fresh_state_marked_alike_shows(steps: list[tuple[Any, ...]]) -> None:
+    """Karpenter's `MarkForDeletion` (`ClusterState.mark_for_deletion`, a disruption command's nodes from its start)
+    and `UnmarkForDeletion`, among the cluster's events: a marked node is one being deleted — no scheduler view, not
+    in its provisioner's use nor node count, among `deleting_nodes()` — and the incremental indexes are what a fresh
+    state given the same marks shows; a mark goes with its node."""
+    cluster = MemoryCluster()
+    state = ClusterState()
+    feed = WatchFeed(cluster, state)
+    for step in steps:
+        if step[0] == "ops":
+            for operation in step[1]:
+                if operation[0] != "sync":
+                    run(cluster, operation)
+        else:
+            feed.sync()
+            state.mark_for_deletion([step[1]], marked=step[2])
+        feed.sync()
+        marks = [n for n in NODES if state.marked_for_deletion(n)]
+        assert set(marks) <= set(state.node_names())
+        expected = fresh(cluster)
+        expected.mark_for_deletion(marks)
+        assert marked_view(state) == marked_view(expected)
+        assert all(state.existing(n) is None for n in marks)
+        assert set(marks) <= {n.name for n in state.deleting_nodes()}
+        unmarked = fresh(cluster)  # the use without the marks, less the marked nodes' capacity
+        left = unmarked.used().get("default", ZERO)
+        for name in marks:
+            record = unmarked.node(name)
+            if record is not None and not record.deleting:
+                left = subtract(left, record.capacity)
+        assert state.used().get("default", ZERO) == left
+        assert state.node_counts().get("default", 0) == unmarked.node_counts().get("default", 0) - sum(
+            1 for n in marks if (r := unmarked.node(n)) is not None and not r.deleting)

@@ -191,3 +191,71 @@ def test_the_launch_for_a_deleted_nodes_pods_is_a_new_instance_not_their_first_l
     assert len(launched) == 1, launched
     ids = {objects.name(n): (n.get("spec") or {}).get("providerID") for n in scene.nodes().values()}
     assert ids[launched[0]] != ids[first] and ids[first], ids
+
+
+@pytest.mark.parametrize("pool", ["NodePool/steady", "legacy"])
+def test_a_node_marked_for_deletion_gets_room_for_its_pods(compiled: Path, pool: str) -> None:
+    """scheduling/suite_test.go:4061 (v1.14.1) "should re-schedule pods from a deleting node when pods are active",
+    as written: the node only *marked* for deletion (`cluster.MarkForDeletion`, what a disruption command does at
+    its start — queue.go `StartCommand`; v0.31.1's deprovisioning/controller.go:232 for a Provisioner's), no
+    deletion timestamp yet; the next provisioning loop launches a second node of the same size for its pod, which
+    still runs where it was. Before, provisioning counted a node's pods only from its deletion timestamp: nothing
+    was launched."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    going = scene.add_node(pool, "m5.large", age=3600)
+    scene.add_pod("web", cpu="1500m", node=going)
+    controller = scene.controller()
+    scene.run(controller, 5)
+    assert set(scene.nodes()) == {going}
+    controller.context.state.mark_for_deletion([going])
+    scene.run(controller, 120)
+    launched = sorted(set(scene.nodes()) - {going})
+    assert len(launched) == 1, launched  # once, not once a pass
+    types = {objects.labels(node).get(wk.INSTANCE_TYPE) for node in scene.nodes().values()}
+    assert types == {"m5.large"}  # both nodes of the same size, as the Go test expects
+    assert scene.pods_on(going) == ["web"] and scene.pods_on(launched[0]) == []
+    controller.context.state.mark_for_deletion([going], marked=False)  # `UnmarkForDeletion`: a command abandoned
+    assert [n.name for n in controller.context.state.deleting_nodes()] == []
+
+
+def test_a_node_marked_for_deletion_whose_pod_terminates_gets_no_room(compiled: Path) -> None:
+    """scheduling/suite_test.go:4088 (v1.14.1) "should not re-schedule pods from a deleting node when pods are not
+    active": the node marked for deletion, its pod evicted (terminating, not gone): no node is launched for it."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    going = scene.add_node("NodePool/steady", "m5.large", age=3600)
+    scene.add_pod("web", cpu="1500m", node=going, lingers=True)
+    controller = scene.controller()
+    scene.run(controller, 5)
+    controller.context.state.mark_for_deletion([going])
+    scene.cluster.delete(objects.POD, "web", "default")
+    scene.run(controller, 120)
+    assert set(scene.nodes()) == {going}
+    assert scene.pods_on(going) == ["web"]
+
+
+def test_a_commands_pods_get_room_from_its_start(compiled: Path) -> None:
+    """A drift command's node is marked for deletion once its replacement is launched (v1.14.1 queue.go
+    `StartCommand`: `MarkForDeletion` after `CreateNodeClaims`), so provisioning places its pod again from then on
+    (provisioner.go `Schedule`: `nodes.Deleting()`, marked or with a deletion timestamp, and not their room): a pod
+    that becomes pending while the replacement starts competes with the command's pod for the replacement's room,
+    and the one left out gets a node at once — while the command's node still runs, before any deletion timestamp.
+    Before, the command's node counted only from its deletion timestamp: the pending pod took the replacement's
+    room and nothing was launched for the command's pod until it was evicted."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    old = scene.add_node("NodePool/roll", "m5.large", age=3600, drifted=True)
+    scene.add_pod("moving", cpu="1300m", node=old)
+    controller = scene.controller()
+    for _ in range(30):
+        scene.step(controller)
+        if _held(scene, [old]) == [old] and len(scene.nodes()) == 2:
+            break
+        scene.advance(1.0)
+    assert controller.context.state.marked_for_deletion(old)
+    scene.add_pod("arriving", cpu="1300m")
+    scene.run(controller, 10)  # the replacement still starting (STARTUP), the command's node not deleted
+    node = scene.node(old)
+    assert node is not None and not objects.is_deleting(node)
+    assert len(scene.nodes()) == 3, sorted(scene.nodes())  # a node for the pod left out, launched at once
+    scene.run(controller, 300, until=lambda: scene.node(old) is None and not scene.unbound())
+    assert scene.node(old) is None and not scene.unbound()
+    assert len(scene.nodes()) == 2, sorted(scene.nodes())

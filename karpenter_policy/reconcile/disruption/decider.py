@@ -93,7 +93,7 @@ from karpenter_policy.reconcile.staticclaim import static_claim
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.running import WithoutNodes
-from karpenter_policy.scheduling.vectors import Vector, add, fits, subtract
+from karpenter_policy.scheduling.vectors import Vector, subtract
 
 EXPIRATION = "expiration"
 DRIFT = "drift"
@@ -577,10 +577,8 @@ class Decider:
         for pod in pods:
             smallest = pod.requests if smallest is None else tuple(map(min, smallest, pod.requests))
         taken = names | deleting
-        existing = [
-            n for name, n in view.existing.items()
-            if name not in taken and (smallest is None or fits(add(n.requests, smallest), n.allocatable))
-        ]
+        offered = view.existing.items() if smallest is None else view.with_room(smallest)
+        existing = [n for name, n in offered if name not in taken]
         used = dict(view.used)
         for name in names:
             node = view.nodes.get(name)

@@ -277,8 +277,11 @@ class Deprovisioner:
 
     def _started(self, underway: Underway, done: Disrupted) -> None:
         """A command is under way; a NodePool's lets the next decision come at once (v1.14.1's `StartCommand` then
-        `RequeueImmediately`, core pkg/controllers/disruption/controller.go)."""
+        `RequeueImmediately`, core pkg/controllers/disruption/controller.go). Its nodes are marked for deletion once
+        its replacements are launched (v1.14.1's queue.go `StartCommand`, v0.31.1's `executeCommand`:
+        `MarkForDeletion`): provisioning places their pods again from now on, not from their deletion."""
         self.underway.start(underway)
+        self.state.mark_for_deletion(underway.command.names)
         if underway.nodepools:
             self._next_decision = self.clock()
             done.due = self._next_decision
@@ -327,6 +330,7 @@ class Deprovisioner:
                     command.action, command.v1_reason, command.action  # its consolidation_type is the decision
                 ).inc(len(waiting))
             self._cordon(command, False, done)
+            self.state.mark_for_deletion(command.names, marked=False)  # `UnmarkForDeletion`: they stay
             self.underway.finish(underway)
             return
         done.due = _sooner(done.due, now + FOLLOW_SECONDS)

@@ -29,7 +29,7 @@ from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.scheduling import ExistingNode, Pod
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.running import PodsForTopology
-from karpenter_policy.scheduling.vectors import Vector
+from karpenter_policy.scheduling.vectors import Vector, add, fits
 
 
 @dataclass(slots=True)
@@ -47,6 +47,19 @@ class DisruptionView:
     label_values: dict[str, Collection[str]] = field(default_factory=dict)
     _pods_on: dict[str, list[PodRecord]] = field(default_factory=dict)
     _pods: list[Obj] | None = None
+    _room: dict[Vector, list[tuple[str, ExistingNode]]] = field(default_factory=dict)
+
+    def with_room(self, smallest: Vector) -> list[tuple[str, ExistingNode]]:
+        """The existing nodes (name, node), in :attr:`existing`'s order, with room for a pod of `smallest`
+        requests: worked out once per decision for each size, not once per simulation (a decision's simulations
+        ask of a few sizes, their pods' workloads', over every node)."""
+        found = self._room.get(smallest)
+        if found is None:
+            found = self._room[smallest] = [
+                (name, node) for name, node in self.existing.items()
+                if fits(add(node.requests, smallest), node.allocatable)
+            ]
+        return found
 
     def pods_on(self, node: str) -> list[PodRecord]:
         """The live pods of a node (read from the state the first time a decision asks)."""

@@ -123,13 +123,18 @@ class Provisioner:
     # --- what wakes it -------------------------------------------------------------------------------------
 
     def _on_change(self, change: Change) -> None:
-        """The state saw a pod become pending, a node with pods begin to be deleted, or the kubelet of a node pods
-        wait for join: open or extend the batch window (runs under the state's lock)."""
+        """The state saw a pod become pending, a node with pods begin to be deleted (or be marked for deletion), or
+        the kubelet of a node pods wait for join: open or extend the batch window (runs under the state's lock)."""
         if change.kind == "node":
             after = change.after
-            if isinstance(after, NodeRecord) and after.deleting and not (
+            began = isinstance(after, NodeRecord) and after.deleting and not (
                 isinstance(change.before, NodeRecord) and change.before.deleting
-            ):
+            )
+            # a disruption command's node marked for deletion (`ClusterState.mark_for_deletion`: the same record)
+            marked = isinstance(after, NodeRecord) and change.before is after and (
+                self.context.state.marked_for_deletion(after.name)
+            )
+            if isinstance(after, NodeRecord) and (began or marked):
                 if self.context.state.workload_pods_on(after.name):
                     self._trigger()  # its pods are placed again (`inputs.moving`): room for them, launched if need be
                 return

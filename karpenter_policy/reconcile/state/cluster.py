@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -149,8 +149,11 @@ class ClusterState:
         self._loads: dict[str, _Load] = {}
         self._pending: dict[str, None] = {}
         self._nodes: dict[str, NodeRecord] = {}
-        #: the names of the nodes being deleted (a deletion timestamp): what provisioning places the pods of again
+        #: the names of the nodes being deleted (a deletion timestamp, or marked for deletion: a disruption command
+        #: under way disrupts them): what provisioning places the pods of again
         self._deleting: set[str] = set()
+        #: the nodes marked for deletion (Karpenter's `MarkForDeletion`: a disruption command's, from its start)
+        self._marked: set[str] = set()
         self._by_instance: dict[str, str] = {}
         self._existing: dict[str, ExistingNode] = {}
         self._daemon_sets: dict[tuple[str, str], Obj] = {}
@@ -358,7 +361,8 @@ class ClusterState:
                 self._by_instance[after.instance_id] = after.name
         else:
             del self._nodes[record.name]
-        if after is not None and after.deleting:
+            self._marked.discard(record.name)  # a mark goes with its node (Karpenter's state node goes too)
+        if after is not None and self._gone(after):
             self._deleting.add(record.name)
         else:
             self._deleting.discard(record.name)
@@ -367,9 +371,43 @@ class ClusterState:
             self._refresh_running(record.name, after)
         self._notify(Change("node", before, after))
 
+    def _gone(self, node: NodeRecord) -> bool:
+        """Whether the node is being deleted: a deletion timestamp, or marked for deletion (v1.14.1's and
+        v0.31.1's `StateNode.MarkedForDeletion`)."""
+        return node.deleting or node.name in self._marked
+
+    def mark_for_deletion(self, names: Iterable[str], marked: bool = True) -> None:
+        """Mark the nodes as being deleted (`marked` False: no longer — a command abandoned), as Karpenter's
+        `Cluster.MarkForDeletion` (`UnmarkForDeletion`) when a disruption command starts: from then on provisioning
+        places their pods again and offers not their room, and they no longer count in their pool's use and node
+        count (v1.14.1's `updateNodePoolResources`), before any deletion timestamp. A node the state does not show
+        is not marked."""
+        with self.lock:
+            for name in sorted(set(names)):
+                node = self._nodes.get(name)
+                if node is None or (name in self._marked) == marked:
+                    continue
+                if marked:
+                    self._use(node, -1)
+                    self._marked.add(name)
+                else:
+                    self._marked.discard(name)
+                    self._use(node, +1)
+                if self._gone(node):
+                    self._deleting.add(name)
+                else:
+                    self._deleting.discard(name)
+                self._existing.pop(name, None)
+                self._notify(Change("node", node, node))
+
+    def marked_for_deletion(self, name: str) -> bool:
+        """Whether the node is marked for deletion (:meth:`mark_for_deletion`)."""
+        with self.lock:
+            return name in self._marked
+
     def _use(self, node: NodeRecord, sign: int) -> None:
         provisioner = node.provisioner
-        if provisioner is None or node.deleting:
+        if provisioner is None or self._gone(node):
             return
         self._counts[provisioner] += sign
         if self._counts[provisioner] <= 0:
@@ -522,7 +560,8 @@ class ClusterState:
             return [self._nodes[name] for name in sorted(self._nodes)]
 
     def deleting_nodes(self) -> list[NodeRecord]:
-        """The nodes being deleted (a deletion timestamp), by name — from an index, not a scan of every node."""
+        """The nodes being deleted (a deletion timestamp, or marked for deletion), by name — from an index, not a
+        scan of every node."""
         with self.lock:
             return [self._nodes[name] for name in sorted(self._deleting)]
 
@@ -595,11 +634,12 @@ class ClusterState:
         with self.lock:
             return dict(self._counts)
 
-    def existing(self, name: str) -> ExistingNode | None:
-        """The scheduler's view of a node that is not being deleted (None: unknown or being deleted)."""
+    def existing(self, name: str, *, marked: bool = False) -> ExistingNode | None:
+        """The scheduler's view of a node that is not being deleted (None: unknown or being deleted); `marked`: a
+        node only marked for deletion too (what runs on it, for a measurement of the fleet)."""
         with self.lock:
             node = self._nodes.get(name)
-            if node is None or node.deleting:
+            if node is None or node.deleting or (not marked and name in self._marked):
                 return None
             found = self._existing.get(name)
             if found is None:
@@ -612,10 +652,10 @@ class ClusterState:
         with self.lock:
             return self._build_existing(node)
 
-    def existing_nodes(self) -> Iterator[ExistingNode]:
-        """The scheduler's view of every node not being deleted, by name."""
+    def existing_nodes(self, *, marked: bool = False) -> Iterator[ExistingNode]:
+        """The scheduler's view of every node not being deleted, by name (`marked`: as :meth:`existing`)."""
         for name in self.node_names():
-            found = self.existing(name)
+            found = self.existing(name, marked=marked)
             if found is not None:
                 yield found
 

@@ -109,7 +109,7 @@ class StaticDeprovisioning:
         live = {c.name for c in claims if c.deletion_timestamp is None}
         self._asked &= live
         nodes = state.nodes()
-        deleting_nodes = frozenset(n.name for n in nodes if n.deleting)
+        deleting_nodes = frozenset(n.name for n in state.deleting_nodes())  # marked for deletion too
         disrupting = self.disrupting()
         wall = context.wall_clock()
         for constraint_set in static:

@@ -87,6 +87,8 @@ class StaticProvisioning:
         state = context.state
         claims = state.claims()
         named = {claim.node_name for claim in claims if claim.node_name}
+        # A command's node marked for deletion (not yet deleting) counts as pending disruption here, as its
+        # replacement, launched before the mark, may not be in the state yet: never a second launch for it.
         deleting_nodes = frozenset(n.name for n in state.nodes() if n.deleting)
         disrupting = self.disrupting()
         due = now + REQUEUE
