@@ -139,6 +139,11 @@ class Context:
         loaded = self.loaded
         return tuple(loaded.sets) if loaded is not None else ()
 
+    def static_sets(self) -> list[ConstraintSet]:
+        """The constraint sets in force of static NodePools (`spec.replicas`), by pool: what the static provisioning
+        and deprovisioning controllers keep at their replicas."""
+        return sorted((s for s in self._sets() if s.is_static), key=lambda s: s.pool)
+
     def fields(self, **values: object) -> dict[str, object]:
         """A log line's `extra`: its structured fields and the controller's time."""
         return logs.fields(self.wall_clock(), **values)

@@ -15,40 +15,9 @@ import pytest
 from karpenter_policy.model import labels as wk
 from karpenter_policy.testing import compile_policies
 
-from .v1moto import launch_template_data, moto_scene
+from .v1moto import DEFAULT_NODEPOOL, NODE_CLASS, launch_template_data, moto_scene
 
-POLICY = """\
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      requirements:
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: test}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: test}
+POLICY = DEFAULT_NODEPOOL + NODE_CLASS + """\
   networkInterfaces:
     - {networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}
     - {networkCardIndex: 0, deviceIndex: 1, interfaceType: efa-only}

@@ -10,28 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from .v1moto import launch_template_data, moto_launched
+from .v1moto import DEFAULT_NODEPOOL, launch_template_data, moto_launched
 
-POLICY = """\
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      requirements:
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
----
+POLICY = DEFAULT_NODEPOOL + """\
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata:

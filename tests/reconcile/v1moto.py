@@ -30,6 +30,29 @@ spec:
 """
 
 
+#: A NodePool named `default` of on-demand amd64 nodes of the `default` class; ends with a document separator.
+DEFAULT_NODEPOOL = """apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+        - key: kubernetes.io/arch
+          operator: In
+          values: ["amd64"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+---
+"""
+
+
 def drifting_nodepool(name: str, consolidate_after: str = "Never", budget_nodes: str = "") -> str:
     """A NodePool of on-demand m5.large to m5.2xlarge nodes of the `default` class that never expire (drift is what
     rolls them), `budget_nodes` its one budget's nodes ("": none, Karpenter's default of 10 %). Ends with a document

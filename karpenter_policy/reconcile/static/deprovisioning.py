@@ -100,8 +100,7 @@ class StaticDeprovisioning:
     def step(self, now: float, result: ReconcileResult) -> float | None:
         """Every static NodePool in force brought down to its replicas (see the module docstring)."""
         context = self.context
-        loaded = context.loaded
-        static = sorted((s for s in (loaded.sets if loaded is not None else ()) if s.is_static), key=lambda s: s.pool)
+        static = context.static_sets()
         if not static:
             return None
         state = context.state
