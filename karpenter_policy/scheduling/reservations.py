@@ -9,14 +9,23 @@ take it again, so that re-fitting a node does not count it twice.
 Karpenter panics on a reservation it was not told of and on an over-reservation (a bug in its scheduler); here both
 raise :class:`ReservationError`, which names the reservation.
 
+:func:`offerings_to_reserve` is v1.14.1's `NodeClaim.offeringsToReserve` (nodeclaim.go): a claim reserves,
+pessimistically, every available reserved offering of its remaining types that its requirements admit and that has
+room for it; in the strict mode (`DisableReservedCapacityFallback`) a claim that could have had a reservation but got
+none, or that would lose all it had, is refused with :class:`ReservedOfferingError` (the pod waits for room rather
+than falling back to on-demand or spot).
+
 Pure (no I/O). The scheduler does not offer reserved offerings yet (docs/scheduling.md, "Capacity reservations"):
 this is the count it will keep when it does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+from karpenter_policy.api.v1.nodepool import WELL_KNOWN_LABELS
+from karpenter_policy.model.requirements import Requirements
 
 
 class Reservable(Protocol):
@@ -27,6 +36,18 @@ class Reservable(Protocol):
 
     @property
     def capacity(self) -> int: ...
+
+
+class ReservedOption(Reservable, Protocol):
+    """A reserved offering as a claim weighs it: whether it can launch now and its requirements as labels."""
+
+    @property
+    def available(self) -> bool: ...
+
+    def labels(self) -> Mapping[str, str]: ...
+
+
+_Option = TypeVar("_Option", bound=ReservedOption)
 
 
 class ReservationError(Exception):
@@ -89,4 +110,50 @@ class ReservationManager:
         return self._capacity.get(offering.reservation_id, 0)
 
 
-__all__ = ["Reservable", "ReservationError", "ReservationManager"]
+class ReservedOfferingError(Exception):
+    """A claim refused a pod to keep its reserved capacity (v1.14.1's `ReservedOfferingError`, strict mode only)."""
+
+
+def offerings_to_reserve(
+    manager: ReservationManager,
+    hostname: str,
+    offerings: Iterable[_Option],
+    requirements: Requirements,
+    held: Sequence[_Option] = (),
+    *,
+    strict: bool = False,
+) -> list[_Option]:
+    """The reserved offerings the claim `hostname` reserves with `requirements` (`offeringsToReserve`): each available
+    one its requirements admit (v1.14.1's well-known labels, the reservations' among them, may be undefined) whose
+    reservation has room for it or is held by it already, in the given order. `held`: what the claim reserved before
+    this pod. Raises ReservedOfferingError in the strict mode, as above."""
+    compatible = False
+    chosen: list[_Option] = []
+    for offering in offerings:
+        if not offering.available:
+            continue
+        if not requirements.admits(Requirements.from_labels(offering.labels()), WELL_KNOWN_LABELS):
+            continue
+        compatible = True
+        if manager.can_reserve(hostname, offering):
+            chosen.append(offering)
+    if strict:
+        if compatible and not chosen:
+            raise ReservedOfferingError(
+                "one or more instance types with compatible reserved offerings are available, but could not be reserved"
+            )
+        if held and not chosen:
+            raise ReservedOfferingError(
+                "satisfying updated nodeclaim constraints would remove all compatible reserved offering options"
+            )
+    return chosen
+
+
+__all__ = [
+    "Reservable",
+    "ReservationError",
+    "ReservationManager",
+    "ReservedOfferingError",
+    "ReservedOption",
+    "offerings_to_reserve",
+]

@@ -1,15 +1,25 @@
 """The count of capacity reservations within one pass, ported from Karpenter v1.14.1's
 pkg/controllers/provisioning/scheduling/reservationmanager_test.go (each test names its `It`'s line), plus a property:
-no sequence of reserves and releases takes a reservation beyond its room or loses any of it."""
+no sequence of reserves and releases takes a reservation beyond its room or loses any of it; and which reserved
+offerings a claim reserves (nodeclaim.go `offeringsToReserve`, each test naming its lines)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from karpenter_policy.cloud.capacityreservations import ReservedOffering
-from karpenter_policy.scheduling.reservations import ReservationError, ReservationManager
+from karpenter_policy.model import labels as wk
+from karpenter_policy.model.requirements import Requirement, Requirements
+from karpenter_policy.scheduling.reservations import (
+    ReservationError,
+    ReservationManager,
+    ReservedOfferingError,
+    offerings_to_reserve,
+)
 
 
 def _offering(reservation_id: str, capacity: int, zone: str = "test-zone-1") -> ReservedOffering:
@@ -233,3 +243,58 @@ def test_never_over_committed(ops: list[tuple[bool, str, ReservedOffering]]) -> 
             assert rm.remaining_capacity(o) >= 0
             assert rm.remaining_capacity(o) + len(holders[o.reservation_id]) == o.capacity
             assert all(rm.has_reservation(h, o) and rm.can_reserve(h, o) for h in holders[o.reservation_id])
+
+
+# offerings_to_reserve: core v1.14.1 pkg/controllers/provisioning/scheduling/nodeclaim.go:303 `offeringsToReserve`.
+
+
+def _requirements(**values: list[str]) -> Requirements:
+    keys = {"zone": wk.ZONE, "capacity": wk.CAPACITY_TYPE, "reservation": wk.CAPACITY_RESERVATION_ID}
+    return Requirements(Requirement.new(keys[key], "In", found) for key, found in values.items())
+
+
+def test_a_claim_reserves_every_compatible_offering_with_room() -> None:
+    """nodeclaim.go:314–331: every available reserved offering the claim's requirements admit is reserved,
+    pessimistically (here three, in three zones), in the order given; an unconstrained claim admits them all."""
+    rm = ReservationManager([THREE, TWO, ONE])
+    assert offerings_to_reserve(rm, "h", [THREE, TWO, ONE], Requirements()) == [THREE, TWO, ONE]
+
+
+def test_requirements_narrow_the_reservations() -> None:
+    """nodeclaim.go:321: an offering whose zone, capacity type or reservation id the claim excludes is not reserved;
+    a claim that allows only on-demand reserves none (and is not refused, even in the strict mode)."""
+    rm = ReservationManager([THREE, TWO, ONE])
+    assert offerings_to_reserve(rm, "h", [THREE, TWO, ONE], _requirements(zone=["test-zone-2"])) == [TWO]
+    assert offerings_to_reserve(rm, "h", [THREE, TWO, ONE], _requirements(reservation=["large-reserved"])) == [ONE]
+    on_demand = _requirements(capacity=[wk.CAPACITY_ON_DEMAND])
+    assert offerings_to_reserve(rm, "h", [THREE, TWO, ONE], on_demand, strict=True) == []
+
+
+def test_an_unavailable_offering_is_not_reserved() -> None:
+    """nodeclaim.go:316: an unavailable reserved offering (no room at the cloud, or expiring) is skipped."""
+    gone = dataclasses.replace(TWO, available=False)
+    rm = ReservationManager([THREE, gone])
+    assert offerings_to_reserve(rm, "h", [THREE, gone], Requirements()) == [THREE]
+
+
+def test_a_full_reservation_falls_back_or_refuses_in_strict_mode() -> None:
+    """nodeclaim.go:328 and :340: a reservation others have filled is not reserved; the claim falls back (on-demand
+    or spot) by default, and in the strict mode it is refused with v1.14.1's words, while the holder keeps it."""
+    rm = ReservationManager([ONE])
+    assert offerings_to_reserve(rm, "h1", [ONE], Requirements()) == [ONE]
+    rm.reserve("h1", ONE)
+    assert offerings_to_reserve(rm, "h2", [ONE], Requirements()) == []
+    with pytest.raises(ReservedOfferingError, match="compatible reserved offerings are available, but could not be"):
+        offerings_to_reserve(rm, "h2", [ONE], Requirements(), strict=True)
+    assert offerings_to_reserve(rm, "h1", [ONE], Requirements(), strict=True) == [ONE]
+
+
+def test_strict_mode_refuses_a_pod_that_would_lose_the_claims_reservations() -> None:
+    """nodeclaim.go:345: a claim that held reservations and whose new requirements (a pod pinned elsewhere) leave
+    none is refused in the strict mode; by default it drops them (the caller releases them, nodeclaim.go:286)."""
+    rm = ReservationManager([THREE, TWO])
+    rm.reserve("h", THREE)
+    elsewhere = _requirements(zone=["test-zone-9"])
+    assert offerings_to_reserve(rm, "h", [THREE, TWO], elsewhere, held=[THREE]) == []
+    with pytest.raises(ReservedOfferingError, match="would remove all compatible reserved offering options"):
+        offerings_to_reserve(rm, "h", [THREE, TWO], elsewhere, held=[THREE], strict=True)
