@@ -35,6 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from karpenter_policy.model import labels as wk
+
 #: The EC2NodeClass field of the terms.
 TERMS: Final = "capacityReservationSelectorTerms"
 #: `CapacityReservationType` values (v1.14.1's `CapacityReservationTypeDefault` / `…CapacityBlock`).
@@ -53,9 +55,9 @@ MAX_RESULTS: Final = 1000
 RESERVED_PRICE_DIVISOR: Final = 10_000_000.0
 #: The labels a reserved offering (and a node launched into it) carries (aws pkg/apis/v1/labels.go,
 #: core pkg/cloudprovider `ReservationIDLabel`).
-LABEL_RESERVATION_ID: Final = "karpenter.k8s.aws/capacity-reservation-id"
-LABEL_RESERVATION_TYPE: Final = "karpenter.k8s.aws/capacity-reservation-type"
-LABEL_RESERVATION_INTERRUPTIBLE: Final = "karpenter.k8s.aws/capacity-reservation-interruptible"
+LABEL_RESERVATION_ID: Final = wk.CAPACITY_RESERVATION_ID
+LABEL_RESERVATION_TYPE: Final = wk.CAPACITY_RESERVATION_TYPE
+LABEL_RESERVATION_INTERRUPTIBLE: Final = wk.CAPACITY_RESERVATION_INTERRUPTIBLE
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,6 +104,11 @@ PLACEMENT_GROUP_PARTITION = f"{AWS}/placement-group-partition"
 #: The tenancies every v1.14.1 instance type offers (`computeRequirements`: `In [default dedicated]`).
 TENANCIES: tuple[str, ...] = ("dedicated", "default")
 
+#: A node launched into a capacity reservation: its id, type (`default`, `capacity-block`) and whether it is
+#: interruptible (aws v1.14.1 pkg/apis/v1/labels.go `LabelCapacityReservation*`, well-known in v1.14.1).
+CAPACITY_RESERVATION_ID = f"{AWS}/capacity-reservation-id"
+CAPACITY_RESERVATION_TYPE = f"{AWS}/capacity-reservation-type"
+CAPACITY_RESERVATION_INTERRUPTIBLE = f"{AWS}/capacity-reservation-interruptible"
 ARCH_AMD64 = "amd64"
 ARCH_ARM64 = "arm64"
 CAPACITY_SPOT = "spot"

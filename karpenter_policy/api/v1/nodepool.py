@@ -15,9 +15,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeGuard
 
 from karpenter_policy.api.violations import RUNTIME_VALIDATION, Path, Violation
+from karpenter_policy.model.labels import (
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
+    label_value_errors,
+    qualified_name_errors,
+)
 from karpenter_policy.model.labels import CAPACITY_TYPE as CAPACITY_TYPE_LABEL
 from karpenter_policy.model.labels import NODEPOOL as NODEPOOL_LABEL
-from karpenter_policy.model.labels import label_value_errors, qualified_name_errors
 
 INSTANCE_TENANCY_LABEL: Final = "karpenter.k8s.aws/instance-tenancy"
 
@@ -26,8 +32,8 @@ WELL_KNOWN_LABELS: Final[frozenset[str]] = frozenset({
     NODEPOOL_LABEL, "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
     "node.kubernetes.io/instance-type", "kubernetes.io/arch", "kubernetes.io/os", CAPACITY_TYPE_LABEL,
     "node.kubernetes.io/windows-build",
-    "karpenter.k8s.aws/capacity-reservation-id", "karpenter.k8s.aws/capacity-reservation-type",
-    "karpenter.k8s.aws/capacity-reservation-interruptible", "karpenter.k8s.aws/instance-hypervisor",
+    CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE,
+    "karpenter.k8s.aws/instance-hypervisor",
     "karpenter.k8s.aws/instance-encryption-in-transit-supported", "karpenter.k8s.aws/instance-category",
     "karpenter.k8s.aws/instance-capability-flex", "karpenter.k8s.aws/instance-family",
     "karpenter.k8s.aws/instance-generation", "karpenter.k8s.aws/instance-size",

@@ -13,7 +13,8 @@ about to go — so pods can be planned onto a node that is being launched. Other
 :func:`node_object` is the Node the controller creates when an instance is launched (before the kubelet joins,
 which adopts it): named as the kubelet will register (the private DNS name), with the pool's labels (its owner label
 `karpenter.sh/provisioner-name`, or a NodePool's `karpenter.sh/nodepool` and `karpenter.k8s.aws/ec2nodeclass`) and
-the instance's (type, zone, capacity type, arch, OS and the `karpenter.k8s.aws/instance-*` labels), taints and
+the instance's (type, zone, capacity type — a reserved one's capacity reservation with it, :func:`reservation_labels` —,
+arch, OS and the `karpenter.k8s.aws/instance-*` labels), taints and
 startup taints, the `karpenter.sh/termination` finalizer, the constraint-set hash and node hash (drift), the
 provider ID, and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures when it
 joins).
@@ -190,6 +191,19 @@ def node_name_for(instance: Instance) -> str:
     return instance.private_dns_name or instance.id
 
 
+def reservation_labels(instance: Instance) -> dict[str, str]:
+    """A reserved instance's capacity-reservation labels: its reservation's id, type and interruptibility (`"true"`,
+    `"false"`), as v1.14.1 labels its NodeClaim; none on another capacity type, even one launched with requirements
+    naming a reservation (they say where it might have gone, not where it went)."""
+    if instance.capacity_type != wk.CAPACITY_RESERVED:
+        return {}
+    return {
+        wk.CAPACITY_RESERVATION_ID: instance.reservation_id,
+        wk.CAPACITY_RESERVATION_TYPE: instance.reservation_type,
+        wk.CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if instance.reservation_interruptible else "false",
+    }
+
+
 def node_object(
     instance: Instance,
     template: NodeClaimTemplate,
@@ -218,6 +232,8 @@ def node_object(
             wk.HOSTNAME: name,
         }
     )
+    if instance.capacity_type == wk.CAPACITY_RESERVED:  # v1.14.1's `instanceToNodeClaim` (cloudprovider.go:465-470)
+        labels.update(reservation_labels(instance))
     if constraint_set.region:
         labels[wk.REGION] = constraint_set.region
     taints = [t.to_api() for t in (*constraint_set.taints, *constraint_set.startup_taints)]
