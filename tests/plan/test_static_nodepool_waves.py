@@ -109,6 +109,19 @@ def test_a_pdb_holds_a_removed_node_for_ever_without_a_termination_grace_period(
     assert [r["provisioner"] for r in wave["replacements"]] == ["NodePool/default"]
 
 
+def test_a_do_not_disrupt_pod_holds_a_removed_nodes_drain(tmp_path: Path) -> None:
+    """replicas 1 → 0: the node goes all the same (static deprovisioning takes a `do-not-disrupt` node last, not
+    never), but termination waits for its `do-not-disrupt` pod — for ever without a `terminationGracePeriod`."""
+    base = v1_policies(tmp_path / "base", _static(1), nodepool())
+    head = v1_policies(tmp_path / "head", _static(0), nodepool())
+    items = [pool_node("s0", "fixed"), claim("s0", "fixed"),
+             pod("held", "s0", "web", annotations={"karpenter.sh/do-not-disrupt": "true"})]
+    code, doc = plan((base, head), tmp_path, *items, feature_gates=GATE)
+
+    assert code == 1 and not doc["finishes"] and doc["static"][0]["removed"] == ["s0"]
+    assert [(b["node"], b["by"], b["forever"]) for b in doc["blocked"]] == [("s0", "Pod/default/held", True)]
+
+
 def test_the_removed_nodes_pods_no_dynamic_nodepool_admits_are_pending(tmp_path: Path) -> None:
     """No dynamic NodePool: the removed node's pod goes nowhere — the static NodePool takes none (gate on) — and is
     pending (exit 1; `--allow-stranded` 0)."""
