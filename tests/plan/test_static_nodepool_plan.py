@@ -63,26 +63,29 @@ def test_a_lower_replicas_removes_the_empty_node_first_then_the_cheapest(tmp_pat
     """replicas 3 → 1 with the gate on: the node with a DaemonSet's pod alone goes first, then of the two running an
     application's pod the one without a `do-not-disrupt` pod (static/deprovisioning/suite_test.go:513, :579 and the
     cost ordering :629), in the text output too."""
-    base = v1_policies(tmp_path / "base", _static(3))
-    head = v1_policies(tmp_path / "head", _static(1))
+    base = v1_policies(tmp_path / "base", _static(3), nodepool())
+    head = v1_policies(tmp_path / "head", _static(1), nodepool())
     pods = {0: pod("held", "s0", "web", annotations={"karpenter.sh/do-not-disrupt": "true"}),
             1: pod("web", "s1", "web"), 2: pod("agent", "s2", "agent", owner=("DaemonSet", "agent"))}
     code, doc = plan((base, head), tmp_path, *_fixed(3, pods), feature_gates="StaticCapacity=true")
-    assert code == 0 and doc["static"][0]["removed"] == ["s2", "s1"] and doc["waves"] == []
+    assert code == 0 and doc["static"][0]["removed"] == ["s2", "s1"]
+    assert [(w["method"], w["nodes"]) for w in doc["waves"]] == [("static deprovisioning", ["s2", "s1"])]
     file = tmp_path / "snapshot.json"
     text = plan_command(PlanOptions(snapshot=(str(file),), start=START, base=base, head=head,
                                     feature_gates="StaticCapacity=true"), load_catalog()).stdout
     assert "static NodePool fixed: 3 node(s), replicas 3 → 1: 2 removed (s2, s1)" in text
 
 
-def test_static_drift_replaces_each_drifted_node_one_for_one_never_through_a_wave(tmp_path: Path) -> None:
+def test_static_drift_replaces_each_drifted_node_one_for_one_never_through_a_simulation(tmp_path: Path) -> None:
     """A change to a static NodePool's template drifts its nodes: each is replaced one for one by static drift
-    (disruption/staticdrift.go, gate on or off) — not a wave that moves its pods to the dynamic NodePool; over its
+    (disruption/staticdrift.go, gate on or off) — a node of its template, not the dynamic NodePool's; over its
     replicas it waits (staticdrift_test.go:578), and with no room under `limits.nodes` too (:367)."""
     base = v1_policies(tmp_path / "base", _static(2), nodepool())
     head = v1_policies(tmp_path / "head", _static(2, labels="team: shop"), nodepool())
     code, doc = plan((base, head), tmp_path, *_fixed(2))
-    assert code == 0 and doc["waves"] == []
+    assert code == 0 and [(w["method"], w["nodes"]) for w in doc["waves"]] == [("static drift", ["s0"]),
+                                                                               ("static drift", ["s1"])]
+    assert {r["provisioner"] for w in doc["waves"] for r in w["replacements"]} == {"NodePool/fixed"}
     assert [d["verdict"] for d in doc["static"][0]["drift"]] == [REPLACED, REPLACED]
     head = v1_policies(tmp_path / "over", _static(1, labels="team: shop"), nodepool())
     code, doc = plan((base, head), tmp_path, *_fixed(2))

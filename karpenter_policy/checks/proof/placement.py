@@ -83,31 +83,39 @@ def templates_for(
     """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
     why when it takes nothing); a NodePool's keeps its minValues under `min_values_policy`. A static NodePool has
     none: Karpenter v1.14.1 leaves it out of scheduling, StaticCapacity gate on or off (`api.v1.static`)."""
-    templates = []
-    for c in checked:
-        if c.static:
-            continue
-        admitted = c.instance_types if c.verdict == Verdict.SAT else ()
-        unavailable = (
-            "its requirements could not be checked within the time limit (solver-timeout)"
-            if c.verdict == Verdict.UNKNOWN
-            else "its requirements admit no instance type (see its findings)"
+    return [_template(c, table, min_values_policy) for c in checked if not c.static]
+
+
+def static_templates_for(
+    checked: Sequence[CheckedProvisioner], table: InstanceTable, min_values_policy: str = STRICT
+) -> dict[str, NodeClaimTemplate]:
+    """The static NodePools' templates by NodePool name (`templates_for`'s, never offered to a scheduling run): what
+    Karpenter v1.14.1's static provisioning and static drift launch from (`scheduling.NewNodeClaimTemplate(np)`)."""
+    return {c.name: _template(c, table, min_values_policy) for c in checked if c.static}
+
+
+def _template(c: CheckedProvisioner, table: InstanceTable, min_values_policy: str) -> NodeClaimTemplate:
+    """The node claim template of one checked provisioner or NodePool (see `templates_for`)."""
+    admitted = c.instance_types if c.verdict == Verdict.SAT else ()
+    unavailable = (
+        "its requirements could not be checked within the time limit (solver-timeout)"
+        if c.verdict == Verdict.UNKNOWN
+        else "its requirements admit no instance type (see its findings)"
+    )
+    try:
+        template = NodeClaimTemplate.from_provisioner(
+            table,
+            c.provisioner,
+            node_template=c.node_template,
+            admitted=admitted,
+            name=c.key,
+            min_values_policy=min_values_policy,
         )
-        try:
-            template = NodeClaimTemplate.from_provisioner(
-                table,
-                c.provisioner,
-                node_template=c.node_template,
-                admitted=admitted,
-                name=c.key,
-                min_values_policy=min_values_policy,
-            )
-        except ValueError as error:  # a kubelet or node-template field validation reported
-            template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=(), name=c.key)
-            unavailable = f"its node configuration cannot be used: {error}"
-        template.unavailable = template.unavailable or unavailable  # (its own: minValues under Strict)
-        templates.append(template)
-    return templates
+    except ValueError as error:  # a kubelet or node-template field validation reported
+        template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=(), name=c.key)
+        unavailable = f"its node configuration cannot be used: {error}"
+    template.unavailable = template.unavailable or unavailable  # (its own: minValues under Strict)
+    return template
 
 
 def daemon_pods(workloads: Iterable[LocatedWorkload]) -> list[Pod]:
@@ -980,6 +988,7 @@ __all__ = [
     "pods_of",
     "schedule",
     "schedule_workloads",
+    "static_templates_for",
     "templates_for",
     "unknown_scale_targets",
     "workload_findings",

@@ -21,7 +21,7 @@ from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duratio
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput, Report
 from karpenter_policy.checks.options import OptionError, spot_prices_option
-from karpenter_policy.checks.proof.placement import templates_for
+from karpenter_policy.checks.proof.placement import static_templates_for, templates_for
 from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
@@ -39,7 +39,12 @@ from karpenter_policy.commands.plan.redact import hashed, redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
 from karpenter_policy.commands.plan.rolloutbudget import RolloutClock
 from karpenter_policy.commands.plan.snapshot import Snapshot, read_snapshots
-from karpenter_policy.commands.plan.staticnodepools import static_nodepools, static_nodes
+from karpenter_policy.commands.plan.staticnodepools import (
+    static_launches,
+    static_nodepools,
+    static_nodes,
+    static_work,
+)
 from karpenter_policy.commands.plan.templateamidrift import TemplateAmiDrift
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
 from karpenter_policy.commands.plan.workloadcost import workload_costs
@@ -214,29 +219,35 @@ def plan_command(
                                   network=network)
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
-    templates = templates_for(head.checked, InstanceTable.of_catalog(pricing.catalog), options.min_values_policy)
+    table = InstanceTable.of_catalog(pricing.catalog)
+    templates = templates_for(head.checked, table, options.min_values_policy)
     timing = Timing(options.node_startup, options.pod_startup)
     pdbs, replacements = PdbBudgets(fleet.pdbs, fleet.pod_objects), Replacements(templates, fleet.daemons)
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}
-    # a static NodePool's drifted node is static drift's (`staticnodepools`), never a wave's; an expiring one is
+    gate = static_capacity(options.feature_gates)
+    launches = static_launches(static_templates_for(head.checked, table, options.min_values_policy))
+    statics = static_nodepools(fleet, drift, base_side, head_side, gate, launches)
     static = static_nodes(fleet, head_side)
+    work = static_work(statics, launches, static)
+    # a static NodePool's drifted node is static drift's (`staticnodepools`): in the waves when it is replaced one
+    # for one or removed, never while it waits; an expiring one is a wave's (expiry deletes it first)
+    planned = set(work.removed) | set(work.replaced)
     v1 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None
-          and not (n in static and d.drifted and not d.expires)}
+          and not (n in static and d.drifted and not d.expires and n not in planned)}
     planning = RolloutClock(rollout_timeout.total_seconds())  # one for both models' waves
     rollout = plan_waves(fleet, v1alpha5, templates, start, timing, pdbs, replacements, planning)
-    if v1:
+    if v1 or work.any:
         budgets = nodepool_budgets(head_side.nodepools)
-        rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements, planning))
-    gate = static_capacity(options.feature_gates)
-    statics = static_nodepools(fleet, drift, base_side, head_side, gate)
+        rollout = rollout.merged(plan_nodepool_waves(fleet, v1, budgets, start, timing, pdbs, replacements, planning,
+                                                     work))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
     notes = rules.notes() + ami.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
     if fleet.volume_note is not None:
         notes.append(fleet.volume_note)
-    if any(s.added or s.removed or s.drift for s in statics):
-        notes.append("static NodePools: the nodes added, removed and replaced by static drift are not in the waves "
-                     "nor the cost (no pod is planned for them: Karpenter launches and drains them apart)")
+    if work.added:
+        notes.append("static NodePools: the nodes static provisioning adds take none of the evicted pods here "
+                     "(kube-scheduler may place pods on them)")
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")
     elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):

@@ -34,6 +34,12 @@ the order of its time — the nodes that expire between two polls go before the 
   (`Room.would_wait`). Replace before delete:
   the replacements are initialized (`node_startup`) before the node drains (`queue.go:218`). A replacement counts
   toward its NodePool's total once initialized, a drained node leaves it;
+* **static NodePools** (`replicas`; `staticnodepools.StaticWork`): static provisioning's nodes launched at the start
+  (no pod placed on them); static deprovisioning's nodes deleted at once with the removed NodePools' (its NodeClaims
+  deleted, `static/deprovisioning/controller.go`), drained as any deleted node, their pods provisioned for on the
+  dynamic NodePools (`templates_for` leaves the static ones out); a drifted static node replaced one for one by a node
+  of its template (`disruption/staticdrift.go`: no simulation; its pods onto that node, which takes its place in the
+  room), ahead of the other drift commands, under its NodePool's `Drifted` budget, replace before delete;
 * a candidate is **blocked** by the node's `karpenter.sh/do-not-disrupt: "true"` (`ValidateNodeDisruptable`), by a
   pod's `do-not-disrupt` or a PDB allowing no eviction (`ValidatePodsDisruptable`) — unless its NodeClaim has a
   `terminationGracePeriod`: then it is a candidate all the same (`NewCandidate`, the eventual disruption class) and
@@ -55,9 +61,9 @@ terminationGracePeriod it is taken all the same and its drain waits).
 
 What this does not model: nodes being deleted in the snapshot (assumed gone), consolidation *during* a rollout
 (`Underutilized`, `Empty` commands between drift commands; with BASE = HEAD, NodePool consolidation is planned on
-its own: `simulate/consolidation.py`, handed to `plan` through `commands/plan/consolidation.py`), static NodePools
-(`replicas`); in a snapshot of Provisioners' nodes too, each model's waves see the other's nodes as the snapshot
-has them (and their budgets' evictions apart).
+its own: `simulate/consolidation.py`, handed to `plan` through `commands/plan/consolidation.py`), the nodes a static
+NodePool adds taking pods; in a snapshot of Provisioners' nodes too, each model's waves see the other's nodes as the
+snapshot has them (and their budgets' evictions apart).
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
 from karpenter_policy.commands.plan.pdbstate import PdbState
 from karpenter_policy.commands.plan.rolloutbudget import OutOfTime, RolloutClock
 from karpenter_policy.commands.plan.room import Room
+from karpenter_policy.commands.plan.staticnodepools import StaticWork
 from karpenter_policy.commands.plan.waves import (
     DRIFT,
     EXPIRATION,
@@ -86,6 +93,7 @@ from karpenter_policy.commands.plan.waves import (
     REMOVED,
     Blocked,
     Drain,
+    Landing,
     PdbBudgets,
     Pending,
     Replacement,
@@ -105,7 +113,12 @@ from karpenter_policy.commands.plan.waves import (
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool, pool_key, pool_name
 
-__all__ = ["nodepool_budgets", "plan_nodepool_waves"]
+__all__ = ["STATIC_DEPROVISIONING", "STATIC_DRIFT", "STATIC_PROVISIONING", "nodepool_budgets", "plan_nodepool_waves"]
+
+#: The methods of a static NodePool's waves (`StaticWork`): nodes launched to reach `replicas`, nodes deleted to come
+#: down to it, a drifted node replaced one for one.
+STATIC_PROVISIONING, STATIC_DEPROVISIONING = "static provisioning", "static deprovisioning"
+STATIC_DRIFT = "static drift"
 
 
 def nodepool_budgets(nodepools: Mapping[str, Mapping[str, object]]) -> dict[str, tuple[Budget, ...]]:
@@ -137,6 +150,8 @@ class _Candidate:
     order: int
     grace: float | None
     expires: float | None = None
+    #: a static NodePool's drifted node: its one-for-one replacement (static drift, no simulation)
+    static: Replacement | None = None
 
 
 class _Pools:
@@ -191,25 +206,36 @@ def plan_nodepool_waves(
     pdbs: PdbBudgets,
     replacements: Replacements,
     clock: RolloutClock | None = None,
+    static: StaticWork | None = None,
 ) -> Rollout:
     """The waves that carry out `drift` on the NodePools' nodes of `fleet` from `start` under HEAD's `budgets`
-    (see the module docstring). Planning them may take what is left of `clock`'s budget (None: no limit); past it,
-    the waves planned so far, the nodes not planned blocked by `--rollout-timeout` and a note saying how far it got
-    (`waves.cut_short`)."""
+    (see the module docstring), and `static`'s (`staticnodepools`: nodes launched and deleted at the start, drifted
+    ones replaced one for one; their nodes must be in `drift`). Planning them may take what is left of `clock`'s
+    budget (None: no limit); past it, the waves planned so far, the nodes not planned blocked by `--rollout-timeout`
+    and a note saying how far it got (`waves.cut_short`)."""
     drift = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None and not fleet.nodes[n].deleting}
+    static = static if static is not None else StaticWork()
     planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, clock or RolloutClock(None))
-    removed = sorted(n for n, d in drift.items() if d.removed)
+    if static.added:
+        planner.launch_static(static.added)
+    gone = set(static.removed)
+    removed = sorted(n for n, d in drift.items() if d.removed and n not in gone)
     if removed:
         planner.at_once(removed, REMOVED, 0.0)
-    expired = sorted((n for n, d in drift.items() if d.expires and not d.removed and _offset(d, start) <= 0),
+    if static.removed:  # static deprovisioning deletes its NodeClaims at once (no budget), in its order
+        planner.at_once([n for n in static.removed if n in drift], STATIC_DEPROVISIONING, 0.0)
+    expired = sorted((n for n, d in drift.items()
+                      if d.expires and not d.removed and n not in gone and _offset(d, start) <= 0),
                      key=lambda n: (drift[n].expires_at or start, n))
     if expired:
         planner.at_once(expired, EXPIRATION, 0.0)
-    later = {n: _offset(d, start) for n, d in drift.items() if d.expires and not d.removed and n not in expired}
-    drifted = [n for n, d in drift.items() if d.drifted and not d.removed and n not in expired]
+    later = {n: _offset(d, start) for n, d in drift.items()
+             if d.expires and not d.removed and n not in expired and n not in gone}
+    drifted = [n for n, d in drift.items() if d.drifted and not d.removed and n not in expired and n not in gone
+               and (n not in static.nodes or n in static.replaced)]  # a static node: static drift's, else expiry's
     drifted.sort(key=lambda n: (_drifted_since(fleet.nodes[n], start), fleet.nodes[n].created or start, n))
     queue = [_Candidate(name, fleet.nodes[name].nodepool or "", order, drift[name].termination_grace,
-                        later.get(name)) for order, name in enumerate(drifted)]
+                        later.get(name), static.replaced.get(name)) for order, name in enumerate(drifted)]
     try:
         planner.run(queue, {n: at for n, at in later.items() if n not in set(drifted)})
     except OutOfTime:
@@ -331,6 +357,44 @@ class _Planner:
         self.pools.launch(launched, at + wave.seconds)
         add_wave(self.rollout, wave)
 
+    def launch_static(self, added: Sequence[Replacement]) -> None:
+        """Static provisioning's new nodes, launched at the start (no pod scheduled: v1.14.1 creates the NodeClaims
+        from the template, `static/provisioning/controller.go`), counted in their NodePool once initialized."""
+        wave = Wave(len(self.rollout.waves), self.start, STATIC_PROVISIONING, [], list(added))
+        wave.seconds = self.timing.node_startup
+        self.pools.launch(added, self.timing.node_startup)
+        add_wave(self.rollout, wave)
+
+    def static_command(self, candidate: _Candidate, replacement: Replacement, now: float) -> float | bool:
+        """Static drift's command for `candidate` at `now` (core disruption/staticdrift.go): no scheduling
+        simulation — a node of its template launched, initialized, then the candidate drained (PDBs and
+        `do-not-disrupt` pods as any drain), its pods onto the replacement, which takes its place in the room (the
+        same template). Held (False) when its drain is blocked; a budget allowing no eviction yet: when it could."""
+        name = candidate.name
+        drain = self.drain(candidate, now)
+        if drain.blocked is not None:
+            self.held(candidate, drain.blocked)
+            return False
+        if drain.waiting_until is not None:
+            self.waiting[name] = (self.room.version, drain.waiting_until)
+            return drain.waiting_until
+        startup = self.timing.node_startup
+        later = self.drain(candidate, now + startup, wait=False)  # it drains once its replacement is initialized
+        if later.blocked is None:
+            drain = later
+        if drain.evictions is not None:
+            self.state.record(drain.evictions, pod_startup=self.timing.pod_startup)
+        pods = self.room.moved_pods(name)
+        wave = Wave(len(self.rollout.waves), self.start + dt.timedelta(seconds=now), STATIC_DRIFT, [name],
+                    [replacement], Counter(p.workload for p in pods), drain.seconds, dict(drain.slowed))
+        wave.seconds = startup + drain.seconds
+        # its pods onto the replacement (the workloads' cost); the room keeps the node's name for it
+        wave.landings = [Landing(f"{name} (static drift)", tuple(pods), replacement)]
+        self.pools.disrupt(candidate.pool, now + wave.seconds)
+        self.pools.launch([replacement], now + startup)
+        add_wave(self.rollout, wave)
+        return True
+
     def expire_due(self, lines: dict[str, _Line], now: float) -> None:
         """The nodes that expire by `now` — drift candidates still waiting among them — deleted at their times."""
         due: dict[float, list[str]] = {}
@@ -381,6 +445,8 @@ class _Planner:
         if drain.blocked is not None:
             self.held(candidate, drain.blocked)
             return False
+        if candidate.static is not None:
+            return self.static_command(candidate, candidate.static, now)
         pods = self.room.moved_pods(name)
         movable = [p for p in pods if p.pod is not None]
         wanted = [p.pod for p in movable if p.pod is not None]
@@ -485,7 +551,7 @@ class _Planner:
             for line in lines.values():
                 line.refresh(self.room)
             for candidate in merge(*(line for pool, line in lines.items() if room[pool] > 0),
-                                   key=lambda c: (self.room.moves_pods(c.name), c.order)):
+                                   key=lambda c: (c.static is None, self.room.moves_pods(c.name), c.order)):
                 self.clock.check()
                 version, until = self.waiting.get(candidate.name, (-1, 0.0))
                 if version == self.room.version and until > now:  # the room as then: the same plan, still waiting

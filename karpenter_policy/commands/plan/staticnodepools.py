@@ -5,25 +5,62 @@ its order (`reconcile.static.deprovisioning`'s: not-empty last, a `do-not-disrup
 cheapest to disrupt first; empty nodes — DaemonSets' pods only — first); gate on or off, each drifted node's static
 drift (core pkg/controllers/disruption/staticdrift.go): replaced one for one by a node of the NodePool's template,
 or waiting while the NodePool is over `replicas` (for ever with the gate off: nothing scales it down) or while
-`limits.nodes` leaves no room for the replacement. A static NodePool's drifted nodes are not in the waves (no pod is
-planned elsewhere for them: v1.14.1 never simulates static drift); an expiring one is (expiry deletes it first).
+`limits.nodes` leaves no room for the replacement. What they become in the waves (`StaticWork`, carried out by
+`nodepoolwaves`): the nodes added launched at the start (the template's cheapest offering, as `reconcile.staticclaim`
+launches it), the nodes removed deleted at once and drained, their pods provisioned for on HEAD's dynamic NodePools,
+and each drifted node replaced one for one by a node of the template, its pods moving onto it — never a scheduling
+simulation (v1.14.1 never simulates static drift); a drifted node that expires within the horizon goes by expiry
+alone (it deletes it first; v1.14.1's static drift may replace it before: a documented difference, docs/plan.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.v1.objects import is_static
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode
+from karpenter_policy.commands.plan.waves import Replacement
 from karpenter_policy.kube.evictioncost import disruption_cost
+from karpenter_policy.scheduling import NodeClaimTemplate
+from karpenter_policy.scheduling.scheduler import cheapest_launch
 
-__all__ = ["StaticNodePool", "static_nodepools", "static_nodes"]
+__all__ = ["StaticNodePool", "StaticWork", "static_launches", "static_nodepools", "static_nodes", "static_work"]
 
 #: A drifted static node's verdicts.
 REPLACED = "static drift: replaced one for one by a node of its NodePool's template"
+#: A drifted static node whose template launches nothing (it admits no instance type HEAD's catalog offers).
+NO_LAUNCH = "static drift waits: its NodePool's template admits no instance type to launch"
+
+
+@dataclass(frozen=True, slots=True)
+class StaticWork:
+    """What the waves carry out for the static NodePools: the nodes launched at the start (`added`), the nodes
+    deleted at once (`removed`, in v1.14.1's order), each drifted node's one-for-one replacement (`replaced`), and
+    the static NodePools' nodes (`nodes`: never a drift simulation's candidate — one that expires goes by expiry)."""
+
+    added: tuple[Replacement, ...] = ()
+    removed: tuple[str, ...] = ()
+    replaced: Mapping[str, Replacement] = field(default_factory=dict)
+    nodes: frozenset[str] = frozenset()
+
+    @property
+    def any(self) -> bool:
+        """Whether the waves have anything of it to carry out."""
+        return bool(self.added or self.removed or self.replaced)
+
+
+def static_launches(templates: Mapping[str, NodeClaimTemplate]) -> dict[str, Replacement | None]:
+    """Each static NodePool's new node (by NodePool name): its template's cheapest allowed offering, as
+    `reconcile.staticclaim` launches it (None: the template admits no type to launch)."""
+    out: dict[str, Replacement | None] = {}
+    for name, template in templates.items():
+        chosen = cheapest_launch(template.table, template.types, template.zone, template.capacity_type)
+        out[name] = None if chosen is None else Replacement(template.name, chosen.instance_type, chosen.zone,
+                                                            chosen.capacity_type, chosen.price)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +145,11 @@ def _removed(fleet: Fleet, nodes: list[FleetNode], count: int) -> tuple[str, ...
 
 
 def static_nodepools(
-    fleet: Fleet, drift: Mapping[str, NodeDrift], base: PolicySide, head: PolicySide, gate: bool
+    fleet: Fleet, drift: Mapping[str, NodeDrift], base: PolicySide, head: PolicySide, gate: bool,
+    launches: Mapping[str, Replacement | None] | None = None,
 ) -> list[StaticNodePool]:
-    """HEAD's static NodePools with what the change does to them (see the module docstring), by name."""
+    """HEAD's static NodePools with what the change does to them (see the module docstring), by name; `launches`
+    (`static_launches`; None: not known) tells a drifted node whose template launches nothing waiting."""
     out = []
     for name in sorted(head.nodepools):
         doc = head.nodepools[name]
@@ -138,9 +177,29 @@ def static_nodepools(
                            + ("" if gate else " (nothing scales it down with the StaticCapacity gate off)"))
             elif limit is not None and after + 1 > limit:
                 verdict = f"static drift waits: limits.nodes {limit} leaves no room for its replacement"
+            elif launches is not None and launches.get(name) is None:
+                verdict = NO_LAUNCH
             else:
                 verdict = REPLACED
             verdicts.append((node.name, verdict))
         out.append(StaticNodePool(name, len(nodes), _replicas(base.nodepools.get(name)), replicas, limit, gate,
                                   added, removed_, tuple(verdicts)))
     return out
+
+
+def static_work(statics: Sequence[StaticNodePool], launches: Mapping[str, Replacement | None],
+                nodes: Collection[str] = ()) -> StaticWork:
+    """The waves' part of `statics` (see `StaticWork`; `nodes`: the static NodePools' nodes, `static_nodes`): a
+    NodePool whose template launches nothing adds no node."""
+    added: list[Replacement] = []
+    removed: list[str] = []
+    replaced: dict[str, Replacement] = {}
+    for pool in statics:
+        launch = launches.get(pool.name)
+        if launch is not None:
+            added += [launch] * pool.added
+        removed += pool.removed
+        for node, verdict in pool.drift:
+            if verdict == REPLACED and launch is not None:
+                replaced[node] = launch
+    return StaticWork(tuple(added), tuple(removed), replaced, frozenset(nodes))
