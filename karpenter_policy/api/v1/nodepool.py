@@ -17,7 +17,7 @@ from typing import Any, Final, TypeGuard
 from karpenter_policy.api.violations import RUNTIME_VALIDATION, Path, Violation
 from karpenter_policy.model.labels import CAPACITY_TYPE as CAPACITY_TYPE_LABEL
 from karpenter_policy.model.labels import NODEPOOL as NODEPOOL_LABEL
-from karpenter_policy.model.labels import label_value_errors, qualified_name_errors
+from karpenter_policy.model.labels import V1_PLACEMENT_GROUP_LABELS, label_value_errors, qualified_name_errors
 
 INSTANCE_TENANCY_LABEL: Final = "karpenter.k8s.aws/instance-tenancy"
 
@@ -38,8 +38,7 @@ WELL_KNOWN_LABELS: Final[frozenset[str]] = frozenset({
     "karpenter.k8s.aws/instance-gpu-manufacturer", "karpenter.k8s.aws/instance-gpu-count",
     "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name",
     "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count",
-    "topology.k8s.aws/zone-id", INSTANCE_TENANCY_LABEL, "karpenter.k8s.aws/placement-group-id",
-    "karpenter.k8s.aws/placement-group-partition",
+    "topology.k8s.aws/zone-id", INSTANCE_TENANCY_LABEL, *V1_PLACEMENT_GROUP_LABELS,
 })
 #: `RestrictedLabelDomains`: core's karpenter.sh and the provider's karpenter.k8s.aws.
 RESTRICTED_LABEL_DOMAINS: Final[tuple[str, ...]] = ("karpenter.k8s.aws", "karpenter.sh")
