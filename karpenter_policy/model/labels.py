@@ -61,6 +61,9 @@ AWS_NEURON = "aws.amazon.com/neuron"
 HABANA_GAUDI = "habana.ai/gaudi"
 #: Branch network interfaces for pods' security groups (the VPC resource controller's).
 POD_ENI = "vpc.amazonaws.com/pod-eni"
+#: Elastic Fabric Adapter interfaces (Karpenter v1.14.1's `ResourceEFA`, aws pkg/apis/v1/labels.go:140; not v0.31's):
+#: v1.14.1's types offer `EfaInfo.MaximumEfaInterfaces` of them; not modelled here (docs/v1.md).
+EFA = "vpc.amazonaws.com/efa"
 #: Windows nodes only: the secondary IPv4 addresses the VPC resource controller hands to pods.
 PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 
