@@ -97,7 +97,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods
+from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods, with_efa_only_enis
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 
 log = logging.getLogger(__name__)
@@ -585,7 +585,7 @@ class AwsCloudProvider:
         reservations_of: dict[str, list[ReservedOffering]] = {}
         for choice in (reserved or {}).values():
             reservations_of.setdefault(choice.instance_type, []).append(choice)
-        node = node_configuration_of(request.kubelet, arithmetic_family(family))
+        node = with_efa_only_enis(node_configuration_of(request.kubelet, arithmetic_family(family)), spec)
         cidr = None
         if family == NODEADM_FAMILY:
             try:
