@@ -75,7 +75,9 @@ class LaunchRequest:
     securityGroupSelector, amiFamily, amiSelector, instanceProfile, launchTemplate, userData, tags,
     blockDeviceMappings, metadataOptions, detailedMonitoring) and ``kubelet`` the provisioner's
     kubeletConfiguration. ``client_token`` makes the launch idempotent: a second request with the same token
-    returns the instance the first one launched instead of launching another.
+    returns the instance the first one launched instead of launching another. ``min_values_relaxed``: the claim's
+    minValues were relaxed (Karpenter's `karpenter.sh/nodeclaim-min-values-relaxed: "true"`); the AWS provider then
+    launches without the EC2NodeClass's `context`, as v1.14.1 does (aws pkg/providers/instance/instance.go:379).
     """
 
     cluster_name: str
@@ -89,6 +91,7 @@ class LaunchRequest:
     startup_taints: Sequence[Taint] = ()
     provider: Mapping[str, Any] | None = None
     kubelet: Mapping[str, Any] | None = None
+    min_values_relaxed: bool = False
 
     def __post_init__(self) -> None:
         if not self.client_token or len(self.client_token) > MAX_CLIENT_TOKEN_LENGTH:

@@ -8,7 +8,8 @@ standard library and ``model/`` only, no I/O.
 A :class:`NodeConfiguration` is what a provisioner decides about its nodes: the kubelet configuration
 (``spec.kubeletConfiguration``), the AMI family and block device mappings of its node template (and an
 EC2NodeClass's ``instanceStorePolicy: RAID0``, whose nodes' ephemeral storage is the instance store, as v1.14.1's
-``ephemeralStorage``), and Karpenter's global settings (:class:`GlobalSettings`). :func:`node_resources` gives,
+``ephemeralStorage``, and its ``efa-only`` network interfaces on card 0, which take ENIs from the pods as v1.14.1's
+``ENILimitedPods``), and Karpenter's global settings (:class:`GlobalSettings`). :func:`node_resources` gives,
 for one instance type under it, the capacity, the three overheads and the allocatable (capacity minus
 kube-reserved, system-reserved and the eviction threshold, per resource of the capacity, as Karpenter core's
 ``InstanceType.Allocatable``).
@@ -59,6 +60,9 @@ GIB = 2**30
 GB = 10**9
 #: An EC2NodeClass's field naming how the instance store is used, and its one value.
 INSTANCE_STORE_POLICY, RAID0 = "instanceStorePolicy", "RAID0"
+#: An EC2NodeClass's field of network interfaces, and the interface type that carries EFA traffic only (no IP
+#: addresses: on network card 0 it is an ENI the VPC CNI cannot give pods).
+NETWORK_INTERFACES, EFA_ONLY = "networkInterfaces", "efa-only"
 #: The kubelet's own default maxPods: the pods of a type when its ENI data is unknown (see :func:`max_pods`).
 DEFAULT_MAX_PODS = 110
 #: Graviton (arm64) types keep 64 MiB for the kernel's contiguous memory allocator (CMA).
@@ -183,6 +187,8 @@ class NodeConfiguration:
     settings: GlobalSettings = DEFAULT_SETTINGS
     #: An EC2NodeClass's `instanceStorePolicy: RAID0`: the instance store, striped, is the kubelet's storage.
     instance_store_raid0: bool = False
+    #: An EC2NodeClass's `efa-only` network interfaces on network card 0 (`efa_only_enis`): ENIs no pod IP comes from.
+    efa_only_enis: int = 0
 
     @classmethod
     def of(
@@ -242,8 +248,26 @@ def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping
         kubelet, str(family) if family else None, mappings if isinstance(mappings, list) else None
     )
     if spec.get(INSTANCE_STORE_POLICY) == RAID0:
-        return dataclasses.replace(node, instance_store_raid0=True)
-    return node
+        node = dataclasses.replace(node, instance_store_raid0=True)
+    return with_efa_only_enis(node, spec)
+
+
+def efa_only_enis(node_template: Mapping[str, Any] | None) -> int:
+    """The `efa-only` interfaces of an EC2NodeClass's `networkInterfaces` on network card 0: v1.14.1's `numEFAOnly`
+    (aws pkg/providers/instancetype/types.go:495-498), the ENIs of the default card the VPC CNI cannot use."""
+    interfaces = (node_template or {}).get(NETWORK_INTERFACES)
+    if not isinstance(interfaces, list):
+        return 0
+    return sum(
+        1 for nic in interfaces
+        if isinstance(nic, Mapping) and nic.get("networkCardIndex") == 0 and nic.get("interfaceType") == EFA_ONLY
+    )
+
+
+def with_efa_only_enis(node: NodeConfiguration, node_template: Mapping[str, Any] | None) -> NodeConfiguration:
+    """`node` with its class's `efa-only` interfaces on card 0 (:func:`efa_only_enis`); `node` when it has none."""
+    count = efa_only_enis(node_template)
+    return dataclasses.replace(node, efa_only_enis=count) if count else node
 
 
 # --- the arithmetic ------------------------------------------------------------------------------------------
@@ -273,10 +297,12 @@ class NodeResources:
         return {name: value - overhead[name] for name, value in self.capacity.items()}
 
 
-def _eni_limited_pods(instance_type: InstanceType, settings: GlobalSettings) -> int:
+def _eni_limited_pods(instance_type: InstanceType, node: NodeConfiguration) -> int:
     """The ENI-limited pods, or the kubelet's default 110 when the type has no ENI data (Karpenter always has
-    it from EC2; a hand-made or partial catalog may not, and 0 would make such a type unusable)."""
-    pods = instance_type.eni_limited_pods(settings.reserved_enis)
+    it from EC2; a hand-made or partial catalog may not, and 0 would make such a type unusable). The class's
+    `efa-only` interfaces on card 0 are taken from the usable ENIs like the reserved ones (v1.14.1's
+    `ENILimitedPods`: `networkInterfaces - reservedENIs - numEFAOnly`)."""
+    pods = instance_type.eni_limited_pods(node.settings.reserved_enis + node.efa_only_enis)
     return DEFAULT_MAX_PODS if pods is None else pods
 
 
@@ -288,7 +314,7 @@ def max_pods(instance_type: InstanceType, node: NodeConfiguration = DEFAULT_NODE
     if kubelet.max_pods is not None:
         count = kubelet.max_pods
     elif node.settings.enable_eni_limited_pod_density and family.supports_eni_limited_pod_density:
-        count = _eni_limited_pods(instance_type, node.settings)
+        count = _eni_limited_pods(instance_type, node)
     else:
         count = DEFAULT_MAX_PODS
     if kubelet.pods_per_core and family.pods_per_core_enabled:
@@ -343,7 +369,7 @@ def kube_reserved(instance_type: InstanceType, node: NodeConfiguration = DEFAULT
     1Gi), each overridden by the kubelet's ``kubeReserved``. The pods counted are the ENI-limited ones where
     the AMI family says so (AL2, Ubuntu, Custom), else the node's pods."""
     if node.ami_family.uses_eni_limited_memory_overhead:
-        pods = _eni_limited_pods(instance_type, node.settings)
+        pods = _eni_limited_pods(instance_type, node)
     else:
         pods = max_pods(instance_type, node)
     reserved: Units = {

@@ -61,6 +61,9 @@ AWS_NEURON = "aws.amazon.com/neuron"
 HABANA_GAUDI = "habana.ai/gaudi"
 #: Branch network interfaces for pods' security groups (the VPC resource controller's).
 POD_ENI = "vpc.amazonaws.com/pod-eni"
+#: Elastic Fabric Adapter interfaces (Karpenter v1.14.1's `ResourceEFA`, aws pkg/apis/v1/labels.go:140; not v0.31's):
+#: v1.14.1's types offer `EfaInfo.MaximumEfaInterfaces` of them; not modelled here (docs/v1.md).
+EFA = "vpc.amazonaws.com/efa"
 #: Windows nodes only: the secondary IPv4 addresses the VPC resource controller hands to pods.
 PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 
@@ -167,9 +170,13 @@ V1_INSTANCE_LABELS: frozenset[str] = frozenset(
 #: every type offers (a node has one of them): the tenancy (`computeRequirements`: `In [default dedicated]`). Terms
 #: on one are met together by some value they all accept, whatever the type.
 V1_LAUNCH_LABELS: Mapping[str, tuple[str, ...]] = MappingProxyType({INSTANCE_TENANCY: TENANCIES})
+#: The labels of a v1.14.1 node launched into its EC2NodeClass's placement group (`LabelPlacementGroupID`,
+#: `LabelPlacementGroupPartition`): well-known in v1.14.1 (aws pkg/apis/v1/labels.go:61-62, `init`), not in v0.31.
+V1_PLACEMENT_GROUP_LABELS: frozenset[str] = frozenset({PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION})
 #: The well-known labels a v1 NodePool's scheduling allows a pod to select though its requirements do not name
-#: them (Karpenter's `AllowUndefinedWellKnownLabels`): v0.31's and `V1_INSTANCE_LABELS`.
-V1_WELL_KNOWN_LABELS: frozenset[str] = WELL_KNOWN_LABELS | V1_INSTANCE_LABELS
+#: them (Karpenter's `AllowUndefinedWellKnownLabels`): v0.31's, `V1_INSTANCE_LABELS` and the placement-group
+#: labels (no instance type carries those: the node of a class with a placement group does).
+V1_WELL_KNOWN_LABELS: frozenset[str] = WELL_KNOWN_LABELS | V1_INSTANCE_LABELS | V1_PLACEMENT_GROUP_LABELS
 
 #: Domains owned by the kubelet, Kubernetes or Karpenter (matched as a suffix of the key's prefix).
 RESTRICTED_LABEL_DOMAINS: tuple[str, ...] = ("k8s.io", "karpenter.k8s.aws", "karpenter.sh", "kubernetes.io")

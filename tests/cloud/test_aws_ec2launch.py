@@ -391,3 +391,11 @@ def test_an_incompatible_type_keeps_its_offerings_unavailable_not_removed(aws: A
     assert set(listed) == set(COMPATIBILITY_CATALOG)
     assert listed["m5.large"].offerings and not any(o.available for o in listed["m5.large"].offerings)
     assert any(o.available for o in listed["p4d.24xlarge"].offerings)
+
+
+def test_the_bootstrap_max_pods_leave_out_an_efa_only_eni_on_card_0(aws: AwsEnv) -> None:
+    """instancetype suite_test.go:3249 (v1.14.1) as the launch writes it: the class's `efa-only` interface on card
+    0 takes one of m5.large's 3 ENIs from the VPC CNI, so its node's `--max-pods` is (3 - 1) * (10 - 1) + 2 = 20, not
+    29 (tests/model/test_allocatable_efa_only.py holds the arithmetic)."""
+    data = template_of_launch(aws, node_class(networkInterfaces=FOUR_INTERFACES))
+    assert "--max-pods=20" in data["UserData"]

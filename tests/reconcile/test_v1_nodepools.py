@@ -241,3 +241,22 @@ def test_node_counters_name_the_nodepool_under_its_label(compiled: Path) -> None
     assert Scene.metric(controller, "karpenter_nodes_created_total", nodepool="batch", zone=zone) == 1
     assert not Scene.metric(controller, "karpenter_nodes_created", nodepool="batch", provisioner="")
     assert Scene.metric(controller, "karpenter_nodes_created", nodepool="", provisioner="default") == 1
+
+
+@pytest.mark.parametrize("relaxed", [True, False])
+def test_an_ec2nodeclass_context_is_launched_with_unless_min_values_were_relaxed(tmp_path: Path, relaxed: bool) -> None:
+    """v1.14.1 passes the class's `context` to CreateFleet unless the claim's minValues were relaxed (aws
+    pkg/providers/instance/instance.go:379; cloudprovider suite_test.go:332, :342): the controller's launch request
+    carries the class's `context` (no longer a NodePool left out) and the claim's `min_values_relaxed`, which the AWS
+    adapter reads (tests/cloud/test_aws_fleet_context.py). A pod pinned to one family under BestEffort relaxes the
+    NodePool's `instance-family` minValues 3; one pinned to none keeps it."""
+    one_term = "  subnetSelectorTerms:\n"
+    scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, "  context: context-1234\n" + one_term)))
+    assert isinstance(scene.cloud, FakeCloudProvider)
+    selector = {wk.NODEPOOL: "batch"} | ({wk.INSTANCE_FAMILY: "c6a"} if relaxed else {})
+    scene.add_pod("report", cpu="1", nodeSelector=selector, tolerations=[BATCH_TOLERATION])
+    scene.run(scene.controller(min_values_policy="BestEffort"), 120, until=lambda: not scene.unbound())
+    assert scene.unbound() == []
+    (launched,) = scene.cloud.requests
+    assert (launched.provider or {}).get("context") == "context-1234"
+    assert launched.min_values_relaxed is relaxed

@@ -29,6 +29,8 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
   instanceStorePolicy, placementGroupSelector,
   networkInterfaces, cpuOptions                      the same fields (the last three as v1.14.1's launch template
                                                      builds them: `cloud.aws.launchtemplates`, docs/cloud.md)
+  context                                            the same field: CreateFleet's `Context` (an ODCR context),
+                                                     as v1.14.1's `CreateFleetInputBuilder.WithContextID`
   kubelet                                            not here: the constraint set's kubelet settings (node
                                                      arithmetic and bootstrap)
   role                                               not carried: the controller launches with the class's
@@ -38,7 +40,7 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
-never launched differently (`NOT_CARRIED`, docs/reconcile.md): a capacity reservation, an ODCR `context`.
+never launched differently (`NOT_CARRIED`, docs/reconcile.md): a capacity reservation.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 _SAME_FIELDS: Final = (
     "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring",
     "associatePublicIPAddress", "ipPrefixCount", "connectionTracking", "instanceStorePolicy",
-    "placementGroupSelector", "networkInterfaces", "cpuOptions",
+    "placementGroupSelector", "networkInterfaces", "cpuOptions", "context",
 )  # fmt: skip
 #: Whether the primary network interface gets a public IPv4 address (unset: the subnet's setting decides).
 PUBLIC_IP: Final = "associatePublicIPAddress"
@@ -62,6 +64,8 @@ PLACEMENT_GROUP: Final = "placementGroupSelector"
 NETWORK_INTERFACES: Final = "networkInterfaces"
 #: The CPU options (`nestedVirtualization`) the launch template carries.
 CPU_OPTIONS: Final = "cpuOptions"
+#: The ODCR context CreateFleet carries (`Context`), unless the claim's minValues were relaxed (v1.14.1).
+CONTEXT: Final = "context"
 #: How many IPv4 prefixes (/28) EC2 assigns the primary network interface (unset: none).
 IP_PREFIX_COUNT: Final = "ipPrefixCount"
 #: The primary network interface's connection-tracking timeouts (unset: EC2's defaults).
@@ -69,7 +73,6 @@ CONNECTION_TRACKING: Final = "connectionTracking"
 #: Fields the controller does not launch with, and why: a value (other than Karpenter's default) is refused.
 NOT_CARRIED: Final = {
     "capacityReservationSelectorTerms": "the controller does not launch into capacity reservations",
-    "context": "the controller does not launch with an ODCR context",
 }
 #: The launch settings' key of an EC2NodeClass's AMI terms (`cloud.amiselection.resolve_terms` reads them).
 AMI_TERMS: Final = "amiSelectorTerms"
@@ -194,6 +197,7 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
 __all__ = [
     "AMI_TERMS",
     "CONNECTION_TRACKING",
+    "CONTEXT",
     "CPU_OPTIONS",
     "IP_PREFIX_COUNT",
     "LATEST",

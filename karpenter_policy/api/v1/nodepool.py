@@ -19,6 +19,7 @@ from karpenter_policy.model.labels import (
     CAPACITY_RESERVATION_ID,
     CAPACITY_RESERVATION_INTERRUPTIBLE,
     CAPACITY_RESERVATION_TYPE,
+    V1_PLACEMENT_GROUP_LABELS,
     label_value_errors,
     qualified_name_errors,
 )
@@ -44,8 +45,7 @@ WELL_KNOWN_LABELS: Final[frozenset[str]] = frozenset({
     "karpenter.k8s.aws/instance-gpu-manufacturer", "karpenter.k8s.aws/instance-gpu-count",
     "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name",
     "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count",
-    "topology.k8s.aws/zone-id", INSTANCE_TENANCY_LABEL, "karpenter.k8s.aws/placement-group-id",
-    "karpenter.k8s.aws/placement-group-partition",
+    "topology.k8s.aws/zone-id", INSTANCE_TENANCY_LABEL, *V1_PLACEMENT_GROUP_LABELS,
 })
 #: `RestrictedLabelDomains`: core's karpenter.sh and the provider's karpenter.k8s.aws.
 RESTRICTED_LABEL_DOMAINS: Final[tuple[str, ...]] = ("karpenter.k8s.aws", "karpenter.sh")

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from karpenter_policy.api.objects import Provisioner, taints_of
 from karpenter_policy.api.v1.crds import EC2NODECLASS_API_VERSION, EC2NODECLASS_KIND, NODEPOOL_KIND
+from karpenter_policy.model.allocatable import NETWORK_INTERFACES, efa_only_enis
 from karpenter_policy.model.minvalues import merged_min_values
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.model.resources import NODES, ResourceList, parse_resource_list
@@ -269,6 +270,7 @@ class EC2NodeClass:
     instance_profile: str | None = None
     user_data: str | None = None
     metadata_options: Mapping[str, Any] | None = None
+    network_interfaces: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> EC2NodeClass:
@@ -290,17 +292,22 @@ class EC2NodeClass:
             instance_profile=_optional_str(spec.get("instanceProfile")),
             user_data=_optional_str(spec.get("userData")),
             metadata_options=spec.get("metadataOptions"),
+            network_interfaces=tuple(dict(n) for n in spec.get(NETWORK_INTERFACES) or [] if isinstance(n, Mapping)),
         )
 
     def node_template(self) -> dict[str, Any]:
         """What the engine's node arithmetic reads of a node template (`model.allocatable.node_configuration`):
-        the AMI family, the block device mappings and the instance-store policy (RAID0: the nodes' ephemeral storage
-        is the instance store, `NodeConfiguration.ephemeral_storage_of`)."""
+        the AMI family, the block device mappings, the instance-store policy (RAID0: the nodes' ephemeral storage
+        is the instance store, `NodeConfiguration.ephemeral_storage_of`) and, when there are any, the `efa-only`
+        network interfaces on card 0 (ENIs the pods do not get, `model.allocatable.efa_only_enis`)."""
         template: dict[str, Any] = {"blockDeviceMappings": [dict(m) for m in self.block_device_mappings]}
         if self.ami_family is not None:
             template["amiFamily"] = arithmetic_family(self.ami_family)
         if self.instance_store_policy is not None:
             template["instanceStorePolicy"] = self.instance_store_policy
+        efa_only = [dict(n) for n in self.network_interfaces if efa_only_enis({NETWORK_INTERFACES: [n]})]
+        if efa_only:
+            template[NETWORK_INTERFACES] = efa_only
         return template
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from karpenter_policy.model.allocatable import EFA_ONLY
+
 #: The fields of a DescribeInstanceTypes entry the checks read (the rest need not be kept).
 READ: Final = ("NetworkInfo", "ProcessorInfo", "PlacementGroupInfo")
-#: v1.14.1's `InterfaceTypeEFAOnly`.
-EFA_ONLY: Final = "efa-only"
 NESTED_VIRTUALIZATION: Final = "nested-virtualization"
 
 

@@ -102,12 +102,14 @@ def fleet_request(
     client_token: str,
     attempt: int = 0,
     reservation_kind: tuple[str, bool] = (TYPE_DEFAULT, False),
+    context: str | None = None,
 ) -> dict[str, Any]:
     """CreateFleet's arguments for one instance of ``capacity_type`` from ``overrides`` (at most 60). A `reserved`
     launch's target capacity type and options are v1.14.1's `CreateFleetInputBuilder` (aws pkg/providers/instance/
     types.go:205-245) for its ``reservation_kind`` (type, interruptible): a capacity block's `capacity-block` with no
     options, an interruptible reservation's `reserved-capacity` with `ReservedCapacityOptions`, else `on-demand`
-    with the on-demand options."""
+    with the on-demand options. ``context`` (an EC2NodeClass's ODCR `context`) is the request's `Context`, as
+    `WithContextID` sets it (types.go:186, :224); None: no `Context`."""
     if not overrides or len(overrides) > MAX_OVERRIDES:
         raise ValueError(f"CreateFleet takes 1 to {MAX_OVERRIDES} overrides, not {len(overrides)}")
     by_template: dict[str, list[dict[str, str]]] = {}
@@ -133,6 +135,8 @@ def fleet_request(
             {"ResourceType": resource, "Tags": _tag_list(tags)} for resource in ("instance", "volume", "fleet")
         ],
     }
+    if context is not None:
+        request["Context"] = context
     reserved = capacity_type == wk.CAPACITY_RESERVED
     if capacity_type == wk.CAPACITY_SPOT:
         request["SpotOptions"] = {"AllocationStrategy": SPOT_ALLOCATION_STRATEGY}

@@ -44,6 +44,7 @@ from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.capacityreservations import TYPE_CAPACITY_BLOCK
 from karpenter_policy.cloud.errors import CloudError, NotFound
 from karpenter_policy.cloud.provider import TAG_MANAGED_BY, Clock, cluster_tag
+from karpenter_policy.model.allocatable import EFA_ONLY
 from karpenter_policy.model.resources import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -199,8 +200,6 @@ def template_data(
     return data
 
 
-#: An EC2NodeClass's interface type that carries EFA traffic only: no IP addresses, groups kept.
-EFA_ONLY = "efa-only"
 
 
 def network_interfaces(

@@ -31,6 +31,7 @@ from typing import Any
 from karpenter_policy.api.constraintset import node_configuration_of
 from karpenter_policy.api.v1.launchsettings import (
     CONNECTION_TRACKING,
+    CONTEXT,
     CPU_OPTIONS,
     IP_PREFIX_COUNT,
     NETWORK_INTERFACES,
@@ -96,7 +97,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods
+from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods, with_efa_only_enis
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,13 @@ def _bottlerocket_release(spec: Mapping[str, Any]) -> str:
 def _prefixes(value: Any) -> int | None:
     """An EC2NodeClass's `ipPrefixCount` (admission: an integer ≥ 0); None when unset."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _fleet_context(request: LaunchRequest) -> str | None:
+    """CreateFleet's `Context`: the EC2NodeClass's `context`, unless the claim's minValues were relaxed (v1.14.1's
+    instance.go:379-381; None: no `Context`)."""
+    context = (request.provider or {}).get(CONTEXT)
+    return None if context is None or request.min_values_relaxed else str(context)
 
 
 def _utc_now() -> dt.datetime:
@@ -577,7 +585,7 @@ class AwsCloudProvider:
         reservations_of: dict[str, list[ReservedOffering]] = {}
         for choice in (reserved or {}).values():
             reservations_of.setdefault(choice.instance_type, []).append(choice)
-        node = node_configuration_of(request.kubelet, arithmetic_family(family))
+        node = with_efa_only_enis(node_configuration_of(request.kubelet, arithmetic_family(family)), spec)
         cidr = None
         if family == NODEADM_FAMILY:
             try:
@@ -725,7 +733,7 @@ class AwsCloudProvider:
         a new client token: EC2 would answer the same token with the same failure)."""
         arguments = fleets.fleet_request(
             capacity_type, overrides, tags, request.client_token, attempt=int(retried),
-            reservation_kind=reservation_kind,
+            reservation_kind=reservation_kind, context=_fleet_context(request),
         )
         again = (request, capacity_type, overrides, tags, zone_of_subnet, templates, True, reservation_kind)
         try:

@@ -74,6 +74,7 @@ def launch_request(
         startup_taints=constraint_set.startup_taints,
         provider=constraint_set.launch_spec,  # the templates were built from it: it does not raise
         kubelet=constraint_set.kubelet,
+        min_values_relaxed=claim.min_values_relaxed,
     )
 
 
