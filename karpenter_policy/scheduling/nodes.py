@@ -22,7 +22,7 @@ says so (`min_values_relaxed`: Karpenter's `karpenter.sh/nodeclaim-min-values-re
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter_policy.model import labels as wk
@@ -164,6 +164,8 @@ class NodeClaim:
     #: v1 minValues by key its options keep (the template's; lowered when BestEffort relaxed them)
     min_values: Mapping[str, int] = field(default_factory=dict)
     min_values_relaxed: bool = False
+    #: told of each pod the claim takes after it joined a run (its capacity reservations: `reservedclaims`)
+    joined: Callable[[NodeClaim], None] | None = None
 
     def __post_init__(self) -> None:
         self._admits: dict[int, bool] = {}
@@ -334,6 +336,8 @@ class NodeClaim:
         ports = fit.pod.shape.topology.host_ports
         if ports:
             self.host_ports.extend(ports)
+        if self.joined is not None:
+            self.joined(self)
 
 
 @dataclass(slots=True)

@@ -59,6 +59,7 @@ from karpenter_policy.scheduling.reasons import (
     requirements_refusal,
     taint_refusal,
 )
+from karpenter_policy.scheduling.reservedclaims import NOT_RESERVED, RunReservations
 from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
@@ -199,6 +200,8 @@ class Scheduler:
         )
         for template in self.templates:
             self._daemon_overhead(template)
+        #: whether some template's types have reserved offerings (capacity reservations: each run counts them)
+        self.reserved = any(wk.CAPACITY_RESERVED in t.table.capacity_types for t in self.templates)
         #: the topology domains of the templates alone (a run adds the existing nodes' labels)
         self.template_domains = topology_domains(self.templates, [])
         #: which templates may take a pod at all, by the custom labels they define
@@ -560,6 +563,8 @@ class _Run:
         self._requests: dict[int, Vector] = {}  # a request of each kind
         self._smallest: Vector | None = None
         self._hostnames = 0
+        # capacity reservations: the run's count, only when a template's types have reserved offerings
+        self.reserved = RunReservations.for_tables(t.table for t in scheduler.templates) if scheduler.reserved else None
 
     def attempt(self, pod: Pod) -> Attempt:
         found = self._attempts.get(pod.key)
@@ -897,6 +902,9 @@ class _Run:
     def _commit_claim(self, position: int, claim: NodeClaim, pod: Pod, number: int) -> None:
         """Add a new claim (of the template at `position`, hostname `number`: the run's last) to the run."""
         self._hostnames = number
+        if self.reserved is not None:
+            claim.joined = self._reserve
+            self._reserve(claim)
         if self.strategy == COST:
             self._cap(claim, pod)
             self._created[id(claim)] = len(self._created)
@@ -909,6 +917,17 @@ class _Run:
         limits = self.remaining[claim.template.name]
         if limits:
             self._charge(limits, claim)
+
+    def _reserve(self, claim: NodeClaim) -> None:
+        """A pod joined the claim: what it reserves now (`reservedclaims.RunReservations.add`)."""
+        assert self.reserved is not None
+        self.reserved.add(claim.hostname, claim.template.table, claim.options, claim.requirements)
+
+    def _capacity_type(self, claim: NodeClaim) -> Requirement:
+        """The capacity types the claim is priced and launched as: `reserved` only while it holds a reservation."""
+        if self.reserved is None or self.reserved.held(claim.hostname):
+            return claim.capacity_type
+        return claim.capacity_type.intersection(NOT_RESERVED)
 
     def _charge(self, limits: dict[int, int], claim: NodeClaim) -> None:
         """Count the claim against the template's limits at the largest capacity it may launch (Karpenter's
@@ -934,7 +953,8 @@ class _Run:
         by name."""
         template = claim.template
         table = template.table
-        prices = table.prices(claim.zone, claim.capacity_type)
+        capacity_type = self._capacity_type(claim)
+        prices = table.prices(claim.zone, capacity_type)
         kind = self._kinds.get(pod.key)
         demand = self._demand.get(kind, pod.requests) if kind is not None else pod.requests
         waiting = max(1, self._waiting.get(kind, 1) if kind is not None else 1)
@@ -982,17 +1002,23 @@ class _Run:
         # The claim is packed within the cap; at launch it also lists the types up to FALLBACK_PRICE_FACTOR × the
         # cap that hold its pods, for when the cheapest has no capacity (charged against the limits already).
         claim.launchable = claim.options & table.at_most(
-            claim.price_cap * FALLBACK_PRICE_FACTOR, claim.zone, claim.capacity_type
+            claim.price_cap * FALLBACK_PRICE_FACTOR, claim.zone, capacity_type
         )
-        claim.set_options(claim.options & table.at_most(claim.price_cap, claim.zone, claim.capacity_type))
+        claim.set_options(claim.options & table.at_most(claim.price_cap, claim.zone, capacity_type))
 
     # --- the result --------------------------------------------------------------------------------------------
 
     def _finish(self, claim: NodeClaim) -> ClaimPlan:
         template = claim.template
         table = template.table
-        options = launch_options(table, claim.launch_mask(), claim.zone, claim.capacity_type)
         requirements = Requirements(r for k, r in claim.requirements.items() if k != wk.HOSTNAME)
+        options: tuple[ChosenOffering, ...] = ()
+        if self.reserved is not None:  # `FinalizeScheduling`: into the reservations it holds
+            options = self.reserved.launch_options(claim.hostname, claim.launch_mask())
+            if options:
+                requirements = self.reserved.finalized(claim.hostname, requirements)
+        if not options:
+            options = launch_options(table, claim.launch_mask(), claim.zone, self._capacity_type(claim))
         allocatable = ZERO
         if options:
             allocatable = template.shapes.allocatable[table.position[options[0].instance_type]]
