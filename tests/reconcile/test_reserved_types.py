@@ -4,12 +4,17 @@ reservation of it, capacity type `reserved`, naming the reservation; with none, 
 
 from __future__ import annotations
 
+import dataclasses
+
 from karpenter_policy.cloud.capacityreservations import ReservedOffering
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import InstanceType, Offering
-from karpenter_policy.model.requirements import Operator, Requirement
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, Offering
+from karpenter_policy.model.requirements import Operator, Requirement, Requirements
+from karpenter_policy.reconcile.provisioning.launcher import launch_options
 from karpenter_policy.reconcile.reservedtypes import with_reserved_offerings
-from karpenter_policy.scheduling import InstanceTable
+from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate
+from karpenter_policy.scheduling.synthetic import SHAPE
+from karpenter_policy.scheduling.vectors import ZERO
 
 
 def _type(name: str, price: float) -> InstanceType:
@@ -61,3 +66,20 @@ def test_a_full_reservation_is_an_unavailable_offering() -> None:
 
 def _any_zone_any_capacity() -> tuple[Requirement, Requirement]:
     return Requirement.new(wk.ZONE, Operator.EXISTS), Requirement.new(wk.CAPACITY_TYPE, Operator.EXISTS)
+
+
+def test_two_reservations_of_a_type_in_one_zone_are_one_launch_option() -> None:
+    """A claim launching into reservations lists each (type, zone) once at its cheapest (`launcher.launch_options`):
+    which reservation of the zone it goes into is the cloud's choice among those its requirements name."""
+    two = (
+        Offering("us-east-1a", wk.CAPACITY_RESERVED, 2e-8, reservation_id="cr-2", reservation_capacity=1),
+        Offering("us-east-1a", wk.CAPACITY_RESERVED, 1e-8, reservation_id="cr-1", reservation_capacity=1),
+    )
+    base = _type("m5.large", 0.096)
+    table = InstanceTable([dataclasses.replace(base, offerings=(*base.offerings, *two))])
+    template = NodeClaimTemplate.build(table, name="np", requirements=Requirements(), shape=SHAPE)
+    claim = ClaimPlan(
+        template="np", pods=(), requirements=Requirements(),
+        options=(ChosenOffering("m5.large", "us-east-1a", wk.CAPACITY_RESERVED, 1e-8),), requests=ZERO,
+    )
+    assert launch_options(claim, template) == [ChosenOffering("m5.large", "us-east-1a", wk.CAPACITY_RESERVED, 1e-8)]
