@@ -10,9 +10,13 @@ pass (`FinalizeScheduling`, nodeclaim.go:393-402) a claim holding reservations i
 nodes than its room.
 
 :class:`RunReservations` is made only when some template's table holds a reserved offering (`for_templates`:
-None otherwise), so a run without reservations does exactly what it did. The fallback mode only (v1.14.1's default;
-`DisableReservedCapacityFallback`, the strict mode, is not an option here). A claim that holds no reservation in a
-run that has some launches without the `reserved` capacity type (docs/scheduling.md, "Capacity reservations").
+None otherwise), so a run without reservations does exactly what it did. In the fallback mode (v1.14.1's default,
+its disruption simulations') a claim that cannot reserve launches otherwise; in the strict mode
+(`DisableReservedCapacityFallback`, v1.14.1's provisioner: `SchedulerOptions.reserved_fallback` false) a claim that
+could have had a reservation and gets none, or would lose all it holds, refuses the pod (`refusal`, kind
+`reserved`): the pod waits for the next run, no lower-weight template is tried and its preferences are not relaxed.
+A claim that holds no reservation in a run that has some launches without the `reserved` capacity type
+(docs/scheduling.md, "Capacity reservations").
 
 Pure (no I/O).
 """
@@ -26,8 +30,11 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, Offering, price_key
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.scheduling.instances import InstanceTable
-from karpenter_policy.scheduling.reservations import ReservationManager, offerings_to_reserve
+from karpenter_policy.scheduling.reasons import Refusal
+from karpenter_policy.scheduling.reservations import ReservationManager, ReservedOfferingError, offerings_to_reserve
 
+#: The kind of a strict-mode refusal (v1.14.1's `ReservedOfferingError`): the pod waits, nothing else is tried.
+RESERVED = "reserved"
 #: The capacity types a claim holding no reservation may launch as: any but `reserved`.
 NOT_RESERVED = Requirement.new(wk.CAPACITY_TYPE, Operator.NOT_IN, [wk.CAPACITY_RESERVED])
 
@@ -78,19 +85,33 @@ def reserved_of(table: InstanceTable) -> tuple[TableOffering, ...]:
 class RunReservations:
     """One run's reservation count and what each new claim (by hostname) holds."""
 
-    def __init__(self, offerings: Mapping[int, Sequence[TableOffering]]) -> None:
-        """`offerings`: id(table) → its reserved offerings."""
+    def __init__(self, offerings: Mapping[int, Sequence[TableOffering]], *, strict: bool = False) -> None:
+        """`offerings`: id(table) → its reserved offerings; `strict`: v1.14.1's `DisableReservedCapacityFallback`."""
         self._offerings = offerings
+        self.strict = strict
         self.manager = ReservationManager(o for found in offerings.values() for o in found)
         self._held: dict[str, list[TableOffering]] = {}
 
     @classmethod
-    def for_tables(cls, tables: Iterable[InstanceTable]) -> RunReservations | None:
+    def for_tables(cls, tables: Iterable[InstanceTable], *, strict: bool = False) -> RunReservations | None:
         """The count over the tables' reserved offerings; None when they have none (nothing changes then)."""
         found = {id(table): reserved_of(table) for table in tables}
         if not any(found.values()):
             return None
-        return cls(found)
+        return cls(found, strict=strict)
+
+    def refusal(self, hostname: str, table: InstanceTable, options: int, requirements: Requirements) -> Refusal | None:
+        """In the strict mode, why the claim `hostname` may not become `options` with `requirements` (v1.14.1's
+        `ReservedOfferingError`: it could have had a reservation and gets none, or would lose all it holds); None
+        when it may. Changes nothing."""
+        offerings = [o for o in self._offerings.get(id(table), ()) if options >> o.index & 1]
+        try:
+            offerings_to_reserve(
+                self.manager, hostname, offerings, requirements, self._held.get(hostname, []), strict=True
+            )
+        except ReservedOfferingError as error:
+            return Refusal(RESERVED, str(error))
+        return None
 
     def add(self, hostname: str, table: InstanceTable, options: int, requirements: Requirements) -> None:
         """A pod joined the claim `hostname`, which may now launch the types of `options` with `requirements`: it
@@ -143,4 +164,4 @@ class RunReservations:
         )
 
 
-__all__ = ["NOT_RESERVED", "RunReservations", "TableOffering", "reserved_of"]
+__all__ = ["NOT_RESERVED", "RESERVED", "RunReservations", "TableOffering", "reserved_of"]

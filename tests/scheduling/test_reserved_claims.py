@@ -45,10 +45,15 @@ def types(*extra: tuple[str, Offering]) -> list[InstanceType]:
     return out
 
 
-def solve(table: InstanceTable, pods: list, strategy: str, *terms: dict, names: tuple[str, ...] = ("np",)) -> Plan:
+def solve(
+    table: InstanceTable, pods: list, strategy: str, *terms: dict, names: tuple[str, ...] = ("np",),
+    fallback: bool = True,
+) -> Plan:
     requirements = provisioner_requirements(*(terms or (requirement(wk.CAPACITY_TYPE, "Exists"),)))
-    templates = [template(table, name=name, requirements=requirements, owner_label=wk.NODEPOOL) for name in names]
-    return Scheduler(templates, options=SchedulerOptions(strategy)).solve(pods)
+    templates = [
+        template(table, name=name, requirements=requirements, owner_label=wk.NODEPOOL, owner=name) for name in names
+    ]
+    return Scheduler(templates, options=SchedulerOptions(strategy, reserved_fallback=fallback)).solve(pods)
 
 
 def reservation_of(claim) -> str | None:  # type: ignore[no-untyped-def]
@@ -150,3 +155,76 @@ def test_without_reservations_a_plan_is_what_it_was(cpus: list[str], strategy: s
         (tuple(p.key for p in c.pods), c.options) for c in with_reserved.claims
     ]
     assert plain.failures.keys() == with_reserved.failures.keys()
+
+
+# --- the strict mode (v1.14.1's provisioner: DisableReservedCapacityFallback) -------------------------------------
+
+
+def suite_types(rooms: dict[str, int]) -> list[InstanceType]:
+    """suite_test.go:4699-4713: medium and small each with a reservation `r-<name>` of room 1 in test-zone-1, priced
+    at their price / 100,000; `rooms`: what is left of each (0: used up, the offering unavailable)."""
+    extra = []
+    for it in types():
+        if it.name in rooms:
+            price = it.offerings[0].price / 100_000.0
+            offering = reserved(Z1, f"r-{it.name}", rooms[it.name], price)
+            extra.append((it.name, dataclasses.replace(offering, available=rooms[it.name] > 0)))
+    return types(*extra)
+
+
+def launched(plan: Plan) -> list[tuple[str, str, str | None]]:
+    return sorted(
+        (c.launch.instance_type, c.launch.capacity_type, reservation_of(c)) for c in plan.claims if c.launch is not None
+    )
+
+
+@STRATEGIES
+def test_strict_no_fallback_while_compatible_reserved_offerings_are_available(strategy: str) -> None:
+    """suite_test.go:4715 "shouldn't fallback to on-demand or spot when compatible reserved offerings are available":
+    three 1800m pods; the first claim reserves both reservations (pessimistically), so each pass launches one reserved
+    node and the other pods wait — small into r-small, then medium into r-medium, then (both used up) small on
+    on-demand or spot."""
+    pods = [make_pod(cpu="1800m", name=f"p{i}") for i in range(3)]
+    rooms = {"medium-instance-type": 1, "small-instance-type": 1}
+    first = solve(InstanceTable(suite_types(rooms)), pods, strategy, fallback=False)
+    both = "r-medium-instance-type,r-small-instance-type"
+    assert launched(first) == [("small-instance-type", wk.CAPACITY_RESERVED, both)]
+    assert len(first.failures) == 2
+    assert all(r.kind == "reserved" for f in first.failures.values() for r in f.reasons.values())
+    left = [p for p in pods if p.key in first.failures]
+    rooms["small-instance-type"] = 0
+    second = solve(InstanceTable(suite_types(rooms)), left, strategy, fallback=False)
+    assert launched(second) == [("medium-instance-type", wk.CAPACITY_RESERVED, "r-medium-instance-type")]
+    left = [p for p in left if p.key in second.failures]
+    assert len(left) == 1
+    rooms["medium-instance-type"] = 0
+    third = solve(InstanceTable(suite_types(rooms)), left, strategy, fallback=False)
+    ((instance_type, capacity_type, reservation),) = launched(third)
+    assert instance_type == "small-instance-type" and capacity_type != wk.CAPACITY_RESERVED and reservation is None
+
+
+@STRATEGIES
+def test_strict_reservations_shared_across_nodepools(strategy: str) -> None:
+    """suite_test.go:4767 "should correctly track reservations shared across nodepools": two pods, each pinned to
+    small and to its own NodePool, apart by hostname; one reservation of small with room 1 serves one, the other
+    waits, and takes on-demand or spot once the reservation is used up."""
+    pods = [
+        make_pod(
+            cpu="100m", name=f"p{i}", labels={"app": "test"},
+            pod_anti_requirements=[{"labelSelector": {"matchLabels": {"app": "test"}},
+                                    "topologyKey": wk.HOSTNAME}],
+            node_requirements=[requirement(wk.INSTANCE_TYPE, "In", "small-instance-type"),
+                               requirement(wk.NODEPOOL, "In", f"np-{i + 1}")],
+        )
+        for i in range(2)
+    ]
+    rooms = {"medium-instance-type": 1, "small-instance-type": 1}
+    names = ("np-1", "np-2")
+    first = solve(InstanceTable(suite_types(rooms)), pods, strategy, names=names, fallback=False)
+    assert launched(first) == [("small-instance-type", wk.CAPACITY_RESERVED, "r-small-instance-type")]
+    left = [p for p in pods if p.key in first.failures]
+    assert len(left) == 1
+    rooms["small-instance-type"] = 0
+    second = solve(InstanceTable(suite_types(rooms)), left, strategy, names=names, fallback=False)
+    ((instance_type, capacity_type, reservation),) = launched(second)
+    assert instance_type == "small-instance-type" and capacity_type != wk.CAPACITY_RESERVED and reservation is None
