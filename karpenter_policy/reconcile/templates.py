@@ -23,7 +23,7 @@ The types of an EC2NodeClass that selects capacity reservations carry their rese
 (`reconcile.reservedtypes`, from `ReservingCloud.reserved_offerings`; none with the ReservedCapacity gate off); while
 those reservations are unknown (the cloud could not tell) its sets are left out, so nothing launches as if they were
 not there. `api.v1.launchsettings` still refuses such a class (docs/scheduling.md, "Capacity reservations": the
-per-pass count is not wired into the packing), so today no set reaches this.
+provisioner does not run v1.14.1's strict mode yet), so today no set reaches this.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Capacity reservations in a scheduling run: reserved offerings in a table are counted per run, held by the claims
 whose requirements admit them, and a claim holding one is narrowed to it at the end of the run — Karpenter v1.14.1's
-scheduler in its fallback mode (core pkg/controllers/provisioning/scheduling: scheduler.go:187 one
-`ReservationManager` per pass; nodeclaim.go:247-262 `NodeClaim.Add`; :303 `offeringsToReserve`; :393-402
-`FinalizeScheduling`). Without a reserved offering a run plans exactly as before."""
+scheduler in its fallback mode and, below, its provisioner's strict mode (core
+pkg/controllers/provisioning/scheduling: scheduler.go:187 one `ReservationManager` per pass; nodeclaim.go:247-262
+`NodeClaim.Add`; :303 `offeringsToReserve`; :393-402 `FinalizeScheduling`). Without a reserved offering a run plans
+exactly as before."""
 
 from __future__ import annotations
 
