@@ -229,3 +229,25 @@ def test_strict_reservations_shared_across_nodepools(strategy: str) -> None:
     second = solve(InstanceTable(suite_types(rooms)), left, strategy, names=names, fallback=False)
     ((instance_type, capacity_type, reservation),) = launched(second)
     assert instance_type == "small-instance-type" and capacity_type != wk.CAPACITY_RESERVED and reservation is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    room=st.integers(min_value=0, max_value=4),
+    count=st.integers(min_value=1, max_value=6),
+    strategy=st.sampled_from([KARPENTER, COST]),
+)
+def test_strict_pods_beyond_the_room_wait(room: int, count: int, strategy: str) -> None:
+    """The strict mode over a reservation of any room: as many nodes launch into it as it has room, none launches
+    otherwise while it has room (the other pods wait, refused as `reserved`), and with no room (the offering
+    unavailable) every pod launches on-demand or spot."""
+    offering = dataclasses.replace(reserved(Z1, "cr-small", room), available=room > 0)
+    table = InstanceTable(types(("small-instance-type", offering)))
+    plan = solve(table, [make_pod(cpu="1500m") for _ in range(count)], strategy, *SMALL, fallback=False)
+    into = [c for c in plan.claims if c.launch is not None and c.launch.capacity_type == wk.CAPACITY_RESERVED]
+    if room == 0:
+        assert not into and len(plan.claims) == count and not plan.failures
+        return
+    assert len(into) == len(plan.claims) == min(room, count)
+    assert len(plan.failures) == count - min(room, count)
+    assert all(r.kind == "reserved" for f in plan.failures.values() for r in f.reasons.values())
