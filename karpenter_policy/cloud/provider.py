@@ -17,8 +17,9 @@ import builtins
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from karpenter_policy.cloud.capacityreservations import ReservedOffering
 from karpenter_policy.cloud.errors import FailedOffering
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
@@ -278,6 +279,18 @@ class CloudProvider(Protocol):
         ...
 
 
+@runtime_checkable
+class ReservingCloud(Protocol):
+    """A cloud that tells the reserved offerings of an EC2NodeClass's capacity reservations (`AwsCloudProvider`)."""
+
+    def reserved_offerings(
+        self, provider: Mapping[str, Any] | None, *, enabled: bool = True
+    ) -> dict[str, tuple[ReservedOffering, ...]] | None:
+        """instance type -> the reserved offerings of the settings' capacity reservations (`enabled`: Karpenter's
+        ReservedCapacity gate; off: none); None when they are unknown now."""
+        ...
+
+
 __all__ = [
     "LIVE_STATES",
     "TAG_CLIENT_TOKEN",
@@ -295,6 +308,7 @@ __all__ = [
     "LaunchRequest",
     "Network",
     "NodeClassResolution",
+    "ReservingCloud",
     "cluster_tag",
     "launch_tags",
 ]

@@ -108,12 +108,21 @@ class Offering:
     ``price`` is None when the catalog has no price data for it (the embedded catalog prices us-east-1 only):
     the offering can be launched, what it costs is unknown. ``available`` is false when the offering cannot be
     launched: EC2 recently reported insufficient capacity, or (live, as Karpenter does) no price is known.
+
+    A reserved offering (capacity type ``reserved``, Karpenter v1.14.1's offering of a capacity reservation) names
+    its reservation: ``reservation_id``, ``reservation_type`` (``default`` / ``capacity-block``),
+    ``reservation_interruptible`` and ``reservation_capacity``, the room the reservation reports now (v1.14.1's
+    `ReservationCapacity`). Every other offering leaves them empty.
     """
 
     zone: str
     capacity_type: str
     price: float | None
     available: bool = True
+    reservation_id: str = ""
+    reservation_type: str = ""
+    reservation_interruptible: bool = False
+    reservation_capacity: int = 0
 
 
 @dataclass(frozen=True)
@@ -159,7 +168,7 @@ class InstanceType:
     ebs_bandwidth_mbps: int = 0
 
     def __post_init__(self) -> None:
-        ordered = tuple(sorted(self.offerings, key=lambda o: (o.zone, o.capacity_type)))
+        ordered = tuple(sorted(self.offerings, key=lambda o: (o.zone, o.capacity_type, o.reservation_id)))
         if ordered != self.offerings:
             object.__setattr__(self, "offerings", ordered)
 

@@ -18,6 +18,12 @@ EC2NodeClass not ready. Sets and templates are keyed by their pool key (`Constra
 name, `NodePool/<name>`), so a Provisioner and a NodePool of one name run side by side. A NodePool's template keeps
 its `minValues` under the controller's policy (`--min-values-policy`, Karpenter's operator flag), and a version
 holding a NodePool plans with Karpenter v1.14.1's topology rules (`Templates.topology`), as `check` does.
+
+The types of an EC2NodeClass that selects capacity reservations carry their reserved offerings
+(`reconcile.reservedtypes`, from `ReservingCloud.reserved_offerings`; none with the ReservedCapacity gate off); while
+those reservations are unknown (the cloud could not tell) its sets are left out, so nothing launches as if they were
+not there. `api.v1.launchsettings` still refuses such a class (docs/scheduling.md, "Capacity reservations": the
+provisioner does not run v1.14.1's strict mode yet), so today no set reaches this.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError
-from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
+from karpenter_policy.cloud.provider import CloudProvider, ReservingCloud
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.minvalues import STRICT
+from karpenter_policy.reconcile.reservedtypes import with_reserved_offerings
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, TopologyRules
 
 
@@ -72,12 +80,15 @@ def _provider_key(spec: object) -> str:
 
 class TemplateBuilder:
     """Builds :class:`Templates` per pass (see the module docstring). `region` is the cloud's; `min_values_policy`
-    how NodePools' templates keep their minValues."""
+    how NodePools' templates keep their minValues; `reserved_capacity` Karpenter's ReservedCapacity gate."""
 
-    def __init__(self, cloud: CloudProvider, region: str, min_values_policy: str = STRICT) -> None:
+    def __init__(
+        self, cloud: CloudProvider, region: str, min_values_policy: str = STRICT, *, reserved_capacity: bool = True
+    ) -> None:
         self.cloud = cloud
         self.region = region
         self.min_values_policy = min_values_policy
+        self.reserved_capacity = reserved_capacity
         self._tables: dict[str, _Table] = {}
 
     def build(self, sets: Sequence[ConstraintSet]) -> Templates:
@@ -109,6 +120,19 @@ class TemplateBuilder:
         for key, members in sorted(groups.items()):
             spec = specs[key]
             types = tuple(self.cloud.instance_types(provider=spec))
+            if spec and spec.get(RESERVATION_TERMS):
+                reserved = (
+                    self.cloud.reserved_offerings(spec, enabled=self.reserved_capacity)
+                    if isinstance(self.cloud, ReservingCloud)
+                    else None
+                )
+                if reserved is None:
+                    for constraint_set in members:
+                        out.left_out[constraint_set.pool] = (
+                            "the capacity reservations its EC2NodeClass selects are unknown now"
+                        )
+                    continue
+                types = with_reserved_offerings(types, reserved)
             used.add(key)
             cached = self._tables.get(key)
             if cached is None or cached.types != types:  # identical objects compare at once, copies by value

@@ -33,6 +33,7 @@ from karpenter_policy.model.requirements import Operator, Requirement, Requireme
 from karpenter_policy.model.taints import Taint, untolerated
 from karpenter_policy.scheduling.pods import Attempt, Pod
 from karpenter_policy.scheduling.reasons import Refusal, requirements_text, untolerated_text
+from karpenter_policy.scheduling.reservedclaims import RunReservations
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
@@ -169,6 +170,9 @@ class NodeClaim:
     #: v1 minValues by key its options keep (the template's; lowered when BestEffort relaxed them)
     min_values: Mapping[str, int] = field(default_factory=dict)
     min_values_relaxed: bool = False
+    #: the run's capacity reservations (`reservedclaims`), when its templates have reserved offerings: told of each
+    #: pod the claim takes, and (strict mode) asked before
+    reservations: RunReservations | None = None
 
     def __post_init__(self) -> None:
         self._admits: dict[int, bool] = {}
@@ -177,11 +181,16 @@ class NodeClaim:
         self._capacity_type = self.requirements.get_or_exists(wk.CAPACITY_TYPE)
 
     @classmethod
-    def new(cls, template: NodeClaimTemplate, hostname: str, options: int) -> NodeClaim:
+    def new(
+        cls, template: NodeClaimTemplate, hostname: str, options: int, reservations: RunReservations | None = None
+    ) -> NodeClaim:
         """A new claim of the template, named `hostname` (its hostname requirement added), that may launch the types of
-        `options`."""
+        `options` (`reservations`: the run's, when it has any)."""
         requirements = template.requirements.add(Requirement.new(wk.HOSTNAME, Operator.IN, [hostname]))
-        return cls(template, hostname, requirements, options, template.overhead, min_values=template.min_values)
+        return cls(
+            template, hostname, requirements, options, template.overhead, min_values=template.min_values,
+            reservations=reservations,
+        )
 
     def min_values_relaxation(self) -> str:
         """What BestEffort relaxed on this claim, in words (`min_values_relaxed`; a pod placed on it says so)."""
@@ -321,6 +330,10 @@ class NodeClaim:
                 if self.pods or not template.relaxes_min_values:
                     return min_values_refusal(self.min_values, unmet)
                 relaxed = {**self.min_values, **unmet}
+        if self.reservations is not None and self.reservations.strict:
+            refusal = self.reservations.refusal(self.hostname, template.table, mask, merged)
+            if refusal is not None:
+                return refusal
         return Fit(pod, merged, mask, requests, zone, capacity_type, relaxed)
 
     def commit(self, fit: Fit, topology: Topology) -> None:
@@ -341,6 +354,8 @@ class NodeClaim:
         ports = fit.pod.shape.topology.host_ports
         if ports:
             self.host_ports.extend(ports)
+        if self.reservations is not None:
+            self.reservations.add(self.hostname, self.template.table, self.options, self.requirements)
 
 
 @dataclass(slots=True)

@@ -15,8 +15,8 @@ room for it; in the strict mode (`DisableReservedCapacityFallback`) a claim that
 none, or that would lose all it had, is refused with :class:`ReservedOfferingError` (the pod waits for room rather
 than falling back to on-demand or spot).
 
-Pure (no I/O). The scheduler does not offer reserved offerings yet (docs/scheduling.md, "Capacity reservations"):
-this is the count it will keep when it does.
+Pure (no I/O). The packing keeps this count per run through `scheduling.reservedclaims` (docs/scheduling.md,
+"Capacity reservations").
 """
 
 from __future__ import annotations

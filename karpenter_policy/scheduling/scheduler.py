@@ -59,6 +59,7 @@ from karpenter_policy.scheduling.reasons import (
     requirements_refusal,
     taint_refusal,
 )
+from karpenter_policy.scheduling.reservedclaims import NOT_RESERVED, RESERVED, RunReservations
 from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
@@ -97,6 +98,9 @@ class SchedulerOptions:
     #: whose topology spread rules the run follows: v0.31's (Provisioners) or v1.14.1's (NodePools); a caller
     #: planning on NodePools says so (`check --workloads`: any NodePool in the repository)
     topology: TopologyRules = TopologyRules.V0_31
+    #: capacity reservations: v1.14.1's fallback mode (its default) or, false, its provisioner's strict mode
+    #: (`DisableReservedCapacityFallback`: `scheduling.reservedclaims`)
+    reserved_fallback: bool = True
 
 
 def queue_order(pod: Pod) -> tuple[int, int, int, str]:
@@ -199,6 +203,8 @@ class Scheduler:
         )
         for template in self.templates:
             self._daemon_overhead(template)
+        #: whether some template's types have reserved offerings (capacity reservations: each run counts them)
+        self.reserved = any(wk.CAPACITY_RESERVED in t.table.capacity_types for t in self.templates)
         #: the topology domains of the templates alone (a run adds the existing nodes' labels)
         self.template_domains = topology_domains(self.templates, [])
         #: which templates may take a pod at all, by the custom labels they define
@@ -423,6 +429,7 @@ def fresh_claim(
     ruled_out: bool = False,
     nodes: int = 0,
     wide: Refusal | None | _Ask = _ASK,
+    reservations: RunReservations | None = None,
 ) -> NodeClaim | Refusal:
     """A new claim of `template` holding `pod`, or why the template cannot launch a node for it — checked in
     Karpenter's order (taints and requirements reported first, as the more lasting reasons): the template admits
@@ -432,7 +439,8 @@ def fresh_claim(
     :class:`TemplateIndex` says the requirements are incompatible (they are not checked again). `nodes`: how many
     nodes of the template run or are planned (against its `node_limit`, checked with the other limits). `wide`:
     what `template_refusal` answered for this template, pod, attempt and `ruled_out`, when the caller remembered
-    it."""
+    it. `reservations`: the run's capacity reservations (the claim reserves as it takes the pod; the strict mode may
+    refuse it)."""
     refusal = template_refusal(template, pod, attempt, ruled_out) if isinstance(wide, _Ask) else wide
     if refusal is not None:
         return refusal
@@ -444,7 +452,7 @@ def fresh_claim(
         if template.types & template.shapes.capacity_within(initial_limits):
             return Refusal("limits", f"the nodes planned before use up its {limits_text(template, short=True)}")
         return Refusal("limits", limits_text(template))
-    claim = NodeClaim.new(template, f"{HOSTNAME_PREFIX}{number:04d}", options)
+    claim = NodeClaim.new(template, f"{HOSTNAME_PREFIX}{number:04d}", options, reservations)
     refusal = claim.try_add(pod, attempt, topology)
     if refusal is None:
         claim.created_for = pod.key
@@ -560,6 +568,14 @@ class _Run:
         self._requests: dict[int, Vector] = {}  # a request of each kind
         self._smallest: Vector | None = None
         self._hostnames = 0
+        # capacity reservations: the run's count, only when a template's types have reserved offerings
+        self.reserved = (
+            RunReservations.for_tables(
+                (t.table for t in scheduler.templates), strict=not scheduler.options.reserved_fallback
+            )
+            if scheduler.reserved
+            else None
+        )
 
     def attempt(self, pod: Pod) -> Attempt:
         found = self._attempts.get(pod.key)
@@ -624,7 +640,8 @@ class _Run:
                         return None
                 continue
             self.errors[pod.key] = errors
-            relaxed = self.relax(pod)
+            # v1.14.1's `trySchedule`: a pod waiting for reserved capacity keeps its preferences
+            relaxed = not any(r.kind == RESERVED for r in errors.values()) and self.relax(pod)
             queue.append(pod)
             if relaxed:
                 last_length.clear()
@@ -865,6 +882,7 @@ class _Run:
         a hostname number, so plans do not depend on the index."""
         refused: dict[int, Refusal] = {}
         base = self._hostnames
+        waits = False  # strict mode: a template's reserved capacity refused the pod, no lower one is tried
         for position, template in enumerate(self.s.templates):
             if candidates >> position & 1:
                 for variant in self.s.variants(pod, attempt, template.v1):  # v1.14.1: the first alternative
@@ -873,12 +891,19 @@ class _Run:
                         self._commit_claim(position, claim, pod, base + position + 1)
                         return None
                     refused[position] = claim
+                    if claim.kind == RESERVED:
+                        waits = True
+                        break
+                if waits:
+                    break
         self._hostnames = base + len(self.s.templates)
         errors: dict[str, Refusal] = {}
         for position, template in enumerate(self.s.templates):
             refusal = refused.get(position)
             if refusal is None:  # ruled out by the index: its reason, in the order fresh_claim checks them
                 refusal = self.s.template_refusal(position, pod, attempt, ruled_out=True)
+                if refusal is None and waits:
+                    continue  # not tried: a template before it waits for its reserved capacity
                 assert refusal is not None
             errors[template.name] = refusal
         return errors
@@ -891,7 +916,7 @@ class _Run:
         wide = self.s.template_refusal(position, pod, attempt)
         return fresh_claim(
             template, pod, attempt, self.topology, limits, self.s.remaining[template.name], number, nodes=nodes,
-            wide=wide,
+            wide=wide, reservations=self.reserved,
         )
 
     def _commit_claim(self, position: int, claim: NodeClaim, pod: Pod, number: int) -> None:
@@ -909,6 +934,12 @@ class _Run:
         limits = self.remaining[claim.template.name]
         if limits:
             self._charge(limits, claim)
+
+    def _capacity_type(self, claim: NodeClaim) -> Requirement:
+        """The capacity types the claim is priced and launched as: `reserved` only while it holds a reservation."""
+        if self.reserved is None or self.reserved.held(claim.hostname):
+            return claim.capacity_type
+        return claim.capacity_type.intersection(NOT_RESERVED)
 
     def _charge(self, limits: dict[int, int], claim: NodeClaim) -> None:
         """Count the claim against the template's limits at the largest capacity it may launch (Karpenter's
@@ -934,7 +965,8 @@ class _Run:
         by name."""
         template = claim.template
         table = template.table
-        prices = table.prices(claim.zone, claim.capacity_type)
+        capacity_type = self._capacity_type(claim)
+        prices = table.prices(claim.zone, capacity_type)
         kind = self._kinds.get(pod.key)
         demand = self._demand.get(kind, pod.requests) if kind is not None else pod.requests
         waiting = max(1, self._waiting.get(kind, 1) if kind is not None else 1)
@@ -982,17 +1014,23 @@ class _Run:
         # The claim is packed within the cap; at launch it also lists the types up to FALLBACK_PRICE_FACTOR × the
         # cap that hold its pods, for when the cheapest has no capacity (charged against the limits already).
         claim.launchable = claim.options & table.at_most(
-            claim.price_cap * FALLBACK_PRICE_FACTOR, claim.zone, claim.capacity_type
+            claim.price_cap * FALLBACK_PRICE_FACTOR, claim.zone, capacity_type
         )
-        claim.set_options(claim.options & table.at_most(claim.price_cap, claim.zone, claim.capacity_type))
+        claim.set_options(claim.options & table.at_most(claim.price_cap, claim.zone, capacity_type))
 
     # --- the result --------------------------------------------------------------------------------------------
 
     def _finish(self, claim: NodeClaim) -> ClaimPlan:
         template = claim.template
         table = template.table
-        options = launch_options(table, claim.launch_mask(), claim.zone, claim.capacity_type)
         requirements = Requirements(r for k, r in claim.requirements.items() if k != wk.HOSTNAME)
+        options: tuple[ChosenOffering, ...] = ()
+        if self.reserved is not None:  # `FinalizeScheduling`: into the reservations it holds
+            options = self.reserved.launch_options(claim.hostname, claim.launch_mask())
+            if options:
+                requirements = self.reserved.finalized(claim.hostname, requirements)
+        if not options:
+            options = launch_options(table, claim.launch_mask(), claim.zone, self._capacity_type(claim))
         allocatable = ZERO
         if options:
             allocatable = template.shapes.allocatable[table.position[options[0].instance_type]]

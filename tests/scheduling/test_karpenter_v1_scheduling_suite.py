@@ -392,8 +392,9 @@ NOT_PORTED: dict[tuple[int, int, int, int, str], str] = {
     (4060, 4316, 5, 4, "Deleting Nodes"): "a deleting node's pods to re-schedule, PDBs and owners are cluster state "
     "the caller hands the scheduler as pods, not scheduling",
     (4317, 4675, 4, 13, "Metrics"): "Prometheus metrics of Karpenter's scheduling loop; the plan is what they count",
-    (4676, 5195, 7, 0, "Reserved Instance Types"): "capacity reservations: no template's instance table holds a "
-    "reserved offering yet (the per-pass count, scheduling/reservations, is ported but not wired: docs/scheduling.md)",
+    (4676, 5195, 7, 0, "Reserved Instance Types"): "capacity reservations: the context's passes need the fake cloud "
+    "to launch into and use up reservations, which this world's launch does not model; :4715 and :4767 are ported "
+    "over the scheduler pass by pass in tests/scheduling/test_reserved_claims.py (docs/scheduling.md)",
     (5328, 5522, 1, 4, "Dynamic Resource Allocation (DRA)"): "ResourceClaims and DeviceClasses are not in the model",
     (5523, 5745, 2, 0, "Offering Overrides"): "offerings' CapacityOverride of extended resources (the fake provider's "
     "test hook) is not in the catalog's model",

@@ -44,14 +44,19 @@ def client_token(cluster_name: str, claim: ClaimPlan) -> str:
 def launch_options(claim: ClaimPlan, template: NodeClaimTemplate) -> list[ChosenOffering]:
     """The claim's first MAX_INSTANCE_TYPES types, each in every allowed zone the cloud offers it in (in the
     capacity type of the claim's launch choice), cheapest first: when EC2 has no capacity for the cheapest, the
-    provider tries the next within the same call."""
+    provider tries the next within the same call. A type's reserved offerings in one zone (several reservations)
+    are one option: the cloud picks the reservation, among those the claim's requirements name."""
     table = template.table
     zone = claim.requirements.get_or_exists(wk.ZONE)
     options = []
+    seen: set[tuple[str, int]] = set()
     for chosen in claim.options[:MAX_INSTANCE_TYPES]:
         i = table.position[chosen.instance_type]
         for price, z, c in table.offerings[i]:
             if table.capacity_types[c] == chosen.capacity_type and zone.has(table.zones[z]):
+                if (chosen.instance_type, z) in seen:
+                    continue  # (a type's offerings come cheapest first: the first of a zone is its price)
+                seen.add((chosen.instance_type, z))
                 options.append(
                     ChosenOffering(chosen.instance_type, table.zones[z], chosen.capacity_type, known_price(price))
                 )
