@@ -9,7 +9,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from karpenter_policy.api.v1.featuregates import FEATURE_GATES_HELP, read_feature_gates
+from karpenter_policy.api.v1.featuregateflag import controller_feature_gates
+from karpenter_policy.api.v1.featuregates import FEATURE_GATES_HELP
 from karpenter_policy.model.minvalues import POLICIES, STRICT
 from karpenter_policy.optionspec import OptionValueError, log_format_option, log_level_option, option, required
 
@@ -112,9 +113,7 @@ class ReconcileOptions:
         help="How a v1 NodePool's minValues are kept when packing, as Karpenter's operator flag: Strict (no node "
         "whose instance types miss it) or BestEffort (lowered to what is left; the node says so).",
     )
-    feature_gates: str = option(
-        "", "--feature-gates", metavar="NAME=BOOL,...", read=read_feature_gates, help=FEATURE_GATES_HELP
-    )
+    feature_gates: str = controller_feature_gates(FEATURE_GATES_HELP)
     interruption_queue: str | None = option(
         None, "--interruption-queue", metavar="NAME", help="SQS queue of EventBridge interruption events."
     )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from karpenter_policy.api.v1.featuregates import PLAN_FEATURE_GATES_HELP, read_feature_gates
+from karpenter_policy.api.v1.featuregateflag import controller_feature_gates
+from karpenter_policy.api.v1.featuregates import PLAN_FEATURE_GATES_HELP
 from karpenter_policy.checks.options import REGION_HELP, PolicyOptions
 from karpenter_policy.optionspec import argument, like, option
 
@@ -116,6 +117,4 @@ class PlanOptions:
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")
     min_values_policy: str = like(PolicyOptions, "min_values_policy")
-    feature_gates: str = option(
-        "", "--feature-gates", metavar="NAME=BOOL,...", read=read_feature_gates, help=PLAN_FEATURE_GATES_HELP
-    )
+    feature_gates: str = controller_feature_gates(PLAN_FEATURE_GATES_HELP)
