@@ -13,9 +13,9 @@ from typing import Any
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.options import PlanOptions
-from karpenter_policy.commands.plan.staticnodepools import REPLACED
+from karpenter_policy.commands.plan.staticnodepools import MAX_ADDED_NODES, REPLACED
 from tests.plan.snapshots import pod
-from tests.plan.test_nodepool_plan import START, fleet, plan
+from tests.plan.test_nodepool_plan import START, fleet, plan, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 
 
@@ -96,3 +96,22 @@ def test_static_drift_replaces_each_drifted_node_one_for_one_never_through_a_sim
     code, doc = plan((base, head), tmp_path, *_fixed(2), feature_gates="StaticCapacity=true")
     assert {d["verdict"] for d in doc["static"][0]["drift"]} == {
         "static drift waits: limits.nodes 2 leaves no room for its replacement"}
+
+
+def test_replicas_past_what_a_plan_models_are_refused_naming_the_nodepool(tmp_path: Path) -> None:
+    """A valid but enormous `replicas` (int64's largest, no `limits.nodes`) with the gate on: v1.14.1 would launch
+    NodeClaims until EC2 stops it; `plan` cannot put 9.2e18 nodes in its room, so it refuses with the NodePool's name
+    and the way out, exit 2 — never an internal error (before: a MemoryError). Under `limits.nodes` it plans."""
+    base = v1_policies(tmp_path / "base", _static(1))
+    head = v1_policies(tmp_path / "head", _static(2**63 - 1))
+    file = write(tmp_path / "snapshot.json", *_fixed(1))
+    result = plan_command(PlanOptions(snapshot=(file,), start=START, output="json", base=base, head=head,
+                                      feature_gates="StaticCapacity=true"), load_catalog())
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"karpenter-policy plan: NodePool fixed: spec.replicas {2**63 - 1} would have static provisioning add "
+        f"{2**63 - 2} nodes, more than plan models ({MAX_ADDED_NODES:,}); set limits.nodes to bound it\n"
+    )
+    bounded = v1_policies(tmp_path / "bounded", _static(2**63 - 1, limit=3))
+    code, doc = plan((base, bounded), tmp_path, *_fixed(1), feature_gates="StaticCapacity=true")
+    assert code == 0 and doc["static"][0]["added"] == 2

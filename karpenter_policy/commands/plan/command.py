@@ -226,7 +226,10 @@ def plan_command(
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}
     gate = static_capacity(options.feature_gates)
     launches = static_launches(static_templates_for(head.checked, table, options.min_values_policy))
-    statics = static_nodepools(fleet, drift, base_side, head_side, gate, launches)
+    try:
+        statics = static_nodepools(fleet, drift, base_side, head_side, gate, launches)
+    except DiffError as error:  # replicas past what a plan can model
+        return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     static = static_nodes(fleet, head_side)
     work = static_work(statics, launches, static)
     # a static NodePool's drifted node is static drift's (`staticnodepools`): in the waves when it is replaced one

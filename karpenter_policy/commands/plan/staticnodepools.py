@@ -20,12 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.v1.objects import is_static
+from karpenter_policy.commands.diff import DiffError
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode
 from karpenter_policy.commands.plan.waves import Replacement
 from karpenter_policy.kube.evictioncost import disruption_cost
 from karpenter_policy.scheduling import NodeClaimTemplate
 from karpenter_policy.scheduling.scheduler import cheapest_launch
+
+#: The most nodes one static NodePool's `replicas` may have `plan` add (each is a node of its room and waves): a
+#: larger count is refused, naming the NodePool, never run out of memory.
+MAX_ADDED_NODES = 100_000
 
 __all__ = ["StaticNodePool", "StaticWork", "static_launches", "static_nodepools", "static_nodes", "static_work"]
 
@@ -163,6 +168,11 @@ def static_nodepools(
         after = len(nodes)
         if gate and len(nodes) < replicas:
             added = max(0, min(replicas - len(nodes), (limit - len(nodes)) if limit is not None else replicas))
+            if added > MAX_ADDED_NODES:  # every added node is a node of the plan's room and waves
+                raise DiffError(
+                    f"NodePool {name}: spec.replicas {replicas} would have static provisioning add {added} nodes, "
+                    f"more than plan models ({MAX_ADDED_NODES:,}); set limits.nodes to bound it"
+                )
             after = len(nodes) + added
         elif gate and len(nodes) > replicas:
             removed_ = _removed(fleet, nodes, len(nodes) - replicas)
