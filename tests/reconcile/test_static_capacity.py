@@ -438,3 +438,20 @@ def test_the_threaded_runner_launches_the_replicas_once_and_scales_down(tmp_path
         policies.write(_nodepool(1))
         assert scene.wait(lambda: len(_claims(scene)) == 1 and len(_static_nodes(scene)) == 1, 60)
     assert len([i for i in scene.instances() if i.state == "running"]) == 1
+
+
+def test_replicas_of_int64s_largest_launch_in_bounded_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A valid but enormous `replicas` (2^63 - 1, no `limits.nodes`): v1.14.1 makes every NodeClaim in one slice and
+    panics; here a step launches at most `MAX_LAUNCHES_PER_STEP` (lowered to 4 for the test) and the next step,
+    a second later, the next ones — the controller keeps running, its other controllers too (the pod is placed)."""
+    from karpenter_policy.reconcile.static import provisioning
+
+    monkeypatch.setattr(provisioning, "MAX_LAUNCHES_PER_STEP", 4)
+    scene = Scene(Policies(tmp_path, _nodepool(2**63 - 1)).build, types=[TYPE])
+    controller = _gated(scene)
+    scene.run(controller, 1.5)
+    first = len(_claims(scene))
+    assert first in (4, 8)  # one or two steps in 1.5 s, each of 4
+    scene.run(controller, 3)
+    later = len(_claims(scene))
+    assert first < later <= first + 4 * 4 and later % 4 == 0  # a step a second at most, 4 claims each

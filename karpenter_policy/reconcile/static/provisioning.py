@@ -40,6 +40,9 @@ PROVISIONED = "provisioned"
 REQUEUE = 60.0
 LIMIT_REQUEUE = 30.0
 SYNC_REQUEUE = 1.0
+#: The most NodeClaims one step launches for a NodePool (v1.14.1 makes them all in one slice, so a `replicas` of
+#: int64's largest with no `limits.nodes` panics it): the rest at the next step, a second later.
+MAX_LAUNCHES_PER_STEP = 1000
 
 
 class StaticProvisioning:
@@ -105,6 +108,9 @@ class StaticProvisioning:
                 continue
             template = templates.template(constraint_set.pool)
             granted = node_limit_left(counts, template.node_limit, replicas - active)
+            if granted > MAX_LAUNCHES_PER_STEP:  # the rest a second later: never a list of 2^63 claims
+                granted = MAX_LAUNCHES_PER_STEP
+                due = min(due, now + SYNC_REQUEUE)
             if granted <= 0:
                 STATIC.info("nodepool node limit reached", extra=context.fields(NodePool=name))
                 due = min(due, now + LIMIT_REQUEUE)
