@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from karpenter_policy.api.v1.featuregates import static_capacity
+from karpenter_policy.api.v1.featuregates import reserved_capacity, static_capacity
 from karpenter_policy.catalog import CatalogError, load_catalog
 from karpenter_policy.cloud.aws.api import AwsConnection
 from karpenter_policy.cloud.aws.identity import caller_account
@@ -147,6 +147,7 @@ def controller_options_of(options: ReconcileOptions) -> ControllerOptions:
         min_values_policy=options.min_values_policy,
         registration_ttl=options.registration_ttl,
         static_capacity=static_capacity(options.feature_gates),
+        reserved_capacity=reserved_capacity(options.feature_gates),
     )
 
 

@@ -72,7 +72,9 @@ class Context:
     _class_answers: dict[str, ClassAnswers] = field(default_factory=dict)  # EC2NodeClass → its dependents last told
 
     def __post_init__(self) -> None:
-        self.templates = TemplateBuilder(self.cloud, self.region, self.options.min_values_policy)
+        self.templates = TemplateBuilder(
+            self.cloud, self.region, self.options.min_values_policy, reserved_capacity=self.options.reserved_capacity
+        )
         # a builder of its own: a builder forgets the tables of the sets its last build did not hold
         self._static_templates = TemplateBuilder(self.cloud, self.region, self.options.min_values_policy)
         self.events = Recorder(self.cluster, self.clock, self.fields)

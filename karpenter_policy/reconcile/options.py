@@ -77,6 +77,9 @@ class ControllerOptions:
     #: Karpenter v1.14.1's StaticCapacity feature gate (`--feature-gates StaticCapacity=true`): static NodePools'
     #: replicas kept by the static provisioning and deprovisioning controllers (`reconcile.static`).
     static_capacity: bool = False
+    #: Karpenter v1.14.1's ReservedCapacity feature gate (on by default; `--feature-gates ReservedCapacity=false`):
+    #: an EC2NodeClass's capacity reservations offered to the scheduler (`reconcile.reservedtypes`).
+    reserved_capacity: bool = True
 
     def __post_init__(self) -> None:
         if not self.cluster_name:

@@ -121,10 +121,10 @@ class TemplateBuilder:
             spec = specs[key]
             types = tuple(self.cloud.instance_types(provider=spec))
             if spec and spec.get(RESERVATION_TERMS):
-                reserved = (
+                reserved = (  # a cloud that keeps no capacity reservations (the in-memory one) has none to offer
                     self.cloud.reserved_offerings(spec, enabled=self.reserved_capacity)
                     if isinstance(self.cloud, ReservingCloud)
-                    else None
+                    else {}
                 )
                 if reserved is None:
                     for constraint_set in members:

@@ -144,17 +144,22 @@ def _with_alias(tmp_path: Path, alias: str, *, also: tuple[str, str] = ("", ""))
     return compile_policies(policies, tmp_path / "build")
 
 
-def test_a_nodepool_whose_ec2nodeclass_the_launcher_cannot_boot_is_left_out_saying_why(tmp_path: Path) -> None:
+def test_a_nodepool_whose_ec2nodeclass_selects_reservations_the_cloud_lacks_launches_without_them(
+    tmp_path: Path,
+) -> None:
+    """capacityReservationSelectorTerms that select no reservation (the in-memory cloud keeps none): as v1.14.1 with
+    none resolved, no reserved offering — the NodePool launches its other capacity types (until this session it
+    was left out: the controller launched into no reservation)."""
     one_term = "  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: demo\n"
-    # a capacity reservation: the launcher launches into none (ipPrefixCount, refused until s13-amiterms, launches)
     reserved = "  capacityReservationSelectorTerms:\n    - id: cr-0123456789abcdef0\n" + one_term
     scene = Scene(_with_alias(tmp_path, "al2@latest", also=(one_term, reserved)))
     scene.add_pod("report", cpu="2", nodeSelector={wk.NODEPOOL: "batch"}, tolerations=[BATCH_TOLERATION])
-    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
     controller = scene.controller()
     scene.run(controller, 60)
-    assert scene.unbound() == ["default/report"]
-    assert all(wk.NODEPOOL not in objects.labels(n) for n in scene.nodes().values())
+    assert scene.unbound() == []
+    (node,) = scene.nodes().values()
+    assert objects.labels(node)[wk.NODEPOOL] == "batch"
+    assert objects.labels(node)[wk.CAPACITY_TYPE] != wk.CAPACITY_RESERVED
 
 
 def test_an_al2023_nodepool_waits_for_the_service_cidr_then_launches(

@@ -5,8 +5,8 @@ Karpenter parses the flag with Kubernetes' `cliflag.MapStringBool` (comma-separa
 a bool as Go's `strconv.ParseBool`) over its defaults, and ignores a name it does not know (core
 pkg/operator/options/options.go `ParseFeatureGates`). This project models each gate at its default
 (`DEFAULTS`): a value that differs is refused by name (`unmodelled`), never run as if it were the default — with
-two exceptions: `ReservedCapacity=false`, which changes nothing here (nothing is launched into a capacity
-reservation yet: an EC2NodeClass with one is left out, docs/reconcile.md), and `StaticCapacity=true`, which the
+two exceptions: `ReservedCapacity=false`, which the controller models (no reserved offering:
+`reserved_capacity`, docs/reconcile.md) and which changes nothing elsewhere, and `StaticCapacity=true`, which the
 controller models (`reconcile` and `simulate` start v1.14.1's static provisioning and deprovisioning controllers:
 `reconcile.static`, read with `static_capacity`), as `plan` does (`commands.plan.staticnodepools`: the nodes a change
 of `replicas` adds and removes). `check` and `test` read the flag with `read_policy_feature_gates`, which still
@@ -22,7 +22,8 @@ from typing import Final
 __all__ = [
     "DEFAULTS", "FEATURE_GATES_HELP", "FeatureGateError", "PLAN_FEATURE_GATES_HELP", "POLICY_FEATURE_GATES_HELP",
     "STATIC_CAPACITY",
-    "parse_feature_gates", "read_feature_gates", "read_policy_feature_gates", "static_capacity", "unmodelled",
+    "parse_feature_gates", "read_feature_gates", "read_policy_feature_gates", "reserved_capacity", "static_capacity",
+    "unmodelled",
 ]
 
 #: Karpenter's name of the static NodePools' gate.
@@ -100,6 +101,11 @@ def unmodelled(text: str, controller: bool = True) -> str | None:
 def static_capacity(text: str) -> bool:
     """Whether `--feature-gates text` turns `StaticCapacity` on (Karpenter's reading; its default: off)."""
     return parse_feature_gates(text)[STATIC_CAPACITY]
+
+
+def reserved_capacity(text: str) -> bool:
+    """Whether `--feature-gates text` leaves `ReservedCapacity` on (Karpenter's reading; its default: on)."""
+    return parse_feature_gates(text)["ReservedCapacity"]
 
 
 #: The controller's `--feature-gates` help (`reconcile`, `simulate`).

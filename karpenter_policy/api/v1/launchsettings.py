@@ -40,7 +40,7 @@ inverse of what `compile --api v1` writes (commands/compile/manifests.py):
 Every family an alias names is booted (`LAUNCHED_FAMILIES`; AL2023 with nodeadm, whose NodeConfig needs the
 cluster's service CIDR: the cloud provider asks EKS for it, and leaves the set out until it knows,
 `CloudProvider.unlaunchable`). What those fields cannot say is refused with the reason (`LaunchSettingsError`),
-never launched differently (`NOT_CARRIED`, docs/reconcile.md): a capacity reservation.
+never launched differently (`NOT_CARRIED`, docs/reconcile.md: none today).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
 _SAME_FIELDS: Final = (
     "amiFamily", "instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions", "detailedMonitoring",
     "associatePublicIPAddress", "ipPrefixCount", "connectionTracking", "instanceStorePolicy",
-    "placementGroupSelector", "networkInterfaces", "cpuOptions", "context",
+    "placementGroupSelector", "networkInterfaces", "cpuOptions", "context", "capacityReservationSelectorTerms",
 )  # fmt: skip
 #: Whether the primary network interface gets a public IPv4 address (unset: the subnet's setting decides).
 PUBLIC_IP: Final = "associatePublicIPAddress"
@@ -71,9 +71,7 @@ IP_PREFIX_COUNT: Final = "ipPrefixCount"
 #: The primary network interface's connection-tracking timeouts (unset: EC2's defaults).
 CONNECTION_TRACKING: Final = "connectionTracking"
 #: Fields the controller does not launch with, and why: a value (other than Karpenter's default) is refused.
-NOT_CARRIED: Final = {
-    "capacityReservationSelectorTerms": "the controller does not launch into capacity reservations",
-}
+NOT_CARRIED: Final[dict[str, str]] = {}
 #: The launch settings' key of an EC2NodeClass's AMI terms (`cloud.amiselection.resolve_terms` reads them).
 AMI_TERMS: Final = "amiSelectorTerms"
 #: The fields of an AMI term the controller reads (v1.14.1's `AMISelectorTerm`).

@@ -97,7 +97,9 @@ class Disruption:
         self.provisioner = provisioner
         self.terminator = terminator
         options = context.options
-        self.templates = TemplateBuilder(context.cloud, context.region, options.min_values_policy)
+        self.templates = TemplateBuilder(
+            context.cloud, context.region, options.min_values_policy, reserved_capacity=options.reserved_capacity
+        )
         decider = Decider(
             SchedulerOptions(options.strategy), on_simulation=context.metrics.scheduling_simulation_duration.observe
         )

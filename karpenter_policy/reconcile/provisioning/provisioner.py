@@ -81,6 +81,7 @@ from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, PodFailure, SchedulerOptions
 from karpenter_policy.scheduling.plan import one_line
 from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.reservedclaims import RESERVED
 from karpenter_policy.scheduling.vectors import as_resources
 
 PROVISIONER = logs.logger("provisioner")
@@ -107,7 +108,9 @@ class Provisioner:
         self.ahead = PlanAhead(self.batcher, options.batch_idle, context.clock)
         self.launcher = Launcher(context.cloud, options.launch_parallelism, context.clock)
         self.binder = Binder(context.cluster, options.bind_parallelism)
-        self.scheduler_options = SchedulerOptions(options.strategy)
+        # v1.14.1's provisioner schedules with `DisableReservedCapacityFallback` (provisioner.go:393): a pod whose
+        # reservations are promised to other claims waits for the next pass (its disruption simulations fall back)
+        self.scheduler_options = SchedulerOptions(options.strategy, reserved_fallback=False)
         self._lock = threading.Lock()
         self._retry_at: float | None = None
         self._sets_changed = False
@@ -360,6 +363,7 @@ class Provisioner:
         moving = frozenset(pod.uid for pod in inputs.moving)  # placed, never bound: they run until drained
         assigned: dict[str, tuple[str, Pod]] = {}  # uid → (existing node, pod), this pass
         retry: list[ClaimPlan] = []
+        deferred = False  # a pod waiting for reserved capacity (strict mode): tried again, never reported
         for round_ in range(1 + context.options.replans):
             if round_ > 0:  # some claims found no capacity: their pods again, without the refused offerings
                 scheduling = time.perf_counter()
@@ -379,7 +383,7 @@ class Provisioner:
                 plan = self._solve(inputs, templates, pods)
             context.metrics.scheduling_duration.observe(time.perf_counter() - scheduling)
             result.plans.append(plan)
-            self._report_failures(plan, inputs, result, templates, moving)
+            deferred |= self._report_failures(plan, inputs, result, templates, moving)
             # launches first: binding hundreds of pods to existing nodes must not hold the CreateFleet calls back
             retry = self._launch(plan.claims, templates, result, moving)
             self._place_on_existing(plan, inputs, assigned, result, moving)
@@ -388,7 +392,7 @@ class Provisioner:
             pods = [pod for claim in retry for pod in claim.pods]
         context.metrics.pods_unschedulable.set(len(result.unschedulable))
         # Pods still pending (held for a node not joined yet among them): try again later.
-        left = bool(result.unschedulable or result.errors or retry or result.held or inputs.held)
+        left = bool(result.unschedulable or result.errors or retry or result.held or inputs.held or deferred)
         self._retry_at = context.clock() + context.options.retry_interval if left else None
 
     # --- reporting -----------------------------------------------------------------------------------------
@@ -396,14 +400,26 @@ class Provisioner:
     def _report_failures(
         self, plan: Plan, inputs: SchedulingInputs, result: ReconcileResult, templates: Templates,
         moving: frozenset[str] = frozenset(),
-    ) -> None:
-        """The pending pods the plan found no place for (a pod of a node being deleted is not reported: it runs)."""
+    ) -> bool:
+        """The pending pods the plan found no place for (a pod of a node being deleted is not reported: it runs); True
+        when some wait for reserved capacity — v1.14.1's `ReservedOfferingError`: no Event, no error line, not counted
+        unschedulable (`Results.Record` skips them, provisioner.go:428 logs them at debug), tried again next pass."""
         static = sorted(pool for pool, why in templates.left_out.items() if why == LEFT_OUT)
         no_dynamic = not templates.templates and bool(static) and bool(plan.failures)
         if no_dynamic:  # v1.14.1's Schedule on ErrNodePoolsNotFound: one line, every pending pod marked with it
             PROVISIONER.info(NO_DYNAMIC_NODEPOOLS, extra=self.context.fields(nodepools=static))
+        deferred = [
+            f.pod.key for f in plan.failures.values()
+            if f.pod.uid not in moving and any(r.kind == RESERVED for r in f.reasons.values())
+        ]
+        if deferred:
+            PROVISIONER.debug(
+                "deferring scheduling decision for provisionable pod(s) to future simulation due to limited reserved "
+                "offering capacity", extra=self.context.fields(pods=deferred[:5]),
+            )
+        waiting = frozenset(deferred)
         for failure in plan.failures.values():
-            if failure.pod.uid in moving:
+            if failure.pod.uid in moving or failure.pod.key in waiting:
                 continue
             message = failure.message()
             if no_dynamic and not failure.reasons and not failure.refused:
@@ -412,6 +428,7 @@ class Provisioner:
                 message = f"Failed to schedule pod, {failure.refused}"  # v1.14.1's PodFailedToScheduleEvent
             result.unschedulable[failure.pod.key] = message
             self._report_pod(inputs.records.get(failure.pod.uid), failure, message)
+        return bool(deferred)
 
     def _report_pod(self, record: PodRecord | None, failure: PodFailure, message: str) -> None:
         uid = failure.pod.uid

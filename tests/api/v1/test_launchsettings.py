@@ -28,8 +28,6 @@ BASE: dict[str, Any] = {
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
-    ("capacityReservationSelectorTerms", [{"id": "cr-123"}],
-     "capacityReservationSelectorTerms: the controller does not launch into capacity reservations"),
     ("amiSelectorTerms", [{"ssmParameter": "/my/ami", "region": "x"}], r"amiSelectorTerms\[0\]: selects by region"),
 ])
 def test_what_is_not_launched_is_refused_naming_the_field(field: str, value: Any, message: str) -> None:
@@ -52,6 +50,7 @@ def test_what_is_not_launched_is_refused_naming_the_field(field: str, value: Any
                            {"networkCardIndex": 1, "deviceIndex": 0, "interfaceType": "efa-only"}]),
     ("cpuOptions", {"nestedVirtualization": "enabled"}),
     ("context", "arn:aws:ec2:us-east-1:123456789012:context/x"),
+    ("capacityReservationSelectorTerms", [{"id": "cr-123"}, {"tags": {"team": "a"}, "ownerID": "123456789012"}]),
     ("subnetSelectorTerms", [{"tags": {"Name": "a"}}, {"tags": {"Name": "b"}}]),
 ])
 def test_what_is_launched_now_is_carried(field: str, value: Any) -> None:
@@ -66,6 +65,7 @@ _SAMPLES: dict[str, Any] = {
     "connectionTracking": {"udpTimeout": 45}, "placementGroupSelector": {"name": "pg"},
     "networkInterfaces": [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}],
     "cpuOptions": {"nestedVirtualization": "disabled"}, "context": "context-1234",
+    "capacityReservationSelectorTerms": [{"id": "cr-1"}],
     "metadataOptions": {"httpTokens": "required"}, "securityGroupSelectorTerms": [{"id": "sg-1"}],
     "subnetSelectorTerms": [{"id": "subnet-1"}], "tags": {"team": "a"}, "userData": "echo hi",
 }
