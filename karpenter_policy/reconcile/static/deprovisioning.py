@@ -19,7 +19,6 @@ NodeClaim or Node changes.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 from collections.abc import Callable
 
 from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
@@ -34,15 +33,13 @@ from karpenter_policy.reconcile.disruption.decider import lifetime_remaining
 from karpenter_policy.reconcile.disruption.expiry import expire_after
 from karpenter_policy.reconcile.metrics import STATIC_DEPROVISIONING
 from karpenter_policy.reconcile.result import ReconcileResult
-from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.nodepoolcounts import node_counts
 from karpenter_policy.reconcile.state.records import ClaimRecord, NodeRecord, PodRecord
+from karpenter_policy.reconcile.static.watched import REQUEUE, StaticWatch
 
 __all__ = ["StaticDeprovisioning", "deprovisioning_candidates"]
 
 STATIC = logs.logger("static.deprovisioning")
-#: Its requeue (`RequeueAfter: time.Minute`).
-REQUEUE = 60.0
 
 
 def deprovisioning_candidates(
@@ -77,25 +74,16 @@ def _created(node: NodeRecord) -> dt.datetime | None:
         return None
 
 
-class StaticDeprovisioning:
+class StaticDeprovisioning(StaticWatch):
     """See the module docstring. `disrupting`: the nodes of the disruption commands under way."""
 
     name = "static-deprovisioning"
     label = STATIC_DEPROVISIONING
 
     def __init__(self, context: Context, disrupting: Callable[[], frozenset[str]]) -> None:
-        self.context = context
+        super().__init__(context)
         self.disrupting = disrupting
-        self.wake = threading.Event()
         self._asked: set[str] = set()  # NodeClaims whose deletion was asked, until the state shows it
-        context.state.subscribe(self._on_change)
-
-    def _on_change(self, change: Change) -> None:
-        if change.kind in ("nodeclaim", "node", "nodepool"):
-            self.wake.set()
-
-    def poll(self) -> float | None:
-        return REQUEUE
 
     def step(self, now: float, result: ReconcileResult) -> float | None:
         """Every static NodePool in force brought down to its replicas (see the module docstring)."""

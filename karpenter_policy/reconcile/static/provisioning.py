@@ -17,7 +17,6 @@ a NodeClaim or Node changes.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable
 
 from karpenter_policy.cloud.errors import CloudError
@@ -27,8 +26,8 @@ from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.metrics import STATIC_PROVISIONING
 from karpenter_policy.reconcile.provisioning.provisioner import Provisioner
 from karpenter_policy.reconcile.result import ReconcileResult
-from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.nodepoolcounts import node_counts, node_limit_left
+from karpenter_policy.reconcile.static.watched import REQUEUE, StaticWatch
 from karpenter_policy.reconcile.staticclaim import static_claim
 
 __all__ = ["PROVISIONED", "StaticProvisioning"]
@@ -36,8 +35,6 @@ __all__ = ["PROVISIONED", "StaticProvisioning"]
 STATIC = logs.logger("static.provisioning")
 #: v1.14.1's reason for the claims it creates (core pkg/metrics/constants.go `ProvisionedReason`).
 PROVISIONED = "provisioned"
-#: Its requeues: a minute after acting or finding enough, 30 s at the node limit, a second before sync.
-REQUEUE = 60.0
 LIMIT_REQUEUE = 30.0
 SYNC_REQUEUE = 1.0
 #: The most NodeClaims one step launches for a NodePool (v1.14.1 makes them all in one slice, so a `replicas` of
@@ -45,7 +42,7 @@ SYNC_REQUEUE = 1.0
 MAX_LAUNCHES_PER_STEP = 1000
 
 
-class StaticProvisioning:
+class StaticProvisioning(StaticWatch):
     """See the module docstring. `disrupting`: the nodes of the disruption commands under way; `synced`: the
     cluster state has synced once."""
 
@@ -56,21 +53,12 @@ class StaticProvisioning:
         self, context: Context, provisioner: Provisioner, disrupting: Callable[[], frozenset[str]],
         synced: Callable[[], bool],
     ) -> None:
-        self.context = context
+        super().__init__(context)
         self.provisioner = provisioner
         self.disrupting = disrupting
         self.synced = synced
-        self.wake = threading.Event()
         self._launched: dict[str, set[str]] = {}  # NodePool → nodes launched that no claim of the state names yet
         self._serial = 0  # each launch's client token its own (with the time: across restarts)
-        context.state.subscribe(self._on_change)
-
-    def _on_change(self, change: Change) -> None:
-        if change.kind in ("nodeclaim", "node", "nodepool"):
-            self.wake.set()
-
-    def poll(self) -> float | None:
-        return REQUEUE
 
     def step(self, now: float, result: ReconcileResult) -> float | None:
         """Every static NodePool in force brought up to its replicas (see the module docstring); when next due."""
