@@ -21,6 +21,7 @@ from karpenter_policy.reconcile.constraints import DirectorySource
 
 from .conftest import AwsEnv, MakeHarness
 from .support import Harness, compile_policies, container, create_all, label, replicas
+from .v1moto import NODE_CLASS
 
 RESERVATION = "cr-0123456789abcdef0"
 ZONE = "us-east-1a"
@@ -48,18 +49,7 @@ spec:
         kind: EC2NodeClass
         name: default
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2@latest
-  subnetSelectorTerms:
-    - tags: {{karpenter.sh/discovery: blue}}
-  securityGroupSelectorTerms:
-    - tags: {{karpenter.sh/discovery: blue}}
+""" + NODE_CLASS.replace("discovery: test", "discovery: blue") + f"""\
   capacityReservationSelectorTerms:
     - id: {RESERVATION}
 """
