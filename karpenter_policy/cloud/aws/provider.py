@@ -496,8 +496,9 @@ class AwsCloudProvider:
     def _placed(self, instance: Instance, request: LaunchRequest, spec: Mapping[str, Any]) -> Instance:
         """The launched instance with the placement group of its class and its partition, as v1.14.1's
         `instanceToNodeClaim` labels the claim (cloudprovider.go:472-488): the group's id; in a partition group the
-        partition the launch targeted (the lowest the node's requirement names), else the one EC2 said, else `""`
-        — the sentinel its registration hook fills from DescribeInstances."""
+        partition the launch targeted (the lowest the node's requirement names), else `""` — whatever EC2 may have
+        said already: v1.14.1 reads the class and the claim here, not the instance — the sentinel its registration
+        hook fills from DescribeInstances (`reconcile.provisioning.registrationhooks`)."""
         placed_in = self._placement(request, spec) if spec.get(PLACEMENT_GROUP) else None
         if placed_in is None:
             return instance
@@ -505,7 +506,7 @@ class AwsCloudProvider:
         partition: str | None = None
         if group is not None and group.strategy == PARTITION:
             target = placed_in.get("PartitionNumber")
-            partition = str(target) if target else (instance.placement_partition or "")
+            partition = str(target) if target else ""
         return dataclasses.replace(
             instance, placement_group=str(placed_in["GroupId"]), placement_partition=partition
         )
