@@ -12,7 +12,8 @@ in `Placement`, whatever the launch template asked. :class:`PlacementGroups` ans
 * **instances**: after moto's CreateFleet answered, each instance launched from a template whose `Placement` names a
   group of the stand-in is placed in it — in a partition group in the partition the template names, else, as EC2
   does, in one it picks (here the partition of the group holding the fewest instances, the lowest first:
-  reproducible) — and DescribeInstances says so (`placement.groupName`, `groupId`, `partitionNumber`).
+  reproducible) — and DescribeInstances says so (`placement.groupName`, `groupId`, `partitionNumber`; while
+  `withhold` is set, no `partitionNumber`: EC2 has not said it yet, what a test of the registration hook needs).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class PlacementGroups:
         self._lock = threading.Lock()
         self._groups: dict[str, Group] = {}  # by id
         self._placed: dict[str, tuple[str, int]] = {}  # instance → (group id, partition: 0 outside a partition group)
+        #: DescribeInstances says no partition number yet (EC2 slow to say it)
+        self.withhold = False
 
     def add(self, name: str, strategy: str, partition_count: int = 0, id: str | None = None) -> Group:
         """Create the group (the account's set-up; `id`: an EC2NodeClass's selector by id)."""
@@ -178,7 +181,7 @@ class PlacementGroups:
             if placement is None:
                 placement = ET.SubElement(item, f"{namespace}placement")
             for tag, value in (("groupName", group.name), ("groupId", group.id),
-                               ("partitionNumber", str(partition) if partition else "")):
+                               ("partitionNumber", str(partition) if partition and not self.withhold else "")):
                 if value:
                     ET.SubElement(placement, f"{namespace}{tag}").text = value
             changed = True
