@@ -115,6 +115,10 @@ class Instance:
     of capacity (now marked unavailable) before this instance launched.
     ``subnet_id`` (empty when the cloud did not say) and ``security_groups`` (their ids; None when the cloud did not
     say, or said it in an unexpected shape) are what subnet and security-group drift compare with :class:`Network`.
+    ``placement_group`` is the id of the placement group it was launched into (empty: none, or the cloud did not
+    say) and ``placement_partition`` its partition as v1.14.1 labels it (cloudprovider.go:472-488): the number
+    (``"2"``), ``""`` in a partition group whose partition EC2 has not said yet (the sentinel the registration hook
+    fills), None outside a partition group or when the cloud cannot tell.
     """
 
     id: str
@@ -136,6 +140,8 @@ class Instance:
     reservation_id: str = ""
     reservation_type: str = ""
     reservation_interruptible: bool = False
+    placement_group: str = ""
+    placement_partition: str | None = None
 
     @property
     def provisioner(self) -> str | None:
@@ -291,6 +297,18 @@ class ReservingCloud(Protocol):
         ...
 
 
+@runtime_checkable
+class PlacingCloud(Protocol):
+    """A cloud that tells the placement group an EC2NodeClass launches into (`AwsCloudProvider`)."""
+
+    def placement_requirements(self, provider: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+        """The values v1.14.1 adds to the class's instance types and offerings for its placement group
+        (offering.go `InjectOfferings`, placement_group_resolver.go): `karpenter.k8s.aws/placement-group-id` its id,
+        and for a partition group with a partition count `…/placement-group-partition` `1` … `N` — the topology
+        domains a spread over those keys finds. Empty: no group named, or none found (or the cloud cannot tell)."""
+        ...
+
+
 __all__ = [
     "LIVE_STATES",
     "TAG_CLIENT_TOKEN",
@@ -308,6 +326,7 @@ __all__ = [
     "LaunchRequest",
     "Network",
     "NodeClassResolution",
+    "PlacingCloud",
     "ReservingCloud",
     "cluster_tag",
     "launch_tags",

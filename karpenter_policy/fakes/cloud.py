@@ -120,6 +120,14 @@ class FakeCloudProvider:
             instance = self._instances[instance_id]
             self._instances[instance_id] = _replace_state(instance, state)
 
+    def set_placement(self, instance_id: str, group_id: str, partition: str | None = None) -> None:
+        """Say the instance is in placement group `group_id` (and `partition`, as DescribeInstances says it: None,
+        not said yet)."""
+        with self._lock:
+            self._instances[instance_id] = dataclasses.replace(
+                self._instances[instance_id], placement_group=group_id, placement_partition=partition
+            )
+
     def _injected(self, operation: str) -> None:
         with self._lock:
             queue = self._next_errors.get(operation)

@@ -241,7 +241,7 @@ class Controller:
 
     def next_due(self) -> float | None:
         """When provisioning has something to do on its own: a batch window closes, a plan can be made ahead, a
-        retry, a node's registration TTL."""
+        retry, a node's registration TTL, a registration hook's backoff."""
         return self.provisioning.next_due()
 
     def close(self) -> None:

@@ -22,8 +22,11 @@ holding a NodePool plans with Karpenter v1.14.1's topology rules (`Templates.top
 The types of an EC2NodeClass that selects capacity reservations carry their reserved offerings
 (`reconcile.reservedtypes`, from `ReservingCloud.reserved_offerings`; none with the ReservedCapacity gate off); while
 those reservations are unknown (the cloud could not tell) its sets are left out, so nothing launches as if they were
-not there. `api.v1.launchsettings` still refuses such a class (docs/scheduling.md, "Capacity reservations": the
-provisioner does not run v1.14.1's strict mode yet), so today no set reaches this.
+not there.
+
+The templates of an EC2NodeClass with a placement group carry its id and, for a partition group, its partitions
+(`PlacingCloud.placement_requirements`, `NodeClaimTemplate.offered`): the topology domains v1.14.1's offerings per
+partition give a spread over `karpenter.k8s.aws/placement-group-partition`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError
 from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
-from karpenter_policy.cloud.provider import CloudProvider, ReservingCloud
+from karpenter_policy.cloud.provider import CloudProvider, PlacingCloud, ReservingCloud
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.reconcile.reservedtypes import with_reserved_offerings
@@ -71,6 +74,7 @@ class Templates:
 class _Table:
     types: tuple[InstanceType, ...]
     table: InstanceTable
+    offered: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     templates: dict[str, NodeClaimTemplate] = field(default_factory=dict)  # set hash → template
 
 
@@ -134,16 +138,17 @@ class TemplateBuilder:
                     continue
                 types = with_reserved_offerings(types, reserved)
             used.add(key)
+            offered = self.cloud.placement_requirements(spec) if isinstance(self.cloud, PlacingCloud) else {}
             cached = self._tables.get(key)
-            if cached is None or cached.types != types:  # identical objects compare at once, copies by value
-                cached = self._tables[key] = _Table(types, InstanceTable.shared(types, self.region))
+            if cached is None or cached.types != types or cached.offered != offered:  # identical objects at once
+                cached = self._tables[key] = _Table(types, InstanceTable.shared(types, self.region), offered)
             for constraint_set in members:
                 built = f"{constraint_set.hash}/{self.min_values_policy}"
                 template = cached.templates.get(built)
                 if template is None:
                     try:
                         template = NodeClaimTemplate.from_constraint_set(
-                            cached.table, constraint_set, self.min_values_policy
+                            cached.table, constraint_set, self.min_values_policy, offered
                         )
                     except ValueError as error:  # a kubelet setting the node arithmetic cannot read
                         out.left_out[constraint_set.pool] = str(error)

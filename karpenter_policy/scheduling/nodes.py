@@ -286,6 +286,8 @@ class NodeClaim:
                 return Refusal(
                     "requirements", lambda: requirements_text(requirements, attempt.requirements, well_known)
                 )
+            if template.offered and (unoffered := template.unoffered(attempt.requirements)) is not None:
+                return Refusal("requirements", unoffered)
         merged = self.requirements.intersection(attempt.requirements) if constrained else self.requirements
         table = template.table
         narrowed: list[str] = []

@@ -63,6 +63,11 @@ class NodeClaimTemplate:
     well_known: frozenset[str] = wk.WELL_KNOWN_LABELS
     #: a v1 NodePool's (Karpenter v1.14.1 reads the pods it refuses: `PodShape.refused_v1`), not a Provisioner's
     v1: bool = False
+    #: values every type of its EC2NodeClass carries beyond the catalog's labels, by key: its placement group's id
+    #: and partitions (v1.14.1's `InjectOfferings`, the offerings per partition of placement_group_resolver.go) —
+    #: topology domains, never requirements its claims are written with (EC2 picks the partition of a claim no pod
+    #: and no spread pins to one)
+    offered: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     _zone: Requirement = field(init=False)
     _capacity_type: Requirement = field(init=False)
     _domains: dict[str, frozenset[str]] | None = field(default=None, init=False, repr=False)
@@ -75,8 +80,9 @@ class NodeClaimTemplate:
     def domains(self) -> Mapping[str, frozenset[str]]:
         """The topology domains a node of this template may be in (Karpenter's `NewScheduler` domains): per key,
         the zones and capacity types its types are offered in that its requirements allow, the label values of
-        the types it may launch, its OS, and the values of its other `In` requirements. Computed once: what it
-        depends on (table, types, requirements, OS) is fixed when the template is built."""
+        the types it may launch, its OS, the values of its other `In` requirements, and the values its types are
+        offered with (`offered`: a placement group's id and partitions) that its requirements allow. Computed
+        once: what it depends on (table, types, requirements, OS, offered) is fixed when the template is built."""
         if self._domains is None:
             found: dict[str, set[str]] = {wk.ZONE: set(), wk.CAPACITY_TYPE: set()}
             for zone, capacity in self.table.offered_pairs(self.types):
@@ -90,8 +96,20 @@ class NodeClaimTemplate:
                 requirement = self.requirements[key]
                 if requirement.operator() == Operator.IN and key not in (wk.ZONE, wk.CAPACITY_TYPE, wk.HOSTNAME):
                     found.setdefault(key, set()).update(requirement.values)
+            for key, offered in self.offered.items():  # v1.14.1 intersects them with the NodePool's requirements
+                allowed = self.requirements.get_or_exists(key)
+                found.setdefault(key, set()).update(v for v in offered if allowed.has(v))
             self._domains = {key: frozenset(values) for key, values in found.items()}
         return self._domains
+
+    def unoffered(self, requirements: Requirements) -> str | None:
+        """Why `requirements` allow none of the values the template's types are offered with on some key of
+        `offered` (v1.14.1: no instance type's requirements intersect the pod's); None when they allow one."""
+        for key, values in sorted(self.offered.items()):
+            wanted = requirements.get_or_exists(key)
+            if not any(wanted.has(value) for value in values):
+                return f"{key}: its EC2NodeClass's placement group offers {', '.join(values)} only"
+        return None
 
     @property
     def zone(self) -> Requirement:
@@ -141,14 +159,15 @@ class NodeClaimTemplate:
         owner: str | None = None,
         min_values: Mapping[str, int] | None = None,
         min_values_policy: str = STRICT,
+        offered: Mapping[str, tuple[str, ...]] | None = None,
     ) -> NodeClaimTemplate:
         """A template over `table`; `node` is its nodes' configuration (default: from `kubelet` alone, AL2);
         `admitted` restricts the types to those named (default: every type the requirements allow); `shape`
         replaces the AWS node-shape arithmetic by (a key, a function) — synthetic instance types in tests and
         benchmarks; `owner_label`: the label naming `name` on its nodes (a v1 NodePool's `karpenter.sh/nodepool`,
         whose nodes never have v0.31's `karpenter.sh/provisioner-name`) and `owner` its value (default: `name`);
-        `min_values`, `min_values_policy`: a NodePool's (see the module docstring). ValueError names a malformed
-        kubelet field."""
+        `min_values`, `min_values_policy`: a NodePool's (see the module docstring); `offered`: see the field.
+        ValueError names a malformed kubelet field."""
         if node is None:
             node = NodeConfiguration.of(kubelet)
         os = node_os(node.ami_family)
@@ -193,6 +212,7 @@ class NodeClaimTemplate:
             type_keys=type_keys,
             well_known=well_known,
             v1=v1,
+            offered=dict(offered or {}),
         )
 
     @classmethod
@@ -231,11 +251,16 @@ class NodeClaimTemplate:
 
     @classmethod
     def from_constraint_set(
-        cls, table: InstanceTable, constraint_set: ConstraintSet, min_values_policy: str = STRICT
+        cls,
+        table: InstanceTable,
+        constraint_set: ConstraintSet,
+        min_values_policy: str = STRICT,
+        offered: Mapping[str, tuple[str, ...]] | None = None,
     ) -> NodeClaimTemplate:
         """The template of a compiled set: it launches only the instance types the set admits (what was
         reviewed), in the offerings the live table has; named by its pool key (a NodePool's `NodePool/<name>`,
-        whose nodes carry `karpenter.sh/nodepool`, its `minValues` kept under `min_values_policy`)."""
+        whose nodes carry `karpenter.sh/nodepool`, its `minValues` kept under `min_values_policy`); `offered`: what
+        the cloud adds to its types (its placement group)."""
         return cls.build(
             table,
             name=constraint_set.pool,
@@ -253,6 +278,7 @@ class NodeClaimTemplate:
             owner=constraint_set.name,
             min_values=constraint_set.min_values,
             min_values_policy=min_values_policy,
+            offered=offered,
         )
 
 

@@ -14,10 +14,14 @@ For every node template (a set's AWSNodeTemplate or inline `provider`):
   `ssmParameter` term's parameter put in moto's SSM naming the x86-64 image (a public `/aws/service/` one is the
   server's);
 * `launchTemplate`: a launch template of that name, on the x86-64 image;
-* `instanceProfile` (and the controller's default one): an IAM instance profile of that name.
+* `instanceProfile` (and the controller's default one): an IAM instance profile of that name;
+* an EC2NodeClass's `placementGroupSelector` by name: a placement group of that name (CreatePlacementGroup, served by
+  the stand-in `placementgroups` in front of moto) — a `partition` group of :data:`PARTITIONS` partitions, EC2's
+  most per zone (the class does not say the strategy; a partition group shows the most: its nodes' partitions).
 
-Selectors by id (`aws-ids`), AMI names and owners cannot be reproduced (moto makes its own ids): they are
-reported as notes, and launches from such a template fail as they would against an account without them.
+Selectors by id (`aws-ids`, a placement group's `id`), AMI names and owners cannot be reproduced (moto makes its own
+ids): they are reported as notes, and launches from such a template fail as they would against an account without
+them.
 The calls go through the AWS provider's own API wrapper, to the loopback server only.
 """
 
@@ -29,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
-from karpenter_policy.api.v1.launchsettings import LaunchSettingsError, ami_terms, selectors
+from karpenter_policy.api.v1.launchsettings import PLACEMENT_GROUP, LaunchSettingsError, ami_terms, selectors
 from karpenter_policy.cloud.amiselection import ID_KEYS
 from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
@@ -41,6 +45,8 @@ VPC_CIDR = "10.0.0.0/16"
 SUBNET_PREFIX = 22
 MATCH_ANY_VALUE = "simulated"
 NAME_TAG = "Name"
+#: The partitions of the placement group an EC2NodeClass names (EC2 allows at most 7 per zone).
+PARTITIONS = 7
 
 
 @dataclass(slots=True)
@@ -55,6 +61,7 @@ class Account:
     images: dict[str, str] = field(default_factory=dict)
     launch_templates: dict[str, str] = field(default_factory=dict)
     instance_profiles: set[str] = field(default_factory=set)
+    placement_groups: dict[str, str] = field(default_factory=dict)  # name → id
     notes: list[str] = field(default_factory=list)
 
 
@@ -140,9 +147,26 @@ class AccountBuilder:
                 self._ami_term(provisioner, term)
             self._launch_template(spec.get("launchTemplate"))
             self._instance_profile(spec.get("instanceProfile"))
+            self._placement_group(provisioner, spec.get(PLACEMENT_GROUP))
         if not node_template_specs(sets):
             account.notes.append("no constraint set names a node template: nothing can be launched")
         return account
+
+    def _placement_group(self, provisioner: str, selector: object) -> None:
+        """The placement group an EC2NodeClass's `placementGroupSelector` names (by name; an id is a note)."""
+        if not isinstance(selector, Mapping) or not selector:
+            return
+        name = selector.get("name")
+        if not isinstance(name, str) or not name:
+            self.account.notes.append(
+                f"{provisioner}: placementGroupSelector selects by id: the simulated account's groups have their own")
+            return
+        if name in self.account.placement_groups:
+            return
+        made = self.api.call(
+            "ec2", "create_placement_group", GroupName=name, Strategy="partition", PartitionCount=PARTITIONS
+        )
+        self.account.placement_groups[name] = str((made.get("PlacementGroup") or {}).get("GroupId") or "")
 
     def _instance_profile(self, name: object) -> None:
         """The IAM instance profile of that name (the node templates' `instanceProfile`, the default one)."""

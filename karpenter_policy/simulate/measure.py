@@ -39,6 +39,15 @@ class Share:
     pods: int
 
 
+def placement_text(labels: Mapping[str, str]) -> str:
+    """A node's placement group as the node table shows it: its id, then `/` and its partition (`?`: not said yet)
+    when it has a partition label; "" outside a group."""
+    group = labels.get(wk.PLACEMENT_GROUP_ID, "")
+    if not group or wk.PLACEMENT_GROUP_PARTITION not in labels:
+        return group
+    return f"{group}/{labels[wk.PLACEMENT_GROUP_PARTITION] or '?'}"
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRow:
     """A node as the table and the report show it."""
@@ -56,6 +65,8 @@ class NodeRow:
     memory_allocatable: int
     price: float | None  # $/h; None: no price data
     shares: tuple[Share, ...] = ()
+    #: its placement group's id and partition (`pg-…/2`; `pg-…/?` while EC2 has not said; "" outside a group)
+    placement: str = ""
 
     @property
     def cpu(self) -> float:
@@ -148,6 +159,7 @@ def measure(cluster: Cluster, at: float, prices: Mapping[str, float | None], sha
                 memory_allocatable=existing.allocatable[MEMORY_I],
                 price=prices.get(existing.name),
                 shares=_shares(on_node.get(existing.name, []), daemons),
+                placement=placement_text(labels),
             )
         )
     rows.sort(key=lambda r: (r.provisioner, r.instance_type, r.zone, r.name))

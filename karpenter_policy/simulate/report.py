@@ -23,7 +23,7 @@ from html import escape
 from karpenter_policy.simulate.charts import WIDTH, Dot, Line, Marker, chart, legend
 from karpenter_policy.simulate.driver import SimulationResult
 from karpenter_policy.simulate.measure import NodeRow
-from karpenter_policy.simulate.table import header, price_text
+from karpenter_policy.simulate.table import header, placed, price_text, row
 
 #: One colour per series, told apart by people with the commoner colour-vision deficiencies (Okabe and Ito's).
 COLOURS = {
@@ -162,12 +162,8 @@ def _figures(result: SimulationResult) -> str:
 
 def _node_table(nodes: Sequence[NodeRow]) -> str:
     head = "".join(f"<th>{h}</th>" for h in header(nodes))
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in (
-            n.name, n.provisioner, n.instance_type, n.zone, n.capacity_type, str(n.pods), f"{n.cpu:.0%}",
-            f"{n.memory:.0%}", price_text(n.price))) + "</tr>"
-        for n in nodes
-    )
+    placement = placed(nodes)
+    rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row(n, placement)) + "</tr>" for n in nodes)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 

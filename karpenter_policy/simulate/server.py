@@ -13,7 +13,10 @@ two things the AWS provider reads:
 * the **security groups of a fleet's instances**: moto's CreateFleet gives them the VPC's default group, not the
   launch template's `SecurityGroupIds` (it reads a `GroupSet` no template has), or its primary network
   interface's `Groups` (where a template saying `associatePublicIPAddress` has them). The front gives each instance the
-  template's groups once moto answered, as EC2 does — security-group drift compares them with the node class's.
+  template's groups once moto answered, as EC2 does — security-group drift compares them with the node class's;
+* **placement groups** (CreatePlacementGroup, DescribePlacementGroups, and a fleet's instances placed in the group
+  and partition their template's `Placement` names, which DescribeInstances then says): the stand-in
+  `simulate/placementgroups.py`.
 
 Everything else goes to moto unchanged. The server listens on 127.0.0.1 only; :func:`require_loopback` is how
 callers make sure an endpoint is that server and not AWS. moto's random ids are seeded (``seed``) so the same
@@ -34,6 +37,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from xml.sax.saxutils import escape
+
+from karpenter_policy.simulate.placementgroups import PlacementGroups
 
 PUBLIC_PARAMETERS = "/aws/service/"
 #: The images the default-AMI parameters name, by Kubernetes architecture (set once the account exists).
@@ -108,6 +113,8 @@ class Front:
         self.spot_prices = dict(spot_prices or {})
         #: architecture → the image the default-AMI parameters name (see `account`).
         self.images: dict[str, str] = {}
+        #: the account's placement groups and the instances in them (moto has none)
+        self.placement_groups = PlacementGroups()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         body = self._body(environ)
@@ -118,8 +125,15 @@ class Front:
                 return answered
         elif str(environ.get("CONTENT_TYPE") or "").startswith("application/x-www-form-urlencoded"):
             form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
-            if form.get("Action") == ["CreateFleet"]:
+            action = (form.get("Action") or [""])[0]
+            if action == "CreateFleet":
                 return self._fleet(environ, body, form, start_response)
+            if action in ("CreatePlacementGroup", "DescribePlacementGroups"):
+                groups = self.placement_groups
+                status, xml = groups.create(form) if action == "CreatePlacementGroup" else groups.describe(form)
+                return _answer(start_response, _STATUS[status], xml, "text/xml;charset=UTF-8")
+            if action == "DescribeInstances":
+                return self._instances(environ, body, start_response)
             if form.get("Action") == ["DescribeSpotPriceHistory"]:
                 types = [v[0] for k, v in sorted(form.items()) if k.startswith("InstanceType.")]
                 xml = spot_price_history_xml(self.spot_prices, types or None)
@@ -143,12 +157,33 @@ class Front:
 
             backend = ec2_backends[DEFAULT_ACCOUNT_ID][scope.group(1)]
             try:
-                groups = _template_groups(backend.get_launch_template_by_name(template).latest_version().data)
-                for instance_id in sorted(set(_INSTANCE_ID.findall(answer.decode("utf-8", "replace")))):
+                data = backend.get_launch_template_by_name(template).latest_version().data
+                groups = _template_groups(data)
+                launched = sorted(set(_INSTANCE_ID.findall(answer.decode("utf-8", "replace"))))
+                for instance_id in launched:
                     if groups:
                         backend.modify_instance_security_groups(instance_id, list(groups))
+                self.placement_groups.place(launched, data)
             except Exception:  # noqa: BLE001 (moto's own answer stands: the groups stay moto's)
                 logging.getLogger(__name__).debug("fleet security groups left as moto made them", exc_info=True)
+        return [answer]
+
+    def _instances(self, environ: Environ, body: bytes, start_response: StartResponse) -> Iterable[bytes]:
+        """DescribeInstances through moto, its answer saying each placed instance's group and partition."""
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        said: list[Any] = []
+
+        def keep(status: str, headers: list[tuple[str, str]], *rest: Any) -> Callable[[bytes], object]:
+            said.extend((status, headers))
+            return lambda _data: None
+
+        answer = b"".join(self.moto(environ, keep))
+        status, headers = said if said else ("500 Internal Server Error", [])
+        if status.startswith("200"):
+            answer = self.placement_groups.describe_instances(answer)
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        start_response(status, [*headers, ("Content-Length", str(len(answer)))])
         return [answer]
 
     @staticmethod
@@ -176,6 +211,7 @@ class Front:
 
 
 _JSON = "application/x-amz-json-1.1"
+_STATUS = {200: "200 OK", 400: "400 Bad Request"}
 #: The region of a SigV4 request (its credential scope) and the instance ids of a CreateFleet answer.
 _REGION = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
 _INSTANCE_ID = re.compile(r">(i-[0-9a-f]+)<")

@@ -9,20 +9,28 @@ from karpenter_policy.simulate.driver import SimulationResult
 from karpenter_policy.simulate.measure import NodeRow
 
 
+def placed(nodes: Sequence[NodeRow]) -> bool:
+    """Some node is in a placement group: the table has a last column, `placement group` (`NodeRow.placement`)."""
+    return any(n.placement for n in nodes)
+
+
 def header(nodes: Sequence[NodeRow]) -> tuple[str, ...]:
-    """The columns; the second headed `provisioner`, `nodepool` (every node a NodePool's) or `pool` (`pools_noun`)."""
+    """The columns; the second headed `provisioner`, `nodepool` (every node a NodePool's) or `pool` (`pools_noun`);
+    `placement group` last when some node is in one."""
     pool = pools_noun((n.provisioner for n in nodes), 1).lower()
-    return ("node", pool, "type", "zone", "capacity", "pods", "cpu", "memory", "$/h")
+    group = ("placement group",) if placed(nodes) else ()
+    return ("node", pool, "type", "zone", "capacity", "pods", "cpu", "memory", "$/h", *group)
 
 
 def price_text(price: float | None) -> str:
     return "n/a" if price is None else f"{price:.4f}"
 
 
-def _row(node: NodeRow) -> tuple[str, ...]:
+def row(node: NodeRow, placement: bool = False) -> tuple[str, ...]:
+    """A node's cells, in `header`'s order (`placement`: with the placement-group column)."""
     return (
         node.name, node.provisioner, node.instance_type, node.zone, node.capacity_type, str(node.pods),
-        f"{node.cpu:.0%}", f"{node.memory:.0%}", price_text(node.price),
+        f"{node.cpu:.0%}", f"{node.memory:.0%}", price_text(node.price), *((node.placement,) if placement else ()),
     )
 
 
@@ -41,7 +49,7 @@ def node_table(result: SimulationResult) -> str:
     """The nodes at the end with their packing and price, then the fleet's $/h and what is left pending."""
     out: list[str] = []
     if result.nodes:
-        out += _render(header(result.nodes), [_row(n) for n in result.nodes])
+        out += _render(header(result.nodes), [row(n, placed(result.nodes)) for n in result.nodes])
     else:
         out.append("no nodes")
     unpriced = sum(1 for n in result.nodes if n.price is None)
@@ -56,4 +64,4 @@ def node_table(result: SimulationResult) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["header", "node_table", "price_text"]
+__all__ = ["header", "node_table", "placed", "price_text", "row"]

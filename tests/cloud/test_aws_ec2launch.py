@@ -313,6 +313,50 @@ def test_a_node_in_a_group_registers_with_its_labels_and_the_class_network_names
     assert "placement-group-id" not in template_of_launch_again(aws, node_class())
 
 
+@pytest.mark.parametrize(("selector", "expected"), [
+    ({"name": "hdfs"},
+     {wk.PLACEMENT_GROUP_ID: ("pg-0fedcba9876543210",), wk.PLACEMENT_GROUP_PARTITION: ("1", "2", "3")}),
+    ({"name": "training"}, {wk.PLACEMENT_GROUP_ID: ("pg-0123456789abcdef0",)}),
+    ({"name": "racks"}, {wk.PLACEMENT_GROUP_ID: ("pg-0aaaaaaaaaaaaaaaa",)}),
+    ({"name": "absent"}, {}),
+    (None, {}),
+])
+def test_the_class_types_are_offered_in_its_group_and_per_partition(
+    aws: AwsEnv, selector: dict[str, str] | None, expected: dict[str, tuple[str, ...]]
+) -> None:
+    """offering.go:168-181 (`InjectOfferings`) and placement_group_resolver.go: the class's types carry its group's
+    id and, for a partition group with a partition count, `1` … `N` (one offering per partition) — the topology
+    domains of a spread over `karpenter.k8s.aws/placement-group-partition`; a group not found adds nothing."""
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([CLUSTER_GROUP, PARTITION_GROUP, SPREAD_GROUP]))
+    changes = {} if selector is None else {"placementGroupSelector": selector}
+    assert aws.provider().placement_requirements(node_class(**changes)) == expected
+
+
+def test_a_failed_resolution_offers_nothing_more(aws: AwsEnv) -> None:
+    """offering.go:143-146: v1.14.1 reads the group ignoring the error (none found: nothing injected)."""
+    aws.proxy.serve("DescribePlacementGroups", lambda call: error_answer(call, 400, "UnauthorizedOperation", "denied"))
+    assert aws.provider().placement_requirements(node_class(placementGroupSelector={"name": "hdfs"})) == {}
+
+
+@pytest.mark.parametrize(("group", "partitions", "partition"), [
+    (PARTITION_GROUP, ["2"], "2"),  # the partition the scheduler targeted (cloudprovider.go:479-486)
+    (PARTITION_GROUP, None, ""),  # none: the sentinel the registration hook fills (cloudprovider.go:478)
+    (CLUSTER_GROUP, None, None),  # a cluster group: no partition label at all
+])
+def test_the_launched_instance_says_its_group_and_partition(
+    aws: AwsEnv, group: dict[str, Any], partitions: list[str] | None, partition: str | None
+) -> None:
+    """cloudprovider.go:472-488 (`instanceToNodeClaim`): the claim of a node in a placement group is labelled with
+    the group's id; in a partition group with the partition the launch targeted, else `""` for EC2 to assign."""
+    aws.proxy.serve("DescribePlacementGroups", placement_groups([group]))
+    requirements = (
+        Requirements([Requirement.new(wk.PLACEMENT_GROUP_PARTITION, "In", partitions)]) if partitions else None
+    )
+    settings = node_class(placementGroupSelector={"name": group["GroupName"]})
+    made = aws.provider().create(request(settings, [offer("m5.large", "us-east-1a")], requirements=requirements))
+    assert (made.placement_group, made.placement_partition) == (group["GroupId"], partition)
+
+
 def template_of_launch_again(aws: AwsEnv, settings: dict[str, Any]) -> str:
     """The userData of a second launch's template (another client token, the first template left aside)."""
     before = {t["LaunchTemplateName"] for t in aws.ec2.describe_launch_templates()["LaunchTemplates"]}

@@ -214,3 +214,61 @@ def test_nodepools_and_a_provisioner_side_by_side_end_to_end(tmp_path: Path) -> 
                "--min-values-policy", "BestEffort"],
     )  # fmt: skip
     assert best_effort.exit_code == 0, best_effort.stderr
+
+
+PLACED_ROW = re.compile(
+    r"^(ip-\S+)\s+(NodePool/\S+)\s+(\S+)\s+(\S+)\s+(on-demand|spot)\s+(\d+)\s+\d+%\s+\d+%\s+\S+"
+    r"\s+(pg-[0-9a-f]{17})/(\S+)$",
+    re.M,
+)
+
+
+@pytest.mark.slow
+def test_a_placement_group_class_runs_its_nodes_in_the_group_one_per_partition(tmp_path: Path) -> None:
+    """examples/v1/placement-group (#26): its EC2NodeClass selects the placement group `hdfs`, which the simulated
+    account creates (a partition group, served in front of moto: simulate/placementgroups.py); three datanodes
+    spreading over `karpenter.k8s.aws/placement-group-partition` with maxSkew 1 run on three nodes, one per
+    partition (v1.14.1's offerings per partition), and the report's table says each node's group and partition."""
+    example = ROOT / "examples" / "v1" / "placement-group"
+    out = tmp_path / "build"
+    compiled = CliRunner().invoke(main, ["compile", str(example / "policies"), "-o", str(out)])
+    assert compiled.exit_code == 0, compiled.output
+    report = tmp_path / "report" / "report.html"
+    report.parent.mkdir()
+    code, stdout, err = simulate(out, "--workloads", str(example / "apps"), "--report", str(report))
+    assert code == 0, err
+    rows = PLACED_ROW.findall(stdout)
+    assert len(rows) == 3 and "fleet: 3 node(s), 3 pod(s)" in stdout, stdout
+    assert len({r[6] for r in rows}) == 1
+    assert sorted(r[7] for r in rows) == ["1", "2", "3"]
+    html = report.read_text()
+    assert "<th>placement group</th>" in html
+    assert all(f"<td>{r[6]}/{r[7]}</td>" in html for r in rows)
+
+
+@pytest.mark.slow
+def test_nodes_no_pod_pins_to_a_partition_register_with_the_partition_ec2_picked(tmp_path: Path) -> None:
+    """cloudprovider.go:478 and placementgrouphook.go: two pods kept apart by hostname, neither pinned to a
+    partition, are launched with the partition label `""` (EC2 picks); the registration hook reads each
+    instance's partition from DescribeInstances and the nodes end labelled with it — never `?` in the table."""
+    example = ROOT / "examples" / "v1" / "placement-group"
+    out = tmp_path / "build"
+    compiled = CliRunner().invoke(main, ["compile", str(example / "policies"), "-o", str(out)])
+    assert compiled.exit_code == 0, compiled.output
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    (apps / "namenode.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: namenode}\nspec:\n  replicas: 2\n"
+        "  selector: {matchLabels: {app: namenode}}\n  template:\n    metadata: {labels: {app: namenode}}\n"
+        "    spec:\n      affinity:\n        podAntiAffinity:\n"
+        "          requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "            - topologyKey: kubernetes.io/hostname\n"
+        "              labelSelector: {matchLabels: {app: namenode}}\n"
+        "      containers:\n        - name: namenode\n          image: apache/hadoop:3\n"
+        "          resources: {requests: {cpu: '1'}}\n"
+    )
+    code, stdout, err = simulate(out, "--workloads", str(apps))
+    assert code == 0, err
+    rows = PLACED_ROW.findall(stdout)
+    assert len(rows) == 2, stdout
+    assert sorted(r[7] for r in rows) == ["1", "2"]  # the stand-in's EC2 picks the least used partition

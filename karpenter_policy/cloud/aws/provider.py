@@ -489,9 +489,43 @@ class AwsCloudProvider:
                 request, spec, sorted({o.instance_type for o in placed}), templates, reserved, unreserved
             )
             placed = [o for o in placed if self._has_template(o, templates, reserved)]
-            return self._launch(request, placed, subnets, templates, reserved)
+            return self._placed(self._launch(request, placed, subnets, templates, reserved), request, spec)
         finally:
             self._templates.release(templates.data)
+
+    def _placed(self, instance: Instance, request: LaunchRequest, spec: Mapping[str, Any]) -> Instance:
+        """The launched instance with the placement group of its class and its partition, as v1.14.1's
+        `instanceToNodeClaim` labels the claim (cloudprovider.go:472-488): the group's id; in a partition group the
+        partition the launch targeted (the lowest the node's requirement names), else `""` — whatever EC2 may have
+        said already: v1.14.1 reads the class and the claim here, not the instance — the sentinel its registration
+        hook fills from DescribeInstances (`reconcile.provisioning.registrationhooks`)."""
+        placed_in = self._placement(request, spec) if spec.get(PLACEMENT_GROUP) else None
+        if placed_in is None:
+            return instance
+        group = self._placement_groups.get(spec[PLACEMENT_GROUP])
+        partition: str | None = None
+        if group is not None and group.strategy == PARTITION:
+            target = placed_in.get("PartitionNumber")
+            partition = str(target) if target else ""
+        return dataclasses.replace(
+            instance, placement_group=str(placed_in["GroupId"]), placement_partition=partition
+        )
+
+    def placement_requirements(self, provider: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+        """See :class:`~karpenter_policy.cloud.provider.PlacingCloud`. v1.14.1 reads the group ignoring the error."""
+        spec = provider or {}
+        if not spec.get(PLACEMENT_GROUP):
+            return {}
+        try:
+            group = self._placement_groups.get(spec[PLACEMENT_GROUP])
+        except CloudError:
+            return {}
+        if group is None:
+            return {}
+        found: dict[str, tuple[str, ...]] = {wk.PLACEMENT_GROUP_ID: (group.id,)}
+        if group.strategy == PARTITION and group.partition_count > 0:
+            found[wk.PLACEMENT_GROUP_PARTITION] = tuple(str(i) for i in range(1, group.partition_count + 1))
+        return found
 
     def _launchable(self, request: LaunchRequest) -> list[ChosenOffering]:
         """The options that are known types, allowed by the node's requirements and not marked unavailable."""
@@ -844,7 +878,10 @@ class AwsCloudProvider:
 def _instance(raw: Mapping[str, Any]) -> Instance:
     """An :class:`Instance` from a DescribeInstances entry."""
     tags = {str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or []}
-    zone = str((raw.get("Placement") or {}).get("AvailabilityZone") or "")
+    placement: Mapping[str, Any] = raw["Placement"] if isinstance(raw.get("Placement"), Mapping) else {}
+    zone = str(placement.get("AvailabilityZone") or "")
+    group = placement.get("GroupId")
+    number = placement.get("PartitionNumber")
     launch_time = raw.get("LaunchTime")
     instance_id = str(raw["InstanceId"])
     lifecycle = raw.get("InstanceLifecycle")
@@ -871,6 +908,8 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         provider_id=f"aws:///{zone}/{instance_id}",
         subnet_id=subnet_id if isinstance(subnet_id := raw.get("SubnetId"), str) else "",
         security_groups=_group_ids(raw.get("SecurityGroups")),
+        placement_group=group if isinstance(group, str) else "",
+        placement_partition=str(number) if isinstance(number, int) and not isinstance(number, bool) else None,
     )
 
 

@@ -158,10 +158,18 @@ class ClaimWriter:
             name, lambda found: conditions.set_true(found, kind, self.wall_clock(), message[:300], reason), node_name
         )
 
-    def set_unknown(self, name: str, kind: str, reason: str) -> bool:
-        """Set condition `kind` Unknown with `reason` (as message too, as v1.14.1's termination writes it); False
-        when the claim is gone, unreadable or already so. Raises ClusterError."""
-        return self._write(name, lambda found: conditions.set_unknown(found, kind, reason, reason, self.wall_clock()))
+    def set_unknown(self, name: str, kind: str, reason: str, message: str | None = None) -> bool:
+        """Set condition `kind` Unknown with `reason` and `message` (default: the reason, as v1.14.1's termination
+        writes it); False when the claim is gone, unreadable or already so. Raises ClusterError."""
+        said = reason if message is None else message
+        return self._write(name, lambda found: conditions.set_unknown(found, kind, reason, said, self.wall_clock()))
+
+    def label(self, name: str, labels: dict[str, str]) -> None:
+        """Set labels on the claim (a merge patch); gone already is fine. Raises ClusterError."""
+        try:
+            self.cluster.patch(NODE_CLAIM, name, {"metadata": {"labels": labels}})
+        except NotFound:
+            return
 
     def set_false(self, name: str, kind: str, reason: str) -> bool:
         """Set condition `kind` False with `reason` (as message too); as `set_unknown`."""

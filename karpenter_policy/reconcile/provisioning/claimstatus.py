@@ -9,6 +9,12 @@ is set at creation, `reconcile.claims.writer`) `Ready`. A claim turning Register
 It follows the state: a Node of ours that names a NodeClaim as owner and whose joined or initialized changed is
 looked at in the next provisioning step; a write that failed is tried again at the next one. A claim written once
 is not written again for the same stage, however late the state shows the change.
+
+Before `Registered`, the cloud provider's registration hooks (`registrationhooks`: a partition placement group's
+partition label, known from DescribeInstances) must be ready: until then the claim's `Registered` is Unknown
+(`RegistrationHookPending`, the hook's name) and it is looked at again after v1.14.1's per-item backoff (1 s,
+doubling, at most a minute: `next_due`) or at its Node's next change — never by a scan. What a ready hook resolved
+is written on the claim's and its Node's labels first.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from karpenter_policy.reconcile.claims import conditions
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.claims.writer import CLAIMS
 from karpenter_policy.reconcile.context import Context
+from karpenter_policy.reconcile.provisioning import registrationhooks as hooks
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import NodeRecord
 
@@ -39,6 +46,7 @@ class ClaimLifecycle:
         self._lock = threading.Lock()
         self._dirty: dict[str, tuple[str, Stage]] = {}  # claim → (node, stage seen)
         self._written: dict[str, Stage] = {}  # claim → stage written
+        self._waiting: dict[str, tuple[str, Stage, float, int]] = {}  # claim → (node, stage, due, attempts): hooks
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
@@ -51,6 +59,7 @@ class ClaimLifecycle:
                 with self._lock:
                     self._written.pop(claim, None)
                     self._dirty.pop(claim, None)
+                    self._waiting.pop(claim, None)
             return
         if not after.ours or after.deleting:
             return
@@ -69,14 +78,25 @@ class ClaimLifecycle:
         """Some claim waits for its conditions to be written."""
         return bool(self._dirty)
 
+    def next_due(self) -> float | None:
+        """When a claim a registration hook held back is looked at again (None: none is)."""
+        with self._lock:
+            return min((due for _, _, due, _ in self._waiting.values()), default=None)
+
     def sync(self) -> None:
-        """Write the conditions of the claims whose Node changed."""
+        """Write the conditions of the claims whose Node changed, and of those whose hook's backoff ran out."""
+        now = self.context.clock()
         with self._lock:
             dirty, self._dirty = self._dirty, {}
+            for claim, (node, stage, due, _) in list(self._waiting.items()):
+                if due <= now:
+                    dirty.setdefault(claim, (node, stage))
         writer = self.context.claims
         for claim, (node, stage) in sorted(dirty.items()):
             joined, initialized = stage
             try:
+                if (joined or initialized) and not self._hooks_ready(claim, node, stage, now):
+                    continue
                 if (joined or initialized) and writer.set_true(claim, conditions.REGISTERED, node_name=node):
                     self._registered(claim)
                 if initialized:
@@ -91,6 +111,35 @@ class ClaimLifecycle:
                 continue
             with self._lock:
                 self._written[claim] = stage
+
+    def _hooks_ready(self, claim: str, node: str, stage: Stage, now: float) -> bool:
+        """Whether the registration hooks let the claim register now (`registrationhooks`); when one resolved labels,
+        they are written on the claim and its Node first. Not ready: `Registered` Unknown `RegistrationHookPending`,
+        looked at again after the backoff. Raises ClusterError (a write failed: tried again at the next sync)."""
+        record = self.context.state.node(node)
+        if record is None:
+            return True
+        answer = hooks.placement_group_partition(record.labels, record.provider_id, self.context.cloud)
+        if answer.ready:
+            with self._lock:
+                self._waiting.pop(claim, None)
+            if answer.labels:
+                patch = {"metadata": {"labels": dict(answer.labels)}}
+                self.context.cluster.patch(objects.NODE, node, patch)
+                self.context.claims.label(claim, dict(answer.labels))
+            return True
+        fields = self.context.fields(nodeclaim=claim, node=node)
+        if answer.error:
+            CLAIMS.warning("registration hook %r failed, %s", hooks.PLACEMENT_GROUP_HOOK, answer.error, extra=fields)
+        else:
+            CLAIMS.debug("awaiting registration hooks %s", hooks.PLACEMENT_GROUP_HOOK, extra=fields)
+        with self._lock:
+            attempts = self._waiting[claim][3] + 1 if claim in self._waiting else 1
+            self._waiting[claim] = (node, stage, now + hooks.backoff(attempts), attempts)
+        self.context.claims.set_unknown(
+            claim, conditions.REGISTERED, hooks.PENDING, message=hooks.PLACEMENT_GROUP_HOOK
+        )
+        return False
 
     def _registered(self, name: str) -> None:
         """The claim just turned Registered: a node created (`karpenter_nodes_created_total{nodepool, zone}`) and a

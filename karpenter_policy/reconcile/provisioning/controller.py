@@ -69,8 +69,8 @@ class Provisioning:
         return self.provisioner.wake
 
     def step(self, now: float, result: ReconcileResult) -> float | None:
-        """See the module docstring; due when a batch window closes, a retry or plan ahead is due, or a node's
-        registration TTL runs out."""
+        """See the module docstring; due when a batch window closes, a retry or plan ahead is due, a node's
+        registration TTL runs out, or a registration hook's backoff does."""
         self.refresh(result)
         self._observe_nodepools()
         self.lifecycle.register_pending(result)
@@ -101,7 +101,11 @@ class Provisioning:
         self.context.registration_health.observe_all(names)
 
     def next_due(self) -> float | None:
-        dues = [due for due in (self.provisioner.next_due(), self.liveness.next_due()) if due is not None]
+        dues = [
+            due
+            for due in (self.provisioner.next_due(), self.liveness.next_due(), self.lifecycle.claims.next_due())
+            if due is not None
+        ]
         return min(dues, default=None)
 
     def poll(self) -> float | None:

@@ -14,7 +14,8 @@ about to go — so pods can be planned onto a node that is being launched. Other
 which adopts it): named as the kubelet will register (the private DNS name), with the pool's labels (its owner label
 `karpenter.sh/provisioner-name`, or a NodePool's `karpenter.sh/nodepool` and `karpenter.k8s.aws/ec2nodeclass`) and
 the instance's (type, zone, capacity type — a reserved one's capacity reservation with it, :func:`reservation_labels` —,
-arch, OS and the `karpenter.k8s.aws/instance-*` labels), taints and
+arch, OS and the `karpenter.k8s.aws/instance-*` labels, its placement group and partition — `""` while EC2 has not
+said which —), taints and
 startup taints, the `karpenter.sh/termination` finalizer, the constraint-set hash and node hash (drift), the
 provider ID, and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures when it
 joins).
@@ -234,6 +235,10 @@ def node_object(
     )
     if instance.capacity_type == wk.CAPACITY_RESERVED:  # v1.14.1's `instanceToNodeClaim` (cloudprovider.go:465-470)
         labels.update(reservation_labels(instance))
+    if instance.placement_group:  # v1.14.1's `instanceToNodeClaim` (cloudprovider.go:472-488)
+        labels[wk.PLACEMENT_GROUP_ID] = instance.placement_group
+        if instance.placement_partition is not None:
+            labels[wk.PLACEMENT_GROUP_PARTITION] = instance.placement_partition
     if constraint_set.region:
         labels[wk.REGION] = constraint_set.region
     taints = [t.to_api() for t in (*constraint_set.taints, *constraint_set.startup_taints)]
