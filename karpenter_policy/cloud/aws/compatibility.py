@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.model.allocatable import EFA_ONLY
+from karpenter_policy.model.instancetypes import NESTED_VIRTUALIZATION
 
 #: The fields of a DescribeInstanceTypes entry the checks read (the rest need not be kept).
 READ: Final = ("NetworkInfo", "ProcessorInfo", "PlacementGroupInfo")
-NESTED_VIRTUALIZATION: Final = "nested-virtualization"
 
 
 def interfaces_fit(info: Mapping[str, Any], interfaces: Sequence[Mapping[str, Any]]) -> bool:
