@@ -15,7 +15,10 @@ on-demand price; spot offerings the zone's latest DescribeSpotPriceHistory price
 (``with_spot_prices``), else the on-demand price (as Karpenter does before it has spot prices). A type without
 a known price gets offerings priced None: they can be launched, their cost is unknown ("no price data").
 Facts DescribeInstanceTypes does not give are taken from the embedded catalog: the branch ENIs of trunking
-types (``vpc.amazonaws.com/pod-eni``, from Karpenter's VPC limits).
+types (``vpc.amazonaws.com/pod-eni``, from Karpenter's VPC limits). The network facts v1.14.1's EFA capacity and
+compatibility checks read are EC2's: the interfaces of each network card (cards numbered 0..n-1 once each, else
+the answer is refused), `EfaInfo.MaximumEfaInterfaces`, `EnaSupport` unsupported and `nested-virtualization` among
+`ProcessorInfo.SupportedFeatures` (a list of strings).
 """
 
 from __future__ import annotations
