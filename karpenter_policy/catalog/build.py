@@ -6,17 +6,19 @@ records per type and fact, see `Catalog.provenance`):
 * [karpenter] Karpenter's published instance-type table (``karpenter-instance-types-YYYY-MM.json``, generated from
   the EC2 API): the label values of every current type — vCPU, memory, architecture, GPUs and accelerators with
   their names and manufacturers, local NVMe, hypervisor, network bandwidth, encryption in transit, and (labels of
-  Karpenter v1 only) the CPU manufacturer, sustained clock speed and EBS bandwidth. Its month is
+  Karpenter v1 only) the CPU manufacturer, sustained clock speed and EBS bandwidth, and from its resources the
+  EFA interfaces (`vpc.amazonaws.com/efa`, EC2's `MaximumEfaInterfaces`). Its month is
   the catalog's date. Karpenter v0.31's one hard-coded rule (trn1 as accelerator "inferentia") is kept, as
   `catalog refresh` keeps it.
 * [karpenter-v0.31] Karpenter v0.31's table (``karpenter-v0.31-instance-types.json``): the same facts of the types
   Karpenter no longer lists (p2, p3, g3, f1, dl1, u-*tb1 ...) — they are marked previous-generation; their CPU
   and EBS facts, which that table predates, are EC2's where it describes them.
 * [ec2] DescribeInstanceTypes as AWS returned it (moto's ``instance_types.json.gz``): the facts of types neither
-  table has (newer than the table), the network limits the VPC table lacks, and which types sell as spot.
+  table has (newer than the table), the network limits the VPC table lacks, which types sell as spot, and two facts
+  no table has: ENA unsupported (`EnaSupport`) and `nested-virtualization` among the processor's features.
 * [vpc-limits] Karpenter's VPC limits (``karpenter-vpc-limits-YYYY-MM.json``): ENIs of the default network card
   (what max pods counts, as Karpenter's ENILimitedPods; a type with several cards has more in all), IPv4
-  addresses per ENI, branch ENIs for pod-eni (trunking types), bare metal.
+  addresses per ENI, branch ENIs for pod-eni (trunking types), bare metal, the interfaces of each network card.
 * [offerings] DescribeInstanceTypeOfferings by availability zone as AWS returned it, per region (moto's
   ``instance_type_offerings/availability-zone/<region>.json.gz``): where each type is offered.
 * [prices-<region>] The on-demand price tables (``ec2-on-demand-prices-<region>.json``; us-east-1 only): prices,
@@ -101,6 +103,7 @@ class Sources:
     offerings: dict[str, dict[str, set[str]]]  # region -> type -> zones
     prices: dict[str, dict[str, float]]  # region -> type -> on-demand USD/hour
     price_files: dict[str, Path] = field(default_factory=dict)  # region -> its table, shipped as is
+    efa: dict[str, int] = field(default_factory=dict)  # Karpenter's table: type -> its vpc.amazonaws.com/efa
 
 
 def default_moto_resources() -> Path | None:
@@ -125,17 +128,25 @@ def _load(path: Path) -> Any:
         raise CatalogError(path, f"not valid (gzipped) JSON: {exc}") from None
 
 
-def _table(path: Path) -> tuple[dict[str, dict[str, str]], str]:
-    """A Karpenter instance-type table: type -> labels, and its source line."""
+def _table(path: Path) -> tuple[dict[str, dict[str, str]], str, dict[str, int]]:
+    """A Karpenter instance-type table: type -> labels, its source line, and type -> the `vpc.amazonaws.com/efa` its
+    resources list (the types with EFA; v1.14.1's `efas` without a class's `networkInterfaces`)."""
     document = _load(path)
     types = document.get("types") if isinstance(document, dict) else None
     if not isinstance(types, dict) or not all(
         isinstance(row, dict) and isinstance(row.get("labels"), dict) for row in types.values()
     ):
         raise CatalogError(path, 'expected {"types": {name: {"labels": {...}, ...}}}')
-    return {str(name): {str(k): str(v) for k, v in row["labels"].items()} for name, row in types.items()}, str(
-        document.get("source", path.name)
-    )
+    efa: dict[str, int] = {}
+    for name, row in types.items():
+        resources = row.get("resources")
+        count = resources.get(wk.EFA) if isinstance(resources, dict) else None
+        if count is not None:
+            if not isinstance(count, str) or not count.isdecimal() or not count.isascii():
+                raise CatalogError(path, f"{name}: resources.{wk.EFA} {count!r} is not a count")
+            efa[str(name)] = int(count)
+    labels = {str(name): {str(k): str(v) for k, v in row["labels"].items()} for name, row in types.items()}
+    return labels, str(document.get("source", path.name)), efa
 
 
 def _last_date(text: str) -> str | None:
@@ -184,8 +195,8 @@ def read_sources(shared: Path, moto: Path) -> Sources:
     current_path = _one(shared, _CURRENT_TABLE, "Karpenter instance-type table")
     match = _CURRENT_TABLE.match(current_path.name)
     assert match is not None
-    current, current_source = _table(current_path)
-    previous, previous_source = _table(shared / _V031_TABLE)
+    current, current_source, efa = _table(current_path)
+    previous, previous_source, _ = _table(shared / _V031_TABLE)
     vpc_path = _one(shared, _VPC_LIMITS, "Karpenter VPC limits table")
     vpc_document = _load(vpc_path)
     vpc_limits = vpc_document.get("types") if isinstance(vpc_document, dict) else None
@@ -250,6 +261,7 @@ def read_sources(shared: Path, moto: Path) -> Sources:
         offerings=offerings,
         prices=prices,
         price_files=price_files,
+        efa=efa,
     )
 
 
@@ -341,8 +353,20 @@ def default_card_interfaces(limits: Mapping[str, Any]) -> int:
     raise ValueError(f"no network card {default} (the default) among {cards!r}")
 
 
+def network_cards(limits: Mapping[str, Any]) -> tuple[int, ...]:
+    """The interfaces of each network card of a VPC limits row, in card index order (indexes must be 0..n-1); one
+    card of all its ENIs when the row lists no cards."""
+    cards = limits.get("networkCards")
+    if not isinstance(cards, list) or not cards:
+        return (int(limits["interfaces"]),)
+    by_index = {int(card["networkCardIndex"]): int(card["maximumNetworkInterfaces"]) for card in cards}
+    if sorted(by_index) != list(range(len(cards))):
+        raise ValueError(f"network card indexes {sorted(by_index)} are not 0..{len(cards) - 1}")
+    return tuple(by_index[i] for i in range(len(cards)))
+
+
 def _network(name: str, sources: Sources, described: InstanceType | None) -> tuple[dict[str, Any], str]:
-    """ENIs, IPv4 per ENI, branch ENIs and bare metal, and their source."""
+    """ENIs, IPv4 per ENI, branch ENIs, bare metal and the interfaces of each network card, and their source."""
     limits = sources.vpc_limits.get(name)
     if limits is not None:
         return {
@@ -350,6 +374,7 @@ def _network(name: str, sources: Sources, described: InstanceType | None) -> tup
             "ipv4_per_eni": int(limits["ipv4PerInterface"]),
             "branch_enis": int(limits["branchInterfaces"]) if limits.get("trunking") else 0,
             "bare_metal": bool(limits.get("baremetal")),
+            "network_cards": network_cards(limits),
         }, VPC_LIMITS
     bare_metal = described.bare_metal if described is not None else "metal" in instance_size(name)
     if described is not None and described.max_enis and described.ipv4_per_eni:
@@ -358,8 +383,13 @@ def _network(name: str, sources: Sources, described: InstanceType | None) -> tup
             "ipv4_per_eni": described.ipv4_per_eni,
             "branch_enis": 0,
             "bare_metal": bare_metal,
+            "network_cards": described.network_cards,
         }, EC2
-    return {"max_enis": 0, "ipv4_per_eni": 0, "branch_enis": 0, "bare_metal": bare_metal}, ""
+    return {"max_enis": 0, "ipv4_per_eni": 0, "branch_enis": 0, "bare_metal": bare_metal, "network_cards": ()}, ""
+
+
+def _described_efa(described: InstanceType | None) -> int:
+    return described.efa_interfaces if described is not None else 0
 
 
 def _join_type(name: str, sources: Sources) -> JoinedType | None:
@@ -389,7 +419,14 @@ def _join_type(name: str, sources: Sources) -> JoinedType | None:
             cpu_sustained_clock_mhz=described.cpu_sustained_clock_mhz,
             ebs_bandwidth_mbps=described.ebs_bandwidth_mbps,
         )
-    facts = dataclasses.replace(facts, **network, previous_generation=facts_source == KARPENTER_V031)
+    facts = dataclasses.replace(
+        facts,
+        **network,
+        previous_generation=facts_source == KARPENTER_V031,
+        efa_interfaces=sources.efa.get(name, 0) if name in sources.current else _described_efa(described),
+        ena_unsupported=described is not None and described.ena_unsupported,
+        nested_virtualization=described is not None and described.nested_virtualization,
+    )
     return JoinedType(facts, facts_source, network_source, spot)
 
 
@@ -599,6 +636,7 @@ __all__ = [
     "Sources",
     "build_embedded",
     "default_card_interfaces",
+    "network_cards",
     "default_moto_resources",
     "installed_moto_version",
     "join",

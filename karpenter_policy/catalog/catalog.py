@@ -15,7 +15,9 @@ File format (version 1), one instance type per line so diffs stay readable::
     ]}
 
 An offering is [zone, capacity type, price in USD/hour or null (no price data), available]. ``date`` (optional)
-is when the catalog was made; ``branch_enis`` and ``previous_generation`` are optional per type.
+is when the catalog was made; ``branch_enis``, ``previous_generation``, the CPU and EBS facts and the network facts
+(``network_cards``: interfaces per card in index order, ``efa_interfaces``, ``ena_unsupported``,
+``nested_virtualization``) are optional per type, written only when not their default.
 """
 
 from __future__ import annotations
@@ -224,13 +226,19 @@ _OPTIONAL_FIELDS: dict[str, Any] = {
     "cpu_manufacturer": "",
     "cpu_sustained_clock_mhz": 0,
     "ebs_bandwidth_mbps": 0,
+    "network_cards": (),
+    "efa_interfaces": 0,
+    "ena_unsupported": False,
+    "nested_virtualization": False,
 }
 _INSTANCE_TYPE_FIELDS = tuple(f.name for f in fields(InstanceType) if f.name not in _OPTIONAL_FIELDS)
 
 
 def _instance_type_to_dict(it: InstanceType) -> dict[str, Any]:
     out: dict[str, Any] = {
-        name: getattr(it, name) for name, default in _OPTIONAL_FIELDS.items() if getattr(it, name) != default
+        name: list(value) if isinstance(value, tuple) else value
+        for name, default in _OPTIONAL_FIELDS.items()
+        if (value := getattr(it, name)) != default
     }
     for name in _INSTANCE_TYPE_FIELDS:
         value = getattr(it, name)
@@ -353,6 +361,15 @@ def _instance_type_from_dict(raw: Any, where: str) -> InstanceType:
             data.get("cpu_sustained_clock_mhz", 0), f"{where}.cpu_sustained_clock_mhz"
         ),
         ebs_bandwidth_mbps=_non_negative_int(data.get("ebs_bandwidth_mbps", 0), f"{where}.ebs_bandwidth_mbps"),
+        network_cards=tuple(
+            _non_negative_int(card, f"{where}.network_cards[{i}]")
+            for i, card in enumerate(_expect(data.get("network_cards", []), list, f"{where}.network_cards"))
+        ),
+        efa_interfaces=_non_negative_int(data.get("efa_interfaces", 0), f"{where}.efa_interfaces"),
+        ena_unsupported=_expect(data.get("ena_unsupported", False), bool, f"{where}.ena_unsupported"),
+        nested_virtualization=_expect(
+            data.get("nested_virtualization", False), bool, f"{where}.nested_virtualization"
+        ),
     )
     if it.vcpu == 0 or it.memory_mib == 0:
         raise _Invalid(f"{where}: vcpu and memory_mib must be > 0")

@@ -11,8 +11,9 @@ reads them. Layout of ``karpenter_policy/catalog/data/``::
 
 ``types.json``: ``{"columns": [...], "date": "2026-07", "dates": {id: date}, "format": 2, "names_only": {name:
 region mask}, "regions": [...], "sources": {id: description}, "types": [[...], ...]}`` — each row lists the ``columns``
-(booleans as 0/1, architectures comma-separated, ``regions`` a bit mask over ``regions``: where the type is
-offered, observed or inferred). ``names_only`` are types a price table names but no source describes.
+(booleans as 0/1, architectures and the interfaces of each network card comma-separated, ``regions`` a bit mask
+over ``regions``: where the type is offered, observed or inferred). ``names_only`` are types a price table names
+but no source describes.
 
 ``offerings-<region>.json``: ``{"format": 2, "inferred": {name: [zone mask, why]}, "offered": {family: {zone
 mask: "size size ..."}}, "region": ..., "zones": [...]}`` — zone masks are bit masks over ``zones``; ``offered``
@@ -72,16 +73,21 @@ COLUMNS: tuple[str, ...] = (
     "cpu_manufacturer",
     "cpu_sustained_clock_mhz",
     "ebs_bandwidth_mbps",
+    "network_cards",
+    "efa_interfaces",
+    "ena_unsupported",
+    "nested_virtualization",
     "previous_generation",
     "spot",
     "facts",
     "network",
     "regions",
 )
-_BOOLEANS = frozenset({"bare_metal", "encryption_in_transit", "previous_generation", "spot"})
+_FLAGS = ("bare_metal", "encryption_in_transit", "ena_unsupported", "nested_virtualization", "previous_generation")
+_BOOLEANS = frozenset({*_FLAGS, "spot"})
 _STRINGS = frozenset(
     {"name", "architectures", "gpu_name", "gpu_manufacturer", "accelerator_name", "accelerator_manufacturer",
-     "hypervisor", "facts", "network", "cpu_manufacturer"}
+     "hypervisor", "facts", "network", "cpu_manufacturer", "network_cards"}
 )  # fmt: skip
 
 
@@ -119,7 +125,10 @@ class EmbeddedTypes:
 
 def encode_row(row: Mapping[str, Any]) -> list[Any]:
     """A type's values (by column) as a types.json row."""
-    return [int(row[c]) if c in _BOOLEANS else row[c] for c in COLUMNS]
+    return [
+        int(row[c]) if c in _BOOLEANS else ",".join(map(str, row[c])) if c == "network_cards" else row[c]
+        for c in COLUMNS
+    ]
 
 
 _INT_AT = tuple(i for i, column in enumerate(COLUMNS) if column not in _STRINGS)
@@ -141,9 +150,13 @@ def _decode_row(raw: Any, regions: tuple[str, ...]) -> tuple[EmbeddedType, Known
     if any(raw[i] > 1 for i in _BOOL_AT) or raw[1] == 0 or raw[2] == 0:
         raise ValueError(f"{raw[0]!r}: a flag not 0 or 1, or no vcpu or memory, in {raw!r}")
     facts = {column: raw[i] for column, i in _FACTS_AT}
-    for column in ("bare_metal", "encryption_in_transit", "previous_generation"):
+    for column in _FLAGS:
         facts[column] = bool(facts[column])
     facts["architectures"] = tuple(facts["architectures"].split(","))
+    cards = facts["network_cards"]
+    if cards and not all(card.isdecimal() and card.isascii() for card in cards.split(",")):
+        raise ValueError(f"{raw[0]!r}: network_cards {cards!r} is not counts separated by commas")
+    facts["network_cards"] = tuple(int(card) for card in cards.split(",")) if cards else ()
     embedded = EmbeddedType(facts, bool(raw[_SPOT]), raw[_FACTS], raw[_NETWORK])
     return embedded, KnownType(raw[0], facts["previous_generation"], masked(regions, raw[_REGIONS]))
 

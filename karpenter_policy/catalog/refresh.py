@@ -15,7 +15,10 @@ on-demand price; spot offerings the zone's latest DescribeSpotPriceHistory price
 (``with_spot_prices``), else the on-demand price (as Karpenter does before it has spot prices). A type without
 a known price gets offerings priced None: they can be launched, their cost is unknown ("no price data").
 Facts DescribeInstanceTypes does not give are taken from the embedded catalog: the branch ENIs of trunking
-types (``vpc.amazonaws.com/pod-eni``, from Karpenter's VPC limits).
+types (``vpc.amazonaws.com/pod-eni``, from Karpenter's VPC limits). The network facts v1.14.1's EFA capacity and
+compatibility checks read are EC2's: the interfaces of each network card (cards numbered 0..n-1 once each, else
+the answer is refused), `EfaInfo.MaximumEfaInterfaces`, `EnaSupport` unsupported and `nested-virtualization` among
+`ProcessorInfo.SupportedFeatures` (a list of strings).
 """
 
 from __future__ import annotations
@@ -34,7 +37,13 @@ from karpenter_policy.catalog.embedded import embedded_types
 from karpenter_policy.catalog.prices import latest_spot_prices, load_on_demand_prices
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import TRN1_NEURONS
-from karpenter_policy.model.instancetypes import InstanceType, Offering, kube_architectures, lower_kebab_case
+from karpenter_policy.model.instancetypes import (
+    NESTED_VIRTUALIZATION,
+    InstanceType,
+    Offering,
+    kube_architectures,
+    lower_kebab_case,
+)
 
 ZONE_LOCATION_TYPE = "availability-zone"
 SUPPORTED_CAPACITY_TYPES = (wk.CAPACITY_ON_DEMAND, wk.CAPACITY_SPOT)
@@ -194,6 +203,10 @@ def _instance_type(
     bandwidth_mbps = round(sum(baselines) * 1000) if baselines else 0
 
     manufacturer, clock_mhz, ebs_mbps = _processor_and_ebs(info)
+    network_cards, efa_interfaces = _cards_and_efa(network, cards)
+    features = _get(info, "ProcessorInfo", "SupportedFeatures")
+    if features is not None and not (isinstance(features, list) and all(isinstance(f, str) for f in features)):
+        raise _Bad(f"ProcessorInfo.SupportedFeatures must be a list of strings, got {features!r}")
 
     usage_classes = {u for u in info.get("SupportedUsageClasses") or [] if isinstance(u, str)}
     capacity_types = [ct for ct in SUPPORTED_CAPACITY_TYPES if ct in usage_classes]
@@ -229,7 +242,31 @@ def _instance_type(
         cpu_manufacturer=manufacturer,
         cpu_sustained_clock_mhz=clock_mhz,
         ebs_bandwidth_mbps=ebs_mbps,
+        network_cards=network_cards,
+        efa_interfaces=efa_interfaces,
+        ena_unsupported=network.get("EnaSupport") == "unsupported",
+        nested_virtualization=NESTED_VIRTUALIZATION in (features or ()),
     )
+
+
+def _cards_and_efa(network: Mapping[str, Any], cards: list[Mapping[str, Any]]) -> tuple[tuple[int, ...], int]:
+    """The interfaces of each network card in index order (v1.14.1's `networkInterfaceCompatibility` reads card i as
+    the entry whose NetworkCardIndex is i), and `EfaInfo.MaximumEfaInterfaces` (0 without EFA). Cards whose
+    indexes are not 0..n-1 are EC2 answering out of shape: refused."""
+    by_index: dict[int, int] = {}
+    for card in cards:
+        index = _int(card.get("NetworkCardIndex"), "NetworkCards[].NetworkCardIndex", 0)
+        most = _int(card.get("MaximumNetworkInterfaces"), "NetworkCards[].MaximumNetworkInterfaces", 0)
+        if index in by_index:
+            raise _Bad(f"NetworkCards lists card {index} twice")
+        by_index[index] = most
+    if sorted(by_index) != list(range(len(by_index))):
+        raise _Bad(f"NetworkCards[].NetworkCardIndex must be 0..{len(by_index) - 1}, got {sorted(by_index)}")
+    efa = network.get("EfaInfo")
+    if efa is not None and not isinstance(efa, Mapping):
+        raise _Bad(f"NetworkInfo.EfaInfo must be an object, got {efa!r}")
+    efa_interfaces = _int(efa.get("MaximumEfaInterfaces"), "EfaInfo.MaximumEfaInterfaces", 0) if efa else 0
+    return tuple(by_index[i] for i in range(len(by_index))), efa_interfaces
 
 
 def _processor_and_ebs(info: Mapping[str, Any]) -> tuple[str, int, int]:

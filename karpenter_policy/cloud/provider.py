@@ -79,6 +79,8 @@ class LaunchRequest:
     returns the instance the first one launched instead of launching another. ``min_values_relaxed``: the claim's
     minValues were relaxed (Karpenter's `karpenter.sh/nodeclaim-min-values-relaxed: "true"`); the AWS provider then
     launches without the EC2NodeClass's `context`, as v1.14.1 does (aws pkg/providers/instance/instance.go:379).
+    ``efa_requested``: the claim's pods request `vpc.amazonaws.com/efa`; the AWS provider then launches each type
+    with its EFA interfaces, one per network card (v1.14.1's `EFACount`, aws pkg/providers/amifamily/resolver.go:192).
     """
 
     cluster_name: str
@@ -93,6 +95,7 @@ class LaunchRequest:
     provider: Mapping[str, Any] | None = None
     kubelet: Mapping[str, Any] | None = None
     min_values_relaxed: bool = False
+    efa_requested: bool = False
 
     def __post_init__(self) -> None:
         if not self.client_token or len(self.client_token) > MAX_CLIENT_TOKEN_LENGTH:
@@ -142,6 +145,9 @@ class Instance:
     reservation_interruptible: bool = False
     placement_group: str = ""
     placement_partition: str | None = None
+    #: the EFA interfaces it was launched with (v1.14.1's `Instance.EFACount`, `model.nodeclassfit.launched_efas`):
+    #: its node offers `vpc.amazonaws.com/efa` only when > 0; 0 also when the cloud does not say
+    efa_interfaces: int = 0
 
     @property
     def provisioner(self) -> str | None:

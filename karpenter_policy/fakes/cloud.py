@@ -34,6 +34,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.nodeclassfit import launched_efas
 
 ENDPOINT = "fake://cloud"
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
@@ -160,6 +161,11 @@ class FakeCloudProvider:
                 return self._launch(request, option, failed)
             raise InsufficientCapacity(ENDPOINT, failed)
 
+    def _efa_interfaces(self, request: LaunchRequest, instance_type: str) -> int:
+        """What the AWS provider launches the type with (`model.nodeclassfit.launched_efas`); 0 for a type unknown."""
+        known = next((it for it in self._types if it.name == instance_type), None)
+        return launched_efas(known, request.provider, request.efa_requested) if known is not None else 0
+
     def _launch(self, request: LaunchRequest, option: ChosenOffering, failed: Sequence[FailedOffering]) -> Instance:
         self._counter += 1
         instance_id = f"i-{self._counter:017x}"
@@ -178,6 +184,7 @@ class FakeCloudProvider:
             failed_offerings=tuple(failed),
             subnet_id=self.subnet_id,
             security_groups=tuple(sorted(self.security_groups)),
+            efa_interfaces=self._efa_interfaces(request, option.instance_type),
         )
         self._instances[instance_id] = instance
         self._by_token[request.client_token] = instance_id

@@ -38,6 +38,14 @@ from karpenter_policy.model import amifamily
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.amifamily import DEFAULT_AMI_FAMILY, AMIFamily, instance_type_os
 from karpenter_policy.model.instancetypes import InstanceType
+from karpenter_policy.model.nodeclassfit import (
+    EFA_ONLY,
+    NETWORK_INTERFACES,
+    Interface,
+    efas,
+    interfaces_of,
+    nested_virtualization_of,
+)
 from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, parse_quantity
 
 #: The resources of a node's capacity, in the order results list them (the last one on Windows only).
@@ -51,6 +59,7 @@ NODE_RESOURCES: tuple[str, ...] = (
     wk.AMD_GPU,
     wk.AWS_NEURON,
     wk.HABANA_GAUDI,
+    wk.EFA,
     wk.PRIVATE_IPV4,
 )
 
@@ -60,9 +69,6 @@ GIB = 2**30
 GB = 10**9
 #: An EC2NodeClass's field naming how the instance store is used, and its one value.
 INSTANCE_STORE_POLICY, RAID0 = "instanceStorePolicy", "RAID0"
-#: An EC2NodeClass's field of network interfaces, and the interface type that carries EFA traffic only (no IP
-#: addresses: on network card 0 it is an ENI the VPC CNI cannot give pods).
-NETWORK_INTERFACES, EFA_ONLY = "networkInterfaces", "efa-only"
 #: The kubelet's own default maxPods: the pods of a type when its ENI data is unknown (see :func:`max_pods`).
 DEFAULT_MAX_PODS = 110
 #: Graviton (arm64) types keep 64 MiB for the kernel's contiguous memory allocator (CMA).
@@ -189,6 +195,13 @@ class NodeConfiguration:
     instance_store_raid0: bool = False
     #: An EC2NodeClass's `efa-only` network interfaces on network card 0 (`efa_only_enis`): ENIs no pod IP comes from.
     efa_only_enis: int = 0
+    #: A v1 NodePool's node (Karpenter v1.14.1): it offers `vpc.amazonaws.com/efa` (`model.nodeclassfit.efas`);
+    #: Karpenter v0.31.1 offers none.
+    offers_efa: bool = False
+    #: The EC2NodeClass's `networkInterfaces` (None: it sets none), which decide the EFA offered and the types.
+    interfaces: tuple[Interface, ...] | None = None
+    #: The EC2NodeClass's `cpuOptions.nestedVirtualization` is `enabled`: only types whose processor supports it.
+    nested_virtualization: bool = False
 
     @classmethod
     def of(
@@ -249,6 +262,9 @@ def node_configuration(kubelet: Mapping[str, Any] | None, node_template: Mapping
     )
     if spec.get(INSTANCE_STORE_POLICY) == RAID0:
         node = dataclasses.replace(node, instance_store_raid0=True)
+    interfaces, nested = interfaces_of(spec), nested_virtualization_of(spec)
+    if interfaces is not None or nested:
+        node = dataclasses.replace(node, interfaces=interfaces, nested_virtualization=nested)
     return with_efa_only_enis(node, spec)
 
 
@@ -343,7 +359,8 @@ def kube_reserved_cpu(cpu_millis: int) -> int:
 
 def capacity(instance_type: InstanceType, node: NodeConfiguration = DEFAULT_NODE) -> Units:
     """What a node of the type has (Karpenter's ``computeCapacity``), every resource of
-    :data:`NODE_RESOURCES` (zeros included; the private IPv4 addresses on Windows only)."""
+    :data:`NODE_RESOURCES` (zeros included; the private IPv4 addresses on Windows only, `vpc.amazonaws.com/efa` on a
+    v1 NodePool's node only)."""
     gpus = instance_type.gpu_count
     manufacturer = instance_type.gpu_manufacturer.lower()
     settings = node.settings
@@ -359,6 +376,8 @@ def capacity(instance_type: InstanceType, node: NodeConfiguration = DEFAULT_NODE
         wk.AWS_NEURON: TRN1_NEURONS.get(instance_type.name, instance_type.accelerator_count),
         wk.HABANA_GAUDI: gpus if manufacturer == "habana" else 0,
     }
+    if node.offers_efa:  # a v1 NodePool's node (Karpenter v1.14.1's `efas`); v0.31.1 has no such resource
+        out[wk.EFA] = efas(instance_type, node.interfaces)
     if node.ami_family.is_windows:
         out[wk.PRIVATE_IPV4] = max(instance_type.ipv4_per_eni - 1, 0)
     return out

@@ -18,6 +18,10 @@ from functools import cached_property
 
 from karpenter_policy.model import labels as wk
 
+#: The processor feature (`ProcessorInfo.SupportedFeatures`) Karpenter v1.14.1 requires of a type for an
+#: EC2NodeClass's `cpuOptions.nestedVirtualization: enabled`.
+NESTED_VIRTUALIZATION = "nested-virtualization"
+
 # EC2 architecture names -> Kubernetes (GOARCH) names, as Karpenter's AWSToKubeArchitectures. Anything else
 # (i386, x86_64_mac, arm64_mac) has no Kubernetes node image and is dropped.
 EC2_TO_KUBE_ARCHITECTURES: dict[str, str] = {"x86_64": "amd64", "arm64": "arm64"}
@@ -166,6 +170,16 @@ class InstanceType:
     cpu_sustained_clock_mhz: int = 0
     #: The EBS-optimized maximum bandwidth in Mbps of a type EBS-optimized by default, 0 when not or unknown.
     ebs_bandwidth_mbps: int = 0
+    #: The interfaces each network card takes (`NetworkInfo.NetworkCards[].MaximumNetworkInterfaces`, in card index
+    #: order); () when the catalog does not say. What v1.14.1's `networkInterfaces` compatibility check reads.
+    network_cards: tuple[int, ...] = ()
+    #: The EFA interfaces the type supports (`NetworkInfo.EfaInfo.MaximumEfaInterfaces`), 0 without EFA: what
+    #: Karpenter v1.14.1 offers as `vpc.amazonaws.com/efa` when the class sets no `networkInterfaces`.
+    efa_interfaces: int = 0
+    #: ENA is `unsupported` (`NetworkInfo.EnaSupport`): v1.14.1 launches no `networkInterfaces` on such a type.
+    ena_unsupported: bool = False
+    #: `nested-virtualization` is among `ProcessorInfo.SupportedFeatures` (False also when the catalog does not say).
+    nested_virtualization: bool = False
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.offerings, key=lambda o: (o.zone, o.capacity_type, o.reservation_id)))

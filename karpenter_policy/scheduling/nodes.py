@@ -39,11 +39,6 @@ from karpenter_policy.scheduling.topology import Topology, TopologyError
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, Vector, add, fits
 
 _NO_ROOM = Refusal("resources", "no instance type has room for the pods together")
-#: Why a v1 NodePool's pod requesting `vpc.amazonaws.com/efa` finds no type, where Karpenter v1.14.1 offers it.
-_EFA_NOT_MODELLED = (
-    "EFA interfaces are not modelled here (the catalog has no EFA counts); Karpenter v1.14.1 offers them on the "
-    "types with EFA (DescribeInstanceTypes' EfaInfo.MaximumEfaInterfaces) and launches one per network card"
-)
 _NO_DOMAIN = Refusal("topology", "the topology leaves the node no domain")
 NOTHING_UNDEFINED: frozenset[str] = frozenset()
 
@@ -270,10 +265,7 @@ class NodeClaim:
         if ports and (clash := _port_conflict(ports, self.host_ports)) is not None:
             return Refusal("host-ports", f"{clash} is in use on the node")
         if shape.extended:
-            names = ", ".join(sorted(shape.extended))
-            if template.v1 and wk.EFA in shape.extended:  # v1.14.1 offers it: say why it is not here
-                return Refusal("resources", f"no instance type offers {names}: {_EFA_NOT_MODELLED}")
-            return Refusal("resources", f"no instance type offers {names}")
+            return Refusal("resources", f"no instance type offers {', '.join(sorted(shape.extended))}")
         constrained = attempt.constrained
         if constrained:
             key = id(attempt)

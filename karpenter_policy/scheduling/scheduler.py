@@ -71,7 +71,7 @@ from karpenter_policy.scheduling.topology import (
     TopologyRules,
     template_domain_taints,
 )
-from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
+from karpenter_policy.scheduling.vectors import CPU_I, EFA_I, MEMORY_I, ONE_POD, ZERO, Vector, add, subtract
 
 COST = "cost"
 KARPENTER = "karpenter"
@@ -415,6 +415,8 @@ def template_refusal(
         return taint_refusal(template, attempt, pod.requests)
     if ruled_out or not template.requirements.admits(attempt.requirements, template.well_known):
         return requirements_refusal(template, attempt, pod.requests)
+    if pod.requests[EFA_I] and not template.v1:  # Karpenter v0.31.1 has no EFA resource: its words
+        return Refusal("resources", f"no instance type offers {wk.EFA}")
     return None
 
 

@@ -7,11 +7,15 @@ satisfy its requirements and have an offering in its zones and capacity types. B
 checks) or from a compiled ConstraintSet (the controller), so both decide with the same object. A v1 NodePool's
 template also carries its `minValues` and the operator's `--min-values-policy` (`model.minvalues`): under Strict, a
 NodePool whose own requirements leave fewer distinct values than a minValues asks launches nothing, as Karpenter
-v1.14.1's `NewScheduler` skips it (core pkg/controllers/provisioning/scheduling/scheduler.go).
+v1.14.1's `NewScheduler` skips it (core pkg/controllers/provisioning/scheduling/scheduler.go). A v1 NodePool's nodes
+offer `vpc.amazonaws.com/efa` (v1.14.1's `efas`), and when its EC2NodeClass sets `networkInterfaces` or enables
+nested virtualization its types are only those that can launch with them (`model.nodeclassfit`); none left: the
+template is unavailable, with the field named.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -24,11 +28,19 @@ from karpenter_policy.model.allocatable import NodeConfiguration
 from karpenter_policy.model.allocatable import node_configuration as node_configuration
 from karpenter_policy.model.amifamily import node_os
 from karpenter_policy.model.minvalues import BEST_EFFORT, STRICT, unmet_text
+from karpenter_policy.model.nodeclassfit import CPU_OPTIONS, NETWORK_INTERFACES, launchable
 from karpenter_policy.model.pools import owner_label
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.model.resources import NODES, parse_quantity
 from karpenter_policy.model.taints import Taint
-from karpenter_policy.scheduling.instances import TYPE_KEYS, V1_TYPE_KEYS, InstanceTable, NodeShapes, ShapeFunction
+from karpenter_policy.scheduling.instances import (
+    TYPE_KEYS,
+    V1_TYPE_KEYS,
+    InstanceTable,
+    NodeShapes,
+    ShapeFunction,
+    bits,
+)
 from karpenter_policy.scheduling.shapes import configuration_key, shape_function
 from karpenter_policy.scheduling.vectors import INDEX, ZERO, Vector, amount
 
@@ -178,12 +190,18 @@ class NodeClaimTemplate:
         )
         v1 = owner_label != wk.PROVISIONER_NAME
         type_keys, well_known = (V1_TYPE_KEYS, wk.V1_WELL_KNOWN_LABELS) if v1 else (TYPE_KEYS, wk.WELL_KNOWN_LABELS)
+        if v1 and not node.offers_efa:
+            node = dataclasses.replace(node, offers_efa=True)
         types = table.mask_of(full, os=os, type_keys=type_keys)
         if admitted is not None:
             types &= table.mask_of_names(admitted)
+        unavailable = ""
+        if v1 and types and (node.interfaces is not None or node.nested_virtualization):
+            types &= launchable_mask(table, node)
+            if not types:
+                unavailable = unlaunchable_text(node)
         shapes = node_shapes(table, node) if shape is None else table.shapes(shape[0], shape[1])
         min_values = dict(min_values or {})
-        unavailable = ""
         if types and min_values and min_values_policy != BEST_EFFORT:
             unmet = table.unmet_min_values(min_values, types)
             if unmet:  # Karpenter's NoCompatibleInstanceTypes event, and the error it logs
@@ -290,6 +308,25 @@ def owner_requirements(owner_label: str, name: str) -> tuple[Requirement, ...]:
     if owner_label == wk.PROVISIONER_NAME:
         return (owner,)
     return owner, Requirement.new(wk.PROVISIONER_NAME, Operator.DOES_NOT_EXIST)
+
+
+def launchable_mask(table: InstanceTable, node: NodeConfiguration) -> int:
+    """The types of `table` that can launch with the node's EC2NodeClass `networkInterfaces` and `cpuOptions`
+    (Karpenter v1.14.1's `IsCompatibleWithNodeClass`, `model.nodeclassfit.launchable`, from the catalog's facts)."""
+    return bits(
+        i for i, it in enumerate(table.types) if launchable(it, node.interfaces, node.nested_virtualization)
+    )
+
+
+def unlaunchable_text(node: NodeConfiguration, subject: str = "no instance type the requirements admit") -> str:
+    """Why no type of a template that `launchable_mask` emptied can launch: the EC2NodeClass field(s) that gate."""
+    fields = [f"{NETWORK_INTERFACES} ({len(node.interfaces)})"] if node.interfaces is not None else []
+    fields += [f"{CPU_OPTIONS}.nestedVirtualization: enabled"] if node.nested_virtualization else []
+    return (
+        f"{subject} can launch with the EC2NodeClass's " + " and ".join(fields)
+        + " (Karpenter v1.14.1's IsCompatibleWithNodeClass: network cards, device indexes, EFA interfaces, ENA, "
+        "nested virtualization)"
+    )
 
 
 def node_shapes(table: InstanceTable, node: NodeConfiguration) -> NodeShapes:

@@ -28,9 +28,12 @@ RESOURCES: tuple[str, ...] = (
     wk.AWS_NEURON,
     wk.HABANA_GAUDI,
     wk.POD_ENI,
+    wk.EFA,
 )
 INDEX: dict[str, int] = {name: i for i, name in enumerate(RESOURCES)}
 CPU_I, MEMORY_I, PODS_I, STORAGE_I = (INDEX[CPU], INDEX[MEMORY], INDEX[PODS], INDEX[EPHEMERAL_STORAGE])
+#: `vpc.amazonaws.com/efa`: a v1 NodePool's nodes offer it (Karpenter v1.14.1), a v0.31 Provisioner's none.
+EFA_I = INDEX[wk.EFA]
 #: What a Kubernetes quantity holds (2^63-1): a request this large fits nowhere; sums stay exact Python ints.
 CAP = (1 << 63) - 1
 _DECIMAL_CAP = Decimal(CAP)

@@ -5,6 +5,7 @@ Modes (`HostileEc2(mode)`, or `python hostile_ec2.py MODE [MB]` printing its URL
 
 * `empty` — every describe answers an empty set, GetProducts an empty price list;
 * `nan` — one instance type whose `<sizeInMiB>` is `NaN`, offered in one zone;
+* `cards` — one instance type whose network cards are numbered 0 and 2 (no card 1), offered in one zone;
 * `huge` — DescribeInstanceTypes answers `HUGE_BYTES` (200 MB, or MB) of well-formed instance types, generated as
   it is sent;
 * `silent` — reads the request and never answers (until the server stops);
@@ -21,19 +22,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 HUGE_BYTES = 200 * 1024 * 1024
-MODES = ("empty", "nan", "huge", "silent", "trickle")
+MODES = ("empty", "nan", "cards", "huge", "silent", "trickle")
 _NS = 'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"'
 
 
-def _instance_type(name: str, memory: str) -> str:
+def _instance_type(name: str, memory: str, cards: str = "") -> str:
     return (
         f"<item><instanceType>{name}</instanceType><supportedUsageClasses><item>on-demand</item>"
         "<item>spot</item></supportedUsageClasses><bareMetal>false</bareMetal><hypervisor>nitro</hypervisor>"
         "<processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures></processorInfo>"
         f"<vCpuInfo><defaultVCpus>2</defaultVCpus></vCpuInfo><memoryInfo><sizeInMiB>{memory}</sizeInMiB>"
         "</memoryInfo><networkInfo><maximumNetworkInterfaces>3</maximumNetworkInterfaces>"
-        "<ipv4AddressesPerInterface>10</ipv4AddressesPerInterface></networkInfo></item>"
+        f"<ipv4AddressesPerInterface>10</ipv4AddressesPerInterface>{cards}</networkInfo></item>"
     )
+
+
+#: Two network cards numbered 0 and 2: no EC2 type has a gap in its card indexes.
+_GAPPED_CARDS = (
+    "<networkCards><item><networkCardIndex>0</networkCardIndex><maximumNetworkInterfaces>2</maximumNetworkInterfaces>"
+    "</item><item><networkCardIndex>2</networkCardIndex><maximumNetworkInterfaces>2</maximumNetworkInterfaces></item>"
+    "</networkCards>"
+)
 
 
 def _answer(action: str, items: str) -> bytes:
@@ -125,7 +134,9 @@ class HostileEc2:
         items = ""
         if self.mode == "nan" and action == "DescribeInstanceTypes":
             items = _instance_type("m5.large", "NaN")
-        elif self.mode == "nan" and action == "DescribeInstanceTypeOfferings":
+        elif self.mode == "cards" and action == "DescribeInstanceTypes":
+            items = _instance_type("m5.large", "8192", _GAPPED_CARDS)
+        elif self.mode in ("nan", "cards") and action == "DescribeInstanceTypeOfferings":
             items = (
                 "<item><instanceType>m5.large</instanceType><locationType>availability-zone</locationType>"
                 "<location>us-east-1a</location></item>"

@@ -156,6 +156,18 @@ def test_graviton_is_arm64_and_gpu_has_gpus(refreshed: tuple[Catalog, Path]) -> 
     assert (gpu.gpu_name, gpu.gpu_manufacturer) == ("a10g", "nvidia")
 
 
+def test_refresh_reads_the_network_facts(refreshed: tuple[Catalog, Path]) -> None:
+    """The network cards, EFA interfaces, ENA and nested virtualization, as EC2 (moto over HTTP) describes them:
+    what `check`/`plan` narrow an EC2NodeClass's types by (#26)."""
+    catalog, out = refreshed
+    p4d, t2, m8i = catalog.get("p4d.24xlarge"), catalog.get("t2.micro"), catalog.get("m8i.large")
+    assert p4d is not None and t2 is not None and m8i is not None
+    assert (p4d.network_cards, p4d.efa_interfaces) == ((15, 15, 15, 15), 4)
+    assert t2.ena_unsupported and not p4d.ena_unsupported
+    assert m8i.nested_virtualization and not p4d.nested_virtualization
+    assert load_catalog(out).get("p4d.24xlarge") == p4d
+
+
 def test_refresh_matches_the_embedded_catalog_shape(refreshed: tuple[Catalog, Path]) -> None:
     catalog, out = refreshed
     assert out.read_text().startswith('{"format":1,"region":"us-east-1","types":[\n')
@@ -253,6 +265,7 @@ HOSTILE = {  # mode → what the refresh says (exit 2, the catalog file left as 
     "empty": "DescribeInstanceTypes: described no instance type of us-east-1 that Kubernetes can run: refusing to "
     "write an empty catalog",
     "nan": "the answer is not EC2's: <sizeInMiB> holds 'NaN' (instance type m5.large), not a number",
+    "cards": "DescribeInstanceTypes: m5.large: NetworkCards[].NetworkCardIndex must be 0..1, got [0, 2]",
     "huge": "an answer larger than 8 MiB: not what EC2 answers; refused",
     "silent": "no complete answer within 3 s (--timeout): the endpoint is too slow or silent",
     "trickle": "no complete answer within 3 s (--timeout): the endpoint is too slow or silent",

@@ -54,13 +54,17 @@ def test_kube_reserved_memory_counts_the_fewer_pods() -> None:
 
 def test_the_scheduler_reads_them_from_the_ec2nodeclass() -> None:
     """The node template the scheduler, `plan` and `check` read of an EC2NodeClass (`EC2NodeClass.node_template`)
-    carries its `efa-only` interfaces on card 0, so they count the same pods as the launch; a class without them
-    has the node template it had (no `networkInterfaces` key: the compiled output is unchanged)."""
+    carries its network interfaces, so the `efa-only` ones on card 0 count the same pods as the launch (and all of
+    them decide the EFA offered and the types, `model.nodeclassfit`); one on card 1 takes no pod's ENI; a class
+    without interfaces has the node template it had (no `networkInterfaces` key: the compiled output is
+    unchanged)."""
     assert M6IDN is not None
-    spec = {"amiSelectorTerms": [{"alias": "al2023@latest"}],
-            **_class((0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only"))}
+    nics = _class((0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only"))
+    spec = {"amiSelectorTerms": [{"alias": "al2023@latest"}], **nics}
     template = EC2NodeClass.from_document({"metadata": {"name": "efa"}, "spec": spec}).node_template()
-    assert template["networkInterfaces"] == [{"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"}]
+    assert template["networkInterfaces"] == nics["networkInterfaces"]
     assert max_pods(M6IDN, node_configuration(None, template)) == 345
     spec = {**spec, **_class((0, 0, "interface"), (1, 0, "efa-only"))}
+    assert max_pods(M6IDN, node_configuration(None, EC2NodeClass.from_document({"spec": spec}).node_template())) == 394
+    del spec["networkInterfaces"]
     assert "networkInterfaces" not in EC2NodeClass.from_document({"spec": spec}).node_template()

@@ -31,8 +31,8 @@ from typing import Any, Final
 
 from karpenter_policy.api.objects import Provisioner, taints_of
 from karpenter_policy.api.v1.crds import EC2NODECLASS_API_VERSION, EC2NODECLASS_KIND, NODEPOOL_KIND
-from karpenter_policy.model.allocatable import NETWORK_INTERFACES, efa_only_enis
 from karpenter_policy.model.minvalues import merged_min_values
+from karpenter_policy.model.nodeclassfit import CPU_OPTIONS, NETWORK_INTERFACES
 from karpenter_policy.model.requirements import Requirement
 from karpenter_policy.model.resources import NODES, ResourceList, parse_resource_list
 from karpenter_policy.model.taints import Taint
@@ -271,6 +271,7 @@ class EC2NodeClass:
     user_data: str | None = None
     metadata_options: Mapping[str, Any] | None = None
     network_interfaces: tuple[Mapping[str, Any], ...] = ()
+    cpu_options: Mapping[str, Any] | None = None
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> EC2NodeClass:
@@ -293,21 +294,24 @@ class EC2NodeClass:
             user_data=_optional_str(spec.get("userData")),
             metadata_options=spec.get("metadataOptions"),
             network_interfaces=tuple(dict(n) for n in spec.get(NETWORK_INTERFACES) or [] if isinstance(n, Mapping)),
+            cpu_options=dict(options) if isinstance(options := spec.get(CPU_OPTIONS), Mapping) else None,
         )
 
     def node_template(self) -> dict[str, Any]:
         """What the engine's node arithmetic reads of a node template (`model.allocatable.node_configuration`):
         the AMI family, the block device mappings, the instance-store policy (RAID0: the nodes' ephemeral storage
-        is the instance store, `NodeConfiguration.ephemeral_storage_of`) and, when there are any, the `efa-only`
-        network interfaces on card 0 (ENIs the pods do not get, `model.allocatable.efa_only_enis`)."""
+        is the instance store, `NodeConfiguration.ephemeral_storage_of`) and, when set, the network interfaces
+        (the `efa-only` ones on card 0 are ENIs the pods do not get, `model.allocatable.efa_only_enis`; they all
+        decide the EFA offered and which types can launch, `model.nodeclassfit`) and the CPU options."""
         template: dict[str, Any] = {"blockDeviceMappings": [dict(m) for m in self.block_device_mappings]}
         if self.ami_family is not None:
             template["amiFamily"] = arithmetic_family(self.ami_family)
         if self.instance_store_policy is not None:
             template["instanceStorePolicy"] = self.instance_store_policy
-        efa_only = [dict(n) for n in self.network_interfaces if efa_only_enis({NETWORK_INTERFACES: [n]})]
-        if efa_only:
-            template[NETWORK_INTERFACES] = efa_only
+        if self.network_interfaces:
+            template[NETWORK_INTERFACES] = [dict(n) for n in self.network_interfaces]
+        if self.cpu_options is not None:
+            template[CPU_OPTIONS] = dict(self.cpu_options)
         return template
 
 

@@ -1,7 +1,9 @@
 """Karpenter v1 NodePools through the provisioners' proofs (`proof.provisioners`): each valid NodePool becomes its
 scheduling view (`api.v1.objects.provisioner_document`, with the EC2NodeClass its nodeClassRef names when the
 repository has it) in a `NodePoolDocument`, which places every finding on the view's fields at the NodePool's own
-file:line. And the one proof v1 adds: `minValues` (`min_values_findings`), under Karpenter's `--min-values-policy`.
+file:line. And the proofs v1 adds: `minValues` (`min_values_findings`), under Karpenter's `--min-values-policy`; and
+whether any type it admits can launch with its EC2NodeClass's `networkInterfaces` and `cpuOptions`
+(`launch_findings`, v1.14.1's `IsCompatibleWithNodeClass` on the catalog's network facts).
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from typing import Any
 from karpenter_policy.api.kinds import object_ref
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.v1.objects import EC2NodeClass, NodePool, nodepool_path, provisioner_document
-from karpenter_policy.api.violations import ERROR, MIN_VALUES, WARNING
+from karpenter_policy.api.violations import ERROR, MIN_VALUES, NO_INSTANCE_TYPE, WARNING
 from karpenter_policy.api.violations import Path as FieldPath
 from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.source.loader import Document
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.allocatable import node_configuration
 from karpenter_policy.model.minvalues import BEST_EFFORT, RELAXED_ANNOTATION, STRICT
 from karpenter_policy.scheduling import InstanceTable
+from karpenter_policy.scheduling.templates import launchable_mask, unlaunchable_text
 
-__all__ = ["NodePoolDocument", "min_values_findings", "nodepool_views"]
+__all__ = ["NodePoolDocument", "launch_findings", "min_values_findings", "nodepool_views"]
 
 _SHOWN = 5
 
@@ -104,3 +108,29 @@ def min_values_findings(
         line, column = doc.position(("spec", "requirements", index, "minValues"))
         findings.append(Finding(MIN_VALUES, severity, message, doc.file, line, column, ref))
     return findings
+
+
+def launch_findings(
+    doc: Document, instance_types: Sequence[str], table: InstanceTable, node_template: Mapping[str, Any] | None
+) -> list[Finding]:
+    """`no-instance-type` at a satisfiable NodePool view's `nodeClassRef` when none of the instance types it admits
+    (`instance_types`, proven by the solver) can launch with its EC2NodeClass's `networkInterfaces` and
+    `cpuOptions` (`node_template`, the class's fields the view carries): Karpenter v1.14.1 leaves such types out
+    (`IsCompatibleWithNodeClass`), so no node is ever launched for it. Nothing when the class sets neither."""
+    if doc.data.get("kind") != NODEPOOL_KIND or not node_template:
+        return []
+    node = node_configuration(None, node_template)
+    if node.interfaces is None and not node.nested_virtualization:
+        return []
+    admitted = table.mask_of_names(instance_types)
+    if not admitted or admitted & launchable_mask(table, node):
+        return []
+    count = bin(admitted).count("1")
+    subject = f"none of the {count} instance type{'s' if count != 1 else ''} it admits"
+    message = (
+        f"{unlaunchable_text(node, subject)}, so no node is ever launched for it; change the EC2NodeClass's fields "
+        "or admit types that take them"
+    )
+    ref = object_ref(NODEPOOL_KIND, (doc.data.get("metadata") or {}).get("name"))
+    line, column = doc.position(("spec", "provider"))
+    return [Finding(NO_INSTANCE_TYPE, ERROR, message, doc.file, line, column, ref)]

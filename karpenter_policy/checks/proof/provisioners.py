@@ -63,7 +63,7 @@ from karpenter_policy.checks.proof.domains import (
     zone_elsewhere,
 )
 from karpenter_policy.checks.proof.limits import limits_findings
-from karpenter_policy.checks.proof.nodepools import min_values_findings
+from karpenter_policy.checks.proof.nodepools import launch_findings, min_values_findings
 from karpenter_policy.checks.proof.solver import (
     DEFAULT_TIMEOUT_MS,
     Origin,
@@ -204,6 +204,7 @@ def prove_provisioners(
         if result.verdict == Verdict.SAT:
             findings.extend(limits_findings(doc, result.provisioner, result.instance_types, table, template))
             findings.extend(min_values_findings(doc, result.instance_types, table, min_values_policy))
+            findings.extend(launch_findings(doc, result.instance_types, table, template))
         checked.append(result)
     checked.sort(key=lambda c: (c.file, c.line, c.column))
     return findings, checked

@@ -36,6 +36,7 @@ the same outputs `satisfying` gives, by an independent route.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from karpenter_policy.catalog.table import (
 )
 from karpenter_policy.checks.proof.satisfying import satisfying
 from karpenter_policy.model import labels as wk
-from karpenter_policy.model.instancetypes import ChosenOffering, known_price
+from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, known_price
 from karpenter_policy.model.requirements import GTE, LTE, Operator, Requirement
 from karpenter_policy.scheduling import InstanceTable
 
@@ -468,7 +469,8 @@ class Solver:
     def _sat(self, problem: _Problem, model: z3.ModelRef, prefix: str) -> dict[str, Any]:
         """Every satisfying type (from the encoding's rows, in Python), the zones and capacity types they are
         offered in, and the witness: the cheapest of their offerings in those (ties: type name, zone, capacity
-        type) — what `satisfying` gives, computed independently of it. The model only has to agree."""
+        type; among types without a price, the smaller first) — what `satisfying` gives, computed independently
+        of it. The model only has to agree."""
         table = self.table
         row = problem.rows[model.eval(z3.Int(f"{prefix}t", model.ctx), model_completion=True).as_long()]
         types, zones, capacities = problem.satisfying()
@@ -478,14 +480,16 @@ class Solver:
         zone_of, capacity_of = problem.zone.class_by_index, problem.capacity.class_by_index
         best = min(
             next(
-                (price, table.types[i].name, z, c)  # offerings are sorted by price, then zone and capacity type
+                # offerings are sorted by price, then zone and capacity type; the unpriced (inf) smaller types first,
+                # as the scheduler's table ranks them (`InstanceTable.cheapest`: a node no larger than needed)
+                (price, _size(table.types[i]) if math.isinf(price) else (0, 0), table.types[i].name, z, c)
                 for price, z, c in table.offerings[i]
                 if zone_of[z] in zone_ok and capacity_of[c] in capacity_ok
             )
             for i in types
         )
         return {
-            "witness": Witness(best[1], table.zones[best[2]], table.capacity_types[best[3]], known_price(best[0])),
+            "witness": Witness(best[2], table.zones[best[3]], table.capacity_types[best[4]], known_price(best[0])),
             "instance_types": tuple(table.types[i].name for i in types),
             "zones": tuple(zones),
             "capacity_types": tuple(capacities),
@@ -597,3 +601,8 @@ def _minimal_core(unsatisfiable: Callable[[Sequence[int]], bool], candidates: Se
         return in_first + in_second
 
     return sorted(explain([], False, candidates))
+
+
+def _size(instance_type: InstanceType) -> tuple[int, int]:
+    """How the unpriced types rank in a witness: vCPUs, then memory (`InstanceTable`'s size rank)."""
+    return instance_type.vcpu, instance_type.memory_mib

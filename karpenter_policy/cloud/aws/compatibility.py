@@ -17,40 +17,40 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from karpenter_policy.model.allocatable import EFA_ONLY
+from karpenter_policy.model import nodeclassfit
+from karpenter_policy.model.instancetypes import NESTED_VIRTUALIZATION
+from karpenter_policy.model.nodeclassfit import NETWORK_INTERFACES
 
 #: The fields of a DescribeInstanceTypes entry the checks read (the rest need not be kept).
 READ: Final = ("NetworkInfo", "ProcessorInfo", "PlacementGroupInfo")
-NESTED_VIRTUALIZATION: Final = "nested-virtualization"
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def interfaces_fit(info: Mapping[str, Any], interfaces: Sequence[Mapping[str, Any]]) -> bool:
-    """v1.14.1's `networkInterfaceCheck.compatibleCheck` (see the module docstring)."""
+    """v1.14.1's `networkInterfaceCheck.compatibleCheck` (see the module docstring): EC2's facts read here, the
+    verdict `model.nodeclassfit.interfaces_fit`'s (what `check` and `plan` ask of the catalog's facts)."""
     network = info.get("NetworkInfo")
     cards = network.get("NetworkCards") if isinstance(network, Mapping) else None
     if not isinstance(network, Mapping) or not isinstance(cards, list) or not cards:
         return False
-    if network.get("EnaSupport") == "unsupported":
-        return False
-    for interface in interfaces:
-        card_index = int(interface.get("networkCardIndex") or 0)
-        if len(cards) <= card_index:
-            return False
-        card = next((c for c in cards if isinstance(c, Mapping) and c.get("NetworkCardIndex") == card_index), None)
-        if card is None or int(card.get("MaximumNetworkInterfaces") or 0) <= int(interface.get("deviceIndex") or 0):
-            return False
-    efa_only = sum(1 for i in interfaces if i.get("interfaceType") == EFA_ONLY)
-    if efa_only:
-        efa = network.get("EfaInfo")
-        most = efa.get("MaximumEfaInterfaces") if isinstance(efa, Mapping) else None
-        if not isinstance(most, int) or efa_only > most:
-            return False
-    return True
+    by_index = {
+        _count(c.get("NetworkCardIndex")): _count(c.get("MaximumNetworkInterfaces"))
+        for c in cards if isinstance(c, Mapping)
+    }  # fmt: skip
+    efa = network.get("EfaInfo")
+    most = _count(efa.get("MaximumEfaInterfaces")) if isinstance(efa, Mapping) else 0
+    wanted = nodeclassfit.interfaces_of({NETWORK_INTERFACES: list(interfaces)}) or ()
+    return nodeclassfit.interfaces_fit(
+        tuple(by_index.get(i, 0) for i in range(len(cards))), most, network.get("EnaSupport") == "unsupported", wanted
+    )
 
 
 def nested_virtualization_fits(info: Mapping[str, Any], cpu_options: Any) -> bool:
     """v1.14.1's `nestedVirtualizationCheck.compatibleCheck`: only `enabled` asks anything of the type."""
-    if not isinstance(cpu_options, Mapping) or cpu_options.get("nestedVirtualization") != "enabled":
+    if not nodeclassfit.nested_virtualization_of({nodeclassfit.CPU_OPTIONS: cpu_options}):
         return True
     processor = info.get("ProcessorInfo")
     features = processor.get("SupportedFeatures") if isinstance(processor, Mapping) else None
@@ -77,5 +77,4 @@ def compatible(
     )
 
 
-__all__ = ["EFA_ONLY", "NESTED_VIRTUALIZATION", "READ", "compatible", "interfaces_fit", "nested_virtualization_fits",
-           "strategy_fits"]
+__all__ = ["READ", "compatible", "interfaces_fit", "nested_virtualization_fits", "strategy_fits"]

@@ -44,7 +44,7 @@ from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.capacityreservations import TYPE_CAPACITY_BLOCK
 from karpenter_policy.cloud.errors import CloudError, NotFound
 from karpenter_policy.cloud.provider import TAG_MANAGED_BY, Clock, cluster_tag
-from karpenter_policy.model.allocatable import EFA_ONLY
+from karpenter_policy.model.nodeclassfit import EFA_ONLY
 from karpenter_policy.model.resources import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -143,6 +143,7 @@ def template_data(
     cpu: Mapping[str, Any] | None = None,
     placement: Mapping[str, Any] | None = None,
     reservation: tuple[str, str, bool] | None = None,
+    efa_count: int = 0,
 ) -> dict[str, Any]:
     """CreateLaunchTemplate's LaunchTemplateData (userData base64-encoded, as EC2 wants it). ``public_ip`` (an
     EC2NodeClass's `associatePublicIPAddress`, None: unset) and ``ip_prefix_count`` (its `ipPrefixCount`: the
@@ -151,7 +152,9 @@ def template_data(
     primary network interface, which then carries the security groups (EC2 takes them there or at the top, not
     both): v1.14.1's `generateNetworkInterfaces` (aws pkg/providers/launchtemplate/launchtemplate.go:355-367) for
     one ENA interface. ``interfaces`` (an EC2NodeClass's `networkInterfaces`, :func:`network_interfaces`) replaces
-    that one interface; ``cpu`` (:func:`cpu_options`) is the template's CpuOptions and ``placement``
+    that one interface; else ``efa_count`` (the EFA of the type, when the claim's pods request
+    `vpc.amazonaws.com/efa`) makes it that many EFA interfaces, one per network card (:func:`efa_interfaces`);
+    ``cpu`` (:func:`cpu_options`) is the template's CpuOptions and ``placement``
     (:func:`placement`) its Placement. ``reservation`` (id, type, interruptible) targets a capacity reservation as
     v1.14.1's `CreateLaunchTemplateInputBuilder` does for a reserved launch (aws
     pkg/providers/launchtemplate/types.go:153-180): `capacity-reservations-only` with the reservation as target, a
@@ -166,6 +169,11 @@ def template_data(
     if interfaces:
         data["NetworkInterfaces"] = network_interfaces(
             interfaces, security_groups, public_ip=public_ip, ip_prefix_count=ip_prefix_count, ipv6=ipv6,
+            connection_tracking=connection_tracking,
+        )  # fmt: skip
+    elif efa_count:
+        data["NetworkInterfaces"] = efa_interfaces(
+            efa_count, security_groups, public_ip=public_ip, ip_prefix_count=ip_prefix_count, ipv6=ipv6,
             connection_tracking=connection_tracking,
         )  # fmt: skip
     elif public_ip is None and ip_prefix_count is None and connection_tracking is None:
@@ -235,6 +243,44 @@ def network_interfaces(
                 spec["AssociatePublicIpAddress"] = public_ip
             if connection_tracking is not None:
                 spec["ConnectionTrackingSpecification"] = dict(connection_tracking)
+        out.append(dict(sorted(spec.items())))
+    return out
+
+
+#: The interface type of an EFA interface that also carries IP traffic (EC2's `efa`).
+EFA_INTERFACE = "efa"
+
+
+def efa_interfaces(
+    count: int,
+    security_groups: Sequence[str],
+    *,
+    public_ip: bool | None,
+    ip_prefix_count: int | None,
+    ipv6: bool,
+    connection_tracking: Mapping[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """`count` EFA interfaces, one per network card, for a claim whose pods request `vpc.amazonaws.com/efa` (the
+    class sets no `networkInterfaces`): v1.14.1's `generateNetworkInterfaces` EFA branch (launchtemplate.go:334-353).
+    Card i, device index 0 on card 0 and 1 on the others (so that card 0's interface stays primary), type `efa`,
+    the security groups, the class's `associatePublicIPAddress`, `ipPrefixCount` (IPv6 cluster: as Ipv6PrefixCount,
+    with PrimaryIpv6 and one IPv6 address) and `connectionTracking`."""
+    out = []
+    for card in range(count):
+        spec: dict[str, Any] = {
+            "NetworkCardIndex": card,
+            "DeviceIndex": 0 if card == 0 else 1,
+            "InterfaceType": EFA_INTERFACE,
+            "Groups": sorted(security_groups),
+        }
+        if ip_prefix_count is not None:
+            spec["Ipv6PrefixCount" if ipv6 else "Ipv4PrefixCount"] = ip_prefix_count
+        if public_ip is not None:
+            spec["AssociatePublicIpAddress"] = public_ip
+        if ipv6:
+            spec.update({"PrimaryIpv6": True, "Ipv6AddressCount": 1})
+        if connection_tracking is not None:
+            spec["ConnectionTrackingSpecification"] = dict(connection_tracking)
         out.append(dict(sorted(spec.items())))
     return out
 
@@ -458,9 +504,11 @@ __all__ = [
     "NAME_PREFIX",
     "LaunchTemplates",
     "block_device_mappings",
+    "EFA_INTERFACE",
     "EFA_ONLY",
     "connection_tracking",
     "cpu_options",
+    "efa_interfaces",
     "metadata_options",
     "network_interfaces",
     "placement",

@@ -99,6 +99,7 @@ from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods, with_efa_only_enis
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.nodeclassfit import efas, interfaces_of, launched_efas
 
 log = logging.getLogger(__name__)
 
@@ -614,8 +615,8 @@ class AwsCloudProvider:
                 labels[wk.PLACEMENT_GROUP_PARTITION] = str(placed_in["PartitionNumber"])
             labels = dict(sorted(labels.items()))
         taints = (*request.taints, *request.startup_taints)
-        by_group: dict[tuple[str, int], str] = {}
-        arguments: dict[tuple[str, int], dict[str, Any]] = {}
+        by_group: dict[tuple[str, int, int], str] = {}
+        arguments: dict[tuple[str, int, int], dict[str, Any]] = {}
         reservations_of: dict[str, list[ReservedOffering]] = {}
         for choice in (reserved or {}).values():
             reservations_of.setdefault(choice.instance_type, []).append(choice)
@@ -632,7 +633,8 @@ class AwsCloudProvider:
             if image is None:
                 continue
             pods = max_pods(it, node)
-            group = (image, pods)
+            efa = efas(it, interfaces_of(spec)) if request.efa_requested else 0  # resolver.go:192-196
+            group = (image, pods, efa)
             if group not in arguments:
                 bootstrap = userdata.Bootstrap(
                     cluster_name=request.cluster_name,
@@ -667,6 +669,7 @@ class AwsCloudProvider:
                     "interfaces": interfaces if isinstance(interfaces := spec.get(NETWORK_INTERFACES), list) else (),
                     "cpu": cpu_options(spec.get(CPU_OPTIONS)),
                     "placement": placed_in,
+                    "efa_count": efa,
                 }
             if unreserved is None or it.name in unreserved:
                 if group not in by_group:
@@ -726,6 +729,9 @@ class AwsCloudProvider:
                     )
             if launched:
                 instance = self._launched_instance(launched[0], zone_of_subnet, tags)
+                if (it := self._catalog.get(instance.instance_type)) is not None:
+                    efa = launched_efas(it, request.provider, request.efa_requested)
+                    instance = dataclasses.replace(instance, efa_interfaces=efa)
                 if into:
                     instance = self._into_reservation(instance, choices)
                 return dataclasses.replace(instance, failed_offerings=tuple(failed)) if failed else instance

@@ -27,6 +27,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, known_price, price_key
 from karpenter_policy.reconcile.options import DEFAULT_LAUNCH_PARALLELISM
 from karpenter_policy.scheduling import ClaimPlan, NodeClaimTemplate
+from karpenter_policy.scheduling.vectors import EFA_I
 
 #: Karpenter passes at most 60 instance types to CreateFleet.
 MAX_INSTANCE_TYPES = 60
@@ -80,6 +81,7 @@ def launch_request(
         provider=constraint_set.launch_spec,  # the templates were built from it: it does not raise
         kubelet=constraint_set.kubelet,
         min_values_relaxed=claim.min_values_relaxed,
+        efa_requested=claim.requests[EFA_I] > 0,
     )
 
 

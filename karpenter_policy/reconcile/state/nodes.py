@@ -224,6 +224,9 @@ def node_object(
         labels.update(node_labels(table.types[position], configuration))
         capacity = format_resource_vector(template.shapes.capacity[position])
         allocatable = format_resource_vector(template.shapes.allocatable[position])
+        if not instance.efa_interfaces:  # launched without EFA interfaces: none advertised (cloudprovider.go:440)
+            capacity.pop(wk.EFA, None)
+            allocatable.pop(wk.EFA, None)
     else:
         labels[wk.INSTANCE_TYPE] = instance.instance_type
     labels.update(
