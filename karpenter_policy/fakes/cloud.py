@@ -35,6 +35,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.labels import CAPACITY_ON_DEMAND, CAPACITY_RESERVED
 
 ENDPOINT = "fake://cloud"
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
@@ -122,6 +123,19 @@ class FakeCloudProvider:
         with self._lock:
             instance = self._instances[instance_id]
             self._instances[instance_id] = _replace_state(instance, state)
+
+    def set_reservation(self, instance_id: str, reservation_id: str | None) -> None:
+        """Report the instance in that capacity reservation (`reserved`, a default one), as DescribeInstances reads a
+        `capacity-reservations-only` launch; None: EC2 moved it out, `on-demand` (the reservation ended)."""
+        with self._lock:
+            instance = self._instances[instance_id]
+            self._instances[instance_id] = dataclasses.replace(
+                instance,
+                capacity_type=CAPACITY_RESERVED if reservation_id else CAPACITY_ON_DEMAND,
+                reservation_id=reservation_id or "",
+                reservation_type="default" if reservation_id else "",
+                reservation_interruptible=False,
+            )
 
     def _injected(self, operation: str) -> None:
         with self._lock:

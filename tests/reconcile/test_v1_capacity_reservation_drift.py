@@ -7,12 +7,20 @@ the cloud could not tell decide nothing."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from karpenter_policy.cloud.provider import STATE_RUNNING, Instance, Network
+from karpenter_policy.fakes.cloud import FakeCloudProvider
+from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims.conditions import drift_reason as drift_condition_reason
+from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.disruption.decider import network_drift
+from karpenter_policy.reconcile.state import nodes as node_info
+from karpenter_policy.testing import Scene, compile_policies
 
 SUITE = "aws/karpenter-provider-aws v1.14.1 pkg/cloudprovider/suite_test.go"
 SUBNET = "subnet-0valid000000000001"
@@ -81,3 +89,52 @@ def test_order_security_groups_subnet_reservation_placement_group() -> None:
     grouped = Network(frozenset({SUBNET}), frozenset({GROUP}), "pg-0123456789abcdef0", frozenset({FOO}))
     assert network_drift(reserved(BAR), grouped, {}).startswith("CapacityReservationDrift")
     assert network_drift(reserved(FOO), grouped, {}).startswith("PlacementGroupDrift")
+
+
+# --- the controller, on the in-memory cloud ----------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "v1" / "controller"
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_policies(EXAMPLE / "policies", tmp_path_factory.mktemp("v1reservationdrift") / "build")
+
+
+def _drifted(scene: Scene, claim: str) -> dict[str, str] | None:
+    status = scene.nodeclaims()[claim].get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == "Drifted"), None)
+
+
+@pytest.mark.parametrize(("gate", "reason"), [(True, "CapacityReservationDrift"), (False, None)])
+def test_the_controller_marks_the_claim_of_an_unselected_reservation_drifted(
+    compiled: Path, gate: bool, reason: str | None
+) -> None:
+    """The node's instance is in cr-foo (as DescribeInstances reads it) while the class selects cr-bar only: its claim
+    is Drifted `CapacityReservationDrift` (drift.go:148); with `--feature-gates ReservedCapacity=false` v1.14.1 reads
+    no instance `reserved`, so nothing drifts. Once the class selects cr-foo again, Drifted goes."""
+    scene = Scene(compiled)
+    cloud = scene.cloud
+    assert isinstance(cloud, FakeCloudProvider)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    controller = scene.controller(reserved_capacity=gate)
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    (claim, _), = scene.nodeclaims().items()
+    node = next(n for n, obj in scene.nodes().items() if claim_of_node(obj) == claim)
+    scene.cluster.patch(objects.NODE, node, {"metadata": {"annotations": {wk.DO_NOT_DISRUPT: "true"}}})
+    cloud.set_reservation(node_info.instance_id(scene.nodes()[node]), FOO)
+    selects = Network(frozenset({cloud.subnet_id}), frozenset(cloud.security_groups), "", frozenset({FOO}))
+    cloud.resolved = selects
+    scene.run(controller, 60)
+    assert _drifted(scene, claim) is None
+
+    cloud.resolved = dataclasses.replace(selects, reservations=frozenset({BAR}))
+    scene.run(controller, 900, until=lambda: _drifted(scene, claim) is not None)
+    drifted = _drifted(scene, claim)
+    if reason is None:
+        assert drifted is None
+        return
+    assert drifted is not None and drifted["status"] == "True" and drifted["reason"] == reason, drifted
+    cloud.resolved = selects
+    scene.run(controller, 900, until=lambda: _drifted(scene, claim) is None)
+    assert _drifted(scene, claim) is None
