@@ -1064,13 +1064,21 @@ def instance_type_not_found(labels: Mapping[str, str], types: Sequence[InstanceT
     """Why a NodePool node has drifted because its instance type is no longer offered ("" when it has not), as core
     v1.14.1's drift.go `instanceTypeNotFound`: its `node.kubernetes.io/instance-type` label names none of the types
     its node class offers now (no label included), or none of that type's offerings — available or not — is
-    compatible with the node's zone and capacity-type labels (a label the node lacks is no constraint)."""
+    compatible with the node's zone and capacity-type labels (a label the node lacks is no constraint; a `reserved`
+    node is compatible with on-demand offerings too, as drift.go:135-145 has it)."""
     name = labels.get(wk.INSTANCE_TYPE)
     offered = next((t for t in types if t.name == name), None) if name else None
     if offered is None:
         return f"InstanceTypeNotFound: its instance type {name or '(no label)'} is no longer offered"
     zone, capacity = labels.get(wk.ZONE), labels.get(wk.CAPACITY_TYPE)
-    if not any((zone is None or o.zone == zone) and (capacity is None or o.capacity_type == capacity)
+    # a reserved node may be demoted to on-demand after its launch: reserved or on-demand offerings both keep it, and
+    # its reservation labels are not compared (drift.go:135-145; its reservation is `CapacityReservationDrift`'s)
+    accepted = (
+        None if capacity is None
+        else {wk.CAPACITY_RESERVED, wk.CAPACITY_ON_DEMAND} if capacity == wk.CAPACITY_RESERVED
+        else {capacity}
+    )
+    if not any((zone is None or o.zone == zone) and (accepted is None or o.capacity_type in accepted)
                for o in offered.offerings):
         return (f"InstanceTypeNotFound: {name} is no longer offered in {zone or 'any zone'} as "
                 f"{capacity or 'any capacity type'}")
